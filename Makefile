@@ -1,0 +1,95 @@
+# mssql-cdc build. `make` builds the library and both programs; `make test`
+# installs what is missing, builds, and runs every suite; `make demo` runs the
+# main job against the simulator; `make bench` runs the benchmarks.
+#
+# Variants: `make SAN=1` builds with ASan+UBSan into build-san/,
+# `make CC=clang` builds with clang. Dependencies: scripts/install-deps.sh.
+
+CC      ?= cc
+SAN     ?= 0
+ifeq ($(SAN),1)
+BUILD   ?= build-san
+OPT     ?= -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+else
+BUILD   ?= build
+OPT     ?= -O2 -g
+endif
+
+MODULES := util lsn options batch tds parquet delta source lake pipeline
+INCLUDES := -Iinclude $(addprefix -Isrc/,$(MODULES)) -Isrc/sim -Isrc/cli
+WARN    := -Wall -Wextra -Wpedantic -Wconversion -Wshadow -Werror
+CFLAGS  += -std=c17 $(WARN) $(OPT) -D_GNU_SOURCE -fPIC -pthread $(INCLUDES)
+LDLIBS  := -lsybdb -lsqlite3 -ljansson -lzstd -lsnappy -llz4 -lz -lpthread -lm
+LDFLAGS += $(filter -fsanitize%,$(OPT)) -pthread
+
+LIB_SRC := $(foreach m,$(MODULES),$(wildcard src/$(m)/*.c))
+SIM_SRC := $(filter-out src/sim/sim_main.c,$(wildcard src/sim/*.c))
+CLI_SRC := $(wildcard src/cli/*.c)
+TEST_SRC := $(wildcard tests/unit/*.c)
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+LIB_OBJ := $(call obj,$(LIB_SRC))
+SIM_OBJ := $(call obj,$(SIM_SRC))
+CLI_OBJ := $(call obj,$(CLI_SRC))
+TEST_OBJ := $(call obj,$(TEST_SRC))
+
+LIB := $(BUILD)/libmssqlcdc.a
+SIMLIB := $(BUILD)/libmcdcsim.a
+BINS := $(BUILD)/mssql-cdc $(BUILD)/mssql-cdc-sim $(BUILD)/unit-tests
+
+.PHONY: all deps test test-unit test-san demo bench fuzz clean headercheck
+all: $(BINS)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(SIMLIB): $(SIM_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/mssql-cdc: $(CLI_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
+
+$(BUILD)/mssql-cdc-sim: $(call obj,src/sim/sim_main.c) $(SIMLIB) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/unit-tests: $(TEST_OBJ) $(SIMLIB) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(SIMLIB) $(LIB) $(LDLIBS)
+
+# The public header compiles alone, as C and as C++.
+headercheck:
+	@mkdir -p $(BUILD)
+	printf '#include "mssqlcdc.h"\nint main(void){return 0;}\n' > $(BUILD)/hc.c
+	$(CC) -std=c17 $(WARN) -Iinclude -c $(BUILD)/hc.c -o $(BUILD)/hc.o
+	printf '#include "mssqlcdc.h"\nint main(){return 0;}\n' > $(BUILD)/hc.cpp
+	c++ -std=c++17 -Wall -Wextra -Wpedantic -Werror -Iinclude -c $(BUILD)/hc.cpp -o $(BUILD)/hcpp.o
+
+deps:
+	@scripts/install-deps.sh
+
+test: deps
+	@tests/run_all.sh
+
+test-unit: all
+	$(BUILD)/unit-tests
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/demo.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@bench/run_all.sh
+
+fuzz:
+	@scripts/fuzz.sh
+
+clean:
+	rm -rf build build-san build-clang build-fuzz
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what the build and the tests need and is missing: Debian packages
+# (as root, or with sudo) and the Python virtual environment used by the
+# interop tests and benchmarks (.venv, from tests/requirements.txt).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PKGS=(build-essential pkg-config clang libclang-rt-14-dev llvm
+      freetds-dev freetds-bin libsqlite3-dev libjansson-dev
+      libzstd-dev libsnappy-dev liblz4-dev zlib1g-dev tzdata
+      python3-venv valgrind)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Python only for interop tests and benchmarks against the readers users trust.
+REQ=tests/requirements.txt
+STAMP=.venv/.installed
+if [ ! -f "$STAMP" ] || ! cmp -s "$REQ" "$STAMP"; then
+  echo "install-deps: preparing .venv from $REQ"
+  python3 -m venv .venv
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -r "$REQ"
+  cp "$REQ" "$STAMP"
+fi

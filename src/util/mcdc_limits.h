@@ -1,0 +1,76 @@
+/*
+ * mcdc_limits.h - every ceiling of the engine and the simulator, in one place,
+ * each with its reason. Exceeding a limit is an error (MCDC_E_LIMIT), never
+ * silent growth.
+ */
+#ifndef MCDC_LIMITS_H
+#define MCDC_LIMITS_H
+
+/* TDS: SQL Server accepts packet sizes up to 32767 bytes; the 8-byte header
+ * is included. 512 is the protocol minimum. */
+#define MCDC_TDS_PACKET_BYTES_MIN 512
+#define MCDC_TDS_PACKET_BYTES_MAX 32767
+#define MCDC_TDS_PACKET_BYTES_DEFAULT 4096
+
+/* TDS: one client request (SQL batch or RPC) assembled from packets. Our
+ * queries are a few KiB; scenario scripts a few hundred KiB. 64 MiB leaves
+ * room for multi-row INSERTs of bulk loads and stops a lying peer early. */
+#define MCDC_TDS_MESSAGE_BYTES_MAX (64u * 1024u * 1024u)
+
+/* LOGIN7 is at most 128 KiB by the MS-TDS specification. */
+#define MCDC_TDS_LOGIN7_BYTES_MAX (128u * 1024u)
+
+/* SQL Server allows 1024 columns in a table (4096 in a wide-table SELECT).
+ * A change table adds 7 metadata columns; 4096 bounds any result we read. */
+#define MCDC_COLUMNS_MAX 4096
+
+/* One value of a (max) type. SQL Server's own ceiling is 2 GiB; holding that
+ * in a columnar batch is not sensible. 64 MiB per value, and a batch is
+ * flushed before it would pass MCDC_BATCH_BYTES_MAX. */
+#define MCDC_VALUE_BYTES_MAX (64u * 1024u * 1024u)
+
+/* A columnar batch: rows and bytes, whichever comes first. 64k rows keep the
+ * batch in L2-friendly column chunks; 256 MiB bounds memory with wide rows. */
+#define MCDC_BATCH_ROWS_DEFAULT 65536
+#define MCDC_BATCH_BYTES_MAX (256u * 1024u * 1024u)
+
+/* Identifiers: SQL Server sysname is 128 characters; a capture instance name
+ * is at most 100 (the reference validates that). UTF-8 bytes: 4 per char. */
+#define MCDC_SYSNAME_CHARS_MAX 128
+#define MCDC_CAPTURE_INSTANCE_CHARS_MAX 100
+#define MCDC_IDENT_BYTES_MAX (4 * MCDC_SYSNAME_CHARS_MAX)
+
+/* Connection strings users write are well under 1 KiB; 8 KiB stops abuse. */
+#define MCDC_CONNSTR_BYTES_MAX 8192
+
+/* Transient errors: the reference retries 3 times with 1-2, 2-4, 4-8 s
+ * backoff (about 14 s in all). */
+#define MCDC_RETRIES_MAX 3
+#define MCDC_RETRY_BACKOFF_MS_FIRST 1000
+
+/* Pipeline: batches queued between reading threads and the encoder. Two per
+ * reader keeps both busy; more only costs memory. */
+#define MCDC_QUEUE_DEPTH_MAX 8
+#define MCDC_PARTITIONS_MAX 64
+
+/* Parquet: row group and page sizes of our writer. */
+#define MCDC_PARQUET_ROW_GROUP_BYTES_DEFAULT (64u * 1024u * 1024u)
+#define MCDC_PARQUET_PAGE_BYTES_DEFAULT (1024u * 1024u)
+#define MCDC_PARQUET_DICT_BYTES_MAX (1024u * 1024u)
+/* A footer larger than this is a lie or a file we do not want. */
+#define MCDC_PARQUET_FOOTER_BYTES_MAX (64u * 1024u * 1024u)
+/* Thrift nesting in Parquet metadata is shallow (depth < 10). */
+#define MCDC_THRIFT_DEPTH_MAX 32
+
+/* Delta: one commit file. Checkpoints carry the bulk; a commit of ours holds
+ * a few actions. Foreign commits with many adds fit in 256 MiB. */
+#define MCDC_DELTA_COMMIT_BYTES_MAX (256u * 1024u * 1024u)
+/* Concurrent writers: retries of a lost put-if-absent race. */
+#define MCDC_DELTA_COMMIT_RETRIES_MAX 50
+
+/* Simulator: sessions at once, and T-SQL text nesting. */
+#define MCDC_SIM_SESSIONS_MAX 256
+#define MCDC_TSQL_DEPTH_MAX 64
+#define MCDC_SIM_CAPTURE_INSTANCES_PER_TABLE 2
+
+#endif /* MCDC_LIMITS_H */

@@ -1,0 +1,456 @@
+/* mcdc_util.c - errors, allocator, buffers, logging, time. */
+#include "mcdc_util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- status names ------------------------------------------------------ */
+const char *mcdc_status_name(int code) {
+    switch (code) {
+    case MCDC_OK: return "ok";
+    case MCDC_E_INVALID: return "invalid";
+    case MCDC_E_NOMEM: return "out of memory";
+    case MCDC_E_IO: return "i/o";
+    case MCDC_E_PROTOCOL: return "protocol";
+    case MCDC_E_SERVER: return "server";
+    case MCDC_E_LIMIT: return "limit";
+    case MCDC_E_CONFLICT: return "conflict";
+    case MCDC_E_CANCELLED: return "cancelled";
+    case MCDC_E_DATALOSS: return "data loss";
+    case MCDC_E_SCHEMA: return "schema changed";
+    case MCDC_E_PERMISSION: return "permission";
+    case MCDC_E_TRANSIENT: return "transient";
+    case MCDC_E_NOTFOUND: return "not found";
+    case MCDC_E_CORRUPT: return "corrupt";
+    case MCDC_E_UNSUPPORTED: return "unsupported";
+    default: return "unknown";
+    }
+}
+
+const char *mcdc_status_kind(int code) {
+    switch (code) {
+    case MCDC_OK: return "";
+    case MCDC_E_DATALOSS: return "DataLossError";
+    case MCDC_E_SCHEMA: return "SchemaChangedError";
+    case MCDC_E_PERMISSION: return "PermissionError";
+    case MCDC_E_INVALID:
+    case MCDC_E_NOTFOUND: return "ValueError";
+    default: return "RuntimeError";
+    }
+}
+
+const char *mcdc_version(void) { return MCDC_VERSION_STRING; }
+
+void mcdc__assert_fail(const char *expr, const char *file, int line) {
+    fprintf(stderr, "mssql-cdc: assertion failed: %s (%s:%d)\n", expr, file, line);
+    abort();
+}
+
+/* ---- errors ------------------------------------------------------------ */
+int mcdc_error_vset(mcdc_error *err, int code, const char *fmt, va_list ap) {
+    if (err == NULL) return code;
+    err->code = code;
+    err->server_number = err->server_state = err->server_class = 0;
+    err->server_line = 0;
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    return code;
+}
+
+int mcdc_error_set(mcdc_error *err, int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    mcdc_error_vset(err, code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int mcdc_error_wrap(mcdc_error *err, const char *fmt, ...) {
+    if (err == NULL) return MCDC_E_INVALID;
+    char prefix[MCDC_ERROR_MESSAGE_MAX];
+    char old[MCDC_ERROR_MESSAGE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    memcpy(old, err->message, sizeof old);
+    old[sizeof old - 1] = 0;
+    size_t pl = strlen(prefix);
+    if (pl > sizeof err->message - 3) pl = sizeof err->message - 3;
+    memcpy(err->message, prefix, pl);
+    memcpy(err->message + pl, ": ", 2);
+    size_t room = sizeof err->message - pl - 3, ol = strlen(old);
+    if (ol > room) ol = room;
+    memcpy(err->message + pl + 2, old, ol);
+    err->message[pl + 2 + ol] = 0;
+    return err->code;
+}
+
+void mcdc_error_clear(mcdc_error *err) {
+    if (err) memset(err, 0, sizeof *err);
+}
+
+/* ---- allocator ----------------------------------------------------------
+ * A 16-byte header in front of each block records its size, so that frees
+ * can be accounted without the caller passing sizes. */
+typedef struct {
+    size_t size;
+    size_t magic;
+} alloc_hdr;
+_Static_assert(sizeof(alloc_hdr) == 16, "allocation header keeps 16-byte alignment");
+#define ALLOC_MAGIC ((size_t)0x6d636463u)
+
+static _Atomic int64_t g_calls;
+static _Atomic int64_t g_live;
+static _Atomic int64_t g_peak;
+static _Atomic int64_t g_fail_at;
+
+static bool alloc_should_fail(void) {
+    int64_t at = atomic_load(&g_fail_at);
+    if (at <= 0) return false;
+    int64_t left = atomic_fetch_sub(&g_fail_at, 1);
+    if (left == 1) return true;
+    return false;
+}
+
+static void account(int64_t delta) {
+    int64_t live = atomic_fetch_add(&g_live, delta) + delta;
+    int64_t peak = atomic_load(&g_peak);
+    while (live > peak && !atomic_compare_exchange_weak(&g_peak, &peak, live)) {
+    }
+}
+
+void *mcdc_malloc(size_t n) {
+    if (alloc_should_fail()) return NULL;
+    if (n > SIZE_MAX - sizeof(alloc_hdr)) return NULL;
+    alloc_hdr *h = malloc(sizeof *h + n);
+    if (h == NULL) return NULL;
+    h->size = n;
+    h->magic = ALLOC_MAGIC;
+    atomic_fetch_add(&g_calls, 1);
+    account((int64_t)n);
+    return h + 1;
+}
+
+void *mcdc_calloc(size_t count, size_t size) {
+    if (size != 0 && count > SIZE_MAX / size) return NULL;
+    void *p = mcdc_malloc(count * size);
+    if (p) memset(p, 0, count * size);
+    return p;
+}
+
+void *mcdc_realloc(void *p, size_t n) {
+    if (p == NULL) return mcdc_malloc(n);
+    if (alloc_should_fail()) return NULL;
+    if (n > SIZE_MAX - sizeof(alloc_hdr)) return NULL;
+    alloc_hdr *h = (alloc_hdr *)p - 1;
+    MCDC_ASSERT(h->magic == ALLOC_MAGIC);
+    size_t old = h->size;
+    alloc_hdr *nh = realloc(h, sizeof *nh + n);
+    if (nh == NULL) return NULL;
+    nh->size = n;
+    atomic_fetch_add(&g_calls, 1);
+    account((int64_t)n - (int64_t)old);
+    return nh + 1;
+}
+
+void mcdc_free(void *p) {
+    if (p == NULL) return;
+    alloc_hdr *h = (alloc_hdr *)p - 1;
+    MCDC_ASSERT(h->magic == ALLOC_MAGIC);
+    h->magic = 0;
+    account(-(int64_t)h->size);
+    free(h);
+}
+
+char *mcdc_strndup(const char *s, size_t n) {
+    char *r = mcdc_malloc(n + 1);
+    if (r == NULL) return NULL;
+    memcpy(r, s, n);
+    r[n] = 0;
+    return r;
+}
+
+char *mcdc_strdup(const char *s) { return mcdc_strndup(s, strlen(s)); }
+
+char *mcdc_asprintf(const char *fmt, ...) {
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        va_end(ap2);
+        return NULL;
+    }
+    char *r = mcdc_malloc((size_t)n + 1);
+    if (r) vsnprintf(r, (size_t)n + 1, fmt, ap2);
+    va_end(ap2);
+    return r;
+}
+
+void mcdc_alloc_get_stats(mcdc_alloc_stats *out) {
+    out->calls = atomic_load(&g_calls);
+    out->live_bytes = atomic_load(&g_live);
+    out->peak_bytes = atomic_load(&g_peak);
+}
+
+void mcdc_alloc_fail_at(int64_t nth) { atomic_store(&g_fail_at, nth); }
+
+/* ---- buffers ------------------------------------------------------------ */
+int mcdc_buf_reserve(mcdc_buf *b, size_t extra, mcdc_error *err) {
+    size_t limit = b->limit ? b->limit : MCDC_BATCH_BYTES_MAX;
+    if (extra > limit || b->len > limit - extra)
+        return mcdc_error_set(err, MCDC_E_LIMIT,
+                              "buffer would exceed its limit of %zu bytes", limit);
+    size_t need = b->len + extra + 1; /* room for a NUL terminator */
+    if (need <= b->cap) return MCDC_OK;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < need) cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+    uint8_t *p = mcdc_realloc(b->data, cap);
+    if (p == NULL)
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory growing a buffer to %zu bytes",
+                              cap);
+    b->data = p;
+    b->cap = cap;
+    return MCDC_OK;
+}
+
+int mcdc_buf_append(mcdc_buf *b, const void *p, size_t n, mcdc_error *err) {
+    int rc = mcdc_buf_reserve(b, n, err);
+    if (rc) return rc;
+    if (n) memcpy(b->data + b->len, p, n);
+    b->len += n;
+    return MCDC_OK;
+}
+
+int mcdc_buf_append_str(mcdc_buf *b, const char *s, mcdc_error *err) {
+    return mcdc_buf_append(b, s, strlen(s), err);
+}
+
+int mcdc_buf_append_byte(mcdc_buf *b, uint8_t v, mcdc_error *err) {
+    return mcdc_buf_append(b, &v, 1, err);
+}
+
+int mcdc_buf_printf(mcdc_buf *b, mcdc_error *err, const char *fmt, ...) {
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        va_end(ap2);
+        return mcdc_error_set(err, MCDC_E_INVALID, "bad format string");
+    }
+    int rc = mcdc_buf_reserve(b, (size_t)n, err);
+    if (rc == MCDC_OK) {
+        vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, ap2);
+        b->len += (size_t)n;
+    }
+    va_end(ap2);
+    return rc;
+}
+
+int mcdc_buf_cstr(mcdc_buf *b, mcdc_error *err) {
+    int rc = mcdc_buf_reserve(b, 0, err);
+    if (rc) return rc;
+    b->data[b->len] = 0;
+    return MCDC_OK;
+}
+
+void mcdc_buf_reset(mcdc_buf *b) { b->len = 0; }
+
+void mcdc_buf_free(mcdc_buf *b) {
+    if (b == NULL) return;
+    mcdc_free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+/* ---- logging ------------------------------------------------------------ */
+static _Atomic int g_log_level = MCDC_LOG_WARN;
+static mcdc_log_hook g_log_hook;
+static void *g_log_hook_ctx;
+static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void mcdc_log_set_level(mcdc_log_level level) { atomic_store(&g_log_level, (int)level); }
+mcdc_log_level mcdc_log_get_level(void) { return (mcdc_log_level)atomic_load(&g_log_level); }
+
+void mcdc_log_set_hook(mcdc_log_hook hook, void *ctx) {
+    pthread_mutex_lock(&g_log_mu);
+    g_log_hook = hook;
+    g_log_hook_ctx = ctx;
+    pthread_mutex_unlock(&g_log_mu);
+}
+
+void mcdc_log(mcdc_log_level level, const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    static const char *names[] = {"error", "warning", "info", "debug"};
+    pthread_mutex_lock(&g_log_mu);
+    if ((int)level <= atomic_load(&g_log_level))
+        fprintf(stderr, "mssql-cdc: %s: %s\n", names[level], msg);
+    if (g_log_hook) g_log_hook(g_log_hook_ctx, level, msg);
+    pthread_mutex_unlock(&g_log_mu);
+}
+
+/* ---- time --------------------------------------------------------------- */
+int64_t mcdc_now_utc_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t mcdc_monotonic_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void mcdc_sleep_ms(int64_t ms) {
+    if (ms <= 0) return;
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+    }
+}
+
+/* Howard Hinnant's civil-date algorithms (public domain description). */
+int64_t mcdc_days_from_civil(int64_t y, unsigned m, unsigned d) {
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t mp = (int64_t)m + (m > 2 ? -3 : 9);
+    int64_t doy = (153 * mp + 2) / 5 + (int64_t)d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+void mcdc_civil_from_days(int64_t z, int64_t *y, unsigned *m, unsigned *d) {
+    z += 719468;
+    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    int64_t doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t yy = yoe + era * 400;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    *d = (unsigned)(doy - (153 * mp + 2) / 5 + 1);
+    *m = (unsigned)(mp < 10 ? mp + 3 : mp - 9);
+    *y = yy + (*m <= 2);
+}
+
+static int64_t floor_div(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0))) q--;
+    return q;
+}
+
+void mcdc_format_ts_us(int64_t us, int frac_digits, char out[32]) {
+    int64_t days = floor_div(us, 86400000000LL);
+    int64_t rem = us - days * 86400000000LL;
+    int64_t y;
+    unsigned m, d;
+    mcdc_civil_from_days(days, &y, &m, &d);
+    int64_t secs = rem / 1000000, frac = rem % 1000000;
+    int hh = (int)(secs / 3600), mi = (int)(secs / 60 % 60), ss = (int)(secs % 60);
+    if (frac_digits == 3)
+        snprintf(out, 32, "%04lld-%02u-%02uT%02d:%02d:%02d.%03lld", (long long)y, m, d, hh, mi,
+                 ss, (long long)(frac / 1000));
+    else if (frac_digits == 0)
+        snprintf(out, 32, "%04lld-%02u-%02uT%02d:%02d:%02d", (long long)y, m, d, hh, mi, ss);
+    else
+        snprintf(out, 32, "%04lld-%02u-%02uT%02d:%02d:%02d.%06lld", (long long)y, m, d, hh, mi,
+                 ss, (long long)frac);
+}
+
+static bool digits(const char *s, size_t n, size_t at, size_t count, int64_t *v) {
+    if (at + count > n) return false;
+    int64_t r = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (!isdigit((unsigned char)s[at + i])) return false;
+        r = r * 10 + (s[at + i] - '0');
+    }
+    *v = r;
+    return true;
+}
+
+int mcdc_parse_ts_us(const char *s, size_t n, int64_t *out_us, mcdc_error *err) {
+    int64_t y, mo, d, hh = 0, mi = 0, ss = 0, frac = 0;
+    size_t i = 0;
+    bool neg_year = false;
+    if (n > 0 && s[0] == '-') {
+        neg_year = true;
+        i = 1;
+    }
+    if (!digits(s, n, i, 4, &y) || i + 4 >= n || s[i + 4] != '-' ||
+        !digits(s, n, i + 5, 2, &mo) || i + 7 >= n || s[i + 7] != '-' ||
+        !digits(s, n, i + 8, 2, &d))
+        goto bad;
+    if (neg_year) y = -y;
+    i += 10;
+    if (i < n && (s[i] == 'T' || s[i] == ' ')) {
+        if (!digits(s, n, i + 1, 2, &hh) || i + 3 >= n || s[i + 3] != ':' ||
+            !digits(s, n, i + 4, 2, &mi))
+            goto bad;
+        i += 6;
+        if (i < n && s[i] == ':') {
+            if (!digits(s, n, i + 1, 2, &ss)) goto bad;
+            i += 3;
+        }
+        if (i < n && s[i] == '.') {
+            i++;
+            int nd = 0;
+            while (i < n && isdigit((unsigned char)s[i])) {
+                if (nd < 6) frac = frac * 10 + (s[i] - '0');
+                nd++;
+                i++;
+            }
+            if (nd == 0) goto bad;
+            for (; nd < 6; nd++) frac *= 10;
+        }
+    }
+    if (mo < 1 || mo > 12 || d < 1 || d > 31 || hh > 23 || mi > 59 || ss > 59) goto bad;
+    int64_t off_min = 0;
+    if (i < n && (s[i] == 'Z' || s[i] == 'z')) {
+        i++;
+    } else if (i < n && (s[i] == '+' || s[i] == '-')) {
+        int64_t oh, om;
+        int sign = s[i] == '-' ? -1 : 1;
+        if (!digits(s, n, i + 1, 2, &oh) || i + 3 >= n || s[i + 3] != ':' ||
+            !digits(s, n, i + 4, 2, &om))
+            goto bad;
+        off_min = sign * (oh * 60 + om);
+        i += 6;
+    }
+    if (i != n) goto bad;
+    int64_t days = mcdc_days_from_civil(y, (unsigned)mo, (unsigned)d);
+    *out_us = ((days * 86400 + hh * 3600 + mi * 60 + ss) - off_min * 60) * 1000000 + frac;
+    return MCDC_OK;
+bad:
+    return mcdc_error_set(err, MCDC_E_INVALID,
+                          "invalid timestamp '%.*s': expected YYYY-MM-DD[THH:MM:SS[.fff]]",
+                          (int)(n > 64 ? 64 : n), s);
+}
+
+/* ---- strings ------------------------------------------------------------ */
+bool mcdc_str_ieq(const char *a, const char *b) { return strcasecmp(a, b) == 0; }
+bool mcdc_str_nieq(const char *a, const char *b, size_t n) {
+    return strncasecmp(a, b, n) == 0;
+}
+
+int mcdc_parse_i64(const char *s, int64_t *out) {
+    if (s == NULL || *s == 0) return MCDC_E_INVALID;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != 0 || isspace((unsigned char)*s)) return MCDC_E_INVALID;
+    *out = v;
+    return MCDC_OK;
+}

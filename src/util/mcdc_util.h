@@ -1,0 +1,111 @@
+/*
+ * mcdc_util.h - the base every module builds on: errors, the one allocator,
+ * growable buffers with a ceiling, assertions, logging, time.
+ *
+ * Ownership rule: a function returning a pointer named *_take or filling an
+ * `out` pointer hands the memory to the caller, who frees it with mcdc_free
+ * (or the module's own free for handles). Everything else is borrowed.
+ */
+#ifndef MCDC_UTIL_H
+#define MCDC_UTIL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mssqlcdc.h"
+#include "mcdc_limits.h"
+
+/* ---- assertions: programmer errors abort with the expression ---------- */
+void mcdc__assert_fail(const char *expr, const char *file, int line)
+    __attribute__((noreturn));
+#define MCDC_ASSERT(e) \
+    ((e) ? (void)0 : mcdc__assert_fail(#e, __FILE__, __LINE__))
+#define MCDC_UNREACHABLE() mcdc__assert_fail("unreachable", __FILE__, __LINE__)
+
+#define MCDC_PRINTF(a, b) __attribute__((format(printf, a, b)))
+
+/* ---- errors ------------------------------------------------------------ */
+/* Fill err (may be NULL) and return code. The message is formatted. */
+int mcdc_error_set(mcdc_error *err, int code, const char *fmt, ...)
+    MCDC_PRINTF(3, 4);
+int mcdc_error_vset(mcdc_error *err, int code, const char *fmt, va_list ap);
+/* Prepend context ("reading bronze version 7: ") to an existing message. */
+int mcdc_error_wrap(mcdc_error *err, const char *fmt, ...) MCDC_PRINTF(2, 3);
+void mcdc_error_clear(mcdc_error *err);
+
+/* ---- the allocator ------------------------------------------------------
+ * Every library allocation goes through these. They count live and peak
+ * bytes and can be told to fail the Nth call (fault injection, tests). */
+void *mcdc_malloc(size_t n);
+void *mcdc_calloc(size_t count, size_t size);
+void *mcdc_realloc(void *p, size_t n);
+void mcdc_free(void *p);
+char *mcdc_strdup(const char *s);
+char *mcdc_strndup(const char *s, size_t n);
+/* printf into a new string; NULL on allocation failure. */
+char *mcdc_asprintf(const char *fmt, ...) MCDC_PRINTF(1, 2);
+
+typedef struct mcdc_alloc_stats {
+    int64_t calls;       /* successful allocations (malloc/calloc/realloc) */
+    int64_t live_bytes;  /* bytes allocated and not yet freed */
+    int64_t peak_bytes;  /* high-water mark of live_bytes */
+} mcdc_alloc_stats;
+void mcdc_alloc_get_stats(mcdc_alloc_stats *out);
+/* Fail the nth allocation from now on (1 = the next one); 0 disables.
+ * Affects every thread: tests use it single-threaded. */
+void mcdc_alloc_fail_at(int64_t nth);
+
+/* ---- growable byte buffer with a ceiling ------------------------------ */
+typedef struct mcdc_buf {
+    uint8_t *data;   /* owned; mcdc_buf_free releases it */
+    size_t len;
+    size_t cap;
+    size_t limit;    /* 0 = MCDC_BATCH_BYTES_MAX */
+} mcdc_buf;
+
+int mcdc_buf_reserve(mcdc_buf *b, size_t extra, mcdc_error *err);
+int mcdc_buf_append(mcdc_buf *b, const void *p, size_t n, mcdc_error *err);
+int mcdc_buf_append_str(mcdc_buf *b, const char *s, mcdc_error *err);
+int mcdc_buf_append_byte(mcdc_buf *b, uint8_t v, mcdc_error *err);
+int mcdc_buf_printf(mcdc_buf *b, mcdc_error *err, const char *fmt, ...)
+    MCDC_PRINTF(3, 4);
+/* NUL-terminate without counting the NUL in len. */
+int mcdc_buf_cstr(mcdc_buf *b, mcdc_error *err);
+void mcdc_buf_reset(mcdc_buf *b);
+void mcdc_buf_free(mcdc_buf *b);
+
+/* ---- logging -----------------------------------------------------------
+ * Plain lines on stderr: "mssql-cdc: warning: ...". Never pass a secret. */
+typedef enum { MCDC_LOG_ERROR = 0, MCDC_LOG_WARN, MCDC_LOG_INFO, MCDC_LOG_DEBUG }
+    mcdc_log_level;
+void mcdc_log_set_level(mcdc_log_level level);
+mcdc_log_level mcdc_log_get_level(void);
+void mcdc_log(mcdc_log_level level, const char *fmt, ...) MCDC_PRINTF(2, 3);
+/* Optional sink for warnings (the stream collects them for the facts row).
+ * Called with the formatted message; may be NULL. */
+typedef void (*mcdc_log_hook)(void *ctx, mcdc_log_level level, const char *msg);
+void mcdc_log_set_hook(mcdc_log_hook hook, void *ctx);
+
+/* ---- time --------------------------------------------------------------- */
+int64_t mcdc_now_utc_us(void);       /* wall clock, microseconds since 1970 */
+int64_t mcdc_monotonic_us(void);     /* for durations */
+void mcdc_sleep_ms(int64_t ms);
+/* Civil date <-> days since 1970-01-01 (proleptic Gregorian). */
+int64_t mcdc_days_from_civil(int64_t y, unsigned m, unsigned d);
+void mcdc_civil_from_days(int64_t z, int64_t *y, unsigned *m, unsigned *d);
+/* Format microseconds since 1970 as "YYYY-MM-DDTHH:MM:SS.mmm" (frac_digits 3)
+ * or with 6 fractional digits; out must hold 32 bytes. */
+void mcdc_format_ts_us(int64_t us, int frac_digits, char out[32]);
+/* Parse "YYYY-MM-DD[ T]HH:MM:SS[.fffffff][Z|+hh:mm]" (date alone allowed).
+ * An offset, if present, is applied (result is UTC). */
+int mcdc_parse_ts_us(const char *s, size_t n, int64_t *out_us, mcdc_error *err);
+
+/* ---- small string helpers ---------------------------------------------- */
+bool mcdc_str_ieq(const char *a, const char *b);
+bool mcdc_str_nieq(const char *a, const char *b, size_t n);
+/* Parse a decimal int64 with full validation (no trailing junk). */
+int mcdc_parse_i64(const char *s, int64_t *out);
+
+#endif /* MCDC_UTIL_H */

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs every suite and ends with one line "tests: N passed, N failed".
+# Suites: unit tests (plain build, then ASan+UBSan build), simulator and
+# end-to-end tests, interop tests with the Python readers.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+JOBS=${JOBS:-2}
+total_pass=0; total_fail=0
+tally() { # name, output file
+  local line p f
+  line=$(grep -E '[0-9]+ passed' "$2" | tail -1)
+  p=$(echo "$line" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || echo 0)
+  f=$(echo "$line" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+' || echo 0)
+  [ -z "$p" ] && p=0; [ -z "$f" ] && f=0
+  total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
+  echo "== $1: $p passed, $f failed"
+}
+run_suite() { # name, command...
+  local name=$1; shift
+  local out; out=$(mktemp)
+  echo "== $name"
+  if ! "$@" 2>&1 | tee "$out"; then :; fi
+  local rc=${PIPESTATUS[0]}
+  tally "$name" "$out"
+  if [ "$rc" -ne 0 ] && ! grep -qE '[1-9][0-9]* failed' "$out"; then
+    echo "== $name exited with status $rc"; total_fail=$((total_fail + 1))
+  fi
+  rm -f "$out"
+}
+make -j"$JOBS" all || { echo "tests: 0 passed, 1 failed"; exit 1; }
+make -j"$JOBS" CC=clang BUILD=build-clang all >/dev/null || { echo "clang build failed"; echo "tests: 0 passed, 1 failed"; exit 1; }
+make headercheck >/dev/null || { echo "header check failed"; echo "tests: 0 passed, 1 failed"; exit 1; }
+make -j"$JOBS" SAN=1 all >/dev/null || { echo "sanitizer build failed"; echo "tests: 0 passed, 1 failed"; exit 1; }
+run_suite unit build/unit-tests
+run_suite unit-asan-ubsan build-san/unit-tests
+for t in tests/e2e/*.sh; do
+  [ -e "$t" ] || continue
+  run_suite "$(basename "$t" .sh)" "$t"
+done
+if ls tests/interop/test_*.py >/dev/null 2>&1; then
+  run_suite interop .venv/bin/python -m pytest -q tests/interop
+fi
+echo "tests: $total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]

@@ -1,0 +1,60 @@
+/* test_main.c - runs the registered unit tests. */
+#include <stdlib.h>
+
+#include "mcdc_test.h"
+#include "mcdc_util.h"
+
+typedef struct {
+    const char *name;
+    mcdc_test_fn fn;
+} entry;
+
+static entry g_tests[1024];
+static int g_count;
+static int g_failures_in_test;
+int mcdc_test_checks;
+
+void mcdc_test_register(const char *name, mcdc_test_fn fn) {
+    if (g_count < (int)(sizeof g_tests / sizeof g_tests[0]))
+        g_tests[g_count++] = (entry){name, fn};
+}
+
+void mcdc_test_fail(const char *file, int line, const char *what) {
+    g_failures_in_test++;
+    fprintf(stderr, "  FAIL %s:%d: %s\n", file, line, what);
+}
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(((const entry *)a)->name, ((const entry *)b)->name);
+}
+
+int main(int argc, char **argv) {
+    const char *filter = argc > 1 ? argv[1] : NULL;
+    int passed = 0, failed = 0;
+    qsort(g_tests, (size_t)g_count, sizeof g_tests[0], by_name);
+    for (int i = 0; i < g_count; i++) {
+        if (filter && !strstr(g_tests[i].name, filter)) continue;
+        g_failures_in_test = 0;
+        mcdc_test_checks = 0;
+        mcdc_alloc_stats before, after;
+        mcdc_alloc_get_stats(&before);
+        g_tests[i].fn();
+        mcdc_alloc_get_stats(&after);
+        if (mcdc_test_checks == 0) mcdc_test_fail(__FILE__, __LINE__, "test made no checks");
+        if (after.live_bytes != before.live_bytes) {
+            char m[128];
+            snprintf(m, sizeof m, "leaked %lld bytes through mcdc_malloc",
+                     (long long)(after.live_bytes - before.live_bytes));
+            mcdc_test_fail(__FILE__, __LINE__, m);
+        }
+        if (g_failures_in_test) {
+            failed++;
+            printf("FAIL %s\n", g_tests[i].name);
+        } else {
+            passed++;
+            printf("ok   %s\n", g_tests[i].name);
+        }
+    }
+    printf("unit: %d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
