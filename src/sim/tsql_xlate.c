@@ -320,7 +320,9 @@ static int check_at_time_zone(xl *x, int *i, int end) {
             k = close + 1;
         } else if (k < end) k++;
         else return syntax_near(x, k);
+        size_t at = x->last_prim;
         char *z = sub(x, zs, k);
+        x->last_prim = at;
         if (!z) return MCDC_E_SERVER;
         const char *pre = "sim_at_time_zone(";
         size_t pl = strlen(pre);
