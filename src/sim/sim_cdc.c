@@ -610,7 +610,9 @@ static int enable_table(sim_session *s, const sim_proc_args *a, mcdc_error *err)
     mcdc_buf_cstr(&capl, NULL);
     mcdc_buf_cstr(&idxl, NULL);
     mcdc_buf_append_str(&pend, (const char *)ct.data, NULL);
-    mcdc_buf_append_str(&ct, ", \"__$command_id\" INT NOT NULL)", NULL);
+    /* clustered on the reader's order: the ordered read is a plain scan */
+    mcdc_buf_append_str(&ct, ", \"__$command_id\" INT NOT NULL, PRIMARY KEY(\"__$start_lsn\", \"__$command_id\","
+                             " \"__$seqval\", \"__$operation\")) WITHOUT ROWID", NULL);
     mcdc_buf_cstr(&ct, NULL);
     /* pending: same columns + tx key, start LSN nullable until commit */
     mcdc_buf_reset(&pend);
@@ -628,10 +630,9 @@ static int enable_table(sim_session *s, const sim_proc_args *a, mcdc_error *err)
     if (rc == MCDC_OK) rc = sim_sql(w, err, "%s", (const char *)pend.data);
     if (rc == MCDC_OK)
         rc = sim_sql(w, err,
-                     "CREATE INDEX \"cdc.%w_CT_clu\" ON \"cdc.%w_CT\"(\"__$start_lsn\", \"__$command_id\", \"__$seqval\", \"__$operation\");"
                      "CREATE INDEX \"__sim_pending.%w_tx\" ON \"__sim_pending.%w\"(\"__$txkey\");"
                      "CREATE INDEX \"__sim_pending.%w_lsn\" ON \"__sim_pending.%w\"(\"__$start_lsn\");",
-                     ci, ci, ci, ci, ci, ci);
+                     ci, ci, ci, ci);
     if (rc == MCDC_OK) {
         const char *meta[][2] = {{"__$start_lsn", "binary(10)"}, {"__$end_lsn", "binary(10)"}, {"__$seqval", "binary(10)"},
                                  {"__$operation", "int"}, {"__$update_mask", "varbinary(128)"}};
@@ -735,7 +736,7 @@ static int help_cdc(sim_session *s, const sim_proc_args *a, const sim_sink *sink
         " supports_net_changes, has_drop_pending, role_name, index_name, filegroup_name, create_date, index_column_list,"
         " captured_column_list FROM \"cdc.change_tables\" WHERE (?1 IS NULL OR source_schema = ?1 COLLATE NOCASE)"
         " AND (?2 IS NULL OR source_table = ?2 COLLATE NOCASE) AND (%d OR sim_has_perms('[' || source_schema || '].[' ||"
-        " source_table || ']', 'OBJECT', 'SELECT', %Q, 0) = 1) ORDER BY source_schema, source_table, create_date, start_lsn",
+        " source_table || ']', 'OBJECT', 'SELECT', %Q, 0) = 1) ORDER BY source_schema, source_table, create_date, coalesce(start_lsn, enable_lsn)",
         s->admin ? 1 : 0, s->login);
     int rc = emit_sql(s, sink, q, schema, table, cols, (int)(sizeof cols / sizeof cols[0]), err);
     sqlite3_free(q);

@@ -321,6 +321,7 @@ static int db_open(sim_server *srv, const char *name, bool create, sim_db **out,
         return MCDC_E_IO;
     }
     int rc = conn_setup(d->w, &srv->clk);
+    if (rc == MCDC_OK) rc = sim_sql(d->w, err, "PRAGMA cache_size = -65536");
     if (rc == MCDC_OK) rc = sim_sql(d->w, err, "%s", DB_SCHEMA);
     if (rc == MCDC_OK) rc = sim_cdc_init_db(d, err);
     if (rc != MCDC_OK) {
@@ -465,6 +466,7 @@ static int sess_use(sim_session *s, sim_db *d, mcdc_error *err) {
         return MCDC_E_IO;
     }
     conn_setup(rd, &s->clk);
+    sqlite3_exec(rd, "PRAGMA cache_size = -16384; PRAGMA mmap_size = 268435456", NULL, NULL, NULL);
     sqlite3_stmt *conv = NULL;
     if (sqlite3_prepare_v3(rd, "SELECT sim_convert(?1, ?2, NULL)", -1, SQLITE_PREPARE_PERSISTENT, &conv, NULL) != SQLITE_OK) {
         sqlite3_close(rd);

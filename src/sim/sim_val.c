@@ -252,6 +252,22 @@ static int dt_format(const dtv *d0, int what, int scale, char *out, size_t cap) 
     }
     if (scale == 200) strcpy(fs, "");
     int h = (int)(secs / 3600), mi = (int)(secs / 60 % 60), se = (int)(secs % 60);
+    if (what == 3 && y >= 0 && y <= 9999 && cap >= 32) {
+        /* hot path (CAST(tran_end_time AS datetime2(3)) per row): no printf */
+        char *o = out;
+        int yy = (int)y;
+        *o++ = (char)('0' + yy / 1000); *o++ = (char)('0' + yy / 100 % 10); *o++ = (char)('0' + yy / 10 % 10); *o++ = (char)('0' + yy % 10);
+        *o++ = '-'; *o++ = (char)('0' + mo / 10); *o++ = (char)('0' + mo % 10);
+        *o++ = '-'; *o++ = (char)('0' + da / 10); *o++ = (char)('0' + da % 10);
+        *o++ = ' '; *o++ = (char)('0' + h / 10); *o++ = (char)('0' + h % 10);
+        *o++ = ':'; *o++ = (char)('0' + mi / 10); *o++ = (char)('0' + mi % 10);
+        *o++ = ':';
+        int ss = scale == 200 ? 0 : se;
+        *o++ = (char)('0' + ss / 10); *o++ = (char)('0' + ss % 10);
+        for (const char *f = fs; *f; f++) *o++ = *f;
+        *o = 0;
+        return (int)(o - out);
+    }
     switch (what) {
     case 1: return snprintf(out, cap, "%04lld-%02u-%02u", (long long)y, mo, da);
     case 2: return snprintf(out, cap, "%02d:%02d:%02d%s", h, mi, se, fs);
@@ -381,9 +397,14 @@ static void float_text(double d, char *buf, size_t cap) {
 
 void sim_val_convert(sqlite3_context *ctx, sqlite3_value *v, const sim_type *t, int style) {
     int vt = sqlite3_value_type(v);
-    char buf[512], tn[48];
+    char buf[512], tn[48] = "";
     if (vt == SQLITE_NULL) { sqlite3_result_null(ctx); return; }
-    sim_type_format(t, tn, sizeof tn);
+    /* the type name only for messages: formatting it per row costs a printf */
+    if (t->id != SIM_T_CHAR && t->id != SIM_T_VARCHAR && t->id != SIM_T_NCHAR && t->id != SIM_T_NVARCHAR &&
+        t->id != SIM_T_BINARY && t->id != SIM_T_VARBINARY && vt == SQLITE_TEXT)
+        sim_type_format(t, tn, sizeof tn);
+    else if (t->id <= SIM_T_BIGINT || t->id == SIM_T_DECIMAL)
+        sim_type_format(t, tn, sizeof tn);
     switch (t->id) {
     case SIM_T_BIT: case SIM_T_TINYINT: case SIM_T_SMALLINT: case SIM_T_INT: case SIM_T_BIGINT: {
         int64_t i;
@@ -502,12 +523,13 @@ void sim_val_convert(sqlite3_context *ctx, sqlite3_value *v, const sim_type *t, 
             int n = sqlite3_value_bytes(v);
             if (style == 1 || style == 2) {
                 size_t cap = (size_t)n * 2 + 3, o = 0;
-                char *h = mcdc_malloc(cap);
+                char stack[96];
+                char *h = cap <= sizeof stack ? stack : mcdc_malloc(cap);
                 if (!h) { sqlite3_result_error_nomem(ctx); return; }
                 if (style == 1) { h[o++] = '0'; h[o++] = 'x'; }
                 for (int k = 0; k < n; k++) { h[o++] = HEX[p[k] >> 4]; h[o++] = HEX[p[k] & 15]; }
                 result_utf8_trunc(ctx, h, o, t->length);
-                mcdc_free(h);
+                if (h != stack) mcdc_free(h);
             } else result_utf8_trunc(ctx, (const char *)p, (size_t)n, t->length);
             return;
         }
