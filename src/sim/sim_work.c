@@ -299,6 +299,7 @@ typedef struct sim_worker {
     sim_server *srv;
     char db[SIM_NAME_MAX];
     char table[SIM_NAME_MAX * 2];
+    char qtable[SIM_NAME_MAX * 2 + 8]; /* [schema].[name] for the T-SQL text */
     double tps, seconds, p_ins, p_upd;
     int max_statements;
     uint64_t seed;
@@ -431,7 +432,7 @@ static void *worker_main(void *arg) {
             double x = rnd01(&r);
             if (x < wk->p_ins || knext <= kmin) {
                 int64_t id = knext++;
-                mcdc_buf_printf(&b, NULL, " INSERT INTO \"%s\" (", wk->table);
+                mcdc_buf_printf(&b, NULL, " INSERT INTO %s (", wk->qtable);
                 for (int c = 0; c < nc; c++) mcdc_buf_printf(&b, NULL, "%s[%s]", c ? ", " : "", cols[c].name);
                 mcdc_buf_append_str(&b, ") VALUES (", NULL);
                 for (int c = 0; c < nc; c++) {
@@ -445,11 +446,11 @@ static void *worker_main(void *arg) {
                 if (x < wk->p_ins + wk->p_upd && nc > 1) {
                     int c = (int)(rnd(&r) % (uint64_t)nc);
                     if (c == key) c = (c + 1) % nc;
-                    mcdc_buf_printf(&b, NULL, " UPDATE \"%s\" SET [%s] = ", wk->table, cols[c].name);
+                    mcdc_buf_printf(&b, NULL, " UPDATE %s SET [%s] = ", wk->qtable, cols[c].name);
                     gen_literal(&b, &cols[c].t, &r, id);
                     mcdc_buf_printf(&b, NULL, " WHERE [%s] = %lld;", cols[key].name, (long long)id);
                 } else {
-                    mcdc_buf_printf(&b, NULL, " DELETE FROM \"%s\" WHERE [%s] = %lld;", wk->table, cols[key].name, (long long)id);
+                    mcdc_buf_printf(&b, NULL, " DELETE FROM %s WHERE [%s] = %lld;", wk->qtable, cols[key].name, (long long)id);
                 }
             }
         }
@@ -493,6 +494,8 @@ int sim_work_start(sim_session *s, const sim_proc_args *a, mcdc_error *err) {
     mcdc_free(t);
     if (np == 0) { mcdc_free(w); return sim_err(err, 208, "Invalid object name '%s'.", table); }
     xl_table_name(parts, np, w->table, sizeof w->table);
+    snprintf(w->qtable, sizeof w->qtable, "[%.*s].[%.*s]", 200, np >= 2 && parts[np - 2][0] ? parts[np - 2] : "dbo", 200,
+             parts[np - 1]);
     sqlite3_value *v = sim_arg(a, "@tps", 1);
     w->tps = v ? sqlite3_value_double(v) : 10;
     v = sim_arg(a, "@seconds", 2);

@@ -190,14 +190,14 @@ static int table_ref(xl *x, int *i, int end) {
     int rc = MCDC_OK;
     /* table-valued CDC function */
     if (k < end && tsql_tok_op(&x->t[k], "(") && np >= 2 && mcdc_str_ieq(parts[np - 2], "cdc") &&
-        mcdc_str_nieq(last, "fn_cdc_get_all_changes_", 24)) {
+        mcdc_str_nieq(last, "fn_cdc_get_all_changes_", 23)) {
         int close = match_paren(x, k, end);
         if (close < 0) return syntax_near(x, k);
         int st[4], en[4];
         int na = split_args(x, k, close, st, en, 4);
         if (na != 3) return fail(x, 313, "An insufficient number of arguments were supplied for the procedure or function %s.", last);
         char cols[8192];
-        const char *ci = last + 24;
+        const char *ci = last + 23;
         if (!x->env->ci_columns || !x->env->ci_columns(x->env->ctx, ci, cols, sizeof cols))
             return fail(x, 208, "Invalid object name 'cdc.%s'.", last);
         char *a = sub(x, st[0], en[0]), *b = sub(x, st[1], en[1]), *c = sub(x, st[2], en[2]);
