@@ -355,7 +355,8 @@ static int xl_seq(xl *x, int *ip, int end, bool until_paren) {
             rc = syntax_near(x, i);
             break;
         }
-        if (x->out->len > 0 && x->out->data[x->out->len - 1] != '(' && x->out->data[x->out->len - 1] != ' ')
+        if (x->out->len > 0 && x->out->data[x->out->len - 1] != '(' && x->out->data[x->out->len - 1] != ' ' &&
+            !tsql_tok_op(t, ","))
             rc = emit(x, " ");
         if (rc != MCDC_OK) break;
         if (table_pos && !tsql_tok_op(t, "(")) {
