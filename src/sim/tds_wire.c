@@ -570,7 +570,7 @@ int tds_login_reply(tds_out *o, const char *database, int old_packet_size, int n
         return -1;
     if (tds_tok_envchange_bytes(o, TDS_ENV_COLLATION, tds_collation_default, 5, NULL, 0))
         return -1;
-    if (old_packet_size != new_packet_size) {
+    {   /* always, as SQL Server does: python-tds sizes its reader only from it */
         char nv[16], ov[16];
         snprintf(nv, sizeof nv, "%d", new_packet_size);
         snprintf(ov, sizeof ov, "%d", old_packet_size);

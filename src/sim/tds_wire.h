@@ -216,8 +216,9 @@ int tds_tok_returnstatus(tds_out *o, int32_t status);
 
 /* The whole successful login reply (ENVCHANGEs, INFOs, LOGINACK,
  * [FEATUREEXTACK], DONE) as one message. old_packet_size is what the client
- * asked for; new_packet_size what it gets (ENVCHANGE 4 when they differ or the
- * client asked for 0). Does not switch o->size: the caller does, after. */
+ * asked for; new_packet_size what it gets. ENVCHANGE 4 is sent even when the
+ * two are equal, as SQL Server does: python-tds sizes its reader only from it.
+ * Does not switch o->size: the caller does, after. */
 int tds_login_reply(tds_out *o, const char *database, int old_packet_size, int new_packet_size,
                     bool feature_ext, int version_major);
 /* The failed-login reply: ERROR 18456 class 14 + DONE(ERROR). */
