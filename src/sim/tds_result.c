@@ -59,6 +59,7 @@ void tds_result_begin(tds_result *r, bool in_rpc, bool begin_message) {
     r->pending = false;
     r->any_error = false;
     r->got_status = false;
+    r->has_handle = false;
     r->attention = false;
     r->stopped = false;
     r->ncols = 0;
@@ -79,6 +80,9 @@ int tds_result_end_batch(tds_result *r) {
 int tds_result_end_rpc(tds_result *r, bool last) {
     if (flush_pending(r, true)) return -1;
     if (!r->got_status && tds_tok_returnstatus(r->out, 0)) return -1;
+    if (r->has_handle &&
+        tds_tok_returnvalue_int(r->out, r->handle_ordinal, r->handle_name, r->handle))
+        return -1;
     uint16_t st = (uint16_t)((last ? 0 : TDS_DONE_MORE) | (r->any_error ? TDS_DONE_ERROR : 0) |
                              (r->in_xact ? TDS_DONE_INXACT : 0));
     if (tds_tok_done(r->out, TDS_TOK_DONEPROC, st, 0, 0)) return -1;

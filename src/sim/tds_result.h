@@ -43,6 +43,10 @@ struct tds_result {
     uint64_t pend_rows;
     bool any_error;          /* an ERROR token (class > 10) in this request */
     bool got_status;         /* RETURNSTATUS sent by the engine */
+    bool has_handle;         /* end_rpc sends the prepared handle as RETURNVALUE */
+    int32_t handle;
+    uint16_t handle_ordinal;
+    char handle_name[TDS_LOGIN_STR_BYTES];
     bool in_xact;            /* between ENVCHANGE 8 and 9/10 */
     bool attention;          /* the check hook saw an ATTENTION */
     bool stopped;            /* a callback asked to stop */
@@ -62,8 +66,9 @@ void tds_result_begin(tds_result *r, bool in_rpc, bool begin_message);
 /* Ends a SQL batch: the final DONE (a DONE(0) if the engine sent none) and
  * the end of the message. */
 int tds_result_end_batch(tds_result *r);
-/* Ends one RPC: RETURNSTATUS (0 unless the engine sent one) and DONEPROC;
- * last ends the message. */
+/* Ends one RPC: RETURNSTATUS (0 unless the engine sent one), the handle
+ * RETURNVALUE when has_handle (sp_prepare/sp_prepexec) and DONEPROC; last
+ * ends the message. */
 int tds_result_end_rpc(tds_result *r, bool last);
 /* The request was stopped by an ATTENTION: DONE(DONE_ATTN), end of message.
  * Held-back tokens are dropped (the client discards them anyway). */

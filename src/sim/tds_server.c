@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "tds_prep.h"
 #include "tds_result.h"
 #include "tds_wire.h"
 
@@ -50,6 +51,7 @@ typedef struct conn {
     tds_result res;
     tds_msg msg;
     tds_rpc rpc;
+    tds_prep prep;
     mcdc_buf text;
     uint64_t packets_sent;
     uint64_t packets_polled;
@@ -231,7 +233,30 @@ static int handle_rpc(conn *c) {
             return -1;
         }
         tds_result_begin(&c->res, true, false);
-        (void)sim_exec_rpc(c->sess, c->rpc.proc_name, c->rpc.params, c->rpc.nparams, &sink);
+        tds_prep_action act;
+        const sim_param *ps;
+        int np;
+        int32_t handle;
+        rc = tds_prep_rewrite(&c->prep, &c->rpc, &act, &ps, &np, &handle, &err);
+        if (rc) {
+            if (tds_tok_message(&c->out, true, rc == MCDC_E_NOTFOUND ? 8179 : 8144, 1, 16,
+                                err.message, c->rpc.proc_name, 1))
+                return -1;
+            c->res.any_error = true;
+            if (tds_result_end_rpc(&c->res, !more)) return -1;
+            continue;
+        }
+        if (handle >= 0) {
+            c->res.has_handle = true;
+            c->res.handle = handle;
+            c->res.handle_ordinal = 0;
+            snprintf(c->res.handle_name, sizeof c->res.handle_name, "%s",
+                     c->rpc.nparams ? c->rpc.params[0].name : "");
+        }
+        if (act == TDS_PREP_PASS)
+            (void)sim_exec_rpc(c->sess, c->rpc.proc_name, c->rpc.params, c->rpc.nparams, &sink);
+        else if (act == TDS_PREP_EXEC)
+            (void)sim_exec_rpc(c->sess, "sp_executesql", ps, np, &sink);
         if (c->dropped) return -1;
         if (c->res.attention) return tds_result_attention_ack(&c->res);
         if (tds_result_end_rpc(&c->res, !more)) return -1;
@@ -383,6 +408,7 @@ static void *conn_main(void *arg) {
     tds_out_free(&c->out);
     tds_msg_free(&c->msg);
     tds_rpc_free(&c->rpc);
+    tds_prep_free(&c->prep);
     mcdc_buf_free(&c->text);
     pthread_mutex_lock(&s->mu);
     close(c->fd);

@@ -213,6 +213,8 @@ int tds_tok_message(tds_out *o, bool is_error, int32_t number, uint8_t state, ui
 int tds_tok_loginack(tds_out *o, int version_major);
 int tds_tok_done(tds_out *o, uint8_t token, uint16_t status, uint16_t curcmd, uint64_t rows);
 int tds_tok_returnstatus(tds_out *o, int32_t status);
+/* RETURNVALUE of an int output parameter (the handle of sp_prepare). */
+int tds_tok_returnvalue_int(tds_out *o, uint16_t ordinal, const char *name, int32_t value);
 
 /* The whole successful login reply (ENVCHANGEs, INFOs, LOGINACK,
  * [FEATUREEXTACK], DONE) as one message. old_packet_size is what the client

@@ -79,6 +79,19 @@ else
   bad "python venv missing at $PY (ln -s /work/main/.venv .venv)"
 fi
 
+# ---- Microsoft mssql-python (optional: MSSQL_PYTHON=/path/to/python with it) ------------
+if [ -n "${MSSQL_PYTHON:-}" ] && "$MSSQL_PYTHON" -c "import mssql_python" 2>/dev/null; then
+  timeout 120 "$MSSQL_PYTHON" tests/e2e/sim_mssql_python.py "$PORT" "$PW" >"$TMP/ms" 2>&1
+  cat "$TMP/ms"
+  line=$(tail -1 "$TMP/ms")
+  p=$(echo "$line" | grep -oE '^[0-9]+ passed' | grep -oE '[0-9]+' || echo 0)
+  f=$(echo "$line" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+' || echo 1)
+  [ -z "$p" ] && p=0; [ -z "$f" ] && f=1
+  PASS=$((PASS + p)); FAIL=$((FAIL + f))
+else
+  echo "skip mssql-python (set MSSQL_PYTHON to a Python that has the mssql-python package)"
+fi
+
 # ---- clean shutdown with a session open -------------------------------------------------
 exec 3<>"/dev/tcp/127.0.0.1/$PORT"
 kill -TERM "$SIM_PID"
