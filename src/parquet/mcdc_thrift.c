@@ -76,6 +76,11 @@ void mcdc_thrift_field_i64(mcdc_thrift_writer *w, int16_t id, int64_t v) {
     tw_varint(w, zigzag64(v));
 }
 
+void mcdc_thrift_field_i16(mcdc_thrift_writer *w, int16_t id, int16_t v) {
+    tw_field_header(w, id, MCDC_TT_I16);
+    tw_varint(w, zigzag64(v));
+}
+
 void mcdc_thrift_field_i8(mcdc_thrift_writer *w, int16_t id, int8_t v) {
     tw_field_header(w, id, MCDC_TT_I8);
     tw_byte(w, (uint8_t)v);

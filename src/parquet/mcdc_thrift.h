@@ -52,6 +52,7 @@ void mcdc_thrift_struct_end(mcdc_thrift_writer *w);
 void mcdc_thrift_field_struct(mcdc_thrift_writer *w, int16_t id);
 void mcdc_thrift_field_i32(mcdc_thrift_writer *w, int16_t id, int32_t v);
 void mcdc_thrift_field_i64(mcdc_thrift_writer *w, int16_t id, int64_t v);
+void mcdc_thrift_field_i16(mcdc_thrift_writer *w, int16_t id, int16_t v);
 void mcdc_thrift_field_i8(mcdc_thrift_writer *w, int16_t id, int8_t v);
 void mcdc_thrift_field_bool(mcdc_thrift_writer *w, int16_t id, bool v);
 void mcdc_thrift_field_binary(mcdc_thrift_writer *w, int16_t id, const void *p, size_t n);
