@@ -424,9 +424,33 @@ int mcdc_col_fill_int(mcdc_column *c, int64_t v, int64_t n, mcdc_error *err) {
     return rc;
 }
 
+static bool same_type(const mcdc_field *a, const mcdc_field *b) {
+    return a->type == b->type && a->precision == b->precision && a->scale == b->scale &&
+           a->byte_width == b->byte_width;
+}
+
 static bool same_field(const mcdc_field *a, const mcdc_field *b) {
-    return strcmp(a->name, b->name) == 0 && a->type == b->type && a->precision == b->precision &&
-           a->scale == b->scale && a->byte_width == b->byte_width;
+    return strcmp(a->name, b->name) == 0 && same_type(a, b);
+}
+
+int mcdc_col_copy_value(mcdc_column *dst, const mcdc_column *src, int64_t row, mcdc_error *err) {
+    MCDC_ASSERT(row >= 0 && row < src->length);
+    if (!same_type(dst->field, src->field))
+        return mcdc_error_set(err, MCDC_E_SCHEMA, "column '%s' cannot take values of column '%s': "
+                              "the types differ", dst->field->name, src->field->name);
+    if (!mcdc_col_is_valid(src, row)) return mcdc_col_append_null(dst, err);
+    const mcdc_field *f = src->field;
+    if (f->type == MCDC_TYPE_BOOL)
+        return mcdc_col_append_bool(dst, (src->values[row >> 3] >> (row & 7)) & 1, err);
+    if (is_var(f))
+        return mcdc_col_append_bytes(dst, src->data + src->offsets[row],
+                                     src->offsets[row + 1] - src->offsets[row], err);
+    int32_t w = mcdc_type_width(f);
+    int rc = ensure_one(dst, err);
+    if (rc) return rc;
+    memcpy(dst->values + dst->length * w, src->values + row * w, (size_t)w);
+    dst->length++;
+    return MCDC_OK;
 }
 
 int mcdc_batch_widen(mcdc_batch *b, mcdc_schema *wider, mcdc_error *err) {

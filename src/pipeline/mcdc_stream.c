@@ -76,25 +76,6 @@ static int offset_parse(offset_t *o, json_t *j, const char *path, mcdc_error *er
  *   commits/<id>    {"batch_id", "rows", "bronze_version"}         (done)
  * Files are created with put-if-absent (link), so two runs on one
  * checkpoint cannot both plan the same batch. */
-static int mkdirs(const char *path, mcdc_error *err) {
-    char buf[4096];
-    if (strlen(path) >= sizeof buf)
-        return mcdc_error_set(err, MCDC_E_LIMIT, "path too long: %.64s...", path);
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return mcdc_error_set(err, MCDC_E_IO, "cannot create directory %s: %s", buf,
-                                  strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-        return mcdc_error_set(err, MCDC_E_IO, "cannot create directory %s: %s", buf,
-                              strerror(errno));
-    return MCDC_OK;
-}
-
 static void fsync_dir_of(const char *path) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", path);
@@ -164,10 +145,10 @@ static int ckpt_open(ckpt_t *c, const mcdc_stream_cfg *cfg, const char *ci, mcdc
     snprintf(c->dir, sizeof c->dir, "%s", cfg->checkpoint);
     char path[4200];
     snprintf(path, sizeof path, "%s/offsets", c->dir);
-    int rc = mkdirs(path, err);
+    int rc = mcdc_mkdirs(path, err);
     if (rc) return rc;
     snprintf(path, sizeof path, "%s/commits", c->dir);
-    if ((rc = mkdirs(path, err))) return rc;
+    if ((rc = mcdc_mkdirs(path, err))) return rc;
     snprintf(path, sizeof path, "%s/metadata", c->dir);
     if (access(path, F_OK) != 0) {
         char now[32];
