@@ -960,7 +960,7 @@ static int convert(pq_cursor *c, mcdc_error *err) {
     case MCDC_TYPE_UTF8:
     case MCDC_TYPE_BINARY: {
         int32_t base = d->offsets[0];
-        memcpy(d->data, ph->data.data, (size_t)bytes);
+        if (bytes > 0) memcpy(d->data, ph->data.data, (size_t)bytes);
         for (int64_t i = 0; i <= n; i++) d->offsets[i] = base + (int32_t)ph->offs[i];
         d->data_len = bytes;
         break;
