@@ -371,8 +371,8 @@ int tds_prelogin_reply(tds_out *o, int version_major) {
     MCDC_ASSERT(i == 26);
     b[i++] = (uint8_t)version_major; /* VERSION: major, minor, build BE, sub-build */
     b[i++] = 0;
-    b[i++] = 1000 >> 8;
-    b[i++] = 1000 & 0xFF;
+    b[i++] = TDS_PRODUCT_BUILD >> 8;
+    b[i++] = TDS_PRODUCT_BUILD & 0xFF;
     b[i++] = 0;
     b[i++] = 0;
     b[i++] = TDS_ENCRYPT_NOT_SUP;
@@ -542,7 +542,8 @@ int tds_tok_loginack(tds_out *o, int version_major) {
                       0x04, (uint8_t)units};
     if (tds_out_bytes(o, head, sizeof head)) return -1;
     if (tds_out_utf16(o, (const uint8_t *)prog, units, units)) return -1;
-    uint8_t ver[4] = {(uint8_t)version_major, 0, 1000 >> 8, 1000 & 0xFF};
+    uint8_t ver[4] = {(uint8_t)version_major, 0, TDS_PRODUCT_BUILD >> 8,
+                      TDS_PRODUCT_BUILD & 0xFF};
     return tds_out_bytes(o, ver, 4);
 }
 

@@ -36,6 +36,9 @@
 #define TDS_STATUS_RESETCONNECTIONSKIPTRAN 0x10
 
 #define TDS_VERSION_74 0x74000004u
+/* Product build announced in PRELOGIN and LOGINACK (major.0.4135), the
+ * build the engine reports in @@VERSION (SQL Server 2022 CU). */
+#define TDS_PRODUCT_BUILD 4135
 
 /* SQL Server accepts at most 2100 parameters in one request. */
 #define TDS_RPC_PARAMS_MAX 2100
