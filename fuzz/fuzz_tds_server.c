@@ -68,6 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     out.size = 512; /* small packets: every token crosses packet boundaries */
     tds_result res;
     tds_result_init(&res, &out, NULL);
+    res.nbcrow = size & 1; /* both row tokens */
     tds_msg msg = {0};
     tds_rpc rpc = {0};
     mcdc_buf text = {0};

@@ -175,6 +175,11 @@ static void plan_column(tds_col_enc *e, const sim_column *c) {
         e->max_bytes = 8000;
         break;
     }
+    switch (e->kind) {
+    case ENC_VARCHAR: case ENC_NVARCHAR: case ENC_VARBINARY: e->null_bytes = 2; break;
+    case ENC_PLP_VARCHAR: case ENC_PLP_NVARCHAR: case ENC_PLP_VARBINARY: e->null_bytes = 8; break;
+    default: e->null_bytes = e->fixed ? 0 : 1; break;
+    }
 }
 
 static int write_type_info(tds_out *o, const tds_col_enc *e) {
@@ -603,10 +608,28 @@ int tds_result_row(tds_result *r, const sim_value *vals, int ncols) {
         return 1;
     }
     tds_out *o = r->out;
-    if (tds_out_u8(o, TDS_TOK_ROW)) return 1;
     const tds_col_enc *e = r->cols;
+    bool nbc = false;
+    if (r->nbcrow) {
+        /* NBCROW when the NULL bitmap costs less than the NULLs it replaces */
+        size_t saved = 0;
+        for (int i = 0; i < ncols; i++)
+            if (vals[i].kind == SIM_V_NULL) saved += e[i].null_bytes;
+        nbc = saved > (size_t)(ncols + 7) / 8;
+    }
+    if (nbc) {
+        uint8_t bm[MCDC_COLUMNS_MAX / 8];
+        size_t nb = (size_t)(ncols + 7) / 8;
+        memset(bm, 0, nb);
+        for (int i = 0; i < ncols; i++)
+            if (vals[i].kind == SIM_V_NULL) bm[i / 8] = (uint8_t)(bm[i / 8] | (1u << (i % 8)));
+        if (tds_out_u8(o, TDS_TOK_NBCROW) || tds_out_bytes(o, bm, nb)) return 1;
+    } else if (tds_out_u8(o, TDS_TOK_ROW)) {
+        return 1;
+    }
     for (int i = 0; i < ncols; i++) {
         const sim_value *v = &vals[i];
+        if (nbc && v->kind == SIM_V_NULL) continue;
         /* fast path: integers, the bulk of CDC rows */
         if (e[i].kind == ENC_INT && v->kind == SIM_V_INT && o->size - o->pos >= 9) {
             uint8_t *d = o->buf + o->pos;

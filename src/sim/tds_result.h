@@ -21,6 +21,7 @@ typedef struct tds_col_enc {
     uint8_t nbytes;    /* value bytes: ints, floats, money, decimal (with sign), time part */
     uint8_t nullable;
     uint16_t type_id;  /* SIM_T_* of the column */
+    uint8_t null_bytes; /* bytes a NULL takes in a ROW token (0: cannot be NULL) */
     int32_t max_bytes; /* var types: the TYPE_INFO max length in bytes; -1 = (max) */
     int32_t pad_bytes; /* char(n)/nchar(n)/binary(n): values are padded to this */
 } tds_col_enc;
@@ -37,6 +38,7 @@ struct tds_result {
     tds_col_enc *cols;       /* owned */
     int ncols, cols_cap;
     bool in_rpc;
+    bool nbcrow;             /* client is TDS 7.3B+: rows with NULLs may use NBCROW */
     bool pending;            /* a DONE token waits for its DONE_MORE decision */
     uint8_t pend_tok;
     uint16_t pend_status;

@@ -326,6 +326,7 @@ static int handle_login(conn *c) {
         (void)tds_login_fail_reply(&c->out, num, state, cls, fail);
         return -1;
     }
+    c->res.nbcrow = lg->tds_version >= 0x730B0003u; /* 7.3B and 7.4 read NBCROW */
     int ps = tds_packet_size_negotiate(lg->packet_size);
     int asked = lg->packet_size ? (int)lg->packet_size : MCDC_TDS_PACKET_BYTES_DEFAULT;
     bool fe = lg->feature_ext;

@@ -277,6 +277,18 @@ def t_faults():
               str(cause), repr(cause))
     with pytds_conn() as c:
         check("fault: login fault is one-shot", c.cursor() is not None)
+        cur = c.cursor()
+        cur.execute("FAULT DROPQUERY")
+        try:
+            cur.execute("SELECT 1")
+            cur.fetchall()
+            check("fault: drop at the next request", False)
+        except Exception as e:
+            check("fault: drop at the next request", True, repr(e))
+    with pymssql_conn() as c:
+        cur = c.cursor()
+        cur.execute("SELECT 1")
+        check("fault: server serves new sessions after drops", cur.fetchall() == [(1,)])
 
 
 for name, fn in [(n, f) for n, f in globals().items() if n.startswith("t_")]:

@@ -921,3 +921,40 @@ TEST(tds_result_attention_and_dead_peer) {
     CHECK(g.res.stopped);
     rig_free(&g);
 }
+
+TEST(tds_result_nbcrow_when_nulls_pay) {
+    rig g;
+    rig_init(&g, 4096);
+    g.res.nbcrow = true;
+    tds_result_begin(&g.res, false, true);
+    sim_column c[10];
+    for (int i = 0; i < 10; i++) c[i] = (sim_column){"", {SIM_T_INT, 0, 0, 0}, true};
+    c[9].type = (sim_type){SIM_T_NVARCHAR, 0, 0, -1};
+    CHECK_EQ_INT(g.sink.columns(g.sink.ctx, c, 10), 0);
+    size_t meta_end = g.out.pos;
+    sim_value v[10];
+    memset(v, 0, sizeof v);
+    v[3] = (sim_value){.kind = SIM_V_INT, .i = 7};
+    CHECK_EQ_INT(g.sink.row(g.sink.ctx, v, 10), 0); /* 9 NULLs: NBCROW */
+    size_t row1_end = g.out.pos;
+    for (int i = 0; i < 9; i++) v[i] = (sim_value){.kind = SIM_V_INT, .i = i};
+    v[0].kind = SIM_V_NULL;
+    v[9] = T("x");
+    CHECK_EQ_INT(g.sink.row(g.sink.ctx, v, 10), 0); /* one INTN NULL: 1 byte < 2: ROW */
+    size_t row2_end = g.out.pos;
+    const uint8_t *b = g.out.buf;
+    /* D2, bitmap: cols 0-2,4-7 -> 0xF7; cols 8,9 -> 0x03; then col 3 only */
+    CHECK_EQ_INT(row1_end - meta_end, 1 + 2 + 5);
+    CHECK(hexcmp(b + meta_end, "d2f70304" "07000000") == 0);
+    CHECK_EQ_INT(b[row1_end], TDS_TOK_ROW);
+    CHECK_EQ_INT(row2_end - row1_end, 1 + 1 + 8 * 5 + (8 + 4 + 2 + 4));
+    /* without 7.3B the same row is a ROW token */
+    g.res.nbcrow = false;
+    memset(v, 0, sizeof v);
+    size_t before = g.out.pos;
+    CHECK_EQ_INT(g.sink.row(g.sink.ctx, v, 10), 0);
+    CHECK_EQ_INT(b[before], TDS_TOK_ROW);
+    CHECK_EQ_INT(g.out.pos - before, 1 + 9 + 8);
+    tds_result_end_batch(&g.res);
+    rig_free(&g);
+}
