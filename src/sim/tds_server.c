@@ -22,6 +22,9 @@
 #include "tds_result.h"
 #include "tds_wire.h"
 
+/* Request buffers above this size are released after the request. */
+#define TDS_KEEP_BUFFER_BYTES (1u << 20)
+
 /* Rows between two attention polls when no packet went out meanwhile. */
 #define TDS_ATTENTION_POLL_ROWS 1024
 
@@ -365,8 +368,14 @@ static void conn_loop(conn *c) {
             if (handle_login(c)) return;
             break;
         }
-        mcdc_log(MCDC_LOG_WARN, "sim: %s: packet type 0x%02x before login; closing", c->peer,
-                 c->msg.type);
+        if (c->msg.type == 0x16)
+            mcdc_log(MCDC_LOG_WARN,
+                     "sim: %s: the client starts with TLS (TDS 8.0 strict encryption), which "
+                     "this server does not offer; connect without encryption (Encrypt=no)",
+                     c->peer);
+        else
+            mcdc_log(MCDC_LOG_WARN, "sim: %s: packet type 0x%02x before login; closing",
+                     c->peer, c->msg.type);
         return;
     }
     /* requests */
@@ -391,6 +400,11 @@ static void conn_loop(conn *c) {
             rc = -1;
         }
         if (rc || c->dropped || c->out.failed) return;
+        /* a one-off huge request (a bulk INSERT script) does not pin its memory */
+        if (c->msg.payload.cap > TDS_KEEP_BUFFER_BYTES) tds_msg_free(&c->msg);
+        if (c->text.cap > TDS_KEEP_BUFFER_BYTES) mcdc_buf_free(&c->text);
+        if (c->rpc.arena.cap > TDS_KEEP_BUFFER_BYTES || c->rpc.scratch.cap > TDS_KEEP_BUFFER_BYTES)
+            tds_rpc_free(&c->rpc);
     }
 }
 
