@@ -224,6 +224,95 @@ def recv_all(s, limit=1 << 20):
     return out
 
 
+def pkt(ptype, payload, status=1):
+    return struct.pack(">BBHHBB", ptype, status, len(payload) + 8, 0, 1, 0) + payload
+
+
+def read_msg(s):
+    """One server message: payloads of packets until EOM."""
+    out = b""
+    while True:
+        h = b""
+        while len(h) < 8:
+            b = s.recv(8 - len(h))
+            if not b:
+                raise EOFError("closed")
+            h += b
+        ln = struct.unpack(">H", h[2:4])[0] - 8
+        body = b""
+        while len(body) < ln:
+            b = s.recv(ln - len(body))
+            if not b:
+                raise EOFError("closed")
+            body += b
+        out += body
+        if h[1] & 1:
+            return out
+
+
+def raw_login(s, user="sa", password=PASSWORD):
+    pre = bytes([0, 0, 6, 0, 6, 0xFF]) + bytes([9, 0, 0, 0, 0, 0])
+    s.sendall(pkt(0x12, pre))
+    read_msg(s)
+    strs = ["host", user, password, "raw", "127.0.0.1", "", "raw", "", "master"]
+    enc = []
+    for i, v in enumerate(strs):
+        b = v.encode("utf-16-le")
+        if i == 2:
+            b = bytes((((x << 4) & 0xF0) | (x >> 4)) ^ 0xA5 for x in b)
+        enc.append(b)
+    off = 94
+    fixed = b""
+    data = b""
+    for v, b in zip(strs, enc):
+        fixed += struct.pack("<HH", off + len(data), len(v))
+        data += b
+    total = 94 + len(data)
+    head = struct.pack("<IIIIII", total, 0x74000004, 4096, 7, 1, 0) + bytes([0xE0, 3, 0, 0]) + \
+        struct.pack("<ii", 0, 0x409)
+    login = head + fixed + bytes(6) + bytes(16) + data
+    assert len(head + fixed + bytes(22)) == 94
+    s.sendall(pkt(0x10, login))
+    return read_msg(s)
+
+
+def batch(sql):
+    hdr = struct.pack("<IIHQI", 22, 18, 2, 0, 1)
+    return pkt(0x01, hdr + sql.encode("utf-16-le"))
+
+
+def t_raw_attention():
+    s = raw_session()
+    reply = raw_login(s)
+    check("raw client: login reply has LOGINACK", b"\xad" in reply and reply[-13] == 0xFD)
+    # an attention with nothing running is answered with DONE(DONE_ATTN)
+    s.sendall(pkt(0x06, b""))
+    r = read_msg(s)
+    check("raw client: idle attention -> DONE_ATTN", r[0] == 0xFD and r[1] & 0x20, r.hex())
+    # attention mid-stream: the reply ends with DONE_ATTN long before 5M rows
+    s.sendall(batch("SELECT ROWS 5000000"))
+    got = s.recv(65536)
+    s.sendall(pkt(0x06, b""))
+    total = len(got)
+    tail = got
+    s.settimeout(10)
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        total += len(b)
+        tail = (tail + b)[-64:]
+        # DONE(ATTN) as the last token of an EOM packet
+        if len(tail) >= 13 and tail[-13] == 0xFD and tail[-12] & 0x20:
+            break
+    check("raw client: attention mid-result ends with DONE_ATTN", tail[-13] == 0xFD and
+          tail[-12] & 0x20 and total < 5000000 * 20, f"{total} bytes")
+    s.sendall(batch("SELECT 1"))
+    r = read_msg(s)
+    check("raw client: in sync after attention", r[0] == 0x81 and r[-13] == 0xFD, r.hex()[:80])
+    s.close()
+
+
 def t_bad_input():
     # garbage, a lying length, an unknown packet type, a huge LOGIN7 claim
     cases = {
