@@ -890,6 +890,12 @@ int mcdc_conn_open(mcdc_conn **out, const mcdc_connstr *cs, const mcdc_conn_opti
     dbloginfree(login);
     if (c->db == NULL) {
         rc = report(c, err, "connecting");
+        /* The socket connected but the login failed: with TLS required that
+         * is the server refusing encryption, not a passing fault. */
+        if (c->encrypt_required && !c->srv_error && c->lib_number == SYBEFCON) {
+            rc = MCDC_E_UNSUPPORTED;
+            if (err) err->code = rc;
+        }
         if (c->encrypt_required && rc != MCDC_E_PERMISSION)
             mcdc_error_wrap(err,
                             "Encrypt=%s requires TLS, and the login to %s failed (a server "
