@@ -394,7 +394,7 @@ static int d_int_any(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc
     case MCDC_TYPE_FLOAT: { float x = (float)v; put_fixed(c, &x, 4); return MCDC_OK; }
     case MCDC_TYPE_DOUBLE: { double x = (double)v; put_fixed(c, &x, 8); return MCDC_OK; }
     case MCDC_TYPE_DECIMAL:
-        return put_decimal(c, v < 0, v < 0 ? (mcdc_u128)0 - (mcdc_u128)(uint64_t)v
+        return put_decimal(c, v < 0, v < 0 ? (mcdc_u128)((uint64_t)0 - (uint64_t)v)
                                            : (mcdc_u128)(uint64_t)v,
                            0, err);
     default: MCDC_UNREACHABLE();
@@ -427,7 +427,7 @@ static int d_money(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc,
     DBMONEY m;
     memcpy(&m, p, sizeof m);
     int64_t v = (int64_t)(((uint64_t)(uint32_t)m.mnyhigh << 32) | m.mnylow);
-    return put_decimal(c, v < 0, v < 0 ? (mcdc_u128)0 - (mcdc_u128)(uint64_t)v
+    return put_decimal(c, v < 0, v < 0 ? (mcdc_u128)((uint64_t)0 - (uint64_t)v)
                                        : (mcdc_u128)(uint64_t)v,
                        4, err);
 }

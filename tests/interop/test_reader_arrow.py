@@ -247,3 +247,62 @@ def test_reader_range_from_the_simulator_into_pyarrow(shim, sim):
     assert ins["at"] == dt.datetime(2025, 1, 2, 3, 4, 5, 678000)
     assert ins["d"] == dt.date(2025, 1, 2)
     assert ins["flag"] is True
+
+
+def test_every_mapped_type_decodes_like_pymssql(shim, sim):
+    """One change row per value: our FreeTDS decoding versus pymssql's."""
+    run_sql(sim, "CREATE DATABASE typ;")
+    run_sql(sim, """CREATE TABLE dbo.w (id INT NOT NULL PRIMARY KEY, b BIT NULL, ti TINYINT NULL,
+        si SMALLINT NULL, bi BIGINT NULL, r REAL NULL, f FLOAT NULL, dc DECIMAL(38,6) NULL,
+        nm NUMERIC(5,0) NULL, m MONEY NULL, sm SMALLMONEY NULL, d DATE NULL, dt DATETIME NULL,
+        sdt SMALLDATETIME NULL, dt2 DATETIME2(7) NULL, dto DATETIMEOFFSET(3) NULL, t TIME(4) NULL,
+        c CHAR(3) NULL, vc VARCHAR(10) NULL, nc NCHAR(2) NULL, nv NVARCHAR(MAX) NULL,
+        g UNIQUEIDENTIFIER NULL, vb VARBINARY(8) NULL, bn BINARY(3) NULL);
+        EXEC sys.sp_cdc_enable_db;
+        EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'w',
+             @role_name = NULL;""", database="typ")
+    run_sql(sim, """INSERT INTO dbo.w VALUES (1, 1, 255, -32768, -9223372036854775808, 1.5,
+        -2.25e100, CAST('12345678901234567890123456789012.123456' AS DECIMAL(38,6)), -99999,
+        CAST('-922337203685477.5808' AS MONEY),
+        214748.3647, '0001-01-01', '1753-01-01 00:00:00.003', '2079-06-06 23:59:00',
+        '9999-12-31 23:59:59.9999999', '2025-06-01 12:00:00.123 +05:30', '23:59:59.1234',
+        'ab', 'x', N'\u00e9', N'\U0001F600 long', '6F9619FF-8B86-D011-B42D-00C04FC964FF',
+        0x00FF10, 0x0102);
+        INSERT INTO dbo.w (id) VALUES (2);
+        EXEC sim.run_capture @ignore_latency = 1;""", database="typ")
+    lo = run_sql(sim, "SELECT CONVERT(varchar(22), sys.fn_cdc_get_min_lsn(N'dbo_w'), 1)",
+                 "typ")[0][0]
+    hi = run_sql(sim, "SELECT CONVERT(varchar(22), sys.fn_cdc_get_max_lsn(), 1)", "typ")[0][0]
+    cs = (f"Server=127.0.0.1,{sim};Database=typ;UID=sa;PWD={PASSWORD};Encrypt=no").encode()
+    b, rows = import_batch(shim.shim_read_range, cs, b"dbo_w", lo.encode(), hi.encode())
+    b.validate(full=True)
+    assert rows == 2
+    t = {f.name: f.type for f in b.schema}
+    assert t["b"] == pa.bool_() and t["ti"] == pa.int16() and t["si"] == pa.int16()
+    assert t["bi"] == pa.int64() and t["r"] == pa.float32() and t["f"] == pa.float64()
+    assert t["dc"] == pa.decimal128(38, 6) and t["nm"] == pa.decimal128(5, 0)
+    assert t["m"] == pa.decimal128(19, 4) and t["sm"] == pa.decimal128(10, 4)
+    assert t["d"] == pa.date32() and t["dt"] == pa.timestamp("us")
+    assert t["dto"] == pa.timestamp("us", tz="UTC")
+    for name in ("t", "c", "vc", "nc", "nv", "g"):
+        assert t[name] == pa.string(), name
+    assert t["vb"] == pa.binary() and t["bn"] == pa.binary()
+    r, empty = b.to_pylist()
+    assert all(v is None for k, v in empty.items() if not k.startswith("_") and k != "id")
+    assert r["b"] is True and r["ti"] == 255 and r["si"] == -32768
+    assert r["bi"] == -9223372036854775808
+    assert r["r"] == 1.5 and r["f"] == -2.25e100
+    assert r["dc"] == decimal.Decimal("12345678901234567890123456789012.123456")
+    assert r["nm"] == decimal.Decimal("-99999")
+    assert r["m"] == decimal.Decimal("-922337203685477.5808")
+    assert r["sm"] == decimal.Decimal("214748.3647")
+    assert r["d"] == dt.date(1, 1, 1)
+    assert r["dt"] == dt.datetime(1753, 1, 1, 0, 0, 0, 3000)
+    assert r["sdt"] == dt.datetime(2079, 6, 6, 23, 59)
+    assert r["dt2"] == dt.datetime(9999, 12, 31, 23, 59, 59, 999999)
+    assert r["dto"] == dt.datetime(2025, 6, 1, 6, 30, 0, 123000, tzinfo=dt.timezone.utc)
+    assert r["t"] == "23:59:59.1234"
+    assert r["c"] == "ab " and r["vc"] == "x" and r["nc"] == "\u00e9 "
+    assert r["nv"] == "\U0001F600 long"
+    assert r["g"] == "6F9619FF-8B86-D011-B42D-00C04FC964FF"
+    assert r["vb"] == b"\x00\xff\x10" and r["bn"] == b"\x01\x02\x00"
