@@ -69,9 +69,11 @@ int mcdc_clock_sql_utc(mcdc_buf *out, const mcdc_clock *c, const char *t, bool o
         int o = offset_known ? offset_minutes : c->offset_minutes;
         return mcdc_buf_printf(out, err, "CAST(DATEADD(minute, %d, %s) AS datetime2(3))", -o, t);
     }
-    int rc = mcdc_buf_printf(out, err, "CAST((%s AT TIME ZONE ", t);
+    /* The reference's (t AT TIME ZONE z) AT TIME ZONE 'UTC', written as the
+     * left-associative chain SQL Server documents (same meaning). */
+    int rc = mcdc_buf_printf(out, err, "CAST(%s AT TIME ZONE ", t);
     if (rc == MCDC_OK) rc = lit(out, c->zone, err);
-    if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, ") AT TIME ZONE 'UTC' AS datetime2(3))", err);
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, " AT TIME ZONE 'UTC' AS datetime2(3))", err);
     return rc;
 }
 
@@ -917,7 +919,8 @@ int mcdc_cdc_commit_time_sql(mcdc_cdc_client *c, const mcdc_lsn *from, const mcd
     if (nd == 0) return mcdc_clock_sql_utc(out, &c->clock, t, false, 0, err);
     /* Second pass of a repeated hour: a drop within the 3 h before the
      * commit, at or before its LSN, and the commit's time is repeated. */
-    rc = mcdc_buf_append_str(out, "CASE WHEN (", err);
+    /* The outer CAST types the CASE as datetime2(3) for any server. */
+    rc = mcdc_buf_append_str(out, "CAST(CASE WHEN (", err);
     for (int i = 0; i < nd && rc == MCDC_OK; i++) {
         char hex[MCDC_LSN_TEXT_LEN + 1];
         mcdc_lsn_format(&drops[i].lsn, hex);
@@ -940,7 +943,7 @@ int mcdc_cdc_commit_time_sql(mcdc_cdc_client *c, const mcdc_lsn *from, const mcd
     if (rc == MCDC_OK) rc = lit(out, c->clock.zone, err);
     if (rc == MCDC_OK) rc = mcdc_buf_printf(out, err, "), %s) AS datetime2(3)) ELSE ", t);
     if (rc == MCDC_OK) rc = mcdc_clock_sql_utc(out, &c->clock, t, false, 0, err);
-    if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, " END", err);
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, " END AS datetime2(3))", err);
     return rc;
 }
 

@@ -93,8 +93,8 @@ TEST(cdc_lsn_to_time_converts_to_utc_per_clock) {
     CHECK_EQ_INT(mcdc_cdc_lsn_to_time(x.c, &l, true, &us, &found, NULL), MCDC_OK);
     CHECK(!found);
     CHECK_EQ_STR(fake_sql(x.f, 1),
-                 "SELECT TOP (1) CONVERT(varchar(23), CAST((m.tran_end_time AT TIME ZONE N'E. "
-                 "South America Standard Time') AT TIME ZONE 'UTC' AS datetime2(3)), 126) FROM "
+                 "SELECT TOP (1) CONVERT(varchar(23), CAST(m.tran_end_time AT TIME ZONE N'E. "
+                 "South America Standard Time' AT TIME ZONE 'UTC' AS datetime2(3)), 126) FROM "
                  "cdc.lsn_time_mapping AS m WHERE m.start_lsn <= CONVERT(binary(10), "
                  "N'" L1 "', 1) ORDER BY m.start_lsn DESC");
     clk.kind = MCDC_CLOCK_FIXED;
@@ -355,8 +355,8 @@ TEST(cdc_commit_time_expression_per_range) {
                                           NULL),
                  MCDC_OK);
     mcdc_buf_cstr(&b, NULL);
-    CHECK_EQ_STR((char *)b.data, "CAST((m.tran_end_time AT TIME ZONE N'Central European "
-                                 "Standard Time') AT TIME ZONE 'UTC' AS datetime2(3))");
+    CHECK_EQ_STR((char *)b.data, "CAST(m.tran_end_time AT TIME ZONE N'Central European "
+                                 "Standard Time' AT TIME ZONE 'UTC' AS datetime2(3))");
     /* a fall-back drop: second-pass commits take the offset 3 h later */
     fake_reply(x.f, "DATEDIFF(day", "o:i32", "\\N");
     fake_reply(x.f, "LAG(", "start_lsn:utf8,local_time:utf8",
@@ -367,14 +367,15 @@ TEST(cdc_commit_time_expression_per_range) {
                  MCDC_OK);
     mcdc_buf_cstr(&b, NULL);
     const char *s = (const char *)b.data;
-    CHECK(strncmp(s, "CASE WHEN ((c.__$start_lsn >= CONVERT(binary(10), "
+    CHECK(strncmp(s, "CAST(CASE WHEN ((c.__$start_lsn >= CONVERT(binary(10), "
                      "N'0x0000002A000001F80001', 1) AND CONVERT(datetime, "
                      "N'2025-10-26T02:00:10.003', 126) BETWEEN DATEADD(hour, -3, m.tran_end_time) "
                      "AND m.tran_end_time))",
-                  150) == 0);
+                  155) == 0);
+    CHECK(strstr(s, " END AS datetime2(3))") != NULL);
     CHECK(strstr(s, "THEN CAST(DATEADD(minute, -DATEPART(TZOFFSET, DATEADD(hour, 3, "
                     "m.tran_end_time) AT TIME ZONE N'Central European Standard Time'), "
-                    "m.tran_end_time) AS datetime2(3)) ELSE CAST((m.tran_end_time AT TIME ZONE") !=
+                    "m.tran_end_time) AS datetime2(3)) ELSE CAST(m.tran_end_time AT TIME ZONE") !=
           NULL);
     CHECK(strstr(fake_sql(x.f, 4), "LAG(m.tran_end_time) OVER (ORDER BY m.start_lsn)") != NULL);
     CHECK_EQ_INT(fake_unused_replies(x.f), 0);
