@@ -60,6 +60,11 @@ int mcdc_reader_infer_columns(mcdc_schema **out, mcdc_cdc_client *c, const char 
     mcdc_captured_column *cols = NULL;
     int n = 0;
     int rc = mcdc_cdc_captured_columns(c, ci, &cols, &n, err);
+    if (rc == MCDC_E_NOTFOUND)
+        mcdc_error_wrap(err,
+                        "capture instance '%s' not found: check captureInstance (EXEC "
+                        "sys.sp_cdc_help_change_data_capture lists the instances)",
+                        ci);
     if (rc != MCDC_OK) return rc;
     if (n == 0) {
         mcdc_captured_columns_free(cols, n);

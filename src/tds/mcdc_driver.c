@@ -363,6 +363,7 @@ int mcdc_driver_classify(int msgno, int severity) {
     case 2812:  /* could not find stored procedure */
     case 4060:  /* cannot open database requested by the login */
     case 911:   /* database does not exist */
+    case 22964: /* capture instance does not exist in the database */
         return MCDC_E_NOTFOUND;
     default: break;
     }

@@ -97,6 +97,12 @@ if echo "$out" | grep -q '^ERROR permission PermissionError 18456:' && ! echo "$
   ok "wrong password is 18456, permanent"
 else ko "wrong password is 18456, permanent" "$out"; fi
 
+# 5b. an unknown capture instance: ValueError naming it, with the hint
+out=$("$PROBE" read "$CS" dbo_nope 0x01 0x02 2>&1)
+if echo "$out" | grep -q "^ERROR not found ValueError 22964: capture instance 'dbo_nope' not found"; then
+  ok "unknown capture instance is ValueError"
+else ko "unknown capture instance is ValueError" "$out"; fi
+
 # 6. purged range: DataLossError naming the instance and min_lsn
 OLD_MIN=$(sql "$CS" "SELECT CONVERT(varchar(22), sys.fn_cdc_get_min_lsn(N'dbo_t'), 1)")
 out=$(sql "$CS" "EXEC sys.sp_cdc_cleanup_change_table @capture_instance = N'dbo_t',

@@ -47,6 +47,7 @@ TEST(driver_classifies_server_and_library_errors) {
     CHECK_EQ_INT(mcdc_driver_classify(18456, 14), MCDC_E_PERMISSION);
     CHECK_EQ_INT(mcdc_driver_classify(229, 14), MCDC_E_PERMISSION);
     CHECK_EQ_INT(mcdc_driver_classify(208, 16), MCDC_E_NOTFOUND);
+    CHECK_EQ_INT(mcdc_driver_classify(22964, 16), MCDC_E_NOTFOUND);
     CHECK_EQ_INT(mcdc_driver_classify(102, 15), MCDC_E_SERVER);
     CHECK_EQ_INT(mcdc_driver_classify(8115, 16), MCDC_E_SERVER);
     CHECK_EQ_INT(mcdc_driver_classify_dblib(20003), MCDC_E_TRANSIENT); /* SYBETIME */
