@@ -528,7 +528,7 @@ static int to_phys(wcol *c, const mcdc_column *in, int64_t r0, const int64_t *se
             int64_t r = ROW(k);
             uint32_t len = (uint32_t)(off[r + 1] - off[r]);
             pq_put_le32(d, len);
-            memcpy(d + 4, in->data + off[r], len);
+            if (len) memcpy(d + 4, in->data + off[r], len);
             d += 4 + len;
         }
         o->len = (size_t)(d - o->data);
