@@ -155,9 +155,10 @@ int64_t mcdc_parquet_reader_row_group_rows(const mcdc_parquet_reader *r, int32_t
 /* "created_by" of the footer, or "" (borrowed). */
 const char *mcdc_parquet_reader_created_by(const mcdc_parquet_reader *r);
 
-/* The flat schema: one field per top-level primitive column. Borrowed. A file
- * with nested top-level columns fails here with MCDC_E_UNSUPPORTED (use the
- * leaf API). */
+/* The flat schema: one field per top-level primitive (non-repeated) column,
+ * in file order; nested columns (groups, lists, maps) are left out of it and
+ * are read with the leaf API. Borrowed. MCDC_E_UNSUPPORTED when the file has
+ * no top-level primitive column at all (e.g. a Delta checkpoint). */
 int mcdc_parquet_reader_schema(const mcdc_schema **out, mcdc_parquet_reader *r,
                                mcdc_error *err);
 /* Reads only these columns (by name, in this order); before the first _next.

@@ -1331,7 +1331,8 @@ int mcdc_parquet_reader_next(mcdc_batch **out, mcdc_parquet_reader *r, mcdc_erro
     *out = NULL;
     r->started = true;
     if (r->n_sel == 0)
-        return mcdc_error_set(err, MCDC_E_UNSUPPORTED, "Parquet file %s: no flat column to read",
+        return mcdc_error_set(err, MCDC_E_UNSUPPORTED, "Parquet file %s: no top-level primitive "
+                              "column selected; read nested columns with the leaf API",
                               r->name);
     int rc;
     for (;;) {

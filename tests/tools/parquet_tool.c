@@ -12,6 +12,9 @@
  *       binary/fixed as lowercase hex strings; NULL as null.
  *   parquet_tool leaves IN
  *       prints one line per leaf: path max_def max_rep physical format
+ *   parquet_tool leaf IN PATH
+ *       prints [def, rep, value] per level entry of the leaf (null levels
+ *       when the leaf has none), all row groups
  *
  * Built by tests/interop (cc ... build/libmssqlcdc.a).
  */
@@ -315,7 +318,39 @@ static int leaves(int argc, char **argv) {
     return 0;
 }
 
+/* leaf IN PATH: one [def, rep, value] line per level entry, every row group. */
+static int leaf(int argc, char **argv) {
+    if (argc < 4) return 2;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_parquet_reader *r;
+    if (mcdc_parquet_reader_open(&r, argv[2], NULL, &e)) return fail(&e);
+    int32_t li = mcdc_parquet_reader_find_leaf(r, argv[3]);
+    if (li < 0) {
+        fprintf(stderr, "parquet_tool: no leaf %s\n", argv[3]);
+        mcdc_parquet_reader_free(r);
+        return 1;
+    }
+    int rc = 0;
+    for (int32_t g = 0; g < mcdc_parquet_reader_row_groups(r) && !rc; g++) {
+        mcdc_parquet_leaf_data d;
+        rc = mcdc_parquet_reader_read_leaf(&d, r, g, li, &e);
+        if (rc) break;
+        for (int64_t i = 0; i < d.n; i++) {
+            if (d.def) printf("[%d,", d.def[i]);
+            else printf("[null,");
+            if (d.rep) printf("%d,", d.rep[i]);
+            else printf("null,");
+            put_value(&d.values->columns[0], i);
+            printf("]\n");
+        }
+        mcdc_parquet_leaf_data_free(&d);
+    }
+    mcdc_parquet_reader_free(r);
+    return rc ? fail(&e) : 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 4 && !strcmp(argv[1], "leaf")) return leaf(argc, argv);
     if (argc >= 3 && !strcmp(argv[1], "write-sample")) return write_sample(argc, argv);
     if (argc >= 3 && !strcmp(argv[1], "dump")) return dump(argc, argv);
     if (argc >= 3 && !strcmp(argv[1], "leaves")) return leaves(argc, argv);
