@@ -86,7 +86,8 @@ def canon_column(col):
         return [None if v is None else str(int(v.scaleb(scale))) for v in col.to_pylist()]
     if pa.types.is_floating(t):
         return [canon_float(v) for v in col.to_pylist()]
-    if pa.types.is_binary(t) or pa.types.is_fixed_size_binary(t) or pa.types.is_large_binary(t):
+    if (pa.types.is_binary(t) or pa.types.is_fixed_size_binary(t) or pa.types.is_large_binary(t)
+            or pa.types.is_binary_view(t)):
         return [None if v is None else v.hex() for v in col.to_pylist()]
     if pa.types.is_dictionary(t):
         return canon_column(pc.cast(col, t.value_type))
@@ -177,6 +178,41 @@ def test_our_files_read_by_pyarrow_and_duckdb(tool, tmp_path, codec, extra):
     # DuckDB uses our statistics for pruning; the answers must still be right
     n = con.execute("SELECT count(*) FROM read_parquet(?) WHERE i32 > 1000", [path]).fetchone()[0]
     assert n == sum(1 for r in ours if r[3] > 1000)
+
+
+@pytest.mark.parametrize("codec", ["zstd", "snappy"])
+def test_our_file_read_by_delta_rs(tool, tmp_path, codec):
+    """arrow-rs (DataFusion inside deltalake) reads our file through a Delta
+    table whose log we write by hand."""
+    deltalake = pytest.importorskip("deltalake")
+    table_dir = tmp_path / "t"
+    (table_dir / "_delta_log").mkdir(parents=True)
+    path = str(table_dir / "part-0.parquet")
+    run_tool(tool, "write-sample", path, "--codec", codec, "--rows", "2000")
+    types = [("b", "boolean"), ("i8", "byte"), ("i16", "short"), ("i32", "integer"),
+             ("i64", "long"), ("f32", "float"), ("f64", "double"), ("d9", "decimal(9,2)"),
+             ("d18", "decimal(18,4)"), ("d38", "decimal(38,10)"), ("d25", "decimal(25,0)"),
+             ("s", "string"), ("bin", "binary"), ("fx", "binary"), ("dt", "date"),
+             ("ts", "timestamp_ntz"), ("tsu", "timestamp")]
+    schema = {"type": "struct", "fields": [
+        {"name": n, "type": t, "nullable": n != "i32", "metadata": {}} for n, t in types]}
+    actions = [
+        {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
+                      "readerFeatures": ["timestampNtz"], "writerFeatures": ["timestampNtz"]}},
+        {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}},
+                      "schemaString": json.dumps(schema), "partitionColumns": [],
+                      "configuration": {}, "createdTime": 0}},
+        {"add": {"path": "part-0.parquet", "partitionValues": {}, "size": os.path.getsize(path),
+                 "modificationTime": 0, "dataChange": True}},
+    ]
+    with open(table_dir / "_delta_log" / "00000000000000000000.json", "w") as f:
+        f.write("\n".join(json.dumps(a) for a in actions) + "\n")
+    dt = deltalake.DeltaTable(str(table_dir))
+    result = deltalake.QueryBuilder().register("t", dt).execute("SELECT * FROM t")
+    result = result.read_all() if hasattr(result, "read_all") else result
+    theirs = canon_table(pa.table(result))
+    cols, ours = dump(tool, path)
+    assert_same(canon_ours(ours), theirs, "delta-rs " + codec)
 
 
 def test_our_empty_file(tool, tmp_path):
