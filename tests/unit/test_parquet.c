@@ -597,3 +597,59 @@ TEST(parquet_writer_rejects_bad_use) {
     mcdc_schema_unref(s);
     unlink(tmp_path("reject"));
 }
+
+/* Fails the Nth allocation for every N of a small write + read: each run
+ * ends with an error or success, never a crash or a leak (the runner
+ * checks leaks per test). */
+TEST(parquet_every_allocation_failure_is_clean) {
+    mcdc_schema *s;
+    mcdc_schema_create(&s, 3, NULL);
+    mcdc_schema_set(s, 0, "a", MCDC_TYPE_INT64, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, 1, "b", MCDC_TYPE_UTF8, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, 2, "c", MCDC_TYPE_BOOL, 0, 0, 0, false, NULL);
+    mcdc_batch *b;
+    mcdc_batch_create(&b, s, 100, NULL);
+    for (int i = 0; i < 100; i++) {
+        if (i % 5 == 0) mcdc_col_append_null(&b->columns[0], NULL);
+        else mcdc_col_append_int(&b->columns[0], i, NULL);
+        char t[16];
+        int n = snprintf(t, sizeof t, "v%d", i % 9);
+        mcdc_col_append_bytes(&b->columns[1], t, n, NULL);
+        mcdc_col_append_bool(&b->columns[2], i % 2, NULL);
+    }
+    mcdc_batch_seal(b, NULL);
+    const char *p = tmp_path("faults");
+    int ok_runs = 0, failed_runs = 0;
+    for (int64_t nth = 1; nth < 2000 && ok_runs == 0; nth++) {
+        mcdc_error e = MCDC_ERROR_INIT;
+        mcdc_alloc_fail_at(nth);
+        mcdc_parquet_writer *w = NULL;
+        int rc = mcdc_parquet_writer_open(&w, p, s, NULL, &e);
+        if (!rc) rc = mcdc_parquet_writer_write(w, b, &e);
+        if (!rc) rc = mcdc_parquet_writer_close(w, &e);
+        mcdc_parquet_writer_free(w);
+        int64_t rows = 0;
+        if (!rc) {
+            mcdc_parquet_reader *r = NULL;
+            rc = mcdc_parquet_reader_open(&r, p, NULL, &e);
+            mcdc_batch *x;
+            while (!rc && (rc = mcdc_parquet_reader_next(&x, r, &e)) == MCDC_OK && x) {
+                rows += x->rows;
+                mcdc_batch_free(x);
+            }
+            mcdc_parquet_reader_free(r);
+        }
+        mcdc_alloc_fail_at(0);
+        if (rc == MCDC_OK) {
+            CHECK_EQ_INT(rows, 100);
+            ok_runs++;
+        } else {
+            CHECK(rc == MCDC_E_NOMEM || rc == MCDC_E_IO || rc == MCDC_E_CORRUPT);
+            failed_runs++;
+        }
+    }
+    CHECK(ok_runs == 1 && failed_runs > 20);
+    unlink(p);
+    mcdc_batch_free(b);
+    mcdc_schema_unref(s);
+}
