@@ -83,7 +83,7 @@ typedef struct mcdc_delta_file {
     const char *stats_json;            /* NULL = no statistics */
     const char *partition_values_json; /* NULL = {} (unpartitioned) */
     const char *dv_unique_id;          /* read only: deletion vector id, NULL = none */
-    int64_t deletion_timestamp_ms;     /* remove only */
+    int64_t deletion_timestamp_ms;     /* remove only; <= 0 when writing = now */
 } mcdc_delta_file;
 
 /* ---- creating a table ----------------------------------------------------- */

@@ -241,7 +241,7 @@ static int file_action(mcdc_buf *b, const mcdc_delta_file *f, bool is_add, mcdc_
             set(o, "dataChange", json_boolean(f->data_change), &bad);
             if (f->stats_json) set(o, "stats", json_string(f->stats_json), &bad);
         } else {
-            int64_t ts = f->deletion_timestamp_ms >= 0 ? f->deletion_timestamp_ms
+            int64_t ts = f->deletion_timestamp_ms > 0 ? f->deletion_timestamp_ms
                                                        : mcdc_now_utc_us() / 1000;
             set(o, "deletionTimestamp", json_integer(ts), &bad);
             set(o, "dataChange", json_boolean(f->data_change), &bad);
