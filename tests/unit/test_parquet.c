@@ -653,3 +653,31 @@ TEST(parquet_every_allocation_failure_is_clean) {
     mcdc_batch_free(b);
     mcdc_schema_unref(s);
 }
+
+TEST(parquet_writer_on_an_fd_and_created_by) {
+    mcdc_batch *b = make_batch(100, 0);
+    const char *p = tmp_path("fd");
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    CHECK(fd >= 0);
+    mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
+    o.created_by = "mssql-cdc test version 9.9.9";
+    mcdc_parquet_writer *w;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_parquet_writer_open_fd(&w, fd, "fd-file", b->schema, &o, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_parquet_writer_write(w, b, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_parquet_writer_close(w, &e), MCDC_OK);
+    int64_t size = mcdc_parquet_writer_info(w)->file_bytes;
+    mcdc_parquet_writer_free(w);
+    /* the fd stays open and positioned at the end */
+    CHECK_EQ_INT(lseek(fd, 0, SEEK_CUR), size);
+    close(fd);
+    CHECK_EQ_INT(compare_file(p, b, 0), 100);
+    mcdc_parquet_reader *r;
+    CHECK_EQ_INT(mcdc_parquet_reader_open(&r, p, NULL, NULL), MCDC_OK);
+    CHECK_EQ_STR(mcdc_parquet_reader_created_by(r), "mssql-cdc test version 9.9.9");
+    CHECK_EQ_INT(mcdc_parquet_reader_row_groups(r), 1);
+    CHECK_EQ_INT(mcdc_parquet_reader_row_group_rows(r, 0), 100);
+    mcdc_parquet_reader_free(r);
+    unlink(p);
+    mcdc_batch_free(b);
+}
