@@ -303,14 +303,17 @@ ENCODING_CASES = {
         "i64": "DELTA_BINARY_PACKED", "s": "DELTA_BYTE_ARRAY"}),
     "small_pages": dict(use_dictionary=True, data_page_size=512, row_group_size=600),
     "int96": dict(use_deprecated_int96_timestamps=True),
+    # format 1.0 as parquet-mr writes it: PLAIN_DICTIONARY pages, no ns timestamps
+    "format_1_0_plain_dictionary": dict(use_dictionary=True, version="1.0", _drop=["tsn"]),
 }
 
 
 @pytest.mark.parametrize("case", sorted(ENCODING_CASES))
 def test_pyarrow_encodings_read_by_us(tool, tmp_path, case):
-    table = sample_arrow_table()
+    opts = dict(ENCODING_CASES[case])
+    table = sample_arrow_table().drop_columns(opts.pop("_drop", []))
     path = str(tmp_path / ("pa_%s.parquet" % case))
-    pq.write_table(table, path, compression="zstd", **ENCODING_CASES[case])
+    pq.write_table(table, path, compression="zstd", **opts)
     cols = check_ours_equal_pyarrow(tool, path)
     fmt = dict(cols)
     assert fmt["u64"] == "d:20,0" and fmt["u32"] == "l" and fmt["u8"] == "s"
@@ -323,7 +326,8 @@ def test_pyarrow_encodings_read_by_us(tool, tmp_path, case):
     for i in range(md.num_columns):
         encs.update(md.column(i).encodings)
     expect = {"delta": "DELTA_BINARY_PACKED", "byte_stream_split": "BYTE_STREAM_SPLIT",
-              "delta_byte_array_strings": "DELTA_BYTE_ARRAY", "dictionary": "RLE_DICTIONARY"}
+              "delta_byte_array_strings": "DELTA_BYTE_ARRAY", "dictionary": "RLE_DICTIONARY",
+              "format_1_0_plain_dictionary": "PLAIN_DICTIONARY"}
     if case in expect:
         assert expect[case] in encs, encs
 
