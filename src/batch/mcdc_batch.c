@@ -412,6 +412,71 @@ int mcdc_col_append_bytes(mcdc_column *c, const void *p, int64_t n, mcdc_error *
     return MCDC_OK;
 }
 
+int mcdc_col_append_nulls(mcdc_column *c, int64_t n, mcdc_error *err) {
+    int rc = col_grow_rows(c, c->length + n, err);
+    for (int64_t i = 0; rc == MCDC_OK && i < n; i++) rc = mcdc_col_append_null(c, err);
+    return rc;
+}
+
+int mcdc_col_fill_int(mcdc_column *c, int64_t v, int64_t n, mcdc_error *err) {
+    int rc = col_grow_rows(c, c->length + n, err);
+    for (int64_t i = 0; rc == MCDC_OK && i < n; i++) rc = mcdc_col_append_int(c, v, err);
+    return rc;
+}
+
+static bool same_type(const mcdc_field *a, const mcdc_field *b) {
+    return a->type == b->type && a->precision == b->precision && a->scale == b->scale &&
+           a->byte_width == b->byte_width;
+}
+
+static bool same_field(const mcdc_field *a, const mcdc_field *b) {
+    return strcmp(a->name, b->name) == 0 && same_type(a, b);
+}
+
+int mcdc_col_copy_value(mcdc_column *dst, const mcdc_column *src, int64_t row, mcdc_error *err) {
+    MCDC_ASSERT(row >= 0 && row < src->length);
+    if (!same_type(dst->field, src->field))
+        return mcdc_error_set(err, MCDC_E_SCHEMA, "column '%s' cannot take values of column '%s': "
+                              "the types differ", dst->field->name, src->field->name);
+    if (!mcdc_col_is_valid(src, row)) return mcdc_col_append_null(dst, err);
+    const mcdc_field *f = src->field;
+    if (f->type == MCDC_TYPE_BOOL)
+        return mcdc_col_append_bool(dst, (src->values[row >> 3] >> (row & 7)) & 1, err);
+    if (is_var(f))
+        return mcdc_col_append_bytes(dst, src->data + src->offsets[row],
+                                     src->offsets[row + 1] - src->offsets[row], err);
+    int32_t w = mcdc_type_width(f);
+    int rc = ensure_one(dst, err);
+    if (rc) return rc;
+    memcpy(dst->values + dst->length * w, src->values + row * w, (size_t)w);
+    dst->length++;
+    return MCDC_OK;
+}
+
+int mcdc_batch_widen(mcdc_batch *b, mcdc_schema *wider, mcdc_error *err) {
+    int32_t n = b->schema->n_fields;
+    if (wider->n_fields < n)
+        return mcdc_error_set(err, MCDC_E_INVALID, "cannot widen a batch of %d columns to %d",
+                              (int)n, (int)wider->n_fields);
+    for (int32_t i = 0; i < n; i++)
+        if (!same_field(&b->schema->fields[i], &wider->fields[i]))
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "cannot widen: column %d is '%s' in the batch, '%s' in the schema",
+                                  (int)i, b->schema->fields[i].name, wider->fields[i].name);
+    mcdc_column *cols = mcdc_realloc(b->columns, (size_t)(wider->n_fields ? wider->n_fields : 1) *
+                                                     sizeof *cols);
+    if (cols == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory widening a batch");
+    b->columns = cols;
+    memset(cols + n, 0, (size_t)(wider->n_fields - n) * sizeof *cols);
+    for (int32_t i = 0; i < wider->n_fields; i++) cols[i].field = &wider->fields[i];
+    mcdc_schema_unref(b->schema);
+    b->schema = mcdc_schema_ref(wider);
+    int rc = MCDC_OK;
+    for (int32_t i = n; i < wider->n_fields && rc == MCDC_OK; i++)
+        rc = col_grow_rows(&cols[i], b->rows ? b->rows : 1, err);
+    return rc;
+}
+
 /* ---- Arrow export --------------------------------------------------------
  * One private block per exported array; buffers handed over from the batch
  * are freed by the array's release callback. */
