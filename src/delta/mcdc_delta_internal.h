@@ -37,7 +37,21 @@ typedef struct mcdc_delta_actions {
     delta_domain *domains;
     size_t n_domains;
     size_t n_unknown;    /* unknown actions, ignored per the spec */
+    size_t n_sidecars;   /* V2 checkpoint sidecar actions (not supported) */
 } mcdc_delta_actions;
+
+/* A complete checkpoint found by listing _delta_log. */
+typedef struct delta_checkpoint_ref {
+    int64_t version;
+    int32_t n_parts;  /* 1, or the part count of a multi-part checkpoint */
+    char uuid[64];    /* V2 UUID-named checkpoint, "" for classic */
+    bool is_json;     /* V2 JSON checkpoint */
+} delta_checkpoint_ref;
+
+/* Reads a checkpoint into the action lists a commit would give (MCDC_E_CORRUPT
+ * / MCDC_E_UNSUPPORTED for sidecars, naming the file). */
+int mcdc_delta__read_checkpoint(mcdc_delta_actions *out, mcdc_storage *st,
+                                const delta_checkpoint_ref *cp, mcdc_error *err);
 
 /* Parses a newline-delimited commit file. label names it in messages
  * ("_delta_log/00000000000000000007.json"). Errors: MCDC_E_CORRUPT with

@@ -15,7 +15,7 @@
  * Prints one JSON object on stdout; on failure prints
  * {"error": "<status name>", "code": n, "message": "..."} and exits 1.
  * Build: cc -std=c17 -Iinclude -Isrc/util -Isrc/batch -Isrc/delta tests/tools/delta_tool.c
- *        build/libmssqlcdc.a -ljansson -lpthread -lm -o build/delta_tool
+ *        build/libmssqlcdc.a -ljansson -lzstd -lsnappy -llz4 -lz -lpthread -lm -o build/delta_tool
  */
 #include <jansson.h>
 #include <stdio.h>
