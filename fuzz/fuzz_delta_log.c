@@ -1,14 +1,17 @@
-/* fuzz_delta_log.c - the commit file parser and snapshot replay over arbitrary bytes.
+/* fuzz_delta_log.c - the commit file parser and snapshot replay over arbitrary bytes;
+ * inputs starting with "PAR1" go through the checkpoint (Parquet) reader instead.
  *
  * Build (from the repository root):
  *   clang -std=c17 -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE \
- *     -Iinclude -Isrc/util -Isrc/batch -Isrc/delta fuzz/fuzz_delta_log.c \
- *     src/delta/mcdc_*.c src/batch/mcdc_batch.c src/util/mcdc_util.c -ljansson -lpthread -lm \
+ *     -Iinclude -Isrc/util -Isrc/batch -Isrc/parquet -Isrc/delta fuzz/fuzz_delta_log.c \
+ *     src/delta/mcdc_*.c src/parquet/mcdc_*.c src/batch/mcdc_batch.c src/util/mcdc_util.c \
+ *     -ljansson -lzstd -lsnappy -llz4 -lz -lpthread -lm \
  *     -o build-fuzz/fuzz_delta_log
  *   build-fuzz/fuzz_delta_log fuzz/corpus/delta_log
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "mcdc_delta_internal.h"
 
@@ -17,7 +20,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     mcdc_delta_actions a;
     mcdc_error e = MCDC_ERROR_INIT;
-    int rc = mcdc_delta_actions_parse(&a, (const char *)data, size, "fuzz.json", &e);
+    int rc;
+    if (size >= 4 && memcmp(data, "PAR1", 4) == 0) {
+        memset(&a, 0, sizeof a);
+        rc = mcdc_delta__checkpoint_parse(&a, data, size, "fuzz.checkpoint.parquet", &e);
+        if (rc != MCDC_OK) mcdc_delta_actions_clear(&a);
+    } else {
+        rc = mcdc_delta_actions_parse(&a, (const char *)data, size, "fuzz.json", &e);
+    }
     if (rc != MCDC_OK) {
         MCDC_ASSERT(e.code == rc && e.message[0] != 0);
         return 0;

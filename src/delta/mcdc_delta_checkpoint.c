@@ -201,7 +201,8 @@ static int row_file(cp_ctx *c, int64_t row, bool is_add) {
     f->deletion_timestamp_ms = -1;
     const char *s;
     size_t len;
-    get_str(&L[is_add ? ADD_PATH : REM_PATH], row, &s, &len);
+    if (!get_str(&L[is_add ? ADD_PATH : REM_PATH], row, &s, &len))
+        return bad(c, "file path is not a string column", row);
     char *raw = dupn(s, len);
     if (raw == NULL) return nomem(c);
     f->path = mcdc_delta__path_unescape(raw);
@@ -261,7 +262,10 @@ static int row_metadata(cp_ctx *c, int64_t row) {
         json_decref(fmt);
         return nomem(c);
     }
-    get_str(&L[MD_ID], row, &s, &n);
+    if (!get_str(&L[MD_ID], row, &s, &n)) {
+        json_decref(md);
+        return bad(c, "metaData.id is not a string column", row);
+    }
     set(md, "id", jstr(s, n), &failed);
     if (get_str(&L[MD_NAME], row, &s, &n)) set(md, "name", jstr(s, n), &failed);
     if (get_str(&L[MD_DESC], row, &s, &n)) set(md, "description", jstr(s, n), &failed);
@@ -312,7 +316,7 @@ static int row_txn(cp_ctx *c, int64_t row) {
     cp_leaf *L = c->leaves;
     const char *s;
     size_t n;
-    get_str(&L[TX_APP], row, &s, &n);
+    if (!get_str(&L[TX_APP], row, &s, &n)) return bad(c, "txn.appId is not a string column", row);
     int64_t v, lu = -1;
     if (!get_i64(&L[TX_VER], row, &v)) return bad(c, "txn without version", row);
     get_i64(&L[TX_LU], row, &lu);
@@ -330,7 +334,8 @@ static int row_domain(cp_ctx *c, int64_t row) {
     cp_leaf *L = c->leaves;
     const char *d, *conf;
     size_t dn, cn;
-    get_str(&L[DM_DOMAIN], row, &d, &dn);
+    if (!get_str(&L[DM_DOMAIN], row, &d, &dn))
+        return bad(c, "domainMetadata.domain is not a string column", row);
     if (!get_str(&L[DM_CONF], row, &conf, &cn)) return bad(c, "domainMetadata without configuration", row);
     bool removed = false;
     get_bool(&L[DM_REMOVED], row, &removed);
@@ -345,7 +350,15 @@ static int row_domain(cp_ctx *c, int64_t row) {
     return MCDC_OK;
 }
 
+static int read_parquet_part(mcdc_delta_actions *out, const void *data, size_t len,
+                             const char *label, mcdc_error *err);
+
 /* Appends the actions of one checkpoint Parquet file (in memory) to out. */
+int mcdc_delta__checkpoint_parse(mcdc_delta_actions *out, const void *data, size_t len,
+                                 const char *label, mcdc_error *err) {
+    return read_parquet_part(out, data, len, label, err);
+}
+
 static int read_parquet_part(mcdc_delta_actions *out, const void *data, size_t len,
                              const char *label, mcdc_error *err) {
     mcdc_parquet_reader *r = NULL;
@@ -399,11 +412,17 @@ static int read_parquet_part(mcdc_delta_actions *out, const void *data, size_t l
             else if (present(&c.leaves[PR_R], row)) rc = row_protocol(&c, row);
             else if (present(&c.leaves[TX_APP], row)) rc = row_txn(&c, row);
             else if (present(&c.leaves[DM_DOMAIN], row)) rc = row_domain(&c, row);
-            else if (present(&c.leaves[SIDECAR_PATH], row))
-                rc = mcdc_error_set(err, MCDC_E_UNSUPPORTED,
-                                    "%s refers to sidecar files (V2 checkpoint); reading "
-                                    "sidecars is not supported",
-                                    label);
+            else if (present(&c.leaves[SIDECAR_PATH], row)) {
+                const char *sp;
+                size_t spn;
+                if (!get_str(&c.leaves[SIDECAR_PATH], row, &sp, &spn))
+                    rc = bad(&c, "sidecar.path is not a string column", row);
+                else if (grow((void **)&out->sidecars, out->n_sidecars, sizeof *out->sidecars) ||
+                    (out->sidecars[out->n_sidecars] = dupn(sp, spn)) == NULL)
+                    rc = nomem(&c);
+                else
+                    out->n_sidecars++;
+            }
         }
     }
     for (int k = 0; k < N_LEAVES; k++) mcdc_parquet_leaf_data_free(&c.leaves[k].d);
@@ -437,14 +456,32 @@ int mcdc_delta__read_checkpoint(mcdc_delta_actions *out, mcdc_storage *st,
         if (rc == MCDC_OK && cp->is_json) {
             rc = mcdc_delta_actions_parse(out, b.data ? (const char *)b.data : "", b.len, label,
                                           err);
-            if (rc == MCDC_OK && out->n_sidecars > 0)
-                rc = mcdc_error_set(err, MCDC_E_UNSUPPORTED,
-                                    "%s refers to sidecar files (V2 checkpoint); reading "
-                                    "sidecars is not supported",
-                                    label);
         } else if (rc == MCDC_OK) {
             rc = read_parquet_part(out, b.data, b.len, label, err);
         }
+        mcdc_buf_free(&b);
+    }
+    /* V2: file actions may live in sidecar files under _delta_log/_sidecars. */
+    size_t n_sidecars = rc == MCDC_OK ? out->n_sidecars : 0;
+    for (size_t i = 0; i < n_sidecars && rc == MCDC_OK; i++) {
+        const char *sp = out->sidecars[i];
+        if (sp[0] == 0 || strchr(sp, '/') || strchr(sp, ':')) {
+            rc = mcdc_error_set(err, MCDC_E_UNSUPPORTED,
+                                "%s/_delta_log checkpoint of version %lld: sidecar \"%s\" is "
+                                "not a plain file name under _delta_log/_sidecars",
+                                st->root, (long long)cp->version, sp);
+            break;
+        }
+        char key[600], label[1200];
+        snprintf(key, sizeof key, MCDC_DELTA_LOG_DIR "/_sidecars/%s", sp);
+        snprintf(label, sizeof label, "%s/%s (sidecar of checkpoint %lld)", st->root, key,
+                 (long long)cp->version);
+        mcdc_buf b = {0};
+        b.limit = MCDC_DELTA_COMMIT_BYTES_MAX + 1u;
+        rc = mcdc_storage_get(st, key, MCDC_DELTA_COMMIT_BYTES_MAX, &b, err);
+        if (rc == MCDC_E_NOTFOUND)
+            rc = mcdc_error_set(err, MCDC_E_CORRUPT, "%s is missing", label);
+        if (rc == MCDC_OK) rc = read_parquet_part(out, b.data, b.len, label, err);
         mcdc_buf_free(&b);
     }
     if (rc == MCDC_OK && (out->protocol == NULL || out->metadata == NULL))

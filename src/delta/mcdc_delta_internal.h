@@ -37,7 +37,8 @@ typedef struct mcdc_delta_actions {
     delta_domain *domains;
     size_t n_domains;
     size_t n_unknown;    /* unknown actions, ignored per the spec */
-    size_t n_sidecars;   /* V2 checkpoint sidecar actions (not supported) */
+    char **sidecars;     /* V2 checkpoint sidecar paths (owned) */
+    size_t n_sidecars;
 } mcdc_delta_actions;
 
 /* A complete checkpoint found by listing _delta_log. */
@@ -50,6 +51,9 @@ typedef struct delta_checkpoint_ref {
 
 /* Reads a checkpoint into the action lists a commit would give (MCDC_E_CORRUPT
  * / MCDC_E_UNSUPPORTED for sidecars, naming the file). */
+/* Appends the actions of one checkpoint Parquet file held in memory (fuzzed). */
+int mcdc_delta__checkpoint_parse(mcdc_delta_actions *out, const void *data, size_t len,
+                                 const char *label, mcdc_error *err);
 int mcdc_delta__read_checkpoint(mcdc_delta_actions *out, mcdc_storage *st,
                                 const delta_checkpoint_ref *cp, mcdc_error *err);
 

@@ -121,6 +121,8 @@ void mcdc_delta_actions_clear(mcdc_delta_actions *a) {
         mcdc_free(a->domains[i].configuration);
     }
     mcdc_free(a->domains);
+    for (size_t i = 0; i < a->n_sidecars; i++) mcdc_free(a->sidecars[i]);
+    mcdc_free(a->sidecars);
     memset(a, 0, sizeof *a);
 }
 
@@ -242,9 +244,18 @@ static int parse_action(parse_ctx *c, const char *key, json_t *v, mcdc_delta_act
                  strcmp(key, "add") == 0 || strcmp(key, "remove") == 0 ||
                  strcmp(key, "txn") == 0 || strcmp(key, "commitInfo") == 0 ||
                  strcmp(key, "domainMetadata") == 0;
+    if (strcmp(key, "sidecar") == 0 && json_is_object(v)) { /* V2 checkpoints only */
+        const char *sp;
+        int rc = get_string(c, v, "sidecar", "path", true, &sp);
+        if (rc) return rc;
+        if (grow((void **)&a->sidecars, a->n_sidecars, sizeof *a->sidecars) ||
+            (a->sidecars[a->n_sidecars] = mcdc_strdup(sp)) == NULL)
+            return nomem(c);
+        a->n_sidecars++;
+        return MCDC_OK;
+    }
     if (!known) {
-        if (strcmp(key, "sidecar") == 0) a->n_sidecars++;
-        a->n_unknown++; /* cdc, checkpointMetadata, sidecar, future actions */
+        a->n_unknown++; /* cdc, checkpointMetadata, future actions */
         return MCDC_OK;
     }
     if (!json_is_object(v)) return corrupt(c, "action \"%s\" is not an object%s", key, "");
@@ -416,7 +427,7 @@ int mcdc_delta__check_protocol(const json_t *protocol, const json_t *metadata, b
     int64_t r = (int64_t)json_integer_value(json_object_get(protocol, "minReaderVersion"));
     int64_t w = (int64_t)json_integer_value(json_object_get(protocol, "minWriterVersion"));
     static const char *const read_ok[] = {"timestampNtz", "columnMapping", "deletionVectors",
-                                          "vacuumProtocolCheck", NULL};
+                                          "vacuumProtocolCheck", "v2Checkpoint", NULL};
     static const char *const write_ok[] = {"appendOnly", "invariants", "timestampNtz",
                                            "domainMetadata", "vacuumProtocolCheck",
                                            "changeDataFeed", "checkConstraints",
