@@ -91,6 +91,12 @@ int mcdc_delta__snapshot_apply(mcdc_delta_snapshot *s, const mcdc_delta_actions 
 int mcdc_delta__snapshot_refresh(mcdc_delta_snapshot *s, mcdc_storage *st, mcdc_error *err);
 const json_t *mcdc_delta__snapshot_protocol_json(const mcdc_delta_snapshot *s);
 const json_t *mcdc_delta__snapshot_metadata_json(const mcdc_delta_snapshot *s);
+size_t mcdc_delta__snapshot_txn_count(const mcdc_delta_snapshot *s);
+void mcdc_delta__snapshot_txn(const mcdc_delta_snapshot *s, size_t i, const char **app_id,
+                              int64_t *version, int64_t *last_updated_ms);
+size_t mcdc_delta__snapshot_domain_count(const mcdc_delta_snapshot *s);
+void mcdc_delta__snapshot_domain_at(const mcdc_delta_snapshot *s, size_t i, const char **domain,
+                                    const char **configuration, bool *removed);
 
 /* Field-by-field schema comparison: every field of `want` present in `have`
  * with the same type (fixed binary == binary) and nullability. */

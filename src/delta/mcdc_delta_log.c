@@ -992,6 +992,26 @@ const json_t *mcdc_delta__snapshot_metadata_json(const mcdc_delta_snapshot *s) {
     return s->metadata;
 }
 
+size_t mcdc_delta__snapshot_txn_count(const mcdc_delta_snapshot *s) { return s->n_txns; }
+
+void mcdc_delta__snapshot_txn(const mcdc_delta_snapshot *s, size_t i, const char **app_id,
+                              int64_t *version, int64_t *last_updated_ms) {
+    MCDC_ASSERT(i < s->n_txns);
+    *app_id = s->txns[i].app_id;
+    *version = s->txns[i].version;
+    *last_updated_ms = s->txns[i].last_updated_ms;
+}
+
+size_t mcdc_delta__snapshot_domain_count(const mcdc_delta_snapshot *s) { return s->n_domains; }
+
+void mcdc_delta__snapshot_domain_at(const mcdc_delta_snapshot *s, size_t i, const char **domain,
+                                    const char **configuration, bool *removed) {
+    MCDC_ASSERT(i < s->n_domains);
+    *domain = s->domains[i].domain;
+    *configuration = s->domains[i].configuration;
+    *removed = s->domains[i].removed;
+}
+
 /* ---- accessors ------------------------------------------------------------ */
 
 int64_t mcdc_delta_snapshot_version(const mcdc_delta_snapshot *s) { return s->version; }

@@ -274,6 +274,37 @@ def test_deltalake_overwrite_and_delete_replayed(tmp_path, tool):
     assert snap["records"] == table.to_pyarrow_table().num_rows == 7
 
 
+def test_our_checkpoint_read_by_deltalake(tmp_path, tool):
+    tdir = tmp_path / "ckpt"
+    tool("create", str(tdir), {"schema": SCHEMA, "configuration": {"delta.checkpointInterval": "5"}})
+    tables = []
+    for batch in range(1, 13):
+        add, t = write_batch(tdir, tool, batch * 100, 3)
+        tool("append", str(tdir), {"adds": [add], "app_id": "ck", "txn": batch})
+        tables.append(t)
+    log = tdir / "_delta_log"
+    assert (log / f"{10:020d}.checkpoint.parquet").exists()
+    assert json.loads((log / "_last_checkpoint").read_text())["version"] == 10
+    # pyarrow reads our nested checkpoint file as Delta's schema
+    cp = pq.read_table(log / f"{10:020d}.checkpoint.parquet")
+    assert set(cp.column_names) >= {"txn", "add", "remove", "metaData", "protocol"}
+    rows = cp.to_pylist()
+    assert sum(1 for r in rows if r["add"]) == 10
+    assert [r["txn"] for r in rows if r["txn"]][0]["version"] == 10
+    # drop the commits the checkpoint replaces: readers must use the checkpoint
+    for v in range(0, 10):
+        (log / f"{v:020d}.json").unlink()
+    table = deltalake.DeltaTable(str(tdir))
+    assert table.version() == 12
+    assert table.transaction_version("ck") == 12
+    got = table.to_pyarrow_table().sort_by("id")
+    assert got.column("id").to_pylist() == pa.concat_tables(tables).sort_by("id").column("id").to_pylist()
+    adds = pa.table(table.get_add_actions(flatten=True)).to_pydict()
+    assert sorted(adds["num_records"]) == [3] * 12  # stats survived the checkpoint
+    snap = tool("snapshot", str(tdir), "-1", "ck")
+    assert snap["version"] == 12 and snap["txn"] == 12 and snap["records"] == 36
+
+
 def test_our_log_read_by_duckdb(tmp_path, tool):
     duckdb = pytest.importorskip("duckdb")
     con = duckdb.connect()
