@@ -836,3 +836,74 @@ TEST(delta_concurrent_create_loser_proceeds) {
     mcdc_delta_table_free(t);
     td_rmrf(dir);
 }
+
+/* Fails the Nth allocation for every N through append, replay and checkpoint:
+ * every failure is a clean error (no crash, no leak: the runner checks), and
+ * retrying the same txn afterwards leaves exactly one commit per batch. */
+TEST(delta_allocation_failures_are_clean_and_retry_is_exactly_once) {
+    char dir[64];
+    td_mkdtemp(dir);
+    mcdc_delta_table_free(td_create(dir));
+    int64_t batch = 0;
+    int failures = 0;
+    /* Allocations of one full round, to spread ~150 failure points over it. */
+    int64_t calls_round;
+    {
+        mcdc_alloc_stats a, b;
+        mcdc_alloc_get_stats(&a);
+        mcdc_delta_table *t = NULL;
+        mcdc_delta_commit_result r;
+        mcdc_delta_snapshot *s = NULL;
+        batch++;
+        mcdc_delta_table_open(&t, dir, NULL, NULL);
+        td_append(t, "b000.parquet", "app", batch, &r, NULL);
+        mcdc_delta_snapshot_load(&s, t, -1, NULL);
+        mcdc_delta_checkpoint(t, batch, NULL);
+        mcdc_delta_snapshot_free(s);
+        mcdc_delta_table_free(t);
+        mcdc_alloc_get_stats(&b);
+        calls_round = b.calls - a.calls;
+    }
+    int64_t step = calls_round / 150 > 0 ? calls_round / 150 : 1;
+    for (int64_t nth = 1; nth <= calls_round; nth += step) {
+        batch++;
+        char path[64];
+        snprintf(path, sizeof path, "b%03lld.parquet", (long long)batch);
+        mcdc_delta_table *t = NULL;
+        mcdc_error e = MCDC_ERROR_INIT;
+        mcdc_delta_commit_result r;
+        mcdc_alloc_fail_at(nth);
+        int rc = mcdc_delta_table_open(&t, dir, NULL, &e);
+        if (rc == MCDC_OK) rc = td_append(t, path, "app", batch, &r, &e);
+        mcdc_delta_snapshot *s = NULL;
+        if (rc == MCDC_OK) rc = mcdc_delta_snapshot_load(&s, t, -1, &e);
+        if (rc == MCDC_OK) rc = mcdc_delta_checkpoint(t, mcdc_delta_snapshot_version(s), &e);
+        mcdc_alloc_fail_at(0);
+        mcdc_delta_snapshot_free(s);
+        mcdc_delta_table_free(t);
+        if (rc != MCDC_OK) {
+            failures++;
+            if (rc != MCDC_E_NOMEM) CHECK_EQ_INT(rc, MCDC_E_NOMEM);
+            CHECK(e.message[0] != 0);
+        }
+        /* the restart: same batch again, no injection */
+        t = NULL;
+        CHECK_EQ_INT(mcdc_delta_table_open(&t, dir, NULL, &e), MCDC_OK);
+        CHECK_EQ_INT(td_append(t, path, "app", batch, &r, &e), MCDC_OK);
+        mcdc_delta_table_free(t);
+    }
+    CHECK(failures > 100);
+    mcdc_delta_table *t = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_delta_table_open(&t, dir, NULL, &e);
+    mcdc_delta_snapshot *s = NULL;
+    CHECK_EQ_INT(mcdc_delta_snapshot_load(&s, t, -1, &e), MCDC_OK);
+    if (s) {
+        CHECK_EQ_INT(mcdc_delta_snapshot_file_count(s), batch);
+        CHECK_EQ_INT(mcdc_delta_snapshot_version(s), batch);
+        CHECK_EQ_INT(mcdc_delta_snapshot_txn_version(s, "app"), batch);
+    }
+    mcdc_delta_snapshot_free(s);
+    mcdc_delta_table_free(t);
+    td_rmrf(dir);
+}
