@@ -695,6 +695,33 @@ static bool env_ci_columns(void *ctx, const char *ci, char *buf, size_t cap) {
     return found;
 }
 
+/* sys.dm_exec_session_wait_stats as an inline subquery: one ASYNC_NETWORK_IO
+ * row per session (its counter is what the TDS layer reported through
+ * sim_session_add_network_wait) plus a SOS_SCHEDULER_YIELD row. A
+ * least-privilege login sees its own session only. */
+static int env_wait_stats(void *ctx, mcdc_buf *out) {
+    sim_session *s = ((env_ctx *)ctx)->s;
+    bool first = true;
+    int rc = MCDC_OK;
+    pthread_mutex_lock(&s->srv->mu);
+    for (int k = 0; k < MCDC_SIM_SESSIONS_MAX && rc == MCDC_OK; k++) {
+        sim_session *o = s->srv->sessions[k];
+        if (!o || (!s->admin && o != s)) continue;
+        rc = mcdc_buf_printf(out, NULL,
+                             "%sSELECT %d AS session_id, 'ASYNC_NETWORK_IO' AS wait_type, %lld AS waiting_tasks_count,"
+                             " %lld AS wait_time_ms, %lld AS max_wait_time_ms, 0 AS signal_wait_time_ms"
+                             " UNION ALL SELECT %d, 'SOS_SCHEDULER_YIELD', %lld, 0, 0, 0",
+                             first ? "" : " UNION ALL ", o->spid, (long long)o->net_waits, (long long)o->net_wait_ms,
+                             (long long)o->net_wait_max_ms, o->spid, (long long)o->requests);
+        first = false;
+    }
+    pthread_mutex_unlock(&s->srv->mu);
+    if (rc == MCDC_OK && first)
+        rc = mcdc_buf_append_str(out, "SELECT 0 AS session_id, '' AS wait_type, 0 AS waiting_tasks_count, 0 AS wait_time_ms,"
+                                      " 0 AS max_wait_time_ms, 0 AS signal_wait_time_ms WHERE 0", NULL);
+    return rc;
+}
+
 static void make_env(sim_session *s, env_ctx *ec, xl_env *env, char *user, size_t ucap, mcdc_buf *wait_sql) {
     memset(env, 0, sizeof *env);
     env->ctx = ec;
@@ -709,27 +736,8 @@ static void make_env(sim_session *s, env_ctx *ec, xl_env *env, char *user, size_
     env->user_name = db_user_name(s, user, ucap);
     env->is_admin = s->admin;
     env->product_major = s->srv->product_major;
-    /* wait stats: one ASYNC_NETWORK_IO row per session (a plausible counter:
-     * the TDS layer cannot report network waits yet), plus a few others */
-    mcdc_buf_reset(wait_sql);
-    pthread_mutex_lock(&s->srv->mu);
-    bool first = true;
-    for (int k = 0; k < MCDC_SIM_SESSIONS_MAX; k++) {
-        sim_session *o = s->srv->sessions[k];
-        if (!o || (!s->admin && o != s)) continue;
-        mcdc_buf_printf(wait_sql, NULL,
-                        "%sSELECT %d AS session_id, 'ASYNC_NETWORK_IO' AS wait_type, %lld AS waiting_tasks_count,"
-                        " %lld AS wait_time_ms, %lld AS max_wait_time_ms, 0 AS signal_wait_time_ms"
-                        " UNION ALL SELECT %d, 'SOS_SCHEDULER_YIELD', %lld, 0, 0, 0",
-                        first ? "" : " UNION ALL ", o->spid, (long long)o->net_waits, (long long)o->net_wait_ms,
-                        (long long)o->net_wait_max_ms, o->spid,
-                        (long long)o->requests);
-        first = false;
-    }
-    pthread_mutex_unlock(&s->srv->mu);
-    if (first) mcdc_buf_append_str(wait_sql, "SELECT 0 AS session_id, '' AS wait_type, 0 AS waiting_tasks_count, 0 AS wait_time_ms, 0 AS max_wait_time_ms, 0 AS signal_wait_time_ms WHERE 0", NULL);
-    mcdc_buf_cstr(wait_sql, NULL);
-    env->wait_stats_sql = (const char *)wait_sql->data;
+    (void)wait_sql;
+    env->wait_stats_sql = env_wait_stats;
 }
 
 /* Permission check of a translated statement's tables. */
@@ -841,11 +849,10 @@ int sim_emit_stmt(sim_session *s, sqlite3 *c, sqlite3_stmt *st, int first_rc, co
         if (sink->row && sink->row(sink->ctx, vals, n)) { *aborted = true; break; }
         step = sqlite3_step(st);
     }
-    if (!*aborted && step != SQLITE_DONE && step != SQLITE_ROW) {
-        rc = sim_sqlite_err(c, step, err);
-        if (sink->done && sink->done(sink->ctx, cnt, false, in_proc, true)) *aborted = true;
-        (void)s;
-    }
+    /* an error after rows: the caller sends ERROR + DONE(error), as SQL Server */
+    if (!*aborted && step != SQLITE_DONE && step != SQLITE_ROW) rc = sim_sqlite_err(c, step, err);
+    (void)s;
+    (void)in_proc;
     *rows = cnt;
     mcdc_free(cols);
     mcdc_free(vals);
@@ -925,6 +932,9 @@ static int stmt_end(const tsql_tok *t, int i, int n) {
             if (is_insert && !seen_values) continue;
         }
         if (tsql_tok_is(&t[k], "SET") && is_update && !seen_set) { seen_set = true; continue; }
+        if (tsql_tok_is(&t[k], "IF") && (tsql_tok_is(prev, "TABLE") || tsql_tok_is(prev, "DATABASE") ||
+                                         tsql_tok_is(prev, "LOGIN") || tsql_tok_is(prev, "USER")))
+            continue; /* DROP TABLE IF EXISTS */
         if (is_perm && (tsql_tok_is(&t[k], "EXEC") || tsql_tok_is(&t[k], "EXECUTE") || tsql_tok_is(&t[k], "INSERT") ||
                         tsql_tok_is(&t[k], "UPDATE") || tsql_tok_is(&t[k], "DELETE") || tsql_tok_is(&t[k], "ALTER")))
             continue;
@@ -979,7 +989,6 @@ static int run_query(stmt_ctx *x, const tsql_tok *t, int a, int b, const sim_var
             int64_t rows = 0;
             rc = sim_emit_stmt(s, s->rd, st, first, res, NULL, 0, x->sink, x->in_proc, &rows, err, &x->aborted);
             if (rc == MCDC_OK && !x->aborted) { s->rowcount = rows; send_done(x, rows, true, false); }
-            else if (rc != MCDC_OK && first == SQLITE_ROW) rc = -999; /* error after rows: already reported */
         }
     }
     sqlite3_finalize(st);
@@ -1910,6 +1919,44 @@ static int do_drop(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *e
         if (rc == MCDC_OK) send_done(x, 0, false, false);
         return rc;
     }
+    if (i < end && tsql_tok_is(&t[i], "DATABASE")) {
+        char name[SIM_NAME_MAX];
+        int rc = need_admin(x, "DROP DATABASE", err);
+        if (rc != MCDC_OK) return rc;
+        i++;
+        bool if_exists = false;
+        if (i + 1 < end && tsql_tok_is(&t[i], "IF") && tsql_tok_is(&t[i + 1], "EXISTS")) { if_exists = true; i += 2; }
+        if (i >= end || tok_ident(&t[i], name, sizeof name) != 0) return syntax_err(err, t, i, end);
+        sim_server *srv = s->srv;
+        pthread_mutex_lock(&srv->mu);
+        sim_db *d = sim_find_db(srv, name);
+        if (!d || mcdc_str_ieq(name, "master")) {
+            pthread_mutex_unlock(&srv->mu);
+            if (if_exists && d == NULL) { send_done(x, 0, false, false); return MCDC_OK; }
+            return sim_err(err, 3701, "Cannot drop the database '%s', because it does not exist or you do not have permission.", name);
+        }
+        bool busy = false;
+        for (int k = 0; k < MCDC_SIM_SESSIONS_MAX; k++)
+            if (srv->sessions[k] && (srv->sessions[k]->db == d || srv->sessions[k]->tran_db == d)) busy = true;
+        if (busy) {
+            pthread_mutex_unlock(&srv->mu);
+            return sim_err(err, 3702, "Cannot drop database \"%s\" because it is currently in use.", name);
+        }
+        for (sim_db **pp = &srv->dbs; *pp; pp = &(*pp)->next)
+            if (*pp == d) { *pp = d->next; break; }
+        sqlite3_close_v2(d->w);
+        const char *sfx[] = {"", "-wal", "-shm"};
+        for (int k = 0; k < 3; k++) {
+            char path[1100];
+            snprintf(path, sizeof path, "%s%s", d->path, sfx[k]);
+            remove(path);
+        }
+        rc = sim_sql(master_db(srv)->w, err, "DELETE FROM __sim_databases WHERE name = %Q", name);
+        pthread_mutex_unlock(&srv->mu);
+        mcdc_free(d);
+        if (rc == MCDC_OK) send_done(x, 0, false, false);
+        return rc;
+    }
     return sim_err(err, 50000, "DROP %.*s is not supported by the simulator", i < end ? t[i].n : 0, i < end ? t[i].s : "");
 }
 
@@ -2422,7 +2469,7 @@ static int run_tokens(stmt_ctx *x, const tsql_tok *t, int n) {
         int end = stmt_end(t, i, n);
         mcdc_error err = MCDC_ERROR_INIT;
         int rc = run_statement(x, t, i, end, &err);
-        if (rc != MCDC_OK && rc != -999) {
+        if (rc != MCDC_OK) {
             send_error(x, &err, t[i].line);
             /* compile errors end the batch, as SQL Server's parse would */
             if (err.server_number == 102 || err.server_number == 105) break;

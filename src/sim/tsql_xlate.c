@@ -231,8 +231,12 @@ static int table_ref(xl *x, int *i, int end) {
         goto alias;
     }
     if (np >= 2 && mcdc_str_ieq(parts[np - 2], "sys") && mcdc_str_ieq(last, "dm_exec_session_wait_stats")) {
-        rc = mcdc_buf_printf(x->out, x->err, "(%s)", x->env->wait_stats_sql ? x->env->wait_stats_sql
-                                                   : "SELECT 0 AS session_id, '' AS wait_type, 0 AS waiting_tasks_count, 0 AS wait_time_ms, 0 AS max_wait_time_ms, 0 AS signal_wait_time_ms WHERE 0");
+        rc = emit(x, "(");
+        if (rc == MCDC_OK && x->env->wait_stats_sql) rc = x->env->wait_stats_sql(x->env->ctx, x->out);
+        else if (rc == MCDC_OK)
+            rc = emit(x, "SELECT 0 AS session_id, '' AS wait_type, 0 AS waiting_tasks_count, 0 AS wait_time_ms,"
+                         " 0 AS max_wait_time_ms, 0 AS signal_wait_time_ms WHERE 0");
+        if (rc == MCDC_OK) rc = emit(x, ")");
         snprintf(name, sizeof name, "sys.dm_exec_session_wait_stats");
     } else {
         xl_table_name(parts, np, name, sizeof name);
