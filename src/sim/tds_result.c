@@ -60,6 +60,7 @@ void sim_tds_result_begin(sim_tds_result *r, bool in_rpc, bool begin_message) {
     r->any_error = false;
     r->got_status = false;
     r->has_handle = false;
+    r->fatal = false;
     r->attention = false;
     r->stopped = false;
     r->ncols = 0;
@@ -80,9 +81,12 @@ int sim_tds_result_end_batch(sim_tds_result *r) {
 int sim_tds_result_end_rpc(sim_tds_result *r, bool last) {
     if (flush_pending(r, true)) return -1;
     if (!r->got_status && sim_tds_tok_returnstatus(r->out, 0)) return -1;
-    if (r->has_handle &&
-        sim_tds_tok_returnvalue_int(r->out, r->handle_ordinal, r->handle_name, r->handle))
-        return -1;
+    if (r->has_handle) {
+        sim_type t = {SIM_T_INT, 0, 0, 0};
+        sim_value v = {.kind = SIM_V_INT, .i = r->handle};
+        if (sim_tds_result_return_value(r, r->handle_ordinal, r->handle_name, &t, &v))
+            return -1;
+    }
     uint16_t st = (uint16_t)((last ? 0 : TDS_DONE_MORE) | (r->any_error ? TDS_DONE_ERROR : 0) |
                              (r->in_xact ? TDS_DONE_INXACT : 0));
     if (sim_tds_tok_done(r->out, TDS_TOK_DONEPROC, st, 0, 0)) return -1;
@@ -646,6 +650,27 @@ int sim_tds_result_row(sim_tds_result *r, const sim_value *vals, int ncols) {
     return o->failed ? 1 : 0;
 }
 
+int sim_tds_result_return_value(sim_tds_result *r, uint16_t ordinal, const char *name,
+                                const sim_type *t, const sim_value *v) {
+    sim_tds_col_enc e;
+    sim_column c = {name, *t, true};
+    plan_column(&e, &c);
+    sim_tds_out *o = r->out;
+    /* token, ordinal, name, status (output parameter), user type, flags */
+    if (flush_pending(r, true) || sim_tds_out_u8(o, TDS_TOK_RETURNVALUE) ||
+        sim_tds_out_u16(o, ordinal))
+        return -1;
+    const char *nm = name ? name : "";
+    size_t nn = strlen(nm);
+    size_t units = sim_tds_utf8_utf16_units((const uint8_t *)nm, nn);
+    if (units > 128) units = 128;
+    if (sim_tds_out_u8(o, (uint8_t)units) || sim_tds_out_utf16(o, (const uint8_t *)nm, nn, units) ||
+        sim_tds_out_u8(o, 0x01) || sim_tds_out_u32(o, 0) || sim_tds_out_u16(o, 0x0001) ||
+        write_type_info(o, &e))
+        return -1;
+    return encode_value(r, &e, v, 0);
+}
+
 /* ---- sink callbacks ------------------------------------------------------------------ */
 static int cb_columns(void *ctx, const sim_column *cols, int ncols) {
     sim_tds_result *r = ctx;
@@ -679,6 +704,7 @@ static int cb_message(void *ctx, bool is_error, int number, int state, int cls, 
     sim_tds_result *r = ctx;
     if (flush_pending(r, true)) return r->stopped = true, 1;
     if (is_error && cls > 10) r->any_error = true;
+    if (is_error && cls >= 20) r->fatal = true; /* SQL Server closes the connection */
     if (sim_tds_tok_message(r->out, is_error, number, (uint8_t)state, (uint8_t)cls, text,
                         proc ? proc : "", line))
         return r->stopped = true, 1;

@@ -51,6 +51,7 @@ struct sim_tds_result {
     char handle_name[TDS_LOGIN_STR_BYTES];
     bool in_xact;            /* between ENVCHANGE 8 and 9/10 */
     bool attention;          /* the check hook saw an ATTENTION */
+    bool fatal;              /* an error of class >= 20: the connection ends after */
     bool stopped;            /* a callback asked to stop */
     int conversion_warnings; /* values that could not be converted (sent as NULL) */
     uint64_t rows_total;
@@ -75,6 +76,11 @@ int sim_tds_result_end_rpc(sim_tds_result *r, bool last);
 /* The request was stopped by an ATTENTION: DONE(DONE_ATTN), end of message.
  * Held-back tokens are dropped (the client discards them anyway). */
 int sim_tds_result_attention_ack(sim_tds_result *r);
+
+/* RETURNVALUE token of an output parameter, the value encoded as a column of
+ * type t would be (for a sink callback the engine seam may grow). */
+int sim_tds_result_return_value(sim_tds_result *r, uint16_t ordinal, const char *name,
+                                const sim_type *t, const sim_value *v);
 
 /* Exposed for tests and the benchmark: the column encoders a result set
  * gets, and one row written with them. */

@@ -335,6 +335,8 @@ static int handle_login(conn *c) {
     bool fe = lg->feature_ext;
     mcdc_free(lg);
     c->out.spid = (uint16_t)sim_session_spid(c->sess);
+    mcdc_log(MCDC_LOG_INFO, "sim: %s: logged in, spid %d, packet size %d%s", c->peer,
+             c->out.spid, ps, fe ? ", FeatureExt declined" : "");
     const char *db = sim_session_database(c->sess);
     if (sim_tds_login_reply(&c->out, db ? db : "master", asked, ps, fe, c->srv->version_major))
         return -1;
@@ -400,6 +402,10 @@ static void conn_loop(conn *c) {
             rc = -1;
         }
         if (rc || c->dropped || c->out.failed) return;
+        if (c->res.fatal) {
+            mcdc_log(MCDC_LOG_INFO, "sim: %s: fatal error (class >= 20): closing", c->peer);
+            return;
+        }
         /* a one-off huge request (a bulk INSERT script) does not pin its memory */
         if (c->msg.payload.cap > TDS_KEEP_BUFFER_BYTES) sim_tds_msg_free(&c->msg);
         if (c->text.cap > TDS_KEEP_BUFFER_BYTES) mcdc_buf_free(&c->text);

@@ -559,15 +559,6 @@ int sim_tds_tok_returnstatus(sim_tds_out *o, int32_t status) {
     return sim_tds_out_u32(o, (uint32_t)status);
 }
 
-int sim_tds_tok_returnvalue_int(sim_tds_out *o, uint16_t ordinal, const char *name, int32_t value) {
-    if (sim_tds_out_u8(o, TDS_TOK_RETURNVALUE) || sim_tds_out_u16(o, ordinal) || out_bvarchar(o, name))
-        return -1;
-    uint8_t b[] = {0x01, 0, 0, 0, 0, 0x01, 0x00, 0x26, 4, 4, (uint8_t)value,
-                   (uint8_t)((uint32_t)value >> 8), (uint8_t)((uint32_t)value >> 16),
-                   (uint8_t)((uint32_t)value >> 24)};
-    return sim_tds_out_bytes(o, b, sizeof b);
-}
-
 int sim_tds_login_reply(sim_tds_out *o, const char *database, int old_packet_size, int new_packet_size,
                     bool feature_ext, int version_major) {
     char msg[600];

@@ -216,8 +216,6 @@ int sim_tds_tok_message(sim_tds_out *o, bool is_error, int32_t number, uint8_t s
 int sim_tds_tok_loginack(sim_tds_out *o, int version_major);
 int sim_tds_tok_done(sim_tds_out *o, uint8_t token, uint16_t status, uint16_t curcmd, uint64_t rows);
 int sim_tds_tok_returnstatus(sim_tds_out *o, int32_t status);
-/* RETURNVALUE of an int output parameter (the handle of sp_prepare). */
-int sim_tds_tok_returnvalue_int(sim_tds_out *o, uint16_t ordinal, const char *name, int32_t value);
 
 /* The whole successful login reply (ENVCHANGEs, INFOs, LOGINACK,
  * [FEATUREEXTACK], DONE) as one message. old_packet_size is what the client

@@ -958,3 +958,28 @@ TEST(sim_tds_result_nbcrow_when_nulls_pay) {
     sim_tds_result_end_batch(&g.res);
     rig_free(&g);
 }
+
+TEST(tds_result_return_values) {
+    rig g;
+    rig_init(&g, 4096);
+    sim_tds_result_begin(&g.res, true, true);
+    g.res.has_handle = true;
+    g.res.handle = 7;
+    strcpy(g.res.handle_name, "@h");
+    CHECK_EQ_INT(sim_tds_result_end_rpc(&g.res, false), 0);
+    sim_tds_result_begin(&g.res, true, false);
+    sim_type dt = {SIM_T_DECIMAL, 10, 2, 0};
+    sim_value dv = T("1.5");
+    CHECK_EQ_INT(sim_tds_result_return_value(&g.res, 1, "@d", &dt, &dv), 0);
+    CHECK_EQ_INT(sim_tds_result_end_rpc(&g.res, true), 0);
+    CHECK_EQ_INT(rig_finish(&g), 1);
+    const char *want = "7900000000"                                       /* RETURNSTATUS */
+                       "ac0000" "02400068" "00" "01" "00000000" "0100" "2604" "0407000000"
+                       "fe0100000000000000000000" "00"                    /* DONEPROC MORE */
+                       "ac0100" "02400064" "00" "01" "00000000" "0100" "6a090a02"
+                       "09019600000000000000"                              /* 150 */
+                       "7900000000" "fe0000000000000000000000" "00";
+    CHECK_EQ_INT(g.payload.len, strlen(want) / 2);
+    CHECK(hexcmp(g.payload.data, want) == 0);
+    rig_free(&g);
+}
