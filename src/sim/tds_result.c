@@ -674,6 +674,7 @@ int sim_tds_result_return_value(sim_tds_result *r, uint16_t ordinal, const char 
 /* ---- sink callbacks ------------------------------------------------------------------ */
 static int cb_columns(void *ctx, const sim_column *cols, int ncols) {
     sim_tds_result *r = ctx;
+    if (r->stopped) return 1; /* the engine went on after a stop */
     if (r->check && r->check(r->check_ctx, r, 1)) return r->stopped = true, 1;
     if (sim_tds_result_columns(r, cols, ncols)) return r->stopped = true, 1;
     return 0;
@@ -681,6 +682,7 @@ static int cb_columns(void *ctx, const sim_column *cols, int ncols) {
 
 static int cb_row(void *ctx, const sim_value *vals, int ncols) {
     sim_tds_result *r = ctx;
+    if (r->stopped) return 1; /* the engine went on after a stop */
     if (r->check && r->check(r->check_ctx, r, 0)) return r->stopped = true, 1;
     if (sim_tds_result_row(r, vals, ncols)) return r->stopped = true, 1;
     return 0;
@@ -688,6 +690,7 @@ static int cb_row(void *ctx, const sim_value *vals, int ncols) {
 
 static int cb_done(void *ctx, int64_t rowcount, bool has_count, bool in_proc, bool error) {
     sim_tds_result *r = ctx;
+    if (r->stopped) return 1; /* the engine went on after a stop */
     if (r->check && r->check(r->check_ctx, r, 1)) return r->stopped = true, 1;
     if (flush_pending(r, true)) return r->stopped = true, 1;
     r->pending = true;
@@ -702,6 +705,7 @@ static int cb_done(void *ctx, int64_t rowcount, bool has_count, bool in_proc, bo
 static int cb_message(void *ctx, bool is_error, int number, int state, int cls, const char *text,
                       const char *proc, int line) {
     sim_tds_result *r = ctx;
+    if (r->stopped) return 1; /* the engine went on after a stop */
     if (flush_pending(r, true)) return r->stopped = true, 1;
     if (is_error && cls > 10) r->any_error = true;
     if (is_error && cls >= 20) r->fatal = true; /* SQL Server closes the connection */
@@ -713,6 +717,7 @@ static int cb_message(void *ctx, bool is_error, int number, int state, int cls, 
 
 static int cb_database(void *ctx, const char *new_db, const char *old_db) {
     sim_tds_result *r = ctx;
+    if (r->stopped) return 1; /* the engine went on after a stop */
     if (flush_pending(r, true)) return r->stopped = true, 1;
     char msg[600];
     snprintf(msg, sizeof msg, "Changed database context to '%s'.", new_db ? new_db : "");
@@ -724,6 +729,7 @@ static int cb_database(void *ctx, const char *new_db, const char *old_db) {
 
 static int cb_transaction(void *ctx, int type, uint64_t descriptor) {
     sim_tds_result *r = ctx;
+    if (r->stopped) return 1; /* the engine went on after a stop */
     if (flush_pending(r, true)) return r->stopped = true, 1;
     uint8_t d[8];
     put_le(d, descriptor, 8);
@@ -740,6 +746,7 @@ static int cb_transaction(void *ctx, int type, uint64_t descriptor) {
 
 static int cb_return_status(void *ctx, int32_t status) {
     sim_tds_result *r = ctx;
+    if (r->stopped) return 1; /* the engine went on after a stop */
     if (flush_pending(r, true)) return r->stopped = true, 1;
     r->got_status = true;
     return sim_tds_tok_returnstatus(r->out, status) ? (r->stopped = true, 1) : 0;

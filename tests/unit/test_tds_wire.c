@@ -983,3 +983,42 @@ TEST(tds_result_return_values) {
     CHECK(hexcmp(g.payload.data, want) == 0);
     rig_free(&g);
 }
+
+static int attention_after_3(void *ctx, sim_tds_result *r, int what) {
+    int *n = ctx;
+    if (what == 0 && ++*n > 3) {
+        r->attention = true;
+        return 1;
+    }
+    return 0;
+}
+
+TEST(tds_result_stops_at_a_token_boundary) {
+    rig g;
+    rig_init(&g, 4096);
+    int n = 0;
+    g.res.check = attention_after_3;
+    g.res.check_ctx = &n;
+    sim_tds_result_begin(&g.res, false, true);
+    sim_column c = {"n", {SIM_T_INT, 0, 0, 0}, false};
+    CHECK_EQ_INT(g.sink.columns(g.sink.ctx, &c, 1), 0);
+    sim_value v = {.kind = SIM_V_INT, .i = 1};
+    int rc = 0, sent = 0;
+    for (int i = 0; i < 10 && rc == 0; i++) {
+        rc = g.sink.row(g.sink.ctx, &v, 1);
+        if (rc == 0) sent++;
+    }
+    CHECK_EQ_INT(sent, 3);
+    size_t pos = g.out.pos;
+    /* an engine that goes on anyway writes nothing more */
+    CHECK(g.sink.row(g.sink.ctx, &v, 1) != 0);
+    CHECK(g.sink.done(g.sink.ctx, 4, true, false, false) != 0);
+    CHECK_EQ_INT(g.out.pos, pos);
+    CHECK(g.res.attention);
+    CHECK_EQ_INT(sim_tds_result_attention_ack(&g.res), 0);
+    CHECK_EQ_INT(rig_finish(&g), 1);
+    /* COLMETADATA (1+2+4+2+1+3), three ROWs of 5 bytes, DONE(ATTN) */
+    CHECK_EQ_INT(g.payload.len, 13 + 3 * 5 + 13);
+    CHECK(hexcmp(g.payload.data + 13 + 15, "fd2000") == 0);
+    rig_free(&g);
+}
