@@ -367,7 +367,10 @@ static void conn_loop(conn *c) {
             continue;
         }
         if (c->msg.type == TDS_PKT_LOGIN7) {
-            if (handle_login(c)) return;
+            int rc = handle_login(c);
+            /* the obfuscated password is in the payload: do not keep it */
+            if (c->msg.payload.data) memset(c->msg.payload.data, 0, c->msg.payload.cap);
+            if (rc) return;
             break;
         }
         if (c->msg.type == 0x16)
