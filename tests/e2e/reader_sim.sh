@@ -86,6 +86,11 @@ if [ "$(echo "$clean" | grep '^dbo_t|')" = "$(echo "$faulted" | grep '^dbo_t|')"
 else ko "dropped connection retried: identical rows" "clean: $(echo "$clean" | tail -1)" \
         "faulted: $(echo "$faulted" | tail -3)"; fi
 
+# 3b. a result abandoned after 5 rows is cancelled; the connection stays usable
+out=$("$PROBE" cancel "$CS" "SELECT * FROM cdc.dbo_t_CT" 2>&1)
+if [ "$out" = "$(printf 'first=5\nafter=42')" ]; then ok "abandoned result cancelled, connection reusable"
+else ko "abandoned result cancelled, connection reusable" "$out"; fi
+
 # 4. the last range measures the position
 out=$("$PROBE" read "$CS" dbo_t min max 1000 1 last 2>&1)
 if echo "$out" | grep -q 'position=1 lag_known=1'; then ok "last range measures position"
