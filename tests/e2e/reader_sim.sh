@@ -91,6 +91,13 @@ out=$("$PROBE" cancel "$CS" "SELECT * FROM cdc.dbo_t_CT" 2>&1)
 if [ "$out" = "$(printf 'first=5\nafter=42')" ]; then ok "abandoned result cancelled, connection reusable"
 else ko "abandoned result cancelled, connection reusable" "$out"; fi
 
+# 3c. a stalled server with a 1 s query timeout: SYBETIME is transient, retried
+stalled=$(MCDC_PROBE_QUERY_TIMEOUT=1 MCDC_PROBE_SIDE_SQL="EXEC sim.fault @kind = N'stall', @ms = 2500" \
+  "$PROBE" read "$CS" dbo_t min max 7 1 2>&1)
+if [ "$(echo "$clean" | grep '^dbo_t|')" = "$(echo "$stalled" | grep '^dbo_t|')" ] \
+   && echo "$stalled" | grep -q 'attempts=2'; then ok "query timeout retried: identical rows"
+else ko "query timeout retried: identical rows" "$(echo "$stalled" | tail -3)"; fi
+
 # 4. the last range measures the position
 out=$("$PROBE" read "$CS" dbo_t min max 1000 1 last 2>&1)
 if echo "$out" | grep -q 'position=1 lag_known=1'; then ok "last range measures position"
