@@ -767,13 +767,3 @@ int mcdc_delta_commit_info_read(mcdc_delta_commit_info **out, mcdc_delta_table *
     return MCDC_OK;
 }
 
-/* ------------------------------------------------------------------------ */
-/* checkpoints                                                              */
-/* ------------------------------------------------------------------------ */
-
-int mcdc_delta_checkpoint(mcdc_delta_table *t, int64_t version, mcdc_error *err) {
-    return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
-                          "writing checkpoint %lld of %s needs the Parquet writer with nested "
-                          "columns, which is not built in yet",
-                          (long long)version, t->storage->root);
-}

@@ -37,7 +37,25 @@ typedef struct mcdc_delta_actions {
     delta_domain *domains;
     size_t n_domains;
     size_t n_unknown;    /* unknown actions, ignored per the spec */
+    char **sidecars;     /* V2 checkpoint sidecar paths (owned) */
+    size_t n_sidecars;
 } mcdc_delta_actions;
+
+/* A complete checkpoint found by listing _delta_log. */
+typedef struct delta_checkpoint_ref {
+    int64_t version;
+    int32_t n_parts;  /* 1, or the part count of a multi-part checkpoint */
+    char uuid[64];    /* V2 UUID-named checkpoint, "" for classic */
+    bool is_json;     /* V2 JSON checkpoint */
+} delta_checkpoint_ref;
+
+/* Reads a checkpoint into the action lists a commit would give (MCDC_E_CORRUPT
+ * / MCDC_E_UNSUPPORTED for sidecars, naming the file). */
+/* Appends the actions of one checkpoint Parquet file held in memory (fuzzed). */
+int mcdc_delta__checkpoint_parse(mcdc_delta_actions *out, const void *data, size_t len,
+                                 const char *label, mcdc_error *err);
+int mcdc_delta__read_checkpoint(mcdc_delta_actions *out, mcdc_storage *st,
+                                const delta_checkpoint_ref *cp, mcdc_error *err);
 
 /* Parses a newline-delimited commit file. label names it in messages
  * ("_delta_log/00000000000000000007.json"). Errors: MCDC_E_CORRUPT with
@@ -73,6 +91,12 @@ int mcdc_delta__snapshot_apply(mcdc_delta_snapshot *s, const mcdc_delta_actions 
 int mcdc_delta__snapshot_refresh(mcdc_delta_snapshot *s, mcdc_storage *st, mcdc_error *err);
 const json_t *mcdc_delta__snapshot_protocol_json(const mcdc_delta_snapshot *s);
 const json_t *mcdc_delta__snapshot_metadata_json(const mcdc_delta_snapshot *s);
+size_t mcdc_delta__snapshot_txn_count(const mcdc_delta_snapshot *s);
+void mcdc_delta__snapshot_txn(const mcdc_delta_snapshot *s, size_t i, const char **app_id,
+                              int64_t *version, int64_t *last_updated_ms);
+size_t mcdc_delta__snapshot_domain_count(const mcdc_delta_snapshot *s);
+void mcdc_delta__snapshot_domain_at(const mcdc_delta_snapshot *s, size_t i, const char **domain,
+                                    const char **configuration, bool *removed);
 
 /* Field-by-field schema comparison: every field of `want` present in `have`
  * with the same type (fixed binary == binary) and nullability. */

@@ -121,6 +121,8 @@ void mcdc_delta_actions_clear(mcdc_delta_actions *a) {
         mcdc_free(a->domains[i].configuration);
     }
     mcdc_free(a->domains);
+    for (size_t i = 0; i < a->n_sidecars; i++) mcdc_free(a->sidecars[i]);
+    mcdc_free(a->sidecars);
     memset(a, 0, sizeof *a);
 }
 
@@ -242,8 +244,18 @@ static int parse_action(parse_ctx *c, const char *key, json_t *v, mcdc_delta_act
                  strcmp(key, "add") == 0 || strcmp(key, "remove") == 0 ||
                  strcmp(key, "txn") == 0 || strcmp(key, "commitInfo") == 0 ||
                  strcmp(key, "domainMetadata") == 0;
+    if (strcmp(key, "sidecar") == 0 && json_is_object(v)) { /* V2 checkpoints only */
+        const char *sp;
+        int rc = get_string(c, v, "sidecar", "path", true, &sp);
+        if (rc) return rc;
+        if (grow((void **)&a->sidecars, a->n_sidecars, sizeof *a->sidecars) ||
+            (a->sidecars[a->n_sidecars] = mcdc_strdup(sp)) == NULL)
+            return nomem(c);
+        a->n_sidecars++;
+        return MCDC_OK;
+    }
     if (!known) {
-        a->n_unknown++; /* cdc, checkpointMetadata, sidecar, future actions */
+        a->n_unknown++; /* cdc, checkpointMetadata, future actions */
         return MCDC_OK;
     }
     if (!json_is_object(v)) return corrupt(c, "action \"%s\" is not an object%s", key, "");
@@ -415,7 +427,7 @@ int mcdc_delta__check_protocol(const json_t *protocol, const json_t *metadata, b
     int64_t r = (int64_t)json_integer_value(json_object_get(protocol, "minReaderVersion"));
     int64_t w = (int64_t)json_integer_value(json_object_get(protocol, "minWriterVersion"));
     static const char *const read_ok[] = {"timestampNtz", "columnMapping", "deletionVectors",
-                                          "vacuumProtocolCheck", NULL};
+                                          "vacuumProtocolCheck", "v2Checkpoint", NULL};
     static const char *const write_ok[] = {"appendOnly", "invariants", "timestampNtz",
                                            "domainMetadata", "vacuumProtocolCheck",
                                            "changeDataFeed", "checkConstraints",
@@ -739,12 +751,24 @@ static bool parse_log_name(const char *name, int64_t *version, const char **rest
 typedef struct log_listing {
     int64_t *commits; /* sorted ascending */
     size_t n_commits;
-    int64_t latest_checkpoint_le_target; /* -1 none */
+    delta_checkpoint_ref cp; /* newest complete checkpoint <= target; version -1 none */
 } log_listing;
+
+/* Multi-part names: "<O 10 digits>.<P 10 digits>.parquet". */
+static bool parse_part(const char *rest, int32_t *o, int32_t *p) {
+    if (strlen(rest) != 29 || rest[10] != '.' || rest[21] != '.' ||
+        strcmp(rest + 21, ".parquet") != 0)
+        return false;
+    for (int i = 0; i < 21; i++)
+        if (i != 10 && (rest[i] < '0' || rest[i] > '9')) return false;
+    *o = (int32_t)strtol(rest, NULL, 10);
+    *p = (int32_t)strtol(rest + 11, NULL, 10);
+    return *o >= 1 && *p >= 1 && *o <= *p;
+}
 
 static int list_log(log_listing *out, mcdc_storage *st, int64_t target, mcdc_error *err) {
     memset(out, 0, sizeof *out);
-    out->latest_checkpoint_le_target = -1;
+    out->cp.version = -1;
     mcdc_storage_listing l = {0};
     int rc = mcdc_storage_list(st, MCDC_DELTA_LOG_DIR "/", &l, err);
     if (rc) return rc;
@@ -755,16 +779,49 @@ static int list_log(log_listing *out, mcdc_storage *st, int64_t target, mcdc_err
             return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
         }
     }
+    /* Multi-part sets are complete only with every part; names sort by
+     * version then part, so a set's parts are adjacent. */
+    int64_t mp_version = -1;
+    int32_t mp_total = 0, mp_seen = 0;
     for (size_t i = 0; i < l.count; i++) {
         int64_t v;
         const char *rest;
         if (!parse_log_name(l.entries[i].name, &v, &rest)) continue;
         if (strcmp(rest, "json") == 0) {
             out->commits[out->n_commits++] = v;
-        } else if (strncmp(rest, "checkpoint.", 11) == 0 && (target < 0 || v <= target) &&
-                   v > out->latest_checkpoint_le_target) {
-            out->latest_checkpoint_le_target = v;
+            continue;
         }
+        if (strncmp(rest, "checkpoint.", 11) != 0 || (target >= 0 && v > target) ||
+            v < out->cp.version)
+            continue;
+        rest += 11;
+        delta_checkpoint_ref ref = {v, 1, "", false};
+        int32_t o, p;
+        size_t n = strlen(rest);
+        if (strcmp(rest, "parquet") == 0) {
+            /* classic single file */
+        } else if (parse_part(rest, &o, &p)) {
+            if (v != mp_version || p != mp_total) {
+                mp_version = v;
+                mp_total = p;
+                mp_seen = 0;
+            }
+            if (o != mp_seen + 1) continue;
+            mp_seen = o;
+            if (mp_seen != mp_total) continue;
+            ref.n_parts = p;
+        } else if (n > 8 && n < sizeof ref.uuid + 8 &&
+                   (strcmp(rest + n - 8, ".parquet") == 0 || strcmp(rest + n - 5, ".json") == 0)) {
+            ref.is_json = strcmp(rest + n - 5, ".json") == 0;
+            size_t ul = n - (ref.is_json ? 5 : 8);
+            memcpy(ref.uuid, rest, ul);
+            ref.uuid[ul] = 0;
+            if (strchr(ref.uuid, '.') != NULL) continue;
+        } else {
+            continue;
+        }
+        /* Equal versions: keep the first complete one found. */
+        if (v > out->cp.version) out->cp = ref;
     }
     mcdc_storage_listing_free(&l);
     return MCDC_OK;
@@ -816,6 +873,36 @@ static int snapshot_finish(mcdc_delta_snapshot *s, const char *root, mcdc_error 
     return MCDC_OK;
 }
 
+/* Replays commits from..target onto s; all must exist (commits sorted). */
+static int replay_commits(mcdc_delta_snapshot *s, mcdc_storage *st, const log_listing *ll,
+                          int64_t from, int64_t target, mcdc_error *err) {
+    size_t i = 0;
+    while (i < ll->n_commits && ll->commits[i] < from) i++;
+    for (int64_t v = from; v <= target; v++, i++) {
+        if (i >= ll->n_commits || ll->commits[i] != v)
+            return mcdc_error_set(err, MCDC_E_CORRUPT,
+                                  "table %s: version %lld is missing (%s/_delta_log/%020lld.json "
+                                  "does not exist but later versions do): the log has a gap",
+                                  st->root, (long long)v, st->root, (long long)v);
+        mcdc_delta_actions a;
+        int rc = mcdc_delta__read_commit(&a, st, v, err);
+        if (rc == MCDC_E_NOTFOUND)
+            rc = mcdc_error_set(err, MCDC_E_CORRUPT,
+                                "table %s: %s/_delta_log/%020lld.json vanished while reading",
+                                st->root, st->root, (long long)v);
+        if (rc) return rc;
+        rc = mcdc_delta__snapshot_apply(s, &a, v, err);
+        mcdc_delta_actions_clear(&a);
+        if (rc) return mcdc_error_wrap(err, "table %s version %lld", st->root, (long long)v), rc;
+    }
+    return MCDC_OK;
+}
+
+static bool commits_from_zero(const log_listing *ll, int64_t target) {
+    return ll->n_commits > (size_t)target && ll->commits[0] == 0 &&
+           ll->commits[target] == target;
+}
+
 int mcdc_delta_snapshot_load(mcdc_delta_snapshot **out, mcdc_delta_table *t, int64_t version,
                              mcdc_error *err) {
     *out = NULL;
@@ -825,13 +912,14 @@ int mcdc_delta_snapshot_load(mcdc_delta_snapshot **out, mcdc_delta_table *t, int
     if (rc) return rc;
     mcdc_delta_snapshot *s = NULL;
     int64_t latest = -1, target = -1;
-    if (ll.n_commits == 0 && ll.latest_checkpoint_le_target < 0) {
+    if (ll.n_commits == 0 && ll.cp.version < 0) {
         rc = mcdc_error_set(err, MCDC_E_NOTFOUND,
                             "no Delta table at %s (no commit in %s/_delta_log)", st->root,
                             st->root);
         goto done;
     }
-    latest = ll.n_commits ? ll.commits[ll.n_commits - 1] : -1;
+    latest = ll.n_commits ? ll.commits[ll.n_commits - 1] : ll.cp.version;
+    if (ll.cp.version > latest) latest = ll.cp.version;
     target = version < 0 ? latest : version;
     if (target > latest) {
         rc = mcdc_error_set(err, MCDC_E_NOTFOUND,
@@ -839,51 +927,37 @@ int mcdc_delta_snapshot_load(mcdc_delta_snapshot **out, mcdc_delta_table *t, int
                             (long long)target, (long long)latest);
         goto done;
     }
-    if (ll.latest_checkpoint_le_target >= 0) check_last_checkpoint(st, ll.latest_checkpoint_le_target);
-    /* Commits 0..target must all be there: we replay JSON from the start.
-     * Checkpoints are only needed once older commits were cleaned up. */
-    size_t i = 0;
-    if (ll.n_commits == 0 || ll.commits[0] != 0) {
-        int64_t first = ll.n_commits ? ll.commits[0] : -1;
-        if (ll.latest_checkpoint_le_target >= 0 && first >= 0 &&
-            first <= ll.latest_checkpoint_le_target + 1)
-            rc = mcdc_error_set(err, MCDC_E_UNSUPPORTED,
-                                "table %s: commits before version %lld were cleaned up and "
-                                "reading checkpoint %s/_delta_log/%020lld.checkpoint.parquet "
-                                "needs the Parquet reader, which is not built in yet",
-                                st->root, (long long)first, st->root,
-                                (long long)ll.latest_checkpoint_le_target);
-        else
-            rc = mcdc_error_set(err, MCDC_E_CORRUPT,
-                                "table %s: commit %s/_delta_log/%020lld.json (version 0) is "
-                                "missing and no usable checkpoint replaces it",
-                                st->root, st->root, 0LL);
-        goto done;
-    }
+    if (ll.cp.version >= 0) check_last_checkpoint(st, ll.cp.version);
     rc = mcdc_delta__snapshot_new(&s, err);
     if (rc) goto done;
-    for (int64_t v = 0; v <= target; v++, i++) {
-        if (i >= ll.n_commits || ll.commits[i] != v) {
-            rc = mcdc_error_set(err, MCDC_E_CORRUPT,
-                                "table %s: version %lld is missing (%s/_delta_log/%020lld.json "
-                                "does not exist but later versions do): the log has a gap",
-                                st->root, (long long)v, st->root, (long long)v);
-            goto done;
-        }
+    int64_t from = 0;
+    if (ll.cp.version >= 0) {
         mcdc_delta_actions a;
-        rc = mcdc_delta__read_commit(&a, st, v, err);
-        if (rc == MCDC_E_NOTFOUND)
-            rc = mcdc_error_set(err, MCDC_E_CORRUPT,
-                                "table %s: %s/_delta_log/%020lld.json vanished while reading",
-                                st->root, st->root, (long long)v);
-        if (rc) goto done;
-        rc = mcdc_delta__snapshot_apply(s, &a, v, err);
-        mcdc_delta_actions_clear(&a);
-        if (rc) {
-            mcdc_error_wrap(err, "table %s version %lld", st->root, (long long)v);
-            goto done;
+        rc = mcdc_delta__read_checkpoint(&a, st, &ll.cp, err);
+        if (rc == MCDC_OK) {
+            rc = mcdc_delta__snapshot_apply(s, &a, ll.cp.version, err);
+            mcdc_delta_actions_clear(&a);
+            from = ll.cp.version + 1;
         }
+        if (rc && commits_from_zero(&ll, target)) {
+            /* The JSON commits are all still there: the table does not need
+             * the checkpoint, so a bad one costs time, not correctness. */
+            mcdc_log(MCDC_LOG_WARN, "%s; replaying the JSON commits instead", err ? err->message : "unreadable checkpoint");
+            mcdc_delta_snapshot_free(s);
+            s = NULL;
+            rc = mcdc_delta__snapshot_new(&s, err);
+            from = 0;
+        }
+        if (rc) goto done;
+    } else if (ll.n_commits == 0 || ll.commits[0] != 0) {
+        rc = mcdc_error_set(err, MCDC_E_CORRUPT,
+                            "table %s: commit %s/_delta_log/%020lld.json (version 0) is "
+                            "missing and no checkpoint replaces it",
+                            st->root, st->root, 0LL);
+        goto done;
     }
+    rc = replay_commits(s, st, &ll, from, target, err);
+    if (rc) goto done;
     rc = snapshot_finish(s, st->root, err);
 done:
     mcdc_free(ll.commits);
@@ -916,6 +990,26 @@ const json_t *mcdc_delta__snapshot_protocol_json(const mcdc_delta_snapshot *s) {
 }
 const json_t *mcdc_delta__snapshot_metadata_json(const mcdc_delta_snapshot *s) {
     return s->metadata;
+}
+
+size_t mcdc_delta__snapshot_txn_count(const mcdc_delta_snapshot *s) { return s->n_txns; }
+
+void mcdc_delta__snapshot_txn(const mcdc_delta_snapshot *s, size_t i, const char **app_id,
+                              int64_t *version, int64_t *last_updated_ms) {
+    MCDC_ASSERT(i < s->n_txns);
+    *app_id = s->txns[i].app_id;
+    *version = s->txns[i].version;
+    *last_updated_ms = s->txns[i].last_updated_ms;
+}
+
+size_t mcdc_delta__snapshot_domain_count(const mcdc_delta_snapshot *s) { return s->n_domains; }
+
+void mcdc_delta__snapshot_domain_at(const mcdc_delta_snapshot *s, size_t i, const char **domain,
+                                    const char **configuration, bool *removed) {
+    MCDC_ASSERT(i < s->n_domains);
+    *domain = s->domains[i].domain;
+    *configuration = s->domains[i].configuration;
+    *removed = s->domains[i].removed;
 }
 
 /* ---- accessors ------------------------------------------------------------ */

@@ -155,9 +155,10 @@ int64_t mcdc_parquet_reader_row_group_rows(const mcdc_parquet_reader *r, int32_t
 /* "created_by" of the footer, or "" (borrowed). */
 const char *mcdc_parquet_reader_created_by(const mcdc_parquet_reader *r);
 
-/* The flat schema: one field per top-level primitive column. Borrowed. A file
- * with nested top-level columns fails here with MCDC_E_UNSUPPORTED (use the
- * leaf API). */
+/* The flat schema: one field per top-level primitive (non-repeated) column,
+ * in file order; nested columns (groups, lists, maps) are left out of it and
+ * are read with the leaf API. Borrowed. MCDC_E_UNSUPPORTED when the file has
+ * no top-level primitive column at all (e.g. a Delta checkpoint). */
 int mcdc_parquet_reader_schema(const mcdc_schema **out, mcdc_parquet_reader *r,
                                mcdc_error *err);
 /* Reads only these columns (by name, in this order); before the first _next.
@@ -193,7 +194,22 @@ int mcdc_parquet_reader_next(mcdc_batch **out, mcdc_parquet_reader *r, mcdc_erro
  *   values: a one-column batch with n entries; entry i is null unless
  *   def[i] == max_def.
  * Rows of a flat column = entries; for a repeated leaf, rep[i] == 0 starts a
- * new row. */
+ * new row.
+ *
+ * Reading a Delta checkpoint (one action per row; add/remove/metaData/
+ * protocol/txn are optional structs): a leaf under structs only (max_rep 0)
+ * has exactly one entry per row, so leaves of the same struct zip by row
+ * index: "add.path" def == max_def -> the row is an add with that path; a
+ * lower def says which optional ancestor is null (def 0: no add in this
+ * row). A map such as "add.partitionValues.key_value.key"/".value" (max_rep
+ * 1) has one entry per map entry and one entry for each row whose map is
+ * empty or absent: walk entries, rep == 0 starts the next row; def ==
+ * max_def of the key means a real entry (the value leaf has the same entry
+ * positions; value null when its def < its max_def). Paths use the file's
+ * names ("key_value" for maps, "list"/"element" for 3-level lists; 2-level
+ * legacy lists show their own names); find them with
+ * mcdc_parquet_reader_find_leaf. See tests/interop/test_parquet_interop.py
+ * (test_delta_rs_checkpoint_leaves) for a worked example. */
 typedef struct mcdc_parquet_leaf {
     const char *path;        /* owned by the reader */
     int16_t max_def;

@@ -139,13 +139,12 @@ static int gzip_decompress(const uint8_t *src, size_t n, uint8_t *dst, size_t dn
         }
         break;
     }
-    size_t produced = zs.total_out;
     inflateEnd(&zs);
-    if ((zr != Z_STREAM_END && zr != Z_BUF_ERROR) || zs.avail_out != 0 || produced == 0) {
-        if (!(dn == 0 && zr == Z_STREAM_END))
-            return mcdc_error_set(err, MCDC_E_CORRUPT, "gzip: page does not inflate to %zu bytes",
-                                  dn);
-    }
+    /* Exactly dn bytes: the stream (or its last member) ends as the output
+     * fills; a short or a longer stream is corrupt. */
+    if (zr != Z_STREAM_END || zs.avail_out != 0)
+        return mcdc_error_set(err, MCDC_E_CORRUPT, "gzip: page does not inflate to %zu bytes",
+                              dn);
     return MCDC_OK;
 }
 

@@ -178,7 +178,7 @@ int mcdc_pq_unpack_msb(const uint8_t *p, size_t n, int width, uint32_t *out, int
     for (int64_t i = 0; i < count; i++) {
         uint32_t v = 0;
         for (int k = 0; k < width; k++, bitpos++)
-            v = (v << 1) | ((uint32_t)(p[bitpos >> 3] >> (7 - (bitpos & 7))) & 1u);
+            v = (v << 1) | (((uint32_t)p[bitpos >> 3] >> (7 - (bitpos & 7))) & 1u);
         out[i] = v;
     }
     return MCDC_OK;

@@ -130,6 +130,7 @@ typedef struct pq_chunk_meta {
     int64_t total_uncompressed;
     int64_t data_page_offset;
     int64_t dict_page_offset;  /* 0 when absent */
+    uint32_t encodings;        /* bit per Encoding listed */
     pq_stats stats;
 } pq_chunk_meta;
 

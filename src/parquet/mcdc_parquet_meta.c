@@ -129,6 +129,15 @@ static void read_col_meta(tr *r, pq_chunk_meta *c) {
     while (mcdc_thrift_read_field(r, &id, &t)) {
         switch (id) {
         case 1: c->type = mcdc_thrift_read_i32(r, t); break;
+        case 2: {
+            int et;
+            int64_t n = mcdc_thrift_read_list(r, t, &et);
+            for (int64_t i = 0; i < n && !r->rc; i++) {
+                int64_t e = mcdc_thrift_read_elem_int(r, et);
+                if (e >= 0 && e < 32) c->encodings |= 1u << e;
+            }
+            break;
+        }
         case 4: c->codec = mcdc_thrift_read_i32(r, t); break;
         case 5: c->num_values = mcdc_thrift_read_i64(r, t); break;
         case 6: c->total_uncompressed = mcdc_thrift_read_i64(r, t); break;

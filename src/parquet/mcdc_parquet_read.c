@@ -655,7 +655,7 @@ static int decode_plain(pq_cursor *c, pq_phys *ph, const uint8_t *p, size_t n, i
         int64_t off = 0;
         for (int64_t i = 0; i < nv; i++) {
             uint32_t len = pq_le32(q);
-            memcpy(ph->data.data + off, q + 4, len);
+            if (len) memcpy(ph->data.data + off, q + 4, len);
             off += len;
             ph->offs[i + 1] = off;
             q += 4 + len;
@@ -693,7 +693,7 @@ static int decode_dict(pq_cursor *c, const uint8_t *p, size_t n, int64_t nv, mcd
         int64_t off = 0;
         for (int64_t i = 0; i < nv; i++) {
             int64_t a = d->offs[c->ibuf[i]], l = d->offs[c->ibuf[i] + 1] - a;
-            memcpy(ph->data.data + off, d->data.data + a, (size_t)l);
+            if (l) memcpy(ph->data.data + off, d->data.data + a, (size_t)l);
             off += l;
             ph->offs[i + 1] = off;
         }
@@ -960,7 +960,7 @@ static int convert(pq_cursor *c, mcdc_error *err) {
     case MCDC_TYPE_UTF8:
     case MCDC_TYPE_BINARY: {
         int32_t base = d->offsets[0];
-        if (bytes > 0) memcpy(d->data, ph->data.data, (size_t)bytes);
+        if (bytes) memcpy(d->data, ph->data.data, (size_t)bytes);
         for (int64_t i = 0; i <= n; i++) d->offsets[i] = base + (int32_t)ph->offs[i];
         d->data_len = bytes;
         break;
@@ -1147,7 +1147,7 @@ static int spread(pq_cursor *c, mcdc_column *d, int64_t n, mcdc_error *err) {
             int32_t off = d->offsets[o];
             if (present) {
                 int32_t a = s->offsets[j], l = s->offsets[j + 1] - a;
-                memcpy(d->data + off, s->data + a, (size_t)l);
+                if (l) memcpy(d->data + off, s->data + a, (size_t)l);
                 off += l;
                 j++;
             }
@@ -1331,7 +1331,8 @@ int mcdc_parquet_reader_next(mcdc_batch **out, mcdc_parquet_reader *r, mcdc_erro
     *out = NULL;
     r->started = true;
     if (r->n_sel == 0)
-        return mcdc_error_set(err, MCDC_E_UNSUPPORTED, "Parquet file %s: no flat column to read",
+        return mcdc_error_set(err, MCDC_E_UNSUPPORTED, "Parquet file %s: no top-level primitive "
+                              "column selected; read nested columns with the leaf API",
                               r->name);
     int rc;
     for (;;) {

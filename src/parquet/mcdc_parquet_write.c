@@ -404,12 +404,22 @@ static int slice_stats(wcol *c, int64_t n) {
     }
     case PQ_BYTE_ARRAY: {
         const uint8_t *q = p;
+        lo = hi = q + 4;
+        lo_n = hi_n = pq_le32(q);
         for (int64_t i = 0; i < n; i++) {
-            uint32_t len = pq_le32(q);
+            size_t len = pq_le32(q);
             const uint8_t *s = q + 4;
-            if (lo == NULL || phys_cmp(c, s, len, lo, lo_n) < 0) lo = s, lo_n = len;
-            if (hi == NULL || phys_cmp(c, s, len, hi, hi_n) > 0) hi = s, hi_n = len;
             q = s + len;
+            /* unsigned byte-wise order, shorter prefix first */
+            size_t m = len < lo_n ? len : lo_n;
+            int r = m ? memcmp(s, lo, m) : 0;
+            if (r < 0 || (r == 0 && len < lo_n)) {
+                lo = s, lo_n = len;
+                continue;
+            }
+            m = len < hi_n ? len : hi_n;
+            r = m ? memcmp(s, hi, m) : 0;
+            if (r > 0 || (r == 0 && len > hi_n)) hi = s, hi_n = len;
         }
         break;
     }
@@ -528,7 +538,7 @@ static int to_phys(wcol *c, const mcdc_column *in, int64_t r0, const int64_t *se
             int64_t r = ROW(k);
             uint32_t len = (uint32_t)(off[r + 1] - off[r]);
             pq_put_le32(d, len);
-            memcpy(d + 4, in->data + off[r], len);
+            if (len) memcpy(d + 4, in->data + off[r], len);
             d += 4 + len;
         }
         o->len = (size_t)(d - o->data);
@@ -615,6 +625,38 @@ static int dict_encode(wcol *c, int64_t n) {
     const uint8_t *q = c->pbuf.data;
     bool ba = c->phys == PQ_BYTE_ARRAY;
     size_t w = (size_t)c->width;
+    /* 4- and 8-byte values (ints, dates, timestamps, floats, small decimals):
+     * compare as integers, no per-value width or type dispatch. */
+#define DICT_FIXED(T)                                                                  \
+    for (int64_t i = 0; i < n; i++) {                                                  \
+        T key;                                                                         \
+        memcpy(&key, q + (size_t)i * sizeof(T), sizeof(T));                            \
+        uint32_t h = (uint32_t)hash_mix((uint64_t)key) & c->hmask;                     \
+        uint32_t e;                                                                    \
+        while ((e = c->htab[h]) != 0) {                                                \
+            T v;                                                                       \
+            memcpy(&v, c->dict_plain.data + (size_t)(e - 1) * sizeof(T), sizeof(T));   \
+            if (v == key) break;                                                       \
+            h = (h + 1) & c->hmask;                                                    \
+        }                                                                              \
+        if (e == 0) {                                                                  \
+            if ((rc = mcdc_buf_append(&c->dict_plain, &key, sizeof(T), &c->err))) return rc; \
+            e = ++c->dict_n;                                                           \
+            c->htab[h] = e;                                                            \
+            if ((uint64_t)c->dict_n * 2 > (uint64_t)c->hmask + 1 && (rc = dict_grow(c)))   \
+                return rc;                                                             \
+        }                                                                              \
+        c->idx[c->idx_n++] = e - 1;                                                    \
+    }
+    if (!ba && w == 4) {
+        DICT_FIXED(uint32_t)
+        return MCDC_OK;
+    }
+    if (!ba && w == 8) {
+        DICT_FIXED(uint64_t)
+        return MCDC_OK;
+    }
+#undef DICT_FIXED
     for (int64_t i = 0; i < n; i++) {
         const uint8_t *key;
         size_t kn;

@@ -698,12 +698,18 @@ TEST(delta_version_gap_and_missing_start_are_errors) {
     remove(p);
     CHECK_EQ_INT(mcdc_delta_snapshot_load(&s, t, -1, &e), MCDC_E_CORRUPT);
     CHECK(strstr(e.message, "version 0") != NULL);
-    /* with a checkpoint replacing the cleaned-up commits: clearly unsupported */
+    /* a checkpoint replacing the cleaned-up commits, but not a Parquet file */
     char cp[256];
     snprintf(cp, sizeof cp, "%s/_delta_log/%020d.checkpoint.parquet", dir, 1);
     td_write_file(cp, "PAR1");
-    CHECK_EQ_INT(mcdc_delta_snapshot_load(&s, t, -1, &e), MCDC_E_UNSUPPORTED);
-    CHECK(strstr(e.message, "checkpoint") != NULL);
+    CHECK_EQ_INT(mcdc_delta_snapshot_load(&s, t, -1, &e), MCDC_E_CORRUPT);
+    CHECK(strstr(e.message, "00000000000000000001.checkpoint.parquet") != NULL);
+    /* an incomplete multi-part set is ignored (part 2 of 2 missing) */
+    remove(cp);
+    snprintf(cp, sizeof cp, "%s/_delta_log/%020d.checkpoint.%010d.%010d.parquet", dir, 1, 1, 2);
+    td_write_file(cp, "PAR1");
+    CHECK_EQ_INT(mcdc_delta_snapshot_load(&s, t, -1, &e), MCDC_E_CORRUPT);
+    CHECK(strstr(e.message, "version 0") != NULL);
     mcdc_delta_table_free(t);
     td_rmrf(dir);
     /* no table at all */

@@ -1,0 +1,1 @@
+SELECT CAST((tran_end_time AT TIME ZONE N'Eastern Standard Time') AT TIME ZONE 'UTC' AS datetime2(3)) FROM cdc.lsn_time_mapping

@@ -1,0 +1,1 @@
+SELECT CONVERT(varchar(22), sys.fn_cdc_get_max_lsn(), 1)

@@ -1,0 +1,1 @@
+SELECT QUOTENAME(N'dbo') + N'.' + QUOTENAME(N't'), OBJECT_ID('dbo.t'), @@SPID, DATEADD(minute, -5, @d), DATEDIFF(day, 'a', 'b'); SELECT * FROM cdc.fn_cdc_get_all_changes_dbo_t(@f, @t, N'all')

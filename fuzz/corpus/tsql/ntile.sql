@@ -1,0 +1,1 @@
+SELECT x.tile, COUNT_BIG(*) FROM (SELECT [__$start_lsn] AS l, NTILE(4) OVER (ORDER BY [__$start_lsn]) AS tile FROM cdc.[dbo_t_CT] WHERE [__$start_lsn] BETWEEN 0x00 AND 0xFF) AS x GROUP BY x.tile

@@ -1,0 +1,2454 @@
+/*
+ * sim_engine.c - the simulator's SQL Server model: server state, sessions,
+ * logins, T-SQL batches and RPCs, DDL/DML with transactions, faults.
+ * CDC (procedures, change rows, capture) lives in sim_cdc.c, the workload
+ * generator and bulk loader in sim_work.c.
+ *
+ * Known deviations from SQL Server (documented for test authors):
+ * - Sessions share one writer connection per database and every statement
+ *   is committed to SQLite at once; other sessions may therefore read rows
+ *   of a T-SQL transaction that is not committed yet (READ UNCOMMITTED for
+ *   source tables). Change tables only ever hold committed, captured rows.
+ * - ROLLBACK undoes DML only (DDL inside a transaction stays).
+ * - decimal values compare as text in WHERE/ORDER BY (exact storage).
+ * - Every statement gets its own done() callback (the TDS layer sets
+ *   DONE_MORE on all but the last).
+ */
+#include "sim_engine_int.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* ---- small helpers ----------------------------------------------------- */
+int sim_err(mcdc_error *err, int number, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    mcdc_error_vset(err, number == 229 || number == 262 ? MCDC_E_PERMISSION : MCDC_E_SERVER, fmt, ap);
+    va_end(ap);
+    if (err) {
+        err->server_number = number;
+        err->server_class = number == 18456 ? 14 : number == 2627 ? 14 : 16;
+        err->server_state = 1;
+    }
+    return MCDC_E_SERVER;
+}
+
+static bool ci_prefix(const char *s, const char *p) { return mcdc_str_nieq(s, p, strlen(p)); }
+
+int sim_sqlite_err(sqlite3 *c, int rc, mcdc_error *err) {
+    const char *m = sqlite3_errmsg(c);
+    if (err && err->server_number) return MCDC_E_SERVER; /* already mapped */
+    if (ci_prefix(m, "no such table: ")) {
+        const char *n = m + 15;
+        const char *dot = strchr(n, '.');
+        if (dot && mcdc_str_nieq(n, "dbo.", 4)) n = dot + 1;
+        return sim_err(err, 208, "Invalid object name '%s'.", n);
+    }
+    if (ci_prefix(m, "no such column: ")) {
+        const char *n = m + 16;
+        const char *dot = strrchr(n, '.');
+        if (dot && !strchr(n, '"')) n = dot + 1;
+        return sim_err(err, 207, "Invalid column name '%s'.", n);
+    }
+    if (ci_prefix(m, "ambiguous column name: ")) return sim_err(err, 209, "Ambiguous column name '%s'.", m + 23);
+    if (ci_prefix(m, "UNIQUE constraint failed: ") || ci_prefix(m, "PRIMARY KEY")) {
+        char tbl[SIM_NAME_MAX] = "";
+        const char *p = m + 26;
+        size_t k = 0;
+        /* "dbo.t.col" -> table dbo.t */
+        const char *last = strrchr(p, '.');
+        if (last) {
+            const char *comma = strchr(p, ',');
+            if (comma && comma < last) last = strrchr(p, '.');
+            k = (size_t)(last - p) < sizeof tbl - 1 ? (size_t)(last - p) : sizeof tbl - 1;
+            const char *c2 = strchr(p, ',');
+            if (c2) {
+                /* multi-column key: table part is before the first column */
+                const char *d1 = p;
+                int dots = 0;
+                for (const char *q = p; q < c2; q++) if (*q == '.') { dots++; if (dots == 2) { d1 = q; break; } }
+                k = (size_t)(d1 - p) < sizeof tbl - 1 ? (size_t)(d1 - p) : sizeof tbl - 1;
+            }
+            memcpy(tbl, p, k);
+            tbl[k] = 0;
+        }
+        const char *tn = strchr(tbl, '.') ? strchr(tbl, '.') + 1 : tbl;
+        int r = sim_err(err, 2627,
+                        "Violation of PRIMARY KEY constraint 'PK_%s'. Cannot insert duplicate key in object '%s'.",
+                        tn, tbl);
+        if (err) err->server_class = 14;
+        return r;
+    }
+    if (ci_prefix(m, "NOT NULL constraint failed: ")) {
+        const char *p = m + 28;
+        const char *last = strrchr(p, '.');
+        char tbl[SIM_NAME_MAX] = "";
+        size_t k = last ? (size_t)(last - p) : 0;
+        if (k >= sizeof tbl) k = sizeof tbl - 1;
+        memcpy(tbl, p, k);
+        tbl[k] = 0;
+        return sim_err(err, 515,
+                       "Cannot insert the value NULL into column '%s', table '%s'; column does not allow nulls. INSERT fails.",
+                       last ? last + 1 : p, tbl);
+    }
+    if (strstr(m, "syntax error")) {
+        const char *q = strchr(m, '"');
+        char near[128] = "";
+        if (q) {
+            const char *e = strchr(q + 1, '"');
+            size_t k = e ? (size_t)(e - q - 1) : 0;
+            if (k >= sizeof near) k = sizeof near - 1;
+            memcpy(near, q + 1, k);
+            near[k] = 0;
+        }
+        return sim_err(err, 102, "Incorrect syntax near '%s'.", near);
+    }
+    if (strstr(m, "Conversion failed") || strstr(m, "converting")) return sim_err(err, 245, "%s", m);
+    if (strstr(m, "Arithmetic overflow")) return sim_err(err, 8115, "%s", m);
+    if (strstr(m, "time zone")) return sim_err(err, 9820, "%s", m);
+    if (strstr(m, "datediff")) return sim_err(err, 535, "%s", m);
+    if (rc == SQLITE_NOMEM) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    return sim_err(err, 50000, "%s", m);
+}
+
+int sim_sql(sqlite3 *c, mcdc_error *err, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *q = sqlite3_vmprintf(fmt, ap);
+    va_end(ap);
+    if (!q) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    int rc = sqlite3_exec(c, q, NULL, NULL, NULL);
+    sqlite3_free(q);
+    if (rc != SQLITE_OK) return sim_sqlite_err(c, rc, err);
+    return MCDC_OK;
+}
+
+/* ---- clock / LSN ------------------------------------------------------- */
+int64_t sim_srv_utc_us(sim_server *srv) { return mcdc_now_utc_us() + srv->clock_off_us; }
+
+int64_t sim_srv_local_us(sim_server *srv, int64_t utc_us) {
+    int64_t s = utc_us >= 0 ? utc_us / 1000000 : (utc_us - 999999) / 1000000;
+    return utc_us + (int64_t)sim_tz_offset_at(srv->tz, s) * 1000000;
+}
+
+void sim_lsn_bytes(uint64_t v, uint8_t out[10]) {
+    out[0] = out[1] = 0;
+    for (int k = 0; k < 8; k++) out[2 + k] = (uint8_t)(v >> (8 * (7 - k)));
+}
+
+uint64_t sim_lsn_value(const uint8_t *b, int n) {
+    uint64_t v = 0;
+    for (int k = n > 8 ? n - 8 : 0; k < n; k++) v = (v << 8) | b[k];
+    return v;
+}
+
+uint64_t sim_lsn_next(sim_db *d) { return ++d->lsn; }
+
+int sim_db_state_put(sim_db *d, const char *k, int64_t v) {
+    return sim_sql(d->w, NULL, "INSERT OR REPLACE INTO __sim_state(k, v) VALUES (%Q, %lld)", k, (long long)v);
+}
+
+static int64_t state_get(sqlite3 *c, const char *k, int64_t dflt) {
+    sqlite3_stmt *st;
+    int64_t v = dflt;
+    if (sqlite3_prepare_v2(c, "SELECT v FROM __sim_state WHERE k = ?", -1, &st, NULL) != SQLITE_OK) return dflt;
+    sqlite3_bind_text(st, 1, k, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+static int clk_spid(void *ctx) { (void)ctx; return 0; }
+static int64_t clk_utc(void *ctx) { return sim_srv_utc_us(ctx); }
+static int clk_off(void *ctx, int64_t utc_s) { return sim_tz_offset_at(((sim_server *)ctx)->tz, utc_s); }
+static const char *clk_zone(void *ctx, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s", sim_tz_name(((sim_server *)ctx)->tz));
+    return buf;
+}
+
+/* ---- catalog ------------------------------------------------------------ */
+bool sim_col_type(sqlite3 *c, const char *tbl, const char *col, sim_type *out, bool *nullable) {
+    sqlite3_stmt *st;
+    bool ok = false;
+    if (sqlite3_prepare_v2(c, "SELECT type, nullable FROM __sim_columns WHERE tbl = ? AND name = ?", -1, &st, NULL) !=
+        SQLITE_OK)
+        return false;
+    sqlite3_bind_text(st, 1, tbl, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, col, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        const char *t = (const char *)sqlite3_column_text(st, 0);
+        ok = t && sim_type_parse(out, t, strlen(t));
+        if (nullable) *nullable = sqlite3_column_int(st, 1) != 0;
+    }
+    sqlite3_finalize(st);
+    return ok;
+}
+
+static bool table_exists_c(sqlite3 *c, const char *name) {
+    sqlite3_stmt *st;
+    bool ok = false;
+    if (sqlite3_prepare_v2(c, "SELECT 1 FROM sqlite_schema WHERE type IN ('table','view') AND name = ? COLLATE NOCASE",
+                           -1, &st, NULL) != SQLITE_OK)
+        return false;
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    ok = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return ok;
+}
+
+/* SQLite functions that need the database: OBJECT_ID, HAS_PERMS_BY_NAME. */
+static void parse_objname(const char *s, char *schema, char *name, size_t cap) {
+    tsql_tok *toks = NULL;
+    int n = 0;
+    snprintf(schema, cap, "dbo");
+    name[0] = 0;
+    if (tsql_lex(&toks, &n, s, strlen(s), NULL) != MCDC_OK) return;
+    char parts[4][MCDC_IDENT_BYTES_MAX];
+    int i = 0;
+    int np = xl_name_parts(toks, &i, n, parts);
+    if (np >= 1 && i == n) {
+        snprintf(name, cap, "%s", parts[np - 1]);
+        if (np >= 2 && parts[np - 2][0]) snprintf(schema, cap, "%s", parts[np - 2]);
+    }
+    mcdc_free(toks);
+}
+
+static void fn_object_id(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    const char *s = (const char *)sqlite3_value_text(argv[0]);
+    if (!s) { sqlite3_result_null(ctx); return; }
+    char schema[SIM_NAME_MAX], name[SIM_NAME_MAX], full[2 * SIM_NAME_MAX + 2];
+    parse_objname(s, schema, name, sizeof schema);
+    snprintf(full, sizeof full, "%s.%s", schema, name);
+    sqlite3_stmt *st;
+    sqlite3 *c = sqlite3_context_db_handle(ctx);
+    if (sqlite3_prepare_v2(c, "SELECT object_id FROM __sim_tables WHERE name = ? COLLATE NOCASE", -1, &st, NULL) != SQLITE_OK) {
+        sqlite3_result_null(ctx);
+        return;
+    }
+    sqlite3_bind_text(st, 1, full, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW) sqlite3_result_int64(ctx, sqlite3_column_int64(st, 0));
+    else sqlite3_result_null(ctx);
+    sqlite3_finalize(st);
+}
+
+static bool has_grant(sqlite3 *c, const char *user, const char *obj) {
+    sqlite3_stmt *st;
+    bool ok = false;
+    if (sqlite3_prepare_v2(c, "SELECT 1 FROM __sim_grants WHERE principal = ? COLLATE NOCASE AND object = ? COLLATE NOCASE AND perm = 'SELECT'",
+                           -1, &st, NULL) != SQLITE_OK)
+        return false;
+    sqlite3_bind_text(st, 1, user, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, obj, -1, SQLITE_STATIC);
+    ok = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return ok;
+}
+
+static void fn_has_perms(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    const char *s = (const char *)sqlite3_value_text(argv[0]);
+    const char *cls = (const char *)sqlite3_value_text(argv[1]);
+    const char *perm = (const char *)sqlite3_value_text(argv[2]);
+    const char *user = (const char *)sqlite3_value_text(argv[3]);
+    int admin = sqlite3_value_int(argv[4]);
+    if (!s || !cls) { sqlite3_result_null(ctx); return; }
+    if (!mcdc_str_ieq(cls, "OBJECT")) { sqlite3_result_int(ctx, admin ? 1 : 0); return; }
+    char schema[SIM_NAME_MAX], name[SIM_NAME_MAX], full[2 * SIM_NAME_MAX + 2];
+    parse_objname(s, schema, name, sizeof schema);
+    snprintf(full, sizeof full, "%s.%s", schema, name);
+    sqlite3 *c = sqlite3_context_db_handle(ctx);
+    if (!table_exists_c(c, full)) { sqlite3_result_null(ctx); return; }
+    if (admin) { sqlite3_result_int(ctx, 1); return; }
+    if (perm && !mcdc_str_ieq(perm, "SELECT")) { sqlite3_result_int(ctx, 0); return; }
+    sqlite3_result_int(ctx, user && has_grant(c, user, full) ? 1 : 0);
+}
+
+static void fn_charindex(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    const char *a = (const char *)sqlite3_value_text(argv[0]), *b = (const char *)sqlite3_value_text(argv[1]);
+    if (!a || !b) { sqlite3_result_null(ctx); return; }
+    const char *p = strcasestr(b, a);
+    sqlite3_result_int64(ctx, p ? (int64_t)(p - b) + 1 : 0);
+}
+
+static int conn_setup(sqlite3 *c, const sim_clock_src *clk) {
+    sqlite3_busy_timeout(c, 10000);
+    /* "x" is an identifier, never a string (SQLite's legacy fallback off) */
+    sqlite3_db_config(c, SQLITE_DBCONFIG_DQS_DML, 0, (int *)NULL);
+    sqlite3_db_config(c, SQLITE_DBCONFIG_DQS_DDL, 0, (int *)NULL);
+    if (sim_val_register(c, clk) != MCDC_OK) return MCDC_E_IO;
+    sqlite3_create_function(c, "sim_object_id", 1, SQLITE_UTF8, NULL, fn_object_id, NULL, NULL);
+    sqlite3_create_function(c, "sim_has_perms", 5, SQLITE_UTF8, NULL, fn_has_perms, NULL, NULL);
+    sqlite3_create_function(c, "sim_charindex", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, fn_charindex, NULL, NULL);
+    return MCDC_OK;
+}
+
+static const char *DB_SCHEMA =
+    "PRAGMA journal_mode=WAL;"
+    "PRAGMA synchronous=NORMAL;"
+    "CREATE TABLE IF NOT EXISTS __sim_state(k TEXT PRIMARY KEY, v);"
+    "CREATE TABLE IF NOT EXISTS __sim_tables(name TEXT PRIMARY KEY COLLATE NOCASE, schema_name TEXT, table_name TEXT,"
+    " object_id INT, create_date TEXT, is_cdc INT DEFAULT 0);"
+    "CREATE TABLE IF NOT EXISTS __sim_columns(tbl TEXT COLLATE NOCASE, column_id INT, name TEXT COLLATE NOCASE, type TEXT,"
+    " nullable INT, pk_ordinal INT, PRIMARY KEY(tbl, name));"
+    "CREATE TABLE IF NOT EXISTS __sim_users(name TEXT PRIMARY KEY COLLATE NOCASE, login TEXT);"
+    "CREATE TABLE IF NOT EXISTS __sim_grants(principal TEXT COLLATE NOCASE, object TEXT COLLATE NOCASE, perm TEXT,"
+    " PRIMARY KEY(principal, object, perm));"
+    "CREATE VIEW IF NOT EXISTS \"sys.columns\" AS SELECT t.object_id AS object_id, c.name AS name,"
+    " c.column_id AS column_id, 0 AS is_computed, c.nullable AS is_nullable,"
+    " CASE WHEN c.type LIKE '%char%' THEN 'SQL_Latin1_General_CP1_CI_AS' END AS collation_name"
+    " FROM __sim_columns c JOIN __sim_tables t ON t.name = c.tbl;"
+    "CREATE VIEW IF NOT EXISTS \"sys.tables\" AS SELECT object_id, table_name AS name, schema_name,"
+    " create_date, is_cdc AS is_tracked_by_cdc FROM __sim_tables WHERE schema_name <> 'cdc';";
+
+static int db_open(sim_server *srv, const char *name, bool create, sim_db **out, mcdc_error *err) {
+    sim_db *d = mcdc_calloc(1, sizeof *d);
+    if (!d) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    snprintf(d->name, sizeof d->name, "%s", name);
+    snprintf(d->path, sizeof d->path, "%s/%s.db", srv->data_dir, name);
+    for (char *p = d->path + strlen(srv->data_dir) + 1; *p; p++) *p = (char)tolower((unsigned char)*p);
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
+    if (sqlite3_open_v2(d->path, &d->w, flags, NULL) != SQLITE_OK) {
+        mcdc_error_set(err, MCDC_E_IO, "cannot open database file %s: %s", d->path, d->w ? sqlite3_errmsg(d->w) : "?");
+        sqlite3_close(d->w);
+        mcdc_free(d);
+        return MCDC_E_IO;
+    }
+    int rc = conn_setup(d->w, &srv->clk);
+    if (rc == MCDC_OK) rc = sim_sql(d->w, err, "PRAGMA cache_size = -65536");
+    if (rc == MCDC_OK) rc = sim_sql(d->w, err, "%s", DB_SCHEMA);
+    if (rc == MCDC_OK) rc = sim_cdc_init_db(d, err);
+    if (rc != MCDC_OK) {
+        sqlite3_close(d->w);
+        mcdc_free(d);
+        return rc;
+    }
+    d->lsn = (uint64_t)state_get(d->w, "lsn", (int64_t)SIM_LSN_FIRST);
+    d->tran_seq = (uint64_t)state_get(d->w, "tran_seq", 0x1000);
+    d->cdc_enabled = state_get(d->w, "cdc_enabled", 0) != 0;
+    d->retention_min = state_get(d->w, "retention_min", 0);
+    d->next = srv->dbs;
+    srv->dbs = d;
+    *out = d;
+    return MCDC_OK;
+}
+
+sim_db *sim_find_db(sim_server *srv, const char *name) {
+    for (sim_db *d = srv->dbs; d; d = d->next)
+        if (mcdc_str_ieq(d->name, name)) return d;
+    return NULL;
+}
+
+static sim_db *master_db(sim_server *srv) { return sim_find_db(srv, "master"); }
+
+/* ---- server ------------------------------------------------------------ */
+int sim_server_open(sim_server **out, const sim_config *cfg, mcdc_error *err) {
+    *out = NULL;
+    if (!cfg || !cfg->data_dir || !cfg->data_dir[0])
+        return mcdc_error_set(err, MCDC_E_INVALID, "sim_server_open: data_dir is required");
+    if (mkdir(cfg->data_dir, 0755) != 0 && errno != EEXIST)
+        return mcdc_error_set(err, MCDC_E_IO, "cannot create data directory %s: %s", cfg->data_dir, strerror(errno));
+    sim_server *srv = mcdc_calloc(1, sizeof *srv);
+    if (!srv) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    pthread_mutex_init(&srv->mu, NULL);
+    pthread_cond_init(&srv->cap_cv, NULL);
+    sim_tz_retain();
+    srv->data_dir = mcdc_strdup(cfg->data_dir);
+    srv->sa_password = mcdc_strdup(cfg->sa_password ? cfg->sa_password : "");
+    srv->product_major = cfg->product_major_version > 0 ? cfg->product_major_version : 16;
+    srv->capture_poll_ms = cfg->capture_poll_ms;
+    srv->capture_latency_ms = cfg->capture_latency_ms;
+    srv->capture_maxtrans = cfg->capture_maxtrans > 0 ? cfg->capture_maxtrans : 500;
+    srv->clk.ctx = srv;
+    srv->clk.utc_us = clk_utc;
+    srv->clk.offset_s = clk_off;
+    srv->clk.zone_name = clk_zone;
+    srv->clk.spid = clk_spid;
+    srv->clk.product_major = srv->product_major;
+    srv->tz = sim_tz_get(cfg->time_zone && cfg->time_zone[0] ? cfg->time_zone : "UTC", err);
+    if (!srv->tz || !srv->data_dir || !srv->sa_password) { sim_server_close(srv); return err ? err->code ? err->code : MCDC_E_NOMEM : MCDC_E_INVALID; }
+    sim_db *m;
+    int rc = db_open(srv, "master", true, &m, err);
+    if (rc == MCDC_OK)
+        rc = sim_sql(m->w, err,
+                     "CREATE TABLE IF NOT EXISTS __sim_logins(name TEXT PRIMARY KEY COLLATE NOCASE, password TEXT, is_admin INT);"
+                     "CREATE TABLE IF NOT EXISTS __sim_databases(name TEXT PRIMARY KEY COLLATE NOCASE);"
+                     "CREATE TABLE IF NOT EXISTS __sim_server(k TEXT PRIMARY KEY, v);"
+                     "INSERT OR REPLACE INTO __sim_logins VALUES ('sa', %Q, 1);",
+                     srv->sa_password);
+    if (rc != MCDC_OK) { sim_server_close(srv); return rc; }
+    /* stored state wins */
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(m->w, "SELECT k, v FROM __sim_server", -1, &st, NULL) == SQLITE_OK) {
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            const char *k = (const char *)sqlite3_column_text(st, 0);
+            if (k && strcmp(k, "clock_off_us") == 0) srv->clock_off_us = sqlite3_column_int64(st, 1);
+            else if (k && strcmp(k, "zone") == 0) {
+                const sim_tz *z = sim_tz_get((const char *)sqlite3_column_text(st, 1), NULL);
+                if (z) srv->tz = z;
+            } else if (k && strcmp(k, "capture_latency_ms") == 0) srv->capture_latency_ms = sqlite3_column_int(st, 1);
+            else if (k && strcmp(k, "capture_maxtrans") == 0) srv->capture_maxtrans = sqlite3_column_int(st, 1);
+        }
+        sqlite3_finalize(st);
+    }
+    if (sqlite3_prepare_v2(m->w, "SELECT name FROM __sim_databases", -1, &st, NULL) == SQLITE_OK) {
+        while (sqlite3_step(st) == SQLITE_ROW && rc == MCDC_OK) {
+            sim_db *d;
+            rc = db_open(srv, (const char *)sqlite3_column_text(st, 0), false, &d, err);
+        }
+        sqlite3_finalize(st);
+    }
+    if (rc != MCDC_OK) { sim_server_close(srv); return rc; }
+    if (srv->capture_poll_ms > 0) {
+        if (pthread_create(&srv->cap_thread, NULL, sim_cdc_thread, srv) != 0) {
+            sim_server_close(srv);
+            return mcdc_error_set(err, MCDC_E_IO, "cannot start the capture thread");
+        }
+        srv->cap_started = true;
+    }
+    *out = srv;
+    return MCDC_OK;
+}
+
+int sim_server_state_put(sim_server *srv, const char *k, const char *text, int64_t v);
+int sim_server_state_put(sim_server *srv, const char *k, const char *text, int64_t v) {
+    sim_db *m = master_db(srv);
+    if (!m) return MCDC_E_INVALID;
+    if (text) return sim_sql(m->w, NULL, "INSERT OR REPLACE INTO __sim_server VALUES (%Q, %Q)", k, text);
+    return sim_sql(m->w, NULL, "INSERT OR REPLACE INTO __sim_server VALUES (%Q, %lld)", k, (long long)v);
+}
+
+void sim_server_close(sim_server *srv) {
+    if (!srv) return;
+    sim_work_stop_all(srv);
+    if (srv->cap_started) {
+        pthread_mutex_lock(&srv->mu);
+        srv->stop = true;
+        pthread_cond_broadcast(&srv->cap_cv);
+        pthread_mutex_unlock(&srv->mu);
+        pthread_join(srv->cap_thread, NULL);
+    }
+    for (int k = 0; k < MCDC_SIM_SESSIONS_MAX; k++)
+        if (srv->sessions[k]) sim_session_close(srv->sessions[k]);
+    while (srv->dbs) {
+        sim_db *d = srv->dbs;
+        srv->dbs = d->next;
+        sqlite3_close_v2(d->w);
+        mcdc_free(d);
+    }
+    pthread_cond_destroy(&srv->cap_cv);
+    pthread_mutex_destroy(&srv->mu);
+    mcdc_free(srv->data_dir);
+    mcdc_free(srv->sa_password);
+    mcdc_free(srv);
+    sim_tz_release();
+}
+
+/* ---- sessions ----------------------------------------------------------- */
+static int sess_clk_spid(void *ctx) { return ((sim_session *)ctx)->spid; }
+static int64_t sess_clk_utc(void *ctx) { return sim_srv_utc_us(((sim_session *)ctx)->srv); }
+static int sess_clk_off(void *ctx, int64_t utc_s) { return sim_tz_offset_at(((sim_session *)ctx)->srv->tz, utc_s); }
+static const char *sess_clk_zone(void *ctx, char *buf, size_t cap) {
+    return clk_zone(((sim_session *)ctx)->srv, buf, cap);
+}
+
+static int sess_use(sim_session *s, sim_db *d, mcdc_error *err) {
+    sqlite3 *rd = NULL;
+    if (sqlite3_open_v2(d->path, &rd, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+        mcdc_error_set(err, MCDC_E_IO, "cannot open %s for reading: %s", d->path, rd ? sqlite3_errmsg(rd) : "?");
+        sqlite3_close(rd);
+        return MCDC_E_IO;
+    }
+    conn_setup(rd, &s->clk);
+    sqlite3_exec(rd, "PRAGMA cache_size = -16384; PRAGMA mmap_size = 268435456", NULL, NULL, NULL);
+    sqlite3_stmt *conv = NULL;
+    if (sqlite3_prepare_v3(rd, "SELECT sim_convert(?1, ?2, NULL)", -1, SQLITE_PREPARE_PERSISTENT, &conv, NULL) != SQLITE_OK) {
+        sqlite3_close(rd);
+        return mcdc_error_set(err, MCDC_E_IO, "cannot prepare on %s", d->path);
+    }
+    if (s->conv) sqlite3_finalize(s->conv);
+    if (s->rd) sqlite3_close(s->rd);
+    s->rd = rd;
+    s->conv = conv;
+    s->db = d;
+    return MCDC_OK;
+}
+
+static bool db_has_user(sim_db *d, const char *login) {
+    sqlite3_stmt *st;
+    bool ok = false;
+    if (sqlite3_prepare_v2(d->w, "SELECT 1 FROM __sim_users WHERE login = ? COLLATE NOCASE", -1, &st, NULL) != SQLITE_OK)
+        return false;
+    sqlite3_bind_text(st, 1, login, -1, SQLITE_STATIC);
+    ok = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return ok;
+}
+
+static const char *db_user_name(sim_session *s, char *buf, size_t cap) {
+    if (s->admin) { snprintf(buf, cap, "dbo"); return buf; }
+    sqlite3_stmt *st;
+    snprintf(buf, cap, "%s", s->login);
+    if (sqlite3_prepare_v2(s->db->w, "SELECT name FROM __sim_users WHERE login = ? COLLATE NOCASE", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, s->login, -1, SQLITE_STATIC);
+        if (sqlite3_step(st) == SQLITE_ROW) snprintf(buf, cap, "%s", (const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+    }
+    return buf;
+}
+
+int sim_login(sim_server *srv, sim_session **out, const char *user, const char *password, const char *database,
+              const char *app_name, mcdc_error *err) {
+    (void)app_name;
+    *out = NULL;
+    pthread_mutex_lock(&srv->mu);
+    sim_db *m = master_db(srv);
+    sqlite3_stmt *st;
+    bool ok = false, admin = false;
+    if (user && sqlite3_prepare_v2(m->w, "SELECT password, is_admin FROM __sim_logins WHERE name = ? COLLATE NOCASE", -1,
+                                   &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, user, -1, SQLITE_STATIC);
+        if (sqlite3_step(st) == SQLITE_ROW) {
+            const char *pw = (const char *)sqlite3_column_text(st, 0);
+            ok = pw && password && strcmp(pw, password) == 0;
+            admin = sqlite3_column_int(st, 1) != 0;
+        }
+        sqlite3_finalize(st);
+    }
+    if (!ok) {
+        pthread_mutex_unlock(&srv->mu);
+        sim_err(err, 18456, "Login failed for user '%s'.", user ? user : "");
+        if (err) { err->code = MCDC_E_PERMISSION; err->server_class = 14; }
+        return MCDC_E_PERMISSION;
+    }
+    sim_db *d = database && database[0] ? sim_find_db(srv, database) : m;
+    if (!d || (!admin && d != m && !db_has_user(d, user))) {
+        pthread_mutex_unlock(&srv->mu);
+        sim_err(err, 4060, "Cannot open database \"%s\" requested by the login. The login failed.", database);
+        if (err) { err->code = MCDC_E_PERMISSION; err->server_class = 11; }
+        return MCDC_E_PERMISSION;
+    }
+    int slot = -1;
+    for (int k = 0; k < MCDC_SIM_SESSIONS_MAX; k++) if (!srv->sessions[k]) { slot = k; break; }
+    if (slot < 0) {
+        pthread_mutex_unlock(&srv->mu);
+        return mcdc_error_set(err, MCDC_E_LIMIT, "more than %d sessions (MCDC_SIM_SESSIONS_MAX)", MCDC_SIM_SESSIONS_MAX);
+    }
+    sim_session *s = mcdc_calloc(1, sizeof *s);
+    if (!s) { pthread_mutex_unlock(&srv->mu); return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory"); }
+    s->srv = srv;
+    s->spid = 51 + slot;
+    snprintf(s->login, sizeof s->login, "%s", user);
+    s->admin = admin;
+    s->packet_size = 4096;
+    s->clk = srv->clk;
+    s->clk.ctx = s;
+    s->clk.spid = sess_clk_spid;
+    s->clk.utc_us = sess_clk_utc;
+    s->clk.offset_s = sess_clk_off;
+    s->clk.zone_name = sess_clk_zone;
+    int rc = sess_use(s, d, err);
+    if (rc != MCDC_OK) { pthread_mutex_unlock(&srv->mu); mcdc_free(s); return rc; }
+    srv->sessions[slot] = s;
+    pthread_mutex_unlock(&srv->mu);
+    *out = s;
+    return MCDC_OK;
+}
+
+static void vars_clear(sim_session *s) {
+    for (int k = 0; k < s->nvars; k++) mcdc_free(s->vars[k].p);
+    s->nvars = 0;
+}
+
+static void tran_rollback(sim_session *s);
+
+void sim_session_close(sim_session *s) {
+    if (!s) return;
+    sim_server *srv = s->srv;
+    pthread_mutex_lock(&srv->mu);
+    if (s->trancount > 0) tran_rollback(s);
+    for (int k = 0; k < MCDC_SIM_SESSIONS_MAX; k++) if (srv->sessions[k] == s) srv->sessions[k] = NULL;
+    pthread_mutex_unlock(&srv->mu);
+    vars_clear(s);
+    if (s->conv) sqlite3_finalize(s->conv);
+    if (s->rd) sqlite3_close(s->rd);
+    mcdc_free(s);
+}
+
+int sim_session_spid(const sim_session *s) { return s->spid; }
+const char *sim_session_database(const sim_session *s) { return s->db->name; }
+void sim_session_set_packet_size(sim_session *s, int bytes) { s->packet_size = bytes; }
+
+/* ---- variables ---------------------------------------------------------- */
+static sim_var *var_find(sim_session *s, const char *name) {
+    for (int k = 0; k < s->nvars; k++) if (mcdc_str_ieq(s->vars[k].name, name)) return &s->vars[k];
+    return NULL;
+}
+
+static int var_declare(sim_session *s, const char *name, const sim_type *t, mcdc_error *err) {
+    if (var_find(s, name))
+        return sim_err(err, 134, "The variable name '%s' has already been declared. Variable names must be unique within a query batch or stored procedure.", name);
+    if (s->nvars >= SIM_VARS_MAX) return mcdc_error_set(err, MCDC_E_LIMIT, "more than %d variables in a batch", SIM_VARS_MAX);
+    sim_var *v = &s->vars[s->nvars++];
+    memset(v, 0, sizeof *v);
+    snprintf(v->name, sizeof v->name, "%s", name);
+    v->type = *t;
+    v->kind = SQLITE_NULL;
+    return MCDC_OK;
+}
+
+/* Assigns a value converted to the variable's type. */
+static int var_assign(sim_session *s, sim_var *v, sqlite3_value *val, mcdc_error *err) {
+    char tn[64];
+    sim_type_format(&v->type, tn, sizeof tn);
+    sqlite3_reset(s->conv);
+    sqlite3_bind_value(s->conv, 1, val);
+    sqlite3_bind_text(s->conv, 2, tn, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(s->conv);
+    if (rc != SQLITE_ROW) {
+        int r = sim_sqlite_err(s->rd, rc, err);
+        sqlite3_reset(s->conv);
+        return r;
+    }
+    mcdc_free(v->p);
+    v->p = NULL;
+    v->n = 0;
+    v->kind = sqlite3_column_type(s->conv, 0);
+    if (v->kind == SQLITE_INTEGER) v->i = sqlite3_column_int64(s->conv, 0);
+    else if (v->kind == SQLITE_FLOAT) v->f = sqlite3_column_double(s->conv, 0);
+    else if (v->kind == SQLITE_TEXT || v->kind == SQLITE_BLOB) {
+        const void *p = v->kind == SQLITE_TEXT ? (const void *)sqlite3_column_text(s->conv, 0) : sqlite3_column_blob(s->conv, 0);
+        v->n = (size_t)sqlite3_column_bytes(s->conv, 0);
+        v->p = mcdc_malloc(v->n + 1);
+        if (!v->p) { sqlite3_reset(s->conv); return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory"); }
+        if (v->n) memcpy(v->p, p, v->n);
+        v->p[v->n] = 0;
+    }
+    sqlite3_reset(s->conv);
+    sqlite3_clear_bindings(s->conv);
+    return MCDC_OK;
+}
+
+static int bind_vars(sim_session *s, sqlite3_stmt *st, mcdc_error *err) {
+    int n = sqlite3_bind_parameter_count(st);
+    for (int k = 1; k <= n; k++) {
+        const char *nm = sqlite3_bind_parameter_name(st, k);
+        if (!nm) return sim_err(err, 102, "Incorrect syntax near '?'.");
+        sim_var *v = var_find(s, nm);
+        if (!v) return sim_err(err, 137, "Must declare the scalar variable \"%s\".", nm);
+        switch (v->kind) {
+        case SQLITE_INTEGER: sqlite3_bind_int64(st, k, v->i); break;
+        case SQLITE_FLOAT: sqlite3_bind_double(st, k, v->f); break;
+        case SQLITE_TEXT: sqlite3_bind_text(st, k, (const char *)v->p, (int)v->n, SQLITE_STATIC); break;
+        case SQLITE_BLOB: sqlite3_bind_blob(st, k, v->p, (int)v->n, SQLITE_STATIC); break;
+        default: sqlite3_bind_null(st, k); break;
+        }
+    }
+    return MCDC_OK;
+}
+
+/* ---- translator environment --------------------------------------------- */
+typedef struct env_ctx { sim_session *s; sqlite3 *c; } env_ctx;
+static bool env_table_exists(void *ctx, const char *name) { return table_exists_c(((env_ctx *)ctx)->c, name); }
+static bool env_col_type(void *ctx, const char *tbl, const char *col, sim_type *out, bool *nul) {
+    return sim_col_type(((env_ctx *)ctx)->c, tbl, col, out, nul);
+}
+static bool env_var_type(void *ctx, const char *name, sim_type *out) {
+    sim_var *v = var_find(((env_ctx *)ctx)->s, name);
+    if (!v) return false;
+    *out = v->type;
+    return true;
+}
+static bool env_ci_columns(void *ctx, const char *ci, char *buf, size_t cap) {
+    sqlite3 *c = ((env_ctx *)ctx)->c;
+    sqlite3_stmt *st;
+    bool found = false;
+    size_t o = 0;
+    buf[0] = 0;
+    if (sqlite3_prepare_v2(c, "SELECT column_name FROM \"cdc.captured_columns\" WHERE capture_instance = ? ORDER BY column_ordinal",
+                           -1, &st, NULL) != SQLITE_OK)
+        return false;
+    sqlite3_bind_text(st, 1, ci, -1, SQLITE_STATIC);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        found = true;
+        const char *n = (const char *)sqlite3_column_text(st, 0);
+        int w = snprintf(buf + o, cap - o, "%s\"%s\"", o ? ", " : "", n);
+        if (w < 0 || (size_t)w >= cap - o) break;
+        o += (size_t)w;
+    }
+    sqlite3_finalize(st);
+    return found;
+}
+
+static void make_env(sim_session *s, env_ctx *ec, xl_env *env, char *user, size_t ucap, mcdc_buf *wait_sql) {
+    memset(env, 0, sizeof *env);
+    env->ctx = ec;
+    env->table_exists = env_table_exists;
+    env->col_type = env_col_type;
+    env->var_type = env_var_type;
+    env->ci_columns = env_ci_columns;
+    env->spid = s->spid;
+    env->trancount = s->trancount;
+    env->rowcount = s->rowcount;
+    env->db_name = s->db->name;
+    env->user_name = db_user_name(s, user, ucap);
+    env->is_admin = s->admin;
+    env->product_major = s->srv->product_major;
+    /* wait stats: one ASYNC_NETWORK_IO row per session (a plausible counter:
+     * the TDS layer cannot report network waits yet), plus a few others */
+    mcdc_buf_reset(wait_sql);
+    pthread_mutex_lock(&s->srv->mu);
+    bool first = true;
+    for (int k = 0; k < MCDC_SIM_SESSIONS_MAX; k++) {
+        sim_session *o = s->srv->sessions[k];
+        if (!o || (!s->admin && o != s)) continue;
+        mcdc_buf_printf(wait_sql, NULL,
+                        "%sSELECT %d AS session_id, 'ASYNC_NETWORK_IO' AS wait_type, %lld AS waiting_tasks_count,"
+                        " %lld AS wait_time_ms, %lld AS max_wait_time_ms, 0 AS signal_wait_time_ms"
+                        " UNION ALL SELECT %d, 'SOS_SCHEDULER_YIELD', %lld, 0, 0, 0",
+                        first ? "" : " UNION ALL ", o->spid, (long long)o->requests, (long long)o->net_wait_ms,
+                        (long long)(o->net_wait_ms > 0 ? 1 + o->net_wait_ms / (o->requests + 1) : 0), o->spid,
+                        (long long)o->requests);
+        first = false;
+    }
+    pthread_mutex_unlock(&s->srv->mu);
+    if (first) mcdc_buf_append_str(wait_sql, "SELECT 0 AS session_id, '' AS wait_type, 0 AS waiting_tasks_count, 0 AS wait_time_ms, 0 AS max_wait_time_ms, 0 AS signal_wait_time_ms WHERE 0", NULL);
+    mcdc_buf_cstr(wait_sql, NULL);
+    env->wait_stats_sql = (const char *)wait_sql->data;
+}
+
+/* Permission check of a translated statement's tables. */
+static int check_select_perms(sim_session *s, sqlite3 *c, const xl_result *r, mcdc_error *err) {
+    if (s->admin) return MCDC_OK;
+    for (int k = 0; k < r->ntables; k++) {
+        const char *n = r->tables[k].name;
+        if (ci_prefix(n, "sys.") || mcdc_str_ieq(n, "cdc.lsn_time_mapping")) continue;
+        if (!has_grant(c, s->login, n)) {
+            char user[SIM_NAME_MAX];
+            db_user_name(s, user, sizeof user);
+            if (has_grant(c, user, n)) continue;
+            const char *dot = strchr(n, '.');
+            char schema[SIM_NAME_MAX];
+            size_t sl = dot ? (size_t)(dot - n) : 0;
+            if (sl >= sizeof schema) sl = sizeof schema - 1;
+            memcpy(schema, n, sl);
+            schema[sl] = 0;
+            return sim_err(err, 229, "The SELECT permission was denied on the object '%s', database '%s', schema '%s'.",
+                           dot ? dot + 1 : n, s->db->name, schema);
+        }
+    }
+    return MCDC_OK;
+}
+
+/* ---- result emission ---------------------------------------------------- */
+static void value_type(sqlite3_value *v, sim_type *t) {
+    memset(t, 0, sizeof *t);
+    switch (v ? sqlite3_value_type(v) : SQLITE_NULL) {
+    case SQLITE_INTEGER: {
+        int64_t i = sqlite3_value_int64(v);
+        t->id = i >= INT32_MIN && i <= INT32_MAX ? SIM_T_INT : SIM_T_BIGINT;
+        break;
+    }
+    case SQLITE_FLOAT: t->id = SIM_T_FLOAT; break;
+    case SQLITE_TEXT: t->id = SIM_T_NVARCHAR; t->length = 4000; break;
+    case SQLITE_BLOB: t->id = SIM_T_VARBINARY; t->length = 8000; break;
+    default: t->id = SIM_T_INT; break;
+    }
+}
+
+int sim_emit_stmt(sim_session *s, sqlite3 *c, sqlite3_stmt *st, int first_rc, const xl_result *items,
+                  const sim_column *forced, int nforced, const sim_sink *sink, bool in_proc, int64_t *rows,
+                  mcdc_error *err, bool *aborted) {
+    int n = sqlite3_column_count(st);
+    *rows = 0;
+    if (first_rc != SQLITE_ROW && first_rc != SQLITE_DONE) return sim_sqlite_err(c, first_rc, err);
+    if (n > MCDC_COLUMNS_MAX) return mcdc_error_set(err, MCDC_E_LIMIT, "result has more than %d columns", MCDC_COLUMNS_MAX);
+    sim_column *cols = mcdc_calloc((size_t)n + 1, sizeof *cols);
+    sim_value *vals = mcdc_calloc((size_t)n + 1, sizeof *vals);
+    char (*names)[SIM_NAME_MAX] = mcdc_calloc((size_t)n + 1, SIM_NAME_MAX);
+    if (!cols || !vals || !names) {
+        mcdc_free(cols); mcdc_free(vals); mcdc_free(names);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    for (int k = 0; k < n; k++) {
+        sim_column *col = &cols[k];
+        bool done = false;
+        if (forced && k < nforced) {
+            *col = forced[k];
+            done = true;
+        }
+        const char *ot = sqlite3_column_table_name(st, k), *oc = sqlite3_column_origin_name(st, k);
+        const char *alias = sqlite3_column_name(st, k);
+        bool item = items && items->nitems == n && items->items[k].known;
+        if (!done && item) {
+            col->type = items->items[k].type;
+            col->nullable = items->items[k].nullable;
+            done = true;
+        }
+        if (!done && ot && oc && sim_col_type(c, ot, oc, &col->type, &col->nullable)) done = true;
+        if (!done) {
+            value_type(first_rc == SQLITE_ROW ? sqlite3_column_value(st, k) : NULL, &col->type);
+            col->nullable = true;
+        }
+        if (!(forced && k < nforced)) {
+            if (items && items->nitems == n && items->items[k].name[0])
+                snprintf(names[k], SIM_NAME_MAX, "%s", items->items[k].name);
+            else if (oc) snprintf(names[k], SIM_NAME_MAX, "%s", alias ? alias : oc);
+            else if (items && items->nitems == n) names[k][0] = 0;
+            else snprintf(names[k], SIM_NAME_MAX, "%s", alias ? alias : "");
+            col->name = names[k];
+        }
+    }
+    int rc = MCDC_OK;
+    if (sink->columns && sink->columns(sink->ctx, cols, n)) *aborted = true;
+    int step = first_rc;
+    int64_t cnt = 0;
+    while (!*aborted && step == SQLITE_ROW) {
+        for (int k = 0; k < n; k++) {
+            sim_value *v = &vals[k];
+            switch (sqlite3_column_type(st, k)) {
+            case SQLITE_INTEGER: v->kind = SIM_V_INT; v->i = sqlite3_column_int64(st, k); break;
+            case SQLITE_FLOAT: v->kind = SIM_V_REAL; v->f = sqlite3_column_double(st, k); break;
+            case SQLITE_TEXT:
+                v->kind = SIM_V_TEXT;
+                v->p = sqlite3_column_text(st, k);
+                v->n = (size_t)sqlite3_column_bytes(st, k);
+                break;
+            case SQLITE_BLOB:
+                v->kind = SIM_V_BLOB;
+                v->p = sqlite3_column_blob(st, k);
+                v->n = (size_t)sqlite3_column_bytes(st, k);
+                break;
+            default: v->kind = SIM_V_NULL; break;
+            }
+        }
+        cnt++;
+        if (sink->row && sink->row(sink->ctx, vals, n)) { *aborted = true; break; }
+        step = sqlite3_step(st);
+    }
+    if (!*aborted && step != SQLITE_DONE && step != SQLITE_ROW) {
+        rc = sim_sqlite_err(c, step, err);
+        if (sink->done && sink->done(sink->ctx, cnt, false, in_proc, true)) *aborted = true;
+        (void)s;
+    }
+    *rows = cnt;
+    mcdc_free(cols);
+    mcdc_free(vals);
+    mcdc_free(names);
+    return rc;
+}
+
+/* ---- statements ---------------------------------------------------------- */
+typedef struct stmt_ctx {
+    sim_session *s;
+    const sim_sink *sink;
+    bool in_proc;
+    bool aborted;
+    const char *batch; /* whole batch text */
+} stmt_ctx;
+
+static int send_done(stmt_ctx *x, int64_t rows, bool has_count, bool error) {
+    if (x->sink->done && x->sink->done(x->sink->ctx, rows, has_count && !x->s->nocount, x->in_proc, error))
+        x->aborted = true;
+    return MCDC_OK;
+}
+
+static int send_error(stmt_ctx *x, const mcdc_error *err, int line) {
+    int num = err->server_number ? err->server_number : 50000;
+    int cls = err->server_class ? err->server_class : 16;
+    if (x->sink->message &&
+        x->sink->message(x->sink->ctx, true, num, err->server_state ? err->server_state : 1, cls, err->message, "", line))
+        x->aborted = true;
+    return send_done(x, 0, false, true);
+}
+
+static int send_info(stmt_ctx *x, int number, const char *text) {
+    if (x->sink->message && x->sink->message(x->sink->ctx, false, number, 1, 0, text, "", 1)) x->aborted = true;
+    return MCDC_OK;
+}
+
+/* Finds the end of the statement starting at toks[i]. */
+static int stmt_end(const tsql_tok *t, int i, int n) {
+    static const char *STARTS[] = {"SELECT", "INSERT", "UPDATE", "DELETE", "CREATE", "ALTER", "DROP", "EXEC",
+                                   "EXECUTE", "BEGIN", "COMMIT", "ROLLBACK", "USE", "SET", "DECLARE", "GRANT",
+                                   "REVOKE", "DENY", "PRINT", "IF", "WHILE", "RETURN", "TRUNCATE", "WAITFOR",
+                                   "CHECKPOINT", "SAVE", NULL};
+    const tsql_tok *first = &t[i];
+    bool is_update = tsql_tok_is(first, "UPDATE"), is_insert = tsql_tok_is(first, "INSERT");
+    bool is_perm = tsql_tok_is(first, "GRANT") || tsql_tok_is(first, "REVOKE") || tsql_tok_is(first, "DENY");
+    bool is_create = tsql_tok_is(first, "CREATE") || tsql_tok_is(first, "ALTER") || tsql_tok_is(first, "DROP");
+    bool seen_set = false, seen_values = false;
+    int d = 0;
+    for (int k = i + 1; k < n; k++) {
+        if (tsql_tok_op(&t[k], "(")) { d++; continue; }
+        if (tsql_tok_op(&t[k], ")")) { d--; continue; }
+        if (d > 0) continue;
+        if (tsql_tok_op(&t[k], ";")) return k;
+        if (t[k].t != TK_IDENT) continue;
+        if (tsql_tok_is(&t[k], "VALUES")) seen_values = true;
+        bool start = false;
+        for (int w = 0; STARTS[w]; w++) if (tsql_tok_is(&t[k], STARTS[w])) { start = true; break; }
+        if (!start) continue;
+        const tsql_tok *prev = &t[k - 1];
+        if (tsql_tok_is(&t[k], "SELECT")) {
+            if (tsql_tok_is(prev, "UNION") || tsql_tok_is(prev, "ALL") || tsql_tok_is(prev, "EXCEPT") ||
+                tsql_tok_is(prev, "INTERSECT") || is_perm)
+                continue;
+            if (is_insert && !seen_values) continue;
+        }
+        if (tsql_tok_is(&t[k], "SET") && is_update && !seen_set) { seen_set = true; continue; }
+        if (is_perm && (tsql_tok_is(&t[k], "EXEC") || tsql_tok_is(&t[k], "EXECUTE") || tsql_tok_is(&t[k], "INSERT") ||
+                        tsql_tok_is(&t[k], "UPDATE") || tsql_tok_is(&t[k], "DELETE") || tsql_tok_is(&t[k], "ALTER")))
+            continue;
+        if (is_create && k == i + 1) continue; /* CREATE/ALTER ... */
+        if (tsql_tok_is(&t[k], "SET") && tsql_tok_is(first, "ALTER")) continue;
+        return k;
+    }
+    return n;
+}
+
+static int tok_ident(const tsql_tok *t, char *buf, size_t cap) {
+    if (t->t != TK_IDENT && t->t != TK_QIDENT) return -1;
+    tsql_tok_text(t, buf, cap);
+    return 0;
+}
+
+static int syntax_err(mcdc_error *err, const tsql_tok *t, int i, int end) {
+    if (i >= end || t[i].t == TK_EOF) return sim_err(err, 102, "Incorrect syntax near '%s'.", i > 0 ? "end of statement" : "");
+    return sim_err(err, 102, "Incorrect syntax near '%.*s'.", t[i].n > 100 ? 100 : t[i].n, t[i].s);
+}
+
+/* Runs a SELECT (tokens [a, b)); assignments "@v = expr" handled by caller. */
+static int run_query(stmt_ctx *x, const tsql_tok *t, int a, int b, const sim_var **assign, int nassign,
+                     mcdc_error *err) {
+    sim_session *s = x->s;
+    env_ctx ec = {s, s->rd};
+    xl_env env;
+    char user[SIM_NAME_MAX];
+    mcdc_buf wait = {0}, sql = {0};
+    make_env(s, &ec, &env, user, sizeof user, &wait);
+    xl_result *res = mcdc_malloc(sizeof *res);
+    if (!res) { mcdc_buf_free(&wait); return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory"); }
+    int rc = tsql_xlate(&env, t, a, b, &sql, res, err);
+    if (rc == MCDC_OK) rc = check_select_perms(s, s->rd, res, err);
+    sqlite3_stmt *st = NULL;
+    if (rc == MCDC_OK && sqlite3_prepare_v2(s->rd, (const char *)sql.data, -1, &st, NULL) != SQLITE_OK)
+        rc = sim_sqlite_err(s->rd, SQLITE_ERROR, err);
+    if (rc == MCDC_OK) rc = bind_vars(s, st, err);
+    if (rc == MCDC_OK) {
+        int first = sqlite3_step(st);
+        if (nassign > 0) {
+            int64_t cnt = 0;
+            while (first == SQLITE_ROW && rc == MCDC_OK) {
+                for (int k = 0; k < nassign && k < sqlite3_column_count(st) && rc == MCDC_OK; k++)
+                    rc = var_assign(s, (sim_var *)assign[k], sqlite3_column_value(st, k), err);
+                cnt++;
+                first = sqlite3_step(st);
+            }
+            if (rc == MCDC_OK && first != SQLITE_DONE) rc = sim_sqlite_err(s->rd, first, err);
+            if (rc == MCDC_OK) { s->rowcount = cnt; send_done(x, cnt, true, false); }
+        } else {
+            int64_t rows = 0;
+            rc = sim_emit_stmt(s, s->rd, st, first, res, NULL, 0, x->sink, x->in_proc, &rows, err, &x->aborted);
+            if (rc == MCDC_OK && !x->aborted) { s->rowcount = rows; send_done(x, rows, true, false); }
+            else if (rc != MCDC_OK && first == SQLITE_ROW) rc = -999; /* error after rows: already reported */
+        }
+    }
+    sqlite3_finalize(st);
+    mcdc_free(res);
+    mcdc_buf_free(&sql);
+    mcdc_buf_free(&wait);
+    return rc;
+}
+
+/* Evaluates one expression [a, b) into a variable (SET / DECLARE). */
+static int eval_into(stmt_ctx *x, const tsql_tok *t, int a, int b, sim_var *v, mcdc_error *err) {
+    /* build "SELECT <expr>" tokens */
+    int n = b - a;
+    tsql_tok *tk = mcdc_malloc(((size_t)n + 2) * sizeof *tk);
+    if (!tk) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    tk[0].t = TK_IDENT;
+    tk[0].s = "SELECT";
+    tk[0].n = 6;
+    tk[0].line = t[a].line;
+    memcpy(tk + 1, t + a, (size_t)n * sizeof *tk);
+    tk[n + 1].t = TK_EOF;
+    tk[n + 1].s = "";
+    tk[n + 1].n = 0;
+    const sim_var *as[1] = {v};
+    stmt_ctx quiet = *x;
+    sim_sink none = {0};
+    quiet.sink = &none;
+    int rc = run_query(&quiet, tk, 0, n + 1, as, 1, err);
+    mcdc_free(tk);
+    return rc;
+}
+
+/* Parses a type at toks[*i] ("decimal(18,4)", "varchar(max)"). */
+static bool parse_type_at(const tsql_tok *t, int *i, int end, sim_type *out, char *text, size_t cap) {
+    int k = *i;
+    if (k >= end || (t[k].t != TK_IDENT && t[k].t != TK_QIDENT)) return false;
+    size_t o = 0;
+    char w[MCDC_IDENT_BYTES_MAX];
+    tsql_tok_text(&t[k], w, sizeof w);
+    o = (size_t)snprintf(text, cap, "%s", w);
+    k++;
+    if (k < end && tsql_tok_op(&t[k], "(")) {
+        while (k < end && o + 1 < cap) {
+            int w2 = snprintf(text + o, cap - o, "%.*s", t[k].n, t[k].s);
+            if (w2 > 0) o += (size_t)w2;
+            if (tsql_tok_op(&t[k], ")")) { k++; break; }
+            k++;
+        }
+    }
+    if (o >= cap) o = cap - 1;
+    text[o] = 0;
+    *i = k;
+    return sim_type_parse(out, text, strlen(text));
+}
+
+/* ---- DDL ------------------------------------------------------------------ */
+static int next_object_id(sim_db *d) {
+    int64_t v = state_get(d->w, "object_id", 245575913) + 16;
+    sim_db_state_put(d, "object_id", v);
+    return (int)v;
+}
+
+typedef struct col_def {
+    char name[SIM_NAME_MAX];
+    sim_type type;
+    bool nullable;
+    int pk_ordinal;
+} col_def;
+
+/* Parses one column definition at toks[*i]: name type [NULL|NOT NULL|PRIMARY KEY|UNIQUE|...]. */
+static int parse_col_def(const tsql_tok *t, int *ip, int end, col_def *c, bool *col_pk, bool *col_uq, mcdc_error *err) {
+    int i = *ip;
+    char ttext[64];
+    memset(c, 0, sizeof *c);
+    if (tok_ident(&t[i], c->name, sizeof c->name) != 0) return syntax_err(err, t, i, end);
+    i++;
+    if (!parse_type_at(t, &i, end, &c->type, ttext, sizeof ttext))
+        return sim_err(err, 2715, "Column, parameter, or variable #1: Cannot find data type %s.", ttext);
+    c->nullable = true;
+    *col_pk = *col_uq = false;
+    while (i < end && !tsql_tok_op(&t[i], ",") && !tsql_tok_op(&t[i], ")")) {
+        if (tsql_tok_is(&t[i], "NOT") && i + 1 < end && tsql_tok_is(&t[i + 1], "NULL")) { c->nullable = false; i += 2; continue; }
+        if (tsql_tok_is(&t[i], "PRIMARY")) { *col_pk = true; c->nullable = false; i += 2; continue; }
+        if (tsql_tok_is(&t[i], "UNIQUE")) { *col_uq = true; i++; continue; }
+        if (tsql_tok_is(&t[i], "IDENTITY") || tsql_tok_is(&t[i], "DEFAULT") || tsql_tok_is(&t[i], "CHECK")) {
+            i++;
+            if (i < end && tsql_tok_op(&t[i], "(")) {
+                int d = 0;
+                for (; i < end; i++) {
+                    if (tsql_tok_op(&t[i], "(")) d++;
+                    else if (tsql_tok_op(&t[i], ")") && --d == 0) { i++; break; }
+                }
+            } else if (i < end) i++;
+            continue;
+        }
+        i++; /* NULL, CLUSTERED, COLLATE x, CONSTRAINT name ... */
+    }
+    *ip = i;
+    return MCDC_OK;
+}
+
+static int catalog_add_col(sim_db *d, const char *tbl, int column_id, const col_def *c, mcdc_error *err) {
+    char tn[64];
+    sim_type_format(&c->type, tn, sizeof tn);
+    return sim_sql(d->w, err, "INSERT INTO __sim_columns VALUES (%Q, %d, %Q, %Q, %d, %d)", tbl, column_id, c->name, tn,
+                   c->nullable ? 1 : 0, c->pk_ordinal);
+}
+
+static int create_table(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
+    sim_session *s = x->s;
+    char parts[4][MCDC_IDENT_BYTES_MAX], name[SIM_NAME_MAX * 2];
+    int np = xl_name_parts(t, &i, end, parts);
+    if (np == 0) return syntax_err(err, t, i, end);
+    xl_table_name(parts, np, name, sizeof name);
+    const char *schema = np >= 2 && parts[np - 2][0] ? parts[np - 2] : "dbo";
+    if (i >= end || !tsql_tok_op(&t[i], "(")) return syntax_err(err, t, i, end);
+    i++;
+    col_def *cols = mcdc_calloc(MCDC_COLUMNS_MAX, sizeof *cols);
+    if (!cols) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    char pk[64][SIM_NAME_MAX];
+    int npk = 0, ncol = 0, rc = MCDC_OK;
+    mcdc_buf ddl = {0};
+    char uniq[2048] = "";
+    while (i < end && rc == MCDC_OK) {
+        if (tsql_tok_op(&t[i], ")")) { i++; break; }
+        if (tsql_tok_op(&t[i], ",")) { i++; continue; }
+        if (tsql_tok_is(&t[i], "CONSTRAINT")) i += 2;
+        if (i < end && (tsql_tok_is(&t[i], "PRIMARY") || tsql_tok_is(&t[i], "UNIQUE"))) {
+            bool is_pk = tsql_tok_is(&t[i], "PRIMARY");
+            i += is_pk ? 2 : 1;
+            while (i < end && (tsql_tok_is(&t[i], "CLUSTERED") || tsql_tok_is(&t[i], "NONCLUSTERED"))) i++;
+            if (i >= end || !tsql_tok_op(&t[i], "(")) { rc = syntax_err(err, t, i, end); break; }
+            i++;
+            char list[1024] = "";
+            while (i < end && !tsql_tok_op(&t[i], ")")) {
+                char c[SIM_NAME_MAX];
+                if (tok_ident(&t[i], c, sizeof c) == 0 && !tsql_tok_is(&t[i], "ASC") && !tsql_tok_is(&t[i], "DESC")) {
+                    if (is_pk && npk < 64) snprintf(pk[npk++], SIM_NAME_MAX, "%s", c);
+                    size_t l = strlen(list);
+                    snprintf(list + l, sizeof list - l, "%s\"%s\"", l ? "," : "", c);
+                }
+                i++;
+            }
+            i++;
+            if (!is_pk) {
+                size_t l = strlen(uniq);
+                snprintf(uniq + l, sizeof uniq - l, ", UNIQUE(%s)", list);
+            }
+            continue;
+        }
+        if (ncol >= MCDC_COLUMNS_MAX) { rc = mcdc_error_set(err, MCDC_E_LIMIT, "too many columns"); break; }
+        bool cpk, cuq;
+        rc = parse_col_def(t, &i, end, &cols[ncol], &cpk, &cuq, err);
+        if (rc != MCDC_OK) break;
+        if (cpk && npk < 64) snprintf(pk[npk++], SIM_NAME_MAX, "%s", cols[ncol].name);
+        if (cuq) {
+            size_t l = strlen(uniq);
+            snprintf(uniq + l, sizeof uniq - l, ", UNIQUE(\"%s\")", cols[ncol].name);
+        }
+        ncol++;
+    }
+    if (rc == MCDC_OK && ncol == 0) rc = syntax_err(err, t, i, end);
+    if (rc == MCDC_OK) {
+        mcdc_buf_printf(&ddl, NULL, "CREATE TABLE \"%s\"(", name);
+        for (int k = 0; k < ncol; k++) {
+            for (int p = 0; p < npk; p++)
+                if (mcdc_str_ieq(pk[p], cols[k].name)) { cols[k].pk_ordinal = p + 1; cols[k].nullable = false; }
+            mcdc_buf_printf(&ddl, NULL, "%s\"%s\" %s%s", k ? ", " : "", cols[k].name, sim_type_affinity(&cols[k].type),
+                            cols[k].nullable ? "" : " NOT NULL");
+        }
+        if (npk) {
+            mcdc_buf_append_str(&ddl, ", PRIMARY KEY(", NULL);
+            for (int k = 0; k < npk; k++) mcdc_buf_printf(&ddl, NULL, "%s\"%s\"", k ? "," : "", pk[k]);
+            mcdc_buf_append_str(&ddl, ")", NULL);
+        }
+        mcdc_buf_printf(&ddl, NULL, "%s)", uniq);
+        mcdc_buf_cstr(&ddl, NULL);
+        pthread_mutex_lock(&s->srv->mu);
+        if (table_exists_c(s->db->w, name))
+            rc = sim_err(err, 2714, "There is already an object named '%s' in the database.", parts[np - 1]);
+        if (rc == MCDC_OK) rc = sim_sql(s->db->w, err, "BEGIN");
+        if (rc == MCDC_OK) {
+            rc = sim_sql(s->db->w, err, "%s", (const char *)ddl.data);
+            for (int k = 0; k < ncol && rc == MCDC_OK; k++) rc = catalog_add_col(s->db, name, k + 1, &cols[k], err);
+            if (rc == MCDC_OK)
+                rc = sim_sql(s->db->w, err, "INSERT INTO __sim_tables VALUES (%Q, %Q, %Q, %d, %Q, 0)", name, schema,
+                             parts[np - 1], next_object_id(s->db), "");
+            sim_sql(s->db->w, NULL, rc == MCDC_OK ? "COMMIT" : "ROLLBACK");
+        }
+        pthread_mutex_unlock(&s->srv->mu);
+    }
+    mcdc_buf_free(&ddl);
+    mcdc_free(cols);
+    if (rc == MCDC_OK) send_done(x, 0, false, false);
+    return rc;
+}
+
+static int load_cols(sqlite3 *c, const char *tbl, col_def **out, int *n, mcdc_error *err) {
+    sqlite3_stmt *st;
+    *out = NULL;
+    *n = 0;
+    if (sqlite3_prepare_v2(c, "SELECT name, type, nullable, pk_ordinal FROM __sim_columns WHERE tbl = ? ORDER BY column_id",
+                           -1, &st, NULL) != SQLITE_OK)
+        return sim_sqlite_err(c, SQLITE_ERROR, err);
+    sqlite3_bind_text(st, 1, tbl, -1, SQLITE_STATIC);
+    int cap = 16, k = 0;
+    col_def *v = mcdc_calloc((size_t)cap, sizeof *v);
+    while (v && sqlite3_step(st) == SQLITE_ROW) {
+        if (k == cap) {
+            col_def *nv = mcdc_realloc(v, (size_t)cap * 2 * sizeof *v);
+            if (!nv) { mcdc_free(v); v = NULL; break; }
+            v = nv;
+            cap *= 2;
+        }
+        snprintf(v[k].name, sizeof v[k].name, "%s", (const char *)sqlite3_column_text(st, 0));
+        const char *ty = (const char *)sqlite3_column_text(st, 1);
+        sim_type_parse(&v[k].type, ty, strlen(ty));
+        v[k].nullable = sqlite3_column_int(st, 2) != 0;
+        v[k].pk_ordinal = sqlite3_column_int(st, 3);
+        k++;
+    }
+    sqlite3_finalize(st);
+    if (!v) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    *out = v;
+    *n = k;
+    return MCDC_OK;
+}
+
+/* ---- transactions ------------------------------------------------------- */
+static void undo_push(sim_session *s, char *sql) {
+    if (!sql) return;
+    sim_undo *u = mcdc_malloc(sizeof *u);
+    if (!u) { sqlite3_free(sql); return; }
+    u->sql = mcdc_strdup(sql);
+    sqlite3_free(sql);
+    u->prev = s->undo;
+    s->undo = u;
+}
+
+static void tran_reset(sim_session *s) {
+    while (s->undo) {
+        sim_undo *u = s->undo;
+        s->undo = u->prev;
+        mcdc_free(u->sql);
+        mcdc_free(u);
+    }
+    s->trancount = 0;
+    s->tran_logged = false;
+    s->tran_cdc = false;
+    s->tran_ncis = 0;
+    s->tran_db = NULL;
+    s->cmd_id = 0;
+}
+
+/* Under mu. */
+static void tran_rollback(sim_session *s) {
+    if (s->tran_db) {
+        sqlite3 *w = s->tran_db->w;
+        sqlite3_exec(w, "BEGIN", NULL, NULL, NULL);
+        for (sim_undo *u = s->undo; u; u = u->prev) sqlite3_exec(w, u->sql, NULL, NULL, NULL);
+        sim_cdc_rollback(s);
+        sqlite3_exec(w, "COMMIT", NULL, NULL, NULL);
+    }
+    tran_reset(s);
+}
+
+/* Under mu, inside a SQLite transaction on the db. */
+static int tran_commit(sim_session *s, mcdc_error *err) {
+    int rc = MCDC_OK;
+    if (s->tran_logged && s->tran_db) {
+        uint64_t commit = sim_lsn_next(s->tran_db);
+        if (s->tran_cdc) rc = sim_cdc_commit(s, commit, err);
+        if (rc == MCDC_OK) rc = sim_db_state_put(s->tran_db, "lsn", (int64_t)s->tran_db->lsn);
+    }
+    if (rc == MCDC_OK) {
+        while (s->undo) {
+            sim_undo *u = s->undo;
+            s->undo = u->prev;
+            mcdc_free(u->sql);
+            mcdc_free(u);
+        }
+    }
+    return rc;
+}
+
+static void tran_log_start(sim_session *s) {
+    if (s->tran_logged) return;
+    s->tran_logged = true;
+    s->tran_db = s->db;
+    s->tran_begin_lsn = sim_lsn_next(s->db);
+    s->tran_id = ++s->db->tran_seq;
+    s->tran_begin_utc_us = sim_srv_utc_us(s->srv);
+    s->cmd_id = 0;
+    sim_db_state_put(s->db, "tran_seq", (int64_t)s->db->tran_seq);
+}
+
+static char *value_literal(sqlite3_value *v) {
+    switch (sqlite3_value_type(v)) {
+    case SQLITE_INTEGER: return sqlite3_mprintf("%lld", (long long)sqlite3_value_int64(v));
+    case SQLITE_FLOAT: return sqlite3_mprintf("%!.17g", sqlite3_value_double(v));
+    case SQLITE_TEXT: return sqlite3_mprintf("%Q", (const char *)sqlite3_value_text(v));
+    case SQLITE_BLOB: {
+        int n = sqlite3_value_bytes(v);
+        const uint8_t *p = sqlite3_value_blob(v);
+        char *h = sqlite3_malloc(2 * n + 4);
+        if (!h) return NULL;
+        int o = 0;
+        h[o++] = 'X';
+        h[o++] = '\'';
+        for (int k = 0; k < n; k++) {
+            static const char HX[] = "0123456789ABCDEF";
+            h[o++] = HX[p[k] >> 4];
+            h[o++] = HX[p[k] & 15];
+        }
+        h[o++] = '\'';
+        h[o] = 0;
+        return h;
+    }
+    default: return sqlite3_mprintf("NULL");
+    }
+}
+
+/* ---- DML ---------------------------------------------------------------- */
+typedef struct img_set {
+    sim_rowimg *rows;
+    int n, cap, ncols;
+} img_set;
+
+static void img_free(img_set *m) {
+    for (int r = 0; r < m->n; r++) {
+        for (int k = 0; k < m->ncols; k++) sqlite3_value_free(m->rows[r].v[k]);
+        mcdc_free(m->rows[r].v);
+    }
+    mcdc_free(m->rows);
+    memset(m, 0, sizeof *m);
+}
+
+/* Collects rows "rowid, c1..cn" of a stepped statement. */
+static int img_collect(img_set *m, sqlite3 *c, sqlite3_stmt *st, int ncols, mcdc_error *err) {
+    m->ncols = ncols;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (m->n == m->cap) {
+            int nc = m->cap ? m->cap * 2 : 16;
+            sim_rowimg *nr = mcdc_realloc(m->rows, (size_t)nc * sizeof *nr);
+            if (!nr) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+            m->rows = nr;
+            m->cap = nc;
+        }
+        sim_rowimg *r = &m->rows[m->n];
+        r->rowid = sqlite3_column_int64(st, 0);
+        r->v = mcdc_calloc((size_t)ncols, sizeof *r->v);
+        if (!r->v) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        m->n++;
+        for (int k = 0; k < ncols; k++) r->v[k] = sqlite3_value_dup(sqlite3_column_value(st, k + 1));
+    }
+    if (rc != SQLITE_DONE) return sim_sqlite_err(c, rc, err);
+    return MCDC_OK;
+}
+
+static bool val_eq(sqlite3_value *a, sqlite3_value *b) {
+    int ta = sqlite3_value_type(a), tb = sqlite3_value_type(b);
+    if (ta != tb) return false;
+    switch (ta) {
+    case SQLITE_NULL: return true;
+    case SQLITE_INTEGER: return sqlite3_value_int64(a) == sqlite3_value_int64(b);
+    case SQLITE_FLOAT: return sqlite3_value_double(a) == sqlite3_value_double(b);
+    default: {
+        int na = sqlite3_value_bytes(a), nb = sqlite3_value_bytes(b);
+        const void *pa = ta == SQLITE_TEXT ? (const void *)sqlite3_value_text(a) : sqlite3_value_blob(a);
+        const void *pb = tb == SQLITE_TEXT ? (const void *)sqlite3_value_text(b) : sqlite3_value_blob(b);
+        return na == nb && (na == 0 || memcmp(pa, pb, (size_t)na) == 0);
+    }
+    }
+}
+
+typedef struct dml {
+    char tbl[SIM_NAME_MAX * 2];
+    char short_name[SIM_NAME_MAX];
+    col_def *cols;
+    int ncols;
+    char (*names)[SIM_NAME_MAX];
+} dml;
+
+static int dml_target(stmt_ctx *x, const tsql_tok *t, int *i, int end, dml *d, mcdc_error *err) {
+    char parts[4][MCDC_IDENT_BYTES_MAX];
+    int np = xl_name_parts(t, i, end, parts);
+    if (np == 0) return syntax_err(err, t, *i, end);
+    xl_table_name(parts, np, d->tbl, sizeof d->tbl);
+    snprintf(d->short_name, sizeof d->short_name, "%s", parts[np - 1]);
+    if (!table_exists_c(x->s->db->w, d->tbl) || ci_prefix(d->tbl, "sys.")) {
+        if (np >= 2) return sim_err(err, 208, "Invalid object name '%s.%s'.", parts[np - 2], parts[np - 1]);
+        return sim_err(err, 208, "Invalid object name '%s'.", parts[np - 1]);
+    }
+    if (!x->s->admin) {
+        const char *dot = strchr(d->tbl, '.');
+        return sim_err(err, 229, "The %s permission was denied on the object '%s', database '%s', schema '%.*s'.", "INSERT",
+                       d->short_name, x->s->db->name, dot ? (int)(dot - d->tbl) : 3, d->tbl);
+    }
+    int rc = load_cols(x->s->db->w, d->tbl, &d->cols, &d->ncols, err);
+    if (rc != MCDC_OK) return rc;
+    d->names = mcdc_calloc((size_t)d->ncols + 1, SIM_NAME_MAX);
+    if (!d->names) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    for (int k = 0; k < d->ncols; k++) snprintf(d->names[k], SIM_NAME_MAX, "%s", d->cols[k].name);
+    return MCDC_OK;
+}
+
+static void dml_free(dml *d) {
+    mcdc_free(d->cols);
+    mcdc_free(d->names);
+}
+
+static int col_index(const dml *d, const char *name) {
+    for (int k = 0; k < d->ncols; k++) if (mcdc_str_ieq(d->cols[k].name, name)) return k;
+    return -1;
+}
+
+static int xlate_expr(stmt_ctx *x, sqlite3 *c, const tsql_tok *t, int a, int b, mcdc_buf *out, mcdc_error *err) {
+    env_ctx ec = {x->s, c};
+    xl_env env;
+    char user[SIM_NAME_MAX];
+    mcdc_buf wait = {0};
+    make_env(x->s, &ec, &env, user, sizeof user, &wait);
+    xl_result *res = mcdc_malloc(sizeof *res);
+    int rc = res ? tsql_xlate(&env, t, a, b, out, res, err) : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    if (rc == MCDC_OK && res && res->ntables) rc = check_select_perms(x->s, c, res, err);
+    mcdc_free(res);
+    mcdc_buf_free(&wait);
+    return rc;
+}
+
+static void append_cols(mcdc_buf *b, const dml *d) {
+    for (int k = 0; k < d->ncols; k++) mcdc_buf_printf(b, NULL, ", \"%s\"", d->cols[k].name);
+}
+
+/* Applies captured-change bookkeeping for the row images of one DML. */
+static int dml_log(stmt_ctx *x, dml *d, int kind, img_set *before, img_set *after, const bool *set_cols, mcdc_error *err) {
+    sim_session *s = x->s;
+    bool cdc = sim_cdc_table_captured(s->db, d->tbl);
+    bool explicit_tran = s->trancount > 0;
+    int rc = MCDC_OK;
+    int n = kind == 1 ? after->n : before->n;
+    for (int r = 0; r < n && rc == MCDC_OK; r++) {
+        sim_rowimg *b = kind != 1 ? &before->rows[r] : NULL;
+        sim_rowimg *a = NULL;
+        if (kind == 1) a = &after->rows[r];
+        else if (kind == 2) {
+            for (int k = 0; k < after->n; k++) if (after->rows[k].rowid == b->rowid) { a = &after->rows[k]; break; }
+            if (!a) continue;
+        }
+        if (explicit_tran) {
+            if (kind == 1) undo_push(s, sqlite3_mprintf("DELETE FROM \"%w\" WHERE rowid = %lld", d->tbl, (long long)a->rowid));
+            else {
+                mcdc_buf u = {0};
+                if (kind == 3) {
+                    mcdc_buf_printf(&u, NULL, "INSERT INTO \"%s\"(rowid", d->tbl);
+                    append_cols(&u, d);
+                    mcdc_buf_printf(&u, NULL, ") VALUES (%lld", (long long)b->rowid);
+                    for (int k = 0; k < d->ncols; k++) {
+                        char *l = value_literal(b->v[k]);
+                        mcdc_buf_printf(&u, NULL, ", %s", l ? l : "NULL");
+                        sqlite3_free(l);
+                    }
+                    mcdc_buf_append_str(&u, ")", NULL);
+                } else {
+                    mcdc_buf_printf(&u, NULL, "UPDATE \"%s\" SET ", d->tbl);
+                    for (int k = 0; k < d->ncols; k++) {
+                        char *l = value_literal(b->v[k]);
+                        mcdc_buf_printf(&u, NULL, "%s\"%s\" = %s", k ? ", " : "", d->cols[k].name, l ? l : "NULL");
+                        sqlite3_free(l);
+                    }
+                    mcdc_buf_printf(&u, NULL, " WHERE rowid = %lld", (long long)b->rowid);
+                }
+                if (mcdc_buf_cstr(&u, NULL) == MCDC_OK) undo_push(s, sqlite3_mprintf("%s", (const char *)u.data));
+                mcdc_buf_free(&u);
+            }
+        }
+        if (!cdc) continue;
+        if (kind == 1) {
+            rc = sim_cdc_capture_row(s, d->tbl, d->names, d->ncols, 2, a, NULL, sim_lsn_next(s->db), ++s->cmd_id, err);
+        } else if (kind == 3) {
+            rc = sim_cdc_capture_row(s, d->tbl, d->names, d->ncols, 1, b, NULL, sim_lsn_next(s->db), ++s->cmd_id, err);
+        } else {
+            bool key_changed = false;
+            for (int k = 0; k < d->ncols; k++)
+                if (d->cols[k].pk_ordinal > 0 && !val_eq(b->v[k], a->v[k])) key_changed = true;
+            if (key_changed) {
+                rc = sim_cdc_capture_row(s, d->tbl, d->names, d->ncols, 1, b, NULL, sim_lsn_next(s->db), ++s->cmd_id, err);
+                if (rc == MCDC_OK)
+                    rc = sim_cdc_capture_row(s, d->tbl, d->names, d->ncols, 2, a, NULL, sim_lsn_next(s->db), ++s->cmd_id, err);
+            } else {
+                uint64_t seq = sim_lsn_next(s->db);
+                int cmd = ++s->cmd_id;
+                rc = sim_cdc_capture_row(s, d->tbl, d->names, d->ncols, 3, b, set_cols, seq, cmd, err);
+                if (rc == MCDC_OK) rc = sim_cdc_capture_row(s, d->tbl, d->names, d->ncols, 4, a, set_cols, seq, cmd, err);
+            }
+        }
+    }
+    return rc;
+}
+
+/* Runs the write part of a DML under the mutex in one SQLite transaction.
+ * before_sql may be NULL; write_sql has RETURNING rowid, cols. */
+static int dml_exec(stmt_ctx *x, dml *d, int kind, const char *before_sql, const char *write_sql, const bool *set_cols,
+                    int64_t *count, mcdc_error *err) {
+    sim_session *s = x->s;
+    sim_server *srv = s->srv;
+    img_set before = {0}, after = {0};
+    pthread_mutex_lock(&srv->mu);
+    if (s->tran_db && s->tran_db != s->db) {
+        pthread_mutex_unlock(&srv->mu);
+        return sim_err(err, 50000, "the simulator does not support a transaction across databases ('%s' and '%s')",
+                       s->tran_db->name, s->db->name);
+    }
+    sqlite3 *w = s->db->w;
+    bool implicit = s->trancount == 0;
+    int rc = sim_sql(w, err, "BEGIN IMMEDIATE");
+    if (rc != MCDC_OK) { pthread_mutex_unlock(&srv->mu); return rc; }
+    bool was_logged = s->tran_logged;
+    uint64_t lsn_save = s->db->lsn;
+    int cmd_save = s->cmd_id;
+    sqlite3_stmt *st = NULL;
+    if (before_sql) {
+        if (sqlite3_prepare_v2(w, before_sql, -1, &st, NULL) != SQLITE_OK) rc = sim_sqlite_err(w, SQLITE_ERROR, err);
+        if (rc == MCDC_OK) rc = bind_vars(s, st, err);
+        if (rc == MCDC_OK) rc = img_collect(&before, w, st, d->ncols, err);
+        sqlite3_finalize(st);
+        st = NULL;
+    }
+    if (rc == MCDC_OK) {
+        if (sqlite3_prepare_v2(w, write_sql, -1, &st, NULL) != SQLITE_OK) rc = sim_sqlite_err(w, SQLITE_ERROR, err);
+        if (rc == MCDC_OK) rc = bind_vars(s, st, err);
+        if (rc == MCDC_OK) rc = img_collect(&after, w, st, d->ncols, err);
+        sqlite3_finalize(st);
+    }
+    int64_t n = after.n;
+    if (rc == MCDC_OK && n > 0) {
+        tran_log_start(s);
+        rc = dml_log(x, d, kind, &before, &after, set_cols, err);
+    }
+    if (rc == MCDC_OK && implicit) rc = tran_commit(s, err);
+    if (rc == MCDC_OK && !implicit) rc = sim_db_state_put(s->db, "lsn", (int64_t)s->db->lsn);
+    if (rc == MCDC_OK) rc = sim_sql(w, err, "COMMIT");
+    if (rc != MCDC_OK) {
+        sqlite3_exec(w, "ROLLBACK", NULL, NULL, NULL);
+        s->db->lsn = lsn_save > s->db->lsn ? lsn_save : s->db->lsn; /* LSNs never go back */
+        s->cmd_id = cmd_save;
+        if (!was_logged) s->tran_logged = false;
+        if (implicit) tran_reset(s);
+    } else if (implicit) tran_reset(s);
+    pthread_mutex_unlock(&srv->mu);
+    img_free(&before);
+    img_free(&after);
+    *count = n;
+    return rc;
+}
+
+static int do_insert(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
+    sim_session *s = x->s;
+    i++;
+    if (i < end && tsql_tok_is(&t[i], "INTO")) i++;
+    dml d = {0};
+    int rc = dml_target(x, t, &i, end, &d, err);
+    int tcol[MCDC_COLUMNS_MAX];
+    int nt = 0;
+    mcdc_buf sql = {0}, ex = {0};
+    if (rc == MCDC_OK && i < end && tsql_tok_op(&t[i], "(")) {
+        i++;
+        while (i < end && !tsql_tok_op(&t[i], ")") && rc == MCDC_OK) {
+            char c[SIM_NAME_MAX];
+            if (tsql_tok_op(&t[i], ",")) { i++; continue; }
+            if (tok_ident(&t[i], c, sizeof c) != 0) { rc = syntax_err(err, t, i, end); break; }
+            int ci = col_index(&d, c);
+            if (ci < 0) { rc = sim_err(err, 207, "Invalid column name '%s'.", c); break; }
+            if (nt < MCDC_COLUMNS_MAX) tcol[nt++] = ci;
+            i++;
+        }
+        i++;
+    } else if (rc == MCDC_OK) {
+        for (int k = 0; k < d.ncols && k < MCDC_COLUMNS_MAX; k++) tcol[nt++] = k;
+    }
+    if (rc == MCDC_OK) {
+        if (i < end && tsql_tok_is(&t[i], "VALUES")) {
+            i++;
+            mcdc_buf_printf(&sql, NULL, "INSERT INTO \"%s\"(", d.tbl);
+            for (int k = 0; k < nt; k++) mcdc_buf_printf(&sql, NULL, "%s\"%s\"", k ? ", " : "", d.cols[tcol[k]].name);
+            mcdc_buf_append_str(&sql, ") VALUES ", NULL);
+            int nrows = 0;
+            while (i < end && rc == MCDC_OK) {
+                if (tsql_tok_op(&t[i], ",")) { i++; continue; }
+                if (!tsql_tok_op(&t[i], "(")) { rc = syntax_err(err, t, i, end); break; }
+                int dd = 0, close = -1;
+                for (int k = i; k < end; k++) {
+                    if (tsql_tok_op(&t[k], "(")) dd++;
+                    else if (tsql_tok_op(&t[k], ")") && --dd == 0) { close = k; break; }
+                }
+                if (close < 0) { rc = syntax_err(err, t, end, end); break; }
+                mcdc_buf_printf(&sql, NULL, "%s(", nrows ? ", " : "");
+                int a = i + 1, v = 0, d2 = 0;
+                for (int k = i + 1; k <= close && rc == MCDC_OK; k++) {
+                    if (k < close && tsql_tok_op(&t[k], "(")) d2++;
+                    else if (k < close && tsql_tok_op(&t[k], ")")) d2--;
+                    if (k == close || (d2 == 0 && tsql_tok_op(&t[k], ","))) {
+                        if (v >= nt) {
+                            rc = sim_err(err, 110, "There are more columns in the INSERT statement than values specified in the VALUES clause. The number of values in the VALUES clause must match the number of columns specified in the INSERT statement.");
+                            break;
+                        }
+                        mcdc_buf_reset(&ex);
+                        rc = xlate_expr(x, s->db->w, t, a, k, &ex, err);
+                        if (rc != MCDC_OK) break;
+                        char tn[64];
+                        sim_type_format(&d.cols[tcol[v]].type, tn, sizeof tn);
+                        mcdc_buf_printf(&sql, NULL, "%ssim_convert((%s), '%s', NULL)", v ? ", " : "", (const char *)ex.data, tn);
+                        v++;
+                        a = k + 1;
+                    }
+                }
+                if (rc == MCDC_OK && v != nt)
+                    rc = sim_err(err, 109, "There are more columns in the INSERT statement than values specified in the VALUES clause. The number of values in the VALUES clause must match the number of columns specified in the INSERT statement.");
+                mcdc_buf_append_str(&sql, ")", NULL);
+                nrows++;
+                i = close + 1;
+            }
+        } else if (i < end && tsql_tok_is(&t[i], "SELECT")) {
+            mcdc_buf_reset(&ex);
+            rc = xlate_expr(x, s->db->w, t, i, end, &ex, err);
+            if (rc == MCDC_OK) {
+                mcdc_buf_append_str(&sql, "WITH __q(", NULL);
+                for (int k = 0; k < nt; k++) mcdc_buf_printf(&sql, NULL, "%s__c%d", k ? ", " : "", k);
+                mcdc_buf_printf(&sql, NULL, ") AS (%s) INSERT INTO \"%s\"(", (const char *)ex.data, d.tbl);
+                for (int k = 0; k < nt; k++) mcdc_buf_printf(&sql, NULL, "%s\"%s\"", k ? ", " : "", d.cols[tcol[k]].name);
+                mcdc_buf_append_str(&sql, ") SELECT ", NULL);
+                for (int k = 0; k < nt; k++) {
+                    char tn[64];
+                    sim_type_format(&d.cols[tcol[k]].type, tn, sizeof tn);
+                    mcdc_buf_printf(&sql, NULL, "%ssim_convert(__c%d, '%s', NULL)", k ? ", " : "", k, tn);
+                }
+                mcdc_buf_append_str(&sql, " FROM __q WHERE 1", NULL);
+            }
+        } else if (i + 1 < end && tsql_tok_is(&t[i], "DEFAULT") && tsql_tok_is(&t[i + 1], "VALUES")) {
+            mcdc_buf_printf(&sql, NULL, "INSERT INTO \"%s\" DEFAULT VALUES", d.tbl);
+        } else rc = syntax_err(err, t, i, end);
+    }
+    int64_t count = 0;
+    if (rc == MCDC_OK) {
+        mcdc_buf_append_str(&sql, " RETURNING rowid", NULL);
+        append_cols(&sql, &d);
+        mcdc_buf_cstr(&sql, NULL);
+        rc = dml_exec(x, &d, 1, NULL, (const char *)sql.data, NULL, &count, err);
+    }
+    if (rc == MCDC_OK) {
+        s->rowcount = count;
+        send_done(x, count, true, false);
+    }
+    mcdc_buf_free(&sql);
+    mcdc_buf_free(&ex);
+    dml_free(&d);
+    return rc;
+}
+
+static int find_kw(const tsql_tok *t, int a, int end, const char *kw) {
+    int d = 0;
+    for (int k = a; k < end; k++) {
+        if (tsql_tok_op(&t[k], "(")) d++;
+        else if (tsql_tok_op(&t[k], ")")) d--;
+        else if (d == 0 && tsql_tok_is(&t[k], kw)) return k;
+    }
+    return end;
+}
+
+static int do_update_delete(stmt_ctx *x, const tsql_tok *t, int i, int end, bool is_update, mcdc_error *err) {
+    sim_session *s = x->s;
+    i++;
+    if (!is_update && i < end && tsql_tok_is(&t[i], "FROM")) i++;
+    if (i < end && tsql_tok_is(&t[i], "TOP")) return sim_err(err, 50000, "UPDATE/DELETE TOP is not supported by the simulator");
+    dml d = {0};
+    int rc = dml_target(x, t, &i, end, &d, err);
+    if (rc != MCDC_OK && err && err->server_number == 229) {
+        /* message names the right verb */
+        const char *dot = strchr(d.tbl, '.');
+        sim_err(err, 229, "The %s permission was denied on the object '%s', database '%s', schema '%.*s'.",
+                is_update ? "UPDATE" : "DELETE", d.short_name, s->db->name, dot ? (int)(dot - d.tbl) : 3, d.tbl);
+    }
+    mcdc_buf where = {0}, sql = {0}, before = {0}, ex = {0};
+    bool *set_cols = NULL;
+    int wpos = find_kw(t, i, end, "WHERE");
+    if (rc == MCDC_OK && find_kw(t, i, end, "FROM") < wpos)
+        rc = sim_err(err, 50000, "UPDATE/DELETE with FROM is not supported by the simulator");
+    if (rc == MCDC_OK && wpos < end) rc = xlate_expr(x, s->db->w, t, wpos + 1, end, &where, err);
+    if (rc == MCDC_OK) {
+        set_cols = mcdc_calloc((size_t)d.ncols + 1, sizeof *set_cols);
+        if (!set_cols) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    if (rc == MCDC_OK && is_update) {
+        if (i >= end || !tsql_tok_is(&t[i], "SET")) rc = syntax_err(err, t, i, end);
+        else i++;
+        mcdc_buf_printf(&sql, NULL, "UPDATE \"%s\" AS \"%s\" SET ", d.tbl, d.short_name);
+        int nset = 0;
+        while (rc == MCDC_OK && i < wpos) {
+            char parts[4][MCDC_IDENT_BYTES_MAX];
+            int np = xl_name_parts(t, &i, wpos, parts);
+            if (np == 0 || i >= wpos || !tsql_tok_op(&t[i], "=")) { rc = syntax_err(err, t, i, end); break; }
+            int ci = col_index(&d, parts[np - 1]);
+            if (ci < 0) { rc = sim_err(err, 207, "Invalid column name '%s'.", parts[np - 1]); break; }
+            set_cols[ci] = true;
+            i++;
+            int a = i, dd = 0;
+            while (i < wpos) {
+                if (tsql_tok_op(&t[i], "(")) dd++;
+                else if (tsql_tok_op(&t[i], ")")) dd--;
+                else if (dd == 0 && tsql_tok_op(&t[i], ",")) break;
+                i++;
+            }
+            mcdc_buf_reset(&ex);
+            rc = xlate_expr(x, s->db->w, t, a, i, &ex, err);
+            if (rc != MCDC_OK) break;
+            char tn[64];
+            sim_type_format(&d.cols[ci].type, tn, sizeof tn);
+            mcdc_buf_printf(&sql, NULL, "%s\"%s\" = sim_convert((%s), '%s', NULL)", nset ? ", " : "", d.cols[ci].name,
+                            (const char *)ex.data, tn);
+            nset++;
+            if (i < wpos && tsql_tok_op(&t[i], ",")) i++;
+        }
+        if (rc == MCDC_OK && nset == 0) rc = syntax_err(err, t, i, end);
+    } else if (rc == MCDC_OK) {
+        if (i < wpos) rc = syntax_err(err, t, i, end);
+        mcdc_buf_printf(&sql, NULL, "DELETE FROM \"%s\" AS \"%s\"", d.tbl, d.short_name);
+    }
+    int64_t count = 0;
+    if (rc == MCDC_OK) {
+        if (wpos < end) mcdc_buf_printf(&sql, NULL, " WHERE %s", (const char *)where.data);
+        mcdc_buf_append_str(&sql, " RETURNING rowid", NULL);
+        append_cols(&sql, &d);
+        mcdc_buf_cstr(&sql, NULL);
+        mcdc_buf_append_str(&before, "SELECT rowid", NULL);
+        append_cols(&before, &d);
+        mcdc_buf_printf(&before, NULL, " FROM \"%s\" AS \"%s\"", d.tbl, d.short_name);
+        if (wpos < end) mcdc_buf_printf(&before, NULL, " WHERE %s", (const char *)where.data);
+        mcdc_buf_cstr(&before, NULL);
+        rc = dml_exec(x, &d, is_update ? 2 : 3, (const char *)before.data, (const char *)sql.data, set_cols, &count, err);
+    }
+    if (rc == MCDC_OK) {
+        s->rowcount = count;
+        send_done(x, count, true, false);
+    }
+    mcdc_free(set_cols);
+    mcdc_buf_free(&where);
+    mcdc_buf_free(&sql);
+    mcdc_buf_free(&before);
+    mcdc_buf_free(&ex);
+    dml_free(&d);
+    return rc;
+}
+
+/* ---- other statements ---------------------------------------------------- */
+static int need_admin(stmt_ctx *x, const char *what, mcdc_error *err) {
+    if (x->s->admin) return MCDC_OK;
+    return sim_err(err, 262, "%s permission denied in database '%s'.", what, x->s->db->name);
+}
+
+static int do_create(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
+    sim_session *s = x->s;
+    sim_server *srv = s->srv;
+    i++;
+    if (i < end && tsql_tok_is(&t[i], "TABLE")) {
+        int rc = need_admin(x, "CREATE TABLE", err);
+        return rc == MCDC_OK ? create_table(x, t, i + 1, end, err) : rc;
+    }
+    if (i < end && tsql_tok_is(&t[i], "DATABASE")) {
+        char name[SIM_NAME_MAX];
+        int rc = need_admin(x, "CREATE DATABASE", err);
+        if (rc != MCDC_OK) return rc;
+        if (i + 1 >= end || tok_ident(&t[i + 1], name, sizeof name) != 0) return syntax_err(err, t, i + 1, end);
+        for (const char *p = name; *p; p++)
+            if (!isalnum((unsigned char)*p) && *p != '_' && *p != '-')
+                return sim_err(err, 50000, "the simulator only supports database names of letters, digits, '_' and '-' ('%s')", name);
+        pthread_mutex_lock(&srv->mu);
+        if (sim_find_db(srv, name)) rc = sim_err(err, 1801, "Database '%s' already exists. Choose a different database name.", name);
+        sim_db *d;
+        if (rc == MCDC_OK) rc = db_open(srv, name, true, &d, err);
+        if (rc == MCDC_OK) rc = sim_sql(master_db(srv)->w, err, "INSERT INTO __sim_databases VALUES (%Q)", name);
+        pthread_mutex_unlock(&srv->mu);
+        if (rc == MCDC_OK) send_done(x, 0, false, false);
+        return rc;
+    }
+    if (i < end && tsql_tok_is(&t[i], "LOGIN")) {
+        char name[SIM_NAME_MAX], pw[256] = "";
+        int rc = need_admin(x, "CREATE LOGIN", err);
+        if (rc != MCDC_OK) return rc;
+        if (i + 1 >= end || tok_ident(&t[i + 1], name, sizeof name) != 0) return syntax_err(err, t, i + 1, end);
+        int k = i + 2;
+        if (k + 3 < end && tsql_tok_is(&t[k], "WITH") && tsql_tok_is(&t[k + 1], "PASSWORD") && tsql_tok_op(&t[k + 2], "=") &&
+            (t[k + 3].t == TK_STR || t[k + 3].t == TK_NSTR))
+            tsql_tok_text(&t[k + 3], pw, sizeof pw);
+        else return syntax_err(err, t, k, end);
+        pthread_mutex_lock(&srv->mu);
+        sqlite3_stmt *st;
+        sqlite3 *m = master_db(srv)->w;
+        if (sqlite3_prepare_v2(m, "INSERT INTO __sim_logins VALUES (?, ?, 0)", -1, &st, NULL) == SQLITE_OK) {
+            sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+            sqlite3_bind_text(st, 2, pw, -1, SQLITE_STATIC);
+            if (sqlite3_step(st) != SQLITE_DONE) rc = sim_err(err, 15025, "The server principal '%s' already exists.", name);
+            sqlite3_finalize(st);
+        }
+        pthread_mutex_unlock(&srv->mu);
+        if (rc == MCDC_OK) send_done(x, 0, false, false);
+        return rc;
+    }
+    if (i < end && tsql_tok_is(&t[i], "USER")) {
+        char name[SIM_NAME_MAX], login[SIM_NAME_MAX];
+        int rc = need_admin(x, "CREATE USER", err);
+        if (rc != MCDC_OK) return rc;
+        if (i + 1 >= end || tok_ident(&t[i + 1], name, sizeof name) != 0) return syntax_err(err, t, i + 1, end);
+        snprintf(login, sizeof login, "%s", name);
+        int k = i + 2;
+        if (k + 2 < end && (tsql_tok_is(&t[k], "FOR") || tsql_tok_is(&t[k], "FROM")) && tsql_tok_is(&t[k + 1], "LOGIN"))
+            tok_ident(&t[k + 2], login, sizeof login);
+        pthread_mutex_lock(&srv->mu);
+        rc = sim_sql(s->db->w, NULL, "INSERT INTO __sim_users VALUES (%Q, %Q)", name, login);
+        if (rc != MCDC_OK) rc = sim_err(err, 15023, "User, group, or role '%s' already exists in the current database.", name);
+        pthread_mutex_unlock(&srv->mu);
+        if (rc == MCDC_OK) send_done(x, 0, false, false);
+        return rc;
+    }
+    if (i < end && (tsql_tok_is(&t[i], "SCHEMA") || tsql_tok_is(&t[i], "ROLE") || tsql_tok_is(&t[i], "INDEX") ||
+                    tsql_tok_is(&t[i], "NONCLUSTERED") || tsql_tok_is(&t[i], "UNIQUE") || tsql_tok_is(&t[i], "CLUSTERED"))) {
+        /* accepted, no effect (indexes: SQLite plans well enough) */
+        send_done(x, 0, false, false);
+        return MCDC_OK;
+    }
+    return sim_err(err, 50000, "CREATE %.*s is not supported by the simulator", i < end ? t[i].n : 0, i < end ? t[i].s : "");
+}
+
+static int do_alter_table(stmt_ctx *x, const tsql_tok *t, int i, int end, const char *text, mcdc_error *err) {
+    sim_session *s = x->s;
+    int start = i;
+    i += 2;
+    char parts[4][MCDC_IDENT_BYTES_MAX], tbl[SIM_NAME_MAX * 2];
+    int np = xl_name_parts(t, &i, end, parts);
+    if (np == 0) return syntax_err(err, t, i, end);
+    xl_table_name(parts, np, tbl, sizeof tbl);
+    int rc = need_admin(x, "ALTER TABLE", err);
+    if (rc != MCDC_OK) return rc;
+    pthread_mutex_lock(&s->srv->mu);
+    if (!table_exists_c(s->db->w, tbl)) {
+        pthread_mutex_unlock(&s->srv->mu);
+        return sim_err(err, 4902, "Cannot find the object \"%s\" because it does not exist or you do not have permissions.", parts[np - 1]);
+    }
+    rc = sim_sql(s->db->w, err, "BEGIN IMMEDIATE");
+    if (rc == MCDC_OK && i < end && tsql_tok_is(&t[i], "ADD")) {
+        i++;
+        while (i < end && rc == MCDC_OK) {
+            if (tsql_tok_op(&t[i], ",")) { i++; continue; }
+            if (tsql_tok_is(&t[i], "COLUMN")) i++;
+            col_def c;
+            bool pk, uq;
+            rc = parse_col_def(t, &i, end, &c, &pk, &uq, err);
+            if (rc != MCDC_OK) break;
+            if (!c.nullable) {
+                rc = sim_err(err, 4901, "ALTER TABLE only allows columns to be added that can contain nulls, or have a DEFAULT definition specified, or the column being added is an identity or timestamp column, or alternatively if none of the previous conditions are satisfied the table must be empty to allow addition of this last column. Column '%s' cannot be added to non-empty table '%s' because it does not satisfy these conditions.",
+                             c.name, parts[np - 1]);
+                break;
+            }
+            sqlite3_stmt *st;
+            int colid = 1;
+            if (sqlite3_prepare_v2(s->db->w, "SELECT coalesce(max(column_id), 0) + 1 FROM __sim_columns WHERE tbl = ?", -1, &st, NULL) == SQLITE_OK) {
+                sqlite3_bind_text(st, 1, tbl, -1, SQLITE_STATIC);
+                if (sqlite3_step(st) == SQLITE_ROW) colid = sqlite3_column_int(st, 0);
+                sqlite3_finalize(st);
+            }
+            rc = sim_sql(s->db->w, err, "ALTER TABLE \"%w\" ADD COLUMN \"%w\" %s", tbl, c.name, sim_type_affinity(&c.type));
+            if (rc == MCDC_OK) rc = catalog_add_col(s->db, tbl, colid, &c, err);
+        }
+    } else if (rc == MCDC_OK && i < end && tsql_tok_is(&t[i], "DROP")) {
+        i++;
+        if (i < end && tsql_tok_is(&t[i], "COLUMN")) i++;
+        while (i < end && rc == MCDC_OK) {
+            if (tsql_tok_op(&t[i], ",")) { i++; continue; }
+            char c[SIM_NAME_MAX];
+            if (tok_ident(&t[i], c, sizeof c) != 0) { rc = syntax_err(err, t, i, end); break; }
+            i++;
+            rc = sim_sql(s->db->w, err, "ALTER TABLE \"%w\" DROP COLUMN \"%w\"", tbl, c);
+            if (rc != MCDC_OK && err && err->server_number == 50000)
+                rc = sim_err(err, 4922, "ALTER TABLE DROP COLUMN %s failed because one or more objects access this column.", c);
+            if (rc == MCDC_OK) rc = sim_sql(s->db->w, err, "DELETE FROM __sim_columns WHERE tbl = %Q AND name = %Q", tbl, c);
+        }
+    } else if (rc == MCDC_OK) {
+        rc = sim_err(err, 50000, "this ALTER TABLE form is not supported by the simulator");
+    }
+    if (rc == MCDC_OK) {
+        /* the statement text for cdc.ddl_history */
+        const char *a = t[start].s, *b = end < 1 << 30 && t[end - 1].s ? t[end - 1].s + t[end - 1].n : a;
+        char *ddl = mcdc_strndup(a, (size_t)(b - a));
+        (void)text;
+        rc = sim_cdc_ddl(s, tbl, ddl ? ddl : "ALTER TABLE", err);
+        mcdc_free(ddl);
+    }
+    sim_sql(s->db->w, NULL, rc == MCDC_OK ? "COMMIT" : "ROLLBACK");
+    pthread_mutex_unlock(&s->srv->mu);
+    if (rc == MCDC_OK) send_done(x, 0, false, false);
+    return rc;
+}
+
+static int do_drop(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
+    sim_session *s = x->s;
+    i++;
+    if (i < end && tsql_tok_is(&t[i], "TABLE")) {
+        i++;
+        bool if_exists = false;
+        if (i + 1 < end && tsql_tok_is(&t[i], "IF") && tsql_tok_is(&t[i + 1], "EXISTS")) { if_exists = true; i += 2; }
+        char parts[4][MCDC_IDENT_BYTES_MAX], tbl[SIM_NAME_MAX * 2];
+        int np = xl_name_parts(t, &i, end, parts);
+        if (np == 0) return syntax_err(err, t, i, end);
+        xl_table_name(parts, np, tbl, sizeof tbl);
+        int rc = need_admin(x, "DROP TABLE", err);
+        if (rc != MCDC_OK) return rc;
+        pthread_mutex_lock(&s->srv->mu);
+        if (!table_exists_c(s->db->w, tbl) || ci_prefix(tbl, "sys.") || ci_prefix(tbl, "cdc.")) {
+            pthread_mutex_unlock(&s->srv->mu);
+            if (if_exists) { send_done(x, 0, false, false); return MCDC_OK; }
+            return sim_err(err, 3701, "Cannot drop the table '%s', because it does not exist or you do not have permission.", parts[np - 1]);
+        }
+        rc = sim_sql(s->db->w, err, "BEGIN IMMEDIATE");
+        if (rc == MCDC_OK) rc = sim_cdc_drop_table(s, tbl, err);
+        if (rc == MCDC_OK) rc = sim_sql(s->db->w, err, "DROP TABLE \"%w\"; DELETE FROM __sim_columns WHERE tbl = %Q; DELETE FROM __sim_tables WHERE name = %Q; DELETE FROM __sim_grants WHERE object = %Q", tbl, tbl, tbl, tbl);
+        sim_sql(s->db->w, NULL, rc == MCDC_OK ? "COMMIT" : "ROLLBACK");
+        pthread_mutex_unlock(&s->srv->mu);
+        if (rc == MCDC_OK) send_done(x, 0, false, false);
+        return rc;
+    }
+    return sim_err(err, 50000, "DROP %.*s is not supported by the simulator", i < end ? t[i].n : 0, i < end ? t[i].s : "");
+}
+
+static int do_grant(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
+    sim_session *s = x->s;
+    bool revoke = !tsql_tok_is(&t[i], "GRANT");
+    int rc = need_admin(x, "GRANT", err);
+    if (rc != MCDC_OK) return rc;
+    i++;
+    bool select = false;
+    while (i < end && !tsql_tok_is(&t[i], "ON") && !tsql_tok_is(&t[i], "TO")) {
+        if (tsql_tok_is(&t[i], "SELECT")) select = true;
+        i++;
+    }
+    char obj[SIM_NAME_MAX * 2] = "";
+    if (i < end && tsql_tok_is(&t[i], "ON")) {
+        i++;
+        if (i + 1 < end && (tsql_tok_is(&t[i], "OBJECT") || tsql_tok_is(&t[i], "SCHEMA")) && tsql_tok_op(&t[i + 1], "::")) i += 2;
+        char parts[4][MCDC_IDENT_BYTES_MAX];
+        int np = xl_name_parts(t, &i, end, parts);
+        if (np == 0) return syntax_err(err, t, i, end);
+        xl_table_name(parts, np, obj, sizeof obj);
+        if (!table_exists_c(s->db->w, obj))
+            return sim_err(err, 15151, "Cannot find the object '%s', because it does not exist or you do not have permission.", parts[np - 1]);
+    }
+    if (i >= end || (!tsql_tok_is(&t[i], "TO") && !tsql_tok_is(&t[i], "FROM"))) return syntax_err(err, t, i, end);
+    i++;
+    pthread_mutex_lock(&s->srv->mu);
+    while (i < end && rc == MCDC_OK) {
+        char who[SIM_NAME_MAX];
+        if (tsql_tok_op(&t[i], ",")) { i++; continue; }
+        if (tok_ident(&t[i], who, sizeof who) != 0) break;
+        i++;
+        if (select && obj[0]) {
+            if (revoke) rc = sim_sql(s->db->w, err, "DELETE FROM __sim_grants WHERE principal = %Q AND object = %Q", who, obj);
+            else rc = sim_sql(s->db->w, err, "INSERT OR IGNORE INTO __sim_grants VALUES (%Q, %Q, 'SELECT')", who, obj);
+        }
+    }
+    pthread_mutex_unlock(&s->srv->mu);
+    if (rc == MCDC_OK) send_done(x, 0, false, false);
+    return rc;
+}
+
+static int do_use(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
+    sim_session *s = x->s;
+    char name[SIM_NAME_MAX];
+    if (i + 1 >= end || tok_ident(&t[i + 1], name, sizeof name) != 0) return syntax_err(err, t, i + 1, end);
+    pthread_mutex_lock(&s->srv->mu);
+    sim_db *d = sim_find_db(s->srv, name);
+    bool ok = d && (s->admin || mcdc_str_ieq(d->name, "master") || db_has_user(d, s->login));
+    pthread_mutex_unlock(&s->srv->mu);
+    if (!d) return sim_err(err, 911, "Database '%s' does not exist. Make sure that the name is entered correctly.", name);
+    if (!ok)
+        return sim_err(err, 916, "The server principal \"%s\" is not able to access the database \"%s\" under the current security context.",
+                       s->login, d->name);
+    char old[SIM_NAME_MAX];
+    snprintf(old, sizeof old, "%s", s->db->name);
+    int rc = sess_use(s, d, err);
+    if (rc != MCDC_OK) return rc;
+    if (x->sink->database_changed && x->sink->database_changed(x->sink->ctx, d->name, old)) x->aborted = true;
+    char msg[SIM_NAME_MAX + 64];
+    snprintf(msg, sizeof msg, "Changed database context to '%s'.", d->name);
+    send_info(x, 5701, msg);
+    send_done(x, 0, false, false);
+    return MCDC_OK;
+}
+
+static int do_tran(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
+    sim_session *s = x->s;
+    (void)end;
+    int rc = MCDC_OK;
+    if (tsql_tok_is(&t[i], "BEGIN")) {
+        pthread_mutex_lock(&s->srv->mu);
+        s->trancount++;
+        if (s->trancount == 1) s->descriptor = ((uint64_t)s->spid << 32) | (s->descriptor + 1);
+        pthread_mutex_unlock(&s->srv->mu);
+        if (s->trancount == 1 && x->sink->transaction && x->sink->transaction(x->sink->ctx, 8, s->descriptor))
+            x->aborted = true;
+    } else if (tsql_tok_is(&t[i], "COMMIT")) {
+        if (s->trancount == 0)
+            return sim_err(err, 3902, "The COMMIT TRANSACTION request has no corresponding BEGIN TRANSACTION.");
+        pthread_mutex_lock(&s->srv->mu);
+        if (--s->trancount == 0) {
+            if (s->tran_db) {
+                rc = sim_sql(s->tran_db->w, err, "BEGIN IMMEDIATE");
+                if (rc == MCDC_OK) rc = tran_commit(s, err);
+                sim_sql(s->tran_db->w, NULL, rc == MCDC_OK ? "COMMIT" : "ROLLBACK");
+            }
+            tran_reset(s);
+        }
+        pthread_mutex_unlock(&s->srv->mu);
+        if (s->trancount == 0 && x->sink->transaction && x->sink->transaction(x->sink->ctx, 9, s->descriptor))
+            x->aborted = true;
+    } else { /* ROLLBACK */
+        if (s->trancount == 0)
+            return sim_err(err, 3903, "The ROLLBACK TRANSACTION request has no corresponding BEGIN TRANSACTION.");
+        pthread_mutex_lock(&s->srv->mu);
+        tran_rollback(s);
+        pthread_mutex_unlock(&s->srv->mu);
+        if (x->sink->transaction && x->sink->transaction(x->sink->ctx, 10, s->descriptor)) x->aborted = true;
+    }
+    if (rc == MCDC_OK) send_done(x, 0, false, false);
+    return rc;
+}
+
+static int do_declare(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
+    i++;
+    while (i < end) {
+        if (tsql_tok_op(&t[i], ",")) { i++; continue; }
+        if (t[i].t != TK_VAR) return syntax_err(err, t, i, end);
+        char name[SIM_NAME_MAX], tt[64];
+        snprintf(name, sizeof name, "%.*s", t[i].n, t[i].s);
+        i++;
+        if (i < end && tsql_tok_is(&t[i], "AS")) i++;
+        sim_type ty;
+        if (!parse_type_at(t, &i, end, &ty, tt, sizeof tt))
+            return sim_err(err, 2715, "Column, parameter, or variable #1: Cannot find data type %s.", tt);
+        int rc = var_declare(x->s, name, &ty, err);
+        if (rc != MCDC_OK) return rc;
+        if (i < end && tsql_tok_op(&t[i], "=")) {
+            i++;
+            int a = i, d = 0;
+            while (i < end) {
+                if (tsql_tok_op(&t[i], "(")) d++;
+                else if (tsql_tok_op(&t[i], ")")) d--;
+                else if (d == 0 && tsql_tok_op(&t[i], ",")) break;
+                i++;
+            }
+            rc = eval_into(x, t, a, i, var_find(x->s, name), err);
+            if (rc != MCDC_OK) return rc;
+        }
+    }
+    send_done(x, 0, false, false);
+    return MCDC_OK;
+}
+
+static int do_set(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
+    sim_session *s = x->s;
+    i++;
+    if (i < end && t[i].t == TK_VAR) {
+        char name[SIM_NAME_MAX];
+        snprintf(name, sizeof name, "%.*s", t[i].n, t[i].s);
+        sim_var *v = var_find(s, name);
+        if (!v) return sim_err(err, 137, "Must declare the scalar variable \"%s\".", name);
+        if (i + 1 >= end || !tsql_tok_op(&t[i + 1], "=")) return syntax_err(err, t, i + 1, end);
+        int rc = eval_into(x, t, i + 2, end, v, err);
+        if (rc == MCDC_OK) send_done(x, 0, false, false);
+        return rc;
+    }
+    if (i + 1 < end && tsql_tok_is(&t[i], "NOCOUNT")) s->nocount = tsql_tok_is(&t[i + 1], "ON");
+    /* TEXTSIZE, LOCK_TIMEOUT, TRANSACTION ISOLATION LEVEL, ANSI_*, XACT_ABORT...: accepted */
+    send_done(x, 0, false, false);
+    return MCDC_OK;
+}
+
+/* EXEC proc args: evaluates arguments into a sim_proc_args. */
+static void args_free(sim_proc_args *a) {
+    for (int k = 0; k < a->n; k++) sqlite3_value_free(a->vals[k]);
+    a->n = 0;
+}
+
+static int eval_value(stmt_ctx *x, const tsql_tok *t, int a, int b, sqlite3_value **out, mcdc_error *err) {
+    sim_session *s = x->s;
+    *out = NULL;
+    if (b == a + 1 && tsql_tok_is(&t[a], "DEFAULT")) return MCDC_OK;
+    mcdc_buf ex = {0}, q = {0};
+    int rc = xlate_expr(x, s->rd, t, a, b, &ex, err);
+    if (rc == MCDC_OK) {
+        mcdc_buf_printf(&q, NULL, "SELECT %s", (const char *)ex.data);
+        rc = mcdc_buf_cstr(&q, err);
+    }
+    sqlite3_stmt *st = NULL;
+    if (rc == MCDC_OK && sqlite3_prepare_v2(s->rd, (const char *)q.data, -1, &st, NULL) != SQLITE_OK)
+        rc = sim_sqlite_err(s->rd, SQLITE_ERROR, err);
+    if (rc == MCDC_OK) rc = bind_vars(s, st, err);
+    if (rc == MCDC_OK) {
+        int r = sqlite3_step(st);
+        if (r == SQLITE_ROW) *out = sqlite3_value_dup(sqlite3_column_value(st, 0));
+        else rc = sim_sqlite_err(s->rd, r, err);
+    }
+    sqlite3_finalize(st);
+    mcdc_buf_free(&ex);
+    mcdc_buf_free(&q);
+    return rc;
+}
+
+static int run_tokens(stmt_ctx *x, const tsql_tok *t, int n);
+static int run_proc(stmt_ctx *x, const char *proc, sim_proc_args *a, mcdc_error *err);
+
+static int do_exec(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
+    i++;
+    if (i + 1 < end && t[i].t == TK_VAR && tsql_tok_op(&t[i + 1], "=")) i += 2; /* @rc = proc */
+    char parts[4][MCDC_IDENT_BYTES_MAX];
+    int np = xl_name_parts(t, &i, end, parts);
+    if (np == 0) return syntax_err(err, t, i, end);
+    char proc[SIM_NAME_MAX * 2];
+    if (np >= 2 && parts[np - 2][0]) snprintf(proc, sizeof proc, "%s.%s", parts[np - 2], parts[np - 1]);
+    else snprintf(proc, sizeof proc, "%s", parts[np - 1]);
+    sim_proc_args *a = mcdc_calloc(1, sizeof *a);
+    if (!a) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    int rc = MCDC_OK;
+    while (i < end && rc == MCDC_OK) {
+        if (tsql_tok_op(&t[i], ",")) { i++; continue; }
+        if (a->n >= 32) { rc = mcdc_error_set(err, MCDC_E_LIMIT, "more than 32 procedure arguments"); break; }
+        a->names[a->n][0] = 0;
+        if (t[i].t == TK_VAR && i + 1 < end && tsql_tok_op(&t[i + 1], "=")) {
+            snprintf(a->names[a->n], SIM_NAME_MAX, "%.*s", t[i].n, t[i].s);
+            i += 2;
+        }
+        int s0 = i, d = 0;
+        while (i < end) {
+            if (tsql_tok_op(&t[i], "(")) d++;
+            else if (tsql_tok_op(&t[i], ")")) d--;
+            else if (d == 0 && (tsql_tok_op(&t[i], ",") || tsql_tok_is(&t[i], "OUTPUT") || tsql_tok_is(&t[i], "OUT"))) break;
+            i++;
+        }
+        rc = eval_value(x, t, s0, i, &a->vals[a->n], err);
+        a->n++;
+        if (i < end && (tsql_tok_is(&t[i], "OUTPUT") || tsql_tok_is(&t[i], "OUT"))) i++;
+    }
+    if (rc == MCDC_OK) rc = run_proc(x, proc, a, err);
+    args_free(a);
+    mcdc_free(a);
+    return rc;
+}
+
+/* sp_executesql: @stmt, @params, values. */
+static int exec_sql_with_params(stmt_ctx *x, sim_proc_args *a, mcdc_error *err) {
+    sim_session *s = x->s;
+    const char *stmt = sim_arg_text(a, "@stmt", 0);
+    if (!stmt) return sim_err(err, 214, "Procedure expects parameter '@statement' of type 'ntext/nchar/nvarchar'.");
+    const char *decl = sim_arg_text(a, "@params", 1);
+    int rc = MCDC_OK;
+    /* declare the parameters */
+    if (decl && decl[0]) {
+        tsql_tok *dt = NULL;
+        int dn = 0;
+        rc = tsql_lex(&dt, &dn, decl, strlen(decl), err);
+        int i = 0, pos = 2;
+        while (rc == MCDC_OK && i < dn) {
+            if (tsql_tok_op(&dt[i], ",")) { i++; continue; }
+            if (dt[i].t != TK_VAR) { rc = syntax_err(err, dt, i, dn); break; }
+            char name[SIM_NAME_MAX], tt[64];
+            snprintf(name, sizeof name, "%.*s", dt[i].n, dt[i].s);
+            i++;
+            sim_type ty;
+            if (!parse_type_at(dt, &i, dn, &ty, tt, sizeof tt)) { rc = sim_err(err, 2715, "Cannot find data type %s.", tt); break; }
+            while (i < dn && !tsql_tok_op(&dt[i], ",")) i++; /* OUTPUT, = default */
+            sim_var *v = var_find(s, name);
+            if (!v) {
+                rc = var_declare(s, name, &ty, err);
+                v = var_find(s, name);
+            }
+            if (rc != MCDC_OK || !v) break;
+            sqlite3_value *val = sim_arg(a, name, -1);
+            if (!val && pos < a->n && !a->names[pos][0]) val = a->vals[pos];
+            pos++;
+            if (val) rc = var_assign(s, v, val, err);
+        }
+        mcdc_free(dt);
+    }
+    if (rc != MCDC_OK) return rc;
+    tsql_tok *toks = NULL;
+    int n = 0;
+    rc = tsql_lex(&toks, &n, stmt, strlen(stmt), err);
+    if (rc != MCDC_OK) {
+        if (err && !err->server_number) { err->server_number = 102; err->server_class = 15; }
+        return rc;
+    }
+    bool save = x->in_proc;
+    x->in_proc = true;
+    rc = run_tokens(x, toks, n);
+    x->in_proc = save;
+    mcdc_free(toks);
+    return rc == SIM_EXEC_ABORTED ? -998 : MCDC_OK;
+}
+
+static int run_proc(stmt_ctx *x, const char *proc, sim_proc_args *a, mcdc_error *err) {
+    const char *p = proc;
+    if (ci_prefix(p, "dbo.") ) p += 4;
+    int status = 0, rc;
+    bool handled = false;
+    bool save = x->in_proc;
+    x->in_proc = true;
+    if (mcdc_str_ieq(p, "sp_executesql") || mcdc_str_ieq(p, "sys.sp_executesql")) {
+        rc = exec_sql_with_params(x, a, err);
+        handled = true;
+        if (rc == -998) { x->in_proc = save; return MCDC_OK; }
+    } else {
+        rc = sim_cdc_proc(x->s, p, a, x->sink, &status, err, &handled);
+    }
+    x->in_proc = save;
+    if (!handled)
+        return sim_err(err, 2812, "Could not find stored procedure '%s'.", proc);
+    if (rc != MCDC_OK) return rc;
+    if (x->sink->return_status && x->sink->return_status(x->sink->ctx, status)) x->aborted = true;
+    send_done(x, 0, false, false);
+    return MCDC_OK;
+}
+
+/* SELECT statement with possible "@v = expr" items. */
+static int do_select(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
+    int k = i + 1;
+    if (k < end && tsql_tok_is(&t[k], "TOP")) {
+        k++;
+        if (k < end && tsql_tok_op(&t[k], "(")) {
+            int d = 0;
+            for (; k < end; k++) {
+                if (tsql_tok_op(&t[k], "(")) d++;
+                else if (tsql_tok_op(&t[k], ")") && --d == 0) { k++; break; }
+            }
+        } else k++;
+    }
+    if (!(k + 1 < end && t[k].t == TK_VAR && tsql_tok_op(&t[k + 1], "="))) return run_query(x, t, i, end, NULL, 0, err);
+    /* assignment select: strip the "@v =" prefixes */
+    tsql_tok *tk = mcdc_malloc(((size_t)(end - i) + 1) * sizeof *tk);
+    const sim_var *as[64];
+    int na = 0, o = 0, d = 0;
+    if (!tk) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    bool item_start = false;
+    for (int q = i; q < end; q++) {
+        if (q == k) item_start = true;
+        if (tsql_tok_op(&t[q], "(")) d++;
+        else if (tsql_tok_op(&t[q], ")")) d--;
+        if (item_start && d == 0 && t[q].t == TK_VAR && q + 1 < end && tsql_tok_op(&t[q + 1], "=")) {
+            char name[SIM_NAME_MAX];
+            snprintf(name, sizeof name, "%.*s", t[q].n, t[q].s);
+            sim_var *v = var_find(x->s, name);
+            if (!v) { mcdc_free(tk); return sim_err(err, 137, "Must declare the scalar variable \"%s\".", name); }
+            if (na < 64) as[na++] = v;
+            q++;
+            item_start = false;
+            continue;
+        }
+        if (d == 0 && tsql_tok_op(&t[q], ",")) item_start = true;
+        if (d == 0 && tsql_tok_is(&t[q], "FROM")) item_start = false;
+        tk[o++] = t[q];
+    }
+    tk[o].t = TK_EOF;
+    tk[o].s = "";
+    tk[o].n = 0;
+    int rc = run_query(x, tk, 0, o, as, na, err);
+    mcdc_free(tk);
+    return rc;
+}
+
+static int run_statement(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
+    const tsql_tok *f = &t[i];
+    if (tsql_tok_is(f, "SELECT")) return do_select(x, t, i, end, err);
+    if (tsql_tok_op(f, "(")) return run_query(x, t, i, end, NULL, 0, err);
+    if (tsql_tok_is(f, "INSERT")) return do_insert(x, t, i, end, err);
+    if (tsql_tok_is(f, "UPDATE")) return do_update_delete(x, t, i, end, true, err);
+    if (tsql_tok_is(f, "DELETE")) return do_update_delete(x, t, i, end, false, err);
+    if (tsql_tok_is(f, "CREATE")) return do_create(x, t, i, end, err);
+    if (tsql_tok_is(f, "ALTER")) {
+        if (i + 1 < end && tsql_tok_is(&t[i + 1], "TABLE")) return do_alter_table(x, t, i, end, NULL, err);
+        send_done(x, 0, false, false); /* ALTER DATABASE / ROLE ...: accepted */
+        return MCDC_OK;
+    }
+    if (tsql_tok_is(f, "DROP")) return do_drop(x, t, i, end, err);
+    if (tsql_tok_is(f, "GRANT") || tsql_tok_is(f, "REVOKE") || tsql_tok_is(f, "DENY")) return do_grant(x, t, i, end, err);
+    if (tsql_tok_is(f, "USE")) return do_use(x, t, i, end, err);
+    if (tsql_tok_is(f, "BEGIN")) {
+        if (i + 1 < end && (tsql_tok_is(&t[i + 1], "TRAN") || tsql_tok_is(&t[i + 1], "TRANSACTION")))
+            return do_tran(x, t, i, end, err);
+        return sim_err(err, 50000, "BEGIN ... END blocks are not supported by the simulator");
+    }
+    if (tsql_tok_is(f, "COMMIT") || tsql_tok_is(f, "ROLLBACK")) return do_tran(x, t, i, end, err);
+    if (tsql_tok_is(f, "DECLARE")) return do_declare(x, t, i, end, err);
+    if (tsql_tok_is(f, "SET")) return do_set(x, t, i, end, err);
+    if (tsql_tok_is(f, "EXEC") || tsql_tok_is(f, "EXECUTE")) return do_exec(x, t, i, end, err);
+    if (tsql_tok_is(f, "CHECKPOINT")) { send_done(x, 0, false, false); return MCDC_OK; }
+    if (tsql_tok_is(f, "PRINT")) {
+        sqlite3_value *v = NULL;
+        int rc = eval_value(x, t, i + 1, end, &v, err);
+        if (rc == MCDC_OK) {
+            const unsigned char *txt = v ? sqlite3_value_text(v) : NULL;
+            if (x->sink->message && x->sink->message(x->sink->ctx, false, 0, 1, 0, txt ? (const char *)txt : "", "", f->line))
+                x->aborted = true;
+            send_done(x, 0, false, false);
+        }
+        sqlite3_value_free(v);
+        return rc;
+    }
+    if (tsql_tok_is(f, "WAITFOR")) {
+        /* WAITFOR DELAY 'hh:mm:ss[.mmm]' (real time, at most 60 s) */
+        char d[32] = "";
+        if (i + 2 < end && tsql_tok_is(&t[i + 1], "DELAY")) tsql_tok_text(&t[i + 2], d, sizeof d);
+        int h = 0, m = 0;
+        double sec = 0;
+        if (sscanf(d, "%d:%d:%lf", &h, &m, &sec) >= 2) {
+            double ms = ((h * 60.0 + m) * 60.0 + sec) * 1000.0;
+            if (ms > 60000) ms = 60000;
+            mcdc_sleep_ms((int64_t)ms);
+        }
+        send_done(x, 0, false, false);
+        return MCDC_OK;
+    }
+    if (tsql_tok_is(f, "TRUNCATE")) {
+        return sim_err(err, 50000, "TRUNCATE TABLE is not supported by the simulator (use DELETE)");
+    }
+    return syntax_err(err, t, i, end);
+}
+
+/* Runs all statements of a token array. Returns SIM_EXEC_OK / ABORTED. */
+static int run_tokens(stmt_ctx *x, const tsql_tok *t, int n) {
+    int i = 0;
+    while (i < n && !x->aborted) {
+        if (tsql_tok_op(&t[i], ";")) { i++; continue; }
+        if (tsql_tok_is(&t[i], "GO")) { i++; continue; }
+        int end = stmt_end(t, i, n);
+        mcdc_error err = MCDC_ERROR_INIT;
+        int rc = run_statement(x, t, i, end, &err);
+        if (rc != MCDC_OK && rc != -999) {
+            send_error(x, &err, t[i].line);
+            /* compile errors end the batch, as SQL Server's parse would */
+            if (err.server_number == 102 || err.server_number == 105) break;
+        }
+        i = end;
+    }
+    return x->aborted ? SIM_EXEC_ABORTED : SIM_EXEC_OK;
+}
+
+int sim_exec_batch(sim_session *s, const char *sql, size_t len, const sim_sink *sink) {
+    stmt_ctx x = {s, sink, false, false, sql};
+    tsql_tok *t = NULL;
+    int n = 0;
+    mcdc_error err = MCDC_ERROR_INIT;
+    s->requests++;
+    vars_clear(s);
+    if (tsql_lex(&t, &n, sql, len, &err) != MCDC_OK) {
+        if (!err.server_number) { err.server_number = err.code == MCDC_E_LIMIT ? 8621 : 105; err.server_class = 15; }
+        send_error(&x, &err, 1);
+        return x.aborted ? SIM_EXEC_ABORTED : SIM_EXEC_OK;
+    }
+    int rc = run_tokens(&x, t, n);
+    mcdc_free(t);
+    vars_clear(s);
+    return rc;
+}
+
+sqlite3_value *sim_arg(const sim_proc_args *a, const char *name, int pos) {
+    for (int k = 0; k < a->n; k++) if (a->names[k][0] && mcdc_str_ieq(a->names[k], name)) return a->vals[k];
+    if (pos >= 0 && pos < a->n && !a->names[pos][0]) return a->vals[pos];
+    return NULL;
+}
+
+const char *sim_arg_text(const sim_proc_args *a, const char *name, int pos) {
+    sqlite3_value *v = sim_arg(a, name, pos);
+    if (!v || sqlite3_value_type(v) == SQLITE_NULL) return NULL;
+    return (const char *)sqlite3_value_text(v);
+}
+
+int sim_exec_rpc(sim_session *s, const char *proc_name, const sim_param *params, int nparams, const sim_sink *sink) {
+    stmt_ctx x = {s, sink, false, false, ""};
+    mcdc_error err = MCDC_ERROR_INIT;
+    s->requests++;
+    vars_clear(s);
+    sim_proc_args *a = mcdc_calloc(1, sizeof *a);
+    if (!a) return SIM_EXEC_ABORTED;
+    /* values into sqlite3_values via the conversion statement */
+    int rc = MCDC_OK;
+    const char *proc = proc_name;
+    int first = 0;
+    if (mcdc_str_ieq(proc, "sp_prepexec")) { proc = "sp_executesql"; first = 1; }
+    for (int k = first; k < nparams && k - first < 32 && rc == MCDC_OK; k++) {
+        const sim_param *p = &params[k];
+        snprintf(a->names[a->n], SIM_NAME_MAX, "%s", p->name ? p->name : "");
+        sqlite3_stmt *st = s->conv;
+        sqlite3_reset(st);
+        switch (p->value.kind) {
+        case SIM_V_INT: sqlite3_bind_int64(st, 1, p->value.i); break;
+        case SIM_V_REAL: sqlite3_bind_double(st, 1, p->value.f); break;
+        case SIM_V_TEXT: sqlite3_bind_text(st, 1, (const char *)p->value.p, (int)p->value.n, SQLITE_TRANSIENT); break;
+        case SIM_V_BLOB: sqlite3_bind_blob(st, 1, p->value.p, (int)p->value.n, SQLITE_TRANSIENT); break;
+        default: sqlite3_bind_null(st, 1); break;
+        }
+        char tn[64];
+        sim_type_format(&p->type, tn, sizeof tn);
+        if (p->type.id == 0) snprintf(tn, sizeof tn, "nvarchar(max)");
+        sqlite3_bind_text(st, 2, tn, -1, SQLITE_TRANSIENT);
+        if (sqlite3_step(st) == SQLITE_ROW) a->vals[a->n] = sqlite3_value_dup(sqlite3_column_value(st, 0));
+        else rc = sim_sqlite_err(s->rd, SQLITE_ERROR, &err);
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        a->n++;
+    }
+    if (rc == MCDC_OK) rc = run_proc(&x, proc, a, &err);
+    if (rc != MCDC_OK) send_error(&x, &err, 1);
+    args_free(a);
+    mcdc_free(a);
+    vars_clear(s);
+    return x.aborted ? SIM_EXEC_ABORTED : SIM_EXEC_OK;
+}
+
+/* ---- faults -------------------------------------------------------------- */
+int sim_fault_add(sim_server *srv, int setter_spid, const char *kind, int count, int ms, int times, mcdc_error *err);
+int sim_fault_add(sim_server *srv, int setter_spid, const char *kind, int count, int ms, int times, mcdc_error *err) {
+    fault_kind k;
+    if (mcdc_str_ieq(kind, "drop_after_rows")) k = FAULT_DROP_AFTER_ROWS;
+    else if (mcdc_str_ieq(kind, "drop_at_query")) k = FAULT_DROP_AT_QUERY;
+    else if (mcdc_str_ieq(kind, "delay")) k = FAULT_DELAY;
+    else if (mcdc_str_ieq(kind, "stall")) k = FAULT_STALL;
+    else if (mcdc_str_ieq(kind, "refuse_login")) k = FAULT_REFUSE_LOGIN;
+    else return sim_err(err, 50000, "sim.fault: unknown @kind '%s' (drop_after_rows, drop_at_query, delay, stall, refuse_login)", kind);
+    pthread_mutex_lock(&srv->mu);
+    if (srv->nfaults >= SIM_FAULTS_MAX) {
+        pthread_mutex_unlock(&srv->mu);
+        return sim_err(err, 50000, "sim.fault: more than %d faults set; EXEC sim.clear_faults first", SIM_FAULTS_MAX);
+    }
+    sim_fault *f = &srv->faults[srv->nfaults++];
+    memset(f, 0, sizeof *f);
+    f->kind = k;
+    f->count = count;
+    f->ms = ms;
+    f->times = times > 0 ? times : 1;
+    f->setter_spid = setter_spid;
+    pthread_mutex_unlock(&srv->mu);
+    return MCDC_OK;
+}
+
+void sim_fault_clear(sim_server *srv);
+void sim_fault_clear(sim_server *srv) {
+    pthread_mutex_lock(&srv->mu);
+    srv->nfaults = 0;
+    pthread_mutex_unlock(&srv->mu);
+}
+
+static void fault_fired(sim_server *srv, int k) {
+    if (--srv->faults[k].times <= 0) {
+        memmove(&srv->faults[k], &srv->faults[k + 1], (size_t)(srv->nfaults - k - 1) * sizeof srv->faults[0]);
+        srv->nfaults--;
+    }
+}
+
+void sim_fault_check(sim_server *srv, sim_session *s, sim_fault_point point, sim_fault_action *out) {
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&srv->mu);
+    int spid = s ? s->spid : 0;
+    if (point == SIM_FAULT_QUERY && s) s->req_rows = 0;
+    for (int k = 0; k < srv->nfaults; k++) {
+        sim_fault *f = &srv->faults[k];
+        if (spid && f->setter_spid == spid) continue;
+        bool fire = false;
+        switch (point) {
+        case SIM_FAULT_LOGIN:
+            if (f->kind == FAULT_REFUSE_LOGIN) { out->refuse_login = true; fire = true; }
+            break;
+        case SIM_FAULT_QUERY:
+            if (f->kind == FAULT_DROP_AT_QUERY) {
+                f->seen++;
+                if (f->seen >= (f->count > 0 ? f->count : 1)) { out->drop_connection = true; fire = true; f->seen = 0; }
+            } else if (f->kind == FAULT_DELAY) { out->delay_ms = f->ms; fire = true; }
+            else if (f->kind == FAULT_STALL) { out->stall_ms = f->ms; fire = true; }
+            break;
+        case SIM_FAULT_ROW:
+            if (f->kind == FAULT_DROP_AFTER_ROWS && s && s->req_rows >= f->count) { out->drop_connection = true; fire = true; }
+            break;
+        }
+        if (fire) { fault_fired(srv, k); break; }
+    }
+    if (point == SIM_FAULT_ROW && s && !out->drop_connection) s->req_rows++;
+    pthread_mutex_unlock(&srv->mu);
+}

@@ -1,0 +1,175 @@
+/*
+ * sim_engine_int.h - shared internals of the simulator engine (sim_engine.c,
+ * sim_cdc.c, sim_work.c). Not for the TDS layer.
+ *
+ * Storage: one SQLite file per T-SQL database (<data_dir>/<name>.db); the
+ * master database file also holds the server state (logins, clock offset,
+ * zone). All writes go through one writer connection per database, under
+ * the server mutex, one statement at a time. SELECTs run on the session's
+ * own read connection (WAL) without the mutex.
+ */
+#ifndef SIM_ENGINE_INT_H
+#define SIM_ENGINE_INT_H
+
+#include <pthread.h>
+#include <sqlite3.h>
+
+#include "sim_engine.h"
+#include "sim_tz.h"
+#include "sim_val.h"
+#include "tsql_lex.h"
+#include "tsql_xlate.h"
+
+#define SIM_NAME_MAX MCDC_IDENT_BYTES_MAX
+#define SIM_VARS_MAX 256
+#define SIM_FAULTS_MAX 32
+#define SIM_IDLE_ENTRY_S 305 /* measured idle mapping interval, reference §3.8 */
+#define SIM_LSN_FIRST 0x002A000001000000ULL /* VLF 0x2A, block 0x100, slot 0 */
+
+typedef struct sim_db {
+    char name[SIM_NAME_MAX];
+    char path[1024];
+    sqlite3 *w; /* writer connection, under srv->mu */
+    uint64_t lsn;      /* last allocated LSN (low 64 bits of the 80) */
+    uint64_t tran_seq; /* transaction ids */
+    bool cdc_enabled;
+    int64_t retention_min; /* 0 = no automatic cleanup */
+    struct sim_db *next;
+} sim_db;
+
+typedef struct sim_var {
+    char name[SIM_NAME_MAX]; /* with '@' */
+    sim_type type;
+    int kind; /* SQLITE_NULL/INTEGER/FLOAT/TEXT/BLOB */
+    int64_t i;
+    double f;
+    uint8_t *p; /* owned */
+    size_t n;
+} sim_var;
+
+typedef enum { FAULT_DROP_AFTER_ROWS = 1, FAULT_DROP_AT_QUERY, FAULT_DELAY, FAULT_STALL, FAULT_REFUSE_LOGIN } fault_kind;
+
+typedef struct sim_fault {
+    fault_kind kind;
+    int count, ms, times;
+    int setter_spid;
+    int64_t seen; /* queries seen since set (drop_at_query) */
+} sim_fault;
+
+typedef struct sim_undo {
+    char *sql; /* owned; run in reverse order on ROLLBACK */
+    struct sim_undo *prev;
+} sim_undo;
+
+struct sim_session {
+    sim_server *srv;
+    int spid;
+    char login[SIM_NAME_MAX];
+    bool admin;
+    sim_db *db;
+    sqlite3 *rd; /* read connection to db */
+    sqlite3_stmt *conv; /* SELECT sim_convert(?1, ?2, NULL) on rd */
+    sim_clock_src clk;
+    sim_var vars[SIM_VARS_MAX];
+    int nvars;
+    bool nocount;
+    int packet_size;
+    int64_t rowcount;
+    /* transaction */
+    int trancount;
+    bool tran_logged;      /* a DML ran: begin LSN/time/tran id assigned */
+    sim_db *tran_db;
+    uint64_t tran_id, tran_begin_lsn;
+    int64_t tran_begin_utc_us;
+    int cmd_id;
+    bool tran_cdc;         /* pending change rows exist */
+    char tran_cis[8][SIM_NAME_MAX];
+    int tran_ncis;
+    sim_undo *undo;
+    uint64_t descriptor;
+    /* faults / stats */
+    int64_t req_rows;
+    int64_t net_wait_ms;
+    int64_t requests;
+};
+
+struct sim_server {
+    pthread_mutex_t mu;
+    char *data_dir;
+    char *sa_password;
+    int product_major;
+    sim_db *dbs;
+    int64_t clock_off_us;
+    const sim_tz *tz;
+    int capture_poll_ms, capture_latency_ms, capture_maxtrans;
+    pthread_t cap_thread;
+    bool cap_started, stop;
+    pthread_cond_t cap_cv;
+    sim_session *sessions[MCDC_SIM_SESSIONS_MAX];
+    sim_fault faults[SIM_FAULTS_MAX];
+    int nfaults;
+    sim_clock_src clk;
+    struct sim_worker *workers;
+};
+
+/* ---- sim_engine.c ------------------------------------------------------ */
+int64_t sim_srv_utc_us(sim_server *srv);
+int64_t sim_srv_local_us(sim_server *srv, int64_t utc_us);
+void sim_lsn_bytes(uint64_t v, uint8_t out[10]);
+uint64_t sim_lsn_value(const uint8_t *b, int n);
+uint64_t sim_lsn_next(sim_db *d);
+int sim_db_state_put(sim_db *d, const char *k, int64_t v);
+/* Runs SQL on a connection; error text into err (number 50000 unless set). */
+int sim_sql(sqlite3 *c, mcdc_error *err, const char *fmt, ...); /* sqlite3_mprintf formats (%Q, %w) */
+/* Maps a SQLite error to SQL Server's number and text. */
+int sim_sqlite_err(sqlite3 *c, int rc, mcdc_error *err);
+int sim_err(mcdc_error *err, int number, const char *fmt, ...) MCDC_PRINTF(3, 4);
+sim_db *sim_find_db(sim_server *srv, const char *name);
+bool sim_col_type(sqlite3 *c, const char *tbl, const char *col, sim_type *out, bool *nullable);
+
+/* ---- sim_cdc.c --------------------------------------------------------- */
+typedef struct sim_proc_args {
+    int n;
+    char names[32][SIM_NAME_MAX];
+    sqlite3_value *vals[32]; /* owned dups (sqlite3_value_free) */
+} sim_proc_args;
+sqlite3_value *sim_arg(const sim_proc_args *a, const char *name, int pos);
+/* Text of an argument (borrowed) or NULL. */
+const char *sim_arg_text(const sim_proc_args *a, const char *name, int pos);
+
+/* Runs a CDC/sim procedure; returns 1 if the name was one of them. */
+int sim_cdc_proc(sim_session *s, const char *proc, const sim_proc_args *a, const sim_sink *sink, int *status,
+                 mcdc_error *err, bool *handled);
+/* Writes pending change rows for one row change of table tbl (under mu). */
+typedef struct sim_rowimg {
+    int64_t rowid;
+    sqlite3_value **v; /* ncols */
+} sim_rowimg;
+int sim_cdc_capture_row(sim_session *s, const char *tbl, char cols[][SIM_NAME_MAX], int ncols, int op,
+                        const sim_rowimg *img, const bool *set_cols, uint64_t seqval, int cmd_id,
+                        mcdc_error *err);
+bool sim_cdc_table_captured(sim_db *d, const char *tbl);
+/* Commit: give the session's pending rows the commit LSN, queue the tx. */
+int sim_cdc_commit(sim_session *s, uint64_t commit_lsn, mcdc_error *err);
+void sim_cdc_rollback(sim_session *s);
+/* One capture scan over every database (under mu). */
+void sim_cdc_scan(sim_server *srv, bool ignore_latency);
+void *sim_cdc_thread(void *arg);
+int sim_cdc_init_db(sim_db *d, mcdc_error *err);
+/* DDL on a captured table: ddl_history rows. */
+int sim_cdc_ddl(sim_session *s, const char *tbl, const char *ddl_text, mcdc_error *err);
+int sim_cdc_drop_table(sim_session *s, const char *tbl, mcdc_error *err);
+
+/* ---- results ----------------------------------------------------------- */
+/* Emits a result set from a prepared, stepped-once statement (rc of the
+ * first sqlite3_step). items from the translator may be NULL. */
+int sim_emit_stmt(sim_session *s, sqlite3 *c, sqlite3_stmt *st, int first_rc, const xl_result *items,
+                  const sim_column *forced, int nforced, const sim_sink *sink, bool in_proc, int64_t *rows,
+                  mcdc_error *err, bool *aborted);
+
+/* ---- sim_work.c -------------------------------------------------------- */
+int sim_work_start(sim_session *s, const sim_proc_args *a, mcdc_error *err);
+int sim_work_bulk_load(sim_session *s, const sim_proc_args *a, int64_t *rows, mcdc_error *err);
+void sim_work_stop_all(sim_server *srv);
+
+#endif

@@ -1,0 +1,57 @@
+/*
+ * sim_val.h - SQL Server values in the simulator's SQLite store: type names,
+ * conversions (CONVERT/CAST with styles), date/time arithmetic and the SQLite
+ * functions the T-SQL translator calls (sim_convert, sim_dateadd, ...).
+ *
+ * Storage forms (what SQLite holds and compares):
+ *   integers, bit            INTEGER
+ *   real, float              REAL
+ *   decimal, money           TEXT, canonical with the column's scale ("-12.3400").
+ *                            Comparisons and ORDER BY on decimal columns are
+ *                            textual (a documented limit of the simulator).
+ *   date/time types          TEXT, ISO with the type's fixed fraction width, so
+ *                            text order = time order within one column.
+ *   strings, uniqueidentifier TEXT (UTF-8; GUIDs upper case)
+ *   binary, varbinary        BLOB (memcmp order: LSN order for binary(10))
+ */
+#ifndef SIM_VAL_H
+#define SIM_VAL_H
+
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sim_engine.h"
+
+/* Parses "decimal(18,4)", "varchar(max)", "datetime2", "int"... (case-
+ * insensitive, spaces allowed). false on an unknown type. */
+bool sim_type_parse(sim_type *out, const char *s, size_t n);
+/* "decimal(18,4)" etc. into buf. */
+void sim_type_format(const sim_type *t, char *buf, size_t cap);
+/* The SQLite column affinity to declare for a type ("INT", "TEXT", ...). */
+const char *sim_type_affinity(const sim_type *t);
+
+/* Server clock and zone seen by the SQLite functions: set per connection
+ * as the user data of the registered functions. */
+typedef struct sim_clock_src {
+    void *ctx;
+    int64_t (*utc_us)(void *ctx);     /* server clock, UTC microseconds */
+    int (*offset_s)(void *ctx, int64_t utc_s); /* server zone offset */
+    const char *(*zone_name)(void *ctx, char *buf, size_t cap);
+    int (*spid)(void *ctx);
+    int product_major;
+} sim_clock_src;
+
+/* Registers sim_convert, sim_dateadd, sim_datediff, sim_datepart,
+ * sim_at_time_zone, sim_lsn_add, sim_quotename, sim_sysdatetime... on db. */
+int sim_val_register(sqlite3 *db, const sim_clock_src *clk);
+
+/* Converts one SQLite value to a type's storage form into ctx's result
+ * (used by sim_convert). style as CONVERT's third argument (-1 = none). */
+void sim_val_convert(sqlite3_context *ctx, sqlite3_value *v, const sim_type *t, int style);
+
+/* Formats microseconds since 1970 as a datetime / datetime2(scale) value
+ * ("YYYY-MM-DD HH:MM:SS.fff", datetime rounded to 1/300 s). */
+void sim_format_datetime(int64_t us, const sim_type *t, char out[48]);
+
+#endif

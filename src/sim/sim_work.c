@@ -1,0 +1,542 @@
+/*
+ * sim_work.c - the workload generator (EXEC sim.workload) and the bulk
+ * loader (EXEC sim.bulk_load).
+ *
+ * sim.workload @table, @tps, @seconds, @mix = 'insert=0.5,update=0.35,delete=0.15',
+ *   @max_statements = 4, @seed = 42 [, @wait = 1]
+ *   Transactions of 1..max_statements inserts/updates/deletes on a table
+ *   with a single integer primary key, at about @tps transactions per
+ *   second of real time, for @seconds, through the ordinary T-SQL paths (a
+ *   background session per workload; @wait = 1 runs it in the caller).
+ *   The statement sequence is a pure function of @seed and the table's
+ *   starting key range; only the timing is not.
+ * sim.bulk_load @capture_instance, @transactions, @rows_per_tx, @seed
+ *   Writes change rows and mapping entries straight into cdc.[<ci>_CT] and
+ *   cdc.lsn_time_mapping in one SQLite transaction (the source table is not
+ *   touched): fast setup for benchmarks. Operations: ~60% inserts, ~30%
+ *   updates (3/4 pairs), ~10% deletes; commit times 10 ms apart ending near
+ *   the server clock, after any existing entry.
+ */
+#include "sim_engine_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WORK_STATEMENTS_MAX 64
+#define BULK_ROWS_MAX (100LL * 1000 * 1000)
+
+typedef struct rng { uint64_t s; } rng;
+static uint64_t rnd(rng *r) {
+    /* splitmix64: reproducible and cheap */
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+static double rnd01(rng *r) { return (double)(rnd(r) >> 11) / 9007199254740992.0; }
+
+static const char *WORDS[] = {"alpha", "Zoë", "ação", "straße", "東京", "naïve", "Ωmega", "crème", "øre", "日本語"};
+
+/* Binds a generated value of type t at stmt index i (bulk path). */
+static void bind_gen(sqlite3_stmt *st, int i, const sim_type *t, bool nullable, rng *r, int64_t key, int64_t base_us) {
+    char buf[512];
+    if (nullable && rnd(r) % 5 == 0) { sqlite3_bind_null(st, i); return; }
+    switch (t->id) {
+    case SIM_T_BIT: sqlite3_bind_int(st, i, (int)(rnd(r) & 1)); break;
+    case SIM_T_TINYINT: sqlite3_bind_int(st, i, (int)(rnd(r) % 256)); break;
+    case SIM_T_SMALLINT: sqlite3_bind_int(st, i, (int)(rnd(r) % 65536) - 32768); break;
+    case SIM_T_INT: sqlite3_bind_int64(st, i, key); break;
+    case SIM_T_BIGINT: sqlite3_bind_int64(st, i, (int64_t)(rnd(r) >> 1) - (INT64_MAX / 2)); break;
+    case SIM_T_REAL: case SIM_T_FLOAT: sqlite3_bind_double(st, i, rnd01(r) * 1e6); break;
+    case SIM_T_DECIMAL: case SIM_T_MONEY: case SIM_T_SMALLMONEY: {
+        /* digits by hand: printf per value halves the load rate */
+        int ip = t->precision - t->scale;
+        if (ip > 12) ip = 12;
+        if (ip < 1) ip = 1;
+        uint64_t x = rnd(r);
+        int o = 0;
+        if (x & 1) buf[o++] = '-';
+        int nd = 1 + (int)((x >> 1) % (uint64_t)ip);
+        uint64_t y = rnd(r);
+        buf[o++] = (char)('1' + y % 9);
+        for (int k = 1; k < nd; k++) { y /= 10; buf[o++] = (char)('0' + y % 10); }
+        if (t->scale > 0) {
+            buf[o++] = '.';
+            uint64_t z = rnd(r);
+            for (int k = 0; k < t->scale && o < 120; k++) { buf[o++] = (char)('0' + z % 10); z /= 10; if (!z) z = rnd(r); }
+        }
+        sqlite3_bind_text(st, i, buf, o, SQLITE_TRANSIENT);
+        break;
+    }
+    case SIM_T_DATE: case SIM_T_DATETIME: case SIM_T_SMALLDATETIME: case SIM_T_DATETIME2: case SIM_T_DATETIMEOFFSET: case SIM_T_TIME: {
+        int64_t us = base_us - (int64_t)(rnd(r) % (86400ULL * 365 * 1000000));
+        sim_type tt = *t;
+        if (t->id == SIM_T_DATETIMEOFFSET || t->id == SIM_T_TIME) tt.id = SIM_T_DATETIME2;
+        sim_format_datetime(us, &tt, buf);
+        if (t->id == SIM_T_DATE) buf[10] = 0;
+        if (t->id == SIM_T_DATETIMEOFFSET) strcat(buf, " +00:00");
+        sqlite3_bind_text(st, i, t->id == SIM_T_TIME ? buf + 11 : buf, -1, SQLITE_TRANSIENT);
+        break;
+    }
+    case SIM_T_CHAR: case SIM_T_VARCHAR: case SIM_T_NCHAR: case SIM_T_NVARCHAR: {
+        bool uni = t->id == SIM_T_NCHAR || t->id == SIM_T_NVARCHAR;
+        int lim = t->length < 0 ? 200 : t->length;
+        if (lim > 200) lim = 200;
+        const char *w0 = uni ? WORDS[rnd(r) % 10] : "row";
+        size_t wl = strlen(w0);
+        memcpy(buf, w0, wl);
+        int n = (int)wl;
+        buf[n++] = '-';
+        char num[24];
+        int nn = 0;
+        uint64_t kk = (uint64_t)(key < 0 ? -key : key);
+        do { num[nn++] = (char)('0' + kk % 10); kk /= 10; } while (kk);
+        while (nn) buf[n++] = num[--nn];
+        uint64_t more = rnd(r);
+        while (n + 12 < lim && (more & 3)) {
+            const char *w1 = uni ? WORDS[(more >> 2) % 10] : "value";
+            size_t l1 = strlen(w1);
+            buf[n++] = ' ';
+            memcpy(buf + n, w1, l1);
+            n += (int)l1;
+            more >>= 6;
+        }
+        buf[n] = 0;
+        /* cut at a character boundary within the length */
+        int chars = 0, k = 0;
+        while (buf[k] && chars < lim) {
+            k++;
+            while (buf[k] && ((unsigned char)buf[k] & 0xC0) == 0x80) k++;
+            chars++;
+        }
+        sqlite3_bind_text(st, i, buf, k, SQLITE_TRANSIENT);
+        break;
+    }
+    case SIM_T_BINARY: case SIM_T_VARBINARY: {
+        uint8_t b[64];
+        int n = t->length > 0 && t->length < 64 ? t->length : 16;
+        for (int k = 0; k < n; k++) b[k] = (uint8_t)rnd(r);
+        sqlite3_bind_blob(st, i, b, n, SQLITE_TRANSIENT);
+        break;
+    }
+    case SIM_T_UNIQUEIDENTIFIER: {
+        static const char HX[] = "0123456789ABCDEF";
+        uint64_t a = rnd(r), b = rnd(r);
+        int o = 0;
+        for (int k = 0; k < 32; k++) {
+            if (k == 8 || k == 12 || k == 16 || k == 20) buf[o++] = '-';
+            uint64_t src = k < 16 ? a : b;
+            buf[o++] = HX[(src >> (4 * (15 - k % 16))) & 15];
+        }
+        sqlite3_bind_text(st, i, buf, o, SQLITE_TRANSIENT);
+        break;
+    }
+    default: sqlite3_bind_null(st, i); break;
+    }
+}
+
+static int64_t arg_i64(const sim_proc_args *a, const char *name, int pos, int64_t dflt) {
+    sqlite3_value *v = sim_arg(a, name, pos);
+    if (!v || sqlite3_value_type(v) == SQLITE_NULL) return dflt;
+    return sqlite3_value_int64(v);
+}
+
+int sim_work_bulk_load(sim_session *s, const sim_proc_args *a, int64_t *rows, mcdc_error *err) {
+    const char *ci = sim_arg_text(a, "@capture_instance", 0);
+    int64_t ntx = arg_i64(a, "@transactions", 1, 0), per = arg_i64(a, "@rows_per_tx", 2, 1);
+    uint64_t seed = (uint64_t)arg_i64(a, "@seed", 3, 42);
+    *rows = 0;
+    if (!ci) return sim_err(err, 201, "sim.bulk_load expects @capture_instance");
+    if (ntx < 0 || per < 1 || ntx * per > BULK_ROWS_MAX)
+        return sim_err(err, 50000, "sim.bulk_load: @transactions * @rows_per_tx must be within 1..%lld", BULK_ROWS_MAX);
+    sim_server *srv = s->srv;
+    sim_db *d = s->db;
+    pthread_mutex_lock(&srv->mu);
+    sqlite3 *w = d->w;
+    /* captured columns with types */
+    char ct[SIM_NAME_MAX];
+    snprintf(ct, sizeof ct, "cdc.%s_CT", ci);
+    sqlite3_stmt *st;
+    int nc = 0;
+    char (*names)[SIM_NAME_MAX] = mcdc_calloc(MCDC_COLUMNS_MAX, SIM_NAME_MAX);
+    sim_type *types = mcdc_calloc(MCDC_COLUMNS_MAX, sizeof *types);
+    bool *nul = mcdc_calloc(MCDC_COLUMNS_MAX, sizeof *nul);
+    int rc = names && types && nul ? MCDC_OK : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    int key_col = -1;
+    if (rc == MCDC_OK && sqlite3_prepare_v2(w, "SELECT c.name, c.type, s.nullable, s.pk_ordinal FROM __sim_columns c"
+                                               " JOIN \"cdc.change_tables\" t ON t.capture_instance = ?2"
+                                               " LEFT JOIN __sim_columns s ON s.tbl = t.source_name AND s.name = c.name"
+                                               " WHERE c.tbl = ?1 AND c.name NOT LIKE '\\_\\_$%' ESCAPE '\\' ORDER BY c.column_id",
+                                            -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, ct, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, ci, -1, SQLITE_STATIC);
+        while (sqlite3_step(st) == SQLITE_ROW && nc < MCDC_COLUMNS_MAX) {
+            snprintf(names[nc], SIM_NAME_MAX, "%s", (const char *)sqlite3_column_text(st, 0));
+            const char *ty = (const char *)sqlite3_column_text(st, 1);
+            sim_type_parse(&types[nc], ty, strlen(ty));
+            nul[nc] = sqlite3_column_type(st, 2) == SQLITE_NULL || sqlite3_column_int(st, 2) != 0;
+            if (sqlite3_column_int(st, 3) == 1) key_col = nc;
+            nc++;
+        }
+        sqlite3_finalize(st);
+    }
+    if (rc == MCDC_OK && nc == 0) rc = sim_err(err, 22964, "The capture instance '%s' does not exist in the current database.", ci);
+    mcdc_buf q = {0};
+    sqlite3_stmt *ins = NULL, *map = NULL;
+    if (rc == MCDC_OK) {
+        mcdc_buf_printf(&q, NULL, "INSERT INTO \"%s\"(\"__$start_lsn\", \"__$seqval\", \"__$operation\", \"__$update_mask\", \"__$command_id\"", ct);
+        for (int k = 0; k < nc; k++) mcdc_buf_printf(&q, NULL, ", \"%s\"", names[k]);
+        mcdc_buf_append_str(&q, ") VALUES (?, ?, ?, ?, ?", NULL);
+        for (int k = 0; k < nc; k++) mcdc_buf_append_str(&q, ", ?", NULL);
+        mcdc_buf_append_str(&q, ")", NULL);
+        mcdc_buf_cstr(&q, NULL);
+        if (sqlite3_prepare_v2(w, (const char *)q.data, -1, &ins, NULL) != SQLITE_OK ||
+            sqlite3_prepare_v2(w, "INSERT INTO \"cdc.lsn_time_mapping\" VALUES (?, ?, ?, ?, ?)", -1, &map, NULL) != SQLITE_OK)
+            rc = sim_sqlite_err(w, SQLITE_ERROR, err);
+    }
+    mcdc_buf_free(&q);
+    int64_t last_us = INT64_MIN, key0 = 1;
+    if (rc == MCDC_OK && sqlite3_prepare_v2(w, "SELECT max(tran_end_time) FROM \"cdc.lsn_time_mapping\"", -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_TEXT) {
+            const char *t = (const char *)sqlite3_column_text(st, 0);
+            mcdc_parse_ts_us(t, strlen(t), &last_us, NULL);
+        }
+        sqlite3_finalize(st);
+    }
+    if (rc == MCDC_OK && key_col >= 0) {
+        char *kq = sqlite3_mprintf("SELECT coalesce(max(\"%w\"), 0) + 1 FROM \"%w\"", names[key_col], ct);
+        if (kq && sqlite3_prepare_v2(w, kq, -1, &st, NULL) == SQLITE_OK) {
+            if (sqlite3_step(st) == SQLITE_ROW) key0 = sqlite3_column_int64(st, 0);
+            sqlite3_finalize(st);
+        }
+        sqlite3_free(kq);
+    }
+    if (rc == MCDC_OK) rc = sim_sql(w, err, "BEGIN IMMEDIATE");
+    if (rc == MCDC_OK) {
+        rng r = {seed};
+        int64_t now_local = sim_srv_local_us(srv, sim_srv_utc_us(srv));
+        const int64_t spacing_us = 10000;
+        int64_t t0 = now_local - ntx * spacing_us;
+        if (last_us != INT64_MIN && t0 < last_us) t0 = last_us;
+        int mlen = (nc + 7) / 8;
+        uint8_t all[128], one[128];
+        memset(all, 0, sizeof all);
+        for (int k = 0; k < nc && k < 1024; k++) all[mlen - 1 - k / 8] |= (uint8_t)(1u << (k % 8));
+        int64_t key = key0;
+        sim_type dt = {SIM_T_DATETIME, 0, 3, 0};
+        for (int64_t tx = 0; tx < ntx && rc == MCDC_OK; tx++) {
+            uint64_t begin = sim_lsn_next(d);
+            uint64_t first_seq = d->lsn + 1;
+            int64_t rows_in = 0;
+            int cmd = 0;
+            /* seqvals first, commit LSN after them */
+            uint64_t commit = first_seq + (uint64_t)per + 1;
+            uint8_t cl[10], sl[10];
+            sim_lsn_bytes(commit, cl);
+            while (rows_in < per && rc == MCDC_OK) {
+                uint64_t x = rnd(&r) % 10;
+                int op = x < 6 ? 2 : x < 9 ? 3 : 1;
+                if (op == 3 && rows_in + 2 > per) op = 2;
+                uint64_t seq = sim_lsn_next(d);
+                sim_lsn_bytes(seq, sl);
+                cmd++;
+                int64_t k = op == 2 ? key++ : key0 + (int64_t)(rnd(&r) % (uint64_t)(key - key0 + 1));
+                int nops = op == 3 ? 2 : 1;
+                int upd_col = nc > 1 ? 1 + (int)(rnd(&r) % (uint64_t)(nc - 1)) : 0;
+                memset(one, 0, sizeof one);
+                one[mlen - 1 - upd_col / 8] |= (uint8_t)(1u << (upd_col % 8));
+                for (int o = 0; o < nops && rc == MCDC_OK; o++) {
+                    sqlite3_reset(ins);
+                    sqlite3_bind_blob(ins, 1, cl, 10, SQLITE_STATIC);
+                    sqlite3_bind_blob(ins, 2, sl, 10, SQLITE_STATIC);
+                    sqlite3_bind_int(ins, 3, op + o);
+                    sqlite3_bind_blob(ins, 4, op == 3 ? one : all, mlen, SQLITE_STATIC);
+                    sqlite3_bind_int(ins, 5, cmd);
+                    for (int c = 0; c < nc; c++) {
+                        if (c == key_col) sqlite3_bind_int64(ins, 6 + c, k);
+                        else bind_gen(ins, 6 + c, &types[c], nul[c], &r, k, now_local);
+                    }
+                    if (sqlite3_step(ins) != SQLITE_DONE) rc = sim_sqlite_err(w, SQLITE_ERROR, err);
+                    rows_in++;
+                    (*rows)++;
+                }
+            }
+            d->lsn = commit > d->lsn ? commit : d->lsn;
+            sim_lsn_bytes(commit, cl);
+            char bt[48], et[48];
+            uint8_t bl[10], tid[10];
+            sim_lsn_bytes(begin, bl);
+            sim_lsn_bytes(++d->tran_seq, tid);
+            int64_t end_us = t0 + (tx + 1) * spacing_us;
+            sim_format_datetime(end_us - 2000, &dt, bt);
+            sim_format_datetime(end_us, &dt, et);
+            sqlite3_reset(map);
+            sqlite3_bind_blob(map, 1, cl, 10, SQLITE_STATIC);
+            sqlite3_bind_text(map, 2, bt, -1, SQLITE_TRANSIENT);
+            sqlite3_bind_text(map, 3, et, -1, SQLITE_TRANSIENT);
+            sqlite3_bind_blob(map, 4, tid, 10, SQLITE_STATIC);
+            sqlite3_bind_blob(map, 5, bl, 10, SQLITE_STATIC);
+            if (rc == MCDC_OK && sqlite3_step(map) != SQLITE_DONE) rc = sim_sqlite_err(w, SQLITE_ERROR, err);
+        }
+        if (rc == MCDC_OK) rc = sim_db_state_put(d, "lsn", (int64_t)d->lsn);
+        if (rc == MCDC_OK) rc = sim_db_state_put(d, "tran_seq", (int64_t)d->tran_seq);
+        if (rc == MCDC_OK) rc = sim_sql(w, err, "COMMIT");
+        else sqlite3_exec(w, "ROLLBACK", NULL, NULL, NULL);
+    }
+    sqlite3_finalize(ins);
+    sqlite3_finalize(map);
+    pthread_mutex_unlock(&srv->mu);
+    mcdc_free(names);
+    mcdc_free(types);
+    mcdc_free(nul);
+    return rc;
+}
+
+/* ---- workload -------------------------------------------------------------- */
+typedef struct sim_worker {
+    pthread_t th;
+    sim_server *srv;
+    char db[SIM_NAME_MAX];
+    char table[SIM_NAME_MAX * 2];
+    char qtable[SIM_NAME_MAX * 2 + 8]; /* [schema].[name] for the T-SQL text */
+    double tps, seconds, p_ins, p_upd;
+    int max_statements;
+    uint64_t seed;
+    volatile int stop;
+    volatile int done;
+    struct sim_worker *next;
+} sim_worker;
+
+static int null_columns(void *c, const sim_column *k, int n) { (void)c; (void)k; (void)n; return 0; }
+static int null_row(void *c, const sim_value *v, int n) { (void)c; (void)v; (void)n; return 0; }
+static int null_done(void *c, int64_t r, bool h, bool p, bool e) { (void)c; (void)r; (void)h; (void)p; (void)e; return 0; }
+static int null_msg(void *c, bool e, int n, int s, int k, const char *t, const char *p, int l) {
+    (void)c; (void)s; (void)k; (void)p; (void)l;
+    if (e && n != 2627) mcdc_log(MCDC_LOG_WARN, "sim.workload: error %d: %s", n, t);
+    return 0;
+}
+static int null_db(void *c, const char *a, const char *b) { (void)c; (void)a; (void)b; return 0; }
+
+/* SQL literal of a generated value for a column type. */
+static void gen_literal(mcdc_buf *b, const sim_type *t, rng *r, int64_t key) {
+    /* reuse bind_gen through a scratch statement would cost a prepare per value;
+     * literals keep the T-SQL path honest (it parses what a client would send) */
+    switch (t->id) {
+    case SIM_T_BIT: mcdc_buf_printf(b, NULL, "%d", (int)(rnd(r) & 1)); break;
+    case SIM_T_TINYINT: mcdc_buf_printf(b, NULL, "%d", (int)(rnd(r) % 256)); break;
+    case SIM_T_SMALLINT: mcdc_buf_printf(b, NULL, "%d", (int)(rnd(r) % 32767)); break;
+    case SIM_T_INT: mcdc_buf_printf(b, NULL, "%lld", (long long)(rnd(r) % 1000000)); break;
+    case SIM_T_BIGINT: mcdc_buf_printf(b, NULL, "%lld", (long long)(rnd(r) >> 2)); break;
+    case SIM_T_REAL: case SIM_T_FLOAT: mcdc_buf_printf(b, NULL, "%.6f", rnd01(r) * 1000); break;
+    case SIM_T_DECIMAL: case SIM_T_MONEY: case SIM_T_SMALLMONEY: {
+        int ip = t->precision - t->scale;
+        uint64_t m = 1;
+        for (int k = 0; k < ip && k < 12; k++) m *= 10;
+        mcdc_buf_printf(b, NULL, "%llu.%02llu", (unsigned long long)(rnd(r) % m), (unsigned long long)(rnd(r) % 100));
+        break;
+    }
+    case SIM_T_DATE: mcdc_buf_printf(b, NULL, "'2024-%02d-%02d'", (int)(rnd(r) % 12) + 1, (int)(rnd(r) % 28) + 1); break;
+    case SIM_T_TIME: mcdc_buf_printf(b, NULL, "'%02d:%02d:%02d'", (int)(rnd(r) % 24), (int)(rnd(r) % 60), (int)(rnd(r) % 60)); break;
+    case SIM_T_DATETIME: case SIM_T_SMALLDATETIME: case SIM_T_DATETIME2: case SIM_T_DATETIMEOFFSET:
+        mcdc_buf_printf(b, NULL, "'2024-%02d-%02d %02d:%02d:%02d.%03d'", (int)(rnd(r) % 12) + 1, (int)(rnd(r) % 28) + 1,
+                        (int)(rnd(r) % 24), (int)(rnd(r) % 60), (int)(rnd(r) % 60), (int)(rnd(r) % 1000));
+        break;
+    case SIM_T_CHAR: case SIM_T_VARCHAR: case SIM_T_NCHAR: case SIM_T_NVARCHAR: {
+        bool uni = t->id == SIM_T_NCHAR || t->id == SIM_T_NVARCHAR;
+        char s[64];
+        int n = snprintf(s, sizeof s, "%s-%lld", uni ? WORDS[rnd(r) % 10] : "v", (long long)key);
+        int lim = t->length < 0 ? 60 : t->length;
+        int chars = 0, k = 0;
+        while (k < n && chars < lim) {
+            k++;
+            while (k < n && ((unsigned char)s[k] & 0xC0) == 0x80) k++;
+            chars++;
+        }
+        mcdc_buf_printf(b, NULL, "%s'%.*s'", uni ? "N" : "", k, s);
+        break;
+    }
+    case SIM_T_BINARY: case SIM_T_VARBINARY: {
+        int n = t->length > 0 && t->length < 16 ? t->length : 16;
+        mcdc_buf_append_str(b, "0x", NULL);
+        for (int k = 0; k < n; k++) mcdc_buf_printf(b, NULL, "%02X", (unsigned)(rnd(r) & 0xFF));
+        break;
+    }
+    case SIM_T_UNIQUEIDENTIFIER: {
+        uint64_t a = rnd(r), c = rnd(r);
+        mcdc_buf_printf(b, NULL, "'%08llX-%04llX-%04llX-%04llX-%012llX'", (unsigned long long)(a >> 32),
+                        (unsigned long long)((a >> 16) & 0xFFFF), (unsigned long long)(a & 0xFFFF),
+                        (unsigned long long)(c >> 48), (unsigned long long)(c & 0xFFFFFFFFFFFFULL));
+        break;
+    }
+    default: mcdc_buf_append_str(b, "NULL", NULL); break;
+    }
+}
+
+static void *worker_main(void *arg) {
+    sim_worker *wk = arg;
+    sim_server *srv = wk->srv;
+    sim_session *s = NULL;
+    mcdc_error err = MCDC_ERROR_INIT;
+    if (sim_login(srv, &s, "sa", srv->sa_password, wk->db, "sim.workload", &err) != MCDC_OK) {
+        mcdc_log(MCDC_LOG_ERROR, "sim.workload: %s", err.message);
+        wk->done = 1;
+        return NULL;
+    }
+    /* table columns */
+
+    typedef struct { char name[SIM_NAME_MAX]; sim_type t; bool pk; } wcol;
+    wcol *cols = mcdc_calloc(MCDC_COLUMNS_MAX, sizeof *cols);
+    int nc = 0, key = -1;
+    int64_t kmin = 1, knext = 1;
+    pthread_mutex_lock(&srv->mu);
+    sqlite3_stmt *st;
+    if (cols && sqlite3_prepare_v2(s->db->w, "SELECT name, type, pk_ordinal FROM __sim_columns WHERE tbl = ? ORDER BY column_id", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, wk->table, -1, SQLITE_STATIC);
+        while (sqlite3_step(st) == SQLITE_ROW && nc < MCDC_COLUMNS_MAX) {
+            snprintf(cols[nc].name, SIM_NAME_MAX, "%s", (const char *)sqlite3_column_text(st, 0));
+            const char *ty = (const char *)sqlite3_column_text(st, 1);
+            sim_type_parse(&cols[nc].t, ty, strlen(ty));
+            cols[nc].pk = sqlite3_column_int(st, 2) == 1;
+            if (cols[nc].pk) key = nc;
+            nc++;
+        }
+        sqlite3_finalize(st);
+    }
+    if (key >= 0) {
+        char *q = sqlite3_mprintf("SELECT coalesce(min(\"%w\"), 1), coalesce(max(\"%w\"), 0) + 1 FROM \"%w\"", cols[key].name, cols[key].name, wk->table);
+        if (q && sqlite3_prepare_v2(s->db->w, q, -1, &st, NULL) == SQLITE_OK) {
+            if (sqlite3_step(st) == SQLITE_ROW) { kmin = sqlite3_column_int64(st, 0); knext = sqlite3_column_int64(st, 1); }
+            sqlite3_finalize(st);
+        }
+        sqlite3_free(q);
+    }
+    pthread_mutex_unlock(&srv->mu);
+    if (key < 0 || !cols) {
+        mcdc_log(MCDC_LOG_ERROR, "sim.workload: table %s needs an integer primary key", wk->table);
+        goto out;
+    }
+    rng r = {wk->seed};
+    sim_sink sink = {NULL, null_columns, null_row, null_done, null_msg, null_db, NULL, NULL};
+    int64_t start = mcdc_monotonic_us(), ntx = 0;
+    int64_t total = (int64_t)(wk->tps * wk->seconds);
+    mcdc_buf b = {0};
+    while (!wk->stop && ntx < total) {
+        int64_t due = start + (int64_t)((double)ntx * 1e6 / wk->tps);
+        int64_t now = mcdc_monotonic_us();
+        if (due > now) mcdc_sleep_ms((due - now) / 1000);
+        mcdc_buf_reset(&b);
+        mcdc_buf_append_str(&b, "BEGIN TRAN;", NULL);
+        int nst = 1 + (int)(rnd(&r) % (uint64_t)(wk->max_statements > 0 ? wk->max_statements : 1));
+        for (int k = 0; k < nst; k++) {
+            double x = rnd01(&r);
+            if (x < wk->p_ins || knext <= kmin) {
+                int64_t id = knext++;
+                mcdc_buf_printf(&b, NULL, " INSERT INTO %s (", wk->qtable);
+                for (int c = 0; c < nc; c++) mcdc_buf_printf(&b, NULL, "%s[%s]", c ? ", " : "", cols[c].name);
+                mcdc_buf_append_str(&b, ") VALUES (", NULL);
+                for (int c = 0; c < nc; c++) {
+                    if (c) mcdc_buf_append_str(&b, ", ", NULL);
+                    if (c == key) mcdc_buf_printf(&b, NULL, "%lld", (long long)id);
+                    else gen_literal(&b, &cols[c].t, &r, id);
+                }
+                mcdc_buf_append_str(&b, ");", NULL);
+            } else {
+                int64_t id = kmin + (int64_t)(rnd(&r) % (uint64_t)(knext - kmin));
+                if (x < wk->p_ins + wk->p_upd && nc > 1) {
+                    int c = (int)(rnd(&r) % (uint64_t)nc);
+                    if (c == key) c = (c + 1) % nc;
+                    mcdc_buf_printf(&b, NULL, " UPDATE %s SET [%s] = ", wk->qtable, cols[c].name);
+                    gen_literal(&b, &cols[c].t, &r, id);
+                    mcdc_buf_printf(&b, NULL, " WHERE [%s] = %lld;", cols[key].name, (long long)id);
+                } else {
+                    mcdc_buf_printf(&b, NULL, " DELETE FROM %s WHERE [%s] = %lld;", wk->qtable, cols[key].name, (long long)id);
+                }
+            }
+        }
+        mcdc_buf_append_str(&b, " COMMIT;", NULL);
+        sim_exec_batch(s, (const char *)b.data, b.len, &sink);
+        ntx++;
+    }
+    mcdc_buf_free(&b);
+out:
+    mcdc_free(cols);
+    sim_session_close(s);
+    wk->done = 1;
+    return NULL;
+}
+
+static void reap(sim_server *srv, bool all) {
+    sim_worker **pp = &srv->workers;
+    while (*pp) {
+        sim_worker *w = *pp;
+        if (all) w->stop = 1;
+        if (all || w->done) {
+            pthread_join(w->th, NULL);
+            *pp = w->next;
+            mcdc_free(w);
+        } else pp = &w->next;
+    }
+}
+
+int sim_work_start(sim_session *s, const sim_proc_args *a, mcdc_error *err) {
+    const char *table = sim_arg_text(a, "@table", 0), *mix = sim_arg_text(a, "@mix", 3);
+    if (!table) return sim_err(err, 201, "sim.workload expects @table");
+    sim_worker *w = mcdc_calloc(1, sizeof *w);
+    if (!w) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    w->srv = s->srv;
+    snprintf(w->db, sizeof w->db, "%s", s->db->name);
+    tsql_tok *t = NULL;
+    int n = 0, i = 0;
+    char parts[4][MCDC_IDENT_BYTES_MAX];
+    if (tsql_lex(&t, &n, table, strlen(table), err) != MCDC_OK) { mcdc_free(w); return MCDC_E_SERVER; }
+    int np = xl_name_parts(t, &i, n, parts);
+    mcdc_free(t);
+    if (np == 0) { mcdc_free(w); return sim_err(err, 208, "Invalid object name '%s'.", table); }
+    xl_table_name(parts, np, w->table, sizeof w->table);
+    snprintf(w->qtable, sizeof w->qtable, "[%.*s].[%.*s]", 200, np >= 2 && parts[np - 2][0] ? parts[np - 2] : "dbo", 200,
+             parts[np - 1]);
+    sqlite3_value *v = sim_arg(a, "@tps", 1);
+    w->tps = v ? sqlite3_value_double(v) : 10;
+    v = sim_arg(a, "@seconds", 2);
+    w->seconds = v ? sqlite3_value_double(v) : 10;
+    w->max_statements = (int)arg_i64(a, "@max_statements", 4, 4);
+    if (w->max_statements > WORK_STATEMENTS_MAX) w->max_statements = WORK_STATEMENTS_MAX;
+    w->seed = (uint64_t)arg_i64(a, "@seed", 5, 42);
+    w->p_ins = 0.5;
+    w->p_upd = 0.35;
+    if (mix) {
+        const char *p;
+        if ((p = strstr(mix, "insert="))) w->p_ins = atof(p + 7);
+        if ((p = strstr(mix, "update="))) w->p_upd = atof(p + 7);
+    }
+    if (w->tps <= 0 || w->seconds < 0) { mcdc_free(w); return sim_err(err, 50000, "sim.workload: @tps must be > 0 and @seconds >= 0"); }
+    if (arg_i64(a, "@wait", 6, 0)) {
+        worker_main(w);
+        mcdc_free(w);
+        return MCDC_OK;
+    }
+    pthread_mutex_lock(&s->srv->mu);
+    reap(s->srv, false);
+    pthread_mutex_unlock(&s->srv->mu);
+    if (pthread_create(&w->th, NULL, worker_main, w) != 0) { mcdc_free(w); return sim_err(err, 50000, "sim.workload: cannot start a thread"); }
+    pthread_mutex_lock(&s->srv->mu);
+    w->next = s->srv->workers;
+    s->srv->workers = w;
+    pthread_mutex_unlock(&s->srv->mu);
+    return MCDC_OK;
+}
+
+void sim_work_stop_all(sim_server *srv) {
+    pthread_mutex_lock(&srv->mu);
+    sim_worker *list = srv->workers;
+    srv->workers = NULL;
+    for (sim_worker *w = list; w; w = w->next) w->stop = 1;
+    pthread_mutex_unlock(&srv->mu);
+    while (list) {
+        sim_worker *w = list;
+        list = w->next;
+        pthread_join(w->th, NULL);
+        mcdc_free(w);
+    }
+}

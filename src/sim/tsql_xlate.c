@@ -1,0 +1,955 @@
+/* tsql_xlate.c - T-SQL to SQLite translation (see tsql_xlate.h). */
+#include "tsql_xlate.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "sim_val.h"
+
+typedef struct xl {
+    const xl_env *env;
+    const tsql_tok *t;
+    int to;
+    mcdc_buf *out;
+    xl_result *res;
+    mcdc_error *err;
+    int depth;
+    size_t last_prim;   /* output offset where the last primary started */
+    bool last_stringy;  /* the last primary is a string */
+    int sel_items_level; /* depth whose select list is tracked (0 = outermost) */
+    bool tracking;
+    int item_start;
+} xl;
+
+/* Words emitted as they are (SQLite understands them). */
+static const char *KEYWORDS[] = {
+    "SELECT", "FROM", "WHERE", "AND", "OR", "NOT", "NULL", "IS", "IN", "BETWEEN", "LIKE", "ESCAPE",
+    "CASE", "WHEN", "THEN", "ELSE", "END", "AS", "ASC", "DESC", "OVER", "PARTITION", "BY", "ORDER",
+    "GROUP", "HAVING", "DISTINCT", "ALL", "EXISTS", "INNER", "LEFT", "RIGHT", "OUTER", "FULL", "CROSS",
+    "JOIN", "ON", "UNION", "EXCEPT", "INTERSECT", "ROWS", "RANGE", "PRECEDING", "FOLLOWING",
+    "UNBOUNDED", "CURRENT", "ROW", "VALUES", "SET", "INTO", "DEFAULT", NULL};
+
+static bool is_kw(const tsql_tok *t) {
+    if (t->t != TK_IDENT) return false;
+    for (int k = 0; KEYWORDS[k]; k++) if (tsql_tok_is(t, KEYWORDS[k])) return true;
+    return false;
+}
+
+/* Words that end a table reference (cannot be an alias). */
+static bool ends_table(const tsql_tok *t) {
+    static const char *W[] = {"WHERE", "JOIN", "INNER", "LEFT", "RIGHT", "FULL", "CROSS", "ON", "ORDER",
+                              "GROUP", "HAVING", "UNION", "EXCEPT", "INTERSECT", "OPTION", "WITH",
+                              "OFFSET", "FOR", "SET", "VALUES", "OUTPUT", "SELECT", "INSERT", "UPDATE",
+                              "DELETE", "EXEC", "EXECUTE", "DECLARE", "BEGIN", "COMMIT", "ROLLBACK",
+                              "CREATE", "ALTER", "DROP", "USE", "GRANT", "TABLESAMPLE", NULL};
+    if (t->t != TK_IDENT) return true;
+    for (int k = 0; W[k]; k++) if (tsql_tok_is(t, W[k])) return true;
+    return false;
+}
+
+int xl_append_literal(mcdc_buf *out, const char *s, size_t n) {
+    int rc = mcdc_buf_append_byte(out, '\'', NULL);
+    for (size_t k = 0; k < n && rc == MCDC_OK; k++) {
+        if (s[k] == '\'') rc = mcdc_buf_append_byte(out, '\'', NULL);
+        if (rc == MCDC_OK) rc = mcdc_buf_append_byte(out, (uint8_t)s[k], NULL);
+    }
+    if (rc == MCDC_OK) rc = mcdc_buf_append_byte(out, '\'', NULL);
+    return rc;
+}
+
+int xl_append_ident(mcdc_buf *out, const char *s) {
+    int rc = mcdc_buf_append_byte(out, '"', NULL);
+    for (const char *p = s; *p && rc == MCDC_OK; p++) {
+        if (*p == '"') rc = mcdc_buf_append_byte(out, '"', NULL);
+        if (rc == MCDC_OK) rc = mcdc_buf_append_byte(out, (uint8_t)*p, NULL);
+    }
+    if (rc == MCDC_OK) rc = mcdc_buf_append_byte(out, '"', NULL);
+    return rc;
+}
+
+int xl_name_parts(const tsql_tok *toks, int *i, int to, char parts[4][MCDC_IDENT_BYTES_MAX]) {
+    int n = 0, k = *i;
+    while (k < to && n < 4) {
+        if (toks[k].t == TK_IDENT || toks[k].t == TK_QIDENT) {
+            tsql_tok_text(&toks[k], parts[n], MCDC_IDENT_BYTES_MAX);
+            n++;
+            k++;
+        } else if (tsql_tok_op(&toks[k], ".") && n == 0) {
+            parts[n++][0] = 0; /* ..name: empty part */
+            continue;
+        } else break;
+        if (k < to && tsql_tok_op(&toks[k], ".")) {
+            k++;
+            while (k < to && tsql_tok_op(&toks[k], ".") && n < 4) { parts[n++][0] = 0; k++; }
+            continue;
+        }
+        break;
+    }
+    *i = k;
+    return n;
+}
+
+void xl_table_name(char parts[4][MCDC_IDENT_BYTES_MAX], int nparts, char *out, size_t cap) {
+    const char *schema = nparts >= 2 && parts[nparts - 2][0] ? parts[nparts - 2] : "dbo";
+    snprintf(out, cap, "%s.%s", schema, parts[nparts - 1]);
+}
+
+static int fail(xl *x, int number, const char *fmt, const char *arg) {
+    mcdc_error_set(x->err, MCDC_E_SERVER, fmt, arg);
+    if (x->err) { x->err->server_number = number; x->err->server_class = 16; x->err->server_state = 1; }
+    return MCDC_E_SERVER;
+}
+
+static int syntax_near(xl *x, int i) {
+    char tok[128];
+    if (i >= x->to || x->t[i].t == TK_EOF) snprintf(tok, sizeof tok, "%s", "end of file");
+    else snprintf(tok, sizeof tok, "%.*s", x->t[i].n > 100 ? 100 : x->t[i].n, x->t[i].s);
+    if (i >= x->to || x->t[i].t == TK_EOF) return fail(x, 102, "Incorrect syntax near '%s'.", tok);
+    return fail(x, 102, "Incorrect syntax near '%s'.", tok);
+}
+
+static int emit(xl *x, const char *s) { return mcdc_buf_append_str(x->out, s, x->err); }
+
+static int xl_seq(xl *x, int *i, int end, bool until_paren);
+
+/* Translates [from, to) into a new string (owned by caller). */
+static char *sub(xl *x, int from, int to) {
+    mcdc_buf b = {0}, *save = x->out;
+    bool tr = x->tracking;
+    x->out = &b;
+    x->tracking = false;
+    x->depth++;
+    int i = from;
+    int rc = xl_seq(x, &i, to, false);
+    x->depth--;
+    x->out = save;
+    x->tracking = tr;
+    if (rc != MCDC_OK || mcdc_buf_cstr(&b, x->err) != MCDC_OK) { mcdc_buf_free(&b); return NULL; }
+    if (!b.data) return mcdc_strdup("");
+    return (char *)b.data;
+}
+
+/* Matching close paren of the '(' at i; -1 if none. */
+static int match_paren(const xl *x, int i, int end) {
+    int d = 0;
+    for (int k = i; k < end; k++) {
+        if (tsql_tok_op(&x->t[k], "(")) d++;
+        else if (tsql_tok_op(&x->t[k], ")")) { if (--d == 0) return k; }
+    }
+    return -1;
+}
+
+/* Splits args between '(' at open and ')' at close: starts[k], ends[k]. */
+static int split_args(const xl *x, int open, int close, int *st, int *en, int max) {
+    int n = 0, d = 0, s = open + 1;
+    if (close == open + 1) return 0;
+    for (int k = open + 1; k < close; k++) {
+        if (tsql_tok_op(&x->t[k], "(")) d++;
+        else if (tsql_tok_op(&x->t[k], ")")) d--;
+        else if (d == 0 && tsql_tok_op(&x->t[k], ",")) {
+            if (n < max) { st[n] = s; en[n] = k; }
+            n++;
+            s = k + 1;
+        }
+    }
+    if (n < max) { st[n] = s; en[n] = close; }
+    return n + 1;
+}
+
+static void tok_str(const tsql_tok *t, char *buf, size_t cap) {
+    size_t n = (size_t)t->n < cap - 1 ? (size_t)t->n : cap - 1;
+    memcpy(buf, t->s, n);
+    buf[n] = 0;
+}
+
+/* The type text of tokens [a, b) ("decimal(18, 4)"). */
+static void type_text(const xl *x, int a, int b, char *buf, size_t cap) {
+    size_t o = 0;
+    for (int k = a; k < b; k++) {
+        char w[MCDC_IDENT_BYTES_MAX];
+        if (x->t[k].t == TK_QIDENT) tsql_tok_text(&x->t[k], w, sizeof w);
+        else tok_str(&x->t[k], w, sizeof w);
+        size_t n = strlen(w);
+        if (o + n + 1 >= cap) break;
+        memcpy(buf + o, w, n);
+        o += n;
+    }
+    buf[o] = 0;
+}
+
+static int fn_call(xl *x, int name_from, const char *fname, int open, int end, int *next);
+
+/* Table reference at *i (table position). */
+static int table_ref(xl *x, int *i, int end) {
+    char parts[4][MCDC_IDENT_BYTES_MAX];
+    int k = *i;
+    int np = xl_name_parts(x->t, &k, end, parts);
+    if (np == 0) return syntax_near(x, *i);
+    char name[MCDC_IDENT_BYTES_MAX * 2];
+    const char *last = parts[np - 1];
+    int rc = MCDC_OK;
+    /* table-valued CDC function */
+    if (k < end && tsql_tok_op(&x->t[k], "(") && np >= 2 && mcdc_str_ieq(parts[np - 2], "cdc") &&
+        mcdc_str_nieq(last, "fn_cdc_get_all_changes_", 23)) {
+        int close = match_paren(x, k, end);
+        if (close < 0) return syntax_near(x, k);
+        int st[4], en[4];
+        int na = split_args(x, k, close, st, en, 4);
+        if (na != 3) return fail(x, 313, "An insufficient number of arguments were supplied for the procedure or function %s.", last);
+        char cols[8192];
+        const char *ci = last + 23;
+        if (!x->env->ci_columns || !x->env->ci_columns(x->env->ctx, ci, cols, sizeof cols))
+            return fail(x, 208, "Invalid object name 'cdc.%s'.", last);
+        char *a = sub(x, st[0], en[0]), *b = sub(x, st[1], en[1]), *c = sub(x, st[2], en[2]);
+        if (!a || !b || !c) { mcdc_free(a); mcdc_free(b); mcdc_free(c); return MCDC_E_SERVER; }
+        char ctn[MCDC_IDENT_BYTES_MAX];
+        snprintf(ctn, sizeof ctn, "cdc.%s_CT", ci);
+        rc = emit(x, "(SELECT \"__$start_lsn\", \"__$seqval\", \"__$operation\", \"__$update_mask\"");
+        if (rc == MCDC_OK && cols[0]) rc = mcdc_buf_printf(x->out, x->err, ", %s", cols);
+        if (rc == MCDC_OK) rc = emit(x, " FROM ");
+        if (rc == MCDC_OK) rc = xl_append_ident(x->out, ctn);
+        if (rc == MCDC_OK)
+            rc = mcdc_buf_printf(x->out, x->err,
+                                 " WHERE \"__$start_lsn\" BETWEEN (%s) AND (%s) AND (\"__$operation\" <> 3 OR lower(%s) = 'all update old')"
+                                 " ORDER BY \"__$start_lsn\", \"__$command_id\", \"__$seqval\", \"__$operation\")",
+                                 a, b, c);
+        mcdc_free(a); mcdc_free(b); mcdc_free(c);
+        if (x->res->ntables < XL_TABLES_MAX) {
+            xl_table *tb = &x->res->tables[x->res->ntables++];
+            snprintf(tb->name, sizeof tb->name, "%s", ctn);
+            snprintf(tb->alias, sizeof tb->alias, "%s", last);
+        }
+        k = close + 1;
+        goto alias;
+    }
+    if (np >= 2 && mcdc_str_ieq(parts[np - 2], "sys") && mcdc_str_ieq(last, "dm_exec_session_wait_stats")) {
+        rc = mcdc_buf_printf(x->out, x->err, "(%s)", x->env->wait_stats_sql ? x->env->wait_stats_sql
+                                                   : "SELECT 0 AS session_id, '' AS wait_type, 0 AS waiting_tasks_count, 0 AS wait_time_ms, 0 AS max_wait_time_ms, 0 AS signal_wait_time_ms WHERE 0");
+        snprintf(name, sizeof name, "sys.dm_exec_session_wait_stats");
+    } else {
+        xl_table_name(parts, np, name, sizeof name);
+        if (!x->env->table_exists(x->env->ctx, name)) {
+            char shown[MCDC_IDENT_BYTES_MAX * 2];
+            if (np >= 2) snprintf(shown, sizeof shown, "%s.%s", parts[np - 2], last);
+            else snprintf(shown, sizeof shown, "%s", last);
+            return fail(x, 208, "Invalid object name '%s'.", shown);
+        }
+        rc = xl_append_ident(x->out, name);
+    }
+    if (x->res->ntables < XL_TABLES_MAX) {
+        xl_table *tb = &x->res->tables[x->res->ntables++];
+        snprintf(tb->name, sizeof tb->name, "%.*s", (int)sizeof tb->name - 1, name);
+        snprintf(tb->alias, sizeof tb->alias, "%s", last);
+    }
+alias:
+    if (rc != MCDC_OK) return rc;
+    /* alias */
+    if (k < end && tsql_tok_is(&x->t[k], "AS")) {
+        k++;
+        if (k >= end || (x->t[k].t != TK_IDENT && x->t[k].t != TK_QIDENT)) return syntax_near(x, k);
+    }
+    if (k < end && (x->t[k].t == TK_QIDENT || (x->t[k].t == TK_IDENT && !ends_table(&x->t[k])))) {
+        char al[MCDC_IDENT_BYTES_MAX];
+        tsql_tok_text(&x->t[k], al, sizeof al);
+        rc = emit(x, " AS ");
+        if (rc == MCDC_OK) rc = xl_append_ident(x->out, al);
+        if (x->res->ntables > 0) snprintf(x->res->tables[x->res->ntables - 1].alias, MCDC_IDENT_BYTES_MAX, "%s", al);
+        k++;
+    } else {
+        rc = emit(x, " AS ");
+        if (rc == MCDC_OK) rc = xl_append_ident(x->out, last);
+    }
+    /* table hints: WITH (NOLOCK) */
+    if (rc == MCDC_OK && k + 1 < end && tsql_tok_is(&x->t[k], "WITH") && tsql_tok_op(&x->t[k + 1], "(")) {
+        int close = match_paren(x, k + 1, end);
+        if (close < 0) return syntax_near(x, k);
+        k = close + 1;
+    }
+    *i = k;
+    return rc;
+}
+
+/* TOP n / TOP (expr) after SELECT at *i; returns the limit text. */
+static char *parse_top(xl *x, int *i, int end) {
+    int k = *i;
+    if (k < end && tsql_tok_op(&x->t[k], "(")) {
+        int close = match_paren(x, k, end);
+        if (close < 0) { syntax_near(x, k); return NULL; }
+        char *s = sub(x, k + 1, close);
+        *i = close + 1;
+        return s;
+    }
+    if (k < end && (x->t[k].t == TK_NUM || x->t[k].t == TK_VAR)) {
+        char *s = sub(x, k, k + 1);
+        *i = k + 1;
+        return s;
+    }
+    syntax_near(x, k);
+    return NULL;
+}
+
+static bool stringy_at(const xl *x, int k, int end) {
+    if (k >= end) return false;
+    const tsql_tok *t = &x->t[k];
+    if (t->t == TK_STR || t->t == TK_NSTR) return true;
+    if (t->t == TK_IDENT && k + 1 < end && tsql_tok_op(&x->t[k + 1], "(")) {
+        static const char *F[] = {"QUOTENAME", "CONCAT", "UPPER", "LOWER", "LTRIM", "RTRIM", "SUBSTRING",
+                                  "REPLACE", "LEFT", "RIGHT", "DB_NAME", "SCHEMA_NAME", "OBJECT_NAME", NULL};
+        for (int f = 0; F[f]; f++) if (tsql_tok_is(t, F[f])) return true;
+        if (tsql_tok_is(t, "CONVERT") || tsql_tok_is(t, "CAST")) {
+            /* CONVERT(n?varchar..., CAST(.. AS n?varchar) */
+            int close = match_paren(x, k + 1, end);
+            for (int q = k + 2; q < close; q++)
+                if (x->t[q].t == TK_IDENT && (tsql_tok_is(&x->t[q], "varchar") || tsql_tok_is(&x->t[q], "nvarchar") ||
+                                              tsql_tok_is(&x->t[q], "char") || tsql_tok_is(&x->t[q], "nchar") ||
+                                              tsql_tok_is(&x->t[q], "sysname")))
+                    return true;
+        }
+    }
+    return false;
+}
+
+static int check_at_time_zone(xl *x, int *i, int end) {
+    while (*i + 2 < end && tsql_tok_is(&x->t[*i], "AT") && tsql_tok_is(&x->t[*i + 1], "TIME") &&
+           tsql_tok_is(&x->t[*i + 2], "ZONE")) {
+        int k = *i + 3;
+        int zs = k;
+        if (k < end && tsql_tok_op(&x->t[k], "(")) {
+            int close = match_paren(x, k, end);
+            if (close < 0) return syntax_near(x, k);
+            k = close + 1;
+        } else if (k < end) k++;
+        else return syntax_near(x, k);
+        size_t at = x->last_prim;
+        char *z = sub(x, zs, k);
+        x->last_prim = at;
+        if (!z) return MCDC_E_SERVER;
+        const char *pre = "sim_at_time_zone(";
+        size_t pl = strlen(pre);
+        int rc = mcdc_buf_reserve(x->out, pl, x->err);
+        if (rc == MCDC_OK) {
+            memmove(x->out->data + x->last_prim + pl, x->out->data + x->last_prim, x->out->len - x->last_prim);
+            memcpy(x->out->data + x->last_prim, pre, pl);
+            x->out->len += pl;
+            rc = mcdc_buf_printf(x->out, x->err, ", %s)", z);
+        }
+        mcdc_free(z);
+        if (rc != MCDC_OK) return rc;
+        *i = k;
+        x->last_stringy = false;
+    }
+    return MCDC_OK;
+}
+
+static int xl_seq(xl *x, int *ip, int end, bool until_paren) {
+    int i = *ip, rc = MCDC_OK;
+    bool in_from = false, table_pos = false;
+    char *top = NULL;
+    bool after_select = false;
+    if (x->depth > MCDC_TSQL_DEPTH_MAX) return fail(x, 191, "Some part of your SQL statement is nested too deeply. Rewrite the query or break it up into smaller queries.%s", "");
+    while (i < end && rc == MCDC_OK) {
+        const tsql_tok *t = &x->t[i];
+        if (t->t == TK_EOF) break;
+        if (tsql_tok_op(t, ")")) {
+            if (until_paren) break;
+            rc = syntax_near(x, i);
+            break;
+        }
+        if (x->out->len > 0 && x->out->data[x->out->len - 1] != '(' && x->out->data[x->out->len - 1] != ' ' &&
+            !tsql_tok_op(t, ","))
+            rc = emit(x, " ");
+        if (rc != MCDC_OK) break;
+        if (table_pos && !tsql_tok_op(t, "(")) {
+            rc = table_ref(x, &i, end);
+            table_pos = false;
+            if (rc == MCDC_OK && i < end && tsql_tok_op(&x->t[i], ",") && in_from) {
+                rc = emit(x, ",");
+                i++;
+                table_pos = true;
+            }
+            continue;
+        }
+        table_pos = false;
+        size_t prim_start = x->out->len;
+        bool primary = false;
+        x->last_stringy = false;
+        switch (t->t) {
+        case TK_IDENT: {
+            if (tsql_tok_is(t, "SELECT")) {
+                rc = emit(x, "SELECT");
+                i++;
+                if (i < end && (tsql_tok_is(&x->t[i], "DISTINCT") || tsql_tok_is(&x->t[i], "ALL"))) {
+                    rc = mcdc_buf_printf(x->out, x->err, " %.*s", x->t[i].n, x->t[i].s);
+                    i++;
+                }
+                if (i < end && tsql_tok_is(&x->t[i], "TOP")) {
+                    i++;
+                    mcdc_free(top);
+                    top = parse_top(x, &i, end);
+                    if (!top) { rc = MCDC_E_SERVER; break; }
+                }
+                after_select = true;
+                if (x->tracking && x->depth == 0 && x->res->nitems == 0) x->item_start = i;
+                in_from = false;
+                continue;
+            }
+            if (tsql_tok_is(t, "FROM") || tsql_tok_is(t, "JOIN") || tsql_tok_is(t, "INTO")) {
+                if (tsql_tok_is(t, "FROM") && x->tracking && x->depth == 0 && after_select) {
+                    /* end of the outermost select list */
+                    x->tracking = false;
+                }
+                rc = mcdc_buf_printf(x->out, x->err, "%.*s", t->n, t->s);
+                i++;
+                in_from = true;
+                table_pos = true;
+                continue;
+            }
+            if (tsql_tok_is(t, "WHERE") || tsql_tok_is(t, "GROUP") || tsql_tok_is(t, "ORDER") ||
+                tsql_tok_is(t, "HAVING") || tsql_tok_is(t, "ON"))
+                in_from = false;
+            if (tsql_tok_is(t, "UNION") || tsql_tok_is(t, "EXCEPT") || tsql_tok_is(t, "INTERSECT")) {
+                in_from = false;
+                x->tracking = false;
+            }
+            if (tsql_tok_is(t, "OFFSET")) {
+                /* OFFSET n ROWS [FETCH NEXT|FIRST m ROWS ONLY] */
+                int k = i + 1, ns = k;
+                while (k < end && !tsql_tok_is(&x->t[k], "ROWS") && !tsql_tok_is(&x->t[k], "ROW")) k++;
+                if (k >= end) { rc = syntax_near(x, i); break; }
+                char *off = sub(x, ns, k);
+                if (!off) { rc = MCDC_E_SERVER; break; }
+                k++;
+                char *lim = NULL;
+                if (k < end && tsql_tok_is(&x->t[k], "FETCH")) {
+                    k += 2; /* FETCH NEXT|FIRST */
+                    int ms = k;
+                    while (k < end && !tsql_tok_is(&x->t[k], "ROWS") && !tsql_tok_is(&x->t[k], "ROW")) k++;
+                    if (k + 1 >= end || !tsql_tok_is(&x->t[k + 1], "ONLY")) { mcdc_free(off); rc = syntax_near(x, k); break; }
+                    lim = sub(x, ms, k);
+                    if (!lim) { mcdc_free(off); rc = MCDC_E_SERVER; break; }
+                    k += 2;
+                }
+                rc = mcdc_buf_printf(x->out, x->err, "LIMIT %s OFFSET %s", lim ? lim : "-1", off);
+                mcdc_free(off);
+                mcdc_free(lim);
+                mcdc_free(top);
+                top = NULL;
+                i = k;
+                continue;
+            }
+            if (tsql_tok_is(t, "COLLATE")) { i += 2; continue; }
+            if (tsql_tok_is(t, "CURRENT_TIMESTAMP")) {
+                rc = emit(x, "sim_getdate()");
+                i++;
+                primary = true;
+                break;
+            }
+            if (tsql_tok_is(t, "TRUE") || tsql_tok_is(t, "FALSE")) { rc = syntax_near(x, i); break; }
+            if (is_kw(t) && !(i + 1 < end && tsql_tok_op(&x->t[i + 1], "(") && (tsql_tok_is(t, "LEFT") || tsql_tok_is(t, "RIGHT")))) {
+                rc = mcdc_buf_printf(x->out, x->err, "%.*s", t->n, t->s);
+                i++;
+                continue;
+            }
+        }
+            /* fall through: a name */
+            __attribute__((fallthrough));
+        case TK_QIDENT: {
+            char parts[4][MCDC_IDENT_BYTES_MAX];
+            int k = i;
+            int np = xl_name_parts(x->t, &k, end, parts);
+            if (np == 0) { rc = syntax_near(x, i); break; }
+            if (k < end && tsql_tok_op(&x->t[k], "(") && t->t == TK_IDENT) {
+                int nx = i + 1;
+                rc = fn_call(x, i, parts[np - 1], k, end, &nx);
+                i = nx;
+                primary = true;
+                break;
+            }
+            /* column reference: last two parts */
+            int first = np >= 2 ? np - 2 : 0;
+            for (int p = first; p < np && rc == MCDC_OK; p++) {
+                if (p > first) rc = emit(x, ".");
+                if (rc == MCDC_OK) rc = xl_append_ident(x->out, parts[p]);
+            }
+            i = k;
+            primary = true;
+            break;
+        }
+        case TK_VAR:
+            rc = mcdc_buf_printf(x->out, x->err, "%.*s", t->n, t->s);
+            i++;
+            primary = true;
+            break;
+        case TK_SYSVAR: {
+            char w[64];
+            tok_str(t, w, sizeof w);
+            if (mcdc_str_ieq(w, "@@SPID")) rc = mcdc_buf_printf(x->out, x->err, "%d", x->env->spid);
+            else if (mcdc_str_ieq(w, "@@TRANCOUNT")) rc = mcdc_buf_printf(x->out, x->err, "%d", x->env->trancount);
+            else if (mcdc_str_ieq(w, "@@ROWCOUNT")) rc = mcdc_buf_printf(x->out, x->err, "%lld", (long long)x->env->rowcount);
+            else if (mcdc_str_ieq(w, "@@VERSION"))
+                rc = mcdc_buf_printf(x->out, x->err,
+                                     "'Microsoft SQL Server %d (mssql-cdc-sim) - %d.0.4135.4 (X64) \n\tDeveloper Edition (64-bit) on Linux'",
+                                     x->env->product_major == 16 ? 2022 : x->env->product_major == 15 ? 2019 : 2017,
+                                     x->env->product_major);
+            else if (mcdc_str_ieq(w, "@@SERVERNAME")) rc = emit(x, "'mssql-cdc-sim'");
+            else if (mcdc_str_ieq(w, "@@ERROR")) rc = emit(x, "0");
+            else { rc = fail(x, 137, "Must declare the scalar variable \"%s\".", w); break; }
+            i++;
+            primary = true;
+            break;
+        }
+        case TK_NUM:
+            rc = mcdc_buf_printf(x->out, x->err, "%.*s", t->n, t->s);
+            i++;
+            primary = true;
+            break;
+        case TK_STR: case TK_NSTR: {
+            size_t cap = (size_t)t->n + 1;
+            char *s = mcdc_malloc(cap);
+            if (!s) { rc = MCDC_E_NOMEM; break; }
+            size_t n = tsql_tok_text(t, s, cap);
+            rc = xl_append_literal(x->out, s, n);
+            mcdc_free(s);
+            i++;
+            primary = true;
+            x->last_stringy = true;
+            break;
+        }
+        case TK_HEX:
+            rc = emit(x, "X'");
+            if (rc == MCDC_OK && (t->n - 2) % 2) rc = emit(x, "0");
+            if (rc == MCDC_OK) rc = mcdc_buf_append(x->out, t->s + 2, (size_t)t->n - 2, x->err);
+            if (rc == MCDC_OK) rc = emit(x, "'");
+            i++;
+            primary = true;
+            break;
+        case TK_OP:
+            if (tsql_tok_op(t, "(")) {
+                int close = match_paren(x, i, end);
+                if (close < 0) { rc = syntax_near(x, end); break; }
+                rc = emit(x, "(");
+                i++;
+                x->depth++;
+                bool tr = x->tracking;
+                x->tracking = false;
+                if (rc == MCDC_OK) rc = xl_seq(x, &i, close, true);
+                x->tracking = tr;
+                x->depth--;
+                if (rc == MCDC_OK) rc = emit(x, ")");
+                i = close + 1;
+                primary = true;
+                break;
+            }
+            if (tsql_tok_op(t, ";")) { i++; continue; }
+            if (tsql_tok_op(t, "+")) {
+                bool str = x->last_stringy || stringy_at(x, i + 1, end);
+                rc = emit(x, str ? "||" : "+");
+                i++;
+                continue;
+            }
+            if (tsql_tok_op(t, "!<")) { rc = emit(x, ">="); i++; continue; }
+            if (tsql_tok_op(t, "!>")) { rc = emit(x, "<="); i++; continue; }
+            if (tsql_tok_op(t, ",") && x->tracking && x->depth == 0) {
+                if (x->res->nitems < XL_ITEMS_MAX) x->res->nitems++;
+            }
+            rc = mcdc_buf_printf(x->out, x->err, "%.*s", t->n, t->s);
+            i++;
+            continue;
+        default:
+            rc = syntax_near(x, i);
+            break;
+        }
+        if (rc != MCDC_OK) break;
+        if (primary) {
+            bool was_str = x->last_stringy;
+            x->last_prim = prim_start;
+            rc = check_at_time_zone(x, &i, end);
+            if (rc == MCDC_OK && !x->last_stringy) x->last_stringy = was_str;
+            /* a string primary followed by '+' */
+            if (rc == MCDC_OK && i < end && tsql_tok_op(&x->t[i], "+") && (was_str)) {
+                rc = emit(x, " ||");
+                i++;
+            }
+        }
+    }
+    if (rc == MCDC_OK && top) rc = mcdc_buf_printf(x->out, x->err, " LIMIT %s", top);
+    mcdc_free(top);
+    *ip = i;
+    return rc;
+}
+
+/* Simple one-to-one renames. */
+static const struct { const char *tsql, *sqlite; } RENAMES[] = {
+    {"COUNT_BIG", "count"}, {"ISNULL", "ifnull"}, {"LEN", "length"}, {"SUBSTRING", "substr"},
+    {"NEWID", "sim_newid"}, {"CONCAT", "sim_concat"}, {"QUOTENAME", "sim_quotename"},
+    {"FLOOR", "sim_floor"}, {"CEILING", "sim_ceiling"}, {"SYSDATETIME", "sim_sysdatetime"},
+    {"SYSUTCDATETIME", "sim_sysutcdatetime"}, {"GETDATE", "sim_getdate"}, {"GETUTCDATE", "sim_getutcdate"},
+    {"SYSDATETIMEOFFSET", "sim_sysdatetimeoffset"}, {"CURRENT_TIMEZONE_ID", "sim_current_timezone_id"},
+    {"SERVERPROPERTY", "sim_serverproperty"}, {"IIF", "iif"}, {"ABS", "abs"}, {"ROUND", "round"},
+    {"UPPER", "upper"}, {"LOWER", "lower"}, {"LTRIM", "ltrim"}, {"RTRIM", "rtrim"}, {"REPLACE", "replace"},
+    {"COALESCE", "coalesce"}, {"NULLIF", "nullif"}, {"MIN", "min"}, {"MAX", "max"}, {"SUM", "sum"},
+    {"AVG", "avg"}, {"COUNT", "count"}, {"NTILE", "ntile"}, {"LAG", "lag"}, {"LEAD", "lead"},
+    {"ROW_NUMBER", "row_number"}, {"RANK", "rank"}, {"DENSE_RANK", "dense_rank"},
+    {"FIRST_VALUE", "first_value"}, {"LAST_VALUE", "last_value"}, {"OBJECT_ID", "sim_object_id"},
+    {"CHARINDEX", "sim_charindex"},
+};
+
+static int fn_call(xl *x, int name_from, const char *fname, int open, int end, int *next) {
+    (void)name_from;
+    int close = match_paren(x, open, end);
+    if (close < 0) return syntax_near(x, end);
+    *next = close + 1;
+    int st[16], en[16], rc = MCDC_OK;
+    int na = split_args(x, open, close, st, en, 16);
+    if (na > 16) return fail(x, 174, "The function %s has too many arguments.", fname);
+    if (mcdc_str_ieq(fname, "CONVERT") || mcdc_str_ieq(fname, "TRY_CONVERT")) {
+        if (na < 2 || na > 3) return fail(x, 174, "The %s function requires 2 to 3 arguments.", "convert");
+        char ty[128];
+        type_text(x, st[0], en[0], ty, sizeof ty);
+        sim_type tt;
+        if (!sim_type_parse(&tt, ty, strlen(ty))) return fail(x, 243, "Type %s is not a defined system type.", ty);
+        char *e = sub(x, st[1], en[1]), *s = na == 3 ? sub(x, st[2], en[2]) : NULL;
+        if (!e || (na == 3 && !s)) { mcdc_free(e); mcdc_free(s); return MCDC_E_SERVER; }
+        rc = emit(x, "sim_convert(");
+        if (rc == MCDC_OK) rc = mcdc_buf_printf(x->out, x->err, "%s, ", e);
+        if (rc == MCDC_OK) rc = xl_append_literal(x->out, ty, strlen(ty));
+        if (rc == MCDC_OK) rc = mcdc_buf_printf(x->out, x->err, ", %s)", s ? s : "NULL");
+        mcdc_free(e);
+        mcdc_free(s);
+        x->last_stringy = tt.id >= SIM_T_CHAR && tt.id <= SIM_T_NVARCHAR;
+        return rc;
+    }
+    if (mcdc_str_ieq(fname, "CAST") || mcdc_str_ieq(fname, "TRY_CAST")) {
+        int as = -1, d = 0;
+        for (int k = open + 1; k < close; k++) {
+            if (tsql_tok_op(&x->t[k], "(")) d++;
+            else if (tsql_tok_op(&x->t[k], ")")) d--;
+            else if (d == 0 && tsql_tok_is(&x->t[k], "AS")) as = k;
+        }
+        if (as < 0) return syntax_near(x, close);
+        char ty[128];
+        type_text(x, as + 1, close, ty, sizeof ty);
+        sim_type tt;
+        if (!sim_type_parse(&tt, ty, strlen(ty))) return fail(x, 243, "Type %s is not a defined system type.", ty);
+        char *e = sub(x, open + 1, as);
+        if (!e) return MCDC_E_SERVER;
+        rc = mcdc_buf_printf(x->out, x->err, "sim_convert(%s, ", e);
+        if (rc == MCDC_OK) rc = xl_append_literal(x->out, ty, strlen(ty));
+        if (rc == MCDC_OK) rc = emit(x, ", NULL)");
+        mcdc_free(e);
+        return rc;
+    }
+    if (mcdc_str_ieq(fname, "DATEADD") || mcdc_str_ieq(fname, "DATEDIFF") || mcdc_str_ieq(fname, "DATEPART") ||
+        mcdc_str_ieq(fname, "DATEDIFF_BIG")) {
+        int want = mcdc_str_ieq(fname, "DATEPART") ? 2 : 3;
+        if (na != want) return fail(x, 174, "The %s function requires the right number of arguments.", fname);
+        char part[64];
+        if (x->t[st[0]].t == TK_STR || x->t[st[0]].t == TK_NSTR || x->t[st[0]].t == TK_IDENT)
+            tsql_tok_text(&x->t[st[0]], part, sizeof part);
+        else return syntax_near(x, st[0]);
+        const char *fn = mcdc_str_ieq(fname, "DATEADD") ? "sim_dateadd" : mcdc_str_ieq(fname, "DATEPART") ? "sim_datepart" : "sim_datediff";
+        rc = mcdc_buf_printf(x->out, x->err, "%s('%s'", fn, part);
+        for (int a = 1; a < na && rc == MCDC_OK; a++) {
+            char *e = sub(x, st[a], en[a]);
+            if (!e) return MCDC_E_SERVER;
+            rc = mcdc_buf_printf(x->out, x->err, ", %s", e);
+            mcdc_free(e);
+        }
+        if (rc == MCDC_OK) rc = emit(x, ")");
+        return rc;
+    }
+    /* all arguments translated */
+    char *args[16] = {0};
+    for (int a = 0; a < na; a++) {
+        args[a] = sub(x, st[a], en[a]);
+        if (!args[a]) { for (int b = 0; b < a; b++) mcdc_free(args[b]); return MCDC_E_SERVER; }
+    }
+    const char *A0 = na > 0 ? args[0] : "NULL", *A1 = na > 1 ? args[1] : "NULL";
+    if (mcdc_str_ieq(fname, "fn_cdc_get_max_lsn")) {
+        rc = emit(x, "(SELECT max(\"start_lsn\") FROM \"cdc.lsn_time_mapping\")");
+    } else if (mcdc_str_ieq(fname, "fn_cdc_get_min_lsn")) {
+        rc = mcdc_buf_printf(x->out, x->err,
+                             "coalesce((SELECT \"start_lsn\" FROM \"cdc.change_tables\" WHERE \"capture_instance\" = (%s)), zeroblob(10))", A0);
+    } else if (mcdc_str_ieq(fname, "fn_cdc_increment_lsn")) {
+        rc = mcdc_buf_printf(x->out, x->err, "sim_lsn_add(%s, 1)", A0);
+    } else if (mcdc_str_ieq(fname, "fn_cdc_decrement_lsn")) {
+        rc = mcdc_buf_printf(x->out, x->err, "sim_lsn_add(%s, -1)", A0);
+    } else if (mcdc_str_ieq(fname, "fn_cdc_map_lsn_to_time")) {
+        rc = mcdc_buf_printf(x->out, x->err,
+                             "(SELECT \"tran_end_time\" FROM \"cdc.lsn_time_mapping\" WHERE \"start_lsn\" = (%s))", A0);
+    } else if (mcdc_str_ieq(fname, "fn_cdc_map_time_to_lsn")) {
+        char rel[64] = "";
+        if (na == 2 && (x->t[st[0]].t == TK_STR || x->t[st[0]].t == TK_NSTR)) tsql_tok_text(&x->t[st[0]], rel, sizeof rel);
+        const char *agg = NULL, *op = NULL;
+        if (mcdc_str_ieq(rel, "largest less than or equal")) { agg = "max"; op = "<="; }
+        else if (mcdc_str_ieq(rel, "largest less than")) { agg = "max"; op = "<"; }
+        else if (mcdc_str_ieq(rel, "smallest greater than or equal")) { agg = "min"; op = ">="; }
+        else if (mcdc_str_ieq(rel, "smallest greater than")) { agg = "min"; op = ">"; }
+        if (!agg) rc = fail(x, 22907, "The relational operator %s is not valid for sys.fn_cdc_map_time_to_lsn.", rel);
+        else
+            rc = mcdc_buf_printf(x->out, x->err,
+                                 "(SELECT %s(\"start_lsn\") FROM \"cdc.lsn_time_mapping\" WHERE \"tran_end_time\" %s sim_convert(%s, 'datetime', NULL) AND \"tran_id\" <> zeroblob(10))",
+                                 agg, op, A1);
+    } else if (mcdc_str_ieq(fname, "HAS_PERMS_BY_NAME")) {
+        rc = mcdc_buf_printf(x->out, x->err, "sim_has_perms(%s, %s, %s, ", A0, A1, na > 2 ? args[2] : "NULL");
+        if (rc == MCDC_OK) rc = xl_append_literal(x->out, x->env->user_name, strlen(x->env->user_name));
+        if (rc == MCDC_OK) rc = mcdc_buf_printf(x->out, x->err, ", %d)", x->env->is_admin ? 1 : 0);
+    } else if (mcdc_str_ieq(fname, "DB_NAME") && na == 0) {
+        rc = xl_append_literal(x->out, x->env->db_name, strlen(x->env->db_name));
+        x->last_stringy = true;
+    } else if ((mcdc_str_ieq(fname, "USER_NAME") || mcdc_str_ieq(fname, "SUSER_NAME") ||
+                mcdc_str_ieq(fname, "SUSER_SNAME") || mcdc_str_ieq(fname, "CURRENT_USER")) && na == 0) {
+        const char *u = x->env->is_admin && mcdc_str_ieq(fname, "USER_NAME") ? "dbo" : x->env->user_name;
+        rc = xl_append_literal(x->out, u, strlen(u));
+        x->last_stringy = true;
+    } else if (mcdc_str_ieq(fname, "SCHEMA_NAME") && na == 0) {
+        rc = emit(x, "'dbo'");
+    } else {
+        const char *to = NULL;
+        for (size_t k = 0; k < sizeof RENAMES / sizeof RENAMES[0]; k++)
+            if (mcdc_str_ieq(RENAMES[k].tsql, fname)) { to = RENAMES[k].sqlite; break; }
+        if (!to) {
+            rc = fail(x, 195, "'%s' is not a recognized built-in function name.", fname);
+        } else {
+            bool star = na == 1 && strcmp(args[0], "*") == 0;
+            rc = mcdc_buf_printf(x->out, x->err, "%s(", to);
+            for (int a = 0; a < na && rc == MCDC_OK; a++)
+                rc = mcdc_buf_printf(x->out, x->err, "%s%s", a ? ", " : "", args[a]);
+            (void)star;
+            if (rc == MCDC_OK) rc = emit(x, ")");
+            if (mcdc_str_ieq(fname, "QUOTENAME") || mcdc_str_ieq(fname, "CONCAT")) x->last_stringy = true;
+        }
+    }
+    for (int a = 0; a < na; a++) mcdc_free(args[a]);
+    return rc;
+}
+
+/* ---- result type inference for the outermost select list -------------- */
+static bool lookup_col(const xl *x, const char *qual, const char *col, sim_type *ty, bool *nul) {
+    for (int pass = 0; pass < 2; pass++)
+        for (int k = 0; k < x->res->ntables; k++) {
+            const xl_table *tb = &x->res->tables[k];
+            if (qual && pass == 0 && !mcdc_str_ieq(tb->alias, qual)) continue;
+            if (x->env->col_type(x->env->ctx, tb->name, col, ty, nul)) return true;
+        }
+    return false;
+}
+
+static bool infer(const xl *x, int a, int b, sim_type *ty, bool *nul);
+
+static bool infer_fn(const xl *x, const char *f, int open, int close, sim_type *ty, bool *nul) {
+    int st[16], en[16];
+    int na = split_args(x, open, close, st, en, 16);
+    char tx[128];
+    *nul = true;
+    memset(ty, 0, sizeof *ty);
+    if (mcdc_str_ieq(f, "CONVERT") || mcdc_str_ieq(f, "TRY_CONVERT")) {
+        if (na < 2) return false;
+        type_text(x, st[0], en[0], tx, sizeof tx);
+        return sim_type_parse(ty, tx, strlen(tx));
+    }
+    if (mcdc_str_ieq(f, "CAST") || mcdc_str_ieq(f, "TRY_CAST")) {
+        int as = -1, d = 0;
+        for (int k = open + 1; k < close; k++) {
+            if (tsql_tok_op(&x->t[k], "(")) d++;
+            else if (tsql_tok_op(&x->t[k], ")")) d--;
+            else if (d == 0 && tsql_tok_is(&x->t[k], "AS")) as = k;
+        }
+        if (as < 0) return false;
+        type_text(x, as + 1, close, tx, sizeof tx);
+        return sim_type_parse(ty, tx, strlen(tx));
+    }
+    static const struct { const char *f; const char *t; } R[] = {
+        {"COUNT_BIG", "bigint"}, {"COUNT", "int"}, {"fn_cdc_get_max_lsn", "binary(10)"},
+        {"fn_cdc_get_min_lsn", "binary(10)"}, {"fn_cdc_increment_lsn", "binary(10)"},
+        {"fn_cdc_decrement_lsn", "binary(10)"}, {"fn_cdc_map_time_to_lsn", "binary(10)"},
+        {"fn_cdc_map_lsn_to_time", "datetime"}, {"SYSDATETIME", "datetime2(7)"},
+        {"SYSUTCDATETIME", "datetime2(7)"}, {"GETDATE", "datetime"}, {"GETUTCDATE", "datetime"},
+        {"SYSDATETIMEOFFSET", "datetimeoffset(7)"}, {"CURRENT_TIMEZONE_ID", "nvarchar(256)"},
+        {"SERVERPROPERTY", "sql_variant"}, {"DATEPART", "int"}, {"DATEDIFF", "int"}, {"DATEDIFF_BIG", "bigint"},
+        {"HAS_PERMS_BY_NAME", "int"}, {"OBJECT_ID", "int"}, {"QUOTENAME", "nvarchar(258)"},
+        {"NTILE", "bigint"}, {"ROW_NUMBER", "bigint"}, {"RANK", "bigint"}, {"DENSE_RANK", "bigint"},
+        {"NEWID", "uniqueidentifier"}, {"DB_NAME", "nvarchar(128)"}, {"USER_NAME", "nvarchar(128)"},
+        {"SUSER_NAME", "nvarchar(128)"}, {"SUSER_SNAME", "nvarchar(128)"}, {"LEN", "int"},
+    };
+    for (size_t k = 0; k < sizeof R / sizeof R[0]; k++)
+        if (mcdc_str_ieq(R[k].f, f)) {
+            sim_type_parse(ty, R[k].t, strlen(R[k].t));
+            *nul = !mcdc_str_ieq(f, "COUNT_BIG") && !mcdc_str_ieq(f, "COUNT");
+            return true;
+        }
+    if ((mcdc_str_ieq(f, "MIN") || mcdc_str_ieq(f, "MAX") || mcdc_str_ieq(f, "LAG") || mcdc_str_ieq(f, "LEAD") ||
+         mcdc_str_ieq(f, "ISNULL") || mcdc_str_ieq(f, "COALESCE") || mcdc_str_ieq(f, "FIRST_VALUE") ||
+         mcdc_str_ieq(f, "LAST_VALUE") || mcdc_str_ieq(f, "DATEADD")) && na >= 1) {
+        int ai = mcdc_str_ieq(f, "DATEADD") ? 2 : 0;
+        if (ai >= na) return false;
+        bool r = infer(x, st[ai], en[ai], ty, nul);
+        *nul = true;
+        return r;
+    }
+    if (mcdc_str_ieq(f, "SUM") && na == 1) {
+        bool r = infer(x, st[0], en[0], ty, nul);
+        if (!r) return false;
+        if (ty->id == SIM_T_INT || ty->id == SIM_T_SMALLINT || ty->id == SIM_T_TINYINT) ty->id = SIM_T_INT;
+        else if (ty->id == SIM_T_DECIMAL) ty->precision = 38;
+        *nul = true;
+        return true;
+    }
+    return false;
+}
+
+static bool infer(const xl *x, int a, int b, sim_type *ty, bool *nul) {
+    if (a >= b) return false;
+    *nul = true;
+    /* AT TIME ZONE anywhere at depth 0 */
+    int d = 0;
+    for (int k = a; k + 2 < b; k++) {
+        if (tsql_tok_op(&x->t[k], "(")) d++;
+        else if (tsql_tok_op(&x->t[k], ")")) d--;
+        else if (d == 0 && tsql_tok_is(&x->t[k], "AT") && tsql_tok_is(&x->t[k + 1], "TIME") && tsql_tok_is(&x->t[k + 2], "ZONE")) {
+            memset(ty, 0, sizeof *ty);
+            ty->id = SIM_T_DATETIMEOFFSET;
+            ty->scale = 7;
+            sim_type in;
+            bool n2;
+            if (infer(x, a, k, &in, &n2) && (in.id == SIM_T_DATETIME2 || in.id == SIM_T_DATETIMEOFFSET)) ty->scale = in.scale;
+            else if (infer(x, a, k, &in, &n2) && in.id == SIM_T_DATETIME) ty->scale = 3;
+            return true;
+        }
+    }
+    const tsql_tok *t = &x->t[a];
+    if (tsql_tok_op(t, "(") && match_paren(x, a, b) == b - 1) {
+        if (a + 1 < b && tsql_tok_is(&x->t[a + 1], "SELECT")) {
+            int k = a + 2;
+            if (k < b && tsql_tok_is(&x->t[k], "TOP")) {
+                k++;
+                if (tsql_tok_op(&x->t[k], "(")) k = match_paren(x, k, b) + 1; else k++;
+            }
+            int e = k, dd = 0;
+            while (e < b - 1) {
+                if (tsql_tok_op(&x->t[e], "(")) dd++;
+                else if (tsql_tok_op(&x->t[e], ")")) dd--;
+                else if (dd == 0 && (tsql_tok_op(&x->t[e], ",") || tsql_tok_is(&x->t[e], "FROM"))) break;
+                e++;
+            }
+            return infer(x, k, e, ty, nul);
+        }
+        return infer(x, a + 1, b - 1, ty, nul);
+    }
+    if (t->t == TK_IDENT || t->t == TK_QIDENT) {
+        char parts[4][MCDC_IDENT_BYTES_MAX];
+        int k = a;
+        int np = xl_name_parts(x->t, &k, b, parts);
+        if (np > 0 && k < b && tsql_tok_op(&x->t[k], "(")) {
+            int close = match_paren(x, k, b);
+            if (close == b - 1) return infer_fn(x, parts[np - 1], k, close, ty, nul);
+            return false;
+        }
+        if (np > 0 && k == b) return lookup_col(x, np >= 2 ? parts[np - 2] : NULL, parts[np - 1], ty, nul);
+        return false;
+    }
+    if (b == a + 1) {
+        memset(ty, 0, sizeof *ty);
+        *nul = false;
+        if (t->t == TK_STR || t->t == TK_NSTR) {
+            ty->id = t->t == TK_NSTR ? SIM_T_NVARCHAR : SIM_T_VARCHAR;
+            ty->length = t->n > 3 ? t->n - 2 : 1;
+            return true;
+        }
+        if (t->t == TK_NUM) {
+            bool dot = memchr(t->s, '.', (size_t)t->n) != NULL;
+            if (!dot) { ty->id = t->n > 9 ? SIM_T_BIGINT : SIM_T_INT; return true; }
+            return false;
+        }
+        if (t->t == TK_VAR && x->env->var_type) {
+            char nm[MCDC_IDENT_BYTES_MAX];
+            tok_str(t, nm, sizeof nm);
+            *nul = true;
+            return x->env->var_type(x->env->ctx, nm, ty);
+        }
+        if (t->t == TK_SYSVAR) {
+            if (mcdc_str_nieq(t->s, "@@SPID", 6)) { ty->id = SIM_T_SMALLINT; return true; }
+            if (mcdc_str_nieq(t->s, "@@VERSION", 9)) { ty->id = SIM_T_NVARCHAR; ty->length = 300; return true; }
+            ty->id = SIM_T_INT;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Fills res->items from the outermost select list [a, b). */
+static void infer_items(xl *x, int a, int b) {
+    int n = 0, d = 0, s = a;
+    for (int k = a; k <= b && n < XL_ITEMS_MAX; k++) {
+        bool split = k == b;
+        if (!split) {
+            if (tsql_tok_op(&x->t[k], "(")) d++;
+            else if (tsql_tok_op(&x->t[k], ")")) d--;
+            else if (d == 0 && tsql_tok_op(&x->t[k], ",")) split = true;
+        }
+        if (!split) continue;
+        xl_item *it = &x->res->items[n++];
+        memset(it, 0, sizeof *it);
+        int e = k;
+        /* alias: "expr AS name" / "expr name" */
+        if (e - s >= 2 && (x->t[e - 1].t == TK_IDENT || x->t[e - 1].t == TK_QIDENT || x->t[e - 1].t == TK_STR)) {
+            bool as = tsql_tok_is(&x->t[e - 2], "AS");
+            bool bare = !as && (tsql_tok_op(&x->t[e - 2], ")") || x->t[e - 2].t == TK_QIDENT ||
+                                (x->t[e - 2].t == TK_IDENT && !is_kw(&x->t[e - 2])) || x->t[e - 2].t == TK_NUM ||
+                                x->t[e - 2].t == TK_STR || x->t[e - 2].t == TK_NSTR || x->t[e - 2].t == TK_VAR ||
+                                x->t[e - 2].t == TK_SYSVAR) &&
+                        !tsql_tok_op(&x->t[e - 2], ".") && !is_kw(&x->t[e - 1]);
+            if (as || bare) {
+                tsql_tok_text(&x->t[e - 1], it->name, sizeof it->name);
+                e -= as ? 2 : 1;
+            }
+        }
+        if (!it->name[0] && e - s >= 1 && (x->t[e - 1].t == TK_IDENT || x->t[e - 1].t == TK_QIDENT) &&
+            (e - s == 1 || tsql_tok_op(&x->t[e - 2], ".")))
+            tsql_tok_text(&x->t[e - 1], it->name, sizeof it->name);
+        it->known = infer(x, s, e, &it->type, &it->nullable);
+        s = k + 1;
+    }
+    x->res->nitems = n;
+}
+
+int tsql_xlate(const xl_env *env, const tsql_tok *toks, int from, int to, mcdc_buf *out, xl_result *res,
+               mcdc_error *err) {
+    xl x;
+    memset(&x, 0, sizeof x);
+    x.env = env;
+    x.t = toks;
+    x.to = to;
+    x.out = out;
+    x.res = res;
+    x.err = err;
+    res->ntables = 0;
+    res->nitems = 0;
+    x.tracking = true;
+    x.item_start = -1;
+    int i = from;
+    int rc = xl_seq(&x, &i, to, false);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(out, err);
+    if (rc == MCDC_OK && from < to && tsql_tok_is(&toks[from], "SELECT")) {
+        /* outermost select list: from after SELECT [DISTINCT] [TOP ..] to FROM/end */
+        int a = from + 1;
+        if (a < to && (tsql_tok_is(&toks[a], "DISTINCT") || tsql_tok_is(&toks[a], "ALL"))) a++;
+        if (a < to && tsql_tok_is(&toks[a], "TOP")) {
+            a++;
+            if (a < to && tsql_tok_op(&toks[a], "(")) a = match_paren(&x, a, to) + 1; else a++;
+        }
+        int b = a, d = 0;
+        while (b < to) {
+            if (tsql_tok_op(&toks[b], "(")) d++;
+            else if (tsql_tok_op(&toks[b], ")")) d--;
+            else if (d == 0 && (tsql_tok_is(&toks[b], "FROM") || tsql_tok_is(&toks[b], "UNION") ||
+                                tsql_tok_is(&toks[b], "ORDER") || tsql_tok_is(&toks[b], "WHERE") ||
+                                tsql_tok_is(&toks[b], "EXCEPT") || tsql_tok_is(&toks[b], "INTERSECT") ||
+                                tsql_tok_is(&toks[b], "GROUP") || tsql_tok_op(&toks[b], ";")))
+                break;
+            b++;
+        }
+        if (a > from && a <= b) infer_items(&x, a, b);
+    }
+    return rc;
+}

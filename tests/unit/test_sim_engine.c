@@ -1,0 +1,83 @@
+/* test_sim_engine.c - the simulator engine: login, DDL, DML, SELECT shapes,
+ * transactions, errors, persistence. */
+#include <unistd.h>
+
+#include "test_sim_helpers.h"
+
+TEST(sim_login_and_select1) {
+    char dir[64];
+    test_tmpdir(dir, sizeof dir);
+    sim_server *srv = test_server(dir, 0);
+    CHECK(srv != NULL);
+    sim_session *bad = NULL;
+    mcdc_error err = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(sim_login(srv, &bad, "sa", "wrong", NULL, "t", &err), MCDC_E_PERMISSION);
+    CHECK_EQ_INT(err.server_number, 18456);
+    CHECK_EQ_STR(err.message, "Login failed for user 'sa'.");
+    sim_session *s = test_login(srv, "sa", "Sa_Passw0rd", NULL);
+    CHECK(s != NULL);
+    CHECK(sim_session_spid(s) >= 51);
+    CHECK_EQ_STR(sim_session_database(s), "master");
+    coll *c = calloc(1, sizeof *c);
+    CHECK_EQ_STR(scalar(s, c, "SELECT 1"), "1");
+    CHECK_EQ_INT(c->cols[0].type.id, SIM_T_INT);
+    CHECK_EQ_STR(c->colnames, "");
+    sim_session_close(s);
+    sim_server_close(srv);
+    test_rmdir(dir);
+    free(c);
+}
+
+TEST(sim_create_insert_select) {
+    char dir[64];
+    test_tmpdir(dir, sizeof dir);
+    sim_server *srv = test_server(dir, 0);
+    sim_session *s = test_login(srv, "sa", "Sa_Passw0rd", NULL);
+    coll *c = calloc(1, sizeof *c);
+    run(s, c, "CREATE DATABASE shop");
+    CHECK_EQ_INT(c->nerrors, 0);
+    run(s, c, "USE shop");
+    CHECK_EQ_STR(c->db, "shop");
+    CHECK_EQ_INT(c->info_number, 5701);
+    run(s, c, "CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY, amount decimal(18,4), note nvarchar(50) NULL,"
+              " at datetime2(3), flag bit, raw varbinary(16), g uniqueidentifier, d date, m money, f float)");
+    CHECK_EQ_INT(c->nerrors, 0);
+    run(s, c, "INSERT INTO dbo.orders (id, amount, note, at, flag, raw, g, d, m, f) VALUES"
+              " (1, 12.5, N'café', '2024-01-02 03:04:05.123456', 1, 0x0102, '6f9619ff-8b86-d011-b42d-00c04fc964ff', '2024-02-29', 3, 1.5),"
+              " (2, -0.00005, NULL, '2024-01-02', 0, NULL, NULL, NULL, NULL, NULL)");
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_INT(c->last_count, 2);
+    run(s, c, "SELECT id, amount, note, at, flag, raw, g, d, m, f FROM orders WHERE id = 1");
+    CHECK_EQ_INT(c->nrows, 1);
+    CHECK_EQ_STR(c->rows[0], "1|12.5000|café|2024-01-02 03:04:05.123|1|0x0102|6F9619FF-8B86-D011-B42D-00C04FC964FF|2024-02-29|3.0000|1.5");
+    CHECK_EQ_INT(c->cols[1].type.id, SIM_T_DECIMAL);
+    CHECK_EQ_INT(c->cols[1].type.precision, 18);
+    CHECK_EQ_INT(c->cols[3].type.id, SIM_T_DATETIME2);
+    CHECK_EQ_INT(c->cols[3].type.scale, 3);
+    CHECK_EQ_STR(c->colnames, "id|amount|note|at|flag|raw|g|d|m|f");
+    run(s, c, "SELECT TOP (1) [id], amount FROM [dbo].[orders] ORDER BY id DESC");
+    CHECK_EQ_STR(c->rows[0], "2|-0.0001");
+    run(s, c, "SELECT id FROM dbo.orders ORDER BY id OFFSET 1 ROWS FETCH NEXT 1 ROWS ONLY");
+    CHECK_EQ_INT(c->nrows, 1);
+    CHECK_EQ_STR(c->rows[0], "2");
+    run(s, c, "SELECT COUNT_BIG(*) FROM dbo.orders");
+    CHECK_EQ_STR(c->rows[0], "2");
+    CHECK_EQ_INT(c->cols[0].type.id, SIM_T_BIGINT);
+    run(s, c, "INSERT INTO dbo.orders (id) VALUES (1)");
+    CHECK_EQ_INT(c->err_number, 2627);
+    run(s, c, "SELECT nope FROM dbo.orders");
+    CHECK_EQ_INT(c->err_number, 207);
+    run(s, c, "SELECT * FROM dbo.missing");
+    CHECK_EQ_INT(c->err_number, 208);
+    CHECK_EQ_STR(c->err_text, "Invalid object name 'dbo.missing'.");
+    run(s, c, "SELEC 1");
+    CHECK_EQ_INT(c->err_number, 102);
+    run(s, c, "UPDATE dbo.orders SET note = N'x' WHERE id = 2; SELECT note FROM dbo.orders WHERE id = 2");
+    CHECK_EQ_STR(c->rows[0], "x");
+    run(s, c, "DELETE FROM dbo.orders WHERE id = 2; SELECT COUNT(*) FROM dbo.orders");
+    CHECK_EQ_STR(c->rows[0], "1");
+    sim_session_close(s);
+    sim_server_close(srv);
+    test_rmdir(dir);
+    free(c);
+}

@@ -1,0 +1,92 @@
+/* test_tsql_xlate.c - the T-SQL lexer and the translator to SQLite SQL. */
+#include <string.h>
+
+#include "mcdc_test.h"
+#include "tsql_lex.h"
+#include "tsql_xlate.h"
+
+static bool t_exists(void *c, const char *n) { (void)c; return strcmp(n, "dbo.missing") != 0; }
+static bool t_col(void *c, const char *t, const char *col, sim_type *o, bool *nul) {
+    (void)c; (void)t;
+    memset(o, 0, sizeof *o);
+    o->id = strcmp(col, "v") == 0 ? SIM_T_NVARCHAR : SIM_T_INT;
+    o->length = 50;
+    *nul = true;
+    return true;
+}
+
+static int xl(const char *sql, char *out, size_t cap, xl_result *res, mcdc_error *err) {
+    tsql_tok *t = NULL;
+    int n = 0;
+    int rc = tsql_lex(&t, &n, sql, strlen(sql), err);
+    if (rc != MCDC_OK) return rc;
+    xl_env env;
+    memset(&env, 0, sizeof env);
+    env.table_exists = t_exists;
+    env.col_type = t_col;
+    env.db_name = "lab";
+    env.user_name = "u";
+    env.spid = 53;
+    env.product_major = 16;
+    mcdc_buf b = {0};
+    rc = tsql_xlate(&env, t, 0, n, &b, res, err);
+    snprintf(out, cap, "%s", rc == MCDC_OK && b.data ? (const char *)b.data : "");
+    mcdc_buf_free(&b);
+    mcdc_free(t);
+    return rc;
+}
+
+TEST(tsql_lex_tokens) {
+    tsql_tok *t = NULL;
+    int n = 0;
+    const char *sql = "SELECT [a]]b], N'it''s', 0x0A, @v, @@SPID /* c */ -- x\n FROM \"q\"";
+    CHECK_EQ_INT(tsql_lex(&t, &n, sql, strlen(sql), NULL), MCDC_OK);
+    CHECK_EQ_INT(n, 12);
+    char buf[64];
+    tsql_tok_text(&t[1], buf, sizeof buf);
+    CHECK_EQ_STR(buf, "a]b");
+    CHECK_EQ_INT(t[3].t, TK_NSTR);
+    tsql_tok_text(&t[3], buf, sizeof buf);
+    CHECK_EQ_STR(buf, "it's");
+    CHECK_EQ_INT(t[5].t, TK_HEX);
+    CHECK_EQ_INT(t[7].t, TK_VAR);
+    CHECK_EQ_INT(t[9].t, TK_SYSVAR);
+    CHECK_EQ_INT(t[11].t, TK_QIDENT);
+    CHECK_EQ_INT(t[11].line, 2);
+    mcdc_free(t);
+    mcdc_error err = MCDC_ERROR_INIT;
+    CHECK(tsql_lex(&t, &n, "SELECT 'open", 12, &err) != MCDC_OK);
+    CHECK(strstr(err.message, "Unclosed quotation mark") != NULL);
+}
+
+TEST(tsql_xlate_shapes) {
+    char out[512];
+    xl_result *res = mcdc_malloc(sizeof *res);
+    mcdc_error err = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(xl("SELECT TOP (2) [id] FROM t ORDER BY id", out, sizeof out, res, &err), MCDC_OK);
+    CHECK_EQ_STR(out, "SELECT \"id\" FROM \"dbo.t\" AS \"t\" ORDER BY \"id\" LIMIT 2");
+    CHECK_EQ_INT(res->ntables, 1);
+    CHECK_EQ_STR(res->tables[0].name, "dbo.t");
+    CHECK_EQ_INT(xl("SELECT c.x FROM cdc.[ci_CT] AS c ORDER BY 1 OFFSET 5 ROWS FETCH NEXT 1 ROWS ONLY", out, sizeof out, res, &err), MCDC_OK);
+    CHECK_EQ_STR(out, "SELECT \"c\".\"x\" FROM \"cdc.ci_CT\" AS \"c\" ORDER BY 1 LIMIT 1 OFFSET 5");
+    CHECK_EQ_INT(xl("SELECT CONVERT(varchar(22), 0x0A, 1)", out, sizeof out, res, &err), MCDC_OK);
+    CHECK_EQ_STR(out, "SELECT sim_convert(X'0A', 'varchar(22)', 1)");
+    CHECK_EQ_INT(res->nitems, 1);
+    CHECK(res->items[0].known);
+    CHECK_EQ_INT(res->items[0].type.id, SIM_T_VARCHAR);
+    CHECK_EQ_INT(res->items[0].type.length, 22);
+    CHECK_EQ_INT(xl("SELECT x AT TIME ZONE 'UTC' AS z, N'a' + QUOTENAME(v) FROM t", out, sizeof out, res, &err), MCDC_OK);
+    CHECK_EQ_STR(out, "SELECT sim_at_time_zone(\"x\", 'UTC') AS \"z\", 'a' || sim_quotename(\"v\") FROM \"dbo.t\" AS \"t\"");
+    CHECK_EQ_INT(res->items[0].type.id, SIM_T_DATETIMEOFFSET);
+    CHECK_EQ_STR(res->items[0].name, "z");
+    CHECK_EQ_INT(xl("SELECT DATEPART(TZOFFSET, SYSDATETIMEOFFSET()), @@SPID, COUNT_BIG(*)", out, sizeof out, res, &err), MCDC_OK);
+    CHECK_EQ_STR(out, "SELECT sim_datepart('TZOFFSET', sim_sysdatetimeoffset()), 53, count(*)");
+    CHECK_EQ_INT(res->items[2].type.id, SIM_T_BIGINT);
+    CHECK(xl("SELECT * FROM dbo.missing", out, sizeof out, res, &err) != MCDC_OK);
+    CHECK_EQ_INT(err.server_number, 208);
+    CHECK(xl("SELECT NOSUCHFUNC(1)", out, sizeof out, res, &err) != MCDC_OK);
+    CHECK_EQ_INT(err.server_number, 195);
+    CHECK(xl("SELECT (1", out, sizeof out, res, &err) != MCDC_OK);
+    CHECK_EQ_INT(err.server_number, 102);
+    mcdc_free(res);
+}
