@@ -17,7 +17,7 @@ typedef struct {
     mcdc_connstr_connector conn;
     mcdc_reader_options opt;
     mcdc_lsn from, to;
-    mcdc_range_metrics m;
+    mcdc_reader_metrics m;
     int64_t rows;
     int rc;
     mcdc_error err;

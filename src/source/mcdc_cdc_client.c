@@ -175,19 +175,18 @@ int mcdc_cdc_decrement_lsn(mcdc_cdc_client *c, const mcdc_lsn *lsn, mcdc_lsn *ou
     return lsn_fn(c, "fn_cdc_decrement_lsn", lsn, out, err);
 }
 
-int mcdc_cdc_lsn_to_time(mcdc_cdc_client *c, const mcdc_lsn *lsn, bool at_or_before,
-                         int64_t *out_us, bool *out_found, mcdc_error *err) {
+static int lsn_time(mcdc_cdc_client *c, const mcdc_lsn *lsn, int mode, int64_t *out_us,
+                    bool *out_found, mcdc_error *err) {
+    static const char *const WHERE[] = {
+        ", 126) FROM cdc.lsn_time_mapping AS m WHERE m.start_lsn = CONVERT(binary(10), ?, 1)",
+        ", 126) FROM cdc.lsn_time_mapping AS m WHERE m.start_lsn <= CONVERT(binary(10), ?, 1) "
+        "ORDER BY m.start_lsn DESC",
+        ", 126) FROM cdc.lsn_time_mapping AS m WHERE m.start_lsn >= CONVERT(binary(10), ?, 1) "
+        "ORDER BY m.start_lsn"};
     mcdc_buf sql = {0};
     int rc = mcdc_buf_append_str(&sql, "SELECT TOP (1) CONVERT(varchar(23), ", err);
     if (rc == MCDC_OK) rc = mcdc_clock_sql_utc(&sql, &c->clock, "m.tran_end_time", false, 0, err);
-    if (rc == MCDC_OK)
-        rc = mcdc_buf_append_str(&sql,
-                                 at_or_before
-                                     ? ", 126) FROM cdc.lsn_time_mapping AS m WHERE m.start_lsn "
-                                       "<= CONVERT(binary(10), ?, 1) ORDER BY m.start_lsn DESC"
-                                     : ", 126) FROM cdc.lsn_time_mapping AS m WHERE m.start_lsn "
-                                       "= CONVERT(binary(10), ?, 1)",
-                                 err);
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(&sql, WHERE[mode], err);
     if (rc == MCDC_OK) rc = mcdc_buf_cstr(&sql, err);
     char hex[MCDC_LSN_TEXT_LEN + 1];
     mcdc_lsn_format(lsn, hex);
@@ -207,6 +206,16 @@ int mcdc_cdc_lsn_to_time(mcdc_cdc_client *c, const mcdc_lsn *lsn, bool at_or_bef
     if (rc != MCDC_OK) return mcdc_error_wrap(err, "commit time of %s", hex);
     *out_found = true;
     return MCDC_OK;
+}
+
+int mcdc_cdc_lsn_to_time(mcdc_cdc_client *c, const mcdc_lsn *lsn, bool at_or_before,
+                         int64_t *out_us, bool *out_found, mcdc_error *err) {
+    return lsn_time(c, lsn, at_or_before ? 1 : 0, out_us, out_found, err);
+}
+
+int mcdc_cdc_first_commit_time_from(mcdc_cdc_client *c, const mcdc_lsn *lsn, int64_t *out_us,
+                                    bool *out_found, mcdc_error *err) {
+    return lsn_time(c, lsn, 2, out_us, out_found, err);
 }
 
 int mcdc_cdc_nth_commit_after(mcdc_cdc_client *c, const mcdc_lsn *lsn, int64_t n,

@@ -80,6 +80,10 @@ int mcdc_cdc_decrement_lsn(mcdc_cdc_client *c, const mcdc_lsn *lsn, mcdc_lsn *ou
  * or before it. *out_found = false when there is none. */
 int mcdc_cdc_lsn_to_time(mcdc_cdc_client *c, const mcdc_lsn *lsn, bool at_or_before,
                          int64_t *out_us, bool *out_found, mcdc_error *err);
+/* The commit time of the first mapping entry at or after lsn (for a
+ * watermark LSN that precedes every entry). */
+int mcdc_cdc_first_commit_time_from(mcdc_cdc_client *c, const mcdc_lsn *lsn, int64_t *out_us,
+                                    bool *out_found, mcdc_error *err);
 /* Row 6: the n-th commit (mapping entry) after lsn, or the last one when
  * fewer exist; *out_found = false when none. n >= 1. */
 int mcdc_cdc_nth_commit_after(mcdc_cdc_client *c, const mcdc_lsn *lsn, int64_t n,

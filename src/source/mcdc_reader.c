@@ -90,6 +90,62 @@ int mcdc_reader_infer_columns(mcdc_schema **out, mcdc_cdc_client *c, const char 
     return MCDC_OK;
 }
 
+/* ---- planning ------------------------------------------------------------------------ */
+static int push_range(mcdc_lsn_range **v, int *n, int *cap, const mcdc_lsn *from,
+                      const mcdc_lsn *to, int64_t rows, mcdc_error *err) {
+    if (*n == *cap) {
+        int nc = *cap ? *cap * 2 : 8;
+        mcdc_lsn_range *nv = mcdc_realloc(*v, sizeof *nv * (size_t)nc);
+        if (nv == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory planning");
+        *v = nv;
+        *cap = nc;
+    }
+    (*v)[*n] = (mcdc_lsn_range){*from, *to, rows, false};
+    (*n)++;
+    return MCDC_OK;
+}
+
+int mcdc_reader_plan_ranges(mcdc_lsn_range **out, int *n_out, const mcdc_split_point *tiles,
+                            int n_tiles, const mcdc_lsn *from, const mcdc_lsn *to,
+                            int64_t min_rows, mcdc_error *err) {
+    *out = NULL;
+    *n_out = 0;
+    if (mcdc_lsn_cmp(to, from) < 0) return MCDC_OK; /* nothing to read */
+    mcdc_lsn_range *v = NULL;
+    int n = 0, cap = 0, rc = MCDC_OK;
+    mcdc_lsn start = *from;
+    int64_t acc = 0;
+    for (int i = 0; i < n_tiles && rc == MCDC_OK; i++) {
+        MCDC_ASSERT(i == 0 || mcdc_lsn_cmp(&tiles[i].bound, &tiles[i - 1].bound) > 0);
+        acc += tiles[i].rows;
+        /* Close a range here only if rows follow it inside [from, to]. */
+        if (acc >= min_rows && i < n_tiles - 1 && mcdc_lsn_cmp(&tiles[i].bound, to) < 0 &&
+            mcdc_lsn_cmp(&tiles[i].bound, &start) >= 0) {
+            rc = push_range(&v, &n, &cap, &start, &tiles[i].bound, acc, err);
+            start = tiles[i].next_start;
+            acc = 0;
+        }
+    }
+    if (rc == MCDC_OK) {
+        if (n > 0 && acc < min_rows) {
+            v[n - 1].to = *to; /* a short tail joins the previous range */
+            v[n - 1].rows_estimate += acc;
+        } else if (mcdc_lsn_cmp(to, &start) >= 0) {
+            rc = push_range(&v, &n, &cap, &start, to, acc, err);
+        } else if (n > 0) {
+            v[n - 1].to = *to;
+        }
+    }
+    if (rc != MCDC_OK) {
+        mcdc_free(v);
+        return rc;
+    }
+    if (n > 0) v[n - 1].last = true;
+    *out = v;
+    *n_out = n;
+    return MCDC_OK;
+}
+
 /* ---- one attempt ------------------------------------------------------------------ */
 typedef struct attempt {
     const mcdc_reader_options *opt;
@@ -102,7 +158,7 @@ typedef struct attempt {
     /* resume state across attempts */
     bool have_key;
     mcdc_row_key key;
-    mcdc_range_metrics *m;
+    mcdc_reader_metrics *m;
     bool wait_before_known;
     int64_t wait_before;
 } attempt;
@@ -268,7 +324,7 @@ static int guard(attempt *a, mcdc_cdc_client *c, mcdc_error *err) {
 }
 
 static void measure_position(attempt *a, mcdc_cdc_client *c) {
-    mcdc_range_metrics *m = a->m;
+    mcdc_reader_metrics *m = a->m;
     mcdc_error e = MCDC_ERROR_INIT;
     bool found = false;
     int64_t us = 0;
@@ -282,7 +338,11 @@ static void measure_position(attempt *a, mcdc_cdc_client *c) {
         m->to_commit_ts_us = us;
         m->to_commit_ts_known = true;
     }
-    if (mcdc_cdc_lsn_to_time(c, &m->min_lsn_after, true, &us, &found, &e) == MCDC_OK && found) {
+    /* The watermark: the entry at min_lsn (or before it); a min_lsn before
+     * every entry takes the first entry after it. */
+    if (mcdc_cdc_lsn_to_time(c, &m->min_lsn_after, true, &us, &found, &e) == MCDC_OK && !found)
+        mcdc_cdc_first_commit_time_from(c, &m->min_lsn_after, &us, &found, &e);
+    if (found) {
         m->retention_watermark_ts_us = us;
         m->retention_watermark_known = true;
     }
@@ -351,13 +411,13 @@ static uint64_t jitter_next(void) {
     return s;
 }
 
-int mcdc_reader_read_range(mcdc_range_metrics *metrics, const mcdc_reader_options *opt,
+int mcdc_reader_read_range(mcdc_reader_metrics *metrics, const mcdc_reader_options *opt,
                            mcdc_connect_fn connect, void *connect_ctx, const mcdc_lsn *from,
                            const mcdc_lsn *to, bool last, mcdc_batch_sink_fn sink,
                            void *sink_ctx, mcdc_error *err) {
     MCDC_ASSERT(opt != NULL && connect != NULL && from != NULL && to != NULL && sink != NULL);
-    mcdc_range_metrics local;
-    mcdc_range_metrics *m = metrics ? metrics : &local;
+    mcdc_reader_metrics local;
+    mcdc_reader_metrics *m = metrics ? metrics : &local;
     memset(m, 0, sizeof *m);
     m->from_lsn = *from;
     m->to_lsn = *to;

@@ -66,7 +66,7 @@ typedef struct mcdc_connstr_connector {
 int mcdc_connect_connstr(void *ctx, mcdc_conn **out, mcdc_error *err);
 
 /* Facts of one range read (ADR 0014). Durations in their units. */
-typedef struct mcdc_range_metrics {
+typedef struct mcdc_reader_metrics {
     mcdc_lsn from_lsn, to_lsn;
     int64_t rows;
     int64_t bytes;           /* mcdc_batch_bytes of the delivered batches */
@@ -89,7 +89,23 @@ typedef struct mcdc_range_metrics {
     int64_t source_max_commit_ts_us;   /* commit time of max_lsn (UTC) */
     bool source_max_commit_ts_known;
     double capture_lag_seconds;        /* now (UTC) - source_max_commit_ts */
-} mcdc_range_metrics;
+} mcdc_reader_metrics;
+
+/* ---- planning (§3.6) ---------------------------------------------------------
+ * Commit-aligned ranges of [from, to] from split_points tiles: adjacent tiles
+ * merge until a range holds >= min_rows change rows; a short tail (with the
+ * idle stretch up to `to`) joins the previous range; the final range ends at
+ * `to` and is marked last. No tiles: one range [from, to]. to < from: none.
+ * *out owned by the caller (mcdc_free). */
+#define MCDC_MIN_ROWS_PER_RANGE 50000
+typedef struct mcdc_lsn_range {
+    mcdc_lsn from, to; /* closed */
+    int64_t rows_estimate;
+    bool last;
+} mcdc_lsn_range;
+int mcdc_reader_plan_ranges(mcdc_lsn_range **out, int *n_out, const mcdc_split_point *tiles,
+                            int n_tiles, const mcdc_lsn *from, const mcdc_lsn *to,
+                            int64_t min_rows, mcdc_error *err);
 
 /* The output schema for `captured` columns (§2.2). Caller unrefs. */
 int mcdc_reader_output_schema(mcdc_schema **out, const mcdc_schema *captured,
@@ -100,7 +116,7 @@ int mcdc_reader_infer_columns(mcdc_schema **out, mcdc_cdc_client *c, const char 
 
 /* Reads [from, to] (closed) into batches handed to sink. `last` marks the
  * batch's last range (measures the stream position). metrics may be NULL. */
-int mcdc_reader_read_range(mcdc_range_metrics *metrics, const mcdc_reader_options *opt,
+int mcdc_reader_read_range(mcdc_reader_metrics *metrics, const mcdc_reader_options *opt,
                            mcdc_connect_fn connect, void *connect_ctx, const mcdc_lsn *from,
                            const mcdc_lsn *to, bool last, mcdc_batch_sink_fn sink,
                            void *sink_ctx, mcdc_error *err);

@@ -86,6 +86,30 @@ if [ "$(echo "$clean" | grep '^dbo_t|')" = "$(echo "$faulted" | grep '^dbo_t|')"
 else ko "dropped connection retried: identical rows" "clean: $(echo "$clean" | tail -1)" \
         "faulted: $(echo "$faulted" | tail -3)"; fi
 
+# 3b. a result abandoned after 5 rows is cancelled; the connection stays usable
+out=$("$PROBE" cancel "$CS" "SELECT * FROM cdc.dbo_t_CT" 2>&1)
+if [ "$out" = "$(printf 'first=5\nafter=42')" ]; then ok "abandoned result cancelled, connection reusable"
+else ko "abandoned result cancelled, connection reusable" "$out"; fi
+
+# 3c. a stalled server with a 1 s query timeout: SYBETIME is transient, retried
+stalled=$(MCDC_PROBE_QUERY_TIMEOUT=1 MCDC_PROBE_SIDE_SQL="EXEC sim.fault @kind = N'stall', @ms = 2500" \
+  "$PROBE" read "$CS" dbo_t min max 7 1 2>&1)
+if [ "$(echo "$clean" | grep '^dbo_t|')" = "$(echo "$stalled" | grep '^dbo_t|')" ] \
+   && echo "$stalled" | grep -q 'attempts=2'; then ok "query timeout retried: identical rows"
+else ko "query timeout retried: identical rows" "$(echo "$stalled" | tail -3)"; fi
+
+# 3d. split_points (20 tiles, folded to whole commits): tiles whose ranges read every row once
+tiles=$("$PROBE" split "$CS" dbo_t 20 2>&1)
+total=0; prev=""; bad=""; from=$(sql "$CS" "SELECT CONVERT(varchar(22), sys.fn_cdc_get_min_lsn(N'dbo_t'), 1)")
+while read -r bound next rows; do
+  [ -z "$bound" ] && continue
+  got=$("$PROBE" read "$CS" dbo_t "$from" "$bound" 2>&1 | grep -o 'rows=[0-9]*' | cut -d= -f2)
+  total=$((total + got)); [ -n "$prev" ] && [[ ! "$bound" > "$prev" ]] && bad="not increasing"
+  prev=$bound; from=$next
+done <<< "$tiles"
+if [ "$(echo "$tiles" | wc -l)" -ge 3 ] && [ "$total" -eq 49 ] && [ -z "$bad" ]; then ok "split_points tiles cover the range"
+else ko "split_points tiles cover the range" "total=$total $bad" "$tiles"; fi
+
 # 4. the last range measures the position
 out=$("$PROBE" read "$CS" dbo_t min max 1000 1 last 2>&1)
 if echo "$out" | grep -q 'position=1 lag_known=1'; then ok "last range measures position"

@@ -113,7 +113,7 @@ TEST(reader_reads_a_range_into_the_output_schema) {
     mcdc_lsn from, to;
     mcdc_lsn_parse_cstr(&from, "0x10", NULL);
     mcdc_lsn_parse_cstr(&to, "0x40", NULL);
-    mcdc_range_metrics m;
+    mcdc_reader_metrics m;
     mcdc_error e = MCDC_ERROR_INIT;
     int rc = mcdc_reader_read_range(&m, &opt, fake_connector, &k, &from, &to, false, collect_sink,
                                     &col, &e);
@@ -163,7 +163,7 @@ TEST(reader_last_range_measures_the_stream_position) {
     mcdc_lsn from, to;
     mcdc_lsn_parse_cstr(&from, "0x10", NULL);
     mcdc_lsn_parse_cstr(&to, "0x40", NULL);
-    mcdc_range_metrics m;
+    mcdc_reader_metrics m;
     CHECK_EQ_INT(mcdc_reader_read_range(&m, &opt, fake_connector, &k, &from, &to, true,
                                         collect_sink, &col, NULL),
                  MCDC_OK);
@@ -239,7 +239,7 @@ TEST(reader_dropped_connection_resumes_without_gap_or_duplicate) {
     mcdc_lsn from, to;
     mcdc_lsn_parse_cstr(&from, "0x10", NULL);
     mcdc_lsn_parse_cstr(&to, "0x40", NULL);
-    mcdc_range_metrics m;
+    mcdc_reader_metrics m;
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_log_level lv = mcdc_log_get_level();
     mcdc_log_set_level(MCDC_LOG_ERROR);
@@ -286,7 +286,7 @@ TEST(reader_retries_are_bounded_and_permanent_errors_fail_at_once) {
     mcdc_lsn_parse_cstr(&from, "0x10", NULL);
     mcdc_lsn_parse_cstr(&to, "0x40", NULL);
     mcdc_error e = MCDC_ERROR_INIT;
-    mcdc_range_metrics m;
+    mcdc_reader_metrics m;
     mcdc_log_level lv = mcdc_log_get_level();
     mcdc_log_set_level(MCDC_LOG_ERROR);
     CHECK_EQ_INT(mcdc_reader_read_range(&m, &opt, fake_connector, &k, &from, &to, false,
@@ -369,7 +369,7 @@ TEST(reader_infers_columns_and_rejects_reserved_names) {
     mcdc_lsn from, to;
     mcdc_lsn_parse_cstr(&from, "0x10", NULL);
     mcdc_lsn_parse_cstr(&to, "0x40", NULL);
-    mcdc_range_metrics m;
+    mcdc_reader_metrics m;
     CHECK_EQ_INT(mcdc_reader_read_range(&m, &opt, fake_connector, &k, &from, &to, false,
                                         collect_sink, &col, NULL),
                  MCDC_OK);
