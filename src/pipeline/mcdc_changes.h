@@ -53,7 +53,7 @@ int mcdc_changes_plan(mcdc_changes *c, const mcdc_lsn *from, const mcdc_lsn *to,
                       mcdc_range **out, int *n_out, mcdc_error *err);
 
 /* What reading one range measured (decision record 0014) is the reader's
- * mcdc_range_metrics (src/source/mcdc_reader.h). */
+ * mcdc_reader_metrics (src/source/mcdc_reader.h). */
 
 /* Receives each batch; takes ownership of b. Non-zero stops the read. */
 typedef int (*mcdc_batch_fn)(void *ctx, mcdc_batch *b, mcdc_error *err);
@@ -61,6 +61,6 @@ typedef int (*mcdc_batch_fn)(void *ctx, mcdc_batch *b, mcdc_error *err);
 /* Reads one range on its own connection (so ranges can run in parallel),
  * with the retention guard after the read; transient errors retried. */
 int mcdc_changes_read(mcdc_changes *c, const mcdc_range *r, mcdc_batch_fn fn, void *ctx,
-                      mcdc_range_metrics *m, mcdc_error *err);
+                      mcdc_reader_metrics *m, mcdc_error *err);
 
 #endif /* MCDC_CHANGES_H */

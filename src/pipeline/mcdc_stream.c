@@ -248,7 +248,7 @@ typedef struct {
     queue_t *q;
     mcdc_changes *changes;
     const mcdc_range *range;
-    mcdc_range_metrics metrics;
+    mcdc_reader_metrics metrics;
     mcdc_error err;
     int rc;
 } reader_job;
@@ -336,7 +336,7 @@ typedef struct {
     double rtt_ms, read_seconds, read_mb;
     bool has_rtt, network_known;
     int64_t network_wait_ms;
-    mcdc_range_metrics last;
+    mcdc_reader_metrics last;
     bool has_last;
 } folded_metrics;
 
@@ -346,7 +346,7 @@ static void fold(folded_metrics *f, reader_job *jobs, int n) {
     int nrtt = 0;
     f->network_known = n > 0;
     for (int i = 0; i < n; i++) {
-        const mcdc_range_metrics *m = &jobs[i].metrics;
+        const mcdc_reader_metrics *m = &jobs[i].metrics;
         f->any = true;
         if (m->rtt_known && nrtt < MCDC_PARTITIONS_MAX) rtts[nrtt++] = m->rtt_ms;
         f->read_seconds += m->seconds;
@@ -427,7 +427,7 @@ static int write_facts(stream_t *s, int64_t batch_id, const offset_t *end, const
         if (end->has_ts) c[MCDC_F_END_COMMIT_TS] = mcdc_cell_int(end->commit_us);
     }
     if (fm->has_last) {
-        const mcdc_range_metrics *m = &fm->last;
+        const mcdc_reader_metrics *m = &fm->last;
         if (m->retention_watermark_known) {
             c[MCDC_F_RETENTION_WATERMARK_TS] = mcdc_cell_int(m->retention_watermark_ts_us);
             int64_t ref = end->has_ts ? end->commit_us : st->max_ts;
