@@ -214,3 +214,24 @@ def test_bad_options_fail_clearly_without_echoing_the_password(sim, workdir):
     assert p.returncode == 5, p.stderr
     assert "18456" in p.stderr or "Login failed" in p.stderr
     assert "wrong-pw" not in p.stderr + p.stdout
+
+
+def test_earliest_waits_until_capture_has_processed_the_enable(workdir):
+    from conftest import Sim
+    data = os.path.join(workdir, "sim0")
+    os.makedirs(data)
+    s = Sim(data, ["--capture-poll-ms", "0"])  # capture scans only on sim.run_capture
+    try:
+        s.run(SETUP)
+        s.run(TABLE, database="shop")
+        s.run("INSERT INTO dbo.orders (order_id) VALUES (1), (2);", database="shop")
+        # capture has not run: min_lsn is zero, nothing can be read yet, and
+        # that is no data loss
+        p = run_cli(*stream_args(s, workdir))
+        assert '"batch_id"' not in p.stdout
+        s.run("EXEC sim.run_capture @ignore_latency = 1;", database="shop")
+        p = run_cli(*stream_args(s, workdir))
+        assert '"batch_id":0' in p.stdout
+        assert len(bronze_keys(workdir)) == 2
+    finally:
+        s.stop()
