@@ -796,8 +796,8 @@ static int decode_values(pq_cursor *c, int enc, const uint8_t *p, size_t n, int6
         }
         q += used;
         bool ba = lx->phys == PQ_BYTE_ARRAY;
-        if ((rc = phys_reset(ph, nv, true, err)) ||
-            (!ba && (rc = phys_reset(ph, nv, true, err)))) {
+        /* built as byte arrays; FLBA values move to `fixed` at the end */
+        if ((rc = phys_reset(ph, nv, true, err))) {
             mcdc_buf_free(&pre);
             return rc;
         }
