@@ -482,3 +482,15 @@ def test_delta_rs_checkpoint_leaves(tool, tmp_path):
     # the flat reader refuses a file with no top-level primitive column
     p = subprocess.run([tool, "dump", path], capture_output=True, text=True)
     assert p.returncode != 0 and "leaf API" in p.stderr
+
+
+def test_delta_rs_data_files_read_by_us(tool, tmp_path):
+    """Data files arrow-rs writes (through deltalake) dump like pyarrow reads them."""
+    deltalake = pytest.importorskip("deltalake")
+    table = sample_arrow_table(3000).drop_columns(["tsn", "u8", "u32", "u64", "fx"])
+    table_dir = str(tmp_path / "t")
+    deltalake.write_deltalake(table_dir, table)
+    files = [f for f in os.listdir(table_dir) if f.endswith(".parquet")]
+    assert files
+    for f in files:
+        check_ours_equal_pyarrow(tool, os.path.join(table_dir, f))
