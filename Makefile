@@ -37,7 +37,7 @@ LIB := $(BUILD)/libmssqlcdc.a
 SIMLIB := $(BUILD)/libmcdcsim.a
 BINS := $(BUILD)/mssql-cdc $(BUILD)/mssql-cdc-sim $(BUILD)/unit-tests
 
-.PHONY: all deps test test-unit test-san demo bench bench-reader bench-parquet bench-stream fuzz clean headercheck
+.PHONY: all deps test test-unit test-san demo bench bench-reader bench-parquet bench-lake bench-stream fuzz clean headercheck
 all: $(BINS)
 
 $(BUILD)/obj/%.o: %.c
@@ -95,6 +95,10 @@ bench-reader: all
 
 bench-parquet: all
 	@if [ -x bench/bench_parquet.sh ]; then bench/bench_parquet.sh; else echo "bench-parquet: not built yet"; fi
+
+# Delta append of 10M CDC rows (BENCH_LAKE_ROWS) vs deltalake and pyarrow.
+bench-lake: all
+	@.venv/bin/python bench/bench_lake.py
 
 fuzz:
 	@scripts/fuzz.sh
