@@ -403,8 +403,44 @@ static void float_text(double d, char *buf, size_t cap) {
     }
 }
 
+/* Is s[0..n) already "YYYY-MM-DD HH:MM:SS[.f{digits}]" with exactly `digits`
+ * fraction digits (the storage form of datetime2(digits))? */
+static bool is_canonical_dt(const unsigned char *s, int n, int digits) {
+    int want = 19 + (digits > 0 ? digits + 1 : 0);
+    if (n != want) return false;
+    static const char PAT[] = "dddd-dd-dd dd:dd:dd";
+    for (int k = 0; k < 19; k++) {
+        if (PAT[k] == 'd' ? (s[k] < '0' || s[k] > '9') : s[k] != (unsigned char)PAT[k]) return false;
+    }
+    if (digits > 0) {
+        if (s[19] != '.') return false;
+        for (int k = 20; k < n; k++) if (s[k] < '0' || s[k] > '9') return false;
+    }
+    return true;
+}
+
 void sim_val_convert(sqlite3_context *ctx, sqlite3_value *v, const sim_type *t, int style) {
     int vt = sqlite3_value_type(v);
+    /* hot paths of the change-table read: LSN -> hex text, datetime text
+     * already in the target's form (CAST(tran_end_time AS datetime2(3))) */
+    if (vt == SQLITE_BLOB && style == 1 && (t->id == SIM_T_VARCHAR || t->id == SIM_T_NVARCHAR) &&
+        sqlite3_value_bytes(v) <= 64) {
+        static const char HX[] = "0123456789ABCDEF";
+        const uint8_t *p = sqlite3_value_blob(v);
+        int n = sqlite3_value_bytes(v), o = 0;
+        char h[132];
+        h[o++] = '0';
+        h[o++] = 'x';
+        for (int k = 0; k < n; k++) { h[o++] = HX[p[k] >> 4]; h[o++] = HX[p[k] & 15]; }
+        if (t->length > 0 && o > t->length) o = t->length;
+        sqlite3_result_text(ctx, h, o, SQLITE_TRANSIENT);
+        return;
+    }
+    if (vt == SQLITE_TEXT && t->id == SIM_T_DATETIME2 &&
+        is_canonical_dt(sqlite3_value_text(v), sqlite3_value_bytes(v), t->scale)) {
+        sqlite3_result_value(ctx, v);
+        return;
+    }
     char buf[512], tn[48] = "";
     if (vt == SQLITE_NULL) { sqlite3_result_null(ctx); return; }
     /* the type name only for messages: formatting it per row costs a printf */
