@@ -455,6 +455,12 @@ void sim_val_convert(sqlite3_context *ctx, sqlite3_value *v, const sim_type *t, 
         if (vt == SQLITE_INTEGER) i = sqlite3_value_int64(v);
         else if (vt == SQLITE_FLOAT) {
             double d = sqlite3_value_double(v);
+            if (!(d > -9223372036854775808.0 && d < 9223372036854775808.0)) {
+                char m[128];
+                snprintf(m, sizeof m, "Arithmetic overflow error converting float to data type %s.", tn);
+                sqlite3_result_error(ctx, m, -1);
+                return;
+            }
             i = (int64_t)d;
         } else if (vt == SQLITE_BLOB) {
             const uint8_t *p = sqlite3_value_blob(v);
@@ -947,6 +953,10 @@ static void fn_dateadd(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     }
     datepart p = part_of(argv[0]);
     int64_t n = sqlite3_value_int64(argv[1]);
+    if (n > INT32_MAX || n < INT32_MIN) {
+        sqlite3_result_error(ctx, "Arithmetic overflow error converting expression to data type int.", -1);
+        return;
+    }
     dtv d;
     if (!arg_dt(ctx, argv[2], &d)) return;
     dtv like = d;
@@ -967,15 +977,19 @@ static void fn_dateadd(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     }
     case DP_DAY: case DP_DAYOFYEAR: case DP_WEEKDAY: d.days += n; break;
     case DP_WEEK: d.days += 7 * n; break;
-    case DP_HOUR: d.ticks += n * 3600 * TICKS_PER_S; break;
-    case DP_MINUTE: d.ticks += n * 60 * TICKS_PER_S; break;
-    case DP_SECOND: d.ticks += n * TICKS_PER_S; break;
+    case DP_HOUR: d.days += n / 24; d.ticks += n % 24 * 3600 * TICKS_PER_S; break;
+    case DP_MINUTE: d.days += n / 1440; d.ticks += n % 1440 * 60 * TICKS_PER_S; break;
+    case DP_SECOND: d.days += n / 86400; d.ticks += n % 86400 * TICKS_PER_S; break;
     case DP_MS: d.ticks += n * 10000; break;
     case DP_US: d.ticks += n * 10; break;
     case DP_NS: d.ticks += n / 100; break;
     default: sqlite3_result_error(ctx, "Invalid parameter 1 specified for dateadd.", -1); return;
     }
     dt_norm(&d);
+    if (d.days < mcdc_days_from_civil(1, 1, 1) || d.days > mcdc_days_from_civil(9999, 12, 31)) {
+        sqlite3_result_error(ctx, "Adding a value to a 'datetime2' column caused an overflow.", -1);
+        return;
+    }
     if (!like.has_time && like.has_date && p >= DP_HOUR) like.has_time = true;
     if (like.frac_digits == 0 && like.has_time && (p == DP_MS || p == DP_US || p == DP_NS)) like.frac_digits = 7;
     result_dt_like(ctx, &d, &like);
@@ -1013,7 +1027,7 @@ static void fn_datediff(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     case DP_SECOND: r = floordiv(tb, TICKS_PER_S) - floordiv(ta, TICKS_PER_S); break;
     case DP_MS: r = floordiv(tb, 10000) - floordiv(ta, 10000); break;
     case DP_US: r = floordiv(tb, 10) - floordiv(ta, 10); break;
-    case DP_NS: r = (tb - ta) * 100; break;
+    case DP_NS: r = tb - ta > INT32_MAX / 100 || tb - ta < INT32_MIN / 100 ? INT64_MAX : (tb - ta) * 100; break;
     default: sqlite3_result_error(ctx, "Invalid parameter 1 specified for datediff.", -1); return;
     }
     if (r > INT32_MAX || r < INT32_MIN) {
