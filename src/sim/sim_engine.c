@@ -305,7 +305,10 @@ static const char *DB_SCHEMA =
     " CASE WHEN c.type LIKE '%char%' THEN 'SQL_Latin1_General_CP1_CI_AS' END AS collation_name"
     " FROM __sim_columns c JOIN __sim_tables t ON t.name = c.tbl;"
     "CREATE VIEW IF NOT EXISTS \"sys.tables\" AS SELECT object_id, table_name AS name, schema_name,"
-    " create_date, is_cdc AS is_tracked_by_cdc FROM __sim_tables WHERE schema_name <> 'cdc';";
+    " create_date, is_cdc AS is_tracked_by_cdc FROM __sim_tables WHERE schema_name <> 'cdc';"
+    "CREATE VIEW IF NOT EXISTS \"sys.objects\" AS SELECT object_id, table_name AS name, CASE schema_name WHEN 'dbo'"
+    " THEN 1 WHEN 'cdc' THEN 5 ELSE 7 END AS schema_id, 'U' AS type, 'USER_TABLE' AS type_desc, create_date"
+    " FROM __sim_tables;";
 
 static int db_open(sim_server *srv, const char *name, bool create, sim_db **out, mcdc_error *err) {
     sim_db *d = mcdc_calloc(1, sizeof *d);
@@ -699,8 +702,26 @@ static bool env_ci_columns(void *ctx, const char *ci, char *buf, size_t cap) {
  * row per session (its counter is what the TDS layer reported through
  * sim_session_add_network_wait) plus a SOS_SCHEDULER_YIELD row. A
  * least-privilege login sees its own session only. */
-static int env_wait_stats(void *ctx, mcdc_buf *out) {
+static int env_dyn_view(void *ctx, const char *name, mcdc_buf *out) {
     sim_session *s = ((env_ctx *)ctx)->s;
+    if (mcdc_str_ieq(name, "sys.databases")) {
+        /* name, database_id, is_cdc_enabled, ... over the open databases */
+        int rc = MCDC_OK, id = 1;
+        pthread_mutex_lock(&s->srv->mu);
+        bool first = true;
+        for (sim_db *d = s->srv->dbs; d && rc == MCDC_OK; d = d->next) {
+            char *q = sqlite3_mprintf("%sSELECT %Q AS name, %d AS database_id, %d AS is_cdc_enabled, 1 AS snapshot_isolation_state,"
+                                      " 1 AS is_read_committed_snapshot_on, %d AS compatibility_level, 'ONLINE' AS state_desc",
+                                      first ? "" : " UNION ALL ", d->name, mcdc_str_ieq(d->name, "master") ? 1 : 4 + id++,
+                                      d->cdc_enabled ? 1 : 0, s->srv->product_major * 10);
+            rc = q ? mcdc_buf_append_str(out, q, NULL) : MCDC_E_NOMEM;
+            sqlite3_free(q);
+            first = false;
+        }
+        pthread_mutex_unlock(&s->srv->mu);
+        return rc == MCDC_OK ? 1 : -1;
+    }
+    if (!mcdc_str_ieq(name, "sys.dm_exec_session_wait_stats")) return 0;
     bool first = true;
     int rc = MCDC_OK;
     pthread_mutex_lock(&s->srv->mu);
@@ -719,7 +740,7 @@ static int env_wait_stats(void *ctx, mcdc_buf *out) {
     if (rc == MCDC_OK && first)
         rc = mcdc_buf_append_str(out, "SELECT 0 AS session_id, '' AS wait_type, 0 AS waiting_tasks_count, 0 AS wait_time_ms,"
                                       " 0 AS max_wait_time_ms, 0 AS signal_wait_time_ms WHERE 0", NULL);
-    return rc;
+    return rc == MCDC_OK ? 1 : -1;
 }
 
 static void make_env(sim_session *s, env_ctx *ec, xl_env *env, char *user, size_t ucap, mcdc_buf *wait_sql) {
@@ -737,7 +758,7 @@ static void make_env(sim_session *s, env_ctx *ec, xl_env *env, char *user, size_
     env->is_admin = s->admin;
     env->product_major = s->srv->product_major;
     (void)wait_sql;
-    env->wait_stats_sql = env_wait_stats;
+    env->dyn_view = env_dyn_view;
 }
 
 /* Permission check of a translated statement's tables. */
