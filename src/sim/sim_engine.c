@@ -2,17 +2,46 @@
  * sim_engine.c - the simulator's SQL Server model: server state, sessions,
  * logins, T-SQL batches and RPCs, DDL/DML with transactions, faults.
  * CDC (procedures, change rows, capture) lives in sim_cdc.c, the workload
- * generator and bulk loader in sim_work.c.
+ * generator and bulk loader in sim_work.c, T-SQL -> SQLite translation in
+ * tsql_xlate.c, values/conversions/date functions in sim_val.c, zones in
+ * sim_tz.c.
+ *
+ * T-SQL surface: CREATE/DROP DATABASE, USE, CREATE/DROP TABLE (the types of
+ * sim_type, NULL/NOT NULL, PRIMARY KEY, UNIQUE), ALTER TABLE ADD / DROP
+ * COLUMN, INSERT ... VALUES (multi-row) / SELECT / DEFAULT VALUES, UPDATE and
+ * DELETE with WHERE, BEGIN TRAN / COMMIT / ROLLBACK, SELECT with joins,
+ * subqueries, CTEs, UNION ALL, TOP, OFFSET/FETCH, window functions (NTILE,
+ * LAG, ROW_NUMBER...), CONVERT/CAST (styles 1, 2, 126), AT TIME ZONE,
+ * DATEADD/DATEDIFF/DATEPART, system functions (SERVERPROPERTY,
+ * CURRENT_TIMEZONE_ID, SYSDATETIME..., OBJECT_ID, QUOTENAME,
+ * HAS_PERMS_BY_NAME, @@SPID, @@VERSION), DECLARE/SET/SELECT @v, IF/ELSE,
+ * BEGIN...END blocks, EXEC with named or positional arguments, SET options
+ * (NOCOUNT honoured; the rest accepted), CREATE LOGIN/USER, GRANT/REVOKE
+ * SELECT, sys.columns/sys.tables/sys.objects/sys.databases,
+ * sys.dm_exec_session_wait_stats, sp_spaceused, sp_executesql (RPC or EXEC).
+ *
+ * Results: one done() per statement, in order (the TDS layer sets DONE_MORE
+ * on all but the last); statements inside EXEC/RPC use in_proc, then the
+ * procedure sends return_status(0) and a done(in_proc = false). A failing
+ * statement sends message(error) + done(error) and the batch goes on, except
+ * after a syntax error (102/105), which ends the batch as SQL Server's parse
+ * would.
  *
  * Known deviations from SQL Server (documented for test authors):
  * - Sessions share one writer connection per database and every statement
  *   is committed to SQLite at once; other sessions may therefore read rows
  *   of a T-SQL transaction that is not committed yet (READ UNCOMMITTED for
- *   source tables). Change tables only ever hold committed, captured rows.
+ *   source tables), and two sessions never block each other (no locks).
+ *   Change tables only ever hold committed, captured rows.
  * - ROLLBACK undoes DML only (DDL inside a transaction stays).
- * - decimal values compare as text in WHERE/ORDER BY (exact storage).
- * - Every statement gets its own done() callback (the TDS layer sets
- *   DONE_MORE on all but the last).
+ * - decimal/money values are stored as exact text: WHERE/ORDER BY on them
+ *   compare as text; SUM over them goes through double.
+ * - String comparisons are case-insensitive for ASCII only (NOCASE).
+ * - Capture-instance gating roles (@role_name) are stored, not enforced.
+ * - sp_prepare/sp_prepexec/sp_execute handles are not kept (no output
+ *   parameters in the sink); sp_prepexec runs like sp_executesql.
+ * - ASYNC_NETWORK_IO wait_time_ms is what the TDS layer reports through
+ *   sim_session_add_network_wait (0 until it does).
  */
 #include "sim_engine_int.h"
 
