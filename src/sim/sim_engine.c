@@ -2157,6 +2157,7 @@ static int do_set(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *er
         return rc;
     }
     if (i + 1 < end && tsql_tok_is(&t[i], "NOCOUNT")) s->nocount = tsql_tok_is(&t[i + 1], "ON");
+    if (i + 1 < end && tsql_tok_is(&t[i], "IMPLICIT_TRANSACTIONS")) s->implicit_tx = tsql_tok_is(&t[i + 1], "ON");
     /* TEXTSIZE, LOCK_TIMEOUT, TRANSACTION ISOLATION LEVEL, ANSI_*, XACT_ABORT...: accepted */
     send_done(x, 0, false, false);
     return MCDC_OK;
@@ -2354,8 +2355,28 @@ static int do_select(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error 
     return rc;
 }
 
+/* SET IMPLICIT_TRANSACTIONS ON: these statements open a transaction when
+ * none is open (SELECT only when it reads a table). */
+static void implicit_begin(stmt_ctx *x, const tsql_tok *t, int i, int end) {
+    sim_session *s = x->s;
+    if (!s->implicit_tx || s->trancount > 0) return;
+    static const char *W[] = {"INSERT", "UPDATE", "DELETE", "CREATE", "ALTER", "DROP", "TRUNCATE", "GRANT", "REVOKE", NULL};
+    bool opens = false;
+    for (int w = 0; W[w]; w++) if (tsql_tok_is(&t[i], W[w])) opens = true;
+    if (tsql_tok_is(&t[i], "SELECT") || tsql_tok_is(&t[i], "WITH"))
+        for (int k = i; k < end; k++) if (tsql_tok_is(&t[k], "FROM")) { opens = true; break; }
+    if (tsql_tok_is(&t[i], "CREATE") && i + 1 < end && tsql_tok_is(&t[i + 1], "DATABASE")) opens = false;
+    if (!opens) return;
+    pthread_mutex_lock(&s->srv->mu);
+    s->trancount = 1;
+    s->descriptor = ((uint64_t)s->spid << 32) | ((s->descriptor + 1) & 0xFFFFFFFFu);
+    pthread_mutex_unlock(&s->srv->mu);
+    if (x->sink->transaction && x->sink->transaction(x->sink->ctx, 8, s->descriptor)) x->aborted = true;
+}
+
 static int run_statement(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
     const tsql_tok *f = &t[i];
+    implicit_begin(x, t, i, end);
     if (tsql_tok_is(f, "SELECT")) return do_select(x, t, i, end, err);
     if (tsql_tok_is(f, "WITH")) return run_query(x, t, i, end, NULL, 0, err);
     if (tsql_tok_op(f, "(")) return run_query(x, t, i, end, NULL, 0, err);

@@ -73,6 +73,7 @@ struct sim_session {
     sim_var vars[SIM_VARS_MAX];
     int nvars;
     bool nocount;
+    bool implicit_tx; /* SET IMPLICIT_TRANSACTIONS ON */
     int packet_size;
     int64_t rowcount;
     /* transaction */
