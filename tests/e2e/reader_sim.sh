@@ -61,6 +61,13 @@ if [ "$ops" = "2,3,4,3,4,1," ] && [ "$vals" = "a,a,b,b,c,c," ]; then ok "orderin
 else ko "ordering 2,3,4,3,4,1" "ops=$ops vals=$vals" "$out"; fi
 MAX1=$(sql "$CS" "SELECT CONVERT(varchar(22), sys.fn_cdc_get_max_lsn(), 1)")
 
+# 1b. includeCommandId=false: the same rows without the _command_id column
+out=$(MCDC_PROBE_NO_COMMAND_ID=1 "$PROBE" read "$CS" dbo_t min max 2>&1)
+ops=$(echo "$out" | grep '^dbo_t|' | cut -d'|' -f4 | tr '\n' ',')
+cols=$(echo "$out" | grep '^dbo_t|' | head -1 | awk -F'|' '{print NF}')
+if [ "$ops" = "2,3,4,3,4,1," ] && [ "$cols" = 7 ]; then ok "includeCommandId=false"
+else ko "includeCommandId=false" "ops=$ops cols=$cols" "$out"; fi
+
 # 2. key update: delete + insert (1, 2) in one commit
 out=$(sql "$CS" "INSERT INTO dbo.t VALUES (5, N'k');
 UPDATE dbo.t SET id = 6 WHERE id = 5;
