@@ -134,6 +134,22 @@ if echo "$out" | grep -q "^ERROR not found ValueError 22964: capture instance 'd
   ok "unknown capture instance is ValueError"
 else ko "unknown capture instance is ValueError" "$out"; fi
 
+# 5c. a least-privilege login without SELECT on the change table: the exact GRANT
+out=$(sql "$CS" "CREATE LOGIN etl_reader WITH PASSWORD = 'Rd-Passw0rd!';
+CREATE USER etl_reader FOR LOGIN etl_reader;
+GRANT SELECT ON dbo.t TO etl_reader;" 2>&1) || ko "create login" "$out"
+out=$("$PROBE" read "Server=127.0.0.1,$PORT;Database=shop;UID=etl_reader;PWD=Rd-Passw0rd!;Encrypt=no" \
+      dbo_t 0x01 0x02 2>&1)
+if echo "$out" | grep -q '^ERROR permission PermissionError' \
+   && echo "$out" | grep -qF 'GRANT SELECT ON cdc.[dbo_t_CT] TO [etl_reader];'; then
+  ok "missing grant gives the exact GRANT"
+else ko "missing grant gives the exact GRANT" "$out"; fi
+out=$(sql "$CS" "GRANT SELECT ON cdc.[dbo_t_CT] TO etl_reader" 2>&1) || ko "grant" "$out"
+out=$("$PROBE" read "Server=127.0.0.1,$PORT;Database=shop;UID=etl_reader;PWD=Rd-Passw0rd!;Encrypt=no" \
+      dbo_t min max 2>&1)
+if echo "$out" | grep -q '^rows=49 '; then ok "granted login reads the range"
+else ko "granted login reads the range" "$(echo "$out" | tail -2)"; fi
+
 # 6. purged range: DataLossError naming the instance and min_lsn
 OLD_MIN=$(sql "$CS" "SELECT CONVERT(varchar(22), sys.fn_cdc_get_min_lsn(N'dbo_t'), 1)")
 out=$(sql "$CS" "EXEC sys.sp_cdc_cleanup_change_table @capture_instance = N'dbo_t',
