@@ -21,7 +21,13 @@
  * writerFeatures ["timestampNtz"] when the schema has a timestamp_ntz column.
  * Versions read: reader 1, 2 (column mapping mode "name" or "none") and 3
  * with features timestampNtz, columnMapping, deletionVectors (only while no
- * live file carries a deletion vector), vacuumProtocolCheck, domainMetadata.
+ * live file carries a deletion vector), vacuumProtocolCheck, v2Checkpoint.
+ * Checkpoints read: classic, multi-part, V2 (UUID-named, Parquet or JSON,
+ * with sidecars). When the JSON commits since version 0 are all present, an
+ * unreadable checkpoint is replayed around (with a warning).
+ * Writes are refused on tables using features we cannot honour (column
+ * mapping, invariants, CHECK constraints, generated or identity columns,
+ * unknown writer features).
  */
 #ifndef MCDC_DELTA_H
 #define MCDC_DELTA_H
@@ -216,8 +222,13 @@ void mcdc_delta_commit_info_free(mcdc_delta_commit_info *ci);
 
 /* ---- checkpoints ------------------------------------------------------------ */
 
-/* Writes the classic checkpoint of version and _last_checkpoint. Needs the
- * Parquet writer with nested columns: MCDC_E_UNSUPPORTED until then. */
+/* Writes the classic single-part checkpoint of version (protocol, metaData,
+ * txn, domainMetadata, live adds with stats as JSON, tombstones younger than
+ * delta.deletedFileRetentionDuration, default 1 week) and moves
+ * _last_checkpoint forward. An existing checkpoint file is never replaced
+ * (a concurrent writer's has the same content). mcdc_delta_append calls it
+ * every delta.checkpointInterval versions (default 10); its failure there is
+ * logged, never the commit's failure. */
 int mcdc_delta_checkpoint(mcdc_delta_table *t, int64_t version, mcdc_error *err);
 
 /* ---- schema JSON (schemaString) --------------------------------------------- */

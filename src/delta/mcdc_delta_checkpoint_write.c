@@ -23,16 +23,25 @@ typedef struct cp_node {
     int n_children; /* direct children (groups only) */
 } cp_node;
 
-/* Pre-order; maps expand to key_value{key, value}, lists to list{element}. */
+/* Pre-order, Spark's checkpoint layout; maps expand to key_value{key, value},
+ * lists to list{element}. */
 static const cp_node k_schema[] = {
     {"txn", K_GROUP, 3},
     {"appId", K_STR, 0}, {"version", K_I64, 0}, {"lastUpdated", K_I64, 0},
-    {"add", K_GROUP, 6},
+    {"add", K_GROUP, 10},
     {"path", K_STR, 0}, {"partitionValues", K_MAP, 0}, {"size", K_I64, 0},
-    {"modificationTime", K_I64, 0}, {"dataChange", K_BOOL, 0}, {"stats", K_STR, 0},
-    {"remove", K_GROUP, 6},
+    {"modificationTime", K_I64, 0}, {"dataChange", K_BOOL, 0}, {"tags", K_MAP, 0},
+    {"deletionVector", K_GROUP, 6},
+    {"storageType", K_STR, 0}, {"pathOrInlineDv", K_STR, 0}, {"offset", K_I32, 0},
+    {"sizeInBytes", K_I32, 0}, {"cardinality", K_I64, 0}, {"maxRowIndex", K_I64, 0},
+    {"baseRowId", K_I64, 0}, {"defaultRowCommitVersion", K_I64, 0}, {"stats", K_STR, 0},
+    {"remove", K_GROUP, 9},
     {"path", K_STR, 0}, {"deletionTimestamp", K_I64, 0}, {"dataChange", K_BOOL, 0},
     {"extendedFileMetadata", K_BOOL, 0}, {"partitionValues", K_MAP, 0}, {"size", K_I64, 0},
+    {"deletionVector", K_GROUP, 6},
+    {"storageType", K_STR, 0}, {"pathOrInlineDv", K_STR, 0}, {"offset", K_I32, 0},
+    {"sizeInBytes", K_I32, 0}, {"cardinality", K_I64, 0}, {"maxRowIndex", K_I64, 0},
+    {"baseRowId", K_I64, 0}, {"defaultRowCommitVersion", K_I64, 0},
     {"metaData", K_GROUP, 8},
     {"id", K_STR, 0}, {"name", K_STR, 0}, {"description", K_STR, 0},
     {"format", K_GROUP, 2}, {"provider", K_STR, 0}, {"options", K_MAP, 0},
@@ -44,7 +53,7 @@ static const cp_node k_schema[] = {
     {"domainMetadata", K_GROUP, 3},
     {"domain", K_STR, 0}, {"configuration", K_STR, 0}, {"removed", K_BOOL, 0},
 };
-enum { N_NODES = (int)(sizeof k_schema / sizeof k_schema[0]), N_TOP = 6, N_LEAVES_MAX = 48 };
+enum { N_NODES = (int)(sizeof k_schema / sizeof k_schema[0]), N_TOP = 6, N_LEAVES_MAX = 64 };
 
 /* Parquet enums (parquet.thrift). */
 enum { T_BOOLEAN = 0, T_INT32 = 1, T_INT64 = 2, T_BYTE_ARRAY = 6 };
@@ -409,7 +418,7 @@ static int count_elements(void) {
 
 static void write_schema(mcdc_thrift_writer *w) {
     mcdc_thrift_field_list(w, 2, MCDC_TT_STRUCT, count_elements());
-    schema_element(w, "spark_schema", -1, -1, N_TOP, -1);
+    schema_element(w, "spark_schema", -1, R_REQUIRED, N_TOP, -1);
     for (int i = 0; i < N_NODES; i++) {
         const cp_node *nd = &k_schema[i];
         switch (nd->kind) {

@@ -939,7 +939,9 @@ int mcdc_delta_snapshot_load(mcdc_delta_snapshot **out, mcdc_delta_table *t, int
             mcdc_delta_actions_clear(&a);
             from = ll.cp.version + 1;
         }
-        if (rc && commits_from_zero(&ll, target)) {
+        /* Only a checkpoint that is bad (not an out-of-memory or I/O error)
+         * is worth replaying around. */
+        if ((rc == MCDC_E_CORRUPT || rc == MCDC_E_UNSUPPORTED) && commits_from_zero(&ll, target)) {
             /* The JSON commits are all still there: the table does not need
              * the checkpoint, so a bad one costs time, not correctness. */
             mcdc_log(MCDC_LOG_WARN, "%s; replaying the JSON commits instead", err ? err->message : "unreadable checkpoint");

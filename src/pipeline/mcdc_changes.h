@@ -13,6 +13,7 @@
 #include "mcdc_batch.h"
 #include "mcdc_lsn.h"
 #include "mcdc_options.h"
+#include "mcdc_reader.h"
 
 typedef struct mcdc_changes mcdc_changes;
 
@@ -51,21 +52,8 @@ typedef struct mcdc_range {
 int mcdc_changes_plan(mcdc_changes *c, const mcdc_lsn *from, const mcdc_lsn *to, int n_max,
                       mcdc_range **out, int *n_out, mcdc_error *err);
 
-/* What reading one range measured (decision record 0014). */
-typedef struct mcdc_range_metrics {
-    int64_t rows;
-    int64_t bytes;            /* Arrow bytes of the batches */
-    double seconds;           /* reading time */
-    double rtt_ms;            /* one SELECT 1 round trip; < 0 unknown */
-    int64_t network_wait_ms;  /* ASYNC_NETWORK_IO delta; < 0 unknown */
-    /* Measured by the last range only (has_position): */
-    bool has_position;
-    int64_t retention_watermark_us; /* commit time of min_lsn(ci) after the read */
-    bool has_retention_watermark;
-    int64_t source_max_commit_us;   /* commit time of max_lsn after the read */
-    bool has_source_max_commit;
-    double capture_lag_seconds;     /* now (UTC) - source_max_commit */
-} mcdc_range_metrics;
+/* What reading one range measured (decision record 0014) is the reader's
+ * mcdc_reader_metrics (src/source/mcdc_reader.h). */
 
 /* Receives each batch; takes ownership of b. Non-zero stops the read. */
 typedef int (*mcdc_batch_fn)(void *ctx, mcdc_batch *b, mcdc_error *err);
@@ -73,6 +61,6 @@ typedef int (*mcdc_batch_fn)(void *ctx, mcdc_batch *b, mcdc_error *err);
 /* Reads one range on its own connection (so ranges can run in parallel),
  * with the retention guard after the read; transient errors retried. */
 int mcdc_changes_read(mcdc_changes *c, const mcdc_range *r, mcdc_batch_fn fn, void *ctx,
-                      mcdc_range_metrics *m, mcdc_error *err);
+                      mcdc_reader_metrics *m, mcdc_error *err);
 
 #endif /* MCDC_CHANGES_H */

@@ -248,7 +248,7 @@ typedef struct {
     queue_t *q;
     mcdc_changes *changes;
     const mcdc_range *range;
-    mcdc_range_metrics metrics;
+    mcdc_reader_metrics metrics;
     mcdc_error err;
     int rc;
 } reader_job;
@@ -336,7 +336,7 @@ typedef struct {
     double rtt_ms, read_seconds, read_mb;
     bool has_rtt, network_known;
     int64_t network_wait_ms;
-    mcdc_range_metrics last;
+    mcdc_reader_metrics last;
     bool has_last;
 } folded_metrics;
 
@@ -346,16 +346,16 @@ static void fold(folded_metrics *f, reader_job *jobs, int n) {
     int nrtt = 0;
     f->network_known = n > 0;
     for (int i = 0; i < n; i++) {
-        const mcdc_range_metrics *m = &jobs[i].metrics;
+        const mcdc_reader_metrics *m = &jobs[i].metrics;
         f->any = true;
-        if (m->rtt_ms >= 0) rtts[nrtt++] = m->rtt_ms;
+        if (m->rtt_known && nrtt < MCDC_PARTITIONS_MAX) rtts[nrtt++] = m->rtt_ms;
         f->read_seconds += m->seconds;
         f->read_mb += (double)m->bytes / 1e6;
-        if (m->network_wait_ms < 0)
+        if (!m->network_wait_known)
             f->network_known = false;
         else
             f->network_wait_ms += m->network_wait_ms;
-        if (m->has_position) {
+        if (m->measured_position) {
             f->last = *m;
             f->has_last = true;
         }
@@ -427,19 +427,19 @@ static int write_facts(stream_t *s, int64_t batch_id, const offset_t *end, const
         if (end->has_ts) c[MCDC_F_END_COMMIT_TS] = mcdc_cell_int(end->commit_us);
     }
     if (fm->has_last) {
-        const mcdc_range_metrics *m = &fm->last;
-        if (m->has_retention_watermark) {
-            c[MCDC_F_RETENTION_WATERMARK_TS] = mcdc_cell_int(m->retention_watermark_us);
+        const mcdc_reader_metrics *m = &fm->last;
+        if (m->retention_watermark_known) {
+            c[MCDC_F_RETENTION_WATERMARK_TS] = mcdc_cell_int(m->retention_watermark_ts_us);
             int64_t ref = end->has_ts ? end->commit_us : st->max_ts;
             c[MCDC_F_RETENTION_HEADROOM_HOURS] =
-                mcdc_cell_double((double)(ref - m->retention_watermark_us) / 3600e6);
+                mcdc_cell_double((double)(ref - m->retention_watermark_ts_us) / 3600e6);
         }
-        if (m->has_source_max_commit) {
-            c[MCDC_F_SOURCE_MAX_COMMIT_TS] = mcdc_cell_int(m->source_max_commit_us);
+        if (m->source_max_commit_ts_known) {
+            c[MCDC_F_SOURCE_MAX_COMMIT_TS] = mcdc_cell_int(m->source_max_commit_ts_us);
             c[MCDC_F_CAPTURE_LAG_SECONDS] = mcdc_cell_double(m->capture_lag_seconds);
             if (end->has_ts)
                 c[MCDC_F_INGESTION_LAG_SECONDS] =
-                    mcdc_cell_double((double)(m->source_max_commit_us - end->commit_us) / 1e6);
+                    mcdc_cell_double((double)(m->source_max_commit_ts_us - end->commit_us) / 1e6);
         }
     }
     char *detail = NULL;
@@ -576,8 +576,6 @@ static int run_batch(stream_t *s, int64_t id, const offset_t *start, const offse
         q.producers = nranges;
         for (int i = 0; i < nranges; i++) {
             jobs[i] = (reader_job){.q = &q, .changes = s->changes, .range = &ranges[i]};
-            jobs[i].metrics.rtt_ms = -1;
-            jobs[i].metrics.network_wait_ms = -1;
             if (pthread_create(&threads[i], NULL, reader_main, &jobs[i]) != 0) {
                 pthread_mutex_lock(&q.mu);
                 q.producers -= nranges - i;
@@ -656,8 +654,9 @@ static int run_batch(stream_t *s, int64_t id, const offset_t *start, const offse
     rep->updates = st.updates;
     rep->duration_ms = (double)(mcdc_monotonic_us() - t0) / 1000.0;
     rep->rows_per_s = rep->duration_ms > 0 ? (double)st.rows / (rep->duration_ms / 1000.0) : 0;
-    if (fm.has_last && fm.last.has_source_max_commit && end->has_ts)
-        rep->ingestion_lag_seconds = (double)(fm.last.source_max_commit_us - end->commit_us) / 1e6;
+    if (fm.has_last && fm.last.source_max_commit_ts_known && end->has_ts)
+        rep->ingestion_lag_seconds =
+            (double)(fm.last.source_max_commit_ts_us - end->commit_us) / 1e6;
 out:
     mcdc_log_set_hook(NULL, NULL);
     return rc;

@@ -602,7 +602,7 @@ static int enable_table(sim_session *s, const sim_proc_args *a, mcdc_error *err)
     int ord = 0;
     for (int c = 0; c < nsc; c++) {
         if (!cap[c]) continue;
-        mcdc_buf_printf(&ct, NULL, ", \"%s\" %s", sc[c].name, sim_type_affinity(&sc[c].t));
+        mcdc_buf_printf(&ct, NULL, ", \"%s\" %s", sc[c].name, sim_type_decl(&sc[c].t));
         mcdc_buf_printf(&capl, NULL, "%s[%s]", ord++ ? ", " : "", sc[c].name);
     }
     for (int p = 1; p <= npk; p++)
@@ -618,7 +618,7 @@ static int enable_table(sim_session *s, const sim_proc_args *a, mcdc_error *err)
     mcdc_buf_reset(&pend);
     mcdc_buf_printf(&pend, NULL, "CREATE TABLE \"__sim_pending.%s\"(\"__$start_lsn\" BLOB, \"__$end_lsn\" BLOB, \"__$seqval\" BLOB,"
                                  " \"__$operation\" INT, \"__$update_mask\" BLOB", ci);
-    for (int c = 0; c < nsc; c++) if (cap[c]) mcdc_buf_printf(&pend, NULL, ", \"%s\" %s", sc[c].name, sim_type_affinity(&sc[c].t));
+    for (int c = 0; c < nsc; c++) if (cap[c]) mcdc_buf_printf(&pend, NULL, ", \"%s\" %s", sc[c].name, sim_type_decl(&sc[c].t));
     mcdc_buf_append_str(&pend, ", \"__$command_id\" INT, \"__$txkey\" INT)", NULL);
     mcdc_buf_cstr(&pend, NULL);
     uint8_t enable_lsn[10];

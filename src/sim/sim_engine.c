@@ -585,6 +585,15 @@ int sim_session_spid(const sim_session *s) { return s->spid; }
 const char *sim_session_database(const sim_session *s) { return s->db->name; }
 void sim_session_set_packet_size(sim_session *s, int bytes) { s->packet_size = bytes; }
 
+void sim_session_add_network_wait(sim_session *s, int64_t ms) {
+    if (ms <= 0) return;
+    pthread_mutex_lock(&s->srv->mu);
+    s->net_wait_ms += ms;
+    s->net_waits++;
+    if (ms > s->net_wait_max_ms) s->net_wait_max_ms = ms;
+    pthread_mutex_unlock(&s->srv->mu);
+}
+
 /* ---- variables ---------------------------------------------------------- */
 static sim_var *var_find(sim_session *s, const char *name) {
     for (int k = 0; k < s->nvars; k++) if (mcdc_str_ieq(s->vars[k].name, name)) return &s->vars[k];
@@ -686,6 +695,33 @@ static bool env_ci_columns(void *ctx, const char *ci, char *buf, size_t cap) {
     return found;
 }
 
+/* sys.dm_exec_session_wait_stats as an inline subquery: one ASYNC_NETWORK_IO
+ * row per session (its counter is what the TDS layer reported through
+ * sim_session_add_network_wait) plus a SOS_SCHEDULER_YIELD row. A
+ * least-privilege login sees its own session only. */
+static int env_wait_stats(void *ctx, mcdc_buf *out) {
+    sim_session *s = ((env_ctx *)ctx)->s;
+    bool first = true;
+    int rc = MCDC_OK;
+    pthread_mutex_lock(&s->srv->mu);
+    for (int k = 0; k < MCDC_SIM_SESSIONS_MAX && rc == MCDC_OK; k++) {
+        sim_session *o = s->srv->sessions[k];
+        if (!o || (!s->admin && o != s)) continue;
+        rc = mcdc_buf_printf(out, NULL,
+                             "%sSELECT %d AS session_id, 'ASYNC_NETWORK_IO' AS wait_type, %lld AS waiting_tasks_count,"
+                             " %lld AS wait_time_ms, %lld AS max_wait_time_ms, 0 AS signal_wait_time_ms"
+                             " UNION ALL SELECT %d, 'SOS_SCHEDULER_YIELD', %lld, 0, 0, 0",
+                             first ? "" : " UNION ALL ", o->spid, (long long)o->net_waits, (long long)o->net_wait_ms,
+                             (long long)o->net_wait_max_ms, o->spid, (long long)o->requests);
+        first = false;
+    }
+    pthread_mutex_unlock(&s->srv->mu);
+    if (rc == MCDC_OK && first)
+        rc = mcdc_buf_append_str(out, "SELECT 0 AS session_id, '' AS wait_type, 0 AS waiting_tasks_count, 0 AS wait_time_ms,"
+                                      " 0 AS max_wait_time_ms, 0 AS signal_wait_time_ms WHERE 0", NULL);
+    return rc;
+}
+
 static void make_env(sim_session *s, env_ctx *ec, xl_env *env, char *user, size_t ucap, mcdc_buf *wait_sql) {
     memset(env, 0, sizeof *env);
     env->ctx = ec;
@@ -700,27 +736,8 @@ static void make_env(sim_session *s, env_ctx *ec, xl_env *env, char *user, size_
     env->user_name = db_user_name(s, user, ucap);
     env->is_admin = s->admin;
     env->product_major = s->srv->product_major;
-    /* wait stats: one ASYNC_NETWORK_IO row per session (a plausible counter:
-     * the TDS layer cannot report network waits yet), plus a few others */
-    mcdc_buf_reset(wait_sql);
-    pthread_mutex_lock(&s->srv->mu);
-    bool first = true;
-    for (int k = 0; k < MCDC_SIM_SESSIONS_MAX; k++) {
-        sim_session *o = s->srv->sessions[k];
-        if (!o || (!s->admin && o != s)) continue;
-        mcdc_buf_printf(wait_sql, NULL,
-                        "%sSELECT %d AS session_id, 'ASYNC_NETWORK_IO' AS wait_type, %lld AS waiting_tasks_count,"
-                        " %lld AS wait_time_ms, %lld AS max_wait_time_ms, 0 AS signal_wait_time_ms"
-                        " UNION ALL SELECT %d, 'SOS_SCHEDULER_YIELD', %lld, 0, 0, 0",
-                        first ? "" : " UNION ALL ", o->spid, (long long)o->requests, (long long)o->net_wait_ms,
-                        (long long)(o->net_wait_ms > 0 ? 1 + o->net_wait_ms / (o->requests + 1) : 0), o->spid,
-                        (long long)o->requests);
-        first = false;
-    }
-    pthread_mutex_unlock(&s->srv->mu);
-    if (first) mcdc_buf_append_str(wait_sql, "SELECT 0 AS session_id, '' AS wait_type, 0 AS waiting_tasks_count, 0 AS wait_time_ms, 0 AS max_wait_time_ms, 0 AS signal_wait_time_ms WHERE 0", NULL);
-    mcdc_buf_cstr(wait_sql, NULL);
-    env->wait_stats_sql = (const char *)wait_sql->data;
+    (void)wait_sql;
+    env->wait_stats_sql = env_wait_stats;
 }
 
 /* Permission check of a translated statement's tables. */
@@ -832,11 +849,10 @@ int sim_emit_stmt(sim_session *s, sqlite3 *c, sqlite3_stmt *st, int first_rc, co
         if (sink->row && sink->row(sink->ctx, vals, n)) { *aborted = true; break; }
         step = sqlite3_step(st);
     }
-    if (!*aborted && step != SQLITE_DONE && step != SQLITE_ROW) {
-        rc = sim_sqlite_err(c, step, err);
-        if (sink->done && sink->done(sink->ctx, cnt, false, in_proc, true)) *aborted = true;
-        (void)s;
-    }
+    /* an error after rows: the caller sends ERROR + DONE(error), as SQL Server */
+    if (!*aborted && step != SQLITE_DONE && step != SQLITE_ROW) rc = sim_sqlite_err(c, step, err);
+    (void)s;
+    (void)in_proc;
     *rows = cnt;
     mcdc_free(cols);
     mcdc_free(vals);
@@ -883,26 +899,42 @@ static int stmt_end(const tsql_tok *t, int i, int n) {
     bool is_update = tsql_tok_is(first, "UPDATE"), is_insert = tsql_tok_is(first, "INSERT");
     bool is_perm = tsql_tok_is(first, "GRANT") || tsql_tok_is(first, "REVOKE") || tsql_tok_is(first, "DENY");
     bool is_create = tsql_tok_is(first, "CREATE") || tsql_tok_is(first, "ALTER") || tsql_tok_is(first, "DROP");
-    bool seen_set = false, seen_values = false;
-    int d = 0;
+    bool seen_set = false, seen_values = false, is_with = tsql_tok_is(first, "WITH");
+    int d = 0, cases = 0;
     for (int k = i + 1; k < n; k++) {
         if (tsql_tok_op(&t[k], "(")) { d++; continue; }
         if (tsql_tok_op(&t[k], ")")) { d--; continue; }
         if (d > 0) continue;
         if (tsql_tok_op(&t[k], ";")) return k;
         if (t[k].t != TK_IDENT) continue;
+        if (tsql_tok_is(&t[k], "CASE")) { cases++; continue; }
+        if (tsql_tok_is(&t[k], "END")) { if (cases > 0) cases--; else return k; continue; }
+        if (tsql_tok_is(&t[k], "ELSE") && cases == 0) return k; /* IF ... ELSE */
         if (tsql_tok_is(&t[k], "VALUES")) seen_values = true;
+        if (tsql_tok_is(&t[k], "WITH")) {
+            /* a common table expression starts a statement; WITH (NOLOCK),
+             * WITH PASSWORD = ... do not */
+            if (k + 2 < n && (t[k + 1].t == TK_IDENT || t[k + 1].t == TK_QIDENT) &&
+                (tsql_tok_is(&t[k + 2], "AS") || tsql_tok_op(&t[k + 2], "(")))
+                return k;
+            continue;
+        }
+        if (tsql_tok_is(&t[k - 1], "WITH")) continue; /* WITH ROLLBACK IMMEDIATE */
         bool start = false;
         for (int w = 0; STARTS[w]; w++) if (tsql_tok_is(&t[k], STARTS[w])) { start = true; break; }
         if (!start) continue;
         const tsql_tok *prev = &t[k - 1];
         if (tsql_tok_is(&t[k], "SELECT")) {
+            if (is_with) { is_with = false; continue; } /* the CTE's main query */
             if (tsql_tok_is(prev, "UNION") || tsql_tok_is(prev, "ALL") || tsql_tok_is(prev, "EXCEPT") ||
                 tsql_tok_is(prev, "INTERSECT") || is_perm)
                 continue;
             if (is_insert && !seen_values) continue;
         }
         if (tsql_tok_is(&t[k], "SET") && is_update && !seen_set) { seen_set = true; continue; }
+        if (tsql_tok_is(&t[k], "IF") && (tsql_tok_is(prev, "TABLE") || tsql_tok_is(prev, "DATABASE") ||
+                                         tsql_tok_is(prev, "LOGIN") || tsql_tok_is(prev, "USER")))
+            continue; /* DROP TABLE IF EXISTS */
         if (is_perm && (tsql_tok_is(&t[k], "EXEC") || tsql_tok_is(&t[k], "EXECUTE") || tsql_tok_is(&t[k], "INSERT") ||
                         tsql_tok_is(&t[k], "UPDATE") || tsql_tok_is(&t[k], "DELETE") || tsql_tok_is(&t[k], "ALTER")))
             continue;
@@ -957,7 +989,6 @@ static int run_query(stmt_ctx *x, const tsql_tok *t, int a, int b, const sim_var
             int64_t rows = 0;
             rc = sim_emit_stmt(s, s->rd, st, first, res, NULL, 0, x->sink, x->in_proc, &rows, err, &x->aborted);
             if (rc == MCDC_OK && !x->aborted) { s->rowcount = rows; send_done(x, rows, true, false); }
-            else if (rc != MCDC_OK && first == SQLITE_ROW) rc = -999; /* error after rows: already reported */
         }
     }
     sqlite3_finalize(st);
@@ -1125,7 +1156,7 @@ static int create_table(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_err
         for (int k = 0; k < ncol; k++) {
             for (int p = 0; p < npk; p++)
                 if (mcdc_str_ieq(pk[p], cols[k].name)) { cols[k].pk_ordinal = p + 1; cols[k].nullable = false; }
-            mcdc_buf_printf(&ddl, NULL, "%s\"%s\" %s%s", k ? ", " : "", cols[k].name, sim_type_affinity(&cols[k].type),
+            mcdc_buf_printf(&ddl, NULL, "%s\"%s\" %s%s", k ? ", " : "", cols[k].name, sim_type_decl(&cols[k].type),
                             cols[k].nullable ? "" : " NOT NULL");
         }
         if (npk) {
@@ -1828,7 +1859,7 @@ static int do_alter_table(stmt_ctx *x, const tsql_tok *t, int i, int end, const 
                 if (sqlite3_step(st) == SQLITE_ROW) colid = sqlite3_column_int(st, 0);
                 sqlite3_finalize(st);
             }
-            rc = sim_sql(s->db->w, err, "ALTER TABLE \"%w\" ADD COLUMN \"%w\" %s", tbl, c.name, sim_type_affinity(&c.type));
+            rc = sim_sql(s->db->w, err, "ALTER TABLE \"%w\" ADD COLUMN \"%w\" %s", tbl, c.name, sim_type_decl(&c.type));
             if (rc == MCDC_OK) rc = catalog_add_col(s->db, tbl, colid, &c, err);
         }
     } else if (rc == MCDC_OK && i < end && tsql_tok_is(&t[i], "DROP")) {
@@ -1885,6 +1916,44 @@ static int do_drop(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *e
         if (rc == MCDC_OK) rc = sim_sql(s->db->w, err, "DROP TABLE \"%w\"; DELETE FROM __sim_columns WHERE tbl = %Q; DELETE FROM __sim_tables WHERE name = %Q; DELETE FROM __sim_grants WHERE object = %Q", tbl, tbl, tbl, tbl);
         sim_sql(s->db->w, NULL, rc == MCDC_OK ? "COMMIT" : "ROLLBACK");
         pthread_mutex_unlock(&s->srv->mu);
+        if (rc == MCDC_OK) send_done(x, 0, false, false);
+        return rc;
+    }
+    if (i < end && tsql_tok_is(&t[i], "DATABASE")) {
+        char name[SIM_NAME_MAX];
+        int rc = need_admin(x, "DROP DATABASE", err);
+        if (rc != MCDC_OK) return rc;
+        i++;
+        bool if_exists = false;
+        if (i + 1 < end && tsql_tok_is(&t[i], "IF") && tsql_tok_is(&t[i + 1], "EXISTS")) { if_exists = true; i += 2; }
+        if (i >= end || tok_ident(&t[i], name, sizeof name) != 0) return syntax_err(err, t, i, end);
+        sim_server *srv = s->srv;
+        pthread_mutex_lock(&srv->mu);
+        sim_db *d = sim_find_db(srv, name);
+        if (!d || mcdc_str_ieq(name, "master")) {
+            pthread_mutex_unlock(&srv->mu);
+            if (if_exists && d == NULL) { send_done(x, 0, false, false); return MCDC_OK; }
+            return sim_err(err, 3701, "Cannot drop the database '%s', because it does not exist or you do not have permission.", name);
+        }
+        bool busy = false;
+        for (int k = 0; k < MCDC_SIM_SESSIONS_MAX; k++)
+            if (srv->sessions[k] && (srv->sessions[k]->db == d || srv->sessions[k]->tran_db == d)) busy = true;
+        if (busy) {
+            pthread_mutex_unlock(&srv->mu);
+            return sim_err(err, 3702, "Cannot drop database \"%s\" because it is currently in use.", name);
+        }
+        for (sim_db **pp = &srv->dbs; *pp; pp = &(*pp)->next)
+            if (*pp == d) { *pp = d->next; break; }
+        sqlite3_close_v2(d->w);
+        const char *sfx[] = {"", "-wal", "-shm"};
+        for (int k = 0; k < 3; k++) {
+            char path[1100];
+            snprintf(path, sizeof path, "%s%s", d->path, sfx[k]);
+            remove(path);
+        }
+        rc = sim_sql(master_db(srv)->w, err, "DELETE FROM __sim_databases WHERE name = %Q", name);
+        pthread_mutex_unlock(&srv->mu);
+        mcdc_free(d);
         if (rc == MCDC_OK) send_done(x, 0, false, false);
         return rc;
     }
@@ -2076,6 +2145,7 @@ static int eval_value(stmt_ctx *x, const tsql_tok *t, int a, int b, sqlite3_valu
 
 static int run_tokens(stmt_ctx *x, const tsql_tok *t, int n);
 static int run_proc(stmt_ctx *x, const char *proc, sim_proc_args *a, mcdc_error *err);
+static int send_error(stmt_ctx *x, const mcdc_error *err, int line);
 
 static int do_exec(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
     i++;
@@ -2237,6 +2307,7 @@ static int do_select(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error 
 static int run_statement(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
     const tsql_tok *f = &t[i];
     if (tsql_tok_is(f, "SELECT")) return do_select(x, t, i, end, err);
+    if (tsql_tok_is(f, "WITH")) return run_query(x, t, i, end, NULL, 0, err);
     if (tsql_tok_op(f, "(")) return run_query(x, t, i, end, NULL, 0, err);
     if (tsql_tok_is(f, "INSERT")) return do_insert(x, t, i, end, err);
     if (tsql_tok_is(f, "UPDATE")) return do_update_delete(x, t, i, end, true, err);
@@ -2292,16 +2363,113 @@ static int run_statement(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_er
     return syntax_err(err, t, i, end);
 }
 
+static bool is_block_begin(const tsql_tok *t, int i, int n) {
+    return tsql_tok_is(&t[i], "BEGIN") &&
+           !(i + 1 < n && (tsql_tok_is(&t[i + 1], "TRAN") || tsql_tok_is(&t[i + 1], "TRANSACTION") ||
+                           tsql_tok_is(&t[i + 1], "DISTRIBUTED")));
+}
+
+/* End (exclusive) of the statement or BEGIN ... END block at i. */
+static int unit_end(const tsql_tok *t, int i, int n) {
+    if (i < n && is_block_begin(t, i, n)) {
+        int d = 0;
+        for (int k = i; k < n; k++) {
+            if (is_block_begin(t, k, n) || tsql_tok_is(&t[k], "CASE")) d++;
+            else if (tsql_tok_is(&t[k], "END") && --d == 0) return k + 1;
+        }
+        return n;
+    }
+    return i < n ? stmt_end(t, i, n) : n;
+}
+
+static int run_tokens(stmt_ctx *x, const tsql_tok *t, int n);
+
+/* Runs the statement or block [a, b). */
+static void run_unit(stmt_ctx *x, const tsql_tok *t, int a, int b) {
+    if (a < b && is_block_begin(t, a, b)) run_tokens(x, t + a + 1, b - a - 2);
+    else if (a < b) run_tokens(x, t + a, b - a);
+}
+
+/* IF <condition> <statement|block> [ELSE <statement|block>]; returns the end. */
+static int run_if(stmt_ctx *x, const tsql_tok *t, int i, int n) {
+    int k = i + 1, d = 0;
+    static const char *STARTS[] = {"SELECT", "INSERT", "UPDATE", "DELETE", "CREATE", "ALTER", "DROP", "EXEC",
+                                   "EXECUTE", "BEGIN", "COMMIT", "ROLLBACK", "USE", "SET", "DECLARE", "GRANT",
+                                   "PRINT", "IF", "RETURN", "WITH", NULL};
+    for (; k < n; k++) {
+        if (tsql_tok_op(&t[k], "(")) d++;
+        else if (tsql_tok_op(&t[k], ")")) d--;
+        else if (d == 0) {
+            bool st = false;
+            for (int w = 0; STARTS[w]; w++) if (tsql_tok_is(&t[k], STARTS[w])) st = true;
+            if (st) break;
+        }
+    }
+    mcdc_error err = MCDC_ERROR_INIT;
+    if (k >= n || k == i + 1) {
+        sim_err(&err, 102, "Incorrect syntax near '%s'.", k >= n ? "end of batch" : "IF");
+        send_error(x, &err, t[i].line);
+        return n;
+    }
+    /* CASE WHEN <cond> THEN 1 ELSE 0 END */
+    int cn = k - (i + 1);
+    tsql_tok *c = mcdc_malloc(((size_t)cn + 8) * sizeof *c);
+    if (!c) return n;
+    static const char *W[] = {"CASE", "WHEN", "THEN", "1", "ELSE", "0", "END"};
+    tsql_tok mk[7];
+    for (int w = 0; w < 7; w++) {
+        mk[w].t = w == 3 || w == 5 ? TK_NUM : TK_IDENT;
+        mk[w].s = W[w];
+        mk[w].n = (int)strlen(W[w]);
+        mk[w].line = t[i].line;
+    }
+    int o = 0;
+    c[o++] = mk[0];
+    c[o++] = mk[1];
+    memcpy(c + o, t + i + 1, (size_t)cn * sizeof *c);
+    o += cn;
+    for (int w = 2; w < 7; w++) c[o++] = mk[w];
+    c[o].t = TK_EOF;
+    c[o].s = "";
+    c[o].n = 0;
+    sqlite3_value *v = NULL;
+    int rc = eval_value(x, c, 0, o, &v, &err);
+    mcdc_free(c);
+    bool yes = rc == MCDC_OK && v && sqlite3_value_int(v) == 1;
+    sqlite3_value_free(v);
+    if (rc != MCDC_OK) send_error(x, &err, t[i].line);
+    int te = unit_end(t, k, n);
+    int next = te;
+    while (next < n && tsql_tok_op(&t[next], ";")) next++;
+    int es = -1, ee = next;
+    if (next < n && tsql_tok_is(&t[next], "ELSE")) {
+        es = next + 1;
+        ee = unit_end(t, es, n);
+    }
+    if (rc == MCDC_OK) {
+        if (yes) run_unit(x, t, k, te);
+        else if (es >= 0) run_unit(x, t, es, ee);
+    }
+    return es >= 0 ? ee : te;
+}
+
 /* Runs all statements of a token array. Returns SIM_EXEC_OK / ABORTED. */
 static int run_tokens(stmt_ctx *x, const tsql_tok *t, int n) {
     int i = 0;
     while (i < n && !x->aborted) {
         if (tsql_tok_op(&t[i], ";")) { i++; continue; }
         if (tsql_tok_is(&t[i], "GO")) { i++; continue; }
+        if (tsql_tok_is(&t[i], "IF")) { i = run_if(x, t, i, n); continue; }
+        if (is_block_begin(t, i, n)) {
+            int e = unit_end(t, i, n);
+            run_unit(x, t, i, e);
+            i = e;
+            continue;
+        }
         int end = stmt_end(t, i, n);
         mcdc_error err = MCDC_ERROR_INIT;
         int rc = run_statement(x, t, i, end, &err);
-        if (rc != MCDC_OK && rc != -999) {
+        if (rc != MCDC_OK) {
             send_error(x, &err, t[i].line);
             /* compile errors end the batch, as SQL Server's parse would */
             if (err.server_number == 102 || err.server_number == 105) break;

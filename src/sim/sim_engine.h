@@ -158,6 +158,13 @@ const char *sim_session_database(const sim_session *s);
 /* Packet size the session negotiated; set by the TDS layer after login. */
 void sim_session_set_packet_size(sim_session *s, int bytes);
 
+/* Added by the engine: time the TDS layer spent blocked sending to this
+ * session's client (socket writes that would block), in milliseconds. It
+ * feeds the session's ASYNC_NETWORK_IO row of sys.dm_exec_session_wait_stats
+ * (wait_time_ms); until the TDS layer calls it the counter stays 0.
+ * Thread-safe. */
+void sim_session_add_network_wait(sim_session *s, int64_t ms);
+
 /* Runs a SQL batch (UTF-8 text). Results and errors go to the sink; an error
  * in one statement behaves as SQL Server's (most errors end the statement,
  * the batch goes on; see the engine's docs). Returns SIM_EXEC_OK or

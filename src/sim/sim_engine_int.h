@@ -89,7 +89,7 @@ struct sim_session {
     uint64_t descriptor;
     /* faults / stats */
     int64_t req_rows;
-    int64_t net_wait_ms;
+    int64_t net_wait_ms, net_waits, net_wait_max_ms; /* sim_session_add_network_wait */
     int64_t requests;
 };
 

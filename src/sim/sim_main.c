@@ -62,12 +62,12 @@ static const subcommand g_subcommands[] = {
     {NULL, NULL}, /* none yet */
 };
 
-static tds_server *volatile g_server;
+static sim_tds_server *volatile g_server;
 
 static void on_signal(int sig) {
     (void)sig;
-    tds_server *s = g_server;
-    if (s) tds_server_stop(s);
+    sim_tds_server *s = g_server;
+    if (s) sim_tds_server_stop(s);
 }
 
 static int usage_error(const char *fmt, const char *arg) {
@@ -170,11 +170,11 @@ static int serve(int argc, char **argv) {
                 err.message);
         return 1;
     }
-    tds_server_config tcfg = {.host = "127.0.0.1",
+    sim_tds_server_config tcfg = {.host = "127.0.0.1",
                               .port = port,
                               .version_major = cfg.product_major_version};
-    tds_server *srv = NULL;
-    if (tds_server_create(&srv, engine, &tcfg, &err) != MCDC_OK) {
+    sim_tds_server *srv = NULL;
+    if (sim_tds_server_create(&srv, engine, &tcfg, &err) != MCDC_OK) {
         fprintf(stderr, "mssql-cdc-sim: %s\n", err.message);
         sim_server_close(engine);
         return 1;
@@ -188,20 +188,20 @@ static int serve(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    int bound = tds_server_port(srv);
+    int bound = sim_tds_server_port(srv);
     if (ready && write_ready_file(ready, bound) != 0) {
         fprintf(stderr, "mssql-cdc-sim: cannot write the ready file %s: %s\n", ready,
                 strerror(errno));
         g_server = NULL;
-        tds_server_free(srv);
+        sim_tds_server_free(srv);
         sim_server_close(engine);
         return 1;
     }
     printf("listening on 127.0.0.1:%d\n", bound);
     fflush(stdout);
-    int rc = tds_server_run(srv, &err);
+    int rc = sim_tds_server_run(srv, &err);
     g_server = NULL;
-    tds_server_free(srv);
+    sim_tds_server_free(srv);
     sim_server_close(engine);
     if (rc != MCDC_OK) {
         fprintf(stderr, "mssql-cdc-sim: %s\n", err.message);

@@ -108,6 +108,14 @@ void sim_type_format(const sim_type *t, char *buf, size_t cap) {
     }
 }
 
+const char *sim_type_decl(const sim_type *t) {
+    /* SQL Server's default collation is case-insensitive: NOCASE is its
+     * ASCII approximation (accents still compare as different, as in _AS) */
+    if (t->id == SIM_T_CHAR || t->id == SIM_T_VARCHAR || t->id == SIM_T_NCHAR || t->id == SIM_T_NVARCHAR)
+        return "TEXT COLLATE NOCASE";
+    return sim_type_affinity(t);
+}
+
 const char *sim_type_affinity(const sim_type *t) {
     switch (t->id) {
     case SIM_T_BIT: case SIM_T_TINYINT: case SIM_T_SMALLINT: case SIM_T_INT: case SIM_T_BIGINT:

@@ -30,6 +30,8 @@ bool sim_type_parse(sim_type *out, const char *s, size_t n);
 void sim_type_format(const sim_type *t, char *buf, size_t cap);
 /* The SQLite column affinity to declare for a type ("INT", "TEXT", ...). */
 const char *sim_type_affinity(const sim_type *t);
+/* Column declaration: affinity plus COLLATE NOCASE for strings. */
+const char *sim_type_decl(const sim_type *t);
 
 /* Server clock and zone seen by the SQLite functions: set per connection
  * as the user data of the registered functions. */

@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-void tds_prep_free(tds_prep *p) {
+void sim_tds_prep_free(sim_tds_prep *p) {
     if (!p) return;
     for (int i = 0; i < p->n; i++) {
         mcdc_free(p->e[i].stmt);
@@ -16,7 +16,7 @@ void tds_prep_free(tds_prep *p) {
     memset(p, 0, sizeof *p);
 }
 
-static int which(const tds_rpc *rpc) {
+static int which(const sim_tds_rpc *rpc) {
     if (rpc->proc_id) return rpc->proc_id;
     const char *n = rpc->proc_name;
     if (mcdc_str_nieq(n, "sys.", 4)) n += 4;
@@ -31,13 +31,13 @@ static bool text_of(const sim_param *pa) {
     return pa->value.kind == SIM_V_TEXT || pa->value.kind == SIM_V_NULL;
 }
 
-static int find(const tds_prep *p, int32_t h) {
+static int find(const sim_tds_prep *p, int32_t h) {
     for (int i = 0; i < p->n; i++)
         if (p->e[i].handle == h) return i;
     return -1;
 }
 
-static int get_handle(const tds_rpc *rpc, int32_t *h, mcdc_error *err) {
+static int get_handle(const sim_tds_rpc *rpc, int32_t *h, mcdc_error *err) {
     if (rpc->nparams < 1 || rpc->params[0].value.kind != SIM_V_INT)
         return mcdc_error_set(err, MCDC_E_INVALID,
                               "%s expects the statement handle as its first parameter",
@@ -46,7 +46,7 @@ static int get_handle(const tds_rpc *rpc, int32_t *h, mcdc_error *err) {
     return MCDC_OK;
 }
 
-static int store(tds_prep *p, const sim_param *decl, const sim_param *stmt, int32_t *h,
+static int store(sim_tds_prep *p, const sim_param *decl, const sim_param *stmt, int32_t *h,
                  mcdc_error *err) {
     if (p->n >= TDS_PREPARED_MAX)
         return mcdc_error_set(err, MCDC_E_LIMIT,
@@ -55,12 +55,12 @@ static int store(tds_prep *p, const sim_param *decl, const sim_param *stmt, int3
                               TDS_PREPARED_MAX);
     if (p->n == p->cap) {
         int cap = p->cap ? p->cap * 2 : 8;
-        tds_prep_entry *ne = mcdc_realloc(p->e, (size_t)cap * sizeof *ne);
+        sim_tds_prep_entry *ne = mcdc_realloc(p->e, (size_t)cap * sizeof *ne);
         if (!ne) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory preparing a statement");
         p->e = ne;
         p->cap = cap;
     }
-    tds_prep_entry *e = &p->e[p->n];
+    sim_tds_prep_entry *e = &p->e[p->n];
     e->stmt_n = stmt->value.kind == SIM_V_TEXT ? stmt->value.n : 0;
     e->decl_n = decl->value.kind == SIM_V_TEXT ? decl->value.n : 0;
     e->stmt = mcdc_strndup(e->stmt_n ? (const char *)stmt->value.p : "", e->stmt_n);
@@ -77,7 +77,7 @@ static int store(tds_prep *p, const sim_param *decl, const sim_param *stmt, int3
     return MCDC_OK;
 }
 
-static int build(tds_prep *p, const tds_prep_entry *e, const sim_param *vals, int nvals,
+static int build(sim_tds_prep *p, const sim_tds_prep_entry *e, const sim_param *vals, int nvals,
                  const sim_param **out, int *nout, mcdc_error *err) {
     int need = nvals + 2;
     if (need > p->params_cap) {
@@ -101,7 +101,7 @@ static int build(tds_prep *p, const tds_prep_entry *e, const sim_param *vals, in
     return MCDC_OK;
 }
 
-int tds_prep_rewrite(tds_prep *p, const tds_rpc *rpc, tds_prep_action *action,
+int sim_tds_prep_rewrite(sim_tds_prep *p, const sim_tds_rpc *rpc, sim_tds_prep_action *action,
                      const sim_param **params, int *nparams, int32_t *handle_out,
                      mcdc_error *err) {
     *action = TDS_PREP_PASS;

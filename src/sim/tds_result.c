@@ -31,14 +31,14 @@ enum {
 
 #define DAY_100NS 864000000000LL
 
-int tds_result_init(tds_result *r, tds_out *out, mcdc_error *err) {
+int sim_tds_result_init(sim_tds_result *r, sim_tds_out *out, mcdc_error *err) {
     (void)err;
     memset(r, 0, sizeof *r);
     r->out = out;
     return MCDC_OK;
 }
 
-void tds_result_free(tds_result *r) {
+void sim_tds_result_free(sim_tds_result *r) {
     if (!r) return;
     mcdc_free(r->cols);
     r->cols = NULL;
@@ -46,53 +46,57 @@ void tds_result_free(tds_result *r) {
 }
 
 /* ---- DONE bookkeeping -------------------------------------------------------- */
-static int flush_pending(tds_result *r, bool more) {
+static int flush_pending(sim_tds_result *r, bool more) {
     if (!r->pending) return 0;
     r->pending = false;
     uint16_t st = (uint16_t)(r->pend_status | (more ? TDS_DONE_MORE : 0));
-    return tds_tok_done(r->out, r->pend_tok, st, 0xC1 /* SELECT */, r->pend_rows);
+    return sim_tds_tok_done(r->out, r->pend_tok, st, 0xC1 /* SELECT */, r->pend_rows);
 }
 
-void tds_result_begin(tds_result *r, bool in_rpc, bool begin_message) {
-    if (begin_message) tds_out_begin(r->out, TDS_PKT_REPLY);
+void sim_tds_result_begin(sim_tds_result *r, bool in_rpc, bool begin_message) {
+    if (begin_message) sim_tds_out_begin(r->out, TDS_PKT_REPLY);
     r->in_rpc = in_rpc;
     r->pending = false;
     r->any_error = false;
     r->got_status = false;
     r->has_handle = false;
+    r->fatal = false;
     r->attention = false;
     r->stopped = false;
     r->ncols = 0;
 }
 
-int tds_result_end_batch(tds_result *r) {
+int sim_tds_result_end_batch(sim_tds_result *r) {
     if (r->pending && r->pend_tok == TDS_TOK_DONE) {
         if (flush_pending(r, false)) return -1;
     } else {
         if (flush_pending(r, true)) return -1;
         uint16_t st = (uint16_t)((r->any_error ? TDS_DONE_ERROR : 0) |
                                  (r->in_xact ? TDS_DONE_INXACT : 0));
-        if (tds_tok_done(r->out, TDS_TOK_DONE, st, 0, 0)) return -1;
+        if (sim_tds_tok_done(r->out, TDS_TOK_DONE, st, 0, 0)) return -1;
     }
-    return tds_out_end(r->out);
+    return sim_tds_out_end(r->out);
 }
 
-int tds_result_end_rpc(tds_result *r, bool last) {
+int sim_tds_result_end_rpc(sim_tds_result *r, bool last) {
     if (flush_pending(r, true)) return -1;
-    if (!r->got_status && tds_tok_returnstatus(r->out, 0)) return -1;
-    if (r->has_handle &&
-        tds_tok_returnvalue_int(r->out, r->handle_ordinal, r->handle_name, r->handle))
-        return -1;
+    if (!r->got_status && sim_tds_tok_returnstatus(r->out, 0)) return -1;
+    if (r->has_handle) {
+        sim_type t = {SIM_T_INT, 0, 0, 0};
+        sim_value v = {.kind = SIM_V_INT, .i = r->handle};
+        if (sim_tds_result_return_value(r, r->handle_ordinal, r->handle_name, &t, &v))
+            return -1;
+    }
     uint16_t st = (uint16_t)((last ? 0 : TDS_DONE_MORE) | (r->any_error ? TDS_DONE_ERROR : 0) |
                              (r->in_xact ? TDS_DONE_INXACT : 0));
-    if (tds_tok_done(r->out, TDS_TOK_DONEPROC, st, 0, 0)) return -1;
-    return last ? tds_out_end(r->out) : 0;
+    if (sim_tds_tok_done(r->out, TDS_TOK_DONEPROC, st, 0, 0)) return -1;
+    return last ? sim_tds_out_end(r->out) : 0;
 }
 
-int tds_result_attention_ack(tds_result *r) {
+int sim_tds_result_attention_ack(sim_tds_result *r) {
     r->pending = false;
-    if (tds_tok_done(r->out, TDS_TOK_DONE, TDS_DONE_ATTN, 0, 0)) return -1;
-    return tds_out_end(r->out);
+    if (sim_tds_tok_done(r->out, TDS_TOK_DONE, TDS_DONE_ATTN, 0, 0)) return -1;
+    return sim_tds_out_end(r->out);
 }
 
 /* ---- COLMETADATA -------------------------------------------------------------- */
@@ -101,7 +105,7 @@ static uint8_t decimal_bytes(int precision) {
 }
 static uint8_t time_bytes(int scale) { return scale <= 2 ? 3 : scale <= 4 ? 4 : 5; }
 
-static void plan_column(tds_col_enc *e, const sim_column *c) {
+static void plan_column(sim_tds_col_enc *e, const sim_column *c) {
     memset(e, 0, sizeof *e);
     const sim_type *t = &c->type;
     e->nullable = c->nullable;
@@ -182,7 +186,7 @@ static void plan_column(tds_col_enc *e, const sim_column *c) {
     }
 }
 
-static int write_type_info(tds_out *o, const tds_col_enc *e) {
+static int write_type_info(sim_tds_out *o, const sim_tds_col_enc *e) {
     uint8_t b[16];
     size_t n = 0;
     switch (e->kind) {
@@ -234,40 +238,40 @@ static int write_type_info(tds_out *o, const tds_col_enc *e) {
         b[n++] = (uint8_t)max;
         b[n++] = (uint8_t)(max >> 8);
         if (chars) {
-            memcpy(b + n, tds_collation_default, 5);
+            memcpy(b + n, sim_tds_collation_default, 5);
             n += 5;
         }
     }
     }
-    return tds_out_bytes(o, b, n);
+    return sim_tds_out_bytes(o, b, n);
 }
 
-int tds_result_columns(tds_result *r, const sim_column *cols, int ncols) {
+int sim_tds_result_columns(sim_tds_result *r, const sim_column *cols, int ncols) {
     if (ncols < 1 || ncols > MCDC_COLUMNS_MAX) {
         mcdc_log(MCDC_LOG_ERROR, "tds: result set with %d columns (1..%d allowed)", ncols,
                  MCDC_COLUMNS_MAX);
         return 1;
     }
     if (ncols > r->cols_cap) {
-        tds_col_enc *nc = mcdc_realloc(r->cols, (size_t)ncols * sizeof *nc);
+        sim_tds_col_enc *nc = mcdc_realloc(r->cols, (size_t)ncols * sizeof *nc);
         if (!nc) return 1;
         r->cols = nc;
         r->cols_cap = ncols;
     }
     if (flush_pending(r, true)) return 1;
     r->ncols = ncols;
-    tds_out *o = r->out;
-    if (tds_out_u8(o, TDS_TOK_COLMETADATA) || tds_out_u16(o, (uint16_t)ncols)) return 1;
+    sim_tds_out *o = r->out;
+    if (sim_tds_out_u8(o, TDS_TOK_COLMETADATA) || sim_tds_out_u16(o, (uint16_t)ncols)) return 1;
     for (int i = 0; i < ncols; i++) {
-        tds_col_enc *e = &r->cols[i];
+        sim_tds_col_enc *e = &r->cols[i];
         plan_column(e, &cols[i]);
-        if (tds_out_u32(o, 0) || tds_out_u16(o, e->nullable ? 0x0009 : 0x0008)) return 1;
+        if (sim_tds_out_u32(o, 0) || sim_tds_out_u16(o, e->nullable ? 0x0009 : 0x0008)) return 1;
         if (write_type_info(o, e)) return 1;
         const char *name = cols[i].name ? cols[i].name : "";
         size_t nn = strlen(name);
-        size_t units = tds_utf8_utf16_units((const uint8_t *)name, nn);
+        size_t units = sim_tds_utf8_utf16_units((const uint8_t *)name, nn);
         if (units > 128) units = 128;
-        if (tds_out_u8(o, (uint8_t)units) || tds_out_utf16(o, (const uint8_t *)name, nn, units))
+        if (sim_tds_out_u8(o, (uint8_t)units) || sim_tds_out_utf16(o, (const uint8_t *)name, nn, units))
             return 1;
     }
     return 0;
@@ -321,28 +325,28 @@ static bool val_decimal(const sim_value *v, int precision, int scale, bool *neg,
                         uint32_t mag[4]) {
     char buf[80];
     switch (v->kind) {
-    case SIM_V_TEXT: return tds_decimal_parse(v->p, v->n, precision, scale, neg, mag);
+    case SIM_V_TEXT: return sim_tds_decimal_parse(v->p, v->n, precision, scale, neg, mag);
     case SIM_V_INT: {
         int n = snprintf(buf, sizeof buf, "%lld", (long long)v->i);
-        return tds_decimal_parse((const uint8_t *)buf, (size_t)n, precision, scale, neg, mag);
+        return sim_tds_decimal_parse((const uint8_t *)buf, (size_t)n, precision, scale, neg, mag);
     }
     case SIM_V_REAL: {
         if (!isfinite(v->f) || fabs(v->f) >= 1e38) return false;
         int n = snprintf(buf, sizeof buf, "%.*f", scale + 1 > 17 ? 17 : scale + 1, v->f);
         if (n <= 0 || (size_t)n >= sizeof buf) return false;
-        return tds_decimal_parse((const uint8_t *)buf, (size_t)n, precision, scale, neg, mag);
+        return sim_tds_decimal_parse((const uint8_t *)buf, (size_t)n, precision, scale, neg, mag);
     }
     default: return false;
     }
 }
 
-static bool val_dt(const sim_value *v, tds_dt *dt) {
+static bool val_dt(const sim_value *v, sim_tds_dt *dt) {
     if (v->kind != SIM_V_TEXT) return false;
-    return tds_dt_parse(dt, v->p, v->n);
+    return sim_tds_dt_parse(dt, v->p, v->n);
 }
 
 /* Rounds a 100-ns time to `scale` digits; carries into the day. */
-static void round_time(tds_dt *dt, int scale, uint64_t *units) {
+static void round_time(sim_tds_dt *dt, int scale, uint64_t *units) {
     static const int64_t div[8] = {10000000, 1000000, 100000, 10000, 1000, 100, 10, 1};
     int64_t d = div[scale];
     int64_t u = (dt->time_100ns + d / 2) / d;
@@ -369,7 +373,7 @@ static bool val_text(const sim_value *v, char *tmp, const uint8_t **p, size_t *n
     }
 }
 
-static void conv_warn(tds_result *r, const tds_col_enc *e, int col) {
+static void conv_warn(sim_tds_result *r, const sim_tds_col_enc *e, int col) {
     if (r->conversion_warnings++ == 0)
         mcdc_log(MCDC_LOG_WARN,
                  "tds: result column %d (type %d) got a value it cannot represent; sent as NULL",
@@ -377,20 +381,20 @@ static void conv_warn(tds_result *r, const tds_col_enc *e, int col) {
 }
 
 /* Writes the NULL (or, for NOT NULL fixed types, zero) form of a column. */
-static int put_null(tds_out *o, const tds_col_enc *e) {
+static int put_null(sim_tds_out *o, const sim_tds_col_enc *e) {
     static const uint8_t zeros[8] = {0};
     switch (e->kind) {
-    case ENC_VARCHAR: case ENC_NVARCHAR: case ENC_VARBINARY: return tds_out_u16(o, 0xFFFF);
+    case ENC_VARCHAR: case ENC_NVARCHAR: case ENC_VARBINARY: return sim_tds_out_u16(o, 0xFFFF);
     case ENC_PLP_VARCHAR: case ENC_PLP_NVARCHAR: case ENC_PLP_VARBINARY:
-        return tds_out_u64(o, UINT64_MAX);
+        return sim_tds_out_u64(o, UINT64_MAX);
     default:
-        if (e->fixed) return tds_out_bytes(o, zeros, e->nbytes);
-        return tds_out_u8(o, 0);
+        if (e->fixed) return sim_tds_out_bytes(o, zeros, e->nbytes);
+        return sim_tds_out_u8(o, 0);
     }
 }
 
-static int encode_value(tds_result *r, const tds_col_enc *e, const sim_value *v, int col) {
-    tds_out *o = r->out;
+static int encode_value(sim_tds_result *r, const sim_tds_col_enc *e, const sim_value *v, int col) {
+    sim_tds_out *o = r->out;
     uint8_t b[32];
     size_t n = 0;
     if (v->kind == SIM_V_NULL) return put_null(o, e);
@@ -453,7 +457,7 @@ static int encode_value(tds_result *r, const tds_col_enc *e, const sim_value *v,
         break;
     }
     case ENC_DATE: {
-        tds_dt dt;
+        sim_tds_dt dt;
         if (!val_dt(v, &dt) || !dt.has_date) goto bad;
         b[n++] = 3;
         put_le(b + n, (uint64_t)dt.days, 3);
@@ -463,7 +467,7 @@ static int encode_value(tds_result *r, const tds_col_enc *e, const sim_value *v,
     case ENC_TIME:
     case ENC_DT2:
     case ENC_DTO: {
-        tds_dt dt;
+        sim_tds_dt dt;
         if (!val_dt(v, &dt) || !dt.has_time) goto bad;
         if (e->kind != ENC_TIME && !dt.has_date) goto bad;
         if (e->kind == ENC_DTO) { /* the wire holds UTC */
@@ -489,9 +493,9 @@ static int encode_value(tds_result *r, const tds_col_enc *e, const sim_value *v,
         break;
     }
     case ENC_DATETIME: {
-        tds_dt dt;
+        sim_tds_dt dt;
         if (!val_dt(v, &dt) || !dt.has_date) goto bad;
-        int64_t days = dt.days - tds_days_from_civil0001(1900, 1, 1);
+        int64_t days = dt.days - sim_tds_days_from_civil0001(1900, 1, 1);
         if (!e->fixed) b[n++] = e->nbytes;
         if (e->nbytes == 8) {
             int64_t ticks = (dt.time_100ns * 3 + 50000) / 100000;
@@ -515,7 +519,7 @@ static int encode_value(tds_result *r, const tds_col_enc *e, const sim_value *v,
             b[n++] = 16;
             memcpy(b + n, v->p, 16);
         } else {
-            if (v->kind != SIM_V_TEXT || !tds_guid_parse(b + 1, v->p, v->n)) goto bad;
+            if (v->kind != SIM_V_TEXT || !sim_tds_guid_parse(b + 1, v->p, v->n)) goto bad;
             b[n++] = 16;
         }
         n += 16;
@@ -527,19 +531,19 @@ static int encode_value(tds_result *r, const tds_col_enc *e, const sim_value *v,
         const uint8_t *p;
         size_t len;
         if (!val_text(v, tmp, &p, &len)) goto bad;
-        size_t cl = tds_utf8_cp1252_len(p, len);
+        size_t cl = sim_tds_utf8_cp1252_len(p, len);
         if (e->kind == ENC_VARCHAR) {
             if (cl > (size_t)e->max_bytes) cl = (size_t)e->max_bytes;
             size_t total = e->pad_bytes ? (size_t)e->pad_bytes : cl;
-            if (tds_out_u16(o, (uint16_t)total) || tds_out_cp1252(o, p, len, cl)) return -1;
+            if (sim_tds_out_u16(o, (uint16_t)total) || sim_tds_out_cp1252(o, p, len, cl)) return -1;
             for (size_t k = cl; k < total; k++)
-                if (tds_out_u8(o, ' ')) return -1;
+                if (sim_tds_out_u8(o, ' ')) return -1;
             return 0;
         }
         if (cl > MCDC_VALUE_BYTES_MAX) cl = MCDC_VALUE_BYTES_MAX;
-        if (tds_out_u64(o, cl)) return -1;
-        if (cl && (tds_out_u32(o, (uint32_t)cl) || tds_out_cp1252(o, p, len, cl))) return -1;
-        return tds_out_u32(o, 0);
+        if (sim_tds_out_u64(o, cl)) return -1;
+        if (cl && (sim_tds_out_u32(o, (uint32_t)cl) || sim_tds_out_cp1252(o, p, len, cl))) return -1;
+        return sim_tds_out_u32(o, 0);
     }
     case ENC_NVARCHAR:
     case ENC_PLP_NVARCHAR: {
@@ -547,22 +551,22 @@ static int encode_value(tds_result *r, const tds_col_enc *e, const sim_value *v,
         const uint8_t *p;
         size_t len;
         if (!val_text(v, tmp, &p, &len)) goto bad;
-        size_t units = tds_utf8_utf16_units(p, len);
+        size_t units = sim_tds_utf8_utf16_units(p, len);
         if (e->kind == ENC_NVARCHAR) {
             size_t maxu = (size_t)e->max_bytes / 2;
             if (units > maxu) units = maxu;
             size_t total = e->pad_bytes ? (size_t)e->pad_bytes : 2 * units;
-            if (tds_out_u16(o, (uint16_t)total)) return -1;
-            if (tds_out_utf16(o, p, len, units)) return -1;
+            if (sim_tds_out_u16(o, (uint16_t)total)) return -1;
+            if (sim_tds_out_utf16(o, p, len, units)) return -1;
             for (size_t k = 2 * units; k < total; k += 2)
-                if (tds_out_u16(o, ' ')) return -1;
+                if (sim_tds_out_u16(o, ' ')) return -1;
             return 0;
         }
         if (units > MCDC_VALUE_BYTES_MAX / 2) units = MCDC_VALUE_BYTES_MAX / 2;
-        if (tds_out_u64(o, 2 * (uint64_t)units)) return -1;
-        if (units && (tds_out_u32(o, (uint32_t)(2 * units)) || tds_out_utf16(o, p, len, units)))
+        if (sim_tds_out_u64(o, 2 * (uint64_t)units)) return -1;
+        if (units && (sim_tds_out_u32(o, (uint32_t)(2 * units)) || sim_tds_out_utf16(o, p, len, units)))
             return -1;
-        return tds_out_u32(o, 0);
+        return sim_tds_out_u32(o, 0);
     }
     case ENC_VARBINARY:
     case ENC_PLP_VARBINARY: {
@@ -583,32 +587,32 @@ static int encode_value(tds_result *r, const tds_col_enc *e, const sim_value *v,
         if (e->kind == ENC_VARBINARY) {
             if (len > (size_t)e->max_bytes) len = (size_t)e->max_bytes;
             size_t total = e->pad_bytes ? (size_t)e->pad_bytes : len;
-            if (tds_out_u16(o, (uint16_t)total) || tds_out_bytes(o, p, len)) return -1;
+            if (sim_tds_out_u16(o, (uint16_t)total) || sim_tds_out_bytes(o, p, len)) return -1;
             for (size_t k = len; k < total; k++)
-                if (tds_out_u8(o, 0)) return -1;
+                if (sim_tds_out_u8(o, 0)) return -1;
             return 0;
         }
         if (len > MCDC_VALUE_BYTES_MAX) len = MCDC_VALUE_BYTES_MAX;
-        if (tds_out_u64(o, len)) return -1;
-        if (len && (tds_out_u32(o, (uint32_t)len) || tds_out_bytes(o, p, len))) return -1;
-        return tds_out_u32(o, 0);
+        if (sim_tds_out_u64(o, len)) return -1;
+        if (len && (sim_tds_out_u32(o, (uint32_t)len) || sim_tds_out_bytes(o, p, len))) return -1;
+        return sim_tds_out_u32(o, 0);
     }
     default: MCDC_UNREACHABLE();
     }
-    return tds_out_bytes(o, b, n);
+    return sim_tds_out_bytes(o, b, n);
 bad:
     conv_warn(r, e, col);
     return put_null(o, e);
 }
 
-int tds_result_row(tds_result *r, const sim_value *vals, int ncols) {
+int sim_tds_result_row(sim_tds_result *r, const sim_value *vals, int ncols) {
     if (ncols != r->ncols) {
         mcdc_log(MCDC_LOG_ERROR, "tds: row of %d values in a result set of %d columns", ncols,
                  r->ncols);
         return 1;
     }
-    tds_out *o = r->out;
-    const tds_col_enc *e = r->cols;
+    sim_tds_out *o = r->out;
+    const sim_tds_col_enc *e = r->cols;
     bool nbc = false;
     if (r->nbcrow) {
         /* NBCROW when the NULL bitmap costs less than the NULLs it replaces */
@@ -623,8 +627,8 @@ int tds_result_row(tds_result *r, const sim_value *vals, int ncols) {
         memset(bm, 0, nb);
         for (int i = 0; i < ncols; i++)
             if (vals[i].kind == SIM_V_NULL) bm[i / 8] = (uint8_t)(bm[i / 8] | (1u << (i % 8)));
-        if (tds_out_u8(o, TDS_TOK_NBCROW) || tds_out_bytes(o, bm, nb)) return 1;
-    } else if (tds_out_u8(o, TDS_TOK_ROW)) {
+        if (sim_tds_out_u8(o, TDS_TOK_NBCROW) || sim_tds_out_bytes(o, bm, nb)) return 1;
+    } else if (sim_tds_out_u8(o, TDS_TOK_ROW)) {
         return 1;
     }
     for (int i = 0; i < ncols; i++) {
@@ -646,23 +650,47 @@ int tds_result_row(tds_result *r, const sim_value *vals, int ncols) {
     return o->failed ? 1 : 0;
 }
 
+int sim_tds_result_return_value(sim_tds_result *r, uint16_t ordinal, const char *name,
+                                const sim_type *t, const sim_value *v) {
+    sim_tds_col_enc e;
+    sim_column c = {name, *t, true};
+    plan_column(&e, &c);
+    sim_tds_out *o = r->out;
+    /* token, ordinal, name, status (output parameter), user type, flags */
+    if (flush_pending(r, true) || sim_tds_out_u8(o, TDS_TOK_RETURNVALUE) ||
+        sim_tds_out_u16(o, ordinal))
+        return -1;
+    const char *nm = name ? name : "";
+    size_t nn = strlen(nm);
+    size_t units = sim_tds_utf8_utf16_units((const uint8_t *)nm, nn);
+    if (units > 128) units = 128;
+    if (sim_tds_out_u8(o, (uint8_t)units) || sim_tds_out_utf16(o, (const uint8_t *)nm, nn, units) ||
+        sim_tds_out_u8(o, 0x01) || sim_tds_out_u32(o, 0) || sim_tds_out_u16(o, 0x0001) ||
+        write_type_info(o, &e))
+        return -1;
+    return encode_value(r, &e, v, 0);
+}
+
 /* ---- sink callbacks ------------------------------------------------------------------ */
 static int cb_columns(void *ctx, const sim_column *cols, int ncols) {
-    tds_result *r = ctx;
+    sim_tds_result *r = ctx;
+    if (r->stopped) return 1; /* the engine went on after a stop */
     if (r->check && r->check(r->check_ctx, r, 1)) return r->stopped = true, 1;
-    if (tds_result_columns(r, cols, ncols)) return r->stopped = true, 1;
+    if (sim_tds_result_columns(r, cols, ncols)) return r->stopped = true, 1;
     return 0;
 }
 
 static int cb_row(void *ctx, const sim_value *vals, int ncols) {
-    tds_result *r = ctx;
+    sim_tds_result *r = ctx;
+    if (r->stopped) return 1; /* the engine went on after a stop */
     if (r->check && r->check(r->check_ctx, r, 0)) return r->stopped = true, 1;
-    if (tds_result_row(r, vals, ncols)) return r->stopped = true, 1;
+    if (sim_tds_result_row(r, vals, ncols)) return r->stopped = true, 1;
     return 0;
 }
 
 static int cb_done(void *ctx, int64_t rowcount, bool has_count, bool in_proc, bool error) {
-    tds_result *r = ctx;
+    sim_tds_result *r = ctx;
+    if (r->stopped) return 1; /* the engine went on after a stop */
     if (r->check && r->check(r->check_ctx, r, 1)) return r->stopped = true, 1;
     if (flush_pending(r, true)) return r->stopped = true, 1;
     r->pending = true;
@@ -676,50 +704,55 @@ static int cb_done(void *ctx, int64_t rowcount, bool has_count, bool in_proc, bo
 
 static int cb_message(void *ctx, bool is_error, int number, int state, int cls, const char *text,
                       const char *proc, int line) {
-    tds_result *r = ctx;
+    sim_tds_result *r = ctx;
+    if (r->stopped) return 1; /* the engine went on after a stop */
     if (flush_pending(r, true)) return r->stopped = true, 1;
     if (is_error && cls > 10) r->any_error = true;
-    if (tds_tok_message(r->out, is_error, number, (uint8_t)state, (uint8_t)cls, text,
+    if (is_error && cls >= 20) r->fatal = true; /* SQL Server closes the connection */
+    if (sim_tds_tok_message(r->out, is_error, number, (uint8_t)state, (uint8_t)cls, text,
                         proc ? proc : "", line))
         return r->stopped = true, 1;
     return 0;
 }
 
 static int cb_database(void *ctx, const char *new_db, const char *old_db) {
-    tds_result *r = ctx;
+    sim_tds_result *r = ctx;
+    if (r->stopped) return 1; /* the engine went on after a stop */
     if (flush_pending(r, true)) return r->stopped = true, 1;
     char msg[600];
     snprintf(msg, sizeof msg, "Changed database context to '%s'.", new_db ? new_db : "");
-    if (tds_tok_envchange_str(r->out, TDS_ENV_DATABASE, new_db, old_db) ||
-        tds_tok_message(r->out, false, 5701, 1, 0, msg, "", 1))
+    if (sim_tds_tok_envchange_str(r->out, TDS_ENV_DATABASE, new_db, old_db) ||
+        sim_tds_tok_message(r->out, false, 5701, 1, 0, msg, "", 1))
         return r->stopped = true, 1;
     return 0;
 }
 
 static int cb_transaction(void *ctx, int type, uint64_t descriptor) {
-    tds_result *r = ctx;
+    sim_tds_result *r = ctx;
+    if (r->stopped) return 1; /* the engine went on after a stop */
     if (flush_pending(r, true)) return r->stopped = true, 1;
     uint8_t d[8];
     put_le(d, descriptor, 8);
     int rc;
     if (type == TDS_ENV_BEGINTRAN) {
         r->in_xact = true;
-        rc = tds_tok_envchange_bytes(r->out, TDS_ENV_BEGINTRAN, d, 8, NULL, 0);
+        rc = sim_tds_tok_envchange_bytes(r->out, TDS_ENV_BEGINTRAN, d, 8, NULL, 0);
     } else {
         r->in_xact = false;
-        rc = tds_tok_envchange_bytes(r->out, (uint8_t)type, NULL, 0, d, 8);
+        rc = sim_tds_tok_envchange_bytes(r->out, (uint8_t)type, NULL, 0, d, 8);
     }
     return rc ? (r->stopped = true, 1) : 0;
 }
 
 static int cb_return_status(void *ctx, int32_t status) {
-    tds_result *r = ctx;
+    sim_tds_result *r = ctx;
+    if (r->stopped) return 1; /* the engine went on after a stop */
     if (flush_pending(r, true)) return r->stopped = true, 1;
     r->got_status = true;
-    return tds_tok_returnstatus(r->out, status) ? (r->stopped = true, 1) : 0;
+    return sim_tds_tok_returnstatus(r->out, status) ? (r->stopped = true, 1) : 0;
 }
 
-void tds_result_sink(tds_result *r, sim_sink *s) {
+void sim_tds_result_sink(sim_tds_result *r, sim_sink *s) {
     memset(s, 0, sizeof *s);
     s->ctx = r;
     s->columns = cb_columns;

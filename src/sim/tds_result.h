@@ -13,7 +13,7 @@
 #include "tds_wire.h"
 
 /* How one result column is written. Fixed at COLMETADATA time. */
-typedef struct tds_col_enc {
+typedef struct sim_tds_col_enc {
     uint8_t kind;      /* TDS_ENC_* (internal) */
     uint8_t fixed;     /* NOT NULL fixed-length type: no length prefix */
     uint8_t scale;     /* decimal scale; time scale 0-7 */
@@ -24,18 +24,18 @@ typedef struct tds_col_enc {
     uint8_t null_bytes; /* bytes a NULL takes in a ROW token (0: cannot be NULL) */
     int32_t max_bytes; /* var types: the TYPE_INFO max length in bytes; -1 = (max) */
     int32_t pad_bytes; /* char(n)/nchar(n)/binary(n): values are padded to this */
-} tds_col_enc;
+} sim_tds_col_enc;
 
-typedef struct tds_result tds_result;
+typedef struct sim_tds_result sim_tds_result;
 
 /* Called by the sink: what 0 = before a row, 1 = at a statement boundary
  * (a result set starts or a statement ends). Returns non-zero to stop the
  * request (attention, a dropped connection); the sink then returns that. */
-typedef int (*tds_result_check_fn)(void *ctx, tds_result *r, int what);
+typedef int (*sim_tds_result_check_fn)(void *ctx, sim_tds_result *r, int what);
 
-struct tds_result {
-    tds_out *out;            /* borrowed */
-    tds_col_enc *cols;       /* owned */
+struct sim_tds_result {
+    sim_tds_out *out;            /* borrowed */
+    sim_tds_col_enc *cols;       /* owned */
     int ncols, cols_cap;
     bool in_rpc;
     bool nbcrow;             /* client is TDS 7.3B+: rows with NULLs may use NBCROW */
@@ -51,34 +51,40 @@ struct tds_result {
     char handle_name[TDS_LOGIN_STR_BYTES];
     bool in_xact;            /* between ENVCHANGE 8 and 9/10 */
     bool attention;          /* the check hook saw an ATTENTION */
+    bool fatal;              /* an error of class >= 20: the connection ends after */
     bool stopped;            /* a callback asked to stop */
     int conversion_warnings; /* values that could not be converted (sent as NULL) */
     uint64_t rows_total;
-    tds_result_check_fn check;
+    sim_tds_result_check_fn check;
     void *check_ctx;
 };
 
-int tds_result_init(tds_result *r, tds_out *out, mcdc_error *err);
-void tds_result_free(tds_result *r);
+int sim_tds_result_init(sim_tds_result *r, sim_tds_out *out, mcdc_error *err);
+void sim_tds_result_free(sim_tds_result *r);
 /* The sink whose ctx is r. */
-void tds_result_sink(tds_result *r, sim_sink *sink);
+void sim_tds_result_sink(sim_tds_result *r, sim_sink *sink);
 /* A request starts: resets per-request state and begins a reply message
  * (only when begin_message; several RPCs share one message). */
-void tds_result_begin(tds_result *r, bool in_rpc, bool begin_message);
+void sim_tds_result_begin(sim_tds_result *r, bool in_rpc, bool begin_message);
 /* Ends a SQL batch: the final DONE (a DONE(0) if the engine sent none) and
  * the end of the message. */
-int tds_result_end_batch(tds_result *r);
+int sim_tds_result_end_batch(sim_tds_result *r);
 /* Ends one RPC: RETURNSTATUS (0 unless the engine sent one), the handle
  * RETURNVALUE when has_handle (sp_prepare/sp_prepexec) and DONEPROC; last
  * ends the message. */
-int tds_result_end_rpc(tds_result *r, bool last);
+int sim_tds_result_end_rpc(sim_tds_result *r, bool last);
 /* The request was stopped by an ATTENTION: DONE(DONE_ATTN), end of message.
  * Held-back tokens are dropped (the client discards them anyway). */
-int tds_result_attention_ack(tds_result *r);
+int sim_tds_result_attention_ack(sim_tds_result *r);
+
+/* RETURNVALUE token of an output parameter, the value encoded as a column of
+ * type t would be (for a sink callback the engine seam may grow). */
+int sim_tds_result_return_value(sim_tds_result *r, uint16_t ordinal, const char *name,
+                                const sim_type *t, const sim_value *v);
 
 /* Exposed for tests and the benchmark: the column encoders a result set
  * gets, and one row written with them. */
-int tds_result_columns(tds_result *r, const sim_column *cols, int ncols);
-int tds_result_row(tds_result *r, const sim_value *vals, int ncols);
+int sim_tds_result_columns(sim_tds_result *r, const sim_column *cols, int ncols);
+int sim_tds_result_row(sim_tds_result *r, const sim_value *vals, int ncols);
 
 #endif /* TDS_RESULT_H */

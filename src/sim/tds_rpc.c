@@ -15,7 +15,7 @@ static const char *const g_proc_names[16] = {
     "sp_cursoroption",  "sp_cursorclose",    "sp_executesql",    "sp_prepare",
     "sp_execute",       "sp_prepexec",       "sp_prepexecrpc",   "sp_unprepare"};
 
-const char *tds_proc_id_name(uint16_t id) { return id < 16 ? g_proc_names[id] : NULL; }
+const char *sim_tds_proc_id_name(uint16_t id) { return id < 16 ? g_proc_names[id] : NULL; }
 
 typedef struct cur {
     const uint8_t *p;
@@ -47,7 +47,7 @@ static uint64_t gle(const uint8_t *p, size_t k) {
     return v;
 }
 
-void tds_rpc_free(tds_rpc *rpc) {
+void sim_tds_rpc_free(sim_tds_rpc *rpc) {
     if (!rpc) return;
     mcdc_free(rpc->params);
     mcdc_free(rpc->name_off);
@@ -57,7 +57,7 @@ void tds_rpc_free(tds_rpc *rpc) {
     memset(rpc, 0, sizeof *rpc);
 }
 
-static int grow(tds_rpc *rpc, mcdc_error *err) {
+static int grow(sim_tds_rpc *rpc, mcdc_error *err) {
     if (rpc->nparams < rpc->params_cap) return MCDC_OK;
     if (rpc->nparams >= TDS_RPC_PARAMS_MAX)
         return mcdc_error_set(err, MCDC_E_LIMIT, "RPC has more than %d parameters",
@@ -77,7 +77,7 @@ static int grow(tds_rpc *rpc, mcdc_error *err) {
 }
 
 /* Appends text to the arena NUL-terminated; sets value to SIM_V_TEXT. */
-static int put_text(tds_rpc *rpc, int k, const char *s, size_t n, mcdc_error *err) {
+static int put_text(sim_tds_rpc *rpc, int k, const char *s, size_t n, mcdc_error *err) {
     rpc->val_off[k] = rpc->arena.len;
     int rc = mcdc_buf_append(&rpc->arena, s, n, err);
     if (!rc) rc = mcdc_buf_append_byte(&rpc->arena, 0, err);
@@ -86,30 +86,30 @@ static int put_text(tds_rpc *rpc, int k, const char *s, size_t n, mcdc_error *er
     return rc;
 }
 
-static int put_dt(tds_rpc *rpc, int k, const tds_dt *dt, int frac, mcdc_error *err) {
+static int put_dt(sim_tds_rpc *rpc, int k, const sim_tds_dt *dt, int frac, mcdc_error *err) {
     char buf[48];
-    size_t n = tds_dt_format(buf, dt, frac);
+    size_t n = sim_tds_dt_format(buf, dt, frac);
     return put_text(rpc, k, buf, n, err);
 }
 
 /* Converted character data (raw bytes in src) into the arena. */
-static int put_chars(tds_rpc *rpc, int k, const uint8_t *src, size_t n, int kind,
+static int put_chars(sim_tds_rpc *rpc, int k, const uint8_t *src, size_t n, int kind,
                      const uint8_t coll[5], mcdc_error *err) {
     rpc->val_off[k] = rpc->arena.len;
     int rc;
     if (kind == 'N')
-        rc = tds_utf16_to_utf8(&rpc->arena, src, n, err);
+        rc = sim_tds_utf16_to_utf8(&rpc->arena, src, n, err);
     else if (coll[3] & 0x04) /* UTF-8 collation */
         rc = mcdc_buf_append(&rpc->arena, src, n, err);
     else
-        rc = tds_cp1252_to_utf8(&rpc->arena, src, n, err);
+        rc = sim_tds_cp1252_to_utf8(&rpc->arena, src, n, err);
     if (rc) return rc;
     rpc->params[k].value.kind = SIM_V_TEXT;
     rpc->params[k].value.n = rpc->arena.len - rpc->val_off[k];
     return mcdc_buf_append_byte(&rpc->arena, 0, err);
 }
 
-static int put_blob(tds_rpc *rpc, int k, const uint8_t *src, size_t n, mcdc_error *err) {
+static int put_blob(sim_tds_rpc *rpc, int k, const uint8_t *src, size_t n, mcdc_error *err) {
     rpc->val_off[k] = rpc->arena.len;
     rpc->params[k].value.kind = SIM_V_BLOB;
     rpc->params[k].value.n = n;
@@ -117,7 +117,7 @@ static int put_blob(tds_rpc *rpc, int k, const uint8_t *src, size_t n, mcdc_erro
 }
 
 /* Reads a PLP value into rpc->scratch; *is_null for the NULL marker. */
-static int read_plp(tds_rpc *rpc, cur *c, bool *is_null) {
+static int read_plp(sim_tds_rpc *rpc, cur *c, bool *is_null) {
     mcdc_buf_reset(&rpc->scratch);
     rpc->scratch.limit = (size_t)MCDC_VALUE_BYTES_MAX + 1;
     int rc = need(c, 8, "a PLP length");
@@ -154,7 +154,7 @@ static int64_t time_units(const uint8_t *p, size_t len, int scale) {
 
 static size_t time_len(int scale) { return scale <= 2 ? 3 : scale <= 4 ? 4 : 5; }
 
-static int decode_param(tds_rpc *rpc, cur *c, int k) {
+static int decode_param(sim_tds_rpc *rpc, cur *c, int k) {
     mcdc_error *err = c->err;
     sim_param *pa = &rpc->params[k];
     memset(pa, 0, sizeof *pa);
@@ -164,7 +164,7 @@ static int decode_param(tds_rpc *rpc, cur *c, int k) {
     size_t nl = g8(c);
     if ((rc = need(c, nl * 2 + 2, "a parameter name"))) return rc;
     rpc->name_off[k] = rpc->arena.len;
-    if ((rc = tds_utf16_to_utf8(&rpc->arena, c->p + c->i, nl * 2, err))) return rc;
+    if ((rc = sim_tds_utf16_to_utf8(&rpc->arena, c->p + c->i, nl * 2, err))) return rc;
     if ((rc = mcdc_buf_append_byte(&rpc->arena, 0, err))) return rc;
     c->i += nl * 2;
     uint8_t status = g8(c);
@@ -255,7 +255,7 @@ static int decode_param(tds_rpc *rpc, cur *c, int k) {
             uint32_t mag[4];
             for (int j = 0; j < 4; j++) mag[j] = (uint32_t)gle(b + 4 * j, 4);
             char txt[64];
-            size_t tn = tds_decimal_format(txt, sizeof txt, c->p[c->i] == 0, mag, ty->scale);
+            size_t tn = sim_tds_decimal_format(txt, sizeof txt, c->p[c->i] == 0, mag, ty->scale);
             c->i += vlen;
             return put_text(rpc, k, txt, tn, err);
         }
@@ -283,7 +283,7 @@ static int decode_param(tds_rpc *rpc, cur *c, int k) {
             if ((rc = need(c, vlen, "a date/time value"))) return rc;
             v = c->p + c->i;
             c->i += vlen;
-            tds_dt dt = {0};
+            sim_tds_dt dt = {0};
             if (t != 0x28) {
                 dt.has_time = true;
                 dt.time_100ns = time_units(v, tl, scale);
@@ -419,12 +419,12 @@ static int decode_param(tds_rpc *rpc, cur *c, int k) {
         uint64_t mag = m < 0 ? (uint64_t)0 - (uint64_t)m : (uint64_t)m;
         uint32_t limbs[4] = {(uint32_t)mag, (uint32_t)(mag >> 32), 0, 0};
         char txt[64];
-        size_t tn = tds_decimal_format(txt, sizeof txt, m < 0, limbs, 4);
+        size_t tn = sim_tds_decimal_format(txt, sizeof txt, m < 0, limbs, 4);
         return put_text(rpc, k, txt, tn, err);
     }
     case SIM_T_DATETIME: case SIM_T_SMALLDATETIME: {
-        tds_dt dt = {.has_date = true, .has_time = true};
-        int64_t base = tds_days_from_civil0001(1900, 1, 1);
+        sim_tds_dt dt = {.has_date = true, .has_time = true};
+        int64_t base = sim_tds_days_from_civil0001(1900, 1, 1);
         if (vlen == 8) {
             int32_t days = (int32_t)(uint32_t)gle(v, 4);
             uint32_t ticks = (uint32_t)gle(v + 4, 4);
@@ -446,7 +446,7 @@ static int decode_param(tds_rpc *rpc, cur *c, int k) {
     }
     case SIM_T_UNIQUEIDENTIFIER: {
         char g[37];
-        tds_guid_format(g, v);
+        sim_tds_guid_format(g, v);
         return put_text(rpc, k, g, 36, err);
     }
     default: break;
@@ -454,7 +454,7 @@ static int decode_param(tds_rpc *rpc, cur *c, int k) {
     MCDC_UNREACHABLE();
 }
 
-int tds_rpc_decode(tds_rpc *rpc, const uint8_t *p, size_t n, size_t *pos, bool *more,
+int sim_tds_rpc_decode(sim_tds_rpc *rpc, const uint8_t *p, size_t n, size_t *pos, bool *more,
                    mcdc_error *err) {
     cur c = {p, n, *pos, err};
     rpc->nparams = 0;
@@ -469,7 +469,7 @@ int tds_rpc_decode(tds_rpc *rpc, const uint8_t *p, size_t n, size_t *pos, bool *
     if (nl == 0xFFFF) {
         if ((rc = need(&c, 2, "the procedure id"))) return rc;
         rpc->proc_id = g16(&c);
-        const char *name = tds_proc_id_name(rpc->proc_id);
+        const char *name = sim_tds_proc_id_name(rpc->proc_id);
         if (!name)
             return mcdc_error_set(err, MCDC_E_PROTOCOL, "RPC with unknown ProcID %u",
                                   rpc->proc_id);
@@ -480,7 +480,7 @@ int tds_rpc_decode(tds_rpc *rpc, const uint8_t *p, size_t n, size_t *pos, bool *
                                   nl);
         if ((rc = need(&c, (size_t)nl * 2, "the procedure name"))) return rc;
         mcdc_buf b = {0};
-        rc = tds_utf16_to_utf8(&b, p + c.i, (size_t)nl * 2, err);
+        rc = sim_tds_utf16_to_utf8(&b, p + c.i, (size_t)nl * 2, err);
         if (!rc && b.len >= sizeof rpc->proc_name)
             rc = mcdc_error_set(err, MCDC_E_LIMIT, "RPC procedure name is too long");
         if (!rc) {

@@ -34,7 +34,7 @@ typedef struct slot {
     int state;     /* 0 free, 1 running, 2 finished (join me) */
 } slot;
 
-struct tds_server {
+struct sim_tds_server {
     sim_server *engine;
     int listen_fd;
     int wake[2];
@@ -46,15 +46,15 @@ struct tds_server {
 };
 
 typedef struct conn {
-    tds_server *srv;
+    sim_tds_server *srv;
     int idx;
     int fd;
     sim_session *sess;
-    tds_out out;
-    tds_result res;
-    tds_msg msg;
-    tds_rpc rpc;
-    tds_prep prep;
+    sim_tds_out out;
+    sim_tds_result res;
+    sim_tds_msg msg;
+    sim_tds_rpc rpc;
+    sim_tds_prep prep;
     mcdc_buf text;
     uint64_t packets_sent;
     uint64_t packets_polled;
@@ -94,7 +94,7 @@ static int sock_write(void *ctx, const uint8_t *p, size_t n) {
  * packet and then a reset. */
 static void drop_now(conn *c) {
     if (c->dropped) return;
-    tds_out *o = &c->out;
+    sim_tds_out *o = &c->out;
     if (o->pos > TDS_HEADER_BYTES) {
         uint8_t *h = o->buf;
         h[0] = o->type;
@@ -138,7 +138,7 @@ static int poll_attention(conn *c) {
 }
 
 /* The sink's check hook: row faults and attention. */
-static int conn_check(void *ctx, tds_result *r, int what) {
+static int conn_check(void *ctx, sim_tds_result *r, int what) {
     conn *c = ctx;
     if (c->dropped || c->out.failed) return 1;
     if (what == 0) {
@@ -188,65 +188,65 @@ static int reset_ack(conn *c) {
     if (!(c->msg.status & (TDS_STATUS_RESETCONNECTION | TDS_STATUS_RESETCONNECTIONSKIPTRAN)))
         return 0;
     uint8_t tok[] = {TDS_TOK_ENVCHANGE, 3, 0, TDS_ENV_RESETACK, 0, 0};
-    return tds_out_bytes(&c->out, tok, sizeof tok);
+    return sim_tds_out_bytes(&c->out, tok, sizeof tok);
 }
 
 static int handle_batch(conn *c) {
     mcdc_error err = MCDC_ERROR_INIT;
-    if (tds_batch_decode(&c->text, c->msg.payload.data, c->msg.payload.len, &err)) {
+    if (sim_tds_batch_decode(&c->text, c->msg.payload.data, c->msg.payload.len, &err)) {
         mcdc_log(MCDC_LOG_WARN, "sim: %s: bad SQL batch: %s", c->peer, err.message);
         return -1;
     }
     if (query_faults(c)) return -1;
-    tds_result_begin(&c->res, false, true);
+    sim_tds_result_begin(&c->res, false, true);
     if (reset_ack(c)) return -1;
     sim_sink sink;
-    tds_result_sink(&c->res, &sink);
+    sim_tds_result_sink(&c->res, &sink);
     (void)sim_exec_batch(c->sess, (const char *)c->text.data, c->text.len, &sink);
     if (c->dropped) return -1;
-    if (c->res.attention) return tds_result_attention_ack(&c->res);
-    return tds_result_end_batch(&c->res);
+    if (c->res.attention) return sim_tds_result_attention_ack(&c->res);
+    return sim_tds_result_end_batch(&c->res);
 }
 
 static int handle_rpc(conn *c) {
     mcdc_error err = MCDC_ERROR_INIT;
     const uint8_t *p = c->msg.payload.data;
     size_t n = c->msg.payload.len, pos;
-    if (tds_skip_all_headers(p, n, &pos, &err)) {
+    if (sim_tds_skip_all_headers(p, n, &pos, &err)) {
         mcdc_log(MCDC_LOG_WARN, "sim: %s: bad RPC request: %s", c->peer, err.message);
         return -1;
     }
     if (query_faults(c)) return -1;
-    tds_result_begin(&c->res, true, true);
+    sim_tds_result_begin(&c->res, true, true);
     if (reset_ack(c)) return -1;
     sim_sink sink;
-    tds_result_sink(&c->res, &sink);
+    sim_tds_result_sink(&c->res, &sink);
     for (bool more = true; more;) {
-        int rc = tds_rpc_decode(&c->rpc, p, n, &pos, &more, &err);
+        int rc = sim_tds_rpc_decode(&c->rpc, p, n, &pos, &more, &err);
         if (rc == MCDC_E_UNSUPPORTED || rc == MCDC_E_LIMIT) {
             /* valid TDS we do not serve: answer with an error, keep the session */
-            tds_result_begin(&c->res, true, false);
-            if (tds_tok_message(&c->out, true, 8016, 1, 16, err.message, c->rpc.proc_name, 1))
+            sim_tds_result_begin(&c->res, true, false);
+            if (sim_tds_tok_message(&c->out, true, 8016, 1, 16, err.message, c->rpc.proc_name, 1))
                 return -1;
             c->res.any_error = true;
-            return tds_result_end_rpc(&c->res, true);
+            return sim_tds_result_end_rpc(&c->res, true);
         }
         if (rc) {
             mcdc_log(MCDC_LOG_WARN, "sim: %s: bad RPC request: %s", c->peer, err.message);
             return -1;
         }
-        tds_result_begin(&c->res, true, false);
-        tds_prep_action act;
+        sim_tds_result_begin(&c->res, true, false);
+        sim_tds_prep_action act;
         const sim_param *ps;
         int np;
         int32_t handle;
-        rc = tds_prep_rewrite(&c->prep, &c->rpc, &act, &ps, &np, &handle, &err);
+        rc = sim_tds_prep_rewrite(&c->prep, &c->rpc, &act, &ps, &np, &handle, &err);
         if (rc) {
-            if (tds_tok_message(&c->out, true, rc == MCDC_E_NOTFOUND ? 8179 : 8144, 1, 16,
+            if (sim_tds_tok_message(&c->out, true, rc == MCDC_E_NOTFOUND ? 8179 : 8144, 1, 16,
                                 err.message, c->rpc.proc_name, 1))
                 return -1;
             c->res.any_error = true;
-            if (tds_result_end_rpc(&c->res, !more)) return -1;
+            if (sim_tds_result_end_rpc(&c->res, !more)) return -1;
             continue;
         }
         if (handle >= 0) {
@@ -261,8 +261,8 @@ static int handle_rpc(conn *c) {
         else if (act == TDS_PREP_EXEC)
             (void)sim_exec_rpc(c->sess, "sp_executesql", ps, np, &sink);
         if (c->dropped) return -1;
-        if (c->res.attention) return tds_result_attention_ack(&c->res);
-        if (tds_result_end_rpc(&c->res, !more)) return -1;
+        if (c->res.attention) return sim_tds_result_attention_ack(&c->res);
+        if (sim_tds_result_end_rpc(&c->res, !more)) return -1;
     }
     return c->out.failed ? -1 : 0;
 }
@@ -272,33 +272,33 @@ static int handle_rpc(conn *c) {
 static int handle_tm(conn *c) {
     mcdc_error err = MCDC_ERROR_INIT;
     char sql[400];
-    int rc = tds_tm_decode(sql, sizeof sql, c->msg.payload.data, c->msg.payload.len, &err);
+    int rc = sim_tds_tm_decode(sql, sizeof sql, c->msg.payload.data, c->msg.payload.len, &err);
     if (rc && rc != MCDC_E_UNSUPPORTED) {
         mcdc_log(MCDC_LOG_WARN, "sim: %s: bad transaction manager request: %s", c->peer,
                  err.message);
         return -1;
     }
     if (query_faults(c)) return -1;
-    tds_result_begin(&c->res, false, true);
+    sim_tds_result_begin(&c->res, false, true);
     if (reset_ack(c)) return -1;
     if (rc) {
-        if (tds_tok_message(&c->out, true, 8009, 1, 16, err.message, "", 1)) return -1;
+        if (sim_tds_tok_message(&c->out, true, 8009, 1, 16, err.message, "", 1)) return -1;
         c->res.any_error = true;
-        return tds_result_end_batch(&c->res);
+        return sim_tds_result_end_batch(&c->res);
     }
     sim_sink sink;
-    tds_result_sink(&c->res, &sink);
+    sim_tds_result_sink(&c->res, &sink);
     (void)sim_exec_batch(c->sess, sql, strlen(sql), &sink);
     if (c->dropped) return -1;
-    if (c->res.attention) return tds_result_attention_ack(&c->res);
-    return tds_result_end_batch(&c->res);
+    if (c->res.attention) return sim_tds_result_attention_ack(&c->res);
+    return sim_tds_result_end_batch(&c->res);
 }
 
 static int handle_login(conn *c) {
     mcdc_error err = MCDC_ERROR_INIT;
-    tds_login7 *lg = mcdc_malloc(sizeof *lg);
+    sim_tds_login7 *lg = mcdc_malloc(sizeof *lg);
     if (!lg) return -1;
-    int rc = tds_login7_parse(lg, c->msg.payload.data, c->msg.payload.len, &err);
+    int rc = sim_tds_login7_parse(lg, c->msg.payload.data, c->msg.payload.len, &err);
     if (rc) {
         mcdc_log(MCDC_LOG_WARN, "sim: %s: bad LOGIN7: %s", c->peer, err.message);
         mcdc_free(lg);
@@ -322,21 +322,23 @@ static int handle_login(conn *c) {
             snprintf(fail, sizeof fail, "Login failed for user '%s'.", lg->user);
         }
     }
-    tds_login7_wipe(lg);
+    sim_tds_login7_wipe(lg);
     if (fail[0]) {
         mcdc_log(MCDC_LOG_INFO, "sim: %s: login of '%s' refused", c->peer, lg->user);
         mcdc_free(lg);
-        (void)tds_login_fail_reply(&c->out, num, state, cls, fail);
+        (void)sim_tds_login_fail_reply(&c->out, num, state, cls, fail);
         return -1;
     }
     c->res.nbcrow = lg->tds_version >= 0x730B0003u; /* 7.3B and 7.4 read NBCROW */
-    int ps = tds_packet_size_negotiate(lg->packet_size);
+    int ps = sim_tds_packet_size_negotiate(lg->packet_size);
     int asked = lg->packet_size ? (int)lg->packet_size : MCDC_TDS_PACKET_BYTES_DEFAULT;
     bool fe = lg->feature_ext;
     mcdc_free(lg);
     c->out.spid = (uint16_t)sim_session_spid(c->sess);
+    mcdc_log(MCDC_LOG_INFO, "sim: %s: logged in, spid %d, packet size %d%s", c->peer,
+             c->out.spid, ps, fe ? ", FeatureExt declined" : "");
     const char *db = sim_session_database(c->sess);
-    if (tds_login_reply(&c->out, db ? db : "master", asked, ps, fe, c->srv->version_major))
+    if (sim_tds_login_reply(&c->out, db ? db : "master", asked, ps, fe, c->srv->version_major))
         return -1;
     c->out.size = (size_t)ps;
     sim_session_set_packet_size(c->sess, ps);
@@ -347,25 +349,28 @@ static void conn_loop(conn *c) {
     mcdc_error err = MCDC_ERROR_INIT;
     /* login phase */
     for (;;) {
-        if (tds_msg_read(&c->msg, sock_read, c, &err)) {
+        if (sim_tds_msg_read(&c->msg, sock_read, c, &err)) {
             if (err.code != MCDC_E_IO)
                 mcdc_log(MCDC_LOG_WARN, "sim: %s: %s", c->peer, err.message);
             return;
         }
         if (c->msg.type == TDS_PKT_PRELOGIN) {
-            tds_prelogin pl;
-            if (tds_prelogin_parse(&pl, c->msg.payload.data, c->msg.payload.len, &err)) {
+            sim_tds_prelogin pl;
+            if (sim_tds_prelogin_parse(&pl, c->msg.payload.data, c->msg.payload.len, &err)) {
                 mcdc_log(MCDC_LOG_WARN, "sim: %s: bad PRELOGIN: %s", c->peer, err.message);
                 return;
             }
-            if (tds_prelogin_reply(&c->out, c->srv->version_major)) return;
+            if (sim_tds_prelogin_reply(&c->out, c->srv->version_major)) return;
             if (pl.encryption == TDS_ENCRYPT_ON || pl.encryption == TDS_ENCRYPT_REQ)
                 mcdc_log(MCDC_LOG_INFO, "sim: %s: client requires encryption, which this "
                                         "server does not offer", c->peer);
             continue;
         }
         if (c->msg.type == TDS_PKT_LOGIN7) {
-            if (handle_login(c)) return;
+            int rc = handle_login(c);
+            /* the obfuscated password is in the payload: do not keep it */
+            if (c->msg.payload.data) memset(c->msg.payload.data, 0, c->msg.payload.cap);
+            if (rc) return;
             break;
         }
         if (c->msg.type == 0x16)
@@ -380,7 +385,7 @@ static void conn_loop(conn *c) {
     }
     /* requests */
     for (;;) {
-        if (tds_msg_read(&c->msg, sock_read, c, &err)) {
+        if (sim_tds_msg_read(&c->msg, sock_read, c, &err)) {
             if (err.code != MCDC_E_IO && !atomic_load(&c->srv->stopping))
                 mcdc_log(MCDC_LOG_WARN, "sim: %s: %s", c->peer, err.message);
             return;
@@ -390,8 +395,8 @@ static void conn_loop(conn *c) {
         case TDS_PKT_SQLBATCH: rc = handle_batch(c); break;
         case TDS_PKT_RPC: rc = handle_rpc(c); break;
         case TDS_PKT_ATTENTION:
-            tds_result_begin(&c->res, false, true);
-            rc = tds_result_attention_ack(&c->res);
+            sim_tds_result_begin(&c->res, false, true);
+            rc = sim_tds_result_attention_ack(&c->res);
             break;
         case TDS_PKT_TRANSACTION: rc = handle_tm(c); break;
         default:
@@ -400,30 +405,34 @@ static void conn_loop(conn *c) {
             rc = -1;
         }
         if (rc || c->dropped || c->out.failed) return;
+        if (c->res.fatal) {
+            mcdc_log(MCDC_LOG_INFO, "sim: %s: fatal error (class >= 20): closing", c->peer);
+            return;
+        }
         /* a one-off huge request (a bulk INSERT script) does not pin its memory */
-        if (c->msg.payload.cap > TDS_KEEP_BUFFER_BYTES) tds_msg_free(&c->msg);
+        if (c->msg.payload.cap > TDS_KEEP_BUFFER_BYTES) sim_tds_msg_free(&c->msg);
         if (c->text.cap > TDS_KEEP_BUFFER_BYTES) mcdc_buf_free(&c->text);
         if (c->rpc.arena.cap > TDS_KEEP_BUFFER_BYTES || c->rpc.scratch.cap > TDS_KEEP_BUFFER_BYTES)
-            tds_rpc_free(&c->rpc);
+            sim_tds_rpc_free(&c->rpc);
     }
 }
 
 static void *conn_main(void *arg) {
     conn *c = arg;
-    tds_server *s = c->srv;
+    sim_tds_server *s = c->srv;
     mcdc_error err = MCDC_ERROR_INIT;
-    if (tds_out_init(&c->out, sock_write, c, &err) == MCDC_OK) {
-        tds_result_init(&c->res, &c->out, &err);
+    if (sim_tds_out_init(&c->out, sock_write, c, &err) == MCDC_OK) {
+        sim_tds_result_init(&c->res, &c->out, &err);
         c->res.check = conn_check;
         c->res.check_ctx = c;
         conn_loop(c);
     }
     sim_session_close(c->sess);
-    tds_result_free(&c->res);
-    tds_out_free(&c->out);
-    tds_msg_free(&c->msg);
-    tds_rpc_free(&c->rpc);
-    tds_prep_free(&c->prep);
+    sim_tds_result_free(&c->res);
+    sim_tds_out_free(&c->out);
+    sim_tds_msg_free(&c->msg);
+    sim_tds_rpc_free(&c->rpc);
+    sim_tds_prep_free(&c->prep);
     mcdc_buf_free(&c->text);
     pthread_mutex_lock(&s->mu);
     close(c->fd);
@@ -436,10 +445,10 @@ static void *conn_main(void *arg) {
 }
 
 /* ---- listener ------------------------------------------------------------------- */
-int tds_server_create(tds_server **out, sim_server *engine, const tds_server_config *cfg,
+int sim_tds_server_create(sim_tds_server **out, sim_server *engine, const sim_tds_server_config *cfg,
                       mcdc_error *err) {
     *out = NULL;
-    tds_server *s = mcdc_calloc(1, sizeof *s);
+    sim_tds_server *s = mcdc_calloc(1, sizeof *s);
     if (!s) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory for the TDS server");
     s->engine = engine;
     s->version_major = cfg->version_major > 0 ? cfg->version_major : 16;
@@ -452,12 +461,12 @@ int tds_server_create(tds_server **out, sim_server *engine, const tds_server_con
     a.sin_family = AF_INET;
     a.sin_port = htons((uint16_t)cfg->port);
     if (inet_pton(AF_INET, host, &a.sin_addr) != 1) {
-        tds_server_free(s);
+        sim_tds_server_free(s);
         return mcdc_error_set(err, MCDC_E_INVALID, "listen address '%s' is not an IPv4 address",
                               host);
     }
     if (pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
-        tds_server_free(s);
+        sim_tds_server_free(s);
         return mcdc_error_set(err, MCDC_E_IO, "pipe: %s", strerror(errno));
     }
     s->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -466,7 +475,7 @@ int tds_server_create(tds_server **out, sim_server *engine, const tds_server_con
         setsockopt(s->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
         bind(s->listen_fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(s->listen_fd, 128)) {
         int e = errno;
-        tds_server_free(s);
+        sim_tds_server_free(s);
         return mcdc_error_set(err, MCDC_E_IO,
                               "cannot listen on %s:%d: %s (is another server using the port?)",
                               host, cfg->port, strerror(e));
@@ -478,14 +487,14 @@ int tds_server_create(tds_server **out, sim_server *engine, const tds_server_con
     return MCDC_OK;
 }
 
-int tds_server_port(const tds_server *s) { return s->port; }
+int sim_tds_server_port(const sim_tds_server *s) { return s->port; }
 
-void tds_server_stop(tds_server *s) {
+void sim_tds_server_stop(sim_tds_server *s) {
     atomic_store(&s->stopping, 1);
     if (s->wake[1] >= 0) (void)!write(s->wake[1], "x", 1);
 }
 
-static void reap(tds_server *s, bool all) {
+static void reap(sim_tds_server *s, bool all) {
     for (int i = 0; i < MCDC_SIM_SESSIONS_MAX; i++) {
         pthread_mutex_lock(&s->mu);
         int st = s->slots[i].state;
@@ -500,7 +509,7 @@ static void reap(tds_server *s, bool all) {
     }
 }
 
-int tds_server_run(tds_server *s, mcdc_error *err) {
+int sim_tds_server_run(sim_tds_server *s, mcdc_error *err) {
     (void)err;
     while (!atomic_load(&s->stopping)) {
         struct pollfd pf[2] = {{s->listen_fd, POLLIN, 0}, {s->wake[0], POLLIN, 0}};
@@ -556,7 +565,7 @@ int tds_server_run(tds_server *s, mcdc_error *err) {
     return MCDC_OK;
 }
 
-void tds_server_free(tds_server *s) {
+void sim_tds_server_free(sim_tds_server *s) {
     if (!s) return;
     if (s->listen_fd >= 0) close(s->listen_fd);
     reap(s, true);

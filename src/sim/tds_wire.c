@@ -12,7 +12,7 @@
 _Static_assert(TDS_HEADER_BYTES == 8, "TDS packet header is 8 bytes");
 _Static_assert(MCDC_TDS_PACKET_BYTES_MAX <= 0xFFFF, "packet length is a USHORT");
 
-const uint8_t tds_collation_default[5] = {0x09, 0x04, 0xD0, 0x00, 0x34};
+const uint8_t sim_tds_collation_default[5] = {0x09, 0x04, 0xD0, 0x00, 0x34};
 
 static inline uint16_t rd_u16le(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 static inline uint32_t rd_u32le(const uint8_t *p) {
@@ -22,7 +22,7 @@ static inline uint32_t rd_u32le(const uint8_t *p) {
 static inline uint16_t rd_u16be(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
 
 /* ---- packets in ------------------------------------------------------------ */
-int tds_msg_read(tds_msg *m, tds_read_fn rd, void *ctx, mcdc_error *err) {
+int sim_tds_msg_read(sim_tds_msg *m, sim_tds_read_fn rd, void *ctx, mcdc_error *err) {
     mcdc_buf_reset(&m->payload);
     m->type = 0;
     m->status = 0;
@@ -65,12 +65,12 @@ int tds_msg_read(tds_msg *m, tds_read_fn rd, void *ctx, mcdc_error *err) {
     return MCDC_OK;
 }
 
-void tds_msg_free(tds_msg *m) {
+void sim_tds_msg_free(sim_tds_msg *m) {
     if (m) mcdc_buf_free(&m->payload);
 }
 
 /* ---- packets out ------------------------------------------------------------ */
-int tds_out_init(tds_out *o, tds_write_fn w, void *wctx, mcdc_error *err) {
+int sim_tds_out_init(sim_tds_out *o, sim_tds_write_fn w, void *wctx, mcdc_error *err) {
     memset(o, 0, sizeof *o);
     o->buf = mcdc_malloc(MCDC_TDS_PACKET_BYTES_MAX);
     if (!o->buf)
@@ -84,19 +84,19 @@ int tds_out_init(tds_out *o, tds_write_fn w, void *wctx, mcdc_error *err) {
     return MCDC_OK;
 }
 
-void tds_out_free(tds_out *o) {
+void sim_tds_out_free(sim_tds_out *o) {
     if (!o) return;
     mcdc_free(o->buf);
     o->buf = NULL;
 }
 
-void tds_out_begin(tds_out *o, uint8_t type) {
+void sim_tds_out_begin(sim_tds_out *o, uint8_t type) {
     o->type = type;
     o->packet_id = 1;
     o->pos = TDS_HEADER_BYTES;
 }
 
-static int out_send(tds_out *o, uint8_t status) {
+static int out_send(sim_tds_out *o, uint8_t status) {
     MCDC_ASSERT(o->pos >= TDS_HEADER_BYTES && o->pos <= o->size);
     uint8_t *h = o->buf;
     h[0] = o->type;
@@ -115,16 +115,16 @@ static int out_send(tds_out *o, uint8_t status) {
     return o->failed ? -1 : 0;
 }
 
-int tds_out_flush(tds_out *o) { return out_send(o, 0); }
+int sim_tds_out_flush(sim_tds_out *o) { return out_send(o, 0); }
 
-int tds_out_end(tds_out *o) { return out_send(o, TDS_STATUS_EOM); }
+int sim_tds_out_end(sim_tds_out *o) { return out_send(o, TDS_STATUS_EOM); }
 
-int tds_out_bytes_slow(tds_out *o, const void *p, size_t n) {
+int sim_tds_out_bytes_slow(sim_tds_out *o, const void *p, size_t n) {
     const uint8_t *s = p;
     while (n) {
         size_t room = o->size - o->pos;
         if (room == 0) {
-            if (tds_out_flush(o) != 0) return -1;
+            if (sim_tds_out_flush(o) != 0) return -1;
             continue;
         }
         size_t k = n < room ? n : room;
@@ -211,7 +211,7 @@ static size_t utf8_put(uint8_t *d, uint32_t cp) {
     return 4;
 }
 
-int tds_utf16_to_utf8(mcdc_buf *b, const uint8_t *p, size_t n, mcdc_error *err) {
+int sim_tds_utf16_to_utf8(mcdc_buf *b, const uint8_t *p, size_t n, mcdc_error *err) {
     if (n & 1)
         return mcdc_error_set(err, MCDC_E_PROTOCOL, "UTF-16 text has an odd byte count %zu", n);
     int rc = mcdc_buf_reserve(b, n / 2 * 3 + 1, err);
@@ -236,7 +236,7 @@ int tds_utf16_to_utf8(mcdc_buf *b, const uint8_t *p, size_t n, mcdc_error *err) 
     return MCDC_OK;
 }
 
-size_t tds_utf8_utf16_units(const uint8_t *s, size_t n) {
+size_t sim_tds_utf8_utf16_units(const uint8_t *s, size_t n) {
     size_t units = 0, i = 0;
     while (i < n) {
         if (s[i] < 0x80) {
@@ -250,7 +250,7 @@ size_t tds_utf8_utf16_units(const uint8_t *s, size_t n) {
     return units;
 }
 
-int tds_out_utf16(tds_out *o, const uint8_t *s, size_t n, size_t max_units) {
+int sim_tds_out_utf16(sim_tds_out *o, const uint8_t *s, size_t n, size_t max_units) {
     uint8_t tmp[512];
     size_t t = 0, units = 0, i = 0;
     while (i < n && units < max_units) {
@@ -275,11 +275,11 @@ int tds_out_utf16(tds_out *o, const uint8_t *s, size_t n, size_t max_units) {
             units++;
         }
         if (t > sizeof tmp - 4) {
-            if (tds_out_bytes(o, tmp, t)) return -1;
+            if (sim_tds_out_bytes(o, tmp, t)) return -1;
             t = 0;
         }
     }
-    return tds_out_bytes(o, tmp, t);
+    return sim_tds_out_bytes(o, tmp, t);
 }
 
 static uint8_t cp1252_from_cp(uint32_t cp) {
@@ -289,7 +289,7 @@ static uint8_t cp1252_from_cp(uint32_t cp) {
     return '?';
 }
 
-size_t tds_utf8_cp1252_len(const uint8_t *s, size_t n) {
+size_t sim_tds_utf8_cp1252_len(const uint8_t *s, size_t n) {
     size_t len = 0, i = 0;
     while (i < n) {
         if (s[i] < 0x80)
@@ -301,7 +301,7 @@ size_t tds_utf8_cp1252_len(const uint8_t *s, size_t n) {
     return len;
 }
 
-int tds_out_cp1252(tds_out *o, const uint8_t *s, size_t n, size_t max_bytes) {
+int sim_tds_out_cp1252(sim_tds_out *o, const uint8_t *s, size_t n, size_t max_bytes) {
     uint8_t tmp[512];
     size_t t = 0, w = 0, i = 0;
     while (i < n && w < max_bytes) {
@@ -309,14 +309,14 @@ int tds_out_cp1252(tds_out *o, const uint8_t *s, size_t n, size_t max_bytes) {
         tmp[t++] = cp1252_from_cp(cp);
         w++;
         if (t == sizeof tmp) {
-            if (tds_out_bytes(o, tmp, t)) return -1;
+            if (sim_tds_out_bytes(o, tmp, t)) return -1;
             t = 0;
         }
     }
-    return tds_out_bytes(o, tmp, t);
+    return sim_tds_out_bytes(o, tmp, t);
 }
 
-int tds_cp1252_to_utf8(mcdc_buf *b, const uint8_t *p, size_t n, mcdc_error *err) {
+int sim_tds_cp1252_to_utf8(mcdc_buf *b, const uint8_t *p, size_t n, mcdc_error *err) {
     int rc = mcdc_buf_reserve(b, n * 3 + 1, err);
     if (rc) return rc;
     uint8_t *d = b->data + b->len;
@@ -330,7 +330,7 @@ int tds_cp1252_to_utf8(mcdc_buf *b, const uint8_t *p, size_t n, mcdc_error *err)
 }
 
 /* ---- PRELOGIN -------------------------------------------------------------- */
-int tds_prelogin_parse(tds_prelogin *out, const uint8_t *p, size_t n, mcdc_error *err) {
+int sim_tds_prelogin_parse(sim_tds_prelogin *out, const uint8_t *p, size_t n, mcdc_error *err) {
     out->encryption = -1;
     out->mars = -1;
     size_t i = 0;
@@ -352,7 +352,7 @@ int tds_prelogin_parse(tds_prelogin *out, const uint8_t *p, size_t n, mcdc_error
     return MCDC_OK;
 }
 
-int tds_prelogin_reply(tds_out *o, int version_major) {
+int sim_tds_prelogin_reply(sim_tds_out *o, int version_major) {
     /* 5 options x 5 bytes + terminator = 26; data: version 6, enc 1, instopt 1, mars 1 */
     uint8_t b[26 + 9];
     size_t i = 0, off = 26;
@@ -379,9 +379,9 @@ int tds_prelogin_reply(tds_out *o, int version_major) {
     b[i++] = 0; /* INSTOPT: instance name matches */
     b[i++] = 0; /* MARS off */
     MCDC_ASSERT(i == sizeof b);
-    tds_out_begin(o, TDS_PKT_REPLY);
-    if (tds_out_bytes(o, b, sizeof b)) return -1;
-    return tds_out_end(o);
+    sim_tds_out_begin(o, TDS_PKT_REPLY);
+    if (sim_tds_out_bytes(o, b, sizeof b)) return -1;
+    return sim_tds_out_end(o);
 }
 
 /* ---- LOGIN7 ----------------------------------------------------------------- */
@@ -405,7 +405,7 @@ static int login_str(char *dst, const uint8_t *p, size_t n, const uint8_t *slot,
         }
     mcdc_buf b = {0};
     b.limit = TDS_LOGIN_STR_BYTES;
-    int rc = tds_utf16_to_utf8(&b, raw, chars * 2, err);
+    int rc = sim_tds_utf16_to_utf8(&b, raw, chars * 2, err);
     if (rc == MCDC_OK && b.len >= TDS_LOGIN_STR_BYTES)
         rc = mcdc_error_set(err, MCDC_E_LIMIT, "LOGIN7 %s is too long", what);
     if (rc == MCDC_OK) {
@@ -418,7 +418,7 @@ static int login_str(char *dst, const uint8_t *p, size_t n, const uint8_t *slot,
     return rc;
 }
 
-int tds_login7_parse(tds_login7 *out, const uint8_t *p, size_t n, mcdc_error *err) {
+int sim_tds_login7_parse(sim_tds_login7 *out, const uint8_t *p, size_t n, mcdc_error *err) {
     memset(out, 0, sizeof *out);
     if (n < 94)
         return mcdc_error_set(err, MCDC_E_PROTOCOL, "LOGIN7 of %zu bytes is shorter than 94", n);
@@ -452,7 +452,7 @@ int tds_login7_parse(tds_login7 *out, const uint8_t *p, size_t n, mcdc_error *er
     for (size_t k = 0; k < sizeof f / sizeof f[0]; k++) {
         int rc = login_str(f[k].dst, p, n, p + 36 + 4 * f[k].slot, f[k].slot == 2, f[k].what, err);
         if (rc) {
-            tds_login7_wipe(out);
+            sim_tds_login7_wipe(out);
             return rc;
         }
     }
@@ -464,7 +464,7 @@ int tds_login7_parse(tds_login7 *out, const uint8_t *p, size_t n, mcdc_error *er
             if (fe < n) out->feature_ext = true;
         }
         if (!out->feature_ext) {
-            tds_login7_wipe(out);
+            sim_tds_login7_wipe(out);
             return mcdc_error_set(err, MCDC_E_PROTOCOL,
                                   "LOGIN7 announces a FeatureExt block it does not contain");
         }
@@ -472,12 +472,12 @@ int tds_login7_parse(tds_login7 *out, const uint8_t *p, size_t n, mcdc_error *er
     return MCDC_OK;
 }
 
-void tds_login7_wipe(tds_login7 *l) {
+void sim_tds_login7_wipe(sim_tds_login7 *l) {
     volatile char *v = l->password;
     for (size_t k = 0; k < sizeof l->password; k++) v[k] = 0;
 }
 
-int tds_packet_size_negotiate(uint32_t requested) {
+int sim_tds_packet_size_negotiate(uint32_t requested) {
     if (requested == 0) return MCDC_TDS_PACKET_BYTES_DEFAULT;
     if (requested < MCDC_TDS_PACKET_BYTES_MIN) return MCDC_TDS_PACKET_BYTES_MIN;
     if (requested > MCDC_TDS_PACKET_BYTES_MAX) return MCDC_TDS_PACKET_BYTES_MAX;
@@ -486,121 +486,112 @@ int tds_packet_size_negotiate(uint32_t requested) {
 
 /* ---- tokens ------------------------------------------------------------------ */
 /* B_VARCHAR: at most 255 UTF-16 units. */
-static int out_bvarchar(tds_out *o, const char *s) {
+static int out_bvarchar(sim_tds_out *o, const char *s) {
     size_t n = s ? strlen(s) : 0;
-    size_t units = tds_utf8_utf16_units((const uint8_t *)s, n);
+    size_t units = sim_tds_utf8_utf16_units((const uint8_t *)s, n);
     if (units > 255) units = 255;
-    if (tds_out_u8(o, (uint8_t)units)) return -1;
-    return tds_out_utf16(o, (const uint8_t *)s, n, units);
+    if (sim_tds_out_u8(o, (uint8_t)units)) return -1;
+    return sim_tds_out_utf16(o, (const uint8_t *)s, n, units);
 }
 
 static size_t bvarchar_bytes(const char *s) {
-    size_t units = s ? tds_utf8_utf16_units((const uint8_t *)s, strlen(s)) : 0;
+    size_t units = s ? sim_tds_utf8_utf16_units((const uint8_t *)s, strlen(s)) : 0;
     return 1 + 2 * (units > 255 ? 255 : units);
 }
 
-int tds_tok_envchange_str(tds_out *o, uint8_t type, const char *new_v, const char *old_v) {
+int sim_tds_tok_envchange_str(sim_tds_out *o, uint8_t type, const char *new_v, const char *old_v) {
     size_t len = 1 + bvarchar_bytes(new_v) + bvarchar_bytes(old_v);
-    if (tds_out_u8(o, TDS_TOK_ENVCHANGE) || tds_out_u16(o, (uint16_t)len) || tds_out_u8(o, type))
+    if (sim_tds_out_u8(o, TDS_TOK_ENVCHANGE) || sim_tds_out_u16(o, (uint16_t)len) || sim_tds_out_u8(o, type))
         return -1;
     if (out_bvarchar(o, new_v) || out_bvarchar(o, old_v)) return -1;
     return 0;
 }
 
-int tds_tok_envchange_bytes(tds_out *o, uint8_t type, const uint8_t *new_v, uint8_t new_n,
+int sim_tds_tok_envchange_bytes(sim_tds_out *o, uint8_t type, const uint8_t *new_v, uint8_t new_n,
                             const uint8_t *old_v, uint8_t old_n) {
     size_t len = 1 + 1 + (size_t)new_n + 1 + (size_t)old_n;
-    if (tds_out_u8(o, TDS_TOK_ENVCHANGE) || tds_out_u16(o, (uint16_t)len) || tds_out_u8(o, type))
+    if (sim_tds_out_u8(o, TDS_TOK_ENVCHANGE) || sim_tds_out_u16(o, (uint16_t)len) || sim_tds_out_u8(o, type))
         return -1;
-    if (tds_out_u8(o, new_n) || tds_out_bytes(o, new_v, new_n)) return -1;
-    if (tds_out_u8(o, old_n) || tds_out_bytes(o, old_v, old_n)) return -1;
+    if (sim_tds_out_u8(o, new_n) || sim_tds_out_bytes(o, new_v, new_n)) return -1;
+    if (sim_tds_out_u8(o, old_n) || sim_tds_out_bytes(o, old_v, old_n)) return -1;
     return 0;
 }
 
-int tds_tok_message(tds_out *o, bool is_error, int32_t number, uint8_t state, uint8_t cls,
+int sim_tds_tok_message(sim_tds_out *o, bool is_error, int32_t number, uint8_t state, uint8_t cls,
                     const char *text, const char *proc, int32_t line) {
     if (!text) text = "";
     size_t tn = strlen(text);
-    size_t units = tds_utf8_utf16_units((const uint8_t *)text, tn);
+    size_t units = sim_tds_utf8_utf16_units((const uint8_t *)text, tn);
     if (units > 4000) units = 4000; /* keeps the token length within a USHORT */
     size_t len = 4 + 1 + 1 + 2 + 2 * units + bvarchar_bytes(TDS_SERVER_NAME) +
                  bvarchar_bytes(proc) + 4;
-    if (tds_out_u8(o, is_error ? TDS_TOK_ERROR : TDS_TOK_INFO) || tds_out_u16(o, (uint16_t)len) ||
-        tds_out_u32(o, (uint32_t)number) || tds_out_u8(o, state) || tds_out_u8(o, cls) ||
-        tds_out_u16(o, (uint16_t)units) || tds_out_utf16(o, (const uint8_t *)text, tn, units) ||
+    if (sim_tds_out_u8(o, is_error ? TDS_TOK_ERROR : TDS_TOK_INFO) || sim_tds_out_u16(o, (uint16_t)len) ||
+        sim_tds_out_u32(o, (uint32_t)number) || sim_tds_out_u8(o, state) || sim_tds_out_u8(o, cls) ||
+        sim_tds_out_u16(o, (uint16_t)units) || sim_tds_out_utf16(o, (const uint8_t *)text, tn, units) ||
         out_bvarchar(o, TDS_SERVER_NAME) || out_bvarchar(o, proc) ||
-        tds_out_u32(o, (uint32_t)line))
+        sim_tds_out_u32(o, (uint32_t)line))
         return -1;
     return 0;
 }
 
-int tds_tok_loginack(tds_out *o, int version_major) {
+int sim_tds_tok_loginack(sim_tds_out *o, int version_major) {
     static const char prog[] = "Microsoft SQL Server";
     size_t units = sizeof prog - 1;
     size_t len = 1 + 4 + 1 + 2 * units + 4;
     uint8_t head[] = {TDS_TOK_LOGINACK, (uint8_t)len, (uint8_t)(len >> 8), 1, 0x74, 0x00, 0x00,
                       0x04, (uint8_t)units};
-    if (tds_out_bytes(o, head, sizeof head)) return -1;
-    if (tds_out_utf16(o, (const uint8_t *)prog, units, units)) return -1;
+    if (sim_tds_out_bytes(o, head, sizeof head)) return -1;
+    if (sim_tds_out_utf16(o, (const uint8_t *)prog, units, units)) return -1;
     uint8_t ver[4] = {(uint8_t)version_major, 0, TDS_PRODUCT_BUILD >> 8,
                       TDS_PRODUCT_BUILD & 0xFF};
-    return tds_out_bytes(o, ver, 4);
+    return sim_tds_out_bytes(o, ver, 4);
 }
 
-int tds_tok_done(tds_out *o, uint8_t token, uint16_t status, uint16_t curcmd, uint64_t rows) {
+int sim_tds_tok_done(sim_tds_out *o, uint8_t token, uint16_t status, uint16_t curcmd, uint64_t rows) {
     uint8_t b[13] = {token, (uint8_t)status, (uint8_t)(status >> 8), (uint8_t)curcmd,
                      (uint8_t)(curcmd >> 8)};
     for (int i = 0; i < 8; i++) b[5 + i] = (uint8_t)(rows >> (8 * i));
-    return tds_out_bytes(o, b, sizeof b);
+    return sim_tds_out_bytes(o, b, sizeof b);
 }
 
-int tds_tok_returnstatus(tds_out *o, int32_t status) {
-    if (tds_out_u8(o, TDS_TOK_RETURNSTATUS)) return -1;
-    return tds_out_u32(o, (uint32_t)status);
+int sim_tds_tok_returnstatus(sim_tds_out *o, int32_t status) {
+    if (sim_tds_out_u8(o, TDS_TOK_RETURNSTATUS)) return -1;
+    return sim_tds_out_u32(o, (uint32_t)status);
 }
 
-int tds_tok_returnvalue_int(tds_out *o, uint16_t ordinal, const char *name, int32_t value) {
-    if (tds_out_u8(o, TDS_TOK_RETURNVALUE) || tds_out_u16(o, ordinal) || out_bvarchar(o, name))
-        return -1;
-    uint8_t b[] = {0x01, 0, 0, 0, 0, 0x01, 0x00, 0x26, 4, 4, (uint8_t)value,
-                   (uint8_t)((uint32_t)value >> 8), (uint8_t)((uint32_t)value >> 16),
-                   (uint8_t)((uint32_t)value >> 24)};
-    return tds_out_bytes(o, b, sizeof b);
-}
-
-int tds_login_reply(tds_out *o, const char *database, int old_packet_size, int new_packet_size,
+int sim_tds_login_reply(sim_tds_out *o, const char *database, int old_packet_size, int new_packet_size,
                     bool feature_ext, int version_major) {
     char msg[600];
-    tds_out_begin(o, TDS_PKT_REPLY);
-    if (tds_tok_envchange_str(o, TDS_ENV_DATABASE, database, "master")) return -1;
+    sim_tds_out_begin(o, TDS_PKT_REPLY);
+    if (sim_tds_tok_envchange_str(o, TDS_ENV_DATABASE, database, "master")) return -1;
     snprintf(msg, sizeof msg, "Changed database context to '%s'.", database);
-    if (tds_tok_message(o, false, 5701, 2, 0, msg, "", 1)) return -1;
-    if (tds_tok_envchange_str(o, TDS_ENV_LANGUAGE, "us_english", "")) return -1;
-    if (tds_tok_message(o, false, 5703, 1, 0, "Changed language setting to us_english.", "", 1))
+    if (sim_tds_tok_message(o, false, 5701, 2, 0, msg, "", 1)) return -1;
+    if (sim_tds_tok_envchange_str(o, TDS_ENV_LANGUAGE, "us_english", "")) return -1;
+    if (sim_tds_tok_message(o, false, 5703, 1, 0, "Changed language setting to us_english.", "", 1))
         return -1;
-    if (tds_tok_envchange_bytes(o, TDS_ENV_COLLATION, tds_collation_default, 5, NULL, 0))
+    if (sim_tds_tok_envchange_bytes(o, TDS_ENV_COLLATION, sim_tds_collation_default, 5, NULL, 0))
         return -1;
     {   /* always, as SQL Server does: python-tds sizes its reader only from it */
         char nv[16], ov[16];
         snprintf(nv, sizeof nv, "%d", new_packet_size);
         snprintf(ov, sizeof ov, "%d", old_packet_size);
-        if (tds_tok_envchange_str(o, TDS_ENV_PACKETSIZE, nv, ov)) return -1;
+        if (sim_tds_tok_envchange_str(o, TDS_ENV_PACKETSIZE, nv, ov)) return -1;
     }
-    if (tds_tok_loginack(o, version_major)) return -1;
-    if (feature_ext && (tds_out_u8(o, TDS_TOK_FEATUREEXTACK) || tds_out_u8(o, 0xFF))) return -1;
-    if (tds_tok_done(o, TDS_TOK_DONE, TDS_DONE_FINAL, 0, 0)) return -1;
-    return tds_out_end(o);
+    if (sim_tds_tok_loginack(o, version_major)) return -1;
+    if (feature_ext && (sim_tds_out_u8(o, TDS_TOK_FEATUREEXTACK) || sim_tds_out_u8(o, 0xFF))) return -1;
+    if (sim_tds_tok_done(o, TDS_TOK_DONE, TDS_DONE_FINAL, 0, 0)) return -1;
+    return sim_tds_out_end(o);
 }
 
-int tds_login_fail_reply(tds_out *o, int number, int state, int cls, const char *text) {
-    tds_out_begin(o, TDS_PKT_REPLY);
-    if (tds_tok_message(o, true, number, (uint8_t)state, (uint8_t)cls, text, "", 1)) return -1;
-    if (tds_tok_done(o, TDS_TOK_DONE, TDS_DONE_ERROR, 0, 0)) return -1;
-    return tds_out_end(o);
+int sim_tds_login_fail_reply(sim_tds_out *o, int number, int state, int cls, const char *text) {
+    sim_tds_out_begin(o, TDS_PKT_REPLY);
+    if (sim_tds_tok_message(o, true, number, (uint8_t)state, (uint8_t)cls, text, "", 1)) return -1;
+    if (sim_tds_tok_done(o, TDS_TOK_DONE, TDS_DONE_ERROR, 0, 0)) return -1;
+    return sim_tds_out_end(o);
 }
 
 /* ---- requests --------------------------------------------------------------------- */
-int tds_skip_all_headers(const uint8_t *p, size_t n, size_t *pos, mcdc_error *err) {
+int sim_tds_skip_all_headers(const uint8_t *p, size_t n, size_t *pos, mcdc_error *err) {
     *pos = 0;
     if (n < 4) return MCDC_OK; /* pre-7.2 clients send none */
     uint32_t total = rd_u32le(p);
@@ -627,13 +618,13 @@ int tds_skip_all_headers(const uint8_t *p, size_t n, size_t *pos, mcdc_error *er
     return MCDC_OK;
 }
 
-int tds_batch_decode(mcdc_buf *b, const uint8_t *p, size_t n, mcdc_error *err) {
+int sim_tds_batch_decode(mcdc_buf *b, const uint8_t *p, size_t n, mcdc_error *err) {
     size_t pos;
     mcdc_buf_reset(b);
-    int rc = tds_skip_all_headers(p, n, &pos, err);
+    int rc = sim_tds_skip_all_headers(p, n, &pos, err);
     if (rc) return rc;
     b->limit = MCDC_TDS_MESSAGE_BYTES_MAX * 2;
-    rc = tds_utf16_to_utf8(b, p + pos, n - pos, err);
+    rc = sim_tds_utf16_to_utf8(b, p + pos, n - pos, err);
     if (rc) return rc;
     return mcdc_buf_cstr(b, err);
 }
@@ -647,7 +638,7 @@ static int tm_name(char *out, size_t cap, const uint8_t *p, size_t n, size_t *i,
         return mcdc_error_set(err, MCDC_E_PROTOCOL, "transaction name runs past the request");
     mcdc_buf b = {0};
     b.limit = cap;
-    int rc = tds_utf16_to_utf8(&b, p + *i, chars * 2, err);
+    int rc = sim_tds_utf16_to_utf8(&b, p + *i, chars * 2, err);
     if (!rc) {
         /* only a plain identifier goes into the statement */
         size_t k = 0;
@@ -664,9 +655,9 @@ static int tm_name(char *out, size_t cap, const uint8_t *p, size_t n, size_t *i,
     return rc;
 }
 
-int tds_tm_decode(char *sql, size_t cap, const uint8_t *p, size_t n, mcdc_error *err) {
+int sim_tds_tm_decode(char *sql, size_t cap, const uint8_t *p, size_t n, mcdc_error *err) {
     size_t i;
-    int rc = tds_skip_all_headers(p, n, &i, err);
+    int rc = sim_tds_skip_all_headers(p, n, &i, err);
     if (rc) return rc;
     if (n - i < 2)
         return mcdc_error_set(err, MCDC_E_PROTOCOL, "transaction manager request is truncated");
@@ -709,27 +700,27 @@ int tds_tm_decode(char *sql, size_t cap, const uint8_t *p, size_t n, mcdc_error 
 }
 
 /* ---- decimal ------------------------------------------------------------------------ */
-__extension__ typedef unsigned __int128 tds_u128;
+__extension__ typedef unsigned __int128 sim_tds_u128;
 
-static tds_u128 g_pow10[39];
+static sim_tds_u128 g_pow10[39];
 static pthread_once_t g_pow10_once = PTHREAD_ONCE_INIT;
 static void pow10_init(void) {
     g_pow10[0] = 1;
     for (int i = 1; i < 39; i++) g_pow10[i] = g_pow10[i - 1] * 10;
 }
 
-static tds_u128 mag_get(const uint32_t m[4]) {
-    return (tds_u128)m[0] | ((tds_u128)m[1] << 32) | ((tds_u128)m[2] << 64) |
-           ((tds_u128)m[3] << 96);
+static sim_tds_u128 mag_get(const uint32_t m[4]) {
+    return (sim_tds_u128)m[0] | ((sim_tds_u128)m[1] << 32) | ((sim_tds_u128)m[2] << 64) |
+           ((sim_tds_u128)m[3] << 96);
 }
-static void mag_set(uint32_t m[4], tds_u128 v) {
+static void mag_set(uint32_t m[4], sim_tds_u128 v) {
     for (int i = 0; i < 4; i++) m[i] = (uint32_t)(v >> (32 * i));
 }
 
-size_t tds_decimal_format(char *out, size_t cap, bool negative, const uint32_t mag[4], int scale) {
+size_t sim_tds_decimal_format(char *out, size_t cap, bool negative, const uint32_t mag[4], int scale) {
     char digits[48];
     int nd = 0;
-    tds_u128 v = mag_get(mag);
+    sim_tds_u128 v = mag_get(mag);
     do {
         digits[nd++] = (char)('0' + (int)(v % 10));
         v /= 10;
@@ -749,7 +740,7 @@ size_t tds_decimal_format(char *out, size_t cap, bool negative, const uint32_t m
     return c;
 }
 
-bool tds_decimal_parse(const uint8_t *s, size_t n, int precision, int scale, bool *negative,
+bool sim_tds_decimal_parse(const uint8_t *s, size_t n, int precision, int scale, bool *negative,
                        uint32_t mag[4]) {
     pthread_once(&g_pow10_once, pow10_init);
     size_t i = 0;
@@ -757,9 +748,9 @@ bool tds_decimal_parse(const uint8_t *s, size_t n, int precision, int scale, boo
     while (n > i && s[n - 1] == ' ') n--;
     bool neg = false;
     if (i < n && (s[i] == '-' || s[i] == '+')) neg = s[i++] == '-';
-    tds_u128 v = 0;
+    sim_tds_u128 v = 0;
     int sig = 0, digits = 0;
-    const tds_u128 lim = g_pow10[38];
+    const sim_tds_u128 lim = g_pow10[38];
     for (; i < n && s[i] >= '0' && s[i] <= '9'; i++, digits++) {
         if (v == 0 && s[i] == '0') continue;
         if (++sig > 38) return false;
@@ -813,7 +804,7 @@ bool tds_decimal_parse(const uint8_t *s, size_t n, int precision, int scale, boo
 }
 
 /* ---- date/time ------------------------------------------------------------------------ */
-int64_t tds_days_from_civil0001(int64_t y, unsigned m, unsigned d) {
+int64_t sim_tds_days_from_civil0001(int64_t y, unsigned m, unsigned d) {
     return mcdc_days_from_civil(y, m, d) - mcdc_days_from_civil(1, 1, 1);
 }
 
@@ -829,7 +820,7 @@ static bool digits_at(const uint8_t *s, size_t n, size_t i, int count, int *out)
     return true;
 }
 
-bool tds_dt_parse(tds_dt *out, const uint8_t *s, size_t n) {
+bool sim_tds_dt_parse(sim_tds_dt *out, const uint8_t *s, size_t n) {
     memset(out, 0, sizeof *out);
     while (n && s[n - 1] == ' ') n--;
     size_t i = 0;
@@ -842,7 +833,7 @@ bool tds_dt_parse(tds_dt *out, const uint8_t *s, size_t n) {
         static const int mdays[12] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
         if (d > mdays[mo - 1]) return false;
         if (mo == 2 && d == 29 && !((y % 4 == 0 && y % 100 != 0) || y % 400 == 0)) return false;
-        out->days = tds_days_from_civil0001(y, (unsigned)mo, (unsigned)d);
+        out->days = sim_tds_days_from_civil0001(y, (unsigned)mo, (unsigned)d);
         out->has_date = true;
         i = 10;
         if (i < n && (s[i] == ' ' || s[i] == 'T')) i++;
@@ -884,7 +875,7 @@ bool tds_dt_parse(tds_dt *out, const uint8_t *s, size_t n) {
     return i == n && (out->has_date || out->has_time);
 }
 
-size_t tds_dt_format(char *out, const tds_dt *dt, int frac) {
+size_t sim_tds_dt_format(char *out, const sim_tds_dt *dt, int frac) {
     size_t i = 0;
     if (dt->has_date) {
         int64_t y;
@@ -923,7 +914,7 @@ static int hexval(uint8_t c) {
     return -1;
 }
 
-bool tds_guid_parse(uint8_t out[16], const uint8_t *s, size_t n) {
+bool sim_tds_guid_parse(uint8_t out[16], const uint8_t *s, size_t n) {
     if (n == 38 && s[0] == '{' && s[37] == '}') {
         s++;
         n -= 2;
@@ -947,7 +938,7 @@ bool tds_guid_parse(uint8_t out[16], const uint8_t *s, size_t n) {
     return true;
 }
 
-void tds_guid_format(char out[37], const uint8_t w[16]) {
+void sim_tds_guid_format(char out[37], const uint8_t w[16]) {
     snprintf(out, 37, "%02X%02X%02X%02X-%02X%02X-%02X%02X-%02X%02X-%02X%02X%02X%02X%02X%02X",
              w[3], w[2], w[1], w[0], w[5], w[4], w[7], w[6], w[8], w[9], w[10], w[11], w[12],
              w[13], w[14], w[15]);

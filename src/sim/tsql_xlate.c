@@ -17,6 +17,8 @@ typedef struct xl {
     size_t last_prim;   /* output offset where the last primary started */
     bool last_stringy;  /* the last primary is a string */
     int sel_items_level; /* depth whose select list is tracked (0 = outermost) */
+    char ctes[16][MCDC_IDENT_BYTES_MAX]; /* WITH names: tables of this statement */
+    int nctes;
     bool tracking;
     int item_start;
 } xl;
@@ -27,7 +29,7 @@ static const char *KEYWORDS[] = {
     "CASE", "WHEN", "THEN", "ELSE", "END", "AS", "ASC", "DESC", "OVER", "PARTITION", "BY", "ORDER",
     "GROUP", "HAVING", "DISTINCT", "ALL", "EXISTS", "INNER", "LEFT", "RIGHT", "OUTER", "FULL", "CROSS",
     "JOIN", "ON", "UNION", "EXCEPT", "INTERSECT", "ROWS", "RANGE", "PRECEDING", "FOLLOWING",
-    "UNBOUNDED", "CURRENT", "ROW", "VALUES", "SET", "INTO", "DEFAULT", NULL};
+    "UNBOUNDED", "CURRENT", "ROW", "VALUES", "SET", "INTO", "DEFAULT", "WITH", NULL};
 
 static bool is_kw(const tsql_tok *t) {
     if (t->t != TK_IDENT) return false;
@@ -188,6 +190,12 @@ static int table_ref(xl *x, int *i, int end) {
     char name[MCDC_IDENT_BYTES_MAX * 2];
     const char *last = parts[np - 1];
     int rc = MCDC_OK;
+    if (np == 1)
+        for (int c = 0; c < x->nctes; c++)
+            if (mcdc_str_ieq(x->ctes[c], last)) {
+                rc = xl_append_ident(x->out, last);
+                goto alias;
+            }
     /* table-valued CDC function */
     if (k < end && tsql_tok_op(&x->t[k], "(") && np >= 2 && mcdc_str_ieq(parts[np - 2], "cdc") &&
         mcdc_str_nieq(last, "fn_cdc_get_all_changes_", 23)) {
@@ -223,8 +231,12 @@ static int table_ref(xl *x, int *i, int end) {
         goto alias;
     }
     if (np >= 2 && mcdc_str_ieq(parts[np - 2], "sys") && mcdc_str_ieq(last, "dm_exec_session_wait_stats")) {
-        rc = mcdc_buf_printf(x->out, x->err, "(%s)", x->env->wait_stats_sql ? x->env->wait_stats_sql
-                                                   : "SELECT 0 AS session_id, '' AS wait_type, 0 AS waiting_tasks_count, 0 AS wait_time_ms, 0 AS max_wait_time_ms, 0 AS signal_wait_time_ms WHERE 0");
+        rc = emit(x, "(");
+        if (rc == MCDC_OK && x->env->wait_stats_sql) rc = x->env->wait_stats_sql(x->env->ctx, x->out);
+        else if (rc == MCDC_OK)
+            rc = emit(x, "SELECT 0 AS session_id, '' AS wait_type, 0 AS waiting_tasks_count, 0 AS wait_time_ms,"
+                         " 0 AS max_wait_time_ms, 0 AS signal_wait_time_ms WHERE 0");
+        if (rc == MCDC_OK) rc = emit(x, ")");
         snprintf(name, sizeof name, "sys.dm_exec_session_wait_stats");
     } else {
         xl_table_name(parts, np, name, sizeof name);
@@ -458,7 +470,9 @@ static int xl_seq(xl *x, int *ip, int end, bool until_paren) {
             int k = i;
             int np = xl_name_parts(x->t, &k, end, parts);
             if (np == 0) { rc = syntax_near(x, i); break; }
-            if (k < end && tsql_tok_op(&x->t[k], "(") && t->t == TK_IDENT) {
+            bool cte = false;
+            for (int c = 0; np == 1 && c < x->nctes; c++) if (mcdc_str_ieq(x->ctes[c], parts[0])) cte = true;
+            if (k < end && tsql_tok_op(&x->t[k], "(") && t->t == TK_IDENT && !cte) {
                 int nx = i + 1;
                 rc = fn_call(x, i, parts[np - 1], k, end, &nx);
                 i = nx;
@@ -927,11 +941,37 @@ int tsql_xlate(const xl_env *env, const tsql_tok *toks, int from, int to, mcdc_b
     res->nitems = 0;
     x.tracking = true;
     x.item_start = -1;
+    /* common table expressions: "WITH a AS (", ", b AS (", "WITH a (c1) AS (" */
+    if (from < to && tsql_tok_is(&toks[from], "WITH"))
+        for (int k = from + 1; k + 2 < to && x.nctes < 16; k++) {
+            if ((toks[k].t != TK_IDENT && toks[k].t != TK_QIDENT) ||
+                !(tsql_tok_is(&toks[k - 1], "WITH") || tsql_tok_op(&toks[k - 1], ",")))
+                continue;
+            int a = k + 1;
+            if (tsql_tok_op(&toks[a], "(")) {
+                int cl = match_paren(&x, a, to);
+                if (cl < 0) break;
+                a = cl + 1;
+            }
+            if (a + 1 < to && tsql_tok_is(&toks[a], "AS") && tsql_tok_op(&toks[a + 1], "("))
+                tsql_tok_text(&toks[k], x.ctes[x.nctes++], MCDC_IDENT_BYTES_MAX);
+        }
     int i = from;
     int rc = xl_seq(&x, &i, to, false);
     if (rc == MCDC_OK) rc = mcdc_buf_cstr(out, err);
-    if (rc == MCDC_OK && from < to && tsql_tok_is(&toks[from], "SELECT")) {
+    int sel = from;
+    if (from < to && tsql_tok_is(&toks[from], "WITH")) {
+        /* the main query's SELECT: first one at depth 0 */
+        int d = 0;
+        for (sel = from; sel < to; sel++) {
+            if (tsql_tok_op(&toks[sel], "(")) d++;
+            else if (tsql_tok_op(&toks[sel], ")")) d--;
+            else if (d == 0 && tsql_tok_is(&toks[sel], "SELECT")) break;
+        }
+    }
+    if (rc == MCDC_OK && sel < to && tsql_tok_is(&toks[sel], "SELECT")) {
         /* outermost select list: from after SELECT [DISTINCT] [TOP ..] to FROM/end */
+        from = sel;
         int a = from + 1;
         if (a < to && (tsql_tok_is(&toks[a], "DISTINCT") || tsql_tok_is(&toks[a], "ALL"))) a++;
         if (a < to && tsql_tok_is(&toks[a], "TOP")) {

@@ -38,8 +38,9 @@ typedef struct xl_env {
     const char *user_name;
     bool is_admin;
     int product_major;
-    /* Session wait-stats subquery text for sys.dm_exec_session_wait_stats. */
-    const char *wait_stats_sql;
+    /* Appends the subquery text standing for sys.dm_exec_session_wait_stats
+     * (called only when a query names it). */
+    int (*wait_stats_sql)(void *ctx, mcdc_buf *out);
 } xl_env;
 
 typedef struct xl_table {

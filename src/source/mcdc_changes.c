@@ -362,24 +362,9 @@ int mcdc_changes_plan(mcdc_changes *c, const mcdc_lsn *from, const mcdc_lsn *to,
 
 /* ---- reading ------------------------------------------------------------------------------ */
 int mcdc_changes_read(mcdc_changes *c, const mcdc_range *r, mcdc_batch_fn fn, void *ctx,
-                      mcdc_range_metrics *m, mcdc_error *err) {
-    mcdc_reader_metrics rm;
+                      mcdc_reader_metrics *m, mcdc_error *err) {
+    mcdc_reader_metrics scratch;
     mcdc_connstr_connector conn = c->connector;
-    int rc = mcdc_reader_read_range(&rm, &c->ropt, mcdc_connect_connstr, &conn, &r->from, &r->to,
-                                    r->last, fn, ctx, err);
-    if (m != NULL) {
-        memset(m, 0, sizeof *m);
-        m->rows = rm.rows;
-        m->bytes = rm.bytes;
-        m->seconds = rm.seconds;
-        m->rtt_ms = rm.rtt_known ? rm.rtt_ms : -1;
-        m->network_wait_ms = rm.network_wait_known ? rm.network_wait_ms : -1;
-        m->has_position = rm.measured_position;
-        m->retention_watermark_us = rm.retention_watermark_ts_us;
-        m->has_retention_watermark = rm.retention_watermark_known;
-        m->source_max_commit_us = rm.source_max_commit_ts_us;
-        m->has_source_max_commit = rm.source_max_commit_ts_known;
-        m->capture_lag_seconds = rm.capture_lag_seconds;
-    }
-    return rc;
+    return mcdc_reader_read_range(m ? m : &scratch, &c->ropt, mcdc_connect_connstr, &conn,
+                                  &r->from, &r->to, r->last, fn, ctx, err);
 }

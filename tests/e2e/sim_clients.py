@@ -276,9 +276,9 @@ def raw_login(s, user="sa", password=PASSWORD):
     return read_msg(s)
 
 
-def batch(sql):
+def batch(sql, status=1):
     hdr = struct.pack("<IIHQI", 22, 18, 2, 0, 1)
-    return pkt(0x01, hdr + sql.encode("utf-16-le"))
+    return pkt(0x01, hdr + sql.encode("utf-16-le"), status)
 
 
 def t_raw_attention():
@@ -310,6 +310,10 @@ def t_raw_attention():
     s.sendall(batch("SELECT 1"))
     r = read_msg(s)
     check("raw client: in sync after attention", r[0] == 0x81 and r[-13] == 0xFD, r.hex()[:80])
+    s.sendall(batch("SELECT 1", status=0x09))  # EOM | RESETCONNECTION
+    r = read_msg(s)
+    check("raw client: RESETCONNECTION acknowledged (ENVCHANGE 18)",
+          r[:6] == bytes([0xE3, 3, 0, 18, 0, 0]) and r[6] == 0x81, r.hex()[:80])
     s.close()
 
 

@@ -836,3 +836,187 @@ TEST(delta_concurrent_create_loser_proceeds) {
     mcdc_delta_table_free(t);
     td_rmrf(dir);
 }
+
+/* Fails the Nth allocation for every N through append, replay and checkpoint:
+ * every failure is a clean error (no crash, no leak: the runner checks), and
+ * retrying the same txn afterwards leaves exactly one commit per batch. */
+TEST(delta_allocation_failures_are_clean_and_retry_is_exactly_once) {
+    char dir[64];
+    td_mkdtemp(dir);
+    mcdc_delta_table_free(td_create(dir));
+    int64_t batch = 0;
+    int failures = 0;
+    /* Allocations of one full round, to spread ~150 failure points over it. */
+    int64_t calls_round;
+    {
+        mcdc_alloc_stats a, b;
+        mcdc_alloc_get_stats(&a);
+        mcdc_delta_table *t = NULL;
+        mcdc_delta_commit_result r;
+        mcdc_delta_snapshot *s = NULL;
+        batch++;
+        mcdc_delta_table_open(&t, dir, NULL, NULL);
+        td_append(t, "b000.parquet", "app", batch, &r, NULL);
+        mcdc_delta_snapshot_load(&s, t, -1, NULL);
+        mcdc_delta_checkpoint(t, batch, NULL);
+        mcdc_delta_snapshot_free(s);
+        mcdc_delta_table_free(t);
+        mcdc_alloc_get_stats(&b);
+        calls_round = b.calls - a.calls;
+    }
+    int64_t step = calls_round / 150 > 0 ? calls_round / 150 : 1;
+    for (int64_t nth = 1; nth <= calls_round; nth += step) {
+        batch++;
+        char path[64];
+        snprintf(path, sizeof path, "b%03lld.parquet", (long long)batch);
+        mcdc_delta_table *t = NULL;
+        mcdc_error e = MCDC_ERROR_INIT;
+        mcdc_delta_commit_result r;
+        mcdc_alloc_fail_at(nth);
+        int rc = mcdc_delta_table_open(&t, dir, NULL, &e);
+        if (rc == MCDC_OK) rc = td_append(t, path, "app", batch, &r, &e);
+        mcdc_delta_snapshot *s = NULL;
+        if (rc == MCDC_OK) rc = mcdc_delta_snapshot_load(&s, t, -1, &e);
+        if (rc == MCDC_OK) rc = mcdc_delta_checkpoint(t, mcdc_delta_snapshot_version(s), &e);
+        mcdc_alloc_fail_at(0);
+        mcdc_delta_snapshot_free(s);
+        mcdc_delta_table_free(t);
+        if (rc != MCDC_OK) {
+            failures++;
+            if (rc != MCDC_E_NOMEM) CHECK_EQ_INT(rc, MCDC_E_NOMEM);
+            CHECK(e.message[0] != 0);
+        }
+        /* the restart: same batch again, no injection */
+        t = NULL;
+        CHECK_EQ_INT(mcdc_delta_table_open(&t, dir, NULL, &e), MCDC_OK);
+        CHECK_EQ_INT(td_append(t, path, "app", batch, &r, &e), MCDC_OK);
+        mcdc_delta_table_free(t);
+    }
+    CHECK(failures > 100);
+    mcdc_delta_table *t = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_delta_table_open(&t, dir, NULL, &e);
+    mcdc_delta_snapshot *s = NULL;
+    CHECK_EQ_INT(mcdc_delta_snapshot_load(&s, t, -1, &e), MCDC_OK);
+    if (s) {
+        CHECK_EQ_INT(mcdc_delta_snapshot_file_count(s), batch);
+        CHECK_EQ_INT(mcdc_delta_snapshot_version(s), batch);
+        CHECK_EQ_INT(mcdc_delta_snapshot_txn_version(s, "app"), batch);
+    }
+    mcdc_delta_snapshot_free(s);
+    mcdc_delta_table_free(t);
+    td_rmrf(dir);
+}
+
+/* A storage failing its Nth call with an I/O error (then working again). */
+typedef struct faulty {
+    mcdc_storage *inner;
+    int64_t fail_at; /* calls left until the failing one; <= 0 never */
+} faulty;
+
+static bool faulty_hit(faulty *f, mcdc_error *err, int *rc) {
+    if (f->fail_at > 0 && --f->fail_at == 0) {
+        *rc = mcdc_error_set(err, MCDC_E_IO, "injected I/O error");
+        return true;
+    }
+    return false;
+}
+static int faulty_pia(void *self, const char *k, const void *d, size_t n, mcdc_error *err) {
+    faulty *f = self;
+    int rc;
+    if (faulty_hit(f, err, &rc)) return rc;
+    return f->inner->ops->put_if_absent(f->inner->self, k, d, n, err);
+}
+static int faulty_put(void *self, const char *k, const void *d, size_t n, mcdc_error *err) {
+    faulty *f = self;
+    int rc;
+    if (faulty_hit(f, err, &rc)) return rc;
+    return f->inner->ops->put(f->inner->self, k, d, n, err);
+}
+static int faulty_get(void *self, const char *k, size_t m, mcdc_buf *o, mcdc_error *err) {
+    faulty *f = self;
+    int rc;
+    if (faulty_hit(f, err, &rc)) return rc;
+    return f->inner->ops->get(f->inner->self, k, m, o, err);
+}
+static int faulty_list(void *self, const char *p, mcdc_storage_listing *o, mcdc_error *err) {
+    faulty *f = self;
+    int rc;
+    if (faulty_hit(f, err, &rc)) return rc;
+    return f->inner->ops->list(f->inner->self, p, o, err);
+}
+static int faulty_del(void *self, const char *k, mcdc_error *err) {
+    faulty *f = self;
+    int rc;
+    if (faulty_hit(f, err, &rc)) return rc;
+    return f->inner->ops->del(f->inner->self, k, err);
+}
+static int faulty_size(void *self, const char *k, int64_t *o, mcdc_error *err) {
+    faulty *f = self;
+    int rc;
+    if (faulty_hit(f, err, &rc)) return rc;
+    return f->inner->ops->size(f->inner->self, k, o, err);
+}
+static void faulty_destroy(void *self) {
+    faulty *f = self;
+    mcdc_storage_free(f->inner);
+    mcdc_free(f);
+}
+static const mcdc_storage_ops faulty_ops = {faulty_pia, faulty_put, faulty_get, faulty_list,
+                                            faulty_del, faulty_size, faulty_destroy};
+
+TEST(delta_io_failures_never_corrupt_the_log) {
+    char dir[64];
+    td_mkdtemp(dir);
+    mcdc_delta_table_free(td_create(dir));
+    int64_t batch = 0;
+    int failures = 0;
+    mcdc_log_level lvl = mcdc_log_get_level();
+    mcdc_log_set_level(MCDC_LOG_ERROR); /* failed checkpoints warn, as they should */
+    for (int64_t nth = 1; nth <= 40; nth++) {
+        batch++;
+        char path[64];
+        snprintf(path, sizeof path, "b%03lld.parquet", (long long)batch);
+        mcdc_storage *inner = NULL, *st = mcdc_calloc(1, sizeof *st);
+        faulty *f = mcdc_calloc(1, sizeof *f);
+        mcdc_storage_local_create(&inner, dir, NULL);
+        f->inner = inner;
+        f->fail_at = nth;
+        st->ops = &faulty_ops;
+        st->self = f;
+        st->root = mcdc_strdup(dir);
+        mcdc_delta_table *t = NULL;
+        mcdc_delta_table_open_storage(&t, &st, NULL);
+        mcdc_error e = MCDC_ERROR_INIT;
+        mcdc_delta_commit_result r;
+        int rc = td_append(t, path, "app", batch, &r, &e);
+        mcdc_delta_snapshot *s = NULL;
+        if (rc == MCDC_OK) rc = mcdc_delta_snapshot_load(&s, t, -1, &e);
+        if (rc == MCDC_OK && batch % 3 == 0)
+            rc = mcdc_delta_checkpoint(t, mcdc_delta_snapshot_version(s), &e);
+        mcdc_delta_snapshot_free(s);
+        if (rc != MCDC_OK) {
+            failures++;
+            CHECK(rc == MCDC_E_IO || rc == MCDC_E_CORRUPT);
+            CHECK(strstr(e.message, "injected") != NULL || strstr(e.message, "_delta_log") != NULL);
+        }
+        f->fail_at = 0;
+        /* the restart on the same handle: same batch, exactly once */
+        CHECK_EQ_INT(td_append(t, path, "app", batch, &r, &e), MCDC_OK);
+        mcdc_delta_table_free(t);
+    }
+    mcdc_log_set_level(lvl);
+    CHECK(failures > 5);
+    mcdc_delta_table *t = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_delta_table_open(&t, dir, NULL, &e);
+    mcdc_delta_snapshot *s = NULL;
+    CHECK_EQ_INT(mcdc_delta_snapshot_load(&s, t, -1, &e), MCDC_OK);
+    if (s) {
+        CHECK_EQ_INT(mcdc_delta_snapshot_file_count(s), batch);
+        CHECK_EQ_INT(mcdc_delta_snapshot_version(s), batch);
+    }
+    mcdc_delta_snapshot_free(s);
+    mcdc_delta_table_free(t);
+    td_rmrf(dir);
+}

@@ -76,6 +76,14 @@ TEST(sim_create_insert_select) {
     CHECK_EQ_STR(c->rows[0], "x");
     run(s, c, "DELETE FROM dbo.orders WHERE id = 2; SELECT COUNT(*) FROM dbo.orders");
     CHECK_EQ_STR(c->rows[0], "1");
+    run(s, c, "DROP DATABASE shop");
+    CHECK_EQ_INT(c->err_number, 3702); /* this session uses it */
+    run(s, c, "USE master; DROP DATABASE shop; DROP DATABASE IF EXISTS shop");
+    CHECK_EQ_INT(c->nerrors, 0);
+    run(s, c, "USE shop");
+    CHECK_EQ_INT(c->err_number, 911);
+    run(s, c, "CREATE DATABASE shop; USE shop; SELECT COUNT(*) FROM sys.tables");
+    CHECK_EQ_STR(c->rows[0], "0");
     sim_session_close(s);
     sim_server_close(srv);
     test_rmdir(dir);

@@ -213,3 +213,45 @@ TEST(sim_workload_and_bulk_load) {
     test_rmdir(dir);
     free(c);
 }
+
+TEST(sim_cte_if_collation) {
+    char dir[64];
+    coll *c = calloc(1, sizeof *c);
+    sim_session *s;
+    sim_server *srv = open_lab(dir, sizeof dir, &s, c, 0);
+    run(s, c, "INSERT INTO dbo.t VALUES (1, N'Alpha'), (2, N'beta'), (3, N'Gamma')");
+    run(s, c, "WITH x AS (SELECT id, v FROM dbo.t WHERE id > 1), y (n) AS (SELECT COUNT(*) FROM x) SELECT x.v, y.n FROM x, y ORDER BY x.id");
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_INT(c->nrows, 2);
+    CHECK_EQ_STR(c->rows[1], "Gamma|2");
+    CHECK_EQ_INT(c->cols[0].type.id, SIM_T_NVARCHAR);
+    /* case-insensitive comparisons and order, as SQL Server's default collation */
+    CHECK_EQ_STR(scalar(s, c, "SELECT id FROM dbo.t WHERE v = N'ALPHA'"), "1");
+    run(s, c, "SELECT v FROM dbo.t ORDER BY v");
+    CHECK_EQ_STR(c->rows[1], "beta");
+    /* IF / ELSE / BEGIN ... END */
+    run(s, c, "IF OBJECT_ID(N'dbo.t') IS NOT NULL SELECT 'yes' ELSE SELECT 'no'");
+    CHECK_EQ_INT(c->nrows, 1);
+    CHECK_EQ_STR(c->rows[0], "yes");
+    run(s, c, "IF NOT EXISTS (SELECT 1 FROM dbo.t WHERE id = 9) BEGIN INSERT INTO dbo.t VALUES (9, N'nine'); SELECT CASE WHEN 1 = 1 THEN 'in' END END; SELECT COUNT(*) FROM dbo.t");
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_STR(c->rows[0], "4");
+    run(s, c, "IF 1 = 0 SELECT 'a' ELSE BEGIN SELECT 'b' END");
+    CHECK_EQ_STR(c->rows[0], "b");
+    /* wait stats: own row readable by a least-privilege login */
+    run(s, c, "CREATE LOGIN r WITH PASSWORD = 'x'; CREATE USER r FOR LOGIN r");
+    sim_session *r = test_login(srv, "r", "x", "lab");
+    coll *cr = calloc(1, sizeof *cr);
+    sim_session_add_network_wait(r, 42);
+    run(r, cr, "SELECT session_id, wait_time_ms FROM sys.dm_exec_session_wait_stats WHERE wait_type = N'ASYNC_NETWORK_IO'");
+    CHECK_EQ_INT(cr->nrows, 1);
+    char want[32];
+    snprintf(want, sizeof want, "%d|42", sim_session_spid(r));
+    CHECK_EQ_STR(cr->rows[0], want);
+    sim_session_close(r);
+    free(cr);
+    sim_session_close(s);
+    sim_server_close(srv);
+    test_rmdir(dir);
+    free(c);
+}

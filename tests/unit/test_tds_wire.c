@@ -63,7 +63,7 @@ static int hexcmp(const uint8_t *p, const char *hex) {
     return 0;
 }
 
-/* memory reader for tds_msg_read */
+/* memory reader for sim_tds_msg_read */
 typedef struct mem {
     const uint8_t *p;
     size_t n, i;
@@ -84,30 +84,30 @@ static void packet(mcdc_buf *b, uint8_t type, uint8_t status, const void *payloa
 }
 
 /* ---- packets ------------------------------------------------------------------ */
-TEST(tds_msg_read_assembles_packets) {
+TEST(sim_tds_msg_read_assembles_packets) {
     mcdc_buf s = {0};
     packet(&s, TDS_PKT_SQLBATCH, 0x08, "abc", 3, 0);
     packet(&s, TDS_PKT_SQLBATCH, 0x01, "de", 2, 0);
     packet(&s, TDS_PKT_ATTENTION, 0x01, "", 0, 0);
     mem m = {s.data, s.len, 0};
-    tds_msg msg = {0};
+    sim_tds_msg msg = {0};
     mcdc_error err = MCDC_ERROR_INIT;
-    CHECK_EQ_INT(tds_msg_read(&msg, mem_read, &m, &err), MCDC_OK);
+    CHECK_EQ_INT(sim_tds_msg_read(&msg, mem_read, &m, &err), MCDC_OK);
     CHECK_EQ_INT(msg.type, TDS_PKT_SQLBATCH);
     CHECK_EQ_INT(msg.status, 0x08);
     CHECK_EQ_INT(msg.payload.len, 5);
     CHECK(memcmp(msg.payload.data, "abcde", 5) == 0);
-    CHECK_EQ_INT(tds_msg_read(&msg, mem_read, &m, &err), MCDC_OK);
+    CHECK_EQ_INT(sim_tds_msg_read(&msg, mem_read, &m, &err), MCDC_OK);
     CHECK_EQ_INT(msg.type, TDS_PKT_ATTENTION);
     CHECK_EQ_INT(msg.payload.len, 0);
-    CHECK_EQ_INT(tds_msg_read(&msg, mem_read, &m, &err), MCDC_E_IO);
-    tds_msg_free(&msg);
+    CHECK_EQ_INT(sim_tds_msg_read(&msg, mem_read, &m, &err), MCDC_E_IO);
+    sim_tds_msg_free(&msg);
     mcdc_buf_free(&s);
 }
 
-TEST(tds_msg_read_rejects_bad_packets) {
+TEST(sim_tds_msg_read_rejects_bad_packets) {
     mcdc_error err = MCDC_ERROR_INIT;
-    tds_msg msg = {0};
+    sim_tds_msg msg = {0};
     struct {
         int kind;
         int want;
@@ -131,25 +131,25 @@ TEST(tds_msg_read_rejects_bad_packets) {
         }
         }
         mem m = {s.data, s.len, 0};
-        CHECK_EQ_INT(tds_msg_read(&msg, mem_read, &m, &err), cases[k].want);
+        CHECK_EQ_INT(sim_tds_msg_read(&msg, mem_read, &m, &err), cases[k].want);
         CHECK(err.message[0] != 0);
         mcdc_buf_free(&s);
     }
-    tds_msg_free(&msg);
+    sim_tds_msg_free(&msg);
 }
 
-TEST(tds_out_splits_at_packet_size) {
+TEST(sim_tds_out_splits_at_packet_size) {
     capture c = {0};
-    tds_out o;
-    CHECK_EQ_INT(tds_out_init(&o, cap_write, &c, NULL), MCDC_OK);
+    sim_tds_out o;
+    CHECK_EQ_INT(sim_tds_out_init(&o, cap_write, &c, NULL), MCDC_OK);
     o.size = 512;
     o.spid = 0x0133;
-    tds_out_begin(&o, TDS_PKT_REPLY);
+    sim_tds_out_begin(&o, TDS_PKT_REPLY);
     uint8_t data[2000];
     for (size_t i = 0; i < sizeof data; i++) data[i] = (uint8_t)(i * 7);
-    CHECK_EQ_INT(tds_out_bytes(&o, data, 300), 0);
-    CHECK_EQ_INT(tds_out_bytes(&o, data + 300, 1700), 0);
-    CHECK_EQ_INT(tds_out_end(&o), 0);
+    CHECK_EQ_INT(sim_tds_out_bytes(&o, data, 300), 0);
+    CHECK_EQ_INT(sim_tds_out_bytes(&o, data + 300, 1700), 0);
+    CHECK_EQ_INT(sim_tds_out_end(&o), 0);
     mcdc_buf pay = {0};
     CHECK_EQ_INT(depacketize(&c, &pay, 512, TDS_PKT_REPLY), 4); /* 504*3 + 488 */
     CHECK_EQ_INT(pay.len, 2000);
@@ -159,28 +159,28 @@ TEST(tds_out_splits_at_packet_size) {
     CHECK_EQ_INT(c.raw.data[2] << 8 | c.raw.data[3], 512);
     /* a second message restarts packet ids at 1 */
     mcdc_buf_reset(&c.raw);
-    tds_out_begin(&o, TDS_PKT_REPLY);
-    CHECK_EQ_INT(tds_out_u32(&o, 0xAABBCCDD), 0);
-    CHECK_EQ_INT(tds_out_end(&o), 0);
+    sim_tds_out_begin(&o, TDS_PKT_REPLY);
+    CHECK_EQ_INT(sim_tds_out_u32(&o, 0xAABBCCDD), 0);
+    CHECK_EQ_INT(sim_tds_out_end(&o), 0);
     CHECK_EQ_INT(c.raw.len, 12);
     CHECK_EQ_INT(c.raw.data[6], 1);
     CHECK(hexcmp(c.raw.data + 8, "ddccbbaa") == 0);
     /* a failed write is sticky */
     c.fail_after = c.packets;
-    tds_out_begin(&o, TDS_PKT_REPLY);
-    CHECK(tds_out_bytes(&o, data, 2000) != 0);
+    sim_tds_out_begin(&o, TDS_PKT_REPLY);
+    CHECK(sim_tds_out_bytes(&o, data, 2000) != 0);
     CHECK(o.failed);
     mcdc_buf_free(&pay);
     mcdc_buf_free(&c.raw);
-    tds_out_free(&o);
+    sim_tds_out_free(&o);
 }
 
 /* ---- PRELOGIN ------------------------------------------------------------------- */
-TEST(tds_prelogin_reply_bytes) {
+TEST(sim_tds_prelogin_reply_bytes) {
     capture c = {0};
-    tds_out o;
-    tds_out_init(&o, cap_write, &c, NULL);
-    CHECK_EQ_INT(tds_prelogin_reply(&o, 16), 0);
+    sim_tds_out o;
+    sim_tds_out_init(&o, cap_write, &c, NULL);
+    CHECK_EQ_INT(sim_tds_prelogin_reply(&o, 16), 0);
     const char *want = "0401002b00000100"                 /* header: type 4, EOM, 35 bytes */
                        "00001a0006" "0100200001" "0200210001" "0300220000" "0400220001" "ff"
                        "100010270000" "02" "00" "00";
@@ -195,18 +195,18 @@ TEST(tds_prelogin_reply_bytes) {
         sscanf(hex + i, "%2x", &v);
         put8(&req, (uint8_t)v);
     }
-    tds_prelogin pl;
+    sim_tds_prelogin pl;
     mcdc_error err = MCDC_ERROR_INIT;
-    CHECK_EQ_INT(tds_prelogin_parse(&pl, req.data, req.len, &err), MCDC_OK);
+    CHECK_EQ_INT(sim_tds_prelogin_parse(&pl, req.data, req.len, &err), MCDC_OK);
     CHECK_EQ_INT(pl.encryption, 0);
     CHECK_EQ_INT(pl.mars, 0);
     /* an option pointing outside the message */
     req.data[2] = 0xF0;
-    CHECK_EQ_INT(tds_prelogin_parse(&pl, req.data, req.len, &err), MCDC_E_PROTOCOL);
-    CHECK_EQ_INT(tds_prelogin_parse(&pl, req.data, 3, &err), MCDC_E_PROTOCOL);
+    CHECK_EQ_INT(sim_tds_prelogin_parse(&pl, req.data, req.len, &err), MCDC_E_PROTOCOL);
+    CHECK_EQ_INT(sim_tds_prelogin_parse(&pl, req.data, 3, &err), MCDC_E_PROTOCOL);
     mcdc_buf_free(&req);
     mcdc_buf_free(&c.raw);
-    tds_out_free(&o);
+    sim_tds_out_free(&o);
 }
 
 /* ---- LOGIN7 ----------------------------------------------------------------------- */
@@ -262,12 +262,12 @@ static void build_login7(mcdc_buf *b, uint32_t version, uint32_t packet_size, bo
     if (feature_ext) put8(b, 0xFF);
 }
 
-TEST(tds_login7_decodes_fields_and_password) {
+TEST(sim_tds_login7_decodes_fields_and_password) {
     mcdc_buf b = {0};
     build_login7(&b, 0x74000004, 8192, true, "sa", "P@ss w0rd!", "cdcdb");
-    tds_login7 l;
+    sim_tds_login7 l;
     mcdc_error err = MCDC_ERROR_INIT;
-    CHECK_EQ_INT(tds_login7_parse(&l, b.data, b.len, &err), MCDC_OK);
+    CHECK_EQ_INT(sim_tds_login7_parse(&l, b.data, b.len, &err), MCDC_OK);
     CHECK_EQ_INT(l.tds_version, 0x74000004);
     CHECK_EQ_INT(l.packet_size, 8192);
     CHECK_EQ_STR(l.user, "sa");
@@ -278,54 +278,54 @@ TEST(tds_login7_decodes_fields_and_password) {
     CHECK_EQ_STR(l.library, "libx");
     CHECK(l.feature_ext);
     CHECK(!l.integrated_security);
-    tds_login7_wipe(&l);
+    sim_tds_login7_wipe(&l);
     CHECK_EQ_STR(l.password, "");
     mcdc_buf_free(&b);
 
     /* 7.1 accepted, 7.0 and 8.0 refused */
     build_login7(&b, 0x71000001, 0, false, "u", "p", "");
-    CHECK_EQ_INT(tds_login7_parse(&l, b.data, b.len, &err), MCDC_OK);
+    CHECK_EQ_INT(sim_tds_login7_parse(&l, b.data, b.len, &err), MCDC_OK);
     CHECK(!l.feature_ext);
     CHECK_EQ_STR(l.database, "");
     mcdc_buf_free(&b);
     build_login7(&b, 0x70000000, 0, false, "u", "p", "");
-    CHECK_EQ_INT(tds_login7_parse(&l, b.data, b.len, &err), MCDC_E_UNSUPPORTED);
+    CHECK_EQ_INT(sim_tds_login7_parse(&l, b.data, b.len, &err), MCDC_E_UNSUPPORTED);
     mcdc_buf_free(&b);
 }
 
-TEST(tds_login7_rejects_lies) {
+TEST(sim_tds_login7_rejects_lies) {
     mcdc_buf b = {0};
     build_login7(&b, 0x74000004, 4096, false, "sa", "pw", "db");
-    tds_login7 l;
+    sim_tds_login7 l;
     mcdc_error err = MCDC_ERROR_INIT;
     /* truncated */
-    CHECK_EQ_INT(tds_login7_parse(&l, b.data, 60, &err), MCDC_E_PROTOCOL);
-    CHECK_EQ_INT(tds_login7_parse(&l, b.data, b.len - 2, &err), MCDC_E_PROTOCOL);
+    CHECK_EQ_INT(sim_tds_login7_parse(&l, b.data, 60, &err), MCDC_E_PROTOCOL);
+    CHECK_EQ_INT(sim_tds_login7_parse(&l, b.data, b.len - 2, &err), MCDC_E_PROTOCOL);
     /* user name pointing past the end */
     uint8_t *u = b.data + 36 + 4;
     uint16_t save = (uint16_t)(u[0] | u[1] << 8);
     u[0] = 0xF0;
     u[1] = 0x00;
-    CHECK_EQ_INT(tds_login7_parse(&l, b.data, b.len, &err), MCDC_E_PROTOCOL);
+    CHECK_EQ_INT(sim_tds_login7_parse(&l, b.data, b.len, &err), MCDC_E_PROTOCOL);
     u[0] = (uint8_t)save;
     u[1] = (uint8_t)(save >> 8);
     /* a password of 300 characters */
     b.data[36 + 8 + 2] = 0x2C;
     b.data[36 + 8 + 3] = 0x01;
-    CHECK(tds_login7_parse(&l, b.data, b.len, &err) != MCDC_OK);
+    CHECK(sim_tds_login7_parse(&l, b.data, b.len, &err) != MCDC_OK);
     CHECK(strstr(err.message, "password") != NULL);
     mcdc_buf_free(&b);
-    CHECK_EQ_INT(tds_packet_size_negotiate(0), 4096);
-    CHECK_EQ_INT(tds_packet_size_negotiate(100), 512);
-    CHECK_EQ_INT(tds_packet_size_negotiate(65536), 32767);
-    CHECK_EQ_INT(tds_packet_size_negotiate(8000), 8000);
+    CHECK_EQ_INT(sim_tds_packet_size_negotiate(0), 4096);
+    CHECK_EQ_INT(sim_tds_packet_size_negotiate(100), 512);
+    CHECK_EQ_INT(sim_tds_packet_size_negotiate(65536), 32767);
+    CHECK_EQ_INT(sim_tds_packet_size_negotiate(8000), 8000);
 }
 
-TEST(tds_login_reply_tokens) {
+TEST(sim_tds_login_reply_tokens) {
     capture c = {0};
-    tds_out o;
-    tds_out_init(&o, cap_write, &c, NULL);
-    CHECK_EQ_INT(tds_login_reply(&o, "cdcdb", 4096, 8192, true, 16), 0);
+    sim_tds_out o;
+    sim_tds_out_init(&o, cap_write, &c, NULL);
+    CHECK_EQ_INT(sim_tds_login_reply(&o, "cdcdb", 4096, 8192, true, 16), 0);
     mcdc_buf p = {0};
     CHECK_EQ_INT(depacketize(&c, &p, 4096, TDS_PKT_REPLY), 1);
     /* ENVCHANGE database first: E3 len 01 05 'cdcdb' 06 'master' */
@@ -346,14 +346,14 @@ TEST(tds_login_reply_tokens) {
     mcdc_buf_free(&p);
     mcdc_buf_reset(&c.raw);
     /* failure */
-    CHECK_EQ_INT(tds_login_fail_reply(&o, 18456, 1, 14, "Login failed for user 'x'."), 0);
+    CHECK_EQ_INT(sim_tds_login_fail_reply(&o, 18456, 1, 14, "Login failed for user 'x'."), 0);
     CHECK_EQ_INT(depacketize(&c, &p, 4096, TDS_PKT_REPLY), 1);
     CHECK_EQ_INT(p.data[0], 0xAA);
     CHECK(hexcmp(p.data + 3, "18480000" "01" "0e") == 0); /* 18456, state 1, class 14 */
     CHECK(hexcmp(p.data + p.len - 13, "fd0200") == 0);
     mcdc_buf_free(&p);
     mcdc_buf_free(&c.raw);
-    tds_out_free(&o);
+    sim_tds_out_free(&o);
 }
 
 /* ---- requests ------------------------------------------------------------------------- */
@@ -366,30 +366,30 @@ static void all_headers(mcdc_buf *b) {
     put32(b, 1);
 }
 
-TEST(tds_batch_decode_skips_all_headers) {
+TEST(sim_tds_batch_decode_skips_all_headers) {
     mcdc_buf req = {0}, out = {0};
     all_headers(&req);
     putu16s(&req, "SELECT 1");
     put16(&req, 0xE9); /* é */
     mcdc_error err = MCDC_ERROR_INIT;
-    CHECK_EQ_INT(tds_batch_decode(&out, req.data, req.len, &err), MCDC_OK);
+    CHECK_EQ_INT(sim_tds_batch_decode(&out, req.data, req.len, &err), MCDC_OK);
     CHECK_EQ_STR((const char *)out.data, "SELECT 1\xC3\xA9");
     /* no headers (TDS 7.1) */
     mcdc_buf_reset(&req);
     putu16s(&req, "SELECT 2");
-    CHECK_EQ_INT(tds_batch_decode(&out, req.data, req.len, &err), MCDC_OK);
+    CHECK_EQ_INT(sim_tds_batch_decode(&out, req.data, req.len, &err), MCDC_OK);
     CHECK_EQ_STR((const char *)out.data, "SELECT 2");
     /* a header that lies about its length */
     mcdc_buf_reset(&req);
     all_headers(&req);
     req.data[4] = 40;
     putu16s(&req, "SELECT 3");
-    CHECK_EQ_INT(tds_batch_decode(&out, req.data, req.len, &err), MCDC_E_PROTOCOL);
+    CHECK_EQ_INT(sim_tds_batch_decode(&out, req.data, req.len, &err), MCDC_E_PROTOCOL);
     /* odd byte count */
     mcdc_buf_reset(&req);
     all_headers(&req);
     put8(&req, 'x');
-    CHECK_EQ_INT(tds_batch_decode(&out, req.data, req.len, &err), MCDC_E_PROTOCOL);
+    CHECK_EQ_INT(sim_tds_batch_decode(&out, req.data, req.len, &err), MCDC_E_PROTOCOL);
     mcdc_buf_free(&req);
     mcdc_buf_free(&out);
 }
@@ -399,7 +399,7 @@ static void bvar(mcdc_buf *b, const char *ascii) {
     putu16s(b, ascii);
 }
 
-TEST(tds_rpc_decodes_every_parameter_type) {
+TEST(sim_tds_rpc_decodes_every_parameter_type) {
     mcdc_buf r = {0};
     all_headers(&r);
     put16(&r, 0xFFFF);
@@ -410,7 +410,7 @@ TEST(tds_rpc_decodes_every_parameter_type) {
     put8(&r, 0);
     put8(&r, 0xE7);
     put16(&r, 0xFFFF);
-    mcdc_buf_append(&r, tds_collation_default, 5, NULL);
+    mcdc_buf_append(&r, sim_tds_collation_default, 5, NULL);
     mcdc_buf_append(&r, "\x10\x00\x00\x00\x00\x00\x00\x00", 8, NULL);
     put32(&r, 6);
     putu16s(&r, "SEL");
@@ -452,7 +452,7 @@ TEST(tds_rpc_decodes_every_parameter_type) {
     put8(&r, 0);
     put8(&r, 0xA7);
     put16(&r, 10);
-    mcdc_buf_append(&r, tds_collation_default, 5, NULL);
+    mcdc_buf_append(&r, sim_tds_collation_default, 5, NULL);
     put16(&r, 6);
     mcdc_buf_append(&r, "caf\xe9 \x80", 6, NULL);
     /* @b varbinary(max) PLP empty, @bn varbinary(8) NULL */
@@ -489,12 +489,12 @@ TEST(tds_rpc_decodes_every_parameter_type) {
     mcdc_buf_append(&r, "\x38\x07\x00\x00\x00", 5, NULL); /* INT4 fixed = 7 */
 
     mcdc_error err = MCDC_ERROR_INIT;
-    tds_rpc rpc = {0};
+    sim_tds_rpc rpc = {0};
     size_t pos;
     bool more;
-    CHECK_EQ_INT(tds_skip_all_headers(r.data, r.len, &pos, &err), MCDC_OK);
+    CHECK_EQ_INT(sim_tds_skip_all_headers(r.data, r.len, &pos, &err), MCDC_OK);
     CHECK_EQ_INT(pos, 22);
-    CHECK_EQ_INT(tds_rpc_decode(&rpc, r.data, r.len, &pos, &more, &err), MCDC_OK);
+    CHECK_EQ_INT(sim_tds_rpc_decode(&rpc, r.data, r.len, &pos, &more, &err), MCDC_OK);
     CHECK(more);
     CHECK_EQ_STR(rpc.proc_name, "sp_executesql");
     CHECK_EQ_INT(rpc.nparams, 15);
@@ -529,7 +529,7 @@ TEST(tds_rpc_decodes_every_parameter_type) {
         CHECK_EQ_STR((const char *)p[14].value.p, "12:34:56.789");
         CHECK_EQ_INT(p[14].type.scale, 3);
     }
-    CHECK_EQ_INT(tds_rpc_decode(&rpc, r.data, r.len, &pos, &more, &err), MCDC_OK);
+    CHECK_EQ_INT(sim_tds_rpc_decode(&rpc, r.data, r.len, &pos, &more, &err), MCDC_OK);
     CHECK(!more);
     CHECK_EQ_STR(rpc.proc_name, "sp_foo");
     CHECK_EQ_INT(rpc.nparams, 1);
@@ -540,14 +540,14 @@ TEST(tds_rpc_decodes_every_parameter_type) {
     int errors = 0;
     for (size_t cut = 23; cut < r.len - 10; cut++) {
         size_t p2 = 22;
-        if (tds_rpc_decode(&rpc, r.data, cut, &p2, &more, &err) != MCDC_OK) errors++;
+        if (sim_tds_rpc_decode(&rpc, r.data, cut, &p2, &more, &err) != MCDC_OK) errors++;
     }
     CHECK(errors > 100);
-    tds_rpc_free(&rpc);
+    sim_tds_rpc_free(&rpc);
     mcdc_buf_free(&r);
 }
 
-TEST(tds_rpc_time_param) {
+TEST(sim_tds_rpc_time_param) {
     mcdc_buf r = {0};
     put16(&r, 0xFFFF);
     put16(&r, 10);
@@ -556,23 +556,23 @@ TEST(tds_rpc_time_param) {
     put8(&r, 0);
     /* TIMEN(3) 12:34:56.789 = 45296789 ms */
     mcdc_buf_append(&r, "\x29\x03\x04\x95\x2c\xb3\x02", 7, NULL);
-    tds_rpc rpc = {0};
+    sim_tds_rpc rpc = {0};
     size_t pos = 0;
     bool more;
     mcdc_error err = MCDC_ERROR_INIT;
-    CHECK_EQ_INT(tds_rpc_decode(&rpc, r.data, r.len, &pos, &more, &err), MCDC_OK);
+    CHECK_EQ_INT(sim_tds_rpc_decode(&rpc, r.data, r.len, &pos, &more, &err), MCDC_OK);
     CHECK_EQ_INT(rpc.params[0].type.id, SIM_T_TIME);
     CHECK_EQ_STR((const char *)rpc.params[0].value.p, "12:34:56.789");
     /* unsupported type: a clear error */
     r.data[r.len - 7] = 0xF1;
     pos = 0;
-    CHECK_EQ_INT(tds_rpc_decode(&rpc, r.data, r.len, &pos, &more, &err), MCDC_E_UNSUPPORTED);
+    CHECK_EQ_INT(sim_tds_rpc_decode(&rpc, r.data, r.len, &pos, &more, &err), MCDC_E_UNSUPPORTED);
     CHECK(strstr(err.message, "0xf1") != NULL);
-    tds_rpc_free(&rpc);
+    sim_tds_rpc_free(&rpc);
     mcdc_buf_free(&r);
 }
 
-TEST(tds_tm_request_to_sql) {
+TEST(sim_tds_tm_request_to_sql) {
     mcdc_buf r = {0};
     char sql[200];
     mcdc_error err = MCDC_ERROR_INIT;
@@ -580,7 +580,7 @@ TEST(tds_tm_request_to_sql) {
     put16(&r, 5);
     put8(&r, 0);
     put8(&r, 0);
-    CHECK_EQ_INT(tds_tm_decode(sql, sizeof sql, r.data, r.len, &err), MCDC_OK);
+    CHECK_EQ_INT(sim_tds_tm_decode(sql, sizeof sql, r.data, r.len, &err), MCDC_OK);
     CHECK_EQ_STR(sql, "BEGIN TRANSACTION");
     mcdc_buf_reset(&r);
     all_headers(&r);
@@ -589,88 +589,88 @@ TEST(tds_tm_request_to_sql) {
     put8(&r, 1);
     put8(&r, 0);
     put8(&r, 0);
-    CHECK_EQ_INT(tds_tm_decode(sql, sizeof sql, r.data, r.len, &err), MCDC_OK);
+    CHECK_EQ_INT(sim_tds_tm_decode(sql, sizeof sql, r.data, r.len, &err), MCDC_OK);
     CHECK_EQ_STR(sql, "COMMIT TRANSACTION t1x; BEGIN TRANSACTION");
     mcdc_buf_reset(&r);
     all_headers(&r);
     put16(&r, 1);
-    CHECK_EQ_INT(tds_tm_decode(sql, sizeof sql, r.data, r.len, &err), MCDC_E_UNSUPPORTED);
+    CHECK_EQ_INT(sim_tds_tm_decode(sql, sizeof sql, r.data, r.len, &err), MCDC_E_UNSUPPORTED);
     mcdc_buf_free(&r);
 }
 
 /* ---- value text forms -------------------------------------------------------------- */
-TEST(tds_decimal_parse_and_format) {
+TEST(sim_tds_decimal_parse_and_format) {
     bool neg;
     uint32_t m[4];
     char out[64];
     const char *max38 = "99999999999999999999999999999999999999";
-    CHECK(tds_decimal_parse((const uint8_t *)max38, 38, 38, 0, &neg, m));
+    CHECK(sim_tds_decimal_parse((const uint8_t *)max38, 38, 38, 0, &neg, m));
     CHECK(!neg);
     CHECK_EQ_INT(m[0], 0xFFFFFFFFu);
     CHECK_EQ_INT(m[3], 0x4B3B4CA8u);
-    tds_decimal_format(out, sizeof out, neg, m, 0);
+    sim_tds_decimal_format(out, sizeof out, neg, m, 0);
     CHECK_EQ_STR(out, max38);
-    CHECK(!tds_decimal_parse((const uint8_t *)"100000000000000000000000000000000000000", 39, 38,
+    CHECK(!sim_tds_decimal_parse((const uint8_t *)"100000000000000000000000000000000000000", 39, 38,
                              0, &neg, m));
-    CHECK(!tds_decimal_parse((const uint8_t *)"1000", 4, 5, 2, &neg, m)); /* 1000.00 > p5 */
-    CHECK(tds_decimal_parse((const uint8_t *)"-0.005", 6, 10, 2, &neg, m)); /* rounds away */
+    CHECK(!sim_tds_decimal_parse((const uint8_t *)"1000", 4, 5, 2, &neg, m)); /* 1000.00 > p5 */
+    CHECK(sim_tds_decimal_parse((const uint8_t *)"-0.005", 6, 10, 2, &neg, m)); /* rounds away */
     CHECK(neg);
     CHECK_EQ_INT(m[0], 1);
-    tds_decimal_format(out, sizeof out, neg, m, 2);
+    sim_tds_decimal_format(out, sizeof out, neg, m, 2);
     CHECK_EQ_STR(out, "-0.01");
-    CHECK(tds_decimal_parse((const uint8_t *)"12.3", 4, 10, 4, &neg, m));
-    tds_decimal_format(out, sizeof out, neg, m, 4);
+    CHECK(sim_tds_decimal_parse((const uint8_t *)"12.3", 4, 10, 4, &neg, m));
+    sim_tds_decimal_format(out, sizeof out, neg, m, 4);
     CHECK_EQ_STR(out, "12.3000");
-    CHECK(!tds_decimal_parse((const uint8_t *)"12a", 3, 10, 0, &neg, m));
-    CHECK(!tds_decimal_parse((const uint8_t *)"", 0, 10, 0, &neg, m));
-    CHECK(!tds_decimal_parse((const uint8_t *)"-", 1, 10, 0, &neg, m));
-    CHECK(tds_decimal_parse((const uint8_t *)"-0.0", 4, 10, 1, &neg, m));
+    CHECK(!sim_tds_decimal_parse((const uint8_t *)"12a", 3, 10, 0, &neg, m));
+    CHECK(!sim_tds_decimal_parse((const uint8_t *)"", 0, 10, 0, &neg, m));
+    CHECK(!sim_tds_decimal_parse((const uint8_t *)"-", 1, 10, 0, &neg, m));
+    CHECK(sim_tds_decimal_parse((const uint8_t *)"-0.0", 4, 10, 1, &neg, m));
     CHECK(!neg); /* no negative zero */
 }
 
-TEST(tds_datetime_and_guid_text) {
-    tds_dt dt;
-    CHECK(tds_dt_parse(&dt, (const uint8_t *)"2024-02-29 23:59:59.1234567", 27));
+TEST(sim_tds_datetime_and_guid_text) {
+    sim_tds_dt dt;
+    CHECK(sim_tds_dt_parse(&dt, (const uint8_t *)"2024-02-29 23:59:59.1234567", 27));
     CHECK_EQ_INT(dt.days, 738944);
     CHECK_EQ_INT(dt.time_100ns, 863991234567LL);
     CHECK(!dt.has_offset);
-    CHECK(tds_dt_parse(&dt, (const uint8_t *)"2024-01-01T01:30:00.5 -03:00", 28));
+    CHECK(sim_tds_dt_parse(&dt, (const uint8_t *)"2024-01-01T01:30:00.5 -03:00", 28));
     CHECK_EQ_INT(dt.offset_min, -180);
     char out[48];
-    tds_dt_format(out, &dt, 3);
+    sim_tds_dt_format(out, &dt, 3);
     CHECK_EQ_STR(out, "2024-01-01 01:30:00.500 -03:00");
-    CHECK(!tds_dt_parse(&dt, (const uint8_t *)"2023-02-29", 10));
-    CHECK(!tds_dt_parse(&dt, (const uint8_t *)"2024-01-01 25:00:00", 19));
-    CHECK(!tds_dt_parse(&dt, (const uint8_t *)"2024-01-01 01:00:00 +15:00", 26));
+    CHECK(!sim_tds_dt_parse(&dt, (const uint8_t *)"2023-02-29", 10));
+    CHECK(!sim_tds_dt_parse(&dt, (const uint8_t *)"2024-01-01 25:00:00", 19));
+    CHECK(!sim_tds_dt_parse(&dt, (const uint8_t *)"2024-01-01 01:00:00 +15:00", 26));
     uint8_t g[16];
     const char *gs = "00112233-4455-6677-8899-AABBCCDDEEFF";
-    CHECK(tds_guid_parse(g, (const uint8_t *)gs, 36));
+    CHECK(sim_tds_guid_parse(g, (const uint8_t *)gs, 36));
     CHECK(hexcmp(g, "33221100554477668899aabbccddeeff") == 0);
     char back[37];
-    tds_guid_format(back, g);
+    sim_tds_guid_format(back, g);
     CHECK_EQ_STR(back, gs);
-    CHECK(!tds_guid_parse(g, (const uint8_t *)"00112233-4455-6677-8899-AABBCCDDEEFG", 36));
+    CHECK(!sim_tds_guid_parse(g, (const uint8_t *)"00112233-4455-6677-8899-AABBCCDDEEFG", 36));
 }
 
 /* ---- result encoding ----------------------------------------------------------------- */
 typedef struct rig {
     capture cap;
-    tds_out out;
-    tds_result res;
+    sim_tds_out out;
+    sim_tds_result res;
     sim_sink sink;
     mcdc_buf payload;
 } rig;
 
 static void rig_init(rig *g, size_t packet) {
     memset(g, 0, sizeof *g);
-    tds_out_init(&g->out, cap_write, &g->cap, NULL);
+    sim_tds_out_init(&g->out, cap_write, &g->cap, NULL);
     g->out.size = packet;
-    tds_result_init(&g->res, &g->out, NULL);
-    tds_result_sink(&g->res, &g->sink);
+    sim_tds_result_init(&g->res, &g->out, NULL);
+    sim_tds_result_sink(&g->res, &g->sink);
 }
 static void rig_free(rig *g) {
-    tds_result_free(&g->res);
-    tds_out_free(&g->out);
+    sim_tds_result_free(&g->res);
+    sim_tds_out_free(&g->out);
     mcdc_buf_free(&g->cap.raw);
     mcdc_buf_free(&g->payload);
 }
@@ -689,13 +689,13 @@ static size_t encode_one(sim_type t, bool nullable, sim_value v, uint8_t *out, s
                          uint8_t *ti, size_t *tin) {
     rig g;
     rig_init(&g, 4096);
-    tds_result_begin(&g.res, false, true);
+    sim_tds_result_begin(&g.res, false, true);
     sim_column c = {"c", t, nullable};
     g.sink.columns(g.sink.ctx, &c, 1);
     size_t meta_end = g.out.pos - 8;
     g.sink.row(g.sink.ctx, &v, 1);
     size_t row_end = g.out.pos - 8;
-    tds_result_end_batch(&g.res);
+    sim_tds_result_end_batch(&g.res);
     rig_finish(&g);
     /* COLMETADATA: 81 0100 usertype(4) flags(2) TYPE_INFO name(1+2) */
     size_t ti_start = 1 + 2 + 4 + 2;
@@ -723,7 +723,7 @@ static sim_type ty(sim_type_id id, int p, int s, int len) {
     return (sim_type){id, (uint8_t)p, (uint8_t)s, len};
 }
 
-TEST(tds_encode_numbers) {
+TEST(sim_tds_encode_numbers) {
     mcdc_log_level saved = mcdc_log_get_level();
     mcdc_log_set_level(MCDC_LOG_ERROR); /* the overflow cases warn */
     sim_value i = {.kind = SIM_V_INT, .i = -2};
@@ -758,7 +758,7 @@ TEST(tds_encode_numbers) {
     mcdc_log_set_level(saved);
 }
 
-TEST(tds_encode_dates_and_guid) {
+TEST(sim_tds_encode_dates_and_guid) {
     mcdc_log_level saved = mcdc_log_get_level();
     mcdc_log_set_level(MCDC_LOG_ERROR); /* the bad date warns */
     ENC(ty(SIM_T_DATETIME2, 0, 7, 0), true, T("2024-02-29 23:59:59.1234567"), "2a07",
@@ -781,7 +781,7 @@ TEST(tds_encode_dates_and_guid) {
     mcdc_log_set_level(saved);
 }
 
-TEST(tds_encode_strings_and_binary) {
+TEST(sim_tds_encode_strings_and_binary) {
     /* nvarchar(10) with a non-BMP character: surrogate pair */
     ENC(ty(SIM_T_NVARCHAR, 0, 0, 10), true, T("\xC3\xA9\xF0\x9F\x98\x80"),
         "e71400" "0904d00034", "0600e9003dd800de");
@@ -810,10 +810,10 @@ TEST(tds_encode_strings_and_binary) {
         "e7401f" "0904d00034", "040031003600");
 }
 
-TEST(tds_result_done_flags_and_split_tokens) {
+TEST(sim_tds_result_done_flags_and_split_tokens) {
     rig g;
     rig_init(&g, 512);
-    tds_result_begin(&g.res, false, true);
+    sim_tds_result_begin(&g.res, false, true);
     sim_column cols[2] = {{"id", {SIM_T_INT, 0, 0, 0}, false},
                           {"s", {SIM_T_NVARCHAR, 0, 0, 200}, true}};
     CHECK_EQ_INT(g.sink.columns(g.sink.ctx, cols, 2), 0);
@@ -828,7 +828,7 @@ TEST(tds_result_done_flags_and_split_tokens) {
     CHECK_EQ_INT(g.sink.message(g.sink.ctx, true, 208, 1, 16, "Invalid object name 'x'.", "", 1),
                  0);
     CHECK_EQ_INT(g.sink.done(g.sink.ctx, 0, false, false, true), 0);
-    CHECK_EQ_INT(tds_result_end_batch(&g.res), 0);
+    CHECK_EQ_INT(sim_tds_result_end_batch(&g.res), 0);
     int packets = rig_finish(&g);
     CHECK(packets > 10); /* rows of 405 bytes in 504-byte packets: tokens split */
     /* walk the tokens of the reassembled payload */
@@ -868,20 +868,20 @@ TEST(tds_result_done_flags_and_split_tokens) {
     rig_free(&g);
 }
 
-TEST(tds_result_rpc_ends_with_doneproc) {
+TEST(sim_tds_result_rpc_ends_with_doneproc) {
     rig g;
     rig_init(&g, 4096);
-    tds_result_begin(&g.res, true, true);
+    sim_tds_result_begin(&g.res, true, true);
     sim_column c = {"", {SIM_T_INT, 0, 0, 0}, true};
     sim_value v = {.kind = SIM_V_INT, .i = 1};
     g.sink.columns(g.sink.ctx, &c, 1);
     g.sink.row(g.sink.ctx, &v, 1);
     g.sink.done(g.sink.ctx, 1, true, false, false);
-    CHECK_EQ_INT(tds_result_end_rpc(&g.res, false), 0);
-    tds_result_begin(&g.res, true, false);
+    CHECK_EQ_INT(sim_tds_result_end_rpc(&g.res, false), 0);
+    sim_tds_result_begin(&g.res, true, false);
     g.sink.transaction(g.sink.ctx, TDS_ENV_BEGINTRAN, 0x0102030405060708ULL);
     g.sink.done(g.sink.ctx, 0, false, true, false);
-    CHECK_EQ_INT(tds_result_end_rpc(&g.res, true), 0);
+    CHECK_EQ_INT(sim_tds_result_end_rpc(&g.res, true), 0);
     CHECK_EQ_INT(rig_finish(&g), 1);
     const uint8_t *p = g.payload.data;
     size_t n = g.payload.len;
@@ -898,19 +898,19 @@ TEST(tds_result_rpc_ends_with_doneproc) {
     rig_free(&g);
 }
 
-TEST(tds_result_attention_and_dead_peer) {
+TEST(sim_tds_result_attention_and_dead_peer) {
     rig g;
     rig_init(&g, 512);
-    tds_result_begin(&g.res, false, true);
+    sim_tds_result_begin(&g.res, false, true);
     sim_column c = {"n", {SIM_T_BIGINT, 0, 0, 0}, true};
     g.sink.columns(g.sink.ctx, &c, 1);
-    CHECK_EQ_INT(tds_result_attention_ack(&g.res), 0);
+    CHECK_EQ_INT(sim_tds_result_attention_ack(&g.res), 0);
     CHECK_EQ_INT(rig_finish(&g), 1);
     CHECK(hexcmp(g.payload.data + g.payload.len - 13, "fd2000") == 0);
     mcdc_buf_reset(&g.cap.raw);
     /* the peer goes away: the row callback asks the engine to stop */
     g.cap.fail_after = g.cap.packets + 1;
-    tds_result_begin(&g.res, false, true);
+    sim_tds_result_begin(&g.res, false, true);
     g.sink.columns(g.sink.ctx, &c, 1);
     int stop = 0;
     for (int i = 0; i < 1000 && !stop; i++) {
@@ -922,11 +922,11 @@ TEST(tds_result_attention_and_dead_peer) {
     rig_free(&g);
 }
 
-TEST(tds_result_nbcrow_when_nulls_pay) {
+TEST(sim_tds_result_nbcrow_when_nulls_pay) {
     rig g;
     rig_init(&g, 4096);
     g.res.nbcrow = true;
-    tds_result_begin(&g.res, false, true);
+    sim_tds_result_begin(&g.res, false, true);
     sim_column c[10];
     for (int i = 0; i < 10; i++) c[i] = (sim_column){"", {SIM_T_INT, 0, 0, 0}, true};
     c[9].type = (sim_type){SIM_T_NVARCHAR, 0, 0, -1};
@@ -955,6 +955,70 @@ TEST(tds_result_nbcrow_when_nulls_pay) {
     CHECK_EQ_INT(g.sink.row(g.sink.ctx, v, 10), 0);
     CHECK_EQ_INT(b[before], TDS_TOK_ROW);
     CHECK_EQ_INT(g.out.pos - before, 1 + 9 + 8);
-    tds_result_end_batch(&g.res);
+    sim_tds_result_end_batch(&g.res);
+    rig_free(&g);
+}
+
+TEST(tds_result_return_values) {
+    rig g;
+    rig_init(&g, 4096);
+    sim_tds_result_begin(&g.res, true, true);
+    g.res.has_handle = true;
+    g.res.handle = 7;
+    strcpy(g.res.handle_name, "@h");
+    CHECK_EQ_INT(sim_tds_result_end_rpc(&g.res, false), 0);
+    sim_tds_result_begin(&g.res, true, false);
+    sim_type dt = {SIM_T_DECIMAL, 10, 2, 0};
+    sim_value dv = T("1.5");
+    CHECK_EQ_INT(sim_tds_result_return_value(&g.res, 1, "@d", &dt, &dv), 0);
+    CHECK_EQ_INT(sim_tds_result_end_rpc(&g.res, true), 0);
+    CHECK_EQ_INT(rig_finish(&g), 1);
+    const char *want = "7900000000"                                       /* RETURNSTATUS */
+                       "ac0000" "02400068" "00" "01" "00000000" "0100" "2604" "0407000000"
+                       "fe0100000000000000000000" "00"                    /* DONEPROC MORE */
+                       "ac0100" "02400064" "00" "01" "00000000" "0100" "6a090a02"
+                       "09019600000000000000"                              /* 150 */
+                       "7900000000" "fe0000000000000000000000" "00";
+    CHECK_EQ_INT(g.payload.len, strlen(want) / 2);
+    CHECK(hexcmp(g.payload.data, want) == 0);
+    rig_free(&g);
+}
+
+static int attention_after_3(void *ctx, sim_tds_result *r, int what) {
+    int *n = ctx;
+    if (what == 0 && ++*n > 3) {
+        r->attention = true;
+        return 1;
+    }
+    return 0;
+}
+
+TEST(tds_result_stops_at_a_token_boundary) {
+    rig g;
+    rig_init(&g, 4096);
+    int n = 0;
+    g.res.check = attention_after_3;
+    g.res.check_ctx = &n;
+    sim_tds_result_begin(&g.res, false, true);
+    sim_column c = {"n", {SIM_T_INT, 0, 0, 0}, false};
+    CHECK_EQ_INT(g.sink.columns(g.sink.ctx, &c, 1), 0);
+    sim_value v = {.kind = SIM_V_INT, .i = 1};
+    int rc = 0, sent = 0;
+    for (int i = 0; i < 10 && rc == 0; i++) {
+        rc = g.sink.row(g.sink.ctx, &v, 1);
+        if (rc == 0) sent++;
+    }
+    CHECK_EQ_INT(sent, 3);
+    size_t pos = g.out.pos;
+    /* an engine that goes on anyway writes nothing more */
+    CHECK(g.sink.row(g.sink.ctx, &v, 1) != 0);
+    CHECK(g.sink.done(g.sink.ctx, 4, true, false, false) != 0);
+    CHECK_EQ_INT(g.out.pos, pos);
+    CHECK(g.res.attention);
+    CHECK_EQ_INT(sim_tds_result_attention_ack(&g.res), 0);
+    CHECK_EQ_INT(rig_finish(&g), 1);
+    /* COLMETADATA (1+2+4+2+1+3), three ROWs of 5 bytes, DONE(ATTN) */
+    CHECK_EQ_INT(g.payload.len, 13 + 3 * 5 + 13);
+    CHECK(hexcmp(g.payload.data + 13 + 15, "fd2000") == 0);
     rig_free(&g);
 }
