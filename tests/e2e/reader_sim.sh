@@ -68,6 +68,24 @@ cols=$(echo "$out" | grep '^dbo_t|' | head -1 | awk -F'|' '{print NF}')
 if [ "$ops" = "2,3,4,3,4,1," ] && [ "$cols" = 7 ]; then ok "includeCommandId=false"
 else ko "includeCommandId=false" "ops=$ops cols=$cols" "$out"; fi
 
+# 1c. the same inside one transaction (plus a delete of another row): order
+#     by (start_lsn, command_id, seqval, operation) gives 2,3,4,3,4,1
+out=$(sql "$CS" "CREATE TABLE dbo.s (id INT NOT NULL PRIMARY KEY, v NVARCHAR(20) NULL);
+EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N's', @role_name = NULL;
+INSERT INTO dbo.s VALUES (1, N'other');
+BEGIN TRAN;
+INSERT INTO dbo.s VALUES (2, N'a');
+UPDATE dbo.s SET v = N'b' WHERE id = 2;
+UPDATE dbo.s SET v = N'c' WHERE id = 2;
+DELETE FROM dbo.s WHERE id = 1;
+COMMIT;
+EXEC sim.run_capture @ignore_latency = 1;" 2>&1) || ko "scenario 1c writes" "$out"
+out=$("$PROBE" read "$CS" dbo_s min max 2>&1)
+got=$(echo "$out" | grep '^dbo_s|' | tail -6 | awk -F'|' '{print $4":"$5":"$7":"$8}' | tr '\n' ',')
+if [ "$got" = "2:1:2:a,3:2:2:a,4:2:2:b,3:3:2:b,4:3:2:c,1:4:1:other," ]; then
+  ok "one transaction reads 2,3,4,3,4,1 by command id"
+else ko "one transaction reads 2,3,4,3,4,1 by command id" "got=$got" "$out"; fi
+
 # 2. key update: delete + insert (1, 2) in one commit
 out=$(sql "$CS" "INSERT INTO dbo.t VALUES (5, N'k');
 UPDATE dbo.t SET id = 6 WHERE id = 5;
