@@ -518,11 +518,17 @@ static int d_guid(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc,
     if (len != 16)
         return mcdc_error_set(err, MCDC_E_PROTOCOL, "column '%s': uniqueidentifier of %d bytes",
                               c->field->name, (int)len);
-    char buf[40];
-    snprintf(buf, sizeof buf,
-             "%02X%02X%02X%02X-%02X%02X-%02X%02X-%02X%02X-%02X%02X%02X%02X%02X%02X", p[3], p[2],
-             p[1], p[0], p[5], p[4], p[7], p[6], p[8], p[9], p[10], p[11], p[12], p[13], p[14],
-             p[15]);
+    /* Wire order: the first three groups little-endian, the rest as is. */
+    static const uint8_t ORDER[16] = {3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15};
+    static const char HEX[] = "0123456789ABCDEF";
+    char buf[36];
+    int k = 0;
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10) buf[k++] = '-';
+        uint8_t v = p[ORDER[i]];
+        buf[k++] = HEX[v >> 4];
+        buf[k++] = HEX[v & 15];
+    }
     return put_var(c, buf, 36, err);
 }
 /* Anything db-lib can convert to text (sql_variant, casts to utf8). */
