@@ -449,3 +449,30 @@ TEST(cdc_metrics_and_permission_probe) {
     CHECK_EQ_INT(has, -1);
     fx_close(&x);
 }
+
+TEST(cdc_ddl_history_is_filtered_to_the_range) {
+    fx x = fx_open();
+    fake_reply(x.f, "sp_cdc_get_ddl_history",
+               "source_schema:utf8,source_table:utf8,capture_instance:utf8,"
+               "required_column_update:bool,ddl_command:utf8,ddl_lsn:bin,ddl_time:ts",
+               "dbo|orders|dbo_orders|0|ALTER TABLE dbo.orders ADD a int|0x00000000000000000010|2025-01-01 00:00:00\n"
+               "dbo|orders|dbo_orders|1|ALTER TABLE dbo.orders ALTER COLUMN b bigint|0x00000000000000000020|2025-01-02 00:00:00\n"
+               "dbo|orders|dbo_orders|0|ALTER TABLE dbo.orders DROP COLUMN c|0x00000000000000000030|2025-01-03 00:00:00");
+    mcdc_lsn from, to;
+    mcdc_lsn_parse_cstr(&from, "0x10", NULL); /* exclusive */
+    mcdc_lsn_parse_cstr(&to, "0x20", NULL);   /* inclusive */
+    mcdc_ddl_event *ev = NULL;
+    int n = 0;
+    CHECK_EQ_INT(mcdc_cdc_ddl_history(x.c, "dbo_orders", &from, &to, &ev, &n, NULL), MCDC_OK);
+    CHECK_EQ_INT(n, 1);
+    if (n == 1) {
+        CHECK_EQ_STR(ev[0].command, "ALTER TABLE dbo.orders ALTER COLUMN b bigint");
+        char t[MCDC_LSN_TEXT_LEN + 1];
+        mcdc_lsn_format(&ev[0].ddl_lsn, t);
+        CHECK_EQ_STR(t, "0x00000000000000000020");
+    }
+    mcdc_ddl_events_free(ev, n);
+    CHECK_EQ_STR(fake_sql(x.f, 0),
+                 "EXEC sys.sp_cdc_get_ddl_history @capture_instance = N'dbo_orders'");
+    fx_close(&x);
+}
