@@ -218,6 +218,43 @@ int mcdc_cdc_first_commit_time_from(mcdc_cdc_client *c, const mcdc_lsn *lsn, int
     return lsn_time(c, lsn, 2, out_us, out_found, err);
 }
 
+int mcdc_cdc_time_to_lsn(mcdc_cdc_client *c, int64_t utc_us, mcdc_lsn *out, bool *out_found,
+                         mcdc_error *err) {
+    char ts[32];
+    mcdc_format_ts_us(utc_us - ((utc_us % 1000000 + 1000000) % 1000000), 0, ts);
+    mcdc_buf sql = {0};
+    int rc = mcdc_buf_append_str(&sql,
+                                 "SELECT CONVERT(varchar(22), sys.fn_cdc_map_time_to_lsn(N'largest "
+                                 "less than or equal', ",
+                                 err);
+    const mcdc_clock *k = &c->clock;
+    if (rc == MCDC_OK) {
+        if (k->kind == MCDC_CLOCK_UTC || (k->kind == MCDC_CLOCK_FIXED && k->offset_minutes == 0))
+            rc = mcdc_buf_append_str(&sql, "CONVERT(datetime2(0), ?, 126)", err);
+        else if (k->kind == MCDC_CLOCK_FIXED)
+            rc = mcdc_buf_printf(&sql, err, "DATEADD(minute, %d, CONVERT(datetime2(0), ?, 126))",
+                                 k->offset_minutes);
+        else {
+            rc = mcdc_buf_append_str(&sql,
+                                     "CONVERT(datetime2(0), CONVERT(datetime2(0), ?, 126) AT "
+                                     "TIME ZONE 'UTC' AT TIME ZONE ",
+                                     err);
+            if (rc == MCDC_OK) rc = lit(&sql, k->zone, err);
+            if (rc == MCDC_OK) rc = mcdc_buf_append_byte(&sql, ')', err);
+        }
+    }
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(&sql, "), 1)", err);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&sql, err);
+    const char *p[] = {ts};
+    bool was_null = false;
+    if (rc == MCDC_OK)
+        rc = scalar_lsn(c, "mapping a time to an LSN", (const char *)sql.data, p, 1, out,
+                        &was_null, err);
+    mcdc_buf_free(&sql);
+    *out_found = rc == MCDC_OK && !was_null && !mcdc_lsn_is_zero(out);
+    return rc;
+}
+
 int mcdc_cdc_nth_commit_after(mcdc_cdc_client *c, const mcdc_lsn *lsn, int64_t n,
                               mcdc_lsn *out, bool *out_found, mcdc_error *err) {
     if (n < 1) return mcdc_error_set(err, MCDC_E_INVALID, "nth_commit_after: n must be >= 1");

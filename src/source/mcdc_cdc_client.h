@@ -84,6 +84,11 @@ int mcdc_cdc_lsn_to_time(mcdc_cdc_client *c, const mcdc_lsn *lsn, bool at_or_bef
  * watermark LSN that precedes every entry). */
 int mcdc_cdc_first_commit_time_from(mcdc_cdc_client *c, const mcdc_lsn *lsn, int64_t *out_us,
                                     bool *out_found, mcdc_error *err);
+/* Row 5: the largest commit LSN at or before a UTC time (whole seconds),
+ * the time converted to the server clock first. *out_found = false when
+ * there is none (the function returns the zero LSN). */
+int mcdc_cdc_time_to_lsn(mcdc_cdc_client *c, int64_t utc_us, mcdc_lsn *out, bool *out_found,
+                         mcdc_error *err);
 /* Row 6: the n-th commit (mapping entry) after lsn, or the last one when
  * fewer exist; *out_found = false when none. n >= 1. */
 int mcdc_cdc_nth_commit_after(mcdc_cdc_client *c, const mcdc_lsn *lsn, int64_t n,

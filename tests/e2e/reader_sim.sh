@@ -140,6 +140,14 @@ out=$("$PROBE" read "$CS" dbo_t min max 1000 1 last 2>&1)
 if echo "$out" | grep -q 'position=1 lag_known=1'; then ok "last range measures position"
 else ko "last range measures position" "$(echo "$out" | tail -2)"; fi
 
+# 4b. time_to_lsn's T-SQL shape: a time far ahead maps to max_lsn, far back to zero
+MAXNOW=$(sql "$CS" "SELECT CONVERT(varchar(22), sys.fn_cdc_get_max_lsn(), 1)")
+late=$(sql "$CS" "SELECT CONVERT(varchar(22), sys.fn_cdc_map_time_to_lsn(N'largest less than or equal', CONVERT(datetime2(0), CONVERT(datetime2(0), N'2100-01-01T00:00:00', 126) AT TIME ZONE 'UTC' AT TIME ZONE N'Central European Standard Time')), 1)" 2>&1)
+early=$(sql "$CS" "SELECT CONVERT(varchar(22), sys.fn_cdc_map_time_to_lsn(N'largest less than or equal', CONVERT(datetime2(0), N'2000-01-01T00:00:00', 126)), 1)" 2>&1)
+if [ "$late" = "$MAXNOW" ] && { [ -z "$early" ] || [ "$early" = "0x00000000000000000000" ]; }; then
+  ok "time_to_lsn shapes"
+else ko "time_to_lsn shapes" "late=$late max=$MAXNOW early=$early"; fi
+
 # 5. wrong password: 18456, permanent (one attempt, no retry)
 out=$("$PROBE" read "Server=127.0.0.1,$PORT;Database=shop;UID=sa;PWD=wrong;Encrypt=no" dbo_t 0x01 0x02 2>&1)
 if echo "$out" | grep -q '^ERROR permission PermissionError 18456:' && ! echo "$out" | grep -q 'wrong'; then

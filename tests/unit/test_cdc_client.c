@@ -476,3 +476,35 @@ TEST(cdc_ddl_history_is_filtered_to_the_range) {
                  "EXEC sys.sp_cdc_get_ddl_history @capture_instance = N'dbo_orders'");
     fx_close(&x);
 }
+
+TEST(cdc_time_to_lsn_converts_utc_to_the_server_clock) {
+    fx x = fx_open();
+    fake_reply(x.f, "map_time_to_lsn", "v:utf8", L1);
+    fake_reply(x.f, "map_time_to_lsn", "v:utf8", "0x00000000000000000000");
+    fake_reply(x.f, "map_time_to_lsn", "v:utf8", "\\N");
+    int64_t us = 0;
+    mcdc_parse_ts_us("2025-03-01T10:00:00.750", 23, &us, NULL);
+    mcdc_lsn l;
+    bool found = false;
+    CHECK_EQ_INT(mcdc_cdc_time_to_lsn(x.c, us, &l, &found, NULL), MCDC_OK);
+    CHECK(found);
+    CHECK_EQ_STR(fake_sql(x.f, 0),
+                 "SELECT CONVERT(varchar(22), sys.fn_cdc_map_time_to_lsn(N'largest less than or "
+                 "equal', CONVERT(datetime2(0), N'2025-03-01T10:00:00', 126)), 1)");
+    mcdc_clock clk;
+    mcdc_clock_from_name(&clk, "Tokyo Standard Time", NULL);
+    mcdc_cdc_set_clock(x.c, &clk);
+    CHECK_EQ_INT(mcdc_cdc_time_to_lsn(x.c, us, &l, &found, NULL), MCDC_OK);
+    CHECK(!found); /* the zero LSN: nothing that early */
+    CHECK(strstr(fake_sql(x.f, 1), "CONVERT(datetime2(0), CONVERT(datetime2(0), "
+                                   "N'2025-03-01T10:00:00', 126) AT TIME ZONE 'UTC' AT TIME ZONE "
+                                   "N'Tokyo Standard Time')") != NULL);
+    clk.kind = MCDC_CLOCK_FIXED;
+    clk.offset_minutes = 120;
+    mcdc_cdc_set_clock(x.c, &clk);
+    CHECK_EQ_INT(mcdc_cdc_time_to_lsn(x.c, us, &l, &found, NULL), MCDC_OK);
+    CHECK(!found);
+    CHECK(strstr(fake_sql(x.f, 2), "DATEADD(minute, 120, CONVERT(datetime2(0), "
+                                   "N'2025-03-01T10:00:00', 126))") != NULL);
+    fx_close(&x);
+}
