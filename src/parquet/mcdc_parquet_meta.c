@@ -353,7 +353,6 @@ int mcdc_pq_page_header_decode(pq_page_header *h, const uint8_t *p, size_t n, si
     mcdc_thrift_reader_init(&r, p, n, what, err);
     int16_t id;
     int t;
-    bool is_v2 = false;
     mcdc_thrift_read_struct_begin(&r);
     while (mcdc_thrift_read_field(&r, &id, &t)) {
         switch (id) {
@@ -369,18 +368,13 @@ int mcdc_pq_page_header_decode(pq_page_header *h, const uint8_t *p, size_t n, si
             else mcdc_thrift_skip(&r, t);
             break;
         case 8:
-            if (t == MCDC_TT_STRUCT) {
-                read_v2_page_header(&r, h);
-                is_v2 = true;
-            } else {
-                mcdc_thrift_skip(&r, t);
-            }
+            if (t == MCDC_TT_STRUCT) read_v2_page_header(&r, h);
+            else mcdc_thrift_skip(&r, t);
             break;
         default: mcdc_thrift_skip(&r, t);
         }
     }
     if (r.rc) return r.rc;
-    (void)is_v2;
     if (h->type < 0 || h->uncompressed_size < 0 || h->compressed_size < 0 || h->num_values < 0 ||
         h->def_len < 0 || h->rep_len < 0 || h->num_nulls < 0)
         return mcdc_error_set(err, MCDC_E_CORRUPT,

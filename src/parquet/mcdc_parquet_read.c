@@ -796,8 +796,8 @@ static int decode_values(pq_cursor *c, int enc, const uint8_t *p, size_t n, int6
         }
         q += used;
         bool ba = lx->phys == PQ_BYTE_ARRAY;
-        if ((rc = phys_reset(ph, nv, true, err)) ||
-            (!ba && (rc = phys_reset(ph, nv, true, err)))) {
+        /* built as byte arrays; FLBA values move to `fixed` at the end */
+        if ((rc = phys_reset(ph, nv, true, err))) {
             mcdc_buf_free(&pre);
             return rc;
         }
@@ -1119,6 +1119,7 @@ static int ensure_validity(mcdc_column *d, mcdc_error *err) {
 
 /* Appends level entries [lv_pos, lv_pos + n) of the page to d. */
 static int spread(pq_cursor *c, mcdc_column *d, int64_t n, mcdc_error *err) {
+    if (n == 0) return MCDC_OK;
     const mcdc_column *s = &c->dense->columns[0];
     const int16_t *def = c->lx->max_def > 0 ? c->def + c->lv_pos : NULL;
     int16_t md = c->lx->max_def;
@@ -1415,6 +1416,7 @@ int mcdc_parquet_reader_read_leaf(mcdc_parquet_leaf_data *out, mcdc_parquet_read
         rc = load_page(&c, &end, err);
         if (rc || end) break;
         int64_t n = c.lv_n;
+        if (n == 0) continue; /* an empty page */
         if (out->n + n > cap) {
             int64_t nc = cap ? cap : 4096;
             while (nc < out->n + n) nc *= 2;

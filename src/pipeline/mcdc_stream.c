@@ -686,6 +686,34 @@ static int next_end(stream_t *s, const offset_t *start, const mcdc_lsn *ceiling,
     return rc;
 }
 
+/* startingLsn for a fresh checkpoint. With "earliest" and a min_lsn of zero,
+ * capture has not processed the enable of the instance yet: its change table
+ * is empty and its first LSN unknown, so the start waits (*idle) rather than
+ * guess an LSN that the retention guard would then call purged. */
+static int initial_offset(stream_t *s, offset_t *start, bool *idle, mcdc_error *err) {
+    const char *starting = mcdc_opts_get(s->opts, "startingLsn");
+    if (starting == NULL) starting = "earliest";
+    memset(start, 0, sizeof *start);
+    *idle = false;
+    if (mcdc_str_ieq(starting, "earliest")) {
+        mcdc_lsn min;
+        int rc = mcdc_changes_min_lsn(s->changes, &min, err);
+        if (rc) return rc;
+        if (mcdc_lsn_is_zero(&min)) {
+            *idle = true;
+            return MCDC_OK;
+        }
+    }
+    int rc = mcdc_changes_initial(s->changes, starting, &start->lsn, err);
+    if (rc) return rc;
+    bool found = false;
+    if (!mcdc_lsn_is_zero(&start->lsn) &&
+        (rc = mcdc_changes_commit_time(s->changes, &start->lsn, &start->commit_us, &found, err)))
+        return rc;
+    start->has_ts = found;
+    return MCDC_OK;
+}
+
 static int open_tables(stream_t *s, mcdc_error *err) {
     const mcdc_stream_cfg *cfg = s->cfg;
     int rc = mcdc_table_open(&s->bronze, cfg->target, cfg->warehouse, err);
@@ -695,19 +723,30 @@ static int open_tables(stream_t *s, mcdc_error *err) {
 }
 
 /* A checkpoint deleted or rewound under the same app_id would make Delta
- * skip every write as a duplicate: refuse it (reference crash point 5). */
-static int check_rewind(stream_t *s, int64_t first_id, mcdc_error *err) {
-    if (s->facts == NULL) return MCDC_OK;
-    int64_t have;
-    int rc = mcdc_table_txn_version(s->facts, s->facts_app_id, &have, err);
-    if (rc) return rc;
-    if (have > first_id)
-        return mcdc_error_set(err, MCDC_E_INVALID,
-                              "app_id '%s' already wrote batch %lld to the facts table %s, but the "
-                              "checkpoint %s is at batch %lld: the checkpoint was deleted or "
-                              "rewound. Use a new app_id with a new checkpoint",
-                              s->cfg->app_id, (long long)have, s->cfg->facts_table,
-                              s->cfg->checkpoint, (long long)first_id);
+ * skip every write as a duplicate (reference crash point 5). A batch planned
+ * afresh must be newer than anything app_id wrote; a replayed one may equal
+ * it. Checked on facts and on bronze, so a stream without facts is covered. */
+static int check_rewind(stream_t *s, int64_t first_id, bool replay, mcdc_error *err) {
+    int64_t allowed = replay ? first_id : first_id - 1;
+    struct {
+        mcdc_table *t;
+        const char *app_id, *name;
+    } tables[2] = {{s->facts, s->facts_app_id, s->cfg->facts_table},
+                   {s->bronze, s->cfg->app_id, s->cfg->target}};
+    for (int i = 0; i < 2; i++) {
+        if (tables[i].t == NULL) continue;
+        int64_t have;
+        int rc = mcdc_table_txn_version(tables[i].t, tables[i].app_id, &have, err);
+        if (rc) return rc;
+        if (have > allowed)
+            return mcdc_error_set(
+                err, MCDC_E_INVALID,
+                "app_id '%s' already wrote batch %lld to %s, but the checkpoint %s is at batch "
+                "%lld: the checkpoint was deleted or rewound, and Delta would skip every new "
+                "write as a duplicate. Use a new app_id with a new checkpoint",
+                s->cfg->app_id, (long long)have, tables[i].name, s->cfg->checkpoint,
+                (long long)first_id);
+    }
     return MCDC_OK;
 }
 
@@ -748,16 +787,11 @@ int mcdc_stream_run(const mcdc_opts *opts, const mcdc_stream_cfg *cfg, mcdc_repo
     offset_t start, end;
     int64_t next_id;
     bool replay = false;
-    if (last_planned < 0) {
-        memset(&start, 0, sizeof start);
-        const char *starting = mcdc_opts_get(opts, "startingLsn");
-        rc = mcdc_changes_initial(s.changes, starting ? starting : "earliest", &start.lsn, err);
-        if (rc) goto done;
-        bool found = false;
-        if (!mcdc_lsn_is_zero(&start.lsn) &&
-            (rc = mcdc_changes_commit_time(s.changes, &start.lsn, &start.commit_us, &found, err)))
-            goto done;
-        start.has_ts = found;
+    /* A fresh checkpoint starts at startingLsn, resolved when the first
+     * batch is planned (see initial_offset). */
+    bool initial_pending = last_planned < 0;
+    memset(&start, 0, sizeof start);
+    if (initial_pending) {
         next_id = 0;
     } else {
         rc = ckpt_read_offsets(&s.ckpt, last_planned, &start, &end, err);
@@ -770,7 +804,7 @@ int mcdc_stream_run(const mcdc_opts *opts, const mcdc_stream_cfg *cfg, mcdc_repo
             next_id = last_planned;
         }
     }
-    rc = check_rewind(&s, next_id, err);
+    rc = check_rewind(&s, next_id, replay, err);
     if (rc) goto done;
 
     mcdc_lsn ceiling;
@@ -785,8 +819,13 @@ int mcdc_stream_run(const mcdc_opts *opts, const mcdc_stream_cfg *cfg, mcdc_repo
     while (!g_stop) {
         int64_t tick = mcdc_monotonic_us();
         if (!replay) {
-            bool idle;
-            rc = next_end(&s, &start, &ceiling, has_ceiling, &end, &idle, err);
+            bool idle = false;
+            if (initial_pending) {
+                rc = initial_offset(&s, &start, &idle, err);
+                if (rc) break;
+                initial_pending = idle;
+            }
+            if (!idle) rc = next_end(&s, &start, &ceiling, has_ceiling, &end, &idle, err);
             if (rc) break;
             if (idle) {
                 if (cfg->trigger == MCDC_TRIGGER_AVAILABLE_NOW || cfg->trigger == MCDC_TRIGGER_ONCE)

@@ -210,6 +210,8 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts, mcdc_error *err
         c->connector.options = (mcdc_conn_options)MCDC_CONN_OPTIONS_INIT;
         int64_t t = mcdc_opts_get_int(opts, "connectTimeout");
         if (t > 0 && !(c->connstr->connect_timeout_s > 0)) c->connector.options.login_timeout_s = (int)t;
+        int64_t q = mcdc_opts_get_int(opts, "queryTimeout");
+        if (q > 0) c->connector.options.query_timeout_s = (int)q;
         rc = mcdc_conn_open(&c->control, c->connstr, &c->connector.options, err);
     }
     if (rc == MCDC_OK) rc = mcdc_cdc_client_create(&c->client, c->control, err);

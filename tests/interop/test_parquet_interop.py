@@ -303,6 +303,11 @@ ENCODING_CASES = {
         "i64": "DELTA_BINARY_PACKED", "s": "DELTA_BYTE_ARRAY"}),
     "small_pages": dict(use_dictionary=True, data_page_size=512, row_group_size=600),
     "int96": dict(use_deprecated_int96_timestamps=True),
+    # dictionary overflow: dictionary pages then PLAIN pages in one chunk
+    "dictionary_fallback": dict(use_dictionary=True, dictionary_pagesize_limit=256,
+                                data_page_size=1024),
+    # page index bytes between the row groups and the footer; no statistics
+    "page_index_no_stats": dict(write_page_index=True, write_statistics=False),
     # format 1.0 as parquet-mr writes it: PLAIN_DICTIONARY pages, no ns timestamps
     "format_1_0_plain_dictionary": dict(use_dictionary=True, version="1.0", _drop=["tsn"]),
 }
@@ -328,6 +333,8 @@ def test_pyarrow_encodings_read_by_us(tool, tmp_path, case):
     expect = {"delta": "DELTA_BINARY_PACKED", "byte_stream_split": "BYTE_STREAM_SPLIT",
               "delta_byte_array_strings": "DELTA_BYTE_ARRAY", "dictionary": "RLE_DICTIONARY",
               "format_1_0_plain_dictionary": "PLAIN_DICTIONARY"}
+    if case == "dictionary_fallback":
+        assert {"RLE_DICTIONARY", "PLAIN"} <= set(md.column(4).encodings)
     if case in expect:
         assert expect[case] in encs, encs
 
@@ -475,3 +482,15 @@ def test_delta_rs_checkpoint_leaves(tool, tmp_path):
     # the flat reader refuses a file with no top-level primitive column
     p = subprocess.run([tool, "dump", path], capture_output=True, text=True)
     assert p.returncode != 0 and "leaf API" in p.stderr
+
+
+def test_delta_rs_data_files_read_by_us(tool, tmp_path):
+    """Data files arrow-rs writes (through deltalake) dump like pyarrow reads them."""
+    deltalake = pytest.importorskip("deltalake")
+    table = sample_arrow_table(3000).drop_columns(["tsn", "u8", "u32", "u64", "fx"])
+    table_dir = str(tmp_path / "t")
+    deltalake.write_deltalake(table_dir, table)
+    files = [f for f in os.listdir(table_dir) if f.endswith(".parquet")]
+    assert files
+    for f in files:
+        check_ours_equal_pyarrow(tool, os.path.join(table_dir, f))

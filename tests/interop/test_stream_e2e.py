@@ -214,3 +214,76 @@ def test_bad_options_fail_clearly_without_echoing_the_password(sim, workdir):
     assert p.returncode == 5, p.stderr
     assert "18456" in p.stderr or "Login failed" in p.stderr
     assert "wrong-pw" not in p.stderr + p.stdout
+
+
+def test_earliest_waits_until_capture_has_processed_the_enable(workdir):
+    from conftest import Sim
+    data = os.path.join(workdir, "sim0")
+    os.makedirs(data)
+    s = Sim(data, ["--capture-poll-ms", "0"])  # capture scans only on sim.run_capture
+    try:
+        s.run(SETUP)
+        s.run(TABLE, database="shop")
+        s.run("INSERT INTO dbo.orders (order_id) VALUES (1), (2);", database="shop")
+        # capture has not run: min_lsn is zero, nothing can be read yet, and
+        # that is no data loss
+        p = run_cli(*stream_args(s, workdir))
+        assert '"batch_id"' not in p.stdout
+        s.run("EXEC sim.run_capture @ignore_latency = 1;", database="shop")
+        p = run_cli(*stream_args(s, workdir))
+        assert '"batch_id":0' in p.stdout
+        assert len(bronze_keys(workdir)) == 2
+    finally:
+        s.stop()
+
+
+def test_a_deleted_checkpoint_under_the_same_app_id_is_refused(sim, workdir):
+    import shutil
+    make_db(sim)
+    write_changes(sim, 1, 2)
+    run_cli(*stream_args(sim, workdir))
+    shutil.rmtree(os.path.join(workdir, "ckpt"))
+    write_changes(sim, 100, 1)
+    p = run_cli(*stream_args(sim, workdir), check=False)
+    assert p.returncode == 2, p.stderr
+    assert "deleted or rewound" in p.stderr and "new app_id" in p.stderr
+    # a new checkpoint with a new app_id is fine
+    args = stream_args(sim, workdir, app_id="orders-v2")
+    args[args.index("--checkpoint") + 1] = os.path.join(workdir, "ckpt2")
+    p = run_cli(*args)
+    assert '"batch_id":0' in p.stdout
+
+
+def test_a_refused_login_is_a_clear_error_and_the_rerun_has_no_gap(sim, workdir):
+    make_db(sim)
+    write_changes(sim, 1, 3)
+    sim.run("EXEC sim.fault @kind = 'refuse_login', @times = 1;")
+    p = run_cli(*stream_args(sim, workdir), check=False)
+    assert p.returncode == 5, p.stderr
+    assert "18456" in p.stderr or "Login failed" in p.stderr
+    run_cli(*stream_args(sim, workdir))
+    assert_exactly_once(sim, workdir)
+
+
+def test_a_stalled_server_times_out_and_the_read_is_retried(sim, workdir):
+    make_db(sim)
+    write_changes(sim, 1, 3)
+    sim.run("EXEC sim.fault @kind = 'stall', @ms = 60000, @times = 1;")
+    t0 = time.monotonic()
+    run_cli(*stream_args(sim, workdir, extra=["--queryTimeout", "1"]),
+            env={"MCDC_RETRY_BACKOFF_MS": "50"})
+    # the 60 s stall was cut short by the 1 s timeout, then read again
+    assert time.monotonic() - t0 < 30
+    assert_exactly_once(sim, workdir)
+
+
+def test_a_column_name_that_needs_column_mapping_is_refused_clearly(sim, workdir):
+    sim.run(SETUP)
+    sim.run("""CREATE TABLE dbo.orders (order_id INT NOT NULL PRIMARY KEY, [Qty (kg)] INT NULL);
+EXEC sys.sp_cdc_enable_db;
+EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', @role_name = NULL;
+INSERT INTO dbo.orders VALUES (1, 2);
+EXEC sim.run_capture @ignore_latency = 1;""", database="shop")
+    p = run_cli(*stream_args(sim, workdir), check=False)
+    assert p.returncode != 0
+    assert "Qty (kg)" in p.stderr and "column mapping" in p.stderr
