@@ -146,7 +146,7 @@ static int parse_columns(mcdc_schema **out, const char *ddl, const mcdc_schema *
 static int resolve_instance(mcdc_changes *c, const char *want, mcdc_error *err) {
     mcdc_capture_instance *v = NULL;
     int n = 0;
-    int rc = mcdc_cdc_capture_instances(c->client, NULL, NULL, &v, &n, err);
+    int rc = mcdc_cdc_capture_instances(&v, &n, c->client, NULL, NULL, err);
     if (rc != MCDC_OK) return rc;
     int exact = -1, ci_matches = 0, ci_at = -1;
     for (int i = 0; i < n; i++) {
@@ -209,7 +209,8 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts, mcdc_error *err
         c->connector.connstr = c->connstr;
         c->connector.options = (mcdc_conn_options)MCDC_CONN_OPTIONS_INIT;
         int64_t t = mcdc_opts_get_int(opts, "connectTimeout");
-        if (t > 0 && !(c->connstr->connect_timeout_s > 0)) c->connector.options.login_timeout_s = (int)t;
+        if (t > 0 && !(c->connstr->connect_timeout_s > 0))
+            c->connector.options.login_timeout_s = (int)t;
         int64_t q = mcdc_opts_get_int(opts, "queryTimeout");
         if (q > 0) c->connector.options.query_timeout_s = (int)q;
         rc = mcdc_conn_open(&c->control, c->connstr, &c->connector.options, err);
@@ -219,7 +220,7 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts, mcdc_error *err
     if (rc == MCDC_OK) {
         const char *tz = mcdc_opts_get(opts, "sourceTimeZone");
         if (tz == NULL || mcdc_str_ieq(tz, "auto"))
-            rc = mcdc_cdc_detect_clock(c->client, &c->clock, err);
+            rc = mcdc_cdc_detect_clock(&c->clock, c->client, err);
         else
             rc = mcdc_clock_from_name(&c->clock, tz, err);
         if (rc == MCDC_OK) mcdc_cdc_set_clock(c->client, &c->clock);
@@ -260,14 +261,14 @@ const char *mcdc_changes_capture_instance(const mcdc_changes *c) { return c->ci;
 /* ---- positions (control connection) ------------------------------------------------- */
 int mcdc_changes_max_lsn(mcdc_changes *c, mcdc_lsn *out, mcdc_error *err) {
     pthread_mutex_lock(&c->mu);
-    int rc = mcdc_cdc_max_lsn(c->client, out, NULL, err);
+    int rc = mcdc_cdc_max_lsn(out, NULL, c->client, err);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
 
 int mcdc_changes_min_lsn(mcdc_changes *c, mcdc_lsn *out, mcdc_error *err) {
     pthread_mutex_lock(&c->mu);
-    int rc = mcdc_cdc_min_lsn(c->client, c->ci, out, err);
+    int rc = mcdc_cdc_min_lsn(out, c->client, c->ci, err);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
@@ -276,7 +277,7 @@ int mcdc_changes_nth_commit_after(mcdc_changes *c, const mcdc_lsn *start, int64_
                                   mcdc_lsn *out, bool *found, mcdc_error *err) {
     pthread_mutex_lock(&c->mu);
     /* The client returns the last of up to n entries; found means n existed. */
-    int rc = mcdc_cdc_nth_commit_after(c->client, start, n, out, found, err);
+    int rc = mcdc_cdc_nth_commit_after(out, found, c->client, start, n, err);
     if (rc == MCDC_OK && *found && n > 1) {
         char hex[MCDC_LSN_TEXT_LEN + 1], sql[300], *t = NULL;
         mcdc_lsn_format(start, hex);
@@ -298,7 +299,7 @@ int mcdc_changes_nth_commit_after(mcdc_changes *c, const mcdc_lsn *start, int64_
 int mcdc_changes_commit_time(mcdc_changes *c, const mcdc_lsn *lsn, int64_t *utc_us, bool *found,
                              mcdc_error *err) {
     pthread_mutex_lock(&c->mu);
-    int rc = mcdc_cdc_lsn_to_time(c->client, lsn, true, utc_us, found, err);
+    int rc = mcdc_cdc_lsn_to_time(utc_us, found, c->client, lsn, true, err);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
@@ -309,19 +310,19 @@ int mcdc_changes_initial(mcdc_changes *c, const char *starting_lsn, mcdc_lsn *ou
     pthread_mutex_lock(&c->mu);
     if (starting_lsn == NULL || mcdc_str_ieq(starting_lsn, "earliest")) {
         mcdc_lsn min;
-        rc = mcdc_cdc_min_lsn(c->client, c->ci, &min, err);
+        rc = mcdc_cdc_min_lsn(&min, c->client, c->ci, err);
         /* A zero min_lsn: capture has not processed the enable yet; the
          * instance's own start is the first LSN it can hold. */
         if (rc == MCDC_OK && mcdc_lsn_is_zero(&min)) min = c->instance_start;
         if (rc == MCDC_OK && mcdc_lsn_is_zero(&min)) *out = min;
-        else if (rc == MCDC_OK) rc = mcdc_cdc_decrement_lsn(c->client, &min, out, err);
+        else if (rc == MCDC_OK) rc = mcdc_cdc_decrement_lsn(out, c->client, &min, err);
     } else if (mcdc_str_ieq(starting_lsn, "latest")) {
-        rc = mcdc_cdc_max_lsn(c->client, out, NULL, err);
+        rc = mcdc_cdc_max_lsn(out, NULL, c->client, err);
         /* Capture has not reached a freshly enabled instance: start just
          * before the instance's first LSN. */
         if (rc == MCDC_OK && !mcdc_lsn_is_zero(&c->instance_start) &&
             mcdc_lsn_cmp(out, &c->instance_start) < 0)
-            rc = mcdc_cdc_decrement_lsn(c->client, &c->instance_start, out, err);
+            rc = mcdc_cdc_decrement_lsn(out, c->client, &c->instance_start, err);
     } else {
         rc = mcdc_lsn_parse_cstr(out, starting_lsn, err);
         if (rc != MCDC_OK) mcdc_error_wrap(err, "startingLsn");
@@ -340,7 +341,7 @@ int mcdc_changes_plan(mcdc_changes *c, const mcdc_lsn *from, const mcdc_lsn *to,
     int nsp = 0, rc = MCDC_OK;
     if (n_max > 1) {
         pthread_mutex_lock(&c->mu);
-        rc = mcdc_cdc_split_points(c->client, c->ci, from, to, n_max, &sp, &nsp, err);
+        rc = mcdc_cdc_split_points(&sp, &nsp, c->client, c->ci, from, to, n_max, err);
         pthread_mutex_unlock(&c->mu);
         if (rc != MCDC_OK) return rc;
     }
