@@ -720,7 +720,8 @@ static int fdb_fetch(void *impl, mcdc_batch *into, int32_t first, int64_t rows_m
             break;
         }
         rows++;
-        if ((rows & 255) == 0 && mcdc_batch_bytes(into) >= bytes_max) break;
+        /* Every 16 rows: wide (max) values reach the byte cap long before 64k rows. */
+        if ((rows & 15) == 0 && mcdc_batch_bytes(into) >= bytes_max) break;
     }
     *out_rows = rows;
     if (rc != MCDC_OK) *out_rows = 0;

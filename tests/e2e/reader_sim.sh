@@ -86,6 +86,20 @@ if [ "$got" = "2:1:2:a,3:2:2:a,4:2:2:b,3:3:2:b,4:3:2:c,1:4:1:other," ]; then
   ok "one transaction reads 2,3,4,3,4,1 by command id"
 else ko "one transaction reads 2,3,4,3,4,1 by command id" "got=$got" "$out"; fi
 
+# 1d. (max) values: not cut at 4 KiB (SET TEXTSIZE), and batches split by bytes
+DOC=$(head -c 100000 /dev/zero | tr '\0' 'x')
+out=$(sql "$CS" "CREATE TABLE dbo.w (id INT NOT NULL PRIMARY KEY, doc NVARCHAR(MAX) NULL);
+EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'w', @role_name = NULL;
+INSERT INTO dbo.w VALUES (1, N'$DOC');
+INSERT INTO dbo.w SELECT id + 1, doc FROM dbo.w;
+INSERT INTO dbo.w SELECT id + 2, doc FROM dbo.w;
+INSERT INTO dbo.w SELECT id + 4, doc FROM dbo.w;
+EXEC sim.run_capture @ignore_latency = 1;" 2>&1) || ko "scenario 1d writes" "$out"
+out=$("$PROBE" read "$CS" dbo_w min max 2>&1)
+lens=$(echo "$out" | grep '^dbo_w|' | awk -F'|' '{print length($8)}' | sort -u | tr '\n' ',')
+if [ "$lens" = "100000," ] && echo "$out" | grep -q '^rows=8 '; then ok "(max) values read whole"
+else ko "(max) values read whole" "lens=$lens" "$(echo "$out" | tail -2)"; fi
+
 # 2. key update: delete + insert (1, 2) in one commit
 out=$(sql "$CS" "INSERT INTO dbo.t VALUES (5, N'k');
 UPDATE dbo.t SET id = 6 WHERE id = 5;
