@@ -90,5 +90,27 @@ if [ "$rc" != 0 ] && echo "$out" | grep -q "'nope' is not a captured column"; th
   ok "a column no instance captures is refused"
 else ko "a column no instance captures is refused" "rc=$rc" "$out"; fi
 
+# The control connection dropped while the stream starts: retried on a new
+# connection (fast backoff for the test), the stream completes. The fault's
+# setter stays connected (faults spare the setter's own session).
+"$PY" - "$PORT" "$PW" <<'PYEOF' &
+import sys, time, pymssql
+c = pymssql.connect(server="127.0.0.1", port=sys.argv[1], user="sa", password=sys.argv[2],
+                    database="shop", autocommit=True, tds_version="7.4")
+c.cursor().execute("EXEC sim.fault @kind = N'drop_at_query', @count = 3")
+print("set", flush=True)
+time.sleep(30)
+PYEOF
+SETTER=$!
+sleep 1
+out=$(MCDC_RETRY_BACKOFF_MS=10 "$CLI" stream --captureInstance dbo_big --connectionString "$CS" \
+      --target "$TMP/lake4/bronze" --app-id big4 --checkpoint "$TMP/lake4/ckpt" \
+      --trigger availableNow 2>&1); rc=$?
+kill "$SETTER" 2>/dev/null; wait "$SETTER" 2>/dev/null
+rows=$("$PY" -c "import sys; from deltalake import DeltaTable; print(DeltaTable(sys.argv[1]).to_pyarrow_table().num_rows)" "$TMP/lake4/bronze" 2>&1)
+if [ "$rc" = 0 ] && [ "$rows" = "$CT" ] && echo "$out" | grep -q "retrying on a new connection"; then
+  ok "control connection lost: retried, stream completes"
+else ko "control connection lost: retried, stream completes" "rc=$rc rows=$rows" "$out"; fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
