@@ -287,3 +287,21 @@ EXEC sim.run_capture @ignore_latency = 1;""", database="shop")
     p = run_cli(*stream_args(sim, workdir), check=False)
     assert p.returncode != 0
     assert "Qty (kg)" in p.stderr and "column mapping" in p.stderr
+
+
+def test_bronze_gains_columns_by_schema_evolution(sim, workdir):
+    make_db(sim)
+    write_changes(sim, 1, 2)
+    run_cli(*stream_args(sim, workdir, extra=["--columns", "order_id INT, status STRING"]))
+    first = DeltaTable(os.path.join(workdir, "bronze")).to_pyarrow_table()
+    assert "amount" not in first.column_names
+    write_changes(sim, 100, 2)
+    run_cli(*stream_args(sim, workdir))
+    t = DeltaTable(os.path.join(workdir, "bronze")).to_pyarrow_table()
+    assert {"amount", "customer_id", "created_at"} <= set(t.column_names)
+    rows = t.to_pylist()
+    old = [r for r in rows if r["_batch_id"] == 0]
+    new = [r for r in rows if r["_batch_id"] == 1]
+    assert old and all(r["amount"] is None for r in old)
+    assert any(r["amount"] is not None for r in new if r["_operation"] == 2)
+    assert_exactly_once(sim, workdir)
