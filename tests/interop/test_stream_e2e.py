@@ -305,3 +305,21 @@ def test_bronze_gains_columns_by_schema_evolution(sim, workdir):
     assert old and all(r["amount"] is None for r in old)
     assert any(r["amount"] is not None for r in new if r["_operation"] == 2)
     assert_exactly_once(sim, workdir)
+
+
+@pytest.mark.skipif(not os.path.exists(os.path.join(os.path.dirname(CLI), "..", "build-tsan",
+                                                    "mssql-cdc")),
+                    reason="build-tsan/ not built (make SAN=thread)")
+def test_parallel_ranges_under_thread_sanitizer(sim, workdir):
+    """Several reader threads and the writer meet in the bounded queue: TSan
+    watches that the stream with four partitions has no data race."""
+    tsan_cli = os.path.join(os.path.dirname(CLI), "..", "build-tsan", "mssql-cdc")
+    make_db(sim)
+    sim.run("EXEC sim.bulk_load @capture_instance = N'dbo_orders', @transactions = 2000, "
+            "@rows_per_tx = 100, @seed = 3;", database="shop")
+    args = stream_args(sim, workdir, extra=["--numPartitions", "4"])
+    e = dict(os.environ, TSAN_OPTIONS="halt_on_error=1 exitcode=66")
+    p = subprocess.run([tsan_cli, *args], capture_output=True, text=True, env=e, timeout=300)
+    assert p.returncode == 0, p.stderr[-4000:]
+    assert "ThreadSanitizer" not in p.stderr
+    assert_exactly_once(sim, workdir)
