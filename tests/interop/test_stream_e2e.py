@@ -118,6 +118,16 @@ def test_stream_reads_changes_exactly_once_and_reruns_read_nothing(sim, workdir)
     write_changes(sim, 1000, 2)
     run_cli(*stream_args(sim, workdir))
     assert_exactly_once(sim, workdir)
+    # DuckDB's delta extension reads the three tables as delta-rs does
+    from conftest import duckdb_with_delta
+    con = duckdb_with_delta()
+    for name, key in (("bronze", "_start_lsn, _seqval, _operation"), ("facts", "batch_id"),
+                      ("control", "table_name")):
+        path = os.path.join(workdir, name)
+        duck = con.execute(f"SELECT * FROM delta_scan('{path}') ORDER BY {key}").fetch_arrow_table()
+        keys = [(k.strip(), "ascending") for k in key.split(",")]
+        rs = DeltaTable(path).to_pyarrow_table().sort_by(keys)
+        assert duck.select(rs.column_names).to_pylist() == rs.to_pylist(), name
     show = run_cli("finalization", "show", "--control-table", os.path.join(workdir, "control"),
                    "--table", os.path.join(workdir, "bronze"), "--json")
     assert "finalized_until" in show.stdout
