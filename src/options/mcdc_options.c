@@ -31,6 +31,10 @@ static const spec SPECS[] = {
     {"connectionString", K_SECRET, NULL, NULL},
     {"backend", K_ENUM, "freetds", "freetds|mssql-python|arrow-odbc"},
     {"connectTimeout", K_INT_NONNEG, "30", NULL},
+    /* Ours, not the reference's: seconds without a byte from the server
+     * before a read counts as hung (a transient error, retried on a new
+     * connection). 0 waits forever. */
+    {"queryTimeout", K_INT_NONNEG, "300", NULL},
     {"lockTimeoutMs", K_INT_NONNEG, NULL, NULL},
     {"sourceTimeZone", K_STRING, "auto", NULL},
     {"columns", K_STRING, NULL, NULL},

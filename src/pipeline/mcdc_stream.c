@@ -723,19 +723,30 @@ static int open_tables(stream_t *s, mcdc_error *err) {
 }
 
 /* A checkpoint deleted or rewound under the same app_id would make Delta
- * skip every write as a duplicate: refuse it (reference crash point 5). */
-static int check_rewind(stream_t *s, int64_t first_id, mcdc_error *err) {
-    if (s->facts == NULL) return MCDC_OK;
-    int64_t have;
-    int rc = mcdc_table_txn_version(s->facts, s->facts_app_id, &have, err);
-    if (rc) return rc;
-    if (have > first_id)
-        return mcdc_error_set(err, MCDC_E_INVALID,
-                              "app_id '%s' already wrote batch %lld to the facts table %s, but the "
-                              "checkpoint %s is at batch %lld: the checkpoint was deleted or "
-                              "rewound. Use a new app_id with a new checkpoint",
-                              s->cfg->app_id, (long long)have, s->cfg->facts_table,
-                              s->cfg->checkpoint, (long long)first_id);
+ * skip every write as a duplicate (reference crash point 5). A batch planned
+ * afresh must be newer than anything app_id wrote; a replayed one may equal
+ * it. Checked on facts and on bronze, so a stream without facts is covered. */
+static int check_rewind(stream_t *s, int64_t first_id, bool replay, mcdc_error *err) {
+    int64_t allowed = replay ? first_id : first_id - 1;
+    struct {
+        mcdc_table *t;
+        const char *app_id, *name;
+    } tables[2] = {{s->facts, s->facts_app_id, s->cfg->facts_table},
+                   {s->bronze, s->cfg->app_id, s->cfg->target}};
+    for (int i = 0; i < 2; i++) {
+        if (tables[i].t == NULL) continue;
+        int64_t have;
+        int rc = mcdc_table_txn_version(tables[i].t, tables[i].app_id, &have, err);
+        if (rc) return rc;
+        if (have > allowed)
+            return mcdc_error_set(
+                err, MCDC_E_INVALID,
+                "app_id '%s' already wrote batch %lld to %s, but the checkpoint %s is at batch "
+                "%lld: the checkpoint was deleted or rewound, and Delta would skip every new "
+                "write as a duplicate. Use a new app_id with a new checkpoint",
+                s->cfg->app_id, (long long)have, tables[i].name, s->cfg->checkpoint,
+                (long long)first_id);
+    }
     return MCDC_OK;
 }
 
@@ -793,7 +804,7 @@ int mcdc_stream_run(const mcdc_opts *opts, const mcdc_stream_cfg *cfg, mcdc_repo
             next_id = last_planned;
         }
     }
-    rc = check_rewind(&s, next_id, err);
+    rc = check_rewind(&s, next_id, replay, err);
     if (rc) goto done;
 
     mcdc_lsn ceiling;

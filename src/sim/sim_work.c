@@ -303,8 +303,8 @@ typedef struct sim_worker {
     double tps, seconds, p_ins, p_upd;
     int max_statements;
     uint64_t seed;
-    volatile int stop;
-    volatile int done;
+    _Atomic int stop;
+    _Atomic int done;
     struct sim_worker *next;
 } sim_worker;
 
