@@ -715,14 +715,12 @@ static int cb_message(void *ctx, bool is_error, int number, int state, int cls, 
     return 0;
 }
 
+/* ENVCHANGE 1 only: the engine sends the INFO 5701 that goes with it. */
 static int cb_database(void *ctx, const char *new_db, const char *old_db) {
     sim_tds_result *r = ctx;
     if (r->stopped) return 1; /* the engine went on after a stop */
     if (flush_pending(r, true)) return r->stopped = true, 1;
-    char msg[600];
-    snprintf(msg, sizeof msg, "Changed database context to '%s'.", new_db ? new_db : "");
-    if (sim_tds_tok_envchange_str(r->out, TDS_ENV_DATABASE, new_db, old_db) ||
-        sim_tds_tok_message(r->out, false, 5701, 1, 0, msg, "", 1))
+    if (sim_tds_tok_envchange_str(r->out, TDS_ENV_DATABASE, new_db, old_db))
         return r->stopped = true, 1;
     return 0;
 }

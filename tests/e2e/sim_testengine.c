@@ -218,6 +218,9 @@ static int run(sim_session *s, const char *sql, size_t len, const sim_sink *k, b
         snprintf(old, sizeof old, "%s", s->db);
         snprintf(s->db, sizeof s->db, "%s", q + 4);
         if (k->database_changed(k->ctx, s->db, old)) return 1;
+        char msg[300];
+        snprintf(msg, sizeof msg, "Changed database context to '%s'.", s->db);
+        if (k->message(k->ctx, false, 5701, 1, 0, msg, "", 1)) return 1;
         return k->done(k->ctx, 0, false, in_proc, false);
     }
     if (strncasecmp(q, "SET ", 4) == 0) return k->done(k->ctx, 0, false, in_proc, false);
