@@ -804,8 +804,12 @@ bool sim_tds_decimal_parse(const uint8_t *s, size_t n, int precision, int scale,
 }
 
 /* ---- date/time ------------------------------------------------------------------------ */
+/* mcdc_days_from_civil(1, 1, 1): days from 0001-01-01 to 1970-01-01, negated
+ * (checked by a unit test). */
+#define DAYS_0001_TO_1970 719162
+
 int64_t sim_tds_days_from_civil0001(int64_t y, unsigned m, unsigned d) {
-    return mcdc_days_from_civil(y, m, d) - mcdc_days_from_civil(1, 1, 1);
+    return mcdc_days_from_civil(y, m, d) + DAYS_0001_TO_1970;
 }
 
 static bool digits_at(const uint8_t *s, size_t n, size_t i, int count, int *out) {
@@ -880,7 +884,7 @@ size_t sim_tds_dt_format(char *out, const sim_tds_dt *dt, int frac) {
     if (dt->has_date) {
         int64_t y;
         unsigned m, d;
-        mcdc_civil_from_days(dt->days + mcdc_days_from_civil(1, 1, 1), &y, &m, &d);
+        mcdc_civil_from_days(dt->days - DAYS_0001_TO_1970, &y, &m, &d);
         i += (size_t)snprintf(out + i, 48 - i, "%04d-%02u-%02u", (int)y, m, d);
     }
     if (dt->has_time) {
