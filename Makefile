@@ -37,7 +37,7 @@ LIB := $(BUILD)/libmssqlcdc.a
 SIMLIB := $(BUILD)/libmcdcsim.a
 BINS := $(BUILD)/mssql-cdc $(BUILD)/mssql-cdc-sim $(BUILD)/unit-tests
 
-.PHONY: all deps test test-unit test-san demo bench fuzz clean headercheck
+.PHONY: all deps test test-unit test-san demo bench bench-reader bench-parquet bench-lake bench-stream fuzz clean headercheck
 all: $(BINS)
 
 $(BUILD)/obj/%.o: %.c
@@ -85,6 +85,20 @@ demo: deps
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@bench/run_all.sh
+
+# One target per benchmark; each prints `name: value` lines.
+bench-stream: all
+	@.venv/bin/python bench/bench_stream.py
+
+bench-reader: all
+	@if [ -x bench/bench_reader.sh ]; then bench/bench_reader.sh; else echo "bench-reader: not built yet"; fi
+
+bench-parquet: all
+	@if [ -x bench/bench_parquet.sh ]; then bench/bench_parquet.sh; else echo "bench-parquet: not built yet"; fi
+
+# Delta append of 10M CDC rows (BENCH_LAKE_ROWS) vs deltalake and pyarrow.
+bench-lake: all
+	@.venv/bin/python bench/bench_lake.py
 
 fuzz:
 	@scripts/fuzz.sh

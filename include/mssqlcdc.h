@@ -11,6 +11,7 @@
 #ifndef MSSQLCDC_H
 #define MSSQLCDC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -80,6 +81,121 @@ MCDC_API const char *mcdc_status_name(int code);
  * "PermissionError", "ValueError", "RuntimeError"... Static string. */
 MCDC_API const char *mcdc_status_kind(int code);
 MCDC_API const char *mcdc_version(void);
+
+/* ------------------------------------------------------------------------
+ * Source options, with the reference library's names (captureInstance,
+ * connectionString, maxCommitsPerBatch...). Names ignore case; values are
+ * validated when set; unknown names are kept and warned about.
+ * ---------------------------------------------------------------------- */
+typedef struct mcdc_opts mcdc_opts;
+MCDC_API int mcdc_opts_create(mcdc_opts **out, mcdc_error *err);
+MCDC_API void mcdc_opts_free(mcdc_opts *o);
+/* *unknown (may be NULL) tells whether the name is not a known option. */
+MCDC_API int mcdc_opts_set(mcdc_opts *o, const char *name, const char *value, bool *unknown,
+                           mcdc_error *err);
+/* "name = value" lines, '#' comments. */
+MCDC_API int mcdc_opts_load_file(mcdc_opts *o, const char *path, mcdc_error *err);
+/* Value as set, else the default, else NULL. Borrowed. */
+MCDC_API const char *mcdc_opts_get(const mcdc_opts *o, const char *name);
+MCDC_API int mcdc_opts_check_required(const mcdc_opts *o, mcdc_error *err);
+/* Every known option name, NULL-terminated. */
+MCDC_API const char *const *mcdc_opts_known_names(void);
+
+/* ------------------------------------------------------------------------
+ * Finalization: finalized_until, the completeness verdict per table.
+ * ---------------------------------------------------------------------- */
+typedef enum mcdc_granularity {
+    MCDC_GRANULARITY_HOUR = 0,
+    MCDC_GRANULARITY_MINUTE = 1,
+    MCDC_GRANULARITY_DAY = 2
+} mcdc_granularity;
+
+/* Start (UTC microseconds) of the period holding us. */
+MCDC_API int64_t mcdc_truncate_us(int64_t us, mcdc_granularity g);
+MCDC_API int mcdc_granularity_parse(const char *s, mcdc_granularity *out, mcdc_error *err);
+
+typedef struct mcdc_verdict {
+    bool found;                 /* a verdict exists */
+    bool moved;                 /* this call moved it */
+    int64_t finalized_until_us; /* UTC microseconds: periods ending at or before it are complete */
+    int64_t updated_at_us;      /* when it last moved, UTC microseconds */
+    char end_lsn[32];           /* the batch end LSN that last moved it */
+} mcdc_verdict;
+
+/* Tables are paths, or schema.table names under warehouse (NULL: ./warehouse). */
+MCDC_API int mcdc_verdict_read(mcdc_verdict *out, const char *control_table,
+                               const char *warehouse, const char *table_name, mcdc_error *err);
+/* Moves the verdict to truncate(end_commit_us) when later; never backwards.
+ * Call only after the batch ending at end_lsn is committed. */
+MCDC_API int mcdc_verdict_advance(mcdc_verdict *out, const char *control_table,
+                                  const char *warehouse, const char *table_name,
+                                  const char *end_lsn, int64_t end_commit_us,
+                                  mcdc_granularity g, mcdc_error *err);
+
+/* ------------------------------------------------------------------------
+ * The stream (the reference's stream(...).to_delta(...)).
+ * ---------------------------------------------------------------------- */
+typedef enum mcdc_trigger {
+    MCDC_TRIGGER_DEFAULT = 0,         /* back to back; idle polls every 10 ms */
+    MCDC_TRIGGER_AVAILABLE_NOW = 1,   /* up to max_lsn seen at start, in batches; then stop */
+    MCDC_TRIGGER_PROCESSING_TIME = 2, /* a batch at most every processing_time_ms */
+    MCDC_TRIGGER_ONCE = 3             /* one batch up to max_lsn; then stop */
+} mcdc_trigger;
+
+#define MCDC_STREAM_CFG_VERSION 1
+typedef struct mcdc_stream_cfg {
+    int version;               /* MCDC_STREAM_CFG_VERSION */
+    const char *target;        /* bronze: a path, or schema.table under warehouse */
+    const char *app_id;        /* Delta txnAppId; stable for the life of the checkpoint */
+    const char *checkpoint;    /* directory */
+    const char *facts_table;   /* NULL: no facts */
+    const char *control_table; /* NULL: no verdict */
+    const char *warehouse;     /* NULL: ./warehouse */
+    const char *query_name;    /* NULL: app_id */
+    mcdc_trigger trigger;
+    int64_t processing_time_ms;
+    mcdc_granularity granularity;
+    int64_t max_batches;       /* 0: no limit */
+} mcdc_stream_cfg;
+#define MCDC_STREAM_CFG_INIT \
+    {MCDC_STREAM_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, MCDC_TRIGGER_DEFAULT, 0, \
+     MCDC_GRANULARITY_HOUR, 0}
+
+/* What one committed micro-batch did (append-only struct). */
+typedef struct mcdc_batch_report {
+    int64_t batch_id;
+    bool replayed;            /* re-ran a planned batch after a crash */
+    bool bronze_skipped;      /* its append was already in bronze */
+    int64_t rows, deletes, inserts, updates;
+    char start_lsn[24], end_lsn[24];
+    int64_t end_commit_us;
+    bool has_end_commit;
+    double duration_ms;
+    double rows_per_s;
+    double ingestion_lag_seconds; /* < 0: unknown */
+    bool has_verdict;
+    int64_t finalized_until_us;
+} mcdc_batch_report;
+
+typedef void (*mcdc_report_fn)(void *ctx, const mcdc_batch_report *r);
+
+/* Runs until the trigger says stop, max_batches, mcdc_stream_request_stop(),
+ * or an error (MCDC_E_DATALOSS, MCDC_E_SCHEMA, MCDC_E_PERMISSION...). */
+MCDC_API int mcdc_stream_run(const mcdc_opts *opts, const mcdc_stream_cfg *cfg,
+                             mcdc_report_fn fn, void *ctx, mcdc_error *err);
+/* Async-signal-safe: finish the current batch, then return. */
+MCDC_API void mcdc_stream_request_stop(void);
+
+/* ------------------------------------------------------------------------
+ * Tables
+ * ---------------------------------------------------------------------- */
+/* Receives one line; non-zero stops. */
+typedef int (*mcdc_line_fn)(void *ctx, const char *line);
+/* Every row of a Delta table (path, or schema.table under warehouse) as one
+ * JSON object per line, in column order: numbers as numbers, decimals as
+ * exact strings, binary as "0x..." hex, timestamps as ISO-8601 strings. */
+MCDC_API int mcdc_table_rows_json(const char *table, const char *warehouse, mcdc_line_fn fn,
+                                  void *ctx, mcdc_error *err);
 
 /* ------------------------------------------------------------------------
  * Arrow C Data Interface. The struct layouts are fixed by the Arrow

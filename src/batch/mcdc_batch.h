@@ -124,6 +124,20 @@ int mcdc_col_append_decimal(mcdc_column *c, uint64_t lo, int64_t hi, mcdc_error 
 /* utf8, binary, fixed binary (n must equal the width) */
 int mcdc_col_append_bytes(mcdc_column *c, const void *p, int64_t n, mcdc_error *err);
 
+/* Appends n nulls / n copies of an integer (bulk forms for constant
+ * columns such as bronze's _batch_id). */
+int mcdc_col_append_nulls(mcdc_column *c, int64_t n, mcdc_error *err);
+int mcdc_col_fill_int(mcdc_column *c, int64_t v, int64_t n, mcdc_error *err);
+
+/* Appends src's value at row (NULL included) to dst; both columns must
+ * have the same type (precision, scale and width included). */
+int mcdc_col_copy_value(mcdc_column *dst, const mcdc_column *src, int64_t row, mcdc_error *err);
+
+/* Re-homes b's columns under `wider`, a schema whose first fields equal b's
+ * (names and types) and which has more after them; the new columns start
+ * empty. Takes a reference to wider and drops b's old schema. */
+int mcdc_batch_widen(mcdc_batch *b, mcdc_schema *wider, mcdc_error *err);
+
 /* ---- reading ------------------------------------------------------------ */
 static inline bool mcdc_col_is_valid(const mcdc_column *c, int64_t i) {
     return c->validity == NULL || ((c->validity[i >> 3] >> (i & 7)) & 1);

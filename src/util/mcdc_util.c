@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 /* ---- status names ------------------------------------------------------ */
@@ -437,6 +438,49 @@ bad:
     return mcdc_error_set(err, MCDC_E_INVALID,
                           "invalid timestamp '%.*s': expected YYYY-MM-DD[THH:MM:SS[.fff]]",
                           (int)(n > 64 ? 64 : n), s);
+}
+
+void mcdc_uuid4(char out[37]) {
+    uint8_t b[16];
+    FILE *f = fopen("/dev/urandom", "rb");
+    size_t got = f ? fread(b, 1, sizeof b, f) : 0;
+    if (f) fclose(f);
+    if (got != sizeof b) {
+        /* No /dev/urandom: time and address entropy keep names unique enough
+         * for file names; they are never security tokens. */
+        uint64_t x = (uint64_t)mcdc_now_utc_us() ^ (uint64_t)(uintptr_t)out ^
+                     ((uint64_t)mcdc_monotonic_us() << 17);
+        for (size_t i = 0; i < sizeof b; i++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            b[i] = (uint8_t)x;
+        }
+    }
+    b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
+    b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15]);
+}
+
+int mcdc_mkdirs(const char *path, mcdc_error *err) {
+    char buf[4096];
+    if (strlen(path) >= sizeof buf)
+        return mcdc_error_set(err, MCDC_E_LIMIT, "path too long: %.64s...", path);
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return mcdc_error_set(err, MCDC_E_IO, "cannot create directory %s: %s", buf,
+                                  strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+        return mcdc_error_set(err, MCDC_E_IO, "cannot create directory %s: %s", buf,
+                              strerror(errno));
+    return MCDC_OK;
 }
 
 /* ---- strings ------------------------------------------------------------ */

@@ -1,0 +1,143 @@
+"""Stream benchmark (make bench-stream): change rows from the simulator into
+committed bronze with facts, end to end, next to the reader-only rate of the
+same rows; peak RSS; latency from a commit to its row in bronze.
+
+Prints `name: value` lines. Not a test: nothing here asserts a goal.
+
+Environment: BENCH_ROWS (default 5,000,000), BENCH_LATENCY_SAMPLES (20).
+"""
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "interop"))
+from conftest import CLI, Sim  # noqa: E402
+
+ROWS = int(os.environ.get("BENCH_ROWS", "5000000"))
+SAMPLES = int(os.environ.get("BENCH_LATENCY_SAMPLES", "20"))
+
+TABLE = """
+CREATE TABLE dbo.bench (
+    id INT NOT NULL PRIMARY KEY, big BIGINT NULL, amount DECIMAL(18,4) NULL,
+    name NVARCHAR(50) NULL, at DATETIME2(7) NULL, flag BIT NULL, raw VARBINARY(16) NULL,
+    guid UNIQUEIDENTIFIER NULL, note VARCHAR(200) NULL);
+EXEC sys.sp_cdc_enable_db;
+EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'bench', @role_name = NULL;
+"""
+
+
+def timed_child(args, env=None):
+    """Runs a child; returns (seconds, peak RSS MB of children so far, stdout)."""
+    t0 = time.perf_counter()
+    p = subprocess.run(args, capture_output=True, text=True, env=env)
+    secs = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise SystemExit(f"{args[0]} failed ({p.returncode}): {p.stderr[-2000:]}")
+    rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+    return secs, rss_mb, p.stdout
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="mcdc-bench-")
+    data = os.path.join(work, "sim")
+    os.makedirs(data)
+    sim = Sim(data, ["--capture-poll-ms", "20", "--capture-latency-ms", "0"])
+    try:
+        sim.run("CREATE DATABASE bench;")
+        sim.run(TABLE, database="bench")
+        t0 = time.perf_counter()
+        sim.run(f"EXEC sim.bulk_load @capture_instance = N'dbo_bench', "
+                f"@transactions = {ROWS // 100}, @rows_per_tx = 100, @seed = 1;", database="bench")
+        load_s = time.perf_counter() - t0
+        print(f"bulk_load_rows: {ROWS}")
+        print(f"bulk_load_rows_per_s: {ROWS / load_s:.0f}")
+        cs = sim.connection_string("bench")
+        lake = os.path.join(work, "lake")
+        args = [CLI, "stream", "--captureInstance", "dbo_bench", "--connectionString", cs,
+                "--target", os.path.join(lake, "bronze"), "--app-id", "bench",
+                "--checkpoint", os.path.join(lake, "ckpt"),
+                "--facts-table", os.path.join(lake, "facts"),
+                "--trigger", "availableNow", "--quiet"]
+        secs, rss, _ = timed_child(args)
+        print(f"e2e_seconds: {secs:.2f}")
+        print(f"e2e_rows_per_s: {ROWS / secs:.0f}")
+        print(f"e2e_peak_rss_mb: {rss:.1f}")
+        reader = os.path.join(os.path.dirname(CLI), "mcdc-bench-reader")
+        if os.path.exists(reader):
+            rsecs, _, out = timed_child([reader, "--connection-string", cs,
+                                         "--capture-instance", "dbo_bench", "--connections", "2"])
+            print(f"reader_only_rows_per_s: {ROWS / rsecs:.0f}")
+            print(f"e2e_vs_reader_ratio: {(ROWS / secs) / (ROWS / rsecs):.2f}")
+        else:
+            print("e2e_vs_reader_ratio: n/a (build/mcdc-bench-reader missing)")
+        latency(sim, work)
+    finally:
+        sim.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def latency(sim, work):
+    """Commit in the simulator -> batch committed in bronze, with a 250 ms trigger."""
+    sim.run("CREATE TABLE dbo.lat (id INT NOT NULL PRIMARY KEY, v INT NULL);"
+            "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'lat', "
+            "@role_name = NULL;", database="bench")
+    lake = os.path.join(work, "lat")
+    args = [CLI, "stream", "--captureInstance", "dbo_lat",
+            "--connectionString", sim.connection_string("bench"), "--startingLsn", "latest",
+            "--target", os.path.join(lake, "bronze"), "--app-id", "lat",
+            "--checkpoint", os.path.join(lake, "ckpt"), "--trigger", "processingTime=250ms",
+            "--json"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    seen = []
+    cond = threading.Condition()
+
+    def pump():
+        for line in proc.stdout:
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            with cond:
+                seen.append((time.perf_counter(), r))
+                cond.notify_all()
+
+    threading.Thread(target=pump, daemon=True).start()
+    lat = []
+    conn = sim.connect("bench")
+    cur = conn.cursor()
+    time.sleep(1.0)
+    for i in range(SAMPLES):
+        cur.execute(f"INSERT INTO dbo.lat (id, v) VALUES ({i}, {i});")
+        t_commit = time.perf_counter()
+        cur.execute("SELECT CONVERT(varchar(22), sys.fn_cdc_get_max_lsn(), 1)")
+        cur.fetchall()
+        deadline = t_commit + 10
+        with cond:
+            while time.perf_counter() < deadline:
+                hit = [t for t, r in seen if t > t_commit and r.get("rows", 0) > 0]
+                if hit:
+                    lat.append((hit[0] - t_commit) * 1000)
+                    break
+                cond.wait(0.05)
+        time.sleep(0.3)
+    conn.close()
+    proc.terminate()
+    proc.wait(10)
+    if lat:
+        lat.sort()
+        print(f"commit_to_bronze_samples: {len(lat)}")
+        print(f"commit_to_bronze_p50_ms: {lat[len(lat) // 2]:.0f}")
+        print(f"commit_to_bronze_max_ms: {lat[-1]:.0f}")
+    else:
+        print("commit_to_bronze_p50_ms: n/a (no batch seen)")
+
+
+if __name__ == "__main__":
+    main()

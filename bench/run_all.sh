@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Runs every benchmark (make bench); each prints `name: value` lines.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+status=0
+for b in reader parquet lake stream; do
+  echo "== bench-$b"
+  make --no-print-directory "bench-$b" || status=1
+done
+exit $status

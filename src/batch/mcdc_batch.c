@@ -1,0 +1,774 @@
+/* mcdc_batch.c - columnar batches in Arrow layout, export and import. */
+#include "mcdc_batch.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---- schema ------------------------------------------------------------- */
+int mcdc_schema_create(mcdc_schema **out, int32_t n_fields, mcdc_error *err) {
+    MCDC_ASSERT(out != NULL);
+    *out = NULL;
+    if (n_fields < 0 || n_fields > MCDC_COLUMNS_MAX)
+        return mcdc_error_set(err, MCDC_E_LIMIT, "a schema of %d fields exceeds the limit of %d",
+                              (int)n_fields, MCDC_COLUMNS_MAX);
+    mcdc_schema *s = mcdc_calloc(1, sizeof *s);
+    if (s == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory creating a schema");
+    s->fields = mcdc_calloc((size_t)(n_fields ? n_fields : 1), sizeof *s->fields);
+    if (s->fields == NULL) {
+        mcdc_free(s);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory creating a schema");
+    }
+    s->n_fields = n_fields;
+    s->refs = 1;
+    *out = s;
+    return MCDC_OK;
+}
+
+int mcdc_schema_set(mcdc_schema *s, int32_t i, const char *name, mcdc_type_id type,
+                    int32_t precision, int32_t scale, int32_t byte_width, bool nullable,
+                    mcdc_error *err) {
+    MCDC_ASSERT(s != NULL && i >= 0 && i < s->n_fields && name != NULL);
+    if (type == MCDC_TYPE_DECIMAL && (precision < 1 || precision > 38 || scale < 0 ||
+                                      scale > precision))
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "column '%s': decimal(%d,%d) is not valid (precision 1-38, "
+                              "0 <= scale <= precision)",
+                              name, (int)precision, (int)scale);
+    if (type == MCDC_TYPE_FIXED_BINARY && (byte_width < 1 || byte_width > 8000))
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "column '%s': fixed binary width %d is not in 1..8000", name,
+                              (int)byte_width);
+    char *copy = mcdc_strdup(name);
+    if (copy == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    mcdc_field *f = &s->fields[i];
+    mcdc_free(f->name);
+    f->name = copy;
+    f->type = type;
+    f->precision = type == MCDC_TYPE_DECIMAL ? precision : 0;
+    f->scale = type == MCDC_TYPE_DECIMAL ? scale : 0;
+    f->byte_width = type == MCDC_TYPE_FIXED_BINARY ? byte_width : 0;
+    f->nullable = nullable;
+    return MCDC_OK;
+}
+
+mcdc_schema *mcdc_schema_ref(mcdc_schema *s) {
+    MCDC_ASSERT(s != NULL && s->refs > 0);
+    __atomic_add_fetch(&s->refs, 1, __ATOMIC_ACQ_REL);
+    return s;
+}
+
+void mcdc_schema_unref(mcdc_schema *s) {
+    if (s == NULL) return;
+    MCDC_ASSERT(s->refs > 0);
+    if (__atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+    for (int32_t i = 0; i < s->n_fields; i++) mcdc_free(s->fields[i].name);
+    mcdc_free(s->fields);
+    mcdc_free(s);
+}
+
+int32_t mcdc_schema_find(const mcdc_schema *s, const char *name) {
+    for (int32_t i = 0; i < s->n_fields; i++)
+        if (s->fields[i].name && strcmp(s->fields[i].name, name) == 0) return i;
+    return -1;
+}
+
+void mcdc_field_format(const mcdc_field *f, char out[32]) {
+    switch (f->type) {
+    case MCDC_TYPE_BOOL: snprintf(out, 32, "b"); break;
+    case MCDC_TYPE_INT8: snprintf(out, 32, "c"); break;
+    case MCDC_TYPE_INT16: snprintf(out, 32, "s"); break;
+    case MCDC_TYPE_INT32: snprintf(out, 32, "i"); break;
+    case MCDC_TYPE_INT64: snprintf(out, 32, "l"); break;
+    case MCDC_TYPE_FLOAT: snprintf(out, 32, "f"); break;
+    case MCDC_TYPE_DOUBLE: snprintf(out, 32, "g"); break;
+    case MCDC_TYPE_DECIMAL: snprintf(out, 32, "d:%d,%d", (int)f->precision, (int)f->scale); break;
+    case MCDC_TYPE_UTF8: snprintf(out, 32, "u"); break;
+    case MCDC_TYPE_BINARY: snprintf(out, 32, "z"); break;
+    case MCDC_TYPE_FIXED_BINARY: snprintf(out, 32, "w:%d", (int)f->byte_width); break;
+    case MCDC_TYPE_DATE32: snprintf(out, 32, "tdD"); break;
+    case MCDC_TYPE_TIMESTAMP_NTZ: snprintf(out, 32, "tsu:"); break;
+    case MCDC_TYPE_TIMESTAMP_UTC: snprintf(out, 32, "tsu:UTC"); break;
+    default: MCDC_UNREACHABLE();
+    }
+}
+
+int32_t mcdc_type_width(const mcdc_field *f) {
+    switch (f->type) {
+    case MCDC_TYPE_BOOL: return 0;
+    case MCDC_TYPE_INT8: return 1;
+    case MCDC_TYPE_INT16: return 2;
+    case MCDC_TYPE_INT32:
+    case MCDC_TYPE_FLOAT:
+    case MCDC_TYPE_DATE32: return 4;
+    case MCDC_TYPE_INT64:
+    case MCDC_TYPE_DOUBLE:
+    case MCDC_TYPE_TIMESTAMP_NTZ:
+    case MCDC_TYPE_TIMESTAMP_UTC: return 8;
+    case MCDC_TYPE_DECIMAL: return 16;
+    case MCDC_TYPE_FIXED_BINARY: return f->byte_width;
+    case MCDC_TYPE_UTF8:
+    case MCDC_TYPE_BINARY: return 0;
+    default: MCDC_UNREACHABLE();
+    }
+}
+
+static bool is_var(const mcdc_field *f) {
+    return f->type == MCDC_TYPE_UTF8 || f->type == MCDC_TYPE_BINARY;
+}
+
+/* ---- batch -------------------------------------------------------------- */
+static int64_t value_bytes(const mcdc_field *f, int64_t rows) {
+    if (f->type == MCDC_TYPE_BOOL) return (rows + 7) / 8;
+    return (int64_t)mcdc_type_width(f) * rows;
+}
+
+/* Grows the row-indexed buffers of c to hold `rows` rows. */
+static int col_grow_rows(mcdc_column *c, int64_t rows, mcdc_error *err) {
+    if (rows <= c->capacity) return MCDC_OK;
+    int64_t cap = c->capacity ? c->capacity : 64;
+    while (cap < rows) cap *= 2;
+    const mcdc_field *f = c->field;
+    if (value_bytes(f, cap) > (int64_t)MCDC_BATCH_BYTES_MAX)
+        return mcdc_error_set(err, MCDC_E_LIMIT,
+                              "column '%s': %lld rows exceed the batch limit of %u bytes",
+                              f->name, (long long)cap, MCDC_BATCH_BYTES_MAX);
+    if (is_var(f)) {
+        int32_t *o = mcdc_realloc(c->offsets, (size_t)(cap + 1) * sizeof *o);
+        if (o == NULL) goto nomem;
+        if (c->offsets == NULL) o[0] = 0;
+        c->offsets = o;
+    } else {
+        size_t old = (size_t)value_bytes(f, c->capacity), nb = (size_t)value_bytes(f, cap);
+        uint8_t *v = mcdc_realloc(c->values, nb ? nb : 1);
+        if (v == NULL) goto nomem;
+        memset(v + old, 0, nb - old);
+        c->values = v;
+    }
+    if (c->validity) {
+        size_t old = (size_t)(c->capacity + 7) / 8, nb = (size_t)(cap + 7) / 8;
+        uint8_t *v = mcdc_realloc(c->validity, nb);
+        if (v == NULL) goto nomem;
+        memset(v + old, 0xff, nb - old);
+        c->validity = v;
+    }
+    c->capacity = cap;
+    return MCDC_OK;
+nomem:
+    return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory growing column '%s' to %lld rows",
+                          f->name, (long long)cap);
+}
+
+int mcdc_col_reserve(mcdc_column *c, int64_t rows, int64_t bytes, mcdc_error *err) {
+    MCDC_ASSERT(rows >= 0 && bytes >= 0);
+    int rc = col_grow_rows(c, c->length + rows, err);
+    if (rc) return rc;
+    if (is_var(c->field) && c->data_len + bytes > c->data_cap) {
+        int64_t need = c->data_len + bytes;
+        if (need > (int64_t)MCDC_BATCH_BYTES_MAX || need > INT32_MAX)
+            return mcdc_error_set(err, MCDC_E_LIMIT,
+                                  "column '%s': %lld bytes of values exceed the batch limit",
+                                  c->field->name, (long long)need);
+        int64_t cap = c->data_cap ? c->data_cap : 256;
+        while (cap < need) cap *= 2;
+        if (cap > (int64_t)MCDC_BATCH_BYTES_MAX) cap = (int64_t)MCDC_BATCH_BYTES_MAX;
+        uint8_t *d = mcdc_realloc(c->data, (size_t)cap);
+        if (d == NULL)
+            return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory for column '%s' values",
+                                  c->field->name);
+        c->data = d;
+        c->data_cap = cap;
+    }
+    return MCDC_OK;
+}
+
+int mcdc_batch_create(mcdc_batch **out, mcdc_schema *schema, int64_t capacity_rows,
+                      mcdc_error *err) {
+    MCDC_ASSERT(out != NULL && schema != NULL && capacity_rows >= 0);
+    *out = NULL;
+    mcdc_batch *b = mcdc_calloc(1, sizeof *b);
+    if (b == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory creating a batch");
+    b->columns = mcdc_calloc((size_t)(schema->n_fields ? schema->n_fields : 1),
+                             sizeof *b->columns);
+    if (b->columns == NULL) {
+        mcdc_free(b);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory creating a batch");
+    }
+    b->schema = mcdc_schema_ref(schema);
+    for (int32_t i = 0; i < schema->n_fields; i++) {
+        MCDC_ASSERT(schema->fields[i].name != NULL);
+        b->columns[i].field = &schema->fields[i];
+        int rc = col_grow_rows(&b->columns[i], capacity_rows ? capacity_rows : 1, err);
+        if (rc) {
+            mcdc_batch_free(b);
+            return rc;
+        }
+    }
+    *out = b;
+    return MCDC_OK;
+}
+
+static void col_free(mcdc_column *c) {
+    mcdc_free(c->validity);
+    mcdc_free(c->values);
+    mcdc_free(c->offsets);
+    mcdc_free(c->data);
+}
+
+void mcdc_batch_free(mcdc_batch *b) {
+    if (b == NULL) return;
+    if (b->columns && b->schema)
+        for (int32_t i = 0; i < b->schema->n_fields; i++) col_free(&b->columns[i]);
+    mcdc_free(b->columns);
+    mcdc_schema_unref(b->schema);
+    mcdc_free(b);
+}
+
+void mcdc_batch_reset(mcdc_batch *b) {
+    for (int32_t i = 0; i < b->schema->n_fields; i++) {
+        mcdc_column *c = &b->columns[i];
+        c->length = c->null_count = c->data_len = 0;
+        if (c->validity) memset(c->validity, 0xff, (size_t)(c->capacity + 7) / 8);
+        if (c->values && c->field->type == MCDC_TYPE_BOOL)
+            memset(c->values, 0, (size_t)(c->capacity + 7) / 8);
+    }
+    b->rows = 0;
+}
+
+int mcdc_batch_seal(mcdc_batch *b, mcdc_error *err) {
+    int64_t rows = b->schema->n_fields ? b->columns[0].length : 0;
+    for (int32_t i = 1; i < b->schema->n_fields; i++)
+        if (b->columns[i].length != rows)
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "column '%s' holds %lld values, column '%s' %lld",
+                                  b->columns[i].field->name, (long long)b->columns[i].length,
+                                  b->columns[0].field->name, (long long)rows);
+    b->rows = rows;
+    return MCDC_OK;
+}
+
+int mcdc_batch_validate(const mcdc_batch *b, mcdc_error *err) {
+    for (int32_t i = 0; i < b->schema->n_fields; i++) {
+        const mcdc_column *c = &b->columns[i];
+        const char *n = c->field->name;
+        if (c->length != b->rows)
+            return mcdc_error_set(err, MCDC_E_INVALID, "column '%s': %lld values, batch %lld", n,
+                                  (long long)c->length, (long long)b->rows);
+        int64_t nulls = 0;
+        for (int64_t r = 0; r < c->length; r++) nulls += !mcdc_col_is_valid(c, r);
+        if (nulls != c->null_count)
+            return mcdc_error_set(err, MCDC_E_INVALID, "column '%s': null count %lld, bitmap %lld",
+                                  n, (long long)c->null_count, (long long)nulls);
+        if (!c->field->nullable && nulls)
+            return mcdc_error_set(err, MCDC_E_INVALID, "column '%s' is NOT NULL but holds %lld nulls",
+                                  n, (long long)nulls);
+        if (is_var(c->field)) {
+            if (c->offsets[0] != 0)
+                return mcdc_error_set(err, MCDC_E_INVALID, "column '%s': first offset not 0", n);
+            for (int64_t r = 0; r < c->length; r++)
+                if (c->offsets[r + 1] < c->offsets[r])
+                    return mcdc_error_set(err, MCDC_E_INVALID,
+                                          "column '%s': offsets decrease at row %lld", n,
+                                          (long long)r);
+            if (c->offsets[c->length] != c->data_len)
+                return mcdc_error_set(err, MCDC_E_INVALID, "column '%s': last offset %d, data %lld",
+                                      n, c->offsets[c->length], (long long)c->data_len);
+        }
+    }
+    return MCDC_OK;
+}
+
+int64_t mcdc_batch_bytes(const mcdc_batch *b) {
+    int64_t total = 0;
+    for (int32_t i = 0; i < b->schema->n_fields; i++) {
+        const mcdc_column *c = &b->columns[i];
+        total += is_var(c->field) ? c->data_len + 4 * c->length : value_bytes(c->field, c->length);
+    }
+    return total;
+}
+
+/* ---- appending ---------------------------------------------------------- */
+static int ensure_one(mcdc_column *c, mcdc_error *err) {
+    if (c->length < c->capacity) return MCDC_OK;
+    return col_grow_rows(c, c->length + 1, err);
+}
+
+int mcdc_col_append_null(mcdc_column *c, mcdc_error *err) {
+    int rc = ensure_one(c, err);
+    if (rc) return rc;
+    if (c->validity == NULL) {
+        size_t nb = (size_t)(c->capacity + 7) / 8;
+        c->validity = mcdc_malloc(nb);
+        if (c->validity == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        memset(c->validity, 0xff, nb);
+    }
+    int64_t i = c->length;
+    c->validity[i >> 3] &= (uint8_t) ~(1u << (i & 7));
+    if (is_var(c->field)) {
+        c->offsets[i + 1] = c->offsets[i];
+    } else if (c->field->type != MCDC_TYPE_BOOL) {
+        int32_t w = mcdc_type_width(c->field);
+        memset(c->values + i * w, 0, (size_t)w);
+    }
+    c->length++;
+    c->null_count++;
+    return MCDC_OK;
+}
+
+int mcdc_col_append_bool(mcdc_column *c, bool v, mcdc_error *err) {
+    MCDC_ASSERT(c->field->type == MCDC_TYPE_BOOL);
+    int rc = ensure_one(c, err);
+    if (rc) return rc;
+    int64_t i = c->length;
+    if (v)
+        c->values[i >> 3] |= (uint8_t)(1u << (i & 7));
+    else
+        c->values[i >> 3] &= (uint8_t) ~(1u << (i & 7));
+    c->length++;
+    return MCDC_OK;
+}
+
+int mcdc_col_append_int(mcdc_column *c, int64_t v, mcdc_error *err) {
+    int rc = ensure_one(c, err);
+    if (rc) return rc;
+    int64_t i = c->length;
+    switch (c->field->type) {
+    case MCDC_TYPE_INT8: {
+        MCDC_ASSERT(v >= INT8_MIN && v <= INT8_MAX);
+        int8_t x = (int8_t)v;
+        memcpy(c->values + i, &x, 1);
+        break;
+    }
+    case MCDC_TYPE_INT16: {
+        MCDC_ASSERT(v >= INT16_MIN && v <= INT16_MAX);
+        int16_t x = (int16_t)v;
+        memcpy(c->values + i * 2, &x, 2);
+        break;
+    }
+    case MCDC_TYPE_INT32:
+    case MCDC_TYPE_DATE32: {
+        MCDC_ASSERT(v >= INT32_MIN && v <= INT32_MAX);
+        int32_t x = (int32_t)v;
+        memcpy(c->values + i * 4, &x, 4);
+        break;
+    }
+    case MCDC_TYPE_INT64:
+    case MCDC_TYPE_TIMESTAMP_NTZ:
+    case MCDC_TYPE_TIMESTAMP_UTC: memcpy(c->values + i * 8, &v, 8); break;
+    default: MCDC_UNREACHABLE();
+    }
+    c->length++;
+    return MCDC_OK;
+}
+
+int mcdc_col_append_double(mcdc_column *c, double v, mcdc_error *err) {
+    int rc = ensure_one(c, err);
+    if (rc) return rc;
+    int64_t i = c->length;
+    if (c->field->type == MCDC_TYPE_FLOAT) {
+        float x = (float)v;
+        memcpy(c->values + i * 4, &x, 4);
+    } else {
+        MCDC_ASSERT(c->field->type == MCDC_TYPE_DOUBLE);
+        memcpy(c->values + i * 8, &v, 8);
+    }
+    c->length++;
+    return MCDC_OK;
+}
+
+int mcdc_col_append_decimal(mcdc_column *c, uint64_t lo, int64_t hi, mcdc_error *err) {
+    MCDC_ASSERT(c->field->type == MCDC_TYPE_DECIMAL);
+    int rc = ensure_one(c, err);
+    if (rc) return rc;
+    memcpy(c->values + c->length * 16, &lo, 8);
+    memcpy(c->values + c->length * 16 + 8, &hi, 8);
+    c->length++;
+    return MCDC_OK;
+}
+
+int mcdc_col_append_bytes(mcdc_column *c, const void *p, int64_t n, mcdc_error *err) {
+    MCDC_ASSERT(n >= 0);
+    if (c->field->type == MCDC_TYPE_FIXED_BINARY) {
+        if (n != c->field->byte_width)
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "column '%s' holds %d-byte values, got %lld bytes",
+                                  c->field->name, (int)c->field->byte_width, (long long)n);
+        int rc = ensure_one(c, err);
+        if (rc) return rc;
+        memcpy(c->values + c->length * n, p, (size_t)n);
+        c->length++;
+        return MCDC_OK;
+    }
+    MCDC_ASSERT(is_var(c->field));
+    if (n > (int64_t)MCDC_VALUE_BYTES_MAX)
+        return mcdc_error_set(err, MCDC_E_LIMIT,
+                              "column '%s': a value of %lld bytes exceeds the limit of %u",
+                              c->field->name, (long long)n, MCDC_VALUE_BYTES_MAX);
+    int rc = mcdc_col_reserve(c, 1, n, err);
+    if (rc) return rc;
+    if (n) memcpy(c->data + c->data_len, p, (size_t)n);
+    c->data_len += n;
+    c->offsets[c->length + 1] = (int32_t)c->data_len;
+    c->length++;
+    return MCDC_OK;
+}
+
+int mcdc_col_append_nulls(mcdc_column *c, int64_t n, mcdc_error *err) {
+    int rc = col_grow_rows(c, c->length + n, err);
+    for (int64_t i = 0; rc == MCDC_OK && i < n; i++) rc = mcdc_col_append_null(c, err);
+    return rc;
+}
+
+int mcdc_col_fill_int(mcdc_column *c, int64_t v, int64_t n, mcdc_error *err) {
+    int rc = col_grow_rows(c, c->length + n, err);
+    for (int64_t i = 0; rc == MCDC_OK && i < n; i++) rc = mcdc_col_append_int(c, v, err);
+    return rc;
+}
+
+static bool same_type(const mcdc_field *a, const mcdc_field *b) {
+    return a->type == b->type && a->precision == b->precision && a->scale == b->scale &&
+           a->byte_width == b->byte_width;
+}
+
+static bool same_field(const mcdc_field *a, const mcdc_field *b) {
+    return strcmp(a->name, b->name) == 0 && same_type(a, b);
+}
+
+int mcdc_col_copy_value(mcdc_column *dst, const mcdc_column *src, int64_t row, mcdc_error *err) {
+    MCDC_ASSERT(row >= 0 && row < src->length);
+    if (!same_type(dst->field, src->field))
+        return mcdc_error_set(err, MCDC_E_SCHEMA, "column '%s' cannot take values of column '%s': "
+                              "the types differ", dst->field->name, src->field->name);
+    if (!mcdc_col_is_valid(src, row)) return mcdc_col_append_null(dst, err);
+    const mcdc_field *f = src->field;
+    if (f->type == MCDC_TYPE_BOOL)
+        return mcdc_col_append_bool(dst, (src->values[row >> 3] >> (row & 7)) & 1, err);
+    if (is_var(f))
+        return mcdc_col_append_bytes(dst, src->data + src->offsets[row],
+                                     src->offsets[row + 1] - src->offsets[row], err);
+    int32_t w = mcdc_type_width(f);
+    int rc = ensure_one(dst, err);
+    if (rc) return rc;
+    memcpy(dst->values + dst->length * w, src->values + row * w, (size_t)w);
+    dst->length++;
+    return MCDC_OK;
+}
+
+int mcdc_batch_widen(mcdc_batch *b, mcdc_schema *wider, mcdc_error *err) {
+    int32_t n = b->schema->n_fields;
+    if (wider->n_fields < n)
+        return mcdc_error_set(err, MCDC_E_INVALID, "cannot widen a batch of %d columns to %d",
+                              (int)n, (int)wider->n_fields);
+    for (int32_t i = 0; i < n; i++)
+        if (!same_field(&b->schema->fields[i], &wider->fields[i]))
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "cannot widen: column %d is '%s' in the batch, '%s' in the schema",
+                                  (int)i, b->schema->fields[i].name, wider->fields[i].name);
+    mcdc_column *cols = mcdc_realloc(b->columns, (size_t)(wider->n_fields ? wider->n_fields : 1) *
+                                                     sizeof *cols);
+    if (cols == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory widening a batch");
+    b->columns = cols;
+    memset(cols + n, 0, (size_t)(wider->n_fields - n) * sizeof *cols);
+    for (int32_t i = 0; i < wider->n_fields; i++) cols[i].field = &wider->fields[i];
+    mcdc_schema_unref(b->schema);
+    b->schema = mcdc_schema_ref(wider);
+    int rc = MCDC_OK;
+    for (int32_t i = n; i < wider->n_fields && rc == MCDC_OK; i++)
+        rc = col_grow_rows(&cols[i], b->rows ? b->rows : 1, err);
+    return rc;
+}
+
+/* ---- Arrow export --------------------------------------------------------
+ * One private block per exported array; buffers handed over from the batch
+ * are freed by the array's release callback. */
+typedef struct {
+    const void *buffers[3];
+    void *owned[3];
+    struct ArrowArray **children;
+    int64_t n_children;
+} array_priv;
+
+static void array_release(struct ArrowArray *a) {
+    if (a == NULL || a->release == NULL) return;
+    array_priv *p = a->private_data;
+    for (int64_t i = 0; i < p->n_children; i++) {
+        struct ArrowArray *ch = p->children[i];
+        if (ch->release) ch->release(ch);
+        mcdc_free(ch);
+    }
+    mcdc_free(p->children);
+    for (int i = 0; i < 3; i++) mcdc_free(p->owned[i]);
+    mcdc_free(p);
+    a->release = NULL;
+}
+
+typedef struct {
+    char format[32];
+    char *name;
+    struct ArrowSchema **children;
+    int64_t n_children;
+} schema_priv;
+
+static void schema_release(struct ArrowSchema *s) {
+    if (s == NULL || s->release == NULL) return;
+    schema_priv *p = s->private_data;
+    for (int64_t i = 0; i < p->n_children; i++) {
+        struct ArrowSchema *ch = p->children[i];
+        if (ch->release) ch->release(ch);
+        mcdc_free(ch);
+    }
+    mcdc_free(p->children);
+    mcdc_free(p->name);
+    mcdc_free(p);
+    s->release = NULL;
+}
+
+static int schema_fill(struct ArrowSchema *out, const char *format, const char *name,
+                       int64_t flags, int64_t n_children) {
+    schema_priv *p = mcdc_calloc(1, sizeof *p);
+    if (p == NULL) return MCDC_E_NOMEM;
+    snprintf(p->format, sizeof p->format, "%s", format);
+    p->name = mcdc_strdup(name ? name : "");
+    if (n_children) p->children = mcdc_calloc((size_t)n_children, sizeof *p->children);
+    if (p->name == NULL || (n_children && p->children == NULL)) {
+        mcdc_free(p->name);
+        mcdc_free(p->children);
+        mcdc_free(p);
+        return MCDC_E_NOMEM;
+    }
+    *out = (struct ArrowSchema){.format = p->format,
+                                .name = p->name,
+                                .metadata = NULL,
+                                .flags = flags,
+                                .n_children = 0,
+                                .children = p->children,
+                                .dictionary = NULL,
+                                .release = schema_release,
+                                .private_data = p};
+    return MCDC_OK;
+}
+
+int mcdc_schema_export(const mcdc_schema *s, struct ArrowSchema *out, mcdc_error *err) {
+    int rc = schema_fill(out, "+s", "", 0, s->n_fields);
+    if (rc) return mcdc_error_set(err, rc, "out of memory exporting a schema");
+    schema_priv *p = out->private_data;
+    for (int32_t i = 0; i < s->n_fields; i++) {
+        struct ArrowSchema *ch = mcdc_calloc(1, sizeof *ch);
+        char fmt[32];
+        mcdc_field_format(&s->fields[i], fmt);
+        if (ch == NULL || schema_fill(ch, fmt, s->fields[i].name,
+                                      s->fields[i].nullable ? ARROW_FLAG_NULLABLE : 0, 0)) {
+            mcdc_free(ch);
+            out->release(out);
+            return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory exporting a schema");
+        }
+        p->children[i] = ch;
+        p->n_children = i + 1;
+        out->n_children = i + 1;
+    }
+    return MCDC_OK;
+}
+
+/* Moves column c's buffers into a new child array. */
+static int export_column(mcdc_column *c, int64_t rows, struct ArrowArray *out) {
+    array_priv *p = mcdc_calloc(1, sizeof *p);
+    if (p == NULL) return MCDC_E_NOMEM;
+    int64_t nbuf = is_var(c->field) ? 3 : 2;
+    p->owned[0] = c->null_count ? c->validity : NULL;
+    if (!c->null_count) mcdc_free(c->validity);
+    c->validity = NULL;
+    p->buffers[0] = p->owned[0];
+    if (is_var(c->field)) {
+        p->owned[1] = c->offsets;
+        p->owned[2] = c->data;
+        if (p->owned[2] == NULL) p->owned[2] = mcdc_calloc(1, 8); /* never a NULL data buffer */
+        c->offsets = NULL;
+        c->data = NULL;
+    } else {
+        p->owned[1] = c->values;
+        c->values = NULL;
+    }
+    p->buffers[1] = p->owned[1];
+    p->buffers[2] = p->owned[2];
+    *out = (struct ArrowArray){.length = rows,
+                               .null_count = c->null_count,
+                               .offset = 0,
+                               .n_buffers = nbuf,
+                               .n_children = 0,
+                               .buffers = p->buffers,
+                               .children = NULL,
+                               .dictionary = NULL,
+                               .release = array_release,
+                               .private_data = p};
+    return MCDC_OK;
+}
+
+int mcdc_batch_export(mcdc_batch **bp, struct ArrowArray *out_array,
+                      struct ArrowSchema *out_schema, mcdc_error *err) {
+    MCDC_ASSERT(bp != NULL && *bp != NULL);
+    mcdc_batch *b = *bp;
+    int rc = mcdc_batch_validate(b, err);
+    if (rc) return rc;
+    rc = mcdc_schema_export(b->schema, out_schema, err);
+    if (rc) return rc;
+    int32_t n = b->schema->n_fields;
+    array_priv *p = mcdc_calloc(1, sizeof *p);
+    if (p) p->children = mcdc_calloc((size_t)(n ? n : 1), sizeof *p->children);
+    if (p == NULL || p->children == NULL) goto nomem;
+    *out_array = (struct ArrowArray){.length = b->rows,
+                                     .null_count = 0,
+                                     .offset = 0,
+                                     .n_buffers = 1,
+                                     .n_children = n,
+                                     .buffers = p->buffers,
+                                     .children = p->children,
+                                     .dictionary = NULL,
+                                     .release = array_release,
+                                     .private_data = p};
+    for (int32_t i = 0; i < n; i++) {
+        struct ArrowArray *ch = mcdc_calloc(1, sizeof *ch);
+        if (ch == NULL || export_column(&b->columns[i], b->rows, ch)) {
+            mcdc_free(ch);
+            goto nomem;
+        }
+        p->children[i] = ch;
+        p->n_children = i + 1;
+    }
+    mcdc_batch_free(b);
+    *bp = NULL;
+    return MCDC_OK;
+nomem:
+    if (p && p->children) {
+        out_array->n_children = p->n_children;
+        array_release(out_array);
+    } else {
+        if (p) mcdc_free(p->children);
+        mcdc_free(p);
+    }
+    out_schema->release(out_schema);
+    return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory exporting a batch");
+}
+
+/* ---- Arrow import (copying) ---------------------------------------------- */
+static int type_from_format(const char *fmt, mcdc_type_id *type, int32_t *p, int32_t *s,
+                            int32_t *w) {
+    *p = *s = *w = 0;
+    static const struct {
+        const char *f;
+        mcdc_type_id t;
+    } simple[] = {{"b", MCDC_TYPE_BOOL},   {"c", MCDC_TYPE_INT8},    {"s", MCDC_TYPE_INT16},
+                  {"i", MCDC_TYPE_INT32},  {"l", MCDC_TYPE_INT64},   {"f", MCDC_TYPE_FLOAT},
+                  {"g", MCDC_TYPE_DOUBLE}, {"u", MCDC_TYPE_UTF8},    {"z", MCDC_TYPE_BINARY},
+                  {"tdD", MCDC_TYPE_DATE32}, {"tsu:", MCDC_TYPE_TIMESTAMP_NTZ},
+                  {"tsu:UTC", MCDC_TYPE_TIMESTAMP_UTC}, {"tsu:+00:00", MCDC_TYPE_TIMESTAMP_UTC}};
+    for (size_t i = 0; i < sizeof simple / sizeof simple[0]; i++)
+        if (strcmp(fmt, simple[i].f) == 0) {
+            *type = simple[i].t;
+            return MCDC_OK;
+        }
+    int a, b, consumed = 0;
+    if (sscanf(fmt, "d:%d,%d%n", &a, &b, &consumed) == 2 && fmt[consumed] == 0) {
+        *type = MCDC_TYPE_DECIMAL;
+        *p = a;
+        *s = b;
+        return MCDC_OK;
+    }
+    if (sscanf(fmt, "w:%d%n", &a, &consumed) == 1 && fmt[consumed] == 0) {
+        *type = MCDC_TYPE_FIXED_BINARY;
+        *w = a;
+        return MCDC_OK;
+    }
+    return MCDC_E_UNSUPPORTED;
+}
+
+static bool arrow_valid(const struct ArrowArray *a, int64_t i) {
+    const uint8_t *v = a->buffers[0];
+    if (v == NULL || a->null_count == 0) return true;
+    int64_t j = i + a->offset;
+    return (v[j >> 3] >> (j & 7)) & 1;
+}
+
+static int import_column(mcdc_column *c, const struct ArrowArray *a, mcdc_error *err) {
+    const mcdc_field *f = c->field;
+    int64_t off = a->offset;
+    for (int64_t r = 0; r < a->length; r++) {
+        int rc;
+        if (!arrow_valid(a, r)) {
+            rc = mcdc_col_append_null(c, err);
+        } else if (f->type == MCDC_TYPE_BOOL) {
+            const uint8_t *bits = a->buffers[1];
+            int64_t j = r + off;
+            rc = mcdc_col_append_bool(c, (bits[j >> 3] >> (j & 7)) & 1, err);
+        } else if (is_var(f)) {
+            const int32_t *o = a->buffers[1];
+            const uint8_t *d = a->buffers[2];
+            rc = mcdc_col_append_bytes(c, d + o[r + off], o[r + off + 1] - o[r + off], err);
+        } else if (f->type == MCDC_TYPE_FIXED_BINARY) {
+            const uint8_t *d = a->buffers[1];
+            rc = mcdc_col_append_bytes(c, d + (r + off) * f->byte_width, f->byte_width, err);
+        } else {
+            int32_t w = mcdc_type_width(f);
+            rc = ensure_one(c, err);
+            if (rc == MCDC_OK) {
+                memcpy(c->values + c->length * w, (const uint8_t *)a->buffers[1] + (r + off) * w,
+                       (size_t)w);
+                c->length++;
+            }
+        }
+        if (rc) return rc;
+    }
+    return MCDC_OK;
+}
+
+int mcdc_batch_import(mcdc_batch **out, const struct ArrowArray *array,
+                      const struct ArrowSchema *schema, mcdc_error *err) {
+    MCDC_ASSERT(out != NULL && array != NULL && schema != NULL);
+    *out = NULL;
+    if (strcmp(schema->format, "+s") != 0 || schema->n_children != array->n_children)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "Arrow import expects a struct array (record batch), got format '%s'",
+                              schema->format);
+    mcdc_schema *s;
+    int rc = mcdc_schema_create(&s, (int32_t)schema->n_children, err);
+    if (rc) return rc;
+    for (int64_t i = 0; i < schema->n_children; i++) {
+        const struct ArrowSchema *cs = schema->children[i];
+        mcdc_type_id t;
+        int32_t p, sc, w;
+        if (type_from_format(cs->format, &t, &p, &sc, &w)) {
+            mcdc_schema_unref(s);
+            return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
+                                  "column '%s': Arrow type '%s' is not supported", cs->name,
+                                  cs->format);
+        }
+        rc = mcdc_schema_set(s, (int32_t)i, cs->name ? cs->name : "", t, p, sc, w,
+                             (cs->flags & ARROW_FLAG_NULLABLE) != 0, err);
+        if (rc) {
+            mcdc_schema_unref(s);
+            return rc;
+        }
+    }
+    mcdc_batch *b;
+    rc = mcdc_batch_create(&b, s, array->length, err);
+    mcdc_schema_unref(s);
+    if (rc) return rc;
+    for (int64_t i = 0; i < array->n_children && rc == MCDC_OK; i++) {
+        const struct ArrowArray *ca = array->children[i];
+        if (ca->length < array->length + array->offset - ca->offset) {
+            rc = mcdc_error_set(err, MCDC_E_INVALID, "column %lld is shorter than the batch",
+                                (long long)i);
+            break;
+        }
+        /* The child's own offset plus the parent's slice. */
+        struct ArrowArray view = *ca;
+        view.offset = ca->offset + array->offset;
+        view.length = array->length;
+        rc = import_column(&b->columns[i], &view, err);
+    }
+    if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
+    if (rc) {
+        mcdc_batch_free(b);
+        return rc;
+    }
+    *out = b;
+    return MCDC_OK;
+}

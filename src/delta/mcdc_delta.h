@@ -1,0 +1,285 @@
+/*
+ * mcdc_delta.h - the Delta Lake transaction log: snapshots (log replay),
+ * commits (create, append with txn exactly-once and optimistic concurrency),
+ * schema and statistics JSON. Protocol facts: spec/formats.md PART A.
+ *
+ * Data files are written by the caller (with the Parquet writer, through
+ * mcdc_delta_table_storage()); this module only commits them: the caller
+ * hands over `add` actions (path, size, modificationTime, dataChange, stats).
+ *
+ * Table names. A table is addressed by a path or by a name:
+ *   - a string containing '/' or ':' is a path ("file:" URIs are accepted,
+ *     other schemes are MCDC_E_UNSUPPORTED until object stores land);
+ *   - "schema.table" resolves to <warehouse>/<schema>.db/<table> (Spark's
+ *     convention for a database's default location);
+ *   - a bare "table" resolves to <warehouse>/<table> (Spark's default
+ *     database lives in the warehouse directory itself).
+ * Names are used as given (no case folding); a part may not be empty, start
+ * with '.', or contain '/', '\\' or ':'.
+ *
+ * Versions written: protocol (1,2) by default, (3,7) with readerFeatures and
+ * writerFeatures ["timestampNtz"] when the schema has a timestamp_ntz column.
+ * Versions read: reader 1, 2 (column mapping mode "name" or "none") and 3
+ * with features timestampNtz, columnMapping, deletionVectors (only while no
+ * live file carries a deletion vector), vacuumProtocolCheck, v2Checkpoint.
+ * Checkpoints read: classic, multi-part, V2 (UUID-named, Parquet or JSON,
+ * with sidecars). When the JSON commits since version 0 are all present, an
+ * unreadable checkpoint is replayed around (with a warning).
+ * Writes are refused on tables using features we cannot honour (column
+ * mapping, invariants, CHECK constraints, generated or identity columns,
+ * unknown writer features).
+ */
+#ifndef MCDC_DELTA_H
+#define MCDC_DELTA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mcdc_batch.h"
+#include "mcdc_storage.h"
+#include "mcdc_util.h"
+
+/* Spark's delta.checkpointInterval default. */
+#define MCDC_DELTA_CHECKPOINT_INTERVAL_DEFAULT 10
+/* Statistics: Spark's delta.dataSkippingNumIndexedCols default, and the
+ * prefix length strings are cut to. */
+#define MCDC_DELTA_STATS_INDEXED_COLS_DEFAULT 32
+#define MCDC_DELTA_STATS_STRING_PREFIX_CHARS 32
+
+/* ---- table names ---------------------------------------------------------- */
+
+/* Resolves name_or_path (see the header comment) to a local directory path.
+ * warehouse may be NULL when name_or_path is a path. *out_path is owned by
+ * the caller (mcdc_free). */
+int mcdc_delta_resolve_path(char **out_path, const char *name_or_path, const char *warehouse,
+                            mcdc_error *err);
+
+/* ---- the table handle ----------------------------------------------------- */
+
+typedef struct mcdc_delta_table mcdc_delta_table;
+
+/* Opens (does not create) a table on the local filesystem. The directory
+ * need not exist yet. */
+int mcdc_delta_table_open(mcdc_delta_table **out, const char *name_or_path,
+                          const char *warehouse, mcdc_error *err);
+/* Opens a table over an existing storage; takes ownership of *storage (set
+ * to NULL), also on failure. */
+int mcdc_delta_table_open_storage(mcdc_delta_table **out, mcdc_storage **storage,
+                                  mcdc_error *err);
+void mcdc_delta_table_free(mcdc_delta_table *t);
+/* The table's root ("/lake/bronze.db/orders"). Borrowed. */
+const char *mcdc_delta_table_location(const mcdc_delta_table *t);
+/* The storage under the table: write data files with it. Borrowed. */
+mcdc_storage *mcdc_delta_table_storage(mcdc_delta_table *t);
+/* Latest committed version by listing the log; -1 when there is no table. */
+int mcdc_delta_table_latest_version(int64_t *out_version, mcdc_delta_table *t,
+                                    mcdc_error *err);
+
+/* ---- file actions --------------------------------------------------------- */
+
+/* One data file (add) or tombstone (remove). In an append the strings are
+ * borrowed from the caller; in a snapshot they are owned by the snapshot.
+ * path is relative to the table root and NOT URI-escaped (the log stores it
+ * escaped; escaping and unescaping are done here). */
+typedef struct mcdc_delta_file {
+    const char *path;
+    int64_t size_bytes;
+    int64_t modification_time_ms;
+    bool data_change;
+    const char *stats_json;            /* NULL = no statistics */
+    const char *partition_values_json; /* NULL = {} (unpartitioned) */
+    const char *dv_unique_id;          /* read only: deletion vector id, NULL = none */
+    int64_t deletion_timestamp_ms;     /* remove only; <= 0 when writing = now */
+} mcdc_delta_file;
+
+/* ---- creating a table ----------------------------------------------------- */
+
+#define MCDC_DELTA_CREATE_OPTS_VERSION 1
+typedef struct mcdc_delta_create_opts {
+    int struct_version;               /* MCDC_DELTA_CREATE_OPTS_VERSION */
+    const mcdc_schema *schema;        /* required */
+    const char *const *field_comments; /* NULL, or schema->n_fields entries (NULL = none) */
+    const char *const *config_keys;   /* metaData.configuration, n_config pairs */
+    const char *const *config_values;
+    size_t n_config;
+    const char *name;                 /* optional metaData.name */
+    const char *description;          /* optional */
+    const char *user_metadata;        /* optional commitInfo.userMetadata */
+} mcdc_delta_create_opts;
+#define MCDC_DELTA_CREATE_OPTS_INIT {MCDC_DELTA_CREATE_OPTS_VERSION, NULL, NULL, NULL, NULL, 0, NULL, NULL, NULL}
+
+typedef struct mcdc_delta_commit_result {
+    int64_t version;  /* the version written, or the one that made us skip */
+    bool skipped;     /* nothing written: already done (txn) or table exists */
+    int attempts;     /* put-if-absent attempts (1 without contention) */
+} mcdc_delta_commit_result;
+
+/* Creates version 0 (commitInfo CREATE TABLE, protocol, metaData). If the
+ * table already exists (created earlier, or by a concurrent writer that won
+ * the race) with a compatible schema (every one of our columns present with
+ * the same type and nullability), nothing is written and out->skipped is
+ * true; an incompatible one is MCDC_E_SCHEMA. */
+int mcdc_delta_create(mcdc_delta_commit_result *out, mcdc_delta_table *t,
+                      const mcdc_delta_create_opts *opts, mcdc_error *err);
+
+/* ---- appending ------------------------------------------------------------ */
+
+#define MCDC_DELTA_APPEND_OPTS_VERSION 1
+typedef struct mcdc_delta_append_opts {
+    int struct_version;             /* MCDC_DELTA_APPEND_OPTS_VERSION */
+    const mcdc_delta_file *adds;    /* data files already written */
+    size_t n_adds;
+    const mcdc_delta_file *removes; /* files logically deleted (rewrites) */
+    size_t n_removes;
+    const char *app_id;             /* txn appId; NULL = no txn */
+    int64_t txn_version;            /* txn version (>= 0) when app_id is set */
+    const char *user_metadata;      /* commitInfo.userMetadata, NULL = none */
+    const char *operation;          /* commitInfo.operation, NULL = "WRITE" */
+    const char *commit_info_json;   /* NULL, or a JSON object whose keys are
+                                       added to commitInfo (e.g. {"cdc":{...}}) */
+    const mcdc_schema *schema;      /* NULL, or the evolved schema: the current
+                                       columns unchanged plus new nullable ones */
+    const char *const *field_comments; /* for schema: NULL or n_fields entries */
+} mcdc_delta_append_opts;
+#define MCDC_DELTA_APPEND_OPTS_INIT {MCDC_DELTA_APPEND_OPTS_VERSION, NULL, 0, NULL, 0, NULL, -1, NULL, NULL, NULL, NULL, NULL}
+
+/* One commit: [commitInfo] [metaData if the schema evolves] add* remove* [txn].
+ * Exactly once: when app_id is set and the table's txn for it is already
+ * >= txn_version, nothing is written and out->skipped is true (MCDC_OK).
+ * Concurrency: the commit file is created put-if-absent; on a lost race the
+ * winning commits are read; a protocol change we cannot write, a metaData
+ * change (schema, partitioning) or our own evolution racing another is
+ * MCDC_E_CONFLICT; a winner's txn for our app_id re-applies the skip rule;
+ * anything else (their adds) is retried at the next version, at most
+ * MCDC_DELTA_COMMIT_RETRIES_MAX times. A checkpoint is attempted when the
+ * new version is a multiple of delta.checkpointInterval (default 10). */
+int mcdc_delta_append(mcdc_delta_commit_result *out, mcdc_delta_table *t,
+                      const mcdc_delta_append_opts *opts, mcdc_error *err);
+
+/* ---- snapshots (log replay) ------------------------------------------------ */
+
+typedef struct mcdc_delta_snapshot mcdc_delta_snapshot;
+
+/* Replays the log up to version (-1 = latest). MCDC_E_NOTFOUND when there is
+ * no table (or no such version), MCDC_E_CORRUPT for an unparsable commit or a
+ * gap in the versions (the message names the file), MCDC_E_UNSUPPORTED for a
+ * protocol or feature we cannot read. */
+int mcdc_delta_snapshot_load(mcdc_delta_snapshot **out, mcdc_delta_table *t, int64_t version,
+                             mcdc_error *err);
+void mcdc_delta_snapshot_free(mcdc_delta_snapshot *s);
+int64_t mcdc_delta_snapshot_version(const mcdc_delta_snapshot *s);
+void mcdc_delta_snapshot_protocol(const mcdc_delta_snapshot *s, int32_t *min_reader,
+                                  int32_t *min_writer);
+/* True when name is in readerFeatures or writerFeatures. */
+bool mcdc_delta_snapshot_has_feature(const mcdc_delta_snapshot *s, const char *name);
+/* metaData fields; borrowed from the snapshot. */
+const char *mcdc_delta_snapshot_table_id(const mcdc_delta_snapshot *s);
+const char *mcdc_delta_snapshot_schema_string(const mcdc_delta_snapshot *s);
+/* A metaData.configuration value, NULL when absent. */
+const char *mcdc_delta_snapshot_config(const mcdc_delta_snapshot *s, const char *key);
+size_t mcdc_delta_snapshot_partition_column_count(const mcdc_delta_snapshot *s);
+/* The schema as an mcdc_schema (flat tables only: nested types are
+ * MCDC_E_UNSUPPORTED); *out_meta (optional) gets per-field comment and
+ * physical name, free it with mcdc_delta_field_meta_free. */
+typedef struct mcdc_delta_field_meta mcdc_delta_field_meta;
+int mcdc_delta_snapshot_schema(mcdc_schema **out, mcdc_delta_field_meta **out_meta,
+                               const mcdc_delta_snapshot *s, mcdc_error *err);
+/* Live data files, sorted by path. Borrowed. */
+size_t mcdc_delta_snapshot_file_count(const mcdc_delta_snapshot *s);
+const mcdc_delta_file *mcdc_delta_snapshot_file(const mcdc_delta_snapshot *s, size_t i);
+/* Sum of live file sizes and of numRecords from stats (-1 when a file has none). */
+int64_t mcdc_delta_snapshot_total_bytes(const mcdc_delta_snapshot *s);
+int64_t mcdc_delta_snapshot_total_records(const mcdc_delta_snapshot *s);
+/* Remove tombstones (in replay order). Borrowed. */
+size_t mcdc_delta_snapshot_tombstone_count(const mcdc_delta_snapshot *s);
+const mcdc_delta_file *mcdc_delta_snapshot_tombstone(const mcdc_delta_snapshot *s, size_t i);
+/* Latest txn version of app_id, -1 when none. */
+int64_t mcdc_delta_snapshot_txn_version(const mcdc_delta_snapshot *s, const char *app_id);
+/* domainMetadata configuration of a live domain, NULL when none. */
+const char *mcdc_delta_snapshot_domain(const mcdc_delta_snapshot *s, const char *domain);
+/* Checks every live file exists with the logged size: MCDC_E_NOTFOUND or
+ * MCDC_E_CORRUPT naming the first bad file. */
+int mcdc_delta_snapshot_verify_files(const mcdc_delta_snapshot *s, mcdc_delta_table *t,
+                                     mcdc_error *err);
+
+/* ---- commit info of one version -------------------------------------------- */
+
+typedef struct mcdc_delta_commit_info {
+    int64_t version;
+    int64_t timestamp_ms;  /* -1 when absent */
+    char *operation;       /* owned; NULL when absent */
+    char *user_metadata;   /* owned; NULL when absent */
+    char *engine_info;     /* owned; NULL when absent */
+    char *json;            /* owned; the whole commitInfo object, "{}" when none */
+    int64_t txn_version;   /* the commit's txn for the app_id asked, -1 = none */
+} mcdc_delta_commit_info;
+
+/* Reads the commitInfo of one version; app_id (optional) selects the txn
+ * reported in txn_version. */
+int mcdc_delta_commit_info_read(mcdc_delta_commit_info **out, mcdc_delta_table *t,
+                                int64_t version, const char *app_id, mcdc_error *err);
+void mcdc_delta_commit_info_free(mcdc_delta_commit_info *ci);
+
+/* ---- checkpoints ------------------------------------------------------------ */
+
+/* Writes the classic single-part checkpoint of version (protocol, metaData,
+ * txn, domainMetadata, live adds with stats as JSON, tombstones younger than
+ * delta.deletedFileRetentionDuration, default 1 week) and moves
+ * _last_checkpoint forward. An existing checkpoint file is never replaced
+ * (a concurrent writer's has the same content). mcdc_delta_append calls it
+ * every delta.checkpointInterval versions (default 10); its failure there is
+ * logged, never the commit's failure. */
+int mcdc_delta_checkpoint(mcdc_delta_table *t, int64_t version, mcdc_error *err);
+
+/* ---- schema JSON (schemaString) --------------------------------------------- */
+
+struct mcdc_delta_field_meta {
+    char *comment;       /* owned; "comment" key of the field metadata, or NULL */
+    char *physical_name; /* owned; delta.columnMapping.physicalName, or NULL */
+};
+void mcdc_delta_field_meta_free(mcdc_delta_field_meta *m, int32_t n_fields);
+
+/* Delta schema JSON of s; fixed binary becomes binary. comments: NULL or
+ * n_fields entries (each NULL = none). *out_json owned by the caller. */
+int mcdc_delta_schema_to_json(char **out_json, const mcdc_schema *s,
+                              const char *const *comments, mcdc_error *err);
+/* Parses a schemaString into a new schema (one reference, unref it). Nested
+ * types are MCDC_E_UNSUPPORTED; out_meta optional (n_fields entries). */
+int mcdc_delta_schema_from_json(mcdc_schema **out, mcdc_delta_field_meta **out_meta,
+                                const char *json, mcdc_error *err);
+/* True when any field is timestamp_ntz (needs protocol 3/7). */
+bool mcdc_delta_schema_needs_ntz(const mcdc_schema *s);
+
+/* ---- statistics JSON (add.stats) --------------------------------------------- */
+
+/* One bound. Which member counts follows the field type: i for bool/ints/
+ * date32 (days)/timestamps (µs), f for float/double, dec_lo/dec_hi for
+ * decimal (128-bit two's complement, unscaled), bytes/len for utf8. */
+typedef struct mcdc_delta_value {
+    int64_t i;
+    double f;
+    uint64_t dec_lo;
+    int64_t dec_hi;
+    const uint8_t *bytes;
+    size_t len;
+} mcdc_delta_value;
+
+typedef struct mcdc_delta_col_stats {
+    bool has_min_max;   /* false: no non-null value, or bounds unknown */
+    mcdc_delta_value min;
+    mcdc_delta_value max;
+    int64_t null_count;
+} mcdc_delta_col_stats;
+
+/* Builds {"numRecords":n,"minValues":{..},"maxValues":{..},"nullCount":{..}}
+ * for the first indexed_cols fields (-1 = all). Rules (formats.md A5):
+ * strings longer than MCDC_DELTA_STATS_STRING_PREFIX_CHARS characters get a
+ * prefix as min and the prefix with its last character incremented as max
+ * (omitted when no character can be incremented); timestamps are written in
+ * ms (min rounded down, max rounded up); booleans and binary get null counts
+ * only; NaN or infinite bounds are omitted. *out_json owned by the caller. */
+int mcdc_delta_stats_json(char **out_json, const mcdc_schema *s, int64_t num_records,
+                          const mcdc_delta_col_stats *cols, int32_t indexed_cols,
+                          mcdc_error *err);
+
+#endif /* MCDC_DELTA_H */

@@ -1,0 +1,775 @@
+/* mcdc_delta_commit.c - tables, create, append (txn + optimistic concurrency),
+ * commit info, checkpoints. */
+#include "mcdc_delta_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* names and tables                                                         */
+/* ------------------------------------------------------------------------ */
+
+static int check_name_part(const char *part, size_t n, const char *whole, mcdc_error *err) {
+    if (n == 0 || part[0] == '.')
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "table name \"%s\": a part is empty or starts with '.'", whole);
+    for (size_t i = 0; i < n; i++)
+        if (part[i] == '\\' || part[i] == '/' || part[i] == ':')
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "table name \"%s\" contains '%c'", whole, part[i]);
+    return MCDC_OK;
+}
+
+int mcdc_delta_resolve_path(char **out_path, const char *name_or_path, const char *warehouse,
+                            mcdc_error *err) {
+    *out_path = NULL;
+    if (name_or_path == NULL || name_or_path[0] == 0)
+        return mcdc_error_set(err, MCDC_E_INVALID, "a table needs a name or a path");
+    const char *s = name_or_path;
+    if (strchr(s, '/') || strchr(s, ':')) {
+        if (strncmp(s, "file://", 7) == 0) s += 7;      /* file:///x -> /x */
+        else if (strncmp(s, "file:", 5) == 0) s += 5;   /* file:/x -> /x */
+        else if (strstr(s, "://"))
+            return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
+                                  "table location \"%s\": only local paths are supported yet",
+                                  name_or_path);
+        if (s[0] == 0)
+            return mcdc_error_set(err, MCDC_E_INVALID, "table location \"%s\" has no path",
+                                  name_or_path);
+        *out_path = mcdc_strdup(s);
+    } else {
+        if (warehouse == NULL || warehouse[0] == 0)
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "table name \"%s\" needs a warehouse directory (or give a "
+                                  "path containing '/')",
+                                  s);
+        const char *dot = strchr(s, '.');
+        int rc;
+        if (dot == NULL) {
+            rc = check_name_part(s, strlen(s), s, err);
+            if (rc) return rc;
+            *out_path = mcdc_asprintf("%s/%s", warehouse, s);
+        } else {
+            if (strchr(dot + 1, '.'))
+                return mcdc_error_set(err, MCDC_E_INVALID,
+                                      "table name \"%s\": expected schema.table", s);
+            rc = check_name_part(s, (size_t)(dot - s), s, err);
+            if (!rc) rc = check_name_part(dot + 1, strlen(dot + 1), s, err);
+            if (rc) return rc;
+            *out_path = mcdc_asprintf("%s/%.*s.db/%s", warehouse, (int)(dot - s), s, dot + 1);
+        }
+    }
+    if (*out_path == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    return MCDC_OK;
+}
+
+int mcdc_delta_table_open_storage(mcdc_delta_table **out, mcdc_storage **storage,
+                                  mcdc_error *err) {
+    *out = mcdc_calloc(1, sizeof **out);
+    if (*out == NULL) {
+        mcdc_storage_free(*storage);
+        *storage = NULL;
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    (*out)->storage = *storage;
+    *storage = NULL;
+    return MCDC_OK;
+}
+
+int mcdc_delta_table_open(mcdc_delta_table **out, const char *name_or_path,
+                          const char *warehouse, mcdc_error *err) {
+    *out = NULL;
+    char *path;
+    int rc = mcdc_delta_resolve_path(&path, name_or_path, warehouse, err);
+    if (rc) return rc;
+    mcdc_storage *st;
+    rc = mcdc_storage_local_create(&st, path, err);
+    mcdc_free(path);
+    if (rc) return rc;
+    return mcdc_delta_table_open_storage(out, &st, err);
+}
+
+void mcdc_delta_table_free(mcdc_delta_table *t) {
+    if (t == NULL) return;
+    mcdc_delta_snapshot_free(t->latest);
+    mcdc_storage_free(t->storage);
+    mcdc_free(t);
+}
+
+const char *mcdc_delta_table_location(const mcdc_delta_table *t) { return t->storage->root; }
+
+mcdc_storage *mcdc_delta_table_storage(mcdc_delta_table *t) { return t->storage; }
+
+int mcdc_delta_table_latest_version(int64_t *out_version, mcdc_delta_table *t,
+                                    mcdc_error *err) {
+    *out_version = -1;
+    mcdc_storage_listing l = {0};
+    int rc = mcdc_storage_list(t->storage, MCDC_DELTA_LOG_DIR "/", &l, err);
+    if (rc) return rc;
+    for (size_t i = 0; i < l.count; i++) {
+        const char *n = l.entries[i].name;
+        size_t len = strlen(n);
+        if (len != 25 || strcmp(n + 20, ".json") != 0) continue;
+        char digits[21];
+        memcpy(digits, n, 20);
+        digits[20] = 0;
+        int64_t v;
+        if (strspn(digits, "0123456789") == 20 && mcdc_parse_i64(digits, &v) == MCDC_OK &&
+            v > *out_version)
+            *out_version = v;
+    }
+    mcdc_storage_listing_free(&l);
+    return MCDC_OK;
+}
+
+/* Brings the cached latest snapshot up to date (loading it the first time). */
+static int refresh_cache(mcdc_delta_table *t, mcdc_error *err) {
+    int rc;
+    if (t->latest == NULL) rc = mcdc_delta_snapshot_load(&t->latest, t, -1, err);
+    else rc = mcdc_delta__snapshot_refresh(t->latest, t->storage, err);
+    if (rc && t->latest) {
+        mcdc_delta_snapshot_free(t->latest); /* maybe half applied: drop it */
+        t->latest = NULL;
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* building commit lines                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Appends {"<kind>": body}\n; takes the reference to body. */
+static int put_action(mcdc_buf *b, const char *kind, json_t *body, mcdc_error *err) {
+    json_t *o = json_object();
+    if (o == NULL || body == NULL || json_object_set_new(o, kind, body)) {
+        if (o == NULL) json_decref(body);
+        json_decref(o);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory building a %s action", kind);
+    }
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (s == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "cannot serialize a %s action (a string is not valid UTF-8?)",
+                              kind);
+    int rc = mcdc_buf_append_str(b, s, err);
+    free(s);
+    if (!rc) rc = mcdc_buf_append_byte(b, '\n', err);
+    return rc;
+}
+
+/* json_object_set_new that remembers a failure (allocation, bad UTF-8). */
+static void set(json_t *o, const char *k, json_t *v, bool *bad) {
+    if (v == NULL || json_object_set_new(o, k, v)) *bad = true;
+}
+
+static json_t *commit_info_new(const char *operation, json_t *op_params, const char *user_md,
+                               bool blind_append, int64_t read_version, bool *bad) {
+    json_t *ci = json_object();
+    if (ci == NULL) {
+        *bad = true;
+        json_decref(op_params);
+        return NULL;
+    }
+    char uuid[37];
+    mcdc_delta__uuid(uuid);
+    set(ci, "timestamp", json_integer(mcdc_now_utc_us() / 1000), bad);
+    set(ci, "operation", json_string(operation), bad);
+    set(ci, "operationParameters", op_params, bad);
+    if (read_version >= 0) set(ci, "readVersion", json_integer(read_version), bad);
+    set(ci, "isolationLevel", json_string("Serializable"), bad);
+    set(ci, "isBlindAppend", json_boolean(blind_append), bad);
+    if (user_md) set(ci, "userMetadata", json_string(user_md), bad);
+    set(ci, "engineInfo", json_string("mssql-cdc/" MCDC_VERSION_STRING), bad);
+    set(ci, "txnId", json_string(uuid), bad);
+    return ci;
+}
+
+static bool path_ok(const char *p) {
+    if (p == NULL || p[0] == 0 || p[0] == '/' || p[0] == '_' || p[0] == '.') return false;
+    for (const char *s = p; *s; s++) {
+        if (s[0] == '/' && (s[1] == '/' || s[1] == 0)) return false;
+        if (s[0] == '/' && s[1] == '.' && s[2] == '.' && (s[3] == '/' || s[3] == 0))
+            return false;
+    }
+    return true;
+}
+
+static int file_action(mcdc_buf *b, const mcdc_delta_file *f, bool is_add, mcdc_error *err) {
+    const char *what = is_add ? "add" : "remove";
+    if (!path_ok(f->path))
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "%s path \"%s\" must be relative to the table root, not hidden, "
+                              "without \"..\"",
+                              what, f->path ? f->path : "(null)");
+    if (is_add && (f->size_bytes < 0 || f->modification_time_ms < 0))
+        return mcdc_error_set(err, MCDC_E_INVALID, "add %s: size and modificationTime are "
+                                                   "required",
+                              f->path);
+    json_t *pv = NULL;
+    if (f->partition_values_json) {
+        pv = json_loads(f->partition_values_json, 0, NULL);
+        if (!json_is_object(pv)) {
+            json_decref(pv);
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "%s %s: partition values are not a JSON object", what, f->path);
+        }
+    } else {
+        pv = json_object();
+    }
+    if (f->stats_json) {
+        /* Bounds of decimal(p>18, 0) columns are integers beyond int64 (valid
+         * JSON, as Spark writes them): parse them as reals to validate. */
+        json_t *st = json_loads(f->stats_json, JSON_DECODE_INT_AS_REAL, NULL);
+        bool ok = json_is_object(st);
+        json_decref(st);
+        if (!ok) {
+            json_decref(pv);
+            return mcdc_error_set(err, MCDC_E_INVALID, "add %s: stats are not a JSON object",
+                                  f->path);
+        }
+    }
+    char *esc = mcdc_delta__path_escape(f->path);
+    json_t *o = json_object();
+    bool bad = esc == NULL || o == NULL;
+    if (!bad) {
+        set(o, "path", json_string(esc), &bad);
+        if (is_add) {
+            set(o, "partitionValues", pv, &bad);
+            pv = NULL;
+            set(o, "size", json_integer(f->size_bytes), &bad);
+            set(o, "modificationTime", json_integer(f->modification_time_ms), &bad);
+            set(o, "dataChange", json_boolean(f->data_change), &bad);
+            if (f->stats_json) set(o, "stats", json_string(f->stats_json), &bad);
+        } else {
+            int64_t ts = f->deletion_timestamp_ms > 0 ? f->deletion_timestamp_ms
+                                                       : mcdc_now_utc_us() / 1000;
+            set(o, "deletionTimestamp", json_integer(ts), &bad);
+            set(o, "dataChange", json_boolean(f->data_change), &bad);
+            set(o, "extendedFileMetadata", json_boolean(f->size_bytes >= 0), &bad);
+            set(o, "partitionValues", pv, &bad);
+            pv = NULL;
+            if (f->size_bytes >= 0) set(o, "size", json_integer(f->size_bytes), &bad);
+        }
+    }
+    json_decref(pv);
+    mcdc_free(esc);
+    if (bad) {
+        json_decref(o);
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "%s %s: a string is not valid UTF-8 (or out of memory)", what,
+                              f->path);
+    }
+    return put_action(b, what, o, err);
+}
+
+static const char *const legacy_w2_features[] = {"appendOnly", "invariants"};
+
+/* A protocol that can hold a schema with timestamp_ntz (upgrading `from`,
+ * NULL when creating). New reference. */
+static json_t *protocol_for(const json_t *from, bool ntz) {
+    if (from && !ntz) return json_deep_copy(from);
+    int64_t r = from ? (int64_t)json_integer_value(json_object_get(from, "minReaderVersion")) : 1;
+    int64_t w = from ? (int64_t)json_integer_value(json_object_get(from, "minWriterVersion")) : 2;
+    if (!ntz) {
+        json_t *p = json_object();
+        bool bad = false;
+        set(p, "minReaderVersion", json_integer(1), &bad);
+        set(p, "minWriterVersion", json_integer(2), &bad);
+        if (bad) {
+            json_decref(p);
+            return NULL;
+        }
+        return p;
+    }
+    json_t *p = json_object();
+    json_t *rf = (from && r == 3) ? json_deep_copy(json_object_get(from, "readerFeatures"))
+                                  : json_array();
+    json_t *wf = (from && w == 7) ? json_deep_copy(json_object_get(from, "writerFeatures"))
+                                  : json_array();
+    bool bad = p == NULL || rf == NULL || wf == NULL;
+    /* Writer version 7 lists every writer feature: keep the legacy W2 ones
+     * (appendOnly, invariants) as Spark does. Spark counts a NOT NULL column
+     * as an invariant and refuses a (3,7) table whose writerFeatures lack
+     * "invariants" while its schema has one. */
+    if (!bad && w < 7)
+        for (size_t i = 0; i < 2; i++) bad |= json_array_append_new(wf, json_string(legacy_w2_features[i])) != 0;
+    for (int k = 0; k < 2 && !bad; k++) {
+        json_t *list = k ? wf : rf;
+        bool has = false;
+        size_t i;
+        json_t *f;
+        json_array_foreach(list, i, f) has |= json_is_string(f) && strcmp(json_string_value(f), "timestampNtz") == 0;
+        if (!has) bad = json_array_append_new(list, json_string("timestampNtz")) != 0;
+    }
+    if (!bad) {
+        set(p, "minReaderVersion", json_integer(3), &bad);
+        set(p, "minWriterVersion", json_integer(7), &bad);
+        set(p, "readerFeatures", rf, &bad);
+        rf = NULL;
+        set(p, "writerFeatures", wf, &bad);
+        wf = NULL;
+    }
+    json_decref(rf);
+    json_decref(wf);
+    if (bad) {
+        json_decref(p);
+        return NULL;
+    }
+    return p;
+}
+
+static bool protocol_has_ntz(const json_t *p) {
+    if (json_integer_value(json_object_get(p, "minReaderVersion")) < 3) return false;
+    size_t i;
+    json_t *f;
+    json_array_foreach(json_object_get(p, "readerFeatures"), i, f) {
+        if (json_is_string(f) && strcmp(json_string_value(f), "timestampNtz") == 0) return true;
+    }
+    return false;
+}
+
+/* ------------------------------------------------------------------------ */
+/* create                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* The table exists: it is fine when its schema holds ours. */
+static int check_existing(mcdc_delta_commit_result *out, mcdc_delta_table *t,
+                          const mcdc_schema *want, mcdc_error *err) {
+    int rc = refresh_cache(t, err);
+    if (rc) return rc;
+    mcdc_schema *have;
+    rc = mcdc_delta_snapshot_schema(&have, NULL, t->latest, err);
+    if (rc) return mcdc_error_wrap(err, "table %s exists", t->storage->root), rc;
+    char why[512];
+    bool ok = mcdc_delta__schema_contains(have, want, why, sizeof why);
+    mcdc_schema_unref(have);
+    if (!ok)
+        return mcdc_error_set(err, MCDC_E_SCHEMA,
+                              "table %s already exists with an incompatible schema: %s",
+                              t->storage->root, why);
+    out->skipped = true;
+    out->version = mcdc_delta_snapshot_version(t->latest);
+    return MCDC_OK;
+}
+
+int mcdc_delta_create(mcdc_delta_commit_result *out, mcdc_delta_table *t,
+                      const mcdc_delta_create_opts *o, mcdc_error *err) {
+    memset(out, 0, sizeof *out);
+    out->version = -1;
+    if (o == NULL || o->struct_version != MCDC_DELTA_CREATE_OPTS_VERSION || o->schema == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "create: options missing, of another version, or without schema");
+    int64_t latest;
+    int rc = mcdc_delta_table_latest_version(&latest, t, err);
+    if (rc) return rc;
+    if (latest >= 0) return check_existing(out, t, o->schema, err);
+
+    char *schema_json = NULL;
+    rc = mcdc_delta_schema_to_json(&schema_json, o->schema, o->field_comments, err);
+    if (rc) return rc;
+    mcdc_buf b = {0};
+    b.limit = MCDC_DELTA_COMMIT_BYTES_MAX;
+    bool bad = false;
+    json_t *params = json_object();
+    if (params) {
+        set(params, "isManaged", json_string("false"), &bad);
+        set(params, "partitionBy", json_string("[]"), &bad);
+    }
+    json_t *ci = commit_info_new("CREATE TABLE", params, o->user_metadata, true, -1, &bad);
+    json_t *proto = protocol_for(NULL, mcdc_delta_schema_needs_ntz(o->schema));
+    json_t *md = json_object();
+    json_t *fmt = json_object();
+    json_t *conf = json_object();
+    bad |= ci == NULL || proto == NULL || md == NULL || fmt == NULL || conf == NULL;
+    char uuid[37];
+    mcdc_delta__uuid(uuid);
+    if (!bad) {
+        set(fmt, "provider", json_string("parquet"), &bad);
+        set(fmt, "options", json_object(), &bad);
+        for (size_t i = 0; i < o->n_config; i++)
+            set(conf, o->config_keys[i], json_string(o->config_values[i]), &bad);
+        set(md, "id", json_string(uuid), &bad);
+        if (o->name) set(md, "name", json_string(o->name), &bad);
+        if (o->description) set(md, "description", json_string(o->description), &bad);
+        set(md, "format", fmt, &bad);
+        fmt = NULL;
+        set(md, "schemaString", json_string(schema_json), &bad);
+        set(md, "partitionColumns", json_array(), &bad);
+        set(md, "configuration", conf, &bad);
+        conf = NULL;
+        set(md, "createdTime", json_integer(mcdc_now_utc_us() / 1000), &bad);
+    }
+    json_decref(fmt);
+    json_decref(conf);
+    mcdc_free(schema_json);
+    if (bad) {
+        json_decref(ci);
+        json_decref(proto);
+        json_decref(md);
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "create %s: a name, comment or configuration string is not valid "
+                              "UTF-8 (or out of memory)",
+                              t->storage->root);
+    }
+    rc = put_action(&b, "commitInfo", ci, err);
+    if (!rc) rc = put_action(&b, "protocol", proto, err);
+    else json_decref(proto);
+    if (!rc) rc = put_action(&b, "metaData", md, err);
+    else json_decref(md);
+    if (rc == MCDC_OK) {
+        char key[64];
+        mcdc_delta__commit_key(0, key);
+        out->attempts = 1;
+        rc = mcdc_storage_put_if_absent(t->storage, key, b.data, b.len, err);
+        if (rc == MCDC_E_CONFLICT) {
+            rc = check_existing(out, t, o->schema, err); /* a concurrent creator won */
+        } else if (rc == MCDC_OK) {
+            out->version = 0;
+            rc = refresh_cache(t, err); /* read back what we wrote */
+            if (!rc) MCDC_ASSERT(mcdc_delta_snapshot_version(t->latest) >= 0);
+        }
+    }
+    mcdc_buf_free(&b);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* append                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct append_ctx {
+    const mcdc_delta_append_opts *o;
+    mcdc_schema *base_schema;   /* the schema our data files were written for */
+    const char *base_partitions; /* partitionColumns JSON we read (owned) */
+    bool evolves;
+} append_ctx;
+
+/* A winner committed `a` at version v before us: is it a real conflict?
+ * Returns MCDC_OK to retry, 1 to skip (our txn is already there), or an
+ * error. */
+static int check_winner(append_ctx *c, mcdc_delta_table *t, const mcdc_delta_actions *a,
+                        int64_t v, mcdc_error *err) {
+    const char *root = t->storage->root;
+    for (size_t i = 0; i < a->n_txns && c->o->app_id; i++)
+        if (strcmp(a->txns[i].app_id, c->o->app_id) == 0 &&
+            a->txns[i].version >= c->o->txn_version)
+            return 1;
+    if (a->protocol) {
+        char where[600];
+        snprintf(where, sizeof where, "table %s version %lld (committed concurrently)", root,
+                 (long long)v);
+        int rc = mcdc_delta__check_protocol(
+            a->protocol, a->metadata ? a->metadata : mcdc_delta__snapshot_metadata_json(t->latest),
+            true, where, err);
+        if (rc) return mcdc_error_set(err, MCDC_E_CONFLICT, "%s", err ? err->message : "");
+    }
+    if (a->metadata) {
+        if (c->evolves)
+            return mcdc_error_set(err, MCDC_E_CONFLICT,
+                                  "table %s: version %lld changed the metadata while we were "
+                                  "evolving the schema; re-read the table and retry",
+                                  root, (long long)v);
+        mcdc_schema *now = NULL;
+        mcdc_error e2 = MCDC_ERROR_INIT;
+        int rc = mcdc_delta_schema_from_json(
+            &now, NULL, json_string_value(json_object_get(a->metadata, "schemaString")), &e2);
+        char why[512] = "";
+        bool ok = rc == MCDC_OK && mcdc_delta__schema_contains(now, c->base_schema, why, sizeof why);
+        mcdc_schema_unref(now);
+        char *parts = json_dumps(json_object_get(a->metadata, "partitionColumns"), JSON_COMPACT);
+        bool same_parts = parts && c->base_partitions && strcmp(parts, c->base_partitions) == 0;
+        free(parts);
+        if (!ok || !same_parts)
+            return mcdc_error_set(err, MCDC_E_CONFLICT,
+                                  "table %s: version %lld, committed concurrently, changed the "
+                                  "schema or partitioning incompatibly (%s)",
+                                  root, (long long)v,
+                                  rc ? e2.message : (!ok ? why : "partition columns differ"));
+    }
+    return MCDC_OK;
+}
+
+/* Reads and checks every commit after the cache, applying them. */
+static int absorb_winners(append_ctx *c, mcdc_delta_table *t, int64_t *skip_version,
+                          mcdc_error *err) {
+    for (;;) {
+        int64_t v = mcdc_delta_snapshot_version(t->latest) + 1;
+        mcdc_delta_actions a;
+        int rc = mcdc_delta__read_commit(&a, t->storage, v, err);
+        if (rc == MCDC_E_NOTFOUND) return MCDC_OK;
+        if (rc) return rc;
+        rc = check_winner(c, t, &a, v, err);
+        if (rc == 1) *skip_version = v;
+        if (rc >= 0) {
+            int rc2 = mcdc_delta__snapshot_apply(t->latest, &a, v, err);
+            if (rc2) rc = rc2;
+        }
+        mcdc_delta_actions_clear(&a);
+        if (rc < 0) {
+            mcdc_delta_snapshot_free(t->latest);
+            t->latest = NULL;
+            return rc;
+        }
+        if (rc == 1) return MCDC_OK;
+    }
+}
+
+/* The evolved metaData (and protocol if timestamp_ntz appears). */
+static int evolution_actions(mcdc_buf *b, mcdc_delta_table *t, const mcdc_delta_append_opts *o,
+                             const mcdc_schema *base, mcdc_error *err) {
+    char why[512];
+    if (!mcdc_delta__schema_contains(o->schema, base, why, sizeof why))
+        return mcdc_error_set(err, MCDC_E_SCHEMA,
+                              "table %s: the new schema drops or changes a column (%s); only "
+                              "adding nullable columns is supported",
+                              t->storage->root, why);
+    for (int32_t i = 0; i < o->schema->n_fields; i++) {
+        const mcdc_field *f = &o->schema->fields[i];
+        if (mcdc_schema_find(base, f->name) < 0 && !f->nullable)
+            return mcdc_error_set(err, MCDC_E_SCHEMA,
+                                  "table %s: new column '%s' must be nullable (existing rows "
+                                  "have no value for it)",
+                                  t->storage->root, f->name);
+        for (int32_t j = 0; j < base->n_fields; j++)
+            if (mcdc_str_ieq(base->fields[j].name, f->name) &&
+                strcmp(base->fields[j].name, f->name) != 0)
+                return mcdc_error_set(err, MCDC_E_SCHEMA,
+                                      "table %s: new column '%s' clashes with '%s' "
+                                      "(case-insensitive)",
+                                      t->storage->root, f->name, base->fields[j].name);
+    }
+    char *schema_json;
+    int rc = mcdc_delta_schema_to_json(&schema_json, o->schema, o->field_comments, err);
+    if (rc) return rc;
+    const json_t *cur_proto = mcdc_delta__snapshot_protocol_json(t->latest);
+    if (mcdc_delta_schema_needs_ntz(o->schema) && !protocol_has_ntz(cur_proto)) {
+        json_t *p = protocol_for(cur_proto, true);
+        if (p == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        else rc = put_action(b, "protocol", p, err);
+    }
+    json_t *md = json_deep_copy(mcdc_delta__snapshot_metadata_json(t->latest));
+    bool bad = md == NULL;
+    if (!bad) set(md, "schemaString", json_string(schema_json), &bad);
+    mcdc_free(schema_json);
+    if (bad) {
+        json_decref(md);
+        return rc ? rc : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    if (rc) {
+        json_decref(md);
+        return rc;
+    }
+    return put_action(b, "metaData", md, err);
+}
+
+static int build_append(mcdc_buf *b, mcdc_delta_table *t, const mcdc_delta_append_opts *o,
+                        const mcdc_schema *base, mcdc_error *err) {
+    bool bad = false;
+    json_t *params = json_object();
+    if (params) {
+        set(params, "mode", json_string(o->n_removes ? "Overwrite" : "Append"), &bad);
+        if (o->schema) set(params, "mergeSchema", json_string("true"), &bad);
+    }
+    json_t *ci = commit_info_new(o->operation ? o->operation : "WRITE", params, o->user_metadata,
+                                 o->n_removes == 0, mcdc_delta_snapshot_version(t->latest), &bad);
+    if (!bad && o->commit_info_json) {
+        json_t *extra = json_loads(o->commit_info_json, 0, NULL);
+        if (!json_is_object(extra)) {
+            json_decref(extra);
+            json_decref(ci);
+            return mcdc_error_set(err, MCDC_E_INVALID, "commit_info_json is not a JSON object");
+        }
+        bad = json_object_update(ci, extra) != 0;
+        json_decref(extra);
+    }
+    if (bad) {
+        json_decref(ci);
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "commitInfo: a string is not valid UTF-8 (or out of memory)");
+    }
+    int rc = put_action(b, "commitInfo", ci, err);
+    if (!rc && o->schema) rc = evolution_actions(b, t, o, base, err);
+    for (size_t i = 0; i < o->n_adds && !rc; i++) rc = file_action(b, &o->adds[i], true, err);
+    for (size_t i = 0; i < o->n_removes && !rc; i++)
+        rc = file_action(b, &o->removes[i], false, err);
+    if (!rc && o->app_id) {
+        json_t *tx = json_object();
+        bad = tx == NULL;
+        if (!bad) {
+            set(tx, "appId", json_string(o->app_id), &bad);
+            set(tx, "version", json_integer(o->txn_version), &bad);
+            set(tx, "lastUpdated", json_integer(mcdc_now_utc_us() / 1000), &bad);
+        }
+        if (bad) {
+            json_decref(tx);
+            return mcdc_error_set(err, MCDC_E_INVALID, "txn appId is not valid UTF-8");
+        }
+        rc = put_action(b, "txn", tx, err);
+    }
+    return rc;
+}
+
+static void maybe_checkpoint(mcdc_delta_table *t, int64_t version) {
+    const char *iv = mcdc_delta_snapshot_config(t->latest, "delta.checkpointInterval");
+    int64_t interval = MCDC_DELTA_CHECKPOINT_INTERVAL_DEFAULT;
+    if (iv && (mcdc_parse_i64(iv, &interval) != MCDC_OK || interval < 1))
+        interval = MCDC_DELTA_CHECKPOINT_INTERVAL_DEFAULT;
+    if (version == 0 || version % interval != 0) return;
+    mcdc_error e = MCDC_ERROR_INIT;
+    int rc = mcdc_delta_checkpoint(t, version, &e);
+    /* A checkpoint is an optimisation: the commit stands without it. */
+    if (rc == MCDC_E_UNSUPPORTED)
+        mcdc_log(MCDC_LOG_DEBUG, "checkpoint of %s version %lld skipped: %s", t->storage->root,
+                 (long long)version, e.message);
+    else if (rc)
+        mcdc_log(MCDC_LOG_WARN, "checkpoint of %s version %lld failed: %s", t->storage->root,
+                 (long long)version, e.message);
+}
+
+int mcdc_delta_append(mcdc_delta_commit_result *out, mcdc_delta_table *t,
+                      const mcdc_delta_append_opts *o, mcdc_error *err) {
+    memset(out, 0, sizeof *out);
+    out->version = -1;
+    if (o == NULL || o->struct_version != MCDC_DELTA_APPEND_OPTS_VERSION)
+        return mcdc_error_set(err, MCDC_E_INVALID, "append: options missing or of another "
+                                                   "version");
+    if (o->app_id && (o->app_id[0] == 0 || o->txn_version < 0))
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "append: txn needs a non-empty app_id and a version >= 0");
+    if ((o->n_adds && o->adds == NULL) || (o->n_removes && o->removes == NULL))
+        return mcdc_error_set(err, MCDC_E_INVALID, "append: action count without actions");
+    int rc = refresh_cache(t, err);
+    if (rc) return rc;
+    char where[600];
+    snprintf(where, sizeof where, "table %s version %lld", t->storage->root,
+             (long long)mcdc_delta_snapshot_version(t->latest));
+    rc = mcdc_delta__check_protocol(mcdc_delta__snapshot_protocol_json(t->latest),
+                                    mcdc_delta__snapshot_metadata_json(t->latest), true, where,
+                                    err);
+    if (rc) return rc;
+    if (o->app_id) {
+        int64_t have = mcdc_delta_snapshot_txn_version(t->latest, o->app_id);
+        if (have >= o->txn_version) {
+            out->skipped = true;
+            out->version = mcdc_delta_snapshot_version(t->latest);
+            return MCDC_OK;
+        }
+    }
+    const char *append_only = mcdc_delta_snapshot_config(t->latest, "delta.appendOnly");
+    if (append_only && strcmp(append_only, "true") == 0)
+        for (size_t i = 0; i < o->n_removes; i++)
+            if (o->removes[i].data_change)
+                return mcdc_error_set(err, MCDC_E_INVALID,
+                                      "table %s is append-only (delta.appendOnly=true): cannot "
+                                      "remove %s with dataChange",
+                                      t->storage->root, o->removes[i].path);
+
+    append_ctx c = {o, NULL, NULL, o->schema != NULL};
+    rc = mcdc_delta_snapshot_schema(&c.base_schema, NULL, t->latest, err);
+    if (rc) return rc;
+    char *parts = json_dumps(
+        json_object_get(mcdc_delta__snapshot_metadata_json(t->latest), "partitionColumns"),
+        JSON_COMPACT);
+    c.base_partitions = parts ? mcdc_strdup(parts) : NULL;
+    free(parts);
+    mcdc_buf b = {0};
+    b.limit = MCDC_DELTA_COMMIT_BYTES_MAX;
+    rc = build_append(&b, t, o, c.base_schema, err);
+    for (int attempt = 1; rc == MCDC_OK; attempt++) {
+        if (attempt > MCDC_DELTA_COMMIT_RETRIES_MAX) {
+            rc = mcdc_error_set(err, MCDC_E_CONFLICT,
+                                "table %s: gave up after %d attempts to commit (other writers "
+                                "keep winning)",
+                                t->storage->root, MCDC_DELTA_COMMIT_RETRIES_MAX);
+            break;
+        }
+        int64_t v = mcdc_delta_snapshot_version(t->latest) + 1;
+        char key[64];
+        mcdc_delta__commit_key(v, key);
+        out->attempts = attempt;
+        rc = mcdc_storage_put_if_absent(t->storage, key, b.data, b.len, err);
+        if (rc == MCDC_OK) {
+            out->version = v;
+            rc = refresh_cache(t, err); /* read back our own commit */
+            if (rc == MCDC_OK) {
+                MCDC_ASSERT(mcdc_delta_snapshot_version(t->latest) >= v);
+                MCDC_ASSERT(o->app_id == NULL ||
+                            mcdc_delta_snapshot_txn_version(t->latest, o->app_id) >=
+                                o->txn_version);
+                maybe_checkpoint(t, v);
+            }
+            break;
+        }
+        if (rc != MCDC_E_CONFLICT) break;
+        int64_t skip_version = -1;
+        rc = absorb_winners(&c, t, &skip_version, err);
+        if (rc == MCDC_OK && skip_version >= 0) {
+            out->skipped = true;
+            out->version = skip_version;
+            break;
+        }
+        if (rc == MCDC_OK && attempt > 4) mcdc_sleep_ms(attempt < 20 ? attempt : 20);
+    }
+    mcdc_buf_free(&b);
+    mcdc_schema_unref(c.base_schema);
+    mcdc_free((void *)c.base_partitions);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* commit info                                                              */
+/* ------------------------------------------------------------------------ */
+
+void mcdc_delta_commit_info_free(mcdc_delta_commit_info *ci) {
+    if (ci == NULL) return;
+    mcdc_free(ci->operation);
+    mcdc_free(ci->user_metadata);
+    mcdc_free(ci->engine_info);
+    mcdc_free(ci->json);
+    mcdc_free(ci);
+}
+
+int mcdc_delta_commit_info_read(mcdc_delta_commit_info **out, mcdc_delta_table *t,
+                                int64_t version, const char *app_id, mcdc_error *err) {
+    *out = NULL;
+    if (version < 0) return mcdc_error_set(err, MCDC_E_INVALID, "version must be >= 0");
+    mcdc_delta_actions a;
+    int rc = mcdc_delta__read_commit(&a, t->storage, version, err);
+    if (rc) return rc;
+    mcdc_delta_commit_info *ci = mcdc_calloc(1, sizeof *ci);
+    bool oom = ci == NULL;
+    if (ci) {
+        ci->version = version;
+        ci->timestamp_ms = -1;
+        ci->txn_version = -1;
+        const json_t *j = a.commit_info;
+        json_t *ts = json_object_get(j, "timestamp");
+        if (json_is_integer(ts)) ci->timestamp_ms = (int64_t)json_integer_value(ts);
+        const char *s;
+        if ((s = json_string_value(json_object_get(j, "operation"))) &&
+            (ci->operation = mcdc_strdup(s)) == NULL)
+            oom = true;
+        if ((s = json_string_value(json_object_get(j, "userMetadata"))) &&
+            (ci->user_metadata = mcdc_strdup(s)) == NULL)
+            oom = true;
+        if ((s = json_string_value(json_object_get(j, "engineInfo"))) &&
+            (ci->engine_info = mcdc_strdup(s)) == NULL)
+            oom = true;
+        char *dump = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        ci->json = mcdc_strdup(dump ? dump : "{}");
+        free(dump);
+        if (ci->json == NULL) oom = true;
+        for (size_t i = 0; app_id && i < a.n_txns; i++)
+            if (strcmp(a.txns[i].app_id, app_id) == 0) ci->txn_version = a.txns[i].version;
+    }
+    mcdc_delta_actions_clear(&a);
+    if (oom) {
+        mcdc_delta_commit_info_free(ci);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    *out = ci;
+    return MCDC_OK;
+}
+

@@ -1,0 +1,111 @@
+/*
+ * mcdc_delta_internal.h - shared by the files of the delta module (and its
+ * tests and fuzzer); not part of the module's interface.
+ */
+#ifndef MCDC_DELTA_INTERNAL_H
+#define MCDC_DELTA_INTERNAL_H
+
+#include <jansson.h>
+
+#include "mcdc_delta.h"
+
+#define MCDC_DELTA_LOG_DIR "_delta_log"
+
+typedef struct delta_txn {
+    char *app_id; /* owned */
+    int64_t version;
+    int64_t last_updated_ms; /* -1 when absent */
+} delta_txn;
+
+typedef struct delta_domain {
+    char *domain;        /* owned */
+    char *configuration; /* owned */
+    bool removed;
+} delta_domain;
+
+/* The actions of one commit file, in file order per kind. */
+typedef struct mcdc_delta_actions {
+    json_t *protocol;    /* owned reference, NULL when absent */
+    json_t *metadata;    /* owned reference, NULL when absent */
+    json_t *commit_info; /* owned reference, NULL when absent */
+    mcdc_delta_file *adds;
+    size_t n_adds;
+    mcdc_delta_file *removes;
+    size_t n_removes;
+    delta_txn *txns;
+    size_t n_txns;
+    delta_domain *domains;
+    size_t n_domains;
+    size_t n_unknown;    /* unknown actions, ignored per the spec */
+    char **sidecars;     /* V2 checkpoint sidecar paths (owned) */
+    size_t n_sidecars;
+} mcdc_delta_actions;
+
+/* A complete checkpoint found by listing _delta_log. */
+typedef struct delta_checkpoint_ref {
+    int64_t version;
+    int32_t n_parts;  /* 1, or the part count of a multi-part checkpoint */
+    char uuid[64];    /* V2 UUID-named checkpoint, "" for classic */
+    bool is_json;     /* V2 JSON checkpoint */
+} delta_checkpoint_ref;
+
+/* Reads a checkpoint into the action lists a commit would give (MCDC_E_CORRUPT
+ * / MCDC_E_UNSUPPORTED for sidecars, naming the file). */
+/* Appends the actions of one checkpoint Parquet file held in memory (fuzzed). */
+int mcdc_delta__checkpoint_parse(mcdc_delta_actions *out, const void *data, size_t len,
+                                 const char *label, mcdc_error *err);
+int mcdc_delta__read_checkpoint(mcdc_delta_actions *out, mcdc_storage *st,
+                                const delta_checkpoint_ref *cp, mcdc_error *err);
+
+/* Parses a newline-delimited commit file. label names it in messages
+ * ("_delta_log/00000000000000000007.json"). Errors: MCDC_E_CORRUPT with
+ * the line number. */
+int mcdc_delta_actions_parse(mcdc_delta_actions *out, const char *data, size_t n,
+                             const char *label, mcdc_error *err);
+void mcdc_delta_actions_clear(mcdc_delta_actions *a);
+/* Frees the strings of a file action produced by the parser. */
+void mcdc_delta__file_free_strings(mcdc_delta_file *f);
+
+/* "_delta_log/%020lld.json" into out (64 bytes). */
+void mcdc_delta__commit_key(int64_t version, char out[64]);
+/* Reads commit `version`: MCDC_E_NOTFOUND when it does not exist. */
+int mcdc_delta__read_commit(mcdc_delta_actions *out, mcdc_storage *st, int64_t version,
+                            mcdc_error *err);
+
+/* Protocol checks. write: also the writer side. */
+int mcdc_delta__check_protocol(const json_t *protocol, const json_t *metadata, bool write,
+                               const char *where, mcdc_error *err);
+
+/* URI escaping of add/remove paths (RFC 2396, '/' kept). Owned results. */
+char *mcdc_delta__path_escape(const char *path);
+char *mcdc_delta__path_unescape(const char *s);
+
+/* Random version 4 UUID, 36 chars + NUL. */
+void mcdc_delta__uuid(char out[37]);
+
+/* Snapshot internals used by commit.c. */
+int mcdc_delta__snapshot_new(mcdc_delta_snapshot **out, mcdc_error *err);
+int mcdc_delta__snapshot_apply(mcdc_delta_snapshot *s, const mcdc_delta_actions *a,
+                               int64_t version, mcdc_error *err);
+/* Brings s up to the latest version (reading only newer commits). */
+int mcdc_delta__snapshot_refresh(mcdc_delta_snapshot *s, mcdc_storage *st, mcdc_error *err);
+const json_t *mcdc_delta__snapshot_protocol_json(const mcdc_delta_snapshot *s);
+const json_t *mcdc_delta__snapshot_metadata_json(const mcdc_delta_snapshot *s);
+size_t mcdc_delta__snapshot_txn_count(const mcdc_delta_snapshot *s);
+void mcdc_delta__snapshot_txn(const mcdc_delta_snapshot *s, size_t i, const char **app_id,
+                              int64_t *version, int64_t *last_updated_ms);
+size_t mcdc_delta__snapshot_domain_count(const mcdc_delta_snapshot *s);
+void mcdc_delta__snapshot_domain_at(const mcdc_delta_snapshot *s, size_t i, const char **domain,
+                                    const char **configuration, bool *removed);
+
+/* Field-by-field schema comparison: every field of `want` present in `have`
+ * with the same type (fixed binary == binary) and nullability. */
+bool mcdc_delta__schema_contains(const mcdc_schema *have, const mcdc_schema *want,
+                                 char *why, size_t why_len);
+
+struct mcdc_delta_table {
+    mcdc_storage *storage;        /* owned */
+    mcdc_delta_snapshot *latest;  /* cached, refreshed incrementally; NULL */
+};
+
+#endif /* MCDC_DELTA_INTERNAL_H */

@@ -1,0 +1,64 @@
+/*
+ * mcdc_lake.h - Delta tables as the pipeline uses them: open by name or
+ * path, append batches exactly once (txn), read and replace small tables.
+ * Built on the delta and parquet modules; the pipeline sees only this.
+ */
+#ifndef MCDC_LAKE_H
+#define MCDC_LAKE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mcdc_batch.h"
+
+typedef struct mcdc_table mcdc_table;
+
+/* A table is a path (contains '/' or ':') or a name "schema.table" under the
+ * warehouse directory (<warehouse>/<schema>.db/<table>, Spark's layout). The
+ * table need not exist yet. */
+int mcdc_table_open(mcdc_table **out, const char *name_or_path, const char *warehouse,
+                    mcdc_error *err);
+void mcdc_table_close(mcdc_table *t);
+/* The table's directory; borrowed. */
+const char *mcdc_table_path(const mcdc_table *t);
+/* The name the user gave; borrowed. */
+const char *mcdc_table_name(const mcdc_table *t);
+int mcdc_table_exists(mcdc_table *t, bool *exists, mcdc_error *err);
+/* Latest txn version recorded for app_id, or -1. */
+int mcdc_table_txn_version(mcdc_table *t, const char *app_id, int64_t *version, mcdc_error *err);
+
+typedef struct mcdc_table_props {
+    /* Delta configuration entries set when the table is created, as
+     * "key=value" strings; NULL-terminated list, may be NULL. */
+    const char *const *configuration;
+} mcdc_table_props;
+
+/* Appends batches as Parquet files (bounded memory: files roll at the row
+ * group/file size) and commits them in one Delta commit. */
+typedef struct mcdc_appender mcdc_appender;
+int mcdc_appender_open(mcdc_appender **out, mcdc_table *t, mcdc_schema *schema,
+                       const mcdc_table_props *props, mcdc_error *err);
+int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err);
+/* One commit: the files written, txn(app_id, txn_version) when app_id is
+ * not NULL, commitInfo with operation and user_metadata (may be NULL). The
+ * table is created by the first commit (the schema given to open); columns
+ * the table lacks are added (schema evolution). When app_id already has a
+ * version >= txn_version, nothing is committed, the files are deleted and
+ * *skipped is true. */
+int mcdc_appender_commit(mcdc_appender *a, const char *app_id, int64_t txn_version,
+                         const char *user_metadata, bool *skipped, int64_t *version,
+                         mcdc_error *err);
+/* Frees; an uncommitted appender deletes the files it wrote. NULL-safe. */
+void mcdc_appender_free(mcdc_appender *a);
+int64_t mcdc_appender_rows(const mcdc_appender *a);
+
+/* Every row of a (small) table in one batch (NULL when the table does not
+ * exist or is empty), and the version read (-1 when missing). */
+int mcdc_table_read_all(mcdc_table *t, mcdc_batch **out, int64_t *version, mcdc_error *err);
+/* Replaces the table's rows with b, provided the table is still at
+ * read_version (-1: must not exist yet): else MCDC_E_CONFLICT, nothing
+ * written. Creates the table with b's schema when missing. */
+int mcdc_table_replace(mcdc_table *t, const mcdc_batch *b, int64_t read_version,
+                       const mcdc_table_props *props, int64_t *version, mcdc_error *err);
+
+#endif /* MCDC_LAKE_H */

@@ -1,0 +1,336 @@
+/* mcdc_options.c - source options: names, defaults, validation. */
+#include "mcdc_options.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef enum {
+    K_STRING,     /* any non-empty text */
+    K_SECRET,     /* text never echoed */
+    K_BOOL,       /* true/1/yes/y, false/0/no/n, any case */
+    K_INT_POS,    /* integer >= 1 */
+    K_INT_NONNEG, /* integer >= 0 */
+    K_INT_AUTO,   /* "auto" or integer >= 1 */
+    K_CI,         /* capture instance name */
+    K_START,      /* earliest | latest | an LSN */
+    K_ENUM        /* one of `choices` (any case) */
+} kind;
+
+typedef struct {
+    const char *name;
+    kind k;
+    const char *def;     /* default, or NULL */
+    const char *choices; /* K_ENUM: '|'-separated */
+} spec;
+
+/* The reference's source options (reference §2.1.1), with our defaults. */
+static const spec SPECS[] = {
+    {"captureInstance", K_CI, NULL, NULL},
+    {"connectionString", K_SECRET, NULL, NULL},
+    {"backend", K_ENUM, "freetds", "freetds|mssql-python|arrow-odbc"},
+    {"connectTimeout", K_INT_NONNEG, "30", NULL},
+    /* Ours, not the reference's: seconds without a byte from the server
+     * before a read counts as hung (a transient error, retried on a new
+     * connection). 0 waits forever. */
+    {"queryTimeout", K_INT_NONNEG, "300", NULL},
+    {"lockTimeoutMs", K_INT_NONNEG, NULL, NULL},
+    {"sourceTimeZone", K_STRING, "auto", NULL},
+    {"columns", K_STRING, NULL, NULL},
+    {"includeCommandId", K_BOOL, "true", NULL},
+    {"startingLsn", K_START, "earliest", NULL},
+    {"maxCommitsPerBatch", K_INT_POS, NULL, NULL},
+    {"numPartitions", K_INT_AUTO, "auto", NULL},
+    {"arrowBatchSize", K_INT_POS, "10000", NULL},
+    {"failOnDataLoss", K_BOOL, "true", NULL},
+    {"schemaChangePolicy", K_ENUM, "classify", "classify|fail"},
+    {"metricsPath", K_STRING, NULL, NULL},
+    {"snapshotLsn", K_START, NULL, NULL},
+    {"snapshotChunks", K_STRING, NULL, NULL},
+    {"snapshotKeys", K_STRING, NULL, NULL},
+    {"isolationLevel", K_ENUM, "readCommitted", "readCommitted|snapshot"},
+};
+#define NSPECS (sizeof SPECS / sizeof SPECS[0])
+
+typedef struct {
+    char *name;
+    char *value;
+} entry;
+
+struct mcdc_opts {
+    entry *items;
+    int n, cap;
+    mcdc_buf unknown;
+};
+
+static const spec *find_spec(const char *name) {
+    for (size_t i = 0; i < NSPECS; i++)
+        if (mcdc_str_ieq(SPECS[i].name, name)) return &SPECS[i];
+    return NULL;
+}
+
+int mcdc_opts_create(mcdc_opts **out, mcdc_error *err) {
+    *out = mcdc_calloc(1, sizeof **out);
+    if (*out == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    (*out)->unknown.limit = 64 * 1024;
+    return MCDC_OK;
+}
+
+void mcdc_opts_free(mcdc_opts *o) {
+    if (o == NULL) return;
+    for (int i = 0; i < o->n; i++) {
+        mcdc_free(o->items[i].name);
+        mcdc_free(o->items[i].value);
+    }
+    mcdc_free(o->items);
+    mcdc_buf_free(&o->unknown);
+    mcdc_free(o);
+}
+
+static int parse_bool(const char *v, bool *out) {
+    static const char *yes[] = {"true", "1", "yes", "y"}, *no[] = {"false", "0", "no", "n"};
+    for (int i = 0; i < 4; i++) {
+        if (mcdc_str_ieq(v, yes[i])) {
+            *out = true;
+            return MCDC_OK;
+        }
+        if (mcdc_str_ieq(v, no[i])) {
+            *out = false;
+            return MCDC_OK;
+        }
+    }
+    return MCDC_E_INVALID;
+}
+
+int mcdc_validate_capture_instance(const char *name, mcdc_error *err) {
+    size_t chars = 0;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "captureInstance contains a control character (byte 0x%02X at "
+                                  "%zu): capture instance names are SQL Server sysnames",
+                                  *p, (size_t)(p - (const unsigned char *)name));
+        if (*p == ']')
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "captureInstance '%s' contains ']', which SQL Server does not "
+                                  "allow in a capture instance name",
+                                  name);
+        if ((*p & 0xC0) != 0x80) chars++;
+    }
+    if (chars == 0)
+        return mcdc_error_set(err, MCDC_E_INVALID, "captureInstance is empty");
+    if (chars > MCDC_CAPTURE_INSTANCE_CHARS_MAX)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "captureInstance is %zu characters long; SQL Server allows at "
+                              "most %d",
+                              chars, MCDC_CAPTURE_INSTANCE_CHARS_MAX);
+    return MCDC_OK;
+}
+
+static bool is_lsn_text(const char *v) {
+    const char *p = v;
+    if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) p += 2;
+    size_t n = strlen(p);
+    if (n == 0 || n > 20) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isxdigit((unsigned char)p[i])) return false;
+    return true;
+}
+
+static int validate(const spec *s, const char *v, mcdc_error *err) {
+    int64_t n;
+    bool b;
+    switch (s->k) {
+    case K_STRING:
+        if (*v == 0) return mcdc_error_set(err, MCDC_E_INVALID, "option %s is empty", s->name);
+        return MCDC_OK;
+    case K_SECRET:
+        if (*v == 0) return mcdc_error_set(err, MCDC_E_INVALID, "option %s is empty", s->name);
+        return MCDC_OK;
+    case K_BOOL:
+        if (parse_bool(v, &b))
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "option %s must be true/false (or 1/0, yes/no, y/n), not '%s'",
+                                  s->name, v);
+        return MCDC_OK;
+    case K_INT_AUTO:
+        if (mcdc_str_ieq(v, "auto")) return MCDC_OK;
+        /* fall through */
+    case K_INT_POS:
+    case K_INT_NONNEG: {
+        int64_t min = s->k == K_INT_NONNEG ? 0 : 1;
+        if (mcdc_parse_i64(v, &n) || n < min)
+            return mcdc_error_set(err, MCDC_E_INVALID, "option %s must be an integer >= %lld%s, not '%s'%s",
+                                  s->name, (long long)min, s->k == K_INT_AUTO ? " or 'auto'" : "",
+                                  v,
+                                  strcmp(s->name, "maxCommitsPerBatch") == 0
+                                      ? " (omit it for unlimited)"
+                                      : "");
+        return MCDC_OK;
+    }
+    case K_CI:
+        return mcdc_validate_capture_instance(v, err);
+    case K_START:
+        if (mcdc_str_ieq(v, "earliest") || mcdc_str_ieq(v, "latest") || is_lsn_text(v))
+            return MCDC_OK;
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "option %s must be 'earliest', 'latest' or an LSN such as "
+                              "0x0000002A000001000001, not '%s'",
+                              s->name, v);
+    case K_ENUM: {
+        const char *c = s->choices;
+        while (*c) {
+            const char *bar = strchr(c, '|');
+            size_t len = bar ? (size_t)(bar - c) : strlen(c);
+            if (strlen(v) == len && mcdc_str_nieq(v, c, len)) return MCDC_OK;
+            c += len + (bar ? 1 : 0);
+        }
+        return mcdc_error_set(err, MCDC_E_INVALID, "option %s must be one of %s, not '%s'",
+                              s->name, s->choices, v);
+    }
+    }
+    MCDC_UNREACHABLE();
+}
+
+static entry *find_entry(const mcdc_opts *o, const char *name) {
+    for (int i = 0; i < o->n; i++)
+        if (mcdc_str_ieq(o->items[i].name, name)) return &o->items[i];
+    return NULL;
+}
+
+int mcdc_opts_set(mcdc_opts *o, const char *name, const char *value, bool *unknown,
+                  mcdc_error *err) {
+    MCDC_ASSERT(o && name && value);
+    const spec *s = find_spec(name);
+    if (unknown) *unknown = s == NULL;
+    if (*name == 0) return mcdc_error_set(err, MCDC_E_INVALID, "an option name is empty");
+    if (s) {
+        int rc = validate(s, value, err);
+        if (rc) return rc;
+        name = s->name;
+    } else {
+        mcdc_log(MCDC_LOG_WARN, "unknown option '%s' is ignored (known options: see "
+                                "'mssql-cdc stream --help')", name);
+        if (o->unknown.len) mcdc_buf_append_str(&o->unknown, ",", NULL);
+        mcdc_buf_append_str(&o->unknown, name, NULL);
+        mcdc_buf_cstr(&o->unknown, NULL);
+    }
+    char *v = mcdc_strdup(value);
+    if (v == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    entry *e = find_entry(o, name);
+    if (e) {
+        mcdc_free(e->value);
+        e->value = v;
+        return MCDC_OK;
+    }
+    if (o->n == o->cap) {
+        int cap = o->cap ? o->cap * 2 : 16;
+        entry *items = mcdc_realloc(o->items, (size_t)cap * sizeof *items);
+        if (items == NULL) {
+            mcdc_free(v);
+            return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        }
+        o->items = items;
+        o->cap = cap;
+    }
+    char *nm = mcdc_strdup(name);
+    if (nm == NULL) {
+        mcdc_free(v);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    o->items[o->n++] = (entry){nm, v};
+    return MCDC_OK;
+}
+
+static char *trim(char *s) {
+    while (isspace((unsigned char)*s)) s++;
+    size_t n = strlen(s);
+    while (n && isspace((unsigned char)s[n - 1])) s[--n] = 0;
+    return s;
+}
+
+int mcdc_opts_load_file(mcdc_opts *o, const char *path, mcdc_error *err) {
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return mcdc_error_set(err, MCDC_E_IO, "cannot open options file %s: %s", path,
+                              strerror(errno));
+    char line[MCDC_CONNSTR_BYTES_MAX + 256];
+    int lineno = 0, rc = MCDC_OK;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        size_t len = strlen(line);
+        if (len == sizeof line - 1 && line[len - 1] != '\n') {
+            rc = mcdc_error_set(err, MCDC_E_LIMIT, "%s:%d: line longer than %zu bytes", path,
+                                lineno, sizeof line - 2);
+            break;
+        }
+        char *t = trim(line);
+        if (*t == 0 || *t == '#') continue;
+        char *eq = strchr(t, '=');
+        if (eq == NULL) {
+            rc = mcdc_error_set(err, MCDC_E_INVALID,
+                                "%s:%d: expected 'name = value', found no '='", path, lineno);
+            break;
+        }
+        *eq = 0;
+        rc = mcdc_opts_set(o, trim(t), trim(eq + 1), NULL, err);
+        if (rc) {
+            mcdc_error_wrap(err, "%s:%d", path, lineno);
+            break;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+const char *mcdc_opts_get(const mcdc_opts *o, const char *name) {
+    entry *e = find_entry(o, name);
+    if (e) return e->value;
+    const spec *s = find_spec(name);
+    return s ? s->def : NULL;
+}
+
+bool mcdc_opts_is_set(const mcdc_opts *o, const char *name) { return find_entry(o, name) != NULL; }
+
+bool mcdc_opts_get_bool(const mcdc_opts *o, const char *name) {
+    const char *v = mcdc_opts_get(o, name);
+    bool b = false;
+    if (v) MCDC_ASSERT(parse_bool(v, &b) == MCDC_OK);
+    return b;
+}
+
+int64_t mcdc_opts_get_int(const mcdc_opts *o, const char *name) {
+    const char *v = mcdc_opts_get(o, name);
+    int64_t n;
+    if (v == NULL || mcdc_str_ieq(v, "auto") || mcdc_parse_i64(v, &n)) return -1;
+    return n;
+}
+
+int mcdc_opts_check_required(const mcdc_opts *o, mcdc_error *err) {
+    bool ci = mcdc_opts_is_set(o, "captureInstance");
+    bool cs = mcdc_opts_is_set(o, "connectionString");
+    if (ci && cs) return MCDC_OK;
+    return mcdc_error_set(err, MCDC_E_INVALID, "missing required option%s: %s%s%s",
+                          (!ci && !cs) ? "s" : "", ci ? "" : "captureInstance",
+                          (!ci && !cs) ? ", " : "", cs ? "" : "connectionString");
+}
+
+void mcdc_opts_each(const mcdc_opts *o, void (*fn)(void *, const char *, const char *),
+                    void *ctx) {
+    for (int i = 0; i < o->n; i++) {
+        const spec *s = find_spec(o->items[i].name);
+        fn(ctx, o->items[i].name, s && s->k == K_SECRET ? "<redacted>" : o->items[i].value);
+    }
+}
+
+const char *mcdc_opts_unknown(const mcdc_opts *o) {
+    return o->unknown.len ? (const char *)o->unknown.data : "";
+}
+
+const char *const *mcdc_opts_known_names(void) {
+    static const char *names[NSPECS + 1];
+    for (size_t i = 0; i < NSPECS; i++) names[i] = SPECS[i].name;
+    names[NSPECS] = NULL;
+    return names;
+}

@@ -1,0 +1,360 @@
+/*
+ * mcdc_parquet_enc.c - RLE/bit-packing hybrid and DELTA_BINARY_PACKED
+ * (formats.md B5). Decoders never read past their input: a short or
+ * malformed stream is MCDC_E_CORRUPT.
+ */
+#include "mcdc_parquet_int.h"
+
+/* ---- helpers --------------------------------------------------------------- */
+
+static int put_varint(mcdc_buf *out, uint64_t v, mcdc_error *err) {
+    uint8_t tmp[10];
+    size_t n = 0;
+    while (v >= 0x80) {
+        tmp[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    tmp[n++] = (uint8_t)v;
+    return mcdc_buf_append(out, tmp, n, err);
+}
+
+/* Reads a varint at *pp (< end); false when malformed or truncated. */
+static bool get_varint(const uint8_t **pp, const uint8_t *end, uint64_t *out) {
+    const uint8_t *p = *pp;
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (p >= end) return false;
+        uint8_t b = *p++;
+        v |= (uint64_t)(b & 0x7F) << shift;
+        if (!(b & 0x80)) {
+            *pp = p;
+            *out = v;
+            return true;
+        }
+    }
+    return false;
+}
+
+static int64_t unzigzag(uint64_t v) { return (int64_t)(v >> 1) ^ -(int64_t)(v & 1); }
+
+/* Packs n values (padded with zeros to a multiple of 8) of width bits. */
+static int bitpack_append(mcdc_buf *out, const uint32_t *v, int64_t n, int width,
+                          mcdc_error *err) {
+    int64_t groups = (n + 7) / 8;
+    size_t bytes = (size_t)(groups * width);
+    int rc = mcdc_buf_reserve(out, bytes, err);
+    if (rc) return rc;
+    uint8_t *dst = out->data + out->len;
+    uint64_t acc = 0;
+    int bits = 0;
+    size_t o = 0;
+    int64_t total = groups * 8;
+    for (int64_t i = 0; i < total; i++) {
+        uint64_t x = i < n ? v[i] : 0;
+        acc |= x << bits;
+        bits += width;
+        while (bits >= 8) {
+            dst[o++] = (uint8_t)acc;
+            acc >>= 8;
+            bits -= 8;
+        }
+    }
+    MCDC_ASSERT(o == bytes && bits == 0);
+    out->len += bytes;
+    return MCDC_OK;
+}
+
+static int rle_run_append(mcdc_buf *out, uint32_t value, int64_t run, int width,
+                          mcdc_error *err) {
+    int rc = put_varint(out, (uint64_t)run << 1, err);
+    if (rc) return rc;
+    uint8_t tmp[4];
+    int nb = (width + 7) / 8;
+    for (int i = 0; i < nb; i++) tmp[i] = (uint8_t)(value >> (8 * i));
+    return mcdc_buf_append(out, tmp, (size_t)nb, err);
+}
+
+static int bp_run_append(mcdc_buf *out, const uint32_t *v, int64_t n, int width,
+                         mcdc_error *err) {
+    int64_t groups = (n + 7) / 8;
+    int rc = put_varint(out, ((uint64_t)groups << 1) | 1, err);
+    if (rc) return rc;
+    return bitpack_append(out, v, n, width, err);
+}
+
+/* ---- encoder --------------------------------------------------------------- */
+
+int mcdc_pq_rle_encode(mcdc_buf *out, const uint32_t *v, int64_t n, int width,
+                       mcdc_error *err) {
+    MCDC_ASSERT(width >= 0 && width <= 32 && n >= 0);
+    int rc = MCDC_OK;
+    int64_t bp_start = 0, i = 0;
+    /* A run of at least 16 equal values becomes an RLE run (after giving up
+     * to 7 of them to round the pending bit-packed values up to a group). */
+    while (i < n) {
+        uint32_t x = v[i];
+        int64_t j = i + 1;
+        while (j < n && v[j] == x) j++;
+        if (j - i >= 16) {
+            int64_t pend = i - bp_start;
+            int64_t pad = (8 - pend % 8) % 8;
+            int64_t bp_end = i + pad;
+            if (bp_end > bp_start) rc = bp_run_append(out, v + bp_start, bp_end - bp_start, width, err);
+            if (rc) return rc;
+            rc = rle_run_append(out, x, j - bp_end, width, err);
+            if (rc) return rc;
+            bp_start = j;
+        }
+        i = j;
+    }
+    if (n > bp_start) rc = bp_run_append(out, v + bp_start, n - bp_start, width, err);
+    return rc;
+}
+
+int mcdc_pq_rle_encode_bitmap(mcdc_buf *out, const uint8_t *bits, int64_t n, mcdc_error *err) {
+    if (n == 0) return MCDC_OK;
+    int64_t full = n / 8, rem = n % 8;
+    bool all1 = true, all0 = true;
+    for (int64_t i = 0; i < full && (all1 || all0); i++) {
+        if (bits[i] != 0xFF) all1 = false;
+        if (bits[i] != 0x00) all0 = false;
+    }
+    if (rem) {
+        uint8_t mask = (uint8_t)((1u << rem) - 1);
+        uint8_t b = bits[full] & mask;
+        if (b != mask) all1 = false;
+        if (b != 0) all0 = false;
+    }
+    if (all1 || all0) return rle_run_append(out, all1 ? 1 : 0, n, 1, err);
+    int64_t groups = (n + 7) / 8;
+    int rc = put_varint(out, ((uint64_t)groups << 1) | 1, err);
+    if (rc) return rc;
+    rc = mcdc_buf_append(out, bits, (size_t)groups, err);
+    if (rc) return rc;
+    if (rem) out->data[out->len - 1] &= (uint8_t)((1u << rem) - 1);
+    return MCDC_OK;
+}
+
+/* ---- decoders -------------------------------------------------------------- */
+
+int mcdc_pq_unpack(const uint8_t *p, size_t n, int width, uint32_t *out, int64_t count) {
+    if (width < 0 || width > 32) return MCDC_E_CORRUPT;
+    if (width == 0) {
+        memset(out, 0, (size_t)count * sizeof *out);
+        return MCDC_OK;
+    }
+    if ((uint64_t)count * (uint64_t)width > (uint64_t)n * 8) return MCDC_E_CORRUPT;
+    uint64_t mask = (width == 32) ? 0xFFFFFFFFu : ((1u << width) - 1);
+    uint64_t bitpos = 0;
+    int64_t i = 0;
+    /* Fast path while 8 bytes can be loaded. */
+    for (; i < count; i++, bitpos += (uint64_t)width) {
+        uint64_t byte = bitpos >> 3;
+        if (byte + 8 > n) break;
+        out[i] = (uint32_t)((pq_le64(p + byte) >> (bitpos & 7)) & mask);
+    }
+    for (; i < count; i++, bitpos += (uint64_t)width) {
+        uint64_t v = 0;
+        int got = 0;
+        uint64_t bp = bitpos;
+        while (got < width) {
+            int off = (int)(bp & 7);
+            int take = 8 - off;
+            if (take > width - got) take = width - got;
+            uint64_t b = (uint64_t)(p[bp >> 3] >> off) & ((1u << take) - 1);
+            v |= b << got;
+            got += take;
+            bp += (uint64_t)take;
+        }
+        out[i] = (uint32_t)v;
+    }
+    return MCDC_OK;
+}
+
+int mcdc_pq_unpack_msb(const uint8_t *p, size_t n, int width, uint32_t *out, int64_t count) {
+    if (width < 0 || width > 32) return MCDC_E_CORRUPT;
+    if ((uint64_t)count * (uint64_t)width > (uint64_t)n * 8) return MCDC_E_CORRUPT;
+    uint64_t bitpos = 0;
+    for (int64_t i = 0; i < count; i++) {
+        uint32_t v = 0;
+        for (int k = 0; k < width; k++, bitpos++)
+            v = (v << 1) | (((uint32_t)p[bitpos >> 3] >> (7 - (bitpos & 7))) & 1u);
+        out[i] = v;
+    }
+    return MCDC_OK;
+}
+
+int mcdc_pq_rle_decode(const uint8_t *p, size_t n, int width, uint32_t *out, int64_t count,
+                       size_t *used) {
+    if (width < 0 || width > 32) return MCDC_E_CORRUPT;
+    const uint8_t *q = p, *end = p + n;
+    int nb = (width + 7) / 8;
+    int64_t i = 0;
+    uint64_t limit = width == 32 ? 0xFFFFFFFFull : ((1ull << width) - 1);
+    while (i < count) {
+        uint64_t h;
+        if (!get_varint(&q, end, &h)) return MCDC_E_CORRUPT;
+        if (h & 1) {
+            uint64_t groups = h >> 1;
+            if (groups == 0 || groups > (1u << 28)) return MCDC_E_CORRUPT;
+            uint64_t nvals = groups * 8;
+            uint64_t nbytes = groups * (uint64_t)width;
+            int64_t take = (int64_t)nvals < count - i ? (int64_t)nvals : count - i;
+            uint64_t avail = (uint64_t)(end - q);
+            /* The final run may be cut after the last value we need. */
+            uint64_t need = ((uint64_t)take * (uint64_t)width + 7) / 8;
+            if (need > avail) return MCDC_E_CORRUPT;
+            int rc = mcdc_pq_unpack(q, (size_t)(nbytes < avail ? nbytes : avail), width,
+                                    out + i, take);
+            if (rc) return rc;
+            q += nbytes < avail ? nbytes : avail;
+            i += take;
+        } else {
+            uint64_t run = h >> 1;
+            if (run == 0 || run > INT32_MAX) return MCDC_E_CORRUPT;
+            if ((size_t)(end - q) < (size_t)nb) return MCDC_E_CORRUPT;
+            uint64_t val = 0;
+            for (int k = 0; k < nb; k++) val |= (uint64_t)q[k] << (8 * k);
+            q += nb;
+            if (val > limit) return MCDC_E_CORRUPT;
+            int64_t take = (int64_t)run < count - i ? (int64_t)run : count - i;
+            uint32_t v32 = (uint32_t)val;
+            for (int64_t k = 0; k < take; k++) out[i + k] = v32;
+            i += take;
+        }
+    }
+    if (used) *used = (size_t)(q - p);
+    return MCDC_OK;
+}
+
+/* ---- DELTA_BINARY_PACKED ---------------------------------------------------- */
+
+/* Unpacks count values of width 0..64 (LSB-first) from p (n bytes). */
+static int unpack64(const uint8_t *p, size_t n, int width, uint64_t *out, int64_t count) {
+    if ((uint64_t)count * (uint64_t)width > (uint64_t)n * 8) return MCDC_E_CORRUPT;
+    if (width == 0) {
+        memset(out, 0, (size_t)count * sizeof *out);
+        return MCDC_OK;
+    }
+    uint64_t bitpos = 0;
+    for (int64_t i = 0; i < count; i++) {
+        uint64_t v = 0;
+        int got = 0;
+        while (got < width) {
+            int off = (int)(bitpos & 7);
+            int take = 8 - off;
+            if (take > width - got) take = width - got;
+            uint64_t b = (uint64_t)(p[bitpos >> 3] >> off) & ((1u << take) - 1);
+            v |= b << got;
+            got += take;
+            bitpos += (uint64_t)take;
+        }
+        out[i] = v;
+    }
+    return MCDC_OK;
+}
+
+int mcdc_pq_delta_decode(const uint8_t *p, size_t n, int64_t *out, int64_t count_max,
+                         int64_t *count, size_t *used) {
+    const uint8_t *q = p, *end = p + n;
+    uint64_t block, mbs, total, first;
+    if (!get_varint(&q, end, &block) || !get_varint(&q, end, &mbs) ||
+        !get_varint(&q, end, &total) || !get_varint(&q, end, &first))
+        return MCDC_E_CORRUPT;
+    if (block == 0 || block % 128 != 0 || block > (1u << 20) || mbs == 0 || mbs > block ||
+        block % mbs != 0 || (block / mbs) % 32 != 0)
+        return MCDC_E_CORRUPT;
+    if (total > (uint64_t)count_max) return MCDC_E_CORRUPT;
+    uint64_t per_mb = block / mbs;
+    int64_t got = 0;
+    if (total > 0) out[got++] = unzigzag(first);
+    uint64_t prev = (uint64_t)unzigzag(first);
+    uint64_t tmp[512];
+    while ((uint64_t)got < total) {
+        uint64_t md;
+        if (!get_varint(&q, end, &md)) return MCDC_E_CORRUPT;
+        uint64_t min_delta = (uint64_t)unzigzag(md);
+        if ((uint64_t)(end - q) < mbs) return MCDC_E_CORRUPT;
+        const uint8_t *widths = q;
+        q += mbs;
+        for (uint64_t m = 0; m < mbs && (uint64_t)got < total; m++) {
+            int w = widths[m];
+            if (w > 64) return MCDC_E_CORRUPT;
+            uint64_t nbytes = per_mb * (uint64_t)w / 8;
+            uint64_t avail = (uint64_t)(end - q);
+            uint64_t left = per_mb;
+            const uint8_t *mp = q;
+            /* The last miniblock should be padded; accept a cut one. */
+            q += nbytes < avail ? nbytes : avail;
+            size_t mp_len = (size_t)(nbytes < avail ? nbytes : avail);
+            uint64_t done = 0;
+            while (left > 0 && (uint64_t)got < total) {
+                uint64_t chunk = left < 512 ? left : 512;
+                if (chunk > total - (uint64_t)got) chunk = total - (uint64_t)got;
+                /* chunk values start at bit done*w; done is a multiple of 8 */
+                size_t off = (size_t)(done * (uint64_t)w / 8);
+                if (off > mp_len) return MCDC_E_CORRUPT;
+                int rc = unpack64(mp + off, mp_len - off, w, tmp, (int64_t)chunk);
+                if (rc) return rc;
+                for (uint64_t k = 0; k < chunk; k++) {
+                    prev = prev + min_delta + tmp[k];
+                    out[got++] = (int64_t)prev;
+                }
+                done += chunk;
+                left -= chunk;
+            }
+        }
+    }
+    *count = (int64_t)total;
+    if (used) *used = (size_t)(q - p);
+    return MCDC_OK;
+}
+
+int mcdc_pq_delta_encode(mcdc_buf *out, const int64_t *v, int64_t n, mcdc_error *err) {
+    enum { BLOCK = 128, MBS = 4, PER_MB = 32 };
+    int rc = put_varint(out, BLOCK, err);
+    if (!rc) rc = put_varint(out, MBS, err);
+    if (!rc) rc = put_varint(out, (uint64_t)n, err);
+    int64_t first = n > 0 ? v[0] : 0;
+    if (!rc) rc = put_varint(out, ((uint64_t)first << 1) ^ (uint64_t)(first >> 63), err);
+    int64_t i = 1;
+    while (!rc && i < n) {
+        int64_t cnt = n - i < BLOCK ? n - i : BLOCK;
+        uint64_t d[BLOCK];
+        int64_t min = INT64_MAX;
+        for (int64_t k = 0; k < cnt; k++) {
+            d[k] = (uint64_t)v[i + k] - (uint64_t)v[i + k - 1];
+            if ((int64_t)d[k] < min) min = (int64_t)d[k];
+        }
+        for (int64_t k = cnt; k < BLOCK; k++) d[k] = (uint64_t)min;
+        rc = put_varint(out, ((uint64_t)min << 1) ^ (uint64_t)(min >> 63), err);
+        uint8_t widths[MBS];
+        for (int m = 0; m < MBS; m++) {
+            uint64_t mx = 0;
+            for (int k = 0; k < PER_MB; k++) {
+                uint64_t x = d[m * PER_MB + k] - (uint64_t)min;
+                if (x > mx) mx = x;
+            }
+            widths[m] = (uint8_t)pq_bit_width(mx);
+        }
+        if (!rc) rc = mcdc_buf_append(out, widths, MBS, err);
+        int used_mbs = (int)((cnt + PER_MB - 1) / PER_MB);
+        for (int m = 0; m < used_mbs && !rc; m++) {
+            int w = widths[m];
+            size_t nbytes = (size_t)(PER_MB * w / 8);
+            rc = mcdc_buf_reserve(out, nbytes, err);
+            if (rc) break;
+            uint8_t *dst = out->data + out->len;
+            memset(dst, 0, nbytes);
+            uint64_t bitpos = 0;
+            for (int k = 0; k < PER_MB; k++) {
+                uint64_t x = d[m * PER_MB + k] - (uint64_t)min;
+                for (int b = 0; b < w; b++, bitpos++)
+                    if ((x >> b) & 1) dst[bitpos >> 3] |= (uint8_t)(1u << (bitpos & 7));
+            }
+            out->len += nbytes;
+        }
+        i += cnt;
+    }
+    return rc;
+}

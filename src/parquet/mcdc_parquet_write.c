@@ -1,0 +1,1469 @@
+/*
+ * mcdc_parquet_write.c - the streaming Parquet writer (formats.md B9).
+ *
+ * Flow: write(batch) cuts the batch into row ranges that fit the current
+ * row group; each column encodes its range (in parallel on the pool when
+ * threads > 1): values are converted once to their PLAIN physical form
+ * (non-null only), statistics are taken on that form, then either
+ * dictionary-indexed or kept as PLAIN. A page is closed (levels + values,
+ * compressed, header) when it reaches page_bytes of PLAIN data. A row group
+ * is flushed when it reaches row_group_bytes: every column chunk
+ * (dictionary page first) is written to the file, and its metadata kept for
+ * the footer. Memory: one row group of encoded chunks plus one page per
+ * column plus the dictionaries.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "mcdc_parquet_int.h"
+#include "mcdc_thrift.h"
+
+/* Chunk statistics longer than this are left out of the footer (readers
+ * then simply cannot prune on them); the file-level stats keep them. */
+#define PQ_STATS_VALUE_BYTES_MAX 4096
+#define PQ_THREADS_MAX 16
+/* Rows a slice covers at most (bounds the scratch selection vector). */
+#define PQ_SLICE_ROWS_MAX 65536
+
+/* ---- a small pool: run fn(ctx, task) for task in [0, n) -------------------- */
+typedef struct pq_pool {
+    int n_threads;
+    pthread_t *threads;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work, cv_done;
+    void (*fn)(void *ctx, int task);
+    void *ctx;
+    int n_tasks, next, done;
+    bool stop;
+} pq_pool;
+
+static void *pool_main(void *arg) {
+    pq_pool *p = arg;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->stop && p->next >= p->n_tasks) pthread_cond_wait(&p->cv_work, &p->mu);
+        if (p->stop) break;
+        int task = p->next++;
+        pthread_mutex_unlock(&p->mu);
+        p->fn(p->ctx, task);
+        pthread_mutex_lock(&p->mu);
+        if (++p->done == p->n_tasks) pthread_cond_signal(&p->cv_done);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+static int pool_start(pq_pool *p, int n_threads, mcdc_error *err) {
+    memset(p, 0, sizeof *p);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv_work, NULL);
+    pthread_cond_init(&p->cv_done, NULL);
+    if (n_threads <= 1) return MCDC_OK;
+    p->threads = mcdc_calloc((size_t)n_threads, sizeof *p->threads);
+    if (p->threads == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (threads)");
+    for (int i = 0; i < n_threads - 1; i++) {
+        if (pthread_create(&p->threads[i], NULL, pool_main, p) != 0)
+            return mcdc_error_set(err, MCDC_E_NOMEM, "cannot start Parquet encoder thread");
+        p->n_threads++;
+    }
+    return MCDC_OK;
+}
+
+static void pool_run(pq_pool *p, void (*fn)(void *, int), void *ctx, int n_tasks) {
+    if (p->n_threads == 0 || n_tasks <= 1) {
+        for (int i = 0; i < n_tasks; i++) fn(ctx, i);
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->fn = fn;
+    p->ctx = ctx;
+    p->done = 0;
+    p->next = 0;
+    p->n_tasks = n_tasks;
+    pthread_cond_broadcast(&p->cv_work);
+    while (p->next < p->n_tasks) { /* the caller works too */
+        int task = p->next++;
+        pthread_mutex_unlock(&p->mu);
+        fn(ctx, task);
+        pthread_mutex_lock(&p->mu);
+        p->done++;
+    }
+    while (p->done < p->n_tasks) pthread_cond_wait(&p->cv_done, &p->mu);
+    p->n_tasks = 0;
+    p->next = 0;
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void pool_stop(pq_pool *p) {
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    pthread_cond_broadcast(&p->cv_work);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->n_threads; i++) pthread_join(p->threads[i], NULL);
+    mcdc_free(p->threads);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv_work);
+    pthread_cond_destroy(&p->cv_done);
+}
+
+/* ---- per-column state --------------------------------------------------------- */
+
+typedef struct chunk_rec {
+    int64_t dict_offset;   /* 0 = none */
+    int64_t data_offset;
+    int64_t comp_bytes;
+    int64_t uncomp_bytes;
+    int64_t num_values;
+    int64_t null_count;
+    int64_t nan_count;
+    uint32_t encodings;    /* bit per Encoding */
+    bool has_min_max;
+    uint8_t *min, *max;    /* owned */
+    uint32_t min_len, max_len;
+} chunk_rec;
+
+typedef struct rg_rec {
+    int64_t rows;
+    int64_t uncomp_bytes;
+    int64_t comp_bytes;
+    int64_t file_offset;
+    chunk_rec *cols;       /* owned, n columns */
+} rg_rec;
+
+typedef struct wcol {
+    const mcdc_field *f;
+    int32_t index;
+    int phys;
+    int32_t type_len;      /* FLBA width */
+    int32_t width;         /* PLAIN bytes per value for fixed types, 0 for BA/bool */
+    bool optional;
+    bool is_float;
+    bool dict_enabled;     /* option and type allow it */
+    bool dict_on;          /* current mode */
+    bool page_is_dict;
+
+    /* dictionary of the current chunk */
+    mcdc_buf dict_plain;
+    uint32_t *dict_offs;   /* BA: offset of each entry's length prefix */
+    uint32_t dict_n, dict_offs_cap;
+    uint32_t *htab;        /* entry+1, 0 = empty */
+    uint32_t hmask;
+
+    /* current page */
+    mcdc_buf page_vals;    /* PLAIN values; bool: one byte per value */
+    uint32_t *idx;
+    int64_t idx_n, idx_cap;
+    uint8_t *pvalid;
+    int64_t pvalid_cap;    /* bytes */
+    int64_t page_rows, page_nulls, page_bytes;
+
+    /* current chunk */
+    mcdc_buf chunk;
+    mcdc_buf dictpage;
+    int64_t chunk_uncomp, chunk_values, chunk_nulls, chunk_nans;
+    uint32_t chunk_encodings;
+    bool st_has;
+    mcdc_buf st_min, st_max;
+
+    /* whole file */
+    bool fs_has;
+    mcdc_buf fs_min, fs_max;
+    int64_t fs_nulls;
+
+    /* scratch */
+    mcdc_buf pbuf;         /* PLAIN physical values of the slice */
+    int64_t *sel;
+    mcdc_buf enc, comp, hdr;
+    mcdc_pq_codec_ctx cctx;
+
+    /* task in/out */
+    const mcdc_column *in;
+    int64_t r0, r1;
+    int rc;
+    mcdc_error err;
+} wcol;
+
+struct mcdc_parquet_writer {
+    char *path;
+    int fd;
+    bool own_fd;
+    bool closed;
+    mcdc_schema *schema;
+    mcdc_parquet_write_options opts;
+    int32_t n;
+    wcol *cols;
+    pq_pool pool;
+    bool pool_started;
+    int64_t offset;        /* bytes written */
+    int64_t rows_total;
+    int64_t rg_rows;
+    int64_t rg_bytes;      /* uncompressed estimate of the open row group */
+    rg_rec *rgs;
+    int32_t n_rgs, rgs_cap;
+    mcdc_parquet_file_info info;
+    mcdc_parquet_column_stats *stats;
+};
+
+/* ---- type mapping --------------------------------------------------------------- */
+
+static int map_field(wcol *c, const mcdc_field *f, mcdc_error *err) {
+    c->f = f;
+    c->optional = f->nullable;
+    switch (f->type) {
+    case MCDC_TYPE_BOOL: c->phys = PQ_BOOLEAN; c->width = 0; break;
+    case MCDC_TYPE_INT8:
+    case MCDC_TYPE_INT16:
+    case MCDC_TYPE_INT32:
+    case MCDC_TYPE_DATE32: c->phys = PQ_INT32; c->width = 4; break;
+    case MCDC_TYPE_INT64:
+    case MCDC_TYPE_TIMESTAMP_NTZ:
+    case MCDC_TYPE_TIMESTAMP_UTC: c->phys = PQ_INT64; c->width = 8; break;
+    case MCDC_TYPE_FLOAT: c->phys = PQ_FLOAT; c->width = 4; c->is_float = true; break;
+    case MCDC_TYPE_DOUBLE: c->phys = PQ_DOUBLE; c->width = 8; c->is_float = true; break;
+    case MCDC_TYPE_DECIMAL:
+        if (f->precision < 1 || f->precision > 38 || f->scale < 0 || f->scale > f->precision)
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "column '%s': decimal(%d,%d) is out of range (precision 1-38)",
+                                  f->name, f->precision, f->scale);
+        if (f->precision <= 9) {
+            c->phys = PQ_INT32;
+            c->width = 4;
+        } else if (f->precision <= 18) {
+            c->phys = PQ_INT64;
+            c->width = 8;
+        } else {
+            c->phys = PQ_FLBA;
+            c->type_len = c->width = mcdc_pq_decimal_bytes(f->precision);
+        }
+        break;
+    case MCDC_TYPE_UTF8:
+    case MCDC_TYPE_BINARY: c->phys = PQ_BYTE_ARRAY; c->width = 0; break;
+    case MCDC_TYPE_FIXED_BINARY:
+        if (f->byte_width <= 0)
+            return mcdc_error_set(err, MCDC_E_INVALID, "column '%s': fixed binary width %d",
+                                  f->name, f->byte_width);
+        c->phys = PQ_FLBA;
+        c->type_len = c->width = f->byte_width;
+        break;
+    default:
+        return mcdc_error_set(err, MCDC_E_UNSUPPORTED, "column '%s': type %d cannot be written "
+                              "to Parquet", f->name, (int)f->type);
+    }
+    return MCDC_OK;
+}
+
+/* ---- statistics on PLAIN physical values ---------------------------------------- */
+
+/* Compares two physical values (BA/FLBA: raw bytes, no length prefix). */
+static int phys_cmp(const wcol *c, const uint8_t *a, size_t an, const uint8_t *b, size_t bn) {
+    switch (c->phys) {
+    case PQ_BOOLEAN: return (int)a[0] - (int)b[0];
+    case PQ_INT32: {
+        int32_t x, y;
+        memcpy(&x, a, 4);
+        memcpy(&y, b, 4);
+        return (x > y) - (x < y);
+    }
+    case PQ_INT64: {
+        int64_t x, y;
+        memcpy(&x, a, 8);
+        memcpy(&y, b, 8);
+        return (x > y) - (x < y);
+    }
+    case PQ_FLOAT: {
+        float x, y;
+        memcpy(&x, a, 4);
+        memcpy(&y, b, 4);
+        return (x > y) - (x < y);
+    }
+    case PQ_DOUBLE: {
+        double x, y;
+        memcpy(&x, a, 8);
+        memcpy(&y, b, 8);
+        return (x > y) - (x < y);
+    }
+    default: {
+        if (c->f->type == MCDC_TYPE_DECIMAL) { /* signed big-endian */
+            int sa = a[0] & 0x80, sb = b[0] & 0x80;
+            if (sa != sb) return sa ? -1 : 1;
+        }
+        size_t m = an < bn ? an : bn;
+        int r = m ? memcmp(a, b, m) : 0;
+        if (r) return r;
+        return (an > bn) - (an < bn);
+    }
+    }
+}
+
+static int stat_merge(const wcol *c, bool *has, mcdc_buf *mn, mcdc_buf *mx, const uint8_t *lo,
+                      size_t lo_n, const uint8_t *hi, size_t hi_n, mcdc_error *err) {
+    int rc = MCDC_OK;
+    if (!*has || phys_cmp(c, lo, lo_n, mn->data, mn->len) < 0) {
+        mn->len = 0;
+        rc = mcdc_buf_append(mn, lo, lo_n, err);
+    }
+    if (!rc && (!*has || phys_cmp(c, hi, hi_n, mx->data, mx->len) > 0)) {
+        mx->len = 0;
+        rc = mcdc_buf_append(mx, hi, hi_n, err);
+    }
+    if (!rc) *has = true;
+    return rc;
+}
+
+/* Min/max of the n physical values in c->phys; merged into chunk stats. */
+static int slice_stats(wcol *c, int64_t n) {
+    if (n == 0) return MCDC_OK;
+    const uint8_t *p = c->pbuf.data;
+    const uint8_t *lo = NULL, *hi = NULL;
+    size_t lo_n = 0, hi_n = 0;
+    uint8_t lob[8], hib[8];
+    switch (c->phys) {
+    case PQ_BOOLEAN: {
+        uint8_t mn = 1, mx = 0;
+        for (int64_t i = 0; i < n; i++) {
+            mn &= p[i];
+            mx |= p[i];
+        }
+        lob[0] = mn;
+        hib[0] = mx;
+        lo = lob, hi = hib, lo_n = hi_n = 1;
+        break;
+    }
+    case PQ_INT32: {
+        const int32_t *v = (const int32_t *)(const void *)p;
+        int32_t mn = v[0], mx = v[0];
+        for (int64_t i = 1; i < n; i++) {
+            mn = v[i] < mn ? v[i] : mn;
+            mx = v[i] > mx ? v[i] : mx;
+        }
+        memcpy(lob, &mn, 4);
+        memcpy(hib, &mx, 4);
+        lo = lob, hi = hib, lo_n = hi_n = 4;
+        break;
+    }
+    case PQ_INT64: {
+        const int64_t *v = (const int64_t *)(const void *)p;
+        int64_t mn = v[0], mx = v[0];
+        for (int64_t i = 1; i < n; i++) {
+            mn = v[i] < mn ? v[i] : mn;
+            mx = v[i] > mx ? v[i] : mx;
+        }
+        memcpy(lob, &mn, 8);
+        memcpy(hib, &mx, 8);
+        lo = lob, hi = hib, lo_n = hi_n = 8;
+        break;
+    }
+    case PQ_FLOAT:
+    case PQ_DOUBLE: {
+        double mn = INFINITY, mx = -INFINITY;
+        bool any = false;
+        int64_t nans = 0;
+        if (c->phys == PQ_FLOAT) {
+            const float *v = (const float *)(const void *)p;
+            for (int64_t i = 0; i < n; i++) {
+                if (isnan(v[i])) {
+                    nans++;
+                    continue;
+                }
+                any = true;
+                mn = v[i] < mn ? v[i] : mn;
+                mx = v[i] > mx ? v[i] : mx;
+            }
+        } else {
+            const double *v = (const double *)(const void *)p;
+            for (int64_t i = 0; i < n; i++) {
+                if (isnan(v[i])) {
+                    nans++;
+                    continue;
+                }
+                any = true;
+                mn = v[i] < mn ? v[i] : mn;
+                mx = v[i] > mx ? v[i] : mx;
+            }
+        }
+        c->chunk_nans += nans;
+        if (!any) return MCDC_OK;
+        if (mn == 0) mn = -0.0; /* formats.md B7: -0.0 min, +0.0 max */
+        if (mx == 0) mx = 0.0;
+        if (c->phys == PQ_FLOAT) {
+            float a = (float)mn, b = (float)mx;
+            memcpy(lob, &a, 4);
+            memcpy(hib, &b, 4);
+            lo_n = hi_n = 4;
+        } else {
+            memcpy(lob, &mn, 8);
+            memcpy(hib, &mx, 8);
+            lo_n = hi_n = 8;
+        }
+        lo = lob, hi = hib;
+        break;
+    }
+    case PQ_BYTE_ARRAY: {
+        const uint8_t *q = p;
+        lo = hi = q + 4;
+        lo_n = hi_n = pq_le32(q);
+        for (int64_t i = 0; i < n; i++) {
+            size_t len = pq_le32(q);
+            const uint8_t *s = q + 4;
+            q = s + len;
+            /* unsigned byte-wise order, shorter prefix first */
+            size_t m = len < lo_n ? len : lo_n;
+            int r = m ? memcmp(s, lo, m) : 0;
+            if (r < 0 || (r == 0 && len < lo_n)) {
+                lo = s, lo_n = len;
+                continue;
+            }
+            m = len < hi_n ? len : hi_n;
+            r = m ? memcmp(s, hi, m) : 0;
+            if (r > 0 || (r == 0 && len > hi_n)) hi = s, hi_n = len;
+        }
+        break;
+    }
+    case PQ_FLBA: {
+        size_t w = (size_t)c->width;
+        lo = hi = p;
+        lo_n = hi_n = w;
+        for (int64_t i = 1; i < n; i++) {
+            const uint8_t *s = p + (size_t)i * w;
+            if (phys_cmp(c, s, w, lo, w) < 0) lo = s;
+            if (phys_cmp(c, s, w, hi, w) > 0) hi = s;
+        }
+        break;
+    }
+    default: MCDC_UNREACHABLE();
+    }
+    return stat_merge(c, &c->st_has, &c->st_min, &c->st_max, lo, lo_n, hi, hi_n, &c->err);
+}
+
+/* ---- slice -> PLAIN physical values ---------------------------------------------- */
+
+static bool bit_at(const uint8_t *bits, int64_t i) { return (bits[i >> 3] >> (i & 7)) & 1; }
+
+/* Converts the non-null values of rows [r0, r1) to PLAIN form in c->phys.
+ * sel lists the non-null rows when the slice has nulls (n = their count). */
+static int to_phys(wcol *c, const mcdc_column *in, int64_t r0, const int64_t *sel, int64_t n) {
+    mcdc_buf *o = &c->pbuf;
+    o->len = 0;
+    int rc;
+#define ROW(k) (sel ? sel[k] : r0 + (k))
+    switch (c->f->type) {
+    case MCDC_TYPE_BOOL: {
+        rc = mcdc_buf_reserve(o, (size_t)n, &c->err);
+        if (rc) return rc;
+        for (int64_t k = 0; k < n; k++) o->data[k] = bit_at(in->values, ROW(k));
+        o->len = (size_t)n;
+        return MCDC_OK;
+    }
+    case MCDC_TYPE_INT8:
+    case MCDC_TYPE_INT16: {
+        rc = mcdc_buf_reserve(o, (size_t)n * 4, &c->err);
+        if (rc) return rc;
+        int32_t *d = (int32_t *)(void *)o->data;
+        if (c->f->type == MCDC_TYPE_INT8) {
+            const int8_t *s = (const int8_t *)in->values;
+            for (int64_t k = 0; k < n; k++) d[k] = s[ROW(k)];
+        } else {
+            const int16_t *s = (const int16_t *)(const void *)in->values;
+            for (int64_t k = 0; k < n; k++) d[k] = s[ROW(k)];
+        }
+        o->len = (size_t)n * 4;
+        return MCDC_OK;
+    }
+    case MCDC_TYPE_INT32:
+    case MCDC_TYPE_DATE32:
+    case MCDC_TYPE_FLOAT:
+    case MCDC_TYPE_INT64:
+    case MCDC_TYPE_TIMESTAMP_NTZ:
+    case MCDC_TYPE_TIMESTAMP_UTC:
+    case MCDC_TYPE_DOUBLE:
+    case MCDC_TYPE_FIXED_BINARY: {
+        size_t w = (size_t)c->width;
+        rc = mcdc_buf_reserve(o, (size_t)n * w, &c->err);
+        if (rc) return rc;
+        if (sel == NULL) {
+            memcpy(o->data, in->values + (size_t)r0 * w, (size_t)n * w);
+        } else if (w == 4) {
+            uint32_t *d = (uint32_t *)(void *)o->data;
+            const uint32_t *s = (const uint32_t *)(const void *)in->values;
+            for (int64_t k = 0; k < n; k++) d[k] = s[sel[k]];
+        } else if (w == 8) {
+            uint64_t *d = (uint64_t *)(void *)o->data;
+            const uint64_t *s = (const uint64_t *)(const void *)in->values;
+            for (int64_t k = 0; k < n; k++) d[k] = s[sel[k]];
+        } else {
+            for (int64_t k = 0; k < n; k++)
+                memcpy(o->data + (size_t)k * w, in->values + (size_t)sel[k] * w, w);
+        }
+        o->len = (size_t)n * w;
+        return MCDC_OK;
+    }
+    case MCDC_TYPE_DECIMAL: {
+        size_t w = (size_t)c->width;
+        rc = mcdc_buf_reserve(o, (size_t)n * w, &c->err);
+        if (rc) return rc;
+        const uint8_t *s = in->values;
+        uint8_t *d = o->data;
+        if (c->phys == PQ_INT32) {
+            for (int64_t k = 0; k < n; k++) memcpy(d + k * 4, s + ROW(k) * 16, 4);
+        } else if (c->phys == PQ_INT64) {
+            for (int64_t k = 0; k < n; k++) memcpy(d + k * 8, s + ROW(k) * 16, 8);
+        } else {
+            for (int64_t k = 0; k < n; k++) {
+                const uint8_t *v = s + ROW(k) * 16;
+                uint8_t *t = d + (size_t)k * w;
+                for (size_t j = 0; j < w; j++) t[j] = v[w - 1 - j];
+            }
+        }
+        o->len = (size_t)n * w;
+        return MCDC_OK;
+    }
+    case MCDC_TYPE_UTF8:
+    case MCDC_TYPE_BINARY: {
+        const int32_t *off = in->offsets;
+        size_t bytes;
+        if (sel == NULL) {
+            bytes = (size_t)(off[r0 + n] - off[r0]);
+        } else {
+            bytes = 0;
+            for (int64_t k = 0; k < n; k++) bytes += (size_t)(off[sel[k] + 1] - off[sel[k]]);
+        }
+        rc = mcdc_buf_reserve(o, bytes + (size_t)n * 4, &c->err);
+        if (rc) return rc;
+        uint8_t *d = o->data;
+        for (int64_t k = 0; k < n; k++) {
+            int64_t r = ROW(k);
+            uint32_t len = (uint32_t)(off[r + 1] - off[r]);
+            pq_put_le32(d, len);
+            if (len) memcpy(d + 4, in->data + off[r], len);
+            d += 4 + len;
+        }
+        o->len = (size_t)(d - o->data);
+        return MCDC_OK;
+    }
+    default: MCDC_UNREACHABLE();
+    }
+#undef ROW
+}
+
+/* ---- dictionary ---------------------------------------------------------------- */
+
+static uint64_t hash_mix(uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
+    return h;
+}
+
+static uint64_t hash_bytes(const uint8_t *p, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
+    while (n >= 8) {
+        h = (h ^ pq_le64(p)) * 0x100000001b3ULL;
+        h = (h << 23) | (h >> 41);
+        p += 8;
+        n -= 8;
+    }
+    uint64_t t = 0;
+    for (size_t i = 0; i < n; i++) t |= (uint64_t)p[i] << (8 * i);
+    return hash_mix(h ^ t);
+}
+
+/* Value bytes of dictionary entry k. */
+static const uint8_t *dict_entry(const wcol *c, uint32_t k, size_t *n) {
+    if (c->phys == PQ_BYTE_ARRAY) {
+        const uint8_t *p = c->dict_plain.data + c->dict_offs[k];
+        *n = pq_le32(p);
+        return p + 4;
+    }
+    *n = (size_t)c->width;
+    return c->dict_plain.data + (size_t)k * (size_t)c->width;
+}
+
+static uint64_t key_hash(const wcol *c, const uint8_t *p, size_t n) {
+    if (n == 4) return hash_mix(pq_le32(p));
+    if (n == 8) return hash_mix(pq_le64(p));
+    (void)c;
+    return hash_bytes(p, n);
+}
+
+static int dict_grow(wcol *c) {
+    uint32_t cap = c->htab ? (c->hmask + 1) * 2 : 1024;
+    uint32_t *t = mcdc_calloc(cap, sizeof *t);
+    if (t == NULL) return mcdc_error_set(&c->err, MCDC_E_NOMEM, "out of memory (dictionary)");
+    uint32_t mask = cap - 1;
+    for (uint32_t k = 0; k < c->dict_n; k++) {
+        size_t n;
+        const uint8_t *p = dict_entry(c, k, &n);
+        uint32_t h = (uint32_t)key_hash(c, p, n) & mask;
+        while (t[h]) h = (h + 1) & mask;
+        t[h] = k + 1;
+    }
+    mcdc_free(c->htab);
+    c->htab = t;
+    c->hmask = mask;
+    return MCDC_OK;
+}
+
+/* Maps the n physical values of c->phys to dictionary indices (appended to
+ * the page's idx). */
+static int dict_encode(wcol *c, int64_t n) {
+    int rc;
+    if (c->idx_n + n > c->idx_cap) {
+        int64_t cap = c->idx_cap ? c->idx_cap : 4096;
+        while (cap < c->idx_n + n) cap *= 2;
+        uint32_t *p = mcdc_realloc(c->idx, (size_t)cap * sizeof *p);
+        if (p == NULL) return mcdc_error_set(&c->err, MCDC_E_NOMEM, "out of memory (indices)");
+        c->idx = p;
+        c->idx_cap = cap;
+    }
+    if (c->htab == NULL && (rc = dict_grow(c))) return rc;
+    const uint8_t *q = c->pbuf.data;
+    bool ba = c->phys == PQ_BYTE_ARRAY;
+    size_t w = (size_t)c->width;
+    /* 4- and 8-byte values (ints, dates, timestamps, floats, small decimals):
+     * compare as integers, no per-value width or type dispatch. */
+#define DICT_FIXED(T)                                                                  \
+    for (int64_t i = 0; i < n; i++) {                                                  \
+        T key;                                                                         \
+        memcpy(&key, q + (size_t)i * sizeof(T), sizeof(T));                            \
+        uint32_t h = (uint32_t)hash_mix((uint64_t)key) & c->hmask;                     \
+        uint32_t e;                                                                    \
+        while ((e = c->htab[h]) != 0) {                                                \
+            T v;                                                                       \
+            memcpy(&v, c->dict_plain.data + (size_t)(e - 1) * sizeof(T), sizeof(T));   \
+            if (v == key) break;                                                       \
+            h = (h + 1) & c->hmask;                                                    \
+        }                                                                              \
+        if (e == 0) {                                                                  \
+            if ((rc = mcdc_buf_append(&c->dict_plain, &key, sizeof(T), &c->err))) return rc; \
+            e = ++c->dict_n;                                                           \
+            c->htab[h] = e;                                                            \
+            if ((uint64_t)c->dict_n * 2 > (uint64_t)c->hmask + 1 && (rc = dict_grow(c)))   \
+                return rc;                                                             \
+        }                                                                              \
+        c->idx[c->idx_n++] = e - 1;                                                    \
+    }
+    if (!ba && w == 4) {
+        DICT_FIXED(uint32_t)
+        return MCDC_OK;
+    }
+    if (!ba && w == 8) {
+        DICT_FIXED(uint64_t)
+        return MCDC_OK;
+    }
+#undef DICT_FIXED
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t *key;
+        size_t kn;
+        if (ba) {
+            kn = pq_le32(q);
+            key = q + 4;
+            q += 4 + kn;
+        } else {
+            key = q;
+            kn = w;
+            q += w;
+        }
+        uint64_t hv = key_hash(c, key, kn);
+        uint32_t h = (uint32_t)hv & c->hmask;
+        uint32_t e;
+        while ((e = c->htab[h]) != 0) {
+            size_t en;
+            const uint8_t *ep = dict_entry(c, e - 1, &en);
+            if (en == kn && memcmp(ep, key, kn) == 0) break;
+            h = (h + 1) & c->hmask;
+        }
+        if (e == 0) {
+            if (ba) {
+                if (c->dict_n == c->dict_offs_cap) {
+                    uint32_t cap = c->dict_offs_cap ? c->dict_offs_cap * 2 : 1024;
+                    uint32_t *p = mcdc_realloc(c->dict_offs, (size_t)cap * sizeof *p);
+                    if (p == NULL)
+                        return mcdc_error_set(&c->err, MCDC_E_NOMEM, "out of memory (dictionary)");
+                    c->dict_offs = p;
+                    c->dict_offs_cap = cap;
+                }
+                c->dict_offs[c->dict_n] = (uint32_t)c->dict_plain.len;
+                rc = mcdc_buf_append(&c->dict_plain, key - 4, kn + 4, &c->err);
+            } else {
+                rc = mcdc_buf_append(&c->dict_plain, key, kn, &c->err);
+            }
+            if (rc) return rc;
+            e = ++c->dict_n;
+            c->htab[h] = e;
+            if ((uint64_t)c->dict_n * 2 > (uint64_t)c->hmask + 1 && (rc = dict_grow(c)))
+                return rc;
+        }
+        c->idx[c->idx_n++] = e - 1;
+    }
+    return MCDC_OK;
+}
+
+/* ---- pages ------------------------------------------------------------------- */
+
+static void set_enc(wcol *c, int e) { c->chunk_encodings |= 1u << e; }
+
+static int emit_page(wcol *c, mcdc_parquet_writer *w, int type, const uint8_t *levels,
+                     size_t levels_n, const uint8_t *body, size_t body_n, int32_t num_values,
+                     int encoding) {
+    const mcdc_parquet_write_options *o = &w->opts;
+    int rc;
+    /* v1: levels are part of the compressed body. v2: levels stay raw. */
+    const uint8_t *payload = body;
+    size_t payload_n = body_n, comp_n;
+    if (o->codec != MCDC_PARQUET_UNCOMPRESSED) {
+        rc = mcdc_pq_compress(&c->cctx, (int)o->codec, o->level, body, body_n, &c->comp, &c->err);
+        if (rc) return rc;
+        payload = c->comp.data;
+        payload_n = c->comp.len;
+    }
+    comp_n = payload_n + levels_n;
+    size_t uncomp_n = body_n + levels_n;
+    if (uncomp_n > INT32_MAX || comp_n > INT32_MAX)
+        return mcdc_error_set(&c->err, MCDC_E_LIMIT, "page larger than 2 GiB");
+    c->hdr.len = 0;
+    mcdc_thrift_writer tw;
+    mcdc_thrift_writer_init(&tw, &c->hdr, &c->err);
+    mcdc_thrift_struct_begin(&tw);
+    mcdc_thrift_field_i32(&tw, 1, type);
+    mcdc_thrift_field_i32(&tw, 2, (int32_t)uncomp_n);
+    mcdc_thrift_field_i32(&tw, 3, (int32_t)comp_n);
+    if (type == PQ_DATA_PAGE) {
+        mcdc_thrift_field_struct(&tw, 5);
+        mcdc_thrift_field_i32(&tw, 1, num_values);
+        mcdc_thrift_field_i32(&tw, 2, encoding);
+        mcdc_thrift_field_i32(&tw, 3, PQ_RLE);
+        mcdc_thrift_field_i32(&tw, 4, PQ_RLE);
+        mcdc_thrift_struct_end(&tw);
+    } else if (type == PQ_DICTIONARY_PAGE) {
+        mcdc_thrift_field_struct(&tw, 7);
+        mcdc_thrift_field_i32(&tw, 1, num_values);
+        mcdc_thrift_field_i32(&tw, 2, PQ_PLAIN);
+        mcdc_thrift_struct_end(&tw);
+    } else {
+        mcdc_thrift_field_struct(&tw, 8);
+        mcdc_thrift_field_i32(&tw, 1, num_values);
+        mcdc_thrift_field_i32(&tw, 2, (int32_t)c->page_nulls);
+        mcdc_thrift_field_i32(&tw, 3, num_values);
+        mcdc_thrift_field_i32(&tw, 4, encoding);
+        mcdc_thrift_field_i32(&tw, 5, (int32_t)levels_n);
+        mcdc_thrift_field_i32(&tw, 6, 0);
+        mcdc_thrift_field_bool(&tw, 7, o->codec != MCDC_PARQUET_UNCOMPRESSED);
+        mcdc_thrift_struct_end(&tw);
+    }
+    mcdc_thrift_struct_end(&tw);
+    if (tw.rc) return tw.rc;
+    mcdc_buf *dst = type == PQ_DICTIONARY_PAGE ? &c->dictpage : &c->chunk;
+    rc = mcdc_buf_append(dst, c->hdr.data, c->hdr.len, &c->err);
+    if (!rc && levels_n) rc = mcdc_buf_append(dst, levels, levels_n, &c->err);
+    if (!rc) rc = mcdc_buf_append(dst, payload, payload_n, &c->err);
+    if (rc) return rc;
+    c->chunk_uncomp += (int64_t)(c->hdr.len + uncomp_n);
+    return MCDC_OK;
+}
+
+static int flush_page(wcol *c, mcdc_parquet_writer *w) {
+    if (c->page_rows == 0) return MCDC_OK;
+    int rc;
+    bool v2 = w->opts.data_page_v2;
+    mcdc_buf *e = &c->enc;
+    e->len = 0;
+    size_t levels_n = 0;
+    if (c->optional) {
+        if (!v2) {
+            uint8_t zero[4] = {0};
+            if ((rc = mcdc_buf_append(e, zero, 4, &c->err))) return rc;
+        }
+        if ((rc = mcdc_pq_rle_encode_bitmap(e, c->pvalid, c->page_rows, &c->err))) return rc;
+        if (!v2) pq_put_le32(e->data, (uint32_t)(e->len - 4));
+        else levels_n = e->len;
+        set_enc(c, PQ_RLE);
+    }
+    int encoding;
+    if (c->page_is_dict) {
+        int width = pq_bit_width(c->dict_n > 1 ? c->dict_n - 1 : 1);
+        if ((rc = mcdc_buf_append_byte(e, (uint8_t)width, &c->err))) return rc;
+        if ((rc = mcdc_pq_rle_encode(e, c->idx, c->idx_n, width, &c->err))) return rc;
+        encoding = PQ_RLE_DICTIONARY;
+    } else if (c->phys == PQ_BOOLEAN) {
+        int64_t n = (int64_t)c->page_vals.len;
+        size_t nb = (size_t)(n + 7) / 8;
+        if ((rc = mcdc_buf_reserve(e, nb, &c->err))) return rc;
+        uint8_t *d = e->data + e->len;
+        memset(d, 0, nb);
+        for (int64_t i = 0; i < n; i++) d[i >> 3] |= (uint8_t)(c->page_vals.data[i] << (i & 7));
+        e->len += nb;
+        encoding = PQ_PLAIN;
+    } else {
+        if ((rc = mcdc_buf_append(e, c->page_vals.data, c->page_vals.len, &c->err))) return rc;
+        encoding = PQ_PLAIN;
+    }
+    set_enc(c, encoding);
+    if (c->page_rows > INT32_MAX) return mcdc_error_set(&c->err, MCDC_E_LIMIT, "page rows");
+    rc = emit_page(c, w, v2 ? PQ_DATA_PAGE_V2 : PQ_DATA_PAGE, e->data, levels_n,
+                   e->data + levels_n, e->len - levels_n, (int32_t)c->page_rows, encoding);
+    if (rc) return rc;
+    c->page_rows = c->page_nulls = c->page_bytes = 0;
+    c->idx_n = 0;
+    c->page_vals.len = 0;
+    c->page_is_dict = c->dict_on;
+    return MCDC_OK;
+}
+
+/* Appends the validity of rows [r0, r1) to the page's bitmap. */
+static int page_valid_append(wcol *c, const mcdc_column *in, int64_t r0, int64_t r1) {
+    int64_t n = r1 - r0;
+    int64_t need = (c->page_rows + n + 7) / 8 + 8;
+    if (need > c->pvalid_cap) {
+        int64_t cap = c->pvalid_cap ? c->pvalid_cap : 1024;
+        while (cap < need) cap *= 2;
+        uint8_t *p = mcdc_realloc(c->pvalid, (size_t)cap);
+        if (p == NULL) return mcdc_error_set(&c->err, MCDC_E_NOMEM, "out of memory (levels)");
+        c->pvalid = p;
+        c->pvalid_cap = cap;
+    }
+    int64_t at = c->page_rows;
+    if (at % 8 == 0) memset(c->pvalid + at / 8, 0, (size_t)(need - at / 8));
+    else memset(c->pvalid + at / 8 + 1, 0, (size_t)(need - at / 8 - 1));
+    if (in->validity == NULL) {
+        int64_t i = 0;
+        for (; i < n && ((at + i) & 7); i++) c->pvalid[(at + i) >> 3] |= (uint8_t)(1u << ((at + i) & 7));
+        int64_t full = (n - i) / 8;
+        memset(c->pvalid + ((at + i) >> 3), 0xFF, (size_t)full);
+        i += full * 8;
+        for (; i < n; i++) c->pvalid[(at + i) >> 3] |= (uint8_t)(1u << ((at + i) & 7));
+        return MCDC_OK;
+    }
+    if (at % 8 == 0 && r0 % 8 == 0) {
+        memcpy(c->pvalid + at / 8, in->validity + r0 / 8, (size_t)(n + 7) / 8);
+        if (n % 8) c->pvalid[(at + n) / 8] &= (uint8_t)((1u << (n % 8)) - 1);
+        return MCDC_OK;
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (bit_at(in->validity, r0 + i))
+            c->pvalid[(at + i) >> 3] |= (uint8_t)(1u << ((at + i) & 7));
+    return MCDC_OK;
+}
+
+/* PLAIN bytes of rows [r0, r1) (upper estimate for var types counts nulls' 0). */
+static int64_t plain_bytes(const wcol *c, const mcdc_column *in, int64_t r0, int64_t r1) {
+    if (c->phys == PQ_BYTE_ARRAY) return (int64_t)(in->offsets[r1] - in->offsets[r0]) + 4 * (r1 - r0);
+    if (c->phys == PQ_BOOLEAN) return (r1 - r0 + 7) / 8;
+    return (r1 - r0) * c->width;
+}
+
+/* Rows from r0 that fit in `room` PLAIN bytes (at least 1). */
+static int64_t rows_fitting(const wcol *c, const mcdc_column *in, int64_t r0, int64_t r1,
+                            int64_t room) {
+    int64_t max = r1 - r0;
+    if (max > PQ_SLICE_ROWS_MAX) max = PQ_SLICE_ROWS_MAX;
+    if (room <= 0) return 1;
+    if (c->phys == PQ_BYTE_ARRAY) {
+        int64_t lo = 1, hi = max;
+        if (plain_bytes(c, in, r0, r0 + max) <= room) return max;
+        while (lo < hi) { /* largest k with bytes(k) <= room */
+            int64_t mid = lo + (hi - lo + 1) / 2;
+            if (plain_bytes(c, in, r0, r0 + mid) <= room) lo = mid;
+            else hi = mid - 1;
+        }
+        return lo;
+    }
+    int64_t per = c->phys == PQ_BOOLEAN ? 1 : c->width;
+    int64_t k = c->phys == PQ_BOOLEAN ? room * 8 : room / per;
+    if (k < 1) k = 1;
+    return k < max ? k : max;
+}
+
+static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, int64_t r0,
+                        int64_t r1) {
+    int rc;
+    int64_t n = r1 - r0;
+    const int64_t *sel = NULL;
+    int64_t nv = n;
+    if (in->validity != NULL && in->null_count > 0) {
+        nv = 0;
+        for (int64_t r = r0; r < r1; r++)
+            if (bit_at(in->validity, r)) c->sel[nv++] = r;
+        if (nv < n) sel = c->sel;
+    }
+    if (c->optional && (rc = page_valid_append(c, in, r0, r1))) return rc;
+    c->page_rows += n;
+    c->page_nulls += n - nv;
+    c->chunk_nulls += n - nv;
+    c->chunk_values += n;
+    c->page_bytes += plain_bytes(c, in, r0, r1);
+    if ((rc = to_phys(c, in, r0, sel, nv))) return rc;
+    if ((rc = slice_stats(c, nv))) return rc;
+    if (c->page_is_dict) {
+        if ((rc = dict_encode(c, nv))) return rc;
+        if (c->dict_plain.len > (size_t)w->opts.dict_bytes_max) {
+            /* Fall back to PLAIN for the rest of the chunk. */
+            c->dict_on = false;
+            if ((rc = flush_page(c, w))) return rc;
+            c->page_is_dict = false;
+        }
+    } else {
+        if ((rc = mcdc_buf_append(&c->page_vals, c->pbuf.data, c->pbuf.len, &c->err))) return rc;
+    }
+    if (c->page_bytes >= w->opts.page_bytes && (rc = flush_page(c, w))) return rc;
+    return MCDC_OK;
+}
+
+/* Task: encode rows [r0, r1) of one column. */
+static void task_encode(void *ctx, int i) {
+    mcdc_parquet_writer *w = ctx;
+    wcol *c = &w->cols[i];
+    const mcdc_column *in = c->in;
+    int64_t r = c->r0;
+    while (r < c->r1 && !c->rc) {
+        int64_t k = rows_fitting(c, in, r, c->r1, w->opts.page_bytes - c->page_bytes);
+        c->rc = encode_slice(c, w, in, r, r + k);
+        r += k;
+    }
+}
+
+/* Task: finish one column chunk (last page, dictionary page). */
+static void task_finish(void *ctx, int i) {
+    mcdc_parquet_writer *w = ctx;
+    wcol *c = &w->cols[i];
+    c->rc = flush_page(c, w);
+    if (c->rc) return;
+    c->dictpage.len = 0;
+    if (c->chunk_encodings & (1u << PQ_RLE_DICTIONARY)) {
+        c->rc = emit_page(c, w, PQ_DICTIONARY_PAGE, NULL, 0, c->dict_plain.data,
+                          c->dict_plain.len, (int32_t)c->dict_n, PQ_PLAIN);
+        set_enc(c, PQ_PLAIN);
+    }
+}
+
+static void chunk_reset(wcol *c) {
+    c->chunk.len = 0;
+    c->dictpage.len = 0;
+    c->chunk_uncomp = c->chunk_values = c->chunk_nulls = c->chunk_nans = 0;
+    c->chunk_encodings = 0;
+    c->st_has = false;
+    c->dict_plain.len = 0;
+    c->dict_n = 0;
+    if (c->htab) memset(c->htab, 0, ((size_t)c->hmask + 1) * sizeof *c->htab);
+    c->dict_on = c->dict_enabled;
+    c->page_is_dict = c->dict_on;
+}
+
+static void wcol_free(wcol *c) {
+    mcdc_buf_free(&c->dict_plain);
+    mcdc_free(c->dict_offs);
+    mcdc_free(c->htab);
+    mcdc_buf_free(&c->page_vals);
+    mcdc_free(c->idx);
+    mcdc_free(c->pvalid);
+    mcdc_buf_free(&c->chunk);
+    mcdc_buf_free(&c->dictpage);
+    mcdc_buf_free(&c->st_min);
+    mcdc_buf_free(&c->st_max);
+    mcdc_buf_free(&c->fs_min);
+    mcdc_buf_free(&c->fs_max);
+    mcdc_buf_free(&c->pbuf);
+    mcdc_free(c->sel);
+    mcdc_buf_free(&c->enc);
+    mcdc_buf_free(&c->comp);
+    mcdc_buf_free(&c->hdr);
+    mcdc_pq_codec_ctx_free(&c->cctx);
+}
+
+/* ---- file I/O ------------------------------------------------------------------- */
+
+static int write_all(mcdc_parquet_writer *w, const void *p, size_t n, mcdc_error *err) {
+    const uint8_t *q = p;
+    while (n > 0) {
+        ssize_t k = write(w->fd, q, n);
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            return mcdc_error_set(err, MCDC_E_IO, "writing Parquet file %s: %s", w->path,
+                                  strerror(errno));
+        }
+        q += k;
+        n -= (size_t)k;
+        w->offset += k;
+    }
+    return MCDC_OK;
+}
+
+static int col_error(mcdc_parquet_writer *w, mcdc_error *err) {
+    for (int32_t i = 0; i < w->n; i++) {
+        wcol *c = &w->cols[i];
+        if (c->rc) {
+            int rc = c->rc;
+            mcdc_error_set(err, rc, "writing Parquet file %s, column '%s': %s", w->path,
+                           c->f->name, c->err.message);
+            for (int32_t j = 0; j < w->n; j++) w->cols[j].rc = 0;
+            return rc;
+        }
+    }
+    return MCDC_OK;
+}
+
+static int flush_row_group(mcdc_parquet_writer *w, mcdc_error *err) {
+    if (w->rg_rows == 0) return MCDC_OK;
+    pool_run(&w->pool, task_finish, w, w->n);
+    int rc = col_error(w, err);
+    if (rc) return rc;
+    if (w->n_rgs == w->rgs_cap) {
+        int32_t cap = w->rgs_cap ? w->rgs_cap * 2 : 8;
+        rg_rec *p = mcdc_realloc(w->rgs, (size_t)cap * sizeof *p);
+        if (p == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (row groups)");
+        w->rgs = p;
+        w->rgs_cap = cap;
+    }
+    rg_rec *g = &w->rgs[w->n_rgs];
+    memset(g, 0, sizeof *g);
+    g->cols = mcdc_calloc((size_t)w->n, sizeof *g->cols);
+    if (g->cols == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (row groups)");
+    w->n_rgs++;
+    g->rows = w->rg_rows;
+    g->file_offset = w->offset;
+    for (int32_t i = 0; i < w->n; i++) {
+        wcol *c = &w->cols[i];
+        chunk_rec *cr = &g->cols[i];
+        int64_t start = w->offset;
+        cr->dict_offset = c->dictpage.len ? start : 0;
+        cr->data_offset = start + (int64_t)c->dictpage.len;
+        if ((rc = write_all(w, c->dictpage.data, c->dictpage.len, err))) return rc;
+        if ((rc = write_all(w, c->chunk.data, c->chunk.len, err))) return rc;
+        cr->comp_bytes = w->offset - start;
+        cr->uncomp_bytes = c->chunk_uncomp;
+        cr->num_values = c->chunk_values;
+        cr->null_count = c->chunk_nulls;
+        cr->nan_count = c->chunk_nans;
+        cr->encodings = c->chunk_encodings | (1u << PQ_RLE); /* levels are RLE */
+        if (c->st_has) {
+            mcdc_buf *mn = &c->st_min, *mx = &c->st_max;
+            if ((rc = stat_merge(c, &c->fs_has, &c->fs_min, &c->fs_max, mn->data, mn->len,
+                                 mx->data, mx->len, err)))
+                return rc;
+            if (mn->len <= PQ_STATS_VALUE_BYTES_MAX && mx->len <= PQ_STATS_VALUE_BYTES_MAX) {
+                cr->min = mcdc_malloc(mn->len ? mn->len : 1);
+                cr->max = mcdc_malloc(mx->len ? mx->len : 1);
+                if (cr->min == NULL || cr->max == NULL)
+                    return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (statistics)");
+                memcpy(cr->min, mn->data, mn->len);
+                memcpy(cr->max, mx->data, mx->len);
+                cr->min_len = (uint32_t)mn->len;
+                cr->max_len = (uint32_t)mx->len;
+                cr->has_min_max = true;
+            }
+        }
+        c->fs_nulls += c->chunk_nulls;
+        g->uncomp_bytes += cr->uncomp_bytes;
+        g->comp_bytes += cr->comp_bytes;
+        chunk_reset(c);
+    }
+    w->rg_rows = 0;
+    w->rg_bytes = 0;
+    return MCDC_OK;
+}
+
+/* ---- public API ---------------------------------------------------------------- */
+
+static int writer_open(mcdc_parquet_writer **out, int fd, bool own_fd, const char *name,
+                       mcdc_schema *schema, const mcdc_parquet_write_options *opts,
+                       mcdc_error *err) {
+    *out = NULL;
+    mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
+    if (opts) {
+        if (opts->version != MCDC_PARQUET_WRITE_OPTIONS_VERSION) {
+            if (own_fd) close(fd);
+            return mcdc_error_set(err, MCDC_E_INVALID, "Parquet write options version %d, "
+                                  "expected %d", opts->version, MCDC_PARQUET_WRITE_OPTIONS_VERSION);
+        }
+        o = *opts;
+    }
+    if (o.row_group_bytes <= 0) o.row_group_bytes = MCDC_PARQUET_ROW_GROUP_BYTES_DEFAULT;
+    if (o.page_bytes <= 0) o.page_bytes = MCDC_PARQUET_PAGE_BYTES_DEFAULT;
+    if (o.dict_bytes_max <= 0) o.dict_bytes_max = MCDC_PARQUET_DICT_BYTES_MAX;
+    if (o.threads < 1) o.threads = 1;
+    int rc = MCDC_OK;
+    if (o.threads > PQ_THREADS_MAX || o.row_group_bytes > (int64_t)MCDC_BATCH_BYTES_MAX / 2 ||
+        o.page_bytes > (int64_t)64 * 1024 * 1024 || o.dict_bytes_max > (int64_t)64 * 1024 * 1024)
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "Parquet writer options out of range (threads <= %d, row group <= "
+                            "%u bytes, page and dictionary <= 64 MiB)",
+                            PQ_THREADS_MAX, MCDC_BATCH_BYTES_MAX / 2);
+    if (!rc && o.codec != MCDC_PARQUET_UNCOMPRESSED && o.codec != MCDC_PARQUET_SNAPPY &&
+        o.codec != MCDC_PARQUET_GZIP && o.codec != MCDC_PARQUET_ZSTD &&
+        o.codec != MCDC_PARQUET_LZ4_RAW)
+        rc = mcdc_error_set(err, MCDC_E_INVALID, "Parquet codec %d cannot be written", o.codec);
+    if (!rc && (schema->n_fields < 1 || schema->n_fields > MCDC_COLUMNS_MAX))
+        rc = mcdc_error_set(err, MCDC_E_INVALID, "Parquet file %s: %d columns (1-%d allowed)",
+                            name, schema->n_fields, MCDC_COLUMNS_MAX);
+    mcdc_parquet_writer *w = NULL;
+    if (!rc) {
+        w = mcdc_calloc(1, sizeof *w);
+        if (w == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (writer)");
+    }
+    if (rc) {
+        if (own_fd) close(fd);
+        return rc;
+    }
+    w->fd = fd;
+    w->own_fd = own_fd;
+    w->opts = o;
+    w->schema = mcdc_schema_ref(schema);
+    w->n = schema->n_fields;
+    w->path = mcdc_strdup(name);
+    w->cols = mcdc_calloc((size_t)w->n, sizeof *w->cols);
+    if (w->path == NULL || w->cols == NULL) {
+        mcdc_parquet_writer_free(w);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (writer)");
+    }
+    for (int32_t i = 0; i < w->n && !rc; i++) {
+        wcol *c = &w->cols[i];
+        c->index = i;
+        rc = map_field(c, &schema->fields[i], err);
+        if (rc) break;
+        c->dict_enabled = o.dictionary && c->phys != PQ_BOOLEAN;
+        c->sel = mcdc_malloc(PQ_SLICE_ROWS_MAX * sizeof *c->sel);
+        if (c->sel == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (writer)");
+        chunk_reset(c);
+    }
+    if (!rc) {
+        rc = pool_start(&w->pool, o.threads, err);
+        w->pool_started = true;
+    }
+    if (!rc) rc = write_all(w, "PAR1", 4, err);
+    if (rc) {
+        mcdc_parquet_writer_free(w);
+        return rc;
+    }
+    *out = w;
+    return MCDC_OK;
+}
+
+int mcdc_parquet_writer_open(mcdc_parquet_writer **out, const char *path, mcdc_schema *schema,
+                             const mcdc_parquet_write_options *opts, mcdc_error *err) {
+    *out = NULL;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return mcdc_error_set(err, MCDC_E_IO, "cannot create Parquet file %s: %s", path,
+                              strerror(errno));
+    return writer_open(out, fd, true, path, schema, opts, err);
+}
+
+int mcdc_parquet_writer_open_fd(mcdc_parquet_writer **out, int fd, const char *name,
+                                mcdc_schema *schema, const mcdc_parquet_write_options *opts,
+                                mcdc_error *err) {
+    return writer_open(out, fd, false, name ? name : "(fd)", schema, opts, err);
+}
+
+int mcdc_parquet_writer_write(mcdc_parquet_writer *w, const mcdc_batch *b, mcdc_error *err) {
+    MCDC_ASSERT(w != NULL && b != NULL);
+    if (w->closed) return mcdc_error_set(err, MCDC_E_INVALID, "Parquet file %s is closed", w->path);
+    if (b->schema->n_fields != w->n)
+        return mcdc_error_set(err, MCDC_E_INVALID, "Parquet file %s: batch has %d columns, the "
+                              "file %d", w->path, b->schema->n_fields, w->n);
+    int64_t rows = b->rows;
+    int64_t row_bytes = 1;
+    for (int32_t i = 0; i < w->n; i++) {
+        const mcdc_field *bf = &b->schema->fields[i], *wf = w->cols[i].f;
+        const mcdc_column *in = &b->columns[i];
+        if (bf->type != wf->type || bf->precision != wf->precision || bf->scale != wf->scale ||
+            bf->byte_width != wf->byte_width)
+            return mcdc_error_set(err, MCDC_E_INVALID, "Parquet file %s: batch column %d ('%s') "
+                                  "does not match the file's column '%s'", w->path, i, bf->name,
+                                  wf->name);
+        MCDC_ASSERT(in->length == rows);
+        if (!wf->nullable && in->null_count > 0)
+            return mcdc_error_set(err, MCDC_E_INVALID, "Parquet file %s: column '%s' is NOT NULL "
+                                  "but the batch has %lld nulls", w->path, wf->name,
+                                  (long long)in->null_count);
+        if (rows > 0) row_bytes += (plain_bytes(&w->cols[i], in, 0, rows) + rows - 1) / rows;
+    }
+    int64_t r = 0;
+    int rc;
+    while (r < rows) {
+        int64_t room = (w->opts.row_group_bytes - w->rg_bytes) / row_bytes;
+        if (room < 1) room = 1;
+        int64_t k = rows - r < room ? rows - r : room;
+        for (int32_t i = 0; i < w->n; i++) {
+            w->cols[i].in = &b->columns[i];
+            w->cols[i].r0 = r;
+            w->cols[i].r1 = r + k;
+        }
+        pool_run(&w->pool, task_encode, w, w->n);
+        if ((rc = col_error(w, err))) return rc;
+        w->rg_rows += k;
+        w->rows_total += k;
+        w->rg_bytes += k * row_bytes;
+        r += k;
+        if (w->rg_bytes >= w->opts.row_group_bytes && (rc = flush_row_group(w, err))) return rc;
+    }
+    return MCDC_OK;
+}
+
+/* ---- footer --------------------------------------------------------------------- */
+
+static void write_schema_elem(mcdc_thrift_writer *t, const wcol *c) {
+    const mcdc_field *f = c->f;
+    mcdc_thrift_struct_begin(t);
+    mcdc_thrift_field_i32(t, 1, c->phys);
+    if (c->phys == PQ_FLBA) mcdc_thrift_field_i32(t, 2, c->type_len);
+    mcdc_thrift_field_i32(t, 3, c->optional ? PQ_OPTIONAL : PQ_REQUIRED);
+    mcdc_thrift_field_string(t, 4, f->name);
+    int ct = -1;
+    switch (f->type) {
+    case MCDC_TYPE_INT8: ct = PQ_CT_INT_8; break;
+    case MCDC_TYPE_INT16: ct = PQ_CT_INT_16; break;
+    case MCDC_TYPE_DECIMAL: ct = PQ_CT_DECIMAL; break;
+    case MCDC_TYPE_UTF8: ct = PQ_CT_UTF8; break;
+    case MCDC_TYPE_DATE32: ct = PQ_CT_DATE; break;
+    case MCDC_TYPE_TIMESTAMP_NTZ:
+    case MCDC_TYPE_TIMESTAMP_UTC: ct = PQ_CT_TIMESTAMP_MICROS; break;
+    default: break;
+    }
+    if (ct >= 0) mcdc_thrift_field_i32(t, 6, ct);
+    if (f->type == MCDC_TYPE_DECIMAL) {
+        mcdc_thrift_field_i32(t, 7, f->scale);
+        mcdc_thrift_field_i32(t, 8, f->precision);
+    }
+    switch (f->type) {
+    case MCDC_TYPE_INT8:
+    case MCDC_TYPE_INT16:
+        mcdc_thrift_field_struct(t, 10);
+        mcdc_thrift_field_struct(t, PQ_LT_INTEGER);
+        mcdc_thrift_field_i8(t, 1, f->type == MCDC_TYPE_INT8 ? 8 : 16);
+        mcdc_thrift_field_bool(t, 2, true);
+        mcdc_thrift_struct_end(t);
+        mcdc_thrift_struct_end(t);
+        break;
+    case MCDC_TYPE_DECIMAL:
+        mcdc_thrift_field_struct(t, 10);
+        mcdc_thrift_field_struct(t, PQ_LT_DECIMAL);
+        mcdc_thrift_field_i32(t, 1, f->scale);
+        mcdc_thrift_field_i32(t, 2, f->precision);
+        mcdc_thrift_struct_end(t);
+        mcdc_thrift_struct_end(t);
+        break;
+    case MCDC_TYPE_UTF8:
+    case MCDC_TYPE_DATE32:
+        mcdc_thrift_field_struct(t, 10);
+        mcdc_thrift_field_struct(t, f->type == MCDC_TYPE_UTF8 ? PQ_LT_STRING : PQ_LT_DATE);
+        mcdc_thrift_struct_end(t);
+        mcdc_thrift_struct_end(t);
+        break;
+    case MCDC_TYPE_TIMESTAMP_NTZ:
+    case MCDC_TYPE_TIMESTAMP_UTC:
+        mcdc_thrift_field_struct(t, 10);
+        mcdc_thrift_field_struct(t, PQ_LT_TIMESTAMP);
+        mcdc_thrift_field_bool(t, 1, f->type == MCDC_TYPE_TIMESTAMP_UTC);
+        mcdc_thrift_field_struct(t, 2);
+        mcdc_thrift_field_struct(t, PQ_UNIT_MICROS);
+        mcdc_thrift_struct_end(t);
+        mcdc_thrift_struct_end(t);
+        mcdc_thrift_struct_end(t);
+        mcdc_thrift_struct_end(t);
+        break;
+    default: break;
+    }
+    mcdc_thrift_struct_end(t);
+}
+
+static void write_chunk_meta(mcdc_thrift_writer *t, const wcol *c, const chunk_rec *cr,
+                             int codec) {
+    mcdc_thrift_struct_begin(t); /* ColumnChunk */
+    /* file_offset: deprecated; written as Arrow does (end of the chunk). */
+    mcdc_thrift_field_i64(t, 2, (cr->dict_offset ? cr->dict_offset : cr->data_offset) +
+                                    cr->comp_bytes);
+    mcdc_thrift_field_struct(t, 3); /* ColumnMetaData */
+    mcdc_thrift_field_i32(t, 1, c->phys);
+    int n_enc = __builtin_popcount(cr->encodings);
+    mcdc_thrift_field_list(t, 2, MCDC_TT_I32, n_enc);
+    for (int e = 0; e < 32; e++)
+        if (cr->encodings & (1u << e)) mcdc_thrift_elem_i32(t, e);
+    mcdc_thrift_field_list(t, 3, MCDC_TT_BINARY, 1);
+    mcdc_thrift_elem_binary(t, c->f->name, strlen(c->f->name));
+    mcdc_thrift_field_i32(t, 4, codec);
+    mcdc_thrift_field_i64(t, 5, cr->num_values);
+    mcdc_thrift_field_i64(t, 6, cr->uncomp_bytes);
+    mcdc_thrift_field_i64(t, 7, cr->comp_bytes);
+    mcdc_thrift_field_i64(t, 9, cr->data_offset);
+    if (cr->dict_offset) mcdc_thrift_field_i64(t, 11, cr->dict_offset);
+    mcdc_thrift_field_struct(t, 12); /* Statistics */
+    /* Legacy min/max (signed order) only where that order is the type's. */
+    bool legacy = cr->has_min_max && (c->phys == PQ_INT32 || c->phys == PQ_INT64 ||
+                                      c->phys == PQ_BOOLEAN || c->is_float);
+    if (legacy) {
+        mcdc_thrift_field_binary(t, 1, cr->max, cr->max_len);
+        mcdc_thrift_field_binary(t, 2, cr->min, cr->min_len);
+    }
+    mcdc_thrift_field_i64(t, 3, cr->null_count);
+    if (cr->has_min_max) {
+        mcdc_thrift_field_binary(t, 5, cr->max, cr->max_len);
+        mcdc_thrift_field_binary(t, 6, cr->min, cr->min_len);
+    }
+    if (c->is_float) mcdc_thrift_field_i64(t, 9, cr->nan_count);
+    mcdc_thrift_struct_end(t);
+    mcdc_thrift_struct_end(t); /* ColumnMetaData */
+    mcdc_thrift_struct_end(t); /* ColumnChunk */
+}
+
+static int write_footer(mcdc_parquet_writer *w, mcdc_error *err) {
+    mcdc_buf out = {0};
+    out.limit = MCDC_PARQUET_FOOTER_BYTES_MAX;
+    mcdc_thrift_writer t;
+    mcdc_thrift_writer_init(&t, &out, err);
+    mcdc_thrift_struct_begin(&t);
+    mcdc_thrift_field_i32(&t, 1, 1);
+    mcdc_thrift_field_list(&t, 2, MCDC_TT_STRUCT, w->n + 1);
+    mcdc_thrift_struct_begin(&t);
+    mcdc_thrift_field_string(&t, 4, "schema");
+    mcdc_thrift_field_i32(&t, 5, w->n);
+    mcdc_thrift_struct_end(&t);
+    for (int32_t i = 0; i < w->n; i++) write_schema_elem(&t, &w->cols[i]);
+    mcdc_thrift_field_i64(&t, 3, w->rows_total);
+    mcdc_thrift_field_list(&t, 4, MCDC_TT_STRUCT, w->n_rgs);
+    for (int32_t g = 0; g < w->n_rgs; g++) {
+        const rg_rec *rg = &w->rgs[g];
+        mcdc_thrift_struct_begin(&t);
+        mcdc_thrift_field_list(&t, 1, MCDC_TT_STRUCT, w->n);
+        for (int32_t i = 0; i < w->n; i++) write_chunk_meta(&t, &w->cols[i], &rg->cols[i], (int)w->opts.codec);
+        mcdc_thrift_field_i64(&t, 2, rg->uncomp_bytes);
+        mcdc_thrift_field_i64(&t, 3, rg->rows);
+        mcdc_thrift_field_i64(&t, 5, rg->file_offset);
+        mcdc_thrift_field_i64(&t, 6, rg->comp_bytes);
+        mcdc_thrift_field_i16(&t, 7, (int16_t)(g < INT16_MAX ? g : INT16_MAX));
+        mcdc_thrift_struct_end(&t);
+    }
+    char created[96];
+    snprintf(created, sizeof created, "mssql-cdc version %s", MCDC_VERSION_STRING);
+    mcdc_thrift_field_string(&t, 6, w->opts.created_by ? w->opts.created_by : created);
+    mcdc_thrift_field_list(&t, 7, MCDC_TT_STRUCT, w->n);
+    for (int32_t i = 0; i < w->n; i++) {
+        mcdc_thrift_struct_begin(&t);
+        mcdc_thrift_field_struct(&t, 1); /* TYPE_ORDER */
+        mcdc_thrift_struct_end(&t);
+        mcdc_thrift_struct_end(&t);
+    }
+    mcdc_thrift_struct_end(&t);
+    int rc = t.rc;
+    if (rc) {
+        mcdc_error_wrap(err, "Parquet file %s: footer", w->path);
+    } else {
+        uint8_t tail[8];
+        pq_put_le32(tail, (uint32_t)out.len);
+        memcpy(tail + 4, "PAR1", 4);
+        rc = write_all(w, out.data, out.len, err);
+        if (!rc) rc = write_all(w, tail, 8, err);
+    }
+    mcdc_buf_free(&out);
+    return rc;
+}
+
+/* Typed value of a physical statistic. */
+static void typed_value(const wcol *c, const mcdc_buf *b, mcdc_parquet_value *v) {
+    memset(v, 0, sizeof *v);
+    const uint8_t *p = b->data;
+    switch (c->f->type) {
+    case MCDC_TYPE_BOOL: v->i = p[0]; break;
+    case MCDC_TYPE_INT8:
+    case MCDC_TYPE_INT16:
+    case MCDC_TYPE_INT32:
+    case MCDC_TYPE_DATE32: v->i = (int32_t)pq_le32(p); break;
+    case MCDC_TYPE_INT64:
+    case MCDC_TYPE_TIMESTAMP_NTZ:
+    case MCDC_TYPE_TIMESTAMP_UTC: v->i = (int64_t)pq_le64(p); break;
+    case MCDC_TYPE_FLOAT: {
+        float f;
+        memcpy(&f, p, 4);
+        v->d = f;
+        break;
+    }
+    case MCDC_TYPE_DOUBLE: memcpy(&v->d, p, 8); break;
+    case MCDC_TYPE_DECIMAL:
+        if (c->phys == PQ_INT32) {
+            int64_t x = (int32_t)pq_le32(p);
+            v->dec_lo = (uint64_t)x;
+            v->dec_hi = x < 0 ? -1 : 0;
+        } else if (c->phys == PQ_INT64) {
+            int64_t x = (int64_t)pq_le64(p);
+            v->dec_lo = (uint64_t)x;
+            v->dec_hi = x < 0 ? -1 : 0;
+        } else {
+            uint8_t le[16];
+            size_t w = b->len;
+            memset(le, (p[0] & 0x80) ? 0xFF : 0, 16);
+            for (size_t j = 0; j < w; j++) le[j] = p[w - 1 - j];
+            memcpy(&v->dec_lo, le, 8);
+            memcpy(&v->dec_hi, le + 8, 8);
+        }
+        break;
+    default:
+        v->bytes = p;
+        v->len = (int64_t)b->len;
+        break;
+    }
+}
+
+int mcdc_parquet_writer_close(mcdc_parquet_writer *w, mcdc_error *err) {
+    MCDC_ASSERT(w != NULL);
+    if (w->closed) return mcdc_error_set(err, MCDC_E_INVALID, "Parquet file %s is closed", w->path);
+    int rc = flush_row_group(w, err);
+    if (!rc) rc = write_footer(w, err);
+    if (!rc && w->own_fd && fsync(w->fd) != 0)
+        rc = mcdc_error_set(err, MCDC_E_IO, "fsync of Parquet file %s: %s", w->path,
+                            strerror(errno));
+    if (w->own_fd) {
+        if (close(w->fd) != 0 && !rc)
+            rc = mcdc_error_set(err, MCDC_E_IO, "closing Parquet file %s: %s", w->path,
+                                strerror(errno));
+        w->own_fd = false;
+    }
+    w->closed = true;
+    if (rc) return rc;
+    w->stats = mcdc_calloc((size_t)w->n, sizeof *w->stats);
+    if (w->stats == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (stats)");
+    for (int32_t i = 0; i < w->n; i++) {
+        wcol *c = &w->cols[i];
+        mcdc_parquet_column_stats *s = &w->stats[i];
+        s->null_count = c->fs_nulls;
+        s->has_min_max = c->fs_has;
+        if (c->fs_has) {
+            typed_value(c, &c->fs_min, &s->min);
+            typed_value(c, &c->fs_max, &s->max);
+        }
+    }
+    w->info.file_bytes = w->offset;
+    w->info.rows = w->rows_total;
+    w->info.row_groups = w->n_rgs;
+    w->info.n_columns = w->n;
+    w->info.columns = w->stats;
+    return MCDC_OK;
+}
+
+const mcdc_parquet_file_info *mcdc_parquet_writer_info(const mcdc_parquet_writer *w) {
+    return w->stats ? &w->info : NULL;
+}
+
+void mcdc_parquet_writer_free(mcdc_parquet_writer *w) {
+    if (w == NULL) return;
+    if (w->pool_started) pool_stop(&w->pool);
+    if (w->own_fd) close(w->fd);
+    if (w->cols)
+        for (int32_t i = 0; i < w->n; i++) wcol_free(&w->cols[i]);
+    mcdc_free(w->cols);
+    for (int32_t g = 0; g < w->n_rgs; g++) {
+        for (int32_t i = 0; i < w->n; i++) {
+            mcdc_free(w->rgs[g].cols[i].min);
+            mcdc_free(w->rgs[g].cols[i].max);
+        }
+        mcdc_free(w->rgs[g].cols);
+    }
+    mcdc_free(w->rgs);
+    mcdc_free(w->stats);
+    mcdc_free(w->path);
+    mcdc_schema_unref(w->schema);
+    mcdc_free(w);
+}

@@ -1,0 +1,222 @@
+/*
+ * sim_main.c - the mssql-cdc-sim program: a SQL Server CDC simulator that
+ * real SQL Server clients connect to over TDS.
+ *
+ *   mssql-cdc-sim [serve] --port PORT --data DIR --password PW [options]
+ *   mssql-cdc-sim <subcommand> ...   (see g_subcommands)
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sim_engine.h"
+#include "tds_server.h"
+
+#define EXIT_USAGE 2
+
+static const char g_usage[] =
+    "usage: mssql-cdc-sim [serve] --port PORT --data DIR --password PW [options]\n"
+    "\n"
+    "A SQL Server CDC simulator: a TDS server on 127.0.0.1 that SQL Server clients\n"
+    "(FreeTDS tsql, pymssql, python-tds, mssql-cdc) connect to, with a model of\n"
+    "SQL Server change data capture behind it. Log in as 'sa' with the password.\n"
+    "Encryption is not offered: clients must connect without TLS.\n"
+    "\n"
+    "required:\n"
+    "  --port PORT              TCP port to listen on (0 = any free port)\n"
+    "  --data DIR               directory holding the server's state (created if missing)\n"
+    "  --password PW            password of the login 'sa'\n"
+    "\n"
+    "options:\n"
+    "  --time-zone ZONE         initial server clock zone, a Windows zone name\n"
+    "                           (\"UTC\", \"E. South America Standard Time\"); stored\n"
+    "                           state wins on restart (default UTC)\n"
+    "  --capture-poll-ms N      capture scan every N ms of real time; 0 = scans only\n"
+    "                           on EXEC sim.run_capture (default 500)\n"
+    "  --capture-latency-ms N   harvest transactions committed at least N ms ago\n"
+    "                           (server clock; default 0)\n"
+    "  --capture-maxtrans N     at most N transactions per scan (default 500)\n"
+    "  --version-major N        SERVERPROPERTY('ProductMajorVersion') and the version\n"
+    "                           the server announces (default 16 = SQL Server 2022)\n"
+    "  --ready-file PATH        once listening, write the port number to PATH\n"
+    "  --quiet                  log errors only\n"
+    "  --verbose                log connections and logins too\n"
+    "  -h, --help               show this help\n"
+    "\n"
+    "Prints \"listening on 127.0.0.1:PORT\" on stdout when ready. Stops cleanly on\n"
+    "SIGINT or SIGTERM. Exit status: 0 after a clean stop, 1 on a runtime error,\n"
+    "2 on bad arguments.\n";
+
+/* Subcommands besides the server. The engine may add some (e.g. a workload
+ * generator): declare `int sim_cmd_<name>(int argc, char **argv)` in
+ * sim_engine.h and add a row here. argv[0] is the subcommand name. */
+typedef struct subcommand {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} subcommand;
+static const subcommand g_subcommands[] = {
+    {NULL, NULL}, /* none yet */
+};
+
+static sim_tds_server *volatile g_server;
+
+static void on_signal(int sig) {
+    (void)sig;
+    sim_tds_server *s = g_server;
+    if (s) sim_tds_server_stop(s);
+}
+
+static int usage_error(const char *fmt, const char *arg) {
+    fprintf(stderr, "mssql-cdc-sim: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nRun 'mssql-cdc-sim --help' for usage.\n");
+    return EXIT_USAGE;
+}
+
+static int parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
+    int64_t v;
+    if (mcdc_parse_i64(s, &v) != MCDC_OK || v < lo || v > hi) {
+        fprintf(stderr, "mssql-cdc-sim: %s needs an integer from %d to %d, got '%s'\n", flag, lo,
+                hi, s);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int write_ready_file(const char *path, int port) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return -1;
+    fprintf(f, "%d\n", port);
+    if (fclose(f) != 0) return -1;
+    return rename(tmp, path);
+}
+
+static int serve(int argc, char **argv) {
+    enum { O_PORT = 256, O_DATA, O_PW, O_TZ, O_POLL, O_LAT, O_MAXT, O_VER, O_READY, O_QUIET,
+           O_VERBOSE };
+    static const struct option opts[] = {
+        {"port", required_argument, NULL, O_PORT},
+        {"data", required_argument, NULL, O_DATA},
+        {"password", required_argument, NULL, O_PW},
+        {"time-zone", required_argument, NULL, O_TZ},
+        {"capture-poll-ms", required_argument, NULL, O_POLL},
+        {"capture-latency-ms", required_argument, NULL, O_LAT},
+        {"capture-maxtrans", required_argument, NULL, O_MAXT},
+        {"version-major", required_argument, NULL, O_VER},
+        {"ready-file", required_argument, NULL, O_READY},
+        {"quiet", no_argument, NULL, O_QUIET},
+        {"verbose", no_argument, NULL, O_VERBOSE},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    int port = -1;
+    const char *ready = NULL;
+    sim_config cfg = {.time_zone = "UTC",
+                      .product_major_version = 16,
+                      .capture_poll_ms = 500,
+                      .capture_latency_ms = 0,
+                      .capture_maxtrans = 500};
+    mcdc_log_level level = MCDC_LOG_WARN;
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (c) {
+        case O_PORT: if (parse_int("--port", optarg, 0, 65535, &port)) return EXIT_USAGE; break;
+        case O_DATA: cfg.data_dir = optarg; break;
+        case O_PW: cfg.sa_password = optarg; break;
+        case O_TZ: cfg.time_zone = optarg; break;
+        case O_POLL:
+            if (parse_int("--capture-poll-ms", optarg, 0, 86400000, &cfg.capture_poll_ms))
+                return EXIT_USAGE;
+            break;
+        case O_LAT:
+            if (parse_int("--capture-latency-ms", optarg, 0, 86400000, &cfg.capture_latency_ms))
+                return EXIT_USAGE;
+            break;
+        case O_MAXT:
+            if (parse_int("--capture-maxtrans", optarg, 1, 1000000000, &cfg.capture_maxtrans))
+                return EXIT_USAGE;
+            break;
+        case O_VER:
+            if (parse_int("--version-major", optarg, 9, 99, &cfg.product_major_version))
+                return EXIT_USAGE;
+            break;
+        case O_READY: ready = optarg; break;
+        case O_QUIET: level = MCDC_LOG_ERROR; break;
+        case O_VERBOSE: level = MCDC_LOG_INFO; break;
+        case 'h': fputs(g_usage, stdout); return 0;
+        case ':': return usage_error("%s needs a value", argv[optind - 1]);
+        default: return usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
+    if (port < 0) return usage_error("%s is required", "--port");
+    if (!cfg.data_dir || !cfg.data_dir[0]) return usage_error("%s is required", "--data");
+    if (!cfg.sa_password || !cfg.sa_password[0])
+        return usage_error("%s is required (the password of login 'sa')", "--password");
+    mcdc_log_set_level(level);
+
+    mcdc_error err = MCDC_ERROR_INIT;
+    sim_server *engine = NULL;
+    if (sim_server_open(&engine, &cfg, &err) != MCDC_OK) {
+        fprintf(stderr, "mssql-cdc-sim: cannot open the server state in %s: %s\n", cfg.data_dir,
+                err.message);
+        return 1;
+    }
+    sim_tds_server_config tcfg = {.host = "127.0.0.1",
+                              .port = port,
+                              .version_major = cfg.product_major_version};
+    sim_tds_server *srv = NULL;
+    if (sim_tds_server_create(&srv, engine, &tcfg, &err) != MCDC_OK) {
+        fprintf(stderr, "mssql-cdc-sim: %s\n", err.message);
+        sim_server_close(engine);
+        return 1;
+    }
+    g_server = srv;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    int bound = sim_tds_server_port(srv);
+    if (ready && write_ready_file(ready, bound) != 0) {
+        fprintf(stderr, "mssql-cdc-sim: cannot write the ready file %s: %s\n", ready,
+                strerror(errno));
+        g_server = NULL;
+        sim_tds_server_free(srv);
+        sim_server_close(engine);
+        return 1;
+    }
+    printf("listening on 127.0.0.1:%d\n", bound);
+    fflush(stdout);
+    int rc = sim_tds_server_run(srv, &err);
+    g_server = NULL;
+    sim_tds_server_free(srv);
+    sim_server_close(engine);
+    if (rc != MCDC_OK) {
+        fprintf(stderr, "mssql-cdc-sim: %s\n", err.message);
+        return 1;
+    }
+    mcdc_log(MCDC_LOG_INFO, "sim: stopped");
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && argv[1][0] != '-') {
+        if (strcmp(argv[1], "serve") == 0) return serve(argc - 1, argv + 1);
+        for (const subcommand *s = g_subcommands; s->name; s++)
+            if (strcmp(argv[1], s->name) == 0) return s->run(argc - 1, argv + 1);
+        return usage_error("unknown subcommand '%s'", argv[1]);
+    }
+    return serve(argc, argv);
+}

@@ -1,0 +1,34 @@
+/*
+ * tds_server.h - the simulator's TCP listener and per-connection TDS loop:
+ * one thread per connection (up to MCDC_SIM_SESSIONS_MAX), PRELOGIN, LOGIN7,
+ * SQL batches, RPCs, ATTENTION and the faults the engine injects. The engine
+ * (sim_engine.h) does the rest.
+ */
+#ifndef TDS_SERVER_H
+#define TDS_SERVER_H
+
+#include "sim_engine.h"
+
+typedef struct sim_tds_server_config {
+    const char *host;     /* listen address; NULL = "127.0.0.1" */
+    int port;             /* 0 = any free port (see sim_tds_server_port) */
+    int version_major;    /* product version in PRELOGIN/LOGINACK; 0 = 16 */
+} sim_tds_server_config;
+
+typedef struct sim_tds_server sim_tds_server;
+
+/* Binds and listens. The engine is borrowed and must outlive the server.
+ * Caller owns *out; sim_tds_server_free releases it. */
+int sim_tds_server_create(sim_tds_server **out, sim_server *engine, const sim_tds_server_config *cfg,
+                      mcdc_error *err);
+/* The port actually bound. */
+int sim_tds_server_port(const sim_tds_server *s);
+/* Accepts connections until sim_tds_server_stop; then closes every session and
+ * waits for their threads. */
+int sim_tds_server_run(sim_tds_server *s, mcdc_error *err);
+/* Asks run to return. Async-signal-safe. */
+void sim_tds_server_stop(sim_tds_server *s);
+/* NULL-safe. Call after run returned (or instead of run). */
+void sim_tds_server_free(sim_tds_server *s);
+
+#endif /* TDS_SERVER_H */

@@ -1,0 +1,1124 @@
+/* mcdc_cdc_client.c - the reference's CDC queries over the driver seam. */
+#include "mcdc_cdc_client.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct mcdc_cdc_client {
+    mcdc_conn *conn; /* borrowed */
+    mcdc_clock clock;
+};
+
+/* ---- clock ------------------------------------------------------------------ */
+void mcdc_clock_describe(char out[MCDC_ZONE_NAME_MAX + 16], const mcdc_clock *c) {
+    switch (c->kind) {
+    case MCDC_CLOCK_UTC: snprintf(out, MCDC_ZONE_NAME_MAX + 16, "UTC"); return;
+    case MCDC_CLOCK_ZONE: snprintf(out, MCDC_ZONE_NAME_MAX + 16, "%s", c->zone); return;
+    case MCDC_CLOCK_FIXED: {
+        int o = c->offset_minutes, a = o < 0 ? -o : o;
+        snprintf(out, MCDC_ZONE_NAME_MAX + 16, "UTC%c%02d:%02d", o < 0 ? '-' : '+', a / 60,
+                 a % 60);
+        return;
+    }
+    }
+}
+
+int mcdc_clock_from_name(mcdc_clock *out, const char *name, mcdc_error *err) {
+    memset(out, 0, sizeof *out);
+    if (name == NULL || *name == 0)
+        return mcdc_error_set(err, MCDC_E_INVALID, "sourceTimeZone: empty zone name");
+    if (mcdc_str_ieq(name, "UTC")) {
+        out->kind = MCDC_CLOCK_UTC;
+        return MCDC_OK;
+    }
+    size_t n = strlen(name);
+    if (n >= MCDC_ZONE_NAME_MAX)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "sourceTimeZone: a zone name of %zu characters is too long", n);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)name[i];
+        if (!(isalnum(ch) || strchr(" .-+()_/:", ch) || ch >= 0x80))
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "sourceTimeZone: '%s' is not a Windows time zone name (it "
+                                  "has the character '%c')",
+                                  name, ch);
+    }
+    out->kind = MCDC_CLOCK_ZONE;
+    memcpy(out->zone, name, n + 1);
+    return MCDC_OK;
+}
+
+/* Appends s as an N'' literal. */
+static int lit(mcdc_buf *b, const char *s, mcdc_error *err) {
+    int rc = mcdc_buf_append(b, "N'", 2, err);
+    for (; rc == MCDC_OK && *s; s++) {
+        if (*s == '\'') rc = mcdc_buf_append_byte(b, '\'', err);
+        if (rc == MCDC_OK) rc = mcdc_buf_append_byte(b, (uint8_t)*s, err);
+    }
+    return rc == MCDC_OK ? mcdc_buf_append_byte(b, '\'', err) : rc;
+}
+
+int mcdc_clock_sql_utc(mcdc_buf *out, const mcdc_clock *c, const char *t, bool offset_known,
+                       int offset_minutes, mcdc_error *err) {
+    if (c->kind == MCDC_CLOCK_UTC || (offset_known && offset_minutes == 0) ||
+        (c->kind == MCDC_CLOCK_FIXED && c->offset_minutes == 0 && !offset_known))
+        return mcdc_buf_printf(out, err, "CAST(%s AS datetime2(3))", t);
+    if (offset_known || c->kind == MCDC_CLOCK_FIXED) {
+        int o = offset_known ? offset_minutes : c->offset_minutes;
+        return mcdc_buf_printf(out, err, "CAST(DATEADD(minute, %d, %s) AS datetime2(3))", -o, t);
+    }
+    /* The reference's (t AT TIME ZONE z) AT TIME ZONE 'UTC', written as the
+     * left-associative chain SQL Server documents (same meaning). */
+    int rc = mcdc_buf_printf(out, err, "CAST(%s AT TIME ZONE ", t);
+    if (rc == MCDC_OK) rc = lit(out, c->zone, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, " AT TIME ZONE 'UTC' AS datetime2(3))", err);
+    return rc;
+}
+
+/* ---- names ------------------------------------------------------------------ */
+int mcdc_cdc_validate_capture_instance(const char *ci, mcdc_error *err) {
+    if (ci == NULL || *ci == 0)
+        return mcdc_error_set(err, MCDC_E_INVALID, "captureInstance: empty name");
+    size_t chars = 0;
+    for (const unsigned char *p = (const unsigned char *)ci; *p; p++) {
+        if (*p < 0x20 || *p == 0x7F)
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "captureInstance: the name has a control character");
+        if (*p == ']')
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "captureInstance '%.128s': ']' is not allowed in a capture "
+                                  "instance name",
+                                  ci);
+        if ((*p & 0xC0) != 0x80) chars++; /* count UTF-8 lead bytes */
+    }
+    if (chars > MCDC_CAPTURE_INSTANCE_CHARS_MAX)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "captureInstance '%.128s...': %zu characters, SQL Server allows "
+                              "%d",
+                              ci, chars, MCDC_CAPTURE_INSTANCE_CHARS_MAX);
+    return MCDC_OK;
+}
+
+/* ---- the client ------------------------------------------------------------- */
+int mcdc_cdc_client_create(mcdc_cdc_client **out, mcdc_conn *conn, mcdc_error *err) {
+    MCDC_ASSERT(out != NULL && conn != NULL);
+    *out = mcdc_calloc(1, sizeof **out);
+    if (*out == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    (*out)->conn = conn;
+    (*out)->clock.kind = MCDC_CLOCK_UTC;
+    return MCDC_OK;
+}
+
+void mcdc_cdc_client_free(mcdc_cdc_client *c) { mcdc_free(c); }
+mcdc_conn *mcdc_cdc_client_conn(mcdc_cdc_client *c) { return c->conn; }
+void mcdc_cdc_set_clock(mcdc_cdc_client *c, const mcdc_clock *clock) { c->clock = *clock; }
+const mcdc_clock *mcdc_cdc_clock(const mcdc_cdc_client *c) { return &c->clock; }
+
+/* Scalar LSN query: NULL or zero text -> zero LSN, *was_null set for NULL. */
+static int scalar_lsn(mcdc_cdc_client *c, const char *what, const char *sql,
+                      const char *const *params, int n, mcdc_lsn *out, bool *was_null,
+                      mcdc_error *err) {
+    char *t = NULL;
+    int rc = mcdc_conn_scalar(&t, c->conn, sql, params, n, err);
+    if (rc != MCDC_OK) {
+        mcdc_error_wrap(err, "%s", what);
+        return rc;
+    }
+    if (was_null) *was_null = t == NULL;
+    if (t == NULL) {
+        *out = mcdc_lsn_zero();
+        return MCDC_OK;
+    }
+    rc = mcdc_lsn_parse_cstr(out, t, err);
+    mcdc_free(t);
+    if (rc != MCDC_OK) mcdc_error_wrap(err, "%s: the server returned", what);
+    return rc;
+}
+
+int mcdc_cdc_max_lsn(mcdc_lsn *out, bool *out_was_null, mcdc_cdc_client *c, mcdc_error *err) {
+    return scalar_lsn(c, "reading max_lsn",
+                      "SELECT CONVERT(varchar(22), sys.fn_cdc_get_max_lsn(), 1)", NULL, 0, out,
+                      out_was_null, err);
+}
+
+int mcdc_cdc_min_lsn(mcdc_lsn *out, mcdc_cdc_client *c, const char *ci, mcdc_error *err) {
+    const char *p[] = {ci};
+    return scalar_lsn(c, "reading min_lsn",
+                      "SELECT CONVERT(varchar(22), sys.fn_cdc_get_min_lsn(?), 1)", p, 1, out,
+                      NULL, err);
+}
+
+static int lsn_fn(mcdc_cdc_client *c, const char *fn, const mcdc_lsn *lsn, mcdc_lsn *out,
+                  mcdc_error *err) {
+    char hex[MCDC_LSN_TEXT_LEN + 1], sql[160], what[64];
+    mcdc_lsn_format(lsn, hex);
+    snprintf(sql, sizeof sql, "SELECT CONVERT(varchar(22), sys.%s(CONVERT(binary(10), ?, 1)), 1)",
+             fn);
+    snprintf(what, sizeof what, "%s(%s)", fn, hex);
+    const char *p[] = {hex};
+    bool was_null = false;
+    int rc = scalar_lsn(c, what, sql, p, 1, out, &was_null, err);
+    if (rc == MCDC_OK && was_null)
+        return mcdc_error_set(err, MCDC_E_SERVER, "%s returned NULL", what);
+    return rc;
+}
+
+int mcdc_cdc_increment_lsn(mcdc_lsn *out, mcdc_cdc_client *c, const mcdc_lsn *lsn,
+                           mcdc_error *err) {
+    return lsn_fn(c, "fn_cdc_increment_lsn", lsn, out, err);
+}
+
+int mcdc_cdc_decrement_lsn(mcdc_lsn *out, mcdc_cdc_client *c, const mcdc_lsn *lsn,
+                           mcdc_error *err) {
+    return lsn_fn(c, "fn_cdc_decrement_lsn", lsn, out, err);
+}
+
+static int lsn_time(mcdc_cdc_client *c, const mcdc_lsn *lsn, int mode, int64_t *out_us,
+                    bool *out_found, mcdc_error *err) {
+    static const char *const WHERE[] = {
+        ", 126) FROM cdc.lsn_time_mapping AS m WHERE m.start_lsn = CONVERT(binary(10), ?, 1)",
+        ", 126) FROM cdc.lsn_time_mapping AS m WHERE m.start_lsn <= CONVERT(binary(10), ?, 1) "
+        "ORDER BY m.start_lsn DESC",
+        ", 126) FROM cdc.lsn_time_mapping AS m WHERE m.start_lsn >= CONVERT(binary(10), ?, 1) "
+        "ORDER BY m.start_lsn"};
+    mcdc_buf sql = {0};
+    int rc = mcdc_buf_append_str(&sql, "SELECT TOP (1) CONVERT(varchar(23), ", err);
+    if (rc == MCDC_OK) rc = mcdc_clock_sql_utc(&sql, &c->clock, "m.tran_end_time", false, 0, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(&sql, WHERE[mode], err);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&sql, err);
+    char hex[MCDC_LSN_TEXT_LEN + 1];
+    mcdc_lsn_format(lsn, hex);
+    const char *p[] = {hex};
+    char *t = NULL;
+    if (rc == MCDC_OK) rc = mcdc_conn_scalar(&t, c->conn, (const char *)sql.data, p, 1, err);
+    mcdc_buf_free(&sql);
+    *out_found = false;
+    *out_us = 0;
+    if (rc != MCDC_OK) {
+        mcdc_error_wrap(err, "reading the commit time of %s", hex);
+        return rc;
+    }
+    if (t == NULL) return MCDC_OK;
+    rc = mcdc_parse_ts_us(t, strlen(t), out_us, err);
+    mcdc_free(t);
+    if (rc != MCDC_OK) return mcdc_error_wrap(err, "commit time of %s", hex);
+    *out_found = true;
+    return MCDC_OK;
+}
+
+int mcdc_cdc_lsn_to_time(int64_t *out_us, bool *out_found, mcdc_cdc_client *c, const mcdc_lsn *lsn,
+                         bool at_or_before, mcdc_error *err) {
+    return lsn_time(c, lsn, at_or_before ? 1 : 0, out_us, out_found, err);
+}
+
+int mcdc_cdc_first_commit_time_from(int64_t *out_us, bool *out_found, mcdc_cdc_client *c,
+                                    const mcdc_lsn *lsn, mcdc_error *err) {
+    return lsn_time(c, lsn, 2, out_us, out_found, err);
+}
+
+int mcdc_cdc_time_to_lsn(mcdc_lsn *out, bool *out_found, mcdc_cdc_client *c, int64_t utc_us,
+                         mcdc_error *err) {
+    char ts[32];
+    mcdc_format_ts_us(utc_us - ((utc_us % 1000000 + 1000000) % 1000000), 0, ts);
+    mcdc_buf sql = {0};
+    int rc = mcdc_buf_append_str(&sql,
+                                 "SELECT CONVERT(varchar(22), sys.fn_cdc_map_time_to_lsn(N'largest "
+                                 "less than or equal', ",
+                                 err);
+    const mcdc_clock *k = &c->clock;
+    if (rc == MCDC_OK) {
+        if (k->kind == MCDC_CLOCK_UTC || (k->kind == MCDC_CLOCK_FIXED && k->offset_minutes == 0))
+            rc = mcdc_buf_append_str(&sql, "CONVERT(datetime2(0), ?, 126)", err);
+        else if (k->kind == MCDC_CLOCK_FIXED)
+            rc = mcdc_buf_printf(&sql, err, "DATEADD(minute, %d, CONVERT(datetime2(0), ?, 126))",
+                                 k->offset_minutes);
+        else {
+            rc = mcdc_buf_append_str(&sql,
+                                     "CONVERT(datetime2(0), CONVERT(datetime2(0), ?, 126) AT "
+                                     "TIME ZONE 'UTC' AT TIME ZONE ",
+                                     err);
+            if (rc == MCDC_OK) rc = lit(&sql, k->zone, err);
+            if (rc == MCDC_OK) rc = mcdc_buf_append_byte(&sql, ')', err);
+        }
+    }
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(&sql, "), 1)", err);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&sql, err);
+    const char *p[] = {ts};
+    bool was_null = false;
+    if (rc == MCDC_OK)
+        rc = scalar_lsn(c, "mapping a time to an LSN", (const char *)sql.data, p, 1, out,
+                        &was_null, err);
+    mcdc_buf_free(&sql);
+    *out_found = rc == MCDC_OK && !was_null && !mcdc_lsn_is_zero(out);
+    return rc;
+}
+
+int mcdc_cdc_nth_commit_after(mcdc_lsn *out, bool *out_found, mcdc_cdc_client *c,
+                              const mcdc_lsn *lsn, int64_t n, mcdc_error *err) {
+    if (n < 1) return mcdc_error_set(err, MCDC_E_INVALID, "nth_commit_after: n must be >= 1");
+    char sql[400], hex[MCDC_LSN_TEXT_LEN + 1];
+    snprintf(sql, sizeof sql,
+             "SELECT CONVERT(varchar(22), MAX(t.start_lsn), 1) FROM (SELECT TOP (%lld) "
+             "m.start_lsn FROM cdc.lsn_time_mapping AS m WHERE m.start_lsn > "
+             "CONVERT(binary(10), ?, 1) ORDER BY m.start_lsn) AS t",
+             (long long)n);
+    mcdc_lsn_format(lsn, hex);
+    const char *p[] = {hex};
+    bool was_null = false;
+    int rc = scalar_lsn(c, "counting commits", sql, p, 1, out, &was_null, err);
+    *out_found = rc == MCDC_OK && !was_null;
+    return rc;
+}
+
+/* ---- reading result rows ------------------------------------------------------ */
+typedef int (*row_fn)(void *ctx, const mcdc_batch *b, int64_t row, mcdc_error *err);
+
+static int for_each_row(mcdc_cdc_client *c, const char *sql, const char *const *p, int n,
+                        row_fn fn, void *ctx, mcdc_error *err) {
+    mcdc_result *r = NULL;
+    int rc = mcdc_conn_exec(&r, c->conn, sql, p, n, err);
+    if (rc != MCDC_OK) return rc;
+    for (;;) {
+        mcdc_batch *b = NULL;
+        rc = mcdc_result_next_batch(&b, r, 1024, err);
+        if (rc != MCDC_OK || b == NULL) break;
+        for (int64_t i = 0; i < b->rows && rc == MCDC_OK; i++) rc = fn(ctx, b, i, err);
+        mcdc_batch_free(b);
+        if (rc != MCDC_OK) break;
+    }
+    mcdc_result_free(r);
+    return rc;
+}
+
+static int col_of(const mcdc_batch *b, const char *name) {
+    int32_t i = mcdc_schema_find(b->schema, name);
+    if (i >= 0) return i;
+    for (int32_t k = 0; k < b->schema->n_fields; k++)
+        if (mcdc_str_ieq(b->schema->fields[k].name, name)) return k;
+    return -1;
+}
+
+/* Text of a cell (utf8 as is, binary as 0x hex, numbers in decimal) into
+ * buf; false for NULL or a missing column. */
+static bool cell(const mcdc_batch *b, const char *name, int64_t row, char *buf, size_t n) {
+    int i = col_of(b, name);
+    if (i < 0 || !mcdc_col_is_valid(&b->columns[i], row)) return false;
+    const mcdc_column *c = &b->columns[i];
+    switch (c->field->type) {
+    case MCDC_TYPE_UTF8: {
+        size_t len = (size_t)(c->offsets[row + 1] - c->offsets[row]);
+        if (len >= n) len = n - 1;
+        memcpy(buf, c->data + c->offsets[row], len);
+        buf[len] = 0;
+        return true;
+    }
+    case MCDC_TYPE_BINARY: {
+        int32_t len = c->offsets[row + 1] - c->offsets[row];
+        static const char hex[] = "0123456789ABCDEF";
+        size_t k = 0;
+        buf[k++] = '0';
+        buf[k++] = 'x';
+        for (int32_t j = 0; j < len && k + 3 < n; j++) {
+            uint8_t v = c->data[c->offsets[row] + j];
+            buf[k++] = hex[v >> 4];
+            buf[k++] = hex[v & 15];
+        }
+        buf[k] = 0;
+        return true;
+    }
+    case MCDC_TYPE_BOOL:
+        snprintf(buf, n, "%d", (c->values[row >> 3] >> (row & 7)) & 1);
+        return true;
+    case MCDC_TYPE_INT8: snprintf(buf, n, "%d", ((const int8_t *)c->values)[row]); return true;
+    case MCDC_TYPE_INT16: {
+        int16_t v;
+        memcpy(&v, c->values + row * 2, 2);
+        snprintf(buf, n, "%d", v);
+        return true;
+    }
+    case MCDC_TYPE_INT32: {
+        int32_t v;
+        memcpy(&v, c->values + row * 4, 4);
+        snprintf(buf, n, "%d", v);
+        return true;
+    }
+    case MCDC_TYPE_INT64: {
+        int64_t v;
+        memcpy(&v, c->values + row * 8, 8);
+        snprintf(buf, n, "%lld", (long long)v);
+        return true;
+    }
+    case MCDC_TYPE_DECIMAL: {
+        int64_t lo;
+        memcpy(&lo, c->values + row * 16, 8);
+        int64_t scale = 1;
+        for (int s = 0; s < c->field->scale; s++) scale *= 10;
+        snprintf(buf, n, "%lld", (long long)(lo / scale));
+        return true;
+    }
+    case MCDC_TYPE_TIMESTAMP_NTZ:
+    case MCDC_TYPE_TIMESTAMP_UTC: {
+        int64_t v;
+        char t[32];
+        memcpy(&v, c->values + row * 8, 8);
+        mcdc_format_ts_us(v, 6, t);
+        snprintf(buf, n, "%s", t);
+        return true;
+    }
+    default: return false;
+    }
+}
+
+static int cell_int(const mcdc_batch *b, const char *name, int64_t row, int64_t dflt) {
+    char t[64];
+    int64_t v;
+    if (!cell(b, name, row, t, sizeof t) || mcdc_parse_i64(t, &v) != MCDC_OK) return (int)dflt;
+    return (int)v;
+}
+
+/* ---- split points --------------------------------------------------------------- */
+typedef struct {
+    mcdc_split_point *v;
+    int n, cap;
+} split_acc;
+
+static int split_row(void *ctx, const mcdc_batch *b, int64_t row, mcdc_error *err) {
+    split_acc *a = ctx;
+    char bound[64], next[64], rows[32];
+    if (!cell(b, "bound", row, bound, sizeof bound) ||
+        !cell(b, "next_start", row, next, sizeof next) ||
+        !cell(b, "row_count", row, rows, sizeof rows))
+        return mcdc_error_set(err, MCDC_E_PROTOCOL, "split_points: a row with NULL columns");
+    mcdc_split_point sp;
+    int64_t nrows;
+    if (mcdc_lsn_parse_cstr(&sp.bound, bound, err) != MCDC_OK ||
+        mcdc_lsn_parse_cstr(&sp.next_start, next, err) != MCDC_OK ||
+        mcdc_parse_i64(rows, &nrows) != MCDC_OK)
+        return mcdc_error_set(err, MCDC_E_PROTOCOL, "split_points: a malformed row");
+    sp.rows = nrows;
+    /* A commit split across tiles stays in the first: fold its later tile. */
+    if (a->n > 0 && mcdc_lsn_cmp(&sp.bound, &a->v[a->n - 1].bound) <= 0) {
+        a->v[a->n - 1].rows += sp.rows;
+        return MCDC_OK;
+    }
+    if (a->n == a->cap) {
+        int cap = a->cap ? a->cap * 2 : 16;
+        mcdc_split_point *v = mcdc_realloc(a->v, sizeof *v * (size_t)cap);
+        if (v == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n++] = sp;
+    return MCDC_OK;
+}
+
+int mcdc_cdc_split_points(mcdc_split_point **out, int *out_n, mcdc_cdc_client *c, const char *ci,
+                          const mcdc_lsn *from, const mcdc_lsn *to, int n, mcdc_error *err) {
+    *out = NULL;
+    *out_n = 0;
+    int rc = mcdc_cdc_validate_capture_instance(ci, err);
+    if (rc != MCDC_OK) return rc;
+    if (n < 1 || n > MCDC_PARTITIONS_MAX * 16)
+        return mcdc_error_set(err, MCDC_E_INVALID, "split_points: %d tiles", n);
+    mcdc_buf sql = {0};
+    rc = mcdc_buf_printf(&sql, err,
+                         "SELECT CONVERT(varchar(22), MAX(t.lsn), 1) AS bound, "
+                         "CONVERT(varchar(22), sys.fn_cdc_increment_lsn(MAX(t.lsn)), 1) AS "
+                         "next_start, COUNT_BIG(*) AS row_count FROM (SELECT c.__$start_lsn AS "
+                         "lsn, NTILE(%d) OVER (ORDER BY c.__$start_lsn) AS tile FROM cdc.[%s_CT] "
+                         "AS c WHERE c.__$start_lsn BETWEEN CONVERT(binary(10), ?, 1) AND "
+                         "CONVERT(binary(10), ?, 1)) AS t GROUP BY t.tile ORDER BY t.tile",
+                         n, ci);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&sql, err);
+    char f[MCDC_LSN_TEXT_LEN + 1], t[MCDC_LSN_TEXT_LEN + 1];
+    mcdc_lsn_format(from, f);
+    mcdc_lsn_format(to, t);
+    const char *p[] = {f, t};
+    split_acc a = {0};
+    if (rc == MCDC_OK) rc = for_each_row(c, (const char *)sql.data, p, 2, split_row, &a, err);
+    mcdc_buf_free(&sql);
+    if (rc != MCDC_OK) {
+        mcdc_free(a.v);
+        mcdc_error_wrap(err, "split_points of %s [%s, %s]", ci, f, t);
+        return rc;
+    }
+    *out = a.v;
+    *out_n = a.n;
+    return MCDC_OK;
+}
+
+/* ---- captured columns and type mapping -------------------------------------------- */
+typedef struct {
+    mcdc_captured_column *v;
+    int n, cap;
+} cols_acc;
+
+static int cols_row(void *ctx, const mcdc_batch *b, int64_t row, mcdc_error *err) {
+    cols_acc *a = ctx;
+    char name[MCDC_IDENT_BYTES_MAX + 1], type[MCDC_IDENT_BYTES_MAX + 1];
+    if (!cell(b, "column_name", row, name, sizeof name) ||
+        !cell(b, "data_type", row, type, sizeof type))
+        return mcdc_error_set(err, MCDC_E_PROTOCOL,
+                              "sp_cdc_get_captured_columns: a row without column_name or "
+                              "data_type");
+    if (a->n == a->cap) {
+        int cap = a->cap ? a->cap * 2 : 16;
+        if (cap > MCDC_COLUMNS_MAX)
+            return mcdc_error_set(err, MCDC_E_LIMIT, "more than %d captured columns",
+                                  MCDC_COLUMNS_MAX);
+        mcdc_captured_column *v = mcdc_realloc(a->v, sizeof *v * (size_t)cap);
+        if (v == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        a->v = v;
+        a->cap = cap;
+    }
+    mcdc_captured_column *c = &a->v[a->n];
+    memset(c, 0, sizeof *c);
+    for (char *q = type; *q; q++) *q = (char)tolower((unsigned char)*q);
+    c->name = mcdc_strdup(name);
+    c->data_type = mcdc_strdup(type);
+    if (c->name == NULL || c->data_type == NULL) {
+        mcdc_free(c->name);
+        mcdc_free(c->data_type);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    c->column_id = cell_int(b, "column_id", row, 0);
+    c->ordinal = cell_int(b, "column_ordinal", row, a->n + 1);
+    c->precision = cell_int(b, "numeric_precision", row, 0);
+    c->scale = cell_int(b, "numeric_scale", row, 0);
+    c->max_length = cell_int(b, "character_maximum_length", row, 0);
+    c->datetime_precision = cell_int(b, "datetime_precision", row, 0);
+    a->n++;
+    return MCDC_OK;
+}
+
+static int by_ordinal(const void *x, const void *y) {
+    const mcdc_captured_column *a = x, *b = y;
+    return (a->ordinal > b->ordinal) - (a->ordinal < b->ordinal);
+}
+
+void mcdc_captured_columns_free(mcdc_captured_column *cols, int n) {
+    for (int i = 0; cols && i < n; i++) {
+        mcdc_free(cols[i].name);
+        mcdc_free(cols[i].data_type);
+    }
+    mcdc_free(cols);
+}
+
+int mcdc_cdc_captured_columns(mcdc_captured_column **out, int *out_n, mcdc_cdc_client *c,
+                              const char *ci, mcdc_error *err) {
+    *out = NULL;
+    *out_n = 0;
+    int rc = mcdc_cdc_validate_capture_instance(ci, err);
+    if (rc != MCDC_OK) return rc;
+    const char *p[] = {ci};
+    cols_acc a = {0};
+    rc = for_each_row(c, "EXEC sys.sp_cdc_get_captured_columns @capture_instance = ?", p, 1,
+                      cols_row, &a, err);
+    if (rc != MCDC_OK) {
+        mcdc_captured_columns_free(a.v, a.n);
+        mcdc_error_wrap(err, "reading the captured columns of %s", ci);
+        return rc;
+    }
+    if (a.n > 1) qsort(a.v, (size_t)a.n, sizeof *a.v, by_ordinal);
+    *out = a.v;
+    *out_n = a.n;
+    return MCDC_OK;
+}
+
+int mcdc_cdc_map_type(mcdc_type_id *out_type, int32_t *out_precision, int32_t *out_scale,
+                      const mcdc_captured_column *col, mcdc_error *err) {
+    const char *t = col->data_type;
+    *out_precision = *out_scale = 0;
+    static const struct {
+        const char *name;
+        mcdc_type_id type;
+    } SIMPLE[] = {
+        {"bit", MCDC_TYPE_BOOL},
+        {"tinyint", MCDC_TYPE_INT16}, /* 0-255 does not fit a signed byte */
+        {"smallint", MCDC_TYPE_INT16},
+        {"int", MCDC_TYPE_INT32},
+        {"bigint", MCDC_TYPE_INT64},
+        {"real", MCDC_TYPE_FLOAT},
+        {"float", MCDC_TYPE_DOUBLE},
+        {"date", MCDC_TYPE_DATE32},
+        {"datetime", MCDC_TYPE_TIMESTAMP_NTZ},
+        {"datetime2", MCDC_TYPE_TIMESTAMP_NTZ},
+        {"smalldatetime", MCDC_TYPE_TIMESTAMP_NTZ},
+        {"datetimeoffset", MCDC_TYPE_TIMESTAMP_UTC},
+        {"time", MCDC_TYPE_UTF8},
+        {"char", MCDC_TYPE_UTF8},
+        {"varchar", MCDC_TYPE_UTF8},
+        {"nchar", MCDC_TYPE_UTF8},
+        {"nvarchar", MCDC_TYPE_UTF8},
+        {"text", MCDC_TYPE_UTF8},
+        {"ntext", MCDC_TYPE_UTF8},
+        {"xml", MCDC_TYPE_UTF8},
+        {"uniqueidentifier", MCDC_TYPE_UTF8},
+        {"sysname", MCDC_TYPE_UTF8},
+        {"binary", MCDC_TYPE_BINARY},
+        {"varbinary", MCDC_TYPE_BINARY},
+        {"image", MCDC_TYPE_BINARY},
+        {"timestamp", MCDC_TYPE_BINARY},
+        {"rowversion", MCDC_TYPE_BINARY},
+    };
+    for (size_t i = 0; i < sizeof SIMPLE / sizeof SIMPLE[0]; i++)
+        if (mcdc_str_ieq(t, SIMPLE[i].name)) {
+            *out_type = SIMPLE[i].type;
+            return MCDC_OK;
+        }
+    if (mcdc_str_ieq(t, "decimal") || mcdc_str_ieq(t, "numeric")) {
+        if (col->precision < 1 || col->precision > 38 || col->scale < 0 ||
+            col->scale > col->precision)
+            return mcdc_error_set(err, MCDC_E_PROTOCOL,
+                                  "column '%s': %s(%d,%d) is not a valid decimal", col->name, t,
+                                  col->precision, col->scale);
+        *out_type = MCDC_TYPE_DECIMAL;
+        *out_precision = col->precision;
+        *out_scale = col->scale;
+        return MCDC_OK;
+    }
+    if (mcdc_str_ieq(t, "money") || mcdc_str_ieq(t, "smallmoney")) {
+        *out_type = MCDC_TYPE_DECIMAL;
+        *out_precision = mcdc_str_ieq(t, "money") ? 19 : 10;
+        *out_scale = 4;
+        return MCDC_OK;
+    }
+    return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
+                          "column '%s' has SQL Server type %s, which has no default type; pass "
+                          "columns (the columns option) with a type to read it as, or leave the "
+                          "column out",
+                          col->name, t);
+}
+
+void mcdc_cdc_sql_type_of(const mcdc_field *f, char out[32]) {
+    switch (f->type) {
+    case MCDC_TYPE_BOOL: snprintf(out, 32, "bit"); return;
+    case MCDC_TYPE_INT8:
+    case MCDC_TYPE_INT16: snprintf(out, 32, "smallint"); return;
+    case MCDC_TYPE_INT32: snprintf(out, 32, "int"); return;
+    case MCDC_TYPE_INT64: snprintf(out, 32, "bigint"); return;
+    case MCDC_TYPE_FLOAT: snprintf(out, 32, "real"); return;
+    case MCDC_TYPE_DOUBLE: snprintf(out, 32, "float"); return;
+    case MCDC_TYPE_DECIMAL: snprintf(out, 32, "decimal(%d,%d)", f->precision, f->scale); return;
+    case MCDC_TYPE_UTF8: snprintf(out, 32, "nvarchar(1)"); return;
+    case MCDC_TYPE_BINARY:
+    case MCDC_TYPE_FIXED_BINARY: snprintf(out, 32, "varbinary(1)"); return;
+    case MCDC_TYPE_DATE32: snprintf(out, 32, "date"); return;
+    case MCDC_TYPE_TIMESTAMP_NTZ: snprintf(out, 32, "datetime2(6)"); return;
+    case MCDC_TYPE_TIMESTAMP_UTC: snprintf(out, 32, "datetimeoffset(6)"); return;
+    }
+    snprintf(out, 32, "sql_variant");
+}
+
+/* ---- capture instances ------------------------------------------------------------ */
+typedef struct {
+    mcdc_capture_instance *v;
+    int n, cap;
+} ci_acc;
+
+/* "[a], [b]]c]" -> {"a", "b]c"} */
+static int parse_key_list(const char *s, char ***out, int *out_n, mcdc_error *err) {
+    *out = NULL;
+    *out_n = 0;
+    char **keys = NULL;
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        while (*p == ' ' || *p == ',') p++;
+        if (!*p) break;
+        mcdc_buf name = {0};
+        if (*p == '[') {
+            p++;
+            while (*p) {
+                if (*p == ']') {
+                    if (p[1] == ']') {
+                        mcdc_buf_append_byte(&name, ']', NULL);
+                        p += 2;
+                        continue;
+                    }
+                    p++;
+                    break;
+                }
+                mcdc_buf_append_byte(&name, (uint8_t)*p++, NULL);
+            }
+        } else {
+            while (*p && *p != ',') mcdc_buf_append_byte(&name, (uint8_t)*p++, NULL);
+        }
+        if (mcdc_buf_cstr(&name, NULL) != MCDC_OK) goto nomem;
+        char **k = mcdc_realloc(keys, sizeof *k * (size_t)(n + 1));
+        if (k == NULL) {
+            mcdc_buf_free(&name);
+            goto nomem;
+        }
+        keys = k;
+        keys[n++] = (char *)name.data;
+    }
+    *out = keys;
+    *out_n = n;
+    return MCDC_OK;
+nomem:
+    for (int i = 0; i < n; i++) mcdc_free(keys[i]);
+    mcdc_free(keys);
+    return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+}
+
+void mcdc_capture_instances_free(mcdc_capture_instance *v, int n) {
+    for (int i = 0; v && i < n; i++) {
+        mcdc_free(v[i].name);
+        mcdc_free(v[i].source_schema);
+        mcdc_free(v[i].source_table);
+        for (int k = 0; k < v[i].n_keys; k++) mcdc_free(v[i].keys[k]);
+        mcdc_free(v[i].keys);
+    }
+    mcdc_free(v);
+}
+
+static int ci_row(void *ctx, const mcdc_batch *b, int64_t row, mcdc_error *err) {
+    ci_acc *a = ctx;
+    char name[MCDC_IDENT_BYTES_MAX + 1], sch[MCDC_IDENT_BYTES_MAX + 1],
+        tab[MCDC_IDENT_BYTES_MAX + 1], lsn[64], created[64], keys[4096];
+    if (!cell(b, "capture_instance", row, name, sizeof name) ||
+        !cell(b, "source_schema", row, sch, sizeof sch) ||
+        !cell(b, "source_table", row, tab, sizeof tab))
+        return mcdc_error_set(err, MCDC_E_PROTOCOL,
+                              "sp_cdc_help_change_data_capture: a row without names");
+    if (a->n == a->cap) {
+        int cap = a->cap ? a->cap * 2 : 8;
+        mcdc_capture_instance *v = mcdc_realloc(a->v, sizeof *v * (size_t)cap);
+        if (v == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        a->v = v;
+        a->cap = cap;
+    }
+    mcdc_capture_instance *ci = &a->v[a->n];
+    memset(ci, 0, sizeof *ci);
+    a->n++;
+    ci->name = mcdc_strdup(name);
+    ci->source_schema = mcdc_strdup(sch);
+    ci->source_table = mcdc_strdup(tab);
+    if (!ci->name || !ci->source_schema || !ci->source_table)
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    if (cell(b, "start_lsn", row, lsn, sizeof lsn) &&
+        mcdc_lsn_parse_cstr(&ci->start_lsn, lsn, err) != MCDC_OK)
+        return err ? err->code : MCDC_E_PROTOCOL;
+    if (cell(b, "create_date", row, created, sizeof created))
+        mcdc_parse_ts_us(created, strlen(created), &ci->create_date_us, NULL);
+    if (cell(b, "index_column_list", row, keys, sizeof keys))
+        return parse_key_list(keys, &ci->keys, &ci->n_keys, err);
+    return MCDC_OK;
+}
+
+static int ci_order(const void *x, const void *y) {
+    const mcdc_capture_instance *a = x, *b = y;
+    if (a->create_date_us != b->create_date_us)
+        return a->create_date_us < b->create_date_us ? -1 : 1;
+    return mcdc_lsn_cmp(&a->start_lsn, &b->start_lsn);
+}
+
+int mcdc_cdc_capture_instances(mcdc_capture_instance **out, int *out_n, mcdc_cdc_client *c,
+                               const char *source_schema, const char *source_table,
+                               mcdc_error *err) {
+    *out = NULL;
+    *out_n = 0;
+    ci_acc a = {0};
+    int rc;
+    if (source_schema && source_table) {
+        const char *p[] = {source_schema, source_table};
+        rc = for_each_row(c,
+                          "EXEC sys.sp_cdc_help_change_data_capture @source_schema = ?, "
+                          "@source_name = ?",
+                          p, 2, ci_row, &a, err);
+    } else {
+        rc = for_each_row(c, "EXEC sys.sp_cdc_help_change_data_capture", NULL, 0, ci_row, &a,
+                          err);
+    }
+    if (rc != MCDC_OK) {
+        mcdc_capture_instances_free(a.v, a.n);
+        mcdc_error_wrap(err, "listing capture instances");
+        return rc;
+    }
+    if (a.n > 1) qsort(a.v, (size_t)a.n, sizeof *a.v, ci_order);
+    *out = a.v;
+    *out_n = a.n;
+    return MCDC_OK;
+}
+
+/* ---- DDL history --------------------------------------------------------------------- */
+typedef struct {
+    mcdc_ddl_event *v;
+    int n, cap;
+    mcdc_lsn from, to;
+} ddl_acc;
+
+void mcdc_ddl_events_free(mcdc_ddl_event *v, int n) {
+    for (int i = 0; v && i < n; i++) mcdc_free(v[i].command);
+    mcdc_free(v);
+}
+
+static int ddl_row(void *ctx, const mcdc_batch *b, int64_t row, mcdc_error *err) {
+    ddl_acc *a = ctx;
+    char lsn[64];
+    if (!cell(b, "ddl_lsn", row, lsn, sizeof lsn)) return MCDC_OK;
+    mcdc_lsn l;
+    if (mcdc_lsn_parse_cstr(&l, lsn, err) != MCDC_OK) return MCDC_E_PROTOCOL;
+    if (mcdc_lsn_cmp(&l, &a->from) <= 0 || mcdc_lsn_cmp(&l, &a->to) > 0) return MCDC_OK;
+    if (a->n == a->cap) {
+        int cap = a->cap ? a->cap * 2 : 4;
+        mcdc_ddl_event *v = mcdc_realloc(a->v, sizeof *v * (size_t)cap);
+        if (v == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        a->v = v;
+        a->cap = cap;
+    }
+    int i = col_of(b, "ddl_command");
+    char *cmd = NULL;
+    if (i >= 0 && mcdc_col_is_valid(&b->columns[i], row) &&
+        b->columns[i].field->type == MCDC_TYPE_UTF8) {
+        const mcdc_column *cc = &b->columns[i];
+        cmd = mcdc_strndup((const char *)cc->data + cc->offsets[row],
+                           (size_t)(cc->offsets[row + 1] - cc->offsets[row]));
+    } else {
+        cmd = mcdc_strdup("");
+    }
+    if (cmd == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    a->v[a->n].ddl_lsn = l;
+    a->v[a->n].command = cmd;
+    a->n++;
+    return MCDC_OK;
+}
+
+int mcdc_cdc_ddl_history(mcdc_ddl_event **out, int *out_n, mcdc_cdc_client *c, const char *ci,
+                         const mcdc_lsn *from, const mcdc_lsn *to, mcdc_error *err) {
+    *out = NULL;
+    *out_n = 0;
+    int rc = mcdc_cdc_validate_capture_instance(ci, err);
+    if (rc != MCDC_OK) return rc;
+    const char *p[] = {ci};
+    ddl_acc a = {0};
+    a.from = *from;
+    a.to = *to;
+    rc = for_each_row(c, "EXEC sys.sp_cdc_get_ddl_history @capture_instance = ?", p, 1, ddl_row,
+                      &a, err);
+    if (rc != MCDC_OK) {
+        mcdc_ddl_events_free(a.v, a.n);
+        mcdc_error_wrap(err, "reading the DDL history of %s", ci);
+        return rc;
+    }
+    *out = a.v;
+    *out_n = a.n;
+    return MCDC_OK;
+}
+
+/* ---- time zones ------------------------------------------------------------------------ */
+int mcdc_cdc_detect_clock(mcdc_clock *out, mcdc_cdc_client *c, mcdc_error *err) {
+    memset(out, 0, sizeof *out);
+    mcdc_result *r = NULL;
+    int rc = mcdc_conn_exec(&r, c->conn,
+                            "SELECT CONVERT(int, SERVERPROPERTY('ProductMajorVersion')) AS "
+                            "major_version, CONVERT(int, SERVERPROPERTY('EngineEdition')) AS "
+                            "engine_edition",
+                            NULL, 0, err);
+    if (rc != MCDC_OK) return mcdc_error_wrap(err, "probing the server version");
+    mcdc_batch *b = NULL;
+    rc = mcdc_result_next_batch(&b, r, 1, err);
+    int major = 0, edition = 0;
+    if (rc == MCDC_OK && b && b->rows > 0) {
+        major = cell_int(b, "major_version", 0, 0);
+        edition = cell_int(b, "engine_edition", 0, 0);
+    }
+    mcdc_batch_free(b);
+    mcdc_result_free(r);
+    if (rc != MCDC_OK) return mcdc_error_wrap(err, "probing the server version");
+    char *t = NULL;
+    if (major >= 16 || edition == 5 || edition == 8) {
+        rc = mcdc_conn_scalar(&t, c->conn, "SELECT CURRENT_TIMEZONE_ID()", NULL, 0, err);
+        if (rc != MCDC_OK) return mcdc_error_wrap(err, "reading the server time zone");
+        if (t == NULL) return mcdc_error_set(err, MCDC_E_SERVER, "CURRENT_TIMEZONE_ID() is NULL");
+        rc = mcdc_clock_from_name(out, t, err);
+        mcdc_free(t);
+        return rc;
+    }
+    rc = mcdc_conn_scalar(&t, c->conn, "SELECT DATEPART(TZOFFSET, SYSDATETIMEOFFSET())", NULL, 0,
+                          err);
+    if (rc != MCDC_OK) return mcdc_error_wrap(err, "reading the server UTC offset");
+    int64_t off = 0;
+    if (t == NULL || mcdc_parse_i64(t, &off) != MCDC_OK || off < -840 || off > 840) {
+        mcdc_free(t);
+        return mcdc_error_set(err, MCDC_E_PROTOCOL, "the server's UTC offset is not a number");
+    }
+    mcdc_free(t);
+    out->kind = MCDC_CLOCK_FIXED;
+    out->offset_minutes = (int)off;
+    char desc[MCDC_ZONE_NAME_MAX + 16];
+    mcdc_clock_describe(desc, out);
+    mcdc_log(MCDC_LOG_WARN,
+             "SQL Server %d has no CURRENT_TIMEZONE_ID(): converting commit times with the "
+             "server's current offset %s, which is wrong across a daylight-saving change; set "
+             "sourceTimeZone to the server's Windows time zone name",
+             major, desc);
+    return MCDC_OK;
+}
+
+int mcdc_cdc_range_offset(int *out_minutes, bool *out_known, mcdc_cdc_client *c,
+                          const mcdc_lsn *from, const mcdc_lsn *to, mcdc_error *err) {
+    *out_known = false;
+    *out_minutes = 0;
+    if (c->clock.kind == MCDC_CLOCK_UTC) {
+        *out_known = true;
+        return MCDC_OK;
+    }
+    if (c->clock.kind == MCDC_CLOCK_FIXED) {
+        *out_known = true;
+        *out_minutes = c->clock.offset_minutes;
+        return MCDC_OK;
+    }
+    char f[MCDC_LSN_TEXT_LEN + 1], t[MCDC_LSN_TEXT_LEN + 1];
+    mcdc_lsn_format(from, f);
+    mcdc_lsn_format(to, t);
+    const char *p[] = {c->clock.zone, c->clock.zone, c->clock.zone, f, t};
+    char *v = NULL;
+    int rc = mcdc_conn_scalar(
+        &v, c->conn,
+        "SELECT CASE WHEN DATEDIFF(day, MIN(m.tran_end_time), MAX(m.tran_end_time)) < 7 AND "
+        "DATEPART(TZOFFSET, DATEADD(hour, -3, MIN(m.tran_end_time)) AT TIME ZONE ?) = "
+        "DATEPART(TZOFFSET, DATEADD(hour, 3, MAX(m.tran_end_time)) AT TIME ZONE ?) THEN "
+        "DATEPART(TZOFFSET, DATEADD(hour, 3, MAX(m.tran_end_time)) AT TIME ZONE ?) END FROM "
+        "cdc.lsn_time_mapping AS m WHERE m.start_lsn BETWEEN CONVERT(binary(10), ?, 1) AND "
+        "CONVERT(binary(10), ?, 1)",
+        p, 5, err);
+    if (rc != MCDC_OK) return mcdc_error_wrap(err, "reading the UTC offset of [%s, %s]", f, t);
+    if (v != NULL) {
+        int64_t o;
+        if (mcdc_parse_i64(v, &o) == MCDC_OK && o >= -840 && o <= 840) {
+            *out_known = true;
+            *out_minutes = (int)o;
+        }
+        mcdc_free(v);
+    }
+    return MCDC_OK;
+}
+
+typedef struct {
+    mcdc_clock_drop *v;
+    int n;
+} drops_acc;
+
+static int drop_row(void *ctx, const mcdc_batch *b, int64_t row, mcdc_error *err) {
+    drops_acc *a = ctx;
+    char lsn[64], t[64];
+    if (!cell(b, "start_lsn", row, lsn, sizeof lsn) || !cell(b, "local_time", row, t, sizeof t))
+        return MCDC_OK;
+    if (a->n >= MCDC_CLOCK_DROPS_MAX)
+        return mcdc_error_set(err, MCDC_E_LIMIT,
+                              "more than %d clock drops in one range: the server clock went "
+                              "back that often",
+                              MCDC_CLOCK_DROPS_MAX);
+    if (mcdc_lsn_parse_cstr(&a->v[a->n].lsn, lsn, err) != MCDC_OK) return MCDC_E_PROTOCOL;
+    t[sizeof a->v[a->n].local_time - 1] = 0;
+    memcpy(a->v[a->n].local_time, t, strlen(t) + 1);
+    a->n++;
+    return MCDC_OK;
+}
+
+int mcdc_cdc_clock_drops(mcdc_clock_drop *out, int *out_n, mcdc_cdc_client *c, const mcdc_lsn *from,
+                         const mcdc_lsn *to, mcdc_error *err) {
+    *out_n = 0;
+    if (c->clock.kind != MCDC_CLOCK_ZONE) return MCDC_OK;
+    char f[MCDC_LSN_TEXT_LEN + 1], t[MCDC_LSN_TEXT_LEN + 1];
+    mcdc_lsn_format(from, f);
+    mcdc_lsn_format(to, t);
+    /* From the last entry at least 3 h before the range's first commit up
+     * to the range's end: entries more than a minute earlier than their
+     * predecessor, at a repeated local time. */
+    const char *p[] = {f, t, c->clock.zone, c->clock.zone};
+    drops_acc a = {out, 0};
+    int rc = for_each_row(
+        c,
+        "SELECT CONVERT(varchar(22), d.start_lsn, 1) AS start_lsn, CONVERT(varchar(23), "
+        "d.tran_end_time, 126) AS local_time FROM (SELECT m.start_lsn, m.tran_end_time, "
+        "LAG(m.tran_end_time) OVER (ORDER BY m.start_lsn) AS prev_time FROM cdc.lsn_time_mapping "
+        "AS m WHERE m.start_lsn >= ISNULL((SELECT TOP (1) b.start_lsn FROM cdc.lsn_time_mapping "
+        "AS b WHERE b.tran_end_time <= DATEADD(hour, -3, (SELECT TOP (1) f.tran_end_time FROM "
+        "cdc.lsn_time_mapping AS f WHERE f.start_lsn >= CONVERT(binary(10), ?, 1) ORDER BY "
+        "f.start_lsn)) ORDER BY b.tran_end_time DESC), 0x00000000000000000000) AND m.start_lsn <= "
+        "CONVERT(binary(10), ?, 1)) AS d WHERE d.tran_end_time < DATEADD(minute, -1, d.prev_time) "
+        "AND DATEPART(TZOFFSET, DATEADD(hour, 3, d.tran_end_time) AT TIME ZONE ?) < "
+        "DATEPART(TZOFFSET, d.tran_end_time AT TIME ZONE ?) ORDER BY d.start_lsn",
+        p, 4, drop_row, &a, err);
+    if (rc != MCDC_OK) return mcdc_error_wrap(err, "looking for clock drops in [%s, %s]", f, t);
+    *out_n = a.n;
+    return MCDC_OK;
+}
+
+int mcdc_cdc_commit_time_sql(mcdc_buf *out, mcdc_cdc_client *c, const mcdc_lsn *from,
+                             const mcdc_lsn *to, const char *t, const char *lsn, mcdc_error *err) {
+    int off = 0;
+    bool known = false;
+    int rc = mcdc_cdc_range_offset(&off, &known, c, from, to, err);
+    if (rc != MCDC_OK) return rc;
+    if (known) return mcdc_clock_sql_utc(out, &c->clock, t, true, off, err);
+    mcdc_clock_drop drops[MCDC_CLOCK_DROPS_MAX];
+    int nd = 0;
+    rc = mcdc_cdc_clock_drops(drops, &nd, c, from, to, err);
+    if (rc != MCDC_OK) return rc;
+    if (nd == 0) return mcdc_clock_sql_utc(out, &c->clock, t, false, 0, err);
+    /* Second pass of a repeated hour: a drop within the 3 h before the
+     * commit, at or before its LSN, and the commit's time is repeated. */
+    /* The outer CAST types the CASE as datetime2(3) for any server. */
+    rc = mcdc_buf_append_str(out, "CAST(CASE WHEN (", err);
+    for (int i = 0; i < nd && rc == MCDC_OK; i++) {
+        char hex[MCDC_LSN_TEXT_LEN + 1];
+        mcdc_lsn_format(&drops[i].lsn, hex);
+        rc = mcdc_buf_printf(out, err,
+                             "%s(%s >= CONVERT(binary(10), N'%s', 1) AND CONVERT(datetime, "
+                             "N'%s', 126) BETWEEN DATEADD(hour, -3, %s) AND %s)",
+                             i ? " OR " : "", lsn, hex, drops[i].local_time, t, t);
+    }
+    if (rc == MCDC_OK)
+        rc = mcdc_buf_printf(out, err,
+                             ") AND DATEPART(TZOFFSET, DATEADD(hour, 3, %s) AT TIME ZONE ",
+                             t);
+    if (rc == MCDC_OK) rc = lit(out, c->clock.zone, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_printf(out, err, ") < DATEPART(TZOFFSET, %s AT TIME ZONE ", t);
+    if (rc == MCDC_OK) rc = lit(out, c->clock.zone, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_buf_printf(out, err,
+                             ") THEN CAST(DATEADD(minute, -DATEPART(TZOFFSET, DATEADD(hour, 3, "
+                             "%s) AT TIME ZONE ",
+                             t);
+    if (rc == MCDC_OK) rc = lit(out, c->clock.zone, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_printf(out, err, "), %s) AS datetime2(3)) ELSE ", t);
+    if (rc == MCDC_OK) rc = mcdc_clock_sql_utc(out, &c->clock, t, false, 0, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, " END AS datetime2(3))", err);
+    return rc;
+}
+
+/* ---- metrics and permissions ------------------------------------------------------------ */
+int mcdc_cdc_ping(double *out_ms, mcdc_cdc_client *c, mcdc_error *err) {
+    int64_t t0 = mcdc_monotonic_us();
+    char *t = NULL;
+    int rc = mcdc_conn_scalar(&t, c->conn, "SELECT 1", NULL, 0, err);
+    int64_t t1 = mcdc_monotonic_us();
+    mcdc_free(t);
+    *out_ms = rc == MCDC_OK ? (double)(t1 - t0) / 1000.0 : 0.0;
+    return rc;
+}
+
+void mcdc_cdc_network_wait_ms(int64_t *out_ms, bool *out_known, mcdc_cdc_client *c) {
+    char *t = NULL;
+    *out_ms = 0;
+    *out_known = false;
+    mcdc_error e = MCDC_ERROR_INIT;
+    if (mcdc_conn_scalar(&t, c->conn,
+                         "SELECT ISNULL(SUM(w.wait_time_ms), 0) FROM "
+                         "sys.dm_exec_session_wait_stats AS w WHERE w.session_id = @@SPID AND "
+                         "w.wait_type = N'ASYNC_NETWORK_IO'",
+                         NULL, 0, &e) != MCDC_OK) {
+        mcdc_log(MCDC_LOG_DEBUG, "network wait unknown: %s", e.message);
+        return;
+    }
+    int64_t v = 0;
+    if (t == NULL) {
+        *out_known = true;
+    } else if (mcdc_parse_i64(t, &v) == MCDC_OK) {
+        *out_ms = v;
+        *out_known = true;
+    }
+    mcdc_free(t);
+}
+
+int mcdc_cdc_has_select(int *out, mcdc_cdc_client *c, const char *ci, mcdc_error *err) {
+    *out = -1;
+    int rc = mcdc_cdc_validate_capture_instance(ci, err);
+    if (rc != MCDC_OK) return rc;
+    char obj[MCDC_IDENT_BYTES_MAX + 16];
+    snprintf(obj, sizeof obj, "cdc.[%s_CT]", ci);
+    const char *p[] = {ci, obj};
+    char *t = NULL;
+    rc = mcdc_conn_scalar(&t, c->conn,
+                          "SELECT CASE WHEN sys.fn_cdc_get_min_lsn(?) > 0x00000000000000000000 "
+                          "THEN HAS_PERMS_BY_NAME(?, 'OBJECT', 'SELECT') END",
+                          p, 2, err);
+    if (rc != MCDC_OK) return mcdc_error_wrap(err, "checking SELECT permission on %s", obj);
+    int64_t v;
+    if (t && mcdc_parse_i64(t, &v) == MCDC_OK) *out = v ? 1 : 0;
+    mcdc_free(t);
+    return MCDC_OK;
+}
+
+int mcdc_cdc_user_name(char **out, mcdc_cdc_client *c, mcdc_error *err) {
+    return mcdc_conn_scalar(out, c->conn, "SELECT USER_NAME()", NULL, 0, err);
+}
+
+/* ---- the change-table read ---------------------------------------------------------------- */
+static int quote_ident(mcdc_buf *b, const char *name, mcdc_error *err) {
+    int rc = mcdc_buf_append_byte(b, '[', err);
+    for (const char *q = name; rc == MCDC_OK && *q; q++) {
+        if (*q == ']') rc = mcdc_buf_append_byte(b, ']', err);
+        if (rc == MCDC_OK) rc = mcdc_buf_append_byte(b, (uint8_t)*q, err);
+    }
+    return rc == MCDC_OK ? mcdc_buf_append_byte(b, ']', err) : rc;
+}
+
+int mcdc_cdc_changes_sql(mcdc_buf *out, const char *ci, const mcdc_field *cols,
+                         const bool *present, int n_cols, bool include_command_id,
+                         const char *commit_time_sql, const mcdc_row_key *after,
+                         mcdc_error *err) {
+    int rc = mcdc_cdc_validate_capture_instance(ci, err);
+    if (rc != MCDC_OK) return rc;
+    rc = mcdc_buf_append_str(out,
+                             "SELECT CONVERT(varchar(22), c.__$start_lsn, 1) AS [_start_lsn], "
+                             "CONVERT(varchar(22), c.__$seqval, 1) AS [_seqval], "
+                             "c.__$operation AS [_operation], ",
+                             err);
+    if (rc == MCDC_OK && include_command_id)
+        rc = mcdc_buf_append_str(out, "c.__$command_id AS [_command_id], ", err);
+    if (rc == MCDC_OK) rc = mcdc_buf_printf(out, err, "%s AS [_commit_ts]", commit_time_sql);
+    for (int i = 0; i < n_cols && rc == MCDC_OK; i++) {
+        rc = mcdc_buf_append_str(out, ", ", err);
+        if (rc != MCDC_OK) break;
+        if (present == NULL || present[i]) {
+            rc = mcdc_buf_append_str(out, "c.", err);
+            if (rc == MCDC_OK) rc = quote_ident(out, cols[i].name, err);
+        } else {
+            char ty[32];
+            mcdc_cdc_sql_type_of(&cols[i], ty);
+            rc = mcdc_buf_printf(out, err, "CAST(NULL AS %s) AS ", ty);
+            if (rc == MCDC_OK) rc = quote_ident(out, cols[i].name, err);
+        }
+    }
+    if (rc == MCDC_OK)
+        rc = mcdc_buf_printf(out, err,
+                             " FROM cdc.[%s_CT] AS c INNER JOIN cdc.lsn_time_mapping AS m ON "
+                             "m.start_lsn = c.__$start_lsn WHERE c.__$start_lsn BETWEEN "
+                             "CONVERT(binary(10), ?, 1) AND CONVERT(binary(10), ?, 1)",
+                             ci);
+    if (rc == MCDC_OK && after) {
+        char l[MCDC_LSN_TEXT_LEN + 1], s[MCDC_LSN_TEXT_LEN + 1];
+        mcdc_lsn_format(&after->start_lsn, l);
+        mcdc_lsn_format(&after->seqval, s);
+        if (include_command_id)
+            rc = mcdc_buf_printf(
+                out, err,
+                " AND (c.__$start_lsn > %s OR (c.__$start_lsn = %s AND (c.__$command_id > %d OR "
+                "(c.__$command_id = %d AND (c.__$seqval > %s OR (c.__$seqval = %s AND "
+                "c.__$operation > %d))))))",
+                l, l, (int)after->command_id, (int)after->command_id, s, s,
+                (int)after->operation);
+        else
+            rc = mcdc_buf_printf(out, err,
+                                 " AND (c.__$start_lsn > %s OR (c.__$start_lsn = %s AND "
+                                 "(c.__$seqval > %s OR (c.__$seqval = %s AND c.__$operation > "
+                                 "%d))))",
+                                 l, l, s, s, (int)after->operation);
+    }
+    if (rc == MCDC_OK)
+        rc = mcdc_buf_append_str(out,
+                                 include_command_id
+                                     ? " ORDER BY c.__$start_lsn, c.__$command_id, c.__$seqval, "
+                                       "c.__$operation"
+                                     : " ORDER BY c.__$start_lsn, c.__$seqval, c.__$operation",
+                                 err);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(out, err);
+    return rc;
+}

@@ -1,0 +1,455 @@
+/*
+ * mcdc_changes.c - the stream's change feed (src/pipeline/mcdc_changes.h) on
+ * the CDC client and the change reader: one control connection for the
+ * positions and the planning, a fresh connection per range read.
+ *
+ * Thread safety: mcdc_changes_read runs on several threads at once; it
+ * only reads the immutable parts of the handle (options, schema, clock).
+ * The control connection is serialised by a mutex.
+ */
+#include "mcdc_changes.h"
+
+#include <ctype.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcdc_cdc_client.h"
+#include "mcdc_connstr.h"
+#include "mcdc_reader.h"
+
+struct mcdc_changes {
+    char ci[MCDC_IDENT_BYTES_MAX + 1];
+    mcdc_connstr *connstr;
+    mcdc_connstr_connector connector;
+    mcdc_conn *control;
+    mcdc_cdc_client *client;
+    pthread_mutex_t mu;
+    mcdc_clock clock;
+    mcdc_lsn instance_start;  /* start_lsn of the instance */
+    mcdc_schema *captured;    /* columns read, with their types */
+    mcdc_schema *schema;      /* output schema */
+    mcdc_reader_options ropt; /* template for each range */
+    int retries_max;          /* control-call retries */
+    int backoff_ms_first;
+};
+
+/* ---- the control connection and its retries (ADR 0029) -------------------------
+ * Positions and planning run on one connection kept by the handle. A
+ * transient error (connection lost, timeout, deadlock) is retried on a new
+ * connection: MCDC_RETRIES_MAX times, backoff 1-2 s, 2-4 s, 4-8 s, a
+ * warning each time. Other errors fail at once. */
+static int control_connect(mcdc_changes *c, mcdc_error *err) {
+    mcdc_cdc_client_free(c->client);
+    c->client = NULL;
+    mcdc_conn_close(c->control);
+    c->control = NULL;
+    int rc = mcdc_conn_open(&c->control, c->connstr, &c->connector.options, err);
+    if (rc == MCDC_OK) rc = mcdc_cdc_client_create(&c->client, c->control, err);
+    if (rc == MCDC_OK) {
+        mcdc_cdc_set_clock(c->client, &c->clock);
+    } else {
+        mcdc_conn_close(c->control);
+        c->control = NULL;
+    }
+    return rc;
+}
+
+static uint64_t backoff_jitter(uint64_t below) {
+    static _Thread_local uint64_t s;
+    if (s == 0) s = (uint64_t)mcdc_monotonic_us() * 0x9E3779B97F4A7C15ull | 1;
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return below ? s % below : 0;
+}
+
+/* After a control call returned rc: true when it should run again (the
+ * connection is dropped; the next round opens a new one). */
+static bool control_again(mcdc_changes *c, int rc, int *attempt, mcdc_error *err) {
+    if (rc != MCDC_E_TRANSIENT || *attempt >= c->retries_max) return false;
+    int64_t base = (int64_t)c->backoff_ms_first << *attempt;
+    int64_t wait = base + (int64_t)backoff_jitter((uint64_t)base);
+    (*attempt)++;
+    mcdc_log(MCDC_LOG_WARN,
+             "capture instance %s: %s; retrying on a new connection in %lld ms (retry %d of %d)",
+             c->ci[0] ? c->ci : "(resolving)", err ? err->message : "transient error",
+             (long long)wait, *attempt, c->retries_max);
+    mcdc_cdc_client_free(c->client);
+    c->client = NULL;
+    mcdc_conn_close(c->control);
+    c->control = NULL;
+    if (wait > 0) mcdc_sleep_ms(wait);
+    return true;
+}
+
+/* Runs `call` (an expression using c->client / c->control) under the
+ * control mutex, reconnecting and retrying transient failures. */
+#define CONTROL_CALL(rc, c, err, call)                                   \
+    do {                                                                 \
+        int attempt_ = 0;                                                \
+        pthread_mutex_lock(&(c)->mu);                                    \
+        for (;;) {                                                       \
+            (rc) = (c)->client ? MCDC_OK : control_connect((c), (err));  \
+            if ((rc) == MCDC_OK) (rc) = (call);                          \
+            if (!control_again((c), (rc), &attempt_, (err))) break;      \
+        }                                                                \
+        pthread_mutex_unlock(&(c)->mu);                                  \
+    } while (0)
+
+/* ---- the columns option: a small subset of Spark DDL ---------------------------- */
+static int ddl_type(const char *t, mcdc_type_id *type, int32_t *p, int32_t *s) {
+    *p = *s = 0;
+    static const struct {
+        const char *name;
+        mcdc_type_id type;
+    } T[] = {{"BOOLEAN", MCDC_TYPE_BOOL},     {"SMALLINT", MCDC_TYPE_INT16},
+             {"SHORT", MCDC_TYPE_INT16},      {"INT", MCDC_TYPE_INT32},
+             {"INTEGER", MCDC_TYPE_INT32},    {"BIGINT", MCDC_TYPE_INT64},
+             {"LONG", MCDC_TYPE_INT64},       {"FLOAT", MCDC_TYPE_FLOAT},
+             {"REAL", MCDC_TYPE_FLOAT},       {"DOUBLE", MCDC_TYPE_DOUBLE},
+             {"STRING", MCDC_TYPE_UTF8},      {"BINARY", MCDC_TYPE_BINARY},
+             {"DATE", MCDC_TYPE_DATE32},      {"TIMESTAMP", MCDC_TYPE_TIMESTAMP_UTC},
+             {"TIMESTAMP_NTZ", MCDC_TYPE_TIMESTAMP_NTZ}};
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++)
+        if (mcdc_str_ieq(t, T[i].name)) {
+            *type = T[i].type;
+            return MCDC_OK;
+        }
+    if (mcdc_str_nieq(t, "DECIMAL", 7)) {
+        int pp = 10, ss = 0;
+        if (t[7] == 0 || sscanf(t + 7, " ( %d , %d )", &pp, &ss) == 2 ||
+            sscanf(t + 7, " ( %d )", &pp) == 1) {
+            *type = MCDC_TYPE_DECIMAL;
+            *p = pp;
+            *s = ss;
+            return MCDC_OK;
+        }
+    }
+    return MCDC_E_INVALID;
+}
+
+/* "a INT, `b c` DECIMAL(18,2), d STRING" -> schema (validated against the
+ * captured columns: each must exist). */
+static int parse_columns(mcdc_schema **out, const char *ddl, const mcdc_schema *captured,
+                         mcdc_error *err) {
+    char names[MCDC_COLUMNS_MAX][MCDC_IDENT_BYTES_MAX + 1];
+    char types[MCDC_COLUMNS_MAX][40];
+    int n = 0;
+    const char *p = ddl;
+    while (*p) {
+        while (isspace((unsigned char)*p) || *p == ',') p++;
+        if (!*p) break;
+        if (n >= MCDC_COLUMNS_MAX)
+            return mcdc_error_set(err, MCDC_E_LIMIT, "columns: more than %d columns",
+                                  MCDC_COLUMNS_MAX);
+        size_t k = 0;
+        if (*p == '`') {
+            p++;
+            while (*p && !(*p == '`' && p[1] != '`')) {
+                if (*p == '`') p++;
+                if (k < MCDC_IDENT_BYTES_MAX) names[n][k++] = *p;
+                p++;
+            }
+            if (*p == '`') p++;
+        } else {
+            while (*p && !isspace((unsigned char)*p) && *p != ',')
+                if (k < MCDC_IDENT_BYTES_MAX) names[n][k++] = *p++;
+                else p++;
+        }
+        names[n][k] = 0;
+        while (isspace((unsigned char)*p)) p++;
+        k = 0;
+        int depth = 0;
+        while (*p && (depth > 0 || *p != ',')) {
+            if (*p == '(') depth++;
+            if (*p == ')') depth--;
+            if (k + 1 < sizeof types[n]) types[n][k++] = *p;
+            p++;
+        }
+        while (k && isspace((unsigned char)types[n][k - 1])) k--;
+        types[n][k] = 0;
+        if (names[n][0] == 0 || types[n][0] == 0)
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "columns: expected 'name TYPE' pairs separated by commas, "
+                                  "e.g. 'id INT, amount DECIMAL(18,2), note STRING'");
+        n++;
+    }
+    if (n == 0) return mcdc_error_set(err, MCDC_E_INVALID, "columns: empty");
+    mcdc_schema *s = NULL;
+    int rc = mcdc_schema_create(&s, n, err);
+    for (int i = 0; i < n && rc == MCDC_OK; i++) {
+        mcdc_type_id t;
+        int32_t pp, ss;
+        if (ddl_type(types[i], &t, &pp, &ss) != MCDC_OK) {
+            rc = mcdc_error_set(err, MCDC_E_INVALID,
+                                "columns: '%s' has type '%s'; use BOOLEAN, SMALLINT, INT, "
+                                "BIGINT, FLOAT, DOUBLE, DECIMAL(p,s), STRING, BINARY, DATE, "
+                                "TIMESTAMP or TIMESTAMP_NTZ",
+                                names[i], types[i]);
+            break;
+        }
+        if (mcdc_schema_find(captured, names[i]) < 0) {
+            rc = mcdc_error_set(err, MCDC_E_INVALID,
+                                "columns: '%s' is not a captured column of the capture "
+                                "instance",
+                                names[i]);
+            break;
+        }
+        rc = mcdc_schema_set(s, i, names[i], t, pp, ss, 0, true, err);
+    }
+    if (rc != MCDC_OK) {
+        mcdc_schema_unref(s);
+        return rc;
+    }
+    *out = s;
+    return MCDC_OK;
+}
+
+/* ---- open ----------------------------------------------------------------------------- */
+/* The instance as named, else the only case-insensitive match (§2.1.1). */
+static int resolve_instance(mcdc_changes *c, const char *want, mcdc_error *err) {
+    mcdc_capture_instance *v = NULL;
+    int n = 0;
+    int rc = mcdc_cdc_capture_instances(&v, &n, c->client, NULL, NULL, err);
+    if (rc != MCDC_OK) return rc;
+    int exact = -1, ci_matches = 0, ci_at = -1;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(v[i].name, want) == 0) exact = i;
+        if (mcdc_str_ieq(v[i].name, want)) {
+            ci_matches++;
+            ci_at = i;
+        }
+    }
+    int at = exact >= 0 ? exact : ci_matches == 1 ? ci_at : -1;
+    if (at < 0) {
+        char names[512] = "";
+        for (int i = 0; i < n; i++) {
+            size_t l = strlen(names);
+            snprintf(names + l, sizeof names - l, "%s%s", l ? ", " : "", v[i].name);
+        }
+        rc = ci_matches > 1
+                 ? mcdc_error_set(err, MCDC_E_INVALID,
+                                  "captureInstance '%s' matches %d capture instances that "
+                                  "differ only in case; write the exact name",
+                                  want, ci_matches)
+                 : mcdc_error_set(err, MCDC_E_NOTFOUND,
+                                  "captureInstance '%s' not found in this database (its "
+                                  "capture instances: %s)",
+                                  want, n ? names : "none; is CDC enabled here?");
+    } else {
+        snprintf(c->ci, sizeof c->ci, "%s", v[at].name);
+        c->instance_start = v[at].start_lsn;
+    }
+    mcdc_capture_instances_free(v, n);
+    return rc;
+}
+
+void mcdc_changes_close(mcdc_changes *c) {
+    if (c == NULL) return;
+    mcdc_cdc_client_free(c->client);
+    mcdc_conn_close(c->control);
+    mcdc_connstr_free(c->connstr);
+    mcdc_schema_unref(c->captured);
+    mcdc_schema_unref(c->schema);
+    pthread_mutex_destroy(&c->mu);
+    mcdc_free(c);
+}
+
+int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts, mcdc_error *err) {
+    MCDC_ASSERT(out != NULL && opts != NULL);
+    *out = NULL;
+    const char *ci = mcdc_opts_get(opts, "captureInstance");
+    const char *cs = mcdc_opts_get(opts, "connectionString");
+    if (ci == NULL || cs == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "captureInstance and connectionString are required");
+    int rc = mcdc_cdc_validate_capture_instance(ci, err);
+    if (rc != MCDC_OK) return rc;
+    mcdc_changes *c = mcdc_calloc(1, sizeof *c);
+    if (c == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    pthread_mutex_init(&c->mu, NULL);
+    rc = mcdc_connstr_parse(&c->connstr, cs, err);
+    if (rc == MCDC_OK) {
+        c->connector.connstr = c->connstr;
+        c->connector.options = (mcdc_conn_options)MCDC_CONN_OPTIONS_INIT;
+        int64_t t = mcdc_opts_get_int(opts, "connectTimeout");
+        if (t > 0 && !(c->connstr->connect_timeout_s > 0))
+            c->connector.options.login_timeout_s = (int)t;
+        int64_t q = mcdc_opts_get_int(opts, "queryTimeout");
+        if (q > 0) c->connector.options.query_timeout_s = (int)q;
+    }
+    c->retries_max = MCDC_RETRIES_MAX;
+    c->backoff_ms_first = MCDC_RETRY_BACKOFF_MS_FIRST;
+    const char *backoff = getenv("MCDC_RETRY_BACKOFF_MS"); /* tests: fast retries */
+    int64_t bv;
+    if (backoff && mcdc_parse_i64(backoff, &bv) == MCDC_OK && bv >= 0 && bv <= 60000)
+        c->backoff_ms_first = (int)bv;
+    if (rc == MCDC_OK) CONTROL_CALL(rc, c, err, resolve_instance(c, ci, err));
+    if (rc == MCDC_OK) {
+        const char *tz = mcdc_opts_get(opts, "sourceTimeZone");
+        if (tz == NULL || mcdc_str_ieq(tz, "auto"))
+            CONTROL_CALL(rc, c, err, mcdc_cdc_detect_clock(&c->clock, c->client, err));
+        else
+            rc = mcdc_clock_from_name(&c->clock, tz, err);
+        if (rc == MCDC_OK) {
+            pthread_mutex_lock(&c->mu);
+            if (c->client) mcdc_cdc_set_clock(c->client, &c->clock);
+            pthread_mutex_unlock(&c->mu);
+        }
+    }
+    mcdc_schema *all = NULL;
+    if (rc == MCDC_OK)
+        CONTROL_CALL(rc, c, err, mcdc_reader_infer_columns(&all, c->client, c->ci, err));
+    if (rc == MCDC_OK) {
+        const char *ddl = mcdc_opts_get(opts, "columns");
+        if (ddl && *ddl) {
+            rc = parse_columns(&c->captured, ddl, all, err);
+            mcdc_schema_unref(all);
+        } else {
+            c->captured = all;
+        }
+    }
+    bool with_cmd = mcdc_opts_get_bool(opts, "includeCommandId");
+    if (rc == MCDC_OK) rc = mcdc_reader_output_schema(&c->schema, c->captured, with_cmd, err);
+    if (rc != MCDC_OK) {
+        mcdc_changes_close(c);
+        return rc;
+    }
+    mcdc_reader_options ro = MCDC_READER_OPTIONS_INIT;
+    ro.capture_instance = c->ci;
+    ro.include_command_id = with_cmd;
+    ro.columns = c->captured;
+    ro.clock = c->clock;
+    int64_t rows = mcdc_opts_get_int(opts, "arrowBatchSize");
+    if (rows > 0) ro.batch_rows = rows;
+    ro.fail_on_data_loss = mcdc_opts_get_bool(opts, "failOnDataLoss");
+    ro.retries_max = c->retries_max;
+    ro.backoff_ms_first = c->backoff_ms_first;
+    c->ropt = ro;
+    *out = c;
+    return MCDC_OK;
+}
+
+mcdc_schema *mcdc_changes_schema(mcdc_changes *c) { return c->schema; }
+const char *mcdc_changes_capture_instance(const mcdc_changes *c) { return c->ci; }
+
+/* ---- positions (control connection) ------------------------------------------------- */
+int mcdc_changes_max_lsn(mcdc_changes *c, mcdc_lsn *out, mcdc_error *err) {
+    int rc;
+    CONTROL_CALL(rc, c, err, mcdc_cdc_max_lsn(out, NULL, c->client, err));
+    return rc;
+}
+
+int mcdc_changes_min_lsn(mcdc_changes *c, mcdc_lsn *out, mcdc_error *err) {
+    int rc;
+    CONTROL_CALL(rc, c, err, mcdc_cdc_min_lsn(out, c->client, c->ci, err));
+    return rc;
+}
+
+/* The client returns the last of up to n entries; found means n existed. */
+static int nth_commit(mcdc_changes *c, const mcdc_lsn *start, int64_t n, mcdc_lsn *out,
+                      bool *found, mcdc_error *err) {
+    int rc = mcdc_cdc_nth_commit_after(out, found, c->client, start, n, err);
+    if (rc == MCDC_OK && *found && n > 1) {
+        char hex[MCDC_LSN_TEXT_LEN + 1], sql[300], *t = NULL;
+        mcdc_lsn_format(start, hex);
+        const char *p[] = {hex};
+        snprintf(sql, sizeof sql,
+                 "SELECT COUNT_BIG(*) FROM (SELECT TOP (%lld) m.start_lsn FROM "
+                 "cdc.lsn_time_mapping AS m WHERE m.start_lsn > CONVERT(binary(10), ?, 1) "
+                 "ORDER BY m.start_lsn) AS t",
+                 (long long)n);
+        rc = mcdc_conn_scalar(&t, c->control, sql, p, 1, err);
+        int64_t have = 0;
+        if (rc == MCDC_OK && t && mcdc_parse_i64(t, &have) == MCDC_OK) *found = have >= n;
+        mcdc_free(t);
+    }
+    return rc;
+}
+
+int mcdc_changes_nth_commit_after(mcdc_changes *c, const mcdc_lsn *start, int64_t n,
+                                  mcdc_lsn *out, bool *found, mcdc_error *err) {
+    int rc;
+    CONTROL_CALL(rc, c, err, nth_commit(c, start, n, out, found, err));
+    return rc;
+}
+
+int mcdc_changes_commit_time(mcdc_changes *c, const mcdc_lsn *lsn, int64_t *utc_us, bool *found,
+                             mcdc_error *err) {
+    int rc;
+    CONTROL_CALL(rc, c, err, mcdc_cdc_lsn_to_time(utc_us, found, c->client, lsn, true, err));
+    return rc;
+}
+
+static int initial(mcdc_changes *c, const char *starting_lsn, mcdc_lsn *out, mcdc_error *err) {
+    int rc = MCDC_OK;
+    if (starting_lsn == NULL || mcdc_str_ieq(starting_lsn, "earliest")) {
+        mcdc_lsn min;
+        rc = mcdc_cdc_min_lsn(&min, c->client, c->ci, err);
+        /* A zero min_lsn: capture has not processed the enable yet; the
+         * instance's own start is the first LSN it can hold. */
+        if (rc == MCDC_OK && mcdc_lsn_is_zero(&min)) min = c->instance_start;
+        if (rc == MCDC_OK && mcdc_lsn_is_zero(&min)) *out = min;
+        else if (rc == MCDC_OK) rc = mcdc_cdc_decrement_lsn(out, c->client, &min, err);
+    } else if (mcdc_str_ieq(starting_lsn, "latest")) {
+        rc = mcdc_cdc_max_lsn(out, NULL, c->client, err);
+        /* Capture has not reached a freshly enabled instance: start just
+         * before the instance's first LSN. */
+        if (rc == MCDC_OK && !mcdc_lsn_is_zero(&c->instance_start) &&
+            mcdc_lsn_cmp(out, &c->instance_start) < 0)
+            rc = mcdc_cdc_decrement_lsn(out, c->client, &c->instance_start, err);
+    } else {
+        rc = mcdc_lsn_parse_cstr(out, starting_lsn, err);
+        if (rc != MCDC_OK) mcdc_error_wrap(err, "startingLsn");
+    }
+    return rc;
+}
+
+int mcdc_changes_initial(mcdc_changes *c, const char *starting_lsn, mcdc_lsn *out,
+                         mcdc_error *err) {
+    int rc;
+    CONTROL_CALL(rc, c, err, initial(c, starting_lsn, out, err));
+    return rc;
+}
+
+/* ---- planning (§3.6) -------------------------------------------------------------------- */
+int mcdc_changes_plan(mcdc_changes *c, const mcdc_lsn *from, const mcdc_lsn *to, int n_max,
+                      mcdc_range **out, int *n_out, mcdc_error *err) {
+    *out = NULL;
+    *n_out = 0;
+    if (mcdc_lsn_cmp(to, from) < 0) return MCDC_OK; /* invariant 3: nothing to read */
+    mcdc_split_point *sp = NULL;
+    int nsp = 0, rc = MCDC_OK;
+    if (n_max > 1) {
+        CONTROL_CALL(rc, c, err, mcdc_cdc_split_points(&sp, &nsp, c->client, c->ci, from, to,
+                                                       n_max, err));
+        if (rc != MCDC_OK) return rc;
+    }
+    mcdc_lsn_range *lr = NULL;
+    int n = 0;
+    rc = mcdc_reader_plan_ranges(&lr, &n, sp, nsp, from, to, MCDC_MIN_ROWS_PER_RANGE, err);
+    mcdc_free(sp);
+    if (rc != MCDC_OK) return rc;
+    mcdc_range *v = n ? mcdc_calloc((size_t)n, sizeof *v) : NULL;
+    if (n && v == NULL) {
+        mcdc_free(lr);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory planning");
+    }
+    for (int i = 0; i < n; i++)
+        v[i] = (mcdc_range){lr[i].from, lr[i].to, lr[i].rows_estimate, lr[i].last};
+    mcdc_free(lr);
+    *out = v;
+    *n_out = n;
+    return MCDC_OK;
+}
+
+/* ---- reading ------------------------------------------------------------------------------ */
+int mcdc_changes_read(mcdc_changes *c, const mcdc_range *r, mcdc_batch_fn fn, void *ctx,
+                      mcdc_reader_metrics *m, mcdc_error *err) {
+    mcdc_reader_metrics scratch;
+    mcdc_connstr_connector conn = c->connector;
+    return mcdc_reader_read_range(m ? m : &scratch, &c->ropt, mcdc_connect_connstr, &conn,
+                                  &r->from, &r->to, r->last, fn, ctx, err);
+}

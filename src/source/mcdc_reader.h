@@ -1,0 +1,124 @@
+/*
+ * mcdc_reader.h - reads one LSN range of one capture instance's change table
+ * into columnar batches in the reference's output schema (spec §2.2):
+ *
+ *   _capture_instance utf8, _start_lsn utf8 (0x + 20 hex), _seqval utf8,
+ *   _operation int32, _command_id int32 (unless include_command_id is
+ *   false), _commit_ts timestamp_ntz (UTC), then the captured columns.
+ *
+ * Rows come ordered by (__$start_lsn, __$command_id, __$seqval,
+ * __$operation), joined to cdc.lsn_time_mapping for the commit time, which
+ * is converted to UTC per the clock (one offset per range where possible).
+ *
+ * Each attempt runs on a fresh connection: ping, wait counter, read, the
+ * retention guard (min_lsn re-read; from < min_lsn is MCDC_E_DATALOSS, never
+ * an empty success), wait counter again; the batch's last range also reads
+ * max_lsn and three commit times (to_lsn, min_lsn, max_lsn). A transient
+ * error (connection lost, timeout, deadlock) retries on a new connection
+ * with bounded exponential backoff and resumes after the last row handed to
+ * the sink: no row is lost or delivered twice.
+ */
+#ifndef MCDC_READER_H
+#define MCDC_READER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mcdc_batch.h"
+#include "mcdc_cdc_client.h"
+#include "mcdc_connstr.h"
+#include "mcdc_driver.h"
+#include "mcdc_lsn.h"
+
+typedef struct mcdc_reader_options {
+    int version;                  /* 1 */
+    const char *capture_instance; /* required */
+    bool include_command_id;      /* includeCommandId, default true */
+    /* Captured columns to read, with the types to read them as (a cast on
+     * read). NULL = every captured column with its default type (§2.2).
+     * Borrowed. */
+    const mcdc_schema *columns;
+    /* Optional, one per column: false selects a typed NULL (a column the
+     * instance lacks). NULL = all present. Borrowed. */
+    const bool *present;
+    mcdc_clock clock;             /* server clock; default UTC */
+    int64_t batch_rows;           /* arrowBatchSize; default 10000 */
+    int64_t batch_bytes_max;      /* default 64 MiB */
+    int retries_max;              /* transient retries; default MCDC_RETRIES_MAX */
+    int backoff_ms_first;         /* first backoff; doubles, plus jitter up to itself */
+    bool fail_on_data_loss;       /* default true; false: report in metrics instead */
+} mcdc_reader_options;
+
+#define MCDC_READER_OPTIONS_INIT                                                        \
+    {1, NULL, true, NULL, NULL, {MCDC_CLOCK_UTC, {0}, 0}, 10000, 64 * 1024 * 1024,      \
+     MCDC_RETRIES_MAX, MCDC_RETRY_BACKOFF_MS_FIRST, true}
+
+/* Opens a new connection (each attempt calls it once). */
+typedef int (*mcdc_connect_fn)(void *ctx, mcdc_conn **out, mcdc_error *err);
+/* Takes a sealed batch (ownership passes to the sink, also on error). */
+typedef int (*mcdc_batch_sink_fn)(void *ctx, mcdc_batch *batch, mcdc_error *err);
+
+/* The built-in connector: FreeTDS over a parsed connection string. */
+typedef struct mcdc_connstr_connector {
+    const mcdc_connstr *connstr; /* borrowed */
+    mcdc_conn_options options;
+} mcdc_connstr_connector;
+int mcdc_connect_connstr(void *ctx, mcdc_conn **out, mcdc_error *err);
+
+/* Facts of one range read (ADR 0014). Durations in their units. */
+typedef struct mcdc_reader_metrics {
+    mcdc_lsn from_lsn, to_lsn;
+    int64_t rows;
+    int64_t bytes;           /* mcdc_batch_bytes of the delivered batches */
+    double seconds;          /* wall time of the whole read, retries included */
+    int attempts;            /* 1 + retries */
+    double rtt_ms;           /* one SELECT 1 before the read */
+    bool rtt_known;
+    int64_t network_wait_ms; /* ASYNC_NETWORK_IO delta of the reading session */
+    bool network_wait_known;
+    /* Data loss seen with fail_on_data_loss = false. */
+    bool data_lost;
+    mcdc_lsn min_lsn_after;  /* min_lsn read by the guard */
+    /* Last range only (measured_position): where the stream stands. */
+    bool measured_position;
+    int64_t to_commit_ts_us;           /* commit time of to_lsn (UTC) */
+    bool to_commit_ts_known;
+    int64_t retention_watermark_ts_us; /* commit time of min_lsn (UTC) */
+    bool retention_watermark_known;
+    mcdc_lsn max_lsn;
+    int64_t source_max_commit_ts_us;   /* commit time of max_lsn (UTC) */
+    bool source_max_commit_ts_known;
+    double capture_lag_seconds;        /* now (UTC) - source_max_commit_ts */
+} mcdc_reader_metrics;
+
+/* ---- planning (§3.6) ---------------------------------------------------------
+ * Commit-aligned ranges of [from, to] from split_points tiles: adjacent tiles
+ * merge until a range holds >= min_rows change rows; a short tail (with the
+ * idle stretch up to `to`) joins the previous range; the final range ends at
+ * `to` and is marked last. No tiles: one range [from, to]. to < from: none.
+ * *out owned by the caller (mcdc_free). */
+#define MCDC_MIN_ROWS_PER_RANGE 50000
+typedef struct mcdc_lsn_range {
+    mcdc_lsn from, to; /* closed */
+    int64_t rows_estimate;
+    bool last;
+} mcdc_lsn_range;
+int mcdc_reader_plan_ranges(mcdc_lsn_range **out, int *n_out, const mcdc_split_point *tiles,
+                            int n_tiles, const mcdc_lsn *from, const mcdc_lsn *to,
+                            int64_t min_rows, mcdc_error *err);
+
+/* The output schema for `captured` columns (§2.2). Caller unrefs. */
+int mcdc_reader_output_schema(mcdc_schema **out, const mcdc_schema *captured,
+                              bool include_command_id, mcdc_error *err);
+/* Every captured column of ci with its default type, in column order. */
+int mcdc_reader_infer_columns(mcdc_schema **out, mcdc_cdc_client *c, const char *ci,
+                              mcdc_error *err);
+
+/* Reads [from, to] (closed) into batches handed to sink. `last` marks the
+ * batch's last range (measures the stream position). metrics may be NULL. */
+int mcdc_reader_read_range(mcdc_reader_metrics *metrics, const mcdc_reader_options *opt,
+                           mcdc_connect_fn connect, void *connect_ctx, const mcdc_lsn *from,
+                           const mcdc_lsn *to, bool last, mcdc_batch_sink_fn sink,
+                           void *sink_ctx, mcdc_error *err);
+
+#endif /* MCDC_READER_H */

@@ -1,0 +1,130 @@
+/*
+ * mcdc_driver.h - the driver seam: one SQL Server connection, text queries
+ * with text parameters, results decoded into columnar batches.
+ *
+ * Every parameter crosses as text and the T-SQL converts it on the server
+ * (LSNs as CONVERT(binary(10), ?, 1)), so no backend binds binary or dates.
+ * `?` placeholders are replaced by N'...' literals with quotes doubled (NULL
+ * for a NULL parameter); a `?` inside a string literal, a [bracketed] name or
+ * a comment is left alone.
+ *
+ * The built-in backend is FreeTDS db-lib (mcdc_driver_freetds.c). Other
+ * backends, and the fakes of the unit tests, plug in through
+ * mcdc_conn_wrap() with their own ops.
+ *
+ * Threads: a connection and its results belong to one thread at a time.
+ * Errors: server errors fill mcdc_error.server_* and the status says how to
+ * react (mcdc_driver_classify): MCDC_E_TRANSIENT (retry on a fresh
+ * connection), MCDC_E_PERMISSION, MCDC_E_NOTFOUND, MCDC_E_SERVER.
+ */
+#ifndef MCDC_DRIVER_H
+#define MCDC_DRIVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mcdc_batch.h"
+#include "mcdc_connstr.h"
+#include "mcdc_util.h"
+
+typedef struct mcdc_conn mcdc_conn;
+typedef struct mcdc_result mcdc_result;
+
+/* ---- connecting ---------------------------------------------------------- */
+typedef struct mcdc_conn_options {
+    int version;             /* 1 */
+    int login_timeout_s;     /* 0 = the connection string's, else 30 */
+    int query_timeout_s;     /* 0 = wait forever */
+    const char *app_name;    /* NULL = the connection string's App, else "mssql-cdc" */
+    int packet_bytes;        /* 0 = MCDC_TDS_PACKET_BYTES_MAX (32767) */
+} mcdc_conn_options;
+#define MCDC_CONN_OPTIONS_INIT {1, 0, 0, NULL, 0}
+
+/* Opens a FreeTDS connection (TDS 7.4, UTF-8, SET TEXTSIZE 2147483647).
+ * A wrong login is MCDC_E_PERMISSION with server_number 18456; an
+ * unreachable server MCDC_E_TRANSIENT. Free with mcdc_conn_close. */
+int mcdc_conn_open(mcdc_conn **out, const mcdc_connstr *cs, const mcdc_conn_options *opt,
+                   mcdc_error *err);
+void mcdc_conn_close(mcdc_conn *c);
+/* Server session id (@@SPID), or 0 when unknown. */
+int mcdc_conn_spid(const mcdc_conn *c);
+/* True once the connection is known to be unusable (lost, timed out). */
+bool mcdc_conn_is_dead(const mcdc_conn *c);
+
+/* ---- queries --------------------------------------------------------------
+ * exec sends sql with params inlined and positions the result on the first
+ * result set that has columns (statements before it, like SET, are run).
+ * Only one result may be open per connection: free it before the next
+ * exec. A result set with no rows is not an error. */
+int mcdc_conn_exec(mcdc_result **out, mcdc_conn *c, const char *sql, const char *const *params,
+                   int n_params, mcdc_error *err);
+/* Runs sql and discards any rows (SET ..., EXEC ...). */
+int mcdc_conn_run(mcdc_conn *c, const char *sql, const char *const *params, int n_params,
+                  mcdc_error *err);
+/* First column of the first row as text (*out_text owned by the caller,
+ * mcdc_free), or *out_text = NULL for SQL NULL or no row. Integers in
+ * decimal, binary as 0x + uppercase hex, datetimes ISO 8601. */
+int mcdc_conn_scalar(char **out_text, mcdc_conn *c, const char *sql, const char *const *params,
+                     int n_params, mcdc_error *err);
+
+/* The result set's columns mapped to batch types (reference §2.2 mapping:
+ * tinyint -> int16, money -> decimal(19,4), datetimeoffset -> UTC, time and
+ * uniqueidentifier -> utf8 ...). Borrowed; valid until mcdc_result_free. */
+const mcdc_schema *mcdc_result_schema(const mcdc_result *r);
+/* Decodes up to rows_max rows into columns [first_col, first_col + ncols)
+ * of `into` (ncols = the result's column count). Those columns' types may
+ * differ from mcdc_result_schema when a cast exists (any integer to a wider
+ * integer, float or decimal; real to double; decimal to decimal of no
+ * smaller scale; date/datetime to timestamp; anything to utf8); else
+ * MCDC_E_SCHEMA naming the column. Stops early before `into` passes
+ * bytes_max (0 = MCDC_BATCH_BYTES_MAX / 4). *out_rows = rows appended; 0
+ * means the result set is finished (the remaining results were drained and
+ * checked for errors). Does not seal `into`. */
+int mcdc_result_fetch(mcdc_result *r, mcdc_batch *into, int32_t first_col, int64_t rows_max,
+                      int64_t bytes_max, int64_t *out_rows, mcdc_error *err);
+/* Convenience: a new batch of up to rows_max rows in the result's own
+ * schema, sealed; *out = NULL at the end. */
+int mcdc_result_next_batch(mcdc_batch **out, mcdc_result *r, int64_t rows_max, mcdc_error *err);
+/* Cancels what is left of the result (dbcancel) and frees it. NULL-safe. */
+void mcdc_result_free(mcdc_result *r);
+
+/* ---- helpers shared by every backend ------------------------------------ */
+/* Appends sql to out with each `?` replaced by the next parameter as an
+ * N'...' literal (or NULL). The count of `?` must equal n_params. */
+int mcdc_sql_inline_params(mcdc_buf *out, const char *sql, const char *const *params,
+                           int n_params, mcdc_error *err);
+/* Status for a SQL Server error number and severity (class):
+ * MCDC_E_TRANSIENT for deadlock victim 1205, lock/query timeouts, Azure
+ * throttling and unavailable database (40501, 40613, 40197, 49918-49920,
+ * 10928, 10929, 4221), connection-level severity >= 20; MCDC_E_PERMISSION
+ * for 18456 (login failed), 229/230/262/300 (permission denied);
+ * MCDC_E_NOTFOUND for 208 (invalid object), 2812 (no procedure), 4060
+ * (cannot open database) and 207 (invalid column); else MCDC_E_SERVER. */
+int mcdc_driver_classify(int msgno, int severity);
+/* Status for a FreeTDS db-lib error code (SYBE*): connection and timeout
+ * errors are MCDC_E_TRANSIENT, the rest MCDC_E_IO / MCDC_E_PROTOCOL. */
+int mcdc_driver_classify_dblib(int dberr);
+
+/* ---- the seam for other backends ----------------------------------------- */
+typedef struct mcdc_result_ops {
+    const mcdc_schema *(*schema)(void *impl);
+    int (*fetch)(void *impl, mcdc_batch *into, int32_t first_col, int64_t rows_max,
+                 int64_t bytes_max, int64_t *out_rows, mcdc_error *err);
+    void (*free)(void *impl);
+} mcdc_result_ops;
+
+typedef struct mcdc_conn_ops {
+    /* sql is final text (parameters inlined). On success fills the result's
+     * ops and impl. */
+    int (*exec)(void *impl, const char *sql, const mcdc_result_ops **out_ops, void **out_result,
+                mcdc_error *err);
+    int (*spid)(void *impl);
+    bool (*is_dead)(void *impl);
+    void (*close)(void *impl);
+} mcdc_conn_ops;
+
+/* A connection over custom ops; takes ownership of impl (ops->close frees
+ * it, also when this fails). */
+int mcdc_conn_wrap(mcdc_conn **out, const mcdc_conn_ops *ops, void *impl, mcdc_error *err);
+
+#endif /* MCDC_DRIVER_H */

@@ -1,0 +1,954 @@
+/*
+ * mcdc_driver_freetds.c - the driver seam on FreeTDS db-lib.
+ *
+ * Fast path (spec formats.md C1): dbcmd + dbsqlexec, dbresults, then
+ * dbnextrow with dbdata/dbdatlen read straight into the batch's column
+ * buffers. No dbbind, no per-cell allocation: each column gets a decode
+ * function once per result set, and buffers are reserved for the whole
+ * fetch before the row loop.
+ *
+ * db-lib's handlers are process-global; they find the connection through
+ * dbgetuserdata (or, during dbopen, a thread-local pointer) and record the
+ * error there. The error handler always answers INT_CANCEL: in this
+ * Sybase-flavoured build INT_CONTINUE/INT_TIMEOUT on other errors would
+ * exit the process, and on a timeout (SYBETIME) cancelling is what a
+ * query timeout means.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sybfront.h>
+#include <sybdb.h>
+
+#include "mcdc_driver.h"
+#include "mcdc_lsn.h" /* mcdc_u128 */
+
+/* Type codes db-lib may report that sybdb.h does not name. */
+#define T_XSYBCHAR 175
+#define T_XSYBVARCHAR 167
+#define T_XSYBNVARCHAR 231
+#define T_XSYBNCHAR 239
+#define T_XSYBBINARY 173
+#define T_XSYBVARBINARY 165
+#define T_SYBUNIQUE 36
+#define T_SYBMSXML 241
+#define T_SYBLONGBINARY 225
+
+/* ---- the connection ---------------------------------------------------------- */
+typedef struct fdb_conn {
+    DBPROCESS *db;
+    int spid;
+    bool dead;
+    bool encrypt_required;
+    /* First server error (severity > 10) of the current operation. */
+    bool srv_error;
+    int srv_number, srv_state, srv_class, srv_line;
+    char srv_text[512];
+    /* First db-lib error of the current operation. */
+    bool lib_error;
+    int lib_number, lib_os;
+    char lib_text[256];
+    char lib_os_text[128];
+    char where[300]; /* "host:port" for messages */
+} fdb_conn;
+
+static _Thread_local fdb_conn *tl_connecting;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static int g_init_rc = MCDC_OK;
+static pthread_mutex_t g_login_mu = PTHREAD_MUTEX_INITIALIZER;
+static char g_conf_path[256];
+static int g_conf_sections;
+
+static fdb_conn *route(DBPROCESS *db) {
+    fdb_conn *c = db ? (fdb_conn *)dbgetuserdata(db) : NULL;
+    return c ? c : tl_connecting;
+}
+
+static int on_error(DBPROCESS *db, int severity, int dberr, int oserr, char *dberrstr,
+                    char *oserrstr) {
+    (void)severity;
+    fdb_conn *c = route(db);
+    if (c != NULL) {
+        if (!c->lib_error && dberr != SYBESMSG) {
+            c->lib_error = true;
+            c->lib_number = dberr;
+            c->lib_os = oserr;
+            snprintf(c->lib_text, sizeof c->lib_text, "%s", dberrstr ? dberrstr : "");
+            snprintf(c->lib_os_text, sizeof c->lib_os_text, "%s",
+                     (oserr != DBNOERR && oserr != 0 && oserrstr) ? oserrstr : "");
+        }
+        if (mcdc_driver_classify_dblib(dberr) == MCDC_E_TRANSIENT) c->dead = true;
+        if (db != NULL && DBDEAD(db)) c->dead = true;
+    }
+    return INT_CANCEL;
+}
+
+static int on_message(DBPROCESS *db, DBINT msgno, int msgstate, int severity, char *msgtext,
+                      char *srvname, char *procname, int line) {
+    (void)srvname;
+    (void)procname;
+    fdb_conn *c = route(db);
+    if (severity <= 10) {
+        /* 5701/5703 (database/language changed) and PRINT: informational. */
+        if (msgno != 5701 && msgno != 5703)
+            mcdc_log(MCDC_LOG_DEBUG, "server message %d: %s", (int)msgno,
+                     msgtext ? msgtext : "");
+        return 0;
+    }
+    if (c != NULL && !c->srv_error) {
+        c->srv_error = true;
+        c->srv_number = (int)msgno;
+        c->srv_state = msgstate;
+        c->srv_class = severity;
+        c->srv_line = line;
+        snprintf(c->srv_text, sizeof c->srv_text, "%s", msgtext ? msgtext : "");
+        size_t n = strlen(c->srv_text);
+        while (n && (c->srv_text[n - 1] == '\n' || c->srv_text[n - 1] == ' '))
+            c->srv_text[--n] = 0;
+    }
+    return 0;
+}
+
+static void init_once(void) {
+    if (dbinit() == FAIL) {
+        g_init_rc = MCDC_E_IO;
+        return;
+    }
+    dberrhandle(on_error);
+    dbmsghandle(on_message);
+}
+
+static void clear_errors(fdb_conn *c) {
+    c->srv_error = c->lib_error = false;
+    c->srv_number = c->srv_state = c->srv_class = c->srv_line = 0;
+    c->lib_number = c->lib_os = 0;
+    c->srv_text[0] = c->lib_text[0] = c->lib_os_text[0] = 0;
+}
+
+/* Turns what the handlers recorded into err. `what` names the operation. */
+static int report(fdb_conn *c, mcdc_error *err, const char *what) {
+    int code;
+    if (c->srv_error) {
+        code = mcdc_driver_classify(c->srv_number, c->srv_class);
+        mcdc_error_set(err, code, "%s: SQL Server error %d (severity %d, state %d, line %d): %s",
+                       what, c->srv_number, c->srv_class, c->srv_state, c->srv_line,
+                       c->srv_text);
+        if (err) {
+            err->server_number = c->srv_number;
+            err->server_state = c->srv_state;
+            err->server_class = c->srv_class;
+            err->server_line = c->srv_line;
+        }
+        if (c->srv_class >= 20) c->dead = true;
+    } else if (c->lib_error) {
+        code = mcdc_driver_classify_dblib(c->lib_number);
+        mcdc_error_set(err, code, "%s: FreeTDS error %d talking to %s: %s%s%s%s", what,
+                       c->lib_number, c->where, c->lib_text, c->lib_os_text[0] ? " (" : "",
+                       c->lib_os_text, c->lib_os_text[0] ? ")" : "");
+    } else {
+        code = c->dead ? MCDC_E_TRANSIENT : MCDC_E_IO;
+        mcdc_error_set(err, code, "%s: FreeTDS failed talking to %s without a message", what,
+                       c->where);
+    }
+    if (c->db != NULL && DBDEAD(c->db)) c->dead = true;
+    if (c->dead && code != MCDC_E_PERMISSION && code != MCDC_E_NOTFOUND &&
+        code != MCDC_E_INVALID) {
+        code = MCDC_E_TRANSIENT;
+        if (err) err->code = code;
+    }
+    return code;
+}
+
+/* ---- encryption through a generated freetds.conf ------------------------------- */
+/* db-lib 1.3 cannot set encryption on a LOGINREC (DBSETENCRYPT is not
+ * implemented), so a connection that must be encrypted gets a section of
+ * our own config file, and FREETDSCONF points at it (set once, before any
+ * other thread reads it, under the login mutex). Returns the section name. */
+static void remove_conf(void) {
+    if (g_conf_path[0]) unlink(g_conf_path);
+}
+
+static int encryption_section(const mcdc_connstr *cs, char *out, size_t outn,
+                              mcdc_error *err) {
+    if (g_conf_path[0] == 0) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(g_conf_path, sizeof g_conf_path, "%s/mssql-cdc-freetds-%ld.conf",
+                 tmp && *tmp ? tmp : "/tmp", (long)getpid());
+        FILE *f = fopen(g_conf_path, "w");
+        if (f == NULL) {
+            g_conf_path[0] = 0;
+            return mcdc_error_set(err, MCDC_E_IO,
+                                  "cannot write the FreeTDS configuration for Encrypt=yes");
+        }
+        fprintf(f, "# generated by mssql-cdc for encrypted connections\n[global]\n"
+                   "\ttds version = 7.4\n");
+        fclose(f);
+        /* Set once; a dbopen racing on another thread at this very moment
+         * reads the environment unlocked (glibc), so the first encrypted
+         * connection should be opened before parallel readers start. */
+        setenv("FREETDSCONF", g_conf_path, 1);
+        atexit(remove_conf);
+    }
+    FILE *f = fopen(g_conf_path, "a");
+    if (f == NULL)
+        return mcdc_error_set(err, MCDC_E_IO,
+                              "cannot append to the FreeTDS configuration %s", g_conf_path);
+    snprintf(out, outn, "mcdc%d", ++g_conf_sections);
+    fprintf(f, "[%s]\n\thost = %s\n\tport = %d\n", out, cs->host, cs->port ? cs->port : 1433);
+    if (cs->instance && !cs->port) fprintf(f, "\tinstance = %s\n", cs->instance);
+    fprintf(f, "\ttds version = 7.4\n\tencryption = require\n");
+    if (cs->trust_server_certificate != 1) fprintf(f, "\tca file = system\n");
+    fclose(f);
+    return MCDC_OK;
+}
+
+/* ---- results ------------------------------------------------------------------- */
+struct fdb_col;
+typedef int (*decode_fn)(mcdc_column *c, const BYTE *p, DBINT len, const struct fdb_col *fc,
+                         mcdc_error *err);
+
+typedef struct fdb_col {
+    int type;      /* dbcoltype */
+    int precision; /* decimal */
+    int scale;     /* decimal; time family: fractional digits */
+    decode_fn decode;
+    int32_t target_scale; /* decimal target */
+    DBPROCESS *db;
+    const char *name; /* borrowed from the natural schema */
+} fdb_col;
+
+typedef struct fdb_result {
+    fdb_conn *conn;
+    mcdc_schema *schema;
+    int ncols;
+    fdb_col *cols;
+    bool done;
+    const mcdc_schema *bound; /* decoders chosen for this target */
+    int32_t bound_first;
+} fdb_result;
+
+static bool is_char_type(int t) {
+    return t == SYBCHAR || t == SYBVARCHAR || t == SYBTEXT || t == SYBNTEXT ||
+           t == SYBNVARCHAR || t == T_XSYBCHAR || t == T_XSYBVARCHAR || t == T_XSYBNVARCHAR ||
+           t == T_XSYBNCHAR || t == T_SYBMSXML;
+}
+static bool is_binary_type(int t) {
+    return t == SYBBINARY || t == SYBVARBINARY || t == SYBIMAGE || t == T_XSYBBINARY ||
+           t == T_XSYBVARBINARY || t == T_SYBLONGBINARY;
+}
+
+/* Natural batch type of a result column (reference §2.2). */
+static void natural_type(const fdb_col *fc, mcdc_type_id *type, int32_t *p, int32_t *s) {
+    *p = *s = 0;
+    switch (fc->type) {
+    case SYBBIT: case SYBBITN: *type = MCDC_TYPE_BOOL; return;
+    case SYBINT1: case SYBINT2: *type = MCDC_TYPE_INT16; return;
+    case SYBINT4: *type = MCDC_TYPE_INT32; return;
+    case SYBINT8: *type = MCDC_TYPE_INT64; return;
+    case SYBREAL: *type = MCDC_TYPE_FLOAT; return;
+    case SYBFLT8: *type = MCDC_TYPE_DOUBLE; return;
+    case SYBDECIMAL: case SYBNUMERIC:
+        *type = MCDC_TYPE_DECIMAL;
+        *p = fc->precision;
+        *s = fc->scale;
+        return;
+    case SYBMONEY: *type = MCDC_TYPE_DECIMAL; *p = 19; *s = 4; return;
+    case SYBMONEY4: *type = MCDC_TYPE_DECIMAL; *p = 10; *s = 4; return;
+    case SYBDATETIME: case SYBDATETIME4: case SYBMSDATETIME2:
+        *type = MCDC_TYPE_TIMESTAMP_NTZ;
+        return;
+    case SYBMSDATETIMEOFFSET: *type = MCDC_TYPE_TIMESTAMP_UTC; return;
+    case SYBMSDATE: *type = MCDC_TYPE_DATE32; return;
+    default: break;
+    }
+    *type = is_binary_type(fc->type) ? MCDC_TYPE_BINARY : MCDC_TYPE_UTF8;
+}
+
+/* -- value helpers -- */
+static inline void put_fixed(mcdc_column *c, const void *v, size_t w) {
+    memcpy(c->values + (size_t)c->length * w, v, w);
+    c->length++;
+}
+
+static inline int put_var(mcdc_column *c, const void *p, int64_t n, mcdc_error *err) {
+    if (c->data_len + n > c->data_cap) {
+        if (n > (int64_t)MCDC_VALUE_BYTES_MAX)
+            return mcdc_error_set(err, MCDC_E_LIMIT,
+                                  "column '%s': a value of %lld bytes exceeds the limit of %u",
+                                  c->field->name, (long long)n, MCDC_VALUE_BYTES_MAX);
+        int rc = mcdc_col_reserve(c, 0, n, err);
+        if (rc != MCDC_OK) return rc;
+    }
+    if (n) memcpy(c->data + c->data_len, p, (size_t)n);
+    c->data_len += n;
+    c->offsets[c->length + 1] = (int32_t)c->data_len;
+    c->length++;
+    return MCDC_OK;
+}
+
+/* Days from 1900-01-01 to 1970-01-01. */
+#define DAYS_1900_TO_1970 25567
+#define US_PER_DAY 86400000000LL
+
+static int64_t int_of(const BYTE *p, int type) {
+    switch (type) {
+    case SYBINT1: return *p;
+    case SYBINT2: { int16_t v; memcpy(&v, p, 2); return v; }
+    case SYBINT4: { int32_t v; memcpy(&v, p, 4); return v; }
+    case SYBBIT: case SYBBITN: return *p ? 1 : 0;
+    default: { int64_t v; memcpy(&v, p, 8); return v; }
+    }
+}
+
+/* Magnitude of a DBNUMERIC (array[0] = sign, 1 = negative; then big-endian
+ * bytes, as many as the precision needs). */
+static const uint8_t NUMERIC_BYTES[39] = {0,  1,  1,  2,  2,  3,  3,  3,  4,  4,  5,  5,  5,
+                                          6,  6,  7,  7,  8,  8,  8,  9,  9,  10, 10, 10, 11,
+                                          11, 12, 12, 13, 13, 13, 14, 14, 15, 15, 15, 16, 16};
+
+static const mcdc_u128 POW10_U128[39] = {
+    (mcdc_u128)1ull,
+    (mcdc_u128)10ull,
+    (mcdc_u128)100ull,
+    (mcdc_u128)1000ull,
+    (mcdc_u128)10000ull,
+    (mcdc_u128)100000ull,
+    (mcdc_u128)1000000ull,
+    (mcdc_u128)10000000ull,
+    (mcdc_u128)100000000ull,
+    (mcdc_u128)1000000000ull,
+    (mcdc_u128)10000000000ull,
+    (mcdc_u128)100000000000ull,
+    (mcdc_u128)1000000000000ull,
+    (mcdc_u128)10000000000000ull,
+    (mcdc_u128)100000000000000ull,
+    (mcdc_u128)1000000000000000ull,
+    (mcdc_u128)10000000000000000ull,
+    (mcdc_u128)100000000000000000ull,
+    (mcdc_u128)1000000000000000000ull,
+    (mcdc_u128)10000000000000000000ull,
+};
+static mcdc_u128 pow10_u128(int k) {
+    if (k < 20) return POW10_U128[k];
+    mcdc_u128 v = POW10_U128[19];
+    for (int i = 19; i < k; i++) v *= 10;
+    return v;
+}
+
+static int put_decimal(mcdc_column *c, bool neg, mcdc_u128 mag, int src_scale,
+                       mcdc_error *err) {
+    int k = c->field->scale - src_scale;
+    if (k < 0)
+        return mcdc_error_set(err, MCDC_E_SCHEMA,
+                              "column '%s': a value with scale %d does not fit decimal(%d,%d)",
+                              c->field->name, src_scale, c->field->precision, c->field->scale);
+    if (k > 0) mag *= pow10_u128(k);
+    if (mag >= pow10_u128(c->field->precision))
+        return mcdc_error_set(err, MCDC_E_SCHEMA,
+                              "column '%s': a value does not fit decimal(%d,%d)",
+                              c->field->name, c->field->precision, c->field->scale);
+    mcdc_u128 v = neg ? (mcdc_u128)0 - mag : mag;
+    uint64_t lo = (uint64_t)v, hi = (uint64_t)(v >> 64);
+    memcpy(c->values + (size_t)c->length * 16, &lo, 8);
+    memcpy(c->values + (size_t)c->length * 16 + 8, &hi, 8);
+    c->length++;
+    return MCDC_OK;
+}
+
+/* -- decoders: natural pairs -- */
+static int d_u8_i16(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc, mcdc_error *err) {
+    (void)len; (void)fc; (void)err;
+    int16_t v = *p;
+    put_fixed(c, &v, 2);
+    return MCDC_OK;
+}
+static int d_copy2(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc, mcdc_error *err) {
+    (void)len; (void)fc; (void)err;
+    put_fixed(c, p, 2);
+    return MCDC_OK;
+}
+static int d_copy4(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc, mcdc_error *err) {
+    (void)len; (void)fc; (void)err;
+    put_fixed(c, p, 4);
+    return MCDC_OK;
+}
+static int d_copy8(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc, mcdc_error *err) {
+    (void)len; (void)fc; (void)err;
+    put_fixed(c, p, 8);
+    return MCDC_OK;
+}
+static int d_bit(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc, mcdc_error *err) {
+    (void)len; (void)fc; (void)err;
+    int64_t i = c->length;
+    if (*p)
+        c->values[i >> 3] |= (uint8_t)(1u << (i & 7));
+    else
+        c->values[i >> 3] &= (uint8_t) ~(1u << (i & 7));
+    c->length++;
+    return MCDC_OK;
+}
+/* Any integer (or bit) to any integer, float, double or decimal. */
+static int d_int_any(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc,
+                     mcdc_error *err) {
+    (void)len;
+    int64_t v = int_of(p, fc->type);
+    switch (c->field->type) {
+    case MCDC_TYPE_INT16: { int16_t x = (int16_t)v; put_fixed(c, &x, 2); return MCDC_OK; }
+    case MCDC_TYPE_INT32: { int32_t x = (int32_t)v; put_fixed(c, &x, 4); return MCDC_OK; }
+    case MCDC_TYPE_INT64: put_fixed(c, &v, 8); return MCDC_OK;
+    case MCDC_TYPE_FLOAT: { float x = (float)v; put_fixed(c, &x, 4); return MCDC_OK; }
+    case MCDC_TYPE_DOUBLE: { double x = (double)v; put_fixed(c, &x, 8); return MCDC_OK; }
+    case MCDC_TYPE_DECIMAL:
+        return put_decimal(c, v < 0, v < 0 ? (mcdc_u128)((uint64_t)0 - (uint64_t)v)
+                                           : (mcdc_u128)(uint64_t)v,
+                           0, err);
+    default: MCDC_UNREACHABLE();
+    }
+}
+static int d_real_double(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc,
+                         mcdc_error *err) {
+    (void)len; (void)fc; (void)err;
+    float f;
+    memcpy(&f, p, 4);
+    double d = (double)f;
+    put_fixed(c, &d, 8);
+    return MCDC_OK;
+}
+static int d_numeric(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc,
+                     mcdc_error *err) {
+    (void)len; (void)fc;
+    const DBNUMERIC *n = (const DBNUMERIC *)(const void *)p;
+    int prec = n->precision;
+    if (prec < 1 || prec > 38)
+        return mcdc_error_set(err, MCDC_E_PROTOCOL, "column '%s': numeric precision %d",
+                              c->field->name, prec);
+    mcdc_u128 mag = 0;
+    for (int i = 0; i < NUMERIC_BYTES[prec]; i++) mag = (mag << 8) | n->array[1 + i];
+    return put_decimal(c, n->array[0] == 1, mag, n->scale, err);
+}
+static int d_money(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc,
+                   mcdc_error *err) {
+    (void)len; (void)fc;
+    DBMONEY m;
+    memcpy(&m, p, sizeof m);
+    int64_t v = (int64_t)(((uint64_t)(uint32_t)m.mnyhigh << 32) | m.mnylow);
+    return put_decimal(c, v < 0, v < 0 ? (mcdc_u128)((uint64_t)0 - (uint64_t)v)
+                                       : (mcdc_u128)(uint64_t)v,
+                       4, err);
+}
+static int d_money4(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc,
+                    mcdc_error *err) {
+    (void)len; (void)fc;
+    int32_t m;
+    memcpy(&m, p, 4);
+    int64_t v = m;
+    return put_decimal(c, v < 0, v < 0 ? (mcdc_u128)(uint64_t)(-v) : (mcdc_u128)(uint64_t)v, 4,
+                       err);
+}
+static int64_t us_of_datetime(const BYTE *p) {
+    DBDATETIME d;
+    memcpy(&d, p, sizeof d);
+    /* 1/300 s ticks, rounded to milliseconds as SQL Server shows them
+     * (.000, .003, .007). */
+    int64_t ms = ((int64_t)(uint32_t)d.dttime * 10 + 1) / 3;
+    return ((int64_t)d.dtdays - DAYS_1900_TO_1970) * US_PER_DAY + ms * 1000;
+}
+static int64_t us_of_datetime4(const BYTE *p) {
+    DBDATETIME4 d;
+    memcpy(&d, p, sizeof d);
+    return ((int64_t)d.days - DAYS_1900_TO_1970) * US_PER_DAY + (int64_t)d.minutes * 60000000LL;
+}
+static int64_t us_of_dtall(const BYTE *p) {
+    DBDATETIMEALL d;
+    memcpy(&d, p, sizeof d);
+    return ((int64_t)d.date - DAYS_1900_TO_1970) * US_PER_DAY + (int64_t)(d.time / 10);
+}
+static int d_datetime(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc,
+                      mcdc_error *err) {
+    (void)len; (void)fc; (void)err;
+    int64_t us = us_of_datetime(p);
+    put_fixed(c, &us, 8);
+    return MCDC_OK;
+}
+static int d_datetime4(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc,
+                       mcdc_error *err) {
+    (void)len; (void)fc; (void)err;
+    int64_t us = us_of_datetime4(p);
+    put_fixed(c, &us, 8);
+    return MCDC_OK;
+}
+/* datetime2 and datetimeoffset (whose date/time FreeTDS gives in UTC). */
+static int d_dtall_ts(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc,
+                      mcdc_error *err) {
+    (void)len; (void)fc; (void)err;
+    int64_t us = us_of_dtall(p);
+    put_fixed(c, &us, 8);
+    return MCDC_OK;
+}
+static int d_date32(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc,
+                    mcdc_error *err) {
+    (void)len; (void)fc; (void)err;
+    DBDATETIMEALL d;
+    memcpy(&d, p, sizeof d);
+    int32_t days = d.date - DAYS_1900_TO_1970;
+    put_fixed(c, &days, 4);
+    return MCDC_OK;
+}
+static int d_time_text(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc,
+                       mcdc_error *err) {
+    (void)len;
+    DBDATETIMEALL d;
+    memcpy(&d, p, sizeof d);
+    uint64_t t = d.time; /* 100 ns units since midnight */
+    uint64_t secs = t / 10000000u, frac = t % 10000000u;
+    char buf[32];
+    int n = snprintf(buf, sizeof buf, "%02u:%02u:%02u", (unsigned)(secs / 3600),
+                     (unsigned)(secs / 60 % 60), (unsigned)(secs % 60));
+    int scale = fc->scale;
+    if (scale > 0 && scale <= 7) {
+        char f7[8];
+        snprintf(f7, sizeof f7, "%07u", (unsigned)frac);
+        n += snprintf(buf + n, sizeof buf - (size_t)n, ".%.*s", scale, f7);
+    }
+    return put_var(c, buf, n, err);
+}
+static int d_bytes(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc,
+                   mcdc_error *err) {
+    (void)fc;
+    return put_var(c, p, len, err);
+}
+static int d_guid(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc,
+                  mcdc_error *err) {
+    (void)fc;
+    if (len != 16)
+        return mcdc_error_set(err, MCDC_E_PROTOCOL, "column '%s': uniqueidentifier of %d bytes",
+                              c->field->name, (int)len);
+    /* Wire order: the first three groups little-endian, the rest as is. */
+    static const uint8_t ORDER[16] = {3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15};
+    static const char HEX[] = "0123456789ABCDEF";
+    char buf[36];
+    int k = 0;
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10) buf[k++] = '-';
+        uint8_t v = p[ORDER[i]];
+        buf[k++] = HEX[v >> 4];
+        buf[k++] = HEX[v & 15];
+    }
+    return put_var(c, buf, 36, err);
+}
+/* Anything db-lib can convert to text (sql_variant, casts to utf8). */
+static int d_convert_text(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc,
+                          mcdc_error *err) {
+    char buf[8192];
+    DBINT n = dbconvert(fc->db, fc->type, p, len, SYBCHAR, (BYTE *)buf, (DBINT)sizeof buf - 1);
+    if (n < 0)
+        return mcdc_error_set(err, MCDC_E_SCHEMA,
+                              "column '%s': FreeTDS cannot convert SQL type %d to text",
+                              c->field->name, fc->type);
+    while (n > 0 && buf[n - 1] == ' ' && !is_char_type(fc->type)) n--;
+    return put_var(c, buf, n, err);
+}
+static int d_date_ts(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc,
+                     mcdc_error *err) {
+    (void)len; (void)fc; (void)err;
+    DBDATETIMEALL d;
+    memcpy(&d, p, sizeof d);
+    int64_t us = ((int64_t)d.date - DAYS_1900_TO_1970) * US_PER_DAY;
+    put_fixed(c, &us, 8);
+    return MCDC_OK;
+}
+
+static bool is_int_type(int t) {
+    return t == SYBINT1 || t == SYBINT2 || t == SYBINT4 || t == SYBINT8 || t == SYBBIT ||
+           t == SYBBITN;
+}
+
+/* The decoder for result column fc into a column of type f, or NULL. */
+static decode_fn choose(const fdb_col *fc, const mcdc_field *f) {
+    mcdc_type_id t = f->type;
+    int s = fc->type;
+    if (t == MCDC_TYPE_UTF8) {
+        if (is_char_type(s)) return d_bytes;
+        if (s == T_SYBUNIQUE) return d_guid;
+        if (s == SYBMSTIME) return d_time_text;
+        return d_convert_text;
+    }
+    if (t == MCDC_TYPE_BINARY) return is_binary_type(s) ? d_bytes : NULL;
+    switch (s) {
+    case SYBBIT: case SYBBITN:
+        if (t == MCDC_TYPE_BOOL) return d_bit;
+        return NULL;
+    case SYBINT1:
+        if (t == MCDC_TYPE_INT16) return d_u8_i16;
+        break;
+    case SYBINT2:
+        if (t == MCDC_TYPE_INT16) return d_copy2;
+        break;
+    case SYBINT4:
+        if (t == MCDC_TYPE_INT32) return d_copy4;
+        break;
+    case SYBINT8:
+        if (t == MCDC_TYPE_INT64) return d_copy8;
+        break;
+    case SYBREAL:
+        if (t == MCDC_TYPE_FLOAT) return d_copy4;
+        if (t == MCDC_TYPE_DOUBLE) return d_real_double;
+        return NULL;
+    case SYBFLT8: return t == MCDC_TYPE_DOUBLE ? d_copy8 : NULL;
+    case SYBDECIMAL: case SYBNUMERIC: return t == MCDC_TYPE_DECIMAL ? d_numeric : NULL;
+    case SYBMONEY: return t == MCDC_TYPE_DECIMAL ? d_money : NULL;
+    case SYBMONEY4: return t == MCDC_TYPE_DECIMAL ? d_money4 : NULL;
+    case SYBDATETIME: return t == MCDC_TYPE_TIMESTAMP_NTZ ? d_datetime : NULL;
+    case SYBDATETIME4: return t == MCDC_TYPE_TIMESTAMP_NTZ ? d_datetime4 : NULL;
+    case SYBMSDATETIME2: return t == MCDC_TYPE_TIMESTAMP_NTZ ? d_dtall_ts : NULL;
+    case SYBMSDATETIMEOFFSET: return t == MCDC_TYPE_TIMESTAMP_UTC ? d_dtall_ts : NULL;
+    case SYBMSDATE:
+        if (t == MCDC_TYPE_DATE32) return d_date32;
+        if (t == MCDC_TYPE_TIMESTAMP_NTZ) return d_date_ts;
+        return NULL;
+    default: return NULL;
+    }
+    /* Integer widening (and to float/double/decimal). */
+    if (is_int_type(s)) {
+        int src_bits = s == SYBINT1 ? 9 : s == SYBINT2 ? 16 : s == SYBINT4 ? 32 : 64;
+        if ((t == MCDC_TYPE_INT16 && src_bits <= 16) || (t == MCDC_TYPE_INT32 && src_bits <= 32) ||
+            t == MCDC_TYPE_INT64 || (t == MCDC_TYPE_DOUBLE && src_bits <= 32) ||
+            (t == MCDC_TYPE_FLOAT && src_bits <= 16) ||
+            (t == MCDC_TYPE_DECIMAL &&
+             f->precision - f->scale >= (src_bits <= 16 ? 5 : src_bits <= 32 ? 10 : 19)))
+            return d_int_any;
+    }
+    return NULL;
+}
+
+static const char *type_name_of(mcdc_type_id t) {
+    switch (t) {
+    case MCDC_TYPE_BOOL: return "boolean";
+    case MCDC_TYPE_INT8: return "tinyint";
+    case MCDC_TYPE_INT16: return "smallint";
+    case MCDC_TYPE_INT32: return "int";
+    case MCDC_TYPE_INT64: return "bigint";
+    case MCDC_TYPE_FLOAT: return "float";
+    case MCDC_TYPE_DOUBLE: return "double";
+    case MCDC_TYPE_DECIMAL: return "decimal";
+    case MCDC_TYPE_UTF8: return "string";
+    case MCDC_TYPE_BINARY: return "binary";
+    case MCDC_TYPE_FIXED_BINARY: return "fixed binary";
+    case MCDC_TYPE_DATE32: return "date";
+    case MCDC_TYPE_TIMESTAMP_NTZ: return "timestamp_ntz";
+    case MCDC_TYPE_TIMESTAMP_UTC: return "timestamp";
+    }
+    return "?";
+}
+
+static int bind_target(fdb_result *r, const mcdc_batch *into, int32_t first, mcdc_error *err) {
+    if (r->bound == into->schema && r->bound_first == first) return MCDC_OK;
+    for (int i = 0; i < r->ncols; i++) {
+        const mcdc_field *f = &into->schema->fields[first + i];
+        decode_fn d = choose(&r->cols[i], f);
+        if (d == NULL)
+            return mcdc_error_set(err, MCDC_E_SCHEMA,
+                                  "column '%s': SQL type %d cannot be read as %s; declare a "
+                                  "type the column's values fit",
+                                  f->name, r->cols[i].type, type_name_of(f->type));
+        r->cols[i].decode = d;
+    }
+    r->bound = into->schema;
+    r->bound_first = first;
+    return MCDC_OK;
+}
+
+/* Discards the remaining result sets and checks them for errors. */
+static int drain(fdb_result *r, mcdc_error *err) {
+    fdb_conn *c = r->conn;
+    RETCODE rc;
+    while ((rc = dbresults(c->db)) != NO_MORE_RESULTS) {
+        if (rc == FAIL) break;
+        dbcanquery(c->db);
+    }
+    r->done = true;
+    if (c->srv_error || c->lib_error || rc == FAIL) return report(c, err, "reading results");
+    return MCDC_OK;
+}
+
+static int fdb_fetch(void *impl, mcdc_batch *into, int32_t first, int64_t rows_max,
+                     int64_t bytes_max, int64_t *out_rows, mcdc_error *err) {
+    fdb_result *r = impl;
+    fdb_conn *c = r->conn;
+    *out_rows = 0;
+    if (r->done) return MCDC_OK;
+    int rc = bind_target(r, into, first, err);
+    if (rc != MCDC_OK) return rc;
+    for (int i = 0; i < r->ncols; i++) {
+        rc = mcdc_col_reserve(&into->columns[first + i], rows_max, 0, err);
+        if (rc != MCDC_OK) return rc;
+    }
+    mcdc_column *cols = into->columns + first;
+    const int ncols = r->ncols;
+    int64_t rows = 0;
+    while (rows < rows_max) {
+        RETCODE st = dbnextrow(c->db);
+        if (st == NO_MORE_ROWS) {
+            rc = drain(r, err);
+            break;
+        }
+        if (st != REG_ROW) {
+            if (st == FAIL || st == BUF_FULL) {
+                rc = report(c, err, "reading a row");
+                r->done = true;
+                break;
+            }
+            continue; /* a COMPUTE row: never sent by SQL Server 2012+ */
+        }
+        for (int i = 0; i < ncols; i++) {
+            const BYTE *p = dbdata(c->db, i + 1);
+            mcdc_column *col = &cols[i];
+            if (p == NULL) {
+                rc = mcdc_col_append_null(col, err);
+            } else {
+                rc = r->cols[i].decode(col, p, dbdatlen(c->db, i + 1), &r->cols[i], err);
+            }
+            if (rc != MCDC_OK) break;
+        }
+        if (rc != MCDC_OK) {
+            /* Leave the row consistent is not possible: the batch is spoiled. */
+            dbcancel(c->db);
+            r->done = true;
+            break;
+        }
+        rows++;
+        /* Every 16 rows: wide (max) values reach the byte cap long before 64k rows. */
+        if ((rows & 15) == 0 && mcdc_batch_bytes(into) >= bytes_max) break;
+    }
+    *out_rows = rows;
+    if (rc != MCDC_OK) *out_rows = 0;
+    return rc;
+}
+
+static const mcdc_schema *fdb_schema(void *impl) { return ((fdb_result *)impl)->schema; }
+
+static void fdb_result_free(void *impl) {
+    fdb_result *r = impl;
+    if (r == NULL) return;
+    if (!r->done && !r->conn->dead) dbcancel(r->conn->db);
+    mcdc_schema_unref(r->schema);
+    mcdc_free(r->cols);
+    mcdc_free(r);
+}
+
+static const mcdc_result_ops FDB_RESULT_OPS = {fdb_schema, fdb_fetch, fdb_result_free};
+
+/* Describes the current result set. */
+static int describe(fdb_result *r, mcdc_error *err) {
+    DBPROCESS *db = r->conn->db;
+    int n = dbnumcols(db);
+    if (n < 0 || n > MCDC_COLUMNS_MAX)
+        return mcdc_error_set(err, MCDC_E_LIMIT, "a result with %d columns (limit %d)", n,
+                              MCDC_COLUMNS_MAX);
+    int rc = mcdc_schema_create(&r->schema, n, err);
+    if (rc != MCDC_OK) return rc;
+    r->ncols = n;
+    r->cols = mcdc_calloc((size_t)(n ? n : 1), sizeof *r->cols);
+    if (r->cols == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    for (int i = 0; i < n; i++) {
+        fdb_col *fc = &r->cols[i];
+        fc->type = dbcoltype(db, i + 1);
+        fc->db = db;
+        DBTYPEINFO *ti = dbcoltypeinfo(db, i + 1);
+        if (ti) {
+            fc->precision = ti->precision;
+            fc->scale = ti->scale;
+        }
+        mcdc_type_id t;
+        int32_t p, s;
+        natural_type(fc, &t, &p, &s);
+        if (t == MCDC_TYPE_DECIMAL && (p < 1 || p > 38)) {
+            p = 38;
+            if (s > 38) s = 38;
+        }
+        const char *name = dbcolname(db, i + 1);
+        rc = mcdc_schema_set(r->schema, i, name ? name : "", t, p, s, 0, true, err);
+        if (rc != MCDC_OK) return rc;
+        fc->name = r->schema->fields[i].name;
+    }
+    return MCDC_OK;
+}
+
+static int fdb_exec(void *impl, const char *sql, const mcdc_result_ops **out_ops,
+                    void **out_result, mcdc_error *err) {
+    fdb_conn *c = impl;
+    if (c->dead)
+        return mcdc_error_set(err, MCDC_E_TRANSIENT,
+                              "the connection to %s was lost earlier; open a new one", c->where);
+    clear_errors(c);
+    if (dbcmd(c->db, sql) == FAIL || dbsqlexec(c->db) == FAIL) {
+        int rc = report(c, err, "running a query");
+        if (!c->dead) dbcancel(c->db);
+        return rc;
+    }
+    fdb_result *r = mcdc_calloc(1, sizeof *r);
+    if (r == NULL) {
+        dbcancel(c->db);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    r->conn = c;
+    RETCODE st;
+    for (;;) {
+        st = dbresults(c->db);
+        if (st == FAIL || c->srv_error) {
+            int rc = report(c, err, "running a query");
+            if (!c->dead) dbcancel(c->db);
+            r->done = true;
+            fdb_result_free(r);
+            return rc;
+        }
+        if (st == NO_MORE_RESULTS) {
+            r->done = true;
+            break;
+        }
+        if (dbnumcols(c->db) > 0) break;
+    }
+    int rc = MCDC_OK;
+    if (r->done) {
+        rc = mcdc_schema_create(&r->schema, 0, err);
+    } else {
+        rc = describe(r, err);
+    }
+    if (rc != MCDC_OK) {
+        if (!r->done) dbcancel(c->db);
+        r->done = true;
+        fdb_result_free(r);
+        return rc;
+    }
+    *out_ops = &FDB_RESULT_OPS;
+    *out_result = r;
+    return MCDC_OK;
+}
+
+static int fdb_spid(void *impl) { return ((fdb_conn *)impl)->spid; }
+static bool fdb_is_dead(void *impl) {
+    fdb_conn *c = impl;
+    return c->dead || (c->db && DBDEAD(c->db));
+}
+static void fdb_close(void *impl) {
+    fdb_conn *c = impl;
+    if (c == NULL) return;
+    if (c->db) dbclose(c->db);
+    mcdc_free(c);
+}
+
+static const mcdc_conn_ops FDB_CONN_OPS = {fdb_exec, fdb_spid, fdb_is_dead, fdb_close};
+
+int mcdc_conn_open(mcdc_conn **out, const mcdc_connstr *cs, const mcdc_conn_options *opt,
+                   mcdc_error *err) {
+    MCDC_ASSERT(out != NULL && cs != NULL && cs->host != NULL);
+    *out = NULL;
+    mcdc_conn_options dflt = MCDC_CONN_OPTIONS_INIT;
+    if (opt == NULL) opt = &dflt;
+    pthread_once(&g_once, init_once);
+    if (g_init_rc != MCDC_OK)
+        return mcdc_error_set(err, g_init_rc, "FreeTDS db-lib failed to initialise (dbinit)");
+    fdb_conn *c = mcdc_calloc(1, sizeof *c);
+    if (c == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    bool v6 = strchr(cs->host, ':') != NULL;
+    char server[300];
+    if (cs->port)
+        snprintf(server, sizeof server, "%s%s%s:%d", v6 ? "[" : "", cs->host, v6 ? "]" : "",
+                 cs->port);
+    else if (cs->instance)
+        snprintf(server, sizeof server, "%s\\%s", cs->host, cs->instance);
+    else
+        snprintf(server, sizeof server, "%s%s%s:1433", v6 ? "[" : "", cs->host, v6 ? "]" : "");
+    snprintf(c->where, sizeof c->where, "%s", server);
+    c->encrypt_required = cs->encrypt == MCDC_ENCRYPT_YES || cs->encrypt == MCDC_ENCRYPT_STRICT;
+    if (cs->encrypt == MCDC_ENCRYPT_STRICT)
+        mcdc_log(MCDC_LOG_WARN,
+                 "Encrypt=strict (TDS 8.0) is not available in FreeTDS 1.3: connecting to %s "
+                 "with TDS 7.4 and TLS required instead",
+                 server);
+
+    LOGINREC *login = dblogin();
+    if (login == NULL) {
+        mcdc_free(c);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "FreeTDS: dblogin failed");
+    }
+    const char *app = opt->app_name ? opt->app_name : cs->app ? cs->app : "mssql-cdc";
+    int packet = opt->packet_bytes ? opt->packet_bytes : MCDC_TDS_PACKET_BYTES_MAX;
+    if (cs->user) DBSETLUSER(login, cs->user);
+    if (cs->password) DBSETLPWD(login, cs->password);
+    DBSETLAPP(login, app);
+    if (cs->database) DBSETLDBNAME(login, cs->database);
+    DBSETLCHARSET(login, "UTF-8");
+    DBSETLPACKET(login, (short)packet);
+    DBSETLVERSION(login, DBVERSION_74);
+
+    int login_s = opt->login_timeout_s > 0      ? opt->login_timeout_s
+                  : cs->connect_timeout_s > 0 ? cs->connect_timeout_s
+                                              : 30;
+    char section[32] = {0};
+    pthread_mutex_lock(&g_login_mu);
+    dbsetlogintime(login_s);
+    int rc = MCDC_OK;
+    if (c->encrypt_required) rc = encryption_section(cs, section, sizeof section, err);
+    pthread_mutex_unlock(&g_login_mu);
+    if (rc != MCDC_OK) {
+        dbloginfree(login);
+        mcdc_free(c);
+        return rc;
+    }
+    tl_connecting = c;
+    c->db = dbopen(login, section[0] ? section : server);
+    tl_connecting = NULL;
+    dbloginfree(login);
+    if (c->db == NULL) {
+        rc = report(c, err, "connecting");
+        /* The socket connected but the login failed: with TLS required that
+         * is the server refusing encryption, not a passing fault. */
+        if (c->encrypt_required && !c->srv_error && c->lib_number == SYBEFCON) {
+            rc = MCDC_E_UNSUPPORTED;
+            if (err) err->code = rc;
+        }
+        if (c->encrypt_required && rc != MCDC_E_PERMISSION)
+            mcdc_error_wrap(err,
+                            "Encrypt=%s requires TLS, and the login to %s failed (a server "
+                            "without TLS, such as mssql-cdc-sim, refuses it: use Encrypt=no or "
+                            "Encrypt=optional there)",
+                            cs->encrypt == MCDC_ENCRYPT_STRICT ? "strict" : "yes", server);
+        else if (rc == MCDC_E_PERMISSION)
+            mcdc_error_wrap(err,
+                            "connecting to %s as '%s' (check UID and PWD in the connection "
+                            "string, and that the login may open database '%s')",
+                            server, cs->user ? cs->user : "",
+                            cs->database ? cs->database : "master");
+        else
+            mcdc_error_wrap(err, "connecting to %s as '%s'", server,
+                            cs->user ? cs->user : "");
+        mcdc_free(c);
+        return rc;
+    }
+    dbsetuserdata(c->db, (BYTE *)c);
+    if (opt->query_timeout_s > 0) {
+        char t[16];
+        snprintf(t, sizeof t, "%d", opt->query_timeout_s);
+        dbsetopt(c->db, DBSETTIME, t, 0);
+    }
+    mcdc_conn *conn = NULL;
+    rc = mcdc_conn_wrap(&conn, &FDB_CONN_OPS, c, err);
+    if (rc != MCDC_OK) return rc;
+    /* Without TEXTSIZE, SQL Server cuts (max) values to 4 KiB for db-lib. */
+    char *spid = NULL;
+    rc = mcdc_conn_scalar(&spid, conn, "SET TEXTSIZE 2147483647; SELECT @@SPID", NULL, 0, err);
+    if (rc != MCDC_OK) {
+        mcdc_error_wrap(err, "setting up the session on %s", server);
+        mcdc_conn_close(conn);
+        return rc;
+    }
+    int64_t v = 0;
+    if (spid && mcdc_parse_i64(spid, &v) == MCDC_OK) c->spid = (int)v;
+    mcdc_free(spid);
+    *out = conn;
+    return MCDC_OK;
+}

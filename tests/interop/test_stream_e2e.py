@@ -1,0 +1,289 @@
+"""The stream end to end: simulator -> mssql-cdc stream -> Delta tables read by
+delta-rs. Exactly-once across crashes at every commit point, facts per batch,
+the verdict never ahead of the data, data loss stopping the stream."""
+import datetime as dt
+import os
+import random
+import signal
+import subprocess
+import time
+
+import pytest
+from deltalake import DeltaTable
+
+from conftest import CLI, run_cli
+
+SETUP = """
+CREATE DATABASE shop;
+"""
+TABLE = """
+CREATE TABLE dbo.orders (
+    order_id INT NOT NULL PRIMARY KEY,
+    customer_id INT NULL,
+    status NVARCHAR(20) NULL,
+    amount DECIMAL(18,2) NULL,
+    created_at DATETIME2(3) NULL);
+EXEC sys.sp_cdc_enable_db;
+EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders',
+     @role_name = NULL;
+"""
+
+
+def make_db(sim):
+    sim.run(SETUP)
+    sim.run(TABLE, database="shop")
+
+
+def write_changes(sim, first_id, n_tx, rows_per_tx=3):
+    """n_tx transactions, each an insert of rows_per_tx rows, an update and a delete."""
+    for t in range(n_tx):
+        base = first_id + t * rows_per_tx
+        values = ",".join(
+            f"({base + i}, {i % 7}, N'new-\u00e9{i}', {base + i}.25, '2025-01-0{1 + i % 9} 10:00:00')"
+            for i in range(rows_per_tx))
+        sim.run(f"""BEGIN TRAN;
+INSERT INTO dbo.orders (order_id, customer_id, status, amount, created_at) VALUES {values};
+UPDATE dbo.orders SET status = N'paid' WHERE order_id = {base};
+DELETE FROM dbo.orders WHERE order_id = {base + 1};
+COMMIT;""", database="shop")
+    sim.run("EXEC sim.run_capture @ignore_latency = 1;", database="shop")
+
+
+def change_rows(sim):
+    rows = sim.run("""SELECT CONVERT(varchar(22), __$start_lsn, 1), CONVERT(varchar(22), __$seqval, 1),
+        __$operation FROM cdc.dbo_orders_CT ORDER BY 1, 2, 3""", database="shop")
+    return [tuple(r) for r in rows]
+
+
+def stream_args(sim, d, app_id="orders-v1", trigger="availableNow", extra=()):
+    return ["stream", "--captureInstance", "dbo_orders",
+            "--connectionString", sim.connection_string("shop"),
+            "--target", os.path.join(d, "bronze"), "--app-id", app_id,
+            "--checkpoint", os.path.join(d, "ckpt"),
+            "--facts-table", os.path.join(d, "facts"),
+            "--control-table", os.path.join(d, "control"),
+            "--trigger", trigger, "--json", *extra]
+
+
+def bronze_keys(d):
+    t = DeltaTable(os.path.join(d, "bronze")).to_pyarrow_table()
+    return sorted(zip(t["_start_lsn"].to_pylist(), t["_seqval"].to_pylist(),
+                      t["_operation"].to_pylist()))
+
+
+def facts_batches(d):
+    t = DeltaTable(os.path.join(d, "facts")).to_pyarrow_table().to_pylist()
+    return [r for r in t if r["event"] is None]
+
+
+def verdict(d):
+    rows = DeltaTable(os.path.join(d, "control")).to_pyarrow_table().to_pylist()
+    return rows
+
+
+def assert_exactly_once(sim, d):
+    source = change_rows(sim)
+    bronze = bronze_keys(d)
+    assert len(bronze) == len(set(bronze)), "bronze holds a change twice"
+    assert bronze == sorted(source), "bronze differs from the change table"
+    batches = facts_batches(d)
+    ids = [b["batch_id"] for b in batches]
+    assert len(ids) == len(set(ids)), "a batch has two facts rows"
+    assert sum(b["rows"] for b in batches) == len(source)
+    # The verdict never claims a period whose changes are not all in bronze.
+    for row in verdict(d):
+        ends = [b["end_commit_ts"] for b in batches if b["end_commit_ts"] is not None]
+        assert row["finalized_until"] <= max(ends)
+
+
+def test_stream_reads_changes_exactly_once_and_reruns_read_nothing(sim, workdir):
+    make_db(sim)
+    write_changes(sim, 1, 5)
+    p = run_cli(*stream_args(sim, workdir))
+    assert '"batch_id":0' in p.stdout
+    assert_exactly_once(sim, workdir)
+    bronze = DeltaTable(os.path.join(workdir, "bronze")).to_pyarrow_table()
+    ops = sorted(bronze["_operation"].to_pylist())
+    assert ops.count(2) == 15 and ops.count(1) == 5 and ops.count(3) == 5 and ops.count(4) == 5
+    # column types as the reference maps them
+    schema = {f.name: str(f.type) for f in bronze.schema}
+    assert schema["amount"] == "decimal128(18, 2)"
+    assert schema["_commit_ts"].startswith("timestamp[us]")
+    assert schema["status"] in ("string", "large_string", "string_view")
+    # a rerun with nothing new writes nothing
+    before = len(facts_batches(workdir))
+    run_cli(*stream_args(sim, workdir))
+    assert len(facts_batches(workdir)) == before
+    # new changes: exactly those are read
+    write_changes(sim, 1000, 2)
+    run_cli(*stream_args(sim, workdir))
+    assert_exactly_once(sim, workdir)
+    show = run_cli("finalization", "show", "--control-table", os.path.join(workdir, "control"),
+                   "--table", os.path.join(workdir, "bronze"), "--json")
+    assert "finalized_until" in show.stdout
+
+
+def test_max_commits_per_batch_splits_batches(sim, workdir):
+    make_db(sim)
+    write_changes(sim, 1, 10, rows_per_tx=2)
+    p = run_cli(*stream_args(sim, workdir, extra=["--maxCommitsPerBatch", "3"]))
+    assert p.stdout.count('"batch_id"') >= 4
+    assert_exactly_once(sim, workdir)
+
+
+@pytest.mark.parametrize("point", ["after_plan", "after_bronze", "after_facts", "after_commit",
+                                   "during_verdict"])
+def test_kill_at_each_commit_point_then_restart(sim, workdir, point):
+    make_db(sim)
+    write_changes(sim, 1, 4)
+    p = run_cli(*stream_args(sim, workdir, extra=["--maxCommitsPerBatch", "2"]),
+                env={"MCDC_CRASH_AT": f"{point}:1"}, check=False)
+    assert p.returncode == -signal.SIGKILL, p.stderr
+    run_cli(*stream_args(sim, workdir, extra=["--maxCommitsPerBatch", "2"]))
+    assert_exactly_once(sim, workdir)
+
+
+def test_random_kills_under_a_running_workload(sim, workdir):
+    make_db(sim)
+    rng = random.Random(7)
+    next_id = 1
+    args = stream_args(sim, workdir, trigger="processingTime=50ms",
+                       extra=["--maxCommitsPerBatch", "3"])
+    kills = int(os.environ.get("MCDC_RANDOM_KILLS", "100"))
+    for _ in range(kills):
+        write_changes(sim, next_id, 1, rows_per_tx=2)
+        next_id += 2
+        proc = subprocess.Popen([CLI, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(rng.uniform(0.01, 0.25))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    run_cli(*stream_args(sim, workdir, extra=["--maxCommitsPerBatch", "3"]))
+    assert_exactly_once(sim, workdir)
+
+
+def test_sigterm_finishes_the_batch_and_exits_cleanly(sim, workdir):
+    make_db(sim)
+    write_changes(sim, 1, 3)
+    proc = subprocess.Popen([CLI, *stream_args(sim, workdir, trigger="processingTime=100ms")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert_exactly_once(sim, workdir)
+
+
+def test_purged_changes_stop_the_stream_with_data_loss(sim, workdir):
+    make_db(sim)
+    write_changes(sim, 1, 2)
+    run_cli(*stream_args(sim, workdir))
+    write_changes(sim, 100, 2)
+    sim.run("""DECLARE @m binary(10) = sys.fn_cdc_get_max_lsn();
+EXEC sys.sp_cdc_cleanup_change_table @capture_instance = N'dbo_orders',
+     @low_water_mark = @m, @threshold = 5000;""", database="shop")
+    p = run_cli(*stream_args(sim, workdir), check=False)
+    assert p.returncode == 3, p.stderr
+    assert "DataLossError" in p.stderr and "dbo_orders" in p.stderr
+    assert "failOnDataLoss" in p.stderr
+    # failOnDataLoss=false skips the gap and records it
+    run_cli(*stream_args(sim, workdir, extra=["--failOnDataLoss", "false"]))
+    facts = DeltaTable(os.path.join(workdir, "facts")).to_pyarrow_table().to_pylist()
+    assert any(r["event"] == "data_skipped" for r in facts)
+
+
+def test_a_dropped_connection_mid_range_is_retried_without_a_gap(sim, workdir):
+    make_db(sim)
+    write_changes(sim, 1, 20, rows_per_tx=5)
+    sim.run("EXEC sim.fault @kind = 'drop_after_rows', @count = 7, @times = 1;")
+    run_cli(*stream_args(sim, workdir))
+    assert_exactly_once(sim, workdir)
+
+
+def test_bad_options_fail_clearly_without_echoing_the_password(sim, workdir):
+    p = run_cli("stream", "--captureInstance", "dbo_orders", "--connectionString",
+                "Server=127.0.0.1,1;UID=sa;PWD=TopSecret1;", "--target", workdir + "/b",
+                "--app-id", "a", "--checkpoint", workdir + "/c", "--maxCommitsPerBatch", "0",
+                check=False)
+    assert p.returncode == 2
+    assert "maxCommitsPerBatch" in p.stderr
+    assert "TopSecret1" not in p.stderr + p.stdout
+    p = run_cli("stream", "--captureInstance", "dbo_orders", "--connectionString",
+                f"Server=127.0.0.1,{sim.port};Database=shop;UID=sa;PWD=wrong-pw;",
+                "--target", workdir + "/b", "--app-id", "a", "--checkpoint", workdir + "/c",
+                "--trigger", "once", check=False)
+    assert p.returncode == 5, p.stderr
+    assert "18456" in p.stderr or "Login failed" in p.stderr
+    assert "wrong-pw" not in p.stderr + p.stdout
+
+
+def test_earliest_waits_until_capture_has_processed_the_enable(workdir):
+    from conftest import Sim
+    data = os.path.join(workdir, "sim0")
+    os.makedirs(data)
+    s = Sim(data, ["--capture-poll-ms", "0"])  # capture scans only on sim.run_capture
+    try:
+        s.run(SETUP)
+        s.run(TABLE, database="shop")
+        s.run("INSERT INTO dbo.orders (order_id) VALUES (1), (2);", database="shop")
+        # capture has not run: min_lsn is zero, nothing can be read yet, and
+        # that is no data loss
+        p = run_cli(*stream_args(s, workdir))
+        assert '"batch_id"' not in p.stdout
+        s.run("EXEC sim.run_capture @ignore_latency = 1;", database="shop")
+        p = run_cli(*stream_args(s, workdir))
+        assert '"batch_id":0' in p.stdout
+        assert len(bronze_keys(workdir)) == 2
+    finally:
+        s.stop()
+
+
+def test_a_deleted_checkpoint_under_the_same_app_id_is_refused(sim, workdir):
+    import shutil
+    make_db(sim)
+    write_changes(sim, 1, 2)
+    run_cli(*stream_args(sim, workdir))
+    shutil.rmtree(os.path.join(workdir, "ckpt"))
+    write_changes(sim, 100, 1)
+    p = run_cli(*stream_args(sim, workdir), check=False)
+    assert p.returncode == 2, p.stderr
+    assert "deleted or rewound" in p.stderr and "new app_id" in p.stderr
+    # a new checkpoint with a new app_id is fine
+    args = stream_args(sim, workdir, app_id="orders-v2")
+    args[args.index("--checkpoint") + 1] = os.path.join(workdir, "ckpt2")
+    p = run_cli(*args)
+    assert '"batch_id":0' in p.stdout
+
+
+def test_a_refused_login_is_a_clear_error_and_the_rerun_has_no_gap(sim, workdir):
+    make_db(sim)
+    write_changes(sim, 1, 3)
+    sim.run("EXEC sim.fault @kind = 'refuse_login', @times = 1;")
+    p = run_cli(*stream_args(sim, workdir), check=False)
+    assert p.returncode == 5, p.stderr
+    assert "18456" in p.stderr or "Login failed" in p.stderr
+    run_cli(*stream_args(sim, workdir))
+    assert_exactly_once(sim, workdir)
+
+
+def test_a_stalled_server_times_out_and_the_read_is_retried(sim, workdir):
+    make_db(sim)
+    write_changes(sim, 1, 3)
+    sim.run("EXEC sim.fault @kind = 'stall', @ms = 60000, @times = 1;")
+    t0 = time.monotonic()
+    run_cli(*stream_args(sim, workdir, extra=["--queryTimeout", "1"]),
+            env={"MCDC_RETRY_BACKOFF_MS": "50"})
+    # the 60 s stall was cut short by the 1 s timeout, then read again
+    assert time.monotonic() - t0 < 30
+    assert_exactly_once(sim, workdir)
+
+
+def test_a_column_name_that_needs_column_mapping_is_refused_clearly(sim, workdir):
+    sim.run(SETUP)
+    sim.run("""CREATE TABLE dbo.orders (order_id INT NOT NULL PRIMARY KEY, [Qty (kg)] INT NULL);
+EXEC sys.sp_cdc_enable_db;
+EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', @role_name = NULL;
+INSERT INTO dbo.orders VALUES (1, 2);
+EXEC sim.run_capture @ignore_latency = 1;""", database="shop")
+    p = run_cli(*stream_args(sim, workdir), check=False)
+    assert p.returncode != 0
+    assert "Qty (kg)" in p.stderr and "column mapping" in p.stderr

@@ -1,0 +1,683 @@
+/*
+ * Parquet writer -> reader round trips: every type, codec, page version,
+ * dictionary fallback, row groups, statistics, pruning, bad input.
+ */
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "mcdc_parquet_int.h"
+#include "mcdc_test.h"
+
+static char g_path[256];
+
+static const char *tmp_path(const char *tag) {
+    snprintf(g_path, sizeof g_path, "/tmp/mcdc_pq_test_%d_%s.parquet", (int)getpid(), tag);
+    return g_path;
+}
+
+enum { NF = 16 };
+
+static mcdc_schema *all_types_schema(void) {
+    mcdc_schema *s = NULL;
+    MCDC_ASSERT(mcdc_schema_create(&s, NF, NULL) == MCDC_OK);
+    int i = 0;
+    mcdc_schema_set(s, i++, "b", MCDC_TYPE_BOOL, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, i++, "i8", MCDC_TYPE_INT8, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, i++, "i16", MCDC_TYPE_INT16, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, i++, "i32", MCDC_TYPE_INT32, 0, 0, 0, false, NULL);
+    mcdc_schema_set(s, i++, "i64", MCDC_TYPE_INT64, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, i++, "f32", MCDC_TYPE_FLOAT, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, i++, "f64", MCDC_TYPE_DOUBLE, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, i++, "d9", MCDC_TYPE_DECIMAL, 9, 2, 0, true, NULL);
+    mcdc_schema_set(s, i++, "d18", MCDC_TYPE_DECIMAL, 18, 4, 0, true, NULL);
+    mcdc_schema_set(s, i++, "d38", MCDC_TYPE_DECIMAL, 38, 10, 0, true, NULL);
+    mcdc_schema_set(s, i++, "s", MCDC_TYPE_UTF8, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, i++, "bin", MCDC_TYPE_BINARY, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, i++, "fx", MCDC_TYPE_FIXED_BINARY, 0, 0, 10, true, NULL);
+    mcdc_schema_set(s, i++, "dt", MCDC_TYPE_DATE32, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, i++, "ts", MCDC_TYPE_TIMESTAMP_NTZ, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, i++, "tsu", MCDC_TYPE_TIMESTAMP_UTC, 0, 0, 0, true, NULL);
+    return s;
+}
+
+/* Deterministic value of row r in column c (NULL every 7th row for nullable
+ * columns, edge values at the start). */
+static bool is_null(int c, int64_t r) { return c != 3 && r % 7 == 3; }
+
+static void fill(mcdc_batch *b, int64_t first, int64_t n, int64_t distinct) {
+    for (int64_t k = 0; k < n; k++) {
+        int64_t r = first + k;
+        int64_t x = distinct ? r % distinct : r;
+        for (int c = 0; c < NF; c++) {
+            mcdc_column *col = &b->columns[c];
+            if (is_null(c, r)) {
+                MCDC_ASSERT(mcdc_col_append_null(col, NULL) == MCDC_OK);
+                continue;
+            }
+            char s[64];
+            int len;
+            switch (c) {
+            case 0: mcdc_col_append_bool(col, x % 3 == 0, NULL); break;
+            case 1: mcdc_col_append_int(col, r == 0 ? INT8_MIN : r == 1 ? INT8_MAX : (int8_t)x, NULL); break;
+            case 2: mcdc_col_append_int(col, r == 0 ? INT16_MIN : (int16_t)(x * 7), NULL); break;
+            case 3: mcdc_col_append_int(col, r == 0 ? INT32_MIN : r == 1 ? INT32_MAX : (int32_t)(x * 31), NULL); break;
+            case 4: mcdc_col_append_int(col, r == 0 ? INT64_MIN : r == 1 ? INT64_MAX : x * 1000003, NULL); break;
+            case 5: mcdc_col_append_double(col, r == 2 ? -0.0 : (double)(float)((double)x * 0.5), NULL); break;
+            case 6: mcdc_col_append_double(col, r == 0 ? -1e308 : r == 1 ? 1e308 : (double)x * 0.25, NULL); break;
+            case 7: mcdc_col_append_decimal(col, (uint64_t)(r == 0 ? -999999999 : x * 3 - 50), r == 0 || x * 3 < 50 ? -1 : 0, NULL); break;
+            case 8: mcdc_col_append_decimal(col, (uint64_t)(r == 1 ? 999999999999999999 : -x), r == 1 || x == 0 ? 0 : -1, NULL); break;
+            case 9:
+                /* +-(10^38 - 1) = 0x4B3B4CA85A86C47A098A223FFFFFFFFF */
+                if (r == 0) mcdc_col_append_decimal(col, 0x098A223FFFFFFFFFull, 0x4B3B4CA85A86C47ALL, NULL);
+                else if (r == 1) mcdc_col_append_decimal(col, ~0x098A223FFFFFFFFFull + 1, ~0x4B3B4CA85A86C47ALL, NULL);
+                else mcdc_col_append_decimal(col, (uint64_t)x * 12345, 0, NULL);
+                break;
+            case 10:
+                if (r == 1) len = 0, s[0] = 0;
+                else len = snprintf(s, sizeof s, "%s-%lld", x % 2 ? "zürich" : "日本", (long long)x);
+                mcdc_col_append_bytes(col, s, len, NULL);
+                break;
+            case 11:
+                len = (int)(x % 5);
+                for (int j = 0; j < len; j++) s[j] = (char)(0xF0 + j + x);
+                mcdc_col_append_bytes(col, s, len, NULL);
+                break;
+            case 12:
+                for (int j = 0; j < 10; j++) s[j] = (char)(x + j);
+                mcdc_col_append_bytes(col, s, 10, NULL);
+                break;
+            case 13: mcdc_col_append_int(col, r == 0 ? -719162 : x - 1000, NULL); break;
+            case 14: mcdc_col_append_int(col, r == 0 ? -62135596800000000LL : x * 1000001 - 86400000000LL, NULL); break;
+            case 15: mcdc_col_append_int(col, r == 0 ? -1 : x * 999, NULL); break;
+            }
+        }
+    }
+    MCDC_ASSERT(mcdc_batch_seal(b, NULL) == MCDC_OK);
+}
+
+/* Compares row r of a and row s of b, column c (same type). */
+static bool same_value(const mcdc_column *a, int64_t r, const mcdc_column *b, int64_t s) {
+    bool va = mcdc_col_is_valid(a, r), vb = mcdc_col_is_valid(b, s);
+    if (va != vb) return false;
+    if (!va) return true;
+    switch (a->field->type) {
+    case MCDC_TYPE_BOOL:
+        return ((a->values[r >> 3] >> (r & 7)) & 1) == ((b->values[s >> 3] >> (s & 7)) & 1);
+    case MCDC_TYPE_UTF8:
+    case MCDC_TYPE_BINARY: {
+        int32_t la = a->offsets[r + 1] - a->offsets[r], lb = b->offsets[s + 1] - b->offsets[s];
+        return la == lb && memcmp(a->data + a->offsets[r], b->data + b->offsets[s], (size_t)la) == 0;
+    }
+    default: {
+        int32_t w = mcdc_type_width(a->field);
+        return memcmp(a->values + r * w, b->values + s * w, (size_t)w) == 0;
+    }
+    }
+}
+
+/* Reads path back and compares every row with `want` (rows in order). */
+static int64_t compare_file(const char *path, const mcdc_batch *want, int64_t batch_rows) {
+    mcdc_parquet_reader *r = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_parquet_read_options ro = MCDC_PARQUET_READ_OPTIONS_INIT;
+    ro.batch_rows = batch_rows;
+    int rc = mcdc_parquet_reader_open(&r, path, &ro, &e);
+    if (rc) {
+        fprintf(stderr, "open: %s\n", e.message);
+        return -1;
+    }
+    const mcdc_schema *s;
+    if (mcdc_parquet_reader_schema(&s, r, &e) || s->n_fields != want->schema->n_fields) {
+        mcdc_parquet_reader_free(r);
+        return -2;
+    }
+    for (int32_t c = 0; c < s->n_fields; c++) {
+        const mcdc_field *a = &s->fields[c], *b = &want->schema->fields[c];
+        if (strcmp(a->name, b->name) || a->type != b->type || a->precision != b->precision ||
+            a->scale != b->scale || a->byte_width != b->byte_width || a->nullable != b->nullable) {
+            mcdc_parquet_reader_free(r);
+            return -3;
+        }
+    }
+    int64_t row = 0, bad = 0;
+    mcdc_batch *b = NULL;
+    while ((rc = mcdc_parquet_reader_next(&b, r, &e)) == MCDC_OK && b) {
+        if (mcdc_batch_validate(b, &e) != MCDC_OK) bad++;
+        for (int64_t i = 0; i < b->rows; i++, row++)
+            for (int32_t c = 0; c < s->n_fields; c++)
+                if (row >= want->rows || !same_value(&b->columns[c], i, &want->columns[c], row)) {
+                    if (bad < 3) fprintf(stderr, "mismatch row %lld col %s\n", (long long)row, s->fields[c].name);
+                    bad++;
+                }
+        mcdc_batch_free(b);
+    }
+    if (rc) fprintf(stderr, "next: %s\n", e.message);
+    mcdc_parquet_reader_free(r);
+    if (rc || bad) return -4;
+    return row;
+}
+
+static int write_file(const char *path, mcdc_batch *b, const mcdc_parquet_write_options *o,
+                      int pieces, const mcdc_parquet_file_info **info_out,
+                      mcdc_parquet_writer **keep) {
+    mcdc_parquet_writer *w = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    int rc = mcdc_parquet_writer_open(&w, path, b->schema, o, &e);
+    /* the same batch written `pieces` times */
+    for (int k = 0; k < pieces && !rc; k++) rc = mcdc_parquet_writer_write(w, b, &e);
+    if (!rc) rc = mcdc_parquet_writer_close(w, &e);
+    if (rc) fprintf(stderr, "write: %s\n", e.message);
+    if (info_out) *info_out = rc ? NULL : mcdc_parquet_writer_info(w);
+    if (keep) *keep = w;
+    else mcdc_parquet_writer_free(w);
+    return rc;
+}
+
+static mcdc_batch *make_batch(int64_t rows, int64_t distinct) {
+    mcdc_schema *s = all_types_schema();
+    mcdc_batch *b = NULL;
+    MCDC_ASSERT(mcdc_batch_create(&b, s, rows, NULL) == MCDC_OK);
+    mcdc_schema_unref(s);
+    fill(b, 0, rows, distinct);
+    return b;
+}
+
+TEST(parquet_all_types_round_trip_every_codec_and_page_version) {
+    mcdc_batch *b = make_batch(3000, 0);
+    int codecs[] = {MCDC_PARQUET_ZSTD, MCDC_PARQUET_SNAPPY, MCDC_PARQUET_GZIP,
+                    MCDC_PARQUET_LZ4_RAW, MCDC_PARQUET_UNCOMPRESSED};
+    for (size_t k = 0; k < sizeof codecs / sizeof codecs[0]; k++) {
+        for (int v2 = 0; v2 < 2; v2++) {
+            for (int dict = 0; dict < 2; dict++) {
+                mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
+                o.codec = (mcdc_parquet_codec)codecs[k];
+                o.data_page_v2 = v2;
+                o.dictionary = dict;
+                o.page_bytes = 4096; /* many pages */
+                const char *p = tmp_path("types");
+                CHECK_EQ_INT(write_file(p, b, &o, 1, NULL, NULL), MCDC_OK);
+                CHECK_EQ_INT(compare_file(p, b, 1000), 3000);
+                unlink(p);
+            }
+        }
+    }
+    mcdc_batch_free(b);
+}
+
+static int read_meta(const char *path, pq_file_meta *m) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    uint8_t *buf = malloc((size_t)n);
+    fseek(f, 0, SEEK_SET);
+    size_t got = fread(buf, 1, (size_t)n, f);
+    fclose(f);
+    uint32_t flen = pq_le32(buf + n - 8);
+    int rc = got == (size_t)n ? mcdc_pq_meta_decode(m, buf + n - 8 - flen, flen, path, NULL) : -1;
+    free(buf);
+    return rc;
+}
+
+TEST(parquet_dictionary_then_plain_fallback_and_row_groups) {
+    /* 40000 rows, all distinct: the dictionary passes a 16 KiB cap and the
+     * rest of each chunk is PLAIN; 256 KiB row groups make several. */
+    mcdc_batch *b = make_batch(40000, 0);
+    mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
+    o.dict_bytes_max = 16384;
+    o.row_group_bytes = 256 * 1024;
+    o.page_bytes = 8192;
+    const char *p = tmp_path("fallback");
+    const mcdc_parquet_file_info *info;
+    mcdc_parquet_writer *w;
+    CHECK_EQ_INT(write_file(p, b, &o, 1, &info, &w), MCDC_OK);
+    CHECK(info != NULL && info->row_groups > 1);
+    CHECK_EQ_INT(info->rows, 40000);
+    CHECK_EQ_INT(compare_file(p, b, 7777), 40000);
+    pq_file_meta m;
+    CHECK_EQ_INT(read_meta(p, &m), MCDC_OK);
+    CHECK_EQ_INT(m.n_row_groups, info->row_groups);
+    int64_t rows = 0;
+    for (int32_t g = 0; g < m.n_row_groups; g++) rows += m.row_groups[g].num_rows;
+    CHECK_EQ_INT(rows, 40000);
+    /* the int64 column: dictionary first, then PLAIN */
+    uint32_t enc = m.row_groups[0].columns[4].encodings;
+    CHECK((enc & (1u << PQ_RLE_DICTIONARY)) && (enc & (1u << PQ_PLAIN)));
+    CHECK(m.row_groups[0].columns[4].dict_page_offset > 0);
+    /* booleans never use a dictionary */
+    CHECK(!(m.row_groups[0].columns[0].encodings & (1u << PQ_RLE_DICTIONARY)));
+    CHECK(m.has_column_orders);
+    mcdc_pq_meta_free(&m);
+    mcdc_parquet_writer_free(w);
+    unlink(p);
+
+    /* few distinct values: the whole chunk stays dictionary-encoded */
+    mcdc_batch *d = make_batch(20000, 50);
+    CHECK_EQ_INT(write_file(p, d, NULL, 1, NULL, NULL), MCDC_OK);
+    CHECK_EQ_INT(read_meta(p, &m), MCDC_OK);
+    enc = m.row_groups[0].columns[10].encodings;
+    CHECK((enc & (1u << PQ_RLE_DICTIONARY)) != 0);
+    CHECK_EQ_INT(m.row_groups[0].columns[10].codec, MCDC_PARQUET_ZSTD);
+    mcdc_pq_meta_free(&m);
+    CHECK_EQ_INT(compare_file(p, d, 0), 20000);
+    unlink(p);
+    mcdc_batch_free(d);
+    mcdc_batch_free(b);
+}
+
+TEST(parquet_streaming_many_batches_threads) {
+    mcdc_batch *b = make_batch(5000, 0);
+    mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
+    o.threads = 3;
+    o.row_group_bytes = 300 * 1024;
+    const char *p = tmp_path("threads");
+    const mcdc_parquet_file_info *info;
+    mcdc_parquet_writer *w;
+    CHECK_EQ_INT(write_file(p, b, &o, 6, &info, &w), MCDC_OK);
+    CHECK_EQ_INT(info->rows, 30000);
+    CHECK(info->row_groups >= 2);
+    mcdc_parquet_reader *r;
+    CHECK_EQ_INT(mcdc_parquet_reader_open(&r, p, NULL, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_parquet_reader_rows(r), 30000);
+    int64_t rows = 0, bad = 0;
+    mcdc_batch *x;
+    while (mcdc_parquet_reader_next(&x, r, NULL) == MCDC_OK && x) {
+        for (int64_t i = 0; i < x->rows; i++, rows++)
+            for (int c = 0; c < NF; c++) bad += !same_value(&x->columns[c], i, &b->columns[c], rows % 5000);
+        mcdc_batch_free(x);
+    }
+    CHECK_EQ_INT(rows, 30000);
+    CHECK_EQ_INT(bad, 0);
+    mcdc_parquet_reader_free(r);
+    mcdc_parquet_writer_free(w);
+    unlink(p);
+    mcdc_batch_free(b);
+}
+
+TEST(parquet_file_stats_are_typed_and_ordered) {
+    mcdc_batch *b = make_batch(1000, 0);
+    const char *p = tmp_path("stats");
+    const mcdc_parquet_file_info *info;
+    mcdc_parquet_writer *w;
+    CHECK_EQ_INT(write_file(p, b, NULL, 1, &info, &w), MCDC_OK);
+    CHECK_EQ_INT(info->n_columns, NF);
+    CHECK_EQ_INT(info->file_bytes > 100, 1);
+    const mcdc_parquet_column_stats *s = info->columns;
+    int64_t nulls = 0;
+    for (int64_t r = 0; r < 1000; r++) nulls += is_null(1, r);
+    CHECK_EQ_INT(s[1].null_count, nulls);
+    CHECK_EQ_INT(s[3].null_count, 0);
+    CHECK_EQ_INT(s[1].min.i, INT8_MIN);
+    CHECK_EQ_INT(s[1].max.i, INT8_MAX);
+    CHECK(s[4].min.i == INT64_MIN && s[4].max.i == INT64_MAX);
+    CHECK(s[3].min.i == INT32_MIN && s[3].max.i == INT32_MAX);
+    CHECK(s[5].min.d == 0.0 && signbit(s[5].min.d)); /* -0.0 min */
+    CHECK(s[6].min.d == -1e308 && s[6].max.d == 1e308);
+    CHECK_EQ_INT(s[7].min.dec_hi, -1);
+    CHECK_EQ_INT((int64_t)s[7].min.dec_lo, -999999999);
+    CHECK(s[9].max.dec_hi == 0x4B3B4CA85A86C47ALL && s[9].max.dec_lo == 0x098A223FFFFFFFFFull);
+    CHECK(s[9].min.dec_hi == ~0x4B3B4CA85A86C47ALL);
+    /* strings: unsigned byte order, empty string is the minimum */
+    CHECK_EQ_INT(s[10].min.len, 0);
+    CHECK(s[10].max.len > 0 && (uint8_t)s[10].max.bytes[0] == 0xE6); /* 日 */
+    CHECK_EQ_INT(s[13].min.i, -719162);
+    CHECK(s[14].min.i == -62135596800000000LL);
+    CHECK_EQ_INT(s[0].min.i, 0);
+    CHECK_EQ_INT(s[0].max.i, 1);
+    mcdc_parquet_writer_free(w);
+
+    /* the footer statistics prune row groups */
+    mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
+    o.row_group_bytes = 64 * 1024;
+    mcdc_batch *big = make_batch(20000, 0);
+    CHECK_EQ_INT(write_file(p, big, &o, 1, NULL, NULL), MCDC_OK);
+    mcdc_parquet_reader *r;
+    CHECK_EQ_INT(mcdc_parquet_reader_open(&r, p, NULL, NULL), MCDC_OK);
+    int32_t g = mcdc_parquet_reader_row_groups(r);
+    CHECK(g >= 4);
+    mcdc_parquet_value v = {0};
+    v.i = 19990 * 31; /* i32 = x * 31: only the last row group holds it (and
+                       * the first, whose min/max are INT32_MIN/INT32_MAX) */
+    CHECK_EQ_INT(mcdc_parquet_reader_filter(r, "i32", MCDC_PARQUET_EQ, &v, NULL), MCDC_OK);
+    int32_t kept = 0;
+    for (int32_t k = 0; k < g; k++) kept += mcdc_parquet_reader_row_group_selected(r, k);
+    CHECK_EQ_INT(kept, 2);
+    CHECK(mcdc_parquet_reader_row_group_selected(r, 0));
+    CHECK(mcdc_parquet_reader_row_group_selected(r, g - 1));
+    const char *cols[] = {"i32", "s"};
+    CHECK_EQ_INT(mcdc_parquet_reader_select(r, cols, 2, NULL), MCDC_OK);
+    mcdc_batch *x;
+    bool found = false;
+    int64_t rows = 0;
+    while (mcdc_parquet_reader_next(&x, r, NULL) == MCDC_OK && x) {
+        CHECK_EQ_INT(x->schema->n_fields, 2);
+        CHECK_EQ_STR(x->schema->fields[1].name, "s");
+        for (int64_t i = 0; i < x->rows; i++) found |= ((int32_t *)(void *)x->columns[0].values)[i] == v.i;
+        rows += x->rows;
+        mcdc_batch_free(x);
+    }
+    CHECK(found);
+    CHECK(rows < 20000);
+    mcdc_parquet_reader_free(r);
+
+    /* string range: GT the maximum prunes everything */
+    CHECK_EQ_INT(mcdc_parquet_reader_open(&r, p, NULL, NULL), MCDC_OK);
+    mcdc_parquet_value sv = {0};
+    sv.bytes = (const uint8_t *)"\xFF";
+    sv.len = 1;
+    CHECK_EQ_INT(mcdc_parquet_reader_filter(r, "s", MCDC_PARQUET_GE, &sv, NULL), MCDC_OK);
+    for (int32_t k = 0; k < g; k++) CHECK(!mcdc_parquet_reader_row_group_selected(r, k));
+    CHECK_EQ_INT(mcdc_parquet_reader_next(&x, r, NULL), MCDC_OK);
+    CHECK(x == NULL);
+    mcdc_parquet_reader_free(r);
+    unlink(p);
+    mcdc_batch_free(big);
+    mcdc_batch_free(b);
+}
+
+TEST(parquet_empty_one_and_two_hundred_columns) {
+    const char *p = tmp_path("shapes");
+    /* empty file */
+    mcdc_batch *e0 = make_batch(0, 0);
+    const mcdc_parquet_file_info *info;
+    mcdc_parquet_writer *w;
+    CHECK_EQ_INT(write_file(p, e0, NULL, 1, &info, &w), MCDC_OK);
+    CHECK_EQ_INT(info->rows, 0);
+    CHECK_EQ_INT(info->row_groups, 0);
+    CHECK(!info->columns[0].has_min_max);
+    mcdc_parquet_writer_free(w);
+    CHECK_EQ_INT(compare_file(p, e0, 0), 0);
+    mcdc_batch_free(e0);
+
+    /* one column, all NULL */
+    mcdc_schema *s1;
+    mcdc_schema_create(&s1, 1, NULL);
+    mcdc_schema_set(s1, 0, "only", MCDC_TYPE_UTF8, 0, 0, 0, true, NULL);
+    mcdc_batch *b1;
+    mcdc_batch_create(&b1, s1, 10, NULL);
+    for (int i = 0; i < 100; i++) mcdc_col_append_null(&b1->columns[0], NULL);
+    mcdc_batch_seal(b1, NULL);
+    CHECK_EQ_INT(write_file(p, b1, NULL, 1, &info, &w), MCDC_OK);
+    CHECK_EQ_INT(info->columns[0].null_count, 100);
+    CHECK(!info->columns[0].has_min_max);
+    mcdc_parquet_writer_free(w);
+    CHECK_EQ_INT(compare_file(p, b1, 0), 100);
+    /* every row group is all-null: any filter prunes it */
+    mcdc_parquet_reader *r;
+    CHECK_EQ_INT(mcdc_parquet_reader_open(&r, p, NULL, NULL), MCDC_OK);
+    mcdc_parquet_value v = {0};
+    CHECK_EQ_INT(mcdc_parquet_reader_filter(r, "only", MCDC_PARQUET_GE, &v, NULL), MCDC_OK);
+    CHECK(!mcdc_parquet_reader_row_group_selected(r, 0));
+    mcdc_parquet_reader_free(r);
+    mcdc_batch_free(b1);
+    mcdc_schema_unref(s1);
+
+    /* 200 columns of mixed types */
+    mcdc_schema *s;
+    mcdc_schema_create(&s, 200, NULL);
+    for (int c = 0; c < 200; c++) {
+        char name[16];
+        snprintf(name, sizeof name, "c%03d", c);
+        mcdc_schema_set(s, c, name, c % 2 ? MCDC_TYPE_INT64 : MCDC_TYPE_UTF8, 0, 0, 0, c % 3 != 0, NULL);
+    }
+    mcdc_batch *b;
+    mcdc_batch_create(&b, s, 50, NULL);
+    for (int r0 = 0; r0 < 50; r0++)
+        for (int c = 0; c < 200; c++) {
+            if (c % 3 != 0 && (r0 + c) % 11 == 0) mcdc_col_append_null(&b->columns[c], NULL);
+            else if (c % 2) mcdc_col_append_int(&b->columns[c], r0 * c, NULL);
+            else {
+                char t[32];
+                int n = snprintf(t, sizeof t, "r%dc%d", r0, c);
+                mcdc_col_append_bytes(&b->columns[c], t, n, NULL);
+            }
+        }
+    mcdc_batch_seal(b, NULL);
+    mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
+    o.threads = 2;
+    CHECK_EQ_INT(write_file(p, b, &o, 1, NULL, NULL), MCDC_OK);
+    CHECK_EQ_INT(compare_file(p, b, 0), 50);
+    mcdc_batch_free(b);
+    mcdc_schema_unref(s);
+    unlink(p);
+}
+
+TEST(parquet_leaf_api_on_flat_file) {
+    mcdc_batch *b = make_batch(500, 0);
+    const char *p = tmp_path("leaf");
+    CHECK_EQ_INT(write_file(p, b, NULL, 1, NULL, NULL), MCDC_OK);
+    mcdc_parquet_reader *r;
+    CHECK_EQ_INT(mcdc_parquet_reader_open(&r, p, NULL, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_parquet_reader_leaves(r), NF);
+    int32_t li = mcdc_parquet_reader_find_leaf(r, "s");
+    CHECK_EQ_INT(li, 10);
+    const mcdc_parquet_leaf *l = mcdc_parquet_reader_leaf(r, li);
+    CHECK_EQ_INT(l->max_def, 1);
+    CHECK_EQ_INT(l->max_rep, 0);
+    CHECK_EQ_INT(l->physical_type, PQ_BYTE_ARRAY);
+    mcdc_parquet_leaf_data d;
+    CHECK_EQ_INT(mcdc_parquet_reader_read_leaf(&d, r, 0, li, NULL), MCDC_OK);
+    CHECK_EQ_INT(d.n, 500);
+    CHECK(d.rep == NULL && d.def != NULL);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < 500; i++) {
+        bad += d.def[i] != (is_null(10, i) ? 0 : 1);
+        bad += !same_value(&d.values->columns[0], i, &b->columns[10], i);
+    }
+    CHECK_EQ_INT(bad, 0);
+    mcdc_parquet_leaf_data_free(&d);
+    /* required column: no levels */
+    CHECK_EQ_INT(mcdc_parquet_reader_read_leaf(&d, r, 0, 3, NULL), MCDC_OK);
+    CHECK(d.def == NULL && d.n == 500);
+    mcdc_parquet_leaf_data_free(&d);
+    mcdc_parquet_reader_free(r);
+    unlink(p);
+    mcdc_batch_free(b);
+}
+
+static uint8_t *slurp(const char *p, size_t *n) {
+    FILE *f = fopen(p, "rb");
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *buf = malloc(*n);
+    if (fread(buf, 1, *n, f) != *n) *n = 0;
+    fclose(f);
+    return buf;
+}
+
+/* Reads everything from memory; returns the status. */
+static int read_all_mem(const uint8_t *buf, size_t n, mcdc_error *e) {
+    mcdc_parquet_reader *r;
+    int rc = mcdc_parquet_reader_open_mem(&r, buf, n, "bad.parquet", NULL, e);
+    if (rc) return rc;
+    mcdc_batch *b;
+    while ((rc = mcdc_parquet_reader_next(&b, r, e)) == MCDC_OK && b) mcdc_batch_free(b);
+    mcdc_parquet_reader_free(r);
+    return rc;
+}
+
+TEST(parquet_bad_input_fails_cleanly_naming_the_file) {
+    mcdc_batch *b = make_batch(300, 0);
+    const char *p = tmp_path("bad");
+    mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
+    o.codec = MCDC_PARQUET_UNCOMPRESSED;
+    CHECK_EQ_INT(write_file(p, b, &o, 1, NULL, NULL), MCDC_OK);
+    size_t n;
+    uint8_t *buf = slurp(p, &n);
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(read_all_mem(buf, n, &e), MCDC_OK);
+
+    uint8_t *m = malloc(n);
+    memcpy(m, buf, n);
+    m[n - 1] = 'X'; /* bad magic */
+    CHECK_EQ_INT(read_all_mem(m, n, &e), MCDC_E_CORRUPT);
+    CHECK(strstr(e.message, "bad.parquet") != NULL);
+
+    memcpy(m, buf, n);
+    pq_put_le32(m + n - 8, (uint32_t)n); /* footer length beyond the file */
+    CHECK_EQ_INT(read_all_mem(m, n, &e), MCDC_E_CORRUPT);
+    CHECK(strstr(e.message, "footer length") != NULL);
+
+    /* a page header lying about its size: the first page of column 0
+     * starts at byte 4; its compressed size field (3rd) grows */
+    memcpy(m, buf, n);
+    pq_page_header h;
+    size_t used;
+    CHECK_EQ_INT(mcdc_pq_page_header_decode(&h, m + 4, n - 4, &used, "x", NULL), MCDC_OK);
+    size_t pos = 4;
+    while (pos < 4 + used && m[pos] != 0x15) pos++; /* field 2 */
+    CHECK(m[pos] == 0x15);
+    pos++;
+    while (m[pos] & 0x80) pos++;
+    pos++;
+    CHECK(m[pos] == 0x15); /* field 3 */
+    m[pos + 1] = 0xFE;
+    m[pos + 2] = 0xFF;
+    m[pos + 3] = 0x7F;
+    int rc = read_all_mem(m, n, &e);
+    CHECK(rc == MCDC_E_CORRUPT || rc == MCDC_E_LIMIT);
+    CHECK(strstr(e.message, "bad.parquet") != NULL);
+
+    /* every truncation, and byte flips all over: errors, never crashes */
+    for (size_t cut = 0; cut < n; cut += 1 + cut / 16) {
+        rc = read_all_mem(buf, cut, &e);
+        CHECK(rc != MCDC_OK);
+    }
+    unsigned seed = 1;
+    for (int k = 0; k < 300; k++) {
+        memcpy(m, buf, n);
+        for (int j = 0; j < 4; j++) {
+            seed = seed * 1103515245u + 12345u;
+            m[(seed >> 8) % n] ^= (uint8_t)(1u << (seed % 8));
+        }
+        (void)read_all_mem(m, n, &e);
+    }
+    CHECK_EQ_INT(read_all_mem(buf, n, &e), MCDC_OK);
+
+    mcdc_parquet_reader *r;
+    CHECK_EQ_INT(mcdc_parquet_reader_open(&r, "/nonexistent/x.parquet", NULL, &e), MCDC_E_NOTFOUND);
+    CHECK(strstr(e.message, "/nonexistent/x.parquet") != NULL);
+    free(m);
+    free(buf);
+    unlink(p);
+    mcdc_batch_free(b);
+}
+
+TEST(parquet_writer_rejects_bad_use) {
+    mcdc_schema *s;
+    mcdc_schema_create(&s, 1, NULL);
+    mcdc_schema_set(s, 0, "x", MCDC_TYPE_INT32, 0, 0, 0, false, NULL);
+    mcdc_parquet_writer *w;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
+    o.codec = MCDC_PARQUET_LZ4; /* read-only codec */
+    CHECK_EQ_INT(mcdc_parquet_writer_open(&w, tmp_path("reject"), s, &o, &e), MCDC_E_INVALID);
+    CHECK_EQ_INT(mcdc_parquet_writer_open(&w, "/nonexistent/dir/x.parquet", s, NULL, &e), MCDC_E_IO);
+    CHECK(strstr(e.message, "/nonexistent/dir/x.parquet") != NULL);
+    CHECK_EQ_INT(mcdc_parquet_writer_open(&w, tmp_path("reject"), s, NULL, &e), MCDC_OK);
+    mcdc_schema *s2;
+    mcdc_schema_create(&s2, 1, NULL);
+    mcdc_schema_set(s2, 0, "x", MCDC_TYPE_INT64, 0, 0, 0, false, NULL);
+    mcdc_batch *b;
+    mcdc_batch_create(&b, s2, 1, NULL);
+    mcdc_col_append_int(&b->columns[0], 1, NULL);
+    mcdc_batch_seal(b, NULL);
+    CHECK_EQ_INT(mcdc_parquet_writer_write(w, b, &e), MCDC_E_INVALID);
+    CHECK_EQ_INT(mcdc_parquet_writer_close(w, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_parquet_writer_close(w, &e), MCDC_E_INVALID);
+    mcdc_parquet_writer_free(w);
+    mcdc_parquet_writer_free(NULL);
+    mcdc_parquet_reader_free(NULL);
+    mcdc_batch_free(b);
+    mcdc_schema_unref(s2);
+    mcdc_schema_unref(s);
+    unlink(tmp_path("reject"));
+}
+
+/* Fails the Nth allocation for every N of a small write + read: each run
+ * ends with an error or success, never a crash or a leak (the runner
+ * checks leaks per test). */
+TEST(parquet_every_allocation_failure_is_clean) {
+    mcdc_schema *s;
+    mcdc_schema_create(&s, 3, NULL);
+    mcdc_schema_set(s, 0, "a", MCDC_TYPE_INT64, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, 1, "b", MCDC_TYPE_UTF8, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, 2, "c", MCDC_TYPE_BOOL, 0, 0, 0, false, NULL);
+    mcdc_batch *b;
+    mcdc_batch_create(&b, s, 100, NULL);
+    for (int i = 0; i < 100; i++) {
+        if (i % 5 == 0) mcdc_col_append_null(&b->columns[0], NULL);
+        else mcdc_col_append_int(&b->columns[0], i, NULL);
+        char t[16];
+        int n = snprintf(t, sizeof t, "v%d", i % 9);
+        mcdc_col_append_bytes(&b->columns[1], t, n, NULL);
+        mcdc_col_append_bool(&b->columns[2], i % 2, NULL);
+    }
+    mcdc_batch_seal(b, NULL);
+    const char *p = tmp_path("faults");
+    int ok_runs = 0, failed_runs = 0;
+    for (int64_t nth = 1; nth < 2000 && ok_runs == 0; nth++) {
+        mcdc_error e = MCDC_ERROR_INIT;
+        mcdc_alloc_fail_at(nth);
+        mcdc_parquet_writer *w = NULL;
+        int rc = mcdc_parquet_writer_open(&w, p, s, NULL, &e);
+        if (!rc) rc = mcdc_parquet_writer_write(w, b, &e);
+        if (!rc) rc = mcdc_parquet_writer_close(w, &e);
+        mcdc_parquet_writer_free(w);
+        int64_t rows = 0;
+        if (!rc) {
+            mcdc_parquet_reader *r = NULL;
+            rc = mcdc_parquet_reader_open(&r, p, NULL, &e);
+            mcdc_batch *x;
+            while (!rc && (rc = mcdc_parquet_reader_next(&x, r, &e)) == MCDC_OK && x) {
+                rows += x->rows;
+                mcdc_batch_free(x);
+            }
+            mcdc_parquet_reader_free(r);
+        }
+        mcdc_alloc_fail_at(0);
+        if (rc == MCDC_OK) {
+            CHECK_EQ_INT(rows, 100);
+            ok_runs++;
+        } else {
+            CHECK(rc == MCDC_E_NOMEM || rc == MCDC_E_IO || rc == MCDC_E_CORRUPT);
+            failed_runs++;
+        }
+    }
+    CHECK(ok_runs == 1 && failed_runs > 20);
+    unlink(p);
+    mcdc_batch_free(b);
+    mcdc_schema_unref(s);
+}
+
+TEST(parquet_writer_on_an_fd_and_created_by) {
+    mcdc_batch *b = make_batch(100, 0);
+    const char *p = tmp_path("fd");
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    CHECK(fd >= 0);
+    mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
+    o.created_by = "mssql-cdc test version 9.9.9";
+    mcdc_parquet_writer *w;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_parquet_writer_open_fd(&w, fd, "fd-file", b->schema, &o, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_parquet_writer_write(w, b, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_parquet_writer_close(w, &e), MCDC_OK);
+    int64_t size = mcdc_parquet_writer_info(w)->file_bytes;
+    mcdc_parquet_writer_free(w);
+    /* the fd stays open and positioned at the end */
+    CHECK_EQ_INT(lseek(fd, 0, SEEK_CUR), size);
+    close(fd);
+    CHECK_EQ_INT(compare_file(p, b, 0), 100);
+    mcdc_parquet_reader *r;
+    CHECK_EQ_INT(mcdc_parquet_reader_open(&r, p, NULL, NULL), MCDC_OK);
+    CHECK_EQ_STR(mcdc_parquet_reader_created_by(r), "mssql-cdc test version 9.9.9");
+    CHECK_EQ_INT(mcdc_parquet_reader_row_groups(r), 1);
+    CHECK_EQ_INT(mcdc_parquet_reader_row_group_rows(r, 0), 100);
+    mcdc_parquet_reader_free(r);
+    unlink(p);
+    mcdc_batch_free(b);
+}
