@@ -2679,9 +2679,14 @@ static void fault_fired(sim_server *srv, int k) {
 
 void sim_fault_check(sim_server *srv, sim_session *s, sim_fault_point point, sim_fault_action *out) {
     memset(out, 0, sizeof *out);
+    if (point == SIM_FAULT_QUERY && s) s->req_rows = 0;
+    if (srv->nfaults == 0) {
+        /* no fault set: the per-row call must not take the server mutex */
+        if (point == SIM_FAULT_ROW && s) s->req_rows++;
+        return;
+    }
     pthread_mutex_lock(&srv->mu);
     int spid = s ? s->spid : 0;
-    if (point == SIM_FAULT_QUERY && s) s->req_rows = 0;
     for (int k = 0; k < srv->nfaults; k++) {
         sim_fault *f = &srv->faults[k];
         if (spid && f->setter_spid == spid) continue;
