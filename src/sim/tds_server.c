@@ -57,6 +57,7 @@ typedef struct conn {
     sim_tds_prep prep;
     mcdc_buf text;
     uint64_t packets_sent;
+    int64_t net_wait_us;   /* blocked sending, not yet handed to the engine */
     uint64_t packets_polled;
     int rows_since_poll;
     bool dropped;          /* closed by a fault or found closed */
@@ -76,15 +77,34 @@ static int sock_read(void *ctx, uint8_t *p, size_t n) {
     return 0;
 }
 
+/* Writes a packet. Time spent blocked because the client does not read fast
+ * enough is what SQL Server reports as ASYNC_NETWORK_IO: it goes to the
+ * engine's wait statistics. */
 static int sock_write(void *ctx, const uint8_t *p, size_t n) {
     conn *c = ctx;
     if (c->dropped) return -1;
     while (n) {
-        ssize_t k = send(c->fd, p, n, MSG_NOSIGNAL);
+        ssize_t k = send(c->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k > 0) {
+            p += k;
+            n -= (size_t)k;
+            continue;
+        }
         if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return -1;
-        p += k;
-        n -= (size_t)k;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            int64_t t0 = mcdc_monotonic_us();
+            struct pollfd pf = {c->fd, POLLOUT, 0};
+            int r = poll(&pf, 1, -1); /* a server stop shuts the socket down: wakes */
+            c->net_wait_us += mcdc_monotonic_us() - t0;
+            if (r < 0 && errno != EINTR) return -1;
+            continue;
+        }
+        return -1;
+    }
+    if (c->net_wait_us >= 1000 && c->sess) {
+        int64_t ms = c->net_wait_us / 1000;
+        sim_session_add_network_wait(c->sess, ms);
+        c->net_wait_us -= ms * 1000;
     }
     c->packets_sent++;
     return 0;

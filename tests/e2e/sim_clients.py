@@ -196,6 +196,20 @@ def t_attention():
         check("python-tds: session in sync after attention", cur.fetchall() == [(1,)])
 
 
+def t_network_wait():
+    with pytds_conn() as c:
+        cur = c.cursor()
+        cur.execute("SELECT ROWS 200000")
+        n = 0
+        for _ in cur:  # python-tds reads slower than the server writes
+            n += 1
+            if n % 50000 == 0:
+                time.sleep(0.2)
+        cur.execute("SELECT NETWAIT")
+        ms = cur.fetchall()[0][0]
+        check("blocked sends reported as network wait", n == 200000 and ms >= 100, f"{ms} ms")
+
+
 def t_attention_after_completion():
     with pytds_conn() as c:
         cur = c.cursor()

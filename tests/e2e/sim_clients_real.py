@@ -8,6 +8,7 @@ Ends with "N passed, N failed".
 import datetime
 import decimal
 import sys
+import time
 import uuid
 
 import pymssql
@@ -80,6 +81,22 @@ def main():
         check("python-tds: syntax error raises", True, repr(e))
     cur.execute("SELECT CAST(SERVERPROPERTY('ProductMajorVersion') AS int)")
     check("python-tds: SERVERPROPERTY", cur.fetchall()[0][0] == 16)
+    # a client that reads slowly makes the server wait: ASYNC_NETWORK_IO
+    cur.execute("CREATE TABLE dbo.sim_clients_big (id int NOT NULL PRIMARY KEY, s nvarchar(200))")
+    for k in range(0, 30000, 1000):
+        cur.execute("INSERT INTO dbo.sim_clients_big VALUES " + ",".join(
+            f"({i}, N'" + "x" * 200 + "')" for i in range(k, k + 1000)))
+    cur.execute("SELECT * FROM dbo.sim_clients_big")
+    n = 0
+    for _ in cur:
+        n += 1
+        if n % 10000 == 0:
+            time.sleep(0.2)
+    cur.execute("SELECT wait_time_ms FROM sys.dm_exec_session_wait_stats "
+                "WHERE session_id = @@SPID AND wait_type = 'ASYNC_NETWORK_IO'")
+    ms = cur.fetchall()[0][0]
+    check("python-tds: slow reader shows as ASYNC_NETWORK_IO wait", n == 30000 and ms >= 100,
+          f"{n} rows, {ms} ms")
     c.close()
 
     with pymssql.connect(server="127.0.0.1", port=PORT, user="sa", password=PASSWORD,
