@@ -344,7 +344,44 @@ typedef struct {
     mcdc_lsn skip_from, skip_to;
     int64_t lost_from_us, lost_to_us;
     bool has_lost_from, has_lost_to;
+    /* failOnDataLoss=false: cleanup passed a range's start while it was
+     * read, so rows of it may be missing (certain: false). */
+    bool possible_loss;
+    mcdc_lsn possible_from, possible_min;
 } batch_events;
+
+/* One data_skipped event row (reference §2.3.4): detail {from, to, certain,
+ * [reason]}, min_lsn..max_lsn the skipped range. */
+static int append_skip_event(mcdc_batch *b, const stream_t *s, int64_t batch_id,
+                             const mcdc_lsn *from_lsn, const mcdc_lsn *to_lsn, bool certain,
+                             const char *reason, const batch_events *ev, int64_t written,
+                             mcdc_error *err) {
+    char from[MCDC_LSN_TEXT_LEN + 1], to[MCDC_LSN_TEXT_LEN + 1];
+    mcdc_lsn_format(from_lsn, from);
+    mcdc_lsn_format(to_lsn, to);
+    json_t *d = json_pack("{s:s, s:s, s:b}", "from", from, "to", to, "certain", certain);
+    if (d && reason) json_object_set_new(d, "reason", json_string(reason));
+    char *detail = d ? json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(d);
+    if (detail == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    mcdc_cell c[MCDC_F_COUNT];
+    for (int i = 0; i < MCDC_F_COUNT; i++) c[i] = mcdc_cell_null();
+    c[MCDC_F_APP_ID] = mcdc_cell_text(s->cfg->app_id);
+    c[MCDC_F_BATCH_ID] = mcdc_cell_int(batch_id);
+    c[MCDC_F_ROWS] = mcdc_cell_int(0);
+    c[MCDC_F_MIN_LSN] = mcdc_cell_text(from);
+    c[MCDC_F_MAX_LSN] = mcdc_cell_text(to);
+    c[MCDC_F_EVENT] = mcdc_cell_text("data_skipped");
+    if (ev->has_lost_from) c[MCDC_F_LOST_FROM_TS] = mcdc_cell_int(ev->lost_from_us);
+    if (certain && ev->has_lost_to) c[MCDC_F_LOST_TO_TS] = mcdc_cell_int(ev->lost_to_us);
+    c[MCDC_F_END_LSN] = mcdc_cell_text(to);
+    c[MCDC_F_DETAIL] = mcdc_cell_text(detail);
+    c[MCDC_F_TARGET] = mcdc_cell_text(s->cfg->target);
+    c[MCDC_F_WRITTEN_AT] = mcdc_cell_int(written);
+    int rc = mcdc_row_append(b, c, err);
+    free(detail);
+    return rc;
+}
 
 static int write_facts(stream_t *s, int64_t batch_id, const offset_t *end, const batch_stats *st,
                        const folded_metrics *fm, int64_t started_us, int64_t duration_ms,
@@ -412,31 +449,15 @@ static int write_facts(stream_t *s, int64_t batch_id, const offset_t *end, const
     c[MCDC_F_WRITTEN_AT] = mcdc_cell_int(written);
     rc = mcdc_row_append(b, c, err);
     free(detail);
-    detail = NULL;
-
-    if (rc == MCDC_OK && ev->skipped_data) {
-        /* data_skipped: the purged range failOnDataLoss=false skipped. */
-        char from[MCDC_LSN_TEXT_LEN + 1], to[MCDC_LSN_TEXT_LEN + 1];
-        mcdc_lsn_format(&ev->skip_from, from);
-        mcdc_lsn_format(&ev->skip_to, to);
-        json_t *d = json_pack("{s:s, s:s, s:b}", "from", from, "to", to, "certain", 1);
-        detail = d ? json_dumps(d, JSON_COMPACT) : NULL;
-        json_decref(d);
-        for (int i = 0; i < MCDC_F_COUNT; i++) c[i] = mcdc_cell_null();
-        c[MCDC_F_APP_ID] = mcdc_cell_text(s->cfg->app_id);
-        c[MCDC_F_BATCH_ID] = mcdc_cell_int(batch_id);
-        c[MCDC_F_ROWS] = mcdc_cell_int(0);
-        c[MCDC_F_MIN_LSN] = mcdc_cell_text(from);
-        c[MCDC_F_MAX_LSN] = mcdc_cell_text(to);
-        c[MCDC_F_EVENT] = mcdc_cell_text("data_skipped");
-        if (ev->has_lost_from) c[MCDC_F_LOST_FROM_TS] = mcdc_cell_int(ev->lost_from_us);
-        if (ev->has_lost_to) c[MCDC_F_LOST_TO_TS] = mcdc_cell_int(ev->lost_to_us);
-        c[MCDC_F_END_LSN] = mcdc_cell_text(to);
-        c[MCDC_F_DETAIL] = mcdc_cell_text(detail);
-        c[MCDC_F_TARGET] = mcdc_cell_text(s->cfg->target);
-        c[MCDC_F_WRITTEN_AT] = mcdc_cell_int(written);
-        rc = mcdc_row_append(b, c, err);
-        free(detail);
+    if (rc == MCDC_OK && ev->skipped_data)
+        rc = append_skip_event(b, s, batch_id, &ev->skip_from, &ev->skip_to, true, NULL, ev,
+                               written, err);
+    if (rc == MCDC_OK && ev->possible_loss) {
+        mcdc_lsn to = ev->possible_min;
+        mcdc_lsn_decrement(&to, &ev->possible_min, NULL);
+        rc = append_skip_event(b, s, batch_id, &ev->possible_from, &to, false,
+                               "CDC cleanup moved min_lsn past the range while it was read", ev,
+                               written, err);
     }
     if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
     mcdc_appender *a = NULL;
@@ -583,6 +604,15 @@ static int run_batch(stream_t *s, int64_t id, const offset_t *start, const offse
 
     folded_metrics fm;
     fold(&fm, jobs, rc == MCDC_OK ? started_threads : 0);
+    for (int i = 0; rc == MCDC_OK && i < started_threads; i++) {
+        const mcdc_reader_metrics *m = &jobs[i].metrics;
+        if (!m->data_lost) continue;
+        if (!ev.possible_loss || mcdc_lsn_cmp(&ranges[i].from, &ev.possible_from) < 0)
+            ev.possible_from = ranges[i].from;
+        if (!ev.possible_loss || mcdc_lsn_cmp(&m->min_lsn_after, &ev.possible_min) > 0)
+            ev.possible_min = m->min_lsn_after;
+        ev.possible_loss = true;
+    }
     mcdc_free(jobs);
     mcdc_free(threads);
     mcdc_free(ranges);
