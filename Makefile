@@ -2,7 +2,8 @@
 # installs what is missing, builds, and runs every suite; `make demo` runs the
 # main job against the simulator; `make bench` runs the benchmarks.
 #
-# Variants: `make SAN=1` builds with ASan+UBSan into build-san/,
+# Variants: `make SAN=1` builds with ASan+UBSan into build-san/, `make SAN=thread`
+# with TSan into build-tsan/,
 # `make CC=clang` builds with clang. Dependencies: scripts/install-deps.sh.
 
 CC      ?= cc
@@ -10,6 +11,9 @@ SAN     ?= 0
 ifeq ($(SAN),1)
 BUILD   ?= build-san
 OPT     ?= -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+else ifeq ($(SAN),thread)
+BUILD   ?= build-tsan
+OPT     ?= -O1 -g -fno-omit-frame-pointer -fsanitize=thread
 else
 BUILD   ?= build
 OPT     ?= -O2 -g
@@ -37,7 +41,7 @@ LIB := $(BUILD)/libmssqlcdc.a
 SIMLIB := $(BUILD)/libmcdcsim.a
 BINS := $(BUILD)/mssql-cdc $(BUILD)/mssql-cdc-sim $(BUILD)/unit-tests
 
-.PHONY: all deps test test-unit test-san demo bench bench-reader bench-parquet bench-stream fuzz clean headercheck
+.PHONY: all deps test test-unit test-san demo bench bench-reader bench-parquet bench-lake bench-stream fuzz clean headercheck
 all: $(BINS)
 
 $(BUILD)/obj/%.o: %.c
@@ -87,7 +91,10 @@ bench: deps
 	@bench/run_all.sh
 
 # One target per benchmark; each prints `name: value` lines.
-bench-stream: all
+$(BUILD)/mcdc-bench-reader: $(call obj,bench/bench_reader.c) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+bench-stream: all $(BUILD)/mcdc-bench-reader
 	@.venv/bin/python bench/bench_stream.py
 
 bench-reader: all
@@ -95,6 +102,10 @@ bench-reader: all
 
 bench-parquet: all
 	@if [ -x bench/bench_parquet.sh ]; then bench/bench_parquet.sh; else echo "bench-parquet: not built yet"; fi
+
+# Delta append of 10M CDC rows (BENCH_LAKE_ROWS) vs deltalake and pyarrow.
+bench-lake: all
+	@.venv/bin/python bench/bench_lake.py
 
 fuzz:
 	@scripts/fuzz.sh

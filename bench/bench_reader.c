@@ -65,11 +65,11 @@ int main(int argc, char **argv) {
     mcdc_cdc_client *cl = NULL;
     mcdc_lsn lo, hi;
     if (mcdc_conn_open(&c, cs, NULL, &e) || mcdc_cdc_client_create(&cl, c, &e) ||
-        mcdc_cdc_min_lsn(cl, ci, &lo, &e) || mcdc_cdc_max_lsn(cl, &hi, NULL, &e))
+        mcdc_cdc_min_lsn(&lo, cl, ci, &e) || mcdc_cdc_max_lsn(&hi, NULL, cl, &e))
         return die("planning", &e);
     mcdc_split_point *sp = NULL;
     int nsp = 0;
-    if (n > 1 && mcdc_cdc_split_points(cl, ci, &lo, &hi, n, &sp, &nsp, &e))
+    if (n > 1 && mcdc_cdc_split_points(&sp, &nsp, cl, ci, &lo, &hi, n, &e))
         return die("split_points", &e);
     mcdc_cdc_client_free(cl);
     mcdc_conn_close(c);

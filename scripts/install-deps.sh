@@ -9,6 +9,8 @@ PKGS=(build-essential pkg-config clang libclang-rt-14-dev llvm
       freetds-dev freetds-bin libsqlite3-dev libjansson-dev
       libzstd-dev libsnappy-dev liblz4-dev zlib1g-dev tzdata
       python3-venv valgrind)
+# Spark (pyspark + delta-spark, interop tests) needs a Java 17+ runtime.
+command -v java >/dev/null 2>&1 || PKGS+=(openjdk-17-jre-headless)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -29,5 +31,15 @@ if [ ! -f "$STAMP" ] || ! cmp -s "$REQ" "$STAMP"; then
   python3 -m venv .venv
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q -r "$REQ"
+  # delta-spark's jars come from Maven Central on a SparkSession's first
+  # start (ivy cache ~/.ivy2*): fetch them now, not in the middle of a test.
+  echo "install-deps: fetching delta-spark's jars"
+  .venv/bin/python - >/dev/null 2>.venv/spark-warmup.log <<'PY' ||
+from delta import configure_spark_with_delta_pip
+from pyspark.sql import SparkSession
+b = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+configure_spark_with_delta_pip(b).getOrCreate().stop()
+PY
+    echo "install-deps: warning: Spark with delta-spark did not start (see .venv/spark-warmup.log)"
   cp "$REQ" "$STAMP"
 fi

@@ -219,7 +219,9 @@ static int file_action(mcdc_buf *b, const mcdc_delta_file *f, bool is_add, mcdc_
         pv = json_object();
     }
     if (f->stats_json) {
-        json_t *st = json_loads(f->stats_json, 0, NULL);
+        /* Bounds of decimal(p>18, 0) columns are integers beyond int64 (valid
+         * JSON, as Spark writes them): parse them as reals to validate. */
+        json_t *st = json_loads(f->stats_json, JSON_DECODE_INT_AS_REAL, NULL);
         bool ok = json_is_object(st);
         json_decref(st);
         if (!ok) {
@@ -287,7 +289,11 @@ static json_t *protocol_for(const json_t *from, bool ntz) {
     json_t *wf = (from && w == 7) ? json_deep_copy(json_object_get(from, "writerFeatures"))
                                   : json_array();
     bool bad = p == NULL || rf == NULL || wf == NULL;
-    if (!bad && from && w < 7) /* legacy W2 features we cannot prove unused */
+    /* Writer version 7 lists every writer feature: keep the legacy W2 ones
+     * (appendOnly, invariants) as Spark does. Spark counts a NOT NULL column
+     * as an invariant and refuses a (3,7) table whose writerFeatures lack
+     * "invariants" while its schema has one. */
+    if (!bad && w < 7)
         for (size_t i = 0; i < 2; i++) bad |= json_array_append_new(wf, json_string(legacy_w2_features[i])) != 0;
     for (int k = 0; k < 2 && !bad; k++) {
         json_t *list = k ? wf : rf;

@@ -1076,9 +1076,16 @@ int64_t mcdc_delta_snapshot_total_records(const mcdc_delta_snapshot *s) {
         const char *st = s->live_order[i]->f.stats_json;
         if (st == NULL) return -1;
         json_t *j = json_loads(st, 0, NULL);
+        /* A decimal(p>18, 0) bound is an integer beyond int64: parse as reals. */
+        if (j == NULL) j = json_loads(st, JSON_DECODE_INT_AS_REAL, NULL);
         json_t *n = j ? json_object_get(j, "numRecords") : NULL;
-        bool ok = n && json_is_integer(n);
-        if (ok) sum += (int64_t)json_integer_value(n);
+        bool ok = n && (json_is_integer(n) ||
+                        (json_is_real(n) && json_real_value(n) >= 0 &&
+                         json_real_value(n) < 9007199254740992.0 &&
+                         json_real_value(n) == (double)(int64_t)json_real_value(n)));
+        if (ok)
+            sum += json_is_integer(n) ? (int64_t)json_integer_value(n)
+                                      : (int64_t)json_real_value(n);
         json_decref(j);
         if (!ok) return -1;
     }

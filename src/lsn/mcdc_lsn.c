@@ -121,7 +121,7 @@ int mcdc_lsn_from_u128(mcdc_lsn *out, mcdc_u128 v, mcdc_error *err) {
     return MCDC_OK;
 }
 
-void mcdc_lsn_to_pair(const mcdc_lsn *l, uint64_t *out_hi, uint64_t *out_lo) {
+void mcdc_lsn_to_pair(uint64_t *out_hi, uint64_t *out_lo, const mcdc_lsn *l) {
     mcdc_u128 v = mcdc_lsn_to_u128(l);
     *out_hi = (uint64_t)(v >> 64);
     *out_lo = (uint64_t)v;

@@ -64,7 +64,7 @@ mcdc_u128 mcdc_lsn_to_u128(const mcdc_lsn *l);
 /* MCDC_E_INVALID when v >= 2^80. */
 int mcdc_lsn_from_u128(mcdc_lsn *out, mcdc_u128 v, mcdc_error *err);
 /* hi holds the top 16 bits, lo the low 64. */
-void mcdc_lsn_to_pair(const mcdc_lsn *l, uint64_t *out_hi, uint64_t *out_lo);
+void mcdc_lsn_to_pair(uint64_t *out_hi, uint64_t *out_lo, const mcdc_lsn *l);
 /* MCDC_E_INVALID when hi >= 2^16. */
 int mcdc_lsn_from_pair(mcdc_lsn *out, uint64_t hi, uint64_t lo, mcdc_error *err);
 

@@ -25,7 +25,7 @@ void sim_fault_clear(sim_server *srv);
 
 static const char *CDC_SCHEMA =
     "CREATE TABLE IF NOT EXISTS \"cdc.lsn_time_mapping\"(start_lsn BLOB PRIMARY KEY, tran_begin_time TEXT,"
-    " tran_end_time TEXT, tran_id BLOB, tran_begin_lsn BLOB);"
+    " tran_end_time TEXT, tran_id BLOB, tran_begin_lsn BLOB) WITHOUT ROWID;"
     "CREATE INDEX IF NOT EXISTS \"cdc.lsn_time_mapping_time\" ON \"cdc.lsn_time_mapping\"(tran_end_time);"
     "CREATE TABLE IF NOT EXISTS \"cdc.change_tables\"(object_id INT, version INT, source_object_id INT,"
     " capture_instance TEXT PRIMARY KEY COLLATE NOCASE, start_lsn BLOB, end_lsn BLOB, supports_net_changes INT,"

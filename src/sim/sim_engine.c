@@ -2,17 +2,46 @@
  * sim_engine.c - the simulator's SQL Server model: server state, sessions,
  * logins, T-SQL batches and RPCs, DDL/DML with transactions, faults.
  * CDC (procedures, change rows, capture) lives in sim_cdc.c, the workload
- * generator and bulk loader in sim_work.c.
+ * generator and bulk loader in sim_work.c, T-SQL -> SQLite translation in
+ * tsql_xlate.c, values/conversions/date functions in sim_val.c, zones in
+ * sim_tz.c.
+ *
+ * T-SQL surface: CREATE/DROP DATABASE, USE, CREATE/DROP TABLE (the types of
+ * sim_type, NULL/NOT NULL, PRIMARY KEY, UNIQUE), ALTER TABLE ADD / DROP
+ * COLUMN, INSERT ... VALUES (multi-row) / SELECT / DEFAULT VALUES, UPDATE and
+ * DELETE with WHERE, BEGIN TRAN / COMMIT / ROLLBACK, SELECT with joins,
+ * subqueries, CTEs, UNION ALL, TOP, OFFSET/FETCH, window functions (NTILE,
+ * LAG, ROW_NUMBER...), CONVERT/CAST (styles 1, 2, 126), AT TIME ZONE,
+ * DATEADD/DATEDIFF/DATEPART, system functions (SERVERPROPERTY,
+ * CURRENT_TIMEZONE_ID, SYSDATETIME..., OBJECT_ID, QUOTENAME,
+ * HAS_PERMS_BY_NAME, @@SPID, @@VERSION), DECLARE/SET/SELECT @v, IF/ELSE,
+ * BEGIN...END blocks, EXEC with named or positional arguments, SET options
+ * (NOCOUNT honoured; the rest accepted), CREATE LOGIN/USER, GRANT/REVOKE
+ * SELECT, sys.columns/sys.tables/sys.objects/sys.databases,
+ * sys.dm_exec_session_wait_stats, sp_spaceused, sp_executesql (RPC or EXEC).
+ *
+ * Results: one done() per statement, in order (the TDS layer sets DONE_MORE
+ * on all but the last); statements inside EXEC/RPC use in_proc, then the
+ * procedure sends return_status(0) and a done(in_proc = false). A failing
+ * statement sends message(error) + done(error) and the batch goes on, except
+ * after a syntax error (102/105), which ends the batch as SQL Server's parse
+ * would.
  *
  * Known deviations from SQL Server (documented for test authors):
  * - Sessions share one writer connection per database and every statement
  *   is committed to SQLite at once; other sessions may therefore read rows
  *   of a T-SQL transaction that is not committed yet (READ UNCOMMITTED for
- *   source tables). Change tables only ever hold committed, captured rows.
+ *   source tables), and two sessions never block each other (no locks).
+ *   Change tables only ever hold committed, captured rows.
  * - ROLLBACK undoes DML only (DDL inside a transaction stays).
- * - decimal values compare as text in WHERE/ORDER BY (exact storage).
- * - Every statement gets its own done() callback (the TDS layer sets
- *   DONE_MORE on all but the last).
+ * - decimal/money values are stored as exact text: WHERE/ORDER BY on them
+ *   compare as text; SUM over them goes through double.
+ * - String comparisons are case-insensitive for ASCII only (NOCASE).
+ * - Capture-instance gating roles (@role_name) are stored, not enforced.
+ * - sp_prepare/sp_prepexec/sp_execute handles are not kept (no output
+ *   parameters in the sink); sp_prepexec runs like sp_executesql.
+ * - ASYNC_NETWORK_IO wait_time_ms is what the TDS layer reports through
+ *   sim_session_add_network_wait (0 until it does).
  */
 #include "sim_engine_int.h"
 
@@ -108,8 +137,8 @@ int sim_sqlite_err(sqlite3 *c, int rc, mcdc_error *err) {
         }
         return sim_err(err, 102, "Incorrect syntax near '%s'.", near);
     }
-    if (strstr(m, "Conversion failed") || strstr(m, "converting")) return sim_err(err, 245, "%s", m);
     if (strstr(m, "Arithmetic overflow")) return sim_err(err, 8115, "%s", m);
+    if (strstr(m, "Conversion failed") || strstr(m, "converting")) return sim_err(err, 245, "%s", m);
     if (strstr(m, "time zone")) return sim_err(err, 9820, "%s", m);
     if (strstr(m, "datediff")) return sim_err(err, 535, "%s", m);
     if (rc == SQLITE_NOMEM) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
@@ -305,7 +334,10 @@ static const char *DB_SCHEMA =
     " CASE WHEN c.type LIKE '%char%' THEN 'SQL_Latin1_General_CP1_CI_AS' END AS collation_name"
     " FROM __sim_columns c JOIN __sim_tables t ON t.name = c.tbl;"
     "CREATE VIEW IF NOT EXISTS \"sys.tables\" AS SELECT object_id, table_name AS name, schema_name,"
-    " create_date, is_cdc AS is_tracked_by_cdc FROM __sim_tables WHERE schema_name <> 'cdc';";
+    " create_date, is_cdc AS is_tracked_by_cdc FROM __sim_tables WHERE schema_name <> 'cdc';"
+    "CREATE VIEW IF NOT EXISTS \"sys.objects\" AS SELECT object_id, table_name AS name, CASE schema_name WHEN 'dbo'"
+    " THEN 1 WHEN 'cdc' THEN 5 ELSE 7 END AS schema_id, 'U' AS type, 'USER_TABLE' AS type_desc, create_date"
+    " FROM __sim_tables;";
 
 static int db_open(sim_server *srv, const char *name, bool create, sim_db **out, mcdc_error *err) {
     sim_db *d = mcdc_calloc(1, sizeof *d);
@@ -699,8 +731,26 @@ static bool env_ci_columns(void *ctx, const char *ci, char *buf, size_t cap) {
  * row per session (its counter is what the TDS layer reported through
  * sim_session_add_network_wait) plus a SOS_SCHEDULER_YIELD row. A
  * least-privilege login sees its own session only. */
-static int env_wait_stats(void *ctx, mcdc_buf *out) {
+static int env_dyn_view(void *ctx, const char *name, mcdc_buf *out) {
     sim_session *s = ((env_ctx *)ctx)->s;
+    if (mcdc_str_ieq(name, "sys.databases")) {
+        /* name, database_id, is_cdc_enabled, ... over the open databases */
+        int rc = MCDC_OK, id = 1;
+        pthread_mutex_lock(&s->srv->mu);
+        bool first = true;
+        for (sim_db *d = s->srv->dbs; d && rc == MCDC_OK; d = d->next) {
+            char *q = sqlite3_mprintf("%sSELECT %Q AS name, %d AS database_id, %d AS is_cdc_enabled, 1 AS snapshot_isolation_state,"
+                                      " 1 AS is_read_committed_snapshot_on, %d AS compatibility_level, 'ONLINE' AS state_desc",
+                                      first ? "" : " UNION ALL ", d->name, mcdc_str_ieq(d->name, "master") ? 1 : 4 + id++,
+                                      d->cdc_enabled ? 1 : 0, s->srv->product_major * 10);
+            rc = q ? mcdc_buf_append_str(out, q, NULL) : MCDC_E_NOMEM;
+            sqlite3_free(q);
+            first = false;
+        }
+        pthread_mutex_unlock(&s->srv->mu);
+        return rc == MCDC_OK ? 1 : -1;
+    }
+    if (!mcdc_str_ieq(name, "sys.dm_exec_session_wait_stats")) return 0;
     bool first = true;
     int rc = MCDC_OK;
     pthread_mutex_lock(&s->srv->mu);
@@ -719,7 +769,7 @@ static int env_wait_stats(void *ctx, mcdc_buf *out) {
     if (rc == MCDC_OK && first)
         rc = mcdc_buf_append_str(out, "SELECT 0 AS session_id, '' AS wait_type, 0 AS waiting_tasks_count, 0 AS wait_time_ms,"
                                       " 0 AS max_wait_time_ms, 0 AS signal_wait_time_ms WHERE 0", NULL);
-    return rc;
+    return rc == MCDC_OK ? 1 : -1;
 }
 
 static void make_env(sim_session *s, env_ctx *ec, xl_env *env, char *user, size_t ucap, mcdc_buf *wait_sql) {
@@ -737,7 +787,7 @@ static void make_env(sim_session *s, env_ctx *ec, xl_env *env, char *user, size_
     env->is_admin = s->admin;
     env->product_major = s->srv->product_major;
     (void)wait_sql;
-    env->wait_stats_sql = env_wait_stats;
+    env->dyn_view = env_dyn_view;
 }
 
 /* Permission check of a translated statement's tables. */
@@ -828,19 +878,22 @@ int sim_emit_stmt(sim_session *s, sqlite3 *c, sqlite3_stmt *st, int first_rc, co
     int64_t cnt = 0;
     while (!*aborted && step == SQLITE_ROW) {
         for (int k = 0; k < n; k++) {
+            /* sqlite3_value_* on the column's value: cheaper per cell than
+             * the sqlite3_column_* wrappers (the hot loop of every read) */
             sim_value *v = &vals[k];
-            switch (sqlite3_column_type(st, k)) {
-            case SQLITE_INTEGER: v->kind = SIM_V_INT; v->i = sqlite3_column_int64(st, k); break;
-            case SQLITE_FLOAT: v->kind = SIM_V_REAL; v->f = sqlite3_column_double(st, k); break;
+            sqlite3_value *cv = sqlite3_column_value(st, k);
+            switch (sqlite3_value_type(cv)) {
+            case SQLITE_INTEGER: v->kind = SIM_V_INT; v->i = sqlite3_value_int64(cv); break;
+            case SQLITE_FLOAT: v->kind = SIM_V_REAL; v->f = sqlite3_value_double(cv); break;
             case SQLITE_TEXT:
                 v->kind = SIM_V_TEXT;
-                v->p = sqlite3_column_text(st, k);
-                v->n = (size_t)sqlite3_column_bytes(st, k);
+                v->p = sqlite3_value_text(cv);
+                v->n = (size_t)sqlite3_value_bytes(cv);
                 break;
             case SQLITE_BLOB:
                 v->kind = SIM_V_BLOB;
-                v->p = sqlite3_column_blob(st, k);
-                v->n = (size_t)sqlite3_column_bytes(st, k);
+                v->p = sqlite3_value_blob(cv);
+                v->n = (size_t)sqlite3_value_bytes(cv);
                 break;
             default: v->kind = SIM_V_NULL; break;
             }
@@ -1420,6 +1473,18 @@ static int xlate_expr(stmt_ctx *x, sqlite3 *c, const tsql_tok *t, int a, int b, 
     return rc;
 }
 
+/* A value that is just a numeric literal ("-12.50", "1e3") goes to the
+ * conversion as text, so decimal(38,s) and money keep every digit (SQLite
+ * would read the literal as a double). */
+static bool numeric_literal(const tsql_tok *t, int a, int b, const sim_type *target, mcdc_buf *out) {
+    bool neg = false;
+    if (target->id != SIM_T_DECIMAL && target->id != SIM_T_MONEY && target->id != SIM_T_SMALLMONEY) return false;
+    if (b - a == 2 && (tsql_tok_op(&t[a], "-") || tsql_tok_op(&t[a], "+"))) { neg = tsql_tok_op(&t[a], "-"); a++; }
+    if (b - a != 1 || t[a].t != TK_NUM) return false;
+    mcdc_buf_printf(out, NULL, "'%s%.*s'", neg ? "-" : "", t[a].n, t[a].s);
+    return mcdc_buf_cstr(out, NULL) == MCDC_OK;
+}
+
 static void append_cols(mcdc_buf *b, const dml *d) {
     for (int k = 0; k < d->ncols; k++) mcdc_buf_printf(b, NULL, ", \"%s\"", d->cols[k].name);
 }
@@ -1597,7 +1662,7 @@ static int do_insert(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error 
                             break;
                         }
                         mcdc_buf_reset(&ex);
-                        rc = xlate_expr(x, s->db->w, t, a, k, &ex, err);
+                        if (!numeric_literal(t, a, k, &d.cols[tcol[v]].type, &ex)) rc = xlate_expr(x, s->db->w, t, a, k, &ex, err);
                         if (rc != MCDC_OK) break;
                         char tn[64];
                         sim_type_format(&d.cols[tcol[v]].type, tn, sizeof tn);
@@ -1703,7 +1768,7 @@ static int do_update_delete(stmt_ctx *x, const tsql_tok *t, int i, int end, bool
                 i++;
             }
             mcdc_buf_reset(&ex);
-            rc = xlate_expr(x, s->db->w, t, a, i, &ex, err);
+            if (!numeric_literal(t, a, i, &d.cols[ci].type, &ex)) rc = xlate_expr(x, s->db->w, t, a, i, &ex, err);
             if (rc != MCDC_OK) break;
             char tn[64];
             sim_type_format(&d.cols[ci].type, tn, sizeof tn);
@@ -2107,6 +2172,7 @@ static int do_set(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *er
         return rc;
     }
     if (i + 1 < end && tsql_tok_is(&t[i], "NOCOUNT")) s->nocount = tsql_tok_is(&t[i + 1], "ON");
+    if (i + 1 < end && tsql_tok_is(&t[i], "IMPLICIT_TRANSACTIONS")) s->implicit_tx = tsql_tok_is(&t[i + 1], "ON");
     /* TEXTSIZE, LOCK_TIMEOUT, TRANSACTION ISOLATION LEVEL, ANSI_*, XACT_ABORT...: accepted */
     send_done(x, 0, false, false);
     return MCDC_OK;
@@ -2304,8 +2370,28 @@ static int do_select(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error 
     return rc;
 }
 
+/* SET IMPLICIT_TRANSACTIONS ON: these statements open a transaction when
+ * none is open (SELECT only when it reads a table). */
+static void implicit_begin(stmt_ctx *x, const tsql_tok *t, int i, int end) {
+    sim_session *s = x->s;
+    if (!s->implicit_tx || s->trancount > 0) return;
+    static const char *W[] = {"INSERT", "UPDATE", "DELETE", "CREATE", "ALTER", "DROP", "TRUNCATE", "GRANT", "REVOKE", NULL};
+    bool opens = false;
+    for (int w = 0; W[w]; w++) if (tsql_tok_is(&t[i], W[w])) opens = true;
+    if (tsql_tok_is(&t[i], "SELECT") || tsql_tok_is(&t[i], "WITH"))
+        for (int k = i; k < end; k++) if (tsql_tok_is(&t[k], "FROM")) { opens = true; break; }
+    if (tsql_tok_is(&t[i], "CREATE") && i + 1 < end && tsql_tok_is(&t[i + 1], "DATABASE")) opens = false;
+    if (!opens) return;
+    pthread_mutex_lock(&s->srv->mu);
+    s->trancount = 1;
+    s->descriptor = ((uint64_t)s->spid << 32) | ((s->descriptor + 1) & 0xFFFFFFFFu);
+    pthread_mutex_unlock(&s->srv->mu);
+    if (x->sink->transaction && x->sink->transaction(x->sink->ctx, 8, s->descriptor)) x->aborted = true;
+}
+
 static int run_statement(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
     const tsql_tok *f = &t[i];
+    implicit_begin(x, t, i, end);
     if (tsql_tok_is(f, "SELECT")) return do_select(x, t, i, end, err);
     if (tsql_tok_is(f, "WITH")) return run_query(x, t, i, end, NULL, 0, err);
     if (tsql_tok_op(f, "(")) return run_query(x, t, i, end, NULL, 0, err);
@@ -2593,9 +2679,14 @@ static void fault_fired(sim_server *srv, int k) {
 
 void sim_fault_check(sim_server *srv, sim_session *s, sim_fault_point point, sim_fault_action *out) {
     memset(out, 0, sizeof *out);
+    if (point == SIM_FAULT_QUERY && s) s->req_rows = 0;
+    if (srv->nfaults == 0) {
+        /* no fault set: the per-row call must not take the server mutex */
+        if (point == SIM_FAULT_ROW && s) s->req_rows++;
+        return;
+    }
     pthread_mutex_lock(&srv->mu);
     int spid = s ? s->spid : 0;
-    if (point == SIM_FAULT_QUERY && s) s->req_rows = 0;
     for (int k = 0; k < srv->nfaults; k++) {
         sim_fault *f = &srv->faults[k];
         if (spid && f->setter_spid == spid) continue;

@@ -73,6 +73,7 @@ struct sim_session {
     sim_var vars[SIM_VARS_MAX];
     int nvars;
     bool nocount;
+    bool implicit_tx; /* SET IMPLICIT_TRANSACTIONS ON */
     int packet_size;
     int64_t rowcount;
     /* transaction */
@@ -88,9 +89,9 @@ struct sim_session {
     sim_undo *undo;
     uint64_t descriptor;
     /* faults / stats */
-    int64_t req_rows;
+    int64_t req_rows;      /* rows of the current request: only the session's thread */
     int64_t net_wait_ms, net_waits, net_wait_max_ms; /* sim_session_add_network_wait */
-    int64_t requests;
+    _Atomic int64_t requests;
 };
 
 struct sim_server {
@@ -99,15 +100,15 @@ struct sim_server {
     char *sa_password;
     int product_major;
     sim_db *dbs;
-    int64_t clock_off_us;
-    const sim_tz *tz;
+    _Atomic int64_t clock_off_us;   /* read by every clock function, lock-free */
+    const sim_tz *_Atomic tz;
     int capture_poll_ms, capture_latency_ms, capture_maxtrans;
     pthread_t cap_thread;
     bool cap_started, stop;
     pthread_cond_t cap_cv;
     sim_session *sessions[MCDC_SIM_SESSIONS_MAX];
     sim_fault faults[SIM_FAULTS_MAX];
-    int nfaults;
+    _Atomic int nfaults; /* changed under mu; read lock-free on the per-row path */
     sim_clock_src clk;
     struct sim_worker *workers;
 };

@@ -403,8 +403,44 @@ static void float_text(double d, char *buf, size_t cap) {
     }
 }
 
+/* Is s[0..n) already "YYYY-MM-DD HH:MM:SS[.f{digits}]" with exactly `digits`
+ * fraction digits (the storage form of datetime2(digits))? */
+static bool is_canonical_dt(const unsigned char *s, int n, int digits) {
+    int want = 19 + (digits > 0 ? digits + 1 : 0);
+    if (n != want) return false;
+    static const char PAT[] = "dddd-dd-dd dd:dd:dd";
+    for (int k = 0; k < 19; k++) {
+        if (PAT[k] == 'd' ? (s[k] < '0' || s[k] > '9') : s[k] != (unsigned char)PAT[k]) return false;
+    }
+    if (digits > 0) {
+        if (s[19] != '.') return false;
+        for (int k = 20; k < n; k++) if (s[k] < '0' || s[k] > '9') return false;
+    }
+    return true;
+}
+
 void sim_val_convert(sqlite3_context *ctx, sqlite3_value *v, const sim_type *t, int style) {
     int vt = sqlite3_value_type(v);
+    /* hot paths of the change-table read: LSN -> hex text, datetime text
+     * already in the target's form (CAST(tran_end_time AS datetime2(3))) */
+    if (vt == SQLITE_BLOB && style == 1 && (t->id == SIM_T_VARCHAR || t->id == SIM_T_NVARCHAR) &&
+        sqlite3_value_bytes(v) <= 64) {
+        static const char HX[] = "0123456789ABCDEF";
+        const uint8_t *p = sqlite3_value_blob(v);
+        int n = sqlite3_value_bytes(v), o = 0;
+        char h[132];
+        h[o++] = '0';
+        h[o++] = 'x';
+        for (int k = 0; k < n; k++) { h[o++] = HX[p[k] >> 4]; h[o++] = HX[p[k] & 15]; }
+        if (t->length > 0 && o > t->length) o = t->length;
+        sqlite3_result_text(ctx, h, o, SQLITE_TRANSIENT);
+        return;
+    }
+    if (vt == SQLITE_TEXT && t->id == SIM_T_DATETIME2 &&
+        is_canonical_dt(sqlite3_value_text(v), sqlite3_value_bytes(v), t->scale)) {
+        sqlite3_result_value(ctx, v);
+        return;
+    }
     char buf[512], tn[48] = "";
     if (vt == SQLITE_NULL) { sqlite3_result_null(ctx); return; }
     /* the type name only for messages: formatting it per row costs a printf */
@@ -419,6 +455,12 @@ void sim_val_convert(sqlite3_context *ctx, sqlite3_value *v, const sim_type *t, 
         if (vt == SQLITE_INTEGER) i = sqlite3_value_int64(v);
         else if (vt == SQLITE_FLOAT) {
             double d = sqlite3_value_double(v);
+            if (!(d > -9223372036854775808.0 && d < 9223372036854775808.0)) {
+                char m[128];
+                snprintf(m, sizeof m, "Arithmetic overflow error converting float to data type %s.", tn);
+                sqlite3_result_error(ctx, m, -1);
+                return;
+            }
             i = (int64_t)d;
         } else if (vt == SQLITE_BLOB) {
             const uint8_t *p = sqlite3_value_blob(v);
@@ -911,6 +953,10 @@ static void fn_dateadd(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     }
     datepart p = part_of(argv[0]);
     int64_t n = sqlite3_value_int64(argv[1]);
+    if (n > INT32_MAX || n < INT32_MIN) {
+        sqlite3_result_error(ctx, "Arithmetic overflow error converting expression to data type int.", -1);
+        return;
+    }
     dtv d;
     if (!arg_dt(ctx, argv[2], &d)) return;
     dtv like = d;
@@ -931,15 +977,19 @@ static void fn_dateadd(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     }
     case DP_DAY: case DP_DAYOFYEAR: case DP_WEEKDAY: d.days += n; break;
     case DP_WEEK: d.days += 7 * n; break;
-    case DP_HOUR: d.ticks += n * 3600 * TICKS_PER_S; break;
-    case DP_MINUTE: d.ticks += n * 60 * TICKS_PER_S; break;
-    case DP_SECOND: d.ticks += n * TICKS_PER_S; break;
+    case DP_HOUR: d.days += n / 24; d.ticks += n % 24 * 3600 * TICKS_PER_S; break;
+    case DP_MINUTE: d.days += n / 1440; d.ticks += n % 1440 * 60 * TICKS_PER_S; break;
+    case DP_SECOND: d.days += n / 86400; d.ticks += n % 86400 * TICKS_PER_S; break;
     case DP_MS: d.ticks += n * 10000; break;
     case DP_US: d.ticks += n * 10; break;
     case DP_NS: d.ticks += n / 100; break;
     default: sqlite3_result_error(ctx, "Invalid parameter 1 specified for dateadd.", -1); return;
     }
     dt_norm(&d);
+    if (d.days < mcdc_days_from_civil(1, 1, 1) || d.days > mcdc_days_from_civil(9999, 12, 31)) {
+        sqlite3_result_error(ctx, "Adding a value to a 'datetime2' column caused an overflow.", -1);
+        return;
+    }
     if (!like.has_time && like.has_date && p >= DP_HOUR) like.has_time = true;
     if (like.frac_digits == 0 && like.has_time && (p == DP_MS || p == DP_US || p == DP_NS)) like.frac_digits = 7;
     result_dt_like(ctx, &d, &like);
@@ -977,7 +1027,7 @@ static void fn_datediff(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     case DP_SECOND: r = floordiv(tb, TICKS_PER_S) - floordiv(ta, TICKS_PER_S); break;
     case DP_MS: r = floordiv(tb, 10000) - floordiv(ta, 10000); break;
     case DP_US: r = floordiv(tb, 10) - floordiv(ta, 10); break;
-    case DP_NS: r = (tb - ta) * 100; break;
+    case DP_NS: r = tb - ta > INT32_MAX / 100 || tb - ta < INT32_MIN / 100 ? INT64_MAX : (tb - ta) * 100; break;
     default: sqlite3_result_error(ctx, "Invalid parameter 1 specified for datediff.", -1); return;
     }
     if (r > INT32_MAX || r < INT32_MIN) {

@@ -51,6 +51,7 @@ int tsql_lex(tsql_tok **out, int *ntok, const char *sql, size_t len, mcdc_error 
             cap *= 2;
         }
         tsql_tok *t = &v[n];
+        t->t = TK_EOF; /* the slot is uninitialised memory: the N'' test below reads it */
         t->s = sql + i;
         t->line = line;
         if (i >= len) { t->t = TK_EOF; t->n = 0; break; }
@@ -68,8 +69,8 @@ int tsql_lex(tsql_tok **out, int *ntok, const char *sql, size_t len, mcdc_error 
                 if (i >= len) {
                     mcdc_free(v);
                     return mcdc_error_set(err, MCDC_E_INVALID,
-                                          "Unclosed quotation mark after the character string '%.40s'.",
-                                          sql + st);
+                                          "Unclosed quotation mark after the character string '%.*s'.",
+                                          (int)(len - st < 40 ? len - st : 40), sql + st);
                 }
                 if (sql[i] == '\n') line++;
                 if (sql[i] == '\'') {
@@ -87,8 +88,8 @@ int tsql_lex(tsql_tok **out, int *ntok, const char *sql, size_t len, mcdc_error 
                 if (i >= len) {
                     mcdc_free(v);
                     return mcdc_error_set(err, MCDC_E_INVALID,
-                                          "Unclosed quotation mark after the character string '%.40s'.",
-                                          sql + st);
+                                          "Unclosed quotation mark after the character string '%.*s'.",
+                                          (int)(len - st < 40 ? len - st : 40), sql + st);
                 }
                 if (sql[i] == close) {
                     if (i + 1 < len && sql[i + 1] == close) { i += 2; continue; }

@@ -230,14 +230,19 @@ static int table_ref(xl *x, int *i, int end) {
         k = close + 1;
         goto alias;
     }
-    if (np >= 2 && mcdc_str_ieq(parts[np - 2], "sys") && mcdc_str_ieq(last, "dm_exec_session_wait_stats")) {
+    int dyn = 0;
+    if (np >= 2 && mcdc_str_ieq(parts[np - 2], "sys") && x->env->dyn_view) {
+        snprintf(name, sizeof name, "sys.%s", last);
+        size_t mark = x->out->len;
         rc = emit(x, "(");
-        if (rc == MCDC_OK && x->env->wait_stats_sql) rc = x->env->wait_stats_sql(x->env->ctx, x->out);
-        else if (rc == MCDC_OK)
-            rc = emit(x, "SELECT 0 AS session_id, '' AS wait_type, 0 AS waiting_tasks_count, 0 AS wait_time_ms,"
-                         " 0 AS max_wait_time_ms, 0 AS signal_wait_time_ms WHERE 0");
-        if (rc == MCDC_OK) rc = emit(x, ")");
-        snprintf(name, sizeof name, "sys.dm_exec_session_wait_stats");
+        dyn = rc == MCDC_OK ? x->env->dyn_view(x->env->ctx, name, x->out) : -1;
+        if (dyn == 1) rc = emit(x, ")");
+        else if (dyn == 0) x->out->len = mark;
+        else rc = MCDC_E_NOMEM;
+    }
+    if (rc != MCDC_OK) return rc;
+    if (dyn == 1) {
+        /* done: a dynamic view */
     } else {
         xl_table_name(parts, np, name, sizeof name);
         if (!x->env->table_exists(x->env->ctx, name)) {

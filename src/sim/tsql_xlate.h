@@ -38,9 +38,11 @@ typedef struct xl_env {
     const char *user_name;
     bool is_admin;
     int product_major;
-    /* Appends the subquery text standing for sys.dm_exec_session_wait_stats
-     * (called only when a query names it). */
-    int (*wait_stats_sql)(void *ctx, mcdc_buf *out);
+    /* Appends the subquery text standing for a dynamic system view
+     * ("sys.dm_exec_session_wait_stats", "sys.databases"); returns 1 if it
+     * knows the view, 0 if not, negative on error. Called only when a query
+     * names the view. */
+    int (*dyn_view)(void *ctx, const char *name, mcdc_buf *out);
 } xl_env;
 
 typedef struct xl_table {

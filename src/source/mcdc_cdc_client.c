@@ -12,7 +12,7 @@ struct mcdc_cdc_client {
 };
 
 /* ---- clock ------------------------------------------------------------------ */
-void mcdc_clock_describe(const mcdc_clock *c, char out[MCDC_ZONE_NAME_MAX + 16]) {
+void mcdc_clock_describe(char out[MCDC_ZONE_NAME_MAX + 16], const mcdc_clock *c) {
     switch (c->kind) {
     case MCDC_CLOCK_UTC: snprintf(out, MCDC_ZONE_NAME_MAX + 16, "UTC"); return;
     case MCDC_CLOCK_ZONE: snprintf(out, MCDC_ZONE_NAME_MAX + 16, "%s", c->zone); return;
@@ -137,13 +137,13 @@ static int scalar_lsn(mcdc_cdc_client *c, const char *what, const char *sql,
     return rc;
 }
 
-int mcdc_cdc_max_lsn(mcdc_cdc_client *c, mcdc_lsn *out, bool *out_was_null, mcdc_error *err) {
+int mcdc_cdc_max_lsn(mcdc_lsn *out, bool *out_was_null, mcdc_cdc_client *c, mcdc_error *err) {
     return scalar_lsn(c, "reading max_lsn",
                       "SELECT CONVERT(varchar(22), sys.fn_cdc_get_max_lsn(), 1)", NULL, 0, out,
                       out_was_null, err);
 }
 
-int mcdc_cdc_min_lsn(mcdc_cdc_client *c, const char *ci, mcdc_lsn *out, mcdc_error *err) {
+int mcdc_cdc_min_lsn(mcdc_lsn *out, mcdc_cdc_client *c, const char *ci, mcdc_error *err) {
     const char *p[] = {ci};
     return scalar_lsn(c, "reading min_lsn",
                       "SELECT CONVERT(varchar(22), sys.fn_cdc_get_min_lsn(?), 1)", p, 1, out,
@@ -165,12 +165,12 @@ static int lsn_fn(mcdc_cdc_client *c, const char *fn, const mcdc_lsn *lsn, mcdc_
     return rc;
 }
 
-int mcdc_cdc_increment_lsn(mcdc_cdc_client *c, const mcdc_lsn *lsn, mcdc_lsn *out,
+int mcdc_cdc_increment_lsn(mcdc_lsn *out, mcdc_cdc_client *c, const mcdc_lsn *lsn,
                            mcdc_error *err) {
     return lsn_fn(c, "fn_cdc_increment_lsn", lsn, out, err);
 }
 
-int mcdc_cdc_decrement_lsn(mcdc_cdc_client *c, const mcdc_lsn *lsn, mcdc_lsn *out,
+int mcdc_cdc_decrement_lsn(mcdc_lsn *out, mcdc_cdc_client *c, const mcdc_lsn *lsn,
                            mcdc_error *err) {
     return lsn_fn(c, "fn_cdc_decrement_lsn", lsn, out, err);
 }
@@ -208,18 +208,55 @@ static int lsn_time(mcdc_cdc_client *c, const mcdc_lsn *lsn, int mode, int64_t *
     return MCDC_OK;
 }
 
-int mcdc_cdc_lsn_to_time(mcdc_cdc_client *c, const mcdc_lsn *lsn, bool at_or_before,
-                         int64_t *out_us, bool *out_found, mcdc_error *err) {
+int mcdc_cdc_lsn_to_time(int64_t *out_us, bool *out_found, mcdc_cdc_client *c, const mcdc_lsn *lsn,
+                         bool at_or_before, mcdc_error *err) {
     return lsn_time(c, lsn, at_or_before ? 1 : 0, out_us, out_found, err);
 }
 
-int mcdc_cdc_first_commit_time_from(mcdc_cdc_client *c, const mcdc_lsn *lsn, int64_t *out_us,
-                                    bool *out_found, mcdc_error *err) {
+int mcdc_cdc_first_commit_time_from(int64_t *out_us, bool *out_found, mcdc_cdc_client *c,
+                                    const mcdc_lsn *lsn, mcdc_error *err) {
     return lsn_time(c, lsn, 2, out_us, out_found, err);
 }
 
-int mcdc_cdc_nth_commit_after(mcdc_cdc_client *c, const mcdc_lsn *lsn, int64_t n,
-                              mcdc_lsn *out, bool *out_found, mcdc_error *err) {
+int mcdc_cdc_time_to_lsn(mcdc_lsn *out, bool *out_found, mcdc_cdc_client *c, int64_t utc_us,
+                         mcdc_error *err) {
+    char ts[32];
+    mcdc_format_ts_us(utc_us - ((utc_us % 1000000 + 1000000) % 1000000), 0, ts);
+    mcdc_buf sql = {0};
+    int rc = mcdc_buf_append_str(&sql,
+                                 "SELECT CONVERT(varchar(22), sys.fn_cdc_map_time_to_lsn(N'largest "
+                                 "less than or equal', ",
+                                 err);
+    const mcdc_clock *k = &c->clock;
+    if (rc == MCDC_OK) {
+        if (k->kind == MCDC_CLOCK_UTC || (k->kind == MCDC_CLOCK_FIXED && k->offset_minutes == 0))
+            rc = mcdc_buf_append_str(&sql, "CONVERT(datetime2(0), ?, 126)", err);
+        else if (k->kind == MCDC_CLOCK_FIXED)
+            rc = mcdc_buf_printf(&sql, err, "DATEADD(minute, %d, CONVERT(datetime2(0), ?, 126))",
+                                 k->offset_minutes);
+        else {
+            rc = mcdc_buf_append_str(&sql,
+                                     "CONVERT(datetime2(0), CONVERT(datetime2(0), ?, 126) AT "
+                                     "TIME ZONE 'UTC' AT TIME ZONE ",
+                                     err);
+            if (rc == MCDC_OK) rc = lit(&sql, k->zone, err);
+            if (rc == MCDC_OK) rc = mcdc_buf_append_byte(&sql, ')', err);
+        }
+    }
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(&sql, "), 1)", err);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&sql, err);
+    const char *p[] = {ts};
+    bool was_null = false;
+    if (rc == MCDC_OK)
+        rc = scalar_lsn(c, "mapping a time to an LSN", (const char *)sql.data, p, 1, out,
+                        &was_null, err);
+    mcdc_buf_free(&sql);
+    *out_found = rc == MCDC_OK && !was_null && !mcdc_lsn_is_zero(out);
+    return rc;
+}
+
+int mcdc_cdc_nth_commit_after(mcdc_lsn *out, bool *out_found, mcdc_cdc_client *c,
+                              const mcdc_lsn *lsn, int64_t n, mcdc_error *err) {
     if (n < 1) return mcdc_error_set(err, MCDC_E_INVALID, "nth_commit_after: n must be >= 1");
     char sql[400], hex[MCDC_LSN_TEXT_LEN + 1];
     snprintf(sql, sizeof sql,
@@ -377,9 +414,8 @@ static int split_row(void *ctx, const mcdc_batch *b, int64_t row, mcdc_error *er
     return MCDC_OK;
 }
 
-int mcdc_cdc_split_points(mcdc_cdc_client *c, const char *ci, const mcdc_lsn *from,
-                          const mcdc_lsn *to, int n, mcdc_split_point **out, int *out_n,
-                          mcdc_error *err) {
+int mcdc_cdc_split_points(mcdc_split_point **out, int *out_n, mcdc_cdc_client *c, const char *ci,
+                          const mcdc_lsn *from, const mcdc_lsn *to, int n, mcdc_error *err) {
     *out = NULL;
     *out_n = 0;
     int rc = mcdc_cdc_validate_capture_instance(ci, err);
@@ -470,8 +506,8 @@ void mcdc_captured_columns_free(mcdc_captured_column *cols, int n) {
     mcdc_free(cols);
 }
 
-int mcdc_cdc_captured_columns(mcdc_cdc_client *c, const char *ci, mcdc_captured_column **out,
-                              int *out_n, mcdc_error *err) {
+int mcdc_cdc_captured_columns(mcdc_captured_column **out, int *out_n, mcdc_cdc_client *c,
+                              const char *ci, mcdc_error *err) {
     *out = NULL;
     *out_n = 0;
     int rc = mcdc_cdc_validate_capture_instance(ci, err);
@@ -491,8 +527,8 @@ int mcdc_cdc_captured_columns(mcdc_cdc_client *c, const char *ci, mcdc_captured_
     return MCDC_OK;
 }
 
-int mcdc_cdc_map_type(const mcdc_captured_column *col, mcdc_type_id *out_type,
-                      int32_t *out_precision, int32_t *out_scale, mcdc_error *err) {
+int mcdc_cdc_map_type(mcdc_type_id *out_type, int32_t *out_precision, int32_t *out_scale,
+                      const mcdc_captured_column *col, mcdc_error *err) {
     const char *t = col->data_type;
     *out_precision = *out_scale = 0;
     static const struct {
@@ -680,9 +716,9 @@ static int ci_order(const void *x, const void *y) {
     return mcdc_lsn_cmp(&a->start_lsn, &b->start_lsn);
 }
 
-int mcdc_cdc_capture_instances(mcdc_cdc_client *c, const char *source_schema,
-                               const char *source_table, mcdc_capture_instance **out,
-                               int *out_n, mcdc_error *err) {
+int mcdc_cdc_capture_instances(mcdc_capture_instance **out, int *out_n, mcdc_cdc_client *c,
+                               const char *source_schema, const char *source_table,
+                               mcdc_error *err) {
     *out = NULL;
     *out_n = 0;
     ci_acc a = {0};
@@ -751,8 +787,8 @@ static int ddl_row(void *ctx, const mcdc_batch *b, int64_t row, mcdc_error *err)
     return MCDC_OK;
 }
 
-int mcdc_cdc_ddl_history(mcdc_cdc_client *c, const char *ci, const mcdc_lsn *from,
-                         const mcdc_lsn *to, mcdc_ddl_event **out, int *out_n, mcdc_error *err) {
+int mcdc_cdc_ddl_history(mcdc_ddl_event **out, int *out_n, mcdc_cdc_client *c, const char *ci,
+                         const mcdc_lsn *from, const mcdc_lsn *to, mcdc_error *err) {
     *out = NULL;
     *out_n = 0;
     int rc = mcdc_cdc_validate_capture_instance(ci, err);
@@ -774,7 +810,7 @@ int mcdc_cdc_ddl_history(mcdc_cdc_client *c, const char *ci, const mcdc_lsn *fro
 }
 
 /* ---- time zones ------------------------------------------------------------------------ */
-int mcdc_cdc_detect_clock(mcdc_cdc_client *c, mcdc_clock *out, mcdc_error *err) {
+int mcdc_cdc_detect_clock(mcdc_clock *out, mcdc_cdc_client *c, mcdc_error *err) {
     memset(out, 0, sizeof *out);
     mcdc_result *r = NULL;
     int rc = mcdc_conn_exec(&r, c->conn,
@@ -814,7 +850,7 @@ int mcdc_cdc_detect_clock(mcdc_cdc_client *c, mcdc_clock *out, mcdc_error *err) 
     out->kind = MCDC_CLOCK_FIXED;
     out->offset_minutes = (int)off;
     char desc[MCDC_ZONE_NAME_MAX + 16];
-    mcdc_clock_describe(out, desc);
+    mcdc_clock_describe(desc, out);
     mcdc_log(MCDC_LOG_WARN,
              "SQL Server %d has no CURRENT_TIMEZONE_ID(): converting commit times with the "
              "server's current offset %s, which is wrong across a daylight-saving change; set "
@@ -823,8 +859,8 @@ int mcdc_cdc_detect_clock(mcdc_cdc_client *c, mcdc_clock *out, mcdc_error *err) 
     return MCDC_OK;
 }
 
-int mcdc_cdc_range_offset(mcdc_cdc_client *c, const mcdc_lsn *from, const mcdc_lsn *to,
-                          int *out_minutes, bool *out_known, mcdc_error *err) {
+int mcdc_cdc_range_offset(int *out_minutes, bool *out_known, mcdc_cdc_client *c,
+                          const mcdc_lsn *from, const mcdc_lsn *to, mcdc_error *err) {
     *out_known = false;
     *out_minutes = 0;
     if (c->clock.kind == MCDC_CLOCK_UTC) {
@@ -884,8 +920,8 @@ static int drop_row(void *ctx, const mcdc_batch *b, int64_t row, mcdc_error *err
     return MCDC_OK;
 }
 
-int mcdc_cdc_clock_drops(mcdc_cdc_client *c, const mcdc_lsn *from, const mcdc_lsn *to,
-                         mcdc_clock_drop *out, int *out_n, mcdc_error *err) {
+int mcdc_cdc_clock_drops(mcdc_clock_drop *out, int *out_n, mcdc_cdc_client *c, const mcdc_lsn *from,
+                         const mcdc_lsn *to, mcdc_error *err) {
     *out_n = 0;
     if (c->clock.kind != MCDC_CLOCK_ZONE) return MCDC_OK;
     char f[MCDC_LSN_TEXT_LEN + 1], t[MCDC_LSN_TEXT_LEN + 1];
@@ -914,16 +950,16 @@ int mcdc_cdc_clock_drops(mcdc_cdc_client *c, const mcdc_lsn *from, const mcdc_ls
     return MCDC_OK;
 }
 
-int mcdc_cdc_commit_time_sql(mcdc_cdc_client *c, const mcdc_lsn *from, const mcdc_lsn *to,
-                             const char *t, const char *lsn, mcdc_buf *out, mcdc_error *err) {
+int mcdc_cdc_commit_time_sql(mcdc_buf *out, mcdc_cdc_client *c, const mcdc_lsn *from,
+                             const mcdc_lsn *to, const char *t, const char *lsn, mcdc_error *err) {
     int off = 0;
     bool known = false;
-    int rc = mcdc_cdc_range_offset(c, from, to, &off, &known, err);
+    int rc = mcdc_cdc_range_offset(&off, &known, c, from, to, err);
     if (rc != MCDC_OK) return rc;
     if (known) return mcdc_clock_sql_utc(out, &c->clock, t, true, off, err);
     mcdc_clock_drop drops[MCDC_CLOCK_DROPS_MAX];
     int nd = 0;
-    rc = mcdc_cdc_clock_drops(c, from, to, drops, &nd, err);
+    rc = mcdc_cdc_clock_drops(drops, &nd, c, from, to, err);
     if (rc != MCDC_OK) return rc;
     if (nd == 0) return mcdc_clock_sql_utc(out, &c->clock, t, false, 0, err);
     /* Second pass of a repeated hour: a drop within the 3 h before the
@@ -939,7 +975,8 @@ int mcdc_cdc_commit_time_sql(mcdc_cdc_client *c, const mcdc_lsn *from, const mcd
                              i ? " OR " : "", lsn, hex, drops[i].local_time, t, t);
     }
     if (rc == MCDC_OK)
-        rc = mcdc_buf_printf(out, err, ") AND DATEPART(TZOFFSET, DATEADD(hour, 3, %s) AT TIME ZONE ",
+        rc = mcdc_buf_printf(out, err,
+                             ") AND DATEPART(TZOFFSET, DATEADD(hour, 3, %s) AT TIME ZONE ",
                              t);
     if (rc == MCDC_OK) rc = lit(out, c->clock.zone, err);
     if (rc == MCDC_OK) rc = mcdc_buf_printf(out, err, ") < DATEPART(TZOFFSET, %s AT TIME ZONE ", t);
@@ -957,7 +994,7 @@ int mcdc_cdc_commit_time_sql(mcdc_cdc_client *c, const mcdc_lsn *from, const mcd
 }
 
 /* ---- metrics and permissions ------------------------------------------------------------ */
-int mcdc_cdc_ping(mcdc_cdc_client *c, double *out_ms, mcdc_error *err) {
+int mcdc_cdc_ping(double *out_ms, mcdc_cdc_client *c, mcdc_error *err) {
     int64_t t0 = mcdc_monotonic_us();
     char *t = NULL;
     int rc = mcdc_conn_scalar(&t, c->conn, "SELECT 1", NULL, 0, err);
@@ -967,7 +1004,7 @@ int mcdc_cdc_ping(mcdc_cdc_client *c, double *out_ms, mcdc_error *err) {
     return rc;
 }
 
-void mcdc_cdc_network_wait_ms(mcdc_cdc_client *c, int64_t *out_ms, bool *out_known) {
+void mcdc_cdc_network_wait_ms(int64_t *out_ms, bool *out_known, mcdc_cdc_client *c) {
     char *t = NULL;
     *out_ms = 0;
     *out_known = false;
@@ -990,7 +1027,7 @@ void mcdc_cdc_network_wait_ms(mcdc_cdc_client *c, int64_t *out_ms, bool *out_kno
     mcdc_free(t);
 }
 
-int mcdc_cdc_has_select(mcdc_cdc_client *c, const char *ci, int *out, mcdc_error *err) {
+int mcdc_cdc_has_select(int *out, mcdc_cdc_client *c, const char *ci, mcdc_error *err) {
     *out = -1;
     int rc = mcdc_cdc_validate_capture_instance(ci, err);
     if (rc != MCDC_OK) return rc;
@@ -1009,7 +1046,7 @@ int mcdc_cdc_has_select(mcdc_cdc_client *c, const char *ci, int *out, mcdc_error
     return MCDC_OK;
 }
 
-int mcdc_cdc_user_name(mcdc_cdc_client *c, char **out, mcdc_error *err) {
+int mcdc_cdc_user_name(char **out, mcdc_cdc_client *c, mcdc_error *err) {
     return mcdc_conn_scalar(out, c->conn, "SELECT USER_NAME()", NULL, 0, err);
 }
 

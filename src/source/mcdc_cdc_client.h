@@ -39,7 +39,7 @@ typedef struct mcdc_clock {
 } mcdc_clock;
 
 /* "UTC", the zone name, or "UTC+HH:MM" / "UTC-HH:MM" for a fixed offset. */
-void mcdc_clock_describe(const mcdc_clock *c, char out[MCDC_ZONE_NAME_MAX + 16]);
+void mcdc_clock_describe(char out[MCDC_ZONE_NAME_MAX + 16], const mcdc_clock *c);
 /* From the sourceTimeZone option: "UTC" (any case) or a zone name. "auto" is
  * resolved by mcdc_cdc_detect_clock instead. Zone names are checked for
  * length and characters (they are inlined as N'' literals). */
@@ -66,28 +66,31 @@ const mcdc_clock *mcdc_cdc_clock(const mcdc_cdc_client *c);
 
 /* §3.1 row 1. A NULL max_lsn (capture never wrote) is the zero LSN with
  * *out_was_null set (out_was_null may be NULL). */
-int mcdc_cdc_max_lsn(mcdc_cdc_client *c, mcdc_lsn *out, bool *out_was_null, mcdc_error *err);
+int mcdc_cdc_max_lsn(mcdc_lsn *out, bool *out_was_null, mcdc_cdc_client *c, mcdc_error *err);
 /* Row 2. NULL or zero: the zero LSN (instance missing, no permission, or
  * capture has not processed the enable yet). */
-int mcdc_cdc_min_lsn(mcdc_cdc_client *c, const char *ci, mcdc_lsn *out, mcdc_error *err);
+int mcdc_cdc_min_lsn(mcdc_lsn *out, mcdc_cdc_client *c, const char *ci, mcdc_error *err);
 /* Row 3, on the server. */
-int mcdc_cdc_increment_lsn(mcdc_cdc_client *c, const mcdc_lsn *lsn, mcdc_lsn *out,
-                           mcdc_error *err);
-int mcdc_cdc_decrement_lsn(mcdc_cdc_client *c, const mcdc_lsn *lsn, mcdc_lsn *out,
-                           mcdc_error *err);
+int mcdc_cdc_increment_lsn(mcdc_lsn *out, mcdc_cdc_client *c, const mcdc_lsn *lsn, mcdc_error *err);
+int mcdc_cdc_decrement_lsn(mcdc_lsn *out, mcdc_cdc_client *c, const mcdc_lsn *lsn, mcdc_error *err);
 /* Row 4: UTC commit time (microseconds since 1970, millisecond precision)
  * of the mapping entry at lsn, or with at_or_before of the latest entry at
  * or before it. *out_found = false when there is none. */
-int mcdc_cdc_lsn_to_time(mcdc_cdc_client *c, const mcdc_lsn *lsn, bool at_or_before,
-                         int64_t *out_us, bool *out_found, mcdc_error *err);
+int mcdc_cdc_lsn_to_time(int64_t *out_us, bool *out_found, mcdc_cdc_client *c, const mcdc_lsn *lsn,
+                         bool at_or_before, mcdc_error *err);
 /* The commit time of the first mapping entry at or after lsn (for a
  * watermark LSN that precedes every entry). */
-int mcdc_cdc_first_commit_time_from(mcdc_cdc_client *c, const mcdc_lsn *lsn, int64_t *out_us,
-                                    bool *out_found, mcdc_error *err);
+int mcdc_cdc_first_commit_time_from(int64_t *out_us, bool *out_found, mcdc_cdc_client *c,
+                                    const mcdc_lsn *lsn, mcdc_error *err);
+/* Row 5: the largest commit LSN at or before a UTC time (whole seconds),
+ * the time converted to the server clock first. *out_found = false when
+ * there is none (the function returns the zero LSN). */
+int mcdc_cdc_time_to_lsn(mcdc_lsn *out, bool *out_found, mcdc_cdc_client *c, int64_t utc_us,
+                         mcdc_error *err);
 /* Row 6: the n-th commit (mapping entry) after lsn, or the last one when
  * fewer exist; *out_found = false when none. n >= 1. */
-int mcdc_cdc_nth_commit_after(mcdc_cdc_client *c, const mcdc_lsn *lsn, int64_t n,
-                              mcdc_lsn *out, bool *out_found, mcdc_error *err);
+int mcdc_cdc_nth_commit_after(mcdc_lsn *out, bool *out_found, mcdc_cdc_client *c,
+                              const mcdc_lsn *lsn, int64_t n, mcdc_error *err);
 
 /* Row 7: NTILE(n) over the change rows of [from, to]. Tiles come back in
  * order with strictly increasing bounds (a commit split across tiles is
@@ -98,9 +101,8 @@ typedef struct mcdc_split_point {
     int64_t rows;
 } mcdc_split_point;
 /* *out owned by the caller (mcdc_free), *out_n entries. */
-int mcdc_cdc_split_points(mcdc_cdc_client *c, const char *ci, const mcdc_lsn *from,
-                          const mcdc_lsn *to, int n, mcdc_split_point **out, int *out_n,
-                          mcdc_error *err);
+int mcdc_cdc_split_points(mcdc_split_point **out, int *out_n, mcdc_cdc_client *c, const char *ci,
+                          const mcdc_lsn *from, const mcdc_lsn *to, int n, mcdc_error *err);
 
 /* Row 14: captured columns, sorted by column_ordinal. */
 typedef struct mcdc_captured_column {
@@ -113,14 +115,14 @@ typedef struct mcdc_captured_column {
     int max_length;    /* character_maximum_length (-1 = max) */
     int datetime_precision;
 } mcdc_captured_column;
-int mcdc_cdc_captured_columns(mcdc_cdc_client *c, const char *ci, mcdc_captured_column **out,
-                              int *out_n, mcdc_error *err);
+int mcdc_cdc_captured_columns(mcdc_captured_column **out, int *out_n, mcdc_cdc_client *c,
+                              const char *ci, mcdc_error *err);
 void mcdc_captured_columns_free(mcdc_captured_column *cols, int n);
 /* §2.2 type mapping of one captured column. sql_variant, geography,
  * geometry, hierarchyid and unknown types: MCDC_E_UNSUPPORTED "no default
  * type ... pass columns". */
-int mcdc_cdc_map_type(const mcdc_captured_column *col, mcdc_type_id *out_type,
-                      int32_t *out_precision, int32_t *out_scale, mcdc_error *err);
+int mcdc_cdc_map_type(mcdc_type_id *out_type, int32_t *out_precision, int32_t *out_scale,
+                      const mcdc_captured_column *col, mcdc_error *err);
 /* T-SQL type that holds a batch type (for typed NULL columns). out >= 32. */
 void mcdc_cdc_sql_type_of(const mcdc_field *f, char out[32]);
 
@@ -135,9 +137,9 @@ typedef struct mcdc_capture_instance {
     int n_keys;
     char **keys;          /* owned: index_column_list "[a], [b]" unquoted */
 } mcdc_capture_instance;
-int mcdc_cdc_capture_instances(mcdc_cdc_client *c, const char *source_schema,
-                               const char *source_table, mcdc_capture_instance **out,
-                               int *out_n, mcdc_error *err);
+int mcdc_cdc_capture_instances(mcdc_capture_instance **out, int *out_n, mcdc_cdc_client *c,
+                               const char *source_schema, const char *source_table,
+                               mcdc_error *err);
 void mcdc_capture_instances_free(mcdc_capture_instance *v, int n);
 
 /* Row 17: DDL history of an instance with ddl_lsn in (from, to]. */
@@ -145,43 +147,43 @@ typedef struct mcdc_ddl_event {
     mcdc_lsn ddl_lsn;
     char *command; /* owned */
 } mcdc_ddl_event;
-int mcdc_cdc_ddl_history(mcdc_cdc_client *c, const char *ci, const mcdc_lsn *from,
-                         const mcdc_lsn *to, mcdc_ddl_event **out, int *out_n, mcdc_error *err);
+int mcdc_cdc_ddl_history(mcdc_ddl_event **out, int *out_n, mcdc_cdc_client *c, const char *ci,
+                         const mcdc_lsn *from, const mcdc_lsn *to, mcdc_error *err);
 void mcdc_ddl_events_free(mcdc_ddl_event *v, int n);
 
 /* Row 9: the server clock for sourceTimeZone=auto. SQL Server 2022+ (major
  * version >= 16) or Azure (engine edition 5, 8): CURRENT_TIMEZONE_ID();
  * older: a fixed offset with a warning logged. */
-int mcdc_cdc_detect_clock(mcdc_cdc_client *c, mcdc_clock *out, mcdc_error *err);
+int mcdc_cdc_detect_clock(mcdc_clock *out, mcdc_cdc_client *c, mcdc_error *err);
 /* Row 10: the one offset valid for all commits of [from, to] under a zone
  * clock (range < 7 days, same offset 3 h either side), or *out_known =
  * false. */
-int mcdc_cdc_range_offset(mcdc_cdc_client *c, const mcdc_lsn *from, const mcdc_lsn *to,
-                          int *out_minutes, bool *out_known, mcdc_error *err);
+int mcdc_cdc_range_offset(int *out_minutes, bool *out_known, mcdc_cdc_client *c,
+                          const mcdc_lsn *from, const mcdc_lsn *to, mcdc_error *err);
 /* Row 11: DST fall-back drops (clock going back) relevant to [from, to]. */
 typedef struct mcdc_clock_drop {
     mcdc_lsn lsn;
     char local_time[32]; /* the entry's tran_end_time, ISO 8601 (style 126) */
 } mcdc_clock_drop;
 #define MCDC_CLOCK_DROPS_MAX 16
-int mcdc_cdc_clock_drops(mcdc_cdc_client *c, const mcdc_lsn *from, const mcdc_lsn *to,
-                         mcdc_clock_drop *out, int *out_n, mcdc_error *err);
+int mcdc_cdc_clock_drops(mcdc_clock_drop *out, int *out_n, mcdc_cdc_client *c, const mcdc_lsn *from,
+                         const mcdc_lsn *to, mcdc_error *err);
 /* The UTC commit-time expression for a read of [from, to]: one offset when
  * the range allows it (row 10), else row by row with fall-back drops (row
  * 11). `t` is the local datetime expression, `lsn` the LSN expression. */
-int mcdc_cdc_commit_time_sql(mcdc_cdc_client *c, const mcdc_lsn *from, const mcdc_lsn *to,
-                             const char *t, const char *lsn, mcdc_buf *out, mcdc_error *err);
+int mcdc_cdc_commit_time_sql(mcdc_buf *out, mcdc_cdc_client *c, const mcdc_lsn *from,
+                             const mcdc_lsn *to, const char *t, const char *lsn, mcdc_error *err);
 
 /* Row 12: round trip of SELECT 1 in milliseconds. */
-int mcdc_cdc_ping(mcdc_cdc_client *c, double *out_ms, mcdc_error *err);
+int mcdc_cdc_ping(double *out_ms, mcdc_cdc_client *c, mcdc_error *err);
 /* Row 13: this session's ASYNC_NETWORK_IO wait_time_ms (missing row = 0).
  * Never fails: *out_known = false when the query errs. */
-void mcdc_cdc_network_wait_ms(mcdc_cdc_client *c, int64_t *out_ms, bool *out_known);
+void mcdc_cdc_network_wait_ms(int64_t *out_ms, bool *out_known, mcdc_cdc_client *c);
 /* Row 25: 1 when the login may SELECT cdc.[<ci>_CT], 0 when not, -1 when
  * unknown (the instance is gone: min_lsn is zero). */
-int mcdc_cdc_has_select(mcdc_cdc_client *c, const char *ci, int *out, mcdc_error *err);
+int mcdc_cdc_has_select(int *out, mcdc_cdc_client *c, const char *ci, mcdc_error *err);
 /* SUSER_SNAME()/USER_NAME() for GRANT messages; *out owned (mcdc_free). */
-int mcdc_cdc_user_name(mcdc_cdc_client *c, char **out, mcdc_error *err);
+int mcdc_cdc_user_name(char **out, mcdc_cdc_client *c, mcdc_error *err);
 
 /* Row 8 text: the change-table read (for the reader and for pinning). cols
  * are the captured columns to read with their batch types; present[i] false

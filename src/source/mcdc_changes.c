@@ -12,6 +12,7 @@
 #include <ctype.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mcdc_cdc_client.h"
@@ -30,7 +31,72 @@ struct mcdc_changes {
     mcdc_schema *captured;    /* columns read, with their types */
     mcdc_schema *schema;      /* output schema */
     mcdc_reader_options ropt; /* template for each range */
+    int retries_max;          /* control-call retries */
+    int backoff_ms_first;
 };
+
+/* ---- the control connection and its retries (ADR 0029) -------------------------
+ * Positions and planning run on one connection kept by the handle. A
+ * transient error (connection lost, timeout, deadlock) is retried on a new
+ * connection: MCDC_RETRIES_MAX times, backoff 1-2 s, 2-4 s, 4-8 s, a
+ * warning each time. Other errors fail at once. */
+static int control_connect(mcdc_changes *c, mcdc_error *err) {
+    mcdc_cdc_client_free(c->client);
+    c->client = NULL;
+    mcdc_conn_close(c->control);
+    c->control = NULL;
+    int rc = mcdc_conn_open(&c->control, c->connstr, &c->connector.options, err);
+    if (rc == MCDC_OK) rc = mcdc_cdc_client_create(&c->client, c->control, err);
+    if (rc == MCDC_OK) {
+        mcdc_cdc_set_clock(c->client, &c->clock);
+    } else {
+        mcdc_conn_close(c->control);
+        c->control = NULL;
+    }
+    return rc;
+}
+
+static uint64_t backoff_jitter(uint64_t below) {
+    static _Thread_local uint64_t s;
+    if (s == 0) s = (uint64_t)mcdc_monotonic_us() * 0x9E3779B97F4A7C15ull | 1;
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return below ? s % below : 0;
+}
+
+/* After a control call returned rc: true when it should run again (the
+ * connection is dropped; the next round opens a new one). */
+static bool control_again(mcdc_changes *c, int rc, int *attempt, mcdc_error *err) {
+    if (rc != MCDC_E_TRANSIENT || *attempt >= c->retries_max) return false;
+    int64_t base = (int64_t)c->backoff_ms_first << *attempt;
+    int64_t wait = base + (int64_t)backoff_jitter((uint64_t)base);
+    (*attempt)++;
+    mcdc_log(MCDC_LOG_WARN,
+             "capture instance %s: %s; retrying on a new connection in %lld ms (retry %d of %d)",
+             c->ci[0] ? c->ci : "(resolving)", err ? err->message : "transient error",
+             (long long)wait, *attempt, c->retries_max);
+    mcdc_cdc_client_free(c->client);
+    c->client = NULL;
+    mcdc_conn_close(c->control);
+    c->control = NULL;
+    if (wait > 0) mcdc_sleep_ms(wait);
+    return true;
+}
+
+/* Runs `call` (an expression using c->client / c->control) under the
+ * control mutex, reconnecting and retrying transient failures. */
+#define CONTROL_CALL(rc, c, err, call)                                   \
+    do {                                                                 \
+        int attempt_ = 0;                                                \
+        pthread_mutex_lock(&(c)->mu);                                    \
+        for (;;) {                                                       \
+            (rc) = (c)->client ? MCDC_OK : control_connect((c), (err));  \
+            if ((rc) == MCDC_OK) (rc) = (call);                          \
+            if (!control_again((c), (rc), &attempt_, (err))) break;      \
+        }                                                                \
+        pthread_mutex_unlock(&(c)->mu);                                  \
+    } while (0)
 
 /* ---- the columns option: a small subset of Spark DDL ---------------------------- */
 static int ddl_type(const char *t, mcdc_type_id *type, int32_t *p, int32_t *s) {
@@ -146,7 +212,7 @@ static int parse_columns(mcdc_schema **out, const char *ddl, const mcdc_schema *
 static int resolve_instance(mcdc_changes *c, const char *want, mcdc_error *err) {
     mcdc_capture_instance *v = NULL;
     int n = 0;
-    int rc = mcdc_cdc_capture_instances(c->client, NULL, NULL, &v, &n, err);
+    int rc = mcdc_cdc_capture_instances(&v, &n, c->client, NULL, NULL, err);
     if (rc != MCDC_OK) return rc;
     int exact = -1, ci_matches = 0, ci_at = -1;
     for (int i = 0; i < n; i++) {
@@ -209,23 +275,33 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts, mcdc_error *err
         c->connector.connstr = c->connstr;
         c->connector.options = (mcdc_conn_options)MCDC_CONN_OPTIONS_INIT;
         int64_t t = mcdc_opts_get_int(opts, "connectTimeout");
-        if (t > 0 && !(c->connstr->connect_timeout_s > 0)) c->connector.options.login_timeout_s = (int)t;
+        if (t > 0 && !(c->connstr->connect_timeout_s > 0))
+            c->connector.options.login_timeout_s = (int)t;
         int64_t q = mcdc_opts_get_int(opts, "queryTimeout");
         if (q > 0) c->connector.options.query_timeout_s = (int)q;
-        rc = mcdc_conn_open(&c->control, c->connstr, &c->connector.options, err);
     }
-    if (rc == MCDC_OK) rc = mcdc_cdc_client_create(&c->client, c->control, err);
-    if (rc == MCDC_OK) rc = resolve_instance(c, ci, err);
+    c->retries_max = MCDC_RETRIES_MAX;
+    c->backoff_ms_first = MCDC_RETRY_BACKOFF_MS_FIRST;
+    const char *backoff = getenv("MCDC_RETRY_BACKOFF_MS"); /* tests: fast retries */
+    int64_t bv;
+    if (backoff && mcdc_parse_i64(backoff, &bv) == MCDC_OK && bv >= 0 && bv <= 60000)
+        c->backoff_ms_first = (int)bv;
+    if (rc == MCDC_OK) CONTROL_CALL(rc, c, err, resolve_instance(c, ci, err));
     if (rc == MCDC_OK) {
         const char *tz = mcdc_opts_get(opts, "sourceTimeZone");
         if (tz == NULL || mcdc_str_ieq(tz, "auto"))
-            rc = mcdc_cdc_detect_clock(c->client, &c->clock, err);
+            CONTROL_CALL(rc, c, err, mcdc_cdc_detect_clock(&c->clock, c->client, err));
         else
             rc = mcdc_clock_from_name(&c->clock, tz, err);
-        if (rc == MCDC_OK) mcdc_cdc_set_clock(c->client, &c->clock);
+        if (rc == MCDC_OK) {
+            pthread_mutex_lock(&c->mu);
+            if (c->client) mcdc_cdc_set_clock(c->client, &c->clock);
+            pthread_mutex_unlock(&c->mu);
+        }
     }
     mcdc_schema *all = NULL;
-    if (rc == MCDC_OK) rc = mcdc_reader_infer_columns(&all, c->client, c->ci, err);
+    if (rc == MCDC_OK)
+        CONTROL_CALL(rc, c, err, mcdc_reader_infer_columns(&all, c->client, c->ci, err));
     if (rc == MCDC_OK) {
         const char *ddl = mcdc_opts_get(opts, "columns");
         if (ddl && *ddl) {
@@ -249,6 +325,8 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts, mcdc_error *err
     int64_t rows = mcdc_opts_get_int(opts, "arrowBatchSize");
     if (rows > 0) ro.batch_rows = rows;
     ro.fail_on_data_loss = mcdc_opts_get_bool(opts, "failOnDataLoss");
+    ro.retries_max = c->retries_max;
+    ro.backoff_ms_first = c->backoff_ms_first;
     c->ropt = ro;
     *out = c;
     return MCDC_OK;
@@ -259,24 +337,21 @@ const char *mcdc_changes_capture_instance(const mcdc_changes *c) { return c->ci;
 
 /* ---- positions (control connection) ------------------------------------------------- */
 int mcdc_changes_max_lsn(mcdc_changes *c, mcdc_lsn *out, mcdc_error *err) {
-    pthread_mutex_lock(&c->mu);
-    int rc = mcdc_cdc_max_lsn(c->client, out, NULL, err);
-    pthread_mutex_unlock(&c->mu);
+    int rc;
+    CONTROL_CALL(rc, c, err, mcdc_cdc_max_lsn(out, NULL, c->client, err));
     return rc;
 }
 
 int mcdc_changes_min_lsn(mcdc_changes *c, mcdc_lsn *out, mcdc_error *err) {
-    pthread_mutex_lock(&c->mu);
-    int rc = mcdc_cdc_min_lsn(c->client, c->ci, out, err);
-    pthread_mutex_unlock(&c->mu);
+    int rc;
+    CONTROL_CALL(rc, c, err, mcdc_cdc_min_lsn(out, c->client, c->ci, err));
     return rc;
 }
 
-int mcdc_changes_nth_commit_after(mcdc_changes *c, const mcdc_lsn *start, int64_t n,
-                                  mcdc_lsn *out, bool *found, mcdc_error *err) {
-    pthread_mutex_lock(&c->mu);
-    /* The client returns the last of up to n entries; found means n existed. */
-    int rc = mcdc_cdc_nth_commit_after(c->client, start, n, out, found, err);
+/* The client returns the last of up to n entries; found means n existed. */
+static int nth_commit(mcdc_changes *c, const mcdc_lsn *start, int64_t n, mcdc_lsn *out,
+                      bool *found, mcdc_error *err) {
+    int rc = mcdc_cdc_nth_commit_after(out, found, c->client, start, n, err);
     if (rc == MCDC_OK && *found && n > 1) {
         char hex[MCDC_LSN_TEXT_LEN + 1], sql[300], *t = NULL;
         mcdc_lsn_format(start, hex);
@@ -291,42 +366,51 @@ int mcdc_changes_nth_commit_after(mcdc_changes *c, const mcdc_lsn *start, int64_
         if (rc == MCDC_OK && t && mcdc_parse_i64(t, &have) == MCDC_OK) *found = have >= n;
         mcdc_free(t);
     }
-    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int mcdc_changes_nth_commit_after(mcdc_changes *c, const mcdc_lsn *start, int64_t n,
+                                  mcdc_lsn *out, bool *found, mcdc_error *err) {
+    int rc;
+    CONTROL_CALL(rc, c, err, nth_commit(c, start, n, out, found, err));
     return rc;
 }
 
 int mcdc_changes_commit_time(mcdc_changes *c, const mcdc_lsn *lsn, int64_t *utc_us, bool *found,
                              mcdc_error *err) {
-    pthread_mutex_lock(&c->mu);
-    int rc = mcdc_cdc_lsn_to_time(c->client, lsn, true, utc_us, found, err);
-    pthread_mutex_unlock(&c->mu);
+    int rc;
+    CONTROL_CALL(rc, c, err, mcdc_cdc_lsn_to_time(utc_us, found, c->client, lsn, true, err));
+    return rc;
+}
+
+static int initial(mcdc_changes *c, const char *starting_lsn, mcdc_lsn *out, mcdc_error *err) {
+    int rc = MCDC_OK;
+    if (starting_lsn == NULL || mcdc_str_ieq(starting_lsn, "earliest")) {
+        mcdc_lsn min;
+        rc = mcdc_cdc_min_lsn(&min, c->client, c->ci, err);
+        /* A zero min_lsn: capture has not processed the enable yet; the
+         * instance's own start is the first LSN it can hold. */
+        if (rc == MCDC_OK && mcdc_lsn_is_zero(&min)) min = c->instance_start;
+        if (rc == MCDC_OK && mcdc_lsn_is_zero(&min)) *out = min;
+        else if (rc == MCDC_OK) rc = mcdc_cdc_decrement_lsn(out, c->client, &min, err);
+    } else if (mcdc_str_ieq(starting_lsn, "latest")) {
+        rc = mcdc_cdc_max_lsn(out, NULL, c->client, err);
+        /* Capture has not reached a freshly enabled instance: start just
+         * before the instance's first LSN. */
+        if (rc == MCDC_OK && !mcdc_lsn_is_zero(&c->instance_start) &&
+            mcdc_lsn_cmp(out, &c->instance_start) < 0)
+            rc = mcdc_cdc_decrement_lsn(out, c->client, &c->instance_start, err);
+    } else {
+        rc = mcdc_lsn_parse_cstr(out, starting_lsn, err);
+        if (rc != MCDC_OK) mcdc_error_wrap(err, "startingLsn");
+    }
     return rc;
 }
 
 int mcdc_changes_initial(mcdc_changes *c, const char *starting_lsn, mcdc_lsn *out,
                          mcdc_error *err) {
-    int rc = MCDC_OK;
-    pthread_mutex_lock(&c->mu);
-    if (starting_lsn == NULL || mcdc_str_ieq(starting_lsn, "earliest")) {
-        mcdc_lsn min;
-        rc = mcdc_cdc_min_lsn(c->client, c->ci, &min, err);
-        /* A zero min_lsn: capture has not processed the enable yet; the
-         * instance's own start is the first LSN it can hold. */
-        if (rc == MCDC_OK && mcdc_lsn_is_zero(&min)) min = c->instance_start;
-        if (rc == MCDC_OK && mcdc_lsn_is_zero(&min)) *out = min;
-        else if (rc == MCDC_OK) rc = mcdc_cdc_decrement_lsn(c->client, &min, out, err);
-    } else if (mcdc_str_ieq(starting_lsn, "latest")) {
-        rc = mcdc_cdc_max_lsn(c->client, out, NULL, err);
-        /* Capture has not reached a freshly enabled instance: start just
-         * before the instance's first LSN. */
-        if (rc == MCDC_OK && !mcdc_lsn_is_zero(&c->instance_start) &&
-            mcdc_lsn_cmp(out, &c->instance_start) < 0)
-            rc = mcdc_cdc_decrement_lsn(c->client, &c->instance_start, out, err);
-    } else {
-        rc = mcdc_lsn_parse_cstr(out, starting_lsn, err);
-        if (rc != MCDC_OK) mcdc_error_wrap(err, "startingLsn");
-    }
-    pthread_mutex_unlock(&c->mu);
+    int rc;
+    CONTROL_CALL(rc, c, err, initial(c, starting_lsn, out, err));
     return rc;
 }
 
@@ -339,9 +423,8 @@ int mcdc_changes_plan(mcdc_changes *c, const mcdc_lsn *from, const mcdc_lsn *to,
     mcdc_split_point *sp = NULL;
     int nsp = 0, rc = MCDC_OK;
     if (n_max > 1) {
-        pthread_mutex_lock(&c->mu);
-        rc = mcdc_cdc_split_points(c->client, c->ci, from, to, n_max, &sp, &nsp, err);
-        pthread_mutex_unlock(&c->mu);
+        CONTROL_CALL(rc, c, err, mcdc_cdc_split_points(&sp, &nsp, c->client, c->ci, from, to,
+                                                       n_max, err));
         if (rc != MCDC_OK) return rc;
     }
     mcdc_lsn_range *lr = NULL;

@@ -59,7 +59,7 @@ int mcdc_reader_infer_columns(mcdc_schema **out, mcdc_cdc_client *c, const char 
     *out = NULL;
     mcdc_captured_column *cols = NULL;
     int n = 0;
-    int rc = mcdc_cdc_captured_columns(c, ci, &cols, &n, err);
+    int rc = mcdc_cdc_captured_columns(&cols, &n, c, ci, err);
     if (rc == MCDC_E_NOTFOUND)
         mcdc_error_wrap(err,
                         "capture instance '%s' not found: check captureInstance (EXEC "
@@ -78,7 +78,7 @@ int mcdc_reader_infer_columns(mcdc_schema **out, mcdc_cdc_client *c, const char 
     for (int i = 0; i < n && rc == MCDC_OK; i++) {
         mcdc_type_id t;
         int32_t p, sc;
-        rc = mcdc_cdc_map_type(&cols[i], &t, &p, &sc, err);
+        rc = mcdc_cdc_map_type(&t, &p, &sc, &cols[i], err);
         if (rc == MCDC_OK) rc = mcdc_schema_set(s, i, cols[i].name, t, p, sc, 0, true, err);
     }
     mcdc_captured_columns_free(cols, n);
@@ -212,9 +212,9 @@ static int diagnose_read_error(mcdc_cdc_client *c, const char *ci, int rc, mcdc_
     mcdc_error saved = *err;
     mcdc_error probe = MCDC_ERROR_INIT;
     int has = -1;
-    if (mcdc_cdc_has_select(c, ci, &has, &probe) == MCDC_OK && has == 0) {
+    if (mcdc_cdc_has_select(&has, c, ci, &probe) == MCDC_OK && has == 0) {
         char *user = NULL;
-        mcdc_cdc_user_name(c, &user, &probe);
+        mcdc_cdc_user_name(&user, c, &probe);
         mcdc_error_set(err, MCDC_E_PERMISSION,
                        "no SELECT permission on the change table cdc.[%s_CT] of capture "
                        "instance '%s'; a DBA must run: GRANT SELECT ON cdc.[%s_CT] TO [%s];",
@@ -240,8 +240,8 @@ static int read_rows(attempt *a, mcdc_cdc_client *c, mcdc_error *err) {
     const mcdc_reader_options *opt = a->opt;
     const char *ci = opt->capture_instance;
     mcdc_buf commit = {0}, sql = {0};
-    int rc = mcdc_cdc_commit_time_sql(c, &a->from, &a->to, "m.tran_end_time", "c.__$start_lsn",
-                                      &commit, err);
+    int rc = mcdc_cdc_commit_time_sql(&commit, c, &a->from, &a->to, "m.tran_end_time",
+                                      "c.__$start_lsn", err);
     if (rc == MCDC_OK) rc = mcdc_buf_cstr(&commit, err);
     if (rc == MCDC_OK)
         rc = mcdc_cdc_changes_sql(&sql, ci, a->captured->fields, opt->present,
@@ -300,7 +300,7 @@ static int read_rows(attempt *a, mcdc_cdc_client *c, mcdc_error *err) {
 static int guard(attempt *a, mcdc_cdc_client *c, mcdc_error *err) {
     const char *ci = a->opt->capture_instance;
     mcdc_lsn min;
-    int rc = mcdc_cdc_min_lsn(c, ci, &min, err);
+    int rc = mcdc_cdc_min_lsn(&min, c, ci, err);
     if (rc != MCDC_OK) return rc;
     a->m->min_lsn_after = min;
     if (mcdc_lsn_cmp(&a->from, &min) >= 0) return MCDC_OK;
@@ -329,24 +329,24 @@ static void measure_position(attempt *a, mcdc_cdc_client *c) {
     bool found = false;
     int64_t us = 0;
     /* Metrics never fail a read: each value stays unknown on error. */
-    if (mcdc_cdc_max_lsn(c, &m->max_lsn, NULL, &e) != MCDC_OK) {
+    if (mcdc_cdc_max_lsn(&m->max_lsn, NULL, c, &e) != MCDC_OK) {
         mcdc_log(MCDC_LOG_DEBUG, "range metrics: %s", e.message);
         return;
     }
     m->measured_position = true;
-    if (mcdc_cdc_lsn_to_time(c, &a->to, true, &us, &found, &e) == MCDC_OK && found) {
+    if (mcdc_cdc_lsn_to_time(&us, &found, c, &a->to, true, &e) == MCDC_OK && found) {
         m->to_commit_ts_us = us;
         m->to_commit_ts_known = true;
     }
     /* The watermark: the entry at min_lsn (or before it); a min_lsn before
      * every entry takes the first entry after it. */
-    if (mcdc_cdc_lsn_to_time(c, &m->min_lsn_after, true, &us, &found, &e) == MCDC_OK && !found)
-        mcdc_cdc_first_commit_time_from(c, &m->min_lsn_after, &us, &found, &e);
+    if (mcdc_cdc_lsn_to_time(&us, &found, c, &m->min_lsn_after, true, &e) == MCDC_OK && !found)
+        mcdc_cdc_first_commit_time_from(&us, &found, c, &m->min_lsn_after, &e);
     if (found) {
         m->retention_watermark_ts_us = us;
         m->retention_watermark_known = true;
     }
-    if (mcdc_cdc_lsn_to_time(c, &m->max_lsn, true, &us, &found, &e) == MCDC_OK && found) {
+    if (mcdc_cdc_lsn_to_time(&us, &found, c, &m->max_lsn, true, &e) == MCDC_OK && found) {
         m->source_max_commit_ts_us = us;
         m->source_max_commit_ts_known = true;
         m->capture_lag_seconds = (double)(mcdc_now_utc_us() - us) / 1e6;
@@ -376,7 +376,7 @@ static int run_attempt(attempt *a, mcdc_connect_fn connect, void *connect_ctx,
     if (rc == MCDC_OK) {
         double rtt = 0;
         mcdc_error e = MCDC_ERROR_INIT;
-        if (mcdc_cdc_ping(c, &rtt, &e) == MCDC_OK) {
+        if (mcdc_cdc_ping(&rtt, c, &e) == MCDC_OK) {
             a->m->rtt_ms = rtt;
             a->m->rtt_known = true;
         } else if (e.code == MCDC_E_TRANSIENT) {
@@ -384,13 +384,13 @@ static int run_attempt(attempt *a, mcdc_connect_fn connect, void *connect_ctx,
             rc = e.code;
         }
     }
-    if (rc == MCDC_OK) mcdc_cdc_network_wait_ms(c, &a->wait_before, &a->wait_before_known);
+    if (rc == MCDC_OK) mcdc_cdc_network_wait_ms(&a->wait_before, &a->wait_before_known, c);
     if (rc == MCDC_OK) rc = read_rows(a, c, err);
     if (rc == MCDC_OK) rc = guard(a, c, err);
     if (rc == MCDC_OK) {
         int64_t after = 0;
         bool known = false;
-        mcdc_cdc_network_wait_ms(c, &after, &known);
+        mcdc_cdc_network_wait_ms(&after, &known, c);
         if (known && a->wait_before_known) {
             a->m->network_wait_ms += after - a->wait_before;
             a->m->network_wait_known = true;

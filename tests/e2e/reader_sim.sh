@@ -61,6 +61,45 @@ if [ "$ops" = "2,3,4,3,4,1," ] && [ "$vals" = "a,a,b,b,c,c," ]; then ok "orderin
 else ko "ordering 2,3,4,3,4,1" "ops=$ops vals=$vals" "$out"; fi
 MAX1=$(sql "$CS" "SELECT CONVERT(varchar(22), sys.fn_cdc_get_max_lsn(), 1)")
 
+# 1b. includeCommandId=false: the same rows without the _command_id column
+out=$(MCDC_PROBE_NO_COMMAND_ID=1 "$PROBE" read "$CS" dbo_t min max 2>&1)
+ops=$(echo "$out" | grep '^dbo_t|' | cut -d'|' -f4 | tr '\n' ',')
+cols=$(echo "$out" | grep '^dbo_t|' | head -1 | awk -F'|' '{print NF}')
+if [ "$ops" = "2,3,4,3,4,1," ] && [ "$cols" = 7 ]; then ok "includeCommandId=false"
+else ko "includeCommandId=false" "ops=$ops cols=$cols" "$out"; fi
+
+# 1c. the same inside one transaction (plus a delete of another row): order
+#     by (start_lsn, command_id, seqval, operation) gives 2,3,4,3,4,1
+out=$(sql "$CS" "CREATE TABLE dbo.s (id INT NOT NULL PRIMARY KEY, v NVARCHAR(20) NULL);
+EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N's', @role_name = NULL;
+INSERT INTO dbo.s VALUES (1, N'other');
+BEGIN TRAN;
+INSERT INTO dbo.s VALUES (2, N'a');
+UPDATE dbo.s SET v = N'b' WHERE id = 2;
+UPDATE dbo.s SET v = N'c' WHERE id = 2;
+DELETE FROM dbo.s WHERE id = 1;
+COMMIT;
+EXEC sim.run_capture @ignore_latency = 1;" 2>&1) || ko "scenario 1c writes" "$out"
+out=$("$PROBE" read "$CS" dbo_s min max 2>&1)
+got=$(echo "$out" | grep '^dbo_s|' | tail -6 | awk -F'|' '{print $4":"$5":"$7":"$8}' | tr '\n' ',')
+if [ "$got" = "2:1:2:a,3:2:2:a,4:2:2:b,3:3:2:b,4:3:2:c,1:4:1:other," ]; then
+  ok "one transaction reads 2,3,4,3,4,1 by command id"
+else ko "one transaction reads 2,3,4,3,4,1 by command id" "got=$got" "$out"; fi
+
+# 1d. (max) values: not cut at 4 KiB (SET TEXTSIZE), and batches split by bytes
+DOC=$(head -c 100000 /dev/zero | tr '\0' 'x')
+out=$(sql "$CS" "CREATE TABLE dbo.w (id INT NOT NULL PRIMARY KEY, doc NVARCHAR(MAX) NULL);
+EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'w', @role_name = NULL;
+INSERT INTO dbo.w VALUES (1, N'$DOC');
+INSERT INTO dbo.w SELECT id + 1, doc FROM dbo.w;
+INSERT INTO dbo.w SELECT id + 2, doc FROM dbo.w;
+INSERT INTO dbo.w SELECT id + 4, doc FROM dbo.w;
+EXEC sim.run_capture @ignore_latency = 1;" 2>&1) || ko "scenario 1d writes" "$out"
+out=$("$PROBE" read "$CS" dbo_w min max 2>&1)
+lens=$(echo "$out" | grep '^dbo_w|' | awk -F'|' '{print length($8)}' | sort -u | tr '\n' ',')
+if [ "$lens" = "100000," ] && echo "$out" | grep -q '^rows=8 '; then ok "(max) values read whole"
+else ko "(max) values read whole" "lens=$lens" "$(echo "$out" | tail -2)"; fi
+
 # 2. key update: delete + insert (1, 2) in one commit
 out=$(sql "$CS" "INSERT INTO dbo.t VALUES (5, N'k');
 UPDATE dbo.t SET id = 6 WHERE id = 5;
@@ -115,6 +154,14 @@ out=$("$PROBE" read "$CS" dbo_t min max 1000 1 last 2>&1)
 if echo "$out" | grep -q 'position=1 lag_known=1'; then ok "last range measures position"
 else ko "last range measures position" "$(echo "$out" | tail -2)"; fi
 
+# 4b. time_to_lsn's T-SQL shape: a time far ahead maps to max_lsn, far back to zero
+MAXNOW=$(sql "$CS" "SELECT CONVERT(varchar(22), sys.fn_cdc_get_max_lsn(), 1)")
+late=$(sql "$CS" "SELECT CONVERT(varchar(22), sys.fn_cdc_map_time_to_lsn(N'largest less than or equal', CONVERT(datetime2(0), CONVERT(datetime2(0), N'2100-01-01T00:00:00', 126) AT TIME ZONE 'UTC' AT TIME ZONE N'Central European Standard Time')), 1)" 2>&1)
+early=$(sql "$CS" "SELECT CONVERT(varchar(22), sys.fn_cdc_map_time_to_lsn(N'largest less than or equal', CONVERT(datetime2(0), N'2000-01-01T00:00:00', 126)), 1)" 2>&1)
+if [ "$late" = "$MAXNOW" ] && { [ -z "$early" ] || [ "$early" = "0x00000000000000000000" ]; }; then
+  ok "time_to_lsn shapes"
+else ko "time_to_lsn shapes" "late=$late max=$MAXNOW early=$early"; fi
+
 # 5. wrong password: 18456, permanent (one attempt, no retry)
 out=$("$PROBE" read "Server=127.0.0.1,$PORT;Database=shop;UID=sa;PWD=wrong;Encrypt=no" dbo_t 0x01 0x02 2>&1)
 if echo "$out" | grep -q '^ERROR permission PermissionError 18456:' && ! echo "$out" | grep -q 'wrong'; then
@@ -126,6 +173,22 @@ out=$("$PROBE" read "$CS" dbo_nope 0x01 0x02 2>&1)
 if echo "$out" | grep -q "^ERROR not found ValueError 22964: capture instance 'dbo_nope' not found"; then
   ok "unknown capture instance is ValueError"
 else ko "unknown capture instance is ValueError" "$out"; fi
+
+# 5c. a least-privilege login without SELECT on the change table: the exact GRANT
+out=$(sql "$CS" "CREATE LOGIN etl_reader WITH PASSWORD = 'Rd-Passw0rd!';
+CREATE USER etl_reader FOR LOGIN etl_reader;
+GRANT SELECT ON dbo.t TO etl_reader;" 2>&1) || ko "create login" "$out"
+out=$("$PROBE" read "Server=127.0.0.1,$PORT;Database=shop;UID=etl_reader;PWD=Rd-Passw0rd!;Encrypt=no" \
+      dbo_t 0x01 0x02 2>&1)
+if echo "$out" | grep -q '^ERROR permission PermissionError' \
+   && echo "$out" | grep -qF 'GRANT SELECT ON cdc.[dbo_t_CT] TO [etl_reader];'; then
+  ok "missing grant gives the exact GRANT"
+else ko "missing grant gives the exact GRANT" "$out"; fi
+out=$(sql "$CS" "GRANT SELECT ON cdc.[dbo_t_CT] TO etl_reader" 2>&1) || ko "grant" "$out"
+out=$("$PROBE" read "Server=127.0.0.1,$PORT;Database=shop;UID=etl_reader;PWD=Rd-Passw0rd!;Encrypt=no" \
+      dbo_t min max 2>&1)
+if echo "$out" | grep -q '^rows=49 '; then ok "granted login reads the range"
+else ko "granted login reads the range" "$(echo "$out" | tail -2)"; fi
 
 # 6. purged range: DataLossError naming the instance and min_lsn
 OLD_MIN=$(sql "$CS" "SELECT CONVERT(varchar(22), sys.fn_cdc_get_min_lsn(N'dbo_t'), 1)")

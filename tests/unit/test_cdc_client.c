@@ -35,20 +35,20 @@ TEST(cdc_lsn_queries_send_the_reference_tsql) {
     mcdc_lsn l, in;
     bool was_null = true;
     char t[MCDC_LSN_TEXT_LEN + 1];
-    CHECK_EQ_INT(mcdc_cdc_max_lsn(x.c, &l, &was_null, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_cdc_max_lsn(&l, &was_null, x.c, NULL), MCDC_OK);
     mcdc_lsn_format(&l, t);
     CHECK_EQ_STR(t, L2);
     CHECK(!was_null);
-    CHECK_EQ_INT(mcdc_cdc_max_lsn(x.c, &l, &was_null, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_cdc_max_lsn(&l, &was_null, x.c, NULL), MCDC_OK);
     CHECK(was_null && mcdc_lsn_is_zero(&l));
-    CHECK_EQ_INT(mcdc_cdc_min_lsn(x.c, "dbo_orders", &l, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_cdc_min_lsn(&l, x.c, "dbo_orders", NULL), MCDC_OK);
     mcdc_lsn_parse_cstr(&in, L1, NULL);
-    CHECK_EQ_INT(mcdc_cdc_increment_lsn(x.c, &in, &l, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_cdc_increment_lsn(&l, x.c, &in, NULL), MCDC_OK);
     mcdc_lsn_format(&l, t);
     CHECK_EQ_STR(t, "0x0000002A000001F00004");
-    CHECK_EQ_INT(mcdc_cdc_decrement_lsn(x.c, &in, &l, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_cdc_decrement_lsn(&l, x.c, &in, NULL), MCDC_OK);
     bool found = false;
-    CHECK_EQ_INT(mcdc_cdc_nth_commit_after(x.c, &in, 5, &l, &found, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_cdc_nth_commit_after(&l, &found, x.c, &in, 5, NULL), MCDC_OK);
     CHECK(found);
     CHECK_EQ_STR(fake_sql(x.f, 0), "SELECT CONVERT(varchar(22), sys.fn_cdc_get_max_lsn(), 1)");
     CHECK_EQ_STR(fake_sql(x.f, 2),
@@ -64,7 +64,7 @@ TEST(cdc_lsn_queries_send_the_reference_tsql) {
                  "m.start_lsn FROM cdc.lsn_time_mapping AS m WHERE m.start_lsn > "
                  "CONVERT(binary(10), N'" L1 "', 1) ORDER BY m.start_lsn) AS t");
     mcdc_error e = MCDC_ERROR_INIT;
-    CHECK_EQ_INT(mcdc_cdc_nth_commit_after(x.c, &in, 0, &l, &found, &e), MCDC_E_INVALID);
+    CHECK_EQ_INT(mcdc_cdc_nth_commit_after(&l, &found, x.c, &in, 0, &e), MCDC_E_INVALID);
     CHECK_EQ_INT(fake_unused_replies(x.f), 0);
     fx_close(&x);
 }
@@ -78,7 +78,7 @@ TEST(cdc_lsn_to_time_converts_to_utc_per_clock) {
     mcdc_lsn_parse_cstr(&l, L1, NULL);
     int64_t us = 0;
     bool found = false;
-    CHECK_EQ_INT(mcdc_cdc_lsn_to_time(x.c, &l, false, &us, &found, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_cdc_lsn_to_time(&us, &found, x.c, &l, false, NULL), MCDC_OK);
     CHECK(found);
     char out[32];
     mcdc_format_ts_us(us, 3, out);
@@ -90,7 +90,7 @@ TEST(cdc_lsn_to_time_converts_to_utc_per_clock) {
     mcdc_clock clk;
     CHECK_EQ_INT(mcdc_clock_from_name(&clk, "E. South America Standard Time", NULL), MCDC_OK);
     mcdc_cdc_set_clock(x.c, &clk);
-    CHECK_EQ_INT(mcdc_cdc_lsn_to_time(x.c, &l, true, &us, &found, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_cdc_lsn_to_time(&us, &found, x.c, &l, true, NULL), MCDC_OK);
     CHECK(!found);
     CHECK_EQ_STR(fake_sql(x.f, 1),
                  "SELECT TOP (1) CONVERT(varchar(23), CAST(m.tran_end_time AT TIME ZONE N'E. "
@@ -100,11 +100,11 @@ TEST(cdc_lsn_to_time_converts_to_utc_per_clock) {
     clk.kind = MCDC_CLOCK_FIXED;
     clk.offset_minutes = -180;
     mcdc_cdc_set_clock(x.c, &clk);
-    CHECK_EQ_INT(mcdc_cdc_lsn_to_time(x.c, &l, false, &us, &found, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_cdc_lsn_to_time(&us, &found, x.c, &l, false, NULL), MCDC_OK);
     CHECK(strstr(fake_sql(x.f, 2), "CAST(DATEADD(minute, 180, m.tran_end_time) AS datetime2(3))") !=
           NULL);
     char d[MCDC_ZONE_NAME_MAX + 16];
-    mcdc_clock_describe(&clk, d);
+    mcdc_clock_describe(d, &clk);
     CHECK_EQ_STR(d, "UTC-03:00");
     fx_close(&x);
 }
@@ -136,7 +136,7 @@ TEST(cdc_capture_instance_names_are_validated) {
     mcdc_split_point *sp = NULL;
     int n = 0;
     mcdc_lsn z = mcdc_lsn_zero();
-    CHECK_EQ_INT(mcdc_cdc_split_points(x.c, "x]; DROP TABLE t; --", &z, &z, 2, &sp, &n, &e),
+    CHECK_EQ_INT(mcdc_cdc_split_points(&sp, &n, x.c, "x]; DROP TABLE t; --", &z, &z, 2, &e),
                  MCDC_E_INVALID);
     CHECK_EQ_INT(fake_exec_count(x.f), 0);
     fx_close(&x);
@@ -153,7 +153,7 @@ TEST(cdc_split_points_sql_and_commit_folding) {
     mcdc_lsn_parse_cstr(&to, "0x30", NULL);
     mcdc_split_point *sp = NULL;
     int n = 0;
-    CHECK_EQ_INT(mcdc_cdc_split_points(x.c, "dbo_orders", &from, &to, 3, &sp, &n, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_cdc_split_points(&sp, &n, x.c, "dbo_orders", &from, &to, 3, NULL), MCDC_OK);
     CHECK_EQ_INT(n, 2);
     if (n == 2) {
         CHECK_EQ_INT(sp[0].rows, 140);
@@ -221,7 +221,7 @@ TEST(cdc_type_mapping_follows_the_reference) {
         mcdc_captured_column c = col("c", cases[i].sql, cases[i].p, cases[i].s);
         mcdc_type_id t = 0;
         int32_t p = -1, s = -1;
-        CHECK_EQ_INT(mcdc_cdc_map_type(&c, &t, &p, &s, NULL), MCDC_OK);
+        CHECK_EQ_INT(mcdc_cdc_map_type(&t, &p, &s, &c, NULL), MCDC_OK);
         if (t != cases[i].want || p != cases[i].wp || s != cases[i].ws) {
             fprintf(stderr, "  %s -> %d(%d,%d)\n", cases[i].sql, (int)t, p, s);
             CHECK(0);
@@ -234,7 +234,7 @@ TEST(cdc_type_mapping_follows_the_reference) {
         mcdc_type_id t;
         int32_t p, s;
         mcdc_error e = MCDC_ERROR_INIT;
-        CHECK_EQ_INT(mcdc_cdc_map_type(&c, &t, &p, &s, &e), MCDC_E_UNSUPPORTED);
+        CHECK_EQ_INT(mcdc_cdc_map_type(&t, &p, &s, &c, &e), MCDC_E_UNSUPPORTED);
         CHECK(strstr(e.message, "no default type") != NULL);
         CHECK(strstr(e.message, "pass columns") != NULL);
         CHECK(strstr(e.message, "'shape'") != NULL);
@@ -258,7 +258,7 @@ TEST(cdc_captured_columns_and_capture_instances) {
                "dbo|orders|dbo_orders|0x00000000000000000100|2025-01-01 00:00:00|[id]");
     mcdc_captured_column *cols = NULL;
     int n = 0;
-    CHECK_EQ_INT(mcdc_cdc_captured_columns(x.c, "dbo_orders", &cols, &n, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_cdc_captured_columns(&cols, &n, x.c, "dbo_orders", NULL), MCDC_OK);
     CHECK_EQ_INT(n, 3);
     if (n == 3) {
         CHECK_EQ_STR(cols[0].name, "id");
@@ -272,7 +272,7 @@ TEST(cdc_captured_columns_and_capture_instances) {
     CHECK_EQ_STR(fake_sql(x.f, 0),
                  "EXEC sys.sp_cdc_get_captured_columns @capture_instance = N'dbo_orders'");
     mcdc_capture_instance *cis = NULL;
-    CHECK_EQ_INT(mcdc_cdc_capture_instances(x.c, "dbo", "orders", &cis, &n, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_cdc_capture_instances(&cis, &n, x.c, "dbo", "orders", NULL), MCDC_OK);
     CHECK_EQ_INT(n, 2);
     if (n == 2) {
         CHECK_EQ_STR(cis[0].name, "dbo_orders"); /* oldest first */
@@ -298,16 +298,16 @@ TEST(cdc_detects_the_server_clock) {
     fake_reply(x.f, "SERVERPROPERTY", "major_version:i32,engine_edition:i32", "12|5");
     fake_reply(x.f, "CURRENT_TIMEZONE_ID", "z:utf8", "UTC");
     mcdc_clock clk;
-    CHECK_EQ_INT(mcdc_cdc_detect_clock(x.c, &clk, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_cdc_detect_clock(&clk, x.c, NULL), MCDC_OK);
     CHECK_EQ_INT(clk.kind, MCDC_CLOCK_ZONE);
     CHECK_EQ_STR(clk.zone, "Pacific Standard Time");
     mcdc_log_level lv = mcdc_log_get_level();
     mcdc_log_set_level(MCDC_LOG_ERROR);
-    CHECK_EQ_INT(mcdc_cdc_detect_clock(x.c, &clk, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_cdc_detect_clock(&clk, x.c, NULL), MCDC_OK);
     mcdc_log_set_level(lv);
     CHECK_EQ_INT(clk.kind, MCDC_CLOCK_FIXED);
     CHECK_EQ_INT(clk.offset_minutes, -300);
-    CHECK_EQ_INT(mcdc_cdc_detect_clock(x.c, &clk, NULL), MCDC_OK); /* Azure SQL Database */
+    CHECK_EQ_INT(mcdc_cdc_detect_clock(&clk, x.c, NULL), MCDC_OK); /* Azure SQL Database */
     CHECK_EQ_INT(clk.kind, MCDC_CLOCK_UTC);
     CHECK_EQ_STR(fake_sql(x.f, 3), "SELECT DATEPART(TZOFFSET, SYSDATETIMEOFFSET())");
     CHECK_EQ_INT(fake_unused_replies(x.f), 0);
@@ -321,7 +321,7 @@ TEST(cdc_commit_time_expression_per_range) {
     mcdc_lsn_parse_cstr(&t, L2, NULL);
     mcdc_buf b = {0};
     /* UTC: no query, a plain cast */
-    CHECK_EQ_INT(mcdc_cdc_commit_time_sql(x.c, &f, &t, "m.tran_end_time", "c.__$start_lsn", &b,
+    CHECK_EQ_INT(mcdc_cdc_commit_time_sql(&b, x.c, &f, &t, "m.tran_end_time", "c.__$start_lsn",
                                           NULL),
                  MCDC_OK);
     mcdc_buf_cstr(&b, NULL);
@@ -333,7 +333,7 @@ TEST(cdc_commit_time_expression_per_range) {
     mcdc_cdc_set_clock(x.c, &clk);
     fake_reply(x.f, "DATEDIFF(day", "o:i32", "60");
     mcdc_buf_reset(&b);
-    CHECK_EQ_INT(mcdc_cdc_commit_time_sql(x.c, &f, &t, "m.tran_end_time", "c.__$start_lsn", &b,
+    CHECK_EQ_INT(mcdc_cdc_commit_time_sql(&b, x.c, &f, &t, "m.tran_end_time", "c.__$start_lsn",
                                           NULL),
                  MCDC_OK);
     mcdc_buf_cstr(&b, NULL);
@@ -351,7 +351,7 @@ TEST(cdc_commit_time_expression_per_range) {
     fake_reply(x.f, "DATEDIFF(day", "o:i32", "\\N");
     fake_reply(x.f, "LAG(", "start_lsn:utf8,local_time:utf8", "");
     mcdc_buf_reset(&b);
-    CHECK_EQ_INT(mcdc_cdc_commit_time_sql(x.c, &f, &t, "m.tran_end_time", "c.__$start_lsn", &b,
+    CHECK_EQ_INT(mcdc_cdc_commit_time_sql(&b, x.c, &f, &t, "m.tran_end_time", "c.__$start_lsn",
                                           NULL),
                  MCDC_OK);
     mcdc_buf_cstr(&b, NULL);
@@ -362,7 +362,7 @@ TEST(cdc_commit_time_expression_per_range) {
     fake_reply(x.f, "LAG(", "start_lsn:utf8,local_time:utf8",
                "0x0000002A000001F80001|2025-10-26T02:00:10.003");
     mcdc_buf_reset(&b);
-    CHECK_EQ_INT(mcdc_cdc_commit_time_sql(x.c, &f, &t, "m.tran_end_time", "c.__$start_lsn", &b,
+    CHECK_EQ_INT(mcdc_cdc_commit_time_sql(&b, x.c, &f, &t, "m.tran_end_time", "c.__$start_lsn",
                                           NULL),
                  MCDC_OK);
     mcdc_buf_cstr(&b, NULL);
@@ -430,22 +430,81 @@ TEST(cdc_metrics_and_permission_probe) {
     fake_reply(x.f, "HAS_PERMS_BY_NAME", "p:i32", "0");
     fake_reply(x.f, "HAS_PERMS_BY_NAME", "p:i32", "\\N");
     double ms = -1;
-    CHECK_EQ_INT(mcdc_cdc_ping(x.c, &ms, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_cdc_ping(&ms, x.c, NULL), MCDC_OK);
     CHECK(ms >= 0);
     int64_t w = 0;
     bool known = false;
-    mcdc_cdc_network_wait_ms(x.c, &w, &known);
+    mcdc_cdc_network_wait_ms(&w, &known, x.c);
     CHECK(known && w == 1234);
-    mcdc_cdc_network_wait_ms(x.c, &w, &known);
+    mcdc_cdc_network_wait_ms(&w, &known, x.c);
     CHECK(!known);
     int has = 7;
-    CHECK_EQ_INT(mcdc_cdc_has_select(x.c, "dbo_orders", &has, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_cdc_has_select(&has, x.c, "dbo_orders", NULL), MCDC_OK);
     CHECK_EQ_INT(has, 0);
     CHECK_EQ_STR(fake_sql(x.f, 3),
                  "SELECT CASE WHEN sys.fn_cdc_get_min_lsn(N'dbo_orders') > "
                  "0x00000000000000000000 THEN HAS_PERMS_BY_NAME(N'cdc.[dbo_orders_CT]', "
                  "'OBJECT', 'SELECT') END");
-    CHECK_EQ_INT(mcdc_cdc_has_select(x.c, "dbo_orders", &has, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_cdc_has_select(&has, x.c, "dbo_orders", NULL), MCDC_OK);
     CHECK_EQ_INT(has, -1);
+    fx_close(&x);
+}
+
+TEST(cdc_ddl_history_is_filtered_to_the_range) {
+    fx x = fx_open();
+    fake_reply(x.f, "sp_cdc_get_ddl_history",
+               "source_schema:utf8,source_table:utf8,capture_instance:utf8,"
+               "required_column_update:bool,ddl_command:utf8,ddl_lsn:bin,ddl_time:ts",
+               "dbo|orders|dbo_orders|0|ALTER TABLE dbo.orders ADD a int|0x00000000000000000010|2025-01-01 00:00:00\n"
+               "dbo|orders|dbo_orders|1|ALTER TABLE dbo.orders ALTER COLUMN b bigint|0x00000000000000000020|2025-01-02 00:00:00\n"
+               "dbo|orders|dbo_orders|0|ALTER TABLE dbo.orders DROP COLUMN c|0x00000000000000000030|2025-01-03 00:00:00");
+    mcdc_lsn from, to;
+    mcdc_lsn_parse_cstr(&from, "0x10", NULL); /* exclusive */
+    mcdc_lsn_parse_cstr(&to, "0x20", NULL);   /* inclusive */
+    mcdc_ddl_event *ev = NULL;
+    int n = 0;
+    CHECK_EQ_INT(mcdc_cdc_ddl_history(&ev, &n, x.c, "dbo_orders", &from, &to, NULL), MCDC_OK);
+    CHECK_EQ_INT(n, 1);
+    if (n == 1) {
+        CHECK_EQ_STR(ev[0].command, "ALTER TABLE dbo.orders ALTER COLUMN b bigint");
+        char t[MCDC_LSN_TEXT_LEN + 1];
+        mcdc_lsn_format(&ev[0].ddl_lsn, t);
+        CHECK_EQ_STR(t, "0x00000000000000000020");
+    }
+    mcdc_ddl_events_free(ev, n);
+    CHECK_EQ_STR(fake_sql(x.f, 0),
+                 "EXEC sys.sp_cdc_get_ddl_history @capture_instance = N'dbo_orders'");
+    fx_close(&x);
+}
+
+TEST(cdc_time_to_lsn_converts_utc_to_the_server_clock) {
+    fx x = fx_open();
+    fake_reply(x.f, "map_time_to_lsn", "v:utf8", L1);
+    fake_reply(x.f, "map_time_to_lsn", "v:utf8", "0x00000000000000000000");
+    fake_reply(x.f, "map_time_to_lsn", "v:utf8", "\\N");
+    int64_t us = 0;
+    mcdc_parse_ts_us("2025-03-01T10:00:00.750", 23, &us, NULL);
+    mcdc_lsn l;
+    bool found = false;
+    CHECK_EQ_INT(mcdc_cdc_time_to_lsn(&l, &found, x.c, us, NULL), MCDC_OK);
+    CHECK(found);
+    CHECK_EQ_STR(fake_sql(x.f, 0),
+                 "SELECT CONVERT(varchar(22), sys.fn_cdc_map_time_to_lsn(N'largest less than or "
+                 "equal', CONVERT(datetime2(0), N'2025-03-01T10:00:00', 126)), 1)");
+    mcdc_clock clk;
+    mcdc_clock_from_name(&clk, "Tokyo Standard Time", NULL);
+    mcdc_cdc_set_clock(x.c, &clk);
+    CHECK_EQ_INT(mcdc_cdc_time_to_lsn(&l, &found, x.c, us, NULL), MCDC_OK);
+    CHECK(!found); /* the zero LSN: nothing that early */
+    CHECK(strstr(fake_sql(x.f, 1), "CONVERT(datetime2(0), CONVERT(datetime2(0), "
+                                   "N'2025-03-01T10:00:00', 126) AT TIME ZONE 'UTC' AT TIME ZONE "
+                                   "N'Tokyo Standard Time')") != NULL);
+    clk.kind = MCDC_CLOCK_FIXED;
+    clk.offset_minutes = 120;
+    mcdc_cdc_set_clock(x.c, &clk);
+    CHECK_EQ_INT(mcdc_cdc_time_to_lsn(&l, &found, x.c, us, NULL), MCDC_OK);
+    CHECK(!found);
+    CHECK(strstr(fake_sql(x.f, 2), "DATEADD(minute, 120, CONVERT(datetime2(0), "
+                                   "N'2025-03-01T10:00:00', 126))") != NULL);
     fx_close(&x);
 }

@@ -15,7 +15,7 @@ static mcdc_split_point T(unsigned bound, int64_t rows) {
 }
 static unsigned U(const mcdc_lsn *l) {
     uint64_t hi, lo;
-    mcdc_lsn_to_pair(l, &hi, &lo);
+    mcdc_lsn_to_pair(&hi, &lo, l);
     return (unsigned)lo;
 }
 

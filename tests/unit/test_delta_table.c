@@ -100,7 +100,7 @@ TEST(delta_create_ntz_uses_table_features) {
     const char *c0 = slurp(p);
     CHECK(c0 && strstr(c0, "{\"protocol\":{\"minReaderVersion\":3,\"minWriterVersion\":7,"
                            "\"readerFeatures\":[\"timestampNtz\"],\"writerFeatures\":["
-                           "\"timestampNtz\"]}}"));
+                           "\"appendOnly\",\"invariants\",\"timestampNtz\"]}}"));
     mcdc_delta_snapshot *snap = NULL;
     CHECK_EQ_INT(mcdc_delta_snapshot_load(&snap, t, -1, &e), MCDC_OK);
     CHECK(snap && mcdc_delta_snapshot_has_feature(snap, "timestampNtz"));

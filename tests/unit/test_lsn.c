@@ -96,7 +96,7 @@ TEST(lsn_integer_conversions) {
     char out[MCDC_LSN_TEXT_LEN + 1];
     mcdc_lsn_format(&l, out);
     CHECK_EQ_STR(out, "0x12340123456789ABCDEF");
-    mcdc_lsn_to_pair(&l, &hi, &lo);
+    mcdc_lsn_to_pair(&hi, &lo, &l);
     CHECK_EQ_INT(hi, 0x1234);
     CHECK(lo == 0x0123456789ABCDEFull);
     CHECK_EQ_INT(mcdc_lsn_from_pair(&l, 0x10000, 0, &e), MCDC_E_INVALID);
@@ -135,7 +135,7 @@ TEST(lsn_properties_over_random_values) {
             if (mcdc_lsn_cmp(&p, &a) <= 0) bad++;
         }
         uint64_t hi, lo;
-        mcdc_lsn_to_pair(&a, &hi, &lo);
+        mcdc_lsn_to_pair(&hi, &lo, &a);
         if (mcdc_lsn_from_pair(&p, hi, lo, NULL) != MCDC_OK || mcdc_lsn_cmp(&p, &a) != 0) bad++;
     }
     CHECK_EQ_INT(bad, 0);

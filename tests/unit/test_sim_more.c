@@ -229,6 +229,15 @@ TEST(sim_cte_if_collation) {
     CHECK_EQ_STR(scalar(s, c, "SELECT id FROM dbo.t WHERE v = N'ALPHA'"), "1");
     run(s, c, "SELECT v FROM dbo.t ORDER BY v");
     CHECK_EQ_STR(c->rows[1], "beta");
+    CHECK_EQ_STR(scalar(s, c, "SELECT is_cdc_enabled FROM sys.databases WHERE name = DB_NAME()"), "1");
+    CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM sys.databases"), "2");
+    CHECK_EQ_STR(scalar(s, c, "SELECT type FROM sys.objects WHERE object_id = OBJECT_ID('dbo.t')"), "U");
+    /* implicit transactions: a DML opens one, ROLLBACK undoes it */
+    run(s, c, "SET IMPLICIT_TRANSACTIONS ON; INSERT INTO dbo.t VALUES (50, N'imp'); SELECT @@TRANCOUNT");
+    CHECK_EQ_STR(c->rows[0], "1");
+    CHECK_EQ_INT(c->ntran, 1);
+    run(s, c, "ROLLBACK; SET IMPLICIT_TRANSACTIONS OFF; SELECT COUNT(*) FROM dbo.t WHERE id = 50");
+    CHECK_EQ_STR(c->rows[0], "0");
     /* IF / ELSE / BEGIN ... END */
     run(s, c, "IF OBJECT_ID(N'dbo.t') IS NOT NULL SELECT 'yes' ELSE SELECT 'no'");
     CHECK_EQ_INT(c->nrows, 1);
