@@ -475,6 +475,85 @@ static int write_facts(stream_t *s, int64_t batch_id, const offset_t *end, const
     return rc;
 }
 
+/* Reads the ranges on one thread each; batches reach this thread through
+ * the bounded queue and are appended to bronze (unless bronze_done). */
+static int read_ranges(stream_t *s, int64_t id, const mcdc_range *ranges, int nranges,
+                       bool bronze_done, batch_stats *st, folded_metrics *fm, batch_events *ev,
+                       mcdc_appender **app, mcdc_error *err) {
+    int rc = MCDC_OK;
+    queue_t q;
+    memset(&q, 0, sizeof q);
+    pthread_mutex_init(&q.mu, NULL);
+    pthread_cond_init(&q.can_put, NULL);
+    pthread_cond_init(&q.can_get, NULL);
+    reader_job *jobs = mcdc_calloc((size_t)(nranges ? nranges : 1), sizeof *jobs);
+    pthread_t *threads = mcdc_calloc((size_t)(nranges ? nranges : 1), sizeof *threads);
+    int started_threads = 0;
+    if (jobs == NULL || threads == NULL) {
+        rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory starting readers");
+    } else {
+        q.producers = nranges;
+        for (int i = 0; i < nranges; i++) {
+            jobs[i] = (reader_job){.q = &q, .changes = s->changes, .range = &ranges[i]};
+            if (pthread_create(&threads[i], NULL, reader_main, &jobs[i]) != 0) {
+                pthread_mutex_lock(&q.mu);
+                q.producers -= nranges - i;
+                q.failed = true;
+                pthread_mutex_unlock(&q.mu);
+                rc = mcdc_error_set(err, MCDC_E_IO, "cannot start a reader thread");
+                break;
+            }
+            started_threads++;
+        }
+    }
+
+    mcdc_batch *b;
+    while ((b = queue_get(&q)) != NULL) {
+        if (rc == MCDC_OK) {
+            stats_add(st, b);
+            if (!bronze_done && b->rows > 0) {
+                if (*app == NULL) rc = mcdc_appender_open(app, s->bronze, s->bronze_schema, NULL, err);
+                int32_t n = b->schema->n_fields;
+                if (rc == MCDC_OK) rc = mcdc_batch_widen(b, s->bronze_schema, err);
+                if (rc == MCDC_OK) rc = mcdc_col_fill_int(&b->columns[n], id, b->rows, err);
+                if (rc == MCDC_OK) rc = mcdc_col_append_nulls(&b->columns[n + 1], b->rows, err);
+                if (rc == MCDC_OK) rc = mcdc_col_append_nulls(&b->columns[n + 2], b->rows, err);
+                if (rc == MCDC_OK) rc = mcdc_appender_write(*app, b, err);
+            }
+            if (rc) queue_fail(&q);
+        }
+        mcdc_batch_free(b);
+    }
+    for (int i = 0; i < started_threads; i++) pthread_join(threads[i], NULL);
+    for (int i = 0; i < started_threads && rc == MCDC_OK; i++)
+        if (jobs[i].rc && jobs[i].rc != MCDC_E_CANCELLED) {
+            rc = jobs[i].rc;
+            if (err) *err = jobs[i].err;
+        }
+    for (int i = 0; i < started_threads && rc == MCDC_OK; i++)
+        if (jobs[i].rc) {
+            rc = jobs[i].rc;
+            if (err) *err = jobs[i].err;
+        }
+    pthread_mutex_destroy(&q.mu);
+    pthread_cond_destroy(&q.can_put);
+    pthread_cond_destroy(&q.can_get);
+
+    fold(fm, jobs, rc == MCDC_OK ? started_threads : 0);
+    for (int i = 0; rc == MCDC_OK && i < started_threads; i++) {
+        const mcdc_reader_metrics *m = &jobs[i].metrics;
+        if (!m->data_lost) continue;
+        if (!ev->possible_loss || mcdc_lsn_cmp(&ranges[i].from, &ev->possible_from) < 0)
+            ev->possible_from = ranges[i].from;
+        if (!ev->possible_loss || mcdc_lsn_cmp(&m->min_lsn_after, &ev->possible_min) > 0)
+            ev->possible_min = m->min_lsn_after;
+        ev->possible_loss = true;
+    }
+    mcdc_free(jobs);
+    mcdc_free(threads);
+    return rc;
+}
+
 /* Runs batch `id` over (start, end]. */
 static int run_batch(stream_t *s, int64_t id, const offset_t *start, const offset_t *end,
                      bool replayed, mcdc_batch_report *rep, mcdc_error *err) {
@@ -541,80 +620,11 @@ static int run_batch(stream_t *s, int64_t id, const offset_t *start, const offse
     bool bronze_done = have >= id;
     rep->bronze_skipped = bronze_done;
 
-    queue_t q;
-    memset(&q, 0, sizeof q);
-    pthread_mutex_init(&q.mu, NULL);
-    pthread_cond_init(&q.can_put, NULL);
-    pthread_cond_init(&q.can_get, NULL);
-    reader_job *jobs = mcdc_calloc((size_t)(nranges ? nranges : 1), sizeof *jobs);
-    pthread_t *threads = mcdc_calloc((size_t)(nranges ? nranges : 1), sizeof *threads);
-    int started_threads = 0;
-    if (jobs == NULL || threads == NULL) {
-        rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory starting readers");
-    } else {
-        q.producers = nranges;
-        for (int i = 0; i < nranges; i++) {
-            jobs[i] = (reader_job){.q = &q, .changes = s->changes, .range = &ranges[i]};
-            if (pthread_create(&threads[i], NULL, reader_main, &jobs[i]) != 0) {
-                pthread_mutex_lock(&q.mu);
-                q.producers -= nranges - i;
-                q.failed = true;
-                pthread_mutex_unlock(&q.mu);
-                rc = mcdc_error_set(err, MCDC_E_IO, "cannot start a reader thread");
-                break;
-            }
-            started_threads++;
-        }
-    }
-
     batch_stats st;
     memset(&st, 0, sizeof st);
-    mcdc_appender *app = NULL;
-    mcdc_batch *b;
-    while ((b = queue_get(&q)) != NULL) {
-        if (rc == MCDC_OK) {
-            stats_add(&st, b);
-            if (!bronze_done && b->rows > 0) {
-                if (app == NULL) rc = mcdc_appender_open(&app, s->bronze, s->bronze_schema, NULL, err);
-                int32_t n = b->schema->n_fields;
-                if (rc == MCDC_OK) rc = mcdc_batch_widen(b, s->bronze_schema, err);
-                if (rc == MCDC_OK) rc = mcdc_col_fill_int(&b->columns[n], id, b->rows, err);
-                if (rc == MCDC_OK) rc = mcdc_col_append_nulls(&b->columns[n + 1], b->rows, err);
-                if (rc == MCDC_OK) rc = mcdc_col_append_nulls(&b->columns[n + 2], b->rows, err);
-                if (rc == MCDC_OK) rc = mcdc_appender_write(app, b, err);
-            }
-            if (rc) queue_fail(&q);
-        }
-        mcdc_batch_free(b);
-    }
-    for (int i = 0; i < started_threads; i++) pthread_join(threads[i], NULL);
-    for (int i = 0; i < started_threads && rc == MCDC_OK; i++)
-        if (jobs[i].rc && jobs[i].rc != MCDC_E_CANCELLED) {
-            rc = jobs[i].rc;
-            if (err) *err = jobs[i].err;
-        }
-    for (int i = 0; i < started_threads && rc == MCDC_OK; i++)
-        if (jobs[i].rc) {
-            rc = jobs[i].rc;
-            if (err) *err = jobs[i].err;
-        }
-    pthread_mutex_destroy(&q.mu);
-    pthread_cond_destroy(&q.can_put);
-    pthread_cond_destroy(&q.can_get);
-
     folded_metrics fm;
-    fold(&fm, jobs, rc == MCDC_OK ? started_threads : 0);
-    for (int i = 0; rc == MCDC_OK && i < started_threads; i++) {
-        const mcdc_reader_metrics *m = &jobs[i].metrics;
-        if (!m->data_lost) continue;
-        if (!ev.possible_loss || mcdc_lsn_cmp(&ranges[i].from, &ev.possible_from) < 0)
-            ev.possible_from = ranges[i].from;
-        if (!ev.possible_loss || mcdc_lsn_cmp(&m->min_lsn_after, &ev.possible_min) > 0)
-            ev.possible_min = m->min_lsn_after;
-        ev.possible_loss = true;
-    }
-    mcdc_free(jobs);
-    mcdc_free(threads);
+    mcdc_appender *app = NULL;
+    rc = read_ranges(s, id, ranges, nranges, bronze_done, &st, &fm, &ev, &app, err);
     mcdc_free(ranges);
 
     if (rc == MCDC_OK && app) {
