@@ -17,6 +17,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -507,6 +508,13 @@ int mcdc_conn_open_native(mcdc_conn **out, const mcdc_connstr *cs, const mcdc_co
     }
     c->s.deadline_us = 0;
     c->s.timeout_ms = opt->query_timeout_s > 0 ? opt->query_timeout_s * 1000 : 0;
+    /* Test fixtures: MCDC_TDS_RECORD=path appends every reply after the
+     * login (raw packets, server to client only) to path. */
+    const char *rec = getenv("MCDC_TDS_RECORD");
+    if (rec && *rec) {
+        int rfd = open(rec, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        if (rfd > 0) c->s.record_fd = rfd;
+    }
     mcdc_conn *conn = NULL;
     rc = mcdc_conn_wrap(&conn, &NAT_CONN_OPS, c, err);
     if (rc != MCDC_OK) return rc;

@@ -126,14 +126,20 @@ static int64_t money_of(const uint8_t *p, uint32_t len) {
     if (len == 4) return (int32_t)tds_u32(p);
     return (int64_t)(((uint64_t)tds_u32(p) << 32) | tds_u32(p + 4));
 }
-static int64_t datetime_us(const uint8_t *p, uint32_t len) {
-    if (len == 4)
-        return ((int64_t)tds_u16(p) - TDS_DAYS_1900_TO_1970) * TDS_US_PER_DAY +
-               (int64_t)tds_u16(p + 2) * 60000000LL;
+/* datetime (len 8) or smalldatetime (len 4) in microseconds; false when the
+ * value is outside SQL Server's range (1753-01-01 .. 9999-12-31). */
+static bool datetime_us(const uint8_t *p, uint32_t len, int64_t *us) {
+    if (len == 4) {
+        *us = ((int64_t)tds_u16(p) - TDS_DAYS_1900_TO_1970) * TDS_US_PER_DAY +
+              (int64_t)tds_u16(p + 2) * 60000000LL;
+        return true;
+    }
     int32_t days = (int32_t)tds_u32(p);
     uint32_t ticks = tds_u32(p + 4);
+    if (days < -53690 || days > 2958463 || ticks > 25920000u) return false;
     int64_t ms = ((int64_t)ticks * 10 + 1) / 3; /* 1/300 s, as SQL Server rounds */
-    return ((int64_t)days - TDS_DAYS_1900_TO_1970) * TDS_US_PER_DAY + ms * 1000;
+    *us = ((int64_t)days - TDS_DAYS_1900_TO_1970) * TDS_US_PER_DAY + ms * 1000;
+    return true;
 }
 /* datetime2 / datetimeoffset (UTC) value to microseconds */
 static inline int64_t dt2_us(const uint8_t *p, int scale) {
@@ -249,8 +255,9 @@ CONV(money) {
 }
 CONV(datetime) {
     (void)tc;
-    if (UNLIKELY(len != 4 && len != 8)) return badv(c, err, "datetime", len);
-    int64_t us = datetime_us(p, len);
+    int64_t us;
+    if (UNLIKELY((len != 4 && len != 8) || !datetime_us(p, len, &us)))
+        return badv(c, err, "datetime", len);
     put_fixed(c, &us, 8);
     return MCDC_OK;
 }
@@ -296,6 +303,10 @@ CONV(utf16) {
     (void)tc;
     if (UNLIKELY(len & 1)) return badv(c, err, "UTF-16", len);
     uint32_t n = len / 2;
+    if (n == 0) {
+        end_var(c);
+        return MCDC_OK;
+    }
     int rc = room(c, (int64_t)n * 3, err);
     if (rc != MCDC_OK) return rc;
     uint8_t *o = c->data + c->data_len;
@@ -353,6 +364,10 @@ static const uint16_t CP1252_HI[32] = {
     0x2013, 0x2014, 0x02DC, 0x2122, 0x0161, 0x203A, 0x0153, 0x009D, 0x017E, 0x0178};
 CONV(cp1252) {
     (void)tc;
+    if (len == 0) {
+        end_var(c);
+        return MCDC_OK;
+    }
     int rc = room(c, (int64_t)len * 3, err);
     if (rc != MCDC_OK) return rc;
     uint8_t *o = c->data + c->data_len;
@@ -448,9 +463,11 @@ static int value_text(mcdc_column *c, const uint8_t *p, uint32_t len, const mcdc
         break;
     }
     case TDS_DATETIME: case TDS_DATETIM4: case TDS_DATETIMN: {
-        if (len != 4 && len != 8) return badv(c, err, "datetime", len);
+        int64_t us;
+        if ((len != 4 && len != 8) || !datetime_us(p, len, &us))
+            return badv(c, err, "datetime", len);
         char t[32];
-        mcdc_format_ts_us(datetime_us(p, len), 3, t);
+        mcdc_format_ts_us(us, 3, t);
         n = snprintf(buf, sizeof buf, "%s", t);
         break;
     }

@@ -141,6 +141,7 @@ typedef struct mcdc_tds_stream {
     /* scratch for (max)/text values, reused */
     mcdc_buf scratch;
     char where[300];        /* "host:port" for messages */
+    int record_fd;          /* > 0: raw reply bytes are appended here (fixtures) */
 } mcdc_tds_stream;
 
 /* A stream over a connected socket (fd owned: closed by mcdc_tds_stream_free)

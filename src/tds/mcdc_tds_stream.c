@@ -44,7 +44,9 @@ int mcdc_tds_stream_init(mcdc_tds_stream *s, int fd, const uint8_t *mem, size_t 
 void mcdc_tds_stream_free(mcdc_tds_stream *s) {
     if (s == NULL) return;
     if (s->fd >= 0) close(s->fd);
+    if (s->record_fd > 0) close(s->record_fd);
     s->fd = -1;
+    s->record_fd = 0;
     mcdc_free(s->raw);
     mcdc_free(s->buf);
     mcdc_free(s->out);
@@ -111,6 +113,11 @@ static int recv_raw(mcdc_tds_stream *s, mcdc_error *err) {
     for (;;) {
         ssize_t n = recv(s->fd, s->raw + s->raw_len, room, MSG_DONTWAIT);
         if (n > 0) {
+            if (s->record_fd > 0 &&
+                write(s->record_fd, s->raw + s->raw_len, (size_t)n) != (ssize_t)n) {
+                close(s->record_fd); /* a fixture is best effort */
+                s->record_fd = 0;
+            }
             s->raw_len += (size_t)n;
             return MCDC_OK;
         }

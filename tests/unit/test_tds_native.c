@@ -3,6 +3,7 @@
  * every offset, lying lengths, truncated streams, server errors, casts, and
  * the PRELOGIN/LOGIN7 builders. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mcdc_driver.h"
@@ -196,6 +197,21 @@ TEST(tds_native_all_types_and_nulls) {
     int rc = run(pk, n, text, sizeof text, 1000, &e);
     CHECK_EQ_INT(rc, MCDC_OK);
     CHECK(same_text(text, ALL_EXPECTED));
+    /* MCDC_TDS_WRITE_SEEDS=dir: the fuzz seeds of fuzz_tds_client (control
+     * byte, then packets or a payload; see fuzz/fuzz_tds_client.c). */
+    const char *dir = getenv("MCDC_TDS_WRITE_SEEDS");
+    if (dir) {
+        static const uint8_t ctls[][2] = {{0x01, 31}, {0x03, 200}, {0x0D, 64}, {0x17, 255}};
+        char path[512];
+        for (size_t k = 0; k < sizeof ctls / sizeof ctls[0]; k++) {
+            snprintf(path, sizeof path, "%s/all_types_payload_%zu", dir, k);
+            FILE *f = fopen(path, "wb");
+            if (f) { fwrite(ctls[k], 1, 2, f); fwrite(t.b, 1, t.n, f); fclose(f); }
+        }
+        snprintf(path, sizeof path, "%s/all_types_packets", dir);
+        FILE *f = fopen(path, "wb");
+        if (f) { fputc(0x04, f); fwrite(pk, 1, n, f); fclose(f); }
+    }
 }
 
 TEST(tds_native_tokens_split_at_every_packet_size) {
