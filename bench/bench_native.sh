@@ -47,3 +47,5 @@ done
 echo "-- replay (recorded reply, from memory)"
 MCDC_TDS_RECORD="$TMP/reply.tds" "$B" query --backend native --connection-string "$CS" --sql "$SQL" >/dev/null
 "$B" replay --file "$TMP/reply.tds" --repeat "${BENCH_NATIVE_REPEAT:-3}"
+[ -n "${BENCH_NATIVE_KEEP_REPLY:-}" ] && cp "$TMP/reply.tds" "$BENCH_NATIVE_KEEP_REPLY"
+exit 0
