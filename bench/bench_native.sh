@@ -47,5 +47,44 @@ done
 echo "-- replay (recorded reply, from memory)"
 MCDC_TDS_RECORD="$TMP/reply.tds" "$B" query --backend native --connection-string "$CS" --sql "$SQL" >/dev/null
 "$B" replay --file "$TMP/reply.tds" --repeat "${BENCH_NATIVE_REPEAT:-3}"
+# The Python drivers on the same query (client CPU via getrusage), when the venv has them.
+PY=${PYTHON:-.venv/bin/python}
+if [ -x "$PY" ]; then
+  cat > "$TMP/py.py" <<'PYEOF'
+import resource, sys, time
+port, drv = int(sys.argv[1]), sys.argv[2]
+sql = ("DECLARE @f binary(10) = sys.fn_cdc_get_min_lsn(N'dbo_bench'), @t binary(10) = sys.fn_cdc_get_max_lsn(); "
+       "SELECT * FROM cdc.fn_cdc_get_all_changes_dbo_bench(@f, @t, N'all')")
+try:
+    if drv.startswith("mssql_python"):
+        import mssql_python
+        c = mssql_python.connect(f"Server=127.0.0.1,{port};Database=bench;UID=sa;PWD=Sim-Passw0rd!;Encrypt=no")
+    else:
+        import pymssql
+        c = pymssql.connect(server="127.0.0.1", port=port, user="sa", password="Sim-Passw0rd!", database="bench")
+except ImportError:
+    sys.exit(0)
+cur = c.cursor()
+r0 = resource.getrusage(resource.RUSAGE_SELF); t0 = time.time()
+cur.execute(sql)
+n = 0
+if drv == "mssql_python_arrow":
+    for b in cur.arrow_reader(65536):
+        n += b.num_rows
+else:
+    while True:
+        rows = cur.fetchmany(10000)
+        if not rows: break
+        n += len(rows)
+r1 = resource.getrusage(resource.RUSAGE_SELF); t1 = time.time()
+cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+print(f"python_{drv}_rows: {n}\npython_{drv}_wall_seconds: {t1 - t0:.3f}\npython_{drv}_cpu_seconds: {cpu:.3f}\n"
+      f"python_{drv}_cpu_s_per_1m_rows: {cpu / (n / 1e6):.3f}")
+PYEOF
+  for d in mssql_python_arrow mssql_python pymssql; do
+    echo "-- python $d"
+    "$PY" "$TMP/py.py" "$PORT" "$d" || true
+  done
+fi
 [ -n "${BENCH_NATIVE_KEEP_REPLY:-}" ] && cp "$TMP/reply.tds" "$BENCH_NATIVE_KEEP_REPLY"
 exit 0
