@@ -2,7 +2,8 @@
 # installs what is missing, builds, and runs every suite; `make demo` runs the
 # main job against the simulator; `make bench` runs the benchmarks.
 #
-# Variants: `make SAN=1` builds with ASan+UBSan into build-san/,
+# Variants: `make SAN=1` builds with ASan+UBSan into build-san/, `make SAN=thread`
+# with TSan into build-tsan/,
 # `make CC=clang` builds with clang. Dependencies: scripts/install-deps.sh.
 
 CC      ?= cc
@@ -10,6 +11,9 @@ SAN     ?= 0
 ifeq ($(SAN),1)
 BUILD   ?= build-san
 OPT     ?= -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+else ifeq ($(SAN),thread)
+BUILD   ?= build-tsan
+OPT     ?= -O1 -g -fno-omit-frame-pointer -fsanitize=thread
 else
 BUILD   ?= build
 OPT     ?= -O2 -g
@@ -87,7 +91,10 @@ bench: deps
 	@bench/run_all.sh
 
 # One target per benchmark; each prints `name: value` lines.
-bench-stream: all
+$(BUILD)/mcdc-bench-reader: $(call obj,bench/bench_reader.c) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+bench-stream: all $(BUILD)/mcdc-bench-reader
 	@.venv/bin/python bench/bench_stream.py
 
 bench-reader: all

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every suite and ends with one line "tests: N passed, N failed".
+# Builds: gcc, clang, the public header as C and C++, ASan+UBSan, TSan.
 # Suites: unit tests (plain build, then ASan+UBSan build), simulator and
-# end-to-end tests, interop tests with the Python readers.
+# end-to-end tests, fuzz corpora, interop tests with the Python readers and
+# Spark, the stream's end-to-end and crash tests (one under TSan).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
@@ -31,12 +33,17 @@ make -j"$JOBS" all || { echo "tests: 0 passed, 1 failed"; exit 1; }
 make -j"$JOBS" CC=clang BUILD=build-clang all >/dev/null || { echo "clang build failed"; echo "tests: 0 passed, 1 failed"; exit 1; }
 make headercheck >/dev/null || { echo "header check failed"; echo "tests: 0 passed, 1 failed"; exit 1; }
 make -j"$JOBS" SAN=1 all >/dev/null || { echo "sanitizer build failed"; echo "tests: 0 passed, 1 failed"; exit 1; }
+make -j"$JOBS" SAN=thread all >/dev/null || { echo "thread sanitizer build failed"; echo "tests: 0 passed, 1 failed"; exit 1; }
 run_suite unit build/unit-tests
 run_suite unit-asan-ubsan build-san/unit-tests
+# Microsoft's mssql-python (from tests/requirements.txt) joins the client tests.
+export MSSQL_PYTHON=${MSSQL_PYTHON:-$PWD/.venv/bin/python}
 for t in tests/e2e/*.sh; do
   [ -e "$t" ] || continue
   run_suite "$(basename "$t" .sh)" "$t"
 done
+# Every fuzz target replays its kept corpus (fresh fuzzing: make fuzz).
+run_suite fuzz-corpus env FUZZ_SECONDS=0 scripts/fuzz.sh --regress
 if ls tests/interop/test_*.py >/dev/null 2>&1; then
   run_suite interop .venv/bin/python -m pytest -q tests/interop
 fi

@@ -52,14 +52,14 @@ int mcdc_schema_set(mcdc_schema *s, int32_t i, const char *name, mcdc_type_id ty
 }
 
 mcdc_schema *mcdc_schema_ref(mcdc_schema *s) {
-    MCDC_ASSERT(s != NULL && s->refs > 0);
+    MCDC_ASSERT(s != NULL && __atomic_load_n(&s->refs, __ATOMIC_ACQUIRE) > 0);
     __atomic_add_fetch(&s->refs, 1, __ATOMIC_ACQ_REL);
     return s;
 }
 
 void mcdc_schema_unref(mcdc_schema *s) {
     if (s == NULL) return;
-    MCDC_ASSERT(s->refs > 0);
+    MCDC_ASSERT(__atomic_load_n(&s->refs, __ATOMIC_ACQUIRE) > 0);
     if (__atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
     for (int32_t i = 0; i < s->n_fields; i++) mcdc_free(s->fields[i].name);
     mcdc_free(s->fields);

@@ -137,8 +137,8 @@ int sim_sqlite_err(sqlite3 *c, int rc, mcdc_error *err) {
         }
         return sim_err(err, 102, "Incorrect syntax near '%s'.", near);
     }
-    if (strstr(m, "Conversion failed") || strstr(m, "converting")) return sim_err(err, 245, "%s", m);
     if (strstr(m, "Arithmetic overflow")) return sim_err(err, 8115, "%s", m);
+    if (strstr(m, "Conversion failed") || strstr(m, "converting")) return sim_err(err, 245, "%s", m);
     if (strstr(m, "time zone")) return sim_err(err, 9820, "%s", m);
     if (strstr(m, "datediff")) return sim_err(err, 535, "%s", m);
     if (rc == SQLITE_NOMEM) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
@@ -878,19 +878,22 @@ int sim_emit_stmt(sim_session *s, sqlite3 *c, sqlite3_stmt *st, int first_rc, co
     int64_t cnt = 0;
     while (!*aborted && step == SQLITE_ROW) {
         for (int k = 0; k < n; k++) {
+            /* sqlite3_value_* on the column's value: cheaper per cell than
+             * the sqlite3_column_* wrappers (the hot loop of every read) */
             sim_value *v = &vals[k];
-            switch (sqlite3_column_type(st, k)) {
-            case SQLITE_INTEGER: v->kind = SIM_V_INT; v->i = sqlite3_column_int64(st, k); break;
-            case SQLITE_FLOAT: v->kind = SIM_V_REAL; v->f = sqlite3_column_double(st, k); break;
+            sqlite3_value *cv = sqlite3_column_value(st, k);
+            switch (sqlite3_value_type(cv)) {
+            case SQLITE_INTEGER: v->kind = SIM_V_INT; v->i = sqlite3_value_int64(cv); break;
+            case SQLITE_FLOAT: v->kind = SIM_V_REAL; v->f = sqlite3_value_double(cv); break;
             case SQLITE_TEXT:
                 v->kind = SIM_V_TEXT;
-                v->p = sqlite3_column_text(st, k);
-                v->n = (size_t)sqlite3_column_bytes(st, k);
+                v->p = sqlite3_value_text(cv);
+                v->n = (size_t)sqlite3_value_bytes(cv);
                 break;
             case SQLITE_BLOB:
                 v->kind = SIM_V_BLOB;
-                v->p = sqlite3_column_blob(st, k);
-                v->n = (size_t)sqlite3_column_bytes(st, k);
+                v->p = sqlite3_value_blob(cv);
+                v->n = (size_t)sqlite3_value_bytes(cv);
                 break;
             default: v->kind = SIM_V_NULL; break;
             }
@@ -1470,6 +1473,18 @@ static int xlate_expr(stmt_ctx *x, sqlite3 *c, const tsql_tok *t, int a, int b, 
     return rc;
 }
 
+/* A value that is just a numeric literal ("-12.50", "1e3") goes to the
+ * conversion as text, so decimal(38,s) and money keep every digit (SQLite
+ * would read the literal as a double). */
+static bool numeric_literal(const tsql_tok *t, int a, int b, const sim_type *target, mcdc_buf *out) {
+    bool neg = false;
+    if (target->id != SIM_T_DECIMAL && target->id != SIM_T_MONEY && target->id != SIM_T_SMALLMONEY) return false;
+    if (b - a == 2 && (tsql_tok_op(&t[a], "-") || tsql_tok_op(&t[a], "+"))) { neg = tsql_tok_op(&t[a], "-"); a++; }
+    if (b - a != 1 || t[a].t != TK_NUM) return false;
+    mcdc_buf_printf(out, NULL, "'%s%.*s'", neg ? "-" : "", t[a].n, t[a].s);
+    return mcdc_buf_cstr(out, NULL) == MCDC_OK;
+}
+
 static void append_cols(mcdc_buf *b, const dml *d) {
     for (int k = 0; k < d->ncols; k++) mcdc_buf_printf(b, NULL, ", \"%s\"", d->cols[k].name);
 }
@@ -1647,7 +1662,7 @@ static int do_insert(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error 
                             break;
                         }
                         mcdc_buf_reset(&ex);
-                        rc = xlate_expr(x, s->db->w, t, a, k, &ex, err);
+                        if (!numeric_literal(t, a, k, &d.cols[tcol[v]].type, &ex)) rc = xlate_expr(x, s->db->w, t, a, k, &ex, err);
                         if (rc != MCDC_OK) break;
                         char tn[64];
                         sim_type_format(&d.cols[tcol[v]].type, tn, sizeof tn);
@@ -1753,7 +1768,7 @@ static int do_update_delete(stmt_ctx *x, const tsql_tok *t, int i, int end, bool
                 i++;
             }
             mcdc_buf_reset(&ex);
-            rc = xlate_expr(x, s->db->w, t, a, i, &ex, err);
+            if (!numeric_literal(t, a, i, &d.cols[ci].type, &ex)) rc = xlate_expr(x, s->db->w, t, a, i, &ex, err);
             if (rc != MCDC_OK) break;
             char tn[64];
             sim_type_format(&d.cols[ci].type, tn, sizeof tn);
@@ -2664,9 +2679,14 @@ static void fault_fired(sim_server *srv, int k) {
 
 void sim_fault_check(sim_server *srv, sim_session *s, sim_fault_point point, sim_fault_action *out) {
     memset(out, 0, sizeof *out);
+    if (point == SIM_FAULT_QUERY && s) s->req_rows = 0;
+    if (srv->nfaults == 0) {
+        /* no fault set: the per-row call must not take the server mutex */
+        if (point == SIM_FAULT_ROW && s) s->req_rows++;
+        return;
+    }
     pthread_mutex_lock(&srv->mu);
     int spid = s ? s->spid : 0;
-    if (point == SIM_FAULT_QUERY && s) s->req_rows = 0;
     for (int k = 0; k < srv->nfaults; k++) {
         sim_fault *f = &srv->faults[k];
         if (spid && f->setter_spid == spid) continue;

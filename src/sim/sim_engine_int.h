@@ -89,7 +89,7 @@ struct sim_session {
     sim_undo *undo;
     uint64_t descriptor;
     /* faults / stats */
-    int64_t req_rows;      /* under srv->mu */
+    int64_t req_rows;      /* rows of the current request: only the session's thread */
     int64_t net_wait_ms, net_waits, net_wait_max_ms; /* sim_session_add_network_wait */
     _Atomic int64_t requests;
 };
@@ -108,7 +108,7 @@ struct sim_server {
     pthread_cond_t cap_cv;
     sim_session *sessions[MCDC_SIM_SESSIONS_MAX];
     sim_fault faults[SIM_FAULTS_MAX];
-    int nfaults;
+    _Atomic int nfaults; /* changed under mu; read lock-free on the per-row path */
     sim_clock_src clk;
     struct sim_worker *workers;
 };

@@ -283,6 +283,9 @@ int sim_work_bulk_load(sim_session *s, const sim_proc_args *a, int64_t *rows, mc
         if (rc == MCDC_OK) rc = sim_db_state_put(d, "tran_seq", (int64_t)d->tran_seq);
         if (rc == MCDC_OK) rc = sim_sql(w, err, "COMMIT");
         else sqlite3_exec(w, "ROLLBACK", NULL, NULL, NULL);
+        /* move the loaded pages from the WAL into the database file now:
+         * readers then find them without a WAL index lookup per page */
+        if (rc == MCDC_OK) sqlite3_wal_checkpoint_v2(w, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
     }
     sqlite3_finalize(ins);
     sqlite3_finalize(map);

@@ -402,7 +402,12 @@ static int encode_value(sim_tds_result *r, const sim_tds_col_enc *e, const sim_v
     case ENC_INT:
     case ENC_BIT: {
         int64_t i;
-        if (!val_i64(v, &i)) goto bad;
+        if (e->kind == ENC_BIT && v->kind == SIM_V_TEXT &&
+            (v->n == 4 || v->n == 5) && (mcdc_str_nieq((const char *)v->p, "true", v->n) ||
+                                        mcdc_str_nieq((const char *)v->p, "false", v->n)))
+            i = v->n == 4; /* SQL Server converts 'TRUE'/'FALSE' to bit */
+        else if (!val_i64(v, &i))
+            goto bad;
         if (e->kind == ENC_BIT) i = i != 0;
         if (!e->fixed) b[n++] = e->nbytes;
         put_le(b + n, (uint64_t)i, e->nbytes);
@@ -468,8 +473,11 @@ static int encode_value(sim_tds_result *r, const sim_tds_col_enc *e, const sim_v
     case ENC_DT2:
     case ENC_DTO: {
         sim_tds_dt dt;
-        if (!val_dt(v, &dt) || !dt.has_time) goto bad;
-        if (e->kind != ENC_TIME && !dt.has_date) goto bad;
+        if (!val_dt(v, &dt)) goto bad;
+        if (e->kind == ENC_TIME && !dt.has_time) goto bad;
+        if (e->kind != ENC_TIME && !dt.has_date) /* a time alone is on 1900-01-01 */
+            dt.days = sim_tds_days_from_civil0001(1900, 1, 1);
+        /* a date alone is at midnight: tds_dt_parse left time_100ns 0 */
         if (e->kind == ENC_DTO) { /* the wire holds UTC */
             dt.time_100ns -= (int64_t)dt.offset_min * 600000000LL;
             while (dt.time_100ns < 0) { dt.time_100ns += DAY_100NS; dt.days--; }
@@ -494,7 +502,8 @@ static int encode_value(sim_tds_result *r, const sim_tds_col_enc *e, const sim_v
     }
     case ENC_DATETIME: {
         sim_tds_dt dt;
-        if (!val_dt(v, &dt) || !dt.has_date) goto bad;
+        if (!val_dt(v, &dt)) goto bad;
+        if (!dt.has_date) dt.days = sim_tds_days_from_civil0001(1900, 1, 1);
         int64_t days = dt.days - sim_tds_days_from_civil0001(1900, 1, 1);
         if (!e->fixed) b[n++] = e->nbytes;
         if (e->nbytes == 8) {
@@ -551,13 +560,27 @@ static int encode_value(sim_tds_result *r, const sim_tds_col_enc *e, const sim_v
         const uint8_t *p;
         size_t len;
         if (!val_text(v, tmp, &p, &len)) goto bad;
-        size_t units = sim_tds_utf8_utf16_units(p, len);
+        uint8_t hi = 0;
+        for (size_t k = 0; k < len; k++) hi |= p[k];
+        bool ascii = hi < 0x80;
+        size_t units = ascii ? len : sim_tds_utf8_utf16_units(p, len);
         if (e->kind == ENC_NVARCHAR) {
             size_t maxu = (size_t)e->max_bytes / 2;
             if (units > maxu) units = maxu;
             size_t total = e->pad_bytes ? (size_t)e->pad_bytes : 2 * units;
-            if (sim_tds_out_u16(o, (uint16_t)total)) return -1;
-            if (sim_tds_out_utf16(o, p, len, units)) return -1;
+            if (ascii && o->size - o->pos >= 2 + 2 * units) {
+                /* the common case: ASCII that fits, widened in place */
+                uint8_t *d = o->buf + o->pos;
+                d[0] = (uint8_t)total;
+                d[1] = (uint8_t)(total >> 8);
+                for (size_t k = 0; k < units; k++) {
+                    d[2 + 2 * k] = p[k];
+                    d[3 + 2 * k] = 0;
+                }
+                o->pos += 2 + 2 * units;
+            } else if (sim_tds_out_u16(o, (uint16_t)total) || sim_tds_out_utf16(o, p, len, units)) {
+                return -1;
+            }
             for (size_t k = 2 * units; k < total; k += 2)
                 if (sim_tds_out_u16(o, ' ')) return -1;
             return 0;
@@ -715,14 +738,12 @@ static int cb_message(void *ctx, bool is_error, int number, int state, int cls, 
     return 0;
 }
 
+/* ENVCHANGE 1 only: the engine sends the INFO 5701 that goes with it. */
 static int cb_database(void *ctx, const char *new_db, const char *old_db) {
     sim_tds_result *r = ctx;
     if (r->stopped) return 1; /* the engine went on after a stop */
     if (flush_pending(r, true)) return r->stopped = true, 1;
-    char msg[600];
-    snprintf(msg, sizeof msg, "Changed database context to '%s'.", new_db ? new_db : "");
-    if (sim_tds_tok_envchange_str(r->out, TDS_ENV_DATABASE, new_db, old_db) ||
-        sim_tds_tok_message(r->out, false, 5701, 1, 0, msg, "", 1))
+    if (sim_tds_tok_envchange_str(r->out, TDS_ENV_DATABASE, new_db, old_db))
         return r->stopped = true, 1;
     return 0;
 }

@@ -804,8 +804,12 @@ bool sim_tds_decimal_parse(const uint8_t *s, size_t n, int precision, int scale,
 }
 
 /* ---- date/time ------------------------------------------------------------------------ */
+/* mcdc_days_from_civil(1, 1, 1): days from 0001-01-01 to 1970-01-01, negated
+ * (checked by a unit test). */
+#define DAYS_0001_TO_1970 719162
+
 int64_t sim_tds_days_from_civil0001(int64_t y, unsigned m, unsigned d) {
-    return mcdc_days_from_civil(y, m, d) - mcdc_days_from_civil(1, 1, 1);
+    return mcdc_days_from_civil(y, m, d) + DAYS_0001_TO_1970;
 }
 
 static bool digits_at(const uint8_t *s, size_t n, size_t i, int count, int *out) {
@@ -880,7 +884,7 @@ size_t sim_tds_dt_format(char *out, const sim_tds_dt *dt, int frac) {
     if (dt->has_date) {
         int64_t y;
         unsigned m, d;
-        mcdc_civil_from_days(dt->days + mcdc_days_from_civil(1, 1, 1), &y, &m, &d);
+        mcdc_civil_from_days(dt->days - DAYS_0001_TO_1970, &y, &m, &d);
         i += (size_t)snprintf(out + i, 48 - i, "%04d-%02u-%02u", (int)y, m, d);
     }
     if (dt->has_time) {
@@ -907,12 +911,12 @@ size_t sim_tds_dt_format(char *out, const sim_tds_dt *dt, int frac) {
 }
 
 /* ---- GUID ------------------------------------------------------------------------------ */
-static int hexval(uint8_t c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
+/* hex digit value + 1; 0 = not a hex digit */
+static const uint8_t g_hex1[256] = {
+    ['0'] = 1,  ['1'] = 2,  ['2'] = 3,  ['3'] = 4,  ['4'] = 5,  ['5'] = 6,  ['6'] = 7,
+    ['7'] = 8,  ['8'] = 9,  ['9'] = 10, ['A'] = 11, ['B'] = 12, ['C'] = 13, ['D'] = 14,
+    ['E'] = 15, ['F'] = 16, ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15,
+    ['f'] = 16};
 
 bool sim_tds_guid_parse(uint8_t out[16], const uint8_t *s, size_t n) {
     if (n == 38 && s[0] == '{' && s[37] == '}') {
@@ -928,9 +932,9 @@ bool sim_tds_guid_parse(uint8_t out[16], const uint8_t *s, size_t n) {
             i++;
             continue;
         }
-        int hi = hexval(s[i]), lo = hexval(s[i + 1]);
-        if (hi < 0 || lo < 0) return false;
-        b[k++] = (uint8_t)(hi << 4 | lo);
+        int hi = g_hex1[s[i]], lo = g_hex1[s[i + 1]];
+        if (!hi || !lo) return false;
+        b[k++] = (uint8_t)((hi - 1) << 4 | (lo - 1));
         i += 2;
     }
     static const uint8_t order[16] = {3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15};

@@ -51,6 +51,7 @@ int tsql_lex(tsql_tok **out, int *ntok, const char *sql, size_t len, mcdc_error 
             cap *= 2;
         }
         tsql_tok *t = &v[n];
+        t->t = TK_EOF; /* the slot is uninitialised memory: the N'' test below reads it */
         t->s = sql + i;
         t->line = line;
         if (i >= len) { t->t = TK_EOF; t->n = 0; break; }

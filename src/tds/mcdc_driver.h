@@ -78,8 +78,8 @@ const mcdc_schema *mcdc_result_schema(const mcdc_result *r);
 /* Decodes up to rows_max rows into columns [first_col, first_col + ncols)
  * of `into` (ncols = the result's column count). Those columns' types may
  * differ from mcdc_result_schema when a cast exists (any integer to a wider
- * integer, float or decimal; real to double; decimal to decimal of no
- * smaller scale; date/datetime to timestamp; anything to utf8); else
+ * integer, float or decimal; real to double; decimal and money to decimal
+ * of no smaller scale or to double; date to timestamp; anything to utf8); else
  * MCDC_E_SCHEMA naming the column. Stops early before `into` passes
  * bytes_max (0 = MCDC_BATCH_BYTES_MAX / 4). *out_rows = rows appended; 0
  * means the result set is finished (the remaining results were drained and

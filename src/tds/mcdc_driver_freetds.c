@@ -448,6 +448,41 @@ static int d_money4(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc,
     return put_decimal(c, v < 0, v < 0 ? (mcdc_u128)(uint64_t)(-v) : (mcdc_u128)(uint64_t)v, 4,
                        err);
 }
+/* Casts to double (a declared DOUBLE column): the nearest double. */
+static int d_numeric_double(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc,
+                            mcdc_error *err) {
+    (void)len; (void)fc;
+    const DBNUMERIC *n = (const DBNUMERIC *)(const void *)p;
+    int prec = n->precision;
+    if (prec < 1 || prec > 38)
+        return mcdc_error_set(err, MCDC_E_PROTOCOL, "column '%s': numeric precision %d",
+                              c->field->name, prec);
+    mcdc_u128 mag = 0;
+    for (int i = 0; i < NUMERIC_BYTES[prec]; i++) mag = (mag << 8) | n->array[1 + i];
+    long double v = (long double)mag;
+    for (int k = 0; k < n->scale; k++) v /= 10.0L;
+    double d = (double)(n->array[0] == 1 ? -v : v);
+    put_fixed(c, &d, 8);
+    return MCDC_OK;
+}
+static int d_money_double(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc,
+                          mcdc_error *err) {
+    (void)len; (void)err;
+    int64_t v;
+    if (fc->type == SYBMONEY4) {
+        int32_t m;
+        memcpy(&m, p, 4);
+        v = m;
+    } else {
+        DBMONEY m;
+        memcpy(&m, p, sizeof m);
+        v = (int64_t)(((uint64_t)(uint32_t)m.mnyhigh << 32) | m.mnylow);
+    }
+    double d = (double)((long double)v / 10000.0L);
+    put_fixed(c, &d, 8);
+    return MCDC_OK;
+}
+
 static int64_t us_of_datetime(const BYTE *p) {
     DBDATETIME d;
     memcpy(&d, p, sizeof d);
@@ -539,6 +574,65 @@ static int d_guid(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc,
     }
     return put_var(c, buf, 36, err);
 }
+/* Date and time types as text (a declared STRING column), ISO 8601 the way
+ * SQL Server's CONVERT style 121 writes them, not db-lib's "Jan  2 2025". */
+static int put_dt_text(mcdc_column *c, int64_t days1900, uint64_t ticks100ns, int scale,
+                       bool with_time, bool with_offset, int offset_min, mcdc_error *err) {
+    if (with_offset) { /* datetimeoffset arrives in UTC: show the local time */
+        int64_t t = (int64_t)ticks100ns + (int64_t)offset_min * 600000000LL;
+        int64_t day = 864000000000LL;
+        int64_t shift = t >= 0 ? t / day : -((-t + day - 1) / day);
+        days1900 += shift;
+        ticks100ns = (uint64_t)(t - shift * day);
+    }
+    int64_t y;
+    unsigned mo, d;
+    mcdc_civil_from_days(days1900 - DAYS_1900_TO_1970, &y, &mo, &d);
+    char buf[64];
+    int n = snprintf(buf, sizeof buf, "%04lld-%02u-%02u", (long long)y, mo, d);
+    if (with_time) {
+        uint64_t secs = ticks100ns / 10000000u, frac = ticks100ns % 10000000u;
+        n += snprintf(buf + n, sizeof buf - (size_t)n, " %02u:%02u:%02u", (unsigned)(secs / 3600),
+                      (unsigned)(secs / 60 % 60), (unsigned)(secs % 60));
+        if (scale > 0 && scale <= 7) {
+            char f7[8];
+            snprintf(f7, sizeof f7, "%07u", (unsigned)frac);
+            n += snprintf(buf + n, sizeof buf - (size_t)n, ".%.*s", scale, f7);
+        }
+    }
+    if (with_offset) {
+        int a = offset_min < 0 ? -offset_min : offset_min;
+        n += snprintf(buf + n, sizeof buf - (size_t)n, " %c%02d:%02d", offset_min < 0 ? '-' : '+',
+                      a / 60, a % 60);
+    }
+    return put_var(c, buf, n, err);
+}
+
+static int d_dt_text(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc,
+                     mcdc_error *err) {
+    (void)len;
+    switch (fc->type) {
+    case SYBDATETIME: {
+        DBDATETIME d;
+        memcpy(&d, p, sizeof d);
+        uint64_t ms = ((uint64_t)(uint32_t)d.dttime * 10 + 1) / 3;
+        return put_dt_text(c, d.dtdays, ms * 10000u, 3, true, false, 0, err);
+    }
+    case SYBDATETIME4: {
+        DBDATETIME4 d;
+        memcpy(&d, p, sizeof d);
+        return put_dt_text(c, d.days, (uint64_t)d.minutes * 600000000u, 0, true, false, 0, err);
+    }
+    default: {
+        DBDATETIMEALL d;
+        memcpy(&d, p, sizeof d);
+        int scale = fc->scale > 0 && fc->scale <= 7 ? fc->scale : (int)d.time_prec;
+        return put_dt_text(c, d.date, d.time, scale, fc->type != SYBMSDATE,
+                           fc->type == SYBMSDATETIMEOFFSET, d.offset, err);
+    }
+    }
+}
+
 /* Anything db-lib can convert to text (sql_variant, casts to utf8). */
 static int d_convert_text(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc,
                           mcdc_error *err) {
@@ -574,6 +668,9 @@ static decode_fn choose(const fdb_col *fc, const mcdc_field *f) {
         if (is_char_type(s)) return d_bytes;
         if (s == T_SYBUNIQUE) return d_guid;
         if (s == SYBMSTIME) return d_time_text;
+        if (s == SYBDATETIME || s == SYBDATETIME4 || s == SYBMSDATE || s == SYBMSDATETIME2 ||
+            s == SYBMSDATETIMEOFFSET)
+            return d_dt_text;
         return d_convert_text;
     }
     if (t == MCDC_TYPE_BINARY) return is_binary_type(s) ? d_bytes : NULL;
@@ -598,9 +695,15 @@ static decode_fn choose(const fdb_col *fc, const mcdc_field *f) {
         if (t == MCDC_TYPE_DOUBLE) return d_real_double;
         return NULL;
     case SYBFLT8: return t == MCDC_TYPE_DOUBLE ? d_copy8 : NULL;
-    case SYBDECIMAL: case SYBNUMERIC: return t == MCDC_TYPE_DECIMAL ? d_numeric : NULL;
-    case SYBMONEY: return t == MCDC_TYPE_DECIMAL ? d_money : NULL;
-    case SYBMONEY4: return t == MCDC_TYPE_DECIMAL ? d_money4 : NULL;
+    case SYBDECIMAL: case SYBNUMERIC:
+        if (t == MCDC_TYPE_DECIMAL) return d_numeric;
+        return t == MCDC_TYPE_DOUBLE ? d_numeric_double : NULL;
+    case SYBMONEY:
+        if (t == MCDC_TYPE_DECIMAL) return d_money;
+        return t == MCDC_TYPE_DOUBLE ? d_money_double : NULL;
+    case SYBMONEY4:
+        if (t == MCDC_TYPE_DECIMAL) return d_money4;
+        return t == MCDC_TYPE_DOUBLE ? d_money_double : NULL;
     case SYBDATETIME: return t == MCDC_TYPE_TIMESTAMP_NTZ ? d_datetime : NULL;
     case SYBDATETIME4: return t == MCDC_TYPE_TIMESTAMP_NTZ ? d_datetime4 : NULL;
     case SYBMSDATETIME2: return t == MCDC_TYPE_TIMESTAMP_NTZ ? d_dtall_ts : NULL;

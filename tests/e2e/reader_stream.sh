@@ -83,6 +83,41 @@ if [ "$rc" = 0 ] && [ "$check" = "$CT id,amount int64 decimal128(20, 2)" ]; then
   ok "columns option: a typed subset"
 else ko "columns option: a typed subset" "rc=$rc check=$check" "$out"; fi
 
+out=$("$CLI" stream --captureInstance dbo_big --connectionString "$CS" \
+      --columns "id DECIMAL(12,0), amount DOUBLE, at STRING" \
+      --target "$TMP/lake5/bronze" --app-id big5 --checkpoint "$TMP/lake5/ckpt" \
+      --trigger availableNow --quiet 2>&1); rc=$?
+check=$("$PY" - "$TMP/lake5/bronze" "$PORT" "$PW" <<'PYEOF'
+import sys, decimal, pymssql
+from deltalake import DeltaTable
+t = DeltaTable(sys.argv[1]).to_pyarrow_table()
+got = {}
+for r in t.to_pylist():
+    got[(r["_start_lsn"], r["_seqval"], r["_operation"])] = (r["id"], r["amount"], r["at"])
+c = pymssql.connect(server="127.0.0.1", port=sys.argv[2], user="sa", password=sys.argv[3],
+                    database="shop", autocommit=True, tds_version="7.4")
+cur = c.cursor()
+cur.execute("SELECT TOP 2000 CONVERT(varchar(22), __$start_lsn, 1), CONVERT(varchar(22), __$seqval, 1), "
+            "__$operation, id, amount, CONVERT(varchar(30), at, 121) FROM cdc.dbo_big_CT ORDER BY 1, 2, 3")
+bad = 0
+nonnull = 0
+for lsn, seq, op, i, amount, at in cur.fetchall():
+    nonnull += at is not None and amount is not None
+    g = got[(lsn, seq, op)]
+    if g[0] != decimal.Decimal(i) or (amount is None) != (g[1] is None) or \
+       (amount is not None and abs(float(amount) - g[1]) > 1e-9 * max(1, abs(float(amount)))):
+        bad += 1
+    if g[2] != at:  # datetime2(3) as text, as CONVERT style 121 writes it
+        bad += 1
+bad += nonnull == 0
+print(len(got), bad, str(t.schema.field("id").type), str(t.schema.field("amount").type),
+      str(t.schema.field("at").type))
+PYEOF
+)
+if [ "$rc" = 0 ] && [ "$check" = "$CT 0 decimal128(12, 0) double string" ]; then
+  ok "columns option: casts on read (int to decimal, decimal to double, datetime2 to string)"
+else ko "columns option: casts on read" "rc=$rc check=$check" "$out"; fi
+
 out=$("$CLI" stream --captureInstance DBO_BIG --connectionString "$CS" --columns "nope INT" \
       --target "$TMP/lake3/bronze" --app-id big3 --checkpoint "$TMP/lake3/ckpt" \
       --trigger availableNow --quiet 2>&1); rc=$?

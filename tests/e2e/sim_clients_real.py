@@ -8,10 +8,13 @@ Ends with "N passed, N failed".
 import datetime
 import decimal
 import sys
+import time
 import uuid
 
 import pymssql
 import pytds
+
+from sim_tdsraw import batch, raw_login, raw_session, read_msg
 
 PORT, PASSWORD = int(sys.argv[1]), sys.argv[2]
 passed = failed = 0
@@ -80,6 +83,22 @@ def main():
         check("python-tds: syntax error raises", True, repr(e))
     cur.execute("SELECT CAST(SERVERPROPERTY('ProductMajorVersion') AS int)")
     check("python-tds: SERVERPROPERTY", cur.fetchall()[0][0] == 16)
+    # a client that reads slowly makes the server wait: ASYNC_NETWORK_IO
+    cur.execute("CREATE TABLE dbo.sim_clients_big (id int NOT NULL PRIMARY KEY, s nvarchar(200))")
+    for k in range(0, 30000, 1000):
+        cur.execute("INSERT INTO dbo.sim_clients_big VALUES " + ",".join(
+            f"({i}, N'" + "x" * 200 + "')" for i in range(k, k + 1000)))
+    cur.execute("SELECT * FROM dbo.sim_clients_big")
+    n = 0
+    for _ in cur:
+        n += 1
+        if n % 10000 == 0:
+            time.sleep(0.2)
+    cur.execute("SELECT wait_time_ms FROM sys.dm_exec_session_wait_stats "
+                "WHERE session_id = @@SPID AND wait_type = 'ASYNC_NETWORK_IO'")
+    ms = cur.fetchall()[0][0]
+    check("python-tds: slow reader shows as ASYNC_NETWORK_IO wait", n == 30000 and ms >= 100,
+          f"{n} rows, {ms} ms")
     c.close()
 
     with pymssql.connect(server="127.0.0.1", port=PORT, user="sa", password=PASSWORD,
@@ -87,6 +106,20 @@ def main():
         cur2 = c2.cursor()
         cur2.execute("SELECT * FROM dbo.sim_clients_typed ORDER BY id")
         compare("pymssql", cur2.fetchall())
+    # RESETCONNECTION returns the session to the login's database
+    s = raw_session(PORT)
+    raw_login(s, PASSWORD)
+    for q in ("CREATE DATABASE sim_clients_db", "USE sim_clients_db"):
+        s.sendall(batch(q))
+        read_msg(s)
+    s.sendall(batch("SELECT DB_NAME()"))
+    before = read_msg(s)
+    s.sendall(batch("SELECT DB_NAME()", status=0x09))
+    after = read_msg(s)
+    s.close()
+    check("raw client: RESETCONNECTION acknowledged and back in master",
+          "sim_clients_db".encode("utf-16-le") in before and after[:4] == bytes([0xE3, 3, 0, 18])
+          and "master".encode("utf-16-le") in after, after.hex()[:120])
     try:
         import mssql_python
     except ImportError:

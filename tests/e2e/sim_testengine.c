@@ -5,7 +5,7 @@
  * sim_main.c and tds_*.c into a test program.
  *
  * It understands a few fixed commands (case-insensitive):
- *   SELECT 1 | SELECT TYPED | SELECT ROWS n | SELECT NOTHING | USE db |
+ *   SELECT 1 | SELECT TYPED | SELECT ROWS n | SELECT NOTHING | SELECT NETWAIT | USE db |
  *   SET ... | BEGIN TRAN | COMMIT | ROLLBACK | RAISE | FAULT LOGIN|DROPROW n|DROPQUERY|DELAY ms
  * and RPC sp_executesql, whose statement is run as above; when it is
  * "SELECT PARAMS" the parameters (after the first two) come back as one row.
@@ -34,6 +34,7 @@ struct sim_session {
     char db[260];
     int packet_size;
     uint64_t tran;
+    int64_t net_wait_ms;
 };
 
 int sim_server_open(sim_server **out, const sim_config *cfg, mcdc_error *err) {
@@ -77,6 +78,7 @@ void sim_session_close(sim_session *s) { mcdc_free(s); }
 int sim_session_spid(const sim_session *s) { return s->spid; }
 const char *sim_session_database(const sim_session *s) { return s->db; }
 void sim_session_set_packet_size(sim_session *s, int bytes) { s->packet_size = bytes; }
+void sim_session_add_network_wait(sim_session *s, int64_t ms) { s->net_wait_ms += ms; }
 
 void sim_fault_check(sim_server *srv, sim_session *s, sim_fault_point point,
                      sim_fault_action *out) {
@@ -192,6 +194,12 @@ static int run(sim_session *s, const char *sql, size_t len, const sim_sink *k, b
         return k->done(k->ctx, 1, true, in_proc, false);
     }
     if (strcasecmp(q, "SELECT TYPED") == 0) return typed(k);
+    if (strcasecmp(q, "SELECT NETWAIT") == 0) {
+        sim_column c = {"ms", {SIM_T_BIGINT, 0, 0, 0}, false};
+        sim_value v = num(s->net_wait_ms);
+        if (k->columns(k->ctx, &c, 1) || k->row(k->ctx, &v, 1)) return 1;
+        return k->done(k->ctx, 1, true, in_proc, false);
+    }
     if (strncasecmp(q, "SELECT ROWS ", 12) == 0) return rows(k, atol(q + 12), in_proc);
     if (strncasecmp(q, "SELECT PARAMS", 13) == 0) {
         sim_column c[64];
@@ -210,6 +218,9 @@ static int run(sim_session *s, const char *sql, size_t len, const sim_sink *k, b
         snprintf(old, sizeof old, "%s", s->db);
         snprintf(s->db, sizeof s->db, "%s", q + 4);
         if (k->database_changed(k->ctx, s->db, old)) return 1;
+        char msg[300];
+        snprintf(msg, sizeof msg, "Changed database context to '%s'.", s->db);
+        if (k->message(k->ctx, false, 5701, 1, 0, msg, "", 1)) return 1;
         return k->done(k->ctx, 0, false, in_proc, false);
     }
     if (strncasecmp(q, "SET ", 4) == 0) return k->done(k->ctx, 0, false, in_proc, false);

@@ -107,3 +107,22 @@ def run_cli(*args, env=None, check=True, timeout=120):
         raise AssertionError(f"mssql-cdc {' '.join(args)} exited {p.returncode}:\n"
                              f"{p.stdout}\n{p.stderr}")
     return p
+
+
+def duckdb_with_delta():
+    """A DuckDB connection with the delta extension loaded from the
+    duckdb-ext-delta package (the extension repository is not reachable from
+    our machines, PyPI is)."""
+    import glob
+
+    import duckdb
+    import duckdb_ext
+    base = os.path.dirname(duckdb_ext.__file__) if getattr(duckdb_ext, "__file__", None) \
+        else list(duckdb_ext.__path__)[0]
+    found = glob.glob(os.path.join(base, "extensions", f"v{duckdb.__version__}", "*",
+                                   "delta.duckdb_extension"))
+    if not found:
+        raise RuntimeError(f"no delta extension for DuckDB {duckdb.__version__} under {base}")
+    con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
+    con.execute(f"LOAD '{found[0]}'")
+    return con

@@ -306,12 +306,8 @@ def test_our_checkpoint_read_by_deltalake(tmp_path, tool):
 
 
 def test_our_log_read_by_duckdb(tmp_path, tool):
-    duckdb = pytest.importorskip("duckdb")
-    con = duckdb.connect()
-    try:
-        con.execute("INSTALL delta; LOAD delta;")
-    except Exception as e:  # no network to extensions.duckdb.org here
-        pytest.skip(f"DuckDB delta extension unavailable (install needs network): {e}")
+    from conftest import duckdb_with_delta
+    con = duckdb_with_delta()
     tdir = tmp_path / "duck"
     tool("create", str(tdir), {"schema": SCHEMA})
     add, t = write_batch(tdir, tool, 1, 10)

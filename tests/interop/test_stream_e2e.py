@@ -118,6 +118,16 @@ def test_stream_reads_changes_exactly_once_and_reruns_read_nothing(sim, workdir)
     write_changes(sim, 1000, 2)
     run_cli(*stream_args(sim, workdir))
     assert_exactly_once(sim, workdir)
+    # DuckDB's delta extension reads the three tables as delta-rs does
+    from conftest import duckdb_with_delta
+    con = duckdb_with_delta()
+    for name, key in (("bronze", "_start_lsn, _seqval, _operation"), ("facts", "batch_id"),
+                      ("control", "table_name")):
+        path = os.path.join(workdir, name)
+        duck = con.execute(f"SELECT * FROM delta_scan('{path}') ORDER BY {key}").fetch_arrow_table()
+        keys = [(k.strip(), "ascending") for k in key.split(",")]
+        rs = DeltaTable(path).to_pyarrow_table().sort_by(keys)
+        assert duck.select(rs.column_names).to_pylist() == rs.to_pylist(), name
     show = run_cli("finalization", "show", "--control-table", os.path.join(workdir, "control"),
                    "--table", os.path.join(workdir, "bronze"), "--json")
     assert "finalized_until" in show.stdout
@@ -287,3 +297,39 @@ EXEC sim.run_capture @ignore_latency = 1;""", database="shop")
     p = run_cli(*stream_args(sim, workdir), check=False)
     assert p.returncode != 0
     assert "Qty (kg)" in p.stderr and "column mapping" in p.stderr
+
+
+def test_bronze_gains_columns_by_schema_evolution(sim, workdir):
+    make_db(sim)
+    write_changes(sim, 1, 2)
+    run_cli(*stream_args(sim, workdir, extra=["--columns", "order_id INT, status STRING"]))
+    first = DeltaTable(os.path.join(workdir, "bronze")).to_pyarrow_table()
+    assert "amount" not in first.column_names
+    write_changes(sim, 100, 2)
+    run_cli(*stream_args(sim, workdir))
+    t = DeltaTable(os.path.join(workdir, "bronze")).to_pyarrow_table()
+    assert {"amount", "customer_id", "created_at"} <= set(t.column_names)
+    rows = t.to_pylist()
+    old = [r for r in rows if r["_batch_id"] == 0]
+    new = [r for r in rows if r["_batch_id"] == 1]
+    assert old and all(r["amount"] is None for r in old)
+    assert any(r["amount"] is not None for r in new if r["_operation"] == 2)
+    assert_exactly_once(sim, workdir)
+
+
+@pytest.mark.skipif(not os.path.exists(os.path.join(os.path.dirname(CLI), "..", "build-tsan",
+                                                    "mssql-cdc")),
+                    reason="build-tsan/ not built (make SAN=thread)")
+def test_parallel_ranges_under_thread_sanitizer(sim, workdir):
+    """Several reader threads and the writer meet in the bounded queue: TSan
+    watches that the stream with four partitions has no data race."""
+    tsan_cli = os.path.join(os.path.dirname(CLI), "..", "build-tsan", "mssql-cdc")
+    make_db(sim)
+    sim.run("EXEC sim.bulk_load @capture_instance = N'dbo_orders', @transactions = 2000, "
+            "@rows_per_tx = 100, @seed = 3;", database="shop")
+    args = stream_args(sim, workdir, extra=["--numPartitions", "4"])
+    e = dict(os.environ, TSAN_OPTIONS="halt_on_error=1 exitcode=66")
+    p = subprocess.run([tsan_cli, *args], capture_output=True, text=True, env=e, timeout=300)
+    assert p.returncode == 0, p.stderr[-4000:]
+    assert "ThreadSanitizer" not in p.stderr
+    assert_exactly_once(sim, workdir)

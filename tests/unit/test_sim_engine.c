@@ -89,3 +89,56 @@ TEST(sim_create_insert_select) {
     test_rmdir(dir);
     free(c);
 }
+
+TEST(sim_all_types_round_trip) {
+    char dir[64];
+    test_tmpdir(dir, sizeof dir);
+    sim_server *srv = test_server(dir, 0);
+    sim_session *s = test_login(srv, "sa", "Sa_Passw0rd", NULL);
+    coll *c = calloc(1, sizeof *c);
+    run(s, c, "CREATE DATABASE ty; USE ty; CREATE TABLE dbo.ty (k int NOT NULL PRIMARY KEY, a bit, b tinyint, c smallint, d bigint,"
+              " e decimal(38,10), f numeric(5,0), g money, h smallmoney, i float, j real, l date, m time(3), n datetime,"
+              " o smalldatetime, p datetime2(7), q datetimeoffset(2), r char(5), s varchar(max), t nchar(3), u nvarchar(max),"
+              " v binary(4), w varbinary(max), x uniqueidentifier, y varchar(10) NULL UNIQUE)");
+    CHECK_EQ_INT(c->nerrors, 0);
+    run(s, c, "INSERT INTO dbo.ty VALUES (1, 1, 255, -32768, 9223372036854775807, 12345678901234567890.0123456789, 99999, 922337203685477.5807,"
+              " -214748.3648, 1.5e300, 3.25, '0001-01-01', '23:59:59.1234', '2024-02-29 23:59:59.998', '2024-01-01 10:20:29',"
+              " '9999-12-31 23:59:59.9999999', '2024-06-01 12:00:00.125 -03:00', 'ab', NOT_A_COLUMN, N'ü', N'日本語',"
+              " 0x0102, 0x, NEWID(), NULL)");
+    CHECK_EQ_INT(c->err_number, 207);
+    run(s, c, "INSERT INTO dbo.ty VALUES (1, 1, 255, -32768, 9223372036854775807, 12345678901234567890.0123456789, 99999, 922337203685477.5807,"
+              " -214748.3648, 1.5e300, 3.25, '0001-01-01', '23:59:59.1234', '2024-02-29 23:59:59.998', '2024-01-01 10:20:29',"
+              " '9999-12-31 23:59:59.9999999', '2024-06-01 12:00:00.125 -03:00', 'ab', 'long', N'ü', N'日本語',"
+              " 0x0102, 0x, '00000000-0000-0000-0000-000000000001', 'u1')");
+    CHECK_EQ_INT(c->nerrors, 0);
+    run(s, c, "SELECT * FROM dbo.ty");
+    const char *want = "1|1|255|-32768|9223372036854775807|12345678901234567890.0123456789|99999|922337203685477.5807|"
+                             "-214748.3648|1.5e+300|3.25|0001-01-01|23:59:59.123|2024-02-29 23:59:59.997|2024-01-01 10:20:00|"
+                             "9999-12-31 23:59:59.9999999|2024-06-01 12:00:00.13 -03:00|ab   |long|ü  |日本語|0x01020000|0x|"
+                             "00000000-0000-0000-0000-000000000001|u1";
+    bool same = strcmp(c->rows[0], want) == 0;
+    if (!same) fprintf(stderr, "got  %s (rows %d, err %d %s)\nwant %s\n", c->rows[0], c->nrows, c->err_number, c->err_text, want);
+    CHECK(same);
+    CHECK_EQ_INT(c->ncols, 25);
+    CHECK_EQ_INT(c->cols[12].type.id, SIM_T_TIME);
+    CHECK_EQ_INT(c->cols[12].type.scale, 3);
+    CHECK_EQ_INT(c->cols[16].type.id, SIM_T_DATETIMEOFFSET);
+    CHECK_EQ_INT(c->cols[18].type.length, -1);
+    CHECK_EQ_INT(c->cols[21].type.id, SIM_T_BINARY);
+    CHECK(c->cols[24].nullable);
+    CHECK(!c->cols[0].nullable);
+    run(s, c, "INSERT INTO dbo.ty (k, y) VALUES (2, 'u1')");
+    CHECK_EQ_INT(c->err_number, 2627);
+    run(s, c, "INSERT INTO dbo.ty (k, b) VALUES (3, 256)");
+    CHECK_EQ_INT(c->err_number, 8115);
+    run(s, c, "INSERT INTO dbo.ty (k, l) VALUES (4, 'not a date')");
+    CHECK_EQ_INT(c->err_number, 245);
+    run(s, c, "INSERT INTO dbo.ty (k, f) VALUES (5, 123456)");
+    CHECK_EQ_INT(c->err_number, 8115);
+    run(s, c, "INSERT INTO dbo.ty (y) VALUES ('no key')");
+    CHECK_EQ_INT(c->err_number, 515);
+    sim_session_close(s);
+    sim_server_close(srv);
+    test_rmdir(dir);
+    free(c);
+}
