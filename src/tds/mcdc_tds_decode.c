@@ -275,6 +275,23 @@ CONV(money) {
                        v < 0 ? (mcdc_u128)((uint64_t)0 - (uint64_t)v) : (mcdc_u128)(uint64_t)v,
                        4, err);
 }
+CONV(decimal_double) {
+    if (UNLIKELY(len < 2 || len > 17)) return badv(c, err, "decimal", len);
+    mcdc_u128 mag = 0;
+    for (uint32_t i = len - 1; i >= 1; i--) mag = (mag << 8) | p[i];
+    long double v = (long double)mag;
+    for (int k = 0; k < tc->scale; k++) v /= 10.0L;
+    double d = (double)(p[0] == 0 ? -v : v);
+    put_fixed(c, &d, 8);
+    return MCDC_OK;
+}
+CONV(money_double) {
+    (void)tc;
+    if (UNLIKELY(len != 4 && len != 8)) return badv(c, err, "money", len);
+    double d = (double)((long double)money_of(p, len) / 10000.0L);
+    put_fixed(c, &d, 8);
+    return MCDC_OK;
+}
 CONV(datetime) {
     (void)tc;
     int64_t us;
@@ -423,6 +440,39 @@ CONV(cp1252) {
     return MCDC_OK;
 }
 
+/* Date and time types as text the way CONVERT style 121 writes them (as the
+ * FreeTDS backend does): "YYYY-MM-DD[ HH:MM:SS[.f...]][ +HH:MM]". */
+static int dt_text(char *buf, size_t cap, int64_t days1900, uint64_t ticks100ns, int scale,
+                   bool with_time, bool with_offset, int offset_min) {
+    if (with_offset) { /* datetimeoffset arrives in UTC: show the local time */
+        int64_t t = (int64_t)ticks100ns + (int64_t)offset_min * 600000000LL;
+        int64_t day = 864000000000LL;
+        int64_t shift = t >= 0 ? t / day : -((-t + day - 1) / day);
+        days1900 += shift;
+        ticks100ns = (uint64_t)(t - shift * day);
+    }
+    int64_t y;
+    unsigned mo, d;
+    mcdc_civil_from_days(days1900 - TDS_DAYS_1900_TO_1970, &y, &mo, &d);
+    int n = snprintf(buf, cap, "%04lld-%02u-%02u", (long long)y, mo, d);
+    if (with_time) {
+        uint64_t secs = ticks100ns / 10000000u, frac = ticks100ns % 10000000u;
+        n += snprintf(buf + n, cap - (size_t)n, " %02u:%02u:%02u", (unsigned)(secs / 3600 % 100),
+                      (unsigned)(secs / 60 % 60), (unsigned)(secs % 60));
+        if (scale > 0 && scale <= 7) {
+            char f7[16];
+            snprintf(f7, sizeof f7, "%07u", (unsigned)frac);
+            n += snprintf(buf + n, cap - (size_t)n, ".%.*s", scale, f7);
+        }
+    }
+    if (with_offset) {
+        int a = offset_min < 0 ? -offset_min : offset_min;
+        n += snprintf(buf + n, cap - (size_t)n, " %c%02d:%02d", offset_min < 0 ? '-' : '+',
+                      a / 60 % 100, a % 60);
+    }
+    return n;
+}
+
 static int decimal_text(char *buf, size_t n, bool neg, mcdc_u128 mag, int scale) {
     char d[48];
     int k = 0;
@@ -488,18 +538,19 @@ static int value_text(mcdc_column *c, const uint8_t *p, uint32_t len, const mcdc
         int64_t us;
         if ((len != 4 && len != 8) || !datetime_us(p, len, &us))
             return badv(c, err, "datetime", len);
-        char t[32];
-        mcdc_format_ts_us(us, 3, t);
-        n = snprintf(buf, sizeof buf, "%s", t);
+        if (len == 4)
+            n = dt_text(buf, sizeof buf, tds_u16(p), (uint64_t)tds_u16(p + 2) * 600000000u, 0,
+                        true, false, 0);
+        else
+            n = dt_text(buf, sizeof buf, (int32_t)tds_u32(p),
+                        ((uint64_t)tds_u32(p + 4) * 10 + 1) / 3 * 10000u, 3, true, false, 0);
         break;
     }
-    case TDS_DATEN: {
+    case TDS_DATEN:
         if (len != 3) return badv(c, err, "date", len);
-        char t[32];
-        mcdc_format_ts_us(((int64_t)le_n(p, 3) - TDS_DAYS_0001_TO_1970) * TDS_US_PER_DAY, 0, t);
-        n = snprintf(buf, sizeof buf, "%.10s", t);
+        n = dt_text(buf, sizeof buf, (int64_t)le_n(p, 3) - (TDS_DAYS_0001_TO_1970 - TDS_DAYS_1900_TO_1970),
+                    0, 0, false, false, 0);
         break;
-    }
     case TDS_TIMEN:
         if (len != (uint32_t)time_bytes(tc->scale)) return badv(c, err, "time", len);
         n = time_text(buf, time_100ns(p, tc->scale), tc->scale);
@@ -508,15 +559,10 @@ static int value_text(mcdc_column *c, const uint8_t *p, uint32_t len, const mcdc
         bool dto = tc->type == TDS_DATETIMEOFFSETN;
         uint32_t tb = (uint32_t)time_bytes(tc->scale);
         if (len != tb + 3 + (dto ? 2u : 0u)) return badv(c, err, "datetime2", len);
-        int64_t us = dt2_us(p, tc->scale);
         int off = dto ? (int16_t)tds_u16(p + tb + 3) : 0;
-        us += (int64_t)off * 60000000LL;
-        char t[32];
-        mcdc_format_ts_us(us, 6, t);
-        n = snprintf(buf, sizeof buf, "%s", t);
-        if (dto)
-            n += snprintf(buf + n, sizeof buf - (size_t)n, "%c%02d:%02d", off < 0 ? '-' : '+',
-                          (off < 0 ? -off : off) / 60, (off < 0 ? -off : off) % 60);
+        n = dt_text(buf, sizeof buf,
+                    (int64_t)le_n(p + tb, 3) - (TDS_DAYS_0001_TO_1970 - TDS_DAYS_1900_TO_1970),
+                    time_100ns(p, tc->scale), tc->scale, true, dto, off);
         break;
     }
     case TDS_GUID:
@@ -603,7 +649,7 @@ CONV(variant) {
 /* ---- wire readers fused with converters ------------------------------------------- */
 #define CONVS(X)                                                                              \
     X(int) X(u8_i16) X(copy2) X(copy4) X(copy8) X(fcopy4) X(fcopy8) X(real_double) X(bit)    \
-    X(decimal) X(money) X(datetime) X(dt2) X(date32) X(date_ts) X(time_text) X(guid)          \
+    X(decimal) X(money) X(decimal_double) X(money_double) X(datetime) X(dt2) X(date32) X(date_ts) X(time_text) X(guid)          \
     X(bytes) X(utf16) X(cp1252) X(text) X(variant)
 
 #define DEC_FIXED(name)                                                                       \
@@ -1119,9 +1165,11 @@ static int choose(const mcdc_tds_col *tc, const mcdc_field *f) {
         }
         return t == MCDC_TYPE_DOUBLE ? K_fcopy8 : -1;
     case TDS_DECIMALN: case TDS_NUMERICN: case TDS_DECIMAL: case TDS_NUMERIC:
-        return t == MCDC_TYPE_DECIMAL ? K_decimal : -1;
+        if (t == MCDC_TYPE_DECIMAL) return K_decimal;
+        return t == MCDC_TYPE_DOUBLE ? K_decimal_double : -1;
     case TDS_MONEY: case TDS_MONEY4: case TDS_MONEYN:
-        return t == MCDC_TYPE_DECIMAL ? K_money : -1;
+        if (t == MCDC_TYPE_DECIMAL) return K_money;
+        return t == MCDC_TYPE_DOUBLE ? K_money_double : -1;
     case TDS_DATETIME: case TDS_DATETIM4: case TDS_DATETIMN:
         return t == MCDC_TYPE_TIMESTAMP_NTZ ? K_datetime : -1;
     case TDS_DATETIME2N: return t == MCDC_TYPE_TIMESTAMP_NTZ ? K_dt2 : -1;

@@ -88,6 +88,22 @@ NULLS="SELECT CAST(NULL AS tinyint) t, CAST(NULL AS smallint) s, CAST(NULL AS in
  CAST(NULL AS varchar(20)) vc, CAST(NULL AS char(5)) ch, CAST(NULL AS varbinary(16)) vb,
  CAST(NULL AS binary(4)) bn, CAST(NULL AS varbinary(max)) vbm, CAST(NULL AS varchar(max)) vcm"
 same "every mapped type, NULL" "$CS_MASTER" "$NULLS"
+# cast(): both backends print the same with every column read as utf8 / double.
+cast() {
+  local a b
+  a=$("$PROBE" "$2" freetds "$3" "$4" 2>&1); b=$("$PROBE" "$2" native "$3" "$4" 2>&1)
+  if [ "$a" = "$b" ] && ! echo "$b" | grep -q "INVALID\|ERROR"; then ok "$1"
+  else ko "$1" "freetds: $(echo "$a" | head -c 600)" "native:  $(echo "$b" | head -c 600)"; fi
+}
+cast "date/time, guid, text types read as utf8" text "$CS_MASTER" "SELECT CAST('2024-02-29 23:59:59.997' AS datetime) dt,
+ CAST('2079-06-06 23:59' AS smalldatetime) sdt, CAST('9999-12-31' AS date) dd, CAST('23:59:59.1234567' AS time(7)) tm,
+ CAST('2024-01-02 03:04:05.1234567' AS datetime2(7)) dt2, CAST('0001-01-01 00:00:00' AS datetime2(0)) dt20,
+ CAST('2024-01-02 03:04:05.123 +05:30' AS datetimeoffset(3)) dto, CAST('2024-01-01 01:00:00 -08:00' AS datetimeoffset(0)) dto0,
+ CAST('6F9619FF-8B86-D011-B42D-00C04FC964FF' AS uniqueidentifier) g, CAST(N'日本語 😀' AS nvarchar(20)) nv,
+ CAST('café' AS varchar(20)) vc, CAST(NULL AS datetime2(3)) n"
+cast "integers, real, decimal and money read as double" double "$CS_MASTER" "SELECT CAST(255 AS tinyint) t,
+ CAST(-32768 AS smallint) s, CAST(-2147483648 AS int) i, CAST(1.5 AS real) r, CAST(-12345678901234.5678 AS decimal(18,4)) d,
+ CAST(0.1 AS decimal(38,37)) d37, CAST(922337203685477.5807 AS money) m, CAST(-214748.3648 AS smallmoney) sm, CAST(NULL AS money) nm"
 
 out=$("$PROBE" dump freetds "$CS_MASTER" "CREATE DATABASE nat" 2>&1)
 out=$("$PROBE" dump native "$CS" "CREATE TABLE dbo.t (id INT NOT NULL PRIMARY KEY, big BIGINT NULL,
