@@ -424,7 +424,9 @@ static int login(nat_conn *c, const mcdc_connstr *cs, const mcdc_conn_options *o
     mcdc_buf l7 = {0};
     rc = mcdc_tds_build_login7(&l7, &lp, err);
     if (rc == MCDC_OK) rc = mcdc_tds_send(s, TDS_PKT_LOGIN7, l7.data, l7.len, err);
+    /* No copy of the (obfuscated) password stays in memory. */
     if (l7.data) memset(l7.data, 0, l7.cap);
+    if (s->out) memset(s->out, 0, s->out_cap);
     mcdc_buf_free(&l7);
     if (rc != MCDC_OK) return rc;
     mcdc_tds_begin_reply(s);
