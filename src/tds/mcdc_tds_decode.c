@@ -1202,10 +1202,39 @@ static const char *type_name_of(mcdc_type_id t) {
     return "?";
 }
 
+/* Whether a varchar/char/text collation's code page is Windows-1252 (the
+ * one single-byte code page this decoder converts): SQL_Latin1_General_CP1
+ * sort orders, or a Windows collation whose language uses 1252. Others
+ * (1250, 1251, 932, 936 ...) are refused rather than mis-decoded. */
+static bool collation_is_cp1252(const uint8_t coll[5]) {
+    uint32_t lcid = (uint32_t)coll[0] | ((uint32_t)coll[1] << 8) | ((uint32_t)(coll[2] & 0x0F) << 16);
+    uint8_t sort_id = coll[4];
+    if (sort_id != 0) return sort_id >= 51 && sort_id <= 54;
+    static const uint16_t WESTERN[] = {
+        0x0409, 0x0809, 0x0C09, 0x1009, 0x1409, 0x1809, 0x0407, 0x0807, 0x0C07, 0x1007, 0x1407,
+        0x040C, 0x080C, 0x0C0C, 0x100C, 0x140C, 0x0410, 0x0810, 0x040A, 0x080A, 0x0C0A, 0x0416,
+        0x0816, 0x0413, 0x0813, 0x041D, 0x081D, 0x0406, 0x0414, 0x0814, 0x040B, 0x040F, 0x0403,
+        0x042D, 0x0456, 0x0421, 0x043E, 0x0436, 0x0438};
+    for (size_t i = 0; i < sizeof WESTERN / sizeof WESTERN[0]; i++)
+        if ((lcid & 0xFFFF) == WESTERN[i]) return true;
+    return false;
+}
+
 int mcdc_tds_bind(mcdc_tds_meta *m, const mcdc_field *f, mcdc_error *err) {
     for (int i = 0; i < m->ncols; i++) {
         mcdc_tds_col *tc = &m->cols[i];
         int k = choose(tc, &f[i]);
+        bool single_byte_text = (tc->type == TDS_BIGVARCHAR || tc->type == TDS_BIGCHAR ||
+                                 tc->type == TDS_TEXT) && !tc->utf8;
+        if (k >= 0 && single_byte_text && !collation_is_cp1252(tc->collation))
+            return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
+                                  "column '%s': varchar data in collation LCID 0x%05X sort id %u "
+                                  "(not code page 1252 or UTF-8) is not decoded by the native "
+                                  "TDS backend yet; use nvarchar or the FreeTDS backend",
+                                  f[i].name,
+                                  (unsigned)(tc->collation[0] | (tc->collation[1] << 8) |
+                                             ((tc->collation[2] & 0x0F) << 16)),
+                                  (unsigned)tc->collation[4]);
         if (k < 0)
             return mcdc_error_set(err, MCDC_E_SCHEMA,
                                   "column '%s': SQL type 0x%02X cannot be read as %s; declare a "

@@ -508,3 +508,37 @@ TEST(tds_native_recorded_sim_replies) {
     for (const char *p = text; *p; p++) lines += *p == '\n';
     CHECK_EQ_INT(lines, 20);
 }
+
+TEST(tds_native_varchar_collations) {
+    static tb t;
+    static uint8_t pk[4096];
+    char text[256];
+    mcdc_error e = MCDC_ERROR_INIT;
+    /* Cyrillic_General (LCID 0x0419, code page 1251): refused, not mis-decoded */
+    static const uint8_t CYR[5] = {0x19, 0x04, 0xD0, 0x00, 0x00};
+    t.n = 0;
+    u8(&t, TDS_TOK_COLMETADATA); u16(&t, 1); col(&t, TDS_BIGVARCHAR); u16(&t, 10); raw(&t, CYR, 5); bname(&t, "v");
+    u8(&t, TDS_TOK_ROW); u16(&t, 2); u8(&t, 0xC0); u8(&t, 0xE1);
+    done(&t, TDS_DONE_COUNT, 1);
+    size_t n = packetize(pk, t.b, t.n, 512, true);
+    CHECK_EQ_INT(run(pk, n, text, sizeof text, 10, &e), MCDC_E_UNSUPPORTED);
+    CHECK(strstr(e.message, "'v'") != NULL);
+    /* a UTF-8 collation (flag 0x40 of the collation word): bytes as they are */
+    static const uint8_t U8[5] = {0x09, 0x04, 0xD0, 0x04, 0x00};
+    t.n = 0;
+    u8(&t, TDS_TOK_COLMETADATA); u16(&t, 1); col(&t, TDS_BIGVARCHAR); u16(&t, 10); raw(&t, U8, 5); bname(&t, "v");
+    u8(&t, TDS_TOK_ROW); u16(&t, 3); u8(&t, 'a'); u8(&t, 0xC3); u8(&t, 0xA9);
+    done(&t, TDS_DONE_COUNT, 1);
+    n = packetize(pk, t.b, t.n, 512, true);
+    CHECK_EQ_INT(run(pk, n, text, sizeof text, 10, &e), MCDC_OK);
+    CHECK(same_text(text, "'a\xc3\xa9'\n"));
+    /* Latin1_General (LCID 0x0409, Windows collation, sort id 0): 1252 */
+    static const uint8_t L1[5] = {0x09, 0x04, 0xD0, 0x00, 0x00};
+    t.n = 0;
+    u8(&t, TDS_TOK_COLMETADATA); u16(&t, 1); col(&t, TDS_BIGCHAR); u16(&t, 2); raw(&t, L1, 5); bname(&t, "v");
+    u8(&t, TDS_TOK_ROW); u16(&t, 2); u8(&t, 0x80); u8(&t, 0xFF);
+    done(&t, TDS_DONE_COUNT, 1);
+    n = packetize(pk, t.b, t.n, 512, true);
+    CHECK_EQ_INT(run(pk, n, text, sizeof text, 10, &e), MCDC_OK);
+    CHECK(same_text(text, "'\xe2\x82\xac\xc3\xbf'\n"));
+}
