@@ -29,7 +29,9 @@ typedef struct {
 static const spec SPECS[] = {
     {"captureInstance", K_CI, NULL, NULL},
     {"connectionString", K_SECRET, NULL, NULL},
-    {"backend", K_ENUM, "freetds", "freetds|mssql-python|arrow-odbc"},
+    /* auto: our own TDS client when Encrypt=no, else FreeTDS (TLS). The
+     * reference's Python drivers are accepted and read with auto. */
+    {"backend", K_ENUM, "auto", "auto|native|freetds|mssql-python|arrow-odbc"},
     {"connectTimeout", K_INT_NONNEG, "30", NULL},
     /* Ours, not the reference's: seconds without a byte from the server
      * before a read counts as hung (a transient error, retried on a new

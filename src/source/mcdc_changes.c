@@ -279,6 +279,12 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts, mcdc_error *err
             c->connector.options.login_timeout_s = (int)t;
         int64_t q = mcdc_opts_get_int(opts, "queryTimeout");
         if (q > 0) c->connector.options.query_timeout_s = (int)q;
+        const char *be = mcdc_opts_get(opts, "backend");
+        if (be && (mcdc_str_ieq(be, "native") || mcdc_str_ieq(be, "freetds")))
+            c->connector.options.backend = be;
+        else if (be && !mcdc_str_ieq(be, "auto"))
+            mcdc_log(MCDC_LOG_WARN, "backend '%s' is one of the reference's Python drivers; "
+                                    "this build reads with its own: backend=auto", be);
     }
     c->retries_max = MCDC_RETRIES_MAX;
     c->backoff_ms_first = MCDC_RETRY_BACKOFF_MS_FIRST;

@@ -3,6 +3,7 @@
 #include "mcdc_driver.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct mcdc_conn {
@@ -395,4 +396,19 @@ int mcdc_driver_classify_dblib(int dberr) {
         return MCDC_E_PROTOCOL;
     default: return MCDC_E_IO;
     }
+}
+
+/* ---- backend choice --------------------------------------------------------- */
+int mcdc_conn_open(mcdc_conn **out, const mcdc_connstr *cs, const mcdc_conn_options *opt,
+                   mcdc_error *err) {
+    const char *be = opt ? opt->backend : NULL;
+    const char *env = getenv("MCDC_TDS_BACKEND");
+    if (env && *env) be = env;
+    if (be == NULL || mcdc_str_ieq(be, "auto"))
+        be = cs->encrypt == MCDC_ENCRYPT_NO ? "native" : "freetds";
+    if (mcdc_str_ieq(be, "native")) return mcdc_conn_open_native(out, cs, opt, err);
+    if (mcdc_str_ieq(be, "freetds")) return mcdc_conn_open_freetds(out, cs, opt, err);
+    *out = NULL;
+    return mcdc_error_set(err, MCDC_E_INVALID,
+                          "unknown TDS backend '%s': use native, freetds or auto", be);
 }

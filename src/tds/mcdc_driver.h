@@ -37,14 +37,23 @@ typedef struct mcdc_conn_options {
     int query_timeout_s;     /* 0 = wait forever */
     const char *app_name;    /* NULL = the connection string's App, else "mssql-cdc" */
     int packet_bytes;        /* 0 = MCDC_TDS_PACKET_BYTES_MAX (32767) */
+    /* "native" (our own TDS client), "freetds" (db-lib), or NULL / "auto":
+     * native when the connection string says Encrypt=no (it has no TLS
+     * yet), else FreeTDS. The environment variable MCDC_TDS_BACKEND, when
+     * set, overrides it (tests). */
+    const char *backend;
 } mcdc_conn_options;
-#define MCDC_CONN_OPTIONS_INIT {1, 0, 0, NULL, 0}
+#define MCDC_CONN_OPTIONS_INIT {1, 0, 0, NULL, 0, NULL}
 
-/* Opens a FreeTDS connection (TDS 7.4, UTF-8, SET TEXTSIZE 2147483647).
- * A wrong login is MCDC_E_PERMISSION with server_number 18456; an
- * unreachable server MCDC_E_TRANSIENT. Free with mcdc_conn_close. */
+/* Opens a connection on the backend options->backend selects. A wrong
+ * login is MCDC_E_PERMISSION with server_number 18456; an unreachable
+ * server MCDC_E_TRANSIENT. Free with mcdc_conn_close. */
 int mcdc_conn_open(mcdc_conn **out, const mcdc_connstr *cs, const mcdc_conn_options *opt,
                    mcdc_error *err);
+/* The FreeTDS db-lib backend (TDS 7.4, UTF-8, SET TEXTSIZE 2147483647,
+ * TLS through GnuTLS when the connection string asks for it). */
+int mcdc_conn_open_freetds(mcdc_conn **out, const mcdc_connstr *cs, const mcdc_conn_options *opt,
+                           mcdc_error *err);
 /* The same over our own TDS 7.4 client (mcdc_driver_native.c): no TLS
  * (Encrypt=yes/strict is MCDC_E_UNSUPPORTED), no named instances. */
 int mcdc_conn_open_native(mcdc_conn **out, const mcdc_connstr *cs, const mcdc_conn_options *opt,

@@ -945,8 +945,8 @@ static void fdb_close(void *impl) {
 
 static const mcdc_conn_ops FDB_CONN_OPS = {fdb_exec, fdb_spid, fdb_is_dead, fdb_close};
 
-int mcdc_conn_open(mcdc_conn **out, const mcdc_connstr *cs, const mcdc_conn_options *opt,
-                   mcdc_error *err) {
+int mcdc_conn_open_freetds(mcdc_conn **out, const mcdc_connstr *cs, const mcdc_conn_options *opt,
+                           mcdc_error *err) {
     MCDC_ASSERT(out != NULL && cs != NULL && cs->host != NULL);
     *out = NULL;
     mcdc_conn_options dflt = MCDC_CONN_OPTIONS_INIT;

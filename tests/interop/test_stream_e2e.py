@@ -333,3 +333,11 @@ def test_parallel_ranges_under_thread_sanitizer(sim, workdir):
     assert p.returncode == 0, p.stderr[-4000:]
     assert "ThreadSanitizer" not in p.stderr
     assert_exactly_once(sim, workdir)
+
+
+@pytest.mark.parametrize("backend", ["freetds", "native"])
+def test_both_tds_backends_stream_the_same_rows(sim, workdir, backend):
+    make_db(sim)
+    write_changes(sim, 1, 6)
+    run_cli(*stream_args(sim, workdir, extra=["--backend", backend, "--numPartitions", "2"]))
+    assert_exactly_once(sim, workdir)
