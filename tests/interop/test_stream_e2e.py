@@ -4,6 +4,7 @@ the verdict never ahead of the data, data loss stopping the stream."""
 import datetime as dt
 import os
 import random
+import shutil
 import signal
 import subprocess
 import time
@@ -340,4 +341,17 @@ def test_both_tds_backends_stream_the_same_rows(sim, workdir, backend):
     make_db(sim)
     write_changes(sim, 1, 6)
     run_cli(*stream_args(sim, workdir, extra=["--backend", backend, "--numPartitions", "2"]))
+    assert_exactly_once(sim, workdir)
+
+
+@pytest.mark.skipif(not shutil.which("valgrind"), reason="valgrind not installed")
+def test_the_stream_is_valgrind_clean(sim, workdir):
+    make_db(sim)
+    write_changes(sim, 1, 3)
+    args = stream_args(sim, workdir, extra=["--maxCommitsPerBatch", "2", "--numPartitions", "2"])
+    p = subprocess.run(["valgrind", "-q", "--error-exitcode=99", "--leak-check=full",
+                        "--errors-for-leak-kinds=definite", CLI, *args],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-4000:]
+    assert "definitely lost" not in p.stderr and "Invalid" not in p.stderr
     assert_exactly_once(sim, workdir)
