@@ -770,6 +770,16 @@ int mcdc_stream_run(const mcdc_opts *opts, const mcdc_stream_cfg *cfg, mcdc_repo
     if (np > MCDC_PARTITIONS_MAX) np = MCDC_PARTITIONS_MAX;
     s.num_partitions = (int)np;
 
+    /* Options of the reference this release accepts but does not act on. */
+    static const char *const inert[] = {"metricsPath", "schemaChangePolicy", "lockTimeoutMs",
+                                        "isolationLevel", "snapshotLsn", "snapshotChunks",
+                                        "snapshotKeys"};
+    for (size_t i = 0; i < sizeof inert / sizeof inert[0]; i++)
+        if (mcdc_opts_is_set(opts, inert[i]))
+            mcdc_log(MCDC_LOG_WARN, "option %s has no effect in this release%s", inert[i],
+                     strcmp(inert[i], "metricsPath") == 0
+                         ? ": the stream's metrics travel in-process"
+                         : "");
     int rc = mcdc_changes_open(&s.changes, opts, err);
     if (rc == MCDC_OK) rc = mcdc_bronze_schema(&s.bronze_schema, mcdc_changes_schema(s.changes), err);
     if (rc == MCDC_OK) rc = ckpt_open(&s.ckpt, cfg, mcdc_changes_capture_instance(s.changes), err);
