@@ -20,7 +20,7 @@
 #include <time.h>
 
 int sim_server_state_put(sim_server *srv, const char *k, const char *text, int64_t v);
-int sim_fault_add(sim_server *srv, int setter_spid, const char *kind, int count, int ms, int times, mcdc_error *err);
+int sim_fault_add(sim_server *srv, uint64_t setter_serial, const char *kind, int count, int ms, int times, mcdc_error *err);
 void sim_fault_clear(sim_server *srv);
 
 static const char *CDC_SCHEMA =
@@ -885,7 +885,7 @@ int sim_cdc_proc(sim_session *s, const char *proc, const sim_proc_args *a, const
         return rc;
     }
     if (mcdc_str_ieq(p, "sim.fault"))
-        return sim_fault_add(srv, s->spid, sim_arg_text(a, "@kind", 0) ? sim_arg_text(a, "@kind", 0) : "",
+        return sim_fault_add(srv, s->serial, sim_arg_text(a, "@kind", 0) ? sim_arg_text(a, "@kind", 0) : "",
                              (int)arg_int(a, "@count", 1, 0), (int)arg_int(a, "@ms", 2, 0), (int)arg_int(a, "@times", 3, 1), err);
     if (mcdc_str_ieq(p, "sim.clear_faults")) { sim_fault_clear(srv); return MCDC_OK; }
     pthread_mutex_lock(&srv->mu);

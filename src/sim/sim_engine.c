@@ -298,12 +298,75 @@ static void fn_has_perms(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     sqlite3_result_int(ctx, user && has_grant(c, user, full) ? 1 : 0);
 }
 
+
+/* CHARINDEX(find, in [, start]): 1-based, case-insensitive (ASCII), in
+ * characters; 0 when absent. */
 static void fn_charindex(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-    (void)argc;
     const char *a = (const char *)sqlite3_value_text(argv[0]), *b = (const char *)sqlite3_value_text(argv[1]);
-    if (!a || !b) { sqlite3_result_null(ctx); return; }
-    const char *p = strcasestr(b, a);
-    sqlite3_result_int64(ctx, p ? (int64_t)(p - b) + 1 : 0);
+    if (!a || !b || (argc == 3 && sqlite3_value_type(argv[2]) == SQLITE_NULL)) { sqlite3_result_null(ctx); return; }
+    int64_t start = argc == 3 ? sqlite3_value_int64(argv[2]) : 1;
+    if (start < 1) start = 1;
+    const char *from = b;
+    for (int64_t ch = 1; ch < start && *from; ch++) { /* skip start-1 UTF-8 characters */
+        from++;
+        while ((*(const unsigned char *)from & 0xC0) == 0x80) from++;
+    }
+    const char *p = *a ? strcasestr(from, a) : NULL;
+    if (!p) { sqlite3_result_int64(ctx, 0); return; }
+    int64_t chars = 1;
+    for (const char *q = b; q < p; q++) if ((*(const unsigned char *)q & 0xC0) != 0x80) chars++;
+    sqlite3_result_int64(ctx, chars);
+}
+
+/* REPLICATE(s, n): NULL for a negative n, "" for 0; bounded by SQLite's
+ * string length limit. */
+static void fn_replicate(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    if (sqlite3_value_type(argv[0]) == SQLITE_NULL || sqlite3_value_type(argv[1]) == SQLITE_NULL) { sqlite3_result_null(ctx); return; }
+    const unsigned char *t = sqlite3_value_text(argv[0]);
+    int64_t n = sqlite3_value_int64(argv[1]);
+    size_t len = (size_t)sqlite3_value_bytes(argv[0]);
+    if (!t || n < 0) { sqlite3_result_null(ctx); return; }
+    int64_t cap = sqlite3_limit(sqlite3_context_db_handle(ctx), SQLITE_LIMIT_LENGTH, -1);
+    if (len > 0 && (uint64_t)n > (uint64_t)cap / len) { sqlite3_result_error_toobig(ctx); return; }
+    size_t total = len * (size_t)n;
+    char *out = sqlite3_malloc64(total + 1);
+    if (!out) { sqlite3_result_error_nomem(ctx); return; }
+    for (int64_t k = 0; k < n; k++) memcpy(out + (size_t)k * len, t, len);
+    out[total] = 0;
+    sqlite3_result_text64(ctx, out, total, sqlite3_free, SQLITE_UTF8);
+}
+
+/* LEN(s): characters without trailing spaces. */
+static void fn_len(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    if (sqlite3_value_type(argv[0]) == SQLITE_NULL) { sqlite3_result_null(ctx); return; }
+    if (sqlite3_value_type(argv[0]) == SQLITE_BLOB) { sqlite3_result_int64(ctx, sqlite3_value_bytes(argv[0])); return; }
+    const unsigned char *t = sqlite3_value_text(argv[0]);
+    size_t n = (size_t)sqlite3_value_bytes(argv[0]);
+    while (n > 0 && t[n - 1] == ' ') n--;
+    int64_t chars = 0;
+    for (size_t k = 0; k < n; k++) if ((t[k] & 0xC0) != 0x80) chars++;
+    sqlite3_result_int64(ctx, chars);
+}
+
+/* DATALENGTH(s, unit): bytes; unit 2 = UTF-16 (nchar/nvarchar), 1 = the
+ * UTF-8 bytes stand for single-byte characters. */
+static void fn_datalength(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    int ty = sqlite3_value_type(argv[0]);
+    if (ty == SQLITE_NULL) { sqlite3_result_null(ctx); return; }
+    if (ty == SQLITE_BLOB) { sqlite3_result_int64(ctx, sqlite3_value_bytes(argv[0])); return; }
+    if (ty == SQLITE_INTEGER) { sqlite3_result_int64(ctx, 8); return; }
+    if (ty == SQLITE_FLOAT) { sqlite3_result_int64(ctx, 8); return; }
+    const unsigned char *t = sqlite3_value_text(argv[0]);
+    size_t n = (size_t)sqlite3_value_bytes(argv[0]);
+    int64_t units = 0;
+    for (size_t k = 0; k < n; k++) {
+        if ((t[k] & 0xC0) == 0x80) continue;
+        units += (t[k] >= 0xF0) ? 2 : 1; /* a 4-byte UTF-8 character is a surrogate pair */
+    }
+    sqlite3_result_int64(ctx, sqlite3_value_int(argv[1]) == 2 ? units * 2 : units);
 }
 
 static int conn_setup(sqlite3 *c, const sim_clock_src *clk) {
@@ -315,6 +378,10 @@ static int conn_setup(sqlite3 *c, const sim_clock_src *clk) {
     sqlite3_create_function(c, "sim_object_id", 1, SQLITE_UTF8, NULL, fn_object_id, NULL, NULL);
     sqlite3_create_function(c, "sim_has_perms", 5, SQLITE_UTF8, NULL, fn_has_perms, NULL, NULL);
     sqlite3_create_function(c, "sim_charindex", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, fn_charindex, NULL, NULL);
+    sqlite3_create_function(c, "sim_charindex", 3, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, fn_charindex, NULL, NULL);
+    sqlite3_create_function(c, "sim_replicate", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, fn_replicate, NULL, NULL);
+    sqlite3_create_function(c, "sim_len", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, fn_len, NULL, NULL);
+    sqlite3_create_function(c, "sim_datalength", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, fn_datalength, NULL, NULL);
     return MCDC_OK;
 }
 
@@ -576,6 +643,7 @@ int sim_login(sim_server *srv, sim_session **out, const char *user, const char *
     if (!s) { pthread_mutex_unlock(&srv->mu); return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory"); }
     s->srv = srv;
     s->spid = 51 + slot;
+    s->serial = ++srv->next_serial;
     snprintf(s->login, sizeof s->login, "%s", user);
     s->admin = admin;
     s->packet_size = 4096;
@@ -2638,8 +2706,8 @@ int sim_exec_rpc(sim_session *s, const char *proc_name, const sim_param *params,
 }
 
 /* ---- faults -------------------------------------------------------------- */
-int sim_fault_add(sim_server *srv, int setter_spid, const char *kind, int count, int ms, int times, mcdc_error *err);
-int sim_fault_add(sim_server *srv, int setter_spid, const char *kind, int count, int ms, int times, mcdc_error *err) {
+int sim_fault_add(sim_server *srv, uint64_t setter_serial, const char *kind, int count, int ms, int times, mcdc_error *err);
+int sim_fault_add(sim_server *srv, uint64_t setter_serial, const char *kind, int count, int ms, int times, mcdc_error *err) {
     fault_kind k;
     if (mcdc_str_ieq(kind, "drop_after_rows")) k = FAULT_DROP_AFTER_ROWS;
     else if (mcdc_str_ieq(kind, "drop_at_query")) k = FAULT_DROP_AT_QUERY;
@@ -2658,7 +2726,7 @@ int sim_fault_add(sim_server *srv, int setter_spid, const char *kind, int count,
     f->count = count;
     f->ms = ms;
     f->times = times > 0 ? times : 1;
-    f->setter_spid = setter_spid;
+    f->setter_serial = setter_serial;
     pthread_mutex_unlock(&srv->mu);
     return MCDC_OK;
 }
@@ -2686,10 +2754,10 @@ void sim_fault_check(sim_server *srv, sim_session *s, sim_fault_point point, sim
         return;
     }
     pthread_mutex_lock(&srv->mu);
-    int spid = s ? s->spid : 0;
+    uint64_t serial = s ? s->serial : 0;
     for (int k = 0; k < srv->nfaults; k++) {
         sim_fault *f = &srv->faults[k];
-        if (spid && f->setter_spid == spid) continue;
+        if (serial && f->setter_serial == serial) continue;
         bool fire = false;
         switch (point) {
         case SIM_FAULT_LOGIN:

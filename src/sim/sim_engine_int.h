@@ -52,7 +52,7 @@ typedef enum { FAULT_DROP_AFTER_ROWS = 1, FAULT_DROP_AT_QUERY, FAULT_DELAY, FAUL
 typedef struct sim_fault {
     fault_kind kind;
     int count, ms, times;
-    int setter_spid;
+    uint64_t setter_serial; /* session serial (unique for the server's life), not the reused SPID */
     int64_t seen; /* queries seen since set (drop_at_query) */
 } sim_fault;
 
@@ -64,6 +64,7 @@ typedef struct sim_undo {
 struct sim_session {
     sim_server *srv;
     int spid;
+    uint64_t serial; /* unique per login, never reused (SPIDs are) */
     char login[SIM_NAME_MAX];
     bool admin;
     sim_db *db;
@@ -108,6 +109,7 @@ struct sim_server {
     pthread_cond_t cap_cv;
     sim_session *sessions[MCDC_SIM_SESSIONS_MAX];
     sim_fault faults[SIM_FAULTS_MAX];
+    uint64_t next_serial; /* under mu */
     _Atomic int nfaults; /* changed under mu; read lock-free on the per-row path */
     sim_clock_src clk;
     struct sim_worker *workers;
