@@ -947,6 +947,10 @@ int sim_cdc_proc(sim_session *s, const char *proc, const sim_proc_args *a, const
             srv->tz = tz;
             sim_server_state_put(srv, "zone", sim_tz_name(tz), 0);
         }
+    } else if (mcdc_str_ieq(p, "sim.set_fast_path")) {
+        /* @on = 0 serves the reader's change query through the general path
+         * (tests compare the two) */
+        srv->fast_off = arg_int(a, "@on", 0, 1) == 0;
     } else if (mcdc_str_ieq(p, "sim.run_capture")) {
         sim_cdc_scan(srv, arg_int(a, "@ignore_latency", 0, 0) != 0);
     } else if (mcdc_str_ieq(p, "sim.set_capture_latency")) {

@@ -749,6 +749,7 @@ static int bind_vars(sim_session *s, sqlite3_stmt *st, mcdc_error *err) {
     for (int k = 1; k <= n; k++) {
         const char *nm = sqlite3_bind_parameter_name(st, k);
         if (!nm) return sim_err(err, 102, "Incorrect syntax near '?'.");
+        if (nm[0] == '$' && nm[1] == '_' && nm[2] == '_') continue; /* the engine's own (fast path) */
         sim_var *v = var_find(s, nm);
         if (!v) return sim_err(err, 137, "Must declare the scalar variable \"%s\".", nm);
         switch (v->kind) {
@@ -897,20 +898,12 @@ static void value_type(sqlite3_value *v, sim_type *t) {
     }
 }
 
-int sim_emit_stmt(sim_session *s, sqlite3 *c, sqlite3_stmt *st, int first_rc, const xl_result *items,
-                  const sim_column *forced, int nforced, const sim_sink *sink, bool in_proc, int64_t *rows,
-                  mcdc_error *err, bool *aborted) {
-    int n = sqlite3_column_count(st);
-    *rows = 0;
-    if (first_rc != SQLITE_ROW && first_rc != SQLITE_DONE) return sim_sqlite_err(c, first_rc, err);
-    if (n > MCDC_COLUMNS_MAX) return mcdc_error_set(err, MCDC_E_LIMIT, "result has more than %d columns", MCDC_COLUMNS_MAX);
-    sim_column *cols = mcdc_calloc((size_t)n + 1, sizeof *cols);
-    sim_value *vals = mcdc_calloc((size_t)n + 1, sizeof *vals);
-    char (*names)[SIM_NAME_MAX] = mcdc_calloc((size_t)n + 1, SIM_NAME_MAX);
-    if (!cols || !vals || !names) {
-        mcdc_free(cols); mcdc_free(vals); mcdc_free(names);
-        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    }
+/* Column metadata of st: forced columns, the translator's items, the origin
+ * column, else the first row's value type (returns false when that last
+ * fallback was needed). */
+static bool column_meta(sqlite3 *c, sqlite3_stmt *st, int first_rc, const xl_result *items, const sim_column *forced,
+                        int nforced, sim_column *cols, char (*names)[SIM_NAME_MAX], int n) {
+    bool all_known = true;
     for (int k = 0; k < n; k++) {
         sim_column *col = &cols[k];
         bool done = false;
@@ -930,6 +923,7 @@ int sim_emit_stmt(sim_session *s, sqlite3 *c, sqlite3_stmt *st, int first_rc, co
         if (!done) {
             value_type(first_rc == SQLITE_ROW ? sqlite3_column_value(st, k) : NULL, &col->type);
             col->nullable = true;
+            all_known = false;
         }
         if (!(forced && k < nforced)) {
             if (items && items->nitems == n && items->items[k].name[0])
@@ -940,6 +934,29 @@ int sim_emit_stmt(sim_session *s, sqlite3 *c, sqlite3_stmt *st, int first_rc, co
             col->name = names[k];
         }
     }
+    return all_known;
+}
+
+bool sim_result_columns(sqlite3 *c, sqlite3_stmt *st, const xl_result *items, sim_column *cols,
+                        char (*names)[SIM_NAME_MAX], int n) {
+    return column_meta(c, st, SQLITE_DONE, items, NULL, 0, cols, names, n);
+}
+
+int sim_emit_stmt(sim_session *s, sqlite3 *c, sqlite3_stmt *st, int first_rc, const xl_result *items,
+                  const sim_column *forced, int nforced, const sim_sink *sink, bool in_proc, int64_t *rows,
+                  mcdc_error *err, bool *aborted) {
+    int n = sqlite3_column_count(st);
+    *rows = 0;
+    if (first_rc != SQLITE_ROW && first_rc != SQLITE_DONE) return sim_sqlite_err(c, first_rc, err);
+    if (n > MCDC_COLUMNS_MAX) return mcdc_error_set(err, MCDC_E_LIMIT, "result has more than %d columns", MCDC_COLUMNS_MAX);
+    sim_column *cols = mcdc_calloc((size_t)n + 1, sizeof *cols);
+    sim_value *vals = mcdc_calloc((size_t)n + 1, sizeof *vals);
+    char (*names)[SIM_NAME_MAX] = mcdc_calloc((size_t)n + 1, SIM_NAME_MAX);
+    if (!cols || !vals || !names) {
+        mcdc_free(cols); mcdc_free(vals); mcdc_free(names);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    column_meta(c, st, first_rc, items, forced, nforced, cols, names, n);
     int rc = MCDC_OK;
     if (sink->columns && sink->columns(sink->ctx, cols, n)) *aborted = true;
     int step = first_rc;
@@ -1078,6 +1095,51 @@ static int syntax_err(mcdc_error *err, const tsql_tok *t, int i, int end) {
 }
 
 /* Runs a SELECT (tokens [a, b)); assignments "@v = expr" handled by caller. */
+/* The change-table read fast path (sim_engine_fast.c): *done false when
+ * the statement is left to the general path (nothing was sent). */
+static int run_fast(stmt_ctx *x, const xl_env *env, const sim_fast_plan *fp, sqlite3_stmt *orig, const xl_result *res,
+                    bool *done, mcdc_error *err) {
+    sim_session *s = x->s;
+    *done = false;
+    int n = sqlite3_column_count(orig);
+    if (n != fp->nitems || n > MCDC_COLUMNS_MAX) return MCDC_OK;
+    sim_column *cols = mcdc_calloc((size_t)n + 1, sizeof *cols);
+    char (*names)[SIM_NAME_MAX] = mcdc_calloc((size_t)n + 1, SIM_NAME_MAX);
+    xl_result *r2 = mcdc_malloc(sizeof *r2);
+    mcdc_buf q1 = {0}, q2 = {0};
+    sqlite3_stmt *red = NULL, *cm = NULL;
+    mcdc_error e2 = MCDC_ERROR_INIT;
+    bool ok = cols && names && r2 && sim_result_columns(s->rd, orig, res, cols, names, n);
+    ok = ok && tsql_xlate(env, fp->reduced, 0, fp->nreduced, &q1, r2, &e2) == MCDC_OK;
+    ok = ok && tsql_xlate(env, fp->commit, 0, fp->ncommit, &q2, r2, &e2) == MCDC_OK;
+    if (ok) {
+        q2.len = strlen((const char *)q2.data);
+        ok = mcdc_buf_append_str(&q2, " WHERE \"m\".\"start_lsn\" = $__lsn", NULL) == MCDC_OK && mcdc_buf_cstr(&q2, NULL) == MCDC_OK;
+    }
+    ok = ok && sqlite3_prepare_v2(s->rd, (const char *)q1.data, -1, &red, NULL) == SQLITE_OK &&
+         sqlite3_column_count(red) == fp->nsrc && bind_vars(s, red, &e2) == MCDC_OK;
+    ok = ok && sqlite3_prepare_v2(s->rd, (const char *)q2.data, -1, &cm, NULL) == SQLITE_OK &&
+         sqlite3_column_count(cm) == 1 && bind_vars(s, cm, &e2) == MCDC_OK;
+    int lsn_param = ok ? sqlite3_bind_parameter_index(cm, "$__lsn") : 0;
+    int rc = MCDC_OK;
+    if (ok && lsn_param > 0) {
+        *done = true;
+        s->srv->fast_queries++;
+        if (x->sink->columns && x->sink->columns(x->sink->ctx, cols, n)) x->aborted = true;
+        int64_t rows = 0;
+        if (!x->aborted) rc = sim_fast_emit(s->rd, red, cm, fp, lsn_param, x->sink, &rows, &x->aborted, err);
+        if (rc == MCDC_OK && !x->aborted) { s->rowcount = rows; send_done(x, rows, true, false); }
+    }
+    sqlite3_finalize(red);
+    sqlite3_finalize(cm);
+    mcdc_buf_free(&q1);
+    mcdc_buf_free(&q2);
+    mcdc_free(r2);
+    mcdc_free(cols);
+    mcdc_free(names);
+    return rc;
+}
+
 static int run_query(stmt_ctx *x, const tsql_tok *t, int a, int b, const sim_var **assign, int nassign,
                      mcdc_error *err) {
     sim_session *s = x->s;
@@ -1094,7 +1156,15 @@ static int run_query(stmt_ctx *x, const tsql_tok *t, int a, int b, const sim_var
     if (rc == MCDC_OK && sqlite3_prepare_v2(s->rd, (const char *)sql.data, -1, &st, NULL) != SQLITE_OK)
         rc = sim_sqlite_err(s->rd, SQLITE_ERROR, err);
     if (rc == MCDC_OK) rc = bind_vars(s, st, err);
-    if (rc == MCDC_OK) {
+    bool fast_done = false;
+    if (rc == MCDC_OK && nassign == 0 && !s->srv->fast_off) {
+        sim_fast_plan fp;
+        if (sim_fast_match(&fp, t, a, b)) {
+            rc = run_fast(x, &env, &fp, st, res, &fast_done, err);
+            sim_fast_plan_free(&fp);
+        }
+    }
+    if (rc == MCDC_OK && !fast_done) {
         int first = sqlite3_step(st);
         if (nassign > 0) {
             int64_t cnt = 0;

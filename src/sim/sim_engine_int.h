@@ -110,6 +110,8 @@ struct sim_server {
     sim_session *sessions[MCDC_SIM_SESSIONS_MAX];
     sim_fault faults[SIM_FAULTS_MAX];
     uint64_t next_serial; /* under mu */
+    bool fast_off; /* EXEC sim.set_fast_path @on = 0: every query on the general path */
+    _Atomic int64_t fast_queries; /* queries served by the fast path */
     _Atomic int nfaults; /* changed under mu; read lock-free on the per-row path */
     sim_clock_src clk;
     struct sim_worker *workers;
@@ -169,6 +171,35 @@ int sim_cdc_drop_table(sim_session *s, const char *tbl, mcdc_error *err);
 int sim_emit_stmt(sim_session *s, sqlite3 *c, sqlite3_stmt *st, int first_rc, const xl_result *items,
                   const sim_column *forced, int nforced, const sim_sink *sink, bool in_proc, int64_t *rows,
                   mcdc_error *err, bool *aborted);
+
+/* ---- sim_engine_fast.c: the change-table read fast path ----------------- */
+typedef enum sim_fast_kind { SIM_FAST_COL = 1, SIM_FAST_LSN_HEX, SIM_FAST_NULL, SIM_FAST_COMMIT } sim_fast_kind;
+typedef struct sim_fast_item {
+    sim_fast_kind kind;
+    int src; /* column of the reduced statement (COL, LSN_HEX) */
+} sim_fast_item;
+typedef struct sim_fast_plan {
+    sim_fast_item *items; /* owned; one per select item */
+    int nitems;
+    int nsrc;             /* columns of the reduced statement */
+    tsql_tok *reduced;    /* owned; "SELECT c.__$start_lsn, <columns> FROM cdc.[ci_CT] AS c <WHERE/ORDER BY>" */
+    int nreduced;
+    tsql_tok *commit;     /* owned; "SELECT <commit expr> FROM cdc.lsn_time_mapping AS m" */
+    int ncommit;
+} sim_fast_plan;
+/* Recognises the reader's change query in tokens [a, b); fills p (free with
+ * sim_fast_plan_free) or returns false (p left empty). Tokens in the plan
+ * borrow the statement's text. */
+bool sim_fast_match(sim_fast_plan *p, const tsql_tok *t, int a, int b);
+void sim_fast_plan_free(sim_fast_plan *p);
+/* Sends the rows of the reduced statement red (bound, not stepped), the
+ * commit time from commit (its LSN parameter at commit_param). */
+int sim_fast_emit(sqlite3 *c, sqlite3_stmt *red, sqlite3_stmt *commit, const sim_fast_plan *p, int commit_param,
+                  const sim_sink *sink, int64_t *rows, bool *aborted, mcdc_error *err);
+/* Result metadata as the general path computes it (cols[n], names[n]);
+ * false when a type would come from the first row's value. */
+bool sim_result_columns(sqlite3 *c, sqlite3_stmt *st, const xl_result *items, sim_column *cols,
+                        char (*names)[SIM_NAME_MAX], int n);
 
 /* ---- sim_work.c -------------------------------------------------------- */
 int sim_work_start(sim_session *s, const sim_proc_args *a, mcdc_error *err);
