@@ -928,6 +928,7 @@ int sim_cdc_proc(sim_session *s, const char *proc, const sim_proc_args *a, const
         sqlite3_value *v = sim_arg(a, "@seconds", 0);
         double sec = v ? sqlite3_value_double(v) : 0;
         srv->clock_off_us += (int64_t)(sec * 1e6);
+        if (sec < 0) sim_srv_clock_reset(srv);
         sim_server_state_put(srv, "clock_off_us", NULL, srv->clock_off_us);
         if (srv->cap_started) pthread_cond_broadcast(&srv->cap_cv);
     } else if (mcdc_str_ieq(p, "sim.set_clock")) {
@@ -937,6 +938,7 @@ int sim_cdc_proc(sim_session *s, const char *proc, const sim_proc_args *a, const
             rc = sim_err(err, 50000, "sim.set_clock: @utc must be 'YYYY-MM-DD HH:MM:SS[.fff]' (got '%s')", u ? u : "NULL");
         else {
             srv->clock_off_us = us - mcdc_now_utc_us();
+            sim_srv_clock_reset(srv);
             sim_server_state_put(srv, "clock_off_us", NULL, srv->clock_off_us);
         }
     } else if (mcdc_str_ieq(p, "sim.set_time_zone")) {

@@ -46,6 +46,7 @@
 #include "sim_engine_int.h"
 
 #include <ctype.h>
+#include <stdatomic.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -158,7 +159,19 @@ int sim_sql(sqlite3 *c, mcdc_error *err, const char *fmt, ...) {
 }
 
 /* ---- clock / LSN ------------------------------------------------------- */
-int64_t sim_srv_utc_us(sim_server *srv) { return mcdc_now_utc_us() + srv->clock_off_us; }
+/* The server clock: wall clock + offset, never earlier than a reading
+ * already handed out. A host clock stepping back (NTP, a paused VM) would
+ * otherwise stamp a commit later than the capture scan that follows it,
+ * which then leaves the commit out (latency check), and give mapping
+ * entries times that go back while LSNs go up. */
+int64_t sim_srv_utc_us(sim_server *srv) {
+    int64_t now = mcdc_now_utc_us() + srv->clock_off_us;
+    int64_t last = atomic_load(&srv->clock_last_us);
+    while (now > last && !atomic_compare_exchange_weak(&srv->clock_last_us, &last, now)) {}
+    return now > last ? now : last;
+}
+
+void sim_srv_clock_reset(sim_server *srv) { atomic_store(&srv->clock_last_us, INT64_MIN); }
 
 int64_t sim_srv_local_us(sim_server *srv, int64_t utc_us) {
     int64_t s = utc_us >= 0 ? utc_us / 1000000 : (utc_us - 999999) / 1000000;
@@ -454,6 +467,7 @@ int sim_server_open(sim_server **out, const sim_config *cfg, mcdc_error *err) {
     if (mkdir(cfg->data_dir, 0755) != 0 && errno != EEXIST)
         return mcdc_error_set(err, MCDC_E_IO, "cannot create data directory %s: %s", cfg->data_dir, strerror(errno));
     sim_server *srv = mcdc_calloc(1, sizeof *srv);
+    if (srv) atomic_store(&srv->clock_last_us, INT64_MIN);
     if (!srv) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     pthread_mutex_init(&srv->mu, NULL);
     pthread_cond_init(&srv->cap_cv, NULL);

@@ -102,6 +102,9 @@ struct sim_server {
     int product_major;
     sim_db *dbs;
     _Atomic int64_t clock_off_us;   /* read by every clock function, lock-free */
+    /* Latest server time handed out: the server clock never runs backwards
+     * when the host's wall clock steps back (sim.set_clock may move it). */
+    _Atomic int64_t clock_last_us;
     const sim_tz *_Atomic tz;
     int capture_poll_ms, capture_latency_ms, capture_maxtrans;
     pthread_t cap_thread;
@@ -119,6 +122,8 @@ struct sim_server {
 
 /* ---- sim_engine.c ------------------------------------------------------ */
 int64_t sim_srv_utc_us(sim_server *srv);
+/* sim.set_clock / sim.advance_clock: the next reading may be earlier. */
+void sim_srv_clock_reset(sim_server *srv);
 int64_t sim_srv_local_us(sim_server *srv, int64_t utc_us);
 void sim_lsn_bytes(uint64_t v, uint8_t out[10]);
 uint64_t sim_lsn_value(const uint8_t *b, int n);

@@ -1,6 +1,7 @@
 /* test_sim_fidelity.c - fidelity fixes reported by the reader's author:
  * faults and reused SPIDs, exact numeric literals, nested AT TIME ZONE,
  * string functions, large multi-row INSERTs with date and GUID literals. */
+#include "sim_engine_int.h"
 #include "test_sim_helpers.h"
 
 static sim_server *fid_open(char *dir, size_t cap, sim_session **s, coll *c) {
@@ -167,6 +168,37 @@ TEST(sim_large_multirow_insert_with_literals) {
     CHECK_EQ_INT(c->nerrors, 0);
     CHECK_EQ_INT(c->nrows, 2000);
     CHECK_EQ_INT(c->cols[2].type.id, SIM_T_DATETIME2);
+    sim_session_close(s);
+    sim_server_close(srv);
+    test_rmdir(dir);
+    free(c);
+}
+
+/* The host clock stepping back between a commit and the capture scan (the
+ * cause of the flaky sim_cdc_t3_read_semantics: the scan's "now" fell
+ * before the commit's time and the latency check left the commit out). */
+TEST(sim_clock_never_runs_backwards) {
+    char dir[64];
+    coll *c = calloc(1, sizeof *c);
+    sim_session *s;
+    sim_server *srv = fid_open(dir, sizeof dir, &s, c);
+    run(s, c, "CREATE TABLE dbo.t (id int NOT NULL PRIMARY KEY, v int NULL); EXEC sys.sp_cdc_enable_db;"
+              " EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N't', @role_name = NULL;"
+              " EXEC sim.run_capture; INSERT INTO dbo.t VALUES (1, 1)");
+    CHECK_EQ_INT(c->nerrors, 0);
+    int64_t before = sim_srv_utc_us(srv);
+    srv->clock_off_us -= 5 * 1000000; /* what a wall-clock step back does */
+    CHECK(sim_srv_utc_us(srv) >= before);
+    run(s, c, "EXEC sim.run_capture");
+    CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM cdc.dbo_t_CT"), "1");
+    run(s, c, "INSERT INTO dbo.t VALUES (2, 2); EXEC sim.run_capture");
+    CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM cdc.dbo_t_CT"), "2");
+    /* commit times follow LSN order */
+    CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM cdc.lsn_time_mapping a JOIN cdc.lsn_time_mapping b"
+                              " ON b.start_lsn > a.start_lsn AND b.tran_end_time < a.tran_end_time"), "0");
+    /* sim.set_clock still moves the clock back on purpose */
+    run(s, c, "EXEC sim.set_clock @utc = '2001-02-03 04:05:06'");
+    CHECK_EQ_STR(scalar(s, c, "SELECT CONVERT(varchar(10), SYSUTCDATETIME(), 120)"), "2001-02-03");
     sim_session_close(s);
     sim_server_close(srv);
     test_rmdir(dir);
