@@ -14,7 +14,9 @@
  * LAG, ROW_NUMBER...), CONVERT/CAST (styles 1, 2, 126), AT TIME ZONE,
  * DATEADD/DATEDIFF/DATEPART, system functions (SERVERPROPERTY,
  * CURRENT_TIMEZONE_ID, SYSDATETIME..., OBJECT_ID, QUOTENAME,
- * HAS_PERMS_BY_NAME, @@SPID, @@VERSION), DECLARE/SET/SELECT @v, IF/ELSE,
+ * HAS_PERMS_BY_NAME, @@SPID, @@VERSION), string functions (LEN, DATALENGTH,
+ * LEFT, RIGHT, SUBSTRING, UPPER, LOWER, LTRIM, RTRIM, CHARINDEX, REPLACE,
+ * REPLICATE, CONCAT), DECLARE/SET/SELECT @v, IF/ELSE,
  * BEGIN...END blocks, EXEC with named or positional arguments, SET options
  * (NOCOUNT honoured; the rest accepted), CREATE LOGIN/USER, GRANT/REVOKE
  * SELECT, sys.columns/sys.tables/sys.objects/sys.databases,
@@ -27,7 +29,19 @@
  * after a syntax error (102/105), which ends the batch as SQL Server's parse
  * would.
  *
+ * Numeric literals SQLite cannot hold exactly (more than 15 significant
+ * digits with a '.', integers past 2^63-1) are passed as exact decimal
+ * text, typed numeric(p,s) as SQL Server types them.
+ *
+ * The reader's change query (reference §3.1 row 8) is served by a fast
+ * path (sim_engine_fast.c) with the same columns and values as the general
+ * path; EXEC sim.set_fast_path @on = 0 turns it off (tests compare both).
+ *
  * Known deviations from SQL Server (documented for test authors):
+ * - The server clock never runs backwards: a host wall-clock step back is
+ *   absorbed (sim.set_clock and a negative sim.advance_clock still move it).
+ * - sim.fault spares the session that set it (by a per-login serial, not
+ *   the SPID, which is reused).
  * - Sessions share one writer connection per database and every statement
  *   is committed to SQLite at once; other sessions may therefore read rows
  *   of a T-SQL transaction that is not committed yet (READ UNCOMMITTED for
