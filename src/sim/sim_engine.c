@@ -585,6 +585,8 @@ static const char *sess_clk_zone(void *ctx, char *buf, size_t cap) {
     return clk_zone(((sim_session *)ctx)->srv, buf, cap);
 }
 
+static void fast_cache_drop(sim_session *s);
+
 static int sess_use(sim_session *s, sim_db *d, mcdc_error *err) {
     sqlite3 *rd = NULL;
     if (sqlite3_open_v2(d->path, &rd, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
@@ -599,6 +601,7 @@ static int sess_use(sim_session *s, sim_db *d, mcdc_error *err) {
         sqlite3_close(rd);
         return mcdc_error_set(err, MCDC_E_IO, "cannot prepare on %s", d->path);
     }
+    fast_cache_drop(s);
     if (s->conv) sqlite3_finalize(s->conv);
     if (s->rd) sqlite3_close(s->rd);
     s->rd = rd;
@@ -704,6 +707,7 @@ void sim_session_close(sim_session *s) {
     for (int k = 0; k < MCDC_SIM_SESSIONS_MAX; k++) if (srv->sessions[k] == s) srv->sessions[k] = NULL;
     pthread_mutex_unlock(&srv->mu);
     vars_clear(s);
+    fast_cache_drop(s);
     if (s->conv) sqlite3_finalize(s->conv);
     if (s->rd) sqlite3_close(s->rd);
     mcdc_free(s);
@@ -1123,48 +1127,150 @@ static int syntax_err(mcdc_error *err, const tsql_tok *t, int i, int end) {
 }
 
 /* Runs a SELECT (tokens [a, b)); assignments "@v = expr" handled by caller. */
-/* The change-table read fast path (sim_engine_fast.c): *done false when
+/* The change-table read fast path (sim_engine_fast.c). A session keeps its
+ * last fast query prepared (the reader repeats one statement text with new
+ * range parameters): a repeat skips translation and preparation. The entry
+ * is dropped when the schema changes (PRAGMA schema_version), on USE and
+ * at session end. */
+typedef struct sim_fast_cache {
+    char *key;  /* owned: the statement's tokens, each followed by \x01 */
+    size_t keyn;
+    sim_fast_item *items; /* owned */
+    int nitems, nsrc;
+    sqlite3_stmt *red, *cm, *ver; /* on s->rd */
+    int lsn_param;
+    int64_t schema_version;
+    sim_column *cols; /* owned; names point into names */
+    char (*names)[SIM_NAME_MAX];
+    xl_result *res; /* owned: tables for the permission check */
+} sim_fast_cache;
+
+static void fast_cache_drop(sim_session *s) {
+    sim_fast_cache *c = s->fast;
+    if (!c) return;
+    sqlite3_finalize(c->red);
+    sqlite3_finalize(c->cm);
+    sqlite3_finalize(c->ver);
+    mcdc_free(c->key);
+    mcdc_free(c->items);
+    mcdc_free(c->cols);
+    mcdc_free(c->names);
+    mcdc_free(c->res);
+    mcdc_free(c);
+    s->fast = NULL;
+}
+
+static int fast_key(mcdc_buf *k, const tsql_tok *t, int a, int b) {
+    int rc = MCDC_OK;
+    for (int q = a; q < b && rc == MCDC_OK; q++) {
+        rc = mcdc_buf_append(k, t[q].s, (size_t)t[q].n, NULL);
+        if (rc == MCDC_OK) rc = mcdc_buf_append_byte(k, 1, NULL);
+    }
+    return rc;
+}
+
+static int64_t schema_version(sqlite3_stmt *ver) {
+    int64_t v = -1;
+    if (sqlite3_step(ver) == SQLITE_ROW) v = sqlite3_column_int64(ver, 0);
+    sqlite3_reset(ver);
+    return v;
+}
+
+/* Sends the result of the cached fast query; *done false (nothing sent)
+ * when the entry no longer applies. */
+static int fast_send(stmt_ctx *x, sim_fast_cache *c, bool *done, mcdc_error *err) {
+    sim_session *s = x->s;
+    mcdc_error e2 = MCDC_ERROR_INIT;
+    *done = false;
+    sqlite3_reset(c->red);
+    sqlite3_clear_bindings(c->red);
+    sqlite3_reset(c->cm);
+    sqlite3_clear_bindings(c->cm);
+    if (bind_vars(s, c->red, &e2) != MCDC_OK || bind_vars(s, c->cm, &e2) != MCDC_OK) return MCDC_OK;
+    *done = true;
+    s->srv->fast_queries++;
+    if (x->sink->columns && x->sink->columns(x->sink->ctx, c->cols, c->nitems)) x->aborted = true;
+    int64_t rows = 0;
+    sim_fast_plan p = {c->items, c->nitems, c->nsrc, NULL, 0, NULL, 0};
+    int rc = MCDC_OK;
+    if (!x->aborted) rc = sim_fast_emit(s->rd, c->red, c->cm, &p, c->lsn_param, x->sink, &rows, &x->aborted, err);
+    sqlite3_reset(c->red);
+    sqlite3_reset(c->cm);
+    if (rc == MCDC_OK && !x->aborted) { s->rowcount = rows; send_done(x, rows, true, false); }
+    return rc;
+}
+
+/* A repeat of the cached statement: sent from the cache (*done), or the
+ * entry dropped. */
+static int fast_cached(stmt_ctx *x, const tsql_tok *t, int a, int b, bool *done, mcdc_error *err) {
+    sim_session *s = x->s;
+    sim_fast_cache *c = s->fast;
+    *done = false;
+    mcdc_buf k = {0};
+    bool same = fast_key(&k, t, a, b) == MCDC_OK && k.len == c->keyn && memcmp(k.data, c->key, k.len) == 0;
+    mcdc_buf_free(&k);
+    if (!same) return MCDC_OK;
+    if (schema_version(c->ver) != c->schema_version) { fast_cache_drop(s); return MCDC_OK; }
+    mcdc_error e2 = MCDC_ERROR_INIT;
+    if (check_select_perms(s, s->rd, c->res, &e2) != MCDC_OK) { fast_cache_drop(s); return MCDC_OK; }
+    int rc = fast_send(x, c, done, err);
+    if (*done) s->srv->fast_cache_hits++;
+    else fast_cache_drop(s);
+    return rc;
+}
+
+/* First run of a fast query: translate and prepare its two statements,
+ * keep them in the session's cache and send the result. *done false when
  * the statement is left to the general path (nothing was sent). */
-static int run_fast(stmt_ctx *x, const xl_env *env, const sim_fast_plan *fp, sqlite3_stmt *orig, const xl_result *res,
-                    bool *done, mcdc_error *err) {
+static int run_fast(stmt_ctx *x, const xl_env *env, const sim_fast_plan *fp, const tsql_tok *t, int a, int b,
+                    sqlite3_stmt *orig, const xl_result *res, bool *done, mcdc_error *err) {
     sim_session *s = x->s;
     *done = false;
     int n = sqlite3_column_count(orig);
     if (n != fp->nitems || n > MCDC_COLUMNS_MAX) return MCDC_OK;
-    sim_column *cols = mcdc_calloc((size_t)n + 1, sizeof *cols);
-    char (*names)[SIM_NAME_MAX] = mcdc_calloc((size_t)n + 1, SIM_NAME_MAX);
+    fast_cache_drop(s);
+    sim_fast_cache *c = mcdc_calloc(1, sizeof *c);
+    if (!c) return MCDC_OK;
+    c->cols = mcdc_calloc((size_t)n + 1, sizeof *c->cols);
+    c->names = mcdc_calloc((size_t)n + 1, SIM_NAME_MAX);
+    c->items = mcdc_calloc((size_t)n + 1, sizeof *c->items);
+    c->res = mcdc_malloc(sizeof *c->res);
+    c->nitems = n;
+    c->nsrc = fp->nsrc;
+    s->fast = c;
     xl_result *r2 = mcdc_malloc(sizeof *r2);
-    mcdc_buf q1 = {0}, q2 = {0};
-    sqlite3_stmt *red = NULL, *cm = NULL;
+    mcdc_buf q1 = {0}, q2 = {0}, key = {0};
     mcdc_error e2 = MCDC_ERROR_INIT;
-    bool ok = cols && names && r2 && sim_result_columns(s->rd, orig, res, cols, names, n);
+    bool ok = c->cols && c->names && c->items && c->res && r2 && sim_result_columns(s->rd, orig, res, c->cols, c->names, n);
+    if (ok) {
+        memcpy(c->items, fp->items, (size_t)n * sizeof *c->items);
+        memcpy(c->res, res, sizeof *c->res);
+        ok = fast_key(&key, t, a, b) == MCDC_OK;
+        c->key = (char *)key.data; /* ownership moves to the cache */
+        c->keyn = key.len;
+    }
     ok = ok && tsql_xlate(env, fp->reduced, 0, fp->nreduced, &q1, r2, &e2) == MCDC_OK;
     ok = ok && tsql_xlate(env, fp->commit, 0, fp->ncommit, &q2, r2, &e2) == MCDC_OK;
     if (ok) {
         q2.len = strlen((const char *)q2.data);
         ok = mcdc_buf_append_str(&q2, " WHERE \"m\".\"start_lsn\" = $__lsn", NULL) == MCDC_OK && mcdc_buf_cstr(&q2, NULL) == MCDC_OK;
     }
-    ok = ok && sqlite3_prepare_v2(s->rd, (const char *)q1.data, -1, &red, NULL) == SQLITE_OK &&
-         sqlite3_column_count(red) == fp->nsrc && bind_vars(s, red, &e2) == MCDC_OK;
-    ok = ok && sqlite3_prepare_v2(s->rd, (const char *)q2.data, -1, &cm, NULL) == SQLITE_OK &&
-         sqlite3_column_count(cm) == 1 && bind_vars(s, cm, &e2) == MCDC_OK;
-    int lsn_param = ok ? sqlite3_bind_parameter_index(cm, "$__lsn") : 0;
-    int rc = MCDC_OK;
-    if (ok && lsn_param > 0) {
-        *done = true;
-        s->srv->fast_queries++;
-        if (x->sink->columns && x->sink->columns(x->sink->ctx, cols, n)) x->aborted = true;
-        int64_t rows = 0;
-        if (!x->aborted) rc = sim_fast_emit(s->rd, red, cm, fp, lsn_param, x->sink, &rows, &x->aborted, err);
-        if (rc == MCDC_OK && !x->aborted) { s->rowcount = rows; send_done(x, rows, true, false); }
+    ok = ok && sqlite3_prepare_v3(s->rd, (const char *)q1.data, -1, SQLITE_PREPARE_PERSISTENT, &c->red, NULL) == SQLITE_OK &&
+         sqlite3_column_count(c->red) == fp->nsrc;
+    ok = ok && sqlite3_prepare_v3(s->rd, (const char *)q2.data, -1, SQLITE_PREPARE_PERSISTENT, &c->cm, NULL) == SQLITE_OK &&
+         sqlite3_column_count(c->cm) == 1;
+    ok = ok && sqlite3_prepare_v3(s->rd, "PRAGMA schema_version", -1, SQLITE_PREPARE_PERSISTENT, &c->ver, NULL) == SQLITE_OK;
+    if (ok) {
+        c->lsn_param = sqlite3_bind_parameter_index(c->cm, "$__lsn");
+        c->schema_version = schema_version(c->ver);
+        ok = c->lsn_param > 0 && c->schema_version >= 0;
     }
-    sqlite3_finalize(red);
-    sqlite3_finalize(cm);
+    int rc = MCDC_OK;
+    if (ok) rc = fast_send(x, c, done, err);
+    if (!ok || !*done) fast_cache_drop(s);
     mcdc_buf_free(&q1);
     mcdc_buf_free(&q2);
     mcdc_free(r2);
-    mcdc_free(cols);
-    mcdc_free(names);
     return rc;
 }
 
@@ -1175,6 +1281,11 @@ static int run_query(stmt_ctx *x, const tsql_tok *t, int a, int b, const sim_var
     xl_env env;
     char user[SIM_NAME_MAX];
     mcdc_buf wait = {0}, sql = {0};
+    if (nassign == 0 && s->fast && !s->srv->fast_off) {
+        bool done = false;
+        int frc = fast_cached(x, t, a, b, &done, err);
+        if (done) return frc;
+    }
     make_env(s, &ec, &env, user, sizeof user, &wait);
     xl_result *res = mcdc_malloc(sizeof *res);
     if (!res) { mcdc_buf_free(&wait); return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory"); }
@@ -1188,7 +1299,7 @@ static int run_query(stmt_ctx *x, const tsql_tok *t, int a, int b, const sim_var
     if (rc == MCDC_OK && nassign == 0 && !s->srv->fast_off) {
         sim_fast_plan fp;
         if (sim_fast_match(&fp, t, a, b)) {
-            rc = run_fast(x, &env, &fp, st, res, &fast_done, err);
+            rc = run_fast(x, &env, &fp, t, a, b, st, res, &fast_done, err);
             sim_fast_plan_free(&fp);
         }
     }

@@ -93,6 +93,7 @@ struct sim_session {
     int64_t req_rows;      /* rows of the current request: only the session's thread */
     int64_t net_wait_ms, net_waits, net_wait_max_ms; /* sim_session_add_network_wait */
     _Atomic int64_t requests;
+    struct sim_fast_cache *fast; /* the last fast-path query, prepared (sim_engine.c) */
 };
 
 struct sim_server {
@@ -115,6 +116,7 @@ struct sim_server {
     uint64_t next_serial; /* under mu */
     bool fast_off; /* EXEC sim.set_fast_path @on = 0: every query on the general path */
     _Atomic int64_t fast_queries; /* queries served by the fast path */
+    _Atomic int64_t fast_cache_hits; /* of which from a session's prepared statements */
     _Atomic int nfaults; /* changed under mu; read lock-free on the per-row path */
     sim_clock_src clk;
     struct sim_worker *workers;

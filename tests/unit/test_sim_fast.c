@@ -165,6 +165,24 @@ TEST(sim_fast_path_matches_general_path) {
     CHECK_EQ_INT(c->nerrors, 0);
     reader_sql(&q, f, present, NF, true, &zone, lo, hi, NULL);
     CHECK_EQ_INT(compare_paths(srv, s, c, (const char *)q.data, a, b), 2);
+    /* a repeat is served from the session's prepared statements; a schema
+     * change drops them (the answer stays the general path's) */
+    int64_t hits = srv->fast_cache_hits;
+    reader_sql(&q, f, present, NF, false, &fixed, lo, hi, NULL);
+    run(s, c, (const char *)q.data);
+    run(s, c, (const char *)q.data);
+    CHECK_EQ_INT((int)(srv->fast_cache_hits - hits), 1);
+    CHECK_EQ_INT(c->nrows, 2);
+    run(s, c, "CREATE TABLE dbo.other (id int NOT NULL PRIMARY KEY)");
+    hits = srv->fast_cache_hits;
+    CHECK_EQ_INT(compare_paths(srv, s, c, (const char *)q.data, a, b), 2);
+    CHECK_EQ_INT((int)(srv->fast_cache_hits - hits), 0);
+    /* USE elsewhere and back: the entry belonged to the old connection */
+    run(s, c, (const char *)q.data);
+    run(s, c, "USE master; USE lab");
+    hits = srv->fast_cache_hits;
+    CHECK_EQ_INT(compare_paths(srv, s, c, (const char *)q.data, a, b), 2);
+    CHECK_EQ_INT((int)(srv->fast_cache_hits - hits), 0);
     /* a shape the fast path does not take goes the general way */
     int64_t h = srv->fast_queries;
     run(s, c, "SELECT c.id FROM cdc.[dbo_all_CT] AS c INNER JOIN cdc.lsn_time_mapping AS m ON m.start_lsn = c.__$start_lsn"
