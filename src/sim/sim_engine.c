@@ -1274,6 +1274,38 @@ static int run_fast(stmt_ctx *x, const xl_env *env, const sim_fast_plan *fp, con
     return rc;
 }
 
+/* The reader's split-point query (sim_engine_fast.c); *done as run_fast. */
+static int run_split(stmt_ctx *x, const xl_env *env, const sim_fast_split *sp, sqlite3_stmt *orig, const xl_result *res,
+                     bool *done, mcdc_error *err) {
+    sim_session *s = x->s;
+    *done = false;
+    if (sqlite3_column_count(orig) != 3) return MCDC_OK;
+    sim_column cols[3];
+    char names[3][SIM_NAME_MAX];
+    memset(cols, 0, sizeof cols);
+    xl_result *r2 = mcdc_malloc(sizeof *r2);
+    mcdc_buf q = {0};
+    mcdc_error e2 = MCDC_ERROR_INIT;
+    sqlite3_stmt *scan = NULL;
+    bool ok = r2 && sim_result_columns(s->rd, orig, res, cols, names, 3) &&
+              tsql_xlate(env, sp->scan, 0, sp->nscan, &q, r2, &e2) == MCDC_OK &&
+              sqlite3_prepare_v2(s->rd, (const char *)q.data, -1, &scan, NULL) == SQLITE_OK &&
+              sqlite3_column_count(scan) == 1 && bind_vars(s, scan, &e2) == MCDC_OK;
+    int rc = MCDC_OK;
+    if (ok) {
+        *done = true;
+        s->srv->fast_queries++;
+        if (x->sink->columns && x->sink->columns(x->sink->ctx, cols, 3)) x->aborted = true;
+        int64_t rows = 0;
+        if (!x->aborted) rc = sim_fast_split_emit(s->rd, scan, sp->tiles, x->sink, &rows, &x->aborted, err);
+        if (rc == MCDC_OK && !x->aborted) { s->rowcount = rows; send_done(x, rows, true, false); }
+    }
+    sqlite3_finalize(scan);
+    mcdc_buf_free(&q);
+    mcdc_free(r2);
+    return rc;
+}
+
 static int run_query(stmt_ctx *x, const tsql_tok *t, int a, int b, const sim_var **assign, int nassign,
                      mcdc_error *err) {
     sim_session *s = x->s;
@@ -1301,6 +1333,13 @@ static int run_query(stmt_ctx *x, const tsql_tok *t, int a, int b, const sim_var
         if (sim_fast_match(&fp, t, a, b)) {
             rc = run_fast(x, &env, &fp, t, a, b, st, res, &fast_done, err);
             sim_fast_plan_free(&fp);
+        }
+    }
+    if (rc == MCDC_OK && !fast_done && nassign == 0 && !s->srv->fast_off) {
+        sim_fast_split sp;
+        if (sim_fast_match_split(&sp, t, a, b)) {
+            rc = run_split(x, &env, &sp, st, res, &fast_done, err);
+            sim_fast_split_free(&sp);
         }
     }
     if (rc == MCDC_OK && !fast_done) {

@@ -315,3 +315,148 @@ int sim_fast_emit(sqlite3 *c, sqlite3_stmt *red, sqlite3_stmt *commit, const sim
     mcdc_free(hex);
     return rc;
 }
+
+/* ---- the reader's split-point query ------------------------------------ */
+/* mcdc_cdc_split_points (parallel reads) asks for NTILE(n) boundaries of a
+ * range; SQLite answers it by materialising the window and sorting it for
+ * the GROUP BY (about 1 us a row). The tiles only depend on the row count
+ * and the ordered LSNs: counted, then read off one scan of the clustered
+ * change table. */
+static const char SPLIT_SHAPE[] =
+    "SELECT CONVERT(varchar(22), MAX(t.lsn), 1) AS bound, CONVERT(varchar(22), sys.fn_cdc_increment_lsn(MAX(t.lsn)), 1)"
+    " AS next_start, COUNT_BIG(*) AS row_count FROM (SELECT c.__$start_lsn AS lsn, NTILE(@N) OVER (ORDER BY"
+    " c.__$start_lsn) AS tile FROM cdc.@T AS c WHERE @W) AS t GROUP BY t.tile ORDER BY t.tile";
+static const char SPLIT_SCAN[] = "SELECT c.__$start_lsn FROM cdc.@T AS c WHERE @W ORDER BY c.__$start_lsn";
+
+static bool tok_same(const tsql_tok *x, const tsql_tok *y) {
+    bool xn = x->t == TK_IDENT || x->t == TK_QIDENT, yn = y->t == TK_IDENT || y->t == TK_QIDENT;
+    if (xn || yn) {
+        if (!(xn && yn)) return false;
+        char bx[MCDC_IDENT_BYTES_MAX], by[MCDC_IDENT_BYTES_MAX];
+        tsql_tok_text(x, bx, sizeof bx);
+        tsql_tok_text(y, by, sizeof by);
+        return mcdc_str_ieq(bx, by);
+    }
+    return x->t == y->t && x->n == y->n && mcdc_str_nieq(x->s, y->s, (size_t)x->n);
+}
+
+/* Matches t[a, b) against a template: @N and @T stand for one token, @W for
+ * a span up to the template's next token at depth 0. caps[k] = {from, to}
+ * in template order. */
+static bool shape_match(const tsql_tok *t, int a, int b, const char *shape, int caps[][2], int ncaps) {
+    tsql_tok *st = NULL;
+    int ns = 0, c = 0, k = a;
+    if (tsql_lex(&st, &ns, shape, strlen(shape), NULL) != MCDC_OK) return false;
+    bool ok = true;
+    for (int i = 0; i < ns && ok; i++) {
+        if (st[i].t == TK_VAR && st[i].n == 2 && (st[i].s[1] == 'N' || st[i].s[1] == 'T')) {
+            ok = k < b && c < ncaps;
+            if (ok) { caps[c][0] = k; caps[c][1] = k + 1; c++; k++; }
+        } else if (st[i].t == TK_VAR && st[i].n == 2 && st[i].s[1] == 'W') {
+            ok = i + 1 < ns && c < ncaps;
+            int d = 0, e = k;
+            for (; ok && e < b; e++) {
+                if (d == 0 && tok_same(&t[e], &st[i + 1])) break;
+                if (tsql_tok_op(&t[e], "(")) d++;
+                else if (tsql_tok_op(&t[e], ")")) d--;
+                if (d < 0) ok = false;
+            }
+            ok = ok && e < b && e > k;
+            if (ok) { caps[c][0] = k; caps[c][1] = e; c++; k = e; }
+        } else {
+            ok = k < b && tok_same(&t[k], &st[i]);
+            k++;
+        }
+    }
+    mcdc_free(st);
+    return ok && k == b && c == ncaps;
+}
+
+void sim_fast_split_free(sim_fast_split *p) {
+    if (!p) return;
+    mcdc_free(p->scan);
+    mcdc_free(p->shape);
+    memset(p, 0, sizeof *p);
+}
+
+bool sim_fast_match_split(sim_fast_split *p, const tsql_tok *t, int a, int b) {
+    memset(p, 0, sizeof *p);
+    int caps[3][2];
+    if (b - a < 60 || !tsql_tok_is(&t[a], "SELECT") || !shape_match(t, a, b, SPLIT_SHAPE, caps, 3)) return false;
+    const tsql_tok *nt = &t[caps[0][0]], *ct = &t[caps[1][0]];
+    if (nt->t != TK_NUM || nt->n > 9) return false;
+    int64_t tiles = 0;
+    for (int k = 0; k < nt->n; k++) {
+        if (nt->s[k] < '0' || nt->s[k] > '9') return false;
+        tiles = tiles * 10 + (nt->s[k] - '0');
+    }
+    char ctn[MCDC_IDENT_BYTES_MAX];
+    tsql_tok_text(ct, ctn, sizeof ctn);
+    size_t cl = strlen(ctn);
+    if (tiles < 1 || cl < 4 || !mcdc_str_ieq(ctn + cl - 3, "_CT")) return false;
+    /* the scan: SPLIT_SCAN with @T and @W put in */
+    int nsc = 0;
+    if (tsql_lex(&p->shape, &nsc, SPLIT_SCAN, strlen(SPLIT_SCAN), NULL) != MCDC_OK) return false;
+    int wn = caps[2][1] - caps[2][0];
+    p->scan = mcdc_malloc(((size_t)nsc + (size_t)wn + 1) * sizeof *p->scan);
+    if (!p->scan) { sim_fast_split_free(p); return false; }
+    for (int i = 0; i < nsc; i++) {
+        if (p->shape[i].t == TK_VAR && p->shape[i].n == 2 && p->shape[i].s[1] == 'T') p->scan[p->nscan++] = *ct;
+        else if (p->shape[i].t == TK_VAR && p->shape[i].n == 2 && p->shape[i].s[1] == 'W')
+            for (int k = caps[2][0]; k < caps[2][1]; k++) p->scan[p->nscan++] = t[k];
+        else p->scan[p->nscan++] = p->shape[i];
+    }
+    p->scan[p->nscan] = TOK_EOF;
+    p->tiles = tiles;
+    return true;
+}
+
+/* fn_cdc_increment_lsn: the value right-aligned in 10 bytes, plus one. */
+static void lsn_inc(const uint8_t *b, size_t n, uint8_t out[10]) {
+    memset(out, 0, 10);
+    if (n > 10) n = 10;
+    if (n) memcpy(out + (10 - n), b, n);
+    for (int k = 9; k >= 0; k--)
+        if (++out[k] != 0) break;
+}
+
+int sim_fast_split_emit(sqlite3 *c, sqlite3_stmt *scan, int64_t tiles, const sim_sink *sink, int64_t *rows,
+                        bool *aborted, mcdc_error *err) {
+    *rows = 0;
+    int64_t total = 0;
+    int step;
+    while ((step = sqlite3_step(scan)) == SQLITE_ROW) total++;
+    if (step != SQLITE_DONE) return sim_sqlite_err(c, step, err);
+    sqlite3_reset(scan);
+    if (total == 0) return MCDC_OK;
+    int64_t base = total / tiles, extra = total % tiles;
+    int64_t tile = 1, in_tile = 0, size = base + (extra > 0 ? 1 : 0), cnt = 0;
+    char bound[24], next[24];
+    sim_value v[3];
+    memset(v, 0, sizeof v);
+    while (!*aborted && (step = sqlite3_step(scan)) == SQLITE_ROW) {
+        if (++in_tile < size) continue;
+        sqlite3_value *lv = sqlite3_column_value(scan, 0);
+        const uint8_t *lsn = sqlite3_value_blob(lv);
+        size_t ln = (size_t)sqlite3_value_bytes(lv);
+        uint8_t inc[10];
+        lsn_inc(lsn, ln, inc);
+        v[0].kind = SIM_V_TEXT;
+        v[0].n = lsn_hex(lsn, ln, bound);
+        v[0].p = (const uint8_t *)bound;
+        v[1].kind = SIM_V_TEXT;
+        v[1].n = lsn_hex(inc, 10, next);
+        v[1].p = (const uint8_t *)next;
+        v[2].kind = SIM_V_INT;
+        v[2].i = size;
+        cnt++;
+        if (sink->row && sink->row(sink->ctx, v, 3)) { *aborted = true; break; }
+        tile++;
+        in_tile = 0;
+        size = base + (tile <= extra ? 1 : 0);
+        if (size == 0) break; /* fewer rows than tiles: the rest are empty */
+    }
+    *rows = cnt;
+    if (!*aborted && step != SQLITE_DONE && step != SQLITE_ROW) return sim_sqlite_err(c, step, err);
+    return MCDC_OK;
+}

@@ -203,6 +203,18 @@ void sim_fast_plan_free(sim_fast_plan *p);
  * commit time from commit (its LSN parameter at commit_param). */
 int sim_fast_emit(sqlite3 *c, sqlite3_stmt *red, sqlite3_stmt *commit, const sim_fast_plan *p, int commit_param,
                   const sim_sink *sink, int64_t *rows, bool *aborted, mcdc_error *err);
+/* The reader's split-point query (NTILE boundaries of a range). */
+typedef struct sim_fast_split {
+    int64_t tiles;
+    tsql_tok *scan;  /* owned; "SELECT c.__$start_lsn FROM cdc.[ci_CT] AS c WHERE ... ORDER BY c.__$start_lsn" */
+    int nscan;
+    tsql_tok *shape; /* owned; the lexed scan template the tokens of scan borrow */
+} sim_fast_split;
+bool sim_fast_match_split(sim_fast_split *p, const tsql_tok *t, int a, int b);
+void sim_fast_split_free(sim_fast_split *p);
+/* Counts the scan's rows, then sends one row per non-empty tile. */
+int sim_fast_split_emit(sqlite3 *c, sqlite3_stmt *scan, int64_t tiles, const sim_sink *sink, int64_t *rows,
+                        bool *aborted, mcdc_error *err);
 /* Result metadata as the general path computes it (cols[n], names[n]);
  * false when a type would come from the first row's value. */
 bool sim_result_columns(sqlite3 *c, sqlite3_stmt *st, const xl_result *items, sim_column *cols,

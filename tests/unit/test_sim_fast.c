@@ -198,3 +198,48 @@ TEST(sim_fast_path_matches_general_path) {
     free(b);
     free(c);
 }
+
+/* The reader's split-point query (mcdc_cdc_split_points' text): NTILE tiles
+ * of a range, the same on both paths for any tile count, fewer rows than
+ * tiles, an empty range. */
+TEST(sim_fast_split_points_match_general_path) {
+    char dir[64];
+    coll *c = calloc(1, sizeof *c);
+    snap *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    test_tmpdir(dir, sizeof dir);
+    sim_server *srv = test_server(dir, 0);
+    sim_session *s = test_login(srv, "sa", "Sa_Passw0rd", NULL);
+    run(s, c, "CREATE DATABASE lab; USE lab; CREATE TABLE dbo.t (id int NOT NULL PRIMARY KEY, v nvarchar(20) NULL);"
+              " EXEC sys.sp_cdc_enable_db; EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N't', @role_name = NULL;"
+              " EXEC sim.bulk_load @capture_instance = N'dbo_t', @transactions = 37, @rows_per_tx = 3, @seed = 5");
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM cdc.dbo_t_CT"), "111");
+    char lo[64], hi[64], mid[64];
+    snprintf(lo, sizeof lo, "%.63s", scalar(s, c, "SELECT CONVERT(varchar(22), MIN(__$start_lsn), 1) FROM cdc.dbo_t_CT"));
+    snprintf(hi, sizeof hi, "%.63s", scalar(s, c, "SELECT CONVERT(varchar(22), MAX(__$start_lsn), 1) FROM cdc.dbo_t_CT"));
+    snprintf(mid, sizeof mid, "%.63s", scalar(s, c, "SELECT CONVERT(varchar(22), MIN(__$start_lsn), 1) FROM cdc.dbo_t_CT WHERE id > 50"));
+    static const int TILES[] = {1, 2, 3, 7, 36, 37, 38, 200};
+    char q[1400];
+    for (size_t k = 0; k < sizeof TILES / sizeof TILES[0]; k++) {
+        const char *ranges[][2] = {{lo, hi}, {mid, hi}, {hi, lo}};
+        for (int r = 0; r < 3; r++) {
+            snprintf(q, sizeof q,
+                     "SELECT CONVERT(varchar(22), MAX(t.lsn), 1) AS bound, "
+                     "CONVERT(varchar(22), sys.fn_cdc_increment_lsn(MAX(t.lsn)), 1) AS "
+                     "next_start, COUNT_BIG(*) AS row_count FROM (SELECT c.__$start_lsn AS "
+                     "lsn, NTILE(%d) OVER (ORDER BY c.__$start_lsn) AS tile FROM cdc.[%s_CT] "
+                     "AS c WHERE c.__$start_lsn BETWEEN CONVERT(binary(10), '%s', 1) AND "
+                     "CONVERT(binary(10), '%s', 1)) AS t GROUP BY t.tile ORDER BY t.tile",
+                     TILES[k], "dbo_t", ranges[r][0], ranges[r][1]);
+            int n = compare_paths(srv, s, c, q, a, b);
+            if (r == 0) CHECK_EQ_INT(n, (TILES[k] < 111 ? TILES[k] : 111)); /* 111 rows: a tile per row at most */
+            if (r == 2) CHECK_EQ_INT(n, 0);
+        }
+    }
+    sim_session_close(s);
+    sim_server_close(srv);
+    test_rmdir(dir);
+    free(a);
+    free(b);
+    free(c);
+}
