@@ -20,7 +20,7 @@
 #include <time.h>
 
 int sim_server_state_put(sim_server *srv, const char *k, const char *text, int64_t v);
-int sim_fault_add(sim_server *srv, int setter_spid, const char *kind, int count, int ms, int times, mcdc_error *err);
+int sim_fault_add(sim_server *srv, uint64_t setter_serial, const char *kind, int count, int ms, int times, mcdc_error *err);
 void sim_fault_clear(sim_server *srv);
 
 static const char *CDC_SCHEMA =
@@ -885,7 +885,7 @@ int sim_cdc_proc(sim_session *s, const char *proc, const sim_proc_args *a, const
         return rc;
     }
     if (mcdc_str_ieq(p, "sim.fault"))
-        return sim_fault_add(srv, s->spid, sim_arg_text(a, "@kind", 0) ? sim_arg_text(a, "@kind", 0) : "",
+        return sim_fault_add(srv, s->serial, sim_arg_text(a, "@kind", 0) ? sim_arg_text(a, "@kind", 0) : "",
                              (int)arg_int(a, "@count", 1, 0), (int)arg_int(a, "@ms", 2, 0), (int)arg_int(a, "@times", 3, 1), err);
     if (mcdc_str_ieq(p, "sim.clear_faults")) { sim_fault_clear(srv); return MCDC_OK; }
     pthread_mutex_lock(&srv->mu);
@@ -928,6 +928,7 @@ int sim_cdc_proc(sim_session *s, const char *proc, const sim_proc_args *a, const
         sqlite3_value *v = sim_arg(a, "@seconds", 0);
         double sec = v ? sqlite3_value_double(v) : 0;
         srv->clock_off_us += (int64_t)(sec * 1e6);
+        if (sec < 0) sim_srv_clock_reset(srv);
         sim_server_state_put(srv, "clock_off_us", NULL, srv->clock_off_us);
         if (srv->cap_started) pthread_cond_broadcast(&srv->cap_cv);
     } else if (mcdc_str_ieq(p, "sim.set_clock")) {
@@ -937,6 +938,7 @@ int sim_cdc_proc(sim_session *s, const char *proc, const sim_proc_args *a, const
             rc = sim_err(err, 50000, "sim.set_clock: @utc must be 'YYYY-MM-DD HH:MM:SS[.fff]' (got '%s')", u ? u : "NULL");
         else {
             srv->clock_off_us = us - mcdc_now_utc_us();
+            sim_srv_clock_reset(srv);
             sim_server_state_put(srv, "clock_off_us", NULL, srv->clock_off_us);
         }
     } else if (mcdc_str_ieq(p, "sim.set_time_zone")) {
@@ -947,6 +949,10 @@ int sim_cdc_proc(sim_session *s, const char *proc, const sim_proc_args *a, const
             srv->tz = tz;
             sim_server_state_put(srv, "zone", sim_tz_name(tz), 0);
         }
+    } else if (mcdc_str_ieq(p, "sim.set_fast_path")) {
+        /* @on = 0 serves the reader's change query through the general path
+         * (tests compare the two) */
+        srv->fast_off = arg_int(a, "@on", 0, 1) == 0;
     } else if (mcdc_str_ieq(p, "sim.run_capture")) {
         sim_cdc_scan(srv, arg_int(a, "@ignore_latency", 0, 0) != 0);
     } else if (mcdc_str_ieq(p, "sim.set_capture_latency")) {

@@ -14,7 +14,9 @@
  * LAG, ROW_NUMBER...), CONVERT/CAST (styles 1, 2, 126), AT TIME ZONE,
  * DATEADD/DATEDIFF/DATEPART, system functions (SERVERPROPERTY,
  * CURRENT_TIMEZONE_ID, SYSDATETIME..., OBJECT_ID, QUOTENAME,
- * HAS_PERMS_BY_NAME, @@SPID, @@VERSION), DECLARE/SET/SELECT @v, IF/ELSE,
+ * HAS_PERMS_BY_NAME, @@SPID, @@VERSION), string functions (LEN, DATALENGTH,
+ * LEFT, RIGHT, SUBSTRING, UPPER, LOWER, LTRIM, RTRIM, CHARINDEX, REPLACE,
+ * REPLICATE, CONCAT), DECLARE/SET/SELECT @v, IF/ELSE,
  * BEGIN...END blocks, EXEC with named or positional arguments, SET options
  * (NOCOUNT honoured; the rest accepted), CREATE LOGIN/USER, GRANT/REVOKE
  * SELECT, sys.columns/sys.tables/sys.objects/sys.databases,
@@ -27,7 +29,19 @@
  * after a syntax error (102/105), which ends the batch as SQL Server's parse
  * would.
  *
+ * Numeric literals SQLite cannot hold exactly (more than 15 significant
+ * digits with a '.', integers past 2^63-1) are passed as exact decimal
+ * text, typed numeric(p,s) as SQL Server types them.
+ *
+ * The reader's change query (reference §3.1 row 8) is served by a fast
+ * path (sim_engine_fast.c) with the same columns and values as the general
+ * path; EXEC sim.set_fast_path @on = 0 turns it off (tests compare both).
+ *
  * Known deviations from SQL Server (documented for test authors):
+ * - The server clock never runs backwards: a host wall-clock step back is
+ *   absorbed (sim.set_clock and a negative sim.advance_clock still move it).
+ * - sim.fault spares the session that set it (by a per-login serial, not
+ *   the SPID, which is reused).
  * - Sessions share one writer connection per database and every statement
  *   is committed to SQLite at once; other sessions may therefore read rows
  *   of a T-SQL transaction that is not committed yet (READ UNCOMMITTED for
@@ -46,6 +60,7 @@
 #include "sim_engine_int.h"
 
 #include <ctype.h>
+#include <stdatomic.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -158,7 +173,19 @@ int sim_sql(sqlite3 *c, mcdc_error *err, const char *fmt, ...) {
 }
 
 /* ---- clock / LSN ------------------------------------------------------- */
-int64_t sim_srv_utc_us(sim_server *srv) { return mcdc_now_utc_us() + srv->clock_off_us; }
+/* The server clock: wall clock + offset, never earlier than a reading
+ * already handed out. A host clock stepping back (NTP, a paused VM) would
+ * otherwise stamp a commit later than the capture scan that follows it,
+ * which then leaves the commit out (latency check), and give mapping
+ * entries times that go back while LSNs go up. */
+int64_t sim_srv_utc_us(sim_server *srv) {
+    int64_t now = mcdc_now_utc_us() + srv->clock_off_us;
+    int64_t last = atomic_load(&srv->clock_last_us);
+    while (now > last && !atomic_compare_exchange_weak(&srv->clock_last_us, &last, now)) {}
+    return now > last ? now : last;
+}
+
+void sim_srv_clock_reset(sim_server *srv) { atomic_store(&srv->clock_last_us, INT64_MIN); }
 
 int64_t sim_srv_local_us(sim_server *srv, int64_t utc_us) {
     int64_t s = utc_us >= 0 ? utc_us / 1000000 : (utc_us - 999999) / 1000000;
@@ -298,12 +325,75 @@ static void fn_has_perms(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     sqlite3_result_int(ctx, user && has_grant(c, user, full) ? 1 : 0);
 }
 
+
+/* CHARINDEX(find, in [, start]): 1-based, case-insensitive (ASCII), in
+ * characters; 0 when absent. */
 static void fn_charindex(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-    (void)argc;
     const char *a = (const char *)sqlite3_value_text(argv[0]), *b = (const char *)sqlite3_value_text(argv[1]);
-    if (!a || !b) { sqlite3_result_null(ctx); return; }
-    const char *p = strcasestr(b, a);
-    sqlite3_result_int64(ctx, p ? (int64_t)(p - b) + 1 : 0);
+    if (!a || !b || (argc == 3 && sqlite3_value_type(argv[2]) == SQLITE_NULL)) { sqlite3_result_null(ctx); return; }
+    int64_t start = argc == 3 ? sqlite3_value_int64(argv[2]) : 1;
+    if (start < 1) start = 1;
+    const char *from = b;
+    for (int64_t ch = 1; ch < start && *from; ch++) { /* skip start-1 UTF-8 characters */
+        from++;
+        while ((*(const unsigned char *)from & 0xC0) == 0x80) from++;
+    }
+    const char *p = *a ? strcasestr(from, a) : NULL;
+    if (!p) { sqlite3_result_int64(ctx, 0); return; }
+    int64_t chars = 1;
+    for (const char *q = b; q < p; q++) if ((*(const unsigned char *)q & 0xC0) != 0x80) chars++;
+    sqlite3_result_int64(ctx, chars);
+}
+
+/* REPLICATE(s, n): NULL for a negative n, "" for 0; bounded by SQLite's
+ * string length limit. */
+static void fn_replicate(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    if (sqlite3_value_type(argv[0]) == SQLITE_NULL || sqlite3_value_type(argv[1]) == SQLITE_NULL) { sqlite3_result_null(ctx); return; }
+    const unsigned char *t = sqlite3_value_text(argv[0]);
+    int64_t n = sqlite3_value_int64(argv[1]);
+    size_t len = (size_t)sqlite3_value_bytes(argv[0]);
+    if (!t || n < 0) { sqlite3_result_null(ctx); return; }
+    int64_t cap = sqlite3_limit(sqlite3_context_db_handle(ctx), SQLITE_LIMIT_LENGTH, -1);
+    if (len > 0 && (uint64_t)n > (uint64_t)cap / len) { sqlite3_result_error_toobig(ctx); return; }
+    size_t total = len * (size_t)n;
+    char *out = sqlite3_malloc64(total + 1);
+    if (!out) { sqlite3_result_error_nomem(ctx); return; }
+    for (int64_t k = 0; k < n; k++) memcpy(out + (size_t)k * len, t, len);
+    out[total] = 0;
+    sqlite3_result_text64(ctx, out, total, sqlite3_free, SQLITE_UTF8);
+}
+
+/* LEN(s): characters without trailing spaces. */
+static void fn_len(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    if (sqlite3_value_type(argv[0]) == SQLITE_NULL) { sqlite3_result_null(ctx); return; }
+    if (sqlite3_value_type(argv[0]) == SQLITE_BLOB) { sqlite3_result_int64(ctx, sqlite3_value_bytes(argv[0])); return; }
+    const unsigned char *t = sqlite3_value_text(argv[0]);
+    size_t n = (size_t)sqlite3_value_bytes(argv[0]);
+    while (n > 0 && t[n - 1] == ' ') n--;
+    int64_t chars = 0;
+    for (size_t k = 0; k < n; k++) if ((t[k] & 0xC0) != 0x80) chars++;
+    sqlite3_result_int64(ctx, chars);
+}
+
+/* DATALENGTH(s, unit): bytes; unit 2 = UTF-16 (nchar/nvarchar), 1 = the
+ * UTF-8 bytes stand for single-byte characters. */
+static void fn_datalength(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    int ty = sqlite3_value_type(argv[0]);
+    if (ty == SQLITE_NULL) { sqlite3_result_null(ctx); return; }
+    if (ty == SQLITE_BLOB) { sqlite3_result_int64(ctx, sqlite3_value_bytes(argv[0])); return; }
+    if (ty == SQLITE_INTEGER) { sqlite3_result_int64(ctx, 8); return; }
+    if (ty == SQLITE_FLOAT) { sqlite3_result_int64(ctx, 8); return; }
+    const unsigned char *t = sqlite3_value_text(argv[0]);
+    size_t n = (size_t)sqlite3_value_bytes(argv[0]);
+    int64_t units = 0;
+    for (size_t k = 0; k < n; k++) {
+        if ((t[k] & 0xC0) == 0x80) continue;
+        units += (t[k] >= 0xF0) ? 2 : 1; /* a 4-byte UTF-8 character is a surrogate pair */
+    }
+    sqlite3_result_int64(ctx, sqlite3_value_int(argv[1]) == 2 ? units * 2 : units);
 }
 
 static int conn_setup(sqlite3 *c, const sim_clock_src *clk) {
@@ -315,6 +405,10 @@ static int conn_setup(sqlite3 *c, const sim_clock_src *clk) {
     sqlite3_create_function(c, "sim_object_id", 1, SQLITE_UTF8, NULL, fn_object_id, NULL, NULL);
     sqlite3_create_function(c, "sim_has_perms", 5, SQLITE_UTF8, NULL, fn_has_perms, NULL, NULL);
     sqlite3_create_function(c, "sim_charindex", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, fn_charindex, NULL, NULL);
+    sqlite3_create_function(c, "sim_charindex", 3, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, fn_charindex, NULL, NULL);
+    sqlite3_create_function(c, "sim_replicate", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, fn_replicate, NULL, NULL);
+    sqlite3_create_function(c, "sim_len", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, fn_len, NULL, NULL);
+    sqlite3_create_function(c, "sim_datalength", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, fn_datalength, NULL, NULL);
     return MCDC_OK;
 }
 
@@ -387,6 +481,7 @@ int sim_server_open(sim_server **out, const sim_config *cfg, mcdc_error *err) {
     if (mkdir(cfg->data_dir, 0755) != 0 && errno != EEXIST)
         return mcdc_error_set(err, MCDC_E_IO, "cannot create data directory %s: %s", cfg->data_dir, strerror(errno));
     sim_server *srv = mcdc_calloc(1, sizeof *srv);
+    if (srv) atomic_store(&srv->clock_last_us, INT64_MIN);
     if (!srv) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     pthread_mutex_init(&srv->mu, NULL);
     pthread_cond_init(&srv->cap_cv, NULL);
@@ -490,6 +585,8 @@ static const char *sess_clk_zone(void *ctx, char *buf, size_t cap) {
     return clk_zone(((sim_session *)ctx)->srv, buf, cap);
 }
 
+static void fast_cache_drop(sim_session *s);
+
 static int sess_use(sim_session *s, sim_db *d, mcdc_error *err) {
     sqlite3 *rd = NULL;
     if (sqlite3_open_v2(d->path, &rd, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
@@ -504,6 +601,7 @@ static int sess_use(sim_session *s, sim_db *d, mcdc_error *err) {
         sqlite3_close(rd);
         return mcdc_error_set(err, MCDC_E_IO, "cannot prepare on %s", d->path);
     }
+    fast_cache_drop(s);
     if (s->conv) sqlite3_finalize(s->conv);
     if (s->rd) sqlite3_close(s->rd);
     s->rd = rd;
@@ -576,6 +674,7 @@ int sim_login(sim_server *srv, sim_session **out, const char *user, const char *
     if (!s) { pthread_mutex_unlock(&srv->mu); return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory"); }
     s->srv = srv;
     s->spid = 51 + slot;
+    s->serial = ++srv->next_serial;
     snprintf(s->login, sizeof s->login, "%s", user);
     s->admin = admin;
     s->packet_size = 4096;
@@ -608,6 +707,7 @@ void sim_session_close(sim_session *s) {
     for (int k = 0; k < MCDC_SIM_SESSIONS_MAX; k++) if (srv->sessions[k] == s) srv->sessions[k] = NULL;
     pthread_mutex_unlock(&srv->mu);
     vars_clear(s);
+    fast_cache_drop(s);
     if (s->conv) sqlite3_finalize(s->conv);
     if (s->rd) sqlite3_close(s->rd);
     mcdc_free(s);
@@ -681,6 +781,7 @@ static int bind_vars(sim_session *s, sqlite3_stmt *st, mcdc_error *err) {
     for (int k = 1; k <= n; k++) {
         const char *nm = sqlite3_bind_parameter_name(st, k);
         if (!nm) return sim_err(err, 102, "Incorrect syntax near '?'.");
+        if (nm[0] == '$' && nm[1] == '_' && nm[2] == '_') continue; /* the engine's own (fast path) */
         sim_var *v = var_find(s, nm);
         if (!v) return sim_err(err, 137, "Must declare the scalar variable \"%s\".", nm);
         switch (v->kind) {
@@ -829,20 +930,12 @@ static void value_type(sqlite3_value *v, sim_type *t) {
     }
 }
 
-int sim_emit_stmt(sim_session *s, sqlite3 *c, sqlite3_stmt *st, int first_rc, const xl_result *items,
-                  const sim_column *forced, int nforced, const sim_sink *sink, bool in_proc, int64_t *rows,
-                  mcdc_error *err, bool *aborted) {
-    int n = sqlite3_column_count(st);
-    *rows = 0;
-    if (first_rc != SQLITE_ROW && first_rc != SQLITE_DONE) return sim_sqlite_err(c, first_rc, err);
-    if (n > MCDC_COLUMNS_MAX) return mcdc_error_set(err, MCDC_E_LIMIT, "result has more than %d columns", MCDC_COLUMNS_MAX);
-    sim_column *cols = mcdc_calloc((size_t)n + 1, sizeof *cols);
-    sim_value *vals = mcdc_calloc((size_t)n + 1, sizeof *vals);
-    char (*names)[SIM_NAME_MAX] = mcdc_calloc((size_t)n + 1, SIM_NAME_MAX);
-    if (!cols || !vals || !names) {
-        mcdc_free(cols); mcdc_free(vals); mcdc_free(names);
-        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    }
+/* Column metadata of st: forced columns, the translator's items, the origin
+ * column, else the first row's value type (returns false when that last
+ * fallback was needed). */
+static bool column_meta(sqlite3 *c, sqlite3_stmt *st, int first_rc, const xl_result *items, const sim_column *forced,
+                        int nforced, sim_column *cols, char (*names)[SIM_NAME_MAX], int n) {
+    bool all_known = true;
     for (int k = 0; k < n; k++) {
         sim_column *col = &cols[k];
         bool done = false;
@@ -862,6 +955,7 @@ int sim_emit_stmt(sim_session *s, sqlite3 *c, sqlite3_stmt *st, int first_rc, co
         if (!done) {
             value_type(first_rc == SQLITE_ROW ? sqlite3_column_value(st, k) : NULL, &col->type);
             col->nullable = true;
+            all_known = false;
         }
         if (!(forced && k < nforced)) {
             if (items && items->nitems == n && items->items[k].name[0])
@@ -872,6 +966,29 @@ int sim_emit_stmt(sim_session *s, sqlite3 *c, sqlite3_stmt *st, int first_rc, co
             col->name = names[k];
         }
     }
+    return all_known;
+}
+
+bool sim_result_columns(sqlite3 *c, sqlite3_stmt *st, const xl_result *items, sim_column *cols,
+                        char (*names)[SIM_NAME_MAX], int n) {
+    return column_meta(c, st, SQLITE_DONE, items, NULL, 0, cols, names, n);
+}
+
+int sim_emit_stmt(sim_session *s, sqlite3 *c, sqlite3_stmt *st, int first_rc, const xl_result *items,
+                  const sim_column *forced, int nforced, const sim_sink *sink, bool in_proc, int64_t *rows,
+                  mcdc_error *err, bool *aborted) {
+    int n = sqlite3_column_count(st);
+    *rows = 0;
+    if (first_rc != SQLITE_ROW && first_rc != SQLITE_DONE) return sim_sqlite_err(c, first_rc, err);
+    if (n > MCDC_COLUMNS_MAX) return mcdc_error_set(err, MCDC_E_LIMIT, "result has more than %d columns", MCDC_COLUMNS_MAX);
+    sim_column *cols = mcdc_calloc((size_t)n + 1, sizeof *cols);
+    sim_value *vals = mcdc_calloc((size_t)n + 1, sizeof *vals);
+    char (*names)[SIM_NAME_MAX] = mcdc_calloc((size_t)n + 1, SIM_NAME_MAX);
+    if (!cols || !vals || !names) {
+        mcdc_free(cols); mcdc_free(vals); mcdc_free(names);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    column_meta(c, st, first_rc, items, forced, nforced, cols, names, n);
     int rc = MCDC_OK;
     if (sink->columns && sink->columns(sink->ctx, cols, n)) *aborted = true;
     int step = first_rc;
@@ -1010,6 +1127,185 @@ static int syntax_err(mcdc_error *err, const tsql_tok *t, int i, int end) {
 }
 
 /* Runs a SELECT (tokens [a, b)); assignments "@v = expr" handled by caller. */
+/* The change-table read fast path (sim_engine_fast.c). A session keeps its
+ * last fast query prepared (the reader repeats one statement text with new
+ * range parameters): a repeat skips translation and preparation. The entry
+ * is dropped when the schema changes (PRAGMA schema_version), on USE and
+ * at session end. */
+typedef struct sim_fast_cache {
+    char *key;  /* owned: the statement's tokens, each followed by \x01 */
+    size_t keyn;
+    sim_fast_item *items; /* owned */
+    int nitems, nsrc;
+    sqlite3_stmt *red, *cm, *ver; /* on s->rd */
+    int lsn_param;
+    int64_t schema_version;
+    sim_column *cols; /* owned; names point into names */
+    char (*names)[SIM_NAME_MAX];
+    xl_result *res; /* owned: tables for the permission check */
+} sim_fast_cache;
+
+static void fast_cache_drop(sim_session *s) {
+    sim_fast_cache *c = s->fast;
+    if (!c) return;
+    sqlite3_finalize(c->red);
+    sqlite3_finalize(c->cm);
+    sqlite3_finalize(c->ver);
+    mcdc_free(c->key);
+    mcdc_free(c->items);
+    mcdc_free(c->cols);
+    mcdc_free(c->names);
+    mcdc_free(c->res);
+    mcdc_free(c);
+    s->fast = NULL;
+}
+
+static int fast_key(mcdc_buf *k, const tsql_tok *t, int a, int b) {
+    int rc = MCDC_OK;
+    for (int q = a; q < b && rc == MCDC_OK; q++) {
+        rc = mcdc_buf_append(k, t[q].s, (size_t)t[q].n, NULL);
+        if (rc == MCDC_OK) rc = mcdc_buf_append_byte(k, 1, NULL);
+    }
+    return rc;
+}
+
+static int64_t schema_version(sqlite3_stmt *ver) {
+    int64_t v = -1;
+    if (sqlite3_step(ver) == SQLITE_ROW) v = sqlite3_column_int64(ver, 0);
+    sqlite3_reset(ver);
+    return v;
+}
+
+/* Sends the result of the cached fast query; *done false (nothing sent)
+ * when the entry no longer applies. */
+static int fast_send(stmt_ctx *x, sim_fast_cache *c, bool *done, mcdc_error *err) {
+    sim_session *s = x->s;
+    mcdc_error e2 = MCDC_ERROR_INIT;
+    *done = false;
+    sqlite3_reset(c->red);
+    sqlite3_clear_bindings(c->red);
+    sqlite3_reset(c->cm);
+    sqlite3_clear_bindings(c->cm);
+    if (bind_vars(s, c->red, &e2) != MCDC_OK || bind_vars(s, c->cm, &e2) != MCDC_OK) return MCDC_OK;
+    *done = true;
+    s->srv->fast_queries++;
+    if (x->sink->columns && x->sink->columns(x->sink->ctx, c->cols, c->nitems)) x->aborted = true;
+    int64_t rows = 0;
+    sim_fast_plan p = {c->items, c->nitems, c->nsrc, NULL, 0, NULL, 0};
+    int rc = MCDC_OK;
+    if (!x->aborted) rc = sim_fast_emit(s->rd, c->red, c->cm, &p, c->lsn_param, x->sink, &rows, &x->aborted, err);
+    sqlite3_reset(c->red);
+    sqlite3_reset(c->cm);
+    if (rc == MCDC_OK && !x->aborted) { s->rowcount = rows; send_done(x, rows, true, false); }
+    return rc;
+}
+
+/* A repeat of the cached statement: sent from the cache (*done), or the
+ * entry dropped. */
+static int fast_cached(stmt_ctx *x, const tsql_tok *t, int a, int b, bool *done, mcdc_error *err) {
+    sim_session *s = x->s;
+    sim_fast_cache *c = s->fast;
+    *done = false;
+    mcdc_buf k = {0};
+    bool same = fast_key(&k, t, a, b) == MCDC_OK && k.len == c->keyn && memcmp(k.data, c->key, k.len) == 0;
+    mcdc_buf_free(&k);
+    if (!same) return MCDC_OK;
+    if (schema_version(c->ver) != c->schema_version) { fast_cache_drop(s); return MCDC_OK; }
+    mcdc_error e2 = MCDC_ERROR_INIT;
+    if (check_select_perms(s, s->rd, c->res, &e2) != MCDC_OK) { fast_cache_drop(s); return MCDC_OK; }
+    int rc = fast_send(x, c, done, err);
+    if (*done) s->srv->fast_cache_hits++;
+    else fast_cache_drop(s);
+    return rc;
+}
+
+/* First run of a fast query: translate and prepare its two statements,
+ * keep them in the session's cache and send the result. *done false when
+ * the statement is left to the general path (nothing was sent). */
+static int run_fast(stmt_ctx *x, const xl_env *env, const sim_fast_plan *fp, const tsql_tok *t, int a, int b,
+                    sqlite3_stmt *orig, const xl_result *res, bool *done, mcdc_error *err) {
+    sim_session *s = x->s;
+    *done = false;
+    int n = sqlite3_column_count(orig);
+    if (n != fp->nitems || n > MCDC_COLUMNS_MAX) return MCDC_OK;
+    fast_cache_drop(s);
+    sim_fast_cache *c = mcdc_calloc(1, sizeof *c);
+    if (!c) return MCDC_OK;
+    c->cols = mcdc_calloc((size_t)n + 1, sizeof *c->cols);
+    c->names = mcdc_calloc((size_t)n + 1, SIM_NAME_MAX);
+    c->items = mcdc_calloc((size_t)n + 1, sizeof *c->items);
+    c->res = mcdc_malloc(sizeof *c->res);
+    c->nitems = n;
+    c->nsrc = fp->nsrc;
+    s->fast = c;
+    xl_result *r2 = mcdc_malloc(sizeof *r2);
+    mcdc_buf q1 = {0}, q2 = {0}, key = {0};
+    mcdc_error e2 = MCDC_ERROR_INIT;
+    bool ok = c->cols && c->names && c->items && c->res && r2 && sim_result_columns(s->rd, orig, res, c->cols, c->names, n);
+    if (ok) {
+        memcpy(c->items, fp->items, (size_t)n * sizeof *c->items);
+        memcpy(c->res, res, sizeof *c->res);
+        ok = fast_key(&key, t, a, b) == MCDC_OK;
+        c->key = (char *)key.data; /* ownership moves to the cache */
+        c->keyn = key.len;
+    }
+    ok = ok && tsql_xlate(env, fp->reduced, 0, fp->nreduced, &q1, r2, &e2) == MCDC_OK;
+    ok = ok && tsql_xlate(env, fp->commit, 0, fp->ncommit, &q2, r2, &e2) == MCDC_OK;
+    if (ok) {
+        q2.len = strlen((const char *)q2.data);
+        ok = mcdc_buf_append_str(&q2, " WHERE \"m\".\"start_lsn\" = $__lsn", NULL) == MCDC_OK && mcdc_buf_cstr(&q2, NULL) == MCDC_OK;
+    }
+    ok = ok && sqlite3_prepare_v3(s->rd, (const char *)q1.data, -1, SQLITE_PREPARE_PERSISTENT, &c->red, NULL) == SQLITE_OK &&
+         sqlite3_column_count(c->red) == fp->nsrc;
+    ok = ok && sqlite3_prepare_v3(s->rd, (const char *)q2.data, -1, SQLITE_PREPARE_PERSISTENT, &c->cm, NULL) == SQLITE_OK &&
+         sqlite3_column_count(c->cm) == 1;
+    ok = ok && sqlite3_prepare_v3(s->rd, "PRAGMA schema_version", -1, SQLITE_PREPARE_PERSISTENT, &c->ver, NULL) == SQLITE_OK;
+    if (ok) {
+        c->lsn_param = sqlite3_bind_parameter_index(c->cm, "$__lsn");
+        c->schema_version = schema_version(c->ver);
+        ok = c->lsn_param > 0 && c->schema_version >= 0;
+    }
+    int rc = MCDC_OK;
+    if (ok) rc = fast_send(x, c, done, err);
+    if (!ok || !*done) fast_cache_drop(s);
+    mcdc_buf_free(&q1);
+    mcdc_buf_free(&q2);
+    mcdc_free(r2);
+    return rc;
+}
+
+/* The reader's split-point query (sim_engine_fast.c); *done as run_fast. */
+static int run_split(stmt_ctx *x, const xl_env *env, const sim_fast_split *sp, sqlite3_stmt *orig, const xl_result *res,
+                     bool *done, mcdc_error *err) {
+    sim_session *s = x->s;
+    *done = false;
+    if (sqlite3_column_count(orig) != 3) return MCDC_OK;
+    sim_column cols[3];
+    char names[3][SIM_NAME_MAX];
+    memset(cols, 0, sizeof cols);
+    xl_result *r2 = mcdc_malloc(sizeof *r2);
+    mcdc_buf q = {0};
+    mcdc_error e2 = MCDC_ERROR_INIT;
+    sqlite3_stmt *scan = NULL;
+    bool ok = r2 && sim_result_columns(s->rd, orig, res, cols, names, 3) &&
+              tsql_xlate(env, sp->scan, 0, sp->nscan, &q, r2, &e2) == MCDC_OK &&
+              sqlite3_prepare_v2(s->rd, (const char *)q.data, -1, &scan, NULL) == SQLITE_OK &&
+              sqlite3_column_count(scan) == 1 && bind_vars(s, scan, &e2) == MCDC_OK;
+    int rc = MCDC_OK;
+    if (ok) {
+        *done = true;
+        s->srv->fast_queries++;
+        if (x->sink->columns && x->sink->columns(x->sink->ctx, cols, 3)) x->aborted = true;
+        int64_t rows = 0;
+        if (!x->aborted) rc = sim_fast_split_emit(s->rd, scan, sp->tiles, x->sink, &rows, &x->aborted, err);
+        if (rc == MCDC_OK && !x->aborted) { s->rowcount = rows; send_done(x, rows, true, false); }
+    }
+    sqlite3_finalize(scan);
+    mcdc_buf_free(&q);
+    mcdc_free(r2);
+    return rc;
+}
+
 static int run_query(stmt_ctx *x, const tsql_tok *t, int a, int b, const sim_var **assign, int nassign,
                      mcdc_error *err) {
     sim_session *s = x->s;
@@ -1017,6 +1313,11 @@ static int run_query(stmt_ctx *x, const tsql_tok *t, int a, int b, const sim_var
     xl_env env;
     char user[SIM_NAME_MAX];
     mcdc_buf wait = {0}, sql = {0};
+    if (nassign == 0 && s->fast && !s->srv->fast_off) {
+        bool done = false;
+        int frc = fast_cached(x, t, a, b, &done, err);
+        if (done) return frc;
+    }
     make_env(s, &ec, &env, user, sizeof user, &wait);
     xl_result *res = mcdc_malloc(sizeof *res);
     if (!res) { mcdc_buf_free(&wait); return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory"); }
@@ -1026,7 +1327,22 @@ static int run_query(stmt_ctx *x, const tsql_tok *t, int a, int b, const sim_var
     if (rc == MCDC_OK && sqlite3_prepare_v2(s->rd, (const char *)sql.data, -1, &st, NULL) != SQLITE_OK)
         rc = sim_sqlite_err(s->rd, SQLITE_ERROR, err);
     if (rc == MCDC_OK) rc = bind_vars(s, st, err);
-    if (rc == MCDC_OK) {
+    bool fast_done = false;
+    if (rc == MCDC_OK && nassign == 0 && !s->srv->fast_off) {
+        sim_fast_plan fp;
+        if (sim_fast_match(&fp, t, a, b)) {
+            rc = run_fast(x, &env, &fp, t, a, b, st, res, &fast_done, err);
+            sim_fast_plan_free(&fp);
+        }
+    }
+    if (rc == MCDC_OK && !fast_done && nassign == 0 && !s->srv->fast_off) {
+        sim_fast_split sp;
+        if (sim_fast_match_split(&sp, t, a, b)) {
+            rc = run_split(x, &env, &sp, st, res, &fast_done, err);
+            sim_fast_split_free(&sp);
+        }
+    }
+    if (rc == MCDC_OK && !fast_done) {
         int first = sqlite3_step(st);
         if (nassign > 0) {
             int64_t cnt = 0;
@@ -2638,8 +2954,8 @@ int sim_exec_rpc(sim_session *s, const char *proc_name, const sim_param *params,
 }
 
 /* ---- faults -------------------------------------------------------------- */
-int sim_fault_add(sim_server *srv, int setter_spid, const char *kind, int count, int ms, int times, mcdc_error *err);
-int sim_fault_add(sim_server *srv, int setter_spid, const char *kind, int count, int ms, int times, mcdc_error *err) {
+int sim_fault_add(sim_server *srv, uint64_t setter_serial, const char *kind, int count, int ms, int times, mcdc_error *err);
+int sim_fault_add(sim_server *srv, uint64_t setter_serial, const char *kind, int count, int ms, int times, mcdc_error *err) {
     fault_kind k;
     if (mcdc_str_ieq(kind, "drop_after_rows")) k = FAULT_DROP_AFTER_ROWS;
     else if (mcdc_str_ieq(kind, "drop_at_query")) k = FAULT_DROP_AT_QUERY;
@@ -2658,7 +2974,7 @@ int sim_fault_add(sim_server *srv, int setter_spid, const char *kind, int count,
     f->count = count;
     f->ms = ms;
     f->times = times > 0 ? times : 1;
-    f->setter_spid = setter_spid;
+    f->setter_serial = setter_serial;
     pthread_mutex_unlock(&srv->mu);
     return MCDC_OK;
 }
@@ -2686,10 +3002,10 @@ void sim_fault_check(sim_server *srv, sim_session *s, sim_fault_point point, sim
         return;
     }
     pthread_mutex_lock(&srv->mu);
-    int spid = s ? s->spid : 0;
+    uint64_t serial = s ? s->serial : 0;
     for (int k = 0; k < srv->nfaults; k++) {
         sim_fault *f = &srv->faults[k];
-        if (spid && f->setter_spid == spid) continue;
+        if (serial && f->setter_serial == serial) continue;
         bool fire = false;
         switch (point) {
         case SIM_FAULT_LOGIN:

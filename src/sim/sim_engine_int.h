@@ -52,7 +52,7 @@ typedef enum { FAULT_DROP_AFTER_ROWS = 1, FAULT_DROP_AT_QUERY, FAULT_DELAY, FAUL
 typedef struct sim_fault {
     fault_kind kind;
     int count, ms, times;
-    int setter_spid;
+    uint64_t setter_serial; /* session serial (unique for the server's life), not the reused SPID */
     int64_t seen; /* queries seen since set (drop_at_query) */
 } sim_fault;
 
@@ -64,6 +64,7 @@ typedef struct sim_undo {
 struct sim_session {
     sim_server *srv;
     int spid;
+    uint64_t serial; /* unique per login, never reused (SPIDs are) */
     char login[SIM_NAME_MAX];
     bool admin;
     sim_db *db;
@@ -92,6 +93,7 @@ struct sim_session {
     int64_t req_rows;      /* rows of the current request: only the session's thread */
     int64_t net_wait_ms, net_waits, net_wait_max_ms; /* sim_session_add_network_wait */
     _Atomic int64_t requests;
+    struct sim_fast_cache *fast; /* the last fast-path query, prepared (sim_engine.c) */
 };
 
 struct sim_server {
@@ -101,6 +103,9 @@ struct sim_server {
     int product_major;
     sim_db *dbs;
     _Atomic int64_t clock_off_us;   /* read by every clock function, lock-free */
+    /* Latest server time handed out: the server clock never runs backwards
+     * when the host's wall clock steps back (sim.set_clock may move it). */
+    _Atomic int64_t clock_last_us;
     const sim_tz *_Atomic tz;
     int capture_poll_ms, capture_latency_ms, capture_maxtrans;
     pthread_t cap_thread;
@@ -108,6 +113,10 @@ struct sim_server {
     pthread_cond_t cap_cv;
     sim_session *sessions[MCDC_SIM_SESSIONS_MAX];
     sim_fault faults[SIM_FAULTS_MAX];
+    uint64_t next_serial; /* under mu */
+    bool fast_off; /* EXEC sim.set_fast_path @on = 0: every query on the general path */
+    _Atomic int64_t fast_queries; /* queries served by the fast path */
+    _Atomic int64_t fast_cache_hits; /* of which from a session's prepared statements */
     _Atomic int nfaults; /* changed under mu; read lock-free on the per-row path */
     sim_clock_src clk;
     struct sim_worker *workers;
@@ -115,6 +124,8 @@ struct sim_server {
 
 /* ---- sim_engine.c ------------------------------------------------------ */
 int64_t sim_srv_utc_us(sim_server *srv);
+/* sim.set_clock / sim.advance_clock: the next reading may be earlier. */
+void sim_srv_clock_reset(sim_server *srv);
 int64_t sim_srv_local_us(sim_server *srv, int64_t utc_us);
 void sim_lsn_bytes(uint64_t v, uint8_t out[10]);
 uint64_t sim_lsn_value(const uint8_t *b, int n);
@@ -167,6 +178,47 @@ int sim_cdc_drop_table(sim_session *s, const char *tbl, mcdc_error *err);
 int sim_emit_stmt(sim_session *s, sqlite3 *c, sqlite3_stmt *st, int first_rc, const xl_result *items,
                   const sim_column *forced, int nforced, const sim_sink *sink, bool in_proc, int64_t *rows,
                   mcdc_error *err, bool *aborted);
+
+/* ---- sim_engine_fast.c: the change-table read fast path ----------------- */
+typedef enum sim_fast_kind { SIM_FAST_COL = 1, SIM_FAST_LSN_HEX, SIM_FAST_NULL, SIM_FAST_COMMIT } sim_fast_kind;
+typedef struct sim_fast_item {
+    sim_fast_kind kind;
+    int src; /* column of the reduced statement (COL, LSN_HEX) */
+} sim_fast_item;
+typedef struct sim_fast_plan {
+    sim_fast_item *items; /* owned; one per select item */
+    int nitems;
+    int nsrc;             /* columns of the reduced statement */
+    tsql_tok *reduced;    /* owned; "SELECT c.__$start_lsn, <columns> FROM cdc.[ci_CT] AS c <WHERE/ORDER BY>" */
+    int nreduced;
+    tsql_tok *commit;     /* owned; "SELECT <commit expr> FROM cdc.lsn_time_mapping AS m" */
+    int ncommit;
+} sim_fast_plan;
+/* Recognises the reader's change query in tokens [a, b); fills p (free with
+ * sim_fast_plan_free) or returns false (p left empty). Tokens in the plan
+ * borrow the statement's text. */
+bool sim_fast_match(sim_fast_plan *p, const tsql_tok *t, int a, int b);
+void sim_fast_plan_free(sim_fast_plan *p);
+/* Sends the rows of the reduced statement red (bound, not stepped), the
+ * commit time from commit (its LSN parameter at commit_param). */
+int sim_fast_emit(sqlite3 *c, sqlite3_stmt *red, sqlite3_stmt *commit, const sim_fast_plan *p, int commit_param,
+                  const sim_sink *sink, int64_t *rows, bool *aborted, mcdc_error *err);
+/* The reader's split-point query (NTILE boundaries of a range). */
+typedef struct sim_fast_split {
+    int64_t tiles;
+    tsql_tok *scan;  /* owned; "SELECT c.__$start_lsn FROM cdc.[ci_CT] AS c WHERE ... ORDER BY c.__$start_lsn" */
+    int nscan;
+    tsql_tok *shape; /* owned; the lexed scan template the tokens of scan borrow */
+} sim_fast_split;
+bool sim_fast_match_split(sim_fast_split *p, const tsql_tok *t, int a, int b);
+void sim_fast_split_free(sim_fast_split *p);
+/* Counts the scan's rows, then sends one row per non-empty tile. */
+int sim_fast_split_emit(sqlite3 *c, sqlite3_stmt *scan, int64_t tiles, const sim_sink *sink, int64_t *rows,
+                        bool *aborted, mcdc_error *err);
+/* Result metadata as the general path computes it (cols[n], names[n]);
+ * false when a type would come from the first row's value. */
+bool sim_result_columns(sqlite3 *c, sqlite3_stmt *st, const xl_result *items, sim_column *cols,
+                        char (*names)[SIM_NAME_MAX], int n);
 
 /* ---- sim_work.c -------------------------------------------------------- */
 int sim_work_start(sim_session *s, const sim_proc_args *a, mcdc_error *err);

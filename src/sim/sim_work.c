@@ -38,9 +38,12 @@ static double rnd01(rng *r) { return (double)(rnd(r) >> 11) / 9007199254740992.0
 
 static const char *WORDS[] = {"alpha", "Zoë", "ação", "straße", "東京", "naïve", "Ωmega", "crème", "øre", "日本語"};
 
-/* Binds a generated value of type t at stmt index i (bulk path). */
-static void bind_gen(sqlite3_stmt *st, int i, const sim_type *t, bool nullable, rng *r, int64_t key, int64_t base_us) {
-    char buf[512];
+/* Binds a generated value of type t at stmt index i (bulk path). buf
+ * (BULK_CELL_BYTES, the column's own) holds text and bytes until the
+ * statement is stepped: bound without a copy. */
+#define BULK_CELL_BYTES 512
+static void bind_gen(sqlite3_stmt *st, int i, const sim_type *t, bool nullable, rng *r, int64_t key, int64_t base_us,
+                     char *buf) {
     if (nullable && rnd(r) % 5 == 0) { sqlite3_bind_null(st, i); return; }
     switch (t->id) {
     case SIM_T_BIT: sqlite3_bind_int(st, i, (int)(rnd(r) & 1)); break;
@@ -66,7 +69,7 @@ static void bind_gen(sqlite3_stmt *st, int i, const sim_type *t, bool nullable, 
             uint64_t z = rnd(r);
             for (int k = 0; k < t->scale && o < 120; k++) { buf[o++] = (char)('0' + z % 10); z /= 10; if (!z) z = rnd(r); }
         }
-        sqlite3_bind_text(st, i, buf, o, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, i, buf, o, SQLITE_STATIC);
         break;
     }
     case SIM_T_DATE: case SIM_T_DATETIME: case SIM_T_SMALLDATETIME: case SIM_T_DATETIME2: case SIM_T_DATETIMEOFFSET: case SIM_T_TIME: {
@@ -76,7 +79,7 @@ static void bind_gen(sqlite3_stmt *st, int i, const sim_type *t, bool nullable, 
         sim_format_datetime(us, &tt, buf);
         if (t->id == SIM_T_DATE) buf[10] = 0;
         if (t->id == SIM_T_DATETIMEOFFSET) strcat(buf, " +00:00");
-        sqlite3_bind_text(st, i, t->id == SIM_T_TIME ? buf + 11 : buf, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, i, t->id == SIM_T_TIME ? buf + 11 : buf, -1, SQLITE_STATIC);
         break;
     }
     case SIM_T_CHAR: case SIM_T_VARCHAR: case SIM_T_NCHAR: case SIM_T_NVARCHAR: {
@@ -110,14 +113,13 @@ static void bind_gen(sqlite3_stmt *st, int i, const sim_type *t, bool nullable, 
             while (buf[k] && ((unsigned char)buf[k] & 0xC0) == 0x80) k++;
             chars++;
         }
-        sqlite3_bind_text(st, i, buf, k, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, i, buf, k, SQLITE_STATIC);
         break;
     }
     case SIM_T_BINARY: case SIM_T_VARBINARY: {
-        uint8_t b[64];
         int n = t->length > 0 && t->length < 64 ? t->length : 16;
-        for (int k = 0; k < n; k++) b[k] = (uint8_t)rnd(r);
-        sqlite3_bind_blob(st, i, b, n, SQLITE_TRANSIENT);
+        for (int k = 0; k < n; k++) buf[k] = (char)(uint8_t)rnd(r);
+        sqlite3_bind_blob(st, i, buf, n, SQLITE_STATIC);
         break;
     }
     case SIM_T_UNIQUEIDENTIFIER: {
@@ -129,7 +131,7 @@ static void bind_gen(sqlite3_stmt *st, int i, const sim_type *t, bool nullable, 
             uint64_t src = k < 16 ? a : b;
             buf[o++] = HX[(src >> (4 * (15 - k % 16))) & 15];
         }
-        sqlite3_bind_text(st, i, buf, o, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, i, buf, o, SQLITE_STATIC);
         break;
     }
     default: sqlite3_bind_null(st, i); break;
@@ -162,7 +164,8 @@ int sim_work_bulk_load(sim_session *s, const sim_proc_args *a, int64_t *rows, mc
     char (*names)[SIM_NAME_MAX] = mcdc_calloc(MCDC_COLUMNS_MAX, SIM_NAME_MAX);
     sim_type *types = mcdc_calloc(MCDC_COLUMNS_MAX, sizeof *types);
     bool *nul = mcdc_calloc(MCDC_COLUMNS_MAX, sizeof *nul);
-    int rc = names && types && nul ? MCDC_OK : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    char *cells = mcdc_malloc((size_t)MCDC_COLUMNS_MAX * BULK_CELL_BYTES);
+    int rc = names && types && nul && cells ? MCDC_OK : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     int key_col = -1;
     if (rc == MCDC_OK && sqlite3_prepare_v2(w, "SELECT c.name, c.type, s.nullable, s.pk_ordinal FROM __sim_columns c"
                                                " JOIN \"cdc.change_tables\" t ON t.capture_instance = ?2"
@@ -255,7 +258,7 @@ int sim_work_bulk_load(sim_session *s, const sim_proc_args *a, int64_t *rows, mc
                     sqlite3_bind_int(ins, 5, cmd);
                     for (int c = 0; c < nc; c++) {
                         if (c == key_col) sqlite3_bind_int64(ins, 6 + c, k);
-                        else bind_gen(ins, 6 + c, &types[c], nul[c], &r, k, now_local);
+                        else bind_gen(ins, 6 + c, &types[c], nul[c], &r, k, now_local, cells + (size_t)c * BULK_CELL_BYTES);
                     }
                     if (sqlite3_step(ins) != SQLITE_DONE) rc = sim_sqlite_err(w, SQLITE_ERROR, err);
                     rows_in++;
@@ -293,6 +296,7 @@ int sim_work_bulk_load(sim_session *s, const sim_proc_args *a, int64_t *rows, mc
     mcdc_free(names);
     mcdc_free(types);
     mcdc_free(nul);
+    mcdc_free(cells);
     return rc;
 }
 

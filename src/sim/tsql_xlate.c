@@ -179,6 +179,8 @@ static void type_text(const xl *x, int a, int b, char *buf, size_t cap) {
     buf[o] = 0;
 }
 
+static bool infer(const xl *x, int a, int b, sim_type *ty, bool *nul);
+
 static int fn_call(xl *x, int name_from, const char *fname, int open, int end, int *next);
 
 /* Table reference at *i (table position). */
@@ -311,7 +313,7 @@ static bool stringy_at(const xl *x, int k, int end) {
     if (t->t == TK_STR || t->t == TK_NSTR) return true;
     if (t->t == TK_IDENT && k + 1 < end && tsql_tok_op(&x->t[k + 1], "(")) {
         static const char *F[] = {"QUOTENAME", "CONCAT", "UPPER", "LOWER", "LTRIM", "RTRIM", "SUBSTRING",
-                                  "REPLACE", "LEFT", "RIGHT", "DB_NAME", "SCHEMA_NAME", "OBJECT_NAME", NULL};
+                                  "REPLACE", "LEFT", "RIGHT", "REPLICATE", "DB_NAME", "SCHEMA_NAME", "OBJECT_NAME", NULL};
         for (int f = 0; F[f]; f++) if (tsql_tok_is(t, F[f])) return true;
         if (tsql_tok_is(t, "CONVERT") || tsql_tok_is(t, "CAST")) {
             /* CONVERT(n?varchar..., CAST(.. AS n?varchar) */
@@ -324,6 +326,31 @@ static bool stringy_at(const xl *x, int k, int end) {
         }
     }
     return false;
+}
+
+/* A numeric literal SQLite cannot hold exactly: digits (no exponent) with a
+ * '.' and more than 15 significant digits, or an integer past 2^63-1. Sets
+ * the decimal precision and scale SQL Server gives it. */
+static bool long_numeric(const tsql_tok *t, int *prec, int *scale) {
+    int digits = 0, frac = 0, lead = 0;
+    bool dot = false, nonzero = false;
+    for (int k = 0; k < t->n; k++) {
+        char ch = t->s[k];
+        if (ch == '.') { if (dot) return false; dot = true; continue; }
+        if (ch < '0' || ch > '9') return false; /* exponent, hex: left to SQLite */
+        if (!nonzero && ch == '0' && !dot) { lead++; continue; }
+        nonzero = true;
+        digits++;
+        if (dot) frac++;
+    }
+    (void)lead;
+    if (digits > 38) return false;
+    bool is_long = dot ? digits > 15 : (digits > 19 || (digits == 19 && memcmp(t->s + (t->n - 19), "9223372036854775807", 19) > 0));
+    if (!is_long) return false;
+    *prec = digits < frac ? frac : digits;
+    if (*prec < 1) *prec = 1;
+    *scale = frac;
+    return true;
 }
 
 static int check_at_time_zone(xl *x, int *i, int end) {
@@ -517,11 +544,20 @@ static int xl_seq(xl *x, int *ip, int end, bool until_paren) {
             primary = true;
             break;
         }
-        case TK_NUM:
-            rc = mcdc_buf_printf(x->out, x->err, "%.*s", t->n, t->s);
+        case TK_NUM: {
+            /* A literal SQLite would read as a double (a decimal past 15
+             * significant digits, an integer past 2^63-1) goes over as an
+             * exact decimal text, as SQL Server types it numeric(p,s). */
+            int p = 0, sc = 0;
+            bool min64 = i > 0 && tsql_tok_op(&x->t[i - 1], "-") && t->n == 19 && memcmp(t->s, "9223372036854775808", 19) == 0;
+            if (!min64 && long_numeric(t, &p, &sc))
+                rc = mcdc_buf_printf(x->out, x->err, "sim_convert('%.*s', 'decimal(%d,%d)', NULL)", t->n, t->s, p, sc);
+            else
+                rc = mcdc_buf_printf(x->out, x->err, "%.*s", t->n, t->s);
             i++;
             primary = true;
             break;
+        }
         case TK_STR: case TK_NSTR: {
             size_t cap = (size_t)t->n + 1;
             char *s = mcdc_malloc(cap);
@@ -599,7 +635,7 @@ static int xl_seq(xl *x, int *ip, int end, bool until_paren) {
 
 /* Simple one-to-one renames. */
 static const struct { const char *tsql, *sqlite; } RENAMES[] = {
-    {"COUNT_BIG", "count"}, {"ISNULL", "ifnull"}, {"LEN", "length"}, {"SUBSTRING", "substr"},
+    {"COUNT_BIG", "count"}, {"ISNULL", "ifnull"}, {"LEN", "sim_len"}, {"REPLICATE", "sim_replicate"}, {"SUBSTRING", "substr"},
     {"NEWID", "sim_newid"}, {"CONCAT", "sim_concat"}, {"QUOTENAME", "sim_quotename"},
     {"FLOOR", "sim_floor"}, {"CEILING", "sim_ceiling"}, {"SYSDATETIME", "sim_sysdatetime"},
     {"SYSUTCDATETIME", "sim_sysutcdatetime"}, {"GETDATE", "sim_getdate"}, {"GETUTCDATE", "sim_getutcdate"},
@@ -655,6 +691,17 @@ static int fn_call(xl *x, int name_from, const char *fname, int open, int end, i
         rc = mcdc_buf_printf(x->out, x->err, "sim_convert(%s, ", e);
         if (rc == MCDC_OK) rc = xl_append_literal(x->out, ty, strlen(ty));
         if (rc == MCDC_OK) rc = emit(x, ", NULL)");
+        mcdc_free(e);
+        return rc;
+    }
+    if (mcdc_str_ieq(fname, "DATALENGTH")) {
+        if (na != 1) return fail(x, 174, "The %s function requires 1 argument(s).", "datalength");
+        sim_type at;
+        bool an;
+        bool wide = infer(x, st[0], en[0], &at, &an) && (at.id == SIM_T_NCHAR || at.id == SIM_T_NVARCHAR);
+        char *e = sub(x, st[0], en[0]);
+        if (!e) return MCDC_E_SERVER;
+        rc = mcdc_buf_printf(x->out, x->err, "sim_datalength(%s, %d)", e, wide ? 2 : 1);
         mcdc_free(e);
         return rc;
     }
@@ -720,6 +767,12 @@ static int fn_call(xl *x, int name_from, const char *fname, int open, int end, i
                 mcdc_str_ieq(fname, "SUSER_SNAME") || mcdc_str_ieq(fname, "CURRENT_USER")) && na == 0) {
         const char *u = x->env->is_admin && mcdc_str_ieq(fname, "USER_NAME") ? "dbo" : x->env->user_name;
         rc = xl_append_literal(x->out, u, strlen(u));
+        x->last_stringy = true;
+    } else if ((mcdc_str_ieq(fname, "LEFT") || mcdc_str_ieq(fname, "RIGHT")) && na == 2) {
+        if (mcdc_str_ieq(fname, "LEFT"))
+            rc = mcdc_buf_printf(x->out, x->err, "substr(%s, 1, max((%s), 0))", A0, A1);
+        else
+            rc = mcdc_buf_printf(x->out, x->err, "(CASE WHEN (%s) > 0 THEN substr(%s, -(%s)) ELSE substr(%s, 1, 0) END)", A1, A0, A1, A0);
         x->last_stringy = true;
     } else if (mcdc_str_ieq(fname, "SCHEMA_NAME") && na == 0) {
         rc = emit(x, "'dbo'");
@@ -789,7 +842,7 @@ static bool infer_fn(const xl *x, const char *f, int open, int close, sim_type *
         {"HAS_PERMS_BY_NAME", "int"}, {"OBJECT_ID", "int"}, {"QUOTENAME", "nvarchar(258)"},
         {"NTILE", "bigint"}, {"ROW_NUMBER", "bigint"}, {"RANK", "bigint"}, {"DENSE_RANK", "bigint"},
         {"NEWID", "uniqueidentifier"}, {"DB_NAME", "nvarchar(128)"}, {"USER_NAME", "nvarchar(128)"},
-        {"SUSER_NAME", "nvarchar(128)"}, {"SUSER_SNAME", "nvarchar(128)"}, {"LEN", "int"},
+        {"SUSER_NAME", "nvarchar(128)"}, {"SUSER_SNAME", "nvarchar(128)"}, {"LEN", "int"}, {"DATALENGTH", "int"}, {"CHARINDEX", "int"},
     };
     for (size_t k = 0; k < sizeof R / sizeof R[0]; k++)
         if (mcdc_str_ieq(R[k].f, f)) {
@@ -805,6 +858,15 @@ static bool infer_fn(const xl *x, const char *f, int open, int close, sim_type *
         bool r = infer(x, st[ai], en[ai], ty, nul);
         *nul = true;
         return r;
+    }
+    if (mcdc_str_ieq(f, "REPLICATE") && na == 2) {
+        /* the string type of the first argument, (max) long */
+        if (!infer(x, st[0], en[0], ty, nul)) return false;
+        if (ty->id != SIM_T_VARCHAR && ty->id != SIM_T_NVARCHAR && ty->id != SIM_T_CHAR && ty->id != SIM_T_NCHAR) return false;
+        ty->id = ty->id == SIM_T_NCHAR || ty->id == SIM_T_NVARCHAR ? SIM_T_NVARCHAR : SIM_T_VARCHAR;
+        ty->length = -1;
+        *nul = true;
+        return true;
     }
     if (mcdc_str_ieq(f, "SUM") && na == 1) {
         bool r = infer(x, st[0], en[0], ty, nul);
@@ -876,6 +938,13 @@ static bool infer(const xl *x, int a, int b, sim_type *ty, bool *nul) {
             return true;
         }
         if (t->t == TK_NUM) {
+            int p = 0, sc = 0;
+            if (long_numeric(t, &p, &sc)) {
+                ty->id = SIM_T_DECIMAL;
+                ty->precision = (uint8_t)p;
+                ty->scale = (uint8_t)sc;
+                return true;
+            }
             bool dot = memchr(t->s, '.', (size_t)t->n) != NULL;
             if (!dot) { ty->id = t->n > 9 ? SIM_T_BIGINT : SIM_T_INT; return true; }
             return false;

@@ -1,0 +1,206 @@
+/* test_sim_fidelity.c - fidelity fixes reported by the reader's author:
+ * faults and reused SPIDs, exact numeric literals, nested AT TIME ZONE,
+ * string functions, large multi-row INSERTs with date and GUID literals. */
+#include "sim_engine_int.h"
+#include "test_sim_helpers.h"
+
+static sim_server *fid_open(char *dir, size_t cap, sim_session **s, coll *c) {
+    test_tmpdir(dir, cap);
+    sim_server *srv = test_server(dir, 0);
+    *s = test_login(srv, "sa", "Sa_Passw0rd", NULL);
+    run(*s, c, "CREATE DATABASE lab; USE lab");
+    return srv;
+}
+
+TEST(sim_fault_spares_only_the_setting_session) {
+    char dir[64];
+    coll *c = calloc(1, sizeof *c);
+    sim_session *s;
+    sim_server *srv = fid_open(dir, sizeof dir, &s, c);
+    sim_session *setter = test_login(srv, "sa", "Sa_Passw0rd", "lab");
+    int spid = sim_session_spid(setter);
+    run(setter, c, "EXEC sim.fault @kind = 'drop_at_query', @count = 1");
+    CHECK_EQ_INT(c->nerrors, 0);
+    sim_session_close(setter);
+    /* the next login reuses the SPID: it must not be spared */
+    sim_session *next = test_login(srv, "sa", "Sa_Passw0rd", "lab");
+    CHECK_EQ_INT(sim_session_spid(next), spid);
+    sim_fault_action a;
+    sim_fault_check(srv, next, SIM_FAULT_QUERY, &a);
+    CHECK(a.drop_connection);
+    /* a fault set by a live session still spares it */
+    run(next, c, "EXEC sim.fault @kind = 'drop_at_query', @count = 1");
+    sim_fault_check(srv, next, SIM_FAULT_QUERY, &a);
+    CHECK(!a.drop_connection);
+    sim_fault_check(srv, s, SIM_FAULT_QUERY, &a);
+    CHECK(a.drop_connection);
+    sim_session_close(next);
+    sim_session_close(s);
+    sim_server_close(srv);
+    test_rmdir(dir);
+    free(c);
+}
+
+TEST(sim_exact_numeric_literals) {
+    char dir[64];
+    coll *c = calloc(1, sizeof *c);
+    sim_session *s;
+    sim_server *srv = fid_open(dir, sizeof dir, &s, c);
+    run(s, c, "CREATE TABLE dbo.n (id int NOT NULL PRIMARY KEY, d decimal(38,4) NULL, b bigint NULL, m money NULL)");
+    run(s, c, "INSERT INTO dbo.n VALUES (1, 12345678901234567890.1234, 9223372036854775807, 922337203685477.5807),"
+              " (2, -99999999999999999999999999999999.9999, -9223372036854775808, -922337203685477.5808),"
+              " (3, 0.0001, 1234567890123456789, 1.5)");
+    CHECK_EQ_INT(c->nerrors, 0);
+    run(s, c, "SELECT d, b, m FROM dbo.n ORDER BY id");
+    CHECK_EQ_INT(c->nrows, 3);
+    CHECK_EQ_STR(c->rows[0], "12345678901234567890.1234|9223372036854775807|922337203685477.5807");
+    CHECK_EQ_STR(c->rows[1], "-99999999999999999999999999999999.9999|-9223372036854775808|-922337203685477.5808");
+    CHECK_EQ_STR(c->rows[2], "0.0001|1234567890123456789|1.5000");
+    CHECK_EQ_STR(scalar(s, c, "SELECT CAST(12345678901234567890.1234 AS decimal(38,4))"), "12345678901234567890.1234");
+    CHECK_EQ_STR(scalar(s, c, "SELECT d FROM dbo.n WHERE d = 12345678901234567890.1234"), "12345678901234567890.1234");
+    CHECK_EQ_STR(scalar(s, c, "SELECT 1.5 + 1"), "2.5");
+    sim_session_close(s);
+    sim_server_close(srv);
+    test_rmdir(dir);
+    free(c);
+}
+
+TEST(sim_nested_at_time_zone) {
+    char dir[64];
+    coll *c = calloc(1, sizeof *c);
+    sim_session *s;
+    sim_server *srv = fid_open(dir, sizeof dir, &s, c);
+    run(s, c, "CREATE TABLE dbo.z (id int NOT NULL PRIMARY KEY, t datetime NULL);"
+              " INSERT INTO dbo.z VALUES (1, '2024-01-15 10:30:00.000'), (2, '2024-07-15 10:30:00.000')");
+    run(s, c, "SELECT CAST((t AT TIME ZONE N'E. South America Standard Time') AT TIME ZONE 'UTC' AS datetime2(3)) FROM dbo.z ORDER BY id");
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_INT(c->nrows, 2);
+    CHECK_EQ_STR(c->rows[0], "2024-01-15 13:30:00.000");
+    CHECK_EQ_STR(c->rows[1], "2024-07-15 13:30:00.000");
+    CHECK_EQ_INT(c->cols[0].type.id, SIM_T_DATETIME2);
+    run(s, c, "SELECT (t AT TIME ZONE 'Pacific Standard Time') AT TIME ZONE 'UTC' FROM dbo.z WHERE id = 2");
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_STR(c->rows[0], "2024-07-15 17:30:00.000 +00:00");
+    sim_session_close(s);
+    sim_server_close(srv);
+    test_rmdir(dir);
+    free(c);
+}
+
+TEST(sim_string_functions) {
+    char dir[64];
+    coll *c = calloc(1, sizeof *c);
+    sim_session *s;
+    sim_server *srv = fid_open(dir, sizeof dir, &s, c);
+    CHECK_EQ_STR(scalar(s, c, "SELECT REPLICATE('ab', 3)"), "ababab");
+    CHECK_EQ_STR(scalar(s, c, "SELECT REPLICATE(N'x', 0)"), "");
+    CHECK_EQ_STR(scalar(s, c, "SELECT REPLICATE('x', -1)"), "NULL");
+    CHECK_EQ_STR(scalar(s, c, "SELECT LEN(REPLICATE('0123456789', 1000))"), "10000");
+    CHECK_EQ_STR(scalar(s, c, "SELECT LEFT('abcdef', 2)"), "ab");
+    CHECK_EQ_STR(scalar(s, c, "SELECT RIGHT('abcdef', 2)"), "ef");
+    CHECK_EQ_STR(scalar(s, c, "SELECT SUBSTRING('abcdef', 2, 3)"), "bcd");
+    CHECK_EQ_STR(scalar(s, c, "SELECT LEN('ab  ')"), "2");
+    CHECK_EQ_STR(scalar(s, c, "SELECT DATALENGTH('ab  ')"), "4");
+    CHECK_EQ_STR(scalar(s, c, "SELECT DATALENGTH(N'ab')"), "4");
+    CHECK_EQ_STR(scalar(s, c, "SELECT UPPER('aB') + LOWER('Cd')"), "ABcd");
+    CHECK_EQ_STR(scalar(s, c, "SELECT '[' + LTRIM('  a ') + ']' + RTRIM(' b  ') + ']'"), "[a ] b]");
+    CHECK_EQ_STR(scalar(s, c, "SELECT CHARINDEX('c', 'abcabc')"), "3");
+    CHECK_EQ_STR(scalar(s, c, "SELECT CHARINDEX('c', 'abcabc', 4)"), "6");
+    CHECK_EQ_STR(scalar(s, c, "SELECT REPLACE('aXbX', 'X', 'yy')"), "ayybyy");
+    CHECK_EQ_STR(scalar(s, c, "SELECT CONCAT('a', NULL, 1, 'b')"), "a1b");
+    run(s, c, "CREATE TABLE dbo.s (id int NOT NULL PRIMARY KEY, v varchar(max) NULL);"
+              " INSERT INTO dbo.s VALUES (1, REPLICATE('z', 9000))");
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_STR(scalar(s, c, "SELECT LEN(v) FROM dbo.s"), "9000");
+    sim_session_close(s);
+    sim_server_close(srv);
+    test_rmdir(dir);
+    free(c);
+}
+
+/* 1000-row INSERT ... VALUES with datetime2 and uniqueidentifier literals. */
+TEST(sim_large_multirow_insert_with_literals) {
+    char dir[64];
+    coll *c = calloc(1, sizeof *c);
+    sim_session *s;
+    sim_server *srv = fid_open(dir, sizeof dir, &s, c);
+    run(s, c, "CREATE TABLE dbo.w (id int NOT NULL PRIMARY KEY, t datetime2(7) NULL, d date NULL, g uniqueidentifier NULL,"
+              " o datetimeoffset(3) NULL, v nvarchar(40) NULL);"
+              " EXEC sys.sp_cdc_enable_db;"
+              " EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'w', @role_name = NULL");
+    CHECK_EQ_INT(c->nerrors, 0);
+    mcdc_buf q = {0};
+    for (int batch = 0; batch < 2; batch++) {
+        q.len = 0;
+        mcdc_buf_append_str(&q, "INSERT INTO dbo.w (id, t, d, g, o, v) VALUES ", NULL);
+        for (int k = 0; k < 1000; k++) {
+            int id = batch * 1000 + k;
+            mcdc_buf_printf(&q, NULL, "%s(%d, '2024-%02d-%02d %02d:%02d:%02d.%07d', '2023-%02d-%02d',"
+                                      " '%08X-1234-5678-9ABC-%012X', '2024-03-01 10:00:00.123 +05:30', N'row %d')",
+                            k ? ", " : "", id, 1 + k % 12, 1 + k % 28, k % 24, k % 60, (k * 7) % 60, k * 13 % 10000000,
+                            1 + k % 12, 1 + (k * 3) % 28, (unsigned)id, (unsigned)id * 2654435761u, id);
+        }
+        mcdc_buf_cstr(&q, NULL);
+        run(s, c, (const char *)q.data);
+        CHECK_EQ_INT(c->nerrors, 0);
+        if (c->nerrors) fprintf(stderr, "  batch %d: %d %s\n", batch, c->err_number, c->err_text);
+        CHECK_EQ_INT((int)c->last_count, 1000);
+    }
+    mcdc_buf_free(&q);
+    CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM dbo.w"), "2000");
+    for (int id = 0; id < 2000; id += 999) {
+        int k = id % 1000;
+        char want[160], sql[200];
+        snprintf(want, sizeof want, "2024-%02d-%02d %02d:%02d:%02d.%07d|2023-%02d-%02d|%08X-1234-5678-9ABC-%012X|row %d",
+                 1 + k % 12, 1 + k % 28, k % 24, k % 60, (k * 7) % 60, k * 13 % 10000000, 1 + k % 12, 1 + (k * 3) % 28,
+                 (unsigned)id, (unsigned)id * 2654435761u, id);
+        snprintf(sql, sizeof sql, "SELECT t, d, g, v FROM dbo.w WHERE id = %d", id);
+        CHECK_EQ_STR(scalar(s, c, sql), want);
+    }
+    run(s, c, "EXEC sim.run_capture");
+    CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM cdc.dbo_w_CT"), "2000");
+    /* the reader's change query with the reference's parenthesised zone form */
+    run(s, c, "SELECT CONVERT(varchar(22), c.__$start_lsn, 1) AS [_start_lsn], c.__$operation AS [_operation],"
+              " CAST((m.tran_end_time AT TIME ZONE N'E. South America Standard Time') AT TIME ZONE 'UTC' AS datetime2(3)) AS [_commit_ts],"
+              " c.[id], c.[g] FROM cdc.[dbo_w_CT] AS c INNER JOIN cdc.lsn_time_mapping AS m ON m.start_lsn = c.__$start_lsn"
+              " WHERE c.__$start_lsn BETWEEN CONVERT(binary(10), '0x00000000000000000000', 1) AND CONVERT(binary(10), '0xFFFFFFFFFFFFFFFFFFFF', 1)"
+              " ORDER BY c.__$start_lsn, c.__$command_id, c.__$seqval, c.__$operation");
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_INT(c->nrows, 2000);
+    CHECK_EQ_INT(c->cols[2].type.id, SIM_T_DATETIME2);
+    sim_session_close(s);
+    sim_server_close(srv);
+    test_rmdir(dir);
+    free(c);
+}
+
+/* The host clock stepping back between a commit and the capture scan (the
+ * cause of the flaky sim_cdc_t3_read_semantics: the scan's "now" fell
+ * before the commit's time and the latency check left the commit out). */
+TEST(sim_clock_never_runs_backwards) {
+    char dir[64];
+    coll *c = calloc(1, sizeof *c);
+    sim_session *s;
+    sim_server *srv = fid_open(dir, sizeof dir, &s, c);
+    run(s, c, "CREATE TABLE dbo.t (id int NOT NULL PRIMARY KEY, v int NULL); EXEC sys.sp_cdc_enable_db;"
+              " EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N't', @role_name = NULL;"
+              " EXEC sim.run_capture; INSERT INTO dbo.t VALUES (1, 1)");
+    CHECK_EQ_INT(c->nerrors, 0);
+    int64_t before = sim_srv_utc_us(srv);
+    srv->clock_off_us -= 5 * 1000000; /* what a wall-clock step back does */
+    CHECK(sim_srv_utc_us(srv) >= before);
+    run(s, c, "EXEC sim.run_capture");
+    CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM cdc.dbo_t_CT"), "1");
+    run(s, c, "INSERT INTO dbo.t VALUES (2, 2); EXEC sim.run_capture");
+    CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM cdc.dbo_t_CT"), "2");
+    /* commit times follow LSN order */
+    CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM cdc.lsn_time_mapping a JOIN cdc.lsn_time_mapping b"
+                              " ON b.start_lsn > a.start_lsn AND b.tran_end_time < a.tran_end_time"), "0");
+    /* sim.set_clock still moves the clock back on purpose */
+    run(s, c, "EXEC sim.set_clock @utc = '2001-02-03 04:05:06'");
+    CHECK_EQ_STR(scalar(s, c, "SELECT CONVERT(varchar(10), SYSUTCDATETIME(), 120)"), "2001-02-03");
+    sim_session_close(s);
+    sim_server_close(srv);
+    test_rmdir(dir);
+    free(c);
+}
