@@ -33,8 +33,24 @@ bool mcdc_delta_schema_needs_ntz(const mcdc_schema *s) {
     return false;
 }
 
+bool mcdc_delta_name_needs_column_mapping(const char *name) {
+    return strpbrk(name, " ,;{}()\n\t=") != NULL;
+}
+
+void mcdc_delta_physical_name_new(char out[MCDC_DELTA_PHYSICAL_NAME_LEN]) {
+    char uuid[37];
+    mcdc_delta__uuid(uuid);
+    snprintf(out, MCDC_DELTA_PHYSICAL_NAME_LEN, "col-%s", uuid);
+}
+
 int mcdc_delta_schema_to_json(char **out_json, const mcdc_schema *s,
                               const char *const *comments, mcdc_error *err) {
+    return mcdc_delta_schema_to_json_mapped(out_json, s, comments, NULL, NULL, err);
+}
+
+int mcdc_delta_schema_to_json_mapped(char **out_json, const mcdc_schema *s,
+                                     const char *const *comments, const int64_t *ids,
+                                     const char *const *physical, mcdc_error *err) {
     *out_json = NULL;
     json_t *root = json_object();
     json_t *fields = json_array();
@@ -68,6 +84,12 @@ int mcdc_delta_schema_to_json(char **out_json, const mcdc_schema *s,
         if (!bad && comments && comments[i]) {
             json_t *c = json_string(comments[i]);
             bad = c == NULL || json_object_set_new(meta, "comment", c);
+        }
+        if (!bad && ids && ids[i] > 0)
+            bad = json_object_set_new(meta, "delta.columnMapping.id", json_integer(ids[i]));
+        if (!bad && physical && physical[i]) {
+            json_t *pn = json_string(physical[i]);
+            bad = pn == NULL || json_object_set_new(meta, "delta.columnMapping.physicalName", pn);
         }
         if (!bad)
             bad = json_object_set_new(fo, "name", name) ||
@@ -215,6 +237,8 @@ int mcdc_delta_schema_from_json(mcdc_schema **out, mcdc_delta_field_meta **out_m
             const char *c = json_string_value(json_object_get(md, "comment"));
             const char *pn =
                 json_string_value(json_object_get(md, "delta.columnMapping.physicalName"));
+            json_t *cid = json_object_get(md, "delta.columnMapping.id");
+            if (json_is_integer(cid)) meta[i].column_id = (int64_t)json_integer_value(cid);
             if ((c && (meta[i].comment = mcdc_strdup(c)) == NULL) ||
                 (pn && (meta[i].physical_name = mcdc_strdup(pn)) == NULL)) {
                 rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
