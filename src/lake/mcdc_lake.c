@@ -5,6 +5,7 @@
  */
 #include "mcdc_lake.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -109,11 +110,54 @@ static bool any_needs_mapping(const mcdc_schema *s) {
     return false;
 }
 
+/* The statement the reference asks for: the table name as the user gave it
+ * (a path as delta.`path`). Owned. */
+static char *alter_statement(const mcdc_table *t) {
+    bool path = strchr(t->name, '/') != NULL || strchr(t->name, ':') != NULL;
+    return mcdc_asprintf("ALTER TABLE %s%s%s SET TBLPROPERTIES ('delta.columnMapping.mode'='name', "
+                         "'delta.minReaderVersion'='2', 'delta.minWriterVersion'='5')",
+                         path ? "delta.`" : "", t->name, path ? "`" : "");
+}
+
+/* An unmapped table receiving a column whose name needs mapping: the
+ * reference's SchemaChangedError (the library never enables it itself). */
+static int needs_alter(const mcdc_table *t, const char *column, mcdc_error *err) {
+    char *alter = alter_statement(t);
+    int rc = mcdc_error_set(err, MCDC_E_SCHEMA,
+                            "table %s: new column '%s' holds a character Delta allows only "
+                            "with column mapping (space or ,;{}()=, tab, newline) and the table "
+                            "has none; mssql-cdc never enables it itself. Enable it with: %s",
+                            t->name, column, alter ? alter : "(out of memory)");
+    mcdc_free(alter);
+    return rc;
+}
+
+/* delta.columnMapping.mode among the creation properties, NULL when unset. */
+static const char *props_mapping_mode(const mcdc_table_props *p) {
+    static const char key[] = "delta.columnMapping.mode=";
+    for (size_t i = 0; p && p->configuration && p->configuration[i]; i++)
+        if (strncmp(p->configuration[i], key, sizeof key - 1) == 0)
+            return p->configuration[i] + sizeof key - 1;
+    return NULL;
+}
+
+/* The largest column id of a mapped table (maxColumnId and the fields'). */
+static int64_t max_column_id(const mcdc_delta_snapshot *s, const mcdc_schema *theirs,
+                             const mcdc_delta_field_meta *meta) {
+    int64_t max = 0;
+    const char *mc = mcdc_delta_snapshot_config(s, "delta.columnMapping.maxColumnId");
+    if (mc && mcdc_parse_i64(mc, &max) != MCDC_OK) max = 0;
+    for (int32_t j = 0; j < theirs->n_fields; j++)
+        if (meta[j].column_id > max) max = meta[j].column_id;
+    return max;
+}
+
 /* Decides the layout of ours against the latest table: mapped when the
  * table is, or when it does not exist yet and a name needs mapping;
  * existing columns keep the table's physical names and ids, new ones get
  * "col-<uuid>" and the next ids (the order mcdc_delta_append gives them). */
-static int plan_layout(lake_layout *l, mcdc_table *t, const mcdc_schema *ours, mcdc_error *err) {
+static int plan_layout(lake_layout *l, mcdc_table *t, const mcdc_schema *ours,
+                       const mcdc_table_props *props, mcdc_error *err) {
     memset(l, 0, sizeof *l);
     mcdc_delta_snapshot *s;
     int rc = load_latest(&s, t, err);
@@ -122,16 +166,26 @@ static int plan_layout(lake_layout *l, mcdc_table *t, const mcdc_schema *ours, m
     mcdc_delta_field_meta *meta = NULL;
     int64_t max = 0;
     l->exists = s != NULL;
-    l->mapped = s ? mcdc_delta_snapshot_column_mapping(s) : any_needs_mapping(ours);
-    if (s && l->mapped) {
-        rc = mcdc_delta_snapshot_schema(&theirs, &meta, s, err);
-        const char *mc = mcdc_delta_snapshot_config(s, "delta.columnMapping.maxColumnId");
-        if (mc && mcdc_parse_i64(mc, &max) != MCDC_OK) max = 0;
-        for (int32_t j = 0; rc == MCDC_OK && j < theirs->n_fields; j++)
-            if (meta[j].column_id > max) max = meta[j].column_id;
-    }
+    const char *mode = props_mapping_mode(props);
+    l->mapped = s ? mcdc_delta_snapshot_column_mapping(s)
+                  : mode ? strcmp(mode, "name") == 0 : any_needs_mapping(ours);
+    if (s) rc = mcdc_delta_snapshot_schema(&theirs, &meta, s, err);
+    if (rc == MCDC_OK && s && l->mapped) max = max_column_id(s, theirs, meta);
     mcdc_delta_snapshot_free(s);
     int32_t n = ours->n_fields;
+    /* Refused before any data is written: an unmapped table (or one about
+     * to be created with mode "none") cannot take such a name. */
+    for (int32_t i = 0; rc == MCDC_OK && !l->mapped && i < n; i++) {
+        const char *name = ours->fields[i].name;
+        if (!mcdc_delta_name_needs_column_mapping(name)) continue;
+        if (theirs == NULL)
+            rc = mcdc_error_set(err, MCDC_E_INVALID,
+                                "table %s: column '%s' needs column mapping but the table is "
+                                "to be created with delta.columnMapping.mode=%s",
+                                t->name, name, mode ? mode : "none");
+        else if (mcdc_schema_find(theirs, name) < 0)
+            rc = needs_alter(t, name, err);
+    }
     if (rc == MCDC_OK && l->mapped) {
         l->phys = mcdc_calloc((size_t)n, sizeof *l->phys);
         l->ids = mcdc_calloc((size_t)n, sizeof *l->ids);
@@ -143,11 +197,20 @@ static int plan_layout(lake_layout *l, mcdc_table *t, const mcdc_schema *ours, m
         int32_t j = theirs ? mcdc_schema_find(theirs, f->name) : -1;
         if (j >= 0) {
             l->phys[i] = mcdc_strdup(meta[j].physical_name ? meta[j].physical_name : f->name);
-            l->ids[i] = (int32_t)meta[j].column_id;
+            l->ids[i] = meta[j].column_id > 0 && meta[j].column_id <= INT32_MAX
+                            ? (int32_t)meta[j].column_id
+                            : 0;
         } else {
             char pn[MCDC_DELTA_PHYSICAL_NAME_LEN];
             mcdc_delta_physical_name_new(pn);
             l->phys[i] = mcdc_strdup(pn);
+            if (max >= INT32_MAX) {
+                rc = mcdc_error_set(err, MCDC_E_CORRUPT,
+                                    "table %s: delta.columnMapping.maxColumnId %lld is out of "
+                                    "range",
+                                    t->name, (long long)max);
+                break;
+            }
             l->ids[i] = (int32_t)++max;
         }
         if (l->phys[i] == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
@@ -256,7 +319,7 @@ int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err) 
         if (full == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
         /* A first append creates the table's directory. */
         rc = mcdc_mkdirs(mcdc_table_path(a->t), err);
-        if (rc == MCDC_OK && !a->layout.decided) rc = plan_layout(&a->layout, a->t, a->schema, err);
+        if (rc == MCDC_OK && !a->layout.decided) rc = plan_layout(&a->layout, a->t, a->schema, &a->props, err);
         if (rc == MCDC_OK) {
             mcdc_parquet_write_options po = MCDC_PARQUET_WRITE_OPTIONS_INIT;
             po.field_ids = a->layout.mapped ? a->layout.ids : NULL;
@@ -309,15 +372,6 @@ static void free_config(char **keys, char **values, size_t n) {
     }
     mcdc_free(keys);
     mcdc_free(values);
-}
-
-/* The statement the reference asks for: the table name as the user gave it
- * (a path as delta.`path`). Owned. */
-static char *alter_statement(const mcdc_table *t) {
-    bool path = strchr(t->name, '/') != NULL || strchr(t->name, ':') != NULL;
-    return mcdc_asprintf("ALTER TABLE %s%s%s SET TBLPROPERTIES ('delta.columnMapping.mode'='name', "
-                         "'delta.minReaderVersion'='2', 'delta.minWriterVersion'='5')",
-                         path ? "delta.`" : "", t->name, path ? "`" : "");
 }
 
 /* The table changed under the layout the files were written with. */
@@ -373,27 +427,25 @@ static int ensure_table(mcdc_table *t, mcdc_schema *ours, const mcdc_table_props
     mcdc_delta_field_meta *meta = NULL;
     bool mapped = mcdc_delta_snapshot_column_mapping(s);
     rc = mcdc_delta_snapshot_schema(&theirs, &meta, s, err);
-    mcdc_delta_snapshot_free(s);
-    if (rc) return rc;
+    if (rc) {
+        mcdc_delta_snapshot_free(s);
+        return rc;
+    }
     if (mapped != l->mapped)
         rc = layout_moved(t, mapped ? "column mapping was enabled" : "the table was recreated",
                           err);
+    int64_t next_id = mapped && rc == MCDC_OK ? max_column_id(s, theirs, meta) : 0;
+    mcdc_delta_snapshot_free(s);
     int32_t extra = 0;
     for (int32_t i = 0; rc == MCDC_OK && i < ours->n_fields; i++) {
         int32_t j = mcdc_schema_find(theirs, ours->fields[i].name);
         if (j < 0) {
             extra++;
-            if (!mapped && mcdc_delta_name_needs_column_mapping(ours->fields[i].name)) {
-                char *alter = alter_statement(t);
-                rc = mcdc_error_set(err, MCDC_E_SCHEMA,
-                                    "table %s: new column '%s' holds a character Delta allows "
-                                    "only with column mapping (space or ,;{}()=, tab, newline) "
-                                    "and the table has none; mssql-cdc never enables it itself. "
-                                    "Enable it with: %s",
-                                    t->name, ours->fields[i].name,
-                                    alter ? alter : "(out of memory)");
-                mcdc_free(alter);
-            }
+            if (!mapped && mcdc_delta_name_needs_column_mapping(ours->fields[i].name))
+                rc = needs_alter(t, ours->fields[i].name, err);
+            /* mcdc_delta_append numbers new columns in this order */
+            else if (mapped && l->ids[i] != next_id + extra)
+                rc = layout_moved(t, "another writer added columns", err);
             continue;
         }
         if (mapped) {
@@ -452,7 +504,7 @@ static int commit_files(mcdc_appender *a, const mcdc_delta_file *removes, size_t
                         const char *operation, bool *skipped, int64_t *version, mcdc_error *err) {
     mcdc_schema *evolved = NULL;
     const char **evolved_phys = NULL;
-    int rc = a->layout.decided ? MCDC_OK : plan_layout(&a->layout, a->t, a->schema, err);
+    int rc = a->layout.decided ? MCDC_OK : plan_layout(&a->layout, a->t, a->schema, &a->props, err);
     if (rc == MCDC_OK)
         rc = ensure_table(a->t, a->schema, &a->props, &a->layout, &evolved, &evolved_phys, err);
     if (rc) return rc;

@@ -412,3 +412,77 @@ TEST(colmap_name_rule_matches_the_reference) {
     CHECK_EQ_INT(strlen(a), 40);
     CHECK(strncmp(a, "col-", 4) == 0 && strcmp(a, b) != 0);
 }
+
+TEST(colmap_concurrent_evolution_under_our_files_is_a_conflict) {
+    char *d = cm_tmpdir();
+    char path[600];
+    snprintf(path, sizeof path, "%s/bronze", d);
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_table *t = NULL;
+    CHECK_EQ_INT(mcdc_table_open(&t, path, NULL, &e), MCDC_OK);
+    mcdc_schema *s4 = cm_schema(false), *s5 = cm_schema(true);
+    CHECK_EQ_INT(append_rows(t, s4, 1, 1, NULL, &e), MCDC_OK);
+    /* we write files naming "x y" physically, then another writer adds it */
+    mcdc_batch *b = cm_rows(s5, 50, 2);
+    mcdc_appender *a = NULL;
+    CHECK_EQ_INT(mcdc_appender_open(&a, t, s5, NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_appender_write(a, b, &e), MCDC_OK);
+    CHECK_EQ_INT(append_rows(t, s5, 60, 1, NULL, &e), MCDC_OK);
+    bool skipped = false;
+    int64_t v = -1;
+    CHECK_EQ_INT(mcdc_appender_commit(a, NULL, 0, NULL, &skipped, &v, &e), MCDC_E_CONFLICT);
+    CHECK(strstr(e.message, "retry") != NULL);
+    mcdc_appender_free(a);
+    mcdc_batch_free(b);
+    /* the table holds the other writer's rows only, all readable */
+    mcdc_batch *all = NULL;
+    CHECK_EQ_INT(mcdc_table_read_all(t, &all, &v, &e), MCDC_OK);
+    CHECK(all != NULL && all->rows == 2);
+    if (all) CHECK(mcdc_row_get(all, 1, 4).i == 600 || mcdc_row_get(all, 0, 4).i == 600);
+    mcdc_batch_free(all);
+    mcdc_schema_unref(s4);
+    mcdc_schema_unref(s5);
+    mcdc_table_close(t);
+    cm_rmrf(d);
+}
+
+TEST(colmap_mode_none_in_props_refuses_such_names_before_writing) {
+    char *d = cm_tmpdir();
+    char path[600];
+    snprintf(path, sizeof path, "%s/bronze", d);
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_table *t = NULL;
+    CHECK_EQ_INT(mcdc_table_open(&t, path, NULL, &e), MCDC_OK);
+    const char *conf[] = {"delta.columnMapping.mode=none", NULL};
+    mcdc_table_props props = {conf};
+    mcdc_schema *s4 = cm_schema(false);
+    CHECK_EQ_INT(append_rows(t, s4, 1, 1, &props, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "Qty (kg)") != NULL);
+    bool exists = true;
+    CHECK_EQ_INT(mcdc_table_exists(t, &exists, &e), MCDC_OK);
+    CHECK(!exists);
+    /* plain names with an explicit mode=name are mapped too */
+    const char *conf2[] = {"delta.columnMapping.mode=name", NULL};
+    props.configuration = conf2;
+    mcdc_schema *p = plain_schema();
+    CHECK_EQ_INT(append_rows(t, p, 1, 2, &props, &e), MCDC_OK);
+    mcdc_delta_table *dt = NULL;
+    CHECK_EQ_INT(mcdc_delta_table_open(&dt, path, NULL, &e), MCDC_OK);
+    mcdc_delta_snapshot *snap = NULL;
+    CHECK_EQ_INT(mcdc_delta_snapshot_load(&snap, dt, -1, &e), MCDC_OK);
+    CHECK(mcdc_delta_snapshot_column_mapping(snap));
+    int32_t r = 0, w = 0;
+    mcdc_delta_snapshot_protocol(snap, &r, &w);
+    CHECK(r == 2 && w == 5);
+    mcdc_delta_snapshot_free(snap);
+    mcdc_delta_table_free(dt);
+    mcdc_batch *all = NULL;
+    int64_t v = -1;
+    CHECK_EQ_INT(mcdc_table_read_all(t, &all, &v, &e), MCDC_OK);
+    CHECK(all && all->rows == 2 && mcdc_row_get(all, 1, 1).d == 3.0);
+    mcdc_batch_free(all);
+    mcdc_schema_unref(p);
+    mcdc_schema_unref(s4);
+    mcdc_table_close(t);
+    cm_rmrf(d);
+}
