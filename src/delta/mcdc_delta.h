@@ -195,8 +195,8 @@ const char *mcdc_delta_snapshot_schema_string(const mcdc_delta_snapshot *s);
 const char *mcdc_delta_snapshot_config(const mcdc_delta_snapshot *s, const char *key);
 size_t mcdc_delta_snapshot_partition_column_count(const mcdc_delta_snapshot *s);
 /* The schema as an mcdc_schema (flat tables only: nested types are
- * MCDC_E_UNSUPPORTED); *out_meta (optional) gets per-field comment and
- * physical name, free it with mcdc_delta_field_meta_free. */
+ * MCDC_E_UNSUPPORTED); *out_meta (optional) gets per-field comment,
+ * physical name and column id, free it with mcdc_delta_field_meta_free. */
 typedef struct mcdc_delta_field_meta mcdc_delta_field_meta;
 int mcdc_delta_snapshot_schema(mcdc_schema **out, mcdc_delta_field_meta **out_meta,
                                const mcdc_delta_snapshot *s, mcdc_error *err);
