@@ -91,7 +91,10 @@ bench: deps
 	@bench/run_all.sh
 
 # One target per benchmark; each prints `name: value` lines.
-bench-stream: all
+$(BUILD)/mcdc-bench-reader: $(call obj,bench/bench_reader.c) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+bench-stream: all $(BUILD)/mcdc-bench-reader
 	@.venv/bin/python bench/bench_stream.py
 
 bench-reader: all

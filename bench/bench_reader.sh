@@ -75,7 +75,28 @@ fi
 t1=$(date +%s.%N)
 echo "reader_bulk_load_rows: $ROWS"
 echo "reader_bulk_load_seconds: $(echo "$t1 - $t0" | bc)"
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$SIM_PID/stat"; }
 for n in 1 2; do
   echo "-- connections=$n"
-  "$BUILD/mcdc-bench-reader" --connection-string "$CS" --capture-instance dbo_bench --connections "$n"
+  s0=$(cpu_ticks)
+  "$BUILD/mcdc-bench-reader" --connection-string "$CS" --capture-instance dbo_bench \
+    --connections "$n" | tee "$TMP/reader$n.out"
+  s1=$(cpu_ticks)
+  if [ "$n" = 1 ]; then
+    # The simulator's own rate: rows per CPU-second it spent serving them
+    # (what one of its cores can send), next to the reader's wall-clock rate.
+    hz=$(getconf CLK_TCK)
+    echo "sim_cpu_seconds_1conn: $(echo "scale=3; ($s1 - $s0) / $hz" | bc)"
+    echo "sim_send_rows_per_s: $(echo "$ROWS * $hz / ($s1 - $s0 + 1)" | bc)"
+  fi
 done
+one=$(awk '/^reader_rows_per_s:/ {print $2}' "$TMP/reader1.out")
+echo "reader_rows_per_s_1conn: $one"
+echo "reader_rows_per_s_2conn: $(awk '/^reader_rows_per_s:/ {print $2}' "$TMP/reader2.out")"
+echo "-- python drivers (same rows, the reader's ordering)"
+PY=${PYTHON:-.venv/bin/python}
+"$PY" bench/bench_reader_python.py "$PORT" "$PW" bench dbo_bench | tee "$TMP/py.out"
+best=$(awk '/^python_fastest_rows_per_s:/ {print $2}' "$TMP/py.out")
+if [ -n "$best" ] && [ -n "$one" ]; then
+  echo "reader_vs_fastest_python_ratio: $(echo "scale=2; $one / $best" | bc)"
+fi

@@ -36,6 +36,8 @@ make -j"$JOBS" SAN=1 all >/dev/null || { echo "sanitizer build failed"; echo "te
 make -j"$JOBS" SAN=thread all >/dev/null || { echo "thread sanitizer build failed"; echo "tests: 0 passed, 1 failed"; exit 1; }
 run_suite unit build/unit-tests
 run_suite unit-asan-ubsan build-san/unit-tests
+# Microsoft's mssql-python (from tests/requirements.txt) joins the client tests.
+export MSSQL_PYTHON=${MSSQL_PYTHON:-$PWD/.venv/bin/python}
 for t in tests/e2e/*.sh; do
   [ -e "$t" ] || continue
   run_suite "$(basename "$t" .sh)" "$t"

@@ -7,6 +7,7 @@
  *   mssql-cdc version
  */
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -449,6 +450,12 @@ static int cmd_table_rows(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    /* Column buffers of tens of MB are freed and allocated again for every
+     * batch. Kept in glibc's heap instead of going back to the kernel, they
+     * are not page-faulted and zeroed again (45% of a read's CPU measured in
+     * bench-lake). What is kept never exceeds the peak already reached. */
+    mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
+    mallopt(M_TRIM_THRESHOLD, 256 * 1024 * 1024);
     if (argc < 2) {
         fputs(HELP, stderr);
         return EXIT_USAGE;

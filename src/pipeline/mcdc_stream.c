@@ -1,20 +1,17 @@
 /* mcdc_stream.c - the micro-batch engine (see mcdc_stream.h). */
 #include "mcdc_stream.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "mcdc_changes.h"
 #include "mcdc_lake.h"
 #include "mcdc_lsn.h"
+#include "mcdc_storage.h"
 #include "mcdc_tables.h"
 
 static volatile sig_atomic_t g_stop;
@@ -73,93 +70,55 @@ static int offset_parse(offset_t *o, json_t *j, const char *path, mcdc_error *er
 /* ---- checkpoint directory ---------------------------------------------------
  *   metadata        {"app_id", "capture_instance", "target", "created"}
  *   offsets/<id>    {"batch_id", "start": offset, "end": offset}  (write-ahead)
- *   commits/<id>    {"batch_id", "rows", "bronze_version"}         (done)
- * Files are created with put-if-absent (link), so two runs on one
- * checkpoint cannot both plan the same batch. */
-static void fsync_dir_of(const char *path) {
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash == NULL) return;
-    *slash = 0;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-}
+ *   commits/<id>    {"batch_id", "rows"}                           (done)
+ * Kept on the same storage seam as the Delta log: every file is created
+ * put-if-absent, so two runs on one checkpoint cannot both plan a batch. */
+typedef struct {
+    mcdc_storage *st;
+    const char *dir; /* for messages */
+} ckpt_t;
 
-/* Writes path only if it does not exist: MCDC_E_CONFLICT when it does. */
-static int put_if_absent(const char *path, const char *data, mcdc_error *err) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-    if (fd < 0)
-        return mcdc_error_set(err, MCDC_E_IO, "cannot create %s: %s", tmp, strerror(errno));
-    size_t len = strlen(data);
-    ssize_t w = write(fd, data, len);
-    int sync = fsync(fd);
-    close(fd);
-    if (w != (ssize_t)len || sync != 0) {
-        unlink(tmp);
-        return mcdc_error_set(err, MCDC_E_IO, "cannot write %s: %s", tmp, strerror(errno));
-    }
-    int rc = link(tmp, path);
-    int saved = errno;
-    unlink(tmp);
-    if (rc != 0) {
-        if (saved == EEXIST)
-            return mcdc_error_set(err, MCDC_E_CONFLICT, "%s already exists", path);
-        return mcdc_error_set(err, MCDC_E_IO, "cannot create %s: %s", path, strerror(saved));
-    }
-    fsync_dir_of(path);
-    return MCDC_OK;
-}
+/* Checkpoint files are a few hundred bytes; anything larger is damage. */
+#define CKPT_FILE_BYTES_MAX (1024 * 1024)
 
-static int put_json(const char *path, json_t *j, mcdc_error *err) {
-    if (j == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory building %s", path);
+static int ckpt_put(ckpt_t *c, const char *key, json_t *j, mcdc_error *err) {
+    if (j == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory building %s", key);
     char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(j);
-    if (text == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory writing %s", path);
-    int rc = put_if_absent(path, text, err);
+    if (text == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory writing %s", key);
+    int rc = mcdc_storage_put_if_absent(c->st, key, text, strlen(text), err);
     free(text);
     return rc;
 }
 
-static json_t *load_json(const char *path, mcdc_error *err) {
-    json_error_t je;
-    json_t *j = json_load_file(path, 0, &je);
-    if (j == NULL)
-        mcdc_error_set(err, MCDC_E_CORRUPT,
-                       "%s is not valid JSON (line %d: %s); the checkpoint is damaged: restore it, "
-                       "or start over with a new checkpoint and a new app_id",
-                       path, je.line, je.text);
+static json_t *ckpt_get(ckpt_t *c, const char *key, mcdc_error *err) {
+    mcdc_buf b = {0};
+    json_t *j = NULL;
+    if (mcdc_storage_get(c->st, key, CKPT_FILE_BYTES_MAX, &b, err) == MCDC_OK) {
+        json_error_t je;
+        j = json_loadb((const char *)b.data, b.len, 0, &je);
+        if (j == NULL)
+            mcdc_error_set(err, MCDC_E_CORRUPT,
+                           "%s/%s is not valid JSON (line %d: %s); the checkpoint is damaged: "
+                           "restore it, or start over with a new checkpoint and a new app_id",
+                           c->dir, key, je.line, je.text);
+    }
+    mcdc_buf_free(&b);
     return j;
 }
 
-typedef struct {
-    char dir[4096];
-} ckpt_t;
-
 static int ckpt_open(ckpt_t *c, const mcdc_stream_cfg *cfg, const char *ci, mcdc_error *err) {
-    snprintf(c->dir, sizeof c->dir, "%s", cfg->checkpoint);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/offsets", c->dir);
-    int rc = mcdc_mkdirs(path, err);
+    c->dir = cfg->checkpoint;
+    int rc = mcdc_storage_local_create(&c->st, cfg->checkpoint, err);
     if (rc) return rc;
-    snprintf(path, sizeof path, "%s/commits", c->dir);
-    if ((rc = mcdc_mkdirs(path, err))) return rc;
-    snprintf(path, sizeof path, "%s/metadata", c->dir);
-    if (access(path, F_OK) != 0) {
-        char now[32];
-        mcdc_format_ts_us(mcdc_now_utc_us(), 3, now);
-        rc = put_json(path,
-                      json_pack("{s:s, s:s, s:s, s:s}", "app_id", cfg->app_id, "capture_instance",
-                                ci, "target", cfg->target, "created", now),
-                      err);
-        if (rc != MCDC_E_CONFLICT) return rc;
-    }
-    json_t *m = load_json(path, err);
+    char now[32];
+    mcdc_format_ts_us(mcdc_now_utc_us(), 3, now);
+    rc = ckpt_put(c, "metadata",
+                  json_pack("{s:s, s:s, s:s, s:s}", "app_id", cfg->app_id, "capture_instance", ci,
+                            "target", cfg->target, "created", now),
+                  err);
+    if (rc != MCDC_OK && rc != MCDC_E_CONFLICT) return rc;
+    json_t *m = ckpt_get(c, "metadata", err);
     if (m == NULL) return MCDC_E_CORRUPT;
     const char *app = json_string_value(json_object_get(m, "app_id"));
     rc = MCDC_OK;
@@ -172,28 +131,27 @@ static int ckpt_open(ckpt_t *c, const mcdc_stream_cfg *cfg, const char *ci, mcdc
     return rc;
 }
 
-/* Highest numbered file in dir, or -1. */
-static int64_t max_numbered(const char *dir) {
-    DIR *d = opendir(dir);
-    if (d == NULL) return -1;
-    int64_t best = -1;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
+/* Highest numbered file under dir ("offsets/"), or -1. */
+static int ckpt_last(ckpt_t *c, const char *dir, int64_t *out, mcdc_error *err) {
+    mcdc_storage_listing l = {0};
+    *out = -1;
+    int rc = mcdc_storage_list(c->st, dir, &l, err);
+    for (size_t i = 0; rc == MCDC_OK && i < l.count; i++) {
         int64_t v;
-        if (mcdc_parse_i64(e->d_name, &v) == MCDC_OK && v >= 0 && v > best) best = v;
+        if (mcdc_parse_i64(l.entries[i].name, &v) == MCDC_OK && v > *out) *out = v;
     }
-    closedir(d);
-    return best;
+    mcdc_storage_listing_free(&l);
+    return rc;
 }
 
-static int ckpt_read_offsets(const ckpt_t *c, int64_t id, offset_t *start, offset_t *end,
+static int ckpt_read_offsets(ckpt_t *c, int64_t id, offset_t *start, offset_t *end,
                              mcdc_error *err) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/offsets/%lld", c->dir, (long long)id);
-    json_t *j = load_json(path, err);
+    char key[64];
+    snprintf(key, sizeof key, "offsets/%lld", (long long)id);
+    json_t *j = ckpt_get(c, key, err);
     if (j == NULL) return MCDC_E_CORRUPT;
-    int rc = offset_parse(start, json_object_get(j, "start"), path, err);
-    if (rc == MCDC_OK) rc = offset_parse(end, json_object_get(j, "end"), path, err);
+    int rc = offset_parse(start, json_object_get(j, "start"), key, err);
+    if (rc == MCDC_OK) rc = offset_parse(end, json_object_get(j, "end"), key, err);
     json_decref(j);
     return rc;
 }
@@ -386,7 +344,44 @@ typedef struct {
     mcdc_lsn skip_from, skip_to;
     int64_t lost_from_us, lost_to_us;
     bool has_lost_from, has_lost_to;
+    /* failOnDataLoss=false: cleanup passed a range's start while it was
+     * read, so rows of it may be missing (certain: false). */
+    bool possible_loss;
+    mcdc_lsn possible_from, possible_min;
 } batch_events;
+
+/* One data_skipped event row (reference §2.3.4): detail {from, to, certain,
+ * [reason]}, min_lsn..max_lsn the skipped range. */
+static int append_skip_event(mcdc_batch *b, const stream_t *s, int64_t batch_id,
+                             const mcdc_lsn *from_lsn, const mcdc_lsn *to_lsn, bool certain,
+                             const char *reason, const batch_events *ev, int64_t written,
+                             mcdc_error *err) {
+    char from[MCDC_LSN_TEXT_LEN + 1], to[MCDC_LSN_TEXT_LEN + 1];
+    mcdc_lsn_format(from_lsn, from);
+    mcdc_lsn_format(to_lsn, to);
+    json_t *d = json_pack("{s:s, s:s, s:b}", "from", from, "to", to, "certain", certain);
+    if (d && reason) json_object_set_new(d, "reason", json_string(reason));
+    char *detail = d ? json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(d);
+    if (detail == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    mcdc_cell c[MCDC_F_COUNT];
+    for (int i = 0; i < MCDC_F_COUNT; i++) c[i] = mcdc_cell_null();
+    c[MCDC_F_APP_ID] = mcdc_cell_text(s->cfg->app_id);
+    c[MCDC_F_BATCH_ID] = mcdc_cell_int(batch_id);
+    c[MCDC_F_ROWS] = mcdc_cell_int(0);
+    c[MCDC_F_MIN_LSN] = mcdc_cell_text(from);
+    c[MCDC_F_MAX_LSN] = mcdc_cell_text(to);
+    c[MCDC_F_EVENT] = mcdc_cell_text("data_skipped");
+    if (ev->has_lost_from) c[MCDC_F_LOST_FROM_TS] = mcdc_cell_int(ev->lost_from_us);
+    if (certain && ev->has_lost_to) c[MCDC_F_LOST_TO_TS] = mcdc_cell_int(ev->lost_to_us);
+    c[MCDC_F_END_LSN] = mcdc_cell_text(to);
+    c[MCDC_F_DETAIL] = mcdc_cell_text(detail);
+    c[MCDC_F_TARGET] = mcdc_cell_text(s->cfg->target);
+    c[MCDC_F_WRITTEN_AT] = mcdc_cell_int(written);
+    int rc = mcdc_row_append(b, c, err);
+    free(detail);
+    return rc;
+}
 
 static int write_facts(stream_t *s, int64_t batch_id, const offset_t *end, const batch_stats *st,
                        const folded_metrics *fm, int64_t started_us, int64_t duration_ms,
@@ -454,31 +449,15 @@ static int write_facts(stream_t *s, int64_t batch_id, const offset_t *end, const
     c[MCDC_F_WRITTEN_AT] = mcdc_cell_int(written);
     rc = mcdc_row_append(b, c, err);
     free(detail);
-    detail = NULL;
-
-    if (rc == MCDC_OK && ev->skipped_data) {
-        /* data_skipped: the purged range failOnDataLoss=false skipped. */
-        char from[MCDC_LSN_TEXT_LEN + 1], to[MCDC_LSN_TEXT_LEN + 1];
-        mcdc_lsn_format(&ev->skip_from, from);
-        mcdc_lsn_format(&ev->skip_to, to);
-        json_t *d = json_pack("{s:s, s:s, s:b}", "from", from, "to", to, "certain", 1);
-        detail = d ? json_dumps(d, JSON_COMPACT) : NULL;
-        json_decref(d);
-        for (int i = 0; i < MCDC_F_COUNT; i++) c[i] = mcdc_cell_null();
-        c[MCDC_F_APP_ID] = mcdc_cell_text(s->cfg->app_id);
-        c[MCDC_F_BATCH_ID] = mcdc_cell_int(batch_id);
-        c[MCDC_F_ROWS] = mcdc_cell_int(0);
-        c[MCDC_F_MIN_LSN] = mcdc_cell_text(from);
-        c[MCDC_F_MAX_LSN] = mcdc_cell_text(to);
-        c[MCDC_F_EVENT] = mcdc_cell_text("data_skipped");
-        if (ev->has_lost_from) c[MCDC_F_LOST_FROM_TS] = mcdc_cell_int(ev->lost_from_us);
-        if (ev->has_lost_to) c[MCDC_F_LOST_TO_TS] = mcdc_cell_int(ev->lost_to_us);
-        c[MCDC_F_END_LSN] = mcdc_cell_text(to);
-        c[MCDC_F_DETAIL] = mcdc_cell_text(detail);
-        c[MCDC_F_TARGET] = mcdc_cell_text(s->cfg->target);
-        c[MCDC_F_WRITTEN_AT] = mcdc_cell_int(written);
-        rc = mcdc_row_append(b, c, err);
-        free(detail);
+    if (rc == MCDC_OK && ev->skipped_data)
+        rc = append_skip_event(b, s, batch_id, &ev->skip_from, &ev->skip_to, true, NULL, ev,
+                               written, err);
+    if (rc == MCDC_OK && ev->possible_loss) {
+        mcdc_lsn to = ev->possible_min;
+        mcdc_lsn_decrement(&to, &ev->possible_min, NULL);
+        rc = append_skip_event(b, s, batch_id, &ev->possible_from, &to, false,
+                               "CDC cleanup moved min_lsn past the range while it was read", ev,
+                               written, err);
     }
     if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
     mcdc_appender *a = NULL;
@@ -493,6 +472,85 @@ static int write_facts(stream_t *s, int64_t batch_id, const offset_t *end, const
     mcdc_schema_unref(fs);
     if (rc) mcdc_error_wrap(err, "writing the facts row of batch %lld to %s", (long long)batch_id,
                             s->cfg->facts_table);
+    return rc;
+}
+
+/* Reads the ranges on one thread each; batches reach this thread through
+ * the bounded queue and are appended to bronze (unless bronze_done). */
+static int read_ranges(stream_t *s, int64_t id, const mcdc_range *ranges, int nranges,
+                       bool bronze_done, batch_stats *st, folded_metrics *fm, batch_events *ev,
+                       mcdc_appender **app, mcdc_error *err) {
+    int rc = MCDC_OK;
+    queue_t q;
+    memset(&q, 0, sizeof q);
+    pthread_mutex_init(&q.mu, NULL);
+    pthread_cond_init(&q.can_put, NULL);
+    pthread_cond_init(&q.can_get, NULL);
+    reader_job *jobs = mcdc_calloc((size_t)(nranges ? nranges : 1), sizeof *jobs);
+    pthread_t *threads = mcdc_calloc((size_t)(nranges ? nranges : 1), sizeof *threads);
+    int started_threads = 0;
+    if (jobs == NULL || threads == NULL) {
+        rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory starting readers");
+    } else {
+        q.producers = nranges;
+        for (int i = 0; i < nranges; i++) {
+            jobs[i] = (reader_job){.q = &q, .changes = s->changes, .range = &ranges[i]};
+            if (pthread_create(&threads[i], NULL, reader_main, &jobs[i]) != 0) {
+                pthread_mutex_lock(&q.mu);
+                q.producers -= nranges - i;
+                q.failed = true;
+                pthread_mutex_unlock(&q.mu);
+                rc = mcdc_error_set(err, MCDC_E_IO, "cannot start a reader thread");
+                break;
+            }
+            started_threads++;
+        }
+    }
+
+    mcdc_batch *b;
+    while ((b = queue_get(&q)) != NULL) {
+        if (rc == MCDC_OK) {
+            stats_add(st, b);
+            if (!bronze_done && b->rows > 0) {
+                if (*app == NULL) rc = mcdc_appender_open(app, s->bronze, s->bronze_schema, NULL, err);
+                int32_t n = b->schema->n_fields;
+                if (rc == MCDC_OK) rc = mcdc_batch_widen(b, s->bronze_schema, err);
+                if (rc == MCDC_OK) rc = mcdc_col_fill_int(&b->columns[n], id, b->rows, err);
+                if (rc == MCDC_OK) rc = mcdc_col_append_nulls(&b->columns[n + 1], b->rows, err);
+                if (rc == MCDC_OK) rc = mcdc_col_append_nulls(&b->columns[n + 2], b->rows, err);
+                if (rc == MCDC_OK) rc = mcdc_appender_write(*app, b, err);
+            }
+            if (rc) queue_fail(&q);
+        }
+        mcdc_batch_free(b);
+    }
+    for (int i = 0; i < started_threads; i++) pthread_join(threads[i], NULL);
+    for (int i = 0; i < started_threads && rc == MCDC_OK; i++)
+        if (jobs[i].rc && jobs[i].rc != MCDC_E_CANCELLED) {
+            rc = jobs[i].rc;
+            if (err) *err = jobs[i].err;
+        }
+    for (int i = 0; i < started_threads && rc == MCDC_OK; i++)
+        if (jobs[i].rc) {
+            rc = jobs[i].rc;
+            if (err) *err = jobs[i].err;
+        }
+    pthread_mutex_destroy(&q.mu);
+    pthread_cond_destroy(&q.can_put);
+    pthread_cond_destroy(&q.can_get);
+
+    fold(fm, jobs, rc == MCDC_OK ? started_threads : 0);
+    for (int i = 0; rc == MCDC_OK && i < started_threads; i++) {
+        const mcdc_reader_metrics *m = &jobs[i].metrics;
+        if (!m->data_lost) continue;
+        if (!ev->possible_loss || mcdc_lsn_cmp(&ranges[i].from, &ev->possible_from) < 0)
+            ev->possible_from = ranges[i].from;
+        if (!ev->possible_loss || mcdc_lsn_cmp(&m->min_lsn_after, &ev->possible_min) > 0)
+            ev->possible_min = m->min_lsn_after;
+        ev->possible_loss = true;
+    }
+    mcdc_free(jobs);
+    mcdc_free(threads);
     return rc;
 }
 
@@ -562,71 +620,11 @@ static int run_batch(stream_t *s, int64_t id, const offset_t *start, const offse
     bool bronze_done = have >= id;
     rep->bronze_skipped = bronze_done;
 
-    queue_t q;
-    memset(&q, 0, sizeof q);
-    pthread_mutex_init(&q.mu, NULL);
-    pthread_cond_init(&q.can_put, NULL);
-    pthread_cond_init(&q.can_get, NULL);
-    reader_job *jobs = mcdc_calloc((size_t)(nranges ? nranges : 1), sizeof *jobs);
-    pthread_t *threads = mcdc_calloc((size_t)(nranges ? nranges : 1), sizeof *threads);
-    int started_threads = 0;
-    if (jobs == NULL || threads == NULL) {
-        rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory starting readers");
-    } else {
-        q.producers = nranges;
-        for (int i = 0; i < nranges; i++) {
-            jobs[i] = (reader_job){.q = &q, .changes = s->changes, .range = &ranges[i]};
-            if (pthread_create(&threads[i], NULL, reader_main, &jobs[i]) != 0) {
-                pthread_mutex_lock(&q.mu);
-                q.producers -= nranges - i;
-                q.failed = true;
-                pthread_mutex_unlock(&q.mu);
-                rc = mcdc_error_set(err, MCDC_E_IO, "cannot start a reader thread");
-                break;
-            }
-            started_threads++;
-        }
-    }
-
     batch_stats st;
     memset(&st, 0, sizeof st);
-    mcdc_appender *app = NULL;
-    mcdc_batch *b;
-    while ((b = queue_get(&q)) != NULL) {
-        if (rc == MCDC_OK) {
-            stats_add(&st, b);
-            if (!bronze_done && b->rows > 0) {
-                if (app == NULL) rc = mcdc_appender_open(&app, s->bronze, s->bronze_schema, NULL, err);
-                int32_t n = b->schema->n_fields;
-                if (rc == MCDC_OK) rc = mcdc_batch_widen(b, s->bronze_schema, err);
-                if (rc == MCDC_OK) rc = mcdc_col_fill_int(&b->columns[n], id, b->rows, err);
-                if (rc == MCDC_OK) rc = mcdc_col_append_nulls(&b->columns[n + 1], b->rows, err);
-                if (rc == MCDC_OK) rc = mcdc_col_append_nulls(&b->columns[n + 2], b->rows, err);
-                if (rc == MCDC_OK) rc = mcdc_appender_write(app, b, err);
-            }
-            if (rc) queue_fail(&q);
-        }
-        mcdc_batch_free(b);
-    }
-    for (int i = 0; i < started_threads; i++) pthread_join(threads[i], NULL);
-    for (int i = 0; i < started_threads && rc == MCDC_OK; i++)
-        if (jobs[i].rc && jobs[i].rc != MCDC_E_CANCELLED) {
-            rc = jobs[i].rc;
-            if (err) *err = jobs[i].err;
-        }
-    for (int i = 0; i < started_threads && rc == MCDC_OK; i++)
-        if (jobs[i].rc) {
-            rc = jobs[i].rc;
-            if (err) *err = jobs[i].err;
-        }
-    pthread_mutex_destroy(&q.mu);
-    pthread_cond_destroy(&q.can_put);
-    pthread_cond_destroy(&q.can_get);
-
     folded_metrics fm;
-    fold(&fm, jobs, rc == MCDC_OK ? started_threads : 0);
-    mcdc_free(jobs);
-    mcdc_free(threads);
+    mcdc_appender *app = NULL;
+    rc = read_ranges(s, id, ranges, nranges, bronze_done, &st, &fm, &ev, &app, err);
     mcdc_free(ranges);
 
     if (rc == MCDC_OK && app) {
@@ -779,11 +777,10 @@ int mcdc_stream_run(const mcdc_opts *opts, const mcdc_stream_cfg *cfg, mcdc_repo
     if (rc) goto done;
 
     /* Where are we? The last planned batch is replayed unless committed. */
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/offsets", s.ckpt.dir);
-    int64_t last_planned = max_numbered(dir);
-    snprintf(dir, sizeof dir, "%s/commits", s.ckpt.dir);
-    int64_t last_committed = max_numbered(dir);
+    int64_t last_planned, last_committed;
+    rc = ckpt_last(&s.ckpt, "offsets/", &last_planned, err);
+    if (rc == MCDC_OK) rc = ckpt_last(&s.ckpt, "commits/", &last_committed, err);
+    if (rc) goto done;
     offset_t start, end;
     int64_t next_id;
     bool replay = false;
@@ -833,9 +830,9 @@ int mcdc_stream_run(const mcdc_opts *opts, const mcdc_stream_cfg *cfg, mcdc_repo
                 sleep_until(tick + idle_poll_ms * 1000);
                 continue;
             }
-            char path[4300];
-            snprintf(path, sizeof path, "%s/offsets/%lld", s.ckpt.dir, (long long)next_id);
-            rc = put_json(path,
+            char key[64];
+            snprintf(key, sizeof key, "offsets/%lld", (long long)next_id);
+            rc = ckpt_put(&s.ckpt, key,
                           json_pack("{s:I, s:o, s:o}", "batch_id", (json_int_t)next_id, "start",
                                     offset_json(&start), "end", offset_json(&end)),
                           err);
@@ -847,9 +844,9 @@ int mcdc_stream_run(const mcdc_opts *opts, const mcdc_stream_cfg *cfg, mcdc_repo
         mcdc_batch_report rep;
         rc = run_batch(&s, next_id, &start, &end, replay, &rep, err);
         if (rc) break;
-        char path[4300];
-        snprintf(path, sizeof path, "%s/commits/%lld", s.ckpt.dir, (long long)next_id);
-        rc = put_json(path, json_pack("{s:I, s:I}", "batch_id", (json_int_t)next_id, "rows",
+        char key[64];
+        snprintf(key, sizeof key, "commits/%lld", (long long)next_id);
+        rc = ckpt_put(&s.ckpt, key, json_pack("{s:I, s:I}", "batch_id", (json_int_t)next_id, "rows",
                                       (json_int_t)rep.rows),
                       err);
         if (rc == MCDC_E_CONFLICT) rc = MCDC_OK; /* a replay already marked it */
@@ -880,5 +877,6 @@ done:
     mcdc_table_close(s.facts);
     mcdc_schema_unref(s.bronze_schema);
     mcdc_changes_close(s.changes);
+    mcdc_storage_free(s.ckpt.st);
     return rc;
 }

@@ -402,7 +402,12 @@ static int encode_value(sim_tds_result *r, const sim_tds_col_enc *e, const sim_v
     case ENC_INT:
     case ENC_BIT: {
         int64_t i;
-        if (!val_i64(v, &i)) goto bad;
+        if (e->kind == ENC_BIT && v->kind == SIM_V_TEXT &&
+            (v->n == 4 || v->n == 5) && (mcdc_str_nieq((const char *)v->p, "true", v->n) ||
+                                        mcdc_str_nieq((const char *)v->p, "false", v->n)))
+            i = v->n == 4; /* SQL Server converts 'TRUE'/'FALSE' to bit */
+        else if (!val_i64(v, &i))
+            goto bad;
         if (e->kind == ENC_BIT) i = i != 0;
         if (!e->fixed) b[n++] = e->nbytes;
         put_le(b + n, (uint64_t)i, e->nbytes);
@@ -468,8 +473,11 @@ static int encode_value(sim_tds_result *r, const sim_tds_col_enc *e, const sim_v
     case ENC_DT2:
     case ENC_DTO: {
         sim_tds_dt dt;
-        if (!val_dt(v, &dt) || !dt.has_time) goto bad;
-        if (e->kind != ENC_TIME && !dt.has_date) goto bad;
+        if (!val_dt(v, &dt)) goto bad;
+        if (e->kind == ENC_TIME && !dt.has_time) goto bad;
+        if (e->kind != ENC_TIME && !dt.has_date) /* a time alone is on 1900-01-01 */
+            dt.days = sim_tds_days_from_civil0001(1900, 1, 1);
+        /* a date alone is at midnight: tds_dt_parse left time_100ns 0 */
         if (e->kind == ENC_DTO) { /* the wire holds UTC */
             dt.time_100ns -= (int64_t)dt.offset_min * 600000000LL;
             while (dt.time_100ns < 0) { dt.time_100ns += DAY_100NS; dt.days--; }
@@ -494,7 +502,8 @@ static int encode_value(sim_tds_result *r, const sim_tds_col_enc *e, const sim_v
     }
     case ENC_DATETIME: {
         sim_tds_dt dt;
-        if (!val_dt(v, &dt) || !dt.has_date) goto bad;
+        if (!val_dt(v, &dt)) goto bad;
+        if (!dt.has_date) dt.days = sim_tds_days_from_civil0001(1900, 1, 1);
         int64_t days = dt.days - sim_tds_days_from_civil0001(1900, 1, 1);
         if (!e->fixed) b[n++] = e->nbytes;
         if (e->nbytes == 8) {

@@ -58,6 +58,7 @@ typedef struct conn {
     mcdc_buf text;
     uint64_t packets_sent;
     int64_t net_wait_us;   /* blocked sending, not yet handed to the engine */
+    char login_db[TDS_LOGIN_STR_BYTES]; /* database after login: RESETCONNECTION returns */
     uint64_t packets_polled;
     int rows_since_poll;
     bool dropped;          /* closed by a fault or found closed */
@@ -204,9 +205,50 @@ static int query_faults(conn *c) {
     return 0;
 }
 
+static int discard_columns(void *ctx, const sim_column *cols, int ncols) {
+    (void)ctx, (void)cols, (void)ncols;
+    return 0;
+}
+static int discard_row(void *ctx, const sim_value *vals, int ncols) {
+    (void)ctx, (void)vals, (void)ncols;
+    return 0;
+}
+static int discard_done(void *ctx, int64_t rows, bool has_count, bool in_proc, bool error) {
+    (void)ctx, (void)rows, (void)has_count, (void)in_proc, (void)error;
+    return 0;
+}
+static int discard_message(void *ctx, bool is_error, int number, int state, int cls,
+                           const char *text, const char *proc, int line) {
+    (void)ctx, (void)is_error, (void)number, (void)state, (void)cls, (void)text, (void)proc;
+    (void)line;
+    return 0;
+}
+static int discard_db(void *ctx, const char *new_db, const char *old_db) {
+    (void)ctx, (void)new_db, (void)old_db;
+    return 0;
+}
+
+/* RESETCONNECTION(SKIPTRAN) on a request: the session goes back to its state
+ * after login (an open transaction rolled back unless SKIPTRAN, the login's
+ * database), silently, and the reply starts with ENVCHANGE 18. Connection
+ * pools (ODBC, mssql-python) send it when they reuse a connection. */
 static int reset_ack(conn *c) {
     if (!(c->msg.status & (TDS_STATUS_RESETCONNECTION | TDS_STATUS_RESETCONNECTIONSKIPTRAN)))
         return 0;
+    char sql[2 * TDS_LOGIN_STR_BYTES + 80];
+    size_t n = (size_t)snprintf(sql, sizeof sql, "%sUSE [",
+                                (c->msg.status & TDS_STATUS_RESETCONNECTION)
+                                    ? "IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION; "
+                                    : "");
+    for (const char *d = c->login_db; *d && n + 4 < sizeof sql; d++) {
+        if (*d == ']') sql[n++] = ']';
+        sql[n++] = *d;
+    }
+    sql[n++] = ']';
+    sql[n] = 0;
+    sim_sink quiet = {NULL, discard_columns, discard_row, discard_done, discard_message,
+                      discard_db, NULL, NULL};
+    (void)sim_exec_batch(c->sess, sql, n, &quiet);
     uint8_t tok[] = {TDS_TOK_ENVCHANGE, 3, 0, TDS_ENV_RESETACK, 0, 0};
     return sim_tds_out_bytes(&c->out, tok, sizeof tok);
 }
@@ -358,6 +400,7 @@ static int handle_login(conn *c) {
     mcdc_log(MCDC_LOG_INFO, "sim: %s: logged in, spid %d, packet size %d%s", c->peer,
              c->out.spid, ps, fe ? ", FeatureExt declined" : "");
     const char *db = sim_session_database(c->sess);
+    snprintf(c->login_db, sizeof c->login_db, "%s", db ? db : "master");
     if (sim_tds_login_reply(&c->out, db ? db : "master", asked, ps, fe, c->srv->version_major))
         return -1;
     c->out.size = (size_t)ps;

@@ -45,6 +45,10 @@ typedef struct mcdc_conn_options {
  * unreachable server MCDC_E_TRANSIENT. Free with mcdc_conn_close. */
 int mcdc_conn_open(mcdc_conn **out, const mcdc_connstr *cs, const mcdc_conn_options *opt,
                    mcdc_error *err);
+/* The same over our own TDS 7.4 client (mcdc_driver_native.c): no TLS
+ * (Encrypt=yes/strict is MCDC_E_UNSUPPORTED), no named instances. */
+int mcdc_conn_open_native(mcdc_conn **out, const mcdc_connstr *cs, const mcdc_conn_options *opt,
+                          mcdc_error *err);
 void mcdc_conn_close(mcdc_conn *c);
 /* Server session id (@@SPID), or 0 when unknown. */
 int mcdc_conn_spid(const mcdc_conn *c);

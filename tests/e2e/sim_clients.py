@@ -15,6 +15,8 @@ import uuid
 import pymssql
 import pytds
 
+from sim_tdsraw import batch, pkt, raw_login, read_msg
+
 PORT = int(sys.argv[1])
 PASSWORD = sys.argv[2]
 MODE = sys.argv[3] if len(sys.argv) > 3 else "testengine"
@@ -221,8 +223,7 @@ def t_attention_after_completion():
 
 
 def raw_session():
-    s = socket.create_connection(("127.0.0.1", PORT), timeout=5)
-    return s
+    return socket.create_connection(("127.0.0.1", PORT), timeout=5)
 
 
 def recv_all(s, limit=1 << 20):
@@ -238,66 +239,9 @@ def recv_all(s, limit=1 << 20):
     return out
 
 
-def pkt(ptype, payload, status=1):
-    return struct.pack(">BBHHBB", ptype, status, len(payload) + 8, 0, 1, 0) + payload
-
-
-def read_msg(s):
-    """One server message: payloads of packets until EOM."""
-    out = b""
-    while True:
-        h = b""
-        while len(h) < 8:
-            b = s.recv(8 - len(h))
-            if not b:
-                raise EOFError("closed")
-            h += b
-        ln = struct.unpack(">H", h[2:4])[0] - 8
-        body = b""
-        while len(body) < ln:
-            b = s.recv(ln - len(body))
-            if not b:
-                raise EOFError("closed")
-            body += b
-        out += body
-        if h[1] & 1:
-            return out
-
-
-def raw_login(s, user="sa", password=PASSWORD):
-    pre = bytes([0, 0, 6, 0, 6, 0xFF]) + bytes([9, 0, 0, 0, 0, 0])
-    s.sendall(pkt(0x12, pre))
-    read_msg(s)
-    strs = ["host", user, password, "raw", "127.0.0.1", "", "raw", "", "master"]
-    enc = []
-    for i, v in enumerate(strs):
-        b = v.encode("utf-16-le")
-        if i == 2:
-            b = bytes((((x << 4) & 0xF0) | (x >> 4)) ^ 0xA5 for x in b)
-        enc.append(b)
-    off = 94
-    fixed = b""
-    data = b""
-    for v, b in zip(strs, enc):
-        fixed += struct.pack("<HH", off + len(data), len(v))
-        data += b
-    total = 94 + len(data)
-    head = struct.pack("<IIIIII", total, 0x74000004, 4096, 7, 1, 0) + bytes([0xE0, 3, 0, 0]) + \
-        struct.pack("<ii", 0, 0x409)
-    login = head + fixed + bytes(6) + bytes(16) + data
-    assert len(head + fixed + bytes(22)) == 94
-    s.sendall(pkt(0x10, login))
-    return read_msg(s)
-
-
-def batch(sql, status=1):
-    hdr = struct.pack("<IIHQI", 22, 18, 2, 0, 1)
-    return pkt(0x01, hdr + sql.encode("utf-16-le"), status)
-
-
 def t_raw_attention():
     s = raw_session()
-    reply = raw_login(s)
+    reply = raw_login(s, PASSWORD)
     check("raw client: login reply has LOGINACK", b"\xad" in reply and reply[-13] == 0xFD)
     # an attention with nothing running is answered with DONE(DONE_ATTN)
     s.sendall(pkt(0x06, b""))

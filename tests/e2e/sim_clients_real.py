@@ -14,6 +14,8 @@ import uuid
 import pymssql
 import pytds
 
+from sim_tdsraw import batch, raw_login, raw_session, read_msg
+
 PORT, PASSWORD = int(sys.argv[1]), sys.argv[2]
 passed = failed = 0
 
@@ -104,6 +106,20 @@ def main():
         cur2 = c2.cursor()
         cur2.execute("SELECT * FROM dbo.sim_clients_typed ORDER BY id")
         compare("pymssql", cur2.fetchall())
+    # RESETCONNECTION returns the session to the login's database
+    s = raw_session(PORT)
+    raw_login(s, PASSWORD)
+    for q in ("CREATE DATABASE sim_clients_db", "USE sim_clients_db"):
+        s.sendall(batch(q))
+        read_msg(s)
+    s.sendall(batch("SELECT DB_NAME()"))
+    before = read_msg(s)
+    s.sendall(batch("SELECT DB_NAME()", status=0x09))
+    after = read_msg(s)
+    s.close()
+    check("raw client: RESETCONNECTION acknowledged and back in master",
+          "sim_clients_db".encode("utf-16-le") in before and after[:4] == bytes([0xE3, 3, 0, 18])
+          and "master".encode("utf-16-le") in after, after.hex()[:120])
     try:
         import mssql_python
     except ImportError:

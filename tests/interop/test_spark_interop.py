@@ -52,6 +52,7 @@ def spark(tmp_path_factory):
         pytest.skip("no java on PATH (scripts/install-deps.sh installs openjdk-17-jre-headless)")
     # Spark's Python side turns TimestampType values into naive datetimes in the
     # process's local zone: make that UTC.
+    old_tz = os.environ.get("TZ")
     os.environ["TZ"] = "UTC"
     time.tzset()
     from delta import configure_spark_with_delta_pip
@@ -77,6 +78,11 @@ def spark(tmp_path_factory):
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+    if old_tz is None:
+        os.environ.pop("TZ", None)
+    else:
+        os.environ["TZ"] = old_tz
+    time.tzset()
 
 
 @pytest.fixture(scope="session")

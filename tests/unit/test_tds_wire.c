@@ -735,6 +735,8 @@ TEST(sim_tds_encode_numbers) {
     ENC(ty(SIM_T_TINYINT, 0, 0, 0), true, ((sim_value){.kind = SIM_V_INT, .i = 255}), "2601",
         "01ff");
     ENC(ty(SIM_T_BIT, 0, 0, 0), true, ((sim_value){.kind = SIM_V_INT, .i = 5}), "6801", "0101");
+    ENC(ty(SIM_T_BIT, 0, 0, 0), true, T("TRUE"), "6801", "0101");
+    ENC(ty(SIM_T_BIT, 0, 0, 0), false, T("false"), "32", "00");
     ENC(ty(SIM_T_FLOAT, 0, 0, 0), true, ((sim_value){.kind = SIM_V_REAL, .f = 2.5}), "6d08",
         "080000000000000440");
     ENC(ty(SIM_T_REAL, 0, 0, 0), false, ((sim_value){.kind = SIM_V_REAL, .f = 2.5}), "3b",
@@ -778,6 +780,10 @@ TEST(sim_tds_encode_dates_and_guid) {
     ENC(ty(SIM_T_UNIQUEIDENTIFIER, 0, 0, 0), true, T("00112233-4455-6677-8899-AABBCCDDEEFF"),
         "2410", "1033221100554477668899aabbccddeeff");
     ENC(ty(SIM_T_DATETIME2, 0, 7, 0), true, T("not a date"), "2a07", "00");
+    /* a date alone is midnight; a time alone is on 1900-01-01 (SQL Server's conversions) */
+    ENC(ty(SIM_T_DATETIME2, 0, 0, 0), true, T("2024-02-29"), "2a00", "0600000080460b");
+    ENC(ty(SIM_T_DATETIME, 0, 0, 0), true, T("00:00:01"), "6f08", "08" "00000000" "2c010000");
+    ENC(ty(SIM_T_TIME, 0, 0, 0), true, T("2024-02-29 00:00:02"), "2900", "03020000");
     mcdc_log_set_level(saved);
 }
 

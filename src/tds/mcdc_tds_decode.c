@@ -1,0 +1,1477 @@
+/*
+ * mcdc_tds_decode.c - TDS tokens and values straight into batch columns.
+ *
+ * Every value goes through one function per column, chosen when the result
+ * is bound to its target batch: a wire reader (fixed, byte length, ushort
+ * length) fused with a converter (copy, widen, decimal, date math, UTF-16 to
+ * UTF-8 ...). (max), legacy text and sql_variant values are gathered into
+ * the stream's reused scratch buffer and then converted. Every length is
+ * checked against the TYPE_INFO and the bytes the reply still has: a lying
+ * length is MCDC_E_PROTOCOL.
+ *
+ * Type mapping = the FreeTDS backend's: tinyint -> int16, money ->
+ * decimal(19,4), smallmoney -> decimal(10,4), datetime/smalldatetime/
+ * datetime2 -> timestamp_ntz us, datetimeoffset -> timestamp UTC, date ->
+ * date32, time and uniqueidentifier -> utf8 text as SQL Server prints them,
+ * nvarchar (UTF-16LE) and varchar (code page 1252, or UTF-8 collations) ->
+ * UTF-8, binary types -> binary, sql_variant -> text.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcdc_limits.h"
+#include "mcdc_lsn.h" /* mcdc_u128 */
+#include "mcdc_tds_proto.h"
+
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+static int bad(mcdc_tds_stream *s, mcdc_error *err, const char *fmt, const char *a, long v) {
+    s->dead = true;
+    char msg[256];
+    snprintf(msg, sizeof msg, fmt, a, v);
+    return mcdc_error_set(err, MCDC_E_PROTOCOL, "TDS: %s in the reply from %s", msg, s->where);
+}
+static int badv(mcdc_column *c, mcdc_error *err, const char *what, uint32_t len) {
+    return mcdc_error_set(err, MCDC_E_PROTOCOL, "TDS: column '%s': %s value of %u bytes",
+                          c->field->name, what, len);
+}
+
+/* ---- column writers --------------------------------------------------------- */
+static inline void put_fixed(mcdc_column *c, const void *v, size_t w) {
+    memcpy(c->values + (size_t)c->length * w, v, w);
+    c->length++;
+}
+static inline int room(mcdc_column *c, int64_t n, mcdc_error *err) {
+    if (UNLIKELY(c->data_len + n > c->data_cap)) {
+        if (n > (int64_t)MCDC_VALUE_BYTES_MAX)
+            return mcdc_error_set(err, MCDC_E_LIMIT,
+                                  "column '%s': a value of %lld bytes exceeds the limit of %u",
+                                  c->field->name, (long long)n, MCDC_VALUE_BYTES_MAX);
+        return mcdc_col_reserve(c, 0, n, err);
+    }
+    return MCDC_OK;
+}
+static inline void end_var(mcdc_column *c) {
+    c->offsets[c->length + 1] = (int32_t)c->data_len;
+    c->length++;
+}
+static inline int put_var(mcdc_column *c, const void *p, uint32_t n, mcdc_error *err) {
+    int rc = room(c, n, err);
+    if (rc != MCDC_OK) return rc;
+    if (n) memcpy(c->data + c->data_len, p, n);
+    c->data_len += n;
+    end_var(c);
+    return MCDC_OK;
+}
+
+/* NULL without a call once the column has a validity bitmap (the common
+ * case after the first NULL); same effect as mcdc_col_append_null. */
+static inline int put_null(mcdc_column *c, mcdc_error *err) {
+    int64_t i = c->length;
+    if (UNLIKELY(c->validity == NULL || i >= c->capacity)) return mcdc_col_append_null(c, err);
+    c->validity[i >> 3] &= (uint8_t)~(1u << (i & 7));
+    switch (c->field->type) {
+    case MCDC_TYPE_UTF8: case MCDC_TYPE_BINARY: c->offsets[i + 1] = c->offsets[i]; break;
+    case MCDC_TYPE_BOOL: break;
+    case MCDC_TYPE_INT16: memset(c->values + i * 2, 0, 2); break;
+    case MCDC_TYPE_INT32: case MCDC_TYPE_FLOAT: case MCDC_TYPE_DATE32: memset(c->values + i * 4, 0, 4); break;
+    case MCDC_TYPE_DECIMAL: memset(c->values + i * 16, 0, 16); break;
+    case MCDC_TYPE_INT64: case MCDC_TYPE_DOUBLE: case MCDC_TYPE_TIMESTAMP_NTZ:
+    case MCDC_TYPE_TIMESTAMP_UTC: memset(c->values + i * 8, 0, 8); break;
+    default: return mcdc_col_append_null(c, err);
+    }
+    c->length++;
+    c->null_count++;
+    return MCDC_OK;
+}
+
+static mcdc_u128 pow10_u128(int k) {
+    mcdc_u128 v = 1;
+    for (int i = 0; i < k; i++) v *= 10;
+    return v;
+}
+static const mcdc_u128 *pow10_table(void) {
+    static mcdc_u128 t[39];
+    static int ready;
+    if (!ready) {
+        for (int i = 0; i < 39; i++) t[i] = pow10_u128(i);
+        ready = 1; /* benign race: every thread writes the same values */
+    }
+    return t;
+}
+
+static int put_decimal(mcdc_column *c, bool neg, mcdc_u128 mag, int src_scale, mcdc_error *err) {
+    const mcdc_u128 *p10 = pow10_table();
+    int k = c->field->scale - src_scale;
+    if (k < 0)
+        return mcdc_error_set(err, MCDC_E_SCHEMA,
+                              "column '%s': a value with scale %d does not fit decimal(%d,%d)",
+                              c->field->name, src_scale, c->field->precision, c->field->scale);
+    if (k > 0) mag *= p10[k];
+    if (mag >= p10[c->field->precision])
+        return mcdc_error_set(err, MCDC_E_SCHEMA, "column '%s': a value does not fit decimal(%d,%d)",
+                              c->field->name, c->field->precision, c->field->scale);
+    mcdc_u128 v = neg ? (mcdc_u128)0 - mag : mag;
+    uint64_t lo = (uint64_t)v, hi = (uint64_t)(v >> 64);
+    uint8_t *d = c->values + (size_t)c->length * 16;
+    memcpy(d, &lo, 8);
+    memcpy(d + 8, &hi, 8);
+    c->length++;
+    return MCDC_OK;
+}
+
+/* ---- value helpers ------------------------------------------------------------ */
+static inline int time_bytes(int scale) { return scale <= 2 ? 3 : scale <= 4 ? 4 : 5; }
+static inline uint64_t le_n(const uint8_t *p, int n) {
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+static const uint64_t P10[8] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000};
+/* time part of TIMEN/DATETIME2N/DTO in 100 ns units */
+static inline uint64_t time_100ns(const uint8_t *p, int scale) {
+    return le_n(p, time_bytes(scale)) * P10[7 - scale];
+}
+static int64_t int_of(const uint8_t *p, uint32_t len, bool *ok) {
+    *ok = true;
+    switch (len) {
+    case 1: return p[0];
+    case 2: return (int16_t)tds_u16(p);
+    case 4: return (int32_t)tds_u32(p);
+    case 8: return (int64_t)tds_u64(p);
+    default: *ok = false; return 0;
+    }
+}
+static int64_t money_of(const uint8_t *p, uint32_t len) {
+    if (len == 4) return (int32_t)tds_u32(p);
+    return (int64_t)(((uint64_t)tds_u32(p) << 32) | tds_u32(p + 4));
+}
+/* datetime (len 8) or smalldatetime (len 4) in microseconds; false when the
+ * value is outside SQL Server's range (1753-01-01 .. 9999-12-31). */
+static bool datetime_us(const uint8_t *p, uint32_t len, int64_t *us) {
+    if (len == 4) {
+        *us = ((int64_t)tds_u16(p) - TDS_DAYS_1900_TO_1970) * TDS_US_PER_DAY +
+              (int64_t)tds_u16(p + 2) * 60000000LL;
+        return true;
+    }
+    int32_t days = (int32_t)tds_u32(p);
+    uint32_t ticks = tds_u32(p + 4);
+    if (days < -53690 || days > 2958463 || ticks > 25920000u) return false;
+    int64_t ms = ((int64_t)ticks * 10 + 1) / 3; /* 1/300 s, as SQL Server rounds */
+    *us = ((int64_t)days - TDS_DAYS_1900_TO_1970) * TDS_US_PER_DAY + ms * 1000;
+    return true;
+}
+/* datetime2 / datetimeoffset (UTC) value to microseconds */
+static inline int64_t dt2_us(const uint8_t *p, int scale) {
+    int tb = time_bytes(scale);
+    uint64_t t = time_100ns(p, scale);
+    int64_t days = (int64_t)le_n(p + tb, 3);
+    return (days - TDS_DAYS_0001_TO_1970) * TDS_US_PER_DAY + (int64_t)(t / 10);
+}
+static int time_text(char *buf, uint64_t t, int scale) {
+    uint64_t secs = t / 10000000u, frac = t % 10000000u;
+    int n = snprintf(buf, 32, "%02u:%02u:%02u", (unsigned)(secs / 3600 % 100),
+                     (unsigned)(secs / 60 % 60), (unsigned)(secs % 60));
+    if (scale > 0) {
+        char f7[16];
+        snprintf(f7, sizeof f7, "%07u", (unsigned)frac);
+        n += snprintf(buf + n, 32 - (size_t)n, ".%.*s", scale, f7);
+    }
+    return n;
+}
+static void guid_text(char buf[36], const uint8_t *p) {
+    static const uint8_t ORDER[16] = {3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15};
+    static const char HEX[] = "0123456789ABCDEF";
+    char *o = buf;
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10) *o++ = '-';
+        uint8_t v = p[ORDER[i]];
+        o[0] = HEX[v >> 4];
+        o[1] = HEX[v & 15];
+        o += 2;
+    }
+}
+
+/* ---- converters ---------------------------------------------------------------- */
+#define CONV(name)                                                                            \
+    static inline int conv_##name(mcdc_column *c, const uint8_t *p, uint32_t len,             \
+                                  const mcdc_tds_col *tc, mcdc_error *err)
+#define UNUSED3 (void)tc, (void)err, (void)len
+
+static int int_to_target(mcdc_column *c, int64_t v, mcdc_error *err);
+
+CONV(int) {
+    (void)tc;
+    bool ok;
+    int64_t v = int_of(p, len, &ok);
+    if (UNLIKELY(!ok)) return badv(c, err, "integer", len);
+    return int_to_target(c, v, err);
+}
+CONV(u8_i16) {
+    if (UNLIKELY(len != 1)) return conv_int(c, p, len, tc, err);
+    int16_t v = p[0];
+    put_fixed(c, &v, 2);
+    return MCDC_OK;
+}
+CONV(copy2) {
+    if (UNLIKELY(len != 2)) return conv_int(c, p, len, tc, err);
+    put_fixed(c, p, 2);
+    return MCDC_OK;
+}
+CONV(copy4) {
+    if (UNLIKELY(len != 4)) return conv_int(c, p, len, tc, err);
+    put_fixed(c, p, 4);
+    return MCDC_OK;
+}
+CONV(copy8) {
+    if (UNLIKELY(len != 8)) return conv_int(c, p, len, tc, err);
+    put_fixed(c, p, 8);
+    return MCDC_OK;
+}
+CONV(fcopy4) {
+    (void)tc;
+    if (UNLIKELY(len != 4)) return badv(c, err, "real", len);
+    put_fixed(c, p, 4);
+    return MCDC_OK;
+}
+CONV(fcopy8) {
+    (void)tc;
+    if (UNLIKELY(len != 8)) return badv(c, err, "float", len);
+    put_fixed(c, p, 8);
+    return MCDC_OK;
+}
+CONV(real_double) {
+    (void)tc;
+    if (UNLIKELY(len != 4)) return badv(c, err, "real", len);
+    float f;
+    memcpy(&f, p, 4);
+    double d = (double)f;
+    put_fixed(c, &d, 8);
+    return MCDC_OK;
+}
+CONV(bit) {
+    (void)tc;
+    if (UNLIKELY(len != 1)) return badv(c, err, "bit", len);
+    int64_t i = c->length;
+    if (p[0])
+        c->values[i >> 3] |= (uint8_t)(1u << (i & 7));
+    else
+        c->values[i >> 3] &= (uint8_t)~(1u << (i & 7));
+    c->length++;
+    return MCDC_OK;
+}
+CONV(decimal) {
+    if (UNLIKELY(len < 2 || len > 17)) return badv(c, err, "decimal", len);
+    mcdc_u128 mag = 0;
+    for (uint32_t i = len - 1; i >= 1; i--) mag = (mag << 8) | p[i];
+    return put_decimal(c, p[0] == 0, mag, tc->scale, err);
+}
+CONV(money) {
+    (void)tc;
+    if (UNLIKELY(len != 4 && len != 8)) return badv(c, err, "money", len);
+    int64_t v = money_of(p, len);
+    return put_decimal(c, v < 0,
+                       v < 0 ? (mcdc_u128)((uint64_t)0 - (uint64_t)v) : (mcdc_u128)(uint64_t)v,
+                       4, err);
+}
+CONV(decimal_double) {
+    if (UNLIKELY(len < 2 || len > 17)) return badv(c, err, "decimal", len);
+    mcdc_u128 mag = 0;
+    for (uint32_t i = len - 1; i >= 1; i--) mag = (mag << 8) | p[i];
+    long double v = (long double)mag;
+    for (int k = 0; k < tc->scale; k++) v /= 10.0L;
+    double d = (double)(p[0] == 0 ? -v : v);
+    put_fixed(c, &d, 8);
+    return MCDC_OK;
+}
+CONV(money_double) {
+    (void)tc;
+    if (UNLIKELY(len != 4 && len != 8)) return badv(c, err, "money", len);
+    double d = (double)((long double)money_of(p, len) / 10000.0L);
+    put_fixed(c, &d, 8);
+    return MCDC_OK;
+}
+CONV(datetime) {
+    (void)tc;
+    int64_t us;
+    if (UNLIKELY((len != 4 && len != 8) || !datetime_us(p, len, &us)))
+        return badv(c, err, "datetime", len);
+    put_fixed(c, &us, 8);
+    return MCDC_OK;
+}
+CONV(dt2) {
+    uint32_t want = (uint32_t)time_bytes(tc->scale) + 3u + (tc->type == TDS_DATETIMEOFFSETN ? 2u : 0u);
+    if (UNLIKELY(len != want)) return badv(c, err, "datetime2", len);
+    int64_t us = dt2_us(p, tc->scale);
+    put_fixed(c, &us, 8);
+    return MCDC_OK;
+}
+CONV(date32) {
+    (void)tc;
+    if (UNLIKELY(len != 3)) return badv(c, err, "date", len);
+    int32_t d = (int32_t)le_n(p, 3) - TDS_DAYS_0001_TO_1970;
+    put_fixed(c, &d, 4);
+    return MCDC_OK;
+}
+CONV(date_ts) {
+    (void)tc;
+    if (UNLIKELY(len != 3)) return badv(c, err, "date", len);
+    int64_t us = ((int64_t)le_n(p, 3) - TDS_DAYS_0001_TO_1970) * TDS_US_PER_DAY;
+    put_fixed(c, &us, 8);
+    return MCDC_OK;
+}
+CONV(time_text) {
+    if (UNLIKELY(len != (uint32_t)time_bytes(tc->scale))) return badv(c, err, "time", len);
+    char buf[32];
+    int n = time_text(buf, time_100ns(p, tc->scale), tc->scale);
+    return put_var(c, buf, (uint32_t)n, err);
+}
+CONV(guid) {
+    (void)tc;
+    if (UNLIKELY(len != 16)) return badv(c, err, "uniqueidentifier", len);
+    char buf[36];
+    guid_text(buf, p);
+    return put_var(c, buf, 36, err);
+}
+CONV(bytes) {
+    (void)tc;
+    return put_var(c, p, len, err);
+}
+CONV(utf16) {
+    (void)tc;
+    if (UNLIKELY(len & 1)) return badv(c, err, "UTF-16", len);
+    uint32_t n = len / 2;
+    if (n == 0) {
+        end_var(c);
+        return MCDC_OK;
+    }
+    int rc = room(c, (int64_t)n * 3, err);
+    if (rc != MCDC_OK) return rc;
+    uint8_t *o = c->data + c->data_len;
+    uint32_t i = 0;
+    while (i < n) {
+        if (i + 4 <= n) {
+            uint64_t w;
+            memcpy(&w, p + 2 * i, 8);
+            if ((w & 0xFF80FF80FF80FF80ull) == 0) {
+                o[0] = (uint8_t)w;
+                o[1] = (uint8_t)(w >> 16);
+                o[2] = (uint8_t)(w >> 32);
+                o[3] = (uint8_t)(w >> 48);
+                o += 4;
+                i += 4;
+                continue;
+            }
+        }
+        uint32_t u = tds_u16(p + 2 * i);
+        i++;
+        if (u < 0x80) {
+            *o++ = (uint8_t)u;
+        } else if (u < 0x800) {
+            *o++ = (uint8_t)(0xC0 | (u >> 6));
+            *o++ = (uint8_t)(0x80 | (u & 0x3F));
+        } else if (u >= 0xD800 && u <= 0xDFFF) {
+            uint32_t lo = i < n ? tds_u16(p + 2 * i) : 0;
+            if (u <= 0xDBFF && lo >= 0xDC00 && lo <= 0xDFFF) {
+                uint32_t cp = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+                i++;
+                *o++ = (uint8_t)(0xF0 | (cp >> 18));
+                *o++ = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
+                *o++ = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+                *o++ = (uint8_t)(0x80 | (cp & 0x3F));
+            } else { /* unpaired surrogate: U+FFFD */
+                *o++ = 0xEF;
+                *o++ = 0xBF;
+                *o++ = 0xBD;
+            }
+        } else {
+            *o++ = (uint8_t)(0xE0 | (u >> 12));
+            *o++ = (uint8_t)(0x80 | ((u >> 6) & 0x3F));
+            *o++ = (uint8_t)(0x80 | (u & 0x3F));
+        }
+    }
+    c->data_len = o - c->data;
+    end_var(c);
+    return MCDC_OK;
+}
+/* Windows-1252 0x80-0x9F; the five undefined bytes map to the C1 controls,
+ * as Windows does. */
+static const uint16_t CP1252_HI[32] = {
+    0x20AC, 0x0081, 0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021, 0x02C6, 0x2030, 0x0160,
+    0x2039, 0x0152, 0x008D, 0x017D, 0x008F, 0x0090, 0x2018, 0x2019, 0x201C, 0x201D, 0x2022,
+    0x2013, 0x2014, 0x02DC, 0x2122, 0x0161, 0x203A, 0x0153, 0x009D, 0x017E, 0x0178};
+CONV(cp1252) {
+    (void)tc;
+    if (len == 0) {
+        end_var(c);
+        return MCDC_OK;
+    }
+    int rc = room(c, (int64_t)len * 3, err);
+    if (rc != MCDC_OK) return rc;
+    uint8_t *o = c->data + c->data_len;
+    uint32_t i = 0;
+    while (i < len) {
+        if (i + 8 <= len) {
+            uint64_t w;
+            memcpy(&w, p + i, 8);
+            if ((w & 0x8080808080808080ull) == 0) {
+                memcpy(o, &w, 8);
+                o += 8;
+                i += 8;
+                continue;
+            }
+        }
+        uint32_t b = p[i++];
+        uint32_t u = b < 0x80 ? b : b < 0xA0 ? CP1252_HI[b - 0x80] : b;
+        if (u < 0x80) {
+            *o++ = (uint8_t)u;
+        } else if (u < 0x800) {
+            *o++ = (uint8_t)(0xC0 | (u >> 6));
+            *o++ = (uint8_t)(0x80 | (u & 0x3F));
+        } else {
+            *o++ = (uint8_t)(0xE0 | (u >> 12));
+            *o++ = (uint8_t)(0x80 | ((u >> 6) & 0x3F));
+            *o++ = (uint8_t)(0x80 | (u & 0x3F));
+        }
+    }
+    c->data_len = o - c->data;
+    end_var(c);
+    return MCDC_OK;
+}
+
+/* Date and time types as text the way CONVERT style 121 writes them (as the
+ * FreeTDS backend does): "YYYY-MM-DD[ HH:MM:SS[.f...]][ +HH:MM]". */
+static int dt_text(char *buf, size_t cap, int64_t days1900, uint64_t ticks100ns, int scale,
+                   bool with_time, bool with_offset, int offset_min) {
+    if (with_offset) { /* datetimeoffset arrives in UTC: show the local time */
+        int64_t t = (int64_t)ticks100ns + (int64_t)offset_min * 600000000LL;
+        int64_t day = 864000000000LL;
+        int64_t shift = t >= 0 ? t / day : -((-t + day - 1) / day);
+        days1900 += shift;
+        ticks100ns = (uint64_t)(t - shift * day);
+    }
+    int64_t y;
+    unsigned mo, d;
+    mcdc_civil_from_days(days1900 - TDS_DAYS_1900_TO_1970, &y, &mo, &d);
+    int n = snprintf(buf, cap, "%04lld-%02u-%02u", (long long)y, mo, d);
+    if (with_time) {
+        uint64_t secs = ticks100ns / 10000000u, frac = ticks100ns % 10000000u;
+        n += snprintf(buf + n, cap - (size_t)n, " %02u:%02u:%02u", (unsigned)(secs / 3600 % 100),
+                      (unsigned)(secs / 60 % 60), (unsigned)(secs % 60));
+        if (scale > 0 && scale <= 7) {
+            char f7[16];
+            snprintf(f7, sizeof f7, "%07u", (unsigned)frac);
+            n += snprintf(buf + n, cap - (size_t)n, ".%.*s", scale, f7);
+        }
+    }
+    if (with_offset) {
+        int a = offset_min < 0 ? -offset_min : offset_min;
+        n += snprintf(buf + n, cap - (size_t)n, " %c%02d:%02d", offset_min < 0 ? '-' : '+',
+                      a / 60 % 100, a % 60);
+    }
+    return n;
+}
+
+static int decimal_text(char *buf, size_t n, bool neg, mcdc_u128 mag, int scale) {
+    char d[48];
+    int k = 0;
+    do {
+        d[k++] = (char)('0' + (int)(mag % 10));
+        mag /= 10;
+    } while (mag > 0 || k <= scale);
+    int o = 0;
+    if (neg) buf[o++] = '-';
+    for (int i = k - 1; i >= 0 && (size_t)o + 2 < n; i--) {
+        buf[o++] = d[i];
+        if (i == scale && scale > 0) buf[o++] = '.';
+    }
+    buf[o] = 0;
+    return o;
+}
+
+/* Anything to text (casts to utf8, sql_variant). */
+static int value_text(mcdc_column *c, const uint8_t *p, uint32_t len, const mcdc_tds_col *tc,
+                      mcdc_error *err) {
+    char buf[96];
+    int n = 0;
+    switch (tc->type) {
+    case TDS_INT1: case TDS_INT2: case TDS_INT4: case TDS_INT8: case TDS_INTN: {
+        bool ok;
+        int64_t v = int_of(p, len, &ok);
+        if (!ok) return badv(c, err, "integer", len);
+        n = snprintf(buf, sizeof buf, "%lld", (long long)v);
+        break;
+    }
+    case TDS_BIT: case TDS_BITN:
+        if (len != 1) return badv(c, err, "bit", len);
+        n = snprintf(buf, sizeof buf, "%d", p[0] ? 1 : 0);
+        break;
+    case TDS_FLT4: case TDS_FLT8: case TDS_FLTN:
+        if (len == 4) {
+            float f;
+            memcpy(&f, p, 4);
+            n = snprintf(buf, sizeof buf, "%.9g", (double)f);
+        } else if (len == 8) {
+            double d;
+            memcpy(&d, p, 8);
+            n = snprintf(buf, sizeof buf, "%.17g", d);
+        } else {
+            return badv(c, err, "float", len);
+        }
+        break;
+    case TDS_MONEY: case TDS_MONEY4: case TDS_MONEYN: {
+        if (len != 4 && len != 8) return badv(c, err, "money", len);
+        int64_t v = money_of(p, len);
+        n = decimal_text(buf, sizeof buf, v < 0,
+                         v < 0 ? (mcdc_u128)((uint64_t)0 - (uint64_t)v) : (mcdc_u128)(uint64_t)v, 4);
+        break;
+    }
+    case TDS_DECIMALN: case TDS_NUMERICN: case TDS_DECIMAL: case TDS_NUMERIC: {
+        if (len < 2 || len > 17) return badv(c, err, "decimal", len);
+        mcdc_u128 mag = 0;
+        for (uint32_t i = len - 1; i >= 1; i--) mag = (mag << 8) | p[i];
+        n = decimal_text(buf, sizeof buf, p[0] == 0, mag, tc->scale);
+        break;
+    }
+    case TDS_DATETIME: case TDS_DATETIM4: case TDS_DATETIMN: {
+        int64_t us;
+        if ((len != 4 && len != 8) || !datetime_us(p, len, &us))
+            return badv(c, err, "datetime", len);
+        if (len == 4)
+            n = dt_text(buf, sizeof buf, tds_u16(p), (uint64_t)tds_u16(p + 2) * 600000000u, 0,
+                        true, false, 0);
+        else
+            n = dt_text(buf, sizeof buf, (int32_t)tds_u32(p),
+                        ((uint64_t)tds_u32(p + 4) * 10 + 1) / 3 * 10000u, 3, true, false, 0);
+        break;
+    }
+    case TDS_DATEN:
+        if (len != 3) return badv(c, err, "date", len);
+        n = dt_text(buf, sizeof buf, (int64_t)le_n(p, 3) - (TDS_DAYS_0001_TO_1970 - TDS_DAYS_1900_TO_1970),
+                    0, 0, false, false, 0);
+        break;
+    case TDS_TIMEN:
+        if (len != (uint32_t)time_bytes(tc->scale)) return badv(c, err, "time", len);
+        n = time_text(buf, time_100ns(p, tc->scale), tc->scale);
+        break;
+    case TDS_DATETIME2N: case TDS_DATETIMEOFFSETN: {
+        bool dto = tc->type == TDS_DATETIMEOFFSETN;
+        uint32_t tb = (uint32_t)time_bytes(tc->scale);
+        if (len != tb + 3 + (dto ? 2u : 0u)) return badv(c, err, "datetime2", len);
+        int off = dto ? (int16_t)tds_u16(p + tb + 3) : 0;
+        n = dt_text(buf, sizeof buf,
+                    (int64_t)le_n(p + tb, 3) - (TDS_DAYS_0001_TO_1970 - TDS_DAYS_1900_TO_1970),
+                    time_100ns(p, tc->scale), tc->scale, true, dto, off);
+        break;
+    }
+    case TDS_GUID:
+        if (len != 16) return badv(c, err, "uniqueidentifier", len);
+        guid_text(buf, p);
+        n = 36;
+        break;
+    case TDS_BIGVARBINARY: case TDS_BIGBINARY: case TDS_IMAGE: case TDS_UDT: {
+        static const char HEX[] = "0123456789ABCDEF";
+        int rc = room(c, (int64_t)len * 2 + 2, err);
+        if (rc != MCDC_OK) return rc;
+        uint8_t *o = c->data + c->data_len;
+        *o++ = '0';
+        *o++ = 'x';
+        for (uint32_t i = 0; i < len; i++) {
+            *o++ = (uint8_t)HEX[p[i] >> 4];
+            *o++ = (uint8_t)HEX[p[i] & 15];
+        }
+        c->data_len = o - c->data;
+        end_var(c);
+        return MCDC_OK;
+    }
+    default:
+        if (tc->utf16) return conv_utf16(c, p, len, tc, err);
+        if (tc->utf8) return conv_bytes(c, p, len, tc, err);
+        return conv_cp1252(c, p, len, tc, err);
+    }
+    return put_var(c, buf, (uint32_t)n, err);
+}
+CONV(text) { return value_text(c, p, len, tc, err); }
+
+static int int_to_target(mcdc_column *c, int64_t v, mcdc_error *err) {
+    switch (c->field->type) {
+    case MCDC_TYPE_INT16: { int16_t x = (int16_t)v; put_fixed(c, &x, 2); return MCDC_OK; }
+    case MCDC_TYPE_INT32: { int32_t x = (int32_t)v; put_fixed(c, &x, 4); return MCDC_OK; }
+    case MCDC_TYPE_INT64: put_fixed(c, &v, 8); return MCDC_OK;
+    case MCDC_TYPE_FLOAT: { float x = (float)v; put_fixed(c, &x, 4); return MCDC_OK; }
+    case MCDC_TYPE_DOUBLE: { double x = (double)v; put_fixed(c, &x, 8); return MCDC_OK; }
+    case MCDC_TYPE_BOOL: {
+        int64_t i = c->length;
+        if (v) c->values[i >> 3] |= (uint8_t)(1u << (i & 7));
+        else c->values[i >> 3] &= (uint8_t)~(1u << (i & 7));
+        c->length++;
+        return MCDC_OK;
+    }
+    case MCDC_TYPE_DECIMAL:
+        return put_decimal(c, v < 0,
+                           v < 0 ? (mcdc_u128)((uint64_t)0 - (uint64_t)v) : (mcdc_u128)(uint64_t)v,
+                           0, err);
+    default:
+        return mcdc_error_set(err, MCDC_E_SCHEMA, "column '%s': an integer cannot be stored here",
+                              c->field->name);
+    }
+}
+
+/* sql_variant: base type, property bytes, data. */
+CONV(variant) {
+    (void)tc;
+    if (len < 2 || (uint32_t)p[1] + 2u > len) return badv(c, err, "sql_variant", len);
+    mcdc_tds_col bt;
+    memset(&bt, 0, sizeof bt);
+    bt.type = p[0];
+    uint8_t np = p[1];
+    const uint8_t *props = p + 2;
+    switch (bt.type) {
+    case TDS_DECIMALN: case TDS_NUMERICN:
+        if (np < 2) return badv(c, err, "sql_variant decimal", len);
+        bt.precision = props[0];
+        bt.scale = props[1];
+        break;
+    case TDS_TIMEN: case TDS_DATETIME2N: case TDS_DATETIMEOFFSETN:
+        if (np < 1 || props[0] > 7) return badv(c, err, "sql_variant time", len);
+        bt.scale = props[0];
+        break;
+    case TDS_NVARCHAR: case TDS_NCHAR: bt.utf16 = true; break;
+    case TDS_BIGVARCHAR: case TDS_BIGCHAR:
+        if (np >= 5) bt.utf8 = (props[3] & 0x04) != 0;
+        break;
+    default: break;
+    }
+    return value_text(c, p + 2 + np, len - 2u - np, &bt, err);
+}
+
+/* ---- wire readers fused with converters ------------------------------------------- */
+#define CONVS(X)                                                                              \
+    X(int) X(u8_i16) X(copy2) X(copy4) X(copy8) X(fcopy4) X(fcopy8) X(real_double) X(bit)    \
+    X(decimal) X(money) X(decimal_double) X(money_double) X(datetime) X(dt2) X(date32) X(date_ts) X(time_text) X(guid)          \
+    X(bytes) X(utf16) X(cp1252) X(text) X(variant)
+
+#define DEC_FIXED(name)                                                                       \
+    static int fixed_##name(mcdc_tds_stream *s, mcdc_column *c, const mcdc_tds_col *tc,       \
+                            mcdc_error *err) {                                                \
+        uint32_t n = tc->max_len;                                                             \
+        int rc = mcdc_tds_need(s, n, err);                                                    \
+        if (UNLIKELY(rc != MCDC_OK)) return rc;                                               \
+        const uint8_t *p = s->buf + s->pos;                                                   \
+        s->pos += n;                                                                          \
+        return conv_##name(c, p, n, tc, err);                                                 \
+    }
+#define DEC_BLEN(name)                                                                        \
+    static int blen_##name(mcdc_tds_stream *s, mcdc_column *c, const mcdc_tds_col *tc,        \
+                           mcdc_error *err) {                                                 \
+        int rc = mcdc_tds_need(s, 1, err);                                                    \
+        if (UNLIKELY(rc != MCDC_OK)) return rc;                                               \
+        uint32_t n = s->buf[s->pos];                                                          \
+        if (n == 0) {                                                                         \
+            s->pos++;                                                                         \
+            return put_null(c, err);                                                          \
+        }                                                                                     \
+        if (UNLIKELY(n > tc->max_len)) return bad(s, err, "a value of %s%ld bytes over its type", "", (long)n); \
+        rc = mcdc_tds_need(s, 1 + n, err);                                                    \
+        if (UNLIKELY(rc != MCDC_OK)) return rc;                                               \
+        const uint8_t *p = s->buf + s->pos + 1;                                               \
+        s->pos += 1 + n;                                                                      \
+        return conv_##name(c, p, n, tc, err);                                                 \
+    }
+#define DEC_USLEN(name)                                                                       \
+    static int uslen_##name(mcdc_tds_stream *s, mcdc_column *c, const mcdc_tds_col *tc,       \
+                            mcdc_error *err) {                                                \
+        int rc = mcdc_tds_need(s, 2, err);                                                    \
+        if (UNLIKELY(rc != MCDC_OK)) return rc;                                               \
+        uint32_t n = tds_u16(s->buf + s->pos);                                                \
+        if (n == 0xFFFF) {                                                                    \
+            s->pos += 2;                                                                      \
+            return put_null(c, err);                                                          \
+        }                                                                                     \
+        if (UNLIKELY(n > tc->max_len)) return bad(s, err, "a value of %s%ld bytes over its type", "", (long)n); \
+        rc = mcdc_tds_need(s, 2 + n, err);                                                    \
+        if (UNLIKELY(rc != MCDC_OK)) return rc;                                               \
+        const uint8_t *p = s->buf + s->pos + 2;                                               \
+        s->pos += 2 + n;                                                                      \
+        return conv_##name(c, p, n, tc, err);                                                 \
+    }
+#define DEF_ALL(name) DEC_FIXED(name) DEC_BLEN(name) DEC_USLEN(name)
+CONVS(DEF_ALL)
+
+typedef enum {
+#define ENUM(name) K_##name,
+    CONVS(ENUM)
+#undef ENUM
+    K_COUNT
+} conv_kind;
+
+static const mcdc_tds_dec_fn FIXED_FN[K_COUNT] = {
+#define F(name) fixed_##name,
+    CONVS(F)
+#undef F
+};
+static const mcdc_tds_dec_fn BLEN_FN[K_COUNT] = {
+#define F(name) blen_##name,
+    CONVS(F)
+#undef F
+};
+static const mcdc_tds_dec_fn USLEN_FN[K_COUNT] = {
+#define F(name) uslen_##name,
+    CONVS(F)
+#undef F
+};
+#define WRAP(name)                                                                            \
+    static int cv_##name(mcdc_column *c, const uint8_t *p, uint32_t len,                      \
+                         const mcdc_tds_col *tc, mcdc_error *err) {                           \
+        return conv_##name(c, p, len, tc, err);                                               \
+    }
+CONVS(WRAP)
+static const mcdc_tds_conv_fn CONV_FN[K_COUNT] = {
+#define F(name) cv_##name,
+    CONVS(F)
+#undef F
+};
+
+/* Copies n bytes of the reply into scratch (in window-sized pieces). */
+static int gather(mcdc_tds_stream *s, uint64_t n, mcdc_error *err) {
+    if (s->scratch.len + n > MCDC_VALUE_BYTES_MAX)
+        return mcdc_error_set(err, MCDC_E_LIMIT,
+                              "TDS: a value of more than %u bytes (MCDC_VALUE_BYTES_MAX)",
+                              MCDC_VALUE_BYTES_MAX);
+    while (n > 0) {
+        int rc = mcdc_tds_need(s, 1, err);
+        if (rc != MCDC_OK) return rc;
+        size_t k = s->len - s->pos;
+        if (k > n) k = (size_t)n;
+        if (s->scratch.limit == 0) s->scratch.limit = MCDC_VALUE_BYTES_MAX + 16u;
+        rc = mcdc_buf_append(&s->scratch, s->buf + s->pos, k, err);
+        if (rc != MCDC_OK) return rc;
+        s->pos += k;
+        n -= k;
+    }
+    return MCDC_OK;
+}
+static int skip_n(mcdc_tds_stream *s, uint64_t n, mcdc_error *err) {
+    while (n > 0) {
+        int rc = mcdc_tds_need(s, 1, err);
+        if (rc != MCDC_OK) return rc;
+        size_t k = s->len - s->pos;
+        if (k > n) k = (size_t)n;
+        s->pos += k;
+        n -= k;
+    }
+    return MCDC_OK;
+}
+
+/* PLP value: reads it into scratch (keep = true) or skips it. *is_null. */
+static int read_plp(mcdc_tds_stream *s, bool keep, bool *is_null, mcdc_error *err) {
+    *is_null = false;
+    s->scratch.len = 0;
+    int rc = mcdc_tds_need(s, 8, err);
+    if (rc != MCDC_OK) return rc;
+    uint64_t total = tds_u64(s->buf + s->pos);
+    s->pos += 8;
+    if (total == TDS_PLP_NULL) {
+        *is_null = true;
+        return MCDC_OK;
+    }
+    uint64_t got = 0;
+    for (;;) {
+        rc = mcdc_tds_need(s, 4, err);
+        if (rc != MCDC_OK) return rc;
+        uint32_t k = tds_u32(s->buf + s->pos);
+        s->pos += 4;
+        if (k == 0) break;
+        got += k;
+        if (total != TDS_PLP_UNKNOWN && got > total)
+            return bad(s, err, "PLP chunks longer than the announced %s%ld bytes", "", (long)total);
+        rc = keep ? gather(s, k, err) : skip_n(s, k, err);
+        if (rc != MCDC_OK) return rc;
+    }
+    if (total != TDS_PLP_UNKNOWN && got != total)
+        return bad(s, err, "PLP chunks shorter than the announced %s%ld bytes", "", (long)total);
+    return MCDC_OK;
+}
+static int read_longlen(mcdc_tds_stream *s, const mcdc_tds_col *tc, bool keep, bool *is_null,
+                        mcdc_error *err) {
+    *is_null = false;
+    s->scratch.len = 0;
+    int rc = mcdc_tds_need(s, 1, err);
+    if (rc != MCDC_OK) return rc;
+    uint32_t tp = s->buf[s->pos];
+    s->pos++;
+    if (tp == 0) {
+        *is_null = true;
+        return MCDC_OK;
+    }
+    rc = mcdc_tds_need(s, tp + 8u + 4u, err);
+    if (rc != MCDC_OK) return rc;
+    uint32_t n = tds_u32(s->buf + s->pos + tp + 8);
+    s->pos += tp + 8u + 4u;
+    if (n > tc->max_len && tc->max_len != 0)
+        return bad(s, err, "a text value of %s%ld bytes over its type", "", (long)n);
+    return keep ? gather(s, n, err) : skip_n(s, n, err);
+}
+static int read_variant(mcdc_tds_stream *s, const mcdc_tds_col *tc, bool keep, bool *is_null,
+                        mcdc_error *err) {
+    *is_null = false;
+    s->scratch.len = 0;
+    int rc = mcdc_tds_need(s, 4, err);
+    if (rc != MCDC_OK) return rc;
+    uint32_t n = tds_u32(s->buf + s->pos);
+    s->pos += 4;
+    if (n == 0) {
+        *is_null = true;
+        return MCDC_OK;
+    }
+    if (n > tc->max_len) return bad(s, err, "a sql_variant of %s%ld bytes over its type", "", (long)n);
+    return keep ? gather(s, n, err) : skip_n(s, n, err);
+}
+
+static int dec_plp(mcdc_tds_stream *s, mcdc_column *c, const mcdc_tds_col *tc, mcdc_error *err) {
+    bool isnull;
+    int rc = read_plp(s, true, &isnull, err);
+    if (rc != MCDC_OK) return rc;
+    if (isnull) return mcdc_col_append_null(c, err);
+    return tc->conv(c, s->scratch.data ? s->scratch.data : (const uint8_t *)"",
+                    (uint32_t)s->scratch.len, tc, err);
+}
+static int dec_longlen(mcdc_tds_stream *s, mcdc_column *c, const mcdc_tds_col *tc,
+                       mcdc_error *err) {
+    bool isnull;
+    int rc = read_longlen(s, tc, true, &isnull, err);
+    if (rc != MCDC_OK) return rc;
+    if (isnull) return mcdc_col_append_null(c, err);
+    return tc->conv(c, s->scratch.data ? s->scratch.data : (const uint8_t *)"",
+                    (uint32_t)s->scratch.len, tc, err);
+}
+static int dec_variant(mcdc_tds_stream *s, mcdc_column *c, const mcdc_tds_col *tc,
+                       mcdc_error *err) {
+    bool isnull;
+    int rc = read_variant(s, tc, true, &isnull, err);
+    if (rc != MCDC_OK) return rc;
+    if (isnull) return mcdc_col_append_null(c, err);
+    return tc->conv(c, s->scratch.data, (uint32_t)s->scratch.len, tc, err);
+}
+
+static int skip_value(mcdc_tds_stream *s, const mcdc_tds_col *tc, mcdc_error *err) {
+    bool isnull;
+    int rc;
+    switch (tc->wire) {
+    case TDS_WIRE_FIXED: return skip_n(s, tc->max_len, err);
+    case TDS_WIRE_BYTELEN: {
+        rc = mcdc_tds_need(s, 1, err);
+        if (rc != MCDC_OK) return rc;
+        uint32_t n = s->buf[s->pos++];
+        if (n > tc->max_len) return bad(s, err, "a value of %s%ld bytes over its type", "", (long)n);
+        return skip_n(s, n, err);
+    }
+    case TDS_WIRE_USHORTLEN: {
+        rc = mcdc_tds_need(s, 2, err);
+        if (rc != MCDC_OK) return rc;
+        uint32_t n = tds_u16(s->buf + s->pos);
+        s->pos += 2;
+        if (n == 0xFFFF) return MCDC_OK;
+        if (n > tc->max_len) return bad(s, err, "a value of %s%ld bytes over its type", "", (long)n);
+        return skip_n(s, n, err);
+    }
+    case TDS_WIRE_PLP: return read_plp(s, false, &isnull, err);
+    case TDS_WIRE_LONGLEN: return read_longlen(s, tc, false, &isnull, err);
+    case TDS_WIRE_VARIANT: return read_variant(s, tc, false, &isnull, err);
+    }
+    MCDC_UNREACHABLE();
+}
+
+/* ---- metadata ------------------------------------------------------------------- */
+void mcdc_tds_meta_clear(mcdc_tds_meta *m) {
+    for (int i = 0; i < m->ncols; i++) mcdc_free(m->cols[i].name);
+    mcdc_free(m->cols);
+    m->cols = NULL;
+    m->ncols = 0;
+}
+
+/* UTF-16LE (n code units at p) to a new NUL-terminated UTF-8 string. */
+static char *utf16_to_cstr(const uint8_t *p, uint32_t n, mcdc_error *err) {
+    mcdc_field f = {.name = (char *)"name", .type = MCDC_TYPE_UTF8};
+    mcdc_column c = {.field = &f};
+    int32_t offs[2] = {0, 0};
+    c.offsets = offs;
+    c.data = mcdc_malloc((size_t)n * 3 + 1);
+    if (c.data == NULL) {
+        mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    c.data_cap = (int64_t)n * 3 + 1;
+    (void)conv_utf16(&c, p, n * 2, NULL, err);
+    c.data[c.data_len] = 0;
+    return (char *)c.data;
+}
+
+/* Reads a B_VARCHAR (1-byte count of UTF-16 units) and skips it. */
+static int skip_bvarchar(mcdc_tds_stream *s, mcdc_error *err) {
+    int rc = mcdc_tds_need(s, 1, err);
+    if (rc != MCDC_OK) return rc;
+    uint32_t n = s->buf[s->pos++];
+    return skip_n(s, (uint64_t)n * 2, err);
+}
+static int skip_usvarchar(mcdc_tds_stream *s, mcdc_error *err) {
+    int rc = mcdc_tds_need(s, 2, err);
+    if (rc != MCDC_OK) return rc;
+    uint32_t n = tds_u16(s->buf + s->pos);
+    s->pos += 2;
+    return skip_n(s, (uint64_t)n * 2, err);
+}
+
+static void set_nat(mcdc_tds_col *tc, mcdc_type_id t, int32_t p, int32_t sc) {
+    tc->nat_type = t;
+    tc->nat_precision = p;
+    tc->nat_scale = sc;
+}
+
+/* TYPE_INFO after the type byte (already in tc->type). */
+static int read_type_info(mcdc_tds_stream *s, mcdc_tds_col *tc, bool in_colmetadata,
+                          mcdc_error *err) {
+    int rc = MCDC_OK;
+    uint8_t t = tc->type;
+    switch (t) {
+    case TDS_INT1: tc->max_len = 1; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_INT16, 0, 0); return MCDC_OK;
+    case TDS_BIT: tc->max_len = 1; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_BOOL, 0, 0); return MCDC_OK;
+    case TDS_INT2: tc->max_len = 2; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_INT16, 0, 0); return MCDC_OK;
+    case TDS_INT4: tc->max_len = 4; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_INT32, 0, 0); return MCDC_OK;
+    case TDS_INT8: tc->max_len = 8; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_INT64, 0, 0); return MCDC_OK;
+    case TDS_FLT4: tc->max_len = 4; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_FLOAT, 0, 0); return MCDC_OK;
+    case TDS_FLT8: tc->max_len = 8; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_DOUBLE, 0, 0); return MCDC_OK;
+    case TDS_MONEY: tc->max_len = 8; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_DECIMAL, 19, 4); return MCDC_OK;
+    case TDS_MONEY4: tc->max_len = 4; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_DECIMAL, 10, 4); return MCDC_OK;
+    case TDS_DATETIME: tc->max_len = 8; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_TIMESTAMP_NTZ, 0, 0); return MCDC_OK;
+    case TDS_DATETIM4: tc->max_len = 4; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_TIMESTAMP_NTZ, 0, 0); return MCDC_OK;
+    case TDS_INTN: case TDS_BITN: case TDS_FLTN: case TDS_MONEYN: case TDS_DATETIMN: case TDS_GUID: {
+        rc = mcdc_tds_need(s, 1, err);
+        if (rc != MCDC_OK) return rc;
+        uint8_t n = s->buf[s->pos++];
+        tc->max_len = n;
+        tc->wire = TDS_WIRE_BYTELEN;
+        bool ok = false;
+        switch (t) {
+        case TDS_INTN:
+            ok = n == 1 || n == 2 || n == 4 || n == 8;
+            set_nat(tc, n <= 2 ? MCDC_TYPE_INT16 : n == 4 ? MCDC_TYPE_INT32 : MCDC_TYPE_INT64, 0, 0);
+            break;
+        case TDS_BITN: ok = n == 1; set_nat(tc, MCDC_TYPE_BOOL, 0, 0); break;
+        case TDS_FLTN: ok = n == 4 || n == 8; set_nat(tc, n == 4 ? MCDC_TYPE_FLOAT : MCDC_TYPE_DOUBLE, 0, 0); break;
+        case TDS_MONEYN: ok = n == 4 || n == 8; set_nat(tc, MCDC_TYPE_DECIMAL, n == 4 ? 10 : 19, 4); break;
+        case TDS_DATETIMN: ok = n == 4 || n == 8; set_nat(tc, MCDC_TYPE_TIMESTAMP_NTZ, 0, 0); break;
+        default: ok = n == 16; set_nat(tc, MCDC_TYPE_UTF8, 0, 0); break;
+        }
+        if (!ok) return bad(s, err, "type 0x%s with length %ld", t == TDS_INTN ? "26" : "nn", (long)n);
+        return MCDC_OK;
+    }
+    case TDS_DECIMALN: case TDS_NUMERICN: case TDS_DECIMAL: case TDS_NUMERIC: {
+        rc = mcdc_tds_need(s, 3, err);
+        if (rc != MCDC_OK) return rc;
+        const uint8_t *p = s->buf + s->pos;
+        s->pos += 3;
+        tc->max_len = p[0];
+        tc->precision = p[1];
+        tc->scale = p[2];
+        tc->wire = TDS_WIRE_BYTELEN;
+        if (p[0] < 2 || p[0] > 17 || p[1] < 1 || p[1] > 38 || p[2] > p[1])
+            return bad(s, err, "decimal TYPE_INFO%s (length %ld)", "", (long)p[0]);
+        set_nat(tc, MCDC_TYPE_DECIMAL, p[1], p[2]);
+        return MCDC_OK;
+    }
+    case TDS_DATEN:
+        tc->max_len = 3;
+        tc->wire = TDS_WIRE_BYTELEN;
+        set_nat(tc, MCDC_TYPE_DATE32, 0, 0);
+        return MCDC_OK;
+    case TDS_TIMEN: case TDS_DATETIME2N: case TDS_DATETIMEOFFSETN: {
+        rc = mcdc_tds_need(s, 1, err);
+        if (rc != MCDC_OK) return rc;
+        uint8_t sc = s->buf[s->pos++];
+        if (sc > 7) return bad(s, err, "time scale%s %ld", "", (long)sc);
+        tc->scale = sc;
+        tc->wire = TDS_WIRE_BYTELEN;
+        tc->max_len = (uint32_t)time_bytes(sc) + (t == TDS_TIMEN ? 0u : 3u) +
+                      (t == TDS_DATETIMEOFFSETN ? 2u : 0u);
+        set_nat(tc, t == TDS_TIMEN ? MCDC_TYPE_UTF8
+                    : t == TDS_DATETIME2N ? MCDC_TYPE_TIMESTAMP_NTZ : MCDC_TYPE_TIMESTAMP_UTC, 0, 0);
+        return MCDC_OK;
+    }
+    case TDS_BIGVARBINARY: case TDS_BIGBINARY: case TDS_BIGVARCHAR: case TDS_BIGCHAR:
+    case TDS_NVARCHAR: case TDS_NCHAR: {
+        bool chr = t == TDS_BIGVARCHAR || t == TDS_BIGCHAR || t == TDS_NVARCHAR || t == TDS_NCHAR;
+        rc = mcdc_tds_need(s, chr ? 7u : 2u, err);
+        if (rc != MCDC_OK) return rc;
+        tc->max_len = tds_u16(s->buf + s->pos);
+        if (chr) memcpy(tc->collation, s->buf + s->pos + 2, 5);
+        s->pos += chr ? 7u : 2u;
+        tc->utf16 = t == TDS_NVARCHAR || t == TDS_NCHAR;
+        tc->utf8 = chr && !tc->utf16 && (tc->collation[3] & 0x04) != 0;
+        if (tc->max_len == 0xFFFF) {
+            if (t == TDS_BIGBINARY || t == TDS_BIGCHAR || t == TDS_NCHAR)
+                return bad(s, err, "fixed-length type%s with (max) length %ld", "", 65535L);
+            tc->wire = TDS_WIRE_PLP;
+        } else {
+            tc->wire = TDS_WIRE_USHORTLEN;
+            if (tc->utf16 && (tc->max_len & 1))
+                return bad(s, err, "odd nvarchar length%s %ld", "", (long)tc->max_len);
+        }
+        set_nat(tc, chr ? MCDC_TYPE_UTF8 : MCDC_TYPE_BINARY, 0, 0);
+        return MCDC_OK;
+    }
+    case TDS_XML: {
+        rc = mcdc_tds_need(s, 1, err);
+        if (rc != MCDC_OK) return rc;
+        uint8_t schema = s->buf[s->pos++];
+        if (schema) {
+            if ((rc = skip_bvarchar(s, err)) || (rc = skip_bvarchar(s, err)) ||
+                (rc = skip_usvarchar(s, err)))
+                return rc;
+        }
+        tc->wire = TDS_WIRE_PLP;
+        tc->utf16 = true;
+        tc->max_len = 0xFFFF;
+        set_nat(tc, MCDC_TYPE_UTF8, 0, 0);
+        return MCDC_OK;
+    }
+    case TDS_UDT: {
+        rc = mcdc_tds_need(s, 2, err);
+        if (rc != MCDC_OK) return rc;
+        s->pos += 2;
+        if ((rc = skip_bvarchar(s, err)) || (rc = skip_bvarchar(s, err)) ||
+            (rc = skip_bvarchar(s, err)) || (rc = skip_usvarchar(s, err)))
+            return rc;
+        tc->wire = TDS_WIRE_PLP;
+        tc->max_len = 0xFFFF;
+        set_nat(tc, MCDC_TYPE_BINARY, 0, 0);
+        return MCDC_OK;
+    }
+    case TDS_TEXT: case TDS_NTEXT: case TDS_IMAGE: {
+        bool chr = t != TDS_IMAGE;
+        rc = mcdc_tds_need(s, chr ? 9u : 4u, err);
+        if (rc != MCDC_OK) return rc;
+        tc->max_len = tds_u32(s->buf + s->pos);
+        if (chr) memcpy(tc->collation, s->buf + s->pos + 4, 5);
+        s->pos += chr ? 9u : 4u;
+        tc->utf16 = t == TDS_NTEXT;
+        tc->utf8 = t == TDS_TEXT && (tc->collation[3] & 0x04) != 0;
+        tc->wire = TDS_WIRE_LONGLEN;
+        if (in_colmetadata) { /* table name parts */
+            rc = mcdc_tds_need(s, 1, err);
+            if (rc != MCDC_OK) return rc;
+            uint8_t parts = s->buf[s->pos++];
+            for (int i = 0; i < parts; i++)
+                if ((rc = skip_usvarchar(s, err)) != MCDC_OK) return rc;
+        }
+        set_nat(tc, chr ? MCDC_TYPE_UTF8 : MCDC_TYPE_BINARY, 0, 0);
+        return MCDC_OK;
+    }
+    case TDS_SSVARIANT:
+        rc = mcdc_tds_need(s, 4, err);
+        if (rc != MCDC_OK) return rc;
+        tc->max_len = tds_u32(s->buf + s->pos);
+        s->pos += 4;
+        tc->wire = TDS_WIRE_VARIANT;
+        set_nat(tc, MCDC_TYPE_UTF8, 0, 0);
+        return MCDC_OK;
+    default:
+        return bad(s, err, "unsupported data type%s 0x%02lX", "", (long)t);
+    }
+}
+
+int mcdc_tds_read_colmetadata(mcdc_tds_stream *s, mcdc_tds_meta *m, mcdc_error *err) {
+    mcdc_tds_meta_clear(m);
+    int rc = mcdc_tds_need(s, 2, err);
+    if (rc != MCDC_OK) return rc;
+    uint32_t n = tds_u16(s->buf + s->pos);
+    s->pos += 2;
+    if (n == 0xFFFF) return MCDC_OK; /* no metadata */
+    if (n > MCDC_COLUMNS_MAX) return bad(s, err, "COLMETADATA with%s %ld columns", "", (long)n);
+    m->cols = mcdc_calloc(n ? n : 1, sizeof *m->cols);
+    if (m->cols == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    for (uint32_t i = 0; i < n; i++) {
+        mcdc_tds_col *tc = &m->cols[i];
+        m->ncols = (int)i + 1;
+        rc = mcdc_tds_need(s, 7, err);
+        if (rc != MCDC_OK) return rc;
+        uint16_t flags = tds_u16(s->buf + s->pos + 4);
+        tc->nullable = (flags & 1) != 0;
+        tc->type = s->buf[s->pos + 6];
+        s->pos += 7;
+        rc = read_type_info(s, tc, true, err);
+        if (rc != MCDC_OK) return rc;
+        rc = mcdc_tds_need(s, 1, err);
+        if (rc != MCDC_OK) return rc;
+        uint32_t nl = s->buf[s->pos];
+        rc = mcdc_tds_need(s, 1 + nl * 2, err);
+        if (rc != MCDC_OK) return rc;
+        tc->name = utf16_to_cstr(s->buf + s->pos + 1, nl, err);
+        if (tc->name == NULL) return MCDC_E_NOMEM;
+        s->pos += 1 + nl * 2;
+    }
+    return MCDC_OK;
+}
+
+/* ---- binding ---------------------------------------------------------------------- */
+static bool is_int_col(const mcdc_tds_col *tc) {
+    switch (tc->type) {
+    case TDS_INT1: case TDS_INT2: case TDS_INT4: case TDS_INT8: case TDS_INTN:
+    case TDS_BIT: case TDS_BITN: return true;
+    default: return false;
+    }
+}
+static int int_bits(const mcdc_tds_col *tc) {
+    if (tc->type == TDS_BIT || tc->type == TDS_BITN) return 1;
+    return tc->max_len == 1 ? 9 : tc->max_len == 2 ? 16 : tc->max_len == 4 ? 32 : 64;
+}
+
+/* The converter for column tc into field f, or -1. */
+static int choose(const mcdc_tds_col *tc, const mcdc_field *f) {
+    mcdc_type_id t = f->type;
+    uint8_t s = tc->type;
+    bool chr = tc->nat_type == MCDC_TYPE_UTF8 && s != TDS_GUID && s != TDS_TIMEN &&
+               s != TDS_SSVARIANT;
+    if (t == MCDC_TYPE_UTF8) {
+        if (s == TDS_SSVARIANT) return K_variant;
+        if (chr) return tc->utf16 ? K_utf16 : tc->utf8 ? K_bytes : K_cp1252;
+        if (s == TDS_GUID) return K_guid;
+        if (s == TDS_TIMEN) return K_time_text;
+        return K_text;
+    }
+    if (t == MCDC_TYPE_BINARY) return tc->nat_type == MCDC_TYPE_BINARY ? K_bytes : -1;
+    if (is_int_col(tc)) {
+        int bits = int_bits(tc);
+        if (bits == 1) return t == MCDC_TYPE_BOOL ? K_bit : -1;
+        if (t == tc->nat_type) {
+            if (bits == 9) return K_u8_i16;
+            return bits == 16 ? K_copy2 : bits == 32 ? K_copy4 : K_copy8;
+        }
+        if ((t == MCDC_TYPE_INT16 && bits <= 16) || (t == MCDC_TYPE_INT32 && bits <= 32) ||
+            t == MCDC_TYPE_INT64 || (t == MCDC_TYPE_DOUBLE && bits <= 32) ||
+            (t == MCDC_TYPE_FLOAT && bits <= 16) ||
+            (t == MCDC_TYPE_DECIMAL &&
+             f->precision - f->scale >= (bits <= 16 ? 5 : bits <= 32 ? 10 : 19)))
+            return K_int;
+        return -1;
+    }
+    switch (s) {
+    case TDS_FLT4: case TDS_FLT8: case TDS_FLTN:
+        if (tc->nat_type == MCDC_TYPE_FLOAT) {
+            if (t == MCDC_TYPE_FLOAT) return K_fcopy4;
+            if (t == MCDC_TYPE_DOUBLE) return K_real_double;
+            return -1;
+        }
+        return t == MCDC_TYPE_DOUBLE ? K_fcopy8 : -1;
+    case TDS_DECIMALN: case TDS_NUMERICN: case TDS_DECIMAL: case TDS_NUMERIC:
+        if (t == MCDC_TYPE_DECIMAL) return K_decimal;
+        return t == MCDC_TYPE_DOUBLE ? K_decimal_double : -1;
+    case TDS_MONEY: case TDS_MONEY4: case TDS_MONEYN:
+        if (t == MCDC_TYPE_DECIMAL) return K_money;
+        return t == MCDC_TYPE_DOUBLE ? K_money_double : -1;
+    case TDS_DATETIME: case TDS_DATETIM4: case TDS_DATETIMN:
+        return t == MCDC_TYPE_TIMESTAMP_NTZ ? K_datetime : -1;
+    case TDS_DATETIME2N: return t == MCDC_TYPE_TIMESTAMP_NTZ ? K_dt2 : -1;
+    case TDS_DATETIMEOFFSETN: return t == MCDC_TYPE_TIMESTAMP_UTC ? K_dt2 : -1;
+    case TDS_DATEN:
+        if (t == MCDC_TYPE_DATE32) return K_date32;
+        if (t == MCDC_TYPE_TIMESTAMP_NTZ) return K_date_ts;
+        return -1;
+    default: return -1;
+    }
+}
+
+static const char *type_name_of(mcdc_type_id t) {
+    switch (t) {
+    case MCDC_TYPE_BOOL: return "boolean";
+    case MCDC_TYPE_INT8: return "tinyint";
+    case MCDC_TYPE_INT16: return "smallint";
+    case MCDC_TYPE_INT32: return "int";
+    case MCDC_TYPE_INT64: return "bigint";
+    case MCDC_TYPE_FLOAT: return "float";
+    case MCDC_TYPE_DOUBLE: return "double";
+    case MCDC_TYPE_DECIMAL: return "decimal";
+    case MCDC_TYPE_UTF8: return "string";
+    case MCDC_TYPE_BINARY: return "binary";
+    case MCDC_TYPE_FIXED_BINARY: return "fixed binary";
+    case MCDC_TYPE_DATE32: return "date";
+    case MCDC_TYPE_TIMESTAMP_NTZ: return "timestamp_ntz";
+    case MCDC_TYPE_TIMESTAMP_UTC: return "timestamp";
+    }
+    return "?";
+}
+
+/* Whether a varchar/char/text collation's code page is Windows-1252 (the
+ * one single-byte code page this decoder converts): SQL_Latin1_General_CP1
+ * sort orders, or a Windows collation whose language uses 1252. Others
+ * (1250, 1251, 932, 936 ...) are refused rather than mis-decoded. */
+static bool collation_is_cp1252(const uint8_t coll[5]) {
+    uint32_t lcid = (uint32_t)coll[0] | ((uint32_t)coll[1] << 8) | ((uint32_t)(coll[2] & 0x0F) << 16);
+    uint8_t sort_id = coll[4];
+    if (sort_id != 0) return sort_id >= 51 && sort_id <= 54;
+    static const uint16_t WESTERN[] = {
+        0x0409, 0x0809, 0x0C09, 0x1009, 0x1409, 0x1809, 0x0407, 0x0807, 0x0C07, 0x1007, 0x1407,
+        0x040C, 0x080C, 0x0C0C, 0x100C, 0x140C, 0x0410, 0x0810, 0x040A, 0x080A, 0x0C0A, 0x0416,
+        0x0816, 0x0413, 0x0813, 0x041D, 0x081D, 0x0406, 0x0414, 0x0814, 0x040B, 0x040F, 0x0403,
+        0x042D, 0x0456, 0x0421, 0x043E, 0x0436, 0x0438};
+    for (size_t i = 0; i < sizeof WESTERN / sizeof WESTERN[0]; i++)
+        if ((lcid & 0xFFFF) == WESTERN[i]) return true;
+    return false;
+}
+
+int mcdc_tds_bind(mcdc_tds_meta *m, const mcdc_field *f, mcdc_error *err) {
+    for (int i = 0; i < m->ncols; i++) {
+        mcdc_tds_col *tc = &m->cols[i];
+        int k = choose(tc, &f[i]);
+        bool single_byte_text = (tc->type == TDS_BIGVARCHAR || tc->type == TDS_BIGCHAR ||
+                                 tc->type == TDS_TEXT) && !tc->utf8;
+        if (k >= 0 && single_byte_text && !collation_is_cp1252(tc->collation))
+            return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
+                                  "column '%s': varchar data in collation LCID 0x%05X sort id %u "
+                                  "(not code page 1252 or UTF-8) is not decoded by the native "
+                                  "TDS backend yet; use nvarchar or the FreeTDS backend",
+                                  f[i].name,
+                                  (unsigned)(tc->collation[0] | (tc->collation[1] << 8) |
+                                             ((tc->collation[2] & 0x0F) << 16)),
+                                  (unsigned)tc->collation[4]);
+        if (k < 0)
+            return mcdc_error_set(err, MCDC_E_SCHEMA,
+                                  "column '%s': SQL type 0x%02X cannot be read as %s; declare a "
+                                  "type the column's values fit",
+                                  f[i].name, tc->type, type_name_of(f[i].type));
+        tc->conv = CONV_FN[k];
+        switch (tc->wire) {
+        case TDS_WIRE_FIXED: tc->dec = FIXED_FN[k]; break;
+        case TDS_WIRE_BYTELEN: tc->dec = BLEN_FN[k]; break;
+        case TDS_WIRE_USHORTLEN: tc->dec = USLEN_FN[k]; break;
+        case TDS_WIRE_PLP: tc->dec = dec_plp; break;
+        case TDS_WIRE_LONGLEN: tc->dec = dec_longlen; break;
+        case TDS_WIRE_VARIANT: tc->dec = dec_variant; break;
+        }
+    }
+    return MCDC_OK;
+}
+
+/* ---- rows -------------------------------------------------------------------------- */
+int mcdc_tds_decode_row(mcdc_tds_stream *s, uint8_t tok, const mcdc_tds_meta *m,
+                        mcdc_column *cols, mcdc_error *err) {
+    const int n = m->ncols;
+    const mcdc_tds_col *tc = m->cols;
+    int rc = MCDC_OK;
+    if (tok == TDS_TOK_ROW) {
+        for (int i = 0; i < n; i++) {
+            rc = tc[i].dec(s, &cols[i], &tc[i], err);
+            if (UNLIKELY(rc != MCDC_OK)) return rc;
+        }
+        return MCDC_OK;
+    }
+    uint32_t nb = ((uint32_t)n + 7) / 8;
+    rc = mcdc_tds_need(s, nb, err);
+    if (rc != MCDC_OK) return rc;
+    uint8_t bits[MCDC_COLUMNS_MAX / 8];
+    memcpy(bits, s->buf + s->pos, nb);
+    s->pos += nb;
+    for (int i = 0; i < n; i++) {
+        if ((bits[i >> 3] >> (i & 7)) & 1)
+            rc = put_null(&cols[i], err);
+        else
+            rc = tc[i].dec(s, &cols[i], &tc[i], err);
+        if (UNLIKELY(rc != MCDC_OK)) return rc;
+    }
+    return MCDC_OK;
+}
+
+int mcdc_tds_skip_row(mcdc_tds_stream *s, uint8_t tok, const mcdc_tds_meta *m, mcdc_error *err) {
+    const int n = m->ncols;
+    int rc;
+    uint8_t bits[MCDC_COLUMNS_MAX / 8];
+    if (tok == TDS_TOK_NBCROW) {
+        uint32_t nb = ((uint32_t)n + 7) / 8;
+        rc = mcdc_tds_need(s, nb, err);
+        if (rc != MCDC_OK) return rc;
+        memcpy(bits, s->buf + s->pos, nb);
+        s->pos += nb;
+    }
+    for (int i = 0; i < n; i++) {
+        if (tok == TDS_TOK_NBCROW && ((bits[i >> 3] >> (i & 7)) & 1)) continue;
+        rc = skip_value(s, &m->cols[i], err);
+        if (rc != MCDC_OK) return rc;
+    }
+    return MCDC_OK;
+}
+
+/* ---- other tokens -------------------------------------------------------------------- */
+/* A B_VARCHAR inside [p, e): UTF-8 into out (n bytes max). Returns the next
+ * position or NULL when it overruns. */
+static const uint8_t *bvarchar(const uint8_t *p, const uint8_t *e, bool us, char *out,
+                               size_t outn) {
+    size_t need = us ? 2 : 1;
+    if ((size_t)(e - p) < need) return NULL;
+    uint32_t n = us ? tds_u16(p) : p[0];
+    p += need;
+    if ((size_t)(e - p) < (size_t)n * 2) return NULL;
+    if (out) {
+        size_t o = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t u = tds_u16(p + 2 * i);
+            if (u < 0x80) {
+                if (o + 1 < outn) out[o++] = (char)u;
+            } else if (u < 0x800) {
+                if (o + 2 < outn) {
+                    out[o++] = (char)(0xC0 | (u >> 6));
+                    out[o++] = (char)(0x80 | (u & 0x3F));
+                }
+            } else if (o + 3 < outn) {
+                if (u >= 0xD800 && u <= 0xDFFF) u = 0xFFFD; /* names: BMP is enough */
+                out[o++] = (char)(0xE0 | (u >> 12));
+                out[o++] = (char)(0x80 | ((u >> 6) & 0x3F));
+                out[o++] = (char)(0x80 | (u & 0x3F));
+            }
+        }
+        if (outn) out[o] = 0;
+    }
+    return p + (size_t)n * 2;
+}
+
+static int read_len16(mcdc_tds_stream *s, const uint8_t **out_p, uint32_t *out_n,
+                      mcdc_error *err) {
+    int rc = mcdc_tds_need(s, 2, err);
+    if (rc != MCDC_OK) return rc;
+    uint32_t n = tds_u16(s->buf + s->pos);
+    rc = mcdc_tds_need(s, 2 + n, err);
+    if (rc != MCDC_OK) return rc;
+    *out_p = s->buf + s->pos + 2;
+    *out_n = n;
+    s->pos += 2 + n;
+    return MCDC_OK;
+}
+
+static int read_message(mcdc_tds_stream *s, uint8_t tok, mcdc_tds_events *ev, mcdc_error *err) {
+    const uint8_t *p;
+    uint32_t n;
+    int rc = read_len16(s, &p, &n, err);
+    if (rc != MCDC_OK) return rc;
+    const uint8_t *e = p + n;
+    if (n < 6) return bad(s, err, "a short ERROR/INFO%s token (%ld bytes)", "", (long)n);
+    int number = (int32_t)tds_u32(p);
+    int state = p[4], klass = p[5];
+    char text[512];
+    const uint8_t *q = bvarchar(p + 6, e, true, text, sizeof text);
+    if (q) q = bvarchar(q, e, false, NULL, 0);
+    if (q) q = bvarchar(q, e, false, NULL, 0);
+    if (q == NULL || e - q < 4) return bad(s, err, "a malformed ERROR/INFO%s token (%ld bytes)", "", (long)n);
+    int line = (int32_t)tds_u32(q);
+    if (tok == TDS_TOK_ERROR && klass > 10) {
+        if (!ev->error) {
+            ev->error = true;
+            ev->number = number;
+            ev->state = state;
+            ev->klass = klass;
+            ev->line = line;
+            snprintf(ev->text, sizeof ev->text, "%s", text);
+        }
+        if (klass >= 20) s->dead = true;
+    } else if (number != 5701 && number != 5703) {
+        mcdc_log(MCDC_LOG_DEBUG, "server message %d: %s", number, text);
+    }
+    return MCDC_OK;
+}
+
+static int read_envchange(mcdc_tds_stream *s, mcdc_tds_events *ev, mcdc_error *err) {
+    const uint8_t *p;
+    uint32_t n;
+    int rc = read_len16(s, &p, &n, err);
+    if (rc != MCDC_OK) return rc;
+    const uint8_t *e = p + n;
+    if (n < 1) return bad(s, err, "an empty ENVCHANGE%s (%ld)", "", 0L);
+    uint8_t type = p[0];
+    switch (type) {
+    case 1:
+        if (!bvarchar(p + 1, e, false, ev->database, sizeof ev->database))
+            return bad(s, err, "a malformed ENVCHANGE%s %ld", "", (long)type);
+        break;
+    case 4: {
+        char v[16];
+        if (!bvarchar(p + 1, e, false, v, sizeof v))
+            return bad(s, err, "a malformed ENVCHANGE%s %ld", "", (long)type);
+        long size = strtol(v, NULL, 10);
+        if (size >= MCDC_TDS_PACKET_BYTES_MIN && size <= MCDC_TDS_PACKET_BYTES_MAX)
+            ev->packet_bytes = (int)size;
+        break;
+    }
+    case 8: /* begin transaction: B_VARBYTE new descriptor */
+        if (n >= 10 && p[1] == 8) ev->txn = tds_u64(p + 2);
+        break;
+    case 9: case 10: case 17: ev->txn = 0; break;
+    default: break;
+    }
+    return MCDC_OK;
+}
+
+int mcdc_tds_read_token(mcdc_tds_stream *s, uint8_t tok, const mcdc_tds_meta *m,
+                        mcdc_tds_events *ev, mcdc_error *err) {
+    (void)m;
+    const uint8_t *p;
+    uint32_t n;
+    int rc;
+    switch (tok) {
+    case TDS_TOK_ERROR: case TDS_TOK_INFO: return read_message(s, tok, ev, err);
+    case TDS_TOK_ENVCHANGE: return read_envchange(s, ev, err);
+    case TDS_TOK_LOGINACK:
+        rc = read_len16(s, &p, &n, err);
+        if (rc != MCDC_OK) return rc;
+        if (n < 10) return bad(s, err, "a short LOGINACK%s (%ld bytes)", "", (long)n);
+        ev->loginack = true;
+        ev->tds_version = ((uint32_t)p[1] << 24) | ((uint32_t)p[2] << 16) |
+                          ((uint32_t)p[3] << 8) | p[4];
+        return MCDC_OK;
+    case TDS_TOK_DONE: case TDS_TOK_DONEPROC: case TDS_TOK_DONEINPROC:
+        rc = mcdc_tds_need(s, 12, err);
+        if (rc != MCDC_OK) return rc;
+        ev->done_status = tds_u16(s->buf + s->pos);
+        ev->done_rows = tds_u64(s->buf + s->pos + 4);
+        s->pos += 12;
+        return MCDC_OK;
+    case TDS_TOK_RETURNSTATUS: return skip_n(s, 4, err);
+    case TDS_TOK_ORDER: case TDS_TOK_COLINFO: case TDS_TOK_TABNAME: case TDS_TOK_SSPI:
+        return read_len16(s, &p, &n, err);
+    case TDS_TOK_SESSIONSTATE: case TDS_TOK_FEDAUTHINFO:
+        rc = mcdc_tds_need(s, 4, err);
+        if (rc != MCDC_OK) return rc;
+        n = tds_u32(s->buf + s->pos);
+        s->pos += 4;
+        return skip_n(s, n, err);
+    case TDS_TOK_FEATUREEXTACK:
+        for (;;) {
+            rc = mcdc_tds_need(s, 1, err);
+            if (rc != MCDC_OK) return rc;
+            if (s->buf[s->pos] == 0xFF) {
+                s->pos++;
+                return MCDC_OK;
+            }
+            rc = mcdc_tds_need(s, 5, err);
+            if (rc != MCDC_OK) return rc;
+            n = tds_u32(s->buf + s->pos + 1);
+            s->pos += 5;
+            if ((rc = skip_n(s, n, err)) != MCDC_OK) return rc;
+        }
+    case TDS_TOK_RETURNVALUE: {
+        rc = mcdc_tds_need(s, 2, err);
+        if (rc != MCDC_OK) return rc;
+        s->pos += 2;
+        if ((rc = skip_bvarchar(s, err)) != MCDC_OK) return rc;
+        rc = mcdc_tds_need(s, 1 + 4 + 2 + 1, err);
+        if (rc != MCDC_OK) return rc;
+        mcdc_tds_col tc;
+        memset(&tc, 0, sizeof tc);
+        tc.type = s->buf[s->pos + 7];
+        s->pos += 8;
+        rc = read_type_info(s, &tc, false, err);
+        if (rc != MCDC_OK) return rc;
+        return skip_value(s, &tc, err);
+    }
+    default:
+        return bad(s, err, "unexpected token%s 0x%02lX", "", (long)tok);
+    }
+}
