@@ -394,6 +394,7 @@ static int ensure_table(mcdc_table *t, mcdc_schema *ours, const mcdc_table_props
     if (rc) return rc;
     if (s == NULL) {
         if (l->exists) return layout_moved(t, "the table was dropped", err);
+        bool skipped = false;
         char **keys, **values;
         size_t n;
         rc = split_config(props, &keys, &values, &n, err);
@@ -417,11 +418,14 @@ static int ensure_table(mcdc_table *t, mcdc_schema *ours, const mcdc_table_props
             co.physical_names = l->mapped ? (const char *const *)l->phys : NULL;
             mcdc_delta_commit_result res;
             rc = mcdc_delta_create(&res, t->dt, &co, err);
-            if (rc == MCDC_OK && res.skipped && l->mapped)
-                rc = layout_moved(t, "another writer created the table", err);
+            skipped = rc == MCDC_OK && res.skipped;
         }
         free_config(keys, values, n);
-        return rc;
+        if (rc || !skipped) return rc;
+        /* A concurrent creator won: hold our files against its table. */
+        rc = load_latest(&s, t, err);
+        if (rc) return rc;
+        if (s == NULL) return layout_moved(t, "the table was dropped", err);
     }
     mcdc_schema *theirs = NULL;
     mcdc_delta_field_meta *meta = NULL;
@@ -432,7 +436,9 @@ static int ensure_table(mcdc_table *t, mcdc_schema *ours, const mcdc_table_props
         return rc;
     }
     if (mapped != l->mapped)
-        rc = layout_moved(t, mapped ? "column mapping was enabled" : "the table was recreated",
+        rc = layout_moved(t,
+                          mapped ? "the table is (now) column-mapped"
+                                 : "the table is (now) without column mapping",
                           err);
     int64_t next_id = mapped && rc == MCDC_OK ? max_column_id(s, theirs, meta) : 0;
     mcdc_delta_snapshot_free(s);
