@@ -149,10 +149,8 @@ static int put_action(mcdc_buf *b, const char *kind, json_t *body, mcdc_error *e
     }
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
-    if (s == NULL)
-        return mcdc_error_set(err, MCDC_E_INVALID,
-                              "cannot serialize a %s action (a string is not valid UTF-8?)",
-                              kind);
+    if (s == NULL) /* its strings were checked when set: out of memory */
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory serializing a %s action", kind);
     int rc = mcdc_buf_append_str(b, s, err);
     free(s);
     if (!rc) rc = mcdc_buf_append_byte(b, '\n', err);
@@ -257,9 +255,12 @@ static int file_action(mcdc_buf *b, const mcdc_delta_file *f, bool is_add, mcdc_
     mcdc_free(esc);
     if (bad) {
         json_decref(o);
-        return mcdc_error_set(err, MCDC_E_INVALID,
-                              "%s %s: a string is not valid UTF-8 (or out of memory)", what,
-                              f->path);
+        char label[512];
+        snprintf(label, sizeof label, "the %s action of %s", what, f->path);
+        return mcdc_delta__json_fail(err,
+                                     mcdc_delta__utf8_ok(f->path) &&
+                                         mcdc_delta__utf8_ok(f->stats_json),
+                                     label);
     }
     return put_action(b, what, o, err);
 }
@@ -491,8 +492,12 @@ int mcdc_delta_create(mcdc_delta_commit_result *out, mcdc_delta_table *t,
             rc = check_existing(out, t, o->schema, err); /* a concurrent creator won */
         } else if (rc == MCDC_OK) {
             out->version = 0;
-            rc = refresh_cache(t, err); /* read back what we wrote */
-            if (!rc) MCDC_ASSERT(mcdc_delta_snapshot_version(t->latest) >= 0);
+            mcdc_error re = MCDC_ERROR_INIT; /* version 0 stands (see append) */
+            if (refresh_cache(t, &re) == MCDC_OK)
+                MCDC_ASSERT(mcdc_delta_snapshot_version(t->latest) >= 0);
+            else
+                mcdc_log(MCDC_LOG_WARN, "table %s version 0 is created; reading it back "
+                         "failed: %s", t->storage->root, re.message);
         }
     }
     mcdc_buf_free(&b);
@@ -708,8 +713,10 @@ static int build_append(mcdc_buf *b, mcdc_delta_table *t, const mcdc_delta_appen
     }
     if (bad) {
         json_decref(ci);
-        return mcdc_error_set(err, MCDC_E_INVALID,
-                              "commitInfo: a string is not valid UTF-8 (or out of memory)");
+        return mcdc_delta__json_fail(err,
+                                     mcdc_delta__utf8_ok(o->operation) &&
+                                         mcdc_delta__utf8_ok(o->user_metadata),
+                                     "commitInfo");
     }
     int rc = put_action(b, "commitInfo", ci, err);
     if (!rc && o->schema) rc = evolution_actions(b, t, o, base, err);
@@ -814,13 +821,19 @@ int mcdc_delta_append(mcdc_delta_commit_result *out, mcdc_delta_table *t,
         rc = mcdc_storage_put_if_absent(t->storage, key, b.data, b.len, err);
         if (rc == MCDC_OK) {
             out->version = v;
-            rc = refresh_cache(t, err); /* read back our own commit */
-            if (rc == MCDC_OK) {
+            /* Read back our own commit. The commit is durable now: failing to
+             * re-read it (out of memory, I/O) must not report it as not made,
+             * or the caller would delete the data files it references. */
+            mcdc_error re = MCDC_ERROR_INIT;
+            if (refresh_cache(t, &re) == MCDC_OK) {
                 MCDC_ASSERT(mcdc_delta_snapshot_version(t->latest) >= v);
                 MCDC_ASSERT(o->app_id == NULL ||
                             mcdc_delta_snapshot_txn_version(t->latest, o->app_id) >=
                                 o->txn_version);
                 maybe_checkpoint(t, v);
+            } else {
+                mcdc_log(MCDC_LOG_WARN, "table %s version %lld is committed; reading it back "
+                         "failed: %s", t->storage->root, (long long)v, re.message);
             }
             break;
         }

@@ -33,6 +33,31 @@ bool mcdc_delta_schema_needs_ntz(const mcdc_schema *s) {
     return false;
 }
 
+bool mcdc_delta__utf8_ok(const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (p && *p) {
+        unsigned c = *p++;
+        int more;
+        unsigned min, cp;
+        if (c < 0x80) continue;
+        if ((c & 0xE0) == 0xC0) more = 1, min = 0x80, cp = c & 0x1F;
+        else if ((c & 0xF0) == 0xE0) more = 2, min = 0x800, cp = c & 0x0F;
+        else if ((c & 0xF8) == 0xF0) more = 3, min = 0x10000, cp = c & 0x07;
+        else return false;
+        for (; more > 0; more--, p++) {
+            if ((*p & 0xC0) != 0x80) return false;
+            cp = (cp << 6) | (*p & 0x3Fu);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    }
+    return true;
+}
+
+int mcdc_delta__json_fail(mcdc_error *err, bool utf8_ok, const char *what) {
+    if (utf8_ok) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory building %s", what);
+    return mcdc_error_set(err, MCDC_E_INVALID, "%s: a string is not valid UTF-8", what);
+}
+
 bool mcdc_delta_name_needs_column_mapping(const char *name) {
     return strpbrk(name, " ,;{}()\n\t=") != NULL;
 }
@@ -101,10 +126,13 @@ int mcdc_delta_schema_to_json_mapped(char **out_json, const mcdc_schema *s,
         json_decref(meta);
         json_decref(fo);
         if (bad) {
-            rc = mcdc_error_set(err, MCDC_E_INVALID,
-                                "column %d: the name or comment is not valid UTF-8 (or out of "
-                                "memory)",
-                                (int)i);
+            char what[64];
+            snprintf(what, sizeof what, "the schema (column %d's name or comment)", (int)i);
+            rc = mcdc_delta__json_fail(err,
+                                       mcdc_delta__utf8_ok(f->name) &&
+                                           mcdc_delta__utf8_ok(comments ? comments[i] : NULL) &&
+                                           (physical == NULL || mcdc_delta__utf8_ok(physical[i])),
+                                       what);
             goto done;
         }
     }
