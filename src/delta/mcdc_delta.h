@@ -168,7 +168,9 @@ typedef struct mcdc_delta_append_opts {
  * MCDC_E_CONFLICT; a winner's txn for our app_id re-applies the skip rule;
  * anything else (their adds) is retried at the next version, at most
  * MCDC_DELTA_COMMIT_RETRIES_MAX times. A checkpoint is attempted when the
- * new version is a multiple of delta.checkpointInterval (default 10). */
+ * new version is a multiple of delta.checkpointInterval (default 10).
+ * Once the commit file is published the result is MCDC_OK: reading it back
+ * or the checkpoint failing afterwards is only logged. */
 int mcdc_delta_append(mcdc_delta_commit_result *out, mcdc_delta_table *t,
                       const mcdc_delta_append_opts *opts, mcdc_error *err);
 
