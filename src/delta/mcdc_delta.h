@@ -19,6 +19,15 @@
  *
  * Versions written: protocol (1,2) by default, (3,7) with readerFeatures and
  * writerFeatures ["timestampNtz"] when the schema has a timestamp_ntz column.
+ * Column mapping (formats.md A9), mode "name" only: a table created with the
+ * configuration delta.columnMapping.mode=name gets protocol (2,5), or (3,7)
+ * with "columnMapping" in both feature lists when timestamp_ntz is needed
+ * too; every field carries delta.columnMapping.id (1..n) and
+ * delta.columnMapping.physicalName ("col-<uuid>" unless the caller names
+ * it), and the configuration delta.columnMapping.maxColumnId. On such a
+ * table the caller writes Parquet columns and statistics under the physical
+ * names (mcdc_delta_field_meta); schema evolution gives new columns the next
+ * ids and bumps maxColumnId.
  * Versions read: reader 1, 2 (column mapping mode "name" or "none") and 3
  * with features timestampNtz, columnMapping, deletionVectors (only while no
  * live file carries a deletion vector), vacuumProtocolCheck, v2Checkpoint.
@@ -26,7 +35,7 @@
  * with sidecars). When the JSON commits since version 0 are all present, an
  * unreadable checkpoint is replayed around (with a warning).
  * Writes are refused on tables using features we cannot honour (column
- * mapping, invariants, CHECK constraints, generated or identity columns,
+ * mapping mode "id", invariants, CHECK constraints, generated or identity columns,
  * unknown writer features).
  */
 #ifndef MCDC_DELTA_H
@@ -105,8 +114,11 @@ typedef struct mcdc_delta_create_opts {
     const char *name;                 /* optional metaData.name */
     const char *description;          /* optional */
     const char *user_metadata;        /* optional commitInfo.userMetadata */
+    /* Used when the configuration sets delta.columnMapping.mode=name: NULL,
+     * or schema->n_fields physical names (a NULL entry = "col-<uuid>"). */
+    const char *const *physical_names;
 } mcdc_delta_create_opts;
-#define MCDC_DELTA_CREATE_OPTS_INIT {MCDC_DELTA_CREATE_OPTS_VERSION, NULL, NULL, NULL, NULL, 0, NULL, NULL, NULL}
+#define MCDC_DELTA_CREATE_OPTS_INIT {MCDC_DELTA_CREATE_OPTS_VERSION, NULL, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL}
 
 typedef struct mcdc_delta_commit_result {
     int64_t version;  /* the version written, or the one that made us skip */
@@ -140,8 +152,12 @@ typedef struct mcdc_delta_append_opts {
     const mcdc_schema *schema;      /* NULL, or the evolved schema: the current
                                        columns unchanged plus new nullable ones */
     const char *const *field_comments; /* for schema: NULL or n_fields entries */
+    /* For schema on a column-mapped table: NULL or n_fields physical names
+     * for the new columns (entries of existing columns are ignored; NULL =
+     * "col-<uuid>"). The data files must use them. */
+    const char *const *physical_names;
 } mcdc_delta_append_opts;
-#define MCDC_DELTA_APPEND_OPTS_INIT {MCDC_DELTA_APPEND_OPTS_VERSION, NULL, 0, NULL, 0, NULL, -1, NULL, NULL, NULL, NULL, NULL}
+#define MCDC_DELTA_APPEND_OPTS_INIT {MCDC_DELTA_APPEND_OPTS_VERSION, NULL, 0, NULL, 0, NULL, -1, NULL, NULL, NULL, NULL, NULL, NULL}
 
 /* One commit: [commitInfo] [metaData if the schema evolves] add* remove* [txn].
  * Exactly once: when app_id is set and the table's txn for it is already
@@ -152,7 +168,9 @@ typedef struct mcdc_delta_append_opts {
  * MCDC_E_CONFLICT; a winner's txn for our app_id re-applies the skip rule;
  * anything else (their adds) is retried at the next version, at most
  * MCDC_DELTA_COMMIT_RETRIES_MAX times. A checkpoint is attempted when the
- * new version is a multiple of delta.checkpointInterval (default 10). */
+ * new version is a multiple of delta.checkpointInterval (default 10).
+ * Once the commit file is published the result is MCDC_OK: reading it back
+ * or the checkpoint failing afterwards is only logged. */
 int mcdc_delta_append(mcdc_delta_commit_result *out, mcdc_delta_table *t,
                       const mcdc_delta_append_opts *opts, mcdc_error *err);
 
@@ -179,11 +197,14 @@ const char *mcdc_delta_snapshot_schema_string(const mcdc_delta_snapshot *s);
 const char *mcdc_delta_snapshot_config(const mcdc_delta_snapshot *s, const char *key);
 size_t mcdc_delta_snapshot_partition_column_count(const mcdc_delta_snapshot *s);
 /* The schema as an mcdc_schema (flat tables only: nested types are
- * MCDC_E_UNSUPPORTED); *out_meta (optional) gets per-field comment and
- * physical name, free it with mcdc_delta_field_meta_free. */
+ * MCDC_E_UNSUPPORTED); *out_meta (optional) gets per-field comment,
+ * physical name and column id, free it with mcdc_delta_field_meta_free. */
 typedef struct mcdc_delta_field_meta mcdc_delta_field_meta;
 int mcdc_delta_snapshot_schema(mcdc_schema **out, mcdc_delta_field_meta **out_meta,
                                const mcdc_delta_snapshot *s, mcdc_error *err);
+/* True when the table uses column mapping mode "name": data files and
+ * statistics use the physical names of mcdc_delta_field_meta. */
+bool mcdc_delta_snapshot_column_mapping(const mcdc_delta_snapshot *s);
 /* Live data files, sorted by path. Borrowed. */
 size_t mcdc_delta_snapshot_file_count(const mcdc_delta_snapshot *s);
 const mcdc_delta_file *mcdc_delta_snapshot_file(const mcdc_delta_snapshot *s, size_t i);
@@ -236,6 +257,7 @@ int mcdc_delta_checkpoint(mcdc_delta_table *t, int64_t version, mcdc_error *err)
 struct mcdc_delta_field_meta {
     char *comment;       /* owned; "comment" key of the field metadata, or NULL */
     char *physical_name; /* owned; delta.columnMapping.physicalName, or NULL */
+    int64_t column_id;   /* delta.columnMapping.id, 0 when absent */
 };
 void mcdc_delta_field_meta_free(mcdc_delta_field_meta *m, int32_t n_fields);
 
@@ -243,6 +265,17 @@ void mcdc_delta_field_meta_free(mcdc_delta_field_meta *m, int32_t n_fields);
  * n_fields entries (each NULL = none). *out_json owned by the caller. */
 int mcdc_delta_schema_to_json(char **out_json, const mcdc_schema *s,
                               const char *const *comments, mcdc_error *err);
+/* The same with column mapping metadata: ids and physical are NULL or
+ * n_fields entries (an id <= 0 or a NULL name leaves that key out). */
+int mcdc_delta_schema_to_json_mapped(char **out_json, const mcdc_schema *s,
+                                     const char *const *comments, const int64_t *ids,
+                                     const char *const *physical, mcdc_error *err);
+/* True when a column name holds a character Delta allows only with column
+ * mapping: space, tab, newline or ,;{}()= (reference §2.3.2). */
+bool mcdc_delta_name_needs_column_mapping(const char *name);
+/* A new physical name "col-<uuid v4>" into out. */
+#define MCDC_DELTA_PHYSICAL_NAME_LEN 41
+void mcdc_delta_physical_name_new(char out[MCDC_DELTA_PHYSICAL_NAME_LEN]);
 /* Parses a schemaString into a new schema (one reference, unref it). Nested
  * types are MCDC_E_UNSUPPORTED; out_meta optional (n_fields entries). */
 int mcdc_delta_schema_from_json(mcdc_schema **out, mcdc_delta_field_meta **out_meta,

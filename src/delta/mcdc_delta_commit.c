@@ -149,10 +149,8 @@ static int put_action(mcdc_buf *b, const char *kind, json_t *body, mcdc_error *e
     }
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
-    if (s == NULL)
-        return mcdc_error_set(err, MCDC_E_INVALID,
-                              "cannot serialize a %s action (a string is not valid UTF-8?)",
-                              kind);
+    if (s == NULL) /* its strings were checked when set: out of memory */
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory serializing a %s action", kind);
     int rc = mcdc_buf_append_str(b, s, err);
     free(s);
     if (!rc) rc = mcdc_buf_append_byte(b, '\n', err);
@@ -257,52 +255,91 @@ static int file_action(mcdc_buf *b, const mcdc_delta_file *f, bool is_add, mcdc_
     mcdc_free(esc);
     if (bad) {
         json_decref(o);
-        return mcdc_error_set(err, MCDC_E_INVALID,
-                              "%s %s: a string is not valid UTF-8 (or out of memory)", what,
-                              f->path);
+        char label[512];
+        snprintf(label, sizeof label, "the %s action of %s", what, f->path);
+        return mcdc_delta__json_fail(err,
+                                     mcdc_delta__utf8_ok(f->path) &&
+                                         mcdc_delta__utf8_ok(f->stats_json),
+                                     label);
     }
     return put_action(b, what, o, err);
 }
 
-static const char *const legacy_w2_features[] = {"appendOnly", "invariants"};
+static bool list_has(const json_t *list, const char *name) {
+    size_t i;
+    json_t *f;
+    json_array_foreach(list, i, f) {
+        if (json_is_string(f) && strcmp(json_string_value(f), name) == 0) return true;
+    }
+    return false;
+}
 
-/* A protocol that can hold a schema with timestamp_ntz (upgrading `from`,
- * NULL when creating). New reference. */
-static json_t *protocol_for(const json_t *from, bool ntz) {
-    if (from && !ntz) return json_deep_copy(from);
+static bool protocol_has_ntz(const json_t *p) {
+    return json_integer_value(json_object_get(p, "minReaderVersion")) >= 3 &&
+           list_has(json_object_get(p, "readerFeatures"), "timestampNtz");
+}
+
+static bool protocol_has_cm(const json_t *p) {
+    json_int_t r = json_integer_value(json_object_get(p, "minReaderVersion"));
+    json_int_t w = json_integer_value(json_object_get(p, "minWriterVersion"));
+    if (r == 2 && w >= 5) return true;
+    return r >= 3 && list_has(json_object_get(p, "readerFeatures"), "columnMapping");
+}
+
+static int add_feature(json_t *list, const char *name) {
+    if (list_has(list, name)) return 0;
+    return json_array_append_new(list, json_string(name));
+}
+
+/* Writer features a legacy writer version implies (Spark lists them when
+ * moving a table to writer version 7). */
+static const struct {
+    int w;
+    const char *name;
+} legacy_writer_features[] = {
+    {2, "appendOnly"},       {2, "invariants"},       {3, "checkConstraints"},
+    {4, "changeDataFeed"},   {4, "generatedColumns"}, {5, "columnMapping"},
+};
+
+/* A protocol that can hold a schema with timestamp_ntz (ntz) and column
+ * mapping (cm), upgrading `from` (NULL when creating). Without ntz a legacy
+ * version suffices ((1,2), or (2,5) for column mapping); with it, (3,7) and
+ * table features. New reference. */
+static json_t *protocol_for(const json_t *from, bool ntz, bool cm) {
+    if (from && (!ntz || protocol_has_ntz(from)) && (!cm || protocol_has_cm(from)))
+        return json_deep_copy(from);
     int64_t r = from ? (int64_t)json_integer_value(json_object_get(from, "minReaderVersion")) : 1;
     int64_t w = from ? (int64_t)json_integer_value(json_object_get(from, "minWriterVersion")) : 2;
-    if (!ntz) {
-        json_t *p = json_object();
-        bool bad = false;
-        set(p, "minReaderVersion", json_integer(1), &bad);
-        set(p, "minWriterVersion", json_integer(2), &bad);
+    bool bad = false;
+    json_t *p = json_object();
+    if (p == NULL) return NULL;
+    if (!ntz && r < 3 && w < 7) {
+        set(p, "minReaderVersion", json_integer(cm && r < 2 ? 2 : r), &bad);
+        set(p, "minWriterVersion", json_integer(cm && w < 5 ? 5 : w), &bad);
         if (bad) {
             json_decref(p);
             return NULL;
         }
         return p;
     }
-    json_t *p = json_object();
     json_t *rf = (from && r == 3) ? json_deep_copy(json_object_get(from, "readerFeatures"))
                                   : json_array();
     json_t *wf = (from && w == 7) ? json_deep_copy(json_object_get(from, "writerFeatures"))
                                   : json_array();
-    bool bad = p == NULL || rf == NULL || wf == NULL;
-    /* Writer version 7 lists every writer feature: keep the legacy W2 ones
-     * (appendOnly, invariants) as Spark does. Spark counts a NOT NULL column
-     * as an invariant and refuses a (3,7) table whose writerFeatures lack
-     * "invariants" while its schema has one. */
-    if (!bad && w < 7)
-        for (size_t i = 0; i < 2; i++) bad |= json_array_append_new(wf, json_string(legacy_w2_features[i])) != 0;
-    for (int k = 0; k < 2 && !bad; k++) {
-        json_t *list = k ? wf : rf;
-        bool has = false;
-        size_t i;
-        json_t *f;
-        json_array_foreach(list, i, f) has |= json_is_string(f) && strcmp(json_string_value(f), "timestampNtz") == 0;
-        if (!has) bad = json_array_append_new(list, json_string("timestampNtz")) != 0;
-    }
+    bad = rf == NULL || wf == NULL;
+    /* Writer version 7 lists every writer feature: keep the legacy ones
+     * (appendOnly, invariants, ...) as Spark does. Spark counts a NOT NULL
+     * column as an invariant and refuses a (3,7) table whose writerFeatures
+     * lack "invariants" while its schema has one. */
+    for (size_t i = 0; !bad && w < 7 && i < sizeof legacy_writer_features /
+                                                 sizeof legacy_writer_features[0]; i++)
+        if (legacy_writer_features[i].w <= w)
+            bad = add_feature(wf, legacy_writer_features[i].name) != 0;
+    if (!bad && r == 2) bad = add_feature(rf, "columnMapping") != 0;
+    if (!bad && cm) bad = add_feature(rf, "columnMapping") || add_feature(wf, "columnMapping");
+    bool had_ntz = from && protocol_has_ntz(from);
+    if (!bad && (ntz || had_ntz))
+        bad = add_feature(rf, "timestampNtz") || add_feature(wf, "timestampNtz");
     if (!bad) {
         set(p, "minReaderVersion", json_integer(3), &bad);
         set(p, "minWriterVersion", json_integer(7), &bad);
@@ -318,16 +355,6 @@ static json_t *protocol_for(const json_t *from, bool ntz) {
         return NULL;
     }
     return p;
-}
-
-static bool protocol_has_ntz(const json_t *p) {
-    if (json_integer_value(json_object_get(p, "minReaderVersion")) < 3) return false;
-    size_t i;
-    json_t *f;
-    json_array_foreach(json_object_get(p, "readerFeatures"), i, f) {
-        if (json_is_string(f) && strcmp(json_string_value(f), "timestampNtz") == 0) return true;
-    }
-    return false;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -366,8 +393,41 @@ int mcdc_delta_create(mcdc_delta_commit_result *out, mcdc_delta_table *t,
     if (rc) return rc;
     if (latest >= 0) return check_existing(out, t, o->schema, err);
 
+    const char *cm_mode = NULL;
+    for (size_t i = 0; i < o->n_config; i++)
+        if (strcmp(o->config_keys[i], "delta.columnMapping.mode") == 0)
+            cm_mode = o->config_values[i];
+    bool cm = cm_mode && strcmp(cm_mode, "name") == 0;
+    if (cm_mode && !cm && strcmp(cm_mode, "none") != 0)
+        return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
+                              "create %s: column mapping mode \"%s\" cannot be written (only "
+                              "\"name\")",
+                              t->storage->root, cm_mode);
     char *schema_json = NULL;
-    rc = mcdc_delta_schema_to_json(&schema_json, o->schema, o->field_comments, err);
+    if (cm) {
+        int32_t n = o->schema->n_fields;
+        int64_t *ids = mcdc_calloc((size_t)n, sizeof *ids);
+        char (*gen)[MCDC_DELTA_PHYSICAL_NAME_LEN] = mcdc_calloc((size_t)n, sizeof *gen);
+        const char **phys = mcdc_calloc((size_t)n, sizeof *phys);
+        if (ids == NULL || gen == NULL || phys == NULL)
+            rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        for (int32_t i = 0; rc == MCDC_OK && i < n; i++) {
+            ids[i] = i + 1;
+            phys[i] = o->physical_names ? o->physical_names[i] : NULL;
+            if (phys[i] == NULL) {
+                mcdc_delta_physical_name_new(gen[i]);
+                phys[i] = gen[i];
+            }
+        }
+        if (rc == MCDC_OK)
+            rc = mcdc_delta_schema_to_json_mapped(&schema_json, o->schema, o->field_comments,
+                                                  ids, phys, err);
+        mcdc_free(ids);
+        mcdc_free(gen);
+        mcdc_free(phys);
+    } else {
+        rc = mcdc_delta_schema_to_json(&schema_json, o->schema, o->field_comments, err);
+    }
     if (rc) return rc;
     mcdc_buf b = {0};
     b.limit = MCDC_DELTA_COMMIT_BYTES_MAX;
@@ -378,7 +438,7 @@ int mcdc_delta_create(mcdc_delta_commit_result *out, mcdc_delta_table *t,
         set(params, "partitionBy", json_string("[]"), &bad);
     }
     json_t *ci = commit_info_new("CREATE TABLE", params, o->user_metadata, true, -1, &bad);
-    json_t *proto = protocol_for(NULL, mcdc_delta_schema_needs_ntz(o->schema));
+    json_t *proto = protocol_for(NULL, mcdc_delta_schema_needs_ntz(o->schema), cm);
     json_t *md = json_object();
     json_t *fmt = json_object();
     json_t *conf = json_object();
@@ -390,6 +450,11 @@ int mcdc_delta_create(mcdc_delta_commit_result *out, mcdc_delta_table *t,
         set(fmt, "options", json_object(), &bad);
         for (size_t i = 0; i < o->n_config; i++)
             set(conf, o->config_keys[i], json_string(o->config_values[i]), &bad);
+        if (cm) {
+            char max_id[24];
+            snprintf(max_id, sizeof max_id, "%d", (int)o->schema->n_fields);
+            set(conf, "delta.columnMapping.maxColumnId", json_string(max_id), &bad);
+        }
         set(md, "id", json_string(uuid), &bad);
         if (o->name) set(md, "name", json_string(o->name), &bad);
         if (o->description) set(md, "description", json_string(o->description), &bad);
@@ -427,8 +492,12 @@ int mcdc_delta_create(mcdc_delta_commit_result *out, mcdc_delta_table *t,
             rc = check_existing(out, t, o->schema, err); /* a concurrent creator won */
         } else if (rc == MCDC_OK) {
             out->version = 0;
-            rc = refresh_cache(t, err); /* read back what we wrote */
-            if (!rc) MCDC_ASSERT(mcdc_delta_snapshot_version(t->latest) >= 0);
+            mcdc_error re = MCDC_ERROR_INIT; /* version 0 stands (see append) */
+            if (refresh_cache(t, &re) == MCDC_OK)
+                MCDC_ASSERT(mcdc_delta_snapshot_version(t->latest) >= 0);
+            else
+                mcdc_log(MCDC_LOG_WARN, "table %s version 0 is created; reading it back "
+                         "failed: %s", t->storage->root, re.message);
         }
     }
     mcdc_buf_free(&b);
@@ -516,6 +585,54 @@ static int absorb_winners(append_ctx *c, mcdc_delta_table *t, int64_t *skip_vers
     }
 }
 
+/* The evolved schemaString of a column-mapped table: existing columns keep
+ * their id and physical name, new ones get the next ids and the caller's
+ * physical names (or new ones); *max_id gets the new maxColumnId. */
+static int mapped_schema_json(char **out, int64_t *max_id, mcdc_delta_table *t,
+                              const mcdc_delta_append_opts *o, mcdc_error *err) {
+    mcdc_schema *cur = NULL;
+    mcdc_delta_field_meta *meta = NULL;
+    int rc = mcdc_delta_snapshot_schema(&cur, &meta, t->latest, err);
+    if (rc) return rc;
+    int64_t max = 0;
+    const char *mc = mcdc_delta_snapshot_config(t->latest, "delta.columnMapping.maxColumnId");
+    if (mc && mcdc_parse_i64(mc, &max) != MCDC_OK) max = 0;
+    for (int32_t j = 0; j < cur->n_fields; j++)
+        if (meta[j].column_id > max) max = meta[j].column_id;
+    int32_t n = o->schema->n_fields;
+    int64_t *ids = mcdc_calloc((size_t)n, sizeof *ids);
+    char (*gen)[MCDC_DELTA_PHYSICAL_NAME_LEN] = mcdc_calloc((size_t)n, sizeof *gen);
+    const char **phys = mcdc_calloc((size_t)n, sizeof *phys);
+    const char **comments = mcdc_calloc((size_t)n, sizeof *comments);
+    if (ids == NULL || gen == NULL || phys == NULL || comments == NULL)
+        rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    for (int32_t i = 0; rc == MCDC_OK && i < n; i++) {
+        int32_t j = mcdc_schema_find(cur, o->schema->fields[i].name);
+        comments[i] = o->field_comments ? o->field_comments[i] : j >= 0 ? meta[j].comment : NULL;
+        if (j >= 0) {
+            ids[i] = meta[j].column_id;
+            phys[i] = meta[j].physical_name;
+            continue;
+        }
+        ids[i] = ++max;
+        phys[i] = o->physical_names ? o->physical_names[i] : NULL;
+        if (phys[i] == NULL) {
+            mcdc_delta_physical_name_new(gen[i]);
+            phys[i] = gen[i];
+        }
+    }
+    if (rc == MCDC_OK)
+        rc = mcdc_delta_schema_to_json_mapped(out, o->schema, comments, ids, phys, err);
+    *max_id = max;
+    mcdc_free(ids);
+    mcdc_free(gen);
+    mcdc_free(phys);
+    mcdc_free(comments);
+    mcdc_delta_field_meta_free(meta, cur->n_fields);
+    mcdc_schema_unref(cur);
+    return rc;
+}
+
 /* The evolved metaData (and protocol if timestamp_ntz appears). */
 static int evolution_actions(mcdc_buf *b, mcdc_delta_table *t, const mcdc_delta_append_opts *o,
                              const mcdc_schema *base, mcdc_error *err) {
@@ -541,17 +658,27 @@ static int evolution_actions(mcdc_buf *b, mcdc_delta_table *t, const mcdc_delta_
                                       t->storage->root, f->name, base->fields[j].name);
     }
     char *schema_json;
-    int rc = mcdc_delta_schema_to_json(&schema_json, o->schema, o->field_comments, err);
+    int64_t max_id = 0;
+    bool cm = mcdc_delta_snapshot_column_mapping(t->latest);
+    int rc = cm ? mapped_schema_json(&schema_json, &max_id, t, o, err)
+                : mcdc_delta_schema_to_json(&schema_json, o->schema, o->field_comments, err);
     if (rc) return rc;
     const json_t *cur_proto = mcdc_delta__snapshot_protocol_json(t->latest);
     if (mcdc_delta_schema_needs_ntz(o->schema) && !protocol_has_ntz(cur_proto)) {
-        json_t *p = protocol_for(cur_proto, true);
+        json_t *p = protocol_for(cur_proto, true, false);
         if (p == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
         else rc = put_action(b, "protocol", p, err);
     }
     json_t *md = json_deep_copy(mcdc_delta__snapshot_metadata_json(t->latest));
     bool bad = md == NULL;
     if (!bad) set(md, "schemaString", json_string(schema_json), &bad);
+    if (!bad && cm) {
+        json_t *conf = json_object_get(md, "configuration");
+        char buf[24];
+        snprintf(buf, sizeof buf, "%lld", (long long)max_id);
+        if (!json_is_object(conf)) set(md, "configuration", conf = json_object(), &bad);
+        if (!bad) set(conf, "delta.columnMapping.maxColumnId", json_string(buf), &bad);
+    }
     mcdc_free(schema_json);
     if (bad) {
         json_decref(md);
@@ -586,8 +713,10 @@ static int build_append(mcdc_buf *b, mcdc_delta_table *t, const mcdc_delta_appen
     }
     if (bad) {
         json_decref(ci);
-        return mcdc_error_set(err, MCDC_E_INVALID,
-                              "commitInfo: a string is not valid UTF-8 (or out of memory)");
+        return mcdc_delta__json_fail(err,
+                                     mcdc_delta__utf8_ok(o->operation) &&
+                                         mcdc_delta__utf8_ok(o->user_metadata),
+                                     "commitInfo");
     }
     int rc = put_action(b, "commitInfo", ci, err);
     if (!rc && o->schema) rc = evolution_actions(b, t, o, base, err);
@@ -692,13 +821,19 @@ int mcdc_delta_append(mcdc_delta_commit_result *out, mcdc_delta_table *t,
         rc = mcdc_storage_put_if_absent(t->storage, key, b.data, b.len, err);
         if (rc == MCDC_OK) {
             out->version = v;
-            rc = refresh_cache(t, err); /* read back our own commit */
-            if (rc == MCDC_OK) {
+            /* Read back our own commit. The commit is durable now: failing to
+             * re-read it (out of memory, I/O) must not report it as not made,
+             * or the caller would delete the data files it references. */
+            mcdc_error re = MCDC_ERROR_INIT;
+            if (refresh_cache(t, &re) == MCDC_OK) {
                 MCDC_ASSERT(mcdc_delta_snapshot_version(t->latest) >= v);
                 MCDC_ASSERT(o->app_id == NULL ||
                             mcdc_delta_snapshot_txn_version(t->latest, o->app_id) >=
                                 o->txn_version);
                 maybe_checkpoint(t, v);
+            } else {
+                mcdc_log(MCDC_LOG_WARN, "table %s version %lld is committed; reading it back "
+                         "failed: %s", t->storage->root, (long long)v, re.message);
             }
             break;
         }

@@ -80,6 +80,12 @@ int mcdc_delta__check_protocol(const json_t *protocol, const json_t *metadata, b
 char *mcdc_delta__path_escape(const char *path);
 char *mcdc_delta__path_unescape(const char *s);
 
+/* True when s (NULL counts as valid) is well-formed UTF-8 as jansson wants
+ * it: a failed json_string of a valid string means out of memory. */
+bool mcdc_delta__utf8_ok(const char *s);
+/* MCDC_E_INVALID naming `what` when a string is not UTF-8, else NOMEM. */
+int mcdc_delta__json_fail(mcdc_error *err, bool utf8_ok, const char *what);
+
 /* Random version 4 UUID, 36 chars + NUL. */
 void mcdc_delta__uuid(char out[37]);
 

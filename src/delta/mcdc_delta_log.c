@@ -431,14 +431,14 @@ int mcdc_delta__check_protocol(const json_t *protocol, const json_t *metadata, b
     static const char *const write_ok[] = {"appendOnly", "invariants", "timestampNtz",
                                            "domainMetadata", "vacuumProtocolCheck",
                                            "changeDataFeed", "checkConstraints",
-                                           "generatedColumns", "deletionVectors", NULL};
+                                           "generatedColumns", "deletionVectors",
+                                           "columnMapping", NULL};
     if (r > 3)
         return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
                               "%s: minReaderVersion %lld is newer than the 3 we read; use a "
                               "newer mssql-cdc",
                               where, (long long)r);
     json_t *rf = json_object_get(protocol, "readerFeatures");
-    bool column_mapping = r == 2;
     if (r == 3) {
         size_t i;
         json_t *f;
@@ -448,7 +448,6 @@ int mcdc_delta__check_protocol(const json_t *protocol, const json_t *metadata, b
                 return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
                                       "%s: reader feature \"%s\" is not supported by mssql-cdc",
                                       where, name ? name : "(not a string)");
-            if (strcmp(name, "columnMapping") == 0) column_mapping = true;
         }
     }
     const char *mode = config_get(metadata, "delta.columnMapping.mode");
@@ -457,14 +456,10 @@ int mcdc_delta__check_protocol(const json_t *protocol, const json_t *metadata, b
                               "%s: column mapping mode \"%s\" is not supported (only \"name\")",
                               where, mode);
     if (!write) return MCDC_OK;
-    if (column_mapping && mode && strcmp(mode, "name") == 0)
-        return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
-                              "%s: writing to a table with column mapping is not supported",
-                              where);
-    if (w > 7 || w == 5 || w == 6)
+    if (w > 7 || w == 6)
         return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
                               "%s: minWriterVersion %lld is not supported for writing (we "
-                              "write up to 4, and 7 with known features)",
+                              "write up to 5, and 7 with known features)",
                               where, (long long)w);
     if (w == 7) {
         json_t *wf = json_object_get(protocol, "writerFeatures");
@@ -1055,6 +1050,11 @@ size_t mcdc_delta_snapshot_partition_column_count(const mcdc_delta_snapshot *s) 
 int mcdc_delta_snapshot_schema(mcdc_schema **out, mcdc_delta_field_meta **out_meta,
                                const mcdc_delta_snapshot *s, mcdc_error *err) {
     return mcdc_delta_schema_from_json(out, out_meta, mcdc_delta_snapshot_schema_string(s), err);
+}
+
+bool mcdc_delta_snapshot_column_mapping(const mcdc_delta_snapshot *s) {
+    const char *mode = config_get(s->metadata, "delta.columnMapping.mode");
+    return mode != NULL && strcmp(mode, "name") == 0;
 }
 
 size_t mcdc_delta_snapshot_file_count(const mcdc_delta_snapshot *s) { return s->n_live; }

@@ -33,8 +33,49 @@ bool mcdc_delta_schema_needs_ntz(const mcdc_schema *s) {
     return false;
 }
 
+bool mcdc_delta__utf8_ok(const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (p && *p) {
+        unsigned c = *p++;
+        int more;
+        unsigned min, cp;
+        if (c < 0x80) continue;
+        if ((c & 0xE0) == 0xC0) more = 1, min = 0x80, cp = c & 0x1F;
+        else if ((c & 0xF0) == 0xE0) more = 2, min = 0x800, cp = c & 0x0F;
+        else if ((c & 0xF8) == 0xF0) more = 3, min = 0x10000, cp = c & 0x07;
+        else return false;
+        for (; more > 0; more--, p++) {
+            if ((*p & 0xC0) != 0x80) return false;
+            cp = (cp << 6) | (*p & 0x3Fu);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    }
+    return true;
+}
+
+int mcdc_delta__json_fail(mcdc_error *err, bool utf8_ok, const char *what) {
+    if (utf8_ok) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory building %s", what);
+    return mcdc_error_set(err, MCDC_E_INVALID, "%s: a string is not valid UTF-8", what);
+}
+
+bool mcdc_delta_name_needs_column_mapping(const char *name) {
+    return strpbrk(name, " ,;{}()\n\t=") != NULL;
+}
+
+void mcdc_delta_physical_name_new(char out[MCDC_DELTA_PHYSICAL_NAME_LEN]) {
+    char uuid[37];
+    mcdc_delta__uuid(uuid);
+    snprintf(out, MCDC_DELTA_PHYSICAL_NAME_LEN, "col-%s", uuid);
+}
+
 int mcdc_delta_schema_to_json(char **out_json, const mcdc_schema *s,
                               const char *const *comments, mcdc_error *err) {
+    return mcdc_delta_schema_to_json_mapped(out_json, s, comments, NULL, NULL, err);
+}
+
+int mcdc_delta_schema_to_json_mapped(char **out_json, const mcdc_schema *s,
+                                     const char *const *comments, const int64_t *ids,
+                                     const char *const *physical, mcdc_error *err) {
     *out_json = NULL;
     json_t *root = json_object();
     json_t *fields = json_array();
@@ -69,6 +110,12 @@ int mcdc_delta_schema_to_json(char **out_json, const mcdc_schema *s,
             json_t *c = json_string(comments[i]);
             bad = c == NULL || json_object_set_new(meta, "comment", c);
         }
+        if (!bad && ids && ids[i] > 0)
+            bad = json_object_set_new(meta, "delta.columnMapping.id", json_integer(ids[i]));
+        if (!bad && physical && physical[i]) {
+            json_t *pn = json_string(physical[i]);
+            bad = pn == NULL || json_object_set_new(meta, "delta.columnMapping.physicalName", pn);
+        }
         if (!bad)
             bad = json_object_set_new(fo, "name", name) ||
                   json_object_set_new(fo, "type", json_string(tn)) ||
@@ -79,10 +126,13 @@ int mcdc_delta_schema_to_json(char **out_json, const mcdc_schema *s,
         json_decref(meta);
         json_decref(fo);
         if (bad) {
-            rc = mcdc_error_set(err, MCDC_E_INVALID,
-                                "column %d: the name or comment is not valid UTF-8 (or out of "
-                                "memory)",
-                                (int)i);
+            char what[64];
+            snprintf(what, sizeof what, "the schema (column %d's name or comment)", (int)i);
+            rc = mcdc_delta__json_fail(err,
+                                       mcdc_delta__utf8_ok(f->name) &&
+                                           mcdc_delta__utf8_ok(comments ? comments[i] : NULL) &&
+                                           (physical == NULL || mcdc_delta__utf8_ok(physical[i])),
+                                       what);
             goto done;
         }
     }
@@ -215,6 +265,8 @@ int mcdc_delta_schema_from_json(mcdc_schema **out, mcdc_delta_field_meta **out_m
             const char *c = json_string_value(json_object_get(md, "comment"));
             const char *pn =
                 json_string_value(json_object_get(md, "delta.columnMapping.physicalName"));
+            json_t *cid = json_object_get(md, "delta.columnMapping.id");
+            if (json_is_integer(cid)) meta[i].column_id = (int64_t)json_integer_value(cid);
             if ((c && (meta[i].comment = mcdc_strdup(c)) == NULL) ||
                 (pn && (meta[i].physical_name = mcdc_strdup(pn)) == NULL)) {
                 rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");

@@ -13,7 +13,10 @@
  * Status codes: MCDC_E_CONFLICT from put_if_absent means "the key already
  * exists" (a lost race, nothing was written); MCDC_E_NOTFOUND from get/size/
  * delete means the key does not exist. Every other failure is MCDC_E_IO
- * (or MCDC_E_LIMIT / MCDC_E_NOMEM) with the path in the message.
+ * (or MCDC_E_LIMIT / MCDC_E_NOMEM) with the path in the message. A failing
+ * put_if_absent has published nothing: once the object is visible the call
+ * returns MCDC_OK (a later durability step that fails is logged), because a
+ * Delta writer told "failed" deletes the data files the commit names.
  */
 #ifndef MCDC_STORAGE_H
 #define MCDC_STORAGE_H

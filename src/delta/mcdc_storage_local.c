@@ -75,17 +75,28 @@ done:
     return rc;
 }
 
-static int fsync_parent(const char *path, mcdc_error *err) {
-    char *p = mcdc_strdup(path);
-    if (p == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    char *last = strrchr(p, '/');
-    if (last == p) last[1] = 0;
-    else if (last) *last = 0;
+/* The directory holding path ("." when none); owned, NULL when out of memory. */
+static char *parent_dir(const char *path) {
+    const char *last = strrchr(path, '/');
+    if (last == NULL) return mcdc_strdup(".");
+    return mcdc_strndup(path, last == path ? 1 : (size_t)(last - path));
+}
+
+/* Allocates nothing: it runs after a commit is published. */
+static int fsync_dir(const char *dir, mcdc_error *err) {
     int rc = MCDC_OK;
-    int fd = open(last ? p : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0 || fsync(fd) != 0)
-        rc = mcdc_error_set(err, MCDC_E_IO, "cannot fsync directory %s: %s", p, strerror(errno));
+        rc = mcdc_error_set(err, MCDC_E_IO, "cannot fsync directory %s: %s", dir,
+                            strerror(errno));
     if (fd >= 0) close(fd);
+    return rc;
+}
+
+static int fsync_parent(const char *path, mcdc_error *err) {
+    char *p = parent_dir(path);
+    if (p == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    int rc = fsync_dir(p, err);
     mcdc_free(p);
     return rc;
 }
@@ -142,7 +153,11 @@ static int local_put_if_absent(void *self, const char *key, const void *data, si
     int rc = check_key(key, false, err);
     if (rc) return rc;
     char *final = join(ls, key);
-    if (final == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    char *dir = final ? parent_dir(final) : NULL;
+    if (dir == NULL) {
+        mcdc_free(final);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
     char *tmp = NULL;
     rc = write_temp(final, data, n, &tmp, err);
     if (rc == MCDC_OK) {
@@ -157,9 +172,15 @@ static int local_put_if_absent(void *self, const char *key, const void *data, si
                                     strerror(errno));
         }
         unlink(tmp);
-        if (rc == MCDC_OK) rc = fsync_parent(final, err);
+        /* Published: readers see it, so it must not be reported as not
+         * written (a Delta writer would then delete the data files the
+         * commit names). A failed directory fsync is only logged. */
+        mcdc_error fe = MCDC_ERROR_INIT;
+        if (rc == MCDC_OK && fsync_dir(dir, &fe) != MCDC_OK)
+            mcdc_log(MCDC_LOG_WARN, "%s is published but %s", final, fe.message);
     }
     mcdc_free(tmp);
+    mcdc_free(dir);
     mcdc_free(final);
     return rc;
 }

@@ -5,6 +5,7 @@
  */
 #include "mcdc_lake.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -84,9 +85,150 @@ typedef struct {
     char *stats;
 } lake_file;
 
+/* How data files name their columns (formats.md A9). Decided from the table
+ * before the first file is written, checked again at commit. */
+typedef struct {
+    bool decided;
+    bool exists;              /* the table existed when decided */
+    bool mapped;              /* column mapping mode "name" */
+    char **phys;              /* mapped: physical name per column of ours (owned) */
+    int32_t *ids;             /* mapped: column id per column of ours */
+    mcdc_schema *phys_schema; /* mapped: ours under the physical names */
+} lake_layout;
+
+static void layout_clear(lake_layout *l, int32_t n) {
+    for (int32_t i = 0; l->phys && i < n; i++) mcdc_free(l->phys[i]);
+    mcdc_free(l->phys);
+    mcdc_free(l->ids);
+    mcdc_schema_unref(l->phys_schema);
+    memset(l, 0, sizeof *l);
+}
+
+static bool any_needs_mapping(const mcdc_schema *s) {
+    for (int32_t i = 0; i < s->n_fields; i++)
+        if (mcdc_delta_name_needs_column_mapping(s->fields[i].name)) return true;
+    return false;
+}
+
+/* The statement the reference asks for: the table name as the user gave it
+ * (a path as delta.`path`). Owned. */
+static char *alter_statement(const mcdc_table *t) {
+    bool path = strchr(t->name, '/') != NULL || strchr(t->name, ':') != NULL;
+    return mcdc_asprintf("ALTER TABLE %s%s%s SET TBLPROPERTIES ('delta.columnMapping.mode'='name', "
+                         "'delta.minReaderVersion'='2', 'delta.minWriterVersion'='5')",
+                         path ? "delta.`" : "", t->name, path ? "`" : "");
+}
+
+/* An unmapped table receiving a column whose name needs mapping: the
+ * reference's SchemaChangedError (the library never enables it itself). */
+static int needs_alter(const mcdc_table *t, const char *column, mcdc_error *err) {
+    char *alter = alter_statement(t);
+    int rc = mcdc_error_set(err, MCDC_E_SCHEMA,
+                            "table %s: new column '%s' holds a character Delta allows only "
+                            "with column mapping (space or ,;{}()=, tab, newline) and the table "
+                            "has none; mssql-cdc never enables it itself. Enable it with: %s",
+                            t->name, column, alter ? alter : "(out of memory)");
+    mcdc_free(alter);
+    return rc;
+}
+
+/* delta.columnMapping.mode among the creation properties, NULL when unset. */
+static const char *props_mapping_mode(const mcdc_table_props *p) {
+    static const char key[] = "delta.columnMapping.mode=";
+    for (size_t i = 0; p && p->configuration && p->configuration[i]; i++)
+        if (strncmp(p->configuration[i], key, sizeof key - 1) == 0)
+            return p->configuration[i] + sizeof key - 1;
+    return NULL;
+}
+
+/* The largest column id of a mapped table (maxColumnId and the fields'). */
+static int64_t max_column_id(const mcdc_delta_snapshot *s, const mcdc_schema *theirs,
+                             const mcdc_delta_field_meta *meta) {
+    int64_t max = 0;
+    const char *mc = mcdc_delta_snapshot_config(s, "delta.columnMapping.maxColumnId");
+    if (mc && mcdc_parse_i64(mc, &max) != MCDC_OK) max = 0;
+    for (int32_t j = 0; j < theirs->n_fields; j++)
+        if (meta[j].column_id > max) max = meta[j].column_id;
+    return max;
+}
+
+/* Decides the layout of ours against the latest table: mapped when the
+ * table is, or when it does not exist yet and a name needs mapping;
+ * existing columns keep the table's physical names and ids, new ones get
+ * "col-<uuid>" and the next ids (the order mcdc_delta_append gives them). */
+static int plan_layout(lake_layout *l, mcdc_table *t, const mcdc_schema *ours,
+                       const mcdc_table_props *props, mcdc_error *err) {
+    memset(l, 0, sizeof *l);
+    mcdc_delta_snapshot *s;
+    int rc = load_latest(&s, t, err);
+    if (rc) return rc;
+    mcdc_schema *theirs = NULL;
+    mcdc_delta_field_meta *meta = NULL;
+    int64_t max = 0;
+    l->exists = s != NULL;
+    const char *mode = props_mapping_mode(props);
+    l->mapped = s ? mcdc_delta_snapshot_column_mapping(s)
+                  : mode ? strcmp(mode, "name") == 0 : any_needs_mapping(ours);
+    if (s) rc = mcdc_delta_snapshot_schema(&theirs, &meta, s, err);
+    if (rc == MCDC_OK && s && l->mapped) max = max_column_id(s, theirs, meta);
+    mcdc_delta_snapshot_free(s);
+    int32_t n = ours->n_fields;
+    /* Refused before any data is written: an unmapped table (or one about
+     * to be created with mode "none") cannot take such a name. */
+    for (int32_t i = 0; rc == MCDC_OK && !l->mapped && i < n; i++) {
+        const char *name = ours->fields[i].name;
+        if (!mcdc_delta_name_needs_column_mapping(name)) continue;
+        if (theirs == NULL)
+            rc = mcdc_error_set(err, MCDC_E_INVALID,
+                                "table %s: column '%s' needs column mapping but the table is "
+                                "to be created with delta.columnMapping.mode=%s",
+                                t->name, name, mode ? mode : "none");
+        else if (mcdc_schema_find(theirs, name) < 0)
+            rc = needs_alter(t, name, err);
+    }
+    if (rc == MCDC_OK && l->mapped) {
+        l->phys = mcdc_calloc((size_t)n, sizeof *l->phys);
+        l->ids = mcdc_calloc((size_t)n, sizeof *l->ids);
+        if (l->phys == NULL || l->ids == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        if (rc == MCDC_OK) rc = mcdc_schema_create(&l->phys_schema, n, err);
+    }
+    for (int32_t i = 0; rc == MCDC_OK && l->mapped && i < n; i++) {
+        const mcdc_field *f = &ours->fields[i];
+        int32_t j = theirs ? mcdc_schema_find(theirs, f->name) : -1;
+        if (j >= 0) {
+            l->phys[i] = mcdc_strdup(meta[j].physical_name ? meta[j].physical_name : f->name);
+            l->ids[i] = meta[j].column_id > 0 && meta[j].column_id <= INT32_MAX
+                            ? (int32_t)meta[j].column_id
+                            : 0;
+        } else {
+            char pn[MCDC_DELTA_PHYSICAL_NAME_LEN];
+            mcdc_delta_physical_name_new(pn);
+            l->phys[i] = mcdc_strdup(pn);
+            if (max >= INT32_MAX) {
+                rc = mcdc_error_set(err, MCDC_E_CORRUPT,
+                                    "table %s: delta.columnMapping.maxColumnId %lld is out of "
+                                    "range",
+                                    t->name, (long long)max);
+                break;
+            }
+            l->ids[i] = (int32_t)++max;
+        }
+        if (l->phys[i] == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        else
+            rc = mcdc_schema_set(l->phys_schema, i, l->phys[i], f->type, f->precision, f->scale,
+                                 f->byte_width, f->nullable, err);
+    }
+    mcdc_delta_field_meta_free(meta, theirs ? theirs->n_fields : 0);
+    mcdc_schema_unref(theirs);
+    if (rc) layout_clear(l, n);
+    else l->decided = true;
+    return rc;
+}
+
 struct mcdc_appender {
     mcdc_table *t;
     mcdc_schema *schema;
+    lake_layout layout;
     mcdc_table_props props;
     mcdc_parquet_writer *w;
     char *cur;           /* relative path of the open file */
@@ -134,8 +276,11 @@ static int finish_file(mcdc_appender *a, mcdc_error *err) {
             to_delta_value(&cs[i].min, &info->columns[i].min);
             to_delta_value(&cs[i].max, &info->columns[i].max);
         }
+        /* Statistics name the columns as the file does (physical names). */
         if (rc == MCDC_OK)
-            rc = mcdc_delta_stats_json(&stats, a->schema, info->rows, cs, -1, err);
+            rc = mcdc_delta_stats_json(&stats,
+                                       a->layout.mapped ? a->layout.phys_schema : a->schema,
+                                       info->rows, cs, -1, err);
         mcdc_free(cs);
     }
     if (rc == MCDC_OK && a->nfiles == a->capfiles) {
@@ -174,7 +319,14 @@ int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err) 
         if (full == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
         /* A first append creates the table's directory. */
         rc = mcdc_mkdirs(mcdc_table_path(a->t), err);
-        if (rc == MCDC_OK) rc = mcdc_parquet_writer_open(&a->w, full, a->schema, NULL, err);
+        if (rc == MCDC_OK && !a->layout.decided) rc = plan_layout(&a->layout, a->t, a->schema, &a->props, err);
+        if (rc == MCDC_OK) {
+            mcdc_parquet_write_options po = MCDC_PARQUET_WRITE_OPTIONS_INIT;
+            po.field_ids = a->layout.mapped ? a->layout.ids : NULL;
+            rc = mcdc_parquet_writer_open(&a->w, full,
+                                          a->layout.mapped ? a->layout.phys_schema : a->schema,
+                                          &po, err);
+        }
         mcdc_free(full);
         if (rc) {
             mcdc_free(a->cur);
@@ -196,9 +348,8 @@ static int split_config(const mcdc_table_props *p, char ***keys, char ***values,
                         mcdc_error *err) {
     *keys = *values = NULL;
     *n = 0;
-    if (p == NULL || p->configuration == NULL) return MCDC_OK;
     size_t count = 0;
-    while (p->configuration[count]) count++;
+    while (p && p->configuration && p->configuration[count]) count++;
     *keys = mcdc_calloc(count + 1, sizeof **keys);
     *values = mcdc_calloc(count + 1, sizeof **values);
     if (*keys == NULL || *values == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
@@ -223,54 +374,92 @@ static void free_config(char **keys, char **values, size_t n) {
     mcdc_free(values);
 }
 
-/* Delta without column mapping refuses these characters in column names. */
-static const char *needs_column_mapping(const mcdc_schema *s) {
-    for (int32_t i = 0; i < s->n_fields; i++)
-        if (strpbrk(s->fields[i].name, " ,;{}()\n\t=")) return s->fields[i].name;
-    return NULL;
+/* The table changed under the layout the files were written with. */
+static int layout_moved(const mcdc_table *t, const char *why, mcdc_error *err) {
+    return mcdc_error_set(err, MCDC_E_CONFLICT,
+                          "table %s: %s while data files were written; retry the batch",
+                          t->name, why);
 }
 
 /* Creates the table when missing; returns the evolved schema to commit (or
- * NULL when the table already has every column of ours). */
+ * NULL when the table already has every column of ours) with the physical
+ * names of its new columns (*evolved_phys, borrowed from the layout). */
 static int ensure_table(mcdc_table *t, mcdc_schema *ours, const mcdc_table_props *props,
-                        mcdc_schema **evolved, mcdc_error *err) {
+                        const lake_layout *l, mcdc_schema **evolved,
+                        const char ***evolved_phys, mcdc_error *err) {
     *evolved = NULL;
-    const char *bad = needs_column_mapping(ours);
-    if (bad)
-        return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
-                              "table %s: column '%s' holds a character Delta allows only with "
-                              "column mapping (space or ,;{}()=, tab, newline), which mssql-cdc "
-                              "cannot write yet: leave the column out of @captured_column_list",
-                              t->name, bad);
+    *evolved_phys = NULL;
     mcdc_delta_snapshot *s;
     int rc = load_latest(&s, t, err);
     if (rc) return rc;
     if (s == NULL) {
+        if (l->exists) return layout_moved(t, "the table was dropped", err);
+        bool skipped = false;
         char **keys, **values;
         size_t n;
         rc = split_config(props, &keys, &values, &n, err);
+        bool has_mode = false;
+        for (size_t i = 0; rc == MCDC_OK && i < n; i++)
+            has_mode |= strcmp(keys[i], "delta.columnMapping.mode") == 0;
+        if (rc == MCDC_OK && l->mapped && !has_mode) {
+            /* split_config leaves room for one more pair */
+            keys[n] = mcdc_strdup("delta.columnMapping.mode");
+            values[n] = mcdc_strdup("name");
+            n++;
+            if (keys[n - 1] == NULL || values[n - 1] == NULL)
+                rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        }
         if (rc == MCDC_OK) {
             mcdc_delta_create_opts co = MCDC_DELTA_CREATE_OPTS_INIT;
             co.schema = ours;
             co.config_keys = (const char *const *)keys;
             co.config_values = (const char *const *)values;
             co.n_config = n;
+            co.physical_names = l->mapped ? (const char *const *)l->phys : NULL;
             mcdc_delta_commit_result res;
             rc = mcdc_delta_create(&res, t->dt, &co, err);
+            skipped = rc == MCDC_OK && res.skipped;
         }
         free_config(keys, values, n);
-        return rc;
+        if (rc || !skipped) return rc;
+        /* A concurrent creator won: hold our files against its table. */
+        rc = load_latest(&s, t, err);
+        if (rc) return rc;
+        if (s == NULL) return layout_moved(t, "the table was dropped", err);
     }
     mcdc_schema *theirs = NULL;
-    rc = mcdc_delta_snapshot_schema(&theirs, NULL, s, err);
+    mcdc_delta_field_meta *meta = NULL;
+    bool mapped = mcdc_delta_snapshot_column_mapping(s);
+    rc = mcdc_delta_snapshot_schema(&theirs, &meta, s, err);
+    if (rc) {
+        mcdc_delta_snapshot_free(s);
+        return rc;
+    }
+    if (mapped != l->mapped)
+        rc = layout_moved(t,
+                          mapped ? "the table is (now) column-mapped"
+                                 : "the table is (now) without column mapping",
+                          err);
+    int64_t next_id = mapped && rc == MCDC_OK ? max_column_id(s, theirs, meta) : 0;
     mcdc_delta_snapshot_free(s);
-    if (rc) return rc;
     int32_t extra = 0;
-    for (int32_t i = 0; i < ours->n_fields; i++) {
+    for (int32_t i = 0; rc == MCDC_OK && i < ours->n_fields; i++) {
         int32_t j = mcdc_schema_find(theirs, ours->fields[i].name);
         if (j < 0) {
             extra++;
+            if (!mapped && mcdc_delta_name_needs_column_mapping(ours->fields[i].name))
+                rc = needs_alter(t, ours->fields[i].name, err);
+            /* mcdc_delta_append numbers new columns in this order */
+            else if (mapped && l->ids[i] != next_id + extra)
+                rc = layout_moved(t, "another writer added columns", err);
             continue;
+        }
+        if (mapped) {
+            const char *pn = meta[j].physical_name ? meta[j].physical_name : theirs->fields[j].name;
+            if (strcmp(pn, l->phys[i]) != 0) {
+                rc = layout_moved(t, "a column's physical name changed", err);
+                break;
+            }
         }
         const mcdc_field *a = &ours->fields[i], *b = &theirs->fields[j];
         bool fixed_as_binary = a->type == MCDC_TYPE_FIXED_BINARY && b->type == MCDC_TYPE_BINARY;
@@ -283,8 +472,12 @@ static int ensure_table(mcdc_table *t, mcdc_schema *ours, const mcdc_table_props
             break;
         }
     }
+    const char **phys = NULL;
     if (rc == MCDC_OK && extra > 0) {
         rc = mcdc_schema_create(evolved, theirs->n_fields + extra, err);
+        if (rc == MCDC_OK && mapped &&
+            (phys = mcdc_calloc((size_t)(theirs->n_fields + extra), sizeof *phys)) == NULL)
+            rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
         int32_t k = 0;
         for (int32_t i = 0; rc == MCDC_OK && i < theirs->n_fields; i++, k++) {
             const mcdc_field *f = &theirs->fields[i];
@@ -294,6 +487,7 @@ static int ensure_table(mcdc_table *t, mcdc_schema *ours, const mcdc_table_props
         for (int32_t i = 0; rc == MCDC_OK && i < ours->n_fields; i++) {
             const mcdc_field *f = &ours->fields[i];
             if (mcdc_schema_find(theirs, f->name) >= 0) continue;
+            if (phys) phys[k] = l->phys[i];
             /* Added columns are nullable: older rows hold NULL. */
             rc = mcdc_schema_set(*evolved, k++, f->name, f->type, f->precision, f->scale,
                                  f->byte_width, true, err);
@@ -301,8 +495,12 @@ static int ensure_table(mcdc_table *t, mcdc_schema *ours, const mcdc_table_props
         if (rc) {
             mcdc_schema_unref(*evolved);
             *evolved = NULL;
+            mcdc_free(phys);
+            phys = NULL;
         }
     }
+    *evolved_phys = phys;
+    mcdc_delta_field_meta_free(meta, theirs->n_fields);
     mcdc_schema_unref(theirs);
     return rc;
 }
@@ -311,10 +509,14 @@ static int commit_files(mcdc_appender *a, const mcdc_delta_file *removes, size_t
                         const char *app_id, int64_t txn_version, const char *user_metadata,
                         const char *operation, bool *skipped, int64_t *version, mcdc_error *err) {
     mcdc_schema *evolved = NULL;
-    int rc = ensure_table(a->t, a->schema, &a->props, &evolved, err);
+    const char **evolved_phys = NULL;
+    int rc = a->layout.decided ? MCDC_OK : plan_layout(&a->layout, a->t, a->schema, &a->props, err);
+    if (rc == MCDC_OK)
+        rc = ensure_table(a->t, a->schema, &a->props, &a->layout, &evolved, &evolved_phys, err);
     if (rc) return rc;
     mcdc_delta_file *adds = mcdc_calloc((size_t)(a->nfiles ? a->nfiles : 1), sizeof *adds);
     if (adds == NULL) {
+        mcdc_free(evolved_phys);
         mcdc_schema_unref(evolved);
         return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     }
@@ -335,8 +537,10 @@ static int commit_files(mcdc_appender *a, const mcdc_delta_file *removes, size_t
     ao.user_metadata = user_metadata;
     ao.operation = operation;
     ao.schema = evolved;
+    ao.physical_names = evolved_phys;
     mcdc_delta_commit_result res;
     rc = mcdc_delta_append(&res, a->t->dt, &ao, err);
+    mcdc_free(evolved_phys);
     mcdc_free(adds);
     mcdc_schema_unref(evolved);
     if (rc) return rc;
@@ -370,20 +574,23 @@ void mcdc_appender_free(mcdc_appender *a) {
     }
     mcdc_free(a->cur);
     mcdc_free(a->files);
+    layout_clear(&a->layout, a->schema->n_fields);
     mcdc_schema_unref(a->schema);
     mcdc_free(a);
 }
 
 /* ---- small tables ------------------------------------------------------------ */
 
-/* Appends every row of src into dst by column name; columns src lacks get
- * NULL (files written before a column was added). */
-static int append_by_name(mcdc_batch *dst, const mcdc_batch *src, mcdc_error *err) {
+/* Appends every row of src into dst by column name (the file's name of
+ * column i is file_names[i], the physical name under column mapping);
+ * columns src lacks get NULL (files written before a column was added). */
+static int append_by_name(mcdc_batch *dst, const char *const *file_names, const mcdc_batch *src,
+                          mcdc_error *err) {
     int32_t n = dst->schema->n_fields;
     int rc = MCDC_OK;
     for (int32_t i = 0; i < n && rc == MCDC_OK; i++) {
         mcdc_column *d = &dst->columns[i];
-        int32_t j = mcdc_schema_find(src->schema, d->field->name);
+        int32_t j = mcdc_schema_find(src->schema, file_names[i]);
         if (j < 0) {
             rc = mcdc_col_append_nulls(d, src->rows, err);
             continue;
@@ -402,7 +609,16 @@ int mcdc_table_read_all(mcdc_table *t, mcdc_batch **out, int64_t *version, mcdc_
     if (rc || s == NULL) return rc;
     *version = mcdc_delta_snapshot_version(s);
     mcdc_schema *schema = NULL;
-    rc = mcdc_delta_snapshot_schema(&schema, NULL, s, err);
+    mcdc_delta_field_meta *meta = NULL;
+    const char **file_names = NULL;
+    rc = mcdc_delta_snapshot_schema(&schema, &meta, s, err);
+    bool mapped = mcdc_delta_snapshot_column_mapping(s);
+    if (rc == MCDC_OK &&
+        (file_names = mcdc_calloc((size_t)schema->n_fields, sizeof *file_names)) == NULL)
+        rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    for (int32_t i = 0; rc == MCDC_OK && i < schema->n_fields; i++)
+        file_names[i] = mapped && meta[i].physical_name ? meta[i].physical_name
+                                                        : schema->fields[i].name;
     mcdc_batch *all = NULL;
     if (rc == MCDC_OK) rc = mcdc_batch_create(&all, schema, 16, err);
     size_t nf = mcdc_delta_snapshot_file_count(s);
@@ -414,7 +630,7 @@ int mcdc_table_read_all(mcdc_table *t, mcdc_batch **out, int64_t *version, mcdc_
                   : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
         mcdc_batch *b = NULL;
         while (rc == MCDC_OK && (rc = mcdc_parquet_reader_next(&b, r, err)) == MCDC_OK && b) {
-            rc = append_by_name(all, b, err);
+            rc = append_by_name(all, file_names, b, err);
             mcdc_batch_free(b);
             b = NULL;
         }
@@ -423,6 +639,8 @@ int mcdc_table_read_all(mcdc_table *t, mcdc_batch **out, int64_t *version, mcdc_
         mcdc_free(full);
     }
     if (rc == MCDC_OK) rc = mcdc_batch_seal(all, err);
+    mcdc_free(file_names);
+    mcdc_delta_field_meta_free(meta, schema ? schema->n_fields : 0);
     mcdc_schema_unref(schema);
     mcdc_delta_snapshot_free(s);
     if (rc) {

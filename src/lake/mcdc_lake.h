@@ -42,7 +42,14 @@ int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err);
 /* One commit: the files written, txn(app_id, txn_version) when app_id is
  * not NULL, commitInfo with operation and user_metadata (may be NULL). The
  * table is created by the first commit (the schema given to open); columns
- * the table lacks are added (schema evolution). When app_id already has a
+ * the table lacks are added (schema evolution). Column mapping (reference
+ * §2.3.2): a new table is created with delta.columnMapping.mode=name when a
+ * column name holds a space, tab, newline or ,;{}()= (or when props set the
+ * mode); files of a mapped table use the physical names. An existing table
+ * without column mapping receiving such a new column is MCDC_E_SCHEMA whose
+ * message holds the ALTER TABLE statement enabling it (never done here);
+ * another writer moving the column layout while files are written is
+ * MCDC_E_CONFLICT. When app_id already has a
  * version >= txn_version, nothing is committed, the files are deleted and
  * *skipped is true. */
 int mcdc_appender_commit(mcdc_appender *a, const char *app_id, int64_t txn_version,
@@ -53,7 +60,8 @@ void mcdc_appender_free(mcdc_appender *a);
 int64_t mcdc_appender_rows(const mcdc_appender *a);
 
 /* Every row of a (small) table in one batch (NULL when the table does not
- * exist or is empty), and the version read (-1 when missing). */
+ * exist or is empty), and the version read (-1 when missing). Columns carry
+ * the logical names (physical ones are mapped back). */
 int mcdc_table_read_all(mcdc_table *t, mcdc_batch **out, int64_t *version, mcdc_error *err);
 /* Replaces the table's rows with b, provided the table is still at
  * read_version (-1: must not exist yet): else MCDC_E_CONFLICT, nothing

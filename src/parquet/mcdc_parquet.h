@@ -74,10 +74,13 @@ typedef struct mcdc_parquet_write_options {
     bool data_page_v2;         /* write DATA_PAGE_V2 instead of v1 */
     int32_t threads;           /* encode/compress column chunks on N threads (1..16) */
     const char *created_by;    /* NULL = "mssql-cdc version <x.y.z>" */
+    /* NULL, or one SchemaElement.field_id per column (Delta column mapping
+     * writes the column id there); copied at open. */
+    const int32_t *field_ids;
 } mcdc_parquet_write_options;
 
 #define MCDC_PARQUET_WRITE_OPTIONS_INIT \
-    {MCDC_PARQUET_WRITE_OPTIONS_VERSION, MCDC_PARQUET_ZSTD, 0, 0, 0, 0, true, false, 1, NULL}
+    {MCDC_PARQUET_WRITE_OPTIONS_VERSION, MCDC_PARQUET_ZSTD, 0, 0, 0, 0, true, false, 1, NULL, NULL}
 
 /* A typed statistic value. Which member is meaningful follows the field type:
  *   i: BOOL (0/1), INT8..INT64, DATE32, TIMESTAMP_* (microseconds)

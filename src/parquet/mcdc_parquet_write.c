@@ -185,6 +185,8 @@ typedef struct wcol {
     int64_t r0, r1;
     int rc;
     mcdc_error err;
+    bool has_field_id;
+    int32_t field_id;
 } wcol;
 
 struct mcdc_parquet_writer {
@@ -1112,6 +1114,7 @@ static int writer_open(mcdc_parquet_writer **out, int fd, bool own_fd, const cha
     w->fd = fd;
     w->own_fd = own_fd;
     w->opts = o;
+    w->opts.field_ids = NULL; /* copied into the columns below */
     w->schema = mcdc_schema_ref(schema);
     w->n = schema->n_fields;
     w->path = mcdc_strdup(name);
@@ -1125,6 +1128,10 @@ static int writer_open(mcdc_parquet_writer **out, int fd, bool own_fd, const cha
         c->index = i;
         rc = map_field(c, &schema->fields[i], err);
         if (rc) break;
+        if (o.field_ids) {
+            c->has_field_id = true;
+            c->field_id = o.field_ids[i];
+        }
         c->dict_enabled = o.dictionary && c->phys != PQ_BOOLEAN;
         c->sel = mcdc_malloc(PQ_SLICE_ROWS_MAX * sizeof *c->sel);
         if (c->sel == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (writer)");
@@ -1229,6 +1236,7 @@ static void write_schema_elem(mcdc_thrift_writer *t, const wcol *c) {
         mcdc_thrift_field_i32(t, 7, f->scale);
         mcdc_thrift_field_i32(t, 8, f->precision);
     }
+    if (c->has_field_id) mcdc_thrift_field_i32(t, 9, c->field_id);
     switch (f->type) {
     case MCDC_TYPE_INT8:
     case MCDC_TYPE_INT16:

@@ -288,16 +288,66 @@ def test_a_stalled_server_times_out_and_the_read_is_retried(sim, workdir):
     assert_exactly_once(sim, workdir)
 
 
-def test_a_column_name_that_needs_column_mapping_is_refused_clearly(sim, workdir):
-    sim.run(SETUP)
-    sim.run("""CREATE TABLE dbo.orders (order_id INT NOT NULL PRIMARY KEY, [Qty (kg)] INT NULL);
+MAPPED_TABLE = """CREATE TABLE dbo.orders (order_id INT NOT NULL PRIMARY KEY, [Qty (kg)] INT NULL);
 EXEC sys.sp_cdc_enable_db;
 EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', @role_name = NULL;
-INSERT INTO dbo.orders VALUES (1, 2);
-EXEC sim.run_capture @ignore_latency = 1;""", database="shop")
+INSERT INTO dbo.orders VALUES (1, 2), (2, NULL);
+UPDATE dbo.orders SET [Qty (kg)] = 7 WHERE order_id = 1;
+EXEC sim.run_capture @ignore_latency = 1;"""
+
+ALTER = ("ALTER TABLE delta.`{}` SET TBLPROPERTIES ('delta.columnMapping.mode'='name', "
+         "'delta.minReaderVersion'='2', 'delta.minWriterVersion'='5')")
+
+
+def mapped_bronze_rows(path):
+    """Bronze through delta-rs' own scan (its pyarrow path refuses the
+    columnMapping reader feature)."""
+    from deltalake import QueryBuilder
+    t = QueryBuilder().register("b", DeltaTable(path)).execute(
+        'SELECT order_id, "Qty (kg)" AS qty, _operation FROM b').read_all()
+    return sorted(zip(t["order_id"].to_pylist(), t["qty"].to_pylist(),
+                      t["_operation"].to_pylist()), key=repr)
+
+
+def test_a_column_name_that_needs_column_mapping_gets_a_mapped_bronze(sim, workdir):
+    sim.run(SETUP)
+    sim.run(MAPPED_TABLE, database="shop")
+    run_cli(*stream_args(sim, workdir))
+    bronze = os.path.join(workdir, "bronze")
+    dt_ = DeltaTable(bronze)
+    assert dt_.metadata().configuration.get("delta.columnMapping.mode") == "name"
+    assert "Qty (kg)" in [f.name for f in dt_.schema().fields]
+    # insert 1 (2), insert 2 (NULL), update 1: before (2) and after (7)
+    assert mapped_bronze_rows(bronze) == sorted(
+        [(1, 2, 2), (2, None, 2), (1, 2, 3), (1, 7, 4)], key=repr)
+    # exactly once (assert_exactly_once reads bronze through pyarrow)
+    from deltalake import QueryBuilder
+    t = QueryBuilder().register("b", DeltaTable(bronze)).execute(
+        "SELECT _start_lsn, _seqval, _operation FROM b").read_all()
+    keys = sorted(zip(t["_start_lsn"].to_pylist(), t["_seqval"].to_pylist(),
+                      t["_operation"].to_pylist()))
+    assert keys == sorted(change_rows(sim))
+    assert sum(b["rows"] for b in facts_batches(workdir)) == len(keys)
+    # a rerun reads nothing and appends nothing
+    v = DeltaTable(bronze).version()
+    run_cli(*stream_args(sim, workdir))
+    assert DeltaTable(bronze).version() == v
+
+
+def test_an_unmapped_bronze_receiving_such_a_column_is_a_schema_change(sim, workdir):
+    sim.run(SETUP)
+    sim.run(MAPPED_TABLE, database="shop")
+    run_cli(*stream_args(sim, workdir, extra=["--columns", "order_id INT"]))
+    bronze = os.path.join(workdir, "bronze")
+    assert "delta.columnMapping.mode" not in DeltaTable(bronze).metadata().configuration
+    sim.run("INSERT INTO dbo.orders VALUES (3, 4); EXEC sim.run_capture @ignore_latency = 1;",
+            database="shop")
     p = run_cli(*stream_args(sim, workdir), check=False)
-    assert p.returncode != 0
-    assert "Qty (kg)" in p.stderr and "column mapping" in p.stderr
+    assert p.returncode == 4, (p.stdout, p.stderr)
+    out = p.stdout + p.stderr
+    assert "Qty (kg)" in out and ALTER.format(bronze) in out, out
+    # the library never enables it itself
+    assert "delta.columnMapping.mode" not in DeltaTable(bronze).metadata().configuration
 
 
 def test_bronze_gains_columns_by_schema_evolution(sim, workdir):

@@ -16,6 +16,8 @@
  *       "schema": schemaString, "columns": [[name, format]...], "records",
  *       "protocol": [r, w], "txn" (when APP_ID)}; then one JSON array per row,
  *       columns in the table schema's order (NULL for a column a file lacks).
+ *       Under column mapping (mode "name") file columns are found by their
+ *       physical names; "columns" shows the logical ones.
  *
  * Values (both ways): bool, ints, date32 (days), timestamps (microseconds)
  * as JSON numbers; float/double as numbers or "NaN"/"Infinity"/"-Infinity";
@@ -259,10 +261,12 @@ static int cmd_dump(const char *table, int64_t version, const char *app, mcdc_er
     mcdc_delta_table *t = NULL;
     mcdc_delta_snapshot *s = NULL;
     mcdc_schema *schema = NULL;
+    mcdc_delta_field_meta *meta = NULL;
     int rc = mcdc_delta_table_open(&t, table, NULL, e);
     if (rc == MCDC_OK) rc = mcdc_delta_snapshot_load(&s, t, version, e);
-    if (rc == MCDC_OK) rc = mcdc_delta_snapshot_schema(&schema, NULL, s, e);
+    if (rc == MCDC_OK) rc = mcdc_delta_snapshot_schema(&schema, &meta, s, e);
     if (rc) goto done;
+    bool mapped = mcdc_delta_snapshot_column_mapping(s);
     json_t *files = json_array(), *cols = json_array();
     size_t nfiles = mcdc_delta_snapshot_file_count(s);
     for (size_t i = 0; i < nfiles; i++)
@@ -294,7 +298,10 @@ static int cmd_dump(const char *table, int64_t version, const char *app, mcdc_er
             for (int64_t row = 0; row < b->rows; row++) {
                 putchar('[');
                 for (int32_t c = 0; c < schema->n_fields; c++) {
-                    int32_t j = mcdc_schema_find(b->schema, schema->fields[c].name);
+                    const char *fname = mapped && meta[c].physical_name
+                                            ? meta[c].physical_name
+                                            : schema->fields[c].name;
+                    int32_t j = mcdc_schema_find(b->schema, fname);
                     if (c) putchar(',');
                     put_value(j < 0 ? NULL : &b->columns[j], row);
                 }
@@ -306,6 +313,7 @@ static int cmd_dump(const char *table, int64_t version, const char *app, mcdc_er
         mcdc_free(full);
     }
 done:
+    mcdc_delta_field_meta_free(meta, schema ? schema->n_fields : 0);
     mcdc_schema_unref(schema);
     mcdc_delta_snapshot_free(s);
     mcdc_delta_table_free(t);

@@ -789,9 +789,9 @@ TEST(delta_unsupported_features_are_refused) {
              md);
     foreign_commit(dir, 0, body);
     CHECK_EQ_INT(mcdc_delta_snapshot_load(&s, t, -1, &e), MCDC_E_UNSUPPORTED);
-    /* readable, but not writable: column mapping name mode */
+    /* readable, but not writable: writer version 6 (identity columns) */
     snprintf(body, sizeof body,
-             "{\"protocol\":{\"minReaderVersion\":2,\"minWriterVersion\":5}}\n"
+             "{\"protocol\":{\"minReaderVersion\":2,\"minWriterVersion\":6}}\n"
              "{\"metaData\":{\"id\":\"x\",\"format\":{\"provider\":\"parquet\",\"options\":{}},"
              "\"schemaString\":\"{\\\"type\\\":\\\"struct\\\",\\\"fields\\\":[]}\","
              "\"partitionColumns\":[],\"configuration\":{\"delta.columnMapping.mode\":\"name\"}}}\n");
