@@ -28,6 +28,15 @@
 #define PQ_THREADS_MAX 16
 /* Rows a slice covers at most (bounds the scratch selection vector). */
 #define PQ_SLICE_ROWS_MAX 65536
+/* Encoding choice (once per column per file, remembered for its later row
+ * groups): made on the first slice with at least PQ_CHOOSE_VALUES_MIN
+ * non-null values, by trial-compressing at most PQ_CHOOSE_SAMPLE values in
+ * each candidate encoding (dictionary, PLAIN, DELTA_BINARY_PACKED for
+ * INT32/INT64). A column whose dictionary overflows dict_bytes_max gives it
+ * up for the rest of the file too. */
+#define PQ_CHOOSE_VALUES_MIN 1024
+#define PQ_CHOOSE_SAMPLE 16384
+#define PQ_CHOOSE_DICT_MARGIN 1.1
 
 /* ---- a small pool: run fn(ctx, task) for task in [0, n) -------------------- */
 typedef struct pq_pool {
@@ -144,6 +153,9 @@ typedef struct wcol {
     bool is_float;
     bool dict_enabled;     /* option and type allow it */
     bool dict_on;          /* current mode */
+    bool chosen;           /* encoding chosen for this file */
+    bool dict_keep;        /* dictionary chosen (or not yet decided) */
+    bool delta;            /* non-dictionary pages are DELTA_BINARY_PACKED */
     bool page_is_dict;
 
     /* dictionary of the current chunk */
@@ -799,6 +811,11 @@ static int flush_page(wcol *c, mcdc_parquet_writer *w) {
         for (int64_t i = 0; i < n; i++) d[i >> 3] |= (uint8_t)(c->page_vals.data[i] << (i & 7));
         e->len += nb;
         encoding = PQ_PLAIN;
+    } else if (c->delta) {
+        int64_t n = (int64_t)c->page_vals.len / c->width;
+        if ((rc = mcdc_pq_delta_encode_plain(e, c->page_vals.data, n, c->width, &c->err)))
+            return rc;
+        encoding = PQ_DELTA_BINARY_PACKED;
     } else {
         if ((rc = mcdc_buf_append(e, c->page_vals.data, c->page_vals.len, &c->err))) return rc;
         encoding = PQ_PLAIN;
@@ -879,6 +896,75 @@ static int64_t rows_fitting(const wcol *c, const mcdc_column *in, int64_t r0, in
     return k < max ? k : max;
 }
 
+static void dict_clear(wcol *c) {
+    c->dict_plain.len = 0;
+    c->dict_n = 0;
+    if (c->htab) memset(c->htab, 0, ((size_t)c->hmask + 1) * sizeof *c->htab);
+}
+
+/* Compressed size of n bytes (or n itself when the file is uncompressed). */
+static int trial_size(wcol *c, mcdc_parquet_writer *w, const uint8_t *p, size_t n, size_t *out) {
+    if (w->opts.codec == MCDC_PARQUET_UNCOMPRESSED || n == 0) {
+        *out = n;
+        return MCDC_OK;
+    }
+    int rc = mcdc_pq_compress(&c->cctx, (int)w->opts.codec, w->opts.level, p, n, &c->comp,
+                              &c->err);
+    *out = c->comp.len;
+    return rc;
+}
+
+/* Chooses the column's encoding for the rest of the file from the nv PLAIN
+ * values of c->pbuf (and, when the page is dictionary-encoded, their indices,
+ * the last nv of c->idx): the smallest compressed sample wins; the
+ * dictionary must also beat the others by PQ_CHOOSE_DICT_MARGIN since it
+ * costs a hash probe per value. */
+static int choose_encoding(wcol *c, mcdc_parquet_writer *w, int64_t nv) {
+    int rc;
+    c->chosen = true;
+    int64_t k = nv < PQ_CHOOSE_SAMPLE ? nv : PQ_CHOOSE_SAMPLE;
+    bool ints = c->phys == PQ_INT32 || c->phys == PQ_INT64;
+    bool dict = c->page_is_dict && c->dict_keep;
+    if (!ints && !dict) return MCDC_OK;
+    size_t sample_n = c->phys == PQ_BYTE_ARRAY ? 0 : (size_t)(k * c->width);
+    if (c->phys == PQ_BYTE_ARRAY) {
+        const uint8_t *q = c->pbuf.data;
+        for (int64_t i = 0; i < k; i++) q += 4 + pq_le32(q);
+        sample_n = (size_t)(q - c->pbuf.data);
+    } else if (c->phys == PQ_BOOLEAN) {
+        sample_n = (size_t)k;
+    }
+    size_t plain_c = 0, delta_c = SIZE_MAX, dict_c = SIZE_MAX;
+    if ((rc = trial_size(c, w, c->pbuf.data, sample_n, &plain_c))) return rc;
+    mcdc_buf *e = &c->enc;
+    if (ints) {
+        e->len = 0;
+        if ((rc = mcdc_pq_delta_encode_plain(e, c->pbuf.data, k, c->width, &c->err))) return rc;
+        if ((rc = trial_size(c, w, e->data, e->len, &delta_c))) return rc;
+    }
+    if (dict) {
+        const uint32_t *ix = c->idx + (c->idx_n - nv);
+        uint32_t mx = 0;
+        for (int64_t i = 0; i < k; i++) mx = ix[i] > mx ? ix[i] : mx;
+        int width = pq_bit_width(mx > 0 ? mx : 1);
+        e->len = 0;
+        if ((rc = mcdc_buf_append_byte(e, (uint8_t)width, &c->err))) return rc;
+        if ((rc = mcdc_pq_rle_encode(e, ix, k, width, &c->err))) return rc;
+        size_t idx_c = 0, ent_c = 0;
+        if ((rc = trial_size(c, w, e->data, e->len, &idx_c))) return rc;
+        /* entries are numbered in order of first appearance */
+        size_t ent_n = c->phys == PQ_BYTE_ARRAY
+                           ? (mx + 1 < c->dict_n ? c->dict_offs[mx + 1] : c->dict_plain.len)
+                           : (size_t)(mx + 1) * (size_t)c->width;
+        if ((rc = trial_size(c, w, c->dict_plain.data, ent_n, &ent_c))) return rc;
+        dict_c = idx_c + ent_c;
+    }
+    size_t best = plain_c < delta_c ? plain_c : delta_c;
+    c->delta = ints && delta_c < plain_c;
+    c->dict_keep = dict && (double)dict_c * PQ_CHOOSE_DICT_MARGIN <= (double)best;
+    return MCDC_OK;
+}
+
 static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, int64_t r0,
                         int64_t r1) {
     int rc;
@@ -901,13 +987,26 @@ static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, 
     if ((rc = slice_stats(c, nv))) return rc;
     if (c->page_is_dict) {
         if ((rc = dict_encode(c, nv))) return rc;
-        if (c->dict_plain.len > (size_t)w->opts.dict_bytes_max) {
+        if (!c->chosen && nv >= PQ_CHOOSE_VALUES_MIN && (rc = choose_encoding(c, w, nv)))
+            return rc;
+        if (c->dict_keep && c->dict_plain.len > (size_t)w->opts.dict_bytes_max)
+            c->dict_keep = false; /* too many distinct values: not again in this file */
+        if (!c->dict_keep && c->idx_n == nv && !(c->chunk_encodings & (1u << PQ_RLE_DICTIONARY))) {
+            /* The page holds only this slice: redo it as PLAIN, no dictionary. */
+            c->dict_on = c->page_is_dict = false;
+            c->idx_n = 0;
+            dict_clear(c);
+            if ((rc = mcdc_buf_append(&c->page_vals, c->pbuf.data, c->pbuf.len, &c->err)))
+                return rc;
+        } else if (!c->dict_keep) {
             /* Fall back to PLAIN for the rest of the chunk. */
             c->dict_on = false;
             if ((rc = flush_page(c, w))) return rc;
             c->page_is_dict = false;
         }
     } else {
+        if (!c->chosen && nv >= PQ_CHOOSE_VALUES_MIN && (rc = choose_encoding(c, w, nv)))
+            return rc;
         if ((rc = mcdc_buf_append(&c->page_vals, c->pbuf.data, c->pbuf.len, &c->err))) return rc;
     }
     if (c->page_bytes >= w->opts.page_bytes && (rc = flush_page(c, w))) return rc;
@@ -947,10 +1046,8 @@ static void chunk_reset(wcol *c) {
     c->chunk_uncomp = c->chunk_values = c->chunk_nulls = c->chunk_nans = 0;
     c->chunk_encodings = 0;
     c->st_has = false;
-    c->dict_plain.len = 0;
-    c->dict_n = 0;
-    if (c->htab) memset(c->htab, 0, ((size_t)c->hmask + 1) * sizeof *c->htab);
-    c->dict_on = c->dict_enabled;
+    dict_clear(c);
+    c->dict_on = c->dict_enabled && c->dict_keep;
     c->page_is_dict = c->dict_on;
 }
 
@@ -1126,6 +1223,7 @@ static int writer_open(mcdc_parquet_writer **out, int fd, bool own_fd, const cha
         rc = map_field(c, &schema->fields[i], err);
         if (rc) break;
         c->dict_enabled = o.dictionary && c->phys != PQ_BOOLEAN;
+        c->dict_keep = true;
         c->sel = mcdc_malloc(PQ_SLICE_ROWS_MAX * sizeof *c->sel);
         if (c->sel == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (writer)");
         chunk_reset(c);
