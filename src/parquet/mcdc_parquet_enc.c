@@ -237,14 +237,24 @@ static int unpack64(const uint8_t *p, size_t n, int width, uint64_t *out, int64_
         return MCDC_OK;
     }
     uint64_t bitpos = 0;
+    uint64_t mask = width == 64 ? ~(uint64_t)0 : ((uint64_t)1 << width) - 1;
     for (int64_t i = 0; i < count; i++) {
+        size_t byte = (size_t)(bitpos >> 3);
+        int off = (int)(bitpos & 7);
+        if (byte + 9 <= n) { /* fast path: one (or one and a bit) word */
+            uint64_t v = pq_le64(p + byte) >> off;
+            if (off + width > 64) v |= (uint64_t)p[byte + 8] << (64 - off);
+            out[i] = v & mask;
+            bitpos += (uint64_t)width;
+            continue;
+        }
         uint64_t v = 0;
         int got = 0;
         while (got < width) {
-            int off = (int)(bitpos & 7);
-            int take = 8 - off;
+            int bo = (int)(bitpos & 7);
+            int take = 8 - bo;
             if (take > width - got) take = width - got;
-            uint64_t b = (uint64_t)(p[bitpos >> 3] >> off) & ((1u << take) - 1);
+            uint64_t b = (uint64_t)(p[bitpos >> 3] >> bo) & ((1u << take) - 1);
             v |= b << got;
             got += take;
             bitpos += (uint64_t)take;

@@ -49,6 +49,7 @@ typedef struct pq_cursor {
     const pq_leafx *lx;
     const pq_chunk_meta *cm;
     uint8_t *owned;
+    size_t owned_cap;
     const uint8_t *chunk;
     size_t len, pos;
     uint8_t *page;
@@ -554,12 +555,19 @@ int mcdc_parquet_reader_select(mcdc_parquet_reader *r, const char *const *names,
 
 /* ---- cursor: pages ------------------------------------------------------------- */
 
-static int cursor_open(pq_cursor *c, mcdc_parquet_reader *r, int32_t rg, int32_t leaf,
-                       mcdc_error *err) {
-    memset(c, 0, sizeof *c);
+/* Points c at the chunk of (rg, leaf). A cursor already used for the same
+ * leaf keeps its buffers (chunk, page, values, levels, dense batch, codec
+ * context): reading row group after row group allocates (and page-faults)
+ * nothing new. */
+static int cursor_start(pq_cursor *c, mcdc_parquet_reader *r, int32_t rg, int32_t leaf,
+                        mcdc_error *err) {
     c->r = r;
     c->lx = &r->leaves[leaf];
     c->cm = &r->meta.row_groups[rg].columns[leaf];
+    c->pos = 0;
+    c->has_dict = false;
+    c->lv_n = c->lv_pos = 0;
+    c->dense_pos = 0;
     int64_t start = c->cm->data_page_offset;
     if (c->cm->dict_page_offset > 0 && c->cm->dict_page_offset < start)
         start = c->cm->dict_page_offset;
@@ -576,14 +584,26 @@ static int cursor_open(pq_cursor *c, mcdc_parquet_reader *r, int32_t rg, int32_t
     if (r->mem) {
         c->chunk = r->mem + start;
     } else {
-        c->owned = mcdc_malloc((size_t)len);
-        if (c->owned == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (chunk)");
+        if ((size_t)len > c->owned_cap) {
+            mcdc_free(c->owned);
+            c->owned_cap = 0;
+            c->owned = mcdc_malloc((size_t)len);
+            if (c->owned == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (chunk)");
+            c->owned_cap = (size_t)len;
+        }
         int rc = read_at(r, c->owned, (size_t)len, start, err);
         if (rc) return rc;
         c->chunk = c->owned;
     }
     c->len = (size_t)len;
+    if (c->dense) return MCDC_OK;
     return mcdc_batch_create(&c->dense, c->lx->one, 1024, err);
+}
+
+static int cursor_open(pq_cursor *c, mcdc_parquet_reader *r, int32_t rg, int32_t leaf,
+                       mcdc_error *err) {
+    memset(c, 0, sizeof *c);
+    return cursor_start(c, r, rg, leaf, err);
 }
 
 static int ibuf_reserve(pq_cursor *c, int64_t n, mcdc_error *err) {
@@ -1137,6 +1157,23 @@ static int spread(pq_cursor *c, mcdc_column *d, int64_t n, mcdc_error *err) {
     int64_t at = d->length, j = c->dense_pos;
     mcdc_type_id t = s->field->type;
     int32_t w = t == MCDC_TYPE_BOOL || var ? 0 : mcdc_type_width(s->field);
+    if (np == n && t != MCDC_TYPE_BOOL) {
+        /* no nulls in the range: bulk copies, no per-value branches */
+        if (d->validity)
+            for (int64_t o = at; o < at + n; o++) d->validity[o >> 3] |= (uint8_t)(1u << (o & 7));
+        if (var) {
+            int32_t base = d->offsets[at], a = s->offsets[j];
+            if (bytes) memcpy(d->data + base, s->data + a, (size_t)bytes);
+            for (int64_t i = 0; i < n; i++) d->offsets[at + i + 1] = base + (s->offsets[j + i + 1] - a);
+            d->data_len = d->offsets[at + n];
+        } else {
+            memcpy(d->values + at * w, s->values + j * w, (size_t)(n * w));
+        }
+        d->length += n;
+        c->dense_pos = j + n;
+        c->lv_pos += n;
+        return MCDC_OK;
+    }
     for (int64_t i = 0; i < n; i++) {
         int64_t o = at + i;
         bool present = def == NULL || def[i] == md;
@@ -1344,7 +1381,12 @@ int mcdc_parquet_reader_next(mcdc_batch **out, mcdc_parquet_reader *r, mcdc_erro
                 continue;
             }
             for (int32_t i = 0; i < r->n_sel; i++) {
-                rc = cursor_open(&r->cursors[i], r, r->cur_rg, r->sel_leaf[i], err);
+                pq_cursor *c = &r->cursors[i];
+                /* cursors of the previous row group keep their buffers */
+                if (c->lx == &r->leaves[r->sel_leaf[i]])
+                    rc = cursor_start(c, r, r->cur_rg, r->sel_leaf[i], err);
+                else
+                    rc = cursor_open(c, r, r->cur_rg, r->sel_leaf[i], err);
                 if (rc) {
                     r->cursors_open = true;
                     close_cursors(r);
@@ -1368,7 +1410,7 @@ int mcdc_parquet_reader_next(mcdc_batch **out, mcdc_parquet_reader *r, mcdc_erro
     }
     r->rg_left -= k;
     if (r->rg_left == 0) {
-        close_cursors(r);
+        r->cursors_open = false; /* buffers stay for the next row group */
         r->cur_rg++;
     }
     *out = b;
