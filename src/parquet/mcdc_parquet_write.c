@@ -37,6 +37,9 @@
 #define PQ_CHOOSE_VALUES_MIN 1024
 #define PQ_CHOOSE_SAMPLE 16384
 #define PQ_CHOOSE_DICT_MARGIN 1.1
+/* A sample with at most 1/PQ_CHOOSE_FEW distinct values keeps its dictionary
+ * without a trial: small hash table, small pages to compress, fast reads. */
+#define PQ_CHOOSE_FEW 8
 
 /* ---- a small pool: run fn(ctx, task) for task in [0, n) -------------------- */
 typedef struct pq_pool {
@@ -926,13 +929,17 @@ static int choose_encoding(wcol *c, mcdc_parquet_writer *w, int64_t nv) {
     bool ints = c->phys == PQ_INT32 || c->phys == PQ_INT64;
     bool dict = c->page_is_dict && c->dict_keep;
     if (!ints && !dict) return MCDC_OK;
+    const uint32_t *ix = dict ? c->idx + (c->idx_n - nv) : NULL;
+    uint32_t mx = 0;
+    if (dict) {
+        for (int64_t i = 0; i < k; i++) mx = ix[i] > mx ? ix[i] : mx;
+        if ((int64_t)(mx + 1) * PQ_CHOOSE_FEW <= k) return MCDC_OK; /* few distinct values */
+    }
     size_t sample_n = c->phys == PQ_BYTE_ARRAY ? 0 : (size_t)(k * c->width);
     if (c->phys == PQ_BYTE_ARRAY) {
         const uint8_t *q = c->pbuf.data;
         for (int64_t i = 0; i < k; i++) q += 4 + pq_le32(q);
         sample_n = (size_t)(q - c->pbuf.data);
-    } else if (c->phys == PQ_BOOLEAN) {
-        sample_n = (size_t)k;
     }
     size_t plain_c = 0, delta_c = SIZE_MAX, dict_c = SIZE_MAX;
     if ((rc = trial_size(c, w, c->pbuf.data, sample_n, &plain_c))) return rc;
@@ -943,9 +950,6 @@ static int choose_encoding(wcol *c, mcdc_parquet_writer *w, int64_t nv) {
         if ((rc = trial_size(c, w, e->data, e->len, &delta_c))) return rc;
     }
     if (dict) {
-        const uint32_t *ix = c->idx + (c->idx_n - nv);
-        uint32_t mx = 0;
-        for (int64_t i = 0; i < k; i++) mx = ix[i] > mx ? ix[i] : mx;
         int width = pq_bit_width(mx > 0 ? mx : 1);
         e->len = 0;
         if ((rc = mcdc_buf_append_byte(e, (uint8_t)width, &c->err))) return rc;
