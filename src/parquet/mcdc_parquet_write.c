@@ -190,7 +190,9 @@ typedef struct wcol {
     int64_t fs_nulls;
 
     /* scratch */
-    mcdc_buf pbuf;         /* PLAIN physical values of the slice */
+    mcdc_buf pbuf;         /* PLAIN physical values of the slice (dictionary pages) */
+    const uint8_t *pv;     /* the slice's PLAIN values (in pbuf or page_vals) */
+    size_t pv_len;
     int64_t *sel;
     mcdc_buf enc, comp, hdr;
     mcdc_pq_codec_ctx cctx;
@@ -332,7 +334,7 @@ static int stat_merge(const wcol *c, bool *has, mcdc_buf *mn, mcdc_buf *mx, cons
 /* Min/max of the n physical values in c->phys; merged into chunk stats. */
 static int slice_stats(wcol *c, int64_t n) {
     if (n == 0) return MCDC_OK;
-    const uint8_t *p = c->pbuf.data;
+    const uint8_t *p = c->pv;
     const uint8_t *lo = NULL, *hi = NULL;
     size_t lo_n = 0, hi_n = 0;
     uint8_t lob[8], hib[8];
@@ -425,15 +427,20 @@ static int slice_stats(wcol *c, int64_t n) {
             size_t len = pq_le32(q);
             const uint8_t *s = q + 4;
             q = s + len;
-            /* unsigned byte-wise order, shorter prefix first */
-            size_t m = len < lo_n ? len : lo_n;
-            int r = m ? memcmp(s, lo, m) : 0;
-            if (r < 0 || (r == 0 && len < lo_n)) {
-                lo = s, lo_n = len;
-                continue;
+            /* unsigned byte-wise order, shorter prefix first; a differing
+             * first byte decides without memcmp */
+            if (len && lo_n && s[0] > lo[0]) {
+                if (hi_n && s[0] < hi[0]) continue;
+            } else {
+                size_t m = len < lo_n ? len : lo_n;
+                int r = m ? memcmp(s, lo, m) : 0;
+                if (r < 0 || (r == 0 && len < lo_n)) {
+                    lo = s, lo_n = len;
+                    continue;
+                }
             }
-            m = len < hi_n ? len : hi_n;
-            r = m ? memcmp(s, hi, m) : 0;
+            size_t m = len < hi_n ? len : hi_n;
+            int r = m ? memcmp(s, hi, m) : 0;
             if (r > 0 || (r == 0 && len > hi_n)) hi = s, hi_n = len;
         }
         break;
@@ -458,26 +465,28 @@ static int slice_stats(wcol *c, int64_t n) {
 
 static bool bit_at(const uint8_t *bits, int64_t i) { return (bits[i >> 3] >> (i & 7)) & 1; }
 
-/* Converts the non-null values of rows [r0, r1) to PLAIN form in c->phys.
- * sel lists the non-null rows when the slice has nulls (n = their count). */
-static int to_phys(wcol *c, const mcdc_column *in, int64_t r0, const int64_t *sel, int64_t n) {
-    mcdc_buf *o = &c->pbuf;
-    o->len = 0;
+/* Converts the non-null values of rows [r0, r1) to PLAIN form, appended to
+ * o (c->pbuf, or straight into the page for PLAIN/DELTA pages: one copy
+ * less). sel lists the non-null rows when the slice has nulls (n = their
+ * count). */
+static int to_phys(wcol *c, mcdc_buf *o, const mcdc_column *in, int64_t r0, const int64_t *sel,
+                   int64_t n) {
+    size_t base = o->len;
     int rc;
 #define ROW(k) (sel ? sel[k] : r0 + (k))
     switch (c->f->type) {
     case MCDC_TYPE_BOOL: {
         rc = mcdc_buf_reserve(o, (size_t)n, &c->err);
         if (rc) return rc;
-        for (int64_t k = 0; k < n; k++) o->data[k] = bit_at(in->values, ROW(k));
-        o->len = (size_t)n;
+        for (int64_t k = 0; k < n; k++) (o->data + base)[k] = bit_at(in->values, ROW(k));
+        o->len = base + (size_t)n;
         return MCDC_OK;
     }
     case MCDC_TYPE_INT8:
     case MCDC_TYPE_INT16: {
         rc = mcdc_buf_reserve(o, (size_t)n * 4, &c->err);
         if (rc) return rc;
-        int32_t *d = (int32_t *)(void *)o->data;
+        int32_t *d = (int32_t *)(void *)(o->data + base);
         if (c->f->type == MCDC_TYPE_INT8) {
             const int8_t *s = (const int8_t *)in->values;
             for (int64_t k = 0; k < n; k++) d[k] = s[ROW(k)];
@@ -485,7 +494,7 @@ static int to_phys(wcol *c, const mcdc_column *in, int64_t r0, const int64_t *se
             const int16_t *s = (const int16_t *)(const void *)in->values;
             for (int64_t k = 0; k < n; k++) d[k] = s[ROW(k)];
         }
-        o->len = (size_t)n * 4;
+        o->len = base + (size_t)n * 4;
         return MCDC_OK;
     }
     case MCDC_TYPE_INT32:
@@ -500,20 +509,20 @@ static int to_phys(wcol *c, const mcdc_column *in, int64_t r0, const int64_t *se
         rc = mcdc_buf_reserve(o, (size_t)n * w, &c->err);
         if (rc) return rc;
         if (sel == NULL) {
-            memcpy(o->data, in->values + (size_t)r0 * w, (size_t)n * w);
+            memcpy((o->data + base), in->values + (size_t)r0 * w, (size_t)n * w);
         } else if (w == 4) {
-            uint32_t *d = (uint32_t *)(void *)o->data;
+            uint32_t *d = (uint32_t *)(void *)(o->data + base);
             const uint32_t *s = (const uint32_t *)(const void *)in->values;
             for (int64_t k = 0; k < n; k++) d[k] = s[sel[k]];
         } else if (w == 8) {
-            uint64_t *d = (uint64_t *)(void *)o->data;
+            uint64_t *d = (uint64_t *)(void *)(o->data + base);
             const uint64_t *s = (const uint64_t *)(const void *)in->values;
             for (int64_t k = 0; k < n; k++) d[k] = s[sel[k]];
         } else {
             for (int64_t k = 0; k < n; k++)
-                memcpy(o->data + (size_t)k * w, in->values + (size_t)sel[k] * w, w);
+                memcpy((o->data + base) + (size_t)k * w, in->values + (size_t)sel[k] * w, w);
         }
-        o->len = (size_t)n * w;
+        o->len = base + (size_t)n * w;
         return MCDC_OK;
     }
     case MCDC_TYPE_DECIMAL: {
@@ -521,7 +530,7 @@ static int to_phys(wcol *c, const mcdc_column *in, int64_t r0, const int64_t *se
         rc = mcdc_buf_reserve(o, (size_t)n * w, &c->err);
         if (rc) return rc;
         const uint8_t *s = in->values;
-        uint8_t *d = o->data;
+        uint8_t *d = (o->data + base);
         if (c->phys == PQ_INT32) {
             for (int64_t k = 0; k < n; k++) memcpy(d + k * 4, s + ROW(k) * 16, 4);
         } else if (c->phys == PQ_INT64) {
@@ -533,7 +542,7 @@ static int to_phys(wcol *c, const mcdc_column *in, int64_t r0, const int64_t *se
                 for (size_t j = 0; j < w; j++) t[j] = v[w - 1 - j];
             }
         }
-        o->len = (size_t)n * w;
+        o->len = base + (size_t)n * w;
         return MCDC_OK;
     }
     case MCDC_TYPE_UTF8:
@@ -548,7 +557,7 @@ static int to_phys(wcol *c, const mcdc_column *in, int64_t r0, const int64_t *se
         }
         rc = mcdc_buf_reserve(o, bytes + (size_t)n * 4, &c->err);
         if (rc) return rc;
-        uint8_t *d = o->data;
+        uint8_t *d = (o->data + base);
         for (int64_t k = 0; k < n; k++) {
             int64_t r = ROW(k);
             uint32_t len = (uint32_t)(off[r + 1] - off[r]);
@@ -556,7 +565,7 @@ static int to_phys(wcol *c, const mcdc_column *in, int64_t r0, const int64_t *se
             if (len) memcpy(d + 4, in->data + off[r], len);
             d += 4 + len;
         }
-        o->len = (size_t)(d - o->data);
+        o->len = base + (size_t)(d - (o->data + base));
         return MCDC_OK;
     }
     default: MCDC_UNREACHABLE();
@@ -637,7 +646,7 @@ static int dict_encode(wcol *c, int64_t n) {
         c->idx_cap = cap;
     }
     if (c->htab == NULL && (rc = dict_grow(c))) return rc;
-    const uint8_t *q = c->pbuf.data;
+    const uint8_t *q = c->pv;
     bool ba = c->phys == PQ_BYTE_ARRAY;
     size_t w = (size_t)c->width;
     /* 4- and 8-byte values (ints, dates, timestamps, floats, small decimals):
@@ -937,16 +946,16 @@ static int choose_encoding(wcol *c, mcdc_parquet_writer *w, int64_t nv) {
     }
     size_t sample_n = c->phys == PQ_BYTE_ARRAY ? 0 : (size_t)(k * c->width);
     if (c->phys == PQ_BYTE_ARRAY) {
-        const uint8_t *q = c->pbuf.data;
+        const uint8_t *q = c->pv;
         for (int64_t i = 0; i < k; i++) q += 4 + pq_le32(q);
-        sample_n = (size_t)(q - c->pbuf.data);
+        sample_n = (size_t)(q - c->pv);
     }
     size_t plain_c = 0, delta_c = SIZE_MAX, dict_c = SIZE_MAX;
-    if ((rc = trial_size(c, w, c->pbuf.data, sample_n, &plain_c))) return rc;
+    if ((rc = trial_size(c, w, c->pv, sample_n, &plain_c))) return rc;
     mcdc_buf *e = &c->enc;
     if (ints) {
         e->len = 0;
-        if ((rc = mcdc_pq_delta_encode_plain(e, c->pbuf.data, k, c->width, &c->err))) return rc;
+        if ((rc = mcdc_pq_delta_encode_plain(e, c->pv, k, c->width, &c->err))) return rc;
         if ((rc = trial_size(c, w, e->data, e->len, &delta_c))) return rc;
     }
     if (dict) {
@@ -987,7 +996,12 @@ static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, 
     c->chunk_nulls += n - nv;
     c->chunk_values += n;
     c->page_bytes += plain_bytes(c, in, r0, r1);
-    if ((rc = to_phys(c, in, r0, sel, nv))) return rc;
+    mcdc_buf *o = c->page_is_dict ? &c->pbuf : &c->page_vals;
+    if (c->page_is_dict) c->pbuf.len = 0;
+    size_t o0 = o->len;
+    if ((rc = to_phys(c, o, in, r0, sel, nv))) return rc;
+    c->pv = o->data + o0;
+    c->pv_len = o->len - o0;
     if ((rc = slice_stats(c, nv))) return rc;
     if (c->page_is_dict) {
         if ((rc = dict_encode(c, nv))) return rc;
@@ -1000,8 +1014,7 @@ static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, 
             c->dict_on = c->page_is_dict = false;
             c->idx_n = 0;
             dict_clear(c);
-            if ((rc = mcdc_buf_append(&c->page_vals, c->pbuf.data, c->pbuf.len, &c->err)))
-                return rc;
+            if ((rc = mcdc_buf_append(&c->page_vals, c->pv, c->pv_len, &c->err))) return rc;
         } else if (!c->dict_keep) {
             /* Fall back to PLAIN for the rest of the chunk. */
             c->dict_on = false;
@@ -1011,7 +1024,6 @@ static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, 
     } else {
         if (!c->chosen && nv >= PQ_CHOOSE_VALUES_MIN && (rc = choose_encoding(c, w, nv)))
             return rc;
-        if ((rc = mcdc_buf_append(&c->page_vals, c->pbuf.data, c->pbuf.len, &c->err))) return rc;
     }
     if (c->page_bytes >= w->opts.page_bytes && (rc = flush_page(c, w))) return rc;
     return MCDC_OK;
