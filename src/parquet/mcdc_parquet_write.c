@@ -798,6 +798,7 @@ static int flush_page(wcol *c, mcdc_parquet_writer *w) {
     mcdc_buf *e = &c->enc;
     e->len = 0;
     size_t levels_n = 0;
+    bool direct = false;
     if (c->optional) {
         if (!v2) {
             uint8_t zero[4] = {0};
@@ -828,14 +829,19 @@ static int flush_page(wcol *c, mcdc_parquet_writer *w) {
         if ((rc = mcdc_pq_delta_encode_plain(e, c->page_vals.data, n, c->width, &c->err)))
             return rc;
         encoding = PQ_DELTA_BINARY_PACKED;
-    } else {
+    } else if ((c->optional && !v2) || c->page_vals.len == 0) { /* v1: levels + values, one body */
         if ((rc = mcdc_buf_append(e, c->page_vals.data, c->page_vals.len, &c->err))) return rc;
+        encoding = PQ_PLAIN;
+    } else { /* the PLAIN values are the body as they are */
+        direct = true;
         encoding = PQ_PLAIN;
     }
     set_enc(c, encoding);
     if (c->page_rows > INT32_MAX) return mcdc_error_set(&c->err, MCDC_E_LIMIT, "page rows");
-    rc = emit_page(c, w, v2 ? PQ_DATA_PAGE_V2 : PQ_DATA_PAGE, e->data, levels_n,
-                   e->data + levels_n, e->len - levels_n, (int32_t)c->page_rows, encoding);
+    const uint8_t *body = direct ? c->page_vals.data : e->data + levels_n;
+    size_t body_n = direct ? c->page_vals.len : e->len - levels_n;
+    rc = emit_page(c, w, v2 ? PQ_DATA_PAGE_V2 : PQ_DATA_PAGE, e->data, levels_n, body, body_n,
+                   (int32_t)c->page_rows, encoding);
     if (rc) return rc;
     c->page_rows = c->page_nulls = c->page_bytes = 0;
     c->idx_n = 0;
