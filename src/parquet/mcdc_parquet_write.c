@@ -635,7 +635,7 @@ static int dict_grow(wcol *c) {
 
 /* Maps the n physical values of c->phys to dictionary indices (appended to
  * the page's idx). */
-static int dict_encode(wcol *c, int64_t n) {
+static int dict_encode(wcol *c, const uint8_t *q, int64_t n) {
     int rc;
     if (c->idx_n + n > c->idx_cap) {
         int64_t cap = c->idx_cap ? c->idx_cap : 4096;
@@ -646,7 +646,6 @@ static int dict_encode(wcol *c, int64_t n) {
         c->idx_cap = cap;
     }
     if (c->htab == NULL && (rc = dict_grow(c))) return rc;
-    const uint8_t *q = c->pv;
     bool ba = c->phys == PQ_BYTE_ARRAY;
     size_t w = (size_t)c->width;
     /* 4- and 8-byte values (ints, dates, timestamps, floats, small decimals):
@@ -1010,12 +1009,25 @@ static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, 
     c->pv_len = o->len - o0;
     if ((rc = slice_stats(c, nv))) return rc;
     if (c->page_is_dict) {
-        if ((rc = dict_encode(c, nv))) return rc;
-        if (!c->chosen && nv >= PQ_CHOOSE_VALUES_MIN && (rc = choose_encoding(c, w, nv)))
-            return rc;
+        /* Choosing: only the sample is hashed before the choice, so a column
+         * that gives its dictionary up never hashes the rest. */
+        bool choosing = !c->chosen && nv >= PQ_CHOOSE_VALUES_MIN;
+        int64_t first = choosing && nv > PQ_CHOOSE_SAMPLE ? PQ_CHOOSE_SAMPLE : nv;
+        if ((rc = dict_encode(c, c->pv, first))) return rc;
+        /* the page holds no dictionary index from before this slice */
+        bool alone = c->idx_n == first && !(c->chunk_encodings & (1u << PQ_RLE_DICTIONARY));
+        if (choosing && (rc = choose_encoding(c, w, first))) return rc;
+        if (first < nv && (c->dict_keep || !alone)) {
+            const uint8_t *q = c->pv;
+            if (c->phys == PQ_BYTE_ARRAY)
+                for (int64_t i = 0; i < first; i++) q += 4 + pq_le32(q);
+            else
+                q += (size_t)first * (size_t)c->width;
+            if ((rc = dict_encode(c, q, nv - first))) return rc;
+        }
         if (c->dict_keep && c->dict_plain.len > (size_t)w->opts.dict_bytes_max)
             c->dict_keep = false; /* too many distinct values: not again in this file */
-        if (!c->dict_keep && c->idx_n == nv && !(c->chunk_encodings & (1u << PQ_RLE_DICTIONARY))) {
+        if (!c->dict_keep && alone) {
             /* The page holds only this slice: redo it as PLAIN, no dictionary. */
             c->dict_on = c->page_is_dict = false;
             c->idx_n = 0;
