@@ -5,7 +5,9 @@
  * row group; each column encodes its range (in parallel on the pool when
  * threads > 1): values are converted once to their PLAIN physical form
  * (non-null only), statistics are taken on that form, then either
- * dictionary-indexed or kept as PLAIN. A page is closed (levels + values,
+ * dictionary-indexed or kept as PLAIN (pages then PLAIN or
+ * DELTA_BINARY_PACKED). Which one is chosen per column once per file
+ * (choose_encoding) and remembered across row groups. A page is closed (levels + values,
  * compressed, header) when it reaches page_bytes of PLAIN data. A row group
  * is flushed when it reaches row_group_bytes: every column chunk
  * (dictionary page first) is written to the file, and its metadata kept for
