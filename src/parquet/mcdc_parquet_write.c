@@ -42,6 +42,9 @@
 /* A sample with at most 1/PQ_CHOOSE_FEW distinct values keeps its dictionary
  * without a trial: small hash table, small pages to compress, fast reads. */
 #define PQ_CHOOSE_FEW 8
+/* A column whose sample compresses to more than this fraction is written
+ * uncompressed for the rest of the file. */
+#define PQ_CHOOSE_COMPRESS_MIN 0.95
 
 /* ---- a small pool: run fn(ctx, task) for task in [0, n) -------------------- */
 typedef struct pq_pool {
@@ -135,6 +138,7 @@ typedef struct chunk_rec {
     int64_t null_count;
     int64_t nan_count;
     uint32_t encodings;    /* bit per Encoding */
+    int codec;             /* of this chunk's pages */
     bool has_min_max;
     uint8_t *min, *max;    /* owned */
     uint32_t min_len, max_len;
@@ -161,6 +165,8 @@ typedef struct wcol {
     bool chosen;           /* encoding chosen for this file */
     bool dict_keep;        /* dictionary chosen (or not yet decided) */
     bool delta;            /* non-dictionary pages are DELTA_BINARY_PACKED */
+    int codec;             /* of the current chunk: the file's, or none when */
+    int codec_next;        /* compressing does not pay (from the next chunk on) */
     bool page_is_dict;
 
     /* dictionary of the current chunk */
@@ -741,8 +747,8 @@ static int emit_page(wcol *c, mcdc_parquet_writer *w, int type, const uint8_t *l
     /* v1: levels are part of the compressed body. v2: levels stay raw. */
     const uint8_t *payload = body;
     size_t payload_n = body_n, comp_n;
-    if (o->codec != MCDC_PARQUET_UNCOMPRESSED) {
-        rc = mcdc_pq_compress(&c->cctx, (int)o->codec, o->level, body, body_n, &c->comp, &c->err);
+    if (c->codec != MCDC_PARQUET_UNCOMPRESSED) {
+        rc = mcdc_pq_compress(&c->cctx, c->codec, o->level, body, body_n, &c->comp, &c->err);
         if (rc) return rc;
         payload = c->comp.data;
         payload_n = c->comp.len;
@@ -778,7 +784,7 @@ static int emit_page(wcol *c, mcdc_parquet_writer *w, int type, const uint8_t *l
         mcdc_thrift_field_i32(&tw, 4, encoding);
         mcdc_thrift_field_i32(&tw, 5, (int32_t)levels_n);
         mcdc_thrift_field_i32(&tw, 6, 0);
-        mcdc_thrift_field_bool(&tw, 7, o->codec != MCDC_PARQUET_UNCOMPRESSED);
+        mcdc_thrift_field_bool(&tw, 7, c->codec != MCDC_PARQUET_UNCOMPRESSED);
         mcdc_thrift_struct_end(&tw);
     }
     mcdc_thrift_struct_end(&tw);
@@ -923,11 +929,11 @@ static void dict_clear(wcol *c) {
 
 /* Compressed size of n bytes (or n itself when the file is uncompressed). */
 static int trial_size(wcol *c, mcdc_parquet_writer *w, const uint8_t *p, size_t n, size_t *out) {
-    if (w->opts.codec == MCDC_PARQUET_UNCOMPRESSED || n == 0) {
+    if (c->codec_next == MCDC_PARQUET_UNCOMPRESSED || n == 0) {
         *out = n;
         return MCDC_OK;
     }
-    int rc = mcdc_pq_compress(&c->cctx, (int)w->opts.codec, w->opts.level, p, n, &c->comp,
+    int rc = mcdc_pq_compress(&c->cctx, c->codec_next, w->opts.level, p, n, &c->comp,
                               &c->err);
     *out = c->comp.len;
     return rc;
@@ -957,12 +963,13 @@ static int choose_encoding(wcol *c, mcdc_parquet_writer *w, int64_t nv) {
         for (int64_t i = 0; i < k; i++) q += 4 + pq_le32(q);
         sample_n = (size_t)(q - c->pv);
     }
-    size_t plain_c = 0, delta_c = SIZE_MAX, dict_c = SIZE_MAX;
+    size_t plain_c = 0, delta_c = SIZE_MAX, dict_c = SIZE_MAX, delta_raw = 0;
     if ((rc = trial_size(c, w, c->pv, sample_n, &plain_c))) return rc;
     mcdc_buf *e = &c->enc;
     if (ints) {
         e->len = 0;
         if ((rc = mcdc_pq_delta_encode_plain(e, c->pv, k, c->width, &c->err))) return rc;
+        delta_raw = e->len;
         if ((rc = trial_size(c, w, e->data, e->len, &delta_c))) return rc;
     }
     if (dict) {
@@ -982,6 +989,15 @@ static int choose_encoding(wcol *c, mcdc_parquet_writer *w, int64_t nv) {
     size_t best = plain_c < delta_c ? plain_c : delta_c;
     c->delta = ints && delta_c < plain_c;
     c->dict_keep = dict && (double)dict_c * PQ_CHOOSE_DICT_MARGIN <= (double)best;
+    /* Values that do not compress (random ids, hashes, DELTA-packed noise)
+     * are stored uncompressed: the codec is per column chunk, so readers
+     * just skip decompressing them. */
+    size_t raw = c->delta ? delta_raw : sample_n;
+    if (!c->dict_keep && c->codec_next != MCDC_PARQUET_UNCOMPRESSED &&
+        (double)best >= (double)raw * PQ_CHOOSE_COMPRESS_MIN) {
+        c->codec_next = MCDC_PARQUET_UNCOMPRESSED;
+        if (c->chunk.len == 0 && c->dictpage.len == 0) c->codec = c->codec_next;
+    }
     return MCDC_OK;
 }
 
@@ -1084,6 +1100,7 @@ static void chunk_reset(wcol *c) {
     c->st_has = false;
     dict_clear(c);
     c->dict_on = c->dict_enabled && c->dict_keep;
+    c->codec = c->codec_next;
     c->page_is_dict = c->dict_on;
 }
 
@@ -1173,6 +1190,7 @@ static int flush_row_group(mcdc_parquet_writer *w, mcdc_error *err) {
         cr->null_count = c->chunk_nulls;
         cr->nan_count = c->chunk_nans;
         cr->encodings = c->chunk_encodings | (1u << PQ_RLE); /* levels are RLE */
+        cr->codec = c->codec;
         if (c->st_has) {
             mcdc_buf *mn = &c->st_min, *mx = &c->st_max;
             if ((rc = stat_merge(c, &c->fs_has, &c->fs_min, &c->fs_max, mn->data, mn->len,
@@ -1260,6 +1278,7 @@ static int writer_open(mcdc_parquet_writer **out, int fd, bool own_fd, const cha
         if (rc) break;
         c->dict_enabled = o.dictionary && c->phys != PQ_BOOLEAN;
         c->dict_keep = true;
+        c->codec_next = (int)o.codec;
         c->sel = mcdc_malloc(PQ_SLICE_ROWS_MAX * sizeof *c->sel);
         if (c->sel == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (writer)");
         chunk_reset(c);
@@ -1463,7 +1482,7 @@ static int write_footer(mcdc_parquet_writer *w, mcdc_error *err) {
         const rg_rec *rg = &w->rgs[g];
         mcdc_thrift_struct_begin(&t);
         mcdc_thrift_field_list(&t, 1, MCDC_TT_STRUCT, w->n);
-        for (int32_t i = 0; i < w->n; i++) write_chunk_meta(&t, &w->cols[i], &rg->cols[i], (int)w->opts.codec);
+        for (int32_t i = 0; i < w->n; i++) write_chunk_meta(&t, &w->cols[i], &rg->cols[i], rg->cols[i].codec);
         mcdc_thrift_field_i64(&t, 2, rg->uncomp_bytes);
         mcdc_thrift_field_i64(&t, 3, rg->rows);
         mcdc_thrift_field_i64(&t, 5, rg->file_offset);

@@ -685,14 +685,16 @@ TEST(parquet_writer_on_an_fd_and_created_by) {
 TEST(parquet_encoding_chosen_once_per_file) {
     /* ts: increasing timestamps -> DELTA_BINARY_PACKED; u: all distinct
      * strings -> PLAIN without ever a dictionary; k: 5 distinct strings ->
-     * dictionary; w: int32 alternating extremes (deltas wrap in 32 bits).
+     * dictionary; w: int32 alternating extremes (deltas wrap in 32 bits);
+     * r: random int64, stored uncompressed in a zstd file.
      * The choice holds in every row group of the file. */
     mcdc_schema *s = NULL;
-    CHECK_EQ_INT(mcdc_schema_create(&s, 4, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_schema_create(&s, 5, NULL), MCDC_OK);
     mcdc_schema_set(s, 0, "ts", MCDC_TYPE_TIMESTAMP_NTZ, 0, 0, 0, true, NULL);
     mcdc_schema_set(s, 1, "u", MCDC_TYPE_UTF8, 0, 0, 0, false, NULL);
     mcdc_schema_set(s, 2, "k", MCDC_TYPE_UTF8, 0, 0, 0, false, NULL);
     mcdc_schema_set(s, 3, "w", MCDC_TYPE_INT32, 0, 0, 0, false, NULL);
+    mcdc_schema_set(s, 4, "r", MCDC_TYPE_INT64, 0, 0, 0, true, NULL);
     enum { ROWS = 60000 };
     mcdc_batch *b = NULL;
     CHECK_EQ_INT(mcdc_batch_create(&b, s, ROWS, NULL), MCDC_OK);
@@ -707,6 +709,7 @@ TEST(parquet_encoding_chosen_once_per_file) {
         n = snprintf(t, sizeof t, "kind-%d", (int)(x % 5));
         mcdc_col_append_bytes(&b->columns[2], t, n, NULL);
         mcdc_col_append_int(&b->columns[3], r % 2 ? INT32_MAX - (int32_t)(r % 3) : INT32_MIN + (int32_t)(r % 5), NULL);
+        mcdc_col_append_int(&b->columns[4], (int64_t)(x * 0x9E3779B97F4A7C15ull), NULL);
     }
     CHECK_EQ_INT(mcdc_batch_seal(b, NULL), MCDC_OK);
     mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
@@ -725,6 +728,10 @@ TEST(parquet_encoding_chosen_once_per_file) {
         CHECK(c[1].encodings & (1u << PQ_PLAIN));
         CHECK(c[2].encodings & (1u << PQ_RLE_DICTIONARY));
         CHECK(c[2].dict_page_offset > 0);
+        /* random 64-bit values do not compress: that chunk is stored raw */
+        CHECK_EQ_INT(c[4].codec, MCDC_PARQUET_UNCOMPRESSED);
+        CHECK_EQ_INT(c[1].codec, MCDC_PARQUET_ZSTD);
+        CHECK_EQ_INT(c[2].codec, MCDC_PARQUET_ZSTD);
     }
     mcdc_pq_meta_free(&m);
     /* the same file without compression chooses the same way and reads back */
