@@ -662,6 +662,11 @@ static int dict_encode(wcol *c, const uint8_t *q, int64_t n) {
     for (int64_t i = 0; i < n; i++) {                                                  \
         T key;                                                                         \
         memcpy(&key, q + (size_t)i * sizeof(T), sizeof(T));                            \
+        if (i > 0 && c->idx_n > 0 && memcmp(q + (size_t)(i - 1) * sizeof(T), &key, sizeof(T)) == 0) { \
+            c->idx[c->idx_n] = c->idx[c->idx_n - 1]; /* a run: no probe */           \
+            c->idx_n++;                                                                \
+            continue;                                                                  \
+        }                                                                              \
         uint32_t h = (uint32_t)hash_mix((uint64_t)key) & c->hmask;                     \
         uint32_t e;                                                                    \
         while ((e = c->htab[h]) != 0) {                                                \
@@ -688,6 +693,8 @@ static int dict_encode(wcol *c, const uint8_t *q, int64_t n) {
         return MCDC_OK;
     }
 #undef DICT_FIXED
+    const uint8_t *prev = NULL;
+    size_t prev_n = 0;
     for (int64_t i = 0; i < n; i++) {
         const uint8_t *key;
         size_t kn;
@@ -700,6 +707,13 @@ static int dict_encode(wcol *c, const uint8_t *q, int64_t n) {
             kn = w;
             q += w;
         }
+        if (prev && prev_n == kn && memcmp(prev, key, kn) == 0) {
+            c->idx[c->idx_n] = c->idx[c->idx_n - 1]; /* a run: no probe */
+            c->idx_n++;
+            continue;
+        }
+        prev = key;
+        prev_n = kn;
         uint64_t hv = key_hash(c, key, kn);
         uint32_t h = (uint32_t)hv & c->hmask;
         uint32_t e;
