@@ -223,6 +223,7 @@ struct mcdc_parquet_writer {
     wcol *cols;
     pq_pool pool;
     bool pool_started;
+    mcdc_pq_codec_ctx cctx; /* shared by all columns when threads == 1 */
     int64_t offset;        /* bytes written */
     int64_t rows_total;
     int64_t rg_rows;
@@ -751,6 +752,12 @@ static int dict_encode(wcol *c, const uint8_t *q, int64_t n) {
 
 /* ---- pages ------------------------------------------------------------------- */
 
+/* One compression context for the whole writer on one thread (one warm
+ * workspace instead of one per column); per column on the pool. */
+static mcdc_pq_codec_ctx *codec_ctx(wcol *c, mcdc_parquet_writer *w) {
+    return w->opts.threads > 1 ? &c->cctx : &w->cctx;
+}
+
 static void set_enc(wcol *c, int e) { c->chunk_encodings |= 1u << e; }
 
 static int emit_page(wcol *c, mcdc_parquet_writer *w, int type, const uint8_t *levels,
@@ -762,7 +769,8 @@ static int emit_page(wcol *c, mcdc_parquet_writer *w, int type, const uint8_t *l
     const uint8_t *payload = body;
     size_t payload_n = body_n, comp_n;
     if (c->codec != MCDC_PARQUET_UNCOMPRESSED) {
-        rc = mcdc_pq_compress(&c->cctx, c->codec, o->level, body, body_n, &c->comp, &c->err);
+        rc = mcdc_pq_compress(codec_ctx(c, w), c->codec, o->level, body, body_n, &c->comp,
+                              &c->err);
         if (rc) return rc;
         payload = c->comp.data;
         payload_n = c->comp.len;
@@ -947,7 +955,7 @@ static int trial_size(wcol *c, mcdc_parquet_writer *w, const uint8_t *p, size_t 
         *out = n;
         return MCDC_OK;
     }
-    int rc = mcdc_pq_compress(&c->cctx, c->codec_next, w->opts.level, p, n, &c->comp,
+    int rc = mcdc_pq_compress(codec_ctx(c, w), c->codec_next, w->opts.level, p, n, &c->comp,
                               &c->err);
     *out = c->comp.len;
     return rc;
@@ -1621,6 +1629,7 @@ void mcdc_parquet_writer_free(mcdc_parquet_writer *w) {
     if (w->cols)
         for (int32_t i = 0; i < w->n; i++) wcol_free(&w->cols[i]);
     mcdc_free(w->cols);
+    mcdc_pq_codec_ctx_free(&w->cctx);
     for (int32_t g = 0; g < w->n_rgs; g++) {
         for (int32_t i = 0; i < w->n; i++) {
             mcdc_free(w->rgs[g].cols[i].min);
