@@ -68,7 +68,7 @@ typedef struct mcdc_parquet_write_options {
      * MB/s), and compression is our most expensive per-byte stage. */
     int32_t level;
     int64_t row_group_bytes;   /* uncompressed target; 0 = MCDC_PARQUET_ROW_GROUP_BYTES_DEFAULT */
-    int64_t page_bytes;        /* 0 = MCDC_PARQUET_PAGE_BYTES_DEFAULT */
+    int64_t page_bytes;        /* 0 = 256 KiB (see PQ_PAGE_BYTES_DEFAULT) */
     int64_t dict_bytes_max;    /* 0 = MCDC_PARQUET_DICT_BYTES_MAX */
     /* Dictionary-encode (all types but BOOL) where it pays: each column's
      * encoding is chosen once per file on its first ~16K values (dictionary,

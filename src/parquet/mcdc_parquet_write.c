@@ -30,6 +30,12 @@
 #define PQ_THREADS_MAX 16
 /* Rows a slice covers at most (bounds the scratch selection vector). */
 #define PQ_SLICE_ROWS_MAX 65536
+/* Default page size (PLAIN bytes). 256 KiB rather than Arrow's 1 MiB: on the
+ * bench-lake CDC rows zstd runs ~5% faster on pages that stay in cache and
+ * our reader ~10% faster, for ~3% more bytes (0.917 -> 0.945 of pyarrow's
+ * file size). mcdc_limits.h's MCDC_PARQUET_PAGE_BYTES_DEFAULT (1 MiB) is
+ * no longer used by the writer. */
+#define PQ_PAGE_BYTES_DEFAULT (256 * 1024)
 /* Encoding choice (once per column per file, remembered for its later row
  * groups): made on the first slice with at least PQ_CHOOSE_VALUES_MIN
  * non-null values, by trial-compressing at most PQ_CHOOSE_SAMPLE values in
@@ -1256,7 +1262,7 @@ static int writer_open(mcdc_parquet_writer **out, int fd, bool own_fd, const cha
         o = *opts;
     }
     if (o.row_group_bytes <= 0) o.row_group_bytes = MCDC_PARQUET_ROW_GROUP_BYTES_DEFAULT;
-    if (o.page_bytes <= 0) o.page_bytes = MCDC_PARQUET_PAGE_BYTES_DEFAULT;
+    if (o.page_bytes <= 0) o.page_bytes = PQ_PAGE_BYTES_DEFAULT;
     if (o.dict_bytes_max <= 0) o.dict_bytes_max = MCDC_PARQUET_DICT_BYTES_MAX;
     if (o.threads < 1) o.threads = 1;
     int rc = MCDC_OK;
