@@ -76,16 +76,18 @@ typedef struct mcdc_parquet_write_options {
      * and kept for the file's later row groups. */
     bool dictionary;
     bool data_page_v2;         /* write DATA_PAGE_V2 instead of v1 */
-    /* Encode/compress column chunks on N threads (1..16). Default 1: on the
-     * 2-core bench machine 2 threads gave no wall-clock gain for the lake
-     * write (0.84-1.54 s vs 0.92-1.53 s per 1M rows, CPU +2-4%), and in the
-     * stream the source's reader threads already use the other core. */
+    /* Encode/compress column chunks on N threads (1..16); 0 = auto: half
+     * the online CPUs, at most 4 (1 on 2 cores). Measured on the 2-core
+     * bench machine (1M CDC rows): with the other core idle 2 threads cut
+     * the wall time 0.68 -> 0.53 s for +3% CPU; with the machine loaded
+     * (other processes, or in the stream the source's reader threads) they
+     * gained nothing. So the writer takes at most half the cores. */
     int32_t threads;
     const char *created_by;    /* NULL = "mssql-cdc version <x.y.z>" */
 } mcdc_parquet_write_options;
 
 #define MCDC_PARQUET_WRITE_OPTIONS_INIT \
-    {MCDC_PARQUET_WRITE_OPTIONS_VERSION, MCDC_PARQUET_ZSTD, 0, 0, 0, 0, true, false, 1, NULL}
+    {MCDC_PARQUET_WRITE_OPTIONS_VERSION, MCDC_PARQUET_ZSTD, 0, 0, 0, 0, true, false, 0, NULL}
 
 /* A typed statistic value. Which member is meaningful follows the field type:
  *   i: BOOL (0/1), INT8..INT64, DATE32, TIMESTAMP_* (microseconds)

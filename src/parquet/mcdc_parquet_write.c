@@ -28,6 +28,7 @@
  * then simply cannot prune on them); the file-level stats keep them. */
 #define PQ_STATS_VALUE_BYTES_MAX 4096
 #define PQ_THREADS_MAX 16
+#define PQ_THREADS_AUTO_MAX 4
 /* Rows a slice covers at most (bounds the scratch selection vector). */
 #define PQ_SLICE_ROWS_MAX 65536
 /* Default page size (PLAIN bytes). 256 KiB rather than Arrow's 1 MiB: on the
@@ -1264,7 +1265,10 @@ static int writer_open(mcdc_parquet_writer **out, int fd, bool own_fd, const cha
     if (o.row_group_bytes <= 0) o.row_group_bytes = MCDC_PARQUET_ROW_GROUP_BYTES_DEFAULT;
     if (o.page_bytes <= 0) o.page_bytes = PQ_PAGE_BYTES_DEFAULT;
     if (o.dict_bytes_max <= 0) o.dict_bytes_max = MCDC_PARQUET_DICT_BYTES_MAX;
-    if (o.threads < 1) o.threads = 1;
+    if (o.threads < 1) { /* auto: half the online CPUs (see mcdc_parquet.h) */
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        o.threads = cpus >= 4 ? (int32_t)(cpus / 2 < PQ_THREADS_AUTO_MAX ? cpus / 2 : PQ_THREADS_AUTO_MAX) : 1;
+    }
     int rc = MCDC_OK;
     if (o.threads > PQ_THREADS_MAX || o.row_group_bytes > (int64_t)MCDC_BATCH_BYTES_MAX / 2 ||
         o.page_bytes > (int64_t)64 * 1024 * 1024 || o.dict_bytes_max > (int64_t)64 * 1024 * 1024)
