@@ -225,7 +225,7 @@ static int cmd_read(const char *table) {
         while ((rc = mcdc_parquet_reader_next(&b, r, &e)) == MCDC_OK && b) {
             rows += b->rows;
             bytes += mcdc_batch_bytes(b);
-            mcdc_batch_free(b);
+            mcdc_parquet_reader_recycle(r, b); /* refilled by the next _next */
         }
         if (rc) return die("read", &e);
         mcdc_parquet_reader_free(r);

@@ -191,6 +191,10 @@ bool mcdc_parquet_reader_row_group_selected(const mcdc_parquet_reader *r, int32_
 /* Next batch of at most batch_rows rows of the selected columns (schema of
  * the selection). *out = NULL at the end. Caller frees the batch. */
 int mcdc_parquet_reader_next(mcdc_batch **out, mcdc_parquet_reader *r, mcdc_error *err);
+/* Gives a batch from _next back instead of mcdc_batch_free: the next _next
+ * refills it, so a read loop allocates (and page-faults) no batch memory
+ * per batch. b must not be used afterwards; NULL is a no-op. */
+void mcdc_parquet_reader_recycle(mcdc_parquet_reader *r, mcdc_batch *b);
 
 /* ---- leaf (column chunk) API: nested files such as Delta checkpoints ------
  *

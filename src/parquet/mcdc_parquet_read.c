@@ -95,6 +95,7 @@ struct mcdc_parquet_reader {
     pq_cursor *cursors;    /* n_sel */
     int64_t batch_rows;
     bool started;
+    mcdc_batch *spare;     /* given back by _recycle, reused by _next */
 };
 
 /* ---- helpers ------------------------------------------------------------------- */
@@ -466,6 +467,7 @@ static void close_cursors(mcdc_parquet_reader *r) {
 void mcdc_parquet_reader_free(mcdc_parquet_reader *r) {
     if (r == NULL) return;
     close_cursors(r);
+    mcdc_batch_free(r->spare);
     mcdc_free(r->cursors);
     if (r->fd >= 0) close(r->fd);
     for (int32_t i = 0; i < r->n_leaves; i++) {
@@ -1399,9 +1401,13 @@ int mcdc_parquet_reader_next(mcdc_batch **out, mcdc_parquet_reader *r, mcdc_erro
         break;
     }
     int64_t k = r->rg_left < r->batch_rows ? r->rg_left : r->batch_rows;
-    mcdc_batch *b;
-    rc = mcdc_batch_create(&b, r->sel_schema, k, err);
-    if (rc) return rc;
+    mcdc_batch *b = r->spare;
+    if (b) {
+        r->spare = NULL;
+        mcdc_batch_reset(b);
+    } else if ((rc = mcdc_batch_create(&b, r->sel_schema, k, err))) {
+        return rc;
+    }
     for (int32_t i = 0; i < r->n_sel && !rc; i++) rc = cursor_read(&r->cursors[i], &b->columns[i], k, err);
     if (!rc) rc = mcdc_batch_seal(b, err);
     if (rc) {
@@ -1415,6 +1421,12 @@ int mcdc_parquet_reader_next(mcdc_batch **out, mcdc_parquet_reader *r, mcdc_erro
     }
     *out = b;
     return MCDC_OK;
+}
+
+void mcdc_parquet_reader_recycle(mcdc_parquet_reader *r, mcdc_batch *b) {
+    if (b == NULL) return;
+    if (r->spare == NULL && b->schema == r->sel_schema) r->spare = b;
+    else mcdc_batch_free(b);
 }
 
 /* ---- leaf API ---------------------------------------------------------------------- */
