@@ -901,12 +901,26 @@ static int64_t int96_to_us(const uint8_t *p) {
 /* Appends ph's n values to the dense column (no nulls). */
 static int convert(pq_cursor *c, mcdc_error *err) {
     const pq_leafx *lx = c->lx;
-    const pq_phys *ph = &c->ph;
+    pq_phys *ph = &c->ph;
     mcdc_batch_reset(c->dense);
     mcdc_column *d = &c->dense->columns[0];
     const mcdc_field *f = d->field;
     int64_t n = ph->n;
     int64_t bytes = lx->phys == PQ_BYTE_ARRAY && f->type != MCDC_TYPE_DECIMAL ? ph->offs[n] : 0;
+    bool swapped = false;
+    if ((f->type == MCDC_TYPE_UTF8 || f->type == MCDC_TYPE_BINARY) && d->offsets != NULL &&
+        d->offsets[0] == 0 && ph->data.data != NULL) {
+        /* the value bytes change hands instead of being copied (both
+         * buffers come from mcdc_malloc; the other one is reused next page) */
+        uint8_t *t = d->data;
+        int64_t tc = d->data_cap;
+        d->data = ph->data.data;
+        d->data_cap = (int64_t)ph->data.cap;
+        ph->data.data = t;
+        ph->data.cap = t ? (size_t)tc : 0;
+        ph->data.len = 0;
+        swapped = true;
+    }
     int rc = mcdc_col_reserve(d, n, bytes, err);
     if (rc) return rc;
     const uint8_t *s = ph->fixed.data;
@@ -982,7 +996,7 @@ static int convert(pq_cursor *c, mcdc_error *err) {
     case MCDC_TYPE_UTF8:
     case MCDC_TYPE_BINARY: {
         int32_t base = d->offsets[0];
-        if (bytes) memcpy(d->data, ph->data.data, (size_t)bytes);
+        if (bytes && !swapped) memcpy(d->data, ph->data.data, (size_t)bytes);
         for (int64_t i = 0; i <= n; i++) d->offsets[i] = base + (int32_t)ph->offs[i];
         d->data_len = bytes;
         break;
