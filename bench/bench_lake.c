@@ -8,7 +8,10 @@
  *       and appends them to TABLE through the lake appender (our Parquet
  *       writer, zstd, Delta commit with txn) as ONE commit.
  *   bench_lake read TABLE
- *       replays TABLE's log and reads every live file with our Parquet reader.
+ *       replays TABLE's log and reads every live file with our Parquet reader
+ *       (each batch is handed back with mcdc_parquet_reader_recycle, as a
+ *       scanning consumer would, so batch buffers are refilled, not
+ *       reallocated).
  *
  * Prints `name: value` lines; peak_rss_mb is the process's peak RSS
  * (getrusage), cpu_seconds user+sys of the timed part, bytes are the
