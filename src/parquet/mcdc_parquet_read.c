@@ -1190,6 +1190,29 @@ static int spread(pq_cursor *c, mcdc_column *d, int64_t n, mcdc_error *err) {
         c->lv_pos += n;
         return MCDC_OK;
     }
+    if (var) {
+        /* present values' bytes are contiguous on both sides: one copy */
+        int32_t base = d->offsets[at], a0 = s->offsets[j];
+        if (bytes) memcpy(d->data + base, s->data + a0, (size_t)bytes);
+        int32_t off = base;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t o = at + i;
+            bool present = def == NULL || def[i] == md;
+            if (present) d->validity[o >> 3] |= (uint8_t)(1u << (o & 7));
+            else d->validity[o >> 3] &= (uint8_t) ~(1u << (o & 7));
+            if (present) {
+                off += s->offsets[j + 1] - s->offsets[j];
+                j++;
+            }
+            d->offsets[o + 1] = off;
+        }
+        d->data_len = d->offsets[at + n];
+        d->length += n;
+        d->null_count += n - np;
+        c->dense_pos = j;
+        c->lv_pos += n;
+        return MCDC_OK;
+    }
     for (int64_t i = 0; i < n; i++) {
         int64_t o = at + i;
         bool present = def == NULL || def[i] == md;
@@ -1197,19 +1220,20 @@ static int spread(pq_cursor *c, mcdc_column *d, int64_t n, mcdc_error *err) {
             if (present) d->validity[o >> 3] |= (uint8_t)(1u << (o & 7));
             else d->validity[o >> 3] &= (uint8_t) ~(1u << (o & 7));
         }
-        if (var) {
-            int32_t off = d->offsets[o];
-            if (present) {
-                int32_t a = s->offsets[j], l = s->offsets[j + 1] - a;
-                if (l) memcpy(d->data + off, s->data + a, (size_t)l);
-                off += l;
-                j++;
-            }
-            d->offsets[o + 1] = off;
-        } else if (t == MCDC_TYPE_BOOL) {
+        if (t == MCDC_TYPE_BOOL) {
             bool bit = present && ((s->values[j >> 3] >> (j & 7)) & 1);
             if (bit) d->values[o >> 3] |= (uint8_t)(1u << (o & 7));
             else d->values[o >> 3] &= (uint8_t) ~(1u << (o & 7));
+            j += present;
+        } else if (w == 4) {
+            uint32_t x = 0;
+            if (present) memcpy(&x, s->values + j * 4, 4);
+            memcpy(d->values + o * 4, &x, 4);
+            j += present;
+        } else if (w == 8) {
+            uint64_t x = 0;
+            if (present) memcpy(&x, s->values + j * 8, 8);
+            memcpy(d->values + o * 8, &x, 8);
             j += present;
         } else if (present) {
             memcpy(d->values + o * w, s->values + j * w, (size_t)w);
@@ -1218,7 +1242,6 @@ static int spread(pq_cursor *c, mcdc_column *d, int64_t n, mcdc_error *err) {
             memset(d->values + o * w, 0, (size_t)w);
         }
     }
-    if (var) d->data_len = d->offsets[at + n];
     d->length += n;
     d->null_count += n - np;
     c->dense_pos = j;
