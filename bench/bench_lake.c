@@ -8,7 +8,10 @@
  *       and appends them to TABLE through the lake appender (our Parquet
  *       writer, zstd, Delta commit with txn) as ONE commit.
  *   bench_lake read TABLE
- *       replays TABLE's log and reads every live file with our Parquet reader.
+ *       replays TABLE's log and reads every live file with our Parquet reader
+ *       (each batch is handed back with mcdc_parquet_reader_recycle, as a
+ *       scanning consumer would, so batch buffers are refilled, not
+ *       reallocated).
  *
  * Prints `name: value` lines; peak_rss_mb is the process's peak RSS
  * (getrusage), cpu_seconds user+sys of the timed part, bytes are the
@@ -225,7 +228,7 @@ static int cmd_read(const char *table) {
         while ((rc = mcdc_parquet_reader_next(&b, r, &e)) == MCDC_OK && b) {
             rows += b->rows;
             bytes += mcdc_batch_bytes(b);
-            mcdc_batch_free(b);
+            mcdc_parquet_reader_recycle(r, b); /* refilled by the next _next */
         }
         if (rc) return die("read", &e);
         mcdc_parquet_reader_free(r);

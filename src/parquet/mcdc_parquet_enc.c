@@ -237,14 +237,24 @@ static int unpack64(const uint8_t *p, size_t n, int width, uint64_t *out, int64_
         return MCDC_OK;
     }
     uint64_t bitpos = 0;
+    uint64_t mask = width == 64 ? ~(uint64_t)0 : ((uint64_t)1 << width) - 1;
     for (int64_t i = 0; i < count; i++) {
+        size_t byte = (size_t)(bitpos >> 3);
+        int off = (int)(bitpos & 7);
+        if (byte + 9 <= n) { /* fast path: one (or one and a bit) word */
+            uint64_t v = pq_le64(p + byte) >> off;
+            if (off + width > 64) v |= (uint64_t)p[byte + 8] << (64 - off);
+            out[i] = v & mask;
+            bitpos += (uint64_t)width;
+            continue;
+        }
         uint64_t v = 0;
         int got = 0;
         while (got < width) {
-            int off = (int)(bitpos & 7);
-            int take = 8 - off;
+            int bo = (int)(bitpos & 7);
+            int take = 8 - bo;
             if (take > width - got) take = width - got;
-            uint64_t b = (uint64_t)(p[bitpos >> 3] >> off) & ((1u << take) - 1);
+            uint64_t b = (uint64_t)(p[bitpos >> 3] >> bo) & ((1u << take) - 1);
             v |= b << got;
             got += take;
             bitpos += (uint64_t)take;
@@ -310,51 +320,91 @@ int mcdc_pq_delta_decode(const uint8_t *p, size_t n, int64_t *out, int64_t count
     return MCDC_OK;
 }
 
-int mcdc_pq_delta_encode(mcdc_buf *out, const int64_t *v, int64_t n, mcdc_error *err) {
+/* Packs the 32 values x[0..32) (each < 2^w) LSB-first: 4*w bytes at dst. */
+static void pack_miniblock(uint8_t *dst, const uint64_t *x, int w) {
+    uint64_t acc = 0;
+    int nb = 0;
+    size_t o = 0;
+    for (int k = 0; k < 32; k++) {
+        uint64_t v = x[k];
+        acc |= v << nb;
+        int room = 64 - nb;
+        if (w >= room) {
+            pq_put_le64(dst + o, acc);
+            o += 8;
+            acc = room < 64 ? v >> room : 0;
+            nb = w - room;
+        } else {
+            nb += w;
+        }
+    }
+    for (int b = 0; b < nb; b += 8, acc >>= 8) dst[o++] = (uint8_t)acc;
+    MCDC_ASSERT(o == (size_t)(4 * w));
+}
+
+/* One 64-bit value of a PLAIN stream of `width` (4: int32, sign-extended). */
+static int64_t plain_at(const uint8_t *p, int64_t i, int width) {
+    if (width == 4) return (int32_t)pq_le32(p + (size_t)i * 4);
+    return (int64_t)pq_le64(p + (size_t)i * 8);
+}
+
+int mcdc_pq_delta_encode_plain(mcdc_buf *out, const uint8_t *plain, int64_t n, int width,
+                               mcdc_error *err) {
     enum { BLOCK = 128, MBS = 4, PER_MB = 32 };
+    MCDC_ASSERT(width == 4 || width == 8);
     int rc = put_varint(out, BLOCK, err);
     if (!rc) rc = put_varint(out, MBS, err);
     if (!rc) rc = put_varint(out, (uint64_t)n, err);
-    int64_t first = n > 0 ? v[0] : 0;
+    int64_t first = n > 0 ? plain_at(plain, 0, width) : 0;
     if (!rc) rc = put_varint(out, ((uint64_t)first << 1) ^ (uint64_t)(first >> 63), err);
-    int64_t i = 1;
+    int64_t i = 1, prev = first;
     while (!rc && i < n) {
         int64_t cnt = n - i < BLOCK ? n - i : BLOCK;
         uint64_t d[BLOCK];
         int64_t min = INT64_MAX;
-        for (int64_t k = 0; k < cnt; k++) {
-            d[k] = (uint64_t)v[i + k] - (uint64_t)v[i + k - 1];
-            if ((int64_t)d[k] < min) min = (int64_t)d[k];
+        /* INT32 deltas wrap in 32 bits (what INT32 readers compute with). */
+        if (width == 4) {
+            for (int64_t k = 0; k < cnt; k++) {
+                int64_t x = plain_at(plain, i + k, 4);
+                int64_t dd = (int32_t)(uint32_t)((uint64_t)x - (uint64_t)prev);
+                prev = x;
+                d[k] = (uint64_t)dd;
+                if (dd < min) min = dd;
+            }
+        } else {
+            for (int64_t k = 0; k < cnt; k++) {
+                int64_t x = plain_at(plain, i + k, 8);
+                d[k] = (uint64_t)x - (uint64_t)prev;
+                prev = x;
+                if ((int64_t)d[k] < min) min = (int64_t)d[k];
+            }
         }
         for (int64_t k = cnt; k < BLOCK; k++) d[k] = (uint64_t)min;
+        uint64_t mx[MBS] = {0};
+        for (int64_t k = 0; k < BLOCK; k++) {
+            d[k] -= (uint64_t)min;
+            mx[k / PER_MB] |= d[k];
+        }
         rc = put_varint(out, ((uint64_t)min << 1) ^ (uint64_t)(min >> 63), err);
         uint8_t widths[MBS];
+        size_t body = 0;
+        int used_mbs = (int)((cnt + PER_MB - 1) / PER_MB);
         for (int m = 0; m < MBS; m++) {
-            uint64_t mx = 0;
-            for (int k = 0; k < PER_MB; k++) {
-                uint64_t x = d[m * PER_MB + k] - (uint64_t)min;
-                if (x > mx) mx = x;
-            }
-            widths[m] = (uint8_t)pq_bit_width(mx);
+            widths[m] = m < used_mbs ? (uint8_t)pq_bit_width(mx[m]) : 0;
+            body += (size_t)(4 * widths[m]);
         }
         if (!rc) rc = mcdc_buf_append(out, widths, MBS, err);
-        int used_mbs = (int)((cnt + PER_MB - 1) / PER_MB);
-        for (int m = 0; m < used_mbs && !rc; m++) {
-            int w = widths[m];
-            size_t nbytes = (size_t)(PER_MB * w / 8);
-            rc = mcdc_buf_reserve(out, nbytes, err);
-            if (rc) break;
-            uint8_t *dst = out->data + out->len;
-            memset(dst, 0, nbytes);
-            uint64_t bitpos = 0;
-            for (int k = 0; k < PER_MB; k++) {
-                uint64_t x = d[m * PER_MB + k] - (uint64_t)min;
-                for (int b = 0; b < w; b++, bitpos++)
-                    if ((x >> b) & 1) dst[bitpos >> 3] |= (uint8_t)(1u << (bitpos & 7));
-            }
-            out->len += nbytes;
+        if (!rc) rc = mcdc_buf_reserve(out, body, err);
+        if (rc) break;
+        for (int m = 0; m < used_mbs; m++) {
+            pack_miniblock(out->data + out->len, d + m * PER_MB, widths[m]);
+            out->len += (size_t)(4 * widths[m]);
         }
         i += cnt;
     }
     return rc;
+}
+
+int mcdc_pq_delta_encode(mcdc_buf *out, const int64_t *v, int64_t n, mcdc_error *err) {
+    return mcdc_pq_delta_encode_plain(out, (const uint8_t *)v, n, 8, err);
 }

@@ -52,6 +52,7 @@ static inline uint64_t pq_le64(const uint8_t *p) {
     return v;
 }
 static inline void pq_put_le32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
+static inline void pq_put_le64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
 _Static_assert(sizeof(uint32_t) == 4 && sizeof(uint64_t) == 8, "wire sizes");
 
 /* Bits needed to store v (0 for 0). */
@@ -83,6 +84,10 @@ int mcdc_pq_delta_decode(const uint8_t *p, size_t n, int64_t *out, int64_t count
                          int64_t *count, size_t *used);
 /* DELTA_BINARY_PACKED encoder (block 128, 4 miniblocks), for tests and v2 use. */
 int mcdc_pq_delta_encode(mcdc_buf *out, const int64_t *v, int64_t n, mcdc_error *err);
+/* The same over n PLAIN little-endian values of width 4 (INT32: deltas wrap
+ * in 32 bits, as INT32 readers compute) or 8 (INT64). */
+int mcdc_pq_delta_encode_plain(mcdc_buf *out, const uint8_t *plain, int64_t n, int width,
+                               mcdc_error *err);
 
 /* ---- codecs ---------------------------------------------------------------- */
 typedef struct mcdc_pq_codec_ctx {

@@ -49,6 +49,7 @@ typedef struct pq_cursor {
     const pq_leafx *lx;
     const pq_chunk_meta *cm;
     uint8_t *owned;
+    size_t owned_cap;
     const uint8_t *chunk;
     size_t len, pos;
     uint8_t *page;
@@ -94,6 +95,7 @@ struct mcdc_parquet_reader {
     pq_cursor *cursors;    /* n_sel */
     int64_t batch_rows;
     bool started;
+    mcdc_batch *spare;     /* given back by _recycle, reused by _next */
 };
 
 /* ---- helpers ------------------------------------------------------------------- */
@@ -465,6 +467,7 @@ static void close_cursors(mcdc_parquet_reader *r) {
 void mcdc_parquet_reader_free(mcdc_parquet_reader *r) {
     if (r == NULL) return;
     close_cursors(r);
+    mcdc_batch_free(r->spare);
     mcdc_free(r->cursors);
     if (r->fd >= 0) close(r->fd);
     for (int32_t i = 0; i < r->n_leaves; i++) {
@@ -554,12 +557,19 @@ int mcdc_parquet_reader_select(mcdc_parquet_reader *r, const char *const *names,
 
 /* ---- cursor: pages ------------------------------------------------------------- */
 
-static int cursor_open(pq_cursor *c, mcdc_parquet_reader *r, int32_t rg, int32_t leaf,
-                       mcdc_error *err) {
-    memset(c, 0, sizeof *c);
+/* Points c at the chunk of (rg, leaf). A cursor already used for the same
+ * leaf keeps its buffers (chunk, page, values, levels, dense batch, codec
+ * context): reading row group after row group allocates (and page-faults)
+ * nothing new. */
+static int cursor_start(pq_cursor *c, mcdc_parquet_reader *r, int32_t rg, int32_t leaf,
+                        mcdc_error *err) {
     c->r = r;
     c->lx = &r->leaves[leaf];
     c->cm = &r->meta.row_groups[rg].columns[leaf];
+    c->pos = 0;
+    c->has_dict = false;
+    c->lv_n = c->lv_pos = 0;
+    c->dense_pos = 0;
     int64_t start = c->cm->data_page_offset;
     if (c->cm->dict_page_offset > 0 && c->cm->dict_page_offset < start)
         start = c->cm->dict_page_offset;
@@ -576,14 +586,26 @@ static int cursor_open(pq_cursor *c, mcdc_parquet_reader *r, int32_t rg, int32_t
     if (r->mem) {
         c->chunk = r->mem + start;
     } else {
-        c->owned = mcdc_malloc((size_t)len);
-        if (c->owned == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (chunk)");
+        if ((size_t)len > c->owned_cap) {
+            mcdc_free(c->owned);
+            c->owned_cap = 0;
+            c->owned = mcdc_malloc((size_t)len);
+            if (c->owned == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (chunk)");
+            c->owned_cap = (size_t)len;
+        }
         int rc = read_at(r, c->owned, (size_t)len, start, err);
         if (rc) return rc;
         c->chunk = c->owned;
     }
     c->len = (size_t)len;
+    if (c->dense) return MCDC_OK;
     return mcdc_batch_create(&c->dense, c->lx->one, 1024, err);
+}
+
+static int cursor_open(pq_cursor *c, mcdc_parquet_reader *r, int32_t rg, int32_t leaf,
+                       mcdc_error *err) {
+    memset(c, 0, sizeof *c);
+    return cursor_start(c, r, rg, leaf, err);
 }
 
 static int ibuf_reserve(pq_cursor *c, int64_t n, mcdc_error *err) {
@@ -879,12 +901,26 @@ static int64_t int96_to_us(const uint8_t *p) {
 /* Appends ph's n values to the dense column (no nulls). */
 static int convert(pq_cursor *c, mcdc_error *err) {
     const pq_leafx *lx = c->lx;
-    const pq_phys *ph = &c->ph;
+    pq_phys *ph = &c->ph;
     mcdc_batch_reset(c->dense);
     mcdc_column *d = &c->dense->columns[0];
     const mcdc_field *f = d->field;
     int64_t n = ph->n;
     int64_t bytes = lx->phys == PQ_BYTE_ARRAY && f->type != MCDC_TYPE_DECIMAL ? ph->offs[n] : 0;
+    bool swapped = false;
+    if ((f->type == MCDC_TYPE_UTF8 || f->type == MCDC_TYPE_BINARY) && d->offsets != NULL &&
+        d->offsets[0] == 0 && ph->data.data != NULL) {
+        /* the value bytes change hands instead of being copied (both
+         * buffers come from mcdc_malloc; the other one is reused next page) */
+        uint8_t *t = d->data;
+        int64_t tc = d->data_cap;
+        d->data = ph->data.data;
+        d->data_cap = (int64_t)ph->data.cap;
+        ph->data.data = t;
+        ph->data.cap = t ? (size_t)tc : 0;
+        ph->data.len = 0;
+        swapped = true;
+    }
     int rc = mcdc_col_reserve(d, n, bytes, err);
     if (rc) return rc;
     const uint8_t *s = ph->fixed.data;
@@ -960,7 +996,7 @@ static int convert(pq_cursor *c, mcdc_error *err) {
     case MCDC_TYPE_UTF8:
     case MCDC_TYPE_BINARY: {
         int32_t base = d->offsets[0];
-        if (bytes) memcpy(d->data, ph->data.data, (size_t)bytes);
+        if (bytes && !swapped) memcpy(d->data, ph->data.data, (size_t)bytes);
         for (int64_t i = 0; i <= n; i++) d->offsets[i] = base + (int32_t)ph->offs[i];
         d->data_len = bytes;
         break;
@@ -1137,6 +1173,46 @@ static int spread(pq_cursor *c, mcdc_column *d, int64_t n, mcdc_error *err) {
     int64_t at = d->length, j = c->dense_pos;
     mcdc_type_id t = s->field->type;
     int32_t w = t == MCDC_TYPE_BOOL || var ? 0 : mcdc_type_width(s->field);
+    if (np == n && t != MCDC_TYPE_BOOL) {
+        /* no nulls in the range: bulk copies, no per-value branches */
+        if (d->validity)
+            for (int64_t o = at; o < at + n; o++) d->validity[o >> 3] |= (uint8_t)(1u << (o & 7));
+        if (var) {
+            int32_t base = d->offsets[at], a = s->offsets[j];
+            if (bytes) memcpy(d->data + base, s->data + a, (size_t)bytes);
+            for (int64_t i = 0; i < n; i++) d->offsets[at + i + 1] = base + (s->offsets[j + i + 1] - a);
+            d->data_len = d->offsets[at + n];
+        } else {
+            memcpy(d->values + at * w, s->values + j * w, (size_t)(n * w));
+        }
+        d->length += n;
+        c->dense_pos = j + n;
+        c->lv_pos += n;
+        return MCDC_OK;
+    }
+    if (var) {
+        /* present values' bytes are contiguous on both sides: one copy */
+        int32_t base = d->offsets[at], a0 = s->offsets[j];
+        if (bytes) memcpy(d->data + base, s->data + a0, (size_t)bytes);
+        int32_t off = base;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t o = at + i;
+            bool present = def == NULL || def[i] == md;
+            if (present) d->validity[o >> 3] |= (uint8_t)(1u << (o & 7));
+            else d->validity[o >> 3] &= (uint8_t) ~(1u << (o & 7));
+            if (present) {
+                off += s->offsets[j + 1] - s->offsets[j];
+                j++;
+            }
+            d->offsets[o + 1] = off;
+        }
+        d->data_len = d->offsets[at + n];
+        d->length += n;
+        d->null_count += n - np;
+        c->dense_pos = j;
+        c->lv_pos += n;
+        return MCDC_OK;
+    }
     for (int64_t i = 0; i < n; i++) {
         int64_t o = at + i;
         bool present = def == NULL || def[i] == md;
@@ -1144,19 +1220,20 @@ static int spread(pq_cursor *c, mcdc_column *d, int64_t n, mcdc_error *err) {
             if (present) d->validity[o >> 3] |= (uint8_t)(1u << (o & 7));
             else d->validity[o >> 3] &= (uint8_t) ~(1u << (o & 7));
         }
-        if (var) {
-            int32_t off = d->offsets[o];
-            if (present) {
-                int32_t a = s->offsets[j], l = s->offsets[j + 1] - a;
-                if (l) memcpy(d->data + off, s->data + a, (size_t)l);
-                off += l;
-                j++;
-            }
-            d->offsets[o + 1] = off;
-        } else if (t == MCDC_TYPE_BOOL) {
+        if (t == MCDC_TYPE_BOOL) {
             bool bit = present && ((s->values[j >> 3] >> (j & 7)) & 1);
             if (bit) d->values[o >> 3] |= (uint8_t)(1u << (o & 7));
             else d->values[o >> 3] &= (uint8_t) ~(1u << (o & 7));
+            j += present;
+        } else if (w == 4) {
+            uint32_t x = 0;
+            if (present) memcpy(&x, s->values + j * 4, 4);
+            memcpy(d->values + o * 4, &x, 4);
+            j += present;
+        } else if (w == 8) {
+            uint64_t x = 0;
+            if (present) memcpy(&x, s->values + j * 8, 8);
+            memcpy(d->values + o * 8, &x, 8);
             j += present;
         } else if (present) {
             memcpy(d->values + o * w, s->values + j * w, (size_t)w);
@@ -1165,7 +1242,6 @@ static int spread(pq_cursor *c, mcdc_column *d, int64_t n, mcdc_error *err) {
             memset(d->values + o * w, 0, (size_t)w);
         }
     }
-    if (var) d->data_len = d->offsets[at + n];
     d->length += n;
     d->null_count += n - np;
     c->dense_pos = j;
@@ -1344,7 +1420,12 @@ int mcdc_parquet_reader_next(mcdc_batch **out, mcdc_parquet_reader *r, mcdc_erro
                 continue;
             }
             for (int32_t i = 0; i < r->n_sel; i++) {
-                rc = cursor_open(&r->cursors[i], r, r->cur_rg, r->sel_leaf[i], err);
+                pq_cursor *c = &r->cursors[i];
+                /* cursors of the previous row group keep their buffers */
+                if (c->lx == &r->leaves[r->sel_leaf[i]])
+                    rc = cursor_start(c, r, r->cur_rg, r->sel_leaf[i], err);
+                else
+                    rc = cursor_open(c, r, r->cur_rg, r->sel_leaf[i], err);
                 if (rc) {
                     r->cursors_open = true;
                     close_cursors(r);
@@ -1357,9 +1438,13 @@ int mcdc_parquet_reader_next(mcdc_batch **out, mcdc_parquet_reader *r, mcdc_erro
         break;
     }
     int64_t k = r->rg_left < r->batch_rows ? r->rg_left : r->batch_rows;
-    mcdc_batch *b;
-    rc = mcdc_batch_create(&b, r->sel_schema, k, err);
-    if (rc) return rc;
+    mcdc_batch *b = r->spare;
+    if (b) {
+        r->spare = NULL;
+        mcdc_batch_reset(b);
+    } else if ((rc = mcdc_batch_create(&b, r->sel_schema, k, err))) {
+        return rc;
+    }
     for (int32_t i = 0; i < r->n_sel && !rc; i++) rc = cursor_read(&r->cursors[i], &b->columns[i], k, err);
     if (!rc) rc = mcdc_batch_seal(b, err);
     if (rc) {
@@ -1368,11 +1453,17 @@ int mcdc_parquet_reader_next(mcdc_batch **out, mcdc_parquet_reader *r, mcdc_erro
     }
     r->rg_left -= k;
     if (r->rg_left == 0) {
-        close_cursors(r);
+        r->cursors_open = false; /* buffers stay for the next row group */
         r->cur_rg++;
     }
     *out = b;
     return MCDC_OK;
+}
+
+void mcdc_parquet_reader_recycle(mcdc_parquet_reader *r, mcdc_batch *b) {
+    if (b == NULL) return;
+    if (r->spare == NULL && b->schema == r->sel_schema) r->spare = b;
+    else mcdc_batch_free(b);
 }
 
 /* ---- leaf API ---------------------------------------------------------------------- */

@@ -142,9 +142,10 @@ static int64_t compare_file(const char *path, const mcdc_batch *want, int64_t ba
             return -3;
         }
     }
-    int64_t row = 0, bad = 0;
+    int64_t row = 0, bad = 0, nb = 0;
     mcdc_batch *b = NULL;
     while ((rc = mcdc_parquet_reader_next(&b, r, &e)) == MCDC_OK && b) {
+        nb++;
         if (mcdc_batch_validate(b, &e) != MCDC_OK) bad++;
         for (int64_t i = 0; i < b->rows; i++, row++)
             for (int32_t c = 0; c < s->n_fields; c++)
@@ -152,7 +153,9 @@ static int64_t compare_file(const char *path, const mcdc_batch *want, int64_t ba
                     if (bad < 3) fprintf(stderr, "mismatch row %lld col %s\n", (long long)row, s->fields[c].name);
                     bad++;
                 }
-        mcdc_batch_free(b);
+        /* every other batch goes back to the reader to be refilled */
+        if (nb % 2) mcdc_parquet_reader_recycle(r, b);
+        else mcdc_batch_free(b);
     }
     if (rc) fprintf(stderr, "next: %s\n", e.message);
     mcdc_parquet_reader_free(r);
@@ -680,4 +683,69 @@ TEST(parquet_writer_on_an_fd_and_created_by) {
     mcdc_parquet_reader_free(r);
     unlink(p);
     mcdc_batch_free(b);
+}
+
+TEST(parquet_encoding_chosen_once_per_file) {
+    /* ts: increasing timestamps -> DELTA_BINARY_PACKED; u: all distinct
+     * strings -> PLAIN without ever a dictionary; k: 5 distinct strings ->
+     * dictionary; w: int32 alternating extremes (deltas wrap in 32 bits);
+     * r: random int64, stored uncompressed in a zstd file.
+     * The choice holds in every row group of the file. */
+    mcdc_schema *s = NULL;
+    CHECK_EQ_INT(mcdc_schema_create(&s, 5, NULL), MCDC_OK);
+    mcdc_schema_set(s, 0, "ts", MCDC_TYPE_TIMESTAMP_NTZ, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, 1, "u", MCDC_TYPE_UTF8, 0, 0, 0, false, NULL);
+    mcdc_schema_set(s, 2, "k", MCDC_TYPE_UTF8, 0, 0, 0, false, NULL);
+    mcdc_schema_set(s, 3, "w", MCDC_TYPE_INT32, 0, 0, 0, false, NULL);
+    mcdc_schema_set(s, 4, "r", MCDC_TYPE_INT64, 0, 0, 0, true, NULL);
+    enum { ROWS = 60000 };
+    mcdc_batch *b = NULL;
+    CHECK_EQ_INT(mcdc_batch_create(&b, s, ROWS, NULL), MCDC_OK);
+    uint64_t x = 88172645463325252ull;
+    for (int64_t r = 0; r < ROWS; r++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        char t[64];
+        if (r % 11 == 5) mcdc_col_append_null(&b->columns[0], NULL);
+        else mcdc_col_append_int(&b->columns[0], 1735689600000000LL + r / 3 * 1000 + r % 7, NULL);
+        int n = snprintf(t, sizeof t, "%016llx", (unsigned long long)x);
+        mcdc_col_append_bytes(&b->columns[1], t, n, NULL);
+        n = snprintf(t, sizeof t, "kind-%d", (int)(x % 5));
+        mcdc_col_append_bytes(&b->columns[2], t, n, NULL);
+        mcdc_col_append_int(&b->columns[3], r % 2 ? INT32_MAX - (int32_t)(r % 3) : INT32_MIN + (int32_t)(r % 5), NULL);
+        mcdc_col_append_int(&b->columns[4], (int64_t)(x * 0x9E3779B97F4A7C15ull), NULL);
+    }
+    CHECK_EQ_INT(mcdc_batch_seal(b, NULL), MCDC_OK);
+    mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
+    o.row_group_bytes = 256 * 1024;
+    const char *p = tmp_path("choose");
+    CHECK_EQ_INT(write_file(p, b, &o, 1, NULL, NULL), MCDC_OK);
+    CHECK_EQ_INT(compare_file(p, b, 4096), ROWS);
+    pq_file_meta m;
+    CHECK_EQ_INT(read_meta(p, &m), MCDC_OK);
+    CHECK(m.n_row_groups > 2);
+    for (int32_t g = 0; g < m.n_row_groups; g++) {
+        const pq_chunk_meta *c = m.row_groups[g].columns;
+        CHECK(c[0].encodings & (1u << PQ_DELTA_BINARY_PACKED));
+        CHECK(!(c[0].encodings & (1u << PQ_RLE_DICTIONARY)) && c[0].dict_page_offset == 0);
+        CHECK(!(c[1].encodings & (1u << PQ_RLE_DICTIONARY)) && c[1].dict_page_offset == 0);
+        CHECK(c[1].encodings & (1u << PQ_PLAIN));
+        CHECK(c[2].encodings & (1u << PQ_RLE_DICTIONARY));
+        CHECK(c[2].dict_page_offset > 0);
+        /* random 64-bit values do not compress: that chunk is stored raw */
+        CHECK_EQ_INT(c[4].codec, MCDC_PARQUET_UNCOMPRESSED);
+        CHECK_EQ_INT(c[1].codec, MCDC_PARQUET_ZSTD);
+        CHECK_EQ_INT(c[2].codec, MCDC_PARQUET_ZSTD);
+    }
+    mcdc_pq_meta_free(&m);
+    /* the same file without compression chooses the same way and reads back */
+    o.codec = MCDC_PARQUET_UNCOMPRESSED;
+    o.data_page_v2 = true;
+    CHECK_EQ_INT(write_file(p, b, &o, 1, NULL, NULL), MCDC_OK);
+    CHECK_EQ_INT(compare_file(p, b, 0), ROWS);
+    CHECK_EQ_INT(read_meta(p, &m), MCDC_OK);
+    CHECK(m.row_groups[m.n_row_groups - 1].columns[0].encodings & (1u << PQ_DELTA_BINARY_PACKED));
+    mcdc_pq_meta_free(&m);
+    unlink(p);
+    mcdc_batch_free(b);
+    mcdc_schema_unref(s);
 }
