@@ -756,6 +756,22 @@ static void sleep_until(int64_t deadline_us) {
     }
 }
 
+/* A captured column named like one of ours (_start_lsn, _batch_id, ... in
+ * any case) would collide in bronze: refused before anything is read, as the
+ * reference refuses it at load. The captured columns follow _commit_ts. */
+static int check_reserved(const mcdc_schema *out, mcdc_error *err) {
+    int32_t first = mcdc_schema_find(out, "_commit_ts") + 1;
+    MCDC_ASSERT(first > 0);
+    for (int32_t i = first; i < out->n_fields; i++)
+        if (mcdc_is_reserved_column(out->fields[i].name))
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "the capture instance captures a column named '%s', which "
+                                  "mssql-cdc reserves for its own columns: leave it out of "
+                                  "@captured_column_list, or pass the option columns without it",
+                                  out->fields[i].name);
+    return MCDC_OK;
+}
+
 int mcdc_stream_run(const mcdc_opts *opts, const mcdc_stream_cfg *cfg, mcdc_report_fn fn,
                     void *ctx, mcdc_error *err) {
     MCDC_ASSERT(opts && cfg && cfg->target && cfg->app_id && cfg->checkpoint);
@@ -781,6 +797,7 @@ int mcdc_stream_run(const mcdc_opts *opts, const mcdc_stream_cfg *cfg, mcdc_repo
                          ? ": the stream's metrics travel in-process"
                          : "");
     int rc = mcdc_changes_open(&s.changes, opts, err);
+    if (rc == MCDC_OK) rc = check_reserved(mcdc_changes_schema(s.changes), err);
     if (rc == MCDC_OK) rc = mcdc_bronze_schema(&s.bronze_schema, mcdc_changes_schema(s.changes), err);
     if (rc == MCDC_OK) rc = ckpt_open(&s.ckpt, cfg, mcdc_changes_capture_instance(s.changes), err);
     if (rc == MCDC_OK) rc = open_tables(&s, err);

@@ -405,3 +405,16 @@ def test_the_stream_is_valgrind_clean(sim, workdir):
     assert p.returncode == 0, p.stderr[-4000:]
     assert "definitely lost" not in p.stderr and "Invalid" not in p.stderr
     assert_exactly_once(sim, workdir)
+
+
+def test_a_captured_column_with_a_reserved_name_is_refused(sim, workdir):
+    sim.run(SETUP)
+    sim.run("""CREATE TABLE dbo.orders (order_id INT NOT NULL PRIMARY KEY, _Batch_Id INT NULL);
+EXEC sys.sp_cdc_enable_db;
+EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', @role_name = NULL;
+INSERT INTO dbo.orders VALUES (1, 2);
+EXEC sim.run_capture @ignore_latency = 1;""", database="shop")
+    p = run_cli(*stream_args(sim, workdir), check=False)
+    assert p.returncode == 2, p.stderr
+    assert "_Batch_Id" in p.stderr and "reserves" in p.stderr
+    assert not os.path.exists(os.path.join(workdir, "bronze", "_delta_log"))
