@@ -79,12 +79,13 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$SIM_PID/stat"; }
 for n in 1 2; do
   echo "-- connections=$n"
   s0=$(cpu_ticks)
-  /usr/bin/time -f "%U %S" -o "$TMP/time$n" "$BUILD/mcdc-bench-reader" --connection-string "$CS" \
+  /usr/bin/time -f "%U %S %M" -o "$TMP/time$n" "$BUILD/mcdc-bench-reader" --connection-string "$CS" \
     --capture-instance dbo_bench --connections "$n" | tee "$TMP/reader$n.out"
   s1=$(cpu_ticks)
   cpu=$(awk '{print $1 + $2}' "$TMP/time$n")
   echo "reader_cpu_seconds_${n}conn: $cpu"
   echo "reader_rows_per_cpu_s_${n}conn: $(echo "$ROWS / ($cpu + 0.001)" | bc)"
+  echo "reader_peak_rss_mb_${n}conn: $(awk '{printf "%.1f", $3 / 1024}' "$TMP/time$n")"
   if [ "$n" = 1 ]; then
     # The simulator's own rate: rows per CPU-second it spent serving them
     # (what one of its cores can send), next to the reader's wall-clock rate.
