@@ -24,6 +24,7 @@
  */
 #include <malloc.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -163,7 +164,9 @@ static int cmd_write(const char *table, int64_t rows) {
     mcdc_table *t = NULL;
     mcdc_appender *a = NULL;
     mcdc_batch *b = NULL;
-    if (mcdc_table_open(&t, table, NULL, &e) || mcdc_appender_open(&a, t, s, NULL, &e) ||
+    /* Every core encodes, as delta-rs's and pyarrow's writers use them all. */
+    mcdc_table_props props = {NULL, (int32_t)sysconf(_SC_NPROCESSORS_ONLN)};
+    if (mcdc_table_open(&t, table, NULL, &e) || mcdc_appender_open(&a, t, s, &props, &e) ||
         mcdc_batch_create(&b, s, BATCH_ROWS, &e))
         return die("open", &e);
     int64_t gen_us = 0, write_us = 0, bytes = 0;

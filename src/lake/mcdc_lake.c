@@ -323,6 +323,7 @@ int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err) 
         if (rc == MCDC_OK) {
             mcdc_parquet_write_options po = MCDC_PARQUET_WRITE_OPTIONS_INIT;
             po.field_ids = a->layout.mapped ? a->layout.ids : NULL;
+            po.threads = a->props.parquet_threads;
             rc = mcdc_parquet_writer_open(&a->w, full,
                                           a->layout.mapped ? a->layout.phys_schema : a->schema,
                                           &po, err);

@@ -31,6 +31,9 @@ typedef struct mcdc_table_props {
     /* Delta configuration entries set when the table is created, as
      * "key=value" strings; NULL-terminated list, may be NULL. */
     const char *const *configuration;
+    /* Threads encoding and compressing Parquet column chunks; 0 = the
+     * writer's default (half the cores: a stream's readers need the rest). */
+    int32_t parquet_threads;
 } mcdc_table_props;
 
 /* Appends batches as Parquet files (bounded memory: files roll at the row
