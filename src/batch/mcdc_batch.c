@@ -92,6 +92,26 @@ void mcdc_field_format(const mcdc_field *f, char out[32]) {
     }
 }
 
+const char *mcdc_type_name(mcdc_type_id t) {
+    switch (t) {
+    case MCDC_TYPE_BOOL: return "boolean";
+    case MCDC_TYPE_INT8: return "tinyint";
+    case MCDC_TYPE_INT16: return "smallint";
+    case MCDC_TYPE_INT32: return "int";
+    case MCDC_TYPE_INT64: return "bigint";
+    case MCDC_TYPE_FLOAT: return "float";
+    case MCDC_TYPE_DOUBLE: return "double";
+    case MCDC_TYPE_DECIMAL: return "decimal";
+    case MCDC_TYPE_UTF8: return "string";
+    case MCDC_TYPE_BINARY: return "binary";
+    case MCDC_TYPE_FIXED_BINARY: return "fixed binary";
+    case MCDC_TYPE_DATE32: return "date";
+    case MCDC_TYPE_TIMESTAMP_NTZ: return "timestamp_ntz";
+    case MCDC_TYPE_TIMESTAMP_UTC: return "timestamp";
+    }
+    return "?";
+}
+
 int32_t mcdc_type_width(const mcdc_field *f) {
     switch (f->type) {
     case MCDC_TYPE_BOOL: return 0;

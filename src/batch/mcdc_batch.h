@@ -72,6 +72,8 @@ void mcdc_schema_unref(mcdc_schema *s);
 int32_t mcdc_schema_find(const mcdc_schema *s, const char *name);
 /* Arrow format string of a field ("d:18,4", "tsu:", "w:10"...) into out. */
 void mcdc_field_format(const mcdc_field *f, char out[32]);
+/* The type's name in messages ("decimal", "timestamp_ntz"...). Static. */
+const char *mcdc_type_name(mcdc_type_id t);
 /* Bytes per value of a fixed-width type; 0 for utf8/binary; bool = 0 (bits). */
 int32_t mcdc_type_width(const mcdc_field *f);
 

@@ -727,26 +727,6 @@ static decode_fn choose(const fdb_col *fc, const mcdc_field *f) {
     return NULL;
 }
 
-static const char *type_name_of(mcdc_type_id t) {
-    switch (t) {
-    case MCDC_TYPE_BOOL: return "boolean";
-    case MCDC_TYPE_INT8: return "tinyint";
-    case MCDC_TYPE_INT16: return "smallint";
-    case MCDC_TYPE_INT32: return "int";
-    case MCDC_TYPE_INT64: return "bigint";
-    case MCDC_TYPE_FLOAT: return "float";
-    case MCDC_TYPE_DOUBLE: return "double";
-    case MCDC_TYPE_DECIMAL: return "decimal";
-    case MCDC_TYPE_UTF8: return "string";
-    case MCDC_TYPE_BINARY: return "binary";
-    case MCDC_TYPE_FIXED_BINARY: return "fixed binary";
-    case MCDC_TYPE_DATE32: return "date";
-    case MCDC_TYPE_TIMESTAMP_NTZ: return "timestamp_ntz";
-    case MCDC_TYPE_TIMESTAMP_UTC: return "timestamp";
-    }
-    return "?";
-}
-
 static int bind_target(fdb_result *r, const mcdc_batch *into, int32_t first, mcdc_error *err) {
     if (r->bound == into->schema && r->bound_first == first) return MCDC_OK;
     for (int i = 0; i < r->ncols; i++) {
@@ -756,7 +736,7 @@ static int bind_target(fdb_result *r, const mcdc_batch *into, int32_t first, mcd
             return mcdc_error_set(err, MCDC_E_SCHEMA,
                                   "column '%s': SQL type %d cannot be read as %s; declare a "
                                   "type the column's values fit",
-                                  f->name, r->cols[i].type, type_name_of(f->type));
+                                  f->name, r->cols[i].type, mcdc_type_name(f->type));
         r->cols[i].decode = d;
     }
     r->bound = into->schema;

@@ -1182,26 +1182,6 @@ static int choose(const mcdc_tds_col *tc, const mcdc_field *f) {
     }
 }
 
-static const char *type_name_of(mcdc_type_id t) {
-    switch (t) {
-    case MCDC_TYPE_BOOL: return "boolean";
-    case MCDC_TYPE_INT8: return "tinyint";
-    case MCDC_TYPE_INT16: return "smallint";
-    case MCDC_TYPE_INT32: return "int";
-    case MCDC_TYPE_INT64: return "bigint";
-    case MCDC_TYPE_FLOAT: return "float";
-    case MCDC_TYPE_DOUBLE: return "double";
-    case MCDC_TYPE_DECIMAL: return "decimal";
-    case MCDC_TYPE_UTF8: return "string";
-    case MCDC_TYPE_BINARY: return "binary";
-    case MCDC_TYPE_FIXED_BINARY: return "fixed binary";
-    case MCDC_TYPE_DATE32: return "date";
-    case MCDC_TYPE_TIMESTAMP_NTZ: return "timestamp_ntz";
-    case MCDC_TYPE_TIMESTAMP_UTC: return "timestamp";
-    }
-    return "?";
-}
-
 /* Whether a varchar/char/text collation's code page is Windows-1252 (the
  * one single-byte code page this decoder converts): SQL_Latin1_General_CP1
  * sort orders, or a Windows collation whose language uses 1252. Others
@@ -1239,7 +1219,7 @@ int mcdc_tds_bind(mcdc_tds_meta *m, const mcdc_field *f, mcdc_error *err) {
             return mcdc_error_set(err, MCDC_E_SCHEMA,
                                   "column '%s': SQL type 0x%02X cannot be read as %s; declare a "
                                   "type the column's values fit",
-                                  f[i].name, tc->type, type_name_of(f[i].type));
+                                  f[i].name, tc->type, mcdc_type_name(f[i].type));
         tc->conv = CONV_FN[k];
         switch (tc->wire) {
         case TDS_WIRE_FIXED: tc->dec = FIXED_FN[k]; break;
