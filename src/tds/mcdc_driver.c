@@ -412,3 +412,37 @@ int mcdc_conn_open(mcdc_conn **out, const mcdc_connstr *cs, const mcdc_conn_opti
     return mcdc_error_set(err, MCDC_E_INVALID,
                           "unknown TDS backend '%s': use native, freetds or auto", be);
 }
+
+/* ---- shared value formatting ------------------------------------------------ */
+#define DRIVER_DAYS_1900_TO_1970 25567
+
+int mcdc_driver_datetime_text(char *buf, size_t cap, int64_t days1900, uint64_t ticks100ns,
+                              int scale, bool with_time, bool with_offset, int offset_min) {
+    if (with_offset) { /* datetimeoffset arrives in UTC: show the local time */
+        int64_t t = (int64_t)ticks100ns + (int64_t)offset_min * 600000000LL;
+        int64_t day = 864000000000LL;
+        int64_t shift = t >= 0 ? t / day : -((-t + day - 1) / day);
+        days1900 += shift;
+        ticks100ns = (uint64_t)(t - shift * day);
+    }
+    int64_t y;
+    unsigned mo, d;
+    mcdc_civil_from_days(days1900 - DRIVER_DAYS_1900_TO_1970, &y, &mo, &d);
+    int n = snprintf(buf, cap, "%04lld-%02u-%02u", (long long)y, mo, d);
+    if (with_time) {
+        uint64_t secs = ticks100ns / 10000000u, frac = ticks100ns % 10000000u;
+        n += snprintf(buf + n, cap - (size_t)n, " %02u:%02u:%02u", (unsigned)(secs / 3600 % 100),
+                      (unsigned)(secs / 60 % 60), (unsigned)(secs % 60));
+        if (scale > 0 && scale <= 7) {
+            char f7[16];
+            snprintf(f7, sizeof f7, "%07u", (unsigned)frac);
+            n += snprintf(buf + n, cap - (size_t)n, ".%.*s", scale, f7);
+        }
+    }
+    if (with_offset) {
+        int a = offset_min < 0 ? -offset_min : offset_min;
+        n += snprintf(buf + n, cap - (size_t)n, " %c%02d:%02d", offset_min < 0 ? '-' : '+',
+                      a / 60 % 100, a % 60);
+    }
+    return n;
+}

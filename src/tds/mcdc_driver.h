@@ -106,6 +106,13 @@ void mcdc_result_free(mcdc_result *r);
  * N'...' literal (or NULL). The count of `?` must equal n_params. */
 int mcdc_sql_inline_params(mcdc_buf *out, const char *sql, const char *const *params,
                            int n_params, mcdc_error *err);
+/* Date and time values as text the way SQL Server's CONVERT style 121
+ * writes them, for both backends: "YYYY-MM-DD[ HH:MM:SS[.f...]][ +HH:MM]".
+ * days1900: days since 1900-01-01; ticks100ns: time of day in 100 ns; a
+ * datetimeoffset's date and time are UTC and shown at its offset. Returns
+ * the length written (buf of 64 bytes suffices). */
+int mcdc_driver_datetime_text(char *buf, size_t cap, int64_t days1900, uint64_t ticks100ns,
+                              int scale, bool with_time, bool with_offset, int offset_min);
 /* Status for a SQL Server error number and severity (class):
  * MCDC_E_TRANSIENT for deadlock victim 1205, lock/query timeouts, Azure
  * throttling and unavailable database (40501, 40613, 40197, 49918-49920,

@@ -578,33 +578,9 @@ static int d_guid(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc,
  * SQL Server's CONVERT style 121 writes them, not db-lib's "Jan  2 2025". */
 static int put_dt_text(mcdc_column *c, int64_t days1900, uint64_t ticks100ns, int scale,
                        bool with_time, bool with_offset, int offset_min, mcdc_error *err) {
-    if (with_offset) { /* datetimeoffset arrives in UTC: show the local time */
-        int64_t t = (int64_t)ticks100ns + (int64_t)offset_min * 600000000LL;
-        int64_t day = 864000000000LL;
-        int64_t shift = t >= 0 ? t / day : -((-t + day - 1) / day);
-        days1900 += shift;
-        ticks100ns = (uint64_t)(t - shift * day);
-    }
-    int64_t y;
-    unsigned mo, d;
-    mcdc_civil_from_days(days1900 - DAYS_1900_TO_1970, &y, &mo, &d);
     char buf[64];
-    int n = snprintf(buf, sizeof buf, "%04lld-%02u-%02u", (long long)y, mo, d);
-    if (with_time) {
-        uint64_t secs = ticks100ns / 10000000u, frac = ticks100ns % 10000000u;
-        n += snprintf(buf + n, sizeof buf - (size_t)n, " %02u:%02u:%02u", (unsigned)(secs / 3600),
-                      (unsigned)(secs / 60 % 60), (unsigned)(secs % 60));
-        if (scale > 0 && scale <= 7) {
-            char f7[8];
-            snprintf(f7, sizeof f7, "%07u", (unsigned)frac);
-            n += snprintf(buf + n, sizeof buf - (size_t)n, ".%.*s", scale, f7);
-        }
-    }
-    if (with_offset) {
-        int a = offset_min < 0 ? -offset_min : offset_min;
-        n += snprintf(buf + n, sizeof buf - (size_t)n, " %c%02d:%02d", offset_min < 0 ? '-' : '+',
-                      a / 60, a % 60);
-    }
+    int n = mcdc_driver_datetime_text(buf, sizeof buf, days1900, ticks100ns, scale, with_time,
+                                      with_offset, offset_min);
     return put_var(c, buf, n, err);
 }
 

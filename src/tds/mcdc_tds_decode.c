@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mcdc_driver.h"
 #include "mcdc_limits.h"
 #include "mcdc_lsn.h" /* mcdc_u128 */
 #include "mcdc_tds_proto.h"
@@ -440,39 +441,6 @@ CONV(cp1252) {
     return MCDC_OK;
 }
 
-/* Date and time types as text the way CONVERT style 121 writes them (as the
- * FreeTDS backend does): "YYYY-MM-DD[ HH:MM:SS[.f...]][ +HH:MM]". */
-static int dt_text(char *buf, size_t cap, int64_t days1900, uint64_t ticks100ns, int scale,
-                   bool with_time, bool with_offset, int offset_min) {
-    if (with_offset) { /* datetimeoffset arrives in UTC: show the local time */
-        int64_t t = (int64_t)ticks100ns + (int64_t)offset_min * 600000000LL;
-        int64_t day = 864000000000LL;
-        int64_t shift = t >= 0 ? t / day : -((-t + day - 1) / day);
-        days1900 += shift;
-        ticks100ns = (uint64_t)(t - shift * day);
-    }
-    int64_t y;
-    unsigned mo, d;
-    mcdc_civil_from_days(days1900 - TDS_DAYS_1900_TO_1970, &y, &mo, &d);
-    int n = snprintf(buf, cap, "%04lld-%02u-%02u", (long long)y, mo, d);
-    if (with_time) {
-        uint64_t secs = ticks100ns / 10000000u, frac = ticks100ns % 10000000u;
-        n += snprintf(buf + n, cap - (size_t)n, " %02u:%02u:%02u", (unsigned)(secs / 3600 % 100),
-                      (unsigned)(secs / 60 % 60), (unsigned)(secs % 60));
-        if (scale > 0 && scale <= 7) {
-            char f7[16];
-            snprintf(f7, sizeof f7, "%07u", (unsigned)frac);
-            n += snprintf(buf + n, cap - (size_t)n, ".%.*s", scale, f7);
-        }
-    }
-    if (with_offset) {
-        int a = offset_min < 0 ? -offset_min : offset_min;
-        n += snprintf(buf + n, cap - (size_t)n, " %c%02d:%02d", offset_min < 0 ? '-' : '+',
-                      a / 60 % 100, a % 60);
-    }
-    return n;
-}
-
 static int decimal_text(char *buf, size_t n, bool neg, mcdc_u128 mag, int scale) {
     char d[48];
     int k = 0;
@@ -539,16 +507,16 @@ static int value_text(mcdc_column *c, const uint8_t *p, uint32_t len, const mcdc
         if ((len != 4 && len != 8) || !datetime_us(p, len, &us))
             return badv(c, err, "datetime", len);
         if (len == 4)
-            n = dt_text(buf, sizeof buf, tds_u16(p), (uint64_t)tds_u16(p + 2) * 600000000u, 0,
+            n = mcdc_driver_datetime_text(buf, sizeof buf, tds_u16(p), (uint64_t)tds_u16(p + 2) * 600000000u, 0,
                         true, false, 0);
         else
-            n = dt_text(buf, sizeof buf, (int32_t)tds_u32(p),
+            n = mcdc_driver_datetime_text(buf, sizeof buf, (int32_t)tds_u32(p),
                         ((uint64_t)tds_u32(p + 4) * 10 + 1) / 3 * 10000u, 3, true, false, 0);
         break;
     }
     case TDS_DATEN:
         if (len != 3) return badv(c, err, "date", len);
-        n = dt_text(buf, sizeof buf, (int64_t)le_n(p, 3) - (TDS_DAYS_0001_TO_1970 - TDS_DAYS_1900_TO_1970),
+        n = mcdc_driver_datetime_text(buf, sizeof buf, (int64_t)le_n(p, 3) - (TDS_DAYS_0001_TO_1970 - TDS_DAYS_1900_TO_1970),
                     0, 0, false, false, 0);
         break;
     case TDS_TIMEN:
@@ -560,7 +528,7 @@ static int value_text(mcdc_column *c, const uint8_t *p, uint32_t len, const mcdc
         uint32_t tb = (uint32_t)time_bytes(tc->scale);
         if (len != tb + 3 + (dto ? 2u : 0u)) return badv(c, err, "datetime2", len);
         int off = dto ? (int16_t)tds_u16(p + tb + 3) : 0;
-        n = dt_text(buf, sizeof buf,
+        n = mcdc_driver_datetime_text(buf, sizeof buf,
                     (int64_t)le_n(p + tb, 3) - (TDS_DAYS_0001_TO_1970 - TDS_DAYS_1900_TO_1970),
                     time_100ns(p, tc->scale), tc->scale, true, dto, off);
         break;
