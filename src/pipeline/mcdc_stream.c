@@ -830,6 +830,17 @@ int mcdc_stream_run(const mcdc_opts *opts, const mcdc_stream_cfg *cfg, mcdc_repo
     }
     rc = check_rewind(&s, next_id, replay, err);
     if (rc) goto done;
+    /* A run killed between a batch's commit and its verdict left the verdict
+     * behind: bring it up to the last committed batch now rather than wait
+     * for new data (idempotent: the verdict never moves back). */
+    if (cfg->control_table && !initial_pending && !replay && start.has_ts) {
+        mcdc_verdict v;
+        char lsn[MCDC_LSN_TEXT_LEN + 1];
+        mcdc_lsn_format(&start.lsn, lsn);
+        rc = mcdc_verdict_advance(&v, cfg->control_table, cfg->warehouse, mcdc_table_name(s.bronze),
+                                  lsn, start.commit_us, cfg->granularity, err);
+        if (rc) goto done;
+    }
 
     mcdc_lsn ceiling;
     bool has_ceiling = false;

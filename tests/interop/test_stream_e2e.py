@@ -418,3 +418,19 @@ EXEC sim.run_capture @ignore_latency = 1;""", database="shop")
     assert p.returncode == 2, p.stderr
     assert "_Batch_Id" in p.stderr and "reserves" in p.stderr
     assert not os.path.exists(os.path.join(workdir, "bronze", "_delta_log"))
+
+
+def test_a_verdict_left_behind_by_a_crash_catches_up_on_restart(sim, workdir):
+    make_db(sim)
+    write_changes(sim, 1, 2)
+    p = run_cli(*stream_args(sim, workdir), env={"MCDC_CRASH_AT": "during_verdict:0"},
+                check=False)
+    assert p.returncode == -signal.SIGKILL
+    assert not os.path.exists(os.path.join(workdir, "control", "_delta_log"))
+    # nothing new to read, and still the verdict reaches the committed batch
+    run_cli(*stream_args(sim, workdir))
+    rows = verdict(workdir)
+    batches = facts_batches(workdir)
+    assert len(rows) == 1 and len(batches) == 1
+    end = batches[0]["end_commit_ts"]
+    assert rows[0]["finalized_until"] == end.replace(minute=0, second=0, microsecond=0)
