@@ -159,6 +159,15 @@ def spark_rows(spark, path):
     return df, [tuple(r) for r in df.collect()]
 
 
+def duckdb_rows(path, names):
+    """DuckDB's delta extension (delta_scan), with UTC as its session zone."""
+    from conftest import duckdb_with_delta
+    con = duckdb_with_delta()
+    con.execute("SET TimeZone = 'UTC'")
+    cols = ", ".join(f'"{n}"' for n in names)
+    return con.execute(f"SELECT {cols} FROM delta_scan('{path}')").fetchall()
+
+
 def deltalake_rows(path, names):
     t = deltalake.DeltaTable(str(path)).to_pyarrow_table()
     cols = [t.column(n).to_pylist() for n in names]
@@ -249,8 +258,9 @@ def test_spark_reads_every_type_we_write(spark, tool, tmp_path):
     assert spark_types(df) == [(n, s, nl) for n, _, nl, s in TYPES]
     assert len(got) == len(rows)
     assert rows_key(got) == want
-    # delta-rs agrees, and so does our own reader
+    # delta-rs and DuckDB agree, and so does our own reader
     assert rows_key(deltalake_rows(table, [t[0] for t in TYPES])) == want
+    assert rows_key(duckdb_rows(table, [t[0] for t in TYPES])) == want
     head, ours = tool.dump(table)
     assert head["version"] == 2 and head["records"] == len(rows)
     assert rows_key(ours) == want
@@ -301,6 +311,7 @@ def test_one_column_and_two_hundred_columns(spark, tool, tmp_path):
     want = rows_key(expected_rows(cols, rows))
     assert rows_key(got) == want
     assert rows_key(deltalake_rows(wide, [c[0] for c in cols])) == want
+    assert rows_key(duckdb_rows(wide, [c[0] for c in cols])) == want
 
 
 def test_empty_table(spark, tool, tmp_path):
