@@ -48,38 +48,31 @@ def timed(name, fn):
     return rows / secs
 
 
-def via_pymssql():
-    import pymssql
-    c = pymssql.connect(server="127.0.0.1", port=PORT, user="sa", password=PASSWORD, database=DB,
-                        tds_version="7.4")
-    cur = c.cursor()
-    sql = query(cur)
-    cur.execute(sql)
+def fetch_all(conn):
+    """Runs the reader's query on a DB-API connection, fetching 10,000 rows at
+    a time; returns the row count."""
+    cur = conn.cursor()
+    cur.execute(query(cur))
     n = 0
     while True:
         rows = cur.fetchmany(10000)
         if not rows:
             break
         n += len(rows)
-    c.close()
+    conn.close()
     return n
+
+
+def via_pymssql():
+    import pymssql
+    return fetch_all(pymssql.connect(server="127.0.0.1", port=PORT, user="sa", password=PASSWORD,
+                                     database=DB, tds_version="7.4"))
 
 
 def via_pytds():
     import pytds
-    c = pytds.connect(server="127.0.0.1", port=int(PORT), user="sa", password=PASSWORD,
-                      database=DB)
-    cur = c.cursor()
-    sql = query(cur)
-    cur.execute(sql)
-    n = 0
-    while True:
-        rows = cur.fetchmany(10000)
-        if not rows:
-            break
-        n += len(rows)
-    c.close()
-    return n
+    return fetch_all(pytds.connect(server="127.0.0.1", port=int(PORT), user="sa",
+                                   password=PASSWORD, database=DB))
 
 
 def mssql_python_conn():
@@ -89,18 +82,7 @@ def mssql_python_conn():
 
 
 def via_mssql_python():
-    c = mssql_python_conn()
-    cur = c.cursor()
-    sql = query(cur)
-    cur.execute(sql)
-    n = 0
-    while True:
-        rows = cur.fetchmany(10000)
-        if not rows:
-            break
-        n += len(rows)
-    c.close()
-    return n
+    return fetch_all(mssql_python_conn())
 
 
 def via_mssql_python_arrow():
