@@ -23,7 +23,7 @@ MODULES := util lsn options batch tds parquet delta source lake pipeline
 INCLUDES := -Iinclude $(addprefix -Isrc/,$(MODULES)) -Isrc/sim -Isrc/cli
 WARN    := -Wall -Wextra -Wpedantic -Wconversion -Wshadow -Werror
 CFLAGS  += -std=c17 $(WARN) $(OPT) -D_GNU_SOURCE -fPIC -pthread $(INCLUDES)
-LDLIBS  := -lsybdb -lsqlite3 -ljansson -lzstd -lsnappy -llz4 -lz -lpthread -lm
+LDLIBS  := -lsybdb -lgnutls -lsqlite3 -ljansson -lzstd -lsnappy -llz4 -lz -lpthread -lm
 LDFLAGS += $(filter -fsanitize%,$(OPT)) -pthread
 
 LIB_SRC := $(foreach m,$(MODULES),$(wildcard src/$(m)/*.c))

@@ -81,7 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         switch (msg.type) {
         case TDS_PKT_PRELOGIN: {
             sim_tds_prelogin pl;
-            if (sim_tds_prelogin_parse(&pl, p, n, &err) == MCDC_OK) sim_tds_prelogin_reply(&out, 16);
+            if (sim_tds_prelogin_parse(&pl, p, n, &err) == MCDC_OK) sim_tds_prelogin_reply(&out, 16, TDS_ENCRYPT_NOT_SUP);
             break;
         }
         case TDS_PKT_LOGIN7: {
