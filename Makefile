@@ -73,6 +73,12 @@ headercheck:
 	printf '#include "mssqlcdc.h"\nint main(){return 0;}\n' > $(BUILD)/hc.cpp
 	c++ -std=c++17 -Wall -Wextra -Wpedantic -Werror -Iinclude -c $(BUILD)/hc.cpp -o $(BUILD)/hcpp.o
 
+# The link libraries, one place for every script that links against the
+# library (scripts, tests, benchmarks): $$(make -s --no-print-directory print-ldlibs)
+.PHONY: print-ldlibs
+print-ldlibs:
+	@echo $(LDLIBS)
+
 deps:
 	@scripts/install-deps.sh
 
