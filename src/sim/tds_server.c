@@ -579,6 +579,10 @@ static void *conn_main(void *arg) {
     sim_tds_prep_free(&c->prep);
     mcdc_buf_free(&c->text);
     sim_tls_conn_free(c->tls);
+    if (!c->dropped) { /* bytes left unread would turn the close into a reset */
+        uint8_t junk[4096];
+        for (int i = 0; i < 16 && recv(c->fd, junk, sizeof junk, MSG_DONTWAIT) > 0; i++) {}
+    }
     pthread_mutex_lock(&s->mu);
     close(c->fd);
     s->slots[c->idx].fd = -1;

@@ -150,6 +150,9 @@ int sim_tls_ctx_create(sim_tls_ctx **out, const char *cert_file, const char *key
         snprintf(cpath, sizeof cpath, "%s/tls-cert.pem", dir);
         snprintf(kpath, sizeof kpath, "%s/tls-key.pem", dir);
         if (access(cpath, R_OK) != 0 || access(kpath, R_OK) != 0) {
+            if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+                return mcdc_error_set(err, MCDC_E_IO, "cannot create %s for the TLS "
+                                      "certificate: %s", dir, strerror(errno));
             int rc = generate_cert(cpath, kpath, err);
             if (rc != MCDC_OK) return rc;
             mcdc_log(MCDC_LOG_INFO, "sim: created a self-signed TLS certificate for localhost: %s",
