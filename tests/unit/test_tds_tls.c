@@ -137,7 +137,7 @@ static void *server_main(void *arg) {
     int enc = sim_tls_negotiate(s->mode, pl.encryption);
     if (sim_tds_prelogin_reply(&out, 16, enc)) goto done;
     if (s->after != 9) {
-        s->after = sim_tls_after_prelogin(pl.encryption, enc);
+        s->after = (int)sim_tls_after_prelogin(pl.encryption, enc);
         if (s->after == SIM_TLS_AFTER_REFUSE) goto done;
         if (s->after != SIM_TLS_AFTER_PLAIN) {
             if (sim_tls_conn_create(&s->tls, s->ctx, s->fd, srv_raw_write, s, &e) ||
@@ -258,7 +258,7 @@ TEST(tds_tls_handshakes_with_the_sim) {
         CHECK(fread(pem2, 1, sizeof pem2 - 1, f) > 100);
         fclose(f);
     }
-    CHECK_EQ_STR(pem1, pem2);
+    CHECK(strcmp(pem1, pem2) == 0);
     /* a certificate without its key is refused */
     ctx = NULL;
     CHECK_EQ_INT(sim_tls_ctx_create(&ctx, path, NULL, dir, &e), MCDC_E_INVALID);
