@@ -14,6 +14,7 @@ typedef enum {
     K_ENCRYPT,
     K_TRUST,
     K_HOSTCERT,
+    K_SERVERCERT,
     K_TIMEOUT,
     K_APP,
     K_DRIVER
@@ -39,6 +40,7 @@ static const struct {
     {"encrypt", K_ENCRYPT},
     {"trustservercertificate", K_TRUST},
     {"hostnameincertificate", K_HOSTCERT},
+    {"servercertificate", K_SERVERCERT},
     {"connectiontimeout", K_TIMEOUT},
     {"connecttimeout", K_TIMEOUT},
     {"logintimeout", K_TIMEOUT},
@@ -75,6 +77,7 @@ static const char *canonical(keyword k) {
     case K_ENCRYPT: return "Encrypt";
     case K_TRUST: return "TrustServerCertificate";
     case K_HOSTCERT: return "HostNameInCertificate";
+    case K_SERVERCERT: return "ServerCertificate";
     case K_TIMEOUT: return "Connection Timeout";
     case K_APP: return "App";
     case K_DRIVER: return "Driver";
@@ -118,6 +121,7 @@ void mcdc_connstr_free(mcdc_connstr *c) {
     mcdc_free(c->app);
     mcdc_free(c->driver);
     mcdc_free(c->host_name_in_certificate);
+    mcdc_free(c->server_certificate);
     for (int i = 0; i < c->n_unknown; i++) {
         mcdc_free(c->unknown[i].key);
         mcdc_free(c->unknown[i].value);
@@ -288,6 +292,7 @@ static int apply(mcdc_connstr *c, char *key, char *v, size_t kpos, size_t vpos,
         break;
     case K_APP: replace(&c->app, v); break;
     case K_HOSTCERT: replace(&c->host_name_in_certificate, v); break;
+    case K_SERVERCERT: replace(&c->server_certificate, v); break;
     case K_DRIVER: replace(&c->driver, v); break;
     case K_ENCRYPT:
         if (mcdc_str_ieq(v, "yes") || mcdc_str_ieq(v, "true") || mcdc_str_ieq(v, "mandatory"))
@@ -538,6 +543,8 @@ char *mcdc_connstr_redacted(const mcdc_connstr *c) {
                           c->trust_server_certificate ? "yes" : "no", &e);
     if (c->host_name_in_certificate)
         rc |= render_pair(&b, "HostNameInCertificate", c->host_name_in_certificate, &e);
+    if (c->server_certificate)
+        rc |= render_pair(&b, "ServerCertificate", c->server_certificate, &e);
     if (c->connect_timeout_s >= 0) {
         char t[16];
         snprintf(t, sizeof t, "%d", c->connect_timeout_s);

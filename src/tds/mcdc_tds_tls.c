@@ -146,7 +146,16 @@ static int tls_create(mcdc_tds_tls **out, mcdc_tds_stream *s, const mcdc_tds_tls
     t->s = s;
     const char *what = "allocating credentials";
     int g = gnutls_certificate_allocate_credentials(&t->cred);
-    if (g >= 0 && validate) {
+    if (g >= 0 && validate && tp->trust_file) {
+        g = gnutls_certificate_set_x509_trust_file(t->cred, tp->trust_file, GNUTLS_X509_FMT_PEM);
+        if (g <= 0) {
+            mcdc_tds_tls_free(t);
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "TLS: ServerCertificate %s holds no PEM certificate%s%s",
+                                  tp->trust_file, g < 0 ? ": " : "",
+                                  g < 0 ? gnutls_strerror(g) : "");
+        }
+    } else if (g >= 0 && validate) {
         what = "loading the system trust store";
         g = gnutls_certificate_set_x509_system_trust(t->cred);
         if (g == 0) g = GNUTLS_E_NO_CERTIFICATE_FOUND;
@@ -186,7 +195,7 @@ static int verify_error(mcdc_tds_tls *t, const mcdc_tds_tls_params *tp, const ch
         err, MCDC_E_INVALID,
         "TLS: the certificate of %s is not trusted (%s). Set TrustServerCertificate=yes to "
         "skip the check (only on a network you trust), or install the certificate's CA in "
-        "the system trust store%s",
+        "the system trust store (or name it: ServerCertificate=<PEM file>)%s",
         server, txt.data ? (const char *)txt.data : "verification failed",
         name ? (tp->host_name ? "; the certificate is for another name: HostNameInCertificate="
                                 "<name> sets the name to expect"

@@ -34,6 +34,8 @@ typedef struct mcdc_tds_tls_params {
     bool trust_server_certificate; /* skip certificate validation */
     const char *host_name; /* checked against the certificate (HostNameInCertificate
                             * or the server's host); also SNI when not an IP */
+    const char *trust_file; /* PEM certificates trusted instead of the system store
+                             * (ServerCertificate); NULL = system store */
 } mcdc_tds_tls_params;
 
 /* The client's decision after the server's PRELOGIN answer. */

@@ -79,6 +79,13 @@ check "native: Encrypt=yes with an untrusted certificate says what to do" \
    echo "$out" | grep -q "install the certificate" && ! echo "$out" | grep -q -- "$PW"' "$out"
 out=$("$PROBE" dump native "$CS;Encrypt=strict" "SELECT 1" 2>&1)
 check "native: Encrypt=strict validates too" 'echo "$out" | grep -q "not trusted"' "$out"
+out=$("$PROBE" dump native "$CS;Encrypt=yes;ServerCertificate=$TMP/a/tls-cert.pem" "SELECT 8 AS v" 2>&1)
+check "native: Encrypt=yes;ServerCertificate=<the sim's cert> validates (IP address 127.0.0.1)" \
+  'echo "$out" | grep -q "^8$"' "$out"
+out=$("$PROBE" dump native "$CS;Encrypt=yes;ServerCertificate=$TMP/a/tls-cert.pem;HostNameInCertificate=db.example" \
+      "SELECT 8 AS v" 2>&1)
+check "native: a certificate for another name is refused, naming HostNameInCertificate" \
+  'echo "$out" | grep -q "not trusted" && echo "$out" | grep -q "HostNameInCertificate"' "$out"
 # which client logged in: FreeTDS sends a FeatureExt block, the native client does not
 n0=$(wc -l <"$TMP/a.log")
 out=$(MCDC_TDS_BACKEND= "$PROBE" dump auto "$CS;Encrypt=yes;TrustServerCertificate=yes" "SELECT 7 AS s" 2>&1)

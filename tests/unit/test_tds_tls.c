@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "mcdc_connstr.h"
 #include "mcdc_tds_proto.h"
 #include "mcdc_tds_tls.h"
 #include "mcdc_test.h"
@@ -240,10 +241,25 @@ TEST(tds_tls_handshakes_with_the_sim) {
     CHECK(strstr(e.message, "not trusted") != NULL);
     CHECK(strstr(e.message, "TrustServerCertificate=yes") != NULL);
     CHECK(strstr(e.message, "test-server") != NULL);
-    sim_tls_ctx_free(ctx);
-    /* the certificate is kept: a second start reuses the same files */
+    /* validated against the certificate itself (ServerCertificate): by
+     * DNS name and by IP address, and a wrong name is refused */
     char path[128], cmd[256];
     snprintf(path, sizeof path, "%s/tls-cert.pem", dir);
+    mcdc_tds_tls_params pinned = {.require = true, .host_name = "localhost", .trust_file = path};
+    CHECK_EQ_INT(connect_once(ctx, SIM_TLS_ON, &pinned, &srv, reply, &e), MCDC_OK);
+    CHECK_EQ_STR(reply, "reply");
+    pinned.host_name = "127.0.0.1";
+    CHECK_EQ_INT(connect_once(ctx, SIM_TLS_ON, &pinned, &srv, reply, &e), MCDC_OK);
+    pinned.strict = true;
+    CHECK_EQ_INT(connect_once(ctx, SIM_TLS_ON, &pinned, &srv, reply, &e), MCDC_OK);
+    pinned.host_name = "db.example.com";
+    CHECK_EQ_INT(connect_once(ctx, SIM_TLS_ON, &pinned, &srv, reply, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "HostNameInCertificate") != NULL);
+    pinned.trust_file = "/nonexistent/cert.pem";
+    CHECK_EQ_INT(connect_once(ctx, SIM_TLS_ON, &pinned, &srv, reply, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "ServerCertificate") != NULL);
+    sim_tls_ctx_free(ctx);
+    /* the certificate is kept: a second start reuses the same files */
     FILE *f = fopen(path, "rb");
     char pem1[2048] = "", pem2[2048] = "";
     CHECK(f != NULL);
@@ -265,4 +281,27 @@ TEST(tds_tls_handshakes_with_the_sim) {
     CHECK(ctx == NULL);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK_EQ_INT(system(cmd), 0);
+}
+
+/* The TLS keywords of the connection string. */
+TEST(tds_tls_connstr_keywords) {
+    mcdc_connstr *cs = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_connstr_parse(&cs,
+                                    "Server=tcp:db1,1433;PWD=s3cret;Encrypt=mandatory;"
+                                    "Trust Server Certificate=no;Host Name In Certificate=db.example;"
+                                    "ServerCertificate=/etc/db.pem",
+                                    &e),
+                 MCDC_OK);
+    if (cs == NULL) return;
+    CHECK_EQ_INT(cs->encrypt, MCDC_ENCRYPT_YES);
+    CHECK_EQ_INT(cs->trust_server_certificate, 0);
+    CHECK_EQ_STR(cs->host_name_in_certificate, "db.example");
+    CHECK_EQ_STR(cs->server_certificate, "/etc/db.pem");
+    char *r = mcdc_connstr_redacted(cs);
+    CHECK(r != NULL && strstr(r, "HostNameInCertificate=db.example") != NULL);
+    CHECK(r != NULL && strstr(r, "ServerCertificate=/etc/db.pem") != NULL);
+    CHECK(r != NULL && strstr(r, "s3cret") == NULL);
+    mcdc_free(r);
+    mcdc_connstr_free(cs);
 }
