@@ -385,6 +385,7 @@ static int login(nat_conn *c, const mcdc_connstr *cs, const mcdc_conn_options *o
         .strict = cs->encrypt == MCDC_ENCRYPT_STRICT,
         .trust_server_certificate = cs->trust_server_certificate == 1,
         .host_name = cs->host_name_in_certificate ? cs->host_name_in_certificate : cs->host,
+        .server_name = cs->host,
         .trust_file = cs->server_certificate,
     };
     int rc = mcdc_tds_prelogin_exchange(s, &tp, server, err);

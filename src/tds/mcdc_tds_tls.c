@@ -169,9 +169,10 @@ static int tls_create(mcdc_tds_tls **out, mcdc_tds_stream *s, const mcdc_tds_tls
     if (g >= 0) g = gnutls_set_default_priority(t->sess);
     if (g >= 0) g = gnutls_credentials_set(t->sess, GNUTLS_CRD_CERTIFICATE, t->cred);
     const char *host = tp->host_name ? tp->host_name : "";
-    if (g >= 0 && host[0] && !is_ip_address(host)) {
+    const char *sni = tp->server_name ? tp->server_name : host;
+    if (g >= 0 && sni[0] && !is_ip_address(sni)) {
         what = "setting the server name";
-        g = gnutls_server_name_set(t->sess, GNUTLS_NAME_DNS, host, strlen(host));
+        g = gnutls_server_name_set(t->sess, GNUTLS_NAME_DNS, sni, strlen(sni));
     }
     if (g < 0) {
         mcdc_tds_tls_free(t);

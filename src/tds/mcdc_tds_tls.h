@@ -33,7 +33,8 @@ typedef struct mcdc_tds_tls_params {
     bool strict;      /* Encrypt=strict: TDS 8.0, TLS before any TDS byte */
     bool trust_server_certificate; /* skip certificate validation */
     const char *host_name; /* checked against the certificate (HostNameInCertificate
-                            * or the server's host); also SNI when not an IP */
+                            * or the server's host) */
+    const char *server_name; /* sent as SNI when a DNS name; NULL = host_name */
     const char *trust_file; /* PEM certificates trusted instead of the system store
                              * (ServerCertificate); NULL = system store */
 } mcdc_tds_tls_params;
