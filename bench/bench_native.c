@@ -12,6 +12,10 @@
  *       decodes a recorded reply stream (MCDC_TDS_RECORD of a native
  *       `query` run: the session set-up reply, then the query's) from
  *       memory: the pure decode rate, no socket, no server.
+ *   mcdc-bench-native replay-all --file F [--repeat K] [--batch-rows N]
+ *       decodes every reply of a recording (e.g. MCDC_TDS_RECORD of
+ *       mcdc-bench-reader) as the reader does: a fresh batch per fetch,
+ *       freed after it (allocation and page faults included).
  * Prints `name: value` lines. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +74,27 @@ static int drain_query(mcdc_conn *c, const char *sql, int execs, int64_t batch_r
     return MCDC_OK;
 }
 
+/* Every reply in the recording, each fetched into fresh batches (as the
+ * change reader does); stops at the end of the recording. */
+static int drain_all(mcdc_conn *c, int64_t batch_rows, int64_t *rows, mcdc_error *e) {
+    for (;;) {
+        mcdc_result *r = NULL;
+        if (mcdc_conn_exec(&r, c, "-", NULL, 0, e)) return MCDC_OK; /* end of the recording */
+        int rc = MCDC_OK;
+        for (;;) {
+            mcdc_batch *b = NULL;
+            rc = mcdc_batch_create(&b, (mcdc_schema *)mcdc_result_schema(r), batch_rows, e);
+            int64_t got = 0;
+            if (rc == MCDC_OK) rc = mcdc_result_fetch(r, b, 0, batch_rows, 0, &got, e);
+            mcdc_batch_free(b);
+            if (rc || got == 0) break;
+            *rows += got;
+        }
+        mcdc_result_free(r);
+        if (rc) return rc;
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 64;
     const char *mode = argv[1], *cs_text = NULL, *sql = NULL, *ci = NULL, *file = NULL;
@@ -90,7 +115,7 @@ int main(int argc, char **argv) {
     double c0 = cpu_s();
     int64_t t0 = mcdc_monotonic_us();
     uint64_t bytes = 0;
-    if (!strcmp(mode, "replay")) {
+    if (!strcmp(mode, "replay") || !strcmp(mode, "replay-all")) {
         if (!file) return 64;
         FILE *f = fopen(file, "rb");
         if (!f) { perror(file); return 1; }
@@ -105,7 +130,9 @@ int main(int argc, char **argv) {
         for (int k = 0; k < repeat; k++) {
             mcdc_conn *c = NULL;
             if (mcdc_tds_conn_open_memory(&c, mem, (size_t)n, &e)) return die("open", &e);
-            if (drain_query(c, "-", 2, batch_rows, &rows, &e)) return die("replay", &e);
+            if (!strcmp(mode, "replay-all") ? drain_all(c, batch_rows, &rows, &e)
+                                            : drain_query(c, "-", 2, batch_rows, &rows, &e))
+                return die("replay", &e);
             mcdc_conn_close(c);
         }
         bytes = (uint64_t)n * (uint64_t)repeat;
@@ -148,7 +175,7 @@ int main(int argc, char **argv) {
     }
     double wall = (double)(mcdc_monotonic_us() - t0) / 1e6, cpu = cpu_s() - c0;
     printf("native_mode: %s\n", mode);
-    printf("native_backend: %s\n", !strcmp(mode, "replay") ? "native" : g_native ? "native" : "freetds");
+    printf("native_backend: %s\n", !strncmp(mode, "replay", 6) ? "native" : g_native ? "native" : "freetds");
     printf("native_rows: %lld\n", (long long)rows);
     printf("native_wall_seconds: %.3f\n", wall);
     printf("native_cpu_seconds: %.3f\n", cpu);
