@@ -15,7 +15,8 @@
  *   mcdc-bench-native replay-all --file F [--repeat K] [--batch-rows N]
  *       decodes every reply of a recording (e.g. MCDC_TDS_RECORD of
  *       mcdc-bench-reader) as the reader does: a fresh batch per fetch,
- *       freed after it (allocation and page faults included).
+ *       freed after it (allocation and page faults included);
+ *       --checksum 1 prints a hash of every decoded value.
  * Prints `name: value` lines. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +75,36 @@ static int drain_query(mcdc_conn *c, const char *sql, int execs, int64_t batch_r
     return MCDC_OK;
 }
 
+/* FNV-1a over every row's validity and value (--checksum: the decoded
+ * content, to compare builds). */
+static uint64_t g_sum = 1469598103934665603ull;
+static bool g_checksum;
+static void sum_bytes(const void *p, size_t n) {
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) g_sum = (g_sum ^ b[i]) * 1099511628211ull;
+}
+static void sum_batch(const mcdc_batch *b, int64_t rows) {
+    for (int32_t i = 0; i < b->schema->n_fields; i++) {
+        const mcdc_column *c = &b->columns[i];
+        int32_t w = mcdc_type_width(c->field);
+        for (int64_t r = 0; r < rows; r++) {
+            uint8_t valid = (uint8_t)mcdc_col_is_valid(c, r);
+            sum_bytes(&valid, 1);
+            if (!valid) continue;
+            if (c->offsets) {
+                int32_t n = c->offsets[r + 1] - c->offsets[r];
+                sum_bytes(&n, 4);
+                sum_bytes(c->data + c->offsets[r], (size_t)n);
+            } else if (c->field->type == MCDC_TYPE_BOOL) {
+                uint8_t v = (c->values[r >> 3] >> (r & 7)) & 1;
+                sum_bytes(&v, 1);
+            } else {
+                sum_bytes(c->values + r * w, (size_t)w);
+            }
+        }
+    }
+}
+
 /* Every reply in the recording, each fetched into fresh batches (as the
  * change reader does); stops at the end of the recording. */
 static int drain_all(mcdc_conn *c, int64_t batch_rows, int64_t *rows, mcdc_error *e) {
@@ -86,6 +117,7 @@ static int drain_all(mcdc_conn *c, int64_t batch_rows, int64_t *rows, mcdc_error
             rc = mcdc_batch_create(&b, (mcdc_schema *)mcdc_result_schema(r), batch_rows, e);
             int64_t got = 0;
             if (rc == MCDC_OK) rc = mcdc_result_fetch(r, b, 0, batch_rows, 0, &got, e);
+            if (rc == MCDC_OK && g_checksum) sum_batch(b, got);
             mcdc_batch_free(b);
             if (rc || got == 0) break;
             *rows += got;
@@ -108,6 +140,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--batch-rows")) batch_rows = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "--file")) file = argv[i + 1];
         else if (!strcmp(argv[i], "--repeat")) repeat = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--checksum")) g_checksum = atoi(argv[i + 1]) != 0;
     }
     mcdc_log_set_level(MCDC_LOG_ERROR);
     mcdc_error e = MCDC_ERROR_INIT;
@@ -183,5 +216,6 @@ int main(int argc, char **argv) {
     printf("native_rows_per_cpu_s: %.0f\n", cpu > 0 ? (double)rows / cpu : 0.0);
     printf("native_cpu_s_per_1m_rows: %.3f\n", rows ? cpu / ((double)rows / 1e6) : 0.0);
     if (bytes) printf("native_mb: %.1f\n", (double)bytes / 1e6);
+    if (g_checksum) printf("native_checksum: %016llx\n", (unsigned long long)g_sum);
     return 0;
 }

@@ -125,6 +125,12 @@ static int put_decimal(mcdc_column *c, bool neg, mcdc_u128 mag, int src_scale, m
 /* ---- value helpers ------------------------------------------------------------ */
 static inline int time_bytes(int scale) { return scale <= 2 ? 3 : scale <= 4 ? 4 : 5; }
 static inline uint64_t le_n(const uint8_t *p, int n) {
+    switch (n) { /* the widths of time and date parts, without a loop */
+    case 3: return (uint64_t)tds_u16(p) | (uint64_t)p[2] << 16;
+    case 4: return tds_u32(p);
+    case 5: return (uint64_t)tds_u32(p) | (uint64_t)p[4] << 32;
+    default: break;
+    }
     uint64_t v = 0;
     for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
     return v;
@@ -181,17 +187,23 @@ static int time_text(char *buf, uint64_t t, int scale) {
     }
     return n;
 }
+/* Byte b as two upper-case hex digits at HEX2 + 2 * b. */
+static const char HEX2[513] =
+    "000102030405060708090A0B0C0D0E0F101112131415161718191A1B1C1D1E1F"
+    "202122232425262728292A2B2C2D2E2F303132333435363738393A3B3C3D3E3F"
+    "404142434445464748494A4B4C4D4E4F505152535455565758595A5B5C5D5E5F"
+    "606162636465666768696A6B6C6D6E6F707172737475767778797A7B7C7D7E7F"
+    "808182838485868788898A8B8C8D8E8F909192939495969798999A9B9C9D9E9F"
+    "A0A1A2A3A4A5A6A7A8A9AAABACADAEAFB0B1B2B3B4B5B6B7B8B9BABBBCBDBEBF"
+    "C0C1C2C3C4C5C6C7C8C9CACBCCCDCECFD0D1D2D3D4D5D6D7D8D9DADBDCDDDEDF"
+    "E0E1E2E3E4E5E6E7E8E9EAEBECEDEEEFF0F1F2F3F4F5F6F7F8F9FAFBFCFDFEFF";
+/* uniqueidentifier text: the first three groups are little-endian on the
+ * wire, the last two in byte order. */
 static void guid_text(char buf[36], const uint8_t *p) {
     static const uint8_t ORDER[16] = {3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15};
-    static const char HEX[] = "0123456789ABCDEF";
-    char *o = buf;
-    for (int i = 0; i < 16; i++) {
-        if (i == 4 || i == 6 || i == 8 || i == 10) *o++ = '-';
-        uint8_t v = p[ORDER[i]];
-        o[0] = HEX[v >> 4];
-        o[1] = HEX[v & 15];
-        o += 2;
-    }
+    static const uint8_t AT[16] = {0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34};
+    for (int i = 0; i < 16; i++) memcpy(buf + AT[i], HEX2 + 2 * p[ORDER[i]], 2);
+    buf[8] = buf[13] = buf[18] = buf[23] = '-';
 }
 
 /* ---- converters ---------------------------------------------------------------- */
@@ -262,11 +274,23 @@ CONV(bit) {
     c->length++;
     return MCDC_OK;
 }
-CONV(decimal) {
-    if (UNLIKELY(len < 2 || len > 17)) return badv(c, err, "decimal", len);
+/* The magnitude of a decimal value: len - 1 little-endian bytes after the
+ * sign byte (4, 8, 12 or 16 of them as SQL Server sends; any up to 16). */
+static inline mcdc_u128 decimal_mag(const uint8_t *p, uint32_t len) {
+    switch (len) {
+    case 5: return tds_u32(p + 1);
+    case 9: return tds_u64(p + 1);
+    case 13: return (mcdc_u128)tds_u64(p + 1) | (mcdc_u128)tds_u32(p + 9) << 64;
+    case 17: return (mcdc_u128)tds_u64(p + 1) | (mcdc_u128)tds_u64(p + 9) << 64;
+    default: break;
+    }
     mcdc_u128 mag = 0;
     for (uint32_t i = len - 1; i >= 1; i--) mag = (mag << 8) | p[i];
-    return put_decimal(c, p[0] == 0, mag, tc->scale, err);
+    return mag;
+}
+CONV(decimal) {
+    if (UNLIKELY(len < 2 || len > 17)) return badv(c, err, "decimal", len);
+    return put_decimal(c, p[0] == 0, decimal_mag(p, len), tc->scale, err);
 }
 CONV(money) {
     (void)tc;
@@ -278,9 +302,7 @@ CONV(money) {
 }
 CONV(decimal_double) {
     if (UNLIKELY(len < 2 || len > 17)) return badv(c, err, "decimal", len);
-    mcdc_u128 mag = 0;
-    for (uint32_t i = len - 1; i >= 1; i--) mag = (mag << 8) | p[i];
-    long double v = (long double)mag;
+    long double v = (long double)decimal_mag(p, len);
     for (int k = 0; k < tc->scale; k++) v /= 10.0L;
     double d = (double)(p[0] == 0 ? -v : v);
     put_fixed(c, &d, 8);
@@ -331,13 +353,70 @@ CONV(time_text) {
 CONV(guid) {
     (void)tc;
     if (UNLIKELY(len != 16)) return badv(c, err, "uniqueidentifier", len);
-    char buf[36];
-    guid_text(buf, p);
-    return put_var(c, buf, 36, err);
+    int rc = room(c, 36, err);
+    if (rc != MCDC_OK) return rc;
+    guid_text((char *)c->data + c->data_len, p);
+    c->data_len += 36;
+    end_var(c);
+    return MCDC_OK;
 }
 CONV(bytes) {
     (void)tc;
     return put_var(c, p, len, err);
+}
+/* ---- text to UTF-8 -------------------------------------------------------------
+ * Fast paths work on 8-byte words read in host order: the wire is
+ * little-endian, so they need a little-endian host. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "text fast paths read LE words");
+#define UTF8_SLACK 4u /* a BMP code unit is written as one 4-byte store */
+
+static inline uint64_t ld64(const uint8_t *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+static inline void st32(uint8_t *o, uint32_t v) { memcpy(o, &v, 4); }
+static inline void st64(uint8_t *o, uint64_t v) { memcpy(o, &v, 8); }
+/* 4 ASCII UTF-16 units (one per 16-bit lane) to 4 bytes */
+static inline uint32_t pack4(uint64_t w) {
+    return (uint32_t)(w & 0xFF) | (uint32_t)((w >> 8) & 0xFF00) | (uint32_t)((w >> 16) & 0xFF0000) |
+           (uint32_t)((w >> 24) & 0xFF000000);
+}
+/* Whether one of 4 units is a surrogate (0xD800-0xDFFF): a lane of
+ * (w & 0xF800) ^ 0xD800 is zero. */
+static inline bool has_surrogate4(uint64_t w) {
+    uint64_t x = (w & 0xF800F800F800F800ull) ^ 0xD800D800D800D800ull;
+    return ((x - 0x0001000100010001ull) & ~x & 0x8000800080008000ull) != 0;
+}
+/* One BMP unit that is not a surrogate, without branches: 1-3 bytes
+ * computed together, one 4-byte store (UTF8_SLACK). */
+static inline uint8_t *utf8_bmp(uint8_t *o, uint32_t u) {
+    uint32_t two = (0xC0 | (u >> 6)) | ((0x80 | (u & 0x3F)) << 8);
+    uint32_t three = (0xE0 | (u >> 12)) | ((0x80 | ((u >> 6) & 0x3F)) << 8) |
+                     ((0x80 | (u & 0x3F)) << 16);
+    st32(o, u < 0x80 ? u : u < 0x800 ? two : three);
+    return o + 1 + (u >= 0x80) + (u >= 0x800);
+}
+/* Unit i of n (any value), the exact per-unit rules: a valid surrogate
+ * pair is one 4-byte sequence, a lone surrogate U+FFFD. Advances *i. */
+static uint8_t *utf16_one(uint8_t *o, const uint8_t *p, uint32_t n, uint32_t *i) {
+    uint32_t u = tds_u16(p + 2 * *i);
+    (*i)++;
+    if (u < 0xD800 || u > 0xDFFF) return utf8_bmp(o, u);
+    uint32_t lo = *i < n ? tds_u16(p + 2 * *i) : 0;
+    if (u <= 0xDBFF && lo >= 0xDC00 && lo <= 0xDFFF) {
+        uint32_t cp = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+        (*i)++;
+        o[0] = (uint8_t)(0xF0 | (cp >> 18));
+        o[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
+        o[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+        o[3] = (uint8_t)(0x80 | (cp & 0x3F));
+        return o + 4;
+    }
+    o[0] = 0xEF; /* unpaired surrogate: U+FFFD */
+    o[1] = 0xBF;
+    o[2] = 0xBD;
+    return o + 3;
 }
 CONV(utf16) {
     (void)tc;
@@ -347,50 +426,43 @@ CONV(utf16) {
         end_var(c);
         return MCDC_OK;
     }
-    int rc = room(c, (int64_t)n * 3, err);
+    int rc = room(c, (int64_t)n * 3 + UTF8_SLACK, err);
     if (rc != MCDC_OK) return rc;
-    uint8_t *o = c->data + c->data_len;
+    uint8_t *const o0 = c->data + c->data_len;
+    uint8_t *o = o0;
     uint32_t i = 0;
+    /* Leading ASCII, 4 units a word; an all-ASCII value ends with one
+     * overlapping word (the output so far is one byte per unit). */
+    while (i + 4 <= n && (ld64(p + 2 * i) & 0xFF80FF80FF80FF80ull) == 0) {
+        st32(o, pack4(ld64(p + 2 * i)));
+        o += 4;
+        i += 4;
+    }
+    if (i < n && n >= 4 && i + 4 > n && (ld64(p + 2 * (n - 4)) & 0xFF80FF80FF80FF80ull) == 0) {
+        st32(o0 + n - 4, pack4(ld64(p + 2 * (n - 4))));
+        o = o0 + n;
+        i = n;
+    }
+    /* The rest: 4 units at a time without surrogates, else one by one. */
     while (i < n) {
         if (i + 4 <= n) {
-            uint64_t w;
-            memcpy(&w, p + 2 * i, 8);
+            uint64_t w = ld64(p + 2 * i);
             if ((w & 0xFF80FF80FF80FF80ull) == 0) {
-                o[0] = (uint8_t)w;
-                o[1] = (uint8_t)(w >> 16);
-                o[2] = (uint8_t)(w >> 32);
-                o[3] = (uint8_t)(w >> 48);
+                st32(o, pack4(w));
                 o += 4;
                 i += 4;
                 continue;
             }
-        }
-        uint32_t u = tds_u16(p + 2 * i);
-        i++;
-        if (u < 0x80) {
-            *o++ = (uint8_t)u;
-        } else if (u < 0x800) {
-            *o++ = (uint8_t)(0xC0 | (u >> 6));
-            *o++ = (uint8_t)(0x80 | (u & 0x3F));
-        } else if (u >= 0xD800 && u <= 0xDFFF) {
-            uint32_t lo = i < n ? tds_u16(p + 2 * i) : 0;
-            if (u <= 0xDBFF && lo >= 0xDC00 && lo <= 0xDFFF) {
-                uint32_t cp = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
-                i++;
-                *o++ = (uint8_t)(0xF0 | (cp >> 18));
-                *o++ = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
-                *o++ = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-                *o++ = (uint8_t)(0x80 | (cp & 0x3F));
-            } else { /* unpaired surrogate: U+FFFD */
-                *o++ = 0xEF;
-                *o++ = 0xBF;
-                *o++ = 0xBD;
+            if (!has_surrogate4(w)) {
+                o = utf8_bmp(o, (uint32_t)(w & 0xFFFF));
+                o = utf8_bmp(o, (uint32_t)((w >> 16) & 0xFFFF));
+                o = utf8_bmp(o, (uint32_t)((w >> 32) & 0xFFFF));
+                o = utf8_bmp(o, (uint32_t)(w >> 48));
+                i += 4;
+                continue;
             }
-        } else {
-            *o++ = (uint8_t)(0xE0 | (u >> 12));
-            *o++ = (uint8_t)(0x80 | ((u >> 6) & 0x3F));
-            *o++ = (uint8_t)(0x80 | (u & 0x3F));
         }
+        o = utf16_one(o, p, n, &i);
     }
     c->data_len = o - c->data;
     end_var(c);
@@ -402,39 +474,57 @@ static const uint16_t CP1252_HI[32] = {
     0x20AC, 0x0081, 0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021, 0x02C6, 0x2030, 0x0160,
     0x2039, 0x0152, 0x008D, 0x017D, 0x008F, 0x0090, 0x2018, 0x2019, 0x201C, 0x201D, 0x2022,
     0x2013, 0x2014, 0x02DC, 0x2122, 0x0161, 0x203A, 0x0153, 0x009D, 0x017E, 0x0178};
+/* Whether len bytes at p are all ASCII (overlapping words, no byte loop
+ * from 4 bytes up). */
+static inline bool all_ascii(const uint8_t *p, uint32_t len) {
+    if (len >= 8) {
+        uint64_t acc = ld64(p + len - 8);
+        for (uint32_t i = 0; i + 8 <= len; i += 8) acc |= ld64(p + i);
+        return (acc & 0x8080808080808080ull) == 0;
+    }
+    if (len >= 4) {
+        uint32_t a, b;
+        memcpy(&a, p, 4);
+        memcpy(&b, p + len - 4, 4);
+        return ((a | b) & 0x80808080u) == 0;
+    }
+    uint32_t acc = 0;
+    for (uint32_t i = 0; i < len; i++) acc |= p[i];
+    return acc < 0x80;
+}
 CONV(cp1252) {
     (void)tc;
     if (len == 0) {
         end_var(c);
         return MCDC_OK;
     }
-    int rc = room(c, (int64_t)len * 3, err);
+    int rc = room(c, (int64_t)len * 3 + UTF8_SLACK, err);
     if (rc != MCDC_OK) return rc;
     uint8_t *o = c->data + c->data_len;
+    if (all_ascii(p, len)) { /* the common case: a copy, by words */
+        if (len >= 8) {
+            for (uint32_t i = 0; i + 8 <= len; i += 8) st64(o + i, ld64(p + i));
+            st64(o + len - 8, ld64(p + len - 8));
+        } else {
+            memcpy(o, p, len);
+        }
+        c->data_len += len;
+        end_var(c);
+        return MCDC_OK;
+    }
     uint32_t i = 0;
     while (i < len) {
         if (i + 8 <= len) {
-            uint64_t w;
-            memcpy(&w, p + i, 8);
+            uint64_t w = ld64(p + i);
             if ((w & 0x8080808080808080ull) == 0) {
-                memcpy(o, &w, 8);
+                st64(o, w);
                 o += 8;
                 i += 8;
                 continue;
             }
         }
         uint32_t b = p[i++];
-        uint32_t u = b < 0x80 ? b : b < 0xA0 ? CP1252_HI[b - 0x80] : b;
-        if (u < 0x80) {
-            *o++ = (uint8_t)u;
-        } else if (u < 0x800) {
-            *o++ = (uint8_t)(0xC0 | (u >> 6));
-            *o++ = (uint8_t)(0x80 | (u & 0x3F));
-        } else {
-            *o++ = (uint8_t)(0xE0 | (u >> 12));
-            *o++ = (uint8_t)(0x80 | ((u >> 6) & 0x3F));
-            *o++ = (uint8_t)(0x80 | (u & 0x3F));
-        }
+        o = utf8_bmp(o, b < 0x80 ? b : b < 0xA0 ? CP1252_HI[b - 0x80] : b);
     }
     c->data_len = o - c->data;
     end_var(c);
@@ -497,9 +587,7 @@ static int value_text(mcdc_column *c, const uint8_t *p, uint32_t len, const mcdc
     }
     case TDS_DECIMALN: case TDS_NUMERICN: case TDS_DECIMAL: case TDS_NUMERIC: {
         if (len < 2 || len > 17) return badv(c, err, "decimal", len);
-        mcdc_u128 mag = 0;
-        for (uint32_t i = len - 1; i >= 1; i--) mag = (mag << 8) | p[i];
-        n = decimal_text(buf, sizeof buf, p[0] == 0, mag, tc->scale);
+        n = decimal_text(buf, sizeof buf, p[0] == 0, decimal_mag(p, len), tc->scale);
         break;
     }
     case TDS_DATETIME: case TDS_DATETIM4: case TDS_DATETIMN: {
@@ -539,15 +627,14 @@ static int value_text(mcdc_column *c, const uint8_t *p, uint32_t len, const mcdc
         n = 36;
         break;
     case TDS_BIGVARBINARY: case TDS_BIGBINARY: case TDS_IMAGE: case TDS_UDT: {
-        static const char HEX[] = "0123456789ABCDEF";
         int rc = room(c, (int64_t)len * 2 + 2, err);
         if (rc != MCDC_OK) return rc;
         uint8_t *o = c->data + c->data_len;
         *o++ = '0';
         *o++ = 'x';
         for (uint32_t i = 0; i < len; i++) {
-            *o++ = (uint8_t)HEX[p[i] >> 4];
-            *o++ = (uint8_t)HEX[p[i] & 15];
+            memcpy(o, HEX2 + 2 * p[i], 2);
+            o += 2;
         }
         c->data_len = o - c->data;
         end_var(c);
@@ -865,12 +952,12 @@ static char *utf16_to_cstr(const uint8_t *p, uint32_t n, mcdc_error *err) {
     mcdc_column c = {.field = &f};
     int32_t offs[2] = {0, 0};
     c.offsets = offs;
-    c.data = mcdc_malloc((size_t)n * 3 + 1);
+    c.data = mcdc_malloc((size_t)n * 3 + UTF8_SLACK + 1);
     if (c.data == NULL) {
         mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
         return NULL;
     }
-    c.data_cap = (int64_t)n * 3 + 1;
+    c.data_cap = (int64_t)n * 3 + UTF8_SLACK + 1;
     (void)conv_utf16(&c, p, n * 2, NULL, err);
     c.data[c.data_len] = 0;
     return (char *)c.data;
