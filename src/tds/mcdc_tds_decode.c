@@ -87,6 +87,29 @@ static inline int put_null(mcdc_column *c, mcdc_error *err) {
     return MCDC_OK;
 }
 
+/* put_null for a column whose value width is known from its converter:
+ * w bytes of zeros (2, 4, 8, 16), 0 for bool, NULLW_VAR for text and
+ * binary, NULLW_ANY to look at the column's type. A constant w compiles
+ * to the one store. */
+enum { NULLW_VAR = -1, NULLW_ANY = -2 };
+static inline int put_null_w(mcdc_column *c, int w, mcdc_error *err) {
+    if (w == NULLW_ANY) return put_null(c, err);
+    int64_t i = c->length;
+    if (UNLIKELY(c->validity == NULL || i >= c->capacity)) return mcdc_col_append_null(c, err);
+    c->validity[i >> 3] &= (uint8_t)~(1u << (i & 7));
+    switch (w) {
+    case NULLW_VAR: c->offsets[i + 1] = c->offsets[i]; break;
+    case 2: memset(c->values + i * 2, 0, 2); break;
+    case 4: memset(c->values + i * 4, 0, 4); break;
+    case 8: memset(c->values + i * 8, 0, 8); break;
+    case 16: memset(c->values + i * 16, 0, 16); break;
+    default: MCDC_ASSERT(w == 0); break;
+    }
+    c->length++;
+    c->null_count++;
+    return MCDC_OK;
+}
+
 static mcdc_u128 pow10_u128(int k) {
     mcdc_u128 v = 1;
     for (int i = 0; i < k; i++) v *= 10;
@@ -267,10 +290,8 @@ CONV(bit) {
     (void)tc;
     if (UNLIKELY(len != 1)) return badv(c, err, "bit", len);
     int64_t i = c->length;
-    if (p[0])
-        c->values[i >> 3] |= (uint8_t)(1u << (i & 7));
-    else
-        c->values[i >> 3] &= (uint8_t)~(1u << (i & 7));
+    uint8_t bit = (uint8_t)(1u << (i & 7)); /* no branch on the (random) value */
+    c->values[i >> 3] = (uint8_t)((c->values[i >> 3] & ~bit) | (bit & (uint8_t)(0u - (p[0] != 0))));
     c->length++;
     return MCDC_OK;
 }
@@ -707,6 +728,17 @@ CONV(variant) {
     X(decimal) X(money) X(decimal_double) X(money_double) X(datetime) X(dt2) X(date32) X(date_ts) X(time_text) X(guid)          \
     X(bytes) X(utf16) X(cp1252) X(text) X(variant)
 
+/* The null width (put_null_w) of each converter's target column. */
+enum {
+    NULLW_int = NULLW_ANY, NULLW_u8_i16 = 2, NULLW_copy2 = 2, NULLW_copy4 = 4, NULLW_copy8 = 8,
+    NULLW_fcopy4 = 4, NULLW_fcopy8 = 8, NULLW_real_double = 8, NULLW_bit = 0,
+    NULLW_decimal = 16, NULLW_money = 16, NULLW_decimal_double = 8, NULLW_money_double = 8,
+    NULLW_datetime = 8, NULLW_dt2 = 8, NULLW_date32 = 4, NULLW_date_ts = 8,
+    NULLW_time_text = NULLW_VAR, NULLW_guid = NULLW_VAR, NULLW_bytes = NULLW_VAR,
+    NULLW_utf16 = NULLW_VAR, NULLW_cp1252 = NULLW_VAR, NULLW_text = NULLW_VAR,
+    NULLW_variant = NULLW_VAR
+};
+
 #define DEC_FIXED(name)                                                                       \
     static int fixed_##name(mcdc_tds_stream *s, mcdc_column *c, const mcdc_tds_col *tc,       \
                             mcdc_error *err) {                                                \
@@ -725,7 +757,7 @@ CONV(variant) {
         uint32_t n = s->buf[s->pos];                                                          \
         if (n == 0) {                                                                         \
             s->pos++;                                                                         \
-            return put_null(c, err);                                                          \
+            return put_null_w(c, NULLW_##name, err);                                          \
         }                                                                                     \
         if (UNLIKELY(n > tc->max_len)) return bad(s, err, "a value of %s%ld bytes over its type", "", (long)n); \
         rc = mcdc_tds_need(s, 1 + n, err);                                                    \
@@ -742,7 +774,7 @@ CONV(variant) {
         uint32_t n = tds_u16(s->buf + s->pos);                                                \
         if (n == 0xFFFF) {                                                                    \
             s->pos += 2;                                                                      \
-            return put_null(c, err);                                                          \
+            return put_null_w(c, NULLW_##name, err);                                          \
         }                                                                                     \
         if (UNLIKELY(n > tc->max_len)) return bad(s, err, "a value of %s%ld bytes over its type", "", (long)n); \
         rc = mcdc_tds_need(s, 2 + n, err);                                                    \
@@ -773,6 +805,11 @@ static const mcdc_tds_dec_fn BLEN_FN[K_COUNT] = {
 };
 static const mcdc_tds_dec_fn USLEN_FN[K_COUNT] = {
 #define F(name) uslen_##name,
+    CONVS(F)
+#undef F
+};
+static const int8_t NULLW_OF[K_COUNT] = {
+#define F(name) NULLW_##name,
     CONVS(F)
 #undef F
 };
@@ -1276,6 +1313,7 @@ int mcdc_tds_bind(mcdc_tds_meta *m, const mcdc_field *f, mcdc_error *err) {
                                   "type the column's values fit",
                                   f[i].name, tc->type, mcdc_type_name(f[i].type));
         tc->conv = CONV_FN[k];
+        tc->null_w = NULLW_OF[k];
         switch (tc->wire) {
         case TDS_WIRE_FIXED: tc->dec = FIXED_FN[k]; break;
         case TDS_WIRE_BYTELEN: tc->dec = BLEN_FN[k]; break;
@@ -1309,7 +1347,7 @@ int mcdc_tds_decode_row(mcdc_tds_stream *s, uint8_t tok, const mcdc_tds_meta *m,
     s->pos += nb;
     for (int i = 0; i < n; i++) {
         if ((bits[i >> 3] >> (i & 7)) & 1)
-            rc = put_null(&cols[i], err);
+            rc = put_null_w(&cols[i], tc[i].null_w, err);
         else
             rc = tc[i].dec(s, &cols[i], &tc[i], err);
         if (UNLIKELY(rc != MCDC_OK)) return rc;

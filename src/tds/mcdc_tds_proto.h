@@ -219,6 +219,7 @@ typedef struct mcdc_tds_col {
     char *name;          /* owned, UTF-8 */
     mcdc_tds_dec_fn dec; /* chosen for the bound target */
     mcdc_tds_conv_fn conv; /* (max), text and variant values: after gathering */
+    int8_t null_w;       /* how the bound target writes a NULL (mcdc_tds_decode.c) */
 } mcdc_tds_col;
 
 typedef struct mcdc_tds_meta {
