@@ -268,3 +268,89 @@ TEST(tds_decode_guid_decimal_datetime2_values) {
         fixture_close(&f);
     }
 }
+
+/* NULLs written at each converter's width (ROW length-zero and NBCROW
+ * bitmap forms) leave zeros in the slot even over reused, dirty buffers. */
+TEST(tds_decode_nulls_zero_their_slots) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    static const uint8_t COLL[5] = {0x09, 0x04, 0xD0, 0x00, 0x34};
+    mcdc_tds_col cols[5];
+    memset(cols, 0, sizeof cols);
+    static const struct { uint8_t type; mcdc_tds_wire wire; uint32_t max_len; mcdc_type_id t; } C[5] = {
+        {TDS_INTN, TDS_WIRE_BYTELEN, 4, MCDC_TYPE_INT32},
+        {TDS_DECIMALN, TDS_WIRE_BYTELEN, 9, MCDC_TYPE_DECIMAL},
+        {TDS_DATETIME2N, TDS_WIRE_BYTELEN, 8, MCDC_TYPE_TIMESTAMP_NTZ},
+        {TDS_BITN, TDS_WIRE_BYTELEN, 1, MCDC_TYPE_BOOL},
+        {TDS_NVARCHAR, TDS_WIRE_USHORTLEN, 100, MCDC_TYPE_UTF8}};
+    mcdc_schema *s = NULL;
+    CHECK_EQ_INT(mcdc_schema_create(&s, 5, &e), MCDC_OK);
+    for (int i = 0; i < 5; i++) {
+        cols[i].type = C[i].type;
+        cols[i].wire = C[i].wire;
+        cols[i].max_len = C[i].max_len;
+        cols[i].precision = 18;
+        cols[i].scale = i == 2 ? 7 : 4;
+        cols[i].utf16 = C[i].type == TDS_NVARCHAR;
+        cols[i].nullable = true;
+        cols[i].nat_type = C[i].t;
+        memcpy(cols[i].collation, COLL, 5);
+        char name[8];
+        snprintf(name, sizeof name, "c%d", i);
+        mcdc_schema_set(s, i, name, C[i].t, 18, 4, 0, true, &e);
+    }
+    mcdc_tds_meta m = {5, cols};
+    CHECK_EQ_INT(mcdc_tds_bind(&m, s->fields, &e), MCDC_OK);
+    /* one packet: ROW (values), ROW (length-zero NULLs), NBCROW (all NULL), ROW */
+    uint8_t pk[512];
+    size_t n = 8;
+    const uint8_t row[] = {4, 7, 0, 0, 0,                         /* int 7 */
+                           9, 1, 0x39, 0x30, 0, 0, 0, 0, 0, 0,   /* decimal 1.2345 */
+                           8, 1, 0, 0, 0, 0, 0x5A, 0x0B, 0x0B,   /* datetime2(7) */
+                           1, 1,                                 /* bit 1 */
+                           4, 0, 'h', 0, 'i', 0};                /* N'hi' */
+    const uint8_t nulls[] = {0, 0, 0, 0, 0xFF, 0xFF};
+    pk[n++] = TDS_TOK_ROW; memcpy(pk + n, row, sizeof row); n += sizeof row;
+    pk[n++] = TDS_TOK_ROW; memcpy(pk + n, nulls, sizeof nulls); n += sizeof nulls;
+    pk[n++] = TDS_TOK_NBCROW; pk[n++] = 0x1F;
+    pk[n++] = TDS_TOK_ROW; memcpy(pk + n, row, sizeof row); n += sizeof row;
+    pk[0] = TDS_PKT_REPLY; pk[1] = 1; pk[2] = (uint8_t)(n >> 8); pk[3] = (uint8_t)n;
+    pk[4] = pk[5] = pk[6] = pk[7] = 0;
+    mcdc_tds_stream st;
+    CHECK_EQ_INT(mcdc_tds_stream_init(&st, -1, pk, n, &e), MCDC_OK);
+    mcdc_tds_begin_reply(&st);
+    mcdc_batch *b = NULL;
+    CHECK_EQ_INT(mcdc_batch_create(&b, s, 8, &e), MCDC_OK);
+    for (int i = 0; i < 4; i++) /* dirty, as a reused batch's buffers are */
+        if (C[i].t != MCDC_TYPE_BOOL)
+            memset(b->columns[i].values, 0xAB, (size_t)(mcdc_type_width(&s->fields[i]) * 4));
+    for (int r = 0; r < 4; r++) {
+        CHECK_EQ_INT(mcdc_tds_need(&st, 1, &e), MCDC_OK);
+        uint8_t tok = st.buf[st.pos++];
+        CHECK_EQ_INT(mcdc_tds_decode_row(&st, tok, &m, b->columns, &e), MCDC_OK);
+    }
+    CHECK_EQ_INT(mcdc_batch_seal(b, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_batch_validate(b, &e), MCDC_OK);
+    for (int i = 0; i < 5; i++) {
+        const mcdc_column *c = &b->columns[i];
+        CHECK_EQ_INT(c->null_count, 2);
+        CHECK(mcdc_col_is_valid(c, 0) && !mcdc_col_is_valid(c, 1) && !mcdc_col_is_valid(c, 2) &&
+              mcdc_col_is_valid(c, 3));
+        if (C[i].t == MCDC_TYPE_UTF8) {
+            CHECK(c->offsets[2] == c->offsets[1] && c->offsets[3] == c->offsets[2]);
+            CHECK(c->offsets[4] - c->offsets[3] == 2 && memcmp(c->data + c->offsets[3], "hi", 2) == 0);
+        } else if (C[i].t == MCDC_TYPE_BOOL) {
+            CHECK_EQ_INT(c->values[0] & 0x9, 0x9); /* rows 0 and 3 true */
+        } else {
+            int32_t w = mcdc_type_width(&s->fields[i]);
+            static const uint8_t Z[16] = {0};
+            CHECK(memcmp(c->values + w, Z, (size_t)w) == 0 && memcmp(c->values + 2 * w, Z, (size_t)w) == 0);
+            CHECK(memcmp(c->values, c->values + 3 * w, (size_t)w) == 0); /* same value twice */
+        }
+    }
+    int32_t v;
+    memcpy(&v, b->columns[0].values, 4);
+    CHECK_EQ_INT(v, 7);
+    mcdc_batch_free(b);
+    mcdc_tds_stream_free(&st);
+    mcdc_schema_unref(s);
+}
