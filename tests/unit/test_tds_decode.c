@@ -101,7 +101,7 @@ static bool last_is(const conv_fixture *f, const uint8_t *want, size_t n) {
     const mcdc_column *c = &f->batch->columns[0];
     int64_t i = c->length - 1;
     size_t got = (size_t)(c->offsets[i + 1] - c->offsets[i]);
-    if (got == n && memcmp(c->data + c->offsets[i], want, n) == 0) return true;
+    if (got == n && (n == 0 || memcmp(c->data + c->offsets[i], want, n) == 0)) return true;
     fprintf(stderr, "value %lld: %zu bytes, want %zu: '%.*s' vs '%.*s'\n", (long long)i, got, n,
             (int)got, (const char *)c->data + c->offsets[i], (int)n, (const char *)want);
     return false;
@@ -294,8 +294,7 @@ TEST(tds_decode_nulls_zero_their_slots) {
         cols[i].nullable = true;
         cols[i].nat_type = C[i].t;
         memcpy(cols[i].collation, COLL, 5);
-        char name[8];
-        snprintf(name, sizeof name, "c%d", i);
+        const char name[3] = {'c', (char)('0' + i), 0};
         mcdc_schema_set(s, i, name, C[i].t, 18, 4, 0, true, &e);
     }
     mcdc_tds_meta m = {5, cols};
