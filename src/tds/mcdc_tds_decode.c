@@ -27,13 +27,17 @@
 
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-static int bad(mcdc_tds_stream *s, mcdc_error *err, const char *fmt, const char *a, long v) {
+/* Error paths stay out of line: inlined, their message buffers would give
+ * every per-cell reader a large stack frame. */
+#define COLD __attribute__((cold, noinline))
+
+COLD static int bad(mcdc_tds_stream *s, mcdc_error *err, const char *fmt, const char *a, long v) {
     s->dead = true;
     char msg[256];
     snprintf(msg, sizeof msg, fmt, a, v);
     return mcdc_error_set(err, MCDC_E_PROTOCOL, "TDS: %s in the reply from %s", msg, s->where);
 }
-static int badv(mcdc_column *c, mcdc_error *err, const char *what, uint32_t len) {
+COLD static int badv(mcdc_column *c, mcdc_error *err, const char *what, uint32_t len) {
     return mcdc_error_set(err, MCDC_E_PROTOCOL, "TDS: column '%s': %s value of %u bytes",
                           c->field->name, what, len);
 }
@@ -739,50 +743,63 @@ enum {
     NULLW_variant = NULLW_VAR
 };
 
+/* Per-cell readers. The fast path (the whole value in the window, a
+ * length within the type) makes only tail calls, so it needs no stack
+ * frame; the checked path (more packets to read, errors) is out of line
+ * and starts over from the same position. */
 #define DEC_FIXED(name)                                                                       \
+    COLD static int fixed_##name##_slow(mcdc_tds_stream *s, mcdc_column *c,                   \
+                                        const mcdc_tds_col *tc, mcdc_error *err) {            \
+        uint32_t n = tc->max_len;                                                             \
+        int rc = mcdc_tds_need(s, n, err);                                                    \
+        if (rc != MCDC_OK) return rc;                                                         \
+        const uint8_t *p = s->buf + s->pos;                                                   \
+        s->pos += n;                                                                          \
+        return conv_##name(c, p, n, tc, err);                                                 \
+    }                                                                                         \
     static int fixed_##name(mcdc_tds_stream *s, mcdc_column *c, const mcdc_tds_col *tc,       \
                             mcdc_error *err) {                                                \
         uint32_t n = tc->max_len;                                                             \
-        int rc = mcdc_tds_need(s, n, err);                                                    \
-        if (UNLIKELY(rc != MCDC_OK)) return rc;                                               \
+        if (UNLIKELY(s->len - s->pos < n)) return fixed_##name##_slow(s, c, tc, err);         \
         const uint8_t *p = s->buf + s->pos;                                                   \
         s->pos += n;                                                                          \
         return conv_##name(c, p, n, tc, err);                                                 \
     }
-#define DEC_BLEN(name)                                                                        \
-    static int blen_##name(mcdc_tds_stream *s, mcdc_column *c, const mcdc_tds_col *tc,        \
-                           mcdc_error *err) {                                                 \
-        int rc = mcdc_tds_need(s, 1, err);                                                    \
-        if (UNLIKELY(rc != MCDC_OK)) return rc;                                               \
-        uint32_t n = s->buf[s->pos];                                                          \
-        if (n == 0) {                                                                         \
-            s->pos++;                                                                         \
+/* A value after a W-byte length (1: NULL is 0; 2: NULL is 0xFFFF). */
+#define DEC_LEN(kind, W, NULLV, name)                                                         \
+    COLD static int kind##_##name##_slow(mcdc_tds_stream *s, mcdc_column *c,                  \
+                                         const mcdc_tds_col *tc, mcdc_error *err) {           \
+        int rc = mcdc_tds_need(s, W, err);                                                    \
+        if (rc != MCDC_OK) return rc;                                                         \
+        uint32_t n = W == 1 ? s->buf[s->pos] : tds_u16(s->buf + s->pos);                      \
+        if (n == NULLV) {                                                                     \
+            s->pos += W;                                                                      \
             return put_null_w(c, NULLW_##name, err);                                          \
         }                                                                                     \
-        if (UNLIKELY(n > tc->max_len)) return bad(s, err, "a value of %s%ld bytes over its type", "", (long)n); \
-        rc = mcdc_tds_need(s, 1 + n, err);                                                    \
-        if (UNLIKELY(rc != MCDC_OK)) return rc;                                               \
-        const uint8_t *p = s->buf + s->pos + 1;                                               \
-        s->pos += 1 + n;                                                                      \
+        if (n > tc->max_len) return bad(s, err, "a value of %s%ld bytes over its type", "", (long)n); \
+        rc = mcdc_tds_need(s, W + n, err);                                                    \
+        if (rc != MCDC_OK) return rc;                                                         \
+        const uint8_t *p = s->buf + s->pos + W;                                               \
+        s->pos += W + n;                                                                      \
         return conv_##name(c, p, n, tc, err);                                                 \
-    }
-#define DEC_USLEN(name)                                                                       \
-    static int uslen_##name(mcdc_tds_stream *s, mcdc_column *c, const mcdc_tds_col *tc,       \
-                            mcdc_error *err) {                                                \
-        int rc = mcdc_tds_need(s, 2, err);                                                    \
-        if (UNLIKELY(rc != MCDC_OK)) return rc;                                               \
-        uint32_t n = tds_u16(s->buf + s->pos);                                                \
-        if (n == 0xFFFF) {                                                                    \
-            s->pos += 2;                                                                      \
+    }                                                                                         \
+    static int kind##_##name(mcdc_tds_stream *s, mcdc_column *c, const mcdc_tds_col *tc,      \
+                             mcdc_error *err) {                                               \
+        size_t avail = s->len - s->pos;                                                       \
+        if (UNLIKELY(avail < W)) return kind##_##name##_slow(s, c, tc, err);                  \
+        uint32_t n = W == 1 ? s->buf[s->pos] : tds_u16(s->buf + s->pos);                      \
+        if (n == NULLV) {                                                                     \
+            s->pos += W;                                                                      \
             return put_null_w(c, NULLW_##name, err);                                          \
         }                                                                                     \
-        if (UNLIKELY(n > tc->max_len)) return bad(s, err, "a value of %s%ld bytes over its type", "", (long)n); \
-        rc = mcdc_tds_need(s, 2 + n, err);                                                    \
-        if (UNLIKELY(rc != MCDC_OK)) return rc;                                               \
-        const uint8_t *p = s->buf + s->pos + 2;                                               \
-        s->pos += 2 + n;                                                                      \
+        if (UNLIKELY(n > tc->max_len || avail < W + n))                                       \
+            return kind##_##name##_slow(s, c, tc, err);                                       \
+        const uint8_t *p = s->buf + s->pos + W;                                               \
+        s->pos += W + n;                                                                      \
         return conv_##name(c, p, n, tc, err);                                                 \
     }
+#define DEC_BLEN(name) DEC_LEN(blen, 1u, 0u, name)
+#define DEC_USLEN(name) DEC_LEN(uslen, 2u, 0xFFFFu, name)
 #define DEF_ALL(name) DEC_FIXED(name) DEC_BLEN(name) DEC_USLEN(name)
 CONVS(DEF_ALL)
 
