@@ -133,6 +133,7 @@ typedef struct mcdc_tds_stream {
     uint8_t pkt_type;       /* of the last reply packet */
     bool dead;              /* lost, timed out or out of sync */
     uint64_t bytes_in;      /* payload bytes received (metrics) */
+    uint64_t reply_bytes0;  /* bytes_in when the current reply began */
     /* sending */
     uint8_t *out;
     size_t out_cap;

@@ -13,8 +13,14 @@
 
 _Static_assert(TDS_HEADER_BYTES == 8, "TDS packet header is 8 bytes");
 
-/* Raw receive buffer: two full packets per read keeps syscalls few. */
-#define RAW_BYTES (2u * 32768u)
+/* Raw receive buffer: up to eight full packets per read keeps syscalls
+ * few when the server sends faster than we decode. */
+#define RAW_BYTES (8u * 32768u)
+/* A reply longer than this is read in bulk: while waiting, the socket
+ * wakes us only once half the raw buffer can be filled (or after
+ * BULK_WAIT_MS), not for every packet the server writes. */
+#define BULK_REPLY_BYTES (1u << 20)
+#define BULK_WAIT_MS 1
 /* The payload window: a packet plus the largest token we need whole
  * (an ENVCHANGE/ERROR of 65535 bytes, a COLMETADATA name of 2x65535). */
 #define WINDOW_BYTES_MAX (4u * 65536u + 65536u)
@@ -55,6 +61,7 @@ void mcdc_tds_stream_free(mcdc_tds_stream *s) {
 }
 
 void mcdc_tds_begin_reply(mcdc_tds_stream *s) {
+    s->reply_bytes0 = s->bytes_in;
     s->pos = s->len = 0;
     s->pkt_left = 0;
     s->pkt_eom = false;
@@ -92,6 +99,18 @@ static int wait_fd(mcdc_tds_stream *s, short events, mcdc_error *err) {
     }
 }
 
+/* In a long reply: waits up to BULK_WAIT_MS for min(room, half the raw
+ * buffer) bytes (SO_RCVLOWAT for this one poll). True when data is ready;
+ * else the caller waits as usual (the reply's last bytes, a slow server). */
+static bool bulk_wait(mcdc_tds_stream *s, size_t room) {
+    int lw = room < RAW_BYTES / 2 ? (int)room : (int)(RAW_BYTES / 2), one = 1;
+    if (setsockopt(s->fd, SOL_SOCKET, SO_RCVLOWAT, &lw, sizeof lw) != 0) return false;
+    struct pollfd pfd = {s->fd, POLLIN, 0};
+    int n = poll(&pfd, 1, BULK_WAIT_MS);
+    (void)setsockopt(s->fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof one);
+    return n > 0;
+}
+
 /* Reads more raw bytes (at least one). */
 static int recv_raw(mcdc_tds_stream *s, mcdc_error *err) {
     if (s->raw_pos > 0) {
@@ -124,6 +143,7 @@ static int recv_raw(mcdc_tds_stream *s, mcdc_error *err) {
         if (n == 0) return lost(s, err, "connection closed by", 0);
         if (errno == EINTR) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK) return lost(s, err, "recv failed from", errno);
+        if (s->bytes_in - s->reply_bytes0 >= BULK_REPLY_BYTES && bulk_wait(s, room)) continue;
         int rc = wait_fd(s, POLLIN, err);
         if (rc != MCDC_OK) return rc;
     }
