@@ -1,6 +1,8 @@
 /* test_batch_pool.c - freed batches' buffers are reused by the schema's next
  * batches: a reused batch is as empty as a fresh one and fills identically;
  * the pool is bounded and dies with the schema. */
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -162,4 +164,45 @@ TEST(batch_pool_is_bounded_and_skips_exported_batches) {
     CHECK_EQ_INT(mcdc_col_append_int(&w->columns[1], INT64_MAX, &e), MCDC_OK);
     mcdc_batch_free(w);
     mcdc_schema_unref(s);
+}
+
+/* Batches of one schema created on one thread and freed on another (the
+ * reader and its sink): every reused batch starts empty; nothing leaks. */
+typedef struct {
+    mcdc_schema *s;
+    mcdc_batch *handoff[64];
+    int bad;
+} pool_relay;
+#define POOL_STOP ((mcdc_batch *)&pool_stop_mark) /* the producer failed */
+static const int pool_stop_mark;
+static void *pool_consumer(void *arg) {
+    pool_relay *r = arg;
+    for (int i = 0; i < 64; i++) {
+        mcdc_batch *b;
+        while ((b = __atomic_load_n(&r->handoff[i], __ATOMIC_ACQUIRE)) == NULL) sched_yield();
+        if (b == POOL_STOP) break;
+        mcdc_batch_free(b);
+    }
+    return NULL;
+}
+TEST(batch_pool_across_threads) {
+    pool_relay r = {pool_schema(), {0}, 0};
+    pthread_t t;
+    CHECK_EQ_INT(pthread_create(&t, NULL, pool_consumer, &r), 0);
+    mcdc_error e = MCDC_ERROR_INIT;
+    for (int i = 0; i < 64; i++) {
+        mcdc_batch *b = NULL;
+        if (mcdc_batch_create(&b, r.s, 16, &e) != MCDC_OK) { r.bad++; b = NULL; }
+        if (b) {
+            for (int c = 0; c < 4; c++)
+                if (b->columns[c].length != 0 || b->columns[c].validity != NULL) r.bad++;
+            pool_fill(b, 40 + i, i);
+            if (mcdc_batch_seal(b, &e) != MCDC_OK || mcdc_batch_validate(b, &e) != MCDC_OK) r.bad++;
+        }
+        __atomic_store_n(&r.handoff[i], b ? b : POOL_STOP, __ATOMIC_RELEASE);
+        if (!b) break;
+    }
+    pthread_join(t, NULL);
+    CHECK_EQ_INT(r.bad, 0);
+    mcdc_schema_unref(r.s);
 }
