@@ -100,11 +100,21 @@ static int wait_fd(mcdc_tds_stream *s, short events, mcdc_error *err) {
 }
 
 /* In a long reply: waits up to BULK_WAIT_MS for min(room, half the raw
- * buffer) bytes (SO_RCVLOWAT for this one poll). True when data is ready;
- * else the caller waits as usual (the reply's last bytes, a slow server). */
+ * buffer, an eighth of the socket's receive buffer) bytes (SO_RCVLOWAT for
+ * this one poll). True when data is ready; else the caller waits as usual
+ * (the reply's last bytes, a slow server). The eighth: for a low mark whose
+ * buffer space (about 2-4x the mark) exceeds the receive buffer, Linux
+ * grows the buffer and clamps the TCP window to the mark for good, which
+ * would cap throughput on long-distance links. */
 static bool bulk_wait(mcdc_tds_stream *s, size_t room) {
-    int lw = room < RAW_BYTES / 2 ? (int)room : (int)(RAW_BYTES / 2), one = 1;
-    if (setsockopt(s->fd, SOL_SOCKET, SO_RCVLOWAT, &lw, sizeof lw) != 0) return false;
+    int rcvbuf = 0, one = 1;
+    socklen_t sl = sizeof rcvbuf;
+    if (getsockopt(s->fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &sl) != 0 || rcvbuf < 8 * 8192)
+        return false;
+    size_t lw = room < RAW_BYTES / 2 ? room : RAW_BYTES / 2;
+    if (lw > (size_t)rcvbuf / 8) lw = (size_t)rcvbuf / 8;
+    int lwi = (int)lw;
+    if (setsockopt(s->fd, SOL_SOCKET, SO_RCVLOWAT, &lwi, sizeof lwi) != 0) return false;
     struct pollfd pfd = {s->fd, POLLIN, 0};
     int n = poll(&pfd, 1, BULK_WAIT_MS);
     (void)setsockopt(s->fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof one);
