@@ -12,6 +12,11 @@
  *       decodes a recorded reply stream (MCDC_TDS_RECORD of a native
  *       `query` run: the session set-up reply, then the query's) from
  *       memory: the pure decode rate, no socket, no server.
+ *   mcdc-bench-native replay-all --file F [--repeat K] [--batch-rows N]
+ *       decodes every reply of a recording (e.g. MCDC_TDS_RECORD of
+ *       mcdc-bench-reader) as the reader does: a fresh batch per fetch,
+ *       freed after it (allocation and page faults included);
+ *       --checksum 1 prints a hash of every decoded value.
  * Prints `name: value` lines. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +75,58 @@ static int drain_query(mcdc_conn *c, const char *sql, int execs, int64_t batch_r
     return MCDC_OK;
 }
 
+/* FNV-1a over every row's validity and value (--checksum: the decoded
+ * content, to compare builds). */
+static uint64_t g_sum = 1469598103934665603ull;
+static bool g_checksum;
+static void sum_bytes(const void *p, size_t n) {
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) g_sum = (g_sum ^ b[i]) * 1099511628211ull;
+}
+static void sum_batch(const mcdc_batch *b, int64_t rows) {
+    for (int32_t i = 0; i < b->schema->n_fields; i++) {
+        const mcdc_column *c = &b->columns[i];
+        int32_t w = mcdc_type_width(c->field);
+        for (int64_t r = 0; r < rows; r++) {
+            uint8_t valid = (uint8_t)mcdc_col_is_valid(c, r);
+            sum_bytes(&valid, 1);
+            if (!valid) continue;
+            if (c->offsets) {
+                int32_t n = c->offsets[r + 1] - c->offsets[r];
+                sum_bytes(&n, 4);
+                sum_bytes(c->data + c->offsets[r], (size_t)n);
+            } else if (c->field->type == MCDC_TYPE_BOOL) {
+                uint8_t v = (c->values[r >> 3] >> (r & 7)) & 1;
+                sum_bytes(&v, 1);
+            } else {
+                sum_bytes(c->values + r * w, (size_t)w);
+            }
+        }
+    }
+}
+
+/* Every reply in the recording, each fetched into fresh batches (as the
+ * change reader does); stops at the end of the recording. */
+static int drain_all(mcdc_conn *c, int64_t batch_rows, int64_t *rows, mcdc_error *e) {
+    for (;;) {
+        mcdc_result *r = NULL;
+        if (mcdc_conn_exec(&r, c, "-", NULL, 0, e)) return MCDC_OK; /* end of the recording */
+        int rc = MCDC_OK;
+        for (;;) {
+            mcdc_batch *b = NULL;
+            rc = mcdc_batch_create(&b, (mcdc_schema *)mcdc_result_schema(r), batch_rows, e);
+            int64_t got = 0;
+            if (rc == MCDC_OK) rc = mcdc_result_fetch(r, b, 0, batch_rows, 0, &got, e);
+            if (rc == MCDC_OK && g_checksum) sum_batch(b, got);
+            mcdc_batch_free(b);
+            if (rc || got == 0) break;
+            *rows += got;
+        }
+        mcdc_result_free(r);
+        if (rc) return rc;
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 64;
     const char *mode = argv[1], *cs_text = NULL, *sql = NULL, *ci = NULL, *file = NULL;
@@ -83,6 +140,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--batch-rows")) batch_rows = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "--file")) file = argv[i + 1];
         else if (!strcmp(argv[i], "--repeat")) repeat = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--checksum")) g_checksum = atoi(argv[i + 1]) != 0;
     }
     mcdc_log_set_level(MCDC_LOG_ERROR);
     mcdc_error e = MCDC_ERROR_INIT;
@@ -90,7 +148,7 @@ int main(int argc, char **argv) {
     double c0 = cpu_s();
     int64_t t0 = mcdc_monotonic_us();
     uint64_t bytes = 0;
-    if (!strcmp(mode, "replay")) {
+    if (!strcmp(mode, "replay") || !strcmp(mode, "replay-all")) {
         if (!file) return 64;
         FILE *f = fopen(file, "rb");
         if (!f) { perror(file); return 1; }
@@ -105,7 +163,9 @@ int main(int argc, char **argv) {
         for (int k = 0; k < repeat; k++) {
             mcdc_conn *c = NULL;
             if (mcdc_tds_conn_open_memory(&c, mem, (size_t)n, &e)) return die("open", &e);
-            if (drain_query(c, "-", 2, batch_rows, &rows, &e)) return die("replay", &e);
+            if (!strcmp(mode, "replay-all") ? drain_all(c, batch_rows, &rows, &e)
+                                            : drain_query(c, "-", 2, batch_rows, &rows, &e))
+                return die("replay", &e);
             mcdc_conn_close(c);
         }
         bytes = (uint64_t)n * (uint64_t)repeat;
@@ -148,7 +208,7 @@ int main(int argc, char **argv) {
     }
     double wall = (double)(mcdc_monotonic_us() - t0) / 1e6, cpu = cpu_s() - c0;
     printf("native_mode: %s\n", mode);
-    printf("native_backend: %s\n", !strcmp(mode, "replay") ? "native" : g_native ? "native" : "freetds");
+    printf("native_backend: %s\n", !strncmp(mode, "replay", 6) ? "native" : g_native ? "native" : "freetds");
     printf("native_rows: %lld\n", (long long)rows);
     printf("native_wall_seconds: %.3f\n", wall);
     printf("native_cpu_seconds: %.3f\n", cpu);
@@ -156,5 +216,6 @@ int main(int argc, char **argv) {
     printf("native_rows_per_cpu_s: %.0f\n", cpu > 0 ? (double)rows / cpu : 0.0);
     printf("native_cpu_s_per_1m_rows: %.3f\n", rows ? cpu / ((double)rows / 1e6) : 0.0);
     if (bytes) printf("native_mb: %.1f\n", (double)bytes / 1e6);
+    if (g_checksum) printf("native_checksum: %016llx\n", (unsigned long long)g_sum);
     return 0;
 }

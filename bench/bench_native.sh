@@ -4,7 +4,9 @@
 # rows (default 1,000,000) loaded with sim.bulk_load. Measures, for each
 # backend: the change query fetched into reused batches (client CPU via
 # getrusage, the simulator runs in its own process), the CDC reader, and a
-# recorded reply decoded from memory (pure decode). Prints `name: value`.
+# recorded reply decoded from memory (pure decode), and the native reader's
+# recorded session decoded from memory as the reader does (replay_all_*).
+# Prints `name: value`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${MCDC_BUILD:-build}
@@ -42,8 +44,12 @@ for be in freetds native; do
 done
 for be in freetds native; do
   echo "-- reader, backend=$be"
+  if [ $be = native ]; then export MCDC_TDS_RECORD="$TMP/reader.tds"; fi
   "$B" reader --backend $be --connection-string "$CS" --capture-instance dbo_bench
+  unset MCDC_TDS_RECORD
 done
+echo "-- replay-all (the native reader's recorded session, from memory, fresh batches as the reader)"
+"$B" replay-all --file "$TMP/reader.tds" --batch-rows 10000 | sed 's/^native_/replay_all_/'
 echo "-- replay (recorded reply, from memory)"
 MCDC_TDS_RECORD="$TMP/reply.tds" "$B" query --backend native --connection-string "$CS" --sql "$SQL" >/dev/null
 "$B" replay --file "$TMP/reply.tds" --repeat "${BENCH_NATIVE_REPEAT:-3}"

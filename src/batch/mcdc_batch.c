@@ -1,8 +1,46 @@
 /* mcdc_batch.c - columnar batches in Arrow layout, export and import. */
 #include "mcdc_batch.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+
+/* ---- buffer pool ----------------------------------------------------------
+ * A reader creates a batch, fills it and hands it on; the consumer frees
+ * it. Fresh buffers for every batch cost page faults and zeroing in the
+ * kernel (the allocator returns large freed blocks to the system) and
+ * doubling copies while text columns grow. So a freed batch's columns go
+ * back to its schema and the next batch of that schema starts with them,
+ * grown to the sizes the data needed. Bounded in batches and bytes. */
+#define MCDC_BATCH_POOL_BATCHES 2
+#define MCDC_BATCH_POOL_BYTES_MAX (64u * 1024u * 1024u)
+
+typedef struct mcdc_batch_pool {
+    pthread_mutex_t mu;
+    int n;
+    mcdc_column *cols[MCDC_BATCH_POOL_BATCHES]; /* owned, schema->n_fields each */
+    int64_t bytes[MCDC_BATCH_POOL_BATCHES];
+} mcdc_batch_pool;
+
+static void col_free(mcdc_column *c);
+static void cols_free(mcdc_column *cols, int32_t n) {
+    if (cols == NULL) return;
+    for (int32_t i = 0; i < n; i++) col_free(&cols[i]);
+    mcdc_free(cols);
+}
+static void pool_drain(mcdc_schema *s) {
+    mcdc_batch_pool *p = s->pool;
+    if (p == NULL) return;
+    for (int i = 0; i < p->n; i++) cols_free(p->cols[i], s->n_fields);
+    p->n = 0;
+}
+static void pool_free(mcdc_schema *s) {
+    if (s->pool == NULL) return;
+    pool_drain(s);
+    pthread_mutex_destroy(&s->pool->mu);
+    mcdc_free(s->pool);
+    s->pool = NULL;
+}
 
 /* ---- schema ------------------------------------------------------------- */
 int mcdc_schema_create(mcdc_schema **out, int32_t n_fields, mcdc_error *err) {
@@ -41,6 +79,7 @@ int mcdc_schema_set(mcdc_schema *s, int32_t i, const char *name, mcdc_type_id ty
     char *copy = mcdc_strdup(name);
     if (copy == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     mcdc_field *f = &s->fields[i];
+    pool_drain(s); /* pooled buffers were sized for the old field */
     mcdc_free(f->name);
     f->name = copy;
     f->type = type;
@@ -61,6 +100,7 @@ void mcdc_schema_unref(mcdc_schema *s) {
     if (s == NULL) return;
     MCDC_ASSERT(__atomic_load_n(&s->refs, __ATOMIC_ACQUIRE) > 0);
     if (__atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+    pool_free(s);
     for (int32_t i = 0; i < s->n_fields; i++) mcdc_free(s->fields[i].name);
     mcdc_free(s->fields);
     mcdc_free(s);
@@ -201,14 +241,90 @@ int mcdc_col_reserve(mcdc_column *c, int64_t rows, int64_t bytes, mcdc_error *er
     return MCDC_OK;
 }
 
+/* Bytes held by a column's buffers (their capacity). */
+static int64_t col_cap_bytes(const mcdc_column *c) {
+    int64_t n = c->validity ? (c->capacity + 7) / 8 : 0;
+    if (c->values) n += value_bytes(c->field, c->capacity);
+    if (c->offsets) n += (c->capacity + 1) * 4;
+    return n + (c->data ? c->data_cap : 0);
+}
+
+/* Columns of a freed batch of schema s, emptied as a new batch's are, or
+ * NULL. Thread-safe. */
+static mcdc_column *pool_take(mcdc_schema *s) {
+    mcdc_batch_pool *p = __atomic_load_n(&s->pool, __ATOMIC_ACQUIRE);
+    if (p == NULL) return NULL;
+    mcdc_column *cols = NULL;
+    pthread_mutex_lock(&p->mu);
+    if (p->n > 0) cols = p->cols[--p->n];
+    pthread_mutex_unlock(&p->mu);
+    return cols;
+}
+
+/* Keeps b's columns for the schema's next batch; false when the pool is
+ * full or they hold too little or too much. Thread-safe. */
+static bool pool_put(mcdc_batch *b) {
+    mcdc_schema *s = b->schema;
+    int64_t bytes = 0;
+    for (int32_t i = 0; i < s->n_fields; i++) {
+        const mcdc_column *c = &b->columns[i];
+        /* only whole columns (export hands buffers over and leaves NULLs) */
+        if (c->capacity == 0 || (is_var(c->field) ? c->offsets == NULL : c->values == NULL))
+            return false;
+        bytes += col_cap_bytes(c);
+    }
+    if (bytes == 0 || bytes > (int64_t)MCDC_BATCH_POOL_BYTES_MAX) return false;
+    mcdc_batch_pool *p = __atomic_load_n(&s->pool, __ATOMIC_ACQUIRE);
+    if (p == NULL) {
+        mcdc_batch_pool *np = mcdc_calloc(1, sizeof *np);
+        if (np == NULL) return false;
+        if (pthread_mutex_init(&np->mu, NULL) != 0) {
+            mcdc_free(np);
+            return false;
+        }
+        if (__atomic_compare_exchange_n(&s->pool, &p, np, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {
+            p = np;
+        } else { /* another thread installed one: p is it */
+            pthread_mutex_destroy(&np->mu);
+            mcdc_free(np);
+        }
+    }
+    /* Emptied here, outside the lock: as mcdc_batch_create leaves them.
+     * Validity goes (NULL until a first null). */
+    for (int32_t i = 0; i < s->n_fields; i++) {
+        mcdc_column *c = &b->columns[i];
+        mcdc_free(c->validity);
+        c->validity = NULL;
+        c->length = c->null_count = c->data_len = 0;
+        if (c->offsets) c->offsets[0] = 0;
+        if (c->values && c->field->type == MCDC_TYPE_BOOL)
+            memset(c->values, 0, (size_t)(c->capacity + 7) / 8);
+    }
+    bool kept = false;
+    int64_t total = bytes;
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < p->n; i++) total += p->bytes[i];
+    if (p->n < MCDC_BATCH_POOL_BATCHES && total <= (int64_t)MCDC_BATCH_POOL_BYTES_MAX) {
+        p->cols[p->n] = b->columns;
+        p->bytes[p->n] = bytes;
+        p->n++;
+        kept = true;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return kept;
+}
+
 int mcdc_batch_create(mcdc_batch **out, mcdc_schema *schema, int64_t capacity_rows,
                       mcdc_error *err) {
     MCDC_ASSERT(out != NULL && schema != NULL && capacity_rows >= 0);
     *out = NULL;
     mcdc_batch *b = mcdc_calloc(1, sizeof *b);
     if (b == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory creating a batch");
-    b->columns = mcdc_calloc((size_t)(schema->n_fields ? schema->n_fields : 1),
-                             sizeof *b->columns);
+    b->columns = pool_take(schema);
+    if (b->columns == NULL)
+        b->columns = mcdc_calloc((size_t)(schema->n_fields ? schema->n_fields : 1),
+                                 sizeof *b->columns);
     if (b->columns == NULL) {
         mcdc_free(b);
         return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory creating a batch");
@@ -236,9 +352,8 @@ static void col_free(mcdc_column *c) {
 
 void mcdc_batch_free(mcdc_batch *b) {
     if (b == NULL) return;
-    if (b->columns && b->schema)
-        for (int32_t i = 0; i < b->schema->n_fields; i++) col_free(&b->columns[i]);
-    mcdc_free(b->columns);
+    if (b->columns && b->schema && !pool_put(b)) cols_free(b->columns, b->schema->n_fields);
+    else if (b->columns && !b->schema) mcdc_free(b->columns);
     mcdc_schema_unref(b->schema);
     mcdc_free(b);
 }

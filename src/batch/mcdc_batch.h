@@ -52,11 +52,14 @@ typedef struct mcdc_field {
     bool nullable;
 } mcdc_field;
 
-/* An ordered list of fields. Reference-counted: batches share their schema. */
+/* An ordered list of fields. Reference-counted: batches share their schema.
+ * The buffers of freed batches are kept for the schema's next batches (a
+ * few, bounded) and released with the schema's last reference. */
 typedef struct mcdc_schema {
     int32_t n_fields;
     mcdc_field *fields;  /* owned, n_fields entries */
     int32_t refs;        /* internal */
+    struct mcdc_batch_pool *pool; /* internal: columns of freed batches, owned */
 } mcdc_schema;
 
 int mcdc_schema_create(mcdc_schema **out, int32_t n_fields, mcdc_error *err);
@@ -100,6 +103,9 @@ typedef struct mcdc_batch {
  * bounded by MCDC_BATCH_BYTES_MAX). Takes a reference to schema. */
 int mcdc_batch_create(mcdc_batch **out, mcdc_schema *schema, int64_t capacity_rows,
                       mcdc_error *err);
+/* Frees b; its column buffers may be kept (up to MCDC_BATCH_POOL_BATCHES
+ * batches per schema) for the next mcdc_batch_create on the same schema,
+ * on any thread. NULL-safe. */
 void mcdc_batch_free(mcdc_batch *b);
 /* Empties every column, keeping buffers for reuse. */
 void mcdc_batch_reset(mcdc_batch *b);

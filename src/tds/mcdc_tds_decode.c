@@ -27,13 +27,17 @@
 
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-static int bad(mcdc_tds_stream *s, mcdc_error *err, const char *fmt, const char *a, long v) {
+/* Error paths stay out of line: inlined, their message buffers would give
+ * every per-cell reader a large stack frame. */
+#define COLD __attribute__((cold, noinline))
+
+COLD static int bad(mcdc_tds_stream *s, mcdc_error *err, const char *fmt, const char *a, long v) {
     s->dead = true;
     char msg[256];
     snprintf(msg, sizeof msg, fmt, a, v);
     return mcdc_error_set(err, MCDC_E_PROTOCOL, "TDS: %s in the reply from %s", msg, s->where);
 }
-static int badv(mcdc_column *c, mcdc_error *err, const char *what, uint32_t len) {
+COLD static int badv(mcdc_column *c, mcdc_error *err, const char *what, uint32_t len) {
     return mcdc_error_set(err, MCDC_E_PROTOCOL, "TDS: column '%s': %s value of %u bytes",
                           c->field->name, what, len);
 }
@@ -87,6 +91,29 @@ static inline int put_null(mcdc_column *c, mcdc_error *err) {
     return MCDC_OK;
 }
 
+/* put_null for a column whose value width is known from its converter:
+ * w bytes of zeros (2, 4, 8, 16), 0 for bool, NULLW_VAR for text and
+ * binary, NULLW_ANY to look at the column's type. A constant w compiles
+ * to the one store. */
+enum { NULLW_VAR = -1, NULLW_ANY = -2 };
+static inline int put_null_w(mcdc_column *c, int w, mcdc_error *err) {
+    if (w == NULLW_ANY) return put_null(c, err);
+    int64_t i = c->length;
+    if (UNLIKELY(c->validity == NULL || i >= c->capacity)) return mcdc_col_append_null(c, err);
+    c->validity[i >> 3] &= (uint8_t)~(1u << (i & 7));
+    switch (w) {
+    case NULLW_VAR: c->offsets[i + 1] = c->offsets[i]; break;
+    case 2: memset(c->values + i * 2, 0, 2); break;
+    case 4: memset(c->values + i * 4, 0, 4); break;
+    case 8: memset(c->values + i * 8, 0, 8); break;
+    case 16: memset(c->values + i * 16, 0, 16); break;
+    default: MCDC_ASSERT(w == 0); break;
+    }
+    c->length++;
+    c->null_count++;
+    return MCDC_OK;
+}
+
 static mcdc_u128 pow10_u128(int k) {
     mcdc_u128 v = 1;
     for (int i = 0; i < k; i++) v *= 10;
@@ -125,6 +152,12 @@ static int put_decimal(mcdc_column *c, bool neg, mcdc_u128 mag, int src_scale, m
 /* ---- value helpers ------------------------------------------------------------ */
 static inline int time_bytes(int scale) { return scale <= 2 ? 3 : scale <= 4 ? 4 : 5; }
 static inline uint64_t le_n(const uint8_t *p, int n) {
+    switch (n) { /* the widths of time and date parts, without a loop */
+    case 3: return (uint64_t)tds_u16(p) | (uint64_t)p[2] << 16;
+    case 4: return tds_u32(p);
+    case 5: return (uint64_t)tds_u32(p) | (uint64_t)p[4] << 32;
+    default: break;
+    }
     uint64_t v = 0;
     for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
     return v;
@@ -181,17 +214,23 @@ static int time_text(char *buf, uint64_t t, int scale) {
     }
     return n;
 }
+/* Byte b as two upper-case hex digits at HEX2 + 2 * b. */
+static const char HEX2[513] =
+    "000102030405060708090A0B0C0D0E0F101112131415161718191A1B1C1D1E1F"
+    "202122232425262728292A2B2C2D2E2F303132333435363738393A3B3C3D3E3F"
+    "404142434445464748494A4B4C4D4E4F505152535455565758595A5B5C5D5E5F"
+    "606162636465666768696A6B6C6D6E6F707172737475767778797A7B7C7D7E7F"
+    "808182838485868788898A8B8C8D8E8F909192939495969798999A9B9C9D9E9F"
+    "A0A1A2A3A4A5A6A7A8A9AAABACADAEAFB0B1B2B3B4B5B6B7B8B9BABBBCBDBEBF"
+    "C0C1C2C3C4C5C6C7C8C9CACBCCCDCECFD0D1D2D3D4D5D6D7D8D9DADBDCDDDEDF"
+    "E0E1E2E3E4E5E6E7E8E9EAEBECEDEEEFF0F1F2F3F4F5F6F7F8F9FAFBFCFDFEFF";
+/* uniqueidentifier text: the first three groups are little-endian on the
+ * wire, the last two in byte order. */
 static void guid_text(char buf[36], const uint8_t *p) {
     static const uint8_t ORDER[16] = {3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15};
-    static const char HEX[] = "0123456789ABCDEF";
-    char *o = buf;
-    for (int i = 0; i < 16; i++) {
-        if (i == 4 || i == 6 || i == 8 || i == 10) *o++ = '-';
-        uint8_t v = p[ORDER[i]];
-        o[0] = HEX[v >> 4];
-        o[1] = HEX[v & 15];
-        o += 2;
-    }
+    static const uint8_t AT[16] = {0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34};
+    for (int i = 0; i < 16; i++) memcpy(buf + AT[i], HEX2 + 2 * p[ORDER[i]], 2);
+    buf[8] = buf[13] = buf[18] = buf[23] = '-';
 }
 
 /* ---- converters ---------------------------------------------------------------- */
@@ -255,18 +294,28 @@ CONV(bit) {
     (void)tc;
     if (UNLIKELY(len != 1)) return badv(c, err, "bit", len);
     int64_t i = c->length;
-    if (p[0])
-        c->values[i >> 3] |= (uint8_t)(1u << (i & 7));
-    else
-        c->values[i >> 3] &= (uint8_t)~(1u << (i & 7));
+    uint8_t bit = (uint8_t)(1u << (i & 7)); /* no branch on the (random) value */
+    c->values[i >> 3] = (uint8_t)((c->values[i >> 3] & ~bit) | (bit & (uint8_t)(0u - (p[0] != 0))));
     c->length++;
     return MCDC_OK;
 }
-CONV(decimal) {
-    if (UNLIKELY(len < 2 || len > 17)) return badv(c, err, "decimal", len);
+/* The magnitude of a decimal value: len - 1 little-endian bytes after the
+ * sign byte (4, 8, 12 or 16 of them as SQL Server sends; any up to 16). */
+static inline mcdc_u128 decimal_mag(const uint8_t *p, uint32_t len) {
+    switch (len) {
+    case 5: return tds_u32(p + 1);
+    case 9: return tds_u64(p + 1);
+    case 13: return (mcdc_u128)tds_u64(p + 1) | (mcdc_u128)tds_u32(p + 9) << 64;
+    case 17: return (mcdc_u128)tds_u64(p + 1) | (mcdc_u128)tds_u64(p + 9) << 64;
+    default: break;
+    }
     mcdc_u128 mag = 0;
     for (uint32_t i = len - 1; i >= 1; i--) mag = (mag << 8) | p[i];
-    return put_decimal(c, p[0] == 0, mag, tc->scale, err);
+    return mag;
+}
+CONV(decimal) {
+    if (UNLIKELY(len < 2 || len > 17)) return badv(c, err, "decimal", len);
+    return put_decimal(c, p[0] == 0, decimal_mag(p, len), tc->scale, err);
 }
 CONV(money) {
     (void)tc;
@@ -278,9 +327,7 @@ CONV(money) {
 }
 CONV(decimal_double) {
     if (UNLIKELY(len < 2 || len > 17)) return badv(c, err, "decimal", len);
-    mcdc_u128 mag = 0;
-    for (uint32_t i = len - 1; i >= 1; i--) mag = (mag << 8) | p[i];
-    long double v = (long double)mag;
+    long double v = (long double)decimal_mag(p, len);
     for (int k = 0; k < tc->scale; k++) v /= 10.0L;
     double d = (double)(p[0] == 0 ? -v : v);
     put_fixed(c, &d, 8);
@@ -331,13 +378,70 @@ CONV(time_text) {
 CONV(guid) {
     (void)tc;
     if (UNLIKELY(len != 16)) return badv(c, err, "uniqueidentifier", len);
-    char buf[36];
-    guid_text(buf, p);
-    return put_var(c, buf, 36, err);
+    int rc = room(c, 36, err);
+    if (rc != MCDC_OK) return rc;
+    guid_text((char *)c->data + c->data_len, p);
+    c->data_len += 36;
+    end_var(c);
+    return MCDC_OK;
 }
 CONV(bytes) {
     (void)tc;
     return put_var(c, p, len, err);
+}
+/* ---- text to UTF-8 -------------------------------------------------------------
+ * Fast paths work on 8-byte words read in host order: the wire is
+ * little-endian, so they need a little-endian host. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "text fast paths read LE words");
+#define UTF8_SLACK 4u /* a BMP code unit is written as one 4-byte store */
+
+static inline uint64_t ld64(const uint8_t *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+static inline void st32(uint8_t *o, uint32_t v) { memcpy(o, &v, 4); }
+static inline void st64(uint8_t *o, uint64_t v) { memcpy(o, &v, 8); }
+/* 4 ASCII UTF-16 units (one per 16-bit lane) to 4 bytes */
+static inline uint32_t pack4(uint64_t w) {
+    return (uint32_t)(w & 0xFF) | (uint32_t)((w >> 8) & 0xFF00) | (uint32_t)((w >> 16) & 0xFF0000) |
+           (uint32_t)((w >> 24) & 0xFF000000);
+}
+/* Whether one of 4 units is a surrogate (0xD800-0xDFFF): a lane of
+ * (w & 0xF800) ^ 0xD800 is zero. */
+static inline bool has_surrogate4(uint64_t w) {
+    uint64_t x = (w & 0xF800F800F800F800ull) ^ 0xD800D800D800D800ull;
+    return ((x - 0x0001000100010001ull) & ~x & 0x8000800080008000ull) != 0;
+}
+/* One BMP unit that is not a surrogate, without branches: 1-3 bytes
+ * computed together, one 4-byte store (UTF8_SLACK). */
+static inline uint8_t *utf8_bmp(uint8_t *o, uint32_t u) {
+    uint32_t two = (0xC0 | (u >> 6)) | ((0x80 | (u & 0x3F)) << 8);
+    uint32_t three = (0xE0 | (u >> 12)) | ((0x80 | ((u >> 6) & 0x3F)) << 8) |
+                     ((0x80 | (u & 0x3F)) << 16);
+    st32(o, u < 0x80 ? u : u < 0x800 ? two : three);
+    return o + 1 + (u >= 0x80) + (u >= 0x800);
+}
+/* Unit i of n (any value), the exact per-unit rules: a valid surrogate
+ * pair is one 4-byte sequence, a lone surrogate U+FFFD. Advances *i. */
+static uint8_t *utf16_one(uint8_t *o, const uint8_t *p, uint32_t n, uint32_t *i) {
+    uint32_t u = tds_u16(p + 2 * *i);
+    (*i)++;
+    if (u < 0xD800 || u > 0xDFFF) return utf8_bmp(o, u);
+    uint32_t lo = *i < n ? tds_u16(p + 2 * *i) : 0;
+    if (u <= 0xDBFF && lo >= 0xDC00 && lo <= 0xDFFF) {
+        uint32_t cp = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+        (*i)++;
+        o[0] = (uint8_t)(0xF0 | (cp >> 18));
+        o[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
+        o[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+        o[3] = (uint8_t)(0x80 | (cp & 0x3F));
+        return o + 4;
+    }
+    o[0] = 0xEF; /* unpaired surrogate: U+FFFD */
+    o[1] = 0xBF;
+    o[2] = 0xBD;
+    return o + 3;
 }
 CONV(utf16) {
     (void)tc;
@@ -347,50 +451,43 @@ CONV(utf16) {
         end_var(c);
         return MCDC_OK;
     }
-    int rc = room(c, (int64_t)n * 3, err);
+    int rc = room(c, (int64_t)n * 3 + UTF8_SLACK, err);
     if (rc != MCDC_OK) return rc;
-    uint8_t *o = c->data + c->data_len;
+    uint8_t *const o0 = c->data + c->data_len;
+    uint8_t *o = o0;
     uint32_t i = 0;
+    /* Leading ASCII, 4 units a word; an all-ASCII value ends with one
+     * overlapping word (the output so far is one byte per unit). */
+    while (i + 4 <= n && (ld64(p + 2 * i) & 0xFF80FF80FF80FF80ull) == 0) {
+        st32(o, pack4(ld64(p + 2 * i)));
+        o += 4;
+        i += 4;
+    }
+    if (i < n && n >= 4 && i + 4 > n && (ld64(p + 2 * (n - 4)) & 0xFF80FF80FF80FF80ull) == 0) {
+        st32(o0 + n - 4, pack4(ld64(p + 2 * (n - 4))));
+        o = o0 + n;
+        i = n;
+    }
+    /* The rest: 4 units at a time without surrogates, else one by one. */
     while (i < n) {
         if (i + 4 <= n) {
-            uint64_t w;
-            memcpy(&w, p + 2 * i, 8);
+            uint64_t w = ld64(p + 2 * i);
             if ((w & 0xFF80FF80FF80FF80ull) == 0) {
-                o[0] = (uint8_t)w;
-                o[1] = (uint8_t)(w >> 16);
-                o[2] = (uint8_t)(w >> 32);
-                o[3] = (uint8_t)(w >> 48);
+                st32(o, pack4(w));
                 o += 4;
                 i += 4;
                 continue;
             }
-        }
-        uint32_t u = tds_u16(p + 2 * i);
-        i++;
-        if (u < 0x80) {
-            *o++ = (uint8_t)u;
-        } else if (u < 0x800) {
-            *o++ = (uint8_t)(0xC0 | (u >> 6));
-            *o++ = (uint8_t)(0x80 | (u & 0x3F));
-        } else if (u >= 0xD800 && u <= 0xDFFF) {
-            uint32_t lo = i < n ? tds_u16(p + 2 * i) : 0;
-            if (u <= 0xDBFF && lo >= 0xDC00 && lo <= 0xDFFF) {
-                uint32_t cp = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
-                i++;
-                *o++ = (uint8_t)(0xF0 | (cp >> 18));
-                *o++ = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
-                *o++ = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-                *o++ = (uint8_t)(0x80 | (cp & 0x3F));
-            } else { /* unpaired surrogate: U+FFFD */
-                *o++ = 0xEF;
-                *o++ = 0xBF;
-                *o++ = 0xBD;
+            if (!has_surrogate4(w)) {
+                o = utf8_bmp(o, (uint32_t)(w & 0xFFFF));
+                o = utf8_bmp(o, (uint32_t)((w >> 16) & 0xFFFF));
+                o = utf8_bmp(o, (uint32_t)((w >> 32) & 0xFFFF));
+                o = utf8_bmp(o, (uint32_t)(w >> 48));
+                i += 4;
+                continue;
             }
-        } else {
-            *o++ = (uint8_t)(0xE0 | (u >> 12));
-            *o++ = (uint8_t)(0x80 | ((u >> 6) & 0x3F));
-            *o++ = (uint8_t)(0x80 | (u & 0x3F));
         }
+        o = utf16_one(o, p, n, &i);
     }
     c->data_len = o - c->data;
     end_var(c);
@@ -402,39 +499,57 @@ static const uint16_t CP1252_HI[32] = {
     0x20AC, 0x0081, 0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021, 0x02C6, 0x2030, 0x0160,
     0x2039, 0x0152, 0x008D, 0x017D, 0x008F, 0x0090, 0x2018, 0x2019, 0x201C, 0x201D, 0x2022,
     0x2013, 0x2014, 0x02DC, 0x2122, 0x0161, 0x203A, 0x0153, 0x009D, 0x017E, 0x0178};
+/* Whether len bytes at p are all ASCII (overlapping words, no byte loop
+ * from 4 bytes up). */
+static inline bool all_ascii(const uint8_t *p, uint32_t len) {
+    if (len >= 8) {
+        uint64_t acc = ld64(p + len - 8);
+        for (uint32_t i = 0; i + 8 <= len; i += 8) acc |= ld64(p + i);
+        return (acc & 0x8080808080808080ull) == 0;
+    }
+    if (len >= 4) {
+        uint32_t a, b;
+        memcpy(&a, p, 4);
+        memcpy(&b, p + len - 4, 4);
+        return ((a | b) & 0x80808080u) == 0;
+    }
+    uint32_t acc = 0;
+    for (uint32_t i = 0; i < len; i++) acc |= p[i];
+    return acc < 0x80;
+}
 CONV(cp1252) {
     (void)tc;
     if (len == 0) {
         end_var(c);
         return MCDC_OK;
     }
-    int rc = room(c, (int64_t)len * 3, err);
+    int rc = room(c, (int64_t)len * 3 + UTF8_SLACK, err);
     if (rc != MCDC_OK) return rc;
     uint8_t *o = c->data + c->data_len;
+    if (all_ascii(p, len)) { /* the common case: a copy, by words */
+        if (len >= 8) {
+            for (uint32_t i = 0; i + 8 <= len; i += 8) st64(o + i, ld64(p + i));
+            st64(o + len - 8, ld64(p + len - 8));
+        } else {
+            memcpy(o, p, len);
+        }
+        c->data_len += len;
+        end_var(c);
+        return MCDC_OK;
+    }
     uint32_t i = 0;
     while (i < len) {
         if (i + 8 <= len) {
-            uint64_t w;
-            memcpy(&w, p + i, 8);
+            uint64_t w = ld64(p + i);
             if ((w & 0x8080808080808080ull) == 0) {
-                memcpy(o, &w, 8);
+                st64(o, w);
                 o += 8;
                 i += 8;
                 continue;
             }
         }
         uint32_t b = p[i++];
-        uint32_t u = b < 0x80 ? b : b < 0xA0 ? CP1252_HI[b - 0x80] : b;
-        if (u < 0x80) {
-            *o++ = (uint8_t)u;
-        } else if (u < 0x800) {
-            *o++ = (uint8_t)(0xC0 | (u >> 6));
-            *o++ = (uint8_t)(0x80 | (u & 0x3F));
-        } else {
-            *o++ = (uint8_t)(0xE0 | (u >> 12));
-            *o++ = (uint8_t)(0x80 | ((u >> 6) & 0x3F));
-            *o++ = (uint8_t)(0x80 | (u & 0x3F));
-        }
+        o = utf8_bmp(o, b < 0x80 ? b : b < 0xA0 ? CP1252_HI[b - 0x80] : b);
     }
     c->data_len = o - c->data;
     end_var(c);
@@ -497,9 +612,7 @@ static int value_text(mcdc_column *c, const uint8_t *p, uint32_t len, const mcdc
     }
     case TDS_DECIMALN: case TDS_NUMERICN: case TDS_DECIMAL: case TDS_NUMERIC: {
         if (len < 2 || len > 17) return badv(c, err, "decimal", len);
-        mcdc_u128 mag = 0;
-        for (uint32_t i = len - 1; i >= 1; i--) mag = (mag << 8) | p[i];
-        n = decimal_text(buf, sizeof buf, p[0] == 0, mag, tc->scale);
+        n = decimal_text(buf, sizeof buf, p[0] == 0, decimal_mag(p, len), tc->scale);
         break;
     }
     case TDS_DATETIME: case TDS_DATETIM4: case TDS_DATETIMN: {
@@ -539,15 +652,14 @@ static int value_text(mcdc_column *c, const uint8_t *p, uint32_t len, const mcdc
         n = 36;
         break;
     case TDS_BIGVARBINARY: case TDS_BIGBINARY: case TDS_IMAGE: case TDS_UDT: {
-        static const char HEX[] = "0123456789ABCDEF";
         int rc = room(c, (int64_t)len * 2 + 2, err);
         if (rc != MCDC_OK) return rc;
         uint8_t *o = c->data + c->data_len;
         *o++ = '0';
         *o++ = 'x';
         for (uint32_t i = 0; i < len; i++) {
-            *o++ = (uint8_t)HEX[p[i] >> 4];
-            *o++ = (uint8_t)HEX[p[i] & 15];
+            memcpy(o, HEX2 + 2 * p[i], 2);
+            o += 2;
         }
         c->data_len = o - c->data;
         end_var(c);
@@ -620,50 +732,74 @@ CONV(variant) {
     X(decimal) X(money) X(decimal_double) X(money_double) X(datetime) X(dt2) X(date32) X(date_ts) X(time_text) X(guid)          \
     X(bytes) X(utf16) X(cp1252) X(text) X(variant)
 
+/* The null width (put_null_w) of each converter's target column. */
+enum {
+    NULLW_int = NULLW_ANY, NULLW_u8_i16 = 2, NULLW_copy2 = 2, NULLW_copy4 = 4, NULLW_copy8 = 8,
+    NULLW_fcopy4 = 4, NULLW_fcopy8 = 8, NULLW_real_double = 8, NULLW_bit = 0,
+    NULLW_decimal = 16, NULLW_money = 16, NULLW_decimal_double = 8, NULLW_money_double = 8,
+    NULLW_datetime = 8, NULLW_dt2 = 8, NULLW_date32 = 4, NULLW_date_ts = 8,
+    NULLW_time_text = NULLW_VAR, NULLW_guid = NULLW_VAR, NULLW_bytes = NULLW_VAR,
+    NULLW_utf16 = NULLW_VAR, NULLW_cp1252 = NULLW_VAR, NULLW_text = NULLW_VAR,
+    NULLW_variant = NULLW_VAR
+};
+
+/* Per-cell readers. The fast path (the whole value in the window, a
+ * length within the type) makes only tail calls, so it needs no stack
+ * frame; the checked path (more packets to read, errors) is out of line
+ * and starts over from the same position. */
 #define DEC_FIXED(name)                                                                       \
+    COLD static int fixed_##name##_slow(mcdc_tds_stream *s, mcdc_column *c,                   \
+                                        const mcdc_tds_col *tc, mcdc_error *err) {            \
+        uint32_t n = tc->max_len;                                                             \
+        int rc = mcdc_tds_need(s, n, err);                                                    \
+        if (rc != MCDC_OK) return rc;                                                         \
+        const uint8_t *p = s->buf + s->pos;                                                   \
+        s->pos += n;                                                                          \
+        return conv_##name(c, p, n, tc, err);                                                 \
+    }                                                                                         \
     static int fixed_##name(mcdc_tds_stream *s, mcdc_column *c, const mcdc_tds_col *tc,       \
                             mcdc_error *err) {                                                \
         uint32_t n = tc->max_len;                                                             \
-        int rc = mcdc_tds_need(s, n, err);                                                    \
-        if (UNLIKELY(rc != MCDC_OK)) return rc;                                               \
+        if (UNLIKELY(s->len - s->pos < n)) return fixed_##name##_slow(s, c, tc, err);         \
         const uint8_t *p = s->buf + s->pos;                                                   \
         s->pos += n;                                                                          \
         return conv_##name(c, p, n, tc, err);                                                 \
     }
-#define DEC_BLEN(name)                                                                        \
-    static int blen_##name(mcdc_tds_stream *s, mcdc_column *c, const mcdc_tds_col *tc,        \
-                           mcdc_error *err) {                                                 \
-        int rc = mcdc_tds_need(s, 1, err);                                                    \
-        if (UNLIKELY(rc != MCDC_OK)) return rc;                                               \
-        uint32_t n = s->buf[s->pos];                                                          \
-        if (n == 0) {                                                                         \
-            s->pos++;                                                                         \
-            return put_null(c, err);                                                          \
+/* A value after a W-byte length (1: NULL is 0; 2: NULL is 0xFFFF). */
+#define DEC_LEN(kind, W, NULLV, name)                                                         \
+    COLD static int kind##_##name##_slow(mcdc_tds_stream *s, mcdc_column *c,                  \
+                                         const mcdc_tds_col *tc, mcdc_error *err) {           \
+        int rc = mcdc_tds_need(s, W, err);                                                    \
+        if (rc != MCDC_OK) return rc;                                                         \
+        uint32_t n = W == 1 ? s->buf[s->pos] : tds_u16(s->buf + s->pos);                      \
+        if (n == NULLV) {                                                                     \
+            s->pos += W;                                                                      \
+            return put_null_w(c, NULLW_##name, err);                                          \
         }                                                                                     \
-        if (UNLIKELY(n > tc->max_len)) return bad(s, err, "a value of %s%ld bytes over its type", "", (long)n); \
-        rc = mcdc_tds_need(s, 1 + n, err);                                                    \
-        if (UNLIKELY(rc != MCDC_OK)) return rc;                                               \
-        const uint8_t *p = s->buf + s->pos + 1;                                               \
-        s->pos += 1 + n;                                                                      \
+        if (n > tc->max_len) return bad(s, err, "a value of %s%ld bytes over its type", "", (long)n); \
+        rc = mcdc_tds_need(s, W + n, err);                                                    \
+        if (rc != MCDC_OK) return rc;                                                         \
+        const uint8_t *p = s->buf + s->pos + W;                                               \
+        s->pos += W + n;                                                                      \
+        return conv_##name(c, p, n, tc, err);                                                 \
+    }                                                                                         \
+    static int kind##_##name(mcdc_tds_stream *s, mcdc_column *c, const mcdc_tds_col *tc,      \
+                             mcdc_error *err) {                                               \
+        size_t avail = s->len - s->pos;                                                       \
+        if (UNLIKELY(avail < W)) return kind##_##name##_slow(s, c, tc, err);                  \
+        uint32_t n = W == 1 ? s->buf[s->pos] : tds_u16(s->buf + s->pos);                      \
+        if (n == NULLV) {                                                                     \
+            s->pos += W;                                                                      \
+            return put_null_w(c, NULLW_##name, err);                                          \
+        }                                                                                     \
+        if (UNLIKELY(n > tc->max_len || avail < W + n))                                       \
+            return kind##_##name##_slow(s, c, tc, err);                                       \
+        const uint8_t *p = s->buf + s->pos + W;                                               \
+        s->pos += W + n;                                                                      \
         return conv_##name(c, p, n, tc, err);                                                 \
     }
-#define DEC_USLEN(name)                                                                       \
-    static int uslen_##name(mcdc_tds_stream *s, mcdc_column *c, const mcdc_tds_col *tc,       \
-                            mcdc_error *err) {                                                \
-        int rc = mcdc_tds_need(s, 2, err);                                                    \
-        if (UNLIKELY(rc != MCDC_OK)) return rc;                                               \
-        uint32_t n = tds_u16(s->buf + s->pos);                                                \
-        if (n == 0xFFFF) {                                                                    \
-            s->pos += 2;                                                                      \
-            return put_null(c, err);                                                          \
-        }                                                                                     \
-        if (UNLIKELY(n > tc->max_len)) return bad(s, err, "a value of %s%ld bytes over its type", "", (long)n); \
-        rc = mcdc_tds_need(s, 2 + n, err);                                                    \
-        if (UNLIKELY(rc != MCDC_OK)) return rc;                                               \
-        const uint8_t *p = s->buf + s->pos + 2;                                               \
-        s->pos += 2 + n;                                                                      \
-        return conv_##name(c, p, n, tc, err);                                                 \
-    }
+#define DEC_BLEN(name) DEC_LEN(blen, 1u, 0u, name)
+#define DEC_USLEN(name) DEC_LEN(uslen, 2u, 0xFFFFu, name)
 #define DEF_ALL(name) DEC_FIXED(name) DEC_BLEN(name) DEC_USLEN(name)
 CONVS(DEF_ALL)
 
@@ -686,6 +822,11 @@ static const mcdc_tds_dec_fn BLEN_FN[K_COUNT] = {
 };
 static const mcdc_tds_dec_fn USLEN_FN[K_COUNT] = {
 #define F(name) uslen_##name,
+    CONVS(F)
+#undef F
+};
+static const int8_t NULLW_OF[K_COUNT] = {
+#define F(name) NULLW_##name,
     CONVS(F)
 #undef F
 };
@@ -865,12 +1006,12 @@ static char *utf16_to_cstr(const uint8_t *p, uint32_t n, mcdc_error *err) {
     mcdc_column c = {.field = &f};
     int32_t offs[2] = {0, 0};
     c.offsets = offs;
-    c.data = mcdc_malloc((size_t)n * 3 + 1);
+    c.data = mcdc_malloc((size_t)n * 3 + UTF8_SLACK + 1);
     if (c.data == NULL) {
         mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
         return NULL;
     }
-    c.data_cap = (int64_t)n * 3 + 1;
+    c.data_cap = (int64_t)n * 3 + UTF8_SLACK + 1;
     (void)conv_utf16(&c, p, n * 2, NULL, err);
     c.data[c.data_len] = 0;
     return (char *)c.data;
@@ -1189,6 +1330,7 @@ int mcdc_tds_bind(mcdc_tds_meta *m, const mcdc_field *f, mcdc_error *err) {
                                   "type the column's values fit",
                                   f[i].name, tc->type, mcdc_type_name(f[i].type));
         tc->conv = CONV_FN[k];
+        tc->null_w = NULLW_OF[k];
         switch (tc->wire) {
         case TDS_WIRE_FIXED: tc->dec = FIXED_FN[k]; break;
         case TDS_WIRE_BYTELEN: tc->dec = BLEN_FN[k]; break;
@@ -1222,7 +1364,7 @@ int mcdc_tds_decode_row(mcdc_tds_stream *s, uint8_t tok, const mcdc_tds_meta *m,
     s->pos += nb;
     for (int i = 0; i < n; i++) {
         if ((bits[i >> 3] >> (i & 7)) & 1)
-            rc = put_null(&cols[i], err);
+            rc = put_null_w(&cols[i], tc[i].null_w, err);
         else
             rc = tc[i].dec(s, &cols[i], &tc[i], err);
         if (UNLIKELY(rc != MCDC_OK)) return rc;

@@ -133,6 +133,7 @@ typedef struct mcdc_tds_stream {
     uint8_t pkt_type;       /* of the last reply packet */
     bool dead;              /* lost, timed out or out of sync */
     uint64_t bytes_in;      /* payload bytes received (metrics) */
+    uint64_t reply_bytes0;  /* bytes_in when the current reply began */
     /* sending */
     uint8_t *out;
     size_t out_cap;
@@ -220,6 +221,7 @@ typedef struct mcdc_tds_col {
     char *name;          /* owned, UTF-8 */
     mcdc_tds_dec_fn dec; /* chosen for the bound target */
     mcdc_tds_conv_fn conv; /* (max), text and variant values: after gathering */
+    int8_t null_w;       /* how the bound target writes a NULL (mcdc_tds_decode.c) */
 } mcdc_tds_col;
 
 typedef struct mcdc_tds_meta {

@@ -15,8 +15,14 @@
 
 _Static_assert(TDS_HEADER_BYTES == 8, "TDS packet header is 8 bytes");
 
-/* Raw receive buffer: two full packets per read keeps syscalls few. */
-#define RAW_BYTES (2u * 32768u)
+/* Raw receive buffer: up to eight full packets per read keeps syscalls
+ * few when the server sends faster than we decode. */
+#define RAW_BYTES (8u * 32768u)
+/* A reply longer than this is read in bulk: while waiting, the socket
+ * wakes us only once half the raw buffer can be filled (or after
+ * BULK_WAIT_MS), not for every packet the server writes. */
+#define BULK_REPLY_BYTES (1u << 20)
+#define BULK_WAIT_MS 1
 /* The payload window: a packet plus the largest token we need whole
  * (an ENVCHANGE/ERROR of 65535 bytes, a COLMETADATA name of 2x65535). */
 #define WINDOW_BYTES_MAX (4u * 65536u + 65536u)
@@ -59,6 +65,7 @@ void mcdc_tds_stream_free(mcdc_tds_stream *s) {
 }
 
 void mcdc_tds_begin_reply(mcdc_tds_stream *s) {
+    s->reply_bytes0 = s->bytes_in;
     s->pos = s->len = 0;
     s->pkt_left = 0;
     s->pkt_eom = false;
@@ -96,6 +103,28 @@ int mcdc_tds_wait(mcdc_tds_stream *s, short events, mcdc_error *err) {
     }
 }
 
+/* In a long reply: waits up to BULK_WAIT_MS for min(room, half the raw
+ * buffer, an eighth of the socket's receive buffer) bytes (SO_RCVLOWAT for
+ * this one poll). True when data is ready; else the caller waits as usual
+ * (the reply's last bytes, a slow server). The eighth: for a low mark whose
+ * buffer space (about 2-4x the mark) exceeds the receive buffer, Linux
+ * grows the buffer and clamps the TCP window to the mark for good, which
+ * would cap throughput on long-distance links. */
+static bool bulk_wait(mcdc_tds_stream *s, size_t room) {
+    int rcvbuf = 0, one = 1;
+    socklen_t sl = sizeof rcvbuf;
+    if (getsockopt(s->fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &sl) != 0 || rcvbuf < 8 * 8192)
+        return false;
+    size_t lw = room < RAW_BYTES / 2 ? room : RAW_BYTES / 2;
+    if (lw > (size_t)rcvbuf / 8) lw = (size_t)rcvbuf / 8;
+    int lwi = (int)lw;
+    if (setsockopt(s->fd, SOL_SOCKET, SO_RCVLOWAT, &lwi, sizeof lwi) != 0) return false;
+    struct pollfd pfd = {s->fd, POLLIN, 0};
+    int n = poll(&pfd, 1, BULK_WAIT_MS);
+    (void)setsockopt(s->fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof one);
+    return n > 0;
+}
+
 /* Reads more raw bytes (at least one). */
 static int recv_raw(mcdc_tds_stream *s, mcdc_error *err) {
     if (s->raw_pos > 0) {
@@ -129,6 +158,7 @@ static int recv_raw(mcdc_tds_stream *s, mcdc_error *err) {
         if (n == 0) return lost(s, err, "connection closed by", 0);
         if (errno == EINTR) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK) return lost(s, err, "recv failed from", errno);
+        if (s->bytes_in - s->reply_bytes0 >= BULK_REPLY_BYTES && bulk_wait(s, room)) continue;
         int rc = mcdc_tds_wait(s, POLLIN, err);
         if (rc != MCDC_OK) return rc;
     }
