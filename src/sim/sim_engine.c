@@ -48,8 +48,16 @@
  *   source tables), and two sessions never block each other (no locks).
  *   Change tables only ever hold committed, captured rows.
  * - ROLLBACK undoes DML only (DDL inside a transaction stays).
- * - decimal/money values are stored as exact text: WHERE/ORDER BY on them
- *   compare as text; SUM over them goes through double.
+ * - decimal/money values are stored as exact text in columns declared
+ *   TEXT COLLATE sim_decimal: comparisons (with literals, columns,
+ *   parameters, CAST/CONVERT results, decimal variables), ORDER BY,
+ *   GROUP BY, MIN/MAX and PRIMARY KEY/UNIQUE indexes use the exact numeric
+ *   value; SUM/AVG over decimal text are exact (sim_sum/sim_avg; SUM(decimal
+ *   (p,s)) -> decimal(38,s), AVG -> decimal(38,max(s,6)) truncated, AVG(int)
+ *   -> int). Arithmetic (+ - * /) on decimals still goes through double, and
+ *   its result is typed float. Tables created before this (data dirs of
+ *   older builds: decimal columns without the collation) keep comparing
+ *   as text against literals; re-create such data dirs.
  * - String comparisons are case-insensitive for ASCII only (NOCASE).
  * - Capture-instance gating roles (@role_name) are stored, not enforced.
  * - sp_prepare/sp_prepexec/sp_execute handles are not kept (no output

@@ -113,6 +113,11 @@ const char *sim_type_decl(const sim_type *t) {
      * ASCII approximation (accents still compare as different, as in _AS) */
     if (t->id == SIM_T_CHAR || t->id == SIM_T_VARCHAR || t->id == SIM_T_NCHAR || t->id == SIM_T_NVARCHAR)
         return "TEXT COLLATE NOCASE";
+    /* exact decimal text that compares (and indexes) by numeric value; the
+     * TEXT affinity turns a number on the other side of a comparison into
+     * text, so the collation applies to literals and parameters as well */
+    if (t->id == SIM_T_DECIMAL || t->id == SIM_T_MONEY || t->id == SIM_T_SMALLMONEY)
+        return "TEXT COLLATE " SIM_DECIMAL_COLLATION;
     return sim_type_affinity(t);
 }
 
@@ -1109,6 +1114,239 @@ static void fn_at_time_zone(sqlite3_context *ctx, int argc, sqlite3_value **argv
     sqlite3_result_text(ctx, out, -1, SQLITE_TRANSIENT);
 }
 
+/* ---- exact decimals: collation, SUM, AVG -------------------------------- */
+#define DEC_DIGITS_MAX 96 /* significant digits a comparison keeps (decimal holds 38) */
+
+/* value = 0.d1d2..dn x 10^exp10, digits without leading/trailing zeros
+ * (n == 0: zero). false if s is not a number. */
+typedef struct dec_norm {
+    char d[DEC_DIGITS_MAX];
+    int n;
+    int64_t exp10;
+    bool neg;
+} dec_norm;
+
+static bool dec_normalize(const char *s, size_t n, dec_norm *o) {
+    size_t i = 0;
+    o->n = 0;
+    o->exp10 = 0;
+    o->neg = false;
+    while (i < n && isspace((unsigned char)s[i])) i++;
+    if (i < n && (s[i] == '-' || s[i] == '+')) o->neg = s[i++] == '-';
+    bool any = false, dot = false;
+    int64_t point = 0; /* digits before the point, counted from the first significant one */
+    for (; i < n; i++) {
+        char ch = s[i];
+        if (ch == '.' && !dot) { dot = true; continue; }
+        if (ch < '0' || ch > '9') break;
+        any = true;
+        if (o->n == 0 && ch == '0') { if (dot) point--; continue; }
+        if (o->n >= DEC_DIGITS_MAX) return false;
+        o->d[o->n++] = ch;
+        if (!dot) point++;
+    }
+    if (!any) return false;
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        bool eneg = false;
+        if (i < n && (s[i] == '-' || s[i] == '+')) eneg = s[i++] == '-';
+        int64_t e = 0;
+        size_t st = i;
+        while (i < n && s[i] >= '0' && s[i] <= '9' && e < 100000) e = e * 10 + (s[i++] - '0');
+        if (i == st) return false;
+        point += eneg ? -e : e;
+    }
+    while (i < n && isspace((unsigned char)s[i])) i++;
+    if (i != n) return false;
+    while (o->n > 0 && o->d[o->n - 1] == '0') o->n--;
+    o->exp10 = point;
+    if (o->n == 0) o->neg = false;
+    return true;
+}
+
+int sim_decimal_cmp(const char *a, size_t na, const char *b, size_t nb) {
+    dec_norm x, y;
+    bool xa = dec_normalize(a, na, &x), yb = dec_normalize(b, nb, &y);
+    if (!xa || !yb) {
+        if (xa != yb) return xa ? -1 : 1; /* numbers first */
+        int c = memcmp(a, b, na < nb ? na : nb);
+        return c ? c : na < nb ? -1 : na > nb ? 1 : 0;
+    }
+    int sx = x.n == 0 ? 0 : x.neg ? -1 : 1, sy = y.n == 0 ? 0 : y.neg ? -1 : 1;
+    if (sx != sy) return sx < sy ? -1 : 1;
+    if (sx == 0) return 0;
+    int mag;
+    if (x.exp10 != y.exp10) mag = x.exp10 < y.exp10 ? -1 : 1;
+    else {
+        int c = memcmp(x.d, y.d, (size_t)(x.n < y.n ? x.n : y.n));
+        mag = c < 0 ? -1 : c > 0 ? 1 : x.n < y.n ? -1 : x.n > y.n ? 1 : 0;
+    }
+    return sx * mag;
+}
+
+static int coll_decimal(void *u, int na, const void *a, int nb, const void *b) {
+    (void)u;
+    return sim_decimal_cmp(a, (size_t)na, b, (size_t)nb);
+}
+
+/* SUM/AVG state: an exact sum at `scale` (|acc| < 10^38, decimal(38)'s
+ * range), the REAL values apart in double. */
+__extension__ typedef __int128 dec_i128;
+#define DEC_SCALE_MAX 38
+
+typedef struct dec_agg {
+    dec_i128 acc;
+    int scale;
+    int64_t n, nreal, ntext;
+    double rsum;
+    const char *err; /* static message: reported by xValue/xFinal */
+} dec_agg;
+
+static dec_i128 dec_pow10(int k) {
+    dec_i128 p = 1;
+    while (k-- > 0) p *= 10;
+    return p;
+}
+
+static dec_i128 dec_abs(dec_i128 v) { return v < 0 ? -v : v; }
+
+/* |v| < 10^38 */
+static bool dec_fits(dec_i128 v) {
+    const dec_i128 lim = (dec_i128)10000000000000000000ULL * (dec_i128)10000000000000000000ULL;
+    return dec_abs(v) < lim;
+}
+
+/* Plain decimal text (no exponent) to a scaled integer; false if it is
+ * something else or has more than 38 digits. */
+static bool dec_fixed(const char *s, size_t n, dec_i128 *v, int *scale) {
+    size_t i = 0;
+    bool neg = false, dot = false, any = false;
+    int digits = 0, sc = 0;
+    dec_i128 a = 0;
+    while (i < n && isspace((unsigned char)s[i])) i++;
+    if (i < n && (s[i] == '-' || s[i] == '+')) neg = s[i++] == '-';
+    for (; i < n; i++) {
+        if (s[i] == '.' && !dot) { dot = true; continue; }
+        if (s[i] < '0' || s[i] > '9') break;
+        any = true;
+        if (a != 0 || s[i] != '0') digits++;
+        if (digits > DEC_SCALE_MAX || sc >= DEC_SCALE_MAX) return false;
+        a = a * 10 + (s[i] - '0');
+        if (dot) sc++;
+    }
+    while (i < n && isspace((unsigned char)s[i])) i++;
+    if (!any || i != n) return false;
+    *v = neg ? -a : a;
+    *scale = sc;
+    return true;
+}
+
+static void dec_agg_add(dec_agg *g, sqlite3_value *v, int sign) {
+    int vt = sqlite3_value_type(v);
+    if (vt == SQLITE_NULL || g->err) return;
+    g->n += sign;
+    dec_i128 x;
+    dec_norm nm;
+    int sc = 0;
+    if (vt == SQLITE_INTEGER) x = sqlite3_value_int64(v);
+    else if (vt == SQLITE_TEXT && dec_fixed((const char *)sqlite3_value_text(v), (size_t)sqlite3_value_bytes(v), &x, &sc))
+        g->ntext += sign;
+    else if (vt == SQLITE_TEXT && !dec_normalize((const char *)sqlite3_value_text(v), (size_t)sqlite3_value_bytes(v), &nm)) {
+        g->err = "Error converting data type varchar to numeric.";
+        return;
+    } else {
+        g->nreal += sign;
+        g->rsum += sign * sqlite3_value_double(v);
+        return;
+    }
+    static const char *OVF = "Arithmetic overflow error converting expression to data type numeric.";
+    if (sc > g->scale) { /* the sum takes the larger scale */
+        if (dec_abs(g->acc) >= dec_pow10(38 - (sc - g->scale))) { g->err = OVF; return; }
+        g->acc *= dec_pow10(sc - g->scale);
+        g->scale = sc;
+    } else if (sc < g->scale) {
+        if (dec_abs(x) >= dec_pow10(38 - (g->scale - sc))) { g->err = OVF; return; }
+        x *= dec_pow10(g->scale - sc);
+    }
+    dec_i128 r = sign > 0 ? g->acc + x : g->acc - x;
+    if (!dec_fits(r)) { g->err = OVF; return; }
+    g->acc = r;
+}
+
+/* SQLite's aggregate context is 8-byte aligned, __int128 wants 16: the
+ * state is copied in and out. false: no state (no row, or out of memory). */
+static bool dec_agg_load(sqlite3_context *ctx, int bytes, dec_agg *g) {
+    void *p = sqlite3_aggregate_context(ctx, bytes);
+    if (!p) return false;
+    memcpy(g, p, sizeof *g);
+    return true;
+}
+
+static void dec_agg_step(sqlite3_context *ctx, sqlite3_value *v, int sign) {
+    dec_agg g;
+    if (!dec_agg_load(ctx, (int)sizeof g, &g)) return;
+    dec_agg_add(&g, v, sign);
+    memcpy(sqlite3_aggregate_context(ctx, (int)sizeof g), &g, sizeof g);
+}
+
+static void fn_dec_step(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    dec_agg_step(ctx, argv[0], 1);
+}
+
+static void fn_dec_inverse(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    dec_agg_step(ctx, argv[0], -1);
+}
+
+static void dec_result_text(sqlite3_context *ctx, dec_i128 v, int scale) {
+    char dg[48], buf[96];
+    int nd = 0, o = 0;
+    dec_i128 m = dec_abs(v);
+    do {
+        dg[nd++] = (char)('0' + (int)(m % 10));
+        m /= 10;
+    } while (m != 0 && nd < 40);
+    while (nd <= scale) dg[nd++] = '0'; /* at least one digit before the point */
+    if (v < 0) buf[o++] = '-';
+    for (int k = nd - 1; k >= 0; k--) {
+        buf[o++] = dg[k];
+        if (k == scale && scale > 0) buf[o++] = '.';
+    }
+    sqlite3_result_text(ctx, buf, o, SQLITE_TRANSIENT);
+}
+
+static void dec_finish(sqlite3_context *ctx, bool avg) {
+    dec_agg st, *g = &st;
+    if (!dec_agg_load(ctx, 0, g) || g->n == 0) { sqlite3_result_null(ctx); return; }
+    if (g->err) { sqlite3_result_error(ctx, g->err, -1); return; }
+    if (g->nreal > 0) {
+        double s = g->rsum + (double)g->acc / (double)dec_pow10(g->scale);
+        sqlite3_result_double(ctx, avg ? s / (double)g->n : s);
+        return;
+    }
+    if (g->ntext == 0) { /* integers: bigint */
+        dec_i128 v = avg ? g->acc / g->n : g->acc;
+        if (v > INT64_MAX || v < INT64_MIN) {
+            sqlite3_result_error(ctx, "Arithmetic overflow error converting expression to data type bigint.", -1);
+            return;
+        }
+        sqlite3_result_int64(ctx, (int64_t)v);
+        return;
+    }
+    if (!avg) { dec_result_text(ctx, g->acc, g->scale); return; }
+    int rs = g->scale > 6 ? g->scale : 6;
+    dec_i128 m = dec_pow10(rs - g->scale), q = g->acc / g->n, r = g->acc % g->n;
+    if (!dec_fits(q * m)) {
+        sqlite3_result_error(ctx, "Arithmetic overflow error converting expression to data type numeric.", -1);
+        return;
+    }
+    dec_result_text(ctx, q * m + r * m / g->n, rs);
+}
+
+static void fn_sum_value(sqlite3_context *ctx) { dec_finish(ctx, false); }
+static void fn_avg_value(sqlite3_context *ctx) { dec_finish(ctx, true); }
+
 int sim_val_register(sqlite3 *db, const sim_clock_src *clk) {
     void *u = (void *)clk;
     const int det = SQLITE_UTF8 | SQLITE_DETERMINISTIC, nd = SQLITE_UTF8;
@@ -1129,5 +1367,11 @@ int sim_val_register(sqlite3 *db, const sim_clock_src *clk) {
         int rc = sqlite3_create_function(db, F[k].n, F[k].a, F[k].f, u, F[k].fn, NULL, NULL);
         if (rc != SQLITE_OK) return MCDC_E_IO;
     }
+    if (sqlite3_create_collation(db, SIM_DECIMAL_COLLATION, SQLITE_UTF8, NULL, coll_decimal) != SQLITE_OK ||
+        sqlite3_create_window_function(db, "sim_sum", 1, det, NULL, fn_dec_step, fn_sum_value, fn_sum_value,
+                                       fn_dec_inverse, NULL) != SQLITE_OK ||
+        sqlite3_create_window_function(db, "sim_avg", 1, det, NULL, fn_dec_step, fn_avg_value, fn_avg_value,
+                                       fn_dec_inverse, NULL) != SQLITE_OK)
+        return MCDC_E_IO;
     return MCDC_OK;
 }

@@ -6,9 +6,10 @@
  * Storage forms (what SQLite holds and compares):
  *   integers, bit            INTEGER
  *   real, float              REAL
- *   decimal, money           TEXT, canonical with the column's scale ("-12.3400").
- *                            Comparisons and ORDER BY on decimal columns are
- *                            textual (a documented limit of the simulator).
+ *   decimal, money           TEXT, canonical with the column's scale ("-12.3400"),
+ *                            declared TEXT COLLATE sim_decimal: comparisons,
+ *                            ORDER BY, MIN/MAX, GROUP BY and indexes order the
+ *                            text by exact numeric value (sim_decimal_cmp).
  *   date/time types          TEXT, ISO with the type's fixed fraction width, so
  *                            text order = time order within one column.
  *   strings, uniqueidentifier TEXT (UTF-8; GUIDs upper case)
@@ -22,6 +23,14 @@
 #include <stdint.h>
 
 #include "sim_engine.h"
+
+/* The collation of decimal/money columns (registered by sim_val_register). */
+#define SIM_DECIMAL_COLLATION "sim_decimal"
+
+/* Compares two decimal texts ("-12.50", "3", "1e2") by exact value: <0, 0,
+ * >0. Text that is not a number sorts after every number, bytewise among
+ * itself (a total order, as an index needs). */
+int sim_decimal_cmp(const char *a, size_t na, const char *b, size_t nb);
 
 /* Parses "decimal(18,4)", "varchar(max)", "datetime2", "int"... (case-
  * insensitive, spaces allowed). false on an unknown type. */
@@ -45,7 +54,12 @@ typedef struct sim_clock_src {
 } sim_clock_src;
 
 /* Registers sim_convert, sim_dateadd, sim_datediff, sim_datepart,
- * sim_at_time_zone, sim_lsn_add, sim_quotename, sim_sysdatetime... on db. */
+ * sim_at_time_zone, sim_lsn_add, sim_quotename, sim_sysdatetime..., the
+ * collation sim_decimal and the aggregates (and window functions) sim_sum /
+ * sim_avg on db. sim_sum/sim_avg are exact over decimal text and integers
+ * (SUM of decimal text keeps the largest scale seen; AVG of decimal text has
+ * scale max(s, 6), truncated; AVG of integers is an integer, truncated, as
+ * SQL Server's), through double once a REAL value is seen. */
 int sim_val_register(sqlite3 *db, const sim_clock_src *clk);
 
 /* Converts one SQLite value to a type's storage form into ctx's result

@@ -353,6 +353,16 @@ static bool long_numeric(const tsql_tok *t, int *prec, int *scale) {
     return true;
 }
 
+static bool is_decimal_type(const sim_type *t) {
+    return t->id == SIM_T_DECIMAL || t->id == SIM_T_MONEY || t->id == SIM_T_SMALLMONEY;
+}
+
+/* A decimal value (CAST, long literal, variable) compares as a decimal
+ * column does: TEXT affinity (a number on the other side becomes text) and
+ * the exact numeric collation. open: the part before the expression. */
+static int emit_decimal_open(xl *x) { return emit(x, "(CAST("); }
+static int emit_decimal_close(xl *x) { return emit(x, " AS TEXT) COLLATE " SIM_DECIMAL_COLLATION ")"); }
+
 static int check_at_time_zone(xl *x, int *i, int end) {
     while (*i + 2 < end && tsql_tok_is(&x->t[*i], "AT") && tsql_tok_is(&x->t[*i + 1], "TIME") &&
            tsql_tok_is(&x->t[*i + 2], "ZONE")) {
@@ -521,11 +531,18 @@ static int xl_seq(xl *x, int *ip, int end, bool until_paren) {
             primary = true;
             break;
         }
-        case TK_VAR:
-            rc = mcdc_buf_printf(x->out, x->err, "%.*s", t->n, t->s);
+        case TK_VAR: {
+            char vn[MCDC_IDENT_BYTES_MAX];
+            sim_type vt;
+            tok_str(t, vn, sizeof vn);
+            bool dec = x->env->var_type && x->env->var_type(x->env->ctx, vn, &vt) && is_decimal_type(&vt);
+            if (dec) rc = emit_decimal_open(x);
+            if (rc == MCDC_OK) rc = mcdc_buf_printf(x->out, x->err, "%.*s", t->n, t->s);
+            if (rc == MCDC_OK && dec) rc = emit_decimal_close(x);
             i++;
             primary = true;
             break;
+        }
         case TK_SYSVAR: {
             char w[64];
             tok_str(t, w, sizeof w);
@@ -550,8 +567,12 @@ static int xl_seq(xl *x, int *ip, int end, bool until_paren) {
              * exact decimal text, as SQL Server types it numeric(p,s). */
             int p = 0, sc = 0;
             bool min64 = i > 0 && tsql_tok_op(&x->t[i - 1], "-") && t->n == 19 && memcmp(t->s, "9223372036854775808", 19) == 0;
-            if (!min64 && long_numeric(t, &p, &sc))
-                rc = mcdc_buf_printf(x->out, x->err, "sim_convert('%.*s', 'decimal(%d,%d)', NULL)", t->n, t->s, p, sc);
+            if (!min64 && long_numeric(t, &p, &sc)) {
+                rc = emit_decimal_open(x);
+                if (rc == MCDC_OK)
+                    rc = mcdc_buf_printf(x->out, x->err, "sim_convert('%.*s', 'decimal(%d,%d)', NULL)", t->n, t->s, p, sc);
+                if (rc == MCDC_OK) rc = emit_decimal_close(x);
+            }
             else
                 rc = mcdc_buf_printf(x->out, x->err, "%.*s", t->n, t->s);
             i++;
@@ -642,8 +663,8 @@ static const struct { const char *tsql, *sqlite; } RENAMES[] = {
     {"SYSDATETIMEOFFSET", "sim_sysdatetimeoffset"}, {"CURRENT_TIMEZONE_ID", "sim_current_timezone_id"},
     {"SERVERPROPERTY", "sim_serverproperty"}, {"IIF", "iif"}, {"ABS", "abs"}, {"ROUND", "round"},
     {"UPPER", "upper"}, {"LOWER", "lower"}, {"LTRIM", "ltrim"}, {"RTRIM", "rtrim"}, {"REPLACE", "replace"},
-    {"COALESCE", "coalesce"}, {"NULLIF", "nullif"}, {"MIN", "min"}, {"MAX", "max"}, {"SUM", "sum"},
-    {"AVG", "avg"}, {"COUNT", "count"}, {"NTILE", "ntile"}, {"LAG", "lag"}, {"LEAD", "lead"},
+    {"COALESCE", "coalesce"}, {"NULLIF", "nullif"}, {"MIN", "min"}, {"MAX", "max"}, {"SUM", "sim_sum"},
+    {"AVG", "sim_avg"}, {"COUNT", "count"}, {"NTILE", "ntile"}, {"LAG", "lag"}, {"LEAD", "lead"},
     {"ROW_NUMBER", "row_number"}, {"RANK", "rank"}, {"DENSE_RANK", "dense_rank"},
     {"FIRST_VALUE", "first_value"}, {"LAST_VALUE", "last_value"}, {"OBJECT_ID", "sim_object_id"},
     {"CHARINDEX", "sim_charindex"},
@@ -665,10 +686,13 @@ static int fn_call(xl *x, int name_from, const char *fname, int open, int end, i
         if (!sim_type_parse(&tt, ty, strlen(ty))) return fail(x, 243, "Type %s is not a defined system type.", ty);
         char *e = sub(x, st[1], en[1]), *s = na == 3 ? sub(x, st[2], en[2]) : NULL;
         if (!e || (na == 3 && !s)) { mcdc_free(e); mcdc_free(s); return MCDC_E_SERVER; }
-        rc = emit(x, "sim_convert(");
+        bool dec = is_decimal_type(&tt);
+        rc = dec ? emit_decimal_open(x) : MCDC_OK;
+        if (rc == MCDC_OK) rc = emit(x, "sim_convert(");
         if (rc == MCDC_OK) rc = mcdc_buf_printf(x->out, x->err, "%s, ", e);
         if (rc == MCDC_OK) rc = xl_append_literal(x->out, ty, strlen(ty));
         if (rc == MCDC_OK) rc = mcdc_buf_printf(x->out, x->err, ", %s)", s ? s : "NULL");
+        if (rc == MCDC_OK && dec) rc = emit_decimal_close(x);
         mcdc_free(e);
         mcdc_free(s);
         x->last_stringy = tt.id >= SIM_T_CHAR && tt.id <= SIM_T_NVARCHAR;
@@ -688,9 +712,12 @@ static int fn_call(xl *x, int name_from, const char *fname, int open, int end, i
         if (!sim_type_parse(&tt, ty, strlen(ty))) return fail(x, 243, "Type %s is not a defined system type.", ty);
         char *e = sub(x, open + 1, as);
         if (!e) return MCDC_E_SERVER;
-        rc = mcdc_buf_printf(x->out, x->err, "sim_convert(%s, ", e);
+        bool dec = is_decimal_type(&tt);
+        rc = dec ? emit_decimal_open(x) : MCDC_OK;
+        if (rc == MCDC_OK) rc = mcdc_buf_printf(x->out, x->err, "sim_convert(%s, ", e);
         if (rc == MCDC_OK) rc = xl_append_literal(x->out, ty, strlen(ty));
         if (rc == MCDC_OK) rc = emit(x, ", NULL)");
+        if (rc == MCDC_OK && dec) rc = emit_decimal_close(x);
         mcdc_free(e);
         return rc;
     }
@@ -868,11 +895,21 @@ static bool infer_fn(const xl *x, const char *f, int open, int close, sim_type *
         *nul = true;
         return true;
     }
-    if (mcdc_str_ieq(f, "SUM") && na == 1) {
-        bool r = infer(x, st[0], en[0], ty, nul);
+    if ((mcdc_str_ieq(f, "SUM") || mcdc_str_ieq(f, "AVG")) && na == 1) {
+        /* SQL Server's result types: int family -> int, bigint, float,
+         * money, decimal(p,s) -> decimal(38,s) (AVG: decimal(38,max(s,6))) */
+        int a0 = st[0];
+        if (a0 < en[0] && (tsql_tok_is(&x->t[a0], "DISTINCT") || tsql_tok_is(&x->t[a0], "ALL"))) a0++;
+        bool r = infer(x, a0, en[0], ty, nul);
         if (!r) return false;
+        if (ty->id == SIM_T_BIT) return false; /* SQL Server refuses bit */
         if (ty->id == SIM_T_INT || ty->id == SIM_T_SMALLINT || ty->id == SIM_T_TINYINT) ty->id = SIM_T_INT;
-        else if (ty->id == SIM_T_DECIMAL) ty->precision = 38;
+        else if (ty->id == SIM_T_REAL) ty->id = SIM_T_FLOAT;
+        else if (ty->id == SIM_T_SMALLMONEY) ty->id = SIM_T_MONEY;
+        else if (ty->id == SIM_T_DECIMAL) {
+            ty->precision = 38;
+            if (mcdc_str_ieq(f, "AVG") && ty->scale < 6) ty->scale = 6;
+        }
         *nul = true;
         return true;
     }
@@ -924,6 +961,10 @@ static bool infer(const xl *x, int a, int b, sim_type *ty, bool *nul) {
         if (np > 0 && k < b && tsql_tok_op(&x->t[k], "(")) {
             int close = match_paren(x, k, b);
             if (close == b - 1) return infer_fn(x, parts[np - 1], k, close, ty, nul);
+            /* a window function: f(...) OVER (...) */
+            if (close > 0 && close + 2 < b && tsql_tok_is(&x->t[close + 1], "OVER") &&
+                tsql_tok_op(&x->t[close + 2], "(") && match_paren(x, close + 2, b) == b - 1)
+                return infer_fn(x, parts[np - 1], k, close, ty, nul);
             return false;
         }
         if (np > 0 && k == b) return lookup_col(x, np >= 2 ? parts[np - 2] : NULL, parts[np - 1], ty, nul);

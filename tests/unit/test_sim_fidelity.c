@@ -204,3 +204,113 @@ TEST(sim_clock_never_runs_backwards) {
     test_rmdir(dir);
     free(c);
 }
+
+TEST(sim_decimal_compare_exact) {
+    /* the collation's order: by value, any scale or form; text after numbers */
+    CHECK(sim_decimal_cmp("10.5", 4, "9.25", 4) > 0);
+    CHECK(sim_decimal_cmp("-10.5", 5, "-9.25", 5) < 0);
+    CHECK(sim_decimal_cmp("10.50", 5, "10.5", 4) == 0);
+    CHECK(sim_decimal_cmp("-0.00", 5, "0", 1) == 0);
+    CHECK(sim_decimal_cmp("0.001", 5, "0.01", 4) < 0);
+    CHECK(sim_decimal_cmp("1e2", 3, "99.99", 5) > 0);
+    CHECK(sim_decimal_cmp("12345678901234567890.1235", 25, "12345678901234567890.1234", 25) > 0);
+    CHECK(sim_decimal_cmp("abc", 3, "1", 1) > 0);
+    CHECK(sim_decimal_cmp("abc", 3, "abd", 3) < 0);
+
+    char dir[64];
+    coll *c = calloc(1, sizeof *c);
+    sim_session *s;
+    sim_server *srv = fid_open(dir, sizeof dir, &s, c);
+    run(s, c, "CREATE TABLE dbo.d (id int NOT NULL PRIMARY KEY, v decimal(10,2) NULL, m money NULL)");
+    run(s, c, "INSERT INTO dbo.d VALUES (1, 10.5, 3), (2, 9.25, 100), (3, -1, 20.5), (4, NULL, NULL)");
+    CHECK_EQ_INT(c->nerrors, 0);
+    /* literals of every form, other columns, variables, CAST results */
+    run(s, c, "SELECT id FROM dbo.d WHERE v < 9.5 ORDER BY id");
+    CHECK_EQ_INT(c->nrows, 2);
+    CHECK_EQ_STR(c->rows[0], "2");
+    CHECK_EQ_STR(c->rows[1], "3");
+    CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM dbo.d WHERE v < 10"), "2");
+    CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM dbo.d WHERE 10 > v"), "2");
+    CHECK_EQ_STR(scalar(s, c, "SELECT id FROM dbo.d WHERE v = 10.5"), "1");
+    CHECK_EQ_STR(scalar(s, c, "SELECT id FROM dbo.d WHERE v > m"), "1");
+    CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM dbo.d WHERE v BETWEEN 9 AND 10"), "1");
+    CHECK_EQ_STR(scalar(s, c, "SELECT id FROM dbo.d WHERE v IN (10.50, 7)"), "1");
+    CHECK_EQ_STR(scalar(s, c, "DECLARE @p decimal(10,2) = 9.5; SELECT COUNT(*) FROM dbo.d WHERE v < @p"), "2");
+    CHECK_EQ_STR(scalar(s, c, "DECLARE @p decimal(10,2) = 9.5; SELECT CASE WHEN @p < 10 THEN 1 ELSE 0 END"), "1");
+    CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM dbo.d WHERE v < CAST('9.5' AS decimal(10,2))"), "2");
+    CHECK_EQ_STR(scalar(s, c, "SELECT CASE WHEN CAST(10.5 AS decimal(5,1)) > 9 THEN 1 ELSE 0 END"), "1");
+    CHECK_EQ_STR(scalar(s, c, "SELECT CASE WHEN CONVERT(decimal(5,1), '10.5') > CONVERT(decimal(5,2), '9.25') THEN 1 ELSE 0 END"), "1");
+    CHECK_EQ_STR(scalar(s, c, "SELECT CASE WHEN 12345678901234567890.5 > 9 THEN 1 ELSE 0 END"), "1");
+    /* ORDER BY, MIN/MAX, GROUP BY */
+    run(s, c, "SELECT v FROM dbo.d WHERE v IS NOT NULL ORDER BY v DESC");
+    CHECK_EQ_INT(c->nrows, 3);
+    CHECK_EQ_STR(c->rows[0], "10.50");
+    CHECK_EQ_STR(c->rows[1], "9.25");
+    CHECK_EQ_STR(c->rows[2], "-1.00");
+    CHECK_EQ_STR(scalar(s, c, "SELECT CONCAT(MIN(v), '/', MAX(v), '/', MIN(m), '/', MAX(m)) FROM dbo.d"),
+                 "-1.00/10.50/3.0000/100.0000");
+    /* a decimal key: 10.5 and 10.50 are the same key */
+    run(s, c, "CREATE TABLE dbo.k (k decimal(10,2) NOT NULL PRIMARY KEY, u money NULL UNIQUE)");
+    run(s, c, "INSERT INTO dbo.k VALUES (10.5, 1), (9.5, 2)");
+    CHECK_EQ_INT(c->nerrors, 0);
+    run(s, c, "INSERT INTO dbo.k VALUES (10.50, 3)");
+    CHECK_EQ_INT(c->err_number, 2627);
+    run(s, c, "INSERT INTO dbo.k VALUES (11, 1.0000)");
+    CHECK_EQ_INT(c->err_number, 2627);
+    run(s, c, "SELECT k FROM dbo.k WHERE k > 9.75");
+    CHECK_EQ_INT(c->nrows, 1);
+    CHECK_EQ_STR(c->rows[0], "10.50");
+    /* ALTER TABLE ADD: the new column compares the same way */
+    run(s, c, "ALTER TABLE dbo.k ADD w decimal(6,1) NULL");
+    run(s, c, "UPDATE dbo.k SET w = k * 10");
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_STR(scalar(s, c, "SELECT k FROM dbo.k WHERE w > 100"), "10.50");
+    sim_session_close(s);
+    sim_server_close(srv);
+    test_rmdir(dir);
+    free(c);
+}
+
+TEST(sim_decimal_sum_avg_exact) {
+    char dir[64];
+    coll *c = calloc(1, sizeof *c);
+    sim_session *s;
+    sim_server *srv = fid_open(dir, sizeof dir, &s, c);
+    run(s, c, "CREATE TABLE dbo.a (id int NOT NULL PRIMARY KEY, d decimal(38,4) NULL, m money NULL, s smallmoney NULL)");
+    /* through double these lose digits: 0.1 + 0.2, and 20-digit values */
+    run(s, c, "INSERT INTO dbo.a VALUES (1, 12345678901234567890.1234, 0.1, 1.5), (2, 0.0001, 0.2, 2.25),"
+              " (3, -0.0002, 922337203685477.5807, NULL), (4, NULL, -922337203685477.5807, 1)");
+    CHECK_EQ_INT(c->nerrors, 0);
+    run(s, c, "SELECT SUM(d), AVG(d), SUM(m), SUM(s), AVG(id), SUM(id) FROM dbo.a");
+    CHECK_EQ_INT(c->nrows, 1);
+    CHECK_EQ_STR(c->rows[0], "12345678901234567890.1233|4115226300411522630.041100|0.3000|4.7500|2|10");
+    /* SQL Server's result types */
+    CHECK_EQ_INT(c->cols[0].type.id, SIM_T_DECIMAL);
+    CHECK_EQ_INT(c->cols[0].type.precision, 38);
+    CHECK_EQ_INT(c->cols[0].type.scale, 4);
+    CHECK_EQ_INT(c->cols[1].type.scale, 6);
+    CHECK_EQ_INT(c->cols[2].type.id, SIM_T_MONEY);
+    CHECK_EQ_INT(c->cols[3].type.id, SIM_T_MONEY);
+    CHECK_EQ_INT(c->cols[4].type.id, SIM_T_INT);
+    /* empty input: NULL; DISTINCT; GROUP BY; a window */
+    CHECK_EQ_STR(scalar(s, c, "SELECT SUM(d) FROM dbo.a WHERE id > 9"), "NULL");
+    CHECK_EQ_STR(scalar(s, c, "SELECT SUM(DISTINCT m) FROM dbo.a WHERE id < 3"), "0.3000");
+    run(s, c, "SELECT id, SUM(d) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM dbo.a ORDER BY id");
+    CHECK_EQ_INT(c->nrows, 4);
+    CHECK_EQ_STR(c->rows[1], "2|12345678901234567890.1235");
+    CHECK_EQ_STR(c->rows[2], "3|-0.0001");
+    CHECK_EQ_STR(c->rows[3], "4|-0.0002");
+    CHECK_EQ_INT(c->cols[1].type.id, SIM_T_DECIMAL);
+    /* past decimal(38): error 8115 */
+    run(s, c, "CREATE TABLE dbo.big (v decimal(38,0) NULL)");
+    run(s, c, "INSERT INTO dbo.big VALUES (99999999999999999999999999999999999999), (1)");
+    CHECK_EQ_INT(c->nerrors, 0);
+    run(s, c, "SELECT SUM(v) FROM dbo.big");
+    CHECK_EQ_INT(c->err_number, 8115);
+    /* float input stays float */
+    CHECK_EQ_STR(scalar(s, c, "SELECT SUM(CAST(id AS float) / 2) FROM dbo.a"), "5");
+    sim_session_close(s);
+    sim_server_close(srv);
+    test_rmdir(dir);
+    free(c);
+}
