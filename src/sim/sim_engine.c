@@ -47,7 +47,13 @@
  *   of a T-SQL transaction that is not committed yet (READ UNCOMMITTED for
  *   source tables), and two sessions never block each other (no locks).
  *   Change tables only ever hold committed, captured rows.
- * - ROLLBACK undoes DML only (DDL inside a transaction stays).
+ * - ROLLBACK undoes DML and CREATE TABLE, DROP TABLE, ALTER TABLE ADD/DROP
+ *   COLUMN (with the cdc.ddl_history rows of the ALTER): a DDL inside a
+ *   transaction saves a copy of the table (rows, rowids, CREATE statement,
+ *   catalog rows) that ROLLBACK restores and COMMIT drops. Not undone:
+ *   the CDC procedures (sys.sp_cdc_enable/disable_db/_table...) and the
+ *   capture instances a DROP TABLE removes, GRANT/REVOKE, CREATE LOGIN/USER,
+ *   CREATE/DROP DATABASE; they take effect at once.
  * - decimal/money values are stored as exact text in columns declared
  *   TEXT COLLATE sim_decimal: comparisons (with literals, columns,
  *   parameters, CAST/CONVERT results, decimal variables), ORDER BY,
@@ -1118,6 +1124,9 @@ static int stmt_end(const tsql_tok *t, int i, int n) {
             continue;
         if (is_create && k == i + 1) continue; /* CREATE/ALTER ... */
         if (tsql_tok_is(&t[k], "SET") && tsql_tok_is(first, "ALTER")) continue;
+        if (tsql_tok_is(&t[k], "DROP") && tsql_tok_is(first, "ALTER") && k + 1 < n &&
+            (tsql_tok_is(&t[k + 1], "COLUMN") || tsql_tok_is(&t[k + 1], "CONSTRAINT")))
+            continue; /* ALTER TABLE t DROP COLUMN c */
         return k;
     }
     return n;
@@ -1421,6 +1430,215 @@ static bool parse_type_at(const tsql_tok *t, int *i, int end, sim_type *out, cha
     return sim_type_parse(out, text, strlen(text));
 }
 
+static char *value_literal(sqlite3_value *v) {
+    switch (sqlite3_value_type(v)) {
+    case SQLITE_INTEGER: return sqlite3_mprintf("%lld", (long long)sqlite3_value_int64(v));
+    case SQLITE_FLOAT: return sqlite3_mprintf("%!.17g", sqlite3_value_double(v));
+    case SQLITE_TEXT: return sqlite3_mprintf("%Q", (const char *)sqlite3_value_text(v));
+    case SQLITE_BLOB: {
+        int n = sqlite3_value_bytes(v);
+        const uint8_t *p = sqlite3_value_blob(v);
+        char *h = sqlite3_malloc(2 * n + 4);
+        if (!h) return NULL;
+        int o = 0;
+        h[o++] = 'X';
+        h[o++] = '\'';
+        for (int k = 0; k < n; k++) {
+            static const char HX[] = "0123456789ABCDEF";
+            h[o++] = HX[p[k] >> 4];
+            h[o++] = HX[p[k] & 15];
+        }
+        h[o++] = '\'';
+        h[o] = 0;
+        return h;
+    }
+    default: return sqlite3_mprintf("NULL");
+    }
+}
+
+/* ---- transactions ------------------------------------------------------- */
+/* Takes sql (sqlite3_malloc'd) and commit_sql (same, may be NULL). */
+static void undo_push2(sim_session *s, char *sql, char *commit_sql) {
+    sim_undo *u = sql ? mcdc_calloc(1, sizeof *u) : NULL;
+    if (u) {
+        u->sql = mcdc_strdup(sql);
+        u->commit_sql = commit_sql ? mcdc_strdup(commit_sql) : NULL;
+        u->prev = s->undo;
+        s->undo = u;
+    }
+    sqlite3_free(sql);
+    sqlite3_free(commit_sql);
+}
+
+static void undo_push(sim_session *s, char *sql) { undo_push2(s, sql, NULL); }
+
+static void undo_free_all(sim_session *s) {
+    while (s->undo) {
+        sim_undo *u = s->undo;
+        s->undo = u->prev;
+        mcdc_free(u->sql);
+        mcdc_free(u->commit_sql);
+        mcdc_free(u);
+    }
+}
+
+static void tran_reset(sim_session *s) {
+    undo_free_all(s);
+    s->trancount = 0;
+    s->tran_logged = false;
+    s->tran_cdc = false;
+    s->tran_ncis = 0;
+    s->tran_db = NULL;
+    s->cmd_id = 0;
+}
+
+/* Under mu. */
+static void tran_rollback(sim_session *s) {
+    if (s->tran_db) {
+        sqlite3 *w = s->tran_db->w;
+        sqlite3_exec(w, "BEGIN", NULL, NULL, NULL);
+        for (sim_undo *u = s->undo; u; u = u->prev) sqlite3_exec(w, u->sql, NULL, NULL, NULL);
+        sim_cdc_rollback(s);
+        sqlite3_exec(w, "COMMIT", NULL, NULL, NULL);
+    }
+    tran_reset(s);
+}
+
+/* Under mu, inside a SQLite transaction on the db. */
+static int tran_commit(sim_session *s, mcdc_error *err) {
+    int rc = MCDC_OK;
+    if (s->tran_logged && s->tran_db) {
+        uint64_t commit = sim_lsn_next(s->tran_db);
+        if (s->tran_cdc) rc = sim_cdc_commit(s, commit, err);
+        if (rc == MCDC_OK) rc = sim_db_state_put(s->tran_db, "lsn", (int64_t)s->tran_db->lsn);
+    }
+    for (sim_undo *u = s->undo; u && rc == MCDC_OK; u = u->prev)
+        if (u->commit_sql) rc = sim_sql(s->tran_db->w, err, "%s", u->commit_sql);
+    if (rc == MCDC_OK) undo_free_all(s);
+    return rc;
+}
+
+/* ---- DDL inside a transaction ------------------------------------------- */
+/* Under mu. A DDL statement in an open T-SQL transaction joins it: the
+ * transaction now spans the session's database. */
+static int tran_ddl_join(sim_session *s, mcdc_error *err) {
+    if (s->trancount == 0) return MCDC_OK;
+    if (s->tran_db && s->tran_db != s->db)
+        return sim_err(err, 50000, "the simulator does not support a transaction across databases ('%s' and '%s')",
+                       s->tran_db->name, s->db->name);
+    s->tran_db = s->db;
+    return MCDC_OK;
+}
+
+/* Appends "INSERT INTO <cat> VALUES (...);" for each row of catalog table
+ * cat whose column key equals val. */
+static int catalog_rows_sql(sqlite3 *w, mcdc_buf *out, const char *cat, const char *key, const char *val,
+                            mcdc_error *err) {
+    char *q = sqlite3_mprintf("SELECT * FROM \"%w\" WHERE \"%w\" = %Q", cat, key, val);
+    sqlite3_stmt *st = NULL;
+    int rc = q && sqlite3_prepare_v2(w, q, -1, &st, NULL) == SQLITE_OK ? MCDC_OK : sim_sqlite_err(w, SQLITE_ERROR, err);
+    sqlite3_free(q);
+    while (rc == MCDC_OK && sqlite3_step(st) == SQLITE_ROW) {
+        rc = mcdc_buf_printf(out, err, "INSERT INTO \"%s\" VALUES (", cat);
+        for (int k = 0; k < sqlite3_column_count(st) && rc == MCDC_OK; k++) {
+            char *l = value_literal(sqlite3_column_value(st, k));
+            rc = l ? mcdc_buf_printf(out, err, "%s%s", k ? ", " : "", l) : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+            sqlite3_free(l);
+        }
+        if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, ");", err);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* Under mu, inside the DDL's SQLite transaction, before the DDL changes
+ * table tbl. In an open T-SQL transaction, copies the table (rows with
+ * their rowids), its CREATE statement and catalog rows, and builds the
+ * ROLLBACK SQL that puts them back (*undo) and the COMMIT SQL that drops
+ * the copy (*commit); both sqlite3_malloc'd, NULL outside a transaction. */
+static int tran_ddl_snapshot(sim_session *s, const char *tbl, char **undo, char **commit, mcdc_error *err) {
+    *undo = *commit = NULL;
+    if (s->trancount == 0) return MCDC_OK;
+    sqlite3 *w = s->db->w;
+    int64_t seq = state_get(w, "undo_seq", 0) + 1;
+    int rc = sim_db_state_put(s->db, "undo_seq", seq);
+    char copy[64];
+    snprintf(copy, sizeof copy, "__sim_undo.%lld", (long long)seq);
+    mcdc_buf u = {0}, cols = {0};
+    sqlite3_stmt *st = NULL;
+    if (rc == MCDC_OK && sqlite3_prepare_v2(w, "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?", -1, &st,
+                                            NULL) != SQLITE_OK)
+        rc = sim_sqlite_err(w, SQLITE_ERROR, err);
+    if (rc == MCDC_OK) {
+        sqlite3_bind_text(st, 1, tbl, -1, SQLITE_STATIC);
+        if (sqlite3_step(st) != SQLITE_ROW) rc = sim_err(err, 208, "Invalid object name '%s'.", tbl);
+        else rc = mcdc_buf_printf(&u, err, "DROP TABLE IF EXISTS \"%s\";%s;", tbl, (const char *)sqlite3_column_text(st, 0));
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    if (rc == MCDC_OK && sqlite3_prepare_v2(w, "SELECT name FROM pragma_table_info(?)", -1, &st, NULL) != SQLITE_OK)
+        rc = sim_sqlite_err(w, SQLITE_ERROR, err);
+    if (rc == MCDC_OK) {
+        sqlite3_bind_text(st, 1, tbl, -1, SQLITE_STATIC);
+        for (int k = 0; rc == MCDC_OK && sqlite3_step(st) == SQLITE_ROW; k++) {
+            rc = mcdc_buf_append_str(&cols, ", ", err);
+            if (rc == MCDC_OK) rc = xl_append_ident(&cols, (const char *)sqlite3_column_text(st, 0));
+        }
+        if (rc == MCDC_OK) rc = mcdc_buf_cstr(&cols, err);
+    }
+    sqlite3_finalize(st);
+    if (rc == MCDC_OK)
+        rc = sim_sql(w, err, "CREATE TABLE \"%w\" AS SELECT rowid AS \"__sim_rowid\"%s FROM \"%w\"", copy,
+                     (const char *)cols.data, tbl);
+    if (rc == MCDC_OK)
+        rc = mcdc_buf_printf(&u, err, "INSERT INTO \"%s\"(rowid%s) SELECT \"__sim_rowid\"%s FROM \"%s\"; DROP TABLE \"%s\";"
+                             " DELETE FROM __sim_columns WHERE tbl = '%s'; DELETE FROM __sim_tables WHERE name = '%s';"
+                             " DELETE FROM __sim_grants WHERE object = '%s';",
+                             tbl, (const char *)cols.data, (const char *)cols.data, copy, copy, tbl, tbl, tbl);
+    if (rc == MCDC_OK) rc = catalog_rows_sql(w, &u, "__sim_columns", "tbl", tbl, err);
+    if (rc == MCDC_OK) rc = catalog_rows_sql(w, &u, "__sim_tables", "name", tbl, err);
+    if (rc == MCDC_OK) rc = catalog_rows_sql(w, &u, "__sim_grants", "object", tbl, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&u, err);
+    if (rc == MCDC_OK) {
+        *undo = sqlite3_mprintf("%s", (const char *)u.data);
+        *commit = sqlite3_mprintf("DROP TABLE IF EXISTS \"%w\"", copy);
+        if (!*undo || !*commit) {
+            sqlite3_free(*undo);
+            sqlite3_free(*commit);
+            *undo = *commit = NULL;
+            rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        }
+    }
+    mcdc_buf_free(&u);
+    mcdc_buf_free(&cols);
+    return rc;
+}
+
+/* Under mu: ends the DDL's SQLite transaction (COMMIT if rc is MCDC_OK,
+ * else ROLLBACK) and keeps the snapshot's SQL for the T-SQL transaction.
+ * Takes undo and commit (sqlite3_malloc'd, may be NULL). */
+static int tran_ddl_end(sim_session *s, int rc, char *undo, char *commit, mcdc_error *err) {
+    if (rc == MCDC_OK) rc = sim_sql(s->db->w, err, "COMMIT");
+    if (rc != MCDC_OK) sim_sql(s->db->w, NULL, "ROLLBACK");
+    if (rc == MCDC_OK && undo) {
+        undo_push2(s, undo, commit);
+        return rc;
+    }
+    sqlite3_free(undo);
+    sqlite3_free(commit);
+    return rc;
+}
+
+/* Largest rowid of cdc.ddl_history (the rows a DDL adds come after it). */
+static int64_t ddl_history_top(sqlite3 *w) {
+    sqlite3_stmt *st;
+    int64_t v = 0;
+    if (sqlite3_prepare_v2(w, "SELECT coalesce(max(rowid), 0) FROM \"cdc.ddl_history\"", -1, &st, NULL) != SQLITE_OK) return 0;
+    if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
 /* ---- DDL ------------------------------------------------------------------ */
 static int next_object_id(sim_db *d) {
     int64_t v = state_get(d->w, "object_id", 245575913) + 16;
@@ -1546,6 +1764,7 @@ static int create_table(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_err
         pthread_mutex_lock(&s->srv->mu);
         if (table_exists_c(s->db->w, name))
             rc = sim_err(err, 2714, "There is already an object named '%s' in the database.", parts[np - 1]);
+        if (rc == MCDC_OK) rc = tran_ddl_join(s, err);
         if (rc == MCDC_OK) rc = sim_sql(s->db->w, err, "BEGIN");
         if (rc == MCDC_OK) {
             rc = sim_sql(s->db->w, err, "%s", (const char *)ddl.data);
@@ -1554,6 +1773,10 @@ static int create_table(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_err
                 rc = sim_sql(s->db->w, err, "INSERT INTO __sim_tables VALUES (%Q, %Q, %Q, %d, %Q, 0)", name, schema,
                              parts[np - 1], next_object_id(s->db), "");
             sim_sql(s->db->w, NULL, rc == MCDC_OK ? "COMMIT" : "ROLLBACK");
+            if (rc == MCDC_OK && s->trancount > 0) /* ROLLBACK drops it again */
+                undo_push(s, sqlite3_mprintf("DROP TABLE IF EXISTS \"%w\"; DELETE FROM __sim_columns WHERE tbl = %Q;"
+                                             " DELETE FROM __sim_tables WHERE name = %Q; DELETE FROM __sim_grants WHERE object = %Q",
+                                             name, name, name, name));
         }
         pthread_mutex_unlock(&s->srv->mu);
     }
@@ -1594,63 +1817,6 @@ static int load_cols(sqlite3 *c, const char *tbl, col_def **out, int *n, mcdc_er
     return MCDC_OK;
 }
 
-/* ---- transactions ------------------------------------------------------- */
-static void undo_push(sim_session *s, char *sql) {
-    if (!sql) return;
-    sim_undo *u = mcdc_malloc(sizeof *u);
-    if (!u) { sqlite3_free(sql); return; }
-    u->sql = mcdc_strdup(sql);
-    sqlite3_free(sql);
-    u->prev = s->undo;
-    s->undo = u;
-}
-
-static void tran_reset(sim_session *s) {
-    while (s->undo) {
-        sim_undo *u = s->undo;
-        s->undo = u->prev;
-        mcdc_free(u->sql);
-        mcdc_free(u);
-    }
-    s->trancount = 0;
-    s->tran_logged = false;
-    s->tran_cdc = false;
-    s->tran_ncis = 0;
-    s->tran_db = NULL;
-    s->cmd_id = 0;
-}
-
-/* Under mu. */
-static void tran_rollback(sim_session *s) {
-    if (s->tran_db) {
-        sqlite3 *w = s->tran_db->w;
-        sqlite3_exec(w, "BEGIN", NULL, NULL, NULL);
-        for (sim_undo *u = s->undo; u; u = u->prev) sqlite3_exec(w, u->sql, NULL, NULL, NULL);
-        sim_cdc_rollback(s);
-        sqlite3_exec(w, "COMMIT", NULL, NULL, NULL);
-    }
-    tran_reset(s);
-}
-
-/* Under mu, inside a SQLite transaction on the db. */
-static int tran_commit(sim_session *s, mcdc_error *err) {
-    int rc = MCDC_OK;
-    if (s->tran_logged && s->tran_db) {
-        uint64_t commit = sim_lsn_next(s->tran_db);
-        if (s->tran_cdc) rc = sim_cdc_commit(s, commit, err);
-        if (rc == MCDC_OK) rc = sim_db_state_put(s->tran_db, "lsn", (int64_t)s->tran_db->lsn);
-    }
-    if (rc == MCDC_OK) {
-        while (s->undo) {
-            sim_undo *u = s->undo;
-            s->undo = u->prev;
-            mcdc_free(u->sql);
-            mcdc_free(u);
-        }
-    }
-    return rc;
-}
-
 static void tran_log_start(sim_session *s) {
     if (s->tran_logged) return;
     s->tran_logged = true;
@@ -1660,32 +1826,6 @@ static void tran_log_start(sim_session *s) {
     s->tran_begin_utc_us = sim_srv_utc_us(s->srv);
     s->cmd_id = 0;
     sim_db_state_put(s->db, "tran_seq", (int64_t)s->db->tran_seq);
-}
-
-static char *value_literal(sqlite3_value *v) {
-    switch (sqlite3_value_type(v)) {
-    case SQLITE_INTEGER: return sqlite3_mprintf("%lld", (long long)sqlite3_value_int64(v));
-    case SQLITE_FLOAT: return sqlite3_mprintf("%!.17g", sqlite3_value_double(v));
-    case SQLITE_TEXT: return sqlite3_mprintf("%Q", (const char *)sqlite3_value_text(v));
-    case SQLITE_BLOB: {
-        int n = sqlite3_value_bytes(v);
-        const uint8_t *p = sqlite3_value_blob(v);
-        char *h = sqlite3_malloc(2 * n + 4);
-        if (!h) return NULL;
-        int o = 0;
-        h[o++] = 'X';
-        h[o++] = '\'';
-        for (int k = 0; k < n; k++) {
-            static const char HX[] = "0123456789ABCDEF";
-            h[o++] = HX[p[k] >> 4];
-            h[o++] = HX[p[k] & 15];
-        }
-        h[o++] = '\'';
-        h[o] = 0;
-        return h;
-    }
-    default: return sqlite3_mprintf("NULL");
-    }
 }
 
 /* ---- DML ---------------------------------------------------------------- */
@@ -2226,7 +2366,11 @@ static int do_alter_table(stmt_ctx *x, const tsql_tok *t, int i, int end, const 
         pthread_mutex_unlock(&s->srv->mu);
         return sim_err(err, 4902, "Cannot find the object \"%s\" because it does not exist or you do not have permissions.", parts[np - 1]);
     }
-    rc = sim_sql(s->db->w, err, "BEGIN IMMEDIATE");
+    char *undo = NULL, *commit = NULL;
+    int64_t hist_top = ddl_history_top(s->db->w);
+    rc = tran_ddl_join(s, err);
+    if (rc == MCDC_OK) rc = sim_sql(s->db->w, err, "BEGIN IMMEDIATE");
+    if (rc == MCDC_OK) rc = tran_ddl_snapshot(s, tbl, &undo, &commit, err);
     if (rc == MCDC_OK && i < end && tsql_tok_is(&t[i], "ADD")) {
         i++;
         while (i < end && rc == MCDC_OK) {
@@ -2275,7 +2419,15 @@ static int do_alter_table(stmt_ctx *x, const tsql_tok *t, int i, int end, const 
         rc = sim_cdc_ddl(s, tbl, ddl ? ddl : "ALTER TABLE", err);
         mcdc_free(ddl);
     }
-    sim_sql(s->db->w, NULL, rc == MCDC_OK ? "COMMIT" : "ROLLBACK");
+    if (rc == MCDC_OK && undo) {
+        /* ROLLBACK also takes back the cdc.ddl_history rows of this DDL */
+        char *u2 = sqlite3_mprintf("%s DELETE FROM \"cdc.ddl_history\" WHERE rowid > %lld AND rowid <= %lld;", undo,
+                                   (long long)hist_top, (long long)ddl_history_top(s->db->w));
+        sqlite3_free(undo);
+        undo = u2;
+        if (!undo) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    rc = tran_ddl_end(s, rc, undo, commit, err);
     pthread_mutex_unlock(&s->srv->mu);
     if (rc == MCDC_OK) send_done(x, 0, false, false);
     return rc;
@@ -2300,10 +2452,13 @@ static int do_drop(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *e
             if (if_exists) { send_done(x, 0, false, false); return MCDC_OK; }
             return sim_err(err, 3701, "Cannot drop the table '%s', because it does not exist or you do not have permission.", parts[np - 1]);
         }
-        rc = sim_sql(s->db->w, err, "BEGIN IMMEDIATE");
+        char *undo = NULL, *commit = NULL;
+        rc = tran_ddl_join(s, err);
+        if (rc == MCDC_OK) rc = sim_sql(s->db->w, err, "BEGIN IMMEDIATE");
+        if (rc == MCDC_OK) rc = tran_ddl_snapshot(s, tbl, &undo, &commit, err);
         if (rc == MCDC_OK) rc = sim_cdc_drop_table(s, tbl, err);
         if (rc == MCDC_OK) rc = sim_sql(s->db->w, err, "DROP TABLE \"%w\"; DELETE FROM __sim_columns WHERE tbl = %Q; DELETE FROM __sim_tables WHERE name = %Q; DELETE FROM __sim_grants WHERE object = %Q", tbl, tbl, tbl, tbl);
-        sim_sql(s->db->w, NULL, rc == MCDC_OK ? "COMMIT" : "ROLLBACK");
+        rc = tran_ddl_end(s, rc, undo, commit, err);
         pthread_mutex_unlock(&s->srv->mu);
         if (rc == MCDC_OK) send_done(x, 0, false, false);
         return rc;

@@ -58,6 +58,7 @@ typedef struct sim_fault {
 
 typedef struct sim_undo {
     char *sql; /* owned; run in reverse order on ROLLBACK */
+    char *commit_sql; /* owned or NULL; run on COMMIT (drops a DDL's saved copy) */
     struct sim_undo *prev;
 } sim_undo;
 

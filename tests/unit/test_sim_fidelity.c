@@ -314,3 +314,72 @@ TEST(sim_decimal_sum_avg_exact) {
     test_rmdir(dir);
     free(c);
 }
+
+static int undo_copies(sim_session *s) {
+    sqlite3_stmt *st;
+    int n = -1;
+    if (sqlite3_prepare_v2(s->db->w, "SELECT count(*) FROM sqlite_schema WHERE name LIKE '\\_\\_sim\\_undo.%' ESCAPE '\\'",
+                           -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        n = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return n;
+}
+
+TEST(sim_rollback_undoes_ddl) {
+    char dir[64];
+    coll *c = calloc(1, sizeof *c);
+    sim_session *s;
+    sim_server *srv = fid_open(dir, sizeof dir, &s, c);
+    run(s, c, "CREATE TABLE dbo.a (id int NOT NULL PRIMARY KEY, v varchar(10) NULL, w decimal(5,1) NULL);"
+              "INSERT INTO dbo.a VALUES (1, 'x', 1.5), (2, 'y', NULL)");
+    CHECK_EQ_INT(c->nerrors, 0);
+    /* DML before and after DDL, CREATE, ALTER ADD/DROP COLUMN, DROP TABLE */
+    run(s, c, "BEGIN TRAN; UPDATE dbo.a SET v = 'x2' WHERE id = 1; CREATE TABLE dbo.b (id int NULL);"
+              " INSERT INTO dbo.b VALUES (1); ALTER TABLE dbo.a ADD z int NULL; UPDATE dbo.a SET z = id * 10;"
+              " INSERT INTO dbo.a (id, v) VALUES (3, 'z'); ALTER TABLE dbo.a DROP COLUMN v;"
+              " SELECT id, w, z FROM dbo.a ORDER BY id");
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_INT(c->nrows, 3);
+    CHECK_EQ_STR(c->rows[1], "2|NULL|20");
+    CHECK_EQ_STR(c->rows[2], "3|NULL|NULL");
+    run(s, c, "DROP TABLE dbo.a; SELECT COUNT(*) FROM sys.tables WHERE name IN ('a', 'b')");
+    CHECK_EQ_STR(c->rows[0], "1");
+    CHECK(undo_copies(s) >= 3);
+    run(s, c, "ROLLBACK");
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_INT(undo_copies(s), 0);
+    run(s, c, "SELECT * FROM dbo.a ORDER BY id");
+    CHECK_EQ_STR(c->colnames, "id|v|w");
+    CHECK_EQ_INT(c->nrows, 2);
+    CHECK_EQ_STR(c->rows[0], "1|x|1.5");
+    CHECK_EQ_STR(c->rows[1], "2|y|NULL");
+    CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM sys.tables WHERE name = 'b'"), "0");
+    CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM sys.columns WHERE object_id = OBJECT_ID('dbo.a')"), "3");
+    run(s, c, "SELECT * FROM dbo.b");
+    CHECK_EQ_INT(c->err_number, 208);
+    /* the key and the decimal collation came back with the table */
+    run(s, c, "INSERT INTO dbo.a VALUES (1, 'dup', 1)");
+    CHECK_EQ_INT(c->err_number, 2627);
+    CHECK_EQ_STR(scalar(s, c, "SELECT id FROM dbo.a WHERE w > 1.25"), "1");
+    /* COMMIT keeps the DDL and drops the saved copies */
+    run(s, c, "BEGIN TRAN; ALTER TABLE dbo.a ADD q int NULL; ALTER TABLE dbo.a DROP COLUMN w; COMMIT");
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_INT(undo_copies(s), 0);
+    run(s, c, "SELECT * FROM dbo.a ORDER BY id");
+    CHECK_EQ_STR(c->colnames, "id|v|q");
+    /* a captured table: the ALTER's ddl_history row goes with the ROLLBACK */
+    run(s, c, "EXEC sys.sp_cdc_enable_db; EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'a',"
+              " @role_name = NULL, @capture_instance = N'dbo_a'");
+    CHECK_EQ_INT(c->nerrors, 0);
+    run(s, c, "ALTER TABLE dbo.a ADD kept int NULL");
+    run(s, c, "BEGIN TRAN; ALTER TABLE dbo.a ADD gone int NULL; INSERT INTO dbo.a (id) VALUES (7); ROLLBACK");
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM cdc.ddl_history"), "1");
+    run(s, c, "EXEC sim.run_capture; SELECT COUNT(*) FROM cdc.dbo_a_CT");
+    CHECK_EQ_STR(c->rows[0], "0");
+    CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM sys.columns WHERE object_id = OBJECT_ID('dbo.a')"), "4");
+    sim_session_close(s);
+    sim_server_close(srv);
+    test_rmdir(dir);
+    free(c);
+}
