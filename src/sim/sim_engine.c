@@ -20,7 +20,8 @@
  * BEGIN...END blocks, EXEC with named or positional arguments, SET options
  * (NOCOUNT honoured; the rest accepted), CREATE LOGIN/USER, GRANT/REVOKE
  * SELECT, sys.columns/sys.tables/sys.objects/sys.databases,
- * sys.dm_exec_session_wait_stats, sp_spaceused, sp_executesql (RPC or EXEC).
+ * sys.dm_exec_session_wait_stats, sp_spaceused, sp_executesql (RPC or EXEC,
+ * with OUTPUT parameters).
  *
  * Results: one done() per statement, in order (the TDS layer sets DONE_MORE
  * on all but the last); statements inside EXEC/RPC use in_proc, then the
@@ -66,8 +67,14 @@
  *   as text against literals; re-create such data dirs.
  * - String comparisons are case-insensitive for ASCII only (NOCASE).
  * - Capture-instance gating roles (@role_name) are stored, not enforced.
- * - sp_prepare/sp_prepexec/sp_execute handles are not kept (no output
- *   parameters in the sink); sp_prepexec runs like sp_executesql.
+ * - RPC OUTPUT parameters: sp_executesql (and sp_prepexec/sp_execute, which
+ *   the TDS layer keeps as handles and rewrites to it) sends a RETURNVALUE
+ *   per parameter the RPC flagged as output and @params declared OUTPUT,
+ *   after RETURNSTATUS, ordinal = 0-based position in the RPC as sent
+ *   (error 8162 when not declared OUTPUT); a batch's EXEC sp_executesql
+ *   ... @v OUTPUT sets @v. Other procedures (sys.sp_cdc_*, sim.*) have no
+ *   OUTPUT parameters. sp_prepare/sp_execute/sp_unprepare handles live per
+ *   connection (tds_prep.c), not per server.
  * - ASYNC_NETWORK_IO wait_time_ms is what the TDS layer reports through
  *   sim_session_add_network_wait (0 until it does).
  */
@@ -1051,7 +1058,19 @@ typedef struct stmt_ctx {
     bool in_proc;
     bool aborted;
     const char *batch; /* whole batch text */
+    /* the RPC's parameters (borrowed) while its procedure runs, for the
+     * OUTPUT flags; NULL in a batch and in statements the procedure runs */
+    const sim_param *rpc_params;
+    int rpc_nparams, rpc_first; /* rpc_params[rpc_first] is argument 0 */
 } stmt_ctx;
+
+/* The parameters an sp_executesql declared (@params), in order. */
+typedef struct sql_params {
+    int n;
+    char names[32][SIM_NAME_MAX]; /* with '@' */
+    int arg[32];                  /* the procedure argument that supplied it, -1 none */
+    bool output[32];              /* declared OUTPUT */
+} sql_params;
 
 static int send_done(stmt_ctx *x, int64_t rows, bool has_count, bool error) {
     if (x->sink->done && x->sink->done(x->sink->ctx, rows, has_count && !x->s->nocount, x->in_proc, error))
@@ -2689,7 +2708,7 @@ static int eval_value(stmt_ctx *x, const tsql_tok *t, int a, int b, sqlite3_valu
 }
 
 static int run_tokens(stmt_ctx *x, const tsql_tok *t, int n);
-static int run_proc(stmt_ctx *x, const char *proc, sim_proc_args *a, mcdc_error *err);
+static int run_proc(stmt_ctx *x, const char *proc, sim_proc_args *a, sql_params *dp, mcdc_error *err);
 static int send_error(stmt_ctx *x, const mcdc_error *err, int line);
 
 static int do_exec(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
@@ -2702,7 +2721,14 @@ static int do_exec(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *e
     if (np >= 2 && parts[np - 2][0]) snprintf(proc, sizeof proc, "%s.%s", parts[np - 2], parts[np - 1]);
     else snprintf(proc, sizeof proc, "%s", parts[np - 1]);
     sim_proc_args *a = mcdc_calloc(1, sizeof *a);
-    if (!a) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    sql_params *dp = mcdc_calloc(1, sizeof *dp);
+    int *out_tok = mcdc_calloc(32, sizeof *out_tok); /* OUTPUT argument: its caller variable's token + 1 */
+    if (!a || !dp || !out_tok) {
+        mcdc_free(a);
+        mcdc_free(dp);
+        mcdc_free(out_tok);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
     int rc = MCDC_OK;
     while (i < end && rc == MCDC_OK) {
         if (tsql_tok_op(&t[i], ",")) { i++; continue; }
@@ -2720,18 +2746,55 @@ static int do_exec(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *e
             i++;
         }
         rc = eval_value(x, t, s0, i, &a->vals[a->n], err);
+        if (i < end && (tsql_tok_is(&t[i], "OUTPUT") || tsql_tok_is(&t[i], "OUT"))) {
+            if (i == s0 + 1 && t[s0].t == TK_VAR) out_tok[a->n] = s0 + 1;
+            i++;
+        }
         a->n++;
-        if (i < end && (tsql_tok_is(&t[i], "OUTPUT") || tsql_tok_is(&t[i], "OUT"))) i++;
     }
-    if (rc == MCDC_OK) rc = run_proc(x, proc, a, err);
+    if (rc == MCDC_OK) rc = run_proc(x, proc, a, dp, err);
+    /* @callee = @caller OUTPUT: the caller's variable takes the value */
+    for (int d = 0; d < dp->n && rc == MCDC_OK; d++) {
+        int k = dp->arg[d];
+        if (k < 0 || !dp->output[d] || !out_tok[k]) continue;
+        char cn[SIM_NAME_MAX];
+        snprintf(cn, sizeof cn, "%.*s", t[out_tok[k] - 1].n, t[out_tok[k] - 1].s);
+        sim_var *from = var_find(x->s, dp->names[d]), *to = var_find(x->s, cn);
+        if (!to) { rc = sim_err(err, 137, "Must declare the scalar variable \"%s\".", cn); break; }
+        if (!from || from == to) continue;
+        sqlite3_stmt *st = x->s->conv; /* the value as an sqlite3_value */
+        sqlite3_reset(st);
+        sim_type vt = from->type;
+        char tn[64];
+        sim_type_format(&vt, tn, sizeof tn);
+        if (from->kind == SQLITE_INTEGER) sqlite3_bind_int64(st, 1, from->i);
+        else if (from->kind == SQLITE_FLOAT) sqlite3_bind_double(st, 1, from->f);
+        else if (from->kind == SQLITE_TEXT) sqlite3_bind_text(st, 1, (const char *)from->p, (int)from->n, SQLITE_TRANSIENT);
+        else if (from->kind == SQLITE_BLOB) sqlite3_bind_blob(st, 1, from->p, (int)from->n, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 2, tn, -1, SQLITE_TRANSIENT);
+        sqlite3_value *val = sqlite3_step(st) == SQLITE_ROW ? sqlite3_value_dup(sqlite3_column_value(st, 0)) : NULL;
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        rc = val ? var_assign(x->s, to, val, err) : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        sqlite3_value_free(val);
+    }
     args_free(a);
     mcdc_free(a);
+    mcdc_free(dp);
+    mcdc_free(out_tok);
     return rc;
 }
 
 /* sp_executesql: @stmt, @params, values. */
-static int exec_sql_with_params(stmt_ctx *x, sim_proc_args *a, mcdc_error *err) {
+static int arg_index(const sim_proc_args *a, const char *name) {
+    for (int k = 0; k < a->n; k++)
+        if (mcdc_str_ieq(a->names[k], name)) return k;
+    return -1;
+}
+
+static int exec_sql_with_params(stmt_ctx *x, sim_proc_args *a, sql_params *dp, mcdc_error *err) {
     sim_session *s = x->s;
+    dp->n = 0;
     const char *stmt = sim_arg_text(a, "@stmt", 0);
     if (!stmt) return sim_err(err, 214, "Procedure expects parameter '@statement' of type 'ntext/nchar/nvarchar'.");
     const char *decl = sim_arg_text(a, "@params", 1);
@@ -2750,17 +2813,29 @@ static int exec_sql_with_params(stmt_ctx *x, sim_proc_args *a, mcdc_error *err) 
             i++;
             sim_type ty;
             if (!parse_type_at(dt, &i, dn, &ty, tt, sizeof tt)) { rc = sim_err(err, 2715, "Cannot find data type %s.", tt); break; }
-            while (i < dn && !tsql_tok_op(&dt[i], ",")) i++; /* OUTPUT, = default */
+            bool out = false;
+            for (; i < dn && !tsql_tok_op(&dt[i], ","); i++) /* OUTPUT, = default */
+                if (tsql_tok_is(&dt[i], "OUTPUT") || tsql_tok_is(&dt[i], "OUT")) out = true;
             sim_var *v = var_find(s, name);
             if (!v) {
                 rc = var_declare(s, name, &ty, err);
                 v = var_find(s, name);
             }
             if (rc != MCDC_OK || !v) break;
-            sqlite3_value *val = sim_arg(a, name, -1);
-            if (!val && pos < a->n && !a->names[pos][0]) val = a->vals[pos];
+            int ai = arg_index(a, name);
+            if (ai < 0 && pos < a->n && !a->names[pos][0]) ai = pos;
             pos++;
-            if (val) rc = var_assign(s, v, val, err);
+            if (dp->n < 32) {
+                snprintf(dp->names[dp->n], SIM_NAME_MAX, "%s", name);
+                dp->arg[dp->n] = ai;
+                dp->output[dp->n++] = out;
+            }
+            if (ai >= 0 && x->rpc_params && ai + x->rpc_first < x->rpc_nparams &&
+                x->rpc_params[ai + x->rpc_first].output && !out)
+                rc = sim_err(err, 8162,
+                             "The formal parameter \"%s\" was not declared as an OUTPUT parameter, but the actual"
+                             " parameter passed in requested output.", name);
+            if (rc == MCDC_OK && ai >= 0) rc = var_assign(s, v, a->vals[ai], err);
         }
         mcdc_free(dt);
     }
@@ -2773,23 +2848,56 @@ static int exec_sql_with_params(stmt_ctx *x, sim_proc_args *a, mcdc_error *err) 
         return rc;
     }
     bool save = x->in_proc;
+    const sim_param *rp = x->rpc_params;
     x->in_proc = true;
+    x->rpc_params = NULL; /* an EXEC inside is no RPC */
     rc = run_tokens(x, toks, n);
     x->in_proc = save;
+    x->rpc_params = rp;
     mcdc_free(toks);
     return rc == SIM_EXEC_ABORTED ? -998 : MCDC_OK;
 }
 
-static int run_proc(stmt_ctx *x, const char *proc, sim_proc_args *a, mcdc_error *err) {
+/* A variable's value as the sink hands values out (borrowed from v). */
+static sim_value var_value(const sim_var *v) {
+    sim_value r = {SIM_V_NULL, 0, 0, NULL, 0};
+    switch (v->kind) {
+    case SQLITE_INTEGER: r.kind = SIM_V_INT; r.i = v->i; break;
+    case SQLITE_FLOAT: r.kind = SIM_V_REAL; r.f = v->f; break;
+    case SQLITE_TEXT: r.kind = SIM_V_TEXT; r.p = v->p; r.n = v->n; break;
+    case SQLITE_BLOB: r.kind = SIM_V_BLOB; r.p = v->p; r.n = v->n; break;
+    default: break;
+    }
+    return r;
+}
+
+/* RETURNVALUE tokens for the RPC's OUTPUT parameters, in RPC order. */
+static void send_outputs(stmt_ctx *x, const sql_params *dp) {
+    if (!x->rpc_params || !x->sink->return_value) return;
+    for (int k = x->rpc_first; k < x->rpc_nparams && !x->aborted; k++) {
+        if (!x->rpc_params[k].output) continue;
+        for (int d = 0; d < dp->n; d++) {
+            if (dp->arg[d] != k - x->rpc_first || !dp->output[d]) continue;
+            sim_var *v = var_find(x->s, dp->names[d]);
+            if (!v) break;
+            sim_value val = var_value(v);
+            if (x->sink->return_value(x->sink->ctx, k, dp->names[d], &v->type, &val)) x->aborted = true;
+            break;
+        }
+    }
+}
+
+static int run_proc(stmt_ctx *x, const char *proc, sim_proc_args *a, sql_params *dp, mcdc_error *err) {
     const char *p = proc;
     if (ci_prefix(p, "dbo.") ) p += 4;
     int status = 0, rc;
-    bool handled = false;
+    bool handled = false, sql = false;
     bool save = x->in_proc;
     x->in_proc = true;
+    dp->n = 0;
     if (mcdc_str_ieq(p, "sp_executesql") || mcdc_str_ieq(p, "sys.sp_executesql")) {
-        rc = exec_sql_with_params(x, a, err);
-        handled = true;
+        rc = exec_sql_with_params(x, a, dp, err);
+        handled = sql = true;
         if (rc == -998) { x->in_proc = save; return MCDC_OK; }
     } else {
         rc = sim_cdc_proc(x->s, p, a, x->sink, &status, err, &handled);
@@ -2799,6 +2907,7 @@ static int run_proc(stmt_ctx *x, const char *proc, sim_proc_args *a, mcdc_error 
         return sim_err(err, 2812, "Could not find stored procedure '%s'.", proc);
     if (rc != MCDC_OK) return rc;
     if (x->sink->return_status && x->sink->return_status(x->sink->ctx, status)) x->aborted = true;
+    if (sql) send_outputs(x, dp);
     send_done(x, 0, false, false);
     return MCDC_OK;
 }
@@ -3045,7 +3154,7 @@ static int run_tokens(stmt_ctx *x, const tsql_tok *t, int n) {
 }
 
 int sim_exec_batch(sim_session *s, const char *sql, size_t len, const sim_sink *sink) {
-    stmt_ctx x = {s, sink, false, false, sql};
+    stmt_ctx x = {s, sink, false, false, sql, NULL, 0, 0};
     tsql_tok *t = NULL;
     int n = 0;
     mcdc_error err = MCDC_ERROR_INIT;
@@ -3075,17 +3184,23 @@ const char *sim_arg_text(const sim_proc_args *a, const char *name, int pos) {
 }
 
 int sim_exec_rpc(sim_session *s, const char *proc_name, const sim_param *params, int nparams, const sim_sink *sink) {
-    stmt_ctx x = {s, sink, false, false, ""};
+    stmt_ctx x = {s, sink, false, false, "", params, nparams, 0};
     mcdc_error err = MCDC_ERROR_INIT;
     s->requests++;
     vars_clear(s);
     sim_proc_args *a = mcdc_calloc(1, sizeof *a);
-    if (!a) return SIM_EXEC_ABORTED;
+    sql_params *dp = mcdc_calloc(1, sizeof *dp);
+    if (!a || !dp) {
+        mcdc_free(a);
+        mcdc_free(dp);
+        return SIM_EXEC_ABORTED;
+    }
     /* values into sqlite3_values via the conversion statement */
     int rc = MCDC_OK;
     const char *proc = proc_name;
     int first = 0;
     if (mcdc_str_ieq(proc, "sp_prepexec")) { proc = "sp_executesql"; first = 1; }
+    x.rpc_first = first;
     for (int k = first; k < nparams && k - first < 32 && rc == MCDC_OK; k++) {
         const sim_param *p = &params[k];
         snprintf(a->names[a->n], SIM_NAME_MAX, "%s", p->name ? p->name : "");
@@ -3108,10 +3223,11 @@ int sim_exec_rpc(sim_session *s, const char *proc_name, const sim_param *params,
         sqlite3_clear_bindings(st);
         a->n++;
     }
-    if (rc == MCDC_OK) rc = run_proc(&x, proc, a, &err);
+    if (rc == MCDC_OK) rc = run_proc(&x, proc, a, dp, &err);
     if (rc != MCDC_OK) send_error(&x, &err, 1);
     args_free(a);
     mcdc_free(a);
+    mcdc_free(dp);
     vars_clear(s);
     return x.aborted ? SIM_EXEC_ABORTED : SIM_EXEC_OK;
 }
