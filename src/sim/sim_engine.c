@@ -43,11 +43,26 @@
  *   absorbed (sim.set_clock and a negative sim.advance_clock still move it).
  * - sim.fault spares the session that set it (by a per-login serial, not
  *   the SPID, which is reused).
- * - Sessions share one writer connection per database and every statement
- *   is committed to SQLite at once; other sessions may therefore read rows
- *   of a T-SQL transaction that is not committed yet (READ UNCOMMITTED for
- *   source tables), and two sessions never block each other (no locks).
- *   Change tables only ever hold committed, captured rows.
+ * - Isolation is READ COMMITTED approximated per table. Sessions share one
+ *   writer connection per database and every statement is committed to
+ *   SQLite at once (ROLLBACK replays undo SQL). A read - SELECT, SET/SELECT
+ *   @v = (SELECT ...), the expressions of IF and EXEC arguments - of a table
+ *   that another session's open transaction changed (DML or DDL; by table
+ *   name, past 16 tables any table of that database) waits until that
+ *   transaction commits or rolls back, polling every 5 ms: SET LOCK_TIMEOUT
+ *   n gives error 1222 after about n ms (0 at once; -1, the default, waits
+ *   forever); an ATTENTION (a client's query timeout) ends the wait; a
+ *   cycle of waiting sessions makes the session that closes it the
+ *   deadlock victim (error 1205, its transaction rolled back). Never wait:
+ *   reads WITH (NOLOCK)/READUNCOMMITTED or under SET TRANSACTION ISOLATION
+ *   LEVEL READ UNCOMMITTED (they see uncommitted rows); writers (INSERT,
+ *   UPDATE, DELETE, with their WHERE, subqueries and INSERT ... SELECT),
+ *   even on the same rows, so two open transactions may change one row and
+ *   the first ROLLBACK's undo overwrites the other's change; sys.* views,
+ *   CDC procedures and functions (change tables only ever hold committed,
+ *   captured rows). Readers hold no locks (writers never wait for them);
+ *   REPEATABLE READ, SERIALIZABLE and SNAPSHOT behave as this READ
+ *   COMMITTED.
  * - ROLLBACK undoes DML and CREATE TABLE, DROP TABLE, ALTER TABLE ADD/DROP
  *   COLUMN (with the cdc.ddl_history rows of the ALTER): a DDL inside a
  *   transaction saves a copy of the table (rows, rowids, CREATE statement,
@@ -699,6 +714,7 @@ int sim_login(sim_server *srv, sim_session **out, const char *user, const char *
     snprintf(s->login, sizeof s->login, "%s", user);
     s->admin = admin;
     s->packet_size = 4096;
+    s->lock_timeout_ms = -1;
     s->clk = srv->clk;
     s->clk.ctx = s;
     s->clk.spid = sess_clk_spid;
@@ -1342,6 +1358,77 @@ static int run_split(stmt_ctx *x, const xl_env *env, const sim_fast_split *sp, s
     return rc;
 }
 
+/* ---- READ COMMITTED ------------------------------------------------------ */
+#define SIM_LOCK_POLL_MS 5
+
+/* Under mu: another session whose open transaction changed a table res reads. */
+static sim_session *read_blocker(sim_session *s, const xl_result *res) {
+    sim_server *srv = s->srv;
+    for (int k = 0; k < MCDC_SIM_SESSIONS_MAX; k++) {
+        sim_session *o = srv->sessions[k];
+        if (!o || o == s || o->trancount == 0 || o->tran_db != s->db) continue;
+        if (o->tran_tables_all && o->tran_ntables > 0) return o;
+        for (int t = 0; t < res->ntables; t++)
+            for (int c = 0; c < o->tran_ntables; c++)
+                if (mcdc_str_ieq(o->tran_tables[c], res->tables[t].name)) return o;
+    }
+    return NULL;
+}
+
+/* Waits while another session's open transaction has changed a table the
+ * statement reads (READ COMMITTED at table granularity): until it commits
+ * or rolls back, SET LOCK_TIMEOUT (error 1222), an ATTENTION (the sink's
+ * poll), or a wait cycle (error 1205, this session's transaction rolled
+ * back as the deadlock victim). nolock: the statement reads with NOLOCK. */
+static int wait_committed(stmt_ctx *x, const xl_result *res, bool nolock, mcdc_error *err) {
+    sim_session *s = x->s;
+    sim_server *srv = s->srv;
+    if (res->ntables == 0 || nolock || s->read_uncommitted) return MCDC_OK;
+    int64_t waited_ms = 0;
+    int rc = MCDC_OK;
+    bool victim = false;
+    pthread_mutex_lock(&srv->mu);
+    for (;;) {
+        sim_session *b = read_blocker(s, res);
+        if (!b) break;
+        for (sim_session *w = b; w && !victim; w = w->waiting_for) victim = w == s;
+        if (victim) {
+            tran_rollback(s);
+            rc = sim_err(err, 1205,
+                         "Transaction (Process ID %d) was deadlocked on lock resources with another process and has been"
+                         " chosen as the deadlock victim. Rerun the transaction.",
+                         s->spid);
+            if (err) err->server_class = 13;
+            break;
+        }
+        if (s->lock_timeout_ms >= 0 && waited_ms >= s->lock_timeout_ms) {
+            rc = sim_err(err, 1222, "Lock request time out period exceeded.");
+            break;
+        }
+        s->waiting_for = b;
+        pthread_mutex_unlock(&srv->mu);
+        mcdc_sleep_ms(SIM_LOCK_POLL_MS);
+        waited_ms += SIM_LOCK_POLL_MS;
+        bool stop = x->sink->poll && x->sink->poll(x->sink->ctx);
+        pthread_mutex_lock(&srv->mu);
+        s->waiting_for = NULL;
+        if (stop) {
+            x->aborted = true;
+            rc = sim_err(err, 3617, "The query was cancelled while it waited for a lock.");
+            break;
+        }
+    }
+    pthread_mutex_unlock(&srv->mu);
+    if (victim && x->sink->transaction && x->sink->transaction(x->sink->ctx, 10, s->descriptor)) x->aborted = true;
+    return rc;
+}
+
+static bool has_nolock(const tsql_tok *t, int a, int b) {
+    for (int k = a; k < b; k++)
+        if (tsql_tok_is(&t[k], "NOLOCK") || tsql_tok_is(&t[k], "READUNCOMMITTED")) return true;
+    return false;
+}
+
 static int run_query(stmt_ctx *x, const tsql_tok *t, int a, int b, const sim_var **assign, int nassign,
                      mcdc_error *err) {
     sim_session *s = x->s;
@@ -1359,6 +1446,7 @@ static int run_query(stmt_ctx *x, const tsql_tok *t, int a, int b, const sim_var
     if (!res) { mcdc_buf_free(&wait); return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory"); }
     int rc = tsql_xlate(&env, t, a, b, &sql, res, err);
     if (rc == MCDC_OK) rc = check_select_perms(s, s->rd, res, err);
+    if (rc == MCDC_OK) rc = wait_committed(x, res, has_nolock(t, a, b), err);
     sqlite3_stmt *st = NULL;
     if (rc == MCDC_OK && sqlite3_prepare_v2(s->rd, (const char *)sql.data, -1, &st, NULL) != SQLITE_OK)
         rc = sim_sqlite_err(s->rd, SQLITE_ERROR, err);
@@ -1504,6 +1592,8 @@ static void undo_free_all(sim_session *s) {
 static void tran_reset(sim_session *s) {
     undo_free_all(s);
     s->trancount = 0;
+    s->tran_ntables = 0;
+    s->tran_tables_all = false;
     s->tran_logged = false;
     s->tran_cdc = false;
     s->tran_ncis = 0;
@@ -1547,6 +1637,19 @@ static int tran_ddl_join(sim_session *s, mcdc_error *err) {
                        s->tran_db->name, s->db->name);
     s->tran_db = s->db;
     return MCDC_OK;
+}
+
+/* Under mu: the open transaction changed table tbl (other sessions' reads
+ * of it wait until it ends). */
+static void tran_touch(sim_session *s, const char *tbl) {
+    if (s->trancount == 0 || s->tran_tables_all) return;
+    for (int k = 0; k < s->tran_ntables; k++)
+        if (mcdc_str_ieq(s->tran_tables[k], tbl)) return;
+    if (s->tran_ntables == (int)(sizeof s->tran_tables / sizeof s->tran_tables[0])) {
+        s->tran_tables_all = true;
+        return;
+    }
+    snprintf(s->tran_tables[s->tran_ntables++], SIM_NAME_MAX, "%s", tbl);
 }
 
 /* Appends "INSERT INTO <cat> VALUES (...);" for each row of catalog table
@@ -1792,6 +1895,7 @@ static int create_table(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_err
                 rc = sim_sql(s->db->w, err, "INSERT INTO __sim_tables VALUES (%Q, %Q, %Q, %d, %Q, 0)", name, schema,
                              parts[np - 1], next_object_id(s->db), "");
             sim_sql(s->db->w, NULL, rc == MCDC_OK ? "COMMIT" : "ROLLBACK");
+            if (rc == MCDC_OK) tran_touch(s, name);
             if (rc == MCDC_OK && s->trancount > 0) /* ROLLBACK drops it again */
                 undo_push(s, sqlite3_mprintf("DROP TABLE IF EXISTS \"%w\"; DELETE FROM __sim_columns WHERE tbl = %Q;"
                                              " DELETE FROM __sim_tables WHERE name = %Q; DELETE FROM __sim_grants WHERE object = %Q",
@@ -1951,6 +2055,8 @@ static int xlate_expr(stmt_ctx *x, sqlite3 *c, const tsql_tok *t, int a, int b, 
     xl_result *res = mcdc_malloc(sizeof *res);
     int rc = res ? tsql_xlate(&env, t, a, b, out, res, err) : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     if (rc == MCDC_OK && res && res->ntables) rc = check_select_perms(x->s, c, res, err);
+    /* a read (IF, EXEC arguments); the subqueries of DML do not wait */
+    if (rc == MCDC_OK && res && c == x->s->rd) rc = wait_committed(x, res, has_nolock(t, a, b), err);
     mcdc_free(res);
     mcdc_buf_free(&wait);
     return rc;
@@ -2076,6 +2182,7 @@ static int dml_exec(stmt_ctx *x, dml *d, int kind, const char *before_sql, const
     if (rc == MCDC_OK && n > 0) {
         tran_log_start(s);
         rc = dml_log(x, d, kind, &before, &after, set_cols, err);
+        if (rc == MCDC_OK && !implicit) tran_touch(s, d->tbl);
     }
     if (rc == MCDC_OK && implicit) rc = tran_commit(s, err);
     if (rc == MCDC_OK && !implicit) rc = sim_db_state_put(s->db, "lsn", (int64_t)s->db->lsn);
@@ -2447,6 +2554,7 @@ static int do_alter_table(stmt_ctx *x, const tsql_tok *t, int i, int end, const 
         if (!undo) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     }
     rc = tran_ddl_end(s, rc, undo, commit, err);
+    if (rc == MCDC_OK) tran_touch(s, tbl);
     pthread_mutex_unlock(&s->srv->mu);
     if (rc == MCDC_OK) send_done(x, 0, false, false);
     return rc;
@@ -2478,6 +2586,7 @@ static int do_drop(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *e
         if (rc == MCDC_OK) rc = sim_cdc_drop_table(s, tbl, err);
         if (rc == MCDC_OK) rc = sim_sql(s->db->w, err, "DROP TABLE \"%w\"; DELETE FROM __sim_columns WHERE tbl = %Q; DELETE FROM __sim_tables WHERE name = %Q; DELETE FROM __sim_grants WHERE object = %Q", tbl, tbl, tbl, tbl);
         rc = tran_ddl_end(s, rc, undo, commit, err);
+        if (rc == MCDC_OK) tran_touch(s, tbl);
         pthread_mutex_unlock(&s->srv->mu);
         if (rc == MCDC_OK) send_done(x, 0, false, false);
         return rc;
@@ -2671,7 +2780,18 @@ static int do_set(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *er
     }
     if (i + 1 < end && tsql_tok_is(&t[i], "NOCOUNT")) s->nocount = tsql_tok_is(&t[i + 1], "ON");
     if (i + 1 < end && tsql_tok_is(&t[i], "IMPLICIT_TRANSACTIONS")) s->implicit_tx = tsql_tok_is(&t[i + 1], "ON");
-    /* TEXTSIZE, LOCK_TIMEOUT, TRANSACTION ISOLATION LEVEL, ANSI_*, XACT_ABORT...: accepted */
+    if (i + 1 < end && tsql_tok_is(&t[i], "LOCK_TIMEOUT")) {
+        bool neg = i + 2 < end && tsql_tok_op(&t[i + 1], "-");
+        const tsql_tok *nt = &t[neg ? i + 2 : i + 1];
+        if (nt->t != TK_NUM) return syntax_err(err, t, i + 1, end);
+        char num[32];
+        snprintf(num, sizeof num, "%.*s", nt->n < 31 ? nt->n : 31, nt->s);
+        long long v = strtoll(num, NULL, 10);
+        s->lock_timeout_ms = neg ? -1 : v;
+    }
+    if (i + 3 < end && tsql_tok_is(&t[i], "TRANSACTION") && tsql_tok_is(&t[i + 1], "ISOLATION"))
+        s->read_uncommitted = tsql_tok_is(&t[i + 3], "READ") && i + 4 < end && tsql_tok_is(&t[i + 4], "UNCOMMITTED");
+    /* TEXTSIZE, other isolation levels (as READ COMMITTED), ANSI_*, XACT_ABORT...: accepted */
     send_done(x, 0, false, false);
     return MCDC_OK;
 }

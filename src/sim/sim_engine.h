@@ -121,6 +121,10 @@ typedef struct sim_sink {
      * sim_exec_rpc, name as declared ("@o"), value in the representation
      * above for type. May be NULL (the values are dropped). */
     int (*return_value)(void *ctx, int ordinal, const char *name, const sim_type *type, const sim_value *v);
+    /* Called every few milliseconds while a statement waits (a read blocked
+     * by another session's open transaction): non-zero stops the request as
+     * the other callbacks do (an ATTENTION arrived). May be NULL. */
+    int (*poll)(void *ctx);
 } sim_sink;
 
 #define SIM_EXEC_OK 0

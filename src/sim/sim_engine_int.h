@@ -90,6 +90,14 @@ struct sim_session {
     int tran_ncis;
     sim_undo *undo;
     uint64_t descriptor;
+    /* READ COMMITTED (sim_engine.c wait_committed): tables this session's
+     * open transaction changed ("dbo.t"), under mu; all = more than fit */
+    char tran_tables[16][SIM_NAME_MAX];
+    int tran_ntables;
+    bool tran_tables_all;
+    struct sim_session *waiting_for; /* under mu: the session a read waits for */
+    int64_t lock_timeout_ms;         /* SET LOCK_TIMEOUT; -1 = wait forever */
+    bool read_uncommitted;           /* SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED */
     /* faults / stats */
     int64_t req_rows;      /* rows of the current request: only the session's thread */
     int64_t net_wait_ms, net_waits, net_wait_max_ms; /* sim_session_add_network_wait */

@@ -791,6 +791,14 @@ static int cb_return_value(void *ctx, int ordinal, const char *name, const sim_t
     return 0;
 }
 
+/* The engine waits (a blocked read): look for an ATTENTION meanwhile. */
+static int cb_poll(void *ctx) {
+    sim_tds_result *r = ctx;
+    if (r->stopped) return 1;
+    if (r->check && r->check(r->check_ctx, r, 1)) return r->stopped = true, 1;
+    return 0;
+}
+
 void sim_tds_result_sink(sim_tds_result *r, sim_sink *s) {
     memset(s, 0, sizeof *s);
     s->ctx = r;
@@ -802,4 +810,5 @@ void sim_tds_result_sink(sim_tds_result *r, sim_sink *s) {
     s->transaction = cb_transaction;
     s->return_status = cb_return_status;
     s->return_value = cb_return_value;
+    s->poll = cb_poll;
 }

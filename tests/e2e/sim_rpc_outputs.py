@@ -1,6 +1,6 @@
 """RPC output parameters and prepared handles against the real mssql-cdc-sim.
 
-usage: sim_rpc_outputs.py PORT PASSWORD (run by sim_rpc_outputs.sh). Raw TDS
+usage: sim_rpc_outputs.py PORT PASSWORD (run by sim_fidelity.sh). Raw TDS
 RPCs by ProcID (sp_prepare, sp_execute, sp_prepexec, sp_unprepare) check the
 RETURNVALUE tokens byte by byte (ordinal = position in the RPC as sent,
 0-based; the handle before the output parameters); python-tds and pymssql
@@ -13,16 +13,12 @@ import sys
 import pymssql
 import pytds
 
+from sim_check import Checks
 from sim_tdsraw import pkt, raw_login, raw_session, read_msg
 
 PORT, PASSWORD = int(sys.argv[1]), sys.argv[2]
-passed = failed = 0
-
-
-def check(name, cond, detail=""):
-    global passed, failed
-    passed, failed = (passed + 1, failed) if cond else (passed, failed + 1)
-    print(f"{'ok  ' if cond else 'FAIL'} rpc: {name} {'' if cond else detail}")
+C = Checks("rpc")
+check = C.check
 
 
 def bvarchar(s):
@@ -122,14 +118,4 @@ def client_checks():
     p.close()
 
 
-def main():
-    for f in (raw_checks, client_checks):
-        try:
-            f()
-        except Exception as e:  # a crash is a failure, the rest still runs
-            check(f"{f.__name__} raised", False, repr(e))
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
-
-
-main()
+C.run(raw_checks, client_checks)

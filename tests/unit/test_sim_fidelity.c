@@ -1,6 +1,7 @@
 /* test_sim_fidelity.c - fidelity fixes reported by the reader's author:
  * faults and reused SPIDs, exact numeric literals, nested AT TIME ZONE,
- * string functions, large multi-row INSERTs with date and GUID literals. */
+ * string functions, large multi-row INSERTs with date and GUID literals;
+ * exact decimals, ROLLBACK of DDL, READ COMMITTED between sessions. */
 #include "sim_engine_int.h"
 #include "test_sim_helpers.h"
 
@@ -382,4 +383,130 @@ TEST(sim_rollback_undoes_ddl) {
     sim_server_close(srv);
     test_rmdir(dir);
     free(c);
+}
+
+typedef struct bg_query {
+    sim_session *s;
+    coll *c;
+    const char *sql;
+    _Atomic int done;
+    int polls_until_stop; /* > 0: the sink's poll stops the request after this many calls */
+    int exec_rc;
+} bg_query;
+
+static int bg_poll(void *ctx) {
+    (void)ctx;
+    return 0;
+}
+
+static bg_query *g_bg_poll_q; /* the query whose poll counts down (one at a time) */
+static int bg_poll_countdown(void *ctx) {
+    (void)ctx;
+    return g_bg_poll_q && --g_bg_poll_q->polls_until_stop <= 0;
+}
+
+static void *bg_run(void *arg) {
+    bg_query *q = arg;
+    memset(q->c, 0, sizeof *q->c);
+    sim_sink k = {q->c, coll_columns, coll_row, coll_done, coll_msg, coll_db, coll_tran, coll_status, coll_retval,
+                  q->polls_until_stop > 0 ? bg_poll_countdown : bg_poll};
+    q->exec_rc = sim_exec_batch(q->s, q->sql, strlen(q->sql), &k);
+    q->done = 1;
+    return NULL;
+}
+
+static void bg_start(pthread_t *th, bg_query *q, sim_session *s, coll *c, const char *sql) {
+    q->s = s;
+    q->c = c;
+    q->sql = sql;
+    q->done = 0;
+    pthread_create(th, NULL, bg_run, q);
+}
+
+TEST(sim_read_committed_between_sessions) {
+    char dir[64];
+    coll *c = calloc(1, sizeof *c), *cb = calloc(1, sizeof *cb);
+    sim_session *a;
+    sim_server *srv = fid_open(dir, sizeof dir, &a, c);
+    sim_session *b = test_login(srv, "sa", "Sa_Passw0rd", "lab");
+    run(a, c, "CREATE TABLE dbo.t (id int NOT NULL PRIMARY KEY, v int NULL); CREATE TABLE dbo.other (id int NULL);"
+              " INSERT INTO dbo.t VALUES (1, 10)");
+    CHECK_EQ_INT(c->nerrors, 0);
+    run(a, c, "BEGIN TRAN; INSERT INTO dbo.t VALUES (2, 20)");
+    /* a reader of dbo.t waits for the open transaction... */
+    pthread_t th;
+    bg_query q = {0};
+    bg_start(&th, &q, b, cb, "SELECT COUNT(*) FROM dbo.t");
+    mcdc_sleep_ms(150);
+    CHECK(!q.done);
+    /* ...while other tables, NOLOCK, READ UNCOMMITTED and writers go on */
+    coll *c2 = calloc(1, sizeof *c2);
+    sim_session *r = test_login(srv, "sa", "Sa_Passw0rd", "lab");
+    CHECK_EQ_STR(scalar(r, c2, "SELECT COUNT(*) FROM dbo.other"), "0");
+    CHECK_EQ_STR(scalar(r, c2, "SELECT COUNT(*) FROM dbo.t WITH (NOLOCK)"), "2");
+    run(r, c2, "INSERT INTO dbo.t VALUES (3, 30)");
+    CHECK_EQ_INT(c2->nerrors, 0);
+    run(r, c2, "SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED; SELECT COUNT(*) FROM dbo.t");
+    CHECK_EQ_STR(c2->rows[0], "3");
+    run(r, c2, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED");
+    /* the session itself reads its own changes */
+    CHECK_EQ_STR(scalar(a, c, "SELECT COUNT(*) FROM dbo.t"), "3");
+    /* SET LOCK_TIMEOUT: error 1222, the batch goes on */
+    int64_t t0 = mcdc_monotonic_us();
+    run(r, c2, "SET LOCK_TIMEOUT 50; SELECT COUNT(*) FROM dbo.t; SELECT 7");
+    int64_t waited_ms = (mcdc_monotonic_us() - t0) / 1000;
+    CHECK_EQ_INT(c2->err_number, 1222);
+    CHECK_EQ_STR(c2->err_text, "Lock request time out period exceeded.");
+    CHECK_EQ_STR(c2->rows[0], "7");
+    CHECK(waited_ms >= 50 && waited_ms < 1000);
+    run(r, c2, "SET LOCK_TIMEOUT 0; DECLARE @n int; SET @n = (SELECT COUNT(*) FROM dbo.t)");
+    CHECK_EQ_INT(c2->err_number, 1222);
+    CHECK(!q.done);
+    /* COMMIT releases the waiting reader, which sees the committed rows */
+    run(a, c, "COMMIT");
+    pthread_join(th, NULL);
+    CHECK(q.done);
+    CHECK_EQ_INT(cb->nerrors, 0);
+    CHECK_EQ_STR(cb->rows[0], "3");
+    /* ROLLBACK releases it too, without the rolled-back row */
+    run(a, c, "BEGIN TRAN; DELETE FROM dbo.t WHERE id = 1");
+    bg_start(&th, &q, b, cb, "SELECT COUNT(*) FROM dbo.t WHERE id = 1");
+    mcdc_sleep_ms(50);
+    CHECK(!q.done);
+    run(a, c, "ROLLBACK");
+    pthread_join(th, NULL);
+    CHECK_EQ_STR(cb->rows[0], "1");
+    /* an ATTENTION (the sink's poll) ends a waiting request */
+    run(a, c, "BEGIN TRAN; UPDATE dbo.t SET v = 0");
+    q.polls_until_stop = 3;
+    g_bg_poll_q = &q;
+    bg_start(&th, &q, b, cb, "SELECT COUNT(*) FROM dbo.t");
+    pthread_join(th, NULL);
+    g_bg_poll_q = NULL;
+    q.polls_until_stop = 0;
+    CHECK_EQ_INT(q.exec_rc, SIM_EXEC_ABORTED);
+    CHECK_EQ_INT(cb->nrows, 0);
+    run(a, c, "COMMIT");
+    /* a wait cycle: the second waiter is the deadlock victim (1205), its
+     * transaction rolled back; the first then goes on */
+    run(a, c, "BEGIN TRAN; UPDATE dbo.t SET v = 1 WHERE id = 1");
+    run(b, cb, "BEGIN TRAN; INSERT INTO dbo.other VALUES (5)");
+    bg_start(&th, &q, b, cb, "SELECT COUNT(*) FROM dbo.t");
+    mcdc_sleep_ms(50);
+    run(a, c, "SELECT COUNT(*) FROM dbo.other");
+    CHECK_EQ_INT(c->err_number, 1205);
+    pthread_join(th, NULL);
+    CHECK_EQ_INT(cb->nerrors, 0);
+    CHECK_EQ_STR(cb->rows[0], "3");
+    run(a, c, "SELECT @@TRANCOUNT, (SELECT v FROM dbo.t WHERE id = 1)");
+    CHECK_EQ_STR(c->rows[0], "0|0");
+    run(b, cb, "COMMIT");
+    sim_session_close(r);
+    sim_session_close(b);
+    sim_session_close(a);
+    sim_server_close(srv);
+    test_rmdir(dir);
+    free(c);
+    free(c2);
+    free(cb);
 }

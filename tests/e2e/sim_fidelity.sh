@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
+# Simulator fidelity against the real mssql-cdc-sim, through TDS:
 # RPC OUTPUT parameters and prepared handles (sp_prepare, sp_execute,
-# sp_prepexec, sp_unprepare, sp_executesql OUTPUT) against the real
-# mssql-cdc-sim, raw TDS and python-tds/pymssql (tests/e2e/sim_rpc_outputs.py).
+# sp_prepexec, sp_unprepare, sp_executesql OUTPUT; tests/e2e/sim_rpc_outputs.py)
+# and READ COMMITTED between sessions (waits, LOCK_TIMEOUT, ATTENTION;
+# tests/e2e/sim_isolation.py), with raw TDS, python-tds and pymssql.
 # Ends with "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,4 +28,13 @@ SIM_PID=$!
 for _ in $(seq 100); do [ -s "$TMP/ready" ] && break; sleep 0.1; done
 PORT=$(cat "$TMP/ready" 2>/dev/null)
 if [ -z "$PORT" ]; then cat "$TMP/sim.err"; echo "0 passed, 1 failed"; exit 1; fi
-(cd tests/e2e && timeout 120 "$PY" sim_rpc_outputs.py "$PORT" "$PW")
+PASS=0; FAIL=0
+for t in sim_rpc_outputs.py sim_isolation.py; do
+  (cd tests/e2e && timeout 120 "$PY" "$t" "$PORT" "$PW") >"$TMP/out" 2>&1
+  cat "$TMP/out"
+  line=$(tail -1 "$TMP/out")
+  p=$(echo "$line" | grep -oE '^[0-9]+ passed' | grep -oE '[0-9]+'); f=$(echo "$line" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+')
+  PASS=$((PASS + ${p:-0})); FAIL=$((FAIL + ${f:-1}))
+done
+echo "$PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]
