@@ -53,16 +53,20 @@
  *   n gives error 1222 after about n ms (0 at once; -1, the default, waits
  *   forever); an ATTENTION (a client's query timeout) ends the wait; a
  *   cycle of waiting sessions makes the session that closes it the
- *   deadlock victim (error 1205, its transaction rolled back). Never wait:
- *   reads WITH (NOLOCK)/READUNCOMMITTED or under SET TRANSACTION ISOLATION
- *   LEVEL READ UNCOMMITTED (they see uncommitted rows); writers (INSERT,
- *   UPDATE, DELETE, with their WHERE, subqueries and INSERT ... SELECT),
- *   even on the same rows, so two open transactions may change one row and
- *   the first ROLLBACK's undo overwrites the other's change; sys.* views,
- *   CDC procedures and functions (change tables only ever hold committed,
- *   captured rows). Readers hold no locks (writers never wait for them);
- *   REPEATABLE READ, SERIALIZABLE and SNAPSHOT behave as this READ
- *   COMMITTED.
+ *   deadlock victim (error 1205, its transaction rolled back). Writers
+ *   wait by row: an UPDATE/DELETE whose WHERE matches a row (by rowid)
+ *   another open transaction inserted, updated or deleted, and an
+ *   INSERT/UPDATE that hits a duplicate key in a table another open
+ *   transaction changed, wait for that transaction (same timeout, attention
+ *   and deadlock rules), then run again; past 65536 rows a transaction
+ *   holds every row of its tables. Otherwise writers do not wait: the
+ *   WHERE, subqueries and INSERT ... SELECT of DML read uncommitted rows,
+ *   DDL takes no schema lock. Never wait either: reads WITH (NOLOCK)/
+ *   READUNCOMMITTED or under SET TRANSACTION ISOLATION LEVEL READ
+ *   UNCOMMITTED (they see uncommitted rows); sys.* views, CDC procedures
+ *   and functions (change tables only ever hold committed, captured rows).
+ *   Readers hold no locks (writers never wait for them); REPEATABLE READ,
+ *   SERIALIZABLE and SNAPSHOT behave as this READ COMMITTED.
  * - ROLLBACK undoes DML and CREATE TABLE, DROP TABLE, ALTER TABLE ADD/DROP
  *   COLUMN (with the cdc.ddl_history rows of the ALTER): a DDL inside a
  *   transaction saves a copy of the table (rows, rowids, CREATE statement,
@@ -743,6 +747,7 @@ void sim_session_close(sim_session *s) {
     if (s->trancount > 0) tran_rollback(s);
     for (int k = 0; k < MCDC_SIM_SESSIONS_MAX; k++) if (srv->sessions[k] == s) srv->sessions[k] = NULL;
     pthread_mutex_unlock(&srv->mu);
+    mcdc_free(s->tran_rows);
     vars_clear(s);
     fast_cache_drop(s);
     if (s->conv) sqlite3_finalize(s->conv);
@@ -1375,21 +1380,20 @@ static sim_session *read_blocker(sim_session *s, const xl_result *res) {
     return NULL;
 }
 
-/* Waits while another session's open transaction has changed a table the
- * statement reads (READ COMMITTED at table granularity): until it commits
- * or rolls back, SET LOCK_TIMEOUT (error 1222), an ATTENTION (the sink's
- * poll), or a wait cycle (error 1205, this session's transaction rolled
- * back as the deadlock victim). nolock: the statement reads with NOLOCK. */
-static int wait_committed(stmt_ctx *x, const xl_result *res, bool nolock, mcdc_error *err) {
+/* Waits while blocker(s, arg) (called under mu) names another session:
+ * until SET LOCK_TIMEOUT (error 1222), an ATTENTION (the sink's poll), or a
+ * wait cycle (error 1205, this session's transaction rolled back as the
+ * deadlock victim). */
+static int wait_while(stmt_ctx *x, sim_session *(*blocker)(sim_session *s, const void *arg), const void *arg,
+                      mcdc_error *err) {
     sim_session *s = x->s;
     sim_server *srv = s->srv;
-    if (res->ntables == 0 || nolock || s->read_uncommitted) return MCDC_OK;
     int64_t waited_ms = 0;
     int rc = MCDC_OK;
     bool victim = false;
     pthread_mutex_lock(&srv->mu);
     for (;;) {
-        sim_session *b = read_blocker(s, res);
+        sim_session *b = blocker(s, arg);
         if (!b) break;
         for (sim_session *w = b; w && !victim; w = w->waiting_for) victim = w == s;
         if (victim) {
@@ -1421,6 +1425,16 @@ static int wait_committed(stmt_ctx *x, const xl_result *res, bool nolock, mcdc_e
     pthread_mutex_unlock(&srv->mu);
     if (victim && x->sink->transaction && x->sink->transaction(x->sink->ctx, 10, s->descriptor)) x->aborted = true;
     return rc;
+}
+
+static sim_session *read_blocker_cb(sim_session *s, const void *res) { return read_blocker(s, res); }
+
+/* READ COMMITTED at table granularity: waits while another session's open
+ * transaction has changed a table the statement reads. nolock: the
+ * statement reads WITH (NOLOCK). */
+static int wait_committed(stmt_ctx *x, const xl_result *res, bool nolock, mcdc_error *err) {
+    if (res->ntables == 0 || nolock || x->s->read_uncommitted) return MCDC_OK;
+    return wait_while(x, read_blocker_cb, res, err);
 }
 
 static bool has_nolock(const tsql_tok *t, int a, int b) {
@@ -1594,6 +1608,10 @@ static void tran_reset(sim_session *s) {
     s->trancount = 0;
     s->tran_ntables = 0;
     s->tran_tables_all = false;
+    mcdc_free(s->tran_rows);
+    s->tran_rows = NULL;
+    s->tran_nrows = s->tran_rows_cap = 0;
+    s->tran_rows_all = false;
     s->tran_logged = false;
     s->tran_cdc = false;
     s->tran_ncis = 0;
@@ -1641,15 +1659,52 @@ static int tran_ddl_join(sim_session *s, mcdc_error *err) {
 
 /* Under mu: the open transaction changed table tbl (other sessions' reads
  * of it wait until it ends). */
-static void tran_touch(sim_session *s, const char *tbl) {
-    if (s->trancount == 0 || s->tran_tables_all) return;
+static int tran_touch(sim_session *s, const char *tbl) {
+    if (s->trancount == 0 || s->tran_tables_all) return -1;
     for (int k = 0; k < s->tran_ntables; k++)
-        if (mcdc_str_ieq(s->tran_tables[k], tbl)) return;
+        if (mcdc_str_ieq(s->tran_tables[k], tbl)) return k;
     if (s->tran_ntables == (int)(sizeof s->tran_tables / sizeof s->tran_tables[0])) {
         s->tran_tables_all = true;
-        return;
+        return -1;
     }
-    snprintf(s->tran_tables[s->tran_ntables++], SIM_NAME_MAX, "%s", tbl);
+    snprintf(s->tran_tables[s->tran_ntables], SIM_NAME_MAX, "%s", tbl);
+    return s->tran_ntables++;
+}
+
+/* Under mu: the open transaction changed row rowid of its table number
+ * table (from tran_touch; -1: not tracked). */
+static void tran_touch_row(sim_session *s, int table, int64_t rowid) {
+    if (table < 0 || s->tran_rows_all) return;
+    if (s->tran_nrows == s->tran_rows_cap) {
+        int cap = s->tran_rows_cap ? s->tran_rows_cap * 2 : 64;
+        sim_tran_row *nr = cap <= SIM_TRAN_ROWS_MAX ? mcdc_realloc(s->tran_rows, (size_t)cap * sizeof *nr) : NULL;
+        if (!nr) { /* past the limit (or out of memory): every row of its tables */
+            s->tran_rows_all = true;
+            return;
+        }
+        s->tran_rows = nr;
+        s->tran_rows_cap = cap;
+    }
+    s->tran_rows[s->tran_nrows++] = (sim_tran_row){table, rowid};
+}
+
+/* Under mu: another session whose open transaction changed table tbl
+ * (rowid < 0) or row rowid of it. */
+static sim_session *write_blocker(sim_session *s, const char *tbl, int64_t rowid) {
+    sim_server *srv = s->srv;
+    for (int k = 0; k < MCDC_SIM_SESSIONS_MAX; k++) {
+        sim_session *o = srv->sessions[k];
+        if (!o || o == s || o->trancount == 0 || o->tran_db != s->db) continue;
+        if (o->tran_tables_all && o->tran_ntables > 0) return o;
+        int ti = -1;
+        for (int c = 0; c < o->tran_ntables && ti < 0; c++)
+            if (mcdc_str_ieq(o->tran_tables[c], tbl)) ti = c;
+        if (ti < 0) continue;
+        if (rowid < 0 || o->tran_rows_all) return o;
+        for (int r = 0; r < o->tran_nrows; r++)
+            if (o->tran_rows[r].table == ti && o->tran_rows[r].rowid == rowid) return o;
+    }
+    return NULL;
 }
 
 /* Appends "INSERT INTO <cat> VALUES (...);" for each row of catalog table
@@ -2146,11 +2201,45 @@ static int dml_log(stmt_ctx *x, dml *d, int kind, img_set *before, img_set *afte
 
 /* Runs the write part of a DML under the mutex in one SQLite transaction.
  * before_sql may be NULL; write_sql has RETURNING rowid, cols. */
+/* The session a write waits for, in the transaction it had then. */
+typedef struct tran_ref {
+    sim_session *s;
+    uint64_t descriptor;
+} tran_ref;
+
+static sim_session *tran_still_open(sim_session *s, const void *arg) {
+    const tran_ref *t = arg;
+    for (int k = 0; k < MCDC_SIM_SESSIONS_MAX; k++)
+        if (s->srv->sessions[k] == t->s)
+            return t->s->trancount > 0 && t->s->descriptor == t->descriptor ? t->s : NULL;
+    return NULL;
+}
+
+#define DML_BLOCKED 1 /* dml_exec_once: another open transaction holds a row */
+
+static int dml_exec_once(stmt_ctx *x, dml *d, int kind, const char *before_sql, const char *write_sql,
+                         const bool *set_cols, int64_t *count, tran_ref *blocked, mcdc_error *err);
+
+/* Runs the write part of a DML. A write of a row that another session's
+ * open transaction changed, or one that hits a duplicate key in a table such
+ * a transaction changed, waits for that transaction to end, then runs again. */
 static int dml_exec(stmt_ctx *x, dml *d, int kind, const char *before_sql, const char *write_sql, const bool *set_cols,
                     int64_t *count, mcdc_error *err) {
+    for (;;) {
+        tran_ref blocked = {NULL, 0};
+        int rc = dml_exec_once(x, d, kind, before_sql, write_sql, set_cols, count, &blocked, err);
+        if (rc != DML_BLOCKED) return rc;
+        rc = wait_while(x, tran_still_open, &blocked, err);
+        if (rc != MCDC_OK) return rc;
+    }
+}
+
+static int dml_exec_once(stmt_ctx *x, dml *d, int kind, const char *before_sql, const char *write_sql,
+                         const bool *set_cols, int64_t *count, tran_ref *blocked, mcdc_error *err) {
     sim_session *s = x->s;
     sim_server *srv = s->srv;
     img_set before = {0}, after = {0};
+    *count = 0;
     pthread_mutex_lock(&srv->mu);
     if (s->tran_db && s->tran_db != s->db) {
         pthread_mutex_unlock(&srv->mu);
@@ -2171,18 +2260,29 @@ static int dml_exec(stmt_ctx *x, dml *d, int kind, const char *before_sql, const
         if (rc == MCDC_OK) rc = img_collect(&before, w, st, d->ncols, err);
         sqlite3_finalize(st);
         st = NULL;
+        for (int r = 0; r < before.n && rc == MCDC_OK && !blocked->s; r++)
+            blocked->s = write_blocker(s, d->tbl, before.rows[r].rowid);
+        if (blocked->s) rc = DML_BLOCKED;
     }
     if (rc == MCDC_OK) {
         if (sqlite3_prepare_v2(w, write_sql, -1, &st, NULL) != SQLITE_OK) rc = sim_sqlite_err(w, SQLITE_ERROR, err);
         if (rc == MCDC_OK) rc = bind_vars(s, st, err);
         if (rc == MCDC_OK) rc = img_collect(&after, w, st, d->ncols, err);
         sqlite3_finalize(st);
+        /* a duplicate key may be another open transaction's row */
+        if (rc != MCDC_OK && err && err->server_number == 2627 && (blocked->s = write_blocker(s, d->tbl, -1)) != NULL) {
+            mcdc_error_clear(err);
+            rc = DML_BLOCKED;
+        }
     }
+    if (blocked->s) blocked->descriptor = blocked->s->descriptor;
     int64_t n = after.n;
     if (rc == MCDC_OK && n > 0) {
         tran_log_start(s);
         rc = dml_log(x, d, kind, &before, &after, set_cols, err);
-        if (rc == MCDC_OK && !implicit) tran_touch(s, d->tbl);
+        int ti = rc == MCDC_OK && !implicit ? tran_touch(s, d->tbl) : -1;
+        const img_set *rows = kind == 1 ? &after : &before;
+        for (int r = 0; r < rows->n && ti >= 0; r++) tran_touch_row(s, ti, rows->rows[r].rowid);
     }
     if (rc == MCDC_OK && implicit) rc = tran_commit(s, err);
     if (rc == MCDC_OK && !implicit) rc = sim_db_state_put(s->db, "lsn", (int64_t)s->db->lsn);

@@ -56,6 +56,13 @@ typedef struct sim_fault {
     int64_t seen; /* queries seen since set (drop_at_query) */
 } sim_fault;
 
+/* A row an open transaction changed: writers of the same row wait. */
+typedef struct sim_tran_row {
+    int table;     /* index in sim_session.tran_tables */
+    int64_t rowid;
+} sim_tran_row;
+#define SIM_TRAN_ROWS_MAX 65536
+
 typedef struct sim_undo {
     char *sql; /* owned; run in reverse order on ROLLBACK */
     char *commit_sql; /* owned or NULL; run on COMMIT (drops a DDL's saved copy) */
@@ -95,7 +102,10 @@ struct sim_session {
     char tran_tables[16][SIM_NAME_MAX];
     int tran_ntables;
     bool tran_tables_all;
-    struct sim_session *waiting_for; /* under mu: the session a read waits for */
+    struct sim_tran_row *tran_rows;  /* owned, under mu: rows the open transaction changed */
+    int tran_nrows, tran_rows_cap;
+    bool tran_rows_all;              /* more than SIM_TRAN_ROWS_MAX: every row of tran_tables */
+    struct sim_session *waiting_for; /* under mu: the session a statement waits for */
     int64_t lock_timeout_ms;         /* SET LOCK_TIMEOUT; -1 = wait forever */
     bool read_uncommitted;           /* SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED */
     /* faults / stats */

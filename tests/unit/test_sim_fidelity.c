@@ -423,6 +423,29 @@ static void bg_start(pthread_t *th, bg_query *q, sim_session *s, coll *c, const 
     pthread_create(th, NULL, bg_run, q);
 }
 
+/* a runs hold (opens a transaction); waiter runs on b in the background and
+ * must still be waiting after ms; then a runs end and waiter finishes.
+ * Returns whether it waited; b's results are in cb. */
+static bool waits_for(sim_session *a, coll *c, const char *hold, sim_session *b, coll *cb, const char *waiter,
+                      int ms, const char *end) {
+    pthread_t th;
+    bg_query q = {0};
+    run(a, c, hold);
+    bg_start(&th, &q, b, cb, waiter);
+    mcdc_sleep_ms(ms);
+    bool waited = !q.done;
+    run(a, c, end);
+    pthread_join(th, NULL);
+    return waited;
+}
+
+static void lab_close(sim_server *srv, const char *dir, sim_session **ss, int ns, coll **cs, int nc) {
+    for (int k = 0; k < ns; k++) sim_session_close(ss[k]);
+    sim_server_close(srv);
+    test_rmdir(dir);
+    for (int k = 0; k < nc; k++) free(cs[k]);
+}
+
 TEST(sim_read_committed_between_sessions) {
     char dir[64];
     coll *c = calloc(1, sizeof *c), *cb = calloc(1, sizeof *cb);
@@ -469,12 +492,8 @@ TEST(sim_read_committed_between_sessions) {
     CHECK_EQ_INT(cb->nerrors, 0);
     CHECK_EQ_STR(cb->rows[0], "3");
     /* ROLLBACK releases it too, without the rolled-back row */
-    run(a, c, "BEGIN TRAN; DELETE FROM dbo.t WHERE id = 1");
-    bg_start(&th, &q, b, cb, "SELECT COUNT(*) FROM dbo.t WHERE id = 1");
-    mcdc_sleep_ms(50);
-    CHECK(!q.done);
-    run(a, c, "ROLLBACK");
-    pthread_join(th, NULL);
+    CHECK(waits_for(a, c, "BEGIN TRAN; DELETE FROM dbo.t WHERE id = 1", b, cb, "SELECT COUNT(*) FROM dbo.t WHERE id = 1",
+                    50, "ROLLBACK"));
     CHECK_EQ_STR(cb->rows[0], "1");
     /* an ATTENTION (the sink's poll) ends a waiting request */
     run(a, c, "BEGIN TRAN; UPDATE dbo.t SET v = 0");
@@ -501,12 +520,39 @@ TEST(sim_read_committed_between_sessions) {
     run(a, c, "SELECT @@TRANCOUNT, (SELECT v FROM dbo.t WHERE id = 1)");
     CHECK_EQ_STR(c->rows[0], "0|0");
     run(b, cb, "COMMIT");
-    sim_session_close(r);
-    sim_session_close(b);
-    sim_session_close(a);
-    sim_server_close(srv);
-    test_rmdir(dir);
-    free(c);
-    free(c2);
-    free(cb);
+    lab_close(srv, dir, (sim_session *[]){r, b, a}, 3, (coll *[]){c, c2, cb}, 3);
+}
+
+TEST(sim_writers_wait_for_the_same_rows) {
+    char dir[64];
+    coll *c = calloc(1, sizeof *c), *cb = calloc(1, sizeof *cb), *c2 = calloc(1, sizeof *c2);
+    sim_session *a;
+    sim_server *srv = fid_open(dir, sizeof dir, &a, c);
+    sim_session *b = test_login(srv, "sa", "Sa_Passw0rd", "lab");
+    run(a, c, "CREATE TABLE dbo.t (id int NOT NULL PRIMARY KEY, v int NULL); INSERT INTO dbo.t VALUES (1, 10), (2, 20)");
+    CHECK_EQ_INT(c->nerrors, 0);
+    run(a, c, "BEGIN TRAN; UPDATE dbo.t SET v = 11 WHERE id = 1");
+    /* another row: at once */
+    run(b, cb, "UPDATE dbo.t SET v = 21 WHERE id = 2");
+    CHECK_EQ_INT(cb->nerrors, 0);
+    CHECK_EQ_INT((int)cb->last_count, 1);
+    /* the same row: waits (LOCK_TIMEOUT -> 1222) */
+    run(b, cb, "SET LOCK_TIMEOUT 30; UPDATE dbo.t SET v = 12 WHERE id = 1");
+    CHECK_EQ_INT(cb->err_number, 1222);
+    run(b, cb, "SET LOCK_TIMEOUT -1");
+    CHECK(waits_for(a, c, "SELECT 1", b, cb, "UPDATE dbo.t SET v = v + 100 WHERE id = 1", 100, "COMMIT"));
+    CHECK_EQ_INT(cb->nerrors, 0);
+    sim_session *r = test_login(srv, "sa", "Sa_Passw0rd", "lab");
+    CHECK_EQ_STR(scalar(r, c2, "SELECT v FROM dbo.t WHERE id = 1"), "111"); /* on top of the committed 11 */
+    /* a key another open transaction inserted: waits; after its ROLLBACK the insert succeeds */
+    CHECK(waits_for(a, c, "BEGIN TRAN; INSERT INTO dbo.t VALUES (3, 30)", b, cb, "INSERT INTO dbo.t VALUES (3, 33)", 100,
+                    "ROLLBACK"));
+    CHECK_EQ_INT(cb->nerrors, 0);
+    CHECK_EQ_STR(scalar(r, c2, "SELECT v FROM dbo.t WHERE id = 3"), "33");
+    /* ... and after a COMMIT it is a duplicate key */
+    CHECK(waits_for(a, c, "BEGIN TRAN; INSERT INTO dbo.t VALUES (4, 40)", b, cb, "INSERT INTO dbo.t VALUES (4, 44)", 50,
+                    "COMMIT"));
+    CHECK_EQ_INT(cb->err_number, 2627);
+    CHECK_EQ_STR(scalar(r, c2, "SELECT v FROM dbo.t WHERE id = 4"), "40");
+    lab_close(srv, dir, (sim_session *[]){r, b, a}, 3, (coll *[]){c, c2, cb}, 3);
 }
