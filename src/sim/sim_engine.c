@@ -84,7 +84,15 @@
  *   its result is typed float. Tables created before this (data dirs of
  *   older builds: decimal columns without the collation) keep comparing
  *   as text against literals; re-create such data dirs.
- * - String comparisons are case-insensitive for ASCII only (NOCASE).
+ * - String columns (char/varchar/nchar/nvarchar) are declared TEXT COLLATE
+ *   sim_ci: comparisons, ORDER BY, GROUP BY and keys ignore case for Latin
+ *   (Basic, Latin-1, Extended-A), Greek and Cyrillic letters, are
+ *   accent-sensitive and ignore trailing spaces, as SQL_Latin1_General_
+ *   CP1_CI_AS; the order is by code point after lower-casing (not SQL
+ *   Server's dictionary order: 'e' < 'z' < 'é'). Two string literals or
+ *   variables compare case- and space-sensitively (no column collation);
+ *   LIKE is case-insensitive for ASCII only. Tables from older data dirs
+ *   keep COLLATE NOCASE (ASCII case only, trailing spaces significant).
  * - Capture-instance gating roles (@role_name) are stored, not enforced.
  * - RPC OUTPUT parameters: sp_executesql (and sp_prepexec/sp_execute, which
  *   the TDS layer keeps as handles and rewrites to it) sends a RETURNVALUE

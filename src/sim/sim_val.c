@@ -112,7 +112,7 @@ const char *sim_type_decl(const sim_type *t) {
     /* SQL Server's default collation is case-insensitive: NOCASE is its
      * ASCII approximation (accents still compare as different, as in _AS) */
     if (t->id == SIM_T_CHAR || t->id == SIM_T_VARCHAR || t->id == SIM_T_NCHAR || t->id == SIM_T_NVARCHAR)
-        return "TEXT COLLATE NOCASE";
+        return "TEXT COLLATE " SIM_STRING_COLLATION;
     /* exact decimal text that compares (and indexes) by numeric value; the
      * TEXT affinity turns a number on the other side of a comparison into
      * text, so the collation applies to literals and parameters as well */
@@ -1273,6 +1273,64 @@ static void dec_agg_add(dec_agg *g, sqlite3_value *v, int sign) {
     g->acc = r;
 }
 
+/* ---- strings: SQL_Latin1_General_CP1_CI_AS, approximately --------------- */
+/* Next code point of UTF-8 s[*i..n) (a byte that is not valid UTF-8 stands
+ * for itself). */
+static uint32_t utf8_next(const unsigned char *s, size_t n, size_t *i) {
+    uint32_t c = s[*i];
+    int more = c >= 0xF0 && c < 0xF5 ? 3 : c >= 0xE0 && c < 0xF0 ? 2 : c >= 0xC2 && c < 0xE0 ? 1 : 0;
+    if (more == 0 || n - *i <= (size_t)more) {
+        (*i)++;
+        return c;
+    }
+    uint32_t v = c & (0x3Fu >> more);
+    for (int k = 1; k <= more; k++) {
+        unsigned char b = s[*i + (size_t)k];
+        if ((b & 0xC0) != 0x80) {
+            (*i)++;
+            return c;
+        }
+        v = (v << 6) | (b & 0x3Fu);
+    }
+    *i += (size_t)more + 1;
+    return v;
+}
+
+/* Lower case for Basic Latin, Latin-1, Latin Extended-A, Greek and Cyrillic
+ * (other letters compare as they are). */
+static uint32_t fold_case(uint32_t c) {
+    if (c < 0x80) return c >= 'A' && c <= 'Z' ? c + 32 : c;
+    if (c >= 0xC0 && c <= 0xDE && c != 0xD7) return c + 32;
+    if (((c >= 0x100 && c <= 0x137) || (c >= 0x14A && c <= 0x177)) && c % 2 == 0) return c + 1;
+    if (((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E)) && c % 2 == 1) return c + 1;
+    if (c == 0x178) return 0xFF;
+    if (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) return c + 32;
+    if (c == 0x386) return 0x3AC;
+    if (c >= 0x388 && c <= 0x38A) return c + 37;
+    if (c == 0x38C) return 0x3CC;
+    if (c == 0x38E || c == 0x38F) return c + 63;
+    if (c >= 0x410 && c <= 0x42F) return c + 32;
+    if (c >= 0x400 && c <= 0x40F) return c + 80;
+    return c;
+}
+
+int sim_string_cmp(const char *a, size_t na, const char *b, size_t nb) {
+    const unsigned char *x = (const unsigned char *)a, *y = (const unsigned char *)b;
+    size_t i = 0, j = 0;
+    while (i < na || j < nb) {
+        /* the shorter string is padded with spaces, as SQL Server compares */
+        uint32_t cx = i < na ? fold_case(utf8_next(x, na, &i)) : ' ';
+        uint32_t cy = j < nb ? fold_case(utf8_next(y, nb, &j)) : ' ';
+        if (cx != cy) return cx < cy ? -1 : 1;
+    }
+    return 0;
+}
+
+static int coll_string(void *u, int na, const void *a, int nb, const void *b) {
+    (void)u;
+    return sim_string_cmp(a, (size_t)na, b, (size_t)nb);
+}
+
 /* SQLite's aggregate context is 8-byte aligned, __int128 wants 16: the
  * state is copied in and out. false: no state (no row, or out of memory). */
 static bool dec_agg_load(sqlite3_context *ctx, int bytes, dec_agg *g) {
@@ -1368,6 +1426,7 @@ int sim_val_register(sqlite3 *db, const sim_clock_src *clk) {
         if (rc != SQLITE_OK) return MCDC_E_IO;
     }
     if (sqlite3_create_collation(db, SIM_DECIMAL_COLLATION, SQLITE_UTF8, NULL, coll_decimal) != SQLITE_OK ||
+        sqlite3_create_collation(db, SIM_STRING_COLLATION, SQLITE_UTF8, NULL, coll_string) != SQLITE_OK ||
         sqlite3_create_window_function(db, "sim_sum", 1, det, NULL, fn_dec_step, fn_sum_value, fn_sum_value,
                                        fn_dec_inverse, NULL) != SQLITE_OK ||
         sqlite3_create_window_function(db, "sim_avg", 1, det, NULL, fn_dec_step, fn_avg_value, fn_avg_value,

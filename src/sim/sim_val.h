@@ -12,7 +12,8 @@
  *                            text by exact numeric value (sim_decimal_cmp).
  *   date/time types          TEXT, ISO with the type's fixed fraction width, so
  *                            text order = time order within one column.
- *   strings, uniqueidentifier TEXT (UTF-8; GUIDs upper case)
+ *   strings                  TEXT (UTF-8), declared TEXT COLLATE sim_ci
+ *   uniqueidentifier         TEXT (upper case)
  *   binary, varbinary        BLOB (memcmp order: LSN order for binary(10))
  */
 #ifndef SIM_VAL_H
@@ -26,6 +27,15 @@
 
 /* The collation of decimal/money columns (registered by sim_val_register). */
 #define SIM_DECIMAL_COLLATION "sim_decimal"
+/* The collation of char/varchar/nchar/nvarchar columns: SQL Server's
+ * default SQL_Latin1_General_CP1_CI_AS approximated (sim_string_cmp). */
+#define SIM_STRING_COLLATION "sim_ci"
+
+/* Compares two UTF-8 strings as the column collation does: case-insensitive
+ * for Latin (Basic, Latin-1, Extended-A), Greek and Cyrillic letters,
+ * accent-sensitive, trailing spaces ignored (the shorter string padded with
+ * spaces); otherwise by code point. */
+int sim_string_cmp(const char *a, size_t na, const char *b, size_t nb);
 
 /* Compares two decimal texts ("-12.50", "3", "1e2") by exact value: <0, 0,
  * >0. Text that is not a number sorts after every number, bytewise among
@@ -39,7 +49,7 @@ bool sim_type_parse(sim_type *out, const char *s, size_t n);
 void sim_type_format(const sim_type *t, char *buf, size_t cap);
 /* The SQLite column affinity to declare for a type ("INT", "TEXT", ...). */
 const char *sim_type_affinity(const sim_type *t);
-/* Column declaration: affinity plus COLLATE NOCASE for strings. */
+/* Column declaration: affinity plus the collation of strings and decimals. */
 const char *sim_type_decl(const sim_type *t);
 
 /* Server clock and zone seen by the SQLite functions: set per connection

@@ -556,3 +556,32 @@ TEST(sim_writers_wait_for_the_same_rows) {
     CHECK_EQ_STR(scalar(r, c2, "SELECT v FROM dbo.t WHERE id = 4"), "40");
     lab_close(srv, dir, (sim_session *[]){r, b, a}, 3, (coll *[]){c, c2, cb}, 3);
 }
+
+TEST(sim_string_compare_ci_and_padded) {
+    CHECK(sim_string_cmp("ab", 2, "AB  ", 4) == 0);
+    CHECK(sim_string_cmp("\xc3\x89mile", 6, "\xc3\xa9MILE", 6) == 0);         /* Émile = éMILE */
+    CHECK(sim_string_cmp("\xc3\xa9", 2, "e", 1) != 0);                         /* accent-sensitive */
+    CHECK(sim_string_cmp("\xd0\x96", 2, "\xd0\xb6", 2) == 0);                  /* Ж = ж */
+    CHECK(sim_string_cmp("\xce\xa3", 2, "\xcf\x83", 2) == 0);                  /* Σ = σ */
+    CHECK(sim_string_cmp("ab", 2, "ab!", 3) < 0);                              /* ' ' < '!' */
+    CHECK(sim_string_cmp("ab\t", 3, "ab", 2) < 0);                             /* a tab is no space */
+    CHECK(sim_string_cmp("a\xff", 2, "a\xfe", 2) > 0);                         /* bad UTF-8 by byte */
+    char dir[64];
+    coll *c = calloc(1, sizeof *c);
+    sim_session *s;
+    sim_server *srv = fid_open(dir, sizeof dir, &s, c);
+    run(s, c, "CREATE TABLE dbo.s (id int NOT NULL PRIMARY KEY, c char(4) NULL, v nvarchar(10) NULL);"
+              " INSERT INTO dbo.s VALUES (1, 'ab', N'\xc3\x89mile'), (2, 'AB ', N'\xc3\xa9mile'), (3, 'x', N'b ')");
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM dbo.s WHERE c = 'ab'"), "2"); /* char(4) is stored padded */
+    CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM dbo.s WHERE v = N'\xc3\x89MILE'"), "2");
+    CHECK_EQ_STR(scalar(s, c, "SELECT id FROM dbo.s WHERE v = N'b'"), "3");
+    CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(DISTINCT c) FROM dbo.s"), "2");
+    run(s, c, "CREATE TABLE dbo.k (k varchar(10) NOT NULL PRIMARY KEY); INSERT INTO dbo.k VALUES ('a')");
+    run(s, c, "INSERT INTO dbo.k VALUES ('A  ')");
+    CHECK_EQ_INT(c->err_number, 2627);
+    sim_session_close(s);
+    sim_server_close(srv);
+    test_rmdir(dir);
+    free(c);
+}
