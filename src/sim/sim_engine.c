@@ -80,10 +80,13 @@
  *   GROUP BY, MIN/MAX and PRIMARY KEY/UNIQUE indexes use the exact numeric
  *   value; SUM/AVG over decimal text are exact (sim_sum/sim_avg; SUM(decimal
  *   (p,s)) -> decimal(38,s), AVG -> decimal(38,max(s,6)) truncated, AVG(int)
- *   -> int). Arithmetic (+ - * /) on decimals still goes through double, and
- *   its result is typed float. Tables created before this (data dirs of
- *   older builds: decimal columns without the collation) keep comparing
- *   as text against literals; re-create such data dirs.
+ *   -> int). Arithmetic (+ - * / %) is typed as SQL Server types it
+ *   (decimal(p,s) by its precision/scale rules, money, int, bigint, float)
+ *   but computed by SQLite through double: exact to about 15 significant
+ *   digits, and % truncates decimal operands to integers (10.5 % 3 = 1, not
+ *   1.5). Tables created before this (data dirs of older builds: decimal
+ *   columns without the collation) keep comparing as text against
+ *   literals; re-create such data dirs.
  * - String columns (char/varchar/nchar/nvarchar) are declared TEXT COLLATE
  *   sim_ci: comparisons, ORDER BY, GROUP BY and keys ignore case for Latin
  *   (Basic, Latin-1, Extended-A), Greek and Cyrillic letters, are

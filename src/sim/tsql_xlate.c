@@ -916,9 +916,129 @@ static bool infer_fn(const xl *x, const char *f, int open, int close, sim_type *
     return false;
 }
 
+/* ---- arithmetic result types (SQL Server's rules for + - * / %) -------- */
+/* Numeric types as decimal(p,s) for the decimal rules; false if t is none. */
+static bool as_decimal(const sim_type *t, int *p, int *s) {
+    *s = 0;
+    switch (t->id) {
+    case SIM_T_BIT: case SIM_T_TINYINT: *p = 3; return true;
+    case SIM_T_SMALLINT: *p = 5; return true;
+    case SIM_T_INT: *p = 10; return true;
+    case SIM_T_BIGINT: *p = 19; return true;
+    case SIM_T_MONEY: *p = 19; *s = 4; return true;
+    case SIM_T_SMALLMONEY: *p = 10; *s = 4; return true;
+    case SIM_T_DECIMAL: *p = t->precision; *s = t->scale; return true;
+    default: return false;
+    }
+}
+
+static int type_rank(sim_type_id id) { /* SQL Server's data type precedence, numeric part */
+    switch (id) {
+    case SIM_T_FLOAT: return 9;
+    case SIM_T_REAL: return 8;
+    case SIM_T_DECIMAL: return 7;
+    case SIM_T_MONEY: return 6;
+    case SIM_T_SMALLMONEY: return 5;
+    case SIM_T_BIGINT: return 4;
+    case SIM_T_INT: return 3;
+    case SIM_T_SMALLINT: return 2;
+    case SIM_T_TINYINT: return 1;
+    case SIM_T_BIT: return 0;
+    default: return -1;
+    }
+}
+
+/* The type of l op r; false when either is not numeric. */
+static bool arith_type(const sim_type *l, const sim_type *r, char op, sim_type *out) {
+    int rl = type_rank(l->id), rr = type_rank(r->id);
+    if (rl < 0 || rr < 0) return false;
+    memset(out, 0, sizeof *out);
+    sim_type_id hi = rl >= rr ? l->id : r->id;
+    if (hi == SIM_T_FLOAT || hi == SIM_T_REAL) { out->id = hi; return true; }
+    if (hi != SIM_T_DECIMAL && hi != SIM_T_MONEY && hi != SIM_T_SMALLMONEY) {
+        out->id = hi == SIM_T_BIT || hi == SIM_T_TINYINT || hi == SIM_T_SMALLINT ? SIM_T_INT : hi;
+        return true;
+    }
+    if (hi != SIM_T_DECIMAL) { out->id = SIM_T_MONEY; return true; }
+    int p1, s1, p2, s2, p, s;
+    as_decimal(l, &p1, &s1);
+    as_decimal(r, &p2, &s2);
+    switch (op) {
+    case '+': case '-':
+        s = s1 > s2 ? s1 : s2;
+        p = (p1 - s1 > p2 - s2 ? p1 - s1 : p2 - s2) + s + 1;
+        break;
+    case '*': p = p1 + p2 + 1; s = s1 + s2; break;
+    case '/':
+        s = s1 + p2 + 1 > 6 ? s1 + p2 + 1 : 6;
+        p = p1 - s1 + s2 + s;
+        break;
+    default: /* % */
+        s = s1 > s2 ? s1 : s2;
+        p = (p1 - s1 < p2 - s2 ? p1 - s1 : p2 - s2) + s;
+        break;
+    }
+    if (p > 38) { /* the integral part is kept, the scale gives way down to 6 */
+        int intd = p - s, keep = s < 6 ? s : 6;
+        s = 38 - intd > keep ? 38 - intd : keep;
+        p = 38;
+    }
+    out->id = SIM_T_DECIMAL;
+    out->precision = (uint8_t)(p < 1 ? 1 : p);
+    out->scale = (uint8_t)(s < 0 ? 0 : s > out->precision ? out->precision : s);
+    return true;
+}
+
+static bool infer(const xl *x, int a, int b, sim_type *ty, bool *nul);
+
+/* An arithmetic expression at depth 0 of [a, b): + and - split first (the
+ * loosest), then * / %. false if there is none or an operand is unknown. */
+static bool infer_arith(const xl *x, int a, int b, sim_type *ty, bool *nul) {
+    static const char *const LEVELS[2] = {"+-", "*/%"};
+    for (int lv = 0; lv < 2; lv++) {
+        int d = 0, start = a, nops = 0;
+        char op = 0;
+        sim_type acc;
+        bool any_null = false;
+        for (int k = a; k <= b; k++) {
+            bool split = k == b;
+            if (!split) {
+                const tsql_tok *t = &x->t[k];
+                if (tsql_tok_op(t, "(")) { d++; continue; }
+                if (tsql_tok_op(t, ")")) { d--; continue; }
+                if (d != 0 || t->t != TK_OP || t->n != 1 || !strchr(LEVELS[lv], t->s[0])) continue;
+                /* binary only: an operand before it */
+                if (k == a || (x->t[k - 1].t == TK_OP && !tsql_tok_op(&x->t[k - 1], ")"))) continue;
+                split = true;
+            }
+            if (k == b && nops == 0) break;
+            sim_type t;
+            bool n;
+            if (!infer(x, start, k, &t, &n)) return false;
+            any_null = any_null || n;
+            sim_type res;
+            if (nops == 0) acc = t;
+            else if (!arith_type(&acc, &t, op, &res)) return false;
+            else acc = res;
+            if (k < b) op = x->t[k].s[0];
+            nops++;
+            start = k + 1;
+        }
+        if (nops > 1) {
+            *ty = acc;
+            *nul = any_null;
+            return true;
+        }
+    }
+    /* unary minus/plus */
+    if (b - a >= 2 && (tsql_tok_op(&x->t[a], "-") || tsql_tok_op(&x->t[a], "+"))) return infer(x, a + 1, b, ty, nul);
+    return false;
+}
+
 static bool infer(const xl *x, int a, int b, sim_type *ty, bool *nul) {
     if (a >= b) return false;
     *nul = true;
+    if (b - a >= 2 && infer_arith(x, a, b, ty, nul)) return true;
     /* AT TIME ZONE anywhere at depth 0 */
     int d = 0;
     for (int k = a; k + 2 < b; k++) {
@@ -986,9 +1106,23 @@ static bool infer(const xl *x, int a, int b, sim_type *ty, bool *nul) {
                 ty->scale = (uint8_t)sc;
                 return true;
             }
+            if (memchr(t->s, 'e', (size_t)t->n) || memchr(t->s, 'E', (size_t)t->n)) { ty->id = SIM_T_FLOAT; return true; }
             bool dot = memchr(t->s, '.', (size_t)t->n) != NULL;
             if (!dot) { ty->id = t->n > 9 ? SIM_T_BIGINT : SIM_T_INT; return true; }
-            return false;
+            /* 2.50 is numeric(3,2): every digit counts, leading zeros of the integral part do not */
+            int digits = 0, frac = 0;
+            bool after = false, lead = true;
+            for (int k = 0; k < t->n; k++) {
+                if (t->s[k] == '.') { after = true; lead = false; continue; }
+                if (lead && t->s[k] == '0') continue;
+                lead = false;
+                digits++;
+                if (after) frac++;
+            }
+            ty->id = SIM_T_DECIMAL;
+            ty->precision = (uint8_t)(digits < 1 ? 1 : digits);
+            ty->scale = (uint8_t)frac;
+            return true;
         }
         if (t->t == TK_VAR && x->env->var_type) {
             char nm[MCDC_IDENT_BYTES_MAX];
