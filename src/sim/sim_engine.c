@@ -84,9 +84,9 @@
  *   (decimal(p,s) by its precision/scale rules, money, int, bigint, float)
  *   but computed by SQLite through double: exact to about 15 significant
  *   digits, and % truncates decimal operands to integers (10.5 % 3 = 1, not
- *   1.5). Tables created before this (data dirs of older builds: decimal
- *   columns without the collation) keep comparing as text against
- *   literals; re-create such data dirs.
+ *   1.5). Opening a data dir of an older build rebuilds its user tables
+ *   with these declarations (rows, rowids, keys kept); change tables
+ *   created by an older build keep their old declarations.
  * - String columns (char/varchar/nchar/nvarchar) are declared TEXT COLLATE
  *   sim_ci: comparisons, ORDER BY, GROUP BY and keys ignore case for Latin
  *   (Basic, Latin-1, Extended-A), Greek and Cyrillic letters, are
@@ -94,8 +94,7 @@
  *   CP1_CI_AS; the order is by code point after lower-casing (not SQL
  *   Server's dictionary order: 'e' < 'z' < 'é'). Two string literals or
  *   variables compare case- and space-sensitively (no column collation);
- *   LIKE is case-insensitive for ASCII only. Tables from older data dirs
- *   keep COLLATE NOCASE (ASCII case only, trailing spaces significant).
+ *   LIKE is case-insensitive for ASCII only. (Older data dirs: as above.)
  * - Capture-instance gating roles (@role_name) are stored, not enforced.
  * - RPC OUTPUT parameters: sp_executesql (and sp_prepexec/sp_execute, which
  *   the TDS layer keeps as handles and rewrites to it) sends a RETURNVALUE
@@ -484,6 +483,106 @@ static const char *DB_SCHEMA =
     " THEN 1 WHEN 'cdc' THEN 5 ELSE 7 END AS schema_id, 'U' AS type, 'USER_TABLE' AS type_desc, create_date"
     " FROM __sim_tables;";
 
+/* ---- data dirs of older builds ------------------------------------------- */
+/* Appends the column list of table tbl ("a", "b") in its physical order. */
+static int table_col_list(sqlite3 *w, const char *tbl, mcdc_buf *out, mcdc_error *err) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(w, "SELECT name FROM pragma_table_info(?) ORDER BY cid", -1, &st, NULL) != SQLITE_OK)
+        return sim_sqlite_err(w, SQLITE_ERROR, err);
+    sqlite3_bind_text(st, 1, tbl, -1, SQLITE_STATIC);
+    int rc = MCDC_OK;
+    for (int k = 0; rc == MCDC_OK && sqlite3_step(st) == SQLITE_ROW; k++) {
+        if (k) rc = mcdc_buf_append_str(out, ", ", err);
+        if (rc == MCDC_OK) rc = xl_append_ident(out, (const char *)sqlite3_column_text(st, 0));
+    }
+    sqlite3_finalize(st);
+    return rc == MCDC_OK ? mcdc_buf_cstr(out, err) : rc;
+}
+
+/* The CREATE TABLE of user table tbl as this build declares it, from the
+ * catalog (types), table_info (order, NOT NULL, key) and its UNIQUE
+ * indexes; false if a column is not in the catalog. */
+static bool table_ddl_now(sqlite3 *w, const char *tbl, const char *as_name, mcdc_buf *out) {
+    sqlite3_stmt *st;
+    bool ok = true;
+    mcdc_buf pk = {0};
+    mcdc_buf_printf(out, NULL, "CREATE TABLE \"%s\"(", as_name);
+    if (sqlite3_prepare_v2(w, "SELECT p.name, p.\"notnull\", p.pk, c.type FROM pragma_table_info(?1) p LEFT JOIN"
+                              " __sim_columns c ON c.tbl = ?1 AND c.name = p.name ORDER BY p.cid", -1, &st, NULL) != SQLITE_OK)
+        return false;
+    sqlite3_bind_text(st, 1, tbl, -1, SQLITE_STATIC);
+    for (int k = 0; ok && sqlite3_step(st) == SQLITE_ROW; k++) {
+        const char *nm = (const char *)sqlite3_column_text(st, 0), *ty = (const char *)sqlite3_column_text(st, 3);
+        sim_type t;
+        ok = ty && sim_type_parse(&t, ty, strlen(ty));
+        if (!ok) break;
+        mcdc_buf_printf(out, NULL, "%s\"%s\" %s%s", k ? ", " : "", nm, sim_type_decl(&t),
+                        sqlite3_column_int(st, 1) ? " NOT NULL" : "");
+    }
+    sqlite3_finalize(st);
+    if (ok && sqlite3_prepare_v2(w, "SELECT name FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, tbl, -1, SQLITE_STATIC);
+        for (int k = 0; sqlite3_step(st) == SQLITE_ROW; k++)
+            mcdc_buf_printf(&pk, NULL, "%s\"%s\"", k ? "," : "", (const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+        if (pk.len) mcdc_buf_printf(out, NULL, ", PRIMARY KEY(%.*s)", (int)pk.len, (const char *)pk.data);
+    }
+    if (ok && sqlite3_prepare_v2(w, "SELECT l.name, group_concat('\"' || i.name || '\"', ',') FROM pragma_index_list(?1) l,"
+                                    " pragma_index_info(l.name) i WHERE l.origin = 'u' GROUP BY l.name ORDER BY l.seq",
+                                 -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, tbl, -1, SQLITE_STATIC);
+        while (sqlite3_step(st) == SQLITE_ROW)
+            mcdc_buf_printf(out, NULL, ", UNIQUE(%s)", (const char *)sqlite3_column_text(st, 1));
+        sqlite3_finalize(st);
+    }
+    mcdc_buf_free(&pk);
+    return ok && mcdc_buf_append_str(out, ")", NULL) == MCDC_OK && mcdc_buf_cstr(out, NULL) == MCDC_OK;
+}
+
+/* Tables that builds before the decimal and string collations created
+ * (decimal columns without a type, strings COLLATE NOCASE) are rebuilt
+ * with this build's declarations, rows and rowids kept. Change tables and
+ * the simulator's own tables are left as they are. */
+static int db_migrate_collations(sim_db *d, mcdc_error *err) {
+    sqlite3 *w = d->w;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(w, "SELECT t.name FROM __sim_tables t JOIN sqlite_schema s ON s.type = 'table' AND s.name = t.name"
+                              " WHERE t.schema_name <> 'cdc' AND EXISTS (SELECT 1 FROM __sim_columns c WHERE c.tbl = t.name AND"
+                              " (c.type LIKE '%char%' AND s.sql NOT LIKE '%COLLATE " SIM_STRING_COLLATION "%' OR"
+                              " (c.type LIKE 'decimal%' OR c.type LIKE 'numeric%' OR c.type LIKE '%money')"
+                              " AND s.sql NOT LIKE '%COLLATE " SIM_DECIMAL_COLLATION "%'))",
+                           -1, &st, NULL) != SQLITE_OK)
+        return sim_sqlite_err(w, SQLITE_ERROR, err);
+    char names[64][SIM_NAME_MAX];
+    int n = 0;
+    while (n < 64 && sqlite3_step(st) == SQLITE_ROW)
+        snprintf(names[n++], SIM_NAME_MAX, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    int rc = MCDC_OK;
+    for (int k = 0; k < n && rc == MCDC_OK; k++) {
+        mcdc_buf ddl = {0}, cols = {0};
+        char tmp[SIM_NAME_MAX + 16];
+        snprintf(tmp, sizeof tmp, "__sim_migrate.%.*s", SIM_NAME_MAX - 1, names[k]);
+        if (table_ddl_now(w, names[k], tmp, &ddl) && table_col_list(w, names[k], &cols, err) == MCDC_OK) {
+            rc = sim_sql(w, err, "BEGIN IMMEDIATE");
+            if (rc == MCDC_OK) rc = sim_sql(w, err, "%s", (const char *)ddl.data);
+            if (rc == MCDC_OK)
+                rc = sim_sql(w, err, "INSERT INTO \"%w\"(rowid, %s) SELECT rowid, %s FROM \"%w\"; DROP TABLE \"%w\";"
+                                     " ALTER TABLE \"%w\" RENAME TO \"%w\"",
+                             tmp, (const char *)cols.data, (const char *)cols.data, names[k], names[k], tmp, names[k]);
+            sim_sql(w, NULL, rc == MCDC_OK ? "COMMIT" : "ROLLBACK");
+            if (rc != MCDC_OK)
+                mcdc_log(MCDC_LOG_WARN, "sim: database %s: table %s keeps the collations of an older build: %s", d->name,
+                         names[k], err ? err->message : "");
+            rc = MCDC_OK; /* the table still works, with the old comparisons */
+            mcdc_error_clear(err);
+        }
+        mcdc_buf_free(&ddl);
+        mcdc_buf_free(&cols);
+    }
+    return rc;
+}
+
 static int db_open(sim_server *srv, const char *name, bool create, sim_db **out, mcdc_error *err) {
     sim_db *d = mcdc_calloc(1, sizeof *d);
     if (!d) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
@@ -501,6 +600,7 @@ static int db_open(sim_server *srv, const char *name, bool create, sim_db **out,
     if (rc == MCDC_OK) rc = sim_sql(d->w, err, "PRAGMA cache_size = -65536");
     if (rc == MCDC_OK) rc = sim_sql(d->w, err, "%s", DB_SCHEMA);
     if (rc == MCDC_OK) rc = sim_cdc_init_db(d, err);
+    if (rc == MCDC_OK) rc = db_migrate_collations(d, err);
     if (rc != MCDC_OK) {
         sqlite3_close(d->w);
         mcdc_free(d);

@@ -585,3 +585,48 @@ TEST(sim_string_compare_ci_and_padded) {
     test_rmdir(dir);
     free(c);
 }
+
+/* A data dir of a build before the collations: decimal columns without a
+ * type, strings COLLATE NOCASE. Opening it rebuilds such tables. */
+TEST(sim_old_data_dir_tables_get_the_collations) {
+    char dir[64];
+    coll *c = calloc(1, sizeof *c);
+    sim_session *s;
+    sim_server *srv = fid_open(dir, sizeof dir, &s, c);
+    run(s, c, "CREATE TABLE dbo.d (id int NOT NULL PRIMARY KEY, v decimal(10,2) NULL, s char(4) NULL UNIQUE)");
+    CHECK_EQ_INT(c->nerrors, 0);
+    sim_session_close(s);
+    sim_server_close(srv);
+    char path[128];
+    snprintf(path, sizeof path, "%s/lab.db", dir);
+    sqlite3 *db = NULL;
+    CHECK_EQ_INT(sqlite3_open(path, &db), SQLITE_OK);
+    const char *old = "DROP TABLE \"dbo.d\"; CREATE TABLE \"dbo.d\"(\"id\" INT NOT NULL, \"v\" , \"s\" TEXT COLLATE NOCASE,"
+                      " PRIMARY KEY(\"id\"), UNIQUE(\"s\"));"
+                      " INSERT INTO \"dbo.d\"(rowid, id, v, s) VALUES (7, 1, '10.50', 'ab  '), (8, 2, '9.25', 'x   ')";
+    int rc = sqlite3_exec(db, old, NULL, NULL, NULL);
+    CHECK_EQ_INT(rc, SQLITE_OK);
+    sqlite3_close(db);
+    srv = test_server(dir, 0);
+    s = test_login(srv, "sa", "Sa_Passw0rd", "lab");
+    run(s, c, "SELECT id FROM dbo.d ORDER BY v");
+    CHECK_EQ_INT(c->nrows, 2);
+    CHECK_EQ_STR(c->rows[0], "2");
+    CHECK_EQ_STR(scalar(s, c, "SELECT id FROM dbo.d WHERE s = 'AB'"), "1");
+    run(s, c, "INSERT INTO dbo.d VALUES (3, 1, 'X')"); /* the UNIQUE constraint came along */
+    CHECK_EQ_INT(c->err_number, 2627);
+    CHECK_EQ_STR(scalar(s, c, "SELECT MAX(v) FROM dbo.d"), "10.50");
+    CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM sys.columns WHERE object_id = OBJECT_ID('dbo.d')"), "3");
+    sqlite3_stmt *st;
+    rc = sqlite3_prepare_v2(s->db->w, "SELECT sql, (SELECT max(rowid) FROM \"dbo.d\") FROM sqlite_schema WHERE name = 'dbo.d'",
+                            -1, &st, NULL);
+    CHECK_EQ_INT(rc, SQLITE_OK);
+    CHECK_EQ_INT(sqlite3_step(st), SQLITE_ROW);
+    CHECK(strstr((const char *)sqlite3_column_text(st, 0), "\"v\" TEXT COLLATE sim_decimal") != NULL);
+    CHECK_EQ_INT(sqlite3_column_int(st, 1), 8); /* rowids kept */
+    sqlite3_finalize(st);
+    sim_session_close(s);
+    sim_server_close(srv);
+    test_rmdir(dir);
+    free(c);
+}
