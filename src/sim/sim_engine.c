@@ -93,8 +93,10 @@
  *   accent-sensitive and ignore trailing spaces, as SQL_Latin1_General_
  *   CP1_CI_AS; the order is by code point after lower-casing (not SQL
  *   Server's dictionary order: 'e' < 'z' < 'é'). Two string literals or
- *   variables compare case- and space-sensitively (no column collation);
- *   LIKE is case-insensitive for ASCII only. (Older data dirs: as above.)
+ *   variables compare case- and space-sensitively (no column collation).
+ *   LIKE follows T-SQL (%, _, [set], [^set], [a-z], ESCAPE) with the same
+ *   case folding, trailing spaces significant; it never uses an index.
+ *   (Older data dirs: as above.)
  * - Capture-instance gating roles (@role_name) are stored, not enforced.
  * - RPC OUTPUT parameters: sp_executesql (and sp_prepexec/sp_execute, which
  *   the TDS layer keeps as handles and rewrites to it) sends a RETURNVALUE

@@ -1326,6 +1326,96 @@ int sim_string_cmp(const char *a, size_t na, const char *b, size_t nb) {
     return 0;
 }
 
+/* [set] at p[*i] (just after the '['): "^" negates, "a-z" is a range, the
+ * rest lists characters; *i moves past the ']'. false if there is no ']'
+ * (the '[' is then a plain character). */
+static bool like_class(const unsigned char *p, size_t pn, size_t *i, uint32_t c, bool *hit) {
+    size_t k = *i;
+    bool neg = false, any = false;
+    *hit = false;
+    if (k < pn && p[k] == '^') { neg = true; k++; }
+    uint32_t fc = fold_case(c);
+    while (k < pn) {
+        uint32_t lo = utf8_next(p, pn, &k);
+        if (lo == ']' && any) {
+            *i = k;
+            if (neg) *hit = !*hit;
+            return true;
+        }
+        any = true;
+        uint32_t hi = lo;
+        if (k + 1 < pn && p[k] == '-' && p[k + 1] != ']') {
+            k++;
+            hi = utf8_next(p, pn, &k);
+        }
+        if (fc >= fold_case(lo) && fc <= fold_case(hi)) *hit = true;
+    }
+    return false;
+}
+
+/* T-SQL LIKE over UTF-8: % _ [set] [^set] [a-z], an escape character,
+ * case as the string collation (sim_ci); every other character literal,
+ * trailing spaces included. */
+static bool like_match(const unsigned char *p, size_t pn, const unsigned char *s, size_t sn, int64_t esc) {
+    size_t pi = 0, si = 0, star_p = SIZE_MAX, star_s = 0;
+    while (si < sn) {
+        if (pi < pn) {
+            size_t pj = pi, sj = si;
+            uint32_t pc = utf8_next(p, pn, &pj);
+            if (pc == '%' && (int64_t)pc != esc) {
+                star_p = pi = pj;
+                star_s = si;
+                continue;
+            }
+            uint32_t sc = utf8_next(s, sn, &sj);
+            bool ok;
+            if ((int64_t)pc == esc && pj < pn) ok = fold_case(utf8_next(p, pn, &pj)) == fold_case(sc);
+            else if (pc == '_') ok = true;
+            else if (pc == '[') {
+                size_t k = pj;
+                bool hit;
+                if (like_class(p, pn, &k, sc, &hit)) {
+                    ok = hit;
+                    pj = k;
+                } else ok = sc == '[';
+            } else ok = fold_case(pc) == fold_case(sc);
+            if (ok) {
+                pi = pj;
+                si = sj;
+                continue;
+            }
+        }
+        if (star_p == SIZE_MAX) return false;
+        size_t sj = star_s; /* % takes one more character */
+        utf8_next(s, sn, &sj);
+        si = star_s = sj;
+        pi = star_p;
+    }
+    while (pi < pn) {
+        size_t pj = pi;
+        if (utf8_next(p, pn, &pj) != '%') return false;
+        pi = pj;
+    }
+    return true;
+}
+
+/* like(pattern, string [, escape]): SQLite's LIKE operator, replaced. */
+static void fn_like(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    for (int k = 0; k < argc; k++)
+        if (sqlite3_value_type(argv[k]) == SQLITE_NULL) { sqlite3_result_null(ctx); return; }
+    const unsigned char *p = sqlite3_value_text(argv[0]), *s = sqlite3_value_text(argv[1]);
+    size_t pn = (size_t)sqlite3_value_bytes(argv[0]), sn = (size_t)sqlite3_value_bytes(argv[1]);
+    int64_t esc = -1;
+    if (argc == 3) {
+        const unsigned char *e = sqlite3_value_text(argv[2]);
+        size_t en = (size_t)sqlite3_value_bytes(argv[2]), k = 0;
+        if (!e || en == 0) { sqlite3_result_error(ctx, "Invalid escape character \"\" was specified in a LIKE predicate.", -1); return; }
+        esc = utf8_next(e, en, &k);
+    }
+    if (!p || !s) { sqlite3_result_null(ctx); return; }
+    sqlite3_result_int(ctx, like_match(p, pn, s, sn, esc));
+}
+
 static int coll_string(void *u, int na, const void *a, int nb, const void *b) {
     (void)u;
     return sim_string_cmp(a, (size_t)na, b, (size_t)nb);
@@ -1427,6 +1517,8 @@ int sim_val_register(sqlite3 *db, const sim_clock_src *clk) {
     }
     if (sqlite3_create_collation(db, SIM_DECIMAL_COLLATION, SQLITE_UTF8, NULL, coll_decimal) != SQLITE_OK ||
         sqlite3_create_collation(db, SIM_STRING_COLLATION, SQLITE_UTF8, NULL, coll_string) != SQLITE_OK ||
+        sqlite3_create_function(db, "like", 2, det, NULL, fn_like, NULL, NULL) != SQLITE_OK ||
+        sqlite3_create_function(db, "like", 3, det, NULL, fn_like, NULL, NULL) != SQLITE_OK ||
         sqlite3_create_window_function(db, "sim_sum", 1, det, NULL, fn_dec_step, fn_sum_value, fn_sum_value,
                                        fn_dec_inverse, NULL) != SQLITE_OK ||
         sqlite3_create_window_function(db, "sim_avg", 1, det, NULL, fn_dec_step, fn_avg_value, fn_avg_value,

@@ -65,7 +65,9 @@ typedef struct sim_clock_src {
 
 /* Registers sim_convert, sim_dateadd, sim_datediff, sim_datepart,
  * sim_at_time_zone, sim_lsn_add, sim_quotename, sim_sysdatetime..., the
- * collation sim_decimal and the aggregates (and window functions) sim_sum /
+ * collations sim_decimal and sim_ci, like() as T-SQL's LIKE (%, _, [set],
+ * [^set], ranges, ESCAPE; case as sim_ci), the aggregates (and window
+ * functions) sim_sum /
  * sim_avg on db. sim_sum/sim_avg are exact over decimal text and integers
  * (SUM of decimal text keeps the largest scale seen; AVG of decimal text has
  * scale max(s, 6), truncated; AVG of integers is an integer, truncated, as

@@ -13,6 +13,13 @@ static sim_server *fid_open(char *dir, size_t cap, sim_session **s, coll *c) {
     return srv;
 }
 
+static void lab_close(sim_server *srv, const char *dir, sim_session **ss, int ns, coll **cs, int nc) {
+    for (int k = 0; k < ns; k++) sim_session_close(ss[k]);
+    sim_server_close(srv);
+    test_rmdir(dir);
+    for (int k = 0; k < nc; k++) free(cs[k]);
+}
+
 TEST(sim_fault_spares_only_the_setting_session) {
     char dir[64];
     coll *c = calloc(1, sizeof *c);
@@ -266,10 +273,7 @@ TEST(sim_decimal_compare_exact) {
     run(s, c, "UPDATE dbo.k SET w = k * 10");
     CHECK_EQ_INT(c->nerrors, 0);
     CHECK_EQ_STR(scalar(s, c, "SELECT k FROM dbo.k WHERE w > 100"), "10.50");
-    sim_session_close(s);
-    sim_server_close(srv);
-    test_rmdir(dir);
-    free(c);
+    lab_close(srv, dir, &s, 1, &c, 1);
 }
 
 TEST(sim_decimal_sum_avg_exact) {
@@ -310,10 +314,7 @@ TEST(sim_decimal_sum_avg_exact) {
     CHECK_EQ_INT(c->err_number, 8115);
     /* float input stays float */
     CHECK_EQ_STR(scalar(s, c, "SELECT SUM(CAST(id AS float) / 2) FROM dbo.a"), "5");
-    sim_session_close(s);
-    sim_server_close(srv);
-    test_rmdir(dir);
-    free(c);
+    lab_close(srv, dir, &s, 1, &c, 1);
 }
 
 static int undo_copies(sim_session *s) {
@@ -379,10 +380,7 @@ TEST(sim_rollback_undoes_ddl) {
     run(s, c, "EXEC sim.run_capture; SELECT COUNT(*) FROM cdc.dbo_a_CT");
     CHECK_EQ_STR(c->rows[0], "0");
     CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM sys.columns WHERE object_id = OBJECT_ID('dbo.a')"), "4");
-    sim_session_close(s);
-    sim_server_close(srv);
-    test_rmdir(dir);
-    free(c);
+    lab_close(srv, dir, &s, 1, &c, 1);
 }
 
 typedef struct bg_query {
@@ -437,13 +435,6 @@ static bool waits_for(sim_session *a, coll *c, const char *hold, sim_session *b,
     run(a, c, end);
     pthread_join(th, NULL);
     return waited;
-}
-
-static void lab_close(sim_server *srv, const char *dir, sim_session **ss, int ns, coll **cs, int nc) {
-    for (int k = 0; k < ns; k++) sim_session_close(ss[k]);
-    sim_server_close(srv);
-    test_rmdir(dir);
-    for (int k = 0; k < nc; k++) free(cs[k]);
 }
 
 TEST(sim_read_committed_between_sessions) {
@@ -580,10 +571,7 @@ TEST(sim_string_compare_ci_and_padded) {
     run(s, c, "CREATE TABLE dbo.k (k varchar(10) NOT NULL PRIMARY KEY); INSERT INTO dbo.k VALUES ('a')");
     run(s, c, "INSERT INTO dbo.k VALUES ('A  ')");
     CHECK_EQ_INT(c->err_number, 2627);
-    sim_session_close(s);
-    sim_server_close(srv);
-    test_rmdir(dir);
-    free(c);
+    lab_close(srv, dir, &s, 1, &c, 1);
 }
 
 /* A data dir of a build before the collations: decimal columns without a
@@ -625,8 +613,40 @@ TEST(sim_old_data_dir_tables_get_the_collations) {
     CHECK(strstr((const char *)sqlite3_column_text(st, 0), "\"v\" TEXT COLLATE sim_decimal") != NULL);
     CHECK_EQ_INT(sqlite3_column_int(st, 1), 8); /* rowids kept */
     sqlite3_finalize(st);
-    sim_session_close(s);
-    sim_server_close(srv);
-    test_rmdir(dir);
-    free(c);
+    lab_close(srv, dir, &s, 1, &c, 1);
+}
+
+TEST(sim_like_as_tsql) {
+    char dir[64];
+    coll *c = calloc(1, sizeof *c);
+    sim_session *s;
+    sim_server *srv = fid_open(dir, sizeof dir, &s, c);
+    run(s, c, "CREATE TABLE dbo.s (id int NOT NULL PRIMARY KEY, v nvarchar(20) NULL);"
+              " INSERT INTO dbo.s VALUES (1, N'\xc3\x89mile'), (2, N'apple'), (3, N'Banana'), (4, N'50% off'), (5, N'a_b'),"
+              " (6, N'[x]'), (7, NULL)");
+    CHECK_EQ_INT(c->nerrors, 0);
+    static const struct { const char *where, *ids; } W[] = {
+        {"v LIKE N'\xc3\xa9%'", "1"},           /* case-insensitive past ASCII */
+        {"v LIKE '[a-b]%'", "2,3,5"},            /* ranges */
+        {"v LIKE '[^a-b]%'", "1,4,6"},           /* negated */
+        {"v LIKE '[bx]anana'", "3"},             /* a set */
+        {"v LIKE '%!%%' ESCAPE '!'", "4"},       /* ESCAPE */
+        {"v LIKE '%[_]%'", "5"},                 /* [_] is a literal _ */
+        {"v LIKE '[[]%'", "6"},
+        {"v LIKE 'a__le'", "2"},
+        {"v NOT LIKE '%a%'", "1,4,6"},           /* NULL is neither */
+        {"v LIKE 'apple '", ""},                 /* trailing spaces of the pattern count */
+    };
+    for (size_t k = 0; k < sizeof W / sizeof W[0]; k++) {
+        char q[256], got[64] = "";
+        snprintf(q, sizeof q, "SELECT id FROM dbo.s WHERE %s ORDER BY id", W[k].where);
+        run(s, c, q);
+        CHECK_EQ_INT(c->nerrors, 0);
+        for (int r = 0; r < c->nrows; r++) {
+            size_t l = strlen(got);
+            snprintf(got + l, sizeof got - l, "%s%s", r ? "," : "", c->rows[r]);
+        }
+        CHECK_EQ_STR(got, W[k].ids);
+    }
+    lab_close(srv, dir, &s, 1, &c, 1);
 }
