@@ -59,9 +59,10 @@
  *   INSERT/UPDATE that hits a duplicate key in a table another open
  *   transaction changed, wait for that transaction (same timeout, attention
  *   and deadlock rules), then run again; past 65536 rows a transaction
- *   holds every row of its tables. Otherwise writers do not wait: the
- *   WHERE, subqueries and INSERT ... SELECT of DML read uncommitted rows,
- *   DDL takes no schema lock. Never wait either: reads WITH (NOLOCK)/
+ *   holds every row of its tables. The subqueries and the SELECT of DML
+ *   (INSERT ... SELECT) wait as reads do; the WHERE of UPDATE/DELETE on its
+ *   own target table reads uncommitted rows; DDL takes no schema lock.
+ *   Never wait either: reads WITH (NOLOCK)/
  *   READUNCOMMITTED or under SET TRANSACTION ISOLATION LEVEL READ
  *   UNCOMMITTED (they see uncommitted rows); sys.* views, CDC procedures
  *   and functions (change tables only ever hold committed, captured rows).
@@ -2223,8 +2224,8 @@ static int xlate_expr(stmt_ctx *x, sqlite3 *c, const tsql_tok *t, int a, int b, 
     xl_result *res = mcdc_malloc(sizeof *res);
     int rc = res ? tsql_xlate(&env, t, a, b, out, res, err) : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     if (rc == MCDC_OK && res && res->ntables) rc = check_select_perms(x->s, c, res, err);
-    /* a read (IF, EXEC arguments); the subqueries of DML do not wait */
-    if (rc == MCDC_OK && res && c == x->s->rd) rc = wait_committed(x, res, has_nolock(t, a, b), err);
+    /* the tables it reads (IF, EXEC arguments, the subqueries and SELECT of DML) */
+    if (rc == MCDC_OK && res) rc = wait_committed(x, res, has_nolock(t, a, b), err);
     mcdc_free(res);
     mcdc_buf_free(&wait);
     return rc;

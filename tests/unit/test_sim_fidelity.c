@@ -535,6 +535,12 @@ TEST(sim_writers_wait_for_the_same_rows) {
     CHECK_EQ_INT(cb->nerrors, 0);
     sim_session *r = test_login(srv, "sa", "Sa_Passw0rd", "lab");
     CHECK_EQ_STR(scalar(r, c2, "SELECT v FROM dbo.t WHERE id = 1"), "111"); /* on top of the committed 11 */
+    /* INSERT ... SELECT reads as a SELECT does: it waits for the source */
+    run(r, c2, "CREATE TABLE dbo.copy (id int NULL)");
+    CHECK(waits_for(a, c, "BEGIN TRAN; UPDATE dbo.t SET v = 0 WHERE id = 2", b, cb,
+                    "INSERT INTO dbo.copy SELECT id FROM dbo.t", 50, "ROLLBACK"));
+    CHECK_EQ_INT(cb->nerrors, 0);
+    CHECK_EQ_STR(scalar(r, c2, "SELECT COUNT(*) FROM dbo.copy"), "2");
     /* a key another open transaction inserted: waits; after its ROLLBACK the insert succeeds */
     CHECK(waits_for(a, c, "BEGIN TRAN; INSERT INTO dbo.t VALUES (3, 30)", b, cb, "INSERT INTO dbo.t VALUES (3, 33)", 100,
                     "ROLLBACK"));
