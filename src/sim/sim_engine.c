@@ -53,7 +53,8 @@
  *   n gives error 1222 after about n ms (0 at once; -1, the default, waits
  *   forever); an ATTENTION (a client's query timeout) ends the wait; a
  *   cycle of waiting sessions makes the session that closes it the
- *   deadlock victim (error 1205, its transaction rolled back). Writers
+ *   deadlock victim (error 1205: its transaction rolled back, the batch
+ *   ends). Writers
  *   wait by row: an UPDATE/DELETE whose WHERE matches a row (by rowid)
  *   another open transaction inserted, updated or deleted, and an
  *   INSERT/UPDATE that hits a duplicate key in a table another open
@@ -1197,6 +1198,7 @@ typedef struct stmt_ctx {
      * OUTPUT flags; NULL in a batch and in statements the procedure runs */
     const sim_param *rpc_params;
     int rpc_nparams, rpc_first; /* rpc_params[rpc_first] is argument 0 */
+    bool batch_ended; /* an error that ends the batch (deadlock victim) */
 } stmt_ctx;
 
 /* The parameters an sp_executesql declared (@params), in order. */
@@ -3464,7 +3466,7 @@ static int run_if(stmt_ctx *x, const tsql_tok *t, int i, int n) {
 /* Runs all statements of a token array. Returns SIM_EXEC_OK / ABORTED. */
 static int run_tokens(stmt_ctx *x, const tsql_tok *t, int n) {
     int i = 0;
-    while (i < n && !x->aborted) {
+    while (i < n && !x->aborted && !x->batch_ended) {
         if (tsql_tok_op(&t[i], ";")) { i++; continue; }
         if (tsql_tok_is(&t[i], "GO")) { i++; continue; }
         if (tsql_tok_is(&t[i], "IF")) { i = run_if(x, t, i, n); continue; }
@@ -3479,8 +3481,10 @@ static int run_tokens(stmt_ctx *x, const tsql_tok *t, int n) {
         int rc = run_statement(x, t, i, end, &err);
         if (rc != MCDC_OK) {
             send_error(x, &err, t[i].line);
-            /* compile errors end the batch, as SQL Server's parse would */
+            /* compile errors end the batch, as SQL Server's parse would; so
+             * does being the deadlock victim, at every nesting level */
             if (err.server_number == 102 || err.server_number == 105) break;
+            if (err.server_number == 1205) x->batch_ended = true;
         }
         i = end;
     }
@@ -3488,7 +3492,7 @@ static int run_tokens(stmt_ctx *x, const tsql_tok *t, int n) {
 }
 
 int sim_exec_batch(sim_session *s, const char *sql, size_t len, const sim_sink *sink) {
-    stmt_ctx x = {s, sink, false, false, sql, NULL, 0, 0};
+    stmt_ctx x = {s, sink, false, false, sql, NULL, 0, 0, false};
     tsql_tok *t = NULL;
     int n = 0;
     mcdc_error err = MCDC_ERROR_INIT;
@@ -3518,7 +3522,7 @@ const char *sim_arg_text(const sim_proc_args *a, const char *name, int pos) {
 }
 
 int sim_exec_rpc(sim_session *s, const char *proc_name, const sim_param *params, int nparams, const sim_sink *sink) {
-    stmt_ctx x = {s, sink, false, false, "", params, nparams, 0};
+    stmt_ctx x = {s, sink, false, false, "", params, nparams, 0, false};
     mcdc_error err = MCDC_ERROR_INIT;
     s->requests++;
     vars_clear(s);

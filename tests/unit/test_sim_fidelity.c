@@ -503,8 +503,9 @@ TEST(sim_read_committed_between_sessions) {
     run(b, cb, "BEGIN TRAN; INSERT INTO dbo.other VALUES (5)");
     bg_start(&th, &q, b, cb, "SELECT COUNT(*) FROM dbo.t");
     mcdc_sleep_ms(50);
-    run(a, c, "SELECT COUNT(*) FROM dbo.other");
+    run(a, c, "IF 1 = 1 BEGIN SELECT COUNT(*) FROM dbo.other; SELECT 98 END; SELECT 99");
     CHECK_EQ_INT(c->err_number, 1205);
+    CHECK_EQ_INT(c->nsets, 0); /* the batch ended */
     pthread_join(th, NULL);
     CHECK_EQ_INT(cb->nerrors, 0);
     CHECK_EQ_STR(cb->rows[0], "3");
