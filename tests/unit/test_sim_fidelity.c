@@ -657,3 +657,53 @@ TEST(sim_like_as_tsql) {
     }
     lab_close(srv, dir, &s, 1, &c, 1);
 }
+
+/* Random decimals: the collation agrees with integer arithmetic on the same
+ * values scaled, and SUM of a column is the exact integer sum. */
+TEST(sim_decimal_compare_and_sum_random) {
+    uint64_t r = 0x9E3779B97F4A7C15ULL;
+    char a[48], b[48];
+    for (int k = 0; k < 2000; k++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        int64_t x = (int64_t)(r % 2000001) - 1000000; /* hundredths */
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        int64_t y = (int64_t)(r % 2000001) - 1000000;
+        int sx = (int)(r >> 40) % 3, sy = (int)(r >> 50) % 3; /* written with 2, 3 or 4 decimals */
+        snprintf(a, sizeof a, "%s%lld.%02lld%s", x < 0 ? "-" : "", (long long)(llabs(x) / 100), (long long)(llabs(x) % 100),
+                 sx == 0 ? "" : sx == 1 ? "0" : "00");
+        snprintf(b, sizeof b, "%s%lld.%02lld%s", y < 0 ? "-" : "", (long long)(llabs(y) / 100), (long long)(llabs(y) % 100),
+                 sy == 0 ? "" : sy == 1 ? "0" : "00");
+        int want = x < y ? -1 : x > y ? 1 : 0, got = sim_decimal_cmp(a, strlen(a), b, strlen(b));
+        if ((got > 0) - (got < 0) != want) {
+            CHECK_EQ_STR(a, b); /* shows the pair */
+            break;
+        }
+    }
+    CHECK(sim_decimal_cmp("-0.50", 5, "-0.5", 4) == 0);
+    char dir[64];
+    coll *c = calloc(1, sizeof *c);
+    sim_session *s;
+    sim_server *srv = fid_open(dir, sizeof dir, &s, c);
+    run(s, c, "CREATE TABLE dbo.r (id int NOT NULL PRIMARY KEY, v decimal(12,2) NULL)");
+    mcdc_buf sql = {0};
+    int64_t total = 0;
+    for (int k = 0; k < 300; k++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        int64_t x = (int64_t)(r % 2000000001) - 1000000000;
+        total += x;
+        mcdc_buf_printf(&sql, NULL, "%s(%d, %s%lld.%02lld)", k ? ", " : "INSERT INTO dbo.r VALUES ", k, x < 0 ? "-" : "",
+                        (long long)(llabs(x) / 100), (long long)(llabs(x) % 100));
+    }
+    mcdc_buf_cstr(&sql, NULL);
+    run(s, c, (const char *)sql.data);
+    CHECK_EQ_INT(c->nerrors, 0);
+    char want[48];
+    snprintf(want, sizeof want, "%s%lld.%02lld", total < 0 ? "-" : "", (long long)(llabs(total) / 100),
+             (long long)(llabs(total) % 100));
+    CHECK_EQ_STR(scalar(s, c, "SELECT SUM(v) FROM dbo.r"), want);
+    /* ORDER BY agrees with the integer order */
+    run(s, c, "SELECT COUNT(*) FROM (SELECT v, LAG(v) OVER (ORDER BY v) AS p FROM dbo.r) q WHERE CAST(v AS float) < CAST(p AS float)");
+    CHECK_EQ_STR(c->rows[0], "0");
+    mcdc_buf_free(&sql);
+    lab_close(srv, dir, &s, 1, &c, 1);
+}
