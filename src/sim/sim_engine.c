@@ -72,10 +72,11 @@
  * - ROLLBACK undoes DML and CREATE TABLE, DROP TABLE, ALTER TABLE ADD/DROP
  *   COLUMN (with the cdc.ddl_history rows of the ALTER): a DDL inside a
  *   transaction saves a copy of the table (rows, rowids, CREATE statement,
- *   catalog rows) that ROLLBACK restores and COMMIT drops. Not undone:
- *   the CDC procedures (sys.sp_cdc_enable/disable_db/_table...) and the
- *   capture instances a DROP TABLE removes, GRANT/REVOKE, CREATE LOGIN/USER,
- *   CREATE/DROP DATABASE; they take effect at once.
+ *   catalog rows) that ROLLBACK restores and COMMIT drops; GRANT/REVOKE
+ *   SELECT and CREATE USER are undone too. Not undone: the CDC procedures
+ *   (sys.sp_cdc_enable/disable_db/_table...) and the capture instances a
+ *   DROP TABLE removes, CREATE LOGIN, CREATE/DROP DATABASE; they take
+ *   effect at once.
  * - decimal/money values are stored as exact text in columns declared
  *   TEXT COLLATE sim_decimal: comparisons (with literals, columns,
  *   parameters, CAST/CONVERT results, decimal variables), ORDER BY,
@@ -2678,8 +2679,12 @@ static int do_create(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error 
         if (k + 2 < end && (tsql_tok_is(&t[k], "FOR") || tsql_tok_is(&t[k], "FROM")) && tsql_tok_is(&t[k + 1], "LOGIN"))
             tok_ident(&t[k + 2], login, sizeof login);
         pthread_mutex_lock(&srv->mu);
-        rc = sim_sql(s->db->w, NULL, "INSERT INTO __sim_users VALUES (%Q, %Q)", name, login);
-        if (rc != MCDC_OK) rc = sim_err(err, 15023, "User, group, or role '%s' already exists in the current database.", name);
+        rc = tran_ddl_join(s, err);
+        if (rc == MCDC_OK) {
+            rc = sim_sql(s->db->w, NULL, "INSERT INTO __sim_users VALUES (%Q, %Q)", name, login);
+            if (rc != MCDC_OK) rc = sim_err(err, 15023, "User, group, or role '%s' already exists in the current database.", name);
+            else if (s->trancount > 0) undo_push(s, sqlite3_mprintf("DELETE FROM __sim_users WHERE name = %Q", name));
+        }
         pthread_mutex_unlock(&srv->mu);
         if (rc == MCDC_OK) send_done(x, 0, false, false);
         return rc;
@@ -2873,14 +2878,20 @@ static int do_grant(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *
     if (i >= end || (!tsql_tok_is(&t[i], "TO") && !tsql_tok_is(&t[i], "FROM"))) return syntax_err(err, t, i, end);
     i++;
     pthread_mutex_lock(&s->srv->mu);
+    rc = tran_ddl_join(s, err);
     while (i < end && rc == MCDC_OK) {
         char who[SIM_NAME_MAX];
         if (tsql_tok_op(&t[i], ",")) { i++; continue; }
         if (tok_ident(&t[i], who, sizeof who) != 0) break;
         i++;
         if (select && obj[0]) {
+            bool had = has_grant(s->db->w, who, obj);
             if (revoke) rc = sim_sql(s->db->w, err, "DELETE FROM __sim_grants WHERE principal = %Q AND object = %Q", who, obj);
             else rc = sim_sql(s->db->w, err, "INSERT OR IGNORE INTO __sim_grants VALUES (%Q, %Q, 'SELECT')", who, obj);
+            if (rc == MCDC_OK && s->trancount > 0 && had != !revoke) /* ROLLBACK puts the grant back as it was */
+                undo_push(s, had ? sqlite3_mprintf("INSERT OR IGNORE INTO __sim_grants VALUES (%Q, %Q, 'SELECT')", who, obj)
+                                 : sqlite3_mprintf("DELETE FROM __sim_grants WHERE principal = %Q AND object = %Q AND"
+                                                   " perm = 'SELECT'", who, obj));
         }
     }
     pthread_mutex_unlock(&s->srv->mu);

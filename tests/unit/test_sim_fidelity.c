@@ -317,14 +317,17 @@ TEST(sim_decimal_sum_avg_exact) {
     lab_close(srv, dir, &s, 1, &c, 1);
 }
 
-static int undo_copies(sim_session *s) {
+static int catalog_count(sim_session *s, const char *sql) {
     sqlite3_stmt *st;
     int n = -1;
-    if (sqlite3_prepare_v2(s->db->w, "SELECT count(*) FROM sqlite_schema WHERE name LIKE '\\_\\_sim\\_undo.%' ESCAPE '\\'",
-                           -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+    if (sqlite3_prepare_v2(s->db->w, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
         n = sqlite3_column_int(st, 0);
     sqlite3_finalize(st);
     return n;
+}
+
+static int undo_copies(sim_session *s) {
+    return catalog_count(s, "SELECT count(*) FROM sqlite_schema WHERE name LIKE '\\_\\_sim\\_undo.%' ESCAPE '\\'");
 }
 
 TEST(sim_rollback_undoes_ddl) {
@@ -380,6 +383,14 @@ TEST(sim_rollback_undoes_ddl) {
     run(s, c, "EXEC sim.run_capture; SELECT COUNT(*) FROM cdc.dbo_a_CT");
     CHECK_EQ_STR(c->rows[0], "0");
     CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM sys.columns WHERE object_id = OBJECT_ID('dbo.a')"), "4");
+    /* CREATE USER and GRANT/REVOKE inside a transaction */
+    run(s, c, "CREATE USER kept FOR LOGIN kept; GRANT SELECT ON dbo.a TO kept");
+    run(s, c, "BEGIN TRAN; CREATE USER gone FOR LOGIN gone; GRANT SELECT ON dbo.a TO gone; REVOKE SELECT ON dbo.a FROM kept;"
+              " ROLLBACK");
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_INT(catalog_count(s, "SELECT count(*) FROM __sim_users WHERE name IN ('kept', 'gone')"), 1);
+    CHECK_EQ_INT(catalog_count(s, "SELECT count(*) FROM __sim_grants WHERE principal = 'kept'"), 1);
+    CHECK_EQ_INT(catalog_count(s, "SELECT count(*) FROM __sim_grants WHERE principal = 'gone'"), 0);
     lab_close(srv, dir, &s, 1, &c, 1);
 }
 
