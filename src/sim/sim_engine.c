@@ -85,11 +85,14 @@
  *   (p,s)) -> decimal(38,s), AVG -> decimal(38,max(s,6)) truncated, AVG(int)
  *   -> int). Arithmetic (+ - * / %) is typed as SQL Server types it
  *   (decimal(p,s) by its precision/scale rules, money, int, bigint, float)
- *   but computed by SQLite through double: exact to about 15 significant
- *   digits, and % truncates decimal operands to integers (10.5 % 3 = 1, not
- *   1.5). Opening a data dir of an older build rebuilds its user tables
- *   with these declarations (rows, rowids, keys kept); change tables
- *   created by an older build keep their old declarations.
+ *   but + - * / compute through double (exact to about 15 significant
+ *   digits); % is exact on decimal text (sim_mod); / and % by zero give
+ *   error 8134 (sim_div, sim_mod), except after * or / in one chain
+ *   (a * b / c, a * b % c), where SQLite's operators remain (NULL for a
+ *   zero divisor, % on integers). Opening a data dir of an older build
+ *   rebuilds its user tables with these declarations (rows, rowids, keys
+ *   kept); change tables created by an older build keep their old
+ *   declarations.
  * - String columns (char/varchar/nchar/nvarchar) are declared TEXT COLLATE
  *   sim_ci: comparisons, ORDER BY, GROUP BY and keys ignore case for Latin
  *   (Basic, Latin-1, Extended-A), Greek and Cyrillic letters, are
@@ -208,6 +211,7 @@ int sim_sqlite_err(sqlite3 *c, int rc, mcdc_error *err) {
         return sim_err(err, 102, "Incorrect syntax near '%s'.", near);
     }
     if (strstr(m, "Arithmetic overflow")) return sim_err(err, 8115, "%s", m);
+    if (strstr(m, "Divide by zero")) return sim_err(err, 8134, "%s", m);
     if (strstr(m, "Conversion failed") || strstr(m, "converting")) return sim_err(err, 245, "%s", m);
     if (strstr(m, "time zone")) return sim_err(err, 9820, "%s", m);
     if (strstr(m, "datediff")) return sim_err(err, 535, "%s", m);

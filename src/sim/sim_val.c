@@ -1492,6 +1492,85 @@ static void dec_finish(sqlite3_context *ctx, bool avg) {
     dec_result_text(ctx, q * m + r * m / g->n, rs);
 }
 
+/* A divisor as double; false (error 8134 set) when it is zero. */
+static bool double_divisor(sqlite3_context *ctx, sqlite3_value *v, double *d) {
+    *d = sqlite3_value_double(v);
+    if (*d != 0) return true;
+    sqlite3_result_error(ctx, "Divide by zero error encountered.", -1);
+    return false;
+}
+
+/* The operands of / or %: 0 = the result is set (NULL, or error 8134 for
+ * an integer 0 divisor), 1 = two integers (*a, *b; b != 0), 2 = other. */
+static int divide_args(sqlite3_context *ctx, sqlite3_value **argv, int64_t *a, int64_t *b) {
+    int ta = sqlite3_value_type(argv[0]), tb = sqlite3_value_type(argv[1]);
+    if (ta == SQLITE_NULL || tb == SQLITE_NULL) {
+        sqlite3_result_null(ctx);
+        return 0;
+    }
+    if (ta != SQLITE_INTEGER || tb != SQLITE_INTEGER) return 2;
+    *a = sqlite3_value_int64(argv[0]);
+    *b = sqlite3_value_int64(argv[1]);
+    double d;
+    return *b != 0 || double_divisor(ctx, argv[1], &d) ? 1 : 0;
+}
+
+/* sim_mod(a, b): T-SQL's % - integers as integers, decimal text exactly
+ * (the result has the larger scale), the sign of a; 0 divides: 8134. */
+static void fn_mod(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    int64_t a, b;
+    int kind = divide_args(ctx, argv, &a, &b);
+    if (kind == 0) return;
+    if (kind == 1) {
+        sqlite3_result_int64(ctx, b == -1 ? 0 : a % b);
+        return;
+    }
+    dec_i128 x[2];
+    int sc[2];
+    bool exact = true;
+    for (int k = 0; k < 2 && exact; k++) {
+        int t = sqlite3_value_type(argv[k]);
+        sc[k] = 0;
+        if (t == SQLITE_INTEGER) x[k] = sqlite3_value_int64(argv[k]);
+        else exact = t == SQLITE_TEXT && dec_fixed((const char *)sqlite3_value_text(argv[k]),
+                                                   (size_t)sqlite3_value_bytes(argv[k]), &x[k], &sc[k]);
+    }
+    if (exact) {
+        int s = sc[0] > sc[1] ? sc[0] : sc[1];
+        for (int k = 0; k < 2 && exact; k++) {
+            exact = dec_abs(x[k]) < dec_pow10(38 - (s - sc[k]));
+            if (exact) x[k] *= dec_pow10(s - sc[k]);
+        }
+        if (exact) {
+            if (x[1] == 0) { sqlite3_result_error(ctx, "Divide by zero error encountered.", -1); return; }
+            dec_result_text(ctx, x[0] % x[1], s);
+            return;
+        }
+    }
+    double d;
+    if (double_divisor(ctx, argv[1], &d)) sqlite3_result_double(ctx, fmod(sqlite3_value_double(argv[0]), d));
+}
+
+/* sim_div(a, b): T-SQL's /: integers divide as integers (truncated), the
+ * rest through double; a zero divisor is error 8134 (SQLite gives NULL). */
+static void fn_div(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    int64_t a, b;
+    int kind = divide_args(ctx, argv, &a, &b);
+    if (kind == 0) return;
+    if (kind == 1) {
+        if (a == INT64_MIN && b == -1) {
+            sqlite3_result_error(ctx, "Arithmetic overflow error converting expression to data type bigint.", -1);
+            return;
+        }
+        sqlite3_result_int64(ctx, a / b);
+        return;
+    }
+    double d;
+    if (double_divisor(ctx, argv[1], &d)) sqlite3_result_double(ctx, sqlite3_value_double(argv[0]) / d);
+}
+
 static void fn_sum_value(sqlite3_context *ctx) { dec_finish(ctx, false); }
 static void fn_avg_value(sqlite3_context *ctx) { dec_finish(ctx, true); }
 
@@ -1518,6 +1597,8 @@ int sim_val_register(sqlite3 *db, const sim_clock_src *clk) {
     if (sqlite3_create_collation(db, SIM_DECIMAL_COLLATION, SQLITE_UTF8, NULL, coll_decimal) != SQLITE_OK ||
         sqlite3_create_collation(db, SIM_STRING_COLLATION, SQLITE_UTF8, NULL, coll_string) != SQLITE_OK ||
         sqlite3_create_function(db, "like", 2, det, NULL, fn_like, NULL, NULL) != SQLITE_OK ||
+        sqlite3_create_function(db, "sim_mod", 2, det, NULL, fn_mod, NULL, NULL) != SQLITE_OK ||
+        sqlite3_create_function(db, "sim_div", 2, det, NULL, fn_div, NULL, NULL) != SQLITE_OK ||
         sqlite3_create_function(db, "like", 3, det, NULL, fn_like, NULL, NULL) != SQLITE_OK ||
         sqlite3_create_window_function(db, "sim_sum", 1, det, NULL, fn_dec_step, fn_sum_value, fn_sum_value,
                                        fn_dec_inverse, NULL) != SQLITE_OK ||

@@ -400,6 +400,13 @@ static int xl_seq(xl *x, int *ip, int end, bool until_paren) {
     bool in_from = false, table_pos = false;
     char *top = NULL;
     bool after_select = false;
+    /* a % b -> sim_mod(a, b) (SQLite's % truncates decimals to integers),
+     * a / b -> sim_div(a, b) (SQLite's / by zero is NULL, not error 8134):
+     * the last primary of this level (its first token, the token after it) */
+    int lp_tok = -1, lp_end = -1, mod_left_tok = -1;
+    bool mod_pending = false;
+    const char *mod_fn = "";
+    size_t mod_left = 0;
     if (x->depth > MCDC_TSQL_DEPTH_MAX) return fail(x, 191, "Some part of your SQL statement is nested too deeply. Rewrite the query or break it up into smaller queries.%s", "");
     while (i < end && rc == MCDC_OK) {
         const tsql_tok *t = &x->t[i];
@@ -425,6 +432,7 @@ static int xl_seq(xl *x, int *ip, int end, bool until_paren) {
         }
         table_pos = false;
         size_t prim_start = x->out->len;
+        int tok_start = i;
         bool primary = false;
         x->last_stringy = false;
         switch (t->t) {
@@ -625,6 +633,18 @@ static int xl_seq(xl *x, int *ip, int end, bool until_paren) {
             }
             if (tsql_tok_op(t, "!<")) { rc = emit(x, ">="); i++; continue; }
             if (tsql_tok_op(t, "!>")) { rc = emit(x, "<="); i++; continue; }
+            if ((tsql_tok_op(t, "%") || tsql_tok_op(t, "/")) && lp_end == i && !mod_pending &&
+                !(lp_tok > 0 && (tsql_tok_op(&x->t[lp_tok - 1], "*") || tsql_tok_op(&x->t[lp_tok - 1], "/") ||
+                                 tsql_tok_op(&x->t[lp_tok - 1], "%")))) {
+                /* (a * b % c is (a * b) % c: left as SQLite's operator) */
+                mod_pending = true;
+                mod_fn = tsql_tok_op(t, "%") ? "sim_mod(" : "sim_div(";
+                mod_left = x->last_prim;
+                mod_left_tok = lp_tok;
+                rc = emit(x, ",");
+                i++;
+                continue;
+            }
             if (tsql_tok_op(t, ",") && x->tracking && x->depth == 0) {
                 if (x->res->nitems < XL_ITEMS_MAX) x->res->nitems++;
             }
@@ -641,6 +661,21 @@ static int xl_seq(xl *x, int *ip, int end, bool until_paren) {
             x->last_prim = prim_start;
             rc = check_at_time_zone(x, &i, end);
             if (rc == MCDC_OK && !x->last_stringy) x->last_stringy = was_str;
+            lp_tok = tok_start;
+            lp_end = i;
+            if (rc == MCDC_OK && mod_pending) {
+                size_t pl = strlen(mod_fn);
+                rc = mcdc_buf_reserve(x->out, pl, x->err);
+                if (rc == MCDC_OK) {
+                    memmove(x->out->data + mod_left + pl, x->out->data + mod_left, x->out->len - mod_left);
+                    memcpy(x->out->data + mod_left, mod_fn, pl);
+                    x->out->len += pl;
+                    rc = emit(x, ")");
+                }
+                x->last_prim = mod_left;
+                lp_tok = mod_left_tok;
+                mod_pending = false;
+            }
             /* a string primary followed by '+' */
             if (rc == MCDC_OK && i < end && tsql_tok_op(&x->t[i], "+") && (was_str)) {
                 rc = emit(x, " ||");

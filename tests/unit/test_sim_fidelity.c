@@ -312,6 +312,14 @@ TEST(sim_decimal_sum_avg_exact) {
     CHECK_EQ_INT(c->nerrors, 0);
     run(s, c, "SELECT SUM(v) FROM dbo.big");
     CHECK_EQ_INT(c->err_number, 8115);
+    /* % and / as T-SQL's: exact decimal remainder, sign of the dividend, 8134 on zero */
+    run(s, c, "SELECT 7 % 2, CAST(10.5 AS decimal(5,2)) % 3, CAST(-10.5 AS decimal(5,2)) % 3, 7 / 2, 7 * 3 % 4");
+    CHECK_EQ_STR(c->rows[0], "1|1.50|-1.50|3|1");
+    run(s, c, "SELECT 1; SELECT id / 0 FROM dbo.a; SELECT 2");
+    CHECK_EQ_INT(c->err_number, 8134);
+    CHECK_EQ_STR(c->rows[0], "2");
+    run(s, c, "SELECT 5 % 0");
+    CHECK_EQ_INT(c->err_number, 8134);
     /* float input stays float */
     CHECK_EQ_STR(scalar(s, c, "SELECT SUM(CAST(id AS float) / 2) FROM dbo.a"), "5");
     lab_close(srv, dir, &s, 1, &c, 1);

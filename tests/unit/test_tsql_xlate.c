@@ -129,6 +129,11 @@ TEST(tsql_xlate_decimal_types_and_rewrites) {
     CHECK_EQ_INT(rc, MCDC_OK);
     CHECK_EQ_STR(out, "SELECT sim_sum(\"dec\"), sim_avg(\"dec\") FROM \"dbo.t\" AS \"t\" WHERE \"dec\" <"
                       " (CAST(sim_convert('9.5', 'decimal(10,2)', NULL) AS TEXT) COLLATE sim_decimal)");
+    /* % and / as T-SQL's (sim_mod, sim_div); after * in one chain SQLite's operator stays */
+    rc = xl("SELECT id % 2, dec / -4, id * 3 % 4, id % 4 * 3, id / 2 / 2, (dec + 1) % id FROM t", out, sizeof out, res, &err);
+    CHECK_EQ_INT(rc, MCDC_OK);
+    CHECK_EQ_STR(out, "SELECT sim_mod(\"id\" , 2), sim_div(\"dec\" , - 4), \"id\" * 3 % 4, sim_mod(\"id\" , 4) * 3,"
+                      " sim_div(sim_div(\"id\" , 2) , 2), sim_mod((\"dec\" + 1) , \"id\") FROM \"dbo.t\" AS \"t\"");
     CHECK_EQ_INT(xl("SELECT 1 WHERE 12345678901234567890.5 > 9", out, sizeof out, res, &err), MCDC_OK);
     CHECK_EQ_STR(out, "SELECT 1 WHERE (CAST(sim_convert('12345678901234567890.5', 'decimal(21,1)', NULL) AS TEXT)"
                       " COLLATE sim_decimal) > 9");
