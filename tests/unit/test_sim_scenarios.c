@@ -127,3 +127,4 @@ TEST(sim_scenarios_t2_timezone) { check_scenario("t2_timezone"); }
 TEST(sim_scenarios_t3_read_semantics) { check_scenario("t3_read_semantics"); }
 TEST(sim_scenarios_t4_watermark_concurrency) { check_scenario("t4_watermark_concurrency"); }
 TEST(sim_scenarios_t5_decimal_ddl_rollback) { check_scenario("t5_decimal_ddl_rollback"); }
+TEST(sim_scenarios_t6_read_committed) { check_scenario("t6_read_committed"); }
