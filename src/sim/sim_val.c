@@ -118,6 +118,8 @@ const char *sim_type_decl(const sim_type *t) {
      * text, so the collation applies to literals and parameters as well */
     if (t->id == SIM_T_DECIMAL || t->id == SIM_T_MONEY || t->id == SIM_T_SMALLMONEY)
         return "TEXT COLLATE " SIM_DECIMAL_COLLATION;
+    /* the same instant at different offsets is the same value */
+    if (t->id == SIM_T_DATETIMEOFFSET) return "TEXT COLLATE " SIM_DTO_COLLATION;
     return sim_type_affinity(t);
 }
 
@@ -1273,6 +1275,24 @@ static void dec_agg_add(dec_agg *g, sqlite3_value *v, int sign) {
     g->acc = r;
 }
 
+/* ---- datetimeoffset: by the UTC instant ---------------------------------- */
+int sim_dto_cmp(const char *a, size_t na, const char *b, size_t nb) {
+    dtv x, y;
+    bool ox = dt_parse(a, na, &x), oy = dt_parse(b, nb, &y);
+    if (ox && oy) {
+        int64_t ux = dt_utc_ticks(&x), uy = dt_utc_ticks(&y);
+        return ux < uy ? -1 : ux > uy ? 1 : 0;
+    }
+    if (ox != oy) return ox ? -1 : 1; /* values first, other text after */
+    int c = memcmp(a, b, na < nb ? na : nb);
+    return c ? c : na < nb ? -1 : na > nb ? 1 : 0;
+}
+
+static int coll_dto(void *u, int na, const void *a, int nb, const void *b) {
+    (void)u;
+    return sim_dto_cmp(a, (size_t)na, b, (size_t)nb);
+}
+
 /* ---- strings: SQL_Latin1_General_CP1_CI_AS, approximately --------------- */
 /* Next code point of UTF-8 s[*i..n) (a byte that is not valid UTF-8 stands
  * for itself). */
@@ -1596,6 +1616,7 @@ int sim_val_register(sqlite3 *db, const sim_clock_src *clk) {
     }
     if (sqlite3_create_collation(db, SIM_DECIMAL_COLLATION, SQLITE_UTF8, NULL, coll_decimal) != SQLITE_OK ||
         sqlite3_create_collation(db, SIM_STRING_COLLATION, SQLITE_UTF8, NULL, coll_string) != SQLITE_OK ||
+        sqlite3_create_collation(db, SIM_DTO_COLLATION, SQLITE_UTF8, NULL, coll_dto) != SQLITE_OK ||
         sqlite3_create_function(db, "like", 2, det, NULL, fn_like, NULL, NULL) != SQLITE_OK ||
         sqlite3_create_function(db, "sim_mod", 2, det, NULL, fn_mod, NULL, NULL) != SQLITE_OK ||
         sqlite3_create_function(db, "sim_div", 2, det, NULL, fn_div, NULL, NULL) != SQLITE_OK ||

@@ -11,7 +11,9 @@
  *                            ORDER BY, MIN/MAX, GROUP BY and indexes order the
  *                            text by exact numeric value (sim_decimal_cmp).
  *   date/time types          TEXT, ISO with the type's fixed fraction width, so
- *                            text order = time order within one column.
+ *                            text order = time order within one column;
+ *                            datetimeoffset declared TEXT COLLATE sim_dto
+ *                            (ordered by the UTC instant).
  *   strings                  TEXT (UTF-8), declared TEXT COLLATE sim_ci
  *   uniqueidentifier         TEXT (upper case)
  *   binary, varbinary        BLOB (memcmp order: LSN order for binary(10))
@@ -30,6 +32,12 @@
 /* The collation of char/varchar/nchar/nvarchar columns: SQL Server's
  * default SQL_Latin1_General_CP1_CI_AS approximated (sim_string_cmp). */
 #define SIM_STRING_COLLATION "sim_ci"
+
+/* The collation of datetimeoffset columns: by the UTC instant (sim_dto_cmp:
+ * "2024-01-01 10:00:00 +02:00" = "2024-01-01 08:00:00 +00:00"); text that
+ * is no date sorts after every date, bytewise. */
+#define SIM_DTO_COLLATION "sim_dto"
+int sim_dto_cmp(const char *a, size_t na, const char *b, size_t nb);
 
 /* Compares two UTF-8 strings as the column collation does: case-insensitive
  * for Latin (Basic, Latin-1, Extended-A), Greek and Cyrillic letters,

@@ -726,3 +726,24 @@ TEST(sim_decimal_compare_and_sum_random) {
     mcdc_buf_free(&sql);
     lab_close(srv, dir, &s, 1, &c, 1);
 }
+
+TEST(sim_datetimeoffset_compares_instants) {
+    CHECK(sim_dto_cmp("2024-01-01 10:00:00 +02:00", 26, "2024-01-01 08:00:00 +00:00", 26) == 0);
+    CHECK(sim_dto_cmp("2024-01-01 10:00:00 +02:00", 26, "2024-01-01 09:00:00 +00:00", 26) < 0);
+    CHECK(sim_dto_cmp("2024-01-01 00:30:00 -03:00", 26, "2024-01-01 03:00:00 +00:00", 26) > 0); /* 03:30 UTC */
+    CHECK(sim_dto_cmp("2024-01-01 00:00:00.0000001 +00:00", 34, "2024-01-01 00:00:00 +00:00", 26) > 0);
+    char dir[64];
+    coll *c = calloc(1, sizeof *c);
+    sim_session *s;
+    sim_server *srv = fid_open(dir, sizeof dir, &s, c);
+    run(s, c, "CREATE TABLE dbo.o (id int NOT NULL PRIMARY KEY, t datetimeoffset(0) NULL);"
+              " INSERT INTO dbo.o VALUES (1, '2024-01-01 10:00:00 +02:00'), (2, '2024-01-01 09:00:00 +00:00'),"
+              " (3, '2024-01-01 08:00:00 +00:00')");
+    CHECK_EQ_INT(c->nerrors, 0);
+    run(s, c, "SELECT id FROM dbo.o ORDER BY t DESC, id");
+    CHECK_EQ_INT(c->nrows, 3);
+    CHECK_EQ_STR(c->rows[0], "2");
+    CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM dbo.o WHERE t = '2024-01-01 08:00:00 +00:00'"), "2");
+    CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(DISTINCT t) FROM dbo.o"), "2");
+    lab_close(srv, dir, &s, 1, &c, 1);
+}
