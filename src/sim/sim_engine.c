@@ -105,8 +105,8 @@
  *   (Older data dirs: as above.)
  * - datetimeoffset columns (TEXT COLLATE sim_dto) compare by the UTC
  *   instant, as SQL Server; other date/time values compare as their ISO
- *   text (right within one type). uniqueidentifier values sort as their
- *   upper-case text, not in SQL Server's byte-group order.
+ *   text (right within one type). uniqueidentifier columns (TEXT COLLATE
+ *   sim_guid) sort in SQL Server's byte-group order.
  * - Capture-instance gating roles (@role_name) are stored, not enforced.
  * - RPC OUTPUT parameters: sp_executesql (and sp_prepexec/sp_execute, which
  *   the TDS layer keeps as handles and rewrites to it) sends a RETURNVALUE
@@ -564,7 +564,8 @@ static int db_migrate_collations(sim_db *d, mcdc_error *err) {
                               " (c.type LIKE '%char%' AND s.sql NOT LIKE '%COLLATE " SIM_STRING_COLLATION "%' OR"
                               " (c.type LIKE 'decimal%' OR c.type LIKE 'numeric%' OR c.type LIKE '%money')"
                               " AND s.sql NOT LIKE '%COLLATE " SIM_DECIMAL_COLLATION "%' OR"
-                              " c.type LIKE 'datetimeoffset%' AND s.sql NOT LIKE '%COLLATE " SIM_DTO_COLLATION "%'))",
+                              " c.type LIKE 'datetimeoffset%' AND s.sql NOT LIKE '%COLLATE " SIM_DTO_COLLATION "%' OR"
+                              " c.type = 'uniqueidentifier' AND s.sql NOT LIKE '%COLLATE " SIM_GUID_COLLATION "%'))",
                            -1, &st, NULL) != SQLITE_OK)
         return sim_sqlite_err(w, SQLITE_ERROR, err);
     char names[64][SIM_NAME_MAX];

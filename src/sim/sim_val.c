@@ -120,6 +120,7 @@ const char *sim_type_decl(const sim_type *t) {
         return "TEXT COLLATE " SIM_DECIMAL_COLLATION;
     /* the same instant at different offsets is the same value */
     if (t->id == SIM_T_DATETIMEOFFSET) return "TEXT COLLATE " SIM_DTO_COLLATION;
+    if (t->id == SIM_T_UNIQUEIDENTIFIER) return "TEXT COLLATE " SIM_GUID_COLLATION;
     return sim_type_affinity(t);
 }
 
@@ -1293,6 +1294,45 @@ static int coll_dto(void *u, int na, const void *a, int nb, const void *b) {
     return sim_dto_cmp(a, (size_t)na, b, (size_t)nb);
 }
 
+/* ---- uniqueidentifier: SQL Server's byte-group order --------------------- */
+/* The 16 bytes of "00112233-4455-6677-8899-AABBCCDDEEFF" as written. */
+static bool guid_bytes(const char *s, size_t n, uint8_t out[16]) {
+    if (n != 36) return false;
+    int k = 0;
+    for (size_t i = 0; i < 36; i++) {
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (s[i] != '-') return false;
+            continue;
+        }
+        int h = hexval((unsigned char)s[i]), l = i + 1 < 36 ? hexval((unsigned char)s[i + 1]) : -1;
+        if (h < 0 || l < 0) return false;
+        out[k++] = (uint8_t)(h << 4 | l);
+        i++;
+    }
+    return k == 16;
+}
+
+int sim_guid_cmp(const char *a, size_t na, const char *b, size_t nb) {
+    /* most significant first: the last group, the fourth, then the first
+     * three from their last byte back (they are little-endian fields) */
+    static const int ORDER[16] = {10, 11, 12, 13, 14, 15, 8, 9, 7, 6, 5, 4, 3, 2, 1, 0};
+    uint8_t x[16], y[16];
+    bool ox = guid_bytes(a, na, x), oy = guid_bytes(b, nb, y);
+    if (ox && oy) {
+        for (int k = 0; k < 16; k++)
+            if (x[ORDER[k]] != y[ORDER[k]]) return x[ORDER[k]] < y[ORDER[k]] ? -1 : 1;
+        return 0;
+    }
+    if (ox != oy) return ox ? -1 : 1;
+    int c = memcmp(a, b, na < nb ? na : nb);
+    return c ? c : na < nb ? -1 : na > nb ? 1 : 0;
+}
+
+static int coll_guid(void *u, int na, const void *a, int nb, const void *b) {
+    (void)u;
+    return sim_guid_cmp(a, (size_t)na, b, (size_t)nb);
+}
+
 /* ---- strings: SQL_Latin1_General_CP1_CI_AS, approximately --------------- */
 /* Next code point of UTF-8 s[*i..n) (a byte that is not valid UTF-8 stands
  * for itself). */
@@ -1617,6 +1657,7 @@ int sim_val_register(sqlite3 *db, const sim_clock_src *clk) {
     if (sqlite3_create_collation(db, SIM_DECIMAL_COLLATION, SQLITE_UTF8, NULL, coll_decimal) != SQLITE_OK ||
         sqlite3_create_collation(db, SIM_STRING_COLLATION, SQLITE_UTF8, NULL, coll_string) != SQLITE_OK ||
         sqlite3_create_collation(db, SIM_DTO_COLLATION, SQLITE_UTF8, NULL, coll_dto) != SQLITE_OK ||
+        sqlite3_create_collation(db, SIM_GUID_COLLATION, SQLITE_UTF8, NULL, coll_guid) != SQLITE_OK ||
         sqlite3_create_function(db, "like", 2, det, NULL, fn_like, NULL, NULL) != SQLITE_OK ||
         sqlite3_create_function(db, "sim_mod", 2, det, NULL, fn_mod, NULL, NULL) != SQLITE_OK ||
         sqlite3_create_function(db, "sim_div", 2, det, NULL, fn_div, NULL, NULL) != SQLITE_OK ||

@@ -15,7 +15,7 @@
  *                            datetimeoffset declared TEXT COLLATE sim_dto
  *                            (ordered by the UTC instant).
  *   strings                  TEXT (UTF-8), declared TEXT COLLATE sim_ci
- *   uniqueidentifier         TEXT (upper case)
+ *   uniqueidentifier         TEXT (upper case), declared TEXT COLLATE sim_guid
  *   binary, varbinary        BLOB (memcmp order: LSN order for binary(10))
  */
 #ifndef SIM_VAL_H
@@ -38,6 +38,12 @@
  * is no date sorts after every date, bytewise. */
 #define SIM_DTO_COLLATION "sim_dto"
 int sim_dto_cmp(const char *a, size_t na, const char *b, size_t nb);
+
+/* The collation of uniqueidentifier columns: SQL Server's order (the last
+ * byte group first, ... the first group last, the first three groups from
+ * their last byte); text that is no GUID sorts after, bytewise. */
+#define SIM_GUID_COLLATION "sim_guid"
+int sim_guid_cmp(const char *a, size_t na, const char *b, size_t nb);
 
 /* Compares two UTF-8 strings as the column collation does: case-insensitive
  * for Latin (Basic, Latin-1, Extended-A), Greek and Cyrillic letters,

@@ -747,3 +747,35 @@ TEST(sim_datetimeoffset_compares_instants) {
     CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(DISTINCT t) FROM dbo.o"), "2");
     lab_close(srv, dir, &s, 1, &c, 1);
 }
+
+TEST(sim_uniqueidentifier_sorts_as_sql_server) {
+    /* ascending, one byte set at a time: first group from its last byte
+     * back... the last group most significant */
+    static const char *const ASC[] = {
+        "01000000-0000-0000-0000-000000000000", "10000000-0000-0000-0000-000000000000",
+        "00010000-0000-0000-0000-000000000000", "00000001-0000-0000-0000-000000000000",
+        "00000000-0100-0000-0000-000000000000", "00000000-0001-0000-0000-000000000000",
+        "00000000-0000-0100-0000-000000000000", "00000000-0000-0001-0000-000000000000",
+        "00000000-0000-0000-0001-000000000000", "00000000-0000-0000-0100-000000000000",
+        "00000000-0000-0000-0000-000000000001", "00000000-0000-0000-0000-010000000000",
+    };
+    int n = (int)(sizeof ASC / sizeof ASC[0]);
+    for (int k = 0; k + 1 < n; k++) CHECK(sim_guid_cmp(ASC[k], 36, ASC[k + 1], 36) < 0);
+    CHECK(sim_guid_cmp("55666BEE-B3A0-4BF5-81A7-86FF976E763F", 36, "8DD5BCA5-6ABE-4F73-B4B7-393AE6BBB849", 36) > 0);
+    CHECK(sim_guid_cmp("6f9619ff-8b86-d011-b42d-00c04fc964ff", 36, "6F9619FF-8B86-D011-B42D-00C04FC964FF", 36) == 0);
+    char dir[64];
+    coll *c = calloc(1, sizeof *c);
+    sim_session *s;
+    sim_server *srv = fid_open(dir, sizeof dir, &s, c);
+    mcdc_buf sql = {0};
+    mcdc_buf_append_str(&sql, "CREATE TABLE dbo.g (g uniqueidentifier NOT NULL PRIMARY KEY); INSERT INTO dbo.g VALUES ", NULL);
+    for (int k = n - 1; k >= 0; k--) mcdc_buf_printf(&sql, NULL, "%s('%s')", k < n - 1 ? ", " : "", ASC[k]);
+    mcdc_buf_cstr(&sql, NULL);
+    run(s, c, (const char *)sql.data);
+    CHECK_EQ_INT(c->nerrors, 0);
+    run(s, c, "SELECT g FROM dbo.g ORDER BY g");
+    CHECK_EQ_INT(c->nrows, n);
+    for (int k = 0; k < n && k < c->nrows; k++) CHECK_EQ_STR(c->rows[k], ASC[k]);
+    mcdc_buf_free(&sql);
+    lab_close(srv, dir, &s, 1, &c, 1);
+}
