@@ -1167,13 +1167,18 @@ static bool dec_normalize(const char *s, size_t n, dec_norm *o) {
     return true;
 }
 
+/* Bytewise, a prefix first: the order of text the typed collations cannot read. */
+static int bytes_cmp(const char *a, size_t na, const char *b, size_t nb) {
+    int c = memcmp(a, b, na < nb ? na : nb);
+    return c ? c : na < nb ? -1 : na > nb ? 1 : 0;
+}
+
 int sim_decimal_cmp(const char *a, size_t na, const char *b, size_t nb) {
     dec_norm x, y;
     bool xa = dec_normalize(a, na, &x), yb = dec_normalize(b, nb, &y);
     if (!xa || !yb) {
         if (xa != yb) return xa ? -1 : 1; /* numbers first */
-        int c = memcmp(a, b, na < nb ? na : nb);
-        return c ? c : na < nb ? -1 : na > nb ? 1 : 0;
+        return bytes_cmp(a, na, b, nb);
     }
     int sx = x.n == 0 ? 0 : x.neg ? -1 : 1, sy = y.n == 0 ? 0 : y.neg ? -1 : 1;
     if (sx != sy) return sx < sy ? -1 : 1;
@@ -1285,8 +1290,7 @@ int sim_dto_cmp(const char *a, size_t na, const char *b, size_t nb) {
         return ux < uy ? -1 : ux > uy ? 1 : 0;
     }
     if (ox != oy) return ox ? -1 : 1; /* values first, other text after */
-    int c = memcmp(a, b, na < nb ? na : nb);
-    return c ? c : na < nb ? -1 : na > nb ? 1 : 0;
+    return bytes_cmp(a, na, b, nb);
 }
 
 static int coll_dto(void *u, int na, const void *a, int nb, const void *b) {
@@ -1324,8 +1328,7 @@ int sim_guid_cmp(const char *a, size_t na, const char *b, size_t nb) {
         return 0;
     }
     if (ox != oy) return ox ? -1 : 1;
-    int c = memcmp(a, b, na < nb ? na : nb);
-    return c ? c : na < nb ? -1 : na > nb ? 1 : 0;
+    return bytes_cmp(a, na, b, nb);
 }
 
 static int coll_guid(void *u, int na, const void *a, int nb, const void *b) {
