@@ -36,5 +36,12 @@ for t in sim_rpc_outputs.py sim_isolation.py; do
   p=$(echo "$line" | grep -oE '^[0-9]+ passed' | grep -oE '[0-9]+'); f=$(echo "$line" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+')
   PASS=$((PASS + ${p:-0})); FAIL=$((FAIL + ${f:-1}))
 done
+# a clean stop, and nothing from a sanitizer when SIM_BIN is an ASan build
+kill -TERM "$SIM_PID"; wait "$SIM_PID"; rc=$?; SIM_PID=
+if [ $rc -eq 0 ] && ! grep -q "Sanitizer\|runtime error" "$TMP/sim.err"; then
+  PASS=$((PASS + 1)); echo "ok   SIGTERM stops the simulator cleanly (exit 0, no sanitizer report)"
+else
+  FAIL=$((FAIL + 1)); echo "FAIL SIGTERM stop: exit $rc"; head -40 "$TMP/sim.err"
+fi
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]
