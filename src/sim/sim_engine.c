@@ -54,21 +54,21 @@
  *   forever); an ATTENTION (a client's query timeout) ends the wait; a
  *   cycle of waiting sessions makes the session that closes it the
  *   deadlock victim (error 1205: its transaction rolled back, the batch
- *   ends). Writers
- *   wait by row: an UPDATE/DELETE whose WHERE matches a row (by rowid)
- *   another open transaction inserted, updated or deleted, and an
- *   INSERT/UPDATE that hits a duplicate key in a table another open
- *   transaction changed, wait for that transaction (same timeout, attention
- *   and deadlock rules), then run again; past 65536 rows a transaction
- *   holds every row of its tables. The subqueries and the SELECT of DML
- *   (INSERT ... SELECT) wait as reads do; the WHERE of UPDATE/DELETE on its
- *   own target table reads uncommitted rows; DDL takes no schema lock.
- *   Never wait either: reads WITH (NOLOCK)/
- *   READUNCOMMITTED or under SET TRANSACTION ISOLATION LEVEL READ
- *   UNCOMMITTED (they see uncommitted rows); sys.* views, CDC procedures
- *   and functions (change tables only ever hold committed, captured rows).
- *   Readers hold no locks (writers never wait for them); REPEATABLE READ,
- *   SERIALIZABLE and SNAPSHOT behave as this READ COMMITTED.
+ *   ends). Writers wait by row: an UPDATE/DELETE whose WHERE matches a row
+ *   (by rowid) another open transaction inserted, updated or deleted, and
+ *   an INSERT/UPDATE that hits a duplicate key in a table another open
+ *   transaction changed, wait for that transaction (same timeout,
+ *   attention and deadlock rules), then run again; past 65536 rows a
+ *   transaction holds every row of its tables. The subqueries and the
+ *   SELECT of DML (INSERT ... SELECT) wait as reads do; the WHERE of an
+ *   UPDATE/DELETE on its own target sees other transactions' uncommitted
+ *   values (it waits only for the rows it matches); DDL takes no schema
+ *   lock. Never wait: reads WITH (NOLOCK)/READUNCOMMITTED or under SET
+ *   TRANSACTION ISOLATION LEVEL READ UNCOMMITTED (they see uncommitted
+ *   rows); sys.* views, CDC procedures and functions (change tables only
+ *   ever hold committed, captured rows). Readers hold no locks (writers
+ *   never wait for them); REPEATABLE READ, SERIALIZABLE and SNAPSHOT
+ *   behave as this READ COMMITTED.
  * - ROLLBACK undoes DML and CREATE TABLE, DROP TABLE, ALTER TABLE ADD/DROP
  *   COLUMN (with the cdc.ddl_history rows of the ALTER): a DDL inside a
  *   transaction saves a copy of the table (rows, rowids, CREATE statement,
@@ -114,8 +114,8 @@
  *   after RETURNSTATUS, ordinal = 0-based position in the RPC as sent
  *   (error 8162 when not declared OUTPUT); a batch's EXEC sp_executesql
  *   ... @v OUTPUT sets @v. Other procedures (sys.sp_cdc_*, sim.*) have no
- *   OUTPUT parameters. sp_prepare/sp_execute/sp_unprepare handles live per
- *   connection (tds_prep.c), not per server.
+ *   OUTPUT parameters. (sp_prepare/sp_execute/sp_unprepare handles live per
+ *   connection, as in SQL Server: tds_prep.c.)
  * - ASYNC_NETWORK_IO wait_time_ms is what the TDS layer reports through
  *   sim_session_add_network_wait (0 until it does).
  */
