@@ -20,7 +20,8 @@
  * BEGIN...END blocks, EXEC with named or positional arguments, SET options
  * (NOCOUNT honoured; the rest accepted), CREATE LOGIN/USER, GRANT/REVOKE
  * SELECT, sys.columns/sys.tables/sys.objects/sys.databases,
- * sys.dm_exec_session_wait_stats, sp_spaceused, sp_executesql (RPC or EXEC).
+ * sys.dm_exec_session_wait_stats, sp_spaceused, sp_executesql (RPC or EXEC,
+ * with OUTPUT parameters).
  *
  * Results: one done() per statement, in order (the TDS layer sets DONE_MORE
  * on all but the last); statements inside EXEC/RPC use in_proc, then the
@@ -42,18 +43,79 @@
  *   absorbed (sim.set_clock and a negative sim.advance_clock still move it).
  * - sim.fault spares the session that set it (by a per-login serial, not
  *   the SPID, which is reused).
- * - Sessions share one writer connection per database and every statement
- *   is committed to SQLite at once; other sessions may therefore read rows
- *   of a T-SQL transaction that is not committed yet (READ UNCOMMITTED for
- *   source tables), and two sessions never block each other (no locks).
- *   Change tables only ever hold committed, captured rows.
- * - ROLLBACK undoes DML only (DDL inside a transaction stays).
- * - decimal/money values are stored as exact text: WHERE/ORDER BY on them
- *   compare as text; SUM over them goes through double.
- * - String comparisons are case-insensitive for ASCII only (NOCASE).
+ * - Isolation is READ COMMITTED approximated per table. Sessions share one
+ *   writer connection per database and every statement is committed to
+ *   SQLite at once (ROLLBACK replays undo SQL). A read - SELECT, SET/SELECT
+ *   @v = (SELECT ...), the expressions of IF and EXEC arguments - of a table
+ *   that another session's open transaction changed (DML or DDL; by table
+ *   name, past 16 tables any table of that database) waits until that
+ *   transaction commits or rolls back, polling every 5 ms: SET LOCK_TIMEOUT
+ *   n gives error 1222 after about n ms (0 at once; -1, the default, waits
+ *   forever); an ATTENTION (a client's query timeout) ends the wait; a
+ *   cycle of waiting sessions makes the session that closes it the
+ *   deadlock victim (error 1205: its transaction rolled back, the batch
+ *   ends). Writers wait by row: an UPDATE/DELETE whose WHERE matches a row
+ *   (by rowid) another open transaction inserted, updated or deleted, and
+ *   an INSERT/UPDATE that hits a duplicate key in a table another open
+ *   transaction changed, wait for that transaction (same timeout,
+ *   attention and deadlock rules), then run again; past 65536 rows a
+ *   transaction holds every row of its tables. The subqueries and the
+ *   SELECT of DML (INSERT ... SELECT) wait as reads do; the WHERE of an
+ *   UPDATE/DELETE on its own target sees other transactions' uncommitted
+ *   values (it waits only for the rows it matches); DDL takes no schema
+ *   lock. Never wait: reads WITH (NOLOCK)/READUNCOMMITTED or under SET
+ *   TRANSACTION ISOLATION LEVEL READ UNCOMMITTED (they see uncommitted
+ *   rows); sys.* views, CDC procedures and functions (change tables only
+ *   ever hold committed, captured rows). Readers hold no locks (writers
+ *   never wait for them); REPEATABLE READ, SERIALIZABLE and SNAPSHOT
+ *   behave as this READ COMMITTED.
+ * - ROLLBACK undoes DML and CREATE TABLE, DROP TABLE, ALTER TABLE ADD/DROP
+ *   COLUMN (with the cdc.ddl_history rows of the ALTER): a DDL inside a
+ *   transaction saves a copy of the table (rows, rowids, CREATE statement,
+ *   catalog rows) that ROLLBACK restores and COMMIT drops; GRANT/REVOKE
+ *   SELECT and CREATE USER are undone too. Not undone: the CDC procedures
+ *   (sys.sp_cdc_enable/disable_db/_table...) and the capture instances a
+ *   DROP TABLE removes, CREATE LOGIN, CREATE/DROP DATABASE; they take
+ *   effect at once.
+ * - decimal/money values are stored as exact text in columns declared
+ *   TEXT COLLATE sim_decimal: comparisons (with literals, columns,
+ *   parameters, CAST/CONVERT results, decimal variables), ORDER BY,
+ *   GROUP BY, MIN/MAX and PRIMARY KEY/UNIQUE indexes use the exact numeric
+ *   value; SUM/AVG over decimal text are exact (sim_sum/sim_avg; SUM(decimal
+ *   (p,s)) -> decimal(38,s), AVG -> decimal(38,max(s,6)) truncated, AVG(int)
+ *   -> int). Arithmetic (+ - * / %) is typed as SQL Server types it
+ *   (decimal(p,s) by its precision/scale rules, money, int, bigint, float)
+ *   but + - * / compute through double (exact to about 15 significant
+ *   digits); % is exact on decimal text (sim_mod); / and % by zero give
+ *   error 8134 (sim_div, sim_mod), except after * or / in one chain
+ *   (a * b / c, a * b % c), where SQLite's operators remain (NULL for a
+ *   zero divisor, % on integers). Opening a data dir of an older build
+ *   rebuilds its user tables with these declarations (rows, rowids, keys
+ *   kept); change tables created by an older build keep their old
+ *   declarations.
+ * - String columns (char/varchar/nchar/nvarchar) are declared TEXT COLLATE
+ *   sim_ci: comparisons, ORDER BY, GROUP BY and keys ignore case for Latin
+ *   (Basic, Latin-1, Extended-A), Greek and Cyrillic letters, are
+ *   accent-sensitive and ignore trailing spaces, as SQL_Latin1_General_
+ *   CP1_CI_AS; the order is by code point after lower-casing (not SQL
+ *   Server's dictionary order: 'e' < 'z' < 'é'). Two string literals or
+ *   variables compare case- and space-sensitively (no column collation).
+ *   LIKE follows T-SQL (%, _, [set], [^set], [a-z], ESCAPE) with the same
+ *   case folding, trailing spaces significant; it never uses an index.
+ *   (Older data dirs: as above.)
+ * - datetimeoffset columns (TEXT COLLATE sim_dto) compare by the UTC
+ *   instant, as SQL Server; other date/time values compare as their ISO
+ *   text (right within one type). uniqueidentifier columns (TEXT COLLATE
+ *   sim_guid) sort in SQL Server's byte-group order.
  * - Capture-instance gating roles (@role_name) are stored, not enforced.
- * - sp_prepare/sp_prepexec/sp_execute handles are not kept (no output
- *   parameters in the sink); sp_prepexec runs like sp_executesql.
+ * - RPC OUTPUT parameters: sp_executesql (and sp_prepexec/sp_execute, which
+ *   the TDS layer keeps as handles and rewrites to it) sends a RETURNVALUE
+ *   per parameter the RPC flagged as output and @params declared OUTPUT,
+ *   after RETURNSTATUS, ordinal = 0-based position in the RPC as sent
+ *   (error 8162 when not declared OUTPUT); a batch's EXEC sp_executesql
+ *   ... @v OUTPUT sets @v. Other procedures (sys.sp_cdc_*, sim.*) have no
+ *   OUTPUT parameters. (sp_prepare/sp_execute/sp_unprepare handles live per
+ *   connection, as in SQL Server: tds_prep.c.)
  * - ASYNC_NETWORK_IO wait_time_ms is what the TDS layer reports through
  *   sim_session_add_network_wait (0 until it does).
  */
@@ -153,6 +215,7 @@ int sim_sqlite_err(sqlite3 *c, int rc, mcdc_error *err) {
         return sim_err(err, 102, "Incorrect syntax near '%s'.", near);
     }
     if (strstr(m, "Arithmetic overflow")) return sim_err(err, 8115, "%s", m);
+    if (strstr(m, "Divide by zero")) return sim_err(err, 8134, "%s", m);
     if (strstr(m, "Conversion failed") || strstr(m, "converting")) return sim_err(err, 245, "%s", m);
     if (strstr(m, "time zone")) return sim_err(err, 9820, "%s", m);
     if (strstr(m, "datediff")) return sim_err(err, 535, "%s", m);
@@ -433,6 +496,108 @@ static const char *DB_SCHEMA =
     " THEN 1 WHEN 'cdc' THEN 5 ELSE 7 END AS schema_id, 'U' AS type, 'USER_TABLE' AS type_desc, create_date"
     " FROM __sim_tables;";
 
+/* ---- data dirs of older builds ------------------------------------------- */
+/* Appends the column list of table tbl ("a", "b") in its physical order. */
+static int table_col_list(sqlite3 *w, const char *tbl, mcdc_buf *out, mcdc_error *err) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(w, "SELECT name FROM pragma_table_info(?) ORDER BY cid", -1, &st, NULL) != SQLITE_OK)
+        return sim_sqlite_err(w, SQLITE_ERROR, err);
+    sqlite3_bind_text(st, 1, tbl, -1, SQLITE_STATIC);
+    int rc = MCDC_OK;
+    for (int k = 0; rc == MCDC_OK && sqlite3_step(st) == SQLITE_ROW; k++) {
+        if (k) rc = mcdc_buf_append_str(out, ", ", err);
+        if (rc == MCDC_OK) rc = xl_append_ident(out, (const char *)sqlite3_column_text(st, 0));
+    }
+    sqlite3_finalize(st);
+    return rc == MCDC_OK ? mcdc_buf_cstr(out, err) : rc;
+}
+
+/* The CREATE TABLE of user table tbl as this build declares it, from the
+ * catalog (types), table_info (order, NOT NULL, key) and its UNIQUE
+ * indexes; false if a column is not in the catalog. */
+static bool table_ddl_now(sqlite3 *w, const char *tbl, const char *as_name, mcdc_buf *out) {
+    sqlite3_stmt *st;
+    bool ok = true;
+    mcdc_buf pk = {0};
+    mcdc_buf_printf(out, NULL, "CREATE TABLE \"%s\"(", as_name);
+    if (sqlite3_prepare_v2(w, "SELECT p.name, p.\"notnull\", p.pk, c.type FROM pragma_table_info(?1) p LEFT JOIN"
+                              " __sim_columns c ON c.tbl = ?1 AND c.name = p.name ORDER BY p.cid", -1, &st, NULL) != SQLITE_OK)
+        return false;
+    sqlite3_bind_text(st, 1, tbl, -1, SQLITE_STATIC);
+    for (int k = 0; ok && sqlite3_step(st) == SQLITE_ROW; k++) {
+        const char *nm = (const char *)sqlite3_column_text(st, 0), *ty = (const char *)sqlite3_column_text(st, 3);
+        sim_type t;
+        ok = ty && sim_type_parse(&t, ty, strlen(ty));
+        if (!ok) break;
+        mcdc_buf_printf(out, NULL, "%s\"%s\" %s%s", k ? ", " : "", nm, sim_type_decl(&t),
+                        sqlite3_column_int(st, 1) ? " NOT NULL" : "");
+    }
+    sqlite3_finalize(st);
+    if (ok && sqlite3_prepare_v2(w, "SELECT name FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, tbl, -1, SQLITE_STATIC);
+        for (int k = 0; sqlite3_step(st) == SQLITE_ROW; k++)
+            mcdc_buf_printf(&pk, NULL, "%s\"%s\"", k ? "," : "", (const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+        if (pk.len) mcdc_buf_printf(out, NULL, ", PRIMARY KEY(%.*s)", (int)pk.len, (const char *)pk.data);
+    }
+    if (ok && sqlite3_prepare_v2(w, "SELECT l.name, group_concat('\"' || i.name || '\"', ',') FROM pragma_index_list(?1) l,"
+                                    " pragma_index_info(l.name) i WHERE l.origin = 'u' GROUP BY l.name ORDER BY l.seq",
+                                 -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, tbl, -1, SQLITE_STATIC);
+        while (sqlite3_step(st) == SQLITE_ROW)
+            mcdc_buf_printf(out, NULL, ", UNIQUE(%s)", (const char *)sqlite3_column_text(st, 1));
+        sqlite3_finalize(st);
+    }
+    mcdc_buf_free(&pk);
+    return ok && mcdc_buf_append_str(out, ")", NULL) == MCDC_OK && mcdc_buf_cstr(out, NULL) == MCDC_OK;
+}
+
+/* Tables that builds before the decimal and string collations created
+ * (decimal columns without a type, strings COLLATE NOCASE) are rebuilt
+ * with this build's declarations, rows and rowids kept. Change tables and
+ * the simulator's own tables are left as they are. */
+static int db_migrate_collations(sim_db *d, mcdc_error *err) {
+    sqlite3 *w = d->w;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(w, "SELECT t.name FROM __sim_tables t JOIN sqlite_schema s ON s.type = 'table' AND s.name = t.name"
+                              " WHERE t.schema_name <> 'cdc' AND EXISTS (SELECT 1 FROM __sim_columns c WHERE c.tbl = t.name AND"
+                              " (c.type LIKE '%char%' AND s.sql NOT LIKE '%COLLATE " SIM_STRING_COLLATION "%' OR"
+                              " (c.type LIKE 'decimal%' OR c.type LIKE 'numeric%' OR c.type LIKE '%money')"
+                              " AND s.sql NOT LIKE '%COLLATE " SIM_DECIMAL_COLLATION "%' OR"
+                              " c.type LIKE 'datetimeoffset%' AND s.sql NOT LIKE '%COLLATE " SIM_DTO_COLLATION "%' OR"
+                              " c.type = 'uniqueidentifier' AND s.sql NOT LIKE '%COLLATE " SIM_GUID_COLLATION "%'))",
+                           -1, &st, NULL) != SQLITE_OK)
+        return sim_sqlite_err(w, SQLITE_ERROR, err);
+    char names[64][SIM_NAME_MAX];
+    int n = 0;
+    while (n < 64 && sqlite3_step(st) == SQLITE_ROW)
+        snprintf(names[n++], SIM_NAME_MAX, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    int rc = MCDC_OK;
+    for (int k = 0; k < n && rc == MCDC_OK; k++) {
+        mcdc_buf ddl = {0}, cols = {0};
+        char tmp[SIM_NAME_MAX + 16];
+        snprintf(tmp, sizeof tmp, "__sim_migrate.%.*s", SIM_NAME_MAX - 1, names[k]);
+        if (table_ddl_now(w, names[k], tmp, &ddl) && table_col_list(w, names[k], &cols, err) == MCDC_OK) {
+            rc = sim_sql(w, err, "BEGIN IMMEDIATE");
+            if (rc == MCDC_OK) rc = sim_sql(w, err, "%s", (const char *)ddl.data);
+            if (rc == MCDC_OK)
+                rc = sim_sql(w, err, "INSERT INTO \"%w\"(rowid, %s) SELECT rowid, %s FROM \"%w\"; DROP TABLE \"%w\";"
+                                     " ALTER TABLE \"%w\" RENAME TO \"%w\"",
+                             tmp, (const char *)cols.data, (const char *)cols.data, names[k], names[k], tmp, names[k]);
+            sim_sql(w, NULL, rc == MCDC_OK ? "COMMIT" : "ROLLBACK");
+            if (rc != MCDC_OK)
+                mcdc_log(MCDC_LOG_WARN, "sim: database %s: table %s keeps the collations of an older build: %s", d->name,
+                         names[k], err ? err->message : "");
+            rc = MCDC_OK; /* the table still works, with the old comparisons */
+            mcdc_error_clear(err);
+        }
+        mcdc_buf_free(&ddl);
+        mcdc_buf_free(&cols);
+    }
+    return rc;
+}
+
 static int db_open(sim_server *srv, const char *name, bool create, sim_db **out, mcdc_error *err) {
     sim_db *d = mcdc_calloc(1, sizeof *d);
     if (!d) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
@@ -450,6 +615,7 @@ static int db_open(sim_server *srv, const char *name, bool create, sim_db **out,
     if (rc == MCDC_OK) rc = sim_sql(d->w, err, "PRAGMA cache_size = -65536");
     if (rc == MCDC_OK) rc = sim_sql(d->w, err, "%s", DB_SCHEMA);
     if (rc == MCDC_OK) rc = sim_cdc_init_db(d, err);
+    if (rc == MCDC_OK) rc = db_migrate_collations(d, err);
     if (rc != MCDC_OK) {
         sqlite3_close(d->w);
         mcdc_free(d);
@@ -678,6 +844,7 @@ int sim_login(sim_server *srv, sim_session **out, const char *user, const char *
     snprintf(s->login, sizeof s->login, "%s", user);
     s->admin = admin;
     s->packet_size = 4096;
+    s->lock_timeout_ms = -1;
     s->clk = srv->clk;
     s->clk.ctx = s;
     s->clk.spid = sess_clk_spid;
@@ -706,6 +873,7 @@ void sim_session_close(sim_session *s) {
     if (s->trancount > 0) tran_rollback(s);
     for (int k = 0; k < MCDC_SIM_SESSIONS_MAX; k++) if (srv->sessions[k] == s) srv->sessions[k] = NULL;
     pthread_mutex_unlock(&srv->mu);
+    mcdc_free(s->tran_rows);
     vars_clear(s);
     fast_cache_drop(s);
     if (s->conv) sqlite3_finalize(s->conv);
@@ -1037,7 +1205,20 @@ typedef struct stmt_ctx {
     bool in_proc;
     bool aborted;
     const char *batch; /* whole batch text */
+    /* the RPC's parameters (borrowed) while its procedure runs, for the
+     * OUTPUT flags; NULL in a batch and in statements the procedure runs */
+    const sim_param *rpc_params;
+    int rpc_nparams, rpc_first; /* rpc_params[rpc_first] is argument 0 */
+    bool batch_ended; /* an error that ends the batch (deadlock victim) */
 } stmt_ctx;
+
+/* The parameters an sp_executesql declared (@params), in order. */
+typedef struct sql_params {
+    int n;
+    char names[32][SIM_NAME_MAX]; /* with '@' */
+    int arg[32];                  /* the procedure argument that supplied it, -1 none */
+    bool output[32];              /* declared OUTPUT */
+} sql_params;
 
 static int send_done(stmt_ctx *x, int64_t rows, bool has_count, bool error) {
     if (x->sink->done && x->sink->done(x->sink->ctx, rows, has_count && !x->s->nocount, x->in_proc, error))
@@ -1110,6 +1291,9 @@ static int stmt_end(const tsql_tok *t, int i, int n) {
             continue;
         if (is_create && k == i + 1) continue; /* CREATE/ALTER ... */
         if (tsql_tok_is(&t[k], "SET") && tsql_tok_is(first, "ALTER")) continue;
+        if (tsql_tok_is(&t[k], "DROP") && tsql_tok_is(first, "ALTER") && k + 1 < n &&
+            (tsql_tok_is(&t[k + 1], "COLUMN") || tsql_tok_is(&t[k + 1], "CONSTRAINT")))
+            continue; /* ALTER TABLE t DROP COLUMN c */
         return k;
     }
     return n;
@@ -1306,6 +1490,86 @@ static int run_split(stmt_ctx *x, const xl_env *env, const sim_fast_split *sp, s
     return rc;
 }
 
+/* ---- READ COMMITTED ------------------------------------------------------ */
+#define SIM_LOCK_POLL_MS 5
+
+/* Under mu: another session whose open transaction changed a table res reads. */
+static sim_session *read_blocker(sim_session *s, const xl_result *res) {
+    sim_server *srv = s->srv;
+    for (int k = 0; k < MCDC_SIM_SESSIONS_MAX; k++) {
+        sim_session *o = srv->sessions[k];
+        if (!o || o == s || o->trancount == 0 || o->tran_db != s->db) continue;
+        if (o->tran_tables_all && o->tran_ntables > 0) return o;
+        for (int t = 0; t < res->ntables; t++)
+            for (int c = 0; c < o->tran_ntables; c++)
+                if (mcdc_str_ieq(o->tran_tables[c], res->tables[t].name)) return o;
+    }
+    return NULL;
+}
+
+/* Waits while blocker(s, arg) (called under mu) names another session:
+ * until SET LOCK_TIMEOUT (error 1222), an ATTENTION (the sink's poll), or a
+ * wait cycle (error 1205, this session's transaction rolled back as the
+ * deadlock victim). */
+static int wait_while(stmt_ctx *x, sim_session *(*blocker)(sim_session *s, const void *arg), const void *arg,
+                      mcdc_error *err) {
+    sim_session *s = x->s;
+    sim_server *srv = s->srv;
+    int64_t waited_ms = 0;
+    int rc = MCDC_OK;
+    bool victim = false;
+    pthread_mutex_lock(&srv->mu);
+    for (;;) {
+        sim_session *b = blocker(s, arg);
+        if (!b) break;
+        for (sim_session *w = b; w && !victim; w = w->waiting_for) victim = w == s;
+        if (victim) {
+            tran_rollback(s);
+            rc = sim_err(err, 1205,
+                         "Transaction (Process ID %d) was deadlocked on lock resources with another process and has been"
+                         " chosen as the deadlock victim. Rerun the transaction.",
+                         s->spid);
+            if (err) err->server_class = 13;
+            break;
+        }
+        if (s->lock_timeout_ms >= 0 && waited_ms >= s->lock_timeout_ms) {
+            rc = sim_err(err, 1222, "Lock request time out period exceeded.");
+            break;
+        }
+        s->waiting_for = b;
+        pthread_mutex_unlock(&srv->mu);
+        mcdc_sleep_ms(SIM_LOCK_POLL_MS);
+        waited_ms += SIM_LOCK_POLL_MS;
+        bool stop = x->sink->poll && x->sink->poll(x->sink->ctx);
+        pthread_mutex_lock(&srv->mu);
+        s->waiting_for = NULL;
+        if (stop) {
+            x->aborted = true;
+            rc = sim_err(err, 3617, "The query was cancelled while it waited for a lock.");
+            break;
+        }
+    }
+    pthread_mutex_unlock(&srv->mu);
+    if (victim && x->sink->transaction && x->sink->transaction(x->sink->ctx, 10, s->descriptor)) x->aborted = true;
+    return rc;
+}
+
+static sim_session *read_blocker_cb(sim_session *s, const void *res) { return read_blocker(s, res); }
+
+/* READ COMMITTED at table granularity: waits while another session's open
+ * transaction has changed a table the statement reads. nolock: the
+ * statement reads WITH (NOLOCK). */
+static int wait_committed(stmt_ctx *x, const xl_result *res, bool nolock, mcdc_error *err) {
+    if (res->ntables == 0 || nolock || x->s->read_uncommitted) return MCDC_OK;
+    return wait_while(x, read_blocker_cb, res, err);
+}
+
+static bool has_nolock(const tsql_tok *t, int a, int b) {
+    for (int k = a; k < b; k++)
+        if (tsql_tok_is(&t[k], "NOLOCK") || tsql_tok_is(&t[k], "READUNCOMMITTED")) return true;
+    return false;
+}
+
 static int run_query(stmt_ctx *x, const tsql_tok *t, int a, int b, const sim_var **assign, int nassign,
                      mcdc_error *err) {
     sim_session *s = x->s;
@@ -1323,6 +1587,7 @@ static int run_query(stmt_ctx *x, const tsql_tok *t, int a, int b, const sim_var
     if (!res) { mcdc_buf_free(&wait); return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory"); }
     int rc = tsql_xlate(&env, t, a, b, &sql, res, err);
     if (rc == MCDC_OK) rc = check_select_perms(s, s->rd, res, err);
+    if (rc == MCDC_OK) rc = wait_committed(x, res, has_nolock(t, a, b), err);
     sqlite3_stmt *st = NULL;
     if (rc == MCDC_OK && sqlite3_prepare_v2(s->rd, (const char *)sql.data, -1, &st, NULL) != SQLITE_OK)
         rc = sim_sqlite_err(s->rd, SQLITE_ERROR, err);
@@ -1411,6 +1676,271 @@ static bool parse_type_at(const tsql_tok *t, int *i, int end, sim_type *out, cha
     text[o] = 0;
     *i = k;
     return sim_type_parse(out, text, strlen(text));
+}
+
+static char *value_literal(sqlite3_value *v) {
+    switch (sqlite3_value_type(v)) {
+    case SQLITE_INTEGER: return sqlite3_mprintf("%lld", (long long)sqlite3_value_int64(v));
+    case SQLITE_FLOAT: return sqlite3_mprintf("%!.17g", sqlite3_value_double(v));
+    case SQLITE_TEXT: return sqlite3_mprintf("%Q", (const char *)sqlite3_value_text(v));
+    case SQLITE_BLOB: {
+        int n = sqlite3_value_bytes(v);
+        const uint8_t *p = sqlite3_value_blob(v);
+        char *h = sqlite3_malloc(2 * n + 4);
+        if (!h) return NULL;
+        int o = 0;
+        h[o++] = 'X';
+        h[o++] = '\'';
+        for (int k = 0; k < n; k++) {
+            static const char HX[] = "0123456789ABCDEF";
+            h[o++] = HX[p[k] >> 4];
+            h[o++] = HX[p[k] & 15];
+        }
+        h[o++] = '\'';
+        h[o] = 0;
+        return h;
+    }
+    default: return sqlite3_mprintf("NULL");
+    }
+}
+
+/* ---- transactions ------------------------------------------------------- */
+/* Takes sql (sqlite3_malloc'd) and commit_sql (same, may be NULL). */
+static void undo_push2(sim_session *s, char *sql, char *commit_sql) {
+    sim_undo *u = sql ? mcdc_calloc(1, sizeof *u) : NULL;
+    if (u) {
+        u->sql = mcdc_strdup(sql);
+        u->commit_sql = commit_sql ? mcdc_strdup(commit_sql) : NULL;
+        u->prev = s->undo;
+        s->undo = u;
+    }
+    sqlite3_free(sql);
+    sqlite3_free(commit_sql);
+}
+
+static void undo_push(sim_session *s, char *sql) { undo_push2(s, sql, NULL); }
+
+static void undo_free_all(sim_session *s) {
+    while (s->undo) {
+        sim_undo *u = s->undo;
+        s->undo = u->prev;
+        mcdc_free(u->sql);
+        mcdc_free(u->commit_sql);
+        mcdc_free(u);
+    }
+}
+
+static void tran_reset(sim_session *s) {
+    undo_free_all(s);
+    s->trancount = 0;
+    s->tran_ntables = 0;
+    s->tran_tables_all = false;
+    mcdc_free(s->tran_rows);
+    s->tran_rows = NULL;
+    s->tran_nrows = s->tran_rows_cap = 0;
+    s->tran_rows_all = false;
+    s->tran_logged = false;
+    s->tran_cdc = false;
+    s->tran_ncis = 0;
+    s->tran_db = NULL;
+    s->cmd_id = 0;
+}
+
+/* Under mu. */
+static void tran_rollback(sim_session *s) {
+    if (s->tran_db) {
+        sqlite3 *w = s->tran_db->w;
+        sqlite3_exec(w, "BEGIN", NULL, NULL, NULL);
+        for (sim_undo *u = s->undo; u; u = u->prev) sqlite3_exec(w, u->sql, NULL, NULL, NULL);
+        sim_cdc_rollback(s);
+        sqlite3_exec(w, "COMMIT", NULL, NULL, NULL);
+    }
+    tran_reset(s);
+}
+
+/* Under mu, inside a SQLite transaction on the db. */
+static int tran_commit(sim_session *s, mcdc_error *err) {
+    int rc = MCDC_OK;
+    if (s->tran_logged && s->tran_db) {
+        uint64_t commit = sim_lsn_next(s->tran_db);
+        if (s->tran_cdc) rc = sim_cdc_commit(s, commit, err);
+        if (rc == MCDC_OK) rc = sim_db_state_put(s->tran_db, "lsn", (int64_t)s->tran_db->lsn);
+    }
+    for (sim_undo *u = s->undo; u && rc == MCDC_OK; u = u->prev)
+        if (u->commit_sql) rc = sim_sql(s->tran_db->w, err, "%s", u->commit_sql);
+    if (rc == MCDC_OK) undo_free_all(s);
+    return rc;
+}
+
+/* ---- DDL inside a transaction ------------------------------------------- */
+/* Under mu. A DDL statement in an open T-SQL transaction joins it: the
+ * transaction now spans the session's database. */
+static int tran_ddl_join(sim_session *s, mcdc_error *err) {
+    if (s->trancount == 0) return MCDC_OK;
+    if (s->tran_db && s->tran_db != s->db)
+        return sim_err(err, 50000, "the simulator does not support a transaction across databases ('%s' and '%s')",
+                       s->tran_db->name, s->db->name);
+    s->tran_db = s->db;
+    return MCDC_OK;
+}
+
+/* Under mu: the open transaction changed table tbl (other sessions' reads
+ * of it wait until it ends). */
+static int tran_touch(sim_session *s, const char *tbl) {
+    if (s->trancount == 0 || s->tran_tables_all) return -1;
+    for (int k = 0; k < s->tran_ntables; k++)
+        if (mcdc_str_ieq(s->tran_tables[k], tbl)) return k;
+    if (s->tran_ntables == (int)(sizeof s->tran_tables / sizeof s->tran_tables[0])) {
+        s->tran_tables_all = true;
+        return -1;
+    }
+    snprintf(s->tran_tables[s->tran_ntables], SIM_NAME_MAX, "%s", tbl);
+    return s->tran_ntables++;
+}
+
+/* Under mu: the open transaction changed row rowid of its table number
+ * table (from tran_touch; -1: not tracked). */
+static void tran_touch_row(sim_session *s, int table, int64_t rowid) {
+    if (table < 0 || s->tran_rows_all) return;
+    if (s->tran_nrows == s->tran_rows_cap) {
+        int cap = s->tran_rows_cap ? s->tran_rows_cap * 2 : 64;
+        sim_tran_row *nr = cap <= SIM_TRAN_ROWS_MAX ? mcdc_realloc(s->tran_rows, (size_t)cap * sizeof *nr) : NULL;
+        if (!nr) { /* past the limit (or out of memory): every row of its tables */
+            s->tran_rows_all = true;
+            return;
+        }
+        s->tran_rows = nr;
+        s->tran_rows_cap = cap;
+    }
+    s->tran_rows[s->tran_nrows++] = (sim_tran_row){table, rowid};
+}
+
+/* Under mu: another session whose open transaction changed table tbl
+ * (rowid < 0) or row rowid of it. */
+static sim_session *write_blocker(sim_session *s, const char *tbl, int64_t rowid) {
+    sim_server *srv = s->srv;
+    for (int k = 0; k < MCDC_SIM_SESSIONS_MAX; k++) {
+        sim_session *o = srv->sessions[k];
+        if (!o || o == s || o->trancount == 0 || o->tran_db != s->db) continue;
+        if (o->tran_tables_all && o->tran_ntables > 0) return o;
+        int ti = -1;
+        for (int c = 0; c < o->tran_ntables && ti < 0; c++)
+            if (mcdc_str_ieq(o->tran_tables[c], tbl)) ti = c;
+        if (ti < 0) continue;
+        if (rowid < 0 || o->tran_rows_all) return o;
+        for (int r = 0; r < o->tran_nrows; r++)
+            if (o->tran_rows[r].table == ti && o->tran_rows[r].rowid == rowid) return o;
+    }
+    return NULL;
+}
+
+/* Appends "INSERT INTO <cat> VALUES (...);" for each row of catalog table
+ * cat whose column key equals val. */
+static int catalog_rows_sql(sqlite3 *w, mcdc_buf *out, const char *cat, const char *key, const char *val,
+                            mcdc_error *err) {
+    char *q = sqlite3_mprintf("SELECT * FROM \"%w\" WHERE \"%w\" = %Q", cat, key, val);
+    sqlite3_stmt *st = NULL;
+    int rc = q && sqlite3_prepare_v2(w, q, -1, &st, NULL) == SQLITE_OK ? MCDC_OK : sim_sqlite_err(w, SQLITE_ERROR, err);
+    sqlite3_free(q);
+    while (rc == MCDC_OK && sqlite3_step(st) == SQLITE_ROW) {
+        rc = mcdc_buf_printf(out, err, "INSERT INTO \"%s\" VALUES (", cat);
+        for (int k = 0; k < sqlite3_column_count(st) && rc == MCDC_OK; k++) {
+            char *l = value_literal(sqlite3_column_value(st, k));
+            rc = l ? mcdc_buf_printf(out, err, "%s%s", k ? ", " : "", l) : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+            sqlite3_free(l);
+        }
+        if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, ");", err);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* Under mu, inside the DDL's SQLite transaction, before the DDL changes
+ * table tbl. In an open T-SQL transaction, copies the table (rows with
+ * their rowids), its CREATE statement and catalog rows, and builds the
+ * ROLLBACK SQL that puts them back (*undo) and the COMMIT SQL that drops
+ * the copy (*commit); both sqlite3_malloc'd, NULL outside a transaction. */
+static int tran_ddl_snapshot(sim_session *s, const char *tbl, char **undo, char **commit, mcdc_error *err) {
+    *undo = *commit = NULL;
+    if (s->trancount == 0) return MCDC_OK;
+    sqlite3 *w = s->db->w;
+    int64_t seq = state_get(w, "undo_seq", 0) + 1;
+    int rc = sim_db_state_put(s->db, "undo_seq", seq);
+    char copy[64];
+    snprintf(copy, sizeof copy, "__sim_undo.%lld", (long long)seq);
+    mcdc_buf u = {0}, cols = {0};
+    sqlite3_stmt *st = NULL;
+    if (rc == MCDC_OK && sqlite3_prepare_v2(w, "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?", -1, &st,
+                                            NULL) != SQLITE_OK)
+        rc = sim_sqlite_err(w, SQLITE_ERROR, err);
+    if (rc == MCDC_OK) {
+        sqlite3_bind_text(st, 1, tbl, -1, SQLITE_STATIC);
+        if (sqlite3_step(st) != SQLITE_ROW) rc = sim_err(err, 208, "Invalid object name '%s'.", tbl);
+        else rc = mcdc_buf_printf(&u, err, "DROP TABLE IF EXISTS \"%s\";%s;", tbl, (const char *)sqlite3_column_text(st, 0));
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    if (rc == MCDC_OK && sqlite3_prepare_v2(w, "SELECT name FROM pragma_table_info(?)", -1, &st, NULL) != SQLITE_OK)
+        rc = sim_sqlite_err(w, SQLITE_ERROR, err);
+    if (rc == MCDC_OK) {
+        sqlite3_bind_text(st, 1, tbl, -1, SQLITE_STATIC);
+        for (int k = 0; rc == MCDC_OK && sqlite3_step(st) == SQLITE_ROW; k++) {
+            rc = mcdc_buf_append_str(&cols, ", ", err);
+            if (rc == MCDC_OK) rc = xl_append_ident(&cols, (const char *)sqlite3_column_text(st, 0));
+        }
+        if (rc == MCDC_OK) rc = mcdc_buf_cstr(&cols, err);
+    }
+    sqlite3_finalize(st);
+    if (rc == MCDC_OK)
+        rc = sim_sql(w, err, "CREATE TABLE \"%w\" AS SELECT rowid AS \"__sim_rowid\"%s FROM \"%w\"", copy,
+                     (const char *)cols.data, tbl);
+    if (rc == MCDC_OK)
+        rc = mcdc_buf_printf(&u, err, "INSERT INTO \"%s\"(rowid%s) SELECT \"__sim_rowid\"%s FROM \"%s\"; DROP TABLE \"%s\";"
+                             " DELETE FROM __sim_columns WHERE tbl = '%s'; DELETE FROM __sim_tables WHERE name = '%s';"
+                             " DELETE FROM __sim_grants WHERE object = '%s';",
+                             tbl, (const char *)cols.data, (const char *)cols.data, copy, copy, tbl, tbl, tbl);
+    if (rc == MCDC_OK) rc = catalog_rows_sql(w, &u, "__sim_columns", "tbl", tbl, err);
+    if (rc == MCDC_OK) rc = catalog_rows_sql(w, &u, "__sim_tables", "name", tbl, err);
+    if (rc == MCDC_OK) rc = catalog_rows_sql(w, &u, "__sim_grants", "object", tbl, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&u, err);
+    if (rc == MCDC_OK) {
+        *undo = sqlite3_mprintf("%s", (const char *)u.data);
+        *commit = sqlite3_mprintf("DROP TABLE IF EXISTS \"%w\"", copy);
+        if (!*undo || !*commit) {
+            sqlite3_free(*undo);
+            sqlite3_free(*commit);
+            *undo = *commit = NULL;
+            rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        }
+    }
+    mcdc_buf_free(&u);
+    mcdc_buf_free(&cols);
+    return rc;
+}
+
+/* Under mu: ends the DDL's SQLite transaction (COMMIT if rc is MCDC_OK,
+ * else ROLLBACK) and keeps the snapshot's SQL for the T-SQL transaction.
+ * Takes undo and commit (sqlite3_malloc'd, may be NULL). */
+static int tran_ddl_end(sim_session *s, int rc, char *undo, char *commit, mcdc_error *err) {
+    if (rc == MCDC_OK) rc = sim_sql(s->db->w, err, "COMMIT");
+    if (rc != MCDC_OK) sim_sql(s->db->w, NULL, "ROLLBACK");
+    if (rc == MCDC_OK && undo) {
+        undo_push2(s, undo, commit);
+        return rc;
+    }
+    sqlite3_free(undo);
+    sqlite3_free(commit);
+    return rc;
+}
+
+/* Largest rowid of cdc.ddl_history (the rows a DDL adds come after it). */
+static int64_t ddl_history_top(sqlite3 *w) {
+    sqlite3_stmt *st;
+    int64_t v = 0;
+    if (sqlite3_prepare_v2(w, "SELECT coalesce(max(rowid), 0) FROM \"cdc.ddl_history\"", -1, &st, NULL) != SQLITE_OK) return 0;
+    if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
 }
 
 /* ---- DDL ------------------------------------------------------------------ */
@@ -1538,6 +2068,7 @@ static int create_table(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_err
         pthread_mutex_lock(&s->srv->mu);
         if (table_exists_c(s->db->w, name))
             rc = sim_err(err, 2714, "There is already an object named '%s' in the database.", parts[np - 1]);
+        if (rc == MCDC_OK) rc = tran_ddl_join(s, err);
         if (rc == MCDC_OK) rc = sim_sql(s->db->w, err, "BEGIN");
         if (rc == MCDC_OK) {
             rc = sim_sql(s->db->w, err, "%s", (const char *)ddl.data);
@@ -1546,6 +2077,11 @@ static int create_table(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_err
                 rc = sim_sql(s->db->w, err, "INSERT INTO __sim_tables VALUES (%Q, %Q, %Q, %d, %Q, 0)", name, schema,
                              parts[np - 1], next_object_id(s->db), "");
             sim_sql(s->db->w, NULL, rc == MCDC_OK ? "COMMIT" : "ROLLBACK");
+            if (rc == MCDC_OK) tran_touch(s, name);
+            if (rc == MCDC_OK && s->trancount > 0) /* ROLLBACK drops it again */
+                undo_push(s, sqlite3_mprintf("DROP TABLE IF EXISTS \"%w\"; DELETE FROM __sim_columns WHERE tbl = %Q;"
+                                             " DELETE FROM __sim_tables WHERE name = %Q; DELETE FROM __sim_grants WHERE object = %Q",
+                                             name, name, name, name));
         }
         pthread_mutex_unlock(&s->srv->mu);
     }
@@ -1586,63 +2122,6 @@ static int load_cols(sqlite3 *c, const char *tbl, col_def **out, int *n, mcdc_er
     return MCDC_OK;
 }
 
-/* ---- transactions ------------------------------------------------------- */
-static void undo_push(sim_session *s, char *sql) {
-    if (!sql) return;
-    sim_undo *u = mcdc_malloc(sizeof *u);
-    if (!u) { sqlite3_free(sql); return; }
-    u->sql = mcdc_strdup(sql);
-    sqlite3_free(sql);
-    u->prev = s->undo;
-    s->undo = u;
-}
-
-static void tran_reset(sim_session *s) {
-    while (s->undo) {
-        sim_undo *u = s->undo;
-        s->undo = u->prev;
-        mcdc_free(u->sql);
-        mcdc_free(u);
-    }
-    s->trancount = 0;
-    s->tran_logged = false;
-    s->tran_cdc = false;
-    s->tran_ncis = 0;
-    s->tran_db = NULL;
-    s->cmd_id = 0;
-}
-
-/* Under mu. */
-static void tran_rollback(sim_session *s) {
-    if (s->tran_db) {
-        sqlite3 *w = s->tran_db->w;
-        sqlite3_exec(w, "BEGIN", NULL, NULL, NULL);
-        for (sim_undo *u = s->undo; u; u = u->prev) sqlite3_exec(w, u->sql, NULL, NULL, NULL);
-        sim_cdc_rollback(s);
-        sqlite3_exec(w, "COMMIT", NULL, NULL, NULL);
-    }
-    tran_reset(s);
-}
-
-/* Under mu, inside a SQLite transaction on the db. */
-static int tran_commit(sim_session *s, mcdc_error *err) {
-    int rc = MCDC_OK;
-    if (s->tran_logged && s->tran_db) {
-        uint64_t commit = sim_lsn_next(s->tran_db);
-        if (s->tran_cdc) rc = sim_cdc_commit(s, commit, err);
-        if (rc == MCDC_OK) rc = sim_db_state_put(s->tran_db, "lsn", (int64_t)s->tran_db->lsn);
-    }
-    if (rc == MCDC_OK) {
-        while (s->undo) {
-            sim_undo *u = s->undo;
-            s->undo = u->prev;
-            mcdc_free(u->sql);
-            mcdc_free(u);
-        }
-    }
-    return rc;
-}
-
 static void tran_log_start(sim_session *s) {
     if (s->tran_logged) return;
     s->tran_logged = true;
@@ -1652,32 +2131,6 @@ static void tran_log_start(sim_session *s) {
     s->tran_begin_utc_us = sim_srv_utc_us(s->srv);
     s->cmd_id = 0;
     sim_db_state_put(s->db, "tran_seq", (int64_t)s->db->tran_seq);
-}
-
-static char *value_literal(sqlite3_value *v) {
-    switch (sqlite3_value_type(v)) {
-    case SQLITE_INTEGER: return sqlite3_mprintf("%lld", (long long)sqlite3_value_int64(v));
-    case SQLITE_FLOAT: return sqlite3_mprintf("%!.17g", sqlite3_value_double(v));
-    case SQLITE_TEXT: return sqlite3_mprintf("%Q", (const char *)sqlite3_value_text(v));
-    case SQLITE_BLOB: {
-        int n = sqlite3_value_bytes(v);
-        const uint8_t *p = sqlite3_value_blob(v);
-        char *h = sqlite3_malloc(2 * n + 4);
-        if (!h) return NULL;
-        int o = 0;
-        h[o++] = 'X';
-        h[o++] = '\'';
-        for (int k = 0; k < n; k++) {
-            static const char HX[] = "0123456789ABCDEF";
-            h[o++] = HX[p[k] >> 4];
-            h[o++] = HX[p[k] & 15];
-        }
-        h[o++] = '\'';
-        h[o] = 0;
-        return h;
-    }
-    default: return sqlite3_mprintf("NULL");
-    }
 }
 
 /* ---- DML ---------------------------------------------------------------- */
@@ -1784,6 +2237,8 @@ static int xlate_expr(stmt_ctx *x, sqlite3 *c, const tsql_tok *t, int a, int b, 
     xl_result *res = mcdc_malloc(sizeof *res);
     int rc = res ? tsql_xlate(&env, t, a, b, out, res, err) : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     if (rc == MCDC_OK && res && res->ntables) rc = check_select_perms(x->s, c, res, err);
+    /* the tables it reads (IF, EXEC arguments, the subqueries and SELECT of DML) */
+    if (rc == MCDC_OK && res) rc = wait_committed(x, res, has_nolock(t, a, b), err);
     mcdc_free(res);
     mcdc_buf_free(&wait);
     return rc;
@@ -1873,11 +2328,45 @@ static int dml_log(stmt_ctx *x, dml *d, int kind, img_set *before, img_set *afte
 
 /* Runs the write part of a DML under the mutex in one SQLite transaction.
  * before_sql may be NULL; write_sql has RETURNING rowid, cols. */
+/* The session a write waits for, in the transaction it had then. */
+typedef struct tran_ref {
+    sim_session *s;
+    uint64_t descriptor;
+} tran_ref;
+
+static sim_session *tran_still_open(sim_session *s, const void *arg) {
+    const tran_ref *t = arg;
+    for (int k = 0; k < MCDC_SIM_SESSIONS_MAX; k++)
+        if (s->srv->sessions[k] == t->s)
+            return t->s->trancount > 0 && t->s->descriptor == t->descriptor ? t->s : NULL;
+    return NULL;
+}
+
+#define DML_BLOCKED 1 /* dml_exec_once: another open transaction holds a row */
+
+static int dml_exec_once(stmt_ctx *x, dml *d, int kind, const char *before_sql, const char *write_sql,
+                         const bool *set_cols, int64_t *count, tran_ref *blocked, mcdc_error *err);
+
+/* Runs the write part of a DML. A write of a row that another session's
+ * open transaction changed, or one that hits a duplicate key in a table such
+ * a transaction changed, waits for that transaction to end, then runs again. */
 static int dml_exec(stmt_ctx *x, dml *d, int kind, const char *before_sql, const char *write_sql, const bool *set_cols,
                     int64_t *count, mcdc_error *err) {
+    for (;;) {
+        tran_ref blocked = {NULL, 0};
+        int rc = dml_exec_once(x, d, kind, before_sql, write_sql, set_cols, count, &blocked, err);
+        if (rc != DML_BLOCKED) return rc;
+        rc = wait_while(x, tran_still_open, &blocked, err);
+        if (rc != MCDC_OK) return rc;
+    }
+}
+
+static int dml_exec_once(stmt_ctx *x, dml *d, int kind, const char *before_sql, const char *write_sql,
+                         const bool *set_cols, int64_t *count, tran_ref *blocked, mcdc_error *err) {
     sim_session *s = x->s;
     sim_server *srv = s->srv;
     img_set before = {0}, after = {0};
+    *count = 0;
     pthread_mutex_lock(&srv->mu);
     if (s->tran_db && s->tran_db != s->db) {
         pthread_mutex_unlock(&srv->mu);
@@ -1898,17 +2387,29 @@ static int dml_exec(stmt_ctx *x, dml *d, int kind, const char *before_sql, const
         if (rc == MCDC_OK) rc = img_collect(&before, w, st, d->ncols, err);
         sqlite3_finalize(st);
         st = NULL;
+        for (int r = 0; r < before.n && rc == MCDC_OK && !blocked->s; r++)
+            blocked->s = write_blocker(s, d->tbl, before.rows[r].rowid);
+        if (blocked->s) rc = DML_BLOCKED;
     }
     if (rc == MCDC_OK) {
         if (sqlite3_prepare_v2(w, write_sql, -1, &st, NULL) != SQLITE_OK) rc = sim_sqlite_err(w, SQLITE_ERROR, err);
         if (rc == MCDC_OK) rc = bind_vars(s, st, err);
         if (rc == MCDC_OK) rc = img_collect(&after, w, st, d->ncols, err);
         sqlite3_finalize(st);
+        /* a duplicate key may be another open transaction's row */
+        if (rc != MCDC_OK && err && err->server_number == 2627 && (blocked->s = write_blocker(s, d->tbl, -1)) != NULL) {
+            mcdc_error_clear(err);
+            rc = DML_BLOCKED;
+        }
     }
+    if (blocked->s) blocked->descriptor = blocked->s->descriptor;
     int64_t n = after.n;
     if (rc == MCDC_OK && n > 0) {
         tran_log_start(s);
         rc = dml_log(x, d, kind, &before, &after, set_cols, err);
+        int ti = rc == MCDC_OK && !implicit ? tran_touch(s, d->tbl) : -1;
+        const img_set *rows = kind == 1 ? &after : &before;
+        for (int r = 0; r < rows->n && ti >= 0; r++) tran_touch_row(s, ti, rows->rows[r].rowid);
     }
     if (rc == MCDC_OK && implicit) rc = tran_commit(s, err);
     if (rc == MCDC_OK && !implicit) rc = sim_db_state_put(s->db, "lsn", (int64_t)s->db->lsn);
@@ -2188,8 +2689,12 @@ static int do_create(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error 
         if (k + 2 < end && (tsql_tok_is(&t[k], "FOR") || tsql_tok_is(&t[k], "FROM")) && tsql_tok_is(&t[k + 1], "LOGIN"))
             tok_ident(&t[k + 2], login, sizeof login);
         pthread_mutex_lock(&srv->mu);
-        rc = sim_sql(s->db->w, NULL, "INSERT INTO __sim_users VALUES (%Q, %Q)", name, login);
-        if (rc != MCDC_OK) rc = sim_err(err, 15023, "User, group, or role '%s' already exists in the current database.", name);
+        rc = tran_ddl_join(s, err);
+        if (rc == MCDC_OK) {
+            rc = sim_sql(s->db->w, NULL, "INSERT INTO __sim_users VALUES (%Q, %Q)", name, login);
+            if (rc != MCDC_OK) rc = sim_err(err, 15023, "User, group, or role '%s' already exists in the current database.", name);
+            else if (s->trancount > 0) undo_push(s, sqlite3_mprintf("DELETE FROM __sim_users WHERE name = %Q", name));
+        }
         pthread_mutex_unlock(&srv->mu);
         if (rc == MCDC_OK) send_done(x, 0, false, false);
         return rc;
@@ -2218,7 +2723,11 @@ static int do_alter_table(stmt_ctx *x, const tsql_tok *t, int i, int end, const 
         pthread_mutex_unlock(&s->srv->mu);
         return sim_err(err, 4902, "Cannot find the object \"%s\" because it does not exist or you do not have permissions.", parts[np - 1]);
     }
-    rc = sim_sql(s->db->w, err, "BEGIN IMMEDIATE");
+    char *undo = NULL, *commit = NULL;
+    int64_t hist_top = ddl_history_top(s->db->w);
+    rc = tran_ddl_join(s, err);
+    if (rc == MCDC_OK) rc = sim_sql(s->db->w, err, "BEGIN IMMEDIATE");
+    if (rc == MCDC_OK) rc = tran_ddl_snapshot(s, tbl, &undo, &commit, err);
     if (rc == MCDC_OK && i < end && tsql_tok_is(&t[i], "ADD")) {
         i++;
         while (i < end && rc == MCDC_OK) {
@@ -2267,7 +2776,16 @@ static int do_alter_table(stmt_ctx *x, const tsql_tok *t, int i, int end, const 
         rc = sim_cdc_ddl(s, tbl, ddl ? ddl : "ALTER TABLE", err);
         mcdc_free(ddl);
     }
-    sim_sql(s->db->w, NULL, rc == MCDC_OK ? "COMMIT" : "ROLLBACK");
+    if (rc == MCDC_OK && undo) {
+        /* ROLLBACK also takes back the cdc.ddl_history rows of this DDL */
+        char *u2 = sqlite3_mprintf("%s DELETE FROM \"cdc.ddl_history\" WHERE rowid > %lld AND rowid <= %lld;", undo,
+                                   (long long)hist_top, (long long)ddl_history_top(s->db->w));
+        sqlite3_free(undo);
+        undo = u2;
+        if (!undo) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    rc = tran_ddl_end(s, rc, undo, commit, err);
+    if (rc == MCDC_OK) tran_touch(s, tbl);
     pthread_mutex_unlock(&s->srv->mu);
     if (rc == MCDC_OK) send_done(x, 0, false, false);
     return rc;
@@ -2292,10 +2810,14 @@ static int do_drop(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *e
             if (if_exists) { send_done(x, 0, false, false); return MCDC_OK; }
             return sim_err(err, 3701, "Cannot drop the table '%s', because it does not exist or you do not have permission.", parts[np - 1]);
         }
-        rc = sim_sql(s->db->w, err, "BEGIN IMMEDIATE");
+        char *undo = NULL, *commit = NULL;
+        rc = tran_ddl_join(s, err);
+        if (rc == MCDC_OK) rc = sim_sql(s->db->w, err, "BEGIN IMMEDIATE");
+        if (rc == MCDC_OK) rc = tran_ddl_snapshot(s, tbl, &undo, &commit, err);
         if (rc == MCDC_OK) rc = sim_cdc_drop_table(s, tbl, err);
         if (rc == MCDC_OK) rc = sim_sql(s->db->w, err, "DROP TABLE \"%w\"; DELETE FROM __sim_columns WHERE tbl = %Q; DELETE FROM __sim_tables WHERE name = %Q; DELETE FROM __sim_grants WHERE object = %Q", tbl, tbl, tbl, tbl);
-        sim_sql(s->db->w, NULL, rc == MCDC_OK ? "COMMIT" : "ROLLBACK");
+        rc = tran_ddl_end(s, rc, undo, commit, err);
+        if (rc == MCDC_OK) tran_touch(s, tbl);
         pthread_mutex_unlock(&s->srv->mu);
         if (rc == MCDC_OK) send_done(x, 0, false, false);
         return rc;
@@ -2366,14 +2888,20 @@ static int do_grant(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *
     if (i >= end || (!tsql_tok_is(&t[i], "TO") && !tsql_tok_is(&t[i], "FROM"))) return syntax_err(err, t, i, end);
     i++;
     pthread_mutex_lock(&s->srv->mu);
+    rc = tran_ddl_join(s, err);
     while (i < end && rc == MCDC_OK) {
         char who[SIM_NAME_MAX];
         if (tsql_tok_op(&t[i], ",")) { i++; continue; }
         if (tok_ident(&t[i], who, sizeof who) != 0) break;
         i++;
         if (select && obj[0]) {
+            bool had = has_grant(s->db->w, who, obj);
             if (revoke) rc = sim_sql(s->db->w, err, "DELETE FROM __sim_grants WHERE principal = %Q AND object = %Q", who, obj);
             else rc = sim_sql(s->db->w, err, "INSERT OR IGNORE INTO __sim_grants VALUES (%Q, %Q, 'SELECT')", who, obj);
+            if (rc == MCDC_OK && s->trancount > 0 && had != !revoke) /* ROLLBACK puts the grant back as it was */
+                undo_push(s, had ? sqlite3_mprintf("INSERT OR IGNORE INTO __sim_grants VALUES (%Q, %Q, 'SELECT')", who, obj)
+                                 : sqlite3_mprintf("DELETE FROM __sim_grants WHERE principal = %Q AND object = %Q AND"
+                                                   " perm = 'SELECT'", who, obj));
         }
     }
     pthread_mutex_unlock(&s->srv->mu);
@@ -2489,7 +3017,18 @@ static int do_set(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *er
     }
     if (i + 1 < end && tsql_tok_is(&t[i], "NOCOUNT")) s->nocount = tsql_tok_is(&t[i + 1], "ON");
     if (i + 1 < end && tsql_tok_is(&t[i], "IMPLICIT_TRANSACTIONS")) s->implicit_tx = tsql_tok_is(&t[i + 1], "ON");
-    /* TEXTSIZE, LOCK_TIMEOUT, TRANSACTION ISOLATION LEVEL, ANSI_*, XACT_ABORT...: accepted */
+    if (i + 1 < end && tsql_tok_is(&t[i], "LOCK_TIMEOUT")) {
+        bool neg = i + 2 < end && tsql_tok_op(&t[i + 1], "-");
+        const tsql_tok *nt = &t[neg ? i + 2 : i + 1];
+        if (nt->t != TK_NUM) return syntax_err(err, t, i + 1, end);
+        char num[32];
+        snprintf(num, sizeof num, "%.*s", nt->n < 31 ? nt->n : 31, nt->s);
+        long long v = strtoll(num, NULL, 10);
+        s->lock_timeout_ms = neg ? -1 : v;
+    }
+    if (i + 3 < end && tsql_tok_is(&t[i], "TRANSACTION") && tsql_tok_is(&t[i + 1], "ISOLATION"))
+        s->read_uncommitted = tsql_tok_is(&t[i + 3], "READ") && i + 4 < end && tsql_tok_is(&t[i + 4], "UNCOMMITTED");
+    /* TEXTSIZE, other isolation levels (as READ COMMITTED), ANSI_*, XACT_ABORT...: accepted */
     send_done(x, 0, false, false);
     return MCDC_OK;
 }
@@ -2526,7 +3065,7 @@ static int eval_value(stmt_ctx *x, const tsql_tok *t, int a, int b, sqlite3_valu
 }
 
 static int run_tokens(stmt_ctx *x, const tsql_tok *t, int n);
-static int run_proc(stmt_ctx *x, const char *proc, sim_proc_args *a, mcdc_error *err);
+static int run_proc(stmt_ctx *x, const char *proc, sim_proc_args *a, sql_params *dp, mcdc_error *err);
 static int send_error(stmt_ctx *x, const mcdc_error *err, int line);
 
 static int do_exec(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
@@ -2539,7 +3078,14 @@ static int do_exec(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *e
     if (np >= 2 && parts[np - 2][0]) snprintf(proc, sizeof proc, "%s.%s", parts[np - 2], parts[np - 1]);
     else snprintf(proc, sizeof proc, "%s", parts[np - 1]);
     sim_proc_args *a = mcdc_calloc(1, sizeof *a);
-    if (!a) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    sql_params *dp = mcdc_calloc(1, sizeof *dp);
+    int *out_tok = mcdc_calloc(32, sizeof *out_tok); /* OUTPUT argument: its caller variable's token + 1 */
+    if (!a || !dp || !out_tok) {
+        mcdc_free(a);
+        mcdc_free(dp);
+        mcdc_free(out_tok);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
     int rc = MCDC_OK;
     while (i < end && rc == MCDC_OK) {
         if (tsql_tok_op(&t[i], ",")) { i++; continue; }
@@ -2557,18 +3103,55 @@ static int do_exec(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *e
             i++;
         }
         rc = eval_value(x, t, s0, i, &a->vals[a->n], err);
+        if (i < end && (tsql_tok_is(&t[i], "OUTPUT") || tsql_tok_is(&t[i], "OUT"))) {
+            if (i == s0 + 1 && t[s0].t == TK_VAR) out_tok[a->n] = s0 + 1;
+            i++;
+        }
         a->n++;
-        if (i < end && (tsql_tok_is(&t[i], "OUTPUT") || tsql_tok_is(&t[i], "OUT"))) i++;
     }
-    if (rc == MCDC_OK) rc = run_proc(x, proc, a, err);
+    if (rc == MCDC_OK) rc = run_proc(x, proc, a, dp, err);
+    /* @callee = @caller OUTPUT: the caller's variable takes the value */
+    for (int d = 0; d < dp->n && rc == MCDC_OK; d++) {
+        int k = dp->arg[d];
+        if (k < 0 || !dp->output[d] || !out_tok[k]) continue;
+        char cn[SIM_NAME_MAX];
+        snprintf(cn, sizeof cn, "%.*s", t[out_tok[k] - 1].n, t[out_tok[k] - 1].s);
+        sim_var *from = var_find(x->s, dp->names[d]), *to = var_find(x->s, cn);
+        if (!to) { rc = sim_err(err, 137, "Must declare the scalar variable \"%s\".", cn); break; }
+        if (!from || from == to) continue;
+        sqlite3_stmt *st = x->s->conv; /* the value as an sqlite3_value */
+        sqlite3_reset(st);
+        sim_type vt = from->type;
+        char tn[64];
+        sim_type_format(&vt, tn, sizeof tn);
+        if (from->kind == SQLITE_INTEGER) sqlite3_bind_int64(st, 1, from->i);
+        else if (from->kind == SQLITE_FLOAT) sqlite3_bind_double(st, 1, from->f);
+        else if (from->kind == SQLITE_TEXT) sqlite3_bind_text(st, 1, (const char *)from->p, (int)from->n, SQLITE_TRANSIENT);
+        else if (from->kind == SQLITE_BLOB) sqlite3_bind_blob(st, 1, from->p, (int)from->n, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 2, tn, -1, SQLITE_TRANSIENT);
+        sqlite3_value *val = sqlite3_step(st) == SQLITE_ROW ? sqlite3_value_dup(sqlite3_column_value(st, 0)) : NULL;
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        rc = val ? var_assign(x->s, to, val, err) : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        sqlite3_value_free(val);
+    }
     args_free(a);
     mcdc_free(a);
+    mcdc_free(dp);
+    mcdc_free(out_tok);
     return rc;
 }
 
 /* sp_executesql: @stmt, @params, values. */
-static int exec_sql_with_params(stmt_ctx *x, sim_proc_args *a, mcdc_error *err) {
+static int arg_index(const sim_proc_args *a, const char *name) {
+    for (int k = 0; k < a->n; k++)
+        if (mcdc_str_ieq(a->names[k], name)) return k;
+    return -1;
+}
+
+static int exec_sql_with_params(stmt_ctx *x, sim_proc_args *a, sql_params *dp, mcdc_error *err) {
     sim_session *s = x->s;
+    dp->n = 0;
     const char *stmt = sim_arg_text(a, "@stmt", 0);
     if (!stmt) return sim_err(err, 214, "Procedure expects parameter '@statement' of type 'ntext/nchar/nvarchar'.");
     const char *decl = sim_arg_text(a, "@params", 1);
@@ -2587,17 +3170,29 @@ static int exec_sql_with_params(stmt_ctx *x, sim_proc_args *a, mcdc_error *err) 
             i++;
             sim_type ty;
             if (!parse_type_at(dt, &i, dn, &ty, tt, sizeof tt)) { rc = sim_err(err, 2715, "Cannot find data type %s.", tt); break; }
-            while (i < dn && !tsql_tok_op(&dt[i], ",")) i++; /* OUTPUT, = default */
+            bool out = false;
+            for (; i < dn && !tsql_tok_op(&dt[i], ","); i++) /* OUTPUT, = default */
+                if (tsql_tok_is(&dt[i], "OUTPUT") || tsql_tok_is(&dt[i], "OUT")) out = true;
             sim_var *v = var_find(s, name);
             if (!v) {
                 rc = var_declare(s, name, &ty, err);
                 v = var_find(s, name);
             }
             if (rc != MCDC_OK || !v) break;
-            sqlite3_value *val = sim_arg(a, name, -1);
-            if (!val && pos < a->n && !a->names[pos][0]) val = a->vals[pos];
+            int ai = arg_index(a, name);
+            if (ai < 0 && pos < a->n && !a->names[pos][0]) ai = pos;
             pos++;
-            if (val) rc = var_assign(s, v, val, err);
+            if (dp->n < 32) {
+                snprintf(dp->names[dp->n], SIM_NAME_MAX, "%s", name);
+                dp->arg[dp->n] = ai;
+                dp->output[dp->n++] = out;
+            }
+            if (ai >= 0 && x->rpc_params && ai + x->rpc_first < x->rpc_nparams &&
+                x->rpc_params[ai + x->rpc_first].output && !out)
+                rc = sim_err(err, 8162,
+                             "The formal parameter \"%s\" was not declared as an OUTPUT parameter, but the actual"
+                             " parameter passed in requested output.", name);
+            if (rc == MCDC_OK && ai >= 0) rc = var_assign(s, v, a->vals[ai], err);
         }
         mcdc_free(dt);
     }
@@ -2610,23 +3205,56 @@ static int exec_sql_with_params(stmt_ctx *x, sim_proc_args *a, mcdc_error *err) 
         return rc;
     }
     bool save = x->in_proc;
+    const sim_param *rp = x->rpc_params;
     x->in_proc = true;
+    x->rpc_params = NULL; /* an EXEC inside is no RPC */
     rc = run_tokens(x, toks, n);
     x->in_proc = save;
+    x->rpc_params = rp;
     mcdc_free(toks);
     return rc == SIM_EXEC_ABORTED ? -998 : MCDC_OK;
 }
 
-static int run_proc(stmt_ctx *x, const char *proc, sim_proc_args *a, mcdc_error *err) {
+/* A variable's value as the sink hands values out (borrowed from v). */
+static sim_value var_value(const sim_var *v) {
+    sim_value r = {SIM_V_NULL, 0, 0, NULL, 0};
+    switch (v->kind) {
+    case SQLITE_INTEGER: r.kind = SIM_V_INT; r.i = v->i; break;
+    case SQLITE_FLOAT: r.kind = SIM_V_REAL; r.f = v->f; break;
+    case SQLITE_TEXT: r.kind = SIM_V_TEXT; r.p = v->p; r.n = v->n; break;
+    case SQLITE_BLOB: r.kind = SIM_V_BLOB; r.p = v->p; r.n = v->n; break;
+    default: break;
+    }
+    return r;
+}
+
+/* RETURNVALUE tokens for the RPC's OUTPUT parameters, in RPC order. */
+static void send_outputs(stmt_ctx *x, const sql_params *dp) {
+    if (!x->rpc_params || !x->sink->return_value) return;
+    for (int k = x->rpc_first; k < x->rpc_nparams && !x->aborted; k++) {
+        if (!x->rpc_params[k].output) continue;
+        for (int d = 0; d < dp->n; d++) {
+            if (dp->arg[d] != k - x->rpc_first || !dp->output[d]) continue;
+            sim_var *v = var_find(x->s, dp->names[d]);
+            if (!v) break;
+            sim_value val = var_value(v);
+            if (x->sink->return_value(x->sink->ctx, k, dp->names[d], &v->type, &val)) x->aborted = true;
+            break;
+        }
+    }
+}
+
+static int run_proc(stmt_ctx *x, const char *proc, sim_proc_args *a, sql_params *dp, mcdc_error *err) {
     const char *p = proc;
     if (ci_prefix(p, "dbo.") ) p += 4;
     int status = 0, rc;
-    bool handled = false;
+    bool handled = false, sql = false;
     bool save = x->in_proc;
     x->in_proc = true;
+    dp->n = 0;
     if (mcdc_str_ieq(p, "sp_executesql") || mcdc_str_ieq(p, "sys.sp_executesql")) {
-        rc = exec_sql_with_params(x, a, err);
-        handled = true;
+        rc = exec_sql_with_params(x, a, dp, err);
+        handled = sql = true;
         if (rc == -998) { x->in_proc = save; return MCDC_OK; }
     } else {
         rc = sim_cdc_proc(x->s, p, a, x->sink, &status, err, &handled);
@@ -2636,6 +3264,7 @@ static int run_proc(stmt_ctx *x, const char *proc, sim_proc_args *a, mcdc_error 
         return sim_err(err, 2812, "Could not find stored procedure '%s'.", proc);
     if (rc != MCDC_OK) return rc;
     if (x->sink->return_status && x->sink->return_status(x->sink->ctx, status)) x->aborted = true;
+    if (sql) send_outputs(x, dp);
     send_done(x, 0, false, false);
     return MCDC_OK;
 }
@@ -2858,7 +3487,7 @@ static int run_if(stmt_ctx *x, const tsql_tok *t, int i, int n) {
 /* Runs all statements of a token array. Returns SIM_EXEC_OK / ABORTED. */
 static int run_tokens(stmt_ctx *x, const tsql_tok *t, int n) {
     int i = 0;
-    while (i < n && !x->aborted) {
+    while (i < n && !x->aborted && !x->batch_ended) {
         if (tsql_tok_op(&t[i], ";")) { i++; continue; }
         if (tsql_tok_is(&t[i], "GO")) { i++; continue; }
         if (tsql_tok_is(&t[i], "IF")) { i = run_if(x, t, i, n); continue; }
@@ -2873,8 +3502,10 @@ static int run_tokens(stmt_ctx *x, const tsql_tok *t, int n) {
         int rc = run_statement(x, t, i, end, &err);
         if (rc != MCDC_OK) {
             send_error(x, &err, t[i].line);
-            /* compile errors end the batch, as SQL Server's parse would */
+            /* compile errors end the batch, as SQL Server's parse would; so
+             * does being the deadlock victim, at every nesting level */
             if (err.server_number == 102 || err.server_number == 105) break;
+            if (err.server_number == 1205) x->batch_ended = true;
         }
         i = end;
     }
@@ -2882,7 +3513,7 @@ static int run_tokens(stmt_ctx *x, const tsql_tok *t, int n) {
 }
 
 int sim_exec_batch(sim_session *s, const char *sql, size_t len, const sim_sink *sink) {
-    stmt_ctx x = {s, sink, false, false, sql};
+    stmt_ctx x = {s, sink, false, false, sql, NULL, 0, 0, false};
     tsql_tok *t = NULL;
     int n = 0;
     mcdc_error err = MCDC_ERROR_INIT;
@@ -2912,17 +3543,23 @@ const char *sim_arg_text(const sim_proc_args *a, const char *name, int pos) {
 }
 
 int sim_exec_rpc(sim_session *s, const char *proc_name, const sim_param *params, int nparams, const sim_sink *sink) {
-    stmt_ctx x = {s, sink, false, false, ""};
+    stmt_ctx x = {s, sink, false, false, "", params, nparams, 0, false};
     mcdc_error err = MCDC_ERROR_INIT;
     s->requests++;
     vars_clear(s);
     sim_proc_args *a = mcdc_calloc(1, sizeof *a);
-    if (!a) return SIM_EXEC_ABORTED;
+    sql_params *dp = mcdc_calloc(1, sizeof *dp);
+    if (!a || !dp) {
+        mcdc_free(a);
+        mcdc_free(dp);
+        return SIM_EXEC_ABORTED;
+    }
     /* values into sqlite3_values via the conversion statement */
     int rc = MCDC_OK;
     const char *proc = proc_name;
     int first = 0;
     if (mcdc_str_ieq(proc, "sp_prepexec")) { proc = "sp_executesql"; first = 1; }
+    x.rpc_first = first;
     for (int k = first; k < nparams && k - first < 32 && rc == MCDC_OK; k++) {
         const sim_param *p = &params[k];
         snprintf(a->names[a->n], SIM_NAME_MAX, "%s", p->name ? p->name : "");
@@ -2945,10 +3582,11 @@ int sim_exec_rpc(sim_session *s, const char *proc_name, const sim_param *params,
         sqlite3_clear_bindings(st);
         a->n++;
     }
-    if (rc == MCDC_OK) rc = run_proc(&x, proc, a, &err);
+    if (rc == MCDC_OK) rc = run_proc(&x, proc, a, dp, &err);
     if (rc != MCDC_OK) send_error(&x, &err, 1);
     args_free(a);
     mcdc_free(a);
+    mcdc_free(dp);
     vars_clear(s);
     return x.aborted ? SIM_EXEC_ABORTED : SIM_EXEC_OK;
 }

@@ -116,6 +116,15 @@ typedef struct sim_sink {
     int (*transaction)(void *ctx, int envchange_type, uint64_t descriptor);
     /* RETURNSTATUS token at the end of a procedure / RPC. */
     int (*return_status)(void *ctx, int32_t status);
+    /* RETURNVALUE of an OUTPUT parameter of an RPC, after return_status:
+     * ordinal = the parameter's 0-based position among the params handed to
+     * sim_exec_rpc, name as declared ("@o"), value in the representation
+     * above for type. May be NULL (the values are dropped). */
+    int (*return_value)(void *ctx, int ordinal, const char *name, const sim_type *type, const sim_value *v);
+    /* Called every few milliseconds while a statement waits (a read blocked
+     * by another session's open transaction): non-zero stops the request as
+     * the other callbacks do (an ATTENTION arrived). May be NULL. */
+    int (*poll)(void *ctx);
 } sim_sink;
 
 #define SIM_EXEC_OK 0

@@ -56,8 +56,16 @@ typedef struct sim_fault {
     int64_t seen; /* queries seen since set (drop_at_query) */
 } sim_fault;
 
+/* A row an open transaction changed: writers of the same row wait. */
+typedef struct sim_tran_row {
+    int table;     /* index in sim_session.tran_tables */
+    int64_t rowid;
+} sim_tran_row;
+#define SIM_TRAN_ROWS_MAX 65536
+
 typedef struct sim_undo {
     char *sql; /* owned; run in reverse order on ROLLBACK */
+    char *commit_sql; /* owned or NULL; run on COMMIT (drops a DDL's saved copy) */
     struct sim_undo *prev;
 } sim_undo;
 
@@ -89,6 +97,17 @@ struct sim_session {
     int tran_ncis;
     sim_undo *undo;
     uint64_t descriptor;
+    /* READ COMMITTED (sim_engine.c wait_committed): tables this session's
+     * open transaction changed ("dbo.t"), under mu; all = more than fit */
+    char tran_tables[16][SIM_NAME_MAX];
+    int tran_ntables;
+    bool tran_tables_all;
+    struct sim_tran_row *tran_rows;  /* owned, under mu: rows the open transaction changed */
+    int tran_nrows, tran_rows_cap;
+    bool tran_rows_all;              /* more than SIM_TRAN_ROWS_MAX: every row of tran_tables */
+    struct sim_session *waiting_for; /* under mu: the session a statement waits for */
+    int64_t lock_timeout_ms;         /* SET LOCK_TIMEOUT; -1 = wait forever */
+    bool read_uncommitted;           /* SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED */
     /* faults / stats */
     int64_t req_rows;      /* rows of the current request: only the session's thread */
     int64_t net_wait_ms, net_waits, net_wait_max_ms; /* sim_session_add_network_wait */

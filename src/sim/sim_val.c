@@ -112,7 +112,15 @@ const char *sim_type_decl(const sim_type *t) {
     /* SQL Server's default collation is case-insensitive: NOCASE is its
      * ASCII approximation (accents still compare as different, as in _AS) */
     if (t->id == SIM_T_CHAR || t->id == SIM_T_VARCHAR || t->id == SIM_T_NCHAR || t->id == SIM_T_NVARCHAR)
-        return "TEXT COLLATE NOCASE";
+        return "TEXT COLLATE " SIM_STRING_COLLATION;
+    /* exact decimal text that compares (and indexes) by numeric value; the
+     * TEXT affinity turns a number on the other side of a comparison into
+     * text, so the collation applies to literals and parameters as well */
+    if (t->id == SIM_T_DECIMAL || t->id == SIM_T_MONEY || t->id == SIM_T_SMALLMONEY)
+        return "TEXT COLLATE " SIM_DECIMAL_COLLATION;
+    /* the same instant at different offsets is the same value */
+    if (t->id == SIM_T_DATETIMEOFFSET) return "TEXT COLLATE " SIM_DTO_COLLATION;
+    if (t->id == SIM_T_UNIQUEIDENTIFIER) return "TEXT COLLATE " SIM_GUID_COLLATION;
     return sim_type_affinity(t);
 }
 
@@ -1109,6 +1117,526 @@ static void fn_at_time_zone(sqlite3_context *ctx, int argc, sqlite3_value **argv
     sqlite3_result_text(ctx, out, -1, SQLITE_TRANSIENT);
 }
 
+/* ---- exact decimals: collation, SUM, AVG -------------------------------- */
+#define DEC_DIGITS_MAX 96 /* significant digits a comparison keeps (decimal holds 38) */
+
+/* value = 0.d1d2..dn x 10^exp10, digits without leading/trailing zeros
+ * (n == 0: zero). false if s is not a number. */
+typedef struct dec_norm {
+    char d[DEC_DIGITS_MAX];
+    int n;
+    int64_t exp10;
+    bool neg;
+} dec_norm;
+
+static bool dec_normalize(const char *s, size_t n, dec_norm *o) {
+    size_t i = 0;
+    o->n = 0;
+    o->exp10 = 0;
+    o->neg = false;
+    while (i < n && isspace((unsigned char)s[i])) i++;
+    if (i < n && (s[i] == '-' || s[i] == '+')) o->neg = s[i++] == '-';
+    bool any = false, dot = false;
+    int64_t point = 0; /* digits before the point, counted from the first significant one */
+    for (; i < n; i++) {
+        char ch = s[i];
+        if (ch == '.' && !dot) { dot = true; continue; }
+        if (ch < '0' || ch > '9') break;
+        any = true;
+        if (o->n == 0 && ch == '0') { if (dot) point--; continue; }
+        if (o->n >= DEC_DIGITS_MAX) return false;
+        o->d[o->n++] = ch;
+        if (!dot) point++;
+    }
+    if (!any) return false;
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        bool eneg = false;
+        if (i < n && (s[i] == '-' || s[i] == '+')) eneg = s[i++] == '-';
+        int64_t e = 0;
+        size_t st = i;
+        while (i < n && s[i] >= '0' && s[i] <= '9' && e < 100000) e = e * 10 + (s[i++] - '0');
+        if (i == st) return false;
+        point += eneg ? -e : e;
+    }
+    while (i < n && isspace((unsigned char)s[i])) i++;
+    if (i != n) return false;
+    while (o->n > 0 && o->d[o->n - 1] == '0') o->n--;
+    o->exp10 = point;
+    if (o->n == 0) o->neg = false;
+    return true;
+}
+
+/* Bytewise, a prefix first: the order of text the typed collations cannot read. */
+static int bytes_cmp(const char *a, size_t na, const char *b, size_t nb) {
+    int c = memcmp(a, b, na < nb ? na : nb);
+    return c ? c : na < nb ? -1 : na > nb ? 1 : 0;
+}
+
+int sim_decimal_cmp(const char *a, size_t na, const char *b, size_t nb) {
+    dec_norm x, y;
+    bool xa = dec_normalize(a, na, &x), yb = dec_normalize(b, nb, &y);
+    if (!xa || !yb) {
+        if (xa != yb) return xa ? -1 : 1; /* numbers first */
+        return bytes_cmp(a, na, b, nb);
+    }
+    int sx = x.n == 0 ? 0 : x.neg ? -1 : 1, sy = y.n == 0 ? 0 : y.neg ? -1 : 1;
+    if (sx != sy) return sx < sy ? -1 : 1;
+    if (sx == 0) return 0;
+    int mag;
+    if (x.exp10 != y.exp10) mag = x.exp10 < y.exp10 ? -1 : 1;
+    else {
+        int c = memcmp(x.d, y.d, (size_t)(x.n < y.n ? x.n : y.n));
+        mag = c < 0 ? -1 : c > 0 ? 1 : x.n < y.n ? -1 : x.n > y.n ? 1 : 0;
+    }
+    return sx * mag;
+}
+
+static int coll_decimal(void *u, int na, const void *a, int nb, const void *b) {
+    (void)u;
+    return sim_decimal_cmp(a, (size_t)na, b, (size_t)nb);
+}
+
+/* SUM/AVG state: an exact sum at `scale` (|acc| < 10^38, decimal(38)'s
+ * range), the REAL values apart in double. */
+__extension__ typedef __int128 dec_i128;
+#define DEC_SCALE_MAX 38
+
+typedef struct dec_agg {
+    dec_i128 acc;
+    int scale;
+    int64_t n, nreal, ntext;
+    double rsum;
+    const char *err; /* static message: reported by xValue/xFinal */
+} dec_agg;
+
+static dec_i128 dec_pow10(int k) {
+    dec_i128 p = 1;
+    while (k-- > 0) p *= 10;
+    return p;
+}
+
+static dec_i128 dec_abs(dec_i128 v) { return v < 0 ? -v : v; }
+
+/* |v| < 10^38 */
+static bool dec_fits(dec_i128 v) {
+    const dec_i128 lim = (dec_i128)10000000000000000000ULL * (dec_i128)10000000000000000000ULL;
+    return dec_abs(v) < lim;
+}
+
+/* Plain decimal text (no exponent) to a scaled integer; false if it is
+ * something else or has more than 38 digits. */
+static bool dec_fixed(const char *s, size_t n, dec_i128 *v, int *scale) {
+    size_t i = 0;
+    bool neg = false, dot = false, any = false;
+    int digits = 0, sc = 0;
+    dec_i128 a = 0;
+    while (i < n && isspace((unsigned char)s[i])) i++;
+    if (i < n && (s[i] == '-' || s[i] == '+')) neg = s[i++] == '-';
+    for (; i < n; i++) {
+        if (s[i] == '.' && !dot) { dot = true; continue; }
+        if (s[i] < '0' || s[i] > '9') break;
+        any = true;
+        if (a != 0 || s[i] != '0') digits++;
+        if (digits > DEC_SCALE_MAX || sc >= DEC_SCALE_MAX) return false;
+        a = a * 10 + (s[i] - '0');
+        if (dot) sc++;
+    }
+    while (i < n && isspace((unsigned char)s[i])) i++;
+    if (!any || i != n) return false;
+    *v = neg ? -a : a;
+    *scale = sc;
+    return true;
+}
+
+static void dec_agg_add(dec_agg *g, sqlite3_value *v, int sign) {
+    int vt = sqlite3_value_type(v);
+    if (vt == SQLITE_NULL || g->err) return;
+    g->n += sign;
+    dec_i128 x;
+    dec_norm nm;
+    int sc = 0;
+    if (vt == SQLITE_INTEGER) x = sqlite3_value_int64(v);
+    else if (vt == SQLITE_TEXT && dec_fixed((const char *)sqlite3_value_text(v), (size_t)sqlite3_value_bytes(v), &x, &sc))
+        g->ntext += sign;
+    else if (vt == SQLITE_TEXT && !dec_normalize((const char *)sqlite3_value_text(v), (size_t)sqlite3_value_bytes(v), &nm)) {
+        g->err = "Error converting data type varchar to numeric.";
+        return;
+    } else {
+        g->nreal += sign;
+        g->rsum += sign * sqlite3_value_double(v);
+        return;
+    }
+    static const char *OVF = "Arithmetic overflow error converting expression to data type numeric.";
+    if (sc > g->scale) { /* the sum takes the larger scale */
+        if (dec_abs(g->acc) >= dec_pow10(38 - (sc - g->scale))) { g->err = OVF; return; }
+        g->acc *= dec_pow10(sc - g->scale);
+        g->scale = sc;
+    } else if (sc < g->scale) {
+        if (dec_abs(x) >= dec_pow10(38 - (g->scale - sc))) { g->err = OVF; return; }
+        x *= dec_pow10(g->scale - sc);
+    }
+    dec_i128 r = sign > 0 ? g->acc + x : g->acc - x;
+    if (!dec_fits(r)) { g->err = OVF; return; }
+    g->acc = r;
+}
+
+/* ---- datetimeoffset: by the UTC instant ---------------------------------- */
+int sim_dto_cmp(const char *a, size_t na, const char *b, size_t nb) {
+    dtv x, y;
+    bool ox = dt_parse(a, na, &x), oy = dt_parse(b, nb, &y);
+    if (ox && oy) {
+        int64_t ux = dt_utc_ticks(&x), uy = dt_utc_ticks(&y);
+        return ux < uy ? -1 : ux > uy ? 1 : 0;
+    }
+    if (ox != oy) return ox ? -1 : 1; /* values first, other text after */
+    return bytes_cmp(a, na, b, nb);
+}
+
+static int coll_dto(void *u, int na, const void *a, int nb, const void *b) {
+    (void)u;
+    return sim_dto_cmp(a, (size_t)na, b, (size_t)nb);
+}
+
+/* ---- uniqueidentifier: SQL Server's byte-group order --------------------- */
+/* The 16 bytes of "00112233-4455-6677-8899-AABBCCDDEEFF" as written. */
+static bool guid_bytes(const char *s, size_t n, uint8_t out[16]) {
+    if (n != 36) return false;
+    int k = 0;
+    for (size_t i = 0; i < 36; i++) {
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (s[i] != '-') return false;
+            continue;
+        }
+        int h = hexval((unsigned char)s[i]), l = i + 1 < 36 ? hexval((unsigned char)s[i + 1]) : -1;
+        if (h < 0 || l < 0) return false;
+        out[k++] = (uint8_t)(h << 4 | l);
+        i++;
+    }
+    return k == 16;
+}
+
+int sim_guid_cmp(const char *a, size_t na, const char *b, size_t nb) {
+    /* most significant first: the last group, the fourth, then the first
+     * three from their last byte back (they are little-endian fields) */
+    static const int ORDER[16] = {10, 11, 12, 13, 14, 15, 8, 9, 7, 6, 5, 4, 3, 2, 1, 0};
+    uint8_t x[16], y[16];
+    bool ox = guid_bytes(a, na, x), oy = guid_bytes(b, nb, y);
+    if (ox && oy) {
+        for (int k = 0; k < 16; k++)
+            if (x[ORDER[k]] != y[ORDER[k]]) return x[ORDER[k]] < y[ORDER[k]] ? -1 : 1;
+        return 0;
+    }
+    if (ox != oy) return ox ? -1 : 1;
+    return bytes_cmp(a, na, b, nb);
+}
+
+static int coll_guid(void *u, int na, const void *a, int nb, const void *b) {
+    (void)u;
+    return sim_guid_cmp(a, (size_t)na, b, (size_t)nb);
+}
+
+/* ---- strings: SQL_Latin1_General_CP1_CI_AS, approximately --------------- */
+/* Next code point of UTF-8 s[*i..n) (a byte that is not valid UTF-8 stands
+ * for itself). */
+static uint32_t utf8_next(const unsigned char *s, size_t n, size_t *i) {
+    uint32_t c = s[*i];
+    int more = c >= 0xF0 && c < 0xF5 ? 3 : c >= 0xE0 && c < 0xF0 ? 2 : c >= 0xC2 && c < 0xE0 ? 1 : 0;
+    if (more == 0 || n - *i <= (size_t)more) {
+        (*i)++;
+        return c;
+    }
+    uint32_t v = c & (0x3Fu >> more);
+    for (int k = 1; k <= more; k++) {
+        unsigned char b = s[*i + (size_t)k];
+        if ((b & 0xC0) != 0x80) {
+            (*i)++;
+            return c;
+        }
+        v = (v << 6) | (b & 0x3Fu);
+    }
+    *i += (size_t)more + 1;
+    return v;
+}
+
+/* Lower case for Basic Latin, Latin-1, Latin Extended-A, Greek and Cyrillic
+ * (other letters compare as they are). */
+static uint32_t fold_case(uint32_t c) {
+    if (c < 0x80) return c >= 'A' && c <= 'Z' ? c + 32 : c;
+    if (c >= 0xC0 && c <= 0xDE && c != 0xD7) return c + 32;
+    if (((c >= 0x100 && c <= 0x137) || (c >= 0x14A && c <= 0x177)) && c % 2 == 0) return c + 1;
+    if (((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E)) && c % 2 == 1) return c + 1;
+    if (c == 0x178) return 0xFF;
+    if (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) return c + 32;
+    if (c == 0x386) return 0x3AC;
+    if (c >= 0x388 && c <= 0x38A) return c + 37;
+    if (c == 0x38C) return 0x3CC;
+    if (c == 0x38E || c == 0x38F) return c + 63;
+    if (c >= 0x410 && c <= 0x42F) return c + 32;
+    if (c >= 0x400 && c <= 0x40F) return c + 80;
+    return c;
+}
+
+int sim_string_cmp(const char *a, size_t na, const char *b, size_t nb) {
+    const unsigned char *x = (const unsigned char *)a, *y = (const unsigned char *)b;
+    size_t i = 0, j = 0;
+    while (i < na || j < nb) {
+        /* the shorter string is padded with spaces, as SQL Server compares */
+        uint32_t cx = i < na ? fold_case(utf8_next(x, na, &i)) : ' ';
+        uint32_t cy = j < nb ? fold_case(utf8_next(y, nb, &j)) : ' ';
+        if (cx != cy) return cx < cy ? -1 : 1;
+    }
+    return 0;
+}
+
+/* [set] at p[*i] (just after the '['): "^" negates, "a-z" is a range, the
+ * rest lists characters; *i moves past the ']'. false if there is no ']'
+ * (the '[' is then a plain character). */
+static bool like_class(const unsigned char *p, size_t pn, size_t *i, uint32_t c, bool *hit) {
+    size_t k = *i;
+    bool neg = false, any = false;
+    *hit = false;
+    if (k < pn && p[k] == '^') { neg = true; k++; }
+    uint32_t fc = fold_case(c);
+    while (k < pn) {
+        uint32_t lo = utf8_next(p, pn, &k);
+        if (lo == ']' && any) {
+            *i = k;
+            if (neg) *hit = !*hit;
+            return true;
+        }
+        any = true;
+        uint32_t hi = lo;
+        if (k + 1 < pn && p[k] == '-' && p[k + 1] != ']') {
+            k++;
+            hi = utf8_next(p, pn, &k);
+        }
+        if (fc >= fold_case(lo) && fc <= fold_case(hi)) *hit = true;
+    }
+    return false;
+}
+
+/* T-SQL LIKE over UTF-8: % _ [set] [^set] [a-z], an escape character,
+ * case as the string collation (sim_ci); every other character literal,
+ * trailing spaces included. */
+static bool like_match(const unsigned char *p, size_t pn, const unsigned char *s, size_t sn, int64_t esc) {
+    size_t pi = 0, si = 0, star_p = SIZE_MAX, star_s = 0;
+    while (si < sn) {
+        if (pi < pn) {
+            size_t pj = pi, sj = si;
+            uint32_t pc = utf8_next(p, pn, &pj);
+            if (pc == '%' && (int64_t)pc != esc) {
+                star_p = pi = pj;
+                star_s = si;
+                continue;
+            }
+            uint32_t sc = utf8_next(s, sn, &sj);
+            bool ok;
+            if ((int64_t)pc == esc && pj < pn) ok = fold_case(utf8_next(p, pn, &pj)) == fold_case(sc);
+            else if (pc == '_') ok = true;
+            else if (pc == '[') {
+                size_t k = pj;
+                bool hit;
+                if (like_class(p, pn, &k, sc, &hit)) {
+                    ok = hit;
+                    pj = k;
+                } else ok = sc == '[';
+            } else ok = fold_case(pc) == fold_case(sc);
+            if (ok) {
+                pi = pj;
+                si = sj;
+                continue;
+            }
+        }
+        if (star_p == SIZE_MAX) return false;
+        size_t sj = star_s; /* % takes one more character */
+        utf8_next(s, sn, &sj);
+        si = star_s = sj;
+        pi = star_p;
+    }
+    while (pi < pn) {
+        size_t pj = pi;
+        if (utf8_next(p, pn, &pj) != '%') return false;
+        pi = pj;
+    }
+    return true;
+}
+
+/* like(pattern, string [, escape]): SQLite's LIKE operator, replaced. */
+static void fn_like(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    for (int k = 0; k < argc; k++)
+        if (sqlite3_value_type(argv[k]) == SQLITE_NULL) { sqlite3_result_null(ctx); return; }
+    const unsigned char *p = sqlite3_value_text(argv[0]), *s = sqlite3_value_text(argv[1]);
+    size_t pn = (size_t)sqlite3_value_bytes(argv[0]), sn = (size_t)sqlite3_value_bytes(argv[1]);
+    int64_t esc = -1;
+    if (argc == 3) {
+        const unsigned char *e = sqlite3_value_text(argv[2]);
+        size_t en = (size_t)sqlite3_value_bytes(argv[2]), k = 0;
+        if (!e || en == 0) { sqlite3_result_error(ctx, "Invalid escape character \"\" was specified in a LIKE predicate.", -1); return; }
+        esc = utf8_next(e, en, &k);
+    }
+    if (!p || !s) { sqlite3_result_null(ctx); return; }
+    sqlite3_result_int(ctx, like_match(p, pn, s, sn, esc));
+}
+
+static int coll_string(void *u, int na, const void *a, int nb, const void *b) {
+    (void)u;
+    return sim_string_cmp(a, (size_t)na, b, (size_t)nb);
+}
+
+/* SQLite's aggregate context is 8-byte aligned, __int128 wants 16: the
+ * state is copied in and out. false: no state (no row, or out of memory). */
+static bool dec_agg_load(sqlite3_context *ctx, int bytes, dec_agg *g) {
+    void *p = sqlite3_aggregate_context(ctx, bytes);
+    if (!p) return false;
+    memcpy(g, p, sizeof *g);
+    return true;
+}
+
+static void dec_agg_step(sqlite3_context *ctx, sqlite3_value *v, int sign) {
+    dec_agg g;
+    if (!dec_agg_load(ctx, (int)sizeof g, &g)) return;
+    dec_agg_add(&g, v, sign);
+    memcpy(sqlite3_aggregate_context(ctx, (int)sizeof g), &g, sizeof g);
+}
+
+static void fn_dec_step(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    dec_agg_step(ctx, argv[0], 1);
+}
+
+static void fn_dec_inverse(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    dec_agg_step(ctx, argv[0], -1);
+}
+
+static void dec_result_text(sqlite3_context *ctx, dec_i128 v, int scale) {
+    char dg[48], buf[96];
+    int nd = 0, o = 0;
+    dec_i128 m = dec_abs(v);
+    do {
+        dg[nd++] = (char)('0' + (int)(m % 10));
+        m /= 10;
+    } while (m != 0 && nd < 40);
+    while (nd <= scale) dg[nd++] = '0'; /* at least one digit before the point */
+    if (v < 0) buf[o++] = '-';
+    for (int k = nd - 1; k >= 0; k--) {
+        buf[o++] = dg[k];
+        if (k == scale && scale > 0) buf[o++] = '.';
+    }
+    sqlite3_result_text(ctx, buf, o, SQLITE_TRANSIENT);
+}
+
+static void dec_finish(sqlite3_context *ctx, bool avg) {
+    dec_agg st, *g = &st;
+    if (!dec_agg_load(ctx, 0, g) || g->n == 0) { sqlite3_result_null(ctx); return; }
+    if (g->err) { sqlite3_result_error(ctx, g->err, -1); return; }
+    if (g->nreal > 0) {
+        double s = g->rsum + (double)g->acc / (double)dec_pow10(g->scale);
+        sqlite3_result_double(ctx, avg ? s / (double)g->n : s);
+        return;
+    }
+    if (g->ntext == 0) { /* integers: bigint */
+        dec_i128 v = avg ? g->acc / g->n : g->acc;
+        if (v > INT64_MAX || v < INT64_MIN) {
+            sqlite3_result_error(ctx, "Arithmetic overflow error converting expression to data type bigint.", -1);
+            return;
+        }
+        sqlite3_result_int64(ctx, (int64_t)v);
+        return;
+    }
+    if (!avg) { dec_result_text(ctx, g->acc, g->scale); return; }
+    int rs = g->scale > 6 ? g->scale : 6;
+    dec_i128 m = dec_pow10(rs - g->scale), q = g->acc / g->n, r = g->acc % g->n;
+    if (!dec_fits(q * m)) {
+        sqlite3_result_error(ctx, "Arithmetic overflow error converting expression to data type numeric.", -1);
+        return;
+    }
+    dec_result_text(ctx, q * m + r * m / g->n, rs);
+}
+
+/* A divisor as double; false (error 8134 set) when it is zero. */
+static bool double_divisor(sqlite3_context *ctx, sqlite3_value *v, double *d) {
+    *d = sqlite3_value_double(v);
+    if (*d != 0) return true;
+    sqlite3_result_error(ctx, "Divide by zero error encountered.", -1);
+    return false;
+}
+
+/* The operands of / or %: 0 = the result is set (NULL, or error 8134 for
+ * an integer 0 divisor), 1 = two integers (*a, *b; b != 0), 2 = other. */
+static int divide_args(sqlite3_context *ctx, sqlite3_value **argv, int64_t *a, int64_t *b) {
+    int ta = sqlite3_value_type(argv[0]), tb = sqlite3_value_type(argv[1]);
+    if (ta == SQLITE_NULL || tb == SQLITE_NULL) {
+        sqlite3_result_null(ctx);
+        return 0;
+    }
+    if (ta != SQLITE_INTEGER || tb != SQLITE_INTEGER) return 2;
+    *a = sqlite3_value_int64(argv[0]);
+    *b = sqlite3_value_int64(argv[1]);
+    double d;
+    return *b != 0 || double_divisor(ctx, argv[1], &d) ? 1 : 0;
+}
+
+/* sim_mod(a, b): T-SQL's % - integers as integers, decimal text exactly
+ * (the result has the larger scale), the sign of a; 0 divides: 8134. */
+static void fn_mod(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    int64_t a, b;
+    int kind = divide_args(ctx, argv, &a, &b);
+    if (kind == 0) return;
+    if (kind == 1) {
+        sqlite3_result_int64(ctx, b == -1 ? 0 : a % b);
+        return;
+    }
+    dec_i128 x[2];
+    int sc[2];
+    bool exact = true;
+    for (int k = 0; k < 2 && exact; k++) {
+        int t = sqlite3_value_type(argv[k]);
+        sc[k] = 0;
+        if (t == SQLITE_INTEGER) x[k] = sqlite3_value_int64(argv[k]);
+        else exact = t == SQLITE_TEXT && dec_fixed((const char *)sqlite3_value_text(argv[k]),
+                                                   (size_t)sqlite3_value_bytes(argv[k]), &x[k], &sc[k]);
+    }
+    if (exact) {
+        int s = sc[0] > sc[1] ? sc[0] : sc[1];
+        for (int k = 0; k < 2 && exact; k++) {
+            exact = dec_abs(x[k]) < dec_pow10(38 - (s - sc[k]));
+            if (exact) x[k] *= dec_pow10(s - sc[k]);
+        }
+        if (exact) {
+            if (x[1] == 0) { sqlite3_result_error(ctx, "Divide by zero error encountered.", -1); return; }
+            dec_result_text(ctx, x[0] % x[1], s);
+            return;
+        }
+    }
+    double d;
+    if (double_divisor(ctx, argv[1], &d)) sqlite3_result_double(ctx, fmod(sqlite3_value_double(argv[0]), d));
+}
+
+/* sim_div(a, b): T-SQL's /: integers divide as integers (truncated), the
+ * rest through double; a zero divisor is error 8134 (SQLite gives NULL). */
+static void fn_div(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    int64_t a, b;
+    int kind = divide_args(ctx, argv, &a, &b);
+    if (kind == 0) return;
+    if (kind == 1) {
+        if (a == INT64_MIN && b == -1) {
+            sqlite3_result_error(ctx, "Arithmetic overflow error converting expression to data type bigint.", -1);
+            return;
+        }
+        sqlite3_result_int64(ctx, a / b);
+        return;
+    }
+    double d;
+    if (double_divisor(ctx, argv[1], &d)) sqlite3_result_double(ctx, sqlite3_value_double(argv[0]) / d);
+}
+
+static void fn_sum_value(sqlite3_context *ctx) { dec_finish(ctx, false); }
+static void fn_avg_value(sqlite3_context *ctx) { dec_finish(ctx, true); }
+
 int sim_val_register(sqlite3 *db, const sim_clock_src *clk) {
     void *u = (void *)clk;
     const int det = SQLITE_UTF8 | SQLITE_DETERMINISTIC, nd = SQLITE_UTF8;
@@ -1129,5 +1657,18 @@ int sim_val_register(sqlite3 *db, const sim_clock_src *clk) {
         int rc = sqlite3_create_function(db, F[k].n, F[k].a, F[k].f, u, F[k].fn, NULL, NULL);
         if (rc != SQLITE_OK) return MCDC_E_IO;
     }
+    if (sqlite3_create_collation(db, SIM_DECIMAL_COLLATION, SQLITE_UTF8, NULL, coll_decimal) != SQLITE_OK ||
+        sqlite3_create_collation(db, SIM_STRING_COLLATION, SQLITE_UTF8, NULL, coll_string) != SQLITE_OK ||
+        sqlite3_create_collation(db, SIM_DTO_COLLATION, SQLITE_UTF8, NULL, coll_dto) != SQLITE_OK ||
+        sqlite3_create_collation(db, SIM_GUID_COLLATION, SQLITE_UTF8, NULL, coll_guid) != SQLITE_OK ||
+        sqlite3_create_function(db, "like", 2, det, NULL, fn_like, NULL, NULL) != SQLITE_OK ||
+        sqlite3_create_function(db, "sim_mod", 2, det, NULL, fn_mod, NULL, NULL) != SQLITE_OK ||
+        sqlite3_create_function(db, "sim_div", 2, det, NULL, fn_div, NULL, NULL) != SQLITE_OK ||
+        sqlite3_create_function(db, "like", 3, det, NULL, fn_like, NULL, NULL) != SQLITE_OK ||
+        sqlite3_create_window_function(db, "sim_sum", 1, det, NULL, fn_dec_step, fn_sum_value, fn_sum_value,
+                                       fn_dec_inverse, NULL) != SQLITE_OK ||
+        sqlite3_create_window_function(db, "sim_avg", 1, det, NULL, fn_dec_step, fn_avg_value, fn_avg_value,
+                                       fn_dec_inverse, NULL) != SQLITE_OK)
+        return MCDC_E_IO;
     return MCDC_OK;
 }

@@ -60,6 +60,8 @@ void sim_tds_result_begin(sim_tds_result *r, bool in_rpc, bool begin_message) {
     r->any_error = false;
     r->got_status = false;
     r->has_handle = false;
+    r->handle_sent = false;
+    r->rv_ordinal_shift = 0;
     r->fatal = false;
     r->attention = false;
     r->stopped = false;
@@ -78,15 +80,12 @@ int sim_tds_result_end_batch(sim_tds_result *r) {
     return sim_tds_out_end(r->out);
 }
 
+static int send_handle(sim_tds_result *r);
+
 int sim_tds_result_end_rpc(sim_tds_result *r, bool last) {
     if (flush_pending(r, true)) return -1;
     if (!r->got_status && sim_tds_tok_returnstatus(r->out, 0)) return -1;
-    if (r->has_handle) {
-        sim_type t = {SIM_T_INT, 0, 0, 0};
-        sim_value v = {.kind = SIM_V_INT, .i = r->handle};
-        if (sim_tds_result_return_value(r, r->handle_ordinal, r->handle_name, &t, &v))
-            return -1;
-    }
+    if (send_handle(r)) return -1;
     uint16_t st = (uint16_t)((last ? 0 : TDS_DONE_MORE) | (r->any_error ? TDS_DONE_ERROR : 0) |
                              (r->in_xact ? TDS_DONE_INXACT : 0));
     if (sim_tds_tok_done(r->out, TDS_TOK_DONEPROC, st, 0, 0)) return -1;
@@ -773,6 +772,33 @@ static int cb_return_status(void *ctx, int32_t status) {
     return sim_tds_tok_returnstatus(r->out, status) ? (r->stopped = true, 1) : 0;
 }
 
+/* The prepared handle's RETURNVALUE (once, before any output parameter). */
+static int send_handle(sim_tds_result *r) {
+    if (!r->has_handle || r->handle_sent) return 0;
+    r->handle_sent = true;
+    sim_type t = {SIM_T_INT, 0, 0, 0};
+    sim_value v = {.kind = SIM_V_INT, .i = r->handle};
+    return sim_tds_result_return_value(r, r->handle_ordinal, r->handle_name, &t, &v);
+}
+
+static int cb_return_value(void *ctx, int ordinal, const char *name, const sim_type *type, const sim_value *v) {
+    sim_tds_result *r = ctx;
+    if (r->stopped) return 1; /* the engine went on after a stop */
+    int o = ordinal + r->rv_ordinal_shift;
+    if (o < 0 || o > UINT16_MAX) o = 0;
+    if (send_handle(r) || sim_tds_result_return_value(r, (uint16_t)o, name, type, v))
+        return r->stopped = true, 1;
+    return 0;
+}
+
+/* The engine waits (a blocked read): look for an ATTENTION meanwhile. */
+static int cb_poll(void *ctx) {
+    sim_tds_result *r = ctx;
+    if (r->stopped) return 1;
+    if (r->check && r->check(r->check_ctx, r, 1)) return r->stopped = true, 1;
+    return 0;
+}
+
 void sim_tds_result_sink(sim_tds_result *r, sim_sink *s) {
     memset(s, 0, sizeof *s);
     s->ctx = r;
@@ -783,4 +809,6 @@ void sim_tds_result_sink(sim_tds_result *r, sim_sink *s) {
     s->database_changed = cb_database;
     s->transaction = cb_transaction;
     s->return_status = cb_return_status;
+    s->return_value = cb_return_value;
+    s->poll = cb_poll;
 }

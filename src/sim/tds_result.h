@@ -49,6 +49,9 @@ struct sim_tds_result {
     int32_t handle;
     uint16_t handle_ordinal;
     char handle_name[TDS_LOGIN_STR_BYTES];
+    bool handle_sent;        /* the handle went out before the engine's output parameters */
+    int rv_ordinal_shift;    /* added to the engine's output-parameter ordinals (the RPC as
+                                sent vs the sp_executesql it was rewritten to) */
     bool in_xact;            /* between ENVCHANGE 8 and 9/10 */
     bool attention;          /* the check hook saw an ATTENTION */
     bool fatal;              /* an error of class >= 20: the connection ends after */

@@ -269,7 +269,7 @@ static int reset_ack(conn *c) {
     sql[n++] = ']';
     sql[n] = 0;
     sim_sink quiet = {NULL, discard_columns, discard_row, discard_done, discard_message,
-                      discard_db, NULL, NULL};
+                      discard_db, NULL, NULL, NULL, NULL};
     (void)sim_exec_batch(c->sess, sql, n, &quiet);
     uint8_t tok[] = {TDS_TOK_ENVCHANGE, 3, 0, TDS_ENV_RESETACK, 0, 0};
     return sim_tds_out_bytes(&c->out, tok, sizeof tok);
@@ -333,6 +333,8 @@ static int handle_rpc(conn *c) {
             if (sim_tds_result_end_rpc(&c->res, !more)) return -1;
             continue;
         }
+        /* output parameters of the rewritten sp_executesql: ordinals of the RPC as sent */
+        if (act == TDS_PREP_EXEC) c->res.rv_ordinal_shift = c->rpc.nparams - np;
         if (handle >= 0) {
             c->res.has_handle = true;
             c->res.handle = handle;

@@ -353,6 +353,16 @@ static bool long_numeric(const tsql_tok *t, int *prec, int *scale) {
     return true;
 }
 
+static bool is_decimal_type(const sim_type *t) {
+    return t->id == SIM_T_DECIMAL || t->id == SIM_T_MONEY || t->id == SIM_T_SMALLMONEY;
+}
+
+/* A decimal value (CAST, long literal, variable) compares as a decimal
+ * column does: TEXT affinity (a number on the other side becomes text) and
+ * the exact numeric collation. open: the part before the expression. */
+static int emit_decimal_open(xl *x) { return emit(x, "(CAST("); }
+static int emit_decimal_close(xl *x) { return emit(x, " AS TEXT) COLLATE " SIM_DECIMAL_COLLATION ")"); }
+
 static int check_at_time_zone(xl *x, int *i, int end) {
     while (*i + 2 < end && tsql_tok_is(&x->t[*i], "AT") && tsql_tok_is(&x->t[*i + 1], "TIME") &&
            tsql_tok_is(&x->t[*i + 2], "ZONE")) {
@@ -390,6 +400,13 @@ static int xl_seq(xl *x, int *ip, int end, bool until_paren) {
     bool in_from = false, table_pos = false;
     char *top = NULL;
     bool after_select = false;
+    /* a % b -> sim_mod(a, b) (SQLite's % truncates decimals to integers),
+     * a / b -> sim_div(a, b) (SQLite's / by zero is NULL, not error 8134):
+     * the last primary of this level (its first token, the token after it) */
+    int lp_tok = -1, lp_end = -1, mod_left_tok = -1;
+    bool mod_pending = false;
+    const char *mod_fn = "";
+    size_t mod_left = 0;
     if (x->depth > MCDC_TSQL_DEPTH_MAX) return fail(x, 191, "Some part of your SQL statement is nested too deeply. Rewrite the query or break it up into smaller queries.%s", "");
     while (i < end && rc == MCDC_OK) {
         const tsql_tok *t = &x->t[i];
@@ -415,6 +432,7 @@ static int xl_seq(xl *x, int *ip, int end, bool until_paren) {
         }
         table_pos = false;
         size_t prim_start = x->out->len;
+        int tok_start = i;
         bool primary = false;
         x->last_stringy = false;
         switch (t->t) {
@@ -521,11 +539,18 @@ static int xl_seq(xl *x, int *ip, int end, bool until_paren) {
             primary = true;
             break;
         }
-        case TK_VAR:
-            rc = mcdc_buf_printf(x->out, x->err, "%.*s", t->n, t->s);
+        case TK_VAR: {
+            char vn[MCDC_IDENT_BYTES_MAX];
+            sim_type vt;
+            tok_str(t, vn, sizeof vn);
+            bool dec = x->env->var_type && x->env->var_type(x->env->ctx, vn, &vt) && is_decimal_type(&vt);
+            if (dec) rc = emit_decimal_open(x);
+            if (rc == MCDC_OK) rc = mcdc_buf_printf(x->out, x->err, "%.*s", t->n, t->s);
+            if (rc == MCDC_OK && dec) rc = emit_decimal_close(x);
             i++;
             primary = true;
             break;
+        }
         case TK_SYSVAR: {
             char w[64];
             tok_str(t, w, sizeof w);
@@ -550,8 +575,12 @@ static int xl_seq(xl *x, int *ip, int end, bool until_paren) {
              * exact decimal text, as SQL Server types it numeric(p,s). */
             int p = 0, sc = 0;
             bool min64 = i > 0 && tsql_tok_op(&x->t[i - 1], "-") && t->n == 19 && memcmp(t->s, "9223372036854775808", 19) == 0;
-            if (!min64 && long_numeric(t, &p, &sc))
-                rc = mcdc_buf_printf(x->out, x->err, "sim_convert('%.*s', 'decimal(%d,%d)', NULL)", t->n, t->s, p, sc);
+            if (!min64 && long_numeric(t, &p, &sc)) {
+                rc = emit_decimal_open(x);
+                if (rc == MCDC_OK)
+                    rc = mcdc_buf_printf(x->out, x->err, "sim_convert('%.*s', 'decimal(%d,%d)', NULL)", t->n, t->s, p, sc);
+                if (rc == MCDC_OK) rc = emit_decimal_close(x);
+            }
             else
                 rc = mcdc_buf_printf(x->out, x->err, "%.*s", t->n, t->s);
             i++;
@@ -604,6 +633,18 @@ static int xl_seq(xl *x, int *ip, int end, bool until_paren) {
             }
             if (tsql_tok_op(t, "!<")) { rc = emit(x, ">="); i++; continue; }
             if (tsql_tok_op(t, "!>")) { rc = emit(x, "<="); i++; continue; }
+            if ((tsql_tok_op(t, "%") || tsql_tok_op(t, "/")) && lp_end == i && !mod_pending &&
+                !(lp_tok > 0 && (tsql_tok_op(&x->t[lp_tok - 1], "*") || tsql_tok_op(&x->t[lp_tok - 1], "/") ||
+                                 tsql_tok_op(&x->t[lp_tok - 1], "%")))) {
+                /* (a * b % c is (a * b) % c: left as SQLite's operator) */
+                mod_pending = true;
+                mod_fn = tsql_tok_op(t, "%") ? "sim_mod(" : "sim_div(";
+                mod_left = x->last_prim;
+                mod_left_tok = lp_tok;
+                rc = emit(x, ",");
+                i++;
+                continue;
+            }
             if (tsql_tok_op(t, ",") && x->tracking && x->depth == 0) {
                 if (x->res->nitems < XL_ITEMS_MAX) x->res->nitems++;
             }
@@ -620,6 +661,21 @@ static int xl_seq(xl *x, int *ip, int end, bool until_paren) {
             x->last_prim = prim_start;
             rc = check_at_time_zone(x, &i, end);
             if (rc == MCDC_OK && !x->last_stringy) x->last_stringy = was_str;
+            lp_tok = tok_start;
+            lp_end = i;
+            if (rc == MCDC_OK && mod_pending) {
+                size_t pl = strlen(mod_fn);
+                rc = mcdc_buf_reserve(x->out, pl, x->err);
+                if (rc == MCDC_OK) {
+                    memmove(x->out->data + mod_left + pl, x->out->data + mod_left, x->out->len - mod_left);
+                    memcpy(x->out->data + mod_left, mod_fn, pl);
+                    x->out->len += pl;
+                    rc = emit(x, ")");
+                }
+                x->last_prim = mod_left;
+                lp_tok = mod_left_tok;
+                mod_pending = false;
+            }
             /* a string primary followed by '+' */
             if (rc == MCDC_OK && i < end && tsql_tok_op(&x->t[i], "+") && (was_str)) {
                 rc = emit(x, " ||");
@@ -642,8 +698,8 @@ static const struct { const char *tsql, *sqlite; } RENAMES[] = {
     {"SYSDATETIMEOFFSET", "sim_sysdatetimeoffset"}, {"CURRENT_TIMEZONE_ID", "sim_current_timezone_id"},
     {"SERVERPROPERTY", "sim_serverproperty"}, {"IIF", "iif"}, {"ABS", "abs"}, {"ROUND", "round"},
     {"UPPER", "upper"}, {"LOWER", "lower"}, {"LTRIM", "ltrim"}, {"RTRIM", "rtrim"}, {"REPLACE", "replace"},
-    {"COALESCE", "coalesce"}, {"NULLIF", "nullif"}, {"MIN", "min"}, {"MAX", "max"}, {"SUM", "sum"},
-    {"AVG", "avg"}, {"COUNT", "count"}, {"NTILE", "ntile"}, {"LAG", "lag"}, {"LEAD", "lead"},
+    {"COALESCE", "coalesce"}, {"NULLIF", "nullif"}, {"MIN", "min"}, {"MAX", "max"}, {"SUM", "sim_sum"},
+    {"AVG", "sim_avg"}, {"COUNT", "count"}, {"NTILE", "ntile"}, {"LAG", "lag"}, {"LEAD", "lead"},
     {"ROW_NUMBER", "row_number"}, {"RANK", "rank"}, {"DENSE_RANK", "dense_rank"},
     {"FIRST_VALUE", "first_value"}, {"LAST_VALUE", "last_value"}, {"OBJECT_ID", "sim_object_id"},
     {"CHARINDEX", "sim_charindex"},
@@ -665,10 +721,13 @@ static int fn_call(xl *x, int name_from, const char *fname, int open, int end, i
         if (!sim_type_parse(&tt, ty, strlen(ty))) return fail(x, 243, "Type %s is not a defined system type.", ty);
         char *e = sub(x, st[1], en[1]), *s = na == 3 ? sub(x, st[2], en[2]) : NULL;
         if (!e || (na == 3 && !s)) { mcdc_free(e); mcdc_free(s); return MCDC_E_SERVER; }
-        rc = emit(x, "sim_convert(");
+        bool dec = is_decimal_type(&tt);
+        rc = dec ? emit_decimal_open(x) : MCDC_OK;
+        if (rc == MCDC_OK) rc = emit(x, "sim_convert(");
         if (rc == MCDC_OK) rc = mcdc_buf_printf(x->out, x->err, "%s, ", e);
         if (rc == MCDC_OK) rc = xl_append_literal(x->out, ty, strlen(ty));
         if (rc == MCDC_OK) rc = mcdc_buf_printf(x->out, x->err, ", %s)", s ? s : "NULL");
+        if (rc == MCDC_OK && dec) rc = emit_decimal_close(x);
         mcdc_free(e);
         mcdc_free(s);
         x->last_stringy = tt.id >= SIM_T_CHAR && tt.id <= SIM_T_NVARCHAR;
@@ -688,9 +747,12 @@ static int fn_call(xl *x, int name_from, const char *fname, int open, int end, i
         if (!sim_type_parse(&tt, ty, strlen(ty))) return fail(x, 243, "Type %s is not a defined system type.", ty);
         char *e = sub(x, open + 1, as);
         if (!e) return MCDC_E_SERVER;
-        rc = mcdc_buf_printf(x->out, x->err, "sim_convert(%s, ", e);
+        bool dec = is_decimal_type(&tt);
+        rc = dec ? emit_decimal_open(x) : MCDC_OK;
+        if (rc == MCDC_OK) rc = mcdc_buf_printf(x->out, x->err, "sim_convert(%s, ", e);
         if (rc == MCDC_OK) rc = xl_append_literal(x->out, ty, strlen(ty));
         if (rc == MCDC_OK) rc = emit(x, ", NULL)");
+        if (rc == MCDC_OK && dec) rc = emit_decimal_close(x);
         mcdc_free(e);
         return rc;
     }
@@ -868,20 +930,150 @@ static bool infer_fn(const xl *x, const char *f, int open, int close, sim_type *
         *nul = true;
         return true;
     }
-    if (mcdc_str_ieq(f, "SUM") && na == 1) {
-        bool r = infer(x, st[0], en[0], ty, nul);
+    if ((mcdc_str_ieq(f, "SUM") || mcdc_str_ieq(f, "AVG")) && na == 1) {
+        /* SQL Server's result types: int family -> int, bigint, float,
+         * money, decimal(p,s) -> decimal(38,s) (AVG: decimal(38,max(s,6))) */
+        int a0 = st[0];
+        if (a0 < en[0] && (tsql_tok_is(&x->t[a0], "DISTINCT") || tsql_tok_is(&x->t[a0], "ALL"))) a0++;
+        bool r = infer(x, a0, en[0], ty, nul);
         if (!r) return false;
+        if (ty->id == SIM_T_BIT) return false; /* SQL Server refuses bit */
         if (ty->id == SIM_T_INT || ty->id == SIM_T_SMALLINT || ty->id == SIM_T_TINYINT) ty->id = SIM_T_INT;
-        else if (ty->id == SIM_T_DECIMAL) ty->precision = 38;
+        else if (ty->id == SIM_T_REAL) ty->id = SIM_T_FLOAT;
+        else if (ty->id == SIM_T_SMALLMONEY) ty->id = SIM_T_MONEY;
+        else if (ty->id == SIM_T_DECIMAL) {
+            ty->precision = 38;
+            if (mcdc_str_ieq(f, "AVG") && ty->scale < 6) ty->scale = 6;
+        }
         *nul = true;
         return true;
     }
     return false;
 }
 
+/* ---- arithmetic result types (SQL Server's rules for + - * / %) -------- */
+/* Numeric types as decimal(p,s) for the decimal rules; false if t is none. */
+static bool as_decimal(const sim_type *t, int *p, int *s) {
+    *s = 0;
+    switch (t->id) {
+    case SIM_T_BIT: case SIM_T_TINYINT: *p = 3; return true;
+    case SIM_T_SMALLINT: *p = 5; return true;
+    case SIM_T_INT: *p = 10; return true;
+    case SIM_T_BIGINT: *p = 19; return true;
+    case SIM_T_MONEY: *p = 19; *s = 4; return true;
+    case SIM_T_SMALLMONEY: *p = 10; *s = 4; return true;
+    case SIM_T_DECIMAL: *p = t->precision; *s = t->scale; return true;
+    default: return false;
+    }
+}
+
+static int type_rank(sim_type_id id) { /* SQL Server's data type precedence, numeric part */
+    switch (id) {
+    case SIM_T_FLOAT: return 9;
+    case SIM_T_REAL: return 8;
+    case SIM_T_DECIMAL: return 7;
+    case SIM_T_MONEY: return 6;
+    case SIM_T_SMALLMONEY: return 5;
+    case SIM_T_BIGINT: return 4;
+    case SIM_T_INT: return 3;
+    case SIM_T_SMALLINT: return 2;
+    case SIM_T_TINYINT: return 1;
+    case SIM_T_BIT: return 0;
+    default: return -1;
+    }
+}
+
+/* The type of l op r; false when either is not numeric. */
+static bool arith_type(const sim_type *l, const sim_type *r, char op, sim_type *out) {
+    int rl = type_rank(l->id), rr = type_rank(r->id);
+    if (rl < 0 || rr < 0) return false;
+    memset(out, 0, sizeof *out);
+    sim_type_id hi = rl >= rr ? l->id : r->id;
+    if (hi == SIM_T_FLOAT || hi == SIM_T_REAL) { out->id = hi; return true; }
+    if (hi != SIM_T_DECIMAL && hi != SIM_T_MONEY && hi != SIM_T_SMALLMONEY) {
+        out->id = hi == SIM_T_BIT || hi == SIM_T_TINYINT || hi == SIM_T_SMALLINT ? SIM_T_INT : hi;
+        return true;
+    }
+    if (hi != SIM_T_DECIMAL) { out->id = SIM_T_MONEY; return true; }
+    int p1, s1, p2, s2, p, s;
+    as_decimal(l, &p1, &s1);
+    as_decimal(r, &p2, &s2);
+    switch (op) {
+    case '+': case '-':
+        s = s1 > s2 ? s1 : s2;
+        p = (p1 - s1 > p2 - s2 ? p1 - s1 : p2 - s2) + s + 1;
+        break;
+    case '*': p = p1 + p2 + 1; s = s1 + s2; break;
+    case '/':
+        s = s1 + p2 + 1 > 6 ? s1 + p2 + 1 : 6;
+        p = p1 - s1 + s2 + s;
+        break;
+    default: /* % */
+        s = s1 > s2 ? s1 : s2;
+        p = (p1 - s1 < p2 - s2 ? p1 - s1 : p2 - s2) + s;
+        break;
+    }
+    if (p > 38) { /* the integral part is kept, the scale gives way down to 6 */
+        int intd = p - s, keep = s < 6 ? s : 6;
+        s = 38 - intd > keep ? 38 - intd : keep;
+        p = 38;
+    }
+    out->id = SIM_T_DECIMAL;
+    out->precision = (uint8_t)(p < 1 ? 1 : p);
+    out->scale = (uint8_t)(s < 0 ? 0 : s > out->precision ? out->precision : s);
+    return true;
+}
+
+static bool infer(const xl *x, int a, int b, sim_type *ty, bool *nul);
+
+/* An arithmetic expression at depth 0 of [a, b): + and - split first (the
+ * loosest), then * / %. false if there is none or an operand is unknown. */
+static bool infer_arith(const xl *x, int a, int b, sim_type *ty, bool *nul) {
+    static const char *const LEVELS[2] = {"+-", "*/%"};
+    for (int lv = 0; lv < 2; lv++) {
+        int d = 0, start = a, nops = 0;
+        char op = 0;
+        sim_type acc;
+        bool any_null = false;
+        for (int k = a; k <= b; k++) {
+            bool split = k == b;
+            if (!split) {
+                const tsql_tok *t = &x->t[k];
+                if (tsql_tok_op(t, "(")) { d++; continue; }
+                if (tsql_tok_op(t, ")")) { d--; continue; }
+                if (d != 0 || t->t != TK_OP || t->n != 1 || !strchr(LEVELS[lv], t->s[0])) continue;
+                /* binary only: an operand before it */
+                if (k == a || (x->t[k - 1].t == TK_OP && !tsql_tok_op(&x->t[k - 1], ")"))) continue;
+                split = true;
+            }
+            if (k == b && nops == 0) break;
+            sim_type t;
+            bool n;
+            if (!infer(x, start, k, &t, &n)) return false;
+            any_null = any_null || n;
+            sim_type res;
+            if (nops == 0) acc = t;
+            else if (!arith_type(&acc, &t, op, &res)) return false;
+            else acc = res;
+            if (k < b) op = x->t[k].s[0];
+            nops++;
+            start = k + 1;
+        }
+        if (nops > 1) {
+            *ty = acc;
+            *nul = any_null;
+            return true;
+        }
+    }
+    /* unary minus/plus */
+    if (b - a >= 2 && (tsql_tok_op(&x->t[a], "-") || tsql_tok_op(&x->t[a], "+"))) return infer(x, a + 1, b, ty, nul);
+    return false;
+}
+
 static bool infer(const xl *x, int a, int b, sim_type *ty, bool *nul) {
     if (a >= b) return false;
     *nul = true;
+    if (b - a >= 2 && infer_arith(x, a, b, ty, nul)) return true;
     /* AT TIME ZONE anywhere at depth 0 */
     int d = 0;
     for (int k = a; k + 2 < b; k++) {
@@ -924,6 +1116,10 @@ static bool infer(const xl *x, int a, int b, sim_type *ty, bool *nul) {
         if (np > 0 && k < b && tsql_tok_op(&x->t[k], "(")) {
             int close = match_paren(x, k, b);
             if (close == b - 1) return infer_fn(x, parts[np - 1], k, close, ty, nul);
+            /* a window function: f(...) OVER (...) */
+            if (close > 0 && close + 2 < b && tsql_tok_is(&x->t[close + 1], "OVER") &&
+                tsql_tok_op(&x->t[close + 2], "(") && match_paren(x, close + 2, b) == b - 1)
+                return infer_fn(x, parts[np - 1], k, close, ty, nul);
             return false;
         }
         if (np > 0 && k == b) return lookup_col(x, np >= 2 ? parts[np - 2] : NULL, parts[np - 1], ty, nul);
@@ -945,9 +1141,23 @@ static bool infer(const xl *x, int a, int b, sim_type *ty, bool *nul) {
                 ty->scale = (uint8_t)sc;
                 return true;
             }
+            if (memchr(t->s, 'e', (size_t)t->n) || memchr(t->s, 'E', (size_t)t->n)) { ty->id = SIM_T_FLOAT; return true; }
             bool dot = memchr(t->s, '.', (size_t)t->n) != NULL;
             if (!dot) { ty->id = t->n > 9 ? SIM_T_BIGINT : SIM_T_INT; return true; }
-            return false;
+            /* 2.50 is numeric(3,2): every digit counts, leading zeros of the integral part do not */
+            int digits = 0, frac = 0;
+            bool after = false, lead = true;
+            for (int k = 0; k < t->n; k++) {
+                if (t->s[k] == '.') { after = true; lead = false; continue; }
+                if (lead && t->s[k] == '0') continue;
+                lead = false;
+                digits++;
+                if (after) frac++;
+            }
+            ty->id = SIM_T_DECIMAL;
+            ty->precision = (uint8_t)(digits < 1 ? 1 : digits);
+            ty->scale = (uint8_t)frac;
+            return true;
         }
         if (t->t == TK_VAR && x->env->var_type) {
             char nm[MCDC_IDENT_BYTES_MAX];

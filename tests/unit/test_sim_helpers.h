@@ -31,6 +31,8 @@ typedef struct coll {
     int tran_events[8];
     int ntran;
     int return_status;
+    int nretvals;           /* RETURNVALUEs: "ordinal|name|value" */
+    char retvals[8][128];
 } coll;
 
 static inline int coll_columns(void *ctx, const sim_column *cols, int n) {
@@ -107,10 +109,24 @@ static inline int coll_tran(void *ctx, int type, uint64_t d) {
 
 static inline int coll_status(void *ctx, int32_t st) { ((coll *)ctx)->return_status = st; return 0; }
 
+static inline int coll_retval(void *ctx, int ordinal, const char *name, const sim_type *t, const sim_value *v) {
+    coll *c = ctx;
+    (void)t;
+    if (c->nretvals >= 8) return 0;
+    char *o = c->retvals[c->nretvals++];
+    switch (v->kind) {
+    case SIM_V_NULL: snprintf(o, 128, "%d|%s|NULL", ordinal, name); break;
+    case SIM_V_INT: snprintf(o, 128, "%d|%s|%lld", ordinal, name, (long long)v->i); break;
+    case SIM_V_REAL: snprintf(o, 128, "%d|%s|%g", ordinal, name, v->f); break;
+    default: snprintf(o, 128, "%d|%s|%.*s", ordinal, name, (int)(v->n > 90 ? 90 : v->n), (const char *)v->p); break;
+    }
+    return 0;
+}
+
 /* Runs sql; the collector is reset first. */
 static inline coll *run(sim_session *s, coll *c, const char *sql) {
     memset(c, 0, sizeof *c);
-    sim_sink k = {c, coll_columns, coll_row, coll_done, coll_msg, coll_db, coll_tran, coll_status};
+    sim_sink k = {c, coll_columns, coll_row, coll_done, coll_msg, coll_db, coll_tran, coll_status, coll_retval, NULL};
     sim_exec_batch(s, sql, strlen(sql), &k);
     if (c->nerrors && getenv("SIM_TEST_VERBOSE")) fprintf(stderr, "  [sql error %d: %s] in: %.200s\n", c->err_number, c->err_text, sql);
     return c;

@@ -34,7 +34,7 @@ TEST(sim_rpc_executesql_and_variables) {
     p[3].name = "@P2"; p[3].type.id = SIM_T_NVARCHAR; p[3].type.length = 10;
     p[3].value.kind = SIM_V_TEXT; p[3].value.p = (const uint8_t *)"c"; p[3].value.n = 1;
     memset(c, 0, sizeof *c);
-    sim_sink k = {c, coll_columns, coll_row, coll_done, coll_msg, coll_db, coll_tran, coll_status};
+    sim_sink k = {c, coll_columns, coll_row, coll_done, coll_msg, coll_db, coll_tran, coll_status, coll_retval, NULL};
     CHECK_EQ_INT(sim_exec_rpc(s, "sp_executesql", p, 4, &k), SIM_EXEC_OK);
     CHECK_EQ_INT(c->nerrors, 0);
     CHECK_EQ_INT(c->nrows, 1);
@@ -259,6 +259,78 @@ TEST(sim_cte_if_collation) {
     CHECK_EQ_STR(cr->rows[0], want);
     sim_session_close(r);
     free(cr);
+    sim_session_close(s);
+    sim_server_close(srv);
+    test_rmdir(dir);
+    free(c);
+}
+
+static sim_param text_param(const char *name, const char *text) {
+    sim_param p;
+    memset(&p, 0, sizeof p);
+    p.name = name;
+    p.type.id = SIM_T_NVARCHAR;
+    p.type.length = -1;
+    p.value.kind = SIM_V_TEXT;
+    p.value.p = (const uint8_t *)text;
+    p.value.n = strlen(text);
+    return p;
+}
+
+static sim_param int_param(const char *name, int64_t v, bool output) {
+    sim_param p;
+    memset(&p, 0, sizeof p);
+    p.name = name;
+    p.type.id = SIM_T_INT;
+    p.value.kind = output && v == 0 ? SIM_V_NULL : SIM_V_INT;
+    p.value.i = v;
+    p.output = output;
+    return p;
+}
+
+TEST(sim_rpc_output_parameters) {
+    char dir[64];
+    coll *c = calloc(1, sizeof *c);
+    sim_session *s;
+    sim_server *srv = open_lab(dir, sizeof dir, &s, c, 0);
+    run(s, c, "INSERT INTO dbo.t VALUES (1, N'a'), (2, N'b'), (3, N'c')");
+    sim_sink k = {c, coll_columns, coll_row, coll_done, coll_msg, coll_db, coll_tran, coll_status, coll_retval, NULL};
+    /* named: a result set, then RETURNVALUEs in RPC order with the declared names */
+    sim_param p[6] = {
+        text_param("@stmt", "SELECT @n = COUNT(*) FROM dbo.t WHERE id >= @min; SET @d = 2.5; SELECT v FROM dbo.t WHERE id = @min"),
+        text_param("@params", "@min int, @n int OUTPUT, @d decimal(5,2) OUT, @unused int OUTPUT"),
+        int_param("@min", 2, false), int_param("@n", 0, true), int_param("@d", 0, true), int_param("@unused", 5, false)};
+    memset(c, 0, sizeof *c);
+    CHECK_EQ_INT(sim_exec_rpc(s, "sp_executesql", p, 6, &k), SIM_EXEC_OK);
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_INT(c->nrows, 1);
+    CHECK_EQ_STR(c->rows[0], "b");
+    CHECK_EQ_INT(c->nretvals, 2); /* @unused was not sent as output */
+    CHECK_EQ_STR(c->retvals[0], "3|@n|2");
+    CHECK_EQ_STR(c->retvals[1], "4|@d|2.50");
+    /* positional values, in declaration order */
+    p[2] = int_param("", 3, false);
+    p[3] = int_param("", 0, true);
+    p[4] = int_param("", 0, true);
+    memset(c, 0, sizeof *c);
+    CHECK_EQ_INT(sim_exec_rpc(s, "sp_executesql", p, 5, &k), SIM_EXEC_OK);
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_INT(c->nretvals, 2);
+    CHECK_EQ_STR(c->retvals[0], "3|@n|1");
+    /* output requested for a parameter not declared OUTPUT: error 8162 */
+    sim_param q[3] = {text_param("@stmt", "SET @x = 1"), text_param("@params", "@x int"), int_param("@x", 0, true)};
+    memset(c, 0, sizeof *c);
+    CHECK_EQ_INT(sim_exec_rpc(s, "sp_executesql", q, 3, &k), SIM_EXEC_OK);
+    CHECK_EQ_INT(c->err_number, 8162);
+    CHECK_EQ_INT(c->nretvals, 0);
+    /* a batch's EXEC sp_executesql ... OUTPUT sets the caller's variable, no RETURNVALUE */
+    run(s, c, "DECLARE @cnt int = 0, @top nvarchar(50);"
+              " EXEC sp_executesql N'SELECT @c = COUNT(*), @t = MAX(v) FROM dbo.t', N'@c int OUTPUT, @t nvarchar(50) OUTPUT',"
+              " @c = @cnt OUTPUT, @t = @top OUTPUT;"
+              " SELECT @cnt, @top");
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_INT(c->nretvals, 0);
+    CHECK_EQ_STR(c->rows[0], "3|c");
     sim_session_close(s);
     sim_server_close(srv);
     test_rmdir(dir);

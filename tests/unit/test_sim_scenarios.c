@@ -68,7 +68,7 @@ static char *run_scenario(const char *name) {
     sess[0] = test_login(srv, "sa", "Sa_Passw0rd", NULL);
     int cur = 0;
     scen_out out = {{0}};
-    sim_sink sink = {&out, so_cols, so_row, so_done, so_msg, so_db, NULL, NULL};
+    sim_sink sink = {&out, so_cols, so_row, so_done, so_msg, so_db, NULL, NULL, NULL, NULL};
     mcdc_buf batch = {0};
     char *p = sql;
     while (p && *p) {
@@ -126,3 +126,5 @@ TEST(sim_scenarios_t1_idle_heartbeat) { check_scenario("t1_idle_heartbeat"); }
 TEST(sim_scenarios_t2_timezone) { check_scenario("t2_timezone"); }
 TEST(sim_scenarios_t3_read_semantics) { check_scenario("t3_read_semantics"); }
 TEST(sim_scenarios_t4_watermark_concurrency) { check_scenario("t4_watermark_concurrency"); }
+TEST(sim_scenarios_t5_decimal_ddl_rollback) { check_scenario("t5_decimal_ddl_rollback"); }
+TEST(sim_scenarios_t6_read_committed) { check_scenario("t6_read_committed"); }

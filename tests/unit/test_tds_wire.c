@@ -1028,3 +1028,51 @@ TEST(tds_result_stops_at_a_token_boundary) {
     CHECK(hexcmp(g.payload.data + 13 + 15, "fd2000") == 0);
     rig_free(&g);
 }
+
+/* sp_prepexec as tds_server.c runs it: the engine gets sp_executesql with
+ * the values, the handle goes out first (ordinal 0), then the OUTPUT
+ * parameter with its ordinal in the RPC as sent (handle, @params, @stmt,
+ * @i = 3, @o = 4), then DONEPROC. */
+TEST(sim_tds_rpc_output_parameter_bytes) {
+    char dir[64] = "/tmp/simtest-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    sim_config cfg = {dir, "Sa_Passw0rd", "UTC", 16, 0, 0, 500};
+    sim_server *srv = NULL;
+    sim_session *s = NULL;
+    CHECK_EQ_INT(sim_server_open(&srv, &cfg, NULL), MCDC_OK);
+    CHECK_EQ_INT(sim_login(srv, &s, "sa", "Sa_Passw0rd", NULL, "test", NULL), MCDC_OK);
+    if (!s) return;
+    rig g;
+    rig_init(&g, 4096);
+    sim_tds_result_begin(&g.res, true, true);
+    g.res.has_handle = true;
+    g.res.handle = 1;
+    strcpy(g.res.handle_name, "@h");
+    g.res.rv_ordinal_shift = 5 - 4; /* the RPC's 5 parameters vs sp_executesql's 4 */
+    const char *stmt = "SET @o = @i * 2", *decl = "@i int, @o int OUTPUT";
+    sim_param p[4];
+    memset(p, 0, sizeof p);
+    p[0] = (sim_param){"@stmt", {SIM_T_NVARCHAR, 0, 0, -1}, T(stmt), false};
+    p[1] = (sim_param){"@params", {SIM_T_NVARCHAR, 0, 0, -1}, T(decl), false};
+    p[2] = (sim_param){"", {SIM_T_INT, 0, 0, 0}, {.kind = SIM_V_INT, .i = 21}, false};
+    p[3] = (sim_param){"", {SIM_T_INT, 0, 0, 0}, {.kind = SIM_V_NULL}, true};
+    CHECK_EQ_INT(sim_exec_rpc(s, "sp_executesql", p, 4, &g.sink), SIM_EXEC_OK);
+    CHECK_EQ_INT(sim_tds_result_end_rpc(&g.res, true), 0);
+    CHECK_EQ_INT(rig_finish(&g), 1);
+    /* RETURNSTATUS 0; RETURNVALUE ordinal 0 "@h" status 1 usertype 0 flags 1 INTN(4) 1;
+     * RETURNVALUE ordinal 4 "@o" INTN(4) 42; DONEINPROC; DONEPROC final */
+    const char *want = "7900000000"
+                       "ac0000" "02400068" "00" "01" "00000000" "0100" "2604" "0401000000"
+                       "ac0400" "0240006f" "00" "01" "00000000" "0100" "2604" "042a000000";
+    const uint8_t *at = NULL;
+    for (size_t k = 0; k + strlen(want) / 2 <= g.payload.len && !at; k++)
+        if (hexcmp(g.payload.data + k, want) == 0) at = g.payload.data + k;
+    CHECK(at != NULL);
+    CHECK_EQ_INT(g.payload.data[g.payload.len - 13], 0xFE); /* DONEPROC last */
+    rig_free(&g);
+    sim_session_close(s);
+    sim_server_close(srv);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK_EQ_INT(system(cmd), 0);
+}

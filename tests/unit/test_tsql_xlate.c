@@ -11,6 +11,8 @@ static bool t_col(void *c, const char *t, const char *col, sim_type *o, bool *nu
     memset(o, 0, sizeof *o);
     o->id = strcmp(col, "v") == 0 ? SIM_T_NVARCHAR : SIM_T_INT;
     o->length = 50;
+    if (strcmp(col, "dec") == 0) *o = (sim_type){SIM_T_DECIMAL, 10, 2, 0};
+    if (strcmp(col, "mon") == 0) *o = (sim_type){SIM_T_MONEY, 0, 0, 0};
     *nul = true;
     return true;
 }
@@ -88,5 +90,52 @@ TEST(tsql_xlate_shapes) {
     CHECK_EQ_INT(err.server_number, 195);
     CHECK(xl("SELECT (1", out, sizeof out, res, &err) != MCDC_OK);
     CHECK_EQ_INT(err.server_number, 102);
+    mcdc_free(res);
+}
+
+/* decimal(p,s) as "p,s", other types by id */
+static void type_str(const xl_item *it, char *buf, size_t cap) {
+    if (!it->known) snprintf(buf, cap, "?");
+    else if (it->type.id == SIM_T_DECIMAL) snprintf(buf, cap, "%d,%d", it->type.precision, it->type.scale);
+    else snprintf(buf, cap, "#%d", (int)it->type.id);
+}
+
+TEST(tsql_xlate_decimal_types_and_rewrites) {
+    char out[1024], ty[64];
+    xl_result *res = mcdc_malloc(sizeof *res);
+    mcdc_error err = MCDC_ERROR_INIT;
+    /* SQL Server's result types of arithmetic and aggregates */
+    int rc = xl("SELECT dec + 1, dec * dec, dec / 3, dec % 3, 1.5 + 1, -dec, 2.50 * 0.1, (dec + 1) * 2,"
+                " dec + mon, mon * 2, 1e2, id / 2, SUM(dec), AVG(dec), SUM(mon), AVG(id), SUM(dec) OVER (ORDER BY id)"
+                " FROM t", out, sizeof out, res, &err);
+    CHECK_EQ_INT(rc, MCDC_OK);
+    CHECK_EQ_INT(res->nitems, 17);
+    static const char *want[] = {"13,2", "21,4", "21,13", "10,2", "12,1", "10,2", "5,3", "24,2", "20,4", "#9",
+                                 "#7", "#4", "38,2", "38,6", "#9", "#4", "38,2"};
+    for (int k = 0; k < 17 && k < res->nitems; k++) {
+        type_str(&res->items[k], ty, sizeof ty);
+        CHECK_EQ_STR(ty, want[k]);
+    }
+    /* past 38 digits the scale gives way, not below 6 */
+    rc = xl("SELECT CAST(1 AS decimal(38,10)) * CAST(1 AS decimal(38,10))", out, sizeof out, res, &err);
+    CHECK_EQ_INT(rc, MCDC_OK);
+    type_str(&res->items[0], ty, sizeof ty);
+    CHECK_EQ_STR(ty, "38,6");
+    /* strings and dates are no arithmetic */
+    CHECK_EQ_INT(xl("SELECT v + N'x' FROM t", out, sizeof out, res, &err), MCDC_OK);
+    CHECK(!res->items[0].known || res->items[0].type.id != SIM_T_DECIMAL);
+    /* decimal values compare through the collation; SUM/AVG are exact */
+    rc = xl("SELECT SUM(dec), AVG(dec) FROM t WHERE dec < CAST('9.5' AS decimal(10,2))", out, sizeof out, res, &err);
+    CHECK_EQ_INT(rc, MCDC_OK);
+    CHECK_EQ_STR(out, "SELECT sim_sum(\"dec\"), sim_avg(\"dec\") FROM \"dbo.t\" AS \"t\" WHERE \"dec\" <"
+                      " (CAST(sim_convert('9.5', 'decimal(10,2)', NULL) AS TEXT) COLLATE sim_decimal)");
+    /* % and / as T-SQL's (sim_mod, sim_div); after * in one chain SQLite's operator stays */
+    rc = xl("SELECT id % 2, dec / -4, id * 3 % 4, id % 4 * 3, id / 2 / 2, (dec + 1) % id FROM t", out, sizeof out, res, &err);
+    CHECK_EQ_INT(rc, MCDC_OK);
+    CHECK_EQ_STR(out, "SELECT sim_mod(\"id\" , 2), sim_div(\"dec\" , - 4), \"id\" * 3 % 4, sim_mod(\"id\" , 4) * 3,"
+                      " sim_div(sim_div(\"id\" , 2) , 2), sim_mod((\"dec\" + 1) , \"id\") FROM \"dbo.t\" AS \"t\"");
+    CHECK_EQ_INT(xl("SELECT 1 WHERE 12345678901234567890.5 > 9", out, sizeof out, res, &err), MCDC_OK);
+    CHECK_EQ_STR(out, "SELECT 1 WHERE (CAST(sim_convert('12345678901234567890.5', 'decimal(21,1)', NULL) AS TEXT)"
+                      " COLLATE sim_decimal) > 9");
     mcdc_free(res);
 }
