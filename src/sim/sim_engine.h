@@ -86,6 +86,15 @@ typedef struct sim_value {
     size_t n;
 } sim_value;
 
+/* One value already encoded as a ROW token holds it (length prefix
+ * included) for its result column, from the change store. null: the value
+ * is NULL (p/n then hold the NULL form, which NBCROW leaves out). */
+typedef struct sim_cell {
+    const uint8_t *p;
+    uint32_t n;
+    bool null;
+} sim_cell;
+
 typedef struct sim_column {
     const char *name; /* UTF-8; may be "" for an unnamed expression */
     sim_type type;
@@ -116,6 +125,10 @@ typedef struct sim_sink {
     int (*transaction)(void *ctx, int envchange_type, uint64_t descriptor);
     /* RETURNSTATUS token at the end of a procedure / RPC. */
     int (*return_status)(void *ctx, int32_t status);
+    /* Optional: one row of pre-encoded cells[ncols] (the change store's
+     * read path; encoded with sim_tds_cellenc_put for the columns the
+     * result set announced). NULL: the engine sends values through row. */
+    int (*row_cells)(void *ctx, const sim_cell *cells, int ncols);
 } sim_sink;
 
 #define SIM_EXEC_OK 0
@@ -143,6 +156,12 @@ typedef struct sim_session sim_session;
  * thread. Caller owns the result; sim_server_close frees it. */
 int sim_server_open(sim_server **out, const sim_config *cfg, mcdc_error *err);
 void sim_server_close(sim_server *srv);
+/* Memory for the change store (pre-encoded change rows the reader's change
+ * query is served from), in MiB over all change tables, default
+ * SIM_CHANGE_CACHE_MB_DEFAULT; a table that would pass it is served from
+ * SQLite; 0 = no store. Call before serving. */
+#define SIM_CHANGE_CACHE_MB_DEFAULT 2048
+void sim_server_set_change_cache_mb(sim_server *srv, int mb);
 
 /* Login. On a wrong login or password returns MCDC_E_PERMISSION and fills
  * err with server_number 18456, class 14, state 1 and the message SQL Server

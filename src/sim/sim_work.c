@@ -424,7 +424,7 @@ static void *worker_main(void *arg) {
         goto out;
     }
     rng r = {wk->seed};
-    sim_sink sink = {NULL, null_columns, null_row, null_done, null_msg, null_db, NULL, NULL};
+    sim_sink sink = {NULL, null_columns, null_row, null_done, null_msg, null_db, NULL, NULL, NULL};
     int64_t start = mcdc_monotonic_us(), ntx = 0;
     int64_t total = (int64_t)(wk->tps * wk->seconds);
     mcdc_buf b = {0};
