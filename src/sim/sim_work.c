@@ -38,20 +38,21 @@ static double rnd01(rng *r) { return (double)(rnd(r) >> 11) / 9007199254740992.0
 
 static const char *WORDS[] = {"alpha", "Zoë", "ação", "straße", "東京", "naïve", "Ωmega", "crème", "øre", "日本語"};
 
-/* Binds a generated value of type t at stmt index i (bulk path). buf
- * (BULK_CELL_BYTES, the column's own) holds text and bytes until the
- * statement is stepped: bound without a copy. */
+/* A generated value of type t (bulk path), exactly what is bound: the
+ * change table's affinity keeps it as is. buf (BULK_CELL_BYTES, the
+ * column's own) holds text and bytes until the row is written. */
 #define BULK_CELL_BYTES 512
-static void bind_gen(sqlite3_stmt *st, int i, const sim_type *t, bool nullable, rng *r, int64_t key, int64_t base_us,
-                     char *buf) {
-    if (nullable && rnd(r) % 5 == 0) { sqlite3_bind_null(st, i); return; }
+static void gen_value(sim_value *v, const sim_type *t, bool nullable, rng *r, int64_t key, int64_t base_us, char *buf) {
+    memset(v, 0, sizeof *v);
+    if (nullable && rnd(r) % 5 == 0) return; /* NULL */
+    v->kind = SIM_V_INT;
     switch (t->id) {
-    case SIM_T_BIT: sqlite3_bind_int(st, i, (int)(rnd(r) & 1)); break;
-    case SIM_T_TINYINT: sqlite3_bind_int(st, i, (int)(rnd(r) % 256)); break;
-    case SIM_T_SMALLINT: sqlite3_bind_int(st, i, (int)(rnd(r) % 65536) - 32768); break;
-    case SIM_T_INT: sqlite3_bind_int64(st, i, key); break;
-    case SIM_T_BIGINT: sqlite3_bind_int64(st, i, (int64_t)(rnd(r) >> 1) - (INT64_MAX / 2)); break;
-    case SIM_T_REAL: case SIM_T_FLOAT: sqlite3_bind_double(st, i, rnd01(r) * 1e6); break;
+    case SIM_T_BIT: v->i = (int64_t)(rnd(r) & 1); break;
+    case SIM_T_TINYINT: v->i = (int64_t)(rnd(r) % 256); break;
+    case SIM_T_SMALLINT: v->i = (int64_t)(rnd(r) % 65536) - 32768; break;
+    case SIM_T_INT: v->i = key; break;
+    case SIM_T_BIGINT: v->i = (int64_t)(rnd(r) >> 1) - (INT64_MAX / 2); break;
+    case SIM_T_REAL: case SIM_T_FLOAT: v->kind = SIM_V_REAL; v->f = rnd01(r) * 1e6; break;
     case SIM_T_DECIMAL: case SIM_T_MONEY: case SIM_T_SMALLMONEY: {
         /* digits by hand: printf per value halves the load rate */
         int ip = t->precision - t->scale;
@@ -69,7 +70,9 @@ static void bind_gen(sqlite3_stmt *st, int i, const sim_type *t, bool nullable, 
             uint64_t z = rnd(r);
             for (int k = 0; k < t->scale && o < 120; k++) { buf[o++] = (char)('0' + z % 10); z /= 10; if (!z) z = rnd(r); }
         }
-        sqlite3_bind_text(st, i, buf, o, SQLITE_STATIC);
+        v->kind = SIM_V_TEXT;
+        v->p = (const uint8_t *)buf;
+        v->n = (size_t)o;
         break;
     }
     case SIM_T_DATE: case SIM_T_DATETIME: case SIM_T_SMALLDATETIME: case SIM_T_DATETIME2: case SIM_T_DATETIMEOFFSET: case SIM_T_TIME: {
@@ -79,7 +82,9 @@ static void bind_gen(sqlite3_stmt *st, int i, const sim_type *t, bool nullable, 
         sim_format_datetime(us, &tt, buf);
         if (t->id == SIM_T_DATE) buf[10] = 0;
         if (t->id == SIM_T_DATETIMEOFFSET) strcat(buf, " +00:00");
-        sqlite3_bind_text(st, i, t->id == SIM_T_TIME ? buf + 11 : buf, -1, SQLITE_STATIC);
+        v->kind = SIM_V_TEXT;
+        v->p = (const uint8_t *)(t->id == SIM_T_TIME ? buf + 11 : buf);
+        v->n = strlen((const char *)v->p);
         break;
     }
     case SIM_T_CHAR: case SIM_T_VARCHAR: case SIM_T_NCHAR: case SIM_T_NVARCHAR: {
@@ -113,13 +118,17 @@ static void bind_gen(sqlite3_stmt *st, int i, const sim_type *t, bool nullable, 
             while (buf[k] && ((unsigned char)buf[k] & 0xC0) == 0x80) k++;
             chars++;
         }
-        sqlite3_bind_text(st, i, buf, k, SQLITE_STATIC);
+        v->kind = SIM_V_TEXT;
+        v->p = (const uint8_t *)buf;
+        v->n = (size_t)k;
         break;
     }
     case SIM_T_BINARY: case SIM_T_VARBINARY: {
         int n = t->length > 0 && t->length < 64 ? t->length : 16;
         for (int k = 0; k < n; k++) buf[k] = (char)(uint8_t)rnd(r);
-        sqlite3_bind_blob(st, i, buf, n, SQLITE_STATIC);
+        v->kind = SIM_V_BLOB;
+        v->p = (const uint8_t *)buf;
+        v->n = (size_t)n;
         break;
     }
     case SIM_T_UNIQUEIDENTIFIER: {
@@ -131,9 +140,22 @@ static void bind_gen(sqlite3_stmt *st, int i, const sim_type *t, bool nullable, 
             uint64_t src = k < 16 ? a : b;
             buf[o++] = HX[(src >> (4 * (15 - k % 16))) & 15];
         }
-        sqlite3_bind_text(st, i, buf, o, SQLITE_STATIC);
+        v->kind = SIM_V_TEXT;
+        v->p = (const uint8_t *)buf;
+        v->n = (size_t)o;
         break;
     }
+    default: v->kind = SIM_V_NULL; break;
+    }
+}
+
+/* Binds v at index i without a copy (v's bytes live until the step). */
+static void bind_value(sqlite3_stmt *st, int i, const sim_value *v) {
+    switch (v->kind) {
+    case SIM_V_INT: sqlite3_bind_int64(st, i, v->i); break;
+    case SIM_V_REAL: sqlite3_bind_double(st, i, v->f); break;
+    case SIM_V_TEXT: sqlite3_bind_text(st, i, (const char *)v->p, (int)v->n, SQLITE_STATIC); break;
+    case SIM_V_BLOB: sqlite3_bind_blob(st, i, v->p, (int)v->n, SQLITE_STATIC); break;
     default: sqlite3_bind_null(st, i); break;
     }
 }
@@ -215,6 +237,37 @@ int sim_work_bulk_load(sim_session *s, const sim_proc_args *a, int64_t *rows, mc
         }
         sqlite3_free(kq);
     }
+    /* the change store gets the rows after the COMMIT (sim_store.h) */
+    sim_store_batch *batch = NULL;
+    bool was_empty = false;
+    int *bcol = NULL; /* store column of each generated column */
+    int bstart = -1, bseq = -1, bop = -1, bmask = -1, bcmd = -1;
+    sim_value *bvals = NULL;
+    if (rc == MCDC_OK) {
+        char *eq = sqlite3_mprintf("SELECT NOT EXISTS (SELECT 1 FROM \"%w\")", ct);
+        if (eq && sqlite3_prepare_v2(w, eq, -1, &st, NULL) == SQLITE_OK) {
+            was_empty = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 1;
+            sqlite3_finalize(st);
+        }
+        sqlite3_free(eq);
+        rc = sim_store_batch_begin(&batch, srv->stores, w, d->name, ci, err);
+    }
+    if (rc == MCDC_OK && batch) {
+        bstart = sim_store_batch_col(batch, "__$start_lsn");
+        bseq = sim_store_batch_col(batch, "__$seqval");
+        bop = sim_store_batch_col(batch, "__$operation");
+        bmask = sim_store_batch_col(batch, "__$update_mask");
+        bcmd = sim_store_batch_col(batch, "__$command_id");
+        bcol = mcdc_calloc((size_t)nc + 1, sizeof *bcol);
+        bvals = mcdc_calloc(MCDC_COLUMNS_MAX, sizeof *bvals);
+        for (int c = 0; bcol && c < nc; c++) bcol[c] = sim_store_batch_col(batch, names[c]);
+        bool all = bcol && bvals && bstart >= 0 && bseq >= 0 && bop >= 0 && bmask >= 0 && bcmd >= 0;
+        for (int c = 0; all && c < nc; c++) all = bcol[c] >= 0;
+        if (!all) { sim_store_batch_free(batch); batch = NULL; }
+    }
+    d->auth.trusted = true; /* the store hears of these rows from the batch */
+    sim_value *gv = mcdc_calloc((size_t)nc + 1, sizeof *gv);
+    if (rc == MCDC_OK && !gv) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     if (rc == MCDC_OK) rc = sim_sql(w, err, "BEGIN IMMEDIATE");
     if (rc == MCDC_OK) {
         rng r = {seed};
@@ -257,10 +310,21 @@ int sim_work_bulk_load(sim_session *s, const sim_proc_args *a, int64_t *rows, mc
                     sqlite3_bind_blob(ins, 4, op == 3 ? one : all, mlen, SQLITE_STATIC);
                     sqlite3_bind_int(ins, 5, cmd);
                     for (int c = 0; c < nc; c++) {
-                        if (c == key_col) sqlite3_bind_int64(ins, 6 + c, k);
-                        else bind_gen(ins, 6 + c, &types[c], nul[c], &r, k, now_local, cells + (size_t)c * BULK_CELL_BYTES);
+                        if (c == key_col) gv[c] = (sim_value){.kind = SIM_V_INT, .i = k};
+                        else gen_value(&gv[c], &types[c], nul[c], &r, k, now_local, cells + (size_t)c * BULK_CELL_BYTES);
+                        bind_value(ins, 6 + c, &gv[c]);
                     }
                     if (sqlite3_step(ins) != SQLITE_DONE) rc = sim_sqlite_err(w, SQLITE_ERROR, err);
+                    if (rc == MCDC_OK && batch) {
+                        /* the same values, in the change table's column order */
+                        bvals[bstart] = (sim_value){.kind = SIM_V_BLOB, .p = cl, .n = 10};
+                        bvals[bseq] = (sim_value){.kind = SIM_V_BLOB, .p = sl, .n = 10};
+                        bvals[bop] = (sim_value){.kind = SIM_V_INT, .i = op + o};
+                        bvals[bmask] = (sim_value){.kind = SIM_V_BLOB, .p = op == 3 ? one : all, .n = (size_t)mlen};
+                        bvals[bcmd] = (sim_value){.kind = SIM_V_INT, .i = cmd};
+                        for (int c = 0; c < nc; c++) bvals[bcol[c]] = gv[c];
+                        rc = sim_store_batch_row(batch, bvals, err);
+                    }
                     rows_in++;
                     (*rows)++;
                 }
@@ -286,10 +350,19 @@ int sim_work_bulk_load(sim_session *s, const sim_proc_args *a, int64_t *rows, mc
         if (rc == MCDC_OK) rc = sim_db_state_put(d, "tran_seq", (int64_t)d->tran_seq);
         if (rc == MCDC_OK) rc = sim_sql(w, err, "COMMIT");
         else sqlite3_exec(w, "ROLLBACK", NULL, NULL, NULL);
+        if (rc == MCDC_OK) {
+            sim_store_batch_publish(batch, was_empty);
+            batch = NULL;
+        }
         /* move the loaded pages from the WAL into the database file now:
          * readers then find them without a WAL index lookup per page */
         if (rc == MCDC_OK) sqlite3_wal_checkpoint_v2(w, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
     }
+    d->auth.trusted = false;
+    sim_store_batch_free(batch);
+    mcdc_free(bcol);
+    mcdc_free(bvals);
+    mcdc_free(gv);
     sqlite3_finalize(ins);
     sqlite3_finalize(map);
     pthread_mutex_unlock(&srv->mu);

@@ -3,6 +3,7 @@
 #ifndef TEST_SIM_WIRE_H
 #define TEST_SIM_WIRE_H
 
+#include "mcdc_cdc_client.h"
 #include "sim_engine_int.h"
 #include "tds_result.h"
 
@@ -56,6 +57,25 @@ static inline int wire_compare3(sim_server *srv, sim_session *s, const char *sql
     mcdc_buf_free(&b);
     mcdc_buf_free(&c);
     return same;
+}
+
+/* The reader's SQL with the two range parameters written as literals. */
+static inline void reader_sql(mcdc_buf *out, const mcdc_field *f, const bool *present, int n, bool cmd, const mcdc_clock *clk,
+                       const char *lo, const char *hi, const mcdc_row_key *after) {
+    mcdc_buf ct = {0}, q = {0};
+    mcdc_clock_sql_utc(&ct, clk, "m.tran_end_time", false, 0, NULL);
+    mcdc_buf_cstr(&ct, NULL);
+    mcdc_cdc_changes_sql(&q, "dbo_all", f, present, n, cmd, (const char *)ct.data, after, NULL);
+    mcdc_buf_cstr(&q, NULL);
+    out->len = 0;
+    int arg = 0;
+    for (const char *p = (const char *)q.data; *p; p++) {
+        if (*p == '?') mcdc_buf_printf(out, NULL, "'%s'", arg++ ? hi : lo);
+        else mcdc_buf_append_byte(out, (uint8_t)*p, NULL);
+    }
+    mcdc_buf_cstr(out, NULL);
+    mcdc_buf_free(&ct);
+    mcdc_buf_free(&q);
 }
 
 #endif
