@@ -220,6 +220,16 @@ bool sim_fast_match(sim_fast_plan *p, const tsql_tok *t, int a, int b) {
 
 static const char HEX[] = "0123456789ABCDEF";
 
+/* "0x" + 20 hex digits of a 10-byte LSN into out[22] (no NUL). */
+static void hex10(const uint8_t *b, uint8_t *out) {
+    out[0] = '0';
+    out[1] = 'x';
+    for (int k = 0; k < 10; k++) {
+        out[2 + 2 * k] = (uint8_t)HEX[b[k] >> 4];
+        out[3 + 2 * k] = (uint8_t)HEX[b[k] & 15];
+    }
+}
+
 /* CONVERT(varchar(22), blob, 1): "0x" + hex, cut at 22 characters. */
 static size_t lsn_hex(const uint8_t *b, size_t n, char out[24]) {
     size_t o = 0;
@@ -594,13 +604,13 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
     if (!sim_store_acquire(s->srv->stores, &s->srv->mu, s->db->w, s->db->name, s->rd, p->ci, &snap)) return MCDC_OK;
     const sim_store *st = snap.st;
     size_t first = 0, end = 0;
-    int *src = mcdc_calloc((size_t)n, sizeof *src);
+    int *src = mcdc_calloc((size_t)n, sizeof *src), *colk = mcdc_calloc((size_t)n, sizeof *colk);
     sim_cell *cells = mcdc_calloc((size_t)n, sizeof *cells);
     size_t *fixed_off = mcdc_calloc((size_t)n, sizeof *fixed_off);
     mcdc_buf fixed = {0}, cbuf = {0};
     sim_tds_cellenc ce;
     bool ce_ok = sim_tds_cellenc_init(&ce, NULL) == MCDC_OK;
-    bool ok = src && cells && fixed_off && ce_ok;
+    bool ok = src && colk && cells && fixed_off && ce_ok;
     if (ok && p->order3 && !sim_store_order3(st)) ok = false;
     /* every item: a store column of the same type, or computed; the LSN
      * texts must encode as varchar(22) does: [22, 0] + ASCII */
@@ -640,6 +650,17 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
         uint8_t hexs[24], hexq[24]; /* the LSN texts as cells */
         hexs[0] = hexq[0] = 22;
         hexs[1] = hexq[1] = 0;
+        bool has_seq = false;
+        int ncol = 0;
+        for (int k = 0; k < n; k++) {
+            if (p->items[k].kind == SIM_FAST_COL) colk[ncol++] = k;
+            if (p->items[k].kind == SIM_FAST_LSN_HEX) {
+                has_seq = has_seq || src[k] == 1;
+                cells[k].p = src[k] == 0 ? hexs : hexq;
+                cells[k].n = 24;
+                cells[k].null = false;
+            }
+        }
         int64_t cnt = 0;
         for (size_t i = first; i < end && !*aborted; i++) {
             sim_store_row r;
@@ -665,39 +686,21 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
                     rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory encoding a commit time");
                     break;
                 }
-                char tmp[24];
-                lsn_hex(r.start_lsn, 10, tmp);
-                memcpy(hexs + 2, tmp, 22);
+                hex10(r.start_lsn, hexs + 2);
+                for (int k = 0; k < n; k++)
+                    if (p->items[k].kind == SIM_FAST_COMMIT) {
+                        cells[k].p = cbuf.data;
+                        cells[k].n = (uint32_t)cbuf.len;
+                        cells[k].null = commit_null;
+                    }
             }
             if (!have_commit) continue; /* no mapping entry: the inner join drops the row */
-            bool seq_done = false;
-            for (int k = 0; k < n; k++) {
-                switch (p->items[k].kind) {
-                case SIM_FAST_COL: {
-                    int c = src[k];
-                    cells[k].p = r.data + r.off[c];
-                    cells[k].n = r.off[c + 1] - r.off[c];
-                    cells[k].null = (r.nulls[c / 8] >> (c % 8)) & 1;
-                    break;
-                }
-                case SIM_FAST_LSN_HEX:
-                    if (src[k] == 1 && !seq_done) {
-                        char tmp[24];
-                        lsn_hex(r.seqval, 10, tmp);
-                        memcpy(hexq + 2, tmp, 22);
-                        seq_done = true;
-                    }
-                    cells[k].p = src[k] == 0 ? hexs : hexq;
-                    cells[k].n = 24;
-                    cells[k].null = false;
-                    break;
-                case SIM_FAST_COMMIT:
-                    cells[k].p = cbuf.data;
-                    cells[k].n = (uint32_t)cbuf.len;
-                    cells[k].null = commit_null;
-                    break;
-                default: break;
-                }
+            if (has_seq) hex10(r.seqval, hexq + 2);
+            for (int j = 0; j < ncol; j++) {
+                int k = colk[j], c = src[k];
+                cells[k].p = r.data + r.off[c];
+                cells[k].n = r.off[c + 1] - r.off[c];
+                cells[k].null = (r.nulls[c / 8] >> (c % 8)) & 1;
             }
             cnt++;
             if (sink->row_cells(sink->ctx, cells, n)) { *aborted = true; break; }
@@ -708,6 +711,7 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
     mcdc_buf_free(&fixed);
     mcdc_buf_free(&cbuf);
     mcdc_free(src);
+    mcdc_free(colk);
     mcdc_free(cells);
     mcdc_free(fixed_off);
     sim_store_release(&snap);

@@ -681,18 +681,31 @@ int sim_tds_result_row_cells(sim_tds_result *r, const sim_cell *cells, int ncols
     sim_tds_out *o = r->out;
     const sim_tds_col_enc *e = r->cols;
     uint8_t bm[MCDC_COLUMNS_MAX / 8];
-    size_t saved = 0;
-    memset(bm, 0, (size_t)(ncols + 7) / 8);
+    size_t saved = 0, nb = (size_t)(ncols + 7) / 8;
+    memset(bm, 0, nb);
     if (r->nbcrow) {
         for (int i = 0; i < ncols; i++)
-            if (cells[i].null) { saved += e[i].null_bytes; bm[i / 8] = (uint8_t)(bm[i / 8] | (1u << (i % 8))); }
+            if (cells[i].null) saved += e[i].null_bytes;
+        if (saved > nb)
+            for (int i = 0; i < ncols; i++)
+                if (cells[i].null) bm[i / 8] = (uint8_t)(bm[i / 8] | (1u << (i % 8)));
     }
     bool nbc;
     if (row_token(r, bm, saved, ncols, &nbc)) return 1;
+    /* cells adjacent in memory (a change row's columns) go in one copy */
+    const uint8_t *run = NULL;
+    size_t rn = 0;
     for (int i = 0; i < ncols; i++) {
         if (nbc && cells[i].null) continue;
-        if (sim_tds_out_bytes(o, cells[i].p, cells[i].n)) return 1;
+        if (run && run + rn == cells[i].p) {
+            rn += cells[i].n;
+            continue;
+        }
+        if (rn && sim_tds_out_bytes(o, run, rn)) return 1;
+        run = cells[i].p;
+        rn = cells[i].n;
     }
+    if (rn && sim_tds_out_bytes(o, run, rn)) return 1;
     r->rows_total++;
     return o->failed ? 1 : 0;
 }
