@@ -124,6 +124,7 @@ struct sim_server {
     sim_clock_src clk;
     struct sim_worker *workers;
     sim_stores *stores; /* the change store (sim_store.h) */
+    struct sim_ckpt *ckpts; /* background WAL checkpoints after bulk loads (sim_work.c) */
 };
 
 /* ---- sim_engine.c ------------------------------------------------------ */
