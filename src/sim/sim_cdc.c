@@ -245,15 +245,17 @@ static int harvest(sim_server *srv, sim_db *d, bool ignore_latency) {
                                           " ORDER BY \"__$start_lsn\", \"__$command_id\", \"__$seqval\", \"__$operation\";",
                                           name, (const char *)cols.data, (const char *)cols.data, name);
                 sqlite3_stmt *mv;
+                int moved = 0;
                 if (q && sqlite3_prepare_v2(w, q, -1, &mv, NULL) == SQLITE_OK) {
                     sqlite3_bind_blob(mv, 1, hi, 10, SQLITE_STATIC);
                     sqlite3_step(mv);
+                    moved = sqlite3_changes(w);
                     sqlite3_finalize(mv);
                 }
                 sqlite3_free(q);
                 /* the change store appends what lands after its last row
                  * on the next read; rows before it make it rebuild */
-                sim_store_inserted(srv->stores, d->name, name, lo);
+                if (moved > 0) sim_store_inserted(srv->stores, d->name, name, lo);
                 q = sqlite3_mprintf("DELETE FROM \"__sim_pending.%w\" WHERE \"__$start_lsn\" <= ?1", name);
                 if (q && sqlite3_prepare_v2(w, q, -1, &mv, NULL) == SQLITE_OK) {
                     sqlite3_bind_blob(mv, 1, hi, 10, SQLITE_STATIC);

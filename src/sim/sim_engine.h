@@ -87,12 +87,11 @@ typedef struct sim_value {
 } sim_value;
 
 /* One value already encoded as a ROW token holds it (length prefix
- * included) for its result column, from the change store. null: the value
- * is NULL (p/n then hold the NULL form, which NBCROW leaves out). */
+ * included) for its result column, from the change store. A NULL holds the
+ * NULL form, which NBCROW leaves out. */
 typedef struct sim_cell {
     const uint8_t *p;
     uint32_t n;
-    bool null;
 } sim_cell;
 
 typedef struct sim_column {
@@ -127,8 +126,9 @@ typedef struct sim_sink {
     int (*return_status)(void *ctx, int32_t status);
     /* Optional: one row of pre-encoded cells[ncols] (the change store's
      * read path; encoded with sim_tds_cellenc_put for the columns the
-     * result set announced). NULL: the engine sends values through row. */
-    int (*row_cells)(void *ctx, const sim_cell *cells, int ncols);
+     * result set announced); nulls: bit i (byte i / 8, low bit first) set
+     * when column i is NULL. NULL: the engine sends values through row. */
+    int (*row_cells)(void *ctx, const sim_cell *cells, const uint8_t *nulls, int ncols);
 } sim_sink;
 
 #define SIM_EXEC_OK 0

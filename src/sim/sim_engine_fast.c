@@ -222,12 +222,17 @@ static const char HEX[] = "0123456789ABCDEF";
 
 /* "0x" + 20 hex digits of a 10-byte LSN into out[22] (no NUL). */
 static void hex10(const uint8_t *b, uint8_t *out) {
+    static const char PAIRS[] = "000102030405060708090A0B0C0D0E0F101112131415161718191A1B1C1D1E1F"
+                                "202122232425262728292A2B2C2D2E2F303132333435363738393A3B3C3D3E3F"
+                                "404142434445464748494A4B4C4D4E4F505152535455565758595A5B5C5D5E5F"
+                                "606162636465666768696A6B6C6D6E6F707172737475767778797A7B7C7D7E7F"
+                                "808182838485868788898A8B8C8D8E8F909192939495969798999A9B9C9D9E9F"
+                                "A0A1A2A3A4A5A6A7A8A9AAABACADAEAFB0B1B2B3B4B5B6B7B8B9BABBBCBDBEBF"
+                                "C0C1C2C3C4C5C6C7C8C9CACBCCCDCECFD0D1D2D3D4D5D6D7D8D9DADBDCDDDEDF"
+                                "E0E1E2E3E4E5E6E7E8E9EAEBECEDEEEFF0F1F2F3F4F5F6F7F8F9FAFBFCFDFEFF";
     out[0] = '0';
     out[1] = 'x';
-    for (int k = 0; k < 10; k++) {
-        out[2 + 2 * k] = (uint8_t)HEX[b[k] >> 4];
-        out[3 + 2 * k] = (uint8_t)HEX[b[k] & 15];
-    }
+    for (int k = 0; k < 10; k++) memcpy(out + 2 + 2 * k, PAIRS + 2 * b[k], 2);
 }
 
 /* CONVERT(varchar(22), blob, 1): "0x" + hex, cut at 22 characters. */
@@ -604,13 +609,15 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
     if (!sim_store_acquire(s->srv->stores, &s->srv->mu, s->db->w, s->db->name, s->rd, p->ci, &snap)) return MCDC_OK;
     const sim_store *st = snap.st;
     size_t first = 0, end = 0;
-    int *src = mcdc_calloc((size_t)n, sizeof *src), *colk = mcdc_calloc((size_t)n, sizeof *colk);
+    int *src = mcdc_calloc((size_t)n, sizeof *src), *colk = mcdc_calloc(2 * (size_t)n, sizeof *colk);
     sim_cell *cells = mcdc_calloc((size_t)n, sizeof *cells);
     size_t *fixed_off = mcdc_calloc((size_t)n, sizeof *fixed_off);
+    size_t nb = ((size_t)n + 7) / 8;
+    uint8_t *bm0 = mcdc_calloc(nb, 1), *bm = mcdc_calloc(nb, 1); /* NULL columns: fixed, this row */
     mcdc_buf fixed = {0}, cbuf = {0};
     sim_tds_cellenc ce;
     bool ce_ok = sim_tds_cellenc_init(&ce, NULL) == MCDC_OK;
-    bool ok = src && colk && cells && fixed_off && ce_ok;
+    bool ok = src && colk && cells && fixed_off && bm0 && bm && ce_ok;
     if (ok && p->order3 && !sim_store_order3(st)) ok = false;
     /* every item: a store column of the same type, or computed; the LSN
      * texts must encode as varchar(22) does: [22, 0] + ASCII */
@@ -633,11 +640,12 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
             fixed_off[i] = fixed.len;
             ok = enc_value(&ce, &q->cols[i], &v, &fixed) == MCDC_OK;
             cells[i].n = (uint32_t)(fixed.len - fixed_off[i]);
-            cells[i].null = true;
+            bm0[i / 8] = (uint8_t)(bm0[i / 8] | (1u << (i % 8)));
         }
     }
+    /* bnd stays stepped until the end: one read transaction (one snapshot,
+     * no lock per commit-time lookup) */
     if (ok) ok = store_range(q->bnd, p->range, p->order3, &snap, &first, &end);
-    sqlite3_reset(q->bnd);
     int rc = MCDC_OK;
     if (ok) {
         *served = true;
@@ -658,13 +666,13 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
                 has_seq = has_seq || src[k] == 1;
                 cells[k].p = src[k] == 0 ? hexs : hexq;
                 cells[k].n = 24;
-                cells[k].null = false;
             }
         }
+        for (int j = 0; j < ncol; j++) colk[n + j] = src[colk[j]]; /* the store column */
         int64_t cnt = 0;
         for (size_t i = first; i < end && !*aborted; i++) {
             sim_store_row r;
-            sim_store_row_get(st, i, &r);
+            sim_store_snap_row(&snap, i, &r);
             if (!cur || memcmp(cur, r.start_lsn, 10) != 0) {
                 /* a new transaction: its commit time, once */
                 cur = r.start_lsn;
@@ -691,22 +699,25 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
                     if (p->items[k].kind == SIM_FAST_COMMIT) {
                         cells[k].p = cbuf.data;
                         cells[k].n = (uint32_t)cbuf.len;
-                        cells[k].null = commit_null;
+                        uint8_t bit = (uint8_t)(1u << (k % 8));
+                        bm0[k / 8] = (uint8_t)(commit_null ? bm0[k / 8] | bit : bm0[k / 8] & ~bit);
                     }
             }
             if (!have_commit) continue; /* no mapping entry: the inner join drops the row */
             if (has_seq) hex10(r.seqval, hexq + 2);
+            memcpy(bm, bm0, nb);
             for (int j = 0; j < ncol; j++) {
-                int k = colk[j], c = src[k];
+                int k = colk[j], c = colk[n + j];
                 cells[k].p = r.data + r.off[c];
                 cells[k].n = r.off[c + 1] - r.off[c];
-                cells[k].null = (r.nulls[c / 8] >> (c % 8)) & 1;
+                bm[k / 8] = (uint8_t)(bm[k / 8] | (((r.nulls[c / 8] >> (c % 8)) & 1u) << (k % 8)));
             }
             cnt++;
-            if (sink->row_cells(sink->ctx, cells, n)) { *aborted = true; break; }
+            if (sink->row_cells(sink->ctx, cells, bm, n)) { *aborted = true; break; }
         }
         *rows = cnt;
     }
+    sqlite3_reset(q->bnd);
     if (ce_ok) sim_tds_cellenc_free(&ce);
     mcdc_buf_free(&fixed);
     mcdc_buf_free(&cbuf);
@@ -714,6 +725,8 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
     mcdc_free(colk);
     mcdc_free(cells);
     mcdc_free(fixed_off);
+    mcdc_free(bm0);
+    mcdc_free(bm);
     sim_store_release(&snap);
     return rc;
 }

@@ -17,11 +17,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#define CHUNK_BITS 14
+#define CHUNK_BITS SIM_STORE_CHUNK_BITS
 #define CHUNK_ROWS (1u << CHUNK_BITS)
 #define DIR_CHUNKS 16384u /* 268M rows */
 #define BLOCK_BYTES (4u << 20)
-#define ROW_HEAD 28
+#define ROW_HEAD SIM_STORE_ROW_HEAD
 
 typedef struct blk {
     struct blk *next;
@@ -466,6 +466,8 @@ bool sim_store_acquire(sim_stores *ss, pthread_mutex_t *srv_mu, sqlite3 *w, cons
         return false;
     }
     out->st = e->st;
+    out->dir = (const uint8_t **const *)e->st->dir;
+    out->ncols = e->st->ncols;
     atomic_fetch_add(&e->st->refs, 1);
     out->head = e->st->head;
     out->count = e->st->count;
@@ -529,7 +531,7 @@ void sim_store_trim(sim_stores *ss, const char *db, const char *ci, const uint8_
     if (e->too_big) {
         e->too_big = false; /* smaller now: the next read tries again */
     } else if (st) {
-        sim_store_snap sn = {st, st->head, st->count};
+        sim_store_snap sn = {st, st->head, st->count, (const uint8_t **const *)st->dir, st->ncols};
         sim_store_key k = {low, 10, false, 0, NULL, 0, 0};
         st->head = sim_store_lower(&sn, &k, true, false);
         /* most of it trimmed: let the next read rebuild a compact one */

@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "sim_engine.h"
 #include "tds_result.h"
@@ -84,7 +85,11 @@ void sim_store_batch_free(sim_store_batch *b);
 typedef struct sim_store_snap {
     sim_store *st;      /* referenced */
     size_t head, count; /* rows [head, count) */
+    const uint8_t **const *dir; /* row pointers in chunks of SIM_STORE_CHUNK_ROWS */
+    int ncols;
 } sim_store_snap;
+#define SIM_STORE_CHUNK_BITS 14
+#define SIM_STORE_ROW_HEAD 28 /* start_lsn[10] seqval[10] operation command_id */
 
 /* The store of (d's name, ci) caught up with what rd sees; false when the
  * table is served from SQLite (no store, over the limit, a writer busy).
@@ -109,6 +114,17 @@ typedef struct sim_store_row {
     const uint8_t *nulls; /* bitmap */
 } sim_store_row;
 void sim_store_row_get(const sim_store *st, size_t i, sim_store_row *out);
+/* The same through a snapshot, inline (the read loop). */
+static inline void sim_store_snap_row(const sim_store_snap *sn, size_t i, sim_store_row *out) {
+    const uint8_t *r = sn->dir[i >> SIM_STORE_CHUNK_BITS][i & ((1u << SIM_STORE_CHUNK_BITS) - 1)];
+    out->start_lsn = r;
+    out->seqval = r + 10;
+    memcpy(&out->operation, r + 20, 4);
+    memcpy(&out->command_id, r + 24, 4);
+    out->nulls = r + SIM_STORE_ROW_HEAD;
+    out->off = (const uint32_t *)(const void *)(r + SIM_STORE_ROW_HEAD + ((((size_t)sn->ncols + 7) / 8 + 3) & ~(size_t)3));
+    out->data = (const uint8_t *)(out->off + sn->ncols + 1);
+}
 const uint8_t *sim_store_row_start(const sim_store *st, size_t i);
 
 /* A key to search: start_lsn bytes (any length, SQLite blob order) and,

@@ -673,30 +673,24 @@ int sim_tds_result_row(sim_tds_result *r, const sim_value *vals, int ncols) {
     return o->failed ? 1 : 0;
 }
 
-int sim_tds_result_row_cells(sim_tds_result *r, const sim_cell *cells, int ncols) {
+int sim_tds_result_row_cells(sim_tds_result *r, const sim_cell *cells, const uint8_t *nulls, int ncols) {
     if (ncols != r->ncols) {
         mcdc_log(MCDC_LOG_ERROR, "tds: row of %d cells in a result set of %d columns", ncols, r->ncols);
         return 1;
     }
     sim_tds_out *o = r->out;
     const sim_tds_col_enc *e = r->cols;
-    uint8_t bm[MCDC_COLUMNS_MAX / 8];
     size_t saved = 0, nb = (size_t)(ncols + 7) / 8;
-    memset(bm, 0, nb);
-    if (r->nbcrow) {
-        for (int i = 0; i < ncols; i++)
-            if (cells[i].null) saved += e[i].null_bytes;
-        if (saved > nb)
-            for (int i = 0; i < ncols; i++)
-                if (cells[i].null) bm[i / 8] = (uint8_t)(bm[i / 8] | (1u << (i % 8)));
-    }
+    if (r->nbcrow)
+        for (size_t b = 0; b < nb; b++)
+            for (unsigned x = nulls[b]; x; x &= x - 1) saved += e[b * 8 + (size_t)__builtin_ctz(x)].null_bytes;
     bool nbc;
-    if (row_token(r, bm, saved, ncols, &nbc)) return 1;
+    if (row_token(r, nulls, saved, ncols, &nbc)) return 1;
     /* cells adjacent in memory (a change row's columns) go in one copy */
     const uint8_t *run = NULL;
     size_t rn = 0;
     for (int i = 0; i < ncols; i++) {
-        if (nbc && cells[i].null) continue;
+        if (nbc && (nulls[i / 8] >> (i % 8) & 1)) continue;
         if (run && run + rn == cells[i].p) {
             rn += cells[i].n;
             continue;
@@ -780,11 +774,11 @@ static int cb_row(void *ctx, const sim_value *vals, int ncols) {
     return 0;
 }
 
-static int cb_row_cells(void *ctx, const sim_cell *cells, int ncols) {
+static int cb_row_cells(void *ctx, const sim_cell *cells, const uint8_t *nulls, int ncols) {
     sim_tds_result *r = ctx;
     if (r->stopped) return 1; /* the engine went on after a stop */
     if (r->check && r->check(r->check_ctx, r, 0)) return r->stopped = true, 1;
-    if (sim_tds_result_row_cells(r, cells, ncols)) return r->stopped = true, 1;
+    if (sim_tds_result_row_cells(r, cells, nulls, ncols)) return r->stopped = true, 1;
     return 0;
 }
 
