@@ -610,6 +610,7 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
     const sim_store *st = snap.st;
     size_t first = 0, end = 0;
     int *src = mcdc_calloc((size_t)n, sizeof *src), *colk = mcdc_calloc(2 * (size_t)n, sizeof *colk);
+    int *seg = mcdc_calloc(3 * (size_t)n + 3, sizeof *seg);
     sim_cell *cells = mcdc_calloc((size_t)n, sizeof *cells);
     size_t *fixed_off = mcdc_calloc((size_t)n, sizeof *fixed_off);
     size_t nb = ((size_t)n + 7) / 8;
@@ -617,7 +618,7 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
     mcdc_buf fixed = {0}, cbuf = {0};
     sim_tds_cellenc ce;
     bool ce_ok = sim_tds_cellenc_init(&ce, NULL) == MCDC_OK;
-    bool ok = src && colk && cells && fixed_off && bm0 && bm && ce_ok;
+    bool ok = src && colk && seg && cells && fixed_off && bm0 && bm && ce_ok;
     if (ok && p->order3 && !sim_store_order3(st)) ok = false;
     /* every item: a store column of the same type, or computed; the LSN
      * texts must encode as varchar(22) does: [22, 0] + ASCII */
@@ -669,6 +670,24 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
             }
         }
         for (int j = 0; j < ncol; j++) colk[n + j] = src[colk[j]]; /* the store column */
+        /* up to 64 columns each side: NULL bits move in runs (result
+         * columns k.. from store columns c..), as 64-bit words */
+        int sc = snap.ncols;
+        bool words = n <= 64 && sc <= 64;
+        int nseg = 0;
+        for (int j = 0; words && j < ncol; j++) {
+            if (j > 0 && colk[j] == colk[j - 1] + 1 && colk[n + j] == colk[n + j - 1] + 1) {
+                seg[3 * (nseg - 1) + 2]++;
+                continue;
+            }
+            seg[3 * nseg] = colk[j];
+            seg[3 * nseg + 1] = colk[n + j];
+            seg[3 * nseg + 2] = 1;
+            nseg++;
+        }
+        uint64_t w0 = 0; /* fixed NULL bits as a word */
+        for (int k = 0; words && k < n; k++)
+            if (bm0[k / 8] >> (k % 8) & 1) w0 |= 1ull << k;
         int64_t cnt = 0;
         for (size_t i = first; i < end && !*aborted; i++) {
             sim_store_row r;
@@ -701,16 +720,31 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
                         cells[k].n = (uint32_t)cbuf.len;
                         uint8_t bit = (uint8_t)(1u << (k % 8));
                         bm0[k / 8] = (uint8_t)(commit_null ? bm0[k / 8] | bit : bm0[k / 8] & ~bit);
+                        if (words) w0 = commit_null ? w0 | 1ull << k : w0 & ~(1ull << k);
                     }
             }
             if (!have_commit) continue; /* no mapping entry: the inner join drops the row */
             if (has_seq) hex10(r.seqval, hexq + 2);
-            memcpy(bm, bm0, nb);
             for (int j = 0; j < ncol; j++) {
                 int k = colk[j], c = colk[n + j];
                 cells[k].p = r.data + r.off[c];
                 cells[k].n = r.off[c + 1] - r.off[c];
-                bm[k / 8] = (uint8_t)(bm[k / 8] | (((r.nulls[c / 8] >> (c % 8)) & 1u) << (k % 8)));
+            }
+            if (words) {
+                uint64_t sn = 0, w = w0;
+                memcpy(&sn, r.nulls, ((size_t)sc + 7) / 8); /* (bits past sc are 0) */
+                for (int g = 0; g < nseg; g++) {
+                    int k = seg[3 * g], c = seg[3 * g + 1], len = seg[3 * g + 2];
+                    uint64_t m = len == 64 ? ~0ull : (1ull << len) - 1;
+                    w |= ((sn >> c) & m) << k;
+                }
+                for (size_t b = 0; b < nb; b++) bm[b] = (uint8_t)(w >> (8 * b));
+            } else {
+                memcpy(bm, bm0, nb);
+                for (int j = 0; j < ncol; j++) {
+                    int k = colk[j], c = colk[n + j];
+                    bm[k / 8] = (uint8_t)(bm[k / 8] | (((r.nulls[c / 8] >> (c % 8)) & 1u) << (k % 8)));
+                }
             }
             cnt++;
             if (sink->row_cells(sink->ctx, cells, bm, n)) { *aborted = true; break; }
@@ -723,6 +757,7 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
     mcdc_buf_free(&cbuf);
     mcdc_free(src);
     mcdc_free(colk);
+    mcdc_free(seg);
     mcdc_free(cells);
     mcdc_free(fixed_off);
     mcdc_free(bm0);

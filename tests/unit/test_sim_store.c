@@ -186,3 +186,53 @@ TEST(sim_store_coherent_with_every_writer) {
     free(x->c);
     free(x);
 }
+
+/* More than 64 columns: the NULL bits take the general way. */
+TEST(sim_store_wide_rows_match_both_paths) {
+    char dir[64];
+    coll *c = calloc(1, sizeof *c);
+    test_tmpdir(dir, sizeof dir);
+    sim_config cfg = {dir, "Sa_Passw0rd", "UTC", 16, 0, 0, 500};
+    sim_server *srv = NULL;
+    mcdc_error err = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(sim_server_open(&srv, &cfg, &err), MCDC_OK);
+    sim_session *s = test_login(srv, "sa", "Sa_Passw0rd", NULL);
+    enum { NW = 70 };
+    mcdc_buf q = {0};
+    mcdc_buf_append_str(&q, "CREATE DATABASE wide; USE wide; CREATE TABLE dbo.[all] (id int NOT NULL PRIMARY KEY", NULL);
+    for (int k = 1; k < NW; k++) mcdc_buf_printf(&q, NULL, ", c%d %s NULL", k, k % 3 ? "int" : "nvarchar(10)");
+    mcdc_buf_append_str(&q, "); EXEC sys.sp_cdc_enable_db;"
+                            " EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'all', @role_name = NULL;"
+                            " INSERT INTO dbo.[all] (id, c1, c3, c65, c69) VALUES (1, 10, N'x', 65, 69);"
+                            " INSERT INTO dbo.[all] (id, c2) VALUES (2, 2); UPDATE dbo.[all] SET c68 = 7 WHERE id = 1;"
+                            " EXEC sim.run_capture", NULL);
+    mcdc_buf_cstr(&q, NULL);
+    run(s, c, (const char *)q.data);
+    CHECK_EQ_INT(c->nerrors, 0);
+    mcdc_field f[NW];
+    bool present[NW];
+    char names[NW][8];
+    memset(f, 0, sizeof f);
+    for (int k = 0; k < NW; k++) {
+        snprintf(names[k], sizeof names[k], k ? "c%d" : "id", k);
+        f[k].name = names[k];
+        f[k].type = MCDC_TYPE_UTF8;
+        f[k].nullable = true;
+        present[k] = k != 66;
+    }
+    char lo[64], hi[64];
+    snprintf(lo, sizeof lo, "%.63s", scalar(s, c, "SELECT CONVERT(varchar(22), sys.fn_cdc_get_min_lsn(N'dbo_all'), 1)"));
+    snprintf(hi, sizeof hi, "%.63s", scalar(s, c, "SELECT CONVERT(varchar(22), sys.fn_cdc_get_max_lsn(), 1)"));
+    mcdc_clock utc = {MCDC_CLOCK_UTC, "", 0};
+    reader_sql(&q, f, present, NW, true, &utc, lo, hi, NULL);
+    int64_t stored = 0;
+    CHECK_EQ_INT(wire_compare3(srv, s, (const char *)q.data, &stored, NULL), 3);
+    CHECK_EQ_INT((int)stored, 1);
+    run(s, c, (const char *)q.data);
+    CHECK_EQ_INT(c->nrows, 4);
+    mcdc_buf_free(&q);
+    sim_session_close(s);
+    sim_server_close(srv);
+    test_rmdir(dir);
+    free(c);
+}
