@@ -234,10 +234,9 @@ TEST(sim_store_wire_bytes_match_both_paths) {
     char dir[64];
     coll *c = calloc(1, sizeof *c);
     test_tmpdir(dir, sizeof dir);
-    sim_config cfg = {dir, "Sa_Passw0rd", "E. South America Standard Time", 16, 0, 0, 500};
-    sim_server *srv = NULL;
-    mcdc_error err = MCDC_ERROR_INIT;
-    CHECK_EQ_INT(sim_server_open(&srv, &cfg, &err), MCDC_OK);
+    sim_server *srv = wire_open(dir, "E. South America Standard Time");
+    CHECK(srv != NULL);
+    if (!srv) return;
     sim_session *s = test_login(srv, "sa", "Sa_Passw0rd", NULL);
     run(s, c, "CREATE DATABASE lab; USE lab;"
               " CREATE TABLE dbo.[all] (id int NOT NULL PRIMARY KEY, b bit NULL, ti tinyint NULL, si smallint NULL,"
@@ -263,8 +262,7 @@ TEST(sim_store_wire_bytes_match_both_paths) {
     CHECK_EQ_INT(c->nerrors, 0);
     CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM cdc.dbo_all_CT"), "9");
     char lo[64], hi[64];
-    snprintf(lo, sizeof lo, "%.63s", scalar(s, c, "SELECT CONVERT(varchar(22), sys.fn_cdc_get_min_lsn(N'dbo_all'), 1)"));
-    snprintf(hi, sizeof hi, "%.63s", scalar(s, c, "SELECT CONVERT(varchar(22), sys.fn_cdc_get_max_lsn(), 1)"));
+    wire_lsn_range(s, c, "dbo_all", lo, hi);
     static const char *NAMES[] = {"id", "b", "ti", "si", "bi", "r", "f", "d", "m", "sm", "dt", "tm", "dtm", "sdt",
                                   "d2", "dto", "ch", "vc", "nc", "nv", "bn", "vb", "g", "vm", "bm", "n2", "d0", "gone"};
     enum { NF = 28 };

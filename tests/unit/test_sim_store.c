@@ -19,10 +19,9 @@ typedef struct store_fx {
 } store_fx;
 
 static void fx_open(store_fx *x, const char *db) {
-    sim_config cfg = {x->dir, "Sa_Passw0rd", "UTC", 16, 0, 0, 500};
-    mcdc_error err = MCDC_ERROR_INIT;
-    CHECK_EQ_INT(sim_server_open(&x->srv, &cfg, &err), MCDC_OK);
-    x->s = test_login(x->srv, "sa", "Sa_Passw0rd", db);
+    x->srv = wire_open(x->dir, "UTC");
+    CHECK(x->srv != NULL);
+    x->s = x->srv ? test_login(x->srv, "sa", "Sa_Passw0rd", db) : NULL;
 }
 
 static void fx_close(store_fx *x) {
@@ -36,8 +35,7 @@ static void fx_close(store_fx *x) {
  * served it (when stored_expected). Returns the row count. */
 static int fx_read(store_fx *x, bool stored_expected) {
     char lo[64], hi[64];
-    snprintf(lo, sizeof lo, "%.63s", scalar(x->s, x->c, "SELECT CONVERT(varchar(22), sys.fn_cdc_get_min_lsn(N'dbo_all'), 1)"));
-    snprintf(hi, sizeof hi, "%.63s", scalar(x->s, x->c, "SELECT CONVERT(varchar(22), sys.fn_cdc_get_max_lsn(), 1)"));
+    wire_lsn_range(x->s, x->c, "dbo_all", lo, hi);
     mcdc_clock utc = {MCDC_CLOCK_UTC, "", 0};
     reader_sql(&x->q, x->f, x->present, 4, true, &utc, lo, hi, NULL);
     int64_t stored = 0;
@@ -192,10 +190,9 @@ TEST(sim_store_wide_rows_match_both_paths) {
     char dir[64];
     coll *c = calloc(1, sizeof *c);
     test_tmpdir(dir, sizeof dir);
-    sim_config cfg = {dir, "Sa_Passw0rd", "UTC", 16, 0, 0, 500};
-    sim_server *srv = NULL;
-    mcdc_error err = MCDC_ERROR_INIT;
-    CHECK_EQ_INT(sim_server_open(&srv, &cfg, &err), MCDC_OK);
+    sim_server *srv = wire_open(dir, "UTC");
+    CHECK(srv != NULL);
+    if (!srv) return;
     sim_session *s = test_login(srv, "sa", "Sa_Passw0rd", NULL);
     enum { NW = 70 };
     mcdc_buf q = {0};
@@ -221,8 +218,7 @@ TEST(sim_store_wide_rows_match_both_paths) {
         present[k] = k != 66;
     }
     char lo[64], hi[64];
-    snprintf(lo, sizeof lo, "%.63s", scalar(s, c, "SELECT CONVERT(varchar(22), sys.fn_cdc_get_min_lsn(N'dbo_all'), 1)"));
-    snprintf(hi, sizeof hi, "%.63s", scalar(s, c, "SELECT CONVERT(varchar(22), sys.fn_cdc_get_max_lsn(), 1)"));
+    wire_lsn_range(s, c, "dbo_all", lo, hi);
     mcdc_clock utc = {MCDC_CLOCK_UTC, "", 0};
     reader_sql(&q, f, present, NW, true, &utc, lo, hi, NULL);
     int64_t stored = 0;

@@ -7,6 +7,23 @@
 #include "sim_engine_int.h"
 #include "tds_result.h"
 
+/* A server on dir with the clock in zone (NULL on failure). */
+static inline sim_server *wire_open(const char *dir, const char *zone) {
+    sim_config cfg = {dir, "Sa_Passw0rd", zone, 16, 0, 0, 500};
+    sim_server *srv = NULL;
+    mcdc_error err = MCDC_ERROR_INIT;
+    if (sim_server_open(&srv, &cfg, &err) != MCDC_OK) fprintf(stderr, "sim_server_open: %s\n", err.message);
+    return srv;
+}
+
+/* The instance's min LSN and the max LSN as the reader writes them. */
+static inline void wire_lsn_range(sim_session *s, coll *c, const char *ci, char lo[64], char hi[64]) {
+    char q[256];
+    snprintf(q, sizeof q, "SELECT CONVERT(varchar(22), sys.fn_cdc_get_min_lsn(N'%s'), 1)", ci);
+    snprintf(lo, 64, "%.63s", scalar(s, c, q));
+    snprintf(hi, 64, "%.63s", scalar(s, c, "SELECT CONVERT(varchar(22), sys.fn_cdc_get_max_lsn(), 1)"));
+}
+
 static int wire_write(void *ctx, const uint8_t *p, size_t n) {
     return mcdc_buf_append((mcdc_buf *)ctx, p, n, NULL) == MCDC_OK ? 0 : 1;
 }
