@@ -743,7 +743,8 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
                 memcpy(bm, bm0, nb);
                 for (int j = 0; j < ncol; j++) {
                     int k = colk[j], c = colk[n + j];
-                    bm[k / 8] = (uint8_t)(bm[k / 8] | (((r.nulls[c / 8] >> (c % 8)) & 1u) << (k % 8)));
+                    unsigned bit = (unsigned)(r.nulls[c / 8] >> (c % 8)) & 1u;
+                    bm[k / 8] = (uint8_t)(bm[k / 8] | (bit << (unsigned)(k % 8)));
                 }
             }
             cnt++;
