@@ -673,6 +673,29 @@ int sim_tds_result_row(sim_tds_result *r, const sim_value *vals, int ncols) {
     return o->failed ? 1 : 0;
 }
 
+/* Appends n bytes: short runs without a library call (constant-size copies
+ * that may overlap), the rest by memcpy. */
+static inline int put_run(sim_tds_out *o, const uint8_t *p, size_t n) {
+    if (o->size - o->pos < n) return sim_tds_out_bytes_slow(o, p, n);
+    uint8_t *d = o->buf + o->pos;
+    if (n >= 16 && n <= 32) {
+        memcpy(d, p, 16);
+        memcpy(d + n - 16, p + n - 16, 16);
+    } else if (n >= 8 && n < 16) {
+        memcpy(d, p, 8);
+        memcpy(d + n - 8, p + n - 8, 8);
+    } else if (n >= 4 && n < 8) {
+        memcpy(d, p, 4);
+        memcpy(d + n - 4, p + n - 4, 4);
+    } else if (n < 4) {
+        for (size_t k = 0; k < n; k++) d[k] = p[k];
+    } else {
+        memcpy(d, p, n);
+    }
+    o->pos += n;
+    return 0;
+}
+
 int sim_tds_result_row_cells(sim_tds_result *r, const sim_cell *cells, const uint8_t *nulls, int ncols) {
     if (ncols != r->ncols) {
         mcdc_log(MCDC_LOG_ERROR, "tds: row of %d cells in a result set of %d columns", ncols, r->ncols);
@@ -695,11 +718,11 @@ int sim_tds_result_row_cells(sim_tds_result *r, const sim_cell *cells, const uin
             rn += cells[i].n;
             continue;
         }
-        if (rn && sim_tds_out_bytes(o, run, rn)) return 1;
+        if (rn && put_run(o, run, rn)) return 1;
         run = cells[i].p;
         rn = cells[i].n;
     }
-    if (rn && sim_tds_out_bytes(o, run, rn)) return 1;
+    if (rn && put_run(o, run, rn)) return 1;
     r->rows_total++;
     return o->failed ? 1 : 0;
 }
