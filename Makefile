@@ -23,7 +23,7 @@ MODULES := util lsn options batch tds parquet delta source lake pipeline
 INCLUDES := -Iinclude $(addprefix -Isrc/,$(MODULES)) -Isrc/sim -Isrc/cli
 WARN    := -Wall -Wextra -Wpedantic -Wconversion -Wshadow -Werror
 CFLAGS  += -std=c17 $(WARN) $(OPT) -D_GNU_SOURCE -fPIC -pthread $(INCLUDES)
-LDLIBS  := -lsybdb -lsqlite3 -ljansson -lzstd -lsnappy -llz4 -lz -lpthread -lm
+LDLIBS  := -lsybdb -lgnutls -lsqlite3 -ljansson -lzstd -lsnappy -llz4 -lz -lpthread -lm
 LDFLAGS += $(filter -fsanitize%,$(OPT)) -pthread
 
 LIB_SRC := $(foreach m,$(MODULES),$(wildcard src/$(m)/*.c))
@@ -72,6 +72,12 @@ headercheck:
 	$(CC) -std=c17 $(WARN) -Iinclude -c $(BUILD)/hc.c -o $(BUILD)/hc.o
 	printf '#include "mssqlcdc.h"\nint main(){return 0;}\n' > $(BUILD)/hc.cpp
 	c++ -std=c++17 -Wall -Wextra -Wpedantic -Werror -Iinclude -c $(BUILD)/hc.cpp -o $(BUILD)/hcpp.o
+
+# The link libraries, one place for every script that links against the
+# library (scripts, tests, benchmarks): $$(make -s --no-print-directory print-ldlibs)
+.PHONY: print-ldlibs
+print-ldlibs:
+	@echo $(LDLIBS)
 
 deps:
 	@scripts/install-deps.sh

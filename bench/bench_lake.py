@@ -119,8 +119,9 @@ def main():
     subprocess.run(
         ["cc", "-std=c17", "-O2", "-D_GNU_SOURCE", "-Iinclude", "-Isrc/util", "-Isrc/batch",
          "-Isrc/delta", "-Isrc/parquet", "-Isrc/lake", "-o", DRIVER, "bench/bench_lake.c",
-         f"{BUILD}/libmssqlcdc.a", "-ljansson", "-lzstd", "-lsnappy", "-llz4", "-lz",
-         "-lpthread", "-lm"], cwd=ROOT, check=True)
+         f"{BUILD}/libmssqlcdc.a", *subprocess.run(
+             ["make", "-s", "--no-print-directory", "print-ldlibs"], cwd=ROOT, capture_output=True,
+             text=True, check=True).stdout.split()], cwd=ROOT, check=True)
     out = tempfile.mkdtemp(prefix="bench-lake-")
     figures = {}
     try:

@@ -10,7 +10,7 @@ BUILD="${MCDC_BUILD:-build}"
 make --no-print-directory -s "$BUILD/libmssqlcdc.a"
 cc -std=c17 -O2 -D_GNU_SOURCE -Iinclude -Isrc/util -Isrc/batch -Isrc/parquet \
    -o "$BUILD/bench_parquet" bench/bench_parquet.c "$BUILD/libmssqlcdc.a" \
-   -lsybdb -lsqlite3 -ljansson -lzstd -lsnappy -llz4 -lz -lpthread -lm
+   $(make -s --no-print-directory print-ldlibs)
 OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 echo "== ours, 1 thread"

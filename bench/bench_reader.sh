@@ -9,7 +9,7 @@ BUILD=${MCDC_BUILD:-build}
 ROWS=${BENCH_READER_ROWS:-1000000}
 INC="-Iinclude"; for m in util lsn options batch tds source; do INC="$INC -Isrc/$m"; done
 cc -std=c17 -D_GNU_SOURCE -O2 -pthread $INC bench/bench_reader.c "$BUILD/libmssqlcdc.a" \
-   -lsybdb -lpthread -lm -o "$BUILD/mcdc-bench-reader"
+   $(make -s --no-print-directory print-ldlibs) -o "$BUILD/mcdc-bench-reader"
 TMP=$(mktemp -d /tmp/mcdc-bench-reader.XXXXXX)
 SIM_PID=
 cleanup() { [ -n "$SIM_PID" ] && kill "$SIM_PID" 2>/dev/null && wait "$SIM_PID" 2>/dev/null; rm -rf "$TMP"; }
@@ -49,7 +49,7 @@ int main(int argc, char **argv) {
     mcdc_conn_close(c); mcdc_connstr_free(cs); return 0;
 }
 C
-cc -std=c17 -D_GNU_SOURCE $INC "$TMP/setup.c" "$BUILD/libmssqlcdc.a" -lsybdb -lpthread -lm -o "$TMP/run"
+cc -std=c17 -D_GNU_SOURCE $INC "$TMP/setup.c" "$BUILD/libmssqlcdc.a" $(make -s --no-print-directory print-ldlibs) -o "$TMP/run"
 "$TMP/run" "Server=127.0.0.1,$PORT;UID=sa;PWD=$PW;Encrypt=no" "CREATE DATABASE bench"
 "$TMP/run" "$CS" "CREATE TABLE dbo.bench (
     id INT NOT NULL PRIMARY KEY, big BIGINT NULL, amount DECIMAL(18,4) NULL,

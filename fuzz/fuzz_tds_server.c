@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "tds_result.h"
+#include "tds_tls.h"
 #include "tds_wire.h"
 
 typedef struct stream {
@@ -81,7 +82,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         switch (msg.type) {
         case TDS_PKT_PRELOGIN: {
             sim_tds_prelogin pl;
-            if (sim_tds_prelogin_parse(&pl, p, n, &err) == MCDC_OK) sim_tds_prelogin_reply(&out, 16);
+            if (sim_tds_prelogin_parse(&pl, p, n, &err) == MCDC_OK) {
+                int enc = sim_tls_negotiate((sim_tls_mode)(size % 3), pl.encryption);
+                MCDC_ASSERT(enc >= 0 && enc <= 3);
+                (void)sim_tls_after_prelogin(pl.encryption, enc);
+                sim_tds_prelogin_reply(&out, 16, enc);
+            }
             break;
         }
         case TDS_PKT_LOGIN7: {

@@ -24,7 +24,7 @@ for src in fuzz/fuzz_*.c; do
   name=$(basename "$src" .c); name=${name#fuzz_}
   bin=$B/fuzz_$name
   if ! clang -std=c17 -D_GNU_SOURCE -O1 -g $SAN -fsanitize=fuzzer $INC "$src" \
-       $B/libmcdcsim.a $B/libmssqlcdc.a -lsybdb -lsqlite3 -ljansson -lzstd -lsnappy -llz4 -lz -lpthread -lm \
+       $B/libmcdcsim.a $B/libmssqlcdc.a $(make -s --no-print-directory print-ldlibs) \
        -o "$bin"; then
     echo "fuzz_$name: build failed"; fail=$((fail+1)); continue
   fi

@@ -13,6 +13,8 @@ typedef enum {
     K_PASSWORD,
     K_ENCRYPT,
     K_TRUST,
+    K_HOSTCERT,
+    K_SERVERCERT,
     K_TIMEOUT,
     K_APP,
     K_DRIVER
@@ -37,6 +39,8 @@ static const struct {
     {"password", K_PASSWORD},
     {"encrypt", K_ENCRYPT},
     {"trustservercertificate", K_TRUST},
+    {"hostnameincertificate", K_HOSTCERT},
+    {"servercertificate", K_SERVERCERT},
     {"connectiontimeout", K_TIMEOUT},
     {"connecttimeout", K_TIMEOUT},
     {"logintimeout", K_TIMEOUT},
@@ -72,6 +76,8 @@ static const char *canonical(keyword k) {
     case K_PASSWORD: return "PWD";
     case K_ENCRYPT: return "Encrypt";
     case K_TRUST: return "TrustServerCertificate";
+    case K_HOSTCERT: return "HostNameInCertificate";
+    case K_SERVERCERT: return "ServerCertificate";
     case K_TIMEOUT: return "Connection Timeout";
     case K_APP: return "App";
     case K_DRIVER: return "Driver";
@@ -114,6 +120,8 @@ void mcdc_connstr_free(mcdc_connstr *c) {
     }
     mcdc_free(c->app);
     mcdc_free(c->driver);
+    mcdc_free(c->host_name_in_certificate);
+    mcdc_free(c->server_certificate);
     for (int i = 0; i < c->n_unknown; i++) {
         mcdc_free(c->unknown[i].key);
         mcdc_free(c->unknown[i].value);
@@ -283,6 +291,8 @@ static int apply(mcdc_connstr *c, char *key, char *v, size_t kpos, size_t vpos,
         replace(&c->password, v);
         break;
     case K_APP: replace(&c->app, v); break;
+    case K_HOSTCERT: replace(&c->host_name_in_certificate, v); break;
+    case K_SERVERCERT: replace(&c->server_certificate, v); break;
     case K_DRIVER: replace(&c->driver, v); break;
     case K_ENCRYPT:
         if (mcdc_str_ieq(v, "yes") || mcdc_str_ieq(v, "true") || mcdc_str_ieq(v, "mandatory"))
@@ -531,6 +541,10 @@ char *mcdc_connstr_redacted(const mcdc_connstr *c) {
     if (c->trust_server_certificate >= 0)
         rc |= render_pair(&b, "TrustServerCertificate",
                           c->trust_server_certificate ? "yes" : "no", &e);
+    if (c->host_name_in_certificate)
+        rc |= render_pair(&b, "HostNameInCertificate", c->host_name_in_certificate, &e);
+    if (c->server_certificate)
+        rc |= render_pair(&b, "ServerCertificate", c->server_certificate, &e);
     if (c->connect_timeout_s >= 0) {
         char t[16];
         snprintf(t, sizeof t, "%d", c->connect_timeout_s);

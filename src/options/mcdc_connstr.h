@@ -46,6 +46,10 @@ typedef struct mcdc_connstr {
     char *password;   /* PWD/Password: never log it */
     mcdc_encrypt encrypt;
     int trust_server_certificate; /* -1 not given, 0 no, 1 yes */
+    char *host_name_in_certificate; /* HostNameInCertificate: the name the server's
+                                     * certificate must carry (default: host) */
+    char *server_certificate; /* ServerCertificate: PEM file of the server's certificate
+                               * (or its CA), trusted instead of the system store */
     int connect_timeout_s;        /* -1 not given */
     char *app;        /* App/Application Name */
     char *driver;     /* Driver (ignored by the FreeTDS backend) */

@@ -24,7 +24,7 @@ static const char g_usage[] =
     "A SQL Server CDC simulator: a TDS server on 127.0.0.1 that SQL Server clients\n"
     "(FreeTDS tsql, pymssql, python-tds, mssql-cdc) connect to, with a model of\n"
     "SQL Server change data capture behind it. Log in as 'sa' with the password.\n"
-    "Encryption is not offered: clients must connect without TLS.\n"
+    "TLS as SQL Server does it (TDS 7.x in PRELOGIN packets, TDS 8.0 strict).\n"
     "\n"
     "required:\n"
     "  --port PORT              TCP port to listen on (0 = any free port)\n"
@@ -46,6 +46,15 @@ static const char g_usage[] =
     "                           pass it is read from SQLite. 0 = off (default 2048)\n"
     "  --version-major N        SERVERPROPERTY('ProductMajorVersion') and the version\n"
     "                           the server announces (default 16 = SQL Server 2022)\n"
+    "  --tls MODE               on: encrypt when the client asks and always the\n"
+    "                           LOGIN7 packet, as SQL Server (default); required:\n"
+    "                           the whole session always (\"force encryption\");\n"
+    "                           off: no TLS at all (PRELOGIN answers NOT_SUP)\n"
+    "  --tls-cert FILE          server certificate (PEM); with --tls-key. Without\n"
+    "                           them a self-signed certificate for localhost and\n"
+    "                           127.0.0.1 is created once as DIR/tls-cert.pem (clients\n"
+    "                           then need TrustServerCertificate=yes)\n"
+    "  --tls-key FILE           the certificate's private key (PEM)\n"
     "  --ready-file PATH        once listening, write the port number to PATH\n"
     "  --quiet                  log errors only\n"
     "  --verbose                log connections and logins too\n"
@@ -104,7 +113,7 @@ static int write_ready_file(const char *path, int port) {
 
 static int serve(int argc, char **argv) {
     enum { O_PORT = 256, O_DATA, O_PW, O_TZ, O_POLL, O_LAT, O_MAXT, O_VER, O_READY, O_QUIET,
-           O_VERBOSE, O_CACHE };
+           O_VERBOSE, O_TLS, O_TLS_CERT, O_TLS_KEY, O_CACHE };
     static const struct option opts[] = {
         {"port", required_argument, NULL, O_PORT},
         {"data", required_argument, NULL, O_DATA},
@@ -116,12 +125,17 @@ static int serve(int argc, char **argv) {
         {"change-cache-mb", required_argument, NULL, O_CACHE},
         {"version-major", required_argument, NULL, O_VER},
         {"ready-file", required_argument, NULL, O_READY},
+        {"tls", required_argument, NULL, O_TLS},
+        {"tls-cert", required_argument, NULL, O_TLS_CERT},
+        {"tls-key", required_argument, NULL, O_TLS_KEY},
         {"quiet", no_argument, NULL, O_QUIET},
         {"verbose", no_argument, NULL, O_VERBOSE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     int port = -1;
     const char *ready = NULL;
+    sim_tls_mode tls = SIM_TLS_ON;
+    const char *tls_cert = NULL, *tls_key = NULL;
     sim_config cfg = {.time_zone = "UTC",
                       .product_major_version = 16,
                       .capture_poll_ms = 500,
@@ -158,6 +172,14 @@ static int serve(int argc, char **argv) {
                 return EXIT_USAGE;
             break;
         case O_READY: ready = optarg; break;
+        case O_TLS:
+            if (strcmp(optarg, "on") == 0) tls = SIM_TLS_ON;
+            else if (strcmp(optarg, "off") == 0) tls = SIM_TLS_OFF;
+            else if (strcmp(optarg, "required") == 0) tls = SIM_TLS_REQUIRED;
+            else return usage_error("--tls needs on, off or required, got '%s'", optarg);
+            break;
+        case O_TLS_CERT: tls_cert = optarg; break;
+        case O_TLS_KEY: tls_key = optarg; break;
         case O_QUIET: level = MCDC_LOG_ERROR; break;
         case O_VERBOSE: level = MCDC_LOG_INFO; break;
         case 'h': fputs(g_usage, stdout); return 0;
@@ -170,6 +192,9 @@ static int serve(int argc, char **argv) {
     if (!cfg.data_dir || !cfg.data_dir[0]) return usage_error("%s is required", "--data");
     if (!cfg.sa_password || !cfg.sa_password[0])
         return usage_error("%s is required (the password of login 'sa')", "--password");
+    if ((tls_cert == NULL) != (tls_key == NULL))
+        return usage_error("%s: give --tls-cert and --tls-key together", tls_cert ? tls_cert
+                                                                                  : tls_key);
     mcdc_log_set_level(level);
 
     mcdc_error err = MCDC_ERROR_INIT;
@@ -182,7 +207,11 @@ static int serve(int argc, char **argv) {
     sim_server_set_change_cache_mb(engine, cache_mb);
     sim_tds_server_config tcfg = {.host = "127.0.0.1",
                               .port = port,
-                              .version_major = cfg.product_major_version};
+                              .version_major = cfg.product_major_version,
+                              .tls_mode = tls,
+                              .tls_cert_file = tls_cert,
+                              .tls_key_file = tls_key,
+                              .tls_dir = cfg.data_dir};
     sim_tds_server *srv = NULL;
     if (sim_tds_server_create(&srv, engine, &tcfg, &err) != MCDC_OK) {
         fprintf(stderr, "mssql-cdc-sim: %s\n", err.message);

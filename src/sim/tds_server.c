@@ -20,6 +20,7 @@
 
 #include "tds_prep.h"
 #include "tds_result.h"
+#include "tds_tls.h"
 #include "tds_wire.h"
 
 /* Request buffers above this size are released after the request. */
@@ -40,6 +41,8 @@ struct sim_tds_server {
     int wake[2];
     int port;
     int version_major;
+    sim_tls_mode tls_mode;
+    sim_tls_ctx *tls;      /* NULL when tls_mode is SIM_TLS_OFF */
     atomic_int stopping;
     pthread_mutex_t mu;
     slot slots[MCDC_SIM_SESSIONS_MAX];
@@ -62,12 +65,16 @@ typedef struct conn {
     uint64_t packets_polled;
     int rows_since_poll;
     bool dropped;          /* closed by a fault or found closed */
+    sim_tls_conn *tls;     /* the session once a handshake ran */
+    bool tls_on;           /* bytes go through tls (else plaintext) */
+    bool tls_login_only;   /* TLS ends after the LOGIN7 message */
     char peer[64];
 } conn;
 
 /* ---- socket I/O ------------------------------------------------------------- */
 static int sock_read(void *ctx, uint8_t *p, size_t n) {
     conn *c = ctx;
+    if (c->tls_on) return sim_tls_read(c->tls, p, n);
     while (n) {
         ssize_t k = recv(c->fd, p, n, 0);
         if (k < 0 && errno == EINTR) continue;
@@ -78,10 +85,10 @@ static int sock_read(void *ctx, uint8_t *p, size_t n) {
     return 0;
 }
 
-/* Writes a packet. Time spent blocked because the client does not read fast
- * enough is what SQL Server reports as ASYNC_NETWORK_IO: it goes to the
- * engine's wait statistics. */
-static int sock_write(void *ctx, const uint8_t *p, size_t n) {
+/* Writes bytes to the socket. Time spent blocked because the client does not
+ * read fast enough is what SQL Server reports as ASYNC_NETWORK_IO: it goes to
+ * the engine's wait statistics. */
+static int raw_write(void *ctx, const uint8_t *p, size_t n) {
     conn *c = ctx;
     if (c->dropped) return -1;
     while (n) {
@@ -107,8 +114,16 @@ static int sock_write(void *ctx, const uint8_t *p, size_t n) {
         sim_session_add_network_wait(c->sess, ms);
         c->net_wait_us -= ms * 1000;
     }
-    c->packets_sent++;
     return 0;
+}
+
+/* Writes a packet, through TLS when the session is encrypted. */
+static int sock_write(void *ctx, const uint8_t *p, size_t n) {
+    conn *c = ctx;
+    if (c->dropped) return -1;
+    int rc = c->tls_on ? sim_tls_write(c->tls, p, n) : raw_write(c, p, n);
+    if (rc == 0) c->packets_sent++;
+    return rc;
 }
 
 /* Ends the connection at once, mid-packet: the client sees a truncated
@@ -126,7 +141,8 @@ static void drop_now(conn *c) {
         h[5] = (uint8_t)o->spid;
         h[6] = o->packet_id;
         h[7] = 0;
-        (void)!send(c->fd, o->buf, o->pos, MSG_NOSIGNAL);
+        if (c->tls_on) (void)sim_tls_write(c->tls, o->buf, o->pos);
+        else (void)!send(c->fd, o->buf, o->pos, MSG_NOSIGNAL);
     }
     struct linger lg = {1, 0};
     setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
@@ -138,15 +154,21 @@ static void drop_now(conn *c) {
 /* Non-blocking look for an ATTENTION. Returns 1 when one was consumed, -1
  * when the peer is gone, 0 otherwise. */
 static int poll_attention(conn *c) {
-    struct pollfd pf = {c->fd, POLLIN, 0};
-    if (poll(&pf, 1, 0) <= 0) return 0;
-    if (pf.revents & (POLLERR | POLLNVAL)) return -1;
     uint8_t h[TDS_HEADER_BYTES];
-    ssize_t k = recv(c->fd, h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
-    if (k == 0) return -1;
-    if (k < 0) return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : -1;
-    if (h[0] != TDS_PKT_ATTENTION) return 0; /* a pipelined request: leave it */
-    if (k < (ssize_t)sizeof h) return 0;      /* the rest comes soon; next poll */
+    if (c->tls_on) {
+        int k = sim_tls_peek(c->tls, h, sizeof h);
+        if (k <= 0) return k;
+        if (h[0] != TDS_PKT_ATTENTION || k < (int)sizeof h) return 0;
+    } else {
+        struct pollfd pf = {c->fd, POLLIN, 0};
+        if (poll(&pf, 1, 0) <= 0) return 0;
+        if (pf.revents & (POLLERR | POLLNVAL)) return -1;
+        ssize_t k = recv(c->fd, h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
+        if (k == 0) return -1;
+        if (k < 0) return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : -1;
+        if (h[0] != TDS_PKT_ATTENTION) return 0; /* a pipelined request: leave it */
+        if (k < (ssize_t)sizeof h) return 0;      /* the rest comes soon; next poll */
+    }
     if (sock_read(c, h, sizeof h)) return -1;
     size_t len = (size_t)((h[2] << 8) | h[3]);
     uint8_t junk[64];
@@ -408,8 +430,75 @@ static int handle_login(conn *c) {
     return 0;
 }
 
+/* Runs the TLS handshake: inside PRELOGIN packets (TDS 7.x) or first thing
+ * on the socket (TDS 8.0 strict). */
+static int start_tls(conn *c, bool wrapped) {
+    mcdc_error err = MCDC_ERROR_INIT;
+    if (sim_tls_conn_create(&c->tls, c->srv->tls, c->fd, raw_write, c, &err) != MCDC_OK ||
+        sim_tls_handshake(c->tls, wrapped, &err) != MCDC_OK) {
+        mcdc_log(MCDC_LOG_WARN, "sim: %s: %s", c->peer, err.message);
+        return -1;
+    }
+    c->tls_on = true;
+    char how[96];
+    sim_tls_describe(c->tls, how, sizeof how);
+    mcdc_log(MCDC_LOG_INFO, "sim: %s: TLS established (%s%s)", c->peer, how,
+             wrapped ? "" : ", TDS 8.0 strict");
+    return 0;
+}
+
+/* PRELOGIN: answers the encryption question and starts TLS when agreed. */
+static int handle_prelogin(conn *c, bool strict) {
+    mcdc_error err = MCDC_ERROR_INIT;
+    sim_tds_prelogin pl;
+    if (sim_tds_prelogin_parse(&pl, c->msg.payload.data, c->msg.payload.len, &err)) {
+        mcdc_log(MCDC_LOG_WARN, "sim: %s: bad PRELOGIN: %s", c->peer, err.message);
+        return -1;
+    }
+    int enc = sim_tls_negotiate(c->srv->tls_mode, pl.encryption);
+    if (sim_tds_prelogin_reply(&c->out, c->srv->version_major, enc)) return -1;
+    if (strict) return 0; /* already inside TLS */
+    switch (sim_tls_after_prelogin(pl.encryption, enc)) {
+    case SIM_TLS_AFTER_PLAIN:
+        if (pl.encryption == TDS_ENCRYPT_ON || pl.encryption == TDS_ENCRYPT_REQ)
+            mcdc_log(MCDC_LOG_INFO, "sim: %s: client requires encryption, which this "
+                                    "server does not offer (--tls off)", c->peer);
+        return 0;
+    case SIM_TLS_AFTER_REFUSE:
+        mcdc_log(MCDC_LOG_WARN,
+                 "sim: %s: the client does not support encryption, which this server "
+                 "requires (--tls required); closing",
+                 c->peer);
+        return -1;
+    case SIM_TLS_AFTER_LOGIN_ONLY: c->tls_login_only = true; break;
+    case SIM_TLS_AFTER_FULL: break;
+    }
+    return start_tls(c, true);
+}
+
+/* True when the client's first byte is a TLS handshake record (TDS 8.0). */
+static bool starts_with_tls(conn *c) {
+    uint8_t b = 0;
+    ssize_t k;
+    do k = recv(c->fd, &b, 1, MSG_PEEK);
+    while (k < 0 && errno == EINTR);
+    return k == 1 && b == 0x16;
+}
+
 static void conn_loop(conn *c) {
     mcdc_error err = MCDC_ERROR_INIT;
+    bool strict = false;
+    if (starts_with_tls(c)) {
+        if (!c->srv->tls) {
+            mcdc_log(MCDC_LOG_WARN,
+                     "sim: %s: the client starts with TLS (TDS 8.0 strict encryption), which "
+                     "this server does not offer (--tls off); connect with Encrypt=no",
+                     c->peer);
+            return;
+        }
+        if (start_tls(c, false)) return;
+        strict = true;
+    }
     /* login phase */
     for (;;) {
         if (sim_tds_msg_read(&c->msg, sock_read, c, &err)) {
@@ -417,33 +506,25 @@ static void conn_loop(conn *c) {
                 mcdc_log(MCDC_LOG_WARN, "sim: %s: %s", c->peer, err.message);
             return;
         }
-        if (c->msg.type == TDS_PKT_PRELOGIN) {
-            sim_tds_prelogin pl;
-            if (sim_tds_prelogin_parse(&pl, c->msg.payload.data, c->msg.payload.len, &err)) {
-                mcdc_log(MCDC_LOG_WARN, "sim: %s: bad PRELOGIN: %s", c->peer, err.message);
-                return;
-            }
-            if (sim_tds_prelogin_reply(&c->out, c->srv->version_major)) return;
-            if (pl.encryption == TDS_ENCRYPT_ON || pl.encryption == TDS_ENCRYPT_REQ)
-                mcdc_log(MCDC_LOG_INFO, "sim: %s: client requires encryption, which this "
-                                        "server does not offer", c->peer);
+        if (c->msg.type == TDS_PKT_PRELOGIN && !c->tls) {
+            if (handle_prelogin(c, false)) return;
+            continue;
+        }
+        if (c->msg.type == TDS_PKT_PRELOGIN && strict) {
+            if (handle_prelogin(c, true)) return;
             continue;
         }
         if (c->msg.type == TDS_PKT_LOGIN7) {
+            /* LOGIN7 went through TLS; with encryption OFF the rest is plaintext */
+            if (c->tls_login_only) c->tls_on = false;
             int rc = handle_login(c);
             /* the obfuscated password is in the payload: do not keep it */
             if (c->msg.payload.data) memset(c->msg.payload.data, 0, c->msg.payload.cap);
             if (rc) return;
             break;
         }
-        if (c->msg.type == 0x16)
-            mcdc_log(MCDC_LOG_WARN,
-                     "sim: %s: the client starts with TLS (TDS 8.0 strict encryption), which "
-                     "this server does not offer; connect without encryption (Encrypt=no)",
-                     c->peer);
-        else
-            mcdc_log(MCDC_LOG_WARN, "sim: %s: packet type 0x%02x before login; closing",
-                     c->peer, c->msg.type);
+        mcdc_log(MCDC_LOG_WARN, "sim: %s: packet type 0x%02x before login; closing", c->peer,
+                 c->msg.type);
         return;
     }
     /* requests */
@@ -497,6 +578,11 @@ static void *conn_main(void *arg) {
     sim_tds_rpc_free(&c->rpc);
     sim_tds_prep_free(&c->prep);
     mcdc_buf_free(&c->text);
+    sim_tls_conn_free(c->tls);
+    if (!c->dropped) { /* bytes left unread would turn the close into a reset */
+        uint8_t junk[4096];
+        for (int i = 0; i < 16 && recv(c->fd, junk, sizeof junk, MSG_DONTWAIT) > 0; i++) {}
+    }
     pthread_mutex_lock(&s->mu);
     close(c->fd);
     s->slots[c->idx].fd = -1;
@@ -515,6 +601,7 @@ int sim_tds_server_create(sim_tds_server **out, sim_server *engine, const sim_td
     if (!s) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory for the TDS server");
     s->engine = engine;
     s->version_major = cfg->version_major > 0 ? cfg->version_major : 16;
+    s->tls_mode = cfg->tls_mode;
     s->listen_fd = -1;
     s->wake[0] = s->wake[1] = -1;
     pthread_mutex_init(&s->mu, NULL);
@@ -542,6 +629,14 @@ int sim_tds_server_create(sim_tds_server **out, sim_server *engine, const sim_td
         return mcdc_error_set(err, MCDC_E_IO,
                               "cannot listen on %s:%d: %s (is another server using the port?)",
                               host, cfg->port, strerror(e));
+    }
+    if (s->tls_mode != SIM_TLS_OFF) {
+        int rc = sim_tls_ctx_create(&s->tls, cfg->tls_cert_file, cfg->tls_key_file,
+                                    cfg->tls_dir, err);
+        if (rc != MCDC_OK) {
+            sim_tds_server_free(s);
+            return rc;
+        }
     }
     socklen_t al = sizeof a;
     getsockname(s->listen_fd, (struct sockaddr *)&a, &al);
@@ -634,6 +729,7 @@ void sim_tds_server_free(sim_tds_server *s) {
     reap(s, true);
     if (s->wake[0] >= 0) close(s->wake[0]);
     if (s->wake[1] >= 0) close(s->wake[1]);
+    sim_tls_ctx_free(s->tls);
     pthread_mutex_destroy(&s->mu);
     mcdc_free(s);
 }

@@ -1,6 +1,7 @@
 /*
  * tds_server.h - the simulator's TCP listener and per-connection TDS loop:
- * one thread per connection (up to MCDC_SIM_SESSIONS_MAX), PRELOGIN, LOGIN7,
+ * one thread per connection (up to MCDC_SIM_SESSIONS_MAX), PRELOGIN, TLS
+ * (tds_tls.h), LOGIN7,
  * SQL batches, RPCs, ATTENTION and the faults the engine injects. The engine
  * (sim_engine.h) does the rest.
  */
@@ -8,11 +9,15 @@
 #define TDS_SERVER_H
 
 #include "sim_engine.h"
+#include "tds_tls.h"
 
 typedef struct sim_tds_server_config {
     const char *host;     /* listen address; NULL = "127.0.0.1" */
     int port;             /* 0 = any free port (see sim_tds_server_port) */
     int version_major;    /* product version in PRELOGIN/LOGINACK; 0 = 16 */
+    sim_tls_mode tls_mode; /* 0 = SIM_TLS_OFF: PRELOGIN answers NOT_SUP */
+    const char *tls_cert_file, *tls_key_file; /* PEM; both NULL = self-signed in tls_dir */
+    const char *tls_dir;  /* where the self-signed certificate is kept */
 } sim_tds_server_config;
 
 typedef struct sim_tds_server sim_tds_server;

@@ -352,7 +352,7 @@ int sim_tds_prelogin_parse(sim_tds_prelogin *out, const uint8_t *p, size_t n, mc
     return MCDC_OK;
 }
 
-int sim_tds_prelogin_reply(sim_tds_out *o, int version_major) {
+int sim_tds_prelogin_reply(sim_tds_out *o, int version_major, int encryption) {
     /* 5 options x 5 bytes + terminator = 26; data: version 6, enc 1, instopt 1, mars 1 */
     uint8_t b[26 + 9];
     size_t i = 0, off = 26;
@@ -375,7 +375,7 @@ int sim_tds_prelogin_reply(sim_tds_out *o, int version_major) {
     b[i++] = TDS_PRODUCT_BUILD & 0xFF;
     b[i++] = 0;
     b[i++] = 0;
-    b[i++] = TDS_ENCRYPT_NOT_SUP;
+    b[i++] = (uint8_t)encryption;
     b[i++] = 0; /* INSTOPT: instance name matches */
     b[i++] = 0; /* MARS off */
     MCDC_ASSERT(i == sizeof b);

@@ -142,9 +142,9 @@ typedef struct sim_tds_prelogin {
 } sim_tds_prelogin;
 
 int sim_tds_prelogin_parse(sim_tds_prelogin *out, const uint8_t *p, size_t n, mcdc_error *err);
-/* Writes the PRELOGIN reply message: VERSION major.0.build, ENCRYPTION
- * NOT_SUP, INSTOPT 0, THREADID empty, MARS 0. */
-int sim_tds_prelogin_reply(sim_tds_out *o, int version_major);
+/* Writes the PRELOGIN reply message: VERSION major.0.build, ENCRYPTION (the
+ * negotiated byte, see sim_tls_negotiate), INSTOPT 0, THREADID empty, MARS 0. */
+int sim_tds_prelogin_reply(sim_tds_out *o, int version_major, int encryption);
 
 /* ---- LOGIN7 --------------------------------------------------------------------- */
 #define TDS_LOGIN_STR_BYTES (MCDC_IDENT_BYTES_MAX + 1)

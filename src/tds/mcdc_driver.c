@@ -404,8 +404,10 @@ int mcdc_conn_open(mcdc_conn **out, const mcdc_connstr *cs, const mcdc_conn_opti
     const char *be = opt ? opt->backend : NULL;
     const char *env = getenv("MCDC_TDS_BACKEND");
     if (env && *env) be = env;
+    /* auto: our own client (plaintext or TLS), except for a named instance
+     * without a port, which needs the SQL Browser lookup only FreeTDS does */
     if (be == NULL || mcdc_str_ieq(be, "auto"))
-        be = cs->encrypt == MCDC_ENCRYPT_NO ? "native" : "freetds";
+        be = cs->instance && !cs->port ? "freetds" : "native";
     if (mcdc_str_ieq(be, "native")) return mcdc_conn_open_native(out, cs, opt, err);
     if (mcdc_str_ieq(be, "freetds")) return mcdc_conn_open_freetds(out, cs, opt, err);
     *out = NULL;

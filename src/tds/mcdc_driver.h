@@ -37,10 +37,10 @@ typedef struct mcdc_conn_options {
     int query_timeout_s;     /* 0 = wait forever */
     const char *app_name;    /* NULL = the connection string's App, else "mssql-cdc" */
     int packet_bytes;        /* 0 = MCDC_TDS_PACKET_BYTES_MAX (32767) */
-    /* "native" (our own TDS client), "freetds" (db-lib), or NULL / "auto":
-     * native when the connection string says Encrypt=no (it has no TLS
-     * yet), else FreeTDS. The environment variable MCDC_TDS_BACKEND, when
-     * set, overrides it (tests). */
+    /* "native" (our own TDS client, TLS included), "freetds" (db-lib), or
+     * NULL / "auto": native, except a named instance without a port (SQL
+     * Browser lookup): FreeTDS. The environment variable MCDC_TDS_BACKEND,
+     * when set, overrides it (tests). */
     const char *backend;
 } mcdc_conn_options;
 #define MCDC_CONN_OPTIONS_INIT {1, 0, 0, NULL, 0, NULL}

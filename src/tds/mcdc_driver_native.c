@@ -2,13 +2,13 @@
  * mcdc_driver_native.c - the driver seam on our own TDS 7.4 client.
  *
  * TCP (IPv4/IPv6, non-blocking connect bounded by the login timeout,
- * TCP_NODELAY), PRELOGIN without TLS, LOGIN7, SQL batches; replies decoded
+ * TCP_NODELAY), PRELOGIN and TLS (mcdc_tds_tls.c), LOGIN7, SQL batches; replies decoded
  * by mcdc_tds_decode.c straight into the caller's batch columns. A result
  * freed before its end sends ATTENTION and drains to the DONE_ATTN. Waits
  * are poll()-bounded by query_timeout_s; a timeout or a lost connection is
  * MCDC_E_TRANSIENT and the connection is dead afterwards.
  *
- * Not yet: TLS (Encrypt=yes/strict is MCDC_E_UNSUPPORTED), named instances
+ * Not yet: named instances
  * (SQL Browser), integrated security, MARS.
  */
 #include <errno.h>
@@ -26,6 +26,7 @@
 #include "mcdc_driver.h"
 #include "mcdc_limits.h"
 #include "mcdc_tds_proto.h"
+#include "mcdc_tds_tls.h"
 
 typedef struct nat_conn {
     mcdc_tds_stream s;
@@ -376,36 +377,19 @@ static int tcp_connect(int *out_fd, const char *host, int port, int64_t deadline
                           timed_out ? "timed out (login timeout)" : strerror(last));
 }
 
-/* Reads a whole reply message's payload into out. */
-static int read_message(mcdc_tds_stream *s, mcdc_buf *out, mcdc_error *err) {
-    for (;;) {
-        bool end;
-        int rc = mcdc_tds_at_end(s, &end, err);
-        if (rc != MCDC_OK || end) return rc;
-        rc = mcdc_buf_append(out, s->buf + s->pos, s->len - s->pos, err);
-        if (rc != MCDC_OK) return rc;
-        s->pos = s->len;
-    }
-}
-
 static int login(nat_conn *c, const mcdc_connstr *cs, const mcdc_conn_options *opt,
                  const char *server, mcdc_error *err) {
     mcdc_tds_stream *s = &c->s;
-    mcdc_buf msg = {0};
-    int rc = mcdc_tds_build_prelogin(&msg, err);
-    if (rc == MCDC_OK) rc = mcdc_tds_send(s, TDS_PKT_PRELOGIN, msg.data, msg.len, err);
-    mcdc_tds_begin_reply(s);
-    msg.len = 0;
-    if (rc == MCDC_OK) rc = read_message(s, &msg, err);
-    int enc = -1;
-    if (rc == MCDC_OK) rc = mcdc_tds_parse_prelogin(msg.data, msg.len, &enc, err);
-    mcdc_buf_free(&msg);
+    mcdc_tds_tls_params tp = {
+        .require = cs->encrypt == MCDC_ENCRYPT_YES,
+        .strict = cs->encrypt == MCDC_ENCRYPT_STRICT,
+        .trust_server_certificate = cs->trust_server_certificate == 1,
+        .host_name = cs->host_name_in_certificate ? cs->host_name_in_certificate : cs->host,
+        .server_name = cs->host,
+        .trust_file = cs->server_certificate,
+    };
+    int rc = mcdc_tds_prelogin_exchange(s, &tp, server, err);
     if (rc != MCDC_OK) return rc;
-    if (enc != 0 && enc != 2)
-        return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
-                              "%s requires TLS (PRELOGIN encryption %d), which the native TDS "
-                              "backend does not implement yet; use the FreeTDS backend",
-                              server, enc);
     mcdc_tds_login_params lp = {
         .host = "localhost",
         .user = cs->user,
@@ -464,12 +448,6 @@ int mcdc_conn_open_native(mcdc_conn **out, const mcdc_connstr *cs, const mcdc_co
     int port = cs->port ? cs->port : 1433;
     char server[300];
     snprintf(server, sizeof server, "%s%s%s:%d", v6 ? "[" : "", cs->host, v6 ? "]" : "", port);
-    if (cs->encrypt == MCDC_ENCRYPT_YES || cs->encrypt == MCDC_ENCRYPT_STRICT)
-        return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
-                              "connecting to %s: Encrypt=%s needs TLS, which the native TDS "
-                              "backend does not implement yet (use Encrypt=no/optional, or "
-                              "the FreeTDS backend)",
-                              server, cs->encrypt == MCDC_ENCRYPT_STRICT ? "strict" : "yes");
     if (cs->instance && !cs->port)
         return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
                               "connecting to %s\\%s: named instances (SQL Browser) are not "

@@ -1,4 +1,5 @@
-/* mcdc_tds_login.c - PRELOGIN, LOGIN7 and SQL batch payloads. */
+/* mcdc_tds_login.c - PRELOGIN, LOGIN7 and SQL batch payloads (the TLS part
+ * of the PRELOGIN exchange is in mcdc_tds_tls.c). */
 #include <string.h>
 #include <unistd.h>
 
@@ -55,7 +56,7 @@ static void put_u32le(uint8_t *p, uint32_t v) {
     p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);
 }
 
-int mcdc_tds_build_prelogin(mcdc_buf *out, mcdc_error *err) {
+int mcdc_tds_build_prelogin(mcdc_buf *out, int encryption, mcdc_error *err) {
     /* VERSION, ENCRYPTION, THREADID, MARS, terminator; then their data. */
     enum { N_OPT = 4, TABLE = N_OPT * 5 + 1 };
     static const uint8_t tokens[N_OPT] = {0x00, 0x01, 0x03, 0x04};
@@ -73,7 +74,7 @@ int mcdc_tds_build_prelogin(mcdc_buf *out, mcdc_error *err) {
     p[TABLE - 1] = 0xFF;
     uint8_t *d = p + TABLE;
     d[0] = 9; /* client version 9.0.0.0, as FreeTDS sends for 7.2+ */
-    d[6] = 2; /* ENCRYPTION: NOT_SUP */
+    d[6] = (uint8_t)encryption;
     uint32_t pid = (uint32_t)getpid();
     d[7] = (uint8_t)(pid >> 24); d[8] = (uint8_t)(pid >> 16); d[9] = (uint8_t)(pid >> 8); d[10] = (uint8_t)pid;
     d[11] = 0; /* MARS off */

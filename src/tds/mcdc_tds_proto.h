@@ -142,6 +142,7 @@ typedef struct mcdc_tds_stream {
     mcdc_buf scratch;
     char where[300];        /* "host:port" for messages */
     int record_fd;          /* > 0: raw reply bytes are appended here (fixtures) */
+    struct mcdc_tds_tls *tls; /* owned; non-NULL while bytes go through TLS (mcdc_tds_tls.h) */
 } mcdc_tds_stream;
 
 /* A stream over a connected socket (fd owned: closed by mcdc_tds_stream_free)
@@ -179,8 +180,8 @@ typedef struct mcdc_tds_login_params {
     const char *host, *user, *password, *app, *server, *database, *library;
     int packet_bytes;
 } mcdc_tds_login_params;
-/* PRELOGIN payload with ENCRYPTION = NOT_SUP. */
-int mcdc_tds_build_prelogin(mcdc_buf *out, mcdc_error *err);
+/* PRELOGIN payload with the given ENCRYPTION byte (mcdc_tds_tls.h). */
+int mcdc_tds_build_prelogin(mcdc_buf *out, int encryption, mcdc_error *err);
 /* Encryption byte of a PRELOGIN reply payload, or MCDC_E_PROTOCOL. */
 int mcdc_tds_parse_prelogin(const uint8_t *p, size_t n, int *out_encryption, mcdc_error *err);
 /* LOGIN7 payload (TDS 7.4, password obfuscated). */

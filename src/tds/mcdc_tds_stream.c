@@ -1,6 +1,7 @@
 /* mcdc_tds_stream.c - TDS packets over a socket (poll-based timeouts) or
  * memory: reply payloads into one bounded window, requests split into
- * packets of the negotiated size. */
+ * packets of the negotiated size. With TLS on (mcdc_tds_tls.h) socket bytes
+ * go through it; plaintext connections pay one pointer test per syscall. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 
 #include "mcdc_limits.h"
 #include "mcdc_tds_proto.h"
+#include "mcdc_tds_tls.h"
 
 _Static_assert(TDS_HEADER_BYTES == 8, "TDS packet header is 8 bytes");
 
@@ -45,6 +47,8 @@ void mcdc_tds_stream_free(mcdc_tds_stream *s) {
     if (s == NULL) return;
     if (s->fd >= 0) close(s->fd);
     if (s->record_fd > 0) close(s->record_fd);
+    mcdc_tds_tls_free(s->tls);
+    s->tls = NULL;
     s->fd = -1;
     s->record_fd = 0;
     mcdc_free(s->raw);
@@ -70,7 +74,7 @@ static int lost(mcdc_tds_stream *s, mcdc_error *err, const char *what, int e) {
 }
 
 /* Waits for the socket to be readable (or writable). */
-static int wait_fd(mcdc_tds_stream *s, short events, mcdc_error *err) {
+int mcdc_tds_wait(mcdc_tds_stream *s, short events, mcdc_error *err) {
     for (;;) {
         int ms = s->timeout_ms > 0 ? s->timeout_ms : -1;
         if (s->deadline_us > 0) {
@@ -111,7 +115,8 @@ static int recv_raw(mcdc_tds_stream *s, mcdc_error *err) {
         return MCDC_OK;
     }
     for (;;) {
-        ssize_t n = recv(s->fd, s->raw + s->raw_len, room, MSG_DONTWAIT);
+        ssize_t n = s->tls ? mcdc_tds_tls_recv(s->tls, s->raw + s->raw_len, room)
+                           : recv(s->fd, s->raw + s->raw_len, room, MSG_DONTWAIT);
         if (n > 0) {
             if (s->record_fd > 0 &&
                 write(s->record_fd, s->raw + s->raw_len, (size_t)n) != (ssize_t)n) {
@@ -124,7 +129,7 @@ static int recv_raw(mcdc_tds_stream *s, mcdc_error *err) {
         if (n == 0) return lost(s, err, "connection closed by", 0);
         if (errno == EINTR) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK) return lost(s, err, "recv failed from", errno);
-        int rc = wait_fd(s, POLLIN, err);
+        int rc = mcdc_tds_wait(s, POLLIN, err);
         if (rc != MCDC_OK) return rc;
     }
 }
@@ -230,7 +235,8 @@ int mcdc_tds_at_end(mcdc_tds_stream *s, bool *out_end, mcdc_error *err) {
 static int send_all(mcdc_tds_stream *s, const uint8_t *p, size_t n, mcdc_error *err) {
     if (s->fd < 0) return MCDC_OK; /* memory streams swallow requests */
     while (n > 0) {
-        ssize_t k = send(s->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t k = s->tls ? mcdc_tds_tls_send(s->tls, p, n)
+                           : send(s->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (k > 0) {
             p += k;
             n -= (size_t)k;
@@ -238,7 +244,7 @@ static int send_all(mcdc_tds_stream *s, const uint8_t *p, size_t n, mcdc_error *
         }
         if (k < 0 && errno == EINTR) continue;
         if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            int rc = wait_fd(s, POLLOUT, err);
+            int rc = mcdc_tds_wait(s, POLLOUT, err);
             if (rc != MCDC_OK) return rc;
             continue;
         }
@@ -282,5 +288,6 @@ int mcdc_tds_send(mcdc_tds_stream *s, uint8_t type, const uint8_t *payload, size
         if (rc != MCDC_OK) return rc;
         off += k;
     } while (off < n);
+    if (s->tls) mcdc_tds_tls_message_sent(s, type);
     return MCDC_OK;
 }

@@ -21,7 +21,7 @@ cleanup() { [ -n "$SIM_PID" ] && kill "$SIM_PID" 2>/dev/null && wait "$SIM_PID" 
 trap cleanup EXIT
 INC="-Iinclude"; for m in util lsn options batch tds source; do INC="$INC -Isrc/$m"; done
 cp tests/e2e/reader_probe.c.in "$TMP/probe.c"
-cc -std=c17 -D_GNU_SOURCE -O1 $INC "$TMP/probe.c" "$BUILD/libmssqlcdc.a" -lsybdb -lpthread -lm \
+cc -std=c17 -D_GNU_SOURCE -O1 $INC "$TMP/probe.c" "$BUILD/libmssqlcdc.a" $(make -s --no-print-directory print-ldlibs) \
    -o "$TMP/probe" 2>"$TMP/cc.log" || { cat "$TMP/cc.log"; echo "0 passed, 1 failed"; exit 1; }
 PROBE=$TMP/probe
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

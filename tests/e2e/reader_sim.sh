@@ -24,7 +24,7 @@ trap cleanup EXIT
 
 INC="-Iinclude"; for m in util lsn options batch tds source; do INC="$INC -Isrc/$m"; done
 cp tests/e2e/reader_probe.c.in "$TMP/probe.c"
-if ! cc -std=c17 -D_GNU_SOURCE -O1 $INC "$TMP/probe.c" "$BUILD/libmssqlcdc.a" -lsybdb -lpthread -lm \
+if ! cc -std=c17 -D_GNU_SOURCE -O1 $INC "$TMP/probe.c" "$BUILD/libmssqlcdc.a" $(make -s --no-print-directory print-ldlibs) \
      -o "$TMP/probe" 2>"$TMP/cc.log"; then
   cat "$TMP/cc.log"; echo "0 passed, 1 failed"; exit 1
 fi
@@ -32,7 +32,7 @@ PROBE=$TMP/probe
 
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 PW='Sim-Passw0rd!'
-"$SIM" --port "$PORT" --data "$TMP/data" --password "$PW" --ready-file "$TMP/ready" \
+"$SIM" --port "$PORT" --data "$TMP/data" --password "$PW" --ready-file "$TMP/ready" --tls off \
   --capture-poll-ms 50 --capture-latency-ms 0 >"$TMP/sim.log" 2>&1 &
 SIM_PID=$!
 for _ in $(seq 1 400); do [ -e "$TMP/ready" ] && break; sleep 0.05; done
@@ -199,7 +199,7 @@ if echo "$out" | grep -q '^ERROR data loss DataLossError 0:' && echo "$out" | gr
    && echo "$out" | grep -q "$OLD_MIN"; then ok "purged range is DataLossError"
 else ko "purged range is DataLossError" "$out"; fi
 
-# 7. Encrypt=yes against a server without TLS: a clear, permanent error
+# 7. Encrypt=yes against a server without TLS (--tls off): a clear, permanent error
 out=$("$PROBE" read "Server=127.0.0.1,$PORT;Database=shop;UID=sa;PWD=$PW;Encrypt=yes;TrustServerCertificate=yes" \
       dbo_t 0x01 0x02 2>&1)
 if echo "$out" | grep -q '^ERROR unsupported' && echo "$out" | grep -q 'Encrypt=yes requires TLS' \

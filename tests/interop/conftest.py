@@ -21,6 +21,14 @@ CLI = os.path.join(BUILD, "mssql-cdc")
 PASSWORD = "Sim-Passw0rd!"
 
 
+def link_libs():
+    """The libraries a program linking libmssqlcdc.a needs: the Makefile's
+    one list (make print-ldlibs), so no test keeps its own copy."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return subprocess.run(["make", "-s", "--no-print-directory", "-C", root, "print-ldlibs"],
+                          capture_output=True, text=True, check=True).stdout.split()
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

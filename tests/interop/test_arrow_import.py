@@ -13,7 +13,7 @@ import tempfile
 import pyarrow as pa
 import pytest
 
-from conftest import BUILD, ROOT
+from conftest import BUILD, ROOT, link_libs
 
 SHIM = r"""
 #include <stdio.h>
@@ -44,7 +44,7 @@ def shim():
         f.write(SHIM)
     subprocess.run(["cc", "-std=c17", "-D_GNU_SOURCE", "-shared", "-fPIC", "-o", so, src,
                     f"-I{ROOT}/include", f"-I{ROOT}/src/util", f"-I{ROOT}/src/batch", lib,
-                    "-lpthread", "-lm"], check=True)
+                    *link_libs()], check=True)
     yield ctypes.CDLL(so)
     shutil.rmtree(d, ignore_errors=True)
 

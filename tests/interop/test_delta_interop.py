@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 deltalake = pytest.importorskip("deltalake")
+from conftest import link_libs
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOL = ROOT / "build" / "delta_tool"
@@ -31,7 +32,7 @@ def tool():
     subprocess.run(
         ["cc", "-std=c17", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", "-Iinclude",
          "-Isrc/util", "-Isrc/batch", "-Isrc/delta", "tests/tools/delta_tool.c",
-         "build/libmssqlcdc.a", "-ljansson", "-lzstd", "-lsnappy", "-llz4", "-lz", "-lpthread", "-lm", "-o", str(TOOL)],
+         "build/libmssqlcdc.a", *link_libs(), "-o", str(TOOL)],
         cwd=ROOT, check=True)
 
     def run(*args, ok=True):

@@ -28,8 +28,8 @@ duckdb = pytest.importorskip("duckdb")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("MCDC_BUILD", os.path.join(ROOT, "build"))
 TOOL = os.path.join(BUILD, "mcdc-parquet-tool")
-LIBS = ["-lsybdb", "-lsqlite3", "-ljansson", "-lzstd", "-lsnappy", "-llz4", "-lz",
-        "-lpthread", "-lm"]
+LIBS = subprocess.run(["make", "-s", "--no-print-directory", "-C", ROOT, "print-ldlibs"],
+                      capture_output=True, text=True, check=True).stdout.split()
 
 decimal.getcontext().prec = 80
 

@@ -109,9 +109,9 @@ def shim():
     inc = [f"-I{ROOT}/include"] + [f"-I{ROOT}/src/{m}" for m in
                                     ("util", "lsn", "options", "batch", "tds", "source")]
     subprocess.run(["cc", "-std=c17", "-D_GNU_SOURCE", "-shared", "-fPIC", "-o", so, src, *inc,
-                    lib, "-lsybdb",
-                    "-lsqlite3", "-ljansson", "-lzstd", "-lsnappy", "-llz4", "-lz", "-lpthread",
-                    "-lm"], check=True)
+                    lib, *subprocess.run(["make", "-s", "--no-print-directory", "-C", ROOT,
+                                          "print-ldlibs"], capture_output=True, text=True,
+                                         check=True).stdout.split()], check=True)
     h = ctypes.CDLL(so)
     yield h
     shutil.rmtree(d, ignore_errors=True)

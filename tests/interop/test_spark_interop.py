@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import link_libs, run_cli
 
 pytest.importorskip("pyspark")
 pytest.importorskip("delta")
@@ -91,8 +91,7 @@ def tool():
     subprocess.run(
         ["cc", "-std=c17", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", "-Iinclude",
          "-Isrc/util", "-Isrc/batch", "-Isrc/delta", "-Isrc/parquet", "-Isrc/lake",
-         "tests/tools/lake_tool.c", str(BUILD / "libmssqlcdc.a"), "-ljansson", "-lzstd",
-         "-lsnappy", "-llz4", "-lz", "-lpthread", "-lm", "-o", str(TOOL)],
+         "tests/tools/lake_tool.c", str(BUILD / "libmssqlcdc.a"), *link_libs(), "-o", str(TOOL)],
         cwd=ROOT, check=True)
     return Tool()
 

@@ -417,7 +417,7 @@ TEST(tds_native_casts_and_schema_errors) {
 TEST(tds_native_login_builders) {
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_buf b = {0};
-    CHECK_EQ_INT(mcdc_tds_build_prelogin(&b, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_tds_build_prelogin(&b, 2, &e), MCDC_OK);
     int enc = -1;
     CHECK_EQ_INT(mcdc_tds_parse_prelogin(b.data, b.len, &enc, &e), MCDC_OK);
     CHECK_EQ_INT(enc, 2);

@@ -180,7 +180,7 @@ TEST(sim_tds_prelogin_reply_bytes) {
     capture c = {0};
     sim_tds_out o;
     sim_tds_out_init(&o, cap_write, &c, NULL);
-    CHECK_EQ_INT(sim_tds_prelogin_reply(&o, 16), 0);
+    CHECK_EQ_INT(sim_tds_prelogin_reply(&o, 16, TDS_ENCRYPT_NOT_SUP), 0);
     const char *want = "0401002b00000100"                 /* header: type 4, EOM, 35 bytes */
                        "00001a0006" "0100200001" "0200210001" "0300220000" "0400220001" "ff"
                        "100010270000" "02" "00" "00";
