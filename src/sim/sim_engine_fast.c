@@ -611,6 +611,7 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
     size_t first = 0, end = 0;
     int *src = mcdc_calloc((size_t)n, sizeof *src), *colk = mcdc_calloc(2 * (size_t)n, sizeof *colk);
     int *seg = mcdc_calloc(3 * (size_t)n + 3, sizeof *seg);
+    int *colp = mcdc_calloc((size_t)n + 1, sizeof *colp), *seqk = mcdc_calloc((size_t)n + 1, sizeof *seqk);
     sim_cell *cells = mcdc_calloc((size_t)n, sizeof *cells);
     size_t *fixed_off = mcdc_calloc((size_t)n, sizeof *fixed_off);
     size_t nb = ((size_t)n + 7) / 8;
@@ -618,7 +619,7 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
     mcdc_buf fixed = {0}, cbuf = {0};
     sim_tds_cellenc ce;
     bool ce_ok = sim_tds_cellenc_init(&ce, NULL) == MCDC_OK;
-    bool ok = src && colk && seg && cells && fixed_off && bm0 && bm && ce_ok;
+    bool ok = src && colk && seg && colp && seqk && cells && fixed_off && bm0 && bm && ce_ok;
     if (ok && p->order3 && !sim_store_order3(st)) ok = false;
     /* every item: a store column of the same type, or computed; the LSN
      * texts must encode as varchar(22) does: [22, 0] + ASCII */
@@ -656,20 +657,23 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
         if (sink->columns && sink->columns(sink->ctx, q->cols, n)) *aborted = true;
         const uint8_t *cur = NULL; /* start LSN of the commit time held */
         bool have_commit = false, commit_null = false;
-        uint8_t hexs[24], hexq[24]; /* the LSN texts as cells */
-        hexs[0] = hexq[0] = 22;
-        hexs[1] = hexq[1] = 0;
-        bool has_seq = false;
-        int ncol = 0;
+        uint8_t hexs[24]; /* the start LSN text as a cell (the seqval's is in the row) */
+        hexs[0] = 22;
+        hexs[1] = 0;
+        int ncol = 0, nseq = 0;
         for (int k = 0; k < n; k++) {
             if (p->items[k].kind == SIM_FAST_COL) colk[ncol++] = k;
-            if (p->items[k].kind == SIM_FAST_LSN_HEX) {
-                has_seq = has_seq || src[k] == 1;
-                cells[k].p = src[k] == 0 ? hexs : hexq;
+            if (p->items[k].kind == SIM_FAST_LSN_HEX && src[k] == 1) seqk[nseq++] = k;
+            if (p->items[k].kind == SIM_FAST_LSN_HEX && src[k] == 0) {
+                cells[k].p = hexs;
                 cells[k].n = 24;
             }
         }
-        for (int j = 0; j < ncol; j++) colk[n + j] = src[colk[j]]; /* the store column */
+        for (int j = 0; j < ncol; j++) {
+            colk[n + j] = src[colk[j]]; /* the store column */
+            colp[j] = sim_store_col_pos(st, colk[n + j]);
+        }
+        int seqp = sim_store_col_pos(st, sim_store_ncols(st));
         /* up to 64 columns each side: NULL bits move in runs (result
          * columns k.. from store columns c..), as 64-bit words */
         int sc = snap.ncols;
@@ -724,9 +728,12 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
                     }
             }
             if (!have_commit) continue; /* no mapping entry: the inner join drops the row */
-            if (has_seq) hex10(r.seqval, hexq + 2);
+            for (int j = 0; j < nseq; j++) {
+                cells[seqk[j]].p = r.data + r.off[seqp];
+                cells[seqk[j]].n = r.off[seqp + 1] - r.off[seqp];
+            }
             for (int j = 0; j < ncol; j++) {
-                int k = colk[j], c = colk[n + j];
+                int k = colk[j], c = colp[j];
                 cells[k].p = r.data + r.off[c];
                 cells[k].n = r.off[c + 1] - r.off[c];
             }
@@ -759,6 +766,8 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
     mcdc_free(src);
     mcdc_free(colk);
     mcdc_free(seg);
+    mcdc_free(colp);
+    mcdc_free(seqk);
     mcdc_free(cells);
     mcdc_free(fixed_off);
     mcdc_free(bm0);

@@ -5,9 +5,13 @@
  * that never move, so a reader holding a reference can walk the rows it
  * saw published while a writer appends. A row:
  *   start_lsn[10] seqval[10] operation(i32) command_id(i32)
- *   null bitmap (padded to 4) | offsets u32[ncols + 1] | cell bytes
+ *   null bitmap (padded to 4) | offsets u32[ncols + 2] | cell bytes
  * Cells are encoded for the change table column's own type and nullability
- * (sim_tds_cellenc_put), the bytes the general path writes for "c.[col]".
+ * (sim_tds_cellenc_put), the bytes the general path writes for "c.[col]",
+ * plus one more: the seqval as CONVERT(varchar(22), .., 1) sends it. They
+ * lie in the order of the reader's query (__$ columns, that text,
+ * __$operation, __$command_id, then the captured columns), so most of a
+ * row goes out in a few copies; offsets are by that position (lpos).
  */
 #include "sim_store.h"
 
@@ -38,6 +42,8 @@ struct sim_store {
     char (*names)[SIM_NAME_MAX];
     sim_tds_col_enc *enc;
     int c_start, c_seq, c_op, c_cmd;
+    int *phys;                /* ncols + 1 positions: column (ncols = the seqval text) */
+    int *lpos;                /* column (or ncols) -> position */
     blk *blocks;              /* newest first */
     const uint8_t **dir[DIR_CHUNKS];
     size_t count;             /* published rows (under the entry's lock) */
@@ -83,6 +89,8 @@ static void store_unref(sim_store *st) {
     mcdc_free(st->cols);
     mcdc_free(st->names);
     mcdc_free(st->enc);
+    mcdc_free(st->phys);
+    mcdc_free(st->lpos);
     mcdc_free(st);
 }
 
@@ -178,16 +186,33 @@ static sim_store *store_new(sim_stores *ss, sqlite3 *c, const char *ci) {
     ok = ok && s->ncols > 0 && s->c_start >= 0 && s->c_seq >= 0 && s->c_op >= 0 && s->c_cmd >= 0;
     if (ok) {
         s->enc = mcdc_calloc((size_t)s->ncols, sizeof *s->enc);
-        ok = s->enc != NULL;
+        s->phys = mcdc_calloc((size_t)s->ncols + 1, sizeof *s->phys);
+        s->lpos = mcdc_calloc((size_t)s->ncols + 1, sizeof *s->lpos);
+        ok = s->enc && s->phys && s->lpos;
         for (int k = 0; ok && k < s->ncols; k++) {
             s->cols[k].name = s->names[k];
             sim_tds_col_plan(&s->enc[k], &s->cols[k]);
         }
     }
+    if (ok) { /* positions: other __$ columns, seqval text, operation, command id, captured */
+        int p = 0;
+        for (int k = 0; k < s->ncols; k++)
+            if (s->names[k][0] == '_' && s->names[k][1] == '_' && s->names[k][2] == '$' && k != s->c_op && k != s->c_cmd)
+                s->phys[p++] = k;
+        s->phys[p++] = s->ncols;
+        s->phys[p++] = s->c_op;
+        s->phys[p++] = s->c_cmd;
+        for (int k = 0; k < s->ncols; k++)
+            if (!(s->names[k][0] == '_' && s->names[k][1] == '_' && s->names[k][2] == '$')) s->phys[p++] = k;
+        ok = p == s->ncols + 1;
+        for (int q = 0; ok && q < p; q++) s->lpos[s->phys[q]] = q;
+    }
     if (!ok && s) {
         mcdc_free(s->cols);
         mcdc_free(s->names);
         mcdc_free(s->enc);
+        mcdc_free(s->phys);
+        mcdc_free(s->lpos);
         mcdc_free(s);
         return NULL;
     }
@@ -213,7 +238,7 @@ void sim_store_row_get(const sim_store *st, size_t i, sim_store_row *out) {
     out->command_id = rd_i32(r + 24);
     out->nulls = r + ROW_HEAD;
     out->off = (const uint32_t *)(const void *)(r + ROW_HEAD + nulls_bytes(st->ncols));
-    out->data = (const uint8_t *)(out->off + st->ncols + 1);
+    out->data = (const uint8_t *)(out->off + st->ncols + 2);
 }
 
 const uint8_t *sim_store_row_start(const sim_store *st, size_t i) { return row_at(st, i); }
@@ -225,6 +250,7 @@ int sim_store_col(const sim_store *st, const char *name) {
 }
 const sim_column *sim_store_col_meta(const sim_store *st, int k) { return &st->cols[k]; }
 int sim_store_ncols(const sim_store *st) { return st->ncols; }
+int sim_store_col_pos(const sim_store *st, int k) { return st->lpos[k]; }
 bool sim_store_order3(const sim_store *st) { return st->order3; }
 
 /* SQLite's blob order: bytes, then length. */
@@ -261,7 +287,7 @@ static int row_enc_init(row_enc *re, int ncols, mcdc_error *err) {
     memset(re, 0, sizeof *re);
     re->ncols = ncols;
     re->cells.limit = (size_t)MCDC_VALUE_BYTES_MAX * 4 + (size_t)ncols * 16;
-    re->off = mcdc_calloc((size_t)ncols + 1, sizeof *re->off);
+    re->off = mcdc_calloc((size_t)ncols + 2, sizeof *re->off);
     re->nulls = mcdc_calloc(nulls_bytes(ncols), 1);
     if (!re->off || !re->nulls) {
         mcdc_free(re->off);
@@ -294,14 +320,25 @@ static bool row_append(sim_store *st, row_enc *re, const sim_value *v, size_t *n
     mcdc_buf_reset(&re->cells);
     size_t nb = nulls_bytes(st->ncols);
     memset(re->nulls, 0, nb);
-    for (int k = 0; k < st->ncols; k++) {
-        re->off[k] = (uint32_t)re->cells.len;
+    for (int p = 0; p <= st->ncols; p++) {
+        int k = st->phys[p];
+        re->off[p] = (uint32_t)re->cells.len;
+        if (k == st->ncols) { /* the seqval as varchar(22) text */
+            static const char HX[] = "0123456789ABCDEF";
+            uint8_t t[24] = {22, 0, '0', 'x'};
+            for (int b = 0; b < 10; b++) {
+                t[4 + 2 * b] = (uint8_t)HX[q->p[b] >> 4];
+                t[5 + 2 * b] = (uint8_t)HX[q->p[b] & 15];
+            }
+            if (mcdc_buf_append(&re->cells, t, sizeof t, NULL) != MCDC_OK) return false;
+            continue;
+        }
         if (v[k].kind == SIM_V_NULL) re->nulls[k / 8] = (uint8_t)(re->nulls[k / 8] | (1u << (k % 8)));
         if (sim_tds_cellenc_put(&re->ce, &st->enc[k], &v[k], &re->cells, NULL) != MCDC_OK) return false;
         if (re->cells.len > UINT32_MAX / 2) return false;
     }
-    re->off[st->ncols] = (uint32_t)re->cells.len;
-    size_t need = ROW_HEAD + nb + ((size_t)st->ncols + 1) * 4 + re->cells.len;
+    re->off[st->ncols + 1] = (uint32_t)re->cells.len;
+    size_t need = ROW_HEAD + nb + ((size_t)st->ncols + 2) * 4 + re->cells.len;
     need = (need + 3) & ~(size_t)3;
     size_t i = *n;
     if ((i >> CHUNK_BITS) >= DIR_CHUNKS) return false;
@@ -333,8 +370,8 @@ static bool row_append(sim_store *st, row_enc *re, const sim_value *v, size_t *n
     memcpy(r + 20, &op, 4);
     memcpy(r + 24, &cmd, 4);
     memcpy(r + ROW_HEAD, re->nulls, nb);
-    memcpy(r + ROW_HEAD + nb, re->off, ((size_t)st->ncols + 1) * 4);
-    if (re->cells.len) memcpy(r + ROW_HEAD + nb + ((size_t)st->ncols + 1) * 4, re->cells.data, re->cells.len);
+    memcpy(r + ROW_HEAD + nb, re->off, ((size_t)st->ncols + 2) * 4);
+    if (re->cells.len) memcpy(r + ROW_HEAD + nb + ((size_t)st->ncols + 2) * 4, re->cells.data, re->cells.len);
     if (i > 0) {
         const uint8_t *p = row_at(st, i - 1);
         if (key_cmp(r, p, false) <= 0) return false; /* not after the last: not ours to order */

@@ -102,6 +102,10 @@ void sim_store_release(sim_store_snap *snap);
 int sim_store_col(const sim_store *st, const char *name);
 const sim_column *sim_store_col_meta(const sim_store *st, int k);
 int sim_store_ncols(const sim_store *st);
+/* Where column k's cell lies in a row (sim_store_row.off index); k =
+ * sim_store_ncols: the seqval as CONVERT(varchar(22), __$seqval, 1) sends
+ * it ([22, 0] + "0x" + 20 hex digits; never NULL). */
+int sim_store_col_pos(const sim_store *st, int k);
 /* Rows are also in (start_lsn, seqval, operation) order. */
 bool sim_store_order3(const sim_store *st);
 
@@ -110,7 +114,7 @@ typedef struct sim_store_row {
     const uint8_t *start_lsn, *seqval; /* 10 bytes each */
     int32_t operation, command_id;
     const uint8_t *data;  /* cell bytes */
-    const uint32_t *off;  /* ncols + 1 offsets into data */
+    const uint32_t *off;  /* ncols + 2 offsets into data, by position */
     const uint8_t *nulls; /* bitmap */
 } sim_store_row;
 void sim_store_row_get(const sim_store *st, size_t i, sim_store_row *out);
@@ -123,7 +127,7 @@ static inline void sim_store_snap_row(const sim_store_snap *sn, size_t i, sim_st
     memcpy(&out->command_id, r + 24, 4);
     out->nulls = r + SIM_STORE_ROW_HEAD;
     out->off = (const uint32_t *)(const void *)(r + SIM_STORE_ROW_HEAD + ((((size_t)sn->ncols + 7) / 8 + 3) & ~(size_t)3));
-    out->data = (const uint8_t *)(out->off + sn->ncols + 1);
+    out->data = (const uint8_t *)(out->off + sn->ncols + 2);
 }
 const uint8_t *sim_store_row_start(const sim_store *st, size_t i);
 
