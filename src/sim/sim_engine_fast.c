@@ -25,6 +25,18 @@
  * sim_fast_match recognises the shape on tokens; anything else (another
  * item, a join condition, a reference to m outside the commit time) leaves
  * the statement to the general path.
+ *
+ * When the WHERE clause is the reader's ("c.__$start_lsn BETWEEN x AND y",
+ * optionally AND its resume key) and the ORDER BY the clustered key, the
+ * rows come from the change store instead (sim_store.h, sim_fast_store_emit):
+ * x, y and the key literals are evaluated by SQLite once, the range is two
+ * binary searches, and each row goes to the sink as pre-encoded cells
+ * (sink->row_cells) with the LSN texts and the commit time (once per
+ * transaction, through the same translated expression) put in. The store
+ * serves only columns whose type and nullability match the result column's,
+ * so the bytes are the general path's; otherwise SQLite answers as above.
+ * The split-point query counts and picks its tile bounds from the store the
+ * same way.
  */
 #include "sim_engine_int.h"
 
