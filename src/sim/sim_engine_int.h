@@ -6,7 +6,10 @@
  * master database file also holds the server state (logins, clock offset,
  * zone). All writes go through one writer connection per database, under
  * the server mutex, one statement at a time. SELECTs run on the session's
- * own read connection (WAL) without the mutex.
+ * own read connection (WAL) without the mutex. The change store
+ * (sim_store.h) keeps change tables' rows in memory for the reader's
+ * queries; writers of change tables tell it (or its authorizer on the
+ * writer connection sees them).
  */
 #ifndef SIM_ENGINE_INT_H
 #define SIM_ENGINE_INT_H
