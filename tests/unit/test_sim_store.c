@@ -47,6 +47,20 @@ static int fx_read(store_fx *x, bool stored_expected) {
 
 static int ct_count(store_fx *x) { return atoi(scalar(x->s, x->c, "SELECT COUNT(*) FROM cdc.dbo_all_CT")); }
 
+/* A check hook that stops the reply after `left` rows (as a row fault or an
+ * ATTENTION does through the TDS layer's hook). */
+typedef struct stop_after {
+    int left, rows_checked;
+} stop_after;
+
+static int stop_check(void *ctx, sim_tds_result *r, int what) {
+    (void)r;
+    stop_after *a = ctx;
+    if (what != 0) return 0;
+    a->rows_checked++;
+    return a->left-- <= 0;
+}
+
 typedef struct reader_arg {
     sim_server *srv;
     const char *sql;
@@ -163,6 +177,30 @@ TEST(sim_store_coherent_with_every_writer) {
     }
     left = ct_count(x);
     CHECK_EQ_INT(fx_read(x, true), left);
+    /* the TDS layer's per-row check (faults, ATTENTION) stops a store read */
+    {
+        mcdc_buf out = {0};
+        sim_tds_out o;
+        sim_tds_result r;
+        sim_sink k;
+        stop_after sa = {5, 0};
+        int64_t s0 = x->srv->store_queries;
+        CHECK_EQ_INT(sim_tds_out_init(&o, wire_write, &out, NULL), MCDC_OK);
+        sim_tds_result_init(&r, &o, NULL);
+        r.check = stop_check;
+        r.check_ctx = &sa;
+        sim_tds_result_sink(&r, &k);
+        sim_tds_result_begin(&r, false, true);
+        CHECK_EQ_INT(sim_exec_batch(x->s, (const char *)x->q.data, strlen((const char *)x->q.data), &k), SIM_EXEC_ABORTED);
+        CHECK_EQ_INT((int)(x->srv->store_queries - s0), 1);
+        CHECK_EQ_INT(sa.rows_checked, 6); /* 5 rows sent, the 6th stopped */
+        CHECK(r.stopped);
+        CHECK_EQ_INT((int)r.rows_total, 5);
+        sim_tds_result_free(&r);
+        sim_tds_out_free(&o);
+        mcdc_buf_free(&out);
+        CHECK_EQ_INT(fx_read(x, true), left); /* the session goes on */
+    }
     /* a restart: rebuilt from SQLite on the first read */
     fx_close(x);
     fx_open(x, "lab");
