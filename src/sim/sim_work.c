@@ -485,7 +485,11 @@ int sim_work_bulk_load(sim_session *s, const sim_proc_args *a, int64_t *rows, mc
         bulk_sql sq = {ins, map, w, err, 6, nc};
         bulk_sink k = {&sq, bulk_sql_row, bulk_sql_tx, NULL};
         uint64_t lsn = 0, tran = 0;
+        /* the connection's mutex held once for the whole load, not per
+         * bind and step (w is ours: the server mutex is held) */
+        sqlite3_mutex_enter(sqlite3_db_mutex(w));
         rc = bulk_generate(&sp, &k, cells, gv, &lsn, &tran, rows);
+        sqlite3_mutex_leave(sqlite3_db_mutex(w));
         if (rc != MCDC_OK) atomic_store(&enc.stop, 1);
         d->lsn = lsn;
         d->tran_seq = tran;
