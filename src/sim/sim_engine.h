@@ -86,12 +86,15 @@ typedef struct sim_value {
     size_t n;
 } sim_value;
 
-/* One value already encoded as a ROW token holds it (length prefix
- * included) for its result column, from the change store. A NULL holds the
- * NULL form, which NBCROW leaves out. */
+/* Values already encoded as a ROW token holds them (length prefixes
+ * included), from the change store: one result column, or ncols consecutive
+ * ones whose bytes lie together (column j is p[off[j] - off[0], off[j + 1] -
+ * off[0])). A NULL holds the NULL form, which NBCROW leaves out. */
 typedef struct sim_cell {
     const uint8_t *p;
-    uint32_t n;
+    uint32_t n;           /* bytes of all its columns */
+    uint32_t ncols;       /* >= 1 */
+    const uint32_t *off;  /* ncols + 1 offsets when ncols > 1 */
 } sim_cell;
 
 typedef struct sim_column {
@@ -124,11 +127,12 @@ typedef struct sim_sink {
     int (*transaction)(void *ctx, int envchange_type, uint64_t descriptor);
     /* RETURNSTATUS token at the end of a procedure / RPC. */
     int (*return_status)(void *ctx, int32_t status);
-    /* Optional: one row of pre-encoded cells[ncols] (the change store's
-     * read path; encoded with sim_tds_cellenc_put for the columns the
-     * result set announced); nulls: bit i (byte i / 8, low bit first) set
-     * when column i is NULL. NULL: the engine sends values through row. */
-    int (*row_cells)(void *ctx, const sim_cell *cells, const uint8_t *nulls, int ncols);
+    /* Optional: one row of pre-encoded cells[ncells] covering the ncols
+     * columns in order (the change store's read path; encoded with
+     * sim_tds_cellenc_put for the columns the result set announced); nulls:
+     * bit i (byte i / 8, low bit first) set when column i is NULL. NULL:
+     * the engine sends values through row. */
+    int (*row_cells)(void *ctx, const sim_cell *cells, int ncells, const uint8_t *nulls, int ncols);
 } sim_sink;
 
 #define SIM_EXEC_OK 0

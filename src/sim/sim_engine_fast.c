@@ -623,15 +623,17 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
     size_t first = 0, end = 0;
     int *src = mcdc_calloc((size_t)n, sizeof *src), *colk = mcdc_calloc(2 * (size_t)n, sizeof *colk);
     int *seg = mcdc_calloc(3 * (size_t)n + 3, sizeof *seg);
-    int *colp = mcdc_calloc((size_t)n + 1, sizeof *colp), *seqk = mcdc_calloc((size_t)n + 1, sizeof *seqk);
-    sim_cell *cells = mcdc_calloc((size_t)n, sizeof *cells);
+    /* groups of items: a run of store cells lying together, or one item */
+    int *gk = mcdc_calloc((size_t)n + 1, sizeof *gk), *gn = mcdc_calloc((size_t)n + 1, sizeof *gn);
+    int *gp = mcdc_calloc((size_t)n + 1, sizeof *gp);
+    sim_cell *cells = mcdc_calloc((size_t)n, sizeof *cells), *gc = mcdc_calloc((size_t)n, sizeof *gc);
     size_t *fixed_off = mcdc_calloc((size_t)n, sizeof *fixed_off);
     size_t nb = ((size_t)n + 7) / 8;
     uint8_t *bm0 = mcdc_calloc(nb, 1), *bm = mcdc_calloc(nb, 1); /* NULL columns: fixed, this row */
     mcdc_buf fixed = {0}, cbuf = {0};
     sim_tds_cellenc ce;
     bool ce_ok = sim_tds_cellenc_init(&ce, NULL) == MCDC_OK;
-    bool ok = src && colk && seg && colp && seqk && cells && fixed_off && bm0 && bm && ce_ok;
+    bool ok = src && colk && seg && gk && gn && gp && cells && gc && fixed_off && bm0 && bm && ce_ok;
     if (ok && p->order3 && !sim_store_order3(st)) ok = false;
     /* every item: a store column of the same type, or computed; the LSN
      * texts must encode as varchar(22) does: [22, 0] + ASCII */
@@ -672,20 +674,26 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
         uint8_t hexs[24]; /* the start LSN text as a cell (the seqval's is in the row) */
         hexs[0] = 22;
         hexs[1] = 0;
-        int ncol = 0, nseq = 0;
+        int ncol = 0, ng = 0;
+        int seqp = sim_store_col_pos(st, sim_store_ncols(st));
         for (int k = 0; k < n; k++) {
             if (p->items[k].kind == SIM_FAST_COL) colk[ncol++] = k;
-            if (p->items[k].kind == SIM_FAST_LSN_HEX && src[k] == 1) seqk[nseq++] = k;
             if (p->items[k].kind == SIM_FAST_LSN_HEX && src[k] == 0) {
                 cells[k].p = hexs;
                 cells[k].n = 24;
             }
+            int pos = p->items[k].kind == SIM_FAST_COL ? sim_store_col_pos(st, src[k])
+                      : p->items[k].kind == SIM_FAST_LSN_HEX && src[k] == 1 ? seqp : -1;
+            if (pos >= 0 && ng > 0 && gp[ng - 1] >= 0 && gp[ng - 1] + gn[ng - 1] == pos) {
+                gn[ng - 1]++;
+                continue;
+            }
+            gk[ng] = k;
+            gn[ng] = 1;
+            gp[ng] = pos;
+            ng++;
         }
-        for (int j = 0; j < ncol; j++) {
-            colk[n + j] = src[colk[j]]; /* the store column */
-            colp[j] = sim_store_col_pos(st, colk[n + j]);
-        }
-        int seqp = sim_store_col_pos(st, sim_store_ncols(st));
+        for (int j = 0; j < ncol; j++) colk[n + j] = src[colk[j]]; /* the store column */
         /* up to 64 columns each side: NULL bits move in runs (result
          * columns k.. from store columns c..), as 64-bit words */
         int sc = snap.ncols;
@@ -740,14 +748,10 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
                     }
             }
             if (!have_commit) continue; /* no mapping entry: the inner join drops the row */
-            for (int j = 0; j < nseq; j++) {
-                cells[seqk[j]].p = r.data + r.off[seqp];
-                cells[seqk[j]].n = r.off[seqp + 1] - r.off[seqp];
-            }
-            for (int j = 0; j < ncol; j++) {
-                int k = colk[j], c = colp[j];
-                cells[k].p = r.data + r.off[c];
-                cells[k].n = r.off[c + 1] - r.off[c];
+            for (int g = 0; g < ng; g++) {
+                int a = gp[g];
+                if (a >= 0) gc[g] = (sim_cell){r.data + r.off[a], r.off[a + gn[g]] - r.off[a], (uint32_t)gn[g], &r.off[a]};
+                else gc[g] = (sim_cell){cells[gk[g]].p, cells[gk[g]].n, 1, NULL};
             }
             if (words) {
                 uint64_t sn = 0, w = w0;
@@ -767,7 +771,7 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
                 }
             }
             cnt++;
-            if (sink->row_cells(sink->ctx, cells, bm, n)) { *aborted = true; break; }
+            if (sink->row_cells(sink->ctx, gc, ng, bm, n)) { *aborted = true; break; }
         }
         *rows = cnt;
     }
@@ -778,9 +782,11 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
     mcdc_free(src);
     mcdc_free(colk);
     mcdc_free(seg);
-    mcdc_free(colp);
-    mcdc_free(seqk);
+    mcdc_free(gk);
+    mcdc_free(gn);
+    mcdc_free(gp);
     mcdc_free(cells);
+    mcdc_free(gc);
     mcdc_free(fixed_off);
     mcdc_free(bm0);
     mcdc_free(bm);

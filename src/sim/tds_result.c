@@ -696,7 +696,19 @@ static inline int put_run(sim_tds_out *o, const uint8_t *p, size_t n) {
     return 0;
 }
 
-int sim_tds_result_row_cells(sim_tds_result *r, const sim_cell *cells, const uint8_t *nulls, int ncols) {
+/* Adds p[0, n) to the pending run, or sends the run and starts another. */
+static inline int run_add(sim_tds_out *o, const uint8_t **run, size_t *rn, const uint8_t *p, size_t n) {
+    if (*run && *run + *rn == p) {
+        *rn += n;
+        return 0;
+    }
+    if (*rn && put_run(o, *run, *rn)) return 1;
+    *run = p;
+    *rn = n;
+    return 0;
+}
+
+int sim_tds_result_row_cells(sim_tds_result *r, const sim_cell *cells, int ncells, const uint8_t *nulls, int ncols) {
     if (ncols != r->ncols) {
         mcdc_log(MCDC_LOG_ERROR, "tds: row of %d cells in a result set of %d columns", ncols, r->ncols);
         return 1;
@@ -709,19 +721,26 @@ int sim_tds_result_row_cells(sim_tds_result *r, const sim_cell *cells, const uin
             for (unsigned x = nulls[b]; x; x &= x - 1) saved += e[b * 8 + (size_t)__builtin_ctz(x)].null_bytes;
     bool nbc;
     if (row_token(r, nulls, saved, ncols, &nbc)) return 1;
-    /* cells adjacent in memory (a change row's columns) go in one copy */
+    /* pieces adjacent in memory (a change row's columns) go in one copy;
+     * NBCROW leaves the NULL columns out */
     const uint8_t *run = NULL;
     size_t rn = 0;
-    for (int i = 0; i < ncols; i++) {
-        if (nbc && (nulls[i / 8] >> (i % 8) & 1)) continue;
-        if (run && run + rn == cells[i].p) {
-            rn += cells[i].n;
-            continue;
+    int col = 0;
+    for (int c = 0; c < ncells; c++) {
+        const sim_cell *x = &cells[c];
+        if (!nbc || x->ncols == 1) {
+            bool skip = nbc && (nulls[col / 8] >> (col % 8) & 1);
+            if (!skip && run_add(o, &run, &rn, x->p, x->n)) return 1;
+        } else {
+            for (uint32_t j = 0; j < x->ncols; j++) {
+                int i = col + (int)j;
+                if (nulls[i / 8] >> (i % 8) & 1) continue;
+                if (run_add(o, &run, &rn, x->p + (x->off[j] - x->off[0]), x->off[j + 1] - x->off[j])) return 1;
+            }
         }
-        if (rn && put_run(o, run, rn)) return 1;
-        run = cells[i].p;
-        rn = cells[i].n;
+        col += (int)x->ncols;
     }
+    MCDC_ASSERT(col == ncols);
     if (rn && put_run(o, run, rn)) return 1;
     r->rows_total++;
     return o->failed ? 1 : 0;
@@ -797,11 +816,11 @@ static int cb_row(void *ctx, const sim_value *vals, int ncols) {
     return 0;
 }
 
-static int cb_row_cells(void *ctx, const sim_cell *cells, const uint8_t *nulls, int ncols) {
+static int cb_row_cells(void *ctx, const sim_cell *cells, int ncells, const uint8_t *nulls, int ncols) {
     sim_tds_result *r = ctx;
     if (r->stopped) return 1; /* the engine went on after a stop */
     if (r->check && r->check(r->check_ctx, r, 0)) return r->stopped = true, 1;
-    if (sim_tds_result_row_cells(r, cells, nulls, ncols)) return r->stopped = true, 1;
+    if (sim_tds_result_row_cells(r, cells, ncells, nulls, ncols)) return r->stopped = true, 1;
     return 0;
 }
 

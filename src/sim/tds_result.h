@@ -105,6 +105,6 @@ void sim_tds_cellenc_free(sim_tds_cellenc *c);
 int sim_tds_cellenc_put(sim_tds_cellenc *c, const sim_tds_col_enc *e, const sim_value *v, mcdc_buf *out,
                         mcdc_error *err);
 /* One row of pre-encoded cells (for the columns of the current result set). */
-int sim_tds_result_row_cells(sim_tds_result *r, const sim_cell *cells, const uint8_t *nulls, int ncols);
+int sim_tds_result_row_cells(sim_tds_result *r, const sim_cell *cells, int ncells, const uint8_t *nulls, int ncols);
 
 #endif /* TDS_RESULT_H */
