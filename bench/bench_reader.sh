@@ -86,12 +86,14 @@ for n in 1 2; do
   echo "reader_cpu_seconds_${n}conn: $cpu"
   echo "reader_rows_per_cpu_s_${n}conn: $(echo "$ROWS / ($cpu + 0.001)" | bc)"
   echo "reader_peak_rss_mb_${n}conn: $(awk '{printf "%.1f", $3 / 1024}' "$TMP/time$n")"
+  # The simulator's own rate: rows per CPU-second it spent serving them
+  # (what one of its cores can send), next to the reader's wall-clock rate.
+  hz=$(getconf CLK_TCK)
+  echo "sim_cpu_seconds_${n}conn: $(echo "scale=3; ($s1 - $s0) / $hz" | bc)"
   if [ "$n" = 1 ]; then
-    # The simulator's own rate: rows per CPU-second it spent serving them
-    # (what one of its cores can send), next to the reader's wall-clock rate.
-    hz=$(getconf CLK_TCK)
-    echo "sim_cpu_seconds_1conn: $(echo "scale=3; ($s1 - $s0) / $hz" | bc)"
     echo "sim_send_rows_per_s: $(echo "$ROWS * $hz / ($s1 - $s0 + 1)" | bc)"
+  else
+    echo "sim_send_rows_per_s_${n}conn: $(echo "$ROWS * $hz / ($s1 - $s0 + 1)" | bc)"
   fi
 done
 one=$(awk '/^reader_rows_per_s:/ {print $2}' "$TMP/reader1.out")

@@ -222,13 +222,14 @@ static int harvest(sim_server *srv, sim_db *d, bool ignore_latency) {
     int64_t limit = ignore_latency ? INT64_MAX : now - (int64_t)srv->capture_latency_ms * 1000;
     sqlite3_stmt *st;
     int n = 0;
-    uint8_t hi[10];
+    uint8_t hi[10], lo[10];
     if (sqlite3_prepare_v2(w, "SELECT commit_lsn, end_utc_us FROM __sim_pending_tx ORDER BY commit_lsn LIMIT ?", -1, &st, NULL) != SQLITE_OK)
         return 0;
     sqlite3_bind_int(st, 1, srv->capture_maxtrans > 0 ? srv->capture_maxtrans : 500);
     while (sqlite3_step(st) == SQLITE_ROW) {
         if (sqlite3_column_int64(st, 1) > limit) break;
         memcpy(hi, sqlite3_column_blob(st, 0), 10);
+        if (n == 0) memcpy(lo, hi, 10);
         n++;
     }
     sqlite3_finalize(st);
@@ -244,12 +245,17 @@ static int harvest(sim_server *srv, sim_db *d, bool ignore_latency) {
                                           " ORDER BY \"__$start_lsn\", \"__$command_id\", \"__$seqval\", \"__$operation\";",
                                           name, (const char *)cols.data, (const char *)cols.data, name);
                 sqlite3_stmt *mv;
+                int moved = 0;
                 if (q && sqlite3_prepare_v2(w, q, -1, &mv, NULL) == SQLITE_OK) {
                     sqlite3_bind_blob(mv, 1, hi, 10, SQLITE_STATIC);
                     sqlite3_step(mv);
+                    moved = sqlite3_changes(w);
                     sqlite3_finalize(mv);
                 }
                 sqlite3_free(q);
+                /* the change store appends what lands after its last row
+                 * on the next read; rows before it make it rebuild */
+                if (moved > 0) sim_store_inserted(srv->stores, d->name, name, lo);
                 q = sqlite3_mprintf("DELETE FROM \"__sim_pending.%w\" WHERE \"__$start_lsn\" <= ?1", name);
                 if (q && sqlite3_prepare_v2(w, q, -1, &mv, NULL) == SQLITE_OK) {
                     sqlite3_bind_blob(mv, 1, hi, 10, SQLITE_STATIC);
@@ -324,7 +330,7 @@ static void idle_entries(sim_server *srv, sim_db *d) {
 }
 
 /* Removes rows below each instance's new low water mark. */
-static void cleanup_to(sim_db *d, const char *ci, const uint8_t low[10]) {
+static void cleanup_to(sim_server *srv, sim_db *d, const char *ci, const uint8_t low[10]) {
     sqlite3 *w = d->w;
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(w, "UPDATE \"cdc.change_tables\" SET start_lsn = ?1 WHERE capture_instance = ?2 AND (start_lsn IS NULL OR start_lsn < ?1)",
@@ -334,6 +340,8 @@ static void cleanup_to(sim_db *d, const char *ci, const uint8_t low[10]) {
         sqlite3_step(st);
         sqlite3_finalize(st);
     }
+    /* min_lsn has moved: the store's rows below it go, then SQLite's */
+    sim_store_trim(srv->stores, d->name, ci, low);
     char *q = sqlite3_mprintf("DELETE FROM \"cdc.%w_CT\" WHERE \"__$start_lsn\" < (SELECT start_lsn FROM \"cdc.change_tables\" WHERE capture_instance = %Q)", ci, ci);
     if (q) sqlite3_exec(w, q, NULL, NULL, NULL);
     sqlite3_free(q);
@@ -367,18 +375,20 @@ static void retention(sim_server *srv, sim_db *d) {
         while (sqlite3_step(st) == SQLITE_ROW && n < 16) snprintf(names[n++], SIM_NAME_MAX, "%s", (const char *)sqlite3_column_text(st, 0));
         sqlite3_finalize(st);
     }
-    for (int k = 0; k < n; k++) cleanup_to(d, names[k], low);
+    for (int k = 0; k < n; k++) cleanup_to(srv, d, names[k], low);
 }
 
 void sim_cdc_scan(sim_server *srv, bool ignore_latency) {
     for (sim_db *d = srv->dbs; d; d = d->next) {
         if (!d->cdc_enabled) continue;
         if (sqlite3_exec(d->w, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) continue;
+        d->auth.trusted = true; /* harvest and retention tell the change store themselves */
         /* the capture process picks up new instances: min_lsn becomes their enable LSN */
         sqlite3_exec(d->w, "UPDATE \"cdc.change_tables\" SET start_lsn = enable_lsn WHERE start_lsn IS NULL", NULL, NULL, NULL);
         int n = harvest(srv, d, ignore_latency);
         if (n == 0 && pending_empty(d->w)) idle_entries(srv, d);
         retention(srv, d);
+        d->auth.trusted = false;
         sqlite3_exec(d->w, "COMMIT", NULL, NULL, NULL);
     }
 }
@@ -843,7 +853,9 @@ static int cleanup_proc(sim_session *s, const sim_proc_args *a, mcdc_error *err)
     memcpy(l, sqlite3_value_blob(low), 10);
     int rc = sim_sql(s->db->w, err, "BEGIN IMMEDIATE");
     if (rc == MCDC_OK) {
-        cleanup_to(s->db, ci, l);
+        s->db->auth.trusted = true;
+        cleanup_to(s->srv, s->db, ci, l);
+        s->db->auth.trusted = false;
         rc = sim_sql(s->db->w, err, "COMMIT");
     }
     return rc;

@@ -625,6 +625,8 @@ static int db_open(sim_server *srv, const char *name, bool create, sim_db **out,
     d->tran_seq = (uint64_t)state_get(d->w, "tran_seq", 0x1000);
     d->cdc_enabled = state_get(d->w, "cdc_enabled", 0) != 0;
     d->retention_min = state_get(d->w, "retention_min", 0);
+    d->auth = (sim_store_auth_ctx){srv->stores, d->name, false};
+    sqlite3_set_authorizer(d->w, sim_store_auth, &d->auth);
     d->next = srv->dbs;
     srv->dbs = d;
     *out = d;
@@ -658,6 +660,10 @@ int sim_server_open(sim_server **out, const sim_config *cfg, mcdc_error *err) {
     srv->capture_poll_ms = cfg->capture_poll_ms;
     srv->capture_latency_ms = cfg->capture_latency_ms;
     srv->capture_maxtrans = cfg->capture_maxtrans > 0 ? cfg->capture_maxtrans : 500;
+    if (sim_stores_create(&srv->stores, (int64_t)SIM_CHANGE_CACHE_MB_DEFAULT << 20, err) != MCDC_OK) {
+        sim_server_close(srv);
+        return MCDC_E_NOMEM;
+    }
     srv->clk.ctx = srv;
     srv->clk.utc_us = clk_utc;
     srv->clk.offset_s = clk_off;
@@ -709,6 +715,10 @@ int sim_server_open(sim_server **out, const sim_config *cfg, mcdc_error *err) {
     return MCDC_OK;
 }
 
+void sim_server_set_change_cache_mb(sim_server *srv, int mb) {
+    sim_stores_set_limit(srv->stores, mb > 0 ? (int64_t)mb << 20 : 0);
+}
+
 int sim_server_state_put(sim_server *srv, const char *k, const char *text, int64_t v);
 int sim_server_state_put(sim_server *srv, const char *k, const char *text, int64_t v) {
     sim_db *m = master_db(srv);
@@ -735,6 +745,7 @@ void sim_server_close(sim_server *srv) {
         sqlite3_close_v2(d->w);
         mcdc_free(d);
     }
+    sim_stores_free(srv->stores);
     pthread_cond_destroy(&srv->cap_cv);
     pthread_mutex_destroy(&srv->mu);
     mcdc_free(srv->data_dir);
@@ -1322,6 +1333,10 @@ typedef struct sim_fast_cache {
     sim_fast_item *items; /* owned */
     int nitems, nsrc;
     sqlite3_stmt *red, *cm, *ver; /* on s->rd */
+    sqlite3_stmt *bnd; /* the range's bounds, for the change store (or NULL) */
+    char ci[SIM_NAME_MAX];
+    sim_fast_range range;
+    bool order3;
     int lsn_param;
     int64_t schema_version;
     sim_column *cols; /* owned; names point into names */
@@ -1335,6 +1350,7 @@ static void fast_cache_drop(sim_session *s) {
     sqlite3_finalize(c->red);
     sqlite3_finalize(c->cm);
     sqlite3_finalize(c->ver);
+    sqlite3_finalize(c->bnd);
     mcdc_free(c->key);
     mcdc_free(c->items);
     mcdc_free(c->cols);
@@ -1371,15 +1387,27 @@ static int fast_send(stmt_ctx *x, sim_fast_cache *c, bool *done, mcdc_error *err
     sqlite3_reset(c->cm);
     sqlite3_clear_bindings(c->cm);
     if (bind_vars(s, c->red, &e2) != MCDC_OK || bind_vars(s, c->cm, &e2) != MCDC_OK) return MCDC_OK;
+    if (c->bnd) {
+        sqlite3_reset(c->bnd);
+        sqlite3_clear_bindings(c->bnd);
+        if (bind_vars(s, c->bnd, &e2) != MCDC_OK) return MCDC_OK;
+    }
     *done = true;
     s->srv->fast_queries++;
-    if (x->sink->columns && x->sink->columns(x->sink->ctx, c->cols, c->nitems)) x->aborted = true;
     int64_t rows = 0;
-    sim_fast_plan p = {c->items, c->nitems, c->nsrc, NULL, 0, NULL, 0};
-    int rc = MCDC_OK;
-    if (!x->aborted) rc = sim_fast_emit(s->rd, c->red, c->cm, &p, c->lsn_param, x->sink, &rows, &x->aborted, err);
+    sim_fast_plan p = {c->items, c->nitems, c->nsrc, NULL, 0, NULL, 0, "", c->range, c->order3, NULL, 0};
+    snprintf(p.ci, sizeof p.ci, "%s", c->ci);
+    /* the change store first (sim_store.h), else SQLite */
+    sim_fast_store_q sq = {&p, c->bnd, c->cm, c->lsn_param, c->cols};
+    bool served = false;
+    int rc = sim_fast_store_emit(s, &sq, x->sink, &rows, &x->aborted, &served, err);
+    if (!served) {
+        if (x->sink->columns && x->sink->columns(x->sink->ctx, c->cols, c->nitems)) x->aborted = true;
+        if (!x->aborted) rc = sim_fast_emit(s->rd, c->red, c->cm, &p, c->lsn_param, x->sink, &rows, &x->aborted, err);
+    }
     sqlite3_reset(c->red);
     sqlite3_reset(c->cm);
+    if (c->bnd) sqlite3_reset(c->bnd);
     if (rc == MCDC_OK && !x->aborted) { s->rowcount = rows; send_done(x, rows, true, false); }
     return rc;
 }
@@ -1444,6 +1472,20 @@ static int run_fast(stmt_ctx *x, const xl_env *env, const sim_fast_plan *fp, con
     ok = ok && sqlite3_prepare_v3(s->rd, (const char *)q2.data, -1, SQLITE_PREPARE_PERSISTENT, &c->cm, NULL) == SQLITE_OK &&
          sqlite3_column_count(c->cm) == 1;
     ok = ok && sqlite3_prepare_v3(s->rd, "PRAGMA schema_version", -1, SQLITE_PREPARE_PERSISTENT, &c->ver, NULL) == SQLITE_OK;
+    if (ok && fp->range != SIM_FAST_RANGE_NONE) {
+        /* the bounds for the change store; without them SQLite answers */
+        mcdc_buf q3 = {0};
+        if (tsql_xlate(env, fp->bounds, 0, fp->nbounds, &q3, r2, &e2) == MCDC_OK &&
+            sqlite3_prepare_v3(s->rd, (const char *)q3.data, -1, SQLITE_PREPARE_PERSISTENT, &c->bnd, NULL) == SQLITE_OK) {
+            snprintf(c->ci, sizeof c->ci, "%s", fp->ci);
+            c->range = fp->range;
+            c->order3 = fp->order3;
+        } else {
+            sqlite3_finalize(c->bnd);
+            c->bnd = NULL;
+        }
+        mcdc_buf_free(&q3);
+    }
     if (ok) {
         c->lsn_param = sqlite3_bind_parameter_index(c->cm, "$__lsn");
         c->schema_version = schema_version(c->ver);
@@ -1476,15 +1518,28 @@ static int run_split(stmt_ctx *x, const xl_env *env, const sim_fast_split *sp, s
               sqlite3_prepare_v2(s->rd, (const char *)q.data, -1, &scan, NULL) == SQLITE_OK &&
               sqlite3_column_count(scan) == 1 && bind_vars(s, scan, &e2) == MCDC_OK;
     int rc = MCDC_OK;
+    sqlite3_stmt *bnd = NULL;
+    if (ok && sp->bounds) {
+        mcdc_buf q3 = {0};
+        if (tsql_xlate(env, sp->bounds, 0, sp->nbounds, &q3, r2, &e2) != MCDC_OK ||
+            sqlite3_prepare_v2(s->rd, (const char *)q3.data, -1, &bnd, NULL) != SQLITE_OK || bind_vars(s, bnd, &e2) != MCDC_OK) {
+            sqlite3_finalize(bnd);
+            bnd = NULL;
+        }
+        mcdc_buf_free(&q3);
+    }
     if (ok) {
         *done = true;
         s->srv->fast_queries++;
-        if (x->sink->columns && x->sink->columns(x->sink->ctx, cols, 3)) x->aborted = true;
         int64_t rows = 0;
-        if (!x->aborted) rc = sim_fast_split_emit(s->rd, scan, sp->tiles, x->sink, &rows, &x->aborted, err);
+        bool served = false;
+        rc = sim_fast_split_store(s, sp, bnd, cols, x->sink, &rows, &x->aborted, &served, err);
+        if (!served && x->sink->columns && x->sink->columns(x->sink->ctx, cols, 3)) x->aborted = true;
+        if (!served && !x->aborted) rc = sim_fast_split_emit(s->rd, scan, sp->tiles, x->sink, &rows, &x->aborted, err);
         if (rc == MCDC_OK && !x->aborted) { s->rowcount = rows; send_done(x, rows, true, false); }
     }
     sqlite3_finalize(scan);
+    sqlite3_finalize(bnd);
     mcdc_buf_free(&q);
     mcdc_free(r2);
     return rc;
@@ -2848,6 +2903,7 @@ static int do_drop(stmt_ctx *x, const tsql_tok *t, int i, int end, mcdc_error *e
         for (sim_db **pp = &srv->dbs; *pp; pp = &(*pp)->next)
             if (*pp == d) { *pp = d->next; break; }
         sqlite3_close_v2(d->w);
+        sim_store_invalidate(srv->stores, d->name, NULL);
         const char *sfx[] = {"", "-wal", "-shm"};
         for (int k = 0; k < 3; k++) {
             char path[1100];

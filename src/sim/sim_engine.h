@@ -86,6 +86,17 @@ typedef struct sim_value {
     size_t n;
 } sim_value;
 
+/* Values already encoded as a ROW token holds them (length prefixes
+ * included), from the change store: one result column, or ncols consecutive
+ * ones whose bytes lie together (column j is p[off[j] - off[0], off[j + 1] -
+ * off[0])). A NULL holds the NULL form, which NBCROW leaves out. */
+typedef struct sim_cell {
+    const uint8_t *p;
+    uint32_t n;           /* bytes of all its columns */
+    uint32_t ncols;       /* >= 1 */
+    const uint32_t *off;  /* ncols + 1 offsets when ncols > 1 */
+} sim_cell;
+
 typedef struct sim_column {
     const char *name; /* UTF-8; may be "" for an unnamed expression */
     sim_type type;
@@ -125,6 +136,12 @@ typedef struct sim_sink {
      * by another session's open transaction): non-zero stops the request as
      * the other callbacks do (an ATTENTION arrived). May be NULL. */
     int (*poll)(void *ctx);
+    /* Optional: one row of pre-encoded cells[ncells] covering the ncols
+     * columns in order (the change store's read path; encoded with
+     * sim_tds_cellenc_put for the columns the result set announced); nulls:
+     * bit i (byte i / 8, low bit first) set when column i is NULL. NULL:
+     * the engine sends values through row. */
+    int (*row_cells)(void *ctx, const sim_cell *cells, int ncells, const uint8_t *nulls, int ncols);
 } sim_sink;
 
 #define SIM_EXEC_OK 0
@@ -152,6 +169,12 @@ typedef struct sim_session sim_session;
  * thread. Caller owns the result; sim_server_close frees it. */
 int sim_server_open(sim_server **out, const sim_config *cfg, mcdc_error *err);
 void sim_server_close(sim_server *srv);
+/* Memory for the change store (pre-encoded change rows the reader's change
+ * query is served from), in MiB over all change tables, default
+ * SIM_CHANGE_CACHE_MB_DEFAULT; a table that would pass it is served from
+ * SQLite; 0 = no store. Call before serving. */
+#define SIM_CHANGE_CACHE_MB_DEFAULT 2048
+void sim_server_set_change_cache_mb(sim_server *srv, int mb);
 
 /* Login. On a wrong login or password returns MCDC_E_PERMISSION and fills
  * err with server_number 18456, class 14, state 1 and the message SQL Server

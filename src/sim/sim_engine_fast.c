@@ -25,9 +25,22 @@
  * sim_fast_match recognises the shape on tokens; anything else (another
  * item, a join condition, a reference to m outside the commit time) leaves
  * the statement to the general path.
+ *
+ * When the WHERE clause is the reader's ("c.__$start_lsn BETWEEN x AND y",
+ * optionally AND its resume key) and the ORDER BY the clustered key, the
+ * rows come from the change store instead (sim_store.h, sim_fast_store_emit):
+ * x, y and the key literals are evaluated by SQLite once, the range is two
+ * binary searches, and each row goes to the sink as pre-encoded cells
+ * (sink->row_cells) with the LSN texts and the commit time (once per
+ * transaction, through the same translated expression) put in. The store
+ * serves only columns whose type and nullability match the result column's,
+ * so the bytes are the general path's; otherwise SQLite answers as above.
+ * The split-point query counts and picks its tile bounds from the store the
+ * same way.
  */
 #include "sim_engine_int.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const tsql_tok TOK_SELECT = {TK_IDENT, "SELECT", 6, 0};
@@ -83,8 +96,13 @@ void sim_fast_plan_free(sim_fast_plan *p) {
     mcdc_free(p->items);
     mcdc_free(p->reduced);
     mcdc_free(p->commit);
+    mcdc_free(p->bounds);
     memset(p, 0, sizeof *p);
 }
+
+static bool shape_match(const tsql_tok *t, int a, int b, const char *shape, int caps[][2], int ncaps);
+static bool range_match(sim_fast_plan *p, const tsql_tok *t, int rest, int b);
+static bool bounds_tokens(tsql_tok **out, int *nout, const tsql_tok *t, int caps[][2], int ncaps);
 
 bool sim_fast_match(sim_fast_plan *p, const tsql_tok *t, int a, int b) {
     memset(p, 0, sizeof *p);
@@ -105,6 +123,7 @@ bool sim_fast_match(sim_fast_plan *p, const tsql_tok *t, int a, int b) {
     tsql_tok_text(&t[k + 2], ct, sizeof ct);
     size_t ctl = strlen(ct);
     if (ctl < 4 || !mcdc_str_ieq(ct + ctl - 3, "_CT")) return false;
+    snprintf(p->ci, sizeof p->ci, "%.*s", (int)(ctl - 3), ct);
     int ct_tok = k;
     k += 3;
     if (!tsql_tok_is(&t[k], "AS") || !name_is(&t[k + 1], "c")) return false;
@@ -162,6 +181,7 @@ bool sim_fast_match(sim_fast_plan *p, const tsql_tok *t, int a, int b) {
         sim_fast_item *it = &p->items[p->nitems];
         if (e - s == 3 && qualified(t, s, e, "c", col, sizeof col)) {
             it->kind = SIM_FAST_COL;
+            snprintf(it->col, sizeof it->col, "%s", col);
             it->src = nsrc++;
             ok = push(p, &p->reduced, &p->nreduced, &rcap, &TOK_COMMA) &&
                  push(p, &p->reduced, &p->nreduced, &rcap, &t[s]) && push(p, &p->reduced, &p->nreduced, &rcap, &t[s + 1]) &&
@@ -174,6 +194,7 @@ bool sim_fast_match(sim_fast_plan *p, const tsql_tok *t, int a, int b) {
                    tsql_tok_op(&t[s + 10], ",") && t[s + 11].t == TK_NUM && t[s + 11].n == 1 && t[s + 11].s[0] == '1' &&
                    tsql_tok_op(&t[s + 12], ")")) {
             it->kind = SIM_FAST_LSN_HEX;
+            snprintf(it->col, sizeof it->col, "%s", col);
             it->src = nsrc++;
             ok = push(p, &p->reduced, &p->nreduced, &rcap, &TOK_COMMA) &&
                  push(p, &p->reduced, &p->nreduced, &rcap, &t[s + 7]) &&
@@ -205,10 +226,26 @@ bool sim_fast_match(sim_fast_plan *p, const tsql_tok *t, int a, int b) {
         return false;
     }
     p->nsrc = nsrc;
+    if (!range_match(p, t, rest, b)) p->range = SIM_FAST_RANGE_NONE;
     return true;
 }
 
 static const char HEX[] = "0123456789ABCDEF";
+
+/* "0x" + 20 hex digits of a 10-byte LSN into out[22] (no NUL). */
+static void hex10(const uint8_t *b, uint8_t *out) {
+    static const char PAIRS[] = "000102030405060708090A0B0C0D0E0F101112131415161718191A1B1C1D1E1F"
+                                "202122232425262728292A2B2C2D2E2F303132333435363738393A3B3C3D3E3F"
+                                "404142434445464748494A4B4C4D4E4F505152535455565758595A5B5C5D5E5F"
+                                "606162636465666768696A6B6C6D6E6F707172737475767778797A7B7C7D7E7F"
+                                "808182838485868788898A8B8C8D8E8F909192939495969798999A9B9C9D9E9F"
+                                "A0A1A2A3A4A5A6A7A8A9AAABACADAEAFB0B1B2B3B4B5B6B7B8B9BABBBCBDBEBF"
+                                "C0C1C2C3C4C5C6C7C8C9CACBCCCDCECFD0D1D2D3D4D5D6D7D8D9DADBDCDDDEDF"
+                                "E0E1E2E3E4E5E6E7E8E9EAEBECEDEEEFF0F1F2F3F4F5F6F7F8F9FAFBFCFDFEFF";
+    out[0] = '0';
+    out[1] = 'x';
+    for (int k = 0; k < 10; k++) memcpy(out + 2 + 2 * k, PAIRS + 2 * b[k], 2);
+}
 
 /* CONVERT(varchar(22), blob, 1): "0x" + hex, cut at 22 characters. */
 static size_t lsn_hex(const uint8_t *b, size_t n, char out[24]) {
@@ -221,24 +258,6 @@ static size_t lsn_hex(const uint8_t *b, size_t n, char out[24]) {
     }
     out[o] = 0;
     return o;
-}
-
-static void cell(sim_value *v, sqlite3_value *cv) {
-    switch (sqlite3_value_type(cv)) {
-    case SQLITE_INTEGER: v->kind = SIM_V_INT; v->i = sqlite3_value_int64(cv); break;
-    case SQLITE_FLOAT: v->kind = SIM_V_REAL; v->f = sqlite3_value_double(cv); break;
-    case SQLITE_TEXT:
-        v->kind = SIM_V_TEXT;
-        v->p = sqlite3_value_text(cv);
-        v->n = (size_t)sqlite3_value_bytes(cv);
-        break;
-    case SQLITE_BLOB:
-        v->kind = SIM_V_BLOB;
-        v->p = sqlite3_value_blob(cv);
-        v->n = (size_t)sqlite3_value_bytes(cv);
-        break;
-    default: v->kind = SIM_V_NULL; break;
-    }
 }
 
 int sim_fast_emit(sqlite3 *c, sqlite3_stmt *red, sqlite3_stmt *commit, const sim_fast_plan *p, int commit_param,
@@ -276,7 +295,7 @@ int sim_fast_emit(sqlite3 *c, sqlite3_stmt *red, sqlite3_stmt *commit, const sim
             have_commit = cs == SQLITE_ROW;
             if (cs != SQLITE_ROW && cs != SQLITE_DONE) { rc = sim_sqlite_err(c, cs, err); break; }
             if (have_commit) {
-                cell(&cval, sqlite3_column_value(commit, 0));
+                sim_store_value_of(&cval, sqlite3_column_value(commit, 0));
                 if (cval.kind == SIM_V_TEXT || cval.kind == SIM_V_BLOB) {
                     mcdc_buf_reset(&cbuf);
                     rc = mcdc_buf_append(&cbuf, cval.p, cval.n, err);
@@ -291,7 +310,7 @@ int sim_fast_emit(sqlite3 *c, sqlite3_stmt *red, sqlite3_stmt *commit, const sim
             const sim_fast_item *it = &p->items[k];
             sim_value *v = &vals[k];
             switch (it->kind) {
-            case SIM_FAST_COL: cell(v, sqlite3_column_value(red, it->src)); break;
+            case SIM_FAST_COL: sim_store_value_of(v, sqlite3_column_value(red, it->src)); break;
             case SIM_FAST_LSN_HEX: {
                 sqlite3_value *bv = sqlite3_column_value(red, it->src);
                 if (sqlite3_value_type(bv) == SQLITE_NULL) { v->kind = SIM_V_NULL; break; }
@@ -353,15 +372,15 @@ static bool shape_match(const tsql_tok *t, int a, int b, const char *shape, int 
             ok = k < b && c < ncaps;
             if (ok) { caps[c][0] = k; caps[c][1] = k + 1; c++; k++; }
         } else if (st[i].t == TK_VAR && st[i].n == 2 && st[i].s[1] == 'W') {
-            ok = i + 1 < ns && c < ncaps;
+            ok = c < ncaps;
             int d = 0, e = k;
             for (; ok && e < b; e++) {
-                if (d == 0 && tok_same(&t[e], &st[i + 1])) break;
+                if (d == 0 && i + 1 < ns && st[i + 1].t != TK_EOF && tok_same(&t[e], &st[i + 1])) break;
                 if (tsql_tok_op(&t[e], "(")) d++;
                 else if (tsql_tok_op(&t[e], ")")) d--;
                 if (d < 0) ok = false;
             }
-            ok = ok && e < b && e > k;
+            ok = ok && (e < b || i + 1 >= ns) && e > k;
             if (ok) { caps[c][0] = k; caps[c][1] = e; c++; k = e; }
         } else {
             ok = k < b && tok_same(&t[k], &st[i]);
@@ -374,6 +393,7 @@ static bool shape_match(const tsql_tok *t, int a, int b, const char *shape, int 
 
 void sim_fast_split_free(sim_fast_split *p) {
     if (!p) return;
+    mcdc_free(p->bounds);
     mcdc_free(p->scan);
     mcdc_free(p->shape);
     memset(p, 0, sizeof *p);
@@ -408,6 +428,11 @@ bool sim_fast_match_split(sim_fast_split *p, const tsql_tok *t, int a, int b) {
     }
     p->scan[p->nscan] = TOK_EOF;
     p->tiles = tiles;
+    snprintf(p->ci, sizeof p->ci, "%.*s", (int)(cl - 3), ctn);
+    int wc[2][2];
+    if (shape_match(t, caps[2][0], caps[2][1], "c.__$start_lsn BETWEEN @W AND @W", wc, 2) &&
+        !bounds_tokens(&p->bounds, &p->nbounds, t, wc, 2))
+        p->bounds = NULL;
     return true;
 }
 
@@ -418,6 +443,24 @@ static void lsn_inc(const uint8_t *b, size_t n, uint8_t out[10]) {
     if (n) memcpy(out + (10 - n), b, n);
     for (int k = 9; k >= 0; k--)
         if (++out[k] != 0) break;
+}
+
+/* One tile's row: its last LSN, the LSN after it, its row count. */
+static int tile_row(const sim_sink *sink, const uint8_t *lsn, size_t ln, int64_t size) {
+    char bound[24], next[24];
+    uint8_t inc[10];
+    sim_value v[3];
+    memset(v, 0, sizeof v);
+    lsn_inc(lsn, ln, inc);
+    v[0].kind = SIM_V_TEXT;
+    v[0].n = lsn_hex(lsn, ln, bound);
+    v[0].p = (const uint8_t *)bound;
+    v[1].kind = SIM_V_TEXT;
+    v[1].n = lsn_hex(inc, 10, next);
+    v[1].p = (const uint8_t *)next;
+    v[2].kind = SIM_V_INT;
+    v[2].i = size;
+    return sink->row ? sink->row(sink->ctx, v, 3) : 0;
 }
 
 int sim_fast_split_emit(sqlite3 *c, sqlite3_stmt *scan, int64_t tiles, const sim_sink *sink, int64_t *rows,
@@ -431,26 +474,11 @@ int sim_fast_split_emit(sqlite3 *c, sqlite3_stmt *scan, int64_t tiles, const sim
     if (total == 0) return MCDC_OK;
     int64_t base = total / tiles, extra = total % tiles;
     int64_t tile = 1, in_tile = 0, size = base + (extra > 0 ? 1 : 0), cnt = 0;
-    char bound[24], next[24];
-    sim_value v[3];
-    memset(v, 0, sizeof v);
     while (!*aborted && (step = sqlite3_step(scan)) == SQLITE_ROW) {
         if (++in_tile < size) continue;
         sqlite3_value *lv = sqlite3_column_value(scan, 0);
-        const uint8_t *lsn = sqlite3_value_blob(lv);
-        size_t ln = (size_t)sqlite3_value_bytes(lv);
-        uint8_t inc[10];
-        lsn_inc(lsn, ln, inc);
-        v[0].kind = SIM_V_TEXT;
-        v[0].n = lsn_hex(lsn, ln, bound);
-        v[0].p = (const uint8_t *)bound;
-        v[1].kind = SIM_V_TEXT;
-        v[1].n = lsn_hex(inc, 10, next);
-        v[1].p = (const uint8_t *)next;
-        v[2].kind = SIM_V_INT;
-        v[2].i = size;
         cnt++;
-        if (sink->row && sink->row(sink->ctx, v, 3)) { *aborted = true; break; }
+        if (tile_row(sink, sqlite3_value_blob(lv), (size_t)sqlite3_value_bytes(lv), size)) { *aborted = true; break; }
         tile++;
         in_tile = 0;
         size = base + (tile <= extra ? 1 : 0);
@@ -458,5 +486,340 @@ int sim_fast_split_emit(sqlite3 *c, sqlite3_stmt *scan, int64_t tiles, const sim
     }
     *rows = cnt;
     if (!*aborted && step != SQLITE_DONE && step != SQLITE_ROW) return sim_sqlite_err(c, step, err);
+    return MCDC_OK;
+}
+
+/* ---- the change store read path ------------------------------------------ */
+static const char RANGE_BETWEEN[] = "WHERE c.__$start_lsn BETWEEN @W AND @W ORDER BY @W";
+static const char RANGE_AFTER[] =
+    "WHERE c.__$start_lsn BETWEEN @W AND @W AND (c.__$start_lsn > @W OR (c.__$start_lsn = @W AND"
+    " (c.__$command_id > @W OR (c.__$command_id = @W AND (c.__$seqval > @W OR (c.__$seqval = @W AND"
+    " c.__$operation > @W)))))) ORDER BY @W";
+static const char RANGE_AFTER3[] =
+    "WHERE c.__$start_lsn BETWEEN @W AND @W AND (c.__$start_lsn > @W OR (c.__$start_lsn = @W AND"
+    " (c.__$seqval > @W OR (c.__$seqval = @W AND c.__$operation > @W)))) ORDER BY @W";
+static const char ORDER4[] = "c.__$start_lsn, c.__$command_id, c.__$seqval, c.__$operation";
+static const char ORDER3[] = "c.__$start_lsn, c.__$seqval, c.__$operation";
+
+/* "SELECT e1, e2, ..." from captured spans into *out. */
+static bool bounds_tokens(tsql_tok **out, int *nout, const tsql_tok *t, int caps[][2], int ncaps) {
+    int n = 1;
+    for (int k = 0; k < ncaps; k++) n += caps[k][1] - caps[k][0] + 1;
+    tsql_tok *o = mcdc_malloc(((size_t)n + 1) * sizeof *o);
+    if (!o) return false;
+    int m = 0;
+    o[m++] = TOK_SELECT;
+    for (int k = 0; k < ncaps; k++) {
+        if (k) o[m++] = TOK_COMMA;
+        for (int z = caps[k][0]; z < caps[k][1]; z++) o[m++] = t[z];
+    }
+    o[m] = TOK_EOF;
+    *out = o;
+    *nout = m;
+    return true;
+}
+
+static bool range_match(sim_fast_plan *p, const tsql_tok *t, int rest, int b) {
+    int caps[10][2];
+    struct { const char *shape; int ncaps; sim_fast_range r; } shapes[] = {
+        {RANGE_AFTER, 10, SIM_FAST_RANGE_AFTER}, {RANGE_AFTER3, 8, SIM_FAST_RANGE_AFTER3},
+        {RANGE_BETWEEN, 3, SIM_FAST_RANGE_BETWEEN}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        if (!shape_match(t, rest, b, shapes[k].shape, caps, shapes[k].ncaps)) continue;
+        /* a bound is one expression: nothing at depth 0 joins another */
+        bool one = true;
+        for (int w = 0; w < 2 && one; w++)
+            for (int z = caps[w][0], d = 0; z < caps[w][1] && one; z++) {
+                if (tsql_tok_op(&t[z], "(")) d++;
+                else if (tsql_tok_op(&t[z], ")")) d--;
+                else if (d == 0 && (tsql_tok_is(&t[z], "AND") || tsql_tok_is(&t[z], "OR"))) one = false;
+            }
+        if (!one) continue;
+        int oc[1][2];
+        int oa = caps[shapes[k].ncaps - 1][0], ob = caps[shapes[k].ncaps - 1][1];
+        bool o4 = shape_match(t, oa, ob, ORDER4, oc, 0), o3 = !o4 && shape_match(t, oa, ob, ORDER3, oc, 0);
+        if (!o4 && !o3) return false;
+        if (o3 && shapes[k].r == SIM_FAST_RANGE_AFTER) return false; /* resume key with command id, order without */
+        if (o4 && shapes[k].r == SIM_FAST_RANGE_AFTER3) return false;
+        if (!bounds_tokens(&p->bounds, &p->nbounds, t, caps, shapes[k].ncaps - 1)) return false;
+        p->range = shapes[k].r;
+        p->order3 = o3;
+        return true;
+    }
+    return false;
+}
+
+static bool same_type(const sim_column *a, const sim_column *b) {
+    return a->type.id == b->type.id && a->type.precision == b->type.precision && a->type.scale == b->type.scale &&
+           a->type.length == b->type.length && a->nullable == b->nullable;
+}
+
+/* The bounds statement's values: the range [*first, *end) of snap. false:
+ * values of another kind than the store can compare (SQLite answers). */
+static bool store_range(sqlite3_stmt *bnd, sim_fast_range r, bool order3, const sim_store_snap *snap, size_t *first,
+                        size_t *end) {
+    int n = r == SIM_FAST_RANGE_BETWEEN ? 2 : r == SIM_FAST_RANGE_AFTER ? 9 : 7;
+    if (sqlite3_step(bnd) != SQLITE_ROW || sqlite3_column_count(bnd) != n) return false;
+    *first = *end = snap->head;
+    int tx = sqlite3_column_type(bnd, 0), ty = sqlite3_column_type(bnd, 1);
+    if (tx == SQLITE_NULL || ty == SQLITE_NULL) return true; /* BETWEEN NULL: no row */
+    if (tx != SQLITE_BLOB || ty != SQLITE_BLOB) return false;
+    sim_store_key lo = {sqlite3_column_blob(bnd, 0), (size_t)sqlite3_column_bytes(bnd, 0), false, 0, NULL, 0, 0};
+    sim_store_key hi = {sqlite3_column_blob(bnd, 1), (size_t)sqlite3_column_bytes(bnd, 1), false, 0, NULL, 0, 0};
+    if (!lo.lsn) lo.lsn = (const uint8_t *)"";
+    if (!hi.lsn) hi.lsn = (const uint8_t *)"";
+    size_t f = sim_store_lower(snap, &lo, true, order3);
+    size_t e = sim_store_lower(snap, &hi, false, order3);
+    if (r != SIM_FAST_RANGE_BETWEEN) {
+        /* l, l, [cmd, cmd,] s, s, op: each pair one value */
+        int ls = 2, cs = r == SIM_FAST_RANGE_AFTER ? 4 : -1, ss = r == SIM_FAST_RANGE_AFTER ? 6 : 4, os = n - 1;
+        for (int k = 2; k < n; k++)
+            if (sqlite3_column_type(bnd, k) == SQLITE_NULL) return false;
+        if (sqlite3_column_type(bnd, ls) != SQLITE_BLOB || sqlite3_column_type(bnd, ls + 1) != SQLITE_BLOB ||
+            sqlite3_column_type(bnd, ss) != SQLITE_BLOB || sqlite3_column_type(bnd, ss + 1) != SQLITE_BLOB ||
+            sqlite3_column_type(bnd, os) != SQLITE_INTEGER)
+            return false;
+        for (int k = ls; k <= ss; k += 2) {
+            if (k == cs) continue;
+            int an = sqlite3_column_bytes(bnd, k), bn = sqlite3_column_bytes(bnd, k + 1);
+            if (an != bn || (an && memcmp(sqlite3_column_blob(bnd, k), sqlite3_column_blob(bnd, k + 1), (size_t)an)))
+                return false;
+        }
+        sim_store_key ak = {sqlite3_column_blob(bnd, ls), (size_t)sqlite3_column_bytes(bnd, ls), true, 0,
+                            sqlite3_column_blob(bnd, ss), (size_t)sqlite3_column_bytes(bnd, ss), sqlite3_column_int64(bnd, os)};
+        if (cs >= 0) {
+            if (sqlite3_column_type(bnd, cs) != SQLITE_INTEGER || sqlite3_column_type(bnd, cs + 1) != SQLITE_INTEGER ||
+                sqlite3_column_int64(bnd, cs) != sqlite3_column_int64(bnd, cs + 1))
+                return false;
+            ak.command_id = sqlite3_column_int64(bnd, cs);
+        }
+        if (!ak.lsn) ak.lsn = (const uint8_t *)"";
+        if (!ak.seqval) ak.seqval = (const uint8_t *)"";
+        size_t a = sim_store_lower(snap, &ak, true, order3);
+        if (a > f) f = a;
+    }
+    *first = f;
+    *end = e > f ? e : f;
+    return true;
+}
+
+/* Appends the encoding of v for column col to out (a cell's bytes). */
+static int enc_value(sim_tds_cellenc *ce, const sim_column *col, const sim_value *v, mcdc_buf *out) {
+    sim_tds_col_enc e;
+    sim_tds_col_plan(&e, col);
+    return sim_tds_cellenc_put(ce, &e, v, out, NULL);
+}
+
+int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sink *sink, int64_t *rows, bool *aborted,
+                        bool *served, mcdc_error *err) {
+    const sim_fast_plan *p = q->p;
+    int n = p->nitems;
+    *rows = 0;
+    *served = false;
+    if (p->range == SIM_FAST_RANGE_NONE || !sink->row_cells || !q->bnd) return MCDC_OK;
+    sim_store_snap snap;
+    if (!sim_store_acquire(s->srv->stores, &s->srv->mu, s->db->w, s->db->name, s->rd, p->ci, &snap)) return MCDC_OK;
+    const sim_store *st = snap.st;
+    size_t first = 0, end = 0;
+    int *src = mcdc_calloc((size_t)n, sizeof *src), *colk = mcdc_calloc(2 * (size_t)n, sizeof *colk);
+    int *seg = mcdc_calloc(3 * (size_t)n + 3, sizeof *seg);
+    /* groups of items: a run of store cells lying together, or one item */
+    int *gk = mcdc_calloc((size_t)n + 1, sizeof *gk), *gn = mcdc_calloc((size_t)n + 1, sizeof *gn);
+    int *gp = mcdc_calloc((size_t)n + 1, sizeof *gp);
+    sim_cell *cells = mcdc_calloc((size_t)n, sizeof *cells), *gc = mcdc_calloc((size_t)n, sizeof *gc);
+    size_t *fixed_off = mcdc_calloc((size_t)n, sizeof *fixed_off);
+    size_t nb = ((size_t)n + 7) / 8;
+    uint8_t *bm0 = mcdc_calloc(nb, 1), *bm = mcdc_calloc(nb, 1); /* NULL columns: fixed, this row */
+    mcdc_buf fixed = {0}, cbuf = {0};
+    sim_tds_cellenc ce;
+    bool ce_ok = sim_tds_cellenc_init(&ce, NULL) == MCDC_OK;
+    bool ok = src && colk && seg && gk && gn && gp && cells && gc && fixed_off && bm0 && bm && ce_ok;
+    if (ok && p->order3 && !sim_store_order3(st)) ok = false;
+    /* every item: a store column of the same type, or computed; the LSN
+     * texts must encode as varchar(22) does: [22, 0] + ASCII */
+    for (int i = 0; ok && i < n; i++) {
+        const sim_fast_item *it = &p->items[i];
+        src[i] = -1;
+        if (it->kind == SIM_FAST_COL) {
+            src[i] = sim_store_col(st, it->col);
+            ok = src[i] >= 0 && same_type(sim_store_col_meta(st, src[i]), &q->cols[i]);
+        } else if (it->kind == SIM_FAST_LSN_HEX) {
+            src[i] = mcdc_str_ieq(it->col, "__$start_lsn") ? 0 : 1;
+            static const char sample[] = "0x0123456789ABCDEF0123";
+            sim_value v = {.kind = SIM_V_TEXT, .p = (const uint8_t *)sample, .n = 22};
+            mcdc_buf b = {0};
+            ok = enc_value(&ce, &q->cols[i], &v, &b) == MCDC_OK && b.len == 24 && b.data[0] == 22 && b.data[1] == 0 &&
+                 memcmp(b.data + 2, sample, 22) == 0;
+            mcdc_buf_free(&b);
+        } else if (it->kind == SIM_FAST_NULL) {
+            sim_value v = {.kind = SIM_V_NULL};
+            fixed_off[i] = fixed.len;
+            ok = enc_value(&ce, &q->cols[i], &v, &fixed) == MCDC_OK;
+            cells[i].n = (uint32_t)(fixed.len - fixed_off[i]);
+            bm0[i / 8] = (uint8_t)(bm0[i / 8] | (1u << (i % 8)));
+        }
+    }
+    /* bnd stays stepped until the end: one read transaction (one snapshot,
+     * no lock per commit-time lookup) */
+    if (ok) ok = store_range(q->bnd, p->range, p->order3, &snap, &first, &end);
+    int rc = MCDC_OK;
+    if (ok) {
+        *served = true;
+        s->srv->store_queries++;
+        for (int i = 0; i < n; i++)
+            if (p->items[i].kind == SIM_FAST_NULL) cells[i].p = fixed.data + fixed_off[i];
+        if (sink->columns && sink->columns(sink->ctx, q->cols, n)) *aborted = true;
+        const uint8_t *cur = NULL; /* start LSN of the commit time held */
+        bool have_commit = false, commit_null = false;
+        uint8_t hexs[24]; /* the start LSN text as a cell (the seqval's is in the row) */
+        hexs[0] = 22;
+        hexs[1] = 0;
+        int ncol = 0, ng = 0;
+        int seqp = sim_store_col_pos(st, sim_store_ncols(st));
+        for (int k = 0; k < n; k++) {
+            if (p->items[k].kind == SIM_FAST_COL) colk[ncol++] = k;
+            if (p->items[k].kind == SIM_FAST_LSN_HEX && src[k] == 0) {
+                cells[k].p = hexs;
+                cells[k].n = 24;
+            }
+            int pos = p->items[k].kind == SIM_FAST_COL ? sim_store_col_pos(st, src[k])
+                      : p->items[k].kind == SIM_FAST_LSN_HEX && src[k] == 1 ? seqp : -1;
+            if (pos >= 0 && ng > 0 && gp[ng - 1] >= 0 && gp[ng - 1] + gn[ng - 1] == pos) {
+                gn[ng - 1]++;
+                continue;
+            }
+            gk[ng] = k;
+            gn[ng] = 1;
+            gp[ng] = pos;
+            ng++;
+        }
+        for (int j = 0; j < ncol; j++) colk[n + j] = src[colk[j]]; /* the store column */
+        /* up to 64 columns each side: NULL bits move in runs (result
+         * columns k.. from store columns c..), as 64-bit words */
+        int sc = snap.ncols;
+        bool words = n <= 64 && sc <= 64;
+        int nseg = 0;
+        for (int j = 0; words && j < ncol; j++) {
+            if (j > 0 && colk[j] == colk[j - 1] + 1 && colk[n + j] == colk[n + j - 1] + 1) {
+                seg[3 * (nseg - 1) + 2]++;
+                continue;
+            }
+            seg[3 * nseg] = colk[j];
+            seg[3 * nseg + 1] = colk[n + j];
+            seg[3 * nseg + 2] = 1;
+            nseg++;
+        }
+        uint64_t w0 = 0; /* fixed NULL bits as a word */
+        for (int k = 0; words && k < n; k++)
+            if (bm0[k / 8] >> (k % 8) & 1) w0 |= 1ull << k;
+        int64_t cnt = 0;
+        for (size_t i = first; i < end && !*aborted; i++) {
+            sim_store_row r;
+            sim_store_snap_row(&snap, i, &r);
+            if (!cur || memcmp(cur, r.start_lsn, 10) != 0) {
+                /* a new transaction: its commit time, once */
+                cur = r.start_lsn;
+                sqlite3_reset(q->commit);
+                sqlite3_bind_blob(q->commit, q->commit_param, r.start_lsn, 10, SQLITE_STATIC);
+                int cs = sqlite3_step(q->commit);
+                have_commit = cs == SQLITE_ROW;
+                if (cs != SQLITE_ROW && cs != SQLITE_DONE) { rc = sim_sqlite_err(s->rd, cs, err); break; }
+                mcdc_buf_reset(&cbuf);
+                if (have_commit) {
+                    sim_value cv;
+                    sim_store_value_of(&cv, sqlite3_column_value(q->commit, 0));
+                    commit_null = cv.kind == SIM_V_NULL;
+                    for (int k = 0; k < n && rc == MCDC_OK; k++)
+                        if (p->items[k].kind == SIM_FAST_COMMIT) rc = enc_value(&ce, &q->cols[k], &cv, &cbuf);
+                }
+                sqlite3_reset(q->commit);
+                if (rc != MCDC_OK) {
+                    rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory encoding a commit time");
+                    break;
+                }
+                hex10(r.start_lsn, hexs + 2);
+                for (int k = 0; k < n; k++)
+                    if (p->items[k].kind == SIM_FAST_COMMIT) {
+                        cells[k].p = cbuf.data;
+                        cells[k].n = (uint32_t)cbuf.len;
+                        uint8_t bit = (uint8_t)(1u << (k % 8));
+                        bm0[k / 8] = (uint8_t)(commit_null ? bm0[k / 8] | bit : bm0[k / 8] & ~bit);
+                        if (words) w0 = commit_null ? w0 | 1ull << k : w0 & ~(1ull << k);
+                    }
+            }
+            if (!have_commit) continue; /* no mapping entry: the inner join drops the row */
+            for (int g = 0; g < ng; g++) {
+                int a = gp[g];
+                if (a >= 0) gc[g] = (sim_cell){r.data + r.off[a], r.off[a + gn[g]] - r.off[a], (uint32_t)gn[g], &r.off[a]};
+                else gc[g] = (sim_cell){cells[gk[g]].p, cells[gk[g]].n, 1, NULL};
+            }
+            if (words) {
+                uint64_t sn = 0, w = w0;
+                memcpy(&sn, r.nulls, ((size_t)sc + 7) / 8); /* (bits past sc are 0) */
+                for (int g = 0; g < nseg; g++) {
+                    int k = seg[3 * g], c = seg[3 * g + 1], len = seg[3 * g + 2];
+                    uint64_t m = len == 64 ? ~0ull : (1ull << len) - 1;
+                    w |= ((sn >> c) & m) << k;
+                }
+                for (size_t b = 0; b < nb; b++) bm[b] = (uint8_t)(w >> (8 * b));
+            } else {
+                memcpy(bm, bm0, nb);
+                for (int j = 0; j < ncol; j++) {
+                    int k = colk[j], c = colk[n + j];
+                    unsigned bit = (unsigned)(r.nulls[c / 8] >> (c % 8)) & 1u;
+                    bm[k / 8] = (uint8_t)(bm[k / 8] | (bit << (unsigned)(k % 8)));
+                }
+            }
+            cnt++;
+            if (sink->row_cells(sink->ctx, gc, ng, bm, n)) { *aborted = true; break; }
+        }
+        *rows = cnt;
+    }
+    sqlite3_reset(q->bnd);
+    if (ce_ok) sim_tds_cellenc_free(&ce);
+    mcdc_buf_free(&fixed);
+    mcdc_buf_free(&cbuf);
+    mcdc_free(src);
+    mcdc_free(colk);
+    mcdc_free(seg);
+    mcdc_free(gk);
+    mcdc_free(gn);
+    mcdc_free(gp);
+    mcdc_free(cells);
+    mcdc_free(gc);
+    mcdc_free(fixed_off);
+    mcdc_free(bm0);
+    mcdc_free(bm);
+    sim_store_release(&snap);
+    return rc;
+}
+
+int sim_fast_split_store(sim_session *s, const sim_fast_split *p, sqlite3_stmt *bnd, const sim_column *cols,
+                         const sim_sink *sink, int64_t *rows, bool *aborted, bool *served, mcdc_error *err) {
+    (void)err;
+    *rows = 0;
+    *served = false;
+    if (!bnd) return MCDC_OK;
+    sim_store_snap snap;
+    if (!sim_store_acquire(s->srv->stores, &s->srv->mu, s->db->w, s->db->name, s->rd, p->ci, &snap)) return MCDC_OK;
+    size_t first = 0, end = 0;
+    bool ok = store_range(bnd, SIM_FAST_RANGE_BETWEEN, false, &snap, &first, &end);
+    sqlite3_reset(bnd);
+    if (ok) {
+        *served = true;
+        s->srv->store_queries++;
+        if (sink->columns && sink->columns(sink->ctx, cols, 3)) *aborted = true;
+        int64_t total = (int64_t)(end - first), tiles = p->tiles;
+        int64_t base = total / tiles, extra = total % tiles, at = (int64_t)first, cnt = 0;
+        for (int64_t tile = 1; tile <= tiles && !*aborted; tile++) {
+            int64_t size = base + (tile <= extra ? 1 : 0);
+            if (size == 0) break; /* fewer rows than tiles: the rest are empty */
+            at += size;
+            cnt++;
+            if (tile_row(sink, sim_store_row_start(snap.st, (size_t)at - 1), 10, size)) { *aborted = true; break; }
+        }
+        *rows = cnt;
+    }
+    sim_store_release(&snap);
     return MCDC_OK;
 }

@@ -6,7 +6,10 @@
  * master database file also holds the server state (logins, clock offset,
  * zone). All writes go through one writer connection per database, under
  * the server mutex, one statement at a time. SELECTs run on the session's
- * own read connection (WAL) without the mutex.
+ * own read connection (WAL) without the mutex. The change store
+ * (sim_store.h) keeps change tables' rows in memory for the reader's
+ * queries; writers of change tables tell it (or its authorizer on the
+ * writer connection sees them).
  */
 #ifndef SIM_ENGINE_INT_H
 #define SIM_ENGINE_INT_H
@@ -15,6 +18,7 @@
 #include <sqlite3.h>
 
 #include "sim_engine.h"
+#include "sim_store.h"
 #include "sim_tz.h"
 #include "sim_val.h"
 #include "tsql_lex.h"
@@ -34,6 +38,7 @@ typedef struct sim_db {
     uint64_t tran_seq; /* transaction ids */
     bool cdc_enabled;
     int64_t retention_min; /* 0 = no automatic cleanup */
+    sim_store_auth_ctx auth; /* w's authorizer: writes on change tables drop their store */
     struct sim_db *next;
 } sim_db;
 
@@ -136,9 +141,12 @@ struct sim_server {
     bool fast_off; /* EXEC sim.set_fast_path @on = 0: every query on the general path */
     _Atomic int64_t fast_queries; /* queries served by the fast path */
     _Atomic int64_t fast_cache_hits; /* of which from a session's prepared statements */
+    _Atomic int64_t store_queries; /* of which from the change store (sim_store.h) */
     _Atomic int nfaults; /* changed under mu; read lock-free on the per-row path */
     sim_clock_src clk;
     struct sim_worker *workers;
+    sim_stores *stores; /* the change store (sim_store.h) */
+    struct sim_ckpt *ckpts; /* background WAL checkpoints after bulk loads (sim_work.c) */
 };
 
 /* ---- sim_engine.c ------------------------------------------------------ */
@@ -203,7 +211,17 @@ typedef enum sim_fast_kind { SIM_FAST_COL = 1, SIM_FAST_LSN_HEX, SIM_FAST_NULL, 
 typedef struct sim_fast_item {
     sim_fast_kind kind;
     int src; /* column of the reduced statement (COL, LSN_HEX) */
+    char col[SIM_NAME_MAX]; /* the change table column (COL, LSN_HEX) */
 } sim_fast_item;
+/* The WHERE/ORDER BY shapes the change store answers (sim_fast_store_emit):
+ * c.__$start_lsn BETWEEN x AND y [AND <after the reader's resume key>]
+ * ORDER BY the clustered key (with or without __$command_id). */
+typedef enum sim_fast_range {
+    SIM_FAST_RANGE_NONE = 0, /* another shape: SQLite answers */
+    SIM_FAST_RANGE_BETWEEN,  /* bounds: x, y */
+    SIM_FAST_RANGE_AFTER,    /* x, y, l, l, cmd, cmd, s, s, op */
+    SIM_FAST_RANGE_AFTER3    /* x, y, l, l, s, s, op (no command id) */
+} sim_fast_range;
 typedef struct sim_fast_plan {
     sim_fast_item *items; /* owned; one per select item */
     int nitems;
@@ -212,6 +230,11 @@ typedef struct sim_fast_plan {
     int nreduced;
     tsql_tok *commit;     /* owned; "SELECT <commit expr> FROM cdc.lsn_time_mapping AS m" */
     int ncommit;
+    char ci[SIM_NAME_MAX]; /* the capture instance */
+    sim_fast_range range;
+    bool order3;          /* ORDER BY without __$command_id */
+    tsql_tok *bounds;     /* owned; "SELECT x, y, ..." (range != NONE) */
+    int nbounds;
 } sim_fast_plan;
 /* Recognises the reader's change query in tokens [a, b); fills p (free with
  * sim_fast_plan_free) or returns false (p left empty). Tokens in the plan
@@ -222,9 +245,23 @@ void sim_fast_plan_free(sim_fast_plan *p);
  * commit time from commit (its LSN parameter at commit_param). */
 int sim_fast_emit(sqlite3 *c, sqlite3_stmt *red, sqlite3_stmt *commit, const sim_fast_plan *p, int commit_param,
                   const sim_sink *sink, int64_t *rows, bool *aborted, mcdc_error *err);
+/* The same answer from the change store: bnd is the bounds statement
+ * (bound, not stepped), cols the result columns. *served false: nothing was
+ * sent (no store, another shape of values), the caller uses sim_fast_emit. */
+typedef struct sim_fast_store_q {
+    const sim_fast_plan *p;
+    sqlite3_stmt *bnd, *commit;
+    int commit_param;
+    const sim_column *cols;
+} sim_fast_store_q;
+int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sink *sink, int64_t *rows, bool *aborted,
+                        bool *served, mcdc_error *err);
 /* The reader's split-point query (NTILE boundaries of a range). */
 typedef struct sim_fast_split {
     int64_t tiles;
+    char ci[SIM_NAME_MAX];
+    tsql_tok *bounds; /* owned; "SELECT x, y" when the range is BETWEEN x AND y, else NULL */
+    int nbounds;
     tsql_tok *scan;  /* owned; "SELECT c.__$start_lsn FROM cdc.[ci_CT] AS c WHERE ... ORDER BY c.__$start_lsn" */
     int nscan;
     tsql_tok *shape; /* owned; the lexed scan template the tokens of scan borrow */
@@ -234,6 +271,10 @@ void sim_fast_split_free(sim_fast_split *p);
 /* Counts the scan's rows, then sends one row per non-empty tile. */
 int sim_fast_split_emit(sqlite3 *c, sqlite3_stmt *scan, int64_t tiles, const sim_sink *sink, int64_t *rows,
                         bool *aborted, mcdc_error *err);
+/* The same from the change store (bnd: the bounds statement, bound; cols:
+ * the 3 result columns, sent here); *served as sim_fast_store_emit. */
+int sim_fast_split_store(sim_session *s, const sim_fast_split *p, sqlite3_stmt *bnd, const sim_column *cols,
+                         const sim_sink *sink, int64_t *rows, bool *aborted, bool *served, mcdc_error *err);
 /* Result metadata as the general path computes it (cols[n], names[n]);
  * false when a type would come from the first row's value. */
 bool sim_result_columns(sqlite3 *c, sqlite3_stmt *st, const xl_result *items, sim_column *cols,

@@ -40,6 +40,10 @@ static const char g_usage[] =
     "  --capture-latency-ms N   harvest transactions committed at least N ms ago\n"
     "                           (server clock; default 0)\n"
     "  --capture-maxtrans N     at most N transactions per scan (default 500)\n"
+    "  --change-cache-mb N      memory for the change store: change rows kept in\n"
+    "                           memory, encoded as sent, that the reader's change\n"
+    "                           query is served from; a change table that would\n"
+    "                           pass it is read from SQLite. 0 = off (default 2048)\n"
     "  --version-major N        SERVERPROPERTY('ProductMajorVersion') and the version\n"
     "                           the server announces (default 16 = SQL Server 2022)\n"
     "  --tls MODE               on: encrypt when the client asks and always the\n"
@@ -109,7 +113,7 @@ static int write_ready_file(const char *path, int port) {
 
 static int serve(int argc, char **argv) {
     enum { O_PORT = 256, O_DATA, O_PW, O_TZ, O_POLL, O_LAT, O_MAXT, O_VER, O_READY, O_QUIET,
-           O_VERBOSE, O_TLS, O_TLS_CERT, O_TLS_KEY };
+           O_VERBOSE, O_TLS, O_TLS_CERT, O_TLS_KEY, O_CACHE };
     static const struct option opts[] = {
         {"port", required_argument, NULL, O_PORT},
         {"data", required_argument, NULL, O_DATA},
@@ -118,6 +122,7 @@ static int serve(int argc, char **argv) {
         {"capture-poll-ms", required_argument, NULL, O_POLL},
         {"capture-latency-ms", required_argument, NULL, O_LAT},
         {"capture-maxtrans", required_argument, NULL, O_MAXT},
+        {"change-cache-mb", required_argument, NULL, O_CACHE},
         {"version-major", required_argument, NULL, O_VER},
         {"ready-file", required_argument, NULL, O_READY},
         {"tls", required_argument, NULL, O_TLS},
@@ -137,6 +142,7 @@ static int serve(int argc, char **argv) {
                       .capture_latency_ms = 0,
                       .capture_maxtrans = 500};
     mcdc_log_level level = MCDC_LOG_WARN;
+    int cache_mb = SIM_CHANGE_CACHE_MB_DEFAULT;
     opterr = 0;
     optind = 1;
     int c;
@@ -157,6 +163,9 @@ static int serve(int argc, char **argv) {
         case O_MAXT:
             if (parse_int("--capture-maxtrans", optarg, 1, 1000000000, &cfg.capture_maxtrans))
                 return EXIT_USAGE;
+            break;
+        case O_CACHE:
+            if (parse_int("--change-cache-mb", optarg, 0, 1024 * 1024, &cache_mb)) return EXIT_USAGE;
             break;
         case O_VER:
             if (parse_int("--version-major", optarg, 9, 99, &cfg.product_major_version))
@@ -195,6 +204,7 @@ static int serve(int argc, char **argv) {
                 err.message);
         return 1;
     }
+    sim_server_set_change_cache_mb(engine, cache_mb);
     sim_tds_server_config tcfg = {.host = "127.0.0.1",
                               .port = port,
                               .version_major = cfg.product_major_version,

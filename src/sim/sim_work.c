@@ -19,6 +19,7 @@
  */
 #include "sim_engine_int.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,20 +39,21 @@ static double rnd01(rng *r) { return (double)(rnd(r) >> 11) / 9007199254740992.0
 
 static const char *WORDS[] = {"alpha", "Zoë", "ação", "straße", "東京", "naïve", "Ωmega", "crème", "øre", "日本語"};
 
-/* Binds a generated value of type t at stmt index i (bulk path). buf
- * (BULK_CELL_BYTES, the column's own) holds text and bytes until the
- * statement is stepped: bound without a copy. */
+/* A generated value of type t (bulk path), exactly what is bound: the
+ * change table's affinity keeps it as is. buf (BULK_CELL_BYTES, the
+ * column's own) holds text and bytes until the row is written. */
 #define BULK_CELL_BYTES 512
-static void bind_gen(sqlite3_stmt *st, int i, const sim_type *t, bool nullable, rng *r, int64_t key, int64_t base_us,
-                     char *buf) {
-    if (nullable && rnd(r) % 5 == 0) { sqlite3_bind_null(st, i); return; }
+static void gen_value(sim_value *v, const sim_type *t, bool nullable, rng *r, int64_t key, int64_t base_us, char *buf) {
+    memset(v, 0, sizeof *v);
+    if (nullable && rnd(r) % 5 == 0) return; /* NULL */
+    v->kind = SIM_V_INT;
     switch (t->id) {
-    case SIM_T_BIT: sqlite3_bind_int(st, i, (int)(rnd(r) & 1)); break;
-    case SIM_T_TINYINT: sqlite3_bind_int(st, i, (int)(rnd(r) % 256)); break;
-    case SIM_T_SMALLINT: sqlite3_bind_int(st, i, (int)(rnd(r) % 65536) - 32768); break;
-    case SIM_T_INT: sqlite3_bind_int64(st, i, key); break;
-    case SIM_T_BIGINT: sqlite3_bind_int64(st, i, (int64_t)(rnd(r) >> 1) - (INT64_MAX / 2)); break;
-    case SIM_T_REAL: case SIM_T_FLOAT: sqlite3_bind_double(st, i, rnd01(r) * 1e6); break;
+    case SIM_T_BIT: v->i = (int64_t)(rnd(r) & 1); break;
+    case SIM_T_TINYINT: v->i = (int64_t)(rnd(r) % 256); break;
+    case SIM_T_SMALLINT: v->i = (int64_t)(rnd(r) % 65536) - 32768; break;
+    case SIM_T_INT: v->i = key; break;
+    case SIM_T_BIGINT: v->i = (int64_t)(rnd(r) >> 1) - (INT64_MAX / 2); break;
+    case SIM_T_REAL: case SIM_T_FLOAT: v->kind = SIM_V_REAL; v->f = rnd01(r) * 1e6; break;
     case SIM_T_DECIMAL: case SIM_T_MONEY: case SIM_T_SMALLMONEY: {
         /* digits by hand: printf per value halves the load rate */
         int ip = t->precision - t->scale;
@@ -69,7 +71,9 @@ static void bind_gen(sqlite3_stmt *st, int i, const sim_type *t, bool nullable, 
             uint64_t z = rnd(r);
             for (int k = 0; k < t->scale && o < 120; k++) { buf[o++] = (char)('0' + z % 10); z /= 10; if (!z) z = rnd(r); }
         }
-        sqlite3_bind_text(st, i, buf, o, SQLITE_STATIC);
+        v->kind = SIM_V_TEXT;
+        v->p = (const uint8_t *)buf;
+        v->n = (size_t)o;
         break;
     }
     case SIM_T_DATE: case SIM_T_DATETIME: case SIM_T_SMALLDATETIME: case SIM_T_DATETIME2: case SIM_T_DATETIMEOFFSET: case SIM_T_TIME: {
@@ -79,7 +83,9 @@ static void bind_gen(sqlite3_stmt *st, int i, const sim_type *t, bool nullable, 
         sim_format_datetime(us, &tt, buf);
         if (t->id == SIM_T_DATE) buf[10] = 0;
         if (t->id == SIM_T_DATETIMEOFFSET) strcat(buf, " +00:00");
-        sqlite3_bind_text(st, i, t->id == SIM_T_TIME ? buf + 11 : buf, -1, SQLITE_STATIC);
+        v->kind = SIM_V_TEXT;
+        v->p = (const uint8_t *)(t->id == SIM_T_TIME ? buf + 11 : buf);
+        v->n = strlen((const char *)v->p);
         break;
     }
     case SIM_T_CHAR: case SIM_T_VARCHAR: case SIM_T_NCHAR: case SIM_T_NVARCHAR: {
@@ -113,13 +119,17 @@ static void bind_gen(sqlite3_stmt *st, int i, const sim_type *t, bool nullable, 
             while (buf[k] && ((unsigned char)buf[k] & 0xC0) == 0x80) k++;
             chars++;
         }
-        sqlite3_bind_text(st, i, buf, k, SQLITE_STATIC);
+        v->kind = SIM_V_TEXT;
+        v->p = (const uint8_t *)buf;
+        v->n = (size_t)k;
         break;
     }
     case SIM_T_BINARY: case SIM_T_VARBINARY: {
         int n = t->length > 0 && t->length < 64 ? t->length : 16;
         for (int k = 0; k < n; k++) buf[k] = (char)(uint8_t)rnd(r);
-        sqlite3_bind_blob(st, i, buf, n, SQLITE_STATIC);
+        v->kind = SIM_V_BLOB;
+        v->p = (const uint8_t *)buf;
+        v->n = (size_t)n;
         break;
     }
     case SIM_T_UNIQUEIDENTIFIER: {
@@ -131,9 +141,22 @@ static void bind_gen(sqlite3_stmt *st, int i, const sim_type *t, bool nullable, 
             uint64_t src = k < 16 ? a : b;
             buf[o++] = HX[(src >> (4 * (15 - k % 16))) & 15];
         }
-        sqlite3_bind_text(st, i, buf, o, SQLITE_STATIC);
+        v->kind = SIM_V_TEXT;
+        v->p = (const uint8_t *)buf;
+        v->n = (size_t)o;
         break;
     }
+    default: v->kind = SIM_V_NULL; break;
+    }
+}
+
+/* Binds v at index i without a copy (v's bytes live until the step). */
+static void bind_value(sqlite3_stmt *st, int i, const sim_value *v) {
+    switch (v->kind) {
+    case SIM_V_INT: sqlite3_bind_int64(st, i, v->i); break;
+    case SIM_V_REAL: sqlite3_bind_double(st, i, v->f); break;
+    case SIM_V_TEXT: sqlite3_bind_text(st, i, (const char *)v->p, (int)v->n, SQLITE_STATIC); break;
+    case SIM_V_BLOB: sqlite3_bind_blob(st, i, v->p, (int)v->n, SQLITE_STATIC); break;
     default: sqlite3_bind_null(st, i); break;
     }
 }
@@ -142,6 +165,206 @@ static int64_t arg_i64(const sim_proc_args *a, const char *name, int pos, int64_
     sqlite3_value *v = sim_arg(a, name, pos);
     if (!v || sqlite3_value_type(v) == SQLITE_NULL) return dflt;
     return sqlite3_value_int64(v);
+}
+
+/* ---- bulk load ------------------------------------------------------------- */
+typedef struct sim_ckpt {
+    pthread_t th;
+    char path[1024];
+    struct sim_ckpt *next;
+} sim_ckpt;
+
+static void *ckpt_main(void *arg) {
+    sim_ckpt *k = arg;
+    sqlite3 *c = NULL;
+    if (sqlite3_open_v2(k->path, &c, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) == SQLITE_OK) {
+        sqlite3_busy_timeout(c, 10000);
+        sqlite3_wal_checkpoint_v2(c, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    }
+    sqlite3_close(c);
+    return NULL;
+}
+
+/* Under srv->mu: a passive checkpoint of path on its own thread (joined by
+ * sim_work_stop_all); done here and now when no thread can start. */
+static void ckpt_start(sim_server *srv, const char *path) {
+    sim_ckpt *k = mcdc_calloc(1, sizeof *k);
+    if (k) snprintf(k->path, sizeof k->path, "%s", path);
+    if (k && pthread_create(&k->th, NULL, ckpt_main, k) == 0) {
+        k->next = srv->ckpts;
+        srv->ckpts = k;
+        return;
+    }
+    if (k) ckpt_main(k);
+    mcdc_free(k);
+}
+
+#define BULK_SPACING_US 10000 /* commit times 10 ms apart */
+
+/* What a bulk load writes: a pure function of this (the SQLite writer and
+ * the change store's encoder each run the generator, on two threads). */
+typedef struct bulk_spec {
+    int nc;
+    const sim_type *types;
+    const bool *nul;
+    int key_col;
+    int64_t ntx, per, key0, now_local, t0;
+    uint64_t seed, lsn0, tran0;
+} bulk_spec;
+
+typedef struct bulk_row {
+    const uint8_t *cl, *sl, *mask; /* commit LSN, seqval, update mask */
+    int mlen, op, cmd;
+    const sim_value *gv;           /* the captured columns */
+} bulk_row;
+
+typedef struct bulk_tx {
+    const uint8_t *cl, *bl, *tid;
+    const char *bt, *et;
+} bulk_tx;
+
+typedef struct bulk_sink {
+    void *ctx;
+    int (*row)(void *ctx, const bulk_row *r);
+    int (*tx)(void *ctx, const bulk_tx *t); /* may be NULL */
+    _Atomic int *stop;                      /* may be NULL */
+} bulk_sink;
+
+/* Runs the load through k; the LSN and transaction counters it ends at.
+ * cells: nc * BULK_CELL_BYTES, gv: nc values (the generator's own). */
+static int bulk_generate(const bulk_spec *sp, const bulk_sink *k, char *cells, sim_value *gv, uint64_t *lsn_out,
+                         uint64_t *tran_out, int64_t *rows) {
+    rng r = {sp->seed};
+    int nc = sp->nc, rc = MCDC_OK;
+    int mlen = (nc + 7) / 8;
+    uint8_t all[128], one[128];
+    memset(all, 0, sizeof all);
+    for (int c = 0; c < nc && c < 1024; c++) all[mlen - 1 - c / 8] |= (uint8_t)(1u << (c % 8));
+    int64_t key = sp->key0;
+    uint64_t lsn = sp->lsn0, tran = sp->tran0;
+    sim_type dt = {SIM_T_DATETIME, 0, 3, 0};
+    for (int64_t tx = 0; tx < sp->ntx && rc == MCDC_OK; tx++) {
+        uint64_t begin = ++lsn;
+        uint64_t first_seq = lsn + 1;
+        int64_t rows_in = 0;
+        int cmd = 0;
+        /* seqvals first, commit LSN after them */
+        uint64_t commit = first_seq + (uint64_t)sp->per + 1;
+        uint8_t cl[10], sl[10];
+        sim_lsn_bytes(commit, cl);
+        while (rows_in < sp->per && rc == MCDC_OK) {
+            if (k->stop && atomic_load(k->stop)) return MCDC_E_CANCELLED;
+            uint64_t x = rnd(&r) % 10;
+            int op = x < 6 ? 2 : x < 9 ? 3 : 1;
+            if (op == 3 && rows_in + 2 > sp->per) op = 2;
+            uint64_t seq = ++lsn;
+            sim_lsn_bytes(seq, sl);
+            cmd++;
+            int64_t kv = op == 2 ? key++ : sp->key0 + (int64_t)(rnd(&r) % (uint64_t)(key - sp->key0 + 1));
+            int nops = op == 3 ? 2 : 1;
+            int upd_col = nc > 1 ? 1 + (int)(rnd(&r) % (uint64_t)(nc - 1)) : 0;
+            memset(one, 0, sizeof one);
+            one[mlen - 1 - upd_col / 8] |= (uint8_t)(1u << (upd_col % 8));
+            for (int o = 0; o < nops && rc == MCDC_OK; o++) {
+                for (int c = 0; c < nc; c++) {
+                    if (c == sp->key_col) gv[c] = (sim_value){.kind = SIM_V_INT, .i = kv};
+                    else gen_value(&gv[c], &sp->types[c], sp->nul[c], &r, kv, sp->now_local, cells + (size_t)c * BULK_CELL_BYTES);
+                }
+                bulk_row br = {cl, sl, op == 3 ? one : all, mlen, op + o, cmd, gv};
+                rc = k->row(k->ctx, &br);
+                rows_in++;
+                if (rows) (*rows)++;
+            }
+        }
+        lsn = commit > lsn ? commit : lsn;
+        char bt[48], et[48];
+        uint8_t bl[10], tid[10];
+        sim_lsn_bytes(begin, bl);
+        sim_lsn_bytes(++tran, tid);
+        int64_t end_us = sp->t0 + (tx + 1) * BULK_SPACING_US;
+        if (k->tx && rc == MCDC_OK) {
+            sim_format_datetime(end_us - 2000, &dt, bt);
+            sim_format_datetime(end_us, &dt, et);
+            bulk_tx bx = {cl, bl, tid, bt, et};
+            rc = k->tx(k->ctx, &bx);
+        }
+    }
+    *lsn_out = lsn;
+    *tran_out = tran;
+    return rc;
+}
+
+/* SQLite: the change row, then the mapping entry per transaction. */
+typedef struct bulk_sql {
+    sqlite3_stmt *ins, *map;
+    sqlite3 *w;
+    mcdc_error *err;
+    int first_col; /* parameter of the first captured column */
+    int nc;
+} bulk_sql;
+
+static int bulk_sql_row(void *ctx, const bulk_row *r) {
+    bulk_sql *q = ctx;
+    sqlite3_stmt *ins = q->ins;
+    sqlite3_reset(ins);
+    sqlite3_bind_blob(ins, 1, r->cl, 10, SQLITE_STATIC);
+    sqlite3_bind_blob(ins, 2, r->sl, 10, SQLITE_STATIC);
+    sqlite3_bind_int(ins, 3, r->op);
+    sqlite3_bind_blob(ins, 4, r->mask, r->mlen, SQLITE_STATIC);
+    sqlite3_bind_int(ins, 5, r->cmd);
+    for (int c = 0; c < q->nc; c++) bind_value(ins, q->first_col + c, &r->gv[c]);
+    return sqlite3_step(ins) == SQLITE_DONE ? MCDC_OK : sim_sqlite_err(q->w, SQLITE_ERROR, q->err);
+}
+
+static int bulk_sql_tx(void *ctx, const bulk_tx *t) {
+    bulk_sql *q = ctx;
+    sqlite3_stmt *map = q->map;
+    sqlite3_reset(map);
+    sqlite3_bind_blob(map, 1, t->cl, 10, SQLITE_STATIC);
+    sqlite3_bind_text(map, 2, t->bt, -1, SQLITE_STATIC);
+    sqlite3_bind_text(map, 3, t->et, -1, SQLITE_STATIC);
+    sqlite3_bind_blob(map, 4, t->tid, 10, SQLITE_STATIC);
+    sqlite3_bind_blob(map, 5, t->bl, 10, SQLITE_STATIC);
+    return sqlite3_step(map) == SQLITE_DONE ? MCDC_OK : sim_sqlite_err(q->w, SQLITE_ERROR, q->err);
+}
+
+/* The change store: the same rows in the change table's column order. */
+typedef struct bulk_enc {
+    pthread_t th;
+    const bulk_spec *sp;
+    sim_store_batch *batch;
+    const int *bcol;
+    sim_value *bvals;
+    int bstart, bseq, bop, bmask, bcmd;
+    _Atomic int stop;
+    int rc;
+} bulk_enc;
+
+static int bulk_enc_row(void *ctx, const bulk_row *r) {
+    bulk_enc *e = ctx;
+    sim_value *v = e->bvals;
+    v[e->bstart] = (sim_value){.kind = SIM_V_BLOB, .p = r->cl, .n = 10};
+    v[e->bseq] = (sim_value){.kind = SIM_V_BLOB, .p = r->sl, .n = 10};
+    v[e->bop] = (sim_value){.kind = SIM_V_INT, .i = r->op};
+    v[e->bmask] = (sim_value){.kind = SIM_V_BLOB, .p = r->mask, .n = (size_t)r->mlen};
+    v[e->bcmd] = (sim_value){.kind = SIM_V_INT, .i = r->cmd};
+    for (int c = 0; c < e->sp->nc; c++) v[e->bcol[c]] = r->gv[c];
+    return sim_store_batch_row(e->batch, v, NULL);
+}
+
+static void *bulk_enc_main(void *arg) {
+    bulk_enc *e = arg;
+    char *cells = mcdc_malloc((size_t)e->sp->nc * BULK_CELL_BYTES + 1);
+    sim_value *gv = mcdc_calloc((size_t)e->sp->nc + 1, sizeof *gv);
+    e->rc = MCDC_E_NOMEM;
+    if (cells && gv) {
+        bulk_sink k = {e, bulk_enc_row, NULL, &e->stop};
+        uint64_t l, t;
+        e->rc = bulk_generate(e->sp, &k, cells, gv, &l, &t, NULL);
+    }
+    mcdc_free(cells);
+    mcdc_free(gv);
+    return NULL;
 }
 
 int sim_work_bulk_load(sim_session *s, const sim_proc_args *a, int64_t *rows, mcdc_error *err) {
@@ -215,81 +438,88 @@ int sim_work_bulk_load(sim_session *s, const sim_proc_args *a, int64_t *rows, mc
         }
         sqlite3_free(kq);
     }
-    if (rc == MCDC_OK) rc = sim_sql(w, err, "BEGIN IMMEDIATE");
+    /* the change store gets the rows after the COMMIT (sim_store.h) */
+    sim_store_batch *batch = NULL;
+    bool was_empty = false;
+    int *bcol = NULL; /* store column of each generated column */
+    int bstart = -1, bseq = -1, bop = -1, bmask = -1, bcmd = -1;
+    sim_value *bvals = NULL;
     if (rc == MCDC_OK) {
-        rng r = {seed};
-        int64_t now_local = sim_srv_local_us(srv, sim_srv_utc_us(srv));
-        const int64_t spacing_us = 10000;
-        int64_t t0 = now_local - ntx * spacing_us;
-        if (last_us != INT64_MIN && t0 < last_us) t0 = last_us;
-        int mlen = (nc + 7) / 8;
-        uint8_t all[128], one[128];
-        memset(all, 0, sizeof all);
-        for (int k = 0; k < nc && k < 1024; k++) all[mlen - 1 - k / 8] |= (uint8_t)(1u << (k % 8));
-        int64_t key = key0;
-        sim_type dt = {SIM_T_DATETIME, 0, 3, 0};
-        for (int64_t tx = 0; tx < ntx && rc == MCDC_OK; tx++) {
-            uint64_t begin = sim_lsn_next(d);
-            uint64_t first_seq = d->lsn + 1;
-            int64_t rows_in = 0;
-            int cmd = 0;
-            /* seqvals first, commit LSN after them */
-            uint64_t commit = first_seq + (uint64_t)per + 1;
-            uint8_t cl[10], sl[10];
-            sim_lsn_bytes(commit, cl);
-            while (rows_in < per && rc == MCDC_OK) {
-                uint64_t x = rnd(&r) % 10;
-                int op = x < 6 ? 2 : x < 9 ? 3 : 1;
-                if (op == 3 && rows_in + 2 > per) op = 2;
-                uint64_t seq = sim_lsn_next(d);
-                sim_lsn_bytes(seq, sl);
-                cmd++;
-                int64_t k = op == 2 ? key++ : key0 + (int64_t)(rnd(&r) % (uint64_t)(key - key0 + 1));
-                int nops = op == 3 ? 2 : 1;
-                int upd_col = nc > 1 ? 1 + (int)(rnd(&r) % (uint64_t)(nc - 1)) : 0;
-                memset(one, 0, sizeof one);
-                one[mlen - 1 - upd_col / 8] |= (uint8_t)(1u << (upd_col % 8));
-                for (int o = 0; o < nops && rc == MCDC_OK; o++) {
-                    sqlite3_reset(ins);
-                    sqlite3_bind_blob(ins, 1, cl, 10, SQLITE_STATIC);
-                    sqlite3_bind_blob(ins, 2, sl, 10, SQLITE_STATIC);
-                    sqlite3_bind_int(ins, 3, op + o);
-                    sqlite3_bind_blob(ins, 4, op == 3 ? one : all, mlen, SQLITE_STATIC);
-                    sqlite3_bind_int(ins, 5, cmd);
-                    for (int c = 0; c < nc; c++) {
-                        if (c == key_col) sqlite3_bind_int64(ins, 6 + c, k);
-                        else bind_gen(ins, 6 + c, &types[c], nul[c], &r, k, now_local, cells + (size_t)c * BULK_CELL_BYTES);
-                    }
-                    if (sqlite3_step(ins) != SQLITE_DONE) rc = sim_sqlite_err(w, SQLITE_ERROR, err);
-                    rows_in++;
-                    (*rows)++;
-                }
-            }
-            d->lsn = commit > d->lsn ? commit : d->lsn;
-            sim_lsn_bytes(commit, cl);
-            char bt[48], et[48];
-            uint8_t bl[10], tid[10];
-            sim_lsn_bytes(begin, bl);
-            sim_lsn_bytes(++d->tran_seq, tid);
-            int64_t end_us = t0 + (tx + 1) * spacing_us;
-            sim_format_datetime(end_us - 2000, &dt, bt);
-            sim_format_datetime(end_us, &dt, et);
-            sqlite3_reset(map);
-            sqlite3_bind_blob(map, 1, cl, 10, SQLITE_STATIC);
-            sqlite3_bind_text(map, 2, bt, -1, SQLITE_TRANSIENT);
-            sqlite3_bind_text(map, 3, et, -1, SQLITE_TRANSIENT);
-            sqlite3_bind_blob(map, 4, tid, 10, SQLITE_STATIC);
-            sqlite3_bind_blob(map, 5, bl, 10, SQLITE_STATIC);
-            if (rc == MCDC_OK && sqlite3_step(map) != SQLITE_DONE) rc = sim_sqlite_err(w, SQLITE_ERROR, err);
+        char *eq = sqlite3_mprintf("SELECT NOT EXISTS (SELECT 1 FROM \"%w\")", ct);
+        if (eq && sqlite3_prepare_v2(w, eq, -1, &st, NULL) == SQLITE_OK) {
+            was_empty = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 1;
+            sqlite3_finalize(st);
         }
+        sqlite3_free(eq);
+        rc = sim_store_batch_begin(&batch, srv->stores, w, d->name, ci, err);
+    }
+    if (rc == MCDC_OK && batch) {
+        bstart = sim_store_batch_col(batch, "__$start_lsn");
+        bseq = sim_store_batch_col(batch, "__$seqval");
+        bop = sim_store_batch_col(batch, "__$operation");
+        bmask = sim_store_batch_col(batch, "__$update_mask");
+        bcmd = sim_store_batch_col(batch, "__$command_id");
+        bcol = mcdc_calloc((size_t)nc + 1, sizeof *bcol);
+        bvals = mcdc_calloc(MCDC_COLUMNS_MAX, sizeof *bvals);
+        for (int c = 0; bcol && c < nc; c++) bcol[c] = sim_store_batch_col(batch, names[c]);
+        bool all = bcol && bvals && bstart >= 0 && bseq >= 0 && bop >= 0 && bmask >= 0 && bcmd >= 0;
+        for (int c = 0; all && c < nc; c++) all = bcol[c] >= 0;
+        if (!all) { sim_store_batch_free(batch); batch = NULL; }
+    }
+    d->auth.trusted = true; /* the store hears of these rows from the batch */
+    sim_value *gv = mcdc_calloc((size_t)nc + 1, sizeof *gv);
+    if (rc == MCDC_OK && !gv) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    bulk_spec sp = {nc, types, nul, key_col, ntx, per, key0, 0, 0, seed, d->lsn, d->tran_seq};
+    sp.now_local = sim_srv_local_us(srv, sim_srv_utc_us(srv));
+    sp.t0 = sp.now_local - ntx * BULK_SPACING_US;
+    if (last_us != INT64_MIN && sp.t0 < last_us) sp.t0 = last_us;
+    /* the change store's rows are encoded on a second thread from the same
+     * generator while this one writes SQLite */
+    bulk_enc enc = {.sp = &sp, .batch = batch, .bcol = bcol, .bvals = bvals,
+                    .bstart = bstart, .bseq = bseq, .bop = bop, .bmask = bmask, .bcmd = bcmd};
+    bool enc_started = false;
+    if (rc == MCDC_OK) rc = sim_sql(w, err, "BEGIN IMMEDIATE");
+    if (rc == MCDC_OK && batch) enc_started = pthread_create(&enc.th, NULL, bulk_enc_main, &enc) == 0;
+    if (rc == MCDC_OK && batch && !enc_started) { sim_store_batch_free(batch); batch = enc.batch = NULL; }
+    if (rc == MCDC_OK) {
+        bulk_sql sq = {ins, map, w, err, 6, nc};
+        bulk_sink k = {&sq, bulk_sql_row, bulk_sql_tx, NULL};
+        uint64_t lsn = 0, tran = 0;
+        /* the connection's mutex held once for the whole load, not per
+         * bind and step (w is ours: the server mutex is held) */
+        sqlite3_mutex_enter(sqlite3_db_mutex(w));
+        rc = bulk_generate(&sp, &k, cells, gv, &lsn, &tran, rows);
+        sqlite3_mutex_leave(sqlite3_db_mutex(w));
+        if (rc != MCDC_OK) atomic_store(&enc.stop, 1);
+        d->lsn = lsn;
+        d->tran_seq = tran;
         if (rc == MCDC_OK) rc = sim_db_state_put(d, "lsn", (int64_t)d->lsn);
         if (rc == MCDC_OK) rc = sim_db_state_put(d, "tran_seq", (int64_t)d->tran_seq);
+        if (enc_started) {
+            pthread_join(enc.th, NULL);
+            enc_started = false;
+            if (enc.rc != MCDC_OK) { sim_store_batch_free(batch); batch = NULL; }
+        }
         if (rc == MCDC_OK) rc = sim_sql(w, err, "COMMIT");
         else sqlite3_exec(w, "ROLLBACK", NULL, NULL, NULL);
-        /* move the loaded pages from the WAL into the database file now:
-         * readers then find them without a WAL index lookup per page */
-        if (rc == MCDC_OK) sqlite3_wal_checkpoint_v2(w, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+        if (rc == MCDC_OK) {
+            sim_store_batch_publish(batch, was_empty);
+            batch = NULL;
+        }
+        /* move the loaded pages from the WAL into the database file, on
+         * another connection in the background: readers then find them
+         * without a WAL index lookup per page */
+        if (rc == MCDC_OK) ckpt_start(srv, d->path);
     }
+    if (enc_started) {
+        atomic_store(&enc.stop, 1);
+        pthread_join(enc.th, NULL);
+    }
+    d->auth.trusted = false;
+    sim_store_batch_free(batch);
+    mcdc_free(bcol);
+    mcdc_free(bvals);
+    mcdc_free(gv);
     sqlite3_finalize(ins);
     sqlite3_finalize(map);
     pthread_mutex_unlock(&srv->mu);
@@ -424,7 +654,7 @@ static void *worker_main(void *arg) {
         goto out;
     }
     rng r = {wk->seed};
-    sim_sink sink = {NULL, null_columns, null_row, null_done, null_msg, null_db, NULL, NULL, NULL, NULL};
+    sim_sink sink = {NULL, null_columns, null_row, null_done, null_msg, null_db, NULL, NULL, NULL, NULL, NULL};
     int64_t start = mcdc_monotonic_us(), ntx = 0;
     int64_t total = (int64_t)(wk->tps * wk->seconds);
     mcdc_buf b = {0};
@@ -538,6 +768,8 @@ void sim_work_stop_all(sim_server *srv) {
     pthread_mutex_lock(&srv->mu);
     sim_worker *list = srv->workers;
     srv->workers = NULL;
+    sim_ckpt *ck = srv->ckpts;
+    srv->ckpts = NULL;
     for (sim_worker *w = list; w; w = w->next) w->stop = 1;
     pthread_mutex_unlock(&srv->mu);
     while (list) {
@@ -545,5 +777,11 @@ void sim_work_stop_all(sim_server *srv) {
         list = w->next;
         pthread_join(w->th, NULL);
         mcdc_free(w);
+    }
+    while (ck) {
+        sim_ckpt *k = ck;
+        ck = k->next;
+        pthread_join(k->th, NULL);
+        mcdc_free(k);
     }
 }

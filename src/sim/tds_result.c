@@ -104,7 +104,7 @@ static uint8_t decimal_bytes(int precision) {
 }
 static uint8_t time_bytes(int scale) { return scale <= 2 ? 3 : scale <= 4 ? 4 : 5; }
 
-static void plan_column(sim_tds_col_enc *e, const sim_column *c) {
+void sim_tds_col_plan(sim_tds_col_enc *e, const sim_column *c) {
     memset(e, 0, sizeof *e);
     const sim_type *t = &c->type;
     e->nullable = c->nullable;
@@ -263,7 +263,7 @@ int sim_tds_result_columns(sim_tds_result *r, const sim_column *cols, int ncols)
     if (sim_tds_out_u8(o, TDS_TOK_COLMETADATA) || sim_tds_out_u16(o, (uint16_t)ncols)) return 1;
     for (int i = 0; i < ncols; i++) {
         sim_tds_col_enc *e = &r->cols[i];
-        plan_column(e, &cols[i]);
+        sim_tds_col_plan(e, &cols[i]);
         if (sim_tds_out_u32(o, 0) || sim_tds_out_u16(o, e->nullable ? 0x0009 : 0x0008)) return 1;
         if (write_type_info(o, e)) return 1;
         const char *name = cols[i].name ? cols[i].name : "";
@@ -627,6 +627,15 @@ bad:
     return put_null(o, e);
 }
 
+/* ROW, or NBCROW + bm when the NULL bitmap costs less than the NULLs it
+ * replaces (saved: their bytes in a ROW). */
+static int row_token(sim_tds_result *r, const uint8_t *bm, size_t saved, int ncols, bool *nbc) {
+    size_t nb = (size_t)(ncols + 7) / 8;
+    *nbc = r->nbcrow && saved > nb;
+    if (*nbc) return sim_tds_out_u8(r->out, TDS_TOK_NBCROW) || sim_tds_out_bytes(r->out, bm, nb);
+    return sim_tds_out_u8(r->out, TDS_TOK_ROW);
+}
+
 int sim_tds_result_row(sim_tds_result *r, const sim_value *vals, int ncols) {
     if (ncols != r->ncols) {
         mcdc_log(MCDC_LOG_ERROR, "tds: row of %d values in a result set of %d columns", ncols,
@@ -635,24 +644,15 @@ int sim_tds_result_row(sim_tds_result *r, const sim_value *vals, int ncols) {
     }
     sim_tds_out *o = r->out;
     const sim_tds_col_enc *e = r->cols;
-    bool nbc = false;
+    uint8_t bm[MCDC_COLUMNS_MAX / 8];
+    size_t saved = 0;
+    memset(bm, 0, (size_t)(ncols + 7) / 8);
     if (r->nbcrow) {
-        /* NBCROW when the NULL bitmap costs less than the NULLs it replaces */
-        size_t saved = 0;
         for (int i = 0; i < ncols; i++)
-            if (vals[i].kind == SIM_V_NULL) saved += e[i].null_bytes;
-        nbc = saved > (size_t)(ncols + 7) / 8;
+            if (vals[i].kind == SIM_V_NULL) { saved += e[i].null_bytes; bm[i / 8] = (uint8_t)(bm[i / 8] | (1u << (i % 8))); }
     }
-    if (nbc) {
-        uint8_t bm[MCDC_COLUMNS_MAX / 8];
-        size_t nb = (size_t)(ncols + 7) / 8;
-        memset(bm, 0, nb);
-        for (int i = 0; i < ncols; i++)
-            if (vals[i].kind == SIM_V_NULL) bm[i / 8] = (uint8_t)(bm[i / 8] | (1u << (i % 8)));
-        if (sim_tds_out_u8(o, TDS_TOK_NBCROW) || sim_tds_out_bytes(o, bm, nb)) return 1;
-    } else if (sim_tds_out_u8(o, TDS_TOK_ROW)) {
-        return 1;
-    }
+    bool nbc;
+    if (row_token(r, bm, saved, ncols, &nbc)) return 1;
     for (int i = 0; i < ncols; i++) {
         const sim_value *v = &vals[i];
         if (nbc && v->kind == SIM_V_NULL) continue;
@@ -672,11 +672,116 @@ int sim_tds_result_row(sim_tds_result *r, const sim_value *vals, int ncols) {
     return o->failed ? 1 : 0;
 }
 
+/* Appends n bytes: short runs without a library call (constant-size copies
+ * that may overlap), the rest by memcpy. */
+static inline int put_run(sim_tds_out *o, const uint8_t *p, size_t n) {
+    if (o->size - o->pos < n) return sim_tds_out_bytes_slow(o, p, n);
+    uint8_t *d = o->buf + o->pos;
+    if (n >= 16 && n <= 32) {
+        memcpy(d, p, 16);
+        memcpy(d + n - 16, p + n - 16, 16);
+    } else if (n >= 8 && n < 16) {
+        memcpy(d, p, 8);
+        memcpy(d + n - 8, p + n - 8, 8);
+    } else if (n >= 4 && n < 8) {
+        memcpy(d, p, 4);
+        memcpy(d + n - 4, p + n - 4, 4);
+    } else if (n < 4) {
+        for (size_t k = 0; k < n; k++) d[k] = p[k];
+    } else {
+        memcpy(d, p, n);
+    }
+    o->pos += n;
+    return 0;
+}
+
+/* Adds p[0, n) to the pending run, or sends the run and starts another. */
+static inline int run_add(sim_tds_out *o, const uint8_t **run, size_t *rn, const uint8_t *p, size_t n) {
+    if (*run && *run + *rn == p) {
+        *rn += n;
+        return 0;
+    }
+    if (*rn && put_run(o, *run, *rn)) return 1;
+    *run = p;
+    *rn = n;
+    return 0;
+}
+
+int sim_tds_result_row_cells(sim_tds_result *r, const sim_cell *cells, int ncells, const uint8_t *nulls, int ncols) {
+    if (ncols != r->ncols) {
+        mcdc_log(MCDC_LOG_ERROR, "tds: row of %d cells in a result set of %d columns", ncols, r->ncols);
+        return 1;
+    }
+    sim_tds_out *o = r->out;
+    const sim_tds_col_enc *e = r->cols;
+    size_t saved = 0, nb = (size_t)(ncols + 7) / 8;
+    if (r->nbcrow)
+        for (size_t b = 0; b < nb; b++)
+            for (unsigned x = nulls[b]; x; x &= x - 1) saved += e[b * 8 + (size_t)__builtin_ctz(x)].null_bytes;
+    bool nbc;
+    if (row_token(r, nulls, saved, ncols, &nbc)) return 1;
+    /* pieces adjacent in memory (a change row's columns) go in one copy;
+     * NBCROW leaves the NULL columns out */
+    const uint8_t *run = NULL;
+    size_t rn = 0;
+    int col = 0;
+    for (int c = 0; c < ncells; c++) {
+        const sim_cell *x = &cells[c];
+        if (!nbc || x->ncols == 1) {
+            bool skip = nbc && (nulls[col / 8] >> (col % 8) & 1);
+            if (!skip && run_add(o, &run, &rn, x->p, x->n)) return 1;
+        } else {
+            for (uint32_t j = 0; j < x->ncols; j++) {
+                int i = col + (int)j;
+                if (nulls[i / 8] >> (i % 8) & 1) continue;
+                if (run_add(o, &run, &rn, x->p + (x->off[j] - x->off[0]), x->off[j + 1] - x->off[j])) return 1;
+            }
+        }
+        col += (int)x->ncols;
+    }
+    MCDC_ASSERT(col == ncols);
+    if (rn && put_run(o, run, rn)) return 1;
+    r->rows_total++;
+    return o->failed ? 1 : 0;
+}
+
+/* The scratch packet's "socket": a full packet's payload goes to spill. */
+static int cellenc_spill(void *ctx, const uint8_t *p, size_t n) {
+    sim_tds_cellenc *c = ctx;
+    MCDC_ASSERT(n >= TDS_HEADER_BYTES);
+    return mcdc_buf_append(c->spill, p + TDS_HEADER_BYTES, n - TDS_HEADER_BYTES, NULL) == MCDC_OK ? 0 : 1;
+}
+
+int sim_tds_cellenc_init(sim_tds_cellenc *c, mcdc_error *err) {
+    memset(c, 0, sizeof *c);
+    int rc = sim_tds_out_init(&c->out, cellenc_spill, c, err);
+    if (rc != MCDC_OK) return rc;
+    c->out.size = MCDC_TDS_PACKET_BYTES_MAX;
+    return sim_tds_result_init(&c->res, &c->out, err);
+}
+
+void sim_tds_cellenc_free(sim_tds_cellenc *c) {
+    if (!c) return;
+    sim_tds_result_free(&c->res);
+    sim_tds_out_free(&c->out);
+}
+
+int sim_tds_cellenc_put(sim_tds_cellenc *c, const sim_tds_col_enc *e, const sim_value *v, mcdc_buf *out,
+                        mcdc_error *err) {
+    sim_tds_out *o = &c->out;
+    o->pos = TDS_HEADER_BYTES;
+    o->failed = 0;
+    c->spill = out;
+    if (encode_value(&c->res, e, v, 0) || o->failed)
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory encoding a change row value");
+    return mcdc_buf_append(out, o->buf + TDS_HEADER_BYTES, o->pos - TDS_HEADER_BYTES, err);
+}
+
 int sim_tds_result_return_value(sim_tds_result *r, uint16_t ordinal, const char *name,
                                 const sim_type *t, const sim_value *v) {
     sim_tds_col_enc e;
     sim_column c = {name, *t, true};
-    plan_column(&e, &c);
+    sim_tds_col_plan(&e, &c);
     sim_tds_out *o = r->out;
     /* token, ordinal, name, status (output parameter), user type, flags */
     if (flush_pending(r, true) || sim_tds_out_u8(o, TDS_TOK_RETURNVALUE) ||
@@ -707,6 +812,14 @@ static int cb_row(void *ctx, const sim_value *vals, int ncols) {
     if (r->stopped) return 1; /* the engine went on after a stop */
     if (r->check && r->check(r->check_ctx, r, 0)) return r->stopped = true, 1;
     if (sim_tds_result_row(r, vals, ncols)) return r->stopped = true, 1;
+    return 0;
+}
+
+static int cb_row_cells(void *ctx, const sim_cell *cells, int ncells, const uint8_t *nulls, int ncols) {
+    sim_tds_result *r = ctx;
+    if (r->stopped) return 1; /* the engine went on after a stop */
+    if (r->check && r->check(r->check_ctx, r, 0)) return r->stopped = true, 1;
+    if (sim_tds_result_row_cells(r, cells, ncells, nulls, ncols)) return r->stopped = true, 1;
     return 0;
 }
 
@@ -804,6 +917,7 @@ void sim_tds_result_sink(sim_tds_result *r, sim_sink *s) {
     s->ctx = r;
     s->columns = cb_columns;
     s->row = cb_row;
+    s->row_cells = cb_row_cells;
     s->done = cb_done;
     s->message = cb_message;
     s->database_changed = cb_database;

@@ -90,4 +90,24 @@ int sim_tds_result_return_value(sim_tds_result *r, uint16_t ordinal, const char 
 int sim_tds_result_columns(sim_tds_result *r, const sim_column *cols, int ncols);
 int sim_tds_result_row(sim_tds_result *r, const sim_value *vals, int ncols);
 
+/* Pre-encoded cells (the engine's change store): a column's encoder as
+ * COLMETADATA would plan it, and one value encoded as a ROW token holds it
+ * for that column (length prefix included; a NULL as ROW writes it), the
+ * same bytes sim_tds_result_row writes. */
+void sim_tds_col_plan(sim_tds_col_enc *e, const sim_column *c);
+
+typedef struct sim_tds_cellenc {
+    sim_tds_out out;    /* scratch packet: values are encoded into it */
+    sim_tds_result res; /* for the encoder's conversion warnings */
+    mcdc_buf *spill;    /* where a value larger than a packet goes */
+} sim_tds_cellenc;
+
+int sim_tds_cellenc_init(sim_tds_cellenc *c, mcdc_error *err);
+void sim_tds_cellenc_free(sim_tds_cellenc *c);
+/* Appends the encoded bytes of v (column planned as e) to out. */
+int sim_tds_cellenc_put(sim_tds_cellenc *c, const sim_tds_col_enc *e, const sim_value *v, mcdc_buf *out,
+                        mcdc_error *err);
+/* One row of pre-encoded cells (for the columns of the current result set). */
+int sim_tds_result_row_cells(sim_tds_result *r, const sim_cell *cells, int ncells, const uint8_t *nulls, int ncols);
+
 #endif /* TDS_RESULT_H */

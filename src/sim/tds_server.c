@@ -269,7 +269,7 @@ static int reset_ack(conn *c) {
     sql[n++] = ']';
     sql[n] = 0;
     sim_sink quiet = {NULL, discard_columns, discard_row, discard_done, discard_message,
-                      discard_db, NULL, NULL, NULL, NULL};
+                      discard_db, NULL, NULL, NULL, NULL, NULL};
     (void)sim_exec_batch(c->sess, sql, n, &quiet);
     uint8_t tok[] = {TDS_TOK_ENVCHANGE, 3, 0, TDS_ENV_RESETACK, 0, 0};
     return sim_tds_out_bytes(&c->out, tok, sizeof tok);

@@ -6,6 +6,7 @@
 #include "mcdc_cdc_client.h"
 #include "sim_engine_int.h"
 #include "test_sim_helpers.h"
+#include "test_sim_wire.h"
 
 #define FAST_ROWS_MAX 200
 
@@ -59,25 +60,6 @@ static int compare_paths(sim_server *srv, sim_session *s, coll *c, const char *s
         if (!same) fprintf(stderr, "  row %d\n   fast:    %s\n   general: %s\n", r, a->rows[r], b->rows[r]);
     }
     return a->nrows;
-}
-
-/* The reader's SQL with the two range parameters written as literals. */
-static void reader_sql(mcdc_buf *out, const mcdc_field *f, const bool *present, int n, bool cmd, const mcdc_clock *clk,
-                       const char *lo, const char *hi, const mcdc_row_key *after) {
-    mcdc_buf ct = {0}, q = {0};
-    mcdc_clock_sql_utc(&ct, clk, "m.tran_end_time", false, 0, NULL);
-    mcdc_buf_cstr(&ct, NULL);
-    mcdc_cdc_changes_sql(&q, "dbo_all", f, present, n, cmd, (const char *)ct.data, after, NULL);
-    mcdc_buf_cstr(&q, NULL);
-    out->len = 0;
-    int arg = 0;
-    for (const char *p = (const char *)q.data; *p; p++) {
-        if (*p == '?') mcdc_buf_printf(out, NULL, "'%s'", arg++ ? hi : lo);
-        else mcdc_buf_append_byte(out, (uint8_t)*p, NULL);
-    }
-    mcdc_buf_cstr(out, NULL);
-    mcdc_buf_free(&ct);
-    mcdc_buf_free(&q);
 }
 
 TEST(sim_fast_path_matches_general_path) {
@@ -241,5 +223,117 @@ TEST(sim_fast_split_points_match_general_path) {
     test_rmdir(dir);
     free(a);
     free(b);
+    free(c);
+}
+
+/* The change store (sim_store.h) answers with the same bytes on the wire
+ * as SQLite's fast path and the general path: every type, NULLs (ROW and
+ * NBCROW), non-ASCII text, (max) types, offsets, the resume clause, the
+ * order without command id, the split-point query. */
+TEST(sim_store_wire_bytes_match_both_paths) {
+    char dir[64];
+    coll *c = calloc(1, sizeof *c);
+    test_tmpdir(dir, sizeof dir);
+    sim_server *srv = wire_open(dir, "E. South America Standard Time");
+    CHECK(srv != NULL);
+    if (!srv) return;
+    sim_session *s = test_login(srv, "sa", "Sa_Passw0rd", NULL);
+    run(s, c, "CREATE DATABASE lab; USE lab;"
+              " CREATE TABLE dbo.[all] (id int NOT NULL PRIMARY KEY, b bit NULL, ti tinyint NULL, si smallint NULL,"
+              " bi bigint NULL, r real NULL, f float NULL, d decimal(38,4) NULL, m money NULL, sm smallmoney NULL,"
+              " dt date NULL, tm time(7) NULL, dtm datetime NULL, sdt smalldatetime NULL, d2 datetime2(7) NULL,"
+              " dto datetimeoffset(3) NULL, ch char(4) NULL, vc varchar(20) NULL, nc nchar(3) NULL, nv nvarchar(max) NULL,"
+              " bn binary(4) NULL, vb varbinary(8) NULL, g uniqueidentifier NULL, vm varchar(max) NULL, bm varbinary(max) NULL,"
+              " n2 nvarchar(40) NULL, d0 decimal(5,0) NULL);"
+              " EXEC sys.sp_cdc_enable_db;"
+              " EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'all', @role_name = NULL");
+    CHECK_EQ_INT(c->nerrors, 0);
+    run(s, c, "INSERT INTO dbo.[all] VALUES (1, 1, 255, -32768, 9223372036854775807, 1.5, -2.25, 12345678901234567890.1234,"
+              " 922337203685477.5807, -214748.3648, '2024-02-29', '23:59:59.1234567', '2024-01-15 10:30:00.997',"
+              " '2024-01-15 10:30:00', '2024-07-15 10:30:00.1234567', '2024-03-01 10:00:00.123 +05:30', 'ab', 'café',"
+              " N'東京', N'naïve Ωmega 😀', 0x01020304, 0x0A0B, '6F9619FF-8B86-D011-B42D-00C04FC964FF',"
+              " REPLICATE('x', 9000), 0x00FF00FF, N'Zoë straße', -99999);"
+              " INSERT INTO dbo.[all] (id) VALUES (2);"
+              " INSERT INTO dbo.[all] (id, dto, d, n2) VALUES (5, '0001-01-01 00:00:00 -14:00', -0.0001, N'');"
+              " BEGIN TRAN; UPDATE dbo.[all] SET vc = 'x', nv = NULL WHERE id = 1; INSERT INTO dbo.[all] (id, vc) VALUES (3, 'three');"
+              " DELETE FROM dbo.[all] WHERE id = 2; COMMIT;"
+              " UPDATE dbo.[all] SET id = 4 WHERE id = 3;"
+              " EXEC sim.run_capture");
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM cdc.dbo_all_CT"), "9");
+    char lo[64], hi[64];
+    wire_lsn_range(s, c, "dbo_all", lo, hi);
+    static const char *NAMES[] = {"id", "b", "ti", "si", "bi", "r", "f", "d", "m", "sm", "dt", "tm", "dtm", "sdt",
+                                  "d2", "dto", "ch", "vc", "nc", "nv", "bn", "vb", "g", "vm", "bm", "n2", "d0", "gone"};
+    enum { NF = 28 };
+    mcdc_field f[NF];
+    bool present[NF];
+    memset(f, 0, sizeof f);
+    for (int k = 0; k < NF; k++) { f[k].name = (char *)NAMES[k]; f[k].type = MCDC_TYPE_UTF8; f[k].nullable = true; present[k] = true; }
+    present[NF - 1] = false;
+    f[NF - 1].type = MCDC_TYPE_INT32;
+    mcdc_buf q = {0}, w = {0};
+    mcdc_clock utc = {MCDC_CLOCK_UTC, "", 0}, zone = {MCDC_CLOCK_ZONE, "E. South America Standard Time", 0};
+    int64_t stored = 0;
+    for (int cmd = 0; cmd < 2; cmd++)
+        for (int z = 0; z < 2; z++) {
+            reader_sql(&q, f, present, NF, cmd != 0, z ? &zone : &utc, lo, hi, NULL);
+            CHECK_EQ_INT(wire_compare3(srv, s, (const char *)q.data, &stored, &w), 3);
+            CHECK_EQ_INT((int)stored, 1);
+            CHECK(w.len > 9 * 20);
+        }
+    /* only some columns present (NBCROW vs ROW changes with the NULLs) */
+    for (int k = 1; k < NF - 1; k += 2) present[k] = false;
+    reader_sql(&q, f, present, NF, true, &utc, lo, hi, NULL);
+    CHECK_EQ_INT(wire_compare3(srv, s, (const char *)q.data, &stored, NULL), 3);
+    CHECK_EQ_INT((int)stored, 1);
+    for (int k = 1; k < NF - 1; k++) present[k] = true;
+    /* resume after each row in turn: with and without command id */
+    for (int cmd = 0; cmd < 2; cmd++) {
+        reader_sql(&q, f, present, NF, cmd != 0, &utc, lo, hi, NULL);
+        run(s, c, (const char *)q.data);
+        CHECK_EQ_INT(c->nrows, 9);
+        int nr = c->nrows;
+        char (*keys)[COLL_CELL] = calloc((size_t)nr, COLL_CELL);
+        for (int r = 0; r < nr; r++) memcpy(keys[r], c->rows[r], COLL_CELL);
+        for (int r = 0; r < nr; r++) {
+            mcdc_row_key after;
+            memset(&after, 0, sizeof after);
+            char *b1 = strchr(keys[r], '|'), *b2 = b1 ? strchr(b1 + 1, '|') : NULL, *b3 = b2 ? strchr(b2 + 1, '|') : NULL;
+            CHECK(b1 && b2 && b3);
+            if (!b1 || !b2 || !b3) break;
+            *b1 = *b2 = 0;
+            mcdc_lsn_parse_cstr(&after.start_lsn, keys[r], NULL);
+            mcdc_lsn_parse_cstr(&after.seqval, b1 + 1, NULL);
+            after.operation = atoi(b2 + 1);
+            after.command_id = cmd ? atoi(b3 + 1) : 0;
+            reader_sql(&q, f, present, NF, cmd != 0, &utc, lo, hi, &after);
+            CHECK_EQ_INT(wire_compare3(srv, s, (const char *)q.data, &stored, NULL), 3);
+            CHECK_EQ_INT((int)stored, 1);
+        }
+        free(keys);
+    }
+    /* an empty range, a range of one transaction */
+    reader_sql(&q, f, present, NF, true, &utc, hi, lo, NULL);
+    CHECK_EQ_INT(wire_compare3(srv, s, (const char *)q.data, &stored, NULL), 3);
+    reader_sql(&q, f, present, NF, true, &utc, hi, hi, NULL);
+    CHECK_EQ_INT(wire_compare3(srv, s, (const char *)q.data, &stored, NULL), 3);
+    /* the split-point query */
+    for (int tiles = 1; tiles <= 12; tiles += 5) {
+        char sq[1024];
+        snprintf(sq, sizeof sq,
+                 "SELECT CONVERT(varchar(22), MAX(t.lsn), 1) AS bound, CONVERT(varchar(22), sys.fn_cdc_increment_lsn(MAX(t.lsn)), 1)"
+                 " AS next_start, COUNT_BIG(*) AS row_count FROM (SELECT c.__$start_lsn AS lsn, NTILE(%d) OVER (ORDER BY"
+                 " c.__$start_lsn) AS tile FROM cdc.[dbo_all_CT] AS c WHERE c.__$start_lsn BETWEEN CONVERT(binary(10), '%s', 1)"
+                 " AND CONVERT(binary(10), '%s', 1)) AS t GROUP BY t.tile ORDER BY t.tile",
+                 tiles, lo, hi);
+        CHECK_EQ_INT(wire_compare3(srv, s, sq, &stored, NULL), 3);
+        CHECK_EQ_INT((int)stored, 1);
+    }
+    mcdc_buf_free(&q);
+    mcdc_buf_free(&w);
+    sim_session_close(s);
+    sim_server_close(srv);
+    test_rmdir(dir);
     free(c);
 }

@@ -426,7 +426,7 @@ static void *bg_run(void *arg) {
     bg_query *q = arg;
     memset(q->c, 0, sizeof *q->c);
     sim_sink k = {q->c, coll_columns, coll_row, coll_done, coll_msg, coll_db, coll_tran, coll_status, coll_retval,
-                  q->polls_until_stop > 0 ? bg_poll_countdown : bg_poll};
+                  q->polls_until_stop > 0 ? bg_poll_countdown : bg_poll, NULL};
     q->exec_rc = sim_exec_batch(q->s, q->sql, strlen(q->sql), &k);
     q->done = 1;
     return NULL;

@@ -126,7 +126,7 @@ static inline int coll_retval(void *ctx, int ordinal, const char *name, const si
 /* Runs sql; the collector is reset first. */
 static inline coll *run(sim_session *s, coll *c, const char *sql) {
     memset(c, 0, sizeof *c);
-    sim_sink k = {c, coll_columns, coll_row, coll_done, coll_msg, coll_db, coll_tran, coll_status, coll_retval, NULL};
+    sim_sink k = {c, coll_columns, coll_row, coll_done, coll_msg, coll_db, coll_tran, coll_status, coll_retval, NULL, NULL};
     sim_exec_batch(s, sql, strlen(sql), &k);
     if (c->nerrors && getenv("SIM_TEST_VERBOSE")) fprintf(stderr, "  [sql error %d: %s] in: %.200s\n", c->err_number, c->err_text, sql);
     return c;

@@ -34,7 +34,7 @@ TEST(sim_rpc_executesql_and_variables) {
     p[3].name = "@P2"; p[3].type.id = SIM_T_NVARCHAR; p[3].type.length = 10;
     p[3].value.kind = SIM_V_TEXT; p[3].value.p = (const uint8_t *)"c"; p[3].value.n = 1;
     memset(c, 0, sizeof *c);
-    sim_sink k = {c, coll_columns, coll_row, coll_done, coll_msg, coll_db, coll_tran, coll_status, coll_retval, NULL};
+    sim_sink k = {c, coll_columns, coll_row, coll_done, coll_msg, coll_db, coll_tran, coll_status, coll_retval, NULL, NULL};
     CHECK_EQ_INT(sim_exec_rpc(s, "sp_executesql", p, 4, &k), SIM_EXEC_OK);
     CHECK_EQ_INT(c->nerrors, 0);
     CHECK_EQ_INT(c->nrows, 1);
@@ -294,7 +294,7 @@ TEST(sim_rpc_output_parameters) {
     sim_session *s;
     sim_server *srv = open_lab(dir, sizeof dir, &s, c, 0);
     run(s, c, "INSERT INTO dbo.t VALUES (1, N'a'), (2, N'b'), (3, N'c')");
-    sim_sink k = {c, coll_columns, coll_row, coll_done, coll_msg, coll_db, coll_tran, coll_status, coll_retval, NULL};
+    sim_sink k = {c, coll_columns, coll_row, coll_done, coll_msg, coll_db, coll_tran, coll_status, coll_retval, NULL, NULL};
     /* named: a result set, then RETURNVALUEs in RPC order with the declared names */
     sim_param p[6] = {
         text_param("@stmt", "SELECT @n = COUNT(*) FROM dbo.t WHERE id >= @min; SET @d = 2.5; SELECT v FROM dbo.t WHERE id = @min"),

@@ -68,7 +68,7 @@ static char *run_scenario(const char *name) {
     sess[0] = test_login(srv, "sa", "Sa_Passw0rd", NULL);
     int cur = 0;
     scen_out out = {{0}};
-    sim_sink sink = {&out, so_cols, so_row, so_done, so_msg, so_db, NULL, NULL, NULL, NULL};
+    sim_sink sink = {&out, so_cols, so_row, so_done, so_msg, so_db, NULL, NULL, NULL, NULL, NULL};
     mcdc_buf batch = {0};
     char *p = sql;
     while (p && *p) {

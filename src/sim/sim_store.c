@@ -1,0 +1,710 @@
+/*
+ * sim_store.c - the change store (see sim_store.h).
+ *
+ * A store is an arena of rows plus a directory of row pointers in chunks
+ * that never move, so a reader holding a reference can walk the rows it
+ * saw published while a writer appends. A row:
+ *   start_lsn[10] seqval[10] operation(i32) command_id(i32)
+ *   null bitmap (padded to 4) | offsets u32[ncols + 2] | cell bytes
+ * Cells are encoded for the change table column's own type and nullability
+ * (sim_tds_cellenc_put), the bytes the general path writes for "c.[col]",
+ * plus one more: the seqval as CONVERT(varchar(22), .., 1) sends it. They
+ * lie in the order of the reader's query (__$ columns, that text,
+ * __$operation, __$command_id, then the captured columns), so most of a
+ * row goes out in a few copies; offsets are by that position (lpos).
+ */
+#include "sim_store.h"
+
+#include "sim_engine_int.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#define CHUNK_BITS SIM_STORE_CHUNK_BITS
+#define CHUNK_ROWS (1u << CHUNK_BITS)
+#define DIR_CHUNKS 16384u /* 268M rows */
+#define BLOCK_BYTES (4u << 20)
+#define ROW_HEAD SIM_STORE_ROW_HEAD
+
+typedef struct blk {
+    struct blk *next;
+    size_t used, cap;
+    uint8_t data[];
+} blk;
+
+struct sim_store {
+    _Atomic int refs;
+    sim_stores *ss;
+    char ci[SIM_NAME_MAX];
+    int ncols;
+    sim_column *cols;
+    char (*names)[SIM_NAME_MAX];
+    sim_tds_col_enc *enc;
+    int c_start, c_seq, c_op, c_cmd;
+    int *phys;                /* ncols + 1 positions: column (ncols = the seqval text) */
+    int *lpos;                /* column (or ncols) -> position */
+    blk *blocks;              /* newest first */
+    const uint8_t **dir[DIR_CHUNKS];
+    size_t count;             /* published rows (under the entry's lock) */
+    size_t head;              /* rows below are trimmed */
+    bool order3;
+    int64_t bytes;
+};
+
+typedef struct entry {
+    char db[SIM_NAME_MAX], ci[SIM_NAME_MAX];
+    pthread_mutex_t mu;
+    sim_store *st;     /* NULL: rebuilt by the next read */
+    bool too_big;      /* served from SQLite until trimmed or dropped */
+    uint64_t gen;      /* bumped by every drop */
+    struct entry *next;
+} entry;
+
+struct sim_stores {
+    pthread_mutex_t mu; /* the entry list */
+    entry *list;
+    _Atomic int64_t bytes;
+    int64_t limit;
+};
+
+/* ---- stores -------------------------------------------------------------- */
+int sim_stores_create(sim_stores **out, int64_t limit_bytes, mcdc_error *err) {
+    sim_stores *ss = mcdc_calloc(1, sizeof *ss);
+    if (!ss) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory for the change store");
+    pthread_mutex_init(&ss->mu, NULL);
+    ss->limit = limit_bytes;
+    *out = ss;
+    return MCDC_OK;
+}
+
+static void store_unref(sim_store *st) {
+    if (!st || atomic_fetch_sub(&st->refs, 1) != 1) return;
+    for (blk *b = st->blocks, *n; b; b = n) {
+        n = b->next;
+        mcdc_free(b);
+    }
+    for (size_t k = 0; k < DIR_CHUNKS && st->dir[k]; k++) mcdc_free(st->dir[k]);
+    atomic_fetch_sub(&st->ss->bytes, st->bytes);
+    mcdc_free(st->cols);
+    mcdc_free(st->names);
+    mcdc_free(st->enc);
+    mcdc_free(st->phys);
+    mcdc_free(st->lpos);
+    mcdc_free(st);
+}
+
+void sim_stores_free(sim_stores *ss) {
+    if (!ss) return;
+    for (entry *e = ss->list, *n; e; e = n) {
+        n = e->next;
+        store_unref(e->st);
+        pthread_mutex_destroy(&e->mu);
+        mcdc_free(e);
+    }
+    pthread_mutex_destroy(&ss->mu);
+    mcdc_free(ss);
+}
+
+int64_t sim_stores_bytes(sim_stores *ss) { return ss ? atomic_load(&ss->bytes) : 0; }
+
+static entry *find_entry(sim_stores *ss, const char *db, const char *ci, bool create) {
+    pthread_mutex_lock(&ss->mu);
+    entry *e = ss->list;
+    while (e && !(mcdc_str_ieq(e->db, db) && mcdc_str_ieq(e->ci, ci))) e = e->next;
+    if (!e && create && (e = mcdc_calloc(1, sizeof *e)) != NULL) {
+        snprintf(e->db, sizeof e->db, "%s", db);
+        snprintf(e->ci, sizeof e->ci, "%s", ci);
+        pthread_mutex_init(&e->mu, NULL);
+        e->next = ss->list;
+        ss->list = e;
+    }
+    pthread_mutex_unlock(&ss->mu);
+    return e;
+}
+
+/* Under e->mu. */
+static void drop_locked(entry *e) {
+    store_unref(e->st);
+    e->st = NULL;
+    e->too_big = false;
+    e->gen++;
+}
+
+/* The store's columns: cdc.[ci_CT] in column order, from the catalog. */
+static sim_store *store_new(sim_stores *ss, sqlite3 *c, const char *ci) {
+    char ct[SIM_NAME_MAX + 8];
+    snprintf(ct, sizeof ct, "cdc.%s_CT", ci);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(c, "SELECT name, type, nullable FROM __sim_columns WHERE tbl = ? ORDER BY column_id", -1, &st,
+                           NULL) != SQLITE_OK)
+        return NULL;
+    sqlite3_bind_text(st, 1, ct, -1, SQLITE_STATIC);
+    sim_store *s = mcdc_calloc(1, sizeof *s);
+    int cap = 16;
+    bool ok = s != NULL;
+    if (ok) {
+        s->cols = mcdc_calloc((size_t)cap, sizeof *s->cols);
+        s->names = mcdc_calloc((size_t)cap, SIM_NAME_MAX);
+        ok = s->cols && s->names;
+        s->ss = ss;
+        s->refs = 1;
+        s->order3 = true;
+        s->c_start = s->c_seq = s->c_op = s->c_cmd = -1;
+        snprintf(s->ci, sizeof s->ci, "%s", ci);
+    }
+    while (ok && sqlite3_step(st) == SQLITE_ROW) {
+        if (s->ncols == cap) {
+            if (cap >= MCDC_COLUMNS_MAX) { ok = false; break; }
+            int nc = cap * 2;
+            sim_column *c2 = mcdc_calloc((size_t)nc, sizeof *c2);
+            char (*n2)[SIM_NAME_MAX] = mcdc_calloc((size_t)nc, SIM_NAME_MAX);
+            ok = c2 && n2;
+            if (ok) {
+                memcpy(c2, s->cols, (size_t)cap * sizeof *c2);
+                memcpy(n2, s->names, (size_t)cap * SIM_NAME_MAX);
+            }
+            mcdc_free(s->cols);
+            mcdc_free(s->names);
+            s->cols = c2;
+            s->names = n2;
+            cap = nc;
+            if (!ok) break;
+        }
+        const char *nm = (const char *)sqlite3_column_text(st, 0), *ty = (const char *)sqlite3_column_text(st, 1);
+        int k = s->ncols;
+        if (!nm || !ty || !sim_type_parse(&s->cols[k].type, ty, strlen(ty))) { ok = false; break; }
+        snprintf(s->names[k], SIM_NAME_MAX, "%s", nm);
+        s->cols[k].nullable = sqlite3_column_int(st, 2) != 0;
+        if (mcdc_str_ieq(nm, "__$start_lsn")) s->c_start = k;
+        else if (mcdc_str_ieq(nm, "__$seqval")) s->c_seq = k;
+        else if (mcdc_str_ieq(nm, "__$operation")) s->c_op = k;
+        else if (mcdc_str_ieq(nm, "__$command_id")) s->c_cmd = k;
+        s->ncols++;
+    }
+    sqlite3_finalize(st);
+    ok = ok && s->ncols > 0 && s->c_start >= 0 && s->c_seq >= 0 && s->c_op >= 0 && s->c_cmd >= 0;
+    if (ok) {
+        s->enc = mcdc_calloc((size_t)s->ncols, sizeof *s->enc);
+        s->phys = mcdc_calloc((size_t)s->ncols + 1, sizeof *s->phys);
+        s->lpos = mcdc_calloc((size_t)s->ncols + 1, sizeof *s->lpos);
+        ok = s->enc && s->phys && s->lpos;
+        for (int k = 0; ok && k < s->ncols; k++) {
+            s->cols[k].name = s->names[k];
+            sim_tds_col_plan(&s->enc[k], &s->cols[k]);
+        }
+    }
+    if (ok) { /* positions: other __$ columns, seqval text, operation, command id, captured */
+        int p = 0;
+        for (int k = 0; k < s->ncols; k++)
+            if (s->names[k][0] == '_' && s->names[k][1] == '_' && s->names[k][2] == '$' && k != s->c_op && k != s->c_cmd)
+                s->phys[p++] = k;
+        s->phys[p++] = s->ncols;
+        s->phys[p++] = s->c_op;
+        s->phys[p++] = s->c_cmd;
+        for (int k = 0; k < s->ncols; k++)
+            if (!(s->names[k][0] == '_' && s->names[k][1] == '_' && s->names[k][2] == '$')) s->phys[p++] = k;
+        ok = p == s->ncols + 1;
+        for (int q = 0; ok && q < p; q++) s->lpos[s->phys[q]] = q;
+    }
+    if (!ok && s) {
+        mcdc_free(s->cols);
+        mcdc_free(s->names);
+        mcdc_free(s->enc);
+        mcdc_free(s->phys);
+        mcdc_free(s->lpos);
+        mcdc_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* ---- rows ------------------------------------------------------------------ */
+static inline const uint8_t *row_at(const sim_store *st, size_t i) { return st->dir[i >> CHUNK_BITS][i & (CHUNK_ROWS - 1)]; }
+
+static inline int32_t rd_i32(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static inline size_t nulls_bytes(int ncols) { return ((size_t)(ncols + 7) / 8 + 3) & ~(size_t)3; }
+
+void sim_store_row_get(const sim_store *st, size_t i, sim_store_row *out) {
+    const uint8_t *r = row_at(st, i);
+    out->start_lsn = r;
+    out->seqval = r + 10;
+    out->operation = rd_i32(r + 20);
+    out->command_id = rd_i32(r + 24);
+    out->nulls = r + ROW_HEAD;
+    out->off = (const uint32_t *)(const void *)(r + ROW_HEAD + nulls_bytes(st->ncols));
+    out->data = (const uint8_t *)(out->off + st->ncols + 2);
+}
+
+const uint8_t *sim_store_row_start(const sim_store *st, size_t i) { return row_at(st, i); }
+
+int sim_store_col(const sim_store *st, const char *name) {
+    for (int k = 0; k < st->ncols; k++)
+        if (mcdc_str_ieq(st->names[k], name)) return k;
+    return -1;
+}
+const sim_column *sim_store_col_meta(const sim_store *st, int k) { return &st->cols[k]; }
+int sim_store_ncols(const sim_store *st) { return st->ncols; }
+int sim_store_col_pos(const sim_store *st, int k) { return st->lpos[k]; }
+bool sim_store_order3(const sim_store *st) { return st->order3; }
+
+/* SQLite's blob order: bytes, then length. */
+static int blob_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn) {
+    int c = memcmp(a, b, an < bn ? an : bn);
+    if (c) return c;
+    return an < bn ? -1 : an > bn ? 1 : 0;
+}
+
+/* Row key vs the previous row: > 0 when strictly after. */
+static int key_cmp(const uint8_t *a, const uint8_t *b, bool order3) {
+    int c = memcmp(a, b, 10);
+    if (c) return c;
+    if (!order3) {
+        int32_t ca = rd_i32(a + 24), cb = rd_i32(b + 24);
+        if (ca != cb) return ca < cb ? -1 : 1;
+    }
+    c = memcmp(a + 10, b + 10, 10);
+    if (c) return c;
+    int32_t oa = rd_i32(a + 20), ob = rd_i32(b + 20);
+    return oa < ob ? -1 : oa > ob;
+}
+
+/* Scratch for encoding one row. */
+typedef struct row_enc {
+    sim_tds_cellenc ce;
+    mcdc_buf cells;
+    uint32_t *off;
+    uint8_t *nulls;
+    int ncols;
+} row_enc;
+
+static int row_enc_init(row_enc *re, int ncols, mcdc_error *err) {
+    memset(re, 0, sizeof *re);
+    re->ncols = ncols;
+    re->cells.limit = (size_t)MCDC_VALUE_BYTES_MAX * 4 + (size_t)ncols * 16;
+    re->off = mcdc_calloc((size_t)ncols + 2, sizeof *re->off);
+    re->nulls = mcdc_calloc(nulls_bytes(ncols), 1);
+    if (!re->off || !re->nulls) {
+        mcdc_free(re->off);
+        mcdc_free(re->nulls);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    int rc = sim_tds_cellenc_init(&re->ce, err);
+    if (rc != MCDC_OK) {
+        mcdc_free(re->off);
+        mcdc_free(re->nulls);
+    }
+    return rc;
+}
+
+static void row_enc_free(row_enc *re) {
+    sim_tds_cellenc_free(&re->ce);
+    mcdc_buf_free(&re->cells);
+    mcdc_free(re->off);
+    mcdc_free(re->nulls);
+}
+
+/* Appends one row (vals[ncols]) after the last; not published yet. false:
+ * the row cannot be kept (keys not as capture writes them, out of order,
+ * the memory limit). */
+static bool row_append(sim_store *st, row_enc *re, const sim_value *v, size_t *n) {
+    const sim_value *s = &v[st->c_start], *q = &v[st->c_seq], *o = &v[st->c_op], *c = &v[st->c_cmd];
+    if (s->kind != SIM_V_BLOB || s->n != 10 || q->kind != SIM_V_BLOB || q->n != 10 || o->kind != SIM_V_INT ||
+        c->kind != SIM_V_INT || o->i < INT32_MIN || o->i > INT32_MAX || c->i < INT32_MIN || c->i > INT32_MAX)
+        return false;
+    mcdc_buf_reset(&re->cells);
+    size_t nb = nulls_bytes(st->ncols);
+    memset(re->nulls, 0, nb);
+    for (int p = 0; p <= st->ncols; p++) {
+        int k = st->phys[p];
+        re->off[p] = (uint32_t)re->cells.len;
+        if (k == st->ncols) { /* the seqval as varchar(22) text */
+            static const char HX[] = "0123456789ABCDEF";
+            uint8_t t[24] = {22, 0, '0', 'x'};
+            for (int b = 0; b < 10; b++) {
+                t[4 + 2 * b] = (uint8_t)HX[q->p[b] >> 4];
+                t[5 + 2 * b] = (uint8_t)HX[q->p[b] & 15];
+            }
+            if (mcdc_buf_append(&re->cells, t, sizeof t, NULL) != MCDC_OK) return false;
+            continue;
+        }
+        if (v[k].kind == SIM_V_NULL) re->nulls[k / 8] = (uint8_t)(re->nulls[k / 8] | (1u << (k % 8)));
+        if (sim_tds_cellenc_put(&re->ce, &st->enc[k], &v[k], &re->cells, NULL) != MCDC_OK) return false;
+        if (re->cells.len > UINT32_MAX / 2) return false;
+    }
+    re->off[st->ncols + 1] = (uint32_t)re->cells.len;
+    size_t need = ROW_HEAD + nb + ((size_t)st->ncols + 2) * 4 + re->cells.len;
+    need = (need + 3) & ~(size_t)3;
+    size_t i = *n;
+    if ((i >> CHUNK_BITS) >= DIR_CHUNKS) return false;
+    blk *b = st->blocks;
+    if (!b || b->cap - b->used < need) {
+        size_t cap = need > BLOCK_BYTES ? need : BLOCK_BYTES;
+        if (atomic_load(&st->ss->bytes) + (int64_t)cap > st->ss->limit) return false;
+        b = mcdc_malloc(sizeof *b + cap);
+        if (!b) return false;
+        b->cap = cap;
+        b->used = 0;
+        b->next = st->blocks;
+        st->blocks = b;
+        st->bytes += (int64_t)cap;
+        atomic_fetch_add(&st->ss->bytes, (int64_t)cap);
+    }
+    const uint8_t ***chunk = &st->dir[i >> CHUNK_BITS];
+    if (!*chunk) {
+        if (atomic_load(&st->ss->bytes) + (int64_t)(CHUNK_ROWS * sizeof **chunk) > st->ss->limit) return false;
+        *chunk = mcdc_calloc(CHUNK_ROWS, sizeof **chunk);
+        if (!*chunk) return false;
+        st->bytes += (int64_t)(CHUNK_ROWS * sizeof **chunk);
+        atomic_fetch_add(&st->ss->bytes, (int64_t)(CHUNK_ROWS * sizeof **chunk));
+    }
+    uint8_t *r = b->data + b->used;
+    memcpy(r, s->p, 10);
+    memcpy(r + 10, q->p, 10);
+    int32_t op = (int32_t)o->i, cmd = (int32_t)c->i;
+    memcpy(r + 20, &op, 4);
+    memcpy(r + 24, &cmd, 4);
+    memcpy(r + ROW_HEAD, re->nulls, nb);
+    memcpy(r + ROW_HEAD + nb, re->off, ((size_t)st->ncols + 2) * 4);
+    if (re->cells.len) memcpy(r + ROW_HEAD + nb + ((size_t)st->ncols + 2) * 4, re->cells.data, re->cells.len);
+    if (i > 0) {
+        const uint8_t *p = row_at(st, i - 1);
+        if (key_cmp(r, p, false) <= 0) return false; /* not after the last: not ours to order */
+        if (st->order3 && key_cmp(r, p, true) <= 0) st->order3 = false;
+    }
+    b->used += need;
+    (*chunk)[i & (CHUNK_ROWS - 1)] = r;
+    *n = i + 1;
+    return true;
+}
+
+void sim_store_value_of(sim_value *v, sqlite3_value *cv) {
+    switch (sqlite3_value_type(cv)) {
+    case SQLITE_INTEGER: v->kind = SIM_V_INT; v->i = sqlite3_value_int64(cv); break;
+    case SQLITE_FLOAT: v->kind = SIM_V_REAL; v->f = sqlite3_value_double(cv); break;
+    case SQLITE_TEXT:
+        v->kind = SIM_V_TEXT;
+        v->p = sqlite3_value_text(cv);
+        v->n = (size_t)sqlite3_value_bytes(cv);
+        break;
+    case SQLITE_BLOB:
+        v->kind = SIM_V_BLOB;
+        v->p = sqlite3_value_blob(cv);
+        v->n = (size_t)sqlite3_value_bytes(cv);
+        break;
+    default: v->kind = SIM_V_NULL; break;
+    }
+}
+
+/* "SELECT <cols> FROM cdc.[ci_CT] [WHERE key > last] ORDER BY key" on rd. */
+static sqlite3_stmt *scan_stmt(const sim_store *st, sqlite3 *rd, bool after) {
+    mcdc_buf q = {0};
+    mcdc_buf_append_str(&q, "SELECT ", NULL);
+    for (int k = 0; k < st->ncols; k++) {
+        char *id = sqlite3_mprintf("%s\"%w\"", k ? ", " : "", st->names[k]);
+        if (id) mcdc_buf_append_str(&q, id, NULL);
+        sqlite3_free(id);
+    }
+    char *from = sqlite3_mprintf(" FROM \"cdc.%w_CT\"%s ORDER BY \"__$start_lsn\", \"__$command_id\", \"__$seqval\", \"__$operation\"",
+                                 st->ci,
+                                 after ? " WHERE (\"__$start_lsn\", \"__$command_id\", \"__$seqval\", \"__$operation\") > (?1, ?2, ?3, ?4)" : "");
+    if (from) mcdc_buf_append_str(&q, from, NULL);
+    sqlite3_free(from);
+    sqlite3_stmt *s = NULL;
+    if (!from || mcdc_buf_cstr(&q, NULL) != MCDC_OK || sqlite3_prepare_v2(rd, (const char *)q.data, -1, &s, NULL) != SQLITE_OK ||
+        sqlite3_column_count(s) != st->ncols) {
+        sqlite3_finalize(s);
+        s = NULL;
+    }
+    mcdc_buf_free(&q);
+    return s;
+}
+
+/* Appends the rows sc yields (first step result in step); publishes them.
+ * false: the store cannot hold them. */
+static bool scan_append(sim_store *st, sqlite3_stmt *sc, int step) {
+    row_enc re;
+    sim_value *vals = mcdc_calloc((size_t)st->ncols, sizeof *vals);
+    if (!vals || row_enc_init(&re, st->ncols, NULL) != MCDC_OK) {
+        mcdc_free(vals);
+        return false;
+    }
+    size_t n = st->count;
+    bool ok = true;
+    while (ok && step == SQLITE_ROW) {
+        for (int k = 0; k < st->ncols; k++) sim_store_value_of(&vals[k], sqlite3_column_value(sc, k));
+        ok = row_append(st, &re, vals, &n);
+        step = sqlite3_step(sc);
+    }
+    ok = ok && step == SQLITE_DONE;
+    if (ok) st->count = n;
+    row_enc_free(&re);
+    mcdc_free(vals);
+    return ok;
+}
+
+/* Under e->mu with e->st set: the rows past the last one. */
+static bool catch_up(sim_store *st, sqlite3 *rd) {
+    sqlite3_stmt *sc = scan_stmt(st, rd, st->count > 0);
+    if (!sc) return false;
+    if (st->count > 0) {
+        sim_store_row r;
+        sim_store_row_get(st, st->count - 1, &r);
+        sqlite3_bind_blob(sc, 1, r.start_lsn, 10, SQLITE_STATIC);
+        sqlite3_bind_int(sc, 2, r.command_id);
+        sqlite3_bind_blob(sc, 3, r.seqval, 10, SQLITE_STATIC);
+        sqlite3_bind_int(sc, 4, r.operation);
+    }
+    bool ok = scan_append(st, sc, sqlite3_step(sc));
+    sqlite3_finalize(sc);
+    return ok;
+}
+
+bool sim_store_acquire(sim_stores *ss, pthread_mutex_t *srv_mu, sqlite3 *w, const char *db, sqlite3 *rd,
+                       const char *ci, sim_store_snap *out) {
+    memset(out, 0, sizeof *out);
+    if (!ss || ss->limit <= 0 || !sqlite3_get_autocommit(rd)) return false;
+    entry *e = find_entry(ss, db, ci, true);
+    if (!e) return false;
+    pthread_mutex_lock(&e->mu);
+    if (e->too_big) { pthread_mutex_unlock(&e->mu); return false; }
+    if (!e->st) {
+        /* a rebuild: its snapshot must be taken while no writer has a
+         * transaction open (lock order: server mutex, then the entry) */
+        pthread_mutex_unlock(&e->mu);
+        pthread_mutex_lock(srv_mu);
+        if (!sqlite3_get_autocommit(w)) { pthread_mutex_unlock(srv_mu); return false; }
+        pthread_mutex_lock(&e->mu);
+        if (!e->st && !e->too_big) {
+            sim_store *st = store_new(ss, rd, ci);
+            sqlite3_stmt *sc = st ? scan_stmt(st, rd, false) : NULL;
+            int step = sc ? sqlite3_step(sc) : SQLITE_ERROR; /* the snapshot starts here */
+            pthread_mutex_unlock(srv_mu);
+            bool ok = sc && scan_append(st, sc, step);
+            sqlite3_finalize(sc);
+            if (ok) e->st = st;
+            else {
+                store_unref(st);
+                e->too_big = sc != NULL; /* could not hold it: SQLite serves it */
+            }
+        } else {
+            pthread_mutex_unlock(srv_mu);
+        }
+        if (!e->st) { pthread_mutex_unlock(&e->mu); return false; }
+    } else if (!catch_up(e->st, rd)) {
+        drop_locked(e);
+        e->too_big = true;
+        pthread_mutex_unlock(&e->mu);
+        return false;
+    }
+    out->st = e->st;
+    out->dir = (const uint8_t **const *)e->st->dir;
+    out->ncols = e->st->ncols;
+    atomic_fetch_add(&e->st->refs, 1);
+    out->head = e->st->head;
+    out->count = e->st->count;
+    pthread_mutex_unlock(&e->mu);
+    return true;
+}
+
+void sim_store_release(sim_store_snap *snap) {
+    if (!snap) return;
+    store_unref(snap->st);
+    snap->st = NULL;
+}
+
+size_t sim_store_lower(const sim_store_snap *snap, const sim_store_key *k, bool inclusive, bool order3) {
+    const sim_store *st = snap->st;
+    size_t lo = snap->head, hi = snap->count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const uint8_t *r = row_at(st, mid);
+        int c = blob_cmp(r, 10, k->lsn, k->lsn_n);
+        if (c == 0 && k->full) {
+            if (!order3) {
+                int64_t cmd = rd_i32(r + 24);
+                c = cmd < k->command_id ? -1 : cmd > k->command_id;
+            }
+            if (c == 0) c = blob_cmp(r + 10, 10, k->seqval, k->seq_n);
+            if (c == 0) {
+                int64_t op = rd_i32(r + 20);
+                c = op < k->operation ? -1 : op > k->operation;
+            }
+            if (c == 0) c = -1; /* equal is not after */
+        } else if (c == 0 && !inclusive) {
+            c = -1;
+        }
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* ---- writers --------------------------------------------------------------- */
+void sim_store_invalidate(sim_stores *ss, const char *db, const char *ci) {
+    if (!ss) return;
+    pthread_mutex_lock(&ss->mu);
+    entry *list = ss->list;
+    pthread_mutex_unlock(&ss->mu);
+    /* entries are never removed before sim_stores_free: walking is safe */
+    for (entry *e = list; e; e = e->next) {
+        if (!mcdc_str_ieq(e->db, db) || (ci && !mcdc_str_ieq(e->ci, ci))) continue;
+        pthread_mutex_lock(&e->mu);
+        drop_locked(e);
+        pthread_mutex_unlock(&e->mu);
+    }
+}
+
+void sim_store_trim(sim_stores *ss, const char *db, const char *ci, const uint8_t low[10]) {
+    entry *e = ss ? find_entry(ss, db, ci, false) : NULL;
+    if (!e) return;
+    pthread_mutex_lock(&e->mu);
+    sim_store *st = e->st;
+    if (e->too_big) {
+        e->too_big = false; /* smaller now: the next read tries again */
+    } else if (st) {
+        sim_store_snap sn = {st, st->head, st->count, (const uint8_t **const *)st->dir, st->ncols};
+        sim_store_key k = {low, 10, false, 0, NULL, 0, 0};
+        st->head = sim_store_lower(&sn, &k, true, false);
+        /* most of it trimmed: let the next read rebuild a compact one */
+        if (st->head > 4096 && st->head > st->count / 2) drop_locked(e);
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
+void sim_store_inserted(sim_stores *ss, const char *db, const char *ci, const uint8_t lo[10]) {
+    entry *e = ss ? find_entry(ss, db, ci, false) : NULL;
+    if (!e) return;
+    pthread_mutex_lock(&e->mu);
+    if (e->st && e->st->count > 0 && memcmp(row_at(e->st, e->st->count - 1), lo, 10) >= 0) drop_locked(e);
+    pthread_mutex_unlock(&e->mu);
+}
+
+int sim_store_auth(void *ctx, int action, const char *a1, const char *a2, const char *a3, const char *a4) {
+    (void)a3;
+    (void)a4;
+    sim_store_auth_ctx *ac = ctx;
+    const char *tbl = NULL;
+    switch (action) {
+    case SQLITE_INSERT: case SQLITE_UPDATE: case SQLITE_DELETE: case SQLITE_DROP_TABLE: tbl = a1; break;
+    case SQLITE_ALTER_TABLE: tbl = a2; break;
+    default: return SQLITE_OK;
+    }
+    if (ac->trusted || !tbl) return SQLITE_OK;
+    size_t n = strlen(tbl);
+    if (n < 8 || !mcdc_str_nieq(tbl, "cdc.", 4) || !mcdc_str_ieq(tbl + n - 3, "_CT")) return SQLITE_OK;
+    char ci[SIM_NAME_MAX];
+    snprintf(ci, sizeof ci, "%.*s", (int)(n - 7), tbl + 4);
+    sim_store_invalidate(ac->ss, ac->db, ci);
+    return SQLITE_OK;
+}
+
+/* ---- bulk load ----------------------------------------------------------------- */
+struct sim_store_batch {
+    sim_stores *ss;
+    char db[SIM_NAME_MAX];
+    sim_store *st; /* private until published */
+    row_enc re;
+    size_t n;
+    bool failed;
+};
+
+int sim_store_batch_begin(sim_store_batch **out, sim_stores *ss, sqlite3 *w, const char *db, const char *ci,
+                          mcdc_error *err) {
+    *out = NULL;
+    if (!ss || ss->limit <= 0) return MCDC_OK;
+    sim_store_batch *b = mcdc_calloc(1, sizeof *b);
+    if (!b) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    b->ss = ss;
+    snprintf(b->db, sizeof b->db, "%s", db);
+    b->st = store_new(ss, w, ci);
+    if (!b->st || row_enc_init(&b->re, b->st->ncols, NULL) != MCDC_OK) {
+        store_unref(b->st);
+        mcdc_free(b);
+        return MCDC_OK; /* no store: reads rebuild it from SQLite */
+    }
+    *out = b;
+    return MCDC_OK;
+}
+
+int sim_store_batch_col(const sim_store_batch *b, const char *name) { return sim_store_col(b->st, name); }
+
+int sim_store_batch_row(sim_store_batch *b, const sim_value *vals, mcdc_error *err) {
+    (void)err;
+    if (b->failed) return MCDC_OK;
+    if (!row_append(b->st, &b->re, vals, &b->n)) b->failed = true;
+    else b->st->count = b->n;
+    return MCDC_OK;
+}
+
+void sim_store_batch_free(sim_store_batch *b) {
+    if (!b) return;
+    row_enc_free(&b->re);
+    store_unref(b->st);
+    mcdc_free(b);
+}
+
+void sim_store_batch_publish(sim_store_batch *b, bool table_was_empty) {
+    if (!b) return;
+    entry *e = b->failed || b->n == 0 ? NULL : find_entry(b->ss, b->db, b->st->ci, true);
+    if (e) {
+        pthread_mutex_lock(&e->mu);
+        if ((!e->st || e->st->count == 0) && table_was_empty && !e->too_big) {
+            drop_locked(e);
+            e->st = b->st; /* the batch is the whole table */
+            b->st = NULL;
+        } else if (e->st && e->st->count > 0 && !e->too_big) {
+            /* a read may have caught up with the committed rows already */
+            sim_store *st = e->st;
+            const uint8_t *last = row_at(st, st->count - 1);
+            if (key_cmp(row_at(b->st, 0), last, false) > 0) {
+                bool ok = true;
+                size_t n = st->count;
+                for (size_t i = 0; i < b->n && ok; i++) {
+                    /* rows move by pointer: the batch's blocks join the store */
+                    const uint8_t ***chunk = &st->dir[n >> CHUNK_BITS];
+                    if ((n >> CHUNK_BITS) >= DIR_CHUNKS) { ok = false; break; }
+                    if (!*chunk) {
+                        *chunk = mcdc_calloc(CHUNK_ROWS, sizeof **chunk);
+                        if (!*chunk) { ok = false; break; }
+                        st->bytes += (int64_t)(CHUNK_ROWS * sizeof **chunk);
+                        atomic_fetch_add(&st->ss->bytes, (int64_t)(CHUNK_ROWS * sizeof **chunk));
+                    }
+                    const uint8_t *r = row_at(b->st, i);
+                    if (i == 0 && st->order3 && key_cmp(r, last, true) <= 0) st->order3 = false;
+                    (*chunk)[n & (CHUNK_ROWS - 1)] = r;
+                    n++;
+                }
+                if (ok) {
+                    if (!b->st->order3) st->order3 = false;
+                    blk *tail = b->st->blocks;
+                    while (tail && tail->next) tail = tail->next;
+                    if (tail) {
+                        tail->next = st->blocks;
+                        st->blocks = b->st->blocks;
+                        b->st->blocks = NULL;
+                        st->bytes += b->st->bytes;
+                        b->st->bytes = 0;
+                        /* the chunks' bytes stay with the batch store */
+                    }
+                    st->count = n;
+                } else {
+                    drop_locked(e);
+                }
+            }
+        } else if (e->st && e->st->count == 0 && !e->too_big) {
+            drop_locked(e); /* empty store: the next read rebuilds */
+        }
+        pthread_mutex_unlock(&e->mu);
+    }
+    sim_store_batch_free(b);
+}
+
+void sim_stores_set_limit(sim_stores *ss, int64_t limit_bytes) {
+    if (ss) ss->limit = limit_bytes;
+}
