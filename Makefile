@@ -103,11 +103,13 @@ $(BUILD)/mcdc-bench-reader: $(call obj,bench/bench_reader.c) $(LIB)
 bench-stream: all $(BUILD)/mcdc-bench-reader
 	@.venv/bin/python bench/bench_stream.py
 
+# 5M change rows (BENCH_READER_ROWS) read by our reader on 1 and 2
+# connections, then by pymssql, python-tds and mssql-python.
 bench-reader: all
-	@if [ -x bench/bench_reader.sh ]; then bench/bench_reader.sh; else echo "bench-reader: not built yet"; fi
+	@BENCH_READER_ROWS=$${BENCH_READER_ROWS:-5000000} bench/bench_reader.sh
 
 bench-parquet: all
-	@if [ -x bench/bench_parquet.sh ]; then bench/bench_parquet.sh; else echo "bench-parquet: not built yet"; fi
+	@bench/bench_parquet.sh
 
 # Delta append of 10M CDC rows (BENCH_LAKE_ROWS) vs deltalake and pyarrow.
 bench-lake: all
