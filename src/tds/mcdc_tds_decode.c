@@ -19,6 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h> /* x86-64 baseline: the UTF-16 blocks */
+#endif
 
 #include "mcdc_driver.h"
 #include "mcdc_limits.h"
@@ -422,6 +425,51 @@ static inline uint8_t *utf8_bmp(uint8_t *o, uint32_t u) {
     st32(o, u < 0x80 ? u : u < 0x800 ? two : three);
     return o + 1 + (u >= 0x80) + (u >= 0x800);
 }
+#if defined(__SSE2__)
+/* 8 BMP units without surrogates (one per 16-bit lane of v) to UTF-8:
+ * every lane's 1-3 bytes (*a: lanes 0-3, *b: lanes 4-7, one 32-bit lane
+ * each) and its length are computed together; returns the running sum of
+ * the lengths (lane k: bytes of lanes 0..k). */
+static inline __m128i utf8_bmp8_lanes(__m128i v, __m128i *a, __m128i *b) {
+    const __m128i x3f = _mm_set1_epi16(0x3F), x80 = _mm_set1_epi16(0x80);
+    __m128i z1 = _mm_cmpeq_epi16(_mm_and_si128(v, _mm_set1_epi16((short)0xFF80)),
+                                 _mm_setzero_si128()); /* u < 0x80 */
+    __m128i z2 = _mm_cmpeq_epi16(_mm_and_si128(v, _mm_set1_epi16((short)0xF800)),
+                                 _mm_setzero_si128()); /* u < 0x800 */
+    __m128i last = _mm_or_si128(_mm_and_si128(v, x3f), x80); /* 10xxxxxx of bits 0-5 */
+    __m128i u6 = _mm_srli_epi16(v, 6);
+    __m128i mid = _mm_or_si128(_mm_and_si128(u6, x3f), x80); /* 10xxxxxx of bits 6-11 */
+    __m128i two = _mm_or_si128(_mm_or_si128(u6, _mm_set1_epi16(0xC0)), _mm_slli_epi16(last, 8));
+    __m128i three = _mm_or_si128(_mm_or_si128(_mm_srli_epi16(v, 12), _mm_set1_epi16(0xE0)),
+                                 _mm_slli_epi16(mid, 8));
+    __m128i lo = _mm_or_si128(_mm_and_si128(z2, two), _mm_andnot_si128(z2, three));
+    lo = _mm_or_si128(_mm_and_si128(z1, v), _mm_andnot_si128(z1, lo));
+    *a = _mm_unpacklo_epi16(lo, last);
+    *b = _mm_unpackhi_epi16(lo, last);
+    /* length 3 + (u < 0x80 ? -1 : 0) + (u < 0x800 ? -1 : 0), then summed */
+    __m128i len = _mm_add_epi16(_mm_set1_epi16(3), _mm_add_epi16(z1, z2));
+    len = _mm_add_epi16(len, _mm_slli_si128(len, 2));
+    len = _mm_add_epi16(len, _mm_slli_si128(len, 4));
+    return _mm_add_epi16(len, _mm_slli_si128(len, 8));
+}
+/* Writes the 8 lanes of utf8_bmp8_lanes at o, in order, one 4-byte store
+ * each (UTF8_SLACK); returns the end. The stores do not depend on each
+ * other. */
+static inline uint8_t *utf8_bmp8_put(uint8_t *o, __m128i a, __m128i b, __m128i sum) {
+#define LANE(k, x, j) st32(o + ((k) ? _mm_extract_epi16(sum, (k) - 1) : 0), \
+                           (uint32_t)_mm_cvtsi128_si32(_mm_srli_si128(x, 4 * (j))))
+    LANE(0, a, 0); LANE(1, a, 1); LANE(2, a, 2); LANE(3, a, 3);
+    LANE(4, b, 0); LANE(5, b, 1); LANE(6, b, 2); LANE(7, b, 3);
+#undef LANE
+    return o + _mm_extract_epi16(sum, 7);
+}
+/* Whether one of 8 units is a surrogate (0xD800-0xDFFF). */
+static inline bool has_surrogate8(__m128i v) {
+    __m128i s = _mm_cmpeq_epi16(_mm_and_si128(v, _mm_set1_epi16((short)0xF800)),
+                                _mm_set1_epi16((short)0xD800));
+    return _mm_movemask_epi8(s) != 0;
+}
+#endif
 /* Unit i of n (any value), the exact per-unit rules: a valid surrogate
  * pair is one 4-byte sequence, a lone surrogate U+FFFD. Advances *i. */
 static uint8_t *utf16_one(uint8_t *o, const uint8_t *p, uint32_t n, uint32_t *i) {
@@ -456,17 +504,55 @@ CONV(utf16) {
     uint8_t *const o0 = c->data + c->data_len;
     uint8_t *o = o0;
     uint32_t i = 0;
-    /* Leading ASCII, 4 units a word; an all-ASCII value ends with one
-     * overlapping word (the output so far is one byte per unit). */
-    while (i + 4 <= n && (ld64(p + 2 * i) & 0xFF80FF80FF80FF80ull) == 0) {
-        st32(o, pack4(ld64(p + 2 * i)));
-        o += 4;
-        i += 4;
-    }
-    if (i < n && n >= 4 && i + 4 > n && (ld64(p + 2 * (n - 4)) & 0xFF80FF80FF80FF80ull) == 0) {
-        st32(o0 + n - 4, pack4(ld64(p + 2 * (n - 4))));
-        o = o0 + n;
-        i = n;
+#if defined(__SSE2__)
+    if (n >= 8) {
+        /* 8 units a block: all ASCII packed, other BMP units expanded
+         * together, a block with a surrogate unit by unit; a last
+         * partial block is the value's last 8 units. */
+        const __m128i ff80 = _mm_set1_epi16((short)0xFF80);
+        while (i + 8 <= n) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + 2 * i));
+            if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(v, ff80), _mm_setzero_si128())) ==
+                0xFFFF) {
+                _mm_storel_epi64((__m128i *)(void *)o, _mm_packus_epi16(v, v));
+                o += 8;
+                i += 8;
+            } else if (!has_surrogate8(v)) {
+                __m128i a, b, sum = utf8_bmp8_lanes(v, &a, &b);
+                o = utf8_bmp8_put(o, a, b, sum);
+                i += 8;
+            } else {
+                for (uint32_t e = i + 8; i < e;) o = utf16_one(o, p, n, &i);
+            }
+        }
+        if (i < n) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + 2 * (n - 8)));
+            if (!has_surrogate8(v)) {
+                /* lanes before i are written again, the same bytes at
+                 * the same places: they hold no surrogate either */
+                __m128i a, b, sum = utf8_bmp8_lanes(v, &a, &b);
+                uint16_t at[8];
+                _mm_storeu_si128((__m128i *)(void *)at, sum);
+                o = utf8_bmp8_put(o - at[7 - (n - i)], a, b, sum);
+                i = n;
+            }
+        }
+    } else
+#endif
+    {
+        /* Leading ASCII, 4 units a word; an all-ASCII value ends with one
+         * overlapping word (the output so far is one byte per unit). */
+        while (i + 4 <= n && (ld64(p + 2 * i) & 0xFF80FF80FF80FF80ull) == 0) {
+            st32(o, pack4(ld64(p + 2 * i)));
+            o += 4;
+            i += 4;
+        }
+        if (i < n && n >= 4 && i + 4 > n &&
+            (ld64(p + 2 * (n - 4)) & 0xFF80FF80FF80FF80ull) == 0) {
+            st32(o0 + n - 4, pack4(ld64(p + 2 * (n - 4))));
+            o = o0 + n;
+            i = n;
+        }
     }
     /* The rest: 4 units at a time without surrogates, else one by one. */
     while (i < n) {

@@ -173,6 +173,63 @@ TEST(tds_decode_utf16_fast_paths_match_reference) {
     fixture_close(&f);
 }
 
+/* The 8-unit blocks (SSE2) and the overlapping last block: every length
+ * 0..40 with 2-byte, 3-byte and ASCII units mixed at every offset, a few
+ * non-ASCII units per block, surrogate pairs and lone surrogates at the
+ * block boundaries (units 7/8, 15/16, the last 8). */
+TEST(tds_decode_utf16_blocks_match_reference) {
+    conv_fixture f;
+    CHECK(fixture_open(&f, TDS_NVARCHAR, 200, 0, 0, MCDC_TYPE_UTF8, 0, 0));
+    static const uint16_t MIX[] = {'a', 0xEB, 0x6771, 'Z', 0x3A9, 0xFFEF, 0x7F, 0x80, 0x7FF, 0x800};
+    enum { NMIX = sizeof MIX / sizeof MIX[0] };
+    static const uint16_t SUR[][2] = {{0xD83D, 0xDE00}, {0xDBFF, 0xDFFF}, {0xD800, 'x'},
+                                      {0xDC00, 'x'}, {'x', 0xD800}, {0xDE00, 0xD83D}};
+    int bad = 0, cases = 0;
+    uint32_t rnd = 12345;
+    for (size_t n = 0; n <= 40; n++) {
+        uint16_t u[64] = {0};
+        for (size_t shift = 0; shift < NMIX; shift++) { /* every unit non-ASCII-ish, rotating */
+            for (size_t i = 0; i < n; i++) u[i] = MIX[(i + shift) % NMIX];
+            bad += check_utf16(&f, u, n), cases++;
+        }
+        for (size_t at = 0; at < n; at++) { /* ASCII but for two units at and at+3 */
+            for (size_t k = 1; k < NMIX; k++) {
+                for (size_t i = 0; i < n; i++) u[i] = (uint16_t)('A' + i % 26);
+                u[at] = MIX[k];
+                if (at + 3 < n) u[at + 3] = MIX[(k + 1) % NMIX];
+                bad += check_utf16(&f, u, n), cases++;
+            }
+        }
+        for (size_t s = 0; s < sizeof SUR / sizeof SUR[0]; s++) {
+            static const size_t AT[] = {0, 6, 7, 8, 14, 15, 16, 23, 24, 31, 32, 38, 39};
+            for (size_t j = 0; j < sizeof AT / sizeof AT[0]; j++) {
+                size_t at = AT[j];
+                if (at + 1 >= n) continue;
+                for (size_t i = 0; i < n; i++) u[i] = MIX[(i * 3 + n) % NMIX];
+                u[at] = SUR[s][0];
+                u[at + 1] = SUR[s][1];
+                bad += check_utf16(&f, u, n), cases++;
+                if (n >= 8) { /* and in the last 8 units */
+                    u[n - 1 - at % 8] = 0xDC01;
+                    bad += check_utf16(&f, u, n), cases++;
+                }
+            }
+        }
+        for (int r = 0; r < 20; r++) { /* random units, surrogates 1 in 8 */
+            for (size_t i = 0; i < n; i++) {
+                rnd = rnd * 1103515245u + 12345u;
+                uint32_t x = rnd >> 8;
+                u[i] = (x & 7) == 0 ? (uint16_t)(0xD800 + (x >> 3) % 0x800)
+                                    : MIX[(x >> 3) % NMIX];
+            }
+            bad += check_utf16(&f, u, n), cases++;
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK(cases > 5000);
+    fixture_close(&f);
+}
+
 TEST(tds_decode_cp1252_fast_paths_match_reference) {
     conv_fixture f;
     CHECK(fixture_open(&f, TDS_BIGVARCHAR, 200, 0, 0, MCDC_TYPE_UTF8, 0, 0));
