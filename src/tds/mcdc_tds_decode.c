@@ -585,24 +585,6 @@ static const uint16_t CP1252_HI[32] = {
     0x20AC, 0x0081, 0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021, 0x02C6, 0x2030, 0x0160,
     0x2039, 0x0152, 0x008D, 0x017D, 0x008F, 0x0090, 0x2018, 0x2019, 0x201C, 0x201D, 0x2022,
     0x2013, 0x2014, 0x02DC, 0x2122, 0x0161, 0x203A, 0x0153, 0x009D, 0x017E, 0x0178};
-/* Whether len bytes at p are all ASCII (overlapping words, no byte loop
- * from 4 bytes up). */
-static inline bool all_ascii(const uint8_t *p, uint32_t len) {
-    if (len >= 8) {
-        uint64_t acc = ld64(p + len - 8);
-        for (uint32_t i = 0; i + 8 <= len; i += 8) acc |= ld64(p + i);
-        return (acc & 0x8080808080808080ull) == 0;
-    }
-    if (len >= 4) {
-        uint32_t a, b;
-        memcpy(&a, p, 4);
-        memcpy(&b, p + len - 4, 4);
-        return ((a | b) & 0x80808080u) == 0;
-    }
-    uint32_t acc = 0;
-    for (uint32_t i = 0; i < len; i++) acc |= p[i];
-    return acc < 0x80;
-}
 CONV(cp1252) {
     (void)tc;
     if (len == 0) {
@@ -611,19 +593,37 @@ CONV(cp1252) {
     }
     int rc = room(c, (int64_t)len * 3 + UTF8_SLACK, err);
     if (rc != MCDC_OK) return rc;
-    uint8_t *o = c->data + c->data_len;
-    if (all_ascii(p, len)) { /* the common case: a copy, by words */
-        if (len >= 8) {
-            for (uint32_t i = 0; i + 8 <= len; i += 8) st64(o + i, ld64(p + i));
-            st64(o + len - 8, ld64(p + len - 8));
-        } else {
-            memcpy(o, p, len);
-        }
-        c->data_len += len;
-        end_var(c);
-        return MCDC_OK;
-    }
+    uint8_t *const o0 = c->data + c->data_len;
+    /* ASCII copied as it is checked, 16 (SSE2) or 8 bytes a step, the
+     * value's last step overlapping (the output so far is one byte per
+     * byte); from the first other byte on, byte by byte. */
     uint32_t i = 0;
+#if defined(__SSE2__)
+    if (len >= 16) {
+        for (; i + 16 <= len; i += 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
+            if (_mm_movemask_epi8(v) != 0) break;
+            _mm_storeu_si128((__m128i *)(void *)(o0 + i), v);
+        }
+        if (i + 16 > len && i < len) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + len - 16));
+            if (_mm_movemask_epi8(v) == 0) {
+                _mm_storeu_si128((__m128i *)(void *)(o0 + len - 16), v);
+                i = len;
+            }
+        }
+    }
+#endif
+    while (i + 8 <= len && (ld64(p + i) & 0x8080808080808080ull) == 0) {
+        st64(o0 + i, ld64(p + i));
+        i += 8;
+    }
+    if (i < len && len >= 8 && i + 8 > len &&
+        (ld64(p + len - 8) & 0x8080808080808080ull) == 0) {
+        st64(o0 + len - 8, ld64(p + len - 8));
+        i = len;
+    }
+    uint8_t *o = o0 + i;
     while (i < len) {
         if (i + 8 <= len) {
             uint64_t w = ld64(p + i);
