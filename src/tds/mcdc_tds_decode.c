@@ -230,10 +230,37 @@ static const char HEX2[513] =
 /* uniqueidentifier text: the first three groups are little-endian on the
  * wire, the last two in byte order. */
 static void guid_text(char buf[36], const uint8_t *p) {
+#if defined(__SSE2__)
+    /* the first three groups are little-endian: swapped into display
+     * order, then 32 nibbles to hex digits at once */
+    uint64_t a, b;
+    memcpy(&a, p, 8);
+    memcpy(&b, p + 8, 8);
+    a = (uint64_t)__builtin_bswap32((uint32_t)a) |
+        (uint64_t)__builtin_bswap16((uint16_t)(a >> 32)) << 32 |
+        (uint64_t)__builtin_bswap16((uint16_t)(a >> 48)) << 48;
+    const __m128i f = _mm_set1_epi8(0x0F);
+    __m128i v = _mm_set_epi64x((long long)b, (long long)a);
+    __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), f), lo = _mm_and_si128(v, f);
+    __m128i d0 = _mm_unpacklo_epi8(hi, lo), d1 = _mm_unpackhi_epi8(hi, lo);
+    const __m128i zero = _mm_set1_epi8('0'), nine = _mm_set1_epi8(9), gap = _mm_set1_epi8(7);
+    d0 = _mm_add_epi8(_mm_add_epi8(d0, zero), _mm_and_si128(_mm_cmpgt_epi8(d0, nine), gap));
+    d1 = _mm_add_epi8(_mm_add_epi8(d1, zero), _mm_and_si128(_mm_cmpgt_epi8(d1, nine), gap));
+    char h[32];
+    _mm_storeu_si128((__m128i *)(void *)h, d0);
+    _mm_storeu_si128((__m128i *)(void *)(h + 16), d1);
+    memcpy(buf, h, 8);
+    memcpy(buf + 9, h + 8, 4);
+    memcpy(buf + 14, h + 12, 4);
+    memcpy(buf + 19, h + 16, 4);
+    memcpy(buf + 24, h + 20, 12);
+    buf[8] = buf[13] = buf[18] = buf[23] = '-';
+#else
     static const uint8_t ORDER[16] = {3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15};
     static const uint8_t AT[16] = {0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34};
     for (int i = 0; i < 16; i++) memcpy(buf + AT[i], HEX2 + 2 * p[ORDER[i]], 2);
     buf[8] = buf[13] = buf[18] = buf[23] = '-';
+#endif
 }
 
 /* ---- converters ---------------------------------------------------------------- */

@@ -275,6 +275,22 @@ TEST(tds_decode_guid_decimal_datetime2_values) {
     for (int i = 0; i < 16; i++) all[i] = (uint8_t)(0xF0 + i);
     CHECK_EQ_INT(conv(&f, all, 16), MCDC_OK);
     CHECK(last_is(&f, (const uint8_t *)"F3F2F1F0-F5F4-F7F6-F8F9-FAFBFCFDFEFF", 36));
+    /* every byte value at every position, against printf */
+    int gbad = 0;
+    for (int at = 0; at < 16; at++) {
+        for (int v = 0; v < 256; v++) {
+            uint8_t g[16];
+            for (int i = 0; i < 16; i++) g[i] = (uint8_t)(i * 37 + v);
+            g[at] = (uint8_t)v;
+            char want[40];
+            snprintf(want, sizeof want,
+                     "%02X%02X%02X%02X-%02X%02X-%02X%02X-%02X%02X-%02X%02X%02X%02X%02X%02X", g[3],
+                     g[2], g[1], g[0], g[5], g[4], g[7], g[6], g[8], g[9], g[10], g[11], g[12],
+                     g[13], g[14], g[15]);
+            gbad += conv(&f, g, 16) != MCDC_OK || !last_is(&f, (const uint8_t *)want, 36);
+        }
+    }
+    CHECK_EQ_INT(gbad, 0);
     CHECK_EQ_INT(conv(&f, G, 15), MCDC_E_PROTOCOL);
     fixture_close(&f);
 
