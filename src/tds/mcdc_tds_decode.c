@@ -385,6 +385,15 @@ CONV(dt2) {
     put_fixed(c, &us, 8);
     return MCDC_OK;
 }
+/* datetime2(7), the default scale: 5 bytes of 100 ns units, 3 of days */
+CONV(dt2s7) {
+    (void)tc;
+    if (UNLIKELY(len != 8)) return badv(c, err, "datetime2", len);
+    int64_t us = ((int64_t)le_n(p + 5, 3) - TDS_DAYS_0001_TO_1970) * TDS_US_PER_DAY +
+                 (int64_t)(le_n(p, 5) / 10);
+    put_fixed(c, &us, 8);
+    return MCDC_OK;
+}
 CONV(date32) {
     (void)tc;
     if (UNLIKELY(len != 3)) return badv(c, err, "date", len);
@@ -842,7 +851,7 @@ CONV(variant) {
 /* ---- wire readers fused with converters ------------------------------------------- */
 #define CONVS(X)                                                                              \
     X(int) X(u8_i16) X(copy2) X(copy4) X(copy8) X(fcopy4) X(fcopy8) X(real_double) X(bit)    \
-    X(decimal) X(money) X(decimal_double) X(money_double) X(datetime) X(dt2) X(date32) X(date_ts) X(time_text) X(guid)          \
+    X(decimal) X(money) X(decimal_double) X(money_double) X(datetime) X(dt2) X(dt2s7) X(date32) X(date_ts) X(time_text) X(guid)          \
     X(bytes) X(utf16) X(cp1252) X(text) X(variant)
 
 /* The null width (put_null_w) of each converter's target column. */
@@ -850,7 +859,7 @@ enum {
     NULLW_int = NULLW_ANY, NULLW_u8_i16 = 2, NULLW_copy2 = 2, NULLW_copy4 = 4, NULLW_copy8 = 8,
     NULLW_fcopy4 = 4, NULLW_fcopy8 = 8, NULLW_real_double = 8, NULLW_bit = 0,
     NULLW_decimal = 16, NULLW_money = 16, NULLW_decimal_double = 8, NULLW_money_double = 8,
-    NULLW_datetime = 8, NULLW_dt2 = 8, NULLW_date32 = 4, NULLW_date_ts = 8,
+    NULLW_datetime = 8, NULLW_dt2 = 8, NULLW_dt2s7 = 8, NULLW_date32 = 4, NULLW_date_ts = 8,
     NULLW_time_text = NULLW_VAR, NULLW_guid = NULLW_VAR, NULLW_bytes = NULLW_VAR,
     NULLW_utf16 = NULLW_VAR, NULLW_cp1252 = NULLW_VAR, NULLW_text = NULLW_VAR,
     NULLW_variant = NULLW_VAR
@@ -1394,7 +1403,9 @@ static int choose(const mcdc_tds_col *tc, const mcdc_field *f) {
         return t == MCDC_TYPE_DOUBLE ? K_money_double : -1;
     case TDS_DATETIME: case TDS_DATETIM4: case TDS_DATETIMN:
         return t == MCDC_TYPE_TIMESTAMP_NTZ ? K_datetime : -1;
-    case TDS_DATETIME2N: return t == MCDC_TYPE_TIMESTAMP_NTZ ? K_dt2 : -1;
+    case TDS_DATETIME2N:
+        if (t != MCDC_TYPE_TIMESTAMP_NTZ) return -1;
+        return tc->scale == 7 ? K_dt2s7 : K_dt2;
     case TDS_DATETIMEOFFSETN: return t == MCDC_TYPE_TIMESTAMP_UTC ? K_dt2 : -1;
     case TDS_DATEN:
         if (t == MCDC_TYPE_DATE32) return K_date32;
