@@ -117,23 +117,22 @@ static inline int put_null_w(mcdc_column *c, int w, mcdc_error *err) {
     return MCDC_OK;
 }
 
-static mcdc_u128 pow10_u128(int k) {
-    mcdc_u128 v = 1;
-    for (int i = 0; i < k; i++) v *= 10;
-    return v;
-}
-static const mcdc_u128 *pow10_table(void) {
-    static mcdc_u128 t[39];
-    static int ready;
-    if (!ready) {
-        for (int i = 0; i < 39; i++) t[i] = pow10_u128(i);
-        ready = 1; /* benign race: every thread writes the same values */
-    }
-    return t;
-}
+/* 10^0 .. 10^38, folded at compile time */
+#define P10_19 ((mcdc_u128)10000000000000000000ull)
+static const mcdc_u128 POW10[39] = {
+    1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull, 100000000ull,
+    1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull, 10000000000000ull,
+    100000000000000ull, 1000000000000000ull, 10000000000000000ull, 100000000000000000ull,
+    1000000000000000000ull, P10_19, P10_19 * 10ull, P10_19 * 100ull, P10_19 * 1000ull,
+    P10_19 * 10000ull, P10_19 * 100000ull, P10_19 * 1000000ull, P10_19 * 10000000ull,
+    P10_19 * 100000000ull, P10_19 * 1000000000ull, P10_19 * 10000000000ull,
+    P10_19 * 100000000000ull, P10_19 * 1000000000000ull, P10_19 * 10000000000000ull,
+    P10_19 * 100000000000000ull, P10_19 * 1000000000000000ull, P10_19 * 10000000000000000ull,
+    P10_19 * 100000000000000000ull, P10_19 * 1000000000000000000ull, P10_19 * P10_19};
+#undef P10_19
 
 static int put_decimal(mcdc_column *c, bool neg, mcdc_u128 mag, int src_scale, mcdc_error *err) {
-    const mcdc_u128 *p10 = pow10_table();
+    const mcdc_u128 *p10 = POW10;
     int k = c->field->scale - src_scale;
     if (k < 0)
         return mcdc_error_set(err, MCDC_E_SCHEMA,
