@@ -168,12 +168,23 @@ static int fill_capture_instance(mcdc_column *c, const char *ci, int64_t rows, m
     int64_t len = (int64_t)strlen(ci);
     int rc = mcdc_col_reserve(c, rows, rows * len, err);
     if (rc != MCDC_OK) return rc;
-    for (int64_t i = 0; i < rows; i++) {
-        memcpy(c->data + c->data_len, ci, (size_t)len);
-        c->data_len += len;
-        c->offsets[c->length + 1] = (int32_t)c->data_len;
-        c->length++;
+    /* the text once, then the bytes written so far copied after themselves */
+    uint8_t *d = c->data + c->data_len;
+    int64_t total = rows * len;
+    if (total > 0) memcpy(d, ci, (size_t)len);
+    for (int64_t have = len; have < total;) {
+        int64_t k = have < total - have ? have : total - have;
+        memcpy(d + have, d, (size_t)k);
+        have += k;
     }
+    int32_t *off = c->offsets + c->length + 1;
+    int64_t end = c->data_len;
+    for (int64_t i = 0; i < rows; i++) {
+        end += len;
+        off[i] = (int32_t)end;
+    }
+    c->data_len = end;
+    c->length += rows;
     return MCDC_OK;
 }
 

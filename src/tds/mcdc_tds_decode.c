@@ -19,6 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h> /* x86-64 baseline: the UTF-16 blocks */
+#endif
 
 #include "mcdc_driver.h"
 #include "mcdc_limits.h"
@@ -114,23 +117,22 @@ static inline int put_null_w(mcdc_column *c, int w, mcdc_error *err) {
     return MCDC_OK;
 }
 
-static mcdc_u128 pow10_u128(int k) {
-    mcdc_u128 v = 1;
-    for (int i = 0; i < k; i++) v *= 10;
-    return v;
-}
-static const mcdc_u128 *pow10_table(void) {
-    static mcdc_u128 t[39];
-    static int ready;
-    if (!ready) {
-        for (int i = 0; i < 39; i++) t[i] = pow10_u128(i);
-        ready = 1; /* benign race: every thread writes the same values */
-    }
-    return t;
-}
+/* 10^0 .. 10^38, folded at compile time */
+#define P10_19 ((mcdc_u128)10000000000000000000ull)
+static const mcdc_u128 POW10[39] = {
+    1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull, 100000000ull,
+    1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull, 10000000000000ull,
+    100000000000000ull, 1000000000000000ull, 10000000000000000ull, 100000000000000000ull,
+    1000000000000000000ull, P10_19, P10_19 * 10ull, P10_19 * 100ull, P10_19 * 1000ull,
+    P10_19 * 10000ull, P10_19 * 100000ull, P10_19 * 1000000ull, P10_19 * 10000000ull,
+    P10_19 * 100000000ull, P10_19 * 1000000000ull, P10_19 * 10000000000ull,
+    P10_19 * 100000000000ull, P10_19 * 1000000000000ull, P10_19 * 10000000000000ull,
+    P10_19 * 100000000000000ull, P10_19 * 1000000000000000ull, P10_19 * 10000000000000000ull,
+    P10_19 * 100000000000000000ull, P10_19 * 1000000000000000000ull, P10_19 * P10_19};
+#undef P10_19
 
 static int put_decimal(mcdc_column *c, bool neg, mcdc_u128 mag, int src_scale, mcdc_error *err) {
-    const mcdc_u128 *p10 = pow10_table();
+    const mcdc_u128 *p10 = POW10;
     int k = c->field->scale - src_scale;
     if (k < 0)
         return mcdc_error_set(err, MCDC_E_SCHEMA,
@@ -227,10 +229,37 @@ static const char HEX2[513] =
 /* uniqueidentifier text: the first three groups are little-endian on the
  * wire, the last two in byte order. */
 static void guid_text(char buf[36], const uint8_t *p) {
+#if defined(__SSE2__)
+    /* the first three groups are little-endian: swapped into display
+     * order, then 32 nibbles to hex digits at once */
+    uint64_t a, b;
+    memcpy(&a, p, 8);
+    memcpy(&b, p + 8, 8);
+    a = (uint64_t)__builtin_bswap32((uint32_t)a) |
+        (uint64_t)__builtin_bswap16((uint16_t)(a >> 32)) << 32 |
+        (uint64_t)__builtin_bswap16((uint16_t)(a >> 48)) << 48;
+    const __m128i f = _mm_set1_epi8(0x0F);
+    __m128i v = _mm_set_epi64x((long long)b, (long long)a);
+    __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), f), lo = _mm_and_si128(v, f);
+    __m128i d0 = _mm_unpacklo_epi8(hi, lo), d1 = _mm_unpackhi_epi8(hi, lo);
+    const __m128i zero = _mm_set1_epi8('0'), nine = _mm_set1_epi8(9), gap = _mm_set1_epi8(7);
+    d0 = _mm_add_epi8(_mm_add_epi8(d0, zero), _mm_and_si128(_mm_cmpgt_epi8(d0, nine), gap));
+    d1 = _mm_add_epi8(_mm_add_epi8(d1, zero), _mm_and_si128(_mm_cmpgt_epi8(d1, nine), gap));
+    char h[32];
+    _mm_storeu_si128((__m128i *)(void *)h, d0);
+    _mm_storeu_si128((__m128i *)(void *)(h + 16), d1);
+    memcpy(buf, h, 8);
+    memcpy(buf + 9, h + 8, 4);
+    memcpy(buf + 14, h + 12, 4);
+    memcpy(buf + 19, h + 16, 4);
+    memcpy(buf + 24, h + 20, 12);
+    buf[8] = buf[13] = buf[18] = buf[23] = '-';
+#else
     static const uint8_t ORDER[16] = {3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15};
     static const uint8_t AT[16] = {0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34};
     for (int i = 0; i < 16; i++) memcpy(buf + AT[i], HEX2 + 2 * p[ORDER[i]], 2);
     buf[8] = buf[13] = buf[18] = buf[23] = '-';
+#endif
 }
 
 /* ---- converters ---------------------------------------------------------------- */
@@ -355,6 +384,15 @@ CONV(dt2) {
     put_fixed(c, &us, 8);
     return MCDC_OK;
 }
+/* datetime2(7), the default scale: 5 bytes of 100 ns units, 3 of days */
+CONV(dt2s7) {
+    (void)tc;
+    if (UNLIKELY(len != 8)) return badv(c, err, "datetime2", len);
+    int64_t us = ((int64_t)le_n(p + 5, 3) - TDS_DAYS_0001_TO_1970) * TDS_US_PER_DAY +
+                 (int64_t)(le_n(p, 5) / 10);
+    put_fixed(c, &us, 8);
+    return MCDC_OK;
+}
 CONV(date32) {
     (void)tc;
     if (UNLIKELY(len != 3)) return badv(c, err, "date", len);
@@ -422,6 +460,51 @@ static inline uint8_t *utf8_bmp(uint8_t *o, uint32_t u) {
     st32(o, u < 0x80 ? u : u < 0x800 ? two : three);
     return o + 1 + (u >= 0x80) + (u >= 0x800);
 }
+#if defined(__SSE2__)
+/* 8 BMP units without surrogates (one per 16-bit lane of v) to UTF-8:
+ * every lane's 1-3 bytes (*a: lanes 0-3, *b: lanes 4-7, one 32-bit lane
+ * each) and its length are computed together; returns the running sum of
+ * the lengths (lane k: bytes of lanes 0..k). */
+static inline __m128i utf8_bmp8_lanes(__m128i v, __m128i *a, __m128i *b) {
+    const __m128i x3f = _mm_set1_epi16(0x3F), x80 = _mm_set1_epi16(0x80);
+    __m128i z1 = _mm_cmpeq_epi16(_mm_and_si128(v, _mm_set1_epi16((short)0xFF80)),
+                                 _mm_setzero_si128()); /* u < 0x80 */
+    __m128i z2 = _mm_cmpeq_epi16(_mm_and_si128(v, _mm_set1_epi16((short)0xF800)),
+                                 _mm_setzero_si128()); /* u < 0x800 */
+    __m128i last = _mm_or_si128(_mm_and_si128(v, x3f), x80); /* 10xxxxxx of bits 0-5 */
+    __m128i u6 = _mm_srli_epi16(v, 6);
+    __m128i mid = _mm_or_si128(_mm_and_si128(u6, x3f), x80); /* 10xxxxxx of bits 6-11 */
+    __m128i two = _mm_or_si128(_mm_or_si128(u6, _mm_set1_epi16(0xC0)), _mm_slli_epi16(last, 8));
+    __m128i three = _mm_or_si128(_mm_or_si128(_mm_srli_epi16(v, 12), _mm_set1_epi16(0xE0)),
+                                 _mm_slli_epi16(mid, 8));
+    __m128i lo = _mm_or_si128(_mm_and_si128(z2, two), _mm_andnot_si128(z2, three));
+    lo = _mm_or_si128(_mm_and_si128(z1, v), _mm_andnot_si128(z1, lo));
+    *a = _mm_unpacklo_epi16(lo, last);
+    *b = _mm_unpackhi_epi16(lo, last);
+    /* length 3 + (u < 0x80 ? -1 : 0) + (u < 0x800 ? -1 : 0), then summed */
+    __m128i len = _mm_add_epi16(_mm_set1_epi16(3), _mm_add_epi16(z1, z2));
+    len = _mm_add_epi16(len, _mm_slli_si128(len, 2));
+    len = _mm_add_epi16(len, _mm_slli_si128(len, 4));
+    return _mm_add_epi16(len, _mm_slli_si128(len, 8));
+}
+/* Writes the 8 lanes of utf8_bmp8_lanes at o, in order, one 4-byte store
+ * each (UTF8_SLACK); returns the end. The stores do not depend on each
+ * other. */
+static inline uint8_t *utf8_bmp8_put(uint8_t *o, __m128i a, __m128i b, __m128i sum) {
+#define LANE(k, x, j) st32(o + ((k) ? _mm_extract_epi16(sum, (k) - 1) : 0), \
+                           (uint32_t)_mm_cvtsi128_si32(_mm_srli_si128(x, 4 * (j))))
+    LANE(0, a, 0); LANE(1, a, 1); LANE(2, a, 2); LANE(3, a, 3);
+    LANE(4, b, 0); LANE(5, b, 1); LANE(6, b, 2); LANE(7, b, 3);
+#undef LANE
+    return o + _mm_extract_epi16(sum, 7);
+}
+/* Whether one of 8 units is a surrogate (0xD800-0xDFFF). */
+static inline bool has_surrogate8(__m128i v) {
+    __m128i s = _mm_cmpeq_epi16(_mm_and_si128(v, _mm_set1_epi16((short)0xF800)),
+                                _mm_set1_epi16((short)0xD800));
+    return _mm_movemask_epi8(s) != 0;
+}
+#endif
 /* Unit i of n (any value), the exact per-unit rules: a valid surrogate
  * pair is one 4-byte sequence, a lone surrogate U+FFFD. Advances *i. */
 static uint8_t *utf16_one(uint8_t *o, const uint8_t *p, uint32_t n, uint32_t *i) {
@@ -456,17 +539,55 @@ CONV(utf16) {
     uint8_t *const o0 = c->data + c->data_len;
     uint8_t *o = o0;
     uint32_t i = 0;
-    /* Leading ASCII, 4 units a word; an all-ASCII value ends with one
-     * overlapping word (the output so far is one byte per unit). */
-    while (i + 4 <= n && (ld64(p + 2 * i) & 0xFF80FF80FF80FF80ull) == 0) {
-        st32(o, pack4(ld64(p + 2 * i)));
-        o += 4;
-        i += 4;
-    }
-    if (i < n && n >= 4 && i + 4 > n && (ld64(p + 2 * (n - 4)) & 0xFF80FF80FF80FF80ull) == 0) {
-        st32(o0 + n - 4, pack4(ld64(p + 2 * (n - 4))));
-        o = o0 + n;
-        i = n;
+#if defined(__SSE2__)
+    if (n >= 8) {
+        /* 8 units a block: all ASCII packed, other BMP units expanded
+         * together, a block with a surrogate unit by unit; a last
+         * partial block is the value's last 8 units. */
+        const __m128i ff80 = _mm_set1_epi16((short)0xFF80);
+        while (i + 8 <= n) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + 2 * i));
+            if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(v, ff80), _mm_setzero_si128())) ==
+                0xFFFF) {
+                _mm_storel_epi64((__m128i *)(void *)o, _mm_packus_epi16(v, v));
+                o += 8;
+                i += 8;
+            } else if (!has_surrogate8(v)) {
+                __m128i a, b, sum = utf8_bmp8_lanes(v, &a, &b);
+                o = utf8_bmp8_put(o, a, b, sum);
+                i += 8;
+            } else {
+                for (uint32_t e = i + 8; i < e;) o = utf16_one(o, p, n, &i);
+            }
+        }
+        if (i < n) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + 2 * (n - 8)));
+            if (!has_surrogate8(v)) {
+                /* lanes before i are written again, the same bytes at
+                 * the same places: they hold no surrogate either */
+                __m128i a, b, sum = utf8_bmp8_lanes(v, &a, &b);
+                uint16_t at[8];
+                _mm_storeu_si128((__m128i *)(void *)at, sum);
+                o = utf8_bmp8_put(o - at[7 - (n - i)], a, b, sum);
+                i = n;
+            }
+        }
+    } else
+#endif
+    {
+        /* Leading ASCII, 4 units a word; an all-ASCII value ends with one
+         * overlapping word (the output so far is one byte per unit). */
+        while (i + 4 <= n && (ld64(p + 2 * i) & 0xFF80FF80FF80FF80ull) == 0) {
+            st32(o, pack4(ld64(p + 2 * i)));
+            o += 4;
+            i += 4;
+        }
+        if (i < n && n >= 4 && i + 4 > n &&
+            (ld64(p + 2 * (n - 4)) & 0xFF80FF80FF80FF80ull) == 0) {
+            st32(o0 + n - 4, pack4(ld64(p + 2 * (n - 4))));
+            o = o0 + n;
+            i = n;
+        }
     }
     /* The rest: 4 units at a time without surrogates, else one by one. */
     while (i < n) {
@@ -499,24 +620,6 @@ static const uint16_t CP1252_HI[32] = {
     0x20AC, 0x0081, 0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021, 0x02C6, 0x2030, 0x0160,
     0x2039, 0x0152, 0x008D, 0x017D, 0x008F, 0x0090, 0x2018, 0x2019, 0x201C, 0x201D, 0x2022,
     0x2013, 0x2014, 0x02DC, 0x2122, 0x0161, 0x203A, 0x0153, 0x009D, 0x017E, 0x0178};
-/* Whether len bytes at p are all ASCII (overlapping words, no byte loop
- * from 4 bytes up). */
-static inline bool all_ascii(const uint8_t *p, uint32_t len) {
-    if (len >= 8) {
-        uint64_t acc = ld64(p + len - 8);
-        for (uint32_t i = 0; i + 8 <= len; i += 8) acc |= ld64(p + i);
-        return (acc & 0x8080808080808080ull) == 0;
-    }
-    if (len >= 4) {
-        uint32_t a, b;
-        memcpy(&a, p, 4);
-        memcpy(&b, p + len - 4, 4);
-        return ((a | b) & 0x80808080u) == 0;
-    }
-    uint32_t acc = 0;
-    for (uint32_t i = 0; i < len; i++) acc |= p[i];
-    return acc < 0x80;
-}
 CONV(cp1252) {
     (void)tc;
     if (len == 0) {
@@ -525,19 +628,37 @@ CONV(cp1252) {
     }
     int rc = room(c, (int64_t)len * 3 + UTF8_SLACK, err);
     if (rc != MCDC_OK) return rc;
-    uint8_t *o = c->data + c->data_len;
-    if (all_ascii(p, len)) { /* the common case: a copy, by words */
-        if (len >= 8) {
-            for (uint32_t i = 0; i + 8 <= len; i += 8) st64(o + i, ld64(p + i));
-            st64(o + len - 8, ld64(p + len - 8));
-        } else {
-            memcpy(o, p, len);
-        }
-        c->data_len += len;
-        end_var(c);
-        return MCDC_OK;
-    }
+    uint8_t *const o0 = c->data + c->data_len;
+    /* ASCII copied as it is checked, 16 (SSE2) or 8 bytes a step, the
+     * value's last step overlapping (the output so far is one byte per
+     * byte); from the first other byte on, byte by byte. */
     uint32_t i = 0;
+#if defined(__SSE2__)
+    if (len >= 16) {
+        for (; i + 16 <= len; i += 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
+            if (_mm_movemask_epi8(v) != 0) break;
+            _mm_storeu_si128((__m128i *)(void *)(o0 + i), v);
+        }
+        if (i + 16 > len && i < len) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + len - 16));
+            if (_mm_movemask_epi8(v) == 0) {
+                _mm_storeu_si128((__m128i *)(void *)(o0 + len - 16), v);
+                i = len;
+            }
+        }
+    }
+#endif
+    while (i + 8 <= len && (ld64(p + i) & 0x8080808080808080ull) == 0) {
+        st64(o0 + i, ld64(p + i));
+        i += 8;
+    }
+    if (i < len && len >= 8 && i + 8 > len &&
+        (ld64(p + len - 8) & 0x8080808080808080ull) == 0) {
+        st64(o0 + len - 8, ld64(p + len - 8));
+        i = len;
+    }
+    uint8_t *o = o0 + i;
     while (i < len) {
         if (i + 8 <= len) {
             uint64_t w = ld64(p + i);
@@ -729,7 +850,7 @@ CONV(variant) {
 /* ---- wire readers fused with converters ------------------------------------------- */
 #define CONVS(X)                                                                              \
     X(int) X(u8_i16) X(copy2) X(copy4) X(copy8) X(fcopy4) X(fcopy8) X(real_double) X(bit)    \
-    X(decimal) X(money) X(decimal_double) X(money_double) X(datetime) X(dt2) X(date32) X(date_ts) X(time_text) X(guid)          \
+    X(decimal) X(money) X(decimal_double) X(money_double) X(datetime) X(dt2) X(dt2s7) X(date32) X(date_ts) X(time_text) X(guid)          \
     X(bytes) X(utf16) X(cp1252) X(text) X(variant)
 
 /* The null width (put_null_w) of each converter's target column. */
@@ -737,7 +858,7 @@ enum {
     NULLW_int = NULLW_ANY, NULLW_u8_i16 = 2, NULLW_copy2 = 2, NULLW_copy4 = 4, NULLW_copy8 = 8,
     NULLW_fcopy4 = 4, NULLW_fcopy8 = 8, NULLW_real_double = 8, NULLW_bit = 0,
     NULLW_decimal = 16, NULLW_money = 16, NULLW_decimal_double = 8, NULLW_money_double = 8,
-    NULLW_datetime = 8, NULLW_dt2 = 8, NULLW_date32 = 4, NULLW_date_ts = 8,
+    NULLW_datetime = 8, NULLW_dt2 = 8, NULLW_dt2s7 = 8, NULLW_date32 = 4, NULLW_date_ts = 8,
     NULLW_time_text = NULLW_VAR, NULLW_guid = NULLW_VAR, NULLW_bytes = NULLW_VAR,
     NULLW_utf16 = NULLW_VAR, NULLW_cp1252 = NULLW_VAR, NULLW_text = NULLW_VAR,
     NULLW_variant = NULLW_VAR
@@ -1281,7 +1402,9 @@ static int choose(const mcdc_tds_col *tc, const mcdc_field *f) {
         return t == MCDC_TYPE_DOUBLE ? K_money_double : -1;
     case TDS_DATETIME: case TDS_DATETIM4: case TDS_DATETIMN:
         return t == MCDC_TYPE_TIMESTAMP_NTZ ? K_datetime : -1;
-    case TDS_DATETIME2N: return t == MCDC_TYPE_TIMESTAMP_NTZ ? K_dt2 : -1;
+    case TDS_DATETIME2N:
+        if (t != MCDC_TYPE_TIMESTAMP_NTZ) return -1;
+        return tc->scale == 7 ? K_dt2s7 : K_dt2;
     case TDS_DATETIMEOFFSETN: return t == MCDC_TYPE_TIMESTAMP_UTC ? K_dt2 : -1;
     case TDS_DATEN:
         if (t == MCDC_TYPE_DATE32) return K_date32;

@@ -4,12 +4,13 @@
  * (mcdc_tds_login.c), the token decoder (mcdc_tds_decode.c) and the backend
  * (mcdc_driver_native.c). Facts from spec/formats.md C2 (MS-TDS).
  *
- * Design: responses are read packet by packet into one bounded window of
- * payload bytes (headers stripped). Parsers ask mcdc_tds_need(n) for n
- * contiguous bytes; the common case is one compare, the slow path compacts
- * the window and reads more packets, so tokens and values that straddle
- * packet boundaries are handled in one place. (max)/text values are read in
- * pieces into a reused scratch buffer, so the window stays small.
+ * Design: parsers ask mcdc_tds_need(n) for n contiguous payload bytes at
+ * buf + pos; the common case is one compare. The slow path points buf
+ * straight at the received bytes of the current packet when they hold the
+ * n bytes (no copy), else gathers them in one bounded window (headers
+ * stripped), so tokens and values that straddle packet boundaries are
+ * handled in one place. (max)/text values are read in pieces into a reused
+ * scratch buffer, so the window stays small.
  */
 #ifndef MCDC_TDS_PROTO_H
 #define MCDC_TDS_PROTO_H
@@ -117,13 +118,17 @@ typedef struct mcdc_tds_stream {
     int fd;                 /* -1: memory source */
     const uint8_t *mem;     /* memory source (borrowed) */
     size_t mem_len, mem_pos;
+    size_t mem_read_max;    /* memory source: bytes per read at most (0: all that fit),
+                             * to act like short socket reads (tests) */
     int timeout_ms;         /* per wait for data; 0 = forever */
     int64_t deadline_us;    /* monotonic; 0 = none (login uses one) */
     /* raw received bytes */
     uint8_t *raw;
     size_t raw_cap, raw_pos, raw_len;
-    /* payload window: unconsumed bytes are buf[pos, len) */
-    uint8_t *buf;
+    /* unconsumed payload bytes are buf[pos, len): buf is the window (win,
+     * cap bytes, owned) or points into raw at bytes of one packet */
+    const uint8_t *buf;
+    uint8_t *win;
     size_t cap, pos, len;
     size_t pkt_left;        /* payload bytes of the current packet not yet moved */
     bool pkt_eom;           /* the current packet ends the message */

@@ -1,6 +1,7 @@
 /* mcdc_tds_stream.c - TDS packets over a socket (poll-based timeouts) or
- * memory: reply payloads into one bounded window, requests split into
- * packets of the negotiated size. With TLS on (mcdc_tds_tls.h) socket bytes
+ * memory: reply payloads read where they were received, or gathered in one
+ * bounded window across packet boundaries; requests split into packets of
+ * the negotiated size. With TLS on (mcdc_tds_tls.h) socket bytes
  * go through it; plaintext connections pay one pointer test per syscall. */
 #include <errno.h>
 #include <poll.h>
@@ -38,11 +39,13 @@ int mcdc_tds_stream_init(mcdc_tds_stream *s, int fd, const uint8_t *mem, size_t 
     s->raw_cap = RAW_BYTES;
     s->cap = 2u * 32768u;
     s->raw = mcdc_malloc(s->raw_cap);
-    s->buf = mcdc_malloc(s->cap);
-    if (s->raw == NULL || s->buf == NULL) {
+    s->win = mcdc_malloc(s->cap);
+    s->buf = s->win;
+    if (s->raw == NULL || s->win == NULL) {
         mcdc_free(s->raw);
-        mcdc_free(s->buf);
-        s->raw = s->buf = NULL;
+        mcdc_free(s->win);
+        s->raw = s->win = NULL;
+        s->buf = NULL;
         return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory for TDS buffers");
     }
     snprintf(s->where, sizeof s->where, "%s", fd >= 0 ? "the server" : "a recorded stream");
@@ -58,14 +61,16 @@ void mcdc_tds_stream_free(mcdc_tds_stream *s) {
     s->fd = -1;
     s->record_fd = 0;
     mcdc_free(s->raw);
-    mcdc_free(s->buf);
+    mcdc_free(s->win);
     mcdc_free(s->out);
     mcdc_buf_free(&s->scratch);
-    s->raw = s->buf = s->out = NULL;
+    s->raw = s->win = s->out = NULL;
+    s->buf = NULL;
 }
 
 void mcdc_tds_begin_reply(mcdc_tds_stream *s) {
     s->reply_bytes0 = s->bytes_in;
+    s->buf = s->win;
     s->pos = s->len = 0;
     s->pkt_left = 0;
     s->pkt_eom = false;
@@ -125,8 +130,10 @@ static bool bulk_wait(mcdc_tds_stream *s, size_t room) {
     return n > 0;
 }
 
-/* Reads more raw bytes (at least one). */
+/* Reads more raw bytes (at least one). Moves the unconsumed raw bytes:
+ * buf must not point into raw. */
 static int recv_raw(mcdc_tds_stream *s, mcdc_error *err) {
+    MCDC_ASSERT(s->buf == s->win);
     if (s->raw_pos > 0) {
         memmove(s->raw, s->raw + s->raw_pos, s->raw_len - s->raw_pos);
         s->raw_len -= s->raw_pos;
@@ -138,6 +145,7 @@ static int recv_raw(mcdc_tds_stream *s, mcdc_error *err) {
         size_t n = s->mem_len - s->mem_pos;
         if (n == 0) return lost(s, err, "end of the recorded stream from", 0);
         if (n > room) n = room;
+        if (s->mem_read_max > 0 && n > s->mem_read_max) n = s->mem_read_max;
         memcpy(s->raw + s->raw_len, s->mem + s->mem_pos, n);
         s->mem_pos += n;
         s->raw_len += n;
@@ -164,29 +172,48 @@ static int recv_raw(mcdc_tds_stream *s, mcdc_error *err) {
     }
 }
 
-/* Moves payload from raw packets into the window until it holds `want`
- * unconsumed bytes or the message ends. */
+/* Reads the next packet's header (received bytes only). */
+static int packet_header(mcdc_tds_stream *s, mcdc_error *err) {
+    const uint8_t *h = s->raw + s->raw_pos;
+    uint16_t plen = (uint16_t)((h[2] << 8) | h[3]);
+    if (plen < TDS_HEADER_BYTES || (h[0] != TDS_PKT_REPLY && h[0] != TDS_PKT_PRELOGIN)) {
+        s->dead = true;
+        return mcdc_error_set(err, MCDC_E_PROTOCOL,
+                              "TDS: bad packet header from %s (type 0x%02X, length %u)",
+                              s->where, h[0], plen);
+    }
+    s->pkt_type = h[0];
+    s->spid = (uint16_t)((h[4] << 8) | h[5]);
+    s->pkt_eom = (h[1] & TDS_STATUS_EOM) != 0;
+    s->pkt_left = (size_t)plen - TDS_HEADER_BYTES;
+    s->raw_pos += TDS_HEADER_BYTES;
+    s->in_packet = true;
+    return MCDC_OK;
+}
+/* Marks n payload bytes of the current packet at raw + raw_pos taken. */
+static void take(mcdc_tds_stream *s, size_t n) {
+    s->raw_pos += n;
+    s->pkt_left -= n;
+    s->bytes_in += n;
+    if (s->pkt_left == 0) {
+        s->in_packet = false;
+        if (s->pkt_eom) s->msg_done = true;
+    }
+}
+
+/* Copies payload from raw packets into the window until it holds `want`
+ * unconsumed bytes (no more: the rest is read in place) or the message
+ * ends. */
 static int fill(mcdc_tds_stream *s, size_t want, mcdc_error *err) {
+    MCDC_ASSERT(s->buf == s->win && want <= s->cap);
     while (s->len - s->pos < want && !s->msg_done) {
         if (!s->in_packet) {
             while (s->raw_len - s->raw_pos < TDS_HEADER_BYTES) {
                 int rc = recv_raw(s, err);
                 if (rc != MCDC_OK) return rc;
             }
-            const uint8_t *h = s->raw + s->raw_pos;
-            uint16_t plen = (uint16_t)((h[2] << 8) | h[3]);
-            if (plen < TDS_HEADER_BYTES || (h[0] != TDS_PKT_REPLY && h[0] != TDS_PKT_PRELOGIN)) {
-                s->dead = true;
-                return mcdc_error_set(err, MCDC_E_PROTOCOL,
-                                      "TDS: bad packet header from %s (type 0x%02X, length %u)",
-                                      s->where, h[0], plen);
-            }
-            s->pkt_type = h[0];
-            s->spid = (uint16_t)((h[4] << 8) | h[5]);
-            s->pkt_eom = (h[1] & TDS_STATUS_EOM) != 0;
-            s->pkt_left = (size_t)plen - TDS_HEADER_BYTES;
-            s->raw_pos += TDS_HEADER_BYTES;
-            s->in_packet = true;
+            int rc = packet_header(s, err);
+            if (rc != MCDC_OK) return rc;
         }
         if (s->pkt_left > 0) {
             if (s->raw_len == s->raw_pos) {
@@ -195,48 +222,84 @@ static int fill(mcdc_tds_stream *s, size_t want, mcdc_error *err) {
             }
             size_t n = s->raw_len - s->raw_pos;
             if (n > s->pkt_left) n = s->pkt_left;
-            if (n > s->cap - s->len) n = s->cap - s->len;
-            MCDC_ASSERT(n > 0);
-            memcpy(s->buf + s->len, s->raw + s->raw_pos, n);
+            if (n > want - (s->len - s->pos)) n = want - (s->len - s->pos);
+            MCDC_ASSERT(n > 0 && n <= s->cap - s->len);
+            memcpy(s->win + s->len, s->raw + s->raw_pos, n);
             s->len += n;
-            s->raw_pos += n;
-            s->pkt_left -= n;
-            s->bytes_in += n;
-        }
-        if (s->pkt_left == 0) {
-            s->in_packet = false;
-            if (s->pkt_eom) s->msg_done = true;
+            take(s, n);
+        } else {
+            take(s, 0);
         }
     }
     return MCDC_OK;
+}
+
+/* With every byte of buf consumed: points buf at the received bytes of the
+ * current packet when they hold at least n (reading once when none are
+ * left). False when they do not: the caller gathers. */
+static int read_in_place(mcdc_tds_stream *s, size_t n, bool *done, mcdc_error *err) {
+    *done = false;
+    s->buf = s->win;
+    s->pos = s->len = 0;
+    if (s->msg_done) return MCDC_OK;
+    if (s->raw_len == s->raw_pos) {
+        int rc = recv_raw(s, err);
+        if (rc != MCDC_OK) return rc;
+    }
+    if (!s->in_packet) {
+        if (s->raw_len - s->raw_pos < TDS_HEADER_BYTES) return MCDC_OK;
+        int rc = packet_header(s, err);
+        if (rc != MCDC_OK) return rc;
+    }
+    size_t k = s->raw_len - s->raw_pos;
+    if (k > s->pkt_left) k = s->pkt_left;
+    if (k < n || k == 0) return MCDC_OK;
+    s->buf = s->raw + s->raw_pos;
+    s->len = k;
+    take(s, k);
+    *done = true;
+    return MCDC_OK;
+}
+
+/* Makes n unconsumed bytes contiguous at buf + pos, or as many as the
+ * message has left. */
+static int acquire(mcdc_tds_stream *s, size_t n, mcdc_error *err) {
+    size_t have = s->len - s->pos;
+    if (have == 0) {
+        bool done;
+        int rc = read_in_place(s, n, &done, err);
+        if (rc != MCDC_OK || done) return rc;
+    }
+    if (n > s->cap) {
+        size_t cap = s->cap;
+        while (cap < n) cap *= 2;
+        if (cap > WINDOW_BYTES_MAX) cap = WINDOW_BYTES_MAX;
+        uint8_t *nb = mcdc_realloc(s->win, cap);
+        if (nb == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory for TDS window");
+        if (s->buf == s->win) s->buf = nb;
+        s->win = nb;
+        s->cap = cap;
+    }
+    /* the unconsumed bytes to the window's start, then the rest after them */
+    if (s->buf != s->win) memcpy(s->win, s->buf + s->pos, have);
+    else if (s->pos > 0) memmove(s->win, s->win + s->pos, have);
+    s->buf = s->win;
+    s->pos = 0;
+    s->len = have;
+    return fill(s, n, err);
 }
 
 int mcdc_tds_need_slow(mcdc_tds_stream *s, size_t n, mcdc_error *err) {
     if (s->dead)
         return mcdc_error_set(err, MCDC_E_TRANSIENT,
                               "TDS: the connection to %s was lost earlier", s->where);
-    if (s->pos > 0) {
-        memmove(s->buf, s->buf + s->pos, s->len - s->pos);
-        s->len -= s->pos;
-        s->pos = 0;
-    }
     if (n > WINDOW_BYTES_MAX) {
         s->dead = true;
         return mcdc_error_set(err, MCDC_E_PROTOCOL,
                               "TDS: a token of %zu bytes from %s exceeds the %u-byte window",
                               n, s->where, WINDOW_BYTES_MAX);
     }
-    if (n > s->cap) {
-        size_t cap = s->cap;
-        while (cap < n) cap *= 2;
-        if (cap > WINDOW_BYTES_MAX) cap = WINDOW_BYTES_MAX;
-        uint8_t *nb = mcdc_realloc(s->buf, cap);
-        if (nb == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory for TDS window");
-        s->buf = nb;
-        s->cap = cap;
-    }
-    /* Read ahead as far as the window allows: fewer trips through here. */
-    int rc = fill(s, n, err);
+    int rc = acquire(s, n, err);
     if (rc != MCDC_OK) return rc;
     if (s->len - s->pos < n) {
         s->dead = true;
@@ -244,19 +307,13 @@ int mcdc_tds_need_slow(mcdc_tds_stream *s, size_t n, mcdc_error *err) {
                               "TDS: the reply from %s ended inside a token (%zu of %zu bytes)",
                               s->where, s->len - s->pos, n);
     }
-    /* Opportunistic: top up the window with bytes already received. */
-    while (!s->msg_done && s->len < s->cap && s->raw_len > s->raw_pos) {
-        size_t before = s->len;
-        rc = fill(s, s->len - s->pos + 1, err);
-        if (rc != MCDC_OK || s->len == before) break;
-    }
-    return rc;
+    return MCDC_OK;
 }
 
 int mcdc_tds_at_end(mcdc_tds_stream *s, bool *out_end, mcdc_error *err) {
     *out_end = false;
     if (s->len > s->pos) return MCDC_OK;
-    int rc = fill(s, 1, err);
+    int rc = acquire(s, 1, err);
     if (rc != MCDC_OK) return rc;
     *out_end = s->len == s->pos && s->msg_done;
     return MCDC_OK;

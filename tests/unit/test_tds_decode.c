@@ -173,6 +173,63 @@ TEST(tds_decode_utf16_fast_paths_match_reference) {
     fixture_close(&f);
 }
 
+/* The 8-unit blocks (SSE2) and the overlapping last block: every length
+ * 0..40 with 2-byte, 3-byte and ASCII units mixed at every offset, a few
+ * non-ASCII units per block, surrogate pairs and lone surrogates at the
+ * block boundaries (units 7/8, 15/16, the last 8). */
+TEST(tds_decode_utf16_blocks_match_reference) {
+    conv_fixture f;
+    CHECK(fixture_open(&f, TDS_NVARCHAR, 200, 0, 0, MCDC_TYPE_UTF8, 0, 0));
+    static const uint16_t MIX[] = {'a', 0xEB, 0x6771, 'Z', 0x3A9, 0xFFEF, 0x7F, 0x80, 0x7FF, 0x800};
+    enum { NMIX = sizeof MIX / sizeof MIX[0] };
+    static const uint16_t SUR[][2] = {{0xD83D, 0xDE00}, {0xDBFF, 0xDFFF}, {0xD800, 'x'},
+                                      {0xDC00, 'x'}, {'x', 0xD800}, {0xDE00, 0xD83D}};
+    int bad = 0, cases = 0;
+    uint32_t rnd = 12345;
+    for (size_t n = 0; n <= 40; n++) {
+        uint16_t u[64] = {0};
+        for (size_t shift = 0; shift < NMIX; shift++) { /* every unit non-ASCII-ish, rotating */
+            for (size_t i = 0; i < n; i++) u[i] = MIX[(i + shift) % NMIX];
+            bad += check_utf16(&f, u, n), cases++;
+        }
+        for (size_t at = 0; at < n; at++) { /* ASCII but for two units at and at+3 */
+            for (size_t k = 1; k < NMIX; k++) {
+                for (size_t i = 0; i < n; i++) u[i] = (uint16_t)('A' + i % 26);
+                u[at] = MIX[k];
+                if (at + 3 < n) u[at + 3] = MIX[(k + 1) % NMIX];
+                bad += check_utf16(&f, u, n), cases++;
+            }
+        }
+        for (size_t s = 0; s < sizeof SUR / sizeof SUR[0]; s++) {
+            static const size_t AT[] = {0, 6, 7, 8, 14, 15, 16, 23, 24, 31, 32, 38, 39};
+            for (size_t j = 0; j < sizeof AT / sizeof AT[0]; j++) {
+                size_t at = AT[j];
+                if (at + 1 >= n) continue;
+                for (size_t i = 0; i < n; i++) u[i] = MIX[(i * 3 + n) % NMIX];
+                u[at] = SUR[s][0];
+                u[at + 1] = SUR[s][1];
+                bad += check_utf16(&f, u, n), cases++;
+                if (n >= 8) { /* and in the last 8 units */
+                    u[n - 1 - at % 8] = 0xDC01;
+                    bad += check_utf16(&f, u, n), cases++;
+                }
+            }
+        }
+        for (int r = 0; r < 20; r++) { /* random units, surrogates 1 in 8 */
+            for (size_t i = 0; i < n; i++) {
+                rnd = rnd * 1103515245u + 12345u;
+                uint32_t x = rnd >> 8;
+                u[i] = (x & 7) == 0 ? (uint16_t)(0xD800 + (x >> 3) % 0x800)
+                                    : MIX[(x >> 3) % NMIX];
+            }
+            bad += check_utf16(&f, u, n), cases++;
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK(cases > 5000);
+    fixture_close(&f);
+}
+
 TEST(tds_decode_cp1252_fast_paths_match_reference) {
     conv_fixture f;
     CHECK(fixture_open(&f, TDS_BIGVARCHAR, 200, 0, 0, MCDC_TYPE_UTF8, 0, 0));
@@ -218,6 +275,22 @@ TEST(tds_decode_guid_decimal_datetime2_values) {
     for (int i = 0; i < 16; i++) all[i] = (uint8_t)(0xF0 + i);
     CHECK_EQ_INT(conv(&f, all, 16), MCDC_OK);
     CHECK(last_is(&f, (const uint8_t *)"F3F2F1F0-F5F4-F7F6-F8F9-FAFBFCFDFEFF", 36));
+    /* every byte value at every position, against printf */
+    int gbad = 0;
+    for (int at = 0; at < 16; at++) {
+        for (int v = 0; v < 256; v++) {
+            uint8_t g[16];
+            for (int i = 0; i < 16; i++) g[i] = (uint8_t)(i * 37 + v);
+            g[at] = (uint8_t)v;
+            char want[40];
+            snprintf(want, sizeof want,
+                     "%02X%02X%02X%02X-%02X%02X-%02X%02X-%02X%02X-%02X%02X%02X%02X%02X%02X", g[3],
+                     g[2], g[1], g[0], g[5], g[4], g[7], g[6], g[8], g[9], g[10], g[11], g[12],
+                     g[13], g[14], g[15]);
+            gbad += conv(&f, g, 16) != MCDC_OK || !last_is(&f, (const uint8_t *)want, 36);
+        }
+    }
+    CHECK_EQ_INT(gbad, 0);
     CHECK_EQ_INT(conv(&f, G, 15), MCDC_E_PROTOCOL);
     fixture_close(&f);
 

@@ -235,6 +235,52 @@ TEST(tds_native_tokens_split_at_every_packet_size) {
     CHECK_EQ_INT(bad, 0);
 }
 
+/* The stream alone: a message's payload read back through mcdc_tds_need
+ * in steps of 1-40 bytes, whatever the packet size and however few bytes
+ * each read returns: bytes read in place and bytes gathered across packet
+ * boundaries are the payload, in order; the end is found, and a token
+ * past it is a protocol error. */
+TEST(tds_stream_need_across_packets_and_short_reads) {
+    static uint8_t payload[3000], pk[3000 * 9]; /* 1-byte packets: 9 bytes each */
+    for (size_t i = 0; i < sizeof payload; i++) payload[i] = (uint8_t)(i * 7 + (i >> 8));
+    static const size_t PS[] = {9, 10, 17, 64, 512, 4096};
+    static const size_t CHUNK[] = {0, 1, 3, 8, 9, 100, 5000};
+    int bad = 0, runs = 0;
+    for (size_t a = 0; a < sizeof PS / sizeof PS[0]; a++) {
+        size_t n = packetize(pk, payload, sizeof payload, PS[a], true);
+        for (size_t b = 0; b < sizeof CHUNK / sizeof CHUNK[0]; b++) {
+            mcdc_tds_stream s;
+            mcdc_error e = MCDC_ERROR_INIT;
+            if (mcdc_tds_stream_init(&s, -1, pk, n, &e) != MCDC_OK) { bad++; continue; }
+            s.mem_read_max = CHUNK[b];
+            mcdc_tds_begin_reply(&s);
+            size_t at = 0;
+            for (unsigned j = 0; at < sizeof payload; j++) {
+                size_t k = 1 + (j * 13u) % 40u;
+                if (k > sizeof payload - at) k = sizeof payload - at;
+                bool end = true;
+                if (j % 5 == 0 && (mcdc_tds_at_end(&s, &end, &e) != MCDC_OK || end)) { bad++; break; }
+                if (mcdc_tds_need(&s, k, &e) != MCDC_OK ||
+                    memcmp(s.buf + s.pos, payload + at, k) != 0) {
+                    if (!bad) fprintf(stderr, "packet %zu, reads of %zu: at %zu (+%zu): %s\n",
+                                      PS[a], CHUNK[b], at, k, e.message);
+                    bad++;
+                    break;
+                }
+                s.pos += k;
+                at += k;
+            }
+            bool end = false;
+            bad += mcdc_tds_at_end(&s, &end, &e) != MCDC_OK || !end;
+            bad += mcdc_tds_need(&s, 1, &e) != MCDC_E_PROTOCOL;
+            mcdc_tds_stream_free(&s);
+            runs++;
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(runs, 42);
+}
+
 /* A reply with metadata prefix `meta`/`mn` and one ROW payload; expects rc. */
 static int one_row(const uint8_t *meta, size_t mn, const uint8_t *row, size_t rn, bool eom,
                    mcdc_error *e) {
