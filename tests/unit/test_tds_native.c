@@ -121,7 +121,34 @@ static bool same_text(const char *got, const char *want) {
 }
 
 /* ---- the all-types reply ---------------------------------------------------------- */
-static void all_types(tb *t) {
+/* Row 1's value of column i (all_types), on the wire. */
+static void value(tb *t, int i) {
+    switch (i) {
+    case 0: u32(t, 7); return;
+    case 1: u8(t, 1); u8(t, 255); return;
+    case 2: u8(t, 8); u64(t, (uint64_t)-5); return;
+    case 3: u8(t, 1); u8(t, 1); return;
+    case 4: u8(t, 8); { double d = 1.5; raw(t, &d, 8); } return;
+    case 5: u8(t, 9); u8(t, 0); u64(t, 123456789); return; /* -12345.6789 */
+    case 6: u8(t, 8); u32(t, 0); u32(t, 12345); return; /* 1.2345 */
+    case 7: u8(t, 8); u32(t, 1); u32(t, 300); return; /* 1900-01-02 00:00:01 */
+    case 8: u8(t, 3); u16(t, 719162 & 0xFFFF); u8(t, 719162 >> 16); return;
+    case 9: u8(t, 5); u32(t, 123456789); u8(t, 0); return;
+    case 10: u8(t, 7); u32(t, 1000); u16(t, 719162 & 0xFFFF); u8(t, 719162 >> 16); return;
+    case 11: u8(t, 8); u16(t, 3600); u8(t, 0); u16(t, 719162 & 0xFFFF); u8(t, 719162 >> 16); u16(t, 60); return;
+    case 12: u8(t, 16); { static const uint8_t g[16] = {0x33, 0x22, 0x11, 0x00, 0x55, 0x44, 0x77, 0x66, 0x88, 0x99, 0xAA, 0xBB, 0xCC, 0xDD, 0xEE, 0xFF}; raw(t, g, 16); } return;
+    case 13: /* "Zoë😀" + an unpaired surrogate */
+        u16(t, 14); u16(t, 'Z'); u16(t, 'o'); u16(t, 0xEB); u16(t, 0xD83D); u16(t, 0xDE00); u16(t, 0xD800); u16(t, 'x');
+        return;
+    case 14: u16(t, 7); raw(t, "caf\xe9 \x80!", 7); return;
+    case 15: u16(t, 2); u8(t, 1); u8(t, 2); return;
+    case 16: u64(t, 8); u32(t, 4); w16(t, "ab"); u32(t, 4); w16(t, "cd"); u32(t, 0); return;
+    case 17: u64(t, TDS_PLP_UNKNOWN); u32(t, 0); return;
+    default: return;
+    }
+}
+
+static void all_types_meta(tb *t) {
     u8(t, TDS_TOK_COLMETADATA);
     u16(t, 18);
     col(t, TDS_INT4); bname(t, "i4");
@@ -142,27 +169,12 @@ static void all_types(tb *t) {
     col(t, TDS_BIGVARBINARY); u16(t, 16); bname(t, "vb");
     col(t, TDS_NVARCHAR); u16(t, 0xFFFF); raw(t, COLL, 5); bname(t, "nvm");
     col(t, TDS_BIGVARBINARY); u16(t, 0xFFFF); bname(t, "vbm");
+}
+static void all_types(tb *t) {
+    all_types_meta(t);
     /* row 1: values */
     u8(t, TDS_TOK_ROW);
-    u32(t, 7);
-    u8(t, 1); u8(t, 255);
-    u8(t, 8); u64(t, (uint64_t)-5);
-    u8(t, 1); u8(t, 1);
-    u8(t, 8); { double d = 1.5; raw(t, &d, 8); }
-    u8(t, 9); u8(t, 0); u64(t, 123456789); /* -12345.6789 */
-    u8(t, 8); u32(t, 0); u32(t, 12345);     /* 1.2345 */
-    u8(t, 8); u32(t, 1); u32(t, 300);       /* 1900-01-02 00:00:01 */
-    u8(t, 3); u16(t, 719162 & 0xFFFF); u8(t, 719162 >> 16);
-    u8(t, 5); u32(t, 123456789); u8(t, 0);
-    u8(t, 7); u32(t, 1000); u16(t, 719162 & 0xFFFF); u8(t, 719162 >> 16);
-    u8(t, 8); u16(t, 3600); u8(t, 0); u16(t, 719162 & 0xFFFF); u8(t, 719162 >> 16); u16(t, 60);
-    u8(t, 16); { static const uint8_t g[16] = {0x33, 0x22, 0x11, 0x00, 0x55, 0x44, 0x77, 0x66, 0x88, 0x99, 0xAA, 0xBB, 0xCC, 0xDD, 0xEE, 0xFF}; raw(t, g, 16); }
-    /* "Zoë😀" + an unpaired surrogate */
-    u16(t, 14); u16(t, 'Z'); u16(t, 'o'); u16(t, 0xEB); u16(t, 0xD83D); u16(t, 0xDE00); u16(t, 0xD800); u16(t, 'x');
-    u16(t, 7); raw(t, "caf\xe9 \x80!", 7);
-    u16(t, 2); u8(t, 1); u8(t, 2);
-    u64(t, 8); u32(t, 4); w16(t, "ab"); u32(t, 4); w16(t, "cd"); u32(t, 0);
-    u64(t, TDS_PLP_UNKNOWN); u32(t, 0);
+    for (int i = 0; i < 18; i++) value(t, i);
     /* row 2: NBCROW, every column NULL */
     u8(t, TDS_TOK_NBCROW); u8(t, 0xFF); u8(t, 0xFF); u8(t, 0x03);
     /* row 3: ROW with NULL encodings (i4 cannot be NULL) */
@@ -233,6 +245,85 @@ TEST(tds_native_tokens_split_at_every_packet_size) {
         }
     }
     CHECK_EQ_INT(bad, 0);
+}
+
+/* NULLs at every position: NBCROW bitmaps with one NULL, all but one,
+ * whole bitmap bytes with and without NULLs and pseudo-random ones, and ROW
+ * with each nullable column's NULL encoding; each row reads back as row 1
+ * of all_types with those cells NULL, at packet sizes that split the
+ * bitmaps and values at every offset. */
+TEST(tds_native_nulls_at_every_position) {
+    enum { NC = 18 };
+    char cells[NC][128]; /* row 1 of ALL_EXPECTED, cell by cell */
+    const char *p = ALL_EXPECTED;
+    for (int i = 0; i < NC; i++) {
+        size_t k = strcspn(p, "|\n");
+        snprintf(cells[i], sizeof cells[i], "%.*s", (int)k, p);
+        p += k + 1;
+    }
+    CHECK(strcmp(cells[NC - 1], "0x") == 0 && strcmp(cells[0], "7") == 0);
+    uint32_t masks[80];
+    int nm = 0;
+    for (int i = 0; i < NC; i++) masks[nm++] = 1u << i;
+    for (int i = 0; i < NC; i++) masks[nm++] = 0x3FFFFu & ~(1u << i);
+    static const uint32_t WHOLE[] = {0, 0x3FFFF, 0xFF, 0xFF00, 0x30000, 0x300FF, 0xFFFF, 0x2FF01};
+    for (size_t i = 0; i < sizeof WHOLE / sizeof WHOLE[0]; i++) masks[nm++] = WHOLE[i];
+    uint32_t x = 12345;
+    while (nm < 60) {
+        x = x * 1103515245u + 12345u;
+        masks[nm++] = (x >> 8) & 0x3FFFFu;
+    }
+    static tb t;
+    t.n = 0;
+    all_types_meta(&t);
+    static char want[32768];
+    size_t w = 0;
+    int rows = 0;
+    for (int r = 0; r < nm; r++) {
+        u8(&t, TDS_TOK_NBCROW);
+        u8(&t, masks[r] & 0xFF); u8(&t, (masks[r] >> 8) & 0xFF); u8(&t, masks[r] >> 16);
+        for (int i = 0; i < NC; i++) {
+            bool null = (masks[r] >> i) & 1;
+            if (!null) value(&t, i);
+            w += (size_t)snprintf(want + w, sizeof want - w, "%s%s", null ? "NULL" : cells[i],
+                                  i + 1 < NC ? "|" : "\n");
+        }
+        rows++;
+    }
+    for (int n = 1; n < NC; n++) { /* ROW, column n NULL (i4 has no NULL) */
+        u8(&t, TDS_TOK_ROW);
+        for (int i = 0; i < NC; i++) {
+            if (i != n) value(&t, i);
+            else if (i <= 12) u8(&t, 0);
+            else if (i <= 15) u16(&t, 0xFFFF);
+            else u64(&t, TDS_PLP_NULL);
+            w += (size_t)snprintf(want + w, sizeof want - w, "%s%s", i == n ? "NULL" : cells[i],
+                                  i + 1 < NC ? "|" : "\n");
+        }
+        rows++;
+    }
+    done(&t, TDS_DONE_COUNT, (uint64_t)rows);
+    CHECK(t.n < sizeof t.b && w + 1 < sizeof want);
+    static uint8_t pk[262144];
+    static char text[32768];
+    int bad = 0, runs = 0;
+    for (size_t ps = 9; ps <= 4096; ps = ps < 72 ? ps + 1 : ps * 4) {
+        size_t n = packetize(pk, t.b, t.n, ps, true);
+        for (int64_t per = 7; per <= 7000; per *= 1000) {
+            mcdc_error e = MCDC_ERROR_INIT;
+            int rc = run(pk, n, text, sizeof text, per, &e);
+            runs++;
+            if (rc != MCDC_OK || strcmp(text, want) != 0) {
+                if (!bad) {
+                    fprintf(stderr, "packet size %zu, fetch %lld: rc %d %s\n", ps, (long long)per, rc, e.message);
+                    same_text(text, want);
+                }
+                bad++;
+            }
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK(runs > 100);
 }
 
 /* The stream alone: a message's payload read back through mcdc_tds_need
