@@ -659,8 +659,10 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
             bm0[i / 8] = (uint8_t)(bm0[i / 8] | (1u << (i % 8)));
         }
     }
-    /* bnd stays stepped until the end: one read transaction (one snapshot,
-     * no lock per commit-time lookup) */
+    /* one read transaction for the bounds and every commit-time lookup: one
+     * snapshot, not a WAL read lock taken and dropped per transaction (the
+     * store serves only sessions in autocommit) */
+    bool txn = ok && sqlite3_exec(s->rd, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
     if (ok) ok = store_range(q->bnd, p->range, p->order3, &snap, &first, &end);
     int rc = MCDC_OK;
     if (ok) {
@@ -776,6 +778,8 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
         *rows = cnt;
     }
     sqlite3_reset(q->bnd);
+    sqlite3_reset(q->commit);
+    if (txn) (void)sqlite3_exec(s->rd, "COMMIT", NULL, NULL, NULL);
     if (ce_ok) sim_tds_cellenc_free(&ce);
     mcdc_buf_free(&fixed);
     mcdc_buf_free(&cbuf);
