@@ -603,6 +603,10 @@ static bool store_range(sqlite3_stmt *bnd, sim_fast_range r, bool order3, const 
     return true;
 }
 
+/* Rows ahead of the one sent whose bytes are asked for (memory latency
+ * hidden behind the encoding of the rows between). */
+#define STORE_PREFETCH_ROWS 8
+
 /* Appends the encoding of v for column col to out (a cell's bytes). */
 static int enc_value(sim_tds_cellenc *ce, const sim_column *col, const sim_value *v, mcdc_buf *out) {
     sim_tds_col_enc e;
@@ -717,6 +721,7 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
         int64_t cnt = 0;
         for (size_t i = first; i < end && !*aborted; i++) {
             sim_store_row r;
+            if (i + STORE_PREFETCH_ROWS < end) sim_store_snap_prefetch(&snap, i + STORE_PREFETCH_ROWS);
             sim_store_snap_row(&snap, i, &r);
             if (!cur || memcmp(cur, r.start_lsn, 10) != 0) {
                 /* a new transaction: its commit time, once */
