@@ -720,6 +720,9 @@ int sim_tds_result_row_cells(sim_tds_result *r, const sim_cell *cells, int ncell
             for (unsigned x = nulls[b]; x; x &= x - 1) saved += e[b * 8 + (size_t)__builtin_ctz(x)].null_bytes;
     bool nbc;
     if (row_token(r, nulls, saved, ncols, &nbc)) return 1;
+    uint64_t nullw = 0; /* the NULL bits as a word (up to 64 columns) */
+    if (nbc && ncols <= 64)
+        for (size_t b = 0; b < nb; b++) nullw |= (uint64_t)nulls[b] << (8 * b);
     /* pieces adjacent in memory (a change row's columns) go in one copy;
      * NBCROW leaves the NULL columns out */
     const uint8_t *run = NULL;
@@ -730,6 +733,16 @@ int sim_tds_result_row_cells(sim_tds_result *r, const sim_cell *cells, int ncell
         if (!nbc || x->ncols == 1) {
             bool skip = nbc && (nulls[col / 8] >> (col % 8) & 1);
             if (!skip && run_add(o, &run, &rn, x->p, x->n)) return 1;
+        } else if (ncols <= 64) {
+            /* the runs between this cell's NULL columns (one step per NULL) */
+            uint32_t nc = x->ncols, j = 0;
+            uint64_t m = (nullw >> col) & (nc >= 64 ? ~0ull : (1ull << nc) - 1);
+            for (; m; m &= m - 1) {
+                uint32_t z = (uint32_t)__builtin_ctzll(m);
+                if (z > j && run_add(o, &run, &rn, x->p + (x->off[j] - x->off[0]), x->off[z] - x->off[j])) return 1;
+                j = z + 1;
+            }
+            if (j < nc && run_add(o, &run, &rn, x->p + (x->off[j] - x->off[0]), x->off[nc] - x->off[j])) return 1;
         } else {
             for (uint32_t j = 0; j < x->ncols; j++) {
                 int i = col + (int)j;
