@@ -704,6 +704,7 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
          * columns k.. from store columns c..), as 64-bit words */
         int sc = snap.ncols;
         bool words = n <= 64 && sc <= 64;
+        size_t snb = ((size_t)sc + 7) / 8; /* bytes of a row's NULL bitmap */
         int nseg = 0;
         for (int j = 0; words && j < ncol; j++) {
             if (j > 0 && colk[j] == colk[j - 1] + 1 && colk[n + j] == colk[n + j - 1] + 1) {
@@ -762,7 +763,7 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
             }
             if (words) {
                 uint64_t sn = 0, w = w0;
-                memcpy(&sn, r.nulls, ((size_t)sc + 7) / 8); /* (bits past sc are 0) */
+                for (size_t b = 0; b < snb; b++) sn |= (uint64_t)r.nulls[b] << (8 * b); /* (bits past sc are 0) */
                 for (int g = 0; g < nseg; g++) {
                     int k = seg[3 * g], c = seg[3 * g + 1], len = seg[3 * g + 2];
                     uint64_t m = len == 64 ? ~0ull : (1ull << len) - 1;
