@@ -632,8 +632,16 @@ bad:
 static int row_token(sim_tds_result *r, const uint8_t *bm, size_t saved, int ncols, bool *nbc) {
     size_t nb = (size_t)(ncols + 7) / 8;
     *nbc = r->nbcrow && saved > nb;
-    if (*nbc) return sim_tds_out_u8(r->out, TDS_TOK_NBCROW) || sim_tds_out_bytes(r->out, bm, nb);
-    return sim_tds_out_u8(r->out, TDS_TOK_ROW);
+    if (!*nbc) return sim_tds_out_u8(r->out, TDS_TOK_ROW);
+    sim_tds_out *o = r->out;
+    if (o->size - o->pos > nb) { /* a few bytes: no library call */
+        uint8_t *d = o->buf + o->pos;
+        d[0] = TDS_TOK_NBCROW;
+        for (size_t k = 0; k < nb; k++) d[1 + k] = bm[k];
+        o->pos += 1 + nb;
+        return 0;
+    }
+    return sim_tds_out_u8(o, TDS_TOK_NBCROW) || sim_tds_out_bytes(o, bm, nb);
 }
 
 int sim_tds_result_row(sim_tds_result *r, const sim_value *vals, int ncols) {
