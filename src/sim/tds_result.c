@@ -259,6 +259,7 @@ int sim_tds_result_columns(sim_tds_result *r, const sim_column *cols, int ncols)
     }
     if (flush_pending(r, true)) return 1;
     r->ncols = ncols;
+    r->null_sum_ready = false;
     sim_tds_out *o = r->out;
     if (sim_tds_out_u8(o, TDS_TOK_COLMETADATA) || sim_tds_out_u16(o, (uint16_t)ncols)) return 1;
     for (int i = 0; i < ncols; i++) {
@@ -723,9 +724,22 @@ int sim_tds_result_row_cells(sim_tds_result *r, const sim_cell *cells, int ncell
     sim_tds_out *o = r->out;
     const sim_tds_col_enc *e = r->cols;
     size_t saved = 0, nb = (size_t)(ncols + 7) / 8;
-    if (r->nbcrow)
+    if (r->nbcrow && ncols <= 64) {
+        if (!r->null_sum_ready) { /* each byte value's sum from the value less its lowest bit */
+            for (size_t b = 0; b < nb; b++) {
+                r->null_sum[b][0] = 0;
+                for (unsigned v = 1; v < 256; v++) {
+                    size_t i = b * 8 + (size_t)__builtin_ctz(v);
+                    r->null_sum[b][v] = (uint16_t)(r->null_sum[b][v & (v - 1)] + (i < (size_t)ncols ? e[i].null_bytes : 0));
+                }
+            }
+            r->null_sum_ready = true;
+        }
+        for (size_t b = 0; b < nb; b++) saved += r->null_sum[b][nulls[b]];
+    } else if (r->nbcrow) {
         for (size_t b = 0; b < nb; b++)
             for (unsigned x = nulls[b]; x; x &= x - 1) saved += e[b * 8 + (size_t)__builtin_ctz(x)].null_bytes;
+    }
     bool nbc;
     if (row_token(r, nulls, saved, ncols, &nbc)) return 1;
     uint64_t nullw = 0; /* the NULL bits as a word (up to 64 columns) */
