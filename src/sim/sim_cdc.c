@@ -14,6 +14,7 @@
  */
 #include "sim_engine_int.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,16 @@ static const char *CDC_SCHEMA =
     " ('cdc.captured_columns', 'cdc', 'captured_columns', 1173579219, '', 0),"
     " ('cdc.ddl_history', 'cdc', 'ddl_history', 1237579447, '', 0),"
     " ('cdc.index_columns', 'cdc', 'index_columns', 1189579276, '', 0);";
+
+/* Idle entries and retention (time-driven) run at most this often from the
+ * background capture thread; sim.run_capture runs them every time. */
+#define CDC_HOUSEKEEPING_US 1000000
+
+/* Bumped by whatever gives a capture scan work (a committed change, a new
+ * instance): the background thread skips scans while it stays the same and
+ * the last scan left nothing queued. One counter for every server of the
+ * process: a bump elsewhere costs a scan, nothing more. */
+static _Atomic uint64_t capture_work;
 
 int sim_cdc_init_db(sim_db *d, mcdc_error *err) { return sim_sql(d->w, err, "%s", CDC_SCHEMA); }
 
@@ -185,6 +196,7 @@ int sim_cdc_commit(sim_session *s, uint64_t commit_lsn, mcdc_error *err) {
     sqlite3_bind_int64(st, 6, now);
     if (sqlite3_step(st) != SQLITE_DONE) rc = sim_sqlite_err(d->w, SQLITE_ERROR, err);
     sqlite3_finalize(st);
+    atomic_fetch_add(&capture_work, 1);
     return rc;
 }
 
@@ -378,23 +390,38 @@ static void retention(sim_server *srv, sim_db *d) {
     for (int k = 0; k < n; k++) cleanup_to(srv, d, names[k], low);
 }
 
-void sim_cdc_scan(sim_server *srv, bool ignore_latency) {
+/* One scan of every CDC database; housekeeping adds idle entries and
+ * retention. Returns true when work is left (queued transactions, a
+ * database that was busy). */
+static bool scan(sim_server *srv, bool ignore_latency, bool housekeeping) {
+    bool left = false;
     for (sim_db *d = srv->dbs; d; d = d->next) {
         if (!d->cdc_enabled) continue;
-        if (sqlite3_exec(d->w, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) continue;
+        if (sqlite3_exec(d->w, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+            left = true;
+            continue;
+        }
         d->auth.trusted = true; /* harvest and retention tell the change store themselves */
         /* the capture process picks up new instances: min_lsn becomes their enable LSN */
         sqlite3_exec(d->w, "UPDATE \"cdc.change_tables\" SET start_lsn = enable_lsn WHERE start_lsn IS NULL", NULL, NULL, NULL);
         int n = harvest(srv, d, ignore_latency);
-        if (n == 0 && pending_empty(d->w)) idle_entries(srv, d);
-        retention(srv, d);
+        bool empty = pending_empty(d->w);
+        if (!empty) left = true;
+        if (housekeeping && n == 0 && empty) idle_entries(srv, d);
+        if (housekeeping) retention(srv, d);
         d->auth.trusted = false;
         sqlite3_exec(d->w, "COMMIT", NULL, NULL, NULL);
     }
+    return left;
 }
+
+void sim_cdc_scan(sim_server *srv, bool ignore_latency) { (void)scan(srv, ignore_latency, true); }
 
 void *sim_cdc_thread(void *arg) {
     sim_server *srv = arg;
+    uint64_t seen = 0;
+    bool left = true;
+    int64_t house_us = INT64_MIN;
     pthread_mutex_lock(&srv->mu);
     while (!srv->stop) {
         struct timespec ts;
@@ -404,7 +431,15 @@ void *sim_cdc_thread(void *arg) {
         ts.tv_nsec = (long)(ns % 1000000000);
         pthread_cond_timedwait(&srv->cap_cv, &srv->mu, &ts);
         if (srv->stop) break;
-        sim_cdc_scan(srv, false);
+        /* nothing committed since a scan that left nothing queued, and
+         * no housekeeping due: no scan (no write transaction, no query) */
+        uint64_t work = atomic_load(&capture_work);
+        int64_t now = mcdc_monotonic_us();
+        bool house = house_us == INT64_MIN || now - house_us >= CDC_HOUSEKEEPING_US;
+        if (!left && work == seen && !house) continue;
+        if (house) house_us = now;
+        left = scan(srv, false, house);
+        seen = work;
     }
     pthread_mutex_unlock(&srv->mu);
     return NULL;
@@ -694,6 +729,7 @@ static int enable_table(sim_session *s, const sim_proc_args *a, mcdc_error *err)
         }
     }
     if (rc == MCDC_OK) rc = sim_db_state_put(d, "lsn", (int64_t)d->lsn);
+    atomic_fetch_add(&capture_work, 1); /* the capture scan sets its min_lsn */
     mcdc_buf_free(&ct);
     mcdc_buf_free(&pend);
     mcdc_buf_free(&capl);

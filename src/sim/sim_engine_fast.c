@@ -603,6 +603,38 @@ static bool store_range(sqlite3_stmt *bnd, sim_fast_range r, bool order3, const 
     return true;
 }
 
+/* Rows ahead of the one sent whose bytes are asked for (memory latency
+ * hidden behind the encoding of the rows between). */
+#define STORE_PREFETCH_ROWS 8
+
+/* The commit-time lookup (one transaction's start LSN, "... WHERE m.start_lsn
+ * = $__lsn") as a forward scan from an LSN on, with the LSN as a second
+ * column: the store's rows come in LSN order, so one pass over the mapping
+ * answers every transaction (no seek per transaction). NULL when the lookup
+ * has another shape or other parameters: then a lookup per transaction. */
+static sqlite3_stmt *commit_scan(sqlite3 *db, sqlite3_stmt *point) {
+    static const char SUF[] = " FROM \"cdc.lsn_time_mapping\" AS \"m\" WHERE \"m\".\"start_lsn\" = $__lsn";
+    const char *sql = sqlite3_sql(point);
+    size_t n = sql ? strlen(sql) : 0, sn = sizeof SUF - 1;
+    if (n <= sn || n > INT32_MAX || strcmp(sql + n - sn, SUF) != 0 || sqlite3_bind_parameter_count(point) != 1) return NULL;
+    char *q = sqlite3_mprintf("%.*s, \"m\".\"start_lsn\" FROM \"cdc.lsn_time_mapping\" AS \"m\""
+                              " WHERE \"m\".\"start_lsn\" >= $__lsn ORDER BY \"m\".\"start_lsn\"", (int)(n - sn), sql);
+    sqlite3_stmt *st = NULL;
+    if (!q || sqlite3_prepare_v2(db, q, -1, &st, NULL) != SQLITE_OK || sqlite3_column_count(st) != 2 ||
+        sqlite3_bind_parameter_count(st) != 1) {
+        sqlite3_finalize(st);
+        st = NULL;
+    }
+    sqlite3_free(q);
+    return st;
+}
+
+/* SQLite's blob order of a mapping LSN against a store row's 10 bytes. */
+static int lsn_cmp(const void *a, int an, const uint8_t *b) {
+    int c = an > 0 ? memcmp(a, b, an < 10 ? (size_t)an : 10) : 0;
+    return c ? c : an - 10;
+}
+
 /* Appends the encoding of v for column col to out (a cell's bytes). */
 static int enc_value(sim_tds_cellenc *ce, const sim_column *col, const sim_value *v, mcdc_buf *out) {
     sim_tds_col_enc e;
@@ -659,8 +691,10 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
             bm0[i / 8] = (uint8_t)(bm0[i / 8] | (1u << (i % 8)));
         }
     }
-    /* bnd stays stepped until the end: one read transaction (one snapshot,
-     * no lock per commit-time lookup) */
+    /* one read transaction for the bounds and every commit-time lookup: one
+     * snapshot, not a WAL read lock taken and dropped per transaction (the
+     * store serves only sessions in autocommit) */
+    bool txn = ok && sqlite3_exec(s->rd, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
     if (ok) ok = store_range(q->bnd, p->range, p->order3, &snap, &first, &end);
     int rc = MCDC_OK;
     if (ok) {
@@ -698,6 +732,7 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
          * columns k.. from store columns c..), as 64-bit words */
         int sc = snap.ncols;
         bool words = n <= 64 && sc <= 64;
+        size_t snb = ((size_t)sc + 7) / 8; /* bytes of a row's NULL bitmap */
         int nseg = 0;
         for (int j = 0; words && j < ncol; j++) {
             if (j > 0 && colk[j] == colk[j - 1] + 1 && colk[n + j] == colk[n + j - 1] + 1) {
@@ -713,21 +748,42 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
         for (int k = 0; words && k < n; k++)
             if (bm0[k / 8] >> (k % 8) & 1) w0 |= 1ull << k;
         int64_t cnt = 0;
+        sqlite3_stmt *scan = end > first ? commit_scan(s->rd, q->commit) : NULL;
+        int scan_rc = SQLITE_DONE; /* the scan's last step: SQLITE_ROW while it has a row */
+        uint8_t scan_from[10];
         for (size_t i = first; i < end && !*aborted; i++) {
             sim_store_row r;
+            if (i + STORE_PREFETCH_ROWS < end) sim_store_snap_prefetch(&snap, i + STORE_PREFETCH_ROWS);
             sim_store_snap_row(&snap, i, &r);
             if (!cur || memcmp(cur, r.start_lsn, 10) != 0) {
                 /* a new transaction: its commit time, once */
+                sqlite3_stmt *cq = q->commit;
+                int cs;
+                if (scan) {
+                    if (!cur) { /* from the first transaction's LSN on */
+                        memcpy(scan_from, r.start_lsn, 10);
+                        sqlite3_bind_blob(scan, 1, scan_from, 10, SQLITE_STATIC);
+                        scan_rc = sqlite3_step(scan);
+                    }
+                    while (scan_rc == SQLITE_ROW &&
+                           lsn_cmp(sqlite3_column_blob(scan, 1), sqlite3_column_bytes(scan, 1), r.start_lsn) < 0)
+                        scan_rc = sqlite3_step(scan);
+                    cs = scan_rc;
+                    if (cs == SQLITE_ROW && lsn_cmp(sqlite3_column_blob(scan, 1), sqlite3_column_bytes(scan, 1), r.start_lsn) != 0)
+                        cs = SQLITE_DONE; /* no entry for this one */
+                    cq = scan;
+                } else {
+                    sqlite3_reset(cq);
+                    sqlite3_bind_blob(cq, q->commit_param, r.start_lsn, 10, SQLITE_STATIC);
+                    cs = sqlite3_step(cq);
+                }
                 cur = r.start_lsn;
-                sqlite3_reset(q->commit);
-                sqlite3_bind_blob(q->commit, q->commit_param, r.start_lsn, 10, SQLITE_STATIC);
-                int cs = sqlite3_step(q->commit);
                 have_commit = cs == SQLITE_ROW;
                 if (cs != SQLITE_ROW && cs != SQLITE_DONE) { rc = sim_sqlite_err(s->rd, cs, err); break; }
                 mcdc_buf_reset(&cbuf);
                 if (have_commit) {
                     sim_value cv;
-                    sim_store_value_of(&cv, sqlite3_column_value(q->commit, 0));
+                    sim_store_value_of(&cv, sqlite3_column_value(cq, 0));
                     commit_null = cv.kind == SIM_V_NULL;
                     for (int k = 0; k < n && rc == MCDC_OK; k++)
                         if (p->items[k].kind == SIM_FAST_COMMIT) rc = enc_value(&ce, &q->cols[k], &cv, &cbuf);
@@ -755,7 +811,7 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
             }
             if (words) {
                 uint64_t sn = 0, w = w0;
-                memcpy(&sn, r.nulls, ((size_t)sc + 7) / 8); /* (bits past sc are 0) */
+                for (size_t b = 0; b < snb; b++) sn |= (uint64_t)r.nulls[b] << (8 * b); /* (bits past sc are 0) */
                 for (int g = 0; g < nseg; g++) {
                     int k = seg[3 * g], c = seg[3 * g + 1], len = seg[3 * g + 2];
                     uint64_t m = len == 64 ? ~0ull : (1ull << len) - 1;
@@ -774,8 +830,11 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
             if (sink->row_cells(sink->ctx, gc, ng, bm, n)) { *aborted = true; break; }
         }
         *rows = cnt;
+        sqlite3_finalize(scan);
     }
     sqlite3_reset(q->bnd);
+    sqlite3_reset(q->commit);
+    if (txn) (void)sqlite3_exec(s->rd, "COMMIT", NULL, NULL, NULL);
     if (ce_ok) sim_tds_cellenc_free(&ce);
     mcdc_buf_free(&fixed);
     mcdc_buf_free(&cbuf);

@@ -112,9 +112,10 @@ static void gen_value(sim_value *v, const sim_type *t, bool nullable, rng *r, in
             more >>= 6;
         }
         buf[n] = 0;
-        /* cut at a character boundary within the length */
-        int chars = 0, k = 0;
-        while (buf[k] && chars < lim) {
+        /* cut at a character boundary within the length (no more bytes
+         * than the length: no more characters either) */
+        int chars = 0, k = n <= lim ? n : 0;
+        while (k < n && chars < lim) {
             k++;
             while (buf[k] && ((unsigned char)buf[k] & 0xC0) == 0x80) k++;
             chars++;

@@ -259,6 +259,7 @@ int sim_tds_result_columns(sim_tds_result *r, const sim_column *cols, int ncols)
     }
     if (flush_pending(r, true)) return 1;
     r->ncols = ncols;
+    r->null_sum_ready = false;
     sim_tds_out *o = r->out;
     if (sim_tds_out_u8(o, TDS_TOK_COLMETADATA) || sim_tds_out_u16(o, (uint16_t)ncols)) return 1;
     for (int i = 0; i < ncols; i++) {
@@ -632,8 +633,16 @@ bad:
 static int row_token(sim_tds_result *r, const uint8_t *bm, size_t saved, int ncols, bool *nbc) {
     size_t nb = (size_t)(ncols + 7) / 8;
     *nbc = r->nbcrow && saved > nb;
-    if (*nbc) return sim_tds_out_u8(r->out, TDS_TOK_NBCROW) || sim_tds_out_bytes(r->out, bm, nb);
-    return sim_tds_out_u8(r->out, TDS_TOK_ROW);
+    if (!*nbc) return sim_tds_out_u8(r->out, TDS_TOK_ROW);
+    sim_tds_out *o = r->out;
+    if (o->size - o->pos > nb) { /* a few bytes: no library call */
+        uint8_t *d = o->buf + o->pos;
+        d[0] = TDS_TOK_NBCROW;
+        for (size_t k = 0; k < nb; k++) d[1 + k] = bm[k];
+        o->pos += 1 + nb;
+        return 0;
+    }
+    return sim_tds_out_u8(o, TDS_TOK_NBCROW) || sim_tds_out_bytes(o, bm, nb);
 }
 
 int sim_tds_result_row(sim_tds_result *r, const sim_value *vals, int ncols) {
@@ -715,11 +724,27 @@ int sim_tds_result_row_cells(sim_tds_result *r, const sim_cell *cells, int ncell
     sim_tds_out *o = r->out;
     const sim_tds_col_enc *e = r->cols;
     size_t saved = 0, nb = (size_t)(ncols + 7) / 8;
-    if (r->nbcrow)
+    if (r->nbcrow && ncols <= 64) {
+        if (!r->null_sum_ready) { /* each byte value's sum from the value less its lowest bit */
+            for (size_t b = 0; b < nb; b++) {
+                r->null_sum[b][0] = 0;
+                for (unsigned v = 1; v < 256; v++) {
+                    size_t i = b * 8 + (size_t)__builtin_ctz(v);
+                    r->null_sum[b][v] = (uint16_t)(r->null_sum[b][v & (v - 1)] + (i < (size_t)ncols ? e[i].null_bytes : 0));
+                }
+            }
+            r->null_sum_ready = true;
+        }
+        for (size_t b = 0; b < nb; b++) saved += r->null_sum[b][nulls[b]];
+    } else if (r->nbcrow) {
         for (size_t b = 0; b < nb; b++)
             for (unsigned x = nulls[b]; x; x &= x - 1) saved += e[b * 8 + (size_t)__builtin_ctz(x)].null_bytes;
+    }
     bool nbc;
     if (row_token(r, nulls, saved, ncols, &nbc)) return 1;
+    uint64_t nullw = 0; /* the NULL bits as a word (up to 64 columns) */
+    if (nbc && ncols <= 64)
+        for (size_t b = 0; b < nb; b++) nullw |= (uint64_t)nulls[b] << (8 * b);
     /* pieces adjacent in memory (a change row's columns) go in one copy;
      * NBCROW leaves the NULL columns out */
     const uint8_t *run = NULL;
@@ -730,6 +755,16 @@ int sim_tds_result_row_cells(sim_tds_result *r, const sim_cell *cells, int ncell
         if (!nbc || x->ncols == 1) {
             bool skip = nbc && (nulls[col / 8] >> (col % 8) & 1);
             if (!skip && run_add(o, &run, &rn, x->p, x->n)) return 1;
+        } else if (ncols <= 64) {
+            /* the runs between this cell's NULL columns (one step per NULL) */
+            uint32_t nc = x->ncols, j = 0;
+            uint64_t m = (nullw >> col) & (nc >= 64 ? ~0ull : (1ull << nc) - 1);
+            for (; m; m &= m - 1) {
+                uint32_t z = (uint32_t)__builtin_ctzll(m);
+                if (z > j && run_add(o, &run, &rn, x->p + (x->off[j] - x->off[0]), x->off[z] - x->off[j])) return 1;
+                j = z + 1;
+            }
+            if (j < nc && run_add(o, &run, &rn, x->p + (x->off[j] - x->off[0]), x->off[nc] - x->off[j])) return 1;
         } else {
             for (uint32_t j = 0; j < x->ncols; j++) {
                 int i = col + (int)j;

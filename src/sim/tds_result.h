@@ -60,6 +60,11 @@ struct sim_tds_result {
     uint64_t rows_total;
     sim_tds_result_check_fn check;
     void *check_ctx;
+    /* Rows from cells with up to 64 columns: the bytes NBCROW saves, by
+     * NULL bitmap byte and its value (set at the first such row of a
+     * result set). */
+    bool null_sum_ready;
+    uint16_t null_sum[8][256];
 };
 
 int sim_tds_result_init(sim_tds_result *r, sim_tds_out *out, mcdc_error *err);

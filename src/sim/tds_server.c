@@ -26,8 +26,17 @@
 /* Request buffers above this size are released after the request. */
 #define TDS_KEEP_BUFFER_BYTES (1u << 20)
 
-/* Rows between two attention polls when no packet went out meanwhile. */
+/* Rows between two attention polls when nothing went out meanwhile. */
 #define TDS_ATTENTION_POLL_ROWS 1024
+
+/* Reply packets go out in writes of up to this many bytes: one send() for
+ * eight 32 KiB packets (or 64 of 4 KiB) rather than one per packet. */
+#define TDS_SEND_BYTES (256u * 1024u)
+_Static_assert(TDS_SEND_BYTES <= TDS_OUT_HOLD_BYTES_MAX, "send region within the hold limit");
+
+/* Finished packets wait at most about this long for the next ones when rows
+ * come slowly (checked at each attention poll). */
+#define TDS_HOLD_US 2000
 
 typedef struct slot {
     pthread_t tid;
@@ -59,7 +68,8 @@ typedef struct conn {
     sim_tds_rpc rpc;
     sim_tds_prep prep;
     mcdc_buf text;
-    uint64_t packets_sent;
+    uint64_t packets_sent; /* writes of one or more packets */
+    int64_t last_send_us;  /* monotonic time of the last write */
     int64_t net_wait_us;   /* blocked sending, not yet handed to the engine */
     char login_db[TDS_LOGIN_STR_BYTES]; /* database after login: RESETCONNECTION returns */
     uint64_t packets_polled;
@@ -122,16 +132,20 @@ static int sock_write(void *ctx, const uint8_t *p, size_t n) {
     conn *c = ctx;
     if (c->dropped) return -1;
     int rc = c->tls_on ? sim_tls_write(c->tls, p, n) : raw_write(c, p, n);
-    if (rc == 0) c->packets_sent++;
+    if (rc == 0) {
+        c->packets_sent++;
+        c->last_send_us = mcdc_monotonic_us();
+    }
     return rc;
 }
 
-/* Ends the connection at once, mid-packet: the client sees a truncated
- * packet and then a reset. */
+/* Ends the connection at once, mid-packet: the client sees the finished
+ * packets, a truncated packet and then a reset. */
 static void drop_now(conn *c) {
     if (c->dropped) return;
     sim_tds_out *o = &c->out;
-    if (o->pos > TDS_HEADER_BYTES) {
+    (void)sim_tds_out_push(o);
+    if (o->pos > TDS_HEADER_BYTES && !o->failed) {
         uint8_t *h = o->buf;
         h[0] = o->type;
         h[1] = 0;
@@ -192,10 +206,19 @@ static int conn_check(void *ctx, sim_tds_result *r, int what) {
             drop_now(c);
             return 1;
         }
-        if (act.delay_ms > 0) mcdc_sleep_ms(act.delay_ms);
+        if (act.delay_ms > 0) {
+            /* the client sees the rows before the pause, as it would from a packet per write */
+            if (sim_tds_out_push(&c->out)) return 1;
+            mcdc_sleep_ms(act.delay_ms);
+        }
         if (++c->rows_since_poll < TDS_ATTENTION_POLL_ROWS &&
             c->packets_sent == c->packets_polled)
             return 0;
+        if (c->out.held && mcdc_monotonic_us() - c->last_send_us >= TDS_HOLD_US &&
+            sim_tds_out_push(&c->out))
+            return 1;
+    } else if (sim_tds_out_push(&c->out)) { /* a new result, its end or a wait */
+        return 1;
     }
     c->rows_since_poll = 0;
     c->packets_polled = c->packets_sent;
@@ -567,7 +590,8 @@ static void *conn_main(void *arg) {
     conn *c = arg;
     sim_tds_server *s = c->srv;
     mcdc_error err = MCDC_ERROR_INIT;
-    if (sim_tds_out_init(&c->out, sock_write, c, &err) == MCDC_OK) {
+    if (sim_tds_out_init(&c->out, sock_write, c, &err) == MCDC_OK &&
+        sim_tds_out_hold(&c->out, TDS_SEND_BYTES, &err) == MCDC_OK) {
         sim_tds_result_init(&c->res, &c->out, &err);
         c->res.check = conn_check;
         c->res.check_ctx = c;

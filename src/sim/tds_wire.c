@@ -72,9 +72,11 @@ void sim_tds_msg_free(sim_tds_msg *m) {
 /* ---- packets out ------------------------------------------------------------ */
 int sim_tds_out_init(sim_tds_out *o, sim_tds_write_fn w, void *wctx, mcdc_error *err) {
     memset(o, 0, sizeof *o);
-    o->buf = mcdc_malloc(MCDC_TDS_PACKET_BYTES_MAX);
-    if (!o->buf)
+    o->region = mcdc_malloc(MCDC_TDS_PACKET_BYTES_MAX);
+    if (!o->region)
         return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory for a TDS packet buffer");
+    o->region_bytes = MCDC_TDS_PACKET_BYTES_MAX;
+    o->buf = o->region;
     o->size = MCDC_TDS_PACKET_BYTES_DEFAULT;
     o->pos = TDS_HEADER_BYTES;
     o->write = w;
@@ -86,18 +88,47 @@ int sim_tds_out_init(sim_tds_out *o, sim_tds_write_fn w, void *wctx, mcdc_error 
 
 void sim_tds_out_free(sim_tds_out *o) {
     if (!o) return;
-    mcdc_free(o->buf);
-    o->buf = NULL;
+    mcdc_free(o->region);
+    o->region = o->buf = NULL;
+}
+
+int sim_tds_out_hold(sim_tds_out *o, size_t region_bytes, mcdc_error *err) {
+    MCDC_ASSERT(o->held == 0 && region_bytes <= TDS_OUT_HOLD_BYTES_MAX);
+    if (region_bytes < MCDC_TDS_PACKET_BYTES_MAX) region_bytes = MCDC_TDS_PACKET_BYTES_MAX;
+    uint8_t *r = mcdc_malloc(region_bytes);
+    if (!r)
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory for %zu bytes of TDS packets",
+                              region_bytes);
+    memcpy(r, o->buf, o->pos);
+    mcdc_free(o->region);
+    o->region = o->buf = r;
+    o->region_bytes = region_bytes;
+    o->holding = true;
+    return MCDC_OK;
 }
 
 void sim_tds_out_begin(sim_tds_out *o, uint8_t type) {
+    MCDC_ASSERT(o->held == 0 || o->failed);
     o->type = type;
     o->packet_id = 1;
+    o->held = 0;
+    o->buf = o->region;
     o->pos = TDS_HEADER_BYTES;
+}
+
+int sim_tds_out_push(sim_tds_out *o) {
+    if (o->held == 0) return o->failed ? -1 : 0;
+    size_t n = o->held;
+    o->held = 0;
+    if (!o->failed && o->write(o->wctx, o->region, n) != 0) o->failed = 1;
+    memmove(o->region, o->buf, o->pos);
+    o->buf = o->region;
+    return o->failed ? -1 : 0;
 }
 
 static int out_send(sim_tds_out *o, uint8_t status) {
     MCDC_ASSERT(o->pos >= TDS_HEADER_BYTES && o->pos <= o->size);
+    MCDC_ASSERT(o->buf == o->region + o->held && o->held + o->size <= o->region_bytes);
     uint8_t *h = o->buf;
     h[0] = o->type;
     h[1] = status;
@@ -108,10 +139,18 @@ static int out_send(sim_tds_out *o, uint8_t status) {
     h[6] = o->packet_id;
     h[7] = 0;
     o->packet_id = (uint8_t)(o->packet_id + 1);
-    size_t n = o->pos;
+    o->held += o->pos;
     o->pos = TDS_HEADER_BYTES;
+    /* hold the packet while another full one fits behind it */
+    if (status != TDS_STATUS_EOM && o->holding && o->region_bytes - o->held >= o->size) {
+        o->buf = o->region + o->held;
+        return o->failed ? -1 : 0;
+    }
+    size_t n = o->held;
+    o->held = 0;
+    o->buf = o->region;
     if (o->failed) return -1;
-    if (o->write(o->wctx, o->buf, n) != 0) o->failed = 1;
+    if (o->write(o->wctx, o->region, n) != 0) o->failed = 1;
     return o->failed ? -1 : 0;
 }
 

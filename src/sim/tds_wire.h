@@ -43,6 +43,10 @@
 /* SQL Server accepts at most 2100 parameters in one request. */
 #define TDS_RPC_PARAMS_MAX 2100
 
+/* Largest region of packets sent in one write (sim_tds_out_hold): beyond a
+ * few hundred KiB a bigger write saves no more system calls worth having. */
+#define TDS_OUT_HOLD_BYTES_MAX (1u << 20)
+
 /* Reads exactly n bytes; returns 0, or non-zero on EOF / error. */
 typedef int (*sim_tds_read_fn)(void *ctx, uint8_t *p, size_t n);
 /* Writes all n bytes; returns 0, or non-zero when the peer is gone. */
@@ -63,9 +67,12 @@ typedef struct sim_tds_msg {
 int sim_tds_msg_read(sim_tds_msg *m, sim_tds_read_fn rd, void *ctx, mcdc_error *err);
 void sim_tds_msg_free(sim_tds_msg *m);
 
-/* Splits one message in the buffer `buf` into packets. */
+/* Splits one message in the buffer `buf` into packets. By default each full
+ * packet is written at once. With sim_tds_out_hold, finished packets lie
+ * together in one region and go out in one write per region (or at the
+ * message's end, or on sim_tds_out_push): fewer system calls per row. */
 typedef struct sim_tds_out {
-    uint8_t *buf;      /* owned: MCDC_TDS_PACKET_BYTES_MAX bytes */
+    uint8_t *buf;      /* the packet being filled: region + held */
     size_t size;       /* packet size in use (negotiated), header included */
     size_t pos;        /* bytes in buf, header included */
     uint8_t type;
@@ -74,15 +81,25 @@ typedef struct sim_tds_out {
     sim_tds_write_fn write;
     void *wctx;
     int failed;        /* sticky: a write failed; later output is dropped */
+    uint8_t *region;   /* owned: region_bytes (>= MCDC_TDS_PACKET_BYTES_MAX) */
+    size_t region_bytes;
+    size_t held;       /* bytes of finished packets at region[0..held), not yet written */
+    bool holding;      /* sim_tds_out_hold ran: packets wait in the region */
 } sim_tds_out;
 
 int sim_tds_out_init(sim_tds_out *o, sim_tds_write_fn w, void *wctx, mcdc_error *err);
 void sim_tds_out_free(sim_tds_out *o);
+/* Lets finished packets wait in a region of region_bytes (at most
+ * TDS_OUT_HOLD_BYTES_MAX) and go out together. Call between messages. */
+int sim_tds_out_hold(sim_tds_out *o, size_t region_bytes, mcdc_error *err);
+/* Writes the finished packets held now (not the one being filled). */
+int sim_tds_out_push(sim_tds_out *o);
 /* Starts a message of packet type `type` (0x04 for every server reply). */
 void sim_tds_out_begin(sim_tds_out *o, uint8_t type);
-/* Sends the full packet in buf (status 0) and starts the next one. */
+/* Finishes the full packet in buf (status 0) and starts the next one; writes
+ * it, or holds it while the region has room for another packet. */
 int sim_tds_out_flush(sim_tds_out *o);
-/* Ends the message: sends the last packet with EOM. */
+/* Ends the message: sends the held packets and the last one, with EOM. */
 int sim_tds_out_end(sim_tds_out *o);
 int sim_tds_out_bytes_slow(sim_tds_out *o, const void *p, size_t n);
 

@@ -175,6 +175,67 @@ TEST(sim_tds_out_splits_at_packet_size) {
     sim_tds_out_free(&o);
 }
 
+/* With a hold region, finished packets go out together: at the message's
+ * end, when the region is full, or on push; the bytes are those of one
+ * packet per write. */
+TEST(sim_tds_out_holds_packets_and_writes_them_together) {
+    capture c = {0};
+    sim_tds_out o;
+    CHECK_EQ_INT(sim_tds_out_init(&o, cap_write, &c, NULL), MCDC_OK);
+    CHECK_EQ_INT(sim_tds_out_hold(&o, 64 * 1024, NULL), MCDC_OK);
+    o.size = 4096;
+    sim_tds_out_begin(&o, TDS_PKT_REPLY);
+    enum { N = 100000 };
+    uint8_t *data = malloc(N);
+    CHECK(data != NULL);
+    if (!data) return;
+    for (size_t i = 0; i < N; i++) data[i] = (uint8_t)(i * 13 + (i >> 8));
+    /* 20000 bytes: four full packets held, none written */
+    CHECK_EQ_INT(sim_tds_out_bytes(&o, data, 20000), 0);
+    CHECK_EQ_INT(c.packets, 0);
+    CHECK_EQ_INT((int)o.held, 4 * 4096);
+    /* push: the four go in one write; the packet being filled stays */
+    CHECK_EQ_INT(sim_tds_out_push(&o), 0);
+    CHECK_EQ_INT(c.packets, 1);
+    CHECK_EQ_INT((int)c.raw.len, 4 * 4096);
+    CHECK_EQ_INT((int)o.held, 0);
+    CHECK_EQ_INT(sim_tds_out_push(&o), 0); /* nothing held: no write */
+    CHECK_EQ_INT(c.packets, 1);
+    /* the rest: the region (16 packets of 4096) fills once, then the end */
+    CHECK_EQ_INT(sim_tds_out_bytes(&o, data + 20000, N - 20000), 0);
+    CHECK_EQ_INT(c.packets, 2);
+    CHECK_EQ_INT(sim_tds_out_end(&o), 0);
+    CHECK_EQ_INT(c.packets, 3);
+    mcdc_buf pay = {0};
+    CHECK_EQ_INT(depacketize(&c, &pay, 4096, TDS_PKT_REPLY), (N + 4087) / 4088);
+    CHECK_EQ_INT((int)pay.len, N);
+    CHECK(pay.len == N && memcmp(pay.data, data, N) == 0);
+    /* the same bytes as without holding */
+    capture d = {0};
+    sim_tds_out p;
+    CHECK_EQ_INT(sim_tds_out_init(&p, cap_write, &d, NULL), MCDC_OK);
+    p.size = 4096;
+    sim_tds_out_begin(&p, TDS_PKT_REPLY);
+    CHECK_EQ_INT(sim_tds_out_bytes(&p, data, N), 0);
+    CHECK_EQ_INT(sim_tds_out_end(&p), 0);
+    CHECK_EQ_INT(d.packets, (N + 4087) / 4088); /* one write per packet */
+    CHECK(d.raw.len == c.raw.len && memcmp(d.raw.data, c.raw.data, c.raw.len) == 0);
+    /* a failed write drops what is held and stays failed */
+    mcdc_buf_reset(&c.raw);
+    c.fail_after = c.packets;
+    sim_tds_out_begin(&o, TDS_PKT_REPLY);
+    CHECK_EQ_INT(sim_tds_out_bytes(&o, data, 3 * 4096), 0); /* held: no write yet */
+    CHECK(sim_tds_out_push(&o) != 0);
+    CHECK(o.failed);
+    CHECK_EQ_INT((int)c.raw.len, 0);
+    free(data);
+    mcdc_buf_free(&pay);
+    mcdc_buf_free(&c.raw);
+    mcdc_buf_free(&d.raw);
+    sim_tds_out_free(&o);
+    sim_tds_out_free(&p);
+}
+
 /* ---- PRELOGIN ------------------------------------------------------------------- */
 TEST(sim_tds_prelogin_reply_bytes) {
     capture c = {0};
