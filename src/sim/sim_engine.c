@@ -1176,23 +1176,7 @@ int sim_emit_stmt(sim_session *s, sqlite3 *c, sqlite3_stmt *st, int first_rc, co
         for (int k = 0; k < n; k++) {
             /* sqlite3_value_* on the column's value: cheaper per cell than
              * the sqlite3_column_* wrappers (the hot loop of every read) */
-            sim_value *v = &vals[k];
-            sqlite3_value *cv = sqlite3_column_value(st, k);
-            switch (sqlite3_value_type(cv)) {
-            case SQLITE_INTEGER: v->kind = SIM_V_INT; v->i = sqlite3_value_int64(cv); break;
-            case SQLITE_FLOAT: v->kind = SIM_V_REAL; v->f = sqlite3_value_double(cv); break;
-            case SQLITE_TEXT:
-                v->kind = SIM_V_TEXT;
-                v->p = sqlite3_value_text(cv);
-                v->n = (size_t)sqlite3_value_bytes(cv);
-                break;
-            case SQLITE_BLOB:
-                v->kind = SIM_V_BLOB;
-                v->p = sqlite3_value_blob(cv);
-                v->n = (size_t)sqlite3_value_bytes(cv);
-                break;
-            default: v->kind = SIM_V_NULL; break;
-            }
+            sim_store_value_of(&vals[k], sqlite3_column_value(st, k));
         }
         cnt++;
         if (sink->row && sink->row(sink->ctx, vals, n)) { *aborted = true; break; }

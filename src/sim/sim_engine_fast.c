@@ -230,21 +230,11 @@ bool sim_fast_match(sim_fast_plan *p, const tsql_tok *t, int a, int b) {
     return true;
 }
 
-static const char HEX[] = "0123456789ABCDEF";
-
 /* "0x" + 20 hex digits of a 10-byte LSN into out[22] (no NUL). */
 static void hex10(const uint8_t *b, uint8_t *out) {
-    static const char PAIRS[] = "000102030405060708090A0B0C0D0E0F101112131415161718191A1B1C1D1E1F"
-                                "202122232425262728292A2B2C2D2E2F303132333435363738393A3B3C3D3E3F"
-                                "404142434445464748494A4B4C4D4E4F505152535455565758595A5B5C5D5E5F"
-                                "606162636465666768696A6B6C6D6E6F707172737475767778797A7B7C7D7E7F"
-                                "808182838485868788898A8B8C8D8E8F909192939495969798999A9B9C9D9E9F"
-                                "A0A1A2A3A4A5A6A7A8A9AAABACADAEAFB0B1B2B3B4B5B6B7B8B9BABBBCBDBEBF"
-                                "C0C1C2C3C4C5C6C7C8C9CACBCCCDCECFD0D1D2D3D4D5D6D7D8D9DADBDCDDDEDF"
-                                "E0E1E2E3E4E5E6E7E8E9EAEBECEDEEEFF0F1F2F3F4F5F6F7F8F9FAFBFCFDFEFF";
     out[0] = '0';
     out[1] = 'x';
-    for (int k = 0; k < 10; k++) memcpy(out + 2 + 2 * k, PAIRS + 2 * b[k], 2);
+    for (int k = 0; k < 10; k++) memcpy(out + 2 + 2 * k, mcdc_hex_pairs + 2 * b[k], 2);
 }
 
 /* CONVERT(varchar(22), blob, 1): "0x" + hex, cut at 22 characters. */
@@ -252,10 +242,7 @@ static size_t lsn_hex(const uint8_t *b, size_t n, char out[24]) {
     size_t o = 0;
     out[o++] = '0';
     out[o++] = 'x';
-    for (size_t k = 0; k < n && o + 2 <= 22; k++) {
-        out[o++] = HEX[b[k] >> 4];
-        out[o++] = HEX[b[k] & 15];
-    }
+    for (size_t k = 0; k < n && o + 2 <= 22; k++, o += 2) memcpy(out + o, mcdc_hex_pairs + 2 * b[k], 2);
     out[o] = 0;
     return o;
 }

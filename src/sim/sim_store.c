@@ -383,24 +383,6 @@ static bool row_append(sim_store *st, row_enc *re, const sim_value *v, size_t *n
     return true;
 }
 
-void sim_store_value_of(sim_value *v, sqlite3_value *cv) {
-    switch (sqlite3_value_type(cv)) {
-    case SQLITE_INTEGER: v->kind = SIM_V_INT; v->i = sqlite3_value_int64(cv); break;
-    case SQLITE_FLOAT: v->kind = SIM_V_REAL; v->f = sqlite3_value_double(cv); break;
-    case SQLITE_TEXT:
-        v->kind = SIM_V_TEXT;
-        v->p = sqlite3_value_text(cv);
-        v->n = (size_t)sqlite3_value_bytes(cv);
-        break;
-    case SQLITE_BLOB:
-        v->kind = SIM_V_BLOB;
-        v->p = sqlite3_value_blob(cv);
-        v->n = (size_t)sqlite3_value_bytes(cv);
-        break;
-    default: v->kind = SIM_V_NULL; break;
-    }
-}
-
 /* "SELECT <cols> FROM cdc.[ci_CT] [WHERE key > last] ORDER BY key" on rd. */
 static sqlite3_stmt *scan_stmt(const sim_store *st, sqlite3 *rd, bool after) {
     mcdc_buf q = {0};

@@ -44,8 +44,25 @@ void sim_stores_set_limit(sim_stores *ss, int64_t limit_bytes);
 /* Bytes held by all stores now (tests). */
 int64_t sim_stores_bytes(sim_stores *ss);
 
-/* A SQLite value as the engine hands it out (borrowed pointers). */
-void sim_store_value_of(sim_value *v, sqlite3_value *cv);
+/* A SQLite value as the engine hands it out (borrowed pointers); inline:
+ * every cell of every SQLite-served read goes through it. */
+static inline void sim_store_value_of(sim_value *v, sqlite3_value *cv) {
+    switch (sqlite3_value_type(cv)) {
+    case SQLITE_INTEGER: v->kind = SIM_V_INT; v->i = sqlite3_value_int64(cv); break;
+    case SQLITE_FLOAT: v->kind = SIM_V_REAL; v->f = sqlite3_value_double(cv); break;
+    case SQLITE_TEXT:
+        v->kind = SIM_V_TEXT;
+        v->p = sqlite3_value_text(cv);
+        v->n = (size_t)sqlite3_value_bytes(cv);
+        break;
+    case SQLITE_BLOB:
+        v->kind = SIM_V_BLOB;
+        v->p = sqlite3_value_blob(cv);
+        v->n = (size_t)sqlite3_value_bytes(cv);
+        break;
+    default: v->kind = SIM_V_NULL; break;
+    }
+}
 
 /* ---- writers (under the server mutex) ---------------------------------- */
 /* Drops the store of (db, ci); ci NULL: every store of db. */

@@ -217,16 +217,6 @@ static int time_text(char *buf, uint64_t t, int scale) {
     }
     return n;
 }
-/* Byte b as two upper-case hex digits at HEX2 + 2 * b. */
-static const char HEX2[513] =
-    "000102030405060708090A0B0C0D0E0F101112131415161718191A1B1C1D1E1F"
-    "202122232425262728292A2B2C2D2E2F303132333435363738393A3B3C3D3E3F"
-    "404142434445464748494A4B4C4D4E4F505152535455565758595A5B5C5D5E5F"
-    "606162636465666768696A6B6C6D6E6F707172737475767778797A7B7C7D7E7F"
-    "808182838485868788898A8B8C8D8E8F909192939495969798999A9B9C9D9E9F"
-    "A0A1A2A3A4A5A6A7A8A9AAABACADAEAFB0B1B2B3B4B5B6B7B8B9BABBBCBDBEBF"
-    "C0C1C2C3C4C5C6C7C8C9CACBCCCDCECFD0D1D2D3D4D5D6D7D8D9DADBDCDDDEDF"
-    "E0E1E2E3E4E5E6E7E8E9EAEBECEDEEEFF0F1F2F3F4F5F6F7F8F9FAFBFCFDFEFF";
 /* uniqueidentifier text: the first three groups are little-endian on the
  * wire, the last two in byte order. */
 static void guid_text(char buf[36], const uint8_t *p) {
@@ -258,7 +248,7 @@ static void guid_text(char buf[36], const uint8_t *p) {
 #else
     static const uint8_t ORDER[16] = {3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15};
     static const uint8_t AT[16] = {0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34};
-    for (int i = 0; i < 16; i++) memcpy(buf + AT[i], HEX2 + 2 * p[ORDER[i]], 2);
+    for (int i = 0; i < 16; i++) memcpy(buf + AT[i], mcdc_hex_pairs + 2 * p[ORDER[i]], 2);
     buf[8] = buf[13] = buf[18] = buf[23] = '-';
 #endif
 }
@@ -789,7 +779,7 @@ static int value_text(mcdc_column *c, const uint8_t *p, uint32_t len, const mcdc
         *o++ = '0';
         *o++ = 'x';
         for (uint32_t i = 0; i < len; i++) {
-            memcpy(o, HEX2 + 2 * p[i], 2);
+            memcpy(o, mcdc_hex_pairs + 2 * p[i], 2);
             o += 2;
         }
         c->data_len = o - c->data;

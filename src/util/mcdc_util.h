@@ -108,6 +108,10 @@ int mcdc_mkdirs(const char *path, mcdc_error *err);
 /* A random (version 4) UUID, lowercase "8-4-4-4-12", NUL-terminated. */
 void mcdc_uuid4(char out[37]);
 
+/* Byte b as two upper-case hex digits: mcdc_hex_pairs[2 * b], [2 * b + 1]
+ * (LSN texts, uniqueidentifier texts: no per-nibble work in hot loops). */
+extern const char mcdc_hex_pairs[513];
+
 /* ---- small string helpers ---------------------------------------------- */
 bool mcdc_str_ieq(const char *a, const char *b);
 bool mcdc_str_nieq(const char *a, const char *b, size_t n);
