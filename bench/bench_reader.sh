@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench-reader: the change reader alone against the simulator. Loads
-# BENCH_READER_ROWS change rows (default 1,000,000) with sim.bulk_load, then
-# reads them with 1 and 2 connections. Builds build/mcdc-bench-reader (which
+# BENCH_READER_ROWS change rows with sim.bulk_load (5,000,000 from `make
+# bench-reader`, 1,000,000 when the script runs alone), then reads them with
+# 1 and 2 connections, then with the Python drivers (PYTHON=true skips them). Builds build/mcdc-bench-reader (which
 # bench_stream.py also uses for its e2e/reader ratio). Prints `name: value`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -102,7 +103,10 @@ for n in 1 2; do
   hz=$(getconf CLK_TCK)
   echo "sim_cpu_seconds_${n}conn: $(echo "scale=3; ($s1 - $s0) / $hz" | bc)"
   if [ "$n" = 1 ]; then
-    echo "sim_send_rows_per_s: $(echo "$ROWS * $hz / ($s1 - $s0 + 1)" | bc)"
+    send=$(echo "$ROWS * $hz / ($s1 - $s0 + 1)" | bc)
+    echo "sim_send_rows_per_s: $send"
+    # above 1: the simulator sends faster than the reader decodes, per CPU-second
+    echo "sim_send_vs_reader_cpu_ratio: $(echo "scale=2; $send / ($ROWS / ($cpu + 0.001))" | bc)"
   else
     echo "sim_send_rows_per_s_${n}conn: $(echo "$ROWS * $hz / ($s1 - $s0 + 1)" | bc)"
   fi
