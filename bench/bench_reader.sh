@@ -78,12 +78,15 @@ echo "reader_bulk_load_rows: $ROWS"
 echo "reader_bulk_load_seconds: $(echo "$t1 - $t0" | bc)"
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$SIM_PID/stat"; }
 # The load's background checkpoint (WAL into the database file) would be
-# counted as sending: wait until the simulator is idle (at most 20 s).
+# counted as sending: wait until the simulator has used no CPU for a whole
+# second (five 0.2 s looks in a row; at most 60 s), since the checkpoint
+# waits on the disk between bursts and one quiet look could fall in a wait.
 idle_wait() {
-  local a b
-  for _ in $(seq 1 100); do
+  local a b quiet=0
+  for _ in $(seq 1 300); do
     a=$(cpu_ticks); sleep 0.2; b=$(cpu_ticks)
-    [ "$a" = "$b" ] && return 0
+    if [ "$a" = "$b" ]; then quiet=$((quiet + 1)); else quiet=0; fi
+    [ "$quiet" -ge 5 ] && return 0
   done
 }
 idle_wait
