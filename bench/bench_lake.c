@@ -165,7 +165,7 @@ static int cmd_write(const char *table, int64_t rows) {
     mcdc_appender *a = NULL;
     mcdc_batch *b = NULL;
     /* Every core encodes, as delta-rs's and pyarrow's writers use them all. */
-    mcdc_table_props props = {NULL, (int32_t)sysconf(_SC_NPROCESSORS_ONLN)};
+    mcdc_table_props props = {.parquet_threads = (int32_t)sysconf(_SC_NPROCESSORS_ONLN)};
     if (mcdc_table_open(&t, table, NULL, &e) || mcdc_appender_open(&a, t, s, &props, &e) ||
         mcdc_batch_create(&b, s, BATCH_ROWS, &e))
         return die("open", &e);

@@ -53,7 +53,19 @@ typedef enum mcdc_status {
     MCDC_E_TRANSIENT = -12,  /* connection lost, timeout, deadlock victim */
     MCDC_E_NOTFOUND = -13,   /* object (table, capture instance, file) missing */
     MCDC_E_CORRUPT = -14,    /* a file on disk is not what its format says */
-    MCDC_E_UNSUPPORTED = -15 /* valid input we do not handle (yet) */
+    MCDC_E_UNSUPPORTED = -15, /* valid input we do not handle (yet) */
+    /* State on disk that cannot be trusted: nothing is written past it. */
+    MCDC_E_MISMATCH = -16,       /* state given to a job belongs to another one: a checkpoint
+                                    bound to another app id, target, capture instance or facts
+                                    table; a table of another kind; one table in two roles;
+                                    a new checkpoint on a target holding its changes */
+    MCDC_E_TARGET_BEHIND = -17,  /* the target lacks batches its checkpoint committed (commits
+                                    deleted, an older backup restored) */
+    MCDC_E_REWOUND = -18,        /* a table holds batches of the app id that its checkpoint has
+                                    not committed: the checkpoint was deleted, rewound or
+                                    restored from an older copy */
+    MCDC_E_FACTS_BEHIND = -19,   /* the facts table lacks the row of a committed batch */
+    MCDC_E_FOREIGN_WRITER = -20  /* another writer (another checkpoint) commits under this app id */
 } mcdc_status;
 
 #define MCDC_ERROR_MESSAGE_MAX 1024
@@ -142,7 +154,16 @@ typedef enum mcdc_trigger {
     MCDC_TRIGGER_ONCE = 3             /* one batch up to max_lsn; then stop */
 } mcdc_trigger;
 
-#define MCDC_STREAM_CFG_VERSION 1
+/* Connections to SQL Server and Parquet encoder threads shared by the jobs
+ * of one process: together they never hold more than the budget. Every job
+ * holds one connection for its life (its control connection) and more
+ * while it reads. Created by the host, which frees it after the jobs. */
+typedef struct mcdc_budget mcdc_budget;
+MCDC_API int mcdc_budget_create(mcdc_budget **out, int connections_max, int encoder_threads_max,
+                                mcdc_error *err);
+MCDC_API void mcdc_budget_free(mcdc_budget *b);
+
+#define MCDC_STREAM_CFG_VERSION 2
 typedef struct mcdc_stream_cfg {
     int version;               /* MCDC_STREAM_CFG_VERSION */
     const char *target;        /* bronze: a path, or schema.table under warehouse */
@@ -156,10 +177,15 @@ typedef struct mcdc_stream_cfg {
     int64_t processing_time_ms;
     mcdc_granularity granularity;
     int64_t max_batches;       /* 0: no limit */
+    /* version 2 */
+    mcdc_budget *budget;       /* NULL: no limit; borrowed, outlives the stream */
+    const char *crash_at;      /* test hook: "<point>[:<batch>]" kills the process there
+                                  (after_plan, after_bronze, after_facts, after_commit,
+                                  during_verdict); NULL in production */
 } mcdc_stream_cfg;
 #define MCDC_STREAM_CFG_INIT \
     {MCDC_STREAM_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, MCDC_TRIGGER_DEFAULT, 0, \
-     MCDC_GRANULARITY_HOUR, 0}
+     MCDC_GRANULARITY_HOUR, 0, NULL, NULL}
 
 /* What one committed micro-batch did (append-only struct). */
 typedef struct mcdc_batch_report {
@@ -179,12 +205,21 @@ typedef struct mcdc_batch_report {
 
 typedef void (*mcdc_report_fn)(void *ctx, const mcdc_batch_report *r);
 
+/* One stream job. create validates the configuration and the locations
+ * (nothing is read or written yet); the strings of cfg are copied, opts is
+ * borrowed and must outlive the stream. */
+typedef struct mcdc_stream mcdc_stream;
+MCDC_API int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts,
+                                const mcdc_stream_cfg *cfg, mcdc_error *err);
 /* Runs until the trigger says stop, max_batches, mcdc_stream_request_stop(),
- * or an error (MCDC_E_DATALOSS, MCDC_E_SCHEMA, MCDC_E_PERMISSION...). */
-MCDC_API int mcdc_stream_run(const mcdc_opts *opts, const mcdc_stream_cfg *cfg,
-                             mcdc_report_fn fn, void *ctx, mcdc_error *err);
-/* Async-signal-safe: finish the current batch, then return. */
-MCDC_API void mcdc_stream_request_stop(void);
+ * or an error (MCDC_E_DATALOSS, MCDC_E_SCHEMA, MCDC_E_PERMISSION, and the
+ * state checks MCDC_E_MISMATCH ... MCDC_E_FOREIGN_WRITER). fn (may be NULL)
+ * gets a report after each committed batch. */
+MCDC_API int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *err);
+/* Async-signal-safe, from any thread: finish the current batch, then
+ * return from mcdc_stream_run. */
+MCDC_API void mcdc_stream_request_stop(mcdc_stream *s);
+MCDC_API void mcdc_stream_free(mcdc_stream *s);
 
 /* ------------------------------------------------------------------------
  * Tables

@@ -164,4 +164,8 @@ int mcdc_schema_export(const mcdc_schema *s, struct ArrowSchema *out, mcdc_error
 int mcdc_batch_import(mcdc_batch **out, const struct ArrowArray *array,
                       const struct ArrowSchema *schema, mcdc_error *err);
 
+/* Receives a sealed batch; ownership passes to the callee, also on error.
+ * Non-zero stops the producer. */
+typedef int (*mcdc_batch_fn)(void *ctx, mcdc_batch *b, mcdc_error *err);
+
 #endif /* MCDC_BATCH_H */

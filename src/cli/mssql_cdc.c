@@ -27,7 +27,12 @@ enum {
     EXIT_SCHEMA = 4,
     EXIT_PERMISSION = 5,
     EXIT_TRANSIENT = 6,
-    EXIT_NOT_FINAL = 10
+    EXIT_MISMATCH = 7,
+    EXIT_TARGET_BEHIND = 8,
+    EXIT_REWOUND = 9,
+    EXIT_NOT_FINAL = 10,
+    EXIT_FACTS_BEHIND = 11,
+    EXIT_FOREIGN_WRITER = 12
 };
 
 static int exit_code_for(int status) {
@@ -39,6 +44,11 @@ static int exit_code_for(int status) {
     case MCDC_E_SCHEMA: return EXIT_SCHEMA;
     case MCDC_E_PERMISSION: return EXIT_PERMISSION;
     case MCDC_E_TRANSIENT: return EXIT_TRANSIENT;
+    case MCDC_E_MISMATCH: return EXIT_MISMATCH;
+    case MCDC_E_TARGET_BEHIND: return EXIT_TARGET_BEHIND;
+    case MCDC_E_REWOUND: return EXIT_REWOUND;
+    case MCDC_E_FACTS_BEHIND: return EXIT_FACTS_BEHIND;
+    case MCDC_E_FOREIGN_WRITER: return EXIT_FOREIGN_WRITER;
     default: return EXIT_ERROR;
     }
 }
@@ -152,7 +162,12 @@ static const char STREAM_HELP[] =
     "\n"
     "Exit codes: 0 done, 1 error, 2 bad usage or options, 3 data loss (DataLossError),\n"
     "4 schema changed (SchemaChangedError), 5 permission (PermissionError),\n"
-    "6 source unreachable after retries.\n";
+    "6 source unreachable after retries. State on disk that cannot be trusted stops\n"
+    "the stream before it writes: 7 state of another job (a checkpoint bound to other\n"
+    "arguments, a table of another kind or in two roles, a new checkpoint on a target\n"
+    "holding its changes), 8 target behind its checkpoint, 9 checkpoint rewound (a\n"
+    "table holds batches it has not committed), 11 facts behind the checkpoint,\n"
+    "12 another writer uses the app id.\n";
 
 typedef struct {
     int quiet;
@@ -190,9 +205,12 @@ static void on_batch(void *vctx, const mcdc_batch_report *r) {
     fputc('\n', stderr);
 }
 
+/* The stream a signal stops (set while it runs). */
+static mcdc_stream *volatile g_running;
+
 static void on_signal(int sig) {
     (void)sig;
-    mcdc_stream_request_stop();
+    mcdc_stream_request_stop(g_running);
 }
 
 static int parse_trigger(const char *v, mcdc_stream_cfg *cfg) {
@@ -208,10 +226,12 @@ static int parse_trigger(const char *v, mcdc_stream_cfg *cfg) {
         else if (strcmp(end, "s") == 0 || *end == 0) mult = 1000;
         else if (strcmp(end, "m") == 0) mult = 60000;
         else return -1;
-        if (errno || n <= 0 || end == v + 15) return -1;
+        /* A week at most: anything larger is a typo, and would overflow
+         * the clock arithmetic (NaN and inf fail the comparison too). */
+        double ms = n * mult;
+        if (errno || end == v + 15 || !(ms >= 1 && ms <= 7.0 * 24 * 3600 * 1000)) return -1;
         cfg->trigger = MCDC_TRIGGER_PROCESSING_TIME;
-        cfg->processing_time_ms = (int64_t)(n * mult);
-        if (cfg->processing_time_ms < 1) return -1;
+        cfg->processing_time_ms = (int64_t)ms;
     } else
         return -1;
     return 0;
@@ -260,7 +280,8 @@ static int cmd_stream(int argc, char **argv) {
             NEEDV();
             if (parse_trigger(v, &cfg)) {
                 rc = usage_error("--trigger: expected default, availableNow, once or "
-                                 "processingTime=<n>[ms|s|m], not '%s'", v);
+                                 "processingTime=<n>[ms|s|m] between 1 ms and 7 days, not '%s'",
+                                 v);
                 goto out;
             }
         } else if (strcmp(a, "--max-batches") == 0) {
@@ -304,7 +325,16 @@ static int cmd_stream(int argc, char **argv) {
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    int st = mcdc_stream_run(opts, &cfg, on_batch, &pc, &e);
+    /* Test hook of the crash tests; the library reads no environment. */
+    cfg.crash_at = getenv("MCDC_CRASH_AT");
+    mcdc_stream *stream = NULL;
+    int st = mcdc_stream_create(&stream, opts, &cfg, &e);
+    if (st == MCDC_OK) {
+        g_running = stream;
+        st = mcdc_stream_run(stream, on_batch, &pc, &e);
+        g_running = NULL;
+    }
+    mcdc_stream_free(stream);
     rc = st ? fail(&e) : EXIT_OK;
 out:
     mcdc_opts_free(opts);

@@ -66,6 +66,7 @@ int mcdc_delta_resolve_path(char **out_path, const char *name_or_path, const cha
 /* ---- the table handle ----------------------------------------------------- */
 
 typedef struct mcdc_delta_table mcdc_delta_table;
+typedef struct mcdc_delta_snapshot mcdc_delta_snapshot;
 
 /* Opens (does not create) a table on the local filesystem. The directory
  * need not exist yet. */
@@ -83,6 +84,13 @@ mcdc_storage *mcdc_delta_table_storage(mcdc_delta_table *t);
 /* Latest committed version by listing the log; -1 when there is no table. */
 int mcdc_delta_table_latest_version(int64_t *out_version, mcdc_delta_table *t,
                                     mcdc_error *err);
+
+/* The latest snapshot, kept by the handle and brought up to date by
+ * reading only the commits after the cached version (a cached version whose
+ * commit was deleted, a restored older log, is replayed afresh). *out is
+ * borrowed until the next call on t; NULL (MCDC_OK) when there is no table. */
+int mcdc_delta_table_latest(const mcdc_delta_snapshot **out, mcdc_delta_table *t,
+                            mcdc_error *err);
 
 /* ---- file actions --------------------------------------------------------- */
 
@@ -175,8 +183,6 @@ int mcdc_delta_append(mcdc_delta_commit_result *out, mcdc_delta_table *t,
                       const mcdc_delta_append_opts *opts, mcdc_error *err);
 
 /* ---- snapshots (log replay) ------------------------------------------------ */
-
-typedef struct mcdc_delta_snapshot mcdc_delta_snapshot;
 
 /* Replays the log up to version (-1 = latest). MCDC_E_NOTFOUND when there is
  * no table (or no such version), MCDC_E_CORRUPT for an unparsable commit or a

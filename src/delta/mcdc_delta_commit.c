@@ -123,15 +123,47 @@ int mcdc_delta_table_latest_version(int64_t *out_version, mcdc_delta_table *t,
     return MCDC_OK;
 }
 
-/* Brings the cached latest snapshot up to date (loading it the first time). */
+/* Brings the cached latest snapshot up to date (loading it the first time).
+ * A cached version whose commit file is gone means the log was rewound
+ * under us (a restored backup): the cache is dropped and the log replayed
+ * again, so that a commit never leaves a gap after the rewound end. */
 static int refresh_cache(mcdc_delta_table *t, mcdc_error *err) {
-    int rc;
+    int rc = MCDC_OK;
+    if (t->latest) {
+        char key[64];
+        mcdc_delta__commit_key(mcdc_delta_snapshot_version(t->latest), key);
+        int64_t bytes;
+        rc = mcdc_storage_size(t->storage, key, &bytes, err);
+        if (rc == MCDC_E_NOTFOUND) {
+            mcdc_delta_snapshot_free(t->latest);
+            t->latest = NULL;
+            rc = MCDC_OK;
+        }
+        if (rc) return rc;
+    }
     if (t->latest == NULL) rc = mcdc_delta_snapshot_load(&t->latest, t, -1, err);
     else rc = mcdc_delta__snapshot_refresh(t->latest, t->storage, err);
     if (rc && t->latest) {
         mcdc_delta_snapshot_free(t->latest); /* maybe half applied: drop it */
         t->latest = NULL;
     }
+    return rc;
+}
+
+int mcdc_delta_table_latest(const mcdc_delta_snapshot **out, mcdc_delta_table *t,
+                            mcdc_error *err) {
+    *out = NULL;
+    int64_t v;
+    int rc = mcdc_delta_table_latest_version(&v, t, err);
+    if (rc || v < 0) {
+        if (rc == MCDC_OK && t->latest) { /* the whole log is gone */
+            mcdc_delta_snapshot_free(t->latest);
+            t->latest = NULL;
+        }
+        return rc;
+    }
+    rc = refresh_cache(t, err);
+    if (rc == MCDC_OK) *out = t->latest;
     return rc;
 }
 

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "mcdc_delta.h"
 #include "mcdc_parquet.h"
 
@@ -43,6 +45,11 @@ int mcdc_table_open(mcdc_table **out, const char *name_or_path, const char *ware
     return MCDC_OK;
 }
 
+int mcdc_table_resolve(char **out, const char *name_or_path, const char *warehouse,
+                       mcdc_error *err) {
+    return mcdc_delta_resolve_path(out, name_or_path, warehouse ? warehouse : "warehouse", err);
+}
+
 void mcdc_table_close(mcdc_table *t) {
     if (t == NULL) return;
     mcdc_delta_table_free(t->dt);
@@ -70,12 +77,180 @@ static int load_latest(mcdc_delta_snapshot **out, mcdc_table *t, mcdc_error *err
 }
 
 int mcdc_table_txn_version(mcdc_table *t, const char *app_id, int64_t *version, mcdc_error *err) {
-    mcdc_delta_snapshot *s;
+    const mcdc_delta_snapshot *s;
     *version = -1;
-    int rc = load_latest(&s, t, err);
+    int rc = mcdc_delta_table_latest(&s, t->dt, err);
     if (rc == MCDC_OK && s) *version = mcdc_delta_snapshot_txn_version(s, app_id);
-    mcdc_delta_snapshot_free(s);
     return rc;
+}
+
+/* How far back a txn's commit is looked for. A stream's own commit is the
+ * newest or close to it; further back than this the log is someone else's
+ * history, and not finding it proves nothing either way. */
+#define LAKE_TXN_SEARCH_VERSIONS 1000
+
+int mcdc_table_txn_commit(mcdc_table *t, const char *app_id, int64_t txn_version,
+                          char **user_metadata, int64_t *version, mcdc_error *err) {
+    *user_metadata = NULL;
+    *version = -1;
+    int64_t latest;
+    int rc = mcdc_delta_table_latest_version(&latest, t->dt, err);
+    if (rc) return rc;
+    for (int64_t v = latest; v >= 0 && v > latest - LAKE_TXN_SEARCH_VERSIONS; v--) {
+        mcdc_delta_commit_info *ci;
+        rc = mcdc_delta_commit_info_read(&ci, t->dt, v, app_id, err);
+        if (rc == MCDC_E_NOTFOUND) break; /* cleaned up: only a checkpoint holds it */
+        if (rc) return rc;
+        bool hit = ci->txn_version == txn_version;
+        if (hit) {
+            *version = v;
+            if (ci->user_metadata && (*user_metadata = mcdc_strdup(ci->user_metadata)) == NULL)
+                rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        }
+        mcdc_delta_commit_info_free(ci);
+        if (hit || rc) return rc;
+    }
+    return mcdc_error_set(err, MCDC_E_NOTFOUND,
+                          "table %s: no commit in its log (searched back from version %lld) "
+                          "records txn %lld of app id '%s'",
+                          t->name, (long long)latest, (long long)txn_version, app_id);
+}
+
+/* ---- kinds -------------------------------------------------------------------
+ * Every table mssql-cdc creates says what it is in its configuration
+ * (mssql_cdc.kind), next to the reference's mssql_cdc.schema_version. A
+ * table without the property (the reference's, an older build's) is known
+ * by the columns only its kind has. */
+static const struct {
+    const char *name;
+    int schema_version; /* the reference 0.8.0's count of migrations */
+    const char *columns[5];
+} KINDS[MCDC_KIND_COUNT] = {
+    [MCDC_KIND_NONE] = {"none", 0, {NULL}},
+    [MCDC_KIND_BRONZE] = {"bronze", 2, {"_start_lsn", "_seqval", "_operation", "_commit_ts", NULL}},
+    [MCDC_KIND_FACTS] = {"facts", 14, {"app_id", "batch_id", "event", "written_at", NULL}},
+    [MCDC_KIND_CONTROL] = {"control", 4, {"table_name", "finalized_until", NULL}},
+    [MCDC_KIND_PLANS] = {"plans", 1, {"snapshot", "chunk", NULL}},
+    [MCDC_KIND_SILVER] = {"silver", 0, {NULL}},
+    [MCDC_KIND_RECONCILE] = {"reconcile", 0, {"run_id", "bucket", NULL}},
+};
+
+const char *mcdc_table_kind_name(mcdc_table_kind k) {
+    MCDC_ASSERT(k >= 0 && k < MCDC_KIND_COUNT);
+    return KINDS[k].name;
+}
+
+int mcdc_table_kind_schema_version(mcdc_table_kind k) {
+    MCDC_ASSERT(k >= 0 && k < MCDC_KIND_COUNT);
+    return KINDS[k].schema_version;
+}
+
+static bool has_columns(const mcdc_schema *s, const char *const *cols) {
+    if (cols[0] == NULL) return false;
+    for (size_t i = 0; cols[i]; i++)
+        if (mcdc_schema_find(s, cols[i]) < 0) return false;
+    return true;
+}
+
+/* What s is: by its property, else by its columns (MCDC_KIND_NONE when
+ * neither tells; *by_property says which). */
+static int snapshot_kind(const mcdc_delta_snapshot *s, mcdc_table_kind *out, const char **prop,
+                         mcdc_error *err) {
+    *out = MCDC_KIND_NONE;
+    *prop = mcdc_delta_snapshot_config(s, MCDC_TABLE_PROP_KIND);
+    if (*prop) {
+        for (int k = 1; k < MCDC_KIND_COUNT; k++)
+            if (strcmp(*prop, KINDS[k].name) == 0) *out = (mcdc_table_kind)k;
+        return MCDC_OK;
+    }
+    mcdc_schema *schema;
+    int rc = mcdc_delta_snapshot_schema(&schema, NULL, s, err);
+    if (rc) return rc;
+    for (int k = 1; k < MCDC_KIND_COUNT && *out == MCDC_KIND_NONE; k++)
+        if (has_columns(schema, KINDS[k].columns)) *out = (mcdc_table_kind)k;
+    mcdc_schema_unref(schema);
+    return MCDC_OK;
+}
+
+/* The refusal of a table of another kind, naming what it is and how we know. */
+static int kind_mismatch(const mcdc_table *t, mcdc_table_kind want, const char *role,
+                         mcdc_table_kind have, const char *prop, mcdc_error *err) {
+    char what[160];
+    if (prop && have != MCDC_KIND_NONE)
+        snprintf(what, sizeof what, "a %s table (%s=%s)", KINDS[have].name, MCDC_TABLE_PROP_KIND,
+                 prop);
+    else if (prop)
+        snprintf(what, sizeof what, "a table of an unknown kind (%s=%s)", MCDC_TABLE_PROP_KIND,
+                 prop);
+    else if (have != MCDC_KIND_NONE)
+        snprintf(what, sizeof what, "a %s table (it has the %s table's columns)",
+                 KINDS[have].name, KINDS[have].name);
+    else
+        snprintf(what, sizeof what, "a Delta table that is not one of mssql-cdc's (it lacks "
+                 "the %s table's columns)", KINDS[want].name);
+    return mcdc_error_set(err, MCDC_E_MISMATCH,
+                          "%s %s is %s, not a %s table: nothing was written. Give %s a table of "
+                          "its own (a new path creates one)",
+                          role, t->name, what, KINDS[want].name, role);
+}
+
+int mcdc_table_check_kind(mcdc_table *t, mcdc_table_kind want, const char *role,
+                          mcdc_error *err) {
+    MCDC_ASSERT(want > MCDC_KIND_NONE && want < MCDC_KIND_COUNT);
+    const mcdc_delta_snapshot *s;
+    int rc = mcdc_delta_table_latest(&s, t->dt, err);
+    if (rc) return mcdc_error_wrap(err, "%s %s", role, t->name), rc;
+    if (s == NULL) {
+        /* Not a table yet: only an empty place may become one. */
+        mcdc_storage_listing l = {0};
+        rc = mcdc_storage_list(mcdc_delta_table_storage(t->dt), "", &l, err);
+        size_t n = l.count;
+        mcdc_storage_listing_free(&l);
+        if (rc) return rc;
+        if (n > 0)
+            return mcdc_error_set(err, MCDC_E_MISMATCH,
+                                  "%s %s is not a Delta table (no _delta_log) but holds files: "
+                                  "nothing was written. Give %s a new or empty directory",
+                                  role, t->name, role);
+        return MCDC_OK;
+    }
+    mcdc_table_kind have;
+    const char *prop;
+    rc = snapshot_kind(s, &have, &prop, err);
+    if (rc) return rc;
+    if (have != want) return kind_mismatch(t, want, role, have, prop, err);
+    return MCDC_OK;
+}
+
+int mcdc_table_max_text_stat(mcdc_table *t, const char *column, char *out, size_t cap,
+                             bool *rows, bool *known, mcdc_error *err) {
+    MCDC_ASSERT(cap > 0);
+    out[0] = 0;
+    *rows = false;
+    *known = true;
+    const mcdc_delta_snapshot *s;
+    int rc = mcdc_delta_table_latest(&s, t->dt, err);
+    if (rc || s == NULL) return rc;
+    size_t n = mcdc_delta_snapshot_file_count(s);
+    for (size_t i = 0; i < n; i++) {
+        const mcdc_delta_file *f = mcdc_delta_snapshot_file(s, i);
+        json_error_t je;
+        json_t *st = f->stats_json ? json_loads(f->stats_json, 0, &je) : NULL;
+        json_int_t records = json_integer_value(json_object_get(st, "numRecords"));
+        const char *max = json_string_value(json_object_get(json_object_get(st, "maxValues"), column));
+        json_int_t nulls = json_integer_value(json_object_get(json_object_get(st, "nullCount"), column));
+        if (st == NULL || !json_is_integer(json_object_get(st, "numRecords"))) {
+            *rows = true; /* unknown rows */
+            *known = false;
+        } else if (records > 0) {
+            *rows = true;
+            if (max == NULL && nulls < records) *known = false;
+            else if (max && strlen(max) < cap && strcmp(max, out) > 0) snprintf(out, cap, "%s", max);
+            else if (max && strlen(max) >= cap) *known = false;
+        }
+        json_decref(st);
+    }
+    return MCDC_OK;
 }
 
 /* ---- appends ---------------------------------------------------------------- */
@@ -344,6 +519,23 @@ int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err) 
     return rc;
 }
 
+/* Pairs ensure_table may add to the caller's: the column mapping mode, the
+ * kind and the schema version. */
+#define LAKE_CONFIG_EXTRA 3
+
+/* Adds key=value to the split pairs (room reserved by split_config). */
+static int add_config(char **keys, char **values, size_t *n, const char *key, const char *value,
+                      mcdc_error *err) {
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp(keys[i], key) == 0) return MCDC_OK; /* the caller's wins */
+    keys[*n] = mcdc_strdup(key);
+    values[*n] = mcdc_strdup(value);
+    (*n)++;
+    if (keys[*n - 1] == NULL || values[*n - 1] == NULL)
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    return MCDC_OK;
+}
+
 /* Configuration pairs of props, split at '='. */
 static int split_config(const mcdc_table_props *p, char ***keys, char ***values, size_t *n,
                         mcdc_error *err) {
@@ -351,8 +543,8 @@ static int split_config(const mcdc_table_props *p, char ***keys, char ***values,
     *n = 0;
     size_t count = 0;
     while (p && p->configuration && p->configuration[count]) count++;
-    *keys = mcdc_calloc(count + 1, sizeof **keys);
-    *values = mcdc_calloc(count + 1, sizeof **values);
+    *keys = mcdc_calloc(count + LAKE_CONFIG_EXTRA, sizeof **keys);
+    *values = mcdc_calloc(count + LAKE_CONFIG_EXTRA, sizeof **values);
     if (*keys == NULL || *values == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     for (size_t i = 0; i < count; i++) {
         const char *kv = p->configuration[i], *eq = strchr(kv, '=');
@@ -399,16 +591,15 @@ static int ensure_table(mcdc_table *t, mcdc_schema *ours, const mcdc_table_props
         char **keys, **values;
         size_t n;
         rc = split_config(props, &keys, &values, &n, err);
-        bool has_mode = false;
-        for (size_t i = 0; rc == MCDC_OK && i < n; i++)
-            has_mode |= strcmp(keys[i], "delta.columnMapping.mode") == 0;
-        if (rc == MCDC_OK && l->mapped && !has_mode) {
-            /* split_config leaves room for one more pair */
-            keys[n] = mcdc_strdup("delta.columnMapping.mode");
-            values[n] = mcdc_strdup("name");
-            n++;
-            if (keys[n - 1] == NULL || values[n - 1] == NULL)
-                rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        if (rc == MCDC_OK && l->mapped)
+            rc = add_config(keys, values, &n, "delta.columnMapping.mode", "name", err);
+        mcdc_table_kind kind = props ? props->kind : MCDC_KIND_NONE;
+        if (rc == MCDC_OK && kind != MCDC_KIND_NONE) {
+            char version[16];
+            snprintf(version, sizeof version, "%d", mcdc_table_kind_schema_version(kind));
+            rc = add_config(keys, values, &n, MCDC_TABLE_PROP_KIND, mcdc_table_kind_name(kind), err);
+            if (rc == MCDC_OK)
+                rc = add_config(keys, values, &n, MCDC_TABLE_PROP_SCHEMA_VERSION, version, err);
         }
         if (rc == MCDC_OK) {
             mcdc_delta_create_opts co = MCDC_DELTA_CREATE_OPTS_INIT;
@@ -427,6 +618,17 @@ static int ensure_table(mcdc_table *t, mcdc_schema *ours, const mcdc_table_props
         rc = load_latest(&s, t, err);
         if (rc) return rc;
         if (s == NULL) return layout_moved(t, "the table was dropped", err);
+    }
+    if (props && props->kind != MCDC_KIND_NONE) {
+        mcdc_table_kind have;
+        const char *prop;
+        rc = snapshot_kind(s, &have, &prop, err);
+        if (rc == MCDC_OK && have != props->kind)
+            rc = kind_mismatch(t, props->kind, "table", have, prop, err);
+        if (rc) {
+            mcdc_delta_snapshot_free(s);
+            return rc;
+        }
     }
     mcdc_schema *theirs = NULL;
     mcdc_delta_field_meta *meta = NULL;

@@ -13,19 +13,62 @@
 
 typedef struct mcdc_table mcdc_table;
 
+/* What a table is to mssql-cdc. Stored in the table's configuration as
+ * mssql_cdc.kind when we create it, with mssql_cdc.schema_version set to
+ * the reference's migration count for that kind (so the reference finds
+ * our tables current and runs no migration on them). */
+typedef enum mcdc_table_kind {
+    MCDC_KIND_NONE = 0, /* not one of ours */
+    MCDC_KIND_BRONZE,
+    MCDC_KIND_FACTS,
+    MCDC_KIND_CONTROL,
+    MCDC_KIND_PLANS,
+    MCDC_KIND_SILVER,
+    MCDC_KIND_RECONCILE,
+    MCDC_KIND_COUNT
+} mcdc_table_kind;
+#define MCDC_TABLE_PROP_KIND "mssql_cdc.kind"
+#define MCDC_TABLE_PROP_SCHEMA_VERSION "mssql_cdc.schema_version"
+/* "bronze", "facts", ... (static). */
+const char *mcdc_table_kind_name(mcdc_table_kind k);
+int mcdc_table_kind_schema_version(mcdc_table_kind k);
+
 /* A table is a path (contains '/' or ':') or a name "schema.table" under the
  * warehouse directory (<warehouse>/<schema>.db/<table>, Spark's layout). The
  * table need not exist yet. */
 int mcdc_table_open(mcdc_table **out, const char *name_or_path, const char *warehouse,
                     mcdc_error *err);
 void mcdc_table_close(mcdc_table *t);
+/* Where name_or_path lives (see mcdc_table_open), without opening it.
+ * *out owned. */
+int mcdc_table_resolve(char **out, const char *name_or_path, const char *warehouse,
+                       mcdc_error *err);
 /* The table's directory; borrowed. */
 const char *mcdc_table_path(const mcdc_table *t);
 /* The name the user gave; borrowed. */
 const char *mcdc_table_name(const mcdc_table *t);
 int mcdc_table_exists(mcdc_table *t, bool *exists, mcdc_error *err);
-/* Latest txn version recorded for app_id, or -1. */
+/* Latest txn version recorded for app_id, or -1. Reads only the commits
+ * after the ones the handle has seen (cheap to call before every batch). */
 int mcdc_table_txn_version(mcdc_table *t, const char *app_id, int64_t *version, mcdc_error *err);
+/* The commit that recorded txn (app_id, txn_version): its version and its
+ * userMetadata (*user_metadata owned, NULL when it has none). Searched back
+ * from the newest commit; MCDC_E_NOTFOUND when no commit still in the log
+ * records it. */
+int mcdc_table_txn_commit(mcdc_table *t, const char *app_id, int64_t txn_version,
+                          char **user_metadata, int64_t *version, mcdc_error *err);
+/* Refuses (MCDC_E_MISMATCH, naming `role` and what the table is) a table
+ * that is not of kind `want`: by its mssql_cdc.kind property, else by its
+ * columns; a directory that is no Delta table but holds files is refused
+ * too. A missing or empty location is fine (the table will be created). */
+int mcdc_table_check_kind(mcdc_table *t, mcdc_table_kind want, const char *role,
+                          mcdc_error *err);
+/* The largest maxValues[column] of the live files' statistics (a string
+ * column, text into out). *rows: the table holds rows; *known false when
+ * some file with rows has no usable statistic for it (out is then only a
+ * lower bound). */
+int mcdc_table_max_text_stat(mcdc_table *t, const char *column, char *out, size_t cap,
+                             bool *rows, bool *known, mcdc_error *err);
 
 typedef struct mcdc_table_props {
     /* Delta configuration entries set when the table is created, as
@@ -34,6 +77,10 @@ typedef struct mcdc_table_props {
     /* Threads encoding and compressing Parquet column chunks; 0 = the
      * writer's default (half the cores: a stream's readers need the rest). */
     int32_t parquet_threads;
+    /* The kind a table created by this write gets (MCDC_KIND_NONE: no
+     * property); an existing table of another kind is MCDC_E_MISMATCH at
+     * commit, before anything is published. */
+    mcdc_table_kind kind;
 } mcdc_table_props;
 
 /* Appends batches as Parquet files (bounded memory: files roll at the row

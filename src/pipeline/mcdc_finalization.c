@@ -127,7 +127,8 @@ int mcdc_verdict_advance(mcdc_verdict *out, const char *control_table, const cha
         mcdc_batch_free(old);
         if (rc) break;
         int64_t new_version;
-        rc = mcdc_table_replace(t, fresh, version, NULL, &new_version, err);
+        mcdc_table_props props = {.kind = MCDC_KIND_CONTROL};
+        rc = mcdc_table_replace(t, fresh, version, &props, &new_version, err);
         mcdc_batch_free(fresh);
         if (rc == MCDC_OK) {
             out->found = true;

@@ -1,40 +1,29 @@
-/* mcdc_stream.c - the micro-batch engine (see mcdc_stream.h). */
+/*
+ * mcdc_stream.c - the stream (the reference's stream(...).to_delta(...)):
+ * one job on the frame (mcdc_frame.h). Its unit is a micro-batch, its
+ * position the offset {"lsn", "commit_ts"} of the last processed commit.
+ *
+ *   plan    end = min(max_lsn [availableNow: max_lsn at start],
+ *                     the maxCommitsPerBatch-th commit after start)
+ *   run     retention guard; [increment(start), end] in commit-aligned
+ *           ranges read in parallel (a connection each) into bronze
+ *   facts   the micro-batch row, and data_skipped rows
+ */
 #include "mcdc_stream.h"
 
 #include <jansson.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "mcdc_changes.h"
+#include "mcdc_facts.h"
+#include "mcdc_fanin.h"
+#include "mcdc_frame.h"
 #include "mcdc_lake.h"
 #include "mcdc_lsn.h"
-#include "mcdc_storage.h"
 #include "mcdc_tables.h"
-
-static volatile sig_atomic_t g_stop;
-
-void mcdc_stream_request_stop(void) { g_stop = 1; }
-bool mcdc_stream_stop_requested(void) { return g_stop != 0; }
-
-void mcdc_crash_point(const char *point, int64_t batch_id) {
-    const char *env = getenv("MCDC_CRASH_AT");
-    if (env == NULL) return;
-    size_t n = strlen(point);
-    if (strncmp(env, point, n) != 0) return;
-    if (env[n] == ':') {
-        int64_t want;
-        if (mcdc_parse_i64(env + n + 1, &want) || want != batch_id) return;
-    } else if (env[n] != 0) {
-        return;
-    }
-    fprintf(stderr, "mssql-cdc: MCDC_CRASH_AT=%s: killing the process at batch %lld\n", env,
-            (long long)batch_id);
-    fflush(stderr);
-    raise(SIGKILL);
-}
 
 /* ---- offsets ---------------------------------------------------------------
  * {"lsn": "0x...", "commit_ts": "YYYY-MM-DDTHH:MM:SS.mmm" or ""}: the last
@@ -52,643 +41,59 @@ static json_t *offset_json(const offset_t *o) {
     return json_pack("{s:s, s:s}", "lsn", lsn, "commit_ts", ts);
 }
 
-static int offset_parse(offset_t *o, json_t *j, const char *path, mcdc_error *err) {
+static int offset_parse(offset_t *o, const json_t *j, mcdc_error *err) {
     const char *lsn = json_string_value(json_object_get(j, "lsn"));
     const char *ts = json_string_value(json_object_get(j, "commit_ts"));
     if (lsn == NULL || ts == NULL)
-        return mcdc_error_set(err, MCDC_E_CORRUPT, "%s: an offset lacks \"lsn\" or \"commit_ts\"",
-                              path);
+        return mcdc_error_set(err, MCDC_E_CORRUPT, "an offset lacks \"lsn\" or \"commit_ts\"");
     int rc = mcdc_lsn_parse_cstr(&o->lsn, lsn, err);
-    if (rc) return mcdc_error_wrap(err, "%s", path), MCDC_E_CORRUPT;
+    if (rc) return MCDC_E_CORRUPT;
     o->has_ts = *ts != 0;
     o->commit_us = 0;
-    if (o->has_ts && mcdc_parse_ts_us(ts, strlen(ts), &o->commit_us, err))
-        return mcdc_error_wrap(err, "%s", path), MCDC_E_CORRUPT;
+    if (o->has_ts && mcdc_parse_ts_us(ts, strlen(ts), &o->commit_us, err)) return MCDC_E_CORRUPT;
     return MCDC_OK;
 }
 
-/* ---- checkpoint directory ---------------------------------------------------
- *   metadata        {"app_id", "capture_instance", "target", "created"}
- *   offsets/<id>    {"batch_id", "start": offset, "end": offset}  (write-ahead)
- *   commits/<id>    {"batch_id", "rows"}                           (done)
- * Kept on the same storage seam as the Delta log: every file is created
- * put-if-absent, so two runs on one checkpoint cannot both plan a batch. */
-typedef struct {
-    mcdc_storage *st;
-    const char *dir; /* for messages */
-} ckpt_t;
-
-/* Checkpoint files are a few hundred bytes; anything larger is damage. */
-#define CKPT_FILE_BYTES_MAX (1024 * 1024)
-
-static int ckpt_put(ckpt_t *c, const char *key, json_t *j, mcdc_error *err) {
-    if (j == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory building %s", key);
-    char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(j);
-    if (text == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory writing %s", key);
-    int rc = mcdc_storage_put_if_absent(c->st, key, text, strlen(text), err);
-    free(text);
-    return rc;
-}
-
-static json_t *ckpt_get(ckpt_t *c, const char *key, mcdc_error *err) {
-    mcdc_buf b = {0};
-    json_t *j = NULL;
-    if (mcdc_storage_get(c->st, key, CKPT_FILE_BYTES_MAX, &b, err) == MCDC_OK) {
-        json_error_t je;
-        j = json_loadb((const char *)b.data, b.len, 0, &je);
-        if (j == NULL)
-            mcdc_error_set(err, MCDC_E_CORRUPT,
-                           "%s/%s is not valid JSON (line %d: %s); the checkpoint is damaged: "
-                           "restore it, or start over with a new checkpoint and a new app_id",
-                           c->dir, key, je.line, je.text);
-    }
-    mcdc_buf_free(&b);
-    return j;
-}
-
-static int ckpt_open(ckpt_t *c, const mcdc_stream_cfg *cfg, const char *ci, mcdc_error *err) {
-    c->dir = cfg->checkpoint;
-    int rc = mcdc_storage_local_create(&c->st, cfg->checkpoint, err);
-    if (rc) return rc;
-    char now[32];
-    mcdc_format_ts_us(mcdc_now_utc_us(), 3, now);
-    rc = ckpt_put(c, "metadata",
-                  json_pack("{s:s, s:s, s:s, s:s}", "app_id", cfg->app_id, "capture_instance", ci,
-                            "target", cfg->target, "created", now),
-                  err);
-    if (rc != MCDC_OK && rc != MCDC_E_CONFLICT) return rc;
-    json_t *m = ckpt_get(c, "metadata", err);
-    if (m == NULL) return MCDC_E_CORRUPT;
-    const char *app = json_string_value(json_object_get(m, "app_id"));
-    rc = MCDC_OK;
-    if (app == NULL || strcmp(app, cfg->app_id) != 0)
-        rc = mcdc_error_set(err, MCDC_E_INVALID,
-                            "checkpoint %s belongs to app_id '%s', not '%s': a checkpoint and its "
-                            "app_id go together (a new checkpoint needs a new app_id)",
-                            c->dir, app ? app : "?", cfg->app_id);
-    json_decref(m);
-    return rc;
-}
-
-/* Highest numbered file under dir ("offsets/"), or -1. */
-static int ckpt_last(ckpt_t *c, const char *dir, int64_t *out, mcdc_error *err) {
-    mcdc_storage_listing l = {0};
-    *out = -1;
-    int rc = mcdc_storage_list(c->st, dir, &l, err);
-    for (size_t i = 0; rc == MCDC_OK && i < l.count; i++) {
-        int64_t v;
-        if (mcdc_parse_i64(l.entries[i].name, &v) == MCDC_OK && v > *out) *out = v;
-    }
-    mcdc_storage_listing_free(&l);
-    return rc;
-}
-
-static int ckpt_read_offsets(ckpt_t *c, int64_t id, offset_t *start, offset_t *end,
-                             mcdc_error *err) {
-    char key[64];
-    snprintf(key, sizeof key, "offsets/%lld", (long long)id);
-    json_t *j = ckpt_get(c, key, err);
-    if (j == NULL) return MCDC_E_CORRUPT;
-    int rc = offset_parse(start, json_object_get(j, "start"), key, err);
-    if (rc == MCDC_OK) rc = offset_parse(end, json_object_get(j, "end"), key, err);
-    json_decref(j);
-    return rc;
-}
-
-/* ---- one batch ----------------------------------------------------------- */
-typedef struct {
-    int64_t rows, deletes, inserts, updates;
-    char min_lsn[24], max_lsn[24];
-    int64_t min_ts, max_ts;
-} batch_stats;
-
-static void stats_add(batch_stats *s, const mcdc_batch *b) {
-    int32_t lsn_col = mcdc_schema_find(b->schema, "_start_lsn");
-    int32_t op_col = mcdc_schema_find(b->schema, "_operation");
-    int32_t ts_col = mcdc_schema_find(b->schema, "_commit_ts");
-    MCDC_ASSERT(lsn_col >= 0 && op_col >= 0 && ts_col >= 0);
-    const mcdc_column *lc = &b->columns[lsn_col], *oc = &b->columns[op_col],
-                      *tc = &b->columns[ts_col];
-    MCDC_ASSERT(oc->field->type == MCDC_TYPE_INT32 && tc->field->type == MCDC_TYPE_TIMESTAMP_NTZ);
-    const int32_t *ops = (const int32_t *)(const void *)oc->values;
-    const int64_t *ts = (const int64_t *)(const void *)tc->values;
-    for (int64_t r = 0; r < b->rows; r++) {
-        s->deletes += ops[r] == 1;
-        s->inserts += ops[r] == 2;
-        s->updates += ops[r] == 4;
-        if (s->rows + r == 0 || ts[r] < s->min_ts) s->min_ts = ts[r];
-        if (s->rows + r == 0 || ts[r] > s->max_ts) s->max_ts = ts[r];
-    }
-    /* LSNs are fixed-width text: string order is LSN order. */
-    for (int64_t r = 0; r < b->rows; r++) {
-        const char *v = (const char *)lc->data + lc->offsets[r];
-        int32_t n = lc->offsets[r + 1] - lc->offsets[r];
-        if (n != MCDC_LSN_TEXT_LEN) continue;
-        if (s->min_lsn[0] == 0 || memcmp(v, s->min_lsn, (size_t)n) < 0) memcpy(s->min_lsn, v, (size_t)n);
-        if (s->max_lsn[0] == 0 || memcmp(v, s->max_lsn, (size_t)n) > 0) memcpy(s->max_lsn, v, (size_t)n);
-    }
-    s->rows += b->rows;
-}
-
-/* The reading side: one thread per range, batches through a bounded queue
- * to the writing thread (Parquet encoding and compression happen there, off
- * the reading threads). */
-typedef struct {
-    pthread_mutex_t mu;
-    pthread_cond_t can_put, can_get;
-    mcdc_batch *items[MCDC_QUEUE_DEPTH_MAX];
-    int head, count, producers;
-    bool failed;
-} queue_t;
-
-typedef struct {
-    queue_t *q;
-    mcdc_changes *changes;
-    const mcdc_range *range;
-    mcdc_reader_metrics metrics;
-    mcdc_error err;
-    int rc;
-} reader_job;
-
-static int queue_put(void *ctx, mcdc_batch *b, mcdc_error *err) {
-    queue_t *q = ctx;
-    pthread_mutex_lock(&q->mu);
-    while (q->count == MCDC_QUEUE_DEPTH_MAX && !q->failed) pthread_cond_wait(&q->can_put, &q->mu);
-    if (q->failed) {
-        pthread_mutex_unlock(&q->mu);
-        mcdc_batch_free(b);
-        return mcdc_error_set(err, MCDC_E_CANCELLED, "the batch was abandoned");
-    }
-    q->items[(q->head + q->count) % MCDC_QUEUE_DEPTH_MAX] = b;
-    q->count++;
-    pthread_cond_signal(&q->can_get);
-    pthread_mutex_unlock(&q->mu);
-    return MCDC_OK;
-}
-
-static void *reader_main(void *arg) {
-    reader_job *j = arg;
-    j->rc = mcdc_changes_read(j->changes, j->range, queue_put, j->q, &j->metrics, &j->err);
-    pthread_mutex_lock(&j->q->mu);
-    if (j->rc) j->q->failed = true;
-    j->q->producers--;
-    pthread_cond_broadcast(&j->q->can_get);
-    pthread_cond_broadcast(&j->q->can_put);
-    pthread_mutex_unlock(&j->q->mu);
-    return NULL;
-}
-
-/* Pops a batch; NULL when every producer is done and the queue is empty. */
-static mcdc_batch *queue_get(queue_t *q) {
-    pthread_mutex_lock(&q->mu);
-    while (q->count == 0 && q->producers > 0) pthread_cond_wait(&q->can_get, &q->mu);
-    mcdc_batch *b = NULL;
-    if (q->count) {
-        b = q->items[q->head];
-        q->head = (q->head + 1) % MCDC_QUEUE_DEPTH_MAX;
-        q->count--;
-        pthread_cond_signal(&q->can_put);
-    }
-    pthread_mutex_unlock(&q->mu);
-    return b;
-}
-
-static void queue_fail(queue_t *q) {
-    pthread_mutex_lock(&q->mu);
-    q->failed = true;
-    pthread_cond_broadcast(&q->can_put);
-    pthread_mutex_unlock(&q->mu);
-}
-
-typedef struct {
-    const mcdc_stream_cfg *cfg;
-    const mcdc_opts *opts;
+/* ---- the handle ------------------------------------------------------------ */
+struct mcdc_stream {
+    mcdc_ctx ctx;
+    mcdc_stream_cfg cfg;      /* strings point into `strings` */
+    char *strings[8];         /* owned copies of the cfg's strings */
+    const mcdc_opts *opts;    /* borrowed */
+    char *target_path, *facts_path; /* canonical locations (owned) */
+    char facts_app_id[MCDC_APP_ID_BYTES_MAX + 8];
+    /* While running: */
     mcdc_changes *changes;
     mcdc_schema *bronze_schema;
     mcdc_table *bronze, *facts;
-    ckpt_t ckpt;
     int num_partitions;
-    char facts_app_id[512];
-    json_t *warnings; /* collected during a batch, for the facts row's detail */
-} stream_t;
+    mcdc_lsn ceiling;
+    bool has_ceiling;
+    mcdc_report_fn report;
+    void *report_ctx;
+    json_t *warnings;         /* collected during a unit, for its facts row */
+    /* The unit being run (filled by run, read by facts and done). */
+    mcdc_unit_stats st;
+    mcdc_unit_metrics fm;
+    int64_t started_us, t0_us;
+    offset_t start, end;
+    bool skipped_data, possible_loss;
+    mcdc_facts_skip skip, possible;
+};
 
 static void collect_warning(void *ctx, mcdc_log_level level, const char *msg) {
-    stream_t *s = ctx;
+    mcdc_stream *s = ctx;
     if (level == MCDC_LOG_WARN && s->warnings && json_array_size(s->warnings) < 100)
         json_array_append_new(s->warnings, json_string(msg));
 }
 
-static double median(double *v, int n) {
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
-            double t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-typedef struct {
-    bool any;
-    double rtt_ms, read_seconds, read_mb;
-    bool has_rtt, network_known;
-    int64_t network_wait_ms;
-    mcdc_reader_metrics last;
-    bool has_last;
-} folded_metrics;
-
-static void fold(folded_metrics *f, reader_job *jobs, int n) {
-    memset(f, 0, sizeof *f);
-    double rtts[MCDC_PARTITIONS_MAX];
-    int nrtt = 0;
-    f->network_known = n > 0;
-    for (int i = 0; i < n; i++) {
-        const mcdc_reader_metrics *m = &jobs[i].metrics;
-        f->any = true;
-        if (m->rtt_known && nrtt < MCDC_PARTITIONS_MAX) rtts[nrtt++] = m->rtt_ms;
-        f->read_seconds += m->seconds;
-        f->read_mb += (double)m->bytes / 1e6;
-        if (!m->network_wait_known)
-            f->network_known = false;
-        else
-            f->network_wait_ms += m->network_wait_ms;
-        if (m->measured_position) {
-            f->last = *m;
-            f->has_last = true;
-        }
-    }
-    if (nrtt) {
-        f->rtt_ms = median(rtts, nrtt);
-        f->has_rtt = true;
-    }
-}
-
-static char *user_metadata(const stream_t *s, int64_t batch_id, const batch_stats *st) {
-    char min_ts[32], max_ts[32];
-    mcdc_format_ts_us(st->min_ts, 3, min_ts);
-    mcdc_format_ts_us(st->max_ts, 3, max_ts);
-    json_t *j = json_pack("{s:I, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:s}", "rows",
-                          (json_int_t)st->rows, "min_lsn", st->min_lsn, "max_lsn", st->max_lsn,
-                          "min_commit_ts", min_ts, "max_commit_ts", max_ts, "deletes",
-                          (json_int_t)st->deletes, "inserts", (json_int_t)st->inserts, "updates",
-                          (json_int_t)st->updates, "batch_id", (json_int_t)batch_id, "app_id",
-                          s->cfg->app_id);
-    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    return text;
-}
-
-typedef struct {
-    bool skipped_data;     /* failOnDataLoss=false skipped a purged range */
-    mcdc_lsn skip_from, skip_to;
-    int64_t lost_from_us, lost_to_us;
-    bool has_lost_from, has_lost_to;
-    /* failOnDataLoss=false: cleanup passed a range's start while it was
-     * read, so rows of it may be missing (certain: false). */
-    bool possible_loss;
-    mcdc_lsn possible_from, possible_min;
-} batch_events;
-
-/* One data_skipped event row (reference §2.3.4): detail {from, to, certain,
- * [reason]}, min_lsn..max_lsn the skipped range. */
-static int append_skip_event(mcdc_batch *b, const stream_t *s, int64_t batch_id,
-                             const mcdc_lsn *from_lsn, const mcdc_lsn *to_lsn, bool certain,
-                             const char *reason, const batch_events *ev, int64_t written,
-                             mcdc_error *err) {
-    char from[MCDC_LSN_TEXT_LEN + 1], to[MCDC_LSN_TEXT_LEN + 1];
-    mcdc_lsn_format(from_lsn, from);
-    mcdc_lsn_format(to_lsn, to);
-    json_t *d = json_pack("{s:s, s:s, s:b}", "from", from, "to", to, "certain", certain);
-    if (d && reason) json_object_set_new(d, "reason", json_string(reason));
-    char *detail = d ? json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    json_decref(d);
-    if (detail == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    mcdc_cell c[MCDC_F_COUNT];
-    for (int i = 0; i < MCDC_F_COUNT; i++) c[i] = mcdc_cell_null();
-    c[MCDC_F_APP_ID] = mcdc_cell_text(s->cfg->app_id);
-    c[MCDC_F_BATCH_ID] = mcdc_cell_int(batch_id);
-    c[MCDC_F_ROWS] = mcdc_cell_int(0);
-    c[MCDC_F_MIN_LSN] = mcdc_cell_text(from);
-    c[MCDC_F_MAX_LSN] = mcdc_cell_text(to);
-    c[MCDC_F_EVENT] = mcdc_cell_text("data_skipped");
-    if (ev->has_lost_from) c[MCDC_F_LOST_FROM_TS] = mcdc_cell_int(ev->lost_from_us);
-    if (certain && ev->has_lost_to) c[MCDC_F_LOST_TO_TS] = mcdc_cell_int(ev->lost_to_us);
-    c[MCDC_F_END_LSN] = mcdc_cell_text(to);
-    c[MCDC_F_DETAIL] = mcdc_cell_text(detail);
-    c[MCDC_F_TARGET] = mcdc_cell_text(s->cfg->target);
-    c[MCDC_F_WRITTEN_AT] = mcdc_cell_int(written);
-    int rc = mcdc_row_append(b, c, err);
-    free(detail);
-    return rc;
-}
-
-static int write_facts(stream_t *s, int64_t batch_id, const offset_t *end, const batch_stats *st,
-                       const folded_metrics *fm, int64_t started_us, int64_t duration_ms,
-                       const batch_events *ev, mcdc_error *err) {
-    mcdc_schema *fs;
-    int rc = mcdc_facts_schema(&fs, err);
-    if (rc) return rc;
-    mcdc_batch *b;
-    rc = mcdc_batch_create(&b, fs, 2, err);
-    if (rc) {
-        mcdc_schema_unref(fs);
-        return rc;
-    }
-    mcdc_cell c[MCDC_F_COUNT];
-    for (int i = 0; i < MCDC_F_COUNT; i++) c[i] = mcdc_cell_null();
-    char end_lsn[MCDC_LSN_TEXT_LEN + 1];
-    mcdc_lsn_format(&end->lsn, end_lsn);
-    c[MCDC_F_APP_ID] = mcdc_cell_text(s->cfg->app_id);
-    c[MCDC_F_BATCH_ID] = mcdc_cell_int(batch_id);
-    c[MCDC_F_ROWS] = mcdc_cell_int(st->rows);
-    if (st->rows) {
-        c[MCDC_F_MIN_LSN] = mcdc_cell_text(st->min_lsn);
-        c[MCDC_F_MAX_LSN] = mcdc_cell_text(st->max_lsn);
-        c[MCDC_F_MIN_COMMIT_TS] = mcdc_cell_int(st->min_ts);
-        c[MCDC_F_MAX_COMMIT_TS] = mcdc_cell_int(st->max_ts);
-    }
-    c[MCDC_F_DELETES] = mcdc_cell_int(st->deletes);
-    c[MCDC_F_INSERTS] = mcdc_cell_int(st->inserts);
-    c[MCDC_F_UPDATES] = mcdc_cell_int(st->updates);
-    c[MCDC_F_STARTED_AT] = mcdc_cell_int(started_us);
-    c[MCDC_F_DURATION_MS] = mcdc_cell_int(duration_ms);
-    if (fm->any) {
-        if (fm->has_rtt) c[MCDC_F_SOURCE_RTT_MS] = mcdc_cell_double(fm->rtt_ms);
-        c[MCDC_F_READ_SECONDS] = mcdc_cell_double(fm->read_seconds);
-        c[MCDC_F_READ_MB] = mcdc_cell_double(fm->read_mb);
-        if (fm->network_known) c[MCDC_F_NETWORK_WAIT_MS] = mcdc_cell_int(fm->network_wait_ms);
-        c[MCDC_F_END_LSN] = mcdc_cell_text(end_lsn);
-        if (end->has_ts) c[MCDC_F_END_COMMIT_TS] = mcdc_cell_int(end->commit_us);
-    }
-    if (fm->has_last) {
-        const mcdc_reader_metrics *m = &fm->last;
-        if (m->retention_watermark_known) {
-            c[MCDC_F_RETENTION_WATERMARK_TS] = mcdc_cell_int(m->retention_watermark_ts_us);
-            int64_t ref = end->has_ts ? end->commit_us : st->max_ts;
-            c[MCDC_F_RETENTION_HEADROOM_HOURS] =
-                mcdc_cell_double((double)(ref - m->retention_watermark_ts_us) / 3600e6);
-        }
-        if (m->source_max_commit_ts_known) {
-            c[MCDC_F_SOURCE_MAX_COMMIT_TS] = mcdc_cell_int(m->source_max_commit_ts_us);
-            c[MCDC_F_CAPTURE_LAG_SECONDS] = mcdc_cell_double(m->capture_lag_seconds);
-            if (end->has_ts)
-                c[MCDC_F_INGESTION_LAG_SECONDS] =
-                    mcdc_cell_double((double)(m->source_max_commit_ts_us - end->commit_us) / 1e6);
-        }
-    }
-    char *detail = NULL;
-    if (json_array_size(s->warnings)) {
-        json_t *d = json_pack("{s:O}", "warnings", s->warnings);
-        detail = d ? json_dumps(d, JSON_COMPACT) : NULL;
-        json_decref(d);
-        c[MCDC_F_DETAIL] = mcdc_cell_text(detail);
-    }
-    c[MCDC_F_TARGET] = mcdc_cell_text(s->cfg->target);
-    int64_t written = mcdc_now_utc_us();
-    c[MCDC_F_WRITTEN_AT] = mcdc_cell_int(written);
-    rc = mcdc_row_append(b, c, err);
-    free(detail);
-    if (rc == MCDC_OK && ev->skipped_data)
-        rc = append_skip_event(b, s, batch_id, &ev->skip_from, &ev->skip_to, true, NULL, ev,
-                               written, err);
-    if (rc == MCDC_OK && ev->possible_loss) {
-        mcdc_lsn to = ev->possible_min;
-        mcdc_lsn_decrement(&to, &ev->possible_min, NULL);
-        rc = append_skip_event(b, s, batch_id, &ev->possible_from, &to, false,
-                               "CDC cleanup moved min_lsn past the range while it was read", ev,
-                               written, err);
-    }
-    if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
-    mcdc_appender *a = NULL;
-    if (rc == MCDC_OK) rc = mcdc_appender_open(&a, s->facts, fs, NULL, err);
-    if (rc == MCDC_OK) rc = mcdc_appender_write(a, b, err);
-    bool skipped;
-    int64_t version;
-    if (rc == MCDC_OK)
-        rc = mcdc_appender_commit(a, s->facts_app_id, batch_id, NULL, &skipped, &version, err);
-    mcdc_appender_free(a);
-    mcdc_batch_free(b);
-    mcdc_schema_unref(fs);
-    if (rc) mcdc_error_wrap(err, "writing the facts row of batch %lld to %s", (long long)batch_id,
-                            s->cfg->facts_table);
-    return rc;
-}
-
-/* Reads the ranges on one thread each; batches reach this thread through
- * the bounded queue and are appended to bronze (unless bronze_done). */
-static int read_ranges(stream_t *s, int64_t id, const mcdc_range *ranges, int nranges,
-                       bool bronze_done, batch_stats *st, folded_metrics *fm, batch_events *ev,
-                       mcdc_appender **app, mcdc_error *err) {
-    int rc = MCDC_OK;
-    queue_t q;
-    memset(&q, 0, sizeof q);
-    pthread_mutex_init(&q.mu, NULL);
-    pthread_cond_init(&q.can_put, NULL);
-    pthread_cond_init(&q.can_get, NULL);
-    reader_job *jobs = mcdc_calloc((size_t)(nranges ? nranges : 1), sizeof *jobs);
-    pthread_t *threads = mcdc_calloc((size_t)(nranges ? nranges : 1), sizeof *threads);
-    int started_threads = 0;
-    if (jobs == NULL || threads == NULL) {
-        rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory starting readers");
-    } else {
-        q.producers = nranges;
-        for (int i = 0; i < nranges; i++) {
-            jobs[i] = (reader_job){.q = &q, .changes = s->changes, .range = &ranges[i]};
-            if (pthread_create(&threads[i], NULL, reader_main, &jobs[i]) != 0) {
-                pthread_mutex_lock(&q.mu);
-                q.producers -= nranges - i;
-                q.failed = true;
-                pthread_mutex_unlock(&q.mu);
-                rc = mcdc_error_set(err, MCDC_E_IO, "cannot start a reader thread");
-                break;
-            }
-            started_threads++;
-        }
-    }
-
-    mcdc_batch *b;
-    while ((b = queue_get(&q)) != NULL) {
-        if (rc == MCDC_OK) {
-            stats_add(st, b);
-            if (!bronze_done && b->rows > 0) {
-                if (*app == NULL) rc = mcdc_appender_open(app, s->bronze, s->bronze_schema, NULL, err);
-                int32_t n = b->schema->n_fields;
-                if (rc == MCDC_OK) rc = mcdc_batch_widen(b, s->bronze_schema, err);
-                if (rc == MCDC_OK) rc = mcdc_col_fill_int(&b->columns[n], id, b->rows, err);
-                if (rc == MCDC_OK) rc = mcdc_col_append_nulls(&b->columns[n + 1], b->rows, err);
-                if (rc == MCDC_OK) rc = mcdc_col_append_nulls(&b->columns[n + 2], b->rows, err);
-                if (rc == MCDC_OK) rc = mcdc_appender_write(*app, b, err);
-            }
-            if (rc) queue_fail(&q);
-        }
-        mcdc_batch_free(b);
-    }
-    for (int i = 0; i < started_threads; i++) pthread_join(threads[i], NULL);
-    for (int i = 0; i < started_threads && rc == MCDC_OK; i++)
-        if (jobs[i].rc && jobs[i].rc != MCDC_E_CANCELLED) {
-            rc = jobs[i].rc;
-            if (err) *err = jobs[i].err;
-        }
-    for (int i = 0; i < started_threads && rc == MCDC_OK; i++)
-        if (jobs[i].rc) {
-            rc = jobs[i].rc;
-            if (err) *err = jobs[i].err;
-        }
-    pthread_mutex_destroy(&q.mu);
-    pthread_cond_destroy(&q.can_put);
-    pthread_cond_destroy(&q.can_get);
-
-    fold(fm, jobs, rc == MCDC_OK ? started_threads : 0);
-    for (int i = 0; rc == MCDC_OK && i < started_threads; i++) {
-        const mcdc_reader_metrics *m = &jobs[i].metrics;
-        if (!m->data_lost) continue;
-        if (!ev->possible_loss || mcdc_lsn_cmp(&ranges[i].from, &ev->possible_from) < 0)
-            ev->possible_from = ranges[i].from;
-        if (!ev->possible_loss || mcdc_lsn_cmp(&m->min_lsn_after, &ev->possible_min) > 0)
-            ev->possible_min = m->min_lsn_after;
-        ev->possible_loss = true;
-    }
-    mcdc_free(jobs);
-    mcdc_free(threads);
-    return rc;
-}
-
-/* Runs batch `id` over (start, end]. */
-static int run_batch(stream_t *s, int64_t id, const offset_t *start, const offset_t *end,
-                     bool replayed, mcdc_batch_report *rep, mcdc_error *err) {
-    memset(rep, 0, sizeof *rep);
-    rep->batch_id = id;
-    rep->replayed = replayed;
-    mcdc_lsn_format(&start->lsn, rep->start_lsn);
-    mcdc_lsn_format(&end->lsn, rep->end_lsn);
-    rep->end_commit_us = end->commit_us;
-    rep->has_end_commit = end->has_ts;
-    rep->ingestion_lag_seconds = -1;
-    int64_t started = mcdc_now_utc_us(), t0 = mcdc_monotonic_us();
-    json_decref(s->warnings);
-    s->warnings = json_array();
-    mcdc_log_set_hook(collect_warning, s);
-
-    batch_events ev;
-    memset(&ev, 0, sizeof ev);
-    mcdc_lsn from, min_lsn;
-    int rc = mcdc_lsn_increment(&from, &start->lsn, err);
-    if (rc == MCDC_OK) rc = mcdc_changes_min_lsn(s->changes, &min_lsn, err);
-    if (rc) goto out;
-    /* Retention guard before planning (invariant 4). */
-    if (!mcdc_lsn_is_zero(&min_lsn) && mcdc_lsn_cmp(&from, &min_lsn) < 0) {
-        char f[MCDC_LSN_TEXT_LEN + 1], m[MCDC_LSN_TEXT_LEN + 1];
-        mcdc_lsn_format(&from, f);
-        mcdc_lsn_format(&min_lsn, m);
-        if (mcdc_opts_get_bool(s->opts, "failOnDataLoss")) {
-            rc = mcdc_error_set(err, MCDC_E_DATALOSS,
-                                "capture instance %s: changes from %s on were purged by CDC "
-                                "cleanup (min_lsn is now %s) before this stream read them. "
-                                "Re-snapshot the table into a new target with a new checkpoint "
-                                "and app_id, or set failOnDataLoss=false to skip the gap",
-                                mcdc_changes_capture_instance(s->changes), f, m);
-            goto out;
-        }
-        mcdc_log(MCDC_LOG_WARN, "capture instance %s: skipping purged changes %s..%s "
-                                "(failOnDataLoss=false)",
-                 mcdc_changes_capture_instance(s->changes), f, m);
-        ev.skipped_data = true;
-        ev.skip_from = from;
-        mcdc_lsn_decrement(&ev.skip_to, &min_lsn, NULL);
-        ev.has_lost_from = start->has_ts;
-        ev.lost_from_us = start->commit_us;
-        bool found = false;
-        if (mcdc_changes_commit_time(s->changes, &min_lsn, &ev.lost_to_us, &found, err) == MCDC_OK)
-            ev.has_lost_to = found;
-        from = min_lsn;
-    }
-
-    mcdc_range *ranges = NULL;
-    int nranges = 0;
-    if (mcdc_lsn_cmp(&from, &end->lsn) <= 0) {
-        rc = mcdc_changes_plan(s->changes, &from, &end->lsn, s->num_partitions, &ranges, &nranges,
-                               err);
-        if (rc) goto out;
-    }
-    int64_t have;
-    rc = mcdc_table_txn_version(s->bronze, s->cfg->app_id, &have, err);
-    if (rc) {
-        mcdc_free(ranges);
-        goto out;
-    }
-    bool bronze_done = have >= id;
-    rep->bronze_skipped = bronze_done;
-
-    batch_stats st;
-    memset(&st, 0, sizeof st);
-    folded_metrics fm;
-    mcdc_appender *app = NULL;
-    rc = read_ranges(s, id, ranges, nranges, bronze_done, &st, &fm, &ev, &app, err);
-    mcdc_free(ranges);
-
-    if (rc == MCDC_OK && app) {
-        char *meta = user_metadata(s, id, &st);
-        bool skipped = false;
-        int64_t version;
-        rc = meta ? mcdc_appender_commit(app, s->cfg->app_id, id, meta, &skipped, &version, err)
-                  : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-        free(meta);
-        if (rc == MCDC_OK && skipped) rep->bronze_skipped = true;
-        if (rc) mcdc_error_wrap(err, "appending batch %lld to %s", (long long)id, s->cfg->target);
-    }
-    mcdc_appender_free(app);
-    if (rc) goto out;
-    mcdc_crash_point("after_bronze", id);
-    int64_t duration_ms = (mcdc_monotonic_us() - t0) / 1000;
-    if (s->facts) {
-        rc = write_facts(s, id, end, &st, &fm, started, duration_ms, &ev, err);
-        if (rc) goto out;
-        mcdc_crash_point("after_facts", id);
-    }
-    rep->rows = st.rows;
-    rep->deletes = st.deletes;
-    rep->inserts = st.inserts;
-    rep->updates = st.updates;
-    rep->duration_ms = (double)(mcdc_monotonic_us() - t0) / 1000.0;
-    rep->rows_per_s = rep->duration_ms > 0 ? (double)st.rows / (rep->duration_ms / 1000.0) : 0;
-    if (fm.has_last && fm.last.source_max_commit_ts_known && end->has_ts)
-        rep->ingestion_lag_seconds =
-            (double)(fm.last.source_max_commit_ts_us - end->commit_us) / 1e6;
-out:
-    mcdc_log_set_hook(NULL, NULL);
-    return rc;
-}
-
-/* Where the next batch ends, or *idle when nothing is new. */
-static int next_end(stream_t *s, const offset_t *start, const mcdc_lsn *ceiling, bool has_ceiling,
-                    offset_t *end, bool *idle, mcdc_error *err) {
-    mcdc_lsn upper;
-    int rc = mcdc_changes_max_lsn(s->changes, &upper, err);
-    if (rc) return rc;
-    if (has_ceiling && mcdc_lsn_cmp(ceiling, &upper) < 0) upper = *ceiling;
-    *idle = mcdc_lsn_cmp(&upper, &start->lsn) <= 0;
-    if (*idle) return MCDC_OK;
-    int64_t max_commits = mcdc_opts_get_int(s->opts, "maxCommitsPerBatch");
-    if (max_commits > 0 && s->cfg->trigger != MCDC_TRIGGER_ONCE) {
-        mcdc_lsn nth;
-        bool found;
-        rc = mcdc_changes_nth_commit_after(s->changes, &start->lsn, max_commits, &nth, &found, err);
-        if (rc) return rc;
-        if (found && mcdc_lsn_cmp(&nth, &upper) < 0) upper = nth;
-    }
-    end->lsn = upper;
-    bool found = false;
-    rc = mcdc_changes_commit_time(s->changes, &upper, &end->commit_us, &found, err);
-    end->has_ts = found;
-    return rc;
-}
+/* ---- plan ------------------------------------------------------------------ */
 
 /* startingLsn for a fresh checkpoint. With "earliest" and a min_lsn of zero,
  * capture has not processed the enable of the instance yet: its change table
  * is empty and its first LSN unknown, so the start waits (*idle) rather than
  * guess an LSN that the retention guard would then call purged. */
-static int initial_offset(stream_t *s, offset_t *start, bool *idle, mcdc_error *err) {
+static int initial_offset(mcdc_stream *s, offset_t *start, bool *idle, mcdc_error *err) {
     const char *starting = mcdc_opts_get(s->opts, "startingLsn");
     if (starting == NULL) starting = "earliest";
     memset(start, 0, sizeof *start);
@@ -712,48 +117,453 @@ static int initial_offset(stream_t *s, offset_t *start, bool *idle, mcdc_error *
     return MCDC_OK;
 }
 
-static int open_tables(stream_t *s, mcdc_error *err) {
-    const mcdc_stream_cfg *cfg = s->cfg;
-    int rc = mcdc_table_open(&s->bronze, cfg->target, cfg->warehouse, err);
-    if (rc == MCDC_OK && cfg->facts_table)
-        rc = mcdc_table_open(&s->facts, cfg->facts_table, cfg->warehouse, err);
+/* Where the next batch ends, or *idle when nothing is new. */
+static int next_end(mcdc_stream *s, const offset_t *start, offset_t *end, bool *idle,
+                    mcdc_error *err) {
+    mcdc_lsn upper;
+    int rc = mcdc_changes_max_lsn(s->changes, &upper, err);
+    if (rc) return rc;
+    if (s->has_ceiling && mcdc_lsn_cmp(&s->ceiling, &upper) < 0) upper = s->ceiling;
+    *idle = mcdc_lsn_cmp(&upper, &start->lsn) <= 0;
+    if (*idle) return MCDC_OK;
+    int64_t max_commits = mcdc_opts_get_int(s->opts, "maxCommitsPerBatch");
+    if (max_commits > 0 && s->cfg.trigger != MCDC_TRIGGER_ONCE) {
+        mcdc_lsn nth;
+        bool found;
+        rc = mcdc_changes_nth_commit_after(s->changes, &start->lsn, max_commits, &nth, &found, err);
+        if (rc) return rc;
+        if (found && mcdc_lsn_cmp(&nth, &upper) < 0) upper = nth;
+    }
+    end->lsn = upper;
+    bool found = false;
+    rc = mcdc_changes_commit_time(s->changes, &upper, &end->commit_us, &found, err);
+    end->has_ts = found;
     return rc;
 }
 
-/* A checkpoint deleted or rewound under the same app_id would make Delta
- * skip every write as a duplicate (reference crash point 5). A batch planned
- * afresh must be newer than anything app_id wrote; a replayed one may equal
- * it. Checked on facts and on bronze, so a stream without facts is covered. */
-static int check_rewind(stream_t *s, int64_t first_id, bool replay, mcdc_error *err) {
-    int64_t allowed = replay ? first_id : first_id - 1;
-    struct {
-        mcdc_table *t;
-        const char *app_id, *name;
-    } tables[2] = {{s->facts, s->facts_app_id, s->cfg->facts_table},
-                   {s->bronze, s->cfg->app_id, s->cfg->target}};
-    for (int i = 0; i < 2; i++) {
-        if (tables[i].t == NULL) continue;
-        int64_t have;
-        int rc = mcdc_table_txn_version(tables[i].t, tables[i].app_id, &have, err);
-        if (rc) return rc;
-        if (have > allowed)
-            return mcdc_error_set(
-                err, MCDC_E_INVALID,
-                "app_id '%s' already wrote batch %lld to %s, but the checkpoint %s is at batch "
-                "%lld: the checkpoint was deleted or rewound, and Delta would skip every new "
-                "write as a duplicate. Use a new app_id with a new checkpoint",
-                s->cfg->app_id, (long long)have, tables[i].name, s->cfg->checkpoint,
-                (long long)first_id);
-    }
+static int job_plan(void *job, const json_t *last_end, json_t **start_j, json_t **end_j,
+                    bool *idle, mcdc_error *err) {
+    mcdc_stream *s = job;
+    offset_t start, end;
+    int rc = MCDC_OK;
+    *idle = false;
+    if (last_end == NULL) rc = initial_offset(s, &start, idle, err);
+    else rc = offset_parse(&start, last_end, err);
+    if (rc || *idle) return rc;
+    rc = next_end(s, &start, &end, idle, err);
+    if (rc || *idle) return rc;
+    *start_j = offset_json(&start);
+    *end_j = offset_json(&end);
+    if (*start_j == NULL || *end_j == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     return MCDC_OK;
 }
 
-static void sleep_until(int64_t deadline_us) {
-    while (!g_stop) {
-        int64_t left = deadline_us - mcdc_monotonic_us();
-        if (left <= 0) return;
-        mcdc_sleep_ms(left > 50000 ? 50 : (left + 999) / 1000);
+/* A new checkpoint on a target that already holds change rows past its
+ * start would write them a second time (the advice "new app id, new
+ * checkpoint" followed on the same target). Refused unless the rows all lie
+ * at or before the start (startingLsn set past them, or a snapshot at it). */
+static int job_check_fresh(void *job, const json_t *start_j, mcdc_error *err) {
+    mcdc_stream *s = job;
+    offset_t start;
+    int rc = offset_parse(&start, start_j, err);
+    if (rc) return rc;
+    char max[64], from[MCDC_LSN_TEXT_LEN + 1];
+    bool rows, known;
+    rc = mcdc_table_max_text_stat(s->bronze, "_start_lsn", max, sizeof max, &rows, &known, err);
+    if (rc || !rows) return rc;
+    mcdc_lsn_format(&start.lsn, from);
+    /* LSN texts are fixed width: string order is LSN order. */
+    if (known && strlen(max) == MCDC_LSN_TEXT_LEN && strcmp(max, from) <= 0) return MCDC_OK;
+    return mcdc_error_set(
+        err, MCDC_E_MISMATCH,
+        "target %s already holds change rows up to _start_lsn %s (written under other app "
+        "ids), and this new checkpoint %s would start after %s: every change in between would "
+        "be in the target twice. Nothing was written. Stream into a new (or rebuilt) target; "
+        "or, to continue after the rows it holds, set startingLsn to %s",
+        s->cfg.target, known && max[0] ? max : "(unknown: files without statistics)",
+        s->cfg.checkpoint, from, known && max[0] ? max : "the target's largest _start_lsn");
+}
+
+/* ---- run --------------------------------------------------------------------- */
+
+typedef struct {
+    mcdc_changes *changes;
+    const mcdc_lsn_range *range;
+    mcdc_reader_metrics metrics;
+} range_reader;
+
+static int read_range(void *arg, mcdc_batch_fn put, void *put_ctx, mcdc_error *err) {
+    range_reader *r = arg;
+    return mcdc_changes_read(r->changes, r->range, put, put_ctx, &r->metrics, err);
+}
+
+/* Bronze's userMetadata (reference §2.3.2); the frame adds the binding. */
+static json_t *bronze_meta(const mcdc_stream *s, int64_t batch_id) {
+    const mcdc_unit_stats *st = &s->st;
+    char min_ts[32], max_ts[32];
+    mcdc_format_ts_us(st->min_ts, 3, min_ts);
+    mcdc_format_ts_us(st->max_ts, 3, max_ts);
+    return json_pack("{s:I, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:s}", "rows",
+                     (json_int_t)st->rows, "min_lsn", st->min_lsn, "max_lsn", st->max_lsn,
+                     "min_commit_ts", min_ts, "max_commit_ts", max_ts, "deletes",
+                     (json_int_t)st->deletes, "inserts", (json_int_t)st->inserts, "updates",
+                     (json_int_t)st->updates, "batch_id", (json_int_t)batch_id, "app_id",
+                     s->cfg.app_id);
+}
+
+/* Widens a reader batch to bronze's schema (_batch_id, _snapshot, _chunk). */
+static int to_bronze(mcdc_stream *s, mcdc_batch *b, int64_t id, mcdc_error *err) {
+    int32_t n = b->schema->n_fields;
+    int rc = mcdc_batch_widen(b, s->bronze_schema, err);
+    if (rc == MCDC_OK) rc = mcdc_col_fill_int(&b->columns[n], id, b->rows, err);
+    if (rc == MCDC_OK) rc = mcdc_col_append_nulls(&b->columns[n + 1], b->rows, err);
+    if (rc == MCDC_OK) rc = mcdc_col_append_nulls(&b->columns[n + 2], b->rows, err);
+    return rc;
+}
+
+/* Reads the ranges on one thread each (a connection each, from the
+ * budget); batches reach this thread through the fan-in and are appended to
+ * bronze unless it already holds the unit. */
+static int read_ranges(mcdc_stream *s, const mcdc_unit *u, const mcdc_lsn_range *ranges,
+                       int nranges, mcdc_appender **app, mcdc_error *err) {
+    range_reader *readers = mcdc_calloc((size_t)(nranges ? nranges : 1), sizeof *readers);
+    void **args = mcdc_calloc((size_t)(nranges ? nranges : 1), sizeof *args);
+    if (readers == NULL || args == NULL) {
+        mcdc_free(readers);
+        mcdc_free(args);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory starting readers");
     }
+    for (int i = 0; i < nranges; i++) {
+        readers[i] = (range_reader){.changes = s->changes, .range = &ranges[i]};
+        args[i] = &readers[i];
+    }
+    mcdc_table_props props = {.kind = MCDC_KIND_BRONZE};
+    mcdc_fanin *fan = NULL;
+    int rc = mcdc_fanin_start(&fan, nranges, read_range, args, err);
+    mcdc_batch *b;
+    while (rc == MCDC_OK && (b = mcdc_fanin_next(fan)) != NULL) {
+        mcdc_unit_stats_add(&s->st, b);
+        if (!u->data_done && b->rows > 0) {
+            if (*app == NULL) rc = mcdc_appender_open(app, s->bronze, s->bronze_schema, &props, err);
+            if (rc == MCDC_OK) rc = to_bronze(s, b, u->id, err);
+            if (rc == MCDC_OK) rc = mcdc_appender_write(*app, b, err);
+        }
+        mcdc_batch_free(b);
+    }
+    int frc = mcdc_fanin_finish(fan, NULL, rc ? NULL : err);
+    if (rc == MCDC_OK) rc = frc;
+    mcdc_reader_metrics *ms = mcdc_calloc((size_t)(nranges ? nranges : 1), sizeof *ms);
+    if (ms == NULL && rc == MCDC_OK) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    for (int i = 0; ms && i < nranges; i++) ms[i] = readers[i].metrics;
+    if (ms) mcdc_unit_metrics_fold(&s->fm, ms, rc == MCDC_OK ? nranges : 0);
+    mcdc_free(ms);
+    /* failOnDataLoss=false: cleanup passed a range's start while it was read,
+     * so rows of it may be missing (certain: false). */
+    for (int i = 0; rc == MCDC_OK && i < nranges; i++) {
+        const mcdc_reader_metrics *m = &readers[i].metrics;
+        if (!m->data_lost) continue;
+        if (!s->possible_loss || mcdc_lsn_cmp(&ranges[i].from, &s->possible.from) < 0)
+            s->possible.from = ranges[i].from;
+        mcdc_lsn to;
+        mcdc_lsn_decrement(&to, &m->min_lsn_after, NULL);
+        if (!s->possible_loss || mcdc_lsn_cmp(&to, &s->possible.to) > 0) s->possible.to = to;
+        s->possible_loss = true;
+    }
+    mcdc_free(readers);
+    mcdc_free(args);
+    return rc;
+}
+
+/* Retention guard before planning the ranges (invariant 4). */
+static int retention_guard(mcdc_stream *s, mcdc_lsn *from, mcdc_error *err) {
+    mcdc_lsn min_lsn;
+    int rc = mcdc_changes_min_lsn(s->changes, &min_lsn, err);
+    if (rc || mcdc_lsn_is_zero(&min_lsn) || mcdc_lsn_cmp(from, &min_lsn) >= 0) return rc;
+    char f[MCDC_LSN_TEXT_LEN + 1], m[MCDC_LSN_TEXT_LEN + 1];
+    mcdc_lsn_format(from, f);
+    mcdc_lsn_format(&min_lsn, m);
+    const char *ci = mcdc_changes_capture_instance(s->changes);
+    if (mcdc_opts_get_bool(s->opts, "failOnDataLoss"))
+        return mcdc_error_set(err, MCDC_E_DATALOSS,
+                              "capture instance %s: changes from %s on were purged by CDC "
+                              "cleanup (min_lsn is now %s) before this stream read them. "
+                              "Re-snapshot the table into a new (or rebuilt) target with a new "
+                              "checkpoint and a new app id, or set failOnDataLoss=false to skip "
+                              "the gap (it is recorded as a data_skipped event)",
+                              ci, f, m);
+    mcdc_log(MCDC_LOG_WARN, "capture instance %s: skipping purged changes %s..%s "
+                            "(failOnDataLoss=false)", ci, f, m);
+    s->skipped_data = true;
+    s->skip.from = *from;
+    s->skip.certain = true;
+    mcdc_lsn_decrement(&s->skip.to, &min_lsn, NULL);
+    s->skip.has_lost_from = s->start.has_ts;
+    s->skip.lost_from_us = s->start.commit_us;
+    bool found = false;
+    if (mcdc_changes_commit_time(s->changes, &min_lsn, &s->skip.lost_to_us, &found, err) == MCDC_OK)
+        s->skip.has_lost_to = found;
+    *from = min_lsn;
+    return MCDC_OK;
+}
+
+static int job_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_result *res,
+                   mcdc_error *err) {
+    mcdc_stream *s = job;
+    memset(&s->st, 0, sizeof s->st);
+    memset(&s->fm, 0, sizeof s->fm);
+    s->skipped_data = s->possible_loss = false;
+    memset(&s->skip, 0, sizeof s->skip);
+    memset(&s->possible, 0, sizeof s->possible);
+    s->started_us = mcdc_now_utc_us();
+    s->t0_us = mcdc_monotonic_us();
+    json_decref(s->warnings);
+    s->warnings = json_array();
+    int rc = offset_parse(&s->start, u->start, err);
+    if (rc == MCDC_OK) rc = offset_parse(&s->end, u->end, err);
+    if (rc) return rc;
+    mcdc_log_set_hook(collect_warning, s);
+    mcdc_lsn from;
+    rc = mcdc_lsn_increment(&from, &s->start.lsn, err);
+    if (rc == MCDC_OK) rc = retention_guard(s, &from, err);
+    mcdc_lsn_range *ranges = NULL;
+    int nranges = 0;
+    if (rc == MCDC_OK && mcdc_lsn_cmp(&from, &s->end.lsn) <= 0)
+        rc = mcdc_changes_plan(s->changes, &from, &s->end.lsn, s->num_partitions, &ranges,
+                               &nranges, err);
+    mcdc_appender *app = NULL;
+    if (rc == MCDC_OK) rc = read_ranges(s, u, ranges, nranges, &app, err);
+    mcdc_free(ranges);
+    if (rc == MCDC_OK && app) {
+        rc = mcdc_frame_commit_data(f, u, app, bronze_meta(s, u->id), err);
+        res->data_committed = rc == MCDC_OK;
+    }
+    mcdc_appender_free(app);
+    mcdc_log_set_hook(NULL, NULL);
+    if (rc) return rc;
+    res->rows = s->st.rows;
+    res->has_end_time = s->end.has_ts;
+    res->end_commit_us = s->end.commit_us;
+    mcdc_lsn_format(&s->end.lsn, res->end_lsn);
+    return MCDC_OK;
+}
+
+static int job_facts(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
+                     mcdc_batch *rows, mcdc_error *err) {
+    (void)res;
+    mcdc_stream *s = job;
+    char *detail = NULL;
+    if (json_array_size(s->warnings)) {
+        json_t *d = json_pack("{s:O}", "warnings", s->warnings);
+        detail = d ? json_dumps(d, JSON_COMPACT) : NULL;
+        json_decref(d);
+    }
+    char end_lsn[MCDC_LSN_TEXT_LEN + 1];
+    mcdc_lsn_format(&s->end.lsn, end_lsn);
+    int64_t written = mcdc_now_utc_us();
+    mcdc_facts_batch fb = {.app_id = s->cfg.app_id,
+                           .target = s->cfg.target,
+                           .batch_id = u->id,
+                           .stats = &s->st,
+                           .metrics = &s->fm,
+                           .started_us = s->started_us,
+                           .duration_ms = (mcdc_monotonic_us() - s->t0_us) / 1000,
+                           .written_us = written,
+                           .end_lsn = end_lsn,
+                           .has_end_ts = s->end.has_ts,
+                           .end_commit_us = s->end.commit_us,
+                           .detail = detail};
+    int rc = mcdc_facts_append_batch(rows, &fb, err);
+    free(detail);
+    mcdc_facts_skip *events[2] = {s->skipped_data ? &s->skip : NULL,
+                                  s->possible_loss ? &s->possible : NULL};
+    for (int i = 0; i < 2 && rc == MCDC_OK; i++) {
+        if (events[i] == NULL) continue;
+        events[i]->app_id = s->cfg.app_id;
+        events[i]->target = s->cfg.target;
+        events[i]->batch_id = u->id;
+        events[i]->written_us = written;
+        if (events[i] == &s->possible) {
+            events[i]->certain = false;
+            events[i]->reason = "CDC cleanup moved min_lsn past the range while it was read";
+            events[i]->has_lost_from = s->start.has_ts;
+            events[i]->lost_from_us = s->start.commit_us;
+        }
+        rc = mcdc_facts_append_skip(rows, events[i], err);
+    }
+    return rc;
+}
+
+static bool job_position_time(void *job, const json_t *pos, int64_t *commit_us, char lsn[32]) {
+    (void)job;
+    offset_t o;
+    if (offset_parse(&o, pos, NULL) != MCDC_OK || !o.has_ts) return false;
+    *commit_us = o.commit_us;
+    mcdc_lsn_format(&o.lsn, lsn);
+    return true;
+}
+
+static void job_done(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
+                     const mcdc_verdict *v) {
+    mcdc_stream *s = job;
+    if (s->report == NULL) return;
+    MCDC_ASSERT(res->rows == s->st.rows);
+    mcdc_batch_report rep;
+    memset(&rep, 0, sizeof rep);
+    rep.batch_id = u->id;
+    rep.replayed = u->replay;
+    rep.bronze_skipped = u->data_done;
+    rep.rows = s->st.rows;
+    rep.deletes = s->st.deletes;
+    rep.inserts = s->st.inserts;
+    rep.updates = s->st.updates;
+    mcdc_lsn_format(&s->start.lsn, rep.start_lsn);
+    mcdc_lsn_format(&s->end.lsn, rep.end_lsn);
+    rep.end_commit_us = s->end.commit_us;
+    rep.has_end_commit = s->end.has_ts;
+    rep.duration_ms = (double)(mcdc_monotonic_us() - s->t0_us) / 1000.0;
+    rep.rows_per_s = rep.duration_ms > 0 ? (double)rep.rows / (rep.duration_ms / 1000.0) : 0;
+    rep.ingestion_lag_seconds = -1;
+    if (s->fm.has_last && s->fm.last.source_max_commit_ts_known && s->end.has_ts)
+        rep.ingestion_lag_seconds =
+            (double)(s->fm.last.source_max_commit_ts_us - s->end.commit_us) / 1e6;
+    rep.has_verdict = v && v->found;
+    rep.finalized_until_us = v ? v->finalized_until_us : 0;
+    s->report(s->report_ctx, &rep);
+}
+
+static const mcdc_job_ops STREAM_OPS = {
+    .kind = "stream",
+    .plan = job_plan,
+    .check_fresh = job_check_fresh,
+    .run = job_run,
+    .facts = job_facts,
+    .position_time = job_position_time,
+    .done = job_done,
+};
+
+/* ---- validation: before anything is read or written ----------------------------- */
+
+static int check_app_id(const char *app_id, mcdc_error *err) {
+    size_t n = strlen(app_id);
+    if (n == 0) return mcdc_error_set(err, MCDC_E_INVALID, "--app-id is empty");
+    if (n > MCDC_APP_ID_BYTES_MAX)
+        return mcdc_error_set(err, MCDC_E_INVALID, "--app-id is %zu bytes long; at most %d",
+                              n, MCDC_APP_ID_BYTES_MAX);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)app_id[i] < 0x20 || app_id[i] == 0x7f)
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "--app-id holds a control character (byte %zu)", i);
+    return MCDC_OK;
+}
+
+/* One place, one role: the target, the facts and the control table must be
+ * three tables (none inside another), and the checkpoint a directory of its
+ * own, neither a table nor inside one nor holding one. */
+static int check_roles(mcdc_stream *s, mcdc_error *err) {
+    const mcdc_stream_cfg *c = &s->cfg;
+    struct {
+        const char *role, *given;
+        char *canon;
+        bool table;
+    } r[4] = {{"--target", c->target, NULL, true},
+              {"--facts-table", c->facts_table, NULL, true},
+              {"--control-table", c->control_table, NULL, true},
+              {"--checkpoint", c->checkpoint, NULL, false}};
+    int rc = MCDC_OK;
+    for (int i = 0; i < 4 && rc == MCDC_OK; i++) {
+        if (r[i].given == NULL) continue;
+        char *path = NULL;
+        if (r[i].table) rc = mcdc_table_resolve(&path, r[i].given, c->warehouse, err);
+        else path = mcdc_strdup(r[i].given);
+        if (rc == MCDC_OK && path == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        if (rc == MCDC_OK) rc = mcdc_path_canonical(&r[i].canon, path, err);
+        if (rc) mcdc_error_wrap(err, "%s %s", r[i].role, r[i].given);
+        mcdc_free(path);
+    }
+    for (int i = 0; i < 4 && rc == MCDC_OK; i++)
+        for (int j = i + 1; j < 4 && rc == MCDC_OK; j++) {
+            if (r[i].canon == NULL || r[j].canon == NULL) continue;
+            bool same = strcmp(r[i].canon, r[j].canon) == 0;
+            bool nested = mcdc_path_within(r[i].canon, r[j].canon) ||
+                          mcdc_path_within(r[j].canon, r[i].canon);
+            if (same || nested)
+                rc = mcdc_error_set(err, MCDC_E_MISMATCH,
+                                    "%s %s and %s %s %s: each needs a place of its own (one "
+                                    "table in two roles mixes their rows and schemas). Nothing "
+                                    "was written",
+                                    r[i].role, r[i].given, r[j].role, r[j].given,
+                                    same ? "are one location" : "lie inside one another");
+        }
+    if (rc == MCDC_OK) {
+        s->target_path = r[0].canon;
+        s->facts_path = r[1].canon;
+        r[0].canon = r[1].canon = NULL;
+    }
+    for (int i = 0; i < 4; i++) mcdc_free(r[i].canon);
+    return rc;
+}
+
+int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stream_cfg *cfg,
+                       mcdc_error *err) {
+    if (out == NULL) return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_stream_create: out is NULL");
+    *out = NULL;
+    if (opts == NULL || cfg == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_stream_create: opts and cfg are required");
+    if (cfg->version < 1 || cfg->version > MCDC_STREAM_CFG_VERSION)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "mcdc_stream_cfg version %d is not one this library knows (1..%d)",
+                              cfg->version, MCDC_STREAM_CFG_VERSION);
+    if (cfg->target == NULL || cfg->app_id == NULL || cfg->checkpoint == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "a stream needs a target, an app id and a "
+                                                   "checkpoint");
+    if (*cfg->target == 0 || *cfg->checkpoint == 0)
+        return mcdc_error_set(err, MCDC_E_INVALID, "--%s is empty",
+                              *cfg->target == 0 ? "target" : "checkpoint");
+    int rc = check_app_id(cfg->app_id, err);
+    if (rc == MCDC_OK) rc = mcdc_opts_check_required(opts, err);
+    if (rc == MCDC_OK && cfg->trigger == MCDC_TRIGGER_PROCESSING_TIME &&
+        (cfg->processing_time_ms < 1 || cfg->processing_time_ms > MCDC_PROCESSING_TIME_MS_MAX))
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "processingTime must be between 1 ms and %lld ms (a week), not %lld ms",
+                            (long long)MCDC_PROCESSING_TIME_MS_MAX,
+                            (long long)cfg->processing_time_ms);
+    if (rc) return rc;
+    mcdc_stream *s = mcdc_calloc(1, sizeof *s);
+    if (s == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    s->cfg = *cfg;
+    s->opts = opts;
+    const char **fields[] = {&s->cfg.target,        &s->cfg.app_id,    &s->cfg.checkpoint,
+                             &s->cfg.facts_table,   &s->cfg.control_table,
+                             &s->cfg.warehouse,     &s->cfg.query_name};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0] && rc == MCDC_OK; i++) {
+        if (*fields[i] == NULL) continue;
+        s->strings[i] = mcdc_strdup(*fields[i]);
+        if (s->strings[i] == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        *fields[i] = s->strings[i];
+    }
+    if (rc == MCDC_OK) rc = check_roles(s, err);
+    if (rc) {
+        mcdc_stream_free(s);
+        return rc;
+    }
+    snprintf(s->facts_app_id, sizeof s->facts_app_id, "%s#facts", cfg->app_id);
+    s->ctx.budget = cfg->version >= 2 ? cfg->budget : NULL;
+    if (cfg->version >= 2 && cfg->crash_at)
+        snprintf(s->ctx.crash_at, sizeof s->ctx.crash_at, "%s", cfg->crash_at);
+    *out = s;
+    return MCDC_OK;
+}
+
+void mcdc_stream_request_stop(mcdc_stream *s) {
+    if (s) atomic_store(&s->ctx.stop, 1);
+}
+
+void mcdc_stream_free(mcdc_stream *s) {
+    if (s == NULL) return;
+    for (size_t i = 0; i < sizeof s->strings / sizeof s->strings[0]; i++) mcdc_free(s->strings[i]);
+    mcdc_free(s->target_path);
+    mcdc_free(s->facts_path);
+    mcdc_free(s);
 }
 
 /* A captured column named like one of ours (_start_lsn, _batch_id, ... in
@@ -772,149 +582,100 @@ static int check_reserved(const mcdc_schema *out, mcdc_error *err) {
     return MCDC_OK;
 }
 
-int mcdc_stream_run(const mcdc_opts *opts, const mcdc_stream_cfg *cfg, mcdc_report_fn fn,
-                    void *ctx, mcdc_error *err) {
-    MCDC_ASSERT(opts && cfg && cfg->target && cfg->app_id && cfg->checkpoint);
-    stream_t s;
-    memset(&s, 0, sizeof s);
-    s.cfg = cfg;
-    s.opts = opts;
-    snprintf(s.facts_app_id, sizeof s.facts_app_id, "%s#facts", cfg->app_id);
-    int64_t np = mcdc_opts_get_int(opts, "numPartitions");
+/* startingLsn past max_lsn: nothing comes until the server gets there. */
+static void warn_future_start(mcdc_stream *s) {
+    const char *starting = mcdc_opts_get(s->opts, "startingLsn");
+    if (starting == NULL || mcdc_str_ieq(starting, "earliest") || mcdc_str_ieq(starting, "latest"))
+        return;
+    mcdc_lsn want, max;
+    mcdc_error e = MCDC_ERROR_INIT;
+    if (mcdc_lsn_parse_cstr(&want, starting, &e) || mcdc_changes_max_lsn(s->changes, &max, &e))
+        return;
+    if (mcdc_lsn_cmp(&want, &max) <= 0) return;
+    char m[MCDC_LSN_TEXT_LEN + 1];
+    mcdc_lsn_format(&max, m);
+    mcdc_log(MCDC_LOG_WARN, "startingLsn %s is beyond the server's max_lsn %s: the stream waits "
+                            "until changes past %s are captured (did you mean an LSN of another "
+                            "server or database?)", starting, m, starting);
+}
+
+int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *err) {
+    if (s == NULL) return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_stream_run: no stream");
+    const mcdc_stream_cfg *cfg = &s->cfg;
+    s->report = fn;
+    s->report_ctx = ctx;
+    int64_t np = mcdc_opts_get_int(s->opts, "numPartitions");
     if (np <= 0) np = sysconf(_SC_NPROCESSORS_ONLN);
     if (np < 1) np = 1;
     if (np > MCDC_PARTITIONS_MAX) np = MCDC_PARTITIONS_MAX;
-    s.num_partitions = (int)np;
+    s->num_partitions = (int)np;
 
     /* Options of the reference this release accepts but does not act on. */
     static const char *const inert[] = {"metricsPath", "schemaChangePolicy", "lockTimeoutMs",
                                         "isolationLevel", "snapshotLsn", "snapshotChunks",
                                         "snapshotKeys"};
     for (size_t i = 0; i < sizeof inert / sizeof inert[0]; i++)
-        if (mcdc_opts_is_set(opts, inert[i]))
+        if (mcdc_opts_is_set(s->opts, inert[i]))
             mcdc_log(MCDC_LOG_WARN, "option %s has no effect in this release%s", inert[i],
                      strcmp(inert[i], "metricsPath") == 0
                          ? ": the stream's metrics travel in-process"
                          : "");
-    int rc = mcdc_changes_open(&s.changes, opts, err);
-    if (rc == MCDC_OK) rc = check_reserved(mcdc_changes_schema(s.changes), err);
-    if (rc == MCDC_OK) rc = mcdc_bronze_schema(&s.bronze_schema, mcdc_changes_schema(s.changes), err);
-    if (rc == MCDC_OK) rc = ckpt_open(&s.ckpt, cfg, mcdc_changes_capture_instance(s.changes), err);
-    if (rc == MCDC_OK) rc = open_tables(&s, err);
-    if (rc) goto done;
-
-    /* Where are we? The last planned batch is replayed unless committed. */
-    int64_t last_planned, last_committed;
-    rc = ckpt_last(&s.ckpt, "offsets/", &last_planned, err);
-    if (rc == MCDC_OK) rc = ckpt_last(&s.ckpt, "commits/", &last_committed, err);
-    if (rc) goto done;
-    offset_t start, end;
-    int64_t next_id;
-    bool replay = false;
-    /* A fresh checkpoint starts at startingLsn, resolved when the first
-     * batch is planned (see initial_offset). */
-    bool initial_pending = last_planned < 0;
-    memset(&start, 0, sizeof start);
-    if (initial_pending) {
-        next_id = 0;
-    } else {
-        rc = ckpt_read_offsets(&s.ckpt, last_planned, &start, &end, err);
-        if (rc) goto done;
-        if (last_committed >= last_planned) {
-            start = end;
-            next_id = last_planned + 1;
-        } else {
-            replay = true;
-            next_id = last_planned;
-        }
+    /* Every table is what its role says before the source is even asked. */
+    int rc = mcdc_table_open(&s->bronze, cfg->target, cfg->warehouse, err);
+    if (rc == MCDC_OK && cfg->facts_table)
+        rc = mcdc_table_open(&s->facts, cfg->facts_table, cfg->warehouse, err);
+    if (rc == MCDC_OK) rc = mcdc_table_check_kind(s->bronze, MCDC_KIND_BRONZE, "target", err);
+    if (rc == MCDC_OK && s->facts)
+        rc = mcdc_table_check_kind(s->facts, MCDC_KIND_FACTS, "facts table", err);
+    if (rc == MCDC_OK && cfg->control_table) {
+        mcdc_table *control = NULL;
+        rc = mcdc_table_open(&control, cfg->control_table, cfg->warehouse, err);
+        if (rc == MCDC_OK)
+            rc = mcdc_table_check_kind(control, MCDC_KIND_CONTROL, "control table", err);
+        mcdc_table_close(control);
     }
-    rc = check_rewind(&s, next_id, replay, err);
-    if (rc) goto done;
-    /* A run killed between a batch's commit and its verdict left the verdict
-     * behind: bring it up to the last committed batch now rather than wait
-     * for new data (idempotent: the verdict never moves back). */
-    if (cfg->control_table && !initial_pending && !replay && start.has_ts) {
-        mcdc_verdict v;
-        char lsn[MCDC_LSN_TEXT_LEN + 1];
-        mcdc_lsn_format(&start.lsn, lsn);
-        rc = mcdc_verdict_advance(&v, cfg->control_table, cfg->warehouse, mcdc_table_name(s.bronze),
-                                  lsn, start.commit_us, cfg->granularity, err);
-        if (rc) goto done;
+    if (rc == MCDC_OK) rc = mcdc_changes_open(&s->changes, s->opts, err);
+    if (rc == MCDC_OK) rc = check_reserved(mcdc_changes_schema(s->changes), err);
+    if (rc == MCDC_OK) rc = mcdc_bronze_schema(&s->bronze_schema, mcdc_changes_schema(s->changes), err);
+    if (rc == MCDC_OK && cfg->trigger == MCDC_TRIGGER_AVAILABLE_NOW) {
+        rc = mcdc_changes_max_lsn(s->changes, &s->ceiling, err);
+        s->has_ceiling = rc == MCDC_OK;
     }
-
-    mcdc_lsn ceiling;
-    bool has_ceiling = false;
-    if (cfg->trigger == MCDC_TRIGGER_AVAILABLE_NOW) {
-        rc = mcdc_changes_max_lsn(s.changes, &ceiling, err);
-        if (rc) goto done;
-        has_ceiling = true;
+    if (rc == MCDC_OK) warn_future_start(s);
+    if (rc == MCDC_OK) {
+        mcdc_frame_cfg fc = {
+            .ctx = &s->ctx,
+            .checkpoint = cfg->checkpoint,
+            .binding = {.job = STREAM_OPS.kind,
+                        .app_id = cfg->app_id,
+                        .target = s->target_path,
+                        .capture_instance = mcdc_opts_get(s->opts, "captureInstance"),
+                        .facts_table = s->facts_path},
+            .target = s->bronze,
+            .app_id = cfg->app_id,
+            .facts = s->facts,
+            .facts_app_id = s->facts_app_id,
+            .control_table = cfg->control_table,
+            .warehouse = cfg->warehouse,
+            .verdict_name = cfg->target,
+            .granularity = cfg->granularity,
+            .stop_when_idle = cfg->trigger == MCDC_TRIGGER_AVAILABLE_NOW ||
+                              cfg->trigger == MCDC_TRIGGER_ONCE,
+            .one_unit = cfg->trigger == MCDC_TRIGGER_ONCE,
+            .idle_poll_ms = cfg->trigger == MCDC_TRIGGER_PROCESSING_TIME ? cfg->processing_time_ms : 10,
+            .min_interval_ms = cfg->trigger == MCDC_TRIGGER_PROCESSING_TIME ? cfg->processing_time_ms : 0,
+            .max_units = cfg->max_batches,
+        };
+        rc = mcdc_frame_run(&fc, &STREAM_OPS, s, err);
     }
-    int64_t batches = 0;
-    int64_t idle_poll_ms = cfg->trigger == MCDC_TRIGGER_PROCESSING_TIME ? cfg->processing_time_ms : 10;
-    while (!g_stop) {
-        int64_t tick = mcdc_monotonic_us();
-        if (!replay) {
-            bool idle = false;
-            if (initial_pending) {
-                rc = initial_offset(&s, &start, &idle, err);
-                if (rc) break;
-                initial_pending = idle;
-            }
-            if (!idle) rc = next_end(&s, &start, &ceiling, has_ceiling, &end, &idle, err);
-            if (rc) break;
-            if (idle) {
-                if (cfg->trigger == MCDC_TRIGGER_AVAILABLE_NOW || cfg->trigger == MCDC_TRIGGER_ONCE)
-                    break;
-                sleep_until(tick + idle_poll_ms * 1000);
-                continue;
-            }
-            char key[64];
-            snprintf(key, sizeof key, "offsets/%lld", (long long)next_id);
-            rc = ckpt_put(&s.ckpt, key,
-                          json_pack("{s:I, s:o, s:o}", "batch_id", (json_int_t)next_id, "start",
-                                    offset_json(&start), "end", offset_json(&end)),
-                          err);
-            if (rc == MCDC_E_CONFLICT)
-                mcdc_error_wrap(err, "another run is using checkpoint %s", s.ckpt.dir);
-            if (rc) break;
-            mcdc_crash_point("after_plan", next_id);
-        }
-        mcdc_batch_report rep;
-        rc = run_batch(&s, next_id, &start, &end, replay, &rep, err);
-        if (rc) break;
-        char key[64];
-        snprintf(key, sizeof key, "commits/%lld", (long long)next_id);
-        rc = ckpt_put(&s.ckpt, key, json_pack("{s:I, s:I}", "batch_id", (json_int_t)next_id, "rows",
-                                      (json_int_t)rep.rows),
-                      err);
-        if (rc == MCDC_E_CONFLICT) rc = MCDC_OK; /* a replay already marked it */
-        if (rc) break;
-        mcdc_crash_point("after_commit", next_id);
-        if (cfg->control_table && end.has_ts) {
-            mcdc_verdict v;
-            mcdc_crash_point("during_verdict", next_id);
-            rc = mcdc_verdict_advance(&v, cfg->control_table, cfg->warehouse,
-                                      mcdc_table_name(s.bronze), rep.end_lsn, end.commit_us,
-                                      cfg->granularity, err);
-            if (rc) break;
-            rep.has_verdict = v.found;
-            rep.finalized_until_us = v.finalized_until_us;
-        }
-        if (fn) fn(ctx, &rep);
-        start = end;
-        next_id++;
-        replay = false;
-        batches++;
-        if (cfg->max_batches > 0 && batches >= cfg->max_batches) break;
-        if (cfg->trigger == MCDC_TRIGGER_ONCE) break;
-        if (cfg->trigger == MCDC_TRIGGER_PROCESSING_TIME) sleep_until(tick + idle_poll_ms * 1000);
-    }
-done:
-    json_decref(s.warnings);
-    mcdc_table_close(s.bronze);
-    mcdc_table_close(s.facts);
-    mcdc_schema_unref(s.bronze_schema);
-    mcdc_changes_close(s.changes);
-    mcdc_storage_free(s.ckpt.st);
+    json_decref(s->warnings);
+    s->warnings = NULL;
+    mcdc_table_close(s->bronze);
+    mcdc_table_close(s->facts);
+    mcdc_schema_unref(s->bronze_schema);
+    mcdc_changes_close(s->changes);
+    s->bronze = s->facts = NULL;
+    s->bronze_schema = NULL;
+    s->changes = NULL;
     return rc;
 }

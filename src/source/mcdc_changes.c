@@ -422,7 +422,7 @@ int mcdc_changes_initial(mcdc_changes *c, const char *starting_lsn, mcdc_lsn *ou
 
 /* ---- planning (§3.6) -------------------------------------------------------------------- */
 int mcdc_changes_plan(mcdc_changes *c, const mcdc_lsn *from, const mcdc_lsn *to, int n_max,
-                      mcdc_range **out, int *n_out, mcdc_error *err) {
+                      mcdc_lsn_range **out, int *n_out, mcdc_error *err) {
     *out = NULL;
     *n_out = 0;
     if (mcdc_lsn_cmp(to, from) < 0) return MCDC_OK; /* invariant 3: nothing to read */
@@ -438,13 +438,13 @@ int mcdc_changes_plan(mcdc_changes *c, const mcdc_lsn *from, const mcdc_lsn *to,
     rc = mcdc_reader_plan_ranges(&lr, &n, sp, nsp, from, to, MCDC_MIN_ROWS_PER_RANGE, err);
     mcdc_free(sp);
     if (rc != MCDC_OK) return rc;
-    mcdc_range *v = n ? mcdc_calloc((size_t)n, sizeof *v) : NULL;
+    mcdc_lsn_range *v = n ? mcdc_calloc((size_t)n, sizeof *v) : NULL;
     if (n && v == NULL) {
         mcdc_free(lr);
         return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory planning");
     }
     for (int i = 0; i < n; i++)
-        v[i] = (mcdc_range){lr[i].from, lr[i].to, lr[i].rows_estimate, lr[i].last};
+        v[i] = (mcdc_lsn_range){lr[i].from, lr[i].to, lr[i].rows_estimate, lr[i].last};
     mcdc_free(lr);
     *out = v;
     *n_out = n;
@@ -452,7 +452,7 @@ int mcdc_changes_plan(mcdc_changes *c, const mcdc_lsn *from, const mcdc_lsn *to,
 }
 
 /* ---- reading ------------------------------------------------------------------------------ */
-int mcdc_changes_read(mcdc_changes *c, const mcdc_range *r, mcdc_batch_fn fn, void *ctx,
+int mcdc_changes_read(mcdc_changes *c, const mcdc_lsn_range *r, mcdc_batch_fn fn, void *ctx,
                       mcdc_reader_metrics *m, mcdc_error *err) {
     mcdc_reader_metrics scratch;
     mcdc_connstr_connector conn = c->connector;

@@ -153,7 +153,7 @@ typedef struct attempt {
     mcdc_schema *out_schema;
     mcdc_lsn from, to;
     bool last;
-    mcdc_batch_sink_fn sink;
+    mcdc_batch_fn sink;
     void *sink_ctx;
     /* resume state across attempts */
     bool have_key;
@@ -424,7 +424,7 @@ static uint64_t jitter_next(void) {
 
 int mcdc_reader_read_range(mcdc_reader_metrics *metrics, const mcdc_reader_options *opt,
                            mcdc_connect_fn connect, void *connect_ctx, const mcdc_lsn *from,
-                           const mcdc_lsn *to, bool last, mcdc_batch_sink_fn sink,
+                           const mcdc_lsn *to, bool last, mcdc_batch_fn sink,
                            void *sink_ctx, mcdc_error *err) {
     MCDC_ASSERT(opt != NULL && connect != NULL && from != NULL && to != NULL && sink != NULL);
     mcdc_reader_metrics local;

@@ -55,8 +55,6 @@ typedef struct mcdc_reader_options {
 
 /* Opens a new connection (each attempt calls it once). */
 typedef int (*mcdc_connect_fn)(void *ctx, mcdc_conn **out, mcdc_error *err);
-/* Takes a sealed batch (ownership passes to the sink, also on error). */
-typedef int (*mcdc_batch_sink_fn)(void *ctx, mcdc_batch *batch, mcdc_error *err);
 
 /* The built-in connector: FreeTDS over a parsed connection string. */
 typedef struct mcdc_connstr_connector {
@@ -99,9 +97,9 @@ typedef struct mcdc_reader_metrics {
  * *out owned by the caller (mcdc_free). */
 #define MCDC_MIN_ROWS_PER_RANGE 50000
 typedef struct mcdc_lsn_range {
-    mcdc_lsn from, to; /* closed */
+    mcdc_lsn from, to;     /* closed interval, commit-aligned */
     int64_t rows_estimate;
-    bool last;
+    bool last;             /* ends at the batch end: measures the stream position */
 } mcdc_lsn_range;
 int mcdc_reader_plan_ranges(mcdc_lsn_range **out, int *n_out, const mcdc_split_point *tiles,
                             int n_tiles, const mcdc_lsn *from, const mcdc_lsn *to,
@@ -118,7 +116,7 @@ int mcdc_reader_infer_columns(mcdc_schema **out, mcdc_cdc_client *c, const char 
  * batch's last range (measures the stream position). metrics may be NULL. */
 int mcdc_reader_read_range(mcdc_reader_metrics *metrics, const mcdc_reader_options *opt,
                            mcdc_connect_fn connect, void *connect_ctx, const mcdc_lsn *from,
-                           const mcdc_lsn *to, bool last, mcdc_batch_sink_fn sink,
+                           const mcdc_lsn *to, bool last, mcdc_batch_fn sink,
                            void *sink_ctx, mcdc_error *err);
 
 #endif /* MCDC_READER_H */

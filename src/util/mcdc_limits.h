@@ -48,6 +48,14 @@
 #define MCDC_RETRIES_MAX 3
 #define MCDC_RETRY_BACKOFF_MS_FIRST 1000
 
+/* A Delta txn appId is any string; ours carry suffixes (#facts, #snap.<lsn>,
+ * .g<n>) and land in every commit and facts row, so 256 bytes is plenty. */
+#define MCDC_APP_ID_BYTES_MAX 256
+
+/* processingTime triggers: a week between batches is already absurd; more
+ * would overflow microsecond arithmetic long before it made sense. */
+#define MCDC_PROCESSING_TIME_MS_MAX (7LL * 24 * 3600 * 1000)
+
 /* Pipeline: batches queued between reading threads and the encoder. Two per
  * reader keeps both busy; more only costs memory. */
 #define MCDC_QUEUE_DEPTH_MAX 8

@@ -30,6 +30,11 @@ const char *mcdc_status_name(int code) {
     case MCDC_E_NOTFOUND: return "not found";
     case MCDC_E_CORRUPT: return "corrupt";
     case MCDC_E_UNSUPPORTED: return "unsupported";
+    case MCDC_E_MISMATCH: return "state mismatch";
+    case MCDC_E_TARGET_BEHIND: return "target behind checkpoint";
+    case MCDC_E_REWOUND: return "checkpoint rewound";
+    case MCDC_E_FACTS_BEHIND: return "facts behind checkpoint";
+    case MCDC_E_FOREIGN_WRITER: return "foreign writer";
     default: return "unknown";
     }
 }
@@ -41,6 +46,7 @@ const char *mcdc_status_kind(int code) {
     case MCDC_E_SCHEMA: return "SchemaChangedError";
     case MCDC_E_PERMISSION: return "PermissionError";
     case MCDC_E_INVALID:
+    case MCDC_E_MISMATCH:
     case MCDC_E_NOTFOUND: return "ValueError";
     default: return "RuntimeError";
     }

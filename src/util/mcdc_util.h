@@ -102,6 +102,13 @@ void mcdc_format_ts_us(int64_t us, int frac_digits, char out[32]);
  * An offset, if present, is applied (result is UTC). */
 int mcdc_parse_ts_us(const char *s, size_t n, int64_t *out_us, mcdc_error *err);
 
+/* The absolute form of a local path: relative to the current directory,
+ * "." and ".." and doubled '/' removed, symbolic links of the part that
+ * exists resolved. Two paths naming one place give one string. *out owned. */
+int mcdc_path_canonical(char **out, const char *path, mcdc_error *err);
+/* inner is outer or lies below it (both canonical). */
+bool mcdc_path_within(const char *outer, const char *inner);
+
 /* mkdir -p: creates path and its missing parents. */
 int mcdc_mkdirs(const char *path, mcdc_error *err);
 

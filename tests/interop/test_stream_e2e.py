@@ -256,11 +256,13 @@ def test_a_deleted_checkpoint_under_the_same_app_id_is_refused(sim, workdir):
     shutil.rmtree(os.path.join(workdir, "ckpt"))
     write_changes(sim, 100, 1)
     p = run_cli(*stream_args(sim, workdir), check=False)
-    assert p.returncode == 2, p.stderr
-    assert "deleted or rewound" in p.stderr and "new app_id" in p.stderr
-    # a new checkpoint with a new app_id is fine
+    assert p.returncode == 9, p.stderr
+    assert "deleted, rewound" in p.stderr and "new (or rebuilt) target" in p.stderr
+    # a new checkpoint with a new app id and a new target is fine
     args = stream_args(sim, workdir, app_id="orders-v2")
-    args[args.index("--checkpoint") + 1] = os.path.join(workdir, "ckpt2")
+    for flag, name in (("--checkpoint", "ckpt2"), ("--target", "bronze2"),
+                       ("--facts-table", "facts2"), ("--control-table", "control2")):
+        args[args.index(flag) + 1] = os.path.join(workdir, name)
     p = run_cli(*args)
     assert '"batch_id":0' in p.stdout
 

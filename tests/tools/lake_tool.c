@@ -141,7 +141,7 @@ static int cmd_write(const char *table, const char *spec_path, mcdc_error *e) {
     json_t *jc = json_object_get(spec, "configuration");
     for (size_t k = 0; k < json_array_size(jc) && k < 64; k++)
         conf[k] = json_string_value(json_array_get(jc, k));
-    mcdc_table_props props = {conf, 0};
+    mcdc_table_props props = {.configuration = conf};
     int rc = mcdc_schema_create(&s, nf, e);
     for (int32_t i = 0; rc == MCDC_OK && i < nf; i++) {
         json_t *c = json_array_get(cols, (size_t)i);

@@ -192,7 +192,7 @@ TEST(colmap_evolution_assigns_next_id_and_keeps_physical_names) {
     CHECK_EQ_INT(mcdc_table_open(&t, path, NULL, &e), MCDC_OK);
     /* a checkpoint every 2 versions: the replay goes through one */
     const char *conf[] = {"delta.checkpointInterval=2", NULL};
-    mcdc_table_props props = {conf, 0};
+    mcdc_table_props props = {.configuration = conf};
     mcdc_schema *s4 = cm_schema(false), *s5 = cm_schema(true);
     CHECK_EQ_INT(append_rows(t, s4, 1, 2, &props, &e), MCDC_OK);
     mcdc_delta_table *dt = NULL;
@@ -461,7 +461,7 @@ TEST(colmap_mode_none_in_props_refuses_such_names_before_writing) {
     mcdc_table *t = NULL;
     CHECK_EQ_INT(mcdc_table_open(&t, path, NULL, &e), MCDC_OK);
     const char *conf[] = {"delta.columnMapping.mode=none", NULL};
-    mcdc_table_props props = {conf, 0};
+    mcdc_table_props props = {.configuration = conf};
     mcdc_schema *s4 = cm_schema(false);
     CHECK_EQ_INT(append_rows(t, s4, 1, 1, &props, &e), MCDC_E_INVALID);
     CHECK(strstr(e.message, "Qty (kg)") != NULL);

@@ -2,7 +2,7 @@
  * mcdc_changes.h - the change feed of one capture instance as the stream
  * sees it: positions (max/min LSN, n-th commit, commit times), planning of
  * commit-aligned ranges, and reading a range into batches with its metrics.
- * Implemented on the CDC client and reader of src/source.
+ * Implemented on the CDC client and the reader (mcdc_reader.h).
  */
 #ifndef MCDC_CHANGES_H
 #define MCDC_CHANGES_H
@@ -40,27 +40,18 @@ int mcdc_changes_commit_time(mcdc_changes *c, const mcdc_lsn *lsn, int64_t *utc_
 int mcdc_changes_initial(mcdc_changes *c, const char *starting_lsn, mcdc_lsn *out,
                          mcdc_error *err);
 
-typedef struct mcdc_range {
-    mcdc_lsn from, to; /* closed interval, commit-aligned */
-    int64_t rows_estimate;
-    bool last;         /* ends at the batch end: measures stream position */
-} mcdc_range;
-
 /* Commit-aligned ranges of [from, to] balanced by change rows (reference
  * §3.6): at most n_max ranges, each >= ~50,000 rows. *out is owned by the
  * caller (mcdc_free). */
 int mcdc_changes_plan(mcdc_changes *c, const mcdc_lsn *from, const mcdc_lsn *to, int n_max,
-                      mcdc_range **out, int *n_out, mcdc_error *err);
+                      mcdc_lsn_range **out, int *n_out, mcdc_error *err);
 
 /* What reading one range measured (decision record 0014) is the reader's
  * mcdc_reader_metrics (src/source/mcdc_reader.h). */
 
-/* Receives each batch; takes ownership of b. Non-zero stops the read. */
-typedef int (*mcdc_batch_fn)(void *ctx, mcdc_batch *b, mcdc_error *err);
-
 /* Reads one range on its own connection (so ranges can run in parallel),
  * with the retention guard after the read; transient errors retried. */
-int mcdc_changes_read(mcdc_changes *c, const mcdc_range *r, mcdc_batch_fn fn, void *ctx,
+int mcdc_changes_read(mcdc_changes *c, const mcdc_lsn_range *r, mcdc_batch_fn fn, void *ctx,
                       mcdc_reader_metrics *m, mcdc_error *err);
 
 #endif /* MCDC_CHANGES_H */

@@ -1,0 +1,290 @@
+/* mcdc_checkpoint.c - a job's checkpoint directory (see mcdc_checkpoint.h). */
+#include "mcdc_checkpoint.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcdc_storage.h"
+
+/* Checkpoint files are a few hundred bytes; anything larger is damage. */
+#define CKPT_FILE_BYTES_MAX (1024 * 1024)
+/* The metadata format written here; files without "format" are the first
+ * builds' (app_id, capture_instance, target as given, created). */
+#define CKPT_FORMAT 1
+
+struct mcdc_checkpoint {
+    mcdc_storage *st;
+    char *dir;
+    char id[64];
+    mcdc_ckpt_binding b; /* borrowed from the caller of open */
+    bool fresh;
+};
+
+static int put_json(mcdc_checkpoint *c, const char *key, json_t *j, mcdc_error *err) {
+    if (j == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory building %s", key);
+    char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(j);
+    if (text == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory writing %s", key);
+    int rc = mcdc_storage_put_if_absent(c->st, key, text, strlen(text), err);
+    free(text);
+    return rc;
+}
+
+/* The JSON object at key; NULL with MCDC_E_NOTFOUND in err when missing. */
+static json_t *get_json(mcdc_checkpoint *c, const char *key, mcdc_error *err) {
+    mcdc_buf b = {0};
+    json_t *j = NULL;
+    if (mcdc_storage_get(c->st, key, CKPT_FILE_BYTES_MAX, &b, err) == MCDC_OK) {
+        json_error_t je;
+        j = json_loadb((const char *)b.data, b.len, 0, &je);
+        if (j == NULL || !json_is_object(j)) {
+            json_decref(j);
+            j = NULL;
+            mcdc_error_set(err, MCDC_E_CORRUPT,
+                           "%s/%s is not a JSON object (line %d: %s); the checkpoint is "
+                           "damaged: restore it from a backup, or start over with a new "
+                           "checkpoint, a new app id and a new (or rebuilt) target",
+                           c->dir, key, je.line, je.text);
+        }
+    }
+    mcdc_buf_free(&b);
+    return j;
+}
+
+static const char *jstr(const json_t *j, const char *key) {
+    return json_string_value(json_object_get(j, key));
+}
+
+/* Compares one bound field; NULL on either side of an optional field means
+ * "none" and must match too. */
+static int check_field(const mcdc_checkpoint *c, const char *field, const char *have,
+                       const char *want, bool ignore_case, const char *remedy, mcdc_error *err) {
+    bool same = (have == NULL && want == NULL) ||
+                (have && want && (ignore_case ? mcdc_str_ieq(have, want) : strcmp(have, want) == 0));
+    if (same) return MCDC_OK;
+    return mcdc_error_set(err, MCDC_E_MISMATCH,
+                          "checkpoint %s is bound to %s %s%s%s, not %s%s%s: a checkpoint serves "
+                          "one app id, target, capture instance and facts table for its whole "
+                          "life, and nothing was written. %s",
+                          c->dir, field, have ? "'" : "", have ? have : "(none)", have ? "'" : "",
+                          want ? "'" : "", want ? want : "(none)", want ? "'" : "", remedy);
+}
+
+static const char REMEDY[] = "Run it with the arguments it was created with; for another "
+                             "target or capture instance use a new checkpoint with a new app "
+                             "id (and a new or rebuilt target)";
+
+/* A first build's target was stored as given: compare canonical forms. */
+static int check_legacy_target(const mcdc_checkpoint *c, const char *stored, mcdc_error *err) {
+    char *canon = NULL;
+    int rc = stored ? mcdc_path_canonical(&canon, stored, err) : MCDC_OK;
+    if (rc) return rc;
+    rc = check_field(c, "target", canon ? canon : stored, c->b.target, false, REMEDY, err);
+    mcdc_free(canon);
+    return rc;
+}
+
+static int check_binding(mcdc_checkpoint *c, const json_t *m, mcdc_error *err) {
+    json_int_t format = json_integer_value(json_object_get(m, "format"));
+    const char *job = jstr(m, "job");
+    int rc = check_field(c, "app id", jstr(m, "app_id"), c->b.app_id, false,
+                         "A new app id needs a new checkpoint and a new (or rebuilt) target", err);
+    if (rc == MCDC_OK && format >= 1)
+        rc = check_field(c, "job", job, c->b.job, false,
+                         "Each job (stream, backfill...) needs a checkpoint of its own", err);
+    if (rc == MCDC_OK)
+        rc = format >= 1 ? check_field(c, "target", jstr(m, "target"), c->b.target, false, REMEDY, err)
+                         : check_legacy_target(c, jstr(m, "target"), err);
+    if (rc == MCDC_OK)
+        rc = check_field(c, "capture instance", jstr(m, "capture_instance"), c->b.capture_instance,
+                         true, REMEDY, err);
+    if (rc == MCDC_OK && format >= 1)
+        rc = check_field(c, "facts table", jstr(m, "facts_table"), c->b.facts_table, false,
+                         "Give it the facts table it was created with: its rows of this app id "
+                         "are part of the checkpoint's state",
+                         err);
+    if (rc) return rc;
+    if (format > CKPT_FORMAT)
+        return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
+                              "checkpoint %s has metadata format %lld, newer than this "
+                              "mssql-cdc knows (%d): upgrade mssql-cdc",
+                              c->dir, (long long)format, CKPT_FORMAT);
+    const char *id = jstr(m, "id");
+    /* The first builds had no id: their creation time names the checkpoint. */
+    snprintf(c->id, sizeof c->id, "%s%s", id ? "" : "v0:", id ? id : jstr(m, "created") ? jstr(m, "created") : "?");
+    return MCDC_OK;
+}
+
+int mcdc_checkpoint_open(mcdc_checkpoint **out, const char *dir, const mcdc_ckpt_binding *b,
+                         bool *fresh, mcdc_error *err) {
+    MCDC_ASSERT(dir && b && b->job && b->app_id && b->target);
+    *out = NULL;
+    mcdc_checkpoint *c = mcdc_calloc(1, sizeof *c);
+    if (c == NULL || (c->dir = mcdc_strdup(dir)) == NULL) {
+        mcdc_free(c);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    c->b = *b;
+    int rc = mcdc_storage_local_create(&c->st, dir, err);
+    json_t *m = NULL;
+    if (rc == MCDC_OK) {
+        mcdc_error e = MCDC_ERROR_INIT;
+        m = get_json(c, "metadata", &e);
+        if (m) rc = check_binding(c, m, err);
+        else if (e.code == MCDC_E_NOTFOUND) c->fresh = true;
+        else rc = err ? (*err = e, e.code) : e.code;
+    }
+    json_decref(m);
+    if (rc) {
+        mcdc_checkpoint_free(c);
+        return rc;
+    }
+    *fresh = c->fresh;
+    *out = c;
+    return MCDC_OK;
+}
+
+void mcdc_checkpoint_free(mcdc_checkpoint *c) {
+    if (c == NULL) return;
+    mcdc_storage_free(c->st);
+    mcdc_free(c->dir);
+    mcdc_free(c);
+}
+
+const char *mcdc_checkpoint_dir(const mcdc_checkpoint *c) { return c->dir; }
+const char *mcdc_checkpoint_id(const mcdc_checkpoint *c) { return c->id; }
+
+int mcdc_checkpoint_bind(mcdc_checkpoint *c, mcdc_error *err) {
+    if (!c->fresh) return MCDC_OK;
+    char now[32], id[37];
+    mcdc_format_ts_us(mcdc_now_utc_us(), 3, now);
+    mcdc_uuid4(id);
+    json_t *m = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s}", "format", CKPT_FORMAT, "id", id, "job",
+                          c->b.job, "app_id", c->b.app_id, "target", c->b.target, "created", now);
+    if (m && c->b.capture_instance)
+        json_object_set_new(m, "capture_instance", json_string(c->b.capture_instance));
+    if (m && c->b.facts_table) json_object_set_new(m, "facts_table", json_string(c->b.facts_table));
+    int rc = put_json(c, "metadata", m, err);
+    if (rc == MCDC_E_CONFLICT) {
+        /* Another run bound it first: hold ourselves to what it wrote. */
+        json_t *theirs = get_json(c, "metadata", err);
+        rc = theirs ? check_binding(c, theirs, err) : MCDC_E_CORRUPT;
+        json_decref(theirs);
+    } else if (rc == MCDC_OK) {
+        snprintf(c->id, sizeof c->id, "%s", id);
+    }
+    if (rc == MCDC_OK) c->fresh = false;
+    return rc;
+}
+
+/* Highest numbered file under dir ("offsets/"), or -1. */
+static int last_in(mcdc_checkpoint *c, const char *dir, int64_t *out, mcdc_error *err) {
+    mcdc_storage_listing l = {0};
+    *out = -1;
+    int rc = mcdc_storage_list(c->st, dir, &l, err);
+    for (size_t i = 0; rc == MCDC_OK && i < l.count; i++) {
+        int64_t v;
+        if (mcdc_parse_i64(l.entries[i].name, &v) == MCDC_OK && v > *out) *out = v;
+    }
+    mcdc_storage_listing_free(&l);
+    return rc;
+}
+
+int mcdc_checkpoint_last(mcdc_checkpoint *c, int64_t *planned, int64_t *committed,
+                         mcdc_error *err) {
+    int rc = last_in(c, "offsets/", planned, err);
+    if (rc == MCDC_OK) rc = last_in(c, "commits/", committed, err);
+    if (rc == MCDC_OK && (*committed > *planned || *planned > *committed + 1))
+        rc = mcdc_error_set(err, MCDC_E_CORRUPT,
+                            "checkpoint %s is inconsistent: the last unit planned is %lld but "
+                            "the last committed is %lld (a unit is planned only after the one "
+                            "before it committed). Restore the checkpoint from a backup, or "
+                            "start over with a new checkpoint, a new app id and a new (or "
+                            "rebuilt) target",
+                            c->dir, (long long)*planned, (long long)*committed);
+    return rc;
+}
+
+int mcdc_checkpoint_read_plan(mcdc_checkpoint *c, int64_t n, json_t **start, json_t **end,
+                              mcdc_error *err) {
+    *start = *end = NULL;
+    char key[64];
+    snprintf(key, sizeof key, "offsets/%lld", (long long)n);
+    json_t *j = get_json(c, key, err);
+    if (j == NULL) return err ? err->code : MCDC_E_CORRUPT;
+    json_t *s = json_object_get(j, "start"), *e = json_object_get(j, "end");
+    int rc = MCDC_OK;
+    if (!json_is_object(s) || !json_is_object(e) ||
+        json_integer_value(json_object_get(j, "batch_id")) != n)
+        rc = mcdc_error_set(err, MCDC_E_CORRUPT,
+                            "%s/%s lacks \"start\", \"end\" or the matching \"batch_id\"; the "
+                            "checkpoint is damaged: restore it from a backup",
+                            c->dir, key);
+    if (rc == MCDC_OK) {
+        *start = json_incref(s);
+        *end = json_incref(e);
+    }
+    json_decref(j);
+    return rc;
+}
+
+int mcdc_checkpoint_write_plan(mcdc_checkpoint *c, int64_t n, const json_t *start,
+                               const json_t *end, mcdc_error *err) {
+    char key[64];
+    snprintf(key, sizeof key, "offsets/%lld", (long long)n);
+    int rc = put_json(c, key,
+                      json_pack("{s:I, s:O, s:O}", "batch_id", (json_int_t)n, "start", start, "end",
+                                end),
+                      err);
+    if (rc == MCDC_E_CONFLICT)
+        mcdc_error_wrap(err, "another run is using checkpoint %s (it planned unit %lld first)",
+                        c->dir, (long long)n);
+    return rc;
+}
+
+int mcdc_checkpoint_read_commit(mcdc_checkpoint *c, int64_t n, mcdc_ckpt_commit *out,
+                                mcdc_error *err) {
+    out->rows = 0;
+    out->data_txn = -1;
+    /* Older markers: walk back to the newest unit with rows. Bounded by the
+     * checkpoint's length, and only once: new markers carry data_txn. */
+    for (int64_t k = n; k >= 0; k--) {
+        char key[64];
+        snprintf(key, sizeof key, "commits/%lld", (long long)k);
+        json_t *j = get_json(c, key, err);
+        if (j == NULL) return err ? err->code : MCDC_E_CORRUPT;
+        json_t *rows = json_object_get(j, "rows"), *txn = json_object_get(j, "data_txn");
+        bool ok = json_is_integer(rows) && json_integer_value(rows) >= 0;
+        if (ok && k == n) out->rows = json_integer_value(rows);
+        bool done = true;
+        if (ok && json_is_integer(txn) && json_integer_value(txn) <= k)
+            out->data_txn = json_integer_value(txn);
+        else if (ok && txn == NULL && json_integer_value(rows) > 0)
+            out->data_txn = k;
+        else if (ok && txn == NULL)
+            done = false;
+        else
+            ok = false;
+        json_decref(j);
+        if (!ok)
+            return mcdc_error_set(err, MCDC_E_CORRUPT,
+                                  "%s/%s has no valid \"rows\" or \"data_txn\"; the checkpoint "
+                                  "is damaged: restore it from a backup",
+                                  c->dir, key);
+        if (done) return MCDC_OK;
+    }
+    return MCDC_OK;
+}
+
+int mcdc_checkpoint_write_commit(mcdc_checkpoint *c, int64_t n, const mcdc_ckpt_commit *m,
+                                 mcdc_error *err) {
+    MCDC_ASSERT(m->data_txn <= n && m->rows >= 0);
+    char key[64];
+    snprintf(key, sizeof key, "commits/%lld", (long long)n);
+    int rc = put_json(c, key,
+                      json_pack("{s:I, s:I, s:I}", "batch_id", (json_int_t)n, "rows",
+                                (json_int_t)m->rows, "data_txn", (json_int_t)m->data_txn),
+                      err);
+    return rc == MCDC_E_CONFLICT ? MCDC_OK : rc; /* a replay already marked it */
+}

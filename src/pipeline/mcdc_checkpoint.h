@@ -1,0 +1,85 @@
+/*
+ * mcdc_checkpoint.h - the checkpoint directory of one job: where it is, and
+ * what it is bound to.
+ *
+ *   metadata      {"format": 1, "id", "job", "app_id", "target",
+ *                  "capture_instance", "facts_table", "created"}
+ *   offsets/<n>   {"batch_id": n, "start": position, "end": position}
+ *                 written before unit n runs (write-ahead)
+ *   commits/<n>   {"batch_id": n, "rows": r, "data_txn": k}
+ *                 written after unit n committed; k is the newest unit
+ *                 (<= n) whose data the target holds under the job's app id
+ *                 (-1: none yet), so the target's txn can be checked against
+ *                 it before every unit without reading older markers
+ *
+ * The layout is Spark's (offsets/, commits/, metadata), as the reference's
+ * checkpoints are. A position is a JSON document the job owns (the stream's
+ * is the offset {"lsn", "commit_ts"}). Every file is created put-if-absent
+ * on the storage seam, so two runs on one checkpoint cannot both plan a unit.
+ *
+ * The binding: the first unit planned writes metadata naming the app id,
+ * the target (resolved path), the capture instance and the facts table; a
+ * later run given anything else is refused (MCDC_E_MISMATCH) before it
+ * writes. `id` is a UUID the job stamps on every commit it makes, so that a
+ * commit in a table can be told to be this checkpoint's or another's.
+ */
+#ifndef MCDC_CHECKPOINT_H
+#define MCDC_CHECKPOINT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mcdc_util.h"
+
+typedef struct mcdc_checkpoint mcdc_checkpoint;
+
+/* What a checkpoint is bound to. Strings are borrowed; facts_table and
+ * capture_instance may be NULL (none). target and facts_table are resolved
+ * locations (see mcdc_lake's mcdc_table_path). */
+typedef struct mcdc_ckpt_binding {
+    const char *job;              /* "stream", ... */
+    const char *app_id;
+    const char *target;
+    const char *capture_instance; /* compared ignoring case, as SQL Server does */
+    const char *facts_table;
+} mcdc_ckpt_binding;
+
+/* Opens the directory (nothing is written). A metadata file already there
+ * is read and compared with b: any difference is MCDC_E_MISMATCH naming the
+ * field, both values and what to do. *fresh tells that there is none yet. */
+int mcdc_checkpoint_open(mcdc_checkpoint **out, const char *dir, const mcdc_ckpt_binding *b,
+                         bool *fresh, mcdc_error *err);
+void mcdc_checkpoint_free(mcdc_checkpoint *c);
+const char *mcdc_checkpoint_dir(const mcdc_checkpoint *c);
+/* The checkpoint's UUID ("" while fresh). Borrowed. */
+const char *mcdc_checkpoint_id(const mcdc_checkpoint *c);
+
+/* Writes metadata for the binding given to open (a fresh checkpoint only;
+ * an existing one is left as it is). Call just before the first unit is
+ * planned: a run that fails its checks leaves the directory untouched. */
+int mcdc_checkpoint_bind(mcdc_checkpoint *c, mcdc_error *err);
+
+/* The highest unit planned and committed (-1 when none). */
+int mcdc_checkpoint_last(mcdc_checkpoint *c, int64_t *planned, int64_t *committed,
+                         mcdc_error *err);
+/* Unit n's planned positions (owned JSON, json_decref them). */
+int mcdc_checkpoint_read_plan(mcdc_checkpoint *c, int64_t n, json_t **start, json_t **end,
+                              mcdc_error *err);
+/* Writes offsets/n. MCDC_E_CONFLICT: another run planned it first. */
+int mcdc_checkpoint_write_plan(mcdc_checkpoint *c, int64_t n, const json_t *start,
+                               const json_t *end, mcdc_error *err);
+
+typedef struct mcdc_ckpt_commit {
+    int64_t rows;
+    int64_t data_txn; /* see the header comment; -1 none */
+} mcdc_ckpt_commit;
+/* Unit n's commit marker. Markers of older builds lack data_txn: it is
+ * derived from their row counts (a unit with rows committed data). */
+int mcdc_checkpoint_read_commit(mcdc_checkpoint *c, int64_t n, mcdc_ckpt_commit *out,
+                                mcdc_error *err);
+/* Writes commits/n (a marker already there, by a replay, is fine). */
+int mcdc_checkpoint_write_commit(mcdc_checkpoint *c, int64_t n, const mcdc_ckpt_commit *m,
+                                 mcdc_error *err);
+
+#endif /* MCDC_CHECKPOINT_H */

@@ -1,0 +1,125 @@
+/* mcdc_context.c - a job's context and the shared budget (mcdc_context.h). */
+#include "mcdc_context.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+struct mcdc_budget {
+    pthread_mutex_t mu;
+    pthread_cond_t freed;
+    int max[MCDC_PERMIT_KINDS];
+    int used[MCDC_PERMIT_KINDS];
+    int peak[MCDC_PERMIT_KINDS];
+};
+
+int mcdc_budget_create(mcdc_budget **out, int connections_max, int encoder_threads_max,
+                       mcdc_error *err) {
+    if (out == NULL) return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_budget_create: out is NULL");
+    *out = NULL;
+    if (connections_max < 2 || encoder_threads_max < 1)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "a budget needs at least 2 connections (a job's control "
+                              "connection and one reader) and 1 encoder thread, not %d and %d",
+                              connections_max, encoder_threads_max);
+    mcdc_budget *b = mcdc_calloc(1, sizeof *b);
+    if (b == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->freed, NULL);
+    b->max[MCDC_PERMIT_CONNECTION] = connections_max;
+    b->max[MCDC_PERMIT_ENCODER] = encoder_threads_max;
+    *out = b;
+    return MCDC_OK;
+}
+
+void mcdc_budget_free(mcdc_budget *b) {
+    if (b == NULL) return;
+    pthread_mutex_destroy(&b->mu);
+    pthread_cond_destroy(&b->freed);
+    mcdc_free(b);
+}
+
+int mcdc_budget_acquire(mcdc_budget *b, mcdc_permit kind, int min, int want, int reserve,
+                        const atomic_int *stop, int *got, mcdc_error *err) {
+    MCDC_ASSERT(min >= 1 && want >= min && reserve >= 0 && kind < MCDC_PERMIT_KINDS);
+    *got = 0;
+    if (b == NULL) {
+        *got = want;
+        return MCDC_OK;
+    }
+    if (min + reserve > b->max[kind])
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "the budget has %d %s, fewer than the %d this job needs",
+                              b->max[kind], kind == MCDC_PERMIT_CONNECTION ? "connections" : "encoder threads",
+                              min + reserve);
+    pthread_mutex_lock(&b->mu);
+    for (;;) {
+        int free_now = b->max[kind] - b->used[kind];
+        if (free_now >= min + reserve) {
+            int take = free_now - reserve < want ? free_now - reserve : want;
+            if (take < min) take = min;
+            b->used[kind] += take;
+            if (b->used[kind] > b->peak[kind]) b->peak[kind] = b->used[kind];
+            *got = take;
+            break;
+        }
+        if (stop && atomic_load(stop)) break;
+        /* A stop request cannot signal the condition (it may come from a
+         * signal handler): wake up now and then to look. */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&b->freed, &b->mu, &ts);
+    }
+    pthread_mutex_unlock(&b->mu);
+    if (*got == 0) return mcdc_error_set(err, MCDC_E_CANCELLED, "stopped while waiting for the budget");
+    return MCDC_OK;
+}
+
+void mcdc_budget_release(mcdc_budget *b, mcdc_permit kind, int n) {
+    if (b == NULL || n == 0) return;
+    pthread_mutex_lock(&b->mu);
+    MCDC_ASSERT(b->used[kind] >= n);
+    b->used[kind] -= n;
+    pthread_cond_broadcast(&b->freed);
+    pthread_mutex_unlock(&b->mu);
+}
+
+int mcdc_budget_peak(const mcdc_budget *b, mcdc_permit kind) {
+    mcdc_budget *m = (mcdc_budget *)b;
+    pthread_mutex_lock(&m->mu);
+    int p = m->peak[kind];
+    pthread_mutex_unlock(&m->mu);
+    return p;
+}
+
+bool mcdc_ctx_crash(const mcdc_ctx *ctx, const char *point, int64_t unit) {
+    if (ctx->crash_fn && ctx->crash_fn(ctx->crash_user, point, unit)) return true;
+    const char *at = ctx->crash_at;
+    size_t n = strlen(point);
+    if (at[0] == 0 || strncmp(at, point, n) != 0) return false;
+    if (at[n] == ':') {
+        int64_t want;
+        if (mcdc_parse_i64(at + n + 1, &want) || want != unit) return false;
+    } else if (at[n] != 0) {
+        return false;
+    }
+    fprintf(stderr, "mssql-cdc: MCDC_CRASH_AT=%s: killing the process at unit %lld\n", at,
+            (long long)unit);
+    fflush(stderr);
+    raise(SIGKILL);
+    return true;
+}
+
+void mcdc_ctx_sleep_until(const mcdc_ctx *ctx, int64_t deadline_us) {
+    while (!mcdc_ctx_stopping(ctx)) {
+        int64_t left = deadline_us - mcdc_monotonic_us();
+        if (left <= 0) return;
+        mcdc_sleep_ms(left > 50000 ? 50 : (left + 999) / 1000);
+    }
+}

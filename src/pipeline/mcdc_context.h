@@ -1,0 +1,62 @@
+/*
+ * mcdc_context.h - what one job carries instead of process-wide state: its
+ * stop request, its test hooks, and the budget of connections and encoder
+ * threads it shares with the other jobs of the process.
+ *
+ * A job's context is owned by its handle (mcdc_stream...). The budget is
+ * owned by whoever created it and outlives the jobs that share it.
+ */
+#ifndef MCDC_CONTEXT_H
+#define MCDC_CONTEXT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mcdc_util.h"
+
+/* ---- the budget ------------------------------------------------------------
+ * Counting permits shared by jobs. Connections: every connection a job opens
+ * to SQL Server holds one (its control connection for its whole life, each
+ * range reader while it reads). Encoder threads: Parquet encoding threads of
+ * a unit's writer. */
+typedef enum { MCDC_PERMIT_CONNECTION = 0, MCDC_PERMIT_ENCODER = 1, MCDC_PERMIT_KINDS } mcdc_permit;
+
+/* Takes between min and want permits of kind, waiting (while *stop stays 0)
+ * until at least min are free, and leaving `reserve` free for others when
+ * it can only take min (a job's long-lived control connection takes 1 with
+ * reserve 1, so that some reader can always run). *got: how many.
+ * MCDC_E_CANCELLED when stopped while waiting. A budget of NULL grants want. */
+int mcdc_budget_acquire(mcdc_budget *b, mcdc_permit kind, int min, int want, int reserve,
+                        const atomic_int *stop, int *got, mcdc_error *err);
+void mcdc_budget_release(mcdc_budget *b, mcdc_permit kind, int n);
+/* The most permits of kind held at once since creation (tests). */
+int mcdc_budget_peak(const mcdc_budget *b, mcdc_permit kind);
+
+/* ---- the job context ------------------------------------------------------- */
+
+/* In-process crash hook (tests): return true to "kill" the job at point; the
+ * frame then returns MCDC_E_CANCELLED at once, writing nothing more, which is
+ * what a kill -9 leaves on disk. */
+typedef bool (*mcdc_crash_fn)(void *user, const char *point, int64_t unit);
+
+typedef struct mcdc_ctx {
+    atomic_int stop;          /* request_stop: finish the unit, then return */
+    mcdc_budget *budget;      /* borrowed; NULL: no limit */
+    /* Test hooks (the CLI sets them from MCDC_* environment variables; the
+     * library never reads the environment). */
+    char crash_at[64];        /* "<point>[:<unit>]": SIGKILL there; "" none */
+    mcdc_crash_fn crash_fn;
+    void *crash_user;
+} mcdc_ctx;
+
+/* Test hook at a named point of unit: SIGKILL (crash_at), or true when the
+ * in-process hook says the job dies here. */
+bool mcdc_ctx_crash(const mcdc_ctx *ctx, const char *point, int64_t unit);
+static inline bool mcdc_ctx_stopping(const mcdc_ctx *ctx) {
+    return atomic_load(&ctx->stop) != 0;
+}
+/* Sleeps until deadline (monotonic µs) or a stop request. */
+void mcdc_ctx_sleep_until(const mcdc_ctx *ctx, int64_t deadline_us);
+
+#endif /* MCDC_CONTEXT_H */

@@ -1,0 +1,153 @@
+/* mcdc_facts.c - facts rows of a unit (see mcdc_facts.h). */
+#include "mcdc_facts.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcdc_tables.h"
+
+void mcdc_unit_stats_add(mcdc_unit_stats *s, const mcdc_batch *b) {
+    int32_t lsn_col = mcdc_schema_find(b->schema, "_start_lsn");
+    int32_t op_col = mcdc_schema_find(b->schema, "_operation");
+    int32_t ts_col = mcdc_schema_find(b->schema, "_commit_ts");
+    MCDC_ASSERT(lsn_col >= 0 && op_col >= 0 && ts_col >= 0);
+    const mcdc_column *lc = &b->columns[lsn_col], *oc = &b->columns[op_col],
+                      *tc = &b->columns[ts_col];
+    MCDC_ASSERT(oc->field->type == MCDC_TYPE_INT32 && tc->field->type == MCDC_TYPE_TIMESTAMP_NTZ);
+    const int32_t *ops = (const int32_t *)(const void *)oc->values;
+    const int64_t *ts = (const int64_t *)(const void *)tc->values;
+    for (int64_t r = 0; r < b->rows; r++) {
+        s->deletes += ops[r] == 1;
+        s->inserts += ops[r] == 2;
+        s->updates += ops[r] == 4;
+        if (s->rows + r == 0 || ts[r] < s->min_ts) s->min_ts = ts[r];
+        if (s->rows + r == 0 || ts[r] > s->max_ts) s->max_ts = ts[r];
+    }
+    /* LSNs are fixed-width text: string order is LSN order. */
+    for (int64_t r = 0; r < b->rows; r++) {
+        const char *v = (const char *)lc->data + lc->offsets[r];
+        int32_t n = lc->offsets[r + 1] - lc->offsets[r];
+        if (n != MCDC_LSN_TEXT_LEN) continue;
+        if (s->min_lsn[0] == 0 || memcmp(v, s->min_lsn, (size_t)n) < 0) memcpy(s->min_lsn, v, (size_t)n);
+        if (s->max_lsn[0] == 0 || memcmp(v, s->max_lsn, (size_t)n) > 0) memcpy(s->max_lsn, v, (size_t)n);
+    }
+    s->rows += b->rows;
+}
+
+static double median(double *v, int n) {
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+void mcdc_unit_metrics_fold(mcdc_unit_metrics *f, const mcdc_reader_metrics *ms, int n) {
+    memset(f, 0, sizeof *f);
+    double rtts[MCDC_PARTITIONS_MAX];
+    int nrtt = 0;
+    f->network_known = n > 0;
+    for (int i = 0; i < n; i++) {
+        const mcdc_reader_metrics *m = &ms[i];
+        f->any = true;
+        if (m->rtt_known && nrtt < MCDC_PARTITIONS_MAX) rtts[nrtt++] = m->rtt_ms;
+        f->read_seconds += m->seconds;
+        f->read_mb += (double)m->bytes / 1e6;
+        if (!m->network_wait_known)
+            f->network_known = false;
+        else
+            f->network_wait_ms += m->network_wait_ms;
+        if (m->measured_position) {
+            f->last = *m;
+            f->has_last = true;
+        }
+    }
+    if (nrtt) {
+        f->rtt_ms = median(rtts, nrtt);
+        f->has_rtt = true;
+    }
+}
+
+static void cells_null(mcdc_cell *c) {
+    for (int i = 0; i < MCDC_F_COUNT; i++) c[i] = mcdc_cell_null();
+}
+
+int mcdc_facts_append_batch(mcdc_batch *rows, const mcdc_facts_batch *fb, mcdc_error *err) {
+    const mcdc_unit_stats *st = fb->stats;
+    const mcdc_unit_metrics *fm = fb->metrics;
+    mcdc_cell c[MCDC_F_COUNT];
+    cells_null(c);
+    c[MCDC_F_APP_ID] = mcdc_cell_text(fb->app_id);
+    c[MCDC_F_BATCH_ID] = mcdc_cell_int(fb->batch_id);
+    c[MCDC_F_ROWS] = mcdc_cell_int(st->rows);
+    if (st->rows) {
+        c[MCDC_F_MIN_LSN] = mcdc_cell_text(st->min_lsn);
+        c[MCDC_F_MAX_LSN] = mcdc_cell_text(st->max_lsn);
+        c[MCDC_F_MIN_COMMIT_TS] = mcdc_cell_int(st->min_ts);
+        c[MCDC_F_MAX_COMMIT_TS] = mcdc_cell_int(st->max_ts);
+    }
+    c[MCDC_F_DELETES] = mcdc_cell_int(st->deletes);
+    c[MCDC_F_INSERTS] = mcdc_cell_int(st->inserts);
+    c[MCDC_F_UPDATES] = mcdc_cell_int(st->updates);
+    c[MCDC_F_STARTED_AT] = mcdc_cell_int(fb->started_us);
+    c[MCDC_F_DURATION_MS] = mcdc_cell_int(fb->duration_ms);
+    if (fm->any) {
+        if (fm->has_rtt) c[MCDC_F_SOURCE_RTT_MS] = mcdc_cell_double(fm->rtt_ms);
+        c[MCDC_F_READ_SECONDS] = mcdc_cell_double(fm->read_seconds);
+        c[MCDC_F_READ_MB] = mcdc_cell_double(fm->read_mb);
+        if (fm->network_known) c[MCDC_F_NETWORK_WAIT_MS] = mcdc_cell_int(fm->network_wait_ms);
+        c[MCDC_F_END_LSN] = mcdc_cell_text(fb->end_lsn);
+        if (fb->has_end_ts) c[MCDC_F_END_COMMIT_TS] = mcdc_cell_int(fb->end_commit_us);
+    }
+    if (fm->has_last) {
+        const mcdc_reader_metrics *m = &fm->last;
+        if (m->retention_watermark_known) {
+            c[MCDC_F_RETENTION_WATERMARK_TS] = mcdc_cell_int(m->retention_watermark_ts_us);
+            int64_t ref = fb->has_end_ts ? fb->end_commit_us : st->max_ts;
+            c[MCDC_F_RETENTION_HEADROOM_HOURS] =
+                mcdc_cell_double((double)(ref - m->retention_watermark_ts_us) / 3600e6);
+        }
+        if (m->source_max_commit_ts_known) {
+            c[MCDC_F_SOURCE_MAX_COMMIT_TS] = mcdc_cell_int(m->source_max_commit_ts_us);
+            c[MCDC_F_CAPTURE_LAG_SECONDS] = mcdc_cell_double(m->capture_lag_seconds);
+            if (fb->has_end_ts)
+                c[MCDC_F_INGESTION_LAG_SECONDS] =
+                    mcdc_cell_double((double)(m->source_max_commit_ts_us - fb->end_commit_us) / 1e6);
+        }
+    }
+    c[MCDC_F_DETAIL] = mcdc_cell_text(fb->detail);
+    c[MCDC_F_TARGET] = mcdc_cell_text(fb->target);
+    c[MCDC_F_WRITTEN_AT] = mcdc_cell_int(fb->written_us);
+    return mcdc_row_append(rows, c, err);
+}
+
+int mcdc_facts_append_skip(mcdc_batch *rows, const mcdc_facts_skip *sk, mcdc_error *err) {
+    char from[MCDC_LSN_TEXT_LEN + 1], to[MCDC_LSN_TEXT_LEN + 1];
+    mcdc_lsn_format(&sk->from, from);
+    mcdc_lsn_format(&sk->to, to);
+    json_t *d = json_pack("{s:s, s:s, s:b}", "from", from, "to", to, "certain", sk->certain);
+    if (d && sk->reason) json_object_set_new(d, "reason", json_string(sk->reason));
+    char *detail = d ? json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(d);
+    if (detail == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    mcdc_cell c[MCDC_F_COUNT];
+    cells_null(c);
+    c[MCDC_F_APP_ID] = mcdc_cell_text(sk->app_id);
+    c[MCDC_F_BATCH_ID] = mcdc_cell_int(sk->batch_id);
+    c[MCDC_F_ROWS] = mcdc_cell_int(0);
+    c[MCDC_F_MIN_LSN] = mcdc_cell_text(from);
+    c[MCDC_F_MAX_LSN] = mcdc_cell_text(to);
+    c[MCDC_F_EVENT] = mcdc_cell_text("data_skipped");
+    if (sk->has_lost_from) c[MCDC_F_LOST_FROM_TS] = mcdc_cell_int(sk->lost_from_us);
+    if (sk->certain && sk->has_lost_to) c[MCDC_F_LOST_TO_TS] = mcdc_cell_int(sk->lost_to_us);
+    c[MCDC_F_END_LSN] = mcdc_cell_text(to);
+    c[MCDC_F_DETAIL] = mcdc_cell_text(detail);
+    c[MCDC_F_TARGET] = mcdc_cell_text(sk->target);
+    c[MCDC_F_WRITTEN_AT] = mcdc_cell_int(sk->written_us);
+    int rc = mcdc_row_append(rows, c, err);
+    free(detail);
+    return rc;
+}

@@ -1,0 +1,70 @@
+/*
+ * mcdc_facts.h - the rows a unit writes to the facts table (reference
+ * §2.3.3, §2.3.4): the micro-batch row and the event rows next to it. The
+ * frame commits them (mcdc_frame.h); jobs build them here.
+ */
+#ifndef MCDC_FACTS_H
+#define MCDC_FACTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mcdc_batch.h"
+#include "mcdc_lsn.h"
+#include "mcdc_reader.h"
+
+/* What a unit's change rows hold, counted as they pass. */
+typedef struct mcdc_unit_stats {
+    int64_t rows, deletes, inserts, updates;
+    char min_lsn[24], max_lsn[24]; /* "" before the first row */
+    int64_t min_ts, max_ts;        /* UTC µs; valid when rows > 0 */
+} mcdc_unit_stats;
+
+/* Adds a batch of the reader's output schema (_start_lsn, _operation,
+ * _commit_ts columns). */
+void mcdc_unit_stats_add(mcdc_unit_stats *s, const mcdc_batch *b);
+
+/* The read metrics of a unit's ranges, folded (decision record 0014). */
+typedef struct mcdc_unit_metrics {
+    bool any;
+    double rtt_ms, read_seconds, read_mb;
+    bool has_rtt, network_known;
+    int64_t network_wait_ms;
+    mcdc_reader_metrics last; /* the range that measured the position */
+    bool has_last;
+} mcdc_unit_metrics;
+
+void mcdc_unit_metrics_fold(mcdc_unit_metrics *f, const mcdc_reader_metrics *m, int n);
+
+/* One micro-batch row (event NULL). Strings borrowed. */
+typedef struct mcdc_facts_batch {
+    const char *app_id, *target;
+    int64_t batch_id;
+    const mcdc_unit_stats *stats;
+    const mcdc_unit_metrics *metrics;
+    int64_t started_us, duration_ms, written_us;
+    const char *end_lsn;   /* the unit's planned end */
+    bool has_end_ts;
+    int64_t end_commit_us;
+    const char *detail;    /* JSON {"warnings": [...]}, or NULL */
+} mcdc_facts_batch;
+
+int mcdc_facts_append_batch(mcdc_batch *rows, const mcdc_facts_batch *fb, mcdc_error *err);
+
+/* One data_skipped event row: detail {from, to, certain, [reason]},
+ * min_lsn..max_lsn the skipped range, lost_from_ts/lost_to_ts when known
+ * (lost_to_ts only when certain). */
+typedef struct mcdc_facts_skip {
+    const char *app_id, *target;
+    int64_t batch_id;
+    mcdc_lsn from, to;
+    bool certain;
+    const char *reason;    /* NULL: none */
+    bool has_lost_from, has_lost_to;
+    int64_t lost_from_us, lost_to_us;
+    int64_t written_us;
+} mcdc_facts_skip;
+
+int mcdc_facts_append_skip(mcdc_batch *rows, const mcdc_facts_skip *sk, mcdc_error *err);
+
+#endif /* MCDC_FACTS_H */

@@ -1,0 +1,423 @@
+/* mcdc_frame.c - the job frame (see mcdc_frame.h). */
+#include "mcdc_frame.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcdc_tables.h"
+
+struct mcdc_frame {
+    const mcdc_frame_cfg *cfg;
+    const mcdc_job_ops *ops;
+    void *job;
+    mcdc_checkpoint *ckpt;
+    bool fresh;
+    /* What the tables must hold before the next unit: the newest unit whose
+     * data the target has under app_id, and the newest committed unit (the
+     * facts hold a row of every one). */
+    int64_t expected_data, expected_facts;
+};
+
+const mcdc_ctx *mcdc_frame_ctx(const mcdc_frame *f) { return f->cfg->ctx; }
+
+/* ---- the binding stamped on commits ------------------------------------------ */
+
+static json_t *binding_meta(const mcdc_frame *f, const mcdc_unit *u) {
+    return json_pack("{s:{s:O, s:O}, s:s}", "planned", "start", u->start, "end", u->end,
+                     "checkpoint_id", mcdc_checkpoint_id(f->ckpt));
+}
+
+/* Compact JSON of j for messages (static buffer per call site). */
+static const char *text_of(const json_t *j, char *buf, size_t cap) {
+    char *t = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    snprintf(buf, cap, "%s", t ? t : "(none)");
+    free(t);
+    return buf;
+}
+
+typedef enum { COMMIT_OURS, COMMIT_OTHER_RANGE, COMMIT_OTHER_CHECKPOINT, COMMIT_UNKNOWN } commit_owner;
+
+/* Whose is the commit recording txn (app_id, v) in t? *meta: its
+ * userMetadata parsed (owned, may be NULL). */
+static int commit_owner_of(mcdc_frame *f, mcdc_table *t, const char *app_id, int64_t v,
+                           const mcdc_unit *planned, commit_owner *owner, json_t **meta,
+                           int64_t *version, mcdc_error *err) {
+    *owner = COMMIT_UNKNOWN;
+    *meta = NULL;
+    char *um = NULL;
+    int rc = mcdc_table_txn_commit(t, app_id, v, &um, version, err);
+    if (rc == MCDC_E_NOTFOUND) return MCDC_OK; /* cleaned up: unknown */
+    if (rc) return rc;
+    json_error_t je;
+    *meta = um ? json_loads(um, 0, &je) : NULL;
+    mcdc_free(um);
+    const char *id = json_string_value(json_object_get(*meta, "checkpoint_id"));
+    if (id == NULL) return MCDC_OK;
+    if (strcmp(id, mcdc_checkpoint_id(f->ckpt)) != 0) {
+        *owner = COMMIT_OTHER_CHECKPOINT;
+        return MCDC_OK;
+    }
+    *owner = COMMIT_OURS;
+    if (planned) {
+        json_t *p = json_object_get(*meta, "planned");
+        if (!json_equal(json_object_get(p, "start"), (json_t *)planned->start) ||
+            !json_equal(json_object_get(p, "end"), (json_t *)planned->end))
+            *owner = COMMIT_OTHER_RANGE;
+    }
+    return MCDC_OK;
+}
+
+/* A commit of unit u under app_id already in t: fine only when it is this
+ * checkpoint's commit of the same planned range. */
+static int verify_replay(mcdc_frame *f, mcdc_table *t, const char *role, const char *app_id,
+                         const mcdc_unit *u, mcdc_error *err) {
+    commit_owner owner;
+    json_t *meta;
+    int64_t version;
+    int rc = commit_owner_of(f, t, app_id, u->id, u, &owner, &meta, &version, err);
+    if (rc || owner == COMMIT_OURS) {
+        json_decref(meta);
+        return rc;
+    }
+    char theirs[512], ours_s[256], ours_e[256];
+    json_t *p = json_object_get(meta, "planned");
+    text_of(p, theirs, sizeof theirs);
+    text_of(u->start, ours_s, sizeof ours_s);
+    text_of(u->end, ours_e, sizeof ours_e);
+    const char *whose = owner == COMMIT_OTHER_RANGE ? "this checkpoint, for another range"
+                        : owner == COMMIT_OTHER_CHECKPOINT ? "another checkpoint"
+                                                           : "a writer that recorded no range";
+    rc = mcdc_error_set(err, MCDC_E_FOREIGN_WRITER,
+                        "%s %s already holds unit %lld of app id '%s' (version %lld, written by "
+                        "%s: planned %s, checkpoint %s), but checkpoint %s (%s) planned unit "
+                        "%lld as start %s, end %s. Skipping it would lose or double changes, so "
+                        "nothing was written. Stop every other job writing with app id '%s' "
+                        "(each checkpoint needs an app id of its own); then rebuild the target "
+                        "with a new checkpoint and a new app id",
+                        role, mcdc_table_name(t), (long long)u->id, app_id, (long long)version,
+                        whose, theirs,
+                        json_string_value(json_object_get(meta, "checkpoint_id"))
+                            ? json_string_value(json_object_get(meta, "checkpoint_id"))
+                            : "(none)",
+                        mcdc_checkpoint_dir(f->ckpt), mcdc_checkpoint_id(f->ckpt),
+                        (long long)u->id, ours_s, ours_e, app_id);
+    json_decref(meta);
+    return rc;
+}
+
+/* ---- integrity ------------------------------------------------------------- */
+
+/* t's txn for app_id is `have`; the checkpoint says `expected` (a replay of
+ * unit `replay_id` may also find that unit). *done: it holds the replayed
+ * unit (verified). */
+static int check_table(mcdc_frame *f, mcdc_table *t, const char *role, const char *app_id,
+                       bool is_facts, const mcdc_unit *replay, bool *done, mcdc_error *err) {
+    *done = false;
+    int64_t have;
+    int rc = mcdc_table_txn_version(t, app_id, &have, err);
+    if (rc) return rc;
+    int64_t expected = is_facts ? f->expected_facts : f->expected_data;
+    if (have == expected) return MCDC_OK;
+    if (replay && have == replay->id) {
+        rc = verify_replay(f, t, role, app_id, replay, err);
+        *done = rc == MCDC_OK;
+        return rc;
+    }
+    const char *dir = mcdc_checkpoint_dir(f->ckpt);
+    if (have < expected) {
+        if (is_facts)
+            return mcdc_error_set(
+                err, MCDC_E_FACTS_BEHIND,
+                "facts table %s holds rows of app id '%s' up to unit %lld, but checkpoint %s "
+                "committed units up to %lld: the facts rows of units %lld..%lld are gone (the "
+                "facts table was restored from an older copy, or commits were deleted). "
+                "Nothing was written. Restore the facts table's missing commits; or start over "
+                "with a new checkpoint, a new app id and a new (or rebuilt) target",
+                mcdc_table_name(t), f->cfg->app_id, (long long)have, dir, (long long)expected,
+                (long long)(have + 1), (long long)expected);
+        return mcdc_error_set(
+            err, MCDC_E_TARGET_BEHIND,
+            "%s %s holds units of app id '%s' up to %lld, but checkpoint %s committed data up to "
+            "unit %lld: commits of the target are gone (an older backup restored, log files "
+            "deleted) and their changes would be missing for good. Nothing was written. "
+            "Restore the target's missing commits; or rebuild: a new checkpoint, a new app id "
+            "and a new (or rebuilt) target",
+            role, mcdc_table_name(t), app_id, (long long)have, dir, (long long)expected);
+    }
+    commit_owner owner;
+    json_t *meta;
+    int64_t version;
+    rc = commit_owner_of(f, t, app_id, have, NULL, &owner, &meta, &version, err);
+    json_decref(meta);
+    if (rc) return rc;
+    if (owner == COMMIT_OTHER_CHECKPOINT && !f->fresh)
+        return mcdc_error_set(
+            err, MCDC_E_FOREIGN_WRITER,
+            "%s %s holds unit %lld of app id '%s' (version %lld) committed by another "
+            "checkpoint, while checkpoint %s is at unit %lld: another job writes with the same "
+            "app id. Nothing was written. Stop it: every checkpoint needs an app id of its own "
+            "(and a target of its own). Then rebuild this target with a new checkpoint and a "
+            "new app id",
+            role, mcdc_table_name(t), (long long)have, app_id, (long long)version, dir,
+            (long long)expected);
+    if (owner == COMMIT_UNKNOWN && !f->fresh && expected >= 0)
+        return mcdc_error_set(
+            err, MCDC_E_FOREIGN_WRITER,
+            "%s %s holds unit %lld of app id '%s' (version %lld), beyond the unit %lld "
+            "checkpoint %s committed, written by a program that did not record a checkpoint: "
+            "another writer uses this app id. Nothing was written. Stop it, then rebuild this "
+            "target with a new checkpoint and a new app id",
+            role, mcdc_table_name(t), (long long)have, app_id, (long long)version,
+            (long long)expected, dir);
+    return mcdc_error_set(
+        err, MCDC_E_REWOUND,
+        "%s %s already holds units of app id '%s' up to %lld, but checkpoint %s %s: the "
+        "checkpoint was deleted, rewound or restored from an older copy, and Delta would skip "
+        "every new write as a duplicate. Nothing was written. Restore the checkpoint; or start "
+        "over with a new checkpoint, a new app id AND a new (or rebuilt) target: a new app id "
+        "on this target would write every change a second time",
+        role, mcdc_table_name(t), app_id, (long long)have, dir,
+        f->fresh ? "is new" : "has not committed them");
+}
+
+/* Before a unit: `replay` is the unit about to run again, NULL when a fresh
+ * plan comes next. A replayed unit the facts already hold is written again
+ * and skipped by the txn rule (verified then), so only the target's "done"
+ * matters here. */
+static int check_integrity(mcdc_frame *f, mcdc_unit *replay, mcdc_error *err) {
+    bool data_done = false, facts_done = false;
+    int rc = check_table(f, f->cfg->target, "target", f->cfg->app_id, false, replay, &data_done,
+                         err);
+    if (rc == MCDC_OK && f->cfg->facts)
+        rc = check_table(f, f->cfg->facts, "facts table", f->cfg->facts_app_id, true, replay,
+                         &facts_done, err);
+    if (replay) replay->data_done = data_done;
+    return rc;
+}
+
+/* ---- commits ------------------------------------------------------------------ */
+
+static char *meta_text(json_t *meta, const mcdc_frame *f, const mcdc_unit *u) {
+    json_t *b = binding_meta(f, u);
+    if (meta == NULL || b == NULL || json_object_update(meta, b) != 0) {
+        json_decref(b);
+        return NULL;
+    }
+    json_decref(b);
+    return json_dumps(meta, JSON_COMPACT);
+}
+
+/* Commits a's files under txn(app_id, u->id); a skip is verified. Takes
+ * meta (NULL: out of memory building it). */
+static int commit_verified(mcdc_frame *f, mcdc_table *t, const char *role, const char *app_id,
+                           const mcdc_unit *u, mcdc_appender *a, json_t *meta, mcdc_error *err) {
+    char *text = meta_text(meta, f, u);
+    json_decref(meta);
+    if (text == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    bool skipped = false;
+    int64_t version;
+    int rc = mcdc_appender_commit(a, app_id, u->id, text, &skipped, &version, err);
+    free(text);
+    if (rc == MCDC_OK && skipped) {
+        /* A commit of this txn appeared since the check: whose? */
+        int64_t have;
+        rc = mcdc_table_txn_version(t, app_id, &have, err);
+        if (rc == MCDC_OK && have == u->id) rc = verify_replay(f, t, role, app_id, u, err);
+        else if (rc == MCDC_OK)
+            rc = mcdc_error_set(err, MCDC_E_FOREIGN_WRITER,
+                                "%s %s: app id '%s' is at unit %lld, past unit %lld this "
+                                "checkpoint (%s) was writing: another job writes with the same "
+                                "app id. Nothing of unit %lld was written. Stop it: every "
+                                "checkpoint needs an app id of its own",
+                                role, mcdc_table_name(t), app_id, (long long)have,
+                                (long long)u->id, mcdc_checkpoint_dir(f->ckpt), (long long)u->id);
+    }
+    return rc;
+}
+
+int mcdc_frame_commit_data(mcdc_frame *f, const mcdc_unit *u, mcdc_appender *a, json_t *meta,
+                           mcdc_error *err) {
+    MCDC_ASSERT(!u->data_done);
+    int rc = commit_verified(f, f->cfg->target, "target", f->cfg->app_id, u, a, meta, err);
+    if (rc) mcdc_error_wrap(err, "committing unit %lld to %s", (long long)u->id,
+                            mcdc_table_name(f->cfg->target));
+    return rc;
+}
+
+static int write_facts(mcdc_frame *f, const mcdc_unit *u, const mcdc_unit_result *res,
+                       mcdc_error *err) {
+    mcdc_schema *fs;
+    int rc = mcdc_facts_schema(&fs, err);
+    if (rc) return rc;
+    mcdc_batch *rows = NULL;
+    mcdc_appender *a = NULL;
+    mcdc_table_props props = {.kind = MCDC_KIND_FACTS};
+    rc = mcdc_batch_create(&rows, fs, 2, err);
+    if (rc == MCDC_OK) rc = f->ops->facts(f->job, u, res, rows, err);
+    if (rc == MCDC_OK) rc = mcdc_batch_seal(rows, err);
+    if (rc == MCDC_OK) rc = mcdc_appender_open(&a, f->cfg->facts, fs, &props, err);
+    if (rc == MCDC_OK) rc = mcdc_appender_write(a, rows, err);
+    json_t *meta = json_pack("{s:s, s:I}", "app_id", f->cfg->app_id, "batch_id", (json_int_t)u->id);
+    if (rc == MCDC_OK)
+        rc = commit_verified(f, f->cfg->facts, "facts table", f->cfg->facts_app_id, u, a, meta, err);
+    else
+        json_decref(meta);
+    mcdc_appender_free(a);
+    mcdc_batch_free(rows);
+    mcdc_schema_unref(fs);
+    if (rc) mcdc_error_wrap(err, "writing the facts of unit %lld to %s", (long long)u->id,
+                            mcdc_table_name(f->cfg->facts));
+    return rc;
+}
+
+/* ---- the verdict ----------------------------------------------------------------- */
+
+/* Moves finalized_until; a failure is a warning (retried after the next
+ * unit: every advance carries the newest end). *v is filled on success. */
+static bool advance_verdict(mcdc_frame *f, int64_t end_us, const char *end_lsn, mcdc_verdict *v) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    if (mcdc_verdict_advance(v, f->cfg->control_table, f->cfg->warehouse, f->cfg->verdict_name,
+                             end_lsn, end_us, f->cfg->granularity, &e) == MCDC_OK)
+        return true;
+    mcdc_log(MCDC_LOG_WARN, "finalized_until of %s was not advanced (%s); it is retried after "
+                            "the next batch and never runs ahead of the data",
+             f->cfg->verdict_name, e.message);
+    return false;
+}
+
+/* ---- the loop --------------------------------------------------------------------- */
+
+/* The state the last committed unit left (expected txns, its end). */
+static int load_position(mcdc_frame *f, int64_t committed, json_t **last_end, mcdc_error *err) {
+    *last_end = NULL;
+    f->expected_data = -1;
+    f->expected_facts = committed;
+    if (committed < 0) return MCDC_OK;
+    mcdc_ckpt_commit m;
+    int rc = mcdc_checkpoint_read_commit(f->ckpt, committed, &m, err);
+    if (rc) return rc;
+    f->expected_data = m.data_txn;
+    json_t *start;
+    rc = mcdc_checkpoint_read_plan(f->ckpt, committed, &start, last_end, err);
+    json_decref(start);
+    return rc;
+}
+
+/* Crash points (tests): true when the job "dies" here, leaving the disk as
+ * a kill would. */
+static bool crashed(const mcdc_frame *f, const char *point, int64_t id, mcdc_error *err) {
+    if (!mcdc_ctx_crash(f->cfg->ctx, point, id)) return false;
+    mcdc_error_set(err, MCDC_E_CANCELLED, "killed at crash point %s of unit %lld (test hook)",
+                   point, (long long)id);
+    return true;
+}
+
+static int run_unit(mcdc_frame *f, mcdc_unit *u, mcdc_error *err) {
+    const mcdc_frame_cfg *cfg = f->cfg;
+    mcdc_unit_result res;
+    memset(&res, 0, sizeof res);
+    int rc = f->ops->run(f->job, f, u, &res, err);
+    if (rc) return rc;
+    MCDC_ASSERT(res.rows >= 0);
+    if (crashed(f, "after_bronze", u->id, err)) return MCDC_E_CANCELLED;
+    if (cfg->facts) {
+        rc = write_facts(f, u, &res, err);
+        if (rc) return rc;
+        if (crashed(f, "after_facts", u->id, err)) return MCDC_E_CANCELLED;
+    }
+    bool has_data = res.data_committed || u->data_done;
+    mcdc_ckpt_commit m = {res.rows, has_data ? u->id : f->expected_data};
+    rc = mcdc_checkpoint_write_commit(f->ckpt, u->id, &m, err);
+    if (rc) return rc;
+    f->expected_data = m.data_txn;
+    f->expected_facts = u->id;
+    if (crashed(f, "after_commit", u->id, err)) return MCDC_E_CANCELLED;
+    mcdc_verdict v;
+    bool moved = false;
+    if (cfg->control_table && res.has_end_time) {
+        if (crashed(f, "during_verdict", u->id, err)) return MCDC_E_CANCELLED;
+        moved = advance_verdict(f, res.end_commit_us, res.end_lsn, &v);
+    }
+    if (f->ops->done) f->ops->done(f->job, u, &res, moved ? &v : NULL);
+    return MCDC_OK;
+}
+
+int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job,
+                   mcdc_error *err) {
+    MCDC_ASSERT(cfg && ops && ops->plan && ops->run && cfg->target && cfg->app_id);
+    MCDC_ASSERT(cfg->facts == NULL || (ops->facts && cfg->facts_app_id));
+    mcdc_frame f = {.cfg = cfg, .ops = ops, .job = job};
+    int rc = mcdc_checkpoint_open(&f.ckpt, cfg->checkpoint, &cfg->binding, &f.fresh, err);
+    if (rc) return rc;
+    int64_t planned, committed;
+    json_t *last_end = NULL, *start = NULL, *end = NULL;
+    rc = mcdc_checkpoint_last(f.ckpt, &planned, &committed, err);
+    if (rc == MCDC_OK) rc = load_position(&f, committed, &last_end, err);
+    mcdc_unit u = {.id = committed + 1};
+    u.replay = rc == MCDC_OK && planned > committed;
+    if (rc == MCDC_OK && u.replay)
+        rc = mcdc_checkpoint_read_plan(f.ckpt, planned, &start, &end, err);
+    u.start = start;
+    u.end = end;
+    if (rc == MCDC_OK) rc = check_integrity(&f, u.replay ? &u : NULL, err);
+    /* A run killed between a unit's commit and its verdict left the verdict
+     * behind: bring it up to the last committed unit now. */
+    int64_t at_us;
+    char at_lsn[32];
+    if (rc == MCDC_OK && cfg->control_table && last_end && !u.replay && ops->position_time &&
+        ops->position_time(job, last_end, &at_us, at_lsn)) {
+        mcdc_verdict v;
+        advance_verdict(&f, at_us, at_lsn, &v);
+    }
+    int64_t units = 0;
+    bool checked = true; /* the tables agree with the checkpoint as of now */
+    while (rc == MCDC_OK && !mcdc_ctx_stopping(cfg->ctx)) {
+        int64_t tick = mcdc_monotonic_us();
+        if (!u.replay) {
+            bool idle = false;
+            json_decref(start);
+            json_decref(end);
+            start = end = NULL;
+            rc = ops->plan(job, last_end, &start, &end, &idle, err);
+            if (rc) break;
+            if (idle) {
+                if (cfg->stop_when_idle) break;
+                checked = false;
+                mcdc_ctx_sleep_until(cfg->ctx, tick + cfg->idle_poll_ms * 1000);
+                continue;
+            }
+            MCDC_ASSERT(start && end);
+            /* Cheap (the newest commits of each table): before every unit. */
+            if (!checked) rc = check_integrity(&f, NULL, err);
+            if (f.fresh && ops->check_fresh) rc = ops->check_fresh(job, start, err);
+            if (rc == MCDC_OK) rc = mcdc_checkpoint_bind(f.ckpt, err);
+            if (rc == MCDC_OK) f.fresh = false;
+            if (rc == MCDC_OK) rc = mcdc_checkpoint_write_plan(f.ckpt, u.id, start, end, err);
+            if (rc) break;
+            u.data_done = false;
+            if (crashed(&f, "after_plan", u.id, err)) {
+                rc = MCDC_E_CANCELLED;
+                break;
+            }
+        }
+        u.start = start;
+        u.end = end;
+        rc = run_unit(&f, &u, err);
+        if (rc) break;
+        checked = false;
+        json_decref(last_end);
+        last_end = json_incref(end);
+        u.id++;
+        u.replay = false;
+        units++;
+        if ((cfg->max_units > 0 && units >= cfg->max_units) || cfg->one_unit) break;
+        if (cfg->min_interval_ms > 0)
+            mcdc_ctx_sleep_until(cfg->ctx, tick + cfg->min_interval_ms * 1000);
+    }
+    json_decref(start);
+    json_decref(end);
+    json_decref(last_end);
+    mcdc_checkpoint_free(f.ckpt);
+    return rc;
+}

@@ -1,0 +1,126 @@
+/*
+ * mcdc_frame.h - the job frame: the one protocol every job runs on.
+ *
+ * A job (the stream; later snapshots, backfill waves, silver) produces
+ * units, numbered 0, 1, 2... The frame runs them one after the other:
+ *
+ *   check   the checkpoint, the target's txn for the job's app id and the
+ *           facts' txn agree (at start, and again before every unit: one
+ *           read of each table's newest commits)
+ *   plan    the job plans unit n from the last committed position;
+ *           offsets/n is written before any work (write-ahead)   after_plan
+ *   run     the job reads and writes its data: one commit to the target
+ *           with txn(app_id, n) whose userMetadata names the planned
+ *           positions and this checkpoint                       after_bronze
+ *   facts   the unit's facts rows: one commit with txn(facts_app_id, n)
+ *           and the same binding                                 after_facts
+ *   commit  commits/n                                            after_commit
+ *   verdict finalized_until moves to the unit's end            during_verdict
+ *           (data first, verdict after; a failure is logged and retried
+ *           after the next unit, it never stops the job)
+ *
+ * Replay: a unit planned but not committed runs again with the same
+ * positions. A commit the target or the facts already hold for it is
+ * skipped only when its userMetadata names exactly the positions this
+ * checkpoint planned and this checkpoint's id; anything else stops the job
+ * with an error naming both.
+ *
+ * Integrity (what stops a job before it writes anything wrong):
+ *   MCDC_E_MISMATCH        checkpoint bound to other arguments, a table of
+ *                          another kind, one table in two roles
+ *   MCDC_E_TARGET_BEHIND   the target lacks a unit the checkpoint committed
+ *   MCDC_E_FACTS_BEHIND    the facts lack a committed unit's row
+ *   MCDC_E_REWOUND         a table holds units of this app id that the
+ *                          checkpoint has not committed
+ *   MCDC_E_FOREIGN_WRITER  a table holds a unit of this app id committed by
+ *                          another checkpoint (or another program)
+ */
+#ifndef MCDC_FRAME_H
+#define MCDC_FRAME_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mcdc_checkpoint.h"
+#include "mcdc_context.h"
+#include "mcdc_lake.h"
+
+typedef struct mcdc_frame mcdc_frame;
+
+typedef struct mcdc_unit {
+    int64_t id;
+    bool replay;         /* planned by an earlier run that did not commit it */
+    const json_t *start; /* the position after the previous unit (borrowed) */
+    const json_t *end;   /* the position this unit reaches (borrowed) */
+    bool data_done;      /* the target already holds this unit's commit (verified) */
+} mcdc_unit;
+
+typedef struct mcdc_unit_result {
+    int64_t rows;          /* rows the unit holds (counted even when data_done) */
+    bool data_committed;   /* the target holds a commit of this unit now */
+    bool has_end_time;     /* the verdict moves to end_commit_us */
+    int64_t end_commit_us;
+    char end_lsn[32];
+} mcdc_unit_result;
+
+typedef struct mcdc_job_ops {
+    const char *kind; /* recorded in the checkpoint: "stream" */
+    /* The unit after last_end (NULL: nothing committed yet; *start is then
+     * the job's first position, else a copy of last_end). *idle: nothing to
+     * do now. *start and *end are owned by the caller. */
+    int (*plan)(void *job, const json_t *last_end, json_t **start, json_t **end, bool *idle,
+                mcdc_error *err);
+    /* Optional: a fresh checkpoint's first unit, before anything is written:
+     * refuse state the job cannot continue from (MCDC_E_MISMATCH). */
+    int (*check_fresh)(void *job, const json_t *start, mcdc_error *err);
+    /* Reads and writes the unit's data (mcdc_frame_commit_data), unless
+     * u->data_done, and fills res. */
+    int (*run)(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_result *res,
+               mcdc_error *err);
+    /* Appends the unit's facts rows to rows (the facts schema). */
+    int (*facts)(void *job, const mcdc_unit *u, const mcdc_unit_result *res, mcdc_batch *rows,
+                 mcdc_error *err);
+    /* The commit time and LSN a committed position reaches (verdict
+     * catch-up at start); false when it has none. */
+    bool (*position_time)(void *job, const json_t *pos, int64_t *commit_us, char lsn[32]);
+    /* After the unit committed and the verdict moved (v NULL: no control
+     * table, or the advance failed). */
+    void (*done)(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
+                 const mcdc_verdict *v);
+} mcdc_job_ops;
+
+typedef struct mcdc_frame_cfg {
+    mcdc_ctx *ctx;
+    const char *checkpoint;   /* directory */
+    mcdc_ckpt_binding binding;
+    mcdc_table *target;       /* borrowed; the job's data goes here */
+    const char *app_id;       /* txn app id of the target's commits */
+    mcdc_table *facts;        /* borrowed; NULL: no facts */
+    const char *facts_app_id; /* txn app id of the facts commits */
+    const char *control_table; /* NULL: no verdict */
+    const char *warehouse;
+    const char *verdict_name; /* the control table's row */
+    mcdc_granularity granularity;
+    bool stop_when_idle;      /* availableNow, once */
+    bool one_unit;            /* once */
+    int64_t idle_poll_ms;     /* how often an idle job plans again */
+    int64_t min_interval_ms;  /* processingTime: a unit at most this often; 0 none */
+    int64_t max_units;        /* 0: no limit */
+} mcdc_frame_cfg;
+
+/* Runs units until the job is idle and stop_when_idle, max_units, a stop
+ * request, or an error. */
+int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job,
+                   mcdc_error *err);
+
+/* For run: commits the appender's files as unit u's data, with
+ * txn(app_id, u->id) and meta (the job's userMetadata object, taken over:
+ * the frame adds "planned" {start, end} and "checkpoint_id"). A skip by Delta's txn rule
+ * is accepted only when the commit already there is this unit's, as the
+ * checkpoint planned it. */
+int mcdc_frame_commit_data(mcdc_frame *f, const mcdc_unit *u, mcdc_appender *a, json_t *meta,
+                           mcdc_error *err);
+const mcdc_ctx *mcdc_frame_ctx(const mcdc_frame *f);
+
+#endif /* MCDC_FRAME_H */
