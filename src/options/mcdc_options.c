@@ -3,8 +3,11 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 typedef enum {
     K_STRING,     /* any non-empty text */
@@ -23,35 +26,37 @@ typedef struct {
     kind k;
     const char *def;     /* default, or NULL */
     const char *choices; /* K_ENUM: '|'-separated */
+    int64_t max;         /* integers: the largest value that makes sense (0: none) */
 } spec;
 
 /* The reference's source options (reference §2.1.1), with our defaults. */
 static const spec SPECS[] = {
-    {"captureInstance", K_CI, NULL, NULL},
-    {"connectionString", K_SECRET, NULL, NULL},
+    {"captureInstance", K_CI, NULL, NULL, 0},
+    {"connectionString", K_SECRET, NULL, NULL, MCDC_CONNSTR_BYTES_MAX},
     /* auto: our own TDS client when Encrypt=no, else FreeTDS (TLS). The
      * reference's Python drivers are accepted and read with auto. */
-    {"backend", K_ENUM, "auto", "auto|native|freetds|mssql-python|arrow-odbc"},
-    {"connectTimeout", K_INT_NONNEG, "30", NULL},
+    {"backend", K_ENUM, "auto", "auto|native|freetds|mssql-python|arrow-odbc", 0},
+    {"connectTimeout", K_INT_NONNEG, "30", NULL, MCDC_TIMEOUT_S_MAX},
     /* Ours, not the reference's: seconds without a byte from the server
      * before a read counts as hung (a transient error, retried on a new
      * connection). 0 waits forever. */
-    {"queryTimeout", K_INT_NONNEG, "300", NULL},
-    {"lockTimeoutMs", K_INT_NONNEG, NULL, NULL},
-    {"sourceTimeZone", K_STRING, "auto", NULL},
-    {"columns", K_STRING, NULL, NULL},
-    {"includeCommandId", K_BOOL, "true", NULL},
-    {"startingLsn", K_START, "earliest", NULL},
-    {"maxCommitsPerBatch", K_INT_POS, NULL, NULL},
-    {"numPartitions", K_INT_AUTO, "auto", NULL},
-    {"arrowBatchSize", K_INT_POS, "10000", NULL},
-    {"failOnDataLoss", K_BOOL, "true", NULL},
-    {"schemaChangePolicy", K_ENUM, "classify", "classify|fail"},
-    {"metricsPath", K_STRING, NULL, NULL},
-    {"snapshotLsn", K_START, NULL, NULL},
-    {"snapshotChunks", K_STRING, NULL, NULL},
-    {"snapshotKeys", K_STRING, NULL, NULL},
-    {"isolationLevel", K_ENUM, "readCommitted", "readCommitted|snapshot"},
+    {"queryTimeout", K_INT_NONNEG, "300", NULL, MCDC_TIMEOUT_S_MAX},
+    /* SQL Server's SET LOCK_TIMEOUT takes an int. */
+    {"lockTimeoutMs", K_INT_NONNEG, NULL, NULL, INT32_MAX},
+    {"sourceTimeZone", K_STRING, "auto", NULL, 0},
+    {"columns", K_STRING, NULL, NULL, 0},
+    {"includeCommandId", K_BOOL, "true", NULL, 0},
+    {"startingLsn", K_START, "earliest", NULL, 0},
+    {"maxCommitsPerBatch", K_INT_POS, NULL, NULL, 0},
+    {"numPartitions", K_INT_AUTO, "auto", NULL, MCDC_PARTITIONS_MAX},
+    {"arrowBatchSize", K_INT_POS, "10000", NULL, MCDC_ARROW_BATCH_ROWS_MAX},
+    {"failOnDataLoss", K_BOOL, "true", NULL, 0},
+    {"schemaChangePolicy", K_ENUM, "classify", "classify|fail", 0},
+    {"metricsPath", K_STRING, NULL, NULL, 0},
+    {"snapshotLsn", K_START, NULL, NULL, 0},
+    {"snapshotChunks", K_STRING, NULL, NULL, 0},
+    {"snapshotKeys", K_STRING, NULL, NULL, 0},
+    {"isolationLevel", K_ENUM, "readCommitted", "readCommitted|snapshot", 0},
 };
 #define NSPECS (sizeof SPECS / sizeof SPECS[0])
 
@@ -149,6 +154,10 @@ static int validate(const spec *s, const char *v, mcdc_error *err) {
         return MCDC_OK;
     case K_SECRET:
         if (*v == 0) return mcdc_error_set(err, MCDC_E_INVALID, "option %s is empty", s->name);
+        if (s->max && strlen(v) > (size_t)s->max)
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "option %s is %zu bytes long; at most %lld are accepted",
+                                  s->name, strlen(v), (long long)s->max);
         return MCDC_OK;
     case K_BOOL:
         if (parse_bool(v, &b))
@@ -169,6 +178,9 @@ static int validate(const spec *s, const char *v, mcdc_error *err) {
                                   strcmp(s->name, "maxCommitsPerBatch") == 0
                                       ? " (omit it for unlimited)"
                                       : "");
+        if (s->max && n > s->max)
+            return mcdc_error_set(err, MCDC_E_INVALID, "option %s must be at most %lld, not '%s'",
+                                  s->name, (long long)s->max, v);
         return MCDC_OK;
     }
     case K_CI:
@@ -252,19 +264,82 @@ static char *trim(char *s) {
     return s;
 }
 
-int mcdc_opts_load_file(mcdc_opts *o, const char *path, mcdc_error *err) {
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return mcdc_error_set(err, MCDC_E_IO, "cannot open options file %s: %s", path,
+/* Reads the whole options file: a regular file of at most
+ * MCDC_OPTIONS_FILE_BYTES_MAX bytes (a directory, a device such as
+ * /dev/zero or a FIFO would hang or mean nothing). *world_readable: others
+ * than the owner may read it. */
+static int read_options_file(const char *path, mcdc_buf *out, bool *others_read, mcdc_error *err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return mcdc_error_set(err, MCDC_E_INVALID, "cannot open options file %s: %s", path,
                               strerror(errno));
-    char line[MCDC_CONNSTR_BYTES_MAX + 256];
-    int lineno = 0, rc = MCDC_OK;
-    while (fgets(line, sizeof line, f)) {
+    struct stat st;
+    int rc = MCDC_OK;
+    if (fstat(fd, &st) != 0)
+        rc = mcdc_error_set(err, MCDC_E_INVALID, "cannot stat options file %s: %s", path,
+                            strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "options file %s is %s, not a regular file: give the path of a "
+                            "text file of 'name = value' lines",
+                            path, S_ISDIR(st.st_mode) ? "a directory" : "a device, FIFO or socket");
+    else if (st.st_size > MCDC_OPTIONS_FILE_BYTES_MAX)
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "options file %s is %lld bytes; an options file is at most %d",
+                            path, (long long)st.st_size, MCDC_OPTIONS_FILE_BYTES_MAX);
+    *others_read = rc == MCDC_OK && (st.st_mode & (S_IRGRP | S_IROTH)) != 0;
+    out->limit = MCDC_OPTIONS_FILE_BYTES_MAX + 1;
+    while (rc == MCDC_OK) {
+        rc = mcdc_buf_reserve(out, 4096, err);
+        if (rc) break;
+        ssize_t n = read(fd, out->data + out->len, out->cap - out->len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            rc = mcdc_error_set(err, MCDC_E_INVALID, "cannot read options file %s: %s", path,
+                                strerror(errno));
+            break;
+        }
+        if (n == 0) break;
+        out->len += (size_t)n;
+        if (out->len > MCDC_OPTIONS_FILE_BYTES_MAX)
+            rc = mcdc_error_set(err, MCDC_E_INVALID, "options file %s grew past %d bytes", path,
+                                MCDC_OPTIONS_FILE_BYTES_MAX);
+    }
+    close(fd);
+    return rc;
+}
+
+int mcdc_opts_load_file(mcdc_opts *o, const char *path, mcdc_error *err) {
+    if (o == NULL || path == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_opts_load_file: no options or path");
+    mcdc_buf b = {0};
+    bool others_read = false;
+    int rc = read_options_file(path, &b, &others_read, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&b, err);
+    if (rc) {
+        mcdc_buf_free(&b);
+        return rc;
+    }
+    char *text = (char *)b.data;
+    const char *nul = memchr(text, 0, b.len);
+    if (nul) {
+        int line = 1;
+        for (const char *p = text; p < nul; p++) line += *p == '\n';
+        mcdc_buf_free(&b);
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "%s:%d: a NUL byte (offset %zu): an options file is text; it was "
+                              "not read further",
+                              path, line, (size_t)(nul - text));
+    }
+    int lineno = 0;
+    bool secret = false;
+    for (char *line = text, *next; rc == MCDC_OK && line && *line; line = next) {
         lineno++;
-        size_t len = strlen(line);
-        if (len == sizeof line - 1 && line[len - 1] != '\n') {
-            rc = mcdc_error_set(err, MCDC_E_LIMIT, "%s:%d: line longer than %zu bytes", path,
-                                lineno, sizeof line - 2);
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        if (strlen(line) > MCDC_CONNSTR_BYTES_MAX + 256) {
+            rc = mcdc_error_set(err, MCDC_E_INVALID, "%s:%d: line longer than %d bytes", path,
+                                lineno, MCDC_CONNSTR_BYTES_MAX + 256);
             break;
         }
         char *t = trim(line);
@@ -276,13 +351,16 @@ int mcdc_opts_load_file(mcdc_opts *o, const char *path, mcdc_error *err) {
             break;
         }
         *eq = 0;
-        rc = mcdc_opts_set(o, trim(t), trim(eq + 1), NULL, err);
-        if (rc) {
-            mcdc_error_wrap(err, "%s:%d", path, lineno);
-            break;
-        }
+        const char *name = trim(t);
+        const spec *sp = find_spec(name);
+        secret |= sp && sp->k == K_SECRET;
+        rc = mcdc_opts_set(o, name, trim(eq + 1), NULL, err);
+        if (rc) mcdc_error_wrap(err, "%s:%d", path, lineno);
     }
-    fclose(f);
+    mcdc_buf_free(&b);
+    if (rc == MCDC_OK && secret && others_read)
+        mcdc_log(MCDC_LOG_WARN, "options file %s holds a connection string and others than its "
+                                "owner may read it: chmod 600 %s", path, path);
     return rc;
 }
 

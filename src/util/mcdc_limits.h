@@ -42,6 +42,15 @@
 
 /* Connection strings users write are well under 1 KiB; 8 KiB stops abuse. */
 #define MCDC_CONNSTR_BYTES_MAX 8192
+/* An options file holds a few lines; 1 MiB is far past any real one and
+ * bounds what a wrong path (a log, a device) makes us read. */
+#define MCDC_OPTIONS_FILE_BYTES_MAX (1024 * 1024)
+/* connectTimeout / queryTimeout: a day is already no timeout at all, and the
+ * value travels as an int of seconds. */
+#define MCDC_TIMEOUT_S_MAX 86400
+/* arrowBatchSize: rows per reader batch. 2^20 rows of a wide table is
+ * already past MCDC_BATCH_BYTES_MAX; the reference's default is 10,000. */
+#define MCDC_ARROW_BATCH_ROWS_MAX (1024 * 1024)
 
 /* Transient errors: the reference retries 3 times with 1-2, 2-4, 4-8 s
  * backoff (about 14 s in all). */
