@@ -37,9 +37,13 @@ static int die(const char *what, const mcdc_error *e) {
     return 1;
 }
 static bool g_native;
+/* MCDC_TDS_RECORD=path: the native backend records every reply there (the
+ * replay modes' input). */
 static int open_conn(mcdc_conn **c, const mcdc_connstr *cs, const mcdc_conn_options *o,
                      mcdc_error *e) {
-    return g_native ? mcdc_conn_open_native(c, cs, o, e) : mcdc_conn_open(c, cs, o, e);
+    mcdc_conn_options opt = o ? *o : (mcdc_conn_options)MCDC_CONN_OPTIONS_INIT;
+    opt.record_path = getenv("MCDC_TDS_RECORD");
+    return g_native ? mcdc_conn_open_native(c, cs, &opt, e) : mcdc_conn_open(c, cs, &opt, e);
 }
 static int connect_fn(void *ctx, mcdc_conn **out, mcdc_error *err) {
     const mcdc_connstr_connector *k = ctx;

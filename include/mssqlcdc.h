@@ -182,10 +182,12 @@ typedef struct mcdc_stream_cfg {
     const char *crash_at;      /* test hook: "<point>[:<batch>]" kills the process there
                                   (after_plan, after_bronze, after_facts, after_commit,
                                   during_verdict); NULL in production */
+    int64_t retry_backoff_ms;  /* test hook: backoff before the first retry of a transient
+                                  error (doubling after); 0: the default, 1 s */
 } mcdc_stream_cfg;
 #define MCDC_STREAM_CFG_INIT \
     {MCDC_STREAM_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, MCDC_TRIGGER_DEFAULT, 0, \
-     MCDC_GRANULARITY_HOUR, 0, NULL, NULL}
+     MCDC_GRANULARITY_HOUR, 0, NULL, NULL, 0}
 
 /* What one committed micro-batch did (append-only struct). */
 typedef struct mcdc_batch_report {

@@ -325,8 +325,16 @@ static int cmd_stream(int argc, char **argv) {
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    /* Test hook of the crash tests; the library reads no environment. */
+    /* Test hooks; the library reads no environment. MCDC_TDS_BACKEND
+     * overrides the backend option, MCDC_RETRY_BACKOFF_MS the backoff. */
     cfg.crash_at = getenv("MCDC_CRASH_AT");
+    const char *backoff = getenv("MCDC_RETRY_BACKOFF_MS");
+    if (backoff) cfg.retry_backoff_ms = strtoll(backoff, NULL, 10);
+    const char *backend = getenv("MCDC_TDS_BACKEND");
+    if (backend && *backend && mcdc_opts_set(opts, "backend", backend, NULL, &e)) {
+        rc = fail(&e);
+        goto out;
+    }
     mcdc_stream *stream = NULL;
     int st = mcdc_stream_create(&stream, opts, &cfg, &e);
     if (st == MCDC_OK) {

@@ -67,6 +67,7 @@ struct mcdc_stream {
     mcdc_schema *bronze_schema;
     mcdc_table *bronze, *facts;
     int num_partitions;
+    int encoders;             /* encoder permits held by the unit's appender */
     mcdc_lsn ceiling;
     bool has_ceiling;
     mcdc_report_fn report;
@@ -221,6 +222,19 @@ static int to_bronze(mcdc_stream *s, mcdc_batch *b, int64_t id, mcdc_error *err)
     return rc;
 }
 
+/* Bronze's appender, with encoder threads from the budget (released after
+ * the unit's commit). */
+static int open_appender(mcdc_stream *s, mcdc_appender **app, mcdc_error *err) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int want = cores > 3 ? (int)(cores / 2) : 1; /* the readers need the rest */
+    MCDC_ASSERT(s->encoders == 0);
+    int rc = mcdc_budget_acquire(s->ctx.budget, MCDC_PERMIT_ENCODER, 1, want, 0, &s->ctx.stop,
+                                 &s->encoders, err);
+    mcdc_table_props props = {.kind = MCDC_KIND_BRONZE, .parquet_threads = s->encoders};
+    if (rc == MCDC_OK) rc = mcdc_appender_open(app, s->bronze, s->bronze_schema, &props, err);
+    return rc;
+}
+
 /* Reads the ranges on one thread each (a connection each, from the
  * budget); batches reach this thread through the fan-in and are appended to
  * bronze unless it already holds the unit. */
@@ -237,14 +251,13 @@ static int read_ranges(mcdc_stream *s, const mcdc_unit *u, const mcdc_lsn_range 
         readers[i] = (range_reader){.changes = s->changes, .range = &ranges[i]};
         args[i] = &readers[i];
     }
-    mcdc_table_props props = {.kind = MCDC_KIND_BRONZE};
     mcdc_fanin *fan = NULL;
     int rc = mcdc_fanin_start(&fan, nranges, read_range, args, err);
     mcdc_batch *b;
     while (rc == MCDC_OK && (b = mcdc_fanin_next(fan)) != NULL) {
         mcdc_unit_stats_add(&s->st, b);
         if (!u->data_done && b->rows > 0) {
-            if (*app == NULL) rc = mcdc_appender_open(app, s->bronze, s->bronze_schema, &props, err);
+            if (*app == NULL) rc = open_appender(s, app, err);
             if (rc == MCDC_OK) rc = to_bronze(s, b, u->id, err);
             if (rc == MCDC_OK) rc = mcdc_appender_write(*app, b, err);
         }
@@ -326,18 +339,30 @@ static int job_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_resul
     rc = mcdc_lsn_increment(&from, &s->start.lsn, err);
     if (rc == MCDC_OK) rc = retention_guard(s, &from, err);
     mcdc_lsn_range *ranges = NULL;
-    int nranges = 0;
-    if (rc == MCDC_OK && mcdc_lsn_cmp(&from, &s->end.lsn) <= 0)
-        rc = mcdc_changes_plan(s->changes, &from, &s->end.lsn, s->num_partitions, &ranges,
-                               &nranges, err);
+    int nranges = 0, readers = 0;
+    bool any = rc == MCDC_OK && mcdc_lsn_cmp(&from, &s->end.lsn) <= 0;
+    /* A connection per range, from the budget: fewer free, fewer ranges. */
+    if (any)
+        rc = mcdc_budget_acquire(s->ctx.budget, MCDC_PERMIT_CONNECTION, 1, s->num_partitions, 0,
+                                 &s->ctx.stop, &readers, err);
+    if (rc == MCDC_OK && any)
+        rc = mcdc_changes_plan(s->changes, &from, &s->end.lsn, readers, &ranges, &nranges, err);
+    MCDC_ASSERT(rc != MCDC_OK || nranges <= readers || !any);
+    if (any && rc == MCDC_OK && nranges < readers) {
+        mcdc_budget_release(s->ctx.budget, MCDC_PERMIT_CONNECTION, readers - nranges);
+        readers = nranges;
+    }
     mcdc_appender *app = NULL;
     if (rc == MCDC_OK) rc = read_ranges(s, u, ranges, nranges, &app, err);
+    mcdc_budget_release(s->ctx.budget, MCDC_PERMIT_CONNECTION, readers);
     mcdc_free(ranges);
     if (rc == MCDC_OK && app) {
         rc = mcdc_frame_commit_data(f, u, app, bronze_meta(s, u->id), err);
         res->data_committed = rc == MCDC_OK;
     }
     mcdc_appender_free(app);
+    mcdc_budget_release(s->ctx.budget, MCDC_PERMIT_ENCODER, s->encoders);
+    s->encoders = 0;
     mcdc_log_set_hook(NULL, NULL);
     if (rc) return rc;
     res->rows = s->st.rows;
@@ -634,7 +659,14 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
             rc = mcdc_table_check_kind(control, MCDC_KIND_CONTROL, "control table", err);
         mcdc_table_close(control);
     }
-    if (rc == MCDC_OK) rc = mcdc_changes_open(&s->changes, s->opts, err);
+    /* The control connection, held for the stream's life, leaves one
+     * connection of the budget for some job's reader. */
+    int control = 0;
+    if (rc == MCDC_OK)
+        rc = mcdc_budget_acquire(s->ctx.budget, MCDC_PERMIT_CONNECTION, 1, 1, 1, &s->ctx.stop,
+                                 &control, err);
+    mcdc_changes_settings cs = {.retry_backoff_ms = cfg->version >= 2 ? cfg->retry_backoff_ms : 0};
+    if (rc == MCDC_OK) rc = mcdc_changes_open(&s->changes, s->opts, &cs, err);
     if (rc == MCDC_OK) rc = check_reserved(mcdc_changes_schema(s->changes), err);
     if (rc == MCDC_OK) rc = mcdc_bronze_schema(&s->bronze_schema, mcdc_changes_schema(s->changes), err);
     if (rc == MCDC_OK && cfg->trigger == MCDC_TRIGGER_AVAILABLE_NOW) {
@@ -670,10 +702,11 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     }
     json_decref(s->warnings);
     s->warnings = NULL;
+    mcdc_changes_close(s->changes);
+    mcdc_budget_release(s->ctx.budget, MCDC_PERMIT_CONNECTION, control);
     mcdc_table_close(s->bronze);
     mcdc_table_close(s->facts);
     mcdc_schema_unref(s->bronze_schema);
-    mcdc_changes_close(s->changes);
     s->bronze = s->facts = NULL;
     s->bronze_schema = NULL;
     s->changes = NULL;

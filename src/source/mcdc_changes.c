@@ -257,7 +257,8 @@ void mcdc_changes_close(mcdc_changes *c) {
     mcdc_free(c);
 }
 
-int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts, mcdc_error *err) {
+int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
+                      const mcdc_changes_settings *settings, mcdc_error *err) {
     MCDC_ASSERT(out != NULL && opts != NULL);
     *out = NULL;
     const char *ci = mcdc_opts_get(opts, "captureInstance");
@@ -288,10 +289,8 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts, mcdc_error *err
     }
     c->retries_max = MCDC_RETRIES_MAX;
     c->backoff_ms_first = MCDC_RETRY_BACKOFF_MS_FIRST;
-    const char *backoff = getenv("MCDC_RETRY_BACKOFF_MS"); /* tests: fast retries */
-    int64_t bv;
-    if (backoff && mcdc_parse_i64(backoff, &bv) == MCDC_OK && bv >= 0 && bv <= 60000)
-        c->backoff_ms_first = (int)bv;
+    if (settings && settings->retry_backoff_ms > 0 && settings->retry_backoff_ms <= 60000)
+        c->backoff_ms_first = (int)settings->retry_backoff_ms;
     if (rc == MCDC_OK) CONTROL_CALL(rc, c, err, resolve_instance(c, ci, err));
     if (rc == MCDC_OK) {
         const char *tz = mcdc_opts_get(opts, "sourceTimeZone");

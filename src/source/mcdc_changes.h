@@ -17,8 +17,15 @@
 
 typedef struct mcdc_changes mcdc_changes;
 
-/* Connects, resolves the capture instance, infers the output schema. */
-int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts, mcdc_error *err);
+/* What the host sets beside the options (tests: fast retries). */
+typedef struct mcdc_changes_settings {
+    int64_t retry_backoff_ms; /* before the first retry (doubling); 0: MCDC_RETRY_BACKOFF_MS_FIRST */
+} mcdc_changes_settings;
+
+/* Connects, resolves the capture instance, infers the output schema.
+ * settings may be NULL (the defaults). */
+int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
+                      const mcdc_changes_settings *settings, mcdc_error *err);
 void mcdc_changes_close(mcdc_changes *c);
 /* The reader's output schema (reference §2.2); borrowed. */
 mcdc_schema *mcdc_changes_schema(mcdc_changes *c);

@@ -402,8 +402,6 @@ int mcdc_driver_classify_dblib(int dberr) {
 int mcdc_conn_open(mcdc_conn **out, const mcdc_connstr *cs, const mcdc_conn_options *opt,
                    mcdc_error *err) {
     const char *be = opt ? opt->backend : NULL;
-    const char *env = getenv("MCDC_TDS_BACKEND");
-    if (env && *env) be = env;
     /* auto: our own client (plaintext or TLS), except for a named instance
      * without a port, which needs the SQL Browser lookup only FreeTDS does */
     if (be == NULL || mcdc_str_ieq(be, "auto"))

@@ -39,11 +39,13 @@ typedef struct mcdc_conn_options {
     int packet_bytes;        /* 0 = MCDC_TDS_PACKET_BYTES_MAX (32767) */
     /* "native" (our own TDS client, TLS included), "freetds" (db-lib), or
      * NULL / "auto": native, except a named instance without a port (SQL
-     * Browser lookup): FreeTDS. The environment variable MCDC_TDS_BACKEND,
-     * when set, overrides it (tests). */
+     * Browser lookup): FreeTDS. */
     const char *backend;
+    /* Test fixtures: the native backend appends every reply after the login
+     * (raw packets, server to client only) to this file. NULL: none. */
+    const char *record_path;
 } mcdc_conn_options;
-#define MCDC_CONN_OPTIONS_INIT {1, 0, 0, NULL, 0, NULL}
+#define MCDC_CONN_OPTIONS_INIT {1, 0, 0, NULL, 0, NULL, NULL}
 
 /* Opens a connection on the backend options->backend selects. A wrong
  * login is MCDC_E_PERMISSION with server_number 18456; an unreachable

@@ -488,9 +488,8 @@ int mcdc_conn_open_native(mcdc_conn **out, const mcdc_connstr *cs, const mcdc_co
     }
     c->s.deadline_us = 0;
     c->s.timeout_ms = opt->query_timeout_s > 0 ? opt->query_timeout_s * 1000 : 0;
-    /* Test fixtures: MCDC_TDS_RECORD=path appends every reply after the
-     * login (raw packets, server to client only) to path. */
-    const char *rec = getenv("MCDC_TDS_RECORD");
+    /* Test fixtures: every reply after the login, appended to a file. */
+    const char *rec = opt ? opt->record_path : NULL;
     if (rec && *rec) {
         int rfd = open(rec, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
         if (rfd > 0) c->s.record_fd = rfd;

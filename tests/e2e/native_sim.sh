@@ -29,8 +29,11 @@ cp tests/e2e/native_probe.c.in "$TMP/probe.c"
 sed -e 's/mcdc_conn_open(/probe_conn_open(/g' -e 's/mcdc_connect_connstr/probe_connect/g' \
     -e 's|#include "mcdc_reader.h"|#include "mcdc_reader.h"\
 static int probe_conn_open(mcdc_conn **o, const mcdc_connstr *cs, const mcdc_conn_options *op, mcdc_error *e) {\
+    mcdc_conn_options k = MCDC_CONN_OPTIONS_INIT;\
+    if (op) k = *op;\
     const char *b = getenv("MCDC_TDS_BACKEND");\
-    return b \&\& !strcmp(b, "native") ? mcdc_conn_open_native(o, cs, op, e) : mcdc_conn_open(o, cs, op, e);\
+    if (b \&\& *b) k.backend = b;\
+    return mcdc_conn_open(o, cs, \&k, e);\
 }\
 static int probe_connect(void *ctx, mcdc_conn **out, mcdc_error *err) {\
     const mcdc_connstr_connector *k = ctx;\
