@@ -87,6 +87,17 @@ typedef struct mcdc_error {
 
 #define MCDC_ERROR_INIT {0, 0, 0, 0, 0, {0}}
 
+/* Messages of the library. A job given a log function receives them there
+ * (from any of its threads, one call per message, never a secret in them);
+ * without one they go to stderr, warnings and errors only. */
+typedef enum mcdc_log_level {
+    MCDC_LOG_ERROR = 0,
+    MCDC_LOG_WARN = 1,
+    MCDC_LOG_INFO = 2,
+    MCDC_LOG_DEBUG = 3
+} mcdc_log_level;
+typedef void (*mcdc_log_fn)(void *user, mcdc_log_level level, const char *message);
+
 /* Static string: "ok", "invalid", ... */
 MCDC_API const char *mcdc_status_name(int code);
 /* The reference library's error kind: "DataLossError", "SchemaChangedError",
@@ -184,10 +195,13 @@ typedef struct mcdc_stream_cfg {
                                   during_verdict); NULL in production */
     int64_t retry_backoff_ms;  /* test hook: backoff before the first retry of a transient
                                   error (doubling after); 0: the default, 1 s */
+    mcdc_log_fn log_fn;        /* NULL: stderr */
+    void *log_user;
+    mcdc_log_level log_level;  /* less severe messages are dropped */
 } mcdc_stream_cfg;
 #define MCDC_STREAM_CFG_INIT \
     {MCDC_STREAM_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, MCDC_TRIGGER_DEFAULT, 0, \
-     MCDC_GRANULARITY_HOUR, 0, NULL, NULL, 0}
+     MCDC_GRANULARITY_HOUR, 0, NULL, NULL, 0, NULL, NULL, MCDC_LOG_WARN}
 
 /* What one committed micro-batch did (append-only struct). */
 typedef struct mcdc_batch_report {

@@ -21,6 +21,7 @@ struct mcdc_fanin {
     bool failed;
     int n_started;
     producer *p;
+    const mcdc_log_sink *sink; /* the starting thread's: producers log there */
 };
 
 static int put(void *ctx, mcdc_batch *b, mcdc_error *err) {
@@ -41,6 +42,7 @@ static int put(void *ctx, mcdc_batch *b, mcdc_error *err) {
 
 static void *run(void *arg) {
     producer *p = arg;
+    mcdc_log_use(p->f->sink);
     p->rc = p->fn(p->arg, put, p->f, &p->err);
     pthread_mutex_lock(&p->f->mu);
     if (p->rc) p->f->failed = true;
@@ -67,6 +69,7 @@ int mcdc_fanin_start(mcdc_fanin **out, int n, mcdc_fanin_producer fn, void *cons
     pthread_cond_init(&f->can_get, NULL);
     f->p = p;
     f->running = n;
+    f->sink = mcdc_log_current();
     int rc = MCDC_OK;
     for (int i = 0; i < n; i++) {
         p[i] = (producer){.f = f, .fn = fn, .arg = args[i]};

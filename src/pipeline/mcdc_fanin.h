@@ -7,7 +7,8 @@
  * Ownership: every batch put is owned by the queue until the consumer takes
  * it with mcdc_fanin_next (then it is the consumer's). After
  * mcdc_fanin_fail, producers' puts free their batch and return
- * MCDC_E_CANCELLED, so they stop soon.
+ * MCDC_E_CANCELLED, so they stop soon. Producers log to the sink of the
+ * thread that started them.
  */
 #ifndef MCDC_FANIN_H
 #define MCDC_FANIN_H

@@ -12,6 +12,7 @@
 #include "mcdc_stream.h"
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,8 @@ struct mcdc_stream {
     bool has_ceiling;
     mcdc_report_fn report;
     void *report_ctx;
+    mcdc_log_sink sink;       /* stream_log */
+    pthread_mutex_t warnings_mu;
     json_t *warnings;         /* collected during a unit, for its facts row */
     /* The unit being run (filled by run, read by facts and done). */
     mcdc_unit_stats st;
@@ -82,10 +85,18 @@ struct mcdc_stream {
     mcdc_facts_skip skip, possible;
 };
 
-static void collect_warning(void *ctx, mcdc_log_level level, const char *msg) {
-    mcdc_stream *s = ctx;
-    if (level == MCDC_LOG_WARN && s->warnings && json_array_size(s->warnings) < 100)
-        json_array_append_new(s->warnings, json_string(msg));
+/* The stream's sink, on every thread it runs: messages go to the host's
+ * log function (or stderr); a unit's warnings also go to its facts row. */
+static void stream_log(void *user, mcdc_log_level level, const char *msg) {
+    mcdc_stream *s = user;
+    if (level == MCDC_LOG_WARN) {
+        pthread_mutex_lock(&s->warnings_mu);
+        if (s->warnings && json_array_size(s->warnings) < 100)
+            json_array_append_new(s->warnings, json_string(msg));
+        pthread_mutex_unlock(&s->warnings_mu);
+    }
+    if (s->cfg.log_fn) s->cfg.log_fn(s->cfg.log_user, level, msg);
+    else mcdc_log_stderr(level, msg);
 }
 
 /* ---- plan ------------------------------------------------------------------ */
@@ -329,12 +340,13 @@ static int job_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_resul
     memset(&s->possible, 0, sizeof s->possible);
     s->started_us = mcdc_now_utc_us();
     s->t0_us = mcdc_monotonic_us();
+    pthread_mutex_lock(&s->warnings_mu);
     json_decref(s->warnings);
     s->warnings = json_array();
+    pthread_mutex_unlock(&s->warnings_mu);
     int rc = offset_parse(&s->start, u->start, err);
     if (rc == MCDC_OK) rc = offset_parse(&s->end, u->end, err);
     if (rc) return rc;
-    mcdc_log_set_hook(collect_warning, s);
     mcdc_lsn from;
     rc = mcdc_lsn_increment(&from, &s->start.lsn, err);
     if (rc == MCDC_OK) rc = retention_guard(s, &from, err);
@@ -363,7 +375,6 @@ static int job_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_resul
     mcdc_appender_free(app);
     mcdc_budget_release(s->ctx.budget, MCDC_PERMIT_ENCODER, s->encoders);
     s->encoders = 0;
-    mcdc_log_set_hook(NULL, NULL);
     if (rc) return rc;
     res->rows = s->st.rows;
     res->has_end_time = s->end.has_ts;
@@ -377,11 +388,13 @@ static int job_facts(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
     (void)res;
     mcdc_stream *s = job;
     char *detail = NULL;
+    pthread_mutex_lock(&s->warnings_mu);
     if (json_array_size(s->warnings)) {
         json_t *d = json_pack("{s:O}", "warnings", s->warnings);
         detail = d ? json_dumps(d, JSON_COMPACT) : NULL;
         json_decref(d);
     }
+    pthread_mutex_unlock(&s->warnings_mu);
     char end_lsn[MCDC_LSN_TEXT_LEN + 1];
     mcdc_lsn_format(&s->end.lsn, end_lsn);
     int64_t written = mcdc_now_utc_us();
@@ -572,6 +585,9 @@ int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stre
         return rc;
     }
     snprintf(s->facts_app_id, sizeof s->facts_app_id, "%s#facts", cfg->app_id);
+    pthread_mutex_init(&s->warnings_mu, NULL);
+    s->sink = (mcdc_log_sink){stream_log, s, cfg->version >= 2 ? cfg->log_level : MCDC_LOG_WARN};
+    if (cfg->version < 2) s->cfg.log_fn = NULL;
     s->ctx.budget = cfg->version >= 2 ? cfg->budget : NULL;
     if (cfg->version >= 2 && cfg->crash_at)
         snprintf(s->ctx.crash_at, sizeof s->ctx.crash_at, "%s", cfg->crash_at);
@@ -585,6 +601,7 @@ void mcdc_stream_request_stop(mcdc_stream *s) {
 
 void mcdc_stream_free(mcdc_stream *s) {
     if (s == NULL) return;
+    if (s->sink.fn) pthread_mutex_destroy(&s->warnings_mu);
     for (size_t i = 0; i < sizeof s->strings / sizeof s->strings[0]; i++) mcdc_free(s->strings[i]);
     mcdc_free(s->target_path);
     mcdc_free(s->facts_path);
@@ -629,6 +646,7 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     const mcdc_stream_cfg *cfg = &s->cfg;
     s->report = fn;
     s->report_ctx = ctx;
+    const mcdc_log_sink *host_sink = mcdc_log_use(&s->sink);
     int64_t np = mcdc_opts_get_int(s->opts, "numPartitions");
     if (np <= 0) np = sysconf(_SC_NPROCESSORS_ONLN);
     if (np < 1) np = 1;
@@ -710,5 +728,6 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     s->bronze = s->facts = NULL;
     s->bronze_schema = NULL;
     s->changes = NULL;
+    mcdc_log_use(host_sink);
     return rc;
 }

@@ -418,6 +418,7 @@ static bool scan(sim_server *srv, bool ignore_latency, bool housekeeping) {
 void sim_cdc_scan(sim_server *srv, bool ignore_latency) { (void)scan(srv, ignore_latency, true); }
 
 void *sim_cdc_thread(void *arg) {
+    mcdc_log_use(&g_sim_log_sink);
     sim_server *srv = arg;
     uint64_t seen = 0;
     bool left = true;

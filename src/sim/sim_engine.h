@@ -236,4 +236,9 @@ typedef struct sim_fault_action {
 void sim_fault_check(sim_server *srv, sim_session *s, sim_fault_point point,
                      sim_fault_action *out);
 
+/* The simulator's log sink (its level comes from --log-level): every thread
+ * it starts installs it (mcdc_log_use), as the library logs per thread.
+ * Defined in tds_server.c. */
+extern mcdc_log_sink g_sim_log_sink;
+
 #endif /* SIM_ENGINE_H */

@@ -195,7 +195,9 @@ static int serve(int argc, char **argv) {
     if ((tls_cert == NULL) != (tls_key == NULL))
         return usage_error("%s: give --tls-cert and --tls-key together", tls_cert ? tls_cert
                                                                                   : tls_key);
-    mcdc_log_set_level(level);
+    /* The simulator's own threads log at this level (sim_log_sink). */
+    g_sim_log_sink.level = level;
+    mcdc_log_use(&g_sim_log_sink);
 
     mcdc_error err = MCDC_ERROR_INIT;
     sim_server *engine = NULL;

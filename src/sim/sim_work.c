@@ -176,6 +176,7 @@ typedef struct sim_ckpt {
 } sim_ckpt;
 
 static void *ckpt_main(void *arg) {
+    mcdc_log_use(&g_sim_log_sink);
     sim_ckpt *k = arg;
     sqlite3 *c = NULL;
     if (sqlite3_open_v2(k->path, &c, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) == SQLITE_OK) {
@@ -354,6 +355,7 @@ static int bulk_enc_row(void *ctx, const bulk_row *r) {
 }
 
 static void *bulk_enc_main(void *arg) {
+    mcdc_log_use(&g_sim_log_sink);
     bulk_enc *e = arg;
     char *cells = mcdc_malloc((size_t)e->sp->nc * BULK_CELL_BYTES + 1);
     sim_value *gv = mcdc_calloc((size_t)e->sp->nc + 1, sizeof *gv);
@@ -612,6 +614,7 @@ static void gen_literal(mcdc_buf *b, const sim_type *t, rng *r, int64_t key) {
 }
 
 static void *worker_main(void *arg) {
+    mcdc_log_use(&g_sim_log_sink);
     sim_worker *wk = arg;
     sim_server *srv = wk->srv;
     sim_session *s = NULL;

@@ -586,7 +586,10 @@ static void conn_loop(conn *c) {
     }
 }
 
+mcdc_log_sink g_sim_log_sink = {NULL, NULL, MCDC_LOG_WARN};
+
 static void *conn_main(void *arg) {
+    mcdc_log_use(&g_sim_log_sink);
     conn *c = arg;
     sim_tds_server *s = c->srv;
     mcdc_error err = MCDC_ERROR_INIT;

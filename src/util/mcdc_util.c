@@ -280,33 +280,33 @@ void mcdc_buf_free(mcdc_buf *b) {
 }
 
 /* ---- logging ------------------------------------------------------------ */
-static _Atomic int g_log_level = MCDC_LOG_WARN;
-static mcdc_log_hook g_log_hook;
-static void *g_log_hook_ctx;
-static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local const mcdc_log_sink *tl_sink;
 
-void mcdc_log_set_level(mcdc_log_level level) { atomic_store(&g_log_level, (int)level); }
-mcdc_log_level mcdc_log_get_level(void) { return (mcdc_log_level)atomic_load(&g_log_level); }
-
-void mcdc_log_set_hook(mcdc_log_hook hook, void *ctx) {
-    pthread_mutex_lock(&g_log_mu);
-    g_log_hook = hook;
-    g_log_hook_ctx = ctx;
-    pthread_mutex_unlock(&g_log_mu);
+const mcdc_log_sink *mcdc_log_use(const mcdc_log_sink *sink) {
+    const mcdc_log_sink *old = tl_sink;
+    tl_sink = sink;
+    return old;
 }
 
+const mcdc_log_sink *mcdc_log_current(void) { return tl_sink; }
+
 void mcdc_log(mcdc_log_level level, const char *fmt, ...) {
+    const mcdc_log_sink *s = tl_sink;
+    if ((int)level > (int)(s ? s->level : MCDC_LOG_WARN)) return;
     char msg[2048];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    static const char *names[] = {"error", "warning", "info", "debug"};
-    pthread_mutex_lock(&g_log_mu);
-    if ((int)level <= atomic_load(&g_log_level))
-        fprintf(stderr, "mssql-cdc: %s: %s\n", names[level], msg);
-    if (g_log_hook) g_log_hook(g_log_hook_ctx, level, msg);
-    pthread_mutex_unlock(&g_log_mu);
+    if (s && s->fn) s->fn(s->user, level, msg);
+    else mcdc_log_stderr(level, msg);
+}
+
+void mcdc_log_stderr(mcdc_log_level level, const char *msg) {
+    static const char *const names[] = {"error", "warning", "info", "debug"};
+    MCDC_ASSERT((int)level >= 0 && (int)level < 4);
+    /* One fprintf per line: stdio locks the stream, lines do not interleave. */
+    fprintf(stderr, "mssql-cdc: %s: %s\n", names[level], msg);
 }
 
 /* ---- time --------------------------------------------------------------- */

@@ -77,16 +77,25 @@ void mcdc_buf_reset(mcdc_buf *b);
 void mcdc_buf_free(mcdc_buf *b);
 
 /* ---- logging -----------------------------------------------------------
- * Plain lines on stderr: "mssql-cdc: warning: ...". Never pass a secret. */
-typedef enum { MCDC_LOG_ERROR = 0, MCDC_LOG_WARN, MCDC_LOG_INFO, MCDC_LOG_DEBUG }
-    mcdc_log_level;
-void mcdc_log_set_level(mcdc_log_level level);
-mcdc_log_level mcdc_log_get_level(void);
+ * Messages go to the calling thread's sink: each job installs its own on
+ * every thread it runs (mcdc_log_use), so two jobs in one process never see
+ * each other's messages. A thread without one writes "mssql-cdc: warning:
+ * ..." lines on stderr, warnings and errors only. Never pass a secret.
+ * The level enum and mcdc_log_fn are public (mssqlcdc.h). */
+typedef struct mcdc_log_sink {
+    mcdc_log_fn fn;        /* NULL: stderr */
+    void *user;
+    mcdc_log_level level;  /* messages less severe are dropped */
+} mcdc_log_sink;
+
+/* Installs sink (borrowed; NULL: the stderr default) as the calling
+ * thread's; returns the one it replaces, to restore. */
+const mcdc_log_sink *mcdc_log_use(const mcdc_log_sink *sink);
+/* The calling thread's sink (NULL: the default). */
+const mcdc_log_sink *mcdc_log_current(void);
 void mcdc_log(mcdc_log_level level, const char *fmt, ...) MCDC_PRINTF(2, 3);
-/* Optional sink for warnings (the stream collects them for the facts row).
- * Called with the formatted message; may be NULL. */
-typedef void (*mcdc_log_hook)(void *ctx, mcdc_log_level level, const char *msg);
-void mcdc_log_set_hook(mcdc_log_hook hook, void *ctx);
+/* The default sink's line on stderr (for sinks that pass messages on). */
+void mcdc_log_stderr(mcdc_log_level level, const char *msg);
 
 /* ---- time --------------------------------------------------------------- */
 int64_t mcdc_now_utc_us(void);       /* wall clock, microseconds since 1970 */

@@ -15,6 +15,10 @@ void mcdc_test_register(const char *name, mcdc_test_fn fn);
 void mcdc_test_fail(const char *file, int line, const char *what);
 /* Checks made by the running test (a test with none fails: it proves nothing). */
 extern int mcdc_test_checks;
+/* A log sink that keeps only errors: for tests whose cases warn on purpose
+ * (install with mcdc_log_use, restore the previous one after). */
+#include "mcdc_util.h"
+static const mcdc_log_sink mcdc_test_quiet = {NULL, NULL, MCDC_LOG_ERROR};
 
 #define TEST(name)                                                          \
     static void test_##name(void);                                          \

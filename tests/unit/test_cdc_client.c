@@ -301,10 +301,9 @@ TEST(cdc_detects_the_server_clock) {
     CHECK_EQ_INT(mcdc_cdc_detect_clock(&clk, x.c, NULL), MCDC_OK);
     CHECK_EQ_INT(clk.kind, MCDC_CLOCK_ZONE);
     CHECK_EQ_STR(clk.zone, "Pacific Standard Time");
-    mcdc_log_level lv = mcdc_log_get_level();
-    mcdc_log_set_level(MCDC_LOG_ERROR);
+    const mcdc_log_sink *lv = mcdc_log_use(&mcdc_test_quiet);
     CHECK_EQ_INT(mcdc_cdc_detect_clock(&clk, x.c, NULL), MCDC_OK);
-    mcdc_log_set_level(lv);
+    mcdc_log_use(lv);
     CHECK_EQ_INT(clk.kind, MCDC_CLOCK_FIXED);
     CHECK_EQ_INT(clk.offset_minutes, -300);
     CHECK_EQ_INT(mcdc_cdc_detect_clock(&clk, x.c, NULL), MCDC_OK); /* Azure SQL Database */

@@ -241,11 +241,10 @@ TEST(reader_dropped_connection_resumes_without_gap_or_duplicate) {
     mcdc_lsn_parse_cstr(&to, "0x40", NULL);
     mcdc_reader_metrics m;
     mcdc_error e = MCDC_ERROR_INIT;
-    mcdc_log_level lv = mcdc_log_get_level();
-    mcdc_log_set_level(MCDC_LOG_ERROR);
+    const mcdc_log_sink *lv = mcdc_log_use(&mcdc_test_quiet);
     int rc = mcdc_reader_read_range(&m, &opt, fake_connector, &k, &from, &to, false,
                                     collect_sink, &col, &e);
-    mcdc_log_set_level(lv);
+    mcdc_log_use(lv);
     CHECK_EQ_INT(rc, MCDC_OK);
     if (rc) fprintf(stderr, "  %s\n", e.message);
     CHECK_EQ_INT(m.attempts, 2);
@@ -287,12 +286,11 @@ TEST(reader_retries_are_bounded_and_permanent_errors_fail_at_once) {
     mcdc_lsn_parse_cstr(&to, "0x40", NULL);
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_reader_metrics m;
-    mcdc_log_level lv = mcdc_log_get_level();
-    mcdc_log_set_level(MCDC_LOG_ERROR);
+    const mcdc_log_sink *lv = mcdc_log_use(&mcdc_test_quiet);
     CHECK_EQ_INT(mcdc_reader_read_range(&m, &opt, fake_connector, &k, &from, &to, false,
                                         collect_sink, &col, &e),
                  MCDC_E_TRANSIENT);
-    mcdc_log_set_level(lv);
+    mcdc_log_use(lv);
     CHECK_EQ_INT(k.connects, MCDC_RETRIES_MAX + 1);
     CHECK(strstr(e.message, "after 4 attempts") != NULL);
     /* an invalid object: once, naming the object and the fix */

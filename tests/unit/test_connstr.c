@@ -89,12 +89,13 @@ TEST(connstr_braced_values_and_escapes) {
 TEST(connstr_duplicates_last_wins_unknown_kept_and_warned) {
     mcdc_connstr *c = NULL;
     g_logged[0] = 0;
-    mcdc_log_set_hook(capture_log, NULL);
+    mcdc_log_sink capture = {capture_log, NULL, MCDC_LOG_DEBUG};
+    const mcdc_log_sink *prev = mcdc_log_use(&capture);
     int rc = mcdc_connstr_parse(&c,
                                 "Server=a;Server=b,2;MultiSubnetFailover=Yes;AccessToken=tok123;"
                                 "multisubnetfailover=No;Database=x;Initial Catalog=y",
                                 NULL);
-    mcdc_log_set_hook(NULL, NULL);
+    mcdc_log_use(prev);
     CHECK_EQ_INT(rc, MCDC_OK);
     if (!c) return;
     CHECK_EQ_STR(c->host, "b");
@@ -184,8 +185,7 @@ TEST(connstr_limits_and_allocation_failures) {
     CHECK_EQ_INT(mcdc_connstr_parse(&c, NULL, &e), MCDC_E_INVALID);
     /* Fail every allocation in turn: always a clean error or success, no leak. */
     int ok = 0, nomem = 0;
-    mcdc_log_level saved = mcdc_log_get_level();
-    mcdc_log_set_level(MCDC_LOG_ERROR);
+    const mcdc_log_sink *saved = mcdc_log_use(&mcdc_test_quiet);
     for (int n = 1; n < 60; n++) {
         mcdc_alloc_fail_at(n);
         int rc = mcdc_connstr_parse(&c, "Server=h,1;UID=u;PWD={p};X=1;Y=2", &e);
@@ -197,7 +197,7 @@ TEST(connstr_limits_and_allocation_failures) {
             nomem++;
         }
     }
-    mcdc_log_set_level(saved);
+    mcdc_log_use(saved);
     CHECK(ok > 0);
     CHECK(nomem > 0);
 }

@@ -82,10 +82,9 @@ TEST(delta_checkpoint_truncated_is_named_and_json_fallback_works) {
     td_append(t, "a.parquet", NULL, 0, &r, &e);
     td_append(t, "b.parquet", NULL, 0, &r, &e);
     put_checkpoint(dir, 1, "PAR1garbagePAR1", 15);
-    mcdc_log_level lvl = mcdc_log_get_level();
-    mcdc_log_set_level(MCDC_LOG_ERROR);
+    const mcdc_log_sink *lvl = mcdc_log_use(&mcdc_test_quiet);
     CHECK_EQ_INT(mcdc_delta_snapshot_load(&s, t, -1, &e), MCDC_OK);
-    mcdc_log_set_level(lvl);
+    mcdc_log_use(lvl);
     CHECK(s && mcdc_delta_snapshot_file_count(s) == 2);
     mcdc_delta_snapshot_free(s);
     mcdc_delta_table_free(t);
@@ -181,10 +180,9 @@ TEST(delta_checkpoint_written_every_interval_and_read_back) {
     rename(p, moved);
     snprintf(p, sizeof p, "%s/_delta_log/%020d.checkpoint.parquet", dir, 3);
     remove(p);
-    mcdc_log_level lvl = mcdc_log_get_level();
-    mcdc_log_set_level(MCDC_LOG_ERROR); /* _last_checkpoint now points past the files */
+    const mcdc_log_sink *lvl = mcdc_log_use(&mcdc_test_quiet); /* _last_checkpoint now points past the files */
     CHECK_EQ_INT(mcdc_delta_snapshot_load(&from_json, t, -1, &e), MCDC_OK);
-    mcdc_log_set_level(lvl);
+    mcdc_log_use(lvl);
     if (from_cp && from_json) check_same(from_cp, from_json);
     CHECK(from_cp && mcdc_delta_snapshot_tombstone_count(from_cp) == 1);
     mcdc_delta_snapshot_free(from_json);

@@ -735,8 +735,7 @@ TEST(delta_stale_last_checkpoint_is_survived) {
     char p[256];
     snprintf(p, sizeof p, "%s/_delta_log/_last_checkpoint", dir);
     td_write_file(p, "{\"version\":1,\"size\":3}");
-    mcdc_log_level lvl = mcdc_log_get_level();
-    mcdc_log_set_level(MCDC_LOG_ERROR); /* the warning is expected */
+    const mcdc_log_sink *lvl = mcdc_log_use(&mcdc_test_quiet); /* the warning is expected */
     mcdc_delta_snapshot *s = NULL;
     CHECK_EQ_INT(mcdc_delta_snapshot_load(&s, t, -1, &e), MCDC_OK);
     CHECK(s && mcdc_delta_snapshot_file_count(s) == 1);
@@ -744,7 +743,7 @@ TEST(delta_stale_last_checkpoint_is_survived) {
     td_write_file(p, "garbage");
     CHECK_EQ_INT(mcdc_delta_snapshot_load(&s, t, -1, &e), MCDC_OK);
     mcdc_delta_snapshot_free(s);
-    mcdc_log_set_level(lvl);
+    mcdc_log_use(lvl);
     mcdc_delta_table_free(t);
     td_rmrf(dir);
 }
@@ -971,8 +970,7 @@ TEST(delta_io_failures_never_corrupt_the_log) {
     mcdc_delta_table_free(td_create(dir));
     int64_t batch = 0;
     int failures = 0;
-    mcdc_log_level lvl = mcdc_log_get_level();
-    mcdc_log_set_level(MCDC_LOG_ERROR); /* failed checkpoints warn, as they should */
+    const mcdc_log_sink *lvl = mcdc_log_use(&mcdc_test_quiet); /* failed checkpoints warn, as they should */
     for (int64_t nth = 1; nth <= 40; nth++) {
         batch++;
         char path[64];
@@ -1005,7 +1003,7 @@ TEST(delta_io_failures_never_corrupt_the_log) {
         CHECK_EQ_INT(td_append(t, path, "app", batch, &r, &e), MCDC_OK);
         mcdc_delta_table_free(t);
     }
-    mcdc_log_set_level(lvl);
+    mcdc_log_use(lvl);
     CHECK(failures > 5);
     mcdc_delta_table *t = NULL;
     mcdc_error e = MCDC_ERROR_INIT;

@@ -32,10 +32,9 @@ TEST(options_unknown_is_kept_and_reported) {
     mcdc_error e = MCDC_ERROR_INIT;
     bool unknown = false;
     mcdc_opts_create(&o, &e);
-    mcdc_log_level lvl = mcdc_log_get_level();
-    mcdc_log_set_level(MCDC_LOG_ERROR);
+    const mcdc_log_sink *lvl = mcdc_log_use(&mcdc_test_quiet);
     CHECK_EQ_INT(mcdc_opts_set(o, "maxCommitPerBatch", "5", &unknown, &e), MCDC_OK);
-    mcdc_log_set_level(lvl);
+    mcdc_log_use(lvl);
     CHECK(unknown);
     CHECK_EQ_STR(mcdc_opts_unknown(o), "maxCommitPerBatch");
     CHECK_EQ_INT(mcdc_opts_get_int(o, "maxCommitsPerBatch"), -1);

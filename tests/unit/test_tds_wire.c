@@ -785,8 +785,7 @@ static sim_type ty(sim_type_id id, int p, int s, int len) {
 }
 
 TEST(sim_tds_encode_numbers) {
-    mcdc_log_level saved = mcdc_log_get_level();
-    mcdc_log_set_level(MCDC_LOG_ERROR); /* the overflow cases warn */
+    const mcdc_log_sink *saved = mcdc_log_use(&mcdc_test_quiet); /* the overflow cases warn */
     sim_value i = {.kind = SIM_V_INT, .i = -2};
     sim_value nul = {0};
     ENC(ty(SIM_T_INT, 0, 0, 0), true, i, "2604", "04feffffff");
@@ -818,12 +817,11 @@ TEST(sim_tds_encode_numbers) {
     ENC(ty(SIM_T_MONEY, 0, 0, 0), true, T("-922337203685477.5808"), "6e08",
         "080000008000000000");
     ENC(ty(SIM_T_SMALLMONEY, 0, 0, 0), false, T("1.0001"), "7a", "11270000");
-    mcdc_log_set_level(saved);
+    mcdc_log_use(saved);
 }
 
 TEST(sim_tds_encode_dates_and_guid) {
-    mcdc_log_level saved = mcdc_log_get_level();
-    mcdc_log_set_level(MCDC_LOG_ERROR); /* the bad date warns */
+    const mcdc_log_sink *saved = mcdc_log_use(&mcdc_test_quiet); /* the bad date warns */
     ENC(ty(SIM_T_DATETIME2, 0, 7, 0), true, T("2024-02-29 23:59:59.1234567"), "2a07",
         "080700e429c980460b");
     ENC(ty(SIM_T_DATETIMEOFFSET, 0, 7, 0), true, T("2024-01-01 01:30:00.5000000 -03:00"), "2b07",
@@ -845,7 +843,7 @@ TEST(sim_tds_encode_dates_and_guid) {
     ENC(ty(SIM_T_DATETIME2, 0, 0, 0), true, T("2024-02-29"), "2a00", "0600000080460b");
     ENC(ty(SIM_T_DATETIME, 0, 0, 0), true, T("00:00:01"), "6f08", "08" "00000000" "2c010000");
     ENC(ty(SIM_T_TIME, 0, 0, 0), true, T("2024-02-29 00:00:02"), "2900", "03020000");
-    mcdc_log_set_level(saved);
+    mcdc_log_use(saved);
 }
 
 TEST(sim_tds_encode_strings_and_binary) {
