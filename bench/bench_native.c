@@ -146,7 +146,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--repeat")) repeat = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--checksum")) g_checksum = atoi(argv[i + 1]) != 0;
     }
-    mcdc_log_set_level(MCDC_LOG_ERROR);
+    { static const mcdc_log_sink quiet = {NULL, NULL, MCDC_LOG_ERROR}; mcdc_log_use(&quiet); }
     mcdc_error e = MCDC_ERROR_INIT;
     int64_t rows = 0;
     double c0 = cpu_s();

@@ -57,7 +57,7 @@ int main(int argc, char **argv) {
                         "[--connections N] [--batch-rows N]\n", argv[0]);
         return 64;
     }
-    mcdc_log_set_level(MCDC_LOG_ERROR);
+    { static const mcdc_log_sink quiet = {NULL, NULL, MCDC_LOG_ERROR}; mcdc_log_use(&quiet); }
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_connstr *cs = NULL;
     if (mcdc_connstr_parse(&cs, cs_text, &e)) return die("connection string", &e);

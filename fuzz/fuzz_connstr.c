@@ -13,7 +13,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static int quiet;
     if (!quiet) {
-        mcdc_log_set_level(MCDC_LOG_ERROR);
+        { static const mcdc_log_sink quiet = {NULL, NULL, MCDC_LOG_ERROR}; mcdc_log_use(&quiet); }
         quiet = 1;
     }
     if (size > MCDC_CONNSTR_BYTES_MAX + 8) return 0;

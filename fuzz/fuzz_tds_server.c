@@ -59,7 +59,7 @@ static void serve_params(sim_tds_result *res, const sim_tds_rpc *rpc) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static int quiet;
     if (!quiet) {
-        mcdc_log_set_level(MCDC_LOG_ERROR);
+        { static const mcdc_log_sink quiet = {NULL, NULL, MCDC_LOG_ERROR}; mcdc_log_use(&quiet); }
         quiet = 1;
     }
     stream s = {data, size, 0};

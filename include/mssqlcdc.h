@@ -65,7 +65,9 @@ typedef enum mcdc_status {
                                     not committed: the checkpoint was deleted, rewound or
                                     restored from an older copy */
     MCDC_E_FACTS_BEHIND = -19,   /* the facts table lacks the row of a committed batch */
-    MCDC_E_FOREIGN_WRITER = -20  /* another writer (another checkpoint) commits under this app id */
+    MCDC_E_FOREIGN_WRITER = -20, /* another writer (another checkpoint) commits under this app id */
+    MCDC_E_LOGIN = -21           /* the server refused the login (UID/PWD, a disabled login);
+                                    not a missing grant, which is MCDC_E_PERMISSION */
 } mcdc_status;
 
 #define MCDC_ERROR_MESSAGE_MAX 1024

@@ -32,7 +32,8 @@ enum {
     EXIT_REWOUND = 9,
     EXIT_NOT_FINAL = 10,
     EXIT_FACTS_BEHIND = 11,
-    EXIT_FOREIGN_WRITER = 12
+    EXIT_FOREIGN_WRITER = 12,
+    EXIT_LOGIN = 13
 };
 
 static int exit_code_for(int status) {
@@ -49,6 +50,7 @@ static int exit_code_for(int status) {
     case MCDC_E_REWOUND: return EXIT_REWOUND;
     case MCDC_E_FACTS_BEHIND: return EXIT_FACTS_BEHIND;
     case MCDC_E_FOREIGN_WRITER: return EXIT_FOREIGN_WRITER;
+    case MCDC_E_LOGIN: return EXIT_LOGIN;
     default: return EXIT_ERROR;
     }
 }
@@ -167,7 +169,7 @@ static const char STREAM_HELP[] =
     "arguments, a table of another kind or in two roles, a new checkpoint on a target\n"
     "holding its changes), 8 target behind its checkpoint, 9 checkpoint rewound (a\n"
     "table holds batches it has not committed), 11 facts behind the checkpoint,\n"
-    "12 another writer uses the app id.\n";
+    "12 another writer uses the app id, 13 the server refused the login.\n";
 
 typedef struct {
     int quiet;

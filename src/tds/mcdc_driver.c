@@ -353,6 +353,7 @@ int mcdc_driver_classify(int msgno, int severity) {
         return MCDC_E_TRANSIENT;
     case 18456: /* login failed */
     case 18452: /* untrusted domain login */
+        return MCDC_E_LOGIN;
     case 229:   /* permission denied on object */
     case 230:   /* permission denied on column */
     case 262:   /* permission denied in database */
@@ -389,7 +390,7 @@ int mcdc_driver_classify_dblib(int dberr) {
     case 20013: /* SYBEUHST: unknown host */
         return MCDC_E_INVALID;
     case 20014: /* SYBEPWD: incorrect password */
-        return MCDC_E_PERMISSION;
+        return MCDC_E_LOGIN;
     case 20010: /* SYBEMEM */
         return MCDC_E_NOMEM;
     case 20020: /* SYBEBTOK: bad token from the server */

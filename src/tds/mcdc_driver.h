@@ -48,7 +48,7 @@ typedef struct mcdc_conn_options {
 #define MCDC_CONN_OPTIONS_INIT {1, 0, 0, NULL, 0, NULL, NULL}
 
 /* Opens a connection on the backend options->backend selects. A wrong
- * login is MCDC_E_PERMISSION with server_number 18456; an unreachable
+ * login is MCDC_E_LOGIN with server_number 18456; an unreachable
  * server MCDC_E_TRANSIENT. Free with mcdc_conn_close. */
 int mcdc_conn_open(mcdc_conn **out, const mcdc_connstr *cs, const mcdc_conn_options *opt,
                    mcdc_error *err);

@@ -154,7 +154,7 @@ static int report(fdb_conn *c, mcdc_error *err, const char *what) {
                        c->where);
     }
     if (c->db != NULL && DBDEAD(c->db)) c->dead = true;
-    if (c->dead && code != MCDC_E_PERMISSION && code != MCDC_E_NOTFOUND &&
+    if (c->dead && code != MCDC_E_PERMISSION && code != MCDC_E_LOGIN && code != MCDC_E_NOTFOUND &&
         code != MCDC_E_INVALID) {
         code = MCDC_E_TRANSIENT;
         if (err) err->code = code;
@@ -970,13 +970,13 @@ int mcdc_conn_open_freetds(mcdc_conn **out, const mcdc_connstr *cs, const mcdc_c
             rc = MCDC_E_UNSUPPORTED;
             if (err) err->code = rc;
         }
-        if (c->encrypt_required && rc != MCDC_E_PERMISSION)
+        if (c->encrypt_required && rc != MCDC_E_LOGIN)
             mcdc_error_wrap(err,
                             "Encrypt=%s requires TLS, and the login to %s failed (a server "
                             "without TLS, such as mssql-cdc-sim, refuses it: use Encrypt=no or "
                             "Encrypt=optional there)",
                             cs->encrypt == MCDC_ENCRYPT_STRICT ? "strict" : "yes", server);
-        else if (rc == MCDC_E_PERMISSION)
+        else if (rc == MCDC_E_LOGIN)
             mcdc_error_wrap(err,
                             "connecting to %s as '%s' (check UID and PWD in the connection "
                             "string, and that the login may open database '%s')",

@@ -213,6 +213,7 @@ static int nat_fetch(void *impl, mcdc_batch *into, int32_t first, int64_t rows_m
         r->done = true;
         *out_rows = 0;
         if (s->dead && rc != MCDC_E_PROTOCOL && rc != MCDC_E_SERVER && rc != MCDC_E_PERMISSION &&
+            rc != MCDC_E_LOGIN &&
             rc != MCDC_E_NOTFOUND && rc != MCDC_E_SCHEMA && rc != MCDC_E_LIMIT)
             rc = MCDC_E_TRANSIENT;
         if (err && err->code != rc && err->code == MCDC_E_IO) err->code = rc;
@@ -475,7 +476,7 @@ int mcdc_conn_open_native(mcdc_conn **out, const mcdc_connstr *cs, const mcdc_co
     c->s.deadline_us = deadline;
     rc = login(c, cs, opt, server, err);
     if (rc != MCDC_OK) {
-        if (rc == MCDC_E_PERMISSION)
+        if (rc == MCDC_E_LOGIN)
             mcdc_error_wrap(err,
                             "connecting to %s as '%s' (check UID and PWD in the connection "
                             "string, and that the login may open database '%s')",

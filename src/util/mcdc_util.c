@@ -35,6 +35,7 @@ const char *mcdc_status_name(int code) {
     case MCDC_E_REWOUND: return "checkpoint rewound";
     case MCDC_E_FACTS_BEHIND: return "facts behind checkpoint";
     case MCDC_E_FOREIGN_WRITER: return "foreign writer";
+    case MCDC_E_LOGIN: return "login failed";
     default: return "unknown";
     }
 }

@@ -147,8 +147,8 @@ b=$("$PROBE" dump native "$CS" "SELECT * FROM dbo.missing" 2>&1)
 echo "$b" | grep -q "EXEC ERROR -13 server=208" && echo "$b" | grep -q "dead=0" \
   && ok "invalid object is MCDC_E_NOTFOUND 208, connection alive" || ko "invalid object" "$b"
 b=$("$PROBE" dump native "Server=127.0.0.1,$PORT;UID=sa;PWD=bad-$PW;Encrypt=no" "SELECT 1" 2>&1)
-echo "$b" | grep -q "OPEN ERROR -11 server=18456" && ! echo "$b" | grep -q "bad-" \
-  && ok "wrong password is MCDC_E_PERMISSION 18456, password not shown" || ko "wrong password" "$b"
+echo "$b" | grep -q "OPEN ERROR -21 server=18456" && ! echo "$b" | grep -q "bad-" \
+  && ok "wrong password is MCDC_E_LOGIN 18456, password not shown" || ko "wrong password" "$b"
 b=$("$PROBE" dump native "Server=127.0.0.1,$PORT;UID=sa;PWD=$PW;Encrypt=yes" "SELECT 1" 2>&1)
 echo "$b" | grep -q "OPEN ERROR -1 " && echo "$b" | grep -q "TrustServerCertificate=yes" \
   && ok "Encrypt=yes with the sim's self-signed certificate says TrustServerCertificate=yes" || ko "Encrypt=yes" "$b"

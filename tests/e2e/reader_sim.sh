@@ -164,8 +164,8 @@ else ko "time_to_lsn shapes" "late=$late max=$MAXNOW early=$early"; fi
 
 # 5. wrong password: 18456, permanent (one attempt, no retry)
 out=$("$PROBE" read "Server=127.0.0.1,$PORT;Database=shop;UID=sa;PWD=wrong;Encrypt=no" dbo_t 0x01 0x02 2>&1)
-if echo "$out" | grep -q '^ERROR permission PermissionError 18456:' && ! echo "$out" | grep -q 'wrong'; then
-  ok "wrong password is 18456, permanent"
+if echo "$out" | grep -q '^ERROR login failed RuntimeError 18456:' && ! echo "$out" | grep -q 'wrong'; then
+  ok "wrong password is 18456 (a refused login, not a missing grant), permanent"
 else ko "wrong password is 18456, permanent" "$out"; fi
 
 # 5b. an unknown capture instance: ValueError naming it, with the hint

@@ -222,8 +222,9 @@ def test_bad_options_fail_clearly_without_echoing_the_password(sim, workdir):
                 f"Server=127.0.0.1,{sim.port};Database=shop;UID=sa;PWD=wrong-pw;",
                 "--target", workdir + "/b", "--app-id", "a", "--checkpoint", workdir + "/c",
                 "--trigger", "once", check=False)
-    assert p.returncode == 5, p.stderr
+    assert p.returncode == 13, p.stderr
     assert "18456" in p.stderr or "Login failed" in p.stderr
+    assert "PermissionError" not in p.stderr
     assert "wrong-pw" not in p.stderr + p.stdout
 
 
@@ -272,7 +273,7 @@ def test_a_refused_login_is_a_clear_error_and_the_rerun_has_no_gap(sim, workdir)
     write_changes(sim, 1, 3)
     sim.run("EXEC sim.fault @kind = 'refuse_login', @times = 1;")
     p = run_cli(*stream_args(sim, workdir), check=False)
-    assert p.returncode == 5, p.stderr
+    assert p.returncode == 13, p.stderr
     assert "18456" in p.stderr or "Login failed" in p.stderr
     run_cli(*stream_args(sim, workdir))
     assert_exactly_once(sim, workdir)

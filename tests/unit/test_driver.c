@@ -49,7 +49,7 @@ TEST(driver_classifies_server_and_library_errors) {
     CHECK_EQ_INT(mcdc_driver_classify(1205, 13), MCDC_E_TRANSIENT);
     CHECK_EQ_INT(mcdc_driver_classify(40613, 17), MCDC_E_TRANSIENT);
     CHECK_EQ_INT(mcdc_driver_classify(9999, 20), MCDC_E_TRANSIENT);
-    CHECK_EQ_INT(mcdc_driver_classify(18456, 14), MCDC_E_PERMISSION);
+    CHECK_EQ_INT(mcdc_driver_classify(18456, 14), MCDC_E_LOGIN);
     CHECK_EQ_INT(mcdc_driver_classify(229, 14), MCDC_E_PERMISSION);
     CHECK_EQ_INT(mcdc_driver_classify(208, 16), MCDC_E_NOTFOUND);
     CHECK_EQ_INT(mcdc_driver_classify(22964, 16), MCDC_E_NOTFOUND);
@@ -60,7 +60,7 @@ TEST(driver_classifies_server_and_library_errors) {
     CHECK_EQ_INT(mcdc_driver_classify_dblib(20006), MCDC_E_TRANSIENT); /* SYBEWRIT */
     CHECK_EQ_INT(mcdc_driver_classify_dblib(20009), MCDC_E_TRANSIENT); /* SYBECONN */
     CHECK_EQ_INT(mcdc_driver_classify_dblib(20017), MCDC_E_TRANSIENT); /* SYBESEOF */
-    CHECK_EQ_INT(mcdc_driver_classify_dblib(20014), MCDC_E_PERMISSION);
+    CHECK_EQ_INT(mcdc_driver_classify_dblib(20014), MCDC_E_LOGIN);
     CHECK_EQ_INT(mcdc_driver_classify_dblib(20013), MCDC_E_INVALID);
     CHECK_EQ_INT(mcdc_driver_classify_dblib(20020), MCDC_E_PROTOCOL);
 }
