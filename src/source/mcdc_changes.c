@@ -132,8 +132,19 @@ static int ddl_type(const char *t, mcdc_type_id *type, int32_t *p, int32_t *s) {
 
 /* "a INT, `b c` DECIMAL(18,2), d STRING" -> schema (validated against the
  * captured columns: each must exist). */
+/* Is name one of the "name (type), ..." entries of list? */
+static bool listed(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        if (mcdc_str_nieq(p, name, n) && p[n] == ' ' && p[n + 1] == '(') return true;
+        p = strstr(p, "), ");
+        if (p) p += 3;
+    }
+    return false;
+}
+
 static int parse_columns(mcdc_schema **out, const char *ddl, const mcdc_schema *captured,
-                         mcdc_error *err) {
+                         const char *unreadable, mcdc_error *err) {
     char names[MCDC_COLUMNS_MAX][MCDC_IDENT_BYTES_MAX + 1];
     char types[MCDC_COLUMNS_MAX][40];
     int n = 0;
@@ -190,7 +201,7 @@ static int parse_columns(mcdc_schema **out, const char *ddl, const mcdc_schema *
                                 names[i], types[i]);
             break;
         }
-        if (mcdc_schema_find(captured, names[i]) < 0) {
+        if (mcdc_schema_find(captured, names[i]) < 0 && !listed(unreadable, names[i])) {
             rc = mcdc_error_set(err, MCDC_E_INVALID,
                                 "columns: '%s' is not a captured column of the capture "
                                 "instance",
@@ -305,17 +316,27 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
         }
     }
     mcdc_schema *all = NULL;
+    char *unreadable = NULL;
     if (rc == MCDC_OK)
-        CONTROL_CALL(rc, c, err, mcdc_reader_infer_columns(&all, c->client, c->ci, err));
+        CONTROL_CALL(rc, c, err, mcdc_reader_infer_columns(&all, &unreadable, c->client, c->ci, err));
     if (rc == MCDC_OK) {
         const char *ddl = mcdc_opts_get(opts, "columns");
         if (ddl && *ddl) {
-            rc = parse_columns(&c->captured, ddl, all, err);
+            rc = parse_columns(&c->captured, ddl, all, unreadable, err);
             mcdc_schema_unref(all);
+        } else if (unreadable) {
+            /* Only a stream that would read them stops (reference §2.2). */
+            mcdc_schema_unref(all);
+            rc = mcdc_error_set(err, MCDC_E_UNSUPPORTED,
+                                "capture instance %s captures %s, whose SQL Server type has no "
+                                "default type: pass the option columns listing the columns to "
+                                "read (with a type for these, or without them)",
+                                c->ci, unreadable);
         } else {
             c->captured = all;
         }
     }
+    mcdc_free(unreadable);
     bool with_cmd = mcdc_opts_get_bool(opts, "includeCommandId");
     if (rc == MCDC_OK) rc = mcdc_reader_output_schema(&c->schema, c->captured, with_cmd, err);
     if (rc != MCDC_OK) {

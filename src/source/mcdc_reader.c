@@ -54,9 +54,10 @@ int mcdc_reader_output_schema(mcdc_schema **out, const mcdc_schema *captured,
     return MCDC_OK;
 }
 
-int mcdc_reader_infer_columns(mcdc_schema **out, mcdc_cdc_client *c, const char *ci,
-                              mcdc_error *err) {
+int mcdc_reader_infer_columns(mcdc_schema **out, char **unreadable, mcdc_cdc_client *c,
+                              const char *ci, mcdc_error *err) {
     *out = NULL;
+    *unreadable = NULL;
     mcdc_captured_column *cols = NULL;
     int n = 0;
     int rc = mcdc_cdc_captured_columns(&cols, &n, c, ci, err);
@@ -73,14 +74,43 @@ int mcdc_reader_infer_columns(mcdc_schema **out, mcdc_cdc_client *c, const char 
                               "(sys.sp_cdc_help_change_data_capture lists them)",
                               ci);
     }
-    mcdc_schema *s = NULL;
-    rc = mcdc_schema_create(&s, n, err);
+    mcdc_type_id *types = mcdc_calloc((size_t)n, sizeof *types);
+    int32_t *prec = mcdc_calloc((size_t)n, sizeof *prec), *scale = mcdc_calloc((size_t)n, sizeof *scale);
+    mcdc_buf skipped = {0};
+    int readable = 0;
+    if (types == NULL || prec == NULL || scale == NULL)
+        rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     for (int i = 0; i < n && rc == MCDC_OK; i++) {
-        mcdc_type_id t;
-        int32_t p, sc;
-        rc = mcdc_cdc_map_type(&t, &p, &sc, &cols[i], err);
-        if (rc == MCDC_OK) rc = mcdc_schema_set(s, i, cols[i].name, t, p, sc, 0, true, err);
+        mcdc_error why = MCDC_ERROR_INIT;
+        int m = mcdc_cdc_map_type(&types[i], &prec[i], &scale[i], &cols[i], &why);
+        if (m == MCDC_OK) readable++;
+        else if (m == MCDC_E_UNSUPPORTED) {
+            types[i] = 0; /* left out */
+            rc = mcdc_buf_printf(&skipped, err, "%s%s (%s)", skipped.len ? ", " : "",
+                                 cols[i].name, cols[i].data_type);
+        } else if (err) {
+            *err = why;
+            rc = m;
+        } else {
+            rc = m;
+        }
     }
+    mcdc_schema *s = NULL;
+    if (rc == MCDC_OK) rc = mcdc_schema_create(&s, readable, err);
+    for (int i = 0, k = 0; i < n && rc == MCDC_OK; i++)
+        if (types[i] != 0)
+            rc = mcdc_schema_set(s, k++, cols[i].name, types[i], prec[i], scale[i], 0, true, err);
+    if (rc == MCDC_OK && skipped.len) {
+        rc = mcdc_buf_cstr(&skipped, err);
+        if (rc == MCDC_OK) {
+            *unreadable = (char *)skipped.data;
+            skipped.data = NULL;
+        }
+    }
+    mcdc_buf_free(&skipped);
+    mcdc_free(types);
+    mcdc_free(prec);
+    mcdc_free(scale);
     mcdc_captured_columns_free(cols, n);
     if (rc != MCDC_OK) {
         mcdc_schema_unref(s);
@@ -377,7 +407,14 @@ static int run_attempt(attempt *a, mcdc_connect_fn connect, void *connect_ctx,
     }
     mcdc_cdc_set_clock(c, &a->opt->clock);
     if (a->captured == NULL) {
-        rc = mcdc_reader_infer_columns(inferred, c, a->opt->capture_instance, err);
+        char *unreadable = NULL;
+        rc = mcdc_reader_infer_columns(inferred, &unreadable, c, a->opt->capture_instance, err);
+        if (rc == MCDC_OK && unreadable)
+            rc = mcdc_error_set(err, MCDC_E_UNSUPPORTED,
+                                "capture instance %s captures %s, whose SQL Server type has no "
+                                "default type: give the reader the columns to read",
+                                a->opt->capture_instance, unreadable);
+        mcdc_free(unreadable);
         if (rc == MCDC_OK) {
             a->captured = *inferred;
             rc = mcdc_reader_output_schema(&a->out_schema, a->captured,

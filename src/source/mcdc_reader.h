@@ -108,9 +108,13 @@ int mcdc_reader_plan_ranges(mcdc_lsn_range **out, int *n_out, const mcdc_split_p
 /* The output schema for `captured` columns (§2.2). Caller unrefs. */
 int mcdc_reader_output_schema(mcdc_schema **out, const mcdc_schema *captured,
                               bool include_command_id, mcdc_error *err);
-/* Every captured column of ci with its default type, in column order. */
-int mcdc_reader_infer_columns(mcdc_schema **out, mcdc_cdc_client *c, const char *ci,
-                              mcdc_error *err);
+/* Every captured column of ci with its default type, in column order. A
+ * column whose SQL Server type has no default is left out of *out and named
+ * in *unreadable ("name (type), ...", owned, NULL when none): a stream whose
+ * columns option leaves it out reads the rest, one that lists it gives its
+ * type there. */
+int mcdc_reader_infer_columns(mcdc_schema **out, char **unreadable, mcdc_cdc_client *c,
+                              const char *ci, mcdc_error *err);
 
 /* Reads [from, to] (closed) into batches handed to sink. `last` marks the
  * batch's last range (measures the stream position). metrics may be NULL. */
