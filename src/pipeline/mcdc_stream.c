@@ -76,6 +76,7 @@ struct mcdc_stream {
     mcdc_log_sink sink;       /* stream_log */
     pthread_mutex_t warnings_mu;
     json_t *warnings;         /* collected during a unit, for its facts row */
+    json_t *pending;          /* logged between units, for the next one's row */
     /* The unit being run (filled by run, read by facts and done). */
     mcdc_unit_stats st;
     mcdc_unit_metrics fm;
@@ -87,12 +88,22 @@ struct mcdc_stream {
 
 /* The stream's sink, on every thread it runs: messages go to the host's
  * log function (or stderr); a unit's warnings also go to its facts row. */
+static void add_warning(json_t *list, const char *msg) {
+    if (list == NULL || json_array_size(list) >= 100) return;
+    size_t i;
+    json_t *v;
+    json_array_foreach(list, i, v) if (strcmp(json_string_value(v), msg) == 0) return;
+    json_array_append_new(list, json_string(msg));
+}
+
+/* Warnings logged outside a unit (starting up, planning: a fixed UTC
+ * offset, unknown options...) wait in `pending` for the next unit's row,
+ * as the reference's driver passes its warnings to the next batch. */
 static void stream_log(void *user, mcdc_log_level level, const char *msg) {
     mcdc_stream *s = user;
     if (level == MCDC_LOG_WARN) {
         pthread_mutex_lock(&s->warnings_mu);
-        if (s->warnings && json_array_size(s->warnings) < 100)
-            json_array_append_new(s->warnings, json_string(msg));
+        add_warning(s->warnings ? s->warnings : s->pending, msg);
         pthread_mutex_unlock(&s->warnings_mu);
     }
     if (s->cfg.log_fn) s->cfg.log_fn(s->cfg.log_user, level, msg);
@@ -342,7 +353,8 @@ static int job_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_resul
     s->t0_us = mcdc_monotonic_us();
     pthread_mutex_lock(&s->warnings_mu);
     json_decref(s->warnings);
-    s->warnings = json_array();
+    s->warnings = s->pending; /* the unit's row carries them */
+    s->pending = json_array();
     pthread_mutex_unlock(&s->warnings_mu);
     int rc = offset_parse(&s->start, u->start, err);
     if (rc == MCDC_OK) rc = offset_parse(&s->end, u->end, err);
@@ -381,6 +393,14 @@ static int job_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_resul
     res->end_commit_us = s->end.commit_us;
     mcdc_lsn_format(&s->end.lsn, res->end_lsn);
     return MCDC_OK;
+}
+
+/* A unit's warnings end with it: later ones wait for the next unit. */
+static void end_unit_warnings(mcdc_stream *s) {
+    pthread_mutex_lock(&s->warnings_mu);
+    json_decref(s->warnings);
+    s->warnings = NULL;
+    pthread_mutex_unlock(&s->warnings_mu);
 }
 
 static int job_facts(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
@@ -428,6 +448,7 @@ static int job_facts(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
         }
         rc = mcdc_facts_append_skip(rows, events[i], err);
     }
+    end_unit_warnings(s);
     return rc;
 }
 
@@ -443,6 +464,7 @@ static bool job_position_time(void *job, const json_t *pos, int64_t *commit_us, 
 static void job_done(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
                      const mcdc_verdict *v) {
     mcdc_stream *s = job;
+    end_unit_warnings(s);
     if (s->report == NULL) return;
     MCDC_ASSERT(res->rows == s->st.rows);
     mcdc_batch_report rep;
@@ -646,7 +668,16 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     const mcdc_stream_cfg *cfg = &s->cfg;
     s->report = fn;
     s->report_ctx = ctx;
+    s->pending = json_array();
     const mcdc_log_sink *host_sink = mcdc_log_use(&s->sink);
+    /* Unknown options were warned about when set; the first batch's row
+     * records them too. */
+    const char *unknown = mcdc_opts_unknown(s->opts);
+    if (*unknown) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "unknown option(s) ignored: %s", unknown);
+        add_warning(s->pending, msg);
+    }
     int64_t np = mcdc_opts_get_int(s->opts, "numPartitions");
     if (np <= 0) np = sysconf(_SC_NPROCESSORS_ONLN);
     if (np < 1) np = 1;
@@ -719,7 +750,8 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
         rc = mcdc_frame_run(&fc, &STREAM_OPS, s, err);
     }
     json_decref(s->warnings);
-    s->warnings = NULL;
+    json_decref(s->pending);
+    s->warnings = s->pending = NULL;
     mcdc_changes_close(s->changes);
     mcdc_budget_release(s->ctx.budget, MCDC_PERMIT_CONNECTION, control);
     mcdc_table_close(s->bronze);

@@ -456,3 +456,29 @@ EXEC sim.run_capture @ignore_latency = 1;""", database="shop")
     t = DeltaTable(os.path.join(workdir, "bronze")).to_pyarrow_table()
     assert "extra" not in t.column_names
     assert sorted(t["order_id"].to_pylist()) == [1, 3]
+
+
+def test_reader_warnings_reach_the_first_batch_row(workdir):
+    """Before SQL Server 2022 commit times are converted with the server's current UTC
+    offset: the first batch's detail says so, with the unknown options, as the
+    reference's does; later batches do not repeat them."""
+    import json
+    from conftest import Sim
+    data = os.path.join(workdir, "sim2019")
+    os.makedirs(data)
+    old = Sim(data, ["--capture-poll-ms", "50", "--capture-latency-ms", "0",
+                     "--version-major", "15"])
+    try:
+        make_db(old)
+        write_changes(old, 1, 2)
+        args = stream_args(old, workdir, extra=["-o", "notAnOption=1",
+                                                "--maxCommitsPerBatch", "1"])
+        p = run_cli(*args)
+        assert "CURRENT_TIMEZONE_ID" in p.stderr
+        rows = sorted(facts_batches(workdir), key=lambda r: r["batch_id"])
+        first = json.loads(rows[0]["detail"])["warnings"]
+        assert any("CURRENT_TIMEZONE_ID" in w for w in first), first
+        assert any("notAnOption" in w for w in first), first
+        assert all(r["detail"] is None for r in rows[1:]), rows[1:]
+    finally:
+        old.stop()
