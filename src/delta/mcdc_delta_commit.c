@@ -617,6 +617,29 @@ static int absorb_winners(append_ctx *c, mcdc_delta_table *t, int64_t *skip_vers
     }
 }
 
+/* The evolved schemaString of a table without column mapping: existing
+ * columns keep their comments unless the caller gives new ones. */
+static int plain_schema_json(char **out, mcdc_delta_table *t, const mcdc_delta_append_opts *o,
+                             mcdc_error *err) {
+    if (o->field_comments) return mcdc_delta_schema_to_json(out, o->schema, o->field_comments, err);
+    mcdc_schema *cur = NULL;
+    mcdc_delta_field_meta *meta = NULL;
+    int rc = mcdc_delta_snapshot_schema(&cur, &meta, t->latest, err);
+    if (rc) return rc;
+    int32_t n = o->schema->n_fields;
+    const char **comments = mcdc_calloc((size_t)n + 1, sizeof *comments);
+    if (comments == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    for (int32_t i = 0; comments && i < n; i++) {
+        int32_t j = mcdc_schema_find(cur, o->schema->fields[i].name);
+        comments[i] = j >= 0 ? meta[j].comment : NULL;
+    }
+    if (rc == MCDC_OK) rc = mcdc_delta_schema_to_json(out, o->schema, comments, err);
+    mcdc_free(comments);
+    mcdc_delta_field_meta_free(meta, cur->n_fields);
+    mcdc_schema_unref(cur);
+    return rc;
+}
+
 /* The evolved schemaString of a column-mapped table: existing columns keep
  * their id and physical name, new ones get the next ids and the caller's
  * physical names (or new ones); *max_id gets the new maxColumnId. */
@@ -693,7 +716,7 @@ static int evolution_actions(mcdc_buf *b, mcdc_delta_table *t, const mcdc_delta_
     int64_t max_id = 0;
     bool cm = mcdc_delta_snapshot_column_mapping(t->latest);
     int rc = cm ? mapped_schema_json(&schema_json, &max_id, t, o, err)
-                : mcdc_delta_schema_to_json(&schema_json, o->schema, o->field_comments, err);
+                : plain_schema_json(&schema_json, t, o, err);
     if (rc) return rc;
     const json_t *cur_proto = mcdc_delta__snapshot_protocol_json(t->latest);
     if (mcdc_delta_schema_needs_ntz(o->schema) && !protocol_has_ntz(cur_proto)) {

@@ -13,6 +13,7 @@
 
 #include "mcdc_delta.h"
 #include "mcdc_parquet.h"
+#include "mcdc_tables.h"
 
 /* A data file rolls over at this many uncompressed bytes: Spark's and
  * delta-rs's targets are 128 MiB-1 GiB; 128 MiB keeps files few and reads
@@ -601,9 +602,18 @@ static int ensure_table(mcdc_table *t, mcdc_schema *ours, const mcdc_table_props
             if (rc == MCDC_OK)
                 rc = add_config(keys, values, &n, MCDC_TABLE_PROP_SCHEMA_VERSION, version, err);
         }
+        const char **comments = NULL;
+        if (rc == MCDC_OK && kind != MCDC_KIND_NONE) {
+            comments = mcdc_calloc((size_t)ours->n_fields + 1, sizeof *comments);
+            if (comments == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+            for (int32_t i = 0; comments && i < ours->n_fields; i++)
+                comments[i] = mcdc_table_column_comment(kind, ours->fields[i].name);
+        }
         if (rc == MCDC_OK) {
             mcdc_delta_create_opts co = MCDC_DELTA_CREATE_OPTS_INIT;
             co.schema = ours;
+            co.field_comments = comments;
+            co.description = mcdc_table_description(kind);
             co.config_keys = (const char *const *)keys;
             co.config_values = (const char *const *)values;
             co.n_config = n;
@@ -613,6 +623,7 @@ static int ensure_table(mcdc_table *t, mcdc_schema *ours, const mcdc_table_props
             skipped = rc == MCDC_OK && res.skipped;
         }
         free_config(keys, values, n);
+        mcdc_free(comments);
         if (rc || !skipped) return rc;
         /* A concurrent creator won: hold our files against its table. */
         rc = load_latest(&s, t, err);

@@ -19,6 +19,125 @@ static int build(mcdc_schema **out, const col *cols, int32_t n, mcdc_error *err)
     return rc;
 }
 
+/* ---- what the tables say about themselves ------------------------------------
+ * Column comments (Delta field metadata "comment") and table descriptions
+ * (metaData.description), as every reader shows them: DESCRIBE TABLE in
+ * Spark, the schema in delta-rs and DuckDB. */
+typedef struct {
+    const char *name, *comment;
+} comment;
+
+static const comment BRONZE_COMMENTS[] = {
+    {"_capture_instance", "The CDC capture instance this change was read from (on snapshot rows, "
+                          "the one the snapshot was taken for)."},
+    {"_start_lsn", "Commit LSN of the source transaction, 0x and 20 upper-case hex digits; string "
+                   "order is commit order. On snapshot rows, the LSN taken before the rows were "
+                   "read."},
+    {"_seqval", "Log position of the change inside its transaction, same format; NULL on "
+                "snapshot rows."},
+    {"_operation", "1 delete, 2 insert, 3 update (before image), 4 update (after image), "
+                   "0 snapshot row."},
+    {"_command_id", "Statement order inside the transaction, within one capture instance; NULL "
+                    "on snapshot rows."},
+    {"_commit_ts", "Commit time of the source transaction in UTC (cdc.lsn_time_mapping)."},
+    {"_batch_id", "The micro-batch that appended the row; with the stream's app id, the key of "
+                  "its facts row. NULL on snapshot rows."},
+    {"_snapshot", "On snapshot rows, the LSN of the snapshot they belong to; NULL on change rows "
+                  "(read coalesce(_snapshot, _start_lsn) for rows of older snapshots)."},
+    {"_chunk", "On rows of a chunked snapshot, the chunk that read them; NULL otherwise."},
+    {NULL, NULL},
+};
+
+static const comment FACTS_COMMENTS[] = {
+    {"app_id", "The stream (Delta txn app id) the row is about."},
+    {"batch_id", "Its micro-batch; with app_id, the row's key. NULL on snapshot events."},
+    {"rows", "Change rows the batch wrote (0 for an empty batch); snapshot rows on snapshot "
+             "events."},
+    {"min_lsn", "Smallest _start_lsn of the batch's rows; on events, the event's LSN."},
+    {"max_lsn", "Largest _start_lsn of the batch's rows; on events, the event's LSN."},
+    {"min_commit_ts", "Earliest commit time of the batch's rows, UTC."},
+    {"max_commit_ts", "Latest commit time of the batch's rows, UTC."},
+    {"deletes", "Rows with operation 1."},
+    {"inserts", "Rows with operation 2."},
+    {"updates", "Rows with operation 4 (before images are not counted)."},
+    {"started_at", "When the batch started, UTC."},
+    {"duration_ms", "From the batch's start to its bronze commit, milliseconds."},
+    {"source_rtt_ms", "Median round trip of one SELECT 1 per reading connection, milliseconds."},
+    {"read_seconds", "Seconds spent reading, summed over the batch's ranges."},
+    {"read_mb", "Megabytes of columnar data read, summed over the ranges."},
+    {"network_wait_ms", "ASYNC_NETWORK_IO wait of the reading sessions, milliseconds (NULL when "
+                        "the server does not tell)."},
+    {"retention_watermark_ts", "Commit time of the capture instance's min_lsn after the read: "
+                               "changes before it are purged."},
+    {"retention_headroom_hours", "Hours between the batch end and the retention watermark: how "
+                                 "far the stream is from losing changes."},
+    {"event", "NULL for a micro-batch; else the event: bootstrap, resnapshot, snapshot_open, "
+              "snapshot_plan, snapshot_chunk, schema_change, capture_instance_switched, "
+              "data_skipped."},
+    {"lost_from_ts", "On resnapshot and data_skipped rows, the commit time from which changes "
+                     "were lost."},
+    {"lost_to_ts", "On resnapshot and data_skipped rows, the commit time up to which changes "
+                   "were lost, when certain."},
+    {"source_max_commit_ts", "Commit time of the server's max_lsn after the read."},
+    {"capture_lag_seconds", "Seconds between the reader's clock and source_max_commit_ts: how "
+                            "far SQL Server's capture is behind."},
+    {"ingestion_lag_seconds", "source_max_commit_ts minus end_commit_ts: how far the stream is "
+                              "behind what was captured."},
+    {"end_lsn", "The batch's end offset (the LSN it read up to); on events, the event's LSN."},
+    {"end_commit_ts", "Commit time of end_lsn, UTC."},
+    {"detail", "JSON or text about the row: the batch's warnings {\"warnings\": [...]}, an "
+               "event's payload, a DDL statement."},
+    {"target", "The bronze table the stream writes."},
+    {"written_at", "When the row was written, UTC."},
+    {NULL, NULL},
+};
+
+static const comment CONTROL_COMMENTS[] = {
+    {"table_name", "The table the row is about, as its writers name it."},
+    {"finalized_until", "Every period ending at or before this UTC instant is complete in the "
+                        "table; it only moves forward."},
+    {"end_lsn", "The batch end that last moved finalized_until."},
+    {"end_commit_ts", "Commit time of end_lsn, UTC."},
+    {"updated_at", "When finalized_until last moved, UTC."},
+    {"applied_lsn", "Silver tables: the highest bronze LSN applied."},
+    {"snapshot_lsn", "Silver tables: the snapshot the table was last rebuilt from."},
+    {"open_snapshot_lsn", "Silver tables: a chunked snapshot still being read and applied wave "
+                          "by wave."},
+    {"snapshot_wave", "Silver tables: the last wave of open_snapshot_lsn applied."},
+    {NULL, NULL},
+};
+
+static const struct {
+    const char *description;
+    const comment *comments;
+} DESCRIBED[] = {
+    [MCDC_KIND_BRONZE] = {"Change log of one SQL Server table, written by mssql-cdc: every CDC "
+                          "change row once, appended per micro-batch, plus snapshot rows "
+                          "(operation 0). Rebuild the table from the newest snapshot and the "
+                          "changes after its LSN.",
+                          BRONZE_COMMENTS},
+    [MCDC_KIND_FACTS] = {"What mssql-cdc's streams did: one row per micro-batch and per event "
+                         "(snapshots, schema changes, skipped changes), with read metrics.",
+                         FACTS_COMMENTS},
+    [MCDC_KIND_CONTROL] = {"Completeness verdicts (finalized_until) of the tables mssql-cdc "
+                           "writes, one row per table: a period is final once it ends at or "
+                           "before the verdict.",
+                           CONTROL_COMMENTS},
+};
+
+const char *mcdc_table_description(mcdc_table_kind k) {
+    return k > 0 && (size_t)k < sizeof DESCRIBED / sizeof DESCRIBED[0] ? DESCRIBED[k].description
+                                                                       : NULL;
+}
+
+const char *mcdc_table_column_comment(mcdc_table_kind k, const char *column) {
+    if (k <= 0 || (size_t)k >= sizeof DESCRIBED / sizeof DESCRIBED[0] || !DESCRIBED[k].comments)
+        return NULL;
+    for (const comment *c = DESCRIBED[k].comments; c->name; c++)
+        if (strcmp(c->name, column) == 0) return c->comment;
+    return NULL;
+}
+
 static const col FACTS[] = {
     {"app_id", MCDC_TYPE_UTF8},
     {"batch_id", MCDC_TYPE_INT64},

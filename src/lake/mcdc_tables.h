@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "mcdc_batch.h"
+#include "mcdc_lake.h"
 
 /* Bronze = the reader's output schema + _batch_id INT, _snapshot STRING,
  * _chunk INT (reference §2.3.2). */
@@ -20,6 +21,11 @@ int mcdc_bronze_schema(mcdc_schema **out, const mcdc_schema *output, mcdc_error 
 int mcdc_facts_schema(mcdc_schema **out, mcdc_error *err);
 /* Control (reference §2.9). */
 int mcdc_control_schema(mcdc_schema **out, mcdc_error *err);
+
+/* A kind's table description and a column's comment (NULL when none:
+ * captured columns, kinds without texts). Static strings. */
+const char *mcdc_table_description(mcdc_table_kind k);
+const char *mcdc_table_column_comment(mcdc_table_kind k, const char *column);
 
 /* Column names the reader's output uses and bronze adds; a captured column
  * with one of these names (any case) is refused. */

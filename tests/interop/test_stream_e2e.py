@@ -369,6 +369,23 @@ def test_bronze_gains_columns_by_schema_evolution(sim, workdir):
     assert old and all(r["amount"] is None for r in old)
     assert any(r["amount"] is not None for r in new if r["_operation"] == 2)
     assert_exactly_once(sim, workdir)
+    # the metadata columns keep their comments through the evolution
+    fields = {f.name: f.metadata for f in DeltaTable(os.path.join(workdir, "bronze")).schema().fields}
+    assert all(fields[c].get("comment") for c in ("_start_lsn", "_operation", "_batch_id"))
+
+
+def test_tables_describe_themselves_and_their_columns(sim, workdir):
+    """Every column mssql-cdc defines has a comment and each table a description, as
+    the reference's tables do (the words are ours); captured columns have none."""
+    make_db(sim)
+    write_changes(sim, 1, 2)
+    run_cli(*stream_args(sim, workdir))
+    for name in ("bronze", "facts", "control"):
+        dt = DeltaTable(os.path.join(workdir, name))
+        assert len(dt.metadata().description or "") > 40, name
+        for f in dt.schema().fields:
+            captured = name == "bronze" and not f.name.startswith("_")
+            assert bool(f.metadata.get("comment")) != captured, (name, f.name, f.metadata)
 
 
 @pytest.mark.skipif(not os.path.exists(os.path.join(os.path.dirname(CLI), "..", "build-tsan",
