@@ -200,10 +200,29 @@ typedef struct mcdc_stream_cfg {
     mcdc_log_fn log_fn;        /* NULL: stderr */
     void *log_user;
     mcdc_log_level log_level;  /* less severe messages are dropped */
+    /* bootstrap: snapshot the table into target before the first batch of
+     * a new checkpoint (snapshot_open and bootstrap facts rows with a facts
+     * table), then stream from the snapshot's LSN. */
+    bool bootstrap;
+    mcdc_snapshot_mode snapshot;
 } mcdc_stream_cfg;
 #define MCDC_STREAM_CFG_INIT \
     {MCDC_STREAM_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, MCDC_TRIGGER_DEFAULT, 0, \
-     MCDC_GRANULARITY_HOUR, 0, NULL, NULL, 0, NULL, NULL, MCDC_LOG_WARN}
+     MCDC_GRANULARITY_HOUR, 0, NULL, NULL, 0, NULL, NULL, MCDC_LOG_WARN, false, MCDC_SNAPSHOT_FULL}
+
+/* A position in the change log, as a stream's offsets hold it: the last
+ * processed commit and its UTC commit time. */
+typedef struct mcdc_offset {
+    char lsn[24];          /* "0x" + 20 upper-case hex digits */
+    bool has_commit_ts;    /* false: no commit maps to lsn (nothing captured yet) */
+    int64_t commit_us;     /* UTC microseconds */
+} mcdc_offset;
+
+/* How a stream takes the snapshots it needs (bootstrap). */
+typedef enum mcdc_snapshot_mode {
+    MCDC_SNAPSHOT_FULL = 0,   /* the whole table read before the stream goes on */
+    MCDC_SNAPSHOT_CHUNKED = 1 /* opened, read by backfill next to the stream (not yet) */
+} mcdc_snapshot_mode;
 
 /* What one committed micro-batch did (append-only struct). */
 typedef struct mcdc_batch_report {
@@ -238,6 +257,35 @@ MCDC_API int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_
  * return from mcdc_stream_run. */
 MCDC_API void mcdc_stream_request_stop(mcdc_stream *s);
 MCDC_API void mcdc_stream_free(mcdc_stream *s);
+
+/* ------------------------------------------------------------------------
+ * Snapshots (the reference's snapshot()): the tracked table's current rows
+ * appended to bronze as operation 0, stamped with an LSN recorded before
+ * the read; a stream started at that LSN loses and doubles nothing.
+ * ---------------------------------------------------------------------- */
+#define MCDC_SNAPSHOT_CFG_VERSION 1
+typedef struct mcdc_snapshot_cfg {
+    int version;               /* MCDC_SNAPSHOT_CFG_VERSION */
+    const char *target;        /* bronze: a path, or schema.table under warehouse */
+    const char *warehouse;     /* NULL: ./warehouse */
+    bool resnapshot;           /* take a new one even when target holds one */
+    mcdc_budget *budget;       /* NULL: no limit */
+    mcdc_log_fn log_fn;        /* NULL: stderr */
+    void *log_user;
+    mcdc_log_level log_level;
+} mcdc_snapshot_cfg;
+#define MCDC_SNAPSHOT_CFG_INIT \
+    {MCDC_SNAPSHOT_CFG_VERSION, NULL, NULL, false, NULL, NULL, NULL, MCDC_LOG_WARN}
+
+/* Appends a snapshot of the capture instance's table (opts: the source
+ * options; snapshotLsn, snapshotKeys, isolationLevel, lockTimeoutMs and
+ * numPartitions apply) and returns the offset it is stamped with. When
+ * target already holds a snapshot of any capture instance of the table
+ * (and !resnapshot), returns that one's offset and reads nothing (*taken
+ * false). *rows: rows appended (0 when none was taken). */
+MCDC_API int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken,
+                                const mcdc_opts *opts, const mcdc_snapshot_cfg *cfg,
+                                mcdc_error *err);
 
 /* ------------------------------------------------------------------------
  * Tables

@@ -223,6 +223,15 @@ int mcdc_table_check_kind(mcdc_table *t, mcdc_table_kind want, const char *role,
     return MCDC_OK;
 }
 
+int mcdc_table_each_file_stats(mcdc_table *t, mcdc_file_stats_fn fn, void *ctx, mcdc_error *err) {
+    const mcdc_delta_snapshot *s;
+    int rc = mcdc_delta_table_latest(&s, t->dt, err);
+    size_t n = rc == MCDC_OK && s ? mcdc_delta_snapshot_file_count(s) : 0;
+    for (size_t i = 0; i < n && rc == MCDC_OK; i++)
+        rc = fn(ctx, mcdc_delta_snapshot_file(s, i)->stats_json, err);
+    return rc;
+}
+
 int mcdc_table_max_text_stat(mcdc_table *t, const char *column, char *out, size_t cap,
                              bool *rows, bool *known, mcdc_error *err) {
     MCDC_ASSERT(cap > 0);

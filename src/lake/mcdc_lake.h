@@ -63,6 +63,10 @@ int mcdc_table_txn_commit(mcdc_table *t, const char *app_id, int64_t txn_version
  * too. A missing or empty location is fine (the table will be created). */
 int mcdc_table_check_kind(mcdc_table *t, mcdc_table_kind want, const char *role,
                           mcdc_error *err);
+/* Calls fn with the statistics JSON of every live file (NULL when a file
+ * has none); fn returning non-zero stops. */
+typedef int (*mcdc_file_stats_fn)(void *ctx, const char *stats_json, mcdc_error *err);
+int mcdc_table_each_file_stats(mcdc_table *t, mcdc_file_stats_fn fn, void *ctx, mcdc_error *err);
 /* The largest maxValues[column] of the live files' statistics (a string
  * column, text into out). *rows: the table holds rows; *known false when
  * some file with rows has no usable statistic for it (out is then only a

@@ -1122,3 +1122,147 @@ int mcdc_cdc_changes_sql(mcdc_buf *out, const char *ci, const mcdc_field *cols,
     if (rc == MCDC_OK) rc = mcdc_buf_cstr(out, err);
     return rc;
 }
+
+/* ---- the tracked table (snapshots) ------------------------------------------------------ */
+static int table_ref(mcdc_buf *out, const char *schema, const char *table, mcdc_error *err) {
+    int rc = quote_ident(out, schema, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_append_byte(out, '.', err);
+    if (rc == MCDC_OK) rc = quote_ident(out, table, err);
+    return rc;
+}
+
+/* SET LOCK_TIMEOUT before reads of the source table (lockTimeoutMs). */
+static int lock_timeout_sql(mcdc_buf *out, int64_t ms, mcdc_error *err) {
+    return ms >= 0 ? mcdc_buf_printf(out, err, "SET LOCK_TIMEOUT %lld; ", (long long)ms) : MCDC_OK;
+}
+
+int mcdc_cdc_snapshot_sql(mcdc_buf *out, const mcdc_snapshot_query *q, mcdc_error *err) {
+    MCDC_ASSERT(q->source_schema && q->source_table && q->lsn && q->source_names);
+    mcdc_lsn check;
+    if (mcdc_lsn_parse_cstr(&check, q->lsn, err) != MCDC_OK) return MCDC_E_INVALID;
+    if (q->commit_ts) { /* inlined: digits, '-', ':', 'T', '.' only */
+        for (const char *p = q->commit_ts; *p; p++)
+            if (!strchr("0123456789-:T.", *p))
+                return mcdc_error_set(err, MCDC_E_INVALID, "snapshot commit time '%s'", q->commit_ts);
+    }
+    int rc = mcdc_buf_printf(out, err, "SET TRANSACTION ISOLATION LEVEL %s; ",
+                             q->snapshot_isolation ? "SNAPSHOT" : "READ COMMITTED");
+    if (rc == MCDC_OK) rc = lock_timeout_sql(out, q->lock_timeout_ms, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_buf_printf(out, err,
+                             "SELECT CAST('%s' AS varchar(22)) AS [_start_lsn], "
+                             "CAST(NULL AS varchar(22)) AS [_seqval], "
+                             "CAST(0 AS int) AS [_operation], ",
+                             q->lsn);
+    if (rc == MCDC_OK && q->include_command_id)
+        rc = mcdc_buf_append_str(out, "CAST(NULL AS int) AS [_command_id], ", err);
+    if (rc == MCDC_OK)
+        rc = q->commit_ts ? mcdc_buf_printf(out, err, "CAST('%s' AS datetime2(6)) AS [_commit_ts]",
+                                            q->commit_ts)
+                          : mcdc_buf_append_str(out, "CAST(NULL AS datetime2(6)) AS [_commit_ts]", err);
+    for (int i = 0; i < q->n_cols && rc == MCDC_OK; i++) {
+        rc = mcdc_buf_append_str(out, ", ", err);
+        if (rc == MCDC_OK && q->source_names[i]) {
+            rc = mcdc_buf_append_str(out, "t.", err);
+            if (rc == MCDC_OK) rc = quote_ident(out, q->source_names[i], err);
+        } else if (rc == MCDC_OK) {
+            char ty[32];
+            mcdc_cdc_sql_type_of(&q->cols[i], ty);
+            rc = mcdc_buf_printf(out, err, "CAST(NULL AS %s)", ty);
+        }
+        if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, " AS ", err);
+        if (rc == MCDC_OK) rc = quote_ident(out, q->cols[i].name, err);
+    }
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, " FROM ", err);
+    if (rc == MCDC_OK) rc = table_ref(out, q->source_schema, q->source_table, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, " AS t", err);
+    if (rc == MCDC_OK && q->key && (q->has_lo || q->has_hi)) {
+        /* [lo, hi); the first range also takes NULL keys (they sort first). */
+        mcdc_buf k = {0};
+        rc = mcdc_buf_append_str(&k, "t.", err);
+        if (rc == MCDC_OK) rc = quote_ident(&k, q->key, err);
+        if (rc == MCDC_OK) rc = mcdc_buf_cstr(&k, err);
+        const char *kk = (const char *)k.data;
+        if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, " WHERE ", err);
+        if (rc == MCDC_OK && q->with_nulls) rc = mcdc_buf_printf(out, err, "(%s IS NULL OR (", kk);
+        if (rc == MCDC_OK && q->has_lo) rc = mcdc_buf_printf(out, err, "%s >= %lld", kk, (long long)q->lo);
+        if (rc == MCDC_OK && q->has_lo && q->has_hi) rc = mcdc_buf_append_str(out, " AND ", err);
+        if (rc == MCDC_OK && q->has_hi) rc = mcdc_buf_printf(out, err, "%s < %lld", kk, (long long)q->hi);
+        if (rc == MCDC_OK && q->with_nulls) rc = mcdc_buf_append_str(out, "))", err);
+        mcdc_buf_free(&k);
+    }
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(out, err);
+    return rc;
+}
+
+int mcdc_cdc_key_extent(int64_t *lo, int64_t *hi, bool *empty, mcdc_cdc_client *c,
+                        const char *source_schema, const char *source_table, const char *key,
+                        int64_t lock_timeout_ms, mcdc_error *err) {
+    *lo = *hi = 0;
+    *empty = true;
+    mcdc_buf sql = {0}, k = {0};
+    int rc = lock_timeout_sql(&sql, lock_timeout_ms, err);
+    if (rc == MCDC_OK) rc = quote_ident(&k, key, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&k, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_buf_printf(&sql, err,
+                             "SELECT CAST(MIN(t.%s) AS bigint) AS lo, CAST(MAX(t.%s) AS bigint) "
+                             "AS hi FROM ",
+                             (const char *)k.data, (const char *)k.data);
+    if (rc == MCDC_OK) rc = table_ref(&sql, source_schema, source_table, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(&sql, " AS t", err);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&sql, err);
+    mcdc_result *r = NULL;
+    mcdc_batch *b = NULL;
+    if (rc == MCDC_OK) rc = mcdc_conn_exec(&r, c->conn, (const char *)sql.data, NULL, 0, err);
+    if (rc == MCDC_OK) rc = mcdc_result_next_batch(&b, r, 2, err);
+    char v[32];
+    if (rc == MCDC_OK && b && b->rows == 1 && cell(b, "lo", 0, v, sizeof v) &&
+        mcdc_parse_i64(v, lo) == MCDC_OK && cell(b, "hi", 0, v, sizeof v) &&
+        mcdc_parse_i64(v, hi) == MCDC_OK)
+        *empty = false;
+    mcdc_batch_free(b);
+    mcdc_result_free(r);
+    mcdc_buf_free(&sql);
+    mcdc_buf_free(&k);
+    if (rc) mcdc_error_wrap(err, "reading the key extent of %s.%s", source_schema, source_table);
+    return rc;
+}
+
+typedef struct {
+    const int *ids;
+    int n;
+    char **names;
+} names_acc;
+
+static int name_row(void *ctx, const mcdc_batch *b, int64_t row, mcdc_error *err) {
+    names_acc *a = ctx;
+    char name[MCDC_IDENT_BYTES_MAX + 1], id[32];
+    int64_t v;
+    if (!cell(b, "name", row, name, sizeof name) || !cell(b, "column_id", row, id, sizeof id) ||
+        mcdc_parse_i64(id, &v) != MCDC_OK)
+        return mcdc_error_set(err, MCDC_E_PROTOCOL, "sys.columns: a row without name or column_id");
+    for (int i = 0; i < a->n; i++)
+        if (a->ids[i] == v && a->names[i] == NULL &&
+            (a->names[i] = mcdc_strdup(name)) == NULL)
+            return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    return MCDC_OK;
+}
+
+int mcdc_cdc_column_names_by_id(char ***names, mcdc_cdc_client *c, const char *source_schema,
+                                const char *source_table, const int *ids, int n, mcdc_error *err) {
+    *names = mcdc_calloc((size_t)(n ? n : 1), sizeof **names);
+    if (*names == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    names_acc a = {ids, n, *names};
+    const char *p[] = {source_schema, source_table};
+    int rc = for_each_row(c,
+                          "SELECT name, column_id FROM sys.columns WHERE object_id = "
+                          "OBJECT_ID(QUOTENAME(?) + '.' + QUOTENAME(?))",
+                          p, 2, name_row, &a, err);
+    if (rc) {
+        for (int i = 0; i < n; i++) mcdc_free((*names)[i]);
+        mcdc_free(*names);
+        *names = NULL;
+    }
+    return rc;
+}

@@ -199,4 +199,40 @@ int mcdc_cdc_changes_sql(mcdc_buf *out, const char *ci, const mcdc_field *cols,
                          const char *commit_time_sql, const mcdc_row_key *after,
                          mcdc_error *err);
 
+/* ---- the tracked table (snapshots, reference §2.4.1, §3.7) ---------------- */
+
+/* The text of one snapshot read: the source table's rows in the stream's
+ * output schema (_operation 0, _start_lsn the snapshot's LSN, _commit_ts its
+ * commit time, _seqval and _command_id NULL), under the isolation level
+ * asked, never NOLOCK. An integer key range restricts it. */
+typedef struct mcdc_snapshot_query {
+    const char *source_schema, *source_table;
+    const mcdc_field *cols;          /* the captured columns read, n_cols */
+    int n_cols;
+    const char *const *source_names; /* per column: its name in the table now (matched by
+                                        column_id), NULL when dropped: a typed NULL */
+    bool include_command_id;
+    const char *lsn;                 /* "0x" + 20 hex */
+    const char *commit_ts;           /* UTC "YYYY-MM-DDTHH:MM:SS.ffffff", NULL: unknown */
+    const char *key;                 /* integer key column, NULL: the whole table */
+    bool has_lo, has_hi;             /* lo <= key < hi; open ends */
+    int64_t lo, hi;
+    bool with_nulls;                 /* the range also takes rows whose key is NULL */
+    bool snapshot_isolation;         /* SNAPSHOT, else READ COMMITTED */
+    int64_t lock_timeout_ms;         /* < 0: wait forever */
+} mcdc_snapshot_query;
+int mcdc_cdc_snapshot_sql(mcdc_buf *out, const mcdc_snapshot_query *q, mcdc_error *err);
+
+/* MIN and MAX of an integer key column of the table (*empty: no row with a
+ * key). */
+int mcdc_cdc_key_extent(int64_t *lo, int64_t *hi, bool *empty, mcdc_cdc_client *c,
+                        const char *source_schema, const char *source_table, const char *key,
+                        int64_t lock_timeout_ms, mcdc_error *err);
+
+/* The table's current name of each column_id (sys.columns): names[i] for
+ * ids[i], NULL when the table has no such column (dropped). names owned
+ * (mcdc_free each and the array). */
+int mcdc_cdc_column_names_by_id(char ***names, mcdc_cdc_client *c, const char *source_schema,
+                                const char *source_table, const int *ids, int n, mcdc_error *err);
+
 #endif /* MCDC_CDC_CLIENT_H */

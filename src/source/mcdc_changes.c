@@ -1,5 +1,5 @@
 /*
- * mcdc_changes.c - the stream's change feed (src/pipeline/mcdc_changes.h) on
+ * mcdc_changes.c - the stream's change feed (mcdc_changes.h) on
  * the CDC client and the change reader: one control connection for the
  * positions and the planning, a fresh connection per range read.
  *
@@ -7,7 +7,7 @@
  * only reads the immutable parts of the handle (options, schema, clock).
  * The control connection is serialised by a mutex.
  */
-#include "mcdc_changes.h"
+#include "mcdc_changes_int.h"
 
 #include <ctype.h>
 #include <pthread.h>
@@ -19,28 +19,12 @@
 #include "mcdc_connstr.h"
 #include "mcdc_reader.h"
 
-struct mcdc_changes {
-    char ci[MCDC_IDENT_BYTES_MAX + 1];
-    mcdc_connstr *connstr;
-    mcdc_connstr_connector connector;
-    mcdc_conn *control;
-    mcdc_cdc_client *client;
-    pthread_mutex_t mu;
-    mcdc_clock clock;
-    mcdc_lsn instance_start;  /* start_lsn of the instance */
-    mcdc_schema *captured;    /* columns read, with their types */
-    mcdc_schema *schema;      /* output schema */
-    mcdc_reader_options ropt; /* template for each range */
-    int retries_max;          /* control-call retries */
-    int backoff_ms_first;
-};
-
 /* ---- the control connection and its retries (ADR 0029) -------------------------
  * Positions and planning run on one connection kept by the handle. A
  * transient error (connection lost, timeout, deadlock) is retried on a new
  * connection: MCDC_RETRIES_MAX times, backoff 1-2 s, 2-4 s, 4-8 s, a
  * warning each time. Other errors fail at once. */
-static int control_connect(mcdc_changes *c, mcdc_error *err) {
+int mcdc_changes__control_connect(mcdc_changes *c, mcdc_error *err) {
     mcdc_cdc_client_free(c->client);
     c->client = NULL;
     mcdc_conn_close(c->control);
@@ -67,7 +51,7 @@ static uint64_t backoff_jitter(uint64_t below) {
 
 /* After a control call returned rc: true when it should run again (the
  * connection is dropped; the next round opens a new one). */
-static bool control_again(mcdc_changes *c, int rc, int *attempt, mcdc_error *err) {
+bool mcdc_changes__control_again(mcdc_changes *c, int rc, int *attempt, mcdc_error *err) {
     if (rc != MCDC_E_TRANSIENT || *attempt >= c->retries_max) return false;
     int64_t base = (int64_t)c->backoff_ms_first << *attempt;
     int64_t wait = base + (int64_t)backoff_jitter((uint64_t)base);
@@ -83,20 +67,6 @@ static bool control_again(mcdc_changes *c, int rc, int *attempt, mcdc_error *err
     if (wait > 0) mcdc_sleep_ms(wait);
     return true;
 }
-
-/* Runs `call` (an expression using c->client / c->control) under the
- * control mutex, reconnecting and retrying transient failures. */
-#define CONTROL_CALL(rc, c, err, call)                                   \
-    do {                                                                 \
-        int attempt_ = 0;                                                \
-        pthread_mutex_lock(&(c)->mu);                                    \
-        for (;;) {                                                       \
-            (rc) = (c)->client ? MCDC_OK : control_connect((c), (err));  \
-            if ((rc) == MCDC_OK) (rc) = (call);                          \
-            if (!control_again((c), (rc), &attempt_, (err))) break;      \
-        }                                                                \
-        pthread_mutex_unlock(&(c)->mu);                                  \
-    } while (0)
 
 /* ---- the columns option: a small subset of Spark DDL ---------------------------- */
 static int ddl_type(const char *t, mcdc_type_id *type, int32_t *p, int32_t *s) {
@@ -219,6 +189,29 @@ static int parse_columns(mcdc_schema **out, const char *ddl, const mcdc_schema *
 }
 
 /* ---- open ----------------------------------------------------------------------------- */
+static void free_keys(mcdc_changes *c) {
+    for (int i = 0; i < c->n_keys; i++) mcdc_free(c->keys[i]);
+    mcdc_free(c->keys);
+    c->keys = NULL;
+    c->n_keys = 0;
+}
+
+static int set_keys(mcdc_changes *c, const char *const *keys, int n, mcdc_error *err) {
+    free_keys(c);
+    if (n == 0) return MCDC_OK;
+    c->keys = mcdc_calloc((size_t)n, sizeof *c->keys);
+    if (c->keys == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    for (int i = 0; i < n; i++) {
+        c->keys[i] = mcdc_strdup(keys[i]);
+        if (c->keys[i] == NULL) {
+            c->n_keys = i;
+            return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        }
+    }
+    c->n_keys = n;
+    return MCDC_OK;
+}
+
 /* The instance as named, else the only case-insensitive match (§2.1.1). */
 static int resolve_instance(mcdc_changes *c, const char *want, mcdc_error *err) {
     mcdc_capture_instance *v = NULL;
@@ -252,6 +245,13 @@ static int resolve_instance(mcdc_changes *c, const char *want, mcdc_error *err) 
     } else {
         snprintf(c->ci, sizeof c->ci, "%s", v[at].name);
         c->instance_start = v[at].start_lsn;
+        /* Kept for snapshots: the tracked table and its unique index. */
+        mcdc_free(c->source_schema);
+        mcdc_free(c->source_table);
+        c->source_schema = v[at].source_schema;
+        c->source_table = v[at].source_table;
+        v[at].source_schema = v[at].source_table = NULL;
+        rc = set_keys(c, (const char *const *)v[at].keys, v[at].n_keys, err);
     }
     mcdc_capture_instances_free(v, n);
     return rc;
@@ -259,6 +259,9 @@ static int resolve_instance(mcdc_changes *c, const char *want, mcdc_error *err) 
 
 void mcdc_changes_close(mcdc_changes *c) {
     if (c == NULL) return;
+    free_keys(c);
+    mcdc_free(c->source_schema);
+    mcdc_free(c->source_table);
     mcdc_cdc_client_free(c->client);
     mcdc_conn_close(c->control);
     mcdc_connstr_free(c->connstr);
@@ -282,6 +285,7 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
     mcdc_changes *c = mcdc_calloc(1, sizeof *c);
     if (c == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     pthread_mutex_init(&c->mu, NULL);
+    c->opts = opts;
     rc = mcdc_connstr_parse(&c->connstr, cs, err);
     if (rc == MCDC_OK) {
         c->connector.connstr = c->connstr;

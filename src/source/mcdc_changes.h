@@ -61,4 +61,43 @@ int mcdc_changes_plan(mcdc_changes *c, const mcdc_lsn *from, const mcdc_lsn *to,
 int mcdc_changes_read(mcdc_changes *c, const mcdc_lsn_range *r, mcdc_batch_fn fn, void *ctx,
                       mcdc_reader_metrics *m, mcdc_error *err);
 
+/* ---- the tracked table's rows: snapshots (reference §2.4.1, §3.7) ----------
+ * The source table of the capture instance read in the output schema:
+ * _operation 0, _start_lsn the snapshot's LSN, _commit_ts its commit time,
+ * _seqval and _command_id NULL; a captured column the table has dropped
+ * (matched by column_id) reads NULL. READ COMMITTED, or SNAPSHOT with
+ * isolationLevel=snapshot; lockTimeoutMs sets LOCK_TIMEOUT; never NOLOCK. */
+
+/* A range of the key the reads are cut on: [lo, hi) of a single integer
+ * key (an open end without has_*), the first range also taking NULL keys;
+ * no key: the whole table. */
+typedef struct mcdc_snapshot_range {
+    bool keyed;
+    bool has_lo, has_hi, with_nulls;
+    int64_t lo, hi;
+} mcdc_snapshot_range;
+
+/* The snapshot's LSN, recorded before anything is read: snapshotLsn when
+ * set, else max_lsn, or the capture instance's first LSN minus one while
+ * capture has not reached it; and its commit time (*has_ts false when no
+ * commit maps to it). */
+int mcdc_changes_snapshot_lsn(mcdc_changes *c, mcdc_lsn *out, int64_t *commit_us, bool *has_ts,
+                              mcdc_error *err);
+/* Up to n_max ranges to read in parallel: uniform ranges of [MIN, MAX] of a
+ * single integer key (the unique index's, or snapshotKeys), else one. *out
+ * owned (mcdc_free). */
+int mcdc_changes_snapshot_plan(mcdc_changes *c, int n_max, mcdc_snapshot_range **out, int *n_out,
+                               mcdc_error *err);
+/* Reads one range on its own connection; batches (output schema) to fn. */
+int mcdc_changes_snapshot_read(mcdc_changes *c, const mcdc_snapshot_range *r, const mcdc_lsn *lsn,
+                               bool has_ts, int64_t commit_us, mcdc_batch_fn fn, void *ctx,
+                               mcdc_reader_metrics *m, mcdc_error *err);
+/* Is name one of the capture instances of the tracked table (ignoring
+ * case)? A prefix: name may be a statistic cut at some characters. */
+int mcdc_changes_is_table_instance(mcdc_changes *c, const char *name, bool prefix, bool *yes,
+                                   mcdc_error *err);
+/* The tracked table, "schema.table" (borrowed strings). */
+const char *mcdc_changes_source_schema(const mcdc_changes *c);
+const char *mcdc_changes_source_table(const mcdc_changes *c);
+
 #endif /* MCDC_CHANGES_H */

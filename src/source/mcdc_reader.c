@@ -194,6 +194,12 @@ typedef struct attempt {
 } attempt;
 
 /* Appends the constant capture instance to rows [from, length). */
+static int fill_capture_instance(mcdc_column *c, const char *ci, int64_t rows, mcdc_error *err);
+int mcdc_reader_fill_capture_instance(mcdc_batch *b, const char *ci, int64_t rows,
+                                      mcdc_error *err) {
+    return fill_capture_instance(&b->columns[COL_CI], ci, rows, err);
+}
+
 static int fill_capture_instance(mcdc_column *c, const char *ci, int64_t rows, mcdc_error *err) {
     int64_t len = (int64_t)strlen(ci);
     int rc = mcdc_col_reserve(c, rows, rows * len, err);

@@ -123,4 +123,9 @@ int mcdc_reader_read_range(mcdc_reader_metrics *metrics, const mcdc_reader_optio
                            const mcdc_lsn *to, bool last, mcdc_batch_fn sink,
                            void *sink_ctx, mcdc_error *err);
 
+/* The batch's _capture_instance column (its first) filled with ci for its
+ * `rows` rows (decoders fill the other columns and leave this one). */
+int mcdc_reader_fill_capture_instance(mcdc_batch *b, const char *ci, int64_t rows,
+                                      mcdc_error *err);
+
 #endif /* MCDC_READER_H */

@@ -1,0 +1,60 @@
+/*
+ * mcdc_changes_int.h - the change feed handle's inside, shared by the files
+ * that implement it (mcdc_changes.c: positions, planning, change reads;
+ * mcdc_snapshot.c: the tracked table's rows). Nothing outside src/source
+ * includes it.
+ */
+#ifndef MCDC_CHANGES_INT_H
+#define MCDC_CHANGES_INT_H
+
+#include <pthread.h>
+
+#include "mcdc_cdc_client.h"
+#include "mcdc_changes.h"
+#include "mcdc_connstr.h"
+#include "mcdc_reader.h"
+
+struct mcdc_changes {
+    char ci[MCDC_IDENT_BYTES_MAX + 1];
+    mcdc_connstr *connstr;
+    mcdc_connstr_connector connector;
+    mcdc_conn *control;
+    mcdc_cdc_client *client;
+    pthread_mutex_t mu;
+    mcdc_clock clock;
+    mcdc_lsn instance_start;  /* start_lsn of the instance */
+    mcdc_schema *captured;    /* columns read, with their types */
+    mcdc_schema *schema;      /* output schema */
+    mcdc_reader_options ropt; /* template for each range */
+    int retries_max;          /* control-call retries */
+    int backoff_ms_first;
+    /* The tracked table and the key its snapshots are cut on (the capture
+     * instance's unique index, or snapshotKeys). */
+    char *source_schema, *source_table;
+    char **keys;
+    int n_keys;
+    const mcdc_opts *opts;    /* borrowed: isolationLevel, lockTimeoutMs... */
+};
+
+
+/* The control connection: (re)opened on demand; after a call returned rc,
+ * true when it should run again (a transient error, retries left; the
+ * connection was dropped and the backoff waited). */
+int mcdc_changes__control_connect(mcdc_changes *c, mcdc_error *err);
+bool mcdc_changes__control_again(mcdc_changes *c, int rc, int *attempt, mcdc_error *err);
+
+/* Runs `call` (an expression using c->client / c->control) under the
+ * control mutex, reconnecting and retrying transient failures. */
+#define CONTROL_CALL(rc, c, err, call)                                   \
+    do {                                                                 \
+        int attempt_ = 0;                                                \
+        pthread_mutex_lock(&(c)->mu);                                    \
+        for (;;) {                                                       \
+            (rc) = (c)->client ? MCDC_OK : mcdc_changes__control_connect((c), (err));  \
+            if ((rc) == MCDC_OK) (rc) = (call);                          \
+            if (!mcdc_changes__control_again((c), (rc), &attempt_, (err))) break;      \
+        }                                                                \
+        pthread_mutex_unlock(&(c)->mu);                                  \
+    } while (0)
+
+#endif /* MCDC_CHANGES_INT_H */
