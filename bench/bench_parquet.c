@@ -134,7 +134,7 @@ int main(int argc, char **argv) {
         mcdc_parquet_writer *w = NULL;
         mcdc_error e = MCDC_ERROR_INIT;
         int64_t t0 = mcdc_monotonic_us(), input = 0, done = 0;
-        int rc = mcdc_parquet_writer_open(&w, path, s, &o, &e);
+        int rc = mcdc_parquet_writer_open_path(&w, path, s, &o, &e);
         for (int i = 0; !rc && done < rows; i = (i + 1) % N_BATCHES) {
             rc = mcdc_parquet_writer_write(w, batches[i], &e);
             done += BATCH_ROWS;
@@ -161,7 +161,7 @@ int main(int argc, char **argv) {
     int64_t t0 = mcdc_monotonic_us(), n = 0;
     mcdc_parquet_reader *r = NULL;
     mcdc_error e = MCDC_ERROR_INIT;
-    int rc = mcdc_parquet_reader_open(&r, path, NULL, &e);
+    int rc = mcdc_parquet_reader_open_path(&r, path, NULL, &e);
     mcdc_batch *b;
     while (!rc && (rc = mcdc_parquet_reader_next(&b, r, &e)) == MCDC_OK && b) {
         n += b->rows;

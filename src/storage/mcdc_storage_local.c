@@ -1,4 +1,6 @@
-/* mcdc_storage_local.c - the storage seam on a POSIX filesystem. */
+/* mcdc_storage_local.c - the storage seam on a POSIX filesystem: the only
+ * file of the library that opens, creates, renames, links, stats or unlinks
+ * table files (scripts/check_storage_io.py). */
 #include "mcdc_storage.h"
 
 #include <dirent.h>
@@ -11,39 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static const mcdc_storage_writer_ops local_writer_ops;
+
 typedef struct local_storage {
     char *root; /* owned, no trailing '/' (except "/") */
 } local_storage;
-
-void mcdc_storage_listing_free(mcdc_storage_listing *l) {
-    if (l == NULL) return;
-    for (size_t i = 0; i < l->count; i++) mcdc_free(l->entries[i].name);
-    mcdc_free(l->entries);
-    l->entries = NULL;
-    l->count = 0;
-}
-
-/* Keys are relative, '/'-separated, without empty, "." or ".." segments:
- * a key can never leave the root. */
-static int check_key(const char *key, bool allow_trailing_slash, mcdc_error *err) {
-    size_t n = strlen(key);
-    if (n == 0 || key[0] == '/')
-        return mcdc_error_set(err, MCDC_E_INVALID, "storage key \"%s\" must be a relative path",
-                              key);
-    const char *seg = key;
-    for (;;) {
-        const char *slash = strchr(seg, '/');
-        size_t len = slash ? (size_t)(slash - seg) : strlen(seg);
-        bool last = slash == NULL;
-        if ((len == 0 && !(last && allow_trailing_slash && seg != key)) ||
-            (len == 1 && seg[0] == '.') || (len == 2 && seg[0] == '.' && seg[1] == '.'))
-            return mcdc_error_set(err, MCDC_E_INVALID,
-                                  "storage key \"%s\" has an empty, \".\" or \"..\" segment", key);
-        if (last) break;
-        seg = slash + 1;
-    }
-    return MCDC_OK;
-}
 
 static char *join(const local_storage *ls, const char *key) {
     return mcdc_asprintf("%s/%s", ls->root, key);
@@ -75,13 +49,6 @@ done:
     return rc;
 }
 
-/* The directory holding path ("." when none); owned, NULL when out of memory. */
-static char *parent_dir(const char *path) {
-    const char *last = strrchr(path, '/');
-    if (last == NULL) return mcdc_strdup(".");
-    return mcdc_strndup(path, last == path ? 1 : (size_t)(last - path));
-}
-
 /* Allocates nothing: it runs after a commit is published. */
 static int fsync_dir(const char *dir, mcdc_error *err) {
     int rc = MCDC_OK;
@@ -93,159 +60,200 @@ static int fsync_dir(const char *dir, mcdc_error *err) {
     return rc;
 }
 
-static int fsync_parent(const char *path, mcdc_error *err) {
-    char *p = parent_dir(path);
-    if (p == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    int rc = fsync_dir(p, err);
-    mcdc_free(p);
-    return rc;
+/* ---- writers: a hidden temp file next to the key, published at commit ------- */
+
+typedef struct local_writer {
+    char *final; /* owned: the key's path */
+    char *dir;   /* owned: its directory (fsynced after publishing) */
+    char *tmp;   /* owned: the temp file, NULL once it is gone */
+    int fd;      /* open on tmp until commit, else -1 */
+} local_writer;
+
+static void local_writer_discard(void *wself) {
+    local_writer *lw = wself;
+    if (lw == NULL) return;
+    if (lw->fd >= 0) close(lw->fd);
+    if (lw->tmp && unlink(lw->tmp) != 0 && errno != ENOENT)
+        mcdc_log(MCDC_LOG_WARN, "cannot remove temp file %s: %s", lw->tmp, strerror(errno));
+    mcdc_free(lw->tmp);
+    mcdc_free(lw->dir);
+    mcdc_free(lw->final);
+    mcdc_free(lw);
 }
 
-/* Writes data to a new hidden temp file next to final (name starts with '.',
- * so Delta readers ignore it) and fsyncs it. *out_tmp is owned by the caller. */
-static int write_temp(const char *final, const void *data, size_t n, char **out_tmp,
-                      mcdc_error *err) {
-    *out_tmp = NULL;
-    int rc = make_parents(final, err);
-    if (rc) return rc;
+/* Creates the temp file next to the key (its name starts with '.', so Delta
+ * readers ignore it); the key's directories are made when missing. */
+static int local_open_writer(void *self, const char *key, mcdc_storage_writer *w,
+                             mcdc_error *err) {
+    local_storage *ls = self;
+    local_writer *lw = mcdc_calloc(1, sizeof *lw);
+    if (lw == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    lw->fd = -1;
     uint64_t r = 0;
     if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r) r = (uint64_t)mcdc_monotonic_us();
-    const char *slash = strrchr(final, '/');
-    int dir_len = slash ? (int)(slash - final) : 0;
-    const char *base = slash ? slash + 1 : final;
-    char *tmp = mcdc_asprintf("%.*s/.%s.%ld.%016llx.tmp", dir_len, final, base, (long)getpid(),
-                              (unsigned long long)r);
-    if (tmp == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0) {
-        rc = mcdc_error_set(err, MCDC_E_IO, "cannot create %s: %s", tmp, strerror(errno));
-        mcdc_free(tmp);
-        return rc;
+    const char *slash = strrchr(key, '/');
+    int dir_len = slash ? (int)(slash - key) : 0;
+    lw->final = join(ls, key);
+    lw->dir = slash ? mcdc_asprintf("%s/%.*s", ls->root, dir_len, key)
+                    : mcdc_strdup(ls->root[0] ? ls->root : "/");
+    lw->tmp = mcdc_asprintf("%s/.%s.%ld.%016llx.tmp", lw->dir ? lw->dir : "",
+                            slash ? slash + 1 : key, (long)getpid(), (unsigned long long)r);
+    if (lw->final == NULL || lw->dir == NULL || lw->tmp == NULL) {
+        local_writer_discard(lw);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     }
-    const uint8_t *p = data;
-    size_t left = n;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            rc = mcdc_error_set(err, MCDC_E_IO, "cannot write %s: %s", tmp, strerror(errno));
-            break;
-        }
-        p += w;
-        left -= (size_t)w;
-    }
-    if (rc == MCDC_OK && fsync(fd) != 0)
-        rc = mcdc_error_set(err, MCDC_E_IO, "cannot fsync %s: %s", tmp, strerror(errno));
-    if (close(fd) != 0 && rc == MCDC_OK)
-        rc = mcdc_error_set(err, MCDC_E_IO, "cannot close %s: %s", tmp, strerror(errno));
+    int rc = MCDC_OK;
+    /* Directories usually exist: try first, make them only when missing. */
+    lw->fd = open(lw->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (lw->fd < 0 && errno == ENOENT && (rc = make_parents(lw->tmp, err)) == MCDC_OK)
+        lw->fd = open(lw->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (rc == MCDC_OK && lw->fd < 0)
+        rc = mcdc_error_set(err, MCDC_E_IO, "cannot create %s: %s", lw->tmp, strerror(errno));
     if (rc) {
-        unlink(tmp);
-        mcdc_free(tmp);
+        mcdc_free(lw->tmp); /* never created */
+        lw->tmp = NULL;
+        local_writer_discard(lw);
         return rc;
     }
-    *out_tmp = tmp;
+    w->ops = &local_writer_ops;
+    w->self = lw;
     return MCDC_OK;
 }
 
-static int local_put_if_absent(void *self, const char *key, const void *data, size_t n,
-                               mcdc_error *err) {
-    local_storage *ls = self;
-    int rc = check_key(key, false, err);
-    if (rc) return rc;
-    char *final = join(ls, key);
-    char *dir = final ? parent_dir(final) : NULL;
-    if (dir == NULL) {
-        mcdc_free(final);
-        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+static int local_writer_write(void *wself, const void *data, size_t n, mcdc_error *err) {
+    local_writer *lw = wself;
+    const uint8_t *p = data;
+    while (n > 0) {
+        ssize_t k = write(lw->fd, p, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0)
+            return mcdc_error_set(err, MCDC_E_IO, "cannot write %s: %s", lw->tmp,
+                                  k < 0 ? strerror(errno) : "no progress");
+        p += k;
+        n -= (size_t)k;
     }
-    char *tmp = NULL;
-    rc = write_temp(final, data, n, &tmp, err);
-    if (rc == MCDC_OK) {
+    return MCDC_OK;
+}
+
+static int local_writer_commit(void *wself, mcdc_storage_commit_mode mode, mcdc_error *err) {
+    local_writer *lw = wself;
+    int rc = MCDC_OK;
+    if (fsync(lw->fd) != 0)
+        rc = mcdc_error_set(err, MCDC_E_IO, "cannot fsync %s: %s", lw->tmp, strerror(errno));
+    if (close(lw->fd) != 0 && rc == MCDC_OK)
+        rc = mcdc_error_set(err, MCDC_E_IO, "cannot close %s: %s", lw->tmp, strerror(errno));
+    lw->fd = -1;
+    if (rc) return rc;
+    if (mode == MCDC_STORAGE_PUT_IF_ABSENT) {
         /* link(2) publishes the complete file under its final name, and fails
          * if that name exists: atomic visibility plus mutual exclusion. A plain
-         * rename would silently replace a winner's commit. */
-        if (link(tmp, final) != 0) {
+         * rename would silently replace a winner's commit. discard unlinks
+         * the temp name. */
+        if (link(lw->tmp, lw->final) != 0) {
             if (errno == EEXIST)
-                rc = mcdc_error_set(err, MCDC_E_CONFLICT, "%s already exists", final);
-            else
-                rc = mcdc_error_set(err, MCDC_E_IO, "cannot publish %s: %s", final,
-                                    strerror(errno));
+                return mcdc_error_set(err, MCDC_E_CONFLICT, "%s already exists", lw->final);
+            return mcdc_error_set(err, MCDC_E_IO, "cannot publish %s: %s", lw->final,
+                                  strerror(errno));
         }
-        unlink(tmp);
-        /* Published: readers see it, so it must not be reported as not
-         * written (a Delta writer would then delete the data files the
-         * commit names). A failed directory fsync is only logged. */
-        mcdc_error fe = MCDC_ERROR_INIT;
-        if (rc == MCDC_OK && fsync_dir(dir, &fe) != MCDC_OK)
-            mcdc_log(MCDC_LOG_WARN, "%s is published but %s", final, fe.message);
+    } else {
+        /* Replacing is the point here (readers see old or new, never half). */
+        if (rename(lw->tmp, lw->final) != 0)
+            return mcdc_error_set(err, MCDC_E_IO, "cannot rename %s to %s: %s", lw->tmp,
+                                  lw->final, strerror(errno));
+        mcdc_free(lw->tmp);
+        lw->tmp = NULL;
     }
-    mcdc_free(tmp);
-    mcdc_free(dir);
-    mcdc_free(final);
+    /* Published: readers see it, so it must not be reported as not written
+     * (a Delta writer would then delete the data files the commit names). A
+     * failed directory fsync is only logged. */
+    mcdc_error fe = MCDC_ERROR_INIT;
+    if (fsync_dir(lw->dir, &fe) != MCDC_OK)
+        mcdc_log(MCDC_LOG_WARN, "%s is published but %s", lw->final, fe.message);
+    return MCDC_OK;
+}
+
+/* Opens path for reading and stats it: a missing key or a directory is
+ * MCDC_E_NOTFOUND. */
+static int open_object(const char *path, int *fd, struct stat *st, mcdc_error *err) {
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    int rc = MCDC_OK;
+    if (*fd < 0)
+        return mcdc_error_set(err, errno == ENOENT ? MCDC_E_NOTFOUND : MCDC_E_IO,
+                              "cannot open %s: %s", path, strerror(errno));
+    if (fstat(*fd, st) != 0)
+        rc = mcdc_error_set(err, MCDC_E_IO, "cannot stat %s: %s", path, strerror(errno));
+    else if (!S_ISREG(st->st_mode))
+        rc = mcdc_error_set(err, MCDC_E_NOTFOUND, "%s is not a regular file", path);
+    if (rc) {
+        close(*fd);
+        *fd = -1;
+    }
     return rc;
 }
 
-static int local_put(void *self, const char *key, const void *data, size_t n, mcdc_error *err) {
-    local_storage *ls = self;
-    int rc = check_key(key, false, err);
-    if (rc) return rc;
-    char *final = join(ls, key);
-    if (final == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    char *tmp = NULL;
-    rc = write_temp(final, data, n, &tmp, err);
-    if (rc == MCDC_OK) {
-        /* Replacing is the point here (readers see old or new, never half). */
-        if (rename(tmp, final) != 0) {
-            rc = mcdc_error_set(err, MCDC_E_IO, "cannot rename %s to %s: %s", tmp, final,
-                                strerror(errno));
-            unlink(tmp);
-        }
-        if (rc == MCDC_OK) rc = fsync_parent(final, err);
+/* Reads up to want bytes at off into dst; *have gets what was there (less
+ * when the file shrank under us). */
+static int pread_all(int fd, const char *path, uint8_t *dst, size_t want, int64_t off,
+                     size_t *have, mcdc_error *err) {
+    *have = 0;
+    while (*have < want) {
+        ssize_t k = pread(fd, dst + *have, want - *have, (off_t)(off + (int64_t)*have));
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0)
+            return mcdc_error_set(err, MCDC_E_IO, "cannot read %s at %lld: %s", path,
+                                  (long long)(off + (int64_t)*have), strerror(errno));
+        if (k == 0) break;
+        *have += (size_t)k;
     }
-    mcdc_free(tmp);
-    mcdc_free(final);
-    return rc;
+    return MCDC_OK;
 }
 
 static int local_get(void *self, const char *key, size_t max_bytes, mcdc_buf *out,
                      mcdc_error *err) {
-    local_storage *ls = self;
-    int rc = check_key(key, false, err);
-    if (rc) return rc;
-    char *path = join(ls, key);
+    char *path = join(self, key);
     if (path == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        rc = mcdc_error_set(err, errno == ENOENT ? MCDC_E_NOTFOUND : MCDC_E_IO,
-                            "cannot open %s: %s", path, strerror(errno));
-        mcdc_free(path);
-        return rc;
-    }
+    int fd;
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        rc = mcdc_error_set(err, MCDC_E_IO, "cannot stat %s: %s", path, strerror(errno));
-    } else if ((uint64_t)st.st_size > max_bytes) {
+    int rc = open_object(path, &fd, &st, err);
+    if (rc == MCDC_OK && (uint64_t)st.st_size > max_bytes)
         rc = mcdc_error_set(err, MCDC_E_LIMIT, "%s is %lld bytes, more than the %zu allowed",
                             path, (long long)st.st_size, max_bytes);
-    } else {
-        size_t want = (size_t)st.st_size;
-        rc = mcdc_buf_reserve(out, want, err);
-        size_t got = 0;
-        while (rc == MCDC_OK && got < want) {
-            ssize_t r = read(fd, out->data + out->len + got, want - got);
-            if (r < 0 && errno == EINTR) continue;
-            if (r < 0)
-                rc = mcdc_error_set(err, MCDC_E_IO, "cannot read %s: %s", path, strerror(errno));
-            else if (r == 0)
-                break; /* shrank under us: return what is there */
-            else
-                got += (size_t)r;
-        }
-        if (rc == MCDC_OK) out->len += got;
-    }
-    close(fd);
+    if (rc == MCDC_OK) rc = mcdc_buf_reserve(out, (size_t)st.st_size, err);
+    size_t have = 0;
+    if (rc == MCDC_OK)
+        rc = pread_all(fd, path, out->data + out->len, (size_t)st.st_size, 0, &have, err);
+    if (rc == MCDC_OK) out->len += have;
+    if (fd >= 0) close(fd);
     mcdc_free(path);
     return rc;
+}
+
+/* Reads [offset, offset + len) of the object, short at its end. */
+static int local_get_range(void *self, const char *key, int64_t offset, size_t len, void *dst,
+                           size_t *got, int64_t *size, mcdc_error *err) {
+    char *path = join(self, key);
+    if (path == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    int fd;
+    struct stat st;
+    int rc = open_object(path, &fd, &st, err);
+    if (rc == MCDC_OK && offset > (int64_t)st.st_size)
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "cannot read %s at %lld: the object has %lld bytes", path,
+                            (long long)offset, (long long)st.st_size);
+    if (rc == MCDC_OK) {
+        *size = (int64_t)st.st_size;
+        size_t left = (size_t)(st.st_size - offset);
+        rc = pread_all(fd, path, dst, left < len ? left : len, offset, got, err);
+    }
+    if (fd >= 0) close(fd);
+    mcdc_free(path);
+    return rc;
+}
+
+/* Our writers' temp files: ".<name>.<pid>.<random>.tmp". */
+static bool is_temp_name(const char *name) {
+    size_t n = strlen(name);
+    return name[0] == '.' && n > 5 && strcmp(name + n - 4, ".tmp") == 0;
 }
 
 static int cmp_entry(const void *a, const void *b) {
@@ -261,15 +269,6 @@ static int local_list(void *self, const char *prefix, mcdc_storage_listing *out,
     char *dir = slash ? mcdc_asprintf("%s/%.*s", ls->root, (int)(slash - prefix), prefix)
                       : mcdc_strdup(ls->root);
     if (dir == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    if (slash) {
-        char *k = mcdc_strndup(prefix, (size_t)(slash - prefix) + 1);
-        int rc = k ? check_key(k, true, err) : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-        mcdc_free(k);
-        if (rc) {
-            mcdc_free(dir);
-            return rc;
-        }
-    }
     DIR *d = opendir(dir);
     if (d == NULL) {
         int rc = errno == ENOENT ? MCDC_OK
@@ -284,6 +283,7 @@ static int local_list(void *self, const char *prefix, mcdc_storage_listing *out,
     while ((e = readdir(d)) != NULL) {
         if (strncmp(e->d_name, name_prefix, npre) != 0) continue;
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        if (is_temp_name(e->d_name)) continue; /* a writer's, not an object */
         struct stat st;
         if (fstatat(dirfd(d), e->d_name, &st, 0) != 0) {
             if (errno == ENOENT) continue; /* deleted while listing */
@@ -324,32 +324,12 @@ static int local_list(void *self, const char *prefix, mcdc_storage_listing *out,
 
 static int local_del(void *self, const char *key, mcdc_error *err) {
     local_storage *ls = self;
-    int rc = check_key(key, false, err);
-    if (rc) return rc;
     char *path = join(ls, key);
     if (path == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    int rc = MCDC_OK;
     if (unlink(path) != 0)
         rc = mcdc_error_set(err, errno == ENOENT ? MCDC_E_NOTFOUND : MCDC_E_IO,
                             "cannot delete %s: %s", path, strerror(errno));
-    mcdc_free(path);
-    return rc;
-}
-
-static int local_size(void *self, const char *key, int64_t *out_bytes, mcdc_error *err) {
-    local_storage *ls = self;
-    *out_bytes = -1;
-    int rc = check_key(key, false, err);
-    if (rc) return rc;
-    char *path = join(ls, key);
-    if (path == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    struct stat st;
-    if (stat(path, &st) != 0)
-        rc = mcdc_error_set(err, errno == ENOENT ? MCDC_E_NOTFOUND : MCDC_E_IO,
-                            "cannot stat %s: %s", path, strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        rc = mcdc_error_set(err, MCDC_E_NOTFOUND, "%s is not a regular file", path);
-    else
-        *out_bytes = (int64_t)st.st_size;
     mcdc_free(path);
     return rc;
 }
@@ -361,8 +341,12 @@ static void local_destroy(void *self) {
     mcdc_free(ls);
 }
 
+static const mcdc_storage_writer_ops local_writer_ops = {
+    local_writer_write, local_writer_commit, local_writer_discard,
+};
+
 static const mcdc_storage_ops local_ops = {
-    local_put_if_absent, local_put, local_get, local_list, local_del, local_size, local_destroy,
+    local_open_writer, local_get, local_get_range, local_list, local_del, local_destroy,
 };
 
 int mcdc_storage_local_create(mcdc_storage **out, const char *root, mcdc_error *err) {
@@ -386,32 +370,3 @@ int mcdc_storage_local_create(mcdc_storage **out, const char *root, mcdc_error *
     return MCDC_OK;
 }
 
-void mcdc_storage_free(mcdc_storage *s) {
-    if (s == NULL) return;
-    if (s->ops && s->ops->destroy) s->ops->destroy(s->self);
-    mcdc_free(s->root);
-    mcdc_free(s);
-}
-
-int mcdc_storage_put_if_absent(mcdc_storage *s, const char *key, const void *data, size_t n,
-                               mcdc_error *err) {
-    return s->ops->put_if_absent(s->self, key, data, n, err);
-}
-int mcdc_storage_put(mcdc_storage *s, const char *key, const void *data, size_t n,
-                     mcdc_error *err) {
-    return s->ops->put(s->self, key, data, n, err);
-}
-int mcdc_storage_get(mcdc_storage *s, const char *key, size_t max_bytes, mcdc_buf *out,
-                     mcdc_error *err) {
-    return s->ops->get(s->self, key, max_bytes, out, err);
-}
-int mcdc_storage_list(mcdc_storage *s, const char *prefix, mcdc_storage_listing *out,
-                      mcdc_error *err) {
-    return s->ops->list(s->self, prefix, out, err);
-}
-int mcdc_storage_delete(mcdc_storage *s, const char *key, mcdc_error *err) {
-    return s->ops->del(s->self, key, err);
-}
-int mcdc_storage_size(mcdc_storage *s, const char *key, int64_t *out_bytes, mcdc_error *err) {
-    return s->ops->size(s->self, key, out_bytes, err);
-}

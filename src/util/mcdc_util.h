@@ -102,9 +102,6 @@ void mcdc_format_ts_us(int64_t us, int frac_digits, char out[32]);
  * An offset, if present, is applied (result is UTC). */
 int mcdc_parse_ts_us(const char *s, size_t n, int64_t *out_us, mcdc_error *err);
 
-/* mkdir -p: creates path and its missing parents. */
-int mcdc_mkdirs(const char *path, mcdc_error *err);
-
 /* A random (version 4) UUID, lowercase "8-4-4-4-12", NUL-terminated. */
 void mcdc_uuid4(char out[37]);
 
