@@ -12,6 +12,24 @@ void mcdc_storage_listing_free(mcdc_storage_listing *l) {
     l->count = 0;
 }
 
+int mcdc_storage_listing_add(mcdc_storage_listing *l, size_t *cap, const char *name,
+                             int64_t size, int64_t mtime_ms, mcdc_error *err) {
+    if (l->count == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 64;
+        mcdc_storage_entry *ne = mcdc_realloc(l->entries, ncap * sizeof *ne);
+        if (ne == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory listing");
+        l->entries = ne;
+        *cap = ncap;
+    }
+    mcdc_storage_entry *en = &l->entries[l->count];
+    if ((en->name = mcdc_strdup(name)) == NULL)
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory listing");
+    en->size = size;
+    en->mtime_ms = mtime_ms;
+    l->count++;
+    return MCDC_OK;
+}
+
 /* Keys are relative, '/'-separated, without empty, "." or ".." segments:
  * a key can never leave the root. A list prefix may end in '/'. */
 static int check_key(const char *key, bool allow_trailing_slash, mcdc_error *err) {

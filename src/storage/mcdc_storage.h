@@ -75,6 +75,9 @@ typedef struct mcdc_storage_listing {
 
 /* Frees the entries and zeroes the list. NULL-safe. */
 void mcdc_storage_listing_free(mcdc_storage_listing *l);
+/* For backends: appends an entry (name copied); *cap is the entries' room. */
+int mcdc_storage_listing_add(mcdc_storage_listing *l, size_t *cap, const char *name,
+                             int64_t size, int64_t mtime_ms, mcdc_error *err);
 
 /* How a writer publishes its object. */
 typedef enum mcdc_storage_commit_mode {

@@ -292,25 +292,13 @@ static int local_list(void *self, const char *prefix, mcdc_storage_listing *out,
             break;
         }
         if (!S_ISREG(st.st_mode)) continue;
-        if (out->count == cap) {
-            size_t ncap = cap ? cap * 2 : 64;
-            mcdc_storage_entry *ne = mcdc_realloc(out->entries, ncap * sizeof *ne);
-            if (ne == NULL) {
-                rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory listing %s", dir);
-                break;
-            }
-            out->entries = ne;
-            cap = ncap;
-        }
-        mcdc_storage_entry *en = &out->entries[out->count];
-        en->name = mcdc_strdup(e->d_name);
-        if (en->name == NULL) {
-            rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory listing %s", dir);
+        rc = mcdc_storage_listing_add(
+            out, &cap, e->d_name, (int64_t)st.st_size,
+            (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000, err);
+        if (rc) {
+            mcdc_error_wrap(err, "%s", dir);
             break;
         }
-        en->size = (int64_t)st.st_size;
-        en->mtime_ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
-        out->count++;
     }
     closedir(d);
     mcdc_free(dir);

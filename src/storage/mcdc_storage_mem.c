@@ -354,24 +354,9 @@ static int mem_list(void *self, const char *prefix, mcdc_storage_listing *out, m
         const mem_obj *o = &m->objs[i];
         if (strncmp(o->key, fp, fp_len) != 0) break; /* sorted: past the prefix */
         if (strchr(o->key + dir_len, '/')) continue;  /* in a "subdirectory" */
-        if (out->count == cap) {
-            size_t ncap = cap ? cap * 2 : 64;
-            mcdc_storage_entry *ne = mcdc_realloc(out->entries, ncap * sizeof *ne);
-            if (ne == NULL) {
-                rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory listing mem://%s", m->name);
-                break;
-            }
-            out->entries = ne;
-            cap = ncap;
-        }
-        mcdc_storage_entry *en = &out->entries[out->count];
-        if ((en->name = mcdc_strdup(o->key + dir_len)) == NULL) {
-            rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory listing mem://%s", m->name);
-            break;
-        }
-        en->size = (int64_t)o->blob->len;
-        en->mtime_ms = o->mtime_ms;
-        out->count++;
+        rc = mcdc_storage_listing_add(out, &cap, o->key + dir_len, (int64_t)o->blob->len,
+                                      o->mtime_ms, err);
+        if (rc) mcdc_error_wrap(err, "mem://%s", m->name);
     }
     pthread_mutex_unlock(&m->mu);
     mcdc_free(fp);

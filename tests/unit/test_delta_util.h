@@ -68,6 +68,16 @@ static inline mcdc_delta_table *td_create(const char *dir) {
     return td_create_on(t);
 }
 
+/* A new memory store called name (*m, one reference) and a storage on its
+ * prefix (NULL when that fails). */
+static inline mcdc_storage *td_mem_storage(mcdc_storage_mem **m, const char *name,
+                                           const char *prefix) {
+    mcdc_storage *s = NULL;
+    if (mcdc_storage_mem_create(m, name, NULL) != MCDC_OK) return NULL;
+    if (mcdc_storage_mem_open(&s, *m, prefix, NULL) != MCDC_OK) return NULL;
+    return s;
+}
+
 /* A table handle on prefix of the memory store m (NULL when that fails). */
 static inline mcdc_delta_table *td_open_mem(mcdc_storage_mem *m, const char *prefix) {
     mcdc_storage *st = NULL;

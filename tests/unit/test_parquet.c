@@ -10,6 +10,7 @@
 
 #include "mcdc_parquet_int.h"
 #include "mcdc_test.h"
+#include "test_delta_util.h"
 
 static char g_path[256];
 
@@ -777,15 +778,27 @@ TEST(parquet_encoding_chosen_once_per_file) {
     mcdc_schema_unref(s);
 }
 
+/* b's rows k times over, in one new batch. */
+static mcdc_batch *repeat_batch(const mcdc_batch *b, int k) {
+    mcdc_batch *out = NULL;
+    MCDC_ASSERT(mcdc_batch_create(&out, b->schema, b->rows * k, NULL) == MCDC_OK);
+    for (int i = 0; i < k; i++)
+        for (int64_t row = 0; row < b->rows; row++)
+            for (int32_t c = 0; c < b->schema->n_fields; c++)
+                MCDC_ASSERT(mcdc_col_copy_value(&out->columns[c], &b->columns[c], row, NULL) ==
+                            MCDC_OK);
+    MCDC_ASSERT(mcdc_batch_seal(out, NULL) == MCDC_OK);
+    return out;
+}
+
 /* The same file through a memory storage: written by a storage writer,
  * read back by ranged reads only (pages of every type, several row groups,
  * a footer larger than the reader's first tail read). */
 TEST(parquet_round_trip_on_memory_storage) {
     mcdc_storage_mem *m = NULL;
-    mcdc_storage *st = NULL;
+    mcdc_storage *st = td_mem_storage(&m, "pq", "t");
     mcdc_error e = MCDC_ERROR_INIT;
-    CHECK_EQ_INT(mcdc_storage_mem_create(&m, "pq", &e), MCDC_OK);
-    CHECK_EQ_INT(mcdc_storage_mem_open(&st, m, "t", &e), MCDC_OK);
+    CHECK(st != NULL);
     mcdc_batch *b = make_batch(3000, 0);
     mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
     o.row_group_bytes = 32 * 1024; /* many row groups: a footer past 64 KiB */
@@ -803,14 +816,7 @@ TEST(parquet_round_trip_on_memory_storage) {
     int64_t ranged0 = mcdc_storage_mem_calls(m, MCDC_STORAGE_OP_GET_RANGE);
     mcdc_parquet_reader *r = NULL;
     CHECK_EQ_INT(mcdc_parquet_reader_open(&r, st, "part-0.parquet", NULL, &e), MCDC_OK);
-    /* 4 times the batch, compared against one copy each */
-    mcdc_batch *four = NULL;
-    CHECK_EQ_INT(mcdc_batch_create(&four, b->schema, 12000, &e), MCDC_OK);
-    for (int k = 0; k < 4; k++)
-        for (int64_t row = 0; row < b->rows; row++)
-            for (int32_t c = 0; c < NF; c++)
-                mcdc_col_copy_value(&four->columns[c], &b->columns[c], row, NULL);
-    CHECK_EQ_INT(mcdc_batch_seal(four, &e), MCDC_OK);
+    mcdc_batch *four = repeat_batch(b, 4);
     CHECK_EQ_INT(r ? compare_reader(r, four) : -1, 12000);
     int64_t ranged = mcdc_storage_mem_calls(m, MCDC_STORAGE_OP_GET_RANGE) - ranged0;
     CHECK(ranged > 20 * NF); /* a ranged read per column chunk */
@@ -829,9 +835,8 @@ TEST(parquet_round_trip_on_memory_storage) {
  * same for the reads. */
 TEST(parquet_every_storage_failure_is_clean) {
     mcdc_storage_mem *m = NULL;
-    mcdc_storage *st = NULL;
-    CHECK_EQ_INT(mcdc_storage_mem_create(&m, "torture", NULL), MCDC_OK);
-    CHECK_EQ_INT(mcdc_storage_mem_open(&st, m, NULL, NULL), MCDC_OK);
+    mcdc_storage *st = td_mem_storage(&m, "torture", NULL);
+    CHECK(st != NULL);
     mcdc_batch *b = make_batch(500, 0);
     mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
     o.row_group_bytes = 64 * 1024; /* a few row groups */
@@ -859,13 +864,7 @@ TEST(parquet_every_storage_failure_is_clean) {
     }
     CHECK(done && failures > 10);
     /* reading: every ranged read in turn fails cleanly */
-    mcdc_batch *three = NULL;
-    mcdc_batch_create(&three, b->schema, 1500, NULL);
-    for (int k = 0; k < 3; k++)
-        for (int64_t row = 0; row < b->rows; row++)
-            for (int32_t c = 0; c < NF; c++)
-                mcdc_col_copy_value(&three->columns[c], &b->columns[c], row, NULL);
-    mcdc_batch_seal(three, NULL);
+    mcdc_batch *three = repeat_batch(b, 3);
     done = false;
     failures = 0;
     for (int64_t nth = 1; nth < 2000 && !done; nth++) {

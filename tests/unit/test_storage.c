@@ -31,11 +31,7 @@ static mcdc_storage *make_local(backend *b) {
 }
 static void cleanup_local(backend *b) { td_rmrf(b->dir); }
 
-static mcdc_storage *make_mem(backend *b) {
-    mcdc_storage *s = NULL;
-    if (mcdc_storage_mem_create(&b->mem, "contract", NULL) != MCDC_OK) return NULL;
-    return mcdc_storage_mem_open(&s, b->mem, "root", NULL) == MCDC_OK ? s : NULL;
-}
+static mcdc_storage *make_mem(backend *b) { return td_mem_storage(&b->mem, "contract", "root"); }
 static void cleanup_mem(backend *b) { mcdc_storage_mem_release(b->mem); }
 
 /* The whole content of key as a string ("<missing>" when absent). */
@@ -179,7 +175,8 @@ static void contract(mcdc_storage *s, const char *backend_name) {
     mcdc_buf_free(&b);
 }
 
-TEST(storage_contract_on_every_backend) {
+/* Runs fn on a fresh storage of every backend. */
+static void on_every_backend(void (*fn)(mcdc_storage *s, const char *backend_name)) {
     backend backends[] = {
         {"local", make_local, cleanup_local, {0}, NULL},
         {"mem", make_mem, cleanup_mem, {0}, NULL},
@@ -188,11 +185,13 @@ TEST(storage_contract_on_every_backend) {
         backend *b = &backends[i];
         mcdc_storage *s = b->make(b);
         CHECK(s != NULL);
-        if (s) contract(s, b->name);
+        if (s) fn(s, b->name);
         mcdc_storage_free(s);
         b->cleanup(b);
     }
 }
+
+TEST(storage_contract_on_every_backend) { on_every_backend(contract); }
 
 /* ---- opening by scheme ------------------------------------------------------------- */
 
@@ -259,10 +258,9 @@ TEST(storage_open_by_scheme) {
 
 TEST(storage_mem_fails_the_nth_call) {
     mcdc_storage_mem *m = NULL;
-    mcdc_storage *s = NULL;
+    mcdc_storage *s = td_mem_storage(&m, "f", NULL);
     mcdc_error e = MCDC_ERROR_INIT;
-    CHECK_EQ_INT(mcdc_storage_mem_create(&m, "f", &e), MCDC_OK);
-    CHECK_EQ_INT(mcdc_storage_mem_open(&s, m, NULL, &e), MCDC_OK);
+    CHECK(s != NULL);
     mcdc_storage_mem_release(m); /* the storage keeps the store alive */
     CHECK_EQ_INT(mcdc_storage_put(s, "a", "1", 1, &e), MCDC_OK);
     int64_t gets = mcdc_storage_mem_calls(m, MCDC_STORAGE_OP_GET);
@@ -314,10 +312,9 @@ TEST(storage_mem_fails_the_nth_call) {
 
 TEST(storage_mem_loses_writes_after_the_fact) {
     mcdc_storage_mem *m = NULL;
-    mcdc_storage *s = NULL;
+    mcdc_storage *s = td_mem_storage(&m, "backup", "p");
     mcdc_error e = MCDC_ERROR_INIT;
-    CHECK_EQ_INT(mcdc_storage_mem_create(&m, "backup", &e), MCDC_OK);
-    CHECK_EQ_INT(mcdc_storage_mem_open(&s, m, "p", &e), MCDC_OK);
+    CHECK(s != NULL);
     CHECK_EQ_INT(mcdc_storage_put(s, "a", "v1", 2, &e), MCDC_OK);
     CHECK_EQ_INT(mcdc_storage_put(s, "a", "v2", 2, &e), MCDC_OK);
     CHECK_EQ_INT(mcdc_storage_put_if_absent(s, "b", "b1", 2, &e), MCDC_OK);
@@ -388,36 +385,29 @@ static void *race_main(void *arg) {
     return NULL;
 }
 
-TEST(storage_put_if_absent_excludes_across_threads) {
-    backend backends[] = {
-        {"local", make_local, cleanup_local, {0}, NULL},
-        {"mem", make_mem, cleanup_mem, {0}, NULL},
-    };
-    for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++) {
-        backend *b = &backends[i];
-        mcdc_storage *s = b->make(b);
-        racer r[RACE_THREADS];
-        pthread_t th[RACE_THREADS];
-        memset(r, 0, sizeof r);
-        for (int t = 0; t < RACE_THREADS; t++) {
-            r[t].s = s;
-            pthread_create(&th[t], NULL, race_main, &r[t]);
-        }
-        int wins = 0, conflicts = 0, other = 0;
-        for (int t = 0; t < RACE_THREADS; t++) {
-            pthread_join(th[t], NULL);
-            wins += r[t].wins;
-            conflicts += r[t].conflicts;
-            other += r[t].other;
-        }
-        CHECK_EQ_INT(wins, RACE_KEYS);
-        CHECK_EQ_INT(conflicts, RACE_KEYS * (RACE_THREADS - 1));
-        CHECK_EQ_INT(other, 0);
-        mcdc_storage_listing l;
-        CHECK_EQ_INT(mcdc_storage_list(s, "_delta_log/", &l, NULL), MCDC_OK);
-        CHECK_EQ_INT(l.count, RACE_KEYS); /* no temp data left behind */
-        mcdc_storage_listing_free(&l);
-        mcdc_storage_free(s);
-        b->cleanup(b);
+static void race(mcdc_storage *s, const char *backend_name) {
+    racer r[RACE_THREADS];
+    pthread_t th[RACE_THREADS];
+    memset(r, 0, sizeof r);
+    for (int t = 0; t < RACE_THREADS; t++) {
+        r[t].s = s;
+        pthread_create(&th[t], NULL, race_main, &r[t]);
     }
+    int wins = 0, conflicts = 0, other = 0;
+    for (int t = 0; t < RACE_THREADS; t++) {
+        pthread_join(th[t], NULL);
+        wins += r[t].wins;
+        conflicts += r[t].conflicts;
+        other += r[t].other;
+    }
+    if (wins != RACE_KEYS) fprintf(stderr, "  race on %s: %d winners\n", backend_name, wins);
+    CHECK_EQ_INT(wins, RACE_KEYS);
+    CHECK_EQ_INT(conflicts, RACE_KEYS * (RACE_THREADS - 1));
+    CHECK_EQ_INT(other, 0);
+    mcdc_storage_listing l;
+    CHECK_EQ_INT(mcdc_storage_list(s, "_delta_log/", &l, NULL), MCDC_OK);
+    CHECK_EQ_INT(l.count, RACE_KEYS); /* no temp data left behind */
+    mcdc_storage_listing_free(&l);
 }
+
+TEST(storage_put_if_absent_excludes_across_threads) { on_every_backend(race); }
