@@ -19,7 +19,7 @@ BUILD   ?= build
 OPT     ?= -O2 -g
 endif
 
-MODULES := util lsn options batch tds parquet delta source lake pipeline
+MODULES := util storage lsn options batch tds parquet delta source lake pipeline
 INCLUDES := -Iinclude $(addprefix -Isrc/,$(MODULES)) -Isrc/sim -Isrc/cli
 WARN    := -Wall -Wextra -Wpedantic -Wconversion -Wshadow -Werror
 CFLAGS  += -std=c17 $(WARN) $(OPT) -D_GNU_SOURCE -fPIC -pthread $(INCLUDES)

@@ -223,9 +223,9 @@ static int cmd_read(const char *table) {
     for (size_t i = 0; i < nf; i++) {
         const mcdc_delta_file *f = mcdc_delta_snapshot_file(s, i);
         files_bytes += f->size_bytes;
-        char *full = mcdc_asprintf("%s/%s", mcdc_delta_table_location(t), f->path);
         mcdc_parquet_reader *r = NULL;
-        if (full == NULL || mcdc_parquet_reader_open(&r, full, NULL, &e)) return die("open", &e);
+        if (mcdc_parquet_reader_open(&r, mcdc_delta_table_storage(t), f->path, NULL, &e))
+            return die("open", &e);
         mcdc_batch *b = NULL;
         int rc;
         while ((rc = mcdc_parquet_reader_next(&b, r, &e)) == MCDC_OK && b) {
@@ -235,7 +235,6 @@ static int cmd_read(const char *table) {
         }
         if (rc) return die("read", &e);
         mcdc_parquet_reader_free(r);
-        mcdc_free(full);
     }
     double secs = (double)(mcdc_monotonic_us() - t0) / 1e6;
     if (!tuned) {

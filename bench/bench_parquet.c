@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "mcdc_parquet.h"
 
@@ -103,6 +104,15 @@ static int64_t plain_bytes(const mcdc_batch *b) {
     return total;
 }
 
+/* User + system CPU seconds of the process so far: on a shared machine a
+ * steadier figure than the wall clock. */
+static double cpu_seconds(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: bench_parquet OUT_DIR [rows] [threads]\n");
@@ -133,8 +143,9 @@ int main(int argc, char **argv) {
         o.threads = threads;
         mcdc_parquet_writer *w = NULL;
         mcdc_error e = MCDC_ERROR_INIT;
+        double c0 = cpu_seconds();
         int64_t t0 = mcdc_monotonic_us(), input = 0, done = 0;
-        int rc = mcdc_parquet_writer_open(&w, path, s, &o, &e);
+        int rc = mcdc_parquet_writer_open_path(&w, path, s, &o, &e);
         for (int i = 0; !rc && done < rows; i = (i + 1) % N_BATCHES) {
             rc = mcdc_parquet_writer_write(w, batches[i], &e);
             done += BATCH_ROWS;
@@ -150,6 +161,7 @@ int main(int argc, char **argv) {
         double secs = (double)us / 1e6;
         if (k == 0) printf("input_mb: %.1f\n", (double)input / 1e6);
         printf("write_%s_seconds: %.3f\n", codecs[k].name, secs);
+        printf("write_%s_cpu_seconds: %.3f\n", codecs[k].name, cpu_seconds() - c0);
         printf("write_%s_mb_per_s: %.1f\n", codecs[k].name, (double)input / 1e6 / secs);
         printf("write_%s_rows_per_s: %.0f\n", codecs[k].name, (double)done / secs);
         printf("write_%s_file_mb: %.1f\n", codecs[k].name, (double)fi->file_bytes / 1e6);
@@ -158,10 +170,11 @@ int main(int argc, char **argv) {
     }
     /* read the zstd file back */
     snprintf(path, sizeof path, "%s/bench_zstd.parquet", argv[1]);
+    double c0 = cpu_seconds();
     int64_t t0 = mcdc_monotonic_us(), n = 0;
     mcdc_parquet_reader *r = NULL;
     mcdc_error e = MCDC_ERROR_INIT;
-    int rc = mcdc_parquet_reader_open(&r, path, NULL, &e);
+    int rc = mcdc_parquet_reader_open_path(&r, path, NULL, &e);
     mcdc_batch *b;
     while (!rc && (rc = mcdc_parquet_reader_next(&b, r, &e)) == MCDC_OK && b) {
         n += b->rows;
@@ -174,6 +187,7 @@ int main(int argc, char **argv) {
     }
     double secs = (double)(mcdc_monotonic_us() - t0) / 1e6;
     printf("read_zstd_seconds: %.3f\n", secs);
+    printf("read_zstd_cpu_seconds: %.3f\n", cpu_seconds() - c0);
     printf("read_zstd_rows_per_s: %.0f\n", (double)n / secs);
     for (int i = 0; i < N_BATCHES; i++) mcdc_batch_free(batches[i]);
     mcdc_schema_unref(s);

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 ROWS="${BENCH_ROWS:-10000000}"
 BUILD="${MCDC_BUILD:-build}"
 make --no-print-directory -s "$BUILD/libmssqlcdc.a"
-cc -std=c17 -O2 -D_GNU_SOURCE -Iinclude -Isrc/util -Isrc/batch -Isrc/parquet \
+cc -std=c17 -O2 -D_GNU_SOURCE -Iinclude -Isrc/util -Isrc/storage -Isrc/batch -Isrc/parquet \
    -o "$BUILD/bench_parquet" bench/bench_parquet.c "$BUILD/libmssqlcdc.a" \
    $(make -s --no-print-directory print-ldlibs)
 OUT="$(mktemp -d)"

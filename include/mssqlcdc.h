@@ -176,6 +176,20 @@ MCDC_API int mcdc_budget_create(mcdc_budget **out, int connections_max, int enco
                                 mcdc_error *err);
 MCDC_API void mcdc_budget_free(mcdc_budget *b);
 
+/* A position in the change log, as a stream's offsets hold it: the last
+ * processed commit and its UTC commit time. */
+typedef struct mcdc_offset {
+    char lsn[24];          /* "0x" + 20 upper-case hex digits */
+    bool has_commit_ts;    /* false: no commit maps to lsn (nothing captured yet) */
+    int64_t commit_us;     /* UTC microseconds */
+} mcdc_offset;
+
+/* How a stream takes the snapshots it needs (bootstrap). */
+typedef enum mcdc_snapshot_mode {
+    MCDC_SNAPSHOT_FULL = 0,   /* the whole table read before the stream goes on */
+    MCDC_SNAPSHOT_CHUNKED = 1 /* opened, read by backfill next to the stream (not yet) */
+} mcdc_snapshot_mode;
+
 #define MCDC_STREAM_CFG_VERSION 2
 typedef struct mcdc_stream_cfg {
     int version;               /* MCDC_STREAM_CFG_VERSION */
@@ -209,20 +223,6 @@ typedef struct mcdc_stream_cfg {
 #define MCDC_STREAM_CFG_INIT \
     {MCDC_STREAM_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, MCDC_TRIGGER_DEFAULT, 0, \
      MCDC_GRANULARITY_HOUR, 0, NULL, NULL, 0, NULL, NULL, MCDC_LOG_WARN, false, MCDC_SNAPSHOT_FULL}
-
-/* A position in the change log, as a stream's offsets hold it: the last
- * processed commit and its UTC commit time. */
-typedef struct mcdc_offset {
-    char lsn[24];          /* "0x" + 20 upper-case hex digits */
-    bool has_commit_ts;    /* false: no commit maps to lsn (nothing captured yet) */
-    int64_t commit_us;     /* UTC microseconds */
-} mcdc_offset;
-
-/* How a stream takes the snapshots it needs (bootstrap). */
-typedef enum mcdc_snapshot_mode {
-    MCDC_SNAPSHOT_FULL = 0,   /* the whole table read before the stream goes on */
-    MCDC_SNAPSHOT_CHUNKED = 1 /* opened, read by backfill next to the stream (not yet) */
-} mcdc_snapshot_mode;
 
 /* What one committed micro-batch did (append-only struct). */
 typedef struct mcdc_batch_report {

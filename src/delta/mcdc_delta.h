@@ -6,10 +6,14 @@
  * Data files are written by the caller (with the Parquet writer, through
  * mcdc_delta_table_storage()); this module only commits them: the caller
  * hands over `add` actions (path, size, modificationTime, dataChange, stats).
+ * Every read and write of the log, checkpoints and data files goes through
+ * the table's storage (src/storage).
  *
- * Table names. A table is addressed by a path or by a name:
- *   - a string containing '/' or ':' is a path ("file:" URIs are accepted,
- *     other schemes are MCDC_E_UNSUPPORTED until object stores land);
+ * Table names. A table is addressed by a location or by a name:
+ *   - a string containing '/' or ':' is a location, opened by the storage's
+ *     scheme table (mcdc_storage_open_env): a path, a file: URI, mem://
+ *     (with an env); object store URIs are MCDC_E_UNSUPPORTED until their
+ *     backends land;
  *   - "schema.table" resolves to <warehouse>/<schema>.db/<table> (Spark's
  *     convention for a database's default location);
  *   - a bare "table" resolves to <warehouse>/<table> (Spark's default
@@ -57,9 +61,10 @@
 
 /* ---- table names ---------------------------------------------------------- */
 
-/* Resolves name_or_path (see the header comment) to a local directory path.
- * warehouse may be NULL when name_or_path is a path. *out_path is owned by
- * the caller (mcdc_free). */
+/* Resolves name_or_path (see the header comment) to a location (a path or
+ * URI, as given, or under the warehouse location). warehouse may be NULL
+ * when name_or_path is a location. *out_path is owned by the caller
+ * (mcdc_free). */
 int mcdc_delta_resolve_path(char **out_path, const char *name_or_path, const char *warehouse,
                             mcdc_error *err);
 
@@ -68,8 +73,13 @@ int mcdc_delta_resolve_path(char **out_path, const char *name_or_path, const cha
 typedef struct mcdc_delta_table mcdc_delta_table;
 typedef struct mcdc_delta_snapshot mcdc_delta_snapshot;
 
-/* Opens (does not create) a table on the local filesystem. The directory
- * need not exist yet. */
+/* Opens (does not create) a table; the directory need not exist yet. env
+ * (may be NULL) resolves mem:// locations: a job context or a test carries
+ * it (see mcdc_storage_env). */
+int mcdc_delta_table_open_env(mcdc_delta_table **out, const mcdc_storage_env *env,
+                              const char *name_or_path, const char *warehouse,
+                              mcdc_error *err);
+/* The same without an env (paths and file: URIs). */
 int mcdc_delta_table_open(mcdc_delta_table **out, const char *name_or_path,
                           const char *warehouse, mcdc_error *err);
 /* Opens a table over an existing storage; takes ownership of *storage (set
@@ -77,7 +87,7 @@ int mcdc_delta_table_open(mcdc_delta_table **out, const char *name_or_path,
 int mcdc_delta_table_open_storage(mcdc_delta_table **out, mcdc_storage **storage,
                                   mcdc_error *err);
 void mcdc_delta_table_free(mcdc_delta_table *t);
-/* The table's root ("/lake/bronze.db/orders"). Borrowed. */
+/* The table's root ("/lake/bronze.db/orders", "mem://t/bronze"). Borrowed. */
 const char *mcdc_delta_table_location(const mcdc_delta_table *t);
 /* The storage under the table: write data files with it. Borrowed. */
 mcdc_storage *mcdc_delta_table_storage(mcdc_delta_table *t);

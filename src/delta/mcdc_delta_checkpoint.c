@@ -350,20 +350,35 @@ static int row_domain(cp_ctx *c, int64_t row) {
     return MCDC_OK;
 }
 
-static int read_parquet_part(mcdc_delta_actions *out, const void *data, size_t len,
+static int read_parquet_part(mcdc_delta_actions *out, mcdc_parquet_reader *r,
                              const char *label, mcdc_error *err);
 
 /* Appends the actions of one checkpoint Parquet file (in memory) to out. */
 int mcdc_delta__checkpoint_parse(mcdc_delta_actions *out, const void *data, size_t len,
                                  const char *label, mcdc_error *err) {
-    return read_parquet_part(out, data, len, label, err);
-}
-
-static int read_parquet_part(mcdc_delta_actions *out, const void *data, size_t len,
-                             const char *label, mcdc_error *err) {
     mcdc_parquet_reader *r = NULL;
     int rc = mcdc_parquet_reader_open_mem(&r, data, len, label, NULL, err);
-    if (rc) return rc;
+    if (rc == MCDC_OK) rc = read_parquet_part(out, r, label, err);
+    mcdc_parquet_reader_free(r);
+    return rc;
+}
+
+/* The same for a Parquet part in the storage, read by ranges (a checkpoint
+ * is never held whole). missing: the message when the key is not there. */
+static int read_parquet_key(mcdc_delta_actions *out, mcdc_storage *st, const char *key,
+                            const char *label, const char *missing, mcdc_error *err) {
+    mcdc_parquet_reader *r = NULL;
+    int rc = mcdc_parquet_reader_open(&r, st, key, NULL, err);
+    if (rc == MCDC_E_NOTFOUND) rc = mcdc_error_set(err, MCDC_E_CORRUPT, "%s %s", label, missing);
+    else if (rc) mcdc_error_wrap(err, "%s", label);
+    if (rc == MCDC_OK) rc = read_parquet_part(out, r, label, err);
+    mcdc_parquet_reader_free(r);
+    return rc;
+}
+
+static int read_parquet_part(mcdc_delta_actions *out, mcdc_parquet_reader *r,
+                             const char *label, mcdc_error *err) {
+    int rc = MCDC_OK;
     cp_ctx c;
     memset(&c, 0, sizeof c);
     c.label = label;
@@ -426,7 +441,6 @@ static int read_parquet_part(mcdc_delta_actions *out, const void *data, size_t l
         }
     }
     for (int k = 0; k < N_LEAVES; k++) mcdc_parquet_leaf_data_free(&c.leaves[k].d);
-    mcdc_parquet_reader_free(r);
     return rc;
 }
 
@@ -448,17 +462,18 @@ int mcdc_delta__read_checkpoint(mcdc_delta_actions *out, mcdc_storage *st,
         char label[1024];
         snprintf(label, sizeof label, "%s/%s (checkpoint of version %lld)", st->root, key,
                  (long long)cp->version);
+        if (!cp->is_json) {
+            rc = read_parquet_key(out, st, key, label, "vanished while reading", err);
+            continue;
+        }
         mcdc_buf b = {0};
         b.limit = MCDC_DELTA_COMMIT_BYTES_MAX + 1u;
         rc = mcdc_storage_get(st, key, MCDC_DELTA_COMMIT_BYTES_MAX, &b, err);
         if (rc == MCDC_E_NOTFOUND)
             rc = mcdc_error_set(err, MCDC_E_CORRUPT, "%s vanished while reading", label);
-        if (rc == MCDC_OK && cp->is_json) {
+        if (rc == MCDC_OK)
             rc = mcdc_delta_actions_parse(out, b.data ? (const char *)b.data : "", b.len, label,
                                           err);
-        } else if (rc == MCDC_OK) {
-            rc = read_parquet_part(out, b.data, b.len, label, err);
-        }
         mcdc_buf_free(&b);
     }
     /* V2: file actions may live in sidecar files under _delta_log/_sidecars. */
@@ -476,13 +491,7 @@ int mcdc_delta__read_checkpoint(mcdc_delta_actions *out, mcdc_storage *st,
         snprintf(key, sizeof key, MCDC_DELTA_LOG_DIR "/_sidecars/%s", sp);
         snprintf(label, sizeof label, "%s/%s (sidecar of checkpoint %lld)", st->root, key,
                  (long long)cp->version);
-        mcdc_buf b = {0};
-        b.limit = MCDC_DELTA_COMMIT_BYTES_MAX + 1u;
-        rc = mcdc_storage_get(st, key, MCDC_DELTA_COMMIT_BYTES_MAX, &b, err);
-        if (rc == MCDC_E_NOTFOUND)
-            rc = mcdc_error_set(err, MCDC_E_CORRUPT, "%s is missing", label);
-        if (rc == MCDC_OK) rc = read_parquet_part(out, b.data, b.len, label, err);
-        mcdc_buf_free(&b);
+        rc = read_parquet_key(out, st, key, label, "is missing", err);
     }
     if (rc == MCDC_OK && (out->protocol == NULL || out->metadata == NULL))
         rc = mcdc_error_set(err, MCDC_E_CORRUPT,

@@ -28,15 +28,7 @@ int mcdc_delta_resolve_path(char **out_path, const char *name_or_path, const cha
         return mcdc_error_set(err, MCDC_E_INVALID, "a table needs a name or a path");
     const char *s = name_or_path;
     if (strchr(s, '/') || strchr(s, ':')) {
-        if (strncmp(s, "file://", 7) == 0) s += 7;      /* file:///x -> /x */
-        else if (strncmp(s, "file:", 5) == 0) s += 5;   /* file:/x -> /x */
-        else if (strstr(s, "://"))
-            return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
-                                  "table location \"%s\": only local paths are supported yet",
-                                  name_or_path);
-        if (s[0] == 0)
-            return mcdc_error_set(err, MCDC_E_INVALID, "table location \"%s\" has no path",
-                                  name_or_path);
+        /* A location: the storage's scheme table judges it when opened. */
         *out_path = mcdc_strdup(s);
     } else {
         if (warehouse == NULL || warehouse[0] == 0)
@@ -77,17 +69,23 @@ int mcdc_delta_table_open_storage(mcdc_delta_table **out, mcdc_storage **storage
     return MCDC_OK;
 }
 
-int mcdc_delta_table_open(mcdc_delta_table **out, const char *name_or_path,
-                          const char *warehouse, mcdc_error *err) {
+int mcdc_delta_table_open_env(mcdc_delta_table **out, const mcdc_storage_env *env,
+                              const char *name_or_path, const char *warehouse,
+                              mcdc_error *err) {
     *out = NULL;
-    char *path;
-    int rc = mcdc_delta_resolve_path(&path, name_or_path, warehouse, err);
+    char *location;
+    int rc = mcdc_delta_resolve_path(&location, name_or_path, warehouse, err);
     if (rc) return rc;
     mcdc_storage *st;
-    rc = mcdc_storage_local_create(&st, path, err);
-    mcdc_free(path);
+    rc = mcdc_storage_open_env(&st, env, location, err);
+    mcdc_free(location);
     if (rc) return rc;
     return mcdc_delta_table_open_storage(out, &st, err);
+}
+
+int mcdc_delta_table_open(mcdc_delta_table **out, const char *name_or_path,
+                          const char *warehouse, mcdc_error *err) {
+    return mcdc_delta_table_open_env(out, NULL, name_or_path, warehouse, err);
 }
 
 void mcdc_delta_table_free(mcdc_delta_table *t) {

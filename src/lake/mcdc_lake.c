@@ -500,20 +500,16 @@ int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err) 
         char uuid[37];
         mcdc_uuid4(uuid);
         a->cur = mcdc_asprintf("part-%05d-%s-c000.zstd.parquet", a->nfiles, uuid);
-        char *full = a->cur ? mcdc_asprintf("%s/%s", mcdc_table_path(a->t), a->cur) : NULL;
-        if (full == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-        /* A first append creates the table's directory. */
-        rc = mcdc_mkdirs(mcdc_table_path(a->t), err);
-        if (rc == MCDC_OK && !a->layout.decided) rc = plan_layout(&a->layout, a->t, a->schema, &a->props, err);
+        if (a->cur == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        if (!a->layout.decided) rc = plan_layout(&a->layout, a->t, a->schema, &a->props, err);
         if (rc == MCDC_OK) {
             mcdc_parquet_write_options po = MCDC_PARQUET_WRITE_OPTIONS_INIT;
             po.field_ids = a->layout.mapped ? a->layout.ids : NULL;
             po.threads = a->props.parquet_threads;
-            rc = mcdc_parquet_writer_open(&a->w, full,
+            rc = mcdc_parquet_writer_open(&a->w, mcdc_delta_table_storage(a->t->dt), a->cur,
                                           a->layout.mapped ? a->layout.phys_schema : a->schema,
                                           &po, err);
         }
-        mcdc_free(full);
         if (rc) {
             mcdc_free(a->cur);
             a->cur = NULL;
@@ -786,10 +782,7 @@ int mcdc_appender_commit(mcdc_appender *a, const char *app_id, int64_t txn_versi
 
 void mcdc_appender_free(mcdc_appender *a) {
     if (a == NULL) return;
-    if (a->w) {
-        mcdc_parquet_writer_free(a->w);
-        if (a->cur) delete_file(a, a->cur);
-    }
+    mcdc_parquet_writer_free(a->w); /* an open file was never published */
     for (int i = 0; i < a->nfiles; i++) {
         if (!a->committed) delete_file(a, a->files[i].path);
         mcdc_free(a->files[i].path);
@@ -847,10 +840,8 @@ int mcdc_table_read_all(mcdc_table *t, mcdc_batch **out, int64_t *version, mcdc_
     size_t nf = mcdc_delta_snapshot_file_count(s);
     for (size_t i = 0; i < nf && rc == MCDC_OK; i++) {
         const mcdc_delta_file *f = mcdc_delta_snapshot_file(s, i);
-        char *full = mcdc_asprintf("%s/%s", mcdc_table_path(t), f->path);
         mcdc_parquet_reader *r = NULL;
-        rc = full ? mcdc_parquet_reader_open(&r, full, NULL, err)
-                  : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        rc = mcdc_parquet_reader_open(&r, mcdc_delta_table_storage(t->dt), f->path, NULL, err);
         mcdc_batch *b = NULL;
         while (rc == MCDC_OK && (rc = mcdc_parquet_reader_next(&b, r, err)) == MCDC_OK && b) {
             rc = append_by_name(all, file_names, b, err);
@@ -859,7 +850,6 @@ int mcdc_table_read_all(mcdc_table *t, mcdc_batch **out, int64_t *version, mcdc_
         }
         mcdc_parquet_reader_free(r);
         if (rc) mcdc_error_wrap(err, "reading %s version %lld", t->name, (long long)*version);
-        mcdc_free(full);
     }
     if (rc == MCDC_OK) rc = mcdc_batch_seal(all, err);
     mcdc_free(file_names);

@@ -2,6 +2,9 @@
  * mcdc_parquet.h - Parquet files written and read by our own code
  * (formats.md PART B). Library-internal API used by the Delta writer/reader.
  *
+ * Files live in a storage (src/storage): the writer streams into a storage
+ * writer, the reader reads by ranges; neither touches a file itself.
+ *
  * Writer: flat schemas (one leaf per mcdc_field), streaming with bounded
  * memory: open -> write(batch) any number of times -> close (footer). Row
  * groups are flushed when they reach options.row_group_bytes; only the
@@ -38,6 +41,7 @@
 #include <stdint.h>
 
 #include "mcdc_batch.h"
+#include "mcdc_storage.h"
 #include "mcdc_util.h"
 
 /* Compression codecs (the Parquet CompressionCodec numbers). */
@@ -124,22 +128,28 @@ typedef struct mcdc_parquet_file_info {
 
 typedef struct mcdc_parquet_writer mcdc_parquet_writer;
 
-/* Creates (truncates) path. Takes a reference to schema. opts may be NULL. */
-int mcdc_parquet_writer_open(mcdc_parquet_writer **out, const char *path, mcdc_schema *schema,
-                             const mcdc_parquet_write_options *opts, mcdc_error *err);
-/* Writes to an open fd at its current position (not closed by us); name is
- * used in error messages. */
-int mcdc_parquet_writer_open_fd(mcdc_parquet_writer **out, int fd, const char *name,
-                                mcdc_schema *schema, const mcdc_parquet_write_options *opts,
-                                mcdc_error *err);
+/* Writes the file key of storage st (borrowed: it must outlive the writer)
+ * through a storage writer: nothing is visible under key until close
+ * publishes it whole (as put: create or replace). Takes a reference to
+ * schema. opts may be NULL. */
+int mcdc_parquet_writer_open(mcdc_parquet_writer **out, mcdc_storage *st, const char *key,
+                             mcdc_schema *schema, const mcdc_parquet_write_options *opts,
+                             mcdc_error *err);
+/* Convenience for tools and tests: the file at a local path (a local storage
+ * on its directory, owned by the writer). */
+int mcdc_parquet_writer_open_path(mcdc_parquet_writer **out, const char *path,
+                                  mcdc_schema *schema, const mcdc_parquet_write_options *opts,
+                                  mcdc_error *err);
 /* Appends all rows of b (its schema must match the writer's field by field). */
 int mcdc_parquet_writer_write(mcdc_parquet_writer *w, const mcdc_batch *b, mcdc_error *err);
-/* Flushes the last row group, writes the footer, fsyncs and closes the file
- * (not an fd given to open_fd). After it, mcdc_parquet_writer_info is valid. */
+/* Flushes the last row group, writes the footer and publishes the file (the
+ * storage writer's commit: durable, then visible). On failure nothing is
+ * published. After success, mcdc_parquet_writer_info is valid. */
 int mcdc_parquet_writer_close(mcdc_parquet_writer *w, mcdc_error *err);
 /* Valid after a successful close, until free. */
 const mcdc_parquet_file_info *mcdc_parquet_writer_info(const mcdc_parquet_writer *w);
-/* Frees (an unclosed writer leaves a partial file behind). NULL-safe. */
+/* Frees; an unclosed writer publishes nothing (its storage writer is
+ * aborted). NULL-safe. */
 void mcdc_parquet_writer_free(mcdc_parquet_writer *w);
 
 /* ---- reader ----------------------------------------------------------------- */
@@ -153,9 +163,15 @@ typedef struct mcdc_parquet_read_options {
 } mcdc_parquet_read_options;
 #define MCDC_PARQUET_READ_OPTIONS_INIT {MCDC_PARQUET_READ_OPTIONS_VERSION, 0}
 
-/* Opens and decodes the footer. opts may be NULL. */
-int mcdc_parquet_reader_open(mcdc_parquet_reader **out, const char *path,
+/* Opens the file key of storage st (borrowed: it must outlive the reader)
+ * and decodes its footer. Everything is read by ranged reads: the footer,
+ * then each selected column chunk of the row group being read. opts may be
+ * NULL. A missing key is MCDC_E_NOTFOUND. */
+int mcdc_parquet_reader_open(mcdc_parquet_reader **out, mcdc_storage *st, const char *key,
                              const mcdc_parquet_read_options *opts, mcdc_error *err);
+/* Convenience for tools and tests: the file at a local path. */
+int mcdc_parquet_reader_open_path(mcdc_parquet_reader **out, const char *path,
+                                  const mcdc_parquet_read_options *opts, mcdc_error *err);
 /* Over caller memory (borrowed until free); name appears in errors. */
 int mcdc_parquet_reader_open_mem(mcdc_parquet_reader **out, const void *data, size_t len,
                                  const char *name, const mcdc_parquet_read_options *opts,

@@ -180,6 +180,11 @@ typedef struct pq_page_header {
 int mcdc_pq_page_header_decode(pq_page_header *out, const uint8_t *p, size_t n, size_t *used,
                                const char *what, mcdc_error *err);
 
+/* A local storage on the directory of path (owned by the caller) and the
+ * file's name in it (borrowed from path): the *_open_path conveniences. */
+int mcdc_parquet__local_path(mcdc_storage **st, const char **key, const char *path,
+                             mcdc_error *err);
+
 /* FLBA bytes for a decimal of precision p (formats.md B4). */
 int32_t mcdc_pq_decimal_bytes(int32_t precision);
 

@@ -8,11 +8,7 @@
  * spreads dense values over the definition levels into the output column.
  * Only the current row group's selected chunks are held in memory.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "mcdc_parquet_int.h"
 
@@ -22,6 +18,10 @@
 #define PQ_PAGE_VALUES_MAX (1 << 24)
 #define PQ_SCHEMA_DEPTH_MAX 64
 #define PQ_CHUNK_BYTES_MAX ((int64_t)MCDC_BATCH_BYTES_MAX)
+/* Opening reads this much of the file's end in one ranged read, so that the
+ * footer usually comes with the trailer (one request, not two, on an object
+ * store; writers' footers are a few KiB). */
+#define PQ_TAIL_GUESS_BYTES (64 * 1024)
 
 typedef struct pq_phys {
     int64_t n;
@@ -75,8 +75,10 @@ typedef struct pq_filter {
 } pq_filter;
 
 struct mcdc_parquet_reader {
-    char *name;
-    int fd;
+    char *name;            /* "<storage root>/<key>" or the open_mem name */
+    mcdc_storage *st;      /* the file's storage (borrowed), NULL over memory */
+    char *key;             /* owned */
+    mcdc_storage *own_st;  /* the local storage of open_path, else NULL */
     const uint8_t *mem;
     int64_t file_len;
     uint8_t *footer;
@@ -337,22 +339,23 @@ static int read_at(mcdc_parquet_reader *r, void *dst, size_t n, int64_t off, mcd
         memcpy(dst, r->mem + off, n);
         return MCDC_OK;
     }
-    uint8_t *p = dst;
-    while (n > 0) {
-        ssize_t k = pread(r->fd, p, n, (off_t)off);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0)
-            return mcdc_error_set(err, MCDC_E_IO, "reading Parquet file %s at %lld: %s", r->name,
-                                  (long long)off, k < 0 ? strerror(errno) : "unexpected end");
-        p += k;
-        n -= (size_t)k;
-        off += k;
+    size_t got = 0;
+    int rc = mcdc_storage_get_range(r->st, r->key, off, n, dst, &got, NULL, err);
+    if (rc) {
+        mcdc_error_wrap(err, "reading Parquet file %s at %lld", r->name, (long long)off);
+        return rc;
     }
+    if (got < n)
+        return mcdc_error_set(err, MCDC_E_CORRUPT, "Parquet file %s: %zu bytes at %lld, only %zu "
+                              "there; the file shrank while being read", r->name, n,
+                              (long long)off, got);
     return MCDC_OK;
 }
 
+/* Decodes the footer. head: the file's first 4 bytes when the caller has
+ * them already, else NULL. */
 static int reader_init(mcdc_parquet_reader *r, const mcdc_parquet_read_options *opts,
-                       mcdc_error *err) {
+                       const uint8_t *head, mcdc_error *err) {
     if (opts && opts->version != MCDC_PARQUET_READ_OPTIONS_VERSION)
         return mcdc_error_set(err, MCDC_E_INVALID, "Parquet read options version %d, expected %d",
                               opts->version, MCDC_PARQUET_READ_OPTIONS_VERSION);
@@ -360,26 +363,40 @@ static int reader_init(mcdc_parquet_reader *r, const mcdc_parquet_read_options *
     if (r->file_len < 12)
         return mcdc_error_set(err, MCDC_E_CORRUPT, "%s is not a Parquet file (%lld bytes, too "
                               "small for header and footer)", r->name, (long long)r->file_len);
-    uint8_t head[4], tail[8];
-    int rc = read_at(r, head, 4, 0, err);
-    if (!rc) rc = read_at(r, tail, 8, r->file_len - 8, err);
-    if (rc) return rc;
-    if (memcmp(head, "PAR1", 4) != 0 || memcmp(tail + 4, "PAR1", 4) != 0)
-        return mcdc_error_set(err, MCDC_E_CORRUPT, "%s is not a Parquet file (magic PAR1 "
-                              "missing at its %s)", r->name,
-                              memcmp(head, "PAR1", 4) ? "start" : "end");
-    uint32_t flen = pq_le32(tail);
-    if ((int64_t)flen > r->file_len - 12)
-        return mcdc_error_set(err, MCDC_E_CORRUPT, "Parquet file %s: footer length %u is beyond "
-                              "the file (%lld bytes); the file is truncated or damaged", r->name,
-                              flen, (long long)r->file_len);
-    if (flen > MCDC_PARQUET_FOOTER_BYTES_MAX)
-        return mcdc_error_set(err, MCDC_E_LIMIT, "Parquet file %s: footer of %u bytes is larger "
-                              "than the %u we accept", r->name, flen,
-                              MCDC_PARQUET_FOOTER_BYTES_MAX);
-    r->footer = mcdc_malloc(flen ? flen : 1);
-    if (r->footer == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (footer)");
-    rc = read_at(r, r->footer, flen, r->file_len - 8 - flen, err);
+    size_t tail_n = r->file_len < PQ_TAIL_GUESS_BYTES ? (size_t)r->file_len : PQ_TAIL_GUESS_BYTES;
+    int64_t tail_off = r->file_len - (int64_t)tail_n;
+    uint8_t *tail = mcdc_malloc(tail_n);
+    if (tail == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (footer)");
+    uint8_t head4[4];
+    int rc = read_at(r, tail, tail_n, tail_off, err);
+    if (!rc && head == NULL) {
+        if (tail_off == 0) memcpy(head4, tail, 4);
+        else rc = read_at(r, head4, 4, 0, err);
+        head = head4;
+    }
+    const uint8_t *trailer = tail + tail_n - 8;
+    if (!rc && (memcmp(head, "PAR1", 4) != 0 || memcmp(trailer + 4, "PAR1", 4) != 0))
+        rc = mcdc_error_set(err, MCDC_E_CORRUPT, "%s is not a Parquet file (magic PAR1 "
+                            "missing at its %s)", r->name,
+                            memcmp(head, "PAR1", 4) ? "start" : "end");
+    uint32_t flen = rc ? 0 : pq_le32(trailer);
+    if (!rc && (int64_t)flen > r->file_len - 12)
+        rc = mcdc_error_set(err, MCDC_E_CORRUPT, "Parquet file %s: footer length %u is beyond "
+                            "the file (%lld bytes); the file is truncated or damaged", r->name,
+                            flen, (long long)r->file_len);
+    if (!rc && flen > MCDC_PARQUET_FOOTER_BYTES_MAX)
+        rc = mcdc_error_set(err, MCDC_E_LIMIT, "Parquet file %s: footer of %u bytes is larger "
+                            "than the %u we accept", r->name, flen,
+                            MCDC_PARQUET_FOOTER_BYTES_MAX);
+    if (!rc && (r->footer = mcdc_malloc(flen ? flen : 1)) == NULL)
+        rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (footer)");
+    if (!rc) {
+        if ((size_t)flen + 8 <= tail_n) /* the guess covered it */
+            memcpy(r->footer, trailer - flen, flen);
+        else
+            rc = read_at(r, r->footer, flen, r->file_len - 8 - flen, err);
+    }
+    mcdc_free(tail);
     if (rc) return rc;
     char what[600];
     snprintf(what, sizeof what, "Parquet file %s, footer", r->name);
@@ -392,35 +409,46 @@ static int reader_init(mcdc_parquet_reader *r, const mcdc_parquet_read_options *
     return mcdc_parquet_reader_select(r, NULL, 0, err);
 }
 
-int mcdc_parquet_reader_open(mcdc_parquet_reader **out, const char *path,
+int mcdc_parquet_reader_open(mcdc_parquet_reader **out, mcdc_storage *st, const char *key,
                              const mcdc_parquet_read_options *opts, mcdc_error *err) {
+    MCDC_ASSERT(st != NULL && key != NULL);
     *out = NULL;
     mcdc_parquet_reader *r = mcdc_calloc(1, sizeof *r);
     if (r == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (reader)");
-    r->fd = -1;
-    r->name = mcdc_strdup(path);
-    if (r->name == NULL) {
-        mcdc_free(r);
-        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (reader)");
+    r->st = st;
+    r->key = mcdc_strdup(key);
+    r->name = mcdc_asprintf("%s/%s", st->root, key);
+    int rc = MCDC_OK;
+    if (r->key == NULL || r->name == NULL)
+        rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (reader)");
+    /* The first ranged read brings the size and the leading magic. */
+    uint8_t head[4];
+    size_t got = 0;
+    if (rc == MCDC_OK) {
+        rc = mcdc_storage_get_range(st, key, 0, sizeof head, head, &got, &r->file_len, err);
+        if (rc) mcdc_error_wrap(err, "cannot open Parquet file %s", r->name);
     }
-    r->fd = open(path, O_RDONLY | O_CLOEXEC);
-    int rc;
-    struct stat st;
-    if (r->fd < 0) {
-        rc = mcdc_error_set(err, errno == ENOENT ? MCDC_E_NOTFOUND : MCDC_E_IO,
-                            "cannot open Parquet file %s: %s", path, strerror(errno));
-    } else if (fstat(r->fd, &st) != 0) {
-        rc = mcdc_error_set(err, MCDC_E_IO, "cannot stat Parquet file %s: %s", path,
-                            strerror(errno));
-    } else {
-        r->file_len = st.st_size;
-        rc = reader_init(r, opts, err);
-    }
+    if (rc == MCDC_OK) rc = reader_init(r, opts, got == sizeof head ? head : NULL, err);
     if (rc) {
         mcdc_parquet_reader_free(r);
         return rc;
     }
     *out = r;
+    return MCDC_OK;
+}
+
+int mcdc_parquet_reader_open_path(mcdc_parquet_reader **out, const char *path,
+                                  const mcdc_parquet_read_options *opts, mcdc_error *err) {
+    *out = NULL;
+    mcdc_storage *st;
+    const char *key;
+    int rc = mcdc_parquet__local_path(&st, &key, path, err);
+    if (rc == MCDC_OK) rc = mcdc_parquet_reader_open(out, st, key, opts, err);
+    if (rc) {
+        mcdc_storage_free(st);
+        return rc;
+    }
+    (*out)->own_st = st;
     return MCDC_OK;
 }
 
@@ -430,11 +458,10 @@ int mcdc_parquet_reader_open_mem(mcdc_parquet_reader **out, const void *data, si
     *out = NULL;
     mcdc_parquet_reader *r = mcdc_calloc(1, sizeof *r);
     if (r == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (reader)");
-    r->fd = -1;
     r->mem = data ? data : (const uint8_t *)"";
     r->file_len = (int64_t)len;
     r->name = mcdc_strdup(name ? name : "(memory)");
-    int rc = r->name ? reader_init(r, opts, err)
+    int rc = r->name ? reader_init(r, opts, NULL, err)
                      : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (reader)");
     if (rc) {
         mcdc_parquet_reader_free(r);
@@ -469,7 +496,6 @@ void mcdc_parquet_reader_free(mcdc_parquet_reader *r) {
     close_cursors(r);
     mcdc_batch_free(r->spare);
     mcdc_free(r->cursors);
-    if (r->fd >= 0) close(r->fd);
     for (int32_t i = 0; i < r->n_leaves; i++) {
         mcdc_free(r->leaves[i].path);
         mcdc_schema_unref(r->leaves[i].one);
@@ -483,6 +509,8 @@ void mcdc_parquet_reader_free(mcdc_parquet_reader *r) {
     mcdc_pq_meta_free(&r->meta);
     mcdc_free(r->footer);
     mcdc_free(r->name);
+    mcdc_free(r->key);
+    mcdc_storage_free(r->own_st);
     mcdc_free(r);
 }
 

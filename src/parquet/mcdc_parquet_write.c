@@ -14,8 +14,6 @@
  * the footer. Memory: one row group of encoded chunks plus one page per
  * column plus the dictionaries.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -222,9 +220,9 @@ typedef struct wcol {
 } wcol;
 
 struct mcdc_parquet_writer {
-    char *path;
-    int fd;
-    bool own_fd;
+    char *path;               /* "<storage root>/<key>", for messages */
+    mcdc_storage_writer *out; /* the object being written; NULL once committed/aborted */
+    mcdc_storage *own_st;     /* the local storage of writer_open_path, else NULL */
     bool closed;
     mcdc_schema *schema;
     mcdc_parquet_write_options opts;
@@ -1159,18 +1157,13 @@ static void wcol_free(wcol *c) {
 /* ---- file I/O ------------------------------------------------------------------- */
 
 static int write_all(mcdc_parquet_writer *w, const void *p, size_t n, mcdc_error *err) {
-    const uint8_t *q = p;
-    while (n > 0) {
-        ssize_t k = write(w->fd, q, n);
-        if (k < 0) {
-            if (errno == EINTR) continue;
-            return mcdc_error_set(err, MCDC_E_IO, "writing Parquet file %s: %s", w->path,
-                                  strerror(errno));
-        }
-        q += k;
-        n -= (size_t)k;
-        w->offset += k;
+    int rc = mcdc_storage_writer_write(w->out, p, n, err);
+    if (rc) {
+        mcdc_error_wrap(err, "writing Parquet file %s", w->path);
+        return rc;
     }
+    w->offset += (int64_t)n;
+    MCDC_ASSERT(w->offset == mcdc_storage_writer_bytes(w->out));
     return MCDC_OK;
 }
 
@@ -1251,14 +1244,15 @@ static int flush_row_group(mcdc_parquet_writer *w, mcdc_error *err) {
 
 /* ---- public API ---------------------------------------------------------------- */
 
-static int writer_open(mcdc_parquet_writer **out, int fd, bool own_fd, const char *name,
+/* Takes sw (aborted on failure). */
+static int writer_open(mcdc_parquet_writer **out, mcdc_storage_writer *sw, const char *name,
                        mcdc_schema *schema, const mcdc_parquet_write_options *opts,
                        mcdc_error *err) {
     *out = NULL;
     mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
     if (opts) {
         if (opts->version != MCDC_PARQUET_WRITE_OPTIONS_VERSION) {
-            if (own_fd) close(fd);
+            mcdc_storage_writer_abort(sw);
             return mcdc_error_set(err, MCDC_E_INVALID, "Parquet write options version %d, "
                                   "expected %d", opts->version, MCDC_PARQUET_WRITE_OPTIONS_VERSION);
         }
@@ -1291,11 +1285,10 @@ static int writer_open(mcdc_parquet_writer **out, int fd, bool own_fd, const cha
         if (w == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (writer)");
     }
     if (rc) {
-        if (own_fd) close(fd);
+        mcdc_storage_writer_abort(sw);
         return rc;
     }
-    w->fd = fd;
-    w->own_fd = own_fd;
+    w->out = sw;
     w->opts = o;
     w->opts.field_ids = NULL; /* copied into the columns below */
     w->schema = mcdc_schema_ref(schema);
@@ -1335,20 +1328,57 @@ static int writer_open(mcdc_parquet_writer **out, int fd, bool own_fd, const cha
     return MCDC_OK;
 }
 
-int mcdc_parquet_writer_open(mcdc_parquet_writer **out, const char *path, mcdc_schema *schema,
-                             const mcdc_parquet_write_options *opts, mcdc_error *err) {
+int mcdc_parquet_writer_open(mcdc_parquet_writer **out, mcdc_storage *st, const char *key,
+                             mcdc_schema *schema, const mcdc_parquet_write_options *opts,
+                             mcdc_error *err) {
     *out = NULL;
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return mcdc_error_set(err, MCDC_E_IO, "cannot create Parquet file %s: %s", path,
-                              strerror(errno));
-    return writer_open(out, fd, true, path, schema, opts, err);
+    mcdc_storage_writer *sw;
+    int rc = mcdc_storage_writer_open(&sw, st, key, err);
+    if (rc) {
+        mcdc_error_wrap(err, "cannot create Parquet file %s/%s", st->root, key);
+        return rc;
+    }
+    char *name = mcdc_asprintf("%s/%s", st->root, key);
+    if (name == NULL) {
+        mcdc_storage_writer_abort(sw);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (writer)");
+    }
+    rc = writer_open(out, sw, name, schema, opts, err);
+    mcdc_free(name);
+    return rc;
 }
 
-int mcdc_parquet_writer_open_fd(mcdc_parquet_writer **out, int fd, const char *name,
-                                mcdc_schema *schema, const mcdc_parquet_write_options *opts,
-                                mcdc_error *err) {
-    return writer_open(out, fd, false, name ? name : "(fd)", schema, opts, err);
+/* Splits path into a local storage on its directory and the file's name. */
+int mcdc_parquet__local_path(mcdc_storage **st, const char **key, const char *path,
+                             mcdc_error *err) {
+    *st = NULL;
+    const char *slash = path ? strrchr(path, '/') : NULL;
+    *key = slash ? slash + 1 : path;
+    if (path == NULL || (*key)[0] == 0)
+        return mcdc_error_set(err, MCDC_E_INVALID, "Parquet file path \"%s\" names no file",
+                              path ? path : "");
+    char *dir = slash == NULL ? mcdc_strdup(".")
+                              : mcdc_strndup(path, slash == path ? 1 : (size_t)(slash - path));
+    if (dir == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    int rc = mcdc_storage_local_create(st, dir, err);
+    mcdc_free(dir);
+    return rc;
+}
+
+int mcdc_parquet_writer_open_path(mcdc_parquet_writer **out, const char *path,
+                                  mcdc_schema *schema, const mcdc_parquet_write_options *opts,
+                                  mcdc_error *err) {
+    *out = NULL;
+    mcdc_storage *st;
+    const char *key;
+    int rc = mcdc_parquet__local_path(&st, &key, path, err);
+    if (rc == MCDC_OK) rc = mcdc_parquet_writer_open(out, st, key, schema, opts, err);
+    if (rc) {
+        mcdc_storage_free(st);
+        return rc;
+    }
+    (*out)->own_st = st;
+    return MCDC_OK;
 }
 
 int mcdc_parquet_writer_write(mcdc_parquet_writer *w, const mcdc_batch *b, mcdc_error *err) {
@@ -1605,15 +1635,14 @@ int mcdc_parquet_writer_close(mcdc_parquet_writer *w, mcdc_error *err) {
     if (w->closed) return mcdc_error_set(err, MCDC_E_INVALID, "Parquet file %s is closed", w->path);
     int rc = flush_row_group(w, err);
     if (!rc) rc = write_footer(w, err);
-    if (!rc && w->own_fd && fsync(w->fd) != 0)
-        rc = mcdc_error_set(err, MCDC_E_IO, "fsync of Parquet file %s: %s", w->path,
-                            strerror(errno));
-    if (w->own_fd) {
-        if (close(w->fd) != 0 && !rc)
-            rc = mcdc_error_set(err, MCDC_E_IO, "closing Parquet file %s: %s", w->path,
-                                strerror(errno));
-        w->own_fd = false;
+    /* Published whole or not at all: a failed write leaves nothing. */
+    if (!rc) {
+        rc = mcdc_storage_writer_commit(w->out, MCDC_STORAGE_PUT, err);
+        if (rc) mcdc_error_wrap(err, "publishing Parquet file %s", w->path);
+    } else {
+        mcdc_storage_writer_abort(w->out);
     }
+    w->out = NULL;
     w->closed = true;
     if (rc) return rc;
     w->stats = mcdc_calloc((size_t)w->n, sizeof *w->stats);
@@ -1643,7 +1672,8 @@ const mcdc_parquet_file_info *mcdc_parquet_writer_info(const mcdc_parquet_writer
 void mcdc_parquet_writer_free(mcdc_parquet_writer *w) {
     if (w == NULL) return;
     if (w->pool_started) pool_stop(&w->pool);
-    if (w->own_fd) close(w->fd);
+    mcdc_storage_writer_abort(w->out); /* unclosed: nothing is published */
+    mcdc_storage_free(w->own_st);
     if (w->cols)
         for (int32_t i = 0; i < w->n; i++) wcol_free(&w->cols[i]);
     mcdc_free(w->cols);

@@ -126,7 +126,7 @@ int mcdc_checkpoint_open(mcdc_checkpoint **out, const char *dir, const mcdc_ckpt
         return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     }
     c->b = *b;
-    int rc = mcdc_storage_local_create(&c->st, dir, err);
+    int rc = mcdc_storage_open(&c->st, dir, err);
     json_t *m = NULL;
     if (rc == MCDC_OK) {
         mcdc_error e = MCDC_ERROR_INIT;

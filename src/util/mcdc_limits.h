@@ -85,6 +85,12 @@
 /* Concurrent writers: retries of a lost put-if-absent race. */
 #define MCDC_DELTA_COMMIT_RETRIES_MAX 50
 
+/* The in-memory storage (tests): one object at most 1 GiB (a data file rolls
+ * at 128 MiB uncompressed), and the last 1024 commits remembered so that a
+ * test can lose them after the fact (mcdc_storage_mem_lose_last). */
+#define MCDC_STORAGE_MEM_OBJECT_BYTES_MAX (1024u * 1024u * 1024u)
+#define MCDC_STORAGE_MEM_JOURNAL_MAX 1024
+
 /* Simulator: sessions at once, and T-SQL text nesting. */
 #define MCDC_SIM_SESSIONS_MAX 256
 #define MCDC_TSQL_DEPTH_MAX 64

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 /* ---- status names ------------------------------------------------------ */
@@ -479,25 +478,6 @@ void mcdc_uuid4(char out[37]) {
     snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
              b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
              b[14], b[15]);
-}
-
-int mcdc_mkdirs(const char *path, mcdc_error *err) {
-    char buf[4096];
-    if (strlen(path) >= sizeof buf)
-        return mcdc_error_set(err, MCDC_E_LIMIT, "path too long: %.64s...", path);
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return mcdc_error_set(err, MCDC_E_IO, "cannot create directory %s: %s", buf,
-                                  strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-        return mcdc_error_set(err, MCDC_E_IO, "cannot create directory %s: %s", buf,
-                              strerror(errno));
-    return MCDC_OK;
 }
 
 /* ---- strings ------------------------------------------------------------ */

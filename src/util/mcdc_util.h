@@ -118,9 +118,6 @@ int mcdc_path_canonical(char **out, const char *path, mcdc_error *err);
 /* inner is outer or lies below it (both canonical). */
 bool mcdc_path_within(const char *outer, const char *inner);
 
-/* mkdir -p: creates path and its missing parents. */
-int mcdc_mkdirs(const char *path, mcdc_error *err);
-
 /* A random (version 4) UUID, lowercase "8-4-4-4-12", NUL-terminated. */
 void mcdc_uuid4(char out[37]);
 

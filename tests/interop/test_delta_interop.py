@@ -31,7 +31,7 @@ def tool():
     subprocess.run(["make", "-s", "build/libmssqlcdc.a"], cwd=ROOT, check=True)
     subprocess.run(
         ["cc", "-std=c17", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", "-Iinclude",
-         "-Isrc/util", "-Isrc/batch", "-Isrc/delta", "tests/tools/delta_tool.c",
+         "-Isrc/util", "-Isrc/storage", "-Isrc/batch", "-Isrc/delta", "tests/tools/delta_tool.c",
          "build/libmssqlcdc.a", *link_libs(), "-o", str(TOOL)],
         cwd=ROOT, check=True)
 

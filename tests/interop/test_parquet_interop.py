@@ -38,7 +38,7 @@ decimal.getcontext().prec = 80
 def tool():
     if "MCDC_BUILD" not in os.environ:
         subprocess.run(["make", "-s", "build/libmssqlcdc.a"], cwd=ROOT, check=True)
-    cmd = ["cc", "-std=c17", "-O2", "-g", "-D_GNU_SOURCE", "-Iinclude", "-Isrc/util",
+    cmd = ["cc", "-std=c17", "-O2", "-g", "-D_GNU_SOURCE", "-Iinclude", "-Isrc/util", "-Isrc/storage",
            "-Isrc/batch", "-Isrc/parquet", "-o", TOOL, "tests/tools/parquet_tool.c",
            os.path.join(BUILD, "libmssqlcdc.a"), *LIBS]
     subprocess.run(cmd, cwd=ROOT, check=True)

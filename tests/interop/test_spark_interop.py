@@ -90,7 +90,7 @@ def tool():
     subprocess.run(["make", "-s", f"{BUILD}/libmssqlcdc.a"], cwd=ROOT, check=True)
     subprocess.run(
         ["cc", "-std=c17", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", "-Iinclude",
-         "-Isrc/util", "-Isrc/batch", "-Isrc/delta", "-Isrc/parquet", "-Isrc/lake",
+         "-Isrc/util", "-Isrc/storage", "-Isrc/batch", "-Isrc/delta", "-Isrc/parquet", "-Isrc/lake",
          "tests/tools/lake_tool.c", str(BUILD / "libmssqlcdc.a"), *link_libs(), "-o", str(TOOL)],
         cwd=ROOT, check=True)
     return Tool()

@@ -217,10 +217,9 @@ static int cmd_dump(const char *table, int64_t version, const char *app, mcdc_er
     free(hs);
     json_decref(head);
     for (size_t i = 0; rc == MCDC_OK && i < nfiles; i++) {
-        char *full = mcdc_asprintf("%s/%s", mcdc_delta_table_location(t),
-                                   mcdc_delta_snapshot_file(s, i)->path);
         mcdc_parquet_reader *r = NULL;
-        rc = mcdc_parquet_reader_open(&r, full, NULL, e);
+        rc = mcdc_parquet_reader_open(&r, mcdc_delta_table_storage(t),
+                                      mcdc_delta_snapshot_file(s, i)->path, NULL, e);
         mcdc_batch *b = NULL;
         while (rc == MCDC_OK && (rc = mcdc_parquet_reader_next(&b, r, e)) == MCDC_OK && b) {
             for (int64_t row = 0; row < b->rows; row++) {
@@ -238,7 +237,6 @@ static int cmd_dump(const char *table, int64_t version, const char *app, mcdc_er
             mcdc_batch_free(b);
         }
         mcdc_parquet_reader_free(r);
-        mcdc_free(full);
     }
 done:
     mcdc_delta_field_meta_free(meta, schema ? schema->n_fields : 0);

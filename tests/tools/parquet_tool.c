@@ -159,7 +159,7 @@ static int write_sample(int argc, char **argv) {
     if (s == NULL || mcdc_batch_create(&b, s, rows, &e)) return fail(&e);
     fill(b, rows);
     mcdc_parquet_writer *w = NULL;
-    int rc = mcdc_parquet_writer_open(&w, out, s, &o, &e);
+    int rc = mcdc_parquet_writer_open_path(&w, out, s, &o, &e);
     if (!rc) rc = mcdc_parquet_writer_write(w, b, &e);
     if (!rc) rc = mcdc_parquet_writer_close(w, &e);
     if (!rc) {
@@ -186,7 +186,7 @@ static int dump(int argc, char **argv) {
         else return 2;
     }
     mcdc_parquet_reader *r;
-    if (mcdc_parquet_reader_open(&r, argv[2], &ro, &e)) return fail(&e);
+    if (mcdc_parquet_reader_open_path(&r, argv[2], &ro, &e)) return fail(&e);
     if (cols) {
         char *copy = strdup(cols);
         const char *names[256];
@@ -232,7 +232,7 @@ static int leaves(int argc, char **argv) {
     (void)argc;
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_parquet_reader *r;
-    if (mcdc_parquet_reader_open(&r, argv[2], NULL, &e)) return fail(&e);
+    if (mcdc_parquet_reader_open_path(&r, argv[2], NULL, &e)) return fail(&e);
     for (int32_t i = 0; i < mcdc_parquet_reader_leaves(r); i++) {
         const mcdc_parquet_leaf *l = mcdc_parquet_reader_leaf(r, i);
         char fmt[32];
@@ -248,7 +248,7 @@ static int leaf(int argc, char **argv) {
     if (argc < 4) return 2;
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_parquet_reader *r;
-    if (mcdc_parquet_reader_open(&r, argv[2], NULL, &e)) return fail(&e);
+    if (mcdc_parquet_reader_open_path(&r, argv[2], NULL, &e)) return fail(&e);
     int32_t li = mcdc_parquet_reader_find_leaf(r, argv[3]);
     if (li < 0) {
         fprintf(stderr, "parquet_tool: no leaf %s\n", argv[3]);

@@ -153,7 +153,7 @@ TEST(colmap_lake_creates_mapped_table_and_reads_back_logical_names) {
     char pq[1200];
     CHECK(first_parquet(path, pq, sizeof pq));
     mcdc_parquet_reader *pr = NULL;
-    CHECK_EQ_INT(mcdc_parquet_reader_open(&pr, pq, NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_parquet_reader_open_path(&pr, pq, NULL, &e), MCDC_OK);
     const mcdc_schema *fs = NULL;
     CHECK_EQ_INT(mcdc_parquet_reader_schema(&fs, pr, &e), MCDC_OK);
     for (int32_t i = 0; fs && i < 4; i++) CHECK_EQ_STR(fs->fields[i].name, meta[i].physical_name);

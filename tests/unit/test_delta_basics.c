@@ -67,10 +67,21 @@ TEST(delta_resolve_names_and_paths) {
     CHECK_EQ_INT(mcdc_delta_resolve_path(&p, "./t/x", NULL, &e), MCDC_OK);
     CHECK_EQ_STR(p, "./t/x");
     mcdc_free(p);
+    /* Locations pass through as given: the storage's scheme table judges them. */
     CHECK_EQ_INT(mcdc_delta_resolve_path(&p, "file:///data/t", NULL, &e), MCDC_OK);
-    CHECK_EQ_STR(p, "/data/t");
+    CHECK_EQ_STR(p, "file:///data/t");
     mcdc_free(p);
-    CHECK_EQ_INT(mcdc_delta_resolve_path(&p, "s3://bucket/t", NULL, &e), MCDC_E_UNSUPPORTED);
+    CHECK_EQ_INT(mcdc_delta_resolve_path(&p, "orders", "mem://w", &e), MCDC_OK);
+    CHECK_EQ_STR(p, "mem://w/orders");
+    mcdc_free(p);
+    p = NULL;
+    mcdc_delta_table *t = NULL;
+    CHECK_EQ_INT(mcdc_delta_table_open(&t, "file:///data/t", NULL, &e), MCDC_OK);
+    CHECK_EQ_STR(t ? mcdc_delta_table_location(t) : NULL, "/data/t");
+    mcdc_delta_table_free(t);
+    CHECK_EQ_INT(mcdc_delta_table_open(&t, "s3://bucket/t", NULL, &e), MCDC_E_UNSUPPORTED);
+    CHECK(strstr(e.message, "not built yet") != NULL);
+    CHECK(t == NULL);
     CHECK_EQ_INT(mcdc_delta_resolve_path(&p, "bronze.orders", NULL, &e), MCDC_E_INVALID);
     CHECK(strstr(e.message, "warehouse") != NULL);
     CHECK_EQ_INT(mcdc_delta_resolve_path(&p, "a.b.c", "/lake", &e), MCDC_E_INVALID);

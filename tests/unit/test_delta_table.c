@@ -400,52 +400,84 @@ TEST(delta_append_lost_race_retries_at_next_version) {
     td_rmrf(dir);
 }
 
-/* A put_if_absent that first lets a "racing writer" publish the same key:
- * exercises the lost-race path deterministically. */
+/* A put-if-absent commit that first lets a "racing writer" publish the same
+ * key: exercises the lost-race path deterministically. */
 typedef struct racing {
     mcdc_storage *inner;
-    const char *const *bodies; /* published in turn, one per call */
+    const char *const *bodies; /* published in turn, one per commit */
     int n_bodies;
     int next;
 } racing;
 
-static int racing_put_if_absent(void *self, const char *key, const void *d, size_t n,
-                                mcdc_error *err) {
-    racing *rc = self;
-    if (rc->next < rc->n_bodies) {
-        const char *b = rc->bodies[rc->next++];
-        rc->inner->ops->put_if_absent(rc->inner->self, key, b, strlen(b), NULL);
-    }
-    return rc->inner->ops->put_if_absent(rc->inner->self, key, d, n, err);
+typedef struct racing_writer {
+    racing *rc;
+    mcdc_storage_writer *inner;
+    char *key;
+} racing_writer;
+
+static int racing_write(void *ws, const void *d, size_t n, mcdc_error *err) {
+    racing_writer *rw = ws;
+    return mcdc_storage_writer_write(rw->inner, d, n, err);
 }
-static int racing_put(void *self, const char *k, const void *d, size_t n, mcdc_error *err) {
+static int racing_commit(void *ws, mcdc_storage_commit_mode mode, mcdc_error *err) {
+    racing_writer *rw = ws;
+    racing *rc = rw->rc;
+    if (mode == MCDC_STORAGE_PUT_IF_ABSENT && rc->next < rc->n_bodies) {
+        const char *b = rc->bodies[rc->next++];
+        mcdc_storage_put_if_absent(rc->inner, rw->key, b, strlen(b), NULL);
+    }
+    int r = mcdc_storage_writer_commit(rw->inner, mode, err);
+    rw->inner = NULL;
+    return r;
+}
+static void racing_discard(void *ws) {
+    racing_writer *rw = ws;
+    mcdc_storage_writer_abort(rw->inner);
+    mcdc_free(rw->key);
+    mcdc_free(rw);
+}
+static const mcdc_storage_writer_ops racing_writer_ops = {racing_write, racing_commit,
+                                                          racing_discard};
+
+static int racing_open_writer(void *self, const char *key, mcdc_storage_writer *w,
+                              mcdc_error *err) {
     racing *rc = self;
-    return rc->inner->ops->put(rc->inner->self, k, d, n, err);
+    racing_writer *rw = mcdc_calloc(1, sizeof *rw);
+    rw->rc = rc;
+    rw->key = mcdc_strdup(key);
+    int r = mcdc_storage_writer_open(&rw->inner, rc->inner, key, err);
+    if (r) {
+        racing_discard(rw);
+        return r;
+    }
+    w->ops = &racing_writer_ops;
+    w->self = rw;
+    return MCDC_OK;
 }
 static int racing_get(void *self, const char *k, size_t m, mcdc_buf *o, mcdc_error *err) {
     racing *rc = self;
-    return rc->inner->ops->get(rc->inner->self, k, m, o, err);
+    return mcdc_storage_get(rc->inner, k, m, o, err);
+}
+static int racing_get_range(void *self, const char *k, int64_t off, size_t len, void *dst,
+                            size_t *got, int64_t *size, mcdc_error *err) {
+    racing *rc = self;
+    return mcdc_storage_get_range(rc->inner, k, off, len, dst, got, size, err);
 }
 static int racing_list(void *self, const char *p, mcdc_storage_listing *o, mcdc_error *err) {
     racing *rc = self;
-    return rc->inner->ops->list(rc->inner->self, p, o, err);
+    return mcdc_storage_list(rc->inner, p, o, err);
 }
 static int racing_del(void *self, const char *k, mcdc_error *err) {
     racing *rc = self;
-    return rc->inner->ops->del(rc->inner->self, k, err);
-}
-static int racing_size(void *self, const char *k, int64_t *o, mcdc_error *err) {
-    racing *rc = self;
-    return rc->inner->ops->size(rc->inner->self, k, o, err);
+    return mcdc_storage_delete(rc->inner, k, err);
 }
 static void racing_destroy(void *self) {
     racing *rc = self;
     mcdc_storage_free(rc->inner);
     mcdc_free(rc);
 }
-static const mcdc_storage_ops racing_ops = {racing_put_if_absent, racing_put, racing_get,
-                                            racing_list, racing_del, racing_size,
-                                            racing_destroy};
+static const mcdc_storage_ops racing_ops = {racing_open_writer, racing_get, racing_get_range,
+                                            racing_list,        racing_del, racing_destroy};
 
 static mcdc_delta_table *racing_table(const char *dir, const char *const *bodies, int n) {
     mcdc_storage *inner = NULL, *st = mcdc_calloc(1, sizeof *st);
@@ -907,67 +939,12 @@ TEST(delta_allocation_failures_are_clean_and_retry_is_exactly_once) {
     td_rmrf(dir);
 }
 
-/* A storage failing its Nth call with an I/O error (then working again). */
-typedef struct faulty {
-    mcdc_storage *inner;
-    int64_t fail_at; /* calls left until the failing one; <= 0 never */
-} faulty;
-
-static bool faulty_hit(faulty *f, mcdc_error *err, int *rc) {
-    if (f->fail_at > 0 && --f->fail_at == 0) {
-        *rc = mcdc_error_set(err, MCDC_E_IO, "injected I/O error");
-        return true;
-    }
-    return false;
-}
-static int faulty_pia(void *self, const char *k, const void *d, size_t n, mcdc_error *err) {
-    faulty *f = self;
-    int rc;
-    if (faulty_hit(f, err, &rc)) return rc;
-    return f->inner->ops->put_if_absent(f->inner->self, k, d, n, err);
-}
-static int faulty_put(void *self, const char *k, const void *d, size_t n, mcdc_error *err) {
-    faulty *f = self;
-    int rc;
-    if (faulty_hit(f, err, &rc)) return rc;
-    return f->inner->ops->put(f->inner->self, k, d, n, err);
-}
-static int faulty_get(void *self, const char *k, size_t m, mcdc_buf *o, mcdc_error *err) {
-    faulty *f = self;
-    int rc;
-    if (faulty_hit(f, err, &rc)) return rc;
-    return f->inner->ops->get(f->inner->self, k, m, o, err);
-}
-static int faulty_list(void *self, const char *p, mcdc_storage_listing *o, mcdc_error *err) {
-    faulty *f = self;
-    int rc;
-    if (faulty_hit(f, err, &rc)) return rc;
-    return f->inner->ops->list(f->inner->self, p, o, err);
-}
-static int faulty_del(void *self, const char *k, mcdc_error *err) {
-    faulty *f = self;
-    int rc;
-    if (faulty_hit(f, err, &rc)) return rc;
-    return f->inner->ops->del(f->inner->self, k, err);
-}
-static int faulty_size(void *self, const char *k, int64_t *o, mcdc_error *err) {
-    faulty *f = self;
-    int rc;
-    if (faulty_hit(f, err, &rc)) return rc;
-    return f->inner->ops->size(f->inner->self, k, o, err);
-}
-static void faulty_destroy(void *self) {
-    faulty *f = self;
-    mcdc_storage_free(f->inner);
-    mcdc_free(f);
-}
-static const mcdc_storage_ops faulty_ops = {faulty_pia, faulty_put, faulty_get, faulty_list,
-                                            faulty_del, faulty_size, faulty_destroy};
-
+/* Every storage call in turn fails once (the memory store's fault
+ * injection); the log is never corrupted and the retry is exactly once. */
 TEST(delta_io_failures_never_corrupt_the_log) {
-    char dir[64];
-    td_mkdtemp(dir);
-    mcdc_delta_table_free(td_create(dir));
+    mcdc_storage_mem *mem = NULL;
+    CHECK_EQ_INT(mcdc_storage_mem_create(&mem, "io", NULL), MCDC_OK);
+    mcdc_delta_table_free(td_create_on(td_open_mem(mem, "t")));
     int64_t batch = 0;
     int failures = 0;
     const mcdc_log_sink *lvl = mcdc_log_use(&mcdc_test_quiet); /* failed checkpoints warn, as they should */
@@ -975,16 +952,8 @@ TEST(delta_io_failures_never_corrupt_the_log) {
         batch++;
         char path[64];
         snprintf(path, sizeof path, "b%03lld.parquet", (long long)batch);
-        mcdc_storage *inner = NULL, *st = mcdc_calloc(1, sizeof *st);
-        faulty *f = mcdc_calloc(1, sizeof *f);
-        mcdc_storage_local_create(&inner, dir, NULL);
-        f->inner = inner;
-        f->fail_at = nth;
-        st->ops = &faulty_ops;
-        st->self = f;
-        st->root = mcdc_strdup(dir);
-        mcdc_delta_table *t = NULL;
-        mcdc_delta_table_open_storage(&t, &st, NULL);
+        mcdc_delta_table *t = td_open_mem(mem, "t");
+        mcdc_storage_mem_fail_nth(mem, MCDC_STORAGE_OP_ANY, nth, MCDC_E_IO);
         mcdc_error e = MCDC_ERROR_INIT;
         mcdc_delta_commit_result r;
         int rc = td_append(t, path, "app", batch, &r, &e);
@@ -998,16 +967,15 @@ TEST(delta_io_failures_never_corrupt_the_log) {
             CHECK(rc == MCDC_E_IO || rc == MCDC_E_CORRUPT);
             CHECK(strstr(e.message, "injected") != NULL || strstr(e.message, "_delta_log") != NULL);
         }
-        f->fail_at = 0;
+        mcdc_storage_mem_fail_nth(mem, MCDC_STORAGE_OP_ANY, 0, MCDC_OK);
         /* the restart on the same handle: same batch, exactly once */
         CHECK_EQ_INT(td_append(t, path, "app", batch, &r, &e), MCDC_OK);
         mcdc_delta_table_free(t);
     }
     mcdc_log_use(lvl);
     CHECK(failures > 5);
-    mcdc_delta_table *t = NULL;
+    mcdc_delta_table *t = td_open_mem(mem, "t");
     mcdc_error e = MCDC_ERROR_INIT;
-    mcdc_delta_table_open(&t, dir, NULL, &e);
     mcdc_delta_snapshot *s = NULL;
     CHECK_EQ_INT(mcdc_delta_snapshot_load(&s, t, -1, &e), MCDC_OK);
     if (s) {
@@ -1016,5 +984,199 @@ TEST(delta_io_failures_never_corrupt_the_log) {
     }
     mcdc_delta_snapshot_free(s);
     mcdc_delta_table_free(t);
-    td_rmrf(dir);
+    mcdc_storage_mem_release(mem);
+}
+
+/* ---- on the memory storage --------------------------------------------------------- */
+
+/* Appends batch n (txn "app", n) with its data file written first, as the lake
+ * appender does: a failed commit deletes the file again. */
+static int mem_append(mcdc_delta_table *t, int64_t n, mcdc_delta_commit_result *r,
+                      mcdc_error *e) {
+    char path[64], blob[100];
+    snprintf(path, sizeof path, "part-%05lld.parquet", (long long)n);
+    memset(blob, 'p', sizeof blob);
+    mcdc_storage *st = mcdc_delta_table_storage(t);
+    int rc = mcdc_storage_put(st, path, blob, sizeof blob, e); /* td_append says 100 bytes */
+    if (rc) return rc;
+    rc = td_append(t, path, "app", n, r, e);
+    if (rc) mcdc_storage_delete(st, path, NULL);
+    return rc;
+}
+
+/* The latest snapshot of a fresh handle on the store is whole: version v,
+ * v files all present (no orphan referenced), txn v. Returns v. */
+static int64_t mem_check_consistent(mcdc_storage_mem *m) {
+    mcdc_delta_table *t = td_open_mem(m, "t");
+    mcdc_delta_snapshot *s = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    int rc = mcdc_delta_snapshot_load(&s, t, -1, &e);
+    if (rc) fprintf(stderr, "replay: %s\n", e.message);
+    CHECK_EQ_INT(rc, MCDC_OK);
+    int64_t v = s ? mcdc_delta_snapshot_version(s) : -1;
+    if (s) {
+        CHECK_EQ_INT(mcdc_delta_snapshot_file_count(s), v);
+        CHECK_EQ_INT(mcdc_delta_snapshot_txn_version(s, "app"), v);
+        rc = mcdc_delta_snapshot_verify_files(s, t, &e);
+        if (rc) fprintf(stderr, "verify: %s\n", e.message);
+        CHECK_EQ_INT(rc, MCDC_OK);
+    }
+    mcdc_delta_snapshot_free(s);
+    mcdc_delta_table_free(t);
+    return v;
+}
+
+/* A store holding table "t" at version 9 (appends 1..9): the next append
+ * is due for a checkpoint (delta.checkpointInterval 10). */
+static mcdc_storage_mem *mem_table_at_9(void) {
+    mcdc_storage_mem *m = NULL;
+    mcdc_storage_mem_create(&m, "lake", NULL);
+    mcdc_delta_table *t = td_create_on(td_open_mem(m, "t"));
+    mcdc_delta_commit_result r;
+    for (int64_t n = 1; n <= 9; n++) CHECK_EQ_INT(mem_append(t, n, &r, NULL), MCDC_OK);
+    mcdc_delta_table_free(t);
+    return m;
+}
+
+TEST(delta_on_memory_storage_create_append_replay_checkpoint) {
+    mcdc_storage_mem *m = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_storage_mem_create(&m, "lake", &e), MCDC_OK);
+    mcdc_storage_env env = mcdc_storage_mem_env(m);
+    mcdc_delta_table *t = NULL;
+    /* by name under a memory warehouse, through the env */
+    CHECK_EQ_INT(mcdc_delta_table_open_env(&t, &env, "bronze.orders", "mem://lake/wh", &e),
+                 MCDC_OK);
+    CHECK_EQ_STR(t ? mcdc_delta_table_location(t) : NULL, "mem://lake/wh/bronze.db/orders");
+    mcdc_delta_table *no_env = NULL;
+    CHECK_EQ_INT(mcdc_delta_table_open(&no_env, "mem://lake/x", NULL, &e), MCDC_E_NOTFOUND);
+    CHECK(no_env == NULL);
+    t = td_create_on(t);
+    CHECK(t != NULL);
+    mcdc_delta_commit_result r;
+    for (int64_t n = 1; n <= 12; n++) CHECK_EQ_INT(mem_append(t, n, &r, &e), MCDC_OK);
+    CHECK_EQ_INT(r.version, 12);
+    mcdc_storage *st = mcdc_delta_table_storage(t);
+    int64_t size = 0;
+    CHECK_EQ_INT(mcdc_storage_size(st, "_delta_log/00000000000000000010.checkpoint.parquet",
+                                   &size, &e),
+                 MCDC_OK);
+    mcdc_buf last = {0};
+    CHECK_EQ_INT(mcdc_storage_get(st, "_delta_log/_last_checkpoint", 4096, &last, &e), MCDC_OK);
+    CHECK(last.len > 12 && memcmp(last.data, "{\"version\":10,", 14) == 0);
+    mcdc_buf_free(&last);
+    mcdc_delta_table_free(t);
+    /* a fresh handle replays from the checkpoint: JSON 0..9 may be gone */
+    char key[64];
+    for (int v = 0; v <= 9; v++) {
+        snprintf(key, sizeof key, "wh/bronze.db/orders/_delta_log/%020d.json", v);
+        CHECK_EQ_INT(mcdc_storage_mem_drop(m, key, &e), MCDC_OK);
+    }
+    int64_t gets = mcdc_storage_mem_calls(m, MCDC_STORAGE_OP_GET);
+    CHECK_EQ_INT(mcdc_delta_table_open_env(&t, &env, "mem://lake/wh/bronze.db/orders", NULL, &e),
+                 MCDC_OK);
+    mcdc_delta_snapshot *s = NULL;
+    CHECK_EQ_INT(mcdc_delta_snapshot_load(&s, t, -1, &e), MCDC_OK);
+    if (s) {
+        CHECK_EQ_INT(mcdc_delta_snapshot_version(s), 12);
+        CHECK_EQ_INT(mcdc_delta_snapshot_file_count(s), 12);
+        CHECK_EQ_INT(mcdc_delta_snapshot_txn_version(s, "app"), 12);
+        CHECK_EQ_INT(mcdc_delta_snapshot_verify_files(s, t, &e), MCDC_OK);
+    }
+    mcdc_delta_snapshot_free(s);
+    /* the checkpoint was read by ranges: whole gets are _last_checkpoint and 2 commits */
+    CHECK_EQ_INT(mcdc_storage_mem_calls(m, MCDC_STORAGE_OP_GET) - gets, 3);
+    /* the txn rule skips a retried append */
+    CHECK_EQ_INT(td_append(t, "part-00012.parquet", "app", 12, &r, &e), MCDC_OK);
+    CHECK(r.skipped);
+    mcdc_delta_table_free(t);
+    mcdc_storage_mem_release(m);
+}
+
+/* Fails the Nth storage call of an append due for a checkpoint, for N = 1,
+ * 2, ... until the append goes through untouched. Each failure is a clean
+ * injected I/O error; afterwards the table replays whole (the commit is there
+ * with its data file, or not at all), and the retried append is written
+ * once: skipped by the txn rule when the first one made it. */
+TEST(delta_every_storage_failure_of_an_append_with_checkpoint_due_is_clean) {
+    /* a failed checkpoint or read-back warns */
+    const mcdc_log_sink *lvl = mcdc_log_use(&mcdc_test_quiet);
+    int failures = 0, committed_despite = 0;
+    bool done = false;
+    for (int64_t nth = 1; nth < 1000 && !done; nth++) {
+        mcdc_storage_mem *m = mem_table_at_9();
+        mcdc_delta_table *t = td_open_mem(m, "t");
+        mcdc_storage_mem_fail_nth(m, MCDC_STORAGE_OP_ANY, nth, MCDC_E_IO);
+        mcdc_error e = MCDC_ERROR_INIT;
+        mcdc_delta_commit_result r;
+        int rc = mem_append(t, 10, &r, &e);
+        bool fired = mcdc_storage_mem_fault_fired(m);
+        mcdc_storage_mem_fail_nth(m, MCDC_STORAGE_OP_ANY, 0, MCDC_OK);
+        mcdc_delta_table_free(t);
+        bool clean = rc ? fired && rc == MCDC_E_IO && strstr(e.message, "injected") != NULL
+                        : r.version == 10 && !r.skipped;
+        if (!clean) fprintf(stderr, "nth %lld: rc %d, %s\n", (long long)nth, rc, e.message);
+        CHECK(clean);
+        int64_t v = mem_check_consistent(m);
+        /* wholly there (OK) or not at all (an error): never reported failed
+         * once published, so the caller's cleanup never deletes live files */
+        CHECK_EQ_INT(v, rc == MCDC_OK ? 10 : 9);
+        if (rc == MCDC_OK && fired) committed_despite++; /* e.g. the checkpoint failed */
+        if (rc) {
+            failures++;
+            int64_t sz;
+            CHECK_EQ_INT(mcdc_storage_size(mcdc_delta_table_storage(t = td_open_mem(m, "t")),
+                                           "part-00010.parquet", &sz, NULL),
+                         MCDC_E_NOTFOUND); /* its data file was removed */
+            mcdc_delta_table_free(t);
+        }
+        /* the restart retries the batch: exactly once */
+        t = td_open_mem(m, "t");
+        CHECK_EQ_INT(mem_append(t, 10, &r, &e), MCDC_OK);
+        CHECK_EQ_INT(r.skipped, rc == MCDC_OK);
+        mcdc_delta_table_free(t);
+        CHECK_EQ_INT(mem_check_consistent(m), 10);
+        done = rc == MCDC_OK && !fired;
+        mcdc_storage_mem_release(m);
+        if (!clean) break;
+    }
+    mcdc_log_use(lvl);
+    CHECK(done);
+    CHECK(failures > 10);
+    CHECK(committed_despite > 0);
+}
+
+/* Writes that returned OK disappear later (a backup restored from before
+ * them), newest first: the table still replays whole at the version left,
+ * and the retried append brings it back to 10 exactly once. */
+TEST(delta_lost_writes_after_the_fact_replay_consistently) {
+    /* the append of 10 wrote: data file, commit 10, checkpoint, _last_checkpoint */
+    for (int lost = 1; lost <= 4; lost++) {
+        mcdc_storage_mem *m = mem_table_at_9();
+        mcdc_delta_table *t = td_open_mem(m, "t");
+        mcdc_error e = MCDC_ERROR_INIT;
+        mcdc_delta_commit_result r;
+        CHECK_EQ_INT(mem_append(t, 10, &r, &e), MCDC_OK);
+        mcdc_delta_table_free(t);
+        CHECK_EQ_INT(mcdc_storage_mem_lose_last(m, lost, &e), MCDC_OK);
+        CHECK_EQ_INT(mem_check_consistent(m), lost <= 2 ? 10 : 9);
+        t = td_open_mem(m, "t");
+        CHECK_EQ_INT(mem_append(t, 10, &r, &e), MCDC_OK);
+        CHECK_EQ_INT(r.skipped, lost <= 2);
+        mcdc_delta_table_free(t);
+        CHECK_EQ_INT(mem_check_consistent(m), 10);
+        mcdc_storage_mem_release(m);
+    }
+    /* a lost data file the log still names is found by verification */
+    mcdc_storage_mem *m = mem_table_at_9();
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_storage_mem_drop(m, "t/part-00004.parquet", &e), MCDC_OK);
+    mcdc_delta_table *t = td_open_mem(m, "t");
+    mcdc_delta_snapshot *s = NULL;
+    CHECK_EQ_INT(mcdc_delta_snapshot_load(&s, t, -1, &e), MCDC_OK);
+    CHECK_EQ_INT(s ? mcdc_delta_snapshot_verify_files(s, t, &e) : -1, MCDC_E_NOTFOUND);
+    CHECK(strstr(e.message, "part-00004.parquet") != NULL);
+    mcdc_delta_snapshot_free(s);
+    mcdc_delta_table_free(t);
+    mcdc_storage_mem_release(m);
 }

@@ -44,10 +44,10 @@ static inline mcdc_schema *td_schema_simple(void) {
     return s;
 }
 
-/* Creates a table with td_schema_simple at dir; returns the open handle. */
-static inline mcdc_delta_table *td_create(const char *dir) {
-    mcdc_delta_table *t = NULL;
-    if (mcdc_delta_table_open(&t, dir, NULL, NULL) != MCDC_OK) return NULL;
+/* Creates a table with td_schema_simple on the open handle t; returns t, or
+ * NULL (t freed) when that fails. */
+static inline mcdc_delta_table *td_create_on(mcdc_delta_table *t) {
+    if (t == NULL) return NULL;
     mcdc_schema *s = td_schema_simple();
     mcdc_delta_create_opts o = MCDC_DELTA_CREATE_OPTS_INIT;
     o.schema = s;
@@ -58,6 +58,32 @@ static inline mcdc_delta_table *td_create(const char *dir) {
         mcdc_delta_table_free(t);
         return NULL;
     }
+    return t;
+}
+
+/* Creates a table with td_schema_simple at dir; returns the open handle. */
+static inline mcdc_delta_table *td_create(const char *dir) {
+    mcdc_delta_table *t = NULL;
+    if (mcdc_delta_table_open(&t, dir, NULL, NULL) != MCDC_OK) return NULL;
+    return td_create_on(t);
+}
+
+/* A new memory store called name (*m, one reference) and a storage on its
+ * prefix (NULL when that fails). */
+static inline mcdc_storage *td_mem_storage(mcdc_storage_mem **m, const char *name,
+                                           const char *prefix) {
+    mcdc_storage *s = NULL;
+    if (mcdc_storage_mem_create(m, name, NULL) != MCDC_OK) return NULL;
+    if (mcdc_storage_mem_open(&s, *m, prefix, NULL) != MCDC_OK) return NULL;
+    return s;
+}
+
+/* A table handle on prefix of the memory store m (NULL when that fails). */
+static inline mcdc_delta_table *td_open_mem(mcdc_storage_mem *m, const char *prefix) {
+    mcdc_storage *st = NULL;
+    mcdc_delta_table *t = NULL;
+    if (mcdc_storage_mem_open(&st, m, prefix, NULL) != MCDC_OK) return NULL;
+    if (mcdc_delta_table_open_storage(&t, &st, NULL) != MCDC_OK) return NULL;
     return t;
 }
 

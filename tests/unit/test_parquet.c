@@ -10,6 +10,7 @@
 
 #include "mcdc_parquet_int.h"
 #include "mcdc_test.h"
+#include "test_delta_util.h"
 
 static char g_path[256];
 
@@ -118,17 +119,26 @@ static bool same_value(const mcdc_column *a, int64_t r, const mcdc_column *b, in
     }
 }
 
+static int64_t compare_reader(mcdc_parquet_reader *r, const mcdc_batch *want);
+
 /* Reads path back and compares every row with `want` (rows in order). */
 static int64_t compare_file(const char *path, const mcdc_batch *want, int64_t batch_rows) {
     mcdc_parquet_reader *r = NULL;
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_parquet_read_options ro = MCDC_PARQUET_READ_OPTIONS_INIT;
     ro.batch_rows = batch_rows;
-    int rc = mcdc_parquet_reader_open(&r, path, &ro, &e);
+    int rc = mcdc_parquet_reader_open_path(&r, path, &ro, &e);
     if (rc) {
         fprintf(stderr, "open: %s\n", e.message);
         return -1;
     }
+    return compare_reader(r, want);
+}
+
+/* Compares every row of r with `want` (rows in order); frees r. */
+static int64_t compare_reader(mcdc_parquet_reader *r, const mcdc_batch *want) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    int rc;
     const mcdc_schema *s;
     if (mcdc_parquet_reader_schema(&s, r, &e) || s->n_fields != want->schema->n_fields) {
         mcdc_parquet_reader_free(r);
@@ -168,7 +178,7 @@ static int write_file(const char *path, mcdc_batch *b, const mcdc_parquet_write_
                       mcdc_parquet_writer **keep) {
     mcdc_parquet_writer *w = NULL;
     mcdc_error e = MCDC_ERROR_INIT;
-    int rc = mcdc_parquet_writer_open(&w, path, b->schema, o, &e);
+    int rc = mcdc_parquet_writer_open_path(&w, path, b->schema, o, &e);
     /* the same batch written `pieces` times */
     for (int k = 0; k < pieces && !rc; k++) rc = mcdc_parquet_writer_write(w, b, &e);
     if (!rc) rc = mcdc_parquet_writer_close(w, &e);
@@ -283,7 +293,7 @@ TEST(parquet_streaming_many_batches_threads) {
     CHECK_EQ_INT(info->rows, 30000);
     CHECK(info->row_groups >= 2);
     mcdc_parquet_reader *r;
-    CHECK_EQ_INT(mcdc_parquet_reader_open(&r, p, NULL, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_parquet_reader_open_path(&r, p, NULL, NULL), MCDC_OK);
     CHECK_EQ_INT(mcdc_parquet_reader_rows(r), 30000);
     int64_t rows = 0, bad = 0;
     mcdc_batch *x;
@@ -338,7 +348,7 @@ TEST(parquet_file_stats_are_typed_and_ordered) {
     mcdc_batch *big = make_batch(20000, 0);
     CHECK_EQ_INT(write_file(p, big, &o, 1, NULL, NULL), MCDC_OK);
     mcdc_parquet_reader *r;
-    CHECK_EQ_INT(mcdc_parquet_reader_open(&r, p, NULL, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_parquet_reader_open_path(&r, p, NULL, NULL), MCDC_OK);
     int32_t g = mcdc_parquet_reader_row_groups(r);
     CHECK(g >= 4);
     mcdc_parquet_value v = {0};
@@ -367,7 +377,7 @@ TEST(parquet_file_stats_are_typed_and_ordered) {
     mcdc_parquet_reader_free(r);
 
     /* string range: GT the maximum prunes everything */
-    CHECK_EQ_INT(mcdc_parquet_reader_open(&r, p, NULL, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_parquet_reader_open_path(&r, p, NULL, NULL), MCDC_OK);
     mcdc_parquet_value sv = {0};
     sv.bytes = (const uint8_t *)"\xFF";
     sv.len = 1;
@@ -410,7 +420,7 @@ TEST(parquet_empty_one_and_two_hundred_columns) {
     CHECK_EQ_INT(compare_file(p, b1, 0), 100);
     /* every row group is all-null: any filter prunes it */
     mcdc_parquet_reader *r;
-    CHECK_EQ_INT(mcdc_parquet_reader_open(&r, p, NULL, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_parquet_reader_open_path(&r, p, NULL, NULL), MCDC_OK);
     mcdc_parquet_value v = {0};
     CHECK_EQ_INT(mcdc_parquet_reader_filter(r, "only", MCDC_PARQUET_GE, &v, NULL), MCDC_OK);
     CHECK(!mcdc_parquet_reader_row_group_selected(r, 0));
@@ -453,7 +463,7 @@ TEST(parquet_leaf_api_on_flat_file) {
     const char *p = tmp_path("leaf");
     CHECK_EQ_INT(write_file(p, b, NULL, 1, NULL, NULL), MCDC_OK);
     mcdc_parquet_reader *r;
-    CHECK_EQ_INT(mcdc_parquet_reader_open(&r, p, NULL, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_parquet_reader_open_path(&r, p, NULL, NULL), MCDC_OK);
     CHECK_EQ_INT(mcdc_parquet_reader_leaves(r), NF);
     int32_t li = mcdc_parquet_reader_find_leaf(r, "s");
     CHECK_EQ_INT(li, 10);
@@ -562,7 +572,7 @@ TEST(parquet_bad_input_fails_cleanly_naming_the_file) {
     CHECK_EQ_INT(read_all_mem(buf, n, &e), MCDC_OK);
 
     mcdc_parquet_reader *r;
-    CHECK_EQ_INT(mcdc_parquet_reader_open(&r, "/nonexistent/x.parquet", NULL, &e), MCDC_E_NOTFOUND);
+    CHECK_EQ_INT(mcdc_parquet_reader_open_path(&r, "/nonexistent/x.parquet", NULL, &e), MCDC_E_NOTFOUND);
     CHECK(strstr(e.message, "/nonexistent/x.parquet") != NULL);
     free(m);
     free(buf);
@@ -578,10 +588,11 @@ TEST(parquet_writer_rejects_bad_use) {
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
     o.codec = MCDC_PARQUET_LZ4; /* read-only codec */
-    CHECK_EQ_INT(mcdc_parquet_writer_open(&w, tmp_path("reject"), s, &o, &e), MCDC_E_INVALID);
-    CHECK_EQ_INT(mcdc_parquet_writer_open(&w, "/nonexistent/dir/x.parquet", s, NULL, &e), MCDC_E_IO);
-    CHECK(strstr(e.message, "/nonexistent/dir/x.parquet") != NULL);
-    CHECK_EQ_INT(mcdc_parquet_writer_open(&w, tmp_path("reject"), s, NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_parquet_writer_open_path(&w, tmp_path("reject"), s, &o, &e), MCDC_E_INVALID);
+    /* a file below a file: its directory cannot be made (even as root) */
+    CHECK_EQ_INT(mcdc_parquet_writer_open_path(&w, "/dev/null/dir/x.parquet", s, NULL, &e), MCDC_E_IO);
+    CHECK(strstr(e.message, "/dev/null/dir/x.parquet") != NULL);
+    CHECK_EQ_INT(mcdc_parquet_writer_open_path(&w, tmp_path("reject"), s, NULL, &e), MCDC_OK);
     mcdc_schema *s2;
     mcdc_schema_create(&s2, 1, NULL);
     mcdc_schema_set(s2, 0, "x", MCDC_TYPE_INT64, 0, 0, 0, false, NULL);
@@ -627,14 +638,14 @@ TEST(parquet_every_allocation_failure_is_clean) {
         mcdc_error e = MCDC_ERROR_INIT;
         mcdc_alloc_fail_at(nth);
         mcdc_parquet_writer *w = NULL;
-        int rc = mcdc_parquet_writer_open(&w, p, s, NULL, &e);
+        int rc = mcdc_parquet_writer_open_path(&w, p, s, NULL, &e);
         if (!rc) rc = mcdc_parquet_writer_write(w, b, &e);
         if (!rc) rc = mcdc_parquet_writer_close(w, &e);
         mcdc_parquet_writer_free(w);
         int64_t rows = 0;
         if (!rc) {
             mcdc_parquet_reader *r = NULL;
-            rc = mcdc_parquet_reader_open(&r, p, NULL, &e);
+            rc = mcdc_parquet_reader_open_path(&r, p, NULL, &e);
             mcdc_batch *x;
             while (!rc && (rc = mcdc_parquet_reader_next(&x, r, &e)) == MCDC_OK && x) {
                 rows += x->rows;
@@ -657,31 +668,48 @@ TEST(parquet_every_allocation_failure_is_clean) {
     mcdc_schema_unref(s);
 }
 
-TEST(parquet_writer_on_an_fd_and_created_by) {
+/* The file appears whole at close (a storage commit) and not before; a
+ * writer freed unclosed publishes nothing and leaves no temp file. */
+TEST(parquet_writer_publishes_at_close_and_created_by) {
     mcdc_batch *b = make_batch(100, 0);
-    const char *p = tmp_path("fd");
-    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    CHECK(fd >= 0);
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/mcdc_pq_pub_%d", (int)getpid());
+    mcdc_storage *st = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_storage_local_create(&st, dir, &e), MCDC_OK);
     mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
     o.created_by = "mssql-cdc test version 9.9.9";
     mcdc_parquet_writer *w;
-    mcdc_error e = MCDC_ERROR_INIT;
-    CHECK_EQ_INT(mcdc_parquet_writer_open_fd(&w, fd, "fd-file", b->schema, &o, &e), MCDC_OK);
+    int64_t size = -1;
+    CHECK_EQ_INT(mcdc_parquet_writer_open(&w, st, "sub/pub.parquet", b->schema, &o, &e), MCDC_OK);
     CHECK_EQ_INT(mcdc_parquet_writer_write(w, b, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_storage_size(st, "sub/pub.parquet", &size, &e), MCDC_E_NOTFOUND);
     CHECK_EQ_INT(mcdc_parquet_writer_close(w, &e), MCDC_OK);
-    int64_t size = mcdc_parquet_writer_info(w)->file_bytes;
+    CHECK_EQ_INT(mcdc_storage_size(st, "sub/pub.parquet", &size, &e), MCDC_OK);
+    CHECK_EQ_INT(size, mcdc_parquet_writer_info(w)->file_bytes);
     mcdc_parquet_writer_free(w);
-    /* the fd stays open and positioned at the end */
-    CHECK_EQ_INT(lseek(fd, 0, SEEK_CUR), size);
-    close(fd);
+    CHECK_EQ_INT(mcdc_parquet_writer_open(&w, st, "sub/gone.parquet", b->schema, &o, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_parquet_writer_write(w, b, &e), MCDC_OK);
+    mcdc_parquet_writer_free(w);
+    mcdc_storage_listing l;
+    CHECK_EQ_INT(mcdc_storage_list(st, "sub/", &l, &e), MCDC_OK);
+    CHECK_EQ_INT(l.count, 1); /* no gone.parquet, no temp file */
+    CHECK_EQ_STR(l.count ? l.entries[0].name : NULL, "pub.parquet");
+    mcdc_storage_listing_free(&l);
+    char p[128];
+    snprintf(p, sizeof p, "%s/sub/pub.parquet", dir);
     CHECK_EQ_INT(compare_file(p, b, 0), 100);
     mcdc_parquet_reader *r;
-    CHECK_EQ_INT(mcdc_parquet_reader_open(&r, p, NULL, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_parquet_reader_open(&r, st, "sub/pub.parquet", NULL, NULL), MCDC_OK);
     CHECK_EQ_STR(mcdc_parquet_reader_created_by(r), "mssql-cdc test version 9.9.9");
     CHECK_EQ_INT(mcdc_parquet_reader_row_groups(r), 1);
     CHECK_EQ_INT(mcdc_parquet_reader_row_group_rows(r, 0), 100);
     mcdc_parquet_reader_free(r);
-    unlink(p);
+    mcdc_storage_delete(st, "sub/pub.parquet", NULL);
+    mcdc_storage_free(st);
+    snprintf(p, sizeof p, "%s/sub", dir);
+    rmdir(p);
+    rmdir(dir);
     mcdc_batch_free(b);
 }
 
@@ -748,4 +776,125 @@ TEST(parquet_encoding_chosen_once_per_file) {
     unlink(p);
     mcdc_batch_free(b);
     mcdc_schema_unref(s);
+}
+
+/* b's rows k times over, in one new batch. */
+static mcdc_batch *repeat_batch(const mcdc_batch *b, int k) {
+    mcdc_batch *out = NULL;
+    MCDC_ASSERT(mcdc_batch_create(&out, b->schema, b->rows * k, NULL) == MCDC_OK);
+    for (int i = 0; i < k; i++)
+        for (int64_t row = 0; row < b->rows; row++)
+            for (int32_t c = 0; c < b->schema->n_fields; c++)
+                MCDC_ASSERT(mcdc_col_copy_value(&out->columns[c], &b->columns[c], row, NULL) ==
+                            MCDC_OK);
+    MCDC_ASSERT(mcdc_batch_seal(out, NULL) == MCDC_OK);
+    return out;
+}
+
+/* The same file through a memory storage: written by a storage writer,
+ * read back by ranged reads only (pages of every type, several row groups,
+ * a footer larger than the reader's first tail read). */
+TEST(parquet_round_trip_on_memory_storage) {
+    mcdc_storage_mem *m = NULL;
+    mcdc_storage *st = td_mem_storage(&m, "pq", "t");
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK(st != NULL);
+    mcdc_batch *b = make_batch(3000, 0);
+    mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
+    o.row_group_bytes = 32 * 1024; /* many row groups: a footer past 64 KiB */
+    mcdc_parquet_writer *w = NULL;
+    CHECK_EQ_INT(mcdc_parquet_writer_open(&w, st, "part-0.parquet", b->schema, &o, &e), MCDC_OK);
+    for (int k = 0; k < 4; k++) CHECK_EQ_INT(mcdc_parquet_writer_write(w, b, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_storage_mem_count(m), 0); /* nothing visible before close */
+    CHECK_EQ_INT(mcdc_parquet_writer_close(w, &e), MCDC_OK);
+    const mcdc_parquet_file_info *info = mcdc_parquet_writer_info(w);
+    CHECK(info && info->rows == 12000 && info->row_groups > 20);
+    int64_t size = -1;
+    CHECK_EQ_INT(mcdc_storage_size(st, "part-0.parquet", &size, &e), MCDC_OK);
+    CHECK_EQ_INT(size, info ? info->file_bytes : -2);
+    mcdc_parquet_writer_free(w);
+    int64_t ranged0 = mcdc_storage_mem_calls(m, MCDC_STORAGE_OP_GET_RANGE);
+    mcdc_parquet_reader *r = NULL;
+    CHECK_EQ_INT(mcdc_parquet_reader_open(&r, st, "part-0.parquet", NULL, &e), MCDC_OK);
+    mcdc_batch *four = repeat_batch(b, 4);
+    CHECK_EQ_INT(r ? compare_reader(r, four) : -1, 12000);
+    int64_t ranged = mcdc_storage_mem_calls(m, MCDC_STORAGE_OP_GET_RANGE) - ranged0;
+    CHECK(ranged > 20 * NF); /* a ranged read per column chunk */
+    CHECK_EQ_INT(mcdc_storage_mem_calls(m, MCDC_STORAGE_OP_GET), 0); /* never a whole get */
+    CHECK_EQ_INT(mcdc_parquet_reader_open(&r, st, "missing.parquet", NULL, &e), MCDC_E_NOTFOUND);
+    CHECK(strstr(e.message, "mem://pq/t/missing.parquet") != NULL);
+    mcdc_batch_free(four);
+    mcdc_batch_free(b);
+    mcdc_storage_free(st);
+    mcdc_storage_mem_release(m);
+}
+
+/* Fails the Nth storage call of a Parquet file write for N = 1, 2, ... until
+ * the write succeeds: each failure is a clean I/O error, and the file is
+ * then either absent (nothing published, no temp data) or whole. Then the
+ * same for the reads. */
+TEST(parquet_every_storage_failure_is_clean) {
+    mcdc_storage_mem *m = NULL;
+    mcdc_storage *st = td_mem_storage(&m, "torture", NULL);
+    CHECK(st != NULL);
+    mcdc_batch *b = make_batch(500, 0);
+    mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
+    o.row_group_bytes = 64 * 1024; /* a few row groups */
+    int failures = 0;
+    bool done = false;
+    for (int64_t nth = 1; nth < 2000 && !done; nth++) {
+        mcdc_error e = MCDC_ERROR_INIT;
+        mcdc_storage_mem_fail_nth(m, MCDC_STORAGE_OP_ANY, nth, MCDC_E_IO);
+        mcdc_parquet_writer *w = NULL;
+        int rc = mcdc_parquet_writer_open(&w, st, "f.parquet", b->schema, &o, &e);
+        for (int k = 0; k < 3 && rc == MCDC_OK; k++) rc = mcdc_parquet_writer_write(w, b, &e);
+        if (rc == MCDC_OK) rc = mcdc_parquet_writer_close(w, &e);
+        mcdc_parquet_writer_free(w);
+        bool fired = mcdc_storage_mem_fault_fired(m);
+        mcdc_storage_mem_fail_nth(m, MCDC_STORAGE_OP_ANY, 0, MCDC_OK);
+        /* failed cleanly (the injected fault, nothing published), or done whole */
+        bool clean = rc ? fired && rc == MCDC_E_IO && strstr(e.message, "injected") &&
+                              strstr(e.message, "f.parquet") && mcdc_storage_mem_count(m) == 0
+                        : !fired && mcdc_storage_mem_count(m) == 1;
+        if (!clean) fprintf(stderr, "nth %lld: rc %d, %s\n", (long long)nth, rc, e.message);
+        CHECK(clean);
+        if (!clean) break; /* one report, not hundreds */
+        failures += rc != MCDC_OK;
+        done = rc == MCDC_OK;
+    }
+    CHECK(done && failures > 10);
+    /* reading: every ranged read in turn fails cleanly */
+    mcdc_batch *three = repeat_batch(b, 3);
+    done = false;
+    failures = 0;
+    for (int64_t nth = 1; nth < 2000 && !done; nth++) {
+        mcdc_error e = MCDC_ERROR_INIT;
+        mcdc_storage_mem_fail_nth(m, MCDC_STORAGE_OP_GET_RANGE, nth, MCDC_E_IO);
+        mcdc_parquet_reader *r = NULL;
+        int rc = mcdc_parquet_reader_open(&r, st, "f.parquet", NULL, &e);
+        int64_t rows = 0;
+        mcdc_batch *x = NULL;
+        while (rc == MCDC_OK && (rc = mcdc_parquet_reader_next(&x, r, &e)) == MCDC_OK && x) {
+            rows += x->rows;
+            mcdc_batch_free(x);
+        }
+        mcdc_parquet_reader_free(r);
+        bool fired = mcdc_storage_mem_fault_fired(m);
+        mcdc_storage_mem_fail_nth(m, MCDC_STORAGE_OP_ANY, 0, MCDC_OK);
+        bool clean = rc ? fired && rc == MCDC_E_IO && strstr(e.message, "injected")
+                        : !fired && rows == 1500;
+        if (!clean) fprintf(stderr, "nth %lld: rc %d, %s\n", (long long)nth, rc, e.message);
+        CHECK(clean);
+        if (!clean) break;
+        failures += rc != MCDC_OK;
+        done = rc == MCDC_OK;
+    }
+    CHECK(done && failures > 10);
+    mcdc_parquet_reader *r = NULL;
+    CHECK_EQ_INT(mcdc_parquet_reader_open(&r, st, "f.parquet", NULL, NULL), MCDC_OK);
+    CHECK_EQ_INT(r ? compare_reader(r, three) : -1, 1500);
+    mcdc_batch_free(three);
+    mcdc_batch_free(b);
+    mcdc_storage_free(st);
+    mcdc_storage_mem_release(m);
 }

@@ -20,7 +20,7 @@
 static mcdc_batch *read_one(const char *path, mcdc_parquet_reader **keep) {
     mcdc_parquet_reader *r = NULL;
     mcdc_error e = MCDC_ERROR_INIT;
-    if (mcdc_parquet_reader_open(&r, path, NULL, &e) != MCDC_OK) {
+    if (mcdc_parquet_reader_open_path(&r, path, NULL, &e) != MCDC_OK) {
         fprintf(stderr, "%s\n", e.message);
         return NULL;
     }

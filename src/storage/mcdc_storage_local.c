@@ -1,0 +1,360 @@
+/* mcdc_storage_local.c - the storage seam on a POSIX filesystem: the only
+ * file of the library that opens, creates, renames, links, stats or unlinks
+ * table files (scripts/check_storage_io.py). */
+#include "mcdc_storage.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const mcdc_storage_writer_ops local_writer_ops;
+
+typedef struct local_storage {
+    char *root; /* owned, no trailing '/' (except "/") */
+} local_storage;
+
+static char *join(const local_storage *ls, const char *key) {
+    return mcdc_asprintf("%s/%s", ls->root, key);
+}
+
+/* mkdir -p of the directory part of path. */
+static int make_parents(const char *path, mcdc_error *err) {
+    char *p = mcdc_strdup(path);
+    if (p == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    int rc = MCDC_OK;
+    char *last = strrchr(p, '/');
+    if (last == NULL || last == p) goto done;
+    *last = 0;
+    for (char *s = p + 1;; s++) {
+        bool end = *s == 0;
+        if (*s == '/' || end) {
+            *s = 0;
+            if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+                rc = mcdc_error_set(err, MCDC_E_IO, "cannot create directory %s: %s", p,
+                                    strerror(errno));
+                goto done;
+            }
+            if (end) break;
+            *s = '/';
+        }
+    }
+done:
+    mcdc_free(p);
+    return rc;
+}
+
+/* Allocates nothing: it runs after a commit is published. */
+static int fsync_dir(const char *dir, mcdc_error *err) {
+    int rc = MCDC_OK;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) != 0)
+        rc = mcdc_error_set(err, MCDC_E_IO, "cannot fsync directory %s: %s", dir,
+                            strerror(errno));
+    if (fd >= 0) close(fd);
+    return rc;
+}
+
+/* ---- writers: a hidden temp file next to the key, published at commit ------- */
+
+typedef struct local_writer {
+    char *final; /* owned: the key's path */
+    char *dir;   /* owned: its directory (fsynced after publishing) */
+    char *tmp;   /* owned: the temp file, NULL once it is gone */
+    int fd;      /* open on tmp until commit, else -1 */
+} local_writer;
+
+static void local_writer_discard(void *wself) {
+    local_writer *lw = wself;
+    if (lw == NULL) return;
+    if (lw->fd >= 0) close(lw->fd);
+    if (lw->tmp && unlink(lw->tmp) != 0 && errno != ENOENT)
+        mcdc_log(MCDC_LOG_WARN, "cannot remove temp file %s: %s", lw->tmp, strerror(errno));
+    mcdc_free(lw->tmp);
+    mcdc_free(lw->dir);
+    mcdc_free(lw->final);
+    mcdc_free(lw);
+}
+
+/* Creates the temp file next to the key (its name starts with '.', so Delta
+ * readers ignore it); the key's directories are made when missing. */
+static int local_open_writer(void *self, const char *key, mcdc_storage_writer *w,
+                             mcdc_error *err) {
+    local_storage *ls = self;
+    local_writer *lw = mcdc_calloc(1, sizeof *lw);
+    if (lw == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    lw->fd = -1;
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r) r = (uint64_t)mcdc_monotonic_us();
+    const char *slash = strrchr(key, '/');
+    int dir_len = slash ? (int)(slash - key) : 0;
+    lw->final = join(ls, key);
+    lw->dir = slash ? mcdc_asprintf("%s/%.*s", ls->root, dir_len, key)
+                    : mcdc_strdup(ls->root[0] ? ls->root : "/");
+    lw->tmp = mcdc_asprintf("%s/.%s.%ld.%016llx.tmp", lw->dir ? lw->dir : "",
+                            slash ? slash + 1 : key, (long)getpid(), (unsigned long long)r);
+    if (lw->final == NULL || lw->dir == NULL || lw->tmp == NULL) {
+        local_writer_discard(lw);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    int rc = MCDC_OK;
+    /* Directories usually exist: try first, make them only when missing. */
+    lw->fd = open(lw->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (lw->fd < 0 && errno == ENOENT && (rc = make_parents(lw->tmp, err)) == MCDC_OK)
+        lw->fd = open(lw->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (rc == MCDC_OK && lw->fd < 0)
+        rc = mcdc_error_set(err, MCDC_E_IO, "cannot create %s: %s", lw->tmp, strerror(errno));
+    if (rc) {
+        mcdc_free(lw->tmp); /* never created */
+        lw->tmp = NULL;
+        local_writer_discard(lw);
+        return rc;
+    }
+    w->ops = &local_writer_ops;
+    w->self = lw;
+    return MCDC_OK;
+}
+
+static int local_writer_write(void *wself, const void *data, size_t n, mcdc_error *err) {
+    local_writer *lw = wself;
+    const uint8_t *p = data;
+    while (n > 0) {
+        ssize_t k = write(lw->fd, p, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0)
+            return mcdc_error_set(err, MCDC_E_IO, "cannot write %s: %s", lw->tmp,
+                                  k < 0 ? strerror(errno) : "no progress");
+        p += k;
+        n -= (size_t)k;
+    }
+    return MCDC_OK;
+}
+
+static int local_writer_commit(void *wself, mcdc_storage_commit_mode mode, mcdc_error *err) {
+    local_writer *lw = wself;
+    int rc = MCDC_OK;
+    if (fsync(lw->fd) != 0)
+        rc = mcdc_error_set(err, MCDC_E_IO, "cannot fsync %s: %s", lw->tmp, strerror(errno));
+    if (close(lw->fd) != 0 && rc == MCDC_OK)
+        rc = mcdc_error_set(err, MCDC_E_IO, "cannot close %s: %s", lw->tmp, strerror(errno));
+    lw->fd = -1;
+    if (rc) return rc;
+    if (mode == MCDC_STORAGE_PUT_IF_ABSENT) {
+        /* link(2) publishes the complete file under its final name, and fails
+         * if that name exists: atomic visibility plus mutual exclusion. A plain
+         * rename would silently replace a winner's commit. discard unlinks
+         * the temp name. */
+        if (link(lw->tmp, lw->final) != 0) {
+            if (errno == EEXIST)
+                return mcdc_error_set(err, MCDC_E_CONFLICT, "%s already exists", lw->final);
+            return mcdc_error_set(err, MCDC_E_IO, "cannot publish %s: %s", lw->final,
+                                  strerror(errno));
+        }
+    } else {
+        /* Replacing is the point here (readers see old or new, never half). */
+        if (rename(lw->tmp, lw->final) != 0)
+            return mcdc_error_set(err, MCDC_E_IO, "cannot rename %s to %s: %s", lw->tmp,
+                                  lw->final, strerror(errno));
+        mcdc_free(lw->tmp);
+        lw->tmp = NULL;
+    }
+    /* Published: readers see it, so it must not be reported as not written
+     * (a Delta writer would then delete the data files the commit names). A
+     * failed directory fsync is only logged. */
+    mcdc_error fe = MCDC_ERROR_INIT;
+    if (fsync_dir(lw->dir, &fe) != MCDC_OK)
+        mcdc_log(MCDC_LOG_WARN, "%s is published but %s", lw->final, fe.message);
+    return MCDC_OK;
+}
+
+/* Opens path for reading and stats it: a missing key or a directory is
+ * MCDC_E_NOTFOUND. */
+static int open_object(const char *path, int *fd, struct stat *st, mcdc_error *err) {
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    int rc = MCDC_OK;
+    if (*fd < 0)
+        return mcdc_error_set(err, errno == ENOENT ? MCDC_E_NOTFOUND : MCDC_E_IO,
+                              "cannot open %s: %s", path, strerror(errno));
+    if (fstat(*fd, st) != 0)
+        rc = mcdc_error_set(err, MCDC_E_IO, "cannot stat %s: %s", path, strerror(errno));
+    else if (!S_ISREG(st->st_mode))
+        rc = mcdc_error_set(err, MCDC_E_NOTFOUND, "%s is not a regular file", path);
+    if (rc) {
+        close(*fd);
+        *fd = -1;
+    }
+    return rc;
+}
+
+/* Reads up to want bytes at off into dst; *have gets what was there (less
+ * when the file shrank under us). */
+static int pread_all(int fd, const char *path, uint8_t *dst, size_t want, int64_t off,
+                     size_t *have, mcdc_error *err) {
+    *have = 0;
+    while (*have < want) {
+        ssize_t k = pread(fd, dst + *have, want - *have, (off_t)(off + (int64_t)*have));
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0)
+            return mcdc_error_set(err, MCDC_E_IO, "cannot read %s at %lld: %s", path,
+                                  (long long)(off + (int64_t)*have), strerror(errno));
+        if (k == 0) break;
+        *have += (size_t)k;
+    }
+    return MCDC_OK;
+}
+
+static int local_get(void *self, const char *key, size_t max_bytes, mcdc_buf *out,
+                     mcdc_error *err) {
+    char *path = join(self, key);
+    if (path == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    int fd;
+    struct stat st;
+    int rc = open_object(path, &fd, &st, err);
+    if (rc == MCDC_OK && (uint64_t)st.st_size > max_bytes)
+        rc = mcdc_error_set(err, MCDC_E_LIMIT, "%s is %lld bytes, more than the %zu allowed",
+                            path, (long long)st.st_size, max_bytes);
+    if (rc == MCDC_OK) rc = mcdc_buf_reserve(out, (size_t)st.st_size, err);
+    size_t have = 0;
+    if (rc == MCDC_OK)
+        rc = pread_all(fd, path, out->data + out->len, (size_t)st.st_size, 0, &have, err);
+    if (rc == MCDC_OK) out->len += have;
+    if (fd >= 0) close(fd);
+    mcdc_free(path);
+    return rc;
+}
+
+/* Reads [offset, offset + len) of the object, short at its end. */
+static int local_get_range(void *self, const char *key, int64_t offset, size_t len, void *dst,
+                           size_t *got, int64_t *size, mcdc_error *err) {
+    char *path = join(self, key);
+    if (path == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    int fd;
+    struct stat st;
+    int rc = open_object(path, &fd, &st, err);
+    if (rc == MCDC_OK && offset > (int64_t)st.st_size)
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "cannot read %s at %lld: the object has %lld bytes", path,
+                            (long long)offset, (long long)st.st_size);
+    if (rc == MCDC_OK) {
+        *size = (int64_t)st.st_size;
+        size_t left = (size_t)(st.st_size - offset);
+        rc = pread_all(fd, path, dst, left < len ? left : len, offset, got, err);
+    }
+    if (fd >= 0) close(fd);
+    mcdc_free(path);
+    return rc;
+}
+
+/* Our writers' temp files: ".<name>.<pid>.<random>.tmp". */
+static bool is_temp_name(const char *name) {
+    size_t n = strlen(name);
+    return name[0] == '.' && n > 5 && strcmp(name + n - 4, ".tmp") == 0;
+}
+
+static int cmp_entry(const void *a, const void *b) {
+    return strcmp(((const mcdc_storage_entry *)a)->name, ((const mcdc_storage_entry *)b)->name);
+}
+
+static int local_list(void *self, const char *prefix, mcdc_storage_listing *out, mcdc_error *err) {
+    local_storage *ls = self;
+    out->entries = NULL;
+    out->count = 0;
+    const char *slash = strrchr(prefix, '/');
+    const char *name_prefix = slash ? slash + 1 : prefix;
+    char *dir = slash ? mcdc_asprintf("%s/%.*s", ls->root, (int)(slash - prefix), prefix)
+                      : mcdc_strdup(ls->root);
+    if (dir == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        int rc = errno == ENOENT ? MCDC_OK
+                                 : mcdc_error_set(err, MCDC_E_IO, "cannot list %s: %s", dir,
+                                                  strerror(errno));
+        mcdc_free(dir);
+        return rc;
+    }
+    size_t cap = 0, npre = strlen(name_prefix);
+    int rc = MCDC_OK;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, name_prefix, npre) != 0) continue;
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        if (is_temp_name(e->d_name)) continue; /* a writer's, not an object */
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, 0) != 0) {
+            if (errno == ENOENT) continue; /* deleted while listing */
+            rc = mcdc_error_set(err, MCDC_E_IO, "cannot stat %s/%s: %s", dir, e->d_name,
+                                strerror(errno));
+            break;
+        }
+        if (!S_ISREG(st.st_mode)) continue;
+        rc = mcdc_storage_listing_add(
+            out, &cap, e->d_name, (int64_t)st.st_size,
+            (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000, err);
+        if (rc) {
+            mcdc_error_wrap(err, "%s", dir);
+            break;
+        }
+    }
+    closedir(d);
+    mcdc_free(dir);
+    if (rc) {
+        mcdc_storage_listing_free(out);
+        return rc;
+    }
+    if (out->count > 1) qsort(out->entries, out->count, sizeof *out->entries, cmp_entry);
+    return MCDC_OK;
+}
+
+static int local_del(void *self, const char *key, mcdc_error *err) {
+    local_storage *ls = self;
+    char *path = join(ls, key);
+    if (path == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    int rc = MCDC_OK;
+    if (unlink(path) != 0)
+        rc = mcdc_error_set(err, errno == ENOENT ? MCDC_E_NOTFOUND : MCDC_E_IO,
+                            "cannot delete %s: %s", path, strerror(errno));
+    mcdc_free(path);
+    return rc;
+}
+
+static void local_destroy(void *self) {
+    local_storage *ls = self;
+    if (ls == NULL) return;
+    mcdc_free(ls->root);
+    mcdc_free(ls);
+}
+
+static const mcdc_storage_writer_ops local_writer_ops = {
+    local_writer_write, local_writer_commit, local_writer_discard,
+};
+
+static const mcdc_storage_ops local_ops = {
+    local_open_writer, local_get, local_get_range, local_list, local_del, local_destroy,
+};
+
+int mcdc_storage_local_create(mcdc_storage **out, const char *root, mcdc_error *err) {
+    *out = NULL;
+    size_t n = root ? strlen(root) : 0;
+    if (n == 0) return mcdc_error_set(err, MCDC_E_INVALID, "a local storage needs a directory");
+    while (n > 1 && root[n - 1] == '/') n--;
+    mcdc_storage *s = mcdc_calloc(1, sizeof *s);
+    local_storage *ls = mcdc_calloc(1, sizeof *ls);
+    if (s == NULL || ls == NULL || (ls->root = mcdc_strndup(root, n)) == NULL ||
+        (s->root = mcdc_strndup(root, n)) == NULL) {
+        if (ls) mcdc_free(ls->root);
+        mcdc_free(ls);
+        mcdc_free(s);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    if (n == 1 && ls->root[0] == '/') ls->root[0] = 0; /* "/" + "/" + key */
+    s->ops = &local_ops;
+    s->self = ls;
+    *out = s;
+    return MCDC_OK;
+}
+

@@ -1,0 +1,110 @@
+/*
+ * mcdc_storage_uri.c - a storage from a location, by scheme.
+ *
+ * The scheme table below is the only place that knows URI schemes: an
+ * object store backend lands as one file (mcdc_storage_s3.c, ...) and one
+ * row here. Until then its row has no opener, and opening says so.
+ */
+#include <string.h>
+#include <strings.h>
+
+#include "mcdc_storage.h"
+
+typedef int (*scheme_open_fn)(mcdc_storage **out, const mcdc_storage_env *env,
+                              const char *location, const char *rest, mcdc_error *err);
+
+static int open_file(mcdc_storage **out, const mcdc_storage_env *env, const char *location,
+                     const char *rest, mcdc_error *err);
+static int open_mem(mcdc_storage **out, const mcdc_storage_env *env, const char *location,
+                    const char *rest, mcdc_error *err);
+
+static const struct scheme {
+    const char *prefix; /* matched case-insensitively, as RFC 3986 schemes are */
+    scheme_open_fn open; /* NULL: the backend is not built yet */
+    const char *what;
+} k_schemes[] = {
+    {"file:", open_file, "the local filesystem"},
+    {"mem://", open_mem, "an in-memory store"},
+    {"s3://", NULL, "Amazon S3"},
+    {"s3a://", NULL, "Amazon S3"},
+    {"abfss://", NULL, "Azure Data Lake Storage"},
+    {"abfs://", NULL, "Azure Data Lake Storage"},
+    {"gs://", NULL, "Google Cloud Storage"},
+};
+
+/* file:/x, file:///x and file://localhost/x are /x; file:x is the relative x. */
+static int open_file(mcdc_storage **out, const mcdc_storage_env *env, const char *location,
+                     const char *rest, mcdc_error *err) {
+    (void)env;
+    if (strncmp(rest, "//", 2) == 0) {
+        rest += 2;
+        if (strncasecmp(rest, "localhost/", 10) == 0) rest += 9;
+        else if (rest[0] != '/')
+            return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
+                                  "location \"%s\" names a remote host; only local file: "
+                                  "URIs (file:///path) are supported",
+                                  location);
+    }
+    if (rest[0] == 0)
+        return mcdc_error_set(err, MCDC_E_INVALID, "location \"%s\" has no path", location);
+    return mcdc_storage_local_create(out, rest, err);
+}
+
+/* mem://<name>[/<prefix>]: the store comes from the caller's env. */
+static int open_mem(mcdc_storage **out, const mcdc_storage_env *env, const char *location,
+                    const char *rest, mcdc_error *err) {
+    const char *slash = strchr(rest, '/');
+    size_t name_len = slash ? (size_t)(slash - rest) : strlen(rest);
+    if (name_len == 0)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "location \"%s\": a memory location is mem://<store>/<path>",
+                              location);
+    mcdc_storage_mem *m = env && env->mem_store ? env->mem_store(env->ctx, rest, name_len) : NULL;
+    if (m == NULL)
+        return mcdc_error_set(err, MCDC_E_NOTFOUND,
+                              "location \"%s\": no memory store named \"%.*s\" was handed to "
+                              "this opener (memory stores exist only in the process that "
+                              "created them, for tests)",
+                              location, (int)name_len, rest);
+    return mcdc_storage_mem_open(out, m, slash ? slash + 1 : "", err);
+}
+
+/* Whether location starts with "<scheme>://" (RFC 3986: a letter, then
+ * letters, digits, '+', '-', '.'). */
+static bool has_scheme(const char *location) {
+    const char *p = location;
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'))) return false;
+    while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+           *p == '+' || *p == '-' || *p == '.')
+        p++;
+    return strncmp(p, "://", 3) == 0;
+}
+
+int mcdc_storage_open_env(mcdc_storage **out, const mcdc_storage_env *env,
+                          const char *location, mcdc_error *err) {
+    MCDC_ASSERT(out != NULL);
+    *out = NULL;
+    if (location == NULL || location[0] == 0)
+        return mcdc_error_set(err, MCDC_E_INVALID, "a storage location (path or URI) is empty");
+    for (size_t i = 0; i < sizeof k_schemes / sizeof k_schemes[0]; i++) {
+        const struct scheme *s = &k_schemes[i];
+        size_t n = strlen(s->prefix);
+        if (strncasecmp(location, s->prefix, n) != 0) continue;
+        if (s->open == NULL)
+            return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
+                                  "location \"%s\" is on %s: object stores are not built yet; "
+                                  "use a local path",
+                                  location, s->what);
+        return s->open(out, env, location, location + n, err);
+    }
+    if (has_scheme(location))
+        return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
+                              "location \"%s\": unknown scheme; use a local path, a file: URI "
+                              "or mem://",
+                              location);
+    return mcdc_storage_local_create(out, location, err);
+}
+
+int mcdc_storage_open(mcdc_storage **out, const char *location, mcdc_error *err) {
+    return mcdc_storage_open_env(out, NULL, location, err);
+}
