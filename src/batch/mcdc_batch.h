@@ -132,10 +132,12 @@ int mcdc_col_append_decimal(mcdc_column *c, uint64_t lo, int64_t hi, mcdc_error 
 /* utf8, binary, fixed binary (n must equal the width) */
 int mcdc_col_append_bytes(mcdc_column *c, const void *p, int64_t n, mcdc_error *err);
 
-/* Appends n nulls / n copies of an integer (bulk forms for constant
- * columns such as bronze's _batch_id). */
+/* Appends n nulls / n copies of an integer / n copies of a text (bulk
+ * forms for constant columns such as bronze's _batch_id and _snapshot, the
+ * reader's _capture_instance). */
 int mcdc_col_append_nulls(mcdc_column *c, int64_t n, mcdc_error *err);
 int mcdc_col_fill_int(mcdc_column *c, int64_t v, int64_t n, mcdc_error *err);
+int mcdc_col_fill_text(mcdc_column *c, const char *text, int64_t n, mcdc_error *err);
 
 /* Appends src's value at row (NULL included) to dst; both columns must
  * have the same type (precision, scale and width included). */

@@ -222,6 +222,23 @@ int mcdc_bronze_schema(mcdc_schema **out, const mcdc_schema *output, mcdc_error 
     return rc;
 }
 
+int mcdc_bronze_widen(mcdc_batch *b, mcdc_schema *bronze, int64_t batch_id, const char *snapshot,
+                      int64_t chunk, mcdc_error *err) {
+    int32_t n = b->schema->n_fields;
+    MCDC_ASSERT(bronze->n_fields == n + 3 && strcmp(bronze->fields[n].name, "_batch_id") == 0);
+    int64_t rows = b->rows;
+    int rc = mcdc_batch_widen(b, bronze, err);
+    mcdc_column *c = &b->columns[n];
+    if (rc == MCDC_OK)
+        rc = batch_id >= 0 ? mcdc_col_fill_int(c, batch_id, rows, err) : mcdc_col_append_nulls(c, rows, err);
+    if (rc == MCDC_OK)
+        rc = snapshot ? mcdc_col_fill_text(c + 1, snapshot, rows, err)
+                      : mcdc_col_append_nulls(c + 1, rows, err);
+    if (rc == MCDC_OK)
+        rc = chunk >= 0 ? mcdc_col_fill_int(c + 2, chunk, rows, err) : mcdc_col_append_nulls(c + 2, rows, err);
+    return rc;
+}
+
 int mcdc_row_append(mcdc_batch *b, const mcdc_cell *cells, mcdc_error *err) {
     for (int32_t i = 0; i < b->schema->n_fields; i++) {
         mcdc_column *c = &b->columns[i];

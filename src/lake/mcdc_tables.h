@@ -17,6 +17,11 @@
 /* Bronze = the reader's output schema + _batch_id INT, _snapshot STRING,
  * _chunk INT (reference §2.3.2). */
 int mcdc_bronze_schema(mcdc_schema **out, const mcdc_schema *output, mcdc_error *err);
+/* Widens a batch of the reader's output schema to bronze's (the reader's
+ * columns are its first): _batch_id = batch_id (< 0: NULL), _snapshot =
+ * snapshot (NULL: NULL), _chunk = chunk (< 0: NULL). */
+int mcdc_bronze_widen(mcdc_batch *b, mcdc_schema *bronze, int64_t batch_id, const char *snapshot,
+                      int64_t chunk, mcdc_error *err);
 /* Facts (reference §2.3.3), columns in the reference's order. */
 int mcdc_facts_schema(mcdc_schema **out, mcdc_error *err);
 /* Control (reference §2.9). */

@@ -234,16 +234,6 @@ static json_t *bronze_meta(const mcdc_stream *s, int64_t batch_id) {
                      s->cfg.app_id);
 }
 
-/* Widens a reader batch to bronze's schema (_batch_id, _snapshot, _chunk). */
-static int to_bronze(mcdc_stream *s, mcdc_batch *b, int64_t id, mcdc_error *err) {
-    int32_t n = b->schema->n_fields;
-    int rc = mcdc_batch_widen(b, s->bronze_schema, err);
-    if (rc == MCDC_OK) rc = mcdc_col_fill_int(&b->columns[n], id, b->rows, err);
-    if (rc == MCDC_OK) rc = mcdc_col_append_nulls(&b->columns[n + 1], b->rows, err);
-    if (rc == MCDC_OK) rc = mcdc_col_append_nulls(&b->columns[n + 2], b->rows, err);
-    return rc;
-}
-
 /* Bronze's appender, with encoder threads from the budget (released after
  * the unit's commit). */
 static int open_appender(mcdc_stream *s, mcdc_appender **app, mcdc_error *err) {
@@ -280,7 +270,7 @@ static int read_ranges(mcdc_stream *s, const mcdc_unit *u, const mcdc_lsn_range 
         mcdc_unit_stats_add(&s->st, b);
         if (!u->data_done && b->rows > 0) {
             if (*app == NULL) rc = open_appender(s, app, err);
-            if (rc == MCDC_OK) rc = to_bronze(s, b, u->id, err);
+            if (rc == MCDC_OK) rc = mcdc_bronze_widen(b, s->bronze_schema, u->id, NULL, -1, err);
             if (rc == MCDC_OK) rc = mcdc_appender_write(*app, b, err);
         }
         mcdc_batch_free(b);

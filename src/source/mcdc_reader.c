@@ -193,35 +193,9 @@ typedef struct attempt {
     int64_t wait_before;
 } attempt;
 
-/* Appends the constant capture instance to rows [from, length). */
-static int fill_capture_instance(mcdc_column *c, const char *ci, int64_t rows, mcdc_error *err);
 int mcdc_reader_fill_capture_instance(mcdc_batch *b, const char *ci, int64_t rows,
                                       mcdc_error *err) {
-    return fill_capture_instance(&b->columns[COL_CI], ci, rows, err);
-}
-
-static int fill_capture_instance(mcdc_column *c, const char *ci, int64_t rows, mcdc_error *err) {
-    int64_t len = (int64_t)strlen(ci);
-    int rc = mcdc_col_reserve(c, rows, rows * len, err);
-    if (rc != MCDC_OK) return rc;
-    /* the text once, then the bytes written so far copied after themselves */
-    uint8_t *d = c->data + c->data_len;
-    int64_t total = rows * len;
-    if (total > 0) memcpy(d, ci, (size_t)len);
-    for (int64_t have = len; have < total;) {
-        int64_t k = have < total - have ? have : total - have;
-        memcpy(d + have, d, (size_t)k);
-        have += k;
-    }
-    int32_t *off = c->offsets + c->length + 1;
-    int64_t end = c->data_len;
-    for (int64_t i = 0; i < rows; i++) {
-        end += len;
-        off[i] = (int32_t)end;
-    }
-    c->data_len = end;
-    c->length += rows;
-    return MCDC_OK;
+    return mcdc_col_fill_text(&b->columns[COL_CI], ci, rows, err);
 }
 
 static bool utf8_cell_lsn(const mcdc_column *c, int64_t row, mcdc_lsn *out) {
@@ -314,7 +288,7 @@ static int read_rows(attempt *a, mcdc_cdc_client *c, mcdc_error *err) {
         if (rc != MCDC_OK) break;
         int64_t n = 0;
         rc = mcdc_result_fetch(r, b, 1, rows_max, opt->batch_bytes_max, &n, err);
-        if (rc == MCDC_OK && n > 0) rc = fill_capture_instance(&b->columns[COL_CI], ci, n, err);
+        if (rc == MCDC_OK && n > 0) rc = mcdc_col_fill_text(&b->columns[COL_CI], ci, n, err);
         if (rc == MCDC_OK && n > 0) rc = mcdc_batch_seal(b, err);
         if (rc != MCDC_OK || n == 0) {
             mcdc_batch_free(b);

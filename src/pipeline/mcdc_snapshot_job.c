@@ -1,0 +1,234 @@
+/* mcdc_snapshot_job.c - whole snapshots into bronze (see mcdc_snapshot_job.h). */
+#include "mcdc_snapshot_job.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mcdc_fanin.h"
+#include "mcdc_stream.h"
+#include "mcdc_tables.h"
+
+void mcdc_offset_commit_text(const mcdc_offset *o, char out[32]) {
+    out[0] = 0;
+    if (o->has_commit_ts) mcdc_format_ts_us(o->commit_us, 3, out);
+}
+
+/* ---- finding the newest one ---------------------------------------------------- */
+typedef struct {
+    const mcdc_snap_env *e;
+    char best[MCDC_LSN_TEXT_LEN + 1];
+    bool found;
+} find_acc;
+
+static int file_stats(void *ctx, const char *stats, mcdc_error *err) {
+    find_acc *a = ctx;
+    if (stats == NULL) return MCDC_OK;
+    json_error_t je;
+    json_t *j = json_loads(stats, 0, &je);
+    json_t *mins = json_object_get(j, "minValues"), *maxs = json_object_get(j, "maxValues"),
+           *nulls = json_object_get(j, "nullCount");
+    json_int_t records = json_integer_value(json_object_get(j, "numRecords"));
+    int rc = MCDC_OK;
+    /* A snapshot file holds operation 0 rows only (batches never mix them). */
+    json_t *op_min = json_object_get(mins, "_operation"), *op_max = json_object_get(maxs, "_operation");
+    bool snapshot_file = records > 0 && json_is_integer(op_min) && json_is_integer(op_max) &&
+                         json_integer_value(op_min) == 0 && json_integer_value(op_max) == 0;
+    const char *lsn = NULL;
+    if (snapshot_file) {
+        bool tagged = json_integer_value(json_object_get(nulls, "_snapshot")) < records;
+        lsn = json_string_value(json_object_get(maxs, tagged ? "_snapshot" : "_start_lsn"));
+    }
+    const char *ci = json_string_value(json_object_get(mins, "_capture_instance"));
+    const char *ci_max = json_string_value(json_object_get(maxs, "_capture_instance"));
+    if (lsn && strlen(lsn) == MCDC_LSN_TEXT_LEN && ci) {
+        /* Statistics cut strings at 32 characters: a long name is a prefix. */
+        bool exact = ci_max && strcmp(ci, ci_max) == 0 && strlen(ci) < 32;
+        bool ours = false;
+        rc = mcdc_changes_is_table_instance(a->e->changes, ci, !exact, &ours, err);
+        if (rc == MCDC_OK && ours && (!a->found || strcmp(lsn, a->best) > 0)) {
+            snprintf(a->best, sizeof a->best, "%s", lsn);
+            a->found = true;
+        }
+    }
+    json_decref(j);
+    return rc;
+}
+
+int mcdc_snapshot_find(mcdc_offset *out, bool *found, const mcdc_snap_env *e, mcdc_error *err) {
+    memset(out, 0, sizeof *out);
+    find_acc a = {.e = e};
+    int rc = mcdc_table_each_file_stats(e->target, file_stats, &a, err);
+    *found = rc == MCDC_OK && a.found;
+    if (!*found) return rc;
+    snprintf(out->lsn, sizeof out->lsn, "%s", a.best);
+    mcdc_lsn l;
+    rc = mcdc_lsn_parse_cstr(&l, a.best, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_changes_commit_time(e->changes, &l, &out->commit_us, &out->has_commit_ts, err);
+    return rc;
+}
+
+/* ---- taking one ---------------------------------------------------------------------- */
+typedef struct {
+    mcdc_changes *changes;
+    const mcdc_snapshot_range *range;
+    mcdc_lsn lsn;
+    bool has_ts;
+    int64_t commit_us;
+    mcdc_reader_metrics metrics;
+} range_job;
+
+static int read_one(void *arg, mcdc_batch_fn put, void *put_ctx, mcdc_error *err) {
+    range_job *j = arg;
+    return mcdc_changes_snapshot_read(j->changes, j->range, &j->lsn, j->has_ts, j->commit_us, put,
+                                      put_ctx, &j->metrics, err);
+}
+
+/* One attempt: ranges read in parallel into one appender, committed. */
+static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e, mcdc_error *err) {
+    mcdc_lsn lsn;
+    bool has_ts = false;
+    int64_t commit_us = 0;
+    int rc = mcdc_changes_snapshot_lsn(e->changes, &lsn, &commit_us, &has_ts, err);
+    if (rc) return rc;
+    mcdc_lsn_format(&lsn, out->lsn);
+    out->has_commit_ts = has_ts;
+    out->commit_us = commit_us;
+    int readers = 0, encoders = 0, n = 0;
+    rc = mcdc_budget_acquire(e->ctx->budget, MCDC_PERMIT_CONNECTION, 1, e->num_partitions, 0,
+                             &e->ctx->stop, &readers, err);
+    mcdc_snapshot_range *ranges = NULL;
+    if (rc == MCDC_OK) rc = mcdc_changes_snapshot_plan(e->changes, readers, &ranges, &n, err);
+    if (rc == MCDC_OK && n < readers) {
+        mcdc_budget_release(e->ctx->budget, MCDC_PERMIT_CONNECTION, readers - n);
+        readers = n;
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (rc == MCDC_OK)
+        rc = mcdc_budget_acquire(e->ctx->budget, MCDC_PERMIT_ENCODER, 1, cores > 3 ? (int)(cores / 2) : 1,
+                                 0, &e->ctx->stop, &encoders, err);
+    range_job *jobs = rc ? NULL : mcdc_calloc((size_t)n, sizeof *jobs);
+    void **args = rc ? NULL : mcdc_calloc((size_t)n, sizeof *args);
+    if (rc == MCDC_OK && (jobs == NULL || args == NULL))
+        rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    for (int i = 0; rc == MCDC_OK && i < n; i++) {
+        jobs[i] = (range_job){.changes = e->changes, .range = &ranges[i], .lsn = lsn, .has_ts = has_ts, .commit_us = commit_us};
+        args[i] = &jobs[i];
+    }
+    mcdc_table_props props = {.kind = MCDC_KIND_BRONZE, .parquet_threads = encoders};
+    mcdc_appender *app = NULL;
+    mcdc_fanin *fan = NULL;
+    if (rc == MCDC_OK) rc = mcdc_appender_open(&app, e->target, e->bronze, &props, err);
+    if (rc == MCDC_OK) rc = mcdc_fanin_start(&fan, n, read_one, args, err);
+    mcdc_batch *b;
+    *rows = 0;
+    while (rc == MCDC_OK && (b = mcdc_fanin_next(fan)) != NULL) {
+        *rows += b->rows;
+        rc = mcdc_bronze_widen(b, e->bronze, -1, out->lsn, -1, err);
+        if (rc == MCDC_OK) rc = mcdc_appender_write(app, b, err);
+        mcdc_batch_free(b);
+    }
+    int frc = mcdc_fanin_finish(fan, NULL, rc ? NULL : err);
+    if (rc == MCDC_OK) rc = frc;
+    mcdc_budget_release(e->ctx->budget, MCDC_PERMIT_CONNECTION, readers);
+    /* The stream continues after the snapshot's LSN: cleanup must not have
+     * passed it while the table was read. */
+    mcdc_lsn min, next;
+    if (rc == MCDC_OK) rc = mcdc_changes_min_lsn(e->changes, &min, err);
+    if (rc == MCDC_OK) rc = mcdc_lsn_increment(&next, &lsn, err);
+    if (rc == MCDC_OK && !mcdc_lsn_is_zero(&min) && mcdc_lsn_cmp(&next, &min) < 0) {
+        char m[MCDC_LSN_TEXT_LEN + 1];
+        mcdc_lsn_format(&min, m);
+        rc = mcdc_error_set(err, MCDC_E_DATALOSS,
+                            "capture instance %s: CDC cleanup moved min_lsn to %s while the "
+                            "snapshot stamped %s was read, so no stream can continue from it; "
+                            "nothing was committed. Take the snapshot again (a larger "
+                            "numPartitions reads faster), or keep CDC's retention longer",
+                            mcdc_changes_capture_instance(e->changes), m, out->lsn);
+    }
+    if (rc == MCDC_OK) {
+        char ts[32];
+        mcdc_offset_commit_text(out, ts);
+        json_t *meta = json_pack("{s:s, s:s, s:s}", "snapshot",
+                                 mcdc_changes_capture_instance(e->changes), "lsn", out->lsn,
+                                 "commit_ts", ts);
+        char *text = meta ? json_dumps(meta, JSON_COMPACT) : NULL;
+        json_decref(meta);
+        bool skipped = false;
+        int64_t version;
+        rc = text ? mcdc_appender_commit(app, NULL, 0, text, &skipped, &version, err)
+                  : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        free(text);
+    }
+    mcdc_appender_free(app);
+    mcdc_budget_release(e->ctx->budget, MCDC_PERMIT_ENCODER, encoders);
+    mcdc_free(jobs);
+    mcdc_free(args);
+    mcdc_free(ranges);
+    return rc;
+}
+
+int mcdc_snapshot_append(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
+                         mcdc_error *err) {
+    int rc;
+    for (int tries = 0;; tries++) {
+        rc = attempt(out, rows, e, err);
+        if (rc != MCDC_E_TRANSIENT || tries >= MCDC_RETRIES_MAX || mcdc_ctx_stopping(e->ctx))
+            break;
+        mcdc_log(MCDC_LOG_WARN, "snapshot of %s.%s: %s; reading it again (attempt %d of %d)",
+                 mcdc_changes_source_schema(e->changes), mcdc_changes_source_table(e->changes),
+                 err ? err->message : "transient error", tries + 2, MCDC_RETRIES_MAX + 1);
+        mcdc_sleep_ms((int64_t)MCDC_RETRY_BACKOFF_MS_FIRST << tries);
+    }
+    return rc;
+}
+
+/* ---- the snapshot command ------------------------------------------------------- */
+int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcdc_opts *opts,
+                       const mcdc_snapshot_cfg *cfg, mcdc_error *err) {
+    if (out == NULL || rows == NULL || taken == NULL || opts == NULL || cfg == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_snapshot_take: a NULL argument");
+    if (cfg->version != MCDC_SNAPSHOT_CFG_VERSION)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "mcdc_snapshot_cfg version %d is not one this library knows (%d)",
+                              cfg->version, MCDC_SNAPSHOT_CFG_VERSION);
+    if (cfg->target == NULL || *cfg->target == 0)
+        return mcdc_error_set(err, MCDC_E_INVALID, "a snapshot needs a target");
+    memset(out, 0, sizeof *out);
+    *rows = 0;
+    *taken = false;
+    int rc = mcdc_opts_check_required(opts, err);
+    if (rc) return rc;
+    mcdc_ctx ctx = {.budget = cfg->budget};
+    mcdc_log_sink sink = {cfg->log_fn, cfg->log_user, cfg->log_level};
+    const mcdc_log_sink *host = mcdc_log_use(cfg->log_fn ? &sink : mcdc_log_current());
+    mcdc_table *target = NULL;
+    mcdc_changes *changes = NULL;
+    mcdc_schema *bronze = NULL;
+    int control = 0;
+    rc = mcdc_table_open(&target, cfg->target, cfg->warehouse, err);
+    if (rc == MCDC_OK) rc = mcdc_table_check_kind(target, MCDC_KIND_BRONZE, "target", err);
+    if (rc == MCDC_OK)
+        rc = mcdc_budget_acquire(ctx.budget, MCDC_PERMIT_CONNECTION, 1, 1, 1, &ctx.stop, &control, err);
+    if (rc == MCDC_OK) rc = mcdc_changes_open(&changes, opts, NULL, err);
+    if (rc == MCDC_OK) rc = mcdc_bronze_schema(&bronze, mcdc_changes_schema(changes), err);
+    int64_t np = mcdc_opts_get_int(opts, "numPartitions");
+    if (np <= 0) np = sysconf(_SC_NPROCESSORS_ONLN);
+    mcdc_snap_env e = {.ctx = &ctx, .changes = changes, .target = target, .bronze = bronze,
+                       .num_partitions = np < 1 ? 1 : np > MCDC_PARTITIONS_MAX ? MCDC_PARTITIONS_MAX : (int)np};
+    bool found = false;
+    if (rc == MCDC_OK && !cfg->resnapshot) rc = mcdc_snapshot_find(out, &found, &e, err);
+    if (rc == MCDC_OK && !found) {
+        rc = mcdc_snapshot_append(out, rows, &e, err);
+        *taken = rc == MCDC_OK;
+    }
+    mcdc_schema_unref(bronze);
+    mcdc_changes_close(changes);
+    mcdc_budget_release(ctx.budget, MCDC_PERMIT_CONNECTION, control);
+    mcdc_table_close(target);
+    mcdc_log_use(host);
+    return rc;
+}
