@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every suite and ends with one line "tests: N passed, N failed".
 # Builds: gcc, clang, the public header as C and C++, ASan+UBSan, TSan.
+# Checks: the shared library exports exactly the public API (check-abi.py);
+# no module includes one above it (check-deps.py).
 # Suites: unit tests (plain build, then ASan+UBSan build), simulator and
 # end-to-end tests, fuzz corpora, interop tests with the Python readers and
 # Spark, the stream's end-to-end and crash tests (one under TSan).
@@ -34,6 +36,8 @@ make -j"$JOBS" CC=clang BUILD=build-clang all >/dev/null || { echo "clang build 
 make headercheck >/dev/null || { echo "header check failed"; echo "tests: 0 passed, 1 failed"; exit 1; }
 make -j"$JOBS" SAN=1 all >/dev/null || { echo "sanitizer build failed"; echo "tests: 0 passed, 1 failed"; exit 1; }
 make -j"$JOBS" SAN=thread all >/dev/null || { echo "thread sanitizer build failed"; echo "tests: 0 passed, 1 failed"; exit 1; }
+run_suite abi scripts/check-abi.py
+run_suite deps scripts/check-deps.py
 run_suite unit build/unit-tests
 run_suite unit-asan-ubsan build-san/unit-tests
 run_suite unit-valgrind valgrind -q --error-exitcode=99 --leak-check=full \
