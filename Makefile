@@ -9,7 +9,7 @@
 # The library comes twice: libmssqlcdc.a (the tools and the unit tests link
 # it) and libmssqlcdc.so.$(VERSION) with SONAME libmssqlcdc.so.$(ABI_MAJOR). Every
 # object is compiled with -fvisibility=hidden, so the shared library exports
-# only the functions include/mssqlcdc.h marks MCDC_API (scripts/check-abi.sh
+# only the functions include/mssqlcdc.h marks MCDC_API (scripts/check-abi.py
 # checks it). `make install PREFIX=/usr/local [DESTDIR=...]` installs the
 # header, both libraries and mssqlcdc.pc.
 
@@ -60,8 +60,7 @@ SOLINKS := $(BUILD)/$(SONAME) $(BUILD)/libmssqlcdc.so
 # so sanitized builds go without.
 SO_LDFLAGS := -shared -Wl,-soname,$(SONAME) $(if $(findstring -fsanitize,$(OPT)),,-Wl,-z,defs)
 SIMLIB := $(BUILD)/libmcdcsim.a
-BINS := $(BUILD)/mssql-cdc $(BUILD)/mssql-cdc-sim $(BUILD)/unit-tests $(SOLIB) $(SOLINKS) \
-        $(BUILD)/mssqlcdc.pc
+BINS := $(BUILD)/mssql-cdc $(BUILD)/mssql-cdc-sim $(BUILD)/unit-tests $(SOLIB) $(SOLINKS)
 
 .PHONY: all deps test test-unit test-san demo bench bench-reader bench-parquet bench-lake bench-stream fuzz clean headercheck install
 all: $(BINS)
@@ -71,6 +70,7 @@ $(CLI_OBJ): private INCLUDES := $(CLI_INCLUDES)
 # Objects are rebuilt when the compiler or its flags change (a new
 # -fvisibility or warning must reach every object, not only edited ones).
 FLAGS_STAMP := $(BUILD)/compile-flags
+.PHONY: FORCE
 $(FLAGS_STAMP): FORCE
 	@mkdir -p $(dir $@)
 	@echo '$(CC) $(CFLAGS)' > $@.tmp
@@ -94,29 +94,24 @@ $(BUILD)/$(SONAME): $(SOLIB)
 $(BUILD)/libmssqlcdc.so: $(BUILD)/$(SONAME)
 	ln -sf $(notdir $<) $@
 
-# pkg-config file for PREFIX; rewritten only when its text changes, so a
-# new PREFIX (make install PREFIX=...) takes effect without make clean.
+# mssqlcdc.pc is written at install time, for the PREFIX (and LIBDIR,
+# INCLUDEDIR) of that install.
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
-PC_TEXT = $(shell sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
-            -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
-            -e 's|@LIBS_PRIVATE@|$(LDLIBS)|' mssqlcdc.pc.in | tr '\n' '\001')
-.PHONY: FORCE
-$(BUILD)/mssqlcdc.pc: mssqlcdc.pc.in FORCE
-	@mkdir -p $(dir $@)
-	@printf '%s' '$(PC_TEXT)' | tr '\001' '\n' > $@.tmp
-	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
 
 # DESTDIR stages the files (packaging); the paths inside mssqlcdc.pc stay PREFIX's.
-install: $(LIB) $(SOLIB) $(SOLINKS) $(BUILD)/mssqlcdc.pc
+install: $(LIB) $(SOLIB) $(SOLINKS)
 	install -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR)/pkgconfig
 	install -m 644 include/mssqlcdc.h $(DESTDIR)$(INCLUDEDIR)/mssqlcdc.h
 	install -m 644 $(LIB) $(DESTDIR)$(LIBDIR)/libmssqlcdc.a
 	install -m 755 $(SOLIB) $(DESTDIR)$(LIBDIR)/$(notdir $(SOLIB))
 	ln -sf $(notdir $(SOLIB)) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libmssqlcdc.so
-	install -m 644 $(BUILD)/mssqlcdc.pc $(DESTDIR)$(LIBDIR)/pkgconfig/mssqlcdc.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	    -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS_PRIVATE@|$(LDLIBS)|' mssqlcdc.pc.in \
+	    > $(DESTDIR)$(LIBDIR)/pkgconfig/mssqlcdc.pc
+	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/mssqlcdc.pc
 
 $(SIMLIB): $(SIM_OBJ)
 	@mkdir -p $(dir $@)
