@@ -44,6 +44,7 @@ TEST(range_token_round_trips) {
     mcdc_free(s);
     /* Unicode names, the extremes of every field. */
     uint64_t x = 0x9E3779B97F4A7C15ull;
+    int bad = 0;
     for (int k = 0; k < 200; k++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         t = sample();
@@ -58,14 +59,11 @@ TEST(range_token_round_trips) {
         t.index = (int32_t)((x >> 8) % (uint64_t)t.count);
         s = NULL;
         if (mcdc_range_token_encode(&s, &t, &e) != MCDC_OK ||
-            mcdc_range_token_decode(&back, s, strlen(s), &e) != MCDC_OK || !same(&t, &back)) {
-            CHECK(!"round trip");
-            mcdc_free(s);
-            break;
-        }
+            mcdc_range_token_decode(&back, s, strlen(s), &e) != MCDC_OK || !same(&t, &back))
+            bad++;
         mcdc_free(s);
     }
-    CHECK(true);
+    CHECK_EQ_INT(bad, 0);
 }
 
 TEST(range_token_every_byte_change_and_cut_is_invalid) {
