@@ -65,17 +65,24 @@ static void fake_free(void *ctx) {
     mcdc_free(f);
 }
 
-static int start(struct ArrowArrayStream *st, int batches, int rows, int fail_after,
-                 outcome *out, int queue) {
+static fake *new_fake(int batches, int rows, int fail_after, outcome *out) {
     fake *f = mcdc_calloc(1, sizeof *f);
     f->schema = int_schema("v");
     f->batches = batches;
     f->rows = rows;
     f->fail_after = fail_after;
     f->out = out;
+    return f;
+}
+
+static int start_fake(struct ArrowArrayStream *st, fake *f, int queue) {
     mcdc_batch_stream_cfg cfg = {f->schema, produce, f, fake_free, queue};
-    mcdc_error e = MCDC_ERROR_INIT;
-    return mcdc_batch_stream_start(st, &cfg, &e);
+    return mcdc_batch_stream_start(st, &cfg, NULL);
+}
+
+static int start(struct ArrowArrayStream *st, int batches, int rows, int fail_after,
+                 outcome *out, int queue) {
+    return start_fake(st, new_fake(batches, rows, fail_after, out), queue);
 }
 
 static int32_t value_at(const struct ArrowArray *a, int64_t r) {
@@ -151,15 +158,9 @@ TEST(batch_stream_error_after_batches_reaches_get_next_and_last_error) {
 TEST(batch_stream_silent_producer_failure_still_explains) {
     struct ArrowArrayStream st;
     outcome out = {0, 0, 0};
-    fake *f = mcdc_calloc(1, sizeof *f);
-    f->schema = int_schema("v");
-    f->batches = 3;
-    f->rows = 1;
-    f->fail_after = 0;
+    fake *f = new_fake(3, 1, 0, &out);
     f->silent = true;
-    f->out = &out;
-    mcdc_batch_stream_cfg cfg = {f->schema, produce, f, fake_free, 1};
-    CHECK_EQ_INT(mcdc_batch_stream_start(&st, &cfg, NULL), MCDC_OK);
+    CHECK_EQ_INT(start_fake(&st, f, 1), MCDC_OK);
     struct ArrowArray a;
     CHECK_EQ_INT(st.get_next(&st, &a), EIO);
     const char *m = st.get_last_error(&st);
@@ -201,15 +202,9 @@ TEST(batch_stream_release_before_reading) {
 TEST(batch_stream_batch_of_another_shape_is_an_error) {
     struct ArrowArrayStream st;
     outcome out = {0, 0, 0};
-    fake *f = mcdc_calloc(1, sizeof *f);
-    f->schema = int_schema("v");
+    fake *f = new_fake(3, 2, -1, &out);
     f->other = int_schema("w"); /* same type, another name */
-    f->batches = 3;
-    f->rows = 2;
-    f->fail_after = -1;
-    f->out = &out;
-    mcdc_batch_stream_cfg cfg = {f->schema, produce, f, fake_free, 2};
-    CHECK_EQ_INT(mcdc_batch_stream_start(&st, &cfg, NULL), MCDC_OK);
+    CHECK_EQ_INT(start_fake(&st, f, 2), MCDC_OK);
     struct ArrowArray a;
     CHECK_EQ_INT(st.get_next(&st, &a), 0);
     if (a.release) a.release(&a);
