@@ -148,6 +148,7 @@ int mcdc_range_token_parse(mcdc_range_info *out, const char *token, mcdc_error *
 /* ---- reading ------------------------------------------------------------------- */
 typedef struct range_read {
     mcdc_changes *changes;
+    mcdc_opts *opts; /* the changes handle borrows some of its strings (backend) */
     mcdc_range range;
 } range_read;
 
@@ -159,6 +160,7 @@ static int produce(void *ctx, mcdc_batch_stream_sink_fn sink, void *sink_ctx, mc
 static void range_read_free(void *ctx) {
     range_read *r = ctx;
     mcdc_changes_close(r->changes);
+    mcdc_opts_free(r->opts);
     mcdc_free(r);
 }
 
@@ -198,12 +200,15 @@ int mcdc_range_read(struct ArrowArrayStream *out, const mcdc_opts *opts, const c
                             "mcdc_range_read: the options have no connectionString");
     mcdc_changes *c = NULL;
     if (rc == MCDC_OK) rc = mcdc_changes_open(&c, o, err);
-    mcdc_opts_free(o);
-    if (rc) return rc;
+    if (rc) {
+        mcdc_opts_free(o);
+        return rc;
+    }
     char id[MCDC_RANGE_HASH_TEXT_SIZE];
     mcdc_range_schema_id(id, mcdc_changes_schema(c));
     if (strcmp(id, t.schema_id) != 0) {
         mcdc_changes_close(c);
+        mcdc_opts_free(o);
         return mcdc_error_set(err, MCDC_E_SCHEMA,
                               "mcdc_range_read: the output schema of capture instance '%s' is "
                               "not the one the range was planned with (its captured columns "
@@ -214,9 +219,11 @@ int mcdc_range_read(struct ArrowArrayStream *out, const mcdc_opts *opts, const c
     range_read *r = mcdc_calloc(1, sizeof *r);
     if (r == NULL) {
         mcdc_changes_close(c);
+        mcdc_opts_free(o);
         return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory opening a range");
     }
     r->changes = c;
+    r->opts = o;
     /* last = false: measuring the stream's position is the stream's job,
      * not a range reader's (it costs four more queries). */
     r->range = (mcdc_range){t.from, t.to, t.rows_estimate, false};

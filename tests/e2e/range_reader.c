@@ -31,6 +31,9 @@ static int options(mcdc_opts **o, const char *connstr, const char *ci, mcdc_erro
     if (rc == MCDC_OK) rc = mcdc_opts_set(*o, "connectionString", connstr, NULL, e);
     if (rc == MCDC_OK && ci) rc = mcdc_opts_set(*o, "captureInstance", ci, NULL, e);
     if (rc == MCDC_OK) rc = mcdc_opts_set(*o, "arrowBatchSize", "7000", NULL, e);
+    /* An option whose text the library keeps using after this program
+     * freed its options (mcdc_range_read copies them). */
+    if (rc == MCDC_OK) rc = mcdc_opts_set(*o, "backend", "native", NULL, e);
     return rc;
 }
 

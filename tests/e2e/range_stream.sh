@@ -126,6 +126,13 @@ if out=$("$RR" cancel "$CS" "$(head -1 "$TMP/tokens.txt")" 2>&1) && echo "$out" 
    && echo "$out" | grep -q 'batches=1 '; then
   ok "C: released after one batch, mid-range: the reading thread stops and is joined ($(echo "$out" | grep -o 'release_ms=[0-9.]*'))"
 else ko "C: release mid-range" "$out"; fi
+# The same under valgrind: no leak, no freed memory touched, threads joined.
+if command -v valgrind >/dev/null; then
+  if out=$(valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+             "$RR" cancel "$CS" "$(sed -n 2p "$TMP/tokens.txt")" 2>&1) && echo "$out" | grep -q '^released$'; then
+    ok "C under valgrind: open, one batch, release mid-range: clean"
+  else ko "C under valgrind: release mid-range" "$out"; fi
+fi
 out=$("$RR" read "$CS" "$(head -1 "$TMP/tokens.txt" | sed 's/"rows_estimate":[0-9]*/"rows_estimate":1/')" 2>&1)
 if [ $? -eq 2 ] && echo "$out" | grep -q '^ERROR ValueError: invalid range token: its check does not match'; then
   ok "C: an altered token is a ValueError, before any connection"
