@@ -356,7 +356,8 @@ MCDC_API int mcdc_range_token_parse(mcdc_range_info *out, const char *token, mcd
  * mcdc_range_plan_schema, then batches of up to arrowBatchSize rows in
  * change order (start LSN, command id, seqval, operation), then the end.
  * opts are the source options (connectionString...); their captureInstance
- * may be left out, else must name the token's. Connects (the capture
+ * may be left out, else must name the token's; the stream keeps a copy, so
+ * opts may be freed once this returns. Connects (the capture
  * instance is resolved and its columns read) before returning: a bad token,
  * an unreachable server or columns that changed since the plan
  * (MCDC_E_SCHEMA: plan again) fail here. Rows are read on a thread of the
@@ -368,7 +369,8 @@ MCDC_API int mcdc_range_token_parse(mcdc_range_info *out, const char *token, mcd
  * ECANCELED, else EIO) and get_last_error "<ErrorKind>: <message>", the kind
  * as mcdc_status_kind names it; release may be called at any time, mid-range
  * too: it stops the reading thread and waits for it (at most until the fetch
- * in flight returns, which queryTimeout bounds). Batches already taken stay
+ * in flight, or a retry's backoff, ends: queryTimeout and the retry limit
+ * bound them). Batches already taken stay
  * valid after release. */
 MCDC_API int mcdc_range_read(struct ArrowArrayStream *out, const mcdc_opts *opts,
                              const char *token, mcdc_error *err);
