@@ -5,6 +5,13 @@
 # Variants: `make SAN=1` builds with ASan+UBSan into build-san/, `make SAN=thread`
 # with TSan into build-tsan/,
 # `make CC=clang` builds with clang. Dependencies: scripts/install-deps.sh.
+#
+# The library comes twice: libmssqlcdc.a (the tools and the unit tests link
+# it) and libmssqlcdc.so.$(VERSION) with SONAME libmssqlcdc.so.$(ABI_MAJOR). Every
+# object is compiled with -fvisibility=hidden, so the shared library exports
+# only the functions include/mssqlcdc.h marks MCDC_API (scripts/check-abi.py
+# checks it). `make install PREFIX=/usr/local [DESTDIR=...]` installs the
+# header, both libraries and mssqlcdc.pc.
 
 CC      ?= cc
 SAN     ?= 0
@@ -22,7 +29,10 @@ endif
 MODULES := util storage lsn options batch tds parquet delta source lake pipeline
 INCLUDES := -Iinclude $(addprefix -Isrc/,$(MODULES)) -Isrc/sim -Isrc/cli
 WARN    := -Wall -Wextra -Wpedantic -Wconversion -Wshadow -Werror
-CFLAGS  += -std=c17 $(WARN) $(OPT) -D_GNU_SOURCE -fPIC -pthread $(INCLUDES)
+# The CLI sees the public header only (scripts/check-deps.py checks the
+# includes too).
+CLI_INCLUDES := -Iinclude -Isrc/cli
+CFLAGS  += -std=c17 $(WARN) $(OPT) -D_GNU_SOURCE -fPIC -fvisibility=hidden -pthread $(INCLUDES)
 LDLIBS  := -lsybdb -lgnutls -lsqlite3 -ljansson -lzstd -lsnappy -llz4 -lz -lpthread -lm
 LDFLAGS += $(filter -fsanitize%,$(OPT)) -pthread
 
@@ -38,19 +48,70 @@ CLI_OBJ := $(call obj,$(CLI_SRC))
 TEST_OBJ := $(call obj,$(TEST_SRC))
 
 LIB := $(BUILD)/libmssqlcdc.a
+# The version comes from the header; the SONAME carries the ABI major, which
+# changes only when a public signature or struct layout does.
+VERSION := $(shell sed -n 's/^\#define MCDC_VERSION_STRING "\(.*\)"/\1/p' include/mssqlcdc.h)
+ABI_MAJOR := $(firstword $(subst ., ,$(VERSION)))
+SONAME := libmssqlcdc.so.$(ABI_MAJOR)
+SOLIB := $(BUILD)/libmssqlcdc.so.$(VERSION)
+SOLINKS := $(BUILD)/$(SONAME) $(BUILD)/libmssqlcdc.so
+# -z defs: the shared library names every library it needs, so a program
+# links it with -lmssqlcdc alone. Sanitizer runtimes live in the executable,
+# so sanitized builds go without.
+SO_LDFLAGS := -shared -Wl,-soname,$(SONAME) $(if $(findstring -fsanitize,$(OPT)),,-Wl,-z,defs)
 SIMLIB := $(BUILD)/libmcdcsim.a
-BINS := $(BUILD)/mssql-cdc $(BUILD)/mssql-cdc-sim $(BUILD)/unit-tests
+BINS := $(BUILD)/mssql-cdc $(BUILD)/mssql-cdc-sim $(BUILD)/unit-tests $(SOLIB) $(SOLINKS)
 
-.PHONY: all deps test test-unit test-san demo bench bench-reader bench-parquet bench-lake bench-stream fuzz clean headercheck
+.PHONY: all deps test test-unit test-san demo bench bench-reader bench-parquet bench-lake bench-stream fuzz clean headercheck install
 all: $(BINS)
 
-$(BUILD)/obj/%.o: %.c
+$(CLI_OBJ): private INCLUDES := $(CLI_INCLUDES)
+
+# Objects are rebuilt when the compiler or its flags change (a new
+# -fvisibility or warning must reach every object, not only edited ones).
+FLAGS_STAMP := $(BUILD)/compile-flags
+.PHONY: FORCE
+$(FLAGS_STAMP): FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(CC) $(CFLAGS)' > $@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+
+$(BUILD)/obj/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
+
+$(SOLIB): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $(SO_LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/$(SONAME): $(SOLIB)
+	ln -sf $(notdir $<) $@
+
+$(BUILD)/libmssqlcdc.so: $(BUILD)/$(SONAME)
+	ln -sf $(notdir $<) $@
+
+# mssqlcdc.pc is written at install time, for the PREFIX (and LIBDIR,
+# INCLUDEDIR) of that install.
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+
+# DESTDIR stages the files (packaging); the paths inside mssqlcdc.pc stay PREFIX's.
+install: $(LIB) $(SOLIB) $(SOLINKS)
+	install -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR)/pkgconfig
+	install -m 644 include/mssqlcdc.h $(DESTDIR)$(INCLUDEDIR)/mssqlcdc.h
+	install -m 644 $(LIB) $(DESTDIR)$(LIBDIR)/libmssqlcdc.a
+	install -m 755 $(SOLIB) $(DESTDIR)$(LIBDIR)/$(notdir $(SOLIB))
+	ln -sf $(notdir $(SOLIB)) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libmssqlcdc.so
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	    -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS_PRIVATE@|$(LDLIBS)|' mssqlcdc.pc.in \
+	    > $(DESTDIR)$(LIBDIR)/pkgconfig/mssqlcdc.pc
+	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/mssqlcdc.pc
 
 $(SIMLIB): $(SIM_OBJ)
 	@mkdir -p $(dir $@)

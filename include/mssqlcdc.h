@@ -108,6 +108,45 @@ MCDC_API const char *mcdc_status_kind(int code);
 MCDC_API const char *mcdc_version(void);
 
 /* ------------------------------------------------------------------------
+ * Values: LSNs and timestamps, and their text forms.
+ * ---------------------------------------------------------------------- */
+#define MCDC_LSN_VALUE_BYTES 10
+/* Bytes of an LSN's text with its NUL: "0x" + 20 hex digits + NUL. */
+#define MCDC_LSN_TEXT_SIZE 23
+
+/* A SQL Server log sequence number: 10 bytes, most significant first, so
+ * memcmp(a.bytes, b.bytes, MCDC_LSN_VALUE_BYTES) orders two LSNs as SQL
+ * Server does. */
+typedef struct mcdc_lsn_value {
+    uint8_t bytes[MCDC_LSN_VALUE_BYTES];
+} mcdc_lsn_value;
+
+/* Parses "0x" followed by 1-20 hex digits (any case; the "0x" may be left
+ * out), left-padded with zeros. Anything else (empty, spaces, more than 20
+ * digits, a non-hex character) is MCDC_E_INVALID with a message quoting the
+ * input. */
+MCDC_API int mcdc_lsn_value_parse(mcdc_lsn_value *out, const char *text, mcdc_error *err);
+/* Writes the canonical text, "0x" + 20 uppercase hex digits (what
+ * CONVERT(varchar(22), lsn, 1) returns), into out; out_size must be at least
+ * MCDC_LSN_TEXT_SIZE. */
+MCDC_API int mcdc_lsn_value_format(char *out, size_t out_size, const mcdc_lsn_value *lsn,
+                                   mcdc_error *err);
+
+/* Timestamps are int64 microseconds since 1970-01-01T00:00:00 UTC. */
+/* Bytes that hold any formatted timestamp, with its NUL. */
+#define MCDC_TS_TEXT_SIZE 32
+/* Parses "YYYY-MM-DD", optionally followed by "THH:MM" or " HH:MM", ":SS",
+ * ".fffffff" (digits past the sixth are dropped) and "Z" or "+hh:mm"/"-hh:mm".
+ * Without an offset the text is UTC; with one it is converted to UTC.
+ * Anything else is MCDC_E_INVALID. */
+MCDC_API int mcdc_ts_parse(int64_t *out_us, const char *text, mcdc_error *err);
+/* Writes "YYYY-MM-DDTHH:MM:SS" with frac_digits (0, 3 or 6) fractional
+ * digits, truncated, and no zone suffix, into out; out_size must be at least
+ * MCDC_TS_TEXT_SIZE. us must lie in years 0001-9999. */
+MCDC_API int mcdc_ts_format(char *out, size_t out_size, int64_t us, int frac_digits,
+                            mcdc_error *err);
+
+/* ------------------------------------------------------------------------
  * Source options, with the reference library's names (captureInstance,
  * connectionString, maxCommitsPerBatch...). Names ignore case; values are
  * validated when set; unknown names are kept and warned about.
@@ -135,7 +174,8 @@ typedef enum mcdc_granularity {
     MCDC_GRANULARITY_DAY = 2
 } mcdc_granularity;
 
-/* Start (UTC microseconds) of the period holding us. */
+/* Start (UTC microseconds) of the period holding us; INT64_MIN when g is not
+ * a mcdc_granularity (or the period would start before INT64_MIN). */
 MCDC_API int64_t mcdc_truncate_us(int64_t us, mcdc_granularity g);
 MCDC_API int mcdc_granularity_parse(const char *s, mcdc_granularity *out, mcdc_error *err);
 
@@ -156,6 +196,17 @@ MCDC_API int mcdc_verdict_advance(mcdc_verdict *out, const char *control_table,
                                   const char *warehouse, const char *table_name,
                                   const char *end_lsn, int64_t end_commit_us,
                                   mcdc_granularity g, mcdc_error *err);
+
+/* ------------------------------------------------------------------------
+ * Finalization: is a period final?
+ * ---------------------------------------------------------------------- */
+/* *out_final tells whether the period ending at period_end_us (UTC
+ * microseconds, exclusive) is complete under table_name's verdict in
+ * control_table: a verdict exists and period_end_us <= finalized_until (the
+ * reference's is_final). No verdict yet is not final. */
+MCDC_API int mcdc_verdict_is_final(bool *out_final, const char *control_table,
+                                   const char *warehouse, const char *table_name,
+                                   int64_t period_end_us, mcdc_error *err);
 
 /* ------------------------------------------------------------------------
  * The stream (the reference's stream(...).to_delta(...)).
@@ -349,6 +400,81 @@ struct ArrowArrayStream {
 };
 
 #endif /* ARROW_C_STREAM_INTERFACE */
+
+/* ------------------------------------------------------------------------
+ * Change ranges as Arrow streams: plan the change ranges of a capture
+ * instance once, read each range anywhere (another thread, process or
+ * machine given the same source options), for engines that read in
+ * parallel such as a Spark data source.
+ *
+ * A range is carried by a token: short JSON text naming the capture
+ * instance, the range's first and last LSN, its estimated rows, its place
+ * in the plan and the output schema's fingerprint. A token holds no part of
+ * the connection string. Its "check" field catches a token altered or cut
+ * after planning (it is not a signature: there is no secret).
+ * ---------------------------------------------------------------------- */
+typedef struct mcdc_range_plan mcdc_range_plan;
+
+/* Plans [from, to] (both LSNs included) of opts' captureInstance into
+ * commit-aligned ranges balanced by change rows (at most ranges_max, each
+ * of at least about 50,000 rows; 0 takes numPartitions, whose auto is the
+ * number of CPUs; at most 64). from NULL: the instance's min_lsn; to NULL:
+ * the database's max_lsn. to before from plans no range. Opens one
+ * connection for the planning and closes it. */
+MCDC_API int mcdc_range_plan_create(mcdc_range_plan **out, const mcdc_opts *opts,
+                                    const mcdc_lsn_value *from, const mcdc_lsn_value *to,
+                                    int ranges_max, mcdc_error *err);
+MCDC_API void mcdc_range_plan_free(mcdc_range_plan *p);
+/* Number of ranges (0 for NULL). */
+MCDC_API size_t mcdc_range_plan_count(const mcdc_range_plan *p);
+/* Token of range i, NUL-terminated, in reading order; NULL when i is out of
+ * range. Borrowed: valid until mcdc_range_plan_free (copy it to keep it). */
+MCDC_API const char *mcdc_range_plan_token(const mcdc_range_plan *p, size_t i);
+/* The schema every range's stream has (the reader's output schema): a
+ * struct ("+s") whose children are the columns. The caller releases it. */
+MCDC_API int mcdc_range_plan_schema(struct ArrowSchema *out, const mcdc_range_plan *p,
+                                    mcdc_error *err);
+
+/* What a token says. Set version (MCDC_RANGE_INFO_INIT) before the call;
+ * fields may be added at the end under a higher version. */
+#define MCDC_RANGE_INFO_VERSION 1
+/* 100 characters of up to 4 UTF-8 bytes, and the NUL. */
+#define MCDC_CAPTURE_INSTANCE_TEXT_SIZE 401
+typedef struct mcdc_range_info {
+    int version;                    /* MCDC_RANGE_INFO_VERSION */
+    char capture_instance[MCDC_CAPTURE_INSTANCE_TEXT_SIZE];
+    mcdc_lsn_value from_lsn, to_lsn; /* closed interval */
+    int64_t rows_estimate;          /* change rows the plan expects (0: not estimated) */
+    int32_t index, count;           /* range index of count in its plan */
+} mcdc_range_info;
+#define MCDC_RANGE_INFO_INIT {MCDC_RANGE_INFO_VERSION, {0}, {{0}}, {{0}}, 0, 0, 0}
+
+/* Parses and checks a token. Malformed, altered or foreign text is
+ * MCDC_E_INVALID saying what is wrong. */
+MCDC_API int mcdc_range_token_parse(mcdc_range_info *out, const char *token, mcdc_error *err);
+
+/* Reads the range of token as an Arrow C stream into *out: the schema of
+ * mcdc_range_plan_schema, then batches of up to arrowBatchSize rows in
+ * change order (start LSN, command id, seqval, operation), then the end.
+ * opts are the source options (connectionString...); their captureInstance
+ * may be left out, else must name the token's; the stream keeps a copy, so
+ * opts may be freed once this returns. Connects (the capture
+ * instance is resolved and its columns read) before returning: a bad token,
+ * an unreachable server or columns that changed since the plan
+ * (MCDC_E_SCHEMA: plan again) fail here. Rows are read on a thread of the
+ * stream, at most two batches ahead of get_next.
+ *
+ * The stream follows the Arrow C stream interface: get_next from one thread
+ * at a time; an error (a purged range is DataLossError, a lost connection
+ * is retried first) makes get_next return an errno value (EINVAL, ENOMEM,
+ * ECANCELED, else EIO) and get_last_error "<ErrorKind>: <message>", the kind
+ * as mcdc_status_kind names it; release may be called at any time, mid-range
+ * too: it stops the reading thread and waits for it (at most until the fetch
+ * in flight, or a retry's backoff, ends: queryTimeout and the retry limit
+ * bound them). Batches already taken stay
+ * valid after release. */
+MCDC_API int mcdc_range_read(struct ArrowArrayStream *out, const mcdc_opts *opts,
+                             const char *token, mcdc_error *err);
 
 #ifdef __cplusplus
 }

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Runs every suite and ends with one line "tests: N passed, N failed".
 # Builds: gcc, clang, the public header as C and C++, ASan+UBSan, TSan.
-# Suites: the storage-seam check (scripts/check_storage_io.py), unit tests
-# (plain build, then ASan+UBSan build), simulator and end-to-end tests, fuzz
-# corpora, interop tests with the Python readers and Spark, the stream's
-# end-to-end and crash tests (one under TSan).
+# Checks: table data goes through src/storage only (check_storage_io.py); the
+# shared library exports exactly the public API (check-abi.py); no module
+# includes one above it (check-deps.py).
+# Suites: unit tests (plain build, then ASan+UBSan build), simulator and
+# end-to-end tests, fuzz corpora, interop tests with the Python readers and
+# Spark, the stream's end-to-end and crash tests (one under TSan).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
@@ -37,6 +39,8 @@ make -j"$JOBS" SAN=1 all >/dev/null || { echo "sanitizer build failed"; echo "te
 make -j"$JOBS" SAN=thread all >/dev/null || { echo "thread sanitizer build failed"; echo "tests: 0 passed, 1 failed"; exit 1; }
 # Table data goes through src/storage only (no file calls elsewhere in src/).
 run_suite storage-io python3 scripts/check_storage_io.py
+run_suite abi scripts/check-abi.py
+run_suite deps scripts/check-deps.py
 run_suite unit build/unit-tests
 run_suite unit-asan-ubsan build-san/unit-tests
 run_suite unit-valgrind valgrind -q --error-exitcode=99 --leak-check=full \

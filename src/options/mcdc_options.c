@@ -78,6 +78,7 @@ static const spec *find_spec(const char *name) {
 }
 
 int mcdc_opts_create(mcdc_opts **out, mcdc_error *err) {
+    if (out == NULL) return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_opts_create: out is NULL");
     *out = mcdc_calloc(1, sizeof **out);
     if (*out == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     (*out)->unknown.limit = 64 * 1024;
@@ -215,7 +216,9 @@ static entry *find_entry(const mcdc_opts *o, const char *name) {
 
 int mcdc_opts_set(mcdc_opts *o, const char *name, const char *value, bool *unknown,
                   mcdc_error *err) {
-    MCDC_ASSERT(o && name && value);
+    if (o == NULL || name == NULL || value == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_opts_set: %s is NULL",
+                              o == NULL ? "the options handle" : name == NULL ? "name" : "value");
     const spec *s = find_spec(name);
     if (unknown) *unknown = s == NULL;
     if (*name == 0) return mcdc_error_set(err, MCDC_E_INVALID, "an option name is empty");
@@ -365,6 +368,7 @@ int mcdc_opts_load_file(mcdc_opts *o, const char *path, mcdc_error *err) {
 }
 
 const char *mcdc_opts_get(const mcdc_opts *o, const char *name) {
+    if (o == NULL || name == NULL) return NULL;
     entry *e = find_entry(o, name);
     if (e) return e->value;
     const spec *s = find_spec(name);
@@ -388,12 +392,43 @@ int64_t mcdc_opts_get_int(const mcdc_opts *o, const char *name) {
 }
 
 int mcdc_opts_check_required(const mcdc_opts *o, mcdc_error *err) {
+    if (o == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "mcdc_opts_check_required: the options handle is NULL");
     bool ci = mcdc_opts_is_set(o, "captureInstance");
     bool cs = mcdc_opts_is_set(o, "connectionString");
     if (ci && cs) return MCDC_OK;
     return mcdc_error_set(err, MCDC_E_INVALID, "missing required option%s: %s%s%s",
                           (!ci && !cs) ? "s" : "", ci ? "" : "captureInstance",
                           (!ci && !cs) ? ", " : "", cs ? "" : "connectionString");
+}
+
+int mcdc_opts_clone(mcdc_opts **out, const mcdc_opts *o, mcdc_error *err) {
+    int rc = mcdc_opts_create(out, err);
+    if (rc) return rc;
+    mcdc_opts *c = *out;
+    c->items = o->n ? mcdc_calloc((size_t)o->n, sizeof *c->items) : NULL;
+    if (o->n && c->items == NULL) rc = MCDC_E_NOMEM;
+    else c->cap = o->n;
+    /* Entries are copied as they are: they were validated (and unknown
+     * names warned about) when they were set. */
+    for (int i = 0; rc == MCDC_OK && i < o->n; i++) {
+        c->items[i].name = mcdc_strdup(o->items[i].name);
+        c->items[i].value = mcdc_strdup(o->items[i].value);
+        c->n = i + 1;
+        if (c->items[i].name == NULL || c->items[i].value == NULL) rc = MCDC_E_NOMEM;
+    }
+    if (rc == MCDC_OK && o->unknown.len)
+        rc = mcdc_buf_append(&c->unknown, o->unknown.data, o->unknown.len, NULL) ||
+                     mcdc_buf_cstr(&c->unknown, NULL)
+                 ? MCDC_E_NOMEM
+                 : MCDC_OK;
+    if (rc) {
+        mcdc_opts_free(c);
+        *out = NULL;
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory copying the source options");
+    }
+    return MCDC_OK;
 }
 
 void mcdc_opts_each(const mcdc_opts *o, void (*fn)(void *, const char *, const char *),

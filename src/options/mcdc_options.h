@@ -28,6 +28,9 @@ int64_t mcdc_opts_get_int(const mcdc_opts *o, const char *name);
  * options (connectionString) are given redacted. */
 void mcdc_opts_each(const mcdc_opts *o, void (*fn)(void *ctx, const char *name, const char *value),
                     void *ctx);
+/* A copy of o (its unknown names too, without warning again). Caller frees
+ * it with mcdc_opts_free. */
+int mcdc_opts_clone(mcdc_opts **out, const mcdc_opts *o, mcdc_error *err);
 /* Unknown option names seen by set, comma-separated; borrowed, "" if none. */
 const char *mcdc_opts_unknown(const mcdc_opts *o);
 

@@ -27,11 +27,28 @@ static int64_t find_row(const mcdc_batch *b, const char *table_name) {
     return -1;
 }
 
+/* The arguments every verdict function needs: a bad one is the caller's
+ * MCDC_E_INVALID, never an abort of the host process. */
+static int check_args(const char *fn, const void *out, const char *control_table,
+                      const char *table_name, mcdc_error *err) {
+    const char *missing = out == NULL             ? "out"
+                          : control_table == NULL ? "control_table"
+                          : table_name == NULL    ? "table_name"
+                                                  : NULL;
+    if (missing) return mcdc_error_set(err, MCDC_E_INVALID, "%s: %s is NULL", fn, missing);
+    if (*control_table == 0 || *table_name == 0)
+        return mcdc_error_set(err, MCDC_E_INVALID, "%s: %s is empty", fn,
+                              *control_table == 0 ? "control_table" : "table_name");
+    return MCDC_OK;
+}
+
 int mcdc_verdict_read(mcdc_verdict *out, const char *control_table, const char *warehouse,
                       const char *table_name, mcdc_error *err) {
+    int rc = check_args("mcdc_verdict_read", out, control_table, table_name, err);
+    if (rc) return rc;
     memset(out, 0, sizeof *out);
     mcdc_table *t;
-    int rc = mcdc_table_open(&t, control_table, warehouse, err);
+    rc = mcdc_table_open(&t, control_table, warehouse, err);
     if (rc) return rc;
     mcdc_batch *b = NULL;
     int64_t version;
@@ -97,11 +114,19 @@ static int rebuild(mcdc_batch **out, const mcdc_batch *old, int64_t row, const c
 int mcdc_verdict_advance(mcdc_verdict *out, const char *control_table, const char *warehouse,
                          const char *table_name, const char *end_lsn, int64_t end_commit_us,
                          mcdc_granularity g, mcdc_error *err) {
-    MCDC_ASSERT(out && control_table && table_name && end_lsn);
+    int rc = check_args("mcdc_verdict_advance", out, control_table, table_name, err);
+    if (rc) return rc;
+    if (end_lsn == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_verdict_advance: end_lsn is NULL");
+    if (g != MCDC_GRANULARITY_HOUR && g != MCDC_GRANULARITY_MINUTE && g != MCDC_GRANULARITY_DAY)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "mcdc_verdict_advance: granularity %d is not a mcdc_granularity "
+                              "(hour, minute or day)",
+                              (int)g);
     memset(out, 0, sizeof *out);
     int64_t candidate = mcdc_truncate_us(end_commit_us, g);
     mcdc_table *t;
-    int rc = mcdc_table_open(&t, control_table, warehouse, err);
+    rc = mcdc_table_open(&t, control_table, warehouse, err);
     if (rc) return rc;
     /* Concurrent trackers: retry a lost race for about a minute. */
     int64_t backoff_ms = 50;
@@ -145,4 +170,18 @@ int mcdc_verdict_advance(mcdc_verdict *out, const char *control_table, const cha
     mcdc_table_close(t);
     if (rc) mcdc_error_wrap(err, "advancing finalized_until of %s in %s", table_name, control_table);
     return rc;
+}
+
+int mcdc_verdict_is_final(bool *out_final, const char *control_table, const char *warehouse,
+                          const char *table_name, int64_t period_end_us, mcdc_error *err) {
+    int rc = check_args("mcdc_verdict_is_final", out_final, control_table, table_name, err);
+    if (rc) return rc;
+    *out_final = false;
+    mcdc_verdict v;
+    rc = mcdc_verdict_read(&v, control_table, warehouse, table_name, err);
+    if (rc) return rc;
+    /* The period [start, period_end) is complete when no commit before its
+     * end can still arrive: everything up to finalized_until has. */
+    *out_final = v.found && period_end_us <= v.finalized_until_us;
+    return MCDC_OK;
 }

@@ -70,6 +70,14 @@
 #define MCDC_QUEUE_DEPTH_MAX 8
 #define MCDC_PARTITIONS_MAX 64
 
+/* A range token (mcdc_range_plan_token) is about 350 bytes; a capture
+ * instance of 100 characters written as \uXXXX surrogate pairs brings it
+ * near 1.6 KiB. 4 KiB bounds what the token parser reads. */
+#define MCDC_RANGE_TOKEN_BYTES_MAX 4096
+/* Batches an Arrow stream of mcdc_range_read holds between its reading
+ * thread and get_next: two keep both sides busy; more only costs memory. */
+#define MCDC_ARROW_STREAM_QUEUE_BATCHES 2
+
 /* Parquet: row group and page sizes of our writer. */
 #define MCDC_PARQUET_ROW_GROUP_BYTES_DEFAULT (64u * 1024u * 1024u)
 #define MCDC_PARQUET_PAGE_BYTES_DEFAULT (1024u * 1024u)

@@ -1,0 +1,51 @@
+/*
+ * cli.h - what the commands of mssql-cdc share: exit codes, error and usage
+ * messages, timestamps, option values. The CLI sees the library through
+ * include/mssqlcdc.h only.
+ */
+#ifndef MCDC_CLI_H
+#define MCDC_CLI_H
+
+#include <stdint.h>
+
+#include "mssqlcdc.h"
+
+/* Exit codes (documented in --help and the README). */
+enum {
+    EXIT_OK = 0,
+    EXIT_ERROR = 1,
+    EXIT_USAGE = 2,
+    EXIT_DATALOSS = 3,
+    EXIT_SCHEMA = 4,
+    EXIT_PERMISSION = 5,
+    EXIT_TRANSIENT = 6,
+    EXIT_MISMATCH = 7,
+    EXIT_TARGET_BEHIND = 8,
+    EXIT_REWOUND = 9,
+    EXIT_NOT_FINAL = 10,
+    EXIT_FACTS_BEHIND = 11,
+    EXIT_FOREIGN_WRITER = 12,
+    EXIT_LOGIN = 13
+};
+
+/* Prints "mssql-cdc: error (Kind): message" on stderr; returns the exit code
+ * for e->code. */
+int cli_fail(const mcdc_error *e);
+/* Prints "mssql-cdc: <fmt with arg>" and the --help hint; returns EXIT_USAGE. */
+int cli_usage_error(const char *fmt, const char *arg);
+
+/* "YYYY-MM-DDTHH:MM:SS.mmm" (UTC) of us. */
+void cli_format_ts(int64_t us, char out[MCDC_TS_TEXT_SIZE]);
+/* A timestamp argument (UTC unless it carries an offset): 0, or -1 when s
+ * is not one. */
+int cli_parse_ts(const char *s, int64_t *out);
+
+/* The value after argv[*i], stepping *i over it; NULL when there is none. */
+const char *cli_value(int argc, char **argv, int *i);
+
+/* The commands: argv holds the arguments after the command's name. */
+int cmd_stream(int argc, char **argv);
+int cmd_finalization(int argc, char **argv);
+int cmd_table_rows(int argc, char **argv);
+
+#endif /* MCDC_CLI_H */

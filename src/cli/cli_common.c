@@ -1,0 +1,53 @@
+/* cli_common.c - exit codes, messages, timestamps and option values shared
+ * by the commands (cli.h). */
+#include <stdio.h>
+
+#include "cli.h"
+
+static int exit_code_for(int status) {
+    switch (status) {
+    case MCDC_OK: return EXIT_OK;
+    case MCDC_E_INVALID:
+    case MCDC_E_NOTFOUND: return EXIT_USAGE;
+    case MCDC_E_DATALOSS: return EXIT_DATALOSS;
+    case MCDC_E_SCHEMA: return EXIT_SCHEMA;
+    case MCDC_E_PERMISSION: return EXIT_PERMISSION;
+    case MCDC_E_TRANSIENT: return EXIT_TRANSIENT;
+    case MCDC_E_MISMATCH: return EXIT_MISMATCH;
+    case MCDC_E_TARGET_BEHIND: return EXIT_TARGET_BEHIND;
+    case MCDC_E_REWOUND: return EXIT_REWOUND;
+    case MCDC_E_FACTS_BEHIND: return EXIT_FACTS_BEHIND;
+    case MCDC_E_FOREIGN_WRITER: return EXIT_FOREIGN_WRITER;
+    case MCDC_E_LOGIN: return EXIT_LOGIN;
+    default: return EXIT_ERROR;
+    }
+}
+
+int cli_fail(const mcdc_error *e) {
+    const char *kind = mcdc_status_kind(e->code);
+    fprintf(stderr, "mssql-cdc: error%s%s%s: %s\n", *kind ? " (" : "", kind, *kind ? ")" : "",
+            e->message);
+    return exit_code_for(e->code);
+}
+
+int cli_usage_error(const char *fmt, const char *arg) {
+    fprintf(stderr, "mssql-cdc: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n(see 'mssql-cdc --help')\n");
+    return EXIT_USAGE;
+}
+
+void cli_format_ts(int64_t us, char out[MCDC_TS_TEXT_SIZE]) {
+    /* Outside years 0001-9999 (no verdict is): the number itself. */
+    if (mcdc_ts_format(out, MCDC_TS_TEXT_SIZE, us, 3, NULL) != MCDC_OK)
+        snprintf(out, MCDC_TS_TEXT_SIZE, "%lld us", (long long)us);
+}
+
+int cli_parse_ts(const char *s, int64_t *out) {
+    return mcdc_ts_parse(out, s, NULL) == MCDC_OK ? 0 : -1;
+}
+
+const char *cli_value(int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) return NULL;
+    return argv[++*i];
+}

@@ -1,0 +1,247 @@
+/*
+ * cmd_stream.c - mssql-cdc stream: one capture instance into bronze, with
+ * the facts and the verdict (the reference's stream(...).to_delta(...)).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cli.h"
+
+static const char STREAM_HELP[] =
+    "usage: mssql-cdc stream [source options] --target T --app-id A --checkpoint DIR [...]\n"
+    "\n"
+    "Streams the changes of one capture instance into a bronze Delta table, exactly\n"
+    "once, writing a facts row per micro-batch and advancing finalized_until.\n"
+    "\n"
+    "Sink (the reference's to_delta parameters):\n"
+    "  --target T           bronze table: a path, or schema.table under --warehouse\n"
+    "  --app-id A           Delta txnAppId; stable for the life of the checkpoint\n"
+    "  --checkpoint DIR     checkpoint directory (a new one needs a new app id)\n"
+    "  --facts-table F      facts table (one row per batch); optional\n"
+    "  --control-table C    control table whose finalized_until for T is advanced\n"
+    "                       after each committed batch; optional\n"
+    "  --granularity G      hour (default), minute or day\n"
+    "  --warehouse W        directory holding schema.table names (default ./warehouse)\n"
+    "  --trigger T          default (back to back), availableNow, once,\n"
+    "                       or processingTime=<n>[ms|s|m] (e.g. processingTime=250ms)\n"
+    "  --query-name N       name in progress output (default: the app id)\n"
+    "  --max-batches N      stop after N batches\n"
+    "\n"
+    "Source options (reference names, any case), as --<name> VALUE, -o name=value,\n"
+    "or name = value lines in --options-file FILE:\n"
+    "  captureInstance      capture instance to read (required)\n"
+    "  connectionString     Server=host,port;Database=..;UID=..;PWD=..;Encrypt=.. (required)\n"
+    "  startingLsn          earliest (default), latest, or an LSN already processed\n"
+    "  maxCommitsPerBatch   at most this many commits per micro-batch (default: no cap)\n"
+    "  numPartitions        auto (= cores) or N: ranges read in parallel, a connection each\n"
+    "  failOnDataLoss       true (default): stop on purged changes; false: skip and record\n"
+    "  sourceTimeZone       auto (default), UTC, or the server's Windows zone name\n"
+    "  includeCommandId     true (default); false for change tables without __$command_id\n"
+    "  arrowBatchSize       rows per batch (default 10000)\n"
+    "  columns              a subset of captured columns with types, Spark DDL style\n"
+    "  connectTimeout       login timeout in seconds (default 30)\n"
+    "  queryTimeout         seconds without a reply before a read is retried (default 300)\n"
+    "  backend              auto (default: our TDS client with Encrypt=no, FreeTDS\n"
+    "                       otherwise), native or freetds\n"
+    "  Accepted for the reference's option files, without effect in this release (a\n"
+    "  warning says so): metricsPath (metrics travel in-process), schemaChangePolicy,\n"
+    "  lockTimeoutMs, isolationLevel, snapshotLsn, snapshotChunks, snapshotKeys.\n"
+    "  Unknown names are warned about and ignored. The connection string's password\n"
+    "  never appears in output; prefer --options-file (mode 0600) to a flag.\n"
+    "\n"
+    "Output: a progress line per batch on stderr; --json prints one JSON object per\n"
+    "batch on stdout instead; --quiet prints errors only.\n"
+    "SIGINT/SIGTERM finish the current batch and stop cleanly (exit 0).\n"
+    "\n"
+    "Exit codes: 0 done, 1 error, 2 bad usage or options, 3 data loss (DataLossError),\n"
+    "4 schema changed (SchemaChangedError), 5 permission (PermissionError),\n"
+    "6 source unreachable after retries. State on disk that cannot be trusted stops\n"
+    "the stream before it writes: 7 state of another job (a checkpoint bound to other\n"
+    "arguments, a table of another kind or in two roles, a new checkpoint on a target\n"
+    "holding its changes), 8 target behind its checkpoint, 9 checkpoint rewound (a\n"
+    "table holds batches it has not committed), 11 facts behind the checkpoint,\n"
+    "12 another writer uses the app id, 13 the server refused the login.\n";
+
+typedef struct {
+    int quiet;
+    int json;
+    const char *name;
+} progress_ctx;
+
+static void on_batch(void *vctx, const mcdc_batch_report *r) {
+    progress_ctx *p = vctx;
+    char end_ts[64] = "", verdict[64] = "";
+    if (r->has_end_commit) cli_format_ts(r->end_commit_us, end_ts);
+    if (r->has_verdict) cli_format_ts(r->finalized_until_us, verdict);
+    if (p->json) {
+        printf("{\"query\":\"%s\",\"batch_id\":%lld,\"rows\":%lld,\"inserts\":%lld,"
+               "\"updates\":%lld,\"deletes\":%lld,\"start_lsn\":\"%s\",\"end_lsn\":\"%s\","
+               "\"end_commit_ts\":\"%s\",\"duration_ms\":%.1f,\"rows_per_s\":%.0f,"
+               "\"replayed\":%s,\"bronze_skipped\":%s,\"finalized_until\":%s%s%s}\n",
+               p->name, (long long)r->batch_id, (long long)r->rows, (long long)r->inserts,
+               (long long)r->updates, (long long)r->deletes, r->start_lsn, r->end_lsn, end_ts,
+               r->duration_ms, r->rows_per_s, r->replayed ? "true" : "false",
+               r->bronze_skipped ? "true" : "false", r->has_verdict ? "\"" : "",
+               r->has_verdict ? verdict : "null", r->has_verdict ? "\"" : "");
+        fflush(stdout);
+        return;
+    }
+    if (p->quiet) return;
+    fprintf(stderr, "%s: batch %lld: %lld rows (+%lld ~%lld -%lld) in %.0f ms, %.0f rows/s, end %s",
+            p->name, (long long)r->batch_id, (long long)r->rows, (long long)r->inserts,
+            (long long)r->updates, (long long)r->deletes, r->duration_ms, r->rows_per_s,
+            r->end_lsn);
+    if (*end_ts) fprintf(stderr, " @ %s", end_ts);
+    if (r->ingestion_lag_seconds >= 0) fprintf(stderr, ", lag %.1f s", r->ingestion_lag_seconds);
+    if (r->has_verdict) fprintf(stderr, ", finalized_until %s", verdict);
+    if (r->replayed) fprintf(stderr, " (replayed%s)", r->bronze_skipped ? ", bronze already had it" : "");
+    fputc('\n', stderr);
+}
+
+/* The stream a signal stops (set while it runs). */
+static mcdc_stream *volatile g_running;
+
+static void on_signal(int sig) {
+    (void)sig;
+    mcdc_stream_request_stop(g_running);
+}
+
+static int parse_trigger(const char *v, mcdc_stream_cfg *cfg) {
+    if (strcasecmp(v, "default") == 0) cfg->trigger = MCDC_TRIGGER_DEFAULT;
+    else if (strcasecmp(v, "availableNow") == 0) cfg->trigger = MCDC_TRIGGER_AVAILABLE_NOW;
+    else if (strcasecmp(v, "once") == 0) cfg->trigger = MCDC_TRIGGER_ONCE;
+    else if (strncasecmp(v, "processingTime=", 15) == 0) {
+        char *end;
+        errno = 0;
+        double n = strtod(v + 15, &end);
+        double mult = 1000;
+        if (strcmp(end, "ms") == 0) mult = 1;
+        else if (strcmp(end, "s") == 0 || *end == 0) mult = 1000;
+        else if (strcmp(end, "m") == 0) mult = 60000;
+        else return -1;
+        /* A week at most: anything larger is a typo, and would overflow
+         * the clock arithmetic (NaN and inf fail the comparison too). */
+        double ms = n * mult;
+        if (errno || end == v + 15 || !(ms >= 1 && ms <= 7.0 * 24 * 3600 * 1000)) return -1;
+        cfg->trigger = MCDC_TRIGGER_PROCESSING_TIME;
+        cfg->processing_time_ms = (int64_t)ms;
+    } else
+        return -1;
+    return 0;
+}
+
+static bool is_option_name(const char *name) {
+    for (const char *const *n = mcdc_opts_known_names(); *n; n++)
+        if (strcasecmp(*n, name) == 0) return true;
+    return false;
+}
+
+int cmd_stream(int argc, char **argv) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_opts *opts;
+    if (mcdc_opts_create(&opts, &e)) return cli_fail(&e);
+    mcdc_stream_cfg cfg = MCDC_STREAM_CFG_INIT;
+    progress_ctx pc = {0, 0, NULL};
+    int rc = EXIT_OK;
+    for (int i = 0; i < argc && rc == EXIT_OK; i++) {
+        const char *a = argv[i];
+        const char *v = NULL;
+#define NEEDV()                                                           \
+    do {                                                                  \
+        if ((v = cli_value(argc, argv, &i)) == NULL) {                    \
+            rc = cli_usage_error("%s needs a value", a);                  \
+            goto out;                                                     \
+        }                                                                 \
+    } while (0)
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(STREAM_HELP, stdout);
+            goto out;
+        } else if (strcmp(a, "--target") == 0) { NEEDV(); cfg.target = v; }
+        else if (strcmp(a, "--app-id") == 0) { NEEDV(); cfg.app_id = v; }
+        else if (strcmp(a, "--checkpoint") == 0) { NEEDV(); cfg.checkpoint = v; }
+        else if (strcmp(a, "--facts-table") == 0) { NEEDV(); cfg.facts_table = v; }
+        else if (strcmp(a, "--control-table") == 0) { NEEDV(); cfg.control_table = v; }
+        else if (strcmp(a, "--warehouse") == 0) { NEEDV(); cfg.warehouse = v; }
+        else if (strcmp(a, "--query-name") == 0) { NEEDV(); cfg.query_name = v; }
+        else if (strcmp(a, "--quiet") == 0) pc.quiet = 1;
+        else if (strcmp(a, "--json") == 0) pc.json = 1;
+        else if (strcmp(a, "--granularity") == 0) {
+            NEEDV();
+            if (mcdc_granularity_parse(v, &cfg.granularity, &e)) { rc = cli_fail(&e); goto out; }
+        } else if (strcmp(a, "--trigger") == 0) {
+            NEEDV();
+            if (parse_trigger(v, &cfg)) {
+                rc = cli_usage_error("--trigger: expected default, availableNow, once or "
+                                     "processingTime=<n>[ms|s|m] between 1 ms and 7 days, not "
+                                     "'%s'",
+                                     v);
+                goto out;
+            }
+        } else if (strcmp(a, "--max-batches") == 0) {
+            NEEDV();
+            char *end;
+            cfg.max_batches = strtoll(v, &end, 10);
+            if (*end || cfg.max_batches < 1) {
+                rc = cli_usage_error("--max-batches must be a positive integer, not '%s'", v);
+                goto out;
+            }
+        } else if (strcmp(a, "--options-file") == 0) {
+            NEEDV();
+            if (mcdc_opts_load_file(opts, v, &e)) { rc = cli_fail(&e); goto out; }
+        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--option") == 0) {
+            NEEDV();
+            const char *eq = strchr(v, '=');
+            if (eq == NULL) {
+                rc = cli_usage_error("-o expects name=value, got '%s'", v);
+                goto out;
+            }
+            char name[128];
+            snprintf(name, sizeof name, "%.*s", (int)(eq - v), v);
+            if (mcdc_opts_set(opts, name, eq + 1, NULL, &e)) { rc = cli_fail(&e); goto out; }
+        } else if (strncmp(a, "--", 2) == 0 && is_option_name(a + 2)) {
+            NEEDV();
+            if (mcdc_opts_set(opts, a + 2, v, NULL, &e)) { rc = cli_fail(&e); goto out; }
+        } else {
+            rc = cli_usage_error("stream: unknown argument '%s'", a);
+            goto out;
+        }
+#undef NEEDV
+    }
+    if (cfg.target == NULL || cfg.app_id == NULL || cfg.checkpoint == NULL) {
+        rc = cli_usage_error("stream needs %s", "--target, --app-id and --checkpoint");
+        goto out;
+    }
+    if (mcdc_opts_check_required(opts, &e)) { rc = cli_fail(&e); goto out; }
+    pc.name = cfg.query_name ? cfg.query_name : cfg.app_id;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    /* Test hooks; the library reads no environment. MCDC_TDS_BACKEND
+     * overrides the backend option, MCDC_RETRY_BACKOFF_MS the backoff. */
+    cfg.crash_at = getenv("MCDC_CRASH_AT");
+    const char *backoff = getenv("MCDC_RETRY_BACKOFF_MS");
+    if (backoff) cfg.retry_backoff_ms = strtoll(backoff, NULL, 10);
+    const char *backend = getenv("MCDC_TDS_BACKEND");
+    if (backend && *backend && mcdc_opts_set(opts, "backend", backend, NULL, &e)) {
+        rc = cli_fail(&e);
+        goto out;
+    }
+    mcdc_stream *stream = NULL;
+    int st = mcdc_stream_create(&stream, opts, &cfg, &e);
+    if (st == MCDC_OK) {
+        g_running = stream;
+        st = mcdc_stream_run(stream, on_batch, &pc, &e);
+        g_running = NULL;
+    }
+    mcdc_stream_free(stream);
+    rc = st ? cli_fail(&e) : EXIT_OK;
+out:
+    mcdc_opts_free(opts);
+    return rc;
+}

@@ -1,0 +1,28 @@
+/* cmd_table_rows.c - mssql-cdc table-rows: a Delta table's rows as JSON
+ * lines. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static int line_out(void *ctx, const char *line) {
+    (void)ctx;
+    return puts(line) < 0 ? -1 : 0;
+}
+
+int cmd_table_rows(int argc, char **argv) {
+    if (argc < 1 || strcmp(argv[0], "--help") == 0) {
+        fputs("usage: mssql-cdc table-rows TABLE [--warehouse W]\n"
+              "Prints every row of a Delta table as one JSON object per line.\n",
+              argc < 1 ? stderr : stdout);
+        return argc < 1 ? EXIT_USAGE : EXIT_OK;
+    }
+    const char *warehouse = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--warehouse") == 0 && i + 1 < argc) warehouse = argv[++i];
+        else return cli_usage_error("table-rows: unknown argument '%s'", argv[i]);
+    }
+    mcdc_error e = MCDC_ERROR_INIT;
+    if (mcdc_table_rows_json(argv[0], warehouse, line_out, NULL, &e)) return cli_fail(&e);
+    return EXIT_OK;
+}

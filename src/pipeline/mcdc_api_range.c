@@ -1,0 +1,233 @@
+/*
+ * mcdc_api_range.c - change ranges as Arrow streams (include/mssqlcdc.h,
+ * "Change ranges as Arrow streams"): the planner and the reader of the
+ * stream's change feed (mcdc_changes.h) behind tokens, so that ranges are
+ * planned in one process and read in others.
+ *
+ * Reading runs mcdc_changes_read, which pushes batches, on the thread of an
+ * Arrow stream (mcdc_batch_stream.h), which the consumer pulls.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mcdc_batch_stream.h"
+#include "mcdc_changes.h"
+#include "mcdc_options.h"
+#include "mcdc_range_token.h"
+
+struct mcdc_range_plan {
+    char **tokens; /* n, owned */
+    size_t n;
+    mcdc_schema *schema; /* the output schema, one reference */
+};
+
+void mcdc_range_plan_free(mcdc_range_plan *p) {
+    if (p == NULL) return;
+    for (size_t i = 0; i < p->n; i++) mcdc_free(p->tokens[i]);
+    mcdc_free(p->tokens);
+    mcdc_schema_unref(p->schema);
+    mcdc_free(p);
+}
+
+size_t mcdc_range_plan_count(const mcdc_range_plan *p) { return p ? p->n : 0; }
+
+const char *mcdc_range_plan_token(const mcdc_range_plan *p, size_t i) {
+    return p && i < p->n ? p->tokens[i] : NULL;
+}
+
+int mcdc_range_plan_schema(struct ArrowSchema *out, const mcdc_range_plan *p, mcdc_error *err) {
+    if (out == NULL || p == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_range_plan_schema: %s is NULL",
+                              out == NULL ? "out" : "the plan");
+    return mcdc_schema_export(p->schema, out, err);
+}
+
+/* ranges_max as the caller gave it, or numPartitions. */
+static int ranges_wanted(int *out, const mcdc_opts *opts, int ranges_max, mcdc_error *err) {
+    if (ranges_max < 0 || ranges_max > MCDC_PARTITIONS_MAX)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "mcdc_range_plan_create: ranges_max is %d; use 1 to %d, or 0 for "
+                              "the numPartitions option",
+                              ranges_max, MCDC_PARTITIONS_MAX);
+    int64_t n = ranges_max;
+    if (n == 0) n = mcdc_opts_get_int(opts, "numPartitions");
+    if (n <= 0) n = sysconf(_SC_NPROCESSORS_ONLN); /* auto */
+    if (n < 1) n = 1;
+    if (n > MCDC_PARTITIONS_MAX) n = MCDC_PARTITIONS_MAX;
+    *out = (int)n;
+    return MCDC_OK;
+}
+
+static int encode_plan(mcdc_range_plan *p, mcdc_changes *c, const mcdc_lsn_range *r, int n,
+                       mcdc_error *err) {
+    p->tokens = n ? mcdc_calloc((size_t)n, sizeof *p->tokens) : NULL;
+    if (n && p->tokens == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory planning");
+    mcdc_range_token t;
+    memset(&t, 0, sizeof t);
+    snprintf(t.capture_instance, sizeof t.capture_instance, "%s",
+             mcdc_changes_capture_instance(c));
+    mcdc_range_schema_id(t.schema_id, p->schema);
+    t.count = n;
+    for (int i = 0; i < n; i++) {
+        t.from = r[i].from;
+        t.to = r[i].to;
+        t.rows_estimate = r[i].rows_estimate > 0 ? r[i].rows_estimate : 0;
+        t.index = i;
+        int rc = mcdc_range_token_encode(&p->tokens[i], &t, err);
+        if (rc) return rc;
+        p->n = (size_t)i + 1;
+    }
+    return MCDC_OK;
+}
+
+int mcdc_range_plan_create(mcdc_range_plan **out, const mcdc_opts *opts,
+                           const mcdc_lsn_value *from, const mcdc_lsn_value *to, int ranges_max,
+                           mcdc_error *err) {
+    if (out == NULL || opts == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_range_plan_create: %s is NULL",
+                              out == NULL ? "out" : "opts");
+    *out = NULL;
+    int n_max = 0;
+    int rc = ranges_wanted(&n_max, opts, ranges_max, err);
+    if (rc == MCDC_OK) rc = mcdc_opts_check_required(opts, err);
+    if (rc) return rc;
+    mcdc_changes *c = NULL;
+    rc = mcdc_changes_open(&c, opts, NULL, err);
+    if (rc) return rc;
+    mcdc_lsn lo, hi;
+    if (from) lo = mcdc_lsn_from_bytes(from->bytes);
+    else rc = mcdc_changes_min_lsn(c, &lo, err);
+    if (rc == MCDC_OK && to) hi = mcdc_lsn_from_bytes(to->bytes);
+    else if (rc == MCDC_OK) rc = mcdc_changes_max_lsn(c, &hi, err);
+    mcdc_lsn_range *r = NULL;
+    int n = 0;
+    if (rc == MCDC_OK) rc = mcdc_changes_plan(c, &lo, &hi, n_max, &r, &n, err);
+    mcdc_range_plan *p = NULL;
+    if (rc == MCDC_OK) {
+        MCDC_ASSERT(n >= 0 && n <= n_max);
+        p = mcdc_calloc(1, sizeof *p);
+        if (p == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory planning");
+    }
+    if (rc == MCDC_OK) {
+        p->schema = mcdc_schema_ref(mcdc_changes_schema(c));
+        rc = encode_plan(p, c, r, n, err);
+    }
+    mcdc_free(r);
+    mcdc_changes_close(c);
+    if (rc) {
+        mcdc_range_plan_free(p);
+        return rc;
+    }
+    *out = p;
+    return MCDC_OK;
+}
+
+int mcdc_range_token_parse(mcdc_range_info *out, const char *token, mcdc_error *err) {
+    if (out == NULL || token == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_range_token_parse: %s is NULL",
+                              out == NULL ? "out" : "token");
+    if (out->version != MCDC_RANGE_INFO_VERSION)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "mcdc_range_token_parse: out->version is %d; initialise the "
+                              "struct with MCDC_RANGE_INFO_INIT (version %d)",
+                              out->version, MCDC_RANGE_INFO_VERSION);
+    mcdc_range_token t;
+    int rc = mcdc_range_token_decode(&t, token, strlen(token), err);
+    if (rc) return rc;
+    _Static_assert(sizeof out->capture_instance == sizeof t.capture_instance, "same size");
+    memcpy(out->capture_instance, t.capture_instance, sizeof t.capture_instance);
+    memcpy(out->from_lsn.bytes, t.from.b, MCDC_LSN_BYTES);
+    memcpy(out->to_lsn.bytes, t.to.b, MCDC_LSN_BYTES);
+    out->rows_estimate = t.rows_estimate;
+    out->index = t.index;
+    out->count = t.count;
+    return MCDC_OK;
+}
+
+/* ---- reading ------------------------------------------------------------------- */
+typedef struct range_read {
+    mcdc_changes *changes;
+    mcdc_opts *opts; /* the changes handle borrows some of its strings (backend) */
+    mcdc_lsn_range range;
+} range_read;
+
+static int produce(void *ctx, mcdc_batch_stream_sink_fn sink, void *sink_ctx, mcdc_error *err) {
+    range_read *r = ctx;
+    return mcdc_changes_read(r->changes, &r->range, sink, sink_ctx, NULL, err);
+}
+
+static void range_read_free(void *ctx) {
+    range_read *r = ctx;
+    mcdc_changes_close(r->changes);
+    mcdc_opts_free(r->opts);
+    mcdc_free(r);
+}
+
+/* opts with captureInstance set to the token's (a copy; the caller's stay
+ * as they are). */
+static int options_for(mcdc_opts **out, const mcdc_opts *opts, const char *ci, mcdc_error *err) {
+    const char *given = mcdc_opts_is_set(opts, "captureInstance")
+                            ? mcdc_opts_get(opts, "captureInstance")
+                            : NULL;
+    if (given && !mcdc_str_ieq(given, ci))
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "mcdc_range_read: the token reads capture instance '%s' but the "
+                              "options name '%s'; leave captureInstance out or name the "
+                              "token's",
+                              ci, given);
+    int rc = mcdc_opts_clone(out, opts, err);
+    if (rc == MCDC_OK) rc = mcdc_opts_set(*out, "captureInstance", ci, NULL, err);
+    if (rc != MCDC_OK) {
+        mcdc_opts_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+int mcdc_range_read(struct ArrowArrayStream *out, const mcdc_opts *opts, const char *token,
+                    mcdc_error *err) {
+    if (out == NULL || opts == NULL || token == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_range_read: %s is NULL",
+                              out == NULL ? "out" : opts == NULL ? "opts" : "token");
+    memset(out, 0, sizeof *out);
+    mcdc_range_token t;
+    int rc = mcdc_range_token_decode(&t, token, strlen(token), err);
+    mcdc_opts *o = NULL;
+    if (rc == MCDC_OK) rc = options_for(&o, opts, t.capture_instance, err);
+    if (rc == MCDC_OK && mcdc_opts_get(o, "connectionString") == NULL)
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "mcdc_range_read: the options have no connectionString");
+    mcdc_changes *c = NULL;
+    if (rc == MCDC_OK) rc = mcdc_changes_open(&c, o, NULL, err);
+    if (rc) {
+        mcdc_opts_free(o);
+        return rc;
+    }
+    char id[MCDC_RANGE_HASH_TEXT_SIZE];
+    mcdc_range_schema_id(id, mcdc_changes_schema(c));
+    if (strcmp(id, t.schema_id) != 0) {
+        mcdc_changes_close(c);
+        mcdc_opts_free(o);
+        return mcdc_error_set(err, MCDC_E_SCHEMA,
+                              "mcdc_range_read: the output schema of capture instance '%s' is "
+                              "not the one the range was planned with (its captured columns "
+                              "changed, or the options columns/includeCommandId differ from "
+                              "the planner's): plan again",
+                              t.capture_instance);
+    }
+    range_read *r = mcdc_calloc(1, sizeof *r);
+    if (r == NULL) {
+        mcdc_changes_close(c);
+        mcdc_opts_free(o);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory opening a range");
+    }
+    r->changes = c;
+    r->opts = o;
+    /* last = false: measuring the stream's position is the stream's job,
+     * not a range reader's (it costs four more queries). */
+    r->range = (mcdc_lsn_range){t.from, t.to, t.rows_estimate, false};
+    mcdc_batch_stream_cfg cfg = {mcdc_changes_schema(c), produce, r, range_read_free,
+                                 MCDC_ARROW_STREAM_QUEUE_BATCHES};
+    return mcdc_batch_stream_start(out, &cfg, err);
+}
