@@ -314,7 +314,8 @@ static int read_options_file(const char *path, mcdc_buf *out, bool *others_read,
 
 int mcdc_opts_load_file(mcdc_opts *o, const char *path, mcdc_error *err) {
     if (o == NULL || path == NULL)
-        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_opts_load_file: no options or path");
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_opts_load_file: %s is NULL",
+                              o == NULL ? "the options handle" : "path");
     mcdc_buf b = {0};
     bool others_read = false;
     int rc = read_options_file(path, &b, &others_read, err);
