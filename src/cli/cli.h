@@ -43,9 +43,18 @@ int cli_parse_ts(const char *s, int64_t *out);
 /* The value after argv[*i], stepping *i over it; NULL when there is none. */
 const char *cli_value(int argc, char **argv, int *i);
 
+/* A source option at argv[*i]: --options-file FILE, -o name=value or
+ * --<option name> VALUE (the reference's names, any case). Returns 1 when it
+ * was one (its value consumed; *rc set to an exit code on a bad one), else 0. */
+int cli_source_option(mcdc_opts *opts, int argc, char **argv, int *i, int *rc);
+/* Test hook: MCDC_TDS_BACKEND overrides the backend option (the library
+ * reads no environment). Returns an exit code. */
+int cli_source_env(mcdc_opts *opts);
+
 /* The commands: argv holds the arguments after the command's name. */
 int cmd_stream(int argc, char **argv);
 int cmd_finalization(int argc, char **argv);
 int cmd_table_rows(int argc, char **argv);
+int cmd_snapshot(int argc, char **argv);
 
 #endif /* MCDC_CLI_H */

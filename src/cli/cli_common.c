@@ -1,6 +1,9 @@
 /* cli_common.c - exit codes, messages, timestamps and option values shared
  * by the commands (cli.h). */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
 #include "cli.h"
 
@@ -50,4 +53,44 @@ int cli_parse_ts(const char *s, int64_t *out) {
 const char *cli_value(int argc, char **argv, int *i) {
     if (*i + 1 >= argc) return NULL;
     return argv[++*i];
+}
+
+static bool is_option_name(const char *name) {
+    for (const char *const *n = mcdc_opts_known_names(); *n; n++)
+        if (strcasecmp(*n, name) == 0) return true;
+    return false;
+}
+
+int cli_source_option(mcdc_opts *opts, int argc, char **argv, int *i, int *rc) {
+    const char *a = argv[*i];
+    bool file = strcmp(a, "--options-file") == 0;
+    bool pair = strcmp(a, "-o") == 0 || strcmp(a, "--option") == 0;
+    bool named = strncmp(a, "--", 2) == 0 && is_option_name(a + 2);
+    if (!file && !pair && !named) return 0;
+    const char *v = cli_value(argc, argv, i);
+    mcdc_error e = MCDC_ERROR_INIT;
+    if (v == NULL) {
+        *rc = cli_usage_error("%s needs a value", a);
+    } else if (file) {
+        if (mcdc_opts_load_file(opts, v, &e)) *rc = cli_fail(&e);
+    } else if (pair) {
+        const char *eq = strchr(v, '=');
+        char name[128];
+        if (eq == NULL || (size_t)(eq - v) >= sizeof name) {
+            *rc = cli_usage_error("-o expects name=value, got '%s'", v);
+        } else {
+            snprintf(name, sizeof name, "%.*s", (int)(eq - v), v);
+            if (mcdc_opts_set(opts, name, eq + 1, NULL, &e)) *rc = cli_fail(&e);
+        }
+    } else if (mcdc_opts_set(opts, a + 2, v, NULL, &e)) {
+        *rc = cli_fail(&e);
+    }
+    return 1;
+}
+
+int cli_source_env(mcdc_opts *opts) {
+    const char *backend = getenv("MCDC_TDS_BACKEND");
+    mcdc_error e = MCDC_ERROR_INIT;
+    if (backend && *backend && mcdc_opts_set(opts, "backend", backend, NULL, &e)) return cli_fail(&e);
+    return EXIT_OK;
 }

@@ -30,6 +30,11 @@ static const char STREAM_HELP[] =
     "                       or processingTime=<n>[ms|s|m] (e.g. processingTime=250ms)\n"
     "  --query-name N       name in progress output (default: the app id)\n"
     "  --max-batches N      stop after N batches\n"
+    "  --bootstrap          on a new checkpoint, snapshot the table into T first (unless T\n"
+    "                       holds a snapshot of it already), then stream from its LSN;\n"
+    "                       with a facts table, snapshot_open and bootstrap rows record it\n"
+    "  --snapshot MODE      full (default): the whole table read before the stream goes on;\n"
+    "                       chunked is not built yet\n"
     "\n"
     "Source options (reference names, any case), as --<name> VALUE, -o name=value,\n"
     "or name = value lines in --options-file FILE:\n"
@@ -134,12 +139,6 @@ static int parse_trigger(const char *v, mcdc_stream_cfg *cfg) {
     return 0;
 }
 
-static bool is_option_name(const char *name) {
-    for (const char *const *n = mcdc_opts_known_names(); *n; n++)
-        if (strcasecmp(*n, name) == 0) return true;
-    return false;
-}
-
 int cmd_stream(int argc, char **argv) {
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_opts *opts;
@@ -189,22 +188,18 @@ int cmd_stream(int argc, char **argv) {
                 rc = cli_usage_error("--max-batches must be a positive integer, not '%s'", v);
                 goto out;
             }
-        } else if (strcmp(a, "--options-file") == 0) {
+        } else if (strcmp(a, "--bootstrap") == 0) {
+            cfg.bootstrap = true;
+        } else if (strcmp(a, "--snapshot") == 0) {
             NEEDV();
-            if (mcdc_opts_load_file(opts, v, &e)) { rc = cli_fail(&e); goto out; }
-        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--option") == 0) {
-            NEEDV();
-            const char *eq = strchr(v, '=');
-            if (eq == NULL) {
-                rc = cli_usage_error("-o expects name=value, got '%s'", v);
+            if (strcasecmp(v, "full") == 0) cfg.snapshot = MCDC_SNAPSHOT_FULL;
+            else if (strcasecmp(v, "chunked") == 0) cfg.snapshot = MCDC_SNAPSHOT_CHUNKED;
+            else {
+                rc = cli_usage_error("--snapshot: expected full or chunked, not '%s'", v);
                 goto out;
             }
-            char name[128];
-            snprintf(name, sizeof name, "%.*s", (int)(eq - v), v);
-            if (mcdc_opts_set(opts, name, eq + 1, NULL, &e)) { rc = cli_fail(&e); goto out; }
-        } else if (strncmp(a, "--", 2) == 0 && is_option_name(a + 2)) {
-            NEEDV();
-            if (mcdc_opts_set(opts, a + 2, v, NULL, &e)) { rc = cli_fail(&e); goto out; }
+        } else if (cli_source_option(opts, argc, argv, &i, &rc)) {
+            if (rc) goto out;
         } else {
             rc = cli_usage_error("stream: unknown argument '%s'", a);
             goto out;
@@ -227,11 +222,7 @@ int cmd_stream(int argc, char **argv) {
     cfg.crash_at = getenv("MCDC_CRASH_AT");
     const char *backoff = getenv("MCDC_RETRY_BACKOFF_MS");
     if (backoff) cfg.retry_backoff_ms = strtoll(backoff, NULL, 10);
-    const char *backend = getenv("MCDC_TDS_BACKEND");
-    if (backend && *backend && mcdc_opts_set(opts, "backend", backend, NULL, &e)) {
-        rc = cli_fail(&e);
-        goto out;
-    }
+    if ((rc = cli_source_env(opts)) != EXIT_OK) goto out;
     mcdc_stream *stream = NULL;
     int st = mcdc_stream_create(&stream, opts, &cfg, &e);
     if (st == MCDC_OK) {

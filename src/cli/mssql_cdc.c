@@ -3,6 +3,7 @@
  * One file per command (cmd_*.c); what they share is in cli.h.
  *
  *   mssql-cdc stream ...          stream CDC changes into bronze (to_delta)
+ *   mssql-cdc snapshot ...        the table's rows into bronze (snapshot)
  *   mssql-cdc finalization ...    advance | show | is-final | freshness
  *   mssql-cdc table-rows TABLE    print a table's rows as JSON lines
  *   mssql-cdc version
@@ -20,6 +21,7 @@ static const char HELP[] =
     "\n"
     "Commands:\n"
     "  stream         stream a capture instance into bronze, with facts and the verdict\n"
+    "  snapshot       append the table's current rows to bronze, print the offset\n"
     "  finalization   advance | show | is-final | freshness of finalized_until\n"
     "  table-rows     print the rows of a Delta table as JSON lines\n"
     "  version        print the version\n"
@@ -47,6 +49,7 @@ int main(int argc, char **argv) {
         return EXIT_OK;
     }
     if (strcmp(cmd, "stream") == 0) return cmd_stream(argc - 2, argv + 2);
+    if (strcmp(cmd, "snapshot") == 0) return cmd_snapshot(argc - 2, argv + 2);
     if (strcmp(cmd, "finalization") == 0) return cmd_finalization(argc - 2, argv + 2);
     if (strcmp(cmd, "table-rows") == 0) return cmd_table_rows(argc - 2, argv + 2);
     return cli_usage_error("unknown command '%s'", cmd);

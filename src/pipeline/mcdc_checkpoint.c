@@ -19,6 +19,7 @@ struct mcdc_checkpoint {
     char id[64];
     mcdc_ckpt_binding b; /* borrowed from the caller of open */
     bool fresh;
+    json_t *start;       /* metadata's "start", or NULL */
 };
 
 static int put_json(mcdc_checkpoint *c, const char *key, json_t *j, mcdc_error *err) {
@@ -110,6 +111,14 @@ static int check_binding(mcdc_checkpoint *c, const json_t *m, mcdc_error *err) {
                               "checkpoint %s has metadata format %lld, newer than this "
                               "mssql-cdc knows (%d): upgrade mssql-cdc",
                               c->dir, (long long)format, CKPT_FORMAT);
+    json_t *start = json_object_get(m, "start");
+    if (start && !json_is_object(start))
+        return mcdc_error_set(err, MCDC_E_CORRUPT,
+                              "checkpoint %s: metadata's \"start\" is not a position; the "
+                              "checkpoint is damaged: restore it from a backup",
+                              c->dir);
+    json_decref(c->start);
+    c->start = json_incref(start);
     const char *id = jstr(m, "id");
     /* The first builds had no id: their creation time names the checkpoint. */
     snprintf(c->id, sizeof c->id, "%s%s", id ? "" : "v0:", id ? id : jstr(m, "created") ? jstr(m, "created") : "?");
@@ -147,6 +156,7 @@ int mcdc_checkpoint_open(mcdc_checkpoint **out, const char *dir, const mcdc_ckpt
 
 void mcdc_checkpoint_free(mcdc_checkpoint *c) {
     if (c == NULL) return;
+    json_decref(c->start);
     mcdc_storage_free(c->st);
     mcdc_free(c->dir);
     mcdc_free(c);
@@ -155,7 +165,9 @@ void mcdc_checkpoint_free(mcdc_checkpoint *c) {
 const char *mcdc_checkpoint_dir(const mcdc_checkpoint *c) { return c->dir; }
 const char *mcdc_checkpoint_id(const mcdc_checkpoint *c) { return c->id; }
 
-int mcdc_checkpoint_bind(mcdc_checkpoint *c, mcdc_error *err) {
+const json_t *mcdc_checkpoint_start(const mcdc_checkpoint *c) { return c->start; }
+
+int mcdc_checkpoint_bind(mcdc_checkpoint *c, const json_t *start, mcdc_error *err) {
     if (!c->fresh) return MCDC_OK;
     char now[32], id[37];
     mcdc_format_ts_us(mcdc_now_utc_us(), 3, now);
@@ -165,6 +177,7 @@ int mcdc_checkpoint_bind(mcdc_checkpoint *c, mcdc_error *err) {
     if (m && c->b.capture_instance)
         json_object_set_new(m, "capture_instance", json_string(c->b.capture_instance));
     if (m && c->b.facts_table) json_object_set_new(m, "facts_table", json_string(c->b.facts_table));
+    if (m && start) json_object_set(m, "start", (json_t *)start);
     int rc = put_json(c, "metadata", m, err);
     if (rc == MCDC_E_CONFLICT) {
         /* Another run bound it first: hold ourselves to what it wrote. */
@@ -173,6 +186,8 @@ int mcdc_checkpoint_bind(mcdc_checkpoint *c, mcdc_error *err) {
         json_decref(theirs);
     } else if (rc == MCDC_OK) {
         snprintf(c->id, sizeof c->id, "%s", id);
+        json_decref(c->start);
+        c->start = start ? json_incref((json_t *)start) : NULL;
     }
     if (rc == MCDC_OK) c->fresh = false;
     return rc;

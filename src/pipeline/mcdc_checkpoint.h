@@ -3,7 +3,7 @@
  * what it is bound to.
  *
  *   metadata      {"format": 1, "id", "job", "app_id", "target",
- *                  "capture_instance", "facts_table", "created"}
+ *                  "capture_instance", "facts_table", "created", ["start"]}
  *   offsets/<n>   {"batch_id": n, "start": position, "end": position}
  *                 written before unit n runs (write-ahead)
  *   commits/<n>   {"batch_id": n, "rows": r, "data_txn": k}
@@ -57,8 +57,12 @@ const char *mcdc_checkpoint_id(const mcdc_checkpoint *c);
 
 /* Writes metadata for the binding given to open (a fresh checkpoint only;
  * an existing one is left as it is). Call just before the first unit is
- * planned: a run that fails its checks leaves the directory untouched. */
-int mcdc_checkpoint_bind(mcdc_checkpoint *c, mcdc_error *err);
+ * planned: a run that fails its checks leaves the directory untouched.
+ * start (may be NULL) is the position before unit 0 (a bootstrap
+ * snapshot's), kept in metadata as "start". */
+int mcdc_checkpoint_bind(mcdc_checkpoint *c, const json_t *start, mcdc_error *err);
+/* The position metadata records before unit 0 (NULL: none). Borrowed. */
+const json_t *mcdc_checkpoint_start(const mcdc_checkpoint *c);
 
 /* The highest unit planned and committed (-1 when none). */
 int mcdc_checkpoint_last(mcdc_checkpoint *c, int64_t *planned, int64_t *committed,

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "mcdc_batch.h"
+#include "mcdc_lake.h"
 #include "mcdc_lsn.h"
 #include "mcdc_reader.h"
 
@@ -66,5 +67,25 @@ typedef struct mcdc_facts_skip {
 } mcdc_facts_skip;
 
 int mcdc_facts_append_skip(mcdc_batch *rows, const mcdc_facts_skip *sk, mcdc_error *err);
+
+/* An event row outside a micro-batch (bootstrap, resnapshot, snapshot_open
+ * ...; reference §2.3.4): batch_id NULL, min_lsn = max_lsn = end_lsn = lsn. */
+typedef struct mcdc_facts_event {
+    const char *app_id, *target;
+    const char *event;
+    int64_t rows;         /* < 0: NULL (a recovery that reused a snapshot) */
+    const char *lsn;      /* NULL: none */
+    bool has_commit_ts;
+    int64_t commit_us;    /* end_commit_ts */
+    const char *detail;   /* JSON, or NULL */
+    bool has_lost_from, has_lost_to;
+    int64_t lost_from_us, lost_to_us;
+} mcdc_facts_event;
+
+/* Appends ev in one commit of its own to facts (created as a facts table
+ * when missing), with txn(txn_app_id, txn_version) when txn_app_id is set:
+ * *skipped when that txn was already there (written before: nothing new). */
+int mcdc_facts_write_event(mcdc_table *facts, const mcdc_facts_event *ev, const char *txn_app_id,
+                           int64_t txn_version, bool *skipped, mcdc_error *err);
 
 #endif /* MCDC_FACTS_H */

@@ -361,6 +361,17 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
     u.start = start;
     u.end = end;
     if (rc == MCDC_OK) rc = check_integrity(&f, u.replay ? &u : NULL, err);
+    /* No unit yet: the position recorded before unit 0, or the job's own
+     * first one (bootstrap), which binds the checkpoint at once. */
+    if (rc == MCDC_OK && planned < 0 && mcdc_checkpoint_start(f.ckpt))
+        last_end = json_deep_copy(mcdc_checkpoint_start(f.ckpt));
+    else if (rc == MCDC_OK && planned < 0 && ops->before_first) {
+        rc = ops->before_first(job, &last_end, err);
+        if (rc == MCDC_OK && last_end && f.fresh && ops->check_fresh)
+            rc = ops->check_fresh(job, last_end, err);
+        if (rc == MCDC_OK && last_end) rc = mcdc_checkpoint_bind(f.ckpt, last_end, err);
+        if (rc == MCDC_OK && last_end) f.fresh = false;
+    }
     /* A run killed between a unit's commit and its verdict left the verdict
      * behind: bring it up to the last committed unit now. */
     int64_t at_us;
@@ -391,7 +402,7 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
             /* Cheap (the newest commits of each table): before every unit. */
             if (!checked) rc = check_integrity(&f, NULL, err);
             if (f.fresh && ops->check_fresh) rc = ops->check_fresh(job, start, err);
-            if (rc == MCDC_OK) rc = mcdc_checkpoint_bind(f.ckpt, err);
+            if (rc == MCDC_OK) rc = mcdc_checkpoint_bind(f.ckpt, NULL, err);
             if (rc == MCDC_OK) f.fresh = false;
             if (rc == MCDC_OK) rc = mcdc_checkpoint_write_plan(f.ckpt, u.id, start, end, err);
             if (rc) break;

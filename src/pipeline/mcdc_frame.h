@@ -71,6 +71,12 @@ typedef struct mcdc_job_ops {
      * do now. *start and *end are owned by the caller. */
     int (*plan)(void *job, const json_t *last_end, json_t **start, json_t **end, bool *idle,
                 mcdc_error *err);
+    /* Optional: runs at start when the checkpoint holds no unit and no
+     * start position yet, after the tables were checked (a stream's
+     * bootstrap snapshot). *start (owned by the caller; may stay NULL) is
+     * the position before unit 0: the checkpoint is bound with it, and
+     * later runs start from it. */
+    int (*before_first)(void *job, json_t **start, mcdc_error *err);
     /* Optional: a fresh checkpoint's first unit, before anything is written:
      * refuse state the job cannot continue from (MCDC_E_MISMATCH). */
     int (*check_fresh)(void *job, const json_t *start, mcdc_error *err);

@@ -88,7 +88,8 @@ static int read_one(void *arg, mcdc_batch_fn put, void *put_ctx, mcdc_error *err
 }
 
 /* One attempt: ranges read in parallel into one appender, committed. */
-static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e, mcdc_error *err) {
+static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
+                   mcdc_snapshot_stamped_fn on_stamped, void *ctx, mcdc_error *err) {
     mcdc_lsn lsn;
     bool has_ts = false;
     int64_t commit_us = 0;
@@ -97,6 +98,7 @@ static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e, mcdc
     mcdc_lsn_format(&lsn, out->lsn);
     out->has_commit_ts = has_ts;
     out->commit_us = commit_us;
+    if (on_stamped && (rc = on_stamped(ctx, out, err)) != MCDC_OK) return rc;
     int readers = 0, encoders = 0, n = 0;
     rc = mcdc_budget_acquire(e->ctx->budget, MCDC_PERMIT_CONNECTION, 1, e->num_partitions, 0,
                              &e->ctx->stop, &readers, err);
@@ -130,6 +132,9 @@ static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e, mcdc
         rc = mcdc_bronze_widen(b, e->bronze, -1, out->lsn, -1, err);
         if (rc == MCDC_OK) rc = mcdc_appender_write(app, b, err);
         mcdc_batch_free(b);
+        /* Crash tests: killed while the table is read (reference crash point 10). */
+        if (rc == MCDC_OK && mcdc_ctx_crash(e->ctx, "during_snapshot", 0))
+            rc = mcdc_error_set(err, MCDC_E_CANCELLED, "killed while reading the snapshot (test hook)");
     }
     int frc = mcdc_fanin_finish(fan, NULL, rc ? NULL : err);
     if (rc == MCDC_OK) rc = frc;
@@ -172,10 +177,10 @@ static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e, mcdc
 }
 
 int mcdc_snapshot_append(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
-                         mcdc_error *err) {
+                         mcdc_snapshot_stamped_fn on_stamped, void *ctx, mcdc_error *err) {
     int rc;
     for (int tries = 0;; tries++) {
-        rc = attempt(out, rows, e, err);
+        rc = attempt(out, rows, e, on_stamped, ctx, err);
         if (rc != MCDC_E_TRANSIENT || tries >= MCDC_RETRIES_MAX || mcdc_ctx_stopping(e->ctx))
             break;
         mcdc_log(MCDC_LOG_WARN, "snapshot of %s.%s: %s; reading it again (attempt %d of %d)",
@@ -222,7 +227,7 @@ int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcdc_
     bool found = false;
     if (rc == MCDC_OK && !cfg->resnapshot) rc = mcdc_snapshot_find(out, &found, &e, err);
     if (rc == MCDC_OK && !found) {
-        rc = mcdc_snapshot_append(out, rows, &e, err);
+        rc = mcdc_snapshot_append(out, rows, &e, NULL, NULL, err);
         *taken = rc == MCDC_OK;
     }
     mcdc_schema_unref(bronze);

@@ -33,8 +33,11 @@ int mcdc_snapshot_find(mcdc_offset *out, bool *found, const mcdc_snap_env *e, mc
  * start the read again (the files of a failed attempt are deleted).
  * DataLossError when CDC cleanup passed the snapshot's LSN while it was
  * read: no stream could continue from it. */
+typedef int (*mcdc_snapshot_stamped_fn)(void *ctx, const mcdc_offset *stamp, mcdc_error *err);
+/* on_stamped (may be NULL) runs once the LSN is recorded, before any row is
+ * read (a bootstrap writes its snapshot_open row there). */
 int mcdc_snapshot_append(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
-                         mcdc_error *err);
+                         mcdc_snapshot_stamped_fn on_stamped, void *ctx, mcdc_error *err);
 
 /* offset -> {"lsn", "commit_ts"} text parts (commit_ts "" when none). */
 void mcdc_offset_commit_text(const mcdc_offset *o, char out[32]);

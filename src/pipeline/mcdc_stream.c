@@ -24,6 +24,7 @@
 #include "mcdc_frame.h"
 #include "mcdc_lake.h"
 #include "mcdc_lsn.h"
+#include "mcdc_snapshot_job.h"
 #include "mcdc_tables.h"
 
 /* ---- offsets ---------------------------------------------------------------
@@ -481,8 +482,75 @@ static void job_done(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
     s->report(s->report_ctx, &rep);
 }
 
+/* ---- bootstrap (reference §2.4.1) ---------------------------------------------------- */
+
+/* The snapshot_open row, written once the snapshot's LSN is recorded and
+ * before the table is read: it says a full snapshot of this stream is on its
+ * way until a bootstrap row reaches its LSN. */
+static int write_open(void *ctx, const mcdc_offset *stamp, mcdc_error *err) {
+    mcdc_stream *s = ctx;
+    if (s->facts == NULL) return MCDC_OK;
+    mcdc_facts_event ev = {.app_id = s->cfg.app_id,
+                           .target = s->cfg.target,
+                           .event = "snapshot_open",
+                           .rows = 0,
+                           .lsn = stamp->lsn,
+                           .has_commit_ts = stamp->has_commit_ts,
+                           .commit_us = stamp->commit_us,
+                           .detail = "{\"generation\":0,\"kind\":\"bootstrap\",\"mode\":\"full\"}"};
+    bool skipped;
+    return mcdc_facts_write_event(s->facts, &ev, NULL, 0, &skipped, err);
+}
+
+/* A new checkpoint with bootstrap: the target's snapshot of the table (taken
+ * now when it holds none), its bootstrap row, then the stream from its LSN. */
+static int job_before_first(void *job, json_t **start, mcdc_error *err) {
+    mcdc_stream *s = job;
+    if (!s->cfg.bootstrap) return MCDC_OK;
+    if (s->cfg.snapshot != MCDC_SNAPSHOT_FULL)
+        return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
+                              "--snapshot chunked is not built yet: bootstrap with --snapshot "
+                              "full");
+    mcdc_snap_env e = {.ctx = &s->ctx,
+                       .changes = s->changes,
+                       .target = s->bronze,
+                       .bronze = s->bronze_schema,
+                       .num_partitions = s->num_partitions};
+    mcdc_offset off;
+    bool found = false;
+    int64_t rows = -1; /* a snapshot already there: NULL rows in the event */
+    int rc = mcdc_snapshot_find(&off, &found, &e, err);
+    if (rc == MCDC_OK && !found) rc = mcdc_snapshot_append(&off, &rows, &e, write_open, s, err);
+    if (rc == MCDC_OK && s->facts) {
+        mcdc_facts_event ev = {.app_id = s->cfg.app_id,
+                               .target = s->cfg.target,
+                               .event = "bootstrap",
+                               .rows = rows,
+                               .lsn = off.lsn,
+                               .has_commit_ts = off.has_commit_ts,
+                               .commit_us = off.commit_us};
+        char events[MCDC_APP_ID_BYTES_MAX + 8];
+        snprintf(events, sizeof events, "%s#events", s->cfg.app_id);
+        bool skipped;
+        rc = mcdc_facts_write_event(s->facts, &ev, events, 0, &skipped, err);
+    }
+    if (rc) return rc;
+    offset_t o = {.has_ts = off.has_commit_ts, .commit_us = off.commit_us};
+    rc = mcdc_lsn_parse_cstr(&o.lsn, off.lsn, err);
+    if (rc == MCDC_OK && (*start = offset_json(&o)) == NULL)
+        rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    /* availableNow reads up to max_lsn at its start: after a snapshot that
+     * took a while, the start is now. */
+    if (rc == MCDC_OK && s->has_ceiling) rc = mcdc_changes_max_lsn(s->changes, &s->ceiling, err);
+    if (rc == MCDC_OK)
+        mcdc_log(MCDC_LOG_INFO, "bootstrap: %s holds the snapshot at %s (%s); streaming from it",
+                 s->cfg.target, off.lsn, found ? "taken before" : "taken now");
+    return rc;
+}
+
 static const mcdc_job_ops STREAM_OPS = {
     .kind = "stream",
+    .before_first = job_before_first,
     .plan = job_plan,
     .check_fresh = job_check_fresh,
     .run = job_run,
@@ -577,6 +645,11 @@ int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stre
                             "processingTime must be between 1 ms and %lld ms (a week), not %lld ms",
                             (long long)MCDC_PROCESSING_TIME_MS_MAX,
                             (long long)cfg->processing_time_ms);
+    if (rc == MCDC_OK && cfg->version >= 2 && cfg->bootstrap &&
+        mcdc_opts_is_set(opts, "startingLsn"))
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "--bootstrap and startingLsn together: a bootstrap starts the stream "
+                            "at its snapshot's LSN; leave startingLsn out");
     if (rc) return rc;
     mcdc_stream *s = mcdc_calloc(1, sizeof *s);
     if (s == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
@@ -601,6 +674,7 @@ int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stre
     s->sink = (mcdc_log_sink){stream_log, s, cfg->version >= 2 ? cfg->log_level : MCDC_LOG_WARN};
     if (cfg->version < 2) s->cfg.log_fn = NULL;
     s->ctx.budget = cfg->version >= 2 ? cfg->budget : NULL;
+    if (cfg->version < 2) s->cfg.bootstrap = false;
     if (cfg->version >= 2 && cfg->crash_at)
         snprintf(s->ctx.crash_at, sizeof s->ctx.crash_at, "%s", cfg->crash_at);
     *out = s;

@@ -213,7 +213,7 @@ static int set_keys(mcdc_changes *c, const char *const *keys, int n, mcdc_error 
 }
 
 /* The instance as named, else the only case-insensitive match (§2.1.1). */
-static int resolve_instance(mcdc_changes *c, const char *want, mcdc_error *err) {
+int mcdc_changes__resolve_instance(mcdc_changes *c, const char *want, mcdc_error *err) {
     mcdc_capture_instance *v = NULL;
     int n = 0;
     int rc = mcdc_cdc_capture_instances(&v, &n, c->client, NULL, NULL, err);
@@ -306,7 +306,7 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
     c->backoff_ms_first = MCDC_RETRY_BACKOFF_MS_FIRST;
     if (settings && settings->retry_backoff_ms > 0 && settings->retry_backoff_ms <= 60000)
         c->backoff_ms_first = (int)settings->retry_backoff_ms;
-    if (rc == MCDC_OK) CONTROL_CALL(rc, c, err, resolve_instance(c, ci, err));
+    if (rc == MCDC_OK) CONTROL_CALL(rc, c, err, mcdc_changes__resolve_instance(c, ci, err));
     if (rc == MCDC_OK) {
         const char *tz = mcdc_opts_get(opts, "sourceTimeZone");
         if (tz == NULL || mcdc_str_ieq(tz, "auto"))

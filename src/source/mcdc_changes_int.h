@@ -42,6 +42,10 @@ struct mcdc_changes {
  * connection was dropped and the backoff waited). */
 int mcdc_changes__control_connect(mcdc_changes *c, mcdc_error *err);
 bool mcdc_changes__control_again(mcdc_changes *c, int rc, int *attempt, mcdc_error *err);
+/* Finds the capture instance named want (exactly, else the one match
+ * ignoring case) and records it: name, start LSN, table, keys. On the
+ * control connection (call it under CONTROL_CALL). */
+int mcdc_changes__resolve_instance(mcdc_changes *c, const char *want, mcdc_error *err);
 
 /* Runs `call` (an expression using c->client / c->control) under the
  * control mutex, reconnecting and retrying transient failures. */

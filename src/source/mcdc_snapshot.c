@@ -5,6 +5,7 @@
  */
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mcdc_changes_int.h"
@@ -57,12 +58,32 @@ static int snapshot_lsn(mcdc_changes *c, mcdc_lsn *out, mcdc_error *err) {
     return rc;
 }
 
+/* How long a snapshot waits for capture to process a fresh enable. */
+#define SNAPSHOT_WAIT_FOR_CAPTURE_MS 60000
+
 int mcdc_changes_snapshot_lsn(mcdc_changes *c, mcdc_lsn *out, int64_t *commit_us, bool *has_ts,
                               mcdc_error *err) {
     int rc;
     *has_ts = false;
     *commit_us = 0;
     CONTROL_CALL(rc, c, err, snapshot_lsn(c, out, err));
+    /* Nothing captured yet and the instance's start not established: a
+     * snapshot stamped zero would look purged to the stream after it, so
+     * wait for capture to process the enable, as a stream's earliest does. */
+    int64_t deadline = mcdc_monotonic_us() + SNAPSHOT_WAIT_FOR_CAPTURE_MS * 1000;
+    while (rc == MCDC_OK && mcdc_lsn_is_zero(out) && mcdc_lsn_is_zero(&c->instance_start)) {
+        if (mcdc_monotonic_us() > deadline)
+            return mcdc_error_set(err, MCDC_E_TRANSIENT,
+                                  "capture instance %s: capture has not processed its enable in "
+                                  "%d s (no start_lsn yet), so no snapshot LSN can be recorded: "
+                                  "is the CDC capture job running?",
+                                  c->ci, SNAPSHOT_WAIT_FOR_CAPTURE_MS / 1000);
+        mcdc_sleep_ms(100);
+        char want[MCDC_IDENT_BYTES_MAX + 1];
+        snprintf(want, sizeof want, "%s", c->ci);
+        CONTROL_CALL(rc, c, err, mcdc_changes__resolve_instance(c, want, err));
+        if (rc == MCDC_OK) CONTROL_CALL(rc, c, err, snapshot_lsn(c, out, err));
+    }
     if (rc == MCDC_OK && !mcdc_lsn_is_zero(out))
         rc = mcdc_changes_commit_time(c, out, commit_us, has_ts, err);
     return rc;
