@@ -174,8 +174,13 @@ typedef struct mcdc_delta_append_opts {
      * for the new columns (entries of existing columns are ignored; NULL =
      * "col-<uuid>"). The data files must use them. */
     const char *const *physical_names;
+    /* -1: an append, rebased over concurrent commits that only add files.
+     * >= 0: a read-modify-write of that version (a small table rewritten
+     * whole): it commits only as version read_version + 1, and any other
+     * commit since (another engine's MERGE included) is MCDC_E_CONFLICT. */
+    int64_t read_version;
 } mcdc_delta_append_opts;
-#define MCDC_DELTA_APPEND_OPTS_INIT {MCDC_DELTA_APPEND_OPTS_VERSION, NULL, 0, NULL, 0, NULL, -1, NULL, NULL, NULL, NULL, NULL, NULL}
+#define MCDC_DELTA_APPEND_OPTS_INIT {MCDC_DELTA_APPEND_OPTS_VERSION, NULL, 0, NULL, 0, NULL, -1, NULL, NULL, NULL, NULL, NULL, NULL, -1}
 
 /* One commit: [commitInfo] [metaData if the schema evolves] add* remove* [txn].
  * Exactly once: when app_id is set and the table's txn for it is already

@@ -839,6 +839,10 @@ int mcdc_delta_append(mcdc_delta_commit_result *out, mcdc_delta_table *t,
             return MCDC_OK;
         }
     }
+    if (o->read_version >= 0 && mcdc_delta_snapshot_version(t->latest) != o->read_version)
+        return mcdc_error_set(err, MCDC_E_CONFLICT, "table %s moved from version %lld to %lld",
+                              t->storage->root, (long long)o->read_version,
+                              (long long)mcdc_delta_snapshot_version(t->latest));
     const char *append_only = mcdc_delta_snapshot_config(t->latest, "delta.appendOnly");
     if (append_only && strcmp(append_only, "true") == 0)
         for (size_t i = 0; i < o->n_removes; i++)
@@ -891,6 +895,12 @@ int mcdc_delta_append(mcdc_delta_commit_result *out, mcdc_delta_table *t,
             break;
         }
         if (rc != MCDC_E_CONFLICT) break;
+        if (o->read_version >= 0) { /* a rewrite of what another writer has changed */
+            mcdc_error_set(err, MCDC_E_CONFLICT,
+                           "table %s: another writer committed version %lld first", t->storage->root,
+                           (long long)v);
+            break;
+        }
         int64_t skip_version = -1;
         rc = absorb_winners(&c, t, &skip_version, err);
         if (rc == MCDC_OK && skip_version >= 0) {

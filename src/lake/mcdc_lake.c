@@ -20,9 +20,6 @@
  * parallel. */
 #define LAKE_FILE_BYTES_TARGET (128LL * 1024 * 1024)
 
-/* appId under which small-table replaces serialise (see mcdc_table_replace). */
-#define LAKE_REPLACE_APP_ID "mssql-cdc.replace"
-
 struct mcdc_table {
     char *name;
     mcdc_delta_table *dt;
@@ -726,7 +723,8 @@ static int ensure_table(mcdc_table *t, mcdc_schema *ours, const mcdc_table_props
 
 static int commit_files(mcdc_appender *a, const mcdc_delta_file *removes, size_t n_removes,
                         const char *app_id, int64_t txn_version, const char *user_metadata,
-                        const char *operation, bool *skipped, int64_t *version, mcdc_error *err) {
+                        const char *operation, int64_t read_version, bool *skipped,
+                        int64_t *version, mcdc_error *err) {
     mcdc_schema *evolved = NULL;
     const char **evolved_phys = NULL;
     int rc = a->layout.decided ? MCDC_OK : plan_layout(&a->layout, a->t, a->schema, &a->props, err);
@@ -757,6 +755,7 @@ static int commit_files(mcdc_appender *a, const mcdc_delta_file *removes, size_t
     ao.operation = operation;
     ao.schema = evolved;
     ao.physical_names = evolved_phys;
+    ao.read_version = read_version;
     mcdc_delta_commit_result res;
     rc = mcdc_delta_append(&res, a->t->dt, &ao, err);
     mcdc_free(evolved_phys);
@@ -776,8 +775,8 @@ int mcdc_appender_commit(mcdc_appender *a, const char *app_id, int64_t txn_versi
                          mcdc_error *err) {
     int rc = finish_file(a, err);
     if (rc) return rc;
-    return commit_files(a, NULL, 0, app_id, txn_version, user_metadata, NULL, skipped, version,
-                        err);
+    return commit_files(a, NULL, 0, app_id, txn_version, user_metadata, NULL, -1, skipped,
+                        version, err);
 }
 
 void mcdc_appender_free(mcdc_appender *a) {
@@ -864,11 +863,11 @@ int mcdc_table_read_all(mcdc_table *t, mcdc_batch **out, int64_t *version, mcdc_
     return MCDC_OK;
 }
 
-/* A replace removes every live file and adds one, under the txn of
- * LAKE_REPLACE_APP_ID with version read_version + 1. Two replaces racing from
- * the same read both name version v + 1: Delta's txn rule skips the loser,
- * which reports MCDC_E_CONFLICT and re-reads. Only replaces write these
- * tables, so the txn is the table's optimistic lock. */
+/* A replace removes every live file and adds one, as a read-modify-write of
+ * read_version: it commits only as version read_version + 1 (put-if-absent
+ * of that log file), so any other commit since, a racing replace or another
+ * engine's MERGE into the same table, makes it MCDC_E_CONFLICT and the
+ * caller reads again. Nothing it read is ever overwritten unseen. */
 int mcdc_table_replace(mcdc_table *t, const mcdc_batch *b, int64_t read_version,
                        const mcdc_table_props *props, int64_t *version, mcdc_error *err) {
     mcdc_delta_snapshot *s;
@@ -895,7 +894,8 @@ int mcdc_table_replace(mcdc_table *t, const mcdc_batch *b, int64_t read_version,
     if (rc == MCDC_OK) rc = finish_file(a, err);
     bool skipped = false;
     if (rc == MCDC_OK)
-        rc = commit_files(a, removes, nf, LAKE_REPLACE_APP_ID, read_version + 1, NULL, "MERGE",
+        /* From no table: on top of its creation (version 0) only. */
+        rc = commit_files(a, removes, nf, NULL, 0, NULL, "MERGE", read_version < 0 ? 0 : read_version,
                           &skipped, version, err);
     if (rc == MCDC_OK && skipped)
         rc = mcdc_error_set(err, MCDC_E_CONFLICT, "another writer replaced %s first", t->name);

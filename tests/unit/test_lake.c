@@ -109,6 +109,52 @@ TEST(lake_replace_detects_a_moved_table) {
     rmrf(d);
 }
 
+/* Another engine (a Spark MERGE, a user's append) commits between our read
+ * and our replace: the replace must lose, not absorb it, or its rows would
+ * stay next to our rewrite of the ones we read. */
+TEST(lake_replace_loses_to_any_commit_since_its_read) {
+    char *d = tmpdir();
+    char path[600];
+    snprintf(path, sizeof path, "%s/control", d);
+    mcdc_table *t, *other;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_table_open(&t, path, NULL, &e);
+    mcdc_table_open(&other, path, NULL, &e);
+    mcdc_batch *b = facts_rows(1, 1), *theirs = facts_rows(7, 1), *mine = facts_rows(2, 1);
+    int64_t v, v2;
+    CHECK_EQ_INT(mcdc_table_replace(t, b, -1, NULL, &v, &e), MCDC_OK);
+    mcdc_batch *read = NULL;
+    int64_t read_v;
+    CHECK_EQ_INT(mcdc_table_read_all(t, &read, &read_v, &e), MCDC_OK);
+    CHECK_EQ_INT(read_v, v);
+    /* the other writer's plain append lands first */
+    mcdc_appender *a = NULL;
+    CHECK_EQ_INT(mcdc_appender_open(&a, other, theirs->schema, NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_appender_write(a, theirs, &e), MCDC_OK);
+    bool skipped;
+    int64_t av;
+    CHECK_EQ_INT(mcdc_appender_commit(a, NULL, 0, NULL, &skipped, &av, &e), MCDC_OK);
+    mcdc_appender_free(a);
+    CHECK_EQ_INT(mcdc_table_replace(t, mine, read_v, NULL, &v2, &e), MCDC_E_CONFLICT);
+    /* both rows that were there are still there, and a fresh read-replace wins */
+    mcdc_batch *all = NULL;
+    int64_t now_v;
+    CHECK_EQ_INT(mcdc_table_read_all(t, &all, &now_v, &e), MCDC_OK);
+    CHECK(all && all->rows == 2);
+    CHECK_EQ_INT(mcdc_table_replace(t, mine, now_v, NULL, &v2, &e), MCDC_OK);
+    mcdc_batch_free(all);
+    CHECK_EQ_INT(mcdc_table_read_all(t, &all, &now_v, &e), MCDC_OK);
+    CHECK(all && all->rows == 1 && mcdc_row_get(all, 0, MCDC_F_BATCH_ID).i == 2);
+    mcdc_batch_free(all);
+    mcdc_batch_free(read);
+    mcdc_batch_free(b);
+    mcdc_batch_free(theirs);
+    mcdc_batch_free(mine);
+    mcdc_table_close(t);
+    mcdc_table_close(other);
+    rmrf(d);
+}
+
 TEST(finalization_verdict_moves_forward_only_and_survives_racers) {
     char *d = tmpdir();
     char control[600];
