@@ -748,14 +748,21 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     if (np > MCDC_PARTITIONS_MAX) np = MCDC_PARTITIONS_MAX;
     s->num_partitions = (int)np;
 
-    /* Options of the reference this release accepts but does not act on. */
-    static const char *const inert[] = {"metricsPath", "schemaChangePolicy", "lockTimeoutMs",
-                                        "isolationLevel", "snapshotLsn", "snapshotChunks",
-                                        "snapshotKeys"};
+    /* Options of the reference this release accepts but does not act on;
+     * the snapshot's act only when the stream takes one (bootstrap). */
+    static const struct {
+        const char *name;
+        bool snapshot;
+    } inert[] = {{"metricsPath", false},   {"schemaChangePolicy", false},
+                 {"snapshotChunks", false}, {"lockTimeoutMs", true},
+                 {"isolationLevel", true},  {"snapshotLsn", true},
+                 {"snapshotKeys", true}};
     for (size_t i = 0; i < sizeof inert / sizeof inert[0]; i++)
-        if (mcdc_opts_is_set(s->opts, inert[i]))
-            mcdc_log(MCDC_LOG_WARN, "option %s has no effect in this release%s", inert[i],
-                     strcmp(inert[i], "metricsPath") == 0
+        if (mcdc_opts_is_set(s->opts, inert[i].name) && !(inert[i].snapshot && cfg->bootstrap))
+            mcdc_log(MCDC_LOG_WARN, "option %s has no effect %s%s", inert[i].name,
+                     inert[i].snapshot ? "without --bootstrap (it applies to snapshots)"
+                                       : "in this release",
+                     strcmp(inert[i].name, "metricsPath") == 0
                          ? ": the stream's metrics travel in-process"
                          : "");
     /* Every table is what its role says before the source is even asked. */
