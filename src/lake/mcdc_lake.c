@@ -27,13 +27,19 @@ struct mcdc_table {
 
 int mcdc_table_open(mcdc_table **out, const char *name_or_path, const char *warehouse,
                     mcdc_error *err) {
+    return mcdc_table_open_env(out, NULL, name_or_path, warehouse, err);
+}
+
+int mcdc_table_open_env(mcdc_table **out, const mcdc_storage_env *env, const char *name_or_path,
+                        const char *warehouse, mcdc_error *err) {
     *out = NULL;
     mcdc_table *t = mcdc_calloc(1, sizeof *t);
     if (t == NULL || (t->name = mcdc_strdup(name_or_path)) == NULL) {
         mcdc_free(t);
         return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     }
-    int rc = mcdc_delta_table_open(&t->dt, name_or_path, warehouse ? warehouse : "warehouse", err);
+    int rc = mcdc_delta_table_open_env(&t->dt, env, name_or_path,
+                                       warehouse ? warehouse : "warehouse", err);
     if (rc) {
         mcdc_free(t->name);
         mcdc_free(t);

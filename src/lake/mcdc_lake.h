@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "mcdc_batch.h"
+#include "mcdc_storage.h"
 
 typedef struct mcdc_table mcdc_table;
 
@@ -38,6 +39,9 @@ int mcdc_table_kind_schema_version(mcdc_table_kind k);
  * table need not exist yet. */
 int mcdc_table_open(mcdc_table **out, const char *name_or_path, const char *warehouse,
                     mcdc_error *err);
+/* The same with an env resolving mem:// locations (NULL: none). */
+int mcdc_table_open_env(mcdc_table **out, const mcdc_storage_env *env, const char *name_or_path,
+                        const char *warehouse, mcdc_error *err);
 void mcdc_table_close(mcdc_table *t);
 /* Where name_or_path lives (see mcdc_table_open), without opening it.
  * *out owned. */

@@ -80,4 +80,20 @@ enum {
     MCDC_C_SNAPSHOT_WAVE, MCDC_C_COUNT
 };
 
+/* ---- one row of a control table, compare-and-set (mcdc_control.c) ------------- */
+
+/* The row of table_name in b (-1 when absent or b is NULL). */
+int64_t mcdc_control_find(const mcdc_batch *b, const char *table_name);
+/* Decides the row's new cells (MCDC_C_COUNT of them, the current ones on
+ * entry; exists false: a new row, all NULL but table_name). *write false
+ * leaves the table as it is. Text cells must stay valid until it returns to
+ * mcdc_control_update (point at the caller's own strings). */
+typedef int (*mcdc_control_fn)(void *ctx, bool exists, mcdc_cell *cells, bool *write,
+                               mcdc_error *err);
+/* Applies decide to table_name's row of control as one strict
+ * read-modify-write; a lost race (any other commit) reads again and decides
+ * again, for up to a minute. *changed: a new version was written. */
+int mcdc_control_update(mcdc_table *control, const char *table_name, mcdc_control_fn decide,
+                        void *ctx, bool *changed, mcdc_error *err);
+
 #endif /* MCDC_TABLES_H */

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcdc_storage.h"
 
 /* Checkpoint files are a few hundred bytes; anything larger is damage. */
 #define CKPT_FILE_BYTES_MAX (1024 * 1024)
@@ -125,8 +124,8 @@ static int check_binding(mcdc_checkpoint *c, const json_t *m, mcdc_error *err) {
     return MCDC_OK;
 }
 
-int mcdc_checkpoint_open(mcdc_checkpoint **out, const char *dir, const mcdc_ckpt_binding *b,
-                         bool *fresh, mcdc_error *err) {
+int mcdc_checkpoint_open(mcdc_checkpoint **out, const mcdc_storage_env *env, const char *dir,
+                         const mcdc_ckpt_binding *b, bool *fresh, mcdc_error *err) {
     MCDC_ASSERT(dir && b && b->job && b->app_id && b->target);
     *out = NULL;
     mcdc_checkpoint *c = mcdc_calloc(1, sizeof *c);
@@ -135,7 +134,7 @@ int mcdc_checkpoint_open(mcdc_checkpoint **out, const char *dir, const mcdc_ckpt
         return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     }
     c->b = *b;
-    int rc = mcdc_storage_open(&c->st, dir, err);
+    int rc = mcdc_storage_open_env(&c->st, env, dir, err);
     json_t *m = NULL;
     if (rc == MCDC_OK) {
         mcdc_error e = MCDC_ERROR_INIT;

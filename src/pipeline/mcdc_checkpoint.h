@@ -30,6 +30,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "mcdc_storage.h"
 #include "mcdc_util.h"
 
 typedef struct mcdc_checkpoint mcdc_checkpoint;
@@ -46,10 +47,10 @@ typedef struct mcdc_ckpt_binding {
 } mcdc_ckpt_binding;
 
 /* Opens the directory (nothing is written). A metadata file already there
- * is read and compared with b: any difference is MCDC_E_MISMATCH naming the
+ * (a path, or mem:// through env, which may be NULL) is read and compared with b: any difference is MCDC_E_MISMATCH naming the
  * field, both values and what to do. *fresh tells that there is none yet. */
-int mcdc_checkpoint_open(mcdc_checkpoint **out, const char *dir, const mcdc_ckpt_binding *b,
-                         bool *fresh, mcdc_error *err);
+int mcdc_checkpoint_open(mcdc_checkpoint **out, const mcdc_storage_env *env, const char *dir,
+                         const mcdc_ckpt_binding *b, bool *fresh, mcdc_error *err);
 void mcdc_checkpoint_free(mcdc_checkpoint *c);
 const char *mcdc_checkpoint_dir(const mcdc_checkpoint *c);
 /* The checkpoint's UUID ("" while fresh). Borrowed. */

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "mcdc_storage.h"
 #include "mcdc_util.h"
 
 /* ---- the budget ------------------------------------------------------------
@@ -43,6 +44,7 @@ typedef bool (*mcdc_crash_fn)(void *user, const char *point, int64_t unit);
 typedef struct mcdc_ctx {
     atomic_int stop;          /* request_stop: finish the unit, then return */
     mcdc_budget *budget;      /* borrowed; NULL: no limit */
+    const mcdc_storage_env *storage_env; /* mem:// locations (tests); NULL: none */
     /* Test hooks (the CLI sets them from MCDC_* environment variables; the
      * library never reads the environment). */
     char crash_at[64];        /* "<point>[:<unit>]": SIGKILL there; "" none */

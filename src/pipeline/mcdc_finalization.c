@@ -3,10 +3,10 @@
  *
  * One control table row per table. advance() moves a row's verdict to
  * truncate(end commit time, granularity) when that is later than what the
- * row holds, and never backwards. The control table is small, so an advance
- * rewrites it whole under optimistic concurrency: read at version v, replace
- * if still at v, else re-read and decide again. Two trackers racing on one
- * control table therefore both end with the larger verdict.
+ * row holds, and never backwards, as one compare-and-set of the row
+ * (mcdc_control_update: read at version v, rewrite as v + 1 only, else read
+ * and decide again). Two trackers racing on one control table therefore
+ * both end with the larger verdict.
  */
 #include "mcdc_finalization.h"
 
@@ -14,18 +14,6 @@
 
 #include "mcdc_lake.h"
 #include "mcdc_tables.h"
-
-static bool text_eq(mcdc_cell c, const char *s) {
-    return c.kind == MCDC_CELL_TEXT && (size_t)c.i == strlen(s) && memcmp(c.s, s, (size_t)c.i) == 0;
-}
-
-/* Finds table_name's row in b (-1 when absent). */
-static int64_t find_row(const mcdc_batch *b, const char *table_name) {
-    if (b == NULL) return -1;
-    for (int64_t r = 0; r < b->rows; r++)
-        if (text_eq(mcdc_row_get(b, r, MCDC_C_TABLE_NAME), table_name)) return r;
-    return -1;
-}
 
 /* The arguments every verdict function needs: a bad one is the caller's
  * MCDC_E_INVALID, never an abort of the host process. */
@@ -54,7 +42,7 @@ int mcdc_verdict_read(mcdc_verdict *out, const char *control_table, const char *
     int64_t version;
     rc = mcdc_table_read_all(t, &b, &version, err);
     if (rc == MCDC_OK) {
-        int64_t r = find_row(b, table_name);
+        int64_t r = mcdc_control_find(b, table_name);
         if (r >= 0) {
             mcdc_cell fu = mcdc_row_get(b, r, MCDC_C_FINALIZED_UNTIL);
             mcdc_cell up = mcdc_row_get(b, r, MCDC_C_UPDATED_AT);
@@ -71,43 +59,52 @@ int mcdc_verdict_read(mcdc_verdict *out, const char *control_table, const char *
     return rc;
 }
 
-/* The control table with table_name's row set to the new verdict. */
-static int rebuild(mcdc_batch **out, const mcdc_batch *old, int64_t row, const char *table_name,
-                   int64_t verdict_us, const char *end_lsn, int64_t end_commit_us, int64_t now_us,
-                   mcdc_error *err) {
-    mcdc_schema *s;
-    int rc = mcdc_control_schema(&s, err);
-    if (rc) return rc;
-    rc = mcdc_batch_create(out, s, (old ? old->rows : 0) + 1, err);
-    mcdc_schema_unref(s);
-    if (rc) return rc;
-    int64_t n = old ? old->rows : 0;
-    for (int64_t r = 0; r < n && rc == MCDC_OK; r++) {
-        mcdc_cell cells[MCDC_C_COUNT];
-        for (int32_t c = 0; c < MCDC_C_COUNT; c++) cells[c] = mcdc_row_get(old, r, c);
-        if (r == row) {
-            cells[MCDC_C_FINALIZED_UNTIL] = mcdc_cell_int(verdict_us);
-            cells[MCDC_C_END_LSN] = mcdc_cell_text(end_lsn);
-            cells[MCDC_C_END_COMMIT_TS] = mcdc_cell_int(end_commit_us);
-            cells[MCDC_C_UPDATED_AT] = mcdc_cell_int(now_us);
-        }
-        rc = mcdc_row_append(*out, cells, err);
+/* The verdict's move, decided on the row's current cells. */
+typedef struct {
+    int64_t candidate, end_commit_us, now_us;
+    const char *end_lsn;
+    mcdc_verdict *out;
+} advance_ctx;
+
+static int decide_advance(void *ctx, bool exists, mcdc_cell *cells, bool *write, mcdc_error *err) {
+    (void)err;
+    (void)exists;
+    advance_ctx *a = ctx;
+    mcdc_cell cur = cells[MCDC_C_FINALIZED_UNTIL];
+    if (cur.kind == MCDC_CELL_INT && a->candidate <= cur.i) {
+        /* Never backwards: the stored verdict stands. */
+        a->out->found = true;
+        a->out->finalized_until_us = cur.i;
+        mcdc_cell up = cells[MCDC_C_UPDATED_AT];
+        a->out->updated_at_us = up.kind == MCDC_CELL_INT ? up.i : 0;
+        *write = false;
+        return MCDC_OK;
     }
-    if (rc == MCDC_OK && row < 0) {
-        mcdc_cell cells[MCDC_C_COUNT];
-        for (int32_t c = 0; c < MCDC_C_COUNT; c++) cells[c] = mcdc_cell_null();
-        cells[MCDC_C_TABLE_NAME] = mcdc_cell_text(table_name);
-        cells[MCDC_C_FINALIZED_UNTIL] = mcdc_cell_int(verdict_us);
-        cells[MCDC_C_END_LSN] = mcdc_cell_text(end_lsn);
-        cells[MCDC_C_END_COMMIT_TS] = mcdc_cell_int(end_commit_us);
-        cells[MCDC_C_UPDATED_AT] = mcdc_cell_int(now_us);
-        rc = mcdc_row_append(*out, cells, err);
+    a->now_us = mcdc_now_utc_us();
+    cells[MCDC_C_FINALIZED_UNTIL] = mcdc_cell_int(a->candidate);
+    cells[MCDC_C_END_LSN] = mcdc_cell_text(a->end_lsn);
+    cells[MCDC_C_END_COMMIT_TS] = mcdc_cell_int(a->end_commit_us);
+    cells[MCDC_C_UPDATED_AT] = mcdc_cell_int(a->now_us);
+    *write = true;
+    return MCDC_OK;
+}
+
+int mcdc_verdict_advance_table(mcdc_verdict *out, mcdc_table *control, const char *table_name,
+                               const char *end_lsn, int64_t end_commit_us, mcdc_granularity g,
+                               mcdc_error *err) {
+    memset(out, 0, sizeof *out);
+    advance_ctx a = {mcdc_truncate_us(end_commit_us, g), end_commit_us, 0, end_lsn, out};
+    bool changed = false;
+    int rc = mcdc_control_update(control, table_name, decide_advance, &a, &changed, err);
+    if (rc == MCDC_OK && changed) {
+        out->found = true;
+        out->moved = true;
+        out->finalized_until_us = a.candidate;
+        out->updated_at_us = a.now_us;
+        snprintf(out->end_lsn, sizeof out->end_lsn, "%s", end_lsn);
     }
-    if (rc == MCDC_OK) rc = mcdc_batch_seal(*out, err);
-    if (rc) {
-        mcdc_batch_free(*out);
-        *out = NULL;
-    }
+    if (rc) mcdc_error_wrap(err, "advancing finalized_until of %s in %s", table_name,
+                            mcdc_table_name(control));
     return rc;
 }
 
@@ -123,52 +120,11 @@ int mcdc_verdict_advance(mcdc_verdict *out, const char *control_table, const cha
                               "mcdc_verdict_advance: granularity %d is not a mcdc_granularity "
                               "(hour, minute or day)",
                               (int)g);
-    memset(out, 0, sizeof *out);
-    int64_t candidate = mcdc_truncate_us(end_commit_us, g);
     mcdc_table *t;
     rc = mcdc_table_open(&t, control_table, warehouse, err);
     if (rc) return rc;
-    /* Concurrent trackers: retry a lost race for about a minute. */
-    int64_t backoff_ms = 50;
-    int64_t deadline = mcdc_monotonic_us() + 60LL * 1000000;
-    for (;;) {
-        mcdc_batch *old = NULL, *fresh = NULL;
-        int64_t version;
-        rc = mcdc_table_read_all(t, &old, &version, err);
-        if (rc) break;
-        int64_t row = find_row(old, table_name);
-        mcdc_cell cur = row >= 0 ? mcdc_row_get(old, row, MCDC_C_FINALIZED_UNTIL) : mcdc_cell_null();
-        if (cur.kind == MCDC_CELL_INT && candidate <= cur.i) {
-            /* Never backwards: the stored verdict stands. */
-            out->found = true;
-            out->finalized_until_us = cur.i;
-            mcdc_cell up = mcdc_row_get(old, row, MCDC_C_UPDATED_AT);
-            out->updated_at_us = up.kind == MCDC_CELL_INT ? up.i : 0;
-            mcdc_batch_free(old);
-            break;
-        }
-        int64_t now = mcdc_now_utc_us();
-        rc = rebuild(&fresh, old, row, table_name, candidate, end_lsn, end_commit_us, now, err);
-        mcdc_batch_free(old);
-        if (rc) break;
-        int64_t new_version;
-        mcdc_table_props props = {.kind = MCDC_KIND_CONTROL};
-        rc = mcdc_table_replace(t, fresh, version, &props, &new_version, err);
-        mcdc_batch_free(fresh);
-        if (rc == MCDC_OK) {
-            out->found = true;
-            out->moved = true;
-            out->finalized_until_us = candidate;
-            out->updated_at_us = now;
-            snprintf(out->end_lsn, sizeof out->end_lsn, "%s", end_lsn);
-            break;
-        }
-        if (rc != MCDC_E_CONFLICT || mcdc_monotonic_us() > deadline) break;
-        mcdc_sleep_ms(backoff_ms);
-        if (backoff_ms < 2000) backoff_ms *= 2;
-    }
+    rc = mcdc_verdict_advance_table(out, t, table_name, end_lsn, end_commit_us, g, err);
     mcdc_table_close(t);
-    if (rc) mcdc_error_wrap(err, "advancing finalized_until of %s in %s", table_name, control_table);
     return rc;
 }
 

@@ -14,4 +14,12 @@
 /* The granularity, the verdict and their functions are public: see
  * include/mssqlcdc.h. */
 
+#include "mcdc_lake.h"
+
+/* mcdc_verdict_advance on an open control table (a job keeps its own, on
+ * its storage env). */
+int mcdc_verdict_advance_table(mcdc_verdict *out, mcdc_table *control, const char *table_name,
+                               const char *end_lsn, int64_t end_commit_us, mcdc_granularity g,
+                               mcdc_error *err);
+
 #endif /* MCDC_FINALIZATION_H */

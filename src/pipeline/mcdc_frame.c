@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mcdc_finalization.h"
 #include "mcdc_tables.h"
 
 struct mcdc_frame {
@@ -17,6 +18,7 @@ struct mcdc_frame {
      * data the target has under app_id, and the newest committed unit (the
      * facts hold a row of every one). */
     int64_t expected_data, expected_facts;
+    mcdc_table *control;  /* the verdict's table, opened on first use */
 };
 
 const mcdc_ctx *mcdc_frame_ctx(const mcdc_frame *f) { return f->cfg->ctx; }
@@ -277,8 +279,11 @@ static int write_facts(mcdc_frame *f, const mcdc_unit *u, const mcdc_unit_result
  * unit: every advance carries the newest end). *v is filled on success. */
 static bool advance_verdict(mcdc_frame *f, int64_t end_us, const char *end_lsn, mcdc_verdict *v) {
     mcdc_error e = MCDC_ERROR_INIT;
-    if (mcdc_verdict_advance(v, f->cfg->control_table, f->cfg->warehouse, f->cfg->verdict_name,
-                             end_lsn, end_us, f->cfg->granularity, &e) == MCDC_OK)
+    if (f->control == NULL)
+        mcdc_table_open_env(&f->control, f->cfg->ctx->storage_env, f->cfg->control_table,
+                            f->cfg->warehouse, &e);
+    if (f->control && mcdc_verdict_advance_table(v, f->control, f->cfg->verdict_name, end_lsn,
+                                                 end_us, f->cfg->granularity, &e) == MCDC_OK)
         return true;
     mcdc_log(MCDC_LOG_WARN, "finalized_until of %s was not advanced (%s); it is retried after "
                             "the next batch and never runs ahead of the data",
@@ -348,7 +353,8 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
     MCDC_ASSERT(cfg && ops && ops->plan && ops->run && cfg->target && cfg->app_id);
     MCDC_ASSERT(cfg->facts == NULL || (ops->facts && cfg->facts_app_id));
     mcdc_frame f = {.cfg = cfg, .ops = ops, .job = job};
-    int rc = mcdc_checkpoint_open(&f.ckpt, cfg->checkpoint, &cfg->binding, &f.fresh, err);
+    int rc = mcdc_checkpoint_open(&f.ckpt, cfg->ctx->storage_env, cfg->checkpoint, &cfg->binding,
+                                  &f.fresh, err);
     if (rc) return rc;
     int64_t planned, committed;
     json_t *last_end = NULL, *start = NULL, *end = NULL;
@@ -429,6 +435,7 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
     json_decref(start);
     json_decref(end);
     json_decref(last_end);
+    mcdc_table_close(f.control);
     mcdc_checkpoint_free(f.ckpt);
     return rc;
 }

@@ -766,15 +766,15 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
                          ? ": the stream's metrics travel in-process"
                          : "");
     /* Every table is what its role says before the source is even asked. */
-    int rc = mcdc_table_open(&s->bronze, cfg->target, cfg->warehouse, err);
+    int rc = mcdc_table_open_env(&s->bronze, s->ctx.storage_env, cfg->target, cfg->warehouse, err);
     if (rc == MCDC_OK && cfg->facts_table)
-        rc = mcdc_table_open(&s->facts, cfg->facts_table, cfg->warehouse, err);
+        rc = mcdc_table_open_env(&s->facts, s->ctx.storage_env, cfg->facts_table, cfg->warehouse, err);
     if (rc == MCDC_OK) rc = mcdc_table_check_kind(s->bronze, MCDC_KIND_BRONZE, "target", err);
     if (rc == MCDC_OK && s->facts)
         rc = mcdc_table_check_kind(s->facts, MCDC_KIND_FACTS, "facts table", err);
     if (rc == MCDC_OK && cfg->control_table) {
         mcdc_table *control = NULL;
-        rc = mcdc_table_open(&control, cfg->control_table, cfg->warehouse, err);
+        rc = mcdc_table_open_env(&control, s->ctx.storage_env, cfg->control_table, cfg->warehouse, err);
         if (rc == MCDC_OK)
             rc = mcdc_table_check_kind(control, MCDC_KIND_CONTROL, "control table", err);
         mcdc_table_close(control);
