@@ -22,6 +22,7 @@ struct mcdc_frame {
 };
 
 const mcdc_ctx *mcdc_frame_ctx(const mcdc_frame *f) { return f->cfg->ctx; }
+mcdc_table *mcdc_frame_target(const mcdc_frame *f) { return f->cfg->target; }
 
 /* ---- the binding stamped on commits ------------------------------------------ */
 

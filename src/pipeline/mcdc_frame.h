@@ -128,5 +128,7 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
 int mcdc_frame_commit_data(mcdc_frame *f, const mcdc_unit *u, mcdc_appender *a, json_t *meta,
                            mcdc_error *err);
 const mcdc_ctx *mcdc_frame_ctx(const mcdc_frame *f);
+/* The table the job's data goes to (borrowed). */
+mcdc_table *mcdc_frame_target(const mcdc_frame *f);
 
 #endif /* MCDC_FRAME_H */

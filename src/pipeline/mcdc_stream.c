@@ -594,7 +594,11 @@ static int check_roles(mcdc_stream *s, mcdc_error *err) {
         if (r[i].table) rc = mcdc_table_resolve(&path, r[i].given, c->warehouse, err);
         else path = mcdc_strdup(r[i].given);
         if (rc == MCDC_OK && path == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-        if (rc == MCDC_OK) rc = mcdc_path_canonical(&r[i].canon, path, err);
+        /* A local path in its canonical form; a URI (s3://, mem://) as given. */
+        if (rc == MCDC_OK && strstr(path, "://") == NULL)
+            rc = mcdc_path_canonical(&r[i].canon, path, err);
+        else if (rc == MCDC_OK && (r[i].canon = mcdc_strdup(path)) == NULL)
+            rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
         if (rc) mcdc_error_wrap(err, "%s %s", r[i].role, r[i].given);
         mcdc_free(path);
     }
