@@ -207,10 +207,12 @@ int mcdc_bronze_schema(mcdc_schema **out, const mcdc_schema *output, mcdc_error 
     int32_t n = output->n_fields;
     int rc = mcdc_schema_create(out, n + 3, err);
     if (rc) return rc;
+    /* Every column nullable, as the reference declares bronze's (its rows
+     * come from engines that mark nothing NOT NULL). */
     for (int32_t i = 0; rc == MCDC_OK && i < n; i++) {
         const mcdc_field *f = &output->fields[i];
         rc = mcdc_schema_set(*out, i, f->name, f->type, f->precision, f->scale, f->byte_width,
-                             f->nullable, err);
+                             true, err);
     }
     if (rc == MCDC_OK) rc = mcdc_schema_set(*out, n, "_batch_id", MCDC_TYPE_INT32, 0, 0, 0, true, err);
     if (rc == MCDC_OK) rc = mcdc_schema_set(*out, n + 1, "_snapshot", MCDC_TYPE_UTF8, 0, 0, 0, true, err);

@@ -2,6 +2,7 @@
 #include "mcdc_facts.h"
 
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,6 +72,15 @@ void mcdc_unit_metrics_fold(mcdc_unit_metrics *f, const mcdc_reader_metrics *ms,
     }
 }
 
+/* x rounded to `digits` decimals as the reference rounds its metrics
+ * (Python's round: the correctly rounded decimal, ties to even, which is
+ * what printf's conversion of the exact binary value gives). */
+static double round_to(double x, int digits) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.*f", digits, x);
+    return strtod(buf, NULL);
+}
+
 static void cells_null(mcdc_cell *c) {
     for (int i = 0; i < MCDC_F_COUNT; i++) c[i] = mcdc_cell_null();
 }
@@ -95,9 +105,10 @@ int mcdc_facts_append_batch(mcdc_batch *rows, const mcdc_facts_batch *fb, mcdc_e
     c[MCDC_F_STARTED_AT] = mcdc_cell_int(fb->started_us);
     c[MCDC_F_DURATION_MS] = mcdc_cell_int(fb->duration_ms);
     if (fm->any) {
-        if (fm->has_rtt) c[MCDC_F_SOURCE_RTT_MS] = mcdc_cell_double(fm->rtt_ms);
-        c[MCDC_F_READ_SECONDS] = mcdc_cell_double(fm->read_seconds);
-        c[MCDC_F_READ_MB] = mcdc_cell_double(fm->read_mb);
+        /* The reference's precision: rtt 0.1 ms, seconds 1 ms, MB 1 byte. */
+        if (fm->has_rtt) c[MCDC_F_SOURCE_RTT_MS] = mcdc_cell_double(round_to(fm->rtt_ms, 1));
+        c[MCDC_F_READ_SECONDS] = mcdc_cell_double(round_to(fm->read_seconds, 3));
+        c[MCDC_F_READ_MB] = mcdc_cell_double(round_to(fm->read_mb, 6));
         if (fm->network_known) c[MCDC_F_NETWORK_WAIT_MS] = mcdc_cell_int(fm->network_wait_ms);
         c[MCDC_F_END_LSN] = mcdc_cell_text(fb->end_lsn);
         if (fb->has_end_ts) c[MCDC_F_END_COMMIT_TS] = mcdc_cell_int(fb->end_commit_us);
@@ -108,14 +119,14 @@ int mcdc_facts_append_batch(mcdc_batch *rows, const mcdc_facts_batch *fb, mcdc_e
             c[MCDC_F_RETENTION_WATERMARK_TS] = mcdc_cell_int(m->retention_watermark_ts_us);
             int64_t ref = fb->has_end_ts ? fb->end_commit_us : st->max_ts;
             c[MCDC_F_RETENTION_HEADROOM_HOURS] =
-                mcdc_cell_double((double)(ref - m->retention_watermark_ts_us) / 3600e6);
+                mcdc_cell_double(round_to((double)(ref - m->retention_watermark_ts_us) / 3600e6, 2));
         }
         if (m->source_max_commit_ts_known) {
             c[MCDC_F_SOURCE_MAX_COMMIT_TS] = mcdc_cell_int(m->source_max_commit_ts_us);
-            c[MCDC_F_CAPTURE_LAG_SECONDS] = mcdc_cell_double(m->capture_lag_seconds);
+            c[MCDC_F_CAPTURE_LAG_SECONDS] = mcdc_cell_double(round_to(m->capture_lag_seconds, 3));
             if (fb->has_end_ts)
-                c[MCDC_F_INGESTION_LAG_SECONDS] =
-                    mcdc_cell_double((double)(m->source_max_commit_ts_us - fb->end_commit_us) / 1e6);
+                c[MCDC_F_INGESTION_LAG_SECONDS] = mcdc_cell_double(
+                    round_to((double)(m->source_max_commit_ts_us - fb->end_commit_us) / 1e6, 3));
         }
     }
     c[MCDC_F_DETAIL] = mcdc_cell_text(fb->detail);
