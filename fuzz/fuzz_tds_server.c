@@ -99,7 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             }
             break;
         }
-        case TDS_PKT_SQLBATCH:
+        case TDS_PKT_SQL_BATCH:
             if (sim_tds_batch_decode(&text, p, n, &err) == MCDC_OK)
                 MCDC_ASSERT(text.data[text.len] == 0);
             break;

@@ -561,7 +561,7 @@ static void conn_loop(conn *c) {
         }
         int rc;
         switch (c->msg.type) {
-        case TDS_PKT_SQLBATCH: rc = handle_batch(c); break;
+        case TDS_PKT_SQL_BATCH: rc = handle_batch(c); break;
         case TDS_PKT_RPC: rc = handle_rpc(c); break;
         case TDS_PKT_ATTENTION:
             sim_tds_result_begin(&c->res, false, true);

@@ -86,14 +86,14 @@ static void packet(mcdc_buf *b, uint8_t type, uint8_t status, const void *payloa
 /* ---- packets ------------------------------------------------------------------ */
 TEST(sim_tds_msg_read_assembles_packets) {
     mcdc_buf s = {0};
-    packet(&s, TDS_PKT_SQLBATCH, 0x08, "abc", 3, 0);
-    packet(&s, TDS_PKT_SQLBATCH, 0x01, "de", 2, 0);
+    packet(&s, TDS_PKT_SQL_BATCH, 0x08, "abc", 3, 0);
+    packet(&s, TDS_PKT_SQL_BATCH, 0x01, "de", 2, 0);
     packet(&s, TDS_PKT_ATTENTION, 0x01, "", 0, 0);
     mem m = {s.data, s.len, 0};
     sim_tds_msg msg = {0};
     mcdc_error err = MCDC_ERROR_INIT;
     CHECK_EQ_INT(sim_tds_msg_read(&msg, mem_read, &m, &err), MCDC_OK);
-    CHECK_EQ_INT(msg.type, TDS_PKT_SQLBATCH);
+    CHECK_EQ_INT(msg.type, TDS_PKT_SQL_BATCH);
     CHECK_EQ_INT(msg.status, 0x08);
     CHECK_EQ_INT(msg.payload.len, 5);
     CHECK(memcmp(msg.payload.data, "abcde", 5) == 0);
