@@ -45,7 +45,10 @@ static bool column_meta(sqlite3 *c, sqlite3_stmt *st, int first_rc, const xl_res
             col->nullable = items->items[k].nullable;
             done = true;
         }
-        if (!done && ot && oc && sim_col_type(c, ot, oc, &col->type, &col->nullable)) done = true;
+        if (!done && ot && oc && sim_col_type(c, ot, oc, &col->type, &col->nullable)) {
+            if (items && items->outer_join) col->nullable = true; /* NULL on the outer side */
+            done = true;
+        }
         if (!done) {
             value_type(first_rc == SQLITE_ROW ? sqlite3_column_value(st, k) : NULL, &col->type);
             col->nullable = true;

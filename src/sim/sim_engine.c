@@ -20,7 +20,8 @@
  * sim_type, NULL/NOT NULL, PRIMARY KEY, UNIQUE), ALTER TABLE ADD / DROP
  * COLUMN, INSERT ... VALUES (multi-row) / SELECT / DEFAULT VALUES, UPDATE and
  * DELETE with WHERE, BEGIN TRAN / COMMIT / ROLLBACK, SELECT with joins,
- * subqueries, CTEs, UNION ALL, TOP, OFFSET/FETCH, window functions (NTILE,
+ * subqueries, CTEs, UNION ALL, TOP, OFFSET/FETCH, CROSS/OUTER APPLY and
+ * derived tables with column alias lists (tsql_rewrite.c), window functions (NTILE,
  * LAG, ROW_NUMBER...), CONVERT/CAST (styles 1, 2, 126), AT TIME ZONE,
  * DATEADD/DATEDIFF/DATEPART, system functions (SERVERPROPERTY,
  * CURRENT_TIMEZONE_ID, SYSDATETIME..., OBJECT_ID, QUOTENAME,
@@ -117,6 +118,16 @@
  *   instant, as SQL Server; other date/time values compare as their ISO
  *   text (right within one type). uniqueidentifier columns (TEXT COLLATE
  *   sim_guid) sort in SQL Server's byte-group order.
+ * - CROSS/OUTER APPLY (SQLite has no LATERAL join) is rewritten in two
+ *   shapes only: a left side that is one derived table of at most one row
+ *   (a SELECT without FROM, or an aggregate without GROUP BY: the reference's
+ *   fall-back queries), or a right side of at most one row (TOP (1), an
+ *   aggregate without GROUP BY). Other shapes get error 50000 naming these.
+ *   With TOP (1) on the right and an ORDER BY that ties, each column is its
+ *   own subquery and two columns may come from two of the tied rows.
+ * - In a query with an outer join (LEFT/RIGHT/FULL JOIN, OUTER APPLY) every
+ *   result column is sent nullable; SQL Server marks only those of the
+ *   outer side.
  * - Capture-instance gating roles (@role_name) are stored, not enforced.
  * - RPC OUTPUT parameters: sp_executesql (and sp_prepexec/sp_execute, which
  *   the TDS layer keeps as handles and rewrites to it) sends a RETURNVALUE

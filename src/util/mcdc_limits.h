@@ -71,6 +71,10 @@
 /* Simulator: sessions at once, and T-SQL text nesting. */
 #define MCDC_SIM_SESSIONS_MAX 256
 #define MCDC_TSQL_DEPTH_MAX 64
+/* T-SQL rewritten before translation (APPLY, column alias lists): APPLYs
+ * in one statement, and the tokens the rewrite may grow it to. */
+#define MCDC_TSQL_APPLY_MAX 64
+#define MCDC_TSQL_REWRITE_TOKENS_MAX (1 << 20)
 #define MCDC_SIM_CAPTURE_INSTANCES_PER_TABLE 2
 
 #endif /* MCDC_LIMITS_H */

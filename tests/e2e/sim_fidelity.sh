@@ -3,7 +3,8 @@
 # RPC OUTPUT parameters and prepared handles (sp_prepare, sp_execute,
 # sp_prepexec, sp_unprepare, sp_executesql OUTPUT; tests/e2e/sim_rpc_outputs.py)
 # and READ COMMITTED between sessions (waits, LOCK_TIMEOUT, ATTENTION;
-# tests/e2e/sim_isolation.py), with raw TDS, python-tds and pymssql.
+# tests/e2e/sim_isolation.py) and T-SQL shapes SQLite lacks (APPLY, column alias
+# lists: tests/e2e/sim_tsql_shapes.py), with raw TDS, python-tds and pymssql.
 # Ends with "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -29,7 +30,7 @@ for _ in $(seq 100); do [ -s "$TMP/ready" ] && break; sleep 0.1; done
 PORT=$(cat "$TMP/ready" 2>/dev/null)
 if [ -z "$PORT" ]; then cat "$TMP/sim.err"; echo "0 passed, 1 failed"; exit 1; fi
 PASS=0; FAIL=0
-for t in sim_rpc_outputs.py sim_isolation.py; do
+for t in sim_rpc_outputs.py sim_isolation.py sim_tsql_shapes.py; do
   (cd tests/e2e && timeout 120 "$PY" "$t" "$PORT" "$PW") >"$TMP/out" 2>&1
   cat "$TMP/out"
   line=$(tail -1 "$TMP/out")
