@@ -7,7 +7,7 @@
  *
  * Build (from the repository root):
  *   clang -std=c17 -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE \
- *     -Iinclude -Isrc/util -Isrc/sim fuzz/fuzz_tds_server.c src/sim/tds_wire.c \
+ *     -Iinclude -Isrc/util -Isrc/tds -Isrc/sim fuzz/fuzz_tds_server.c src/sim/tds_wire.c \
  *     src/sim/tds_rpc.c src/sim/tds_result.c src/util/mcdc_util.c -lm -pthread \
  *     -o build-fuzz/fuzz_tds_server
  *   build-fuzz/fuzz_tds_server fuzz/corpus/sim_tds_server
