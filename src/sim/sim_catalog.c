@@ -72,7 +72,20 @@ static const char *DB_SCHEMA =
     " create_date, is_cdc AS is_tracked_by_cdc FROM __sim_tables WHERE schema_name <> 'cdc';"
     "CREATE VIEW IF NOT EXISTS \"sys.objects\" AS SELECT object_id, table_name AS name, CASE schema_name WHEN 'dbo'"
     " THEN 1 WHEN 'cdc' THEN 5 ELSE 7 END AS schema_id, 'U' AS type, 'USER_TABLE' AS type_desc, create_date"
-    " FROM __sim_tables;";
+    " FROM __sim_tables;"
+    /* the views' column types, as SQL Server's catalog views declare them
+     * (a computed column has no origin: without these its type would come
+     * from the first row's value, an int for a NULL) */
+    "INSERT OR IGNORE INTO __sim_columns VALUES"
+    " ('sys.columns', 1, 'object_id', 'int', 0, 0), ('sys.columns', 2, 'name', 'nvarchar(128)', 1, 0),"
+    " ('sys.columns', 3, 'column_id', 'int', 0, 0), ('sys.columns', 4, 'is_computed', 'bit', 0, 0),"
+    " ('sys.columns', 5, 'is_nullable', 'bit', 1, 0), ('sys.columns', 6, 'collation_name', 'nvarchar(128)', 1, 0),"
+    " ('sys.tables', 1, 'object_id', 'int', 0, 0), ('sys.tables', 2, 'name', 'nvarchar(128)', 0, 0),"
+    " ('sys.tables', 3, 'schema_name', 'nvarchar(128)', 1, 0), ('sys.tables', 4, 'create_date', 'datetime', 0, 0),"
+    " ('sys.tables', 5, 'is_tracked_by_cdc', 'bit', 1, 0),"
+    " ('sys.objects', 1, 'object_id', 'int', 0, 0), ('sys.objects', 2, 'name', 'nvarchar(128)', 0, 0),"
+    " ('sys.objects', 3, 'schema_id', 'int', 0, 0), ('sys.objects', 4, 'type', 'char(2)', 1, 0),"
+    " ('sys.objects', 5, 'type_desc', 'nvarchar(60)', 1, 0), ('sys.objects', 6, 'create_date', 'datetime', 0, 0);";
 
 /* ---- data dirs of older builds ------------------------------------------- */
 /* Appends the column list of table tbl ("a", "b") in its physical order. */

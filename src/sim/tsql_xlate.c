@@ -1070,6 +1070,39 @@ static bool infer_arith(const xl *x, int a, int b, sim_type *ty, bool *nul) {
     return false;
 }
 
+/* CASE ... END at [a, b): the type of its result branches (THEN, ELSE),
+ * the highest in precedence among numeric ones, else the first known (SQL
+ * Server's rule for branches of one type family); false if none is known or
+ * the END at b - 1 is not this CASE's. */
+static bool infer_case(const xl *x, int a, int b, sim_type *ty, bool *nul) {
+    int d = 0, cases = 0, s = -1;
+    bool found = false;
+    for (int k = a + 1; k < b; k++) {
+        const tsql_tok *t = &x->t[k];
+        if (tsql_tok_op(t, "(")) { d++; continue; }
+        if (tsql_tok_op(t, ")")) { d--; continue; }
+        if (d != 0 || t->t != TK_IDENT) continue;
+        if (tsql_tok_is(t, "CASE")) { cases++; continue; }
+        if (tsql_tok_is(t, "END") && cases > 0) { cases--; continue; }
+        if (cases > 0) continue;
+        bool end = tsql_tok_is(t, "END");
+        if (end && k != b - 1) return false;
+        if ((end || tsql_tok_is(t, "WHEN") || tsql_tok_is(t, "ELSE")) && s >= 0) {
+            sim_type bt;
+            bool bn;
+            if (infer(x, s, k, &bt, &bn)) {
+                if (!found || (type_rank(bt.id) >= 0 && type_rank(ty->id) >= 0 && type_rank(bt.id) > type_rank(ty->id)))
+                    *ty = bt;
+                found = true;
+            }
+            s = -1;
+        }
+        if (tsql_tok_is(t, "THEN") || tsql_tok_is(t, "ELSE")) s = k + 1;
+    }
+    *nul = true;
+    return found;
+}
+
 static bool infer(const xl *x, int a, int b, sim_type *ty, bool *nul) {
     if (a >= b) return false;
     *nul = true;
@@ -1091,6 +1124,8 @@ static bool infer(const xl *x, int a, int b, sim_type *ty, bool *nul) {
         }
     }
     const tsql_tok *t = &x->t[a];
+    if (b == a + 1 && tsql_tok_is(t, "NULL")) return false; /* no type of its own (never a column) */
+    if (tsql_tok_is(t, "CASE") && b - a >= 4 && tsql_tok_is(&x->t[b - 1], "END")) return infer_case(x, a, b, ty, nul);
     if (tsql_tok_op(t, "(") && match_paren(x, a, b) == b - 1) {
         if (a + 1 < b && tsql_tok_is(&x->t[a + 1], "SELECT")) {
             int k = a + 2;

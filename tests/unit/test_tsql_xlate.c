@@ -134,6 +134,19 @@ TEST(tsql_xlate_decimal_types_and_rewrites) {
     CHECK_EQ_INT(rc, MCDC_OK);
     CHECK_EQ_STR(out, "SELECT sim_mod(\"id\" , 2), sim_div(\"dec\" , - 4), \"id\" * 3 % 4, sim_mod(\"id\" , 4) * 3,"
                       " sim_div(sim_div(\"id\" , 2) , 2), sim_mod((\"dec\" + 1) , \"id\") FROM \"dbo.t\" AS \"t\"");
+    /* CASE: the type of its branches (a commit time's CAST, the higher numeric) */
+    rc = xl("SELECT CASE WHEN id > 1 THEN CAST(x AS datetime2(3)) ELSE CAST(y AS datetime2(3)) END,"
+            " CASE id WHEN 1 THEN 2 ELSE 2.5 END, CASE WHEN id > 0 THEN CASE WHEN id > 1 THEN N'a' END END, CASE WHEN 1 = 1 THEN NULL END"
+            " FROM t", out, sizeof out, res, &err);
+    CHECK_EQ_INT(rc, MCDC_OK);
+    CHECK_EQ_INT(res->nitems, 4);
+    CHECK(res->items[0].known && res->items[0].nullable);
+    CHECK_EQ_INT(res->items[0].type.id, SIM_T_DATETIME2);
+    CHECK_EQ_INT(res->items[0].type.scale, 3);
+    type_str(&res->items[1], ty, sizeof ty);
+    CHECK_EQ_STR(ty, "2,1");
+    CHECK_EQ_INT(res->items[2].type.id, SIM_T_NVARCHAR);
+    CHECK(!res->items[3].known);
     CHECK_EQ_INT(xl("SELECT 1 WHERE 12345678901234567890.5 > 9", out, sizeof out, res, &err), MCDC_OK);
     CHECK_EQ_STR(out, "SELECT 1 WHERE (CAST(sim_convert('12345678901234567890.5', 'decimal(21,1)', NULL) AS TEXT)"
                       " COLLATE sim_decimal) > 9");
