@@ -7,8 +7,12 @@
 #include "sim_engine_int.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- catalog ------------------------------------------------------------ */
 bool sim_col_type(sqlite3 *c, const char *tbl, const char *col, sim_type *out, bool *nullable) {
@@ -195,6 +199,17 @@ int sim_db_open(sim_server *srv, const char *name, bool create, sim_db **out, mc
     snprintf(d->name, sizeof d->name, "%s", name);
     snprintf(d->path, sizeof d->path, "%s/%s.db", srv->data_dir, name);
     for (char *p = d->path + strlen(srv->data_dir) + 1; *p; p++) *p = (char)tolower((unsigned char)*p);
+    /* owner-only: SQLite gives its -wal and -shm files the database file's mode */
+    if (create) {
+        int fd = open(d->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (fd >= 0) close(fd);
+    }
+    static const char *const SUFFIX[] = {"", "-wal", "-shm"};
+    for (int k = 0; k < 3; k++) {
+        char p[sizeof d->path + 8];
+        snprintf(p, sizeof p, "%s%s", d->path, SUFFIX[k]);
+        sim_owner_only(p);
+    }
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
     if (sqlite3_open_v2(d->path, &d->w, flags, NULL) != SQLITE_OK) {
         mcdc_error_set(err, MCDC_E_IO, "cannot open database file %s: %s", d->path, d->w ? sqlite3_errmsg(d->w) : "?");
@@ -222,6 +237,13 @@ int sim_db_open(sim_server *srv, const char *name, bool create, sim_db **out, mc
     srv->dbs = d;
     *out = d;
     return MCDC_OK;
+}
+
+void sim_owner_only(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0 || (st.st_mode & 077) == 0) return;
+    if (chmod(path, st.st_mode & 0700) != 0)
+        mcdc_log(MCDC_LOG_WARN, "sim: cannot make %s readable by its owner only: %s", path, strerror(errno));
 }
 
 sim_db *sim_find_db(sim_server *srv, const char *name) {

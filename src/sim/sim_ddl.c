@@ -213,7 +213,7 @@ int sim_do_create(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *er
         return rc;
     }
     if (i < end && tsql_tok_is(&t[i], "LOGIN")) {
-        char name[SIM_NAME_MAX], pw[256] = "";
+        char name[SIM_NAME_MAX], pw[SIM_PASSWORD_BYTES_MAX + 1] = "";
         int rc = need_admin(x, "CREATE LOGIN", err);
         if (rc != MCDC_OK) return rc;
         if (i + 1 >= end || sim_tok_ident(&t[i + 1], name, sizeof name) != 0) return sim_syntax_err(err, t, i + 1, end);
@@ -223,15 +223,9 @@ int sim_do_create(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *er
             tsql_tok_text(&t[k + 3], pw, sizeof pw);
         else return sim_syntax_err(err, t, k, end);
         pthread_mutex_lock(&srv->mu);
-        sqlite3_stmt *st;
-        sqlite3 *m = sim_master_db(srv)->w;
-        if (sqlite3_prepare_v2(m, "INSERT INTO __sim_logins VALUES (?, ?, 0)", -1, &st, NULL) == SQLITE_OK) {
-            sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-            sqlite3_bind_text(st, 2, pw, -1, SQLITE_STATIC);
-            if (sqlite3_step(st) != SQLITE_DONE) rc = sim_err(err, 15025, "The server principal '%s' already exists.", name);
-            sqlite3_finalize(st);
-        }
+        rc = sim_logins_create(sim_master_db(srv), name, pw, err); /* a salted hash, not the text */
         pthread_mutex_unlock(&srv->mu);
+        explicit_bzero(pw, sizeof pw);
         if (rc == MCDC_OK) sim_send_done(x, 0, false, false);
         return rc;
     }

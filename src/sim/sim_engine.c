@@ -312,8 +312,9 @@ int sim_server_open(sim_server **out, const sim_config *cfg, mcdc_error *err) {
     *out = NULL;
     if (!cfg || !cfg->data_dir || !cfg->data_dir[0])
         return mcdc_error_set(err, MCDC_E_INVALID, "sim_server_open: data_dir is required");
-    if (mkdir(cfg->data_dir, 0755) != 0 && errno != EEXIST)
+    if (mkdir(cfg->data_dir, 0700) != 0 && errno != EEXIST)
         return mcdc_error_set(err, MCDC_E_IO, "cannot create data directory %s: %s", cfg->data_dir, strerror(errno));
+    sim_owner_only(cfg->data_dir); /* a directory of an older build was 0755 */
     sim_server *srv = mcdc_calloc(1, sizeof *srv);
     if (srv) atomic_store(&srv->clock_last_us, INT64_MIN);
     if (!srv) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
@@ -321,7 +322,6 @@ int sim_server_open(sim_server **out, const sim_config *cfg, mcdc_error *err) {
     pthread_cond_init(&srv->cap_cv, NULL);
     sim_tz_retain();
     srv->data_dir = mcdc_strdup(cfg->data_dir);
-    srv->sa_password = mcdc_strdup(cfg->sa_password ? cfg->sa_password : "");
     srv->product_major = cfg->product_major_version > 0 ? cfg->product_major_version : 16;
     srv->capture_poll_ms = cfg->capture_poll_ms;
     srv->capture_latency_ms = cfg->capture_latency_ms;
@@ -337,16 +337,14 @@ int sim_server_open(sim_server **out, const sim_config *cfg, mcdc_error *err) {
     srv->clk.spid = clk_spid;
     srv->clk.product_major = srv->product_major;
     srv->tz = sim_tz_get(cfg->time_zone && cfg->time_zone[0] ? cfg->time_zone : "UTC", err);
-    if (!srv->tz || !srv->data_dir || !srv->sa_password) { sim_server_close(srv); return err ? err->code ? err->code : MCDC_E_NOMEM : MCDC_E_INVALID; }
+    if (!srv->tz || !srv->data_dir) { sim_server_close(srv); return err ? err->code ? err->code : MCDC_E_NOMEM : MCDC_E_INVALID; }
     sim_db *m;
     int rc = sim_db_open(srv, "master", true, &m, err);
     if (rc == MCDC_OK)
         rc = sim_sql(m->w, err,
-                     "CREATE TABLE IF NOT EXISTS __sim_logins(name TEXT PRIMARY KEY COLLATE NOCASE, password TEXT, is_admin INT);"
                      "CREATE TABLE IF NOT EXISTS __sim_databases(name TEXT PRIMARY KEY COLLATE NOCASE);"
-                     "CREATE TABLE IF NOT EXISTS __sim_server(k TEXT PRIMARY KEY, v);"
-                     "INSERT OR REPLACE INTO __sim_logins VALUES ('sa', %Q, 1);",
-                     srv->sa_password);
+                     "CREATE TABLE IF NOT EXISTS __sim_server(k TEXT PRIMARY KEY, v);");
+    if (rc == MCDC_OK) rc = sim_logins_open(m, cfg->sa_password ? cfg->sa_password : "", err);
     if (rc != MCDC_OK) { sim_server_close(srv); return rc; }
     /* stored state wins */
     sqlite3_stmt *st;
@@ -414,7 +412,6 @@ void sim_server_close(sim_server *srv) {
     pthread_cond_destroy(&srv->cap_cv);
     pthread_mutex_destroy(&srv->mu);
     mcdc_free(srv->data_dir);
-    mcdc_free(srv->sa_password);
     mcdc_free(srv);
     sim_tz_release();
 }

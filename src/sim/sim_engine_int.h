@@ -125,7 +125,6 @@ struct sim_session {
 struct sim_server {
     pthread_mutex_t mu;
     char *data_dir;
-    char *sa_password;
     int product_major;
     sim_db *dbs;
     _Atomic int64_t clock_off_us;   /* read by every clock function, lock-free */
@@ -285,12 +284,26 @@ static inline bool sim_ci_prefix(const char *s, const char *p) { return mcdc_str
 
 /* ---- sim_catalog.c: database files and their catalog --------------------- */
 int sim_db_open(sim_server *srv, const char *name, bool create, sim_db **out, mcdc_error *err);
+/* Takes group and other permissions off path (mode 0600/0700), if present. */
+void sim_owner_only(const char *path);
 sim_db *sim_find_db(sim_server *srv, const char *name);
 static inline sim_db *sim_master_db(sim_server *srv) { return sim_find_db(srv, "master"); }
 bool sim_col_type(sqlite3 *c, const char *tbl, const char *col, sim_type *out, bool *nullable);
 bool sim_table_exists(sqlite3 *c, const char *name);
 /* user was granted SELECT on obj ("dbo.t"). */
 bool sim_has_grant(sqlite3 *c, const char *user, const char *obj);
+
+/* ---- sim_auth.c: logins, passwords as salted SHA-512 hashes ------------- */
+#define SIM_PW_HASH_BYTES 70 /* 0x0200, 4-byte salt, SHA-512: SQL Server's layout */
+int sim_pw_hash(const char *pw, uint8_t out[SIM_PW_HASH_BYTES], mcdc_error *err);
+bool sim_pw_matches(const char *pw, const void *stored, size_t n);
+/* master's __sim_logins: created, an older build's text passwords hashed
+ * (the file then rewritten), 'sa' given sa_password. */
+int sim_logins_open(sim_db *m, const char *sa_password, mcdc_error *err);
+/* The login's password matches; *admin whether it is an administrator. */
+bool sim_logins_check(sim_db *m, const char *user, const char *password, bool *admin);
+/* CREATE LOGIN (error 15025 when it exists). */
+int sim_logins_create(sim_db *m, const char *name, const char *password, mcdc_error *err);
 
 /* ---- sim_sqlfn.c --------------------------------------------------------- */
 /* Busy timeout, identifier quoting and every function the engine uses. */
@@ -317,6 +330,8 @@ bool sim_db_has_user(sim_db *d, const char *login);
 /* The session's user name in its database ("dbo" for an admin). */
 const char *sim_db_user_name(sim_session *s, char *buf, size_t cap);
 int sim_do_use(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err);
+/* A session of login user without its password: the server's own workers. */
+int sim_login_trusted(sim_server *srv, sim_session **out, const char *user, const char *database, mcdc_error *err);
 
 /* ---- sim_vars.c ---------------------------------------------------------- */
 sim_var *sim_var_find(sim_session *s, const char *name);

@@ -63,45 +63,22 @@ const char *sim_db_user_name(sim_session *s, char *buf, size_t cap) {
     return buf;
 }
 
-int sim_login(sim_server *srv, sim_session **out, const char *user, const char *password, const char *database,
-              const char *app_name, mcdc_error *err) {
-    (void)app_name;
-    *out = NULL;
-    pthread_mutex_lock(&srv->mu);
+/* Under mu: a session of login user (checked) in database (NULL: master). */
+static int session_open(sim_server *srv, sim_session **out, const char *user, bool admin, const char *database,
+                        mcdc_error *err) {
     sim_db *m = sim_master_db(srv);
-    sqlite3_stmt *st;
-    bool ok = false, admin = false;
-    if (user && sqlite3_prepare_v2(m->w, "SELECT password, is_admin FROM __sim_logins WHERE name = ? COLLATE NOCASE", -1,
-                                   &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_text(st, 1, user, -1, SQLITE_STATIC);
-        if (sqlite3_step(st) == SQLITE_ROW) {
-            const char *pw = (const char *)sqlite3_column_text(st, 0);
-            ok = pw && password && strcmp(pw, password) == 0;
-            admin = sqlite3_column_int(st, 1) != 0;
-        }
-        sqlite3_finalize(st);
-    }
-    if (!ok) {
-        pthread_mutex_unlock(&srv->mu);
-        sim_err(err, 18456, "Login failed for user '%s'.", user ? user : "");
-        if (err) { err->code = MCDC_E_PERMISSION; err->server_class = 14; }
-        return MCDC_E_PERMISSION;
-    }
     sim_db *d = database && database[0] ? sim_find_db(srv, database) : m;
     if (!d || (!admin && d != m && !sim_db_has_user(d, user))) {
-        pthread_mutex_unlock(&srv->mu);
         sim_err(err, 4060, "Cannot open database \"%s\" requested by the login. The login failed.", database);
         if (err) { err->code = MCDC_E_PERMISSION; err->server_class = 11; }
         return MCDC_E_PERMISSION;
     }
     int slot = -1;
     for (int k = 0; k < MCDC_SIM_SESSIONS_MAX; k++) if (!srv->sessions[k]) { slot = k; break; }
-    if (slot < 0) {
-        pthread_mutex_unlock(&srv->mu);
+    if (slot < 0)
         return mcdc_error_set(err, MCDC_E_LIMIT, "more than %d sessions (MCDC_SIM_SESSIONS_MAX)", MCDC_SIM_SESSIONS_MAX);
-    }
     sim_session *s = mcdc_calloc(1, sizeof *s);
-    if (!s) { pthread_mutex_unlock(&srv->mu); return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory"); }
+    if (!s) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     s->srv = srv;
     s->spid = 51 + slot;
     s->serial = ++srv->next_serial;
@@ -116,11 +93,45 @@ int sim_login(sim_server *srv, sim_session **out, const char *user, const char *
     s->clk.offset_s = sess_clk_off;
     s->clk.zone_name = sess_clk_zone;
     int rc = sim_sess_use(s, d, err);
-    if (rc != MCDC_OK) { pthread_mutex_unlock(&srv->mu); mcdc_free(s); return rc; }
+    if (rc != MCDC_OK) { mcdc_free(s); return rc; }
     srv->sessions[slot] = s;
-    pthread_mutex_unlock(&srv->mu);
     *out = s;
     return MCDC_OK;
+}
+
+int sim_login(sim_server *srv, sim_session **out, const char *user, const char *password, const char *database,
+              const char *app_name, mcdc_error *err) {
+    (void)app_name;
+    *out = NULL;
+    pthread_mutex_lock(&srv->mu);
+    bool admin = false;
+    int rc;
+    if (!sim_logins_check(sim_master_db(srv), user, password, &admin)) {
+        sim_err(err, 18456, "Login failed for user '%s'.", user ? user : "");
+        if (err) { err->code = MCDC_E_PERMISSION; err->server_class = 14; }
+        rc = MCDC_E_PERMISSION;
+    } else {
+        rc = session_open(srv, out, user, admin, database, err);
+    }
+    pthread_mutex_unlock(&srv->mu);
+    return rc;
+}
+
+int sim_login_trusted(sim_server *srv, sim_session **out, const char *user, const char *database, mcdc_error *err) {
+    *out = NULL;
+    pthread_mutex_lock(&srv->mu);
+    sqlite3_stmt *st;
+    int admin = -1;
+    if (sqlite3_prepare_v2(sim_master_db(srv)->w, "SELECT is_admin FROM __sim_logins WHERE name = ? COLLATE NOCASE", -1,
+                           &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, user, -1, SQLITE_STATIC);
+        if (sqlite3_step(st) == SQLITE_ROW) admin = sqlite3_column_int(st, 0) != 0;
+        sqlite3_finalize(st);
+    }
+    int rc = admin < 0 ? sim_err(err, 18456, "Login failed for user '%s'.", user)
+                       : session_open(srv, out, user, admin != 0, database, err);
+    pthread_mutex_unlock(&srv->mu);
+    return rc;
 }
 
 void sim_session_close(sim_session *s) {

@@ -41,8 +41,12 @@ int sim_tds_msg_read(sim_tds_msg *m, sim_tds_read_fn rd, void *ctx, mcdc_error *
         if (first) {
             m->type = h[0];
             m->status = h[1];
-            if (m->type == TDS_PKT_LOGIN7 || m->type == TDS_PKT_PRELOGIN)
-                limit = MCDC_TDS_LOGIN7_BYTES_MAX;
+            if (m->type == TDS_PKT_LOGIN7) limit = MCDC_TDS_LOGIN7_BYTES_MAX;
+            else if (m->type == TDS_PKT_PRELOGIN) limit = MCDC_TDS_PRELOGIN_BYTES_MAX;
+            else if (m->login_phase)
+                return mcdc_error_set(err, MCDC_E_PROTOCOL,
+                                      "packet type 0x%02x before login (only PRELOGIN and LOGIN7 are"
+                                      " accepted before it)", m->type);
         } else if (h[0] != m->type) {
             return mcdc_error_set(err, MCDC_E_PROTOCOL,
                                   "packet of type 0x%02x inside a message of type 0x%02x", h[0],
@@ -50,9 +54,9 @@ int sim_tds_msg_read(sim_tds_msg *m, sim_tds_read_fn rd, void *ctx, mcdc_error *
         }
         size_t body = len - TDS_HEADER_BYTES;
         if (m->payload.len + body > limit)
-            return mcdc_error_set(err, MCDC_E_LIMIT,
-                                  "client message of type 0x%02x exceeds %zu bytes", m->type,
-                                  limit);
+            return mcdc_error_set(err, m->login_phase ? MCDC_E_PROTOCOL : MCDC_E_LIMIT,
+                                  "client message of type 0x%02x exceeds %zu bytes%s", m->type, limit,
+                                  m->login_phase ? " before login: protocol error" : "");
         m->payload.limit = limit + 1;
         int rc = mcdc_buf_reserve(&m->payload, body, err);
         if (rc) return rc;

@@ -43,13 +43,18 @@ typedef struct sim_tds_msg {
     uint8_t type;    /* packet type of every packet of the message */
     uint8_t status;  /* status byte of the first packet (RESETCONNECTION bits) */
     mcdc_buf payload; /* owned; sim_tds_msg_free releases it */
+    bool login_phase; /* set by the caller until LOGIN7 succeeded */
 } sim_tds_msg;
 
 /* Reads one message: packets until EOM. Each packet must be 8..32767 bytes and
- * of the same type; the whole payload at most MCDC_TDS_LOGIN7_BYTES_MAX for
- * LOGIN7 and MCDC_TDS_MESSAGE_BYTES_MAX otherwise. Returns MCDC_E_IO when the
- * peer closed before the first byte (err says "closed"), MCDC_E_PROTOCOL or
- * MCDC_E_LIMIT on bad input. m->payload is reused across calls. */
+ * of the same type; the whole payload at most MCDC_TDS_PRELOGIN_BYTES_MAX for
+ * PRELOGIN, MCDC_TDS_LOGIN7_BYTES_MAX for LOGIN7 and MCDC_TDS_MESSAGE_BYTES_MAX
+ * otherwise. In the login phase a message of another type, or past its bound,
+ * is MCDC_E_PROTOCOL at its first header past the bound, before the rest is
+ * read: an unauthenticated client makes the server hold a few KiB at most.
+ * Returns MCDC_E_IO when the peer closed before the first byte (err says
+ * "closed"), MCDC_E_PROTOCOL or MCDC_E_LIMIT on bad input. m->payload is
+ * reused across calls. */
 int sim_tds_msg_read(sim_tds_msg *m, sim_tds_read_fn rd, void *ctx, mcdc_error *err);
 void sim_tds_msg_free(sim_tds_msg *m);
 

@@ -19,6 +19,10 @@
 
 /* LOGIN7 is at most 128 KiB by the MS-TDS specification. */
 #define MCDC_TDS_LOGIN7_BYTES_MAX (128u * 1024u)
+/* A PRELOGIN message is a table of a few short options (~50 bytes); a
+ * server buffers no more than this of one (the TLS handshake inside PRELOGIN
+ * packets has its own bound, tds_tls.c). */
+#define MCDC_TDS_PRELOGIN_BYTES_MAX 4096u
 
 /* SQL Server allows 1024 columns in a table (4096 in a wide-table SELECT).
  * A change table adds 7 metadata columns; 4096 bounds any result we read. */
