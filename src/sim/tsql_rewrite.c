@@ -480,7 +480,7 @@ static int apply_left_row(rw *r, int k, int lopen, int lclose, const char *lalia
         if (L->from < 0) {
             int u = unqualified_ref(t, L->item_s[it], L->item_e[it]);
             if (u >= 0) {
-                char why[3 * MCDC_IDENT_BYTES_MAX + 128], un[MCDC_IDENT_BYTES_MAX];
+                char why[3 * MCDC_IDENT_BYTES_MAX + 256], un[MCDC_IDENT_BYTES_MAX];
                 tsql_tok_text(&t[u], un, sizeof un);
                 snprintf(why, sizeof why,
                          "column '%s' of '%s' moves into the applied query, where its unqualified column '%s' would"
@@ -524,7 +524,7 @@ static int copy_subst(rw *r, tv *ins, int a, int b, const char *ralias, const se
                 char nm[MCDC_IDENT_BYTES_MAX];
                 tsql_tok_text(&t[q], nm, sizeof nm);
                 if (item_named(R, nm) >= 0) {
-                    char why[2 * MCDC_IDENT_BYTES_MAX + 64];
+                    char why[3 * MCDC_IDENT_BYTES_MAX + 64];
                     snprintf(why, sizeof why, "name its column '%s' as %s.%s", nm, ralias, nm);
                     return refuse_apply(r, kind, why);
                 }
