@@ -7,7 +7,7 @@
  *
  * Build (from the repository root):
  *   clang -std=c17 -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE \
- *     -Iinclude -Isrc/util -Isrc/sim fuzz/fuzz_tds_server.c src/sim/tds_wire.c \
+ *     -Iinclude -Isrc/util -Isrc/tds -Isrc/sim fuzz/fuzz_tds_server.c src/sim/tds_wire.c \
  *     src/sim/tds_rpc.c src/sim/tds_result.c src/util/mcdc_util.c -lm -pthread \
  *     -o build-fuzz/fuzz_tds_server
  *   build-fuzz/fuzz_tds_server fuzz/corpus/sim_tds_server
@@ -99,7 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             }
             break;
         }
-        case TDS_PKT_SQLBATCH:
+        case TDS_PKT_SQL_BATCH:
             if (sim_tds_batch_decode(&text, p, n, &err) == MCDC_OK)
                 MCDC_ASSERT(text.data[text.len] == 0);
             break;

@@ -20,10 +20,6 @@
 #include <string.h>
 #include <time.h>
 
-int sim_server_state_put(sim_server *srv, const char *k, const char *text, int64_t v);
-int sim_fault_add(sim_server *srv, uint64_t setter_serial, const char *kind, int count, int ms, int times, mcdc_error *err);
-void sim_fault_clear(sim_server *srv);
-
 static const char *CDC_SCHEMA =
     "CREATE TABLE IF NOT EXISTS \"cdc.lsn_time_mapping\"(start_lsn BLOB PRIMARY KEY, tran_begin_time TEXT,"
     " tran_end_time TEXT, tran_id BLOB, tran_begin_lsn BLOB) WITHOUT ROWID;"

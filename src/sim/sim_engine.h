@@ -147,9 +147,14 @@ typedef struct sim_sink {
 #define SIM_EXEC_OK 0
 #define SIM_EXEC_ABORTED 1
 
+/* Passwords: SQL Server's are at most 128 characters (UTF-8 bytes here);
+ * the program also reads the one of 'sa' from this environment variable. */
+#define SIM_PASSWORD_BYTES_MAX 512
+#define SIM_PASSWORD_ENV "MSSQL_CDC_SIM_PASSWORD"
+
 typedef struct sim_config {
     const char *data_dir;     /* state lives here; created if missing */
-    const char *sa_password;  /* password of login 'sa' */
+    const char *sa_password;  /* password of login 'sa' (stored as a salted hash) */
     /* Initial server clock zone, a Windows zone name ("UTC", "E. South
      * America Standard Time"...). Stored state wins on restart. */
     const char *time_zone;

@@ -1,6 +1,7 @@
 /*
- * sim_engine_int.h - shared internals of the simulator engine (sim_engine.c,
- * sim_cdc.c, sim_work.c). Not for the TDS layer.
+ * sim_engine_int.h - shared internals of the simulator engine (sim_engine.c
+ * and its rooms, sim_cdc.c, sim_work.c, sim_engine_fast.c). Not for the TDS
+ * layer.
  *
  * Storage: one SQLite file per T-SQL database (<data_dir>/<name>.db); the
  * master database file also holds the server state (logins, clock offset,
@@ -16,6 +17,7 @@
 
 #include <pthread.h>
 #include <sqlite3.h>
+#include <string.h>
 
 #include "sim_engine.h"
 #include "sim_store.h"
@@ -102,7 +104,7 @@ struct sim_session {
     int tran_ncis;
     sim_undo *undo;
     uint64_t descriptor;
-    /* READ COMMITTED (sim_engine.c wait_committed): tables this session's
+    /* READ COMMITTED (sim_locks.c): tables this session's
      * open transaction changed ("dbo.t"), under mu; all = more than fit */
     char tran_tables[16][SIM_NAME_MAX];
     int tran_ntables;
@@ -117,13 +119,12 @@ struct sim_session {
     int64_t req_rows;      /* rows of the current request: only the session's thread */
     int64_t net_wait_ms, net_waits, net_wait_max_ms; /* sim_session_add_network_wait */
     _Atomic int64_t requests;
-    struct sim_fast_cache *fast; /* the last fast-path query, prepared (sim_engine.c) */
+    struct sim_fast_cache *fast; /* the last fast-path query, prepared (sim_fast_cache.c) */
 };
 
 struct sim_server {
     pthread_mutex_t mu;
     char *data_dir;
-    char *sa_password;
     int product_major;
     sim_db *dbs;
     _Atomic int64_t clock_off_us;   /* read by every clock function, lock-free */
@@ -148,23 +149,6 @@ struct sim_server {
     sim_stores *stores; /* the change store (sim_store.h) */
     struct sim_ckpt *ckpts; /* background WAL checkpoints after bulk loads (sim_work.c) */
 };
-
-/* ---- sim_engine.c ------------------------------------------------------ */
-int64_t sim_srv_utc_us(sim_server *srv);
-/* sim.set_clock / sim.advance_clock: the next reading may be earlier. */
-void sim_srv_clock_reset(sim_server *srv);
-int64_t sim_srv_local_us(sim_server *srv, int64_t utc_us);
-void sim_lsn_bytes(uint64_t v, uint8_t out[10]);
-uint64_t sim_lsn_value(const uint8_t *b, int n);
-uint64_t sim_lsn_next(sim_db *d);
-int sim_db_state_put(sim_db *d, const char *k, int64_t v);
-/* Runs SQL on a connection; error text into err (number 50000 unless set). */
-int sim_sql(sqlite3 *c, mcdc_error *err, const char *fmt, ...); /* sqlite3_mprintf formats (%Q, %w) */
-/* Maps a SQLite error to SQL Server's number and text. */
-int sim_sqlite_err(sqlite3 *c, int rc, mcdc_error *err);
-int sim_err(mcdc_error *err, int number, const char *fmt, ...) MCDC_PRINTF(3, 4);
-sim_db *sim_find_db(sim_server *srv, const char *name);
-bool sim_col_type(sqlite3 *c, const char *tbl, const char *col, sim_type *out, bool *nullable);
 
 /* ---- sim_cdc.c --------------------------------------------------------- */
 typedef struct sim_proc_args {
@@ -198,13 +182,6 @@ int sim_cdc_init_db(sim_db *d, mcdc_error *err);
 /* DDL on a captured table: ddl_history rows. */
 int sim_cdc_ddl(sim_session *s, const char *tbl, const char *ddl_text, mcdc_error *err);
 int sim_cdc_drop_table(sim_session *s, const char *tbl, mcdc_error *err);
-
-/* ---- results ----------------------------------------------------------- */
-/* Emits a result set from a prepared, stepped-once statement (rc of the
- * first sqlite3_step). items from the translator may be NULL. */
-int sim_emit_stmt(sim_session *s, sqlite3 *c, sqlite3_stmt *st, int first_rc, const xl_result *items,
-                  const sim_column *forced, int nforced, const sim_sink *sink, bool in_proc, int64_t *rows,
-                  mcdc_error *err, bool *aborted);
 
 /* ---- sim_engine_fast.c: the change-table read fast path ----------------- */
 typedef enum sim_fast_kind { SIM_FAST_COL = 1, SIM_FAST_LSN_HEX, SIM_FAST_NULL, SIM_FAST_COMMIT } sim_fast_kind;
@@ -284,5 +261,195 @@ bool sim_result_columns(sqlite3 *c, sqlite3_stmt *st, const xl_result *items, si
 int sim_work_start(sim_session *s, const sim_proc_args *a, mcdc_error *err);
 int sim_work_bulk_load(sim_session *s, const sim_proc_args *a, int64_t *rows, mcdc_error *err);
 void sim_work_stop_all(sim_server *srv);
+
+/* ---- sim_engine.c: server, errors, clock, LSNs --------------------------- */
+int64_t sim_srv_utc_us(sim_server *srv);
+/* sim.set_clock / sim.advance_clock: the next reading may be earlier. */
+void sim_srv_clock_reset(sim_server *srv);
+int64_t sim_srv_local_us(sim_server *srv, int64_t utc_us);
+void sim_lsn_bytes(uint64_t v, uint8_t out[10]);
+uint64_t sim_lsn_value(const uint8_t *b, int n);
+uint64_t sim_lsn_next(sim_db *d);
+int sim_db_state_put(sim_db *d, const char *k, int64_t v);
+/* A value of a database's __sim_state, dflt when absent. */
+int64_t sim_state_get(sqlite3 *c, const char *k, int64_t dflt);
+/* A row of master's __sim_server (text, or v when text is NULL). */
+int sim_server_state_put(sim_server *srv, const char *k, const char *text, int64_t v);
+/* Runs SQL on a connection; error text into err (number 50000 unless set). */
+int sim_sql(sqlite3 *c, mcdc_error *err, const char *fmt, ...); /* sqlite3_mprintf formats (%Q, %w) */
+/* Maps a SQLite error to SQL Server's number and text. */
+int sim_sqlite_err(sqlite3 *c, int rc, mcdc_error *err);
+int sim_err(mcdc_error *err, int number, const char *fmt, ...) MCDC_PRINTF(3, 4);
+static inline bool sim_ci_prefix(const char *s, const char *p) { return mcdc_str_nieq(s, p, strlen(p)); }
+
+/* ---- sim_catalog.c: database files and their catalog --------------------- */
+int sim_db_open(sim_server *srv, const char *name, bool create, sim_db **out, mcdc_error *err);
+/* Takes group and other permissions off path (mode 0600/0700), if present. */
+void sim_owner_only(const char *path);
+sim_db *sim_find_db(sim_server *srv, const char *name);
+static inline sim_db *sim_master_db(sim_server *srv) { return sim_find_db(srv, "master"); }
+bool sim_col_type(sqlite3 *c, const char *tbl, const char *col, sim_type *out, bool *nullable);
+bool sim_table_exists(sqlite3 *c, const char *name);
+/* user was granted SELECT on obj ("dbo.t"). */
+bool sim_has_grant(sqlite3 *c, const char *user, const char *obj);
+
+/* ---- sim_auth.c: logins, passwords as salted SHA-512 hashes ------------- */
+#define SIM_PW_HASH_BYTES 70 /* 0x0200, 4-byte salt, SHA-512: SQL Server's layout */
+int sim_pw_hash(const char *pw, uint8_t out[SIM_PW_HASH_BYTES], mcdc_error *err);
+bool sim_pw_matches(const char *pw, const void *stored, size_t n);
+/* master's __sim_logins: created, an older build's text passwords hashed
+ * (the file then rewritten), 'sa' given sa_password. */
+int sim_logins_open(sim_db *m, const char *sa_password, mcdc_error *err);
+/* The login's password matches; *admin whether it is an administrator. */
+bool sim_logins_check(sim_db *m, const char *user, const char *password, bool *admin);
+/* CREATE LOGIN (error 15025 when it exists). */
+int sim_logins_create(sim_db *m, const char *name, const char *password, mcdc_error *err);
+
+/* ---- sim_sqlfn.c --------------------------------------------------------- */
+/* Busy timeout, identifier quoting and every function the engine uses. */
+int sim_conn_setup(sqlite3 *c, const sim_clock_src *clk);
+
+/* ---- the statement being run (sim_dispatch.c and the rooms) -------------- */
+typedef struct sim_stmt {
+    sim_session *s;
+    const sim_sink *sink;
+    bool in_proc;
+    bool aborted;
+    const char *batch; /* whole batch text */
+    /* the RPC's parameters (borrowed) while its procedure runs, for the
+     * OUTPUT flags; NULL in a batch and in statements the procedure runs */
+    const sim_param *rpc_params;
+    int rpc_nparams, rpc_first; /* rpc_params[rpc_first] is argument 0 */
+    bool batch_ended; /* an error that ends the batch (deadlock victim) */
+} sim_stmt;
+
+/* ---- sim_session.c ------------------------------------------------------- */
+/* Opens the session's read connection on d and makes it current. */
+int sim_sess_use(sim_session *s, sim_db *d, mcdc_error *err);
+bool sim_db_has_user(sim_db *d, const char *login);
+/* The session's user name in its database ("dbo" for an admin). */
+const char *sim_db_user_name(sim_session *s, char *buf, size_t cap);
+int sim_do_use(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err);
+/* A session of login user without its password: the server's own workers. */
+int sim_login_trusted(sim_server *srv, sim_session **out, const char *user, const char *database, mcdc_error *err);
+
+/* ---- sim_vars.c ---------------------------------------------------------- */
+sim_var *sim_var_find(sim_session *s, const char *name);
+int sim_var_declare(sim_session *s, const char *name, const sim_type *t, mcdc_error *err);
+/* Assigns a value converted to the variable's type. */
+int sim_var_assign(sim_session *s, sim_var *v, sqlite3_value *val, mcdc_error *err);
+/* Binds the session's variables to st's @names (error 137 for an undeclared one). */
+int sim_bind_vars(sim_session *s, sqlite3_stmt *st, mcdc_error *err);
+void sim_vars_clear(sim_session *s);
+/* A variable's value as the sink hands values out (borrowed from v). */
+sim_value sim_var_value(const sim_var *v);
+int sim_do_declare(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err);
+int sim_do_set(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err);
+
+/* ---- sim_dispatch.c ------------------------------------------------------ */
+/* Runs all statements of a token array. Returns SIM_EXEC_OK / ABORTED. */
+int sim_run_tokens(sim_stmt *x, const tsql_tok *t, int n);
+/* Token text of an identifier into buf; -1 if t is none. */
+int sim_tok_ident(const tsql_tok *t, char *buf, size_t cap);
+/* Error 102 near token i. */
+int sim_syntax_err(mcdc_error *err, const tsql_tok *t, int i, int end);
+/* Parses a type at toks[*i] ("decimal(18,4)", "varchar(max)"); text gets its spelling. */
+bool sim_parse_type_at(const tsql_tok *t, int *i, int end, sim_type *out, char *text, size_t cap);
+
+/* ---- sim_query.c --------------------------------------------------------- */
+int sim_run_query(sim_stmt *x, const tsql_tok *t, int a, int b, const sim_var **assign, int nassign, mcdc_error *err);
+/* SELECT statement with possible "@v = expr" items. */
+int sim_do_select(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err);
+/* Evaluates one expression [a, b) into a variable (SET / DECLARE). */
+int sim_eval_into(sim_stmt *x, const tsql_tok *t, int a, int b, sim_var *v, mcdc_error *err);
+/* One expression [a, b) as a value (*out owned; NULL for DEFAULT). */
+int sim_eval_value(sim_stmt *x, const tsql_tok *t, int a, int b, sqlite3_value **out, mcdc_error *err);
+/* Translates the expression [a, b) for connection c, checks the SELECT
+ * permission and waits (READ COMMITTED) on the tables it reads. */
+int sim_xlate_expr(sim_stmt *x, sqlite3 *c, const tsql_tok *t, int a, int b, mcdc_buf *out, mcdc_error *err);
+/* Permission check of a translated statement's tables. */
+int sim_check_select_perms(sim_session *s, sqlite3 *c, const xl_result *r, mcdc_error *err);
+
+/* ---- sim_emit.c ---------------------------------------------------------- */
+/* Emits a result set from a prepared, stepped-once statement (rc of the
+ * first sqlite3_step). items from the translator may be NULL. */
+int sim_emit_stmt(sim_session *s, sqlite3 *c, sqlite3_stmt *st, int first_rc, const xl_result *items,
+                  const sim_column *forced, int nforced, const sim_sink *sink, bool in_proc, int64_t *rows,
+                  mcdc_error *err, bool *aborted);
+int sim_send_done(sim_stmt *x, int64_t rows, bool has_count, bool error);
+int sim_send_error(sim_stmt *x, const mcdc_error *err, int line);
+int sim_send_info(sim_stmt *x, int number, const char *text);
+
+/* ---- sim_proc.c ---------------------------------------------------------- */
+int sim_do_exec(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err);
+
+/* ---- sim_txn.c ----------------------------------------------------------- */
+/* A value as a SQL literal (sqlite3_malloc'd). */
+char *sim_value_literal(sqlite3_value *v);
+/* Takes sql (sqlite3_malloc'd) and commit_sql (same, may be NULL). */
+void sim_undo_push2(sim_session *s, char *sql, char *commit_sql);
+void sim_undo_push(sim_session *s, char *sql);
+void sim_tran_reset(sim_session *s);
+/* Under mu. */
+void sim_tran_rollback(sim_session *s);
+/* Under mu, inside a SQLite transaction on the db. */
+int sim_tran_commit(sim_session *s, mcdc_error *err);
+/* The first change of a transaction: its begin LSN, time and id. */
+void sim_tran_log_start(sim_session *s);
+int sim_do_tran(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err);
+void sim_implicit_begin(sim_stmt *x, const tsql_tok *t, int i, int end);
+
+/* ---- sim_locks.c --------------------------------------------------------- */
+/* The session a write waits for, in the transaction it had then. */
+typedef struct sim_tran_ref {
+    sim_session *s;
+    uint64_t descriptor;
+} sim_tran_ref;
+int sim_wait_while(sim_stmt *x, sim_session *(*blocker)(sim_session *s, const void *arg), const void *arg,
+                   mcdc_error *err);
+/* A blocker for sim_wait_while: arg (a sim_tran_ref) while that transaction is open. */
+sim_session *sim_tran_still_open(sim_session *s, const void *arg);
+int sim_wait_committed(sim_stmt *x, const xl_result *res, bool nolock, mcdc_error *err);
+bool sim_has_nolock(const tsql_tok *t, int a, int b);
+int sim_tran_touch(sim_session *s, const char *tbl);
+void sim_tran_touch_row(sim_session *s, int table, int64_t rowid);
+sim_session *sim_write_blocker(sim_session *s, const char *tbl, int64_t rowid);
+
+/* ---- sim_txn_ddl.c ------------------------------------------------------- */
+int sim_tran_ddl_join(sim_session *s, mcdc_error *err);
+int sim_tran_ddl_snapshot(sim_session *s, const char *tbl, char **undo, char **commit, mcdc_error *err);
+int sim_tran_ddl_end(sim_session *s, int rc, char *undo, char *commit, mcdc_error *err);
+int64_t sim_ddl_history_top(sqlite3 *w);
+
+/* ---- sim_ddl.c ----------------------------------------------------------- */
+typedef struct sim_col_def {
+    char name[SIM_NAME_MAX];
+    sim_type type;
+    bool nullable;
+    int pk_ordinal;
+} sim_col_def;
+/* A table's columns from the catalog, in order (*out owned). */
+int sim_load_cols(sqlite3 *c, const char *tbl, sim_col_def **out, int *n, mcdc_error *err);
+int sim_do_create(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err);
+int sim_do_alter_table(sim_stmt *x, const tsql_tok *t, int i, int end, const char *text, mcdc_error *err);
+int sim_do_drop(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err);
+int sim_do_grant(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err);
+
+/* ---- sim_dml.c ----------------------------------------------------------- */
+int sim_do_insert(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err);
+int sim_do_update_delete(sim_stmt *x, const tsql_tok *t, int i, int end, bool is_update, mcdc_error *err);
+
+/* ---- sim_fast_cache.c ---------------------------------------------------- */
+void sim_fast_cache_drop(sim_session *s);
+int sim_fast_cached(sim_stmt *x, const tsql_tok *t, int a, int b, bool *done, mcdc_error *err);
+int sim_run_fast(sim_stmt *x, const xl_env *env, const sim_fast_plan *fp, const tsql_tok *t, int a, int b,
+                 sqlite3_stmt *orig, const xl_result *res, bool *done, mcdc_error *err);
+int sim_run_split(sim_stmt *x, const xl_env *env, const sim_fast_split *sp, sqlite3_stmt *orig, const xl_result *res,
+                  bool *done, mcdc_error *err);
+
+/* ---- sim_faults.c -------------------------------------------------------- */
+int sim_fault_add(sim_server *srv, uint64_t setter_serial, const char *kind, int count, int ms, int times,
+                  mcdc_error *err);
+void sim_fault_clear(sim_server *srv);
 
 #endif

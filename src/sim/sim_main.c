@@ -2,10 +2,11 @@
  * sim_main.c - the mssql-cdc-sim program: a SQL Server CDC simulator that
  * real SQL Server clients connect to over TDS.
  *
- *   mssql-cdc-sim [serve] --port PORT --data DIR --password PW [options]
+ *   mssql-cdc-sim [serve] --port PORT --data DIR (--password-file FILE | --password PW) [options]
  *   mssql-cdc-sim <subcommand> ...   (see g_subcommands)
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,7 +20,7 @@
 #define EXIT_USAGE 2
 
 static const char g_usage[] =
-    "usage: mssql-cdc-sim [serve] --port PORT --data DIR --password PW [options]\n"
+    "usage: mssql-cdc-sim [serve] --port PORT --data DIR (--password-file FILE | --password PW) [options]\n"
     "\n"
     "A SQL Server CDC simulator: a TDS server on 127.0.0.1 that SQL Server clients\n"
     "(FreeTDS tsql, pymssql, python-tds, mssql-cdc) connect to, with a model of\n"
@@ -28,8 +29,15 @@ static const char g_usage[] =
     "\n"
     "required:\n"
     "  --port PORT              TCP port to listen on (0 = any free port)\n"
-    "  --data DIR               directory holding the server's state (created if missing)\n"
-    "  --password PW            password of the login 'sa'\n"
+    "  --data DIR               directory holding the server's state (created if\n"
+    "                           missing; it and its files are the owner's only, 0700/0600)\n"
+    "  --password-file FILE     password of the login 'sa': the first line of FILE\n"
+    "  --password PW            the same on the command line (other users see it in\n"
+    "                           ps until the server has started; prefer the file, or\n"
+    "                           the environment variable MSSQL_CDC_SIM_PASSWORD)\n"
+    "                           Passwords are kept as salted SHA-512 hashes, as SQL\n"
+    "                           Server keeps them; a data directory of an older build\n"
+    "                           with a plaintext password is converted on start.\n"
     "\n"
     "options:\n"
     "  --time-zone ZONE         initial server clock zone, a Windows zone name\n"
@@ -55,6 +63,13 @@ static const char g_usage[] =
     "                           127.0.0.1 is created once as DIR/tls-cert.pem (clients\n"
     "                           then need TrustServerCertificate=yes)\n"
     "  --tls-key FILE           the certificate's private key (PEM)\n"
+    "  --login-timeout-ms N     close a connection that has not logged in N ms after\n"
+    "                           it was accepted (TLS handshake and LOGIN7 included);\n"
+    "                           0 = never; logged-in sessions may idle (default 60000)\n"
+    "  --max-pending-logins N   connections not logged in yet at once; more are closed\n"
+    "                           when accepted (default 64). Before login a client may\n"
+    "                           send only PRELOGIN (at most 4 KiB) and LOGIN7 (at most\n"
+    "                           128 KiB); anything else is a protocol error that closes it\n"
     "  --ready-file PATH        once listening, write the port number to PATH\n"
     "  --quiet                  log errors only\n"
     "  --verbose                log connections and logins too\n"
@@ -111,13 +126,40 @@ static int write_ready_file(const char *path, int port) {
     return rename(tmp, path);
 }
 
+/* The first line of path (without its line end) into buf; prints why not. */
+static int read_password_file(const char *path, char *buf, size_t cap) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "mssql-cdc-sim: --password-file %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    bool got = fgets(buf, (int)cap, f) != NULL;
+    fclose(f);
+    size_t n = got ? strlen(buf) : 0;
+    if (n == cap - 1 && buf[n - 1] != '\n') {
+        explicit_bzero(buf, cap);
+        fprintf(stderr, "mssql-cdc-sim: --password-file %s: the password is longer than %d bytes\n", path,
+                SIM_PASSWORD_BYTES_MAX);
+        return -1;
+    }
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) buf[--n] = 0;
+    if (n == 0) {
+        fprintf(stderr, "mssql-cdc-sim: --password-file %s: the first line is empty\n", path);
+        return -1;
+    }
+    return 0;
+}
+
 static int serve(int argc, char **argv) {
     enum { O_PORT = 256, O_DATA, O_PW, O_TZ, O_POLL, O_LAT, O_MAXT, O_VER, O_READY, O_QUIET,
-           O_VERBOSE, O_TLS, O_TLS_CERT, O_TLS_KEY, O_CACHE };
+           O_VERBOSE, O_TLS, O_TLS_CERT, O_TLS_KEY, O_CACHE, O_PW_FILE, O_LOGIN_TIMEOUT, O_PENDING };
     static const struct option opts[] = {
         {"port", required_argument, NULL, O_PORT},
         {"data", required_argument, NULL, O_DATA},
         {"password", required_argument, NULL, O_PW},
+        {"password-file", required_argument, NULL, O_PW_FILE},
+        {"login-timeout-ms", required_argument, NULL, O_LOGIN_TIMEOUT},
+        {"max-pending-logins", required_argument, NULL, O_PENDING},
         {"time-zone", required_argument, NULL, O_TZ},
         {"capture-poll-ms", required_argument, NULL, O_POLL},
         {"capture-latency-ms", required_argument, NULL, O_LAT},
@@ -143,6 +185,10 @@ static int serve(int argc, char **argv) {
                       .capture_maxtrans = 500};
     mcdc_log_level level = MCDC_LOG_WARN;
     int cache_mb = SIM_CHANGE_CACHE_MB_DEFAULT;
+    int login_timeout_ms = SIM_TDS_LOGIN_TIMEOUT_MS_DEFAULT, pending = SIM_TDS_PENDING_LOGINS_DEFAULT;
+    const char *pw_file = NULL;
+    char *pw_arg = NULL; /* --password's argv bytes, blanked once copied */
+    char pw[SIM_PASSWORD_BYTES_MAX + 2] = "";
     opterr = 0;
     optind = 1;
     int c;
@@ -150,7 +196,14 @@ static int serve(int argc, char **argv) {
         switch (c) {
         case O_PORT: if (parse_int("--port", optarg, 0, 65535, &port)) return EXIT_USAGE; break;
         case O_DATA: cfg.data_dir = optarg; break;
-        case O_PW: cfg.sa_password = optarg; break;
+        case O_PW: pw_arg = optarg; break;
+        case O_PW_FILE: pw_file = optarg; break;
+        case O_LOGIN_TIMEOUT:
+            if (parse_int("--login-timeout-ms", optarg, 0, 86400000, &login_timeout_ms)) return EXIT_USAGE;
+            break;
+        case O_PENDING:
+            if (parse_int("--max-pending-logins", optarg, 1, MCDC_SIM_SESSIONS_MAX, &pending)) return EXIT_USAGE;
+            break;
         case O_TZ: cfg.time_zone = optarg; break;
         case O_POLL:
             if (parse_int("--capture-poll-ms", optarg, 0, 86400000, &cfg.capture_poll_ms))
@@ -190,8 +243,24 @@ static int serve(int argc, char **argv) {
     if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
     if (port < 0) return usage_error("%s is required", "--port");
     if (!cfg.data_dir || !cfg.data_dir[0]) return usage_error("%s is required", "--data");
-    if (!cfg.sa_password || !cfg.sa_password[0])
-        return usage_error("%s is required (the password of login 'sa')", "--password");
+    const char *env_pw = getenv(SIM_PASSWORD_ENV);
+    if (pw_arg && pw_file) return usage_error("%s: give --password or --password-file, not both", "--password");
+    if (pw_arg) {
+        if (strlen(pw_arg) > SIM_PASSWORD_BYTES_MAX) return usage_error("%s: the password is too long", "--password");
+        snprintf(pw, sizeof pw, "%s", pw_arg);
+        memset(pw_arg, 'x', strlen(pw_arg)); /* out of /proc/PID/cmdline (ps) from now on */
+    } else if (pw_file) {
+        if (read_password_file(pw_file, pw, sizeof pw) != 0) return EXIT_USAGE;
+    } else if (env_pw) {
+        if (strlen(env_pw) > SIM_PASSWORD_BYTES_MAX) return usage_error("%s: the password is too long", SIM_PASSWORD_ENV);
+        snprintf(pw, sizeof pw, "%s", env_pw);
+    }
+    if (env_pw) explicit_bzero((char *)env_pw, strlen(env_pw)); /* out of /proc/PID/environ too */
+    unsetenv(SIM_PASSWORD_ENV); /* not inherited by anything this process starts */
+    if (!pw[0])
+        return usage_error("%s is required (the password of login 'sa'; or --password, or the environment"
+                           " variable MSSQL_CDC_SIM_PASSWORD)", "--password-file");
+    cfg.sa_password = pw;
     if ((tls_cert == NULL) != (tls_key == NULL))
         return usage_error("%s: give --tls-cert and --tls-key together", tls_cert ? tls_cert
                                                                                   : tls_key);
@@ -201,7 +270,9 @@ static int serve(int argc, char **argv) {
 
     mcdc_error err = MCDC_ERROR_INIT;
     sim_server *engine = NULL;
-    if (sim_server_open(&engine, &cfg, &err) != MCDC_OK) {
+    int orc = sim_server_open(&engine, &cfg, &err);
+    explicit_bzero(pw, sizeof pw); /* the engine keeps its hash only */
+    if (orc != MCDC_OK) {
         fprintf(stderr, "mssql-cdc-sim: cannot open the server state in %s: %s\n", cfg.data_dir,
                 err.message);
         return 1;
@@ -213,7 +284,9 @@ static int serve(int argc, char **argv) {
                               .tls_mode = tls,
                               .tls_cert_file = tls_cert,
                               .tls_key_file = tls_key,
-                              .tls_dir = cfg.data_dir};
+                              .tls_dir = cfg.data_dir,
+                              .login_timeout_ms = login_timeout_ms > 0 ? login_timeout_ms : -1,
+                              .max_pending_logins = pending};
     sim_tds_server *srv = NULL;
     if (sim_tds_server_create(&srv, engine, &tcfg, &err) != MCDC_OK) {
         fprintf(stderr, "mssql-cdc-sim: %s\n", err.message);

@@ -619,7 +619,7 @@ static void *worker_main(void *arg) {
     sim_server *srv = wk->srv;
     sim_session *s = NULL;
     mcdc_error err = MCDC_ERROR_INIT;
-    if (sim_login(srv, &s, "sa", srv->sa_password, wk->db, "sim.workload", &err) != MCDC_OK) {
+    if (sim_login_trusted(srv, &s, "sa", wk->db, &err) != MCDC_OK) {
         mcdc_log(MCDC_LOG_ERROR, "sim.workload: %s", err.message);
         wk->done = 1;
         return NULL;

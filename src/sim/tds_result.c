@@ -29,7 +29,6 @@ enum {
     ENC_PLP_VARBINARY
 };
 
-#define DAY_100NS 864000000000LL
 
 int sim_tds_result_init(sim_tds_result *r, sim_tds_out *out, mcdc_error *err) {
     (void)err;
@@ -50,7 +49,7 @@ static int flush_pending(sim_tds_result *r, bool more) {
     if (!r->pending) return 0;
     r->pending = false;
     uint16_t st = (uint16_t)(r->pend_status | (more ? TDS_DONE_MORE : 0));
-    return sim_tds_tok_done(r->out, r->pend_tok, st, 0xC1 /* SELECT */, r->pend_rows);
+    return sim_tds_tok_done(r->out, r->pend_tok, st, TDS_CURCMD_SELECT, r->pend_rows);
 }
 
 void sim_tds_result_begin(sim_tds_result *r, bool in_rpc, bool begin_message) {
@@ -191,47 +190,47 @@ static int write_type_info(sim_tds_out *o, const sim_tds_col_enc *e) {
     switch (e->kind) {
     case ENC_INT:
         if (e->fixed)
-            b[n++] = e->nbytes == 1 ? 0x30 : e->nbytes == 2 ? 0x34 : e->nbytes == 4 ? 0x38 : 0x7F;
+            b[n++] = e->nbytes == 1 ? TDS_INT1 : e->nbytes == 2 ? TDS_INT2 : e->nbytes == 4 ? TDS_INT4 : TDS_INT8;
         else {
-            b[n++] = 0x26;
+            b[n++] = TDS_INTN;
             b[n++] = e->nbytes;
         }
         break;
     case ENC_BIT:
-        if (e->fixed) b[n++] = 0x32;
-        else { b[n++] = 0x68; b[n++] = 1; }
+        if (e->fixed) b[n++] = TDS_BIT;
+        else { b[n++] = TDS_BITN; b[n++] = 1; }
         break;
     case ENC_FLT:
-        if (e->fixed) b[n++] = e->nbytes == 4 ? 0x3B : 0x3E;
-        else { b[n++] = 0x6D; b[n++] = e->nbytes; }
+        if (e->fixed) b[n++] = e->nbytes == 4 ? TDS_FLT4 : TDS_FLT8;
+        else { b[n++] = TDS_FLTN; b[n++] = e->nbytes; }
         break;
     case ENC_MONEY:
-        if (e->fixed) b[n++] = e->nbytes == 4 ? 0x7A : 0x3C;
-        else { b[n++] = 0x6E; b[n++] = e->nbytes; }
+        if (e->fixed) b[n++] = e->nbytes == 4 ? TDS_MONEY4 : TDS_MONEY;
+        else { b[n++] = TDS_MONEYN; b[n++] = e->nbytes; }
         break;
     case ENC_DATETIME:
-        if (e->fixed) b[n++] = e->nbytes == 4 ? 0x3A : 0x3D;
-        else { b[n++] = 0x6F; b[n++] = e->nbytes; }
+        if (e->fixed) b[n++] = e->nbytes == 4 ? TDS_DATETIM4 : TDS_DATETIME;
+        else { b[n++] = TDS_DATETIMN; b[n++] = e->nbytes; }
         break;
     case ENC_DECIMAL:
-        b[n++] = 0x6A;
+        b[n++] = TDS_DECIMALN;
         b[n++] = e->nbytes;
         b[n++] = e->precision;
         b[n++] = e->scale;
         break;
-    case ENC_DATE: b[n++] = 0x28; break;
-    case ENC_TIME: b[n++] = 0x29; b[n++] = e->scale; break;
-    case ENC_DT2: b[n++] = 0x2A; b[n++] = e->scale; break;
-    case ENC_DTO: b[n++] = 0x2B; b[n++] = e->scale; break;
-    case ENC_GUID: b[n++] = 0x24; b[n++] = 16; break;
+    case ENC_DATE: b[n++] = TDS_DATEN; break;
+    case ENC_TIME: b[n++] = TDS_TIMEN; b[n++] = e->scale; break;
+    case ENC_DT2: b[n++] = TDS_DATETIME2N; b[n++] = e->scale; break;
+    case ENC_DTO: b[n++] = TDS_DATETIMEOFFSETN; b[n++] = e->scale; break;
+    case ENC_GUID: b[n++] = TDS_GUID; b[n++] = 16; break;
     default: {
         bool chars = e->kind == ENC_VARCHAR || e->kind == ENC_PLP_VARCHAR ||
                      e->kind == ENC_NVARCHAR || e->kind == ENC_PLP_NVARCHAR;
         bool fixlen = e->pad_bytes > 0;
         switch (e->kind) {
-        case ENC_VARCHAR: case ENC_PLP_VARCHAR: b[n++] = fixlen ? 0xAF : 0xA7; break;
-        case ENC_NVARCHAR: case ENC_PLP_NVARCHAR: b[n++] = fixlen ? 0xEF : 0xE7; break;
-        default: b[n++] = fixlen ? 0xAD : 0xA5; break;
+        case ENC_VARCHAR: case ENC_PLP_VARCHAR: b[n++] = fixlen ? TDS_BIGCHAR : TDS_BIGVARCHAR; break;
+        case ENC_NVARCHAR: case ENC_PLP_NVARCHAR: b[n++] = fixlen ? TDS_NCHAR : TDS_NVARCHAR; break;
+        default: b[n++] = fixlen ? TDS_BIGBINARY : TDS_BIGVARBINARY; break;
         }
         uint16_t max = e->max_bytes < 0 ? 0xFFFF : (uint16_t)e->max_bytes;
         b[n++] = (uint8_t)max;
@@ -350,7 +349,7 @@ static void round_time(sim_tds_dt *dt, int scale, uint64_t *units) {
     static const int64_t div[8] = {10000000, 1000000, 100000, 10000, 1000, 100, 10, 1};
     int64_t d = div[scale];
     int64_t u = (dt->time_100ns + d / 2) / d;
-    int64_t per_day = DAY_100NS / d;
+    int64_t per_day = TDS_100NS_PER_DAY / d;
     if (u >= per_day) {
         u -= per_day;
         dt->days++;
@@ -386,7 +385,7 @@ static int put_null(sim_tds_out *o, const sim_tds_col_enc *e) {
     switch (e->kind) {
     case ENC_VARCHAR: case ENC_NVARCHAR: case ENC_VARBINARY: return sim_tds_out_u16(o, 0xFFFF);
     case ENC_PLP_VARCHAR: case ENC_PLP_NVARCHAR: case ENC_PLP_VARBINARY:
-        return sim_tds_out_u64(o, UINT64_MAX);
+        return sim_tds_out_u64(o, TDS_PLP_NULL);
     default:
         if (e->fixed) return sim_tds_out_bytes(o, zeros, e->nbytes);
         return sim_tds_out_u8(o, 0);
@@ -480,8 +479,8 @@ static int encode_value(sim_tds_result *r, const sim_tds_col_enc *e, const sim_v
         /* a date alone is at midnight: tds_dt_parse left time_100ns 0 */
         if (e->kind == ENC_DTO) { /* the wire holds UTC */
             dt.time_100ns -= (int64_t)dt.offset_min * 600000000LL;
-            while (dt.time_100ns < 0) { dt.time_100ns += DAY_100NS; dt.days--; }
-            while (dt.time_100ns >= DAY_100NS) { dt.time_100ns -= DAY_100NS; dt.days++; }
+            while (dt.time_100ns < 0) { dt.time_100ns += TDS_100NS_PER_DAY; dt.days--; }
+            while (dt.time_100ns >= TDS_100NS_PER_DAY) { dt.time_100ns -= TDS_100NS_PER_DAY; dt.days++; }
         }
         uint64_t units;
         round_time(&dt, e->scale, &units);

@@ -124,9 +124,9 @@ static int read_plp(sim_tds_rpc *rpc, cur *c, bool *is_null) {
     if (rc) return rc;
     uint64_t total = gle(c->p + c->i, 8);
     c->i += 8;
-    *is_null = total == UINT64_MAX;
+    *is_null = total == TDS_PLP_NULL;
     if (*is_null) return MCDC_OK;
-    if (total != UINT64_MAX - 1 && total > MCDC_VALUE_BYTES_MAX)
+    if (total != TDS_PLP_UNKNOWN && total > MCDC_VALUE_BYTES_MAX)
         return mcdc_error_set(c->err, MCDC_E_LIMIT, "RPC parameter of %llu bytes exceeds %u",
                               (unsigned long long)total, MCDC_VALUE_BYTES_MAX);
     for (;;) {
@@ -140,7 +140,7 @@ static int read_plp(sim_tds_rpc *rpc, cur *c, bool *is_null) {
         if ((rc = mcdc_buf_append(&rpc->scratch, c->p + c->i, len, c->err))) return rc;
         c->i += len;
     }
-    if (total != UINT64_MAX - 1 && total != rpc->scratch.len)
+    if (total != TDS_PLP_UNKNOWN && total != rpc->scratch.len)
         return mcdc_error_set(c->err, MCDC_E_PROTOCOL,
                               "PLP value announces %llu bytes but its chunks hold %zu",
                               (unsigned long long)total, rpc->scratch.len);
@@ -168,28 +168,28 @@ static int decode_param(sim_tds_rpc *rpc, cur *c, int k) {
     if ((rc = mcdc_buf_append_byte(&rpc->arena, 0, err))) return rc;
     c->i += nl * 2;
     uint8_t status = g8(c);
-    if (status & 0x08)
+    if (status & TDS_RPC_PARAM_ENCRYPTED)
         return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
                               "RPC parameter %d is encrypted (Always Encrypted is not supported)",
                               k + 1);
-    pa->output = (status & 0x01) != 0;
+    pa->output = (status & TDS_RPC_PARAM_OUTPUT) != 0;
     pa->type.length = 0;
     uint8_t t = g8(c);
     sim_type *ty = &pa->type;
     uint8_t fixed_len = 0;
     switch (t) {
-    case 0x1F: ty->id = SIM_T_INT; pa->value.kind = SIM_V_NULL; return MCDC_OK;
-    case 0x30: ty->id = SIM_T_TINYINT; fixed_len = 1; break;
-    case 0x32: ty->id = SIM_T_BIT; fixed_len = 1; break;
-    case 0x34: ty->id = SIM_T_SMALLINT; fixed_len = 2; break;
-    case 0x38: ty->id = SIM_T_INT; fixed_len = 4; break;
-    case 0x7F: ty->id = SIM_T_BIGINT; fixed_len = 8; break;
-    case 0x3B: ty->id = SIM_T_REAL; fixed_len = 4; break;
-    case 0x3E: ty->id = SIM_T_FLOAT; fixed_len = 8; break;
-    case 0x3C: ty->id = SIM_T_MONEY; fixed_len = 8; break;
-    case 0x7A: ty->id = SIM_T_SMALLMONEY; fixed_len = 4; break;
-    case 0x3D: ty->id = SIM_T_DATETIME; fixed_len = 8; break;
-    case 0x3A: ty->id = SIM_T_SMALLDATETIME; fixed_len = 4; break;
+    case TDS_NULLTYPE: ty->id = SIM_T_INT; pa->value.kind = SIM_V_NULL; return MCDC_OK;
+    case TDS_INT1: ty->id = SIM_T_TINYINT; fixed_len = 1; break;
+    case TDS_BIT: ty->id = SIM_T_BIT; fixed_len = 1; break;
+    case TDS_INT2: ty->id = SIM_T_SMALLINT; fixed_len = 2; break;
+    case TDS_INT4: ty->id = SIM_T_INT; fixed_len = 4; break;
+    case TDS_INT8: ty->id = SIM_T_BIGINT; fixed_len = 8; break;
+    case TDS_FLT4: ty->id = SIM_T_REAL; fixed_len = 4; break;
+    case TDS_FLT8: ty->id = SIM_T_FLOAT; fixed_len = 8; break;
+    case TDS_MONEY: ty->id = SIM_T_MONEY; fixed_len = 8; break;
+    case TDS_MONEY4: ty->id = SIM_T_SMALLMONEY; fixed_len = 4; break;
+    case TDS_DATETIME: ty->id = SIM_T_DATETIME; fixed_len = 8; break;
+    case TDS_DATETIM4: ty->id = SIM_T_SMALLDATETIME; fixed_len = 4; break;
     default: break;
     }
     size_t vlen = 0;
@@ -201,20 +201,20 @@ static int decode_param(sim_tds_rpc *rpc, cur *c, int k) {
         c->i += vlen;
     } else {
         switch (t) {
-        case 0x26: case 0x68: case 0x6D: case 0x6E: case 0x6F: case 0x24: {
+        case TDS_INTN: case TDS_BITN: case TDS_FLTN: case TDS_MONEYN: case TDS_DATETIMN: case TDS_GUID: {
             if ((rc = need(c, 2, "a parameter TYPE_INFO"))) return rc;
             uint8_t max = g8(c);
             bool ok = false;
             switch (t) {
-            case 0x26:
+            case TDS_INTN:
                 ok = max == 1 || max == 2 || max == 4 || max == 8;
                 ty->id = max == 1 ? SIM_T_TINYINT : max == 2 ? SIM_T_SMALLINT
                          : max == 4 ? SIM_T_INT : SIM_T_BIGINT;
                 break;
-            case 0x68: ok = max == 1; ty->id = SIM_T_BIT; break;
-            case 0x6D: ok = max == 4 || max == 8; ty->id = max == 4 ? SIM_T_REAL : SIM_T_FLOAT; break;
-            case 0x6E: ok = max == 4 || max == 8; ty->id = max == 4 ? SIM_T_SMALLMONEY : SIM_T_MONEY; break;
-            case 0x6F: ok = max == 4 || max == 8; ty->id = max == 4 ? SIM_T_SMALLDATETIME : SIM_T_DATETIME; break;
+            case TDS_BITN: ok = max == 1; ty->id = SIM_T_BIT; break;
+            case TDS_FLTN: ok = max == 4 || max == 8; ty->id = max == 4 ? SIM_T_REAL : SIM_T_FLOAT; break;
+            case TDS_MONEYN: ok = max == 4 || max == 8; ty->id = max == 4 ? SIM_T_SMALLMONEY : SIM_T_MONEY; break;
+            case TDS_DATETIMN: ok = max == 4 || max == 8; ty->id = max == 4 ? SIM_T_SMALLDATETIME : SIM_T_DATETIME; break;
             default: ok = max == 16; ty->id = SIM_T_UNIQUEIDENTIFIER; break;
             }
             if (!ok)
@@ -222,8 +222,8 @@ static int decode_param(sim_tds_rpc *rpc, cur *c, int k) {
                                       "RPC parameter %d: type 0x%02x with length %u", k + 1, t, max);
             vlen = g8(c);
             if (vlen == 0) { pa->value.kind = SIM_V_NULL; return MCDC_OK; }
-            bool vok = t == 0x26 ? (vlen == 1 || vlen == 2 || vlen == 4 || vlen == 8) : vlen == max;
-            if (t == 0x6D || t == 0x6E || t == 0x6F) vok = vlen == 4 || vlen == 8;
+            bool vok = t == TDS_INTN ? (vlen == 1 || vlen == 2 || vlen == 4 || vlen == 8) : vlen == max;
+            if (t == TDS_FLTN || t == TDS_MONEYN || t == TDS_DATETIMN) vok = vlen == 4 || vlen == 8;
             if (!vok)
                 return mcdc_error_set(err, MCDC_E_PROTOCOL,
                                       "RPC parameter %d: value length %zu for type 0x%02x",
@@ -231,10 +231,10 @@ static int decode_param(sim_tds_rpc *rpc, cur *c, int k) {
             if ((rc = need(c, vlen, "a parameter value"))) return rc;
             v = c->p + c->i;
             c->i += vlen;
-            if (t == 0x26 && ty->id != SIM_T_BIGINT && vlen == 8) ty->id = SIM_T_BIGINT;
+            if (t == TDS_INTN && ty->id != SIM_T_BIGINT && vlen == 8) ty->id = SIM_T_BIGINT;
             break;
         }
-        case 0x6A: case 0x6C: case 0x37: case 0x3F: {
+        case TDS_DECIMALN: case TDS_NUMERICN: case TDS_DECIMAL: case TDS_NUMERIC: {
             if ((rc = need(c, 4, "a decimal TYPE_INFO"))) return rc;
             (void)g8(c);
             ty->id = SIM_T_DECIMAL;
@@ -259,23 +259,23 @@ static int decode_param(sim_tds_rpc *rpc, cur *c, int k) {
             c->i += vlen;
             return put_text(rpc, k, txt, tn, err);
         }
-        case 0x28: case 0x29: case 0x2A: case 0x2B: {
+        case TDS_DATEN: case TDS_TIMEN: case TDS_DATETIME2N: case TDS_DATETIMEOFFSETN: {
             int scale = 0;
-            if (t != 0x28) {
+            if (t != TDS_DATEN) {
                 if ((rc = need(c, 1, "a time scale"))) return rc;
                 scale = g8(c);
                 if (scale > 7)
                     return mcdc_error_set(err, MCDC_E_PROTOCOL,
                                           "RPC parameter %d: time scale %d", k + 1, scale);
             }
-            ty->id = t == 0x28 ? SIM_T_DATE : t == 0x29 ? SIM_T_TIME
-                     : t == 0x2A ? SIM_T_DATETIME2 : SIM_T_DATETIMEOFFSET;
+            ty->id = t == TDS_DATEN ? SIM_T_DATE : t == TDS_TIMEN ? SIM_T_TIME
+                     : t == TDS_DATETIME2N ? SIM_T_DATETIME2 : SIM_T_DATETIMEOFFSET;
             ty->scale = (uint8_t)scale;
             if ((rc = need(c, 1, "a value length"))) return rc;
             vlen = g8(c);
             if (vlen == 0) { pa->value.kind = SIM_V_NULL; return MCDC_OK; }
-            size_t tl = t == 0x28 ? 0 : time_len(scale);
-            size_t want = t == 0x28 ? 3 : t == 0x29 ? tl : t == 0x2A ? tl + 3 : tl + 5;
+            size_t tl = t == TDS_DATEN ? 0 : time_len(scale);
+            size_t want = t == TDS_DATEN ? 3 : t == TDS_TIMEN ? tl : t == TDS_DATETIME2N ? tl + 3 : tl + 5;
             if (vlen != want)
                 return mcdc_error_set(err, MCDC_E_PROTOCOL,
                                       "RPC parameter %d: %zu-byte value, expected %zu", k + 1,
@@ -284,21 +284,21 @@ static int decode_param(sim_tds_rpc *rpc, cur *c, int k) {
             v = c->p + c->i;
             c->i += vlen;
             sim_tds_dt dt = {0};
-            if (t != 0x28) {
+            if (t != TDS_DATEN) {
                 dt.has_time = true;
                 dt.time_100ns = time_units(v, tl, scale);
                 if (dt.time_100ns >= 864000000000LL)
                     return mcdc_error_set(err, MCDC_E_PROTOCOL,
                                           "RPC parameter %d: time of day out of range", k + 1);
             }
-            if (t != 0x29) {
+            if (t != TDS_TIMEN) {
                 dt.has_date = true;
                 dt.days = (int64_t)gle(v + tl, 3);
                 if (dt.days > 3652058)
                     return mcdc_error_set(err, MCDC_E_PROTOCOL,
                                           "RPC parameter %d: date out of range", k + 1);
             }
-            if (t == 0x2B) {
+            if (t == TDS_DATETIMEOFFSETN) {
                 int16_t off = (int16_t)gle(v + tl + 3, 2);
                 if (off < -840 || off > 840)
                     return mcdc_error_set(err, MCDC_E_PROTOCOL,
@@ -313,8 +313,8 @@ static int decode_param(sim_tds_rpc *rpc, cur *c, int k) {
             }
             return put_dt(rpc, k, &dt, scale, err);
         }
-        case 0xA5: case 0xAD: case 0xA7: case 0xAF: case 0xE7: case 0xEF: {
-            bool chars = t == 0xA7 || t == 0xAF || t == 0xE7 || t == 0xEF;
+        case TDS_BIGVARBINARY: case TDS_BIGBINARY: case TDS_BIGVARCHAR: case TDS_BIGCHAR: case TDS_NVARCHAR: case TDS_NCHAR: {
+            bool chars = t == TDS_BIGVARCHAR || t == TDS_BIGCHAR || t == TDS_NVARCHAR || t == TDS_NCHAR;
             if ((rc = need(c, 2 + (chars ? 5 : 0), "a parameter TYPE_INFO"))) return rc;
             uint16_t max = g16(c);
             uint8_t coll[5] = {0};
@@ -322,12 +322,12 @@ static int decode_param(sim_tds_rpc *rpc, cur *c, int k) {
                 memcpy(coll, c->p + c->i, 5);
                 c->i += 5;
             }
-            int kind = (t == 0xE7 || t == 0xEF) ? 'N' : chars ? 'C' : 'B';
-            ty->id = t == 0xA5 ? SIM_T_VARBINARY : t == 0xAD ? SIM_T_BINARY
-                     : t == 0xA7 ? SIM_T_VARCHAR : t == 0xAF ? SIM_T_CHAR
-                     : t == 0xE7 ? SIM_T_NVARCHAR : SIM_T_NCHAR;
+            int kind = (t == TDS_NVARCHAR || t == TDS_NCHAR) ? 'N' : chars ? 'C' : 'B';
+            ty->id = t == TDS_BIGVARBINARY ? SIM_T_VARBINARY : t == TDS_BIGBINARY ? SIM_T_BINARY
+                     : t == TDS_BIGVARCHAR ? SIM_T_VARCHAR : t == TDS_BIGCHAR ? SIM_T_CHAR
+                     : t == TDS_NVARCHAR ? SIM_T_NVARCHAR : SIM_T_NCHAR;
             if (max == 0xFFFF) {
-                if (t == 0xAD || t == 0xAF || t == 0xEF)
+                if (t == TDS_BIGBINARY || t == TDS_BIGCHAR || t == TDS_NCHAR)
                     return mcdc_error_set(err, MCDC_E_PROTOCOL,
                                           "RPC parameter %d: fixed-length type with (max)", k + 1);
                 ty->length = -1;
@@ -355,8 +355,8 @@ static int decode_param(sim_tds_rpc *rpc, cur *c, int k) {
             if (kind == 'B') return put_blob(rpc, k, v, vlen, err);
             return put_chars(rpc, k, v, vlen, kind, coll, err);
         }
-        case 0x23: case 0x63: case 0x22: {
-            bool chars = t != 0x22;
+        case TDS_TEXT: case TDS_NTEXT: case TDS_IMAGE: {
+            bool chars = t != TDS_IMAGE;
             if ((rc = need(c, 4 + (chars ? 5 : 0), "a parameter TYPE_INFO"))) return rc;
             (void)g32(c);
             uint8_t coll[5] = {0};
@@ -364,7 +364,7 @@ static int decode_param(sim_tds_rpc *rpc, cur *c, int k) {
                 memcpy(coll, c->p + c->i, 5);
                 c->i += 5;
             }
-            ty->id = t == 0x22 ? SIM_T_VARBINARY : t == 0x63 ? SIM_T_NVARCHAR : SIM_T_VARCHAR;
+            ty->id = t == TDS_IMAGE ? SIM_T_VARBINARY : t == TDS_NTEXT ? SIM_T_NVARCHAR : SIM_T_VARCHAR;
             ty->length = -1;
             if ((rc = need(c, 4, "a value length"))) return rc;
             uint32_t l = g32(c);
@@ -375,8 +375,8 @@ static int decode_param(sim_tds_rpc *rpc, cur *c, int k) {
             if ((rc = need(c, l, "a parameter value"))) return rc;
             v = c->p + c->i;
             c->i += l;
-            if (t == 0x22) return put_blob(rpc, k, v, l, err);
-            return put_chars(rpc, k, v, l, t == 0x63 ? 'N' : 'C', coll, err);
+            if (t == TDS_IMAGE) return put_blob(rpc, k, v, l, err);
+            return put_chars(rpc, k, v, l, t == TDS_NTEXT ? 'N' : 'C', coll, err);
         }
         default:
             return mcdc_error_set(err, MCDC_E_UNSUPPORTED,

@@ -42,6 +42,9 @@ typedef struct slot {
     pthread_t tid;
     int fd;        /* -1 once the connection closed it */
     int state;     /* 0 free, 1 running, 2 finished (join me) */
+    bool authed;   /* LOGIN7 succeeded: no login deadline */
+    bool expired;  /* shut down by the login deadline */
+    int64_t accepted_us; /* monotonic */
 } slot;
 
 struct sim_tds_server {
@@ -52,6 +55,8 @@ struct sim_tds_server {
     int version_major;
     sim_tls_mode tls_mode;
     sim_tls_ctx *tls;      /* NULL when tls_mode is SIM_TLS_OFF */
+    int login_timeout_ms;  /* < 0: none */
+    int max_pending;
     atomic_int stopping;
     pthread_mutex_t mu;
     slot slots[MCDC_SIM_SESSIONS_MAX];
@@ -438,6 +443,11 @@ static int handle_login(conn *c) {
         (void)sim_tds_login_fail_reply(&c->out, num, state, cls, fail);
         return -1;
     }
+    /* logged in: no deadline, not pending (before the reply, which the
+     * client may answer with its next connection) */
+    pthread_mutex_lock(&c->srv->mu);
+    c->srv->slots[c->idx].authed = true;
+    pthread_mutex_unlock(&c->srv->mu);
     c->res.nbcrow = lg->tds_version >= 0x730B0003u; /* 7.3B and 7.4 read NBCROW */
     int ps = sim_tds_packet_size_negotiate(lg->packet_size);
     int asked = lg->packet_size ? (int)lg->packet_size : MCDC_TDS_PACKET_BYTES_DEFAULT;
@@ -455,13 +465,19 @@ static int handle_login(conn *c) {
     return 0;
 }
 
+static bool login_expired(conn *c);
+
 /* Runs the TLS handshake: inside PRELOGIN packets (TDS 7.x) or first thing
  * on the socket (TDS 8.0 strict). */
 static int start_tls(conn *c, bool wrapped) {
     mcdc_error err = MCDC_ERROR_INIT;
     if (sim_tls_conn_create(&c->tls, c->srv->tls, c->fd, raw_write, c, &err) != MCDC_OK ||
         sim_tls_handshake(c->tls, wrapped, &err) != MCDC_OK) {
-        mcdc_log(MCDC_LOG_WARN, "sim: %s: %s", c->peer, err.message);
+        if (login_expired(c))
+            mcdc_log(MCDC_LOG_WARN, "sim: %s: no login within %d ms (in the TLS handshake); closed",
+                     c->peer, c->srv->login_timeout_ms);
+        else
+            mcdc_log(MCDC_LOG_WARN, "sim: %s: %s", c->peer, err.message);
         return -1;
     }
     c->tls_on = true;
@@ -510,6 +526,14 @@ static bool starts_with_tls(conn *c) {
     return k == 1 && b == 0x16;
 }
 
+/* The listener shut the connection down at its login deadline. */
+static bool login_expired(conn *c) {
+    pthread_mutex_lock(&c->srv->mu);
+    bool e = c->srv->slots[c->idx].expired;
+    pthread_mutex_unlock(&c->srv->mu);
+    return e;
+}
+
 static void conn_loop(conn *c) {
     mcdc_error err = MCDC_ERROR_INIT;
     bool strict = false;
@@ -524,11 +548,15 @@ static void conn_loop(conn *c) {
         if (start_tls(c, false)) return;
         strict = true;
     }
-    /* login phase */
+    /* login phase: small messages of two types only (sim_tds_msg_read) */
+    c->msg.login_phase = true;
     for (;;) {
         if (sim_tds_msg_read(&c->msg, sock_read, c, &err)) {
-            if (err.code != MCDC_E_IO)
-                mcdc_log(MCDC_LOG_WARN, "sim: %s: %s", c->peer, err.message);
+            if (login_expired(c))
+                mcdc_log(MCDC_LOG_WARN, "sim: %s: no login within %d ms; closed", c->peer,
+                         c->srv->login_timeout_ms);
+            else if (err.code != MCDC_E_IO)
+                mcdc_log(MCDC_LOG_WARN, "sim: %s: %s; closing", c->peer, err.message);
             return;
         }
         if (c->msg.type == TDS_PKT_PRELOGIN && !c->tls) {
@@ -546,6 +574,7 @@ static void conn_loop(conn *c) {
             /* the obfuscated password is in the payload: do not keep it */
             if (c->msg.payload.data) memset(c->msg.payload.data, 0, c->msg.payload.cap);
             if (rc) return;
+            c->msg.login_phase = false;
             break;
         }
         mcdc_log(MCDC_LOG_WARN, "sim: %s: packet type 0x%02x before login; closing", c->peer,
@@ -561,7 +590,7 @@ static void conn_loop(conn *c) {
         }
         int rc;
         switch (c->msg.type) {
-        case TDS_PKT_SQLBATCH: rc = handle_batch(c); break;
+        case TDS_PKT_SQL_BATCH: rc = handle_batch(c); break;
         case TDS_PKT_RPC: rc = handle_rpc(c); break;
         case TDS_PKT_ATTENTION:
             sim_tds_result_begin(&c->res, false, true);
@@ -631,6 +660,8 @@ int sim_tds_server_create(sim_tds_server **out, sim_server *engine, const sim_td
     s->engine = engine;
     s->version_major = cfg->version_major > 0 ? cfg->version_major : 16;
     s->tls_mode = cfg->tls_mode;
+    s->login_timeout_ms = cfg->login_timeout_ms == 0 ? SIM_TDS_LOGIN_TIMEOUT_MS_DEFAULT : cfg->login_timeout_ms;
+    s->max_pending = cfg->max_pending_logins > 0 ? cfg->max_pending_logins : SIM_TDS_PENDING_LOGINS_DEFAULT;
     s->listen_fd = -1;
     s->wake[0] = s->wake[1] = -1;
     pthread_mutex_init(&s->mu, NULL);
@@ -696,11 +727,38 @@ static void reap(sim_tds_server *s, bool all) {
     }
 }
 
+/* Shuts down the connections past their login deadline (their threads see
+ * the socket closed and end); returns the ms until the next deadline (at
+ * most 1000), and the count of connections not logged in yet. */
+static int login_deadlines(sim_tds_server *s, int *pending) {
+    int64_t now = mcdc_monotonic_us(), next_ms = 1000;
+    *pending = 0;
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < MCDC_SIM_SESSIONS_MAX; i++) {
+        slot *sl = &s->slots[i];
+        if (sl->state != 1 || sl->authed || sl->fd < 0 || sl->expired) continue;
+        (*pending)++;
+        if (s->login_timeout_ms < 0) continue;
+        int64_t left_ms = (sl->accepted_us + (int64_t)s->login_timeout_ms * 1000 - now + 999) / 1000;
+        if (left_ms <= 0) {
+            sl->expired = true;
+            shutdown(sl->fd, SHUT_RDWR);
+            (*pending)--;
+        } else if (left_ms < next_ms) {
+            next_ms = left_ms;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return (int)next_ms;
+}
+
 int sim_tds_server_run(sim_tds_server *s, mcdc_error *err) {
     (void)err;
     while (!atomic_load(&s->stopping)) {
+        int pending;
+        int wait_ms = login_deadlines(s, &pending);
         struct pollfd pf[2] = {{s->listen_fd, POLLIN, 0}, {s->wake[0], POLLIN, 0}};
-        int k = poll(pf, 2, 1000);
+        int k = poll(pf, 2, wait_ms);
         if (k < 0 && errno != EINTR) {
             mcdc_log(MCDC_LOG_ERROR, "sim: poll: %s", strerror(errno));
             break;
@@ -711,6 +769,13 @@ int sim_tds_server_run(sim_tds_server *s, mcdc_error *err) {
         socklen_t pl = sizeof peer;
         int fd = accept4(s->listen_fd, (struct sockaddr *)&peer, &pl, SOCK_CLOEXEC);
         if (fd < 0) continue;
+        (void)login_deadlines(s, &pending);
+        if (pending >= s->max_pending) {
+            mcdc_log(MCDC_LOG_WARN, "sim: refusing a connection: %d connections have not logged in yet"
+                                    " (--max-pending-logins)", pending);
+            close(fd);
+            continue;
+        }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         int idx = -1;
@@ -734,6 +799,8 @@ int sim_tds_server_run(sim_tds_server *s, mcdc_error *err) {
         pthread_mutex_lock(&s->mu);
         s->slots[idx].fd = fd;
         s->slots[idx].state = 1;
+        s->slots[idx].authed = s->slots[idx].expired = false;
+        s->slots[idx].accepted_us = mcdc_monotonic_us();
         int rc = pthread_create(&s->slots[idx].tid, NULL, conn_main, c);
         if (rc) {
             s->slots[idx].state = 0;

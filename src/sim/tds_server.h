@@ -1,7 +1,8 @@
 /*
  * tds_server.h - the simulator's TCP listener and per-connection TDS loop:
  * one thread per connection (up to MCDC_SIM_SESSIONS_MAX), PRELOGIN, TLS
- * (tds_tls.h), LOGIN7,
+ * (tds_tls.h), LOGIN7 (bounded before it: message sizes, time to log in,
+ * connections not logged in yet),
  * SQL batches, RPCs, ATTENTION and the faults the engine injects. The engine
  * (sim_engine.h) does the rest.
  */
@@ -18,7 +19,17 @@ typedef struct sim_tds_server_config {
     sim_tls_mode tls_mode; /* 0 = SIM_TLS_OFF: PRELOGIN answers NOT_SUP */
     const char *tls_cert_file, *tls_key_file; /* PEM; both NULL = self-signed in tls_dir */
     const char *tls_dir;  /* where the self-signed certificate is kept */
+    /* A connection that has not completed LOGIN7 this long after it was
+     * accepted is closed; 0 = SIM_TDS_LOGIN_TIMEOUT_MS_DEFAULT, < 0 = never.
+     * Logged-in sessions may idle as long as they like. */
+    int login_timeout_ms;
+    /* Connections not yet logged in at once; more are closed when accepted.
+     * 0 = SIM_TDS_PENDING_LOGINS_DEFAULT. */
+    int max_pending_logins;
 } sim_tds_server_config;
+
+#define SIM_TDS_LOGIN_TIMEOUT_MS_DEFAULT 60000
+#define SIM_TDS_PENDING_LOGINS_DEFAULT 64
 
 typedef struct sim_tds_server sim_tds_server;
 

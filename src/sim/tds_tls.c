@@ -10,6 +10,8 @@
  */
 #include "tds_tls.h"
 
+#include "mcdc_tds_consts.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <gnutls/crypto.h>
@@ -23,8 +25,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TLS_HEADER_BYTES 8
-#define TLS_PKT_PRELOGIN 0x12
 /* A TLS record carries at most 16 KiB of plaintext. */
 #define TLS_PLAIN_BYTES 16384
 /* Handshake packets use the pre-login packet size. */
@@ -234,19 +234,19 @@ static int recv_exact(int fd, uint8_t *p, size_t n) {
 /* Sends the collected handshake bytes as one PRELOGIN message. */
 static int hs_flush(sim_tls_conn *t) {
     size_t off = 0, n = t->hs_out.len;
-    const size_t room = TLS_HS_PACKET_BYTES - TLS_HEADER_BYTES;
+    const size_t room = TLS_HS_PACKET_BYTES - TDS_HEADER_BYTES;
     uint8_t pkt[TLS_HS_PACKET_BYTES];
     while (off < n) {
         size_t k = n - off < room ? n - off : room;
-        size_t plen = k + TLS_HEADER_BYTES;
-        pkt[0] = TLS_PKT_PRELOGIN;
+        size_t plen = k + TDS_HEADER_BYTES;
+        pkt[0] = TDS_PKT_PRELOGIN;
         pkt[1] = off + k == n ? 1 : 0; /* EOM on the last packet of the flight */
         pkt[2] = (uint8_t)(plen >> 8);
         pkt[3] = (uint8_t)plen;
         pkt[4] = pkt[5] = 0;
         pkt[6] = t->hs_packet_id++;
         pkt[7] = 0;
-        memcpy(pkt + TLS_HEADER_BYTES, t->hs_out.data + off, k);
+        memcpy(pkt + TDS_HEADER_BYTES, t->hs_out.data + off, k);
         if (t->write(t->wctx, pkt, plen) != 0) return -1;
         off += k;
     }
@@ -280,10 +280,10 @@ static ssize_t tls_pull(gnutls_transport_ptr_t ptr, void *p, size_t n) {
             return -1;
         }
         while (t->hs_left == 0) {
-            uint8_t h[TLS_HEADER_BYTES];
+            uint8_t h[TDS_HEADER_BYTES];
             if (recv_exact(t->fd, h, sizeof h) != 0) return 0;
             size_t len = (size_t)((h[2] << 8) | h[3]);
-            if (h[0] != TLS_PKT_PRELOGIN || len < TLS_HEADER_BYTES) {
+            if (h[0] != TDS_PKT_PRELOGIN || len < TDS_HEADER_BYTES) {
                 mcdc_log(MCDC_LOG_WARN,
                          "sim: TLS handshake: the client sent a packet of type 0x%02x instead "
                          "of a PRELOGIN packet carrying TLS (it agreed to encrypt)",
@@ -291,7 +291,7 @@ static ssize_t tls_pull(gnutls_transport_ptr_t ptr, void *p, size_t n) {
                 gnutls_transport_set_errno(t->s, EPROTO);
                 return -1;
             }
-            t->hs_left = len - TLS_HEADER_BYTES;
+            t->hs_left = len - TDS_HEADER_BYTES;
             t->hs_eom = (h[1] & 1) != 0;
         }
         size_t k = n < t->hs_left ? n : t->hs_left;

@@ -41,8 +41,12 @@ int sim_tds_msg_read(sim_tds_msg *m, sim_tds_read_fn rd, void *ctx, mcdc_error *
         if (first) {
             m->type = h[0];
             m->status = h[1];
-            if (m->type == TDS_PKT_LOGIN7 || m->type == TDS_PKT_PRELOGIN)
-                limit = MCDC_TDS_LOGIN7_BYTES_MAX;
+            if (m->type == TDS_PKT_LOGIN7) limit = MCDC_TDS_LOGIN7_BYTES_MAX;
+            else if (m->type == TDS_PKT_PRELOGIN) limit = MCDC_TDS_PRELOGIN_BYTES_MAX;
+            else if (m->login_phase)
+                return mcdc_error_set(err, MCDC_E_PROTOCOL,
+                                      "packet type 0x%02x before login (only PRELOGIN and LOGIN7 are"
+                                      " accepted before it)", m->type);
         } else if (h[0] != m->type) {
             return mcdc_error_set(err, MCDC_E_PROTOCOL,
                                   "packet of type 0x%02x inside a message of type 0x%02x", h[0],
@@ -50,9 +54,9 @@ int sim_tds_msg_read(sim_tds_msg *m, sim_tds_read_fn rd, void *ctx, mcdc_error *
         }
         size_t body = len - TDS_HEADER_BYTES;
         if (m->payload.len + body > limit)
-            return mcdc_error_set(err, MCDC_E_LIMIT,
-                                  "client message of type 0x%02x exceeds %zu bytes", m->type,
-                                  limit);
+            return mcdc_error_set(err, m->login_phase ? MCDC_E_PROTOCOL : MCDC_E_LIMIT,
+                                  "client message of type 0x%02x exceeds %zu bytes%s", m->type, limit,
+                                  m->login_phase ? " before login: protocol error" : "");
         m->payload.limit = limit + 1;
         int rc = mcdc_buf_reserve(&m->payload, body, err);
         if (rc) return rc;
@@ -376,7 +380,7 @@ int sim_tds_prelogin_parse(sim_tds_prelogin *out, const uint8_t *p, size_t n, mc
     for (int k = 0;; k++) {
         if (i >= n)
             return mcdc_error_set(err, MCDC_E_PROTOCOL, "PRELOGIN option table is not terminated");
-        if (p[i] == 0xFF) break;
+        if (p[i] == TDS_PL_TERMINATOR) break;
         if (k > 64 || i + 5 > n)
             return mcdc_error_set(err, MCDC_E_PROTOCOL, "PRELOGIN option table is malformed");
         uint8_t tok = p[i];
@@ -384,8 +388,8 @@ int sim_tds_prelogin_parse(sim_tds_prelogin *out, const uint8_t *p, size_t n, mc
         if (off > n || len > n - off)
             return mcdc_error_set(err, MCDC_E_PROTOCOL,
                                   "PRELOGIN option 0x%02x points outside the message", tok);
-        if (tok == 0x01 && len >= 1) out->encryption = p[off];
-        if (tok == 0x04 && len >= 1) out->mars = p[off];
+        if (tok == TDS_PL_ENCRYPTION && len >= 1) out->encryption = p[off];
+        if (tok == TDS_PL_MARS && len >= 1) out->mars = p[off];
         i += 5;
     }
     return MCDC_OK;
@@ -397,7 +401,7 @@ int sim_tds_prelogin_reply(sim_tds_out *o, int version_major, int encryption) {
     size_t i = 0, off = 26;
     const struct {
         uint8_t tok, len;
-    } opt[5] = {{0x00, 6}, {0x01, 1}, {0x02, 1}, {0x03, 0}, {0x04, 1}};
+    } opt[5] = {{TDS_PL_VERSION, 6}, {TDS_PL_ENCRYPTION, 1}, {TDS_PL_INSTOPT, 1}, {TDS_PL_THREADID, 0}, {TDS_PL_MARS, 1}};
     for (int k = 0; k < 5; k++) {
         b[i++] = opt[k].tok;
         b[i++] = (uint8_t)(off >> 8);
@@ -406,7 +410,7 @@ int sim_tds_prelogin_reply(sim_tds_out *o, int version_major, int encryption) {
         b[i++] = opt[k].len;
         off += opt[k].len;
     }
-    b[i++] = 0xFF;
+    b[i++] = TDS_PL_TERMINATOR;
     MCDC_ASSERT(i == 26);
     b[i++] = (uint8_t)version_major; /* VERSION: major, minor, build BE, sub-build */
     b[i++] = 0;
@@ -845,10 +849,9 @@ bool sim_tds_decimal_parse(const uint8_t *s, size_t n, int precision, int scale,
 /* ---- date/time ------------------------------------------------------------------------ */
 /* mcdc_days_from_civil(1, 1, 1): days from 0001-01-01 to 1970-01-01, negated
  * (checked by a unit test). */
-#define DAYS_0001_TO_1970 719162
 
 int64_t sim_tds_days_from_civil0001(int64_t y, unsigned m, unsigned d) {
-    return mcdc_days_from_civil(y, m, d) + DAYS_0001_TO_1970;
+    return mcdc_days_from_civil(y, m, d) + TDS_DAYS_0001_TO_1970;
 }
 
 static bool digits_at(const uint8_t *s, size_t n, size_t i, int count, int *out) {
@@ -923,7 +926,7 @@ size_t sim_tds_dt_format(char *out, const sim_tds_dt *dt, int frac) {
     if (dt->has_date) {
         int64_t y;
         unsigned m, d;
-        mcdc_civil_from_days(dt->days - DAYS_0001_TO_1970, &y, &m, &d);
+        mcdc_civil_from_days(dt->days - TDS_DAYS_0001_TO_1970, &y, &m, &d);
         i += (size_t)snprintf(out + i, 48 - i, "%04d-%02u-%02u", (int)y, m, d);
     }
     if (dt->has_time) {

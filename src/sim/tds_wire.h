@@ -14,28 +14,14 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "mcdc_tds_consts.h"
 #include "mcdc_util.h"
 #include "sim_engine.h"
 
 /* ---- packets -------------------------------------------------------------- */
-#define TDS_HEADER_BYTES 8
+/* Packet, token, ENVCHANGE and type numbers: src/tds/mcdc_tds_consts.h,
+ * shared with our client. */
 
-#define TDS_PKT_SQLBATCH 0x01
-#define TDS_PKT_RPC 0x03
-#define TDS_PKT_REPLY 0x04
-#define TDS_PKT_ATTENTION 0x06
-#define TDS_PKT_BULK 0x07
-#define TDS_PKT_TRANSACTION 0x0E
-#define TDS_PKT_LOGIN7 0x10
-#define TDS_PKT_SSPI 0x11
-#define TDS_PKT_PRELOGIN 0x12
-
-#define TDS_STATUS_EOM 0x01
-#define TDS_STATUS_IGNORE 0x02
-#define TDS_STATUS_RESETCONNECTION 0x08
-#define TDS_STATUS_RESETCONNECTIONSKIPTRAN 0x10
-
-#define TDS_VERSION_74 0x74000004u
 /* Product build announced in PRELOGIN and LOGINACK (major.0.4135), the
  * build the engine reports in @@VERSION (SQL Server 2022 CU). */
 #define TDS_PRODUCT_BUILD 4135
@@ -57,13 +43,18 @@ typedef struct sim_tds_msg {
     uint8_t type;    /* packet type of every packet of the message */
     uint8_t status;  /* status byte of the first packet (RESETCONNECTION bits) */
     mcdc_buf payload; /* owned; sim_tds_msg_free releases it */
+    bool login_phase; /* set by the caller until LOGIN7 succeeded */
 } sim_tds_msg;
 
 /* Reads one message: packets until EOM. Each packet must be 8..32767 bytes and
- * of the same type; the whole payload at most MCDC_TDS_LOGIN7_BYTES_MAX for
- * LOGIN7 and MCDC_TDS_MESSAGE_BYTES_MAX otherwise. Returns MCDC_E_IO when the
- * peer closed before the first byte (err says "closed"), MCDC_E_PROTOCOL or
- * MCDC_E_LIMIT on bad input. m->payload is reused across calls. */
+ * of the same type; the whole payload at most MCDC_TDS_PRELOGIN_BYTES_MAX for
+ * PRELOGIN, MCDC_TDS_LOGIN7_BYTES_MAX for LOGIN7 and MCDC_TDS_MESSAGE_BYTES_MAX
+ * otherwise. In the login phase a message of another type, or past its bound,
+ * is MCDC_E_PROTOCOL at its first header past the bound, before the rest is
+ * read: an unauthenticated client makes the server hold a few KiB at most.
+ * Returns MCDC_E_IO when the peer closed before the first byte (err says
+ * "closed"), MCDC_E_PROTOCOL or MCDC_E_LIMIT on bad input. m->payload is
+ * reused across calls. */
 int sim_tds_msg_read(sim_tds_msg *m, sim_tds_read_fn rd, void *ctx, mcdc_error *err);
 void sim_tds_msg_free(sim_tds_msg *m);
 
@@ -148,11 +139,6 @@ int sim_tds_out_cp1252(sim_tds_out *o, const uint8_t *s, size_t n, size_t max_by
 int sim_tds_cp1252_to_utf8(mcdc_buf *b, const uint8_t *p, size_t n, mcdc_error *err);
 
 /* ---- PRELOGIN ---------------------------------------------------------------- */
-#define TDS_ENCRYPT_OFF 0
-#define TDS_ENCRYPT_ON 1
-#define TDS_ENCRYPT_NOT_SUP 2
-#define TDS_ENCRYPT_REQ 3
-
 typedef struct sim_tds_prelogin {
     int encryption; /* the client's ENCRYPTION byte, -1 if absent */
     int mars;       /* -1 if absent */
@@ -189,37 +175,6 @@ void sim_tds_login7_wipe(sim_tds_login7 *l);
 int sim_tds_packet_size_negotiate(uint32_t requested);
 
 /* ---- tokens ---------------------------------------------------------------------- */
-#define TDS_TOK_RETURNSTATUS 0x79
-#define TDS_TOK_COLMETADATA 0x81
-#define TDS_TOK_ERROR 0xAA
-#define TDS_TOK_INFO 0xAB
-#define TDS_TOK_RETURNVALUE 0xAC
-#define TDS_TOK_LOGINACK 0xAD
-#define TDS_TOK_FEATUREEXTACK 0xAE
-#define TDS_TOK_ROW 0xD1
-#define TDS_TOK_NBCROW 0xD2
-#define TDS_TOK_ENVCHANGE 0xE3
-#define TDS_TOK_DONE 0xFD
-#define TDS_TOK_DONEPROC 0xFE
-#define TDS_TOK_DONEINPROC 0xFF
-
-#define TDS_DONE_FINAL 0x0000
-#define TDS_DONE_MORE 0x0001
-#define TDS_DONE_ERROR 0x0002
-#define TDS_DONE_INXACT 0x0004
-#define TDS_DONE_COUNT 0x0010
-#define TDS_DONE_ATTN 0x0020
-#define TDS_DONE_SRVERROR 0x0100
-
-#define TDS_ENV_DATABASE 1
-#define TDS_ENV_LANGUAGE 2
-#define TDS_ENV_PACKETSIZE 4
-#define TDS_ENV_COLLATION 7
-#define TDS_ENV_BEGINTRAN 8
-#define TDS_ENV_COMMITTRAN 9
-#define TDS_ENV_ROLLBACKTRAN 10
-#define TDS_ENV_RESETACK 18
-
 /* SQL_Latin1_General_CP1_CI_AS. */
 extern const uint8_t sim_tds_collation_default[5];
 /* The ServerName field of ERROR/INFO tokens. */

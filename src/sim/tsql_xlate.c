@@ -31,14 +31,14 @@ static const char *KEYWORDS[] = {
     "JOIN", "ON", "UNION", "EXCEPT", "INTERSECT", "ROWS", "RANGE", "PRECEDING", "FOLLOWING",
     "UNBOUNDED", "CURRENT", "ROW", "VALUES", "SET", "INTO", "DEFAULT", "WITH", NULL};
 
-static bool is_kw(const tsql_tok *t) {
+bool xl_is_keyword(const tsql_tok *t) {
     if (t->t != TK_IDENT) return false;
     for (int k = 0; KEYWORDS[k]; k++) if (tsql_tok_is(t, KEYWORDS[k])) return true;
     return false;
 }
 
 /* Words that end a table reference (cannot be an alias). */
-static bool ends_table(const tsql_tok *t) {
+bool xl_ends_table(const tsql_tok *t) {
     static const char *W[] = {"WHERE", "JOIN", "INNER", "LEFT", "RIGHT", "FULL", "CROSS", "ON", "ORDER",
                               "GROUP", "HAVING", "UNION", "EXCEPT", "INTERSECT", "OPTION", "WITH",
                               "OFFSET", "FOR", "SET", "VALUES", "OUTPUT", "SELECT", "INSERT", "UPDATE",
@@ -267,7 +267,7 @@ alias:
         k++;
         if (k >= end || (x->t[k].t != TK_IDENT && x->t[k].t != TK_QIDENT)) return syntax_near(x, k);
     }
-    if (k < end && (x->t[k].t == TK_QIDENT || (x->t[k].t == TK_IDENT && !ends_table(&x->t[k])))) {
+    if (k < end && (x->t[k].t == TK_QIDENT || (x->t[k].t == TK_IDENT && !xl_ends_table(&x->t[k])))) {
         char al[MCDC_IDENT_BYTES_MAX];
         tsql_tok_text(&x->t[k], al, sizeof al);
         rc = emit(x, " AS ");
@@ -507,7 +507,7 @@ static int xl_seq(xl *x, int *ip, int end, bool until_paren) {
                 break;
             }
             if (tsql_tok_is(t, "TRUE") || tsql_tok_is(t, "FALSE")) { rc = syntax_near(x, i); break; }
-            if (is_kw(t) && !(i + 1 < end && tsql_tok_op(&x->t[i + 1], "(") && (tsql_tok_is(t, "LEFT") || tsql_tok_is(t, "RIGHT")))) {
+            if (xl_is_keyword(t) && !(i + 1 < end && tsql_tok_op(&x->t[i + 1], "(") && (tsql_tok_is(t, "LEFT") || tsql_tok_is(t, "RIGHT")))) {
                 rc = mcdc_buf_printf(x->out, x->err, "%.*s", t->n, t->s);
                 i++;
                 continue;
@@ -1070,6 +1070,39 @@ static bool infer_arith(const xl *x, int a, int b, sim_type *ty, bool *nul) {
     return false;
 }
 
+/* CASE ... END at [a, b): the type of its result branches (THEN, ELSE),
+ * the highest in precedence among numeric ones, else the first known (SQL
+ * Server's rule for branches of one type family); false if none is known or
+ * the END at b - 1 is not this CASE's. */
+static bool infer_case(const xl *x, int a, int b, sim_type *ty, bool *nul) {
+    int d = 0, cases = 0, s = -1;
+    bool found = false;
+    for (int k = a + 1; k < b; k++) {
+        const tsql_tok *t = &x->t[k];
+        if (tsql_tok_op(t, "(")) { d++; continue; }
+        if (tsql_tok_op(t, ")")) { d--; continue; }
+        if (d != 0 || t->t != TK_IDENT) continue;
+        if (tsql_tok_is(t, "CASE")) { cases++; continue; }
+        if (tsql_tok_is(t, "END") && cases > 0) { cases--; continue; }
+        if (cases > 0) continue;
+        bool end = tsql_tok_is(t, "END");
+        if (end && k != b - 1) return false;
+        if ((end || tsql_tok_is(t, "WHEN") || tsql_tok_is(t, "ELSE")) && s >= 0) {
+            sim_type bt;
+            bool bn;
+            if (infer(x, s, k, &bt, &bn)) {
+                if (!found || (type_rank(bt.id) >= 0 && type_rank(ty->id) >= 0 && type_rank(bt.id) > type_rank(ty->id)))
+                    *ty = bt;
+                found = true;
+            }
+            s = -1;
+        }
+        if (tsql_tok_is(t, "THEN") || tsql_tok_is(t, "ELSE")) s = k + 1;
+    }
+    *nul = true;
+    return found;
+}
+
 static bool infer(const xl *x, int a, int b, sim_type *ty, bool *nul) {
     if (a >= b) return false;
     *nul = true;
@@ -1091,6 +1124,8 @@ static bool infer(const xl *x, int a, int b, sim_type *ty, bool *nul) {
         }
     }
     const tsql_tok *t = &x->t[a];
+    if (b == a + 1 && tsql_tok_is(t, "NULL")) return false; /* no type of its own (never a column) */
+    if (tsql_tok_is(t, "CASE") && b - a >= 4 && tsql_tok_is(&x->t[b - 1], "END")) return infer_case(x, a, b, ty, nul);
     if (tsql_tok_op(t, "(") && match_paren(x, a, b) == b - 1) {
         if (a + 1 < b && tsql_tok_is(&x->t[a + 1], "SELECT")) {
             int k = a + 2;
@@ -1175,6 +1210,26 @@ static bool infer(const xl *x, int a, int b, sim_type *ty, bool *nul) {
     return false;
 }
 
+int xl_item_alias(const tsql_tok *t, int s, int e, char *name, size_t cap) {
+    name[0] = 0;
+    /* alias: "expr AS name" / "expr name" */
+    if (e - s >= 2 && (t[e - 1].t == TK_IDENT || t[e - 1].t == TK_QIDENT || t[e - 1].t == TK_STR)) {
+        bool as = tsql_tok_is(&t[e - 2], "AS");
+        bool bare = !as && (tsql_tok_op(&t[e - 2], ")") || t[e - 2].t == TK_QIDENT ||
+                            (t[e - 2].t == TK_IDENT && !xl_is_keyword(&t[e - 2])) || t[e - 2].t == TK_NUM ||
+                            t[e - 2].t == TK_STR || t[e - 2].t == TK_NSTR || t[e - 2].t == TK_VAR ||
+                            t[e - 2].t == TK_SYSVAR) &&
+                    !tsql_tok_op(&t[e - 2], ".") && !xl_is_keyword(&t[e - 1]);
+        if (as || bare) {
+            tsql_tok_text(&t[e - 1], name, cap);
+            return e - (as ? 2 : 1);
+        }
+    }
+    if (e - s >= 1 && (t[e - 1].t == TK_IDENT || t[e - 1].t == TK_QIDENT) && (e - s == 1 || tsql_tok_op(&t[e - 2], ".")))
+        tsql_tok_text(&t[e - 1], name, cap);
+    return e;
+}
+
 /* Fills res->items from the outermost select list [a, b). */
 static void infer_items(xl *x, int a, int b) {
     int n = 0, d = 0, s = a;
@@ -1188,31 +1243,37 @@ static void infer_items(xl *x, int a, int b) {
         if (!split) continue;
         xl_item *it = &x->res->items[n++];
         memset(it, 0, sizeof *it);
-        int e = k;
-        /* alias: "expr AS name" / "expr name" */
-        if (e - s >= 2 && (x->t[e - 1].t == TK_IDENT || x->t[e - 1].t == TK_QIDENT || x->t[e - 1].t == TK_STR)) {
-            bool as = tsql_tok_is(&x->t[e - 2], "AS");
-            bool bare = !as && (tsql_tok_op(&x->t[e - 2], ")") || x->t[e - 2].t == TK_QIDENT ||
-                                (x->t[e - 2].t == TK_IDENT && !is_kw(&x->t[e - 2])) || x->t[e - 2].t == TK_NUM ||
-                                x->t[e - 2].t == TK_STR || x->t[e - 2].t == TK_NSTR || x->t[e - 2].t == TK_VAR ||
-                                x->t[e - 2].t == TK_SYSVAR) &&
-                        !tsql_tok_op(&x->t[e - 2], ".") && !is_kw(&x->t[e - 1]);
-            if (as || bare) {
-                tsql_tok_text(&x->t[e - 1], it->name, sizeof it->name);
-                e -= as ? 2 : 1;
-            }
-        }
-        if (!it->name[0] && e - s >= 1 && (x->t[e - 1].t == TK_IDENT || x->t[e - 1].t == TK_QIDENT) &&
-            (e - s == 1 || tsql_tok_op(&x->t[e - 2], ".")))
-            tsql_tok_text(&x->t[e - 1], it->name, sizeof it->name);
+        int e = xl_item_alias(x->t, s, k, it->name, sizeof it->name);
         it->known = infer(x, s, e, &it->type, &it->nullable);
         s = k + 1;
     }
     x->res->nitems = n;
 }
 
+static int xlate_tokens(const xl_env *env, const tsql_tok *toks, int from, int to, mcdc_buf *out, xl_result *res,
+                        mcdc_error *err);
+
 int tsql_xlate(const xl_env *env, const tsql_tok *toks, int from, int to, mcdc_buf *out, xl_result *res,
                mcdc_error *err) {
+    /* APPLY and column alias lists first (tsql_rewrite.c) */
+    tsql_rewritten rw;
+    res->ntables = 0;
+    res->nitems = 0;
+    res->outer_join = false;
+    int rc = tsql_rewrite(toks, from, to, &rw, err);
+    if (rc != MCDC_OK) return rc;
+    if (rw.toks) {
+        toks = rw.toks;
+        from = 0;
+        to = rw.ntoks;
+    }
+    rc = xlate_tokens(env, toks, from, to, out, res, err);
+    tsql_rewritten_free(&rw);
+    return rc;
+}
+
+static int xlate_tokens(const xl_env *env, const tsql_tok *toks, int from, int to, mcdc_buf *out, xl_result *res,
+                        mcdc_error *err) {
     xl x;
     memset(&x, 0, sizeof x);
     x.env = env;
@@ -1275,5 +1336,9 @@ int tsql_xlate(const xl_env *env, const tsql_tok *toks, int from, int to, mcdc_b
         }
         if (a > from && a <= b) infer_items(&x, a, b);
     }
+    for (int k = from; k + 1 < to && !res->outer_join; k++)
+        res->outer_join = (tsql_tok_is(&toks[k], "LEFT") || tsql_tok_is(&toks[k], "RIGHT") || tsql_tok_is(&toks[k], "FULL")) &&
+                          (tsql_tok_is(&toks[k + 1], "JOIN") || tsql_tok_is(&toks[k + 1], "OUTER"));
+    for (int k = 0; k < res->nitems && res->outer_join; k++) res->items[k].nullable = true;
     return rc;
 }

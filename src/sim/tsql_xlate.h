@@ -9,6 +9,10 @@
  * DATEADD/DATEDIFF/DATEPART -> sim_* with the part as text; COUNT_BIG ->
  * count; @@SPID/@@VERSION -> literals; '+' next to a string -> '||'.
  * Variables stay as SQLite named parameters (@name) bound by the caller.
+ *
+ * Before translation, tsql_rewrite (tsql_rewrite.c) turns what SQLite lacks
+ * into T-SQL it has: CROSS/OUTER APPLY and derived tables with a column
+ * alias list ("(VALUES (1, 2)) v(a, b)", "(SELECT ...) x(c)").
  */
 #ifndef TSQL_XLATE_H
 #define TSQL_XLATE_H
@@ -62,6 +66,9 @@ typedef struct xl_result {
     int ntables;
     xl_item items[XL_ITEMS_MAX]; /* outermost select list */
     int nitems;
+    /* an outer join (LEFT/RIGHT/FULL, OUTER APPLY) anywhere: a column of a
+     * NOT NULL table column may still be NULL */
+    bool outer_join;
 } xl_result;
 
 /* Translates tokens [from, to) into out (appended). Errors use SQL Server
@@ -78,5 +85,28 @@ int xl_append_ident(mcdc_buf *out, const char *s);
 int xl_name_parts(const tsql_tok *toks, int *i, int to, char parts[4][MCDC_IDENT_BYTES_MAX]);
 /* SQLite table name for parts: "schema.table" (default dbo). */
 void xl_table_name(char parts[4][MCDC_IDENT_BYTES_MAX], int nparts, char *out, size_t cap);
+
+/* A word the translator passes through (SELECT, FROM, CASE, AND...). */
+bool xl_is_keyword(const tsql_tok *t);
+/* A word that ends a table reference (cannot be its alias). */
+bool xl_ends_table(const tsql_tok *t);
+/* The name of select item [s, e) (its alias, or a column's last part; ""
+ * if none) into name; returns the end of its expression (before the alias). */
+int xl_item_alias(const tsql_tok *t, int s, int e, char *name, size_t cap);
+
+/* ---- tsql_rewrite.c ------------------------------------------------------ */
+/* Tokens of a rewrite: the array and the text of the tokens it made up. */
+typedef struct tsql_rewritten {
+    tsql_tok *toks; /* owned; ntoks tokens, then a TK_EOF */
+    int ntoks;
+    char **texts;   /* owned */
+    int ntexts;
+} tsql_rewritten;
+/* Rewrites tokens [from, to) when they hold an APPLY or a column alias
+ * list: out->toks is set (free with tsql_rewritten_free), else left NULL
+ * and nothing changes. Shapes the simulator cannot translate exactly are
+ * refused (err: SQL Server's number where it has one, 50000 otherwise). */
+int tsql_rewrite(const tsql_tok *t, int from, int to, tsql_rewritten *out, mcdc_error *err);
+void tsql_rewritten_free(tsql_rewritten *r);
 
 #endif

@@ -21,11 +21,7 @@
 
 typedef struct mcdc_tds_tls mcdc_tds_tls;
 
-/* PRELOGIN ENCRYPTION values (MS-TDS 2.2.6.5). */
-#define TDS_ENCRYPT_OFF 0
-#define TDS_ENCRYPT_ON 1
-#define TDS_ENCRYPT_NOT_SUP 2
-#define TDS_ENCRYPT_REQ 3
+/* PRELOGIN ENCRYPTION values (TDS_ENCRYPT_*): mcdc_tds_consts.h. */
 
 /* What the connection string asks for. */
 typedef struct mcdc_tds_tls_params {

@@ -19,6 +19,10 @@
 
 /* LOGIN7 is at most 128 KiB by the MS-TDS specification. */
 #define MCDC_TDS_LOGIN7_BYTES_MAX (128u * 1024u)
+/* A PRELOGIN message is a table of a few short options (~50 bytes); a
+ * server buffers no more than this of one (the TLS handshake inside PRELOGIN
+ * packets has its own bound, tds_tls.c). */
+#define MCDC_TDS_PRELOGIN_BYTES_MAX 4096u
 
 /* SQL Server allows 1024 columns in a table (4096 in a wide-table SELECT).
  * A change table adds 7 metadata columns; 4096 bounds any result we read. */
@@ -102,6 +106,10 @@
 /* Simulator: sessions at once, and T-SQL text nesting. */
 #define MCDC_SIM_SESSIONS_MAX 256
 #define MCDC_TSQL_DEPTH_MAX 64
+/* T-SQL rewritten before translation (APPLY, column alias lists): APPLYs
+ * in one statement, and the tokens the rewrite may grow it to. */
+#define MCDC_TSQL_APPLY_MAX 64
+#define MCDC_TSQL_REWRITE_TOKENS_MAX (1 << 20)
 #define MCDC_SIM_CAPTURE_INSTANCES_PER_TABLE 2
 
 #endif /* MCDC_LIMITS_H */

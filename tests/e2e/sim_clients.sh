@@ -37,7 +37,7 @@ CC=${CC:-cc}
 SAN_FLAGS=${SIM_E2E_SAN:--fsanitize=address,undefined -fno-omit-frame-pointer}
 BIN=$OUT/mssql-cdc-sim-testengine
 if ! $CC -std=c17 -Wall -Wextra -Wpedantic -Wconversion -Wshadow -Werror -O1 -g $SAN_FLAGS \
-    -D_GNU_SOURCE -pthread -Iinclude -Isrc/util -Isrc/sim -o "$BIN" \
+    -D_GNU_SOURCE -pthread -Iinclude -Isrc/util -Isrc/tds -Isrc/sim -o "$BIN" \
     src/sim/sim_main.c src/sim/tds_*.c src/util/mcdc_util.c tests/e2e/sim_testengine.c \
     $(make -s --no-print-directory print-ldlibs); then
   echo "build of the test server failed"; echo "0 passed, 1 failed"; exit 1

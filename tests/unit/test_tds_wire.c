@@ -86,14 +86,14 @@ static void packet(mcdc_buf *b, uint8_t type, uint8_t status, const void *payloa
 /* ---- packets ------------------------------------------------------------------ */
 TEST(sim_tds_msg_read_assembles_packets) {
     mcdc_buf s = {0};
-    packet(&s, TDS_PKT_SQLBATCH, 0x08, "abc", 3, 0);
-    packet(&s, TDS_PKT_SQLBATCH, 0x01, "de", 2, 0);
+    packet(&s, TDS_PKT_SQL_BATCH, 0x08, "abc", 3, 0);
+    packet(&s, TDS_PKT_SQL_BATCH, 0x01, "de", 2, 0);
     packet(&s, TDS_PKT_ATTENTION, 0x01, "", 0, 0);
     mem m = {s.data, s.len, 0};
     sim_tds_msg msg = {0};
     mcdc_error err = MCDC_ERROR_INIT;
     CHECK_EQ_INT(sim_tds_msg_read(&msg, mem_read, &m, &err), MCDC_OK);
-    CHECK_EQ_INT(msg.type, TDS_PKT_SQLBATCH);
+    CHECK_EQ_INT(msg.type, TDS_PKT_SQL_BATCH);
     CHECK_EQ_INT(msg.status, 0x08);
     CHECK_EQ_INT(msg.payload.len, 5);
     CHECK(memcmp(msg.payload.data, "abcde", 5) == 0);
@@ -135,6 +135,54 @@ TEST(sim_tds_msg_read_rejects_bad_packets) {
         CHECK(err.message[0] != 0);
         mcdc_buf_free(&s);
     }
+    sim_tds_msg_free(&msg);
+}
+
+/* Before login only PRELOGIN (a few KiB) and LOGIN7 (its 128 KiB) are read:
+ * anything else, or more, is a protocol error at the header past the bound,
+ * before its body is read. */
+TEST(sim_tds_msg_read_bounds_the_login_phase) {
+    mcdc_error err = MCDC_ERROR_INIT;
+    sim_tds_msg msg = {0};
+    uint8_t *big = calloc(1, 32000);
+    /* a PRELOGIN of 2 x 3000 bytes: past MCDC_TDS_PRELOGIN_BYTES_MAX */
+    mcdc_buf s = {0};
+    packet(&s, TDS_PKT_PRELOGIN, 0, big, 3000, 0);
+    packet(&s, TDS_PKT_PRELOGIN, 1, big, 3000, 0);
+    mem m = {s.data, s.len, 0};
+    msg.login_phase = true;
+    CHECK_EQ_INT(sim_tds_msg_read(&msg, mem_read, &m, &err), MCDC_E_PROTOCOL);
+    CHECK(strstr(err.message, "exceeds 4096 bytes before login") != NULL);
+    CHECK_EQ_INT(m.i, 8 + 3000 + 8); /* the second packet's body was never read */
+    CHECK(msg.payload.cap <= MCDC_TDS_PRELOGIN_BYTES_MAX + 64);
+    mcdc_buf_free(&s);
+    /* a SQL batch before login: refused at its header */
+    s = (mcdc_buf){0};
+    packet(&s, TDS_PKT_SQL_BATCH, 1, big, 30000, 0);
+    m = (mem){s.data, s.len, 0};
+    CHECK_EQ_INT(sim_tds_msg_read(&msg, mem_read, &m, &err), MCDC_E_PROTOCOL);
+    CHECK(strstr(err.message, "before login") != NULL);
+    CHECK_EQ_INT(m.i, 8);
+    mcdc_buf_free(&s);
+    /* LOGIN7 past 128 KiB: a protocol error too */
+    s = (mcdc_buf){0};
+    for (int i = 0; i < 5; i++) packet(&s, TDS_PKT_LOGIN7, 0, big, 32000 - 8, 0);
+    m = (mem){s.data, s.len, 0};
+    CHECK_EQ_INT(sim_tds_msg_read(&msg, mem_read, &m, &err), MCDC_E_PROTOCOL);
+    CHECK(msg.payload.len <= MCDC_TDS_LOGIN7_BYTES_MAX);
+    mcdc_buf_free(&s);
+    /* small ones pass, in the login phase and after it */
+    s = (mcdc_buf){0};
+    packet(&s, TDS_PKT_PRELOGIN, 1, big, 40, 0);
+    packet(&s, TDS_PKT_SQL_BATCH, 1, big, 30000, 0);
+    m = (mem){s.data, s.len, 0};
+    CHECK_EQ_INT(sim_tds_msg_read(&msg, mem_read, &m, &err), MCDC_OK);
+    CHECK_EQ_INT(msg.type, TDS_PKT_PRELOGIN);
+    msg.login_phase = false;
+    CHECK_EQ_INT(sim_tds_msg_read(&msg, mem_read, &m, &err), MCDC_OK);
+    CHECK_EQ_INT(msg.payload.len, 30000);
+    mcdc_buf_free(&s);
+    free(big);
     sim_tds_msg_free(&msg);
 }
 

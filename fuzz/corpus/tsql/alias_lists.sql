@@ -1,0 +1,1 @@
+SELECT v.a, v.b FROM (VALUES (1, 'x'), (2, 'y')) v(a, b);SELECT MIN(x.v) FROM (VALUES (CONVERT(datetime2(0), @a)), (DATEADD(hour, -1, @a))) x(v);SELECT p FROM (SELECT * FROM t) x(p, q);SELECT o.z FROM (SELECT MIN(i.v) FROM (VALUES (3), (1)) i(v)) AS o([z]);SELECT 1 FROM (VALUES (1, 2)) v(a);SELECT * FROM (VALUES (1)) v(a, b) CROSS APPLY (SELECT TOP (1) v.a AS c) w

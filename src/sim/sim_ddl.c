@@ -1,0 +1,461 @@
+/*
+ * sim_ddl.c - DDL and security statements: CREATE TABLE/DATABASE/
+ * LOGIN/USER, ALTER TABLE ADD/DROP COLUMN, DROP TABLE/DATABASE,
+ * GRANT/REVOKE SELECT.
+ */
+#include "sim_engine_int.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- DDL ------------------------------------------------------------------ */
+static int next_object_id(sim_db *d) {
+    int64_t v = sim_state_get(d->w, "object_id", 245575913) + 16;
+    sim_db_state_put(d, "object_id", v);
+    return (int)v;
+}
+
+/* Parses one column definition at toks[*i]: name type [NULL|NOT NULL|PRIMARY KEY|UNIQUE|...]. */
+static int parse_col_def(const tsql_tok *t, int *ip, int end, sim_col_def *c, bool *col_pk, bool *col_uq, mcdc_error *err) {
+    int i = *ip;
+    char ttext[64];
+    memset(c, 0, sizeof *c);
+    if (sim_tok_ident(&t[i], c->name, sizeof c->name) != 0) return sim_syntax_err(err, t, i, end);
+    i++;
+    if (!sim_parse_type_at(t, &i, end, &c->type, ttext, sizeof ttext))
+        return sim_err(err, 2715, "Column, parameter, or variable #1: Cannot find data type %s.", ttext);
+    c->nullable = true;
+    *col_pk = *col_uq = false;
+    while (i < end && !tsql_tok_op(&t[i], ",") && !tsql_tok_op(&t[i], ")")) {
+        if (tsql_tok_is(&t[i], "NOT") && i + 1 < end && tsql_tok_is(&t[i + 1], "NULL")) { c->nullable = false; i += 2; continue; }
+        if (tsql_tok_is(&t[i], "PRIMARY")) { *col_pk = true; c->nullable = false; i += 2; continue; }
+        if (tsql_tok_is(&t[i], "UNIQUE")) { *col_uq = true; i++; continue; }
+        if (tsql_tok_is(&t[i], "IDENTITY") || tsql_tok_is(&t[i], "DEFAULT") || tsql_tok_is(&t[i], "CHECK")) {
+            i++;
+            if (i < end && tsql_tok_op(&t[i], "(")) {
+                int d = 0;
+                for (; i < end; i++) {
+                    if (tsql_tok_op(&t[i], "(")) d++;
+                    else if (tsql_tok_op(&t[i], ")") && --d == 0) { i++; break; }
+                }
+            } else if (i < end) i++;
+            continue;
+        }
+        i++; /* NULL, CLUSTERED, COLLATE x, CONSTRAINT name ... */
+    }
+    *ip = i;
+    return MCDC_OK;
+}
+
+static int catalog_add_col(sim_db *d, const char *tbl, int column_id, const sim_col_def *c, mcdc_error *err) {
+    char tn[64];
+    sim_type_format(&c->type, tn, sizeof tn);
+    return sim_sql(d->w, err, "INSERT INTO __sim_columns VALUES (%Q, %d, %Q, %Q, %d, %d)", tbl, column_id, c->name, tn,
+                   c->nullable ? 1 : 0, c->pk_ordinal);
+}
+
+static int create_table(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
+    sim_session *s = x->s;
+    char parts[4][MCDC_IDENT_BYTES_MAX], name[SIM_NAME_MAX * 2];
+    int np = xl_name_parts(t, &i, end, parts);
+    if (np == 0) return sim_syntax_err(err, t, i, end);
+    xl_table_name(parts, np, name, sizeof name);
+    const char *schema = np >= 2 && parts[np - 2][0] ? parts[np - 2] : "dbo";
+    if (i >= end || !tsql_tok_op(&t[i], "(")) return sim_syntax_err(err, t, i, end);
+    i++;
+    sim_col_def *cols = mcdc_calloc(MCDC_COLUMNS_MAX, sizeof *cols);
+    if (!cols) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    char pk[64][SIM_NAME_MAX];
+    int npk = 0, ncol = 0, rc = MCDC_OK;
+    mcdc_buf ddl = {0};
+    char uniq[2048] = "";
+    while (i < end && rc == MCDC_OK) {
+        if (tsql_tok_op(&t[i], ")")) { i++; break; }
+        if (tsql_tok_op(&t[i], ",")) { i++; continue; }
+        if (tsql_tok_is(&t[i], "CONSTRAINT")) i += 2;
+        if (i < end && (tsql_tok_is(&t[i], "PRIMARY") || tsql_tok_is(&t[i], "UNIQUE"))) {
+            bool is_pk = tsql_tok_is(&t[i], "PRIMARY");
+            i += is_pk ? 2 : 1;
+            while (i < end && (tsql_tok_is(&t[i], "CLUSTERED") || tsql_tok_is(&t[i], "NONCLUSTERED"))) i++;
+            if (i >= end || !tsql_tok_op(&t[i], "(")) { rc = sim_syntax_err(err, t, i, end); break; }
+            i++;
+            char list[1024] = "";
+            while (i < end && !tsql_tok_op(&t[i], ")")) {
+                char c[SIM_NAME_MAX];
+                if (sim_tok_ident(&t[i], c, sizeof c) == 0 && !tsql_tok_is(&t[i], "ASC") && !tsql_tok_is(&t[i], "DESC")) {
+                    if (is_pk && npk < 64) snprintf(pk[npk++], SIM_NAME_MAX, "%s", c);
+                    size_t l = strlen(list);
+                    snprintf(list + l, sizeof list - l, "%s\"%s\"", l ? "," : "", c);
+                }
+                i++;
+            }
+            i++;
+            if (!is_pk) {
+                size_t l = strlen(uniq);
+                snprintf(uniq + l, sizeof uniq - l, ", UNIQUE(%s)", list);
+            }
+            continue;
+        }
+        if (ncol >= MCDC_COLUMNS_MAX) { rc = mcdc_error_set(err, MCDC_E_LIMIT, "too many columns"); break; }
+        bool cpk, cuq;
+        rc = parse_col_def(t, &i, end, &cols[ncol], &cpk, &cuq, err);
+        if (rc != MCDC_OK) break;
+        if (cpk && npk < 64) snprintf(pk[npk++], SIM_NAME_MAX, "%s", cols[ncol].name);
+        if (cuq) {
+            size_t l = strlen(uniq);
+            snprintf(uniq + l, sizeof uniq - l, ", UNIQUE(\"%s\")", cols[ncol].name);
+        }
+        ncol++;
+    }
+    if (rc == MCDC_OK && ncol == 0) rc = sim_syntax_err(err, t, i, end);
+    if (rc == MCDC_OK) {
+        mcdc_buf_printf(&ddl, NULL, "CREATE TABLE \"%s\"(", name);
+        for (int k = 0; k < ncol; k++) {
+            for (int p = 0; p < npk; p++)
+                if (mcdc_str_ieq(pk[p], cols[k].name)) { cols[k].pk_ordinal = p + 1; cols[k].nullable = false; }
+            mcdc_buf_printf(&ddl, NULL, "%s\"%s\" %s%s", k ? ", " : "", cols[k].name, sim_type_decl(&cols[k].type),
+                            cols[k].nullable ? "" : " NOT NULL");
+        }
+        if (npk) {
+            mcdc_buf_append_str(&ddl, ", PRIMARY KEY(", NULL);
+            for (int k = 0; k < npk; k++) mcdc_buf_printf(&ddl, NULL, "%s\"%s\"", k ? "," : "", pk[k]);
+            mcdc_buf_append_str(&ddl, ")", NULL);
+        }
+        mcdc_buf_printf(&ddl, NULL, "%s)", uniq);
+        mcdc_buf_cstr(&ddl, NULL);
+        pthread_mutex_lock(&s->srv->mu);
+        if (sim_table_exists(s->db->w, name))
+            rc = sim_err(err, 2714, "There is already an object named '%s' in the database.", parts[np - 1]);
+        if (rc == MCDC_OK) rc = sim_tran_ddl_join(s, err);
+        if (rc == MCDC_OK) rc = sim_sql(s->db->w, err, "BEGIN");
+        if (rc == MCDC_OK) {
+            rc = sim_sql(s->db->w, err, "%s", (const char *)ddl.data);
+            for (int k = 0; k < ncol && rc == MCDC_OK; k++) rc = catalog_add_col(s->db, name, k + 1, &cols[k], err);
+            if (rc == MCDC_OK)
+                rc = sim_sql(s->db->w, err, "INSERT INTO __sim_tables VALUES (%Q, %Q, %Q, %d, %Q, 0)", name, schema,
+                             parts[np - 1], next_object_id(s->db), "");
+            sim_sql(s->db->w, NULL, rc == MCDC_OK ? "COMMIT" : "ROLLBACK");
+            if (rc == MCDC_OK) sim_tran_touch(s, name);
+            if (rc == MCDC_OK && s->trancount > 0) /* ROLLBACK drops it again */
+                sim_undo_push(s, sqlite3_mprintf("DROP TABLE IF EXISTS \"%w\"; DELETE FROM __sim_columns WHERE tbl = %Q;"
+                                             " DELETE FROM __sim_tables WHERE name = %Q; DELETE FROM __sim_grants WHERE object = %Q",
+                                             name, name, name, name));
+        }
+        pthread_mutex_unlock(&s->srv->mu);
+    }
+    mcdc_buf_free(&ddl);
+    mcdc_free(cols);
+    if (rc == MCDC_OK) sim_send_done(x, 0, false, false);
+    return rc;
+}
+
+int sim_load_cols(sqlite3 *c, const char *tbl, sim_col_def **out, int *n, mcdc_error *err) {
+    sqlite3_stmt *st;
+    *out = NULL;
+    *n = 0;
+    if (sqlite3_prepare_v2(c, "SELECT name, type, nullable, pk_ordinal FROM __sim_columns WHERE tbl = ? ORDER BY column_id",
+                           -1, &st, NULL) != SQLITE_OK)
+        return sim_sqlite_err(c, SQLITE_ERROR, err);
+    sqlite3_bind_text(st, 1, tbl, -1, SQLITE_STATIC);
+    int cap = 16, k = 0;
+    sim_col_def *v = mcdc_calloc((size_t)cap, sizeof *v);
+    while (v && sqlite3_step(st) == SQLITE_ROW) {
+        if (k == cap) {
+            sim_col_def *nv = mcdc_realloc(v, (size_t)cap * 2 * sizeof *v);
+            if (!nv) { mcdc_free(v); v = NULL; break; }
+            v = nv;
+            cap *= 2;
+        }
+        snprintf(v[k].name, sizeof v[k].name, "%s", (const char *)sqlite3_column_text(st, 0));
+        const char *ty = (const char *)sqlite3_column_text(st, 1);
+        sim_type_parse(&v[k].type, ty, strlen(ty));
+        v[k].nullable = sqlite3_column_int(st, 2) != 0;
+        v[k].pk_ordinal = sqlite3_column_int(st, 3);
+        k++;
+    }
+    sqlite3_finalize(st);
+    if (!v) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    *out = v;
+    *n = k;
+    return MCDC_OK;
+}
+
+/* ---- other statements ---------------------------------------------------- */
+static int need_admin(sim_stmt *x, const char *what, mcdc_error *err) {
+    if (x->s->admin) return MCDC_OK;
+    return sim_err(err, 262, "%s permission denied in database '%s'.", what, x->s->db->name);
+}
+
+int sim_do_create(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
+    sim_session *s = x->s;
+    sim_server *srv = s->srv;
+    i++;
+    if (i < end && tsql_tok_is(&t[i], "TABLE")) {
+        int rc = need_admin(x, "CREATE TABLE", err);
+        return rc == MCDC_OK ? create_table(x, t, i + 1, end, err) : rc;
+    }
+    if (i < end && tsql_tok_is(&t[i], "DATABASE")) {
+        char name[SIM_NAME_MAX];
+        int rc = need_admin(x, "CREATE DATABASE", err);
+        if (rc != MCDC_OK) return rc;
+        if (i + 1 >= end || sim_tok_ident(&t[i + 1], name, sizeof name) != 0) return sim_syntax_err(err, t, i + 1, end);
+        for (const char *p = name; *p; p++)
+            if (!isalnum((unsigned char)*p) && *p != '_' && *p != '-')
+                return sim_err(err, 50000, "the simulator only supports database names of letters, digits, '_' and '-' ('%s')", name);
+        pthread_mutex_lock(&srv->mu);
+        if (sim_find_db(srv, name)) rc = sim_err(err, 1801, "Database '%s' already exists. Choose a different database name.", name);
+        sim_db *d;
+        if (rc == MCDC_OK) rc = sim_db_open(srv, name, true, &d, err);
+        if (rc == MCDC_OK) rc = sim_sql(sim_master_db(srv)->w, err, "INSERT INTO __sim_databases VALUES (%Q)", name);
+        pthread_mutex_unlock(&srv->mu);
+        if (rc == MCDC_OK) sim_send_done(x, 0, false, false);
+        return rc;
+    }
+    if (i < end && tsql_tok_is(&t[i], "LOGIN")) {
+        char name[SIM_NAME_MAX], pw[SIM_PASSWORD_BYTES_MAX + 1] = "";
+        int rc = need_admin(x, "CREATE LOGIN", err);
+        if (rc != MCDC_OK) return rc;
+        if (i + 1 >= end || sim_tok_ident(&t[i + 1], name, sizeof name) != 0) return sim_syntax_err(err, t, i + 1, end);
+        int k = i + 2;
+        if (k + 3 < end && tsql_tok_is(&t[k], "WITH") && tsql_tok_is(&t[k + 1], "PASSWORD") && tsql_tok_op(&t[k + 2], "=") &&
+            (t[k + 3].t == TK_STR || t[k + 3].t == TK_NSTR))
+            tsql_tok_text(&t[k + 3], pw, sizeof pw);
+        else return sim_syntax_err(err, t, k, end);
+        pthread_mutex_lock(&srv->mu);
+        rc = sim_logins_create(sim_master_db(srv), name, pw, err); /* a salted hash, not the text */
+        pthread_mutex_unlock(&srv->mu);
+        explicit_bzero(pw, sizeof pw);
+        if (rc == MCDC_OK) sim_send_done(x, 0, false, false);
+        return rc;
+    }
+    if (i < end && tsql_tok_is(&t[i], "USER")) {
+        char name[SIM_NAME_MAX], login[SIM_NAME_MAX];
+        int rc = need_admin(x, "CREATE USER", err);
+        if (rc != MCDC_OK) return rc;
+        if (i + 1 >= end || sim_tok_ident(&t[i + 1], name, sizeof name) != 0) return sim_syntax_err(err, t, i + 1, end);
+        snprintf(login, sizeof login, "%s", name);
+        int k = i + 2;
+        if (k + 2 < end && (tsql_tok_is(&t[k], "FOR") || tsql_tok_is(&t[k], "FROM")) && tsql_tok_is(&t[k + 1], "LOGIN"))
+            sim_tok_ident(&t[k + 2], login, sizeof login);
+        pthread_mutex_lock(&srv->mu);
+        rc = sim_tran_ddl_join(s, err);
+        if (rc == MCDC_OK) {
+            rc = sim_sql(s->db->w, NULL, "INSERT INTO __sim_users VALUES (%Q, %Q)", name, login);
+            if (rc != MCDC_OK) rc = sim_err(err, 15023, "User, group, or role '%s' already exists in the current database.", name);
+            else if (s->trancount > 0) sim_undo_push(s, sqlite3_mprintf("DELETE FROM __sim_users WHERE name = %Q", name));
+        }
+        pthread_mutex_unlock(&srv->mu);
+        if (rc == MCDC_OK) sim_send_done(x, 0, false, false);
+        return rc;
+    }
+    if (i < end && (tsql_tok_is(&t[i], "SCHEMA") || tsql_tok_is(&t[i], "ROLE") || tsql_tok_is(&t[i], "INDEX") ||
+                    tsql_tok_is(&t[i], "NONCLUSTERED") || tsql_tok_is(&t[i], "UNIQUE") || tsql_tok_is(&t[i], "CLUSTERED"))) {
+        /* accepted, no effect (indexes: SQLite plans well enough) */
+        sim_send_done(x, 0, false, false);
+        return MCDC_OK;
+    }
+    return sim_err(err, 50000, "CREATE %.*s is not supported by the simulator", i < end ? t[i].n : 0, i < end ? t[i].s : "");
+}
+
+int sim_do_alter_table(sim_stmt *x, const tsql_tok *t, int i, int end, const char *text, mcdc_error *err) {
+    sim_session *s = x->s;
+    int start = i;
+    i += 2;
+    char parts[4][MCDC_IDENT_BYTES_MAX], tbl[SIM_NAME_MAX * 2];
+    int np = xl_name_parts(t, &i, end, parts);
+    if (np == 0) return sim_syntax_err(err, t, i, end);
+    xl_table_name(parts, np, tbl, sizeof tbl);
+    int rc = need_admin(x, "ALTER TABLE", err);
+    if (rc != MCDC_OK) return rc;
+    pthread_mutex_lock(&s->srv->mu);
+    if (!sim_table_exists(s->db->w, tbl)) {
+        pthread_mutex_unlock(&s->srv->mu);
+        return sim_err(err, 4902, "Cannot find the object \"%s\" because it does not exist or you do not have permissions.", parts[np - 1]);
+    }
+    char *undo = NULL, *commit = NULL;
+    int64_t hist_top = sim_ddl_history_top(s->db->w);
+    rc = sim_tran_ddl_join(s, err);
+    if (rc == MCDC_OK) rc = sim_sql(s->db->w, err, "BEGIN IMMEDIATE");
+    if (rc == MCDC_OK) rc = sim_tran_ddl_snapshot(s, tbl, &undo, &commit, err);
+    if (rc == MCDC_OK && i < end && tsql_tok_is(&t[i], "ADD")) {
+        i++;
+        while (i < end && rc == MCDC_OK) {
+            if (tsql_tok_op(&t[i], ",")) { i++; continue; }
+            if (tsql_tok_is(&t[i], "COLUMN")) i++;
+            sim_col_def c;
+            bool pk, uq;
+            rc = parse_col_def(t, &i, end, &c, &pk, &uq, err);
+            if (rc != MCDC_OK) break;
+            if (!c.nullable) {
+                rc = sim_err(err, 4901, "ALTER TABLE only allows columns to be added that can contain nulls, or have a DEFAULT definition specified, or the column being added is an identity or timestamp column, or alternatively if none of the previous conditions are satisfied the table must be empty to allow addition of this last column. Column '%s' cannot be added to non-empty table '%s' because it does not satisfy these conditions.",
+                             c.name, parts[np - 1]);
+                break;
+            }
+            sqlite3_stmt *st;
+            int colid = 1;
+            if (sqlite3_prepare_v2(s->db->w, "SELECT coalesce(max(column_id), 0) + 1 FROM __sim_columns WHERE tbl = ?", -1, &st, NULL) == SQLITE_OK) {
+                sqlite3_bind_text(st, 1, tbl, -1, SQLITE_STATIC);
+                if (sqlite3_step(st) == SQLITE_ROW) colid = sqlite3_column_int(st, 0);
+                sqlite3_finalize(st);
+            }
+            rc = sim_sql(s->db->w, err, "ALTER TABLE \"%w\" ADD COLUMN \"%w\" %s", tbl, c.name, sim_type_decl(&c.type));
+            if (rc == MCDC_OK) rc = catalog_add_col(s->db, tbl, colid, &c, err);
+        }
+    } else if (rc == MCDC_OK && i < end && tsql_tok_is(&t[i], "DROP")) {
+        i++;
+        if (i < end && tsql_tok_is(&t[i], "COLUMN")) i++;
+        while (i < end && rc == MCDC_OK) {
+            if (tsql_tok_op(&t[i], ",")) { i++; continue; }
+            char c[SIM_NAME_MAX];
+            if (sim_tok_ident(&t[i], c, sizeof c) != 0) { rc = sim_syntax_err(err, t, i, end); break; }
+            i++;
+            rc = sim_sql(s->db->w, err, "ALTER TABLE \"%w\" DROP COLUMN \"%w\"", tbl, c);
+            if (rc != MCDC_OK && err && err->server_number == 50000)
+                rc = sim_err(err, 4922, "ALTER TABLE DROP COLUMN %s failed because one or more objects access this column.", c);
+            if (rc == MCDC_OK) rc = sim_sql(s->db->w, err, "DELETE FROM __sim_columns WHERE tbl = %Q AND name = %Q", tbl, c);
+        }
+    } else if (rc == MCDC_OK) {
+        rc = sim_err(err, 50000, "this ALTER TABLE form is not supported by the simulator");
+    }
+    if (rc == MCDC_OK) {
+        /* the statement text for cdc.ddl_history */
+        const char *a = t[start].s, *b = end < 1 << 30 && t[end - 1].s ? t[end - 1].s + t[end - 1].n : a;
+        char *ddl = mcdc_strndup(a, (size_t)(b - a));
+        (void)text;
+        rc = sim_cdc_ddl(s, tbl, ddl ? ddl : "ALTER TABLE", err);
+        mcdc_free(ddl);
+    }
+    if (rc == MCDC_OK && undo) {
+        /* ROLLBACK also takes back the cdc.ddl_history rows of this DDL */
+        char *u2 = sqlite3_mprintf("%s DELETE FROM \"cdc.ddl_history\" WHERE rowid > %lld AND rowid <= %lld;", undo,
+                                   (long long)hist_top, (long long)sim_ddl_history_top(s->db->w));
+        sqlite3_free(undo);
+        undo = u2;
+        if (!undo) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    rc = sim_tran_ddl_end(s, rc, undo, commit, err);
+    if (rc == MCDC_OK) sim_tran_touch(s, tbl);
+    pthread_mutex_unlock(&s->srv->mu);
+    if (rc == MCDC_OK) sim_send_done(x, 0, false, false);
+    return rc;
+}
+
+int sim_do_drop(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
+    sim_session *s = x->s;
+    i++;
+    if (i < end && tsql_tok_is(&t[i], "TABLE")) {
+        i++;
+        bool if_exists = false;
+        if (i + 1 < end && tsql_tok_is(&t[i], "IF") && tsql_tok_is(&t[i + 1], "EXISTS")) { if_exists = true; i += 2; }
+        char parts[4][MCDC_IDENT_BYTES_MAX], tbl[SIM_NAME_MAX * 2];
+        int np = xl_name_parts(t, &i, end, parts);
+        if (np == 0) return sim_syntax_err(err, t, i, end);
+        xl_table_name(parts, np, tbl, sizeof tbl);
+        int rc = need_admin(x, "DROP TABLE", err);
+        if (rc != MCDC_OK) return rc;
+        pthread_mutex_lock(&s->srv->mu);
+        if (!sim_table_exists(s->db->w, tbl) || sim_ci_prefix(tbl, "sys.") || sim_ci_prefix(tbl, "cdc.")) {
+            pthread_mutex_unlock(&s->srv->mu);
+            if (if_exists) { sim_send_done(x, 0, false, false); return MCDC_OK; }
+            return sim_err(err, 3701, "Cannot drop the table '%s', because it does not exist or you do not have permission.", parts[np - 1]);
+        }
+        char *undo = NULL, *commit = NULL;
+        rc = sim_tran_ddl_join(s, err);
+        if (rc == MCDC_OK) rc = sim_sql(s->db->w, err, "BEGIN IMMEDIATE");
+        if (rc == MCDC_OK) rc = sim_tran_ddl_snapshot(s, tbl, &undo, &commit, err);
+        if (rc == MCDC_OK) rc = sim_cdc_drop_table(s, tbl, err);
+        if (rc == MCDC_OK) rc = sim_sql(s->db->w, err, "DROP TABLE \"%w\"; DELETE FROM __sim_columns WHERE tbl = %Q; DELETE FROM __sim_tables WHERE name = %Q; DELETE FROM __sim_grants WHERE object = %Q", tbl, tbl, tbl, tbl);
+        rc = sim_tran_ddl_end(s, rc, undo, commit, err);
+        if (rc == MCDC_OK) sim_tran_touch(s, tbl);
+        pthread_mutex_unlock(&s->srv->mu);
+        if (rc == MCDC_OK) sim_send_done(x, 0, false, false);
+        return rc;
+    }
+    if (i < end && tsql_tok_is(&t[i], "DATABASE")) {
+        char name[SIM_NAME_MAX];
+        int rc = need_admin(x, "DROP DATABASE", err);
+        if (rc != MCDC_OK) return rc;
+        i++;
+        bool if_exists = false;
+        if (i + 1 < end && tsql_tok_is(&t[i], "IF") && tsql_tok_is(&t[i + 1], "EXISTS")) { if_exists = true; i += 2; }
+        if (i >= end || sim_tok_ident(&t[i], name, sizeof name) != 0) return sim_syntax_err(err, t, i, end);
+        sim_server *srv = s->srv;
+        pthread_mutex_lock(&srv->mu);
+        sim_db *d = sim_find_db(srv, name);
+        if (!d || mcdc_str_ieq(name, "master")) {
+            pthread_mutex_unlock(&srv->mu);
+            if (if_exists && d == NULL) { sim_send_done(x, 0, false, false); return MCDC_OK; }
+            return sim_err(err, 3701, "Cannot drop the database '%s', because it does not exist or you do not have permission.", name);
+        }
+        bool busy = false;
+        for (int k = 0; k < MCDC_SIM_SESSIONS_MAX; k++)
+            if (srv->sessions[k] && (srv->sessions[k]->db == d || srv->sessions[k]->tran_db == d)) busy = true;
+        if (busy) {
+            pthread_mutex_unlock(&srv->mu);
+            return sim_err(err, 3702, "Cannot drop database \"%s\" because it is currently in use.", name);
+        }
+        for (sim_db **pp = &srv->dbs; *pp; pp = &(*pp)->next)
+            if (*pp == d) { *pp = d->next; break; }
+        sqlite3_close_v2(d->w);
+        sim_store_invalidate(srv->stores, d->name, NULL);
+        const char *sfx[] = {"", "-wal", "-shm"};
+        for (int k = 0; k < 3; k++) {
+            char path[1100];
+            snprintf(path, sizeof path, "%s%s", d->path, sfx[k]);
+            remove(path);
+        }
+        rc = sim_sql(sim_master_db(srv)->w, err, "DELETE FROM __sim_databases WHERE name = %Q", name);
+        pthread_mutex_unlock(&srv->mu);
+        mcdc_free(d);
+        if (rc == MCDC_OK) sim_send_done(x, 0, false, false);
+        return rc;
+    }
+    return sim_err(err, 50000, "DROP %.*s is not supported by the simulator", i < end ? t[i].n : 0, i < end ? t[i].s : "");
+}
+
+int sim_do_grant(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
+    sim_session *s = x->s;
+    bool revoke = !tsql_tok_is(&t[i], "GRANT");
+    int rc = need_admin(x, "GRANT", err);
+    if (rc != MCDC_OK) return rc;
+    i++;
+    bool select = false;
+    while (i < end && !tsql_tok_is(&t[i], "ON") && !tsql_tok_is(&t[i], "TO")) {
+        if (tsql_tok_is(&t[i], "SELECT")) select = true;
+        i++;
+    }
+    char obj[SIM_NAME_MAX * 2] = "";
+    if (i < end && tsql_tok_is(&t[i], "ON")) {
+        i++;
+        if (i + 1 < end && (tsql_tok_is(&t[i], "OBJECT") || tsql_tok_is(&t[i], "SCHEMA")) && tsql_tok_op(&t[i + 1], "::")) i += 2;
+        char parts[4][MCDC_IDENT_BYTES_MAX];
+        int np = xl_name_parts(t, &i, end, parts);
+        if (np == 0) return sim_syntax_err(err, t, i, end);
+        xl_table_name(parts, np, obj, sizeof obj);
+        if (!sim_table_exists(s->db->w, obj))
+            return sim_err(err, 15151, "Cannot find the object '%s', because it does not exist or you do not have permission.", parts[np - 1]);
+    }
+    if (i >= end || (!tsql_tok_is(&t[i], "TO") && !tsql_tok_is(&t[i], "FROM"))) return sim_syntax_err(err, t, i, end);
+    i++;
+    pthread_mutex_lock(&s->srv->mu);
+    rc = sim_tran_ddl_join(s, err);
+    while (i < end && rc == MCDC_OK) {
+        char who[SIM_NAME_MAX];
+        if (tsql_tok_op(&t[i], ",")) { i++; continue; }
+        if (sim_tok_ident(&t[i], who, sizeof who) != 0) break;
+        i++;
+        if (select && obj[0]) {
+            bool had = sim_has_grant(s->db->w, who, obj);
+            if (revoke) rc = sim_sql(s->db->w, err, "DELETE FROM __sim_grants WHERE principal = %Q AND object = %Q", who, obj);
+            else rc = sim_sql(s->db->w, err, "INSERT OR IGNORE INTO __sim_grants VALUES (%Q, %Q, 'SELECT')", who, obj);
+            if (rc == MCDC_OK && s->trancount > 0 && had != !revoke) /* ROLLBACK puts the grant back as it was */
+                sim_undo_push(s, had ? sqlite3_mprintf("INSERT OR IGNORE INTO __sim_grants VALUES (%Q, %Q, 'SELECT')", who, obj)
+                                 : sqlite3_mprintf("DELETE FROM __sim_grants WHERE principal = %Q AND object = %Q AND"
+                                                   " perm = 'SELECT'", who, obj));
+        }
+    }
+    pthread_mutex_unlock(&s->srv->mu);
+    if (rc == MCDC_OK) sim_send_done(x, 0, false, false);
+    return rc;
+}
