@@ -25,23 +25,20 @@ Run: .venv/bin/python -m pytest tests/interop/test_reference_peer.py
 import datetime as dt
 import glob
 import json
-import math
 import os
 import shutil
-import subprocess
 import sys
 import time
-import uuid
-from decimal import Decimal
 
 import pytest
 
-from conftest import CLI, PASSWORD, Sim, run_cli
+from conftest import PASSWORD, Sim, run_cli
 
 pytest.importorskip("pyspark")
 pytest.importorskip("delta")
 deltalake = pytest.importorskip("deltalake")
-mssql_cdc = pytest.importorskip("mssql_cdc", reason="the reference, mssql-cdc-pyspark, is not installed")
+mssql_cdc = pytest.importorskip("mssql_cdc",
+                                reason="the reference, mssql-cdc-pyspark, is not installed")
 pytest.importorskip("mssql_python")
 
 # Spark's Python workers run the reference's data source: this interpreter has it. Set at
@@ -106,8 +103,9 @@ COMMIT;""", database="shop")
 
 
 def change_keys(sim):
-    rows = sim.run("SELECT CONVERT(varchar(22), __$start_lsn, 1), CONVERT(varchar(22), __$seqval, 1), "
-                   "__$operation FROM cdc.dbo_orders_CT", database="shop")
+    rows = sim.run("SELECT CONVERT(varchar(22), __$start_lsn, 1), "
+                   "CONVERT(varchar(22), __$seqval, 1), __$operation FROM cdc.dbo_orders_CT",
+                   database="shop")
     return sorted(tuple(r) for r in rows)
 
 
@@ -582,8 +580,8 @@ def test_facts_and_control_nullability_agree(peer, name):
                    "canMergeSchema) and operationMetrics numFiles/numOutputRows/numOutputBytes, "
                    "its control MERGE predicate/matchedPredicates/notMatchedPredicates/"
                    "notMatchedBySourcePredicates with isBlindAppend false; ours: CREATE TABLE "
-                   "isManaged and partitionBy, WRITE and MERGE only mode=Append, no operationMetrics,"
-                   " MERGE isBlindAppend true")
+                   "isManaged and partitionBy, WRITE and MERGE only mode=Append, no "
+                   "operationMetrics, MERGE isBlindAppend true")
 def test_commit_info_fields_as_the_reference(peer, name):
     # the CREATE TABLE and the first write: the rest repeat it (and the reference's control
     # table can have more MERGEs, see test_verdicts_agree)
