@@ -1,10 +1,19 @@
 """Stream benchmark (make bench-stream): change rows from the simulator into
 committed bronze with facts, end to end, next to the reader-only rate of the
-same rows; peak RSS; latency from a commit to its row in bronze.
+same rows; peak RSS; latency from a commit to its row in bronze; and the
+reference, mssql-cdc-pyspark's stream(...).to_delta on local Spark (through
+mssql-python), on a table of the same generated rows, fewer of them (Spark is
+slow): its rows/s and ours on that same table, whose ratio is
+e2e_vs_reference_ratio. The reference's time runs from to_delta to the end of
+its availableNow query (bronze and facts written), without the SparkSession's
+start; ours is the whole process. Without the reference importable (pyspark,
+delta-spark, mssql-cdc-pyspark from tests/requirements.txt) or java, the peer
+is skipped with a message.
 
 Prints `name: value` lines. Not a test: nothing here asserts a goal.
 
-Environment: BENCH_ROWS (default 5,000,000), BENCH_LATENCY_SAMPLES (20).
+Environment: BENCH_ROWS (default 5,000,000), BENCH_LATENCY_SAMPLES (20),
+BENCH_REFERENCE_ROWS (200,000; 0 skips the reference).
 """
 import json
 import os
@@ -18,19 +27,29 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "interop"))
-from conftest import CLI, Sim  # noqa: E402
+from conftest import CLI, PASSWORD, Sim  # noqa: E402
 
 ROWS = int(os.environ.get("BENCH_ROWS", "5000000"))
 SAMPLES = int(os.environ.get("BENCH_LATENCY_SAMPLES", "20"))
+REFERENCE_ROWS = int(os.environ.get("BENCH_REFERENCE_ROWS", "200000"))
 
-TABLE = """
-CREATE TABLE dbo.bench (
+COLUMNS = """(
     id INT NOT NULL PRIMARY KEY, big BIGINT NULL, amount DECIMAL(18,4) NULL,
     name NVARCHAR(50) NULL, at DATETIME2(7) NULL, flag BIT NULL, raw VARBINARY(16) NULL,
-    guid UNIQUEIDENTIFIER NULL, note VARCHAR(200) NULL);
-EXEC sys.sp_cdc_enable_db;
-EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'bench', @role_name = NULL;
-"""
+    guid UNIQUEIDENTIFIER NULL, note VARCHAR(200) NULL)"""
+
+
+def table_sql(name, enable_db=True):
+    return (f"CREATE TABLE dbo.{name} {COLUMNS};"
+            + ("EXEC sys.sp_cdc_enable_db;" if enable_db else "")
+            + f"EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'{name}', "
+              "@role_name = NULL;")
+
+
+def bulk_load(sim, name, rows):
+    sim.run(f"EXEC sim.bulk_load @capture_instance = N'dbo_{name}', "
+            f"@transactions = {max(1, rows // 100)}, @rows_per_tx = 100, @seed = 1;",
+            database="bench")
 
 
 def timed_child(args, env=None):
@@ -51,21 +70,14 @@ def main():
     sim = Sim(data, ["--capture-poll-ms", "20", "--capture-latency-ms", "0"])
     try:
         sim.run("CREATE DATABASE bench;")
-        sim.run(TABLE, database="bench")
+        sim.run(table_sql("bench"), database="bench")
         t0 = time.perf_counter()
-        sim.run(f"EXEC sim.bulk_load @capture_instance = N'dbo_bench', "
-                f"@transactions = {ROWS // 100}, @rows_per_tx = 100, @seed = 1;", database="bench")
+        bulk_load(sim, "bench", ROWS)
         load_s = time.perf_counter() - t0
         print(f"bulk_load_rows: {ROWS}")
         print(f"bulk_load_rows_per_s: {ROWS / load_s:.0f}")
         cs = sim.connection_string("bench")
-        lake = os.path.join(work, "lake")
-        args = [CLI, "stream", "--captureInstance", "dbo_bench", "--connectionString", cs,
-                "--target", os.path.join(lake, "bronze"), "--app-id", "bench",
-                "--checkpoint", os.path.join(lake, "ckpt"),
-                "--facts-table", os.path.join(lake, "facts"),
-                "--trigger", "availableNow", "--quiet"]
-        secs, rss, _ = timed_child(args)
+        secs, rss, _ = timed_child(stream_args(cs, "dbo_bench", os.path.join(work, "lake")))
         print(f"e2e_seconds: {secs:.2f}")
         print(f"e2e_rows_per_s: {ROWS / secs:.0f}")
         print(f"e2e_peak_rss_mb: {rss:.1f}")
@@ -78,9 +90,99 @@ def main():
         else:
             print("e2e_vs_reader_ratio: n/a (build/mcdc-bench-reader missing)")
         latency(sim, work)
+        reference(sim, work)
     finally:
         sim.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def stream_args(cs, ci, lake):
+    return [CLI, "stream", "--captureInstance", ci, "--connectionString", cs,
+            "--target", os.path.join(lake, "bronze"), "--app-id", "bench",
+            "--checkpoint", os.path.join(lake, "ckpt"),
+            "--facts-table", os.path.join(lake, "facts"),
+            "--trigger", "availableNow", "--quiet"]
+
+
+def reference_missing():
+    """Why the reference cannot run here, or None."""
+    if REFERENCE_ROWS <= 0:
+        return "BENCH_REFERENCE_ROWS=0"
+    if shutil.which("java") is None:
+        return "no java on PATH"
+    try:
+        import delta  # noqa: F401
+        import mssql_cdc  # noqa: F401
+        import mssql_python  # noqa: F401
+    except ImportError as e:
+        return (f"the reference is not importable ({e}); tests/requirements.txt has it "
+                "(mssql-cdc-pyspark, pyspark, delta-spark): make deps")
+    return None
+
+
+def reference(sim, work):
+    """The reference's to_delta and ours on one table of REFERENCE_ROWS change rows."""
+    why = reference_missing()
+    if why:
+        print(f"reference_rows_per_s: n/a (skipped: {why})")
+        return
+    sim.run(table_sql("bench_ref", enable_db=False), database="bench")
+    bulk_load(sim, "bench_ref", REFERENCE_ROWS)
+    rows = sim.run("SELECT COUNT(*) FROM cdc.dbo_bench_ref_CT", database="bench")[0][0]
+    print(f"reference_rows: {rows}")
+    secs, _, _ = timed_child(stream_args(sim.connection_string("bench"), "dbo_bench_ref",
+                                         os.path.join(work, "ours-ref")))
+    ours = rows / secs
+    print(f"e2e_same_rows_rows_per_s: {ours:.0f}")
+    try:
+        ref_secs = run_reference(sim, os.path.join(work, "ref"))
+    except Exception as e:  # a peer that fails is reported, not fatal to the figures above
+        print(f"reference_rows_per_s: n/a (the reference failed: {str(e).splitlines()[0][:300]})")
+        return
+    print(f"reference_seconds: {ref_secs:.2f}")
+    print(f"reference_rows_per_s: {rows / ref_secs:.0f}")
+    print(f"e2e_vs_reference_ratio: {ours / (rows / ref_secs):.2f}")
+
+
+def run_reference(sim, lake):
+    """Seconds from to_delta to the end of the reference's availableNow query."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # its data source runs in workers
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    import mssql_cdc
+    from delta import configure_spark_with_delta_pip
+    from pyspark.sql import SparkSession
+    builder = (SparkSession.builder.master("local[2]").appName("mcdc-bench-reference")
+               .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+               .config("spark.sql.catalog.spark_catalog",
+                       "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
+               .config("spark.sql.shuffle.partitions", "2"))
+    spark = configure_spark_with_delta_pip(builder).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        cs = (f"Server=127.0.0.1,{sim.port};Database=bench;UID=sa;PWD={PASSWORD};"
+              "Encrypt=yes;TrustServerCertificate=yes")
+        options = {"captureInstance": "dbo_bench_ref", "connectionString": cs,
+                   "backend": "mssql-python"}
+        t0 = time.perf_counter()
+        query = mssql_cdc.stream(spark, options).to_delta(
+            os.path.join(lake, "bronze"), "bench", os.path.join(lake, "ckpt"),
+            os.path.join(lake, "facts"), trigger={"availableNow": True})
+        query.awaitTermination()
+        secs = time.perf_counter() - t0
+        if query.exception() is not None:
+            raise RuntimeError(str(query.exception()))
+        # the sink's own share (read, facts, append), without planning and table creation
+        batch_ms = spark.read.format("delta").load(os.path.join(lake, "facts")) \
+            .where("event IS NULL").agg({"duration_ms": "sum"}).first()[0]
+        print(f"reference_batch_seconds: {(batch_ms or 0) / 1000:.2f}")
+        return secs
+    finally:
+        spark.stop()
 
 
 def latency(sim, work):
