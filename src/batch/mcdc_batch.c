@@ -638,6 +638,20 @@ int mcdc_batch_widen(mcdc_batch *b, mcdc_schema *wider, mcdc_error *err) {
     return rc;
 }
 
+int mcdc_col_move(mcdc_column *dst, mcdc_column *src, mcdc_error *err) {
+    if (!same_type(dst->field, src->field))
+        return mcdc_error_set(err, MCDC_E_SCHEMA, "column '%s' (%s) cannot take '%s' (%s)",
+                              dst->field->name, mcdc_type_name(dst->field->type), src->field->name,
+                              mcdc_type_name(src->field->type));
+    const mcdc_field *f = dst->field, *sf = src->field;
+    col_free(dst);
+    *dst = *src;
+    dst->field = f;
+    memset(src, 0, sizeof *src);
+    src->field = sf;
+    return MCDC_OK;
+}
+
 int mcdc_batch_reshape(mcdc_batch **out, mcdc_batch *in, mcdc_schema *target, const int32_t *from,
                        mcdc_error *err) {
     *out = NULL;
@@ -662,11 +676,7 @@ int mcdc_batch_reshape(mcdc_batch **out, mcdc_batch *in, mcdc_schema *target, co
             rc = mcdc_col_append_nulls(dst, in->rows, err);
             continue;
         }
-        col_free(dst); /* the fresh buffers give way to the moved ones */
-        *dst = in->columns[from[i]];
-        dst->field = &target->fields[i];
-        memset(&in->columns[from[i]], 0, sizeof in->columns[from[i]]);
-        in->columns[from[i]].field = &in->schema->fields[from[i]];
+        rc = mcdc_col_move(dst, &in->columns[from[i]], err); /* types checked above */
     }
     int64_t rows = in->rows;
     mcdc_batch_free(in); /* its moved-out columns are empty: nothing pooled twice */

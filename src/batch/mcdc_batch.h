@@ -166,6 +166,11 @@ int mcdc_schema_export(const mcdc_schema *s, struct ArrowSchema *out, mcdc_error
 int mcdc_batch_import(mcdc_batch **out, const struct ArrowArray *array,
                       const struct ArrowSchema *schema, mcdc_error *err);
 
+/* Moves src's values into dst (same type; dst's own values are dropped,
+ * its field kept), leaving src empty: a column handed from one batch to
+ * another without a copy. */
+int mcdc_col_move(mcdc_column *dst, mcdc_column *src, mcdc_error *err);
+
 /* A batch of `target` built from in's columns without copying them: column
  * i of the result is in's column from[i] (moved: same type, any name), or
  * all NULL when from[i] < 0 (a column the data lacks). Takes in (freed, also

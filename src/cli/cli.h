@@ -56,5 +56,6 @@ int cmd_stream(int argc, char **argv);
 int cmd_finalization(int argc, char **argv);
 int cmd_table_rows(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
+int cmd_seed(int argc, char **argv);
 
 #endif /* MCDC_CLI_H */

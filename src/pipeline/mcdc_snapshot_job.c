@@ -21,6 +21,8 @@ typedef struct {
     const mcdc_snap_env *e;
     char best[MCDC_LSN_TEXT_LEN + 1];
     bool found;
+    const char *exact;  /* a snapshot at this LSN, looked for too */
+    bool exact_found;
 } find_acc;
 
 static int file_stats(void *ctx, const char *stats, mcdc_error *err) {
@@ -52,15 +54,22 @@ static int file_stats(void *ctx, const char *stats, mcdc_error *err) {
             snprintf(a->best, sizeof a->best, "%s", lsn);
             a->found = true;
         }
+        if (rc == MCDC_OK && ours && a->exact && strcmp(lsn, a->exact) == 0) a->exact_found = true;
     }
     json_decref(j);
     return rc;
 }
 
 int mcdc_snapshot_find(mcdc_offset *out, bool *found, const mcdc_snap_env *e, mcdc_error *err) {
+    return mcdc_snapshot_find_at(out, found, NULL, NULL, e, err);
+}
+
+int mcdc_snapshot_find_at(mcdc_offset *out, bool *found, const char *exact, bool *exact_found,
+                          const mcdc_snap_env *e, mcdc_error *err) {
     memset(out, 0, sizeof *out);
-    find_acc a = {.e = e};
+    find_acc a = {.e = e, .exact = exact};
     int rc = mcdc_table_each_file_stats(e->target, file_stats, &a, err);
+    if (exact_found) *exact_found = rc == MCDC_OK && a.exact_found;
     *found = rc == MCDC_OK && a.found;
     if (!*found) return rc;
     snprintf(out->lsn, sizeof out->lsn, "%s", a.best);

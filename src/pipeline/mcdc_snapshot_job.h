@@ -28,6 +28,9 @@ typedef struct mcdc_snap_env {
  * the target holds, by the statistics of its files (rows of operation 0
  * only; _snapshot, or _start_lsn for rows of older snapshots). */
 int mcdc_snapshot_find(mcdc_offset *out, bool *found, const mcdc_snap_env *e, mcdc_error *err);
+/* The same, and whether one of them is at exactly `exact` (an LSN text). */
+int mcdc_snapshot_find_at(mcdc_offset *out, bool *found, const char *exact, bool *exact_found,
+                          const mcdc_snap_env *e, mcdc_error *err);
 
 /* Reads the table and appends it in one commit; transient read errors
  * start the read again (the files of a failed attempt are deleted).

@@ -406,6 +406,13 @@ int mcdc_changes_nth_commit_after(mcdc_changes *c, const mcdc_lsn *start, int64_
     return rc;
 }
 
+int mcdc_changes_time_to_lsn(mcdc_changes *c, int64_t utc_us, mcdc_lsn *out, bool *found,
+                             mcdc_error *err) {
+    int rc;
+    CONTROL_CALL(rc, c, err, mcdc_cdc_time_to_lsn(out, found, c->client, utc_us, err));
+    return rc;
+}
+
 int mcdc_changes_commit_time(mcdc_changes *c, const mcdc_lsn *lsn, int64_t *utc_us, bool *found,
                              mcdc_error *err) {
     int rc;

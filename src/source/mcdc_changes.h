@@ -42,6 +42,11 @@ int mcdc_changes_nth_commit_after(mcdc_changes *c, const mcdc_lsn *start, int64_
 /* UTC commit time of an LSN (the mapping entry at or before it), microseconds. */
 int mcdc_changes_commit_time(mcdc_changes *c, const mcdc_lsn *lsn, int64_t *utc_us, bool *found,
                              mcdc_error *err);
+/* The largest commit LSN at or before a UTC time, to the second, on the
+ * server's clock (sys.fn_cdc_map_time_to_lsn); *found false when no commit
+ * is at or before it (any more). */
+int mcdc_changes_time_to_lsn(mcdc_changes *c, int64_t utc_us, mcdc_lsn *out, bool *found,
+                             mcdc_error *err);
 /* startingLsn resolved: earliest = decrement(min_lsn), latest = max_lsn, or
  * the LSN given (already processed). */
 int mcdc_changes_initial(mcdc_changes *c, const char *starting_lsn, mcdc_lsn *out,
