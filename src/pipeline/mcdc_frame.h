@@ -1,8 +1,10 @@
 /*
  * mcdc_frame.h - the job frame: the one protocol every job runs on.
  *
- * A job (the stream; later snapshots, backfill waves, silver) produces
- * units, numbered 0, 1, 2... The frame runs them one after the other:
+ * A job (the stream, a chunked snapshot's backfill waves; later silver)
+ * produces units, numbered 0, 1, 2... The frame runs them one after the
+ * other, recording each in the job's ledger (mcdc_ledger.h: a checkpoint
+ * directory, or the lake itself):
  *
  *   check   the checkpoint, the target's txn for the job's app id and the
  *           facts' txn agree (at start, and again before every unit: one
@@ -43,6 +45,7 @@
 #include <stdint.h>
 
 #include "mcdc_checkpoint.h"
+#include "mcdc_ledger.h"
 #include "mcdc_context.h"
 #include "mcdc_lake.h"
 
@@ -98,6 +101,9 @@ typedef struct mcdc_job_ops {
 
 typedef struct mcdc_frame_cfg {
     mcdc_ctx *ctx;
+    /* Where units are planned and committed: the job's own ledger, or (NULL)
+     * the checkpoint directory below, opened with the binding. */
+    const mcdc_ledger *ledger;
     const char *checkpoint;   /* directory */
     mcdc_ckpt_binding binding;
     mcdc_table *target;       /* borrowed; the job's data goes here */
