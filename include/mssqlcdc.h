@@ -66,8 +66,10 @@ typedef enum mcdc_status {
                                     restored from an older copy */
     MCDC_E_FACTS_BEHIND = -19,   /* the facts table lacks the row of a committed batch */
     MCDC_E_FOREIGN_WRITER = -20, /* another writer (another checkpoint) commits under this app id */
-    MCDC_E_LOGIN = -21           /* the server refused the login (UID/PWD, a disabled login);
+    MCDC_E_LOGIN = -21,          /* the server refused the login (UID/PWD, a disabled login);
                                     not a missing grant, which is MCDC_E_PERMISSION */
+    MCDC_E_SNAPSHOT_OPEN = -22   /* a snapshot of the stream in the other mode (full, chunked)
+                                    is still open: finish it first (ValueError) */
 } mcdc_status;
 
 #define MCDC_ERROR_MESSAGE_MAX 1024

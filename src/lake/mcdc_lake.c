@@ -134,7 +134,7 @@ static const struct {
     [MCDC_KIND_BRONZE] = {"bronze", 2, {"_start_lsn", "_seqval", "_operation", "_commit_ts", NULL}},
     [MCDC_KIND_FACTS] = {"facts", 14, {"app_id", "batch_id", "event", "written_at", NULL}},
     [MCDC_KIND_CONTROL] = {"control", 4, {"table_name", "finalized_until", NULL}},
-    [MCDC_KIND_PLANS] = {"plans", 1, {"snapshot", "chunk", NULL}},
+    [MCDC_KIND_PLANS] = {"plans", 1, {"snapshot", "event", "detail", NULL}},
     [MCDC_KIND_SILVER] = {"silver", 0, {NULL}},
     [MCDC_KIND_RECONCILE] = {"reconcile", 0, {"run_id", "bucket", NULL}},
 };

@@ -24,6 +24,9 @@ int mcdc_bronze_widen(mcdc_batch *b, mcdc_schema *bronze, int64_t batch_id, cons
                       int64_t chunk, mcdc_error *err);
 /* Facts (reference §2.3.3), columns in the reference's order. */
 int mcdc_facts_schema(mcdc_schema **out, mcdc_error *err);
+/* A bronze table's plans table (reference ADR 0028 amendment 4): snapshot,
+ * event, detail. */
+int mcdc_plans_schema(mcdc_schema **out, mcdc_error *err);
 /* Control (reference §2.9). */
 int mcdc_control_schema(mcdc_schema **out, mcdc_error *err);
 

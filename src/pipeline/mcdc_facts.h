@@ -88,10 +88,5 @@ typedef struct mcdc_facts_event {
 int mcdc_facts_write_event(mcdc_table *facts, const mcdc_facts_event *ev, const char *txn_app_id,
                            int64_t txn_version, bool *skipped, mcdc_error *err);
 
-/* The newest snapshot of app_id's stream still open in facts: a
- * snapshot_open row without a bootstrap or resnapshot row at or past its
- * LSN (out: that LSN). Reads the facts' app_id, event and max_lsn columns. */
-int mcdc_facts_open_snapshot(mcdc_table *facts, const char *app_id, char out[24], bool *open,
-                             mcdc_error *err);
 
 #endif /* MCDC_FACTS_H */

@@ -21,6 +21,7 @@
 
 #include "mcdc_facts.h"
 #include "mcdc_parquet.h"
+#include "mcdc_snapfacts.h"
 #include "mcdc_snapshot_job.h"
 #include "mcdc_tables.h"
 
@@ -239,54 +240,6 @@ static int check_as_of(mcdc_lsn *lsn, seed_job *j, mcdc_changes *c, const char *
     return rc;
 }
 
-/* A snapshot of the stream opened in the facts and not completed yet: its
- * snapshot_open row has no bootstrap/resnapshot row at or past its LSN. */
-typedef struct {
-    const char *app_id;
-    char open[MCDC_LSN_TEXT_LEN + 1], done[MCDC_LSN_TEXT_LEN + 1];
-} open_acc;
-
-static int open_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
-    (void)err;
-    open_acc *a = ctx;
-    for (int64_t r = 0; r < b->rows; r++) {
-        mcdc_cell app = mcdc_row_get(b, r, 0), ev = mcdc_row_get(b, r, 1), lsn = mcdc_row_get(b, r, 2);
-        if (app.kind != MCDC_CELL_TEXT || ev.kind != MCDC_CELL_TEXT || lsn.kind != MCDC_CELL_TEXT ||
-            lsn.i != MCDC_LSN_TEXT_LEN || (size_t)app.i != strlen(a->app_id) ||
-            memcmp(app.s, a->app_id, (size_t)app.i) != 0)
-            continue;
-        char *slot = NULL;
-        if (ev.i == 13 && memcmp(ev.s, "snapshot_open", 13) == 0) slot = a->open;
-        else if ((ev.i == 9 && memcmp(ev.s, "bootstrap", 9) == 0) ||
-                 (ev.i == 10 && memcmp(ev.s, "resnapshot", 10) == 0))
-            slot = a->done;
-        if (slot && (slot[0] == 0 || memcmp(lsn.s, slot, MCDC_LSN_TEXT_LEN) > 0)) {
-            memcpy(slot, lsn.s, MCDC_LSN_TEXT_LEN);
-            slot[MCDC_LSN_TEXT_LEN] = 0;
-        }
-    }
-    mcdc_batch_free(b);
-    return MCDC_OK;
-}
-
-int mcdc_facts_open_snapshot(mcdc_table *facts, const char *app_id, char out[24], bool *open,
-                             mcdc_error *err) {
-    *open = false;
-    out[0] = 0;
-    static const char *const cols[] = {"app_id", "event", "max_lsn"};
-    mcdc_table_scan sc = MCDC_TABLE_SCAN_INIT;
-    sc.columns = cols;
-    sc.n_columns = 3;
-    open_acc a = {.app_id = app_id};
-    int64_t v;
-    int rc = mcdc_table_scan_run(facts, &sc, open_rows, &a, &v, NULL, err);
-    if (rc == MCDC_OK && a.open[0] && strcmp(a.done, a.open) < 0) {
-        *open = true;
-        snprintf(out, 24, "%s", a.open);
-    }
-    return rc;
-}
-
 int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *opts,
               const mcdc_seed_cfg *cfg, mcdc_error *err) {
     if (out == NULL || rows == NULL || written == NULL || opts == NULL || cfg == NULL)
@@ -346,15 +299,13 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
                             "--reseed needs an --as-of newer than the target's newest snapshot "
                             "%s, and %s is not",
                             newest.lsn, lsn_text);
-    char open_lsn[24];
-    bool open = false;
-    if (rc == MCDC_OK && facts) rc = mcdc_facts_open_snapshot(facts, cfg->app_id, open_lsn, &open, err);
-    if (rc == MCDC_OK && open)
-        rc = mcdc_error_set(err, MCDC_E_INVALID,
-                            "stream %s has a snapshot open at %s (a snapshot_open row in %s "
-                            "without its bootstrap or resnapshot row): finish it (rerun it, or "
-                            "run backfill until done) before seeding",
-                            cfg->app_id, open_lsn, cfg->facts_table);
+    /* Any snapshot of the stream still open, in either mode: a seed would
+     * be a second snapshot next to it. */
+    mcdc_snapfacts sf = {0};
+    if (rc == MCDC_OK && facts)
+        rc = mcdc_snapfacts_load(&sf, facts, cfg->target, cfg->warehouse, cfg->app_id, err);
+    if (rc == MCDC_OK) rc = mcdc_snapfacts_lock(&sf, cfg->target, NULL, mcdc_snapshot_purged, changes, err);
+    mcdc_snapfacts_free(&sf);
     if (rc == MCDC_OK) {
         snprintf(out->lsn, sizeof out->lsn, "%s", lsn_text);
         out->has_commit_ts = j.has_ts;

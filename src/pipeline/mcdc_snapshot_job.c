@@ -16,6 +16,17 @@ void mcdc_offset_commit_text(const mcdc_offset *o, char out[32]) {
     if (o->has_commit_ts) mcdc_format_ts_us(o->commit_us, 3, out);
 }
 
+int mcdc_snapshot_purged(void *changes_ctx, const char *lsn, bool *purged, mcdc_error *err) {
+    mcdc_changes *c = changes_ctx;
+    *purged = false;
+    mcdc_lsn at, next, min;
+    int rc = mcdc_lsn_parse_cstr(&at, lsn, err);
+    if (rc == MCDC_OK) rc = mcdc_lsn_increment(&next, &at, err);
+    if (rc == MCDC_OK) rc = mcdc_changes_min_lsn(c, &min, err);
+    if (rc == MCDC_OK) *purged = !mcdc_lsn_is_zero(&min) && mcdc_lsn_cmp(&next, &min) < 0;
+    return rc;
+}
+
 /* ---- finding the newest one ---------------------------------------------------- */
 typedef struct {
     const mcdc_snap_env *e;

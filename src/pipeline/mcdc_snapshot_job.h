@@ -42,6 +42,10 @@ typedef int (*mcdc_snapshot_stamped_fn)(void *ctx, const mcdc_offset *stamp, mcd
 int mcdc_snapshot_append(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
                          mcdc_snapshot_stamped_fn on_stamped, void *ctx, mcdc_error *err);
 
+/* Has CDC cleanup passed lsn (changes_ctx: the mcdc_changes)? Its next
+ * LSN is below the capture instance's min_lsn (mcdc_purged_fn). */
+int mcdc_snapshot_purged(void *changes_ctx, const char *lsn, bool *purged, mcdc_error *err);
+
 /* offset -> {"lsn", "commit_ts"} text parts (commit_ts "" when none). */
 void mcdc_offset_commit_text(const mcdc_offset *o, char out[32]);
 

@@ -490,6 +490,10 @@ static void job_done(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
 static int write_open(void *ctx, const mcdc_offset *stamp, mcdc_error *err) {
     mcdc_stream *s = ctx;
     if (s->facts == NULL) return MCDC_OK;
+    json_t *d = mcdc_snap_open_detail("full", "bootstrap", 0, false, 0, false, 0);
+    char *detail = d ? json_dumps(d, JSON_COMPACT) : NULL;
+    json_decref(d);
+    if (detail == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     mcdc_facts_event ev = {.app_id = s->cfg.app_id,
                            .target = s->cfg.target,
                            .event = "snapshot_open",
@@ -497,9 +501,11 @@ static int write_open(void *ctx, const mcdc_offset *stamp, mcdc_error *err) {
                            .lsn = stamp->lsn,
                            .has_commit_ts = stamp->has_commit_ts,
                            .commit_us = stamp->commit_us,
-                           .detail = "{\"generation\":0,\"kind\":\"bootstrap\",\"mode\":\"full\"}"};
+                           .detail = detail};
     bool skipped;
-    return mcdc_facts_write_event(s->facts, &ev, NULL, 0, &skipped, err);
+    int rc = mcdc_facts_write_event(s->facts, &ev, NULL, 0, &skipped, err);
+    free(detail);
+    return rc;
 }
 
 /* A new checkpoint with bootstrap: the target's snapshot of the table (taken

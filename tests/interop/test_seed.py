@@ -143,5 +143,5 @@ def test_seed_refusals_write_nothing(sim, workdir):
                 "--target", os.path.join(d2, "bronze"), "--from", copy, "--as-of", later,
                 "--allow-missing-columns", "--app-id", "orders-v1",
                 "--facts-table", os.path.join(d2, "facts"), check=False)
-    assert p.returncode == 2 and "snapshot open" in p.stderr, p.stderr
+    assert p.returncode == 18 and "full snapshot open" in p.stderr, p.stderr
     assert not os.path.exists(facts)

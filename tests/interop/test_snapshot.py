@@ -194,7 +194,8 @@ def test_bootstrap_full_under_a_running_workload_rebuilds_the_source(sim, workdi
     assert boots[0]["max_lsn"] == s == opens[0]["min_lsn"] and boots[0]["batch_id"] is None
     assert boots[0]["rows"] == sum(1 for r in DeltaTable(bronze).to_pyarrow_table().to_pylist()
                                    if r["_operation"] == 0)
-    assert json.loads(opens[0]["detail"]) == {"generation": 0, "kind": "bootstrap", "mode": "full"}
+    assert json.loads(opens[0]["detail"]) == {"generation": 0, "kind": "bootstrap", "mode": "full",
+                                              "lost_from_ts": None, "lost_to_ts": None}
     # the stream started at S: its first batch reads the changes after it
     batches = sorted((r for r in facts if r["event"] is None), key=lambda r: r["batch_id"])
     assert batches and batches[0]["min_lsn"] is None or batches[0]["min_lsn"] > s
