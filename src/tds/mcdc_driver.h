@@ -77,8 +77,9 @@ int mcdc_conn_exec(mcdc_result **out, mcdc_conn *c, const char *sql, const char 
 int mcdc_conn_run(mcdc_conn *c, const char *sql, const char *const *params, int n_params,
                   mcdc_error *err);
 /* First column of the first row as text (*out_text owned by the caller,
- * mcdc_free), or *out_text = NULL for SQL NULL or no row. Integers in
- * decimal, binary as 0x + uppercase hex, datetimes ISO 8601. */
+ * mcdc_free), or *out_text = NULL for SQL NULL or no row. The value's
+ * canonical text (mcdc_value_text.h: integers in decimal, decimals exact,
+ * binary as 0x + uppercase hex, datetimes ISO 8601), but a bit is 1 or 0. */
 int mcdc_conn_scalar(char **out_text, mcdc_conn *c, const char *sql, const char *const *params,
                      int n_params, mcdc_error *err);
 

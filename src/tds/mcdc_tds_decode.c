@@ -27,6 +27,7 @@
 #include "mcdc_limits.h"
 #include "mcdc_lsn.h" /* mcdc_u128 */
 #include "mcdc_tds_proto.h"
+#include "mcdc_value_text.h"
 
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
@@ -677,23 +678,6 @@ CONV(cp1252) {
     return MCDC_OK;
 }
 
-static int decimal_text(char *buf, size_t n, bool neg, mcdc_u128 mag, int scale) {
-    char d[48];
-    int k = 0;
-    do {
-        d[k++] = (char)('0' + (int)(mag % 10));
-        mag /= 10;
-    } while (mag > 0 || k <= scale);
-    int o = 0;
-    if (neg) buf[o++] = '-';
-    for (int i = k - 1; i >= 0 && (size_t)o + 2 < n; i--) {
-        buf[o++] = d[i];
-        if (i == scale && scale > 0) buf[o++] = '.';
-    }
-    buf[o] = 0;
-    return o;
-}
-
 /* Anything to text (casts to utf8, sql_variant). */
 static int value_text(mcdc_column *c, const uint8_t *p, uint32_t len, const mcdc_tds_col *tc,
                       mcdc_error *err) {
@@ -704,7 +688,7 @@ static int value_text(mcdc_column *c, const uint8_t *p, uint32_t len, const mcdc
         bool ok;
         int64_t v = int_of(p, len, &ok);
         if (!ok) return badv(c, err, "integer", len);
-        n = snprintf(buf, sizeof buf, "%lld", (long long)v);
+        n = (int)mcdc_text_int(buf, v);
         break;
     }
     case TDS_BIT: case TDS_BITN:
@@ -715,11 +699,11 @@ static int value_text(mcdc_column *c, const uint8_t *p, uint32_t len, const mcdc
         if (len == 4) {
             float f;
             memcpy(&f, p, 4);
-            n = snprintf(buf, sizeof buf, "%.9g", (double)f);
+            n = (int)mcdc_text_float(buf, f);
         } else if (len == 8) {
             double d;
             memcpy(&d, p, 8);
-            n = snprintf(buf, sizeof buf, "%.17g", d);
+            n = (int)mcdc_text_double(buf, d);
         } else {
             return badv(c, err, "float", len);
         }
@@ -727,13 +711,14 @@ static int value_text(mcdc_column *c, const uint8_t *p, uint32_t len, const mcdc
     case TDS_MONEY: case TDS_MONEY4: case TDS_MONEYN: {
         if (len != 4 && len != 8) return badv(c, err, "money", len);
         int64_t v = money_of(p, len);
-        n = decimal_text(buf, sizeof buf, v < 0,
-                         v < 0 ? (mcdc_u128)((uint64_t)0 - (uint64_t)v) : (mcdc_u128)(uint64_t)v, 4);
+        n = (int)mcdc_text_decimal(buf, (uint64_t)v, v < 0 ? -1 : 0, 4);
         break;
     }
     case TDS_DECIMALN: case TDS_NUMERICN: case TDS_DECIMAL: case TDS_NUMERIC: {
         if (len < 2 || len > 17) return badv(c, err, "decimal", len);
-        n = decimal_text(buf, sizeof buf, p[0] == 0, decimal_mag(p, len), tc->scale);
+        mcdc_u128 mag = decimal_mag(p, len);
+        n = (int)mcdc_text_decimal_parts(buf, p[0] == 0, (uint64_t)mag, (uint64_t)(mag >> 64),
+                                         tc->scale);
         break;
     }
     case TDS_DATETIME: case TDS_DATETIM4: case TDS_DATETIMN: {
@@ -775,14 +760,7 @@ static int value_text(mcdc_column *c, const uint8_t *p, uint32_t len, const mcdc
     case TDS_BIGVARBINARY: case TDS_BIGBINARY: case TDS_IMAGE: case TDS_UDT: {
         int rc = room(c, (int64_t)len * 2 + 2, err);
         if (rc != MCDC_OK) return rc;
-        uint8_t *o = c->data + c->data_len;
-        *o++ = '0';
-        *o++ = 'x';
-        for (uint32_t i = 0; i < len; i++) {
-            memcpy(o, mcdc_hex_pairs + 2 * p[i], 2);
-            o += 2;
-        }
-        c->data_len = o - c->data;
+        c->data_len += (int64_t)mcdc_text_hex((char *)c->data + c->data_len, p, len);
         end_var(c);
         return MCDC_OK;
     }
