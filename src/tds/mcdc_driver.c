@@ -333,6 +333,18 @@ int mcdc_conn_open(mcdc_conn **out, const mcdc_connstr *cs, const mcdc_conn_opti
 /* ---- shared value formatting ------------------------------------------------ */
 #define DRIVER_DAYS_1900_TO_1970 25567
 
+int mcdc_driver_time_text(char *buf, size_t cap, uint64_t ticks100ns, int scale) {
+    uint64_t secs = ticks100ns / 10000000u, frac = ticks100ns % 10000000u;
+    int n = snprintf(buf, cap, "%02u:%02u:%02u", (unsigned)(secs / 3600 % 100),
+                     (unsigned)(secs / 60 % 60), (unsigned)(secs % 60));
+    if (scale > 0 && scale <= 7) {
+        char f7[16];
+        snprintf(f7, sizeof f7, "%07u", (unsigned)frac);
+        n += snprintf(buf + n, cap - (size_t)n, ".%.*s", scale, f7);
+    }
+    return n;
+}
+
 int mcdc_driver_datetime_text(char *buf, size_t cap, int64_t days1900, uint64_t ticks100ns,
                               int scale, bool with_time, bool with_offset, int offset_min) {
     if (with_offset) { /* datetimeoffset arrives in UTC: show the local time */
@@ -347,14 +359,8 @@ int mcdc_driver_datetime_text(char *buf, size_t cap, int64_t days1900, uint64_t 
     mcdc_civil_from_days(days1900 - DRIVER_DAYS_1900_TO_1970, &y, &mo, &d);
     int n = snprintf(buf, cap, "%04lld-%02u-%02u", (long long)y, mo, d);
     if (with_time) {
-        uint64_t secs = ticks100ns / 10000000u, frac = ticks100ns % 10000000u;
-        n += snprintf(buf + n, cap - (size_t)n, " %02u:%02u:%02u", (unsigned)(secs / 3600 % 100),
-                      (unsigned)(secs / 60 % 60), (unsigned)(secs % 60));
-        if (scale > 0 && scale <= 7) {
-            char f7[16];
-            snprintf(f7, sizeof f7, "%07u", (unsigned)frac);
-            n += snprintf(buf + n, cap - (size_t)n, ".%.*s", scale, f7);
-        }
+        buf[n++] = ' ';
+        n += mcdc_driver_time_text(buf + n, cap - (size_t)n, ticks100ns, scale);
     }
     if (with_offset) {
         int a = offset_min < 0 ? -offset_min : offset_min;

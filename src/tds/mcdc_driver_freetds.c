@@ -537,17 +537,8 @@ static int d_time_text(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *
     (void)len;
     DBDATETIMEALL d;
     memcpy(&d, p, sizeof d);
-    uint64_t t = d.time; /* 100 ns units since midnight */
-    uint64_t secs = t / 10000000u, frac = t % 10000000u;
     char buf[32];
-    int n = snprintf(buf, sizeof buf, "%02u:%02u:%02u", (unsigned)(secs / 3600),
-                     (unsigned)(secs / 60 % 60), (unsigned)(secs % 60));
-    int scale = fc->scale;
-    if (scale > 0 && scale <= 7) {
-        char f7[8];
-        snprintf(f7, sizeof f7, "%07u", (unsigned)frac);
-        n += snprintf(buf + n, sizeof buf - (size_t)n, ".%.*s", scale, f7);
-    }
+    int n = mcdc_driver_time_text(buf, sizeof buf, d.time, fc->scale);
     return put_var(c, buf, n, err);
 }
 static int d_bytes(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc,
@@ -561,17 +552,8 @@ static int d_guid(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc,
     if (len != 16)
         return mcdc_error_set(err, MCDC_E_PROTOCOL, "column '%s': uniqueidentifier of %d bytes",
                               c->field->name, (int)len);
-    /* Wire order: the first three groups little-endian, the rest as is. */
-    static const uint8_t ORDER[16] = {3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15};
-    static const char HEX[] = "0123456789ABCDEF";
     char buf[36];
-    int k = 0;
-    for (int i = 0; i < 16; i++) {
-        if (i == 4 || i == 6 || i == 8 || i == 10) buf[k++] = '-';
-        uint8_t v = p[ORDER[i]];
-        buf[k++] = HEX[v >> 4];
-        buf[k++] = HEX[v & 15];
-    }
+    mcdc_driver_guid_text(buf, p);
     return put_var(c, buf, 36, err);
 }
 /* Date and time types as text (a declared STRING column), ISO 8601 the way

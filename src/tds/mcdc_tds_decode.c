@@ -207,23 +207,10 @@ static inline int64_t dt2_us(const uint8_t *p, int scale) {
     int64_t days = (int64_t)le_n(p + tb, 3);
     return (days - TDS_DAYS_0001_TO_1970) * TDS_US_PER_DAY + (int64_t)(t / 10);
 }
-static int time_text(char *buf, uint64_t t, int scale) {
-    uint64_t secs = t / 10000000u, frac = t % 10000000u;
-    int n = snprintf(buf, 32, "%02u:%02u:%02u", (unsigned)(secs / 3600 % 100),
-                     (unsigned)(secs / 60 % 60), (unsigned)(secs % 60));
-    if (scale > 0) {
-        char f7[16];
-        snprintf(f7, sizeof f7, "%07u", (unsigned)frac);
-        n += snprintf(buf + n, 32 - (size_t)n, ".%.*s", scale, f7);
-    }
-    return n;
-}
-/* uniqueidentifier text: the first three groups are little-endian on the
- * wire, the last two in byte order. */
-static void guid_text(char buf[36], const uint8_t *p) {
+/* uniqueidentifier text (mcdc_driver.h). SSE2: the first three groups
+ * swapped into display order, then 32 nibbles to hex digits at once. */
+void mcdc_driver_guid_text(char buf[36], const uint8_t p[16]) {
 #if defined(__SSE2__)
-    /* the first three groups are little-endian: swapped into display
-     * order, then 32 nibbles to hex digits at once */
     uint64_t a, b;
     memcpy(&a, p, 8);
     memcpy(&b, p + 8, 8);
@@ -411,7 +398,7 @@ CONV(date_ts) {
 CONV(time_text) {
     if (UNLIKELY(len != (uint32_t)time_bytes(tc->scale))) return badv(c, err, "time", len);
     char buf[32];
-    int n = time_text(buf, time_100ns(p, tc->scale), tc->scale);
+    int n = mcdc_driver_time_text(buf, sizeof buf, time_100ns(p, tc->scale), tc->scale);
     return put_var(c, buf, (uint32_t)n, err);
 }
 CONV(guid) {
@@ -419,7 +406,7 @@ CONV(guid) {
     if (UNLIKELY(len != 16)) return badv(c, err, "uniqueidentifier", len);
     int rc = room(c, 36, err);
     if (rc != MCDC_OK) return rc;
-    guid_text((char *)c->data + c->data_len, p);
+    mcdc_driver_guid_text((char *)c->data + c->data_len, p);
     c->data_len += 36;
     end_var(c);
     return MCDC_OK;
@@ -740,7 +727,7 @@ static int value_text(mcdc_column *c, const uint8_t *p, uint32_t len, const mcdc
         break;
     case TDS_TIMEN:
         if (len != (uint32_t)time_bytes(tc->scale)) return badv(c, err, "time", len);
-        n = time_text(buf, time_100ns(p, tc->scale), tc->scale);
+        n = mcdc_driver_time_text(buf, sizeof buf, time_100ns(p, tc->scale), tc->scale);
         break;
     case TDS_DATETIME2N: case TDS_DATETIMEOFFSETN: {
         bool dto = tc->type == TDS_DATETIMEOFFSETN;
@@ -754,7 +741,7 @@ static int value_text(mcdc_column *c, const uint8_t *p, uint32_t len, const mcdc
     }
     case TDS_GUID:
         if (len != 16) return badv(c, err, "uniqueidentifier", len);
-        guid_text(buf, p);
+        mcdc_driver_guid_text(buf, p);
         n = 36;
         break;
     case TDS_BIGVARBINARY: case TDS_BIGBINARY: case TDS_IMAGE: case TDS_UDT: {

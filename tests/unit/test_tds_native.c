@@ -551,6 +551,85 @@ TEST(tds_native_casts_and_schema_errors) {
     mcdc_schema_unref(s);
 }
 
+/* Casts to text (a declared utf8 column) through the canonical value text
+ * (mcdc_value_text.h). The decimal and money texts are the ones the
+ * decoder's own decimal_text wrote; floats are now the shortest that read
+ * back (it wrote %.17g / %.9g: "0.10000000000000001", "0.100000001"). */
+TEST(tds_native_text_casts_are_canonical) {
+    static tb t;
+    static uint8_t pk[8192];
+    t.n = 0;
+    u8(&t, TDS_TOK_COLMETADATA); u16(&t, 11);
+    col(&t, TDS_DECIMALN); u8(&t, 17); u8(&t, 38); u8(&t, 0); bname(&t, "d38");
+    col(&t, TDS_DECIMALN); u8(&t, 17); u8(&t, 38); u8(&t, 38); bname(&t, "d3838");
+    col(&t, TDS_NUMERICN); u8(&t, 5); u8(&t, 9); u8(&t, 2); bname(&t, "n92");
+    col(&t, TDS_MONEYN); u8(&t, 8); bname(&t, "m");
+    col(&t, TDS_MONEYN); u8(&t, 4); bname(&t, "sm");
+    col(&t, TDS_FLTN); u8(&t, 8); bname(&t, "f8");
+    col(&t, TDS_FLTN); u8(&t, 4); bname(&t, "f4");
+    col(&t, TDS_INTN); u8(&t, 8); bname(&t, "bi");
+    col(&t, TDS_BIGVARBINARY); u16(&t, 16); bname(&t, "vb");
+    col(&t, TDS_BITN); u8(&t, 1); bname(&t, "bt");
+    col(&t, TDS_INTN); u8(&t, 1); bname(&t, "ti");
+    u8(&t, TDS_TOK_ROW);
+    u8(&t, 17); u8(&t, 1); u64(&t, 0x098a223fffffffffull); u64(&t, 0x4b3b4ca85a86c47aull); /* 10^38-1 */
+    u8(&t, 17); u8(&t, 0); u64(&t, 0x098a223fffffffffull); u64(&t, 0x4b3b4ca85a86c47aull);
+    u8(&t, 5); u8(&t, 0); u32(&t, 5);                  /* -0.05 */
+    u8(&t, 8); u32(&t, 0xFFFFFFFFu); u32(&t, 0xFFFFFFFFu); /* -0.0001 */
+    u8(&t, 4); u32(&t, 0x80000000u);                   /* -214748.3648 */
+    u8(&t, 8); { double d = 0.1; raw(&t, &d, 8); }
+    u8(&t, 4); { float f = 0.1f; raw(&t, &f, 4); }
+    u8(&t, 8); u64(&t, 0x8000000000000000ull);
+    u16(&t, 2); u8(&t, 0xDE); u8(&t, 0xAD);
+    u8(&t, 1); u8(&t, 1);
+    u8(&t, 1); u8(&t, 255);
+    u8(&t, TDS_TOK_ROW); /* zeros: a negative zero on the wire has no sign */
+    u8(&t, 17); u8(&t, 1); u64(&t, 0); u64(&t, 0);
+    u8(&t, 17); u8(&t, 0); u64(&t, 0); u64(&t, 0);
+    u8(&t, 5); u8(&t, 0); u32(&t, 0);
+    u8(&t, 8); u32(&t, 0); u32(&t, 0);
+    u8(&t, 4); u32(&t, 0);
+    u8(&t, 8); { double d = -2.25e300; raw(&t, &d, 8); }
+    u8(&t, 4); { float f = 1.5f; raw(&t, &f, 4); }
+    u8(&t, 8); u64(&t, 0);
+    u16(&t, 0);
+    u8(&t, 1); u8(&t, 0);
+    u8(&t, 1); u8(&t, 0);
+    done(&t, TDS_DONE_COUNT, 2);
+    size_t n = packetize(pk, t.b, t.n, 512, true);
+    static const char *const WANT[2][11] = {
+        {"99999999999999999999999999999999999999", "-0.99999999999999999999999999999999999999",
+         "-0.05", "-0.0001", "-214748.3648", "0.1", "0.1", "-9223372036854775808", "0xDEAD", "1",
+         "255"},
+        {"0", "0.00000000000000000000000000000000000000", "0.00", "0.0000", "0.0000",
+         "-2.25e+300", "1.5", "0", "0x", "0", "0"}};
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_schema *s = NULL;
+    CHECK_EQ_INT(mcdc_schema_create(&s, 11, &e), MCDC_OK);
+    for (int i = 0; i < 11; i++) mcdc_schema_set(s, i, "x", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_conn *c = NULL;
+    CHECK_EQ_INT(mcdc_tds_conn_open_memory(&c, pk, n, &e), MCDC_OK);
+    mcdc_result *r = NULL;
+    CHECK_EQ_INT(mcdc_conn_exec(&r, c, "SELECT", NULL, 0, &e), MCDC_OK);
+    mcdc_batch *b = NULL;
+    CHECK_EQ_INT(mcdc_batch_create(&b, s, 4, &e), MCDC_OK);
+    int64_t got = 0;
+    CHECK_EQ_INT(mcdc_result_fetch(r, b, 0, 10, 0, &got, &e), MCDC_OK);
+    CHECK_EQ_INT((int)got, 2);
+    for (int row = 0; row < 2 && got == 2; row++)
+        for (int i = 0; i < 11; i++) {
+            const mcdc_column *cc = &b->columns[i];
+            char v[64];
+            snprintf(v, sizeof v, "%.*s", (int)(cc->offsets[row + 1] - cc->offsets[row]),
+                     (const char *)cc->data + cc->offsets[row]);
+            CHECK_EQ_STR(v, WANT[row][i]);
+        }
+    mcdc_batch_free(b);
+    mcdc_result_free(r);
+    mcdc_conn_close(c);
+    mcdc_schema_unref(s);
+}
+
 TEST(tds_native_login_builders) {
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_buf b = {0};
