@@ -25,17 +25,11 @@
 
 #include "mcdc_driver.h"
 #include "mcdc_lsn.h" /* mcdc_u128 */
+#include "mcdc_sql_types.h"
 
-/* Type codes db-lib may report that sybdb.h does not name. */
-#define T_XSYBCHAR 175
-#define T_XSYBVARCHAR 167
-#define T_XSYBNVARCHAR 231
-#define T_XSYBNCHAR 239
-#define T_XSYBBINARY 173
-#define T_XSYBVARBINARY 165
+/* A type code db-lib reports that sybdb.h does not name (the others it
+ * may report are in the type table, mcdc_sql_types.c). */
 #define T_SYBUNIQUE 36
-#define T_SYBMSXML 241
-#define T_SYBLONGBINARY 225
 
 /* ---- the connection ---------------------------------------------------------- */
 typedef struct fdb_conn {
@@ -230,41 +224,30 @@ typedef struct fdb_result {
     int32_t bound_first;
 } fdb_result;
 
+/* The type policy's row of a db-lib column type (mcdc_sql_types.h); db-lib
+ * reports TDS type ids, the nullable ones normalised to their width. */
+static const mcdc_sql_type *sql_type(int t) {
+    return t >= 0 && t <= 0xFF ? mcdc_sql_type_of_tds((uint8_t)t, 0) : NULL;
+}
 static bool is_char_type(int t) {
-    return t == SYBCHAR || t == SYBVARCHAR || t == SYBTEXT || t == SYBNTEXT ||
-           t == SYBNVARCHAR || t == T_XSYBCHAR || t == T_XSYBVARCHAR || t == T_XSYBNVARCHAR ||
-           t == T_XSYBNCHAR || t == T_SYBMSXML;
+    const mcdc_sql_type *st = sql_type(t);
+    return st && st->chars;
 }
 static bool is_binary_type(int t) {
-    return t == SYBBINARY || t == SYBVARBINARY || t == SYBIMAGE || t == T_XSYBBINARY ||
-           t == T_XSYBVARBINARY || t == T_SYBLONGBINARY;
+    const mcdc_sql_type *st = sql_type(t);
+    return st && st->type == MCDC_TYPE_BINARY;
 }
 
-/* Natural batch type of a result column (reference §2.2). */
+/* Natural batch type of a result column: the policy's, text for a type it
+ * does not know (read through dbconvert). */
 static void natural_type(const fdb_col *fc, mcdc_type_id *type, int32_t *p, int32_t *s) {
-    *p = *s = 0;
-    switch (fc->type) {
-    case SYBBIT: case SYBBITN: *type = MCDC_TYPE_BOOL; return;
-    case SYBINT1: case SYBINT2: *type = MCDC_TYPE_INT16; return;
-    case SYBINT4: *type = MCDC_TYPE_INT32; return;
-    case SYBINT8: *type = MCDC_TYPE_INT64; return;
-    case SYBREAL: *type = MCDC_TYPE_FLOAT; return;
-    case SYBFLT8: *type = MCDC_TYPE_DOUBLE; return;
-    case SYBDECIMAL: case SYBNUMERIC:
-        *type = MCDC_TYPE_DECIMAL;
-        *p = fc->precision;
-        *s = fc->scale;
+    const mcdc_sql_type *st = sql_type(fc->type);
+    if (st == NULL) {
+        *type = MCDC_TYPE_UTF8;
+        *p = *s = 0;
         return;
-    case SYBMONEY: *type = MCDC_TYPE_DECIMAL; *p = 19; *s = 4; return;
-    case SYBMONEY4: *type = MCDC_TYPE_DECIMAL; *p = 10; *s = 4; return;
-    case SYBDATETIME: case SYBDATETIME4: case SYBMSDATETIME2:
-        *type = MCDC_TYPE_TIMESTAMP_NTZ;
-        return;
-    case SYBMSDATETIMEOFFSET: *type = MCDC_TYPE_TIMESTAMP_UTC; return;
-    case SYBMSDATE: *type = MCDC_TYPE_DATE32; return;
-    default: break;
     }
-    *type = is_binary_type(fc->type) ? MCDC_TYPE_BINARY : MCDC_TYPE_UTF8;
+    mcdc_sql_type_batch(st, fc->precision, fc->scale, type, p, s);
 }
 
 /* -- value helpers -- */

@@ -26,6 +26,7 @@
 #include "mcdc_driver.h"
 #include "mcdc_limits.h"
 #include "mcdc_lsn.h" /* mcdc_u128 */
+#include "mcdc_sql_types.h"
 #include "mcdc_tds_proto.h"
 #include "mcdc_value_text.h"
 
@@ -1118,29 +1119,24 @@ static int skip_usvarchar(mcdc_tds_stream *s, mcdc_error *err) {
     return skip_n(s, (uint64_t)n * 2, err);
 }
 
-static void set_nat(mcdc_tds_col *tc, mcdc_type_id t, int32_t p, int32_t sc) {
-    tc->nat_type = t;
-    tc->nat_precision = p;
-    tc->nat_scale = sc;
-}
-
-/* TYPE_INFO after the type byte (already in tc->type). */
+/* TYPE_INFO after the type byte (already in tc->type): the wire form and
+ * lengths. The batch type comes from mcdc_sql_types.c. */
 static int read_type_info(mcdc_tds_stream *s, mcdc_tds_col *tc, bool in_colmetadata,
                           mcdc_error *err) {
     int rc = MCDC_OK;
     uint8_t t = tc->type;
     switch (t) {
-    case TDS_INT1: tc->max_len = 1; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_INT16, 0, 0); return MCDC_OK;
-    case TDS_BIT: tc->max_len = 1; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_BOOL, 0, 0); return MCDC_OK;
-    case TDS_INT2: tc->max_len = 2; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_INT16, 0, 0); return MCDC_OK;
-    case TDS_INT4: tc->max_len = 4; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_INT32, 0, 0); return MCDC_OK;
-    case TDS_INT8: tc->max_len = 8; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_INT64, 0, 0); return MCDC_OK;
-    case TDS_FLT4: tc->max_len = 4; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_FLOAT, 0, 0); return MCDC_OK;
-    case TDS_FLT8: tc->max_len = 8; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_DOUBLE, 0, 0); return MCDC_OK;
-    case TDS_MONEY: tc->max_len = 8; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_DECIMAL, 19, 4); return MCDC_OK;
-    case TDS_MONEY4: tc->max_len = 4; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_DECIMAL, 10, 4); return MCDC_OK;
-    case TDS_DATETIME: tc->max_len = 8; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_TIMESTAMP_NTZ, 0, 0); return MCDC_OK;
-    case TDS_DATETIM4: tc->max_len = 4; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_TIMESTAMP_NTZ, 0, 0); return MCDC_OK;
+    case TDS_INT1: tc->max_len = 1; tc->wire = TDS_WIRE_FIXED; return MCDC_OK;
+    case TDS_BIT: tc->max_len = 1; tc->wire = TDS_WIRE_FIXED; return MCDC_OK;
+    case TDS_INT2: tc->max_len = 2; tc->wire = TDS_WIRE_FIXED; return MCDC_OK;
+    case TDS_INT4: tc->max_len = 4; tc->wire = TDS_WIRE_FIXED; return MCDC_OK;
+    case TDS_INT8: tc->max_len = 8; tc->wire = TDS_WIRE_FIXED; return MCDC_OK;
+    case TDS_FLT4: tc->max_len = 4; tc->wire = TDS_WIRE_FIXED; return MCDC_OK;
+    case TDS_FLT8: tc->max_len = 8; tc->wire = TDS_WIRE_FIXED; return MCDC_OK;
+    case TDS_MONEY: tc->max_len = 8; tc->wire = TDS_WIRE_FIXED; return MCDC_OK;
+    case TDS_MONEY4: tc->max_len = 4; tc->wire = TDS_WIRE_FIXED; return MCDC_OK;
+    case TDS_DATETIME: tc->max_len = 8; tc->wire = TDS_WIRE_FIXED; return MCDC_OK;
+    case TDS_DATETIM4: tc->max_len = 4; tc->wire = TDS_WIRE_FIXED; return MCDC_OK;
     case TDS_INTN: case TDS_BITN: case TDS_FLTN: case TDS_MONEYN: case TDS_DATETIMN: case TDS_GUID: {
         rc = mcdc_tds_need(s, 1, err);
         if (rc != MCDC_OK) return rc;
@@ -1149,15 +1145,12 @@ static int read_type_info(mcdc_tds_stream *s, mcdc_tds_col *tc, bool in_colmetad
         tc->wire = TDS_WIRE_BYTELEN;
         bool ok = false;
         switch (t) {
-        case TDS_INTN:
-            ok = n == 1 || n == 2 || n == 4 || n == 8;
-            set_nat(tc, n <= 2 ? MCDC_TYPE_INT16 : n == 4 ? MCDC_TYPE_INT32 : MCDC_TYPE_INT64, 0, 0);
-            break;
-        case TDS_BITN: ok = n == 1; set_nat(tc, MCDC_TYPE_BOOL, 0, 0); break;
-        case TDS_FLTN: ok = n == 4 || n == 8; set_nat(tc, n == 4 ? MCDC_TYPE_FLOAT : MCDC_TYPE_DOUBLE, 0, 0); break;
-        case TDS_MONEYN: ok = n == 4 || n == 8; set_nat(tc, MCDC_TYPE_DECIMAL, n == 4 ? 10 : 19, 4); break;
-        case TDS_DATETIMN: ok = n == 4 || n == 8; set_nat(tc, MCDC_TYPE_TIMESTAMP_NTZ, 0, 0); break;
-        default: ok = n == 16; set_nat(tc, MCDC_TYPE_UTF8, 0, 0); break;
+        case TDS_INTN: ok = n == 1 || n == 2 || n == 4 || n == 8; break;
+        case TDS_BITN: ok = n == 1; break;
+        case TDS_FLTN: ok = n == 4 || n == 8; break;
+        case TDS_MONEYN: ok = n == 4 || n == 8; break;
+        case TDS_DATETIMN: ok = n == 4 || n == 8; break;
+        default: ok = n == 16; break;
         }
         if (!ok) return bad(s, err, "type 0x%s with length %ld", t == TDS_INTN ? "26" : "nn", (long)n);
         return MCDC_OK;
@@ -1173,13 +1166,11 @@ static int read_type_info(mcdc_tds_stream *s, mcdc_tds_col *tc, bool in_colmetad
         tc->wire = TDS_WIRE_BYTELEN;
         if (p[0] < 2 || p[0] > 17 || p[1] < 1 || p[1] > 38 || p[2] > p[1])
             return bad(s, err, "decimal TYPE_INFO%s (length %ld)", "", (long)p[0]);
-        set_nat(tc, MCDC_TYPE_DECIMAL, p[1], p[2]);
         return MCDC_OK;
     }
     case TDS_DATEN:
         tc->max_len = 3;
         tc->wire = TDS_WIRE_BYTELEN;
-        set_nat(tc, MCDC_TYPE_DATE32, 0, 0);
         return MCDC_OK;
     case TDS_TIMEN: case TDS_DATETIME2N: case TDS_DATETIMEOFFSETN: {
         rc = mcdc_tds_need(s, 1, err);
@@ -1190,8 +1181,6 @@ static int read_type_info(mcdc_tds_stream *s, mcdc_tds_col *tc, bool in_colmetad
         tc->wire = TDS_WIRE_BYTELEN;
         tc->max_len = (uint32_t)time_bytes(sc) + (t == TDS_TIMEN ? 0u : 3u) +
                       (t == TDS_DATETIMEOFFSETN ? 2u : 0u);
-        set_nat(tc, t == TDS_TIMEN ? MCDC_TYPE_UTF8
-                    : t == TDS_DATETIME2N ? MCDC_TYPE_TIMESTAMP_NTZ : MCDC_TYPE_TIMESTAMP_UTC, 0, 0);
         return MCDC_OK;
     }
     case TDS_BIGVARBINARY: case TDS_BIGBINARY: case TDS_BIGVARCHAR: case TDS_BIGCHAR:
@@ -1213,7 +1202,6 @@ static int read_type_info(mcdc_tds_stream *s, mcdc_tds_col *tc, bool in_colmetad
             if (tc->utf16 && (tc->max_len & 1))
                 return bad(s, err, "odd nvarchar length%s %ld", "", (long)tc->max_len);
         }
-        set_nat(tc, chr ? MCDC_TYPE_UTF8 : MCDC_TYPE_BINARY, 0, 0);
         return MCDC_OK;
     }
     case TDS_XML: {
@@ -1228,7 +1216,6 @@ static int read_type_info(mcdc_tds_stream *s, mcdc_tds_col *tc, bool in_colmetad
         tc->wire = TDS_WIRE_PLP;
         tc->utf16 = true;
         tc->max_len = 0xFFFF;
-        set_nat(tc, MCDC_TYPE_UTF8, 0, 0);
         return MCDC_OK;
     }
     case TDS_UDT: {
@@ -1240,7 +1227,6 @@ static int read_type_info(mcdc_tds_stream *s, mcdc_tds_col *tc, bool in_colmetad
             return rc;
         tc->wire = TDS_WIRE_PLP;
         tc->max_len = 0xFFFF;
-        set_nat(tc, MCDC_TYPE_BINARY, 0, 0);
         return MCDC_OK;
     }
     case TDS_TEXT: case TDS_NTEXT: case TDS_IMAGE: {
@@ -1260,7 +1246,6 @@ static int read_type_info(mcdc_tds_stream *s, mcdc_tds_col *tc, bool in_colmetad
             for (int i = 0; i < parts; i++)
                 if ((rc = skip_usvarchar(s, err)) != MCDC_OK) return rc;
         }
-        set_nat(tc, chr ? MCDC_TYPE_UTF8 : MCDC_TYPE_BINARY, 0, 0);
         return MCDC_OK;
     }
     case TDS_SSVARIANT:
@@ -1269,7 +1254,6 @@ static int read_type_info(mcdc_tds_stream *s, mcdc_tds_col *tc, bool in_colmetad
         tc->max_len = tds_u32(s->buf + s->pos);
         s->pos += 4;
         tc->wire = TDS_WIRE_VARIANT;
-        set_nat(tc, MCDC_TYPE_UTF8, 0, 0);
         return MCDC_OK;
     default:
         return bad(s, err, "unsupported data type%s 0x%02lX", "", (long)t);
@@ -1297,6 +1281,12 @@ int mcdc_tds_read_colmetadata(mcdc_tds_stream *s, mcdc_tds_meta *m, mcdc_error *
         s->pos += 7;
         rc = read_type_info(s, tc, true, err);
         if (rc != MCDC_OK) return rc;
+        /* The batch type: the one policy both backends share. */
+        const mcdc_sql_type *st = mcdc_sql_type_of_tds(tc->type, tc->max_len);
+        MCDC_ASSERT(st != NULL); /* read_type_info takes no type the table lacks */
+        mcdc_sql_type_batch(st, tc->precision, tc->scale, &tc->nat_type, &tc->nat_precision,
+                            &tc->nat_scale);
+        tc->chars = st->chars;
         rc = mcdc_tds_need(s, 1, err);
         if (rc != MCDC_OK) return rc;
         uint32_t nl = s->buf[s->pos];
@@ -1326,11 +1316,9 @@ static int int_bits(const mcdc_tds_col *tc) {
 static int choose(const mcdc_tds_col *tc, const mcdc_field *f) {
     mcdc_type_id t = f->type;
     uint8_t s = tc->type;
-    bool chr = tc->nat_type == MCDC_TYPE_UTF8 && s != TDS_GUID && s != TDS_TIMEN &&
-               s != TDS_SSVARIANT;
     if (t == MCDC_TYPE_UTF8) {
         if (s == TDS_SSVARIANT) return K_variant;
-        if (chr) return tc->utf16 ? K_utf16 : tc->utf8 ? K_bytes : K_cp1252;
+        if (tc->chars) return tc->utf16 ? K_utf16 : tc->utf8 ? K_bytes : K_cp1252;
         if (s == TDS_GUID) return K_guid;
         if (s == TDS_TIMEN) return K_time_text;
         return K_text;
