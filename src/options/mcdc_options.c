@@ -112,6 +112,7 @@ static int parse_bool(const char *v, bool *out) {
 }
 
 int mcdc_validate_capture_instance(const char *name, mcdc_error *err) {
+    if (name == NULL) return mcdc_error_set(err, MCDC_E_INVALID, "captureInstance is empty");
     size_t chars = 0;
     for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
         if (*p < 0x20 || *p == 0x7f)

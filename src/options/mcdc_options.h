@@ -34,8 +34,9 @@ int mcdc_opts_clone(mcdc_opts **out, const mcdc_opts *o, mcdc_error *err);
 /* Unknown option names seen by set, comma-separated; borrowed, "" if none. */
 const char *mcdc_opts_unknown(const mcdc_opts *o);
 
-/* Validation shared with the rest of the engine: a capture instance name is
- * 1-100 characters, without ']' and without control characters. */
+/* The one check of a capture instance name, for the option and for every
+ * name the engine puts in T-SQL (cdc.[<name>_CT]...): 1-100 characters
+ * (UTF-8), without ']' and without control characters. NULL is empty. */
 int mcdc_validate_capture_instance(const char *name, mcdc_error *err);
 
 #endif /* MCDC_OPTIONS_H */

@@ -704,14 +704,7 @@ void mcdc_stream_free(mcdc_stream *s) {
 static int check_reserved(const mcdc_schema *out, mcdc_error *err) {
     int32_t first = mcdc_schema_find(out, "_commit_ts") + 1;
     MCDC_ASSERT(first > 0);
-    for (int32_t i = first; i < out->n_fields; i++)
-        if (mcdc_is_reserved_column(out->fields[i].name))
-            return mcdc_error_set(err, MCDC_E_INVALID,
-                                  "the capture instance captures a column named '%s', which "
-                                  "mssql-cdc reserves for its own columns: leave it out of "
-                                  "@captured_column_list, or pass the option columns without it",
-                                  out->fields[i].name);
-    return MCDC_OK;
+    return mcdc_check_reserved_columns(out, first, err);
 }
 
 /* startingLsn past max_lsn: nothing comes until the server gets there. */

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mcdc_options.h" /* mcdc_validate_capture_instance */
+
 struct mcdc_cdc_client {
     mcdc_conn *conn; /* borrowed */
     mcdc_clock clock;
@@ -75,30 +77,6 @@ int mcdc_clock_sql_utc(mcdc_buf *out, const mcdc_clock *c, const char *t, bool o
     if (rc == MCDC_OK) rc = lit(out, c->zone, err);
     if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, " AT TIME ZONE 'UTC' AS datetime2(3))", err);
     return rc;
-}
-
-/* ---- names ------------------------------------------------------------------ */
-int mcdc_cdc_validate_capture_instance(const char *ci, mcdc_error *err) {
-    if (ci == NULL || *ci == 0)
-        return mcdc_error_set(err, MCDC_E_INVALID, "captureInstance: empty name");
-    size_t chars = 0;
-    for (const unsigned char *p = (const unsigned char *)ci; *p; p++) {
-        if (*p < 0x20 || *p == 0x7F)
-            return mcdc_error_set(err, MCDC_E_INVALID,
-                                  "captureInstance: the name has a control character");
-        if (*p == ']')
-            return mcdc_error_set(err, MCDC_E_INVALID,
-                                  "captureInstance '%.128s': ']' is not allowed in a capture "
-                                  "instance name",
-                                  ci);
-        if ((*p & 0xC0) != 0x80) chars++; /* count UTF-8 lead bytes */
-    }
-    if (chars > MCDC_CAPTURE_INSTANCE_CHARS_MAX)
-        return mcdc_error_set(err, MCDC_E_INVALID,
-                              "captureInstance '%.128s...': %zu characters, SQL Server allows "
-                              "%d",
-                              ci, chars, MCDC_CAPTURE_INSTANCE_CHARS_MAX);
-    return MCDC_OK;
 }
 
 /* ---- the client ------------------------------------------------------------- */
@@ -418,7 +396,7 @@ int mcdc_cdc_split_points(mcdc_split_point **out, int *out_n, mcdc_cdc_client *c
                           const mcdc_lsn *from, const mcdc_lsn *to, int n, mcdc_error *err) {
     *out = NULL;
     *out_n = 0;
-    int rc = mcdc_cdc_validate_capture_instance(ci, err);
+    int rc = mcdc_validate_capture_instance(ci, err);
     if (rc != MCDC_OK) return rc;
     if (n < 1 || n > MCDC_PARTITIONS_MAX * 16)
         return mcdc_error_set(err, MCDC_E_INVALID, "split_points: %d tiles", n);
@@ -510,7 +488,7 @@ int mcdc_cdc_captured_columns(mcdc_captured_column **out, int *out_n, mcdc_cdc_c
                               const char *ci, mcdc_error *err) {
     *out = NULL;
     *out_n = 0;
-    int rc = mcdc_cdc_validate_capture_instance(ci, err);
+    int rc = mcdc_validate_capture_instance(ci, err);
     if (rc != MCDC_OK) return rc;
     const char *p[] = {ci};
     cols_acc a = {0};
@@ -727,7 +705,7 @@ int mcdc_cdc_ddl_history(mcdc_ddl_event **out, int *out_n, mcdc_cdc_client *c, c
                          const mcdc_lsn *from, const mcdc_lsn *to, mcdc_error *err) {
     *out = NULL;
     *out_n = 0;
-    int rc = mcdc_cdc_validate_capture_instance(ci, err);
+    int rc = mcdc_validate_capture_instance(ci, err);
     if (rc != MCDC_OK) return rc;
     const char *p[] = {ci};
     ddl_acc a = {0};
@@ -965,7 +943,7 @@ void mcdc_cdc_network_wait_ms(int64_t *out_ms, bool *out_known, mcdc_cdc_client 
 
 int mcdc_cdc_has_select(int *out, mcdc_cdc_client *c, const char *ci, mcdc_error *err) {
     *out = -1;
-    int rc = mcdc_cdc_validate_capture_instance(ci, err);
+    int rc = mcdc_validate_capture_instance(ci, err);
     if (rc != MCDC_OK) return rc;
     char obj[MCDC_IDENT_BYTES_MAX + 16];
     snprintf(obj, sizeof obj, "cdc.[%s_CT]", ci);
@@ -1000,7 +978,7 @@ int mcdc_cdc_changes_sql(mcdc_buf *out, const char *ci, const mcdc_field *cols,
                          const bool *present, int n_cols, bool include_command_id,
                          const char *commit_time_sql, const mcdc_row_key *after,
                          mcdc_error *err) {
-    int rc = mcdc_cdc_validate_capture_instance(ci, err);
+    int rc = mcdc_validate_capture_instance(ci, err);
     if (rc != MCDC_OK) return rc;
     rc = mcdc_buf_append_str(out,
                              "SELECT CONVERT(varchar(22), c.__$start_lsn, 1) AS [_start_lsn], "

@@ -50,10 +50,6 @@ int mcdc_clock_from_name(mcdc_clock *out, const char *name, mcdc_error *err);
 int mcdc_clock_sql_utc(mcdc_buf *out, const mcdc_clock *c, const char *t, bool offset_known,
                        int offset_minutes, mcdc_error *err);
 
-/* ---- capture instance names ---------------------------------------------- */
-/* <= 100 characters, no ']', no control characters, not empty. */
-int mcdc_cdc_validate_capture_instance(const char *ci, mcdc_error *err);
-
 /* ---- the client ------------------------------------------------------------ */
 typedef struct mcdc_cdc_client mcdc_cdc_client;
 

@@ -280,7 +280,7 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
     if (ci == NULL || cs == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID,
                               "captureInstance and connectionString are required");
-    int rc = mcdc_cdc_validate_capture_instance(ci, err);
+    int rc = mcdc_validate_capture_instance(ci, err);
     if (rc != MCDC_OK) return rc;
     mcdc_changes *c = mcdc_calloc(1, sizeof *c);
     if (c == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
