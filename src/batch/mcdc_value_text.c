@@ -214,15 +214,15 @@ static char *put_date(char *o, int64_t days) {
 
 size_t mcdc_text_date(char *out, int64_t days) { return (size_t)(put_date(out, days) - out); }
 
-static inline int64_t floor_div(int64_t a, int64_t d) {
-    int64_t q = a / d;
-    return (a % d != 0 && (a < 0) != (d < 0)) ? q - 1 : q;
-}
-
 /* "YYYY-MM-DDTHH:MM:SS" of us; *frac_us = the microseconds into the second. */
 static char *put_datetime(char *o, int64_t us, int64_t *frac_us) {
-    int64_t days = floor_div(us, 86400000000LL);
-    int64_t rem = us - days * 86400000000LL; /* 0 .. one day */
+    /* floored, without the product days * 86400e6 (it overflows near
+     * INT64_MIN) */
+    int64_t days = us / 86400000000LL, rem = us % 86400000000LL;
+    if (rem < 0) {
+        rem += 86400000000LL;
+        days--;
+    }
     o = put_date(o, days);
     int64_t secs = rem / 1000000;
     *frac_us = rem % 1000000;
