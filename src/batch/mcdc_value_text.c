@@ -279,27 +279,43 @@ size_t mcdc_text_hex(char *out, const uint8_t *p, size_t n) {
 /* ---- cells ------------------------------------------------------------------------- */
 static inline bool is_var(mcdc_type_id t) { return t == MCDC_TYPE_UTF8 || t == MCDC_TYPE_BINARY; }
 
+/* The integer at row i of an int8..int64, date32 or timestamp column. */
+static inline int64_t int_at(const mcdc_column *c, int64_t i) {
+    const uint8_t *v = c->values;
+    switch (c->field->type) {
+    case MCDC_TYPE_INT8: return (int8_t)v[i];
+    case MCDC_TYPE_INT16: {
+        int16_t x;
+        memcpy(&x, v + i * 2, 2);
+        return x;
+    }
+    case MCDC_TYPE_INT32:
+    case MCDC_TYPE_DATE32: {
+        int32_t x;
+        memcpy(&x, v + i * 4, 4);
+        return x;
+    }
+    default: {
+        int64_t x;
+        memcpy(&x, v + i * 8, 8);
+        return x;
+    }
+    }
+}
+
 /* Text of a fixed-width (not fixed binary) value at row i of c. */
 static size_t fixed_text(char *out, const mcdc_column *c, int64_t i) {
     const uint8_t *v = c->values;
     switch (c->field->type) {
     case MCDC_TYPE_BOOL: return mcdc_text_bool(out, (v[i >> 3] >> (i & 7)) & 1);
-    case MCDC_TYPE_INT8: return mcdc_text_int(out, (int8_t)v[i]);
-    case MCDC_TYPE_INT16: {
-        int16_t x;
-        memcpy(&x, v + i * 2, 2);
-        return mcdc_text_int(out, x);
-    }
-    case MCDC_TYPE_INT32: {
-        int32_t x;
-        memcpy(&x, v + i * 4, 4);
-        return mcdc_text_int(out, x);
-    }
-    case MCDC_TYPE_INT64: {
-        int64_t x;
-        memcpy(&x, v + i * 8, 8);
-        return mcdc_text_int(out, x);
-    }
+    case MCDC_TYPE_INT8:
+    case MCDC_TYPE_INT16:
+    case MCDC_TYPE_INT32:
+    case MCDC_TYPE_INT64: return mcdc_text_int(out, int_at(c, i));
+    case MCDC_TYPE_DATE32: return mcdc_text_date(out, int_at(c, i));
+    case MCDC_TYPE_TIMESTAMP_NTZ:
+    case MCDC_TYPE_TIMESTAMP_UTC:
+        return mcdc_text_timestamp(out, int_at(c, i), c->field->type == MCDC_TYPE_TIMESTAMP_UTC);
     case MCDC_TYPE_FLOAT: {
         float x;
         memcpy(&x, v + i * 4, 4);
@@ -316,17 +332,6 @@ static size_t fixed_text(char *out, const mcdc_column *c, int64_t i) {
         memcpy(&lo, v + i * 16, 8);
         memcpy(&hi, v + i * 16 + 8, 8);
         return mcdc_text_decimal(out, lo, hi, c->field->scale);
-    }
-    case MCDC_TYPE_DATE32: {
-        int32_t x;
-        memcpy(&x, v + i * 4, 4);
-        return mcdc_text_date(out, x);
-    }
-    case MCDC_TYPE_TIMESTAMP_NTZ:
-    case MCDC_TYPE_TIMESTAMP_UTC: {
-        int64_t x;
-        memcpy(&x, v + i * 8, 8);
-        return mcdc_text_timestamp(out, x, c->field->type == MCDC_TYPE_TIMESTAMP_UTC);
     }
     default: MCDC_UNREACHABLE();
     }

@@ -14,6 +14,14 @@
 /* out as a C string (the functions write no NUL). */
 __extension__ typedef unsigned __int128 u128;
 
+/* xorshift64: the random values of the sweeps */
+static uint64_t next64(uint64_t *x) {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
 #define TXT(buf, call) ((buf)[(call)] = 0, (buf))
 
 TEST(text_integers_and_bools) {
@@ -156,11 +164,9 @@ TEST(text_doubles_shortest_round_trip) {
     uint64_t x = 0x9E3779B97F4A7C15ull;
     int bad = 0;
     for (int i = 0; i < 20000; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        uint64_t bits = next64(&x);
         double d;
-        memcpy(&d, &x, 8);
+        memcpy(&d, &bits, 8);
         if (!isfinite(d)) continue;
         size_t n = mcdc_text_double(b, d);
         b[n] = 0;
@@ -210,14 +216,12 @@ TEST(text_floats_use_their_own_digits) {
     CHECK_EQ_STR(TXT(b, mcdc_text_float(b, -0.0f)), "-0");
     CHECK_EQ_STR(TXT(b, mcdc_text_float(b, NAN)), "NaN");
     CHECK_EQ_STR(TXT(b, mcdc_text_float(b, -INFINITY)), "-Infinity");
-    uint32_t x = 2463534242u;
+    uint64_t x = 2463534242u;
     int bad = 0;
     for (int i = 0; i < 20000; i++) {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
+        uint32_t bits = (uint32_t)(next64(&x) >> 32);
         float f;
-        memcpy(&f, &x, 4);
+        memcpy(&f, &bits, 4);
         if (!isfinite(f)) continue;
         size_t n = mcdc_text_float(b, f);
         b[n] = 0;
@@ -259,10 +263,7 @@ TEST(text_dates_and_timestamps) {
     uint64_t x = 88172645463325252ull;
     int bad = 0;
     for (int i = 0; i < 20000; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        int64_t us = -62135596800000000LL + (int64_t)(x % 315537897600000000ull);
+        int64_t us = -62135596800000000LL + (int64_t)(next64(&x) % 315537897600000000ull);
         char old[32], want[40];
         mcdc_format_ts_us(us, 6, old);
         snprintf(want, sizeof want, "%sZ", old);
