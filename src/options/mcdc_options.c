@@ -30,38 +30,55 @@ typedef struct {
 } spec;
 
 /* The reference's source options (reference §2.1.1), with our defaults;
- * indexed by mcdc_opt. */
+ * indexed by mcdc_opt. Each spec starts its own line: tests/interop/
+ * test_cli_docs.py finds the names there to check the help and README. */
 static const spec SPECS[] = {
-    [MCDC_OPT_CAPTURE_INSTANCE] = {"captureInstance", K_CI, NULL, NULL, 0},
-    [MCDC_OPT_CONNECTION_STRING] = {"connectionString", K_SECRET, NULL, NULL,
-                                    MCDC_CONNSTR_BYTES_MAX},
+    [MCDC_OPT_CAPTURE_INSTANCE] =
+        {"captureInstance", K_CI, NULL, NULL, 0},
+    [MCDC_OPT_CONNECTION_STRING] =
+        {"connectionString", K_SECRET, NULL, NULL, MCDC_CONNSTR_BYTES_MAX},
     /* auto: our own TDS client when Encrypt=no, else FreeTDS (TLS). The
      * reference's Python drivers are accepted and read with auto. */
-    [MCDC_OPT_BACKEND] = {"backend", K_ENUM, "auto", "auto|native|freetds|mssql-python|arrow-odbc",
-                          0},
-    [MCDC_OPT_CONNECT_TIMEOUT] = {"connectTimeout", K_INT_NONNEG, "30", NULL, MCDC_TIMEOUT_S_MAX},
+    [MCDC_OPT_BACKEND] =
+        {"backend", K_ENUM, "auto", "auto|native|freetds|mssql-python|arrow-odbc", 0},
+    [MCDC_OPT_CONNECT_TIMEOUT] =
+        {"connectTimeout", K_INT_NONNEG, "30", NULL, MCDC_TIMEOUT_S_MAX},
     /* Ours, not the reference's: seconds without a byte from the server
      * before a read counts as hung (a transient error, retried on a new
      * connection). 0 waits forever. */
-    [MCDC_OPT_QUERY_TIMEOUT] = {"queryTimeout", K_INT_NONNEG, "300", NULL, MCDC_TIMEOUT_S_MAX},
+    [MCDC_OPT_QUERY_TIMEOUT] =
+        {"queryTimeout", K_INT_NONNEG, "300", NULL, MCDC_TIMEOUT_S_MAX},
     /* SQL Server's SET LOCK_TIMEOUT takes an int. */
-    [MCDC_OPT_LOCK_TIMEOUT_MS] = {"lockTimeoutMs", K_INT_NONNEG, NULL, NULL, INT32_MAX},
-    [MCDC_OPT_SOURCE_TIME_ZONE] = {"sourceTimeZone", K_STRING, "auto", NULL, 0},
-    [MCDC_OPT_COLUMNS] = {"columns", K_STRING, NULL, NULL, 0},
-    [MCDC_OPT_INCLUDE_COMMAND_ID] = {"includeCommandId", K_BOOL, "true", NULL, 0},
-    [MCDC_OPT_STARTING_LSN] = {"startingLsn", K_START, "earliest", NULL, 0},
-    [MCDC_OPT_MAX_COMMITS_PER_BATCH] = {"maxCommitsPerBatch", K_INT_POS, NULL, NULL, 0},
-    [MCDC_OPT_NUM_PARTITIONS] = {"numPartitions", K_INT_AUTO, "auto", NULL, MCDC_PARTITIONS_MAX},
-    [MCDC_OPT_ARROW_BATCH_SIZE] = {"arrowBatchSize", K_INT_POS, "10000", NULL,
-                                   MCDC_ARROW_BATCH_ROWS_MAX},
-    [MCDC_OPT_FAIL_ON_DATA_LOSS] = {"failOnDataLoss", K_BOOL, "true", NULL, 0},
-    [MCDC_OPT_SCHEMA_CHANGE_POLICY] = {"schemaChangePolicy", K_ENUM, "classify", "classify|fail", 0},
-    [MCDC_OPT_METRICS_PATH] = {"metricsPath", K_STRING, NULL, NULL, 0},
-    [MCDC_OPT_SNAPSHOT_LSN] = {"snapshotLsn", K_START, NULL, NULL, 0},
-    [MCDC_OPT_SNAPSHOT_CHUNKS] = {"snapshotChunks", K_STRING, NULL, NULL, 0},
-    [MCDC_OPT_SNAPSHOT_KEYS] = {"snapshotKeys", K_STRING, NULL, NULL, 0},
-    [MCDC_OPT_ISOLATION_LEVEL] = {"isolationLevel", K_ENUM, "readCommitted",
-                                  "readCommitted|snapshot", 0},
+    [MCDC_OPT_LOCK_TIMEOUT_MS] =
+        {"lockTimeoutMs", K_INT_NONNEG, NULL, NULL, INT32_MAX},
+    [MCDC_OPT_SOURCE_TIME_ZONE] =
+        {"sourceTimeZone", K_STRING, "auto", NULL, 0},
+    [MCDC_OPT_COLUMNS] =
+        {"columns", K_STRING, NULL, NULL, 0},
+    [MCDC_OPT_INCLUDE_COMMAND_ID] =
+        {"includeCommandId", K_BOOL, "true", NULL, 0},
+    [MCDC_OPT_STARTING_LSN] =
+        {"startingLsn", K_START, "earliest", NULL, 0},
+    [MCDC_OPT_MAX_COMMITS_PER_BATCH] =
+        {"maxCommitsPerBatch", K_INT_POS, NULL, NULL, 0},
+    [MCDC_OPT_NUM_PARTITIONS] =
+        {"numPartitions", K_INT_AUTO, "auto", NULL, MCDC_PARTITIONS_MAX},
+    [MCDC_OPT_ARROW_BATCH_SIZE] =
+        {"arrowBatchSize", K_INT_POS, "10000", NULL, MCDC_ARROW_BATCH_ROWS_MAX},
+    [MCDC_OPT_FAIL_ON_DATA_LOSS] =
+        {"failOnDataLoss", K_BOOL, "true", NULL, 0},
+    [MCDC_OPT_SCHEMA_CHANGE_POLICY] =
+        {"schemaChangePolicy", K_ENUM, "classify", "classify|fail", 0},
+    [MCDC_OPT_METRICS_PATH] =
+        {"metricsPath", K_STRING, NULL, NULL, 0},
+    [MCDC_OPT_SNAPSHOT_LSN] =
+        {"snapshotLsn", K_START, NULL, NULL, 0},
+    [MCDC_OPT_SNAPSHOT_CHUNKS] =
+        {"snapshotChunks", K_STRING, NULL, NULL, 0},
+    [MCDC_OPT_SNAPSHOT_KEYS] =
+        {"snapshotKeys", K_STRING, NULL, NULL, 0},
+    [MCDC_OPT_ISOLATION_LEVEL] =
+        {"isolationLevel", K_ENUM, "readCommitted", "readCommitted|snapshot", 0},
 };
 _Static_assert(sizeof SPECS / sizeof SPECS[0] == MCDC_OPT_COUNT, "one spec per mcdc_opt");
 #define NSPECS (sizeof SPECS / sizeof SPECS[0])

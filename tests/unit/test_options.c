@@ -58,9 +58,18 @@ TEST(options_typed_accessors) {
     CHECK(mcdc_opt_snapshot_keys(o) == NULL);
     CHECK(!mcdc_opt_snapshot_isolation(o));
     for (int i = 0; i < MCDC_OPT_COUNT; i++) CHECK(!mcdc_opt_is_set(o, (mcdc_opt)i));
-    /* the names are the known names, in their order */
+    /* each id names its option, and the known names are those, in order */
+    static const char *const NAMES[MCDC_OPT_COUNT] = {
+        "captureInstance", "connectionString", "backend", "connectTimeout", "queryTimeout",
+        "lockTimeoutMs", "sourceTimeZone", "columns", "includeCommandId", "startingLsn",
+        "maxCommitsPerBatch", "numPartitions", "arrowBatchSize", "failOnDataLoss",
+        "schemaChangePolicy", "metricsPath", "snapshotLsn", "snapshotChunks", "snapshotKeys",
+        "isolationLevel"};
     const char *const *known = mcdc_opts_known_names();
-    for (int i = 0; i < MCDC_OPT_COUNT; i++) CHECK_EQ_STR(mcdc_opt_name((mcdc_opt)i), known[i]);
+    for (int i = 0; i < MCDC_OPT_COUNT; i++) {
+        CHECK_EQ_STR(mcdc_opt_name((mcdc_opt)i), NAMES[i]);
+        CHECK_EQ_STR(known[i], NAMES[i]);
+    }
     CHECK(known[MCDC_OPT_COUNT] == NULL);
     /* values, any case of name and value */
     static const char *const SET[][2] = {
