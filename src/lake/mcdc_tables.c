@@ -226,16 +226,6 @@ int mcdc_control_schema(mcdc_schema **out, mcdc_error *err) {
     return build(out, CONTROL, MCDC_C_COUNT, err);
 }
 
-static const char *const RESERVED[] = {"_capture_instance", "_start_lsn", "_seqval",
-                                       "_operation",        "_command_id", "_commit_ts",
-                                       "_batch_id",         "_snapshot",   "_chunk"};
-
-bool mcdc_is_reserved_column(const char *name) {
-    for (size_t i = 0; i < sizeof RESERVED / sizeof RESERVED[0]; i++)
-        if (mcdc_str_ieq(name, RESERVED[i])) return true;
-    return false;
-}
-
 int mcdc_bronze_schema(mcdc_schema **out, const mcdc_schema *output, mcdc_error *err) {
     int32_t n = output->n_fields;
     int rc = mcdc_schema_create(out, n + 3, err);

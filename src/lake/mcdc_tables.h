@@ -35,10 +35,6 @@ int mcdc_control_schema(mcdc_schema **out, mcdc_error *err);
 const char *mcdc_table_description(mcdc_table_kind k);
 const char *mcdc_table_column_comment(mcdc_table_kind k, const char *column);
 
-/* Column names the reader's output uses and bronze adds; a captured column
- * with one of these names (any case) is refused. */
-bool mcdc_is_reserved_column(const char *name);
-
 /* A loosely typed cell for building rows of small tables. */
 typedef enum { MCDC_CELL_NULL = 0, MCDC_CELL_INT, MCDC_CELL_DOUBLE, MCDC_CELL_TEXT } mcdc_cell_kind;
 typedef struct mcdc_cell {

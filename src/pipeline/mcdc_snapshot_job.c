@@ -240,10 +240,8 @@ int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcdc_
         rc = mcdc_budget_acquire(ctx.budget, MCDC_PERMIT_CONNECTION, 1, 1, 1, &ctx.stop, &control, err);
     if (rc == MCDC_OK) rc = mcdc_changes_open(&changes, opts, NULL, err);
     if (rc == MCDC_OK) rc = mcdc_bronze_schema(&bronze, mcdc_changes_schema(changes), err);
-    int64_t np = mcdc_opts_get_int(opts, "numPartitions");
-    if (np <= 0) np = sysconf(_SC_NPROCESSORS_ONLN);
     mcdc_snap_env e = {.ctx = &ctx, .changes = changes, .target = target, .bronze = bronze,
-                       .num_partitions = np < 1 ? 1 : np > MCDC_PARTITIONS_MAX ? MCDC_PARTITIONS_MAX : (int)np};
+                       .num_partitions = mcdc_opt_num_partitions(opts)};
     bool found = false;
     if (rc == MCDC_OK && !cfg->resnapshot) rc = mcdc_snapshot_find(out, &found, &e, err);
     if (rc == MCDC_OK && !found) {

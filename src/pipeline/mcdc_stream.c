@@ -24,6 +24,7 @@
 #include "mcdc_frame.h"
 #include "mcdc_lake.h"
 #include "mcdc_lsn.h"
+#include "mcdc_snapfacts.h"
 #include "mcdc_snapshot_job.h"
 #include "mcdc_tables.h"
 
@@ -118,11 +119,11 @@ static void stream_log(void *user, mcdc_log_level level, const char *msg) {
  * is empty and its first LSN unknown, so the start waits (*idle) rather than
  * guess an LSN that the retention guard would then call purged. */
 static int initial_offset(mcdc_stream *s, offset_t *start, bool *idle, mcdc_error *err) {
-    const char *starting = mcdc_opts_get(s->opts, "startingLsn");
-    if (starting == NULL) starting = "earliest";
+    const char *starting = NULL;
+    mcdc_start_kind kind = mcdc_opt_starting_lsn(s->opts, &starting);
     memset(start, 0, sizeof *start);
     *idle = false;
-    if (mcdc_str_ieq(starting, "earliest")) {
+    if (kind == MCDC_START_EARLIEST) {
         mcdc_lsn min;
         int rc = mcdc_changes_min_lsn(s->changes, &min, err);
         if (rc) return rc;
@@ -150,7 +151,7 @@ static int next_end(mcdc_stream *s, const offset_t *start, offset_t *end, bool *
     if (s->has_ceiling && mcdc_lsn_cmp(&s->ceiling, &upper) < 0) upper = s->ceiling;
     *idle = mcdc_lsn_cmp(&upper, &start->lsn) <= 0;
     if (*idle) return MCDC_OK;
-    int64_t max_commits = mcdc_opts_get_int(s->opts, "maxCommitsPerBatch");
+    int64_t max_commits = mcdc_opt_max_commits_per_batch(s->opts);
     if (max_commits > 0 && s->cfg.trigger != MCDC_TRIGGER_ONCE) {
         mcdc_lsn nth;
         bool found;
@@ -309,7 +310,7 @@ static int retention_guard(mcdc_stream *s, mcdc_lsn *from, mcdc_error *err) {
     mcdc_lsn_format(from, f);
     mcdc_lsn_format(&min_lsn, m);
     const char *ci = mcdc_changes_capture_instance(s->changes);
-    if (mcdc_opts_get_bool(s->opts, "failOnDataLoss"))
+    if (mcdc_opt_fail_on_data_loss(s->opts))
         return mcdc_error_set(err, MCDC_E_DATALOSS,
                               "capture instance %s: changes from %s on were purged by CDC "
                               "cleanup (min_lsn is now %s) before this stream read them. "
@@ -656,7 +657,7 @@ int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stre
                             (long long)MCDC_PROCESSING_TIME_MS_MAX,
                             (long long)cfg->processing_time_ms);
     if (rc == MCDC_OK && cfg->version >= 2 && cfg->bootstrap &&
-        mcdc_opts_is_set(opts, "startingLsn"))
+        mcdc_opt_is_set(opts, MCDC_OPT_STARTING_LSN))
         rc = mcdc_error_set(err, MCDC_E_INVALID,
                             "--bootstrap and startingLsn together: a bootstrap starts the stream "
                             "at its snapshot's LSN; leave startingLsn out");
@@ -710,21 +711,13 @@ void mcdc_stream_free(mcdc_stream *s) {
 static int check_reserved(const mcdc_schema *out, mcdc_error *err) {
     int32_t first = mcdc_schema_find(out, "_commit_ts") + 1;
     MCDC_ASSERT(first > 0);
-    for (int32_t i = first; i < out->n_fields; i++)
-        if (mcdc_is_reserved_column(out->fields[i].name))
-            return mcdc_error_set(err, MCDC_E_INVALID,
-                                  "the capture instance captures a column named '%s', which "
-                                  "mssql-cdc reserves for its own columns: leave it out of "
-                                  "@captured_column_list, or pass the option columns without it",
-                                  out->fields[i].name);
-    return MCDC_OK;
+    return mcdc_check_reserved_columns(out, first, err);
 }
 
 /* startingLsn past max_lsn: nothing comes until the server gets there. */
 static void warn_future_start(mcdc_stream *s) {
-    const char *starting = mcdc_opts_get(s->opts, "startingLsn");
-    if (starting == NULL || mcdc_str_ieq(starting, "earliest") || mcdc_str_ieq(starting, "latest"))
-        return;
+    const char *starting = NULL;
+    if (mcdc_opt_starting_lsn(s->opts, &starting) != MCDC_START_LSN) return;
     mcdc_lsn want, max;
     mcdc_error e = MCDC_ERROR_INIT;
     if (mcdc_lsn_parse_cstr(&want, starting, &e) || mcdc_changes_max_lsn(s->changes, &max, &e))
@@ -752,27 +745,23 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
         snprintf(msg, sizeof msg, "unknown option(s) ignored: %s", unknown);
         add_warning(s->pending, msg);
     }
-    int64_t np = mcdc_opts_get_int(s->opts, "numPartitions");
-    if (np <= 0) np = sysconf(_SC_NPROCESSORS_ONLN);
-    if (np < 1) np = 1;
-    if (np > MCDC_PARTITIONS_MAX) np = MCDC_PARTITIONS_MAX;
-    s->num_partitions = (int)np;
+    s->num_partitions = mcdc_opt_num_partitions(s->opts);
 
     /* Options of the reference this release accepts but does not act on;
      * the snapshot's act only when the stream takes one (bootstrap). */
     static const struct {
-        const char *name;
+        mcdc_opt opt;
         bool snapshot;
-    } inert[] = {{"metricsPath", false},   {"schemaChangePolicy", false},
-                 {"snapshotChunks", false}, {"lockTimeoutMs", true},
-                 {"isolationLevel", true},  {"snapshotLsn", true},
-                 {"snapshotKeys", true}};
+    } inert[] = {{MCDC_OPT_METRICS_PATH, false},   {MCDC_OPT_SCHEMA_CHANGE_POLICY, false},
+                 {MCDC_OPT_SNAPSHOT_CHUNKS, false}, {MCDC_OPT_LOCK_TIMEOUT_MS, true},
+                 {MCDC_OPT_ISOLATION_LEVEL, true},  {MCDC_OPT_SNAPSHOT_LSN, true},
+                 {MCDC_OPT_SNAPSHOT_KEYS, true}};
     for (size_t i = 0; i < sizeof inert / sizeof inert[0]; i++)
-        if (mcdc_opts_is_set(s->opts, inert[i].name) && !(inert[i].snapshot && cfg->bootstrap))
-            mcdc_log(MCDC_LOG_WARN, "option %s has no effect %s%s", inert[i].name,
+        if (mcdc_opt_is_set(s->opts, inert[i].opt) && !(inert[i].snapshot && cfg->bootstrap))
+            mcdc_log(MCDC_LOG_WARN, "option %s has no effect %s%s", mcdc_opt_name(inert[i].opt),
                      inert[i].snapshot ? "without --bootstrap (it applies to snapshots)"
                                        : "in this release",
-                     strcmp(inert[i].name, "metricsPath") == 0
+                     inert[i].opt == MCDC_OPT_METRICS_PATH
                          ? ": the stream's metrics travel in-process"
                          : "");
     /* Every table is what its role says before the source is even asked. */
@@ -811,7 +800,7 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
             .binding = {.job = STREAM_OPS.kind,
                         .app_id = cfg->app_id,
                         .target = s->target_path,
-                        .capture_instance = mcdc_opts_get(s->opts, "captureInstance"),
+                        .capture_instance = mcdc_opt_capture_instance(s->opts),
                         .facts_table = s->facts_path},
             .target = s->bronze,
             .app_id = cfg->app_id,

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mcdc_options.h" /* mcdc_validate_capture_instance */
+
 struct mcdc_cdc_client {
     mcdc_conn *conn; /* borrowed */
     mcdc_clock clock;
@@ -75,30 +77,6 @@ int mcdc_clock_sql_utc(mcdc_buf *out, const mcdc_clock *c, const char *t, bool o
     if (rc == MCDC_OK) rc = lit(out, c->zone, err);
     if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, " AT TIME ZONE 'UTC' AS datetime2(3))", err);
     return rc;
-}
-
-/* ---- names ------------------------------------------------------------------ */
-int mcdc_cdc_validate_capture_instance(const char *ci, mcdc_error *err) {
-    if (ci == NULL || *ci == 0)
-        return mcdc_error_set(err, MCDC_E_INVALID, "captureInstance: empty name");
-    size_t chars = 0;
-    for (const unsigned char *p = (const unsigned char *)ci; *p; p++) {
-        if (*p < 0x20 || *p == 0x7F)
-            return mcdc_error_set(err, MCDC_E_INVALID,
-                                  "captureInstance: the name has a control character");
-        if (*p == ']')
-            return mcdc_error_set(err, MCDC_E_INVALID,
-                                  "captureInstance '%.128s': ']' is not allowed in a capture "
-                                  "instance name",
-                                  ci);
-        if ((*p & 0xC0) != 0x80) chars++; /* count UTF-8 lead bytes */
-    }
-    if (chars > MCDC_CAPTURE_INSTANCE_CHARS_MAX)
-        return mcdc_error_set(err, MCDC_E_INVALID,
-                              "captureInstance '%.128s...': %zu characters, SQL Server allows "
-                              "%d",
-                              ci, chars, MCDC_CAPTURE_INSTANCE_CHARS_MAX);
-    return MCDC_OK;
 }
 
 /* ---- the client ------------------------------------------------------------- */
@@ -418,7 +396,7 @@ int mcdc_cdc_split_points(mcdc_split_point **out, int *out_n, mcdc_cdc_client *c
                           const mcdc_lsn *from, const mcdc_lsn *to, int n, mcdc_error *err) {
     *out = NULL;
     *out_n = 0;
-    int rc = mcdc_cdc_validate_capture_instance(ci, err);
+    int rc = mcdc_validate_capture_instance(ci, err);
     if (rc != MCDC_OK) return rc;
     if (n < 1 || n > MCDC_PARTITIONS_MAX * 16)
         return mcdc_error_set(err, MCDC_E_INVALID, "split_points: %d tiles", n);
@@ -510,7 +488,7 @@ int mcdc_cdc_captured_columns(mcdc_captured_column **out, int *out_n, mcdc_cdc_c
                               const char *ci, mcdc_error *err) {
     *out = NULL;
     *out_n = 0;
-    int rc = mcdc_cdc_validate_capture_instance(ci, err);
+    int rc = mcdc_validate_capture_instance(ci, err);
     if (rc != MCDC_OK) return rc;
     const char *p[] = {ci};
     cols_acc a = {0};
@@ -531,85 +509,21 @@ int mcdc_cdc_map_type(mcdc_type_id *out_type, int32_t *out_precision, int32_t *o
                       const mcdc_captured_column *col, mcdc_error *err) {
     const char *t = col->data_type;
     *out_precision = *out_scale = 0;
-    static const struct {
-        const char *name;
-        mcdc_type_id type;
-    } SIMPLE[] = {
-        {"bit", MCDC_TYPE_BOOL},
-        {"tinyint", MCDC_TYPE_INT16}, /* 0-255 does not fit a signed byte */
-        {"smallint", MCDC_TYPE_INT16},
-        {"int", MCDC_TYPE_INT32},
-        {"bigint", MCDC_TYPE_INT64},
-        {"real", MCDC_TYPE_FLOAT},
-        {"float", MCDC_TYPE_DOUBLE},
-        {"date", MCDC_TYPE_DATE32},
-        {"datetime", MCDC_TYPE_TIMESTAMP_NTZ},
-        {"datetime2", MCDC_TYPE_TIMESTAMP_NTZ},
-        {"smalldatetime", MCDC_TYPE_TIMESTAMP_NTZ},
-        {"datetimeoffset", MCDC_TYPE_TIMESTAMP_UTC},
-        {"time", MCDC_TYPE_UTF8},
-        {"char", MCDC_TYPE_UTF8},
-        {"varchar", MCDC_TYPE_UTF8},
-        {"nchar", MCDC_TYPE_UTF8},
-        {"nvarchar", MCDC_TYPE_UTF8},
-        {"text", MCDC_TYPE_UTF8},
-        {"ntext", MCDC_TYPE_UTF8},
-        {"xml", MCDC_TYPE_UTF8},
-        {"uniqueidentifier", MCDC_TYPE_UTF8},
-        {"sysname", MCDC_TYPE_UTF8},
-        {"binary", MCDC_TYPE_BINARY},
-        {"varbinary", MCDC_TYPE_BINARY},
-        {"image", MCDC_TYPE_BINARY},
-        {"timestamp", MCDC_TYPE_BINARY},
-        {"rowversion", MCDC_TYPE_BINARY},
-    };
-    for (size_t i = 0; i < sizeof SIMPLE / sizeof SIMPLE[0]; i++)
-        if (mcdc_str_ieq(t, SIMPLE[i].name)) {
-            *out_type = SIMPLE[i].type;
-            return MCDC_OK;
-        }
-    if (mcdc_str_ieq(t, "decimal") || mcdc_str_ieq(t, "numeric")) {
-        if (col->precision < 1 || col->precision > 38 || col->scale < 0 ||
-            col->scale > col->precision)
-            return mcdc_error_set(err, MCDC_E_PROTOCOL,
-                                  "column '%s': %s(%d,%d) is not a valid decimal", col->name, t,
-                                  col->precision, col->scale);
-        *out_type = MCDC_TYPE_DECIMAL;
-        *out_precision = col->precision;
-        *out_scale = col->scale;
-        return MCDC_OK;
-    }
-    if (mcdc_str_ieq(t, "money") || mcdc_str_ieq(t, "smallmoney")) {
-        *out_type = MCDC_TYPE_DECIMAL;
-        *out_precision = mcdc_str_ieq(t, "money") ? 19 : 10;
-        *out_scale = 4;
-        return MCDC_OK;
-    }
-    return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
-                          "column '%s' has SQL Server type %s, which has no default type; pass "
-                          "columns (the columns option) with a type to read it as, or leave the "
-                          "column out",
-                          col->name, t);
-}
-
-void mcdc_cdc_sql_type_of(const mcdc_field *f, char out[32]) {
-    switch (f->type) {
-    case MCDC_TYPE_BOOL: snprintf(out, 32, "bit"); return;
-    case MCDC_TYPE_INT8:
-    case MCDC_TYPE_INT16: snprintf(out, 32, "smallint"); return;
-    case MCDC_TYPE_INT32: snprintf(out, 32, "int"); return;
-    case MCDC_TYPE_INT64: snprintf(out, 32, "bigint"); return;
-    case MCDC_TYPE_FLOAT: snprintf(out, 32, "real"); return;
-    case MCDC_TYPE_DOUBLE: snprintf(out, 32, "float"); return;
-    case MCDC_TYPE_DECIMAL: snprintf(out, 32, "decimal(%d,%d)", f->precision, f->scale); return;
-    case MCDC_TYPE_UTF8: snprintf(out, 32, "nvarchar(1)"); return;
-    case MCDC_TYPE_BINARY:
-    case MCDC_TYPE_FIXED_BINARY: snprintf(out, 32, "varbinary(1)"); return;
-    case MCDC_TYPE_DATE32: snprintf(out, 32, "date"); return;
-    case MCDC_TYPE_TIMESTAMP_NTZ: snprintf(out, 32, "datetime2(6)"); return;
-    case MCDC_TYPE_TIMESTAMP_UTC: snprintf(out, 32, "datetimeoffset(6)"); return;
-    }
-    snprintf(out, 32, "sql_variant");
+    const mcdc_sql_type *st = mcdc_sql_type_named(t);
+    if (st == NULL || !st->has_default)
+        return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
+                              "column '%s' has SQL Server type %s, which has no default type; "
+                              "pass columns (the columns option) with a type to read it as, or "
+                              "leave the column out",
+                              col->name, t);
+    if (st->type == MCDC_TYPE_DECIMAL && st->precision < 0 &&
+        (col->precision < 1 || col->precision > 38 || col->scale < 0 ||
+         col->scale > col->precision))
+        return mcdc_error_set(err, MCDC_E_PROTOCOL,
+                              "column '%s': %s(%d,%d) is not a valid decimal", col->name, t,
+                              col->precision, col->scale);
+    mcdc_sql_type_batch(st, col->precision, col->scale, out_type, out_precision, out_scale);
+    return MCDC_OK;
 }
 
 /* ---- capture instances ------------------------------------------------------------ */
@@ -791,7 +705,7 @@ int mcdc_cdc_ddl_history(mcdc_ddl_event **out, int *out_n, mcdc_cdc_client *c, c
                          const mcdc_lsn *from, const mcdc_lsn *to, mcdc_error *err) {
     *out = NULL;
     *out_n = 0;
-    int rc = mcdc_cdc_validate_capture_instance(ci, err);
+    int rc = mcdc_validate_capture_instance(ci, err);
     if (rc != MCDC_OK) return rc;
     const char *p[] = {ci};
     ddl_acc a = {0};
@@ -1029,7 +943,7 @@ void mcdc_cdc_network_wait_ms(int64_t *out_ms, bool *out_known, mcdc_cdc_client 
 
 int mcdc_cdc_has_select(int *out, mcdc_cdc_client *c, const char *ci, mcdc_error *err) {
     *out = -1;
-    int rc = mcdc_cdc_validate_capture_instance(ci, err);
+    int rc = mcdc_validate_capture_instance(ci, err);
     if (rc != MCDC_OK) return rc;
     char obj[MCDC_IDENT_BYTES_MAX + 16];
     snprintf(obj, sizeof obj, "cdc.[%s_CT]", ci);
@@ -1064,7 +978,7 @@ int mcdc_cdc_changes_sql(mcdc_buf *out, const char *ci, const mcdc_field *cols,
                          const bool *present, int n_cols, bool include_command_id,
                          const char *commit_time_sql, const mcdc_row_key *after,
                          mcdc_error *err) {
-    int rc = mcdc_cdc_validate_capture_instance(ci, err);
+    int rc = mcdc_validate_capture_instance(ci, err);
     if (rc != MCDC_OK) return rc;
     rc = mcdc_buf_append_str(out,
                              "SELECT CONVERT(varchar(22), c.__$start_lsn, 1) AS [_start_lsn], "
@@ -1082,7 +996,7 @@ int mcdc_cdc_changes_sql(mcdc_buf *out, const char *ci, const mcdc_field *cols,
             if (rc == MCDC_OK) rc = quote_ident(out, cols[i].name, err);
         } else {
             char ty[32];
-            mcdc_cdc_sql_type_of(&cols[i], ty);
+            mcdc_sql_type_cast_name(&cols[i], ty);
             rc = mcdc_buf_printf(out, err, "CAST(NULL AS %s) AS ", ty);
             if (rc == MCDC_OK) rc = quote_ident(out, cols[i].name, err);
         }
@@ -1167,7 +1081,7 @@ int mcdc_cdc_snapshot_sql(mcdc_buf *out, const mcdc_snapshot_query *q, mcdc_erro
             if (rc == MCDC_OK) rc = quote_ident(out, q->source_names[i], err);
         } else if (rc == MCDC_OK) {
             char ty[32];
-            mcdc_cdc_sql_type_of(&q->cols[i], ty);
+            mcdc_sql_type_cast_name(&q->cols[i], ty);
             rc = mcdc_buf_printf(out, err, "CAST(NULL AS %s)", ty);
         }
         if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, " AS ", err);

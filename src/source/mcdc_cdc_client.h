@@ -22,6 +22,7 @@
 #include "mcdc_batch.h"
 #include "mcdc_driver.h"
 #include "mcdc_lsn.h"
+#include "mcdc_sql_types.h"
 #include "mcdc_util.h"
 
 /* ---- the server clock (§3.3) ---------------------------------------------- */
@@ -48,10 +49,6 @@ int mcdc_clock_from_name(mcdc_clock *out, const char *name, mcdc_error *err);
  * under clock c, with a known offset (offset_known) or row by row. */
 int mcdc_clock_sql_utc(mcdc_buf *out, const mcdc_clock *c, const char *t, bool offset_known,
                        int offset_minutes, mcdc_error *err);
-
-/* ---- capture instance names ---------------------------------------------- */
-/* <= 100 characters, no ']', no control characters, not empty. */
-int mcdc_cdc_validate_capture_instance(const char *ci, mcdc_error *err);
 
 /* ---- the client ------------------------------------------------------------ */
 typedef struct mcdc_cdc_client mcdc_cdc_client;
@@ -118,13 +115,12 @@ typedef struct mcdc_captured_column {
 int mcdc_cdc_captured_columns(mcdc_captured_column **out, int *out_n, mcdc_cdc_client *c,
                               const char *ci, mcdc_error *err);
 void mcdc_captured_columns_free(mcdc_captured_column *cols, int n);
-/* §2.2 type mapping of one captured column. sql_variant, geography,
- * geometry, hierarchyid and unknown types: MCDC_E_UNSUPPORTED "no default
- * type ... pass columns". */
+/* §2.2 type mapping of one captured column, by the type table the TDS
+ * backends use (mcdc_sql_types.h). sql_variant, geography, geometry,
+ * hierarchyid and unknown types: MCDC_E_UNSUPPORTED "no default type ...
+ * pass columns"; a decimal with a bad precision MCDC_E_PROTOCOL. */
 int mcdc_cdc_map_type(mcdc_type_id *out_type, int32_t *out_precision, int32_t *out_scale,
                       const mcdc_captured_column *col, mcdc_error *err);
-/* T-SQL type that holds a batch type (for typed NULL columns). out >= 32. */
-void mcdc_cdc_sql_type_of(const mcdc_field *f, char out[32]);
 
 /* Row 15: capture instances (of one table, or all when schema/table are
  * NULL), oldest first (create_date, then start_lsn). */

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "mcdc_options.h" /* mcdc_validate_capture_instance */
+
 /* Fixed leading columns of the output schema. */
 enum { COL_CI = 0, COL_START_LSN, COL_SEQVAL, COL_OPERATION };
 
@@ -13,8 +15,36 @@ int mcdc_connect_connstr(void *ctx, mcdc_conn **out, mcdc_error *err) {
     return mcdc_conn_open(out, k->connstr, &k->options, err);
 }
 
+/* The reader's and bronze's own columns (bronze's are lake's, which the
+ * reader cannot see: mcdc_bronze_schema adds them). */
+static const char *const RESERVED[] = {"_capture_instance", "_start_lsn", "_seqval",
+                                       "_operation",        "_command_id", "_commit_ts",
+                                       "_batch_id",         "_snapshot",   "_chunk"};
+
+bool mcdc_is_reserved_column(const char *name) {
+    for (size_t i = 0; i < sizeof RESERVED / sizeof RESERVED[0]; i++)
+        if (mcdc_str_ieq(name, RESERVED[i])) return true;
+    return false;
+}
+
+int mcdc_check_reserved_columns(const mcdc_schema *s, int32_t first, mcdc_error *err) {
+    MCDC_ASSERT(first >= 0 && first <= s->n_fields);
+    for (int32_t i = first; i < s->n_fields; i++)
+        if (mcdc_is_reserved_column(s->fields[i].name))
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "the capture instance captures a column named '%s', which "
+                                  "mssql-cdc reserves for its own columns: leave it out of "
+                                  "@captured_column_list, or pass the option columns without it",
+                                  s->fields[i].name);
+    return MCDC_OK;
+}
+
 int mcdc_reader_output_schema(mcdc_schema **out, const mcdc_schema *captured,
                               bool include_command_id, mcdc_error *err) {
+    if (captured) {
+        int rc = mcdc_check_reserved_columns(captured, 0, err);
+        if (rc != MCDC_OK) return rc;
+    }
     int32_t meta = include_command_id ? 6 : 5;
     int32_t n = meta + (captured ? captured->n_fields : 0);
     if (n > MCDC_COLUMNS_MAX)
@@ -36,13 +66,6 @@ int mcdc_reader_output_schema(mcdc_schema **out, const mcdc_schema *captured,
         rc = mcdc_schema_set(s, i++, "_commit_ts", MCDC_TYPE_TIMESTAMP_NTZ, 0, 0, 0, true, err);
     for (int32_t k = 0; captured && k < captured->n_fields && rc == MCDC_OK; k++) {
         const mcdc_field *f = &captured->fields[k];
-        if (f->name[0] == '_' && mcdc_schema_find(s, f->name) >= 0) {
-            rc = mcdc_error_set(err, MCDC_E_INVALID,
-                                "captured column '%s' has the name of a metadata column; "
-                                "rename it or leave it out of columns",
-                                f->name);
-            break;
-        }
         rc = mcdc_schema_set(s, i++, f->name, f->type, f->precision, f->scale, f->byte_width,
                              true, err);
     }
@@ -449,7 +472,7 @@ int mcdc_reader_read_range(mcdc_reader_metrics *metrics, const mcdc_reader_optio
     memset(m, 0, sizeof *m);
     m->from_lsn = *from;
     m->to_lsn = *to;
-    int rc = mcdc_cdc_validate_capture_instance(opt->capture_instance, err);
+    int rc = mcdc_validate_capture_instance(opt->capture_instance, err);
     if (rc != MCDC_OK) return rc;
     if (mcdc_lsn_cmp(to, from) < 0) return MCDC_OK; /* an empty range reads nothing */
     int64_t t0 = mcdc_monotonic_us();

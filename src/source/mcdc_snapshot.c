@@ -41,14 +41,12 @@ int mcdc_changes_is_table_instance(mcdc_changes *c, const char *name, bool prefi
 }
 
 static int64_t lock_timeout(const mcdc_changes *c) {
-    return mcdc_opts_is_set(c->opts, "lockTimeoutMs") ? mcdc_opts_get_int(c->opts, "lockTimeoutMs")
-                                                       : -1;
+    return mcdc_opt_lock_timeout_ms(c->opts);
 }
 
 static int snapshot_lsn(mcdc_changes *c, mcdc_lsn *out, mcdc_error *err) {
-    const char *given = mcdc_opts_get(c->opts, "snapshotLsn");
-    if (given && !mcdc_str_ieq(given, "earliest") && !mcdc_str_ieq(given, "latest"))
-        return mcdc_lsn_parse_cstr(out, given, err);
+    const char *given = mcdc_opt_snapshot_lsn(c->opts);
+    if (given) return mcdc_lsn_parse_cstr(out, given, err);
     int rc = mcdc_cdc_max_lsn(out, NULL, c->client, err);
     /* Capture has not reached the instance yet: nothing it captures is
      * older than its first LSN, so the snapshot stands just before it. */
@@ -105,7 +103,7 @@ static void integer_key(const mcdc_changes *c, const char *name, char *out, size
  * (*out ""). */
 static int cut_key(const mcdc_changes *c, char *out, size_t cap, mcdc_error *err) {
     out[0] = 0;
-    const char *given = mcdc_opts_get(c->opts, "snapshotKeys");
+    const char *given = mcdc_opt_snapshot_keys(c->opts);
     if (given == NULL) {
         if (c->n_keys == 1) integer_key(c, c->keys[0], out, cap);
         return MCDC_OK;
@@ -205,7 +203,6 @@ int mcdc_changes_snapshot_read(mcdc_changes *c, const mcdc_snapshot_range *r, co
     mcdc_lsn_format(lsn, lsn_text);
     if (has_ts) mcdc_format_ts_us(commit_us, 6, ts);
     if (rc == MCDC_OK && r->keyed) rc = cut_key(c, key, sizeof key, err);
-    const char *iso = mcdc_opts_get(c->opts, "isolationLevel");
     mcdc_snapshot_query q = {
         .source_schema = c->source_schema,
         .source_table = c->source_table,
@@ -221,7 +218,7 @@ int mcdc_changes_snapshot_read(mcdc_changes *c, const mcdc_snapshot_range *r, co
         .lo = r->lo,
         .hi = r->hi,
         .with_nulls = r->with_nulls,
-        .snapshot_isolation = iso && mcdc_str_ieq(iso, "snapshot"),
+        .snapshot_isolation = mcdc_opt_snapshot_isolation(c->opts),
         .lock_timeout_ms = lock_timeout(c),
     };
     mcdc_buf sql = {0};

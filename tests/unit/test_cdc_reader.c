@@ -379,6 +379,18 @@ TEST(reader_infers_columns_and_rejects_reserved_names) {
     mcdc_error e = MCDC_ERROR_INIT;
     CHECK_EQ_INT(mcdc_reader_output_schema(&s, bad, true, &e), MCDC_E_INVALID);
     CHECK(strstr(e.message, "_operation") != NULL);
+    CHECK(strstr(e.message, "reserves") != NULL);
+    /* any case, and bronze's own columns too (the one list) */
+    mcdc_schema_set(bad, 0, "_Batch_Id", MCDC_TYPE_INT32, 0, 0, 0, true, NULL);
+    CHECK_EQ_INT(mcdc_reader_output_schema(&s, bad, false, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "'_Batch_Id'") != NULL);
+    CHECK(mcdc_is_reserved_column("_START_LSN"));
+    CHECK(mcdc_is_reserved_column("_chunk"));
+    CHECK(!mcdc_is_reserved_column("order_id"));
+    CHECK(!mcdc_is_reserved_column("_start_lsn2"));
+    mcdc_schema_set(bad, 0, "_batch", MCDC_TYPE_INT32, 0, 0, 0, true, NULL);
+    CHECK_EQ_INT(mcdc_check_reserved_columns(bad, 0, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_check_reserved_columns(bad, 1, &e), MCDC_OK);
     CHECK_EQ_INT(mcdc_reader_output_schema(&s, NULL, false, &e), MCDC_OK);
     CHECK_EQ_INT(s->n_fields, 5);
     CHECK_EQ_INT(mcdc_schema_find(s, "_command_id"), -1);
