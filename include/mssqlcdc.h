@@ -243,7 +243,13 @@ typedef enum mcdc_snapshot_mode {
     MCDC_SNAPSHOT_CHUNKED = 1 /* opened, read by backfill next to the stream (not yet) */
 } mcdc_snapshot_mode;
 
-#define MCDC_STREAM_CFG_VERSION 2
+/* What a stream does when CDC cleanup purged changes it has not read. */
+typedef enum mcdc_on_data_loss {
+    MCDC_ON_DATA_LOSS_FAIL = 0,      /* stop with MCDC_E_DATALOSS */
+    MCDC_ON_DATA_LOSS_RESNAPSHOT = 1 /* re-snapshot into a new generation, then go on */
+} mcdc_on_data_loss;
+
+#define MCDC_STREAM_CFG_VERSION 3
 typedef struct mcdc_stream_cfg {
     int version;               /* MCDC_STREAM_CFG_VERSION */
     const char *target;        /* bronze: a path, or schema.table under warehouse */
@@ -272,10 +278,21 @@ typedef struct mcdc_stream_cfg {
      * table), then stream from the snapshot's LSN. */
     bool bootstrap;
     mcdc_snapshot_mode snapshot;
+    /* version 3: before the first batch, when CDC cleanup passed the
+     * position of the checkpoint's live generation: re-snapshot the table
+     * (in mode `snapshot`) into generation n+1 (checkpoint
+     * <checkpoint>/_generations/<n+1>, app id <app_id>.g<n+1>, the state
+     * file <checkpoint>/_mssql_cdc_generation.json), needing a facts table.
+     * A second loss within resnapshot_interval_days of the last re-snapshot
+     * is MCDC_E_DATALOSS. Whatever on_data_loss says, a checkpoint with a
+     * state file runs its live generation. */
+    mcdc_on_data_loss on_data_loss;
+    double resnapshot_interval_days; /* >= 0; 7 by default */
 } mcdc_stream_cfg;
 #define MCDC_STREAM_CFG_INIT \
     {MCDC_STREAM_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, MCDC_TRIGGER_DEFAULT, 0, \
-     MCDC_GRANULARITY_HOUR, 0, NULL, NULL, 0, NULL, NULL, MCDC_LOG_WARN, false, MCDC_SNAPSHOT_FULL}
+     MCDC_GRANULARITY_HOUR, 0, NULL, NULL, 0, NULL, NULL, MCDC_LOG_WARN, false, MCDC_SNAPSHOT_FULL, \
+     MCDC_ON_DATA_LOSS_FAIL, 7.0}
 
 /* What one committed micro-batch did (append-only struct). */
 typedef struct mcdc_batch_report {

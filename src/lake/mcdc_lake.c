@@ -235,37 +235,6 @@ int mcdc_table_each_file_stats(mcdc_table *t, mcdc_file_stats_fn fn, void *ctx, 
     return rc;
 }
 
-int mcdc_table_max_text_stat(mcdc_table *t, const char *column, char *out, size_t cap,
-                             bool *rows, bool *known, mcdc_error *err) {
-    MCDC_ASSERT(cap > 0);
-    out[0] = 0;
-    *rows = false;
-    *known = true;
-    const mcdc_delta_snapshot *s;
-    int rc = mcdc_delta_table_latest(&s, t->dt, err);
-    if (rc || s == NULL) return rc;
-    size_t n = mcdc_delta_snapshot_file_count(s);
-    for (size_t i = 0; i < n; i++) {
-        const mcdc_delta_file *f = mcdc_delta_snapshot_file(s, i);
-        json_error_t je;
-        json_t *st = f->stats_json ? json_loads(f->stats_json, 0, &je) : NULL;
-        json_int_t records = json_integer_value(json_object_get(st, "numRecords"));
-        const char *max = json_string_value(json_object_get(json_object_get(st, "maxValues"), column));
-        json_int_t nulls = json_integer_value(json_object_get(json_object_get(st, "nullCount"), column));
-        if (st == NULL || !json_is_integer(json_object_get(st, "numRecords"))) {
-            *rows = true; /* unknown rows */
-            *known = false;
-        } else if (records > 0) {
-            *rows = true;
-            if (max == NULL && nulls < records) *known = false;
-            else if (max && strlen(max) < cap && strcmp(max, out) > 0) snprintf(out, cap, "%s", max);
-            else if (max && strlen(max) >= cap) *known = false;
-        }
-        json_decref(st);
-    }
-    return MCDC_OK;
-}
-
 /* ---- appends ---------------------------------------------------------------- */
 typedef struct {
     char *path;  /* relative to the table root */

@@ -71,12 +71,6 @@ int mcdc_table_check_kind(mcdc_table *t, mcdc_table_kind want, const char *role,
  * has none); fn returning non-zero stops. */
 typedef int (*mcdc_file_stats_fn)(void *ctx, const char *stats_json, mcdc_error *err);
 int mcdc_table_each_file_stats(mcdc_table *t, mcdc_file_stats_fn fn, void *ctx, mcdc_error *err);
-/* The largest maxValues[column] of the live files' statistics (a string
- * column, text into out). *rows: the table holds rows; *known false when
- * some file with rows has no usable statistic for it (out is then only a
- * lower bound). */
-int mcdc_table_max_text_stat(mcdc_table *t, const char *column, char *out, size_t cap,
-                             bool *rows, bool *known, mcdc_error *err);
 
 typedef struct mcdc_table_props {
     /* Delta configuration entries set when the table is created, as

@@ -11,11 +11,6 @@
 #include "mcdc_stream.h"
 #include "mcdc_tables.h"
 
-void mcdc_offset_commit_text(const mcdc_offset *o, char out[32]) {
-    out[0] = 0;
-    if (o->has_commit_ts) mcdc_format_ts_us(o->commit_us, 3, out);
-}
-
 int mcdc_snapshot_purged(void *changes_ctx, const char *lsn, bool *purged, mcdc_error *err) {
     mcdc_changes *c = changes_ctx;
     *purged = false;

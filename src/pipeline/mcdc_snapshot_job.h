@@ -15,6 +15,7 @@
 #include "mcdc_changes.h"
 #include "mcdc_context.h"
 #include "mcdc_lake.h"
+#include "mcdc_offset.h"
 
 typedef struct mcdc_snap_env {
     const mcdc_ctx *ctx;     /* budget, stop request */
@@ -46,7 +47,5 @@ int mcdc_snapshot_append(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e
  * LSN is below the capture instance's min_lsn (mcdc_purged_fn). */
 int mcdc_snapshot_purged(void *changes_ctx, const char *lsn, bool *purged, mcdc_error *err);
 
-/* offset -> {"lsn", "commit_ts"} text parts (commit_ts "" when none). */
-void mcdc_offset_commit_text(const mcdc_offset *o, char out[32]);
 
 #endif /* MCDC_SNAPSHOT_JOB_H */

@@ -22,8 +22,10 @@
 #include "mcdc_facts.h"
 #include "mcdc_fanin.h"
 #include "mcdc_frame.h"
+#include "mcdc_generation.h"
 #include "mcdc_lake.h"
 #include "mcdc_lsn.h"
+#include "mcdc_offset.h"
 #include "mcdc_snapfacts.h"
 #include "mcdc_snapshot_job.h"
 #include "mcdc_tables.h"
@@ -38,23 +40,18 @@ typedef struct {
 } offset_t;
 
 static json_t *offset_json(const offset_t *o) {
-    char lsn[MCDC_LSN_TEXT_LEN + 1], ts[32] = "";
-    mcdc_lsn_format(&o->lsn, lsn);
-    if (o->has_ts) mcdc_format_ts_us(o->commit_us, 3, ts);
-    return json_pack("{s:s, s:s}", "lsn", lsn, "commit_ts", ts);
+    mcdc_offset x = {.has_commit_ts = o->has_ts, .commit_us = o->commit_us};
+    mcdc_lsn_format(&o->lsn, x.lsn);
+    return mcdc_offset_json(&x);
 }
 
 static int offset_parse(offset_t *o, const json_t *j, mcdc_error *err) {
-    const char *lsn = json_string_value(json_object_get(j, "lsn"));
-    const char *ts = json_string_value(json_object_get(j, "commit_ts"));
-    if (lsn == NULL || ts == NULL)
-        return mcdc_error_set(err, MCDC_E_CORRUPT, "an offset lacks \"lsn\" or \"commit_ts\"");
-    int rc = mcdc_lsn_parse_cstr(&o->lsn, lsn, err);
-    if (rc) return MCDC_E_CORRUPT;
-    o->has_ts = *ts != 0;
-    o->commit_us = 0;
-    if (o->has_ts && mcdc_parse_ts_us(ts, strlen(ts), &o->commit_us, err)) return MCDC_E_CORRUPT;
-    return MCDC_OK;
+    mcdc_offset x;
+    int rc = mcdc_offset_parse(&x, j, err);
+    if (rc == MCDC_OK) rc = mcdc_lsn_parse_cstr(&o->lsn, x.lsn, err);
+    o->has_ts = x.has_commit_ts;
+    o->commit_us = x.commit_us;
+    return rc;
 }
 
 /* ---- the handle ------------------------------------------------------------ */
@@ -64,7 +61,12 @@ struct mcdc_stream {
     char *strings[8];         /* owned copies of the cfg's strings */
     const mcdc_opts *opts;    /* borrowed */
     char *target_path, *facts_path; /* canonical locations (owned) */
-    char facts_app_id[MCDC_APP_ID_BYTES_MAX + 8];
+    /* The live generation (mcdc_generation.h): its checkpoint directory and
+     * sink app id, the one its commits and facts rows carry. */
+    mcdc_generation gen;
+    char *gen_checkpoint;
+    char sink_id[MCDC_APP_ID_BYTES_MAX + 24];
+    char facts_app_id[MCDC_APP_ID_BYTES_MAX + 32];
     /* While running: */
     mcdc_changes *changes;
     mcdc_schema *bronze_schema;
@@ -183,6 +185,48 @@ static int job_plan(void *job, const json_t *last_end, json_t **start_j, json_t 
     return MCDC_OK;
 }
 
+/* The largest _start_lsn of the target's change rows by file statistics.
+ * Files of snapshot rows only (operation 0) do not count: a chunked
+ * snapshot's waves are stamped past its S, where a new generation starts. */
+typedef struct {
+    char *max;
+    size_t cap;
+    bool rows, known;
+} max_acc;
+
+static int change_file_max(void *ctx, const char *stats, mcdc_error *err) {
+    (void)err;
+    max_acc *a = ctx;
+    json_error_t je;
+    json_t *j = stats ? json_loads(stats, 0, &je) : NULL;
+    json_t *mins = json_object_get(j, "minValues"), *maxs = json_object_get(j, "maxValues");
+    json_int_t records = json_integer_value(json_object_get(j, "numRecords"));
+    json_t *op_lo = json_object_get(mins, "_operation"), *op_hi = json_object_get(maxs, "_operation");
+    bool snapshot_only = json_is_integer(op_lo) && json_is_integer(op_hi) &&
+                         json_integer_value(op_lo) == 0 && json_integer_value(op_hi) == 0;
+    const char *m = json_string_value(json_object_get(maxs, "_start_lsn"));
+    if (j == NULL || !json_is_integer(json_object_get(j, "numRecords"))) {
+        a->rows = true; /* a file without statistics: anything */
+        a->known = false;
+    } else if (records > 0 && !snapshot_only) {
+        a->rows = true;
+        if (m == NULL || strlen(m) >= a->cap) a->known = false;
+        else if (strcmp(m, a->max) > 0) snprintf(a->max, a->cap, "%s", m);
+    }
+    json_decref(j);
+    return MCDC_OK;
+}
+
+static int change_rows_max_lsn(mcdc_table *t, char *max, size_t cap, bool *rows, bool *known,
+                               mcdc_error *err) {
+    max[0] = 0;
+    max_acc a = {.max = max, .cap = cap, .known = true};
+    int rc = mcdc_table_each_file_stats(t, change_file_max, &a, err);
+    *rows = a.rows;
+    *known = a.known;
+    return rc;
+}
+
 /* A new checkpoint on a target that already holds change rows past its
  * start would write them a second time (the advice "new app id, new
  * checkpoint" followed on the same target). Refused unless the rows all lie
@@ -194,7 +238,7 @@ static int job_check_fresh(void *job, const json_t *start_j, mcdc_error *err) {
     if (rc) return rc;
     char max[64], from[MCDC_LSN_TEXT_LEN + 1];
     bool rows, known;
-    rc = mcdc_table_max_text_stat(s->bronze, "_start_lsn", max, sizeof max, &rows, &known, err);
+    rc = change_rows_max_lsn(s->bronze, max, sizeof max, &rows, &known, err);
     if (rc || !rows) return rc;
     mcdc_lsn_format(&start.lsn, from);
     /* LSN texts are fixed width: string order is LSN order. */
@@ -233,7 +277,7 @@ static json_t *bronze_meta(const mcdc_stream *s, int64_t batch_id) {
                      "min_commit_ts", min_ts, "max_commit_ts", max_ts, "deletes",
                      (json_int_t)st->deletes, "inserts", (json_int_t)st->inserts, "updates",
                      (json_int_t)st->updates, "batch_id", (json_int_t)batch_id, "app_id",
-                     s->cfg.app_id);
+                     s->sink_id);
 }
 
 /* Bronze's appender, with encoder threads from the budget (released after
@@ -314,9 +358,11 @@ static int retention_guard(mcdc_stream *s, mcdc_lsn *from, mcdc_error *err) {
         return mcdc_error_set(err, MCDC_E_DATALOSS,
                               "capture instance %s: changes from %s on were purged by CDC "
                               "cleanup (min_lsn is now %s) before this stream read them. "
-                              "Re-snapshot the table into a new (or rebuilt) target with a new "
-                              "checkpoint and a new app id, or set failOnDataLoss=false to skip "
-                              "the gap (it is recorded as a data_skipped event)",
+                              "Rerun with --on-data-loss resnapshot (and a --facts-table): the "
+                              "table is snapshotted again into a new generation of this "
+                              "checkpoint and the stream goes on from it. Or set "
+                              "failOnDataLoss=false to skip the gap (recorded as a data_skipped "
+                              "event)",
                               ci, f, m);
     mcdc_log(MCDC_LOG_WARN, "capture instance %s: skipping purged changes %s..%s "
                             "(failOnDataLoss=false)", ci, f, m);
@@ -410,7 +456,7 @@ static int job_facts(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
     char end_lsn[MCDC_LSN_TEXT_LEN + 1];
     mcdc_lsn_format(&s->end.lsn, end_lsn);
     int64_t written = mcdc_now_utc_us();
-    mcdc_facts_batch fb = {.app_id = s->cfg.app_id,
+    mcdc_facts_batch fb = {.app_id = s->sink_id,
                            .target = s->cfg.target,
                            .batch_id = u->id,
                            .stats = &s->st,
@@ -428,7 +474,7 @@ static int job_facts(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
                                   s->possible_loss ? &s->possible : NULL};
     for (int i = 0; i < 2 && rc == MCDC_OK; i++) {
         if (events[i] == NULL) continue;
-        events[i]->app_id = s->cfg.app_id;
+        events[i]->app_id = s->sink_id;
         events[i]->target = s->cfg.target;
         events[i]->batch_id = u->id;
         events[i]->written_us = written;
@@ -495,7 +541,7 @@ static int write_open(void *ctx, const mcdc_offset *stamp, mcdc_error *err) {
     char *detail = d ? json_dumps(d, JSON_COMPACT) : NULL;
     json_decref(d);
     if (detail == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    mcdc_facts_event ev = {.app_id = s->cfg.app_id,
+    mcdc_facts_event ev = {.app_id = s->sink_id,
                            .target = s->cfg.target,
                            .event = "snapshot_open",
                            .rows = 0,
@@ -513,6 +559,10 @@ static int write_open(void *ctx, const mcdc_offset *stamp, mcdc_error *err) {
  * now when it holds none), its bootstrap row, then the stream from its LSN. */
 static int job_before_first(void *job, json_t **start, mcdc_error *err) {
     mcdc_stream *s = job;
+    if (s->gen.n > 0) { /* a later generation starts at its snapshot, whatever startingLsn says */
+        *start = mcdc_offset_json(&s->gen.snapshot);
+        return *start ? MCDC_OK : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
     if (!s->cfg.bootstrap) return MCDC_OK;
     if (s->cfg.snapshot != MCDC_SNAPSHOT_FULL)
         return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
@@ -529,7 +579,7 @@ static int job_before_first(void *job, json_t **start, mcdc_error *err) {
     int rc = mcdc_snapshot_find(&off, &found, &e, err);
     if (rc == MCDC_OK && !found) rc = mcdc_snapshot_append(&off, &rows, &e, write_open, s, err);
     if (rc == MCDC_OK && s->facts) {
-        mcdc_facts_event ev = {.app_id = s->cfg.app_id,
+        mcdc_facts_event ev = {.app_id = s->sink_id,
                                .target = s->cfg.target,
                                .event = "bootstrap",
                                .rows = rows,
@@ -661,10 +711,31 @@ int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stre
         rc = mcdc_error_set(err, MCDC_E_INVALID,
                             "--bootstrap and startingLsn together: a bootstrap starts the stream "
                             "at its snapshot's LSN; leave startingLsn out");
+    bool resnapshot = cfg->version >= 3 && cfg->on_data_loss == MCDC_ON_DATA_LOSS_RESNAPSHOT;
+    if (rc == MCDC_OK && cfg->version >= 3 && cfg->on_data_loss != MCDC_ON_DATA_LOSS_FAIL &&
+        !resnapshot)
+        rc = mcdc_error_set(err, MCDC_E_INVALID, "on_data_loss must be fail or resnapshot");
+    if (rc == MCDC_OK && resnapshot && cfg->facts_table == NULL)
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "--on-data-loss resnapshot needs --facts-table: the re-snapshot's "
+                            "rows and the mode lock live there");
+    if (rc == MCDC_OK && resnapshot && !mcdc_opt_fail_on_data_loss(opts))
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "--on-data-loss resnapshot with failOnDataLoss=false: the stream would "
+                            "skip the gap instead of re-snapshotting; drop one of them");
+    if (rc == MCDC_OK && cfg->version >= 3 &&
+        !(cfg->resnapshot_interval_days >= 0 && cfg->resnapshot_interval_days <= 3650))
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "--resnapshot-interval-days must be between 0 and 3650, not %g",
+                            cfg->resnapshot_interval_days);
     if (rc) return rc;
     mcdc_stream *s = mcdc_calloc(1, sizeof *s);
     if (s == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     s->cfg = *cfg;
+    if (cfg->version < 3) {
+        s->cfg.on_data_loss = MCDC_ON_DATA_LOSS_FAIL;
+        s->cfg.resnapshot_interval_days = 7.0;
+    }
     s->opts = opts;
     const char **fields[] = {&s->cfg.target,        &s->cfg.app_id,    &s->cfg.checkpoint,
                              &s->cfg.facts_table,   &s->cfg.control_table,
@@ -680,7 +751,6 @@ int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stre
         mcdc_stream_free(s);
         return rc;
     }
-    snprintf(s->facts_app_id, sizeof s->facts_app_id, "%s#facts", cfg->app_id);
     pthread_mutex_init(&s->warnings_mu, NULL);
     s->sink = (mcdc_log_sink){stream_log, s, cfg->version >= 2 ? cfg->log_level : MCDC_LOG_WARN};
     if (cfg->version < 2) s->cfg.log_fn = NULL;
@@ -702,6 +772,7 @@ void mcdc_stream_free(mcdc_stream *s) {
     for (size_t i = 0; i < sizeof s->strings / sizeof s->strings[0]; i++) mcdc_free(s->strings[i]);
     mcdc_free(s->target_path);
     mcdc_free(s->facts_path);
+    mcdc_free(s->gen_checkpoint);
     mcdc_free(s);
 }
 
@@ -728,6 +799,62 @@ static void warn_future_start(mcdc_stream *s) {
     mcdc_log(MCDC_LOG_WARN, "startingLsn %s is beyond the server's max_lsn %s: the stream waits "
                             "until changes past %s are captured (did you mean an LSN of another "
                             "server or database?)", starting, m, starting);
+}
+
+/* What a generation's checkpoint is bound to (app_id: its sink app id). */
+static mcdc_ckpt_binding stream_binding(const mcdc_stream *s, const char *app_id) {
+    return (mcdc_ckpt_binding){.job = STREAM_OPS.kind,
+                               .app_id = app_id,
+                               .target = s->target_path,
+                               .capture_instance = mcdc_opt_capture_instance(s->opts),
+                               .facts_table = s->facts_path};
+}
+
+/* The generation this run streams: the state file's (read on every run),
+ * after a re-snapshot when on_data_loss asks for one and CDC lost changes
+ * the live generation has not read. */
+static int enter_generation(mcdc_stream *s, mcdc_error *err) {
+    const mcdc_stream_cfg *cfg = &s->cfg;
+    int rc = mcdc_generation_read(&s->gen, s->ctx.storage_env, cfg->checkpoint, err);
+    if (rc == MCDC_OK && cfg->on_data_loss == MCDC_ON_DATA_LOSS_RESNAPSHOT) {
+        const char *starting = NULL;
+        bool given = mcdc_opt_starting_lsn(s->opts, &starting) == MCDC_START_LSN;
+        mcdc_recovery r = {
+            .ctx = &s->ctx,
+            .changes = s->changes,
+            .bronze = s->bronze,
+            .bronze_schema = s->bronze_schema,
+            .num_partitions = s->num_partitions,
+            .facts = s->facts,
+            .target = cfg->target,
+            .checkpoint = cfg->checkpoint,
+            .app_id = cfg->app_id,
+            .binding = stream_binding(s, cfg->app_id),
+            .bootstrap = cfg->bootstrap,
+            .chunked = cfg->snapshot == MCDC_SNAPSHOT_CHUNKED,
+            .interval_days = cfg->resnapshot_interval_days,
+            .starting_lsn = given ? starting : NULL,
+        };
+        bool recovered;
+        rc = mcdc_generation_recover(&s->gen, &r, &recovered, err);
+    }
+    char *app = NULL;
+    mcdc_free(s->gen_checkpoint);
+    s->gen_checkpoint = NULL;
+    if (rc == MCDC_OK)
+        rc = mcdc_generation_names(&s->gen_checkpoint, &app, cfg->checkpoint, cfg->app_id,
+                                   s->gen.n, err);
+    if (rc == MCDC_OK && strlen(app) >= sizeof s->sink_id)
+        rc = mcdc_error_set(err, MCDC_E_LIMIT, "app id %s is too long", app);
+    if (rc == MCDC_OK) {
+        snprintf(s->sink_id, sizeof s->sink_id, "%s", app);
+        snprintf(s->facts_app_id, sizeof s->facts_app_id, "%s#facts", app);
+    }
+    if (rc == MCDC_OK && s->gen.n > 0)
+        mcdc_log(MCDC_LOG_INFO, "%s: generation %lld (app id %s, checkpoint %s)", cfg->target,
+                 (long long)s->gen.n, s->sink_id, s->gen_checkpoint);
+    mcdc_free(app);
+    return rc;
 }
 
 int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *err) {
@@ -793,17 +920,14 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
         s->has_ceiling = rc == MCDC_OK;
     }
     if (rc == MCDC_OK) warn_future_start(s);
+    if (rc == MCDC_OK) rc = enter_generation(s, err);
     if (rc == MCDC_OK) {
         mcdc_frame_cfg fc = {
             .ctx = &s->ctx,
-            .checkpoint = cfg->checkpoint,
-            .binding = {.job = STREAM_OPS.kind,
-                        .app_id = cfg->app_id,
-                        .target = s->target_path,
-                        .capture_instance = mcdc_opt_capture_instance(s->opts),
-                        .facts_table = s->facts_path},
+            .checkpoint = s->gen_checkpoint,
+            .binding = stream_binding(s, s->sink_id),
             .target = s->bronze,
-            .app_id = cfg->app_id,
+            .app_id = s->sink_id,
             .facts = s->facts,
             .facts_app_id = s->facts_app_id,
             .control_table = cfg->control_table,

@@ -361,9 +361,10 @@ static int guard(attempt *a, mcdc_cdc_client *c, mcdc_error *err) {
     }
     return mcdc_error_set(err, MCDC_E_DATALOSS,
                           "capture instance '%s': changes from %s on are no longer available: "
-                          "CDC cleanup moved min_lsn to %s before they were read. Re-snapshot "
-                          "the table (on_data_loss=resnapshot) or set failOnDataLoss=false to "
-                          "skip to min_lsn and record the gap",
+                          "CDC cleanup moved min_lsn to %s before they were read. Rerun the "
+                          "stream with --on-data-loss resnapshot (and a --facts-table) to "
+                          "re-snapshot the table into a new generation, or set "
+                          "failOnDataLoss=false to skip to min_lsn and record the gap",
                           ci, f, ml);
 }
 
