@@ -815,8 +815,21 @@ static mcdc_ckpt_binding stream_binding(const mcdc_stream *s, const char *app_id
  * the live generation has not read. */
 static int enter_generation(mcdc_stream *s, mcdc_error *err) {
     const mcdc_stream_cfg *cfg = &s->cfg;
-    int rc = mcdc_generation_read(&s->gen, s->ctx.storage_env, cfg->checkpoint, err);
-    if (rc == MCDC_OK && cfg->on_data_loss == MCDC_ON_DATA_LOSS_RESNAPSHOT) {
+    bool resnapshot = cfg->on_data_loss == MCDC_ON_DATA_LOSS_RESNAPSHOT;
+    int rc = MCDC_OK;
+    /* One mode while a snapshot is open (reference §2.4.5), for the runs
+     * that may take one. */
+    if (s->facts && (cfg->bootstrap || resnapshot)) {
+        mcdc_snapfacts sf;
+        rc = mcdc_snapfacts_load(&sf, s->facts, cfg->target, cfg->warehouse, cfg->app_id, err);
+        if (rc == MCDC_OK)
+            rc = mcdc_snapfacts_lock(&sf, cfg->target,
+                                     cfg->snapshot == MCDC_SNAPSHOT_CHUNKED ? "chunked" : "full",
+                                     mcdc_snapshot_purged, s->changes, err);
+        mcdc_snapfacts_free(&sf);
+    }
+    if (rc == MCDC_OK) rc = mcdc_generation_read(&s->gen, s->ctx.storage_env, cfg->checkpoint, err);
+    if (rc == MCDC_OK && resnapshot) {
         const char *starting = NULL;
         bool given = mcdc_opt_starting_lsn(s->opts, &starting) == MCDC_START_LSN;
         mcdc_recovery r = {
