@@ -8,6 +8,8 @@
 
 int mcdc_table_rows_json(const char *table, const char *warehouse, mcdc_line_fn fn, void *ctx,
                          mcdc_error *err) {
+    if (table == NULL || fn == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_table_rows_json: table and fn are required");
     mcdc_table *t;
     int rc = mcdc_table_open(&t, table, warehouse, err);
     if (rc) return rc;
