@@ -81,6 +81,17 @@ int mcdc_changes__snap_keys(mcdc_snap_keys *out, char ***source_names, mcdc_chan
                             mcdc_error *err);
 void mcdc_changes__snap_keys_free(mcdc_snap_keys *k);
 void mcdc_changes__names_free(mcdc_changes *c, char **names);
+/* The key n rows after lo within [lo, hi) on the control client (*out
+ * NULL: none; owned). On columns that are not a unique index the (n + 1)-th
+ * row can hold lo's value as SQL Server compares it, which would end a
+ * range where it starts: then twice as many rows, until [lo, bound) holds
+ * one. Bounds are values, so a value is never split; a range starting on a
+ * value that more than n rows hold has fewer than twice its rows. A NULL
+ * bound of one key column (NULL sorts first; JSON null is an open end) is
+ * sought past the same way. */
+int mcdc_changes__seek(mcdc_changes *c, const mcdc_snap_keys *k, const json_t *lo,
+                       const json_t *hi, int64_t n, const mcdc_source_read *rd, json_t **out,
+                       mcdc_error *err);
 /* How a read of the source table runs under iso (MCDC_ISO_OPTION: the
  * isolationLevel option) and lockTimeoutMs. */
 mcdc_source_read mcdc_changes__source_read(const mcdc_changes *c, mcdc_isolation iso);

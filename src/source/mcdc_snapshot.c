@@ -354,8 +354,7 @@ static int snapshot_ranges(mcdc_changes *c, int n_max, json_t **out, mcdc_error 
         for (int i = 0; rc == MCDC_OK && i < n - 1; i++) {
             int64_t step = rows / n + (i < rows % n);
             json_t *b = NULL;
-            rc = mcdc_cdc_key_bound(&b, c->client, s, t, k.cols, k.n, nb ? bounds[nb - 1] : NULL,
-                                    NULL, step, &rd, err);
+            rc = mcdc_changes__seek(c, &k, nb ? bounds[nb - 1] : NULL, NULL, step, &rd, &b, err);
             if (b == NULL) break; /* fewer rows than the estimate: the last one ends open */
             bounds[nb++] = b;
         }

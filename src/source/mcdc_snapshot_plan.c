@@ -183,24 +183,27 @@ static int int_chunks(planner *p, const json_t *extent) {
 }
 
 /* ---- other keys: bounds by seeks ----------------------------------------------------------- */
-/* The key n rows after lo within [lo, hi) (*out NULL: none). On columns
- * that are not a unique index the (n + 1)-th row can hold lo's value as SQL
- * Server compares it, which would end the chunk where it starts: then
- * twice as many rows, until [lo, bound) holds one. Bounds are values, so a
- * value is never split; a chunk starting on a value that more than n rows
- * hold has fewer than twice its rows. */
-static int seek(planner *p, const json_t *lo, const json_t *hi, int64_t n, json_t **out) {
+/* A bound that is SQL NULL on one key column cannot be written (JSON null
+ * is an open end); nothing sorts below NULL, so [lo, NULL) is empty. */
+static bool null_bound(const mcdc_snap_keys *k, const json_t *b) {
+    return k->n == 1 && json_is_null(b);
+}
+
+int mcdc_changes__seek(mcdc_changes *c, const mcdc_snap_keys *k, const json_t *lo,
+                       const json_t *hi, int64_t n, const mcdc_source_read *rd, json_t **out,
+                       mcdc_error *err) {
     *out = NULL;
     for (;;) {
         json_t *bound = NULL, *first = NULL;
-        int rc = mcdc_cdc_key_bound(&bound, p->c->client, p->c->source_schema, p->c->source_table,
-                                    p->k.cols, p->k.n, lo, hi, n, &p->rd, p->err);
-        if (rc || bound == NULL || p->k.unique) {
+        int rc = mcdc_cdc_key_bound(&bound, c->client, c->source_schema, c->source_table, k->cols,
+                                    k->n, lo, hi, n, rd, err);
+        if (rc || bound == NULL || (k->unique && !null_bound(k, bound))) {
             *out = bound;
             return rc;
         }
-        rc = mcdc_cdc_key_bound(&first, p->c->client, p->c->source_schema, p->c->source_table,
-                                p->k.cols, p->k.n, lo, bound, 0, &p->rd, p->err);
+        if (!null_bound(k, bound))
+            rc = mcdc_cdc_key_bound(&first, c->client, c->source_schema, c->source_table, k->cols,
+                                    k->n, lo, bound, 0, rd, err);
         if (rc == MCDC_OK && first) {
             json_decref(first);
             *out = bound;
@@ -209,10 +212,14 @@ static int seek(planner *p, const json_t *lo, const json_t *hi, int64_t n, json_
         json_decref(bound);
         if (rc) return rc;
         if (n > INT64_MAX / 2 - 1)
-            return mcdc_error_set(p->err, MCDC_E_LIMIT, "a key value held by more than %lld rows",
+            return mcdc_error_set(err, MCDC_E_LIMIT, "a key value held by more than %lld rows",
                                   (long long)n);
         n *= 2;
     }
+}
+
+static int seek(planner *p, const json_t *lo, const json_t *hi, int64_t n, json_t **out) {
+    return mcdc_changes__seek(p->c, &p->k, lo, hi, n, &p->rd, out, p->err);
 }
 
 /* The first key after top now (none, or one that reads back as top: NULL). */
