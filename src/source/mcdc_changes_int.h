@@ -68,7 +68,9 @@ int mcdc_changes__resolve_instance(mcdc_changes *c, const char *want, mcdc_error
 typedef struct mcdc_snap_keys {
     mcdc_key_col *cols; /* n, owned */
     int n;
-    bool unique;        /* they are the columns of the capture instance's unique index */
+    bool unique;        /* they are the columns of the capture instance's unique index, and
+                           their values read back exactly (no datetime2(7) last): the key
+                           n rows after a bound is always above it */
     bool bindable;      /* every one's type can be bound (else cols is NULL, n the count) */
     char why[256];      /* !bindable: which column and why */
 } mcdc_snap_keys;

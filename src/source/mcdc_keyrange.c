@@ -113,6 +113,7 @@ int mcdc_key_col_init(mcdc_key_col *out, const char *name, const mcdc_captured_c
                                   "swap, so only the last key column may be of it",
                                   name, k->name);
         n = snprintf(out->type, sizeof out->type, "%s(%d)", k->name, col->datetime_precision);
+        out->truncated = col->datetime_precision == 7;
         break;
     case F_LEN8000:
     case F_LEN4000: {

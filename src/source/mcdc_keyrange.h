@@ -49,7 +49,8 @@ typedef struct mcdc_key_col {
     char type[MCDC_KEY_TYPE_TEXT_SIZE];       /* its declared type, from a whitelist */
     char collation[MCDC_IDENT_BYTES_MAX + 1]; /* char/varchar: the column's; else "" */
     mcdc_key_kind kind;
-    bool millis; /* datetime, smalldatetime: bound text with 3 fraction digits */
+    bool millis;    /* datetime, smalldatetime: bound text with 3 fraction digits */
+    bool truncated; /* datetime2(7), datetimeoffset(7): values read back cut to microseconds */
 } mcdc_key_col;
 
 /* The key column `name` (the table's current name of the captured column

@@ -187,6 +187,10 @@ static int resolve(mcdc_snap_keys *out, char ***source_names, mcdc_changes *c,
             snprintf(out->why, sizeof out->why, "%.250s", why.message);
         }
     }
+    /* A bound cut to the microsecond can read back as the one before it:
+     * a seek must then check that its range holds a row, as on keys that
+     * are not unique. */
+    if (rc == MCDC_OK && out->bindable && n > 0 && out->cols[n - 1].truncated) out->unique = false;
     if (rc == MCDC_OK && !out->bindable) {
         mcdc_free(out->cols);
         out->cols = NULL;
