@@ -529,6 +529,89 @@ MCDC_API int mcdc_range_token_parse(mcdc_range_info *out, const char *token, mcd
 MCDC_API int mcdc_range_read(struct ArrowArrayStream *out, const mcdc_opts *opts,
                              const char *token, mcdc_error *err);
 
+/* ------------------------------------------------------------------------
+ * Snapshots as Arrow streams: the tracked table's current rows cut into
+ * chunks (or a whole snapshot's parallel ranges) planned once, each read
+ * anywhere given the same source options (the Spark binding's
+ * mssql_cdc_snapshot source; reference §2.4, §3.7).
+ *
+ * Chunks are ranges of the key the snapshot is cut on (snapshotKeys, else
+ * the capture instance's unique index): [lo, hi) in SQL Server's order of
+ * its columns, the first open below, each starting where the one before
+ * ends, the last just above the largest key when it was planned (rows
+ * inserted above it after the snapshot's LSN are the stream's). A table
+ * with no usable key is one chunk. A chunk is carried by a token: JSON text
+ * naming the capture instance, the key columns, the chunk's bounds, its
+ * place in the plan and the output schema's fingerprint, with a "check"
+ * field that catches a token altered or cut after planning (not a
+ * signature: there is no secret). A token holds no part of the connection
+ * string. Bounds are JSON: integers for an integer key, otherwise the text
+ * SQL Server reads back as the value (ISO 8601 times, fixed-notation
+ * decimals, "0x" + hex for binary), null for an open end.
+ * ---------------------------------------------------------------------- */
+typedef struct mcdc_snapshot_plan mcdc_snapshot_plan;
+
+/* Records the snapshot's LSN (snapshotLsn when set, else max_lsn, or the
+ * capture instance's first LSN minus one while capture has not reached
+ * it), then plans the table of opts' captureInstance: chunk_rows > 0 cuts
+ * chunks of at most about chunk_rows rows each (a value held by more rows
+ * of a key that is not unique is never split); chunk_rows 0 cuts up to
+ * numPartitions ranges for reading the whole snapshot in parallel (uniform
+ * ranges of one integer key, else ranges of about the same number of
+ * rows). Counts and seeks run under isolationLevel, with lockTimeoutMs.
+ * snapshotKeys naming a column the stream does not read or of a type no
+ * chunk can be cut on (bit, text, ntext, image, xml, time; datetime2(7) or
+ * datetimeoffset(7) but as the last column) is MCDC_E_INVALID. Opens one
+ * connection for the planning and closes it. */
+MCDC_API int mcdc_snapshot_plan_create(mcdc_snapshot_plan **out, const mcdc_opts *opts,
+                                       int64_t chunk_rows, mcdc_error *err);
+MCDC_API void mcdc_snapshot_plan_free(mcdc_snapshot_plan *p);
+/* Number of chunks (0 for NULL; at least 1 for a plan). */
+MCDC_API size_t mcdc_snapshot_plan_count(const mcdc_snapshot_plan *p);
+/* Token of chunk i, NUL-terminated, in key order; NULL when i is out of
+ * range. Borrowed: valid until mcdc_snapshot_plan_free. */
+MCDC_API const char *mcdc_snapshot_plan_token(const mcdc_snapshot_plan *p, size_t i);
+/* The snapshot's LSN recorded before planning, "0x" + 20 uppercase hex
+ * digits: pass it to mcdc_snapshot_read for every chunk. Borrowed; NULL for
+ * NULL. */
+MCDC_API const char *mcdc_snapshot_plan_lsn(const mcdc_snapshot_plan *p);
+/* The schema every chunk's stream has (the reader's output schema, as
+ * mcdc_range_plan_schema's). The caller releases it. */
+MCDC_API int mcdc_snapshot_plan_schema(struct ArrowSchema *out, const mcdc_snapshot_plan *p,
+                                       mcdc_error *err);
+
+/* What a snapshot token says. Set version (MCDC_SNAPSHOT_INFO_INIT) before
+ * the call; fields may be added at the end under a higher version. */
+#define MCDC_SNAPSHOT_INFO_VERSION 1
+typedef struct mcdc_snapshot_info {
+    int version;                    /* MCDC_SNAPSHOT_INFO_VERSION */
+    char capture_instance[MCDC_CAPTURE_INSTANCE_TEXT_SIZE];
+    int32_t index, count;           /* chunk index of count in its plan */
+    int32_t n_keys;                 /* key columns it is cut on (0: the whole table) */
+} mcdc_snapshot_info;
+#define MCDC_SNAPSHOT_INFO_INIT {MCDC_SNAPSHOT_INFO_VERSION, {0}, 0, 0, 0}
+
+/* Parses and checks a token. Malformed, altered or foreign text is
+ * MCDC_E_INVALID saying what is wrong. */
+MCDC_API int mcdc_snapshot_token_parse(mcdc_snapshot_info *out, const char *token,
+                                       mcdc_error *err);
+
+/* Reads the chunk of token as an Arrow C stream into *out: the schema of
+ * mcdc_snapshot_plan_schema, then batches of up to arrowBatchSize rows in
+ * no particular order, then the end. Every row is the table's current row
+ * stamped as a snapshot row: _operation 0, _start_lsn = lsn (the plan's,
+ * mcdc_snapshot_plan_lsn, or another recorded before this read), _commit_ts
+ * its commit time, _seqval and _command_id NULL. Read under isolationLevel
+ * (snapshot: the database needs ALLOW_SNAPSHOT_ISOLATION ON), with
+ * lockTimeoutMs, never NOLOCK. opts are the source options; their
+ * captureInstance may be left out, else must name the token's; the stream
+ * keeps a copy. A bad token or LSN, an unreachable server or columns that
+ * changed since the plan (MCDC_E_SCHEMA: plan again) fail here; errors while
+ * reading come from get_next, as mcdc_range_read's do (same errno values,
+ * get_last_error "<ErrorKind>: <message>", release at any time). */
+MCDC_API int mcdc_snapshot_read(struct ArrowArrayStream *out, const mcdc_opts *opts,
+                                const char *token, const char *lsn, mcdc_error *err);
+
 #ifdef __cplusplus
 }
 #endif
