@@ -102,7 +102,7 @@ int mcdc_snapshot_find_at(mcdc_offset *out, bool *found, bool chunks, const char
 /* ---- taking one ---------------------------------------------------------------------- */
 typedef struct {
     mcdc_changes *changes;
-    const mcdc_snapshot_range *range;
+    const json_t *keys, *range; /* borrowed from the attempt */
     mcdc_lsn lsn;
     bool has_ts;
     int64_t commit_us;
@@ -111,8 +111,8 @@ typedef struct {
 
 static int read_one(void *arg, mcdc_batch_fn put, void *put_ctx, mcdc_error *err) {
     range_job *j = arg;
-    return mcdc_changes_snapshot_read(j->changes, j->range, &j->lsn, j->has_ts, j->commit_us, put,
-                                      put_ctx, &j->metrics, err);
+    return mcdc_changes_snapshot_read(j->changes, j->keys, j->range, MCDC_ISO_OPTION, &j->lsn,
+                                      j->has_ts, j->commit_us, put, put_ctx, &j->metrics, err);
 }
 
 /* One attempt: ranges read in parallel into one appender, committed. */
@@ -130,8 +130,10 @@ static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
     int readers = 0, encoders = 0, n = 0;
     rc = mcdc_budget_acquire(e->ctx->budget, MCDC_PERMIT_CONNECTION, 1, e->num_partitions, 0,
                              &e->ctx->stop, &readers, err);
-    mcdc_snapshot_range *ranges = NULL;
-    if (rc == MCDC_OK) rc = mcdc_changes_snapshot_plan(e->changes, readers, &ranges, &n, err);
+    json_t *keys = NULL, *ranges = NULL;
+    if (rc == MCDC_OK) rc = mcdc_changes_snapshot_keys(e->changes, &keys, err);
+    if (rc == MCDC_OK) rc = mcdc_changes_snapshot_ranges(e->changes, readers, &ranges, err);
+    if (rc == MCDC_OK) n = (int)json_array_size(ranges);
     if (rc == MCDC_OK && n < readers) {
         mcdc_budget_release(e->ctx->budget, MCDC_PERMIT_CONNECTION, readers - n);
         readers = n;
@@ -145,7 +147,9 @@ static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
     if (rc == MCDC_OK && (jobs == NULL || args == NULL))
         rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     for (int i = 0; rc == MCDC_OK && i < n; i++) {
-        jobs[i] = (range_job){.changes = e->changes, .range = &ranges[i], .lsn = lsn, .has_ts = has_ts, .commit_us = commit_us};
+        jobs[i] = (range_job){.changes = e->changes, .keys = keys,
+                              .range = json_array_get(ranges, (size_t)i), .lsn = lsn,
+                              .has_ts = has_ts, .commit_us = commit_us};
         args[i] = &jobs[i];
     }
     mcdc_table_props props = {.kind = MCDC_KIND_BRONZE, .parquet_threads = encoders};
@@ -200,7 +204,8 @@ static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
     mcdc_budget_release(e->ctx->budget, MCDC_PERMIT_ENCODER, encoders);
     mcdc_free(jobs);
     mcdc_free(args);
-    mcdc_free(ranges);
+    json_decref(ranges);
+    json_decref(keys);
     return rc;
 }
 
