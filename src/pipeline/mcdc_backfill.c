@@ -464,7 +464,7 @@ static int l_write_plan(void *self, int64_t n, const json_t *start, const json_t
     for (size_t i = 0; i < m && rc == MCDC_OK; i++) {
         json_t *c = json_array_get(chunks, i);
         int64_t id = json_integer_value(json_array_get(c, 0));
-        details[i] = json_pack("{s:s, s:I, s:I, s:O, s:O, s:b}", "snapshot", b->s, "chunk",
+        details[i] = json_pack("{s:s, s:I, s:I, s:O?, s:O?, s:b}", "snapshot", b->s, "chunk",
                                (json_int_t)id, "wave", (json_int_t)n, "lo", json_array_get(c, 1),
                                "hi", json_array_get(c, 2), "last", id == total - 1);
         if (details[i] == NULL) rc = nomem(err);
@@ -697,7 +697,7 @@ static json_t *wave_meta(const mcdc_backfill *b, int64_t wave) {
         const wave_chunk *c = &b->w[i];
         json_array_append_new(
             chunks, json_pack("{s:I, s:O?, s:O?, s:b, s:I, s:s?, s:o, s:o}", "chunk",
-                              (json_int_t)c->chunk, c->lo, c->hi, "last", c->last, "rows",
+                              (json_int_t)c->chunk, "lo", c->lo, "hi", c->hi, "last", c->last, "rows",
                               (json_int_t)c->rows, "high_lsn", c->high_lsn[0] ? c->high_lsn : NULL,
                               "read_seconds", c->has_read ? json_real(c->read_seconds) : json_null(),
                               "read_mb", c->has_read ? json_real(c->read_mb) : json_null()));
@@ -711,7 +711,11 @@ static json_t *wave_meta(const mcdc_backfill *b, int64_t wave) {
 static int read_wave(mcdc_backfill *b, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_result *res,
                      mcdc_error *err) {
     mcdc_lsn lsn, s_lsn;
-    int rc = mcdc_changes_max_lsn(b->changes, &lsn, err);
+    int64_t ts_us;
+    bool has_ts;
+    /* max_lsn, or the instance's first LSN minus one while capture has not
+     * reached it (as S was recorded); snapshotLsn is refused up front. */
+    int rc = mcdc_changes_snapshot_lsn(b->changes, &lsn, &ts_us, &has_ts, err);
     if (rc == MCDC_OK) rc = mcdc_lsn_parse_cstr(&s_lsn, b->s, err);
     if (rc == MCDC_OK && mcdc_lsn_cmp(&lsn, &s_lsn) < 0) {
         char m[MCDC_LSN_TEXT_LEN + 1];
@@ -725,7 +729,8 @@ static int read_wave(mcdc_backfill *b, mcdc_frame *f, const mcdc_unit *u, mcdc_u
     if (rc) return rc;
     /* The wave's stamp, before its read: every commit up to it is in it. */
     mcdc_lsn_format(&lsn, b->stamp);
-    rc = mcdc_changes_commit_time(b->changes, &lsn, &b->stamp_ts_us, &b->stamp_has_ts, err);
+    b->stamp_ts_us = ts_us;
+    b->stamp_has_ts = has_ts;
     int readers = 0, encoders = 0;
     int want = b->nw < b->k ? b->nw : b->k;
     if (rc == MCDC_OK)
@@ -1035,6 +1040,10 @@ int mcdc_backfill_create(mcdc_backfill **out, const mcdc_opts *opts, const mcdc_
     *out = NULL;
     int rc = check_cfg(cfg, err);
     if (rc == MCDC_OK) rc = mcdc_opts_check_required(opts, err);
+    if (rc == MCDC_OK && mcdc_opt_is_set(opts, MCDC_OPT_SNAPSHOT_LSN))
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "snapshotLsn has no meaning for a backfill: each wave is stamped with "
+                            "max_lsn before it is read; leave it out");
     if (rc) return rc;
     mcdc_backfill *b = mcdc_calloc(1, sizeof *b);
     if (b == NULL) return nomem(err);
