@@ -10,7 +10,7 @@ import pytest
 from deltalake import DeltaTable
 
 from conftest import run_cli
-from test_snapshot import COLUMNS, insert, make_db, rebuild, source_rows, stream_args
+from test_snapshot import insert, make_db, rebuild, rebuild_duckdb, source_rows, stream_args
 
 CHUNKED = ("--bootstrap", "--snapshot", "chunked")
 
@@ -98,6 +98,8 @@ def test_chunked_bootstrap_then_backfill_in_waves_rebuilds_the_source(sim, workd
     assert whole["chunks"][0][0] is None and whole["chunks"][-1][1] == 1501
     for a, b in zip(whole["chunks"], whole["chunks"][1:]):
         assert a[1] == b[0], "the chunks do not tile the key"
+    # while it is open, the documented rebuild ignores its rows: no snapshot yet
+    assert rebuild_duckdb(os.path.join(workdir, "bronze")) == []
     for i in range(6):
         workload_step(sim, i)
         run_cli(*stream_args(sim, workdir))
@@ -117,6 +119,7 @@ def test_chunked_bootstrap_then_backfill_in_waves_rebuilds_the_source(sim, workd
     workload_step(sim, 99)
     run_cli(*stream_args(sim, workdir))
     assert rebuild(os.path.join(workdir, "bronze")) == source_rows(sim)
+    assert rebuild_duckdb(os.path.join(workdir, "bronze")) == source_rows(sim)
     # done is done: a rerun reads nothing
     before = len(table(workdir, "bronze"))
     p, st = backfill(sim, workdir)
