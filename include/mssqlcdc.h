@@ -333,7 +333,7 @@ MCDC_API void mcdc_stream_free(mcdc_stream *s);
  * appended to bronze as operation 0, stamped with an LSN recorded before
  * the read; a stream started at that LSN loses and doubles nothing.
  * ---------------------------------------------------------------------- */
-#define MCDC_SNAPSHOT_CFG_VERSION 1
+#define MCDC_SNAPSHOT_CFG_VERSION 2
 typedef struct mcdc_snapshot_cfg {
     int version;               /* MCDC_SNAPSHOT_CFG_VERSION */
     const char *target;        /* bronze: a path, or schema.table under warehouse */
@@ -343,9 +343,14 @@ typedef struct mcdc_snapshot_cfg {
     mcdc_log_fn log_fn;        /* NULL: stderr */
     void *log_user;
     mcdc_log_level log_level;
+    /* version 2: the stream's app id and facts table (both or neither): a
+     * chunked snapshot of that stream still open in target is refused
+     * (MCDC_E_SNAPSHOT_OPEN), as one mode holds while one is open. */
+    const char *app_id;
+    const char *facts_table;
 } mcdc_snapshot_cfg;
 #define MCDC_SNAPSHOT_CFG_INIT \
-    {MCDC_SNAPSHOT_CFG_VERSION, NULL, NULL, false, NULL, NULL, NULL, MCDC_LOG_WARN}
+    {MCDC_SNAPSHOT_CFG_VERSION, NULL, NULL, false, NULL, NULL, NULL, MCDC_LOG_WARN, NULL, NULL}
 
 /* Appends a snapshot of the capture instance's table (opts: the source
  * options; snapshotLsn, snapshotKeys, isolationLevel, lockTimeoutMs and
@@ -401,6 +406,89 @@ typedef int (*mcdc_line_fn)(void *ctx, const char *line);
  * exact strings, binary as "0x..." hex, timestamps as ISO-8601 strings. */
 MCDC_API int mcdc_table_rows_json(const char *table, const char *warehouse, mcdc_line_fn fn,
                                   void *ctx, mcdc_error *err);
+
+/* ------------------------------------------------------------------------
+ * Backfill (the reference's backfill()): reads the newest chunked snapshot
+ * a stream opened (stream --bootstrap --snapshot chunked, or a chunked
+ * re-snapshot) in waves of chunks next to the running stream.
+ *
+ * The first run plans every chunk (at most about chunk_rows rows each) and
+ * records the plan in the target's plans table (<target>_snapshot_plans),
+ * then in a 'snapshot_plan' facts row; the plan never changes while the
+ * snapshot is open. Each wave is stamped with max_lsn before it is read,
+ * appended to the target in one commit (operation 0, _snapshot S, _chunk)
+ * and recorded as one 'snapshot_chunk' facts row per chunk, its bounds in
+ * the plans table first. After the last chunk, the snapshot's 'bootstrap'
+ * (or 'resnapshot') row tells downstream to rebuild from S. Killed at any
+ * point, the next run neither reads a chunk twice into the target nor skips
+ * one. Run it apart from the stream, again until done.
+ * ---------------------------------------------------------------------- */
+typedef enum mcdc_backfill_state {
+    MCDC_BACKFILL_DONE = 0,              /* every chunk is in; the completion row too */
+    MCDC_BACKFILL_RUNNING = 1,           /* max_waves, max_seconds or a stop: run again */
+    MCDC_BACKFILL_WAITING_HEADROOM = 2,  /* the stream's retention headroom is below the minimum */
+    MCDC_BACKFILL_WAITING_METRICS = 3,   /* the stream has written no row with a headroom */
+    MCDC_BACKFILL_NO_SNAPSHOT = 4        /* no chunked snapshot opened by the stream in the target */
+} mcdc_backfill_state;
+
+/* The reference's BackfillStatus. */
+typedef struct mcdc_backfill_status {
+    char snapshot[24];        /* S; "" when there is none */
+    int64_t chunks_done;
+    int64_t chunks_total;     /* the plan's; < 0 before a run planned it */
+    bool done, paused;
+    mcdc_backfill_state state;
+    char reason[512];         /* the state in words; "" when done or running */
+} mcdc_backfill_status;
+
+#define MCDC_BACKFILL_CFG_VERSION 1
+typedef struct mcdc_backfill_cfg {
+    int version;                 /* MCDC_BACKFILL_CFG_VERSION */
+    const char *target;          /* bronze, as the stream was given it */
+    const char *app_id;          /* the stream's (its generations' snapshots are found too) */
+    const char *facts_table;     /* the stream's; required */
+    const char *warehouse;       /* NULL: ./warehouse */
+    int64_t chunk_rows;          /* 0: 1,000,000; a later run's other value is ignored, with
+                                    a warning (the plan is fixed) */
+    int64_t max_waves;           /* 0: no limit */
+    double max_seconds;          /* <= 0: no limit */
+    double target_wave_seconds;  /* < 0: 300; 0: one round of numPartitions chunks a wave */
+    bool has_min_headroom;       /* pause below min_headroom_hours */
+    double min_headroom_hours;
+    const char *isolation;       /* "snapshot" or "readCommitted" (any case); NULL: the
+                                    isolationLevel option, READ COMMITTED without one */
+    mcdc_budget *budget;         /* NULL: no limit; borrowed */
+    const char *crash_at;        /* test hook, as the stream's */
+    mcdc_log_fn log_fn;          /* NULL: stderr */
+    void *log_user;
+    mcdc_log_level log_level;
+} mcdc_backfill_cfg;
+#define MCDC_BACKFILL_CFG_INIT \
+    {MCDC_BACKFILL_CFG_VERSION, NULL, NULL, NULL, NULL, 0, 0, 0, -1, false, 0, NULL, NULL, NULL, \
+     NULL, NULL, MCDC_LOG_WARN}
+
+typedef struct mcdc_backfill mcdc_backfill;
+/* Validates cfg (nothing is read or written); opts is borrowed and must
+ * outlive the handle. */
+MCDC_API int mcdc_backfill_create(mcdc_backfill **out, const mcdc_opts *opts,
+                                  const mcdc_backfill_cfg *cfg, mcdc_error *err);
+/* One call of the reference's backfill(): waves until done, a limit, a
+ * pause or a stop request; *status says which. Errors: the state checks of
+ * the stream (MCDC_E_MISMATCH ... MCDC_E_FOREIGN_WRITER: another backfill of
+ * the same snapshot planned a wave first), MCDC_E_SNAPSHOT_OPEN (a full
+ * snapshot of the stream is still open), and the source's. */
+MCDC_API int mcdc_backfill_run(mcdc_backfill *b, mcdc_backfill_status *status, mcdc_error *err);
+/* Async-signal-safe: finish the current wave, then return (running). */
+MCDC_API void mcdc_backfill_request_stop(mcdc_backfill *b);
+MCDC_API void mcdc_backfill_free(mcdc_backfill *b);
+/* "done", "running", "waiting_headroom", "waiting_metrics", "no_snapshot". */
+MCDC_API const char *mcdc_backfill_state_name(mcdc_backfill_state s);
+/* The status as the reference's BackfillStatus JSON, one line, into out
+ * (MCDC_BACKFILL_STATUS_JSON_SIZE bytes always suffice; a smaller cap too
+ * small for it is MCDC_E_LIMIT). */
+#define MCDC_BACKFILL_STATUS_JSON_SIZE 4096
+MCDC_API int mcdc_backfill_status_json(char *out, size_t cap, const mcdc_backfill_status *st,
+                                       mcdc_error *err);
 
 /* ------------------------------------------------------------------------
  * Arrow C Data Interface. The struct layouts are fixed by the Arrow

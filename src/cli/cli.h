@@ -63,5 +63,6 @@ int cmd_finalization(int argc, char **argv);
 int cmd_table_rows(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_seed(int argc, char **argv);
+int cmd_backfill(int argc, char **argv);
 
 #endif /* MCDC_CLI_H */

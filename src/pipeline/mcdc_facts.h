@@ -91,6 +91,23 @@ typedef struct mcdc_facts_event {
  * others, or through the frame). */
 int mcdc_facts_append_event(mcdc_batch *rows, const mcdc_facts_event *ev, mcdc_error *err);
 
+/* One 'snapshot_chunk' row: a chunk of a chunked snapshot read in a wave
+ * stamped lsn (min_lsn; its commit time min_commit_ts), max_lsn how far
+ * capture had got after the read, the wave's timing and the chunk's read
+ * metrics. */
+typedef struct mcdc_facts_chunk {
+    const char *app_id, *target;
+    int64_t rows;
+    const char *lsn, *high_lsn;   /* high_lsn NULL: unknown */
+    bool has_lsn_ts, has_high_ts;
+    int64_t lsn_ts_us, high_ts_us;
+    int64_t started_us, duration_ms;
+    bool has_read;                /* read_seconds, read_mb */
+    double read_seconds, read_mb;
+    const char *detail;           /* the row's payload (JSON) */
+} mcdc_facts_chunk;
+int mcdc_facts_append_chunk(mcdc_batch *rows, const mcdc_facts_chunk *c, mcdc_error *err);
+
 /* Appends ev in one commit of its own to facts (created as a facts table
  * when missing), with txn(txn_app_id, txn_version) when txn_app_id is set:
  * *skipped when that txn was already there (written before: nothing new). */

@@ -297,7 +297,7 @@ int mcdc_generation_recover(mcdc_generation *g, const mcdc_recovery *r, bool *re
     bool reuse = false;
     if (!r->chunked) {
         mcdc_snap_env e = snap_env(r);
-        rc = mcdc_snapshot_find(&done, &reuse, &e, err);
+        rc = mcdc_snapshot_find_whole(&done, &reuse, &e, err);
         bool gone = false;
         if (rc == MCDC_OK && reuse) reuse = strcmp(done.lsn, start.lsn) > 0;
         if (rc == MCDC_OK && reuse) rc = mcdc_snapshot_purged(r->changes, done.lsn, &gone, err);

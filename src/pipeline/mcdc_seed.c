@@ -286,7 +286,7 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
                        .num_partitions = 1};
     mcdc_offset newest;
     bool any = false, same = false;
-    if (rc == MCDC_OK) rc = mcdc_snapshot_find_at(&newest, &any, lsn_text, &same, &e, err);
+    if (rc == MCDC_OK) rc = mcdc_snapshot_find_at(&newest, &any, true, lsn_text, &same, &e, err);
     if (rc == MCDC_OK && any && !same && !cfg->reseed)
         rc = mcdc_error_set(err, MCDC_E_INVALID,
                             "target %s holds a snapshot of the table already (newest at %s): a "

@@ -555,6 +555,53 @@ static int write_open(void *ctx, const mcdc_offset *stamp, mcdc_error *err) {
     return rc;
 }
 
+/* Opens a chunked snapshot for generation n of the stream (kind bootstrap
+ * or resnapshot); lost_from NULL: no loss. */
+static int open_chunked(mcdc_stream *s, const char *sink, int64_t n, const char *kind,
+                        const mcdc_offset *lost_from, bool has_lost_to, int64_t lost_to_us,
+                        mcdc_offset *out, mcdc_error *err) {
+    mcdc_chunked_open o = {.changes = s->changes,
+                           .facts = s->facts,
+                           .target = s->cfg.target,
+                           .warehouse = s->cfg.warehouse,
+                           .env = s->ctx.storage_env,
+                           .app_id = s->cfg.app_id,
+                           .sink = sink,
+                           .generation = n,
+                           .kind = kind,
+                           .lost_from = lost_from,
+                           .has_lost_to = has_lost_to,
+                           .lost_to_us = lost_to_us};
+    return mcdc_snapshot_open_chunked(out, &o, err);
+}
+
+/* mcdc_recovery's open_chunked: a chunked re-snapshot. */
+static int open_resnapshot(void *ctx, const char *sink, int64_t n, const mcdc_offset *lost_from,
+                           bool has_lost_to, int64_t lost_to_us, mcdc_offset *out,
+                           mcdc_error *err) {
+    return open_chunked(ctx, sink, n, "resnapshot", lost_from, has_lost_to, lost_to_us, out, err);
+}
+
+/* Where a chunked bootstrap starts: the snapshot this generation opened
+ * before (chunked, open or complete; or a full one that completed), else
+ * one opened now. */
+static int chunked_start(mcdc_stream *s, mcdc_offset *off, mcdc_error *err) {
+    mcdc_snapfacts sf;
+    int rc = mcdc_snapfacts_load(&sf, s->facts, s->cfg.target, s->cfg.warehouse, s->cfg.app_id, err);
+    bool done = false;
+    const mcdc_snap_row *o = rc ? NULL : mcdc_snapfacts_opened(&sf, s->sink_id, &done);
+    bool reuse = o && (strcmp(mcdc_snap_mode(o), "chunked") == 0 || done);
+    if (reuse) {
+        memset(off, 0, sizeof *off);
+        snprintf(off->lsn, sizeof off->lsn, "%s", o->min_lsn);
+        off->has_commit_ts = o->has_min_ts;
+        off->commit_us = o->min_ts_us;
+    }
+    mcdc_snapfacts_free(&sf);
+    if (rc || reuse) return rc;
+    return open_chunked(s, s->sink_id, 0, "bootstrap", NULL, false, 0, off, err);
+}
+
 /* A new checkpoint with bootstrap: the target's snapshot of the table (taken
  * now when it holds none), its bootstrap row, then the stream from its LSN. */
 static int job_before_first(void *job, json_t **start, mcdc_error *err) {
@@ -564,28 +611,35 @@ static int job_before_first(void *job, json_t **start, mcdc_error *err) {
         return *start ? MCDC_OK : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     }
     if (!s->cfg.bootstrap) return MCDC_OK;
-    if (s->cfg.snapshot != MCDC_SNAPSHOT_FULL)
-        return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
-                              "--snapshot chunked is not built yet: bootstrap with --snapshot "
-                              "full");
     mcdc_snap_env e = {.ctx = &s->ctx,
                        .changes = s->changes,
                        .target = s->bronze,
                        .bronze = s->bronze_schema,
                        .num_partitions = s->num_partitions};
     mcdc_offset off;
-    bool found = false;
+    bool found = false, opened = false;
     int64_t rows = -1; /* a snapshot already there: NULL rows in the event */
-    int rc = mcdc_snapshot_find(&off, &found, &e, err);
-    if (rc == MCDC_OK && !found) rc = mcdc_snapshot_append(&off, &rows, &e, write_open, s, err);
-    if (rc == MCDC_OK && s->facts) {
+    int64_t started = mcdc_now_utc_us();
+    int rc = mcdc_snapshot_find_whole(&off, &found, &e, err);
+    /* Chunked: the one this generation opened (open or complete), else one
+     * opened now; backfill reads it and writes its bootstrap row. */
+    if (rc == MCDC_OK && !found && s->cfg.snapshot == MCDC_SNAPSHOT_CHUNKED) {
+        rc = chunked_start(s, &off, err);
+        opened = rc == MCDC_OK;
+    } else if (rc == MCDC_OK && !found) {
+        rc = mcdc_snapshot_append(&off, &rows, &e, write_open, s, err);
+    }
+    if (rc == MCDC_OK && s->facts && !opened) {
         mcdc_facts_event ev = {.app_id = s->sink_id,
                                .target = s->cfg.target,
                                .event = "bootstrap",
                                .rows = rows,
                                .lsn = off.lsn,
                                .has_commit_ts = off.has_commit_ts,
-                               .commit_us = off.commit_us};
+                               .commit_us = off.commit_us,
+                               .has_timing = !found,
+                               .started_us = started,
+                               .duration_ms = (mcdc_now_utc_us() - started) / 1000};
         char events[MCDC_APP_ID_BYTES_MAX + 8];
         snprintf(events, sizeof events, "%s#events", s->cfg.app_id);
         bool skipped;
@@ -600,8 +654,9 @@ static int job_before_first(void *job, json_t **start, mcdc_error *err) {
      * took a while, the start is now. */
     if (rc == MCDC_OK && s->has_ceiling) rc = mcdc_changes_max_lsn(s->changes, &s->ceiling, err);
     if (rc == MCDC_OK)
-        mcdc_log(MCDC_LOG_INFO, "bootstrap: %s holds the snapshot at %s (%s); streaming from it",
-                 s->cfg.target, off.lsn, found ? "taken before" : "taken now");
+        mcdc_log(MCDC_LOG_INFO, "bootstrap: %s %s the snapshot at %s (%s); streaming from it",
+                 s->cfg.target, opened ? "has opened" : "holds", off.lsn,
+                 opened ? "chunked: mssql-cdc backfill reads it" : found ? "taken before" : "taken now");
     return rc;
 }
 
@@ -715,6 +770,11 @@ int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stre
     if (rc == MCDC_OK && cfg->version >= 3 && cfg->on_data_loss != MCDC_ON_DATA_LOSS_FAIL &&
         !resnapshot)
         rc = mcdc_error_set(err, MCDC_E_INVALID, "on_data_loss must be fail or resnapshot");
+    if (rc == MCDC_OK && cfg->version >= 2 && cfg->snapshot == MCDC_SNAPSHOT_CHUNKED &&
+        cfg->facts_table == NULL)
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "--snapshot chunked needs --facts-table: the snapshot's rows there "
+                            "record its plan and its chunks, and backfill reads them");
     if (rc == MCDC_OK && resnapshot && cfg->facts_table == NULL)
         rc = mcdc_error_set(err, MCDC_E_INVALID,
                             "--on-data-loss resnapshot needs --facts-table: the re-snapshot's "
@@ -847,6 +907,8 @@ static int enter_generation(mcdc_stream *s, mcdc_error *err) {
             .chunked = cfg->snapshot == MCDC_SNAPSHOT_CHUNKED,
             .interval_days = cfg->resnapshot_interval_days,
             .starting_lsn = given ? starting : NULL,
+            .open_chunked = open_resnapshot,
+            .open_ctx = s,
         };
         bool recovered;
         rc = mcdc_generation_recover(&s->gen, &r, &recovered, err);

@@ -139,3 +139,38 @@ def test_bad_resnapshot_arguments_are_refused(sim, workdir):
         f.write("{not json")
     p = run_cli(*base, check=False)
     assert p.returncode == 1 and "generation state is damaged" in p.stderr, p.stderr
+
+
+def test_a_chunked_resnapshot_is_read_by_backfill_and_completed_by_its_resnapshot_row(sim, workdir):
+    from test_backfill import backfill
+    make_db(sim, before_cdc=300)
+    run_cli(*stream_args(sim, workdir, "--bootstrap", *RESNAP))
+    changes(sim, 500, 5)  # read: the position has a commit time, where the loss starts
+    run_cli(*stream_args(sim, workdir, *RESNAP))
+    changes(sim, 1000, 5)
+    purge(sim)
+    run_cli(*stream_args(sim, workdir, *RESNAP, "--snapshot", "chunked"))
+    st = state(workdir)
+    assert st["generation"] == 1
+    rows = facts(workdir)
+    opens = [r for r in rows if r["event"] == "snapshot_open" and r["app_id"] == "orders-v1.g1"]
+    assert len(opens) == 1, rows
+    d = json.loads(opens[0]["detail"])
+    assert d["mode"] == "chunked" and d["kind"] == "resnapshot" and d["generation"] == 1
+    assert d["lost_from_ts"] and d["lost_to_ts"] and "keys" not in d
+    assert opens[0]["min_lsn"] == st["snapshot_lsn"]
+    assert not [r for r in rows if r["event"] == "resnapshot"]  # backfill writes it
+    # the new generation streams while backfill reads the table
+    changes(sim, 2000, 5)
+    run_cli(*stream_args(sim, workdir, *RESNAP, "--snapshot", "chunked"))
+    status = {"done": False}
+    while not status["done"]:
+        p, status = backfill(sim, workdir, "--chunk-rows", "50", "--max-waves", "1")
+        changes(sim, 3000 + len(facts(workdir)), 2)
+        run_cli(*stream_args(sim, workdir, *RESNAP, "--snapshot", "chunked"))
+    resnaps = [r for r in facts(workdir) if r["event"] == "resnapshot"]
+    assert len(resnaps) == 1 and resnaps[0]["app_id"] == "orders-v1.g1", resnaps
+    assert resnaps[0]["max_lsn"] == st["snapshot_lsn"]
+    assert resnaps[0]["lost_from_ts"] == opens[0]["lost_from_ts"]
+    assert rebuild(os.path.join(workdir, "bronze")) == source_rows(sim)
+    assert rebuild_duckdb(os.path.join(workdir, "bronze")) == source_rows(sim)
