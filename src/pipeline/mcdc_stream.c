@@ -582,24 +582,27 @@ static int open_resnapshot(void *ctx, const char *sink, int64_t n, const mcdc_of
     return open_chunked(ctx, sink, n, "resnapshot", lost_from, has_lost_to, lost_to_us, out, err);
 }
 
-/* Where a chunked bootstrap starts: the snapshot this generation opened
- * before (chunked, open or complete; or a full one that completed), else
- * one opened now. */
-static int chunked_start(mcdc_stream *s, mcdc_offset *off, mcdc_error *err) {
+/* A snapshot this generation opened before that a bootstrap starts from
+ * instead of taking one (the table is never read twice): a chunked one, open
+ * or complete, in either mode; in a chunked run a full one too once complete
+ * (an emptied table's: no rows find it). *found false: none. */
+static int reusable_open(mcdc_stream *s, mcdc_offset *off, bool *found, mcdc_error *err) {
+    *found = false;
+    if (s->facts == NULL) return MCDC_OK;
     mcdc_snapfacts sf;
     int rc = mcdc_snapfacts_load(&sf, s->facts, s->cfg.target, s->cfg.warehouse, s->cfg.app_id, err);
     bool done = false;
     const mcdc_snap_row *o = rc ? NULL : mcdc_snapfacts_opened(&sf, s->sink_id, &done);
-    bool reuse = o && (strcmp(mcdc_snap_mode(o), "chunked") == 0 || done);
-    if (reuse) {
+    *found = o && (strcmp(mcdc_snap_mode(o), "chunked") == 0 ||
+                   (done && s->cfg.snapshot == MCDC_SNAPSHOT_CHUNKED));
+    if (*found) {
         memset(off, 0, sizeof *off);
         snprintf(off->lsn, sizeof off->lsn, "%s", o->min_lsn);
         off->has_commit_ts = o->has_min_ts;
         off->commit_us = o->min_ts_us;
     }
     mcdc_snapfacts_free(&sf);
-    if (rc || reuse) return rc;
-    return open_chunked(s, s->sink_id, 0, "bootstrap", NULL, false, 0, off, err);
+    return rc;
 }
 
 /* A new checkpoint with bootstrap: the target's snapshot of the table (taken
@@ -621,12 +624,13 @@ static int job_before_first(void *job, json_t **start, mcdc_error *err) {
     int64_t rows = -1; /* a snapshot already there: NULL rows in the event */
     int64_t started = mcdc_now_utc_us();
     int rc = mcdc_snapshot_find_whole(&off, &found, &e, err);
-    /* Chunked: the one this generation opened (open or complete), else one
-     * opened now; backfill reads it and writes its bootstrap row. */
-    if (rc == MCDC_OK && !found && s->cfg.snapshot == MCDC_SNAPSHOT_CHUNKED) {
-        rc = chunked_start(s, &off, err);
+    /* A snapshot opened before (backfill reads a chunked one and writes its
+     * bootstrap row), else a chunked one opened now, else a full one. */
+    if (rc == MCDC_OK && !found) rc = reusable_open(s, &off, &opened, err);
+    if (rc == MCDC_OK && !found && !opened && s->cfg.snapshot == MCDC_SNAPSHOT_CHUNKED) {
+        rc = open_chunked(s, s->sink_id, 0, "bootstrap", NULL, false, 0, &off, err);
         opened = rc == MCDC_OK;
-    } else if (rc == MCDC_OK && !found) {
+    } else if (rc == MCDC_OK && !found && !opened) {
         rc = mcdc_snapshot_append(&off, &rows, &e, write_open, s, err);
     }
     if (rc == MCDC_OK && s->facts && !opened) {
