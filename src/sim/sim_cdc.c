@@ -521,7 +521,9 @@ static int need_db_cdc(sim_session *s, mcdc_error *err) {
 static void type_meta(const sim_type *t, const char **name, int *charlen, int *prec, int *radix, int *scale, int *dtprec) {
     static const char *N[] = {"", "bit", "tinyint", "smallint", "int", "bigint", "real", "float", "decimal", "money",
                               "smallmoney", "date", "time", "datetime", "smalldatetime", "datetime2", "datetimeoffset",
-                              "char", "varchar", "nchar", "nvarchar", "binary", "varbinary", "uniqueidentifier", "sql_variant"};
+                              "char", "varchar", "nchar", "nvarchar", "binary", "varbinary", "uniqueidentifier", "sql_variant",
+                              "xml", "hierarchyid", "geography", "geometry"};
+    _Static_assert(sizeof N / sizeof N[0] == SIM_T_GEOMETRY + 1, "a name for every type");
     *name = N[t->id];
     *charlen = -2; /* NULL */
     *prec = *radix = *scale = *dtprec = -2;
@@ -540,6 +542,7 @@ static void type_meta(const sim_type *t, const char **name, int *charlen, int *p
     case SIM_T_CHAR: case SIM_T_VARCHAR: case SIM_T_NCHAR: case SIM_T_NVARCHAR: case SIM_T_BINARY: case SIM_T_VARBINARY:
         *charlen = t->length;
         break;
+    case SIM_T_XML: *charlen = -1; break; /* as INFORMATION_SCHEMA gives xml's: -1 */
     default: break;
     }
 }

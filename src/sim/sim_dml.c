@@ -115,6 +115,29 @@ static bool numeric_literal(const tsql_tok *t, int a, int b, const sim_type *tar
     return mcdc_buf_cstr(out, NULL) == MCDC_OK;
 }
 
+/* A value [a, b) for a column of type target into ex: a numeric literal
+ * as exact text; for a sql_variant column as CAST(value AS sql_variant),
+ * so the value keeps its own type as the base type. */
+static int value_expr(sim_stmt *x, const tsql_tok *t, int a, int b, const sim_type *target, mcdc_buf *ex,
+                      mcdc_error *err) {
+    if (numeric_literal(t, a, b, target, ex)) return MCDC_OK;
+    if (target->id != SIM_T_SQL_VARIANT) return sim_xlate_expr(x, x->s->db->w, t, a, b, ex, err);
+    int n = b - a;
+    tsql_tok *c = mcdc_malloc(((size_t)n + 6) * sizeof *c);
+    if (!c) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    static const struct { tsql_tk k; const char *s; } HEAD[] = {{TK_IDENT, "CAST"}, {TK_OP, "("}},
+                                                     TAIL[] = {{TK_IDENT, "AS"}, {TK_IDENT, "sql_variant"}, {TK_OP, ")"}};
+    int o = 0, line = n > 0 ? t[a].line : 1;
+    for (size_t k = 0; k < 2; k++) c[o++] = (tsql_tok){HEAD[k].k, HEAD[k].s, (int)strlen(HEAD[k].s), line};
+    memcpy(c + o, t + a, (size_t)n * sizeof *c);
+    o += n;
+    for (size_t k = 0; k < 3; k++) c[o++] = (tsql_tok){TAIL[k].k, TAIL[k].s, (int)strlen(TAIL[k].s), line};
+    c[o] = (tsql_tok){TK_EOF, "", 0, line};
+    int rc = sim_xlate_expr(x, x->s->db->w, c, 0, o, ex, err);
+    mcdc_free(c);
+    return rc;
+}
+
 static void append_cols(mcdc_buf *b, const dml *d) {
     for (int k = 0; k < d->ncols; k++) mcdc_buf_printf(b, NULL, ", \"%s\"", d->cols[k].name);
 }
@@ -324,7 +347,7 @@ int sim_do_insert(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *er
                             break;
                         }
                         mcdc_buf_reset(&ex);
-                        if (!numeric_literal(t, a, k, &d.cols[tcol[v]].type, &ex)) rc = sim_xlate_expr(x, s->db->w, t, a, k, &ex, err);
+                        rc = value_expr(x, t, a, k, &d.cols[tcol[v]].type, &ex, err);
                         if (rc != MCDC_OK) break;
                         char tn[64];
                         sim_type_format(&d.cols[tcol[v]].type, tn, sizeof tn);
@@ -430,7 +453,7 @@ int sim_do_update_delete(sim_stmt *x, const tsql_tok *t, int i, int end, bool is
                 i++;
             }
             mcdc_buf_reset(&ex);
-            if (!numeric_literal(t, a, i, &d.cols[ci].type, &ex)) rc = sim_xlate_expr(x, s->db->w, t, a, i, &ex, err);
+            rc = value_expr(x, t, a, i, &d.cols[ci].type, &ex, err);
             if (rc != MCDC_OK) break;
             char tn[64];
             sim_type_format(&d.cols[ci].type, tn, sizeof tn);

@@ -146,6 +146,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -166,6 +167,12 @@ int sim_err(mcdc_error *err, int number, const char *fmt, ...) {
 int sim_sqlite_err(sqlite3 *c, int rc, mcdc_error *err) {
     const char *m = sqlite3_errmsg(c);
     if (err && err->server_number) return MCDC_E_SERVER; /* already mapped */
+    /* a function of ours names SQL Server's number: "#6522 text" */
+    if (m[0] == '#' && m[1] >= '1' && m[1] <= '9') {
+        char *end;
+        long num = strtol(m + 1, &end, 10);
+        if (*end == ' ' && num > 0 && num < 100000) return sim_err(err, (int)num, "%s", end + 1);
+    }
     if (sim_ci_prefix(m, "no such table: ")) {
         const char *n = m + 15;
         const char *dot = strchr(n, '.');
