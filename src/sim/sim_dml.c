@@ -98,6 +98,10 @@ static void dml_free(dml *d) {
     mcdc_free(d->names);
 }
 
+static int computed_err(mcdc_error *err, const char *col) {
+    return sim_err(err, 271, "The column \"%s\" cannot be modified because it is either a computed column or is the result of a UNION operator.", col);
+}
+
 static int col_index(const dml *d, const char *name) {
     for (int k = 0; k < d->ncols; k++) if (mcdc_str_ieq(d->cols[k].name, name)) return k;
     return -1;
@@ -161,11 +165,14 @@ static int dml_log(sim_stmt *x, dml *d, int kind, img_set *before, img_set *afte
             if (kind == 1) sim_undo_push(s, sqlite3_mprintf("DELETE FROM \"%w\" WHERE rowid = %lld", d->tbl, (long long)a->rowid));
             else {
                 mcdc_buf u = {0};
+                /* computed columns compute again: never written back */
                 if (kind == 3) {
                     mcdc_buf_printf(&u, NULL, "INSERT INTO \"%s\"(rowid", d->tbl);
-                    append_cols(&u, d);
+                    for (int k = 0; k < d->ncols; k++)
+                        if (!d->cols[k].computed) mcdc_buf_printf(&u, NULL, ", \"%s\"", d->cols[k].name);
                     mcdc_buf_printf(&u, NULL, ") VALUES (%lld", (long long)b->rowid);
                     for (int k = 0; k < d->ncols; k++) {
+                        if (d->cols[k].computed) continue;
                         char *l = sim_value_literal(b->v[k]);
                         mcdc_buf_printf(&u, NULL, ", %s", l ? l : "NULL");
                         sqlite3_free(l);
@@ -173,9 +180,11 @@ static int dml_log(sim_stmt *x, dml *d, int kind, img_set *before, img_set *afte
                     mcdc_buf_append_str(&u, ")", NULL);
                 } else {
                     mcdc_buf_printf(&u, NULL, "UPDATE \"%s\" SET ", d->tbl);
+                    int nset = 0;
                     for (int k = 0; k < d->ncols; k++) {
+                        if (d->cols[k].computed) continue;
                         char *l = sim_value_literal(b->v[k]);
-                        mcdc_buf_printf(&u, NULL, "%s\"%s\" = %s", k ? ", " : "", d->cols[k].name, l ? l : "NULL");
+                        mcdc_buf_printf(&u, NULL, "%s\"%s\" = %s", nset++ ? ", " : "", d->cols[k].name, l ? l : "NULL");
                         sqlite3_free(l);
                     }
                     mcdc_buf_printf(&u, NULL, " WHERE rowid = %lld", (long long)b->rowid);
@@ -313,12 +322,14 @@ int sim_do_insert(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *er
             if (sim_tok_ident(&t[i], c, sizeof c) != 0) { rc = sim_syntax_err(err, t, i, end); break; }
             int ci = col_index(&d, c);
             if (ci < 0) { rc = sim_err(err, 207, "Invalid column name '%s'.", c); break; }
+            if (d.cols[ci].computed) { rc = computed_err(err, d.cols[ci].name); break; }
             if (nt < MCDC_COLUMNS_MAX) tcol[nt++] = ci;
             i++;
         }
         i++;
-    } else if (rc == MCDC_OK) {
-        for (int k = 0; k < d.ncols && k < MCDC_COLUMNS_MAX; k++) tcol[nt++] = k;
+    } else if (rc == MCDC_OK) { /* every column but the computed ones */
+        for (int k = 0; k < d.ncols && k < MCDC_COLUMNS_MAX; k++)
+            if (!d.cols[k].computed) tcol[nt++] = k;
     }
     if (rc == MCDC_OK) {
         if (i < end && tsql_tok_is(&t[i], "VALUES")) {
@@ -443,6 +454,7 @@ int sim_do_update_delete(sim_stmt *x, const tsql_tok *t, int i, int end, bool is
             if (np == 0 || i >= wpos || !tsql_tok_op(&t[i], "=")) { rc = sim_syntax_err(err, t, i, end); break; }
             int ci = col_index(&d, parts[np - 1]);
             if (ci < 0) { rc = sim_err(err, 207, "Invalid column name '%s'.", parts[np - 1]); break; }
+            if (d.cols[ci].computed) { rc = computed_err(err, d.cols[ci].name); break; }
             set_cols[ci] = true;
             i++;
             int a = i, dd = 0;
