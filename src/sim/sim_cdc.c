@@ -311,10 +311,25 @@ static void post_ddl(sim_server *srv, sim_db *d, const uint8_t hi[10]) {
                               " p.alter_col IS NOT NULL ORDER BY p.ddl_lsn",
                            -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_blob(st, 1, hi, 10, SQLITE_STATIC);
-        while (sqlite3_step(st) == SQLITE_ROW)
-            follow_alter(srv, d, (const char *)sqlite3_column_text(st, 0), (const char *)sqlite3_column_text(st, 1),
-                         (const char *)sqlite3_column_text(st, 2));
+        /* read first: a table rebuilt while the SELECT runs is locked */
+        typedef struct { char ci[SIM_NAME_MAX], col[SIM_NAME_MAX], type[64]; } alt;
+        alt *a = NULL;
+        int n = 0, cap = 0;
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            if (n == cap) {
+                alt *na = mcdc_realloc(a, (size_t)(cap ? cap * 2 : 4) * sizeof *a);
+                if (!na) break;
+                a = na;
+                cap = cap ? cap * 2 : 4;
+            }
+            snprintf(a[n].ci, sizeof a[n].ci, "%s", (const char *)sqlite3_column_text(st, 0));
+            snprintf(a[n].col, sizeof a[n].col, "%s", (const char *)sqlite3_column_text(st, 1));
+            snprintf(a[n].type, sizeof a[n].type, "%s", (const char *)sqlite3_column_text(st, 2));
+            n++;
+        }
         sqlite3_finalize(st);
+        for (int k = 0; k < n; k++) follow_alter(srv, d, a[k].ci, a[k].col, a[k].type);
+        mcdc_free(a);
     }
     const char *qs[] = {"INSERT INTO \"cdc.ddl_history\" SELECT p.source_object_id, p.object_id, p.required_column_update,"
                         " p.ddl_command, p.ddl_lsn, p.ddl_time, p.capture_instance FROM __sim_pending_ddl p JOIN"

@@ -325,6 +325,8 @@ typedef struct sim_stmt {
     const sim_param *rpc_params;
     int rpc_nparams, rpc_first; /* rpc_params[rpc_first] is argument 0 */
     bool batch_ended; /* an error that ends the batch (deadlock victim) */
+    int loops;            /* WHILE loops running */
+    bool loop_break, loop_continue; /* BREAK / CONTINUE seen: the loop body stops */
 } sim_stmt;
 
 /* ---- sim_session.c ------------------------------------------------------- */

@@ -1287,8 +1287,20 @@ static int type_rank(sim_type_id id) { /* SQL Server's data type precedence, num
     }
 }
 
-/* The type of l op r; false when either is not numeric. */
+static bool is_string_type(sim_type_id id) { return id >= SIM_T_CHAR && id <= SIM_T_NVARCHAR; }
+
+/* The type of l op r; false when either is not numeric (or, for '+', both
+ * strings: concatenation, n-type if either is, lengths added up to 8000
+ * bytes, (max) if either is). */
 static bool arith_type(const sim_type *l, const sim_type *r, char op, sim_type *out) {
+    if (op == '+' && is_string_type(l->id) && is_string_type(r->id)) {
+        bool wide = l->id == SIM_T_NCHAR || l->id == SIM_T_NVARCHAR || r->id == SIM_T_NCHAR || r->id == SIM_T_NVARCHAR;
+        memset(out, 0, sizeof *out);
+        out->id = wide ? SIM_T_NVARCHAR : SIM_T_VARCHAR;
+        int64_t n = (int64_t)l->length + r->length, cap = wide ? 4000 : 8000;
+        out->length = l->length < 0 || r->length < 0 ? -1 : (int32_t)(n > cap ? cap : n);
+        return true;
+    }
     int rl = type_rank(l->id), rr = type_rank(r->id);
     if (rl < 0 || rr < 0) return false;
     memset(out, 0, sizeof *out);
