@@ -1,9 +1,12 @@
 /* test_sim_types.c - hierarchyid, geography/geometry, xml and sql_variant
  * in the simulator: their values (MS-SSCLRT layouts), conversions,
  * methods, comparisons and TDS encodings. */
+#include "mcdc_cdc_client.h"
+#include "sim_engine_int.h"
 #include "sim_udt.h"
 #include "tds_result.h"
 #include "test_sim_helpers.h"
+#include "test_sim_wire.h"
 
 typedef struct tfx {
     char dir[64];
@@ -284,4 +287,56 @@ TEST(sim_types_in_tables) {
     run(f.s, c, "SELECT t.x.ToString() FROM dbo.t");
     CHECK(c->nerrors > 0);
     tfx_close(&f);
+}
+
+/* Change tables of these types: the reader's change query gets the same
+ * bytes from the change store, SQLite's fast path and the general path
+ * (the store encodes the cells ahead). */
+TEST(sim_types_change_rows_on_every_path) {
+    char dir[64];
+    test_tmpdir(dir, sizeof dir);
+    sim_server *srv = wire_open(dir, "UTC");
+    sim_session *s = test_login(srv, "sa", "Sa_Passw0rd", NULL);
+    coll *c = calloc(1, sizeof *c);
+    run(s, c, "CREATE DATABASE lab; USE lab; EXEC sys.sp_cdc_enable_db;"
+              " CREATE TABLE dbo.[all] (id int NOT NULL PRIMARY KEY, h hierarchyid NULL, g geography NULL, m geometry NULL,"
+              " x xml NULL, v sql_variant NULL, k AS (id * 2));"
+              " EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'all', @role_name = NULL;"
+              " EXEC sim.run_capture");
+    CHECK_EQ_INT(c->nerrors, 0);
+    run(s, c, "INSERT INTO dbo.[all] (id, h, g, m, x, v) VALUES (1, '/1/3/', geography::Point(-33.9, 18.4, 4326),"
+              " 'POLYGON ((0 0, 2 0, 2 2, 0 0))', '<r><i n=\"1\"/></r>', CAST(7 AS smallint));"
+              " INSERT INTO dbo.[all] (id, v) VALUES (2, N'two'); UPDATE dbo.[all] SET v = CAST(2.25 AS decimal(4,2)) WHERE id = 2;"
+              " EXEC sim.run_capture");
+    CHECK_EQ_INT(c->nerrors, 0);
+    char lo[64], hi[64];
+    wire_lsn_range(s, c, "dbo_all", lo, hi);
+    static const char *NAMES[] = {"id", "h", "g", "m", "x", "v", "k"};
+    enum { NF = 7 };
+    mcdc_field f[NF];
+    bool present[NF];
+    memset(f, 0, sizeof f);
+    for (int k = 0; k < NF; k++) { f[k].name = (char *)NAMES[k]; f[k].type = MCDC_TYPE_BINARY; f[k].nullable = true; present[k] = true; }
+    mcdc_clock utc = {MCDC_CLOCK_UTC, "", 0};
+    mcdc_buf q = {0}, w = {0};
+    reader_sql(&q, f, present, NF, true, &utc, lo, hi, NULL);
+    int64_t stored = 0;
+    CHECK_EQ_INT(wire_compare3(srv, s, (const char *)q.data, &stored, &w), 3);
+    CHECK_EQ_INT(stored, 1);
+    /* the reply carries the UDT metadata, SSVARIANT and XMLTYPE */
+    CHECK(memmem(w.data, w.len, "h\0i\0e\0r\0a\0r\0c\0h\0y\0i\0d\0", 22) != NULL);
+    CHECK(memmem(w.data, w.len, "\xF1\x00", 2) != NULL);
+    CHECK(memmem(w.data, w.len, "\x62\x50\x1F\x00\x00", 5) != NULL);
+    /* the values, as the general path reads them */
+    run(s, c, "SELECT h.ToString(), g.STAsText(), m.STAsText(), CAST(x AS nvarchar(max)), CAST(v AS nvarchar(10)), k"
+              " FROM cdc.dbo_all_CT ORDER BY __$start_lsn, __$seqval, __$operation");
+    CHECK_EQ_INT(c->nrows, 4);
+    CHECK_EQ_STR(c->rows[0], "/1/3/|POINT (18.4 -33.9)|POLYGON ((0 0, 2 0, 2 2, 0 0))|<r><i n=\"1\" /></r>|7|NULL");
+    CHECK_EQ_STR(c->rows[3], "NULL|NULL|NULL|NULL|2.25|NULL");
+    mcdc_buf_free(&q);
+    mcdc_buf_free(&w);
+    sim_session_close(s);
+    sim_server_close(srv);
+    test_rmdir(dir);
+    free(c);
 }
