@@ -1012,7 +1012,10 @@ static bool xml_chars(xp *x, char stop, mcdc_buf *into) {
             else if (el >= 2 && e[0] == '#') {
                 char *end;
                 unsigned long v = e[1] == 'x' ? strtoul(e + 2, &end, 16) : strtoul(e + 1, &end, 10);
-                if (end != e + el || v == 0 || v > 0x10FFFF) { xml_fail(x, "illegal xml character"); return false; }
+                /* XML 1.0's Char: tab, line ends, 0x20.. without surrogates, FFFE, FFFF */
+                bool bad = end != e + el || v > 0x10FFFF || (v < 0x20 && v != 9 && v != 10 && v != 13) ||
+                           (v >= 0xD800 && v <= 0xDFFF) || v == 0xFFFE || v == 0xFFFF;
+                if (bad) { xml_fail(x, "illegal xml character"); return false; }
                 cp = (uint32_t)v;
             } else { xml_fail(x, "well formed check: undeclared entity"); return false; }
             put_utf8(into, cp);
@@ -1034,7 +1037,7 @@ static bool xml_chars(xp *x, char stop, mcdc_buf *into) {
 static void xml_put_text(mcdc_buf *o, const uint8_t *p, size_t n, bool attr) {
     for (size_t k = 0; k < n; k++) {
         uint8_t c = p[k];
-        if (c == '&' || c == '<' || c == '>' || c == '"') xml_put_char(o, c, attr);
+        if (c == '&' || c == '<' || c == '>' || c == '"' || c == '\r') xml_put_char(o, c, attr);
         else mcdc_buf_append_byte(o, c, NULL);
     }
 }
@@ -1170,10 +1173,27 @@ static bool xml_content(xp *x, const char *close, size_t close_len) {
 
 int sim_xml_normalize(const char *s, size_t n, mcdc_buf *out, char msg[SIM_UDT_MSG]) {
     mcdc_buf_reset(out);
-    xp x = {s, n, 0, out, msg, 0, 0};
-    /* a byte order mark is not content */
-    if (n >= 3 && (uint8_t)s[0] == 0xEF && (uint8_t)s[1] == 0xBB && (uint8_t)s[2] == 0xBF) x.i = 3;
+    /* a byte order mark is not content; line ends are "\n" before parsing
+     * (XML 1.0, 2.11); control characters other than tab and line ends
+     * are not XML characters */
+    size_t i = n >= 3 && (uint8_t)s[0] == 0xEF && (uint8_t)s[1] == 0xBB && (uint8_t)s[2] == 0xBF ? 3 : 0;
+    mcdc_buf in = {0};
+    for (; i < n; i++) {
+        uint8_t c = (uint8_t)s[i];
+        if (c == '\r') {
+            if (i + 1 < n && s[i + 1] == '\n') i++;
+            c = '\n';
+        } else if (c < 0x20 && c != '\t' && c != '\n') {
+            int line = 1;
+            for (size_t k = 0; k < i; k++) line += s[k] == '\n';
+            mcdc_buf_free(&in);
+            return fail(msg, 9420, "XML parsing: line %d, character %zu, illegal xml character", line, i + 1);
+        }
+        mcdc_buf_append_byte(&in, c, NULL);
+    }
+    xp x = {in.data ? (const char *)in.data : "", in.len, 0, out, msg, 0, 0};
     xml_content(&x, NULL, 0);
+    mcdc_buf_free(&in);
     return x.rc;
 }
 
