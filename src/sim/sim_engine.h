@@ -54,6 +54,10 @@ typedef enum sim_type_id {
     SIM_T_GEOMETRY      /* the same layout, planar */
 } sim_type_id;
 
+/* A hierarchyid value takes at most this many bytes (sys.types'
+ * max_length of hierarchyid; its TDS TYPE_INFO max length). */
+#define SIM_HID_BYTES_MAX 892
+
 typedef struct sim_type {
     sim_type_id id;
     uint8_t precision; /* decimal/numeric: 1-38 */

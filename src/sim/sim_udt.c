@@ -1198,23 +1198,11 @@ int sim_xml_normalize(const char *s, size_t n, mcdc_buf *out, char msg[SIM_UDT_M
 }
 
 /* ---- sql_variant --------------------------------------------------------------------- */
-bool sim_variant_split(const char *s, size_t n, sim_type *base, const char **val, size_t *vn) {
-    if (n < 3 || (uint8_t)s[0] != SIM_VARIANT_MARK) return false;
-    const char *e = memchr(s + 1, SIM_VARIANT_MARK, n - 1);
-    if (!e) return false;
-    if (!sim_type_parse(base, s + 1, (size_t)(e - s - 1))) return false;
-    *val = e + 1;
-    *vn = n - (size_t)(e + 1 - s);
-    return true;
-}
-
 int sim_variant_make(mcdc_buf *out, const sim_type *base, const char *val, size_t vn, mcdc_error *err) {
-    char tn[64];
-    sim_type_format(base, tn, sizeof tn);
+    char h[SIM_VARIANT_HEADER_MAX];
+    size_t hn = sim_variant_header(h, sizeof h, base);
     mcdc_buf_reset(out);
-    int rc = mcdc_buf_append_byte(out, SIM_VARIANT_MARK, err);
-    if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, tn, err);
-    if (rc == MCDC_OK) rc = mcdc_buf_append_byte(out, SIM_VARIANT_MARK, err);
+    int rc = mcdc_buf_append(out, h, hn, err);
     if (rc == MCDC_OK && vn) rc = mcdc_buf_append(out, val, vn, err);
     return rc;
 }

@@ -18,10 +18,7 @@
  *                      attributes in double quotes, empty elements "<a />",
  *                      whitespace-only text between tags dropped, CDATA as
  *                      text.
- *   sql_variant        text "\x01<base type>\x01<value>": the base type as
- *                      sim_type_format writes it, the value in that type's
- *                      storage form as text (integers, shortest-exact floats,
- *                      decimal text, ISO dates, strings, binary as hex).
+ *   sql_variant        text: its base type and the value (sim_variant.h).
  *
  * Every function returns 0 or SQL Server's error number, its text in msg.
  */
@@ -35,10 +32,9 @@
 
 #include "mcdc_util.h"
 #include "sim_engine.h"
+#include "sim_variant.h"
 
 #define SIM_UDT_MSG 320
-#define SIM_HID_BYTES_MAX 892 /* sys.types max_length of hierarchyid */
-#define SIM_VARIANT_MARK 0x01
 
 /* ---- hierarchyid ---------------------------------------------------------- */
 int sim_hid_from_text(const char *s, size_t n, mcdc_buf *out, char msg[SIM_UDT_MSG]);
@@ -74,10 +70,7 @@ int sim_geo_num_points(const uint8_t *p, size_t n, bool geography, int64_t *out,
 int sim_xml_normalize(const char *s, size_t n, mcdc_buf *out, char msg[SIM_UDT_MSG]);
 
 /* ---- sql_variant ------------------------------------------------------------------ */
-/* Splits a variant value: base type and the value text; false when s is no
- * variant (then it is a plain value). */
-bool sim_variant_split(const char *s, size_t n, sim_type *base, const char **val, size_t *vn);
-/* "\x01<type>\x01<value>" into out. */
+/* A variant of base type base and value text val into out (reset first). */
 int sim_variant_make(mcdc_buf *out, const sim_type *base, const char *val, size_t vn, mcdc_error *err);
 /* The base type a plain SQLite value gets: int/bigint, float, nvarchar(n),
  * varbinary(n). */

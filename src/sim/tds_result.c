@@ -4,7 +4,7 @@
  */
 #include "tds_result.h"
 
-#include "sim_udt.h"
+#include "sim_variant.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -696,7 +696,7 @@ bad:
  * byte, the count of property bytes, its properties (scale; precision and
  * scale; max length; collation and max length), then the value as the base
  * type's fixed form or bytes. The base type comes from the variant form
- * (sim_udt.h); a plain value is an int/bigint, float, nvarchar or
+ * (sim_variant.h); a plain value is an int/bigint, float, nvarchar or
  * varbinary. */
 static int encode_variant(sim_tds_result *r, const sim_tds_col_enc *e, const sim_value *v, int col) {
     sim_tds_out *o = r->out;

@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "mcdc_test.h"
+#include "sim_val.h"
+#include "sim_variant.h"
 #include "tds_result.h"
 #include "tds_wire.h"
 
@@ -828,6 +830,18 @@ static size_t encode_one(sim_type t, bool nullable, sim_value v, uint8_t *out, s
         CHECK(hexcmp(v_, want_val) == 0);                                                \
     } while (0)
 
+/* A sql_variant value of base type type (sim_variant.h's form). */
+static sim_value VAR(const char *type, const char *val) {
+    static char bufs[16][256];
+    static int next;
+    char *b = bufs[next++ % 16];
+    sim_type t;
+    sim_type_parse(&t, type, strlen(type));
+    size_t h = sim_variant_header(b, 256, &t);
+    snprintf(b + h, 256 - h, "%s", val);
+    return (sim_value){.kind = SIM_V_TEXT, .p = (const uint8_t *)b, .n = strlen(b)};
+}
+
 static sim_type ty(sim_type_id id, int p, int s, int len) {
     return (sim_type){id, (uint8_t)p, (uint8_t)s, len};
 }
@@ -923,23 +937,23 @@ TEST(sim_tds_encode_strings_and_binary) {
     ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, ((sim_value){.kind = SIM_V_INT, .i = 16}),
         "62501f0000", "06000000" "38" "00" "10000000");
     ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, ((sim_value){0}), "62501f0000", "00000000");
-    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, T("\x01" "nvarchar(5)" "\x01" "hi"), "62501f0000",
+    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, VAR("nvarchar(5)", "hi"), "62501f0000",
         "0d000000" "e7" "07" "0904d00034" "0a00" "68006900");
-    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, T("\x01" "varchar(3)" "\x01" "ab"), "62501f0000",
+    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, VAR("varchar(3)", "ab"), "62501f0000",
         "0b000000" "a7" "07" "0904d00034" "0300" "6162");
-    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, T("\x01" "decimal(5,2)" "\x01" "1.50"), "62501f0000",
+    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, VAR("decimal(5,2)", "1.50"), "62501f0000",
         "09000000" "6a" "02" "0502" "01" "96000000");
-    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, T("\x01" "bigint" "\x01" "-2"), "62501f0000",
+    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, VAR("bigint", "-2"), "62501f0000",
         "0a000000" "7f" "00" "feffffffffffffff");
-    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, T("\x01" "varbinary(4)" "\x01" "0A0B"), "62501f0000",
+    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, VAR("varbinary(4)", "0A0B"), "62501f0000",
         "06000000" "a5" "02" "0400" "0a0b");
-    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, T("\x01" "date" "\x01" "0001-01-02"), "62501f0000",
+    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, VAR("date", "0001-01-02"), "62501f0000",
         "05000000" "28" "00" "010000");
-    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, T("\x01" "datetime2(2)" "\x01" "0001-01-01 00:00:01.00"), "62501f0000",
+    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, VAR("datetime2(2)", "0001-01-01 00:00:01.00"), "62501f0000",
         "09000000" "2a" "01" "02" "640000" "000000");
-    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, T("\x01" "float" "\x01" "2.5"), "62501f0000",
+    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, VAR("float", "2.5"), "62501f0000",
         "0a000000" "3e" "00" "0000000000000440");
-    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, T("\x01" "uniqueidentifier" "\x01" "00112233-4455-6677-8899-AABBCCDDEEFF"),
+    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, VAR("uniqueidentifier", "00112233-4455-6677-8899-AABBCCDDEEFF"),
         "62501f0000", "12000000" "24" "00" "33221100554477668899aabbccddeeff");
     ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, T("plain"), "62501f0000",
         "13000000" "e7" "07" "0904d00034" "401f" "70006c00610069006e00");
