@@ -675,13 +675,18 @@ static bool wkt_tagged(wkt *w, int32_t parent, int depth) {
     return s >= 0 && wkt_body(w, s, t, depth);
 }
 
+/* A value being built: empty, of kind geography and SRID srid (checked). */
+static int geo_begin(geo *g, int64_t srid, bool geography, char msg[SIM_UDT_MSG]) {
+    memset(g, 0, sizeof *g);
+    g->geog = geography;
+    g->srid = (int32_t)srid;
+    return srid_check(srid, geography, msg);
+}
+
 int sim_geo_from_wkt(const char *s, size_t n, int64_t srid, bool geography, mcdc_buf *out, char msg[SIM_UDT_MSG]) {
-    int rc = srid_check(srid, geography, msg);
-    if (rc) return rc;
     geo g;
-    memset(&g, 0, sizeof g);
-    g.geog = geography;
-    g.srid = (int32_t)srid;
+    int rc = geo_begin(&g, srid, geography, msg);
+    if (rc) return rc;
     wkt w = {s, n, 0, &g, false, ""};
     bool ok = wkt_tagged(&w, -1, 0);
     ws(&w);
@@ -739,12 +744,9 @@ static bool wkb_shape(rd *r, geo *g, int32_t parent, int depth) {
 }
 
 int sim_geo_from_wkb(const uint8_t *p, size_t n, int64_t srid, bool geography, mcdc_buf *out, char msg[SIM_UDT_MSG]) {
-    int rc = srid_check(srid, geography, msg);
-    if (rc) return rc;
     geo g;
-    memset(&g, 0, sizeof g);
-    g.geog = geography;
-    g.srid = (int32_t)srid;
+    int rc = geo_begin(&g, srid, geography, msg);
+    if (rc) return rc;
     rd r = {p, n, 0};
     if (!wkb_shape(&r, &g, -1, 0) || r.i != r.n)
         rc = fail(msg, UDT_ERR, "24210: The well-known binary (WKB) input is not valid.");
@@ -754,13 +756,10 @@ int sim_geo_from_wkb(const uint8_t *p, size_t n, int64_t srid, bool geography, m
 }
 
 int sim_geo_point(double a, double b, int64_t srid, bool geography, mcdc_buf *out, char msg[SIM_UDT_MSG]) {
-    int rc = srid_check(srid, geography, msg);
+    geo g;
+    int rc = geo_begin(&g, srid, geography, msg);
     if (rc) return rc;
     if (!isfinite(a) || !isfinite(b)) return geo_bad(msg, geography);
-    geo g;
-    memset(&g, 0, sizeof g);
-    g.geog = geography;
-    g.srid = (int32_t)srid;
     /* geography::Point(lat, long): WKT order is (long lat) */
     bool ok = geo_add_shape(&g, -1, GT_POINT) >= 0 && geo_add_fig(&g, FA_STROKE) &&
               geo_add_point(&g, geography ? b : a, geography ? a : b);

@@ -31,31 +31,68 @@ static bool arg_geog(sqlite3_value *v) {
     return k && (k[0] == 'g' || k[0] == 'G') && (k[3] == 'g' || k[3] == 'G'); /* "geography" */
 }
 
-/* ---- hierarchyid ------------------------------------------------------------ */
-/* sim_hid_parse(text): hierarchyid::Parse. */
-static void fn_hid_parse(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+/* ---- conversions into a value or a text --------------------------------------- */
+/* One conversion: its arguments (the first `nonnull` of which make NULL
+ * when NULL), into out; 0 or SQL Server's error number (text in msg). */
+typedef int (*conv_fn)(sqlite3_value **argv, mcdc_buf *out, char msg[SIM_UDT_MSG]);
+typedef struct conv { conv_fn fn; int nonnull; bool text; } conv;
+
+static void fn_conv(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     (void)argc;
-    if (sqlite3_value_type(argv[0]) == SQLITE_NULL) { sqlite3_result_null(ctx); return; }
+    const conv *c = sqlite3_user_data(ctx);
+    for (int k = 0; k < c->nonnull; k++)
+        if (sqlite3_value_type(argv[k]) == SQLITE_NULL) { sqlite3_result_null(ctx); return; }
     mcdc_buf b = {0};
     char msg[SIM_UDT_MSG];
-    int rc = sim_hid_from_text((const char *)sqlite3_value_text(argv[0]), (size_t)sqlite3_value_bytes(argv[0]), &b, msg);
+    int rc = c->fn(argv, &b, msg);
     if (rc) udt_error(ctx, rc, msg);
+    else if (c->text) result_buf_text(ctx, &b);
     else result_buf_blob(ctx, &b);
     mcdc_buf_free(&b);
 }
 
-/* sim_hid_tostring(blob). */
-static void fn_hid_tostring(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-    (void)argc;
-    if (sqlite3_value_type(argv[0]) == SQLITE_NULL) { sqlite3_result_null(ctx); return; }
-    mcdc_buf b = {0};
-    char msg[SIM_UDT_MSG];
-    int rc = sim_hid_to_text(sqlite3_value_blob(argv[0]), (size_t)sqlite3_value_bytes(argv[0]), &b, msg);
-    if (rc) udt_error(ctx, rc, msg);
-    else result_buf_text(ctx, &b);
-    mcdc_buf_free(&b);
+static const char *arg_s(sqlite3_value *v) { return (const char *)sqlite3_value_text(v); }
+static const uint8_t *arg_b(sqlite3_value *v) { return sqlite3_value_blob(v); }
+static size_t arg_n(sqlite3_value *v) { return (size_t)sqlite3_value_bytes(v); }
+
+/* hierarchyid::Parse(text), .ToString() */
+static int c_hid_parse(sqlite3_value **a, mcdc_buf *o, char m[SIM_UDT_MSG]) {
+    const char *s = arg_s(a[0]);
+    return sim_hid_from_text(s, arg_n(a[0]), o, m);
+}
+static int c_hid_tostring(sqlite3_value **a, mcdc_buf *o, char m[SIM_UDT_MSG]) {
+    const uint8_t *p = arg_b(a[0]);
+    return sim_hid_to_text(p, arg_n(a[0]), o, m);
+}
+/* (wkt, srid, kind): STGeomFromText, Parse...; (wkb, srid, kind): STGeomFromWKB */
+static int c_geo_text(sqlite3_value **a, mcdc_buf *o, char m[SIM_UDT_MSG]) {
+    const char *s = arg_s(a[0]);
+    return sim_geo_from_wkt(s, arg_n(a[0]), sqlite3_value_int64(a[1]), arg_geog(a[2]), o, m);
+}
+static int c_geo_wkb(sqlite3_value **a, mcdc_buf *o, char m[SIM_UDT_MSG]) {
+    const uint8_t *p = arg_b(a[0]);
+    return sim_geo_from_wkb(p, arg_n(a[0]), sqlite3_value_int64(a[1]), arg_geog(a[2]), o, m);
+}
+/* (lat, long, srid, kind): geography::Point; (x, y, srid, kind): geometry::Point */
+static int c_geo_point(sqlite3_value **a, mcdc_buf *o, char m[SIM_UDT_MSG]) {
+    return sim_geo_point(sqlite3_value_double(a[0]), sqlite3_value_double(a[1]), sqlite3_value_int64(a[2]), arg_geog(a[3]), o, m);
+}
+/* (v, kind): STAsText / ToString, STAsBinary */
+static int c_geo_astext(sqlite3_value **a, mcdc_buf *o, char m[SIM_UDT_MSG]) {
+    const uint8_t *p = arg_b(a[0]);
+    return sim_geo_to_wkt(p, arg_n(a[0]), arg_geog(a[1]), o, m);
+}
+static int c_geo_asbinary(sqlite3_value **a, mcdc_buf *o, char m[SIM_UDT_MSG]) {
+    const uint8_t *p = arg_b(a[0]);
+    return sim_geo_to_wkb(p, arg_n(a[0]), arg_geog(a[1]), o, m);
 }
 
+static const conv C_HID_PARSE = {c_hid_parse, 1, false}, C_HID_TOSTRING = {c_hid_tostring, 1, true},
+                  C_GEO_TEXT = {c_geo_text, 2, false}, C_GEO_WKB = {c_geo_wkb, 2, false},
+                  C_GEO_POINT = {c_geo_point, 3, false}, C_GEO_ASTEXT = {c_geo_astext, 1, true},
+                  C_GEO_ASBINARY = {c_geo_asbinary, 1, false};
+
+/* ---- hierarchyid ------------------------------------------------------------ */
 static void fn_hid_level(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     (void)argc;
     if (sqlite3_value_type(argv[0]) == SQLITE_NULL) { sqlite3_result_null(ctx); return; }
@@ -100,73 +137,6 @@ static void fn_hid_isdescendant(sqlite3_context *ctx, int argc, sqlite3_value **
 }
 
 /* ---- geography / geometry --------------------------------------------------- */
-/* sim_geo_text(wkt, srid, kind): STGeomFromText / Parse / STPointFromText... */
-static void fn_geo_text(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-    (void)argc;
-    if (sqlite3_value_type(argv[0]) == SQLITE_NULL || sqlite3_value_type(argv[1]) == SQLITE_NULL) {
-        sqlite3_result_null(ctx);
-        return;
-    }
-    mcdc_buf b = {0};
-    char msg[SIM_UDT_MSG];
-    int rc = sim_geo_from_wkt((const char *)sqlite3_value_text(argv[0]), (size_t)sqlite3_value_bytes(argv[0]),
-                              sqlite3_value_int64(argv[1]), arg_geog(argv[2]), &b, msg);
-    if (rc) udt_error(ctx, rc, msg);
-    else result_buf_blob(ctx, &b);
-    mcdc_buf_free(&b);
-}
-
-static void fn_geo_wkb(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-    (void)argc;
-    if (sqlite3_value_type(argv[0]) == SQLITE_NULL || sqlite3_value_type(argv[1]) == SQLITE_NULL) {
-        sqlite3_result_null(ctx);
-        return;
-    }
-    mcdc_buf b = {0};
-    char msg[SIM_UDT_MSG];
-    int rc = sim_geo_from_wkb(sqlite3_value_blob(argv[0]), (size_t)sqlite3_value_bytes(argv[0]),
-                              sqlite3_value_int64(argv[1]), arg_geog(argv[2]), &b, msg);
-    if (rc) udt_error(ctx, rc, msg);
-    else result_buf_blob(ctx, &b);
-    mcdc_buf_free(&b);
-}
-
-static void fn_geo_point(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-    (void)argc;
-    for (int k = 0; k < 3; k++)
-        if (sqlite3_value_type(argv[k]) == SQLITE_NULL) { sqlite3_result_null(ctx); return; }
-    mcdc_buf b = {0};
-    char msg[SIM_UDT_MSG];
-    int rc = sim_geo_point(sqlite3_value_double(argv[0]), sqlite3_value_double(argv[1]), sqlite3_value_int64(argv[2]),
-                           arg_geog(argv[3]), &b, msg);
-    if (rc) udt_error(ctx, rc, msg);
-    else result_buf_blob(ctx, &b);
-    mcdc_buf_free(&b);
-}
-
-/* sim_geo_astext(v, kind): STAsText / ToString. */
-static void fn_geo_astext(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-    (void)argc;
-    if (sqlite3_value_type(argv[0]) == SQLITE_NULL) { sqlite3_result_null(ctx); return; }
-    mcdc_buf b = {0};
-    char msg[SIM_UDT_MSG];
-    int rc = sim_geo_to_wkt(sqlite3_value_blob(argv[0]), (size_t)sqlite3_value_bytes(argv[0]), arg_geog(argv[1]), &b, msg);
-    if (rc) udt_error(ctx, rc, msg);
-    else result_buf_text(ctx, &b);
-    mcdc_buf_free(&b);
-}
-
-static void fn_geo_asbinary(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-    (void)argc;
-    if (sqlite3_value_type(argv[0]) == SQLITE_NULL) { sqlite3_result_null(ctx); return; }
-    mcdc_buf b = {0};
-    char msg[SIM_UDT_MSG];
-    int rc = sim_geo_to_wkb(sqlite3_value_blob(argv[0]), (size_t)sqlite3_value_bytes(argv[0]), arg_geog(argv[1]), &b, msg);
-    if (rc) udt_error(ctx, rc, msg);
-    else result_buf_blob(ctx, &b);
-    mcdc_buf_free(&b);
-}
-
 static void fn_geo_srid(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     (void)argc;
     int32_t srid;
@@ -431,20 +401,25 @@ int sim_udt_register(sqlite3 *db) {
         int a;
         void (*fn)(sqlite3_context *, int, sqlite3_value **);
     } F[] = {
-        {"sim_hid_parse", 1, fn_hid_parse},         {"sim_hid_tostring", 1, fn_hid_tostring},
         {"sim_hid_level", 1, fn_hid_level},         {"sim_hid_ancestor", 2, fn_hid_ancestor},
-        {"sim_hid_isdescendant", 2, fn_hid_isdescendant},
-        {"sim_geo_text", 3, fn_geo_text},           {"sim_geo_wkb", 3, fn_geo_wkb},
-        {"sim_geo_point", 4, fn_geo_point},         {"sim_geo_astext", 2, fn_geo_astext},
-        {"sim_geo_asbinary", 2, fn_geo_asbinary},   {"sim_geo_srid", 1, fn_geo_srid},
+        {"sim_hid_isdescendant", 2, fn_hid_isdescendant}, {"sim_geo_srid", 1, fn_geo_srid},
         {"sim_geo_coord", 3, fn_geo_coord},         {"sim_geo_type", 2, fn_geo_type},
         {"sim_geo_numpoints", 2, fn_geo_numpoints}, {"sim_udt_text", 2, fn_udt_text},
         {"sim_to_variant", 1, fn_to_variant},       {"sim_to_variant", 2, fn_to_variant},
         {"sim_variant_value", 1, fn_variant_value}, {"sim_variant_property", 2, fn_variant_property},
     };
+    static const struct { const char *n; int a; const conv *c; } CF[] = {
+        {"sim_hid_parse", 1, &C_HID_PARSE},   {"sim_hid_tostring", 1, &C_HID_TOSTRING}, {"sim_geo_text", 3, &C_GEO_TEXT},
+        {"sim_geo_wkb", 3, &C_GEO_WKB},       {"sim_geo_point", 4, &C_GEO_POINT},       {"sim_geo_astext", 2, &C_GEO_ASTEXT},
+        {"sim_geo_asbinary", 2, &C_GEO_ASBINARY},
+    };
     for (size_t k = 0; k < sizeof F / sizeof F[0]; k++)
         if (sqlite3_create_function(db, F[k].n, F[k].a, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, F[k].fn, NULL, NULL) !=
             SQLITE_OK)
+            return MCDC_E_IO;
+    for (size_t k = 0; k < sizeof CF / sizeof CF[0]; k++)
+        if (sqlite3_create_function(db, CF[k].n, CF[k].a, SQLITE_UTF8 | SQLITE_DETERMINISTIC, (void *)CF[k].c, fn_conv,
+                                    NULL, NULL) != SQLITE_OK)
             return MCDC_E_IO;
     if (sqlite3_create_collation(db, SIM_VARIANT_COLLATION, SQLITE_UTF8, NULL, coll_variant) != SQLITE_OK) return MCDC_E_IO;
     return MCDC_OK;
