@@ -1384,6 +1384,8 @@ static int tcol_row(void *ctx, const mcdc_batch *b, int64_t row, mcdc_error *err
         mcdc_parse_i64(id, &v) != MCDC_OK || v < 0 || v > INT32_MAX)
         return mcdc_error_set(err, MCDC_E_PROTOCOL, "sys.columns: a row without name or column_id");
     bool has_coll = cell(b, "collation_name", row, coll, sizeof coll);
+    char comp[8] = "0";
+    cell(b, "is_computed", row, comp, sizeof comp);
     if (a->n == a->cap) {
         if (a->cap >= MCDC_COLUMNS_MAX * 2)
             return mcdc_error_set(err, MCDC_E_LIMIT, "sys.columns: more than %d columns",
@@ -1398,6 +1400,7 @@ static int tcol_row(void *ctx, const mcdc_batch *b, int64_t row, mcdc_error *err
     t->column_id = (int)v;
     t->name = mcdc_strdup(name);
     t->collation = has_coll ? mcdc_strdup(coll) : NULL;
+    t->computed = comp[0] == '1' || comp[0] == 't' || comp[0] == 'T';
     if (t->name == NULL || (has_coll && t->collation == NULL)) {
         mcdc_free(t->name);
         mcdc_free(t->collation);
@@ -1414,7 +1417,7 @@ int mcdc_cdc_table_columns(mcdc_table_column **out, int *out_n, mcdc_cdc_client 
     tcols_acc a = {0};
     const char *p[] = {source_schema, source_table};
     int rc = for_each_row(c,
-                          "SELECT name, column_id, collation_name FROM sys.columns WHERE "
+                          "SELECT name, column_id, collation_name, is_computed FROM sys.columns WHERE "
                           "object_id = OBJECT_ID(QUOTENAME(?) + '.' + QUOTENAME(?))",
                           p, 2, tcol_row, &a, err);
     if (rc) {

@@ -275,6 +275,7 @@ typedef struct mcdc_table_column {
     char *name;
     int column_id;
     char *collation;
+    bool computed;   /* sys.columns.is_computed: CDC stores NULL for it in every change row */
 } mcdc_table_column;
 int mcdc_cdc_table_columns(mcdc_table_column **out, int *out_n, mcdc_cdc_client *c,
                            const char *source_schema, const char *source_table, mcdc_error *err);

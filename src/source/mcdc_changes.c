@@ -324,9 +324,19 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
         }
     }
     mcdc_schema *all = NULL;
-    char *unreadable = NULL;
+    char *unreadable = NULL, *computed = NULL;
+    const char *given = mcdc_opt_columns(opts);
+    bool listed_columns = given && *given;
     if (rc == MCDC_OK)
-        CONTROL_CALL(rc, c, err, mcdc_reader_infer_columns(&all, &unreadable, c->client, c->ci, err));
+        CONTROL_CALL(rc, c, err, mcdc_reader_infer_columns(&all, &unreadable, &computed,
+                                                           listed_columns, c->client, c->ci, err));
+    if (rc == MCDC_OK && computed && !listed_columns)
+        mcdc_log(MCDC_LOG_WARN,
+                 "%s captures computed column(s) %s, which CDC stores as NULL in every change "
+                 "row: left out of the schema (list them in the columns option to keep them, "
+                 "NULL in every row)",
+                 c->ci, computed);
+    mcdc_free(computed);
     if (rc == MCDC_OK) {
         const char *ddl = mcdc_opt_columns(opts);
         if (ddl && *ddl) {

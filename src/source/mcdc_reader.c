@@ -77,10 +77,43 @@ int mcdc_reader_output_schema(mcdc_schema **out, const mcdc_schema *captured,
     return MCDC_OK;
 }
 
-int mcdc_reader_infer_columns(mcdc_schema **out, char **unreadable, mcdc_cdc_client *c,
-                              const char *ci, mcdc_error *err) {
+/* The column_ids of ci's source table that are computed (sys.columns), or
+ * *ids NULL when none. */
+static int computed_ids(int **ids, int *n_ids, mcdc_cdc_client *c, const char *ci,
+                        mcdc_error *err) {
+    *ids = NULL;
+    *n_ids = 0;
+    mcdc_capture_instance *v = NULL;
+    int n = 0;
+    int rc = mcdc_cdc_capture_instances(&v, &n, c, NULL, NULL, err);
+    const mcdc_capture_instance *mine = NULL;
+    for (int i = 0; rc == MCDC_OK && i < n && !mine; i++)
+        if (mcdc_str_ieq(v[i].name, ci)) mine = &v[i];
+    mcdc_table_column *t = NULL;
+    int nt = 0;
+    if (rc == MCDC_OK && mine)
+        rc = mcdc_cdc_table_columns(&t, &nt, c, mine->source_schema, mine->source_table, err);
+    for (int i = 0; rc == MCDC_OK && i < nt; i++) {
+        if (!t[i].computed) continue;
+        int *grown = mcdc_realloc(*ids, (size_t)(*n_ids + 1) * sizeof **ids);
+        if (grown == NULL) {
+            rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+            break;
+        }
+        *ids = grown;
+        (*ids)[(*n_ids)++] = t[i].column_id;
+    }
+    mcdc_table_columns_free(t, nt);
+    mcdc_capture_instances_free(v, n);
+    return rc;
+}
+
+int mcdc_reader_infer_columns(mcdc_schema **out, char **unreadable, char **computed,
+                              bool keep_computed, mcdc_cdc_client *c, const char *ci,
+                              mcdc_error *err) {
     *out = NULL;
     *unreadable = NULL;
+    if (computed) *computed = NULL;
     mcdc_captured_column *cols = NULL;
     int n = 0;
     int rc = mcdc_cdc_captured_columns(&cols, &n, c, ci, err);
@@ -99,11 +132,21 @@ int mcdc_reader_infer_columns(mcdc_schema **out, char **unreadable, mcdc_cdc_cli
     }
     mcdc_type_id *types = mcdc_calloc((size_t)n, sizeof *types);
     int32_t *prec = mcdc_calloc((size_t)n, sizeof *prec), *scale = mcdc_calloc((size_t)n, sizeof *scale);
-    mcdc_buf skipped = {0};
+    mcdc_buf skipped = {0}, comp = {0};
     int readable = 0;
     if (types == NULL || prec == NULL || scale == NULL)
         rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    /* Computed columns: CDC stores NULL for them in every change row. */
+    int *cids = NULL, n_cids = 0;
+    if (rc == MCDC_OK) rc = computed_ids(&cids, &n_cids, c, ci, err);
     for (int i = 0; i < n && rc == MCDC_OK; i++) {
+        bool is_computed = false;
+        for (int k = 0; k < n_cids; k++) is_computed |= cids[k] == cols[i].column_id;
+        if (is_computed) {
+            rc = mcdc_buf_printf(&comp, err, "%s%s", comp.len ? ", " : "", cols[i].name);
+            if (!keep_computed) continue; /* types[i] stays 0: left out */
+        }
+        if (rc) break;
         mcdc_error why = MCDC_ERROR_INIT;
         int m = mcdc_cdc_map_type(&types[i], &prec[i], &scale[i], &cols[i], &why);
         if (m == MCDC_OK) readable++;
@@ -130,6 +173,12 @@ int mcdc_reader_infer_columns(mcdc_schema **out, char **unreadable, mcdc_cdc_cli
             skipped.data = NULL;
         }
     }
+    if (rc == MCDC_OK && comp.len && computed && (rc = mcdc_buf_cstr(&comp, err)) == MCDC_OK) {
+        *computed = (char *)comp.data;
+        comp.data = NULL;
+    }
+    mcdc_buf_free(&comp);
+    mcdc_free(cids);
     mcdc_buf_free(&skipped);
     mcdc_free(types);
     mcdc_free(prec);
@@ -412,7 +461,8 @@ static int run_attempt(attempt *a, mcdc_connect_fn connect, void *connect_ctx,
     mcdc_cdc_set_clock(c, &a->opt->clock);
     if (a->captured == NULL) {
         char *unreadable = NULL;
-        rc = mcdc_reader_infer_columns(inferred, &unreadable, c, a->opt->capture_instance, err);
+        rc = mcdc_reader_infer_columns(inferred, &unreadable, NULL, false, c,
+                                       a->opt->capture_instance, err);
         if (rc == MCDC_OK && unreadable)
             rc = mcdc_error_set(err, MCDC_E_UNSUPPORTED,
                                 "capture instance %s captures %s, whose SQL Server type has no "

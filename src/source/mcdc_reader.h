@@ -120,9 +120,13 @@ int mcdc_check_reserved_columns(const mcdc_schema *s, int32_t first, mcdc_error 
  * column whose SQL Server type has no default is left out of *out and named
  * in *unreadable ("name (type), ...", owned, NULL when none): a stream whose
  * columns option leaves it out reads the rest, one that lists it gives its
- * type there. */
-int mcdc_reader_infer_columns(mcdc_schema **out, char **unreadable, mcdc_cdc_client *c,
-                              const char *ci, mcdc_error *err);
+ * type there. Computed columns of the table (sys.columns.is_computed), NULL
+ * in every change row, are named in *computed (owned, NULL when none; may be
+ * NULL) and left out unless keep_computed (the columns option may list
+ * them: they read NULL). */
+int mcdc_reader_infer_columns(mcdc_schema **out, char **unreadable, char **computed,
+                              bool keep_computed, mcdc_cdc_client *c, const char *ci,
+                              mcdc_error *err);
 
 /* Reads [from, to] (closed) into batches handed to sink. `last` marks the
  * batch's last range (measures the stream position). metrics may be NULL. */

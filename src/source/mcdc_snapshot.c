@@ -204,7 +204,8 @@ static int resolve(mcdc_snap_keys *out, char ***source_names, mcdc_changes *c,
     for (int32_t i = 0; rc == MCDC_OK && sn && i < nf; i++) {
         const mcdc_captured_column *m = captured_named(cap, n_cap, c->captured->fields[i].name);
         const mcdc_table_column *t = m ? table_column(tab, n_tab, m->column_id) : NULL;
-        if (t && (sn[i] = mcdc_strdup(t->name)) == NULL)
+        /* A computed column reads NULL, as in every change row of it. */
+        if (t && !t->computed && (sn[i] = mcdc_strdup(t->name)) == NULL)
             rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     }
     mcdc_captured_columns_free(cap, n_cap);
