@@ -14,22 +14,13 @@ import os
 import pytest
 
 from conftest import run_cli
-from snapshot_jobs import (Job, assert_changes_once, assert_chunks_once,
-                           assert_verdict_behind_data, require, stop_cleanly)
-from workload import (Events, Items, Regional, Workload, assert_rebuild_equals_source,
-                      enable_cdc, make_db, max_lsn, parquet_copy, purge_all, settle)
+from snapshot_jobs import (assert_changes_once, assert_chunks_once, assert_new_generation,
+                           assert_verdict_behind_data, lose_changes, new_job, require,
+                           stop_cleanly)
+from workload import (Events, Items, Regional, assert_rebuild_equals_source, max_lsn,
+                      parquet_copy, settle)
 
 ITEMS, REGIONAL, EVENTS = Items(), Regional(), Events()
-
-
-def setup(sim, workdir, spec, preload, seed=1):
-    """spec's table with preload rows from before CDC (only a snapshot has
-    them), CDC enabled, and a workload on it not started yet."""
-    make_db(sim, spec)
-    w = Workload(sim, spec, seed=seed)
-    w.preload(preload, capture=False)
-    enable_cdc(sim, spec)
-    return Job(sim, spec, workdir), w
 
 
 def assert_streamed_from(job, s):
@@ -40,18 +31,20 @@ def assert_streamed_from(job, s):
     assert min(b["min_lsn"] for b in batches) > s, (s, batches[0])
 
 
-def test_full_bootstrap_under_a_workload(sim, workdir):
-    job, w = setup(sim, workdir, ITEMS, 1500)
+@pytest.mark.parametrize("spec", [ITEMS, REGIONAL, EVENTS], ids=lambda s: s.name)
+def test_full_bootstrap_under_a_workload(sim, workdir, spec):
+    job, w = new_job(sim, workdir, spec, 1500)
     with w:
-        w.wait_for(5)
+        w.wait_for(20)
         before = w.transactions
         job.stream("--bootstrap", "--snapshot", "full", "--maxCommitsPerBatch", "20",
                    "--numPartitions", "2", "--arrowBatchSize", "100")
         assert w.transactions > before, "the workload did not run while the snapshot was read"
-        w.wait_for(10)
+        w.wait_for(50)
         job.stream("--maxCommitsPerBatch", "20")
+        w.wait_for(20)
     job.stream()
-    n = assert_rebuild_equals_source(sim, ITEMS, job.bronze, job.facts)
+    n = assert_rebuild_equals_source(sim, spec, job.bronze, job.facts)
     assert n > 1000
     assert w.ops["key_update"] and w.ops["delete"] and w.ops["update"] and w.ops["insert"]
     assert_changes_once(job)
@@ -67,7 +60,7 @@ def test_full_bootstrap_under_a_workload(sim, workdir):
 
 
 def test_seed_from_a_parquet_copy_made_under_a_workload(sim, workdir):
-    job, w = setup(sim, workdir, ITEMS, 1200, seed=2)
+    job, w = new_job(sim, workdir, ITEMS, 1200, seed=2)
     copy = os.path.join(workdir, "copy")
     with w:
         w.wait_for(5)
@@ -155,7 +148,7 @@ def assert_chunked_snapshot(job, statuses, event="bootstrap", app_suffix=""):
 @pytest.mark.parametrize("spec", [ITEMS, REGIONAL, EVENTS], ids=lambda s: s.name)
 def test_chunked_bootstrap_with_backfill_under_a_workload(sim, workdir, spec):
     require("chunked")
-    job, w = setup(sim, workdir, spec, 1200, seed=3)
+    job, w = new_job(sim, workdir, spec, 1200, seed=3)
     statuses = run_chunked(job, w, chunk_rows=60, partitions=2)
     assert_rebuild_equals_source(sim, spec, job.bronze, job.facts)
     s = assert_chunked_snapshot(job, statuses)
@@ -165,31 +158,6 @@ def test_chunked_bootstrap_with_backfill_under_a_workload(sim, workdir, spec):
 
 
 # ---- re-snapshot after data loss ----------------------------------------------------
-
-def lose_changes(job, w):
-    """The stream stopped, the workload writing on, CDC cleanup passing the
-    checkpoint's position: the changes since are gone."""
-    w.wait_for(5)
-    purge_all(job.sim, job.spec)
-    w.wait_for(3)
-
-
-def generation_state(job):
-    with open(os.path.join(job.ckpt, "_mssql_cdc_generation.json")) as f:
-        return json.load(f)
-
-
-def assert_new_generation(job, n=1):
-    state = generation_state(job)
-    assert state["generation"] == n and state["snapshot_lsn"] and state["commit_ts"] and state["at"]
-    assert not state.get("recovering"), state
-    assert os.path.isdir(os.path.join(job.ckpt, "_generations", str(n)))
-    (re,) = job.events("resnapshot")
-    assert re["app_id"] == f"{job.app_id}.g{n}", re
-    assert re["lost_from_ts"] is not None and re["lost_to_ts"] is not None, re
-    assert re["min_lsn"] == re["max_lsn"] == state["snapshot_lsn"], (re, state)
-    return state
-
 
 def assert_second_loss_refused(job, w, *mode):
     """A second loss within --resnapshot-interval-days: DataLossError, nothing written."""
@@ -204,7 +172,7 @@ def assert_second_loss_refused(job, w, *mode):
 
 def test_resnapshot_full_under_a_workload(sim, workdir):
     require("resnapshot")
-    job, w = setup(sim, workdir, ITEMS, 600, seed=4)
+    job, w = new_job(sim, workdir, ITEMS, 600, seed=4)
     loss = ("--on-data-loss", "resnapshot", "--snapshot", "full")
     with w:
         w.wait_for(3)
@@ -226,7 +194,7 @@ def test_resnapshot_full_under_a_workload(sim, workdir):
 
 def test_resnapshot_chunked_under_a_workload(sim, workdir):
     require("resnapshot", "chunked")
-    job, w = setup(sim, workdir, ITEMS, 900, seed=5)
+    job, w = new_job(sim, workdir, ITEMS, 900, seed=5)
     with w:
         w.wait_for(3)
         job.stream("--bootstrap", "--snapshot", "full", "--on-data-loss", "resnapshot")
@@ -258,7 +226,7 @@ def test_the_helpers_see_a_wrong_rebuild(sim, workdir):
     """The check can fail: a change missing from bronze is found, named, and
     the rebuild with a chunked snapshot lacking its completion row is refused
     without the facts table."""
-    job, w = setup(sim, workdir, ITEMS, 50, seed=6)
+    job, w = new_job(sim, workdir, ITEMS, 50, seed=6)
     job.stream("--bootstrap")
     with w:
         w.wait_for(5)
