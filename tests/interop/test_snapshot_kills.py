@@ -15,9 +15,9 @@ from collections import Counter
 
 import pytest
 
-from snapshot_jobs import (assert_changes_once, assert_chunks_once, assert_new_generation,
-                           assert_verdict_behind_data, generation_state, kill, lose_changes,
-                           new_job, require, status_of, wait_killed)
+from snapshot_jobs import (CHUNKED, assert_changes_once, assert_chunks_once,
+                           assert_new_generation, assert_verdict_behind_data, generation_state,
+                           kill, lose_changes, new_job, require, status_of, wait_killed)
 from workload import Items, assert_rebuild_equals_source
 
 KILLS = int(os.environ.get("MCDC_SNAPSHOT_KILLS", "12"))
@@ -104,7 +104,7 @@ def test_backfill_killed_at_each_point(sim, workdir, point):
     job, w = new_job(sim, workdir, spec, 800, seed=24)
     with w:
         w.wait_for(5)
-        job.stream("--bootstrap", "--snapshot", "chunked")  # opens S, streams from it
+        job.stream(*CHUNKED)  # opens S, streams from it
         wait_killed(job.spawn(job.backfill_args(*BACKFILL), env={"MCDC_CRASH_AT": point}))
         assert not job.events("bootstrap"), "the snapshot completed before the crash point"
         held = {(r["_snapshot"], r["_chunk"]) for r in job.bronze_rows()
@@ -119,11 +119,11 @@ def test_backfill_killed_at_each_point(sim, workdir, point):
             assert len(held) == recorded
         assert_verdict_behind_data(job)
         w.wait_for(10)
-        job.stream()
+        job.stream(*CHUNKED)
         statuses = job.backfill_until_done(*BACKFILL)
         assert statuses[-1]["chunks_done"] == statuses[-1]["chunks_total"] > 4
         w.wait_for(5)
-    job.stream()
+    job.stream(*CHUNKED)
     assert_recovered(job, spec, chunked=True)
 
 
@@ -138,7 +138,7 @@ def test_random_kills_of_backfill_and_stream_together(sim, workdir):
     job, w = new_job(sim, workdir, spec, rows, seed=26)
     bf_args = job.backfill_args("--chunk-rows", "40", "--numPartitions", "2",
                                 "--target-wave-seconds", "0")
-    st_args = job.stream_args("--bootstrap", "--snapshot", "chunked", "--maxCommitsPerBatch", "10",
+    st_args = job.stream_args(*CHUNKED, "--maxCommitsPerBatch", "10",
                               trigger="processingTime=50ms")
     procs = {"stream": None, "backfill": None}
     killed = Counter()
@@ -150,7 +150,8 @@ def test_random_kills_of_backfill_and_stream_together(sim, workdir):
         p = procs["stream"]
         if p is None or p.poll() is not None:
             if p is not None and p.returncode != -signal.SIGKILL:
-                raise AssertionError(f"the stream exited {p.returncode}: {p.communicate()[1][-2000:]}")
+                raise AssertionError(f"the stream exited {p.returncode}: "
+                                     f"{p.communicate()[1][-2000:]}")
             procs["stream"] = job.spawn(st_args)
         p = procs["backfill"]
         if not done and (p is None or p.poll() is not None):
@@ -179,12 +180,12 @@ def test_random_kills_of_backfill_and_stream_together(sim, workdir):
             statuses = job.backfill_until_done("--chunk-rows", "40", "--numPartitions", "2",
                                                "--target-wave-seconds", "0")
             assert statuses[-1]["done"]
-            job.stream("--maxCommitsPerBatch", "50")
+            job.stream(*CHUNKED, "--maxCommitsPerBatch", "50")
     finally:
         for p in procs.values():
             if p is not None and p.poll() is None:
                 kill(p)
-    job.stream()
+    job.stream(*CHUNKED)
     assert killed["stream"] and killed["backfill"], killed
     assert_recovered(job, spec, chunked=True)
     assert_verdict_behind_data(job, fu)

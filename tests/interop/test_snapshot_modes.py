@@ -14,9 +14,9 @@ import os
 import pytest
 
 from conftest import run_cli
-from snapshot_jobs import (assert_changes_once, assert_chunks_once, assert_new_generation,
-                           assert_verdict_behind_data, lose_changes, new_job, require,
-                           stop_cleanly)
+from snapshot_jobs import (CHUNKED, assert_changes_once, assert_chunks_once, assert_new_generation,
+                           assert_verdict_behind_data, kill, lose_changes, new_job,
+                           require, stop_cleanly)
 from workload import (Events, Items, Regional, assert_rebuild_equals_source, max_lsn,
                       parquet_copy, settle)
 
@@ -93,7 +93,7 @@ def run_chunked(job, w, chunk_rows, partitions, waves_per_call="2"):
     """stream --bootstrap --snapshot chunked in the background, backfill called
     until done next to it, the workload running through both; then the
     stream stopped and caught up. Returns the backfill statuses."""
-    stream = job.spawn(job.stream_args("--bootstrap", "--snapshot", "chunked",
+    stream = job.spawn(job.stream_args(*CHUNKED,
                                        "--numPartitions", str(partitions),
                                        "--maxCommitsPerBatch", "20",
                                        trigger="processingTime=100ms"))
@@ -110,9 +110,8 @@ def run_chunked(job, w, chunk_rows, partitions, waves_per_call="2"):
         stop_cleanly(stream)
     finally:
         if stream.poll() is None:
-            stream.kill()
-            stream.communicate()
-    job.stream()
+            kill(stream)
+    job.stream(*CHUNKED)
     return statuses
 
 
@@ -129,7 +128,8 @@ def assert_chunked_snapshot(job, statuses, event="bootstrap", app_suffix=""):
     assert any(st["state"] == "running" for st in statuses), "backfill finished in one call"
     plans = [f for f in job.events("snapshot_plan") if f["min_lsn"] in (s, None)]
     assert len(plans) == 1, job.events("snapshot_plan")
-    chunk_rows = [f for f in job.events("snapshot_chunk") if json.loads(f["detail"])["snapshot"] == s]
+    chunk_rows = [f for f in job.events("snapshot_chunk")
+                  if json.loads(f["detail"])["snapshot"] == s]
     assert len(chunk_rows) == total
     (done,) = [f for f in job.events(event) if f["max_lsn"] == s]
     assert done["min_lsn"] == s and done["app_id"].endswith(app_suffix)
@@ -210,8 +210,7 @@ def test_resnapshot_chunked_under_a_workload(sim, workdir):
         stop_cleanly(stream)
     finally:
         if stream.poll() is None:
-            stream.kill()
-            stream.communicate()
+            kill(stream)
     job.stream(*loss)
     assert_rebuild_equals_source(sim, ITEMS, job.bronze, job.facts)
     state = assert_new_generation(job)

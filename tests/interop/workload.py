@@ -209,7 +209,8 @@ class Regional(Spec):
 
     def bulk_update(self, rng):
         return (f"UPDATE dbo.{self.name} SET qty = coalesce(qty, 0) + 1 "
-                f"WHERE region = N'{_recase(rng, rng.choice(REGIONS))}' AND id % 23 = {rng.randrange(23)};")
+                f"WHERE region = N'{_recase(rng, rng.choice(REGIONS))}' "
+                f"AND id % 23 = {rng.randrange(23)};")
 
 
 class Events(Spec):
@@ -241,7 +242,8 @@ class Events(Spec):
     def new_row(self, rng, key):
         return {"rid": key[0], "grp": rng.randrange(self.groups),
                 "payload": _text(rng, 30) if rng.random() < 0.7 else None,
-                "amount": _amount(rng, 2, 6), "blob": _blob(rng, 16) if rng.random() < 0.3 else None}
+                "amount": _amount(rng, 2, 6),
+                "blob": _blob(rng, 16) if rng.random() < 0.3 else None}
 
     def changes(self, rng):
         row = self.new_row(rng, (0,))
@@ -251,7 +253,8 @@ class Events(Spec):
         return {"grp": rng.randrange(self.groups)}, key
 
     def bulk_update(self, rng):
-        return f"UPDATE dbo.{self.name} SET amount = amount - 1 WHERE grp = {rng.randrange(self.groups)};"
+        return (f"UPDATE dbo.{self.name} SET amount = amount - 1 "
+                f"WHERE grp = {rng.randrange(self.groups)};")
 
 
 def literal(v):
