@@ -39,8 +39,8 @@ class Spec:
     columns = ()          # (name, SQL type, arrow type)
     keys = ()             # the rebuild's key columns
     folded = ()           # key columns compared ignoring case (the default collation)
+    primary_key = ()      # the table's primary key (none: a heap without a unique index)
     snapshot_keys = None  # the --snapshotKeys a chunked snapshot needs, if any
-    key_space = 1000
 
     @property
     def capture_instance(self):
@@ -51,7 +51,10 @@ class Spec:
         return [c[0] for c in self.columns]
 
     def create_sql(self):
-        raise NotImplementedError
+        cols = [f"{n} {t}" for n, t, _ in self.columns]
+        if self.primary_key:
+            cols.append(f"PRIMARY KEY ({', '.join(self.primary_key)})")
+        return f"CREATE TABLE dbo.{self.name} ({', '.join(cols)});"
 
     def arrow_schema(self):
         return pa.schema([(c[0], c[2]) for c in self.columns])
@@ -118,20 +121,16 @@ class Items(Spec):
     decimal, datetime2, a mostly NULL column, varbinary."""
 
     name = "items"
-    columns = (("id", "INT NOT NULL PRIMARY KEY", pa.int32()),
+    columns = (("id", "INT NOT NULL", pa.int32()),
                ("name", "NVARCHAR(40) NOT NULL", pa.string()),
                ("amount", "DECIMAL(18,4) NULL", pa.decimal128(18, 4)),
                ("at", "DATETIME2(6) NULL", pa.timestamp("us")),
                ("note", "NVARCHAR(20) NULL", pa.string()),
                ("blob", "VARBINARY(32) NULL", pa.binary()))
-    keys = ("id",)
+    keys = primary_key = ("id",)
 
     def __init__(self, key_space=4000):
         self.key_space = key_space
-
-    def create_sql(self):
-        cols = ", ".join(f"{n} {t}" for n, t, _ in self.columns)
-        return f"CREATE TABLE dbo.{self.name} ({cols});"
 
     def random_key(self, rng):
         return (rng.randint(-self.key_space // 10, self.key_space),)
@@ -177,15 +176,11 @@ class Regional(Spec):
                ("label", "NVARCHAR(30) NULL", pa.string()),
                ("at", "DATETIME2(6) NULL", pa.timestamp("us")),
                ("blob", "VARBINARY(16) NULL", pa.binary()))
-    keys = ("region", "id")
+    keys = primary_key = ("region", "id")
     folded = ("region",)
 
     def __init__(self, ids_per_region=400):
         self.ids = ids_per_region
-
-    def create_sql(self):
-        cols = ", ".join(f"{n} {t}" for n, t, _ in self.columns)
-        return f"CREATE TABLE dbo.{self.name} ({cols}, PRIMARY KEY (region, id));"
 
     def random_key(self, rng):
         return (_recase(rng, rng.choice(REGIONS)), rng.randint(1, self.ids))
@@ -231,10 +226,6 @@ class Events(Spec):
     def __init__(self, key_space=6000, groups=60):
         self.key_space = key_space
         self.groups = groups
-
-    def create_sql(self):
-        cols = ", ".join(f"{n} {t}" for n, t, _ in self.columns)
-        return f"CREATE TABLE dbo.{self.name} ({cols});"
 
     def random_key(self, rng):
         return (rng.randint(1, self.key_space),)
