@@ -9,19 +9,29 @@ MCDC_SNAPSHOT_KILLS sets the number of random kills (12; `make soak` 60).
 Tests of commands this build lacks skip, saying which."""
 import os
 import random
+import shutil
 import signal
 import time
 from collections import Counter
 
 import pytest
 
-from snapshot_jobs import (CHUNKED, assert_changes_once, assert_chunks_once,
+from snapshot_jobs import (CHUNKED, Job, assert_changes_once, assert_chunks_once,
                            assert_new_generation, assert_verdict_behind_data, generation_state,
                            kill, lose_changes, new_job, require, status_of, wait_killed)
 from workload import Items, assert_rebuild_equals_source
 
 KILLS = int(os.environ.get("MCDC_SNAPSHOT_KILLS", "12"))
 BACKFILL = ("--chunk-rows", "50", "--numPartitions", "2", "--target-wave-seconds", "0")
+
+
+def ended_by_itself(what, p):
+    """The failure of a run that should have been running until killed."""
+    err = p.communicate()[1]
+    known = ("\n(the known bug of test_a_kill_before_a_new_tables_first_commit_is_recovered: "
+             "a kill between a new table's first data file and its first commit)"
+             if "no _delta_log) but holds files" in err else "")
+    return AssertionError(f"{what} exited {p.returncode} by itself: {err[-2000:]}{known}")
 
 
 def assert_recovered(job, spec, chunked=False):
@@ -81,7 +91,8 @@ def test_random_kills_of_a_full_bootstrap_and_its_stream(sim, workdir):
         for _ in range(KILLS):
             p = job.spawn(args)
             time.sleep(rng.uniform(0.02, 0.5))
-            assert p.poll() is None, f"the stream stopped by itself: {p.communicate()[1][-2000:]}"
+            if p.poll() is not None:
+                raise ended_by_itself("the stream", p)
             kill(p)
             fu = assert_verdict_behind_data(job, fu)
             assert len({r["_snapshot"] for r in job.bronze_rows() if r["_operation"] == 0}) <= 1
@@ -150,8 +161,7 @@ def test_random_kills_of_backfill_and_stream_together(sim, workdir):
         p = procs["stream"]
         if p is None or p.poll() is not None:
             if p is not None and p.returncode != -signal.SIGKILL:
-                raise AssertionError(f"the stream exited {p.returncode}: "
-                                     f"{p.communicate()[1][-2000:]}")
+                raise ended_by_itself("the stream", p)
             procs["stream"] = job.spawn(st_args)
         p = procs["backfill"]
         if not done and (p is None or p.poll() is not None):
@@ -220,3 +230,32 @@ def test_resnapshot_killed_before_the_generation_state(sim, workdir, mode):
     assert_verdict_behind_data(job)
     if mode == "chunked":
         assert_chunks_once(job)
+
+
+# ---- a kill between a new table's first data file and its first commit ---------------
+
+@pytest.mark.xfail(strict=True, reason=(
+    "a writer publishes a new table's first data file (the temp file renamed) before the table's "
+    "first commit: a kill between the two leaves a part file and no _delta_log, and every "
+    "rerun then stops with exit 7 ('is not a Delta table (no _delta_log) but holds files'), "
+    "for bronze (the bootstrap's snapshot) as for facts and control (the verdict); seen in "
+    "test_stream_e2e's random kills"))
+@pytest.mark.parametrize("table", ["bronze", "control"])
+def test_a_kill_before_a_new_tables_first_commit_is_recovered(sim, workdir, table):
+    """The state such a kill leaves, made by hand: the first data file of a
+    like table (same writer, same names) in the new table's directory."""
+    spec = Items()
+    done, w = new_job(sim, os.path.join(workdir, "a"), spec, 300, seed=28)
+    done.stream("--bootstrap")
+    fresh = Job(sim, spec, os.path.join(workdir, "b"), app_id="snap-v2")
+    src = getattr(done, table)
+    os.makedirs(getattr(fresh, table))
+    parts = [f for f in os.listdir(src) if f.endswith(".parquet")]
+    assert parts
+    shutil.copy(os.path.join(src, parts[0]), getattr(fresh, table))
+    with w:
+        w.wait_for(10)
+    p = fresh.stream("--bootstrap", check=False)
+    assert p.returncode == 0, p.stderr
+    assert_rebuild_equals_source(sim, spec, fresh.bronze, fresh.facts)
+    assert_verdict_behind_data(fresh)
