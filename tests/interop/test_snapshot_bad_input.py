@@ -77,6 +77,26 @@ def test_backfill_of_another_app_id_finds_no_snapshot_and_writes_nothing(sim, wo
     assert job.versions() == before
 
 
+def test_backfill_pauses_below_min_headroom(sim, workdir):
+    """Documented: below --min-headroom-hours backfill reads nothing and says
+    waiting_headroom (exit 15); without it, it goes on."""
+    require("chunked")
+    job, w = open_chunked(sim, workdir)
+    for _ in range(3):
+        w.step()
+    job.stream(*CHUNKED)
+    batches = [f for f in job.facts_rows() if f["event"] is None]
+    assert batches and all(f["retention_headroom_hours"] is not None for f in batches)
+    low = max(f["retention_headroom_hours"] for f in batches)
+    p, st = job.backfill("--min-headroom-hours", str(low + 1000))
+    assert st["state"] == "waiting_headroom" and st["paused"] and not st["done"], st
+    assert "headroom" in (st["reason"] or ""), st
+    assert not job.events("snapshot_chunk")
+    assert not [r for r in job.bronze_rows() if r["_chunk"] is not None]
+    _, st = job.backfill("--max-waves", "1", "--chunk-rows", "50")
+    assert st["state"] in ("running", "done") and st["chunks_done"] >= 1, st
+
+
 def test_chunked_needs_a_facts_table(sim, workdir):
     require("chunked")
     job, _ = new_job(sim, workdir, ITEMS, 20)
