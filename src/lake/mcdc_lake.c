@@ -464,6 +464,10 @@ static void delete_file(mcdc_appender *a, const char *rel) {
     mcdc_storage_delete(mcdc_delta_table_storage(a->t->dt), rel, NULL);
 }
 
+static int ensure_table(mcdc_table *t, mcdc_schema *ours, const mcdc_table_props *props,
+                        const lake_layout *l, mcdc_schema **evolved,
+                        const char ***evolved_phys, mcdc_error *err);
+
 int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err) {
     MCDC_ASSERT(!a->committed);
     if (b->rows == 0) return MCDC_OK;
@@ -474,6 +478,17 @@ int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err) 
         a->cur = mcdc_asprintf("part-%05d-%s-c000.zstd.parquet", a->nfiles, uuid);
         if (a->cur == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
         if (!a->layout.decided) rc = plan_layout(&a->layout, a->t, a->schema, &a->props, err);
+        /* A new table is created before its first data file is written: a
+         * kill in between leaves an empty table (and an unreferenced file),
+         * never a directory of files without a log, which no run could
+         * tell from someone else's. */
+        if (rc == MCDC_OK && !a->layout.exists && a->nfiles == 0) {
+            mcdc_schema *evolved = NULL;
+            const char **evolved_phys = NULL;
+            rc = ensure_table(a->t, a->schema, &a->props, &a->layout, &evolved, &evolved_phys, err);
+            mcdc_schema_unref(evolved);
+            mcdc_free(evolved_phys);
+        }
         if (rc == MCDC_OK) {
             mcdc_parquet_write_options po = MCDC_PARQUET_WRITE_OPTIONS_INIT;
             po.field_ids = a->layout.mapped ? a->layout.ids : NULL;

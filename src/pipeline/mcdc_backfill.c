@@ -706,6 +706,9 @@ static json_t *wave_meta(const mcdc_backfill *b, int64_t wave) {
                      (json_int_t)wave, "lsn", b->stamp, "attempt", attempt, "chunks", chunks);
 }
 
+static int wave_held(mcdc_backfill *b, const mcdc_unit *u, mcdc_unit_result *res,
+                     mcdc_error *err);
+
 /* Reads the wave into one appender and commits it (nothing when it held
  * no row). */
 static int read_wave(mcdc_backfill *b, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_result *res,
@@ -768,9 +771,10 @@ static int read_wave(mcdc_backfill *b, mcdc_frame *f, const mcdc_unit *u, mcdc_u
     mcdc_lsn high;
     if (rc == MCDC_OK && mcdc_changes_max_lsn(b->changes, &high, NULL) == MCDC_OK)
         for (int i = 0; i < b->nw; i++) mcdc_lsn_format(&high, b->w[i].high_lsn);
+    bool skipped = false;
     if (rc == MCDC_OK && rows > 0) {
         json_t *meta = wave_meta(b, u->id);
-        rc = meta ? mcdc_frame_commit_data(f, u, app, meta, err) : nomem(err);
+        rc = meta ? mcdc_frame_commit_data(f, u, app, meta, &skipped, err) : nomem(err);
         res->data_committed = rc == MCDC_OK;
     }
     mcdc_appender_free(app);
@@ -778,6 +782,13 @@ static int read_wave(mcdc_backfill *b, mcdc_frame *f, const mcdc_unit *u, mcdc_u
     mcdc_free(jobs);
     mcdc_free(args);
     res->rows = rows;
+    /* Another attempt (a second backfill) committed this wave first: its
+     * rows stand, so its counts and stamp are the wave's. */
+    if (rc == MCDC_OK && skipped) {
+        for (int i = 0; i < b->nw; i++) b->w[i].rows = 0;
+        res->rows = 0;
+        rc = wave_held(b, u, res, err);
+    }
     return rc;
 }
 
@@ -1125,6 +1136,12 @@ static int prepare(mcdc_backfill *b, bool *go, mcdc_error *err) {
     if (rc == MCDC_OK) rc = mcdc_table_check_kind(b->facts, MCDC_KIND_FACTS, "facts table", err);
     if (rc == MCDC_OK) rc = mcdc_table_check_kind(b->plans, MCDC_KIND_PLANS, "plans table", err);
     if (rc == MCDC_OK) rc = mcdc_snapfacts_load(&b->sf, b->facts, c->target, c->warehouse, c->app_id, err);
+    /* One mode while a snapshot is open: a full one of the stream still
+     * being read refuses any wave (and any plan). */
+    mcdc_changes_settings cs = {0};
+    if (rc == MCDC_OK) rc = mcdc_changes_open(&b->changes, b->opts, &cs, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_snapfacts_lock(&b->sf, c->target, "chunked", mcdc_snapshot_purged, b->changes, err);
     if (rc) return rc;
     b->top = mcdc_snapfacts_newest_chunked(&b->sf);
     if (b->top == NULL) {
@@ -1176,9 +1193,7 @@ static int prepare(mcdc_backfill *b, bool *go, mcdc_error *err) {
         return MCDC_OK;
     }
     /* The source: the same key the snapshot opened with. */
-    mcdc_changes_settings cs = {0};
-    rc = mcdc_changes_open(&b->changes, b->opts, &cs, err);
-    if (rc == MCDC_OK) rc = mcdc_bronze_schema(&b->bronze_schema, mcdc_changes_schema(b->changes), err);
+    rc = mcdc_bronze_schema(&b->bronze_schema, mcdc_changes_schema(b->changes), err);
     json_t *keys = NULL;
     if (rc == MCDC_OK) rc = mcdc_changes_snapshot_keys(b->changes, &keys, err);
     if (rc == MCDC_OK && !same_keys(keys, json_object_get(b->info, "keys"))) {
@@ -1193,10 +1208,6 @@ static int prepare(mcdc_backfill *b, bool *go, mcdc_error *err) {
         free(theirs);
     }
     json_decref(keys);
-    /* One mode while a snapshot is open: a full one of the stream still
-     * being read refuses the waves. */
-    if (rc == MCDC_OK)
-        rc = mcdc_snapfacts_lock(&b->sf, c->target, "chunked", mcdc_snapshot_purged, b->changes, err);
     if (rc) return rc;
     b->k = mcdc_opt_num_partitions(b->opts);
     if (b->k < 1) b->k = 1;

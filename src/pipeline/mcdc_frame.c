@@ -221,7 +221,8 @@ static char *meta_text(json_t *meta, const mcdc_frame *f, const mcdc_unit *u) {
 /* Commits a's files under txn(app_id, u->id); a skip is verified. Takes
  * meta (NULL: out of memory building it). */
 static int commit_verified(mcdc_frame *f, mcdc_table *t, const char *role, const char *app_id,
-                           const mcdc_unit *u, mcdc_appender *a, json_t *meta, mcdc_error *err) {
+                           const mcdc_unit *u, mcdc_appender *a, json_t *meta, bool *was_skipped,
+                           mcdc_error *err) {
     char *text = meta_text(meta, f, u);
     json_decref(meta);
     if (text == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
@@ -243,13 +244,14 @@ static int commit_verified(mcdc_frame *f, mcdc_table *t, const char *role, const
                                 role, mcdc_table_name(t), app_id, (long long)have,
                                 (long long)u->id, L_NAME(f), (long long)u->id);
     }
+    if (was_skipped) *was_skipped = rc == MCDC_OK && skipped;
     return rc;
 }
 
 int mcdc_frame_commit_data(mcdc_frame *f, const mcdc_unit *u, mcdc_appender *a, json_t *meta,
-                           mcdc_error *err) {
+                           bool *skipped, mcdc_error *err) {
     MCDC_ASSERT(!u->data_done);
-    int rc = commit_verified(f, f->cfg->target, "target", f->cfg->app_id, u, a, meta, err);
+    int rc = commit_verified(f, f->cfg->target, "target", f->cfg->app_id, u, a, meta, skipped, err);
     if (rc) mcdc_error_wrap(err, "committing unit %lld to %s", (long long)u->id,
                             mcdc_table_name(f->cfg->target));
     return rc;
@@ -270,7 +272,8 @@ static int write_facts(mcdc_frame *f, const mcdc_unit *u, const mcdc_unit_result
     if (rc == MCDC_OK) rc = mcdc_appender_write(a, rows, err);
     json_t *meta = json_pack("{s:s, s:I}", "app_id", f->cfg->app_id, "batch_id", (json_int_t)u->id);
     if (rc == MCDC_OK)
-        rc = commit_verified(f, f->cfg->facts, "facts table", f->cfg->facts_app_id, u, a, meta, err);
+        rc = commit_verified(f, f->cfg->facts, "facts table", f->cfg->facts_app_id, u, a, meta,
+                             NULL, err);
     else
         json_decref(meta);
     mcdc_appender_free(a);

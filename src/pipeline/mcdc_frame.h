@@ -130,9 +130,10 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
  * txn(app_id, u->id) and meta (the job's userMetadata object, taken over:
  * the frame adds "planned" {start, end} and "checkpoint_id"). A skip by Delta's txn rule
  * is accepted only when the commit already there is this unit's, as the
- * checkpoint planned it. */
+ * checkpoint planned it; *skipped (may be NULL) then tells that the rows
+ * standing are that commit's, not these. */
 int mcdc_frame_commit_data(mcdc_frame *f, const mcdc_unit *u, mcdc_appender *a, json_t *meta,
-                           mcdc_error *err);
+                           bool *skipped, mcdc_error *err);
 const mcdc_ctx *mcdc_frame_ctx(const mcdc_frame *f);
 /* The table the job's data goes to (borrowed). */
 mcdc_table *mcdc_frame_target(const mcdc_frame *f);

@@ -419,7 +419,7 @@ static int job_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_resul
     mcdc_budget_release(s->ctx.budget, MCDC_PERMIT_CONNECTION, readers);
     mcdc_free(ranges);
     if (rc == MCDC_OK && app) {
-        rc = mcdc_frame_commit_data(f, u, app, bronze_meta(s, u->id), err);
+        rc = mcdc_frame_commit_data(f, u, app, bronze_meta(s, u->id), NULL, err);
         res->data_committed = rc == MCDC_OK;
     }
     mcdc_appender_free(app);
