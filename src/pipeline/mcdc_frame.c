@@ -397,10 +397,12 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
         if (rc == MCDC_OK && last_end) f.fresh = false;
     }
     /* A run killed between a unit's commit and its verdict left the verdict
-     * behind: bring it up to the last committed unit now. */
+     * behind: bring it up to the last committed unit now (only a committed
+     * unit moves it: a bootstrap's start does not). */
     int64_t at_us;
     char at_lsn[32];
-    if (rc == MCDC_OK && cfg->control_table && last_end && !u.replay && ops->position_time &&
+    if (rc == MCDC_OK && cfg->control_table && committed >= 0 && last_end && !u.replay &&
+        ops->position_time &&
         ops->position_time(job, last_end, &at_us, at_lsn)) {
         mcdc_verdict v;
         advance_verdict(&f, at_us, at_lsn, &v);

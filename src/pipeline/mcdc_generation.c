@@ -294,6 +294,7 @@ int mcdc_generation_recover(mcdc_generation *g, const mcdc_recovery *r, bool *re
     /* 2. A snapshot a cut-short recovery took already: newer than the
      * position and not purged itself. */
     mcdc_offset done;
+    memset(&done, 0, sizeof done);
     bool reuse = false;
     if (!r->chunked) {
         mcdc_snap_env e = snap_env(r);

@@ -204,6 +204,21 @@ static int check_as_of(mcdc_lsn *lsn, seed_job *j, mcdc_changes *c, const char *
                                   "--as-of '%s' is neither an LSN (0x + 20 hex digits) nor a UTC "
                                   "time (YYYY-MM-DDTHH:MM:SS[Z|+hh:mm])",
                                   as_of);
+        /* A copy cannot have started being read after now: such a time
+         * would map to the last commit, and the commits between the copy
+         * and it would be in neither the copy nor the stream. */
+        int64_t now;
+        rc = mcdc_changes_server_now(c, &now, err);
+        if (rc) return rc;
+        if (us > now) {
+            char t[32];
+            mcdc_format_ts_us(now, 3, t);
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "--as-of %s is later than the server's clock (%s UTC): a copy "
+                                  "cannot have started being read in the future. --as-of is UTC "
+                                  "unless it gives an offset: check the time zone",
+                                  as_of, t);
+        }
         bool found = false;
         rc = mcdc_changes_time_to_lsn(c, us, lsn, &found, err);
         if (rc) return rc;

@@ -121,17 +121,25 @@ static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
     mcdc_lsn lsn;
     bool has_ts = false;
     int64_t commit_us = 0;
-    int rc = mcdc_changes_snapshot_lsn(e->changes, &lsn, &commit_us, &has_ts, err);
-    if (rc) return rc;
+    /* The key first: bad snapshotKeys must stop the snapshot before its
+     * stamp (and the open row written there). */
+    json_t *keys = NULL, *ranges = NULL;
+    int rc = mcdc_changes_snapshot_keys(e->changes, &keys, err);
+    if (rc == MCDC_OK) rc = mcdc_changes_snapshot_lsn(e->changes, &lsn, &commit_us, &has_ts, err);
+    if (rc) {
+        json_decref(keys);
+        return rc;
+    }
     mcdc_lsn_format(&lsn, out->lsn);
     out->has_commit_ts = has_ts;
     out->commit_us = commit_us;
-    if (on_stamped && (rc = on_stamped(ctx, out, err)) != MCDC_OK) return rc;
+    if (on_stamped && (rc = on_stamped(ctx, out, err)) != MCDC_OK) {
+        json_decref(keys);
+        return rc;
+    }
     int readers = 0, encoders = 0, n = 0;
     rc = mcdc_budget_acquire(e->ctx->budget, MCDC_PERMIT_CONNECTION, 1, e->num_partitions, 0,
                              &e->ctx->stop, &readers, err);
-    json_t *keys = NULL, *ranges = NULL;
-    if (rc == MCDC_OK) rc = mcdc_changes_snapshot_keys(e->changes, &keys, err);
     if (rc == MCDC_OK) rc = mcdc_changes_snapshot_ranges(e->changes, readers, &ranges, err);
     if (rc == MCDC_OK) n = (int)json_array_size(ranges);
     if (rc == MCDC_OK && n < readers) {

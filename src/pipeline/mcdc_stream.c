@@ -999,6 +999,13 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
         s->has_ceiling = rc == MCDC_OK;
     }
     if (rc == MCDC_OK) warn_future_start(s);
+    /* A run that may snapshot checks the key it would cut on before it
+     * writes anything (an open row, a state file). */
+    if (rc == MCDC_OK && (cfg->bootstrap || cfg->on_data_loss == MCDC_ON_DATA_LOSS_RESNAPSHOT)) {
+        json_t *keys = NULL;
+        rc = mcdc_changes_snapshot_keys(s->changes, &keys, err);
+        json_decref(keys);
+    }
     if (rc == MCDC_OK) rc = enter_generation(s, err);
     if (rc == MCDC_OK) {
         mcdc_frame_cfg fc = {

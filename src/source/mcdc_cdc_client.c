@@ -724,6 +724,15 @@ int mcdc_cdc_ddl_history(mcdc_ddl_event **out, int *out_n, mcdc_cdc_client *c, c
 }
 
 /* ---- time zones ------------------------------------------------------------------------ */
+int mcdc_cdc_utc_now(int64_t *out_us, mcdc_cdc_client *c, mcdc_error *err) {
+    char *t = NULL;
+    int rc = mcdc_conn_scalar(&t, c->conn, "SELECT SYSUTCDATETIME()", NULL, 0, err);
+    if (rc == MCDC_OK && (t == NULL || mcdc_parse_ts_us(t, strlen(t), out_us, NULL) != MCDC_OK))
+        rc = mcdc_error_set(err, MCDC_E_PROTOCOL, "SYSUTCDATETIME() returned %s", t ? t : "NULL");
+    mcdc_free(t);
+    return rc;
+}
+
 int mcdc_cdc_detect_clock(mcdc_clock *out, mcdc_cdc_client *c, mcdc_error *err) {
     memset(out, 0, sizeof *out);
     mcdc_result *r = NULL;

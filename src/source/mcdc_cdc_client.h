@@ -152,6 +152,8 @@ void mcdc_ddl_events_free(mcdc_ddl_event *v, int n);
  * version >= 16) or Azure (engine edition 5, 8): CURRENT_TIMEZONE_ID();
  * older: a fixed offset with a warning logged. */
 int mcdc_cdc_detect_clock(mcdc_clock *out, mcdc_cdc_client *c, mcdc_error *err);
+/* The server's clock now, UTC (SYSUTCDATETIME()), microseconds. */
+int mcdc_cdc_utc_now(int64_t *out_us, mcdc_cdc_client *c, mcdc_error *err);
 /* Row 10: the one offset valid for all commits of [from, to] under a zone
  * clock (range < 7 days, same offset 3 h either side), or *out_known =
  * false. */

@@ -426,6 +426,12 @@ int mcdc_changes_time_to_lsn(mcdc_changes *c, int64_t utc_us, mcdc_lsn *out, boo
     return rc;
 }
 
+int mcdc_changes_server_now(mcdc_changes *c, int64_t *utc_us, mcdc_error *err) {
+    int rc;
+    CONTROL_CALL(rc, c, err, mcdc_cdc_utc_now(utc_us, c->client, err));
+    return rc;
+}
+
 int mcdc_changes_commit_time(mcdc_changes *c, const mcdc_lsn *lsn, int64_t *utc_us, bool *found,
                              mcdc_error *err) {
     int rc;

@@ -49,6 +49,8 @@ int mcdc_changes_commit_time(mcdc_changes *c, const mcdc_lsn *lsn, int64_t *utc_
  * is at or before it (any more). */
 int mcdc_changes_time_to_lsn(mcdc_changes *c, int64_t utc_us, mcdc_lsn *out, bool *found,
                              mcdc_error *err);
+/* The server's clock now, UTC microseconds. */
+int mcdc_changes_server_now(mcdc_changes *c, int64_t *utc_us, mcdc_error *err);
 /* startingLsn resolved: earliest = decrement(min_lsn), latest = max_lsn, or
  * the LSN given (already processed). */
 int mcdc_changes_initial(mcdc_changes *c, const char *starting_lsn, mcdc_lsn *out,
