@@ -29,6 +29,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "interop"))
 from conftest import CLI, PASSWORD, Sim  # noqa: E402
 
+sys.path.insert(0, HERE)
+from benchlib import local_spark, reference_missing  # noqa: E402
+
 ROWS = int(os.environ.get("BENCH_ROWS", "5000000"))
 SAMPLES = int(os.environ.get("BENCH_LATENCY_SAMPLES", "20"))
 REFERENCE_ROWS = int(os.environ.get("BENCH_REFERENCE_ROWS", "200000"))
@@ -104,25 +107,9 @@ def stream_args(cs, ci, lake):
             "--trigger", "availableNow", "--quiet"]
 
 
-def reference_missing():
-    """Why the reference cannot run here, or None."""
-    if REFERENCE_ROWS <= 0:
-        return "BENCH_REFERENCE_ROWS=0"
-    if shutil.which("java") is None:
-        return "no java on PATH"
-    try:
-        import delta  # noqa: F401
-        import mssql_cdc  # noqa: F401
-        import mssql_python  # noqa: F401
-    except ImportError as e:
-        return (f"the reference is not importable ({e}); tests/requirements.txt has it "
-                "(mssql-cdc-pyspark, pyspark, delta-spark): make deps")
-    return None
-
-
 def reference(sim, work):
     """The reference's to_delta and ours on one table of REFERENCE_ROWS change rows."""
-    why = reference_missing()
+    why = reference_missing(REFERENCE_ROWS, "BENCH_REFERENCE_ROWS")
     if why:
         print(f"reference_rows_per_s: n/a (skipped: {why})")
         return
@@ -146,23 +133,8 @@ def reference(sim, work):
 
 def run_reference(sim, lake):
     """Seconds from to_delta to the end of the reference's availableNow query."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # its data source runs in workers
-    os.environ["TZ"] = "UTC"
-    time.tzset()
     import mssql_cdc
-    from delta import configure_spark_with_delta_pip
-    from pyspark.sql import SparkSession
-    builder = (SparkSession.builder.master("local[2]").appName("mcdc-bench-reference")
-               .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-               .config("spark.sql.catalog.spark_catalog",
-                       "org.apache.spark.sql.delta.catalog.DeltaCatalog")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
-               .config("spark.sql.shuffle.partitions", "2"))
-    spark = configure_spark_with_delta_pip(builder).getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_spark("mcdc-bench-reference")
     try:
         cs = (f"Server=127.0.0.1,{sim.port};Database=bench;UID=sa;PWD={PASSWORD};"
               "Encrypt=yes;TrustServerCertificate=yes")
