@@ -326,7 +326,8 @@ int sim_server_open(sim_server **out, const sim_config *cfg, mcdc_error *err) {
     srv->capture_poll_ms = cfg->capture_poll_ms;
     srv->capture_latency_ms = cfg->capture_latency_ms;
     srv->capture_maxtrans = cfg->capture_maxtrans > 0 ? cfg->capture_maxtrans : 500;
-    if (sim_stores_create(&srv->stores, (int64_t)SIM_CHANGE_CACHE_MB_DEFAULT << 20, err) != MCDC_OK) {
+    if (sim_stores_create(&srv->stores, (int64_t)SIM_CHANGE_CACHE_MB_DEFAULT << 20, err) != MCDC_OK ||
+        sim_vstore_create(&srv->vers, err) != MCDC_OK) {
         sim_server_close(srv);
         return MCDC_E_NOMEM;
     }
@@ -383,6 +384,10 @@ void sim_server_set_change_cache_mb(sim_server *srv, int mb) {
     sim_stores_set_limit(srv->stores, mb > 0 ? (int64_t)mb << 20 : 0);
 }
 
+void sim_server_set_table_cache_mb(sim_server *srv, int mb) {
+    sim_stores_set_table_limit(srv->stores, mb > 0 ? (int64_t)mb << 20 : 0);
+}
+
 int sim_server_state_put(sim_server *srv, const char *k, const char *text, int64_t v) {
     sim_db *m = sim_master_db(srv);
     if (!m) return MCDC_E_INVALID;
@@ -409,6 +414,7 @@ void sim_server_close(sim_server *srv) {
         mcdc_free(d);
     }
     sim_stores_free(srv->stores);
+    sim_vstore_free(srv->vers);
     pthread_cond_destroy(&srv->cap_cv);
     pthread_mutex_destroy(&srv->mu);
     mcdc_free(srv->data_dir);

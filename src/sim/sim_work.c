@@ -25,7 +25,7 @@
 #include <string.h>
 
 #define WORK_STATEMENTS_MAX 64
-#define BULK_ROWS_MAX (100LL * 1000 * 1000)
+#define BULK_ROWS_MAX MCDC_SIM_BULK_ROWS_MAX
 
 typedef struct rng { uint64_t s; } rng;
 static uint64_t rnd(rng *r) {
