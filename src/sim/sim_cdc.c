@@ -923,9 +923,9 @@ int sim_cdc_proc(sim_session *s, const char *proc, const sim_proc_args *a, const
     if (mcdc_str_ieq(p, "sp_spaceused")) return spaceused(s, a, sink, err);
     if (mcdc_str_ieq(p, "sim.workload")) return sim_work_start(s, a, err);
     if (mcdc_str_ieq(p, "sim.stop_workload")) { sim_work_stop_all(srv); return MCDC_OK; }
-    if (mcdc_str_ieq(p, "sim.bulk_load")) {
+    if (mcdc_str_ieq(p, "sim.bulk_load") || mcdc_str_ieq(p, "sim.bulk_load_table")) {
         int64_t rows = 0;
-        rc = sim_work_bulk_load(s, a, &rows, err);
+        rc = mcdc_str_ieq(p, "sim.bulk_load") ? sim_work_bulk_load(s, a, &rows, err) : sim_work_bulk_load_table(s, a, &rows, err);
         if (rc == MCDC_OK && sink->done && sink->done(sink->ctx, rows, true, true, false)) return MCDC_E_CANCELLED;
         return rc;
     }

@@ -280,6 +280,8 @@ bool sim_result_columns(sqlite3 *c, sqlite3_stmt *st, const xl_result *items, si
 /* ---- sim_work.c -------------------------------------------------------- */
 int sim_work_start(sim_session *s, const sim_proc_args *a, mcdc_error *err);
 int sim_work_bulk_load(sim_session *s, const sim_proc_args *a, int64_t *rows, mcdc_error *err);
+/* sim.bulk_load_table: rows appended to a base table (no change rows). */
+int sim_work_bulk_load_table(sim_session *s, const sim_proc_args *a, int64_t *rows, mcdc_error *err);
 void sim_work_stop_all(sim_server *srv);
 
 /* ---- sim_engine.c: server, errors, clock, LSNs --------------------------- */
