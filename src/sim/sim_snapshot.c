@@ -554,12 +554,14 @@ int sim_snap_table_source(void *view, const char *name, mcdc_buf *out) {
     if (rc == MCDC_OK) rc = mcdc_buf_cstr(&cols, NULL);
     if (rc == MCDC_OK) {
         const char *c = (const char *)cols.data;
-        rc = mcdc_buf_printf(out, NULL, "(SELECT %s FROM ", c);
+        /* in rowid order, as the table reads: a row the view changes keeps
+         * its place */
+        rc = mcdc_buf_printf(out, NULL, "(SELECT %s FROM (SELECT rowid AS \"__sim_rid\", %s FROM ", c, c);
         if (rc == MCDC_OK) rc = xl_append_ident(out, t->name);
         if (rc == MCDC_OK)
             rc = mcdc_buf_printf(out, NULL,
-                                 " WHERE rowid NOT IN (SELECT \"__sim_rid\" FROM temp.\"%s\") UNION ALL SELECT %s FROM"
-                                 " temp.\"%s\" WHERE \"__sim_p\" = 1)",
+                                 " WHERE rowid NOT IN (SELECT \"__sim_rid\" FROM temp.\"%s\") UNION ALL SELECT \"__sim_rid\", %s"
+                                 " FROM temp.\"%s\" WHERE \"__sim_p\" = 1) ORDER BY \"__sim_rid\")",
                                  t->temp, c, t->temp);
     }
     mcdc_buf_free(&cols);

@@ -1,0 +1,280 @@
+/* test_sim_snapshot.c - SNAPSHOT isolation in the simulator (sim_snapshot.c):
+ * ALLOW_SNAPSHOT_ISOLATION and sys.databases, the errors SQL Server gives
+ * (3951, 3952, 3956, 3960, 3961, 3964, 226, 5011), reads that never wait and
+ * see the data as committed when the statement (autocommit) or the
+ * transaction (its first read) started, own writes, rollbacks, the row
+ * versions going away, READ UNCOMMITTED and NOLOCK, the isolation level of
+ * sp_executesql ending with it. */
+#include "sim_engine_int.h"
+#include "test_sim_helpers.h"
+
+/* Every row of the last result set, "r1;r2;..." (static buffer). */
+static const char *rows_of(sim_session *s, coll *c, const char *sql) {
+    static char out[COLL_ROWS * 32];
+    run(s, c, sql);
+    out[0] = 0;
+    if (c->nerrors) {
+        snprintf(out, sizeof out, "ERROR %d", c->err_number);
+        return out;
+    }
+    size_t l = 0;
+    for (int r = 0; r < c->nrows && r < COLL_ROWS && l + 2 < sizeof out; r++)
+        l += (size_t)snprintf(out + l, sizeof out - l, "%s%s", r ? ";" : "", c->rows[r]);
+    return out;
+}
+
+typedef struct snapenv {
+    char dir[64];
+    sim_server *srv;
+    sim_session *a, *b, *w; /* writer, snapshot reader, another */
+    coll *c;
+} snapenv;
+
+static void env_open(snapenv *e, bool allow) {
+    memset(e, 0, sizeof *e);
+    e->c = calloc(1, sizeof *e->c);
+    test_tmpdir(e->dir, sizeof e->dir);
+    e->srv = test_server(e->dir, 0);
+    e->a = test_login(e->srv, "sa", "Sa_Passw0rd", NULL);
+    run(e->a, e->c, "CREATE DATABASE snap; USE snap; CREATE TABLE dbo.t (id int NOT NULL PRIMARY KEY, v varchar(20) NULL);"
+                    " INSERT INTO dbo.t VALUES (1, 'one'), (2, 'two'), (3, 'three');"
+                    " CREATE TABLE dbo.h (k int NULL, v int NULL); INSERT INTO dbo.h VALUES (1, 10), (NULL, 20)");
+    CHECK_EQ_INT(e->c->nerrors, 0);
+    if (allow) run(e->a, e->c, "ALTER DATABASE snap SET ALLOW_SNAPSHOT_ISOLATION ON");
+    CHECK_EQ_INT(e->c->nerrors, 0);
+    e->b = test_login(e->srv, "sa", "Sa_Passw0rd", "snap");
+    e->w = test_login(e->srv, "sa", "Sa_Passw0rd", "snap");
+    run(e->b, e->c, "SET TRANSACTION ISOLATION LEVEL SNAPSHOT");
+}
+
+static void env_close(snapenv *e) {
+    sim_session_close(e->a);
+    sim_session_close(e->b);
+    sim_session_close(e->w);
+    sim_server_close(e->srv);
+    test_rmdir(e->dir);
+    free(e->c);
+}
+
+TEST(sim_snapshot_database_option) {
+    snapenv e;
+    env_open(&e, false);
+    coll *c = e.c;
+    CHECK_EQ_STR(rows_of(e.a, c, "SELECT name, snapshot_isolation_state, snapshot_isolation_state_desc,"
+                                 " is_read_committed_snapshot_on FROM sys.databases ORDER BY name"),
+                 "master|1|ON|0;snap|0|OFF|0");
+    /* a read under SNAPSHOT fails with SQL Server's error; sys views do not */
+    run(e.b, c, "SELECT COUNT(*) FROM dbo.t");
+    CHECK_EQ_INT(c->err_number, 3952);
+    CHECK(strstr(c->err_text, "Snapshot isolation transaction failed accessing database 'snap' because snapshot isolation"
+                              " is not allowed in this database. Use ALTER DATABASE to allow snapshot isolation.") != NULL);
+    CHECK_EQ_STR(rows_of(e.b, c, "SELECT COUNT(*) FROM sys.tables"), "2");
+    run(e.b, c, "UPDATE dbo.t SET v = 'x' WHERE id = 1"); /* writes too */
+    CHECK_EQ_INT(c->err_number, 3952);
+    /* ALTER DATABASE: in a transaction, of no database, by a non-admin */
+    run(e.a, c, "BEGIN TRAN; ALTER DATABASE snap SET ALLOW_SNAPSHOT_ISOLATION ON");
+    CHECK_EQ_INT(c->err_number, 226);
+    run(e.a, c, "ROLLBACK; ALTER DATABASE nosuch SET ALLOW_SNAPSHOT_ISOLATION ON");
+    CHECK_EQ_INT(c->err_number, 5011);
+    run(e.a, c, "ALTER DATABASE snap SET ALLOW_SNAPSHOT_ISOLATION MAYBE");
+    CHECK_EQ_INT(c->err_number, 102);
+    run(e.a, c, "ALTER DATABASE snap SET READ_COMMITTED_SNAPSHOT ON");
+    CHECK_EQ_INT(c->err_number, 50000);
+    run(e.a, c, "ALTER DATABASE CURRENT SET ALLOW_SNAPSHOT_ISOLATION ON");
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_STR(rows_of(e.a, c, "SELECT snapshot_isolation_state_desc FROM sys.databases WHERE name = 'snap'"), "ON");
+    CHECK_EQ_STR(rows_of(e.b, c, "SELECT COUNT(*) FROM dbo.t"), "3");
+    /* a writer's open transaction holds the switch to ON in transition:
+     * the ALTER waits for it (LOCK_TIMEOUT 0: at once error 1222, the state
+     * goes back) */
+    run(e.a, c, "ALTER DATABASE snap SET ALLOW_SNAPSHOT_ISOLATION OFF");
+    CHECK_EQ_INT(c->nerrors, 0);
+    run(e.w, c, "BEGIN TRAN; UPDATE dbo.t SET v = 'w' WHERE id = 3");
+    run(e.a, c, "SET LOCK_TIMEOUT 0; ALTER DATABASE snap SET ALLOW_SNAPSHOT_ISOLATION ON");
+    CHECK_EQ_INT(c->err_number, 1222);
+    CHECK_EQ_STR(rows_of(e.a, c, "SELECT snapshot_isolation_state FROM sys.databases WHERE name = 'snap'"), "0");
+    run(e.w, c, "ROLLBACK");
+    run(e.a, c, "ALTER DATABASE snap SET ALLOW_SNAPSHOT_ISOLATION ON");
+    CHECK_EQ_INT(c->nerrors, 0);
+    /* a non-admin may not alter it */
+    run(e.a, c, "CREATE LOGIN rd WITH PASSWORD = 'Rd_Passw0rd1'; CREATE USER rd FOR LOGIN rd");
+    sim_session *r = test_login(e.srv, "rd", "Rd_Passw0rd1", "snap");
+    run(r, c, "ALTER DATABASE snap SET ALLOW_SNAPSHOT_ISOLATION OFF");
+    CHECK_EQ_INT(c->err_number, 5011);
+    sim_session_close(r);
+    /* the option survives a restart */
+    sim_session_close(e.a);
+    sim_session_close(e.b);
+    sim_session_close(e.w);
+    sim_server_close(e.srv);
+    e.srv = test_server(e.dir, 0);
+    e.a = test_login(e.srv, "sa", "Sa_Passw0rd", "snap");
+    e.b = test_login(e.srv, "sa", "Sa_Passw0rd", "snap");
+    e.w = test_login(e.srv, "sa", "Sa_Passw0rd", "snap");
+    CHECK_EQ_STR(rows_of(e.a, c, "SELECT snapshot_isolation_state_desc FROM sys.databases WHERE name = 'snap'"), "ON");
+    env_close(&e);
+}
+
+TEST(sim_snapshot_reads_never_wait_nor_see_uncommitted) {
+    snapenv e;
+    env_open(&e, true);
+    coll *c = e.c;
+    run(e.a, c, "BEGIN TRAN; UPDATE dbo.t SET v = 'ONE' WHERE id = 1; INSERT INTO dbo.t VALUES (4, 'four');"
+                " DELETE FROM dbo.t WHERE id = 2; UPDATE dbo.h SET v = 11 WHERE k = 1; INSERT INTO dbo.h VALUES (NULL, 30)");
+    CHECK_EQ_INT(c->nerrors, 0);
+    /* READ COMMITTED waits (LOCK_TIMEOUT 0: error 1222); SNAPSHOT does not,
+     * whatever its LOCK_TIMEOUT, and sees the committed rows */
+    run(e.w, c, "SET LOCK_TIMEOUT 0; SELECT COUNT(*) FROM dbo.t");
+    CHECK_EQ_INT(c->err_number, 1222);
+    run(e.b, c, "SET LOCK_TIMEOUT 0");
+    CHECK_EQ_STR(rows_of(e.b, c, "SELECT id, v FROM dbo.t ORDER BY id"), "1|one;2|two;3|three");
+    CHECK_EQ_STR(rows_of(e.b, c, "SELECT COUNT(*), MAX(id) FROM dbo.t WHERE v LIKE 't%'"), "2|3");
+    CHECK_EQ_STR(rows_of(e.b, c, "SELECT k, v FROM dbo.h ORDER BY v"), "1|10;NULL|20");
+    /* joins, subqueries, UNION ALL, aliases: every reference is the view */
+    CHECK_EQ_STR(rows_of(e.b, c, "SELECT x.id, y.v FROM dbo.t AS x JOIN dbo.h y ON y.k = x.id"), "1|10");
+    CHECK_EQ_STR(rows_of(e.b, c, "SELECT id FROM dbo.t WHERE id IN (SELECT k FROM dbo.h) UNION ALL"
+                                 " SELECT COUNT(*) FROM dbo.h"), "1;2");
+    run(e.b, c, "DECLARE @n int = (SELECT COUNT(*) FROM dbo.t); IF EXISTS (SELECT 1 FROM dbo.t WHERE id = 4) SELECT -1"
+                " ELSE SELECT @n");
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_STR(c->rows[0], "3");
+    /* READ UNCOMMITTED and NOLOCK see the uncommitted rows, without waiting */
+    CHECK_EQ_STR(rows_of(e.b, c, "SELECT COUNT(*) FROM dbo.t WITH (NOLOCK)"), "3");
+    CHECK_EQ_STR(rows_of(e.b, c, "SELECT v FROM dbo.t WITH (NOLOCK) WHERE id = 1"), "ONE");
+    run(e.w, c, "SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED");
+    CHECK_EQ_STR(rows_of(e.w, c, "SELECT id FROM dbo.t ORDER BY id"), "1;3;4");
+    CHECK(sim_snap_versions(e.srv) == 5); /* one per changed row */
+    run(e.a, c, "COMMIT");
+    CHECK(sim_snap_versions(e.srv) == 0); /* no snapshot is older: they go at once */
+    CHECK_EQ_STR(rows_of(e.b, c, "SELECT id, v FROM dbo.t ORDER BY id"), "1|ONE;3|three;4|four");
+    CHECK_EQ_STR(rows_of(e.b, c, "SELECT COUNT(*) FROM dbo.h"), "3");
+    /* a rolled-back writer: before and after, the snapshot sees the same */
+    run(e.a, c, "BEGIN TRAN; DELETE FROM dbo.t; INSERT INTO dbo.t VALUES (9, 'nine')");
+    CHECK_EQ_STR(rows_of(e.b, c, "SELECT id FROM dbo.t ORDER BY id"), "1;3;4");
+    run(e.a, c, "ROLLBACK");
+    CHECK_EQ_STR(rows_of(e.b, c, "SELECT id FROM dbo.t ORDER BY id"), "1;3;4");
+    CHECK(sim_snap_versions(e.srv) == 0);
+    /* a session that closes with its transaction open: the same */
+    sim_session *x = test_login(e.srv, "sa", "Sa_Passw0rd", "snap");
+    run(x, c, "BEGIN TRAN; UPDATE dbo.t SET v = 'gone' WHERE id = 3");
+    CHECK_EQ_STR(rows_of(e.b, c, "SELECT v FROM dbo.t WHERE id = 3"), "three");
+    sim_session_close(x);
+    CHECK(sim_snap_versions(e.srv) == 0);
+    CHECK_EQ_STR(rows_of(e.b, c, "SELECT v FROM dbo.t WHERE id = 3"), "three");
+    env_close(&e);
+}
+
+TEST(sim_snapshot_transaction_sees_its_start) {
+    snapenv e;
+    env_open(&e, true);
+    coll *c = e.c;
+    /* BEGIN TRAN fixes nothing: a commit before the first read is seen */
+    run(e.b, c, "BEGIN TRAN");
+    run(e.a, c, "UPDATE dbo.t SET v = 'uno' WHERE id = 1");
+    CHECK_EQ_STR(rows_of(e.b, c, "SELECT v FROM dbo.t WHERE id = 1"), "uno");
+    /* from its first read on, later commits are not (autocommit writers,
+     * a transaction, a delete and an insert) */
+    run(e.a, c, "UPDATE dbo.t SET v = 'eins' WHERE id = 1; BEGIN TRAN; DELETE FROM dbo.t WHERE id = 2;"
+                " INSERT INTO dbo.t VALUES (5, 'five'); COMMIT; UPDATE dbo.t SET v = 'zwei' WHERE id = 1");
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_STR(rows_of(e.b, c, "SELECT id, v FROM dbo.t ORDER BY id"), "1|uno;2|two;3|three");
+    CHECK(sim_snap_versions(e.srv) > 0); /* kept for the snapshot */
+    CHECK_EQ_STR(rows_of(e.w, c, "SELECT id, v FROM dbo.t ORDER BY id"), "1|zwei;3|three;5|five");
+    /* its own writes it sees; a row another transaction changed since its
+     * start is an update conflict, and the transaction is rolled back */
+    run(e.b, c, "UPDATE dbo.t SET v = 'tres' WHERE id = 3; INSERT INTO dbo.t VALUES (6, 'six')");
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_STR(rows_of(e.b, c, "SELECT id, v FROM dbo.t ORDER BY id"), "1|uno;2|two;3|tres;6|six");
+    CHECK_EQ_STR(rows_of(e.w, c, "SELECT id, v FROM dbo.t WITH (NOLOCK) ORDER BY id"), "1|zwei;3|tres;5|five;6|six");
+    run(e.b, c, "UPDATE dbo.t SET v = 'x' WHERE id = 1");
+    CHECK_EQ_INT(c->err_number, 3960);
+    CHECK(strstr(c->err_text, "Snapshot isolation transaction aborted due to update conflict. You cannot use snapshot"
+                              " isolation to access table 'dbo.t' directly or indirectly in database 'snap'") != NULL);
+    CHECK_EQ_STR(rows_of(e.b, c, "SELECT @@TRANCOUNT"), "0");
+    CHECK_EQ_STR(rows_of(e.w, c, "SELECT id, v FROM dbo.t ORDER BY id"), "1|zwei;3|three;5|five");
+    CHECK(sim_snap_versions(e.srv) == 0);
+    /* COMMIT of a snapshot transaction that wrote: its rows stand */
+    run(e.b, c, "BEGIN TRAN; SELECT COUNT(*) FROM dbo.t; UPDATE dbo.t SET v = 'drei' WHERE id = 3; COMMIT");
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_STR(rows_of(e.w, c, "SELECT v FROM dbo.t WHERE id = 3"), "drei");
+    /* an autocommit UPDATE under SNAPSHOT that waited for a writer who then
+     * committed the row: a conflict too */
+    run(e.a, c, "BEGIN TRAN; UPDATE dbo.t SET v = 'held' WHERE id = 5");
+    run(e.b, c, "SET LOCK_TIMEOUT 0; UPDATE dbo.t SET v = 'mine' WHERE id = 5");
+    CHECK_EQ_INT(c->err_number, 1222);
+    run(e.a, c, "COMMIT");
+    run(e.b, c, "SET LOCK_TIMEOUT -1");
+    env_close(&e);
+}
+
+TEST(sim_snapshot_errors_of_sql_server) {
+    snapenv e;
+    env_open(&e, true);
+    coll *c = e.c;
+    /* 3951: the transaction read under READ COMMITTED first */
+    run(e.w, c, "BEGIN TRAN; SELECT COUNT(*) FROM dbo.t; SET TRANSACTION ISOLATION LEVEL SNAPSHOT; SELECT COUNT(*) FROM dbo.t");
+    CHECK_EQ_INT(c->err_number, 3951);
+    CHECK_EQ_STR(rows_of(e.w, c, "SELECT @@TRANCOUNT"), "0");
+    /* switching a snapshot transaction to READ COMMITTED and back is fine */
+    run(e.w, c, "BEGIN TRAN; SELECT COUNT(*) FROM dbo.t; SET TRANSACTION ISOLATION LEVEL READ COMMITTED;"
+                " SELECT COUNT(*) FROM dbo.t; SET TRANSACTION ISOLATION LEVEL SNAPSHOT; SELECT COUNT(*) FROM dbo.t; COMMIT");
+    CHECK_EQ_INT(c->nerrors, 0);
+    /* 3964: ALTER TABLE inside a snapshot transaction */
+    run(e.b, c, "BEGIN TRAN; SELECT COUNT(*) FROM dbo.t; ALTER TABLE dbo.t ADD x int NULL");
+    CHECK_EQ_INT(c->err_number, 3964);
+    run(e.b, c, "ROLLBACK");
+    /* 3961: another session's DDL since the snapshot started */
+    run(e.b, c, "BEGIN TRAN; SELECT COUNT(*) FROM dbo.h");
+    run(e.a, c, "ALTER TABLE dbo.t ADD x int NULL");
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_STR(rows_of(e.b, c, "SELECT COUNT(*) FROM dbo.h"), "2"); /* another table: fine */
+    run(e.b, c, "SELECT COUNT(*) FROM dbo.t");
+    CHECK_EQ_INT(c->err_number, 3961);
+    CHECK_EQ_STR(rows_of(e.b, c, "SELECT @@TRANCOUNT"), "0");
+    CHECK_EQ_STR(rows_of(e.b, c, "SELECT COUNT(*) FROM dbo.t"), "3"); /* a new snapshot is after it */
+    /* a snapshot read waits for another transaction's uncommitted DDL */
+    run(e.a, c, "BEGIN TRAN; ALTER TABLE dbo.t DROP COLUMN x");
+    run(e.b, c, "SET LOCK_TIMEOUT 0; SELECT COUNT(*) FROM dbo.t");
+    CHECK_EQ_INT(c->err_number, 1222);
+    run(e.a, c, "COMMIT");
+    CHECK_EQ_STR(rows_of(e.b, c, "SELECT COUNT(*) FROM dbo.t"), "3");
+    /* 3954 / 3952: the database switched off; a running snapshot
+     * transaction holds the switch in transition */
+    run(e.b, c, "SET LOCK_TIMEOUT -1; BEGIN TRAN; SELECT COUNT(*) FROM dbo.t");
+    run(e.a, c, "SET LOCK_TIMEOUT 0; ALTER DATABASE snap SET ALLOW_SNAPSHOT_ISOLATION OFF");
+    CHECK_EQ_INT(c->err_number, 1222);
+    CHECK_EQ_STR(rows_of(e.b, c, "SELECT COUNT(*) FROM dbo.t"), "3");
+    run(e.b, c, "COMMIT");
+    run(e.a, c, "ALTER DATABASE snap SET ALLOW_SNAPSHOT_ISOLATION OFF");
+    CHECK_EQ_INT(c->nerrors, 0);
+    run(e.b, c, "SELECT COUNT(*) FROM dbo.t");
+    CHECK_EQ_INT(c->err_number, 3952);
+    /* the syntax of SET TRANSACTION ISOLATION LEVEL */
+    run(e.w, c, "SET TRANSACTION ISOLATION LEVEL SOMETIMES");
+    CHECK_EQ_INT(c->err_number, 102);
+    run(e.w, c, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; SET TRANSACTION ISOLATION LEVEL SERIALIZABLE;"
+                " SET TRANSACTION ISOLATION LEVEL READ COMMITTED");
+    CHECK_EQ_INT(c->nerrors, 0);
+    env_close(&e);
+}
+
+TEST(sim_snapshot_level_ends_with_sp_executesql) {
+    snapenv e;
+    env_open(&e, true);
+    coll *c = e.c;
+    /* inside: SNAPSHOT (no wait); after: the caller's READ COMMITTED again */
+    run(e.a, c, "BEGIN TRAN; UPDATE dbo.t SET v = 'held' WHERE id = 2");
+    run(e.w, c, "SET LOCK_TIMEOUT 0; EXEC sp_executesql N'SET TRANSACTION ISOLATION LEVEL SNAPSHOT;"
+                " SELECT v FROM dbo.t WHERE id = 2'");
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_STR(c->rows[0], "two");
+    run(e.w, c, "SELECT v FROM dbo.t WHERE id = 2");
+    CHECK_EQ_INT(c->err_number, 1222);
+    run(e.a, c, "ROLLBACK");
+    /* a batch's SET stays on the session */
+    run(e.w, c, "SET TRANSACTION ISOLATION LEVEL SNAPSHOT");
+    run(e.a, c, "BEGIN TRAN; UPDATE dbo.t SET v = 'held' WHERE id = 2");
+    CHECK_EQ_STR(rows_of(e.w, c, "SELECT v FROM dbo.t WHERE id = 2"), "two");
+    run(e.a, c, "ROLLBACK");
+    env_close(&e);
+}
