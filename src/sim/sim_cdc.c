@@ -544,6 +544,17 @@ static void type_meta(const sim_type *t, const char **name, int *charlen, int *p
     }
 }
 
+/* Does table tbl have a UNIQUE constraint (its SQLite index)? */
+static bool has_unique_index(sqlite3 *w, const char *tbl) {
+    sqlite3_stmt *st;
+    bool yes = false;
+    if (sqlite3_prepare_v2(w, "SELECT 1 FROM pragma_index_list(?) WHERE \"unique\" = 1", -1, &st, NULL) != SQLITE_OK) return false;
+    sqlite3_bind_text(st, 1, tbl, -1, SQLITE_STATIC);
+    yes = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return yes;
+}
+
 static int enable_table(sim_session *s, const sim_proc_args *a, mcdc_error *err) {
     sim_db *d = s->db;
     const char *schema = sim_arg_text(a, "@source_schema", 0), *table = sim_arg_text(a, "@source_name", 1);
@@ -598,6 +609,11 @@ static int enable_table(sim_session *s, const sim_proc_args *a, mcdc_error *err)
             if (c->pk) npk++;
         }
         sqlite3_finalize(st);
+    }
+    if (index && index[0] && npk == 0 && !has_unique_index(w, tbl)) { /* a heap has no index to name */
+        mcdc_free(sc);
+        return sim_err(err, 22928, "Index name '%s' is not an index for table '%s.%s'. Specify a valid index name for the table.",
+                       index, schema, table);
     }
     if (net && atoi(net) == 1 && npk == 0 && !index) {
         mcdc_free(sc);
