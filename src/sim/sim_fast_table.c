@@ -443,7 +443,8 @@ int sim_run_table_fast(sim_stmt *x, const xl_env *env, const sim_fast_table *p, 
     memset(&snap, 0, sizeof snap);
     bool ok = cols && names && src && g && cells && coff && bm0 && bm && seg && r2 && ce_ok &&
               sim_result_columns(s->rd, orig, res, cols, names, n);
-    ok = ok && sim_tstore_acquire(s->srv->stores, &s->srv->mu, s->db->name, s->rd, p->table, pinned, wseq, &snap);
+    ok = ok && sim_tstore_acquire(s->srv->stores, &s->srv->mu, s->db->name, s->rd, p->table, pinned, wseq, !p->has_where,
+                                  &snap);
     const sim_store *st = snap.st;
     int keycol = -1;
     if (ok && p->has_where) {

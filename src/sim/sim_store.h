@@ -189,16 +189,26 @@ size_t sim_store_lower(const sim_store_snap *snap, const sim_store_key *k, bool 
  * transaction when nothing wrote since) or handed over by
  * sim.bulk_load_table. A read is served from a store whose tag is the write
  * count of the state it reads. */
+/* A table written this recently is built only for a read of all of it: a
+ * build costs what reading the whole table through SQLite does, and a table
+ * that keeps changing (a snapshot next to a running workload) would have its
+ * store dropped again before the next read used it. Tests set it (before
+ * serving). */
+#define SIM_TSTORE_QUIET_US_DEFAULT (2 * 1000 * 1000)
+void sim_stores_set_table_quiet(sim_stores *ss, int64_t us);
 /* Under the server mutex: a write to user table tbl of db moved its count. */
 void sim_tstore_wrote(sim_stores *ss, const char *db, const char *tbl);
 /* Under the server mutex: tbl's write count now (a snapshot's point). */
 uint64_t sim_tstore_wseq(sim_stores *ss, const char *db, const char *tbl);
 /* The store of tbl as of write count pin_wseq (pinned: rd holds a read
  * transaction begun at that count) or as of now (!pinned: rd in
- * autocommit). false: served from SQLite (no store, over the limit, being
- * built, the table changed since the pin). */
+ * autocommit). A missing store is built by this read when the table has
+ * not been written for a while (sim_stores_set_table_quiet), or the read is
+ * of all of it (whole).
+ * false: served from SQLite (no store, over the limit, being built, the
+ * table changed since the pin or just now). */
 bool sim_tstore_acquire(sim_stores *ss, pthread_mutex_t *srv_mu, const char *db, sqlite3 *rd, const char *tbl,
-                        bool pinned, uint64_t pin_wseq, sim_store_snap *out);
+                        bool pinned, uint64_t pin_wseq, bool whole, sim_store_snap *out);
 /* Rows in rowid order are in the order of column col (NULLs first, then
  * ascending): an integer column that only grew with the rowid. */
 bool sim_tstore_mono(const sim_store *st, int col);

@@ -65,6 +65,7 @@ TEST(sim_fast_table_matches_general_path) {
     sim_server *srv = wire_open(dir, "UTC");
     CHECK(srv != NULL);
     if (!srv) return;
+    sim_stores_set_table_quiet(srv->stores, 0); /* a store for every read, right after writes */
     sim_session *s = test_login(srv, "sa", "Sa_Passw0rd", NULL);
     run(s, c, "CREATE DATABASE lab; USE lab;"
               " CREATE TABLE dbo.[all] (id int NOT NULL PRIMARY KEY, b bit NULL, ti tinyint NULL, si smallint NULL,"
@@ -166,6 +167,7 @@ TEST(sim_fast_table_heaps_and_key_orders) {
     coll *c = calloc(1, sizeof *c);
     test_tmpdir(dir, sizeof dir);
     sim_server *srv = wire_open(dir, "UTC");
+    sim_stores_set_table_quiet(srv->stores, 0);
     sim_session *s = test_login(srv, "sa", "Sa_Passw0rd", NULL);
     run(s, c, "CREATE DATABASE lab; USE lab;"
               " CREATE TABLE dbo.h1 (k int NULL, v nvarchar(10) NULL);"
@@ -214,6 +216,7 @@ TEST(sim_fast_table_isolation) {
     coll *c = calloc(1, sizeof *c);
     test_tmpdir(dir, sizeof dir);
     sim_server *srv = wire_open(dir, "UTC");
+    sim_stores_set_table_quiet(srv->stores, 0);
     sim_session *s = test_login(srv, "sa", "Sa_Passw0rd", NULL), *w = NULL;
     run(s, c, "CREATE DATABASE lab; ALTER DATABASE lab SET ALLOW_SNAPSHOT_ISOLATION ON; USE lab;"
               " CREATE TABLE dbo.t (id int NOT NULL PRIMARY KEY, v varchar(10) NULL);"
@@ -263,6 +266,7 @@ TEST(sim_bulk_load_table) {
     coll *c = calloc(1, sizeof *c);
     test_tmpdir(dir, sizeof dir);
     sim_server *srv = wire_open(dir, "UTC");
+    sim_stores_set_table_quiet(srv->stores, 0);
     sim_session *s = test_login(srv, "sa", "Sa_Passw0rd", NULL);
     run(s, c, "CREATE DATABASE lab; USE lab;"
               " CREATE TABLE dbo.b (id bigint NOT NULL PRIMARY KEY, i int NULL, amount decimal(18,4) NULL, name nvarchar(50) NULL,"
@@ -325,6 +329,42 @@ TEST(sim_bulk_load_table) {
     CHECK_EQ_INT(c->nerrors, 0);
     CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM dbo.hp"), "100");
     sim_session_close(w);
+    mcdc_buf_free(&q);
+    sim_session_close(s);
+    sim_server_close(srv);
+    test_rmdir(dir);
+    free(c);
+}
+
+/* A table just written is read through SQLite until it has been quiet a
+ * while, unless the read takes all of it (a build costs that much anyway). */
+TEST(sim_fast_table_waits_for_a_quiet_table) {
+    char dir[64];
+    coll *c = calloc(1, sizeof *c);
+    test_tmpdir(dir, sizeof dir);
+    sim_server *srv = wire_open(dir, "UTC");
+    sim_stores_set_table_quiet(srv->stores, 300 * 1000);
+    sim_session *s = test_login(srv, "sa", "Sa_Passw0rd", NULL);
+    run(s, c, "CREATE DATABASE lab; USE lab; CREATE TABLE dbo.t (id int NOT NULL PRIMARY KEY, v int NULL);"
+              " INSERT INTO dbo.t VALUES (1, 1), (2, 2), (3, 3)");
+    static const char *T[] = {"id", "v"};
+    bool present[2] = {true, true};
+    mcdc_buf q = {0};
+    int64_t served = 0;
+    snap_sql(&q, "t", T, present, 2, "id", true, 2, false, 0, false, false, false);
+    CHECK_EQ_INT(tcompare(srv, s, (const char *)q.data, &served, NULL), 1);
+    CHECK_EQ_INT(served, 0); /* just written: SQLite */
+    mcdc_sleep_ms(400);
+    CHECK_EQ_INT(tcompare(srv, s, (const char *)q.data, &served, NULL), 1);
+    CHECK_EQ_INT(served, 1); /* quiet: the store is built */
+    run(s, c, "UPDATE dbo.t SET v = 9 WHERE id = 3");
+    CHECK_EQ_INT(tcompare(srv, s, (const char *)q.data, &served, NULL), 1);
+    CHECK_EQ_INT(served, 0);
+    snap_sql(&q, "t", T, present, 2, NULL, false, 0, false, 0, false, false, false);
+    CHECK_EQ_INT(tcompare(srv, s, (const char *)q.data, &served, NULL), 1);
+    CHECK_EQ_INT(served, 1); /* all of it: built at once */
+    run(s, c, (const char *)q.data);
+    CHECK(strstr(c->rows[2], "|3|9") != NULL);
     mcdc_buf_free(&q);
     sim_session_close(s);
     sim_server_close(srv);
