@@ -233,6 +233,56 @@ typedef struct sim_fast_plan {
     tsql_tok *bounds;     /* owned; "SELECT x, y, ..." (range != NONE) */
     int nbounds;
 } sim_fast_plan;
+/* An identifier (bare or quoted) whose decoded text is name. */
+bool sim_tok_name_is(const tsql_tok *t, const char *name);
+/* The first token of [a, b) that is word outside parentheses, or -1. */
+int sim_toks_word_at_depth0(const tsql_tok *t, int a, int b, const char *word);
+/* Items of the list [a, b): commas outside parentheses, plus one. */
+int sim_toks_list_items(const tsql_tok *t, int a, int b);
+/* Appends tok to a growing token array (kept TK_EOF-terminated). */
+bool sim_toks_push(tsql_tok **arr, int *n, int *cap, const tsql_tok *tok);
+/* The same type, precision, scale, length and nullability (a pre-encoded
+ * cell of one is the bytes of the other). */
+bool sim_col_same_type(const sim_column *a, const sim_column *b);
+/* The NULL bitmap of a row of pre-encoded cells: result column k comes
+ * from store column src[k], or is fixed (-1: its bit set with
+ * sim_null_map_fix). Up to 64 columns each side, the store row's bits move
+ * in runs (result columns k.. from store columns c..) as 64-bit words. */
+typedef struct sim_null_map {
+    int n;               /* result columns */
+    const int *src;      /* borrowed: n store columns or -1 */
+    bool words;
+    int nseg, *seg;      /* owned: (k, c, len) triples */
+    uint64_t w0;         /* the fixed bits as a word */
+    uint8_t *fixed;      /* owned: the fixed bits, nb bytes */
+    size_t nb, snb;      /* bytes of the result's and of a store row's bitmap */
+} sim_null_map;
+int sim_null_map_init(sim_null_map *m, const int *src, int n, int store_cols);
+void sim_null_map_free(sim_null_map *m);
+static inline void sim_null_map_fix(sim_null_map *m, int k, bool null) {
+    uint8_t bit = (uint8_t)(1u << (k % 8));
+    m->fixed[k / 8] = (uint8_t)(null ? m->fixed[k / 8] | bit : m->fixed[k / 8] & ~bit);
+    if (m->words) m->w0 = null ? m->w0 | 1ull << k : m->w0 & ~(1ull << k);
+}
+/* The bitmap (nb bytes) of a row whose store bitmap is row_nulls. */
+static inline void sim_null_map_row(const sim_null_map *m, const uint8_t *row_nulls, uint8_t *bm) {
+    if (m->words) {
+        uint64_t sn = 0, w = m->w0;
+        for (size_t b = 0; b < m->snb; b++) sn |= (uint64_t)row_nulls[b] << (8 * b); /* (bits past the columns are 0) */
+        for (int z = 0; z < m->nseg; z++) {
+            int k = m->seg[3 * z], c = m->seg[3 * z + 1], len = m->seg[3 * z + 2];
+            uint64_t mask = len == 64 ? ~0ull : (1ull << len) - 1;
+            w |= ((sn >> c) & mask) << k;
+        }
+        for (size_t b = 0; b < m->nb; b++) bm[b] = (uint8_t)(w >> (8 * b));
+        return;
+    }
+    memcpy(bm, m->fixed, m->nb);
+    for (int k = 0; k < m->n; k++) {
+        int c = m->src[k];
+        if (c >= 0 && (row_nulls[c / 8] >> (c % 8) & 1)) bm[k / 8] = (uint8_t)(bm[k / 8] | (1u << (k % 8)));
+    }
+}
 /* Recognises the reader's change query in tokens [a, b); fills p (free with
  * sim_fast_plan_free) or returns false (p left empty). Tokens in the plan
  * borrow the statement's text. */

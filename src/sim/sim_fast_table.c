@@ -28,7 +28,6 @@
 
 static const tsql_tok TOK_SELECT = {TK_IDENT, "SELECT", 6, 0};
 static const tsql_tok TOK_COMMA = {TK_OP, ",", 1, 0};
-static const tsql_tok TOK_EOF = {TK_EOF, "", 0, 0};
 
 void sim_fast_table_free(sim_fast_table *p) {
     if (!p) return;
@@ -38,13 +37,7 @@ void sim_fast_table_free(sim_fast_table *p) {
 }
 
 static bool is_name(const tsql_tok *t) { return t->t == TK_IDENT || t->t == TK_QIDENT; }
-
-static bool name_is(const tsql_tok *t, const char *name) {
-    if (!is_name(t)) return false;
-    char buf[MCDC_IDENT_BYTES_MAX];
-    tsql_tok_text(t, buf, sizeof buf);
-    return mcdc_str_ieq(buf, name);
-}
+#define name_is sim_tok_name_is
 
 /* A column reference at t[*k]: "alias.col" or "col"; its name into col. */
 static bool col_ref(const tsql_tok *t, int *k, int end, const char *alias, char *col, size_t cap) {
@@ -197,21 +190,6 @@ static kset parse_or(kparse *p, int *k) {
     return r;
 }
 
-static bool push_tok(tsql_tok **arr, int *n, int *cap, const tsql_tok *tok) {
-    if (*n + 2 > *cap) {
-        int nc = *cap ? *cap * 2 : 32;
-        tsql_tok *na = mcdc_malloc((size_t)nc * sizeof *na);
-        if (!na) return false;
-        if (*arr) memcpy(na, *arr, (size_t)*n * sizeof *na);
-        mcdc_free(*arr);
-        *arr = na;
-        *cap = nc;
-    }
-    (*arr)[(*n)++] = *tok;
-    (*arr)[*n] = TOK_EOF;
-    return true;
-}
-
 /* A literal CAST(<literal> AS <type>) at [s, e): a constant of the row. */
 static bool const_item(const tsql_tok *t, int s, int e) {
     if (e - s < 6 || !tsql_tok_is(&t[s], "CAST") || !tsql_tok_op(&t[s + 1], "(") || !tsql_tok_op(&t[e - 1], ")")) return false;
@@ -230,12 +208,7 @@ bool sim_fast_match_table(sim_fast_table *p, const tsql_tok *t, int a, int b) {
     memset(p, 0, sizeof *p);
     if (b - a < 4 || !tsql_tok_is(&t[a], "SELECT")) return false;
     if (tsql_tok_is(&t[a + 1], "TOP") || tsql_tok_is(&t[a + 1], "DISTINCT") || tsql_tok_is(&t[a + 1], "ALL")) return false;
-    int from = -1, d = 0;
-    for (int k = a + 1; k < b; k++) {
-        if (tsql_tok_op(&t[k], "(")) d++;
-        else if (tsql_tok_op(&t[k], ")")) d--;
-        else if (d == 0 && tsql_tok_is(&t[k], "FROM")) { from = k; break; }
-    }
+    int from = sim_toks_word_at_depth0(t, a + 1, b, "FROM"), d = 0;
     if (from < 0 || from == a + 1) return false;
     /* FROM [s].[t] [AS] alias [WHERE ...] */
     int k = from + 1;
@@ -252,19 +225,12 @@ bool sim_fast_match_table(sim_fast_table *p, const tsql_tok *t, int a, int b) {
     }
     int where = k;
     if (k < b && !tsql_tok_is(&t[k], "WHERE")) return false;
-    /* the select list */
-    int nitems = 1;
-    d = 0;
-    for (int q = a + 1; q < from; q++) {
-        if (tsql_tok_op(&t[q], "(")) d++;
-        else if (tsql_tok_op(&t[q], ")")) d--;
-        else if (d == 0 && tsql_tok_op(&t[q], ",")) nitems++;
-    }
+    int nitems = sim_toks_list_items(t, a + 1, from);
     if (nitems > MCDC_COLUMNS_MAX) return false;
     p->items = mcdc_calloc((size_t)nitems, sizeof *p->items);
     if (!p->items) return false;
     int ccap = 0;
-    bool ok = push_tok(&p->consts, &p->nconsts_tok, &ccap, &TOK_SELECT);
+    bool ok = sim_toks_push(&p->consts, &p->nconsts_tok, &ccap, &TOK_SELECT);
     int s = a + 1;
     d = 0;
     for (int q = a + 1; q <= from && ok; q++) {
@@ -280,8 +246,8 @@ bool sim_fast_match_table(sim_fast_table *p, const tsql_tok *t, int a, int b) {
         } else if (const_item(t, s, e)) {
             it->kind = SIM_FT_CONST;
             it->cidx = p->nconst++;
-            if (it->cidx > 0) ok = push_tok(&p->consts, &p->nconsts_tok, &ccap, &TOK_COMMA);
-            for (int z = s; z < e && ok; z++) ok = push_tok(&p->consts, &p->nconsts_tok, &ccap, &t[z]);
+            if (it->cidx > 0) ok = sim_toks_push(&p->consts, &p->nconsts_tok, &ccap, &TOK_COMMA);
+            for (int z = s; z < e && ok; z++) ok = sim_toks_push(&p->consts, &p->nconsts_tok, &ccap, &t[z]);
         } else {
             ok = false;
         }
@@ -308,11 +274,6 @@ bool sim_fast_match_table(sim_fast_table *p, const tsql_tok *t, int a, int b) {
 }
 
 /* ---- the read ------------------------------------------------------------------ */
-static bool same_type(const sim_column *a, const sim_column *b) {
-    return a->type.id == b->type.id && a->type.precision == b->type.precision && a->type.scale == b->type.scale &&
-           a->type.length == b->type.length && a->nullable == b->nullable;
-}
-
 /* An integer cell's value (the encodings sim_tds_col_plan gives integer
  * columns: fixed little-endian bytes, or a length byte first). */
 static int64_t cell_int(const sim_tds_col_enc *e, const uint8_t *p) {
@@ -431,9 +392,7 @@ int sim_run_table_fast(sim_stmt *x, const xl_env *env, const sim_fast_table *p, 
     fgroup *g = mcdc_calloc((size_t)n + 1, sizeof *g);
     sim_cell *cells = mcdc_calloc((size_t)n + 1, sizeof *cells);
     uint32_t *coff = mcdc_calloc((size_t)n + 2, sizeof *coff); /* constants' offsets in fixed */
-    size_t nb = ((size_t)n + 7) / 8;
-    uint8_t *bm0 = mcdc_calloc(nb + 1, 1), *bm = mcdc_calloc(nb + 1, 1);
-    int *seg = mcdc_calloc(3 * (size_t)n + 3, sizeof *seg);
+    uint8_t *bm = mcdc_calloc(((size_t)n + 7) / 8 + 1, 1); /* a row's NULL bits */
     mcdc_buf fixed = {0}, cq = {0};
     xl_result *r2 = mcdc_malloc(sizeof *r2);
     sim_tds_cellenc ce;
@@ -441,7 +400,7 @@ int sim_run_table_fast(sim_stmt *x, const xl_env *env, const sim_fast_table *p, 
     sqlite3_stmt *cst = NULL;
     sim_store_snap snap;
     memset(&snap, 0, sizeof snap);
-    bool ok = cols && names && src && g && cells && coff && bm0 && bm && seg && r2 && ce_ok &&
+    bool ok = cols && names && src && g && cells && coff && bm && r2 && ce_ok &&
               sim_result_columns(s->rd, orig, res, cols, names, n);
     ok = ok && sim_tstore_acquire(s->srv->stores, &s->srv->mu, s->db->name, s->rd, p->table, pinned, wseq, !p->has_where,
                                   &snap);
@@ -457,8 +416,11 @@ int sim_run_table_fast(sim_stmt *x, const xl_env *env, const sim_fast_table *p, 
         src[i] = -1;
         if (p->items[i].kind != SIM_FT_COL) continue;
         src[i] = sim_store_col(st, p->items[i].col);
-        ok = src[i] >= 0 && same_type(sim_store_col_meta(st, src[i]), &cols[i]);
+        ok = src[i] >= 0 && sim_col_same_type(sim_store_col_meta(st, src[i]), &cols[i]);
     }
+    sim_null_map nm;
+    memset(&nm, 0, sizeof nm);
+    ok = ok && sim_null_map_init(&nm, src, n, snap.ncols) == MCDC_OK;
     ok = ok && rowid_order(s->rd, p, st, keycol);
     /* the constants: evaluated once by SQLite, encoded for their columns */
     if (ok && p->nconst > 0) {
@@ -475,7 +437,7 @@ int sim_run_table_fast(sim_stmt *x, const xl_env *env, const sim_fast_table *p, 
             coff[i] = (uint32_t)fixed.len;
             ok = sim_tds_cellenc_put(&ce, &e, &v, &fixed, NULL) == MCDC_OK;
             coff[i + 1] = (uint32_t)fixed.len;
-            if (v.kind == SIM_V_NULL) bm0[i / 8] = (uint8_t)(bm0[i / 8] | (1u << (i % 8)));
+            if (v.kind == SIM_V_NULL) sim_null_map_fix(&nm, i, true);
         }
     }
     int rc = MCDC_OK;
@@ -498,26 +460,6 @@ int sim_run_table_fast(sim_stmt *x, const xl_env *env, const sim_fast_table *p, 
                 const fgroup *f = &g[q];
                 cells[q] = (sim_cell){fixed.data + coff[f->k], coff[f->k + f->n] - coff[f->k], (uint32_t)f->n, &coff[f->k]};
             }
-        /* NULL bits: runs of result columns from runs of store columns, as
-         * 64-bit words when both sides have at most 64 columns */
-        int sc = snap.ncols, nseg = 0;
-        bool words = n <= 64 && sc <= 64;
-        for (int i = 0; words && i < n; i++) {
-            if (src[i] < 0) continue;
-            if (nseg > 0 && seg[3 * (nseg - 1)] + seg[3 * (nseg - 1) + 2] == i &&
-                seg[3 * (nseg - 1) + 1] + seg[3 * (nseg - 1) + 2] == src[i]) {
-                seg[3 * (nseg - 1) + 2]++;
-                continue;
-            }
-            seg[3 * nseg] = i;
-            seg[3 * nseg + 1] = src[i];
-            seg[3 * nseg + 2] = 1;
-            nseg++;
-        }
-        uint64_t w0 = 0;
-        for (int i = 0; words && i < n; i++)
-            if (bm0[i / 8] >> (i % 8) & 1) w0 |= 1ull << i;
-        size_t snb = ((size_t)sc + 7) / 8;
         /* the rows: all, or those of the key's NULLs and range (two
          * stretches of rowid order when the key grows with it) */
         sim_tds_col_enc kenc;
@@ -554,20 +496,7 @@ int sim_run_table_fast(sim_stmt *x, const xl_env *env, const sim_fast_table *p, 
                     int a = g[q].pos;
                     if (a >= 0) cells[q] = (sim_cell){r.data + r.off[a], r.off[a + g[q].n] - r.off[a], (uint32_t)g[q].n, &r.off[a]};
                 }
-                if (words) {
-                    uint64_t sn = 0, w = w0;
-                    for (size_t b = 0; b < snb; b++) sn |= (uint64_t)r.nulls[b] << (8 * b);
-                    for (int z = 0; z < nseg; z++) {
-                        int k = seg[3 * z], c = seg[3 * z + 1], len = seg[3 * z + 2];
-                        uint64_t m = len == 64 ? ~0ull : (1ull << len) - 1;
-                        w |= ((sn >> c) & m) << k;
-                    }
-                    for (size_t b = 0; b < nb; b++) bm[b] = (uint8_t)(w >> (8 * b));
-                } else {
-                    memcpy(bm, bm0, nb);
-                    for (int k = 0; k < n; k++)
-                        if (src[k] >= 0 && (r.nulls[src[k] / 8] >> (src[k] % 8) & 1)) bm[k / 8] = (uint8_t)(bm[k / 8] | (1u << (k % 8)));
-                }
+                sim_null_map_row(&nm, r.nulls, bm);
                 cnt++;
                 if (sink->row_cells(sink->ctx, cells, ng, bm, n)) { x->aborted = true; break; }
             }
@@ -588,8 +517,7 @@ int sim_run_table_fast(sim_stmt *x, const xl_env *env, const sim_fast_table *p, 
     mcdc_free(g);
     mcdc_free(cells);
     mcdc_free(coff);
-    mcdc_free(bm0);
     mcdc_free(bm);
-    mcdc_free(seg);
+    sim_null_map_free(&nm);
     return rc;
 }

@@ -58,28 +58,55 @@ static int nrows(sim_session *s, coll *c, const char *sql) {
     return c->nrows;
 }
 
-TEST(sim_fast_table_matches_general_path) {
+/* A server in a temporary directory, its table store built right after
+ * writes (quiet_us 0) or not, and a session of sa that ran setup. */
+typedef struct tfix {
     char dir[64];
-    coll *c = calloc(1, sizeof *c);
-    test_tmpdir(dir, sizeof dir);
-    sim_server *srv = wire_open(dir, "UTC");
-    CHECK(srv != NULL);
-    if (!srv) return;
-    sim_stores_set_table_quiet(srv->stores, 0); /* a store for every read, right after writes */
-    sim_session *s = test_login(srv, "sa", "Sa_Passw0rd", NULL);
-    run(s, c, "CREATE DATABASE lab; USE lab;"
-              " CREATE TABLE dbo.[all] (id int NOT NULL PRIMARY KEY, b bit NULL, ti tinyint NULL, si smallint NULL,"
-              " bi bigint NULL, r real NULL, f float NULL, d decimal(38,4) NULL, m money NULL, sm smallmoney NULL,"
-              " dt date NULL, tm time(7) NULL, dtm datetime NULL, sdt smalldatetime NULL, d2 datetime2(7) NULL,"
-              " dto datetimeoffset(3) NULL, ch char(4) NULL, vc varchar(20) NULL, nc nchar(3) NULL, nv nvarchar(max) NULL,"
-              " bn binary(4) NULL, vb varbinary(8) NULL, g uniqueidentifier NULL, vm varchar(max) NULL, nn int NOT NULL);"
-              " INSERT INTO dbo.[all] VALUES (1, 1, 255, -32768, 9223372036854775807, 1.5, -2.25, 12345678901234567890.1234,"
-              " 922337203685477.5807, -214748.3648, '2024-02-29', '23:59:59.1234567', '2024-01-15 10:30:00.997',"
-              " '2024-01-15 10:30:00', '2024-07-15 10:30:00.1234567', '2024-03-01 10:00:00.123 +05:30', 'ab', 'café',"
-              " N'東京', N'naïve Ωmega 😀', 0x01020304, 0x0A0B, '6F9619FF-8B86-D011-B42D-00C04FC964FF', REPLICATE('x', 9000), 7);"
-              " INSERT INTO dbo.[all] (id, nn) VALUES (2, 8), (3, 9), (5, 10);"
-              " INSERT INTO dbo.[all] (id, vc, d, nn) VALUES (7, 'seven', -0.0001, 11), (-4, 'minus', 1, 12)");
-    CHECK_EQ_INT(c->nerrors, 0);
+    coll *c;
+    sim_server *srv;
+    sim_session *s;
+} tfix;
+
+static bool tfix_open(tfix *f, int64_t quiet_us, const char *setup) {
+    memset(f, 0, sizeof *f);
+    f->c = calloc(1, sizeof *f->c);
+    test_tmpdir(f->dir, sizeof f->dir);
+    f->srv = wire_open(f->dir, "UTC");
+    CHECK(f->srv != NULL);
+    if (!f->srv) return false;
+    sim_stores_set_table_quiet(f->srv->stores, quiet_us);
+    f->s = test_login(f->srv, "sa", "Sa_Passw0rd", NULL);
+    run(f->s, f->c, setup);
+    CHECK_EQ_INT(f->c->nerrors, 0);
+    return true;
+}
+
+static void tfix_close(tfix *f) {
+    sim_session_close(f->s);
+    sim_server_close(f->srv);
+    test_rmdir(f->dir);
+    free(f->c);
+}
+
+TEST(sim_fast_table_matches_general_path) {
+    tfix f;
+    if (!tfix_open(&f, 0,
+                   "CREATE DATABASE lab; USE lab;"
+                   " CREATE TABLE dbo.[all] (id int NOT NULL PRIMARY KEY, b bit NULL, ti tinyint NULL, si smallint NULL,"
+                   " bi bigint NULL, r real NULL, f float NULL, d decimal(38,4) NULL, m money NULL, sm smallmoney NULL,"
+                   " dt date NULL, tm time(7) NULL, dtm datetime NULL, sdt smalldatetime NULL, d2 datetime2(7) NULL,"
+                   " dto datetimeoffset(3) NULL, ch char(4) NULL, vc varchar(20) NULL, nc nchar(3) NULL, nv nvarchar(max) NULL,"
+                   " bn binary(4) NULL, vb varbinary(8) NULL, g uniqueidentifier NULL, vm varchar(max) NULL, nn int NOT NULL);"
+                   " INSERT INTO dbo.[all] VALUES (1, 1, 255, -32768, 9223372036854775807, 1.5, -2.25, 12345678901234567890.1234,"
+                   " 922337203685477.5807, -214748.3648, '2024-02-29', '23:59:59.1234567', '2024-01-15 10:30:00.997',"
+                   " '2024-01-15 10:30:00', '2024-07-15 10:30:00.1234567', '2024-03-01 10:00:00.123 +05:30', 'ab', 'café',"
+                   " N'東京', N'naïve Ωmega 😀', 0x01020304, 0x0A0B, '6F9619FF-8B86-D011-B42D-00C04FC964FF', REPLICATE('x', 9000), 7);"
+                   " INSERT INTO dbo.[all] (id, nn) VALUES (2, 8), (3, 9), (5, 10);"
+                   " INSERT INTO dbo.[all] (id, vc, d, nn) VALUES (7, 'seven', -0.0001, 11), (-4, 'minus', 1, 12)"))
+        return;
+    coll *c = f.c;
+    sim_server *srv = f.srv;
+    sim_session *s = f.s;
     static const char *ALL[] = {"id", "b", "ti", "si", "bi", "r", "f", "d", "m", "sm", "dt", "tm", "dtm", "sdt", "d2",
                                 "dto", "ch", "vc", "nc", "nv", "bn", "vb", "g", "vm", "nn"};
     enum { NA = 25 };
@@ -154,31 +181,27 @@ TEST(sim_fast_table_matches_general_path) {
     CHECK_EQ_INT(served, 0);
     sim_server_set_table_cache_mb(srv, SIM_TABLE_CACHE_MB_DEFAULT);
     mcdc_buf_free(&q);
-    sim_session_close(s);
-    sim_server_close(srv);
-    test_rmdir(dir);
-    free(c);
+    tfix_close(&f);
 }
 
 /* Heaps (no index: SQLite scans in rowid order, the store's), NULL keys,
  * keys out of rowid order, a UNIQUE column, a key-only table. */
 TEST(sim_fast_table_heaps_and_key_orders) {
-    char dir[64];
-    coll *c = calloc(1, sizeof *c);
-    test_tmpdir(dir, sizeof dir);
-    sim_server *srv = wire_open(dir, "UTC");
-    sim_stores_set_table_quiet(srv->stores, 0);
-    sim_session *s = test_login(srv, "sa", "Sa_Passw0rd", NULL);
-    run(s, c, "CREATE DATABASE lab; USE lab;"
-              " CREATE TABLE dbo.h1 (k int NULL, v nvarchar(10) NULL);"
-              " INSERT INTO dbo.h1 VALUES (NULL, N'a'), (NULL, N'b'), (1, N'c'), (2, NULL), (2, N'e'), (5, N'f');"
-              " CREATE TABLE dbo.h2 (k bigint NULL, v int NOT NULL);"
-              " INSERT INTO dbo.h2 VALUES (9, 1), (NULL, 2), (-3, 3), (4, 4), (NULL, 5), (0, 6);"
-              " CREATE TABLE dbo.u (id int NOT NULL PRIMARY KEY, code varchar(10) NOT NULL UNIQUE, n smallint NULL);"
-              " INSERT INTO dbo.u VALUES (3, 'z', 1), (1, 'y', NULL), (2, 'a', -7);"
-              " CREATE TABLE dbo.k1 (id int NOT NULL PRIMARY KEY);"
-              " INSERT INTO dbo.k1 VALUES (1), (2), (3), (10)");
-    CHECK_EQ_INT(c->nerrors, 0);
+    tfix f;
+    if (!tfix_open(&f, 0,
+                   "CREATE DATABASE lab; USE lab;"
+                   " CREATE TABLE dbo.h1 (k int NULL, v nvarchar(10) NULL);"
+                   " INSERT INTO dbo.h1 VALUES (NULL, N'a'), (NULL, N'b'), (1, N'c'), (2, NULL), (2, N'e'), (5, N'f');"
+                   " CREATE TABLE dbo.h2 (k bigint NULL, v int NOT NULL);"
+                   " INSERT INTO dbo.h2 VALUES (9, 1), (NULL, 2), (-3, 3), (4, 4), (NULL, 5), (0, 6);"
+                   " CREATE TABLE dbo.u (id int NOT NULL PRIMARY KEY, code varchar(10) NOT NULL UNIQUE, n smallint NULL);"
+                   " INSERT INTO dbo.u VALUES (3, 'z', 1), (1, 'y', NULL), (2, 'a', -7);"
+                   " CREATE TABLE dbo.k1 (id int NOT NULL PRIMARY KEY);"
+                   " INSERT INTO dbo.k1 VALUES (1), (2), (3), (10)"))
+        return;
+    coll *c = f.c;
+    sim_server *srv = f.srv;
+    sim_session *s = f.s;
     static const char *H[] = {"k", "v"}, *U[] = {"id", "code", "n"}, *K1[] = {"id"};
     bool present[4] = {true, true, true, true};
     mcdc_buf q = {0};
@@ -203,25 +226,21 @@ TEST(sim_fast_table_heaps_and_key_orders) {
         CHECK_EQ_INT(nrows(s, c, (const char *)q.data), C[k].rows);
     }
     mcdc_buf_free(&q);
-    sim_session_close(s);
-    sim_server_close(srv);
-    test_rmdir(dir);
-    free(c);
+    tfix_close(&f);
 }
 
 /* READ COMMITTED waits as the general path does, SNAPSHOT reads its pinned
  * state from the store unless another transaction changed the table. */
 TEST(sim_fast_table_isolation) {
-    char dir[64];
-    coll *c = calloc(1, sizeof *c);
-    test_tmpdir(dir, sizeof dir);
-    sim_server *srv = wire_open(dir, "UTC");
-    sim_stores_set_table_quiet(srv->stores, 0);
-    sim_session *s = test_login(srv, "sa", "Sa_Passw0rd", NULL), *w = NULL;
-    run(s, c, "CREATE DATABASE lab; ALTER DATABASE lab SET ALLOW_SNAPSHOT_ISOLATION ON; USE lab;"
-              " CREATE TABLE dbo.t (id int NOT NULL PRIMARY KEY, v varchar(10) NULL);"
-              " INSERT INTO dbo.t VALUES (1, 'a'), (2, 'b'), (3, 'c')");
-    CHECK_EQ_INT(c->nerrors, 0);
+    tfix f;
+    if (!tfix_open(&f, 0,
+                   "CREATE DATABASE lab; ALTER DATABASE lab SET ALLOW_SNAPSHOT_ISOLATION ON; USE lab;"
+                   " CREATE TABLE dbo.t (id int NOT NULL PRIMARY KEY, v varchar(10) NULL);"
+                   " INSERT INTO dbo.t VALUES (1, 'a'), (2, 'b'), (3, 'c')"))
+        return;
+    coll *c = f.c;
+    sim_server *srv = f.srv;
+    sim_session *s = f.s, *w = NULL;
     w = test_login(srv, "sa", "Sa_Passw0rd", "lab");
     static const char *T[] = {"id", "v"};
     bool present[2] = {true, true};
@@ -252,28 +271,24 @@ TEST(sim_fast_table_isolation) {
     mcdc_buf_free(&a);
     mcdc_buf_free(&b);
     sim_session_close(w);
-    sim_session_close(s);
-    sim_server_close(srv);
-    test_rmdir(dir);
-    free(c);
+    tfix_close(&f);
 }
 
 /* sim.bulk_load_table: the rows a pure function of the seed, the key
  * ascending from @first_key, the table store handed the same rows (the
  * first read needs no build: the same bytes as the general path). */
 TEST(sim_bulk_load_table) {
-    char dir[64];
-    coll *c = calloc(1, sizeof *c);
-    test_tmpdir(dir, sizeof dir);
-    sim_server *srv = wire_open(dir, "UTC");
-    sim_stores_set_table_quiet(srv->stores, 0);
-    sim_session *s = test_login(srv, "sa", "Sa_Passw0rd", NULL);
-    run(s, c, "CREATE DATABASE lab; USE lab;"
-              " CREATE TABLE dbo.b (id bigint NOT NULL PRIMARY KEY, i int NULL, amount decimal(18,4) NULL, name nvarchar(50) NULL,"
-              " at datetime2(7) NULL, flag bit NULL, raw varbinary(16) NULL, g uniqueidentifier NULL, note varchar(200) NOT NULL,"
-              " d date NULL, f float NULL, m money NULL, dto datetimeoffset(2) NULL, t time(3) NULL, c char(6) NULL);"
-              " EXEC sim.bulk_load_table @table = N'dbo.b', @rows = 5000, @seed = 7, @first_key = 100");
-    CHECK_EQ_INT(c->nerrors, 0);
+    tfix f;
+    if (!tfix_open(&f, 0,
+                   "CREATE DATABASE lab; USE lab;"
+                   " CREATE TABLE dbo.b (id bigint NOT NULL PRIMARY KEY, i int NULL, amount decimal(18,4) NULL, name nvarchar(50) NULL,"
+                   " at datetime2(7) NULL, flag bit NULL, raw varbinary(16) NULL, g uniqueidentifier NULL, note varchar(200) NOT NULL,"
+                   " d date NULL, f float NULL, m money NULL, dto datetimeoffset(2) NULL, t time(3) NULL, c char(6) NULL);"
+                   " EXEC sim.bulk_load_table @table = N'dbo.b', @rows = 5000, @seed = 7, @first_key = 100"))
+        return;
+    coll *c = f.c;
+    sim_server *srv = f.srv;
+    sim_session *s = f.s;
     CHECK_EQ_STR(scalar(s, c, "SELECT CONCAT(MIN(id), ':', MAX(id), ':', COUNT(*), ':', COUNT(note)) FROM dbo.b"), "100:5099:5000:5000");
     int nulls = atoi(scalar(s, c, "SELECT COUNT(*) - COUNT(name) FROM dbo.b"));
     CHECK(nulls > 500 && nulls < 1500); /* about one row of five */
@@ -330,23 +345,20 @@ TEST(sim_bulk_load_table) {
     CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM dbo.hp"), "100");
     sim_session_close(w);
     mcdc_buf_free(&q);
-    sim_session_close(s);
-    sim_server_close(srv);
-    test_rmdir(dir);
-    free(c);
+    tfix_close(&f);
 }
 
 /* A table just written is read through SQLite until it has been quiet a
  * while, unless the read takes all of it (a build costs that much anyway). */
 TEST(sim_fast_table_waits_for_a_quiet_table) {
-    char dir[64];
-    coll *c = calloc(1, sizeof *c);
-    test_tmpdir(dir, sizeof dir);
-    sim_server *srv = wire_open(dir, "UTC");
-    sim_stores_set_table_quiet(srv->stores, 300 * 1000);
-    sim_session *s = test_login(srv, "sa", "Sa_Passw0rd", NULL);
-    run(s, c, "CREATE DATABASE lab; USE lab; CREATE TABLE dbo.t (id int NOT NULL PRIMARY KEY, v int NULL);"
-              " INSERT INTO dbo.t VALUES (1, 1), (2, 2), (3, 3)");
+    tfix f;
+    if (!tfix_open(&f, 300 * 1000,
+                   "CREATE DATABASE lab; USE lab; CREATE TABLE dbo.t (id int NOT NULL PRIMARY KEY, v int NULL);"
+                   " INSERT INTO dbo.t VALUES (1, 1), (2, 2), (3, 3)"))
+        return;
+    coll *c = f.c;
+    sim_server *srv = f.srv;
+    sim_session *s = f.s;
     static const char *T[] = {"id", "v"};
     bool present[2] = {true, true};
     mcdc_buf q = {0};
@@ -366,8 +378,5 @@ TEST(sim_fast_table_waits_for_a_quiet_table) {
     run(s, c, (const char *)q.data);
     CHECK(strstr(c->rows[2], "|3|9") != NULL);
     mcdc_buf_free(&q);
-    sim_session_close(s);
-    sim_server_close(srv);
-    test_rmdir(dir);
-    free(c);
+    tfix_close(&f);
 }
