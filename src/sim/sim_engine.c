@@ -124,7 +124,10 @@
  *   stamp reads as its committed rows (empty), not 3961; a row inserted
  *   while another transaction's delete of the table's last rowid is open
  *   can reuse that rowid (SQLite), and the view then shows one of the two;
- *   a read the view changes lists its rows in rowid order. sim.bulk_load_
+ *   DDL takes no lock (see above), so an ALTER/DROP of a table another open
+ *   transaction changed drops that transaction's row versions (snapshots
+ *   then see its changes of the table); a read the view changes lists its
+ *   rows in rowid order. sim.bulk_load_
  *   table keeps no versions: it refuses to run while a snapshot is active
  *   or another session has a transaction open in the database.
  * - The table store (sim_store.h) answers the snapshot reader's base-table
