@@ -35,6 +35,7 @@ SELECT t.[id] FROM (SELECT * FROM (SELECT TOP (3) t.[id] FROM [dbo].[k] AS t WHE
 GO
 SELECT TOP (3) t.[code] FROM [dbo].[k] AS t WHERE t.[code] >= CAST('BANANA' AS varchar(10)) ORDER BY t.[code]
 SELECT t.[id] FROM [dbo].[k] AS t WHERE t.[code] = CAST('CHERRY' AS varchar(10))
+SELECT TOP (2) t.[code] FROM [dbo].[k] AS t WHERE t.[code] > CAST('daTE' COLLATE SQL_Latin1_General_CP1_CI_AS AS varchar(10)) ORDER BY t.[code]
 SELECT TOP (3) t.[code], t.[id] FROM [dbo].[k] AS t ORDER BY t.[code], t.[id]
 SELECT t.[id] FROM [dbo].[k] AS t WHERE (t.[code] < CAST('cherry' AS varchar(10)) OR t.[code] IS NULL) ORDER BY t.[id]
 DECLARE @p nvarchar(40) = N'2024-01-02T03:04:05.123456'

@@ -156,6 +156,20 @@ def table_reads():
             if wh:
                 total += fast[0]
         check(f"{iso}: the three ranges tile the table", total == 20000, total)
+    # keys bound as parameters (sp_executesql): text CAST to the key's type,
+    # string keys under the case-insensitive collation
+    ca.execute("CREATE TABLE dbo.k (id int NOT NULL PRIMARY KEY, code varchar(10) NULL, at datetime2(7) NULL, d date NULL)")
+    ca.execute("INSERT INTO dbo.k VALUES (1, 'apple', '2024-01-02T03:04:05.1234567', '2024-01-02'),"
+               " (2, 'Banana', '2024-01-02T03:04:05.123456', '2024-01-03'), (3, NULL, NULL, NULL), (4, 'cherry', '2024-01-05', '2024-01-05')")
+    ca.execute("SELECT t.[id] FROM [dbo].[k] AS t WHERE t.[at] >= CAST(%s AS datetime2(7)) ORDER BY t.[at]",
+               ("2024-01-02T03:04:05.123456",))
+    check("a datetime2(7) key against CAST(? AS datetime2(7))", [r[0] for r in ca.fetchall()] == [2, 1, 4])
+    ca.execute("SELECT t.[id] FROM [dbo].[k] AS t WHERE t.[d] >= CAST(%s AS date) AND t.[d] < CAST(%s AS date)"
+               " ORDER BY t.[id]", ("2024-01-02", "2024-01-05"))
+    check("a date key between CASTs of text", [r[0] for r in ca.fetchall()] == [1, 2])
+    ca.execute("SELECT TOP (2) t.[code], t.[id] FROM [dbo].[k] AS t WHERE t.[code] > CAST(%s COLLATE"
+               " SQL_Latin1_General_CP1_CI_AS AS varchar(10)) OR t.[code] IS NULL ORDER BY t.[code], t.[id]", ("APPLE",))
+    check("a string key under the case-insensitive collation, NULL first", ca.fetchall() == [(None, 3), ("Banana", 2)])
     p.close()
     a.close()
 
