@@ -136,9 +136,8 @@
  *   SQLite's plan for them whenever it serves (an index led by the key
  *   needs the key to grow with the rowid; a covering index led by another
  *   column, or a query it cannot answer byte for byte, goes to SQLite). Any
- *   write drops a table's store; a read builds it again once the table has
- *   been quiet for 2 s, or at once for a read of the whole table;
- *   --table-cache-mb bounds it.
+ *   write drops a table's store; a read of the whole table builds it again
+ *   (ranged reads use what is there); --table-cache-mb bounds it.
  * - ROLLBACK undoes DML and CREATE TABLE, DROP TABLE, ALTER TABLE ADD/DROP
  *   COLUMN (with the cdc.ddl_history rows of the ALTER): a DDL inside a
  *   transaction saves a copy of the table (rows, rowids, CREATE statement,

@@ -75,7 +75,6 @@ typedef struct entry {
     bool too_big;      /* served from SQLite until trimmed or dropped (tables: until written) */
     uint64_t gen;      /* bumped by every drop */
     uint64_t wseq;     /* tables: writes seen */
-    int64_t wrote_us;  /* tables: the last write's time (monotonic) */
     bool building;     /* tables: a read builds the store (outside the lock) */
     struct entry *next;
 } entry;
@@ -85,7 +84,6 @@ struct sim_stores {
     entry *list;
     _Atomic int64_t bytes[2]; /* by kind */
     int64_t limit[2];
-    int64_t table_quiet_us;   /* see TSTORE_QUIET_US */
 };
 
 /* ---- stores -------------------------------------------------------------- */
@@ -95,7 +93,6 @@ int sim_stores_create(sim_stores **out, int64_t limit_bytes, mcdc_error *err) {
     pthread_mutex_init(&ss->mu, NULL);
     ss->limit[TS_CHANGES] = limit_bytes;
     ss->limit[TS_TABLE] = (int64_t)SIM_TABLE_CACHE_MB_DEFAULT << 20;
-    ss->table_quiet_us = SIM_TSTORE_QUIET_US_DEFAULT;
     *out = ss;
     return MCDC_OK;
 }
@@ -805,16 +802,11 @@ void sim_stores_set_table_limit(sim_stores *ss, int64_t limit_bytes) {
 }
 
 /* ---- the table store --------------------------------------------------------- */
-void sim_stores_set_table_quiet(sim_stores *ss, int64_t us) {
-    if (ss) ss->table_quiet_us = us;
-}
-
 void sim_tstore_wrote(sim_stores *ss, const char *db, const char *tbl) {
     entry *e = ss ? find_entry(ss, TS_TABLE, db, tbl, true) : NULL;
     if (!e) return;
     pthread_mutex_lock(&e->mu);
     e->wseq++;
-    e->wrote_us = mcdc_monotonic_us();
     drop_locked(e);
     pthread_mutex_unlock(&e->mu);
 }
@@ -870,8 +862,7 @@ bool sim_tstore_acquire(sim_stores *ss, pthread_mutex_t *srv_mu, const char *db,
     }
     /* a build: of the table as it is now (a pinned reader's state only when
      * nothing wrote since), one at a time; too big until the next write */
-    bool quiet = e->wrote_us == 0 || mcdc_monotonic_us() - e->wrote_us >= ss->table_quiet_us;
-    if (want != e->wseq || e->building || e->too_big || !(quiet || whole)) {
+    if (want != e->wseq || e->building || e->too_big || !whole) {
         pthread_mutex_unlock(&e->mu);
         return false;
     }

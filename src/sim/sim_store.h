@@ -184,27 +184,22 @@ size_t sim_store_lower(const sim_store_snap *snap, const sim_store_key *k, bool 
  * table). SQLite stays the truth: every write to the table moves its write
  * count (the writer connection's authorizer, sim_store_auth, under the
  * server mutex) and drops its store; a store is the table as of one write
- * count (its tag), built by the first read that needs it (a scan of the
- * table, started under the server mutex, or from a reader's pinned read
+ * count (its tag), built by a read of the whole table (a scan of the table,
+ * started under the server mutex, or from a reader's pinned read
  * transaction when nothing wrote since) or handed over by
  * sim.bulk_load_table. A read is served from a store whose tag is the write
  * count of the state it reads. */
-/* A table written this recently is built only for a read of all of it: a
- * build costs what reading the whole table through SQLite does, and a table
- * that keeps changing (a snapshot next to a running workload) would have its
- * store dropped again before the next read used it. Tests set it (before
- * serving). */
-#define SIM_TSTORE_QUIET_US_DEFAULT (2 * 1000 * 1000)
-void sim_stores_set_table_quiet(sim_stores *ss, int64_t us);
 /* Under the server mutex: a write to user table tbl of db moved its count. */
 void sim_tstore_wrote(sim_stores *ss, const char *db, const char *tbl);
 /* Under the server mutex: tbl's write count now (a snapshot's point). */
 uint64_t sim_tstore_wseq(sim_stores *ss, const char *db, const char *tbl);
 /* The store of tbl as of write count pin_wseq (pinned: rd holds a read
  * transaction begun at that count) or as of now (!pinned: rd in
- * autocommit). A missing store is built by this read when the table has
- * not been written for a while (sim_stores_set_table_quiet), or the read is
- * of all of it (whole).
+ * autocommit). A missing store is built only by a read of the whole table
+ * (whole): that costs about what reading it through SQLite does, while a
+ * ranged read (a point lookup, one partition of several) would pay for
+ * all the rows it does not read; ranged reads use the store a whole read or
+ * sim.bulk_load_table left.
  * false: served from SQLite (no store, over the limit, being built, the
  * table changed since the pin or just now). */
 bool sim_tstore_acquire(sim_stores *ss, pthread_mutex_t *srv_mu, const char *db, sqlite3 *rd, const char *tbl,
