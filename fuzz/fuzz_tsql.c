@@ -1,7 +1,8 @@
 /*
  * fuzz_tsql.c - libFuzzer target over the T-SQL lexer and translator (its
- * rewrites included), and the recognizer of the base-table fast path's
- * shape (sim_fast_match_table: its select list and key predicate parser).
+ * rewrites included), and the recognizers of the base-table fast path's
+ * shapes (sim_fast_match_table, sim_fast_match_slices: their select lists
+ * and key predicate parser).
  * Build (from the repo root):
  *   clang -std=c17 -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE \
  *     -Iinclude -Isrc/util -Isrc/sim fuzz/fuzz_tsql.c src/sim/tsql_lex.c \
@@ -65,6 +66,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 tsql_xlate(&env, t, start, i, &out, res, NULL);
                 mcdc_buf_free(&out);
                 sim_fast_table ft;
+                if (sim_fast_match_slices(&ft, t, start, i)) {
+                    if (!ft.slices || ft.nconst != 2 || !ft.key[0]) __builtin_trap();
+                    sim_fast_table_free(&ft);
+                }
                 if (sim_fast_match_table(&ft, t, start, i)) {
                     /* what it recognized must be consistent */
                     if (ft.nitems < 1 || ft.nconst > ft.nitems || (ft.has_where && !ft.key[0])) __builtin_trap();

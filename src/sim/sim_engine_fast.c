@@ -374,7 +374,7 @@ static const char SPLIT_SHAPE[] =
     " c.__$start_lsn) AS tile FROM cdc.@T AS c WHERE @W) AS t GROUP BY t.tile ORDER BY t.tile";
 static const char SPLIT_SCAN[] = "SELECT c.__$start_lsn FROM cdc.@T AS c WHERE @W ORDER BY c.__$start_lsn";
 
-static bool tok_same(const tsql_tok *x, const tsql_tok *y) {
+bool sim_tok_same(const tsql_tok *x, const tsql_tok *y) {
     bool xn = x->t == TK_IDENT || x->t == TK_QIDENT, yn = y->t == TK_IDENT || y->t == TK_QIDENT;
     if (xn || yn) {
         if (!(xn && yn)) return false;
@@ -402,7 +402,7 @@ static bool shape_match(const tsql_tok *t, int a, int b, const char *shape, int 
             ok = c < ncaps;
             int d = 0, e = k;
             for (; ok && e < b; e++) {
-                if (d == 0 && i + 1 < ns && st[i + 1].t != TK_EOF && tok_same(&t[e], &st[i + 1])) break;
+                if (d == 0 && i + 1 < ns && st[i + 1].t != TK_EOF && sim_tok_same(&t[e], &st[i + 1])) break;
                 if (tsql_tok_op(&t[e], "(")) d++;
                 else if (tsql_tok_op(&t[e], ")")) d--;
                 if (d < 0) ok = false;
@@ -410,7 +410,7 @@ static bool shape_match(const tsql_tok *t, int a, int b, const char *shape, int 
             ok = ok && (e < b || i + 1 >= ns) && e > k;
             if (ok) { caps[c][0] = k; caps[c][1] = e; c++; k = e; }
         } else {
-            ok = k < b && tok_same(&t[k], &st[i]);
+            ok = k < b && sim_tok_same(&t[k], &st[i]);
             k++;
         }
     }

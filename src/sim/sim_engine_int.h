@@ -235,6 +235,8 @@ typedef struct sim_fast_plan {
 } sim_fast_plan;
 /* An identifier (bare or quoted) whose decoded text is name. */
 bool sim_tok_name_is(const tsql_tok *t, const char *name);
+/* The same token: names by their decoded text, ignoring case. */
+bool sim_tok_same(const tsql_tok *x, const tsql_tok *y);
 /* The first token of [a, b) that is word outside parentheses, or -1. */
 int sim_toks_word_at_depth0(const tsql_tok *t, int a, int b, const char *word);
 /* Items of the list [a, b): commas outside parentheses, plus one. */
@@ -604,6 +606,7 @@ typedef struct sim_ft_item {
 /* The shape served: SELECT <columns and literal CASTs> FROM <table> [AS t]
  * [WHERE <NULLs and/or one range of one integer column>]. */
 typedef struct sim_fast_table {
+    bool slices; /* the other shape: counts per slice of the key (sim_fast_match_slices) */
     char table[SIM_NAME_MAX * 2]; /* SQLite name ("dbo.t") */
     char alias[SIM_NAME_MAX];
     sim_ft_item *items; /* owned */
@@ -616,6 +619,11 @@ typedef struct sim_fast_table {
     int64_t lo, hi;
 } sim_fast_table;
 bool sim_fast_match_table(sim_fast_table *p, const tsql_tok *t, int a, int b);
+/* A chunk planner's counts per slice of an integer key,
+ *   SELECT (t.k - <lo>) / <w> [AS slice], COUNT_BIG(*) [AS n] FROM <table> [AS] t
+ *   [WHERE <NULLs and/or one range of k>] GROUP BY (t.k - <lo>) / <w> [ORDER BY slice]
+ * (lo, w: variables or integer literals): consts holds "SELECT <lo>, <w>". */
+bool sim_fast_match_slices(sim_fast_table *p, const tsql_tok *t, int a, int b);
 void sim_fast_table_free(sim_fast_table *p);
 /* Sends the result from the table store (*done), or nothing (the general
  * path answers): orig is the general path's prepared statement (for the

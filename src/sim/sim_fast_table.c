@@ -204,27 +204,47 @@ static bool const_item(const tsql_tok *t, int s, int e) {
     return true;
 }
 
-bool sim_fast_match_table(sim_fast_table *p, const tsql_tok *t, int a, int b) {
-    memset(p, 0, sizeof *p);
-    if (b - a < 4 || !tsql_tok_is(&t[a], "SELECT")) return false;
-    if (tsql_tok_is(&t[a + 1], "TOP") || tsql_tok_is(&t[a + 1], "DISTINCT") || tsql_tok_is(&t[a + 1], "ALL")) return false;
-    int from = sim_toks_word_at_depth0(t, a + 1, b, "FROM"), d = 0;
-    if (from < 0 || from == a + 1) return false;
-    /* FROM [s].[t] [AS] alias [WHERE ...] */
+/* "FROM [s].[t] [AS] alias" at t[from]: table and alias into p; the index
+ * after it, or -1 (not one user table). */
+static int from_table(sim_fast_table *p, const tsql_tok *t, int from, int b) {
     int k = from + 1;
     char parts[4][MCDC_IDENT_BYTES_MAX];
     int np = xl_name_parts(t, &k, b, parts);
-    if (np == 0 || np > 2) return false;
+    if (np == 0 || np > 2) return -1;
     xl_table_name(parts, np, p->table, sizeof p->table);
-    if (sim_ci_prefix(p->table, "sys.") || sim_ci_prefix(p->table, "cdc.") || sim_ci_prefix(p->table, "__sim")) return false;
+    if (sim_ci_prefix(p->table, "sys.") || sim_ci_prefix(p->table, "cdc.") || sim_ci_prefix(p->table, "__sim")) return -1;
     snprintf(p->alias, sizeof p->alias, "%s", parts[np - 1]);
     if (k < b && tsql_tok_is(&t[k], "AS")) k++;
     if (k < b && is_name(&t[k]) && !xl_ends_table(&t[k])) {
         tsql_tok_text(&t[k], p->alias, sizeof p->alias);
         k++;
     }
-    int where = k;
-    if (k < b && !tsql_tok_is(&t[k], "WHERE")) return false;
+    return k;
+}
+
+/* The key predicate [w, e) into p; false when it has another shape. */
+static bool where_keys(sim_fast_table *p, const tsql_tok *t, int w, int e) {
+    kparse kp = {t, e, p->alias, "", true};
+    if (p->key[0]) snprintf(kp.key, sizeof kp.key, "%s", p->key);
+    kset ks = parse_or(&kp, &w);
+    if (!kp.ok || w != e || !kp.key[0]) return false;
+    p->has_where = true;
+    snprintf(p->key, sizeof p->key, "%s", kp.key);
+    p->nulls = ks.nulls;
+    p->range = ks.range;
+    p->lo = ks.lo;
+    p->hi = ks.hi;
+    return true;
+}
+
+bool sim_fast_match_table(sim_fast_table *p, const tsql_tok *t, int a, int b) {
+    memset(p, 0, sizeof *p);
+    if (b - a < 4 || !tsql_tok_is(&t[a], "SELECT")) return false;
+    if (tsql_tok_is(&t[a + 1], "TOP") || tsql_tok_is(&t[a + 1], "DISTINCT") || tsql_tok_is(&t[a + 1], "ALL")) return false;
+    int from = sim_toks_word_at_depth0(t, a + 1, b, "FROM"), d = 0;
+    if (from < 0 || from == a + 1) return false;
+    int where = from_table(p, t, from, b);
+    if (where < 0 || (where < b && !tsql_tok_is(&t[where], "WHERE"))) return false;
     int nitems = sim_toks_list_items(t, a + 1, from);
     if (nitems > MCDC_COLUMNS_MAX) return false;
     p->items = mcdc_calloc((size_t)nitems, sizeof *p->items);
@@ -254,22 +274,106 @@ bool sim_fast_match_table(sim_fast_table *p, const tsql_tok *t, int a, int b) {
         p->nitems++;
         s = q + 1;
     }
-    if (ok && where < b) {
-        kparse kp = {t, b, p->alias, "", true};
-        int w = where + 1;
-        kset ks = parse_or(&kp, &w);
-        ok = kp.ok && w == b && kp.key[0];
-        p->has_where = true;
-        snprintf(p->key, sizeof p->key, "%s", kp.key);
-        p->nulls = ks.nulls;
-        p->range = ks.range;
-        p->lo = ks.lo;
-        p->hi = ks.hi;
-    }
+    if (ok && where < b) ok = where_keys(p, t, where + 1, b);
     if (!ok || p->nitems != nitems) {
         sim_fast_table_free(p);
         return false;
     }
+    return true;
+}
+
+/* One operand of the slice expression: a variable or an integer literal. */
+static bool slice_operand(const tsql_tok *t, int *k, int end) {
+    int64_t v;
+    if (*k < end && t[*k].t == TK_VAR) {
+        (*k)++;
+        return true;
+    }
+    return int_lit(t, k, end, &v);
+}
+
+/* "( <key> - <lo> ) / <w>" at t[*k]: the key's name into key; [*lo_a,
+ * *lo_b) and [*w_a, *w_b) the operands. */
+static bool slice_expr(const tsql_tok *t, int *k, int end, const char *alias, char *key, size_t cap, int ops[4]) {
+    int i = *k;
+    if (i >= end || !tsql_tok_op(&t[i], "(")) return false;
+    i++;
+    if (!col_ref(t, &i, end, alias, key, cap)) return false;
+    if (i >= end || !tsql_tok_op(&t[i], "-")) return false;
+    ops[0] = ++i;
+    if (!slice_operand(t, &i, end)) return false;
+    ops[1] = i;
+    if (i + 1 >= end || !tsql_tok_op(&t[i], ")") || !tsql_tok_op(&t[i + 1], "/")) return false;
+    i += 2;
+    ops[2] = i;
+    if (!slice_operand(t, &i, end)) return false;
+    ops[3] = i;
+    *k = i;
+    return true;
+}
+
+static bool same_span(const tsql_tok *t, int a, int b, int c, int d) {
+    if (b - a != d - c) return false;
+    for (int k = 0; k < b - a; k++)
+        if (!sim_tok_same(&t[a + k], &t[c + k])) return false;
+    return true;
+}
+
+bool sim_fast_match_slices(sim_fast_table *p, const tsql_tok *t, int a, int b) {
+    memset(p, 0, sizeof *p);
+    if (b - a < 20 || !tsql_tok_is(&t[a], "SELECT") || !tsql_tok_op(&t[a + 1], "(")) return false;
+    int from = sim_toks_word_at_depth0(t, a + 1, b, "FROM");
+    if (from < 0) return false;
+    int k = from_table(p, t, from, b);
+    int group = sim_toks_word_at_depth0(t, a + 1, b, "GROUP");
+    if (k < 0 || group < 0 || group < k) return false;
+    /* the items: the slice, then COUNT_BIG(*) */
+    int i = a + 1, ops[4], gops[4];
+    char key[SIM_NAME_MAX] = "", gkey[SIM_NAME_MAX] = "";
+    int xs = i;
+    if (!slice_expr(t, &i, from, p->alias, key, sizeof key, ops)) return false;
+    int xe = i;
+    char alias[MCDC_IDENT_BYTES_MAX] = "";
+    if (i + 1 < from && tsql_tok_is(&t[i], "AS") && is_name(&t[i + 1])) {
+        tsql_tok_text(&t[i + 1], alias, sizeof alias);
+        i += 2;
+    }
+    if (!(i + 4 < from + 1 && tsql_tok_op(&t[i], ",") && tsql_tok_is(&t[i + 1], "COUNT_BIG") && tsql_tok_op(&t[i + 2], "(") &&
+          tsql_tok_op(&t[i + 3], "*") && tsql_tok_op(&t[i + 4], ")")))
+        return false;
+    i += 5;
+    if (i + 1 < from && tsql_tok_is(&t[i], "AS") && is_name(&t[i + 1])) i += 2;
+    if (i != from) return false;
+    /* [WHERE <keys>] GROUP BY <the same expression> [ORDER BY it | 1 | alias [ASC]] */
+    snprintf(p->key, sizeof p->key, "%s", key);
+    if (k < group && !(tsql_tok_is(&t[k], "WHERE") && where_keys(p, t, k + 1, group))) return false;
+    i = group + 1;
+    if (i >= b || !tsql_tok_is(&t[i], "BY")) return false;
+    i++;
+    int gs = i;
+    if (!slice_expr(t, &i, b, p->alias, gkey, sizeof gkey, gops) || !same_span(t, xs, xe, gs, i)) return false;
+    if (i < b && tsql_tok_is(&t[i], "ORDER")) {
+        if (i + 2 >= b || !tsql_tok_is(&t[i + 1], "BY")) return false;
+        i += 2;
+        int os = i;
+        if ((t[i].t == TK_NUM && t[i].n == 1 && t[i].s[0] == '1') || (alias[0] && sim_tok_name_is(&t[i], alias))) i++;
+        else if (!slice_expr(t, &i, b, p->alias, gkey, sizeof gkey, gops) || !same_span(t, xs, xe, os, i)) return false;
+        if (i < b && tsql_tok_is(&t[i], "ASC")) i++;
+    }
+    if (i != b) return false;
+    /* "SELECT <lo>, <w>": evaluated once */
+    int cap = 0;
+    bool ok = sim_toks_push(&p->consts, &p->nconsts_tok, &cap, &TOK_SELECT);
+    for (int z = ops[0]; z < ops[1] && ok; z++) ok = sim_toks_push(&p->consts, &p->nconsts_tok, &cap, &t[z]);
+    ok = ok && sim_toks_push(&p->consts, &p->nconsts_tok, &cap, &TOK_COMMA);
+    for (int z = ops[2]; z < ops[3] && ok; z++) ok = sim_toks_push(&p->consts, &p->nconsts_tok, &cap, &t[z]);
+    if (!ok) {
+        sim_fast_table_free(p);
+        return false;
+    }
+    p->slices = true;
+    p->nconst = 2;
+    p->nitems = 2;
     return true;
 }
 
@@ -369,14 +473,104 @@ typedef struct fgroup {
     int pos;   /* the store position of the first, or -1: constants */
 } fgroup;
 
+/* T-SQL's integer division: toward zero. The slice of key v, and the
+ * largest key of slice sl. */
+static int64_t slice_of(int64_t v, int64_t lo, int64_t w) { return (v - lo) / w; }
+static int64_t slice_last(int64_t sl, int64_t lo, int64_t w) { return sl >= 0 ? lo + (sl + 1) * w - 1 : lo + sl * w; }
+
+/* Keys within +-2^61 and a width below 2^61: the arithmetic cannot overflow. */
+#define SLICE_BOUND (INT64_C(1) << 61)
+
+/* Counts per slice from the store (the planner's GROUP BY): the key's
+ * NULLs, then each non-empty slice in order, each a binary search. */
+static int run_slices(sim_stmt *x, const xl_env *env, const sim_fast_table *p, sqlite3_stmt *orig, const xl_result *res,
+                      bool pinned, uint64_t wseq, bool *done) {
+    sim_session *s = x->s;
+    const sim_sink *sink = x->sink;
+    if (sqlite3_column_count(orig) != 2) return MCDC_OK;
+    sim_column cols[2];
+    char names[2][SIM_NAME_MAX];
+    memset(cols, 0, sizeof cols);
+    xl_result *r2 = mcdc_malloc(sizeof *r2);
+    mcdc_buf cq = {0};
+    mcdc_error e2 = MCDC_ERROR_INIT;
+    sqlite3_stmt *cst = NULL;
+    sim_store_snap snap;
+    memset(&snap, 0, sizeof snap);
+    /* lo and w as SQLite computes them (variables bound) */
+    bool ok = r2 && sim_result_columns(s->rd, orig, res, cols, names, 2) &&
+              tsql_xlate(env, p->consts, 0, p->nconsts_tok, &cq, r2, &e2) == MCDC_OK && mcdc_buf_cstr(&cq, NULL) == MCDC_OK &&
+              sqlite3_prepare_v2(s->rd, (const char *)cq.data, -1, &cst, NULL) == SQLITE_OK && sim_bind_vars(s, cst, &e2) == MCDC_OK &&
+              sqlite3_step(cst) == SQLITE_ROW && sqlite3_column_type(cst, 0) == SQLITE_INTEGER &&
+              sqlite3_column_type(cst, 1) == SQLITE_INTEGER;
+    int64_t lo = ok ? sqlite3_column_int64(cst, 0) : 0, w = ok ? sqlite3_column_int64(cst, 1) : 0;
+    ok = ok && w > 0 && w < SLICE_BOUND && lo > -SLICE_BOUND && lo < SLICE_BOUND; /* w <= 0: SQLite's own error */
+    ok = ok && sim_tstore_acquire(s->srv->stores, &s->srv->mu, s->db->name, s->rd, p->table, pinned, wseq, false, &snap);
+    int keycol = ok ? sim_store_col(snap.st, p->key) : -1;
+    ok = ok && keycol >= 0 && sim_tstore_mono(snap.st, keycol);
+    sim_tds_col_enc kenc;
+    memset(&kenc, 0, sizeof kenc);
+    if (ok) sim_tds_col_plan(&kenc, sim_store_col_meta(snap.st, keycol));
+    key_at ka = {&snap, &kenc, keycol};
+    size_t nn = ok ? key_lower(&ka, snap.head, snap.count, true, 0) : 0; /* NULL keys: [head, nn) */
+    size_t f = nn, e = snap.count;
+    if (ok && p->has_where) {
+        if (!p->range) f = e;
+        else {
+            if (p->lo > INT64_MIN) f = key_lower(&ka, nn, snap.count, false, p->lo);
+            if (p->hi < INT64_MAX) e = key_lower(&ka, f, snap.count, false, p->hi + 1);
+        }
+    }
+    int64_t v0 = 0, v1 = 0;
+    if (ok && e > f) { /* the keys read must keep the arithmetic exact */
+        row_null(&ka, f, &v0);
+        row_null(&ka, e - 1, &v1);
+        ok = v0 > -SLICE_BOUND && v1 < SLICE_BOUND;
+    }
+    if (ok) {
+        *done = true;
+        s->srv->table_queries++;
+        if (sink->columns && sink->columns(sink->ctx, cols, 2)) x->aborted = true;
+        int64_t groups = 0;
+        sim_value v[2];
+        memset(v, 0, sizeof v);
+        v[1].kind = SIM_V_INT;
+        if (!x->aborted && nn > snap.head && (!p->has_where || p->nulls)) { /* (NULL - lo) / w: the NULL group first */
+            v[0].kind = SIM_V_NULL;
+            v[1].i = (int64_t)(nn - snap.head);
+            groups++;
+            if (sink->row && sink->row(sink->ctx, v, 2)) x->aborted = true;
+        }
+        v[0].kind = SIM_V_INT;
+        for (size_t i = f; i < e && !x->aborted;) {
+            int64_t key = 0;
+            row_null(&ka, i, &key);
+            int64_t sl = slice_of(key, lo, w);
+            size_t j = key_lower(&ka, i, e, false, slice_last(sl, lo, w) + 1);
+            v[0].i = sl;
+            v[1].i = (int64_t)(j - i);
+            groups++;
+            if (sink->row && sink->row(sink->ctx, v, 2)) x->aborted = true;
+            i = j;
+        }
+        if (!x->aborted) {
+            s->rowcount = groups;
+            sim_send_done(x, groups, true, false);
+        }
+    }
+    if (snap.st) sim_store_release(&snap);
+    sqlite3_finalize(cst);
+    mcdc_buf_free(&cq);
+    mcdc_free(r2);
+    return MCDC_OK;
+}
+
 int sim_run_table_fast(sim_stmt *x, const xl_env *env, const sim_fast_table *p, sqlite3_stmt *orig,
                        const xl_result *res, const sim_snap_view *view, bool *done, mcdc_error *err) {
     sim_session *s = x->s;
     const sim_sink *sink = x->sink;
     *done = false;
     (void)err; /* nothing here fails the statement: the general path answers instead */
-    int n = sqlite3_column_count(orig);
-    if (n != p->nitems || n > MCDC_COLUMNS_MAX || !sink->row_cells) return MCDC_OK;
     /* the state the statement reads: the view's pin, or now */
     bool pinned = false;
     uint64_t wseq = 0;
@@ -386,6 +580,9 @@ int sim_run_table_fast(sim_stmt *x, const xl_env *env, const sim_fast_table *p, 
         pinned = true;
         wseq = vt->wseq;
     }
+    if (p->slices) return run_slices(x, env, p, orig, res, pinned, wseq, done);
+    int n = sqlite3_column_count(orig);
+    if (n != p->nitems || n > MCDC_COLUMNS_MAX || !sink->row_cells) return MCDC_OK;
     sim_column *cols = mcdc_calloc((size_t)n + 1, sizeof *cols);
     char (*names)[SIM_NAME_MAX] = mcdc_calloc((size_t)n + 1, SIM_NAME_MAX);
     int *src = mcdc_calloc((size_t)n + 1, sizeof *src);

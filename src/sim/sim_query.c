@@ -208,7 +208,7 @@ int sim_run_query(sim_stmt *x, const tsql_tok *t, int a, int b, const sim_var **
     }
     if (rc == MCDC_OK && !fast_done && nassign == 0 && !s->srv->fast_off) {
         sim_fast_table ft;
-        if (sim_fast_match_table(&ft, t, a, b)) {
+        if (sim_fast_match_table(&ft, t, a, b) || sim_fast_match_slices(&ft, t, a, b)) {
             rc = sim_run_table_fast(x, &env, &ft, st, res, view, &fast_done, err);
             sim_fast_table_free(&ft);
         }
