@@ -137,7 +137,11 @@
  *   needs the key to grow with the rowid; a covering index led by another
  *   column, or a query it cannot answer byte for byte, goes to SQLite). Any
  *   write drops a table's store; a read of the whole table builds it again
- *   (ranged reads use what is there); --table-cache-mb bounds it.
+ *   (ranged reads use what is there); --table-cache-mb bounds it. A chunk
+ *   planner's counts per slice of a key (SELECT (t.k - @lo) / @w,
+ *   COUNT_BIG(*) ... GROUP BY (t.k - @lo) / @w) are answered from it when
+ *   the key grows with the rowid, in ascending slice order (NULL first), as
+ *   SQLite's GROUP BY orders them.
  * - ROLLBACK undoes DML and CREATE TABLE, DROP TABLE, ALTER TABLE ADD/DROP
  *   COLUMN (with the cdc.ddl_history rows of the ALTER): a DDL inside a
  *   transaction saves a copy of the table (rows, rowids, CREATE statement,

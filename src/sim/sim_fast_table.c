@@ -20,6 +20,12 @@
  * on the wire are the general path's (tests/unit/test_sim_fast_table.c
  * compares them). Under SNAPSHOT the table must have no row the statement's
  * view changes, and the store must be the state the view pinned.
+ *
+ * A chunk planner's counts per slice of the key, "SELECT (t.k - @lo) / @w,
+ * COUNT_BIG(*) FROM t [WHERE ...] GROUP BY (t.k - @lo) / @w", come from the
+ * store as well when the key grows with the rowid: each non-empty slice is
+ * one binary search (SQLite sorts every row for its GROUP BY), in ascending
+ * order with the NULL keys' group first, as SQLite's sorter gives them.
  */
 #include "sim_engine_int.h"
 
