@@ -62,7 +62,7 @@ SO_LDFLAGS := -shared -Wl,-soname,$(SONAME) $(if $(findstring -fsanitize,$(OPT))
 SIMLIB := $(BUILD)/libmcdcsim.a
 BINS := $(BUILD)/mssql-cdc $(BUILD)/mssql-cdc-sim $(BUILD)/unit-tests $(SOLIB) $(SOLINKS)
 
-.PHONY: all deps test test-unit test-san demo bench bench-reader bench-table bench-parquet bench-lake bench-stream fuzz clean headercheck install
+.PHONY: all deps test soak test-unit test-san demo bench bench-reader bench-table bench-parquet bench-lake bench-stream fuzz clean headercheck install
 all: $(BINS)
 
 $(CLI_OBJ): private INCLUDES := $(CLI_INCLUDES)
@@ -145,6 +145,16 @@ deps:
 
 test: deps
 	@tests/run_all.sh
+
+# The crash tests with more kills than `make test` has time for: the snapshot
+# suites with 60 random kills of backfill and stream, the stream's with 300.
+SOAK_TESTS := tests/interop/test_snapshot_modes.py tests/interop/test_snapshot_kills.py \
+	tests/interop/test_snapshot_bad_input.py \
+	tests/interop/test_stream_e2e.py::test_random_kills_under_a_running_workload
+soak: deps
+	@$(MAKE) --no-print-directory all
+	MCDC_SNAPSHOT_KILLS=$${MCDC_SNAPSHOT_KILLS:-60} MCDC_RANDOM_KILLS=$${MCDC_RANDOM_KILLS:-300} \
+	    .venv/bin/python -m pytest -q $(SOAK_TESTS)
 
 test-unit: all
 	$(BUILD)/unit-tests

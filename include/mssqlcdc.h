@@ -66,8 +66,10 @@ typedef enum mcdc_status {
                                     restored from an older copy */
     MCDC_E_FACTS_BEHIND = -19,   /* the facts table lacks the row of a committed batch */
     MCDC_E_FOREIGN_WRITER = -20, /* another writer (another checkpoint) commits under this app id */
-    MCDC_E_LOGIN = -21           /* the server refused the login (UID/PWD, a disabled login);
+    MCDC_E_LOGIN = -21,          /* the server refused the login (UID/PWD, a disabled login);
                                     not a missing grant, which is MCDC_E_PERMISSION */
+    MCDC_E_SNAPSHOT_OPEN = -22   /* a snapshot of the stream in the other mode (full, chunked)
+                                    is still open: finish it first (ValueError) */
 } mcdc_status;
 
 #define MCDC_ERROR_MESSAGE_MAX 1024
@@ -241,7 +243,13 @@ typedef enum mcdc_snapshot_mode {
     MCDC_SNAPSHOT_CHUNKED = 1 /* opened, read by backfill next to the stream (not yet) */
 } mcdc_snapshot_mode;
 
-#define MCDC_STREAM_CFG_VERSION 2
+/* What a stream does when CDC cleanup purged changes it has not read. */
+typedef enum mcdc_on_data_loss {
+    MCDC_ON_DATA_LOSS_FAIL = 0,      /* stop with MCDC_E_DATALOSS */
+    MCDC_ON_DATA_LOSS_RESNAPSHOT = 1 /* re-snapshot into a new generation, then go on */
+} mcdc_on_data_loss;
+
+#define MCDC_STREAM_CFG_VERSION 3
 typedef struct mcdc_stream_cfg {
     int version;               /* MCDC_STREAM_CFG_VERSION */
     const char *target;        /* bronze: a path, or schema.table under warehouse */
@@ -270,10 +278,21 @@ typedef struct mcdc_stream_cfg {
      * table), then stream from the snapshot's LSN. */
     bool bootstrap;
     mcdc_snapshot_mode snapshot;
+    /* version 3: before the first batch, when CDC cleanup passed the
+     * position of the checkpoint's live generation: re-snapshot the table
+     * (in mode `snapshot`) into generation n+1 (checkpoint
+     * <checkpoint>/_generations/<n+1>, app id <app_id>.g<n+1>, the state
+     * file <checkpoint>/_mssql_cdc_generation.json), needing a facts table.
+     * A second loss within resnapshot_interval_days of the last re-snapshot
+     * is MCDC_E_DATALOSS. Whatever on_data_loss says, a checkpoint with a
+     * state file runs its live generation. */
+    mcdc_on_data_loss on_data_loss;
+    double resnapshot_interval_days; /* >= 0; 7 by default */
 } mcdc_stream_cfg;
 #define MCDC_STREAM_CFG_INIT \
     {MCDC_STREAM_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, MCDC_TRIGGER_DEFAULT, 0, \
-     MCDC_GRANULARITY_HOUR, 0, NULL, NULL, 0, NULL, NULL, MCDC_LOG_WARN, false, MCDC_SNAPSHOT_FULL}
+     MCDC_GRANULARITY_HOUR, 0, NULL, NULL, 0, NULL, NULL, MCDC_LOG_WARN, false, MCDC_SNAPSHOT_FULL, \
+     MCDC_ON_DATA_LOSS_FAIL, 7.0}
 
 /* What one committed micro-batch did (append-only struct). */
 typedef struct mcdc_batch_report {
@@ -314,7 +333,7 @@ MCDC_API void mcdc_stream_free(mcdc_stream *s);
  * appended to bronze as operation 0, stamped with an LSN recorded before
  * the read; a stream started at that LSN loses and doubles nothing.
  * ---------------------------------------------------------------------- */
-#define MCDC_SNAPSHOT_CFG_VERSION 1
+#define MCDC_SNAPSHOT_CFG_VERSION 2
 typedef struct mcdc_snapshot_cfg {
     int version;               /* MCDC_SNAPSHOT_CFG_VERSION */
     const char *target;        /* bronze: a path, or schema.table under warehouse */
@@ -324,9 +343,14 @@ typedef struct mcdc_snapshot_cfg {
     mcdc_log_fn log_fn;        /* NULL: stderr */
     void *log_user;
     mcdc_log_level log_level;
+    /* version 2: the stream's app id and facts table (both or neither): a
+     * chunked snapshot of that stream still open in target is refused
+     * (MCDC_E_SNAPSHOT_OPEN), as one mode holds while one is open. */
+    const char *app_id;
+    const char *facts_table;
 } mcdc_snapshot_cfg;
 #define MCDC_SNAPSHOT_CFG_INIT \
-    {MCDC_SNAPSHOT_CFG_VERSION, NULL, NULL, false, NULL, NULL, NULL, MCDC_LOG_WARN}
+    {MCDC_SNAPSHOT_CFG_VERSION, NULL, NULL, false, NULL, NULL, NULL, MCDC_LOG_WARN, NULL, NULL}
 
 /* Appends a snapshot of the capture instance's table (opts: the source
  * options; snapshotLsn, snapshotKeys, isolationLevel, lockTimeoutMs and
@@ -339,6 +363,40 @@ MCDC_API int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken,
                                 mcdc_error *err);
 
 /* ------------------------------------------------------------------------
+ * Seeds (the reference's seed()): a copy of the table the user already has
+ * (a Delta table, or Parquet files) appended to bronze as its snapshot,
+ * stamped with the LSN of as_of.
+ * ---------------------------------------------------------------------- */
+#define MCDC_SEED_CFG_VERSION 1
+typedef struct mcdc_seed_cfg {
+    int version;                  /* MCDC_SEED_CFG_VERSION */
+    const char *target;           /* bronze: a path, or schema.table under warehouse */
+    const char *warehouse;        /* NULL: ./warehouse */
+    const char *from;             /* the copy: a Delta table, a .parquet file or a directory
+                                     of them */
+    const char *as_of;            /* when the copy started being read: a UTC time
+                                     ("2026-12-01T10:00:00Z"), or an LSN recorded before it */
+    bool allow_missing_columns;   /* captured columns the copy lacks read NULL */
+    bool reseed;                  /* replace an older snapshot (after a DataLossError) */
+    const char *app_id;           /* with facts_table: the stream whose bootstrap row records
+                                     the seed, and whose open snapshots are refused */
+    const char *facts_table;
+    mcdc_log_fn log_fn;           /* NULL: stderr */
+    void *log_user;
+    mcdc_log_level log_level;
+} mcdc_seed_cfg;
+#define MCDC_SEED_CFG_INIT \
+    {MCDC_SEED_CFG_VERSION, NULL, NULL, NULL, NULL, false, false, NULL, NULL, NULL, NULL, \
+     MCDC_LOG_WARN}
+
+/* Checks everything (see the seed documentation: the copy's columns, as_of
+ * purged or in the future, other snapshots, open snapshots) before writing,
+ * then appends the copy in one commit and returns the offset it is stamped
+ * with. A rerun with the same as_of returns that seed (*written false). */
+MCDC_API int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *opts,
+                       const mcdc_seed_cfg *cfg, mcdc_error *err);
+
+/* ------------------------------------------------------------------------
  * Tables
  * ---------------------------------------------------------------------- */
 /* Receives one line; non-zero stops. */
@@ -348,6 +406,89 @@ typedef int (*mcdc_line_fn)(void *ctx, const char *line);
  * exact strings, binary as "0x..." hex, timestamps as ISO-8601 strings. */
 MCDC_API int mcdc_table_rows_json(const char *table, const char *warehouse, mcdc_line_fn fn,
                                   void *ctx, mcdc_error *err);
+
+/* ------------------------------------------------------------------------
+ * Backfill (the reference's backfill()): reads the newest chunked snapshot
+ * a stream opened (stream --bootstrap --snapshot chunked, or a chunked
+ * re-snapshot) in waves of chunks next to the running stream.
+ *
+ * The first run plans every chunk (at most about chunk_rows rows each) and
+ * records the plan in the target's plans table (<target>_snapshot_plans),
+ * then in a 'snapshot_plan' facts row; the plan never changes while the
+ * snapshot is open. Each wave is stamped with max_lsn before it is read,
+ * appended to the target in one commit (operation 0, _snapshot S, _chunk)
+ * and recorded as one 'snapshot_chunk' facts row per chunk, its bounds in
+ * the plans table first. After the last chunk, the snapshot's 'bootstrap'
+ * (or 'resnapshot') row tells downstream to rebuild from S. Killed at any
+ * point, the next run neither reads a chunk twice into the target nor skips
+ * one. Run it apart from the stream, again until done.
+ * ---------------------------------------------------------------------- */
+typedef enum mcdc_backfill_state {
+    MCDC_BACKFILL_DONE = 0,              /* every chunk is in; the completion row too */
+    MCDC_BACKFILL_RUNNING = 1,           /* max_waves, max_seconds or a stop: run again */
+    MCDC_BACKFILL_WAITING_HEADROOM = 2,  /* the stream's retention headroom is below the minimum */
+    MCDC_BACKFILL_WAITING_METRICS = 3,   /* the stream has written no row with a headroom */
+    MCDC_BACKFILL_NO_SNAPSHOT = 4        /* no chunked snapshot opened by the stream in the target */
+} mcdc_backfill_state;
+
+/* The reference's BackfillStatus. */
+typedef struct mcdc_backfill_status {
+    char snapshot[24];        /* S; "" when there is none */
+    int64_t chunks_done;
+    int64_t chunks_total;     /* the plan's; < 0 before a run planned it */
+    bool done, paused;
+    mcdc_backfill_state state;
+    char reason[512];         /* the state in words; "" when done or running */
+} mcdc_backfill_status;
+
+#define MCDC_BACKFILL_CFG_VERSION 1
+typedef struct mcdc_backfill_cfg {
+    int version;                 /* MCDC_BACKFILL_CFG_VERSION */
+    const char *target;          /* bronze, as the stream was given it */
+    const char *app_id;          /* the stream's (its generations' snapshots are found too) */
+    const char *facts_table;     /* the stream's; required */
+    const char *warehouse;       /* NULL: ./warehouse */
+    int64_t chunk_rows;          /* 0: 1,000,000; a later run's other value is ignored, with
+                                    a warning (the plan is fixed) */
+    int64_t max_waves;           /* 0: no limit */
+    double max_seconds;          /* <= 0: no limit */
+    double target_wave_seconds;  /* < 0: 300; 0: one round of numPartitions chunks a wave */
+    bool has_min_headroom;       /* pause below min_headroom_hours */
+    double min_headroom_hours;
+    const char *isolation;       /* "snapshot" or "readCommitted" (any case); NULL: the
+                                    isolationLevel option, READ COMMITTED without one */
+    mcdc_budget *budget;         /* NULL: no limit; borrowed */
+    const char *crash_at;        /* test hook, as the stream's */
+    mcdc_log_fn log_fn;          /* NULL: stderr */
+    void *log_user;
+    mcdc_log_level log_level;
+} mcdc_backfill_cfg;
+#define MCDC_BACKFILL_CFG_INIT \
+    {MCDC_BACKFILL_CFG_VERSION, NULL, NULL, NULL, NULL, 0, 0, 0, -1, false, 0, NULL, NULL, NULL, \
+     NULL, NULL, MCDC_LOG_WARN}
+
+typedef struct mcdc_backfill mcdc_backfill;
+/* Validates cfg (nothing is read or written); opts is borrowed and must
+ * outlive the handle. */
+MCDC_API int mcdc_backfill_create(mcdc_backfill **out, const mcdc_opts *opts,
+                                  const mcdc_backfill_cfg *cfg, mcdc_error *err);
+/* One call of the reference's backfill(): waves until done, a limit, a
+ * pause or a stop request; *status says which. Errors: the state checks of
+ * the stream (MCDC_E_MISMATCH ... MCDC_E_FOREIGN_WRITER: another backfill of
+ * the same snapshot planned a wave first), MCDC_E_SNAPSHOT_OPEN (a full
+ * snapshot of the stream is still open), and the source's. */
+MCDC_API int mcdc_backfill_run(mcdc_backfill *b, mcdc_backfill_status *status, mcdc_error *err);
+/* Async-signal-safe: finish the current wave, then return (running). */
+MCDC_API void mcdc_backfill_request_stop(mcdc_backfill *b);
+MCDC_API void mcdc_backfill_free(mcdc_backfill *b);
+/* "done", "running", "waiting_headroom", "waiting_metrics", "no_snapshot". */
+MCDC_API const char *mcdc_backfill_state_name(mcdc_backfill_state s);
+/* The status as the reference's BackfillStatus JSON, one line, into out
+ * (MCDC_BACKFILL_STATUS_JSON_SIZE bytes always suffice; a smaller cap too
+ * small for it is MCDC_E_LIMIT). */
+#define MCDC_BACKFILL_STATUS_JSON_SIZE 4096
+MCDC_API int mcdc_backfill_status_json(char *out, size_t cap, const mcdc_backfill_status *st,
+                                       mcdc_error *err);
 
 /* ------------------------------------------------------------------------
  * Arrow C Data Interface. The struct layouts are fixed by the Arrow
@@ -475,6 +616,89 @@ MCDC_API int mcdc_range_token_parse(mcdc_range_info *out, const char *token, mcd
  * valid after release. */
 MCDC_API int mcdc_range_read(struct ArrowArrayStream *out, const mcdc_opts *opts,
                              const char *token, mcdc_error *err);
+
+/* ------------------------------------------------------------------------
+ * Snapshots as Arrow streams: the tracked table's current rows cut into
+ * chunks (or a whole snapshot's parallel ranges) planned once, each read
+ * anywhere given the same source options (the Spark binding's
+ * mssql_cdc_snapshot source; reference §2.4, §3.7).
+ *
+ * Chunks are ranges of the key the snapshot is cut on (snapshotKeys, else
+ * the capture instance's unique index): [lo, hi) in SQL Server's order of
+ * its columns, the first open below, each starting where the one before
+ * ends, the last just above the largest key when it was planned (rows
+ * inserted above it after the snapshot's LSN are the stream's). A table
+ * with no usable key is one chunk. A chunk is carried by a token: JSON text
+ * naming the capture instance, the key columns, the chunk's bounds, its
+ * place in the plan and the output schema's fingerprint, with a "check"
+ * field that catches a token altered or cut after planning (not a
+ * signature: there is no secret). A token holds no part of the connection
+ * string. Bounds are JSON: integers for an integer key, otherwise the text
+ * SQL Server reads back as the value (ISO 8601 times, fixed-notation
+ * decimals, "0x" + hex for binary), null for an open end.
+ * ---------------------------------------------------------------------- */
+typedef struct mcdc_snapshot_plan mcdc_snapshot_plan;
+
+/* Records the snapshot's LSN (snapshotLsn when set, else max_lsn, or the
+ * capture instance's first LSN minus one while capture has not reached
+ * it), then plans the table of opts' captureInstance: chunk_rows > 0 cuts
+ * chunks of at most about chunk_rows rows each (a value held by more rows
+ * of a key that is not unique is never split); chunk_rows 0 cuts up to
+ * numPartitions ranges for reading the whole snapshot in parallel (uniform
+ * ranges of one integer key, else ranges of about the same number of
+ * rows). Counts and seeks run under isolationLevel, with lockTimeoutMs.
+ * snapshotKeys naming a column the stream does not read or of a type no
+ * chunk can be cut on (bit, text, ntext, image, xml, time; datetime2(7) or
+ * datetimeoffset(7) but as the last column) is MCDC_E_INVALID. Opens one
+ * connection for the planning and closes it. */
+MCDC_API int mcdc_snapshot_plan_create(mcdc_snapshot_plan **out, const mcdc_opts *opts,
+                                       int64_t chunk_rows, mcdc_error *err);
+MCDC_API void mcdc_snapshot_plan_free(mcdc_snapshot_plan *p);
+/* Number of chunks (0 for NULL; at least 1 for a plan). */
+MCDC_API size_t mcdc_snapshot_plan_count(const mcdc_snapshot_plan *p);
+/* Token of chunk i, NUL-terminated, in key order; NULL when i is out of
+ * range. Borrowed: valid until mcdc_snapshot_plan_free. */
+MCDC_API const char *mcdc_snapshot_plan_token(const mcdc_snapshot_plan *p, size_t i);
+/* The snapshot's LSN recorded before planning, "0x" + 20 uppercase hex
+ * digits: pass it to mcdc_snapshot_read for every chunk. Borrowed; NULL for
+ * NULL. */
+MCDC_API const char *mcdc_snapshot_plan_lsn(const mcdc_snapshot_plan *p);
+/* The schema every chunk's stream has (the reader's output schema, as
+ * mcdc_range_plan_schema's). The caller releases it. */
+MCDC_API int mcdc_snapshot_plan_schema(struct ArrowSchema *out, const mcdc_snapshot_plan *p,
+                                       mcdc_error *err);
+
+/* What a snapshot token says. Set version (MCDC_SNAPSHOT_INFO_INIT) before
+ * the call; fields may be added at the end under a higher version. */
+#define MCDC_SNAPSHOT_INFO_VERSION 1
+typedef struct mcdc_snapshot_info {
+    int version;                    /* MCDC_SNAPSHOT_INFO_VERSION */
+    char capture_instance[MCDC_CAPTURE_INSTANCE_TEXT_SIZE];
+    int32_t index, count;           /* chunk index of count in its plan */
+    int32_t n_keys;                 /* key columns it is cut on (0: the whole table) */
+} mcdc_snapshot_info;
+#define MCDC_SNAPSHOT_INFO_INIT {MCDC_SNAPSHOT_INFO_VERSION, {0}, 0, 0, 0}
+
+/* Parses and checks a token. Malformed, altered or foreign text is
+ * MCDC_E_INVALID saying what is wrong. */
+MCDC_API int mcdc_snapshot_token_parse(mcdc_snapshot_info *out, const char *token,
+                                       mcdc_error *err);
+
+/* Reads the chunk of token as an Arrow C stream into *out: the schema of
+ * mcdc_snapshot_plan_schema, then batches of up to arrowBatchSize rows in
+ * no particular order, then the end. Every row is the table's current row
+ * stamped as a snapshot row: _operation 0, _start_lsn = lsn (the plan's,
+ * mcdc_snapshot_plan_lsn, or another recorded before this read), _commit_ts
+ * its commit time, _seqval and _command_id NULL. Read under isolationLevel
+ * (snapshot: the database needs ALLOW_SNAPSHOT_ISOLATION ON), with
+ * lockTimeoutMs, never NOLOCK. opts are the source options; their
+ * captureInstance may be left out, else must name the token's; the stream
+ * keeps a copy. A bad token or LSN, an unreachable server or columns that
+ * changed since the plan (MCDC_E_SCHEMA: plan again) fail here; errors while
+ * reading come from get_next, as mcdc_range_read's do (same errno values,
+ * get_last_error "<ErrorKind>: <message>", release at any time). */
+MCDC_API int mcdc_snapshot_read(struct ArrowArrayStream *out, const mcdc_opts *opts,
+                                const char *token, const char *lsn, mcdc_error *err);
 
 #ifdef __cplusplus
 }

@@ -638,6 +638,58 @@ int mcdc_batch_widen(mcdc_batch *b, mcdc_schema *wider, mcdc_error *err) {
     return rc;
 }
 
+int mcdc_col_move(mcdc_column *dst, mcdc_column *src, mcdc_error *err) {
+    if (!same_type(dst->field, src->field))
+        return mcdc_error_set(err, MCDC_E_SCHEMA, "column '%s' (%s) cannot take '%s' (%s)",
+                              dst->field->name, mcdc_type_name(dst->field->type), src->field->name,
+                              mcdc_type_name(src->field->type));
+    const mcdc_field *f = dst->field, *sf = src->field;
+    col_free(dst);
+    *dst = *src;
+    dst->field = f;
+    memset(src, 0, sizeof *src);
+    src->field = sf;
+    return MCDC_OK;
+}
+
+int mcdc_batch_reshape(mcdc_batch **out, mcdc_batch *in, mcdc_schema *target, const int32_t *from,
+                       mcdc_error *err) {
+    *out = NULL;
+    int32_t n = target->n_fields;
+    int rc = MCDC_OK;
+    for (int32_t i = 0; i < n && rc == MCDC_OK; i++) {
+        if (from[i] < 0) continue;
+        if (from[i] >= in->schema->n_fields ||
+            !same_type(&in->schema->fields[from[i]], &target->fields[i]))
+            rc = mcdc_error_set(err, MCDC_E_SCHEMA,
+                                "column '%s' has another type in the data than in the table",
+                                target->fields[i].name);
+        for (int32_t j = 0; j < i && rc == MCDC_OK; j++)
+            if (from[j] == from[i])
+                rc = mcdc_error_set(err, MCDC_E_INVALID, "column %d taken twice", (int)from[i]);
+    }
+    mcdc_batch *b = NULL;
+    if (rc == MCDC_OK) rc = mcdc_batch_create(&b, target, in->rows ? in->rows : 1, err);
+    for (int32_t i = 0; i < n && rc == MCDC_OK; i++) {
+        mcdc_column *dst = &b->columns[i];
+        if (from[i] < 0) {
+            rc = mcdc_col_append_nulls(dst, in->rows, err);
+            continue;
+        }
+        rc = mcdc_col_move(dst, &in->columns[from[i]], err); /* types checked above */
+    }
+    int64_t rows = in->rows;
+    mcdc_batch_free(in); /* its moved-out columns are empty: nothing pooled twice */
+    if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
+    MCDC_ASSERT(rc != MCDC_OK || b->rows == rows);
+    if (rc) {
+        mcdc_batch_free(b);
+        return rc;
+    }
+    *out = b;
+    return MCDC_OK;
+}
+
 /* ---- Arrow export --------------------------------------------------------
  * One private block per exported array; buffers handed over from the batch
  * are freed by the array's release callback. */

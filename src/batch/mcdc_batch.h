@@ -166,6 +166,19 @@ int mcdc_schema_export(const mcdc_schema *s, struct ArrowSchema *out, mcdc_error
 int mcdc_batch_import(mcdc_batch **out, const struct ArrowArray *array,
                       const struct ArrowSchema *schema, mcdc_error *err);
 
+/* Moves src's values into dst (same type; dst's own values are dropped,
+ * its field kept), leaving src empty: a column handed from one batch to
+ * another without a copy. */
+int mcdc_col_move(mcdc_column *dst, mcdc_column *src, mcdc_error *err);
+
+/* A batch of `target` built from in's columns without copying them: column
+ * i of the result is in's column from[i] (moved: same type, any name), or
+ * all NULL when from[i] < 0 (a column the data lacks). Takes in (freed, also
+ * on error); *out sealed, with in's rows. For renaming (physical to logical
+ * names), projecting and reordering what a reader produced. */
+int mcdc_batch_reshape(mcdc_batch **out, mcdc_batch *in, mcdc_schema *target, const int32_t *from,
+                       mcdc_error *err);
+
 /* Receives a sealed batch; ownership passes to the callee, also on error.
  * Non-zero stops the producer. */
 typedef int (*mcdc_batch_fn)(void *ctx, mcdc_batch *b, mcdc_error *err);

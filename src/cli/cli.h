@@ -25,7 +25,13 @@ enum {
     EXIT_NOT_FINAL = 10,
     EXIT_FACTS_BEHIND = 11,
     EXIT_FOREIGN_WRITER = 12,
-    EXIT_LOGIN = 13
+    EXIT_LOGIN = 13,
+    /* backfill's states other than done (its BackfillStatus on stdout) */
+    EXIT_BACKFILL_RUNNING = 14,
+    EXIT_BACKFILL_WAITING_HEADROOM = 15,
+    EXIT_BACKFILL_WAITING_METRICS = 16,
+    EXIT_BACKFILL_NO_SNAPSHOT = 17,
+    EXIT_SNAPSHOT_OPEN = 18
 };
 
 /* Prints "mssql-cdc: error (Kind): message" on stderr; returns the exit code
@@ -56,5 +62,7 @@ int cmd_stream(int argc, char **argv);
 int cmd_finalization(int argc, char **argv);
 int cmd_table_rows(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
+int cmd_seed(int argc, char **argv);
+int cmd_backfill(int argc, char **argv);
 
 #endif /* MCDC_CLI_H */

@@ -22,6 +22,7 @@ static int exit_code_for(int status) {
     case MCDC_E_FACTS_BEHIND: return EXIT_FACTS_BEHIND;
     case MCDC_E_FOREIGN_WRITER: return EXIT_FOREIGN_WRITER;
     case MCDC_E_LOGIN: return EXIT_LOGIN;
+    case MCDC_E_SNAPSHOT_OPEN: return EXIT_SNAPSHOT_OPEN;
     default: return EXIT_ERROR;
     }
 }

@@ -17,20 +17,25 @@ static const char SNAPSHOT_HELP[] =
     "  --target T           bronze table: a path, or schema.table under --warehouse\n"
     "  --resnapshot         take a new snapshot even when T holds one (after data loss;\n"
     "                       then stream with a new checkpoint and app id from it)\n"
+    "  --app-id A, --facts-table F\n"
+    "                       the stream's: a chunked snapshot of it still open in T is\n"
+    "                       refused (exit 18), as one snapshot mode holds while one is open\n"
     "  --warehouse W        directory holding schema.table names (default ./warehouse)\n"
     "\n"
     "Source options as for stream (captureInstance, connectionString, ...), and:\n"
-    "  numPartitions        key ranges read at once, a connection each (a single integer\n"
-    "                       key is cut into equal ranges of [MIN, MAX]; other keys: one)\n"
+    "  numPartitions        key ranges read at once, a connection each (one integer key\n"
+    "                       in equal ranges of [MIN, MAX]; other keys in ranges of about\n"
+    "                       as many rows; no usable key: one range)\n"
     "  snapshotKeys         JSON list of the columns to cut on (default: the capture\n"
-    "                       instance's unique index)\n"
+    "                       instance's unique index); need not be unique\n"
     "  snapshotLsn          the LSN to stamp (recorded before the read)\n"
     "  isolationLevel       readCommitted (default) or snapshot (needs\n"
     "                       ALLOW_SNAPSHOT_ISOLATION); never NOLOCK\n"
     "  lockTimeoutMs        SET LOCK_TIMEOUT for the reads of the table\n"
     "\n"
     "Exit codes as for stream: 0 done, 2 bad usage or options, 3 data loss (cleanup\n"
-    "passed the snapshot's LSN while it was read), 7 T is not a bronze table.\n";
+    "passed the snapshot's LSN while it was read), 7 T is not a bronze table, 18 a\n"
+    "chunked snapshot of the stream is open.\n";
 
 int cmd_snapshot(int argc, char **argv) {
     mcdc_error e = MCDC_ERROR_INIT;
@@ -43,14 +48,17 @@ int cmd_snapshot(int argc, char **argv) {
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(SNAPSHOT_HELP, stdout);
             goto out;
-        } else if (strcmp(a, "--target") == 0 || strcmp(a, "--warehouse") == 0) {
+        } else if (strcmp(a, "--target") == 0 || strcmp(a, "--warehouse") == 0 ||
+                   strcmp(a, "--app-id") == 0 || strcmp(a, "--facts-table") == 0) {
             const char *v = cli_value(argc, argv, &i);
             if (v == NULL) {
                 rc = cli_usage_error("%s needs a value", a);
                 goto out;
             }
             if (a[2] == 't') cfg.target = v;
-            else cfg.warehouse = v;
+            else if (a[2] == 'w') cfg.warehouse = v;
+            else if (a[2] == 'a') cfg.app_id = v;
+            else cfg.facts_table = v;
         } else if (strcmp(a, "--resnapshot") == 0) {
             cfg.resnapshot = true;
         } else if (cli_source_option(opts, argc, argv, &i, &rc)) {

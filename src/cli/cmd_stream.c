@@ -33,9 +33,20 @@ static const char STREAM_HELP[] =
     "  --bootstrap          on a new checkpoint, snapshot the table into T first (unless T\n"
     "                       holds a snapshot of it already), then stream from its LSN;\n"
     "                       with a facts table, snapshot_open and bootstrap rows record it\n"
-    "  --snapshot MODE      full (default): the whole table read before the stream goes on;\n"
-    "                       chunked is not built yet\n"
-    "\n"
+    "  --snapshot MODE      how --bootstrap and a re-snapshot take one: full (default), the\n"
+    "                       whole table read before the stream goes on; chunked (needs a\n"
+    "                       facts table): only opened at an LSN S, the stream starts at S\n"
+    "                       at once and 'mssql-cdc backfill' reads the table next to it\n"
+    "  --on-data-loss P     fail (default): purged changes stop the stream (exit 3);\n"
+    "                       resnapshot (needs a facts table): re-snapshot the table into a\n"
+    "                       new generation (checkpoint DIR/_generations/<n>, app id A.g<n>,\n"
+    "                       state in DIR/_mssql_cdc_generation.json), then stream on\n"
+    "  --resnapshot-interval-days D\n"
+    "                       a second loss within D days (default 7) of the last re-snapshot\n"
+    "                       stops with exit 3 instead of snapshotting again; make D exceed\n"
+    "                       the CDC retention\n"
+    "\n";
+static const char STREAM_HELP_SOURCE[] =
     "Source options (reference names, any case), as --<name> VALUE, -o name=value,\n"
     "or name = value lines in --options-file FILE:\n"
     "  captureInstance      capture instance to read (required)\n"
@@ -161,6 +172,7 @@ int cmd_stream(int argc, char **argv) {
     } while (0)
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(STREAM_HELP, stdout);
+            fputs(STREAM_HELP_SOURCE, stdout);
             goto out;
         } else if (strcmp(a, "--target") == 0) { NEEDV(); cfg.target = v; }
         else if (strcmp(a, "--app-id") == 0) { NEEDV(); cfg.app_id = v; }
@@ -199,6 +211,23 @@ int cmd_stream(int argc, char **argv) {
             else if (strcasecmp(v, "chunked") == 0) cfg.snapshot = MCDC_SNAPSHOT_CHUNKED;
             else {
                 rc = cli_usage_error("--snapshot: expected full or chunked, not '%s'", v);
+                goto out;
+            }
+        } else if (strcmp(a, "--on-data-loss") == 0) {
+            NEEDV();
+            if (strcasecmp(v, "fail") == 0) cfg.on_data_loss = MCDC_ON_DATA_LOSS_FAIL;
+            else if (strcasecmp(v, "resnapshot") == 0) cfg.on_data_loss = MCDC_ON_DATA_LOSS_RESNAPSHOT;
+            else {
+                rc = cli_usage_error("--on-data-loss: expected fail or resnapshot, not '%s'", v);
+                goto out;
+            }
+        } else if (strcmp(a, "--resnapshot-interval-days") == 0) {
+            NEEDV();
+            char *end;
+            cfg.resnapshot_interval_days = strtod(v, &end);
+            if (*end || end == v || !(cfg.resnapshot_interval_days >= 0)) {
+                rc = cli_usage_error("--resnapshot-interval-days must be a number of days >= 0, "
+                                     "not '%s'", v);
                 goto out;
             }
         } else if (cli_source_option(opts, argc, argv, &i, &rc)) {

@@ -4,6 +4,7 @@
  *
  *   mssql-cdc stream ...          stream CDC changes into bronze (to_delta)
  *   mssql-cdc snapshot ...        the table's rows into bronze (snapshot)
+ *   mssql-cdc seed ...            a copy of the table into bronze (seed)
  *   mssql-cdc finalization ...    advance | show | is-final | freshness
  *   mssql-cdc table-rows TABLE    print a table's rows as JSON lines
  *   mssql-cdc version
@@ -22,6 +23,8 @@ static const char HELP[] =
     "Commands:\n"
     "  stream         stream a capture instance into bronze, with facts and the verdict\n"
     "  snapshot       append the table's current rows to bronze, print the offset\n"
+    "  seed           append a copy of the table you have to bronze as its snapshot\n"
+    "  backfill       read a chunked snapshot in waves next to the running stream\n"
     "  finalization   advance | show | is-final | freshness of finalized_until\n"
     "  table-rows     print the rows of a Delta table as JSON lines\n"
     "  version        print the version\n"
@@ -50,6 +53,8 @@ int main(int argc, char **argv) {
     }
     if (strcmp(cmd, "stream") == 0) return cmd_stream(argc - 2, argv + 2);
     if (strcmp(cmd, "snapshot") == 0) return cmd_snapshot(argc - 2, argv + 2);
+    if (strcmp(cmd, "seed") == 0) return cmd_seed(argc - 2, argv + 2);
+    if (strcmp(cmd, "backfill") == 0) return cmd_backfill(argc - 2, argv + 2);
     if (strcmp(cmd, "finalization") == 0) return cmd_finalization(argc - 2, argv + 2);
     if (strcmp(cmd, "table-rows") == 0) return cmd_table_rows(argc - 2, argv + 2);
     return cli_usage_error("unknown command '%s'", cmd);

@@ -81,8 +81,10 @@ static bool get_str(const cp_leaf *l, int64_t e, const char **s, size_t *len) {
     if (!present(l, e)) return false;
     const mcdc_column *c = &l->d.values->columns[0];
     if (c->offsets == NULL) return false;
-    *s = (const char *)c->data + c->offsets[e];
     *len = (size_t)(c->offsets[e + 1] - c->offsets[e]);
+    /* A column of empty strings may have no data buffer at all. */
+    if (c->data == NULL && *len != 0) return false;
+    *s = c->data ? (const char *)c->data + c->offsets[e] : "";
     return true;
 }
 

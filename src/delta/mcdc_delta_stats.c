@@ -1,34 +1,10 @@
 /* mcdc_delta_stats.c - per-file statistics JSON for add.stats (formats.md A5). */
 #include "mcdc_delta_internal.h"
+#include "mcdc_value_text.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-__extension__ typedef unsigned __int128 u128;
-
-/* Appends s (n bytes, valid UTF-8) as a JSON string literal. */
-static int put_json_string(mcdc_buf *b, const uint8_t *s, size_t n, mcdc_error *err) {
-    int rc = mcdc_buf_append_byte(b, '"', err);
-    size_t run = 0;
-    for (size_t i = 0; i < n && !rc; i++) {
-        uint8_t c = s[i];
-        if (c >= 0x20 && c != '"' && c != '\\') continue;
-        rc = mcdc_buf_append(b, s + run, i - run, err);
-        if (!rc) {
-            if (c == '"') rc = mcdc_buf_append_str(b, "\\\"", err);
-            else if (c == '\\') rc = mcdc_buf_append_str(b, "\\\\", err);
-            else if (c == '\n') rc = mcdc_buf_append_str(b, "\\n", err);
-            else if (c == '\t') rc = mcdc_buf_append_str(b, "\\t", err);
-            else if (c == '\r') rc = mcdc_buf_append_str(b, "\\r", err);
-            else rc = mcdc_buf_printf(b, err, "\\u%04x", c);
-        }
-        run = i + 1;
-    }
-    if (!rc) rc = mcdc_buf_append(b, s + run, n - run, err);
-    if (!rc) rc = mcdc_buf_append_byte(b, '"', err);
-    return rc;
-}
 
 /* Decodes one UTF-8 code point at s[*i]; -1 on invalid input. */
 static int32_t utf8_next(const uint8_t *s, size_t n, size_t *i) {
@@ -106,7 +82,7 @@ static int put_string_bound(mcdc_buf *b, const mcdc_delta_value *v, bool is_max,
         while (j < v->len)
             if (utf8_next(v->bytes, v->len, &j) < 0) return 1;
     }
-    if (!cut || !is_max) return put_json_string(b, v->bytes, cut ? prefix_bytes : v->len, err);
+    if (!cut || !is_max) return mcdc_text_json_string(b, v->bytes, cut ? prefix_bytes : v->len, err);
     while (ncp > 0 && cps[ncp - 1] == 0x10FFFF) ncp--;
     if (ncp == 0) return 1;
     cps[ncp - 1]++;
@@ -114,29 +90,7 @@ static int put_string_bound(mcdc_buf *b, const mcdc_delta_value *v, bool is_max,
     uint8_t out[K * 4];
     size_t o = 0;
     for (size_t k = 0; k < ncp; k++) o += utf8_put(cps[k], out + o);
-    return put_json_string(b, out, o, err);
-}
-
-static int put_decimal(mcdc_buf *b, const mcdc_delta_value *v, int32_t scale, mcdc_error *err) {
-    u128 x = ((u128)(uint64_t)v->dec_hi << 64) | v->dec_lo;
-    bool neg = v->dec_hi < 0;
-    if (neg) x = ~x + 1;
-    char digits[48];
-    int n = 0;
-    do {
-        digits[n++] = (char)('0' + (int)(x % 10));
-        x /= 10;
-    } while (x != 0);
-    while (n <= scale) digits[n++] = '0';
-    char out[64];
-    int o = 0;
-    if (neg) out[o++] = '-';
-    for (int k = n - 1; k >= 0; k--) {
-        out[o++] = digits[k];
-        if (k == scale && scale > 0) out[o++] = '.';
-    }
-    out[o] = 0;
-    return mcdc_buf_append_str(b, out, err);
+    return mcdc_text_json_string(b, out, o, err);
 }
 
 static int64_t floor_div(int64_t a, int64_t d) {
@@ -144,22 +98,26 @@ static int64_t floor_div(int64_t a, int64_t d) {
     return (a % d != 0 && (a < 0) != (d < 0)) ? q - 1 : q;
 }
 
-/* One bound of field f. Returns 0 written, 1 omitted, <0 error. */
+/* One bound of field f, in the canonical text of its value
+ * (mcdc_value_text.h): numbers and decimals bare (JSON numbers), dates and
+ * timestamps quoted. Returns 0 written, 1 omitted, <0 error. */
 static int put_bound(mcdc_buf *b, const mcdc_field *f, const mcdc_delta_value *v, bool is_max,
                      mcdc_error *err) {
-    char tmp[64];
+    char t[MCDC_TEXT_FIXED_MAX + 2];
+    size_t n;
     switch (f->type) {
     case MCDC_TYPE_INT8:
     case MCDC_TYPE_INT16:
     case MCDC_TYPE_INT32:
     case MCDC_TYPE_INT64:
-        return mcdc_buf_printf(b, err, "%lld", (long long)v->i);
+        return mcdc_buf_append(b, t, mcdc_text_int(t, v->i), err);
     case MCDC_TYPE_FLOAT:
     case MCDC_TYPE_DOUBLE:
         if (!isfinite(v->f)) return 1;
-        return mcdc_buf_printf(b, err, f->type == MCDC_TYPE_FLOAT ? "%.9g" : "%.17g", v->f);
+        n = f->type == MCDC_TYPE_FLOAT ? mcdc_text_float(t, (float)v->f) : mcdc_text_double(t, v->f);
+        return mcdc_buf_append(b, t, n, err);
     case MCDC_TYPE_DECIMAL:
-        return put_decimal(b, v, f->scale, err);
+        return mcdc_buf_append(b, t, mcdc_text_decimal(t, v->dec_lo, v->dec_hi, f->scale), err);
     case MCDC_TYPE_UTF8:
         return put_string_bound(b, v, is_max, err);
     case MCDC_TYPE_DATE32: {
@@ -167,7 +125,10 @@ static int put_bound(mcdc_buf *b, const mcdc_field *f, const mcdc_delta_value *v
         unsigned m, d;
         mcdc_civil_from_days(v->i, &y, &m, &d);
         if (y < 0 || y > 9999) return 1;
-        return mcdc_buf_printf(b, err, "\"%04lld-%02u-%02u\"", (long long)y, m, d);
+        t[0] = '"';
+        n = 1 + mcdc_text_date(t + 1, v->i);
+        t[n++] = '"';
+        return mcdc_buf_append(b, t, n, err);
     }
     case MCDC_TYPE_TIMESTAMP_UTC:
     case MCDC_TYPE_TIMESTAMP_NTZ: {
@@ -176,9 +137,10 @@ static int put_bound(mcdc_buf *b, const mcdc_field *f, const mcdc_delta_value *v
         int64_t ms = floor_div(v->i, 1000);
         if (is_max && ms * 1000 != v->i) ms++;
         if (ms < -62135596800000LL || ms > 253402300799999LL) return 1;
-        mcdc_format_ts_us(ms * 1000, 3, tmp);
-        return mcdc_buf_printf(b, err, "\"%s%s\"", tmp,
-                               f->type == MCDC_TYPE_TIMESTAMP_UTC ? "Z" : "");
+        t[0] = '"';
+        n = 1 + mcdc_text_timestamp_ms(t + 1, ms * 1000, f->type == MCDC_TYPE_TIMESTAMP_UTC);
+        t[n++] = '"';
+        return mcdc_buf_append(b, t, n, err);
     }
     case MCDC_TYPE_BOOL:
     case MCDC_TYPE_BINARY:
@@ -198,7 +160,7 @@ static int put_bounds(mcdc_buf *b, const mcdc_schema *s, const mcdc_delta_col_st
         const mcdc_field *f = &s->fields[i];
         size_t mark = b->len;
         if (!first) rc = mcdc_buf_append_byte(b, ',', err);
-        if (!rc) rc = put_json_string(b, (const uint8_t *)f->name, strlen(f->name), err);
+        if (!rc) rc = mcdc_text_json_string(b, (const uint8_t *)f->name, strlen(f->name), err);
         if (!rc) rc = mcdc_buf_append_byte(b, ':', err);
         if (!rc) rc = put_bound(b, f, is_max ? &cols[i].max : &cols[i].min, is_max, err);
         if (rc == 1) { /* omitted: take back the key */
@@ -230,7 +192,7 @@ int mcdc_delta_stats_json(char **out_json, const mcdc_schema *s, int64_t num_rec
         const mcdc_field *f = &s->fields[i];
         MCDC_ASSERT(cols[i].null_count >= 0 && cols[i].null_count <= num_records);
         if (i) rc = mcdc_buf_append_byte(&b, ',', err);
-        if (!rc) rc = put_json_string(&b, (const uint8_t *)f->name, strlen(f->name), err);
+        if (!rc) rc = mcdc_text_json_string(&b, (const uint8_t *)f->name, strlen(f->name), err);
         if (!rc) rc = mcdc_buf_printf(&b, err, ":%lld", (long long)cols[i].null_count);
     }
     if (!rc) rc = mcdc_buf_append_str(&b, "}}", err);

@@ -134,7 +134,7 @@ static const struct {
     [MCDC_KIND_BRONZE] = {"bronze", 2, {"_start_lsn", "_seqval", "_operation", "_commit_ts", NULL}},
     [MCDC_KIND_FACTS] = {"facts", 14, {"app_id", "batch_id", "event", "written_at", NULL}},
     [MCDC_KIND_CONTROL] = {"control", 4, {"table_name", "finalized_until", NULL}},
-    [MCDC_KIND_PLANS] = {"plans", 1, {"snapshot", "chunk", NULL}},
+    [MCDC_KIND_PLANS] = {"plans", 1, {"snapshot", "event", "detail", NULL}},
     [MCDC_KIND_SILVER] = {"silver", 0, {NULL}},
     [MCDC_KIND_RECONCILE] = {"reconcile", 0, {"run_id", "bucket", NULL}},
 };
@@ -233,37 +233,6 @@ int mcdc_table_each_file_stats(mcdc_table *t, mcdc_file_stats_fn fn, void *ctx, 
     for (size_t i = 0; i < n && rc == MCDC_OK; i++)
         rc = fn(ctx, mcdc_delta_snapshot_file(s, i)->stats_json, err);
     return rc;
-}
-
-int mcdc_table_max_text_stat(mcdc_table *t, const char *column, char *out, size_t cap,
-                             bool *rows, bool *known, mcdc_error *err) {
-    MCDC_ASSERT(cap > 0);
-    out[0] = 0;
-    *rows = false;
-    *known = true;
-    const mcdc_delta_snapshot *s;
-    int rc = mcdc_delta_table_latest(&s, t->dt, err);
-    if (rc || s == NULL) return rc;
-    size_t n = mcdc_delta_snapshot_file_count(s);
-    for (size_t i = 0; i < n; i++) {
-        const mcdc_delta_file *f = mcdc_delta_snapshot_file(s, i);
-        json_error_t je;
-        json_t *st = f->stats_json ? json_loads(f->stats_json, 0, &je) : NULL;
-        json_int_t records = json_integer_value(json_object_get(st, "numRecords"));
-        const char *max = json_string_value(json_object_get(json_object_get(st, "maxValues"), column));
-        json_int_t nulls = json_integer_value(json_object_get(json_object_get(st, "nullCount"), column));
-        if (st == NULL || !json_is_integer(json_object_get(st, "numRecords"))) {
-            *rows = true; /* unknown rows */
-            *known = false;
-        } else if (records > 0) {
-            *rows = true;
-            if (max == NULL && nulls < records) *known = false;
-            else if (max && strlen(max) < cap && strcmp(max, out) > 0) snprintf(out, cap, "%s", max);
-            else if (max && strlen(max) >= cap) *known = false;
-        }
-        json_decref(st);
-    }
-    return MCDC_OK;
 }
 
 /* ---- appends ---------------------------------------------------------------- */
@@ -495,6 +464,10 @@ static void delete_file(mcdc_appender *a, const char *rel) {
     mcdc_storage_delete(mcdc_delta_table_storage(a->t->dt), rel, NULL);
 }
 
+static int ensure_table(mcdc_table *t, mcdc_schema *ours, const mcdc_table_props *props,
+                        const lake_layout *l, mcdc_schema **evolved,
+                        const char ***evolved_phys, mcdc_error *err);
+
 int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err) {
     MCDC_ASSERT(!a->committed);
     if (b->rows == 0) return MCDC_OK;
@@ -505,6 +478,17 @@ int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err) 
         a->cur = mcdc_asprintf("part-%05d-%s-c000.zstd.parquet", a->nfiles, uuid);
         if (a->cur == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
         if (!a->layout.decided) rc = plan_layout(&a->layout, a->t, a->schema, &a->props, err);
+        /* A new table is created before its first data file is written: a
+         * kill in between leaves an empty table (and an unreferenced file),
+         * never a directory of files without a log, which no run could
+         * tell from someone else's. */
+        if (rc == MCDC_OK && !a->layout.exists && a->nfiles == 0) {
+            mcdc_schema *evolved = NULL;
+            const char **evolved_phys = NULL;
+            rc = ensure_table(a->t, a->schema, &a->props, &a->layout, &evolved, &evolved_phys, err);
+            mcdc_schema_unref(evolved);
+            mcdc_free(evolved_phys);
+        }
         if (rc == MCDC_OK) {
             mcdc_parquet_write_options po = MCDC_PARQUET_WRITE_OPTIONS_INIT;
             po.field_ids = a->layout.mapped ? a->layout.ids : NULL;
@@ -776,13 +760,56 @@ static int commit_files(mcdc_appender *a, const mcdc_delta_file *removes, size_t
     return MCDC_OK;
 }
 
+int mcdc_appender_commit_with(mcdc_appender *a, const mcdc_table_commit *c, bool *skipped,
+                              int64_t *version, mcdc_error *err) {
+    int rc = finish_file(a, err);
+    if (rc) return rc;
+    mcdc_delta_snapshot *s = NULL;
+    mcdc_delta_file *removes = NULL;
+    size_t nr = 0;
+    if (c->n_removes > 0) {
+        /* The files removed, as the version they were read from has them. */
+        if (c->read_version < 0)
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "table %s: a commit that removes files names the version it "
+                                  "read them from",
+                                  a->t->name);
+        rc = mcdc_delta_snapshot_load(&s, a->t->dt, c->read_version, err);
+        removes = rc ? NULL : mcdc_calloc(c->n_removes, sizeof *removes);
+        if (rc == MCDC_OK && removes == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        int64_t now_ms = mcdc_now_utc_us() / 1000;
+        size_t nf = rc ? 0 : mcdc_delta_snapshot_file_count(s);
+        for (size_t i = 0; rc == MCDC_OK && i < c->n_removes; i++) {
+            const mcdc_delta_file *hit = NULL;
+            for (size_t k = 0; k < nf && !hit; k++)
+                if (strcmp(mcdc_delta_snapshot_file(s, k)->path, c->remove_paths[i]) == 0)
+                    hit = mcdc_delta_snapshot_file(s, k);
+            if (hit == NULL) {
+                rc = mcdc_error_set(err, MCDC_E_CONFLICT,
+                                    "table %s version %lld has no live file %s to remove",
+                                    a->t->name, (long long)c->read_version, c->remove_paths[i]);
+                break;
+            }
+            removes[nr] = *hit;
+            removes[nr].deletion_timestamp_ms = now_ms;
+            removes[nr].data_change = true;
+            nr++;
+        }
+    }
+    if (rc == MCDC_OK)
+        rc = commit_files(a, removes, nr, c->app_id, c->txn_version, c->user_metadata,
+                          c->operation, c->read_version, skipped, version, err);
+    mcdc_free(removes);
+    mcdc_delta_snapshot_free(s);
+    return rc;
+}
+
 int mcdc_appender_commit(mcdc_appender *a, const char *app_id, int64_t txn_version,
                          const char *user_metadata, bool *skipped, int64_t *version,
                          mcdc_error *err) {
-    int rc = finish_file(a, err);
-    if (rc) return rc;
-    return commit_files(a, NULL, 0, app_id, txn_version, user_metadata, NULL, -1, skipped,
-                        version, err);
+    mcdc_table_commit c = {.app_id = app_id, .txn_version = txn_version,
+                           .user_metadata = user_metadata, .read_version = -1};
+    return mcdc_appender_commit_with(a, &c, skipped, version, err);
 }
 
 void mcdc_appender_free(mcdc_appender *a) {
@@ -800,72 +827,183 @@ void mcdc_appender_free(mcdc_appender *a) {
     mcdc_free(a);
 }
 
-/* ---- small tables ------------------------------------------------------------ */
+/* ---- scans ----------------------------------------------------------------------- */
 
-/* Appends every row of src into dst by column name (the file's name of
- * column i is file_names[i], the physical name under column mapping);
- * columns src lacks get NULL (files written before a column was added). */
-static int append_by_name(mcdc_batch *dst, const char *const *file_names, const mcdc_batch *src,
-                          mcdc_error *err) {
-    int32_t n = dst->schema->n_fields;
+/* Can a file whose statistics are stats hold a value of column (its name in
+ * the file) within [lo, hi)? Unknown statistics: yes. */
+static bool file_may_match(const char *stats, const char *column, const mcdc_table_scan *sc) {
+    if (stats == NULL) return true;
+    json_error_t je;
+    json_t *j = json_loads(stats, 0, &je);
+    json_t *mn = json_object_get(json_object_get(j, "minValues"), column);
+    json_t *mx = json_object_get(json_object_get(j, "maxValues"), column);
+    json_int_t records = json_integer_value(json_object_get(j, "numRecords"));
+    json_int_t nulls = json_integer_value(json_object_get(json_object_get(j, "nullCount"), column));
+    bool may = true;
+    if (json_is_integer(json_object_get(j, "numRecords")) && records == nulls &&
+        json_is_integer(json_object_get(json_object_get(j, "nullCount"), column)))
+        may = false; /* only NULLs: no value in any range */
+    else if (sc->lo.set && mx) /* max < lo: nothing */
+        may = sc->lo.text ? !(json_is_string(mx) && strcmp(json_string_value(mx), sc->lo.text) < 0)
+                          : !(json_is_integer(mx) && json_integer_value(mx) < sc->lo.i);
+    if (may && sc->hi.set && mn) /* min >= hi: nothing */
+        may = sc->hi.text ? !(json_is_string(mn) && strcmp(json_string_value(mn), sc->hi.text) >= 0)
+                          : !(json_is_integer(mn) && json_integer_value(mn) >= sc->hi.i);
+    json_decref(j);
+    return may;
+}
+
+static int prune_row_groups(mcdc_parquet_reader *r, const char *column, const mcdc_table_scan *sc,
+                            mcdc_error *err) {
+    const mcdc_scan_bound *b[2] = {&sc->lo, &sc->hi};
+    mcdc_parquet_op op[2] = {MCDC_PARQUET_GE, MCDC_PARQUET_LT};
     int rc = MCDC_OK;
-    for (int32_t i = 0; i < n && rc == MCDC_OK; i++) {
-        mcdc_column *d = &dst->columns[i];
-        int32_t j = mcdc_schema_find(src->schema, file_names[i]);
-        if (j < 0) {
-            rc = mcdc_col_append_nulls(d, src->rows, err);
-            continue;
+    for (int k = 0; k < 2 && rc == MCDC_OK; k++) {
+        if (!b[k]->set) continue;
+        mcdc_parquet_value v = {0};
+        if (b[k]->text) {
+            v.bytes = (const uint8_t *)b[k]->text;
+            v.len = (int64_t)strlen(b[k]->text);
+        } else {
+            v.i = b[k]->i;
         }
-        for (int64_t r = 0; r < src->rows && rc == MCDC_OK; r++)
-            rc = mcdc_col_copy_value(d, &src->columns[j], r, err);
+        rc = mcdc_parquet_reader_filter(r, column, op[k], &v, err);
     }
+    return rc;
+}
+
+int mcdc_table_scan_run(mcdc_table *t, const mcdc_table_scan *sc, mcdc_batch_fn fn, void *ctx,
+                        int64_t *version_read, int64_t *files_read, mcdc_error *err) {
+    *version_read = -1;
+    if (files_read) *files_read = 0;
+    mcdc_delta_snapshot *s = NULL;
+    int rc = sc->version < 0 ? load_latest(&s, t, err)
+                             : mcdc_delta_snapshot_load(&s, t->dt, sc->version, err);
+    if (rc || s == NULL) return rc;
+    *version_read = mcdc_delta_snapshot_version(s);
+    mcdc_schema *all = NULL, *want = NULL;
+    mcdc_delta_field_meta *meta = NULL;
+    rc = mcdc_delta_snapshot_schema(&all, &meta, s, err);
+    bool mapped = mcdc_delta_snapshot_column_mapping(s);
+    int32_t n = rc ? 0 : sc->columns ? sc->n_columns : all->n_fields;
+    int32_t *pick = NULL;  /* the table's column of each output column */
+    const char **names = NULL; /* their names in the files */
+    const char *prune = NULL;
+    if (rc == MCDC_OK) {
+        pick = mcdc_calloc((size_t)(n ? n : 1), sizeof *pick);
+        names = mcdc_calloc((size_t)(n ? n : 1), sizeof *names);
+        if (pick == NULL || names == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    for (int32_t i = 0; rc == MCDC_OK && i < n; i++) {
+        pick[i] = sc->columns ? mcdc_schema_find(all, sc->columns[i]) : i;
+        if (pick[i] < 0)
+            rc = mcdc_error_set(err, MCDC_E_NOTFOUND, "table %s has no column '%s'", t->name,
+                                sc->columns[i]);
+        else
+            names[i] = mapped && meta[pick[i]].physical_name ? meta[pick[i]].physical_name
+                                                             : all->fields[pick[i]].name;
+    }
+    if (rc == MCDC_OK && sc->prune_column) {
+        int32_t k = mcdc_schema_find(all, sc->prune_column);
+        if (k < 0)
+            rc = mcdc_error_set(err, MCDC_E_NOTFOUND, "table %s has no column '%s'", t->name,
+                                sc->prune_column);
+        else
+            prune = mapped && meta[k].physical_name ? meta[k].physical_name : all->fields[k].name;
+    }
+    if (rc == MCDC_OK) rc = mcdc_schema_create(&want, n, err);
+    for (int32_t i = 0; rc == MCDC_OK && i < n; i++) {
+        const mcdc_field *f = &all->fields[pick[i]];
+        rc = mcdc_schema_set(want, i, f->name, f->type, f->precision, f->scale, f->byte_width,
+                             f->nullable, err);
+    }
+    int32_t *from = rc ? NULL : mcdc_calloc((size_t)(n ? n : 1), sizeof *from);
+    if (rc == MCDC_OK && from == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    size_t nf = rc ? 0 : mcdc_delta_snapshot_file_count(s);
+    for (size_t i = 0; i < nf && rc == MCDC_OK; i++) {
+        const mcdc_delta_file *f = mcdc_delta_snapshot_file(s, i);
+        if (prune && !file_may_match(f->stats_json, prune, sc)) continue;
+        mcdc_parquet_reader *r = NULL;
+        rc = mcdc_parquet_reader_open(&r, mcdc_delta_table_storage(t->dt), f->path, NULL, err);
+        if (files_read && rc == MCDC_OK) (*files_read)++;
+        /* Select what this file has (older files lack later columns). */
+        const mcdc_schema *fs = NULL;
+        if (rc == MCDC_OK) rc = mcdc_parquet_reader_schema(&fs, r, err);
+        const char **sel = NULL;
+        int32_t nsel = 0;
+        if (rc == MCDC_OK && (sel = mcdc_calloc((size_t)(n ? n : 1), sizeof *sel)) == NULL)
+            rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        for (int32_t c = 0; rc == MCDC_OK && c < n; c++) {
+            from[c] = -1;
+            if (mcdc_schema_find(fs, names[c]) >= 0) {
+                from[c] = nsel;
+                sel[nsel++] = names[c];
+            }
+        }
+        if (rc == MCDC_OK && nsel > 0) rc = mcdc_parquet_reader_select(r, sel, nsel, err);
+        if (rc == MCDC_OK && prune && mcdc_schema_find(fs, prune) >= 0)
+            rc = prune_row_groups(r, prune, sc, err);
+        mcdc_batch *b = NULL, *shaped = NULL;
+        while (rc == MCDC_OK && nsel > 0 && (rc = mcdc_parquet_reader_next(&b, r, err)) == MCDC_OK &&
+               b) {
+            rc = mcdc_batch_reshape(&shaped, b, want, from, err); /* takes b */
+            if (rc == MCDC_OK) rc = fn(ctx, shaped, err);         /* takes shaped */
+            b = shaped = NULL;
+        }
+        if (rc == MCDC_OK && nsel == 0) { /* none of the columns: only NULL rows */
+            int64_t rows = mcdc_parquet_reader_rows(r);
+            if (rows > 0 && (rc = mcdc_batch_create(&shaped, want, rows, err)) == MCDC_OK) {
+                for (int32_t c = 0; c < n && rc == MCDC_OK; c++)
+                    rc = mcdc_col_append_nulls(&shaped->columns[c], rows, err);
+                if (rc == MCDC_OK) rc = mcdc_batch_seal(shaped, err);
+                if (rc == MCDC_OK) rc = fn(ctx, shaped, err);
+                else mcdc_batch_free(shaped);
+            }
+        }
+        mcdc_free(sel);
+        mcdc_parquet_reader_free(r);
+        if (rc && rc != MCDC_E_CANCELLED)
+            mcdc_error_wrap(err, "reading %s version %lld", t->name, (long long)*version_read);
+    }
+    mcdc_free(from);
+    mcdc_free(pick);
+    mcdc_free(names);
+    mcdc_schema_unref(want);
+    mcdc_delta_field_meta_free(meta, all ? all->n_fields : 0);
+    mcdc_schema_unref(all);
+    mcdc_delta_snapshot_free(s);
+    return rc;
+}
+
+/* ---- small tables ------------------------------------------------------------------ */
+
+typedef struct {
+    mcdc_batch *all;
+} gather;
+
+/* Appends every row of src to the gathered batch (same schema). */
+static int gather_rows(void *ctx, mcdc_batch *src, mcdc_error *err) {
+    gather *g = ctx;
+    int rc = MCDC_OK;
+    if (g->all == NULL) rc = mcdc_batch_create(&g->all, src->schema, src->rows, err);
+    for (int32_t i = 0; rc == MCDC_OK && i < src->schema->n_fields; i++)
+        for (int64_t r = 0; r < src->rows && rc == MCDC_OK; r++)
+            rc = mcdc_col_copy_value(&g->all->columns[i], &src->columns[i], r, err);
+    mcdc_batch_free(src);
     return rc;
 }
 
 int mcdc_table_read_all(mcdc_table *t, mcdc_batch **out, int64_t *version, mcdc_error *err) {
     *out = NULL;
-    *version = -1;
-    mcdc_delta_snapshot *s;
-    int rc = load_latest(&s, t, err);
-    if (rc || s == NULL) return rc;
-    *version = mcdc_delta_snapshot_version(s);
-    mcdc_schema *schema = NULL;
-    mcdc_delta_field_meta *meta = NULL;
-    const char **file_names = NULL;
-    rc = mcdc_delta_snapshot_schema(&schema, &meta, s, err);
-    bool mapped = mcdc_delta_snapshot_column_mapping(s);
-    if (rc == MCDC_OK &&
-        (file_names = mcdc_calloc((size_t)schema->n_fields, sizeof *file_names)) == NULL)
-        rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    for (int32_t i = 0; rc == MCDC_OK && i < schema->n_fields; i++)
-        file_names[i] = mapped && meta[i].physical_name ? meta[i].physical_name
-                                                        : schema->fields[i].name;
-    mcdc_batch *all = NULL;
-    if (rc == MCDC_OK) rc = mcdc_batch_create(&all, schema, 16, err);
-    size_t nf = mcdc_delta_snapshot_file_count(s);
-    for (size_t i = 0; i < nf && rc == MCDC_OK; i++) {
-        const mcdc_delta_file *f = mcdc_delta_snapshot_file(s, i);
-        mcdc_parquet_reader *r = NULL;
-        rc = mcdc_parquet_reader_open(&r, mcdc_delta_table_storage(t->dt), f->path, NULL, err);
-        mcdc_batch *b = NULL;
-        while (rc == MCDC_OK && (rc = mcdc_parquet_reader_next(&b, r, err)) == MCDC_OK && b) {
-            rc = append_by_name(all, file_names, b, err);
-            mcdc_batch_free(b);
-            b = NULL;
-        }
-        mcdc_parquet_reader_free(r);
-        if (rc) mcdc_error_wrap(err, "reading %s version %lld", t->name, (long long)*version);
-    }
-    if (rc == MCDC_OK) rc = mcdc_batch_seal(all, err);
-    mcdc_free(file_names);
-    mcdc_delta_field_meta_free(meta, schema ? schema->n_fields : 0);
-    mcdc_schema_unref(schema);
-    mcdc_delta_snapshot_free(s);
+    mcdc_table_scan sc = MCDC_TABLE_SCAN_INIT;
+    gather g = {NULL};
+    int rc = mcdc_table_scan_run(t, &sc, gather_rows, &g, version, NULL, err);
+    if (rc == MCDC_OK && g.all) rc = mcdc_batch_seal(g.all, err);
     if (rc) {
-        mcdc_batch_free(all);
+        mcdc_batch_free(g.all);
         return rc;
     }
-    *out = all;
+    *out = g.all;
     return MCDC_OK;
 }
 
@@ -886,27 +1024,21 @@ int mcdc_table_replace(mcdc_table *t, const mcdc_batch *b, int64_t read_version,
                               t->name, (long long)read_version, (long long)now_version);
     }
     size_t nf = s ? mcdc_delta_snapshot_file_count(s) : 0;
-    mcdc_delta_file *removes = mcdc_calloc(nf ? nf : 1, sizeof *removes);
-    if (removes == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    int64_t now_ms = mcdc_now_utc_us() / 1000;
-    for (size_t i = 0; rc == MCDC_OK && i < nf; i++) {
-        removes[i] = *mcdc_delta_snapshot_file(s, i);
-        removes[i].deletion_timestamp_ms = now_ms;
-        removes[i].data_change = true;
-    }
+    const char **paths = mcdc_calloc(nf ? nf : 1, sizeof *paths);
+    if (paths == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    for (size_t i = 0; rc == MCDC_OK && i < nf; i++) paths[i] = mcdc_delta_snapshot_file(s, i)->path;
     mcdc_appender *a = NULL;
     if (rc == MCDC_OK) rc = mcdc_appender_open(&a, t, b->schema, props, err);
     if (rc == MCDC_OK) rc = mcdc_appender_write(a, b, err);
-    if (rc == MCDC_OK) rc = finish_file(a, err);
+    /* From no table: on top of its creation (version 0) only. */
+    mcdc_table_commit c = {.operation = "MERGE", .remove_paths = paths, .n_removes = nf,
+                           .read_version = read_version < 0 ? 0 : read_version};
     bool skipped = false;
-    if (rc == MCDC_OK)
-        /* From no table: on top of its creation (version 0) only. */
-        rc = commit_files(a, removes, nf, NULL, 0, NULL, "MERGE", read_version < 0 ? 0 : read_version,
-                          &skipped, version, err);
+    if (rc == MCDC_OK) rc = mcdc_appender_commit_with(a, &c, &skipped, version, err);
     if (rc == MCDC_OK && skipped)
         rc = mcdc_error_set(err, MCDC_E_CONFLICT, "another writer replaced %s first", t->name);
     mcdc_appender_free(a);
-    mcdc_free(removes);
+    mcdc_free(paths);
     mcdc_delta_snapshot_free(s);
     return rc;
 }

@@ -71,12 +71,6 @@ int mcdc_table_check_kind(mcdc_table *t, mcdc_table_kind want, const char *role,
  * has none); fn returning non-zero stops. */
 typedef int (*mcdc_file_stats_fn)(void *ctx, const char *stats_json, mcdc_error *err);
 int mcdc_table_each_file_stats(mcdc_table *t, mcdc_file_stats_fn fn, void *ctx, mcdc_error *err);
-/* The largest maxValues[column] of the live files' statistics (a string
- * column, text into out). *rows: the table holds rows; *known false when
- * some file with rows has no usable statistic for it (out is then only a
- * lower bound). */
-int mcdc_table_max_text_stat(mcdc_table *t, const char *column, char *out, size_t cap,
-                             bool *rows, bool *known, mcdc_error *err);
 
 typedef struct mcdc_table_props {
     /* Delta configuration entries set when the table is created, as
@@ -113,9 +107,53 @@ int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err);
 int mcdc_appender_commit(mcdc_appender *a, const char *app_id, int64_t txn_version,
                          const char *user_metadata, bool *skipped, int64_t *version,
                          mcdc_error *err);
+/* The one commit call: the appender's files added, files of the table
+ * removed, a txn, the operation and userMetadata. Appends, rewrites of small
+ * tables and merges are all this call. */
+typedef struct mcdc_table_commit {
+    const char *app_id;               /* NULL: no txn */
+    int64_t txn_version;
+    const char *operation;            /* commitInfo.operation; NULL: "WRITE" */
+    const char *user_metadata;        /* NULL: none */
+    const char *const *remove_paths;  /* live files of read_version this commit removes */
+    size_t n_removes;
+    /* -1: an append (rebased over concurrent appends); >= 0: a rewrite of
+     * that version, committed as the next version only (any commit since is
+     * MCDC_E_CONFLICT). Removes need it. */
+    int64_t read_version;
+} mcdc_table_commit;
+int mcdc_appender_commit_with(mcdc_appender *a, const mcdc_table_commit *c, bool *skipped,
+                              int64_t *version, mcdc_error *err);
+
 /* Frees; an uncommitted appender deletes the files it wrote. NULL-safe. */
 void mcdc_appender_free(mcdc_appender *a);
 int64_t mcdc_appender_rows(const mcdc_appender *a);
+
+/* ---- scans ----------------------------------------------------------------
+ * The rows of one version of a table, batch by batch, in the table's logical
+ * column names (physical ones of a column-mapped table are mapped back;
+ * columns a file lacks read NULL), only the columns asked for, in that
+ * order. Pruning on one integer or text column: files (by their Delta
+ * statistics) and row groups (by their Parquet statistics) that cannot hold
+ * a value in [lo, hi) are not read; the rows of what is read are not
+ * filtered (the caller's predicate does that). */
+typedef struct mcdc_scan_bound {
+    bool set;                     /* false: open */
+    const char *text;             /* a text bound, else NULL */
+    int64_t i;                    /* an integer bound when text is NULL */
+} mcdc_scan_bound;
+typedef struct mcdc_table_scan {
+    int64_t version;              /* -1: the latest */
+    const char *const *columns;   /* NULL: every column */
+    int32_t n_columns;
+    const char *prune_column;     /* NULL: read every file */
+    mcdc_scan_bound lo, hi;       /* lo <= value < hi */
+} mcdc_table_scan;
+#define MCDC_TABLE_SCAN_INIT {-1, NULL, 0, NULL, {false, NULL, 0}, {false, NULL, 0}}
+/* fn owns each batch. *version_read: the version scanned (-1: no table,
+ * fn never called). *files_read (may be NULL): data files opened. */
+int mcdc_table_scan_run(mcdc_table *t, const mcdc_table_scan *scan, mcdc_batch_fn fn, void *ctx,
+                        int64_t *version_read, int64_t *files_read, mcdc_error *err);
 
 /* Every row of a (small) table in one batch (NULL when the table does not
  * exist or is empty), and the version read (-1 when missing). Columns carry

@@ -107,6 +107,23 @@ static const comment CONTROL_COMMENTS[] = {
     {NULL, NULL},
 };
 
+static const comment PLANS_COMMENTS[] = {
+    {"snapshot", "LSN S of the chunked snapshot the row belongs to (min_lsn of its snapshot_open "
+                 "facts row; _snapshot of its rows in bronze)."},
+    {"event", "Which facts row this one completes: snapshot_open, snapshot_plan, or "
+              "snapshot_chunk (the detail names its chunk and wave)."},
+    {"detail", "JSON, the whole payload of that facts row, with the key values the facts row "
+               "leaves out. snapshot_open: {mode, kind, generation, lost_from_ts, lost_to_ts, "
+               "keys, plan}, keys the columns chunks are cut on, plan the key's extent read just "
+               "after S ({kind: int, lo, hi, rows} for one integer key, else {kind: keyset, "
+               "max}). snapshot_plan: {snapshot, kind, keys, chunk_rows, chunk_count, chunks}, "
+               "chunks [lo, hi] of every chunk in order, fixed while the snapshot is open. "
+               "snapshot_chunk: {snapshot, chunk, wave, lo, hi, last}, the key range the chunk "
+               "was read in, lo inclusive, hi exclusive. A bound is null for an open end, a list "
+               "for a composite key."},
+    {NULL, NULL},
+};
+
 static const struct {
     const char *description;
     const comment *comments;
@@ -123,6 +140,12 @@ static const struct {
                            "writes, one row per table: a period is final once it ends at or "
                            "before the verdict.",
                            CONTROL_COMMENTS},
+    [MCDC_KIND_PLANS] = {"Key values of the chunked snapshots read into a bronze table, kept "
+                         "next to it under its name with _snapshot_plans appended: one row per "
+                         "snapshot_open, snapshot_plan and snapshot_chunk facts row, holding "
+                         "that row's payload whole. They are values of the source table's key: "
+                         "give this table bronze's access rules.",
+                         PLANS_COMMENTS},
 };
 
 const char *mcdc_table_description(mcdc_table_kind k) {
@@ -185,22 +208,22 @@ static const col CONTROL[] = {
 _Static_assert(sizeof CONTROL / sizeof CONTROL[0] == MCDC_C_COUNT,
                "control columns and indexes agree");
 
+static const col PLANS[] = {
+    {"snapshot", MCDC_TYPE_UTF8},
+    {"event", MCDC_TYPE_UTF8},
+    {"detail", MCDC_TYPE_UTF8},
+};
+
+int mcdc_plans_schema(mcdc_schema **out, mcdc_error *err) {
+    return build(out, PLANS, (int32_t)(sizeof PLANS / sizeof PLANS[0]), err);
+}
+
 int mcdc_facts_schema(mcdc_schema **out, mcdc_error *err) {
     return build(out, FACTS, MCDC_F_COUNT, err);
 }
 
 int mcdc_control_schema(mcdc_schema **out, mcdc_error *err) {
     return build(out, CONTROL, MCDC_C_COUNT, err);
-}
-
-static const char *const RESERVED[] = {"_capture_instance", "_start_lsn", "_seqval",
-                                       "_operation",        "_command_id", "_commit_ts",
-                                       "_batch_id",         "_snapshot",   "_chunk"};
-
-bool mcdc_is_reserved_column(const char *name) {
-    for (size_t i = 0; i < sizeof RESERVED / sizeof RESERVED[0]; i++)
-        if (mcdc_str_ieq(name, RESERVED[i])) return true;
-    return false;
 }
 
 int mcdc_bronze_schema(mcdc_schema **out, const mcdc_schema *output, mcdc_error *err) {

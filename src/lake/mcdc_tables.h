@@ -24,6 +24,9 @@ int mcdc_bronze_widen(mcdc_batch *b, mcdc_schema *bronze, int64_t batch_id, cons
                       int64_t chunk, mcdc_error *err);
 /* Facts (reference §2.3.3), columns in the reference's order. */
 int mcdc_facts_schema(mcdc_schema **out, mcdc_error *err);
+/* A bronze table's plans table (reference ADR 0028 amendment 4): snapshot,
+ * event, detail. */
+int mcdc_plans_schema(mcdc_schema **out, mcdc_error *err);
 /* Control (reference §2.9). */
 int mcdc_control_schema(mcdc_schema **out, mcdc_error *err);
 
@@ -31,10 +34,6 @@ int mcdc_control_schema(mcdc_schema **out, mcdc_error *err);
  * captured columns, kinds without texts). Static strings. */
 const char *mcdc_table_description(mcdc_table_kind k);
 const char *mcdc_table_column_comment(mcdc_table_kind k, const char *column);
-
-/* Column names the reader's output uses and bronze adds; a captured column
- * with one of these names (any case) is refused. */
-bool mcdc_is_reserved_column(const char *name);
 
 /* A loosely typed cell for building rows of small tables. */
 typedef enum { MCDC_CELL_NULL = 0, MCDC_CELL_INT, MCDC_CELL_DOUBLE, MCDC_CELL_TEXT } mcdc_cell_kind;

@@ -29,40 +29,64 @@ typedef struct {
     int64_t max;         /* integers: the largest value that makes sense (0: none) */
 } spec;
 
-/* The reference's source options (reference §2.1.1), with our defaults. */
+/* The reference's source options (reference §2.1.1), with our defaults;
+ * indexed by mcdc_opt. Each spec starts its own line: tests/interop/
+ * test_cli_docs.py finds the names there to check the help and README. */
 static const spec SPECS[] = {
-    {"captureInstance", K_CI, NULL, NULL, 0},
-    {"connectionString", K_SECRET, NULL, NULL, MCDC_CONNSTR_BYTES_MAX},
+    [MCDC_OPT_CAPTURE_INSTANCE] =
+        {"captureInstance", K_CI, NULL, NULL, 0},
+    [MCDC_OPT_CONNECTION_STRING] =
+        {"connectionString", K_SECRET, NULL, NULL, MCDC_CONNSTR_BYTES_MAX},
     /* auto: our own TDS client when Encrypt=no, else FreeTDS (TLS). The
      * reference's Python drivers are accepted and read with auto. */
-    {"backend", K_ENUM, "auto", "auto|native|freetds|mssql-python|arrow-odbc", 0},
-    {"connectTimeout", K_INT_NONNEG, "30", NULL, MCDC_TIMEOUT_S_MAX},
+    [MCDC_OPT_BACKEND] =
+        {"backend", K_ENUM, "auto", "auto|native|freetds|mssql-python|arrow-odbc", 0},
+    [MCDC_OPT_CONNECT_TIMEOUT] =
+        {"connectTimeout", K_INT_NONNEG, "30", NULL, MCDC_TIMEOUT_S_MAX},
     /* Ours, not the reference's: seconds without a byte from the server
      * before a read counts as hung (a transient error, retried on a new
      * connection). 0 waits forever. */
-    {"queryTimeout", K_INT_NONNEG, "300", NULL, MCDC_TIMEOUT_S_MAX},
+    [MCDC_OPT_QUERY_TIMEOUT] =
+        {"queryTimeout", K_INT_NONNEG, "300", NULL, MCDC_TIMEOUT_S_MAX},
     /* SQL Server's SET LOCK_TIMEOUT takes an int. */
-    {"lockTimeoutMs", K_INT_NONNEG, NULL, NULL, INT32_MAX},
-    {"sourceTimeZone", K_STRING, "auto", NULL, 0},
-    {"columns", K_STRING, NULL, NULL, 0},
-    {"includeCommandId", K_BOOL, "true", NULL, 0},
-    {"startingLsn", K_START, "earliest", NULL, 0},
-    {"maxCommitsPerBatch", K_INT_POS, NULL, NULL, 0},
-    {"numPartitions", K_INT_AUTO, "auto", NULL, MCDC_PARTITIONS_MAX},
-    {"arrowBatchSize", K_INT_POS, "10000", NULL, MCDC_ARROW_BATCH_ROWS_MAX},
-    {"failOnDataLoss", K_BOOL, "true", NULL, 0},
-    {"schemaChangePolicy", K_ENUM, "classify", "classify|fail", 0},
-    {"metricsPath", K_STRING, NULL, NULL, 0},
-    {"snapshotLsn", K_START, NULL, NULL, 0},
-    {"snapshotChunks", K_STRING, NULL, NULL, 0},
-    {"snapshotKeys", K_STRING, NULL, NULL, 0},
-    {"isolationLevel", K_ENUM, "readCommitted", "readCommitted|snapshot", 0},
+    [MCDC_OPT_LOCK_TIMEOUT_MS] =
+        {"lockTimeoutMs", K_INT_NONNEG, NULL, NULL, INT32_MAX},
+    [MCDC_OPT_SOURCE_TIME_ZONE] =
+        {"sourceTimeZone", K_STRING, "auto", NULL, 0},
+    [MCDC_OPT_COLUMNS] =
+        {"columns", K_STRING, NULL, NULL, 0},
+    [MCDC_OPT_INCLUDE_COMMAND_ID] =
+        {"includeCommandId", K_BOOL, "true", NULL, 0},
+    [MCDC_OPT_STARTING_LSN] =
+        {"startingLsn", K_START, "earliest", NULL, 0},
+    [MCDC_OPT_MAX_COMMITS_PER_BATCH] =
+        {"maxCommitsPerBatch", K_INT_POS, NULL, NULL, 0},
+    [MCDC_OPT_NUM_PARTITIONS] =
+        {"numPartitions", K_INT_AUTO, "auto", NULL, MCDC_PARTITIONS_MAX},
+    [MCDC_OPT_ARROW_BATCH_SIZE] =
+        {"arrowBatchSize", K_INT_POS, "10000", NULL, MCDC_ARROW_BATCH_ROWS_MAX},
+    [MCDC_OPT_FAIL_ON_DATA_LOSS] =
+        {"failOnDataLoss", K_BOOL, "true", NULL, 0},
+    [MCDC_OPT_SCHEMA_CHANGE_POLICY] =
+        {"schemaChangePolicy", K_ENUM, "classify", "classify|fail", 0},
+    [MCDC_OPT_METRICS_PATH] =
+        {"metricsPath", K_STRING, NULL, NULL, 0},
+    [MCDC_OPT_SNAPSHOT_LSN] =
+        {"snapshotLsn", K_START, NULL, NULL, 0},
+    [MCDC_OPT_SNAPSHOT_CHUNKS] =
+        {"snapshotChunks", K_STRING, NULL, NULL, 0},
+    [MCDC_OPT_SNAPSHOT_KEYS] =
+        {"snapshotKeys", K_STRING, NULL, NULL, 0},
+    [MCDC_OPT_ISOLATION_LEVEL] =
+        {"isolationLevel", K_ENUM, "readCommitted", "readCommitted|snapshot", 0},
 };
+_Static_assert(sizeof SPECS / sizeof SPECS[0] == MCDC_OPT_COUNT, "one spec per mcdc_opt");
 #define NSPECS (sizeof SPECS / sizeof SPECS[0])
 
 typedef struct {
     char *name;
     char *value;
+    int id; /* mcdc_opt, or -1 for an unknown name */
 } entry;
 
 struct mcdc_opts {
@@ -112,6 +136,7 @@ static int parse_bool(const char *v, bool *out) {
 }
 
 int mcdc_validate_capture_instance(const char *name, mcdc_error *err) {
+    if (name == NULL) return mcdc_error_set(err, MCDC_E_INVALID, "captureInstance is empty");
     size_t chars = 0;
     for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
         if (*p < 0x20 || *p == 0x7f)
@@ -256,7 +281,7 @@ int mcdc_opts_set(mcdc_opts *o, const char *name, const char *value, bool *unkno
         mcdc_free(v);
         return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     }
-    o->items[o->n++] = (entry){nm, v};
+    o->items[o->n++] = (entry){nm, v, s ? (int)(s - SPECS) : -1};
     return MCDC_OK;
 }
 
@@ -376,28 +401,137 @@ const char *mcdc_opts_get(const mcdc_opts *o, const char *name) {
     return s ? s->def : NULL;
 }
 
-bool mcdc_opts_is_set(const mcdc_opts *o, const char *name) { return find_entry(o, name) != NULL; }
+/* ---- typed accessors -------------------------------------------------------------- */
+static const entry *entry_of(const mcdc_opts *o, mcdc_opt opt) {
+    MCDC_ASSERT(o != NULL && opt >= 0 && opt < MCDC_OPT_COUNT);
+    for (int i = 0; i < o->n; i++)
+        if (o->items[i].id == (int)opt) return &o->items[i];
+    return NULL;
+}
 
-bool mcdc_opts_get_bool(const mcdc_opts *o, const char *name) {
-    const char *v = mcdc_opts_get(o, name);
+/* The value given, else the default (NULL when none). */
+static const char *value_of(const mcdc_opts *o, mcdc_opt opt) {
+    const entry *e = entry_of(o, opt);
+    return e ? e->value : SPECS[opt].def;
+}
+
+/* An integer option's value (validated by set), or `none` when it has no
+ * value or is "auto". */
+static int64_t int_of(const mcdc_opts *o, mcdc_opt opt, int64_t none) {
+    MCDC_ASSERT(SPECS[opt].k == K_INT_POS || SPECS[opt].k == K_INT_NONNEG ||
+                SPECS[opt].k == K_INT_AUTO);
+    const char *v = value_of(o, opt);
+    if (v == NULL || mcdc_str_ieq(v, "auto")) return none;
+    int64_t n = 0;
+    MCDC_ASSERT(mcdc_parse_i64(v, &n) == MCDC_OK);
+    return n;
+}
+
+static bool bool_of(const mcdc_opts *o, mcdc_opt opt) {
+    MCDC_ASSERT(SPECS[opt].k == K_BOOL);
     bool b = false;
-    if (v) MCDC_ASSERT(parse_bool(v, &b) == MCDC_OK);
+    MCDC_ASSERT(parse_bool(value_of(o, opt), &b) == MCDC_OK);
     return b;
 }
 
-int64_t mcdc_opts_get_int(const mcdc_opts *o, const char *name) {
-    const char *v = mcdc_opts_get(o, name);
-    int64_t n;
-    if (v == NULL || mcdc_str_ieq(v, "auto") || mcdc_parse_i64(v, &n)) return -1;
-    return n;
+bool mcdc_opt_is_set(const mcdc_opts *o, mcdc_opt opt) { return entry_of(o, opt) != NULL; }
+
+const char *mcdc_opt_name(mcdc_opt opt) {
+    MCDC_ASSERT(opt >= 0 && opt < MCDC_OPT_COUNT);
+    return SPECS[opt].name;
+}
+
+const char *mcdc_opt_capture_instance(const mcdc_opts *o) {
+    return value_of(o, MCDC_OPT_CAPTURE_INSTANCE);
+}
+
+const char *mcdc_opt_connection_string(const mcdc_opts *o) {
+    return value_of(o, MCDC_OPT_CONNECTION_STRING);
+}
+
+mcdc_backend_opt mcdc_opt_backend(const mcdc_opts *o, const char **given) {
+    const char *v = value_of(o, MCDC_OPT_BACKEND);
+    if (given) *given = v;
+    if (mcdc_str_ieq(v, "auto")) return MCDC_BACKEND_AUTO;
+    if (mcdc_str_ieq(v, "native")) return MCDC_BACKEND_NATIVE;
+    if (mcdc_str_ieq(v, "freetds")) return MCDC_BACKEND_FREETDS;
+    return MCDC_BACKEND_REFERENCE;
+}
+
+int mcdc_opt_connect_timeout_s(const mcdc_opts *o) {
+    return (int)int_of(o, MCDC_OPT_CONNECT_TIMEOUT, 30);
+}
+
+int mcdc_opt_query_timeout_s(const mcdc_opts *o) {
+    return (int)int_of(o, MCDC_OPT_QUERY_TIMEOUT, 300);
+}
+
+int64_t mcdc_opt_lock_timeout_ms(const mcdc_opts *o) {
+    return int_of(o, MCDC_OPT_LOCK_TIMEOUT_MS, -1);
+}
+
+const char *mcdc_opt_source_time_zone(const mcdc_opts *o) {
+    const char *v = value_of(o, MCDC_OPT_SOURCE_TIME_ZONE);
+    return mcdc_str_ieq(v, "auto") ? NULL : v;
+}
+
+const char *mcdc_opt_columns(const mcdc_opts *o) { return value_of(o, MCDC_OPT_COLUMNS); }
+
+bool mcdc_opt_include_command_id(const mcdc_opts *o) {
+    return bool_of(o, MCDC_OPT_INCLUDE_COMMAND_ID);
+}
+
+static mcdc_start_kind start_kind(const char *v) {
+    if (mcdc_str_ieq(v, "earliest")) return MCDC_START_EARLIEST;
+    if (mcdc_str_ieq(v, "latest")) return MCDC_START_LATEST;
+    return MCDC_START_LSN;
+}
+
+mcdc_start_kind mcdc_opt_starting_lsn(const mcdc_opts *o, const char **text) {
+    const char *v = value_of(o, MCDC_OPT_STARTING_LSN);
+    if (text) *text = v;
+    return start_kind(v);
+}
+
+int64_t mcdc_opt_max_commits_per_batch(const mcdc_opts *o) {
+    return int_of(o, MCDC_OPT_MAX_COMMITS_PER_BATCH, 0);
+}
+
+int mcdc_opt_num_partitions(const mcdc_opts *o) {
+    int64_t n = int_of(o, MCDC_OPT_NUM_PARTITIONS, 0);
+    if (n <= 0) n = sysconf(_SC_NPROCESSORS_ONLN); /* auto */
+    if (n < 1) n = 1;
+    if (n > MCDC_PARTITIONS_MAX) n = MCDC_PARTITIONS_MAX;
+    return (int)n;
+}
+
+int64_t mcdc_opt_arrow_batch_size(const mcdc_opts *o) {
+    return int_of(o, MCDC_OPT_ARROW_BATCH_SIZE, 10000);
+}
+
+bool mcdc_opt_fail_on_data_loss(const mcdc_opts *o) {
+    return bool_of(o, MCDC_OPT_FAIL_ON_DATA_LOSS);
+}
+
+const char *mcdc_opt_snapshot_lsn(const mcdc_opts *o) {
+    const char *v = value_of(o, MCDC_OPT_SNAPSHOT_LSN);
+    return v && start_kind(v) == MCDC_START_LSN ? v : NULL;
+}
+
+const char *mcdc_opt_snapshot_keys(const mcdc_opts *o) {
+    return value_of(o, MCDC_OPT_SNAPSHOT_KEYS);
+}
+
+bool mcdc_opt_snapshot_isolation(const mcdc_opts *o) {
+    return mcdc_str_ieq(value_of(o, MCDC_OPT_ISOLATION_LEVEL), "snapshot");
 }
 
 int mcdc_opts_check_required(const mcdc_opts *o, mcdc_error *err) {
     if (o == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID,
                               "mcdc_opts_check_required: the options handle is NULL");
-    bool ci = mcdc_opts_is_set(o, "captureInstance");
-    bool cs = mcdc_opts_is_set(o, "connectionString");
+    bool ci = mcdc_opt_is_set(o, MCDC_OPT_CAPTURE_INSTANCE);
+    bool cs = mcdc_opt_is_set(o, MCDC_OPT_CONNECTION_STRING);
     if (ci && cs) return MCDC_OK;
     return mcdc_error_set(err, MCDC_E_INVALID, "missing required option%s: %s%s%s",
                           (!ci && !cs) ? "s" : "", ci ? "" : "captureInstance",
@@ -416,6 +550,7 @@ int mcdc_opts_clone(mcdc_opts **out, const mcdc_opts *o, mcdc_error *err) {
     for (int i = 0; rc == MCDC_OK && i < o->n; i++) {
         c->items[i].name = mcdc_strdup(o->items[i].name);
         c->items[i].value = mcdc_strdup(o->items[i].value);
+        c->items[i].id = o->items[i].id;
         c->n = i + 1;
         if (c->items[i].name == NULL || c->items[i].value == NULL) rc = MCDC_E_NOMEM;
     }
@@ -435,8 +570,8 @@ int mcdc_opts_clone(mcdc_opts **out, const mcdc_opts *o, mcdc_error *err) {
 void mcdc_opts_each(const mcdc_opts *o, void (*fn)(void *, const char *, const char *),
                     void *ctx) {
     for (int i = 0; i < o->n; i++) {
-        const spec *s = find_spec(o->items[i].name);
-        fn(ctx, o->items[i].name, s && s->k == K_SECRET ? "<redacted>" : o->items[i].value);
+        int id = o->items[i].id;
+        fn(ctx, o->items[i].name, id >= 0 && SPECS[id].k == K_SECRET ? "<redacted>" : o->items[i].value);
     }
 }
 

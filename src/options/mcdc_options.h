@@ -17,12 +17,87 @@
 
 #include "mcdc_util.h"
 
-bool mcdc_opts_is_set(const mcdc_opts *o, const char *name);
-/* Typed getters for validated options (values were checked by set). */
-bool mcdc_opts_get_bool(const mcdc_opts *o, const char *name);
-/* -1 when unset and without a default (maxCommitsPerBatch: unlimited), or
- * "auto". */
-int64_t mcdc_opts_get_int(const mcdc_opts *o, const char *name);
+/* The options the engine reads, in the order of mcdc_opts_known_names. */
+typedef enum mcdc_opt {
+    MCDC_OPT_CAPTURE_INSTANCE,
+    MCDC_OPT_CONNECTION_STRING,
+    MCDC_OPT_BACKEND,
+    MCDC_OPT_CONNECT_TIMEOUT,
+    MCDC_OPT_QUERY_TIMEOUT,
+    MCDC_OPT_LOCK_TIMEOUT_MS,
+    MCDC_OPT_SOURCE_TIME_ZONE,
+    MCDC_OPT_COLUMNS,
+    MCDC_OPT_INCLUDE_COMMAND_ID,
+    MCDC_OPT_STARTING_LSN,
+    MCDC_OPT_MAX_COMMITS_PER_BATCH,
+    MCDC_OPT_NUM_PARTITIONS,
+    MCDC_OPT_ARROW_BATCH_SIZE,
+    MCDC_OPT_FAIL_ON_DATA_LOSS,
+    MCDC_OPT_SCHEMA_CHANGE_POLICY,
+    MCDC_OPT_METRICS_PATH,
+    MCDC_OPT_SNAPSHOT_LSN,
+    MCDC_OPT_SNAPSHOT_CHUNKS,
+    MCDC_OPT_SNAPSHOT_KEYS,
+    MCDC_OPT_ISOLATION_LEVEL,
+    MCDC_OPT_COUNT
+} mcdc_opt;
+
+/* ---- typed accessors ------------------------------------------------------
+ * The engine reads options through these, one function per option, never by
+ * name. Why functions over the handle rather than a struct filled once:
+ * every value was validated when it was set (mcdc_opts_set, the file
+ * loader), so a read cannot fail and needs no second validation pass; the
+ * handle is what each job already holds and copies (mcdc_opts_clone, a
+ * range read overriding captureInstance), so there is no second copy to keep
+ * in step with it; and each accessor states its option's type, default and
+ * "unset" meaning in one place, where a misspelt name read through
+ * mcdc_opts_get was a silent NULL. Texts are borrowed from the handle. */
+/* Whether the option was given (a default does not count). */
+bool mcdc_opt_is_set(const mcdc_opts *o, mcdc_opt opt);
+/* The option's name as the reference spells it ("startingLsn"). Static. */
+const char *mcdc_opt_name(mcdc_opt opt);
+
+/* NULL when not given (both are required: mcdc_opts_check_required). */
+const char *mcdc_opt_capture_instance(const mcdc_opts *o);
+const char *mcdc_opt_connection_string(const mcdc_opts *o);
+typedef enum mcdc_backend_opt {
+    MCDC_BACKEND_AUTO,
+    MCDC_BACKEND_NATIVE,
+    MCDC_BACKEND_FREETDS,
+    MCDC_BACKEND_REFERENCE /* mssql-python, arrow-odbc: the reference's drivers */
+} mcdc_backend_opt;
+/* backend (default auto); *given = the value as written (for messages). */
+mcdc_backend_opt mcdc_opt_backend(const mcdc_opts *o, const char **given);
+/* connectTimeout (default 30) and queryTimeout (default 300; 0 waits
+ * forever), seconds, 0..MCDC_TIMEOUT_S_MAX. */
+int mcdc_opt_connect_timeout_s(const mcdc_opts *o);
+int mcdc_opt_query_timeout_s(const mcdc_opts *o);
+/* lockTimeoutMs, 0..INT32_MAX, or -1 when not given (wait forever). */
+int64_t mcdc_opt_lock_timeout_ms(const mcdc_opts *o);
+/* sourceTimeZone: a zone name, or NULL for auto (detect the server's). */
+const char *mcdc_opt_source_time_zone(const mcdc_opts *o);
+/* columns (Spark DDL), or NULL: inferred from the capture instance. */
+const char *mcdc_opt_columns(const mcdc_opts *o);
+bool mcdc_opt_include_command_id(const mcdc_opts *o); /* default true */
+typedef enum mcdc_start_kind { MCDC_START_EARLIEST, MCDC_START_LATEST, MCDC_START_LSN } mcdc_start_kind;
+/* startingLsn (default earliest); *text = the value ("earliest", "latest"
+ * or the LSN as given). */
+mcdc_start_kind mcdc_opt_starting_lsn(const mcdc_opts *o, const char **text);
+/* maxCommitsPerBatch, or 0 when not given (unlimited). */
+int64_t mcdc_opt_max_commits_per_batch(const mcdc_opts *o);
+/* numPartitions with auto resolved to the online processors, within
+ * 1..MCDC_PARTITIONS_MAX. */
+int mcdc_opt_num_partitions(const mcdc_opts *o);
+/* arrowBatchSize, rows (default 10000). */
+int64_t mcdc_opt_arrow_batch_size(const mcdc_opts *o);
+bool mcdc_opt_fail_on_data_loss(const mcdc_opts *o); /* default true */
+/* snapshotLsn as an LSN text, or NULL: the max_lsn read before the
+ * snapshot (not given, or earliest/latest). */
+const char *mcdc_opt_snapshot_lsn(const mcdc_opts *o);
+/* snapshotKeys (a JSON list of column names), or NULL: the unique index. */
+const char *mcdc_opt_snapshot_keys(const mcdc_opts *o);
+/* isolationLevel=snapshot (default readCommitted: false). */
+bool mcdc_opt_snapshot_isolation(const mcdc_opts *o);
 
 /* Calls fn for each option that was set, in the order set; values of secret
  * options (connectionString) are given redacted. */
@@ -34,8 +109,9 @@ int mcdc_opts_clone(mcdc_opts **out, const mcdc_opts *o, mcdc_error *err);
 /* Unknown option names seen by set, comma-separated; borrowed, "" if none. */
 const char *mcdc_opts_unknown(const mcdc_opts *o);
 
-/* Validation shared with the rest of the engine: a capture instance name is
- * 1-100 characters, without ']' and without control characters. */
+/* The one check of a capture instance name, for the option and for every
+ * name the engine puts in T-SQL (cdc.[<name>_CT]...): 1-100 characters
+ * (UTF-8), without ']' and without control characters. NULL is empty. */
 int mcdc_validate_capture_instance(const char *name, mcdc_error *err);
 
 #endif /* MCDC_OPTIONS_H */

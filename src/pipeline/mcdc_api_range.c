@@ -50,12 +50,7 @@ static int ranges_wanted(int *out, const mcdc_opts *opts, int ranges_max, mcdc_e
                               "mcdc_range_plan_create: ranges_max is %d; use 1 to %d, or 0 for "
                               "the numPartitions option",
                               ranges_max, MCDC_PARTITIONS_MAX);
-    int64_t n = ranges_max;
-    if (n == 0) n = mcdc_opts_get_int(opts, "numPartitions");
-    if (n <= 0) n = sysconf(_SC_NPROCESSORS_ONLN); /* auto */
-    if (n < 1) n = 1;
-    if (n > MCDC_PARTITIONS_MAX) n = MCDC_PARTITIONS_MAX;
-    *out = (int)n;
+    *out = ranges_max ? ranges_max : mcdc_opt_num_partitions(opts);
     return MCDC_OK;
 }
 
@@ -164,27 +159,6 @@ static void range_read_free(void *ctx) {
     mcdc_free(r);
 }
 
-/* opts with captureInstance set to the token's (a copy; the caller's stay
- * as they are). */
-static int options_for(mcdc_opts **out, const mcdc_opts *opts, const char *ci, mcdc_error *err) {
-    const char *given = mcdc_opts_is_set(opts, "captureInstance")
-                            ? mcdc_opts_get(opts, "captureInstance")
-                            : NULL;
-    if (given && !mcdc_str_ieq(given, ci))
-        return mcdc_error_set(err, MCDC_E_INVALID,
-                              "mcdc_range_read: the token reads capture instance '%s' but the "
-                              "options name '%s'; leave captureInstance out or name the "
-                              "token's",
-                              ci, given);
-    int rc = mcdc_opts_clone(out, opts, err);
-    if (rc == MCDC_OK) rc = mcdc_opts_set(*out, "captureInstance", ci, NULL, err);
-    if (rc != MCDC_OK) {
-        mcdc_opts_free(*out);
-        *out = NULL;
-    }
-    return rc;
-}
-
 int mcdc_range_read(struct ArrowArrayStream *out, const mcdc_opts *opts, const char *token,
                     mcdc_error *err) {
     if (out == NULL || opts == NULL || token == NULL)
@@ -194,8 +168,8 @@ int mcdc_range_read(struct ArrowArrayStream *out, const mcdc_opts *opts, const c
     mcdc_range_token t;
     int rc = mcdc_range_token_decode(&t, token, strlen(token), err);
     mcdc_opts *o = NULL;
-    if (rc == MCDC_OK) rc = options_for(&o, opts, t.capture_instance, err);
-    if (rc == MCDC_OK && mcdc_opts_get(o, "connectionString") == NULL)
+    if (rc == MCDC_OK) rc = mcdc_token_options(&o, opts, t.capture_instance, "mcdc_range_read", err);
+    if (rc == MCDC_OK && mcdc_opt_connection_string(o) == NULL)
         rc = mcdc_error_set(err, MCDC_E_INVALID,
                             "mcdc_range_read: the options have no connectionString");
     mcdc_changes *c = NULL;

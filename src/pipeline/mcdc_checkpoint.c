@@ -15,6 +15,7 @@
 struct mcdc_checkpoint {
     mcdc_storage *st;
     char *dir;
+    char *name;          /* "checkpoint <dir>", for messages */
     char id[64];
     mcdc_ckpt_binding b; /* borrowed from the caller of open */
     bool fresh;
@@ -134,6 +135,12 @@ int mcdc_checkpoint_open(mcdc_checkpoint **out, const mcdc_storage_env *env, con
         return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     }
     c->b = *b;
+    size_t cap = strlen(dir) + sizeof "checkpoint ";
+    if ((c->name = mcdc_malloc(cap)) == NULL) {
+        mcdc_checkpoint_free(c);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    snprintf(c->name, cap, "checkpoint %s", dir);
     int rc = mcdc_storage_open_env(&c->st, env, dir, err);
     json_t *m = NULL;
     if (rc == MCDC_OK) {
@@ -158,6 +165,7 @@ void mcdc_checkpoint_free(mcdc_checkpoint *c) {
     json_decref(c->start);
     mcdc_storage_free(c->st);
     mcdc_free(c->dir);
+    mcdc_free(c->name);
     mcdc_free(c);
 }
 
@@ -301,4 +309,50 @@ int mcdc_checkpoint_write_commit(mcdc_checkpoint *c, int64_t n, const mcdc_ckpt_
                                 (json_int_t)m->rows, "data_txn", (json_int_t)m->data_txn),
                       err);
     return rc == MCDC_E_CONFLICT ? MCDC_OK : rc; /* a replay already marked it */
+}
+
+/* ---- the checkpoint as a ledger ---------------------------------------------- */
+
+static const char *l_id(void *c) { return mcdc_checkpoint_id(c); }
+static const char *l_name(void *self) {
+    mcdc_checkpoint *c = self;
+    return c->name;
+}
+static bool l_fresh(void *c) { return ((mcdc_checkpoint *)c)->fresh; }
+static int l_bind(void *c, const json_t *start, mcdc_error *err) {
+    return mcdc_checkpoint_bind(c, start, err);
+}
+static const json_t *l_start(void *c) { return mcdc_checkpoint_start(c); }
+static int l_last(void *c, int64_t *planned, int64_t *committed, mcdc_error *err) {
+    return mcdc_checkpoint_last(c, planned, committed, err);
+}
+static int l_read_plan(void *c, int64_t n, json_t **start, json_t **end, mcdc_error *err) {
+    return mcdc_checkpoint_read_plan(c, n, start, end, err);
+}
+static int l_write_plan(void *c, int64_t n, const json_t *start, const json_t *end,
+                        mcdc_error *err) {
+    return mcdc_checkpoint_write_plan(c, n, start, end, err);
+}
+static int l_read_commit(void *c, int64_t n, mcdc_ckpt_commit *out, mcdc_error *err) {
+    return mcdc_checkpoint_read_commit(c, n, out, err);
+}
+static int l_write_commit(void *c, int64_t n, const mcdc_ckpt_commit *m, mcdc_error *err) {
+    return mcdc_checkpoint_write_commit(c, n, m, err);
+}
+
+static const mcdc_ledger_ops CHECKPOINT_LEDGER = {
+    .id = l_id,
+    .name = l_name,
+    .fresh = l_fresh,
+    .bind = l_bind,
+    .start = l_start,
+    .last = l_last,
+    .read_plan = l_read_plan,
+    .write_plan = l_write_plan,
+    .read_commit = l_read_commit,
+    .write_commit = l_write_commit,
+};
+
+mcdc_ledger mcdc_checkpoint_ledger(mcdc_checkpoint *c) {
+    return (mcdc_ledger){&CHECKPOINT_LEDGER, c};
 }

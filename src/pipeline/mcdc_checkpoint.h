@@ -30,6 +30,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "mcdc_ledger.h"
 #include "mcdc_storage.h"
 #include "mcdc_util.h"
 
@@ -75,16 +76,16 @@ int mcdc_checkpoint_read_plan(mcdc_checkpoint *c, int64_t n, json_t **start, jso
 int mcdc_checkpoint_write_plan(mcdc_checkpoint *c, int64_t n, const json_t *start,
                                const json_t *end, mcdc_error *err);
 
-typedef struct mcdc_ckpt_commit {
-    int64_t rows;
-    int64_t data_txn; /* see the header comment; -1 none */
-} mcdc_ckpt_commit;
-/* Unit n's commit marker. Markers of older builds lack data_txn: it is
+/* Unit n's commit marker (mcdc_ckpt_commit: mcdc_ledger.h). Markers of older builds lack data_txn: it is
  * derived from their row counts (a unit with rows committed data). */
 int mcdc_checkpoint_read_commit(mcdc_checkpoint *c, int64_t n, mcdc_ckpt_commit *out,
                                 mcdc_error *err);
 /* Writes commits/n (a marker already there, by a replay, is fine). */
 int mcdc_checkpoint_write_commit(mcdc_checkpoint *c, int64_t n, const mcdc_ckpt_commit *m,
                                  mcdc_error *err);
+
+/* The checkpoint as the frame's ledger (mcdc_ledger.h); c stays owned by
+ * the caller and must outlive it. */
+mcdc_ledger mcdc_checkpoint_ledger(mcdc_checkpoint *c);
 
 #endif /* MCDC_CHECKPOINT_H */

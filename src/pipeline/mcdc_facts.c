@@ -163,6 +163,67 @@ int mcdc_facts_append_skip(mcdc_batch *rows, const mcdc_facts_skip *sk, mcdc_err
     return rc;
 }
 
+int mcdc_facts_append_event(mcdc_batch *rows, const mcdc_facts_event *ev, mcdc_error *err) {
+    mcdc_cell c[MCDC_F_COUNT];
+    cells_null(c);
+    c[MCDC_F_APP_ID] = mcdc_cell_text(ev->app_id);
+    if (ev->rows >= 0) c[MCDC_F_ROWS] = mcdc_cell_int(ev->rows);
+    c[MCDC_F_MIN_LSN] = mcdc_cell_text(ev->lsn);
+    c[MCDC_F_MAX_LSN] = mcdc_cell_text(ev->lsn);
+    if (ev->has_commit_ts) {
+        c[MCDC_F_MIN_COMMIT_TS] = mcdc_cell_int(ev->commit_us);
+        c[MCDC_F_MAX_COMMIT_TS] = mcdc_cell_int(ev->commit_us);
+        c[MCDC_F_END_COMMIT_TS] = mcdc_cell_int(ev->commit_us);
+    }
+    c[MCDC_F_DELETES] = mcdc_cell_int(0);
+    c[MCDC_F_INSERTS] = mcdc_cell_int(0);
+    c[MCDC_F_UPDATES] = mcdc_cell_int(0);
+    if (ev->has_timing) {
+        c[MCDC_F_STARTED_AT] = mcdc_cell_int(ev->started_us);
+        c[MCDC_F_DURATION_MS] = mcdc_cell_int(ev->duration_ms);
+    }
+    /* A loss ends where cleanup had got to: that is the watermark. */
+    if (ev->has_lost_to) {
+        c[MCDC_F_RETENTION_WATERMARK_TS] = mcdc_cell_int(ev->lost_to_us);
+        if (ev->has_commit_ts)
+            c[MCDC_F_RETENTION_HEADROOM_HOURS] =
+                mcdc_cell_double(round_to((double)(ev->commit_us - ev->lost_to_us) / 3600e6, 2));
+    }
+    c[MCDC_F_EVENT] = mcdc_cell_text(ev->event);
+    if (ev->has_lost_from) c[MCDC_F_LOST_FROM_TS] = mcdc_cell_int(ev->lost_from_us);
+    if (ev->has_lost_to) c[MCDC_F_LOST_TO_TS] = mcdc_cell_int(ev->lost_to_us);
+    c[MCDC_F_END_LSN] = mcdc_cell_text(ev->lsn);
+    c[MCDC_F_DETAIL] = mcdc_cell_text(ev->detail);
+    c[MCDC_F_TARGET] = mcdc_cell_text(ev->target);
+    c[MCDC_F_WRITTEN_AT] = mcdc_cell_int(mcdc_now_utc_us());
+    return mcdc_row_append(rows, c, err);
+}
+
+int mcdc_facts_append_chunk(mcdc_batch *rows, const mcdc_facts_chunk *k, mcdc_error *err) {
+    mcdc_cell c[MCDC_F_COUNT];
+    cells_null(c);
+    c[MCDC_F_APP_ID] = mcdc_cell_text(k->app_id);
+    c[MCDC_F_ROWS] = mcdc_cell_int(k->rows);
+    c[MCDC_F_MIN_LSN] = mcdc_cell_text(k->lsn);
+    c[MCDC_F_MAX_LSN] = mcdc_cell_text(k->high_lsn);
+    if (k->has_lsn_ts) c[MCDC_F_MIN_COMMIT_TS] = mcdc_cell_int(k->lsn_ts_us);
+    if (k->has_high_ts) c[MCDC_F_MAX_COMMIT_TS] = mcdc_cell_int(k->high_ts_us);
+    c[MCDC_F_DELETES] = mcdc_cell_int(0);
+    c[MCDC_F_INSERTS] = mcdc_cell_int(0);
+    c[MCDC_F_UPDATES] = mcdc_cell_int(0);
+    c[MCDC_F_STARTED_AT] = mcdc_cell_int(k->started_us);
+    c[MCDC_F_DURATION_MS] = mcdc_cell_int(k->duration_ms);
+    if (k->has_read) {
+        c[MCDC_F_READ_SECONDS] = mcdc_cell_double(round_to(k->read_seconds, 3));
+        c[MCDC_F_READ_MB] = mcdc_cell_double(round_to(k->read_mb, 6));
+    }
+    c[MCDC_F_EVENT] = mcdc_cell_text("snapshot_chunk");
+    c[MCDC_F_DETAIL] = mcdc_cell_text(k->detail);
+    c[MCDC_F_TARGET] = mcdc_cell_text(k->target);
+    c[MCDC_F_WRITTEN_AT] = mcdc_cell_int(mcdc_now_utc_us());
+    return mcdc_row_append(rows, c, err);
+}
+
 int mcdc_facts_write_event(mcdc_table *facts, const mcdc_facts_event *ev, const char *txn_app_id,
                            int64_t txn_version, bool *skipped, mcdc_error *err) {
     *skipped = false;
@@ -171,21 +232,7 @@ int mcdc_facts_write_event(mcdc_table *facts, const mcdc_facts_event *ev, const 
     mcdc_appender *a = NULL;
     int rc = mcdc_facts_schema(&fs, err);
     if (rc == MCDC_OK) rc = mcdc_batch_create(&b, fs, 1, err);
-    mcdc_cell c[MCDC_F_COUNT];
-    cells_null(c);
-    c[MCDC_F_APP_ID] = mcdc_cell_text(ev->app_id);
-    if (ev->rows >= 0) c[MCDC_F_ROWS] = mcdc_cell_int(ev->rows);
-    c[MCDC_F_MIN_LSN] = mcdc_cell_text(ev->lsn);
-    c[MCDC_F_MAX_LSN] = mcdc_cell_text(ev->lsn);
-    c[MCDC_F_EVENT] = mcdc_cell_text(ev->event);
-    if (ev->has_lost_from) c[MCDC_F_LOST_FROM_TS] = mcdc_cell_int(ev->lost_from_us);
-    if (ev->has_lost_to) c[MCDC_F_LOST_TO_TS] = mcdc_cell_int(ev->lost_to_us);
-    c[MCDC_F_END_LSN] = mcdc_cell_text(ev->lsn);
-    if (ev->has_commit_ts) c[MCDC_F_END_COMMIT_TS] = mcdc_cell_int(ev->commit_us);
-    c[MCDC_F_DETAIL] = mcdc_cell_text(ev->detail);
-    c[MCDC_F_TARGET] = mcdc_cell_text(ev->target);
-    c[MCDC_F_WRITTEN_AT] = mcdc_cell_int(mcdc_now_utc_us());
-    if (rc == MCDC_OK) rc = mcdc_row_append(b, c, err);
+    if (rc == MCDC_OK) rc = mcdc_facts_append_event(b, ev, err);
     if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
     mcdc_table_props props = {.kind = MCDC_KIND_FACTS};
     if (rc == MCDC_OK) rc = mcdc_appender_open(&a, facts, fs, &props, err);

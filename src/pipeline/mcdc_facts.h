@@ -68,24 +68,51 @@ typedef struct mcdc_facts_skip {
 
 int mcdc_facts_append_skip(mcdc_batch *rows, const mcdc_facts_skip *sk, mcdc_error *err);
 
-/* An event row outside a micro-batch (bootstrap, resnapshot, snapshot_open
- * ...; reference §2.3.4): batch_id NULL, min_lsn = max_lsn = end_lsn = lsn. */
+/* An event row outside a micro-batch (bootstrap, resnapshot, snapshot_open,
+ * snapshot_plan; reference §2.3.4): batch_id NULL, min_lsn = max_lsn =
+ * end_lsn = lsn, min/max/end_commit_ts its commit time, no deletes, inserts
+ * or updates; a known loss's end is the retention watermark, and the
+ * headroom the hours from it to the commit time. */
 typedef struct mcdc_facts_event {
     const char *app_id, *target;
     const char *event;
     int64_t rows;         /* < 0: NULL (a recovery that reused a snapshot) */
     const char *lsn;      /* NULL: none */
     bool has_commit_ts;
-    int64_t commit_us;    /* end_commit_ts */
+    int64_t commit_us;
     const char *detail;   /* JSON, or NULL */
     bool has_lost_from, has_lost_to;
     int64_t lost_from_us, lost_to_us;
+    bool has_timing;      /* started_at and duration_ms */
+    int64_t started_us, duration_ms;
 } mcdc_facts_event;
+
+/* The same as one row of a batch of the facts schema (to commit with
+ * others, or through the frame). */
+int mcdc_facts_append_event(mcdc_batch *rows, const mcdc_facts_event *ev, mcdc_error *err);
+
+/* One 'snapshot_chunk' row: a chunk of a chunked snapshot read in a wave
+ * stamped lsn (min_lsn; its commit time min_commit_ts), max_lsn how far
+ * capture had got after the read, the wave's timing and the chunk's read
+ * metrics. */
+typedef struct mcdc_facts_chunk {
+    const char *app_id, *target;
+    int64_t rows;
+    const char *lsn, *high_lsn;   /* high_lsn NULL: unknown */
+    bool has_lsn_ts, has_high_ts;
+    int64_t lsn_ts_us, high_ts_us;
+    int64_t started_us, duration_ms;
+    bool has_read;                /* read_seconds, read_mb */
+    double read_seconds, read_mb;
+    const char *detail;           /* the row's payload (JSON) */
+} mcdc_facts_chunk;
+int mcdc_facts_append_chunk(mcdc_batch *rows, const mcdc_facts_chunk *c, mcdc_error *err);
 
 /* Appends ev in one commit of its own to facts (created as a facts table
  * when missing), with txn(txn_app_id, txn_version) when txn_app_id is set:
  * *skipped when that txn was already there (written before: nothing new). */
 int mcdc_facts_write_event(mcdc_table *facts, const mcdc_facts_event *ev, const char *txn_app_id,
                            int64_t txn_version, bool *skipped, mcdc_error *err);
+
 
 #endif /* MCDC_FACTS_H */

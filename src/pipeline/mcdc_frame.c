@@ -12,7 +12,8 @@ struct mcdc_frame {
     const mcdc_frame_cfg *cfg;
     const mcdc_job_ops *ops;
     void *job;
-    mcdc_checkpoint *ckpt;
+    mcdc_checkpoint *ckpt; /* opened here when the job gave no ledger */
+    mcdc_ledger led;
     bool fresh;
     /* What the tables must hold before the next unit: the newest unit whose
      * data the target has under app_id, and the newest committed unit (the
@@ -21,6 +22,9 @@ struct mcdc_frame {
     mcdc_table *control;  /* the verdict's table, opened on first use */
 };
 
+#define L_ID(f) ((f)->led.ops->id((f)->led.self))
+#define L_NAME(f) ((f)->led.ops->name((f)->led.self))
+
 const mcdc_ctx *mcdc_frame_ctx(const mcdc_frame *f) { return f->cfg->ctx; }
 mcdc_table *mcdc_frame_target(const mcdc_frame *f) { return f->cfg->target; }
 
@@ -28,7 +32,7 @@ mcdc_table *mcdc_frame_target(const mcdc_frame *f) { return f->cfg->target; }
 
 static json_t *binding_meta(const mcdc_frame *f, const mcdc_unit *u) {
     return json_pack("{s:{s:O, s:O}, s:s}", "planned", "start", u->start, "end", u->end,
-                     "checkpoint_id", mcdc_checkpoint_id(f->ckpt));
+                     "checkpoint_id", L_ID(f));
 }
 
 /* Compact JSON of j for messages (static buffer per call site). */
@@ -56,8 +60,12 @@ static int commit_owner_of(mcdc_frame *f, mcdc_table *t, const char *app_id, int
     *meta = um ? json_loads(um, 0, &je) : NULL;
     mcdc_free(um);
     const char *id = json_string_value(json_object_get(*meta, "checkpoint_id"));
+    if (planned && f->led.ops->owns && f->led.ops->owns(f->led.self, *meta, planned)) {
+        *owner = COMMIT_OURS;
+        return MCDC_OK;
+    }
     if (id == NULL) return MCDC_OK;
-    if (strcmp(id, mcdc_checkpoint_id(f->ckpt)) != 0) {
+    if (strcmp(id, L_ID(f)) != 0) {
         *owner = COMMIT_OTHER_CHECKPOINT;
         return MCDC_OK;
     }
@@ -93,7 +101,7 @@ static int verify_replay(mcdc_frame *f, mcdc_table *t, const char *role, const c
                                                            : "a writer that recorded no range";
     rc = mcdc_error_set(err, MCDC_E_FOREIGN_WRITER,
                         "%s %s already holds unit %lld of app id '%s' (version %lld, written by "
-                        "%s: planned %s, checkpoint %s), but checkpoint %s (%s) planned unit "
+                        "%s: planned %s, checkpoint %s), but %s (%s) planned unit "
                         "%lld as start %s, end %s. Skipping it would lose or double changes, so "
                         "nothing was written. Stop every other job writing with app id '%s' "
                         "(each checkpoint needs an app id of its own); then rebuild the target "
@@ -103,8 +111,7 @@ static int verify_replay(mcdc_frame *f, mcdc_table *t, const char *role, const c
                         json_string_value(json_object_get(meta, "checkpoint_id"))
                             ? json_string_value(json_object_get(meta, "checkpoint_id"))
                             : "(none)",
-                        mcdc_checkpoint_dir(f->ckpt), mcdc_checkpoint_id(f->ckpt),
-                        (long long)u->id, ours_s, ours_e, app_id);
+                        L_NAME(f), L_ID(f), (long long)u->id, ours_s, ours_e, app_id);
     json_decref(meta);
     return rc;
 }
@@ -127,12 +134,12 @@ static int check_table(mcdc_frame *f, mcdc_table *t, const char *role, const cha
         *done = rc == MCDC_OK;
         return rc;
     }
-    const char *dir = mcdc_checkpoint_dir(f->ckpt);
+    const char *dir = L_NAME(f);
     if (have < expected) {
         if (is_facts)
             return mcdc_error_set(
                 err, MCDC_E_FACTS_BEHIND,
-                "facts table %s holds rows of app id '%s' up to unit %lld, but checkpoint %s "
+                "facts table %s holds rows of app id '%s' up to unit %lld, but %s "
                 "committed units up to %lld: the facts rows of units %lld..%lld are gone (the "
                 "facts table was restored from an older copy, or commits were deleted). "
                 "Nothing was written. Restore the facts table's missing commits; or start over "
@@ -141,7 +148,7 @@ static int check_table(mcdc_frame *f, mcdc_table *t, const char *role, const cha
                 (long long)(have + 1), (long long)expected);
         return mcdc_error_set(
             err, MCDC_E_TARGET_BEHIND,
-            "%s %s holds units of app id '%s' up to %lld, but checkpoint %s committed data up to "
+            "%s %s holds units of app id '%s' up to %lld, but %s committed data up to "
             "unit %lld: commits of the target are gone (an older backup restored, log files "
             "deleted) and their changes would be missing for good. Nothing was written. "
             "Restore the target's missing commits; or rebuild: a new checkpoint, a new app id "
@@ -158,7 +165,7 @@ static int check_table(mcdc_frame *f, mcdc_table *t, const char *role, const cha
         return mcdc_error_set(
             err, MCDC_E_FOREIGN_WRITER,
             "%s %s holds unit %lld of app id '%s' (version %lld) committed by another "
-            "checkpoint, while checkpoint %s is at unit %lld: another job writes with the same "
+            "checkpoint, while %s is at unit %lld: another job writes with the same "
             "app id. Nothing was written. Stop it: every checkpoint needs an app id of its own "
             "(and a target of its own). Then rebuild this target with a new checkpoint and a "
             "new app id",
@@ -168,14 +175,14 @@ static int check_table(mcdc_frame *f, mcdc_table *t, const char *role, const cha
         return mcdc_error_set(
             err, MCDC_E_FOREIGN_WRITER,
             "%s %s holds unit %lld of app id '%s' (version %lld), beyond the unit %lld "
-            "checkpoint %s committed, written by a program that did not record a checkpoint: "
+            "%s committed, written by a program that did not record a checkpoint: "
             "another writer uses this app id. Nothing was written. Stop it, then rebuild this "
             "target with a new checkpoint and a new app id",
             role, mcdc_table_name(t), (long long)have, app_id, (long long)version,
             (long long)expected, dir);
     return mcdc_error_set(
         err, MCDC_E_REWOUND,
-        "%s %s already holds units of app id '%s' up to %lld, but checkpoint %s %s: the "
+        "%s %s already holds units of app id '%s' up to %lld, but %s %s: the "
         "checkpoint was deleted, rewound or restored from an older copy, and Delta would skip "
         "every new write as a duplicate. Nothing was written. Restore the checkpoint; or start "
         "over with a new checkpoint, a new app id AND a new (or rebuilt) target: a new app id "
@@ -214,7 +221,8 @@ static char *meta_text(json_t *meta, const mcdc_frame *f, const mcdc_unit *u) {
 /* Commits a's files under txn(app_id, u->id); a skip is verified. Takes
  * meta (NULL: out of memory building it). */
 static int commit_verified(mcdc_frame *f, mcdc_table *t, const char *role, const char *app_id,
-                           const mcdc_unit *u, mcdc_appender *a, json_t *meta, mcdc_error *err) {
+                           const mcdc_unit *u, mcdc_appender *a, json_t *meta, bool *was_skipped,
+                           mcdc_error *err) {
     char *text = meta_text(meta, f, u);
     json_decref(meta);
     if (text == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
@@ -229,20 +237,21 @@ static int commit_verified(mcdc_frame *f, mcdc_table *t, const char *role, const
         if (rc == MCDC_OK && have == u->id) rc = verify_replay(f, t, role, app_id, u, err);
         else if (rc == MCDC_OK)
             rc = mcdc_error_set(err, MCDC_E_FOREIGN_WRITER,
-                                "%s %s: app id '%s' is at unit %lld, past unit %lld this "
-                                "checkpoint (%s) was writing: another job writes with the same "
+                                "%s %s: app id '%s' is at unit %lld, past unit %lld that "
+                                "%s was writing: another job writes with the same "
                                 "app id. Nothing of unit %lld was written. Stop it: every "
                                 "checkpoint needs an app id of its own",
                                 role, mcdc_table_name(t), app_id, (long long)have,
-                                (long long)u->id, mcdc_checkpoint_dir(f->ckpt), (long long)u->id);
+                                (long long)u->id, L_NAME(f), (long long)u->id);
     }
+    if (was_skipped) *was_skipped = rc == MCDC_OK && skipped;
     return rc;
 }
 
 int mcdc_frame_commit_data(mcdc_frame *f, const mcdc_unit *u, mcdc_appender *a, json_t *meta,
-                           mcdc_error *err) {
+                           bool *skipped, mcdc_error *err) {
     MCDC_ASSERT(!u->data_done);
-    int rc = commit_verified(f, f->cfg->target, "target", f->cfg->app_id, u, a, meta, err);
+    int rc = commit_verified(f, f->cfg->target, "target", f->cfg->app_id, u, a, meta, skipped, err);
     if (rc) mcdc_error_wrap(err, "committing unit %lld to %s", (long long)u->id,
                             mcdc_table_name(f->cfg->target));
     return rc;
@@ -263,7 +272,8 @@ static int write_facts(mcdc_frame *f, const mcdc_unit *u, const mcdc_unit_result
     if (rc == MCDC_OK) rc = mcdc_appender_write(a, rows, err);
     json_t *meta = json_pack("{s:s, s:I}", "app_id", f->cfg->app_id, "batch_id", (json_int_t)u->id);
     if (rc == MCDC_OK)
-        rc = commit_verified(f, f->cfg->facts, "facts table", f->cfg->facts_app_id, u, a, meta, err);
+        rc = commit_verified(f, f->cfg->facts, "facts table", f->cfg->facts_app_id, u, a, meta,
+                             NULL, err);
     else
         json_decref(meta);
     mcdc_appender_free(a);
@@ -301,11 +311,11 @@ static int load_position(mcdc_frame *f, int64_t committed, json_t **last_end, mc
     f->expected_facts = committed;
     if (committed < 0) return MCDC_OK;
     mcdc_ckpt_commit m;
-    int rc = mcdc_checkpoint_read_commit(f->ckpt, committed, &m, err);
+    int rc = f->led.ops->read_commit(f->led.self, committed, &m, err);
     if (rc) return rc;
     f->expected_data = m.data_txn;
     json_t *start;
-    rc = mcdc_checkpoint_read_plan(f->ckpt, committed, &start, last_end, err);
+    rc = f->led.ops->read_plan(f->led.self, committed, &start, last_end, err);
     json_decref(start);
     return rc;
 }
@@ -334,7 +344,7 @@ static int run_unit(mcdc_frame *f, mcdc_unit *u, mcdc_error *err) {
     }
     bool has_data = res.data_committed || u->data_done;
     mcdc_ckpt_commit m = {res.rows, has_data ? u->id : f->expected_data};
-    rc = mcdc_checkpoint_write_commit(f->ckpt, u->id, &m, err);
+    rc = f->led.ops->write_commit(f->led.self, u->id, &m, err);
     if (rc) return rc;
     f->expected_data = m.data_txn;
     f->expected_facts = u->id;
@@ -354,36 +364,45 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
     MCDC_ASSERT(cfg && ops && ops->plan && ops->run && cfg->target && cfg->app_id);
     MCDC_ASSERT(cfg->facts == NULL || (ops->facts && cfg->facts_app_id));
     mcdc_frame f = {.cfg = cfg, .ops = ops, .job = job};
-    int rc = mcdc_checkpoint_open(&f.ckpt, cfg->ctx->storage_env, cfg->checkpoint, &cfg->binding,
+    int rc = MCDC_OK;
+    if (cfg->ledger) {
+        f.led = *cfg->ledger;
+    } else {
+        rc = mcdc_checkpoint_open(&f.ckpt, cfg->ctx->storage_env, cfg->checkpoint, &cfg->binding,
                                   &f.fresh, err);
-    if (rc) return rc;
+        if (rc) return rc;
+        f.led = mcdc_checkpoint_ledger(f.ckpt);
+    }
+    f.fresh = f.led.ops->fresh(f.led.self);
     int64_t planned, committed;
     json_t *last_end = NULL, *start = NULL, *end = NULL;
-    rc = mcdc_checkpoint_last(f.ckpt, &planned, &committed, err);
+    rc = f.led.ops->last(f.led.self, &planned, &committed, err);
     if (rc == MCDC_OK) rc = load_position(&f, committed, &last_end, err);
     mcdc_unit u = {.id = committed + 1};
     u.replay = rc == MCDC_OK && planned > committed;
     if (rc == MCDC_OK && u.replay)
-        rc = mcdc_checkpoint_read_plan(f.ckpt, planned, &start, &end, err);
+        rc = f.led.ops->read_plan(f.led.self, planned, &start, &end, err);
     u.start = start;
     u.end = end;
     if (rc == MCDC_OK) rc = check_integrity(&f, u.replay ? &u : NULL, err);
     /* No unit yet: the position recorded before unit 0, or the job's own
      * first one (bootstrap), which binds the checkpoint at once. */
-    if (rc == MCDC_OK && planned < 0 && mcdc_checkpoint_start(f.ckpt))
-        last_end = json_deep_copy(mcdc_checkpoint_start(f.ckpt));
+    if (rc == MCDC_OK && planned < 0 && f.led.ops->start(f.led.self))
+        last_end = json_deep_copy(f.led.ops->start(f.led.self));
     else if (rc == MCDC_OK && planned < 0 && ops->before_first) {
         rc = ops->before_first(job, &last_end, err);
         if (rc == MCDC_OK && last_end && f.fresh && ops->check_fresh)
             rc = ops->check_fresh(job, last_end, err);
-        if (rc == MCDC_OK && last_end) rc = mcdc_checkpoint_bind(f.ckpt, last_end, err);
+        if (rc == MCDC_OK && last_end) rc = f.led.ops->bind(f.led.self, last_end, err);
         if (rc == MCDC_OK && last_end) f.fresh = false;
     }
     /* A run killed between a unit's commit and its verdict left the verdict
-     * behind: bring it up to the last committed unit now. */
+     * behind: bring it up to the last committed unit now (only a committed
+     * unit moves it: a bootstrap's start does not). */
     int64_t at_us;
     char at_lsn[32];
-    if (rc == MCDC_OK && cfg->control_table && last_end && !u.replay && ops->position_time &&
+    if (rc == MCDC_OK && cfg->control_table && committed >= 0 && last_end && !u.replay &&
+        ops->position_time &&
         ops->position_time(job, last_end, &at_us, at_lsn)) {
         mcdc_verdict v;
         advance_verdict(&f, at_us, at_lsn, &v);
@@ -409,9 +428,9 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
             /* Cheap (the newest commits of each table): before every unit. */
             if (!checked) rc = check_integrity(&f, NULL, err);
             if (f.fresh && ops->check_fresh) rc = ops->check_fresh(job, start, err);
-            if (rc == MCDC_OK) rc = mcdc_checkpoint_bind(f.ckpt, NULL, err);
+            if (rc == MCDC_OK) rc = f.led.ops->bind(f.led.self, NULL, err);
             if (rc == MCDC_OK) f.fresh = false;
-            if (rc == MCDC_OK) rc = mcdc_checkpoint_write_plan(f.ckpt, u.id, start, end, err);
+            if (rc == MCDC_OK) rc = f.led.ops->write_plan(f.led.self, u.id, start, end, err);
             if (rc) break;
             u.data_done = false;
             if (crashed(&f, "after_plan", u.id, err)) {

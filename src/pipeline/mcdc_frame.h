@@ -1,8 +1,10 @@
 /*
  * mcdc_frame.h - the job frame: the one protocol every job runs on.
  *
- * A job (the stream; later snapshots, backfill waves, silver) produces
- * units, numbered 0, 1, 2... The frame runs them one after the other:
+ * A job (the stream, a chunked snapshot's backfill waves; later silver)
+ * produces units, numbered 0, 1, 2... The frame runs them one after the
+ * other, recording each in the job's ledger (mcdc_ledger.h: a checkpoint
+ * directory, or the lake itself):
  *
  *   check   the checkpoint, the target's txn for the job's app id and the
  *           facts' txn agree (at start, and again before every unit: one
@@ -43,6 +45,7 @@
 #include <stdint.h>
 
 #include "mcdc_checkpoint.h"
+#include "mcdc_ledger.h"
 #include "mcdc_context.h"
 #include "mcdc_lake.h"
 
@@ -98,6 +101,9 @@ typedef struct mcdc_job_ops {
 
 typedef struct mcdc_frame_cfg {
     mcdc_ctx *ctx;
+    /* Where units are planned and committed: the job's own ledger, or (NULL)
+     * the checkpoint directory below, opened with the binding. */
+    const mcdc_ledger *ledger;
     const char *checkpoint;   /* directory */
     mcdc_ckpt_binding binding;
     mcdc_table *target;       /* borrowed; the job's data goes here */
@@ -124,9 +130,10 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
  * txn(app_id, u->id) and meta (the job's userMetadata object, taken over:
  * the frame adds "planned" {start, end} and "checkpoint_id"). A skip by Delta's txn rule
  * is accepted only when the commit already there is this unit's, as the
- * checkpoint planned it. */
+ * checkpoint planned it; *skipped (may be NULL) then tells that the rows
+ * standing are that commit's, not these. */
 int mcdc_frame_commit_data(mcdc_frame *f, const mcdc_unit *u, mcdc_appender *a, json_t *meta,
-                           mcdc_error *err);
+                           bool *skipped, mcdc_error *err);
 const mcdc_ctx *mcdc_frame_ctx(const mcdc_frame *f);
 /* The table the job's data goes to (borrowed). */
 mcdc_table *mcdc_frame_target(const mcdc_frame *f);

@@ -12,7 +12,7 @@
  * instead of returning batches of another shape. "check" is FNV-1a 64 of the
  * other fields in a fixed order: it catches edits and truncation, not an
  * attacker (there is no secret to sign with). No field comes from the
- * connection string.
+ * connection string. The machinery is mcdc_token.h's.
  */
 #ifndef MCDC_RANGE_TOKEN_H
 #define MCDC_RANGE_TOKEN_H
@@ -22,10 +22,11 @@
 
 #include "mcdc_batch.h"
 #include "mcdc_lsn.h"
+#include "mcdc_token.h"
 
 #define MCDC_RANGE_TOKEN_VERSION 1
 /* 16 hex digits and the NUL. */
-#define MCDC_RANGE_HASH_TEXT_SIZE 17
+#define MCDC_RANGE_HASH_TEXT_SIZE MCDC_TOKEN_HASH_TEXT_SIZE
 
 typedef struct mcdc_range_token {
     char capture_instance[MCDC_CAPTURE_INSTANCE_TEXT_SIZE];
@@ -35,7 +36,8 @@ typedef struct mcdc_range_token {
     char schema_id[MCDC_RANGE_HASH_TEXT_SIZE];
 } mcdc_range_token;
 
-/* The fingerprint of an output schema: 16 lowercase hex digits. */
+/* The fingerprint of an output schema: 16 lowercase hex digits
+ * (mcdc_token_schema_id). */
 void mcdc_range_schema_id(char out[MCDC_RANGE_HASH_TEXT_SIZE], const mcdc_schema *s);
 
 /* t as token text; *out owned by the caller (mcdc_free). Asserts t is a

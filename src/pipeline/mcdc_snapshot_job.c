@@ -7,20 +7,32 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "mcdc_facts.h"
 #include "mcdc_fanin.h"
+#include "mcdc_plans.h"
+#include "mcdc_snapfacts.h"
 #include "mcdc_stream.h"
 #include "mcdc_tables.h"
 
-void mcdc_offset_commit_text(const mcdc_offset *o, char out[32]) {
-    out[0] = 0;
-    if (o->has_commit_ts) mcdc_format_ts_us(o->commit_us, 3, out);
+int mcdc_snapshot_purged(void *changes_ctx, const char *lsn, bool *purged, mcdc_error *err) {
+    mcdc_changes *c = changes_ctx;
+    *purged = false;
+    mcdc_lsn at, next, min;
+    int rc = mcdc_lsn_parse_cstr(&at, lsn, err);
+    if (rc == MCDC_OK) rc = mcdc_lsn_increment(&next, &at, err);
+    if (rc == MCDC_OK) rc = mcdc_changes_min_lsn(c, &min, err);
+    if (rc == MCDC_OK) *purged = !mcdc_lsn_is_zero(&min) && mcdc_lsn_cmp(&next, &min) < 0;
+    return rc;
 }
 
 /* ---- finding the newest one ---------------------------------------------------- */
 typedef struct {
     const mcdc_snap_env *e;
-    char best[MCDC_LSN_TEXT_LEN + 1];
-    bool found;
+    /* The newest whole snapshot (or seed), and the newest chunked one's S:
+     * its rows carry _chunk, and are stamped per wave. */
+    char whole[MCDC_LSN_TEXT_LEN + 1], chunked[MCDC_LSN_TEXT_LEN + 1];
+    const char *exact;  /* a whole snapshot at this LSN, looked for too */
+    bool exact_found;
 } find_acc;
 
 static int file_stats(void *ctx, const char *stats, mcdc_error *err) {
@@ -37,9 +49,12 @@ static int file_stats(void *ctx, const char *stats, mcdc_error *err) {
     bool snapshot_file = records > 0 && json_is_integer(op_min) && json_is_integer(op_max) &&
                          json_integer_value(op_min) == 0 && json_integer_value(op_max) == 0;
     const char *lsn = NULL;
+    bool chunked = false;
     if (snapshot_file) {
         bool tagged = json_integer_value(json_object_get(nulls, "_snapshot")) < records;
         lsn = json_string_value(json_object_get(maxs, tagged ? "_snapshot" : "_start_lsn"));
+        json_t *chunk_nulls = json_object_get(nulls, "_chunk");
+        chunked = json_is_integer(chunk_nulls) && json_integer_value(chunk_nulls) < records;
     }
     const char *ci = json_string_value(json_object_get(mins, "_capture_instance"));
     const char *ci_max = json_string_value(json_object_get(maxs, "_capture_instance"));
@@ -48,24 +63,37 @@ static int file_stats(void *ctx, const char *stats, mcdc_error *err) {
         bool exact = ci_max && strcmp(ci, ci_max) == 0 && strlen(ci) < 32;
         bool ours = false;
         rc = mcdc_changes_is_table_instance(a->e->changes, ci, !exact, &ours, err);
-        if (rc == MCDC_OK && ours && (!a->found || strcmp(lsn, a->best) > 0)) {
-            snprintf(a->best, sizeof a->best, "%s", lsn);
-            a->found = true;
-        }
+        char *best = chunked ? a->chunked : a->whole;
+        if (rc == MCDC_OK && ours && strcmp(lsn, best) > 0)
+            snprintf(best, MCDC_LSN_TEXT_LEN + 1, "%s", lsn);
+        if (rc == MCDC_OK && ours && !chunked && a->exact && strcmp(lsn, a->exact) == 0)
+            a->exact_found = true;
     }
     json_decref(j);
     return rc;
 }
 
 int mcdc_snapshot_find(mcdc_offset *out, bool *found, const mcdc_snap_env *e, mcdc_error *err) {
+    return mcdc_snapshot_find_at(out, found, true, NULL, NULL, e, err);
+}
+
+int mcdc_snapshot_find_whole(mcdc_offset *out, bool *found, const mcdc_snap_env *e,
+                             mcdc_error *err) {
+    return mcdc_snapshot_find_at(out, found, false, NULL, NULL, e, err);
+}
+
+int mcdc_snapshot_find_at(mcdc_offset *out, bool *found, bool chunks, const char *exact,
+                          bool *exact_found, const mcdc_snap_env *e, mcdc_error *err) {
     memset(out, 0, sizeof *out);
-    find_acc a = {.e = e};
+    find_acc a = {.e = e, .exact = exact};
     int rc = mcdc_table_each_file_stats(e->target, file_stats, &a, err);
-    *found = rc == MCDC_OK && a.found;
+    if (exact_found) *exact_found = rc == MCDC_OK && a.exact_found;
+    const char *best = a.whole[0] ? a.whole : chunks && a.chunked[0] ? a.chunked : NULL;
+    *found = rc == MCDC_OK && best;
     if (!*found) return rc;
-    snprintf(out->lsn, sizeof out->lsn, "%s", a.best);
+    snprintf(out->lsn, sizeof out->lsn, "%s", best);
     mcdc_lsn l;
-    rc = mcdc_lsn_parse_cstr(&l, a.best, err);
+    rc = mcdc_lsn_parse_cstr(&l, best, err);
     if (rc == MCDC_OK)
         rc = mcdc_changes_commit_time(e->changes, &l, &out->commit_us, &out->has_commit_ts, err);
     return rc;
@@ -74,7 +102,7 @@ int mcdc_snapshot_find(mcdc_offset *out, bool *found, const mcdc_snap_env *e, mc
 /* ---- taking one ---------------------------------------------------------------------- */
 typedef struct {
     mcdc_changes *changes;
-    const mcdc_snapshot_range *range;
+    const json_t *keys, *range; /* borrowed from the attempt */
     mcdc_lsn lsn;
     bool has_ts;
     int64_t commit_us;
@@ -83,8 +111,8 @@ typedef struct {
 
 static int read_one(void *arg, mcdc_batch_fn put, void *put_ctx, mcdc_error *err) {
     range_job *j = arg;
-    return mcdc_changes_snapshot_read(j->changes, j->range, &j->lsn, j->has_ts, j->commit_us, put,
-                                      put_ctx, &j->metrics, err);
+    return mcdc_changes_snapshot_read(j->changes, j->keys, j->range, MCDC_ISO_OPTION, &j->lsn,
+                                      j->has_ts, j->commit_us, put, put_ctx, &j->metrics, err);
 }
 
 /* One attempt: ranges read in parallel into one appender, committed. */
@@ -93,17 +121,27 @@ static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
     mcdc_lsn lsn;
     bool has_ts = false;
     int64_t commit_us = 0;
-    int rc = mcdc_changes_snapshot_lsn(e->changes, &lsn, &commit_us, &has_ts, err);
-    if (rc) return rc;
+    /* The key first: bad snapshotKeys must stop the snapshot before its
+     * stamp (and the open row written there). */
+    json_t *keys = NULL, *ranges = NULL;
+    int rc = mcdc_changes_snapshot_keys(e->changes, &keys, err);
+    if (rc == MCDC_OK) rc = mcdc_changes_snapshot_lsn(e->changes, &lsn, &commit_us, &has_ts, err);
+    if (rc) {
+        json_decref(keys);
+        return rc;
+    }
     mcdc_lsn_format(&lsn, out->lsn);
     out->has_commit_ts = has_ts;
     out->commit_us = commit_us;
-    if (on_stamped && (rc = on_stamped(ctx, out, err)) != MCDC_OK) return rc;
+    if (on_stamped && (rc = on_stamped(ctx, out, err)) != MCDC_OK) {
+        json_decref(keys);
+        return rc;
+    }
     int readers = 0, encoders = 0, n = 0;
     rc = mcdc_budget_acquire(e->ctx->budget, MCDC_PERMIT_CONNECTION, 1, e->num_partitions, 0,
                              &e->ctx->stop, &readers, err);
-    mcdc_snapshot_range *ranges = NULL;
-    if (rc == MCDC_OK) rc = mcdc_changes_snapshot_plan(e->changes, readers, &ranges, &n, err);
+    if (rc == MCDC_OK) rc = mcdc_changes_snapshot_ranges(e->changes, readers, &ranges, err);
+    if (rc == MCDC_OK) n = (int)json_array_size(ranges);
     if (rc == MCDC_OK && n < readers) {
         mcdc_budget_release(e->ctx->budget, MCDC_PERMIT_CONNECTION, readers - n);
         readers = n;
@@ -117,7 +155,9 @@ static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
     if (rc == MCDC_OK && (jobs == NULL || args == NULL))
         rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     for (int i = 0; rc == MCDC_OK && i < n; i++) {
-        jobs[i] = (range_job){.changes = e->changes, .range = &ranges[i], .lsn = lsn, .has_ts = has_ts, .commit_us = commit_us};
+        jobs[i] = (range_job){.changes = e->changes, .keys = keys,
+                              .range = json_array_get(ranges, (size_t)i), .lsn = lsn,
+                              .has_ts = has_ts, .commit_us = commit_us};
         args[i] = &jobs[i];
     }
     mcdc_table_props props = {.kind = MCDC_KIND_BRONZE, .parquet_threads = encoders};
@@ -172,7 +212,8 @@ static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
     mcdc_budget_release(e->ctx->budget, MCDC_PERMIT_ENCODER, encoders);
     mcdc_free(jobs);
     mcdc_free(args);
-    mcdc_free(ranges);
+    json_decref(ranges);
+    json_decref(keys);
     return rc;
 }
 
@@ -191,17 +232,100 @@ int mcdc_snapshot_append(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e
     return rc;
 }
 
+/* ---- opening a chunked one ----------------------------------------------------------- */
+
+int mcdc_snapshot_open_chunked(mcdc_offset *s, const mcdc_chunked_open *o, mcdc_error *err) {
+    memset(s, 0, sizeof *s);
+    json_t *keys = NULL, *extent = NULL;
+    mcdc_lsn lsn;
+    /* S first: MIN and MAX are read after it, so a key outside them was
+     * inserted after S and reaches bronze through the stream. */
+    int rc = mcdc_changes_snapshot_keys(o->changes, &keys, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_changes_snapshot_lsn(o->changes, &lsn, &s->commit_us, &s->has_commit_ts, err);
+    if (rc == MCDC_OK) mcdc_lsn_format(&lsn, s->lsn);
+    if (rc == MCDC_OK)
+        rc = mcdc_changes_snapshot_extent(o->changes, keys, MCDC_ISO_OPTION, &extent, err);
+    bool lost = o->lost_from != NULL;
+    json_t *d = rc ? NULL
+                   : mcdc_snap_open_detail("chunked", o->kind, o->generation,
+                                           lost && o->lost_from->has_commit_ts,
+                                           lost ? o->lost_from->commit_us : 0, o->has_lost_to,
+                                           o->lost_to_us);
+    if (rc == MCDC_OK && d == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    if (rc == MCDC_OK) {
+        json_object_set(d, "keys", keys);
+        json_object_set(d, "plan", extent);
+    }
+    char txn[MCDC_APP_ID_BYTES_MAX + 48];
+    snprintf(txn, sizeof txn, "%s#snapopen.%s", o->app_id, s->lsn);
+    char *plans_name = NULL;
+    mcdc_table *plans = NULL;
+    bool skipped = false;
+    if (rc == MCDC_OK) rc = mcdc_plans_name(&plans_name, o->target, err);
+    if (rc == MCDC_OK) rc = mcdc_table_open_env(&plans, o->env, plans_name, o->warehouse, err);
+    if (rc == MCDC_OK) rc = mcdc_table_check_kind(plans, MCDC_KIND_PLANS, "plans table", err);
+    /* The key values go to the plans table before the facts row. */
+    if (rc == MCDC_OK) rc = mcdc_plans_write(plans, s->lsn, "snapshot_open", &d, 1, txn, 0, &skipped, err);
+    json_t *pub = rc ? NULL : mcdc_plans_public("snapshot_open", d);
+    char *detail = pub ? json_dumps(pub, JSON_COMPACT) : NULL;
+    json_decref(pub);
+    if (rc == MCDC_OK && detail == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    snprintf(txn, sizeof txn, "%s#snapshots", o->app_id);
+    if (rc == MCDC_OK) {
+        mcdc_facts_event ev = {.app_id = o->sink, .target = o->target, .event = "snapshot_open",
+                               .rows = 0, .lsn = s->lsn, .has_commit_ts = s->has_commit_ts,
+                               .commit_us = s->commit_us, .detail = detail,
+                               .has_lost_from = lost && o->lost_from->has_commit_ts,
+                               .lost_from_us = lost ? o->lost_from->commit_us : 0,
+                               .has_lost_to = o->has_lost_to, .lost_to_us = o->lost_to_us};
+        rc = mcdc_facts_write_event(o->facts, &ev, txn, o->generation, &skipped, err);
+    }
+    free(detail);
+    /* The open that stands: a rerun's row was skipped, the first one's
+     * S is the generation's. */
+    mcdc_snapfacts sf = {0};
+    if (rc == MCDC_OK) rc = mcdc_snapfacts_load(&sf, o->facts, o->target, o->warehouse, o->app_id, err);
+    bool done;
+    const mcdc_snap_row *top = rc ? NULL : mcdc_snapfacts_opened(&sf, o->sink, &done);
+    if (rc == MCDC_OK && (top == NULL || strcmp(mcdc_snap_mode(top), "chunked") != 0))
+        rc = mcdc_error_set(err, MCDC_E_SNAPSHOT_OPEN,
+                            "%s: another run opened a %s snapshot for %s first; run again",
+                            o->target, top ? mcdc_snap_mode(top) : "no", o->sink);
+    if (rc == MCDC_OK && strcmp(top->min_lsn, s->lsn) != 0) {
+        snprintf(s->lsn, sizeof s->lsn, "%s", top->min_lsn);
+        s->has_commit_ts = top->has_min_ts;
+        s->commit_us = top->min_ts_us;
+    }
+    if (rc == MCDC_OK)
+        mcdc_log(MCDC_LOG_INFO, "chunked snapshot of %s opened at %s for %s (%s, generation %lld)",
+                 o->target, s->lsn, o->sink, o->kind, (long long)o->generation);
+    mcdc_snapfacts_free(&sf);
+    mcdc_table_close(plans);
+    mcdc_free(plans_name);
+    json_decref(d);
+    json_decref(keys);
+    json_decref(extent);
+    return rc;
+}
+
 /* ---- the snapshot command ------------------------------------------------------- */
 int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcdc_opts *opts,
                        const mcdc_snapshot_cfg *cfg, mcdc_error *err) {
     if (out == NULL || rows == NULL || taken == NULL || opts == NULL || cfg == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_snapshot_take: a NULL argument");
-    if (cfg->version != MCDC_SNAPSHOT_CFG_VERSION)
+    if (cfg->version < 1 || cfg->version > MCDC_SNAPSHOT_CFG_VERSION)
         return mcdc_error_set(err, MCDC_E_INVALID,
-                              "mcdc_snapshot_cfg version %d is not one this library knows (%d)",
+                              "mcdc_snapshot_cfg version %d is not one this library knows (1..%d)",
                               cfg->version, MCDC_SNAPSHOT_CFG_VERSION);
     if (cfg->target == NULL || *cfg->target == 0)
         return mcdc_error_set(err, MCDC_E_INVALID, "a snapshot needs a target");
+    const char *app_id = cfg->version >= 2 ? cfg->app_id : NULL;
+    const char *facts_name = cfg->version >= 2 ? cfg->facts_table : NULL;
+    if ((app_id == NULL) != (facts_name == NULL))
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "--app-id and --facts-table go together: the stream's, whose open "
+                              "snapshots are checked");
     memset(out, 0, sizeof *out);
     *rows = 0;
     *taken = false;
@@ -220,10 +344,19 @@ int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcdc_
         rc = mcdc_budget_acquire(ctx.budget, MCDC_PERMIT_CONNECTION, 1, 1, 1, &ctx.stop, &control, err);
     if (rc == MCDC_OK) rc = mcdc_changes_open(&changes, opts, NULL, err);
     if (rc == MCDC_OK) rc = mcdc_bronze_schema(&bronze, mcdc_changes_schema(changes), err);
-    int64_t np = mcdc_opts_get_int(opts, "numPartitions");
-    if (np <= 0) np = sysconf(_SC_NPROCESSORS_ONLN);
     mcdc_snap_env e = {.ctx = &ctx, .changes = changes, .target = target, .bronze = bronze,
-                       .num_partitions = np < 1 ? 1 : np > MCDC_PARTITIONS_MAX ? MCDC_PARTITIONS_MAX : (int)np};
+                       .num_partitions = mcdc_opt_num_partitions(opts)};
+    /* A chunked snapshot of the stream still open: this would be a full one. */
+    mcdc_table *facts = NULL;
+    mcdc_snapfacts sf = {0};
+    if (rc == MCDC_OK && facts_name) rc = mcdc_table_open(&facts, facts_name, cfg->warehouse, err);
+    if (rc == MCDC_OK && facts) rc = mcdc_table_check_kind(facts, MCDC_KIND_FACTS, "facts table", err);
+    if (rc == MCDC_OK && facts)
+        rc = mcdc_snapfacts_load(&sf, facts, cfg->target, cfg->warehouse, app_id, err);
+    if (rc == MCDC_OK && facts)
+        rc = mcdc_snapfacts_lock(&sf, cfg->target, "full", mcdc_snapshot_purged, changes, err);
+    mcdc_snapfacts_free(&sf);
+    mcdc_table_close(facts);
     bool found = false;
     if (rc == MCDC_OK && !cfg->resnapshot) rc = mcdc_snapshot_find(out, &found, &e, err);
     if (rc == MCDC_OK && !found) {

@@ -15,6 +15,7 @@
 #include "mcdc_changes.h"
 #include "mcdc_context.h"
 #include "mcdc_lake.h"
+#include "mcdc_offset.h"
 
 typedef struct mcdc_snap_env {
     const mcdc_ctx *ctx;     /* budget, stop request */
@@ -24,10 +25,20 @@ typedef struct mcdc_snap_env {
     int num_partitions;      /* ranges read at once, at most */
 } mcdc_snap_env;
 
-/* The newest snapshot of the tracked table (any of its capture instances)
- * the target holds, by the statistics of its files (rows of operation 0
- * only; _snapshot, or _start_lsn for rows of older snapshots). */
+/* The newest whole snapshot (or seed) of the tracked table (any of its
+ * capture instances) the target holds, by the statistics of its files (rows
+ * of operation 0 only; _snapshot, or _start_lsn for rows of older
+ * snapshots); without one, the S of the newest chunked snapshot with a wave
+ * in (reference snapshot(): a rerun never returns an LSN newer than its
+ * rows). */
 int mcdc_snapshot_find(mcdc_offset *out, bool *found, const mcdc_snap_env *e, mcdc_error *err);
+/* Whole snapshots only (a chunked one is complete only by its facts). */
+int mcdc_snapshot_find_whole(mcdc_offset *out, bool *found, const mcdc_snap_env *e,
+                             mcdc_error *err);
+/* Either, as chunks says, and whether a whole one is at exactly `exact` (an
+ * LSN text). */
+int mcdc_snapshot_find_at(mcdc_offset *out, bool *found, bool chunks, const char *exact,
+                          bool *exact_found, const mcdc_snap_env *e, mcdc_error *err);
 
 /* Reads the table and appends it in one commit; transient read errors
  * start the read again (the files of a failed attempt are deleted).
@@ -39,7 +50,32 @@ typedef int (*mcdc_snapshot_stamped_fn)(void *ctx, const mcdc_offset *stamp, mcd
 int mcdc_snapshot_append(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
                          mcdc_snapshot_stamped_fn on_stamped, void *ctx, mcdc_error *err);
 
-/* offset -> {"lsn", "commit_ts"} text parts (commit_ts "" when none). */
-void mcdc_offset_commit_text(const mcdc_offset *o, char out[32]);
+/* Opens a chunked snapshot for a stream generation (reference §2.4.2):
+ * records S (max_lsn, before anything else), reads the key's extent, writes
+ * the whole open detail {mode, kind, generation, lost_from_ts, lost_to_ts,
+ * keys, plan} to the target's plans table (txn <app_id>#snapopen.<S>), then
+ * the 'snapshot_open' facts row without keys and plan (txn
+ * <app_id>#snapshots, version generation: once per generation). Nothing of
+ * the table is read: backfill does that. *s: the open that stands (a rerun
+ * finds the first one's). */
+typedef struct mcdc_chunked_open {
+    mcdc_changes *changes;
+    mcdc_table *facts;
+    const char *target, *warehouse; /* bronze as given */
+    const mcdc_storage_env *env;
+    const char *app_id;             /* the stream's (generation 0's) */
+    const char *sink;               /* the generation's sink app id */
+    int64_t generation;
+    const char *kind;               /* "bootstrap" or "resnapshot" */
+    const mcdc_offset *lost_from;   /* NULL: no loss */
+    bool has_lost_to;
+    int64_t lost_to_us;
+} mcdc_chunked_open;
+int mcdc_snapshot_open_chunked(mcdc_offset *s, const mcdc_chunked_open *o, mcdc_error *err);
+
+/* Has CDC cleanup passed lsn (changes_ctx: the mcdc_changes)? Its next
+ * LSN is below the capture instance's min_lsn (mcdc_purged_fn). */
+int mcdc_snapshot_purged(void *changes_ctx, const char *lsn, bool *purged, mcdc_error *err);
+
 
 #endif /* MCDC_SNAPSHOT_JOB_H */

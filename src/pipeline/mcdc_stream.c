@@ -22,8 +22,11 @@
 #include "mcdc_facts.h"
 #include "mcdc_fanin.h"
 #include "mcdc_frame.h"
+#include "mcdc_generation.h"
 #include "mcdc_lake.h"
 #include "mcdc_lsn.h"
+#include "mcdc_offset.h"
+#include "mcdc_snapfacts.h"
 #include "mcdc_snapshot_job.h"
 #include "mcdc_tables.h"
 
@@ -37,23 +40,18 @@ typedef struct {
 } offset_t;
 
 static json_t *offset_json(const offset_t *o) {
-    char lsn[MCDC_LSN_TEXT_LEN + 1], ts[32] = "";
-    mcdc_lsn_format(&o->lsn, lsn);
-    if (o->has_ts) mcdc_format_ts_us(o->commit_us, 3, ts);
-    return json_pack("{s:s, s:s}", "lsn", lsn, "commit_ts", ts);
+    mcdc_offset x = {.has_commit_ts = o->has_ts, .commit_us = o->commit_us};
+    mcdc_lsn_format(&o->lsn, x.lsn);
+    return mcdc_offset_json(&x);
 }
 
 static int offset_parse(offset_t *o, const json_t *j, mcdc_error *err) {
-    const char *lsn = json_string_value(json_object_get(j, "lsn"));
-    const char *ts = json_string_value(json_object_get(j, "commit_ts"));
-    if (lsn == NULL || ts == NULL)
-        return mcdc_error_set(err, MCDC_E_CORRUPT, "an offset lacks \"lsn\" or \"commit_ts\"");
-    int rc = mcdc_lsn_parse_cstr(&o->lsn, lsn, err);
-    if (rc) return MCDC_E_CORRUPT;
-    o->has_ts = *ts != 0;
-    o->commit_us = 0;
-    if (o->has_ts && mcdc_parse_ts_us(ts, strlen(ts), &o->commit_us, err)) return MCDC_E_CORRUPT;
-    return MCDC_OK;
+    mcdc_offset x;
+    int rc = mcdc_offset_parse(&x, j, err);
+    if (rc == MCDC_OK) rc = mcdc_lsn_parse_cstr(&o->lsn, x.lsn, err);
+    o->has_ts = x.has_commit_ts;
+    o->commit_us = x.commit_us;
+    return rc;
 }
 
 /* ---- the handle ------------------------------------------------------------ */
@@ -63,7 +61,12 @@ struct mcdc_stream {
     char *strings[8];         /* owned copies of the cfg's strings */
     const mcdc_opts *opts;    /* borrowed */
     char *target_path, *facts_path; /* canonical locations (owned) */
-    char facts_app_id[MCDC_APP_ID_BYTES_MAX + 8];
+    /* The live generation (mcdc_generation.h): its checkpoint directory and
+     * sink app id, the one its commits and facts rows carry. */
+    mcdc_generation gen;
+    char *gen_checkpoint;
+    char sink_id[MCDC_APP_ID_BYTES_MAX + 24];
+    char facts_app_id[MCDC_APP_ID_BYTES_MAX + 32];
     /* While running: */
     mcdc_changes *changes;
     mcdc_schema *bronze_schema;
@@ -118,11 +121,11 @@ static void stream_log(void *user, mcdc_log_level level, const char *msg) {
  * is empty and its first LSN unknown, so the start waits (*idle) rather than
  * guess an LSN that the retention guard would then call purged. */
 static int initial_offset(mcdc_stream *s, offset_t *start, bool *idle, mcdc_error *err) {
-    const char *starting = mcdc_opts_get(s->opts, "startingLsn");
-    if (starting == NULL) starting = "earliest";
+    const char *starting = NULL;
+    mcdc_start_kind kind = mcdc_opt_starting_lsn(s->opts, &starting);
     memset(start, 0, sizeof *start);
     *idle = false;
-    if (mcdc_str_ieq(starting, "earliest")) {
+    if (kind == MCDC_START_EARLIEST) {
         mcdc_lsn min;
         int rc = mcdc_changes_min_lsn(s->changes, &min, err);
         if (rc) return rc;
@@ -150,7 +153,7 @@ static int next_end(mcdc_stream *s, const offset_t *start, offset_t *end, bool *
     if (s->has_ceiling && mcdc_lsn_cmp(&s->ceiling, &upper) < 0) upper = s->ceiling;
     *idle = mcdc_lsn_cmp(&upper, &start->lsn) <= 0;
     if (*idle) return MCDC_OK;
-    int64_t max_commits = mcdc_opts_get_int(s->opts, "maxCommitsPerBatch");
+    int64_t max_commits = mcdc_opt_max_commits_per_batch(s->opts);
     if (max_commits > 0 && s->cfg.trigger != MCDC_TRIGGER_ONCE) {
         mcdc_lsn nth;
         bool found;
@@ -182,6 +185,48 @@ static int job_plan(void *job, const json_t *last_end, json_t **start_j, json_t 
     return MCDC_OK;
 }
 
+/* The largest _start_lsn of the target's change rows by file statistics.
+ * Files of snapshot rows only (operation 0) do not count: a chunked
+ * snapshot's waves are stamped past its S, where a new generation starts. */
+typedef struct {
+    char *max;
+    size_t cap;
+    bool rows, known;
+} max_acc;
+
+static int change_file_max(void *ctx, const char *stats, mcdc_error *err) {
+    (void)err;
+    max_acc *a = ctx;
+    json_error_t je;
+    json_t *j = stats ? json_loads(stats, 0, &je) : NULL;
+    json_t *mins = json_object_get(j, "minValues"), *maxs = json_object_get(j, "maxValues");
+    json_int_t records = json_integer_value(json_object_get(j, "numRecords"));
+    json_t *op_lo = json_object_get(mins, "_operation"), *op_hi = json_object_get(maxs, "_operation");
+    bool snapshot_only = json_is_integer(op_lo) && json_is_integer(op_hi) &&
+                         json_integer_value(op_lo) == 0 && json_integer_value(op_hi) == 0;
+    const char *m = json_string_value(json_object_get(maxs, "_start_lsn"));
+    if (j == NULL || !json_is_integer(json_object_get(j, "numRecords"))) {
+        a->rows = true; /* a file without statistics: anything */
+        a->known = false;
+    } else if (records > 0 && !snapshot_only) {
+        a->rows = true;
+        if (m == NULL || strlen(m) >= a->cap) a->known = false;
+        else if (strcmp(m, a->max) > 0) snprintf(a->max, a->cap, "%s", m);
+    }
+    json_decref(j);
+    return MCDC_OK;
+}
+
+static int change_rows_max_lsn(mcdc_table *t, char *max, size_t cap, bool *rows, bool *known,
+                               mcdc_error *err) {
+    max[0] = 0;
+    max_acc a = {.max = max, .cap = cap, .known = true};
+    int rc = mcdc_table_each_file_stats(t, change_file_max, &a, err);
+    *rows = a.rows;
+    *known = a.known;
+    return rc;
+}
+
 /* A new checkpoint on a target that already holds change rows past its
  * start would write them a second time (the advice "new app id, new
  * checkpoint" followed on the same target). Refused unless the rows all lie
@@ -193,7 +238,7 @@ static int job_check_fresh(void *job, const json_t *start_j, mcdc_error *err) {
     if (rc) return rc;
     char max[64], from[MCDC_LSN_TEXT_LEN + 1];
     bool rows, known;
-    rc = mcdc_table_max_text_stat(s->bronze, "_start_lsn", max, sizeof max, &rows, &known, err);
+    rc = change_rows_max_lsn(s->bronze, max, sizeof max, &rows, &known, err);
     if (rc || !rows) return rc;
     mcdc_lsn_format(&start.lsn, from);
     /* LSN texts are fixed width: string order is LSN order. */
@@ -232,7 +277,7 @@ static json_t *bronze_meta(const mcdc_stream *s, int64_t batch_id) {
                      "min_commit_ts", min_ts, "max_commit_ts", max_ts, "deletes",
                      (json_int_t)st->deletes, "inserts", (json_int_t)st->inserts, "updates",
                      (json_int_t)st->updates, "batch_id", (json_int_t)batch_id, "app_id",
-                     s->cfg.app_id);
+                     s->sink_id);
 }
 
 /* Bronze's appender, with encoder threads from the budget (released after
@@ -309,13 +354,15 @@ static int retention_guard(mcdc_stream *s, mcdc_lsn *from, mcdc_error *err) {
     mcdc_lsn_format(from, f);
     mcdc_lsn_format(&min_lsn, m);
     const char *ci = mcdc_changes_capture_instance(s->changes);
-    if (mcdc_opts_get_bool(s->opts, "failOnDataLoss"))
+    if (mcdc_opt_fail_on_data_loss(s->opts))
         return mcdc_error_set(err, MCDC_E_DATALOSS,
                               "capture instance %s: changes from %s on were purged by CDC "
                               "cleanup (min_lsn is now %s) before this stream read them. "
-                              "Re-snapshot the table into a new (or rebuilt) target with a new "
-                              "checkpoint and a new app id, or set failOnDataLoss=false to skip "
-                              "the gap (it is recorded as a data_skipped event)",
+                              "Rerun with --on-data-loss resnapshot (and a --facts-table): the "
+                              "table is snapshotted again into a new generation of this "
+                              "checkpoint and the stream goes on from it. Or set "
+                              "failOnDataLoss=false to skip the gap (recorded as a data_skipped "
+                              "event)",
                               ci, f, m);
     mcdc_log(MCDC_LOG_WARN, "capture instance %s: skipping purged changes %s..%s "
                             "(failOnDataLoss=false)", ci, f, m);
@@ -372,7 +419,7 @@ static int job_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_resul
     mcdc_budget_release(s->ctx.budget, MCDC_PERMIT_CONNECTION, readers);
     mcdc_free(ranges);
     if (rc == MCDC_OK && app) {
-        rc = mcdc_frame_commit_data(f, u, app, bronze_meta(s, u->id), err);
+        rc = mcdc_frame_commit_data(f, u, app, bronze_meta(s, u->id), NULL, err);
         res->data_committed = rc == MCDC_OK;
     }
     mcdc_appender_free(app);
@@ -409,7 +456,7 @@ static int job_facts(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
     char end_lsn[MCDC_LSN_TEXT_LEN + 1];
     mcdc_lsn_format(&s->end.lsn, end_lsn);
     int64_t written = mcdc_now_utc_us();
-    mcdc_facts_batch fb = {.app_id = s->cfg.app_id,
+    mcdc_facts_batch fb = {.app_id = s->sink_id,
                            .target = s->cfg.target,
                            .batch_id = u->id,
                            .stats = &s->st,
@@ -427,7 +474,7 @@ static int job_facts(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
                                   s->possible_loss ? &s->possible : NULL};
     for (int i = 0; i < 2 && rc == MCDC_OK; i++) {
         if (events[i] == NULL) continue;
-        events[i]->app_id = s->cfg.app_id;
+        events[i]->app_id = s->sink_id;
         events[i]->target = s->cfg.target;
         events[i]->batch_id = u->id;
         events[i]->written_us = written;
@@ -490,45 +537,113 @@ static void job_done(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
 static int write_open(void *ctx, const mcdc_offset *stamp, mcdc_error *err) {
     mcdc_stream *s = ctx;
     if (s->facts == NULL) return MCDC_OK;
-    mcdc_facts_event ev = {.app_id = s->cfg.app_id,
+    json_t *d = mcdc_snap_open_detail("full", "bootstrap", 0, false, 0, false, 0);
+    char *detail = d ? json_dumps(d, JSON_COMPACT) : NULL;
+    json_decref(d);
+    if (detail == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    mcdc_facts_event ev = {.app_id = s->sink_id,
                            .target = s->cfg.target,
                            .event = "snapshot_open",
                            .rows = 0,
                            .lsn = stamp->lsn,
                            .has_commit_ts = stamp->has_commit_ts,
                            .commit_us = stamp->commit_us,
-                           .detail = "{\"generation\":0,\"kind\":\"bootstrap\",\"mode\":\"full\"}"};
+                           .detail = detail};
     bool skipped;
-    return mcdc_facts_write_event(s->facts, &ev, NULL, 0, &skipped, err);
+    int rc = mcdc_facts_write_event(s->facts, &ev, NULL, 0, &skipped, err);
+    free(detail);
+    return rc;
+}
+
+/* Opens a chunked snapshot for generation n of the stream (kind bootstrap
+ * or resnapshot); lost_from NULL: no loss. */
+static int open_chunked(mcdc_stream *s, const char *sink, int64_t n, const char *kind,
+                        const mcdc_offset *lost_from, bool has_lost_to, int64_t lost_to_us,
+                        mcdc_offset *out, mcdc_error *err) {
+    mcdc_chunked_open o = {.changes = s->changes,
+                           .facts = s->facts,
+                           .target = s->cfg.target,
+                           .warehouse = s->cfg.warehouse,
+                           .env = s->ctx.storage_env,
+                           .app_id = s->cfg.app_id,
+                           .sink = sink,
+                           .generation = n,
+                           .kind = kind,
+                           .lost_from = lost_from,
+                           .has_lost_to = has_lost_to,
+                           .lost_to_us = lost_to_us};
+    return mcdc_snapshot_open_chunked(out, &o, err);
+}
+
+/* mcdc_recovery's open_chunked: a chunked re-snapshot. */
+static int open_resnapshot(void *ctx, const char *sink, int64_t n, const mcdc_offset *lost_from,
+                           bool has_lost_to, int64_t lost_to_us, mcdc_offset *out,
+                           mcdc_error *err) {
+    return open_chunked(ctx, sink, n, "resnapshot", lost_from, has_lost_to, lost_to_us, out, err);
+}
+
+/* A snapshot this generation opened before that a bootstrap starts from
+ * instead of taking one (the table is never read twice): a chunked one, open
+ * or complete, in either mode; in a chunked run a full one too once complete
+ * (an emptied table's: no rows find it). *found false: none. */
+static int reusable_open(mcdc_stream *s, mcdc_offset *off, bool *found, mcdc_error *err) {
+    *found = false;
+    if (s->facts == NULL) return MCDC_OK;
+    mcdc_snapfacts sf;
+    int rc = mcdc_snapfacts_load(&sf, s->facts, s->cfg.target, s->cfg.warehouse, s->cfg.app_id, err);
+    bool done = false;
+    const mcdc_snap_row *o = rc ? NULL : mcdc_snapfacts_opened(&sf, s->sink_id, &done);
+    *found = o && (strcmp(mcdc_snap_mode(o), "chunked") == 0 ||
+                   (done && s->cfg.snapshot == MCDC_SNAPSHOT_CHUNKED));
+    if (*found) {
+        memset(off, 0, sizeof *off);
+        snprintf(off->lsn, sizeof off->lsn, "%s", o->min_lsn);
+        off->has_commit_ts = o->has_min_ts;
+        off->commit_us = o->min_ts_us;
+    }
+    mcdc_snapfacts_free(&sf);
+    return rc;
 }
 
 /* A new checkpoint with bootstrap: the target's snapshot of the table (taken
  * now when it holds none), its bootstrap row, then the stream from its LSN. */
 static int job_before_first(void *job, json_t **start, mcdc_error *err) {
     mcdc_stream *s = job;
+    if (s->gen.n > 0) { /* a later generation starts at its snapshot, whatever startingLsn says */
+        *start = mcdc_offset_json(&s->gen.snapshot);
+        return *start ? MCDC_OK : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
     if (!s->cfg.bootstrap) return MCDC_OK;
-    if (s->cfg.snapshot != MCDC_SNAPSHOT_FULL)
-        return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
-                              "--snapshot chunked is not built yet: bootstrap with --snapshot "
-                              "full");
     mcdc_snap_env e = {.ctx = &s->ctx,
                        .changes = s->changes,
                        .target = s->bronze,
                        .bronze = s->bronze_schema,
                        .num_partitions = s->num_partitions};
     mcdc_offset off;
-    bool found = false;
+    bool found = false, opened = false;
     int64_t rows = -1; /* a snapshot already there: NULL rows in the event */
-    int rc = mcdc_snapshot_find(&off, &found, &e, err);
-    if (rc == MCDC_OK && !found) rc = mcdc_snapshot_append(&off, &rows, &e, write_open, s, err);
-    if (rc == MCDC_OK && s->facts) {
-        mcdc_facts_event ev = {.app_id = s->cfg.app_id,
+    int64_t started = mcdc_now_utc_us();
+    int rc = mcdc_snapshot_find_whole(&off, &found, &e, err);
+    /* A snapshot opened before (backfill reads a chunked one and writes its
+     * bootstrap row), else a chunked one opened now, else a full one. */
+    if (rc == MCDC_OK && !found) rc = reusable_open(s, &off, &opened, err);
+    if (rc == MCDC_OK && !found && !opened && s->cfg.snapshot == MCDC_SNAPSHOT_CHUNKED) {
+        rc = open_chunked(s, s->sink_id, 0, "bootstrap", NULL, false, 0, &off, err);
+        opened = rc == MCDC_OK;
+    } else if (rc == MCDC_OK && !found && !opened) {
+        rc = mcdc_snapshot_append(&off, &rows, &e, write_open, s, err);
+    }
+    if (rc == MCDC_OK && s->facts && !opened) {
+        mcdc_facts_event ev = {.app_id = s->sink_id,
                                .target = s->cfg.target,
                                .event = "bootstrap",
                                .rows = rows,
                                .lsn = off.lsn,
                                .has_commit_ts = off.has_commit_ts,
-                               .commit_us = off.commit_us};
+                               .commit_us = off.commit_us,
+                               .has_timing = !found,
+                               .started_us = started,
+                               .duration_ms = (mcdc_now_utc_us() - started) / 1000};
         char events[MCDC_APP_ID_BYTES_MAX + 8];
         snprintf(events, sizeof events, "%s#events", s->cfg.app_id);
         bool skipped;
@@ -543,8 +658,9 @@ static int job_before_first(void *job, json_t **start, mcdc_error *err) {
      * took a while, the start is now. */
     if (rc == MCDC_OK && s->has_ceiling) rc = mcdc_changes_max_lsn(s->changes, &s->ceiling, err);
     if (rc == MCDC_OK)
-        mcdc_log(MCDC_LOG_INFO, "bootstrap: %s holds the snapshot at %s (%s); streaming from it",
-                 s->cfg.target, off.lsn, found ? "taken before" : "taken now");
+        mcdc_log(MCDC_LOG_INFO, "bootstrap: %s %s the snapshot at %s (%s); streaming from it",
+                 s->cfg.target, opened ? "has opened" : "holds", off.lsn,
+                 opened ? "chunked: mssql-cdc backfill reads it" : found ? "taken before" : "taken now");
     return rc;
 }
 
@@ -650,14 +766,40 @@ int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stre
                             (long long)MCDC_PROCESSING_TIME_MS_MAX,
                             (long long)cfg->processing_time_ms);
     if (rc == MCDC_OK && cfg->version >= 2 && cfg->bootstrap &&
-        mcdc_opts_is_set(opts, "startingLsn"))
+        mcdc_opt_is_set(opts, MCDC_OPT_STARTING_LSN))
         rc = mcdc_error_set(err, MCDC_E_INVALID,
                             "--bootstrap and startingLsn together: a bootstrap starts the stream "
                             "at its snapshot's LSN; leave startingLsn out");
+    bool resnapshot = cfg->version >= 3 && cfg->on_data_loss == MCDC_ON_DATA_LOSS_RESNAPSHOT;
+    if (rc == MCDC_OK && cfg->version >= 3 && cfg->on_data_loss != MCDC_ON_DATA_LOSS_FAIL &&
+        !resnapshot)
+        rc = mcdc_error_set(err, MCDC_E_INVALID, "on_data_loss must be fail or resnapshot");
+    if (rc == MCDC_OK && cfg->version >= 2 && cfg->snapshot == MCDC_SNAPSHOT_CHUNKED &&
+        cfg->facts_table == NULL)
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "--snapshot chunked needs --facts-table: the snapshot's rows there "
+                            "record its plan and its chunks, and backfill reads them");
+    if (rc == MCDC_OK && resnapshot && cfg->facts_table == NULL)
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "--on-data-loss resnapshot needs --facts-table: the re-snapshot's "
+                            "rows and the mode lock live there");
+    if (rc == MCDC_OK && resnapshot && !mcdc_opt_fail_on_data_loss(opts))
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "--on-data-loss resnapshot with failOnDataLoss=false: the stream would "
+                            "skip the gap instead of re-snapshotting; drop one of them");
+    if (rc == MCDC_OK && cfg->version >= 3 &&
+        !(cfg->resnapshot_interval_days >= 0 && cfg->resnapshot_interval_days <= 3650))
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "--resnapshot-interval-days must be between 0 and 3650, not %g",
+                            cfg->resnapshot_interval_days);
     if (rc) return rc;
     mcdc_stream *s = mcdc_calloc(1, sizeof *s);
     if (s == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     s->cfg = *cfg;
+    if (cfg->version < 3) {
+        s->cfg.on_data_loss = MCDC_ON_DATA_LOSS_FAIL;
+        s->cfg.resnapshot_interval_days = 7.0;
+    }
     s->opts = opts;
     const char **fields[] = {&s->cfg.target,        &s->cfg.app_id,    &s->cfg.checkpoint,
                              &s->cfg.facts_table,   &s->cfg.control_table,
@@ -673,7 +815,6 @@ int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stre
         mcdc_stream_free(s);
         return rc;
     }
-    snprintf(s->facts_app_id, sizeof s->facts_app_id, "%s#facts", cfg->app_id);
     pthread_mutex_init(&s->warnings_mu, NULL);
     s->sink = (mcdc_log_sink){stream_log, s, cfg->version >= 2 ? cfg->log_level : MCDC_LOG_WARN};
     if (cfg->version < 2) s->cfg.log_fn = NULL;
@@ -695,6 +836,7 @@ void mcdc_stream_free(mcdc_stream *s) {
     for (size_t i = 0; i < sizeof s->strings / sizeof s->strings[0]; i++) mcdc_free(s->strings[i]);
     mcdc_free(s->target_path);
     mcdc_free(s->facts_path);
+    mcdc_free(s->gen_checkpoint);
     mcdc_free(s);
 }
 
@@ -704,21 +846,13 @@ void mcdc_stream_free(mcdc_stream *s) {
 static int check_reserved(const mcdc_schema *out, mcdc_error *err) {
     int32_t first = mcdc_schema_find(out, "_commit_ts") + 1;
     MCDC_ASSERT(first > 0);
-    for (int32_t i = first; i < out->n_fields; i++)
-        if (mcdc_is_reserved_column(out->fields[i].name))
-            return mcdc_error_set(err, MCDC_E_INVALID,
-                                  "the capture instance captures a column named '%s', which "
-                                  "mssql-cdc reserves for its own columns: leave it out of "
-                                  "@captured_column_list, or pass the option columns without it",
-                                  out->fields[i].name);
-    return MCDC_OK;
+    return mcdc_check_reserved_columns(out, first, err);
 }
 
 /* startingLsn past max_lsn: nothing comes until the server gets there. */
 static void warn_future_start(mcdc_stream *s) {
-    const char *starting = mcdc_opts_get(s->opts, "startingLsn");
-    if (starting == NULL || mcdc_str_ieq(starting, "earliest") || mcdc_str_ieq(starting, "latest"))
-        return;
+    const char *starting = NULL;
+    if (mcdc_opt_starting_lsn(s->opts, &starting) != MCDC_START_LSN) return;
     mcdc_lsn want, max;
     mcdc_error e = MCDC_ERROR_INIT;
     if (mcdc_lsn_parse_cstr(&want, starting, &e) || mcdc_changes_max_lsn(s->changes, &max, &e))
@@ -729,6 +863,77 @@ static void warn_future_start(mcdc_stream *s) {
     mcdc_log(MCDC_LOG_WARN, "startingLsn %s is beyond the server's max_lsn %s: the stream waits "
                             "until changes past %s are captured (did you mean an LSN of another "
                             "server or database?)", starting, m, starting);
+}
+
+/* What a generation's checkpoint is bound to (app_id: its sink app id). */
+static mcdc_ckpt_binding stream_binding(const mcdc_stream *s, const char *app_id) {
+    return (mcdc_ckpt_binding){.job = STREAM_OPS.kind,
+                               .app_id = app_id,
+                               .target = s->target_path,
+                               .capture_instance = mcdc_opt_capture_instance(s->opts),
+                               .facts_table = s->facts_path};
+}
+
+/* The generation this run streams: the state file's (read on every run),
+ * after a re-snapshot when on_data_loss asks for one and CDC lost changes
+ * the live generation has not read. */
+static int enter_generation(mcdc_stream *s, mcdc_error *err) {
+    const mcdc_stream_cfg *cfg = &s->cfg;
+    bool resnapshot = cfg->on_data_loss == MCDC_ON_DATA_LOSS_RESNAPSHOT;
+    int rc = MCDC_OK;
+    /* One mode while a snapshot is open (reference §2.4.5), for the runs
+     * that may take one. */
+    if (s->facts && (cfg->bootstrap || resnapshot)) {
+        mcdc_snapfacts sf;
+        rc = mcdc_snapfacts_load(&sf, s->facts, cfg->target, cfg->warehouse, cfg->app_id, err);
+        if (rc == MCDC_OK)
+            rc = mcdc_snapfacts_lock(&sf, cfg->target,
+                                     cfg->snapshot == MCDC_SNAPSHOT_CHUNKED ? "chunked" : "full",
+                                     mcdc_snapshot_purged, s->changes, err);
+        mcdc_snapfacts_free(&sf);
+    }
+    if (rc == MCDC_OK) rc = mcdc_generation_read(&s->gen, s->ctx.storage_env, cfg->checkpoint, err);
+    if (rc == MCDC_OK && resnapshot) {
+        const char *starting = NULL;
+        bool given = mcdc_opt_starting_lsn(s->opts, &starting) == MCDC_START_LSN;
+        mcdc_recovery r = {
+            .ctx = &s->ctx,
+            .changes = s->changes,
+            .bronze = s->bronze,
+            .bronze_schema = s->bronze_schema,
+            .num_partitions = s->num_partitions,
+            .facts = s->facts,
+            .target = cfg->target,
+            .checkpoint = cfg->checkpoint,
+            .app_id = cfg->app_id,
+            .binding = stream_binding(s, cfg->app_id),
+            .bootstrap = cfg->bootstrap,
+            .chunked = cfg->snapshot == MCDC_SNAPSHOT_CHUNKED,
+            .interval_days = cfg->resnapshot_interval_days,
+            .starting_lsn = given ? starting : NULL,
+            .open_chunked = open_resnapshot,
+            .open_ctx = s,
+        };
+        bool recovered;
+        rc = mcdc_generation_recover(&s->gen, &r, &recovered, err);
+    }
+    char *app = NULL;
+    mcdc_free(s->gen_checkpoint);
+    s->gen_checkpoint = NULL;
+    if (rc == MCDC_OK)
+        rc = mcdc_generation_names(&s->gen_checkpoint, &app, cfg->checkpoint, cfg->app_id,
+                                   s->gen.n, err);
+    if (rc == MCDC_OK && strlen(app) >= sizeof s->sink_id)
+        rc = mcdc_error_set(err, MCDC_E_LIMIT, "app id %s is too long", app);
+    if (rc == MCDC_OK) {
+        snprintf(s->sink_id, sizeof s->sink_id, "%s", app);
+        snprintf(s->facts_app_id, sizeof s->facts_app_id, "%s#facts", app);
+    }
+    if (rc == MCDC_OK && s->gen.n > 0)
+        mcdc_log(MCDC_LOG_INFO, "%s: generation %lld (app id %s, checkpoint %s)", cfg->target,
+                 (long long)s->gen.n, s->sink_id, s->gen_checkpoint);
+    mcdc_free(app);
+    return rc;
 }
 
 int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *err) {
@@ -746,27 +951,23 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
         snprintf(msg, sizeof msg, "unknown option(s) ignored: %s", unknown);
         add_warning(s->pending, msg);
     }
-    int64_t np = mcdc_opts_get_int(s->opts, "numPartitions");
-    if (np <= 0) np = sysconf(_SC_NPROCESSORS_ONLN);
-    if (np < 1) np = 1;
-    if (np > MCDC_PARTITIONS_MAX) np = MCDC_PARTITIONS_MAX;
-    s->num_partitions = (int)np;
+    s->num_partitions = mcdc_opt_num_partitions(s->opts);
 
     /* Options of the reference this release accepts but does not act on;
      * the snapshot's act only when the stream takes one (bootstrap). */
     static const struct {
-        const char *name;
+        mcdc_opt opt;
         bool snapshot;
-    } inert[] = {{"metricsPath", false},   {"schemaChangePolicy", false},
-                 {"snapshotChunks", false}, {"lockTimeoutMs", true},
-                 {"isolationLevel", true},  {"snapshotLsn", true},
-                 {"snapshotKeys", true}};
+    } inert[] = {{MCDC_OPT_METRICS_PATH, false},   {MCDC_OPT_SCHEMA_CHANGE_POLICY, false},
+                 {MCDC_OPT_SNAPSHOT_CHUNKS, false}, {MCDC_OPT_LOCK_TIMEOUT_MS, true},
+                 {MCDC_OPT_ISOLATION_LEVEL, true},  {MCDC_OPT_SNAPSHOT_LSN, true},
+                 {MCDC_OPT_SNAPSHOT_KEYS, true}};
     for (size_t i = 0; i < sizeof inert / sizeof inert[0]; i++)
-        if (mcdc_opts_is_set(s->opts, inert[i].name) && !(inert[i].snapshot && cfg->bootstrap))
-            mcdc_log(MCDC_LOG_WARN, "option %s has no effect %s%s", inert[i].name,
+        if (mcdc_opt_is_set(s->opts, inert[i].opt) && !(inert[i].snapshot && cfg->bootstrap))
+            mcdc_log(MCDC_LOG_WARN, "option %s has no effect %s%s", mcdc_opt_name(inert[i].opt),
                      inert[i].snapshot ? "without --bootstrap (it applies to snapshots)"
                                        : "in this release",
-                     strcmp(inert[i].name, "metricsPath") == 0
+                     inert[i].opt == MCDC_OPT_METRICS_PATH
                          ? ": the stream's metrics travel in-process"
                          : "");
     /* Every table is what its role says before the source is even asked. */
@@ -798,17 +999,21 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
         s->has_ceiling = rc == MCDC_OK;
     }
     if (rc == MCDC_OK) warn_future_start(s);
+    /* A run that may snapshot checks the key it would cut on before it
+     * writes anything (an open row, a state file). */
+    if (rc == MCDC_OK && (cfg->bootstrap || cfg->on_data_loss == MCDC_ON_DATA_LOSS_RESNAPSHOT)) {
+        json_t *keys = NULL;
+        rc = mcdc_changes_snapshot_keys(s->changes, &keys, err);
+        json_decref(keys);
+    }
+    if (rc == MCDC_OK) rc = enter_generation(s, err);
     if (rc == MCDC_OK) {
         mcdc_frame_cfg fc = {
             .ctx = &s->ctx,
-            .checkpoint = cfg->checkpoint,
-            .binding = {.job = STREAM_OPS.kind,
-                        .app_id = cfg->app_id,
-                        .target = s->target_path,
-                        .capture_instance = mcdc_opts_get(s->opts, "captureInstance"),
-                        .facts_table = s->facts_path},
+            .checkpoint = s->gen_checkpoint,
+            .binding = stream_binding(s, s->sink_id),
             .target = s->bronze,
-            .app_id = cfg->app_id,
+            .app_id = s->sink_id,
             .facts = s->facts,
             .facts_app_id = s->facts_app_id,
             .control_table = cfg->control_table,

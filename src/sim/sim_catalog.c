@@ -68,10 +68,17 @@ static const char *DB_SCHEMA =
     "CREATE TABLE IF NOT EXISTS __sim_users(name TEXT PRIMARY KEY COLLATE NOCASE, login TEXT);"
     "CREATE TABLE IF NOT EXISTS __sim_grants(principal TEXT COLLATE NOCASE, object TEXT COLLATE NOCASE, perm TEXT,"
     " PRIMARY KEY(principal, object, perm));"
-    "CREATE VIEW IF NOT EXISTS \"sys.columns\" AS SELECT t.object_id AS object_id, c.name AS name,"
-    " c.column_id AS column_id, 0 AS is_computed, c.nullable AS is_nullable,"
+    /* computed columns: their definition as written (sys.computed_columns'
+     * definition, is_persisted) */
+    "CREATE TABLE IF NOT EXISTS __sim_computed(tbl TEXT COLLATE NOCASE, name TEXT COLLATE NOCASE, definition TEXT,"
+    " is_persisted INT, PRIMARY KEY(tbl, name));"
+    /* recreated on every open: a data dir of an older build gets is_computed */
+    "DROP VIEW IF EXISTS \"sys.columns\";"
+    "CREATE VIEW \"sys.columns\" AS SELECT t.object_id AS object_id, c.name AS name,"
+    " c.column_id AS column_id, (k.name IS NOT NULL) AS is_computed, c.nullable AS is_nullable,"
     " CASE WHEN c.type LIKE '%char%' THEN 'SQL_Latin1_General_CP1_CI_AS' END AS collation_name"
-    " FROM __sim_columns c JOIN __sim_tables t ON t.name = c.tbl;"
+    " FROM __sim_columns c JOIN __sim_tables t ON t.name = c.tbl LEFT JOIN __sim_computed k ON k.tbl = c.tbl AND"
+    " k.name = c.name;"
     "CREATE VIEW IF NOT EXISTS \"sys.tables\" AS SELECT object_id, table_name AS name, schema_name,"
     " create_date, is_cdc AS is_tracked_by_cdc FROM __sim_tables WHERE schema_name <> 'cdc';"
     "CREATE VIEW IF NOT EXISTS \"sys.objects\" AS SELECT object_id, table_name AS name, CASE schema_name WHEN 'dbo'"

@@ -38,7 +38,14 @@ static const char *CDC_SCHEMA =
     "CREATE TABLE IF NOT EXISTS \"cdc.ddl_history\"(source_object_id INT, object_id INT, required_column_update INT,"
     " ddl_command TEXT, ddl_lsn BLOB, ddl_time TEXT, capture_instance TEXT COLLATE NOCASE);"
     "CREATE TABLE IF NOT EXISTS __sim_pending_tx(commit_lsn BLOB PRIMARY KEY, begin_lsn BLOB, begin_time TEXT,"
-    " end_time TEXT, tran_id BLOB, end_utc_us INT);"
+    " end_time TEXT, tran_id BLOB, end_utc_us INT, no_map INT DEFAULT 0);"
+    /* DDL of captured tables, posted to cdc.ddl_history when capture reads
+     * its commit (alter_col: an ALTER COLUMN the instance's change table
+     * follows then) */
+    "CREATE TABLE IF NOT EXISTS __sim_pending_ddl(txkey INT, commit_lsn BLOB, ddl_lsn BLOB, ddl_time TEXT, ddl_command TEXT,"
+    " source_object_id INT, object_id INT, required_column_update INT, capture_instance TEXT COLLATE NOCASE,"
+    " alter_col TEXT, alter_type TEXT);"
+    "CREATE INDEX IF NOT EXISTS __sim_pending_ddl_commit ON __sim_pending_ddl(commit_lsn);"
     "INSERT OR IGNORE INTO __sim_columns VALUES"
     " ('cdc.lsn_time_mapping', 1, 'start_lsn', 'binary(10)', 0, 1),"
     " ('cdc.lsn_time_mapping', 2, 'tran_begin_time', 'datetime', 1, 0),"
@@ -69,7 +76,20 @@ static const char *CDC_SCHEMA =
  * process: a bump elsewhere costs a scan, nothing more. */
 static _Atomic uint64_t capture_work;
 
-int sim_cdc_init_db(sim_db *d, mcdc_error *err) { return sim_sql(d->w, err, "%s", CDC_SCHEMA); }
+int sim_cdc_init_db(sim_db *d, mcdc_error *err) {
+    /* a data dir of an older build: its queue gets the column of DDL-only
+     * transactions (which map no LSN to a time) */
+    sqlite3_stmt *st;
+    bool old_queue = false;
+    if (sqlite3_prepare_v2(d->w, "SELECT (SELECT count(*) FROM pragma_table_info('__sim_pending_tx')) > 0 AND"
+                                 " (SELECT count(*) FROM pragma_table_info('__sim_pending_tx') WHERE name = 'no_map') = 0",
+                           -1, &st, NULL) == SQLITE_OK) {
+        old_queue = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 1;
+        sqlite3_finalize(st);
+    }
+    int rc = old_queue ? sim_sql(d->w, err, "ALTER TABLE __sim_pending_tx ADD COLUMN no_map INT DEFAULT 0") : MCDC_OK;
+    return rc == MCDC_OK ? sim_sql(d->w, err, "%s", CDC_SCHEMA) : rc;
+}
 
 static void local_text(sim_server *srv, int64_t utc_us, char out[48]) {
     sim_type t = {SIM_T_DATETIME, 0, 3, 0};
@@ -104,14 +124,24 @@ int sim_cdc_capture_row(sim_session *s, const char *tbl, char cols[][SIM_NAME_MA
         char names[MCDC_COLUMNS_MAX > 1024 ? 1024 : MCDC_COLUMNS_MAX][SIM_NAME_MAX / 4];
         int src[1024];
         int nc = 0;
-        if (sqlite3_prepare_v2(w, "SELECT column_name FROM \"cdc.captured_columns\" WHERE capture_instance = ? ORDER BY column_ordinal",
+        /* a captured column's value comes from the table's column of the
+         * same column_id: a dropped one (and one added back under its name,
+         * a new column) reads NULL, "null values will be supplied for the
+         * column in the subsequent change entries"; a computed one is NULL
+         * in every change row (both: About change data capture, SQL Server
+         * docs) */
+        if (sqlite3_prepare_v2(w, "SELECT c.column_name, c.is_computed = 0 AND s.name IS NOT NULL FROM \"cdc.captured_columns\" c"
+                                  " LEFT JOIN __sim_columns s ON s.tbl = ?2 AND s.column_id = c.column_id AND s.name = c.column_name"
+                                  " WHERE c.capture_instance = ?1 ORDER BY c.column_ordinal",
                                -1, &cc, NULL) != SQLITE_OK) { rc = sim_sqlite_err(w, SQLITE_ERROR, err); break; }
         sqlite3_bind_text(cc, 1, ci, -1, SQLITE_STATIC);
+        sqlite3_bind_text(cc, 2, tbl, -1, SQLITE_STATIC);
         while (sqlite3_step(cc) == SQLITE_ROW && nc < 1024) {
             const char *n = (const char *)sqlite3_column_text(cc, 0);
             snprintf(names[nc], sizeof names[nc], "%s", n);
             src[nc] = -1;
-            for (int k = 0; k < ncols; k++) if (mcdc_str_ieq(cols[k], n)) src[nc] = k;
+            if (sqlite3_column_int(cc, 1))
+                for (int k = 0; k < ncols; k++) if (mcdc_str_ieq(cols[k], n)) src[nc] = k;
             nc++;
         }
         sqlite3_finalize(cc);
@@ -182,8 +212,22 @@ int sim_cdc_commit(sim_session *s, uint64_t commit_lsn, mcdc_error *err) {
     local_text(s->srv, s->tran_begin_utc_us, bt);
     local_text(s->srv, now, et);
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(d->w, "INSERT INTO __sim_pending_tx VALUES (?, ?, ?, ?, ?, ?)", -1, &st, NULL) != SQLITE_OK)
+    /* the transaction's DDL gets its commit LSN: capture posts it then */
+    if (sqlite3_prepare_v2(d->w, "UPDATE __sim_pending_ddl SET commit_lsn = ?1 WHERE txkey = ?2 AND commit_lsn IS NULL", -1, &st,
+                           NULL) != SQLITE_OK)
         return sim_sqlite_err(d->w, SQLITE_ERROR, err);
+    sqlite3_bind_blob(st, 1, lsn, 10, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 2, (int64_t)s->tran_id);
+    if (sqlite3_step(st) != SQLITE_DONE) rc = sim_sqlite_err(d->w, SQLITE_ERROR, err);
+    sqlite3_finalize(st);
+    if (rc != MCDC_OK) return rc;
+    /* cdc.lsn_time_mapping holds "one row for each transaction having rows
+     * in a change table" (its documentation): a transaction of DDL alone is
+     * queued for capture, and maps no time */
+    if (sqlite3_prepare_v2(d->w, "INSERT INTO __sim_pending_tx(commit_lsn, begin_lsn, begin_time, end_time, tran_id, end_utc_us,"
+                                 " no_map) VALUES (?, ?, ?, ?, ?, ?, ?)", -1, &st, NULL) != SQLITE_OK)
+        return sim_sqlite_err(d->w, SQLITE_ERROR, err);
+    sqlite3_bind_int(st, 7, s->tran_ncis == 0);
     sqlite3_bind_blob(st, 1, lsn, 10, SQLITE_TRANSIENT);
     sqlite3_bind_blob(st, 2, blsn, 10, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 3, bt, -1, SQLITE_TRANSIENT);
@@ -200,6 +244,9 @@ void sim_cdc_rollback(sim_session *s) {
     for (int k = 0; k < s->tran_ncis; k++)
         sim_sql(s->tran_db->w, NULL, "DELETE FROM \"__sim_pending.%w\" WHERE \"__$txkey\" = %lld AND \"__$start_lsn\" IS NULL",
                 s->tran_cis[k], (long long)s->tran_id);
+    /* a rolled-back DDL never reaches cdc.ddl_history */
+    if (s->tran_logged)
+        sim_sql(s->tran_db->w, NULL, "DELETE FROM __sim_pending_ddl WHERE txkey = %lld AND commit_lsn IS NULL", (long long)s->tran_id);
 }
 
 /* ---- capture ------------------------------------------------------------------ */
@@ -220,6 +267,81 @@ static int ct_columns(sqlite3 *w, const char *ci, mcdc_buf *out) {
     while (sqlite3_step(st) == SQLITE_ROW) mcdc_buf_printf(out, NULL, "%s\"%s\"", n++ ? ", " : "", (const char *)sqlite3_column_text(st, 0));
     sqlite3_finalize(st);
     return mcdc_buf_cstr(out, NULL);
+}
+
+static void type_meta(const sim_type *t, const char **name, int *charlen, int *prec, int *radix, int *scale, int *dtprec);
+
+/* An ALTER COLUMN of a captured column reaches the instance's change table
+ * when capture reads it: "if an existing column undergoes a change in its
+ * data type, the change is propagated to the change table" (About change
+ * data capture); sp_cdc_get_captured_columns then gives the new type ("only
+ * the column data type changes", its documentation). */
+static void follow_alter(sim_server *srv, sim_db *d, const char *ci, const char *col, const char *type) {
+    sim_type t;
+    if (!sim_type_parse(&t, type, strlen(type))) return;
+    char ct[SIM_NAME_MAX + 8];
+    snprintf(ct, sizeof ct, "cdc.%s_CT", ci);
+    char *def = sqlite3_mprintf("\"%w\" %s", col, sim_type_decl(&t));
+    char *conv = sqlite3_mprintf("sim_convert(\"%w\", '%q', NULL)", col, type);
+    mcdc_error err = MCDC_ERROR_INIT;
+    if (def && conv && sim_table_retype(d->w, ct, col, def, conv, &err) == MCDC_OK) {
+        const char *tn;
+        int cl, pr, rx, scl, dp;
+        type_meta(&t, &tn, &cl, &pr, &rx, &scl, &dp);
+        sim_sql(d->w, NULL, "UPDATE __sim_columns SET type = %Q WHERE tbl = %Q AND name = %Q", type, ct, col);
+        sim_sql(d->w, NULL,
+                "UPDATE \"cdc.captured_columns\" SET column_type = %Q, character_maximum_length = nullif(%d, -2),"
+                " numeric_precision = nullif(%d, -2), numeric_precision_radix = nullif(%d, -2), numeric_scale = nullif(%d, -2),"
+                " datetime_precision = nullif(%d, -2) WHERE capture_instance = %Q AND column_name = %Q",
+                tn, cl, pr, rx, scl, dp, ci, col);
+    } else
+        mcdc_log(MCDC_LOG_WARN, "sim: capture instance %s: change table column %s keeps its type: %s", ci, col, err.message);
+    sim_store_invalidate(srv->stores, d->name, ci); /* its cells were encoded for the old type */
+    sqlite3_free(def);
+    sqlite3_free(conv);
+}
+
+/* Posts the DDL committed up to hi to cdc.ddl_history, in LSN order (an
+ * instance disabled meanwhile gets none). */
+static void post_ddl(sim_server *srv, sim_db *d, const uint8_t hi[10]) {
+    sqlite3 *w = d->w;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(w, "SELECT p.capture_instance, p.alter_col, p.alter_type FROM __sim_pending_ddl p JOIN"
+                              " \"cdc.change_tables\" t ON t.capture_instance = p.capture_instance WHERE p.commit_lsn <= ?1 AND"
+                              " p.alter_col IS NOT NULL ORDER BY p.ddl_lsn",
+                           -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_blob(st, 1, hi, 10, SQLITE_STATIC);
+        /* read first: a table rebuilt while the SELECT runs is locked */
+        typedef struct { char ci[SIM_NAME_MAX], col[SIM_NAME_MAX], type[64]; } alt;
+        alt *a = NULL;
+        int n = 0, cap = 0;
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            if (n == cap) {
+                alt *na = mcdc_realloc(a, (size_t)(cap ? cap * 2 : 4) * sizeof *a);
+                if (!na) break;
+                a = na;
+                cap = cap ? cap * 2 : 4;
+            }
+            snprintf(a[n].ci, sizeof a[n].ci, "%s", (const char *)sqlite3_column_text(st, 0));
+            snprintf(a[n].col, sizeof a[n].col, "%s", (const char *)sqlite3_column_text(st, 1));
+            snprintf(a[n].type, sizeof a[n].type, "%s", (const char *)sqlite3_column_text(st, 2));
+            n++;
+        }
+        sqlite3_finalize(st);
+        for (int k = 0; k < n; k++) follow_alter(srv, d, a[k].ci, a[k].col, a[k].type);
+        mcdc_free(a);
+    }
+    const char *qs[] = {"INSERT INTO \"cdc.ddl_history\" SELECT p.source_object_id, p.object_id, p.required_column_update,"
+                        " p.ddl_command, p.ddl_lsn, p.ddl_time, p.capture_instance FROM __sim_pending_ddl p JOIN"
+                        " \"cdc.change_tables\" t ON t.capture_instance = p.capture_instance WHERE p.commit_lsn <= ?1"
+                        " ORDER BY p.ddl_lsn",
+                        "DELETE FROM __sim_pending_ddl WHERE commit_lsn <= ?1"};
+    for (int k = 0; k < 2; k++)
+        if (sqlite3_prepare_v2(w, qs[k], -1, &st, NULL) == SQLITE_OK) {
+            sqlite3_bind_blob(st, 1, hi, 10, SQLITE_STATIC);
+            sqlite3_step(st);
+            sqlite3_finalize(st);
+        }
 }
 
 /* Moves eligible pending transactions into the change tables (under mu, in
@@ -276,8 +398,9 @@ static int harvest(sim_server *srv, sim_db *d, bool ignore_latency) {
         }
         sqlite3_finalize(ci);
     }
+    post_ddl(srv, d, hi);
     const char *qs[] = {"INSERT OR IGNORE INTO \"cdc.lsn_time_mapping\" SELECT commit_lsn, begin_time, end_time, tran_id, begin_lsn"
-                        " FROM __sim_pending_tx WHERE commit_lsn <= ?1",
+                        " FROM __sim_pending_tx WHERE commit_lsn <= ?1 AND NOT coalesce(no_map, 0)",
                         "DELETE FROM __sim_pending_tx WHERE commit_lsn <= ?1"};
     for (int k = 0; k < 2; k++) {
         if (sqlite3_prepare_v2(w, qs[k], -1, &st, NULL) == SQLITE_OK) {
@@ -443,23 +566,40 @@ void *sim_cdc_thread(void *arg) {
 }
 
 /* ---- DDL on captured tables ------------------------------------------------------ */
-int sim_cdc_ddl(sim_session *s, const char *tbl, const char *ddl_text, mcdc_error *err) {
+int sim_cdc_ddl(sim_session *s, const char *tbl, const char *ddl_text, const char *alter_col, const sim_type *new_type,
+                mcdc_error *err) {
     sim_db *d = s->db;
+    sim_tran_log_start(s); /* the DDL is in the transaction, between its begin and commit LSNs */
     uint8_t lsn[10];
     sim_lsn_bytes(sim_lsn_next(d), lsn);
-    char now[48];
+    char now[48], tn[64] = "";
     local_text(s->srv, sim_srv_utc_us(s->srv), now);
+    if (alter_col) sim_type_format(new_type, tn, sizeof tn);
+    /* per instance: an ALTER COLUMN of a column it captures (the same
+     * column_id) to another type requires its change table's column to
+     * change (required_column_update) */
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(d->w, "INSERT INTO \"cdc.ddl_history\" SELECT source_object_id, object_id, 0, ?1, ?2, ?3, capture_instance"
-                                 " FROM \"cdc.change_tables\" WHERE source_name = ?4", -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(d->w, "INSERT INTO __sim_pending_ddl SELECT ?1, NULL, ?2, ?3, ?4, t.source_object_id, t.object_id,"
+                                 " c.column_name IS NOT NULL, t.capture_instance, c.column_name, CASE WHEN c.column_name IS NOT NULL"
+                                 " THEN ?6 END FROM \"cdc.change_tables\" t LEFT JOIN \"cdc.captured_columns\" c ON"
+                                 " c.capture_instance = t.capture_instance AND ?5 IS NOT NULL AND c.column_name = ?5 AND c.column_id ="
+                                 " (SELECT column_id FROM __sim_columns WHERE tbl = t.source_name AND name = ?5) AND"
+                                 " (SELECT type FROM __sim_columns WHERE tbl = 'cdc.' || t.capture_instance || '_CT' AND"
+                                 " name = ?5) <> ?6 WHERE t.source_name = ?7",
+                           -1, &st, NULL) != SQLITE_OK)
         return sim_sqlite_err(d->w, SQLITE_ERROR, err);
-    sqlite3_bind_text(st, 1, ddl_text, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 1, (int64_t)s->tran_id);
     sqlite3_bind_blob(st, 2, lsn, 10, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 3, now, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 4, tbl, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, ddl_text, -1, SQLITE_STATIC);
+    if (alter_col) sqlite3_bind_text(st, 5, alter_col, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 6, tn, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 7, tbl, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st) == SQLITE_DONE ? MCDC_OK : sim_sqlite_err(d->w, SQLITE_ERROR, err);
     sqlite3_finalize(st);
+    if (rc == MCDC_OK) s->tran_cdc = true; /* the commit stamps it and queues the transaction */
     if (rc == MCDC_OK) rc = sim_db_state_put(d, "lsn", (int64_t)d->lsn);
+    atomic_fetch_add(&capture_work, 1);
     return rc;
 }
 
@@ -472,8 +612,9 @@ static int drop_instance(sim_db *d, const char *ci, mcdc_error *err) {
                    "DELETE FROM \"cdc.captured_columns\" WHERE capture_instance = %Q;"
                    "DELETE FROM \"cdc.index_columns\" WHERE capture_instance = %Q;"
                    "DELETE FROM \"cdc.ddl_history\" WHERE capture_instance = %Q;"
+                   "DELETE FROM __sim_pending_ddl WHERE capture_instance = %Q;"
                    "DELETE FROM \"cdc.change_tables\" WHERE capture_instance = %Q;",
-                   ci, ci, ci, ci, ci, ci, ci, ci, ci);
+                   ci, ci, ci, ci, ci, ci, ci, ci, ci, ci);
 }
 
 int sim_cdc_drop_table(sim_session *s, const char *tbl, mcdc_error *err) {
@@ -521,7 +662,9 @@ static int need_db_cdc(sim_session *s, mcdc_error *err) {
 static void type_meta(const sim_type *t, const char **name, int *charlen, int *prec, int *radix, int *scale, int *dtprec) {
     static const char *N[] = {"", "bit", "tinyint", "smallint", "int", "bigint", "real", "float", "decimal", "money",
                               "smallmoney", "date", "time", "datetime", "smalldatetime", "datetime2", "datetimeoffset",
-                              "char", "varchar", "nchar", "nvarchar", "binary", "varbinary", "uniqueidentifier", "sql_variant"};
+                              "char", "varchar", "nchar", "nvarchar", "binary", "varbinary", "uniqueidentifier", "sql_variant",
+                              "xml", "hierarchyid", "geography", "geometry"};
+    _Static_assert(sizeof N / sizeof N[0] == SIM_T_GEOMETRY + 1, "a name for every type");
     *name = N[t->id];
     *charlen = -2; /* NULL */
     *prec = *radix = *scale = *dtprec = -2;
@@ -540,6 +683,7 @@ static void type_meta(const sim_type *t, const char **name, int *charlen, int *p
     case SIM_T_CHAR: case SIM_T_VARCHAR: case SIM_T_NCHAR: case SIM_T_NVARCHAR: case SIM_T_BINARY: case SIM_T_VARBINARY:
         *charlen = t->length;
         break;
+    case SIM_T_XML: *charlen = -1; break; /* as INFORMATION_SCHEMA gives xml's: -1 */
     default: break;
     }
 }
@@ -590,13 +734,15 @@ static int enable_table(sim_session *s, const sim_proc_args *a, mcdc_error *err)
     }
     if (rc != MCDC_OK) return rc;
     if (ninst >= MCDC_SIM_CAPTURE_INSTANCES_PER_TABLE)
-        return sim_err(err, 22909, "Could not enable Change Data Capture for source table '%s.%s' because two capture instances already exist for it. A table can have at most two capture instances; disable one with sys.sp_cdc_disable_table first.", schema, table);
+        return sim_err(err, 22962, "Two capture instances already exist for source table '%s.%s'. A table can have at most two capture instances. If the current tracking options are not appropriate, disable change tracking for the obsolete instance by using sys.sp_cdc_disable_table and retry the operation.", schema, table);
     /* source columns */
-    typedef struct { char name[SIM_NAME_MAX]; int id, pk; sim_type t; char tt[64]; bool nul; } scol;
+    typedef struct { char name[SIM_NAME_MAX]; int id, pk; sim_type t; char tt[64]; bool nul, computed; } scol;
     scol *sc = mcdc_calloc(MCDC_COLUMNS_MAX, sizeof *sc);
     if (!sc) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     int nsc = 0, npk = 0;
-    if (sqlite3_prepare_v2(w, "SELECT name, column_id, pk_ordinal, type, nullable FROM __sim_columns WHERE tbl = ? ORDER BY column_id", -1, &st, NULL) == SQLITE_OK) {
+    if (sqlite3_prepare_v2(w, "SELECT c.name, c.column_id, c.pk_ordinal, c.type, c.nullable, k.name IS NOT NULL FROM __sim_columns c"
+                              " LEFT JOIN __sim_computed k ON k.tbl = c.tbl AND k.name = c.name WHERE c.tbl = ? ORDER BY c.column_id",
+                           -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_text(st, 1, tbl, -1, SQLITE_STATIC);
         while (sqlite3_step(st) == SQLITE_ROW && nsc < MCDC_COLUMNS_MAX) {
             scol *c = &sc[nsc++];
@@ -606,6 +752,7 @@ static int enable_table(sim_session *s, const sim_proc_args *a, mcdc_error *err)
             snprintf(c->tt, sizeof c->tt, "%s", (const char *)sqlite3_column_text(st, 3));
             c->t = T(c->tt);
             c->nul = sqlite3_column_int(st, 4) != 0;
+            c->computed = sqlite3_column_int(st, 5) != 0;
             if (c->pk) npk++;
         }
         sqlite3_finalize(st);
@@ -707,8 +854,8 @@ static int enable_table(sim_session *s, const sim_proc_args *a, mcdc_error *err)
             type_meta(&sc[c].t, &tn, &cl, &pr, &rx, &scl, &dp);
             if (rc == MCDC_OK)
                 rc = sim_sql(w, err,
-                             "INSERT INTO \"cdc.captured_columns\" VALUES (%d, %Q, %d, %Q, %d, 0, %Q, nullif(%d, -2), nullif(%d, -2), nullif(%d, -2), nullif(%d, -2), nullif(%d, -2))",
-                             ct_id, sc[c].name, sc[c].id, tn, ord, ci, cl, pr, rx, scl, dp);
+                             "INSERT INTO \"cdc.captured_columns\" VALUES (%d, %Q, %d, %Q, %d, %d, %Q, nullif(%d, -2), nullif(%d, -2), nullif(%d, -2), nullif(%d, -2), nullif(%d, -2))",
+                             ct_id, sc[c].name, sc[c].id, tn, ord, sc[c].computed ? 1 : 0, ci, cl, pr, rx, scl, dp);
         }
         if (rc == MCDC_OK) rc = sim_sql(w, err, "INSERT INTO __sim_columns VALUES ('cdc.' || %Q || '_CT', %d, '__$command_id', 'int', 0, 0)", ci, id);
         for (int p = 1; p <= npk && rc == MCDC_OK; p++)
@@ -771,7 +918,7 @@ static int disable_table(sim_session *s, const sim_proc_args *a, mcdc_error *err
     while (sqlite3_step(st) == SQLITE_ROW && n < 8) snprintf(names[n++], SIM_NAME_MAX, "%s", (const char *)sqlite3_column_text(st, 0));
     sqlite3_finalize(st);
     if (n == 0)
-        return sim_err(err, 22904, "Could not disable Change Data Capture for capture instance '%s' on source table '%s.%s'. The capture instance does not exist.", ci, schema, table);
+        return sim_err(err, 22960, "Change data capture instance '%s' has not been enabled for the source table '%s.%s'. Use sys.sp_cdc_help_change_data_capture to verify the capture instance name and retry the operation.", ci, schema, table);
     for (int k = 0; k < n && rc == MCDC_OK; k++) rc = drop_instance(s->db, names[k], err);
     if (rc == MCDC_OK && !sim_cdc_table_captured(s->db, tbl))
         rc = sim_sql(s->db->w, err, "UPDATE __sim_tables SET is_cdc = 0 WHERE name = %Q", tbl);

@@ -13,12 +13,12 @@ static int stmt_end(const tsql_tok *t, int i, int n) {
     static const char *STARTS[] = {"SELECT", "INSERT", "UPDATE", "DELETE", "CREATE", "ALTER", "DROP", "EXEC",
                                    "EXECUTE", "BEGIN", "COMMIT", "ROLLBACK", "USE", "SET", "DECLARE", "GRANT",
                                    "REVOKE", "DENY", "PRINT", "IF", "WHILE", "RETURN", "TRUNCATE", "WAITFOR",
-                                   "CHECKPOINT", "SAVE", NULL};
+                                   "CHECKPOINT", "SAVE", "BREAK", "CONTINUE", NULL};
     const tsql_tok *first = &t[i];
     bool is_update = tsql_tok_is(first, "UPDATE"), is_insert = tsql_tok_is(first, "INSERT");
     bool is_perm = tsql_tok_is(first, "GRANT") || tsql_tok_is(first, "REVOKE") || tsql_tok_is(first, "DENY");
     bool is_create = tsql_tok_is(first, "CREATE") || tsql_tok_is(first, "ALTER") || tsql_tok_is(first, "DROP");
-    bool seen_set = false, seen_values = false, is_with = tsql_tok_is(first, "WITH");
+    bool seen_set = false, seen_values = false, is_with = tsql_tok_is(first, "WITH"), seen_to = false;
     int d = 0, cases = 0;
     for (int k = i + 1; k < n; k++) {
         if (tsql_tok_op(&t[k], "(")) { d++; continue; }
@@ -30,6 +30,7 @@ static int stmt_end(const tsql_tok *t, int i, int n) {
         if (tsql_tok_is(&t[k], "END")) { if (cases > 0) cases--; else return k; continue; }
         if (tsql_tok_is(&t[k], "ELSE") && cases == 0) return k; /* IF ... ELSE */
         if (tsql_tok_is(&t[k], "VALUES")) seen_values = true;
+        if (is_perm && (tsql_tok_is(&t[k], "TO") || tsql_tok_is(&t[k], "FROM"))) seen_to = true; /* the principals follow */
         if (tsql_tok_is(&t[k], "WITH")) {
             /* a common table expression starts a statement; WITH (NOLOCK),
              * WITH PASSWORD = ... do not */
@@ -54,14 +55,14 @@ static int stmt_end(const tsql_tok *t, int i, int n) {
         if (tsql_tok_is(&t[k], "IF") && (tsql_tok_is(prev, "TABLE") || tsql_tok_is(prev, "DATABASE") ||
                                          tsql_tok_is(prev, "LOGIN") || tsql_tok_is(prev, "USER")))
             continue; /* DROP TABLE IF EXISTS */
-        if (is_perm && (tsql_tok_is(&t[k], "EXEC") || tsql_tok_is(&t[k], "EXECUTE") || tsql_tok_is(&t[k], "INSERT") ||
-                        tsql_tok_is(&t[k], "UPDATE") || tsql_tok_is(&t[k], "DELETE") || tsql_tok_is(&t[k], "ALTER")))
-            continue;
+        if (is_perm && !seen_to && (tsql_tok_is(&t[k], "EXEC") || tsql_tok_is(&t[k], "EXECUTE") || tsql_tok_is(&t[k], "INSERT") ||
+                                    tsql_tok_is(&t[k], "UPDATE") || tsql_tok_is(&t[k], "DELETE") || tsql_tok_is(&t[k], "ALTER")))
+            continue; /* GRANT INSERT, UPDATE ON t TO u */
         if (is_create && k == i + 1) continue; /* CREATE/ALTER ... */
         if (tsql_tok_is(&t[k], "SET") && tsql_tok_is(first, "ALTER")) continue;
-        if (tsql_tok_is(&t[k], "DROP") && tsql_tok_is(first, "ALTER") && k + 1 < n &&
+        if ((tsql_tok_is(&t[k], "DROP") || tsql_tok_is(&t[k], "ALTER")) && tsql_tok_is(first, "ALTER") && k + 1 < n &&
             (tsql_tok_is(&t[k + 1], "COLUMN") || tsql_tok_is(&t[k + 1], "CONSTRAINT")))
-            continue; /* ALTER TABLE t DROP COLUMN c */
+            continue; /* ALTER TABLE t DROP COLUMN c, ALTER TABLE t ALTER COLUMN c */
         return k;
     }
     return n;
@@ -164,6 +165,15 @@ static int run_statement(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_er
         sim_send_done(x, 0, false, false);
         return MCDC_OK;
     }
+    if (tsql_tok_is(f, "BREAK") || tsql_tok_is(f, "CONTINUE")) {
+        bool brk = tsql_tok_is(f, "BREAK");
+        if (x->loops == 0)
+            return sim_err(err, brk ? 135 : 136, "Cannot use a %s statement outside the scope of a WHILE statement.",
+                           brk ? "BREAK" : "CONTINUE");
+        if (brk) x->loop_break = true;
+        else x->loop_continue = true;
+        return MCDC_OK;
+    }
     if (tsql_tok_is(f, "TRUNCATE")) {
         return sim_err(err, 50000, "TRUNCATE TABLE is not supported by the simulator (use DELETE)");
     }
@@ -195,12 +205,76 @@ static void run_unit(sim_stmt *x, const tsql_tok *t, int a, int b) {
     else if (a < b) sim_run_tokens(x, t + a, b - a);
 }
 
+static int cond_end(const tsql_tok *t, int i, int n);
+static int eval_cond(sim_stmt *x, const tsql_tok *t, int a, int k, bool *yes, mcdc_error *err);
+
+/* The most iterations of one WHILE: a loop whose condition never turns
+ * false ends with an error rather than hanging the session. */
+#define WHILE_ITERATIONS_MAX 1000000
+
+/* WHILE <condition> <statement|block>, with BREAK and CONTINUE; returns the end. */
+static int run_while(sim_stmt *x, const tsql_tok *t, int i, int n) {
+    int k = cond_end(t, i, n);
+    mcdc_error err = MCDC_ERROR_INIT;
+    if (k >= n || k == i + 1) {
+        sim_err(&err, 102, "Incorrect syntax near '%s'.", k >= n ? "end of batch" : "WHILE");
+        sim_send_error(x, &err, t[i].line);
+        return n;
+    }
+    int te = unit_end(t, k, n);
+    x->loops++;
+    for (long it = 0; !x->aborted && !x->batch_ended; it++) {
+        bool yes = false;
+        if (it >= WHILE_ITERATIONS_MAX) {
+            sim_err(&err, 50000, "the simulator stops a WHILE loop after %d iterations", WHILE_ITERATIONS_MAX);
+            sim_send_error(x, &err, t[i].line);
+            break;
+        }
+        if (eval_cond(x, t, i, k, &yes, &err) != MCDC_OK) { sim_send_error(x, &err, t[i].line); break; }
+        if (!yes) break;
+        run_unit(x, t, k, te);
+        x->loop_continue = false;
+        if (x->loop_break) break;
+    }
+    x->loop_break = x->loop_continue = false;
+    x->loops--;
+    return te;
+}
+
 /* IF <condition> <statement|block> [ELSE <statement|block>]; returns the end. */
 static int run_if(sim_stmt *x, const tsql_tok *t, int i, int n) {
+    int k = cond_end(t, i, n);
+    mcdc_error err = MCDC_ERROR_INIT;
+    if (k >= n || k == i + 1) {
+        sim_err(&err, 102, "Incorrect syntax near '%s'.", k >= n ? "end of batch" : "IF");
+        sim_send_error(x, &err, t[i].line);
+        return n;
+    }
+    bool yes = false;
+    int rc = eval_cond(x, t, i, k, &yes, &err);
+    if (rc != MCDC_OK) sim_send_error(x, &err, t[i].line);
+    int te = unit_end(t, k, n);
+    int next = te;
+    while (next < n && tsql_tok_op(&t[next], ";")) next++;
+    int es = -1, ee = next;
+    if (next < n && tsql_tok_is(&t[next], "ELSE")) {
+        es = next + 1;
+        ee = unit_end(t, es, n);
+    }
+    if (rc == MCDC_OK) {
+        if (yes) run_unit(x, t, k, te);
+        else if (es >= 0) run_unit(x, t, es, ee);
+    }
+    return es >= 0 ? ee : te;
+}
+
+/* The condition of IF/WHILE at i runs to the first statement start at
+ * depth 0: its index. */
+static int cond_end(const tsql_tok *t, int i, int n) {
     int k = i + 1, d = 0;
     static const char *STARTS[] = {"SELECT", "INSERT", "UPDATE", "DELETE", "CREATE", "ALTER", "DROP", "EXEC",
                                    "EXECUTE", "BEGIN", "COMMIT", "ROLLBACK", "USE", "SET", "DECLARE", "GRANT",
-                                   "PRINT", "IF", "RETURN", "WITH", NULL};
+                                   "PRINT", "IF", "RETURN", "WITH", "WHILE", "WAITFOR", "BREAK", "CONTINUE", NULL};
     for (; k < n; k++) {
         if (tsql_tok_op(&t[k], "(")) d++;
         else if (tsql_tok_op(&t[k], ")")) d--;
@@ -210,16 +284,15 @@ static int run_if(sim_stmt *x, const tsql_tok *t, int i, int n) {
             if (st) break;
         }
     }
-    mcdc_error err = MCDC_ERROR_INIT;
-    if (k >= n || k == i + 1) {
-        sim_err(&err, 102, "Incorrect syntax near '%s'.", k >= n ? "end of batch" : "IF");
-        sim_send_error(x, &err, t[i].line);
-        return n;
-    }
+    return k;
+}
+
+/* The condition [i + 1, k) of IF/WHILE at i, evaluated. */
+static int eval_cond(sim_stmt *x, const tsql_tok *t, int i, int k, bool *yes, mcdc_error *err) {
     /* CASE WHEN <cond> THEN 1 ELSE 0 END */
     int cn = k - (i + 1);
     tsql_tok *c = mcdc_malloc(((size_t)cn + 8) * sizeof *c);
-    if (!c) return n;
+    if (!c) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     static const char *W[] = {"CASE", "WHEN", "THEN", "1", "ELSE", "0", "END"};
     tsql_tok mk[7];
     for (int w = 0; w < 7; w++) {
@@ -238,33 +311,21 @@ static int run_if(sim_stmt *x, const tsql_tok *t, int i, int n) {
     c[o].s = "";
     c[o].n = 0;
     sqlite3_value *v = NULL;
-    int rc = sim_eval_value(x, c, 0, o, &v, &err);
+    int rc = sim_eval_value(x, c, 0, o, &v, err);
     mcdc_free(c);
-    bool yes = rc == MCDC_OK && v && sqlite3_value_int(v) == 1;
+    *yes = rc == MCDC_OK && v && sqlite3_value_int(v) == 1;
     sqlite3_value_free(v);
-    if (rc != MCDC_OK) sim_send_error(x, &err, t[i].line);
-    int te = unit_end(t, k, n);
-    int next = te;
-    while (next < n && tsql_tok_op(&t[next], ";")) next++;
-    int es = -1, ee = next;
-    if (next < n && tsql_tok_is(&t[next], "ELSE")) {
-        es = next + 1;
-        ee = unit_end(t, es, n);
-    }
-    if (rc == MCDC_OK) {
-        if (yes) run_unit(x, t, k, te);
-        else if (es >= 0) run_unit(x, t, es, ee);
-    }
-    return es >= 0 ? ee : te;
+    return rc;
 }
 
 /* Runs all statements of a token array. Returns SIM_EXEC_OK / ABORTED. */
 int sim_run_tokens(sim_stmt *x, const tsql_tok *t, int n) {
     int i = 0;
-    while (i < n && !x->aborted && !x->batch_ended) {
+    while (i < n && !x->aborted && !x->batch_ended && !x->loop_break && !x->loop_continue) {
         if (tsql_tok_op(&t[i], ";")) { i++; continue; }
         if (tsql_tok_is(&t[i], "GO")) { i++; continue; }
         if (tsql_tok_is(&t[i], "IF")) { i = run_if(x, t, i, n); continue; }
+        if (tsql_tok_is(&t[i], "WHILE")) { i = run_while(x, t, i, n); continue; }
         if (is_block_begin(t, i, n)) {
             int e = unit_end(t, i, n);
             run_unit(x, t, i, e);
@@ -287,7 +348,7 @@ int sim_run_tokens(sim_stmt *x, const tsql_tok *t, int n) {
 }
 
 int sim_exec_batch(sim_session *s, const char *sql, size_t len, const sim_sink *sink) {
-    sim_stmt x = {s, sink, false, false, sql, NULL, 0, 0, false};
+    sim_stmt x = {s, sink, false, false, sql, NULL, 0, 0, false, 0, false, false};
     tsql_tok *t = NULL;
     int n = 0;
     mcdc_error err = MCDC_ERROR_INIT;

@@ -98,6 +98,10 @@ static void dml_free(dml *d) {
     mcdc_free(d->names);
 }
 
+static int computed_err(mcdc_error *err, const char *col) {
+    return sim_err(err, 271, "The column \"%s\" cannot be modified because it is either a computed column or is the result of a UNION operator.", col);
+}
+
 static int col_index(const dml *d, const char *name) {
     for (int k = 0; k < d->ncols; k++) if (mcdc_str_ieq(d->cols[k].name, name)) return k;
     return -1;
@@ -113,6 +117,29 @@ static bool numeric_literal(const tsql_tok *t, int a, int b, const sim_type *tar
     if (b - a != 1 || t[a].t != TK_NUM) return false;
     mcdc_buf_printf(out, NULL, "'%s%.*s'", neg ? "-" : "", t[a].n, t[a].s);
     return mcdc_buf_cstr(out, NULL) == MCDC_OK;
+}
+
+/* A value [a, b) for a column of type target into ex: a numeric literal
+ * as exact text; for a sql_variant column as CAST(value AS sql_variant),
+ * so the value keeps its own type as the base type. */
+static int value_expr(sim_stmt *x, const tsql_tok *t, int a, int b, const sim_type *target, mcdc_buf *ex,
+                      mcdc_error *err) {
+    if (numeric_literal(t, a, b, target, ex)) return MCDC_OK;
+    if (target->id != SIM_T_SQL_VARIANT) return sim_xlate_expr(x, x->s->db->w, t, a, b, ex, err);
+    int n = b - a;
+    tsql_tok *c = mcdc_malloc(((size_t)n + 6) * sizeof *c);
+    if (!c) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    static const struct { tsql_tk k; const char *s; } HEAD[] = {{TK_IDENT, "CAST"}, {TK_OP, "("}},
+                                                     TAIL[] = {{TK_IDENT, "AS"}, {TK_IDENT, "sql_variant"}, {TK_OP, ")"}};
+    int o = 0, line = n > 0 ? t[a].line : 1;
+    for (size_t k = 0; k < 2; k++) c[o++] = (tsql_tok){HEAD[k].k, HEAD[k].s, (int)strlen(HEAD[k].s), line};
+    memcpy(c + o, t + a, (size_t)n * sizeof *c);
+    o += n;
+    for (size_t k = 0; k < 3; k++) c[o++] = (tsql_tok){TAIL[k].k, TAIL[k].s, (int)strlen(TAIL[k].s), line};
+    c[o] = (tsql_tok){TK_EOF, "", 0, line};
+    int rc = sim_xlate_expr(x, x->s->db->w, c, 0, o, ex, err);
+    mcdc_free(c);
+    return rc;
 }
 
 static void append_cols(mcdc_buf *b, const dml *d) {
@@ -138,11 +165,14 @@ static int dml_log(sim_stmt *x, dml *d, int kind, img_set *before, img_set *afte
             if (kind == 1) sim_undo_push(s, sqlite3_mprintf("DELETE FROM \"%w\" WHERE rowid = %lld", d->tbl, (long long)a->rowid));
             else {
                 mcdc_buf u = {0};
+                /* computed columns compute again: never written back */
                 if (kind == 3) {
                     mcdc_buf_printf(&u, NULL, "INSERT INTO \"%s\"(rowid", d->tbl);
-                    append_cols(&u, d);
+                    for (int k = 0; k < d->ncols; k++)
+                        if (!d->cols[k].computed) mcdc_buf_printf(&u, NULL, ", \"%s\"", d->cols[k].name);
                     mcdc_buf_printf(&u, NULL, ") VALUES (%lld", (long long)b->rowid);
                     for (int k = 0; k < d->ncols; k++) {
+                        if (d->cols[k].computed) continue;
                         char *l = sim_value_literal(b->v[k]);
                         mcdc_buf_printf(&u, NULL, ", %s", l ? l : "NULL");
                         sqlite3_free(l);
@@ -150,9 +180,11 @@ static int dml_log(sim_stmt *x, dml *d, int kind, img_set *before, img_set *afte
                     mcdc_buf_append_str(&u, ")", NULL);
                 } else {
                     mcdc_buf_printf(&u, NULL, "UPDATE \"%s\" SET ", d->tbl);
+                    int nset = 0;
                     for (int k = 0; k < d->ncols; k++) {
+                        if (d->cols[k].computed) continue;
                         char *l = sim_value_literal(b->v[k]);
-                        mcdc_buf_printf(&u, NULL, "%s\"%s\" = %s", k ? ", " : "", d->cols[k].name, l ? l : "NULL");
+                        mcdc_buf_printf(&u, NULL, "%s\"%s\" = %s", nset++ ? ", " : "", d->cols[k].name, l ? l : "NULL");
                         sqlite3_free(l);
                     }
                     mcdc_buf_printf(&u, NULL, " WHERE rowid = %lld", (long long)b->rowid);
@@ -336,12 +368,14 @@ int sim_do_insert(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *er
             if (sim_tok_ident(&t[i], c, sizeof c) != 0) { rc = sim_syntax_err(err, t, i, end); break; }
             int ci = col_index(&d, c);
             if (ci < 0) { rc = sim_err(err, 207, "Invalid column name '%s'.", c); break; }
+            if (d.cols[ci].computed) { rc = computed_err(err, d.cols[ci].name); break; }
             if (nt < MCDC_COLUMNS_MAX) tcol[nt++] = ci;
             i++;
         }
         i++;
-    } else if (rc == MCDC_OK) {
-        for (int k = 0; k < d.ncols && k < MCDC_COLUMNS_MAX; k++) tcol[nt++] = k;
+    } else if (rc == MCDC_OK) { /* every column but the computed ones */
+        for (int k = 0; k < d.ncols && k < MCDC_COLUMNS_MAX; k++)
+            if (!d.cols[k].computed) tcol[nt++] = k;
     }
     if (rc == MCDC_OK) {
         if (i < end && tsql_tok_is(&t[i], "VALUES")) {
@@ -370,7 +404,7 @@ int sim_do_insert(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *er
                             break;
                         }
                         mcdc_buf_reset(&ex);
-                        if (!numeric_literal(t, a, k, &d.cols[tcol[v]].type, &ex)) rc = sim_xlate_expr(x, s->db->w, t, a, k, &ex, err);
+                        rc = value_expr(x, t, a, k, &d.cols[tcol[v]].type, &ex, err);
                         if (rc != MCDC_OK) break;
                         char tn[64];
                         sim_type_format(&d.cols[tcol[v]].type, tn, sizeof tn);
@@ -469,6 +503,7 @@ int sim_do_update_delete(sim_stmt *x, const tsql_tok *t, int i, int end, bool is
             if (np == 0 || i >= wpos || !tsql_tok_op(&t[i], "=")) { rc = sim_syntax_err(err, t, i, end); break; }
             int ci = col_index(&d, parts[np - 1]);
             if (ci < 0) { rc = sim_err(err, 207, "Invalid column name '%s'.", parts[np - 1]); break; }
+            if (d.cols[ci].computed) { rc = computed_err(err, d.cols[ci].name); break; }
             set_cols[ci] = true;
             i++;
             int a = i, dd = 0;
@@ -479,7 +514,7 @@ int sim_do_update_delete(sim_stmt *x, const tsql_tok *t, int i, int end, bool is
                 i++;
             }
             mcdc_buf_reset(&ex);
-            if (!numeric_literal(t, a, i, &d.cols[ci].type, &ex)) rc = sim_xlate_expr(x, s->db->w, t, a, i, &ex, err);
+            rc = value_expr(x, t, a, i, &d.cols[ci].type, &ex, err);
             if (rc != MCDC_OK) break;
             char tn[64];
             sim_type_format(&d.cols[ci].type, tn, sizeof tn);

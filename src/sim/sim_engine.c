@@ -19,8 +19,9 @@
  * change store and table store in sim_store.c.
  *
  * T-SQL surface: CREATE/DROP DATABASE, USE, CREATE/DROP TABLE (the types of
- * sim_type, NULL/NOT NULL, PRIMARY KEY, UNIQUE), ALTER TABLE ADD / DROP
- * COLUMN, INSERT ... VALUES (multi-row) / SELECT / DEFAULT VALUES, UPDATE and
+ * sim_type, NULL/NOT NULL, PRIMARY KEY, UNIQUE, computed columns AS (expr)
+ * [PERSISTED]), ALTER TABLE ADD / DROP COLUMN / ALTER COLUMN, INSERT ...
+ * VALUES (multi-row) / SELECT / DEFAULT VALUES, UPDATE and
  * DELETE with WHERE, BEGIN TRAN / COMMIT / ROLLBACK, SELECT with joins,
  * subqueries, CTEs, UNION ALL, TOP, OFFSET/FETCH, CROSS/OUTER APPLY and
  * derived tables with column alias lists (tsql_rewrite.c), window functions (NTILE,
@@ -29,12 +30,24 @@
  * CURRENT_TIMEZONE_ID, SYSDATETIME..., OBJECT_ID, QUOTENAME,
  * HAS_PERMS_BY_NAME, @@SPID, @@VERSION), string functions (LEN, DATALENGTH,
  * LEFT, RIGHT, SUBSTRING, UPPER, LOWER, LTRIM, RTRIM, CHARINDEX, REPLACE,
- * REPLICATE, CONCAT), DECLARE/SET/SELECT @v, IF/ELSE,
+ * REPLICATE, CONCAT), DECLARE/SET/SELECT @v, IF/ELSE, WHILE/BREAK/CONTINUE,
  * BEGIN...END blocks, EXEC with named or positional arguments, SET options
  * (NOCOUNT honoured; the rest accepted), CREATE LOGIN/USER, GRANT/REVOKE
  * SELECT, sys.columns/sys.tables/sys.objects/sys.databases,
  * sys.dm_exec_session_wait_stats, sp_spaceused, sp_executesql (RPC or EXEC,
- * with OUTPUT parameters).
+ * with OUTPUT parameters); hierarchyid, geography, geometry, xml and
+ * sql_variant with their methods, static methods (type::Method) and
+ * SQL_VARIANT_PROPERTY (sim_udt.c, sim_udt_fn.c).
+ *
+ * Schema changes on a captured table (sim_ddl.c, sim_cdc.c): ADD, DROP and
+ * ALTER COLUMN write __sim_pending_ddl rows in the DDL's transaction (its
+ * LSN between the transaction's begin and commit); the commit stamps them
+ * and queues the transaction (with no lsn_time_mapping entry when it has
+ * no change rows); the capture scan that reaches the commit alters the
+ * change tables of an ALTER COLUMN and posts cdc.ddl_history rows. Change
+ * rows take a captured column's value from the source column of the same
+ * column_id (a dropped or re-added column reads NULL); column_ids are never
+ * reused (the state key max_column_id:<table>).
  *
  * Results: one done() per statement, in order (the TDS layer sets DONE_MORE
  * on all but the last); statements inside EXEC/RPC use in_proc, then the
@@ -142,10 +155,10 @@
  *   COUNT_BIG(*) ... GROUP BY (t.k - @lo) / @w) are answered from it when
  *   the key grows with the rowid, in ascending slice order (NULL first), as
  *   SQLite's GROUP BY orders them.
- * - ROLLBACK undoes DML and CREATE TABLE, DROP TABLE, ALTER TABLE ADD/DROP
- *   COLUMN (with the cdc.ddl_history rows of the ALTER): a DDL inside a
- *   transaction saves a copy of the table (rows, rowids, CREATE statement,
- *   catalog rows) that ROLLBACK restores and COMMIT drops; GRANT/REVOKE
+ * - ROLLBACK undoes DML and CREATE TABLE, DROP TABLE, ALTER TABLE ADD/DROP/
+ *   ALTER COLUMN (a rolled-back DDL never reaches cdc.ddl_history): a DDL
+ *   inside a transaction saves a copy of the table (rows, rowids, CREATE
+ *   statement, catalog rows) that ROLLBACK restores and COMMIT drops; GRANT/REVOKE
  *   SELECT and CREATE USER are undone too. Not undone: the CDC procedures
  *   (sys.sp_cdc_enable/disable_db/_table...) and the capture instances a
  *   DROP TABLE removes, CREATE LOGIN, CREATE/DROP DATABASE; they take
@@ -201,6 +214,41 @@
  *   connection, as in SQL Server: tds_prep.c.)
  * - ASYNC_NETWORK_IO wait_time_ms is what the TDS layer reports through
  *   sim_session_add_network_wait (0 until it does).
+ * - DDL history: ddl_time is when the DDL ran; ddl_command the statement's
+ *   text as sent. A transaction of DDL alone gets no cdc.lsn_time_mapping
+ *   entry (the table's documentation: "one row for each transaction having
+ *   rows in a change table"; not measured on SQL Server), so max_lsn passes
+ *   its ddl_lsn only with the next change or idle entry.
+ * - ALTER COLUMN rebuilds the table (SQLite has no ALTER COLUMN). Refused
+ *   with one error where SQL Server sends two (5074, then 4922): a key
+ *   column, a column a computed column uses. A narrower string that cuts a
+ *   value gives 2628. NOT NULL over a NULL gives 515.
+ * - Computed columns are SQLite generated columns over the translated
+ *   expression: an expression the translator cannot type needs a CAST, no
+ *   non-deterministic function (GETDATE), no constraints on them, no
+ *   computed column in another's definition (1759, as SQL Server); one
+ *   added by ALTER TABLE ... PERSISTED is computed on read.
+ * - geography/geometry: 2D only (no Z/M: an error names it), no circular
+ *   arcs or FULLGLOBE; values are serialized in version 1; the valid bit is
+ *   set unless a ring is open or has fewer than 4 points (no OGC validity
+ *   test); geography rings are taken as given (no orientation or
+ *   hemisphere test); geography SRIDs 4120-4999 and 104001 are accepted;
+ *   WKT numbers are written as .NET's round-trip format writes doubles.
+ *   Comparing, sorting or grouping geography, geometry or xml is not
+ *   refused (SQL Server refuses it: error 305 for xml). A CLR type's TDS
+ *   metadata names the session's current database.
+ * - A method of a column of a CLR type needs the column's table in the
+ *   statement (FROM/JOIN/UPDATE), a variable or a CAST to type the receiver;
+ *   in the WHERE of UPDATE/DELETE only the latter two work.
+ * - xml: no DTD, no typed xml (schema collections), no xml methods (.value,
+ *   .query); parse errors are 9400/9420 with SQL Server's "XML parsing: line
+ *   L, character C, ..." form but not always its exact wording.
+ * - sql_variant: the base type is the expression's type as the translator
+ *   infers it (a literal 3000000000 is bigint, SQL Server's numeric(10,0));
+ *   INSERT ... SELECT into a sql_variant column takes the stored value's
+ *   class (int/bigint, float, nvarchar, varbinary) unless the SELECT casts to
+ *   sql_variant; strings of two collations compare as sim_ci; datetimeoffset
+ *   is accepted as a base type.
  */
 #include "sim_engine_int.h"
 
@@ -208,6 +256,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -228,6 +277,12 @@ int sim_err(mcdc_error *err, int number, const char *fmt, ...) {
 int sim_sqlite_err(sqlite3 *c, int rc, mcdc_error *err) {
     const char *m = sqlite3_errmsg(c);
     if (err && err->server_number) return MCDC_E_SERVER; /* already mapped */
+    /* a function of ours names SQL Server's number: "#6522 text" */
+    if (m[0] == '#' && m[1] >= '1' && m[1] <= '9') {
+        char *end;
+        long num = strtol(m + 1, &end, 10);
+        if (*end == ' ' && num > 0 && num < 100000) return sim_err(err, (int)num, "%s", end + 1);
+    }
     if (sim_ci_prefix(m, "no such table: ")) {
         const char *n = m + 15;
         const char *dot = strchr(n, '.');

@@ -47,8 +47,16 @@ typedef enum sim_type_id {
     SIM_T_BINARY,
     SIM_T_VARBINARY,
     SIM_T_UNIQUEIDENTIFIER,
-    SIM_T_SQL_VARIANT   /* only for SERVERPROPERTY results; served as nvarchar */
+    SIM_T_SQL_VARIANT,  /* a base type and its value (sim_udt.h) */
+    SIM_T_XML,          /* text, as SQL Server serializes it */
+    SIM_T_HIERARCHYID,  /* CLR UDT: SQL Server's compact binary */
+    SIM_T_GEOGRAPHY,    /* CLR UDT: SRID + SQL Server's spatial serialization */
+    SIM_T_GEOMETRY      /* the same layout, planar */
 } sim_type_id;
+
+/* A hierarchyid value takes at most this many bytes (sys.types'
+ * max_length of hierarchyid; its TDS TYPE_INFO max length). */
+#define SIM_HID_BYTES_MAX 892
 
 typedef struct sim_type {
     sim_type_id id;
@@ -71,6 +79,14 @@ typedef struct sim_type {
  *   char/varchar/nchar/nvarchar   SIM_V_TEXT UTF-8
  *   uniqueidentifier              SIM_V_TEXT "6F9619FF-8B86-D011-B42D-00C04FC964FF"
  *   binary, varbinary             SIM_V_BLOB
+ *   hierarchyid, geography,
+ *   geometry                      SIM_V_BLOB: the bytes SQL Server serializes
+ *                                 (what CAST(x AS varbinary(max)) gives)
+ *   xml                           SIM_V_TEXT UTF-8, as SQL Server serializes it
+ *   sql_variant                   SIM_V_TEXT in the variant form of sim_udt.h
+ *                                 (base type and value); a plain SIM_V_INT,
+ *                                 _REAL, _TEXT, _BLOB is an int, float,
+ *                                 nvarchar, varbinary value
  * The TDS layer must also accept SIM_V_INT/SIM_V_REAL for decimal columns and
  * SIM_V_TEXT holding a number for integer columns (SQLite's dynamic typing),
  * converting as SQL Server's implicit conversion would.

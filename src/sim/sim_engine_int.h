@@ -199,8 +199,12 @@ void sim_cdc_rollback(sim_session *s);
 void sim_cdc_scan(sim_server *srv, bool ignore_latency);
 void *sim_cdc_thread(void *arg);
 int sim_cdc_init_db(sim_db *d, mcdc_error *err);
-/* DDL on a captured table: ddl_history rows. */
-int sim_cdc_ddl(sim_session *s, const char *tbl, const char *ddl_text, mcdc_error *err);
+/* A column DDL (ADD/DROP/ALTER COLUMN) on table tbl, in the session's
+ * transaction: one cdc.ddl_history row per capture instance of the table
+ * once capture reads the commit; alter_col/new_type for ALTER COLUMN (the
+ * change tables capturing it change type then). No-op without instances. */
+int sim_cdc_ddl(sim_session *s, const char *tbl, const char *ddl_text, const char *alter_col, const sim_type *new_type,
+                mcdc_error *err);
 int sim_cdc_drop_table(sim_session *s, const char *tbl, mcdc_error *err);
 
 /* ---- sim_engine_fast.c: the change-table read fast path ----------------- */
@@ -395,6 +399,8 @@ typedef struct sim_stmt {
     const sim_param *rpc_params;
     int rpc_nparams, rpc_first; /* rpc_params[rpc_first] is argument 0 */
     bool batch_ended; /* an error that ends the batch (deadlock victim) */
+    int loops;            /* WHILE loops running */
+    bool loop_break, loop_continue; /* BREAK / CONTINUE seen: the loop body stops */
 } sim_stmt;
 
 /* ---- sim_session.c ------------------------------------------------------- */
@@ -576,7 +582,12 @@ int64_t sim_snap_versions(sim_server *srv);
 int sim_tran_ddl_join(sim_session *s, mcdc_error *err);
 int sim_tran_ddl_snapshot(sim_session *s, const char *tbl, char **undo, char **commit, mcdc_error *err);
 int sim_tran_ddl_end(sim_session *s, int rc, char *undo, char *commit, mcdc_error *err);
-int64_t sim_ddl_history_top(sqlite3 *w);
+/* Rebuilds table tbl with column col declared as new_def ("\"c\" TEXT
+ * COLLATE sim_ci NOT NULL"), its rows copied with conv_expr (SQL over the
+ * old column) as the new value; rowids, other columns, generated columns
+ * and indexes kept. Under mu, inside a SQLite transaction. */
+int sim_table_retype(sqlite3 *w, const char *tbl, const char *col, const char *new_def, const char *conv_expr,
+                     mcdc_error *err);
 
 /* ---- sim_ddl.c ----------------------------------------------------------- */
 typedef struct sim_col_def {
@@ -584,8 +595,12 @@ typedef struct sim_col_def {
     sim_type type;
     bool nullable;
     int pk_ordinal;
+    bool computed;      /* c AS (expr): a generated column, never written */
+    bool persisted;     /* ... PERSISTED (a STORED generated column) */
+    int expr_a, expr_b; /* the expression's tokens while its DDL runs */
 } sim_col_def;
-/* A table's columns from the catalog, in order (*out owned). */
+/* A table's columns from the catalog, in order (*out owned); computed
+ * columns are marked. */
 int sim_load_cols(sqlite3 *c, const char *tbl, sim_col_def **out, int *n, mcdc_error *err);
 int sim_do_create(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err);
 int sim_do_alter_table(sim_stmt *x, const tsql_tok *t, int i, int end, const char *text, mcdc_error *err);

@@ -231,7 +231,7 @@ const char *sim_arg_text(const sim_proc_args *a, const char *name, int pos) {
 }
 
 int sim_exec_rpc(sim_session *s, const char *proc_name, const sim_param *params, int nparams, const sim_sink *sink) {
-    sim_stmt x = {s, sink, false, false, "", params, nparams, 0, false};
+    sim_stmt x = {s, sink, false, false, "", params, nparams, 0, false, 0, false, false};
     mcdc_error err = MCDC_ERROR_INIT;
     s->requests++;
     sim_vars_clear(s);

@@ -84,11 +84,12 @@ int sim_tran_ddl_snapshot(sim_session *s, const char *tbl, char **undo, char **c
     if (rc == MCDC_OK)
         rc = mcdc_buf_printf(&u, err, "INSERT INTO \"%s\"(rowid%s) SELECT \"__sim_rowid\"%s FROM \"%s\"; DROP TABLE \"%s\";"
                              " DELETE FROM __sim_columns WHERE tbl = '%s'; DELETE FROM __sim_tables WHERE name = '%s';"
-                             " DELETE FROM __sim_grants WHERE object = '%s';",
-                             tbl, (const char *)cols.data, (const char *)cols.data, copy, copy, tbl, tbl, tbl);
+                             " DELETE FROM __sim_grants WHERE object = '%s'; DELETE FROM __sim_computed WHERE tbl = '%s';",
+                             tbl, (const char *)cols.data, (const char *)cols.data, copy, copy, tbl, tbl, tbl, tbl);
     if (rc == MCDC_OK) rc = catalog_rows_sql(w, &u, "__sim_columns", "tbl", tbl, err);
     if (rc == MCDC_OK) rc = catalog_rows_sql(w, &u, "__sim_tables", "name", tbl, err);
     if (rc == MCDC_OK) rc = catalog_rows_sql(w, &u, "__sim_grants", "object", tbl, err);
+    if (rc == MCDC_OK) rc = catalog_rows_sql(w, &u, "__sim_computed", "tbl", tbl, err);
     if (rc == MCDC_OK) rc = mcdc_buf_cstr(&u, err);
     if (rc == MCDC_OK) {
         *undo = sqlite3_mprintf("%s", (const char *)u.data);
@@ -120,12 +121,96 @@ int sim_tran_ddl_end(sim_session *s, int rc, char *undo, char *commit, mcdc_erro
     return rc;
 }
 
-/* Largest rowid of cdc.ddl_history (the rows a DDL adds come after it). */
-int64_t sim_ddl_history_top(sqlite3 *w) {
-    sqlite3_stmt *st;
-    int64_t v = 0;
-    if (sqlite3_prepare_v2(w, "SELECT coalesce(max(rowid), 0) FROM \"cdc.ddl_history\"", -1, &st, NULL) != SQLITE_OK) return 0;
-    if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
+
+/* ---- ALTER COLUMN: a column's declaration changed ------------------------ */
+/* The end of the column definition that starts at p (a quoted name), at
+ * the ',' or ')' that closes it at depth 0. */
+static const char *def_end(const char *p) {
+    int d = 0;
+    bool q = false;
+    for (; *p; p++) {
+        if (*p == '"' || *p == '\'') { /* quoted names and literals */
+            char c = *p++;
+            while (*p && !(*p == c && p[1] != c)) p += *p == c ? 2 : 1;
+            if (!*p) return p;
+            continue;
+        }
+        if (*p == '(') d++;
+        else if (*p == ')') { if (d == 0) return p; d--; }
+        else if (*p == ',' && d == 0) return p;
+    }
+    (void)q;
+    return p;
+}
+
+int sim_table_retype(sqlite3 *w, const char *tbl, const char *col, const char *new_def, const char *conv_expr,
+                     mcdc_error *err) {
+    sqlite3_stmt *st = NULL;
+    char *sql = NULL;
+    int rc = MCDC_OK;
+    if (sqlite3_prepare_v2(w, "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?", -1, &st, NULL) != SQLITE_OK)
+        return sim_sqlite_err(w, SQLITE_ERROR, err);
+    sqlite3_bind_text(st, 1, tbl, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW) sql = mcdc_strdup((const char *)sqlite3_column_text(st, 0));
     sqlite3_finalize(st);
-    return v;
+    if (!sql) return sim_err(err, 208, "Invalid object name '%s'.", tbl);
+    /* the column's definition: "col" at depth 1, after '(' or ', ' */
+    mcdc_buf qn = {0}, ddl = {0}, cols = {0}, sel = {0}, idx = {0};
+    xl_append_ident(&qn, col);
+    mcdc_buf_cstr(&qn, NULL);
+    const char *open = strchr(sql, '('), *at = NULL;
+    for (const char *p = open ? open + 1 : sql; open && *p; ) {
+        while (*p == ' ') p++;
+        if (mcdc_str_nieq(p, (const char *)qn.data, qn.len) && p[qn.len] == ' ') { at = p; break; }
+        const char *e = def_end(p);
+        if (*e != ',') break;
+        p = e + 1;
+    }
+    if (!at) rc = sim_err(err, 4924, "ALTER TABLE ALTER COLUMN failed because column '%s' does not exist in table '%s'.", col, tbl);
+    if (rc == MCDC_OK) {
+        const char *e = def_end(at);
+        mcdc_buf_printf(&ddl, NULL, "CREATE TABLE \"__sim_retype\"%.*s%s%s", (int)(at - open), open, new_def, e);
+        rc = mcdc_buf_cstr(&ddl, err);
+    }
+    /* its columns, generated ones left out (they compute again) */
+    if (rc == MCDC_OK && sqlite3_prepare_v2(w, "SELECT name FROM pragma_table_xinfo(?) WHERE hidden = 0 ORDER BY cid", -1, &st,
+                                            NULL) != SQLITE_OK)
+        rc = sim_sqlite_err(w, SQLITE_ERROR, err);
+    bool rowid = rc == MCDC_OK && !strstr(sql, "WITHOUT ROWID");
+    if (rc == MCDC_OK) {
+        sqlite3_bind_text(st, 1, tbl, -1, SQLITE_STATIC);
+        if (rowid) { mcdc_buf_append_str(&cols, "rowid", NULL); mcdc_buf_append_str(&sel, "rowid", NULL); }
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            const char *n = (const char *)sqlite3_column_text(st, 0);
+            if (cols.len) { mcdc_buf_append_str(&cols, ", ", NULL); mcdc_buf_append_str(&sel, ", ", NULL); }
+            xl_append_ident(&cols, n);
+            if (mcdc_str_ieq(n, col)) mcdc_buf_append_str(&sel, conv_expr, NULL);
+            else xl_append_ident(&sel, n);
+        }
+        sqlite3_finalize(st);
+        rc = mcdc_buf_cstr(&cols, err) == MCDC_OK ? mcdc_buf_cstr(&sel, err) : MCDC_E_NOMEM;
+    }
+    /* the table's indexes (other than its key's) come back after */
+    if (rc == MCDC_OK && sqlite3_prepare_v2(w, "SELECT sql FROM sqlite_schema WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL",
+                                            -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, tbl, -1, SQLITE_STATIC);
+        while (sqlite3_step(st) == SQLITE_ROW) mcdc_buf_printf(&idx, NULL, "%s;", (const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+    }
+    if (rc == MCDC_OK) rc = sim_sql(w, err, "DROP TABLE IF EXISTS \"__sim_retype\"; %s", (const char *)ddl.data);
+    if (rc == MCDC_OK)
+        rc = sim_sql(w, err, "INSERT INTO \"__sim_retype\"(%s) SELECT %s FROM \"%w\"", (const char *)cols.data,
+                     (const char *)sel.data, tbl);
+    if (rc == MCDC_OK) rc = sim_sql(w, err, "DROP TABLE \"%w\"; ALTER TABLE \"__sim_retype\" RENAME TO \"%w\"", tbl, tbl);
+    if (rc == MCDC_OK && idx.len) {
+        mcdc_buf_cstr(&idx, NULL);
+        rc = sim_sql(w, err, "%s", (const char *)idx.data);
+    }
+    mcdc_free(sql);
+    mcdc_buf_free(&qn);
+    mcdc_buf_free(&ddl);
+    mcdc_buf_free(&cols);
+    mcdc_buf_free(&sel);
+    mcdc_buf_free(&idx);
+    return rc;
 }

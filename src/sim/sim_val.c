@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "sim_tz.h"
+#include "sim_udt.h"
 
 #define TICKS_PER_S 10000000LL
 #define TICKS_PER_DAY (86400LL * TICKS_PER_S)
@@ -23,7 +24,8 @@ static const struct { const char *name; sim_type_id id; } TYPE_NAMES[] = {
     {"varchar", SIM_T_VARCHAR}, {"nchar", SIM_T_NCHAR}, {"nvarchar", SIM_T_NVARCHAR},
     {"sysname", SIM_T_NVARCHAR}, {"binary", SIM_T_BINARY}, {"varbinary", SIM_T_VARBINARY},
     {"uniqueidentifier", SIM_T_UNIQUEIDENTIFIER}, {"sql_variant", SIM_T_SQL_VARIANT},
-    {"text", SIM_T_VARCHAR}, {"ntext", SIM_T_NVARCHAR},
+    {"text", SIM_T_VARCHAR}, {"ntext", SIM_T_NVARCHAR}, {"xml", SIM_T_XML}, {"hierarchyid", SIM_T_HIERARCHYID},
+    {"geography", SIM_T_GEOGRAPHY}, {"geometry", SIM_T_GEOMETRY},
 };
 
 bool sim_type_parse(sim_type *out, const char *s, size_t n) {
@@ -121,6 +123,8 @@ const char *sim_type_decl(const sim_type *t) {
     /* the same instant at different offsets is the same value */
     if (t->id == SIM_T_DATETIMEOFFSET) return "TEXT COLLATE " SIM_DTO_COLLATION;
     if (t->id == SIM_T_UNIQUEIDENTIFIER) return "TEXT COLLATE " SIM_GUID_COLLATION;
+    /* a base type and its value: compared as sql_variant compares */
+    if (t->id == SIM_T_SQL_VARIANT) return "TEXT COLLATE " SIM_VARIANT_COLLATION;
     return sim_type_affinity(t);
 }
 
@@ -132,7 +136,9 @@ const char *sim_type_affinity(const sim_type *t) {
     case SIM_T_CHAR: case SIM_T_VARCHAR: case SIM_T_NCHAR: case SIM_T_NVARCHAR:
     case SIM_T_UNIQUEIDENTIFIER:
         return "TEXT";
-    case SIM_T_BINARY: case SIM_T_VARBINARY: return "BLOB";
+    case SIM_T_BINARY: case SIM_T_VARBINARY: case SIM_T_HIERARCHYID: case SIM_T_GEOGRAPHY: case SIM_T_GEOMETRY:
+        return "BLOB";
+    case SIM_T_XML: case SIM_T_SQL_VARIANT: return "TEXT";
     default: return ""; /* no affinity: values stay as stored */
     }
 }
@@ -375,9 +381,61 @@ static int hexval(int c) {
 }
 
 /* ---- the conversion ---------------------------------------------------- */
-static void text_of(sqlite3_value *v, char *buf, size_t cap) {
-    const unsigned char *t = sqlite3_value_text(v);
-    snprintf(buf, cap, "%s", t ? (const char *)t : "");
+/* The value a conversion reads: a SQLite value, or the base value of a
+ * sql_variant (orig NULL). */
+typedef struct sv {
+    sqlite3_value *orig;
+    int type;               /* SQLITE_INTEGER ... */
+    int64_t i;
+    double f;
+    const unsigned char *p; /* TEXT / BLOB bytes */
+    int n;
+    char num[48];           /* the text of a number */
+    bool have_num;
+} sv;
+
+static void sv_of(sv *x, sqlite3_value *v) {
+    memset(x, 0, sizeof *x);
+    x->orig = v;
+    x->type = sqlite3_value_type(v);
+    if (x->type == SQLITE_INTEGER) x->i = sqlite3_value_int64(v);
+    else if (x->type == SQLITE_FLOAT) x->f = sqlite3_value_double(v);
+    else if (x->type == SQLITE_TEXT) { x->p = sqlite3_value_text(v); x->n = sqlite3_value_bytes(v); }
+    else if (x->type == SQLITE_BLOB) { x->p = sqlite3_value_blob(v); x->n = sqlite3_value_bytes(v); }
+}
+
+/* Text as SQLite gives it for the value (numbers as sqlite3_value_text). */
+static const unsigned char *sv_text(sv *x) {
+    if (x->type == SQLITE_INTEGER || x->type == SQLITE_FLOAT) {
+        if (!x->have_num) {
+            if (x->type == SQLITE_INTEGER) snprintf(x->num, sizeof x->num, "%lld", (long long)x->i);
+            else sqlite3_snprintf((int)sizeof x->num, x->num, "%!.15g", x->f);
+            x->have_num = true;
+        }
+        return (const unsigned char *)x->num;
+    }
+    return x->p ? x->p : (const unsigned char *)"";
+}
+static int sv_bytes(sv *x) {
+    if (x->type == SQLITE_INTEGER || x->type == SQLITE_FLOAT) return (int)strlen((const char *)sv_text(x));
+    return x->n;
+}
+static const void *sv_blob(sv *x) { return x->p; }
+static double sv_double(sv *x) {
+    if (x->type == SQLITE_FLOAT) return x->f;
+    if (x->type == SQLITE_INTEGER) return (double)x->i;
+    return x->p ? strtod((const char *)sv_text(x), NULL) : 0;
+}
+static void sv_text_of(sv *x, char *buf, size_t cap) { snprintf(buf, cap, "%.*s", sv_bytes(x), (const char *)sv_text(x)); }
+static void sv_result(sqlite3_context *ctx, sv *x) {
+    if (x->orig) { sqlite3_result_value(ctx, x->orig); return; }
+    switch (x->type) {
+    case SQLITE_INTEGER: sqlite3_result_int64(ctx, x->i); break;
+    case SQLITE_FLOAT: sqlite3_result_double(ctx, x->f); break;
+    case SQLITE_BLOB: sqlite3_result_blob(ctx, x->p, x->n, SQLITE_TRANSIENT); break;
+    case SQLITE_TEXT: sqlite3_result_text(ctx, (const char *)x->p, x->n, SQLITE_TRANSIENT); break;
+    default: sqlite3_result_null(ctx); break;
+    }
 }
 
 static void result_utf8_trunc(sqlite3_context *ctx, const char *s, size_t n, int32_t chars) {
@@ -427,15 +485,15 @@ static bool is_canonical_dt(const unsigned char *s, int n, int digits) {
     return true;
 }
 
-void sim_val_convert(sqlite3_context *ctx, sqlite3_value *v, const sim_type *t, int style) {
-    int vt = sqlite3_value_type(v);
+static void convert(sqlite3_context *ctx, sv *v, const sim_type *t, int style) {
+    int vt = v->type;
     /* hot paths of the change-table read: LSN -> hex text, datetime text
      * already in the target's form (CAST(tran_end_time AS datetime2(3))) */
     if (vt == SQLITE_BLOB && style == 1 && (t->id == SIM_T_VARCHAR || t->id == SIM_T_NVARCHAR) &&
-        sqlite3_value_bytes(v) <= 64) {
+        sv_bytes(v) <= 64) {
         static const char HX[] = "0123456789ABCDEF";
-        const uint8_t *p = sqlite3_value_blob(v);
-        int n = sqlite3_value_bytes(v), o = 0;
+        const uint8_t *p = sv_blob(v);
+        int n = sv_bytes(v), o = 0;
         char h[132];
         h[o++] = '0';
         h[o++] = 'x';
@@ -445,8 +503,8 @@ void sim_val_convert(sqlite3_context *ctx, sqlite3_value *v, const sim_type *t, 
         return;
     }
     if (vt == SQLITE_TEXT && t->id == SIM_T_DATETIME2 &&
-        is_canonical_dt(sqlite3_value_text(v), sqlite3_value_bytes(v), t->scale)) {
-        sqlite3_result_value(ctx, v);
+        is_canonical_dt(sv_text(v), sv_bytes(v), t->scale)) {
+        sv_result(ctx, v);
         return;
     }
     char buf[512], tn[48] = "";
@@ -460,9 +518,9 @@ void sim_val_convert(sqlite3_context *ctx, sqlite3_value *v, const sim_type *t, 
     switch (t->id) {
     case SIM_T_BIT: case SIM_T_TINYINT: case SIM_T_SMALLINT: case SIM_T_INT: case SIM_T_BIGINT: {
         int64_t i;
-        if (vt == SQLITE_INTEGER) i = sqlite3_value_int64(v);
+        if (vt == SQLITE_INTEGER) i = v->i;
         else if (vt == SQLITE_FLOAT) {
-            double d = sqlite3_value_double(v);
+            double d = sv_double(v);
             if (!(d > -9223372036854775808.0 && d < 9223372036854775808.0)) {
                 char m[128];
                 snprintf(m, sizeof m, "Arithmetic overflow error converting float to data type %s.", tn);
@@ -471,13 +529,13 @@ void sim_val_convert(sqlite3_context *ctx, sqlite3_value *v, const sim_type *t, 
             }
             i = (int64_t)d;
         } else if (vt == SQLITE_BLOB) {
-            const uint8_t *p = sqlite3_value_blob(v);
-            int n = sqlite3_value_bytes(v);
+            const uint8_t *p = sv_blob(v);
+            int n = sv_bytes(v);
             uint64_t u = 0;
             for (int k = n > 8 ? n - 8 : 0; k < n; k++) u = (u << 8) | p[k];
             i = (int64_t)u;
         } else {
-            text_of(v, buf, sizeof buf);
+            sv_text_of(v, buf, sizeof buf);
             char *e;
             const char *s = buf;
             while (isspace((unsigned char)*s)) s++;
@@ -515,24 +573,24 @@ void sim_val_convert(sqlite3_context *ctx, sqlite3_value *v, const sim_type *t, 
     case SIM_T_REAL: case SIM_T_FLOAT: {
         double d;
         if (vt == SQLITE_TEXT) {
-            text_of(v, buf, sizeof buf);
+            sv_text_of(v, buf, sizeof buf);
             char *e;
             d = strtod(buf, &e);
             while (isspace((unsigned char)*e)) e++;
             if (*e) { conv_err(ctx, "the varchar value", tn); return; }
-        } else d = sqlite3_value_double(v);
+        } else d = sv_double(v);
         if (t->id == SIM_T_REAL) d = (double)(float)d;
         sqlite3_result_double(ctx, d);
         return;
     }
     case SIM_T_DECIMAL: case SIM_T_MONEY: case SIM_T_SMALLMONEY: {
         char out[96];
-        if (vt == SQLITE_INTEGER) snprintf(buf, sizeof buf, "%lld", (long long)sqlite3_value_int64(v));
-        else if (vt == SQLITE_FLOAT) snprintf(buf, sizeof buf, "%.*f", t->scale + 1 > 17 ? 17 : t->scale + 1, sqlite3_value_double(v));
-        else text_of(v, buf, sizeof buf);
+        if (vt == SQLITE_INTEGER) snprintf(buf, sizeof buf, "%lld", (long long)v->i);
+        else if (vt == SQLITE_FLOAT) snprintf(buf, sizeof buf, "%.*f", t->scale + 1 > 17 ? 17 : t->scale + 1, sv_double(v));
+        else sv_text_of(v, buf, sizeof buf);
         if (vt == SQLITE_FLOAT) {
             /* round via double with enough digits */
-            snprintf(buf, sizeof buf, "%.*f", t->scale, sqlite3_value_double(v));
+            snprintf(buf, sizeof buf, "%.*f", t->scale, sv_double(v));
         }
         if (!dec_format(buf, strlen(buf), t->scale, out, sizeof out)) {
             conv_err(ctx, "the varchar value", tn);
@@ -551,10 +609,10 @@ void sim_val_convert(sqlite3_context *ctx, sqlite3_value *v, const sim_type *t, 
     case SIM_T_DATE: case SIM_T_TIME: case SIM_T_DATETIME: case SIM_T_SMALLDATETIME:
     case SIM_T_DATETIME2: case SIM_T_DATETIMEOFFSET: {
         dtv d;
-        text_of(v, buf, sizeof buf);
+        sv_text_of(v, buf, sizeof buf);
         if (vt == SQLITE_INTEGER && (t->id == SIM_T_DATETIME || t->id == SIM_T_SMALLDATETIME)) {
             memset(&d, 0, sizeof d);
-            d.days = mcdc_days_from_civil(1900, 1, 1) + sqlite3_value_int64(v);
+            d.days = mcdc_days_from_civil(1900, 1, 1) + v->i;
             d.has_date = d.has_time = true;
         } else if (vt != SQLITE_TEXT || !dt_parse(buf, strlen(buf), &d)) {
             char m[600];
@@ -574,11 +632,10 @@ void sim_val_convert(sqlite3_context *ctx, sqlite3_value *v, const sim_type *t, 
         sqlite3_result_text(ctx, out, -1, SQLITE_TRANSIENT);
         return;
     }
-    case SIM_T_CHAR: case SIM_T_VARCHAR: case SIM_T_NCHAR: case SIM_T_NVARCHAR:
-    case SIM_T_SQL_VARIANT: {
+    case SIM_T_CHAR: case SIM_T_VARCHAR: case SIM_T_NCHAR: case SIM_T_NVARCHAR: {
         if (vt == SQLITE_BLOB) {
-            const uint8_t *p = sqlite3_value_blob(v);
-            int n = sqlite3_value_bytes(v);
+            const uint8_t *p = sv_blob(v);
+            int n = sv_bytes(v);
             if (style == 1 || style == 2) {
                 size_t cap = (size_t)n * 2 + 3, o = 0;
                 char stack[96];
@@ -592,12 +649,12 @@ void sim_val_convert(sqlite3_context *ctx, sqlite3_value *v, const sim_type *t, 
             return;
         }
         if (vt == SQLITE_FLOAT) {
-            float_text(sqlite3_value_double(v), buf, sizeof buf);
+            float_text(sv_double(v), buf, sizeof buf);
             result_utf8_trunc(ctx, buf, strlen(buf), t->length);
             return;
         }
-        const char *s = (const char *)sqlite3_value_text(v);
-        size_t n = (size_t)sqlite3_value_bytes(v);
+        const char *s = (const char *)sv_text(v);
+        size_t n = (size_t)sv_bytes(v);
         dtv d;
         if ((style == 126 || style == 127) && n < 64 && dt_parse(s, n, &d) && d.has_date) {
             char out[64];
@@ -645,18 +702,18 @@ void sim_val_convert(sqlite3_context *ctx, sqlite3_value *v, const sim_type *t, 
         uint8_t *out = small;
         size_t on = 0;
         if (vt == SQLITE_BLOB) {
-            const uint8_t *p = sqlite3_value_blob(v);
-            on = (size_t)sqlite3_value_bytes(v);
+            const uint8_t *p = sv_blob(v);
+            on = (size_t)sv_bytes(v);
             if (on > sizeof small) { out = mcdc_malloc(on); if (!out) { sqlite3_result_error_nomem(ctx); return; } }
             if (on) memcpy(out, p, on);
         } else if (vt == SQLITE_INTEGER) {
-            int64_t i = sqlite3_value_int64(v);
+            int64_t i = v->i;
             int w = t->length > 0 && t->length < 8 ? t->length : (i >= INT32_MIN && i <= INT32_MAX ? 4 : 8);
             for (int k = 0; k < w; k++) small[k] = (uint8_t)((uint64_t)i >> (8 * (w - 1 - k)));
             on = (size_t)w;
         } else {
-            const char *s = (const char *)sqlite3_value_text(v);
-            size_t n = (size_t)sqlite3_value_bytes(v);
+            const char *s = (const char *)sv_text(v);
+            size_t n = (size_t)sv_bytes(v);
             if (style == 1 || style == 2) {
                 size_t i = 0;
                 if (style == 1) {
@@ -705,8 +762,8 @@ void sim_val_convert(sqlite3_context *ctx, sqlite3_value *v, const sim_type *t, 
     }
     case SIM_T_UNIQUEIDENTIFIER: {
         char out[40];
-        if (vt == SQLITE_BLOB && sqlite3_value_bytes(v) == 16) {
-            const uint8_t *p = sqlite3_value_blob(v);
+        if (vt == SQLITE_BLOB && sv_bytes(v) == 16) {
+            const uint8_t *p = sv_blob(v);
             static const int ord[16] = {3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15};
             size_t o = 0;
             for (int k = 0; k < 16; k++) {
@@ -716,7 +773,7 @@ void sim_val_convert(sqlite3_context *ctx, sqlite3_value *v, const sim_type *t, 
             }
             out[o] = 0;
         } else {
-            text_of(v, buf, sizeof buf);
+            sv_text_of(v, buf, sizeof buf);
             const char *s = buf;
             if (*s == '{') s++;
             size_t o = 0;
@@ -733,8 +790,91 @@ void sim_val_convert(sqlite3_context *ctx, sqlite3_value *v, const sim_type *t, 
         sqlite3_result_text(ctx, out, -1, SQLITE_TRANSIENT);
         return;
     }
+    default: break; /* sql_variant, xml, the CLR types: sim_val_convert */
     }
-    sqlite3_result_value(ctx, v);
+    sv_result(ctx, v);
+}
+
+/* The conversions of hierarchyid, geography, geometry and xml (targets). */
+static void convert_udt(sqlite3_context *ctx, sv *v, const sim_type *t) {
+    char msg[SIM_UDT_MSG], err[SIM_UDT_MSG + 16];
+    mcdc_buf b = {0};
+    int rc = 0;
+    bool blob = v->type == SQLITE_BLOB;
+    const char *s = (const char *)sv_text(v);
+    size_t n = (size_t)sv_bytes(v);
+    if (t->id == SIM_T_XML) {
+        rc = sim_xml_normalize(s, n, &b, msg);
+        if (!rc) sqlite3_result_text(ctx, b.data ? (const char *)b.data : "", (int)b.len, SQLITE_TRANSIENT);
+    } else if (t->id == SIM_T_HIERARCHYID) {
+        if (blob) { /* binary: must decode */
+            rc = sim_hid_to_text(v->p, n, &b, msg);
+            if (!rc) sv_result(ctx, v);
+        } else {
+            rc = sim_hid_from_text(s, n, &b, msg);
+            if (!rc) sqlite3_result_blob(ctx, b.data ? (const void *)b.data : "", (int)b.len, SQLITE_TRANSIENT);
+        }
+    } else { /* geography, geometry: the serialization, or WKT with the default SRID */
+        bool geog = t->id == SIM_T_GEOGRAPHY;
+        if (blob) {
+            rc = sim_geo_check(v->p, n, geog, msg);
+            if (!rc) sv_result(ctx, v);
+        } else {
+            rc = sim_geo_from_wkt(s, n, geog ? 4326 : 0, geog, &b, msg);
+            if (!rc) sqlite3_result_blob(ctx, b.data ? (const void *)b.data : "", (int)b.len, SQLITE_TRANSIENT);
+        }
+    }
+    if (rc) {
+        snprintf(err, sizeof err, "#%d %s", rc, msg);
+        sqlite3_result_error(ctx, err, -1);
+    }
+    mcdc_buf_free(&b);
+}
+
+void sim_val_convert(sqlite3_context *ctx, sqlite3_value *v, const sim_type *t, int style) {
+    sv x;
+    sv_of(&x, v);
+    if (x.type == SQLITE_NULL) { sqlite3_result_null(ctx); return; }
+    if (t->id == SIM_T_SQL_VARIANT) { sim_variant_result(ctx, v, NULL); return; }
+    sim_type base;
+    const char *val;
+    size_t vn;
+    uint8_t *bin = NULL;
+    if (x.type == SQLITE_TEXT && x.n > 0 && x.p[0] == SIM_VARIANT_MARK &&
+        sim_variant_split((const char *)x.p, (size_t)x.n, &base, &val, &vn)) {
+        /* a sql_variant converts from its base value */
+        x.orig = NULL;
+        x.have_num = false;
+        char num[64];
+        switch (base.id) {
+        case SIM_T_BIT: case SIM_T_TINYINT: case SIM_T_SMALLINT: case SIM_T_INT: case SIM_T_BIGINT:
+            snprintf(num, sizeof num, "%.*s", (int)(vn < 63 ? vn : 63), val);
+            x.type = SQLITE_INTEGER;
+            x.i = strtoll(num, NULL, 10);
+            break;
+        case SIM_T_REAL: case SIM_T_FLOAT:
+            snprintf(num, sizeof num, "%.*s", (int)(vn < 63 ? vn : 63), val);
+            x.type = SQLITE_FLOAT;
+            x.f = strtod(num, NULL);
+            break;
+        case SIM_T_BINARY: case SIM_T_VARBINARY:
+            bin = mcdc_malloc(vn / 2 + 1);
+            if (!bin) { sqlite3_result_error_nomem(ctx); return; }
+            for (size_t k = 0; 2 * k + 1 < vn; k++) bin[k] = (uint8_t)(hexval(val[2 * k]) * 16 + hexval(val[2 * k + 1]));
+            x.type = SQLITE_BLOB;
+            x.p = bin;
+            x.n = (int)(vn / 2);
+            break;
+        default:
+            x.p = (const unsigned char *)val;
+            x.n = (int)vn;
+            break;
+        }
+    }
+    if (t->id == SIM_T_XML || t->id == SIM_T_HIERARCHYID || t->id == SIM_T_GEOGRAPHY || t->id == SIM_T_GEOMETRY)
+        convert_udt(ctx, &x, t);
+    else convert(ctx, &x, t, style);
+    mcdc_free(bin);
 }
 
 /* ---- SQLite functions -------------------------------------------------- */
@@ -1670,5 +1810,5 @@ int sim_val_register(sqlite3 *db, const sim_clock_src *clk) {
         sqlite3_create_window_function(db, "sim_avg", 1, det, NULL, fn_dec_step, fn_avg_value, fn_avg_value,
                                        fn_dec_inverse, NULL) != SQLITE_OK)
         return MCDC_E_IO;
-    return MCDC_OK;
+    return sim_udt_register(db);
 }

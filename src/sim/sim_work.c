@@ -865,7 +865,10 @@ static void *worker_main(void *arg) {
     int64_t kmin = 1, knext = 1;
     pthread_mutex_lock(&srv->mu);
     sqlite3_stmt *st;
-    if (cols && sqlite3_prepare_v2(s->db->w, "SELECT name, type, pk_ordinal FROM __sim_columns WHERE tbl = ? ORDER BY column_id", -1, &st, NULL) == SQLITE_OK) {
+    /* computed columns are never written */
+    if (cols && sqlite3_prepare_v2(s->db->w, "SELECT name, type, pk_ordinal FROM __sim_columns c WHERE tbl = ?1 AND NOT EXISTS"
+                                             " (SELECT 1 FROM __sim_computed k WHERE k.tbl = ?1 AND k.name = c.name) ORDER BY column_id",
+                                   -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_text(st, 1, wk->table, -1, SQLITE_STATIC);
         while (sqlite3_step(st) == SQLITE_ROW && nc < MCDC_COLUMNS_MAX) {
             snprintf(cols[nc].name, SIM_NAME_MAX, "%s", (const char *)sqlite3_column_text(st, 0));

@@ -4,6 +4,8 @@
  */
 #include "tds_result.h"
 
+#include "sim_variant.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,8 +28,15 @@ enum {
     ENC_VARBINARY,
     ENC_PLP_VARCHAR,
     ENC_PLP_NVARCHAR,
-    ENC_PLP_VARBINARY
+    ENC_PLP_VARBINARY,
+    ENC_VARIANT,  /* SSVARIANT: LONG length, base type, properties, data */
+    ENC_XML,      /* XMLTYPE: PLP UTF-16LE */
+    ENC_UDT       /* CLR UDT: PLP bytes */
 };
+
+/* sql_variant's TYPE_INFO length: the most a value takes, base type
+ * header included (its documentation: 8016 bytes). */
+#define VARIANT_MAX_BYTES 8016
 
 
 int sim_tds_result_init(sim_tds_result *r, sim_tds_out *out, mcdc_error *err) {
@@ -157,10 +166,10 @@ void sim_tds_col_plan(sim_tds_col_enc *e, const sim_column *c) {
         }
         break;
     }
+    case SIM_T_SQL_VARIANT: e->kind = ENC_VARIANT; e->max_bytes = VARIANT_MAX_BYTES; break;
     case SIM_T_NCHAR:
-    case SIM_T_NVARCHAR:
-    case SIM_T_SQL_VARIANT: {
-        int32_t n = t->id == SIM_T_SQL_VARIANT ? 4000 : t->length;
+    case SIM_T_NVARCHAR: {
+        int32_t n = t->length;
         if (n == -1 || n > 4000) {
             e->kind = ENC_PLP_NVARCHAR;
             e->max_bytes = -1;
@@ -172,6 +181,9 @@ void sim_tds_col_plan(sim_tds_col_enc *e, const sim_column *c) {
         }
         break;
     }
+    case SIM_T_XML: e->kind = ENC_XML; e->max_bytes = -1; break;
+    case SIM_T_HIERARCHYID: e->kind = ENC_UDT; e->max_bytes = SIM_HID_BYTES_MAX; break;
+    case SIM_T_GEOGRAPHY: case SIM_T_GEOMETRY: e->kind = ENC_UDT; e->max_bytes = -1; break;
     default: /* unknown: serve as nvarchar(4000) text */
         e->kind = ENC_NVARCHAR;
         e->max_bytes = 8000;
@@ -179,15 +191,55 @@ void sim_tds_col_plan(sim_tds_col_enc *e, const sim_column *c) {
     }
     switch (e->kind) {
     case ENC_VARCHAR: case ENC_NVARCHAR: case ENC_VARBINARY: e->null_bytes = 2; break;
-    case ENC_PLP_VARCHAR: case ENC_PLP_NVARCHAR: case ENC_PLP_VARBINARY: e->null_bytes = 8; break;
+    case ENC_PLP_VARCHAR: case ENC_PLP_NVARCHAR: case ENC_PLP_VARBINARY: case ENC_XML: case ENC_UDT:
+        e->null_bytes = 8;
+        break;
+    case ENC_VARIANT: e->null_bytes = 4; break;
     default: e->null_bytes = e->fixed ? 0 : 1; break;
     }
 }
 
-static int write_type_info(sim_tds_out *o, const sim_tds_col_enc *e) {
+/* B_VARCHAR (bvar) or US_VARCHAR of UTF-8 text s, as UTF-16LE. */
+static int out_name(sim_tds_out *o, const char *s, bool bvar) {
+    size_t n = strlen(s), units = sim_tds_utf8_utf16_units((const uint8_t *)s, n);
+    if (bvar && units > 255) units = 255;
+    int rc = bvar ? sim_tds_out_u8(o, (uint8_t)units) : sim_tds_out_u16(o, (uint16_t)units);
+    return rc ? rc : sim_tds_out_utf16(o, (const uint8_t *)s, n, units);
+}
+
+/* UDT_INFO of SQL Server's CLR types (MS-TDS 2.2.5.5.5.2): max bytes, the
+ * database, schema "sys", the type and its assembly-qualified name
+ * (Microsoft.SqlServer.Types 11.0, what SQL Server 2012 and later name). */
+static int write_udt_info(sim_tds_out *o, const sim_tds_col_enc *e, const char *db) {
+    const char *type = e->type_id == SIM_T_HIERARCHYID ? "hierarchyid" : e->type_id == SIM_T_GEOGRAPHY ? "geography" : "geometry";
+    const char *cls = e->type_id == SIM_T_HIERARCHYID ? "SqlHierarchyId" : e->type_id == SIM_T_GEOGRAPHY ? "SqlGeography" : "SqlGeometry";
+    char aqn[192];
+    snprintf(aqn, sizeof aqn,
+             "Microsoft.SqlServer.Types.%s, Microsoft.SqlServer.Types, Version=11.0.0.0, Culture=neutral, PublicKeyToken=89845dcd8080cc91",
+             cls);
+    uint16_t max = e->max_bytes < 0 ? 0xFFFF : (uint16_t)e->max_bytes;
+    if (sim_tds_out_u8(o, TDS_UDT) || sim_tds_out_u16(o, max) || out_name(o, db && db[0] ? db : "master", true) ||
+        out_name(o, "sys", true) || out_name(o, type, true))
+        return -1;
+    return out_name(o, aqn, false);
+}
+
+static int write_type_info(sim_tds_out *o, const sim_tds_col_enc *e, const char *db) {
     uint8_t b[16];
     size_t n = 0;
     switch (e->kind) {
+    case ENC_VARIANT:
+        b[n++] = TDS_SSVARIANT;
+        b[n++] = (uint8_t)VARIANT_MAX_BYTES;
+        b[n++] = (uint8_t)(VARIANT_MAX_BYTES >> 8);
+        b[n++] = 0;
+        b[n++] = 0;
+        break;
+    case ENC_XML: /* no schema collection */
+        b[n++] = TDS_XML;
+        b[n++] = 0;
+        break;
+    case ENC_UDT: return write_udt_info(o, e, db);
     case ENC_INT:
         if (e->fixed)
             b[n++] = e->nbytes == 1 ? TDS_INT1 : e->nbytes == 2 ? TDS_INT2 : e->nbytes == 4 ? TDS_INT4 : TDS_INT8;
@@ -265,7 +317,7 @@ int sim_tds_result_columns(sim_tds_result *r, const sim_column *cols, int ncols)
         sim_tds_col_enc *e = &r->cols[i];
         sim_tds_col_plan(e, &cols[i]);
         if (sim_tds_out_u32(o, 0) || sim_tds_out_u16(o, e->nullable ? 0x0009 : 0x0008)) return 1;
-        if (write_type_info(o, e)) return 1;
+        if (write_type_info(o, e, r->sess ? sim_session_database(r->sess) : NULL)) return 1;
         const char *name = cols[i].name ? cols[i].name : "";
         size_t nn = strlen(name);
         size_t units = sim_tds_utf8_utf16_units((const uint8_t *)name, nn);
@@ -384,19 +436,19 @@ static int put_null(sim_tds_out *o, const sim_tds_col_enc *e) {
     static const uint8_t zeros[8] = {0};
     switch (e->kind) {
     case ENC_VARCHAR: case ENC_NVARCHAR: case ENC_VARBINARY: return sim_tds_out_u16(o, 0xFFFF);
-    case ENC_PLP_VARCHAR: case ENC_PLP_NVARCHAR: case ENC_PLP_VARBINARY:
+    case ENC_PLP_VARCHAR: case ENC_PLP_NVARCHAR: case ENC_PLP_VARBINARY: case ENC_XML: case ENC_UDT:
         return sim_tds_out_u64(o, TDS_PLP_NULL);
+    case ENC_VARIANT: return sim_tds_out_u32(o, 0);
     default:
         if (e->fixed) return sim_tds_out_bytes(o, zeros, e->nbytes);
         return sim_tds_out_u8(o, 0);
     }
 }
 
-static int encode_value(sim_tds_result *r, const sim_tds_col_enc *e, const sim_value *v, int col) {
-    sim_tds_out *o = r->out;
-    uint8_t b[32];
+/* The value bytes of a fixed-size kind (no length prefix) into b (32
+ * bytes); false when v cannot be represented. */
+static bool fixed_bytes(const sim_tds_col_enc *e, const sim_value *v, uint8_t *b, size_t *np) {
     size_t n = 0;
-    if (v->kind == SIM_V_NULL) return put_null(o, e);
     switch (e->kind) {
     case ENC_INT:
     case ENC_BIT: {
@@ -406,17 +458,15 @@ static int encode_value(sim_tds_result *r, const sim_tds_col_enc *e, const sim_v
                                         mcdc_str_nieq((const char *)v->p, "false", v->n)))
             i = v->n == 4; /* SQL Server converts 'TRUE'/'FALSE' to bit */
         else if (!val_i64(v, &i))
-            goto bad;
+            return false;
         if (e->kind == ENC_BIT) i = i != 0;
-        if (!e->fixed) b[n++] = e->nbytes;
         put_le(b + n, (uint64_t)i, e->nbytes);
         n += e->nbytes;
         break;
     }
     case ENC_FLT: {
         double d;
-        if (!val_f64(v, &d)) goto bad;
-        if (!e->fixed) b[n++] = e->nbytes;
+        if (!val_f64(v, &d)) return false;
         if (e->nbytes == 4) {
             float f = (float)d;
             uint32_t u;
@@ -433,16 +483,15 @@ static int encode_value(sim_tds_result *r, const sim_tds_col_enc *e, const sim_v
     case ENC_MONEY: {
         bool neg;
         uint32_t mag[4];
-        if (!val_decimal(v, 19, 4, &neg, mag) || mag[2] || mag[3]) goto bad;
+        if (!val_decimal(v, 19, 4, &neg, mag) || mag[2] || mag[3]) return false;
         uint64_t m = (uint64_t)mag[0] | ((uint64_t)mag[1] << 32);
-        if (m > (uint64_t)INT64_MAX + (neg ? 1u : 0u)) goto bad;
+        if (m > (uint64_t)INT64_MAX + (neg ? 1u : 0u)) return false;
         int64_t s = neg ? (int64_t)(0 - m) : (int64_t)m;
-        if (!e->fixed) b[n++] = e->nbytes;
         if (e->nbytes == 8) {
             put_le(b + n, (uint64_t)s >> 32, 4);
             put_le(b + n + 4, (uint64_t)s & 0xFFFFFFFFu, 4);
         } else {
-            if (s < INT32_MIN || s > INT32_MAX) goto bad;
+            if (s < INT32_MIN || s > INT32_MAX) return false;
             put_le(b + n, (uint64_t)s, 4);
         }
         n += e->nbytes;
@@ -451,8 +500,7 @@ static int encode_value(sim_tds_result *r, const sim_tds_col_enc *e, const sim_v
     case ENC_DECIMAL: {
         bool neg;
         uint32_t mag[4];
-        if (!val_decimal(v, e->precision, e->scale, &neg, mag)) goto bad;
-        b[n++] = e->nbytes;
+        if (!val_decimal(v, e->precision, e->scale, &neg, mag)) return false;
         b[n++] = neg ? 0 : 1;
         for (int k = 0; k < (e->nbytes - 1) / 4; k++) {
             put_le(b + n, mag[k], 4);
@@ -462,8 +510,7 @@ static int encode_value(sim_tds_result *r, const sim_tds_col_enc *e, const sim_v
     }
     case ENC_DATE: {
         sim_tds_dt dt;
-        if (!val_dt(v, &dt) || !dt.has_date) goto bad;
-        b[n++] = 3;
+        if (!val_dt(v, &dt) || !dt.has_date) return false;
         put_le(b + n, (uint64_t)dt.days, 3);
         n += 3;
         break;
@@ -472,8 +519,8 @@ static int encode_value(sim_tds_result *r, const sim_tds_col_enc *e, const sim_v
     case ENC_DT2:
     case ENC_DTO: {
         sim_tds_dt dt;
-        if (!val_dt(v, &dt)) goto bad;
-        if (e->kind == ENC_TIME && !dt.has_time) goto bad;
+        if (!val_dt(v, &dt)) return false;
+        if (e->kind == ENC_TIME && !dt.has_time) return false;
         if (e->kind != ENC_TIME && !dt.has_date) /* a time alone is on 1900-01-01 */
             dt.days = sim_tds_days_from_civil0001(1900, 1, 1);
         /* a date alone is at midnight: tds_dt_parse left time_100ns 0 */
@@ -484,9 +531,7 @@ static int encode_value(sim_tds_result *r, const sim_tds_col_enc *e, const sim_v
         }
         uint64_t units;
         round_time(&dt, e->scale, &units);
-        if (dt.days < 0 || dt.days > 3652058) goto bad;
-        size_t len = e->nbytes + (e->kind == ENC_TIME ? 0u : e->kind == ENC_DT2 ? 3u : 5u);
-        b[n++] = (uint8_t)len;
+        if (dt.days < 0 || dt.days > 3652058) return false;
         put_le(b + n, units, e->nbytes);
         n += e->nbytes;
         if (e->kind != ENC_TIME) {
@@ -501,21 +546,20 @@ static int encode_value(sim_tds_result *r, const sim_tds_col_enc *e, const sim_v
     }
     case ENC_DATETIME: {
         sim_tds_dt dt;
-        if (!val_dt(v, &dt)) goto bad;
+        if (!val_dt(v, &dt)) return false;
         if (!dt.has_date) dt.days = sim_tds_days_from_civil0001(1900, 1, 1);
         int64_t days = dt.days - sim_tds_days_from_civil0001(1900, 1, 1);
-        if (!e->fixed) b[n++] = e->nbytes;
         if (e->nbytes == 8) {
             int64_t ticks = (dt.time_100ns * 3 + 50000) / 100000;
             if (ticks >= 300LL * 86400) { ticks = 0; days++; }
-            if (days < -53690 || days > 2958463) goto bad;
+            if (days < -53690 || days > 2958463) return false;
             put_le(b + n, (uint64_t)days, 4);
             put_le(b + n + 4, (uint64_t)ticks, 4);
         } else {
             int64_t mins = dt.time_100ns / 600000000LL;
             if (dt.time_100ns % 600000000LL >= 300000000LL) mins++;
             if (mins >= 1440) { mins = 0; days++; }
-            if (days < 0 || days > 65535) goto bad;
+            if (days < 0 || days > 65535) return false;
             put_le(b + n, (uint64_t)days, 2);
             put_le(b + n + 2, (uint64_t)mins, 2);
         }
@@ -523,16 +567,36 @@ static int encode_value(sim_tds_result *r, const sim_tds_col_enc *e, const sim_v
         break;
     }
     case ENC_GUID: {
-        if (v->kind == SIM_V_BLOB && v->n == 16) {
-            b[n++] = 16;
-            memcpy(b + n, v->p, 16);
-        } else {
-            if (v->kind != SIM_V_TEXT || !sim_tds_guid_parse(b + 1, v->p, v->n)) goto bad;
-            b[n++] = 16;
-        }
-        n += 16;
+        if (v->kind == SIM_V_BLOB && v->n == 16) memcpy(b, v->p, 16);
+        else if (v->kind != SIM_V_TEXT || !sim_tds_guid_parse(b, v->p, v->n)) return false;
+        n = 16;
         break;
     }
+    default: return false;
+    }
+    *np = n;
+    return true;
+}
+
+static int encode_variant(sim_tds_result *r, const sim_tds_col_enc *e, const sim_value *v, int col);
+
+static int encode_value(sim_tds_result *r, const sim_tds_col_enc *e, const sim_value *v, int col) {
+    sim_tds_out *o = r->out;
+    uint8_t b[40];
+    size_t n = 0;
+    if (v->kind == SIM_V_NULL) return put_null(o, e);
+    switch (e->kind) {
+    case ENC_INT: case ENC_BIT: case ENC_FLT: case ENC_MONEY: case ENC_DECIMAL: case ENC_DATE: case ENC_TIME:
+    case ENC_DT2: case ENC_DTO: case ENC_DATETIME: case ENC_GUID: {
+        size_t vn;
+        bool lenbyte = !e->fixed || e->kind == ENC_DECIMAL || e->kind == ENC_DATE || e->kind == ENC_TIME ||
+                       e->kind == ENC_DT2 || e->kind == ENC_DTO || e->kind == ENC_GUID;
+        if (!fixed_bytes(e, v, b + 1, &vn)) goto bad;
+        b[0] = (uint8_t)vn;
+        n = vn + (lenbyte ? 1 : 0);
+        return sim_tds_out_bytes(o, lenbyte ? b : b + 1, n);
+    }
+    case ENC_VARIANT: return encode_variant(r, e, v, col);
     case ENC_VARCHAR:
     case ENC_PLP_VARCHAR: {
         char tmp[64];
@@ -554,7 +618,8 @@ static int encode_value(sim_tds_result *r, const sim_tds_col_enc *e, const sim_v
         return sim_tds_out_u32(o, 0);
     }
     case ENC_NVARCHAR:
-    case ENC_PLP_NVARCHAR: {
+    case ENC_PLP_NVARCHAR:
+    case ENC_XML: { /* xml: UTF-16LE text in PLP chunks, as nvarchar(max) */
         char tmp[64];
         const uint8_t *p;
         size_t len;
@@ -591,7 +656,8 @@ static int encode_value(sim_tds_result *r, const sim_tds_col_enc *e, const sim_v
         return sim_tds_out_u32(o, 0);
     }
     case ENC_VARBINARY:
-    case ENC_PLP_VARBINARY: {
+    case ENC_PLP_VARBINARY:
+    case ENC_UDT: { /* a CLR type's serialization in PLP chunks, as varbinary(max) */
         char tmp[64];
         const uint8_t *p;
         size_t len;
@@ -621,8 +687,129 @@ static int encode_value(sim_tds_result *r, const sim_tds_col_enc *e, const sim_v
     }
     default: MCDC_UNREACHABLE();
     }
-    return sim_tds_out_bytes(o, b, n);
 bad:
+    conv_warn(r, e, col);
+    return put_null(o, e);
+}
+
+/* A sql_variant value (MS-TDS 2.2.5.5.4): LONG length, the base type's
+ * byte, the count of property bytes, its properties (scale; precision and
+ * scale; max length; collation and max length), then the value as the base
+ * type's fixed form or bytes. The base type comes from the variant form
+ * (sim_variant.h); a plain value is an int/bigint, float, nvarchar or
+ * varbinary. */
+static int encode_variant(sim_tds_result *r, const sim_tds_col_enc *e, const sim_value *v, int col) {
+    sim_tds_out *o = r->out;
+    sim_type bt;
+    sim_value bv = *v;
+    uint8_t *bin = NULL;
+    int rc = 0;
+    memset(&bt, 0, sizeof bt);
+    const char *val;
+    size_t vn;
+    if (v->kind == SIM_V_TEXT && sim_variant_split((const char *)v->p, v->n, &bt, &val, &vn)) {
+        bv.kind = SIM_V_TEXT;
+        bv.p = (const uint8_t *)val;
+        bv.n = vn;
+        if (bt.id == SIM_T_BINARY || bt.id == SIM_T_VARBINARY) { /* hex text: the bytes */
+            bin = mcdc_malloc(vn / 2 + 1);
+            if (!bin) goto bad;
+            for (size_t k = 0; 2 * k + 1 < vn; k++) {
+                int hi = val[2 * k] <= '9' ? val[2 * k] - '0' : (val[2 * k] | 0x20) - 'a' + 10;
+                int lo = val[2 * k + 1] <= '9' ? val[2 * k + 1] - '0' : (val[2 * k + 1] | 0x20) - 'a' + 10;
+                bin[k] = (uint8_t)(hi * 16 + lo);
+            }
+            bv.kind = SIM_V_BLOB;
+            bv.p = bin;
+            bv.n = vn / 2;
+        }
+    } else if (v->kind == SIM_V_INT) {
+        bt.id = v->i >= INT32_MIN && v->i <= INT32_MAX ? SIM_T_INT : SIM_T_BIGINT;
+    } else if (v->kind == SIM_V_REAL) {
+        bt.id = SIM_T_FLOAT;
+    } else if (v->kind == SIM_V_BLOB) {
+        bt.id = SIM_T_VARBINARY;
+        bt.length = v->n ? (int32_t)(v->n > 8000 ? 8000 : v->n) : 1;
+    } else {
+        bt.id = SIM_T_NVARCHAR;
+        bt.length = 4000;
+    }
+    sim_column bc = {"", bt, true};
+    sim_tds_col_enc be;
+    sim_tds_col_plan(&be, &bc);
+    uint8_t head[16], data[40];
+    size_t np = 0, dn = 0;
+    const uint8_t *sp = NULL;
+    size_t sn = 0, slen = 0; /* streamed data: source bytes, wire length */
+    int stream = 0;          /* 1 cp1252, 2 UTF-16LE, 3 bytes */
+    switch (be.kind) {
+    case ENC_INT:
+        head[0] = be.nbytes == 1 ? TDS_INT1 : be.nbytes == 2 ? TDS_INT2 : be.nbytes == 4 ? TDS_INT4 : TDS_INT8;
+        break;
+    case ENC_BIT: head[0] = TDS_BIT; break;
+    case ENC_FLT: head[0] = be.nbytes == 4 ? TDS_FLT4 : TDS_FLT8; break;
+    case ENC_MONEY: head[0] = be.nbytes == 4 ? TDS_MONEY4 : TDS_MONEY; break;
+    case ENC_DATETIME: head[0] = be.nbytes == 4 ? TDS_DATETIM4 : TDS_DATETIME; break;
+    case ENC_GUID: head[0] = TDS_GUID; break;
+    case ENC_DATE: head[0] = TDS_DATEN; break;
+    case ENC_TIME: case ENC_DT2: case ENC_DTO:
+        head[0] = be.kind == ENC_TIME ? TDS_TIMEN : be.kind == ENC_DT2 ? TDS_DATETIME2N : TDS_DATETIMEOFFSETN;
+        head[2 + np++] = be.scale;
+        break;
+    case ENC_DECIMAL:
+        head[0] = TDS_DECIMALN;
+        head[2 + np++] = be.precision;
+        head[2 + np++] = be.scale;
+        break;
+    case ENC_VARBINARY:
+        head[0] = be.pad_bytes ? TDS_BIGBINARY : TDS_BIGVARBINARY;
+        if (bv.kind != SIM_V_BLOB && bv.kind != SIM_V_TEXT) goto bad;
+        sp = bv.p;
+        sn = slen = bv.n > (size_t)be.max_bytes ? (size_t)be.max_bytes : bv.n;
+        stream = 3;
+        break;
+    case ENC_VARCHAR: case ENC_NVARCHAR: {
+        bool wide = be.kind == ENC_NVARCHAR;
+        head[0] = wide ? (be.pad_bytes ? TDS_NCHAR : TDS_NVARCHAR) : (be.pad_bytes ? TDS_BIGCHAR : TDS_BIGVARCHAR);
+        memcpy(head + 2, sim_tds_collation_default, 5);
+        np = 5;
+        char tmp[64];
+        if (!val_text(&bv, tmp, &sp, &sn)) goto bad;
+        if (wide) {
+            size_t units = sim_tds_utf8_utf16_units(sp, sn);
+            if (units > (size_t)be.max_bytes / 2) units = (size_t)be.max_bytes / 2;
+            slen = 2 * units;
+            stream = 2;
+        } else {
+            slen = sim_tds_utf8_cp1252_len(sp, sn);
+            if (slen > (size_t)be.max_bytes) slen = (size_t)be.max_bytes;
+            stream = 1;
+        }
+        if (sp == (const uint8_t *)tmp) goto bad; /* a number as a string base: not kept as text */
+        break;
+    }
+    default: goto bad; /* (max) types and the CLR types cannot be a base type */
+    }
+    if (stream == 3) { /* binary: max length */
+        head[2 + np++] = (uint8_t)be.max_bytes;
+        head[2 + np++] = (uint8_t)(be.max_bytes >> 8);
+    } else if (stream) {
+        head[2 + np++] = (uint8_t)be.max_bytes;
+        head[2 + np++] = (uint8_t)(be.max_bytes >> 8);
+    } else if (!fixed_bytes(&be, &bv, data, &dn))
+        goto bad;
+    head[1] = (uint8_t)np;
+    size_t total = 2 + np + (stream ? slen : dn);
+    if (total > VARIANT_MAX_BYTES) goto bad;
+    if (sim_tds_out_u32(o, (uint32_t)total) || sim_tds_out_bytes(o, head, 2 + np)) rc = -1;
+    else if (stream == 1) rc = sim_tds_out_cp1252(o, sp, sn, slen);
+    else if (stream == 2) rc = sim_tds_out_utf16(o, sp, sn, slen / 2);
+    else if (stream == 3) rc = sim_tds_out_bytes(o, sp, slen);
+    else rc = sim_tds_out_bytes(o, data, dn);
+    mcdc_free(bin);
+    return rc;
+bad:
+    mcdc_free(bin);
     conv_warn(r, e, col);
     return put_null(o, e);
 }
@@ -827,7 +1014,7 @@ int sim_tds_result_return_value(sim_tds_result *r, uint16_t ordinal, const char 
     if (units > 128) units = 128;
     if (sim_tds_out_u8(o, (uint8_t)units) || sim_tds_out_utf16(o, (const uint8_t *)nm, nn, units) ||
         sim_tds_out_u8(o, 0x01) || sim_tds_out_u32(o, 0) || sim_tds_out_u16(o, 0x0001) ||
-        write_type_info(o, &e))
+        write_type_info(o, &e, r->sess ? sim_session_database(r->sess) : NULL))
         return -1;
     return encode_value(r, &e, v, 0);
 }

@@ -65,6 +65,9 @@ struct sim_tds_result {
      * result set). */
     bool null_sum_ready;
     uint16_t null_sum[8][256];
+    /* the session whose database a CLR type's TYPE_INFO names (NULL:
+     * "master") */
+    const sim_session *sess;
 };
 
 int sim_tds_result_init(sim_tds_result *r, sim_tds_out *out, mcdc_error *err);

@@ -449,6 +449,7 @@ static int handle_login(conn *c) {
     c->srv->slots[c->idx].authed = true;
     pthread_mutex_unlock(&c->srv->mu);
     c->res.nbcrow = lg->tds_version >= 0x730B0003u; /* 7.3B and 7.4 read NBCROW */
+    c->res.sess = c->sess; /* its database names the CLR types' COLMETADATA */
     int ps = sim_tds_packet_size_negotiate(lg->packet_size);
     int asked = lg->packet_size ? (int)lg->packet_size : MCDC_TDS_PACKET_BYTES_DEFAULT;
     bool fe = lg->feature_ext;

@@ -21,6 +21,10 @@ typedef struct xl {
     int nctes;
     bool tracking;
     int item_start;
+    /* the statement's tables, found before translation: a method's receiver
+     * (a column of a CLR type) is typed before FROM is read */
+    xl_table pre[XL_TABLES_MAX];
+    int npre;
 } xl;
 
 /* Words emitted as they are (SQLite understands them). */
@@ -365,6 +369,200 @@ static bool is_decimal_type(const sim_type *t) {
 static int emit_decimal_open(xl *x) { return emit(x, "(CAST("); }
 static int emit_decimal_close(xl *x) { return emit(x, " AS TEXT) COLLATE " SIM_DECIMAL_COLLATION ")"); }
 
+/* ---- the CLR types' methods and static methods ------------------------------ */
+typedef enum { UK_NONE = 0, UK_HID, UK_GEOG, UK_GEOM } udt_kind;
+
+static udt_kind kind_of(const sim_type *t) {
+    return t->id == SIM_T_HIERARCHYID ? UK_HID : t->id == SIM_T_GEOGRAPHY ? UK_GEOG : t->id == SIM_T_GEOMETRY ? UK_GEOM : UK_NONE;
+}
+
+/* A method (call: with parentheses) or property of kind k and its result
+ * type; NULL when k has none of that name. The SQLite function comes back
+ * in *fn, with a code for its arguments in *shape: 0 (v), 1 (v, kind),
+ * 2 (v, kind, which), 3 (v, arg). */
+typedef struct udt_member {
+    udt_kind kind;
+    bool call;
+    const char *name, *type, *fn;
+    int shape, which, nargs;
+} udt_member;
+
+static const udt_member MEMBERS[] = {
+    {UK_HID, true, "ToString", "nvarchar(4000)", "sim_hid_tostring", 0, 0, 0},
+    {UK_HID, true, "GetLevel", "smallint", "sim_hid_level", 0, 0, 0},
+    {UK_HID, true, "GetAncestor", "hierarchyid", "sim_hid_ancestor", 3, 0, 1},
+    {UK_HID, true, "IsDescendantOf", "bit", "sim_hid_isdescendant", 3, 0, 1},
+    {UK_GEOG, true, "ToString", "nvarchar(max)", "sim_geo_astext", 1, 0, 0},
+    {UK_GEOG, true, "STAsText", "nvarchar(max)", "sim_geo_astext", 1, 0, 0},
+    {UK_GEOG, true, "AsTextZM", "nvarchar(max)", "sim_geo_astext", 1, 0, 0},
+    {UK_GEOG, true, "STAsBinary", "varbinary(max)", "sim_geo_asbinary", 1, 0, 0},
+    {UK_GEOG, true, "STGeometryType", "nvarchar(4000)", "sim_geo_type", 1, 0, 0},
+    {UK_GEOG, true, "STNumPoints", "int", "sim_geo_numpoints", 1, 0, 0},
+    {UK_GEOG, false, "STSrid", "int", "sim_geo_srid", 0, 0, 0},
+    {UK_GEOG, false, "Lat", "float", "sim_geo_coord", 2, 0, 0},
+    {UK_GEOG, false, "Long", "float", "sim_geo_coord", 2, 1, 0},
+    {UK_GEOM, true, "ToString", "nvarchar(max)", "sim_geo_astext", 1, 0, 0},
+    {UK_GEOM, true, "STAsText", "nvarchar(max)", "sim_geo_astext", 1, 0, 0},
+    {UK_GEOM, true, "AsTextZM", "nvarchar(max)", "sim_geo_astext", 1, 0, 0},
+    {UK_GEOM, true, "STAsBinary", "varbinary(max)", "sim_geo_asbinary", 1, 0, 0},
+    {UK_GEOM, true, "STGeometryType", "nvarchar(4000)", "sim_geo_type", 1, 0, 0},
+    {UK_GEOM, true, "STNumPoints", "int", "sim_geo_numpoints", 1, 0, 0},
+    {UK_GEOM, false, "STSrid", "int", "sim_geo_srid", 0, 0, 0},
+    {UK_GEOM, false, "STX", "float", "sim_geo_coord", 2, 1, 0},
+    {UK_GEOM, false, "STY", "float", "sim_geo_coord", 2, 0, 0},
+};
+
+static const udt_member *member_of(udt_kind k, const char *name, bool call) {
+    for (size_t m = 0; m < sizeof MEMBERS / sizeof MEMBERS[0]; m++)
+        if (MEMBERS[m].kind == k && MEMBERS[m].call == call && mcdc_str_ieq(MEMBERS[m].name, name)) return &MEMBERS[m];
+    return NULL;
+}
+
+/* Is name a member of any of the CLR types? */
+static bool any_member(const char *name, bool call) {
+    for (size_t m = 0; m < sizeof MEMBERS / sizeof MEMBERS[0]; m++)
+        if (MEMBERS[m].call == call && mcdc_str_ieq(MEMBERS[m].name, name)) return true;
+    return false;
+}
+
+/* type::Method(...): the static methods the simulator has. */
+typedef struct udt_static {
+    udt_kind kind;
+    const char *name, *fn;
+    int nargs; /* -1: 1 or 2 (the SRID may be left out... not by SQL Server: see below) */
+    int srid;  /* the SRID a Parse gives */
+} udt_static;
+
+static const udt_static STATICS[] = {
+    {UK_HID, "Parse", "sim_hid_parse", 1, 0},
+    {UK_HID, "GetRoot", NULL, 0, 0},
+    {UK_GEOG, "Point", "sim_geo_point", 3, 0},
+    {UK_GEOM, "Point", "sim_geo_point", 3, 0},
+    {UK_GEOG, "Parse", "sim_geo_text", 1, 4326},
+    {UK_GEOM, "Parse", "sim_geo_text", 1, 0},
+    {UK_GEOG, "STGeomFromText", "sim_geo_text", 2, 0},
+    {UK_GEOM, "STGeomFromText", "sim_geo_text", 2, 0},
+    {UK_GEOG, "STPointFromText", "sim_geo_text", 2, 0},
+    {UK_GEOM, "STPointFromText", "sim_geo_text", 2, 0},
+    {UK_GEOG, "STLineFromText", "sim_geo_text", 2, 0},
+    {UK_GEOM, "STLineFromText", "sim_geo_text", 2, 0},
+    {UK_GEOG, "STPolyFromText", "sim_geo_text", 2, 0},
+    {UK_GEOM, "STPolyFromText", "sim_geo_text", 2, 0},
+    {UK_GEOG, "STGeomFromWKB", "sim_geo_wkb", 2, 0},
+    {UK_GEOM, "STGeomFromWKB", "sim_geo_wkb", 2, 0},
+};
+
+static udt_kind kind_named(const char *type) {
+    return mcdc_str_ieq(type, "hierarchyid") ? UK_HID : mcdc_str_ieq(type, "geography") ? UK_GEOG
+           : mcdc_str_ieq(type, "geometry") ? UK_GEOM : UK_NONE;
+}
+
+static const udt_static *static_of(const char *type, const char *name) {
+    udt_kind k = kind_named(type);
+    for (size_t m = 0; k && m < sizeof STATICS / sizeof STATICS[0]; m++)
+        if (STATICS[m].kind == k && mcdc_str_ieq(STATICS[m].name, name)) return &STATICS[m];
+    return NULL;
+}
+
+static const char *kind_text(udt_kind k) { return k == UK_GEOG ? "'geography'" : "'geometry'"; }
+
+/* Emits the member call on receiver text recv. */
+static int emit_member(xl *x, const udt_member *m, const char *recv, char **args, int na) {
+    if (na != m->nargs) return fail(x, 174, "The %s method requires the right number of arguments.", m->name);
+    switch (m->shape) {
+    case 0: return mcdc_buf_printf(x->out, x->err, "%s(%s)", m->fn, recv);
+    case 1: return mcdc_buf_printf(x->out, x->err, "%s(%s, %s)", m->fn, recv, kind_text(m->kind));
+    case 2: return mcdc_buf_printf(x->out, x->err, "%s(%s, %s, %d)", m->fn, recv, kind_text(m->kind), m->which);
+    default: return mcdc_buf_printf(x->out, x->err, "%s(%s, %s)", m->fn, recv, args[0]);
+    }
+}
+
+/* type::Method(args) with its '(' at open: translated into x->out. */
+static int static_call(xl *x, const char *type, const char *name, int open, int end, int *next) {
+    const udt_static *st = static_of(type, name);
+    if (!st) {
+        char what[MCDC_IDENT_BYTES_MAX * 2 + 4];
+        snprintf(what, sizeof what, "%s::%s", type, name);
+        return fail(x, 258, "Cannot call methods on %s (the simulator has no such static method).", what);
+    }
+    int close = match_paren(x, open, end);
+    if (close < 0) return syntax_near(x, end);
+    *next = close + 1;
+    int sa[4], ea[4];
+    int na = split_args(x, open, close, sa, ea, 4);
+    if (na != st->nargs)
+        return fail(x, 6506, "Could not find method '%s' for type with the number of arguments given.", name);
+    char *args[4] = {0};
+    int rc = MCDC_OK;
+    for (int a = 0; a < na && rc == MCDC_OK; a++)
+        if (!(args[a] = sub(x, sa[a], ea[a]))) rc = MCDC_E_SERVER;
+    if (rc == MCDC_OK) {
+        if (st->kind == UK_HID && !st->fn) rc = emit(x, "X''");
+        else if (st->kind == UK_HID) rc = mcdc_buf_printf(x->out, x->err, "%s(%s)", st->fn, args[0]);
+        else if (na == 3) rc = mcdc_buf_printf(x->out, x->err, "%s(%s, %s, %s, %s)", st->fn, args[0], args[1], args[2], kind_text(st->kind));
+        else if (na == 2) rc = mcdc_buf_printf(x->out, x->err, "%s(%s, %s, %s)", st->fn, args[0], args[1], kind_text(st->kind));
+        else rc = mcdc_buf_printf(x->out, x->err, "%s(%s, %d, %s)", st->fn, args[0], st->srid, kind_text(st->kind));
+    }
+    for (int a = 0; a < na; a++) mcdc_free(args[a]);
+    return rc;
+}
+
+/* A member after a receiver whose tokens are [ra, rb) and whose text is
+ * recv: the name at *i (after the '.'), its arguments if called. */
+static int member_call(xl *x, int ra, int rb, const char *recv, int *ip, int end) {
+    int i = *ip;
+    char name[MCDC_IDENT_BYTES_MAX];
+    tsql_tok_text(&x->t[i], name, sizeof name);
+    bool call = i + 1 < end && tsql_tok_op(&x->t[i + 1], "(");
+    sim_type rt;
+    bool rn;
+    udt_kind k = infer(x, ra, rb, &rt, &rn) ? kind_of(&rt) : UK_NONE;
+    const udt_member *m = k ? member_of(k, name, call) : NULL;
+    if (!m) {
+        char shown[MCDC_IDENT_BYTES_MAX + 8];
+        snprintf(shown, sizeof shown, "%s%s", name, call ? "()" : "");
+        if (!k) return fail(x, 258, "Cannot call methods on this expression: the simulator types %s's receiver from a column of a table in FROM, a variable or a CAST (write CAST(x AS geography) or name the column).", shown);
+        return fail(x, 6506, "Could not find method '%s' for type 'Microsoft.SqlServer.Types' in assembly 'Microsoft.SqlServer.Types'.", name);
+    }
+    char *args[2] = {0};
+    int na = 0, rc = MCDC_OK, next = i + 1;
+    if (call) {
+        int close = match_paren(x, i + 1, end);
+        if (close < 0) return syntax_near(x, end);
+        int sa[2], ea[2];
+        na = split_args(x, i + 1, close, sa, ea, 2);
+        if (na > 2) na = 3;
+        for (int a = 0; a < na && a < 2 && rc == MCDC_OK; a++)
+            if (!(args[a] = sub(x, sa[a], ea[a]))) rc = MCDC_E_SERVER;
+        next = close + 1;
+    }
+    if (rc == MCDC_OK) rc = emit_member(x, m, recv, args, na);
+    for (int a = 0; a < 2; a++) mcdc_free(args[a]);
+    *ip = next;
+    return rc;
+}
+
+/* Is [a, b) "<receiver> . member [(...)]" with a member of a CLR type at
+ * depth 0? *dot: the '.'. */
+static bool member_suffix(const xl *x, int a, int b, int *dot) {
+    int d = 0;
+    for (int k = b - 1; k > a; k--) {
+        const tsql_tok *t = &x->t[k];
+        if (tsql_tok_op(t, ")")) { d++; continue; }
+        if (tsql_tok_op(t, "(")) { d--; continue; }
+        if (d != 0) continue;
+        if (!tsql_tok_op(t, ".") || k + 1 >= b || x->t[k + 1].t != TK_IDENT) continue;
+        char name[MCDC_IDENT_BYTES_MAX];
+        tsql_tok_text(&x->t[k + 1], name, sizeof name);
+        bool call = k + 2 < b && tsql_tok_op(&x->t[k + 2], "(");
+        if (!any_member(name, call)) return false;
+        if (call ? match_paren(x, k + 2, b) != b - 1 : k + 2 != b) return false;
+        *dot = k;
+        return true;
+    }
+    return false;
+}
+
 static int check_at_time_zone(xl *x, int *i, int end) {
     while (*i + 2 < end && tsql_tok_is(&x->t[*i], "AT") && tsql_tok_is(&x->t[*i + 1], "TIME") &&
            tsql_tok_is(&x->t[*i + 2], "ZONE")) {
@@ -524,6 +722,35 @@ static int xl_seq(xl *x, int *ip, int end, bool until_paren) {
             if (np == 0) { rc = syntax_near(x, i); break; }
             bool cte = false;
             for (int c = 0; np == 1 && c < x->nctes; c++) if (mcdc_str_ieq(x->ctes[c], parts[0])) cte = true;
+            /* hierarchyid::Parse(...), geography::Point(...) */
+            if (np == 1 && k + 2 < end && tsql_tok_op(&x->t[k], "::") && x->t[k + 1].t == TK_IDENT &&
+                tsql_tok_op(&x->t[k + 2], "(")) {
+                char mn[MCDC_IDENT_BYTES_MAX];
+                tsql_tok_text(&x->t[k + 1], mn, sizeof mn);
+                int nx = k + 3;
+                rc = static_call(x, parts[0], mn, k + 2, end, &nx);
+                i = nx;
+                primary = true;
+                break;
+            }
+            /* col.ToString(), g.STSrid: a member of a column of a CLR type */
+            bool mcall = k < end && tsql_tok_op(&x->t[k], "(");
+            if (np >= 2 && k >= i + 3 && x->t[k - 1].t == TK_IDENT && tsql_tok_op(&x->t[k - 2], ".") &&
+                any_member(parts[np - 1], mcall)) {
+                sim_type rt;
+                bool rn;
+                udt_kind uk = infer(x, i, k - 2, &rt, &rn) ? kind_of(&rt) : UK_NONE;
+                if ((uk && member_of(uk, parts[np - 1], mcall)) || mcall) {
+                    char *recv = sub(x, i, k - 2);
+                    if (!recv) { rc = MCDC_E_SERVER; break; }
+                    int mi = k - 1;
+                    rc = member_call(x, i, k - 2, recv, &mi, end);
+                    mcdc_free(recv);
+                    i = mi;
+                    primary = true;
+                    break;
+                }
+            }
             if (k < end && tsql_tok_op(&x->t[k], "(") && t->t == TK_IDENT && !cte) {
                 int nx = i + 1;
                 rc = fn_call(x, i, parts[np - 1], k, end, &nx);
@@ -658,6 +885,20 @@ static int xl_seq(xl *x, int *ip, int end, bool until_paren) {
             break;
         }
         if (rc != MCDC_OK) break;
+        /* (expr).member, CAST(x AS hierarchyid).ToString(), @g.STSrid */
+        while (primary && rc == MCDC_OK && i + 1 < end && tsql_tok_op(&x->t[i], ".") && x->t[i + 1].t == TK_IDENT) {
+            char mn[MCDC_IDENT_BYTES_MAX];
+            tsql_tok_text(&x->t[i + 1], mn, sizeof mn);
+            if (!any_member(mn, i + 2 < end && tsql_tok_op(&x->t[i + 2], "("))) break;
+            char *recv = mcdc_strndup((const char *)x->out->data + prim_start, x->out->len - prim_start);
+            if (!recv) { rc = MCDC_E_NOMEM; break; }
+            x->out->len = prim_start;
+            int mi = i + 1;
+            rc = member_call(x, tok_start, i, recv, &mi, end);
+            mcdc_free(recv);
+            i = mi;
+        }
+        if (rc != MCDC_OK) break;
         if (primary) {
             bool was_str = x->last_stringy;
             x->last_prim = prim_start;
@@ -704,8 +945,31 @@ static const struct { const char *tsql, *sqlite; } RENAMES[] = {
     {"AVG", "sim_avg"}, {"COUNT", "count"}, {"NTILE", "ntile"}, {"LAG", "lag"}, {"LEAD", "lead"},
     {"ROW_NUMBER", "row_number"}, {"RANK", "rank"}, {"DENSE_RANK", "dense_rank"},
     {"FIRST_VALUE", "first_value"}, {"LAST_VALUE", "last_value"}, {"OBJECT_ID", "sim_object_id"},
-    {"CHARINDEX", "sim_charindex"},
+    {"CHARINDEX", "sim_charindex"}, {"SQL_VARIANT_PROPERTY", "sim_variant_property"},
 };
+
+/* The source of a CAST/CONVERT to tt whose tokens are [a, b) and whose
+ * translation is e (a new string, caller frees): a sql_variant keeps its
+ * source's type as its base type, a hierarchyid/geography/geometry becomes
+ * its text (ToString) when converted to a string. */
+static char *convert_source(xl *x, int a, int b, const sim_type *tt, const char *e) {
+    sim_type src;
+    bool sn;
+    bool known = infer(x, a, b, &src, &sn);
+    mcdc_buf o = {0};
+    if (tt->id == SIM_T_SQL_VARIANT) {
+        char tn[64];
+        if (known && src.id != SIM_T_SQL_VARIANT) {
+            sim_type_format(&src, tn, sizeof tn);
+            mcdc_buf_printf(&o, NULL, "sim_to_variant(sim_convert(%s, '%s', NULL), '%s')", e, tn, tn);
+        } else mcdc_buf_printf(&o, NULL, "sim_to_variant(%s)", e);
+    } else if (known && kind_of(&src) && tt->id >= SIM_T_CHAR && tt->id <= SIM_T_NVARCHAR) {
+        mcdc_buf_printf(&o, NULL, "sim_udt_text(%s, '%s')", e,
+                        src.id == SIM_T_HIERARCHYID ? "hierarchyid" : src.id == SIM_T_GEOGRAPHY ? "geography" : "geometry");
+    } else mcdc_buf_append_str(&o, e, NULL);
+    if (mcdc_buf_cstr(&o, NULL) != MCDC_OK) { mcdc_buf_free(&o); return NULL; }
+    return (char *)o.data;
+}
 
 static int fn_call(xl *x, int name_from, const char *fname, int open, int end, int *next) {
     (void)name_from;
@@ -724,6 +988,16 @@ static int fn_call(xl *x, int name_from, const char *fname, int open, int end, i
         char *e = sub(x, st[1], en[1]), *s = na == 3 ? sub(x, st[2], en[2]) : NULL;
         if (!e || (na == 3 && !s)) { mcdc_free(e); mcdc_free(s); return MCDC_E_SERVER; }
         bool dec = is_decimal_type(&tt);
+        char *e2 = convert_source(x, st[1], en[1], &tt, e);
+        mcdc_free(e);
+        e = e2;
+        if (!e) { mcdc_free(s); return MCDC_E_NOMEM; }
+        if (tt.id == SIM_T_SQL_VARIANT) {
+            rc = emit(x, e);
+            mcdc_free(e);
+            mcdc_free(s);
+            return rc;
+        }
         rc = dec ? emit_decimal_open(x) : MCDC_OK;
         if (rc == MCDC_OK) rc = emit(x, "sim_convert(");
         if (rc == MCDC_OK) rc = mcdc_buf_printf(x->out, x->err, "%s, ", e);
@@ -750,6 +1024,15 @@ static int fn_call(xl *x, int name_from, const char *fname, int open, int end, i
         char *e = sub(x, open + 1, as);
         if (!e) return MCDC_E_SERVER;
         bool dec = is_decimal_type(&tt);
+        char *e2 = convert_source(x, open + 1, as, &tt, e);
+        mcdc_free(e);
+        e = e2;
+        if (!e) return MCDC_E_NOMEM;
+        if (tt.id == SIM_T_SQL_VARIANT) {
+            rc = emit(x, e);
+            mcdc_free(e);
+            return rc;
+        }
         rc = dec ? emit_decimal_open(x) : MCDC_OK;
         if (rc == MCDC_OK) rc = mcdc_buf_printf(x->out, x->err, "sim_convert(%s, ", e);
         if (rc == MCDC_OK) rc = xl_append_literal(x->out, ty, strlen(ty));
@@ -863,12 +1146,32 @@ static int fn_call(xl *x, int name_from, const char *fname, int open, int end, i
 /* ---- result type inference for the outermost select list -------------- */
 static bool lookup_col(const xl *x, const char *qual, const char *col, sim_type *ty, bool *nul) {
     for (int pass = 0; pass < 2; pass++)
-        for (int k = 0; k < x->res->ntables; k++) {
-            const xl_table *tb = &x->res->tables[k];
+        for (int k = 0; k < x->res->ntables + x->npre; k++) {
+            const xl_table *tb = k < x->res->ntables ? &x->res->tables[k] : &x->pre[k - x->res->ntables];
             if (qual && pass == 0 && !mcdc_str_ieq(tb->alias, qual)) continue;
             if (x->env->col_type(x->env->ctx, tb->name, col, ty, nul)) return true;
         }
     return false;
+}
+
+/* The tables a statement names after FROM, JOIN, UPDATE and INTO, with
+ * their aliases (before translation, which reads the select list first). */
+static void prescan_tables(xl *x, int from, int to) {
+    for (int k = from; k < to && x->npre < XL_TABLES_MAX; k++) {
+        const tsql_tok *t = &x->t[k];
+        if (!(tsql_tok_is(t, "FROM") || tsql_tok_is(t, "JOIN") || tsql_tok_is(t, "UPDATE") || tsql_tok_is(t, "INTO")))
+            continue;
+        int i = k + 1;
+        char parts[4][MCDC_IDENT_BYTES_MAX];
+        int np = xl_name_parts(x->t, &i, to, parts);
+        if (np == 0) continue;
+        xl_table *tb = &x->pre[x->npre++];
+        xl_table_name(parts, np, tb->name, sizeof tb->name);
+        snprintf(tb->alias, sizeof tb->alias, "%s", parts[np - 1]);
+        if (i < to && tsql_tok_is(&x->t[i], "AS")) i++;
+        if (i < to && (x->t[i].t == TK_QIDENT || (x->t[i].t == TK_IDENT && !xl_ends_table(&x->t[i]) && !xl_is_keyword(&x->t[i]))))
+            tsql_tok_text(&x->t[i], tb->alias, sizeof tb->alias);
+    }
 }
 
 static bool infer(const xl *x, int a, int b, sim_type *ty, bool *nul);
@@ -907,6 +1210,7 @@ static bool infer_fn(const xl *x, const char *f, int open, int close, sim_type *
         {"NTILE", "bigint"}, {"ROW_NUMBER", "bigint"}, {"RANK", "bigint"}, {"DENSE_RANK", "bigint"},
         {"NEWID", "uniqueidentifier"}, {"DB_NAME", "nvarchar(128)"}, {"USER_NAME", "nvarchar(128)"},
         {"SUSER_NAME", "nvarchar(128)"}, {"SUSER_SNAME", "nvarchar(128)"}, {"LEN", "int"}, {"DATALENGTH", "int"}, {"CHARINDEX", "int"},
+        {"SQL_VARIANT_PROPERTY", "sql_variant"},
     };
     for (size_t k = 0; k < sizeof R / sizeof R[0]; k++)
         if (mcdc_str_ieq(R[k].f, f)) {
@@ -985,8 +1289,20 @@ static int type_rank(sim_type_id id) { /* SQL Server's data type precedence, num
     }
 }
 
-/* The type of l op r; false when either is not numeric. */
+static bool is_string_type(sim_type_id id) { return id >= SIM_T_CHAR && id <= SIM_T_NVARCHAR; }
+
+/* The type of l op r; false when either is not numeric (or, for '+', both
+ * strings: concatenation, n-type if either is, lengths added up to 8000
+ * bytes, (max) if either is). */
 static bool arith_type(const sim_type *l, const sim_type *r, char op, sim_type *out) {
+    if (op == '+' && is_string_type(l->id) && is_string_type(r->id)) {
+        bool wide = l->id == SIM_T_NCHAR || l->id == SIM_T_NVARCHAR || r->id == SIM_T_NCHAR || r->id == SIM_T_NVARCHAR;
+        memset(out, 0, sizeof *out);
+        out->id = wide ? SIM_T_NVARCHAR : SIM_T_VARCHAR;
+        int64_t n = (int64_t)l->length + r->length, cap = wide ? 4000 : 8000;
+        out->length = l->length < 0 || r->length < 0 ? -1 : (int32_t)(n > cap ? cap : n);
+        return true;
+    }
     int rl = type_rank(l->id), rr = type_rank(r->id);
     if (rl < 0 || rr < 0) return false;
     memset(out, 0, sizeof *out);
@@ -1127,6 +1443,25 @@ static bool infer(const xl *x, int a, int b, sim_type *ty, bool *nul) {
     }
     const tsql_tok *t = &x->t[a];
     if (b == a + 1 && tsql_tok_is(t, "NULL")) return false; /* no type of its own (never a column) */
+    int mdot;
+    if (b - a >= 3 && member_suffix(x, a, b, &mdot)) { /* receiver.member */
+        sim_type rt;
+        bool rn;
+        char name[MCDC_IDENT_BYTES_MAX];
+        tsql_tok_text(&x->t[mdot + 1], name, sizeof name);
+        const udt_member *m = infer(x, a, mdot, &rt, &rn) ? member_of(kind_of(&rt), name, mdot + 2 < b) : NULL;
+        if (m) {
+            *nul = true;
+            return sim_type_parse(ty, m->type, strlen(m->type));
+        }
+    }
+    if (b - a >= 4 && (t->t == TK_IDENT || t->t == TK_QIDENT) && tsql_tok_op(&x->t[a + 1], "::") &&
+        tsql_tok_op(&x->t[a + 3], "(") && match_paren(x, a + 3, b) == b - 1) { /* type::Method(...) */
+        char tn[MCDC_IDENT_BYTES_MAX];
+        tsql_tok_text(t, tn, sizeof tn);
+        *nul = true;
+        return kind_named(tn) && sim_type_parse(ty, tn, strlen(tn));
+    }
     if (tsql_tok_is(t, "CASE") && b - a >= 4 && tsql_tok_is(&x->t[b - 1], "END")) return infer_case(x, a, b, ty, nul);
     if (tsql_tok_op(t, "(") && match_paren(x, a, b) == b - 1) {
         if (a + 1 < b && tsql_tok_is(&x->t[a + 1], "SELECT")) {
@@ -1288,6 +1623,7 @@ static int xlate_tokens(const xl_env *env, const tsql_tok *toks, int from, int t
     res->nitems = 0;
     x.tracking = true;
     x.item_start = -1;
+    prescan_tables(&x, from, to);
     /* common table expressions: "WITH a AS (", ", b AS (", "WITH a (c1) AS (" */
     if (from < to && tsql_tok_is(&toks[from], "WITH"))
         for (int k = from + 1; k + 2 < to && x.nctes < 16; k++) {

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mcdc_options.h" /* mcdc_validate_capture_instance */
+
 struct mcdc_cdc_client {
     mcdc_conn *conn; /* borrowed */
     mcdc_clock clock;
@@ -75,30 +77,6 @@ int mcdc_clock_sql_utc(mcdc_buf *out, const mcdc_clock *c, const char *t, bool o
     if (rc == MCDC_OK) rc = lit(out, c->zone, err);
     if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, " AT TIME ZONE 'UTC' AS datetime2(3))", err);
     return rc;
-}
-
-/* ---- names ------------------------------------------------------------------ */
-int mcdc_cdc_validate_capture_instance(const char *ci, mcdc_error *err) {
-    if (ci == NULL || *ci == 0)
-        return mcdc_error_set(err, MCDC_E_INVALID, "captureInstance: empty name");
-    size_t chars = 0;
-    for (const unsigned char *p = (const unsigned char *)ci; *p; p++) {
-        if (*p < 0x20 || *p == 0x7F)
-            return mcdc_error_set(err, MCDC_E_INVALID,
-                                  "captureInstance: the name has a control character");
-        if (*p == ']')
-            return mcdc_error_set(err, MCDC_E_INVALID,
-                                  "captureInstance '%.128s': ']' is not allowed in a capture "
-                                  "instance name",
-                                  ci);
-        if ((*p & 0xC0) != 0x80) chars++; /* count UTF-8 lead bytes */
-    }
-    if (chars > MCDC_CAPTURE_INSTANCE_CHARS_MAX)
-        return mcdc_error_set(err, MCDC_E_INVALID,
-                              "captureInstance '%.128s...': %zu characters, SQL Server allows "
-                              "%d",
-                              ci, chars, MCDC_CAPTURE_INSTANCE_CHARS_MAX);
-    return MCDC_OK;
 }
 
 /* ---- the client ------------------------------------------------------------- */
@@ -418,7 +396,7 @@ int mcdc_cdc_split_points(mcdc_split_point **out, int *out_n, mcdc_cdc_client *c
                           const mcdc_lsn *from, const mcdc_lsn *to, int n, mcdc_error *err) {
     *out = NULL;
     *out_n = 0;
-    int rc = mcdc_cdc_validate_capture_instance(ci, err);
+    int rc = mcdc_validate_capture_instance(ci, err);
     if (rc != MCDC_OK) return rc;
     if (n < 1 || n > MCDC_PARTITIONS_MAX * 16)
         return mcdc_error_set(err, MCDC_E_INVALID, "split_points: %d tiles", n);
@@ -510,7 +488,7 @@ int mcdc_cdc_captured_columns(mcdc_captured_column **out, int *out_n, mcdc_cdc_c
                               const char *ci, mcdc_error *err) {
     *out = NULL;
     *out_n = 0;
-    int rc = mcdc_cdc_validate_capture_instance(ci, err);
+    int rc = mcdc_validate_capture_instance(ci, err);
     if (rc != MCDC_OK) return rc;
     const char *p[] = {ci};
     cols_acc a = {0};
@@ -531,85 +509,21 @@ int mcdc_cdc_map_type(mcdc_type_id *out_type, int32_t *out_precision, int32_t *o
                       const mcdc_captured_column *col, mcdc_error *err) {
     const char *t = col->data_type;
     *out_precision = *out_scale = 0;
-    static const struct {
-        const char *name;
-        mcdc_type_id type;
-    } SIMPLE[] = {
-        {"bit", MCDC_TYPE_BOOL},
-        {"tinyint", MCDC_TYPE_INT16}, /* 0-255 does not fit a signed byte */
-        {"smallint", MCDC_TYPE_INT16},
-        {"int", MCDC_TYPE_INT32},
-        {"bigint", MCDC_TYPE_INT64},
-        {"real", MCDC_TYPE_FLOAT},
-        {"float", MCDC_TYPE_DOUBLE},
-        {"date", MCDC_TYPE_DATE32},
-        {"datetime", MCDC_TYPE_TIMESTAMP_NTZ},
-        {"datetime2", MCDC_TYPE_TIMESTAMP_NTZ},
-        {"smalldatetime", MCDC_TYPE_TIMESTAMP_NTZ},
-        {"datetimeoffset", MCDC_TYPE_TIMESTAMP_UTC},
-        {"time", MCDC_TYPE_UTF8},
-        {"char", MCDC_TYPE_UTF8},
-        {"varchar", MCDC_TYPE_UTF8},
-        {"nchar", MCDC_TYPE_UTF8},
-        {"nvarchar", MCDC_TYPE_UTF8},
-        {"text", MCDC_TYPE_UTF8},
-        {"ntext", MCDC_TYPE_UTF8},
-        {"xml", MCDC_TYPE_UTF8},
-        {"uniqueidentifier", MCDC_TYPE_UTF8},
-        {"sysname", MCDC_TYPE_UTF8},
-        {"binary", MCDC_TYPE_BINARY},
-        {"varbinary", MCDC_TYPE_BINARY},
-        {"image", MCDC_TYPE_BINARY},
-        {"timestamp", MCDC_TYPE_BINARY},
-        {"rowversion", MCDC_TYPE_BINARY},
-    };
-    for (size_t i = 0; i < sizeof SIMPLE / sizeof SIMPLE[0]; i++)
-        if (mcdc_str_ieq(t, SIMPLE[i].name)) {
-            *out_type = SIMPLE[i].type;
-            return MCDC_OK;
-        }
-    if (mcdc_str_ieq(t, "decimal") || mcdc_str_ieq(t, "numeric")) {
-        if (col->precision < 1 || col->precision > 38 || col->scale < 0 ||
-            col->scale > col->precision)
-            return mcdc_error_set(err, MCDC_E_PROTOCOL,
-                                  "column '%s': %s(%d,%d) is not a valid decimal", col->name, t,
-                                  col->precision, col->scale);
-        *out_type = MCDC_TYPE_DECIMAL;
-        *out_precision = col->precision;
-        *out_scale = col->scale;
-        return MCDC_OK;
-    }
-    if (mcdc_str_ieq(t, "money") || mcdc_str_ieq(t, "smallmoney")) {
-        *out_type = MCDC_TYPE_DECIMAL;
-        *out_precision = mcdc_str_ieq(t, "money") ? 19 : 10;
-        *out_scale = 4;
-        return MCDC_OK;
-    }
-    return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
-                          "column '%s' has SQL Server type %s, which has no default type; pass "
-                          "columns (the columns option) with a type to read it as, or leave the "
-                          "column out",
-                          col->name, t);
-}
-
-void mcdc_cdc_sql_type_of(const mcdc_field *f, char out[32]) {
-    switch (f->type) {
-    case MCDC_TYPE_BOOL: snprintf(out, 32, "bit"); return;
-    case MCDC_TYPE_INT8:
-    case MCDC_TYPE_INT16: snprintf(out, 32, "smallint"); return;
-    case MCDC_TYPE_INT32: snprintf(out, 32, "int"); return;
-    case MCDC_TYPE_INT64: snprintf(out, 32, "bigint"); return;
-    case MCDC_TYPE_FLOAT: snprintf(out, 32, "real"); return;
-    case MCDC_TYPE_DOUBLE: snprintf(out, 32, "float"); return;
-    case MCDC_TYPE_DECIMAL: snprintf(out, 32, "decimal(%d,%d)", f->precision, f->scale); return;
-    case MCDC_TYPE_UTF8: snprintf(out, 32, "nvarchar(1)"); return;
-    case MCDC_TYPE_BINARY:
-    case MCDC_TYPE_FIXED_BINARY: snprintf(out, 32, "varbinary(1)"); return;
-    case MCDC_TYPE_DATE32: snprintf(out, 32, "date"); return;
-    case MCDC_TYPE_TIMESTAMP_NTZ: snprintf(out, 32, "datetime2(6)"); return;
-    case MCDC_TYPE_TIMESTAMP_UTC: snprintf(out, 32, "datetimeoffset(6)"); return;
-    }
-    snprintf(out, 32, "sql_variant");
+    const mcdc_sql_type *st = mcdc_sql_type_named(t);
+    if (st == NULL || !st->has_default)
+        return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
+                              "column '%s' has SQL Server type %s, which has no default type; "
+                              "pass columns (the columns option) with a type to read it as, or "
+                              "leave the column out",
+                              col->name, t);
+    if (st->type == MCDC_TYPE_DECIMAL && st->precision < 0 &&
+        (col->precision < 1 || col->precision > 38 || col->scale < 0 ||
+         col->scale > col->precision))
+        return mcdc_error_set(err, MCDC_E_PROTOCOL,
+                              "column '%s': %s(%d,%d) is not a valid decimal", col->name, t,
+                              col->precision, col->scale);
+    mcdc_sql_type_batch(st, col->precision, col->scale, out_type, out_precision, out_scale);
+    return MCDC_OK;
 }
 
 /* ---- capture instances ------------------------------------------------------------ */
@@ -791,7 +705,7 @@ int mcdc_cdc_ddl_history(mcdc_ddl_event **out, int *out_n, mcdc_cdc_client *c, c
                          const mcdc_lsn *from, const mcdc_lsn *to, mcdc_error *err) {
     *out = NULL;
     *out_n = 0;
-    int rc = mcdc_cdc_validate_capture_instance(ci, err);
+    int rc = mcdc_validate_capture_instance(ci, err);
     if (rc != MCDC_OK) return rc;
     const char *p[] = {ci};
     ddl_acc a = {0};
@@ -810,6 +724,15 @@ int mcdc_cdc_ddl_history(mcdc_ddl_event **out, int *out_n, mcdc_cdc_client *c, c
 }
 
 /* ---- time zones ------------------------------------------------------------------------ */
+int mcdc_cdc_utc_now(int64_t *out_us, mcdc_cdc_client *c, mcdc_error *err) {
+    char *t = NULL;
+    int rc = mcdc_conn_scalar(&t, c->conn, "SELECT SYSUTCDATETIME()", NULL, 0, err);
+    if (rc == MCDC_OK && (t == NULL || mcdc_parse_ts_us(t, strlen(t), out_us, NULL) != MCDC_OK))
+        rc = mcdc_error_set(err, MCDC_E_PROTOCOL, "SYSUTCDATETIME() returned %s", t ? t : "NULL");
+    mcdc_free(t);
+    return rc;
+}
+
 int mcdc_cdc_detect_clock(mcdc_clock *out, mcdc_cdc_client *c, mcdc_error *err) {
     memset(out, 0, sizeof *out);
     mcdc_result *r = NULL;
@@ -1029,7 +952,7 @@ void mcdc_cdc_network_wait_ms(int64_t *out_ms, bool *out_known, mcdc_cdc_client 
 
 int mcdc_cdc_has_select(int *out, mcdc_cdc_client *c, const char *ci, mcdc_error *err) {
     *out = -1;
-    int rc = mcdc_cdc_validate_capture_instance(ci, err);
+    int rc = mcdc_validate_capture_instance(ci, err);
     if (rc != MCDC_OK) return rc;
     char obj[MCDC_IDENT_BYTES_MAX + 16];
     snprintf(obj, sizeof obj, "cdc.[%s_CT]", ci);
@@ -1051,20 +974,12 @@ int mcdc_cdc_user_name(char **out, mcdc_cdc_client *c, mcdc_error *err) {
 }
 
 /* ---- the change-table read ---------------------------------------------------------------- */
-static int quote_ident(mcdc_buf *b, const char *name, mcdc_error *err) {
-    int rc = mcdc_buf_append_byte(b, '[', err);
-    for (const char *q = name; rc == MCDC_OK && *q; q++) {
-        if (*q == ']') rc = mcdc_buf_append_byte(b, ']', err);
-        if (rc == MCDC_OK) rc = mcdc_buf_append_byte(b, (uint8_t)*q, err);
-    }
-    return rc == MCDC_OK ? mcdc_buf_append_byte(b, ']', err) : rc;
-}
 
 int mcdc_cdc_changes_sql(mcdc_buf *out, const char *ci, const mcdc_field *cols,
                          const bool *present, int n_cols, bool include_command_id,
                          const char *commit_time_sql, const mcdc_row_key *after,
                          mcdc_error *err) {
-    int rc = mcdc_cdc_validate_capture_instance(ci, err);
+    int rc = mcdc_validate_capture_instance(ci, err);
     if (rc != MCDC_OK) return rc;
     rc = mcdc_buf_append_str(out,
                              "SELECT CONVERT(varchar(22), c.__$start_lsn, 1) AS [_start_lsn], "
@@ -1079,12 +994,12 @@ int mcdc_cdc_changes_sql(mcdc_buf *out, const char *ci, const mcdc_field *cols,
         if (rc != MCDC_OK) break;
         if (present == NULL || present[i]) {
             rc = mcdc_buf_append_str(out, "c.", err);
-            if (rc == MCDC_OK) rc = quote_ident(out, cols[i].name, err);
+            if (rc == MCDC_OK) rc = mcdc_sql_quote_ident(out, cols[i].name, err);
         } else {
             char ty[32];
-            mcdc_cdc_sql_type_of(&cols[i], ty);
+            mcdc_sql_type_cast_name(&cols[i], ty);
             rc = mcdc_buf_printf(out, err, "CAST(NULL AS %s) AS ", ty);
-            if (rc == MCDC_OK) rc = quote_ident(out, cols[i].name, err);
+            if (rc == MCDC_OK) rc = mcdc_sql_quote_ident(out, cols[i].name, err);
         }
     }
     if (rc == MCDC_OK)
@@ -1123,21 +1038,43 @@ int mcdc_cdc_changes_sql(mcdc_buf *out, const char *ci, const mcdc_field *cols,
     return rc;
 }
 
+
 /* ---- the tracked table (snapshots) ------------------------------------------------------ */
 static int table_ref(mcdc_buf *out, const char *schema, const char *table, mcdc_error *err) {
-    int rc = quote_ident(out, schema, err);
+    int rc = mcdc_sql_quote_ident(out, schema, err);
     if (rc == MCDC_OK) rc = mcdc_buf_append_byte(out, '.', err);
-    if (rc == MCDC_OK) rc = quote_ident(out, table, err);
+    if (rc == MCDC_OK) rc = mcdc_sql_quote_ident(out, table, err);
     return rc;
 }
 
-/* SET LOCK_TIMEOUT before reads of the source table (lockTimeoutMs). */
-static int lock_timeout_sql(mcdc_buf *out, int64_t ms, mcdc_error *err) {
-    return ms >= 0 ? mcdc_buf_printf(out, err, "SET LOCK_TIMEOUT %lld; ", (long long)ms) : MCDC_OK;
+/* Before every read of the source table: its isolation level, always named
+ * (the session keeps it, and the control connection reads the table under
+ * either), and SET LOCK_TIMEOUT (lockTimeoutMs). Never READ UNCOMMITTED: a
+ * dirty read can keep a row that a rollback then removes. */
+static int source_read_sql(mcdc_buf *out, const mcdc_source_read *rd, mcdc_error *err) {
+    int rc = mcdc_buf_printf(out, err, "SET TRANSACTION ISOLATION LEVEL %s; ",
+                             rd->snapshot_isolation ? "SNAPSHOT" : "READ COMMITTED");
+    if (rc == MCDC_OK && rd->lock_timeout_ms >= 0)
+        rc = mcdc_buf_printf(out, err, "SET LOCK_TIMEOUT %lld; ", (long long)rd->lock_timeout_ms);
+    return rc;
 }
 
-int mcdc_cdc_snapshot_sql(mcdc_buf *out, const mcdc_snapshot_query *q, mcdc_error *err) {
+/* The key columns as a list: "[a], [b]", with suffix after each (" DESC"). */
+static int key_list(mcdc_buf *out, const mcdc_key_col *keys, int n, const char *suffix,
+                    mcdc_error *err) {
+    int rc = MCDC_OK;
+    for (int i = 0; rc == MCDC_OK && i < n; i++) {
+        if (i) rc = mcdc_buf_append_str(out, ", ", err);
+        if (rc == MCDC_OK) rc = mcdc_sql_quote_ident(out, keys[i].name, err);
+        if (rc == MCDC_OK && suffix) rc = mcdc_buf_append_str(out, suffix, err);
+    }
+    return rc;
+}
+
+int mcdc_cdc_snapshot_sql(mcdc_buf *out, mcdc_sql_params *params, const mcdc_snapshot_query *q,
+                          mcdc_error *err) {
     MCDC_ASSERT(q->source_schema && q->source_table && q->lsn && q->source_names);
+    MCDC_ASSERT(q->n_keys >= 0 && (q->n_keys == 0 || q->keys));
     mcdc_lsn check;
     if (mcdc_lsn_parse_cstr(&check, q->lsn, err) != MCDC_OK) return MCDC_E_INVALID;
     if (q->commit_ts) { /* inlined: digits, '-', ':', 'T', '.' only */
@@ -1145,124 +1082,359 @@ int mcdc_cdc_snapshot_sql(mcdc_buf *out, const mcdc_snapshot_query *q, mcdc_erro
             if (!strchr("0123456789-:T.", *p))
                 return mcdc_error_set(err, MCDC_E_INVALID, "snapshot commit time '%s'", q->commit_ts);
     }
-    int rc = mcdc_buf_printf(out, err, "SET TRANSACTION ISOLATION LEVEL %s; ",
-                             q->snapshot_isolation ? "SNAPSHOT" : "READ COMMITTED");
-    if (rc == MCDC_OK) rc = lock_timeout_sql(out, q->lock_timeout_ms, err);
-    if (rc == MCDC_OK)
-        rc = mcdc_buf_printf(out, err,
+    mcdc_buf sel = {0};
+    int rc = mcdc_buf_printf(&sel, err,
                              "SELECT CAST('%s' AS varchar(22)) AS [_start_lsn], "
                              "CAST(NULL AS varchar(22)) AS [_seqval], "
                              "CAST(0 AS int) AS [_operation], ",
                              q->lsn);
     if (rc == MCDC_OK && q->include_command_id)
-        rc = mcdc_buf_append_str(out, "CAST(NULL AS int) AS [_command_id], ", err);
+        rc = mcdc_buf_append_str(&sel, "CAST(NULL AS int) AS [_command_id], ", err);
     if (rc == MCDC_OK)
-        rc = q->commit_ts ? mcdc_buf_printf(out, err, "CAST('%s' AS datetime2(6)) AS [_commit_ts]",
+        rc = q->commit_ts ? mcdc_buf_printf(&sel, err, "CAST('%s' AS datetime2(6)) AS [_commit_ts]",
                                             q->commit_ts)
-                          : mcdc_buf_append_str(out, "CAST(NULL AS datetime2(6)) AS [_commit_ts]", err);
+                          : mcdc_buf_append_str(&sel, "CAST(NULL AS datetime2(6)) AS [_commit_ts]", err);
     for (int i = 0; i < q->n_cols && rc == MCDC_OK; i++) {
-        rc = mcdc_buf_append_str(out, ", ", err);
+        rc = mcdc_buf_append_str(&sel, ", ", err);
         if (rc == MCDC_OK && q->source_names[i]) {
-            rc = mcdc_buf_append_str(out, "t.", err);
-            if (rc == MCDC_OK) rc = quote_ident(out, q->source_names[i], err);
+            rc = mcdc_buf_append_str(&sel, "t.", err);
+            if (rc == MCDC_OK) rc = mcdc_sql_quote_ident(&sel, q->source_names[i], err);
         } else if (rc == MCDC_OK) {
             char ty[32];
-            mcdc_cdc_sql_type_of(&q->cols[i], ty);
-            rc = mcdc_buf_printf(out, err, "CAST(NULL AS %s)", ty);
+            mcdc_sql_type_cast_name(&q->cols[i], ty);
+            rc = mcdc_buf_printf(&sel, err, "CAST(NULL AS %s)", ty);
         }
-        if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, " AS ", err);
-        if (rc == MCDC_OK) rc = quote_ident(out, q->cols[i].name, err);
+        if (rc == MCDC_OK) rc = mcdc_buf_append_str(&sel, " AS ", err);
+        if (rc == MCDC_OK) rc = mcdc_sql_quote_ident(&sel, q->cols[i].name, err);
     }
-    if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, " FROM ", err);
-    if (rc == MCDC_OK) rc = table_ref(out, q->source_schema, q->source_table, err);
-    if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, " AS t", err);
-    if (rc == MCDC_OK && q->key && (q->has_lo || q->has_hi)) {
-        /* [lo, hi); the first range also takes NULL keys (they sort first). */
-        mcdc_buf k = {0};
-        rc = mcdc_buf_append_str(&k, "t.", err);
-        if (rc == MCDC_OK) rc = quote_ident(&k, q->key, err);
-        if (rc == MCDC_OK) rc = mcdc_buf_cstr(&k, err);
-        const char *kk = (const char *)k.data;
-        if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, " WHERE ", err);
-        if (rc == MCDC_OK && q->with_nulls) rc = mcdc_buf_printf(out, err, "(%s IS NULL OR (", kk);
-        if (rc == MCDC_OK && q->has_lo) rc = mcdc_buf_printf(out, err, "%s >= %lld", kk, (long long)q->lo);
-        if (rc == MCDC_OK && q->has_lo && q->has_hi) rc = mcdc_buf_append_str(out, " AND ", err);
-        if (rc == MCDC_OK && q->has_hi) rc = mcdc_buf_printf(out, err, "%s < %lld", kk, (long long)q->hi);
-        if (rc == MCDC_OK && q->with_nulls) rc = mcdc_buf_append_str(out, "))", err);
-        mcdc_buf_free(&k);
-    }
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(&sel, " FROM ", err);
+    if (rc == MCDC_OK) rc = table_ref(&sel, q->source_schema, q->source_table, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(&sel, " AS t", err);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&sel, err);
+    if (rc == MCDC_OK) rc = source_read_sql(out, &q->read, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_key_select(out, params, (const char *)sel.data, NULL, NULL, q->keys, q->n_keys,
+                             q->lo, q->hi, err);
     if (rc == MCDC_OK) rc = mcdc_buf_cstr(out, err);
+    mcdc_buf_free(&sel);
     return rc;
 }
 
-int mcdc_cdc_key_extent(int64_t *lo, int64_t *hi, bool *empty, mcdc_cdc_client *c,
-                        const char *source_schema, const char *source_table, const char *key,
-                        int64_t lock_timeout_ms, mcdc_error *err) {
-    *lo = *hi = 0;
-    *empty = true;
-    mcdc_buf sql = {0}, k = {0};
-    int rc = lock_timeout_sql(&sql, lock_timeout_ms, err);
-    if (rc == MCDC_OK) rc = quote_ident(&k, key, err);
-    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&k, err);
-    if (rc == MCDC_OK)
-        rc = mcdc_buf_printf(&sql, err,
-                             "SELECT CAST(MIN(t.%s) AS bigint) AS lo, CAST(MAX(t.%s) AS bigint) "
-                             "AS hi FROM ",
-                             (const char *)k.data, (const char *)k.data);
-    if (rc == MCDC_OK) rc = table_ref(&sql, source_schema, source_table, err);
-    if (rc == MCDC_OK) rc = mcdc_buf_append_str(&sql, " AS t", err);
-    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&sql, err);
+/* One row of a query on the source table: the first row's batch (*b NULL
+ * when there is none). */
+static int first_row(mcdc_batch **b, mcdc_cdc_client *c, const mcdc_buf *sql,
+                     const mcdc_sql_params *p, mcdc_error *err) {
+    *b = NULL;
     mcdc_result *r = NULL;
-    mcdc_batch *b = NULL;
-    if (rc == MCDC_OK) rc = mcdc_conn_exec(&r, c->conn, (const char *)sql.data, NULL, 0, err);
-    if (rc == MCDC_OK) rc = mcdc_result_next_batch(&b, r, 2, err);
-    char v[32];
-    if (rc == MCDC_OK && b && b->rows == 1 && cell(b, "lo", 0, v, sizeof v) &&
-        mcdc_parse_i64(v, lo) == MCDC_OK && cell(b, "hi", 0, v, sizeof v) &&
-        mcdc_parse_i64(v, hi) == MCDC_OK)
-        *empty = false;
-    mcdc_batch_free(b);
+    int rc = mcdc_conn_exec(&r, c->conn, (const char *)sql->data, p ? (const char *const *)p->v : NULL,
+                            p ? p->n : 0, err);
+    if (rc == MCDC_OK) rc = mcdc_result_next_batch(b, r, 1, err);
+    if (rc == MCDC_OK && *b && (*b)->rows == 0) {
+        mcdc_batch_free(*b);
+        *b = NULL;
+    }
     mcdc_result_free(r);
+    return rc;
+}
+
+/* " WHERE|AND [k] >= from AND [k] < to" for integer bounds (NULL: open). */
+static int int_range(mcdc_buf *out, const mcdc_key_col *k, const int64_t *from, const int64_t *to,
+                     const char *joiner, mcdc_error *err) {
+    int rc = MCDC_OK;
+    for (int e = 0; rc == MCDC_OK && e < 2; e++) {
+        const int64_t *v = e ? to : from;
+        if (v == NULL) continue;
+        rc = mcdc_buf_printf(out, err, " %s ", joiner);
+        joiner = "AND";
+        if (rc == MCDC_OK) rc = mcdc_sql_quote_ident(out, k->name, err);
+        if (rc == MCDC_OK) rc = mcdc_buf_printf(out, err, " %s %lld", e ? "<" : ">=", (long long)*v);
+    }
+    return rc;
+}
+
+int mcdc_cdc_key_min_max(json_t **lo, json_t **hi, mcdc_cdc_client *c, const char *source_schema,
+                         const char *source_table, const mcdc_key_col *k, const int64_t *from,
+                         const int64_t *to, const mcdc_source_read *rd, mcdc_error *err) {
+    *lo = *hi = NULL;
+    MCDC_ASSERT((from == NULL && to == NULL) || k->kind == MCDC_KEY_INT);
+    mcdc_buf sql = {0}, from_t = {0};
+    int rc = table_ref(&from_t, source_schema, source_table, err);
+    if (rc == MCDC_OK) rc = int_range(&from_t, k, from, to, "WHERE", err);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&from_t, err);
+    if (rc == MCDC_OK) rc = source_read_sql(&sql, rd, err);
+    /* Two scalar subqueries: each is one seek on an index led by the key. */
+    for (int e = 0; rc == MCDC_OK && e < 2; e++) {
+        rc = mcdc_buf_append_str(&sql, e ? ", (SELECT MAX(" : "SELECT (SELECT MIN(", err);
+        if (rc == MCDC_OK) rc = mcdc_sql_quote_ident(&sql, k->name, err);
+        if (rc == MCDC_OK)
+            rc = mcdc_buf_printf(&sql, err, ") FROM %s) AS %s", (const char *)from_t.data,
+                                 e ? "hi" : "lo");
+    }
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&sql, err);
+    mcdc_batch *b = NULL;
+    if (rc == MCDC_OK) rc = first_row(&b, c, &sql, NULL, err);
+    if (rc == MCDC_OK && (b == NULL || b->schema->n_fields != 2))
+        rc = mcdc_error_set(err, MCDC_E_PROTOCOL, "MIN/MAX of a key: no row of two columns");
+    if (rc == MCDC_OK) rc = mcdc_key_bound_of_row(lo, b, 0, 0, k, 1, err);
+    if (rc == MCDC_OK) rc = mcdc_key_bound_of_row(hi, b, 0, 1, k, 1, err);
+    if (rc == MCDC_OK && json_is_null(*lo) != json_is_null(*hi))
+        rc = mcdc_error_set(err, MCDC_E_PROTOCOL, "MIN/MAX of a key: one is NULL, not both");
+    if (rc == MCDC_OK && json_is_null(*lo)) {
+        json_decref(*lo);
+        json_decref(*hi);
+        *lo = *hi = NULL;
+    }
+    if (rc) {
+        json_decref(*lo);
+        json_decref(*hi);
+        *lo = *hi = NULL;
+        mcdc_error_wrap(err, "reading MIN and MAX of [%s] of %s.%s", k->name, source_schema,
+                        source_table);
+    }
+    mcdc_batch_free(b);
     mcdc_buf_free(&sql);
-    mcdc_buf_free(&k);
-    if (rc) mcdc_error_wrap(err, "reading the key extent of %s.%s", source_schema, source_table);
+    mcdc_buf_free(&from_t);
     return rc;
 }
 
 typedef struct {
-    const int *ids;
-    int n;
-    char **names;
-} names_acc;
+    mcdc_key_slice *v;
+    int n, cap;
+} slice_acc;
 
-static int name_row(void *ctx, const mcdc_batch *b, int64_t row, mcdc_error *err) {
-    names_acc *a = ctx;
-    char name[MCDC_IDENT_BYTES_MAX + 1], id[32];
-    int64_t v;
-    if (!cell(b, "name", row, name, sizeof name) || !cell(b, "column_id", row, id, sizeof id) ||
-        mcdc_parse_i64(id, &v) != MCDC_OK)
-        return mcdc_error_set(err, MCDC_E_PROTOCOL, "sys.columns: a row without name or column_id");
-    for (int i = 0; i < a->n; i++)
-        if (a->ids[i] == v && a->names[i] == NULL &&
-            (a->names[i] = mcdc_strdup(name)) == NULL)
-            return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+static int slice_row(void *ctx, const mcdc_batch *b, int64_t row, mcdc_error *err) {
+    slice_acc *a = ctx;
+    char i[32], n[32];
+    mcdc_key_slice s;
+    if (!cell(b, "b", row, i, sizeof i) || !cell(b, "n", row, n, sizeof n) ||
+        mcdc_parse_i64(i, &s.index) != MCDC_OK || mcdc_parse_i64(n, &s.rows) != MCDC_OK ||
+        s.rows < 1)
+        return mcdc_error_set(err, MCDC_E_PROTOCOL, "counting a key's slices: a malformed row");
+    /* The grid's slices, and one more: it is aligned at 0, not at the
+     * range's start. */
+    if (a->n > MCDC_KEY_SLICES_MAX)
+        return mcdc_error_set(err, MCDC_E_PROTOCOL, "counting a key's slices: more than %d",
+                              MCDC_KEY_SLICES_MAX + 1);
+    if (a->n == a->cap) {
+        int cap = a->cap ? a->cap * 2 : 64;
+        mcdc_key_slice *v = mcdc_realloc(a->v, sizeof *v * (size_t)cap);
+        if (v == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n++] = s;
     return MCDC_OK;
 }
 
-int mcdc_cdc_column_names_by_id(char ***names, mcdc_cdc_client *c, const char *source_schema,
-                                const char *source_table, const int *ids, int n, mcdc_error *err) {
-    *names = mcdc_calloc((size_t)(n ? n : 1), sizeof **names);
-    if (*names == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    names_acc a = {ids, n, *names};
+static int by_slice(const void *x, const void *y) {
+    const mcdc_key_slice *a = x, *b = y;
+    return (a->index > b->index) - (a->index < b->index);
+}
+
+int mcdc_cdc_key_slices(mcdc_key_slice **out, int *out_n, mcdc_cdc_client *c,
+                        const char *source_schema, const char *source_table, const mcdc_key_col *k,
+                        int64_t width, const int64_t *from, const int64_t *to,
+                        const mcdc_source_read *rd, mcdc_error *err) {
+    MCDC_ASSERT(k->kind == MCDC_KEY_INT && width >= 1);
+    *out = NULL;
+    *out_n = 0;
+    mcdc_buf sql = {0}, key = {0};
+    int rc = mcdc_sql_quote_ident(&key, k->name, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&key, err);
+    const char *kk = (const char *)key.data;
+    /* T-SQL's integer division truncates toward zero: the CASE floors a
+     * negative key, so slice i is [i * width, (i + 1) * width). The __$
+     * name is CDC's own prefix: no column of the table can shadow it. */
+    if (rc == MCDC_OK) rc = source_read_sql(&sql, rd, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_buf_printf(&sql, err,
+                             "SELECT [__$b] AS b, COUNT_BIG(*) AS n FROM (SELECT CASE WHEN "
+                             "CAST(%s AS bigint) >= 0 THEN CAST(%s AS bigint) / CAST(%lld AS "
+                             "bigint) ELSE (CAST(%s AS bigint) + 1) / CAST(%lld AS bigint) - 1 "
+                             "END AS [__$b] FROM ",
+                             kk, kk, (long long)width, kk, (long long)width);
+    if (rc == MCDC_OK) rc = table_ref(&sql, source_schema, source_table, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_printf(&sql, err, " WHERE %s IS NOT NULL", kk);
+    if (rc == MCDC_OK) rc = int_range(&sql, k, from, to, "AND", err);
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(&sql, ") AS x GROUP BY [__$b]", err);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&sql, err);
+    slice_acc a = {0};
+    if (rc == MCDC_OK) rc = for_each_row(c, (const char *)sql.data, NULL, 0, slice_row, &a, err);
+    mcdc_buf_free(&sql);
+    mcdc_buf_free(&key);
+    if (rc) {
+        mcdc_free(a.v);
+        mcdc_error_wrap(err, "counting the rows of %s.%s per slice of [%s]", source_schema,
+                        source_table, k->name);
+        return rc;
+    }
+    if (a.n > 1) qsort(a.v, (size_t)a.n, sizeof *a.v, by_slice);
+    *out = a.v;
+    *out_n = a.n;
+    return MCDC_OK;
+}
+
+int mcdc_cdc_row_estimate(int64_t *rows, mcdc_cdc_client *c, const char *source_schema,
+                          const char *source_table, mcdc_error *err) {
+    *rows = 0;
+    mcdc_buf name = {0};
+    int rc = table_ref(&name, source_schema, source_table, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&name, err);
+    const char *p[] = {(const char *)name.data};
+    mcdc_batch *b = NULL;
+    mcdc_result *r = NULL;
+    /* sys.sp_spaceused: public, and a lookup of the partitions' row counts,
+     * not a scan. */
+    if (rc == MCDC_OK) rc = mcdc_conn_exec(&r, c->conn, "EXEC sys.sp_spaceused @objname = ?", p, 1, err);
+    if (rc == MCDC_OK) rc = mcdc_result_next_batch(&b, r, 1, err);
+    char t[64];
+    if (rc == MCDC_OK && b && b->rows > 0 && cell(b, "rows", 0, t, sizeof t)) {
+        char *s = t, *e = t + strlen(t);
+        while (*s == ' ') s++;
+        while (e > s && e[-1] == ' ') *--e = 0;
+        if (mcdc_parse_i64(s, rows) != MCDC_OK || *rows < 0)
+            rc = mcdc_error_set(err, MCDC_E_PROTOCOL, "sp_spaceused: rows is '%s'", t);
+    }
+    mcdc_batch_free(b);
+    mcdc_result_free(r);
+    mcdc_buf_free(&name);
+    if (rc) mcdc_error_wrap(err, "estimating the rows of %s.%s", source_schema, source_table);
+    return rc;
+}
+
+int mcdc_cdc_key_max(json_t **out, mcdc_cdc_client *c, const char *source_schema,
+                     const char *source_table, const mcdc_key_col *keys, int n,
+                     const mcdc_source_read *rd, mcdc_error *err) {
+    MCDC_ASSERT(n >= 1);
+    *out = NULL;
+    mcdc_buf sql = {0};
+    int rc = source_read_sql(&sql, rd, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(&sql, "SELECT TOP (1) ", err);
+    if (rc == MCDC_OK) rc = key_list(&sql, keys, n, NULL, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(&sql, " FROM ", err);
+    if (rc == MCDC_OK) rc = table_ref(&sql, source_schema, source_table, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(&sql, " ORDER BY ", err);
+    if (rc == MCDC_OK) rc = key_list(&sql, keys, n, " DESC", err);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&sql, err);
+    mcdc_batch *b = NULL;
+    if (rc == MCDC_OK) rc = first_row(&b, c, &sql, NULL, err);
+    if (rc == MCDC_OK && b && b->schema->n_fields != n)
+        rc = mcdc_error_set(err, MCDC_E_PROTOCOL, "the largest key: %d columns, not %d",
+                            (int)b->schema->n_fields, n);
+    if (rc == MCDC_OK && b) rc = mcdc_key_bound_of_row(out, b, 0, 0, keys, n, err);
+    mcdc_batch_free(b);
+    mcdc_buf_free(&sql);
+    if (rc) mcdc_error_wrap(err, "reading the largest key of %s.%s", source_schema, source_table);
+    return rc;
+}
+
+int mcdc_cdc_key_bound(json_t **out, mcdc_cdc_client *c, const char *source_schema,
+                       const char *source_table, const mcdc_key_col *keys, int n, const json_t *lo,
+                       const json_t *hi, int64_t skip, const mcdc_source_read *rd,
+                       mcdc_error *err) {
+    MCDC_ASSERT(n >= 1 && skip >= 0 && skip < INT64_MAX);
+    *out = NULL;
+    mcdc_buf sql = {0}, list = {0}, sel = {0}, close = {0};
+    mcdc_sql_params p = {0};
+    int rc = key_list(&list, keys, n, NULL, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&list, err);
+    const char *k = (const char *)list.data;
+    /* Each seekable piece of [lo, hi) takes its first skip + 1 keys (TOP
+     * ends its seek there) and the (skip + 1)-th of their union is the
+     * bound: a few times skip keys read, never the range itself. */
+    if (rc == MCDC_OK) rc = mcdc_buf_printf(&sel, err, "SELECT TOP (%lld) %s FROM ", (long long)skip + 1, k);
+    if (rc == MCDC_OK) rc = table_ref(&sel, source_schema, source_table, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&sel, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_printf(&close, err, " ORDER BY %s) AS p", k);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&close, err);
+    if (rc == MCDC_OK) rc = source_read_sql(&sql, rd, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_printf(&sql, err, "SELECT %s FROM (", k);
+    if (rc == MCDC_OK)
+        rc = mcdc_key_select(&sql, &p, (const char *)sel.data, "SELECT * FROM (",
+                             (const char *)close.data, keys, n, lo, hi, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_buf_printf(&sql, err, ") AS u ORDER BY %s OFFSET %lld ROWS FETCH NEXT 1 ROWS ONLY",
+                             k, (long long)skip);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&sql, err);
+    mcdc_batch *b = NULL;
+    if (rc == MCDC_OK) rc = first_row(&b, c, &sql, &p, err);
+    if (rc == MCDC_OK && b && b->schema->n_fields != n)
+        rc = mcdc_error_set(err, MCDC_E_PROTOCOL, "a key bound: %d columns, not %d",
+                            (int)b->schema->n_fields, n);
+    if (rc == MCDC_OK && b) rc = mcdc_key_bound_of_row(out, b, 0, 0, keys, n, err);
+    mcdc_batch_free(b);
+    mcdc_sql_params_free(&p);
+    mcdc_buf_free(&sql);
+    mcdc_buf_free(&list);
+    mcdc_buf_free(&sel);
+    mcdc_buf_free(&close);
+    if (rc) mcdc_error_wrap(err, "seeking a key bound of %s.%s", source_schema, source_table);
+    return rc;
+}
+
+void mcdc_table_columns_free(mcdc_table_column *v, int n) {
+    for (int i = 0; v && i < n; i++) {
+        mcdc_free(v[i].name);
+        mcdc_free(v[i].collation);
+    }
+    mcdc_free(v);
+}
+
+typedef struct {
+    mcdc_table_column *v;
+    int n, cap;
+} tcols_acc;
+
+static int tcol_row(void *ctx, const mcdc_batch *b, int64_t row, mcdc_error *err) {
+    tcols_acc *a = ctx;
+    char name[MCDC_IDENT_BYTES_MAX + 1], id[32], coll[MCDC_IDENT_BYTES_MAX + 1];
+    int64_t v;
+    if (!cell(b, "name", row, name, sizeof name) || !cell(b, "column_id", row, id, sizeof id) ||
+        mcdc_parse_i64(id, &v) != MCDC_OK || v < 0 || v > INT32_MAX)
+        return mcdc_error_set(err, MCDC_E_PROTOCOL, "sys.columns: a row without name or column_id");
+    bool has_coll = cell(b, "collation_name", row, coll, sizeof coll);
+    char comp[8] = "0";
+    cell(b, "is_computed", row, comp, sizeof comp);
+    if (a->n == a->cap) {
+        if (a->cap >= MCDC_COLUMNS_MAX * 2)
+            return mcdc_error_set(err, MCDC_E_LIMIT, "sys.columns: more than %d columns",
+                                  MCDC_COLUMNS_MAX * 2);
+        int cap = a->cap ? a->cap * 2 : 16;
+        mcdc_table_column *nv = mcdc_realloc(a->v, sizeof *nv * (size_t)cap);
+        if (nv == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        a->v = nv;
+        a->cap = cap;
+    }
+    mcdc_table_column *t = &a->v[a->n];
+    t->column_id = (int)v;
+    t->name = mcdc_strdup(name);
+    t->collation = has_coll ? mcdc_strdup(coll) : NULL;
+    t->computed = comp[0] == '1' || comp[0] == 't' || comp[0] == 'T';
+    if (t->name == NULL || (has_coll && t->collation == NULL)) {
+        mcdc_free(t->name);
+        mcdc_free(t->collation);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    a->n++;
+    return MCDC_OK;
+}
+
+int mcdc_cdc_table_columns(mcdc_table_column **out, int *out_n, mcdc_cdc_client *c,
+                           const char *source_schema, const char *source_table, mcdc_error *err) {
+    *out = NULL;
+    *out_n = 0;
+    tcols_acc a = {0};
     const char *p[] = {source_schema, source_table};
     int rc = for_each_row(c,
-                          "SELECT name, column_id FROM sys.columns WHERE object_id = "
-                          "OBJECT_ID(QUOTENAME(?) + '.' + QUOTENAME(?))",
-                          p, 2, name_row, &a, err);
+                          "SELECT name, column_id, collation_name, is_computed FROM sys.columns WHERE "
+                          "object_id = OBJECT_ID(QUOTENAME(?) + '.' + QUOTENAME(?))",
+                          p, 2, tcol_row, &a, err);
     if (rc) {
-        for (int i = 0; i < n; i++) mcdc_free((*names)[i]);
-        mcdc_free(*names);
-        *names = NULL;
+        mcdc_table_columns_free(a.v, a.n);
+        mcdc_error_wrap(err, "reading the columns of %s.%s", source_schema, source_table);
+        return rc;
     }
-    return rc;
+    *out = a.v;
+    *out_n = a.n;
+    return MCDC_OK;
 }

@@ -21,7 +21,9 @@
 
 #include "mcdc_batch.h"
 #include "mcdc_driver.h"
+#include "mcdc_keyrange.h"
 #include "mcdc_lsn.h"
+#include "mcdc_sql_types.h"
 #include "mcdc_util.h"
 
 /* ---- the server clock (§3.3) ---------------------------------------------- */
@@ -48,10 +50,6 @@ int mcdc_clock_from_name(mcdc_clock *out, const char *name, mcdc_error *err);
  * under clock c, with a known offset (offset_known) or row by row. */
 int mcdc_clock_sql_utc(mcdc_buf *out, const mcdc_clock *c, const char *t, bool offset_known,
                        int offset_minutes, mcdc_error *err);
-
-/* ---- capture instance names ---------------------------------------------- */
-/* <= 100 characters, no ']', no control characters, not empty. */
-int mcdc_cdc_validate_capture_instance(const char *ci, mcdc_error *err);
 
 /* ---- the client ------------------------------------------------------------ */
 typedef struct mcdc_cdc_client mcdc_cdc_client;
@@ -118,13 +116,12 @@ typedef struct mcdc_captured_column {
 int mcdc_cdc_captured_columns(mcdc_captured_column **out, int *out_n, mcdc_cdc_client *c,
                               const char *ci, mcdc_error *err);
 void mcdc_captured_columns_free(mcdc_captured_column *cols, int n);
-/* §2.2 type mapping of one captured column. sql_variant, geography,
- * geometry, hierarchyid and unknown types: MCDC_E_UNSUPPORTED "no default
- * type ... pass columns". */
+/* §2.2 type mapping of one captured column, by the type table the TDS
+ * backends use (mcdc_sql_types.h). sql_variant, geography, geometry,
+ * hierarchyid and unknown types: MCDC_E_UNSUPPORTED "no default type ...
+ * pass columns"; a decimal with a bad precision MCDC_E_PROTOCOL. */
 int mcdc_cdc_map_type(mcdc_type_id *out_type, int32_t *out_precision, int32_t *out_scale,
                       const mcdc_captured_column *col, mcdc_error *err);
-/* T-SQL type that holds a batch type (for typed NULL columns). out >= 32. */
-void mcdc_cdc_sql_type_of(const mcdc_field *f, char out[32]);
 
 /* Row 15: capture instances (of one table, or all when schema/table are
  * NULL), oldest first (create_date, then start_lsn). */
@@ -155,6 +152,8 @@ void mcdc_ddl_events_free(mcdc_ddl_event *v, int n);
  * version >= 16) or Azure (engine edition 5, 8): CURRENT_TIMEZONE_ID();
  * older: a fixed offset with a warning logged. */
 int mcdc_cdc_detect_clock(mcdc_clock *out, mcdc_cdc_client *c, mcdc_error *err);
+/* The server's clock now, UTC (SYSUTCDATETIME()), microseconds. */
+int mcdc_cdc_utc_now(int64_t *out_us, mcdc_cdc_client *c, mcdc_error *err);
 /* Row 10: the one offset valid for all commits of [from, to] under a zone
  * clock (range < 7 days, same offset 3 h either side), or *out_known =
  * false. */
@@ -199,12 +198,20 @@ int mcdc_cdc_changes_sql(mcdc_buf *out, const char *ci, const mcdc_field *cols,
                          const char *commit_time_sql, const mcdc_row_key *after,
                          mcdc_error *err);
 
-/* ---- the tracked table (snapshots, reference §2.4.1, §3.7) ---------------- */
+/* ---- the tracked table (snapshots, reference §2.4.1, §3.7) ----------------
+ * Key columns, bounds and range predicates: mcdc_keyrange.h. */
+
+/* How a query reads the source table: every one names its isolation level
+ * (never READ UNCOMMITTED) and sets LOCK_TIMEOUT. */
+typedef struct mcdc_source_read {
+    bool snapshot_isolation; /* SNAPSHOT, else READ COMMITTED */
+    int64_t lock_timeout_ms; /* < 0: wait forever */
+} mcdc_source_read;
 
 /* The text of one snapshot read: the source table's rows in the stream's
  * output schema (_operation 0, _start_lsn the snapshot's LSN, _commit_ts its
- * commit time, _seqval and _command_id NULL), under the isolation level
- * asked, never NOLOCK. An integer key range restricts it. */
+ * commit time, _seqval and _command_id NULL), [lo, hi) of keys (the pieces
+ * of mcdc_key_select, their parameters appended to params). */
 typedef struct mcdc_snapshot_query {
     const char *source_schema, *source_table;
     const mcdc_field *cols;          /* the captured columns read, n_cols */
@@ -214,25 +221,66 @@ typedef struct mcdc_snapshot_query {
     bool include_command_id;
     const char *lsn;                 /* "0x" + 20 hex */
     const char *commit_ts;           /* UTC "YYYY-MM-DDTHH:MM:SS.ffffff", NULL: unknown */
-    const char *key;                 /* integer key column, NULL: the whole table */
-    bool has_lo, has_hi;             /* lo <= key < hi; open ends */
-    int64_t lo, hi;
-    bool with_nulls;                 /* the range also takes rows whose key is NULL */
-    bool snapshot_isolation;         /* SNAPSHOT, else READ COMMITTED */
-    int64_t lock_timeout_ms;         /* < 0: wait forever */
+    const mcdc_key_col *keys;        /* the key columns of the range; n_keys 0: the table */
+    int n_keys;
+    const json_t *lo, *hi;           /* bounds (mcdc_keyrange.h); NULL: open */
+    mcdc_source_read read;
 } mcdc_snapshot_query;
-int mcdc_cdc_snapshot_sql(mcdc_buf *out, const mcdc_snapshot_query *q, mcdc_error *err);
+int mcdc_cdc_snapshot_sql(mcdc_buf *out, mcdc_sql_params *params, const mcdc_snapshot_query *q,
+                          mcdc_error *err);
 
-/* MIN and MAX of an integer key column of the table (*empty: no row with a
- * key). */
-int mcdc_cdc_key_extent(int64_t *lo, int64_t *hi, bool *empty, mcdc_cdc_client *c,
-                        const char *source_schema, const char *source_table, const char *key,
-                        int64_t lock_timeout_ms, mcdc_error *err);
+/* MIN and MAX of key column k, two seeks; an integer key's within
+ * [*from, *to) when given (NULL: open). *lo and *hi are bounds (JSON, owned),
+ * both NULL when no row has a key there. */
+int mcdc_cdc_key_min_max(json_t **lo, json_t **hi, mcdc_cdc_client *c, const char *source_schema,
+                         const char *source_table, const mcdc_key_col *k, const int64_t *from,
+                         const int64_t *to, const mcdc_source_read *rd, mcdc_error *err);
 
-/* The table's current name of each column_id (sys.columns): names[i] for
- * ids[i], NULL when the table has no such column (dropped). names owned
- * (mcdc_free each and the array). */
-int mcdc_cdc_column_names_by_id(char ***names, mcdc_cdc_client *c, const char *source_schema,
-                                const char *source_table, const int *ids, int n, mcdc_error *err);
+/* The rows of an integer key's slice [index * width, (index + 1) * width)
+ * (a grid aligned at 0), non-NULL keys within [*from, *to) (NULL: open),
+ * counted in one GROUP BY. Slices holding rows only, in order; *out owned
+ * (mcdc_free). At most MCDC_KEY_SLICES_MAX + 1. */
+typedef struct mcdc_key_slice {
+    int64_t index;
+    int64_t rows;
+} mcdc_key_slice;
+int mcdc_cdc_key_slices(mcdc_key_slice **out, int *out_n, mcdc_cdc_client *c,
+                        const char *source_schema, const char *source_table, const mcdc_key_col *k,
+                        int64_t width, const int64_t *from, const int64_t *to,
+                        const mcdc_source_read *rd, mcdc_error *err);
+
+/* sys.sp_spaceused's rows of the table (an estimate: the partitions' row
+ * counts). */
+int mcdc_cdc_row_estimate(int64_t *rows, mcdc_cdc_client *c, const char *source_schema,
+                          const char *source_table, mcdc_error *err);
+
+/* The largest key of the table (TOP (1) ... ORDER BY each DESC), a bound;
+ * *out NULL for an empty table. Owned. */
+int mcdc_cdc_key_max(json_t **out, mcdc_cdc_client *c, const char *source_schema,
+                     const char *source_table, const mcdc_key_col *keys, int n,
+                     const mcdc_source_read *rd, mcdc_error *err);
+
+/* The key `skip` rows after lo within [lo, hi) in key order (skip 0: the
+ * first key at or after lo), by seeks: each piece of the range takes its
+ * first skip + 1 keys (TOP, ORDER BY), their UNION ALL is ordered and the
+ * (skip + 1)-th taken (OFFSET skip ROWS FETCH NEXT 1 ROWS ONLY). *out NULL
+ * when the range holds no more than skip rows. Owned. */
+int mcdc_cdc_key_bound(json_t **out, mcdc_cdc_client *c, const char *source_schema,
+                       const char *source_table, const mcdc_key_col *keys, int n, const json_t *lo,
+                       const json_t *hi, int64_t skip, const mcdc_source_read *rd,
+                       mcdc_error *err);
+
+/* The table's columns now (sys.columns): name, column_id and collation
+ * (NULL for columns of no character type). *out owned
+ * (mcdc_table_columns_free). */
+typedef struct mcdc_table_column {
+    char *name;
+    int column_id;
+    char *collation;
+    bool computed;   /* sys.columns.is_computed: CDC stores NULL for it in every change row */
+} mcdc_table_column;
+int mcdc_cdc_table_columns(mcdc_table_column **out, int *out_n, mcdc_cdc_client *c,
+                           const char *source_schema, const char *source_table, mcdc_error *err);
+void mcdc_table_columns_free(mcdc_table_column *v, int n);
 
 #endif /* MCDC_CDC_CLIENT_H */

@@ -275,12 +275,12 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
                       const mcdc_changes_settings *settings, mcdc_error *err) {
     MCDC_ASSERT(out != NULL && opts != NULL);
     *out = NULL;
-    const char *ci = mcdc_opts_get(opts, "captureInstance");
-    const char *cs = mcdc_opts_get(opts, "connectionString");
+    const char *ci = mcdc_opt_capture_instance(opts);
+    const char *cs = mcdc_opt_connection_string(opts);
     if (ci == NULL || cs == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID,
                               "captureInstance and connectionString are required");
-    int rc = mcdc_cdc_validate_capture_instance(ci, err);
+    int rc = mcdc_validate_capture_instance(ci, err);
     if (rc != MCDC_OK) return rc;
     mcdc_changes *c = mcdc_calloc(1, sizeof *c);
     if (c == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
@@ -290,17 +290,21 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
     if (rc == MCDC_OK) {
         c->connector.connstr = c->connstr;
         c->connector.options = (mcdc_conn_options)MCDC_CONN_OPTIONS_INIT;
-        int64_t t = mcdc_opts_get_int(opts, "connectTimeout");
+        int t = mcdc_opt_connect_timeout_s(opts);
         if (t > 0 && !(c->connstr->connect_timeout_s > 0))
-            c->connector.options.login_timeout_s = (int)t;
-        int64_t q = mcdc_opts_get_int(opts, "queryTimeout");
-        if (q > 0) c->connector.options.query_timeout_s = (int)q;
-        const char *be = mcdc_opts_get(opts, "backend");
-        if (be && (mcdc_str_ieq(be, "native") || mcdc_str_ieq(be, "freetds")))
-            c->connector.options.backend = be;
-        else if (be && !mcdc_str_ieq(be, "auto"))
+            c->connector.options.login_timeout_s = t;
+        int q = mcdc_opt_query_timeout_s(opts);
+        if (q > 0) c->connector.options.query_timeout_s = q;
+        const char *be = NULL;
+        switch (mcdc_opt_backend(opts, &be)) {
+        case MCDC_BACKEND_AUTO: break;
+        case MCDC_BACKEND_NATIVE: c->connector.options.backend = "native"; break;
+        case MCDC_BACKEND_FREETDS: c->connector.options.backend = "freetds"; break;
+        case MCDC_BACKEND_REFERENCE:
             mcdc_log(MCDC_LOG_WARN, "backend '%s' is one of the reference's Python drivers; "
                                     "this build reads with its own: backend=auto", be);
+            break;
+        }
     }
     c->retries_max = MCDC_RETRIES_MAX;
     c->backoff_ms_first = MCDC_RETRY_BACKOFF_MS_FIRST;
@@ -308,8 +312,8 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
         c->backoff_ms_first = (int)settings->retry_backoff_ms;
     if (rc == MCDC_OK) CONTROL_CALL(rc, c, err, mcdc_changes__resolve_instance(c, ci, err));
     if (rc == MCDC_OK) {
-        const char *tz = mcdc_opts_get(opts, "sourceTimeZone");
-        if (tz == NULL || mcdc_str_ieq(tz, "auto"))
+        const char *tz = mcdc_opt_source_time_zone(opts);
+        if (tz == NULL) /* auto */
             CONTROL_CALL(rc, c, err, mcdc_cdc_detect_clock(&c->clock, c->client, err));
         else
             rc = mcdc_clock_from_name(&c->clock, tz, err);
@@ -320,11 +324,21 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
         }
     }
     mcdc_schema *all = NULL;
-    char *unreadable = NULL;
+    char *unreadable = NULL, *computed = NULL;
+    const char *given = mcdc_opt_columns(opts);
+    bool listed_columns = given && *given;
     if (rc == MCDC_OK)
-        CONTROL_CALL(rc, c, err, mcdc_reader_infer_columns(&all, &unreadable, c->client, c->ci, err));
+        CONTROL_CALL(rc, c, err, mcdc_reader_infer_columns(&all, &unreadable, &computed,
+                                                           listed_columns, c->client, c->ci, err));
+    if (rc == MCDC_OK && computed && !listed_columns)
+        mcdc_log(MCDC_LOG_WARN,
+                 "%s captures computed column(s) %s, which CDC stores as NULL in every change "
+                 "row: left out of the schema (list them in the columns option to keep them, "
+                 "NULL in every row)",
+                 c->ci, computed);
+    mcdc_free(computed);
     if (rc == MCDC_OK) {
-        const char *ddl = mcdc_opts_get(opts, "columns");
+        const char *ddl = mcdc_opt_columns(opts);
         if (ddl && *ddl) {
             rc = parse_columns(&c->captured, ddl, all, unreadable, err);
             mcdc_schema_unref(all);
@@ -341,7 +355,7 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
         }
     }
     mcdc_free(unreadable);
-    bool with_cmd = mcdc_opts_get_bool(opts, "includeCommandId");
+    bool with_cmd = mcdc_opt_include_command_id(opts);
     if (rc == MCDC_OK) rc = mcdc_reader_output_schema(&c->schema, c->captured, with_cmd, err);
     if (rc != MCDC_OK) {
         mcdc_changes_close(c);
@@ -352,9 +366,8 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
     ro.include_command_id = with_cmd;
     ro.columns = c->captured;
     ro.clock = c->clock;
-    int64_t rows = mcdc_opts_get_int(opts, "arrowBatchSize");
-    if (rows > 0) ro.batch_rows = rows;
-    ro.fail_on_data_loss = mcdc_opts_get_bool(opts, "failOnDataLoss");
+    ro.batch_rows = mcdc_opt_arrow_batch_size(opts);
+    ro.fail_on_data_loss = mcdc_opt_fail_on_data_loss(opts);
     ro.retries_max = c->retries_max;
     ro.backoff_ms_first = c->backoff_ms_first;
     c->ropt = ro;
@@ -403,6 +416,19 @@ int mcdc_changes_nth_commit_after(mcdc_changes *c, const mcdc_lsn *start, int64_
                                   mcdc_lsn *out, bool *found, mcdc_error *err) {
     int rc;
     CONTROL_CALL(rc, c, err, nth_commit(c, start, n, out, found, err));
+    return rc;
+}
+
+int mcdc_changes_time_to_lsn(mcdc_changes *c, int64_t utc_us, mcdc_lsn *out, bool *found,
+                             mcdc_error *err) {
+    int rc;
+    CONTROL_CALL(rc, c, err, mcdc_cdc_time_to_lsn(out, found, c->client, utc_us, err));
+    return rc;
+}
+
+int mcdc_changes_server_now(mcdc_changes *c, int64_t *utc_us, mcdc_error *err) {
+    int rc;
+    CONTROL_CALL(rc, c, err, mcdc_cdc_utc_now(utc_us, c->client, err));
     return rc;
 }
 

@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "mcdc_batch.h"
 #include "mcdc_lsn.h"
 #include "mcdc_options.h"
@@ -42,6 +44,13 @@ int mcdc_changes_nth_commit_after(mcdc_changes *c, const mcdc_lsn *start, int64_
 /* UTC commit time of an LSN (the mapping entry at or before it), microseconds. */
 int mcdc_changes_commit_time(mcdc_changes *c, const mcdc_lsn *lsn, int64_t *utc_us, bool *found,
                              mcdc_error *err);
+/* The largest commit LSN at or before a UTC time, to the second, on the
+ * server's clock (sys.fn_cdc_map_time_to_lsn); *found false when no commit
+ * is at or before it (any more). */
+int mcdc_changes_time_to_lsn(mcdc_changes *c, int64_t utc_us, mcdc_lsn *out, bool *found,
+                             mcdc_error *err);
+/* The server's clock now, UTC microseconds. */
+int mcdc_changes_server_now(mcdc_changes *c, int64_t *utc_us, mcdc_error *err);
 /* startingLsn resolved: earliest = decrement(min_lsn), latest = max_lsn, or
  * the LSN given (already processed). */
 int mcdc_changes_initial(mcdc_changes *c, const char *starting_lsn, mcdc_lsn *out,
@@ -68,29 +77,78 @@ int mcdc_changes_read(mcdc_changes *c, const mcdc_lsn_range *r, mcdc_batch_fn fn
  * (matched by column_id) reads NULL. READ COMMITTED, or SNAPSHOT with
  * isolationLevel=snapshot; lockTimeoutMs sets LOCK_TIMEOUT; never NOLOCK. */
 
-/* A range of the key the reads are cut on: [lo, hi) of a single integer
- * key (an open end without has_*), the first range also taking NULL keys;
- * no key: the whole table. */
-typedef struct mcdc_snapshot_range {
-    bool keyed;
-    bool has_lo, has_hi, with_nulls;
-    int64_t lo, hi;
-} mcdc_snapshot_range;
-
 /* The snapshot's LSN, recorded before anything is read: snapshotLsn when
  * set, else max_lsn, or the capture instance's first LSN minus one while
  * capture has not reached it; and its commit time (*has_ts false when no
  * commit maps to it). */
 int mcdc_changes_snapshot_lsn(mcdc_changes *c, mcdc_lsn *out, int64_t *commit_us, bool *has_ts,
                               mcdc_error *err);
-/* Up to n_max ranges to read in parallel: uniform ranges of [MIN, MAX] of a
- * single integer key (the unique index's, or snapshotKeys), else one. *out
- * owned (mcdc_free). */
-int mcdc_changes_snapshot_plan(mcdc_changes *c, int n_max, mcdc_snapshot_range **out, int *n_out,
-                               mcdc_error *err);
-/* Reads one range on its own connection; batches (output schema) to fn. */
-int mcdc_changes_snapshot_read(mcdc_changes *c, const mcdc_snapshot_range *r, const mcdc_lsn *lsn,
-                               bool has_ts, int64_t commit_us, mcdc_batch_fn fn, void *ctx,
+
+/* Key bounds are JSON: a scalar for one key column, an array for several;
+ * integers as JSON integers, strings as strings, other values (dates,
+ * datetimes, decimals, uniqueidentifiers) as the text CAST reads back
+ * (ISO 8601; 3 fractional digits for datetime/smalldatetime, 6 otherwise;
+ * decimals in fixed notation), binary as "0x"+hex; JSON null (or a NULL
+ * json_t*) is an open end. A range is the JSON array [lo, hi]: lo inclusive,
+ * hi exclusive, in SQL Server's order of the key columns (NULL first).
+ * (mcdc_keyrange.h builds and reads them.) Every json_t handed out is owned
+ * by the caller (json_decref); those passed in are borrowed. */
+typedef enum { MCDC_ISO_OPTION = -1, MCDC_ISO_READ_COMMITTED = 0, MCDC_ISO_SNAPSHOT = 1 } mcdc_isolation;
+/* The columns snapshots are cut on, as captured: snapshotKeys, else the
+ * capture instance's unique index; [] when none (the table is one range).
+ * snapshotKeys naming a column the stream does not read, or of a type no
+ * bound can be bound as or SQL Server cannot sort (bit, text, ntext, image,
+ * xml, time; datetime2(7)/datetimeoffset(7) except as the last column):
+ * MCDC_E_INVALID naming it and why. An index whose columns the stream does
+ * not all read, or of such a type: []. */
+int mcdc_changes_snapshot_keys(mcdc_changes *c, json_t **keys, mcdc_error *err);
+/* What a chunked snapshot's chunks tile, read just after its LSN S:
+ * {"kind":"int","lo":MIN,"hi":MAX,"rows":estimate} for one integer key
+ * (sys.sp_spaceused's rows), else {"kind":"keyset","max":MAX or null} (null:
+ * empty table, no key, or a key no bound can be bound as: one chunk). keys
+ * is a JSON array of column names (mcdc_changes_snapshot_keys'); a name the
+ * stream does not read is MCDC_E_INVALID. */
+int mcdc_changes_snapshot_extent(mcdc_changes *c, const json_t *keys, mcdc_isolation iso,
+                                 json_t **extent, mcdc_error *err);
+/* Every chunk of a chunked snapshot, planned once: JSON array of [lo, hi],
+ * at most about chunk_rows rows each, tiling the key space up to just above
+ * MAX (first open below; each starts where the one before ends; the last
+ * ends at MAX+1 for an int plan, at the first key after MAX for a keyset one,
+ * null when there is none or it reads back as MAX). int: rows counted per
+ * slice of a fixed grid in one GROUP BY (about 16 slices per chunk_rows, at
+ * most 100,000 slices a query), slices over chunk_rows recounted on a finer
+ * grid over their own MIN..MAX (down to one value), consecutive slices packed
+ * into chunks <= chunk_rows; keyset: bounds chunk_rows keys apart by seeks
+ * (TOP n+1 per seekable piece, UNION ALL, ORDER BY ... OFFSET n ROWS FETCH
+ * NEXT 1 ROWS ONLY); on keys that are not unique a value never splits (the
+ * seek doubles n until [lo, bound) holds a row). Counts and seeks under iso.
+ * An int plan of a bigint key whose MAX is 9223372036854775807 ends open
+ * (null): no key is above it. More than MCDC_SNAPSHOT_CHUNKS_MAX chunks:
+ * MCDC_E_LIMIT. */
+int mcdc_changes_plan_chunks(mcdc_changes *c, const json_t *keys, const json_t *extent,
+                             int64_t chunk_rows, mcdc_isolation iso, json_t **chunks,
+                             mcdc_error *err);
+/* The first key after max now (the end of a keyset plan's last chunk,
+ * sought again before each wave while it is open); *end NULL when none (or
+ * when it reads back as max). */
+int mcdc_changes_last_bound(mcdc_changes *c, const json_t *keys, const json_t *max,
+                            mcdc_isolation iso, json_t **end, mcdc_error *err);
+/* Up to n_max ranges for a whole snapshot read in parallel: one integer
+ * key: uniform ranges of [MIN, MAX] (two seeks; first open below, last open
+ * above); other keys: keyset bounds rows/n apart from the sp_spaceused
+ * estimate, each a seek from the one before; no key, one row or an empty
+ * table: [[null, null]]. JSON array of [lo, hi], cut on
+ * mcdc_changes_snapshot_keys' columns. */
+int mcdc_changes_snapshot_ranges(mcdc_changes *c, int n_max, json_t **ranges, mcdc_error *err);
+/* Reads [lo, hi) of keys (keys NULL or []: the whole table; range NULL:
+ * [null, null]) on a connection of its own, every row in the output schema
+ * stamped with lsn and its commit time, under iso (MCDC_ISO_OPTION: the
+ * isolationLevel option), with lockTimeoutMs, never NOLOCK; 3952 says what
+ * to do (ALTER DATABASE ... SET ALLOW_SNAPSHOT_ISOLATION ON, or
+ * readCommitted). Batches (output schema) go to fn, which owns them. */
+int mcdc_changes_snapshot_read(mcdc_changes *c, const json_t *keys, const json_t *range,
+                               mcdc_isolation iso, const mcdc_lsn *lsn, bool has_ts,
+                               int64_t commit_us, mcdc_batch_fn fn, void *ctx,
                                mcdc_reader_metrics *m, mcdc_error *err);
 /* Is name one of the capture instances of the tracked table (ignoring
  * case)? A prefix: name may be a statistic cut at some characters. */

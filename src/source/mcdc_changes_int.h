@@ -61,4 +61,44 @@ int mcdc_changes__resolve_instance(mcdc_changes *c, const char *want, mcdc_error
         pthread_mutex_unlock(&(c)->mu);                                  \
     } while (0)
 
+/* ---- snapshots (mcdc_snapshot.c, mcdc_snapshot_plan.c) ---------------------- */
+/* Key columns named by a JSON array, resolved on a client: each a column the
+ * stream reads (MCDC_E_INVALID when not), with its name in the table now and
+ * its declared type. */
+typedef struct mcdc_snap_keys {
+    mcdc_key_col *cols; /* n, owned */
+    int n;
+    bool unique;        /* they are the columns of the capture instance's unique index, and
+                           their values read back exactly (no datetime2(7) last): the key
+                           n rows after a bound is always above it */
+    bool bindable;      /* every one's type can be bound (else cols is NULL, n the count) */
+    char why[256];      /* !bindable: which column and why */
+} mcdc_snap_keys;
+/* names NULL or []: no key. strict: a type no bound can be bound as is
+ * MCDC_E_INVALID, else !bindable. source_names (may be NULL): each captured
+ * column's name in the table now, by column_id (NULL: dropped), owned
+ * (mcdc_changes__names_free). */
+int mcdc_changes__snap_keys(mcdc_snap_keys *out, char ***source_names, mcdc_changes *c,
+                            mcdc_cdc_client *cl, const json_t *names, bool strict,
+                            mcdc_error *err);
+void mcdc_changes__snap_keys_free(mcdc_snap_keys *k);
+void mcdc_changes__names_free(mcdc_changes *c, char **names);
+/* The key n rows after lo within [lo, hi) on the control client (*out
+ * NULL: none; owned). On columns that are not a unique index the (n + 1)-th
+ * row can hold lo's value as SQL Server compares it, which would end a
+ * range where it starts: then twice as many rows, until [lo, bound) holds
+ * one. Bounds are values, so a value is never split; a range starting on a
+ * value that more than n rows hold has fewer than twice its rows. A NULL
+ * bound of one key column (NULL sorts first; JSON null is an open end) is
+ * sought past the same way. */
+int mcdc_changes__seek(mcdc_changes *c, const mcdc_snap_keys *k, const json_t *lo,
+                       const json_t *hi, int64_t n, const mcdc_source_read *rd, json_t **out,
+                       mcdc_error *err);
+/* How a read of the source table runs under iso (MCDC_ISO_OPTION: the
+ * isolationLevel option) and lockTimeoutMs. */
+mcdc_source_read mcdc_changes__source_read(const mcdc_changes *c, mcdc_isolation iso);
+/* Back to READ COMMITTED on the control connection after reads under
+ * SNAPSHOT (the session keeps its level; CDC's own queries do not need it). */
+void mcdc_changes__control_read_committed(mcdc_changes *c, const mcdc_source_read *rd);
+
 #endif /* MCDC_CHANGES_INT_H */

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "mcdc_options.h" /* mcdc_validate_capture_instance */
+
 /* Fixed leading columns of the output schema. */
 enum { COL_CI = 0, COL_START_LSN, COL_SEQVAL, COL_OPERATION };
 
@@ -13,8 +15,36 @@ int mcdc_connect_connstr(void *ctx, mcdc_conn **out, mcdc_error *err) {
     return mcdc_conn_open(out, k->connstr, &k->options, err);
 }
 
+/* The reader's and bronze's own columns (bronze's are lake's, which the
+ * reader cannot see: mcdc_bronze_schema adds them). */
+static const char *const RESERVED[] = {"_capture_instance", "_start_lsn", "_seqval",
+                                       "_operation",        "_command_id", "_commit_ts",
+                                       "_batch_id",         "_snapshot",   "_chunk"};
+
+bool mcdc_is_reserved_column(const char *name) {
+    for (size_t i = 0; i < sizeof RESERVED / sizeof RESERVED[0]; i++)
+        if (mcdc_str_ieq(name, RESERVED[i])) return true;
+    return false;
+}
+
+int mcdc_check_reserved_columns(const mcdc_schema *s, int32_t first, mcdc_error *err) {
+    MCDC_ASSERT(first >= 0 && first <= s->n_fields);
+    for (int32_t i = first; i < s->n_fields; i++)
+        if (mcdc_is_reserved_column(s->fields[i].name))
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "the capture instance captures a column named '%s', which "
+                                  "mssql-cdc reserves for its own columns: leave it out of "
+                                  "@captured_column_list, or pass the option columns without it",
+                                  s->fields[i].name);
+    return MCDC_OK;
+}
+
 int mcdc_reader_output_schema(mcdc_schema **out, const mcdc_schema *captured,
                               bool include_command_id, mcdc_error *err) {
+    if (captured) {
+        int rc = mcdc_check_reserved_columns(captured, 0, err);
+        if (rc != MCDC_OK) return rc;
+    }
     int32_t meta = include_command_id ? 6 : 5;
     int32_t n = meta + (captured ? captured->n_fields : 0);
     if (n > MCDC_COLUMNS_MAX)
@@ -36,13 +66,6 @@ int mcdc_reader_output_schema(mcdc_schema **out, const mcdc_schema *captured,
         rc = mcdc_schema_set(s, i++, "_commit_ts", MCDC_TYPE_TIMESTAMP_NTZ, 0, 0, 0, true, err);
     for (int32_t k = 0; captured && k < captured->n_fields && rc == MCDC_OK; k++) {
         const mcdc_field *f = &captured->fields[k];
-        if (f->name[0] == '_' && mcdc_schema_find(s, f->name) >= 0) {
-            rc = mcdc_error_set(err, MCDC_E_INVALID,
-                                "captured column '%s' has the name of a metadata column; "
-                                "rename it or leave it out of columns",
-                                f->name);
-            break;
-        }
         rc = mcdc_schema_set(s, i++, f->name, f->type, f->precision, f->scale, f->byte_width,
                              true, err);
     }
@@ -54,10 +77,43 @@ int mcdc_reader_output_schema(mcdc_schema **out, const mcdc_schema *captured,
     return MCDC_OK;
 }
 
-int mcdc_reader_infer_columns(mcdc_schema **out, char **unreadable, mcdc_cdc_client *c,
-                              const char *ci, mcdc_error *err) {
+/* The column_ids of ci's source table that are computed (sys.columns), or
+ * *ids NULL when none. */
+static int computed_ids(int **ids, int *n_ids, mcdc_cdc_client *c, const char *ci,
+                        mcdc_error *err) {
+    *ids = NULL;
+    *n_ids = 0;
+    mcdc_capture_instance *v = NULL;
+    int n = 0;
+    int rc = mcdc_cdc_capture_instances(&v, &n, c, NULL, NULL, err);
+    const mcdc_capture_instance *mine = NULL;
+    for (int i = 0; rc == MCDC_OK && i < n && !mine; i++)
+        if (mcdc_str_ieq(v[i].name, ci)) mine = &v[i];
+    mcdc_table_column *t = NULL;
+    int nt = 0;
+    if (rc == MCDC_OK && mine)
+        rc = mcdc_cdc_table_columns(&t, &nt, c, mine->source_schema, mine->source_table, err);
+    for (int i = 0; rc == MCDC_OK && i < nt; i++) {
+        if (!t[i].computed) continue;
+        int *grown = mcdc_realloc(*ids, (size_t)(*n_ids + 1) * sizeof **ids);
+        if (grown == NULL) {
+            rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+            break;
+        }
+        *ids = grown;
+        (*ids)[(*n_ids)++] = t[i].column_id;
+    }
+    mcdc_table_columns_free(t, nt);
+    mcdc_capture_instances_free(v, n);
+    return rc;
+}
+
+int mcdc_reader_infer_columns(mcdc_schema **out, char **unreadable, char **computed,
+                              bool keep_computed, mcdc_cdc_client *c, const char *ci,
+                              mcdc_error *err) {
     *out = NULL;
     *unreadable = NULL;
+    if (computed) *computed = NULL;
     mcdc_captured_column *cols = NULL;
     int n = 0;
     int rc = mcdc_cdc_captured_columns(&cols, &n, c, ci, err);
@@ -76,11 +132,21 @@ int mcdc_reader_infer_columns(mcdc_schema **out, char **unreadable, mcdc_cdc_cli
     }
     mcdc_type_id *types = mcdc_calloc((size_t)n, sizeof *types);
     int32_t *prec = mcdc_calloc((size_t)n, sizeof *prec), *scale = mcdc_calloc((size_t)n, sizeof *scale);
-    mcdc_buf skipped = {0};
+    mcdc_buf skipped = {0}, comp = {0};
     int readable = 0;
     if (types == NULL || prec == NULL || scale == NULL)
         rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    /* Computed columns: CDC stores NULL for them in every change row. */
+    int *cids = NULL, n_cids = 0;
+    if (rc == MCDC_OK) rc = computed_ids(&cids, &n_cids, c, ci, err);
     for (int i = 0; i < n && rc == MCDC_OK; i++) {
+        bool is_computed = false;
+        for (int k = 0; k < n_cids; k++) is_computed |= cids[k] == cols[i].column_id;
+        if (is_computed) {
+            rc = mcdc_buf_printf(&comp, err, "%s%s", comp.len ? ", " : "", cols[i].name);
+            if (!keep_computed) continue; /* types[i] stays 0: left out */
+        }
+        if (rc) break;
         mcdc_error why = MCDC_ERROR_INIT;
         int m = mcdc_cdc_map_type(&types[i], &prec[i], &scale[i], &cols[i], &why);
         if (m == MCDC_OK) readable++;
@@ -107,6 +173,12 @@ int mcdc_reader_infer_columns(mcdc_schema **out, char **unreadable, mcdc_cdc_cli
             skipped.data = NULL;
         }
     }
+    if (rc == MCDC_OK && comp.len && computed && (rc = mcdc_buf_cstr(&comp, err)) == MCDC_OK) {
+        *computed = (char *)comp.data;
+        comp.data = NULL;
+    }
+    mcdc_buf_free(&comp);
+    mcdc_free(cids);
     mcdc_buf_free(&skipped);
     mcdc_free(types);
     mcdc_free(prec);
@@ -338,9 +410,10 @@ static int guard(attempt *a, mcdc_cdc_client *c, mcdc_error *err) {
     }
     return mcdc_error_set(err, MCDC_E_DATALOSS,
                           "capture instance '%s': changes from %s on are no longer available: "
-                          "CDC cleanup moved min_lsn to %s before they were read. Re-snapshot "
-                          "the table (on_data_loss=resnapshot) or set failOnDataLoss=false to "
-                          "skip to min_lsn and record the gap",
+                          "CDC cleanup moved min_lsn to %s before they were read. Rerun the "
+                          "stream with --on-data-loss resnapshot (and a --facts-table) to "
+                          "re-snapshot the table into a new generation, or set "
+                          "failOnDataLoss=false to skip to min_lsn and record the gap",
                           ci, f, ml);
 }
 
@@ -388,7 +461,8 @@ static int run_attempt(attempt *a, mcdc_connect_fn connect, void *connect_ctx,
     mcdc_cdc_set_clock(c, &a->opt->clock);
     if (a->captured == NULL) {
         char *unreadable = NULL;
-        rc = mcdc_reader_infer_columns(inferred, &unreadable, c, a->opt->capture_instance, err);
+        rc = mcdc_reader_infer_columns(inferred, &unreadable, NULL, false, c,
+                                       a->opt->capture_instance, err);
         if (rc == MCDC_OK && unreadable)
             rc = mcdc_error_set(err, MCDC_E_UNSUPPORTED,
                                 "capture instance %s captures %s, whose SQL Server type has no "
@@ -449,7 +523,7 @@ int mcdc_reader_read_range(mcdc_reader_metrics *metrics, const mcdc_reader_optio
     memset(m, 0, sizeof *m);
     m->from_lsn = *from;
     m->to_lsn = *to;
-    int rc = mcdc_cdc_validate_capture_instance(opt->capture_instance, err);
+    int rc = mcdc_validate_capture_instance(opt->capture_instance, err);
     if (rc != MCDC_OK) return rc;
     if (mcdc_lsn_cmp(to, from) < 0) return MCDC_OK; /* an empty range reads nothing */
     int64_t t0 = mcdc_monotonic_us();

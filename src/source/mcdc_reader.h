@@ -105,16 +105,28 @@ int mcdc_reader_plan_ranges(mcdc_lsn_range **out, int *n_out, const mcdc_split_p
                             int n_tiles, const mcdc_lsn *from, const mcdc_lsn *to,
                             int64_t min_rows, mcdc_error *err);
 
-/* The output schema for `captured` columns (§2.2). Caller unrefs. */
+/* The output schema for `captured` columns (§2.2). Caller unrefs. A
+ * captured column with a reserved name is refused (MCDC_E_INVALID). */
 int mcdc_reader_output_schema(mcdc_schema **out, const mcdc_schema *captured,
                               bool include_command_id, mcdc_error *err);
+/* The column names mssql-cdc reserves: the output schema's metadata
+ * columns and the ones bronze adds (_batch_id, _snapshot, _chunk), in any
+ * case (reference §2.1: a source column named like one is refused at load). */
+bool mcdc_is_reserved_column(const char *name);
+/* The one check of captured column names: fields [first, n_fields) of s
+ * must not have a reserved name, else MCDC_E_INVALID naming the column. */
+int mcdc_check_reserved_columns(const mcdc_schema *s, int32_t first, mcdc_error *err);
 /* Every captured column of ci with its default type, in column order. A
  * column whose SQL Server type has no default is left out of *out and named
  * in *unreadable ("name (type), ...", owned, NULL when none): a stream whose
  * columns option leaves it out reads the rest, one that lists it gives its
- * type there. */
-int mcdc_reader_infer_columns(mcdc_schema **out, char **unreadable, mcdc_cdc_client *c,
-                              const char *ci, mcdc_error *err);
+ * type there. Computed columns of the table (sys.columns.is_computed), NULL
+ * in every change row, are named in *computed (owned, NULL when none; may be
+ * NULL) and left out unless keep_computed (the columns option may list
+ * them: they read NULL). */
+int mcdc_reader_infer_columns(mcdc_schema **out, char **unreadable, char **computed,
+                              bool keep_computed, mcdc_cdc_client *c, const char *ci,
+                              mcdc_error *err);
 
 /* Reads [from, to] (closed) into batches handed to sink. `last` marks the
  * batch's last range (measures the stream position). metrics may be NULL. */

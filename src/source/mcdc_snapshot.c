@@ -1,7 +1,9 @@
 /*
  * mcdc_snapshot.c - the tracked table's current rows, for snapshots (see
- * mcdc_changes.h). Reads run on connections of their own, as change reads
- * do; the control connection answers the positions and the key extent.
+ * mcdc_changes.h): the snapshot's LSN, the key it is cut on, a whole
+ * snapshot's parallel ranges and the read of one range. Reads run on
+ * connections of their own, as change reads do; the control connection
+ * answers the positions and plans. Chunk plans: mcdc_snapshot_plan.c.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -9,10 +11,6 @@
 #include <string.h>
 
 #include "mcdc_changes_int.h"
-
-/* Key arithmetic: hi - lo + 1 of two int64 keys needs 65 bits. */
-__extension__ typedef __int128 i128;
-__extension__ typedef unsigned __int128 u128;
 
 const char *mcdc_changes_source_schema(const mcdc_changes *c) { return c->source_schema; }
 const char *mcdc_changes_source_table(const mcdc_changes *c) { return c->source_table; }
@@ -40,15 +38,9 @@ int mcdc_changes_is_table_instance(mcdc_changes *c, const char *name, bool prefi
     return rc;
 }
 
-static int64_t lock_timeout(const mcdc_changes *c) {
-    return mcdc_opts_is_set(c->opts, "lockTimeoutMs") ? mcdc_opts_get_int(c->opts, "lockTimeoutMs")
-                                                       : -1;
-}
-
 static int snapshot_lsn(mcdc_changes *c, mcdc_lsn *out, mcdc_error *err) {
-    const char *given = mcdc_opts_get(c->opts, "snapshotLsn");
-    if (given && !mcdc_str_ieq(given, "earliest") && !mcdc_str_ieq(given, "latest"))
-        return mcdc_lsn_parse_cstr(out, given, err);
+    const char *given = mcdc_opt_snapshot_lsn(c->opts);
+    if (given) return mcdc_lsn_parse_cstr(out, given, err);
     int rc = mcdc_cdc_max_lsn(out, NULL, c->client, err);
     /* Capture has not reached the instance yet: nothing it captures is
      * older than its first LSN, so the snapshot stands just before it. */
@@ -89,123 +81,342 @@ int mcdc_changes_snapshot_lsn(mcdc_changes *c, mcdc_lsn *out, int64_t *commit_us
     return rc;
 }
 
-/* out = name when it is a captured column of an integer type (ranges of it
- * can be cut by arithmetic). */
-static void integer_key(const mcdc_changes *c, const char *name, char *out, size_t cap) {
-    int32_t at = mcdc_schema_find(c->captured, name);
-    if (at < 0) return;
-    mcdc_type_id t = c->captured->fields[at].type;
-    if (t == MCDC_TYPE_INT16 || t == MCDC_TYPE_INT32 || t == MCDC_TYPE_INT64)
-        snprintf(out, cap, "%s", c->captured->fields[at].name);
+
+/* ---- the key columns ---------------------------------------------------------------- */
+mcdc_source_read mcdc_changes__source_read(const mcdc_changes *c, mcdc_isolation iso) {
+    bool snap = iso == MCDC_ISO_OPTION ? mcdc_opt_snapshot_isolation(c->opts) : iso == MCDC_ISO_SNAPSHOT;
+    return (mcdc_source_read){snap, mcdc_opt_lock_timeout_ms(c->opts)};
 }
 
-/* The key snapshots are cut on: snapshotKeys (a JSON list of the stream's
- * column names), else the capture instance's unique index. Only a single
- * integer key can be cut into ranges yet; anything else reads as one range
- * (*out ""). */
-static int cut_key(const mcdc_changes *c, char *out, size_t cap, mcdc_error *err) {
-    out[0] = 0;
-    const char *given = mcdc_opts_get(c->opts, "snapshotKeys");
-    if (given == NULL) {
-        if (c->n_keys == 1) integer_key(c, c->keys[0], out, cap);
-        return MCDC_OK;
-    }
-    json_error_t je;
-    json_t *j = json_loads(given, 0, &je);
-    int rc = MCDC_OK;
-    if (!json_is_array(j) || json_array_size(j) == 0)
-        rc = mcdc_error_set(err, MCDC_E_INVALID,
-                            "snapshotKeys must be a JSON list of column names, such as "
-                            "[\"order_id\"], not %s",
-                            given);
-    for (size_t i = 0; rc == MCDC_OK && i < json_array_size(j); i++) {
-        const char *name = json_string_value(json_array_get(j, i));
-        if (name == NULL || mcdc_schema_find(c->captured, name) < 0)
-            rc = mcdc_error_set(err, MCDC_E_INVALID,
-                                "snapshotKeys: entry %zu (%s) is not a column the stream reads",
-                                i, name ? name : "not a string");
-    }
-    if (rc == MCDC_OK && json_array_size(j) == 1)
-        integer_key(c, json_string_value(json_array_get(j, 0)), out, cap);
-    json_decref(j);
-    return rc;
+void mcdc_changes__control_read_committed(mcdc_changes *c, const mcdc_source_read *rd) {
+    if (!rd->snapshot_isolation) return;
+    pthread_mutex_lock(&c->mu);
+    /* A failure leaves a dead connection, which the next call replaces. */
+    if (c->control)
+        (void)mcdc_conn_run(c->control, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED", NULL, 0,
+                            NULL);
+    pthread_mutex_unlock(&c->mu);
 }
 
-int mcdc_changes_snapshot_plan(mcdc_changes *c, int n_max, mcdc_snapshot_range **out, int *n_out,
-                               mcdc_error *err) {
-    MCDC_ASSERT(n_max >= 1);
-    *out = NULL;
-    *n_out = 0;
-    char key[MCDC_IDENT_BYTES_MAX + 1];
-    int rc = cut_key(c, key, sizeof key, err);
-    int64_t lo = 0, hi = 0;
-    bool empty = true;
-    if (rc == MCDC_OK && key[0] && n_max > 1)
-        CONTROL_CALL(rc, c, err, mcdc_cdc_key_extent(&lo, &hi, &empty, c->client, c->source_schema,
-                                                     c->source_table, key, lock_timeout(c), err));
-    if (rc) return rc;
-    /* n = min(n_max, hi - lo + 1) uniform ranges; bound i = lo + span*i/n. */
-    u128 span = empty ? 1 : (u128)((i128)hi - lo + 1);
-    int n = key[0] && !empty && n_max > 1 ? (span < (unsigned)n_max ? (int)span : n_max) : 1;
-    mcdc_snapshot_range *v = mcdc_calloc((size_t)n, sizeof *v);
-    if (v == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+void mcdc_changes__snap_keys_free(mcdc_snap_keys *k) {
+    mcdc_free(k->cols);
+    memset(k, 0, sizeof *k);
+}
+
+void mcdc_changes__names_free(mcdc_changes *c, char **names) {
+    for (int32_t i = 0; names && i < c->captured->n_fields; i++) mcdc_free(names[i]);
+    mcdc_free(names);
+}
+
+static const mcdc_captured_column *captured_named(const mcdc_captured_column *v, int n,
+                                                  const char *name) {
+    for (int i = 0; i < n; i++)
+        if (mcdc_str_ieq(v[i].name, name)) return &v[i];
+    return NULL;
+}
+
+static const mcdc_table_column *table_column(const mcdc_table_column *v, int n, int id) {
+    for (int i = 0; i < n; i++)
+        if (v[i].column_id == id) return &v[i];
+    return NULL;
+}
+
+/* Do names hold the columns of the capture instance's unique index (in any
+ * order: a set of columns is unique or not)? */
+static bool is_index(const mcdc_changes *c, const char *const *names, int n) {
+    if (n == 0 || n != c->n_keys) return false;
     for (int i = 0; i < n; i++) {
-        v[i].keyed = n > 1;
-        if (n == 1) continue;
-        v[i].with_nulls = i == 0;
-        v[i].has_lo = i > 0;
-        v[i].has_hi = i < n - 1;
-        v[i].lo = (int64_t)((i128)lo + (i128)(span * (unsigned)i / (unsigned)n));
-        v[i].hi = (int64_t)((i128)lo + (i128)(span * (unsigned)(i + 1) / (unsigned)n));
+        bool found = false;
+        for (int k = 0; k < n && !found; k++) found = mcdc_str_ieq(names[i], c->keys[k]);
+        if (!found) return false;
     }
-    *out = v;
-    *n_out = n;
+    return true;
+}
+
+static int resolve(mcdc_snap_keys *out, char ***source_names, mcdc_changes *c,
+                   mcdc_cdc_client *cl, const json_t *names, bool strict, mcdc_error *err) {
+    int n = names ? (int)json_array_size(names) : 0;
+    if (names && !json_is_array(names))
+        return mcdc_error_set(err, MCDC_E_INVALID, "snapshot keys: not a JSON array of names");
+    if (n > MCDC_SNAPSHOT_KEYS_MAX)
+        return mcdc_error_set(err, MCDC_E_INVALID, "snapshot keys: %d columns, more than %d", n,
+                              MCDC_SNAPSHOT_KEYS_MAX);
+    const char *spelled[MCDC_SNAPSHOT_KEYS_MAX];
+    for (int i = 0; i < n; i++) {
+        const char *name = json_string_value(json_array_get(names, (size_t)i));
+        int32_t at = -1;
+        for (int32_t k = 0; name && k < c->captured->n_fields && at < 0; k++)
+            if (mcdc_str_ieq(c->captured->fields[k].name, name)) at = k;
+        if (at < 0)
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "snapshot key %d (%s) is not a column the stream reads (the "
+                                  "captured columns, or the columns option's)",
+                                  i, name ? name : "not a string");
+        spelled[i] = c->captured->fields[at].name;
+        for (int k = 0; k < i; k++)
+            if (mcdc_str_ieq(spelled[k], spelled[i]))
+                return mcdc_error_set(err, MCDC_E_INVALID, "snapshot keys name %s twice", name);
+    }
+    if (n == 0 && source_names == NULL) return MCDC_OK;
+    mcdc_captured_column *cap = NULL;
+    mcdc_table_column *tab = NULL;
+    int n_cap = 0, n_tab = 0;
+    int rc = mcdc_cdc_captured_columns(&cap, &n_cap, cl, c->ci, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_cdc_table_columns(&tab, &n_tab, cl, c->source_schema, c->source_table, err);
+    out->n = n;
+    out->unique = is_index(c, spelled, n);
+    out->bindable = true;
+    out->cols = n ? mcdc_calloc((size_t)n, sizeof *out->cols) : NULL;
+    if (rc == MCDC_OK && n && out->cols == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    for (int i = 0; rc == MCDC_OK && i < n && out->bindable; i++) {
+        const mcdc_captured_column *m = captured_named(cap, n_cap, spelled[i]);
+        const mcdc_table_column *t = m ? table_column(tab, n_tab, m->column_id) : NULL;
+        if (t == NULL) {
+            rc = mcdc_error_set(err, MCDC_E_INVALID,
+                                "snapshot key %s: %s.%s has no such column any more", spelled[i],
+                                c->source_schema, c->source_table);
+            break;
+        }
+        mcdc_error why = MCDC_ERROR_INIT;
+        int krc = mcdc_key_col_init(&out->cols[i], t->name, m, t->collation, i == n - 1, &why);
+        if (krc && strict) {
+            rc = mcdc_error_set(err, krc, "%s", why.message);
+        } else if (krc) {
+            out->bindable = false;
+            snprintf(out->why, sizeof out->why, "%.250s", why.message);
+        }
+    }
+    /* A bound cut to the microsecond can read back as the one before it:
+     * a seek must then check that its range holds a row, as on keys that
+     * are not unique. */
+    if (rc == MCDC_OK && out->bindable && n > 0 && out->cols[n - 1].truncated) out->unique = false;
+    if (rc == MCDC_OK && !out->bindable) {
+        mcdc_free(out->cols);
+        out->cols = NULL;
+    }
+    char **sn = NULL;
+    int32_t nf = c->captured->n_fields;
+    if (rc == MCDC_OK && source_names) {
+        sn = mcdc_calloc((size_t)(nf ? nf : 1), sizeof *sn);
+        if (sn == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    for (int32_t i = 0; rc == MCDC_OK && sn && i < nf; i++) {
+        const mcdc_captured_column *m = captured_named(cap, n_cap, c->captured->fields[i].name);
+        const mcdc_table_column *t = m ? table_column(tab, n_tab, m->column_id) : NULL;
+        /* A computed column reads NULL, as in every change row of it. */
+        if (t && !t->computed && (sn[i] = mcdc_strdup(t->name)) == NULL)
+            rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    mcdc_captured_columns_free(cap, n_cap);
+    mcdc_table_columns_free(tab, n_tab);
+    if (rc) {
+        mcdc_changes__snap_keys_free(out);
+        mcdc_changes__names_free(c, sn);
+        return rc;
+    }
+    if (source_names) *source_names = sn;
     return MCDC_OK;
 }
 
-/* Each captured column's name in the table now, by column_id (a dropped one
- * reads NULL, a renamed one under its captured name). */
-static int source_names(char ***names, mcdc_cdc_client *cl, const mcdc_changes *c,
-                        mcdc_error *err) {
-    mcdc_captured_column *cols = NULL;
-    int n = 0;
-    int rc = mcdc_cdc_captured_columns(&cols, &n, cl, c->ci, err);
-    int32_t want = c->captured->n_fields;
-    int *ids = rc ? NULL : mcdc_calloc((size_t)(want ? want : 1), sizeof *ids);
-    if (rc == MCDC_OK && ids == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    for (int32_t i = 0; rc == MCDC_OK && i < want; i++) {
-        ids[i] = -1;
-        for (int k = 0; k < n; k++)
-            if (mcdc_str_ieq(cols[k].name, c->captured->fields[i].name)) ids[i] = cols[k].column_id;
+int mcdc_changes__snap_keys(mcdc_snap_keys *out, char ***source_names, mcdc_changes *c,
+                            mcdc_cdc_client *cl, const json_t *names, bool strict,
+                            mcdc_error *err) {
+    memset(out, 0, sizeof *out);
+    out->bindable = true;
+    if (source_names) *source_names = NULL;
+    return resolve(out, source_names, c, cl, names, strict, err);
+}
+
+/* The names snapshots are cut on, spelled as the stream's columns. */
+static int snapshot_keys(mcdc_changes *c, json_t **out, mcdc_error *err) {
+    *out = NULL;
+    const char *given = mcdc_opt_snapshot_keys(c->opts);
+    json_t *names = NULL;
+    bool from_option = given != NULL;
+    if (from_option) {
+        json_error_t je;
+        names = json_loads(given, 0, &je);
+        bool ok = json_is_array(names) && json_array_size(names) > 0;
+        for (size_t i = 0; ok && i < json_array_size(names); i++) {
+            const char *s = json_string_value(json_array_get(names, i));
+            ok = s && *s;
+        }
+        if (!ok) {
+            json_decref(names);
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "snapshotKeys must be a JSON list of column names, such as "
+                                  "[\"order_id\"], not %s",
+                                  given);
+        }
+    } else {
+        names = json_array();
+        bool read = true;
+        for (int i = 0; names && i < c->n_keys; i++) {
+            read = read && mcdc_schema_find(c->captured, c->keys[i]) >= 0;
+            if (json_array_append_new(names, json_string(c->keys[i])) != 0) {
+                json_decref(names);
+                names = NULL;
+            }
+        }
+        if (names == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        /* An index the stream does not read all of: the table is one range. */
+        if (!read || c->n_keys == 0) {
+            json_array_clear(names);
+            *out = names;
+            return MCDC_OK;
+        }
     }
-    if (rc == MCDC_OK)
-        rc = mcdc_cdc_column_names_by_id(names, cl, c->source_schema, c->source_table, ids, want,
-                                         err);
-    mcdc_free(ids);
-    mcdc_captured_columns_free(cols, n);
+    mcdc_snap_keys k;
+    int rc = mcdc_changes__snap_keys(&k, NULL, c, c->client, names, from_option, err);
+    if (rc && from_option) mcdc_error_wrap(err, "snapshotKeys %s", given);
+    json_t *spelled = rc ? NULL : json_array();
+    if (rc == MCDC_OK && spelled == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    for (size_t i = 0; rc == MCDC_OK && k.bindable && i < json_array_size(names); i++) {
+        int32_t at = -1;
+        const char *name = json_string_value(json_array_get(names, i));
+        for (int32_t f = 0; f < c->captured->n_fields && at < 0; f++)
+            if (mcdc_str_ieq(c->captured->fields[f].name, name)) at = f;
+        MCDC_ASSERT(at >= 0); /* resolve checked it */
+        if (json_array_append_new(spelled, json_string(c->captured->fields[at].name)) != 0)
+            rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    if (rc == MCDC_OK && !k.bindable)
+        mcdc_log(MCDC_LOG_INFO, "capture instance %s: snapshots read %s.%s as one range: %s",
+                 c->ci, c->source_schema, c->source_table, k.why);
+    mcdc_changes__snap_keys_free(&k);
+    json_decref(names);
+    if (rc) {
+        json_decref(spelled);
+        return rc;
+    }
+    *out = spelled;
+    return MCDC_OK;
+}
+
+int mcdc_changes_snapshot_keys(mcdc_changes *c, json_t **keys, mcdc_error *err) {
+    int rc;
+    *keys = NULL;
+    CONTROL_CALL(rc, c, err, snapshot_keys(c, keys, err));
     return rc;
 }
 
-int mcdc_changes_snapshot_read(mcdc_changes *c, const mcdc_snapshot_range *r, const mcdc_lsn *lsn,
-                               bool has_ts, int64_t commit_us, mcdc_batch_fn fn, void *ctx,
+/* ---- a whole snapshot's ranges ---------------------------------------------------------- */
+/* Key arithmetic: hi - lo + 1 of two int64 keys needs 65 bits. */
+__extension__ typedef __int128 i128;
+
+/* [[null, b1], [b1, b2], ..., [bk, null]] of bounds (stolen). */
+static int ranges_of(json_t **out, json_t **bounds, int n, mcdc_error *err) {
+    json_t *v = json_array();
+    int rc = v ? MCDC_OK : MCDC_E_NOMEM;
+    for (int i = 0; rc == MCDC_OK && i <= n; i++) {
+        json_t *lo = i ? json_incref(bounds[i - 1]) : json_null();
+        json_t *hi = i < n ? json_incref(bounds[i]) : json_null();
+        json_t *r = json_pack("[oo]", lo, hi);
+        if (r == NULL || json_array_append_new(v, r) != 0) rc = MCDC_E_NOMEM;
+    }
+    for (int i = 0; i < n; i++) json_decref(bounds[i]);
+    if (rc) {
+        json_decref(v);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    *out = v;
+    return MCDC_OK;
+}
+
+static int snapshot_ranges(mcdc_changes *c, int n_max, json_t **out, mcdc_error *err) {
+    *out = NULL;
+    json_t *names = NULL, *lo = NULL, *hi = NULL;
+    json_t *bounds[MCDC_PARTITIONS_MAX];
+    int nb = 0;
+    mcdc_snap_keys k = {0};
+    mcdc_source_read rd = mcdc_changes__source_read(c, MCDC_ISO_OPTION);
+    int rc = snapshot_keys(c, &names, err);
+    if (rc == MCDC_OK && n_max > 1 && json_array_size(names) > 0)
+        rc = mcdc_changes__snap_keys(&k, NULL, c, c->client, names, true, err);
+    const char *s = c->source_schema, *t = c->source_table;
+    bool keyset = k.n > 1;
+    if (rc == MCDC_OK && k.n == 1) {
+        rc = mcdc_cdc_key_min_max(&lo, &hi, c->client, s, t, &k.cols[0], NULL, NULL, &rd, err);
+        keyset = rc == MCDC_OK && lo && !json_equal(lo, hi) && k.cols[0].kind != MCDC_KEY_INT;
+    }
+    if (rc == MCDC_OK && k.n == 1 && lo && k.cols[0].kind == MCDC_KEY_INT) {
+        /* Uniform ranges of [MIN, MAX]: bound i = MIN + (MAX - MIN + 1) * i / n. */
+        i128 a = json_integer_value(lo), span = (i128)json_integer_value(hi) - a + 1;
+        int n = span < n_max ? (int)span : n_max;
+        for (int i = 1; i < n; i++) {
+            bounds[nb] = json_integer((json_int_t)(a + span * i / n));
+            if (bounds[nb] == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+            else nb++;
+        }
+    }
+    if (rc == MCDC_OK && keyset) {
+        /* Tiles of the rows sp_spaceused counts (the first rows % n one row
+         * more), each bound a seek from the one before. */
+        int64_t rows = 0;
+        rc = mcdc_cdc_row_estimate(&rows, c->client, s, t, err);
+        int n = rows < n_max ? (int)rows : n_max;
+        for (int i = 0; rc == MCDC_OK && i < n - 1; i++) {
+            int64_t step = rows / n + (i < rows % n);
+            json_t *b = NULL;
+            rc = mcdc_changes__seek(c, &k, nb ? bounds[nb - 1] : NULL, NULL, step, &rd, &b, err);
+            if (b == NULL) break; /* fewer rows than the estimate: the last one ends open */
+            bounds[nb++] = b;
+        }
+    }
+    json_decref(lo);
+    json_decref(hi);
+    json_decref(names);
+    mcdc_changes__snap_keys_free(&k);
+    if (rc) {
+        for (int i = 0; i < nb; i++) json_decref(bounds[i]);
+        return rc;
+    }
+    return ranges_of(out, bounds, nb, err);
+}
+
+int mcdc_changes_snapshot_ranges(mcdc_changes *c, int n_max, json_t **ranges, mcdc_error *err) {
+    MCDC_ASSERT(n_max >= 1 && n_max <= MCDC_PARTITIONS_MAX);
+    int rc;
+    *ranges = NULL;
+    CONTROL_CALL(rc, c, err, snapshot_ranges(c, n_max, ranges, err));
+    mcdc_source_read rd = mcdc_changes__source_read(c, MCDC_ISO_OPTION);
+    mcdc_changes__control_read_committed(c, &rd);
+    return rc;
+}
+
+/* ---- reading one range -------------------------------------------------------------- */
+int mcdc_changes_snapshot_read(mcdc_changes *c, const json_t *keys, const json_t *range,
+                               mcdc_isolation iso, const mcdc_lsn *lsn, bool has_ts,
+                               int64_t commit_us, mcdc_batch_fn fn, void *ctx,
                                mcdc_reader_metrics *m, mcdc_error *err) {
     mcdc_reader_metrics scratch;
     if (m == NULL) m = &scratch;
     memset(m, 0, sizeof *m);
     int64_t t0 = mcdc_monotonic_us();
     m->attempts = 1;
+    const json_t *lo = NULL, *hi = NULL;
+    if (range && !json_is_null(range)) {
+        if (!json_is_array(range) || json_array_size(range) != 2)
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "a snapshot range is the JSON array [lo, hi]");
+        lo = json_array_get(range, 0);
+        hi = json_array_get(range, 1);
+    }
     mcdc_connstr_connector conn = c->connector;
     mcdc_conn *db = NULL;
     mcdc_cdc_client *cl = NULL;
+    mcdc_snap_keys k = {0};
+    char **names = NULL;
     int rc = mcdc_connect_connstr(&conn, &db, err);
     if (rc == MCDC_OK) rc = mcdc_cdc_client_create(&cl, db, err);
-    char **names = NULL;
-    if (rc == MCDC_OK) rc = source_names(&names, cl, c, err);
-    char lsn_text[MCDC_LSN_TEXT_LEN + 1], ts[40] = "", key[MCDC_IDENT_BYTES_MAX + 1] = "";
+    /* Both ends open: the whole table, whatever the keys (no predicate). */
+    bool whole = (lo == NULL || json_is_null(lo)) && (hi == NULL || json_is_null(hi));
+    if (rc == MCDC_OK)
+        rc = mcdc_changes__snap_keys(&k, &names, c, cl, whole ? NULL : keys, true, err);
+    char lsn_text[MCDC_LSN_TEXT_LEN + 1], ts[40] = "";
     mcdc_lsn_format(lsn, lsn_text);
     if (has_ts) mcdc_format_ts_us(commit_us, 6, ts);
-    if (rc == MCDC_OK && r->keyed) rc = cut_key(c, key, sizeof key, err);
-    const char *iso = mcdc_opts_get(c->opts, "isolationLevel");
     mcdc_snapshot_query q = {
         .source_schema = c->source_schema,
         .source_table = c->source_table,
@@ -215,19 +426,19 @@ int mcdc_changes_snapshot_read(mcdc_changes *c, const mcdc_snapshot_range *r, co
         .include_command_id = c->ropt.include_command_id,
         .lsn = lsn_text,
         .commit_ts = has_ts ? ts : NULL,
-        .key = r->keyed && key[0] ? key : NULL,
-        .has_lo = r->has_lo,
-        .has_hi = r->has_hi,
-        .lo = r->lo,
-        .hi = r->hi,
-        .with_nulls = r->with_nulls,
-        .snapshot_isolation = iso && mcdc_str_ieq(iso, "snapshot"),
-        .lock_timeout_ms = lock_timeout(c),
+        .keys = k.cols,
+        .n_keys = k.n,
+        .lo = lo,
+        .hi = hi,
+        .read = mcdc_changes__source_read(c, iso),
     };
     mcdc_buf sql = {0};
-    if (rc == MCDC_OK) rc = mcdc_cdc_snapshot_sql(&sql, &q, err);
+    mcdc_sql_params params = {0};
+    if (rc == MCDC_OK) rc = mcdc_cdc_snapshot_sql(&sql, &params, &q, err);
     mcdc_result *res = NULL;
-    if (rc == MCDC_OK) rc = mcdc_conn_exec(&res, db, (const char *)sql.data, NULL, 0, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_conn_exec(&res, db, (const char *)sql.data, (const char *const *)params.v,
+                            params.n, err);
     if (rc && err && err->server_number == 3952)
         mcdc_error_wrap(err, "isolationLevel=snapshot needs ALTER DATABASE ... SET "
                              "ALLOW_SNAPSHOT_ISOLATION ON on the source database (or "
@@ -250,8 +461,9 @@ int mcdc_changes_snapshot_read(mcdc_changes *c, const mcdc_snapshot_range *r, co
     }
     mcdc_result_free(res);
     mcdc_buf_free(&sql);
-    for (int32_t i = 0; names && i < c->captured->n_fields; i++) mcdc_free(names[i]);
-    mcdc_free(names);
+    mcdc_sql_params_free(&params);
+    mcdc_changes__names_free(c, names);
+    mcdc_changes__snap_keys_free(&k);
     mcdc_cdc_client_free(cl);
     mcdc_conn_close(db);
     m->seconds = (double)(mcdc_monotonic_us() - t0) / 1e6;

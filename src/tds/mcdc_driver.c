@@ -1,6 +1,7 @@
 /* mcdc_driver.c - the backend-independent half of the driver seam:
  * parameter inlining, scalar queries, error classification. */
 #include "mcdc_driver.h"
+#include "mcdc_value_text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,103 +199,18 @@ int mcdc_conn_run(mcdc_conn *c, const char *sql, const char *const *params, int 
     return rc;
 }
 
-/* Text of one cell (the scalar contract). */
+/* Text of one cell (the scalar contract): the canonical text
+ * (mcdc_value_text.h), but a bit is "1" or "0" as SQL Server prints it.
+ * NULL: out of memory. */
 static char *cell_text(const mcdc_column *c, int64_t i) {
-    if (!mcdc_col_is_valid(c, i)) return NULL;
-    char buf[64];
-    const mcdc_field *f = c->field;
-    switch (f->type) {
-    case MCDC_TYPE_UTF8:
-        return mcdc_strndup((const char *)c->data + c->offsets[i],
-                            (size_t)(c->offsets[i + 1] - c->offsets[i]));
-    case MCDC_TYPE_BINARY: {
-        int32_t n = c->offsets[i + 1] - c->offsets[i];
-        char *s = mcdc_malloc((size_t)n * 2 + 3);
-        if (s == NULL) return NULL;
-        static const char hex[] = "0123456789ABCDEF";
-        s[0] = '0';
-        s[1] = 'x';
-        for (int32_t k = 0; k < n; k++) {
-            uint8_t v = c->data[c->offsets[i] + k];
-            s[2 + 2 * k] = hex[v >> 4];
-            s[3 + 2 * k] = hex[v & 15];
-        }
-        s[2 + 2 * n] = 0;
-        return s;
-    }
-    case MCDC_TYPE_BOOL:
+    if (c->field->type == MCDC_TYPE_BOOL)
         return mcdc_strdup(((c->values[i >> 3] >> (i & 7)) & 1) ? "1" : "0");
-    case MCDC_TYPE_INT8: snprintf(buf, sizeof buf, "%d", ((const int8_t *)c->values)[i]); break;
-    case MCDC_TYPE_INT16: {
-        int16_t v;
-        memcpy(&v, c->values + i * 2, 2);
-        snprintf(buf, sizeof buf, "%d", v);
-        break;
+    mcdc_buf b = {0};
+    if (mcdc_text_cell(&b, c, i, NULL) != MCDC_OK || mcdc_buf_cstr(&b, NULL) != MCDC_OK) {
+        mcdc_buf_free(&b);
+        return NULL;
     }
-    case MCDC_TYPE_INT32:
-    case MCDC_TYPE_DATE32: {
-        int32_t v;
-        memcpy(&v, c->values + i * 4, 4);
-        if (f->type == MCDC_TYPE_DATE32) {
-            int64_t y;
-            unsigned m, d;
-            mcdc_civil_from_days(v, &y, &m, &d);
-            snprintf(buf, sizeof buf, "%04lld-%02u-%02u", (long long)y, m, d);
-        } else {
-            snprintf(buf, sizeof buf, "%d", v);
-        }
-        break;
-    }
-    case MCDC_TYPE_INT64: {
-        int64_t v;
-        memcpy(&v, c->values + i * 8, 8);
-        snprintf(buf, sizeof buf, "%lld", (long long)v);
-        break;
-    }
-    case MCDC_TYPE_TIMESTAMP_NTZ:
-    case MCDC_TYPE_TIMESTAMP_UTC: {
-        int64_t v;
-        memcpy(&v, c->values + i * 8, 8);
-        mcdc_format_ts_us(v, 6, buf);
-        break;
-    }
-    case MCDC_TYPE_FLOAT: {
-        float v;
-        memcpy(&v, c->values + i * 4, 4);
-        snprintf(buf, sizeof buf, "%.9g", (double)v);
-        break;
-    }
-    case MCDC_TYPE_DOUBLE: {
-        double v;
-        memcpy(&v, c->values + i * 8, 8);
-        snprintf(buf, sizeof buf, "%.17g", v);
-        break;
-    }
-    case MCDC_TYPE_DECIMAL: {
-        /* Only values that fit 64 bits come through scalar queries. */
-        int64_t lo, hi;
-        memcpy(&lo, c->values + i * 16, 8);
-        memcpy(&hi, c->values + i * 16 + 8, 8);
-        bool neg = hi < 0;
-        uint64_t mag = neg ? (uint64_t)0 - (uint64_t)lo : (uint64_t)lo;
-        char digits[32];
-        snprintf(digits, sizeof digits, "%llu", (unsigned long long)mag);
-        int32_t sc = f->scale;
-        size_t nd = strlen(digits);
-        if (sc > 0) {
-            char padded[64];
-            snprintf(padded, sizeof padded, "%0*llu", sc + 1, (unsigned long long)mag);
-            nd = strlen(padded);
-            snprintf(buf, sizeof buf, "%s%.*s.%s", neg ? "-" : "", (int)(nd - (size_t)sc),
-                     padded, padded + nd - (size_t)sc);
-        } else {
-            snprintf(buf, sizeof buf, "%s%s", neg ? "-" : "", digits);
-        }
-        break;
-    }
-    case MCDC_TYPE_FIXED_BINARY: return NULL;
-    }
-    return mcdc_strdup(buf);
+    return (char *)b.data;
 }
 
 int mcdc_conn_scalar(char **out_text, mcdc_conn *c, const char *sql, const char *const *params,
@@ -417,6 +333,18 @@ int mcdc_conn_open(mcdc_conn **out, const mcdc_connstr *cs, const mcdc_conn_opti
 /* ---- shared value formatting ------------------------------------------------ */
 #define DRIVER_DAYS_1900_TO_1970 25567
 
+int mcdc_driver_time_text(char *buf, size_t cap, uint64_t ticks100ns, int scale) {
+    uint64_t secs = ticks100ns / 10000000u, frac = ticks100ns % 10000000u;
+    int n = snprintf(buf, cap, "%02u:%02u:%02u", (unsigned)(secs / 3600 % 100),
+                     (unsigned)(secs / 60 % 60), (unsigned)(secs % 60));
+    if (scale > 0 && scale <= 7) {
+        char f7[16];
+        snprintf(f7, sizeof f7, "%07u", (unsigned)frac);
+        n += snprintf(buf + n, cap - (size_t)n, ".%.*s", scale, f7);
+    }
+    return n;
+}
+
 int mcdc_driver_datetime_text(char *buf, size_t cap, int64_t days1900, uint64_t ticks100ns,
                               int scale, bool with_time, bool with_offset, int offset_min) {
     if (with_offset) { /* datetimeoffset arrives in UTC: show the local time */
@@ -431,14 +359,8 @@ int mcdc_driver_datetime_text(char *buf, size_t cap, int64_t days1900, uint64_t 
     mcdc_civil_from_days(days1900 - DRIVER_DAYS_1900_TO_1970, &y, &mo, &d);
     int n = snprintf(buf, cap, "%04lld-%02u-%02u", (long long)y, mo, d);
     if (with_time) {
-        uint64_t secs = ticks100ns / 10000000u, frac = ticks100ns % 10000000u;
-        n += snprintf(buf + n, cap - (size_t)n, " %02u:%02u:%02u", (unsigned)(secs / 3600 % 100),
-                      (unsigned)(secs / 60 % 60), (unsigned)(secs % 60));
-        if (scale > 0 && scale <= 7) {
-            char f7[16];
-            snprintf(f7, sizeof f7, "%07u", (unsigned)frac);
-            n += snprintf(buf + n, cap - (size_t)n, ".%.*s", scale, f7);
-        }
+        buf[n++] = ' ';
+        n += mcdc_driver_time_text(buf + n, cap - (size_t)n, ticks100ns, scale);
     }
     if (with_offset) {
         int a = offset_min < 0 ? -offset_min : offset_min;

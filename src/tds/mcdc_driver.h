@@ -77,8 +77,9 @@ int mcdc_conn_exec(mcdc_result **out, mcdc_conn *c, const char *sql, const char 
 int mcdc_conn_run(mcdc_conn *c, const char *sql, const char *const *params, int n_params,
                   mcdc_error *err);
 /* First column of the first row as text (*out_text owned by the caller,
- * mcdc_free), or *out_text = NULL for SQL NULL or no row. Integers in
- * decimal, binary as 0x + uppercase hex, datetimes ISO 8601. */
+ * mcdc_free), or *out_text = NULL for SQL NULL or no row. The value's
+ * canonical text (mcdc_value_text.h: integers in decimal, decimals exact,
+ * binary as 0x + uppercase hex, datetimes ISO 8601), but a bit is 1 or 0. */
 int mcdc_conn_scalar(char **out_text, mcdc_conn *c, const char *sql, const char *const *params,
                      int n_params, mcdc_error *err);
 
@@ -115,6 +116,14 @@ int mcdc_sql_inline_params(mcdc_buf *out, const char *sql, const char *const *pa
  * the length written (buf of 64 bytes suffices). */
 int mcdc_driver_datetime_text(char *buf, size_t cap, int64_t days1900, uint64_t ticks100ns,
                               int scale, bool with_time, bool with_offset, int offset_min);
+/* A time of day (100 ns units) the way SQL Server writes time(scale):
+ * "HH:MM:SS[.f...]" with `scale` fraction digits (0-7). Returns the length
+ * (buf of 32 bytes suffices). */
+int mcdc_driver_time_text(char *buf, size_t cap, uint64_t ticks100ns, int scale);
+/* A uniqueidentifier's 16 wire bytes as SQL Server prints it: 36
+ * upper-case characters "8-4-4-4-12" (no NUL), the first three groups
+ * being little-endian on the wire. */
+void mcdc_driver_guid_text(char out[36], const uint8_t wire[16]);
 /* Status for a SQL Server error number and severity (class):
  * MCDC_E_TRANSIENT for deadlock victim 1205, lock/query timeouts, Azure
  * throttling and unavailable database (40501, 40613, 40197, 49918-49920,

@@ -25,17 +25,11 @@
 
 #include "mcdc_driver.h"
 #include "mcdc_lsn.h" /* mcdc_u128 */
+#include "mcdc_sql_types.h"
 
-/* Type codes db-lib may report that sybdb.h does not name. */
-#define T_XSYBCHAR 175
-#define T_XSYBVARCHAR 167
-#define T_XSYBNVARCHAR 231
-#define T_XSYBNCHAR 239
-#define T_XSYBBINARY 173
-#define T_XSYBVARBINARY 165
+/* A type code db-lib reports that sybdb.h does not name (the others it
+ * may report are in the type table, mcdc_sql_types.c). */
 #define T_SYBUNIQUE 36
-#define T_SYBMSXML 241
-#define T_SYBLONGBINARY 225
 
 /* ---- the connection ---------------------------------------------------------- */
 typedef struct fdb_conn {
@@ -230,41 +224,30 @@ typedef struct fdb_result {
     int32_t bound_first;
 } fdb_result;
 
+/* The type policy's row of a db-lib column type (mcdc_sql_types.h); db-lib
+ * reports TDS type ids, the nullable ones normalised to their width. */
+static const mcdc_sql_type *sql_type(int t) {
+    return t >= 0 && t <= 0xFF ? mcdc_sql_type_of_tds((uint8_t)t, 0) : NULL;
+}
 static bool is_char_type(int t) {
-    return t == SYBCHAR || t == SYBVARCHAR || t == SYBTEXT || t == SYBNTEXT ||
-           t == SYBNVARCHAR || t == T_XSYBCHAR || t == T_XSYBVARCHAR || t == T_XSYBNVARCHAR ||
-           t == T_XSYBNCHAR || t == T_SYBMSXML;
+    const mcdc_sql_type *st = sql_type(t);
+    return st && st->chars;
 }
 static bool is_binary_type(int t) {
-    return t == SYBBINARY || t == SYBVARBINARY || t == SYBIMAGE || t == T_XSYBBINARY ||
-           t == T_XSYBVARBINARY || t == T_SYBLONGBINARY;
+    const mcdc_sql_type *st = sql_type(t);
+    return st && st->type == MCDC_TYPE_BINARY;
 }
 
-/* Natural batch type of a result column (reference §2.2). */
+/* Natural batch type of a result column: the policy's, text for a type it
+ * does not know (read through dbconvert). */
 static void natural_type(const fdb_col *fc, mcdc_type_id *type, int32_t *p, int32_t *s) {
-    *p = *s = 0;
-    switch (fc->type) {
-    case SYBBIT: case SYBBITN: *type = MCDC_TYPE_BOOL; return;
-    case SYBINT1: case SYBINT2: *type = MCDC_TYPE_INT16; return;
-    case SYBINT4: *type = MCDC_TYPE_INT32; return;
-    case SYBINT8: *type = MCDC_TYPE_INT64; return;
-    case SYBREAL: *type = MCDC_TYPE_FLOAT; return;
-    case SYBFLT8: *type = MCDC_TYPE_DOUBLE; return;
-    case SYBDECIMAL: case SYBNUMERIC:
-        *type = MCDC_TYPE_DECIMAL;
-        *p = fc->precision;
-        *s = fc->scale;
+    const mcdc_sql_type *st = sql_type(fc->type);
+    if (st == NULL) {
+        *type = MCDC_TYPE_UTF8;
+        *p = *s = 0;
         return;
-    case SYBMONEY: *type = MCDC_TYPE_DECIMAL; *p = 19; *s = 4; return;
-    case SYBMONEY4: *type = MCDC_TYPE_DECIMAL; *p = 10; *s = 4; return;
-    case SYBDATETIME: case SYBDATETIME4: case SYBMSDATETIME2:
-        *type = MCDC_TYPE_TIMESTAMP_NTZ;
-        return;
-    case SYBMSDATETIMEOFFSET: *type = MCDC_TYPE_TIMESTAMP_UTC; return;
-    case SYBMSDATE: *type = MCDC_TYPE_DATE32; return;
-    default: break;
     }
-    *type = is_binary_type(fc->type) ? MCDC_TYPE_BINARY : MCDC_TYPE_UTF8;
+    mcdc_sql_type_batch(st, fc->precision, fc->scale, type, p, s);
 }
 
 /* -- value helpers -- */
@@ -537,17 +520,8 @@ static int d_time_text(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *
     (void)len;
     DBDATETIMEALL d;
     memcpy(&d, p, sizeof d);
-    uint64_t t = d.time; /* 100 ns units since midnight */
-    uint64_t secs = t / 10000000u, frac = t % 10000000u;
     char buf[32];
-    int n = snprintf(buf, sizeof buf, "%02u:%02u:%02u", (unsigned)(secs / 3600),
-                     (unsigned)(secs / 60 % 60), (unsigned)(secs % 60));
-    int scale = fc->scale;
-    if (scale > 0 && scale <= 7) {
-        char f7[8];
-        snprintf(f7, sizeof f7, "%07u", (unsigned)frac);
-        n += snprintf(buf + n, sizeof buf - (size_t)n, ".%.*s", scale, f7);
-    }
+    int n = mcdc_driver_time_text(buf, sizeof buf, d.time, fc->scale);
     return put_var(c, buf, n, err);
 }
 static int d_bytes(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc,
@@ -561,17 +535,8 @@ static int d_guid(mcdc_column *c, const BYTE *p, DBINT len, const fdb_col *fc,
     if (len != 16)
         return mcdc_error_set(err, MCDC_E_PROTOCOL, "column '%s': uniqueidentifier of %d bytes",
                               c->field->name, (int)len);
-    /* Wire order: the first three groups little-endian, the rest as is. */
-    static const uint8_t ORDER[16] = {3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15};
-    static const char HEX[] = "0123456789ABCDEF";
     char buf[36];
-    int k = 0;
-    for (int i = 0; i < 16; i++) {
-        if (i == 4 || i == 6 || i == 8 || i == 10) buf[k++] = '-';
-        uint8_t v = p[ORDER[i]];
-        buf[k++] = HEX[v >> 4];
-        buf[k++] = HEX[v & 15];
-    }
+    mcdc_driver_guid_text(buf, p);
     return put_var(c, buf, 36, err);
 }
 /* Date and time types as text (a declared STRING column), ISO 8601 the way

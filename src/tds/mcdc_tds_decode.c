@@ -26,7 +26,9 @@
 #include "mcdc_driver.h"
 #include "mcdc_limits.h"
 #include "mcdc_lsn.h" /* mcdc_u128 */
+#include "mcdc_sql_types.h"
 #include "mcdc_tds_proto.h"
+#include "mcdc_value_text.h"
 
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
@@ -206,23 +208,10 @@ static inline int64_t dt2_us(const uint8_t *p, int scale) {
     int64_t days = (int64_t)le_n(p + tb, 3);
     return (days - TDS_DAYS_0001_TO_1970) * TDS_US_PER_DAY + (int64_t)(t / 10);
 }
-static int time_text(char *buf, uint64_t t, int scale) {
-    uint64_t secs = t / 10000000u, frac = t % 10000000u;
-    int n = snprintf(buf, 32, "%02u:%02u:%02u", (unsigned)(secs / 3600 % 100),
-                     (unsigned)(secs / 60 % 60), (unsigned)(secs % 60));
-    if (scale > 0) {
-        char f7[16];
-        snprintf(f7, sizeof f7, "%07u", (unsigned)frac);
-        n += snprintf(buf + n, 32 - (size_t)n, ".%.*s", scale, f7);
-    }
-    return n;
-}
-/* uniqueidentifier text: the first three groups are little-endian on the
- * wire, the last two in byte order. */
-static void guid_text(char buf[36], const uint8_t *p) {
+/* uniqueidentifier text (mcdc_driver.h). SSE2: the first three groups
+ * swapped into display order, then 32 nibbles to hex digits at once. */
+void mcdc_driver_guid_text(char buf[36], const uint8_t p[16]) {
 #if defined(__SSE2__)
-    /* the first three groups are little-endian: swapped into display
-     * order, then 32 nibbles to hex digits at once */
     uint64_t a, b;
     memcpy(&a, p, 8);
     memcpy(&b, p + 8, 8);
@@ -410,7 +399,7 @@ CONV(date_ts) {
 CONV(time_text) {
     if (UNLIKELY(len != (uint32_t)time_bytes(tc->scale))) return badv(c, err, "time", len);
     char buf[32];
-    int n = time_text(buf, time_100ns(p, tc->scale), tc->scale);
+    int n = mcdc_driver_time_text(buf, sizeof buf, time_100ns(p, tc->scale), tc->scale);
     return put_var(c, buf, (uint32_t)n, err);
 }
 CONV(guid) {
@@ -418,7 +407,7 @@ CONV(guid) {
     if (UNLIKELY(len != 16)) return badv(c, err, "uniqueidentifier", len);
     int rc = room(c, 36, err);
     if (rc != MCDC_OK) return rc;
-    guid_text((char *)c->data + c->data_len, p);
+    mcdc_driver_guid_text((char *)c->data + c->data_len, p);
     c->data_len += 36;
     end_var(c);
     return MCDC_OK;
@@ -677,23 +666,6 @@ CONV(cp1252) {
     return MCDC_OK;
 }
 
-static int decimal_text(char *buf, size_t n, bool neg, mcdc_u128 mag, int scale) {
-    char d[48];
-    int k = 0;
-    do {
-        d[k++] = (char)('0' + (int)(mag % 10));
-        mag /= 10;
-    } while (mag > 0 || k <= scale);
-    int o = 0;
-    if (neg) buf[o++] = '-';
-    for (int i = k - 1; i >= 0 && (size_t)o + 2 < n; i--) {
-        buf[o++] = d[i];
-        if (i == scale && scale > 0) buf[o++] = '.';
-    }
-    buf[o] = 0;
-    return o;
-}
-
 /* Anything to text (casts to utf8, sql_variant). */
 static int value_text(mcdc_column *c, const uint8_t *p, uint32_t len, const mcdc_tds_col *tc,
                       mcdc_error *err) {
@@ -704,7 +676,7 @@ static int value_text(mcdc_column *c, const uint8_t *p, uint32_t len, const mcdc
         bool ok;
         int64_t v = int_of(p, len, &ok);
         if (!ok) return badv(c, err, "integer", len);
-        n = snprintf(buf, sizeof buf, "%lld", (long long)v);
+        n = (int)mcdc_text_int(buf, v);
         break;
     }
     case TDS_BIT: case TDS_BITN:
@@ -715,11 +687,11 @@ static int value_text(mcdc_column *c, const uint8_t *p, uint32_t len, const mcdc
         if (len == 4) {
             float f;
             memcpy(&f, p, 4);
-            n = snprintf(buf, sizeof buf, "%.9g", (double)f);
+            n = (int)mcdc_text_float(buf, f);
         } else if (len == 8) {
             double d;
             memcpy(&d, p, 8);
-            n = snprintf(buf, sizeof buf, "%.17g", d);
+            n = (int)mcdc_text_double(buf, d);
         } else {
             return badv(c, err, "float", len);
         }
@@ -727,13 +699,14 @@ static int value_text(mcdc_column *c, const uint8_t *p, uint32_t len, const mcdc
     case TDS_MONEY: case TDS_MONEY4: case TDS_MONEYN: {
         if (len != 4 && len != 8) return badv(c, err, "money", len);
         int64_t v = money_of(p, len);
-        n = decimal_text(buf, sizeof buf, v < 0,
-                         v < 0 ? (mcdc_u128)((uint64_t)0 - (uint64_t)v) : (mcdc_u128)(uint64_t)v, 4);
+        n = (int)mcdc_text_decimal(buf, (uint64_t)v, v < 0 ? -1 : 0, 4);
         break;
     }
     case TDS_DECIMALN: case TDS_NUMERICN: case TDS_DECIMAL: case TDS_NUMERIC: {
         if (len < 2 || len > 17) return badv(c, err, "decimal", len);
-        n = decimal_text(buf, sizeof buf, p[0] == 0, decimal_mag(p, len), tc->scale);
+        mcdc_u128 mag = decimal_mag(p, len);
+        n = (int)mcdc_text_decimal_parts(buf, p[0] == 0, (uint64_t)mag, (uint64_t)(mag >> 64),
+                                         tc->scale);
         break;
     }
     case TDS_DATETIME: case TDS_DATETIM4: case TDS_DATETIMN: {
@@ -755,7 +728,7 @@ static int value_text(mcdc_column *c, const uint8_t *p, uint32_t len, const mcdc
         break;
     case TDS_TIMEN:
         if (len != (uint32_t)time_bytes(tc->scale)) return badv(c, err, "time", len);
-        n = time_text(buf, time_100ns(p, tc->scale), tc->scale);
+        n = mcdc_driver_time_text(buf, sizeof buf, time_100ns(p, tc->scale), tc->scale);
         break;
     case TDS_DATETIME2N: case TDS_DATETIMEOFFSETN: {
         bool dto = tc->type == TDS_DATETIMEOFFSETN;
@@ -769,20 +742,13 @@ static int value_text(mcdc_column *c, const uint8_t *p, uint32_t len, const mcdc
     }
     case TDS_GUID:
         if (len != 16) return badv(c, err, "uniqueidentifier", len);
-        guid_text(buf, p);
+        mcdc_driver_guid_text(buf, p);
         n = 36;
         break;
     case TDS_BIGVARBINARY: case TDS_BIGBINARY: case TDS_IMAGE: case TDS_UDT: {
         int rc = room(c, (int64_t)len * 2 + 2, err);
         if (rc != MCDC_OK) return rc;
-        uint8_t *o = c->data + c->data_len;
-        *o++ = '0';
-        *o++ = 'x';
-        for (uint32_t i = 0; i < len; i++) {
-            memcpy(o, mcdc_hex_pairs + 2 * p[i], 2);
-            o += 2;
-        }
-        c->data_len = o - c->data;
+        c->data_len += (int64_t)mcdc_text_hex((char *)c->data + c->data_len, p, len);
         end_var(c);
         return MCDC_OK;
     }
@@ -1153,29 +1119,24 @@ static int skip_usvarchar(mcdc_tds_stream *s, mcdc_error *err) {
     return skip_n(s, (uint64_t)n * 2, err);
 }
 
-static void set_nat(mcdc_tds_col *tc, mcdc_type_id t, int32_t p, int32_t sc) {
-    tc->nat_type = t;
-    tc->nat_precision = p;
-    tc->nat_scale = sc;
-}
-
-/* TYPE_INFO after the type byte (already in tc->type). */
+/* TYPE_INFO after the type byte (already in tc->type): the wire form and
+ * lengths. The batch type comes from mcdc_sql_types.c. */
 static int read_type_info(mcdc_tds_stream *s, mcdc_tds_col *tc, bool in_colmetadata,
                           mcdc_error *err) {
     int rc = MCDC_OK;
     uint8_t t = tc->type;
     switch (t) {
-    case TDS_INT1: tc->max_len = 1; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_INT16, 0, 0); return MCDC_OK;
-    case TDS_BIT: tc->max_len = 1; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_BOOL, 0, 0); return MCDC_OK;
-    case TDS_INT2: tc->max_len = 2; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_INT16, 0, 0); return MCDC_OK;
-    case TDS_INT4: tc->max_len = 4; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_INT32, 0, 0); return MCDC_OK;
-    case TDS_INT8: tc->max_len = 8; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_INT64, 0, 0); return MCDC_OK;
-    case TDS_FLT4: tc->max_len = 4; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_FLOAT, 0, 0); return MCDC_OK;
-    case TDS_FLT8: tc->max_len = 8; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_DOUBLE, 0, 0); return MCDC_OK;
-    case TDS_MONEY: tc->max_len = 8; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_DECIMAL, 19, 4); return MCDC_OK;
-    case TDS_MONEY4: tc->max_len = 4; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_DECIMAL, 10, 4); return MCDC_OK;
-    case TDS_DATETIME: tc->max_len = 8; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_TIMESTAMP_NTZ, 0, 0); return MCDC_OK;
-    case TDS_DATETIM4: tc->max_len = 4; tc->wire = TDS_WIRE_FIXED; set_nat(tc, MCDC_TYPE_TIMESTAMP_NTZ, 0, 0); return MCDC_OK;
+    case TDS_INT1: tc->max_len = 1; tc->wire = TDS_WIRE_FIXED; return MCDC_OK;
+    case TDS_BIT: tc->max_len = 1; tc->wire = TDS_WIRE_FIXED; return MCDC_OK;
+    case TDS_INT2: tc->max_len = 2; tc->wire = TDS_WIRE_FIXED; return MCDC_OK;
+    case TDS_INT4: tc->max_len = 4; tc->wire = TDS_WIRE_FIXED; return MCDC_OK;
+    case TDS_INT8: tc->max_len = 8; tc->wire = TDS_WIRE_FIXED; return MCDC_OK;
+    case TDS_FLT4: tc->max_len = 4; tc->wire = TDS_WIRE_FIXED; return MCDC_OK;
+    case TDS_FLT8: tc->max_len = 8; tc->wire = TDS_WIRE_FIXED; return MCDC_OK;
+    case TDS_MONEY: tc->max_len = 8; tc->wire = TDS_WIRE_FIXED; return MCDC_OK;
+    case TDS_MONEY4: tc->max_len = 4; tc->wire = TDS_WIRE_FIXED; return MCDC_OK;
+    case TDS_DATETIME: tc->max_len = 8; tc->wire = TDS_WIRE_FIXED; return MCDC_OK;
+    case TDS_DATETIM4: tc->max_len = 4; tc->wire = TDS_WIRE_FIXED; return MCDC_OK;
     case TDS_INTN: case TDS_BITN: case TDS_FLTN: case TDS_MONEYN: case TDS_DATETIMN: case TDS_GUID: {
         rc = mcdc_tds_need(s, 1, err);
         if (rc != MCDC_OK) return rc;
@@ -1184,15 +1145,12 @@ static int read_type_info(mcdc_tds_stream *s, mcdc_tds_col *tc, bool in_colmetad
         tc->wire = TDS_WIRE_BYTELEN;
         bool ok = false;
         switch (t) {
-        case TDS_INTN:
-            ok = n == 1 || n == 2 || n == 4 || n == 8;
-            set_nat(tc, n <= 2 ? MCDC_TYPE_INT16 : n == 4 ? MCDC_TYPE_INT32 : MCDC_TYPE_INT64, 0, 0);
-            break;
-        case TDS_BITN: ok = n == 1; set_nat(tc, MCDC_TYPE_BOOL, 0, 0); break;
-        case TDS_FLTN: ok = n == 4 || n == 8; set_nat(tc, n == 4 ? MCDC_TYPE_FLOAT : MCDC_TYPE_DOUBLE, 0, 0); break;
-        case TDS_MONEYN: ok = n == 4 || n == 8; set_nat(tc, MCDC_TYPE_DECIMAL, n == 4 ? 10 : 19, 4); break;
-        case TDS_DATETIMN: ok = n == 4 || n == 8; set_nat(tc, MCDC_TYPE_TIMESTAMP_NTZ, 0, 0); break;
-        default: ok = n == 16; set_nat(tc, MCDC_TYPE_UTF8, 0, 0); break;
+        case TDS_INTN: ok = n == 1 || n == 2 || n == 4 || n == 8; break;
+        case TDS_BITN: ok = n == 1; break;
+        case TDS_FLTN: ok = n == 4 || n == 8; break;
+        case TDS_MONEYN: ok = n == 4 || n == 8; break;
+        case TDS_DATETIMN: ok = n == 4 || n == 8; break;
+        default: ok = n == 16; break;
         }
         if (!ok) return bad(s, err, "type 0x%s with length %ld", t == TDS_INTN ? "26" : "nn", (long)n);
         return MCDC_OK;
@@ -1208,13 +1166,11 @@ static int read_type_info(mcdc_tds_stream *s, mcdc_tds_col *tc, bool in_colmetad
         tc->wire = TDS_WIRE_BYTELEN;
         if (p[0] < 2 || p[0] > 17 || p[1] < 1 || p[1] > 38 || p[2] > p[1])
             return bad(s, err, "decimal TYPE_INFO%s (length %ld)", "", (long)p[0]);
-        set_nat(tc, MCDC_TYPE_DECIMAL, p[1], p[2]);
         return MCDC_OK;
     }
     case TDS_DATEN:
         tc->max_len = 3;
         tc->wire = TDS_WIRE_BYTELEN;
-        set_nat(tc, MCDC_TYPE_DATE32, 0, 0);
         return MCDC_OK;
     case TDS_TIMEN: case TDS_DATETIME2N: case TDS_DATETIMEOFFSETN: {
         rc = mcdc_tds_need(s, 1, err);
@@ -1225,8 +1181,6 @@ static int read_type_info(mcdc_tds_stream *s, mcdc_tds_col *tc, bool in_colmetad
         tc->wire = TDS_WIRE_BYTELEN;
         tc->max_len = (uint32_t)time_bytes(sc) + (t == TDS_TIMEN ? 0u : 3u) +
                       (t == TDS_DATETIMEOFFSETN ? 2u : 0u);
-        set_nat(tc, t == TDS_TIMEN ? MCDC_TYPE_UTF8
-                    : t == TDS_DATETIME2N ? MCDC_TYPE_TIMESTAMP_NTZ : MCDC_TYPE_TIMESTAMP_UTC, 0, 0);
         return MCDC_OK;
     }
     case TDS_BIGVARBINARY: case TDS_BIGBINARY: case TDS_BIGVARCHAR: case TDS_BIGCHAR:
@@ -1248,7 +1202,6 @@ static int read_type_info(mcdc_tds_stream *s, mcdc_tds_col *tc, bool in_colmetad
             if (tc->utf16 && (tc->max_len & 1))
                 return bad(s, err, "odd nvarchar length%s %ld", "", (long)tc->max_len);
         }
-        set_nat(tc, chr ? MCDC_TYPE_UTF8 : MCDC_TYPE_BINARY, 0, 0);
         return MCDC_OK;
     }
     case TDS_XML: {
@@ -1263,7 +1216,6 @@ static int read_type_info(mcdc_tds_stream *s, mcdc_tds_col *tc, bool in_colmetad
         tc->wire = TDS_WIRE_PLP;
         tc->utf16 = true;
         tc->max_len = 0xFFFF;
-        set_nat(tc, MCDC_TYPE_UTF8, 0, 0);
         return MCDC_OK;
     }
     case TDS_UDT: {
@@ -1275,7 +1227,6 @@ static int read_type_info(mcdc_tds_stream *s, mcdc_tds_col *tc, bool in_colmetad
             return rc;
         tc->wire = TDS_WIRE_PLP;
         tc->max_len = 0xFFFF;
-        set_nat(tc, MCDC_TYPE_BINARY, 0, 0);
         return MCDC_OK;
     }
     case TDS_TEXT: case TDS_NTEXT: case TDS_IMAGE: {
@@ -1295,7 +1246,6 @@ static int read_type_info(mcdc_tds_stream *s, mcdc_tds_col *tc, bool in_colmetad
             for (int i = 0; i < parts; i++)
                 if ((rc = skip_usvarchar(s, err)) != MCDC_OK) return rc;
         }
-        set_nat(tc, chr ? MCDC_TYPE_UTF8 : MCDC_TYPE_BINARY, 0, 0);
         return MCDC_OK;
     }
     case TDS_SSVARIANT:
@@ -1304,7 +1254,6 @@ static int read_type_info(mcdc_tds_stream *s, mcdc_tds_col *tc, bool in_colmetad
         tc->max_len = tds_u32(s->buf + s->pos);
         s->pos += 4;
         tc->wire = TDS_WIRE_VARIANT;
-        set_nat(tc, MCDC_TYPE_UTF8, 0, 0);
         return MCDC_OK;
     default:
         return bad(s, err, "unsupported data type%s 0x%02lX", "", (long)t);
@@ -1332,6 +1281,12 @@ int mcdc_tds_read_colmetadata(mcdc_tds_stream *s, mcdc_tds_meta *m, mcdc_error *
         s->pos += 7;
         rc = read_type_info(s, tc, true, err);
         if (rc != MCDC_OK) return rc;
+        /* The batch type: the one policy both backends share. */
+        const mcdc_sql_type *st = mcdc_sql_type_of_tds(tc->type, tc->max_len);
+        MCDC_ASSERT(st != NULL); /* read_type_info takes no type the table lacks */
+        mcdc_sql_type_batch(st, tc->precision, tc->scale, &tc->nat_type, &tc->nat_precision,
+                            &tc->nat_scale);
+        tc->chars = st->chars;
         rc = mcdc_tds_need(s, 1, err);
         if (rc != MCDC_OK) return rc;
         uint32_t nl = s->buf[s->pos];
@@ -1361,11 +1316,9 @@ static int int_bits(const mcdc_tds_col *tc) {
 static int choose(const mcdc_tds_col *tc, const mcdc_field *f) {
     mcdc_type_id t = f->type;
     uint8_t s = tc->type;
-    bool chr = tc->nat_type == MCDC_TYPE_UTF8 && s != TDS_GUID && s != TDS_TIMEN &&
-               s != TDS_SSVARIANT;
     if (t == MCDC_TYPE_UTF8) {
         if (s == TDS_SSVARIANT) return K_variant;
-        if (chr) return tc->utf16 ? K_utf16 : tc->utf8 ? K_bytes : K_cp1252;
+        if (tc->chars) return tc->utf16 ? K_utf16 : tc->utf8 ? K_bytes : K_cp1252;
         if (s == TDS_GUID) return K_guid;
         if (s == TDS_TIMEN) return K_time_text;
         return K_text;

@@ -136,8 +136,9 @@ typedef struct mcdc_tds_col {
     bool utf8;           /* collation has the UTF-8 flag */
     bool nullable;
     /* natural batch type */
-    mcdc_type_id nat_type;
+    mcdc_type_id nat_type;         /* the batch type (mcdc_sql_types.h) */
     int32_t nat_precision, nat_scale;
+    bool chars;                    /* character data (mcdc_sql_type.chars) */
     char *name;          /* owned, UTF-8 */
     mcdc_tds_dec_fn dec; /* chosen for the bound target */
     mcdc_tds_conv_fn conv; /* (max), text and variant values: after gathering */

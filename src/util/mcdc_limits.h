@@ -78,6 +78,21 @@
  * instance of 100 characters written as \uXXXX surrogate pairs brings it
  * near 1.6 KiB. 4 KiB bounds what the token parser reads. */
 #define MCDC_RANGE_TOKEN_BYTES_MAX 4096
+/* Snapshot keys (reference §3.7): SQL Server allows 32 key columns in an
+ * index; snapshotKeys naming more is a mistake. A bound's value text: the
+ * widest sortable key SQL Server indexes is 1700 bytes, but snapshotKeys may
+ * name a varchar(8000) or binary(8000) column (16,002 bytes of hex): 16 KiB. */
+#define MCDC_SNAPSHOT_KEYS_MAX 32
+#define MCDC_KEY_BOUND_BYTES_MAX 16384
+/* Slices of an integer key counted by one GROUP BY while planning chunks
+ * (reference §3.7): rows of that many counts cross the network at once. */
+#define MCDC_KEY_SLICES_MAX 100000
+/* A snapshot chunk token carries its two bounds: every key column's value
+ * twice, escaped, is far below 4 MiB. */
+#define MCDC_SNAPSHOT_TOKEN_BYTES_MAX (4 * 1024 * 1024)
+/* Chunks of one chunked snapshot: a billion rows in chunks of 1,000 rows.
+ * More means chunk_rows is far too small for the table. */
+#define MCDC_SNAPSHOT_CHUNKS_MAX 1000000
 /* Batches an Arrow stream of mcdc_range_read holds between its reading
  * thread and get_next: two keep both sides busy; more only costs memory. */
 #define MCDC_ARROW_STREAM_QUEUE_BATCHES 2

@@ -35,6 +35,7 @@ const char *mcdc_status_name(int code) {
     case MCDC_E_FACTS_BEHIND: return "facts behind checkpoint";
     case MCDC_E_FOREIGN_WRITER: return "foreign writer";
     case MCDC_E_LOGIN: return "login failed";
+    case MCDC_E_SNAPSHOT_OPEN: return "snapshot open";
     default: return "unknown";
     }
 }
@@ -47,6 +48,7 @@ const char *mcdc_status_kind(int code) {
     case MCDC_E_PERMISSION: return "PermissionError";
     case MCDC_E_INVALID:
     case MCDC_E_MISMATCH:
+    case MCDC_E_SNAPSHOT_OPEN:
     case MCDC_E_NOTFOUND: return "ValueError";
     default: return "RuntimeError";
     }

@@ -167,6 +167,24 @@ b=$(MCDC_PROBE_SIDE_SQL="EXEC sim.fault @kind = N'drop_after_rows', @count = 100
 echo "$b" | grep -q "FETCH ERROR -12" && echo "$b" | grep -q "dead=1" \
   && ok "connection dropped mid-result is MCDC_E_TRANSIENT, connection dead" || ko "drop" "$b"
 
+# One type policy: each backend's type of a result column is the CDC client's
+# type of the same column captured (mcdc_sql_types.c).
+COLS="b bit, ti tinyint, si smallint, i int, bi bigint, r real, f float, d decimal(18,4),
+  n numeric(38,10), m money, sm smallmoney, dd date, tm time(7), dt datetime, sdt smalldatetime,
+  dt2 datetime2(7), dto datetimeoffset(3), ch char(5), vc varchar(20), nch nchar(3),
+  nv nvarchar(50), bn binary(4), vb varbinary(16), g uniqueidentifier"
+out=$("$PROBE" dump native "$CS" "CREATE TABLE dbo.types (id INT NOT NULL PRIMARY KEY, $COLS);
+EXEC sys.sp_cdc_enable_db;
+EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'types', @role_name = NULL;" 2>&1)
+echo "$out" | grep -q ERROR && ko "create the table of every type (native)" "$out"
+names="b, ti, si, i, bi, r, f, d, n, m, sm, dd, tm, dt, sdt, dt2, dto, ch, vc, nch, nv, bn, vb, g"
+cdc=$("$PROBE" captured native "$CS" dbo_types 2>&1)
+fdb=$("$PROBE" dump freetds "$CS" "SELECT id, $names FROM dbo.types WHERE 1 = 0" 2>&1 | head -1)
+nat=$("$PROBE" dump native "$CS" "SELECT id, $names FROM dbo.types WHERE 1 = 0" 2>&1 | head -1)
+if [ "$cdc" = "$fdb" ] && [ "$cdc" = "$nat" ] && [ "$(echo "$cdc" | grep -o ' | ' | wc -l)" = 24 ]; then
+  ok "every type: FreeTDS = native = the CDC client's mapping (25 columns)"
+else ko "one type policy" "cdc:     $cdc" "freetds: $fdb" "native:  $nat"; fi
+
 # The CDC reader through both backends.
 out=$("$PROBE" dump native "$CS" "CREATE TABLE dbo.c (id INT NOT NULL PRIMARY KEY, v NVARCHAR(20) NULL, d DECIMAL(9,2) NULL, ts DATETIME2(3) NULL);
 EXEC sys.sp_cdc_enable_db;

@@ -160,7 +160,7 @@ def test_random_kills_under_a_running_workload(sim, workdir):
     next_id = 1
     args = stream_args(sim, workdir, trigger="processingTime=50ms",
                        extra=["--maxCommitsPerBatch", "3"])
-    kills = int(os.environ.get("MCDC_RANDOM_KILLS", "100"))
+    kills = int(os.environ.get("MCDC_RANDOM_KILLS", "30"))
     for _ in range(kills):
         write_changes(sim, next_id, 1, rows_per_tx=2)
         next_id += 2

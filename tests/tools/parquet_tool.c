@@ -7,7 +7,7 @@
  *   parquet_tool dump IN [--columns a,b] [--batch-rows N]
  *       prints {"columns":[[name,format],...]} then one JSON array per row:
  *       bool, ints, date32 (days), timestamps (microseconds) as numbers;
- *       float/double as %.17g numbers ("NaN", "Infinity", "-Infinity");
+ *       float/double as numbers, the shortest that read back ("NaN", "Infinity", "-Infinity");
  *       decimals as the unscaled integer in a string; utf8 as a string;
  *       binary/fixed as lowercase hex strings; NULL as null.
  *   parquet_tool leaves IN

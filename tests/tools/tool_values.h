@@ -2,8 +2,9 @@
  * tool_values.h - how the test tools (parquet_tool, lake_tool) print batch
  * values as JSON: the exact encoding the interop tests parse (integers and
  * timestamps as numbers, decimals as unscaled integer strings, binary as
- * hex, NaN and infinities as strings). Header-only: each tool is one file
- * built by its test fixture.
+ * lowercase hex, NaN and infinities as strings), each through the library's
+ * value text (src/batch/mcdc_value_text.h). Header-only: each tool is one
+ * file built by its test fixture.
  */
 #ifndef TOOL_VALUES_H
 #define TOOL_VALUES_H
@@ -11,58 +12,43 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mcdc_batch.h"
+#include "mcdc_value_text.h"
 
 static void put_json_string(const uint8_t *p, int64_t n) {
-    putchar('"');
-    for (int64_t i = 0; i < n; i++) {
-        uint8_t ch = p[i];
-        if (ch == '"' || ch == '\\') printf("\\%c", ch);
-        else if (ch < 0x20) printf("\\u%04x", ch);
-        else putchar(ch);
-    }
-    putchar('"');
+    mcdc_buf b = {0};
+    if (mcdc_text_json_string(&b, p, (size_t)n, NULL) == MCDC_OK) fwrite(b.data, 1, b.len, stdout);
+    mcdc_buf_free(&b);
 }
 
 static void put_hex(const uint8_t *p, int64_t n) {
-    putchar('"');
-    for (int64_t i = 0; i < n; i++) printf("%02x", p[i]);
-    putchar('"');
+    char *t = malloc((size_t)n * 2 + 1);
+    if (t == NULL) return;
+    printf("\"%.*s\"", (int)mcdc_text_hex_digits(t, p, (size_t)n, false), t);
+    free(t);
 }
 
+/* The canonical text of the double: a JSON number, or "NaN", "Infinity",
+ * "-Infinity" as strings. A float is printed as its double (the interop
+ * tests compare with pyarrow's Python floats). */
 static void put_double(double d) {
-    if (isnan(d)) printf("\"NaN\"");
-    else if (isinf(d)) printf(d > 0 ? "\"Infinity\"" : "\"-Infinity\"");
-    else printf("%.17g", d);
+    char t[MCDC_TEXT_FIXED_MAX];
+    size_t n = mcdc_text_double(t, d);
+    if (isfinite(d)) fwrite(t, 1, n, stdout);
+    else printf("\"%.*s\"", (int)n, t);
 }
 
-/* Unscaled 128-bit two's complement as decimal digits. */
+/* The unscaled value (the decimal's scale-0 text) as a string. */
 static void put_i128(const uint8_t *v) {
-    uint64_t lo, hi;
+    uint64_t lo;
+    int64_t hi;
     memcpy(&lo, v, 8);
     memcpy(&hi, v + 8, 8);
-    bool neg = hi >> 63;
-    if (neg) {
-        lo = ~lo + 1;
-        hi = ~hi + (lo == 0);
-    }
-    char buf[48];
-    int k = 47;
-    buf[k] = 0;
-    uint32_t parts[4] = {(uint32_t)(hi >> 32), (uint32_t)hi, (uint32_t)(lo >> 32), (uint32_t)lo};
-    do {
-        uint64_t rem = 0;
-        for (int j = 0; j < 4; j++) {
-            uint64_t cur = (rem << 32) | parts[j];
-            parts[j] = (uint32_t)(cur / 10);
-            rem = cur % 10;
-        }
-        buf[--k] = (char)('0' + rem);
-    } while (parts[0] | parts[1] | parts[2] | parts[3]);
-    if (neg) buf[--k] = '-';
-    printf("\"%s\"", buf + k);
+    char t[MCDC_TEXT_FIXED_MAX];
+    printf("\"%.*s\"", (int)mcdc_text_decimal(t, lo, hi, 0), t);
 }
 
 static void put_value(const mcdc_column *c, int64_t i) {

@@ -1,5 +1,6 @@
 #include "mcdc_cdc_client.h"
 #include "mcdc_test.h"
+#include "mcdc_options.h"
 #include "test_driver_fake.h"
 
 #define L1 "0x0000002A000001F00003"
@@ -109,20 +110,24 @@ TEST(cdc_lsn_to_time_converts_to_utc_per_clock) {
     fx_close(&x);
 }
 
+/* The client checks every name it puts in T-SQL with the options module's
+ * one check (mcdc_validate_capture_instance). */
 TEST(cdc_capture_instance_names_are_validated) {
     mcdc_error e = MCDC_ERROR_INIT;
-    CHECK_EQ_INT(mcdc_cdc_validate_capture_instance("dbo_orders", &e), MCDC_OK);
-    CHECK_EQ_INT(mcdc_cdc_validate_capture_instance("dbo_Überstunden_ü", &e), MCDC_OK);
-    CHECK_EQ_INT(mcdc_cdc_validate_capture_instance("a]b", &e), MCDC_E_INVALID);
+    CHECK_EQ_INT(mcdc_validate_capture_instance("dbo_orders", &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_validate_capture_instance("dbo_Überstunden_ü", &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_validate_capture_instance("a]b", &e), MCDC_E_INVALID);
     CHECK(strstr(e.message, "']'") != NULL);
-    CHECK_EQ_INT(mcdc_cdc_validate_capture_instance("a\nb", &e), MCDC_E_INVALID);
-    CHECK_EQ_INT(mcdc_cdc_validate_capture_instance("", &e), MCDC_E_INVALID);
+    CHECK_EQ_INT(mcdc_validate_capture_instance("a\nb", &e), MCDC_E_INVALID);
+    CHECK_EQ_INT(mcdc_validate_capture_instance("", &e), MCDC_E_INVALID);
+    CHECK_EQ_INT(mcdc_validate_capture_instance(NULL, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "empty") != NULL);
     char longname[202];
     memset(longname, 'x', 101);
     longname[101] = 0;
-    CHECK_EQ_INT(mcdc_cdc_validate_capture_instance(longname, &e), MCDC_E_INVALID);
+    CHECK_EQ_INT(mcdc_validate_capture_instance(longname, &e), MCDC_E_INVALID);
     longname[100] = 0;
-    CHECK_EQ_INT(mcdc_cdc_validate_capture_instance(longname, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_validate_capture_instance(longname, &e), MCDC_OK);
     /* 100 two-byte characters are 100 characters */
     char wide[202];
     for (int i = 0; i < 100; i++) {
@@ -130,7 +135,7 @@ TEST(cdc_capture_instance_names_are_validated) {
         wide[2 * i + 1] = (char)0xBC;
     }
     wide[200] = 0;
-    CHECK_EQ_INT(mcdc_cdc_validate_capture_instance(wide, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_validate_capture_instance(wide, &e), MCDC_OK);
     /* never inlined when invalid */
     fx x = fx_open();
     mcdc_split_point *sp = NULL;

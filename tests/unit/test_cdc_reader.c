@@ -356,7 +356,15 @@ TEST(reader_infers_columns_and_rejects_reserved_names) {
     fake_reply(f, "sp_cdc_get_captured_columns",
                "column_name:utf8,column_id:i32,column_ordinal:i32,data_type:utf8,"
                "numeric_precision:i32,numeric_scale:i32",
-               "id|1|1|int|10|0\nname|2|2|nvarchar|\\N|\\N");
+               "id|1|1|int|10|0\nname|2|2|nvarchar|\\N|\\N\ntotal|3|3|int|10|0");
+    /* total is computed: NULL in every change row, left out of the schema. */
+    fake_reply(f, "sp_cdc_help_change_data_capture",
+               "source_schema:utf8,source_table:utf8,capture_instance:utf8,start_lsn:bin,"
+               "create_date:ts,index_column_list:utf8",
+               "dbo|orders|dbo_orders|0x00000000000000000100|2025-01-01 00:00:00|[id]");
+    fake_reply(f, "FROM sys.columns",
+               "name:utf8,column_id:i32,collation_name:utf8,is_computed:bool",
+               "id|1|\\N|0\nname|2|Latin1_General_CI_AS|0\ntotal|3|\\N|1");
     script_prelude(f);
     fake_reply(f, "cdc.[dbo_orders_CT]", ROWCOLS, SIX_ROWS);
     script_after(f, "0x00000000000000000001", "100");
@@ -372,13 +380,25 @@ TEST(reader_infers_columns_and_rejects_reserved_names) {
                                         collect_sink, &col, NULL),
                  MCDC_OK);
     CHECK_EQ_INT(m.rows, 6);
-    CHECK(strstr(fake_sql(f, 3), "c.[id], c.[name] FROM") != NULL);
+    CHECK(strstr(fake_sql(f, 5), "c.[id], c.[name] FROM") != NULL);
     mcdc_schema *s = NULL, *bad = NULL;
     mcdc_schema_create(&bad, 1, NULL);
     mcdc_schema_set(bad, 0, "_operation", MCDC_TYPE_INT32, 0, 0, 0, true, NULL);
     mcdc_error e = MCDC_ERROR_INIT;
     CHECK_EQ_INT(mcdc_reader_output_schema(&s, bad, true, &e), MCDC_E_INVALID);
     CHECK(strstr(e.message, "_operation") != NULL);
+    CHECK(strstr(e.message, "reserves") != NULL);
+    /* any case, and bronze's own columns too (the one list) */
+    mcdc_schema_set(bad, 0, "_Batch_Id", MCDC_TYPE_INT32, 0, 0, 0, true, NULL);
+    CHECK_EQ_INT(mcdc_reader_output_schema(&s, bad, false, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "'_Batch_Id'") != NULL);
+    CHECK(mcdc_is_reserved_column("_START_LSN"));
+    CHECK(mcdc_is_reserved_column("_chunk"));
+    CHECK(!mcdc_is_reserved_column("order_id"));
+    CHECK(!mcdc_is_reserved_column("_start_lsn2"));
+    mcdc_schema_set(bad, 0, "_batch", MCDC_TYPE_INT32, 0, 0, 0, true, NULL);
+    CHECK_EQ_INT(mcdc_check_reserved_columns(bad, 0, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_check_reserved_columns(bad, 1, &e), MCDC_OK);
     CHECK_EQ_INT(mcdc_reader_output_schema(&s, NULL, false, &e), MCDC_OK);
     CHECK_EQ_INT(s->n_fields, 5);
     CHECK_EQ_INT(mcdc_schema_find(s, "_command_id"), -1);

@@ -52,7 +52,7 @@ static int toy_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_resul
     mcdc_appender *a = NULL;
     if (rc == MCDC_OK) rc = mcdc_appender_open(&a, mcdc_frame_target(f), t->schema, NULL, err);
     if (rc == MCDC_OK) rc = mcdc_appender_write(a, b, err);
-    if (rc == MCDC_OK) rc = mcdc_frame_commit_data(f, u, a, json_pack("{s:I}", "rows", (json_int_t)KEYS_PER_UNIT), err);
+    if (rc == MCDC_OK) rc = mcdc_frame_commit_data(f, u, a, json_pack("{s:I}", "rows", (json_int_t)KEYS_PER_UNIT), NULL, err);
     res->data_committed = rc == MCDC_OK;
     mcdc_appender_free(a);
     mcdc_batch_free(b);

@@ -10,20 +10,121 @@ TEST(options_names_ignore_case_and_validate) {
     mcdc_error e = MCDC_ERROR_INIT;
     CHECK_EQ_INT(mcdc_opts_create(&o, &e), MCDC_OK);
     CHECK_EQ_INT(mcdc_opts_set(o, "maxcommitsperbatch", "3", NULL, &e), MCDC_OK);
-    CHECK_EQ_INT(mcdc_opts_get_int(o, "maxCommitsPerBatch"), 3);
+    CHECK_EQ_INT(mcdc_opt_max_commits_per_batch(o), 3);
     CHECK_EQ_INT(mcdc_opts_set(o, "maxCommitsPerBatch", "0", NULL, &e), MCDC_E_INVALID);
     CHECK(strstr(e.message, "omit it for unlimited") != NULL);
-    CHECK_EQ_INT(mcdc_opts_get_int(o, "maxCommitsPerBatch"), 3); /* old value kept */
+    CHECK_EQ_INT(mcdc_opt_max_commits_per_batch(o), 3); /* old value kept */
+    CHECK_EQ_INT(mcdc_opts_set(o, "failOnDataLoss", "N", NULL, &e), MCDC_OK);
+    CHECK(!mcdc_opt_fail_on_data_loss(o));
     CHECK_EQ_INT(mcdc_opts_set(o, "failOnDataLoss", "Y", NULL, &e), MCDC_OK);
-    CHECK(mcdc_opts_get_bool(o, "failOnDataLoss"));
+    CHECK(mcdc_opt_fail_on_data_loss(o));
     CHECK_EQ_INT(mcdc_opts_set(o, "failOnDataLoss", "nope", NULL, &e), MCDC_E_INVALID);
     CHECK(strstr(e.message, "failOnDataLoss") != NULL);
     CHECK_EQ_INT(mcdc_opts_set(o, "numPartitions", "auto", NULL, &e), MCDC_OK);
-    CHECK_EQ_INT(mcdc_opts_get_int(o, "numPartitions"), -1);
+    CHECK(mcdc_opt_num_partitions(o) >= 1); /* auto: the processors */
     CHECK_EQ_INT(mcdc_opts_set(o, "startingLsn", "2a", NULL, &e), MCDC_OK);
     CHECK_EQ_INT(mcdc_opts_set(o, "startingLsn", "0xZZ", NULL, &e), MCDC_E_INVALID);
     CHECK_EQ_STR(mcdc_opts_get(o, "arrowBatchSize"), "10000"); /* default */
     CHECK(mcdc_opts_get(o, "metricsPath") == NULL);
+    mcdc_opts_free(o);
+}
+
+/* Every typed accessor: its default, a value set, and its "unset" meaning. */
+TEST(options_typed_accessors) {
+    mcdc_opts *o;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_opts_create(&o, &e), MCDC_OK);
+    /* defaults */
+    CHECK(mcdc_opt_capture_instance(o) == NULL);
+    CHECK(mcdc_opt_connection_string(o) == NULL);
+    const char *given = NULL;
+    CHECK_EQ_INT(mcdc_opt_backend(o, &given), MCDC_BACKEND_AUTO);
+    CHECK_EQ_STR(given, "auto");
+    CHECK_EQ_INT(mcdc_opt_connect_timeout_s(o), 30);
+    CHECK_EQ_INT(mcdc_opt_query_timeout_s(o), 300);
+    CHECK_EQ_INT(mcdc_opt_lock_timeout_ms(o), -1);
+    CHECK(mcdc_opt_source_time_zone(o) == NULL);
+    CHECK(mcdc_opt_columns(o) == NULL);
+    CHECK(mcdc_opt_include_command_id(o));
+    const char *start = NULL;
+    CHECK_EQ_INT(mcdc_opt_starting_lsn(o, &start), MCDC_START_EARLIEST);
+    CHECK_EQ_STR(start, "earliest");
+    CHECK_EQ_INT(mcdc_opt_max_commits_per_batch(o), 0);
+    int cpus = mcdc_opt_num_partitions(o);
+    CHECK(cpus >= 1 && cpus <= MCDC_PARTITIONS_MAX);
+    CHECK_EQ_INT(mcdc_opt_arrow_batch_size(o), 10000);
+    CHECK(mcdc_opt_fail_on_data_loss(o));
+    CHECK(mcdc_opt_snapshot_lsn(o) == NULL);
+    CHECK(mcdc_opt_snapshot_keys(o) == NULL);
+    CHECK(!mcdc_opt_snapshot_isolation(o));
+    for (int i = 0; i < MCDC_OPT_COUNT; i++) CHECK(!mcdc_opt_is_set(o, (mcdc_opt)i));
+    /* each id names its option, and the known names are those, in order */
+    static const char *const NAMES[MCDC_OPT_COUNT] = {
+        "captureInstance", "connectionString", "backend", "connectTimeout", "queryTimeout",
+        "lockTimeoutMs", "sourceTimeZone", "columns", "includeCommandId", "startingLsn",
+        "maxCommitsPerBatch", "numPartitions", "arrowBatchSize", "failOnDataLoss",
+        "schemaChangePolicy", "metricsPath", "snapshotLsn", "snapshotChunks", "snapshotKeys",
+        "isolationLevel"};
+    const char *const *known = mcdc_opts_known_names();
+    for (int i = 0; i < MCDC_OPT_COUNT; i++) {
+        CHECK_EQ_STR(mcdc_opt_name((mcdc_opt)i), NAMES[i]);
+        CHECK_EQ_STR(known[i], NAMES[i]);
+    }
+    CHECK(known[MCDC_OPT_COUNT] == NULL);
+    /* values, any case of name and value */
+    static const char *const SET[][2] = {
+        {"CAPTUREINSTANCE", "dbo_orders"}, {"connectionstring", "Server=x;UID=u;PWD=p"},
+        {"backend", "FreeTDS"},            {"connectTimeout", "0"},
+        {"queryTimeout", "7"},             {"lockTimeoutMs", "250"},
+        {"sourceTimeZone", "W. Europe Standard Time"}, {"columns", "id INT"},
+        {"includeCommandId", "no"},        {"startingLsn", "0x2A"},
+        {"maxCommitsPerBatch", "9"},       {"numPartitions", "3"},
+        {"arrowBatchSize", "128"},         {"failOnDataLoss", "false"},
+        {"snapshotLsn", "2b"},             {"snapshotKeys", "[\"id\"]"},
+        {"isolationLevel", "SNAPSHOT"}};
+    for (size_t i = 0; i < sizeof SET / sizeof SET[0]; i++)
+        CHECK_EQ_INT(mcdc_opts_set(o, SET[i][0], SET[i][1], NULL, &e), MCDC_OK);
+    CHECK_EQ_STR(mcdc_opt_capture_instance(o), "dbo_orders");
+    CHECK_EQ_STR(mcdc_opt_connection_string(o), "Server=x;UID=u;PWD=p");
+    CHECK_EQ_INT(mcdc_opt_backend(o, &given), MCDC_BACKEND_FREETDS);
+    CHECK_EQ_INT(mcdc_opt_connect_timeout_s(o), 0);
+    CHECK_EQ_INT(mcdc_opt_query_timeout_s(o), 7);
+    CHECK_EQ_INT(mcdc_opt_lock_timeout_ms(o), 250);
+    CHECK_EQ_STR(mcdc_opt_source_time_zone(o), "W. Europe Standard Time");
+    CHECK_EQ_STR(mcdc_opt_columns(o), "id INT");
+    CHECK(!mcdc_opt_include_command_id(o));
+    CHECK_EQ_INT(mcdc_opt_starting_lsn(o, &start), MCDC_START_LSN);
+    CHECK_EQ_STR(start, "0x2A");
+    CHECK_EQ_INT(mcdc_opt_max_commits_per_batch(o), 9);
+    CHECK_EQ_INT(mcdc_opt_num_partitions(o), 3);
+    CHECK_EQ_INT(mcdc_opt_arrow_batch_size(o), 128);
+    CHECK(!mcdc_opt_fail_on_data_loss(o));
+    CHECK_EQ_STR(mcdc_opt_snapshot_lsn(o), "2b");
+    CHECK_EQ_STR(mcdc_opt_snapshot_keys(o), "[\"id\"]");
+    CHECK(mcdc_opt_snapshot_isolation(o));
+    CHECK(mcdc_opt_is_set(o, MCDC_OPT_STARTING_LSN));
+    CHECK(!mcdc_opt_is_set(o, MCDC_OPT_METRICS_PATH));
+    /* the other values of the enums */
+    CHECK_EQ_INT(mcdc_opts_set(o, "backend", "native", NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_opt_backend(o, NULL), MCDC_BACKEND_NATIVE);
+    CHECK_EQ_INT(mcdc_opts_set(o, "backend", "mssql-python", NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_opt_backend(o, &given), MCDC_BACKEND_REFERENCE);
+    CHECK_EQ_STR(given, "mssql-python");
+    CHECK_EQ_INT(mcdc_opts_set(o, "startingLsn", "Latest", NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_opt_starting_lsn(o, NULL), MCDC_START_LATEST);
+    CHECK_EQ_INT(mcdc_opts_set(o, "snapshotLsn", "earliest", NULL, &e), MCDC_OK);
+    CHECK(mcdc_opt_snapshot_lsn(o) == NULL); /* the max_lsn before the read */
+    CHECK_EQ_INT(mcdc_opts_set(o, "sourceTimeZone", "AUTO", NULL, &e), MCDC_OK);
+    CHECK(mcdc_opt_source_time_zone(o) == NULL);
+    CHECK_EQ_INT(mcdc_opts_set(o, "numPartitions", "auto", NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_opt_num_partitions(o), cpus);
+    /* a copy reads the same */
+    mcdc_opts *c = NULL;
+    CHECK_EQ_INT(mcdc_opts_clone(&c, o, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_opt_lock_timeout_ms(c), 250);
+    CHECK_EQ_STR(mcdc_opt_capture_instance(c), "dbo_orders");
+    CHECK(mcdc_opt_snapshot_isolation(c));
+    mcdc_opts_free(c);
     mcdc_opts_free(o);
 }
 
@@ -37,7 +138,8 @@ TEST(options_unknown_is_kept_and_reported) {
     mcdc_log_use(lvl);
     CHECK(unknown);
     CHECK_EQ_STR(mcdc_opts_unknown(o), "maxCommitPerBatch");
-    CHECK_EQ_INT(mcdc_opts_get_int(o, "maxCommitsPerBatch"), -1);
+    CHECK_EQ_INT(mcdc_opt_max_commits_per_batch(o), 0); /* unlimited */
+    CHECK(!mcdc_opt_is_set(o, MCDC_OPT_MAX_COMMITS_PER_BATCH));
     mcdc_opts_free(o);
 }
 

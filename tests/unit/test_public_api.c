@@ -153,6 +153,8 @@ TEST(api_bad_arguments_are_invalid_not_aborts) {
                   "granularity 9");
     CHECK_INVALID(mcdc_verdict_advance(NULL, "c", NULL, "t", "0x01", 0, MCDC_GRANULARITY_HOUR, &e_),
                   "out is NULL");
+    CHECK_INVALID(mcdc_table_rows_json(NULL, NULL, NULL, NULL, &e_), "table and fn are required");
+    CHECK_INVALID(mcdc_table_rows_json("t", NULL, NULL, NULL, &e_), "table and fn are required");
     /* Ranges. */
     mcdc_range_plan *p = NULL;
     CHECK_INVALID(mcdc_range_plan_create(NULL, o, NULL, NULL, 1, &e_), "out is NULL");

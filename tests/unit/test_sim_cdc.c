@@ -57,7 +57,8 @@ TEST(sim_cdc_enable_and_min_lsn) {
     run(f.s, c, "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N't', @role_name = NULL, @capture_instance = N'v2', @captured_column_list = N'id, v'");
     CHECK_EQ_INT(c->nerrors, 0);
     run(f.s, c, "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N't', @role_name = NULL, @capture_instance = N'v3'");
-    CHECK_EQ_INT(c->err_number, 22909);
+    CHECK_EQ_INT(c->err_number, 22962);
+    CHECK(strstr(c->err_text, "Two capture instances already exist for source table 'dbo.t'") == c->err_text);
     run(f.s, c, "EXEC sys.sp_cdc_help_change_data_capture");
     CHECK_EQ_INT(c->nrows, 2);
     CHECK(strstr(c->colnames, "source_schema|source_table|capture_instance|object_id|source_object_id|start_lsn") == c->colnames);
@@ -292,7 +293,10 @@ TEST(sim_cdc_reader_queries) {
     /* ddl history */
     run(f.s, c, "ALTER TABLE dbo.t ADD note varchar(200) NULL");
     CHECK_EQ_INT(c->nerrors, 0);
+    /* the capture process posts it */
     run(f.s, c, "EXEC sys.sp_cdc_get_ddl_history @capture_instance = N'dbo_t'");
+    CHECK_EQ_INT(c->nrows, 0);
+    run(f.s, c, "EXEC sim.run_capture; EXEC sys.sp_cdc_get_ddl_history @capture_instance = N'dbo_t'");
     CHECK_EQ_INT(c->nrows, 1);
     CHECK(strstr(c->rows[0], "ALTER TABLE dbo.t ADD note varchar(200) NULL") != NULL);
     /* sp_spaceused */

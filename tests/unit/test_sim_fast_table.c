@@ -33,9 +33,12 @@ static int tcompare(sim_server *srv, sim_session *s, const char *sql, int64_t *s
 }
 
 /* The snapshot reader's SQL for table tbl with the columns names[n]
- * (present[k] false: dropped, a typed NULL), key range as given. */
+ * (present[k] false: dropped, a typed NULL), [lo, hi) of the integer key
+ * (NULL: the whole table; an open lo also takes the NULL keys), built by
+ * mcdc_cdc_snapshot_sql as the reader builds it: integer bounds are
+ * inlined, so no parameter. */
 static void snap_sql(mcdc_buf *out, const char *tbl, const char *const *names, const bool *present, int n, const char *key,
-                     bool has_lo, int64_t lo, bool has_hi, int64_t hi, bool nulls, bool snapshot, bool cmd) {
+                     bool has_lo, int64_t lo, bool has_hi, int64_t hi, bool snapshot, bool cmd) {
     mcdc_field f[32];
     const char *src[32];
     memset(f, 0, sizeof f);
@@ -45,10 +48,26 @@ static void snap_sql(mcdc_buf *out, const char *tbl, const char *const *names, c
         f[k].nullable = true;
         src[k] = present[k] ? names[k] : NULL;
     }
-    mcdc_snapshot_query q = {"dbo", tbl, f, n, src, cmd, "0x0000002A000001000001", snapshot ? NULL : "2026-01-02T03:04:05.123456",
-                             key, has_lo, has_hi, lo, hi, nulls, snapshot, snapshot ? 0 : -1};
+    mcdc_key_col kc;
+    memset(&kc, 0, sizeof kc);
+    if (key) {
+        snprintf(kc.name, sizeof kc.name, "%s", key);
+        snprintf(kc.type, sizeof kc.type, "bigint");
+        kc.kind = MCDC_KEY_INT;
+    }
+    json_t *jl = key && has_lo ? json_integer((json_int_t)lo) : NULL;
+    json_t *jh = key && has_hi ? json_integer((json_int_t)hi) : NULL;
+    mcdc_snapshot_query q = {.source_schema = "dbo", .source_table = tbl, .cols = f, .n_cols = n, .source_names = src,
+                             .include_command_id = cmd, .lsn = "0x0000002A000001000001",
+                             .commit_ts = snapshot ? NULL : "2026-01-02T03:04:05.123456", .keys = key ? &kc : NULL,
+                             .n_keys = key ? 1 : 0, .lo = jl, .hi = jh, .read = {snapshot, snapshot ? 0 : -1}};
+    mcdc_sql_params params = {0};
     mcdc_buf_reset(out);
-    mcdc_cdc_snapshot_sql(out, &q, NULL);
+    CHECK_EQ_INT(mcdc_cdc_snapshot_sql(out, &params, &q, NULL), MCDC_OK);
+    CHECK_EQ_INT(params.n, 0);
+    mcdc_sql_params_free(&params);
+    json_decref(jl);
+    json_decref(jh);
 }
 
 /* Rows of sql through the general path's collecting sink (no cells). */
@@ -116,33 +135,33 @@ TEST(sim_fast_table_matches_general_path) {
     /* -4 was inserted after 7: the key does not grow with the rowid, and
      * the primary key's index orders a ranged read by it: SQLite answers
      * those (still the same bytes); the whole table is the store's */
-    snap_sql(&q, "all", ALL, present, NA, NULL, false, 0, false, 0, false, false, false);
+    snap_sql(&q, "all", ALL, present, NA, NULL, false, 0, false, 0, false, false);
     CHECK_EQ_INT(tcompare(srv, s, (const char *)q.data, &served, &bytes), 1);
     CHECK_EQ_INT(served, 1);
     CHECK(bytes > 9000);
     CHECK_EQ_INT(nrows(s, c, (const char *)q.data), 6);
-    snap_sql(&q, "all", ALL, present, NA, "id", true, 2, true, 6, false, false, true);
+    snap_sql(&q, "all", ALL, present, NA, "id", true, 2, true, 6, false, true);
     CHECK_EQ_INT(tcompare(srv, s, (const char *)q.data, &served, NULL), 1);
     CHECK_EQ_INT(served, 0);
     run(s, c, "DELETE FROM dbo.[all] WHERE id = -4");
     /* every range shape the reader sends, with and without command id,
      * with absent columns, under SNAPSHOT too */
     for (int k = 3; k < NA; k += 4) present[k] = false;
-    struct { bool lo; int64_t l; bool hi; int64_t h; bool nulls; int rows; } R[] = {
-        {false, 0, false, 0, false, 5}, {true, 2, true, 6, false, 3}, {false, 0, true, 3, true, 2},
-        {true, 5, false, 0, false, 2}, {true, 100, true, 200, false, 0}, {true, -100, true, 2, true, 1},
-        {true, 3, true, 4, false, 1}};
+    struct { bool lo; int64_t l; bool hi; int64_t h; int rows; } R[] = {
+        {false, 0, false, 0, 5}, {true, 2, true, 6, 3}, {false, 0, true, 3, 2},
+        {true, 5, false, 0, 2}, {true, 100, true, 200, 0}, {true, -100, true, 2, 1},
+        {true, 3, true, 4, 1}};
     run(s, c, "ALTER DATABASE lab SET ALLOW_SNAPSHOT_ISOLATION ON");
     for (size_t r = 0; r < sizeof R / sizeof R[0]; r++)
         for (int iso = 0; iso < 2; iso++) {
-            snap_sql(&q, "all", ALL, present, NA, "id", R[r].lo, R[r].l, R[r].hi, R[r].h, R[r].nulls, iso == 1, iso == 0);
+            snap_sql(&q, "all", ALL, present, NA, "id", R[r].lo, R[r].l, R[r].hi, R[r].h, iso == 1, iso == 0);
             CHECK_EQ_INT(tcompare(srv, s, (const char *)q.data, &served, NULL), 1);
             CHECK_EQ_INT(served, 1);
             CHECK_EQ_INT(nrows(s, c, (const char *)q.data), R[r].rows);
         }
     /* a write drops the store; the next read rebuilds it with the change */
     run(s, c, "UPDATE dbo.[all] SET vc = 'changed', nv = NULL WHERE id = 1; INSERT INTO dbo.[all] (id, nn) VALUES (9, 1)");
-    snap_sql(&q, "all", ALL, present, NA, NULL, false, 0, false, 0, false, false, false);
+    snap_sql(&q, "all", ALL, present, NA, NULL, false, 0, false, 0, false, false);
     CHECK_EQ_INT(tcompare(srv, s, (const char *)q.data, &served, NULL), 1);
     CHECK_EQ_INT(served, 1);
     run(s, c, (const char *)q.data);
@@ -174,7 +193,7 @@ TEST(sim_fast_table_matches_general_path) {
     }
     /* the store off: the general path alone */
     sim_server_set_table_cache_mb(srv, 0);
-    snap_sql(&q, "all", ALL, present, NA, NULL, false, 0, false, 0, false, false, false);
+    snap_sql(&q, "all", ALL, present, NA, NULL, false, 0, false, 0, false, false);
     CHECK_EQ_INT(tcompare(srv, s, (const char *)q.data, &served, NULL), 1);
     CHECK_EQ_INT(served, 0);
     sim_server_set_table_cache_mb(srv, SIM_TABLE_CACHE_MB_DEFAULT);
@@ -205,21 +224,21 @@ TEST(sim_fast_table_heaps_and_key_orders) {
     mcdc_buf q = {0};
     int64_t served = 0;
     struct { const char *t; const char *const *cols; int n; const char *key; bool lo; int64_t l; bool hi; int64_t h;
-             bool nulls; int served, rows; } C[] = {
-        {"h1", H, 2, NULL, false, 0, false, 0, false, 1, 6},
-        {"h1", H, 2, "k", false, 0, true, 2, true, 1, 3},   /* NULLs and k < 2 */
-        {"h1", H, 2, "k", true, 2, true, 6, false, 1, 3},
-        {"h2", H, 2, NULL, false, 0, false, 0, false, 1, 6}, /* a whole read builds the store */
-        {"h2", H, 2, "k", false, 0, true, 1, true, 1, 4},   /* no index: the rowid order whatever the keys */
-        {"h2", H, 2, "k", true, -3, false, 0, false, 1, 4},
-        {"u", U, 3, NULL, false, 0, false, 0, false, 1, 3},
-        {"u", U, 3, "id", true, 2, false, 0, false, 0, 2},  /* the key's index orders: SQLite */
-        {"u", U, 3, "n", true, -10, true, 5, true, 1, 3},   /* no index on n */
-        {"k1", K1, 1, NULL, false, 0, false, 0, false, 1, 4}, /* the covering index grows with the rowid */
-        {"k1", K1, 1, "id", true, 2, true, 4, false, 1, 2},
+             int served, rows; } C[] = {
+        {"h1", H, 2, NULL, false, 0, false, 0, 1, 6},
+        {"h1", H, 2, "k", false, 0, true, 2, 1, 3},   /* NULLs and k < 2 */
+        {"h1", H, 2, "k", true, 2, true, 6, 1, 3},
+        {"h2", H, 2, NULL, false, 0, false, 0, 1, 6}, /* a whole read builds the store */
+        {"h2", H, 2, "k", false, 0, true, 1, 1, 4},   /* no index: the rowid order whatever the keys */
+        {"h2", H, 2, "k", true, -3, false, 0, 1, 4},
+        {"u", U, 3, NULL, false, 0, false, 0, 1, 3},
+        {"u", U, 3, "id", true, 2, false, 0, 0, 2},  /* the key's index orders: SQLite */
+        {"u", U, 3, "n", true, -10, true, 5, 1, 2},   /* no index on n; a lo: no NULLs */
+        {"k1", K1, 1, NULL, false, 0, false, 0, 1, 4}, /* the covering index grows with the rowid */
+        {"k1", K1, 1, "id", true, 2, true, 4, 1, 2},
     };
     for (size_t k = 0; k < sizeof C / sizeof C[0]; k++) {
-        snap_sql(&q, C[k].t, C[k].cols, present, C[k].n, C[k].key, C[k].lo, C[k].l, C[k].hi, C[k].h, C[k].nulls, false, false);
+        snap_sql(&q, C[k].t, C[k].cols, present, C[k].n, C[k].key, C[k].lo, C[k].l, C[k].hi, C[k].h, false, false);
         CHECK_EQ_INT(tcompare(srv, s, (const char *)q.data, &served, NULL), 1);
         CHECK_EQ_INT(served, C[k].served);
         CHECK_EQ_INT(nrows(s, c, (const char *)q.data), C[k].rows);
@@ -245,7 +264,7 @@ TEST(sim_fast_table_isolation) {
     bool present[2] = {true, true};
     mcdc_buf q = {0}, a = {0};
     int64_t served = 0;
-    snap_sql(&q, "t", T, present, 2, NULL, false, 0, false, 0, false, true, false);
+    snap_sql(&q, "t", T, present, 2, NULL, false, 0, false, 0, true, false);
     CHECK_EQ_INT(tcompare(srv, s, (const char *)q.data, &served, NULL), 1);
     CHECK_EQ_INT(served, 1);
     wire_run(s, (const char *)q.data, &a); /* the committed rows' reply */
@@ -257,7 +276,7 @@ TEST(sim_fast_table_isolation) {
     wire_run(s, (const char *)q.data, &b);
     CHECK_EQ_INT(srv->table_queries - q0, 0);
     CHECK(a.len == b.len && memcmp(a.data, b.data, a.len) == 0);
-    snap_sql(&q, "t", T, present, 2, NULL, false, 0, false, 0, false, false, false);
+    snap_sql(&q, "t", T, present, 2, NULL, false, 0, false, 0, false, false);
     run(s, c, "SET LOCK_TIMEOUT 0");
     run(s, c, (const char *)q.data);
     CHECK_EQ_INT(c->err_number, 1222);
@@ -299,10 +318,10 @@ TEST(sim_bulk_load_table) {
     mcdc_buf q = {0};
     int64_t served = 0;
     CHECK(sim_stores_table_bytes(srv->stores) > 0);
-    snap_sql(&q, "b", B, present, 15, "id", true, 1000, true, 1100, false, false, false);
+    snap_sql(&q, "b", B, present, 15, "id", true, 1000, true, 1100, false, false);
     CHECK_EQ_INT(tcompare(srv, s, (const char *)q.data, &served, NULL), 1);
     CHECK_EQ_INT(served, 1);
-    snap_sql(&q, "b", B, present, 15, NULL, false, 0, false, 0, false, false, false);
+    snap_sql(&q, "b", B, present, 15, NULL, false, 0, false, 0, false, false);
     CHECK_EQ_INT(tcompare(srv, s, (const char *)q.data, &served, NULL), 1);
     /* the same seed gives the same rows; a second load appends after them */
     char sum1[200];
@@ -362,8 +381,8 @@ TEST(sim_fast_table_built_by_whole_reads) {
     bool present[2] = {true, true};
     mcdc_buf q = {0}, w = {0};
     int64_t served = 0;
-    snap_sql(&q, "t", T, present, 2, "id", true, 2, false, 0, false, false, false);
-    snap_sql(&w, "t", T, present, 2, NULL, false, 0, false, 0, false, false, false);
+    snap_sql(&q, "t", T, present, 2, "id", true, 2, false, 0, false, false);
+    snap_sql(&w, "t", T, present, 2, NULL, false, 0, false, 0, false, false);
     CHECK_EQ_INT(tcompare(srv, s, (const char *)q.data, &served, NULL), 1);
     CHECK_EQ_INT(served, 0); /* no store: SQLite */
     CHECK(sim_stores_table_bytes(srv->stores) == 0);
@@ -403,7 +422,7 @@ TEST(sim_fast_table_slice_counts) {
     bool present[2] = {true, true};
     mcdc_buf q = {0};
     int64_t served = 0;
-    snap_sql(&q, "h", H, present, 2, NULL, false, 0, false, 0, false, false, false);
+    snap_sql(&q, "h", H, present, 2, NULL, false, 0, false, 0, false, false);
     CHECK_EQ_INT(tcompare(srv, s, (const char *)q.data, &served, NULL), 1); /* builds the store */
     CHECK_EQ_INT(served, 1);
     static const char *Q[] = {
@@ -445,7 +464,7 @@ TEST(sim_fast_table_slice_counts) {
     /* the general path: a width of 0 (its error), a key that does not grow
      * with the rowid, another aggregate, another grouping */
     run(s, c, "INSERT INTO dbo.h VALUES (-50, 0)");
-    snap_sql(&q, "h", H, present, 2, NULL, false, 0, false, 0, false, false, false);
+    snap_sql(&q, "h", H, present, 2, NULL, false, 0, false, 0, false, false);
     CHECK_EQ_INT(tcompare(srv, s, (const char *)q.data, &served, NULL), 1);
     static const char *G[] = {
         "DECLARE @w bigint = 0; SELECT (t.[id] - 1) / @w AS slice, COUNT_BIG(*) FROM [dbo].[b] AS t GROUP BY (t.[id] - 1) / @w",

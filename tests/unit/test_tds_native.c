@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mcdc_cdc_client.h"
 #include "mcdc_driver.h"
+#include "mcdc_sql_types.h"
 #include "mcdc_tds_proto.h"
 #include "mcdc_test.h"
 
@@ -549,6 +551,234 @@ TEST(tds_native_casts_and_schema_errors) {
     mcdc_result_free(r);
     mcdc_conn_close(c);
     mcdc_schema_unref(s);
+}
+
+/* Casts to text (a declared utf8 column) through the canonical value text
+ * (mcdc_value_text.h). The decimal and money texts are the ones the
+ * decoder's own decimal_text wrote; floats are now the shortest that read
+ * back (it wrote %.17g / %.9g: "0.10000000000000001", "0.100000001"). */
+TEST(tds_native_text_casts_are_canonical) {
+    static tb t;
+    static uint8_t pk[8192];
+    t.n = 0;
+    u8(&t, TDS_TOK_COLMETADATA); u16(&t, 11);
+    col(&t, TDS_DECIMALN); u8(&t, 17); u8(&t, 38); u8(&t, 0); bname(&t, "d38");
+    col(&t, TDS_DECIMALN); u8(&t, 17); u8(&t, 38); u8(&t, 38); bname(&t, "d3838");
+    col(&t, TDS_NUMERICN); u8(&t, 5); u8(&t, 9); u8(&t, 2); bname(&t, "n92");
+    col(&t, TDS_MONEYN); u8(&t, 8); bname(&t, "m");
+    col(&t, TDS_MONEYN); u8(&t, 4); bname(&t, "sm");
+    col(&t, TDS_FLTN); u8(&t, 8); bname(&t, "f8");
+    col(&t, TDS_FLTN); u8(&t, 4); bname(&t, "f4");
+    col(&t, TDS_INTN); u8(&t, 8); bname(&t, "bi");
+    col(&t, TDS_BIGVARBINARY); u16(&t, 16); bname(&t, "vb");
+    col(&t, TDS_BITN); u8(&t, 1); bname(&t, "bt");
+    col(&t, TDS_INTN); u8(&t, 1); bname(&t, "ti");
+    u8(&t, TDS_TOK_ROW);
+    u8(&t, 17); u8(&t, 1); u64(&t, 0x098a223fffffffffull); u64(&t, 0x4b3b4ca85a86c47aull); /* 10^38-1 */
+    u8(&t, 17); u8(&t, 0); u64(&t, 0x098a223fffffffffull); u64(&t, 0x4b3b4ca85a86c47aull);
+    u8(&t, 5); u8(&t, 0); u32(&t, 5);                  /* -0.05 */
+    u8(&t, 8); u32(&t, 0xFFFFFFFFu); u32(&t, 0xFFFFFFFFu); /* -0.0001 */
+    u8(&t, 4); u32(&t, 0x80000000u);                   /* -214748.3648 */
+    u8(&t, 8); { double d = 0.1; raw(&t, &d, 8); }
+    u8(&t, 4); { float f = 0.1f; raw(&t, &f, 4); }
+    u8(&t, 8); u64(&t, 0x8000000000000000ull);
+    u16(&t, 2); u8(&t, 0xDE); u8(&t, 0xAD);
+    u8(&t, 1); u8(&t, 1);
+    u8(&t, 1); u8(&t, 255);
+    u8(&t, TDS_TOK_ROW); /* zeros: a negative zero on the wire has no sign */
+    u8(&t, 17); u8(&t, 1); u64(&t, 0); u64(&t, 0);
+    u8(&t, 17); u8(&t, 0); u64(&t, 0); u64(&t, 0);
+    u8(&t, 5); u8(&t, 0); u32(&t, 0);
+    u8(&t, 8); u32(&t, 0); u32(&t, 0);
+    u8(&t, 4); u32(&t, 0);
+    u8(&t, 8); { double d = -2.25e300; raw(&t, &d, 8); }
+    u8(&t, 4); { float f = 1.5f; raw(&t, &f, 4); }
+    u8(&t, 8); u64(&t, 0);
+    u16(&t, 0);
+    u8(&t, 1); u8(&t, 0);
+    u8(&t, 1); u8(&t, 0);
+    done(&t, TDS_DONE_COUNT, 2);
+    size_t n = packetize(pk, t.b, t.n, 512, true);
+    static const char *const WANT[2][11] = {
+        {"99999999999999999999999999999999999999", "-0.99999999999999999999999999999999999999",
+         "-0.05", "-0.0001", "-214748.3648", "0.1", "0.1", "-9223372036854775808", "0xDEAD", "1",
+         "255"},
+        {"0", "0.00000000000000000000000000000000000000", "0.00", "0.0000", "0.0000",
+         "-2.25e+300", "1.5", "0", "0x", "0", "0"}};
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_schema *s = NULL;
+    CHECK_EQ_INT(mcdc_schema_create(&s, 11, &e), MCDC_OK);
+    for (int i = 0; i < 11; i++) mcdc_schema_set(s, i, "x", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_conn *c = NULL;
+    CHECK_EQ_INT(mcdc_tds_conn_open_memory(&c, pk, n, &e), MCDC_OK);
+    mcdc_result *r = NULL;
+    CHECK_EQ_INT(mcdc_conn_exec(&r, c, "SELECT", NULL, 0, &e), MCDC_OK);
+    mcdc_batch *b = NULL;
+    CHECK_EQ_INT(mcdc_batch_create(&b, s, 4, &e), MCDC_OK);
+    int64_t got = 0;
+    CHECK_EQ_INT(mcdc_result_fetch(r, b, 0, 10, 0, &got, &e), MCDC_OK);
+    CHECK_EQ_INT((int)got, 2);
+    for (int row = 0; row < 2 && got == 2; row++)
+        for (int i = 0; i < 11; i++) {
+            const mcdc_column *cc = &b->columns[i];
+            char v[64];
+            snprintf(v, sizeof v, "%.*s", (int)(cc->offsets[row + 1] - cc->offsets[row]),
+                     (const char *)cc->data + cc->offsets[row]);
+            CHECK_EQ_STR(v, WANT[row][i]);
+        }
+    mcdc_batch_free(b);
+    mcdc_result_free(r);
+    mcdc_conn_close(c);
+    mcdc_schema_unref(s);
+}
+
+/* ---- one type policy ------------------------------------------------------------- */
+/* How SQL Server sends each type (TYPE_INFO after the type id), as MS-TDS
+ * describes it: the test's own knowledge, not the table's. */
+typedef enum { TI_NONE, TI_LEN1, TI_DEC, TI_SCALE, TI_CHARS, TI_BYTES, TI_XML, TI_UDT,
+               TI_LONG_CHARS, TI_LONG_BYTES, TI_VARIANT } ti_kind;
+static const struct {
+    const char *name; /* as sp_cdc_get_captured_columns names it */
+    uint8_t tds;
+    ti_kind ti;
+    unsigned len;
+} SENT[] = {
+    {"bit", TDS_BIT, TI_NONE, 0},          {"bit", TDS_BITN, TI_LEN1, 1},
+    {"tinyint", TDS_INT1, TI_NONE, 0},     {"tinyint", TDS_INTN, TI_LEN1, 1},
+    {"smallint", TDS_INT2, TI_NONE, 0},    {"smallint", TDS_INTN, TI_LEN1, 2},
+    {"int", TDS_INT4, TI_NONE, 0},         {"int", TDS_INTN, TI_LEN1, 4},
+    {"bigint", TDS_INT8, TI_NONE, 0},      {"bigint", TDS_INTN, TI_LEN1, 8},
+    {"real", TDS_FLT4, TI_NONE, 0},        {"real", TDS_FLTN, TI_LEN1, 4},
+    {"float", TDS_FLT8, TI_NONE, 0},       {"float", TDS_FLTN, TI_LEN1, 8},
+    {"decimal", TDS_DECIMALN, TI_DEC, 17}, {"numeric", TDS_NUMERICN, TI_DEC, 17},
+    {"money", TDS_MONEY, TI_NONE, 0},      {"money", TDS_MONEYN, TI_LEN1, 8},
+    {"smallmoney", TDS_MONEY4, TI_NONE, 0}, {"smallmoney", TDS_MONEYN, TI_LEN1, 4},
+    {"date", TDS_DATEN, TI_NONE, 0},
+    {"datetime", TDS_DATETIME, TI_NONE, 0}, {"datetime", TDS_DATETIMN, TI_LEN1, 8},
+    {"smalldatetime", TDS_DATETIM4, TI_NONE, 0}, {"smalldatetime", TDS_DATETIMN, TI_LEN1, 4},
+    {"datetime2", TDS_DATETIME2N, TI_SCALE, 7}, {"datetimeoffset", TDS_DATETIMEOFFSETN, TI_SCALE, 7},
+    {"time", TDS_TIMEN, TI_SCALE, 7},
+    {"char", TDS_BIGCHAR, TI_CHARS, 10},   {"varchar", TDS_BIGVARCHAR, TI_CHARS, 100},
+    {"nchar", TDS_NCHAR, TI_CHARS, 20},    {"nvarchar", TDS_NVARCHAR, TI_CHARS, 200},
+    {"sysname", TDS_NVARCHAR, TI_CHARS, 256},
+    {"text", TDS_TEXT, TI_LONG_CHARS, 0},  {"ntext", TDS_NTEXT, TI_LONG_CHARS, 0},
+    {"xml", TDS_XML, TI_XML, 0},           {"uniqueidentifier", TDS_GUID, TI_LEN1, 16},
+    {"binary", TDS_BIGBINARY, TI_BYTES, 4}, {"varbinary", TDS_BIGVARBINARY, TI_BYTES, 16},
+    {"image", TDS_IMAGE, TI_LONG_BYTES, 0}, {"timestamp", TDS_BIGBINARY, TI_BYTES, 8},
+    {"rowversion", TDS_BIGBINARY, TI_BYTES, 8},
+    {"sql_variant", TDS_SSVARIANT, TI_VARIANT, 0}, {"geography", TDS_UDT, TI_UDT, 0},
+    {"geometry", TDS_UDT, TI_UDT, 0},      {"hierarchyid", TDS_UDT, TI_UDT, 0},
+    {"clr type", TDS_UDT, TI_UDT, 0},
+};
+
+/* A reply with one column of type SENT[k] and no rows. */
+static void one_column(tb *t, size_t k) {
+    t->n = 0;
+    u8(t, TDS_TOK_COLMETADATA); u16(t, 1);
+    col(t, SENT[k].tds);
+    switch (SENT[k].ti) {
+    case TI_NONE: break;
+    case TI_LEN1: u8(t, SENT[k].len); break;
+    case TI_DEC: u8(t, SENT[k].len); u8(t, 38); u8(t, 6); break;
+    case TI_SCALE: u8(t, SENT[k].len); break;
+    case TI_CHARS: u16(t, SENT[k].len); raw(t, COLL, 5); break;
+    case TI_BYTES: u16(t, SENT[k].len); break;
+    case TI_XML: u8(t, 0); break;
+    case TI_UDT: u16(t, 0xFFFF); bname(t, "db"); bname(t, "sys"); bname(t, SENT[k].name); u16(t, 0); break;
+    case TI_LONG_CHARS: u32(t, 0x7FFFFFFF); raw(t, COLL, 5); u8(t, 1); u16(t, 1); w16(t, "t"); break;
+    case TI_LONG_BYTES: u32(t, 0x7FFFFFFF); u8(t, 1); u16(t, 1); w16(t, "t"); break;
+    case TI_VARIANT: u32(t, 8016); break;
+    }
+    bname(t, "c");
+    done(t, TDS_DONE_COUNT, 0);
+}
+
+/* The native backend (TDS type ids as sent), the FreeTDS backend (the ids
+ * db-lib reports: the nullable ones at their width) and the CDC client (the
+ * captured column's type name) give every SQL Server type the same batch
+ * type, the reference's (§2.2). */
+TEST(tds_backends_and_cdc_client_agree_on_every_type) {
+    static tb t;
+    static uint8_t pk[4096];
+    int n_types = 0;
+    const mcdc_sql_type *all = mcdc_sql_types_all(&n_types);
+    bool covered[64] = {false};
+    CHECK(n_types > 30 && n_types <= 64);
+    for (size_t k = 0; k < sizeof SENT / sizeof SENT[0]; k++) {
+        const char *name = SENT[k].name;
+        const mcdc_sql_type *want = mcdc_sql_type_named(name);
+        CHECK(want != NULL);
+        if (want == NULL) continue;
+        covered[want - all] = true;
+        /* native: the result schema of a reply with that column */
+        one_column(&t, k);
+        size_t n = packetize(pk, t.b, t.n, 4096, true);
+        mcdc_conn *c = NULL;
+        mcdc_result *r = NULL;
+        mcdc_error e = MCDC_ERROR_INIT;
+        CHECK_EQ_INT(mcdc_tds_conn_open_memory(&c, pk, n, &e), MCDC_OK);
+        CHECK_EQ_INT(mcdc_conn_exec(&r, c, "SELECT", NULL, 0, &e), MCDC_OK);
+        const mcdc_field *f = r ? &mcdc_result_schema(r)->fields[0] : NULL;
+        mcdc_type_id wt;
+        int32_t wp, ws;
+        mcdc_sql_type_batch(want, 38, 6, &wt, &wp, &ws);
+        if (f == NULL || f->type != wt || f->precision != wp || f->scale != ws) {
+            fprintf(stderr, "  native reads %s as %d(%d,%d), not %d(%d,%d)\n", name,
+                    f ? (int)f->type : -1, f ? f->precision : -1, f ? f->scale : -1, (int)wt, wp,
+                    ws);
+            CHECK(false);
+        }
+        mcdc_result_free(r);
+        mcdc_conn_close(c);
+        /* FreeTDS: db-lib's ids are the TDS ids, the nullable fixed ones
+         * normalised (INTN 4 -> INT4 ...): the same row either way */
+        const mcdc_sql_type *ft = mcdc_sql_type_of_tds(SENT[k].tds, SENT[k].len);
+        bool alias = !strcmp(name, "sysname") || !strcmp(name, "timestamp") ||
+                     !strcmp(name, "rowversion") || SENT[k].tds == TDS_UDT;
+        CHECK(ft != NULL && (ft == want || (alias && ft->type == want->type)));
+        /* the CDC client: the captured column's type name */
+        mcdc_captured_column cc = {.name = (char *)"c", .data_type = (char *)name,
+                                   .precision = 38, .scale = 6};
+        mcdc_type_id ct = 0;
+        int32_t cp = -1, cs = -1;
+        int rc = mcdc_cdc_map_type(&ct, &cp, &cs, &cc, NULL);
+        if (want->has_default) {
+            CHECK_EQ_INT(rc, MCDC_OK);
+            CHECK(ct == wt && cp == wp && cs == ws);
+        } else {
+            CHECK_EQ_INT(rc, MCDC_E_UNSUPPORTED);
+        }
+    }
+    for (int i = 0; i < n_types; i++)
+        if (!covered[i]) {
+            fprintf(stderr, "  type %s has no case here\n", all[i].name);
+            CHECK(false);
+        }
+    /* the ids only db-lib reports */
+    static const struct { uint8_t id; const char *name; } DBLIB[] = {
+        {0x2F, "char"}, {0x27, "varchar"}, {0x67, "nvarchar"}, {0x2D, "binary"},
+        {0x25, "varbinary"}, {0xE1, "varbinary"}};
+    for (size_t k = 0; k < sizeof DBLIB / sizeof DBLIB[0]; k++)
+        CHECK(mcdc_sql_type_of_tds(DBLIB[k].id, 0) == mcdc_sql_type_named(DBLIB[k].name));
+    CHECK(mcdc_sql_type_of_tds(0x01, 0) == NULL);
+    CHECK(mcdc_sql_type_of_tds(TDS_INTN, 3) == NULL);
+    /* typed NULLs: the type a batch type is cast to reads back as it */
+    static const mcdc_type_id BATCH[] = {
+        MCDC_TYPE_BOOL, MCDC_TYPE_INT16, MCDC_TYPE_INT32, MCDC_TYPE_INT64, MCDC_TYPE_FLOAT,
+        MCDC_TYPE_DOUBLE, MCDC_TYPE_DECIMAL, MCDC_TYPE_UTF8, MCDC_TYPE_BINARY, MCDC_TYPE_DATE32,
+        MCDC_TYPE_TIMESTAMP_NTZ, MCDC_TYPE_TIMESTAMP_UTC};
+    for (size_t k = 0; k < sizeof BATCH / sizeof BATCH[0]; k++) {
+        mcdc_field f = {.name = (char *)"c", .type = BATCH[k], .precision = 12, .scale = 3};
+        char cast[32], base[32];
+        mcdc_sql_type_cast_name(&f, cast);
+        snprintf(base, sizeof base, "%.*s", (int)strcspn(cast, "("), cast);
+        const mcdc_sql_type *st = mcdc_sql_type_named(base);
+        mcdc_type_id bt = 0;
+        int32_t bp = 0, bs = 0;
+        if (st) mcdc_sql_type_batch(st, 12, 3, &bt, &bp, &bs);
+        CHECK(st != NULL && bt == BATCH[k]);
+        if (BATCH[k] == MCDC_TYPE_DECIMAL) CHECK_EQ_STR(cast, "decimal(12,3)");
+    }
 }
 
 TEST(tds_native_login_builders) {

@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "mcdc_test.h"
+#include "sim_val.h"
+#include "sim_variant.h"
 #include "tds_result.h"
 #include "tds_wire.h"
 
@@ -819,7 +821,7 @@ static size_t encode_one(sim_type t, bool nullable, sim_value v, uint8_t *out, s
 
 #define ENC(type, nullable, val, want_ti, want_val)                                      \
     do {                                                                                 \
-        uint8_t v_[256], ti_[32];                                                        \
+        uint8_t v_[256], ti_[512];                                                       \
         size_t tin_;                                                                     \
         size_t n_ = encode_one(type, nullable, val, v_, sizeof v_, ti_, &tin_);          \
         CHECK_EQ_INT(tin_, strlen(want_ti) / 2);                                         \
@@ -827,6 +829,18 @@ static size_t encode_one(sim_type t, bool nullable, sim_value v, uint8_t *out, s
         CHECK_EQ_INT(n_, strlen(want_val) / 2);                                          \
         CHECK(hexcmp(v_, want_val) == 0);                                                \
     } while (0)
+
+/* A sql_variant value of base type type (sim_variant.h's form). */
+static sim_value VAR(const char *type, const char *val) {
+    static char bufs[16][256];
+    static int next;
+    char *b = bufs[next++ % 16];
+    sim_type t;
+    sim_type_parse(&t, type, strlen(type));
+    size_t h = sim_variant_header(b, 256, &t);
+    snprintf(b + h, 256 - h, "%s", val);
+    return (sim_value){.kind = SIM_V_TEXT, .p = (const uint8_t *)b, .n = strlen(b)};
+}
 
 static sim_type ty(sim_type_id id, int p, int s, int len) {
     return (sim_type){id, (uint8_t)p, (uint8_t)s, len};
@@ -918,9 +932,64 @@ TEST(sim_tds_encode_strings_and_binary) {
     ENC(ty(SIM_T_BINARY, 0, 0, 5), true, b, "ad0500", "05000102030000");
     ENC(ty(SIM_T_VARBINARY, 0, 0, -1), true, b, "a5ffff",
         "0300000000000000" "03000000" "010203" "00000000");
-    /* sql_variant is served as nvarchar(4000) */
+    /* sql_variant (MS-TDS 2.2.5.5.4): TYPE_INFO LONG max length 8016; a
+     * value is LONG length, base type, property bytes, properties, data */
     ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, ((sim_value){.kind = SIM_V_INT, .i = 16}),
-        "e7401f" "0904d00034", "040031003600");
+        "62501f0000", "06000000" "38" "00" "10000000");
+    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, ((sim_value){0}), "62501f0000", "00000000");
+    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, VAR("nvarchar(5)", "hi"), "62501f0000",
+        "0d000000" "e7" "07" "0904d00034" "0a00" "68006900");
+    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, VAR("varchar(3)", "ab"), "62501f0000",
+        "0b000000" "a7" "07" "0904d00034" "0300" "6162");
+    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, VAR("decimal(5,2)", "1.50"), "62501f0000",
+        "09000000" "6a" "02" "0502" "01" "96000000");
+    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, VAR("bigint", "-2"), "62501f0000",
+        "0a000000" "7f" "00" "feffffffffffffff");
+    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, VAR("varbinary(4)", "0A0B"), "62501f0000",
+        "06000000" "a5" "02" "0400" "0a0b");
+    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, VAR("date", "0001-01-02"), "62501f0000",
+        "05000000" "28" "00" "010000");
+    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, VAR("datetime2(2)", "0001-01-01 00:00:01.00"), "62501f0000",
+        "09000000" "2a" "01" "02" "640000" "000000");
+    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, VAR("float", "2.5"), "62501f0000",
+        "0a000000" "3e" "00" "0000000000000440");
+    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, VAR("uniqueidentifier", "00112233-4455-6677-8899-AABBCCDDEEFF"),
+        "62501f0000", "12000000" "24" "00" "33221100554477668899aabbccddeeff");
+    ENC(ty(SIM_T_SQL_VARIANT, 0, 0, 0), true, T("plain"), "62501f0000",
+        "13000000" "e7" "07" "0904d00034" "401f" "70006c00610069006e00");
+    /* xml (MS-TDS 2.2.5.5.3): XMLTYPE, no schema; UTF-16LE text in PLP */
+    ENC(ty(SIM_T_XML, 0, 0, 0), true, T("<a />"), "f100",
+        "0a00000000000000" "0a000000" "3c0061002000" "2f003e00" "00000000");
+    ENC(ty(SIM_T_XML, 0, 0, 0), true, ((sim_value){0}), "f100", "ffffffffffffffff");
+}
+
+/* The CLR types (MS-TDS 2.2.5.5.2): UDTTYPE, max bytes (hierarchyid 892,
+ * the spatial types 0xFFFF), database, schema, type and assembly-qualified
+ * names; the serialized bytes in PLP. */
+TEST(sim_tds_encode_clr_types) {
+    static const uint8_t h[] = {0x5A, 0xC0};
+    sim_value hv = {.kind = SIM_V_BLOB, .p = h, .n = 2};
+    /* "master" (no session), "sys", "hierarchyid", then the assembly name */
+    const char *aqn = "Microsoft.SqlServer.Types.SqlHierarchyId, Microsoft.SqlServer.Types, Version=11.0.0.0, Culture=neutral, PublicKeyToken=89845dcd8080cc91";
+    char want[1024];
+    size_t o = (size_t)snprintf(want, sizeof want, "f07c03" "06");
+    for (const char *p = "master"; *p; p++) o += (size_t)snprintf(want + o, sizeof want - o, "%02x00", *p);
+    o += (size_t)snprintf(want + o, sizeof want - o, "03");
+    for (const char *p = "sys"; *p; p++) o += (size_t)snprintf(want + o, sizeof want - o, "%02x00", *p);
+    o += (size_t)snprintf(want + o, sizeof want - o, "0b");
+    for (const char *p = "hierarchyid"; *p; p++) o += (size_t)snprintf(want + o, sizeof want - o, "%02x00", *p);
+    o += (size_t)snprintf(want + o, sizeof want - o, "%02x%02x", (unsigned)strlen(aqn) & 0xFF, (unsigned)strlen(aqn) >> 8);
+    for (const char *p = aqn; *p && o + 4 < sizeof want; p++) o += (size_t)snprintf(want + o, sizeof want - o, "%02x00", *p);
+    ENC(ty(SIM_T_HIERARCHYID, 0, 0, 0), true, hv, want, "0200000000000000" "02000000" "5ac0" "00000000");
+    ENC(ty(SIM_T_HIERARCHYID, 0, 0, 0), true, ((sim_value){0}), want, "ffffffffffffffff");
+    uint8_t v_[256], ti_[512];
+    size_t tin;
+    encode_one(ty(SIM_T_GEOGRAPHY, 0, 0, 0), true, hv, v_, sizeof v_, ti_, &tin);
+    CHECK(ti_[0] == 0xF0 && ti_[1] == 0xFF && ti_[2] == 0xFF); /* unlimited */
+    CHECK(tin > 20 && memmem(ti_, tin, "g\0e\0o\0g\0r\0a\0p\0h\0y\0", 18) != NULL);
+    CHECK(memmem(ti_, tin, "S\0q\0l\0G\0e\0o\0g\0r\0a\0p\0h\0y\0", 24) != NULL);
+    encode_one(ty(SIM_T_GEOMETRY, 0, 0, 0), true, hv, v_, sizeof v_, ti_, &tin);
+    CHECK(memmem(ti_, tin, "S\0q\0l\0G\0e\0o\0m\0e\0t\0r\0y\0", 22) != NULL);
 }
 
 TEST(sim_tds_result_done_flags_and_split_tokens) {

@@ -1,0 +1,226 @@
+/*
+ * mcdc_api_snapshot.c - snapshots as Arrow streams (include/mssqlcdc.h,
+ * "Snapshots as Arrow streams"): the snapshot planner and reader of the
+ * change feed handle (mcdc_changes.h) behind tokens (mcdc_snapshot_token.h),
+ * as mcdc_api_range.c puts change ranges behind theirs.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "mcdc_batch_stream.h"
+#include "mcdc_changes.h"
+#include "mcdc_options.h"
+#include "mcdc_snapshot_token.h"
+
+struct mcdc_snapshot_plan {
+    char **tokens; /* n, owned */
+    size_t n;
+    char lsn[MCDC_LSN_TEXT_LEN + 1];
+    mcdc_schema *schema; /* the output schema, one reference */
+};
+
+void mcdc_snapshot_plan_free(mcdc_snapshot_plan *p) {
+    if (p == NULL) return;
+    for (size_t i = 0; i < p->n; i++) mcdc_free(p->tokens[i]);
+    mcdc_free(p->tokens);
+    mcdc_schema_unref(p->schema);
+    mcdc_free(p);
+}
+
+size_t mcdc_snapshot_plan_count(const mcdc_snapshot_plan *p) { return p ? p->n : 0; }
+
+const char *mcdc_snapshot_plan_token(const mcdc_snapshot_plan *p, size_t i) {
+    return p && i < p->n ? p->tokens[i] : NULL;
+}
+
+const char *mcdc_snapshot_plan_lsn(const mcdc_snapshot_plan *p) { return p ? p->lsn : NULL; }
+
+int mcdc_snapshot_plan_schema(struct ArrowSchema *out, const mcdc_snapshot_plan *p,
+                              mcdc_error *err) {
+    if (out == NULL || p == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_snapshot_plan_schema: %s is NULL",
+                              out == NULL ? "out" : "the plan");
+    return mcdc_schema_export(p->schema, out, err);
+}
+
+/* The chunks (or ranges) of the plan, as JSON [[lo, hi], ...]. */
+static int plan_chunks(json_t **chunks, mcdc_changes *c, const json_t *keys, int64_t chunk_rows,
+                       const mcdc_opts *opts, mcdc_error *err) {
+    if (chunk_rows == 0)
+        return mcdc_changes_snapshot_ranges(c, mcdc_opt_num_partitions(opts), chunks, err);
+    json_t *extent = NULL;
+    int rc = mcdc_changes_snapshot_extent(c, keys, MCDC_ISO_OPTION, &extent, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_changes_plan_chunks(c, keys, extent, chunk_rows, MCDC_ISO_OPTION, chunks, err);
+    json_decref(extent);
+    return rc;
+}
+
+static int encode_plan(mcdc_snapshot_plan *p, mcdc_changes *c, const json_t *keys,
+                       const json_t *chunks, mcdc_error *err) {
+    size_t n = json_array_size(chunks);
+    MCDC_ASSERT(n >= 1 && n <= MCDC_SNAPSHOT_CHUNKS_MAX);
+    p->tokens = mcdc_calloc(n, sizeof *p->tokens);
+    if (p->tokens == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory planning");
+    mcdc_snapshot_token t;
+    memset(&t, 0, sizeof t);
+    snprintf(t.capture_instance, sizeof t.capture_instance, "%s",
+             mcdc_changes_capture_instance(c));
+    mcdc_token_schema_id(t.schema_id, p->schema);
+    t.keys = (json_t *)keys;
+    t.count = (int32_t)n;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *r = json_array_get(chunks, i);
+        t.lo = json_array_get(r, 0);
+        t.hi = json_array_get(r, 1);
+        t.index = (int32_t)i;
+        int rc = mcdc_snapshot_token_encode(&p->tokens[i], &t, err);
+        if (rc) return rc;
+        p->n = i + 1;
+    }
+    return MCDC_OK;
+}
+
+int mcdc_snapshot_plan_create(mcdc_snapshot_plan **out, const mcdc_opts *opts,
+                              int64_t chunk_rows, mcdc_error *err) {
+    if (out == NULL || opts == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_snapshot_plan_create: %s is NULL",
+                              out == NULL ? "out" : "opts");
+    *out = NULL;
+    if (chunk_rows < 0)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "mcdc_snapshot_plan_create: chunk_rows is %lld; use rows per "
+                              "chunk (> 0), or 0 for numPartitions whole-snapshot ranges",
+                              (long long)chunk_rows);
+    int rc = mcdc_opts_check_required(opts, err);
+    if (rc) return rc;
+    mcdc_changes *c = NULL;
+    rc = mcdc_changes_open(&c, opts, NULL, err);
+    if (rc) return rc;
+    mcdc_snapshot_plan *p = mcdc_calloc(1, sizeof *p);
+    if (p == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory planning");
+    /* The LSN first: every commit at or before it is in the rows read
+     * after it (reference §2.4.1). */
+    mcdc_lsn lsn;
+    int64_t commit_us = 0;
+    bool has_ts = false;
+    if (rc == MCDC_OK) rc = mcdc_changes_snapshot_lsn(c, &lsn, &commit_us, &has_ts, err);
+    if (rc == MCDC_OK) mcdc_lsn_format(&lsn, p->lsn);
+    json_t *keys = NULL, *chunks = NULL;
+    if (rc == MCDC_OK) rc = mcdc_changes_snapshot_keys(c, &keys, err);
+    if (rc == MCDC_OK) rc = plan_chunks(&chunks, c, keys, chunk_rows, opts, err);
+    if (rc == MCDC_OK) {
+        p->schema = mcdc_schema_ref(mcdc_changes_schema(c));
+        rc = encode_plan(p, c, keys, chunks, err);
+    }
+    json_decref(chunks);
+    json_decref(keys);
+    mcdc_changes_close(c);
+    if (rc) {
+        mcdc_snapshot_plan_free(p);
+        return rc;
+    }
+    *out = p;
+    return MCDC_OK;
+}
+
+int mcdc_snapshot_token_parse(mcdc_snapshot_info *out, const char *token, mcdc_error *err) {
+    if (out == NULL || token == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_snapshot_token_parse: %s is NULL",
+                              out == NULL ? "out" : "token");
+    if (out->version != MCDC_SNAPSHOT_INFO_VERSION)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "mcdc_snapshot_token_parse: out->version is %d; initialise the "
+                              "struct with MCDC_SNAPSHOT_INFO_INIT (version %d)",
+                              out->version, MCDC_SNAPSHOT_INFO_VERSION);
+    mcdc_snapshot_token t;
+    int rc = mcdc_snapshot_token_decode(&t, token, strlen(token), err);
+    if (rc) return rc;
+    _Static_assert(sizeof out->capture_instance == sizeof t.capture_instance, "same size");
+    memcpy(out->capture_instance, t.capture_instance, sizeof t.capture_instance);
+    out->index = t.index;
+    out->count = t.count;
+    out->n_keys = (int32_t)json_array_size(t.keys);
+    mcdc_snapshot_token_clear(&t);
+    return MCDC_OK;
+}
+
+/* ---- reading ------------------------------------------------------------------- */
+typedef struct chunk_read {
+    mcdc_changes *changes;
+    mcdc_opts *opts; /* the changes handle borrows some of its strings */
+    mcdc_snapshot_token token;
+    mcdc_lsn lsn;
+    bool has_ts;
+    int64_t commit_us;
+} chunk_read;
+
+static int produce(void *ctx, mcdc_batch_stream_sink_fn sink, void *sink_ctx, mcdc_error *err) {
+    chunk_read *r = ctx;
+    json_t *range = json_pack("[OO]", r->token.lo, r->token.hi);
+    if (range == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory reading a chunk");
+    int rc = mcdc_changes_snapshot_read(r->changes, r->token.keys, range, MCDC_ISO_OPTION, &r->lsn,
+                                        r->has_ts, r->commit_us, sink, sink_ctx, NULL, err);
+    json_decref(range);
+    return rc;
+}
+
+static void chunk_read_free(void *ctx) {
+    chunk_read *r = ctx;
+    if (r == NULL) return;
+    mcdc_changes_close(r->changes);
+    mcdc_opts_free(r->opts);
+    mcdc_snapshot_token_clear(&r->token);
+    mcdc_free(r);
+}
+
+/* Opens what reading needs, before any row: the changes handle (the capture
+ * instance and its columns), the schema check, the LSN's commit time. */
+static int open_read(chunk_read *r, const mcdc_opts *opts, const char *token, const char *lsn,
+                     mcdc_error *err) {
+    int rc = mcdc_snapshot_token_decode(&r->token, token, strlen(token), err);
+    if (rc) return rc;
+    if (mcdc_lsn_parse_cstr(&r->lsn, lsn, err) != MCDC_OK) {
+        mcdc_error_wrap(err, "mcdc_snapshot_read: lsn (pass mcdc_snapshot_plan_lsn's)");
+        return MCDC_E_INVALID;
+    }
+    rc = mcdc_token_options(&r->opts, opts, r->token.capture_instance, "mcdc_snapshot_read", err);
+    if (rc == MCDC_OK && mcdc_opt_connection_string(r->opts) == NULL)
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "mcdc_snapshot_read: the options have no connectionString");
+    if (rc == MCDC_OK) rc = mcdc_changes_open(&r->changes, r->opts, NULL, err);
+    if (rc) return rc;
+    char id[MCDC_TOKEN_HASH_TEXT_SIZE];
+    mcdc_token_schema_id(id, mcdc_changes_schema(r->changes));
+    if (strcmp(id, r->token.schema_id) != 0)
+        return mcdc_error_set(err, MCDC_E_SCHEMA,
+                              "mcdc_snapshot_read: the output schema of capture instance '%s' "
+                              "is not the one the snapshot was planned with (its captured "
+                              "columns changed, or the options columns/includeCommandId differ "
+                              "from the planner's): plan again",
+                              r->token.capture_instance);
+    if (!mcdc_lsn_is_zero(&r->lsn))
+        rc = mcdc_changes_commit_time(r->changes, &r->lsn, &r->commit_us, &r->has_ts, err);
+    return rc;
+}
+
+int mcdc_snapshot_read(struct ArrowArrayStream *out, const mcdc_opts *opts, const char *token,
+                       const char *lsn, mcdc_error *err) {
+    if (out == NULL || opts == NULL || token == NULL || lsn == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_snapshot_read: %s is NULL",
+                              out == NULL    ? "out"
+                              : opts == NULL ? "opts"
+                              : token == NULL ? "token"
+                                              : "lsn (pass mcdc_snapshot_plan_lsn's)");
+    memset(out, 0, sizeof *out);
+    chunk_read *r = mcdc_calloc(1, sizeof *r);
+    if (r == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory opening a chunk");
+    int rc = open_read(r, opts, token, lsn, err);
+    if (rc) {
+        chunk_read_free(r);
+        return rc;
+    }
+    mcdc_batch_stream_cfg cfg = {mcdc_changes_schema(r->changes), produce, r, chunk_read_free,
+                                 MCDC_ARROW_STREAM_QUEUE_BATCHES};
+    return mcdc_batch_stream_start(out, &cfg, err);
+}

@@ -1,0 +1,367 @@
+/*
+ * mcdc_seed.c - a copy of the tracked table the user already has, appended
+ * to bronze as its snapshot (the reference's seed(), ADR 0025): for a table
+ * too big to snapshot within CDC's retention. The copy's rows become
+ * operation 0 rows stamped with L, the LSN of as_of (every commit at or
+ * before it is in the copy; later ones may be too, the stream replays them).
+ *
+ * Checks, before anything is written: as_of maps to a commit (else CDC
+ * cleanup has passed it: DataLossError), L is not beyond max_lsn
+ * (ValueError), the changes after L are still there (DataLossError); the
+ * copy has every captured column, matched by name ignoring case (ValueError,
+ * or NULL with allow_missing_columns), of a type the stream's can hold; the
+ * target holds no other snapshot (a rerun with the same L returns the seed
+ * already written; --reseed takes a newer one); no snapshot of the stream
+ * is open in the facts.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcdc_facts.h"
+#include "mcdc_parquet.h"
+#include "mcdc_snapfacts.h"
+#include "mcdc_snapshot_job.h"
+#include "mcdc_tables.h"
+
+typedef struct {
+    mcdc_changes *changes;
+    mcdc_schema *out_schema;  /* the reader's output schema (borrowed) */
+    mcdc_schema *bronze;      /* bronze's */
+    const mcdc_seed_cfg *cfg;
+    const char *lsn_text;
+    bool has_ts;
+    int64_t commit_us;
+    int32_t first_captured;   /* index of the first captured column in out_schema */
+    mcdc_appender *app;
+    int64_t rows;
+} seed_job;
+
+/* Integer types convert to each other when the value fits; the rest must
+ * match (a copy written by Spark or pyarrow has the stream's types). */
+static bool integer_type(mcdc_type_id t) {
+    return t == MCDC_TYPE_INT8 || t == MCDC_TYPE_INT16 || t == MCDC_TYPE_INT32 || t == MCDC_TYPE_INT64;
+}
+
+static int convert_column(mcdc_column *dst, mcdc_column *src, int64_t rows, mcdc_error *err) {
+    const mcdc_field *d = dst->field, *s = src->field;
+    bool same = d->type == s->type && d->precision == s->precision && d->scale == s->scale;
+    bool fixed_bin = d->type == MCDC_TYPE_BINARY && s->type == MCDC_TYPE_FIXED_BINARY;
+    if (same) return mcdc_col_move(dst, src, err);
+    int rc = MCDC_OK;
+    bool ints = integer_type(d->type) && integer_type(s->type);
+    bool floats = (d->type == MCDC_TYPE_DOUBLE || d->type == MCDC_TYPE_FLOAT) &&
+                  (s->type == MCDC_TYPE_DOUBLE || s->type == MCDC_TYPE_FLOAT);
+    bool stamps = (d->type == MCDC_TYPE_TIMESTAMP_NTZ || d->type == MCDC_TYPE_TIMESTAMP_UTC) &&
+                  (s->type == MCDC_TYPE_TIMESTAMP_NTZ || s->type == MCDC_TYPE_TIMESTAMP_UTC);
+    if (!ints && !floats && !stamps && !fixed_bin)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "the copy's column '%s' is %s, and the stream reads it as %s: cast "
+                              "it in the copy (the types of `columns` or of the capture instance)",
+                              s->name, mcdc_type_name(s->type), mcdc_type_name(d->type));
+    int64_t lo = d->type == MCDC_TYPE_INT8 ? INT8_MIN : d->type == MCDC_TYPE_INT16 ? INT16_MIN
+               : d->type == MCDC_TYPE_INT32 ? INT32_MIN : INT64_MIN;
+    int64_t hi = d->type == MCDC_TYPE_INT8 ? INT8_MAX : d->type == MCDC_TYPE_INT16 ? INT16_MAX
+               : d->type == MCDC_TYPE_INT32 ? INT32_MAX : INT64_MAX;
+    mcdc_batch view = {.schema = NULL, .columns = src, .rows = rows};
+    for (int64_t r = 0; r < rows && rc == MCDC_OK; r++) {
+        if (!mcdc_col_is_valid(src, r)) {
+            rc = mcdc_col_append_null(dst, err);
+            continue;
+        }
+        if (fixed_bin) {
+            int32_t w = s->byte_width;
+            rc = mcdc_col_append_bytes(dst, src->values + r * w, w, err);
+        } else if (floats) {
+            double v;
+            if (s->type == MCDC_TYPE_DOUBLE) memcpy(&v, src->values + r * 8, 8);
+            else {
+                float f;
+                memcpy(&f, src->values + r * 4, 4);
+                v = f;
+            }
+            rc = mcdc_col_append_double(dst, v, err);
+        } else {
+            mcdc_cell c = mcdc_row_get(&view, r, 0);
+            if (ints && (c.i < lo || c.i > hi))
+                rc = mcdc_error_set(err, MCDC_E_INVALID,
+                                    "the copy's column '%s' holds %lld, which the stream's %s "
+                                    "cannot hold",
+                                    s->name, (long long)c.i, mcdc_type_name(d->type));
+            else
+                rc = mcdc_col_append_int(dst, c.i, err);
+        }
+    }
+    return rc;
+}
+
+/* One batch of the copy to the output schema: the metadata columns, then
+ * each captured column found (by name, ignoring case) or NULL. */
+static int seed_batch(void *ctx, mcdc_batch *in, mcdc_error *err) {
+    seed_job *j = ctx;
+    mcdc_batch *b = NULL;
+    int64_t n = in->rows;
+    int rc = mcdc_batch_create(&b, j->out_schema, n ? n : 1, err);
+    const mcdc_schema *o = j->out_schema;
+    for (int32_t i = 0; rc == MCDC_OK && i < o->n_fields; i++) {
+        mcdc_column *c = &b->columns[i];
+        const char *name = o->fields[i].name;
+        if (i >= j->first_captured) {
+            int32_t k = -1;
+            for (int32_t m = 0; m < in->schema->n_fields && k < 0; m++)
+                if (mcdc_str_ieq(in->schema->fields[m].name, name)) k = m;
+            if (k < 0 && !j->cfg->allow_missing_columns)
+                rc = mcdc_error_set(err, MCDC_E_INVALID,
+                                    "the copy %s has no column '%s' (matched ignoring case), "
+                                    "which the stream reads: add it to the copy, or pass "
+                                    "--allow-missing-columns to read it as NULL",
+                                    j->cfg->from, name);
+            else
+                rc = k >= 0 ? convert_column(c, &in->columns[k], n, err)
+                            : mcdc_col_append_nulls(c, n, err);
+        } else if (strcmp(name, "_capture_instance") == 0) {
+            rc = mcdc_col_fill_text(c, mcdc_changes_capture_instance(j->changes), n, err);
+        } else if (strcmp(name, "_start_lsn") == 0) {
+            rc = mcdc_col_fill_text(c, j->lsn_text, n, err);
+        } else if (strcmp(name, "_operation") == 0) {
+            rc = mcdc_col_fill_int(c, 0, n, err);
+        } else if (strcmp(name, "_commit_ts") == 0 && j->has_ts) {
+            rc = mcdc_col_fill_int(c, j->commit_us, n, err);
+        } else {
+            rc = mcdc_col_append_nulls(c, n, err); /* _seqval, _command_id */
+        }
+    }
+    mcdc_batch_free(in);
+    if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
+    if (rc == MCDC_OK) rc = mcdc_bronze_widen(b, j->bronze, -1, j->lsn_text, -1, err);
+    if (rc == MCDC_OK) rc = mcdc_appender_write(j->app, b, err);
+    if (rc == MCDC_OK) j->rows += b->rows;
+    mcdc_batch_free(b);
+    return rc;
+}
+
+/* Reads the copy batch by batch: a Delta table (a _delta_log) through the
+ * table scan, else one Parquet file or a directory of them. */
+static int read_copy(const char *from, const char *warehouse, mcdc_batch_fn fn, void *ctx,
+                     mcdc_error *err) {
+    mcdc_storage *probe = NULL;
+    mcdc_storage_listing logs = {0};
+    int rc = mcdc_storage_open(&probe, from, err);
+    if (rc == MCDC_OK) rc = mcdc_storage_list(probe, "_delta_log/", &logs, err);
+    bool is_delta = rc == MCDC_OK && logs.count > 0;
+    mcdc_storage_listing_free(&logs);
+    mcdc_storage_free(probe);
+    if (rc) return rc;
+    if (is_delta) {
+        mcdc_table *t = NULL;
+        int64_t v;
+        mcdc_table_scan sc = MCDC_TABLE_SCAN_INIT;
+        rc = mcdc_table_open(&t, from, warehouse, err);
+        if (rc == MCDC_OK) rc = mcdc_table_scan_run(t, &sc, fn, ctx, &v, NULL, err);
+        mcdc_table_close(t);
+        return rc;
+    }
+    mcdc_storage *st = NULL;
+    mcdc_storage_listing l = {0};
+    const char *slash = strrchr(from, '/');
+    bool one_file = strlen(from) > 8 && strcmp(from + strlen(from) - 8, ".parquet") == 0;
+    char *dir = one_file ? mcdc_strndup(from, slash ? (size_t)(slash - from) : 0) : mcdc_strdup(from);
+    if (dir == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    rc = mcdc_storage_open(&st, *dir ? dir : ".", err);
+    if (rc == MCDC_OK && !one_file) rc = mcdc_storage_list(st, "", &l, err);
+    size_t n = one_file ? 1 : l.count;
+    for (size_t i = 0; rc == MCDC_OK && i < n; i++) {
+        const char *key = one_file ? (slash ? slash + 1 : from) : l.entries[i].name;
+        size_t len = strlen(key);
+        if (!one_file && (len < 8 || strcmp(key + len - 8, ".parquet") != 0)) continue;
+        mcdc_parquet_reader *r = NULL;
+        rc = mcdc_parquet_reader_open(&r, st, key, NULL, err);
+        mcdc_batch *b = NULL;
+        while (rc == MCDC_OK && (rc = mcdc_parquet_reader_next(&b, r, err)) == MCDC_OK && b) {
+            rc = fn(ctx, b, err);
+            b = NULL;
+        }
+        mcdc_parquet_reader_free(r);
+        if (rc) mcdc_error_wrap(err, "reading the copy %s/%s", dir, key);
+    }
+    mcdc_storage_listing_free(&l);
+    mcdc_storage_free(st);
+    mcdc_free(dir);
+    return rc;
+}
+
+static int check_as_of(mcdc_lsn *lsn, seed_job *j, mcdc_changes *c, const char *as_of,
+                       mcdc_error *err) {
+    int rc;
+    if (as_of[0] == '0' && (as_of[1] == 'x' || as_of[1] == 'X')) {
+        rc = mcdc_lsn_parse_cstr(lsn, as_of, err);
+        if (rc) return mcdc_error_wrap(err, "--as-of"), MCDC_E_INVALID;
+    } else {
+        int64_t us;
+        if (mcdc_parse_ts_us(as_of, strlen(as_of), &us, NULL) != MCDC_OK)
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "--as-of '%s' is neither an LSN (0x + 20 hex digits) nor a UTC "
+                                  "time (YYYY-MM-DDTHH:MM:SS[Z|+hh:mm])",
+                                  as_of);
+        /* A copy cannot have started being read after now: such a time
+         * would map to the last commit, and the commits between the copy
+         * and it would be in neither the copy nor the stream. */
+        int64_t now;
+        rc = mcdc_changes_server_now(c, &now, err);
+        if (rc) return rc;
+        if (us > now) {
+            char t[32];
+            mcdc_format_ts_us(now, 3, t);
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "--as-of %s is later than the server's clock (%s UTC): a copy "
+                                  "cannot have started being read in the future. --as-of is UTC "
+                                  "unless it gives an offset: check the time zone",
+                                  as_of, t);
+        }
+        bool found = false;
+        rc = mcdc_changes_time_to_lsn(c, us, lsn, &found, err);
+        if (rc) return rc;
+        if (!found)
+            return mcdc_error_set(err, MCDC_E_DATALOSS,
+                                  "--as-of %s: no commit of the database at or before it is in "
+                                  "cdc.lsn_time_mapping (CDC cleanup passed it, or CDC was "
+                                  "enabled later): the changes since the copy are gone; take a "
+                                  "snapshot instead",
+                                  as_of);
+    }
+    mcdc_lsn max, min, next;
+    rc = mcdc_changes_max_lsn(c, &max, err);
+    if (rc == MCDC_OK && mcdc_lsn_cmp(lsn, &max) > 0) {
+        char m[MCDC_LSN_TEXT_LEN + 1];
+        mcdc_lsn_format(&max, m);
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "--as-of %s is beyond the server's max_lsn %s: a copy cannot be "
+                              "newer than the changes captured so far",
+                              as_of, m);
+    }
+    if (rc == MCDC_OK) rc = mcdc_changes_min_lsn(c, &min, err);
+    if (rc == MCDC_OK) rc = mcdc_lsn_increment(&next, lsn, err);
+    if (rc == MCDC_OK && !mcdc_lsn_is_zero(&min) && mcdc_lsn_cmp(&next, &min) < 0) {
+        char m[MCDC_LSN_TEXT_LEN + 1];
+        mcdc_lsn_format(&min, m);
+        return mcdc_error_set(err, MCDC_E_DATALOSS,
+                              "--as-of %s: CDC cleanup moved min_lsn to %s, past the copy's "
+                              "time, so the changes since the copy are gone: seed from a newer "
+                              "copy, or take a snapshot",
+                              as_of, m);
+    }
+    (void)j;
+    return rc;
+}
+
+int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *opts,
+              const mcdc_seed_cfg *cfg, mcdc_error *err) {
+    if (out == NULL || rows == NULL || written == NULL || opts == NULL || cfg == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_seed: a NULL argument");
+    if (cfg->version != MCDC_SEED_CFG_VERSION)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "mcdc_seed_cfg version %d is not one this library knows (%d)",
+                              cfg->version, MCDC_SEED_CFG_VERSION);
+    if (cfg->target == NULL || !*cfg->target || cfg->from == NULL || !*cfg->from ||
+        cfg->as_of == NULL || !*cfg->as_of)
+        return mcdc_error_set(err, MCDC_E_INVALID, "a seed needs --target, --from and --as-of");
+    if ((cfg->app_id == NULL) != (cfg->facts_table == NULL))
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "--app-id and --facts-table go together (the bootstrap row names "
+                              "the stream)");
+    memset(out, 0, sizeof *out);
+    *rows = 0;
+    *written = false;
+    int rc = mcdc_opts_check_required(opts, err);
+    if (rc) return rc;
+    mcdc_log_sink sink = {cfg->log_fn, cfg->log_user, cfg->log_level};
+    const mcdc_log_sink *host = mcdc_log_use(cfg->log_fn ? &sink : mcdc_log_current());
+    mcdc_ctx ctx = {0};
+    mcdc_table *target = NULL, *facts = NULL;
+    mcdc_changes *changes = NULL;
+    mcdc_schema *bronze = NULL;
+    rc = mcdc_table_open(&target, cfg->target, cfg->warehouse, err);
+    if (rc == MCDC_OK) rc = mcdc_table_check_kind(target, MCDC_KIND_BRONZE, "target", err);
+    if (rc == MCDC_OK && cfg->facts_table)
+        rc = mcdc_table_open(&facts, cfg->facts_table, cfg->warehouse, err);
+    if (rc == MCDC_OK && facts) rc = mcdc_table_check_kind(facts, MCDC_KIND_FACTS, "facts table", err);
+    if (rc == MCDC_OK) rc = mcdc_changes_open(&changes, opts, NULL, err);
+    if (rc == MCDC_OK) rc = mcdc_bronze_schema(&bronze, mcdc_changes_schema(changes), err);
+    seed_job j = {.changes = changes, .bronze = bronze, .cfg = cfg};
+    mcdc_lsn lsn;
+    if (rc == MCDC_OK) rc = check_as_of(&lsn, &j, changes, cfg->as_of, err);
+    char lsn_text[MCDC_LSN_TEXT_LEN + 1] = "";
+    if (rc == MCDC_OK) {
+        mcdc_lsn_format(&lsn, lsn_text);
+        rc = mcdc_changes_commit_time(changes, &lsn, &j.commit_us, &j.has_ts, err);
+    }
+    /* What the target holds already. */
+    mcdc_snap_env e = {.ctx = &ctx, .changes = changes, .target = target, .bronze = bronze,
+                       .num_partitions = 1};
+    mcdc_offset newest;
+    bool any = false, same = false;
+    if (rc == MCDC_OK) rc = mcdc_snapshot_find_at(&newest, &any, true, lsn_text, &same, &e, err);
+    if (rc == MCDC_OK && any && !same && !cfg->reseed)
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "target %s holds a snapshot of the table already (newest at %s): a "
+                            "seed is the first one. To replace it after a DataLossError, pass "
+                            "--reseed with a newer --as-of (then stream with a new checkpoint "
+                            "and app id)",
+                            cfg->target, newest.lsn);
+    if (rc == MCDC_OK && any && !same && cfg->reseed && strcmp(lsn_text, newest.lsn) <= 0)
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "--reseed needs an --as-of newer than the target's newest snapshot "
+                            "%s, and %s is not",
+                            newest.lsn, lsn_text);
+    /* Any snapshot of the stream still open, in either mode: a seed would
+     * be a second snapshot next to it. */
+    mcdc_snapfacts sf = {0};
+    if (rc == MCDC_OK && facts)
+        rc = mcdc_snapfacts_load(&sf, facts, cfg->target, cfg->warehouse, cfg->app_id, err);
+    if (rc == MCDC_OK) rc = mcdc_snapfacts_lock(&sf, cfg->target, NULL, mcdc_snapshot_purged, changes, err);
+    mcdc_snapfacts_free(&sf);
+    if (rc == MCDC_OK) {
+        snprintf(out->lsn, sizeof out->lsn, "%s", lsn_text);
+        out->has_commit_ts = j.has_ts;
+        out->commit_us = j.commit_us;
+    }
+    if (rc == MCDC_OK && !same) {
+        j.out_schema = mcdc_changes_schema(changes);
+        j.lsn_text = lsn_text;
+        j.first_captured = mcdc_schema_find(j.out_schema, "_commit_ts") + 1;
+        mcdc_table_props props = {.kind = MCDC_KIND_BRONZE};
+        rc = mcdc_appender_open(&j.app, target, bronze, &props, err);
+        if (rc == MCDC_OK) rc = read_copy(cfg->from, cfg->warehouse, seed_batch, &j, err);
+        char ts[32];
+        mcdc_offset_commit_text(out, ts);
+        json_t *meta = json_pack("{s:s, s:s, s:s}", "seed", mcdc_changes_capture_instance(changes),
+                                 "lsn", lsn_text, "commit_ts", ts);
+        char *text = meta ? json_dumps(meta, JSON_COMPACT) : NULL;
+        json_decref(meta);
+        bool skipped;
+        int64_t version;
+        if (rc == MCDC_OK)
+            rc = text ? mcdc_appender_commit(j.app, NULL, 0, text, &skipped, &version, err)
+                      : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        free(text);
+        mcdc_appender_free(j.app);
+        *written = rc == MCDC_OK;
+        *rows = j.rows;
+    }
+    if (rc == MCDC_OK && facts) {
+        mcdc_facts_event ev = {.app_id = cfg->app_id, .target = cfg->target, .event = "bootstrap",
+                               .rows = same ? -1 : j.rows, .lsn = lsn_text,
+                               .has_commit_ts = j.has_ts, .commit_us = j.commit_us};
+        char events[MCDC_APP_ID_BYTES_MAX + 8];
+        snprintf(events, sizeof events, "%s#events", cfg->app_id);
+        bool skipped;
+        rc = mcdc_facts_write_event(facts, &ev, events, 0, &skipped, err);
+    }
+    mcdc_schema_unref(bronze);
+    mcdc_changes_close(changes);
+    mcdc_table_close(facts);
+    mcdc_table_close(target);
+    mcdc_log_use(host);
+    return rc;
+}

@@ -1,0 +1,87 @@
+"""Schema changes and the capture instance switch over TDS against the real
+mssql-cdc-sim (run by sim_schema.sh): the reader's queries of reference §3.1
+rows 14, 15, 16 and 17 as a driver sends them (parameters bound), after ADD,
+ALTER and DROP COLUMN on a captured table and with two capture instances.
+
+usage: sim_schema_ddl.py PORT PASSWORD. Ends with "N passed, N failed".
+"""
+import sys
+
+import pymssql
+import pytds
+
+from sim_check import Checks
+
+PORT, PASSWORD = int(sys.argv[1]), sys.argv[2]
+C = Checks("schema")
+check = C.check
+
+
+def q(cur, sql, params=None):
+    cur.execute(sql, params) if params is not None else cur.execute(sql)
+    return [tuple(r) for r in cur.fetchall()]
+
+
+def main():
+    c = pymssql.connect(server="127.0.0.1", port=PORT, user="sa", password=PASSWORD, autocommit=True)
+    cur = c.cursor()
+    for s in ("CREATE DATABASE sch", "USE sch", "EXEC sys.sp_cdc_enable_db",
+              "CREATE TABLE dbo.t (id int NOT NULL PRIMARY KEY, a int NULL, b varchar(10) NULL, d AS (a + 1))",
+              "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N't', @role_name = NULL",
+              "EXEC sim.run_capture", "INSERT INTO dbo.t (id, a, b) VALUES (1, 1, 'x')",
+              "ALTER TABLE dbo.t ADD c int NULL", "ALTER TABLE dbo.t ALTER COLUMN b varchar(30) NULL",
+              "ALTER TABLE dbo.t DROP COLUMN c", "INSERT INTO dbo.t (id, a, b) VALUES (2, 2, 'y')",
+              "EXEC sim.run_capture"):
+        cur.execute(s)
+    with pytds.connect("127.0.0.1", "sch", "sa", PASSWORD, port=PORT, autocommit=True) as t:
+        tc = t.cursor()
+        tc.execute("EXEC sys.sp_cdc_get_ddl_history @capture_instance = %s", ("dbo_t",))
+        cols = [d[0] for d in tc.description]
+        rows = tc.fetchall()
+        check("ddl history columns", cols == ["source_schema", "source_table", "capture_instance", "required_column_update",
+                                              "ddl_command", "ddl_lsn", "ddl_time"], cols)
+        check("three DDL rows in LSN order", [r[4] for r in rows] == [
+            "ALTER TABLE dbo.t ADD c int NULL", "ALTER TABLE dbo.t ALTER COLUMN b varchar(30) NULL",
+            "ALTER TABLE dbo.t DROP COLUMN c"], rows)
+        check("ddl_lsn is binary(10), increasing", all(isinstance(r[5], bytes) and len(r[5]) == 10 for r in rows)
+              and [r[5] for r in rows] == sorted(r[5] for r in rows), rows)
+        check("required_column_update a bit: only the ALTER", [bool(r[3]) for r in rows] == [False, True, False], rows)
+        # the <= variant the reference uses for a DDL's time: the latest commit at or before it
+        tc.execute("SELECT TOP (1) CONVERT(varchar(22), start_lsn, 1) FROM cdc.lsn_time_mapping WHERE start_lsn <="
+                   " CONVERT(binary(10), %s, 1) ORDER BY start_lsn DESC", ("0x" + rows[0][5].hex().upper(),))
+        got = tc.fetchall()
+        check("a DDL's time: the commit before it", len(got) == 1, got)
+        tc.execute("SELECT sys.fn_cdc_map_lsn_to_time(%s)", (rows[0][5],))
+        check("a DDL's LSN maps to no time (no commit)", tc.fetchone()[0] is None)
+        tc.execute("EXEC sys.sp_cdc_get_captured_columns @capture_instance = %s", ("dbo_t",))
+        cc = {r[3]: r for r in tc.fetchall()}
+        check("captured columns frozen: a, b, d listed; c never", sorted(cc) == ["a", "b", "d", "id"], sorted(cc))
+        check("b's type followed the ALTER", cc["b"][6] == "varchar" and cc["b"][7] == 30, cc["b"])
+        tc.execute("SELECT name, column_id, is_computed FROM sys.columns WHERE object_id = OBJECT_ID(QUOTENAME(%s) + '.' +"
+                   " QUOTENAME(%s)) ORDER BY column_id", ("dbo", "t"))
+        got = [tuple(r) for r in tc.fetchall()]
+        check("sys.columns: computed d, no c", got == [("id", 1, False), ("a", 2, False), ("b", 3, False), ("d", 4, True)], got)
+        tc.execute("SELECT __$operation, id, d FROM cdc.dbo_t_CT ORDER BY __$start_lsn")
+        got = [tuple(r) for r in tc.fetchall()]
+        check("the computed column is NULL in the change rows", got == [(2, 1, None), (2, 2, None)], got)
+    # the switch
+    for s in ("EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N't', @role_name = NULL,"
+              " @capture_instance = N'dbo_t_v2'", "EXEC sim.run_capture"):
+        cur.execute(s)
+    got = q(cur, "EXEC sys.sp_cdc_help_change_data_capture @source_schema = %s, @source_name = %s", ("dbo", "t"))
+    check("two instances listed, oldest first", [r[2] for r in got] == ["dbo_t", "dbo_t_v2"], got)
+    try:
+        cur.execute("EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N't', @role_name = NULL,"
+                    " @capture_instance = N'dbo_t_v3'")
+        check("a third instance refused", False, "no error")
+    except pymssql.Error as e:
+        check("a third instance refused with 22962", "22962" in str(e) and "at most two capture instances" in str(e), str(e))
+    cur.execute("EXEC sys.sp_cdc_disable_table @source_schema = N'dbo', @source_name = N't', @capture_instance = N'dbo_t'")
+    cur.execute("INSERT INTO dbo.t (id, a, b) VALUES (3, 3, 'z')")
+    cur.execute("EXEC sim.run_capture")
+    got = q(cur, "SELECT id FROM cdc.dbo_t_v2_CT ORDER BY __$start_lsn")
+    check("the new instance goes on alone", got == [(3,)], got)
+    c.close()
+
+
+C.run(main)
