@@ -62,7 +62,7 @@ SO_LDFLAGS := -shared -Wl,-soname,$(SONAME) $(if $(findstring -fsanitize,$(OPT))
 SIMLIB := $(BUILD)/libmcdcsim.a
 BINS := $(BUILD)/mssql-cdc $(BUILD)/mssql-cdc-sim $(BUILD)/unit-tests $(SOLIB) $(SOLINKS)
 
-.PHONY: all deps test soak test-unit test-san demo bench bench-reader bench-parquet bench-lake bench-stream fuzz clean headercheck install
+.PHONY: all deps test soak test-unit test-san demo bench bench-reader bench-table bench-parquet bench-lake bench-stream fuzz clean headercheck install
 all: $(BINS)
 
 $(CLI_OBJ): private INCLUDES := $(CLI_INCLUDES)
@@ -178,6 +178,11 @@ bench-stream: all $(BUILD)/mcdc-bench-reader
 # connections, then by pymssql, python-tds and mssql-python.
 bench-reader: all
 	@BENCH_READER_ROWS=$${BENCH_READER_ROWS:-5000000} bench/bench_reader.sh
+
+# A snapshot's reads of a 10-column base table of 10M rows (BENCH_TABLE_ROWS)
+# from the simulator's table store, on 1 and 2 connections.
+bench-table: all
+	@BENCH_TABLE_ROWS=$${BENCH_TABLE_ROWS:-10000000} bench/bench_table.sh
 
 bench-parquet: all
 	@bench/bench_parquet.sh

@@ -1,5 +1,8 @@
 /*
- * fuzz_tsql.c - libFuzzer target over the T-SQL lexer and translator.
+ * fuzz_tsql.c - libFuzzer target over the T-SQL lexer and translator (its
+ * rewrites included), and the recognizers of the base-table fast path's
+ * shapes (sim_fast_match_table, sim_fast_match_slices: their select lists
+ * and key predicate parser).
  * Build (from the repo root):
  *   clang -std=c17 -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE \
  *     -Iinclude -Isrc/util -Isrc/sim fuzz/fuzz_tsql.c src/sim/tsql_lex.c \
@@ -11,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "sim_engine_int.h"
 #include "tsql_lex.h"
 #include "tsql_xlate.h"
 
@@ -61,6 +65,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 mcdc_buf out = {0};
                 tsql_xlate(&env, t, start, i, &out, res, NULL);
                 mcdc_buf_free(&out);
+                sim_fast_table ft;
+                if (sim_fast_match_slices(&ft, t, start, i)) {
+                    if (!ft.slices || ft.nconst != 2 || !ft.key[0]) __builtin_trap();
+                    sim_fast_table_free(&ft);
+                }
+                if (sim_fast_match_table(&ft, t, start, i)) {
+                    /* what it recognized must be consistent */
+                    if (ft.nitems < 1 || ft.nconst > ft.nitems || (ft.has_where && !ft.key[0])) __builtin_trap();
+                    if (ft.range && ft.lo > ft.hi) __builtin_trap();
+                    sim_fast_table_free(&ft);
+                }
                 start = i + 1;
             }
         }

@@ -688,6 +688,17 @@ static void type_meta(const sim_type *t, const char **name, int *charlen, int *p
     }
 }
 
+/* Does table tbl have a UNIQUE constraint (its SQLite index)? */
+static bool has_unique_index(sqlite3 *w, const char *tbl) {
+    sqlite3_stmt *st;
+    bool yes = false;
+    if (sqlite3_prepare_v2(w, "SELECT 1 FROM pragma_index_list(?) WHERE \"unique\" = 1", -1, &st, NULL) != SQLITE_OK) return false;
+    sqlite3_bind_text(st, 1, tbl, -1, SQLITE_STATIC);
+    yes = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return yes;
+}
+
 static int enable_table(sim_session *s, const sim_proc_args *a, mcdc_error *err) {
     sim_db *d = s->db;
     const char *schema = sim_arg_text(a, "@source_schema", 0), *table = sim_arg_text(a, "@source_name", 1);
@@ -745,6 +756,11 @@ static int enable_table(sim_session *s, const sim_proc_args *a, mcdc_error *err)
             if (c->pk) npk++;
         }
         sqlite3_finalize(st);
+    }
+    if (index && index[0] && npk == 0 && !has_unique_index(w, tbl)) { /* a heap has no index to name */
+        mcdc_free(sc);
+        return sim_err(err, 22928, "Index name '%s' is not an index for table '%s.%s'. Specify a valid index name for the table.",
+                       index, schema, table);
     }
     if (net && atoi(net) == 1 && npk == 0 && !index) {
         mcdc_free(sc);
@@ -1070,9 +1086,9 @@ int sim_cdc_proc(sim_session *s, const char *proc, const sim_proc_args *a, const
     if (mcdc_str_ieq(p, "sp_spaceused")) return spaceused(s, a, sink, err);
     if (mcdc_str_ieq(p, "sim.workload")) return sim_work_start(s, a, err);
     if (mcdc_str_ieq(p, "sim.stop_workload")) { sim_work_stop_all(srv); return MCDC_OK; }
-    if (mcdc_str_ieq(p, "sim.bulk_load")) {
+    if (mcdc_str_ieq(p, "sim.bulk_load") || mcdc_str_ieq(p, "sim.bulk_load_table")) {
         int64_t rows = 0;
-        rc = sim_work_bulk_load(s, a, &rows, err);
+        rc = mcdc_str_ieq(p, "sim.bulk_load") ? sim_work_bulk_load(s, a, &rows, err) : sim_work_bulk_load_table(s, a, &rows, err);
         if (rc == MCDC_OK && sink->done && sink->done(sink->ctx, rows, true, true, false)) return MCDC_E_CANCELLED;
         return rc;
     }

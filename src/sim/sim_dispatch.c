@@ -113,8 +113,17 @@ static int run_statement(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_er
     if (tsql_tok_is(f, "DELETE")) return sim_do_update_delete(x, t, i, end, false, err);
     if (tsql_tok_is(f, "CREATE")) return sim_do_create(x, t, i, end, err);
     if (tsql_tok_is(f, "ALTER")) {
-        if (i + 1 < end && tsql_tok_is(&t[i + 1], "TABLE")) return sim_do_alter_table(x, t, i, end, NULL, err);
-        sim_send_done(x, 0, false, false); /* ALTER DATABASE / ROLE ...: accepted */
+        if (i + 1 < end && tsql_tok_is(&t[i + 1], "TABLE")) {
+            /* metadata is not versioned: SQL Server refuses ALTER TABLE in a
+             * snapshot transaction */
+            if (x->s->trancount > 0 && (x->s->snap_tran || (x->s->iso == SIM_ISO_SNAPSHOT && x->s->tran_iso == 0)))
+                return sim_err(err, 3964, "Transaction failed because this DDL statement is not allowed inside a snapshot"
+                                          " isolation transaction. Since metadata is not versioned, a metadata change can"
+                                          " lead to inconsistency if mixed within snapshot isolation.");
+            return sim_do_alter_table(x, t, i, end, NULL, err);
+        }
+        if (i + 1 < end && tsql_tok_is(&t[i + 1], "DATABASE")) return sim_do_alter_database(x, t, i, end, err);
+        sim_send_done(x, 0, false, false); /* ALTER ROLE ...: accepted */
         return MCDC_OK;
     }
     if (tsql_tok_is(f, "DROP")) return sim_do_drop(x, t, i, end, err);

@@ -16,7 +16,7 @@ typedef struct img_set {
 
 static void img_free(img_set *m) {
     for (int r = 0; r < m->n; r++) {
-        for (int k = 0; k < m->ncols; k++) sqlite3_value_free(m->rows[r].v[k]);
+        for (int k = 0; m->rows[r].v && k < m->ncols; k++) sqlite3_value_free(m->rows[r].v[k]);
         mcdc_free(m->rows[r].v);
     }
     mcdc_free(m->rows);
@@ -217,6 +217,32 @@ static int dml_log(sim_stmt *x, dml *d, int kind, img_set *before, img_set *afte
     return rc;
 }
 
+/* Under mu, the write committed to SQLite: the rows' states before it,
+ * for SNAPSHOT readers (sim_snapshot.c): the before-images of updated and
+ * deleted rows (taken from before), "no row" for inserted ones. */
+static int dml_keep_versions(sim_session *s, const dml *d, int kind, img_set *before, const img_set *after,
+                             bool implicit, mcdc_error *err) {
+    if (!sim_snap_versioning(s)) return MCDC_OK;
+    int rc = MCDC_OK;
+    const img_set *rows = kind == 1 ? after : before;
+    for (int r = 0; r < rows->n && rc == MCDC_OK; r++) {
+        sqlite3_value **vals = NULL;
+        if (kind != 1) {
+            vals = before->rows[r].v;
+            before->rows[r].v = NULL; /* the version store takes them */
+        }
+        rc = sim_snap_record(s, d->tbl, rows->rows[r].rowid, vals, d->ncols, err);
+    }
+    if (implicit) sim_snap_stmt_commit(s); /* an autocommit statement: committed now */
+    return rc;
+}
+
+static bool dml_heap(const dml *d) {
+    for (int k = 0; k < d->ncols; k++)
+        if (d->cols[k].pk_ordinal > 0) return false;
+    return true;
+}
+
 #define DML_BLOCKED 1 /* dml_exec_once: another open transaction holds a row */
 
 static int dml_exec_once(sim_stmt *x, dml *d, int kind, const char *before_sql, const char *write_sql,
@@ -257,6 +283,7 @@ static int dml_exec_once(sim_stmt *x, dml *d, int kind, const char *before_sql, 
     bool was_logged = s->tran_logged;
     uint64_t lsn_save = s->db->lsn;
     int cmd_save = s->cmd_id;
+    bool conflict = false;
     sqlite3_stmt *st = NULL;
     if (before_sql) {
         if (sqlite3_prepare_v2(w, before_sql, -1, &st, NULL) != SQLITE_OK) rc = sim_sqlite_err(w, SQLITE_ERROR, err);
@@ -267,6 +294,12 @@ static int dml_exec_once(sim_stmt *x, dml *d, int kind, const char *before_sql, 
         for (int r = 0; r < before.n && rc == MCDC_OK && !blocked->s; r++)
             blocked->s = sim_write_blocker(s, d->tbl, before.rows[r].rowid);
         if (blocked->s) rc = DML_BLOCKED;
+        /* under SNAPSHOT: a row another transaction changed since the
+         * snapshot started is an update conflict */
+        for (int r = 0; r < before.n && rc == MCDC_OK; r++) {
+            rc = sim_snap_conflict(s, d->tbl, before.rows[r].rowid, dml_heap(d), err);
+            if (rc != MCDC_OK) conflict = true;
+        }
     }
     if (rc == MCDC_OK) {
         if (sqlite3_prepare_v2(w, write_sql, -1, &st, NULL) != SQLITE_OK) rc = sim_sqlite_err(w, SQLITE_ERROR, err);
@@ -291,14 +324,27 @@ static int dml_exec_once(sim_stmt *x, dml *d, int kind, const char *before_sql, 
     if (rc == MCDC_OK && implicit) rc = sim_tran_commit(s, err);
     if (rc == MCDC_OK && !implicit) rc = sim_db_state_put(s->db, "lsn", (int64_t)s->db->lsn);
     if (rc == MCDC_OK) rc = sim_sql(w, err, "COMMIT");
+    bool rolled = false;
     if (rc != MCDC_OK) {
         sqlite3_exec(w, "ROLLBACK", NULL, NULL, NULL);
         s->db->lsn = lsn_save > s->db->lsn ? lsn_save : s->db->lsn; /* LSNs never go back */
         s->cmd_id = cmd_save;
         if (!was_logged) s->tran_logged = false;
+        /* an update conflict ends the snapshot transaction, as in SQL Server */
+        if (conflict && s->trancount > 0) {
+            sim_tran_rollback(s);
+            rolled = true;
+        } else if (implicit) sim_tran_reset(s);
+    } else {
+        /* committed to SQLite: a version that cannot be kept (out of
+         * memory) is logged, the statement stands */
+        mcdc_error ve = MCDC_ERROR_INIT;
+        if (n > 0 && dml_keep_versions(s, d, kind, &before, &after, implicit, &ve) != MCDC_OK)
+            mcdc_log(MCDC_LOG_ERROR, "sim: row versions of %s lost: %s", d->tbl, ve.message);
         if (implicit) sim_tran_reset(s);
-    } else if (implicit) sim_tran_reset(s);
+    }
     pthread_mutex_unlock(&srv->mu);
+    if (rolled && x->sink->transaction && x->sink->transaction(x->sink->ctx, 10, s->descriptor)) x->aborted = true;
     img_free(&before);
     img_free(&after);
     *count = n;
@@ -398,7 +444,10 @@ int sim_do_insert(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *er
         mcdc_buf_append_str(&sql, " RETURNING rowid", NULL);
         append_cols(&sql, &d);
         mcdc_buf_cstr(&sql, NULL);
-        rc = dml_exec(x, &d, 1, NULL, (const char *)sql.data, NULL, &count, err);
+        bool own = false;
+        rc = sim_snap_write_begin(x, d.tbl, &own, err);
+        if (rc == MCDC_OK) rc = dml_exec(x, &d, 1, NULL, (const char *)sql.data, NULL, &count, err);
+        sim_snap_write_end(s, own);
     }
     if (rc == MCDC_OK) {
         s->rowcount = count;
@@ -490,7 +539,11 @@ int sim_do_update_delete(sim_stmt *x, const tsql_tok *t, int i, int end, bool is
         mcdc_buf_printf(&before, NULL, " FROM \"%s\" AS \"%s\"", d.tbl, d.short_name);
         if (wpos < end) mcdc_buf_printf(&before, NULL, " WHERE %s", (const char *)where.data);
         mcdc_buf_cstr(&before, NULL);
-        rc = dml_exec(x, &d, is_update ? 2 : 3, (const char *)before.data, (const char *)sql.data, set_cols, &count, err);
+        bool own = false;
+        rc = sim_snap_write_begin(x, d.tbl, &own, err);
+        if (rc == MCDC_OK)
+            rc = dml_exec(x, &d, is_update ? 2 : 3, (const char *)before.data, (const char *)sql.data, set_cols, &count, err);
+        sim_snap_write_end(s, own);
     }
     if (rc == MCDC_OK) {
         s->rowcount = count;

@@ -10,11 +10,13 @@
  * (EXEC, sp_executesql, RPC), sim_txn.c (transactions, undo), sim_locks.c
  * (READ COMMITTED), sim_txn_ddl.c (DDL inside transactions), sim_ddl.c,
  * sim_dml.c, sim_fast_cache.c (the fast path's per-session cache),
- * sim_faults.c. CDC (procedures, change rows, capture) lives in sim_cdc.c,
- * the workload generator and bulk loader in sim_work.c, T-SQL -> SQLite
- * translation in tsql_xlate.c, values/conversions/date functions in
- * sim_val.c, zones in sim_tz.c, the reader's fast path in
- * sim_engine_fast.c and the change store in sim_store.c.
+ * sim_snapshot.c (SNAPSHOT isolation: row versions, a read's versioned
+ * view), sim_faults.c. CDC (procedures, change rows, capture) lives in
+ * sim_cdc.c, the workload generator and bulk loaders in sim_work.c, T-SQL
+ * -> SQLite translation in tsql_xlate.c, values/conversions/date functions
+ * in sim_val.c, zones in sim_tz.c, the reader's fast path in
+ * sim_engine_fast.c, the base-table fast path in sim_fast_table.c and the
+ * change store and table store in sim_store.c.
  *
  * T-SQL surface: CREATE/DROP DATABASE, USE, CREATE/DROP TABLE (the types of
  * sim_type, NULL/NOT NULL, PRIMARY KEY, UNIQUE, computed columns AS (expr)
@@ -60,7 +62,9 @@
  *
  * The reader's change query (reference §3.1 row 8) is served by a fast
  * path (sim_engine_fast.c) with the same columns and values as the general
- * path; EXEC sim.set_fast_path @on = 0 turns it off (tests compare both).
+ * path, and so is the snapshot reader's read of a base table (from the
+ * table store, sim_fast_table.c); EXEC sim.set_fast_path @on = 0 turns both
+ * off (tests compare them).
  *
  * Known deviations from SQL Server (documented for test authors):
  * - The server clock never runs backwards: a host wall-clock step back is
@@ -88,11 +92,69 @@
  *   UPDATE/DELETE on its own target sees other transactions' uncommitted
  *   values (it waits only for the rows it matches); DDL takes no schema
  *   lock. Never wait: reads WITH (NOLOCK)/READUNCOMMITTED or under SET
- *   TRANSACTION ISOLATION LEVEL READ UNCOMMITTED (they see uncommitted
- *   rows); sys.* views, CDC procedures and functions (change tables only
- *   ever hold committed, captured rows). Readers hold no locks (writers
- *   never wait for them); REPEATABLE READ, SERIALIZABLE and SNAPSHOT
- *   behave as this READ COMMITTED.
+ *   TRANSACTION ISOLATION LEVEL READ UNCOMMITTED (they see the uncommitted
+ *   rows, as SQL Server's dirty reads, though never half of one statement:
+ *   each is atomic in SQLite); sys.* views, CDC procedures and functions
+ *   (change tables only ever hold committed, captured rows). Readers hold
+ *   no locks (writers never wait for them); REPEATABLE READ and
+ *   SERIALIZABLE behave as this READ COMMITTED; ALTER DATABASE ... SET
+ *   READ_COMMITTED_SNAPSHOT ON is refused (error 50000). SET TRANSACTION
+ *   ISOLATION LEVEL and SET LOCK_TIMEOUT inside sp_executesql end with it,
+ *   as in SQL Server; in a batch they stay on the session.
+ * - SNAPSHOT isolation is SQL Server's (sim_snapshot.c): ALTER DATABASE d
+ *   SET ALLOW_SNAPSHOT_ISOLATION ON | OFF (default OFF, master ON; kept in
+ *   the database file; sys.databases.snapshot_isolation_state / _desc),
+ *   whose switch waits, IN_TRANSITION_TO_ON / _OFF, for the transactions
+ *   that wrote in the database (to ON) or the snapshot transactions in it
+ *   (to OFF) that were open when it started (SET LOCK_TIMEOUT and an
+ *   ATTENTION end that wait, and the state goes back); error 226 inside a
+ *   transaction, 5011 for another database or a non-admin. Under SET
+ *   TRANSACTION ISOLATION LEVEL SNAPSHOT, an access to a user table (cdc.*
+ *   included, sys.* not) fails with 3952 when the database does not allow
+ *   it (3956 / 3954 in transition, for a new snapshot); a transaction takes
+ *   its stamp at its first data access (3951 when that was under another
+ *   level; switching a snapshot transaction to READ COMMITTED and back is
+ *   allowed), an autocommit statement at its start. Reads never wait for
+ *   writers (only for another transaction's uncommitted ALTER/DROP of the
+ *   table they read, as for its schema lock) and see every row as
+ *   committed at the stamp, the transaction's own changes included: writers
+ *   in a database that allows it (or is in transition) keep the row's
+ *   before-image per row and transaction (in memory, at most
+ *   MCDC_SIM_ROW_VERSIONS_MAX: past that, writes there fail) while their
+ *   transaction is open, and once committed while an older snapshot is
+ *   active. An UPDATE/DELETE under SNAPSHOT of a row another transaction
+ *   committed after the stamp fails with 3960 (state 2, 6 for a heap) and
+ *   rolls the transaction back; after waiting for a writer of the row that
+ *   then commits, too. A table changed by DDL after the stamp gives 3961
+ *   (the transaction rolled back); ALTER TABLE in a snapshot transaction is
+ *   3964. Limits: the view covers SELECTs and the expressions of SET,
+ *   DECLARE, IF and EXEC arguments; the SELECT of INSERT ... SELECT and the
+ *   WHERE and subqueries of UPDATE/DELETE read as READ COMMITTED does (and
+ *   wait); the conflict check sees the rows that exist now (a row a later
+ *   commit deleted is no conflict); change tables, cdc.lsn_time_mapping and
+ *   sys views are read as of each statement, also in a snapshot
+ *   transaction (capture keeps no versions); a table created after the
+ *   stamp reads as its committed rows (empty), not 3961; a row inserted
+ *   while another transaction's delete of the table's last rowid is open
+ *   can reuse that rowid (SQLite), and the view then shows one of the two;
+ *   DDL takes no lock (see above), so an ALTER/DROP of a table another open
+ *   transaction changed drops that transaction's row versions (snapshots
+ *   then see its changes of the table); a read the view changes lists its
+ *   rows in rowid order. sim.bulk_load_
+ *   table keeps no versions: it refuses to run while a snapshot is active
+ *   or another session has a transaction open in the database.
+ * - The table store (sim_store.h) answers the snapshot reader's base-table
+ *   reads (SELECT of columns and literal CASTs FROM one table, WHERE NULLs
+ *   and/or one range of an integer column) in rowid order, the order of
+ *   SQLite's plan for them whenever it serves (an index led by the key
+ *   needs the key to grow with the rowid; a covering index led by another
+ *   column, or a query it cannot answer byte for byte, goes to SQLite). Any
+ *   write drops a table's store; a read of the whole table builds it again
+ *   (ranged reads use what is there); --table-cache-mb bounds it. A chunk
+ *   planner's counts per slice of a key (SELECT (t.k - @lo) / @w,
+ *   COUNT_BIG(*) ... GROUP BY (t.k - @lo) / @w) are answered from it when
+ *   the key grows with the rowid, in ascending slice order (NULL first), as
+ *   SQLite's GROUP BY orders them.
  * - ROLLBACK undoes DML and CREATE TABLE, DROP TABLE, ALTER TABLE ADD/DROP/
  *   ALTER COLUMN (a rolled-back DDL never reaches cdc.ddl_history): a DDL
  *   inside a transaction saves a copy of the table (rows, rowids, CREATE
@@ -381,7 +443,8 @@ int sim_server_open(sim_server **out, const sim_config *cfg, mcdc_error *err) {
     srv->capture_poll_ms = cfg->capture_poll_ms;
     srv->capture_latency_ms = cfg->capture_latency_ms;
     srv->capture_maxtrans = cfg->capture_maxtrans > 0 ? cfg->capture_maxtrans : 500;
-    if (sim_stores_create(&srv->stores, (int64_t)SIM_CHANGE_CACHE_MB_DEFAULT << 20, err) != MCDC_OK) {
+    if (sim_stores_create(&srv->stores, (int64_t)SIM_CHANGE_CACHE_MB_DEFAULT << 20, err) != MCDC_OK ||
+        sim_vstore_create(&srv->vers, err) != MCDC_OK) {
         sim_server_close(srv);
         return MCDC_E_NOMEM;
     }
@@ -438,6 +501,10 @@ void sim_server_set_change_cache_mb(sim_server *srv, int mb) {
     sim_stores_set_limit(srv->stores, mb > 0 ? (int64_t)mb << 20 : 0);
 }
 
+void sim_server_set_table_cache_mb(sim_server *srv, int mb) {
+    sim_stores_set_table_limit(srv->stores, mb > 0 ? (int64_t)mb << 20 : 0);
+}
+
 int sim_server_state_put(sim_server *srv, const char *k, const char *text, int64_t v) {
     sim_db *m = sim_master_db(srv);
     if (!m) return MCDC_E_INVALID;
@@ -464,6 +531,7 @@ void sim_server_close(sim_server *srv) {
         mcdc_free(d);
     }
     sim_stores_free(srv->stores);
+    sim_vstore_free(srv->vers);
     pthread_cond_destroy(&srv->cap_cv);
     pthread_mutex_destroy(&srv->mu);
     mcdc_free(srv->data_dir);

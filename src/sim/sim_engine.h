@@ -196,6 +196,11 @@ void sim_server_close(sim_server *srv);
  * SQLite; 0 = no store. Call before serving. */
 #define SIM_CHANGE_CACHE_MB_DEFAULT 2048
 void sim_server_set_change_cache_mb(sim_server *srv, int mb);
+/* Memory for the table store (base tables' rows pre-encoded, that the
+ * snapshot reader's reads are served from), in MiB over all tables, default
+ * SIM_TABLE_CACHE_MB_DEFAULT; 0 = none. Call before serving. */
+#define SIM_TABLE_CACHE_MB_DEFAULT 4096
+void sim_server_set_table_cache_mb(sim_server *srv, int mb);
 
 /* Login. On a wrong login or password returns MCDC_E_PERMISSION and fills
  * err with server_number 18456, class 14, state 1 and the message SQL Server

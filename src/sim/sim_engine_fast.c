@@ -51,13 +51,13 @@ static const tsql_tok TOK_COMMA = {TK_OP, ",", 1, 0};
 static const tsql_tok TOK_START_LSN = {TK_IDENT, "__$start_lsn", 12, 0};
 static const tsql_tok TOK_EOF = {TK_EOF, "", 0, 0};
 
-/* An identifier (bare or quoted) whose decoded text is name. */
-static bool name_is(const tsql_tok *t, const char *name) {
+bool sim_tok_name_is(const tsql_tok *t, const char *name) {
     if (t->t != TK_IDENT && t->t != TK_QIDENT) return false;
     char buf[MCDC_IDENT_BYTES_MAX];
     tsql_tok_text(t, buf, sizeof buf);
     return mcdc_str_ieq(buf, name);
 }
+#define name_is sim_tok_name_is
 
 /* "<alias> . <col>" at t[k]: the column's decoded name into col. */
 static bool qualified(const tsql_tok *t, int k, int end, const char *alias, char *col, size_t cap) {
@@ -75,8 +75,61 @@ static bool mentions(const tsql_tok *t, int a, int b, const char *alias) {
     return false;
 }
 
-static bool push(sim_fast_plan *p, tsql_tok **arr, int *n, int *cap, const tsql_tok *tok) {
-    (void)p;
+int sim_null_map_init(sim_null_map *m, const int *src, int n, int store_cols) {
+    memset(m, 0, sizeof *m);
+    m->n = n;
+    m->src = src;
+    m->nb = ((size_t)n + 7) / 8;
+    m->snb = ((size_t)store_cols + 7) / 8;
+    m->words = n <= 64 && store_cols <= 64;
+    m->fixed = mcdc_calloc(m->nb + 1, 1);
+    m->seg = mcdc_calloc(3 * (size_t)n + 3, sizeof *m->seg);
+    if (!m->fixed || !m->seg) {
+        sim_null_map_free(m);
+        return MCDC_E_NOMEM;
+    }
+    for (int k = 0; m->words && k < n; k++) {
+        if (src[k] < 0) continue;
+        int *last = m->nseg ? &m->seg[3 * (m->nseg - 1)] : NULL;
+        if (last && last[0] + last[2] == k && last[1] + last[2] == src[k]) {
+            last[2]++;
+            continue;
+        }
+        m->seg[3 * m->nseg] = k;
+        m->seg[3 * m->nseg + 1] = src[k];
+        m->seg[3 * m->nseg + 2] = 1;
+        m->nseg++;
+    }
+    return MCDC_OK;
+}
+
+void sim_null_map_free(sim_null_map *m) {
+    mcdc_free(m->fixed);
+    mcdc_free(m->seg);
+    m->fixed = NULL;
+    m->seg = NULL;
+}
+
+int sim_toks_word_at_depth0(const tsql_tok *t, int a, int b, const char *word) {
+    for (int k = a, d = 0; k < b; k++) {
+        if (tsql_tok_op(&t[k], "(")) d++;
+        else if (tsql_tok_op(&t[k], ")")) d--;
+        else if (d == 0 && tsql_tok_is(&t[k], word)) return k;
+    }
+    return -1;
+}
+
+int sim_toks_list_items(const tsql_tok *t, int a, int b) {
+    int n = 1;
+    for (int q = a, d = 0; q < b; q++) {
+        if (tsql_tok_op(&t[q], "(")) d++;
+        else if (tsql_tok_op(&t[q], ")")) d--;
+        else if (d == 0 && tsql_tok_op(&t[q], ",")) n++;
+    }
+    return n;
+}
+
+bool sim_toks_push(tsql_tok **arr, int *n, int *cap, const tsql_tok *tok) {
     if (*n + 2 > *cap) {
         int nc = *cap ? *cap * 2 : 64;
         tsql_tok *na = mcdc_malloc((size_t)nc * sizeof *na);
@@ -107,13 +160,7 @@ static bool bounds_tokens(tsql_tok **out, int *nout, const tsql_tok *t, int caps
 bool sim_fast_match(sim_fast_plan *p, const tsql_tok *t, int a, int b) {
     memset(p, 0, sizeof *p);
     if (b - a < 30 || !tsql_tok_is(&t[a], "SELECT")) return false;
-    /* the FROM at depth 0 */
-    int from = -1, d = 0;
-    for (int k = a + 1; k < b; k++) {
-        if (tsql_tok_op(&t[k], "(")) d++;
-        else if (tsql_tok_op(&t[k], ")")) d--;
-        else if (d == 0 && tsql_tok_is(&t[k], "FROM")) { from = k; break; }
-    }
+    int from = sim_toks_word_at_depth0(t, a + 1, b, "FROM"), d = 0;
     if (from < 0) return false;
     /* FROM cdc.[<ci>_CT] AS c INNER JOIN cdc.lsn_time_mapping AS m ON m.start_lsn = c.__$start_lsn */
     int k = from + 1;
@@ -148,21 +195,14 @@ bool sim_fast_match(sim_fast_plan *p, const tsql_tok *t, int a, int b) {
         if (tsql_tok_is(&t[q], "JOIN") || tsql_tok_is(&t[q], "UNION") || tsql_tok_is(&t[q], "GROUP") ||
             tsql_tok_is(&t[q], "FOR") || tsql_tok_is(&t[q], "OPTION"))
             return false;
-    /* the select list */
-    int nitems = 1;
-    d = 0;
-    for (int q = a + 1; q < from; q++) {
-        if (tsql_tok_op(&t[q], "(")) d++;
-        else if (tsql_tok_op(&t[q], ")")) d--;
-        else if (d == 0 && tsql_tok_op(&t[q], ",")) nitems++;
-    }
+    int nitems = sim_toks_list_items(t, a + 1, from);
     if (nitems > MCDC_COLUMNS_MAX) return false;
     p->items = mcdc_calloc((size_t)nitems, sizeof *p->items);
     if (!p->items) return false;
     int rcap = 0, ccap = 0;
-    bool ok = push(p, &p->reduced, &p->nreduced, &rcap, &TOK_SELECT) &&
-              push(p, &p->reduced, &p->nreduced, &rcap, &TOK_C) && push(p, &p->reduced, &p->nreduced, &rcap, &TOK_DOT) &&
-              push(p, &p->reduced, &p->nreduced, &rcap, &TOK_START_LSN);
+    bool ok = sim_toks_push(&p->reduced, &p->nreduced, &rcap, &TOK_SELECT) &&
+              sim_toks_push(&p->reduced, &p->nreduced, &rcap, &TOK_C) && sim_toks_push(&p->reduced, &p->nreduced, &rcap, &TOK_DOT) &&
+              sim_toks_push(&p->reduced, &p->nreduced, &rcap, &TOK_START_LSN);
     int nsrc = 1, ncommit = 0;
     int s = a + 1;
     d = 0;
@@ -183,9 +223,9 @@ bool sim_fast_match(sim_fast_plan *p, const tsql_tok *t, int a, int b) {
             it->kind = SIM_FAST_COL;
             snprintf(it->col, sizeof it->col, "%s", col);
             it->src = nsrc++;
-            ok = push(p, &p->reduced, &p->nreduced, &rcap, &TOK_COMMA) &&
-                 push(p, &p->reduced, &p->nreduced, &rcap, &t[s]) && push(p, &p->reduced, &p->nreduced, &rcap, &t[s + 1]) &&
-                 push(p, &p->reduced, &p->nreduced, &rcap, &t[s + 2]);
+            ok = sim_toks_push(&p->reduced, &p->nreduced, &rcap, &TOK_COMMA) &&
+                 sim_toks_push(&p->reduced, &p->nreduced, &rcap, &t[s]) && sim_toks_push(&p->reduced, &p->nreduced, &rcap, &t[s + 1]) &&
+                 sim_toks_push(&p->reduced, &p->nreduced, &rcap, &t[s + 2]);
         } else if (e - s == 13 && tsql_tok_is(&t[s], "CONVERT") && tsql_tok_op(&t[s + 1], "(") &&
                    name_is(&t[s + 2], "varchar") && tsql_tok_op(&t[s + 3], "(") && t[s + 4].t == TK_NUM &&
                    t[s + 4].n == 2 && memcmp(t[s + 4].s, "22", 2) == 0 && tsql_tok_op(&t[s + 5], ")") &&
@@ -196,20 +236,20 @@ bool sim_fast_match(sim_fast_plan *p, const tsql_tok *t, int a, int b) {
             it->kind = SIM_FAST_LSN_HEX;
             snprintf(it->col, sizeof it->col, "%s", col);
             it->src = nsrc++;
-            ok = push(p, &p->reduced, &p->nreduced, &rcap, &TOK_COMMA) &&
-                 push(p, &p->reduced, &p->nreduced, &rcap, &t[s + 7]) &&
-                 push(p, &p->reduced, &p->nreduced, &rcap, &t[s + 8]) &&
-                 push(p, &p->reduced, &p->nreduced, &rcap, &t[s + 9]);
+            ok = sim_toks_push(&p->reduced, &p->nreduced, &rcap, &TOK_COMMA) &&
+                 sim_toks_push(&p->reduced, &p->nreduced, &rcap, &t[s + 7]) &&
+                 sim_toks_push(&p->reduced, &p->nreduced, &rcap, &t[s + 8]) &&
+                 sim_toks_push(&p->reduced, &p->nreduced, &rcap, &t[s + 9]);
         } else if (e - s >= 6 && tsql_tok_is(&t[s], "CAST") && tsql_tok_op(&t[s + 1], "(") && tsql_tok_is(&t[s + 2], "NULL") &&
                    tsql_tok_is(&t[s + 3], "AS") && tsql_tok_op(&t[e - 1], ")") && aliased) {
             it->kind = SIM_FAST_NULL;
         } else if (aliased && mcdc_str_ieq(alias, "_commit_ts") && ncommit == 0 && !mentions(t, s, e, "c")) {
             it->kind = SIM_FAST_COMMIT;
             ncommit++;
-            ok = push(p, &p->commit, &p->ncommit, &ccap, &TOK_SELECT);
-            for (int z = s; z < e && ok; z++) ok = push(p, &p->commit, &p->ncommit, &ccap, &t[z]);
-            if (ok) ok = push(p, &p->commit, &p->ncommit, &ccap, &TOK_FROM);
-            for (int z = map_tok; z < map_end && ok; z++) ok = push(p, &p->commit, &p->ncommit, &ccap, &t[z]);
+            ok = sim_toks_push(&p->commit, &p->ncommit, &ccap, &TOK_SELECT);
+            for (int z = s; z < e && ok; z++) ok = sim_toks_push(&p->commit, &p->ncommit, &ccap, &t[z]);
+            if (ok) ok = sim_toks_push(&p->commit, &p->ncommit, &ccap, &TOK_FROM);
+            for (int z = map_tok; z < map_end && ok; z++) ok = sim_toks_push(&p->commit, &p->ncommit, &ccap, &t[z]);
         } else {
             ok = false;
         }
@@ -218,9 +258,9 @@ bool sim_fast_match(sim_fast_plan *p, const tsql_tok *t, int a, int b) {
         s = q + 1;
     }
     /* FROM cdc.[<ci>_CT] AS c, then WHERE/ORDER BY as written */
-    if (ok) ok = push(p, &p->reduced, &p->nreduced, &rcap, &TOK_FROM);
-    for (int z = ct_tok; z < ct_end && ok; z++) ok = push(p, &p->reduced, &p->nreduced, &rcap, &t[z]);
-    for (int z = rest; z < b && ok; z++) ok = push(p, &p->reduced, &p->nreduced, &rcap, &t[z]);
+    if (ok) ok = sim_toks_push(&p->reduced, &p->nreduced, &rcap, &TOK_FROM);
+    for (int z = ct_tok; z < ct_end && ok; z++) ok = sim_toks_push(&p->reduced, &p->nreduced, &rcap, &t[z]);
+    for (int z = rest; z < b && ok; z++) ok = sim_toks_push(&p->reduced, &p->nreduced, &rcap, &t[z]);
     if (!ok || ncommit != 1 || p->nitems != nitems) {
         sim_fast_plan_free(p);
         return false;
@@ -334,7 +374,7 @@ static const char SPLIT_SHAPE[] =
     " c.__$start_lsn) AS tile FROM cdc.@T AS c WHERE @W) AS t GROUP BY t.tile ORDER BY t.tile";
 static const char SPLIT_SCAN[] = "SELECT c.__$start_lsn FROM cdc.@T AS c WHERE @W ORDER BY c.__$start_lsn";
 
-static bool tok_same(const tsql_tok *x, const tsql_tok *y) {
+bool sim_tok_same(const tsql_tok *x, const tsql_tok *y) {
     bool xn = x->t == TK_IDENT || x->t == TK_QIDENT, yn = y->t == TK_IDENT || y->t == TK_QIDENT;
     if (xn || yn) {
         if (!(xn && yn)) return false;
@@ -362,7 +402,7 @@ static bool shape_match(const tsql_tok *t, int a, int b, const char *shape, int 
             ok = c < ncaps;
             int d = 0, e = k;
             for (; ok && e < b; e++) {
-                if (d == 0 && i + 1 < ns && st[i + 1].t != TK_EOF && tok_same(&t[e], &st[i + 1])) break;
+                if (d == 0 && i + 1 < ns && st[i + 1].t != TK_EOF && sim_tok_same(&t[e], &st[i + 1])) break;
                 if (tsql_tok_op(&t[e], "(")) d++;
                 else if (tsql_tok_op(&t[e], ")")) d--;
                 if (d < 0) ok = false;
@@ -370,7 +410,7 @@ static bool shape_match(const tsql_tok *t, int a, int b, const char *shape, int 
             ok = ok && (e < b || i + 1 >= ns) && e > k;
             if (ok) { caps[c][0] = k; caps[c][1] = e; c++; k = e; }
         } else {
-            ok = k < b && tok_same(&t[k], &st[i]);
+            ok = k < b && sim_tok_same(&t[k], &st[i]);
             k++;
         }
     }
@@ -536,7 +576,7 @@ static bool range_match(sim_fast_plan *p, const tsql_tok *t, int rest, int b) {
     return false;
 }
 
-static bool same_type(const sim_column *a, const sim_column *b) {
+bool sim_col_same_type(const sim_column *a, const sim_column *b) {
     return a->type.id == b->type.id && a->type.precision == b->type.precision && a->type.scale == b->type.scale &&
            a->type.length == b->type.length && a->nullable == b->nullable;
 }
@@ -640,8 +680,7 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
     if (!sim_store_acquire(s->srv->stores, &s->srv->mu, s->db->w, s->db->name, s->rd, p->ci, &snap)) return MCDC_OK;
     const sim_store *st = snap.st;
     size_t first = 0, end = 0;
-    int *src = mcdc_calloc((size_t)n, sizeof *src), *colk = mcdc_calloc(2 * (size_t)n, sizeof *colk);
-    int *seg = mcdc_calloc(3 * (size_t)n + 3, sizeof *seg);
+    int *src = mcdc_calloc((size_t)n, sizeof *src), *colk = mcdc_calloc((size_t)n + 1, sizeof *colk);
     /* groups of items: a run of store cells lying together, or one item */
     int *gk = mcdc_calloc((size_t)n + 1, sizeof *gk), *gn = mcdc_calloc((size_t)n + 1, sizeof *gn);
     int *gp = mcdc_calloc((size_t)n + 1, sizeof *gp);
@@ -652,7 +691,7 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
     mcdc_buf fixed = {0}, cbuf = {0};
     sim_tds_cellenc ce;
     bool ce_ok = sim_tds_cellenc_init(&ce, NULL) == MCDC_OK;
-    bool ok = src && colk && seg && gk && gn && gp && cells && gc && fixed_off && bm0 && bm && ce_ok;
+    bool ok = src && colk && gk && gn && gp && cells && gc && fixed_off && bm0 && bm && ce_ok;
     if (ok && p->order3 && !sim_store_order3(st)) ok = false;
     /* every item: a store column of the same type, or computed; the LSN
      * texts must encode as varchar(22) does: [22, 0] + ASCII */
@@ -661,7 +700,7 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
         src[i] = -1;
         if (it->kind == SIM_FAST_COL) {
             src[i] = sim_store_col(st, it->col);
-            ok = src[i] >= 0 && same_type(sim_store_col_meta(st, src[i]), &q->cols[i]);
+            ok = src[i] >= 0 && sim_col_same_type(sim_store_col_meta(st, src[i]), &q->cols[i]);
         } else if (it->kind == SIM_FAST_LSN_HEX) {
             src[i] = mcdc_str_ieq(it->col, "__$start_lsn") ? 0 : 1;
             static const char sample[] = "0x0123456789ABCDEF0123";
@@ -677,7 +716,13 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
             cells[i].n = (uint32_t)(fixed.len - fixed_off[i]);
             bm0[i / 8] = (uint8_t)(bm0[i / 8] | (1u << (i % 8)));
         }
+        colk[i] = it->kind == SIM_FAST_COL ? src[i] : -1; /* the store column, for the NULL bits */
     }
+    sim_null_map nm;
+    memset(&nm, 0, sizeof nm);
+    ok = ok && sim_null_map_init(&nm, colk, n, snap.ncols) == MCDC_OK;
+    for (int k = 0; ok && k < n; k++)
+        if (bm0[k / 8] >> (k % 8) & 1) sim_null_map_fix(&nm, k, true);
     /* one read transaction for the bounds and every commit-time lookup: one
      * snapshot, not a WAL read lock taken and dropped per transaction (the
      * store serves only sessions in autocommit) */
@@ -695,10 +740,9 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
         uint8_t hexs[24]; /* the start LSN text as a cell (the seqval's is in the row) */
         hexs[0] = 22;
         hexs[1] = 0;
-        int ncol = 0, ng = 0;
+        int ng = 0;
         int seqp = sim_store_col_pos(st, sim_store_ncols(st));
         for (int k = 0; k < n; k++) {
-            if (p->items[k].kind == SIM_FAST_COL) colk[ncol++] = k;
             if (p->items[k].kind == SIM_FAST_LSN_HEX && src[k] == 0) {
                 cells[k].p = hexs;
                 cells[k].n = 24;
@@ -714,26 +758,6 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
             gp[ng] = pos;
             ng++;
         }
-        for (int j = 0; j < ncol; j++) colk[n + j] = src[colk[j]]; /* the store column */
-        /* up to 64 columns each side: NULL bits move in runs (result
-         * columns k.. from store columns c..), as 64-bit words */
-        int sc = snap.ncols;
-        bool words = n <= 64 && sc <= 64;
-        size_t snb = ((size_t)sc + 7) / 8; /* bytes of a row's NULL bitmap */
-        int nseg = 0;
-        for (int j = 0; words && j < ncol; j++) {
-            if (j > 0 && colk[j] == colk[j - 1] + 1 && colk[n + j] == colk[n + j - 1] + 1) {
-                seg[3 * (nseg - 1) + 2]++;
-                continue;
-            }
-            seg[3 * nseg] = colk[j];
-            seg[3 * nseg + 1] = colk[n + j];
-            seg[3 * nseg + 2] = 1;
-            nseg++;
-        }
-        uint64_t w0 = 0; /* fixed NULL bits as a word */
-        for (int k = 0; words && k < n; k++)
-            if (bm0[k / 8] >> (k % 8) & 1) w0 |= 1ull << k;
         int64_t cnt = 0;
         sqlite3_stmt *scan = end > first ? commit_scan(s->rd, q->commit) : NULL;
         int scan_rc = SQLITE_DONE; /* the scan's last step: SQLITE_ROW while it has a row */
@@ -785,9 +809,7 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
                     if (p->items[k].kind == SIM_FAST_COMMIT) {
                         cells[k].p = cbuf.data;
                         cells[k].n = (uint32_t)cbuf.len;
-                        uint8_t bit = (uint8_t)(1u << (k % 8));
-                        bm0[k / 8] = (uint8_t)(commit_null ? bm0[k / 8] | bit : bm0[k / 8] & ~bit);
-                        if (words) w0 = commit_null ? w0 | 1ull << k : w0 & ~(1ull << k);
+                        sim_null_map_fix(&nm, k, commit_null);
                     }
             }
             if (!have_commit) continue; /* no mapping entry: the inner join drops the row */
@@ -796,29 +818,14 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
                 if (a >= 0) gc[g] = (sim_cell){r.data + r.off[a], r.off[a + gn[g]] - r.off[a], (uint32_t)gn[g], &r.off[a]};
                 else gc[g] = (sim_cell){cells[gk[g]].p, cells[gk[g]].n, 1, NULL};
             }
-            if (words) {
-                uint64_t sn = 0, w = w0;
-                for (size_t b = 0; b < snb; b++) sn |= (uint64_t)r.nulls[b] << (8 * b); /* (bits past sc are 0) */
-                for (int g = 0; g < nseg; g++) {
-                    int k = seg[3 * g], c = seg[3 * g + 1], len = seg[3 * g + 2];
-                    uint64_t m = len == 64 ? ~0ull : (1ull << len) - 1;
-                    w |= ((sn >> c) & m) << k;
-                }
-                for (size_t b = 0; b < nb; b++) bm[b] = (uint8_t)(w >> (8 * b));
-            } else {
-                memcpy(bm, bm0, nb);
-                for (int j = 0; j < ncol; j++) {
-                    int k = colk[j], c = colk[n + j];
-                    unsigned bit = (unsigned)(r.nulls[c / 8] >> (c % 8)) & 1u;
-                    bm[k / 8] = (uint8_t)(bm[k / 8] | (bit << (unsigned)(k % 8)));
-                }
-            }
+            sim_null_map_row(&nm, r.nulls, bm);
             cnt++;
             if (sink->row_cells(sink->ctx, gc, ng, bm, n)) { *aborted = true; break; }
         }
         *rows = cnt;
         sqlite3_finalize(scan);
     }
+    sim_null_map_free(&nm);
     sqlite3_reset(q->bnd);
     sqlite3_reset(q->commit);
     if (txn) (void)sqlite3_exec(s->rd, "COMMIT", NULL, NULL, NULL);
@@ -827,7 +834,6 @@ int sim_fast_store_emit(sim_session *s, const sim_fast_store_q *q, const sim_sin
     mcdc_buf_free(&cbuf);
     mcdc_free(src);
     mcdc_free(colk);
-    mcdc_free(seg);
     mcdc_free(gk);
     mcdc_free(gn);
     mcdc_free(gp);

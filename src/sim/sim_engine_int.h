@@ -40,7 +40,13 @@ typedef struct sim_db {
     uint64_t tran_seq; /* transaction ids */
     bool cdc_enabled;
     int64_t retention_min; /* 0 = no automatic cleanup */
-    sim_store_auth_ctx auth; /* w's authorizer: writes on change tables drop their store */
+    sim_store_auth_ctx auth; /* w's authorizer: writes drop the stores of what they write */
+    /* ALLOW_SNAPSHOT_ISOLATION (sim_snapshot.c, under srv->mu): SIM_SNAP_*,
+     * loaded from __sim_state on first use; serial tells this database from
+     * a later one of the same name */
+    int snap_state;
+    bool snap_loaded;
+    uint64_t snap_serial;
     struct sim_db *next;
 } sim_db;
 
@@ -114,7 +120,19 @@ struct sim_session {
     bool tran_rows_all;              /* more than SIM_TRAN_ROWS_MAX: every row of tran_tables */
     struct sim_session *waiting_for; /* under mu: the session a statement waits for */
     int64_t lock_timeout_ms;         /* SET LOCK_TIMEOUT; -1 = wait forever */
-    bool read_uncommitted;           /* SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED */
+    int iso;                         /* SET TRANSACTION ISOLATION LEVEL: sim_iso */
+    /* SNAPSHOT (sim_snapshot.c), under mu: the open transaction's isolation
+     * as of its first data access (-1: none yet), the registered snapshot
+     * (a snapshot transaction's, or one statement's in autocommit) and its
+     * stamp, the open transaction's row versions, the tables its DDL
+     * changed (snapshot readers wait for those, as for Sch-M) */
+    int tran_iso;
+    bool snap_tran, snap_stmt;
+    uint64_t snap_cseq;
+    sim_db *snap_db;
+    struct sim_vunit *vunit;
+    char tran_ddl[8][SIM_NAME_MAX];
+    int tran_nddl;
     /* faults / stats */
     int64_t req_rows;      /* rows of the current request: only the session's thread */
     int64_t net_wait_ms, net_waits, net_wait_max_ms; /* sim_session_add_network_wait */
@@ -143,6 +161,8 @@ struct sim_server {
     _Atomic int64_t fast_queries; /* queries served by the fast path */
     _Atomic int64_t fast_cache_hits; /* of which from a session's prepared statements */
     _Atomic int64_t store_queries; /* of which from the change store (sim_store.h) */
+    _Atomic int64_t table_queries; /* base-table reads served from the table store (sim_fast_table.c) */
+    struct sim_vstore *vers; /* row versions for SNAPSHOT isolation (sim_snapshot.c), under mu */
     _Atomic int nfaults; /* changed under mu; read lock-free on the per-row path */
     sim_clock_src clk;
     struct sim_worker *workers;
@@ -217,6 +237,58 @@ typedef struct sim_fast_plan {
     tsql_tok *bounds;     /* owned; "SELECT x, y, ..." (range != NONE) */
     int nbounds;
 } sim_fast_plan;
+/* An identifier (bare or quoted) whose decoded text is name. */
+bool sim_tok_name_is(const tsql_tok *t, const char *name);
+/* The same token: names by their decoded text, ignoring case. */
+bool sim_tok_same(const tsql_tok *x, const tsql_tok *y);
+/* The first token of [a, b) that is word outside parentheses, or -1. */
+int sim_toks_word_at_depth0(const tsql_tok *t, int a, int b, const char *word);
+/* Items of the list [a, b): commas outside parentheses, plus one. */
+int sim_toks_list_items(const tsql_tok *t, int a, int b);
+/* Appends tok to a growing token array (kept TK_EOF-terminated). */
+bool sim_toks_push(tsql_tok **arr, int *n, int *cap, const tsql_tok *tok);
+/* The same type, precision, scale, length and nullability (a pre-encoded
+ * cell of one is the bytes of the other). */
+bool sim_col_same_type(const sim_column *a, const sim_column *b);
+/* The NULL bitmap of a row of pre-encoded cells: result column k comes
+ * from store column src[k], or is fixed (-1: its bit set with
+ * sim_null_map_fix). Up to 64 columns each side, the store row's bits move
+ * in runs (result columns k.. from store columns c..) as 64-bit words. */
+typedef struct sim_null_map {
+    int n;               /* result columns */
+    const int *src;      /* borrowed: n store columns or -1 */
+    bool words;
+    int nseg, *seg;      /* owned: (k, c, len) triples */
+    uint64_t w0;         /* the fixed bits as a word */
+    uint8_t *fixed;      /* owned: the fixed bits, nb bytes */
+    size_t nb, snb;      /* bytes of the result's and of a store row's bitmap */
+} sim_null_map;
+int sim_null_map_init(sim_null_map *m, const int *src, int n, int store_cols);
+void sim_null_map_free(sim_null_map *m);
+static inline void sim_null_map_fix(sim_null_map *m, int k, bool null) {
+    uint8_t bit = (uint8_t)(1u << (k % 8));
+    m->fixed[k / 8] = (uint8_t)(null ? m->fixed[k / 8] | bit : m->fixed[k / 8] & ~bit);
+    if (m->words) m->w0 = null ? m->w0 | 1ull << k : m->w0 & ~(1ull << k);
+}
+/* The bitmap (nb bytes) of a row whose store bitmap is row_nulls. */
+static inline void sim_null_map_row(const sim_null_map *m, const uint8_t *row_nulls, uint8_t *bm) {
+    if (m->words) {
+        uint64_t sn = 0, w = m->w0;
+        for (size_t b = 0; b < m->snb; b++) sn |= (uint64_t)row_nulls[b] << (8 * b); /* (bits past the columns are 0) */
+        for (int z = 0; z < m->nseg; z++) {
+            int k = m->seg[3 * z], c = m->seg[3 * z + 1], len = m->seg[3 * z + 2];
+            uint64_t mask = len == 64 ? ~0ull : (1ull << len) - 1;
+            w |= ((sn >> c) & mask) << k;
+        }
+        for (size_t b = 0; b < m->nb; b++) bm[b] = (uint8_t)(w >> (8 * b));
+        return;
+    }
+    memcpy(bm, m->fixed, m->nb);
+    for (int k = 0; k < m->n; k++) {
+        int c = m->src[k];
+        if (c >= 0 && (row_nulls[c / 8] >> (c % 8) & 1)) bm[k / 8] = (uint8_t)(bm[k / 8] | (1u << (k % 8)));
+    }
+}
 /* Recognises the reader's change query in tokens [a, b); fills p (free with
  * sim_fast_plan_free) or returns false (p left empty). Tokens in the plan
  * borrow the statement's text. */
@@ -264,6 +336,8 @@ bool sim_result_columns(sqlite3 *c, sqlite3_stmt *st, const xl_result *items, si
 /* ---- sim_work.c -------------------------------------------------------- */
 int sim_work_start(sim_session *s, const sim_proc_args *a, mcdc_error *err);
 int sim_work_bulk_load(sim_session *s, const sim_proc_args *a, int64_t *rows, mcdc_error *err);
+/* sim.bulk_load_table: rows appended to a base table (no change rows). */
+int sim_work_bulk_load_table(sim_session *s, const sim_proc_args *a, int64_t *rows, mcdc_error *err);
 void sim_work_stop_all(sim_server *srv);
 
 /* ---- sim_engine.c: server, errors, clock, LSNs --------------------------- */
@@ -421,6 +495,89 @@ int sim_tran_touch(sim_session *s, const char *tbl);
 void sim_tran_touch_row(sim_session *s, int table, int64_t rowid);
 sim_session *sim_write_blocker(sim_session *s, const char *tbl, int64_t rowid);
 
+/* ---- sim_snapshot.c: SNAPSHOT isolation ---------------------------------- */
+/* SET TRANSACTION ISOLATION LEVEL (sim_session.iso). */
+typedef enum sim_iso {
+    SIM_ISO_READ_COMMITTED = 0,
+    SIM_ISO_READ_UNCOMMITTED,
+    SIM_ISO_REPEATABLE_READ,
+    SIM_ISO_SERIALIZABLE,
+    SIM_ISO_SNAPSHOT
+} sim_iso;
+/* sys.databases.snapshot_isolation_state, as SQL Server numbers them. */
+#define SIM_SNAP_OFF 0
+#define SIM_SNAP_ON 1
+#define SIM_SNAP_TO_OFF 2
+#define SIM_SNAP_TO_ON 3
+typedef struct sim_vstore sim_vstore;
+int sim_vstore_create(sim_vstore **out, mcdc_error *err);
+void sim_vstore_free(sim_vstore *v);
+/* Under mu: d's ALLOW_SNAPSHOT_ISOLATION state (SIM_SNAP_*) and its name. */
+int sim_snap_state(sim_db *d);
+const char *sim_snap_state_desc(int state);
+/* ALTER DATABASE <db> SET ALLOW_SNAPSHOT_ISOLATION ON | OFF (other options
+ * of ALTER DATABASE are accepted, READ_COMMITTED_SNAPSHOT ON refused). */
+int sim_do_alter_database(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err);
+/* A read of user tables under SNAPSHOT: the statement's view. */
+typedef struct sim_snap_table {
+    char name[SIM_NAME_MAX * 2]; /* SQLite table ("dbo.t") */
+    uint64_t wseq;               /* its write count when the view was taken (sim_store.h) */
+    int overlay;                 /* rows of the view that differ from the table's: 0 = none */
+    char temp[32];               /* the temp table holding them */
+    char (*cols)[SIM_NAME_MAX];  /* owned: the table's columns (overlay > 0) */
+    int ncols;
+} sim_snap_table;
+typedef struct sim_snap_view {
+    bool pinned;     /* rd holds a read transaction: the view's SQLite state */
+    bool own_stmt;   /* the statement registered its own snapshot (autocommit) */
+    int ntables;
+    sim_snap_table t[XL_TABLES_MAX];
+    int noverlay;    /* tables with an overlay: the statement is translated again */
+} sim_snap_view;
+/* A read (not under SNAPSHOT) of res's tables: the open transaction's
+ * isolation is fixed by its first data access. */
+void sim_snap_note_access(sim_session *s, const xl_result *res);
+/* Does the read of res (translated on rd) run under SNAPSHOT? */
+bool sim_snap_applies(const sim_session *s, const xl_result *res, bool nolock);
+/* Starts the view: the database must allow snapshot isolation (3952, 3954,
+ * 3956), a transaction must have started in it (3951), the tables must not
+ * have changed by DDL since the snapshot's start (3961); waits only for
+ * other transactions' uncommitted DDL on them; then pins rd and writes the
+ * rows that differ from the table (before-images) into temp tables. End with
+ * sim_snap_read_end whatever happens. */
+int sim_snap_read_begin(sim_stmt *x, const xl_result *res, sim_snap_view *v, mcdc_error *err);
+void sim_snap_read_end(sim_session *s, sim_snap_view *v);
+/* The view's stand-in for table name (xl_env.table_source). */
+int sim_snap_table_source(void *view, const char *name, mcdc_buf *out);
+const sim_snap_table *sim_snap_view_table(const sim_snap_view *v, const char *name);
+/* DML under SNAPSHOT on tbl: the checks of a read, the snapshot started
+ * (*own_stmt: the statement's, end it with sim_snap_write_end). */
+int sim_snap_write_begin(sim_stmt *x, const char *tbl, bool *own_stmt, mcdc_error *err);
+void sim_snap_write_end(sim_session *s, bool own_stmt);
+/* Under mu, by the DML about to change row rowid of tbl under SNAPSHOT:
+ * error 3960 (update conflict) when another transaction committed a change
+ * of the row after the snapshot started. heap: the table has no key. */
+int sim_snap_conflict(sim_session *s, const char *tbl, int64_t rowid, bool heap, mcdc_error *err);
+/* Under mu, after a DML committed to SQLite: are row versions kept for it? */
+bool sim_snap_versioning(sim_session *s);
+/* Under mu: the row's state before the DML (vals[ncols], taken; NULL: the
+ * row did not exist), once per transaction and row. */
+int sim_snap_record(sim_session *s, const char *tbl, int64_t rowid, sqlite3_value **vals, int ncols, mcdc_error *err);
+/* Under mu: an autocommit DML's versions are committed. */
+void sim_snap_stmt_commit(sim_session *s);
+/* Under mu: the open transaction committed (its versions stamped); reset:
+ * it ended (uncommitted versions dropped, its snapshot released). */
+void sim_snap_tran_commit(sim_session *s);
+void sim_snap_tran_reset(sim_session *s);
+/* Under mu: DDL on tbl (ALTER, DROP): its versions dropped, older
+ * snapshots get 3961 on it, and in a transaction readers wait for it. */
+void sim_snap_ddl(sim_session *s, const char *tbl);
+/* Under mu: another session's open transaction whose DDL changed a table
+ * res reads (a snapshot read waits for it). */
+sim_session *sim_snap_ddl_blocker(sim_session *s, const void *res);
+/* Statistics (tests): row versions held, snapshots registered. */
+int64_t sim_snap_versions(sim_server *srv);
+
 /* ---- sim_txn_ddl.c ------------------------------------------------------- */
 int sim_tran_ddl_join(sim_session *s, mcdc_error *err);
 int sim_tran_ddl_snapshot(sim_session *s, const char *tbl, char **undo, char **commit, mcdc_error *err);
@@ -453,6 +610,41 @@ int sim_do_grant(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err
 /* ---- sim_dml.c ----------------------------------------------------------- */
 int sim_do_insert(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err);
 int sim_do_update_delete(sim_stmt *x, const tsql_tok *t, int i, int end, bool is_update, mcdc_error *err);
+
+/* ---- sim_fast_table.c: base-table reads from the table store ------------- */
+typedef enum sim_ft_kind { SIM_FT_COL = 1, SIM_FT_CONST } sim_ft_kind;
+typedef struct sim_ft_item {
+    sim_ft_kind kind;
+    char col[SIM_NAME_MAX]; /* COL: the table's column */
+    int cidx;               /* CONST: its column in the constants' statement */
+} sim_ft_item;
+/* The shape served: SELECT <columns and literal CASTs> FROM <table> [AS t]
+ * [WHERE <NULLs and/or one range of one integer column>]. */
+typedef struct sim_fast_table {
+    bool slices; /* the other shape: counts per slice of the key (sim_fast_match_slices) */
+    char table[SIM_NAME_MAX * 2]; /* SQLite name ("dbo.t") */
+    char alias[SIM_NAME_MAX];
+    sim_ft_item *items; /* owned */
+    int nitems, nconst;
+    tsql_tok *consts; /* owned; "SELECT <the constants>"; borrows the statement's text */
+    int nconsts_tok;
+    bool has_where;
+    char key[SIM_NAME_MAX];
+    bool nulls, range; /* the rows whose key is NULL / in [lo, hi] */
+    int64_t lo, hi;
+} sim_fast_table;
+bool sim_fast_match_table(sim_fast_table *p, const tsql_tok *t, int a, int b);
+/* A chunk planner's counts per slice of an integer key,
+ *   SELECT (t.k - <lo>) / <w> [AS slice], COUNT_BIG(*) [AS n] FROM <table> [AS] t
+ *   [WHERE <NULLs and/or one range of k>] GROUP BY (t.k - <lo>) / <w> [ORDER BY slice]
+ * (lo, w: variables or integer literals): consts holds "SELECT <lo>, <w>". */
+bool sim_fast_match_slices(sim_fast_table *p, const tsql_tok *t, int a, int b);
+void sim_fast_table_free(sim_fast_table *p);
+/* Sends the result from the table store (*done), or nothing (the general
+ * path answers): orig is the general path's prepared statement (for the
+ * columns), view the statement's snapshot view or NULL. */
+int sim_run_table_fast(sim_stmt *x, const xl_env *env, const sim_fast_table *p, sqlite3_stmt *orig,
+                       const xl_result *res, const sim_snap_view *view, bool *done, mcdc_error *err);
 
 /* ---- sim_fast_cache.c ---------------------------------------------------- */
 void sim_fast_cache_drop(sim_session *s);

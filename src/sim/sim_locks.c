@@ -79,7 +79,7 @@ static sim_session *read_blocker_cb(sim_session *s, const void *res) { return re
  * transaction has changed a table the statement reads. nolock: the
  * statement reads WITH (NOLOCK). */
 int sim_wait_committed(sim_stmt *x, const xl_result *res, bool nolock, mcdc_error *err) {
-    if (res->ntables == 0 || nolock || x->s->read_uncommitted) return MCDC_OK;
+    if (res->ntables == 0 || nolock || x->s->iso == SIM_ISO_READ_UNCOMMITTED) return MCDC_OK;
     return sim_wait_while(x, read_blocker_cb, res, err);
 }
 

@@ -162,11 +162,17 @@ static int exec_sql_with_params(sim_stmt *x, sim_proc_args *a, sql_params *dp, m
     }
     bool save = x->in_proc;
     const sim_param *rp = x->rpc_params;
+    /* SET options the statement changes last until it returns, as in SQL
+     * Server's modules and dynamic SQL */
+    int iso = s->iso;
+    int64_t lock_timeout = s->lock_timeout_ms;
     x->in_proc = true;
     x->rpc_params = NULL; /* an EXEC inside is no RPC */
     rc = sim_run_tokens(x, toks, n);
     x->in_proc = save;
     x->rpc_params = rp;
+    s->iso = iso;
+    s->lock_timeout_ms = lock_timeout;
     mcdc_free(toks);
     return rc == SIM_EXEC_ABORTED ? -998 : MCDC_OK;
 }

@@ -10,7 +10,15 @@
 #include <string.h>
 
 /* ---- translator environment --------------------------------------------- */
-typedef struct env_ctx { sim_session *s; sqlite3 *c; } env_ctx;
+typedef struct env_ctx {
+    sim_session *s;
+    sqlite3 *c;
+    sim_snap_view *view; /* a snapshot read's versioned view, or NULL */
+} env_ctx;
+static int env_table_source(void *ctx, const char *name, mcdc_buf *out) {
+    env_ctx *ec = ctx;
+    return ec->view ? sim_snap_table_source(ec->view, name, out) : 0;
+}
 static bool env_table_exists(void *ctx, const char *name) { return sim_table_exists(((env_ctx *)ctx)->c, name); }
 static bool env_col_type(void *ctx, const char *tbl, const char *col, sim_type *out, bool *nul) {
     return sim_col_type(((env_ctx *)ctx)->c, tbl, col, out, nul);
@@ -54,10 +62,12 @@ static int env_dyn_view(void *ctx, const char *name, mcdc_buf *out) {
         pthread_mutex_lock(&s->srv->mu);
         bool first = true;
         for (sim_db *d = s->srv->dbs; d && rc == MCDC_OK; d = d->next) {
-            char *q = sqlite3_mprintf("%sSELECT %Q AS name, %d AS database_id, %d AS is_cdc_enabled, 1 AS snapshot_isolation_state,"
-                                      " 1 AS is_read_committed_snapshot_on, %d AS compatibility_level, 'ONLINE' AS state_desc",
+            int snap = sim_snap_state(d);
+            char *q = sqlite3_mprintf("%sSELECT %Q AS name, %d AS database_id, %d AS is_cdc_enabled, %d AS snapshot_isolation_state,"
+                                      " %Q AS snapshot_isolation_state_desc, 0 AS is_read_committed_snapshot_on,"
+                                      " %d AS compatibility_level, 'ONLINE' AS state_desc",
                                       first ? "" : " UNION ALL ", d->name, mcdc_str_ieq(d->name, "master") ? 1 : 4 + id++,
-                                      d->cdc_enabled ? 1 : 0, s->srv->product_major * 10);
+                                      d->cdc_enabled ? 1 : 0, snap, sim_snap_state_desc(snap), s->srv->product_major * 10);
             rc = q ? mcdc_buf_append_str(out, q, NULL) : MCDC_E_NOMEM;
             sqlite3_free(q);
             first = false;
@@ -103,6 +113,41 @@ static void make_env(sim_session *s, env_ctx *ec, xl_env *env, char *user, size_
     env->product_major = s->srv->product_major;
     (void)wait_sql;
     env->dyn_view = env_dyn_view;
+    env->table_source = env_table_source;
+}
+
+/* Translates the read [a, b) for the session's read connection: the SELECT
+ * permission, then under SNAPSHOT the versioned view (*view: end it with
+ * sim_snap_read_end and free it, whatever rc), else the READ COMMITTED
+ * wait. A table the view changes is translated as the view's subquery. */
+static int translate_read(sim_stmt *x, env_ctx *ec, const xl_env *env, const tsql_tok *t, int a, int b, mcdc_buf *sql,
+                          xl_result *res, sim_snap_view **view, mcdc_error *err) {
+    sim_session *s = x->s;
+    *view = NULL;
+    int rc = tsql_xlate(env, t, a, b, sql, res, err);
+    if (rc == MCDC_OK) rc = sim_check_select_perms(s, s->rd, res, err);
+    bool nolock = sim_has_nolock(t, a, b);
+    if (rc == MCDC_OK && sim_snap_applies(s, res, nolock)) {
+        sim_snap_view *v = mcdc_malloc(sizeof *v);
+        if (!v) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        *view = v;
+        rc = sim_snap_read_begin(x, res, v, err);
+        if (rc == MCDC_OK && v->noverlay > 0) {
+            ec->view = v;
+            mcdc_buf_reset(sql);
+            rc = tsql_xlate(env, t, a, b, sql, res, err);
+        }
+    } else if (rc == MCDC_OK) {
+        sim_snap_note_access(s, res);
+        rc = sim_wait_committed(x, res, nolock, err);
+    }
+    return rc;
+}
+
+static void end_read(sim_session *s, sim_snap_view *view) {
+    if (!view) return;
+    sim_snap_read_end(s, view);
+    mcdc_free(view);
 }
 
 /* Permission check of a translated statement's tables. */
@@ -133,11 +178,13 @@ int sim_check_select_perms(sim_session *s, sqlite3 *c, const xl_result *r, mcdc_
 int sim_run_query(sim_stmt *x, const tsql_tok *t, int a, int b, const sim_var **assign, int nassign,
                      mcdc_error *err) {
     sim_session *s = x->s;
-    env_ctx ec = {s, s->rd};
+    env_ctx ec = {s, s->rd, NULL};
     xl_env env;
     char user[SIM_NAME_MAX];
     mcdc_buf wait = {0}, sql = {0};
-    if (nassign == 0 && s->fast && !s->srv->fast_off) {
+    /* the cached change query skips translation: not under SNAPSHOT, whose
+     * checks and view come with it */
+    if (nassign == 0 && s->fast && !s->srv->fast_off && s->iso != SIM_ISO_SNAPSHOT) {
         bool done = false;
         int frc = sim_fast_cached(x, t, a, b, &done, err);
         if (done) return frc;
@@ -145,9 +192,8 @@ int sim_run_query(sim_stmt *x, const tsql_tok *t, int a, int b, const sim_var **
     make_env(s, &ec, &env, user, sizeof user, &wait);
     xl_result *res = mcdc_malloc(sizeof *res);
     if (!res) { mcdc_buf_free(&wait); return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory"); }
-    int rc = tsql_xlate(&env, t, a, b, &sql, res, err);
-    if (rc == MCDC_OK) rc = sim_check_select_perms(s, s->rd, res, err);
-    if (rc == MCDC_OK) rc = sim_wait_committed(x, res, sim_has_nolock(t, a, b), err);
+    sim_snap_view *view = NULL;
+    int rc = translate_read(x, &ec, &env, t, a, b, &sql, res, &view, err);
     sqlite3_stmt *st = NULL;
     if (rc == MCDC_OK && sqlite3_prepare_v2(s->rd, (const char *)sql.data, -1, &st, NULL) != SQLITE_OK)
         rc = sim_sqlite_err(s->rd, SQLITE_ERROR, err);
@@ -158,6 +204,13 @@ int sim_run_query(sim_stmt *x, const tsql_tok *t, int a, int b, const sim_var **
         if (sim_fast_match(&fp, t, a, b)) {
             rc = sim_run_fast(x, &env, &fp, t, a, b, st, res, &fast_done, err);
             sim_fast_plan_free(&fp);
+        }
+    }
+    if (rc == MCDC_OK && !fast_done && nassign == 0 && !s->srv->fast_off) {
+        sim_fast_table ft;
+        if (sim_fast_match_table(&ft, t, a, b) || sim_fast_match_slices(&ft, t, a, b)) {
+            rc = sim_run_table_fast(x, &env, &ft, st, res, view, &fast_done, err);
+            sim_fast_table_free(&ft);
         }
     }
     if (rc == MCDC_OK && !fast_done && nassign == 0 && !s->srv->fast_off) {
@@ -186,6 +239,7 @@ int sim_run_query(sim_stmt *x, const tsql_tok *t, int a, int b, const sim_var **
         }
     }
     sqlite3_finalize(st);
+    end_read(s, view);
     mcdc_free(res);
     mcdc_buf_free(&sql);
     mcdc_buf_free(&wait);
@@ -216,7 +270,7 @@ int sim_eval_into(sim_stmt *x, const tsql_tok *t, int a, int b, sim_var *v, mcdc
 }
 
 int sim_xlate_expr(sim_stmt *x, sqlite3 *c, const tsql_tok *t, int a, int b, mcdc_buf *out, mcdc_error *err) {
-    env_ctx ec = {x->s, c};
+    env_ctx ec = {x->s, c, NULL};
     xl_env env;
     char user[SIM_NAME_MAX];
     mcdc_buf wait = {0};
@@ -224,7 +278,9 @@ int sim_xlate_expr(sim_stmt *x, sqlite3 *c, const tsql_tok *t, int a, int b, mcd
     xl_result *res = mcdc_malloc(sizeof *res);
     int rc = res ? tsql_xlate(&env, t, a, b, out, res, err) : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     if (rc == MCDC_OK && res && res->ntables) rc = sim_check_select_perms(x->s, c, res, err);
-    /* the tables it reads (IF, EXEC arguments, the subqueries and SELECT of DML) */
+    /* the tables it reads (the subqueries and SELECT of DML: READ COMMITTED,
+     * even under SNAPSHOT) */
+    if (rc == MCDC_OK && res) sim_snap_note_access(x->s, res);
     if (rc == MCDC_OK && res) rc = sim_wait_committed(x, res, sim_has_nolock(t, a, b), err);
     mcdc_free(res);
     mcdc_buf_free(&wait);
@@ -235,8 +291,15 @@ int sim_eval_value(sim_stmt *x, const tsql_tok *t, int a, int b, sqlite3_value *
     sim_session *s = x->s;
     *out = NULL;
     if (b == a + 1 && tsql_tok_is(&t[a], "DEFAULT")) return MCDC_OK;
-    mcdc_buf ex = {0}, q = {0};
-    int rc = sim_xlate_expr(x, s->rd, t, a, b, &ex, err);
+    mcdc_buf ex = {0}, q = {0}, wait = {0};
+    env_ctx ec = {s, s->rd, NULL};
+    xl_env env;
+    char user[SIM_NAME_MAX];
+    make_env(s, &ec, &env, user, sizeof user, &wait);
+    xl_result *res = mcdc_malloc(sizeof *res);
+    sim_snap_view *view = NULL;
+    int rc = res ? translate_read(x, &ec, &env, t, a, b, &ex, res, &view, err)
+                 : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     if (rc == MCDC_OK) {
         mcdc_buf_printf(&q, NULL, "SELECT %s", (const char *)ex.data);
         rc = mcdc_buf_cstr(&q, err);
@@ -251,8 +314,11 @@ int sim_eval_value(sim_stmt *x, const tsql_tok *t, int a, int b, sqlite3_value *
         else rc = sim_sqlite_err(s->rd, r, err);
     }
     sqlite3_finalize(st);
+    end_read(s, view);
+    mcdc_free(res);
     mcdc_buf_free(&ex);
     mcdc_buf_free(&q);
+    mcdc_buf_free(&wait);
     return rc;
 }
 

@@ -12,6 +12,11 @@
  * lie in the order of the reader's query (__$ columns, that text,
  * __$operation, __$command_id, then the captured columns), so most of a
  * row goes out in a few copies; offsets are by that position (lpos).
+ *
+ * A table store (kind TS_TABLE) shares the arena, directory, encoding and
+ * limits: its rows have no key head and no extra text (null bitmap, offsets
+ * u32[ncols + 1], cells in the table's column order), come in rowid order
+ * and are tagged with the table's write count.
  */
 #include "sim_store.h"
 
@@ -33,11 +38,16 @@ typedef struct blk {
     uint8_t data[];
 } blk;
 
+enum { TS_CHANGES = 0, TS_TABLE = 1 };
+
 struct sim_store {
     _Atomic int refs;
     sim_stores *ss;
-    char ci[SIM_NAME_MAX];
+    int kind;                 /* TS_CHANGES / TS_TABLE */
+    char ci[SIM_NAME_MAX * 2]; /* the capture instance, or the table ("dbo.t") */
     int ncols;
+    int npos;                 /* cell positions: ncols (+ 1, the seqval text, in a change store) */
+    size_t head_bytes;        /* key bytes before the null bitmap: ROW_HEAD, or 0 */
     sim_column *cols;
     char (*names)[SIM_NAME_MAX];
     sim_tds_col_enc *enc;
@@ -50,22 +60,30 @@ struct sim_store {
     size_t head;              /* rows below are trimmed */
     bool order3;
     int64_t bytes;
+    /* table stores: the write count the rows are, and per column whether
+     * rowid order is that column's order (NULLs first, then ascending) */
+    uint64_t tag;
+    uint8_t *mono, *mseen, *mstrict; /* mstrict: no NULL and no value twice as well */
+    int64_t *mlast;
 };
 
 typedef struct entry {
-    char db[SIM_NAME_MAX], ci[SIM_NAME_MAX];
+    int kind;
+    char db[SIM_NAME_MAX], ci[SIM_NAME_MAX * 2];
     pthread_mutex_t mu;
     sim_store *st;     /* NULL: rebuilt by the next read */
-    bool too_big;      /* served from SQLite until trimmed or dropped */
+    bool too_big;      /* served from SQLite until trimmed or dropped (tables: until written) */
     uint64_t gen;      /* bumped by every drop */
+    uint64_t wseq;     /* tables: writes seen */
+    bool building;     /* tables: a read builds the store (outside the lock) */
     struct entry *next;
 } entry;
 
 struct sim_stores {
     pthread_mutex_t mu; /* the entry list */
     entry *list;
-    _Atomic int64_t bytes;
-    int64_t limit;
+    _Atomic int64_t bytes[2]; /* by kind */
+    int64_t limit[2];
 };
 
 /* ---- stores -------------------------------------------------------------- */
@@ -73,7 +91,8 @@ int sim_stores_create(sim_stores **out, int64_t limit_bytes, mcdc_error *err) {
     sim_stores *ss = mcdc_calloc(1, sizeof *ss);
     if (!ss) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory for the change store");
     pthread_mutex_init(&ss->mu, NULL);
-    ss->limit = limit_bytes;
+    ss->limit[TS_CHANGES] = limit_bytes;
+    ss->limit[TS_TABLE] = (int64_t)SIM_TABLE_CACHE_MB_DEFAULT << 20;
     *out = ss;
     return MCDC_OK;
 }
@@ -85,7 +104,11 @@ static void store_unref(sim_store *st) {
         mcdc_free(b);
     }
     for (size_t k = 0; k < DIR_CHUNKS && st->dir[k]; k++) mcdc_free(st->dir[k]);
-    atomic_fetch_sub(&st->ss->bytes, st->bytes);
+    atomic_fetch_sub(&st->ss->bytes[st->kind], st->bytes);
+    mcdc_free(st->mono);
+    mcdc_free(st->mseen);
+    mcdc_free(st->mstrict);
+    mcdc_free(st->mlast);
     mcdc_free(st->cols);
     mcdc_free(st->names);
     mcdc_free(st->enc);
@@ -106,13 +129,15 @@ void sim_stores_free(sim_stores *ss) {
     mcdc_free(ss);
 }
 
-int64_t sim_stores_bytes(sim_stores *ss) { return ss ? atomic_load(&ss->bytes) : 0; }
+int64_t sim_stores_bytes(sim_stores *ss) { return ss ? atomic_load(&ss->bytes[TS_CHANGES]) : 0; }
+int64_t sim_stores_table_bytes(sim_stores *ss) { return ss ? atomic_load(&ss->bytes[TS_TABLE]) : 0; }
 
-static entry *find_entry(sim_stores *ss, const char *db, const char *ci, bool create) {
+static entry *find_entry(sim_stores *ss, int kind, const char *db, const char *ci, bool create) {
     pthread_mutex_lock(&ss->mu);
     entry *e = ss->list;
-    while (e && !(mcdc_str_ieq(e->db, db) && mcdc_str_ieq(e->ci, ci))) e = e->next;
+    while (e && !(e->kind == kind && mcdc_str_ieq(e->db, db) && mcdc_str_ieq(e->ci, ci))) e = e->next;
     if (!e && create && (e = mcdc_calloc(1, sizeof *e)) != NULL) {
+        e->kind = kind;
         snprintf(e->db, sizeof e->db, "%s", db);
         snprintf(e->ci, sizeof e->ci, "%s", ci);
         pthread_mutex_init(&e->mu, NULL);
@@ -131,10 +156,12 @@ static void drop_locked(entry *e) {
     e->gen++;
 }
 
-/* The store's columns: cdc.[ci_CT] in column order, from the catalog. */
-static sim_store *store_new(sim_stores *ss, sqlite3 *c, const char *ci) {
-    char ct[SIM_NAME_MAX + 8];
-    snprintf(ct, sizeof ct, "cdc.%s_CT", ci);
+/* The store's columns: cdc.[ci_CT] (or the table ci) in column order, from
+ * the catalog. */
+static sim_store *store_new(sim_stores *ss, sqlite3 *c, int kind, const char *ci) {
+    char ct[SIM_NAME_MAX * 2 + 8];
+    if (kind == TS_CHANGES) snprintf(ct, sizeof ct, "cdc.%s_CT", ci);
+    else snprintf(ct, sizeof ct, "%s", ci);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(c, "SELECT name, type, nullable FROM __sim_columns WHERE tbl = ? ORDER BY column_id", -1, &st,
                            NULL) != SQLITE_OK)
@@ -148,6 +175,7 @@ static sim_store *store_new(sim_stores *ss, sqlite3 *c, const char *ci) {
         s->names = mcdc_calloc((size_t)cap, SIM_NAME_MAX);
         ok = s->cols && s->names;
         s->ss = ss;
+        s->kind = kind;
         s->refs = 1;
         s->order3 = true;
         s->c_start = s->c_seq = s->c_op = s->c_cmd = -1;
@@ -183,7 +211,7 @@ static sim_store *store_new(sim_stores *ss, sqlite3 *c, const char *ci) {
         s->ncols++;
     }
     sqlite3_finalize(st);
-    ok = ok && s->ncols > 0 && s->c_start >= 0 && s->c_seq >= 0 && s->c_op >= 0 && s->c_cmd >= 0;
+    ok = ok && s->ncols > 0 && (kind == TS_TABLE || (s->c_start >= 0 && s->c_seq >= 0 && s->c_op >= 0 && s->c_cmd >= 0));
     if (ok) {
         s->enc = mcdc_calloc((size_t)s->ncols, sizeof *s->enc);
         s->phys = mcdc_calloc((size_t)s->ncols + 1, sizeof *s->phys);
@@ -194,7 +222,21 @@ static sim_store *store_new(sim_stores *ss, sqlite3 *c, const char *ci) {
             sim_tds_col_plan(&s->enc[k], &s->cols[k]);
         }
     }
-    if (ok) { /* positions: other __$ columns, seqval text, operation, command id, captured */
+    if (ok && kind == TS_TABLE) { /* positions: the table's column order */
+        s->npos = s->ncols;
+        s->mono = mcdc_calloc((size_t)s->ncols, 1);
+        s->mseen = mcdc_calloc((size_t)s->ncols, 1);
+        s->mstrict = mcdc_calloc((size_t)s->ncols, 1);
+        s->mlast = mcdc_calloc((size_t)s->ncols, sizeof *s->mlast);
+        ok = s->mono && s->mseen && s->mstrict && s->mlast;
+        for (int q = 0; ok && q < s->ncols; q++) {
+            s->phys[q] = s->lpos[q] = q;
+            sim_type_id id = s->cols[q].type.id;
+            s->mono[q] = s->mstrict[q] = id == SIM_T_TINYINT || id == SIM_T_SMALLINT || id == SIM_T_INT || id == SIM_T_BIGINT;
+        }
+    } else if (ok) { /* positions: other __$ columns, seqval text, operation, command id, captured */
+        s->npos = s->ncols + 1;
+        s->head_bytes = ROW_HEAD;
         int p = 0;
         for (int k = 0; k < s->ncols; k++)
             if (s->names[k][0] == '_' && s->names[k][1] == '_' && s->names[k][2] == '$' && k != s->c_op && k != s->c_cmd)
@@ -213,6 +255,10 @@ static sim_store *store_new(sim_stores *ss, sqlite3 *c, const char *ci) {
         mcdc_free(s->enc);
         mcdc_free(s->phys);
         mcdc_free(s->lpos);
+        mcdc_free(s->mono);
+        mcdc_free(s->mseen);
+        mcdc_free(s->mstrict);
+        mcdc_free(s->mlast);
         mcdc_free(s);
         return NULL;
     }
@@ -238,7 +284,7 @@ void sim_store_row_get(const sim_store *st, size_t i, sim_store_row *out) {
     out->command_id = rd_i32(r + 24);
     out->nulls = r + ROW_HEAD;
     out->off = (const uint32_t *)(const void *)(r + ROW_HEAD + nulls_bytes(st->ncols));
-    out->data = (const uint8_t *)(out->off + st->ncols + 2);
+    out->data = (const uint8_t *)(out->off + st->npos + 1);
 }
 
 const uint8_t *sim_store_row_start(const sim_store *st, size_t i) { return row_at(st, i); }
@@ -287,7 +333,7 @@ static int row_enc_init(row_enc *re, int ncols, mcdc_error *err) {
     memset(re, 0, sizeof *re);
     re->ncols = ncols;
     re->cells.limit = (size_t)MCDC_VALUE_BYTES_MAX * 4 + (size_t)ncols * 16;
-    re->off = mcdc_calloc((size_t)ncols + 2, sizeof *re->off);
+    re->off = mcdc_calloc((size_t)ncols + 2, sizeof *re->off); /* npos + 1 <= ncols + 2 */
     re->nulls = mcdc_calloc(nulls_bytes(ncols), 1);
     if (!re->off || !re->nulls) {
         mcdc_free(re->off);
@@ -309,18 +355,37 @@ static void row_enc_free(row_enc *re) {
     mcdc_free(re->nulls);
 }
 
+/* A table store's column order after one more row (v[ncols]). */
+static void mono_step(sim_store *st, const sim_value *v) {
+    for (int k = 0; k < st->ncols; k++) {
+        if (!st->mono[k]) continue;
+        if (v[k].kind == SIM_V_NULL) {
+            st->mstrict[k] = 0;
+            if (st->mseen[k]) st->mono[k] = 0; /* a NULL after a value */
+        } else if (v[k].kind != SIM_V_INT || (st->mseen[k] && v[k].i < st->mlast[k])) {
+            st->mono[k] = st->mstrict[k] = 0;
+        } else {
+            if (st->mseen[k] && v[k].i == st->mlast[k]) st->mstrict[k] = 0;
+            st->mseen[k] = 1;
+            st->mlast[k] = v[k].i;
+        }
+    }
+}
+
 /* Appends one row (vals[ncols]) after the last; not published yet. false:
- * the row cannot be kept (keys not as capture writes them, out of order,
- * the memory limit). */
+ * the row cannot be kept (change rows: keys not as capture writes them, out
+ * of order; the memory limit). */
 static bool row_append(sim_store *st, row_enc *re, const sim_value *v, size_t *n) {
-    const sim_value *s = &v[st->c_start], *q = &v[st->c_seq], *o = &v[st->c_op], *c = &v[st->c_cmd];
-    if (s->kind != SIM_V_BLOB || s->n != 10 || q->kind != SIM_V_BLOB || q->n != 10 || o->kind != SIM_V_INT ||
-        c->kind != SIM_V_INT || o->i < INT32_MIN || o->i > INT32_MAX || c->i < INT32_MIN || c->i > INT32_MAX)
+    bool chg = st->kind == TS_CHANGES;
+    const sim_value *s = chg ? &v[st->c_start] : NULL, *q = chg ? &v[st->c_seq] : NULL;
+    const sim_value *o = chg ? &v[st->c_op] : NULL, *c = chg ? &v[st->c_cmd] : NULL;
+    if (chg && (s->kind != SIM_V_BLOB || s->n != 10 || q->kind != SIM_V_BLOB || q->n != 10 || o->kind != SIM_V_INT ||
+                c->kind != SIM_V_INT || o->i < INT32_MIN || o->i > INT32_MAX || c->i < INT32_MIN || c->i > INT32_MAX))
         return false;
     mcdc_buf_reset(&re->cells);
-    size_t nb = nulls_bytes(st->ncols);
+    size_t nb = nulls_bytes(st->ncols), noff = (size_t)st->npos + 1;
     memset(re->nulls, 0, nb);
-    for (int p = 0; p <= st->ncols; p++) {
+    for (int p = 0; p < st->npos; p++) {
         int k = st->phys[p];
         re->off[p] = (uint32_t)re->cells.len;
         if (k == st->ncols) { /* the seqval as varchar(22) text */
@@ -337,15 +402,17 @@ static bool row_append(sim_store *st, row_enc *re, const sim_value *v, size_t *n
         if (sim_tds_cellenc_put(&re->ce, &st->enc[k], &v[k], &re->cells, NULL) != MCDC_OK) return false;
         if (re->cells.len > UINT32_MAX / 2) return false;
     }
-    re->off[st->ncols + 1] = (uint32_t)re->cells.len;
-    size_t need = ROW_HEAD + nb + ((size_t)st->ncols + 2) * 4 + re->cells.len;
+    re->off[st->npos] = (uint32_t)re->cells.len;
+    size_t need = st->head_bytes + nb + noff * 4 + re->cells.len;
     need = (need + 3) & ~(size_t)3;
     size_t i = *n;
     if ((i >> CHUNK_BITS) >= DIR_CHUNKS) return false;
+    _Atomic int64_t *used = &st->ss->bytes[st->kind];
+    int64_t limit = st->ss->limit[st->kind];
     blk *b = st->blocks;
     if (!b || b->cap - b->used < need) {
         size_t cap = need > BLOCK_BYTES ? need : BLOCK_BYTES;
-        if (atomic_load(&st->ss->bytes) + (int64_t)cap > st->ss->limit) return false;
+        if (atomic_load(used) + (int64_t)cap > limit) return false;
         b = mcdc_malloc(sizeof *b + cap);
         if (!b) return false;
         b->cap = cap;
@@ -353,37 +420,42 @@ static bool row_append(sim_store *st, row_enc *re, const sim_value *v, size_t *n
         b->next = st->blocks;
         st->blocks = b;
         st->bytes += (int64_t)cap;
-        atomic_fetch_add(&st->ss->bytes, (int64_t)cap);
+        atomic_fetch_add(used, (int64_t)cap);
     }
     const uint8_t ***chunk = &st->dir[i >> CHUNK_BITS];
     if (!*chunk) {
-        if (atomic_load(&st->ss->bytes) + (int64_t)(CHUNK_ROWS * sizeof **chunk) > st->ss->limit) return false;
+        if (atomic_load(used) + (int64_t)(CHUNK_ROWS * sizeof **chunk) > limit) return false;
         *chunk = mcdc_calloc(CHUNK_ROWS, sizeof **chunk);
         if (!*chunk) return false;
         st->bytes += (int64_t)(CHUNK_ROWS * sizeof **chunk);
-        atomic_fetch_add(&st->ss->bytes, (int64_t)(CHUNK_ROWS * sizeof **chunk));
+        atomic_fetch_add(used, (int64_t)(CHUNK_ROWS * sizeof **chunk));
     }
     uint8_t *r = b->data + b->used;
-    memcpy(r, s->p, 10);
-    memcpy(r + 10, q->p, 10);
-    int32_t op = (int32_t)o->i, cmd = (int32_t)c->i;
-    memcpy(r + 20, &op, 4);
-    memcpy(r + 24, &cmd, 4);
-    memcpy(r + ROW_HEAD, re->nulls, nb);
-    memcpy(r + ROW_HEAD + nb, re->off, ((size_t)st->ncols + 2) * 4);
-    if (re->cells.len) memcpy(r + ROW_HEAD + nb + ((size_t)st->ncols + 2) * 4, re->cells.data, re->cells.len);
-    if (i > 0) {
+    if (chg) {
+        memcpy(r, s->p, 10);
+        memcpy(r + 10, q->p, 10);
+        int32_t op = (int32_t)o->i, cmd = (int32_t)c->i;
+        memcpy(r + 20, &op, 4);
+        memcpy(r + 24, &cmd, 4);
+    }
+    uint8_t *body = r + st->head_bytes;
+    memcpy(body, re->nulls, nb);
+    memcpy(body + nb, re->off, noff * 4);
+    if (re->cells.len) memcpy(body + nb + noff * 4, re->cells.data, re->cells.len);
+    if (chg && i > 0) {
         const uint8_t *p = row_at(st, i - 1);
         if (key_cmp(r, p, false) <= 0) return false; /* not after the last: not ours to order */
         if (st->order3 && key_cmp(r, p, true) <= 0) st->order3 = false;
     }
+    if (!chg) mono_step(st, v);
     b->used += need;
     (*chunk)[i & (CHUNK_ROWS - 1)] = r;
     *n = i + 1;
     return true;
 }
 
-/* "SELECT <cols> FROM cdc.[ci_CT] [WHERE key > last] ORDER BY key" on rd. */
+/* "SELECT <cols> FROM cdc.[ci_CT] [WHERE key > last] ORDER BY key" on rd;
+ * a table store's: "SELECT <cols> FROM <table> ORDER BY rowid". */
 static sqlite3_stmt *scan_stmt(const sim_store *st, sqlite3 *rd, bool after) {
     mcdc_buf q = {0};
     mcdc_buf_append_str(&q, "SELECT ", NULL);
@@ -392,9 +464,11 @@ static sqlite3_stmt *scan_stmt(const sim_store *st, sqlite3 *rd, bool after) {
         if (id) mcdc_buf_append_str(&q, id, NULL);
         sqlite3_free(id);
     }
-    char *from = sqlite3_mprintf(" FROM \"cdc.%w_CT\"%s ORDER BY \"__$start_lsn\", \"__$command_id\", \"__$seqval\", \"__$operation\"",
-                                 st->ci,
-                                 after ? " WHERE (\"__$start_lsn\", \"__$command_id\", \"__$seqval\", \"__$operation\") > (?1, ?2, ?3, ?4)" : "");
+    char *from = st->kind == TS_TABLE
+                     ? sqlite3_mprintf(" FROM \"%w\" ORDER BY rowid", st->ci)
+                     : sqlite3_mprintf(" FROM \"cdc.%w_CT\"%s ORDER BY \"__$start_lsn\", \"__$command_id\", \"__$seqval\", \"__$operation\"",
+                                       st->ci,
+                                       after ? " WHERE (\"__$start_lsn\", \"__$command_id\", \"__$seqval\", \"__$operation\") > (?1, ?2, ?3, ?4)" : "");
     if (from) mcdc_buf_append_str(&q, from, NULL);
     sqlite3_free(from);
     sqlite3_stmt *s = NULL;
@@ -447,11 +521,22 @@ static bool catch_up(sim_store *st, sqlite3 *rd) {
     return ok;
 }
 
+/* A reference to st as out (the rows published now). */
+static void snap_take(sim_store *st, sim_store_snap *out) {
+    out->st = st;
+    out->dir = (const uint8_t **const *)st->dir;
+    out->ncols = st->ncols;
+    out->npos = st->npos;
+    atomic_fetch_add(&st->refs, 1);
+    out->head = st->head;
+    out->count = st->count;
+}
+
 bool sim_store_acquire(sim_stores *ss, pthread_mutex_t *srv_mu, sqlite3 *w, const char *db, sqlite3 *rd,
                        const char *ci, sim_store_snap *out) {
     memset(out, 0, sizeof *out);
-    if (!ss || ss->limit <= 0 || !sqlite3_get_autocommit(rd)) return false;
-    entry *e = find_entry(ss, db, ci, true);
+    if (!ss || ss->limit[TS_CHANGES] <= 0 || !sqlite3_get_autocommit(rd)) return false;
+    entry *e = find_entry(ss, TS_CHANGES, db, ci, true);
     if (!e) return false;
     pthread_mutex_lock(&e->mu);
     if (e->too_big) { pthread_mutex_unlock(&e->mu); return false; }
@@ -463,7 +548,7 @@ bool sim_store_acquire(sim_stores *ss, pthread_mutex_t *srv_mu, sqlite3 *w, cons
         if (!sqlite3_get_autocommit(w)) { pthread_mutex_unlock(srv_mu); return false; }
         pthread_mutex_lock(&e->mu);
         if (!e->st && !e->too_big) {
-            sim_store *st = store_new(ss, rd, ci);
+            sim_store *st = store_new(ss, rd, TS_CHANGES, ci);
             sqlite3_stmt *sc = st ? scan_stmt(st, rd, false) : NULL;
             int step = sc ? sqlite3_step(sc) : SQLITE_ERROR; /* the snapshot starts here */
             pthread_mutex_unlock(srv_mu);
@@ -484,12 +569,7 @@ bool sim_store_acquire(sim_stores *ss, pthread_mutex_t *srv_mu, sqlite3 *w, cons
         pthread_mutex_unlock(&e->mu);
         return false;
     }
-    out->st = e->st;
-    out->dir = (const uint8_t **const *)e->st->dir;
-    out->ncols = e->st->ncols;
-    atomic_fetch_add(&e->st->refs, 1);
-    out->head = e->st->head;
-    out->count = e->st->count;
+    snap_take(e->st, out);
     pthread_mutex_unlock(&e->mu);
     return true;
 }
@@ -535,22 +615,23 @@ void sim_store_invalidate(sim_stores *ss, const char *db, const char *ci) {
     pthread_mutex_unlock(&ss->mu);
     /* entries are never removed before sim_stores_free: walking is safe */
     for (entry *e = list; e; e = e->next) {
-        if (!mcdc_str_ieq(e->db, db) || (ci && !mcdc_str_ieq(e->ci, ci))) continue;
+        if (!mcdc_str_ieq(e->db, db) || (ci && !(e->kind == TS_CHANGES && mcdc_str_ieq(e->ci, ci)))) continue;
         pthread_mutex_lock(&e->mu);
+        if (e->kind == TS_TABLE) e->wseq++; /* a dropped database: its tables are not what the stores hold */
         drop_locked(e);
         pthread_mutex_unlock(&e->mu);
     }
 }
 
 void sim_store_trim(sim_stores *ss, const char *db, const char *ci, const uint8_t low[10]) {
-    entry *e = ss ? find_entry(ss, db, ci, false) : NULL;
+    entry *e = ss ? find_entry(ss, TS_CHANGES, db, ci, false) : NULL;
     if (!e) return;
     pthread_mutex_lock(&e->mu);
     sim_store *st = e->st;
     if (e->too_big) {
         e->too_big = false; /* smaller now: the next read tries again */
     } else if (st) {
-        sim_store_snap sn = {st, st->head, st->count, (const uint8_t **const *)st->dir, st->ncols};
+        sim_store_snap sn = {st, st->head, st->count, (const uint8_t **const *)st->dir, st->ncols, st->npos};
         sim_store_key k = {low, 10, false, 0, NULL, 0, 0};
         st->head = sim_store_lower(&sn, &k, true, false);
         /* most of it trimmed: let the next read rebuild a compact one */
@@ -560,7 +641,7 @@ void sim_store_trim(sim_stores *ss, const char *db, const char *ci, const uint8_
 }
 
 void sim_store_inserted(sim_stores *ss, const char *db, const char *ci, const uint8_t lo[10]) {
-    entry *e = ss ? find_entry(ss, db, ci, false) : NULL;
+    entry *e = ss ? find_entry(ss, TS_CHANGES, db, ci, false) : NULL;
     if (!e) return;
     pthread_mutex_lock(&e->mu);
     if (e->st && e->st->count > 0 && memcmp(row_at(e->st, e->st->count - 1), lo, 10) >= 0) drop_locked(e);
@@ -573,16 +654,19 @@ int sim_store_auth(void *ctx, int action, const char *a1, const char *a2, const 
     sim_store_auth_ctx *ac = ctx;
     const char *tbl = NULL;
     switch (action) {
-    case SQLITE_INSERT: case SQLITE_UPDATE: case SQLITE_DELETE: case SQLITE_DROP_TABLE: tbl = a1; break;
+    case SQLITE_INSERT: case SQLITE_UPDATE: case SQLITE_DELETE: case SQLITE_DROP_TABLE: case SQLITE_CREATE_TABLE: tbl = a1; break;
     case SQLITE_ALTER_TABLE: tbl = a2; break;
     default: return SQLITE_OK;
     }
     if (ac->trusted || !tbl) return SQLITE_OK;
     size_t n = strlen(tbl);
-    if (n < 8 || !mcdc_str_nieq(tbl, "cdc.", 4) || !mcdc_str_ieq(tbl + n - 3, "_CT")) return SQLITE_OK;
-    char ci[SIM_NAME_MAX];
-    snprintf(ci, sizeof ci, "%.*s", (int)(n - 7), tbl + 4);
-    sim_store_invalidate(ac->ss, ac->db, ci);
+    if (n >= 8 && mcdc_str_nieq(tbl, "cdc.", 4) && mcdc_str_ieq(tbl + n - 3, "_CT")) {
+        char ci[SIM_NAME_MAX];
+        snprintf(ci, sizeof ci, "%.*s", (int)(n - 7), tbl + 4);
+        sim_store_invalidate(ac->ss, ac->db, ci);
+    } else if (!sim_ci_prefix(tbl, "sqlite_") && !sim_ci_prefix(tbl, "__sim")) {
+        sim_tstore_wrote(ac->ss, ac->db, tbl);
+    }
     return SQLITE_OK;
 }
 
@@ -596,15 +680,15 @@ struct sim_store_batch {
     bool failed;
 };
 
-int sim_store_batch_begin(sim_store_batch **out, sim_stores *ss, sqlite3 *w, const char *db, const char *ci,
-                          mcdc_error *err) {
+static int batch_begin(sim_store_batch **out, sim_stores *ss, sqlite3 *w, int kind, const char *db, const char *name,
+                       mcdc_error *err) {
     *out = NULL;
-    if (!ss || ss->limit <= 0) return MCDC_OK;
+    if (!ss || ss->limit[kind] <= 0) return MCDC_OK;
     sim_store_batch *b = mcdc_calloc(1, sizeof *b);
     if (!b) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     b->ss = ss;
     snprintf(b->db, sizeof b->db, "%s", db);
-    b->st = store_new(ss, w, ci);
+    b->st = store_new(ss, w, kind, name);
     if (!b->st || row_enc_init(&b->re, b->st->ncols, NULL) != MCDC_OK) {
         store_unref(b->st);
         mcdc_free(b);
@@ -612,6 +696,11 @@ int sim_store_batch_begin(sim_store_batch **out, sim_stores *ss, sqlite3 *w, con
     }
     *out = b;
     return MCDC_OK;
+}
+
+int sim_store_batch_begin(sim_store_batch **out, sim_stores *ss, sqlite3 *w, const char *db, const char *ci,
+                          mcdc_error *err) {
+    return batch_begin(out, ss, w, TS_CHANGES, db, ci, err);
 }
 
 int sim_store_batch_col(const sim_store_batch *b, const char *name) { return sim_store_col(b->st, name); }
@@ -631,9 +720,26 @@ void sim_store_batch_free(sim_store_batch *b) {
     mcdc_free(b);
 }
 
+/* A table's batch: the whole table when it was empty before the load. */
+static void batch_publish_table(sim_store_batch *b, bool table_was_empty) {
+    entry *e = b->failed || !table_was_empty ? NULL : find_entry(b->ss, TS_TABLE, b->db, b->st->ci, true);
+    if (!e) return;
+    pthread_mutex_lock(&e->mu);
+    drop_locked(e);
+    b->st->tag = e->wseq;
+    e->st = b->st;
+    b->st = NULL;
+    pthread_mutex_unlock(&e->mu);
+}
+
 void sim_store_batch_publish(sim_store_batch *b, bool table_was_empty) {
     if (!b) return;
-    entry *e = b->failed || b->n == 0 ? NULL : find_entry(b->ss, b->db, b->st->ci, true);
+    if (b->st->kind == TS_TABLE) {
+        batch_publish_table(b, table_was_empty);
+        sim_store_batch_free(b);
+        return;
+    }
+    entry *e = b->failed || b->n == 0 ? NULL : find_entry(b->ss, TS_CHANGES, b->db, b->st->ci, true);
     if (e) {
         pthread_mutex_lock(&e->mu);
         if ((!e->st || e->st->count == 0) && table_was_empty && !e->too_big) {
@@ -655,7 +761,7 @@ void sim_store_batch_publish(sim_store_batch *b, bool table_was_empty) {
                         *chunk = mcdc_calloc(CHUNK_ROWS, sizeof **chunk);
                         if (!*chunk) { ok = false; break; }
                         st->bytes += (int64_t)(CHUNK_ROWS * sizeof **chunk);
-                        atomic_fetch_add(&st->ss->bytes, (int64_t)(CHUNK_ROWS * sizeof **chunk));
+                        atomic_fetch_add(&st->ss->bytes[TS_CHANGES], (int64_t)(CHUNK_ROWS * sizeof **chunk));
                     }
                     const uint8_t *r = row_at(b->st, i);
                     if (i == 0 && st->order3 && key_cmp(r, last, true) <= 0) st->order3 = false;
@@ -688,5 +794,106 @@ void sim_store_batch_publish(sim_store_batch *b, bool table_was_empty) {
 }
 
 void sim_stores_set_limit(sim_stores *ss, int64_t limit_bytes) {
-    if (ss) ss->limit = limit_bytes;
+    if (ss) ss->limit[TS_CHANGES] = limit_bytes;
+}
+
+void sim_stores_set_table_limit(sim_stores *ss, int64_t limit_bytes) {
+    if (ss) ss->limit[TS_TABLE] = limit_bytes;
+}
+
+/* ---- the table store --------------------------------------------------------- */
+void sim_tstore_wrote(sim_stores *ss, const char *db, const char *tbl) {
+    entry *e = ss ? find_entry(ss, TS_TABLE, db, tbl, true) : NULL;
+    if (!e) return;
+    pthread_mutex_lock(&e->mu);
+    e->wseq++;
+    drop_locked(e);
+    pthread_mutex_unlock(&e->mu);
+}
+
+uint64_t sim_tstore_wseq(sim_stores *ss, const char *db, const char *tbl) {
+    entry *e = ss ? find_entry(ss, TS_TABLE, db, tbl, true) : NULL;
+    if (!e) return UINT64_MAX; /* matches no store */
+    pthread_mutex_lock(&e->mu);
+    uint64_t v = e->wseq;
+    pthread_mutex_unlock(&e->mu);
+    return v;
+}
+
+bool sim_tstore_mono(const sim_store *st, int col) { return st->kind == TS_TABLE && col >= 0 && col < st->ncols && st->mono[col]; }
+bool sim_tstore_strict(const sim_store *st, int col) {
+    return st->kind == TS_TABLE && col >= 0 && col < st->ncols && st->mono[col] && st->mstrict[col];
+}
+
+/* Builds the store of e's table from rd (its first step already taken:
+ * step) outside every lock; publishes it if the table did not change
+ * meanwhile and takes a reference for out. */
+static bool table_build(entry *e, sim_store *st, sqlite3_stmt *sc, int step, sim_store_snap *out) {
+    bool ok = sc && scan_append(st, sc, step);
+    sqlite3_finalize(sc);
+    pthread_mutex_lock(&e->mu);
+    e->building = false;
+    bool used = false;
+    if (ok && e->wseq == st->tag) {
+        drop_locked(e);
+        e->st = st;
+        snap_take(st, out);
+        used = true;
+    } else if (!ok && sc && e->wseq == st->tag) {
+        e->too_big = true; /* could not hold it: SQLite serves it until the table changes */
+    }
+    pthread_mutex_unlock(&e->mu);
+    if (!used) store_unref(st);
+    return used;
+}
+
+bool sim_tstore_acquire(sim_stores *ss, pthread_mutex_t *srv_mu, const char *db, sqlite3 *rd, const char *tbl,
+                        bool pinned, uint64_t pin_wseq, bool whole, sim_store_snap *out) {
+    memset(out, 0, sizeof *out);
+    if (!ss || ss->limit[TS_TABLE] <= 0 || (!pinned && !sqlite3_get_autocommit(rd))) return false;
+    entry *e = find_entry(ss, TS_TABLE, db, tbl, true);
+    if (!e) return false;
+    pthread_mutex_lock(&e->mu);
+    uint64_t want = pinned ? pin_wseq : e->wseq;
+    if (e->st && e->st->tag == want) {
+        snap_take(e->st, out);
+        pthread_mutex_unlock(&e->mu);
+        return true;
+    }
+    /* a build: of the table as it is now (a pinned reader's state only when
+     * nothing wrote since), one at a time; too big until the next write */
+    if (want != e->wseq || e->building || e->too_big || !whole) {
+        pthread_mutex_unlock(&e->mu);
+        return false;
+    }
+    e->building = true;
+    pthread_mutex_unlock(&e->mu);
+    sim_store *st = store_new(ss, rd, TS_TABLE, tbl);
+    sqlite3_stmt *sc = NULL;
+    int step = SQLITE_ERROR;
+    if (st && pinned) { /* rd reads the state of pin_wseq, which is the table's now */
+        st->tag = pin_wseq;
+        sc = scan_stmt(st, rd, false);
+        step = sc ? sqlite3_step(sc) : SQLITE_ERROR;
+    } else if (st) { /* the scan's snapshot starts under the server mutex: no write half done */
+        pthread_mutex_lock(srv_mu);
+        pthread_mutex_lock(&e->mu);
+        st->tag = e->wseq;
+        pthread_mutex_unlock(&e->mu);
+        sc = scan_stmt(st, rd, false);
+        step = sc ? sqlite3_step(sc) : SQLITE_ERROR;
+        pthread_mutex_unlock(srv_mu);
+    }
+    if (!st) {
+        pthread_mutex_lock(&e->mu);
+        e->building = false;
+        pthread_mutex_unlock(&e->mu);
+        return false;
+    }
+    return table_build(e, st, sc, step, out);
+}
+
+int sim_tstore_batch_begin(sim_store_batch **out, sim_stores *ss, sqlite3 *w, const char *db, const char *tbl,
+                           mcdc_error *err) {
+    return batch_begin(out, ss, w, TS_TABLE, db, tbl, err);
 }

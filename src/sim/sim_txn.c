@@ -61,6 +61,7 @@ static void undo_free_all(sim_session *s) {
 }
 
 void sim_tran_reset(sim_session *s) {
+    sim_snap_tran_reset(s); /* uncommitted versions go, the snapshot transaction ends */
     undo_free_all(s);
     s->trancount = 0;
     s->tran_ntables = 0;
@@ -134,6 +135,7 @@ int sim_do_tran(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err)
                 if (rc == MCDC_OK) rc = sim_tran_commit(s, err);
                 sim_sql(s->tran_db->w, NULL, rc == MCDC_OK ? "COMMIT" : "ROLLBACK");
             }
+            if (rc == MCDC_OK) sim_snap_tran_commit(s); /* its row versions get their stamp */
             sim_tran_reset(s);
         }
         pthread_mutex_unlock(&s->srv->mu);

@@ -42,12 +42,13 @@ static int catalog_rows_sql(sqlite3 *w, mcdc_buf *out, const char *cat, const ch
 }
 
 /* Under mu, inside the DDL's SQLite transaction, before the DDL changes
- * table tbl. In an open T-SQL transaction, copies the table (rows with
+ * table tbl (ALTER, DROP). In an open T-SQL transaction, copies the table (rows with
  * their rowids), its CREATE statement and catalog rows, and builds the
  * ROLLBACK SQL that puts them back (*undo) and the COMMIT SQL that drops
  * the copy (*commit); both sqlite3_malloc'd, NULL outside a transaction. */
 int sim_tran_ddl_snapshot(sim_session *s, const char *tbl, char **undo, char **commit, mcdc_error *err) {
     *undo = *commit = NULL;
+    sim_snap_ddl(s, tbl); /* snapshots older than this DDL cannot read the table (3961) */
     if (s->trancount == 0) return MCDC_OK;
     sqlite3 *w = s->db->w;
     int64_t seq = sim_state_get(w, "undo_seq", 0) + 1;

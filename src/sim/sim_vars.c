@@ -151,9 +151,24 @@ int sim_do_set(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err) 
         long long v = strtoll(num, NULL, 10);
         s->lock_timeout_ms = neg ? -1 : v;
     }
-    if (i + 3 < end && tsql_tok_is(&t[i], "TRANSACTION") && tsql_tok_is(&t[i + 1], "ISOLATION"))
-        s->read_uncommitted = tsql_tok_is(&t[i + 3], "READ") && i + 4 < end && tsql_tok_is(&t[i + 4], "UNCOMMITTED");
-    /* TEXTSIZE, other isolation levels (as READ COMMITTED), ANSI_*, XACT_ABORT...: accepted */
+    if (i + 1 < end && tsql_tok_is(&t[i], "TRANSACTION")) {
+        /* SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED | READ COMMITTED
+         * | REPEATABLE READ | SNAPSHOT | SERIALIZABLE (the last two as READ
+         * COMMITTED: the deviations in sim_engine.c) */
+        int k = i + 1;
+        if (!(k + 1 < end && tsql_tok_is(&t[k], "ISOLATION") && tsql_tok_is(&t[k + 1], "LEVEL")))
+            return sim_syntax_err(err, t, k + (k < end && tsql_tok_is(&t[k], "ISOLATION")), end);
+        k += 2;
+        int iso = -1;
+        if (k + 1 < end && tsql_tok_is(&t[k], "READ") && tsql_tok_is(&t[k + 1], "UNCOMMITTED")) iso = SIM_ISO_READ_UNCOMMITTED, k += 2;
+        else if (k + 1 < end && tsql_tok_is(&t[k], "READ") && tsql_tok_is(&t[k + 1], "COMMITTED")) iso = SIM_ISO_READ_COMMITTED, k += 2;
+        else if (k + 1 < end && tsql_tok_is(&t[k], "REPEATABLE") && tsql_tok_is(&t[k + 1], "READ")) iso = SIM_ISO_REPEATABLE_READ, k += 2;
+        else if (k < end && tsql_tok_is(&t[k], "SNAPSHOT")) iso = SIM_ISO_SNAPSHOT, k++;
+        else if (k < end && tsql_tok_is(&t[k], "SERIALIZABLE")) iso = SIM_ISO_SERIALIZABLE, k++;
+        if (iso < 0 || k != end) return sim_syntax_err(err, t, iso < 0 ? (k < end && tsql_tok_is(&t[k], "READ") ? k + 1 : k) : k, end);
+        s->iso = iso;
+    }
+    /* TEXTSIZE, ANSI_*, XACT_ABORT...: accepted */
     sim_send_done(x, 0, false, false);
     return MCDC_OK;
 }

@@ -16,6 +16,17 @@
  *   touched): fast setup for benchmarks. Operations: ~60% inserts, ~30%
  *   updates (3/4 pairs), ~10% deletes; commit times 10 ms apart ending near
  *   the server clock, after any existing entry.
+ * sim.bulk_load_table @table, @rows, @seed [, @first_key]
+ *   Appends @rows rows to a base table in one SQLite transaction: the key
+ *   (the first column of the primary key, an integer) ascending from
+ *   @first_key (default: one past the largest, or 1), every other column a
+ *   value of its type that is a pure function of @seed and the row (NULL in
+ *   about one of five rows of a nullable column; dates around 2026-01-01).
+ *   No change rows, no LSN: the rows are as if they had been there before
+ *   CDC was enabled, and only a snapshot brings them into the lake. The
+ *   table store gets the same rows from a second generator thread. Refused
+ *   inside a transaction and while another session has one open in the
+ *   database or any snapshot is active (the load keeps no row versions).
  */
 #include "sim_engine_int.h"
 
@@ -25,7 +36,7 @@
 #include <string.h>
 
 #define WORK_STATEMENTS_MAX 64
-#define BULK_ROWS_MAX (100LL * 1000 * 1000)
+#define BULK_ROWS_MAX MCDC_SIM_BULK_ROWS_MAX
 
 typedef struct rng { uint64_t s; } rng;
 static uint64_t rnd(rng *r) {
@@ -530,6 +541,228 @@ int sim_work_bulk_load(sim_session *s, const sim_proc_args *a, int64_t *rows, mc
     mcdc_free(types);
     mcdc_free(nul);
     mcdc_free(cells);
+    return rc;
+}
+
+/* ---- bulk load of a base table ------------------------------------------------ */
+/* Dates of generated rows: around 2026-01-01 00:00:00, whatever the clock
+ * (the rows are a pure function of the seed). */
+#define TLOAD_BASE_US (1767225600LL * 1000000)
+
+typedef struct tload_spec {
+    int nc;
+    const sim_col_def *cols;
+    int key_col; /* -1: none */
+    int64_t rows, key0;
+    uint64_t seed;
+} tload_spec;
+
+/* Runs the rows through row(ctx, vals) in order; stops early on a non-zero
+ * return or *stop. cells: nc * BULK_CELL_BYTES; v: nc values. */
+static int tload_generate(const tload_spec *sp, int (*row)(void *ctx, const sim_value *v), void *ctx, _Atomic int *stop,
+                          char *cells, sim_value *v) {
+    rng r = {sp->seed};
+    int rc = MCDC_OK;
+    for (int64_t i = 0; i < sp->rows && rc == MCDC_OK; i++) {
+        if (stop && (i & 4095) == 0 && atomic_load(stop)) return MCDC_E_CANCELLED;
+        int64_t key = sp->key0 + i;
+        for (int c = 0; c < sp->nc; c++) {
+            if (c == sp->key_col) v[c] = (sim_value){.kind = SIM_V_INT, .i = key};
+            else gen_value(&v[c], &sp->cols[c].type, sp->cols[c].nullable, &r, key, TLOAD_BASE_US,
+                           cells + (size_t)c * BULK_CELL_BYTES);
+        }
+        rc = row(ctx, v);
+    }
+    return rc;
+}
+
+typedef struct tload_sql {
+    sqlite3 *w;
+    sqlite3_stmt *ins;
+    int nc;
+    mcdc_error *err;
+    int64_t rows;
+} tload_sql;
+
+static int tload_sql_row(void *ctx, const sim_value *v) {
+    tload_sql *q = ctx;
+    sqlite3_reset(q->ins);
+    for (int c = 0; c < q->nc; c++) bind_value(q->ins, c + 1, &v[c]);
+    if (sqlite3_step(q->ins) != SQLITE_DONE) return sim_sqlite_err(q->w, SQLITE_ERROR, q->err);
+    q->rows++;
+    return MCDC_OK;
+}
+
+typedef struct tload_enc {
+    pthread_t th;
+    const tload_spec *sp;
+    sim_store_batch *batch;
+    _Atomic int stop;
+    int rc;
+} tload_enc;
+
+static int tload_enc_row(void *ctx, const sim_value *v) { return sim_store_batch_row(((tload_enc *)ctx)->batch, v, NULL); }
+
+static void *tload_enc_main(void *arg) {
+    mcdc_log_use(&g_sim_log_sink);
+    tload_enc *e = arg;
+    char *cells = mcdc_malloc((size_t)e->sp->nc * BULK_CELL_BYTES + 1);
+    sim_value *v = mcdc_calloc((size_t)e->sp->nc + 1, sizeof *v);
+    e->rc = cells && v ? tload_generate(e->sp, tload_enc_row, e, &e->stop, cells, v) : MCDC_E_NOMEM;
+    mcdc_free(cells);
+    mcdc_free(v);
+    return NULL;
+}
+
+static bool int_type(sim_type_id id) {
+    return id == SIM_T_TINYINT || id == SIM_T_SMALLINT || id == SIM_T_INT || id == SIM_T_BIGINT;
+}
+
+static int64_t int_type_max(sim_type_id id) {
+    return id == SIM_T_TINYINT ? 255 : id == SIM_T_SMALLINT ? 32767 : id == SIM_T_INT ? INT32_MAX : INT64_MAX;
+}
+
+static int64_t int_type_min(sim_type_id id) {
+    return id == SIM_T_TINYINT ? 0 : id == SIM_T_SMALLINT ? -32768 : id == SIM_T_INT ? INT32_MIN : INT64_MIN;
+}
+
+/* Under mu: why the load cannot run now (another session's open
+ * transaction in d, or an active snapshot), or NULL. */
+static const char *tload_busy(sim_session *s) {
+    for (int k = 0; k < MCDC_SIM_SESSIONS_MAX; k++) {
+        sim_session *o = s->srv->sessions[k];
+        if (!o || o == s) continue;
+        if (o->trancount > 0 && o->tran_db == s->db) return "another session has a transaction open in the database";
+        if (o->snap_tran || o->snap_stmt) return "a snapshot transaction is active (the load keeps no row versions)";
+    }
+    return NULL;
+}
+
+int sim_work_bulk_load_table(sim_session *s, const sim_proc_args *a, int64_t *rows, mcdc_error *err) {
+    const char *table = sim_arg_text(a, "@table", 0);
+    int64_t n = arg_i64(a, "@rows", 1, -1);
+    uint64_t seed = (uint64_t)arg_i64(a, "@seed", 2, 42);
+    sqlite3_value *fk = sim_arg(a, "@first_key", 3);
+    *rows = 0;
+    if (!table) return sim_err(err, 201, "Procedure or function 'bulk_load_table' expects parameter '@table', which was not supplied.");
+    if (n < 0 || n > BULK_ROWS_MAX)
+        return sim_err(err, 50000, "sim.bulk_load_table: @rows must be within 0..%lld (got %lld)", BULK_ROWS_MAX, (long long)n);
+    if (s->trancount > 0) return sim_err(err, 50000, "sim.bulk_load_table cannot run inside a transaction");
+    char tbl[SIM_NAME_MAX * 2], parts[4][MCDC_IDENT_BYTES_MAX];
+    tsql_tok *t = NULL;
+    int nt = 0, i = 0;
+    if (tsql_lex(&t, &nt, table, strlen(table), err) != MCDC_OK) return MCDC_E_SERVER;
+    int np = xl_name_parts(t, &i, nt, parts);
+    mcdc_free(t);
+    if (np == 0 || np > 2) return sim_err(err, 208, "Invalid object name '%s'.", table);
+    xl_table_name(parts, np, tbl, sizeof tbl);
+    sim_server *srv = s->srv;
+    sim_db *d = s->db;
+    pthread_mutex_lock(&srv->mu);
+    sqlite3 *w = d->w;
+    int rc = MCDC_OK;
+    const char *busy = tload_busy(s);
+    if (sim_ci_prefix(tbl, "sys.") || sim_ci_prefix(tbl, "cdc.") || !sim_table_exists(w, tbl))
+        rc = sim_err(err, 208, "Invalid object name '%s'.", table);
+    else if (busy)
+        rc = sim_err(err, 50000, "sim.bulk_load_table: %s; run it when no other transaction is open", busy);
+    sim_col_def *cols = NULL;
+    int nc = 0;
+    if (rc == MCDC_OK) rc = sim_load_cols(w, tbl, &cols, &nc, err);
+    int key_col = -1;
+    for (int c = 0; rc == MCDC_OK && c < nc; c++)
+        if (cols[c].pk_ordinal == 1) key_col = c;
+    if (rc == MCDC_OK && key_col >= 0 && !int_type(cols[key_col].type.id))
+        rc = sim_err(err, 50000, "sim.bulk_load_table: the primary key of %s starts with '%s', not an integer column", tbl,
+                     cols[key_col].name);
+    int64_t key0 = 1;
+    if (rc == MCDC_OK && key_col >= 0) {
+        if (fk && sqlite3_value_type(fk) != SQLITE_NULL) key0 = sqlite3_value_int64(fk);
+        else {
+            char *q = sqlite3_mprintf("SELECT coalesce(max(\"%w\"), 0) + 1 FROM \"%w\"", cols[key_col].name, tbl);
+            sqlite3_stmt *st = NULL;
+            if (q && sqlite3_prepare_v2(w, q, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+                key0 = sqlite3_column_int64(st, 0);
+            sqlite3_finalize(st);
+            sqlite3_free(q);
+        }
+        sim_type_id id = cols[key_col].type.id;
+        if (key0 < int_type_min(id) || (n > 0 && key0 > int_type_max(id) - (n - 1)))
+            rc = sim_err(err, 50000, "sim.bulk_load_table: keys %lld.. of %lld rows do not fit column '%s'", (long long)key0,
+                         (long long)n, cols[key_col].name);
+    }
+    bool was_empty = false;
+    sqlite3_stmt *ins = NULL;
+    mcdc_buf q = {0};
+    if (rc == MCDC_OK) {
+        char *eq = sqlite3_mprintf("SELECT NOT EXISTS (SELECT 1 FROM \"%w\")", tbl);
+        sqlite3_stmt *st = NULL;
+        if (eq && sqlite3_prepare_v2(w, eq, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+            was_empty = sqlite3_column_int(st, 0) == 1;
+        sqlite3_finalize(st);
+        sqlite3_free(eq);
+        mcdc_buf_printf(&q, NULL, "INSERT INTO \"%s\"(", tbl);
+        for (int c = 0; c < nc; c++) mcdc_buf_printf(&q, NULL, "%s\"%s\"", c ? ", " : "", cols[c].name);
+        mcdc_buf_append_str(&q, ") VALUES (", NULL);
+        for (int c = 0; c < nc; c++) mcdc_buf_append_str(&q, c ? ", ?" : "?", NULL);
+        mcdc_buf_append_str(&q, ")", NULL);
+        rc = mcdc_buf_cstr(&q, err);
+    }
+    d->auth.trusted = true; /* the table store hears of the load below */
+    if (rc == MCDC_OK && sqlite3_prepare_v2(w, (const char *)q.data, -1, &ins, NULL) != SQLITE_OK)
+        rc = sim_sqlite_err(w, SQLITE_ERROR, err);
+    sim_store_batch *batch = NULL;
+    if (rc == MCDC_OK && was_empty) rc = sim_tstore_batch_begin(&batch, srv->stores, w, d->name, tbl, err);
+    tload_spec sp = {nc, cols, key_col, n, key0, seed};
+    tload_enc enc = {.sp = &sp, .batch = batch};
+    bool enc_started = false;
+    char *cells = mcdc_malloc((size_t)(nc ? nc : 1) * BULK_CELL_BYTES);
+    sim_value *v = mcdc_calloc((size_t)nc + 1, sizeof *v);
+    if (rc == MCDC_OK && (!cells || !v)) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    /* a larger page cache while the load runs: fewer pages spilled to the
+     * WAL before the commit writes them anyway */
+    if (rc == MCDC_OK) (void)sqlite3_exec(w, "PRAGMA cache_size = -524288", NULL, NULL, NULL);
+    if (rc == MCDC_OK) rc = sim_sql(w, err, "BEGIN IMMEDIATE");
+    if (rc == MCDC_OK) {
+        /* the table store's rows are encoded on a second thread from the
+         * same generator while this one writes SQLite */
+        if (batch) enc_started = pthread_create(&enc.th, NULL, tload_enc_main, &enc) == 0;
+        if (batch && !enc_started) {
+            sim_store_batch_free(batch);
+            batch = enc.batch = NULL;
+        }
+        tload_sql sq = {w, ins, nc, err, 0};
+        sqlite3_mutex_enter(sqlite3_db_mutex(w)); /* w is ours: the server mutex is held */
+        rc = tload_generate(&sp, tload_sql_row, &sq, NULL, cells, v);
+        sqlite3_mutex_leave(sqlite3_db_mutex(w));
+        if (rc != MCDC_OK) atomic_store(&enc.stop, 1);
+        if (enc_started) {
+            pthread_join(enc.th, NULL);
+            enc_started = false;
+            if (enc.rc != MCDC_OK) {
+                sim_store_batch_free(batch);
+                batch = NULL;
+            }
+        }
+        if (rc == MCDC_OK) rc = sim_sql(w, err, "COMMIT");
+        else sqlite3_exec(w, "ROLLBACK", NULL, NULL, NULL);
+        if (rc == MCDC_OK) {
+            *rows = sq.rows;
+            sim_tstore_wrote(srv->stores, d->name, tbl); /* its write count moves, then the rows are its store */
+            sim_store_batch_publish(batch, was_empty);
+            batch = NULL;
+            ckpt_start(srv, d->path);
+        }
+    }
+    d->auth.trusted = false;
+    (void)sqlite3_exec(w, "PRAGMA cache_size = -65536", NULL, NULL, NULL); /* the writer's usual cache */
+    sim_store_batch_free(batch);
+    sqlite3_finalize(ins);
+    pthread_mutex_unlock(&srv->mu);
+    mcdc_buf_free(&q);
+    mcdc_free(cols);
+    mcdc_free(cells);
+    mcdc_free(v);
     return rc;
 }
 

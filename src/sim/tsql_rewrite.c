@@ -45,6 +45,15 @@
  *
  * Everything else is refused with error 50000 naming these shapes, rather
  * than translated into a query that returns other rows.
+ *
+ * MIN/MAX as seeks. SQLite answers one MIN or MAX of an indexed column with
+ * a seek, but several aggregates, or one inside an expression, with a scan
+ * of the table. "SELECT CAST(MIN(t.k) AS bigint) AS lo, CAST(MAX(t.k) AS
+ * bigint) AS hi FROM x AS t [WHERE w]" (a snapshot's key extent), where
+ * every item is a MIN or MAX of a column inside CAST(... AS type) or
+ * CONVERT(type, ...), becomes "SELECT CAST((SELECT MIN(t.k) FROM x AS t
+ * [WHERE w]) AS bigint) AS lo, ...": one aggregate per scalar subquery, the
+ * same row, and the same types (the CAST gives them).
  */
 #include "tsql_xlate.h"
 
@@ -679,8 +688,102 @@ static int apply_last(rw *r, bool *done) {
     return rc;
 }
 
+/* ---- MIN/MAX as seeks --------------------------------------------------------- */
+/* The aggregate of item [s, e) as [*ma, *mb): "MIN ( ref )" inside
+ * CAST(... AS type) or CONVERT(type, ...[, style]); false otherwise. */
+static bool minmax_item(const tsql_tok *t, int s, int e, int *ma, int *mb) {
+    if (e - s >= 2 && tsql_tok_is(&t[e - 2], "AS") && is_name(&t[e - 1])) e -= 2;
+    else if (e - s >= 2 && is_name(&t[e - 1]) && tsql_tok_op(&t[e - 2], ")")) e -= 1; /* "CAST(...) lo" */
+    if (e - s < 7 || !tsql_tok_op(&t[s + 1], "(") || match_fwd(t, e, s + 1) != e - 1) return false;
+    int a;
+    if (tsql_tok_is(&t[s], "CAST")) a = s + 2;
+    else if (tsql_tok_is(&t[s], "CONVERT")) {
+        a = s + 2;
+        int d = 0;
+        while (a < e - 1 && !(d == 0 && tsql_tok_op(&t[a], ","))) {
+            if (tsql_tok_op(&t[a], "(")) d++;
+            else if (tsql_tok_op(&t[a], ")")) d--;
+            a++;
+        }
+        a++;
+    } else return false;
+    if (a + 3 >= e || !(tsql_tok_is(&t[a], "MIN") || tsql_tok_is(&t[a], "MAX")) || !tsql_tok_op(&t[a + 1], "(")) return false;
+    int close = match_fwd(t, e, a + 1);
+    if (close < 0) return false;
+    /* one column: name or qualifier.name */
+    int n = close - (a + 2);
+    bool col = (n == 1 && is_name(&t[a + 2])) ||
+               (n == 3 && is_name(&t[a + 2]) && tsql_tok_op(&t[a + 3], ".") && is_name(&t[a + 4]));
+    if (!col) return false;
+    /* after it: AS type ) for CAST, ) or , style ) for CONVERT */
+    if (tsql_tok_is(&t[s], "CAST") && !tsql_tok_is(&t[close + 1], "AS")) return false;
+    *ma = a;
+    *mb = close + 1;
+    return true;
+}
+
+/* SELECT <items> FROM <one table> [WHERE ...]: the FROM's index, or -1. */
+static int minmax_from(const tsql_tok *t, int from, int to) {
+    if (to - from < 4 || !tsql_tok_is(&t[from], "SELECT")) return -1;
+    static const char *const STOP[] = {"GROUP", "HAVING", "ORDER", "UNION", "EXCEPT", "INTERSECT", "JOIN", "APPLY",
+                                       "OPTION", "FOR", "TOP", "DISTINCT", NULL};
+    int f = -1, d = 0;
+    for (int k = from + 1; k < to; k++) {
+        if (tsql_tok_op(&t[k], "(")) d++;
+        else if (tsql_tok_op(&t[k], ")")) d--;
+        else if (d == 0 && (is_any(&t[k], STOP) || (f >= 0 && tsql_tok_op(&t[k], ",")))) return -1;
+        else if (d == 0 && f < 0 && tsql_tok_is(&t[k], "FROM")) f = k;
+    }
+    return f > from + 1 && f + 1 < to ? f : -1;
+}
+
+static bool minmax_match(const tsql_tok *t, int from, int to) {
+    int f = minmax_from(t, from, to);
+    if (f < 0) return false;
+    int s = from + 1, d = 0, ma, mb;
+    for (int k = from + 1; k <= f; k++) {
+        if (k < f && tsql_tok_op(&t[k], "(")) { d++; continue; }
+        if (k < f && tsql_tok_op(&t[k], ")")) { d--; continue; }
+        if (k < f && !(d == 0 && tsql_tok_op(&t[k], ","))) continue;
+        if (!minmax_item(t, s, k, &ma, &mb)) return false;
+        s = k + 1;
+    }
+    return true;
+}
+
+/* Each item's aggregate becomes its own scalar subquery over the FROM and
+ * WHERE, which leave the statement. */
+static int minmax_rewrite(rw *r) {
+    const tsql_tok *t = r->v.t;
+    int n = r->v.n, f = minmax_from(t, 0, n);
+    tv out = {0};
+    int rc = tv_tok(r, &out, TK_IDENT, "SELECT");
+    int s = 1, d = 0, ma = 0, mb = 0;
+    for (int k = 1; k <= f && rc == MCDC_OK; k++) {
+        if (k < f && tsql_tok_op(&t[k], "(")) { d++; continue; }
+        if (k < f && tsql_tok_op(&t[k], ")")) { d--; continue; }
+        if (k < f && !(d == 0 && tsql_tok_op(&t[k], ","))) continue;
+        if (!minmax_item(t, s, k, &ma, &mb)) { /* cannot be: matched before */
+            mcdc_free(out.t);
+            return rw_fail(r, 50000, "the MIN/MAX rewrite lost its shape%s%s", "", "");
+        }
+        rc = tv_range(r, &out, t, s, ma);
+        if (rc == MCDC_OK) rc = TV_WORDS(r, &out, "(", "SELECT");
+        if (rc == MCDC_OK) rc = tv_range(r, &out, t, ma, mb);
+        if (rc == MCDC_OK) rc = tv_range(r, &out, t, f, n); /* FROM ... [WHERE ...] */
+        if (rc == MCDC_OK) rc = tv_tok(r, &out, TK_OP, ")");
+        if (rc == MCDC_OK) rc = tv_range(r, &out, t, mb, k);
+        if (rc == MCDC_OK && k < f) rc = tv_tok(r, &out, TK_OP, ",");
+        s = k + 1;
+    }
+    if (rc == MCDC_OK) return tv_splice(r, 0, n, &out);
+    mcdc_free(out.t);
+    return rc;
+}
+
 /* ---- entry ------------------------------------------------------------------- */
 static bool needs_rewrite(const tsql_tok *t, int from, int to) {
+    if (minmax_match(t, from, to)) return true;
     for (int k = from; k < to; k++) {
         if (tsql_tok_is(&t[k], "APPLY") && k > from && (tsql_tok_is(&t[k - 1], "CROSS") || tsql_tok_is(&t[k - 1], "OUTER")))
             return true;
@@ -710,6 +813,7 @@ int tsql_rewrite(const tsql_tok *t, int from, int to, tsql_rewritten *out, mcdc_
         rc = apply_last(&r, &done);
         if (done) break;
     }
+    if (rc == MCDC_OK && minmax_match(r.v.t, 0, r.v.n)) rc = minmax_rewrite(&r);
     if (rc == MCDC_OK) rc = tv_reserve(&r, &r.v, 1);
     if (rc != MCDC_OK) {
         mcdc_free(r.v.t);

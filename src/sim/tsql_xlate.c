@@ -257,7 +257,9 @@ static int table_ref(xl *x, int *i, int end) {
             else snprintf(shown, sizeof shown, "%s", last);
             return fail(x, 208, "Invalid object name '%s'.", shown);
         }
-        rc = xl_append_ident(x->out, name);
+        int ts = x->env->table_source ? x->env->table_source(x->env->ctx, name, x->out) : 0;
+        if (ts < 0) return fail(x, 50000, "out of memory translating table '%s'", name);
+        if (ts == 0) rc = xl_append_ident(x->out, name);
     }
     if (x->res->ntables < XL_TABLES_MAX) {
         xl_table *tb = &x->res->tables[x->res->ntables++];

@@ -47,6 +47,10 @@ typedef struct xl_env {
      * knows the view, 0 if not, negative on error. Called only when a query
      * names the view. */
     int (*dyn_view)(void *ctx, const char *name, mcdc_buf *out);
+    /* Appends what stands for table sqlite_name (a snapshot's versioned
+     * view: a subquery with the table's columns) and returns 1, 0 to read
+     * the table itself, negative on error. May be NULL. */
+    int (*table_source)(void *ctx, const char *sqlite_name, mcdc_buf *out);
 } xl_env;
 
 typedef struct xl_table {

@@ -126,5 +126,13 @@
 #define MCDC_TSQL_APPLY_MAX 64
 #define MCDC_TSQL_REWRITE_TOKENS_MAX (1 << 20)
 #define MCDC_SIM_CAPTURE_INSTANCES_PER_TABLE 2
+/* Simulator SNAPSHOT isolation: the row versions (before-images) kept for
+ * open transactions and for snapshots older than later commits, as SQL
+ * Server's tempdb version store; a write that would pass the limit fails
+ * (commit or roll back long transactions, end long snapshots). */
+#define MCDC_SIM_ROW_VERSIONS_MAX (16 * 1024 * 1024)
+/* Simulator bulk loaders (sim.bulk_load, sim.bulk_load_table): rows of one
+ * call; a billion-row table is past what a test or benchmark needs. */
+#define MCDC_SIM_BULK_ROWS_MAX (100LL * 1000 * 1000)
 
 #endif /* MCDC_LIMITS_H */

@@ -295,16 +295,26 @@ def main():
     check("row 24: key_bound with composite typed bounds",
           cl.key_bound("dbo", "orders", ["id", "code"], types, (2, "c2"), (6, "c6"), 2) == (4, "c4"))
     check("row 24: key_bound past the end is None", cl.key_bound("dbo", "orders", ["id"], None, (4,), None, 5) is None)
-    # row 26: SET TRANSACTION ISOLATION LEVEL SNAPSHOT; SET LOCK_TIMEOUT n; prefixes
+    # row 26: SET TRANSACTION ISOLATION LEVEL SNAPSHOT; SET LOCK_TIMEOUT n; prefixes. A
+    # database refuses SNAPSHOT (error 3952) until ALLOW_SNAPSHOT_ISOLATION is ON.
     cl2 = SqlCdcClient(MssqlPythonBackend(conn_str(PORT), 30, user="sa", password=PASSWORD), "auto", 300)
+    e = raises(lambda: cl2.key_range("dbo", "orders", "id", isolation="snapshot"), Exception)
+    check("row 26: SNAPSHOT without ALLOW_SNAPSHOT_ISOLATION fails (3952)",
+          e is not None and "snapshot isolation is not allowed in this database" in str(e), e)
+    adm.run("ALTER DATABASE refdb SET ALLOW_SNAPSHOT_ISOLATION ON")
     check("row 26: SNAPSHOT + LOCK_TIMEOUT prefixes run", cl2.key_range("dbo", "orders", "id", isolation="snapshot") ==
           (1, 6))
     w = Admin(PORT, "refdb")
     w.run("BEGIN TRAN; UPDATE dbo.orders SET note = N'held' WHERE id = 6")
+    # the batch left cl2's session at SNAPSHOT: its reads take no lock a writer holds
     t0 = time.monotonic()
-    e = raises(lambda: cl2.key_range("dbo", "orders", "id"), Exception)
+    check("row 26: a read under SNAPSHOT does not wait for the writer", cl2.key_range("dbo", "orders", "id") == (1, 6))
+    check("row 26: ... at once", time.monotonic() - t0 < 2, time.monotonic() - t0)
+    cl3 = SqlCdcClient(MssqlPythonBackend(conn_str(PORT), 30, user="sa", password=PASSWORD), "auto", 300)
+    t0 = time.monotonic()
+    e = raises(lambda: cl3.key_range("dbo", "orders", "id"), Exception)
     waited = time.monotonic() - t0
-    check("row 26: LOCK_TIMEOUT 300 fails a read a writer blocks with error 1222",
+    check("row 26: LOCK_TIMEOUT 300 fails a READ COMMITTED read a writer blocks with error 1222",
           e is not None and "Lock request time out period exceeded" in str(e) and 0.2 < waited < 10, (e, waited))
     w.run("ROLLBACK")
     w.c.close()

@@ -48,6 +48,7 @@ int sim_server_open(sim_server **out, const sim_config *cfg, mcdc_error *err) {
 }
 
 void sim_server_set_change_cache_mb(sim_server *s, int mb) { (void)s; (void)mb; } /* no change store here */
+void sim_server_set_table_cache_mb(sim_server *s, int mb) { (void)s; (void)mb; }  /* nor table store */
 
 void sim_server_close(sim_server *s) {
     if (!s) return;

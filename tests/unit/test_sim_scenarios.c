@@ -131,3 +131,6 @@ TEST(sim_scenarios_t6_read_committed) { check_scenario("t6_read_committed"); }
 TEST(sim_scenarios_t7_schema_changes) { check_scenario("t7_schema_changes"); }
 TEST(sim_scenarios_t8_switch_capture_instance) { check_scenario("t8_switch_capture_instance"); }
 TEST(sim_scenarios_t9_types) { check_scenario("t9_types"); }
+TEST(sim_scenarios_t10_snapshot_isolation) { check_scenario("t10_snapshot_isolation"); }
+TEST(sim_scenarios_t11_heap_cdc) { check_scenario("t11_heap_cdc"); }
+TEST(sim_scenarios_t12_snapshot_reads) { check_scenario("t12_snapshot_reads"); }
