@@ -62,7 +62,7 @@ SO_LDFLAGS := -shared -Wl,-soname,$(SONAME) $(if $(findstring -fsanitize,$(OPT))
 SIMLIB := $(BUILD)/libmcdcsim.a
 BINS := $(BUILD)/mssql-cdc $(BUILD)/mssql-cdc-sim $(BUILD)/unit-tests $(SOLIB) $(SOLINKS)
 
-.PHONY: all deps test soak test-unit test-san demo bench bench-reader bench-table bench-parquet bench-lake bench-stream fuzz clean headercheck install
+.PHONY: all deps test soak test-unit test-san demo bench bench-reader bench-table bench-parquet bench-lake bench-stream bench-snapshot fuzz clean headercheck install
 all: $(BINS)
 
 $(CLI_OBJ): private INCLUDES := $(CLI_INCLUDES)
@@ -190,6 +190,13 @@ bench-parquet: all
 # Delta append of 10M CDC rows (BENCH_LAKE_ROWS) vs deltalake and pyarrow.
 bench-lake: all
 	@.venv/bin/python bench/bench_lake.py
+
+# Snapshots of a 10M-row base table (BENCH_SNAPSHOT_ROWS) on 1 and 2
+# connections, against mssql-python + deltalake and the reference's snapshot()
+# and backfill() on local Spark (fewer rows), and a backfill next to a running
+# stream with its lag.
+bench-snapshot: all
+	@.venv/bin/python bench/bench_snapshot.py
 
 fuzz:
 	@scripts/fuzz.sh

@@ -11,10 +11,12 @@ rows: the rows are as if they were there before CDC was enabled.
 
 Measures:
 - snapshot_rows_per_s_1conn / _2conn: the whole process, numPartitions 1 and 2;
-  snapshot_peak_rss_mb: the larger of the two runs' ru_maxrss, from wait4 of
-  the mssql-cdc process itself; the CPU seconds each side used during the run
-  (the simulator's from /proc/<pid>/stat), and rows per CPU-second of each, to
-  show which side is the bottleneck.
+  snapshot_peak_rss_mb: the larger of the two runs' peak RSS, the mssql-cdc
+  process's own maximum resident set as GNU time reports it (%M; see
+  benchlib.run_child for why not this process's wait4); the CPU seconds each
+  side used during the run (ours from time, the simulator's from
+  /proc/<pid>/stat), and rows per CPU-second of each, to show which side is
+  the bottleneck.
 - python_*: one connection, `SELECT` of the first BENCH_SNAPSHOT_PYTHON_ROWS
   rows, cursor.arrow_reader() streamed into write_deltalake; its rows/s against
   ours is snapshot_vs_python_ratio (ours on 2 connections) and
@@ -147,7 +149,7 @@ def python_path(sim, work, ours):
     """mssql-python's Arrow fetch of the first PYTHON_ROWS rows into write_deltalake."""
     try:
         import mssql_python
-        from deltalake import write_deltalake
+        from deltalake import DeltaTable, write_deltalake
     except ImportError as e:
         print(f"python_rows_per_s: n/a (skipped: {e}; make deps installs it)")
         return
@@ -161,12 +163,19 @@ def python_path(sim, work, ours):
     try:
         cur = conn.cursor()
         cur.execute(f"SELECT {COLUMN_NAMES} FROM dbo.t{where}")
-        write_deltalake(os.path.join(work, "python", "t"), cur.arrow_reader(65536))
+        # held in a name: the wrapper closes the result set when it is collected,
+        # and write_deltalake keeps only the C stream inside it (0 rows written)
+        reader = cur.arrow_reader(65536)
+        write_deltalake(os.path.join(work, "python", "t"), reader)
     finally:
         conn.close()
     secs = time.perf_counter() - t0
     cpu = time.process_time() - c0
     sim_cpu = cpu_seconds(sim.proc.pid) - s0
+    got = DeltaTable(os.path.join(work, "python", "t")).to_pyarrow_dataset().count_rows()
+    if got != PYTHON_ROWS:
+        print(f"python_rows_per_s: n/a (the Delta table holds {got} rows, not {PYTHON_ROWS})")
+        return
     rate = PYTHON_ROWS / secs
     print(f"python_rows: {PYTHON_ROWS}")
     print(f"python_seconds: {secs:.2f}")
@@ -187,13 +196,17 @@ def reference(sim, work):
         return
     make_table(sim, "r", REFERENCE_ROWS, 2)
     rows = REFERENCE_ROWS
+    # two chunks a round, one per connection, rounds one wave each: Spark's
+    # fixed cost per wave (its facts, plans and history reads) is paid a few times
     chunk = max(1, rows // 4)
     print(f"reference_rows: {rows}")
+    print(f"reference_backfill_chunk_rows: {chunk}")
     run, _ = measured(sim, [CLI, "snapshot", *source_args(sim, "dbo_r", 2),
                             "--target", os.path.join(work, "ours-r", "bronze")])
     ours = rows / run.secs
     print(f"snapshot_same_rows_rows_per_s: {ours:.0f}")
-    ours_bf = our_backfill_secs(sim, work, "dbo_r", chunk)
+    ours_bf, chunks = our_backfill_secs(sim, work, "dbo_r", chunk)
+    print(f"backfill_same_rows_chunks: {chunks}")
     print(f"backfill_same_rows_rows_per_s: {rows / ours_bf:.0f}")
     try:
         spark = local_spark("mcdc-bench-snapshot-reference")
@@ -250,10 +263,16 @@ def reference_backfill_secs(spark, options, lake, chunk):
     if q.exception() is not None:
         raise RuntimeError(str(q.exception()))
     t0 = time.perf_counter()
-    while not stream.backfill(bronze, app_id="bench-ref", facts_table=facts, chunk_rows=chunk,
-                              target_wave_seconds=0)["done"]:
-        pass
-    return time.perf_counter() - t0
+    while True:
+        st = stream.backfill(bronze, app_id="bench-ref", facts_table=facts, chunk_rows=chunk,
+                             target_wave_seconds=0)
+        if st["done"]:
+            break
+        if st["state"] != "running":
+            raise RuntimeError(f"backfill() stopped: {st['state']}: {st['reason']}")
+    secs = time.perf_counter() - t0
+    print(f"reference_backfill_chunks: {st['chunks_total']}")
+    return secs
 
 
 # ---- our chunked backfill -----------------------------------------------------------
@@ -282,7 +301,8 @@ def our_backfill_secs(sim, work, ci, chunk):
                "--checkpoint", os.path.join(lake, "ckpt"), "--bootstrap", "--snapshot",
                "chunked", "--trigger", "availableNow", "--quiet"])
     wait_idle(sim.proc.pid)
-    return sum(r.secs for r in backfill_until_done(sim, ci, lake, "bench-ref", chunk))
+    runs = backfill_until_done(sim, ci, lake, "bench-ref", chunk)
+    return sum(r.secs for r in runs), json.loads(runs[-1].out)["chunks_total"]
 
 
 class Workload(threading.Thread):
@@ -379,13 +399,14 @@ def backfill_under_stream(sim, work):
     watch.start()
     wl = Workload(sim, BACKFILL_ROWS + 1, BACKFILL_ROWS)
     try:
+        wl.start()
+        # the stream prints a line per batch with rows: its first says it is running
         deadline = time.monotonic() + 60
         while not watch.batches and time.monotonic() < deadline and stream.poll() is None:
             time.sleep(0.05)
         if not watch.batches:
             print("backfill_rows_per_s: n/a (the stream wrote no batch within 60 s)")
             return
-        wl.start()
         t_base = time.perf_counter()
         time.sleep(BASELINE_S)
         t_bf = time.perf_counter()

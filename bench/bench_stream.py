@@ -17,7 +17,6 @@ BENCH_REFERENCE_ROWS (200,000; 0 skips the reference).
 """
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -30,7 +29,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "interop"))
 from conftest import CLI, PASSWORD, Sim  # noqa: E402
 
 sys.path.insert(0, HERE)
-from benchlib import local_spark, reference_missing  # noqa: E402
+from benchlib import local_spark, reference_missing, run_child  # noqa: E402
 
 ROWS = int(os.environ.get("BENCH_ROWS", "5000000"))
 SAMPLES = int(os.environ.get("BENCH_LATENCY_SAMPLES", "20"))
@@ -56,14 +55,9 @@ def bulk_load(sim, name, rows):
 
 
 def timed_child(args, env=None):
-    """Runs a child; returns (seconds, peak RSS MB of children so far, stdout)."""
-    t0 = time.perf_counter()
-    p = subprocess.run(args, capture_output=True, text=True, env=env)
-    secs = time.perf_counter() - t0
-    if p.returncode != 0:
-        raise SystemExit(f"{args[0]} failed ({p.returncode}): {p.stderr[-2000:]}")
-    rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
-    return secs, rss_mb, p.stdout
+    """Runs a child; returns (seconds, its peak RSS MB, stdout)."""
+    run = run_child(args, env=env)
+    return run.secs, run.rss_mb, run.out
 
 
 def main():

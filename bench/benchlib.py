@@ -10,9 +10,8 @@ import time
 
 
 class Run:
-    """One finished child: wall seconds, exit code, its own peak RSS (MB, the
-    kernel's ru_maxrss from wait4 of that process alone), its CPU seconds,
-    stdout and stderr."""
+    """One finished child: wall seconds, exit code, its own peak RSS (MB), its CPU
+    seconds, stdout and stderr."""
 
     def __init__(self, secs, rc, rss_mb, cpu_s, out, err):
         self.secs, self.rc, self.rss_mb, self.cpu_s, self.out, self.err = \
@@ -20,19 +19,25 @@ class Run:
 
 
 def run_child(args, env=None, ok=(0,)):
-    """Runs args to its end; returns a Run. An exit code outside ok stops the
-    benchmark with the child's stderr."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+    """Runs args to its end under GNU time (scripts/install-deps.sh installs it);
+    returns a Run. An exit code outside ok stops the benchmark with the child's
+    stderr.
+
+    Why GNU time: Linux starts a new program's ru_maxrss at the high-water mark of
+    the memory it replaced, and Python spawns with vfork, so a child's ru_maxrss
+    (wait4, RUSAGE_CHILDREN) is never below this Python process's own peak RSS,
+    pyarrow's tables included. time forks the program from a process of a few MB."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err, \
+            tempfile.NamedTemporaryFile("r") as usage:
         t0 = time.perf_counter()
-        p = subprocess.Popen(args, stdout=out, stderr=err, env=env, text=True)
-        # wait4 on this pid: the rusage of this child alone (RUSAGE_CHILDREN
-        # would be the largest of every child waited for so far)
-        _, status, ru = os.wait4(p.pid, 0)
+        rc = subprocess.run(["/usr/bin/time", "-q", "-f", "%M %U %S", "-o", usage.name, *args],
+                            stdout=out, stderr=err, env=env).returncode
         secs = time.perf_counter() - t0
-        p.returncode = rc = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        run = Run(secs, rc, ru.ru_maxrss / 1024.0, ru.ru_utime + ru.ru_stime, out.read(), err.read())
+        maxrss_kb, user, system = usage.read().split()[-3:]
+        run = Run(secs, rc, int(maxrss_kb) / 1024.0, float(user) + float(system), out.read(),
+                  err.read())
     if rc not in ok:
         raise SystemExit(f"{os.path.basename(args[0])} {args[1]} failed ({rc}): {run.err[-2000:]}")
     return run
