@@ -25,25 +25,32 @@ Measures:
   snapshot() and ours (numPartitions 2 each), then its chunked backfill
   (to_delta(bootstrap=True, snapshot="chunked") opens it, backfill() until
   done is timed) and ours (stream --bootstrap --snapshot chunked, then backfill
-  until done is timed). The SparkSession's start is not counted.
+  until done is timed), both in chunks of a quarter of the rows, a wave being
+  one round of two chunks (target wave seconds 0). The SparkSession's start is
+  not counted.
 - backfill_*: a table of BENCH_SNAPSHOT_BACKFILL_ROWS rows; `mssql-cdc stream
   --bootstrap --snapshot chunked --trigger processingTime=250ms` runs while a
   Python thread commits BENCH_SNAPSHOT_WORKLOAD_TPS transactions a second (one
   new row, one update of a loaded row) for BENCH_SNAPSHOT_BASELINE_SECONDS,
-  then `mssql-cdc backfill` runs until done. A new row's lag is from its
+  then `mssql-cdc backfill` (numPartitions 2, --chunk-rows
+  BENCH_SNAPSHOT_CHUNK_ROWS, a wave per round) runs until done. The workload
+  keeps the table changing, so the simulator reads the chunks through SQLite,
+  not its table store. A new row's lag is from its
   INSERT's return to the stream's JSON line for the batch whose end_lsn
   reaches the row's __$start_lsn (printed after bronze, facts and verdict
-  committed). From the snapshot_chunk facts rows: the share of the waves'
-  time after their last read ended (the Parquet files' close and bronze's Delta
-  commit) and of the backfill process's time outside waves (planning, plans
-  rows, facts rows).
+  committed). From the facts rows: the plan's seconds; the share of the waves'
+  time after their last read ended (the Parquet files' close and bronze's
+  Delta commit; a read streams into the writer, so it holds the encoding); and
+  of the backfill process's time outside waves (start, plan, plans and facts
+  rows).
+- load_average_1m_at_start/_at_end: the machine's, as the cores are shared.
 
 Prints `name: value` lines. Not a test: nothing here asserts a goal.
 
 Environment: BENCH_SNAPSHOT_ROWS (10,000,000), BENCH_SNAPSHOT_PYTHON_ROWS
 (2,000,000), BENCH_SNAPSHOT_REFERENCE_ROWS (200,000; 0 skips the reference),
-BENCH_SNAPSHOT_BACKFILL_ROWS (2,000,000; 0 skips the backfill),
-BENCH_SNAPSHOT_CHUNK_ROWS (250,000), BENCH_SNAPSHOT_WORKLOAD_TPS (20),
+BENCH_SNAPSHOT_BACKFILL_ROWS (5,000,000; 0 skips the backfill),
+BENCH_SNAPSHOT_CHUNK_ROWS (500,000), BENCH_SNAPSHOT_WORKLOAD_TPS (20),
 BENCH_SNAPSHOT_BASELINE_SECONDS (15).
 """
 import json
@@ -67,8 +74,8 @@ from benchlib import cpu_seconds, local_spark, reference_missing, run_child, wai
 ROWS = int(os.environ.get("BENCH_SNAPSHOT_ROWS", "10000000"))
 PYTHON_ROWS = min(ROWS, int(os.environ.get("BENCH_SNAPSHOT_PYTHON_ROWS", "2000000")))
 REFERENCE_ROWS = int(os.environ.get("BENCH_SNAPSHOT_REFERENCE_ROWS", "200000"))
-BACKFILL_ROWS = int(os.environ.get("BENCH_SNAPSHOT_BACKFILL_ROWS", "2000000"))
-CHUNK_ROWS = int(os.environ.get("BENCH_SNAPSHOT_CHUNK_ROWS", "250000"))
+BACKFILL_ROWS = int(os.environ.get("BENCH_SNAPSHOT_BACKFILL_ROWS", "5000000"))
+CHUNK_ROWS = int(os.environ.get("BENCH_SNAPSHOT_CHUNK_ROWS", "500000"))
 WORKLOAD_TPS = float(os.environ.get("BENCH_SNAPSHOT_WORKLOAD_TPS", "20"))
 BASELINE_S = float(os.environ.get("BENCH_SNAPSHOT_BASELINE_SECONDS", "15"))
 
@@ -110,6 +117,8 @@ def main():
     data = os.path.join(work, "sim")
     os.makedirs(data)
     sim = Sim(data, ["--capture-poll-ms", "20", "--capture-latency-ms", "0"])
+    # the cores are shared: how busy they were frames every figure below
+    print(f"load_average_1m_at_start: {os.getloadavg()[0]:.2f}")
     try:
         sim.run(f"CREATE DATABASE {DB};")
         sim.run("EXEC sys.sp_cdc_enable_db;", database=DB)
@@ -120,6 +129,7 @@ def main():
         python_path(sim, work, ours)
         reference(sim, work)
         backfill_under_stream(sim, work)
+        print(f"load_average_1m_at_end: {os.getloadavg()[0]:.2f}")
     finally:
         sim.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -371,13 +381,13 @@ def lags_ms(sim, commits, batches, t_from, t_to):
     return sorted(out)
 
 
-def print_lags(name, lat, expected):
-    print(f"{name}_samples: {len(lat)} of {expected}")
+def print_lags(when, lat, expected):
+    print(f"stream_lag_samples_{when}: {len(lat)} of {expected}")
     if lat:
         p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
-        print(f"{name}_p50_ms: {lat[len(lat) // 2]:.0f}")
-        print(f"{name}_p99_ms: {p99:.0f}")
-        print(f"{name}_max_ms: {lat[-1]:.0f}")
+        print(f"stream_lag_p50_ms_{when}: {lat[len(lat) // 2]:.0f}")
+        print(f"stream_lag_p99_ms_{when}: {p99:.0f}")
+        print(f"stream_lag_max_ms_{when}: {lat[-1]:.0f}")
 
 
 def backfill_under_stream(sim, work):
@@ -410,7 +420,9 @@ def backfill_under_stream(sim, work):
         t_base = time.perf_counter()
         time.sleep(BASELINE_S)
         t_bf = time.perf_counter()
+        s0 = cpu_seconds(sim.proc.pid)
         runs = backfill_until_done(sim, "dbo_b", lake, "bench-bf", CHUNK_ROWS)
+        sim_cpu = cpu_seconds(sim.proc.pid) - s0
         t_end = time.perf_counter()
         time.sleep(2.0)
         wl.stop.set()
@@ -433,15 +445,16 @@ def backfill_under_stream(sim, work):
     print(f"backfill_seconds: {bf_secs:.2f}")
     print(f"backfill_rows_per_s: {BACKFILL_ROWS / bf_secs:.0f}")
     print(f"backfill_peak_rss_mb: {max(r.rss_mb for r in runs):.1f}")
+    cpu = sum(r.cpu_s for r in runs)
+    print(f"backfill_rows_per_cpu_s: {BACKFILL_ROWS / max(cpu, 1e-3):.0f}")
+    # the workload's writes keep the table changing: the simulator serves the chunks
+    # through SQLite, not its table store (and serves the stream's reads meanwhile)
+    print(f"backfill_sim_cpu_seconds: {sim_cpu:.2f}")
+    print(f"backfill_sim_rows_per_cpu_s: {BACKFILL_ROWS / max(sim_cpu, 1e-3):.0f}")
     base = lags_ms(sim, wl.commits, watch.batches, t_base, t_bf)
     during = lags_ms(sim, wl.commits, watch.batches, t_bf, t_end)
-    print_lags("stream_lag_baseline", base,
-               sum(1 for _, t in wl.commits if t_base <= t < t_bf))
-    print_lags("stream_lag_during_backfill", during,
-               sum(1 for _, t in wl.commits if t_bf <= t < t_end))
-    if during:
-        print(f"stream_lag_p99_ms_during_backfill: "
-              f"{during[min(len(during) - 1, int(len(during) * 0.99))]:.0f}")
+    print_lags("baseline", base, sum(1 for _, t in wl.commits if t_base <= t < t_bf))
+    print_lags("during_backfill", during, sum(1 for _, t in wl.commits if t_bf <= t < t_end))
     wave_shares(lake, bf_secs)
 
 
@@ -453,8 +466,11 @@ def wave_shares(lake, bf_secs):
     except ImportError as e:
         print(f"backfill_wave_commit_share: n/a ({e})")
         return
-    rows = [r for r in DeltaTable(os.path.join(lake, "facts")).to_pyarrow_table().to_pylist()
-            if r["event"] == "snapshot_chunk"]
+    facts = DeltaTable(os.path.join(lake, "facts")).to_pyarrow_table().to_pylist()
+    rows = [r for r in facts if r["event"] == "snapshot_chunk"]
+    plan = [r for r in facts if r["event"] == "snapshot_plan"]
+    if plan and plan[0]["duration_ms"] is not None:
+        print(f"backfill_plan_seconds: {plan[0]['duration_ms'] / 1000:.2f}")
     waves = {}
     for r in rows:
         d = json.loads(r["detail"])
