@@ -1028,6 +1028,19 @@ static int spaceused(sim_session *s, const sim_proc_args *a, const sim_sink *sin
     return rc;
 }
 
+/* sim.fast_path_stats: the queries the fast paths served since the server
+ * started (tests check a real client's reads reach them). */
+static int fast_path_stats(sim_session *s, const sim_sink *sink, mcdc_error *err) {
+    const sim_server *srv = s->srv;
+    sim_column cols[] = {{"fast_queries", T("bigint"), false}, {"store_queries", T("bigint"), false},
+                         {"table_queries", T("bigint"), false}};
+    char *q = sqlite3_mprintf("SELECT %lld, %lld, %lld", (long long)srv->fast_queries, (long long)srv->store_queries,
+                              (long long)srv->table_queries);
+    int rc = q ? emit_sql(s, sink, q, NULL, NULL, cols, 3, err) : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    sqlite3_free(q);
+    return rc;
+}
+
 static int cleanup_proc(sim_session *s, const sim_proc_args *a, mcdc_error *err) {
     const char *ci = sim_arg_text(a, "@capture_instance", 0);
     sqlite3_value *low = sim_arg(a, "@low_water_mark", 1);
@@ -1084,6 +1097,7 @@ int sim_cdc_proc(sim_session *s, const char *proc, const sim_proc_args *a, const
     if (mcdc_str_ieq(p, "sp_cdc_get_captured_columns")) return captured_columns(s, a, sink, err);
     if (mcdc_str_ieq(p, "sp_cdc_get_ddl_history")) return ddl_history(s, a, sink, err);
     if (mcdc_str_ieq(p, "sp_spaceused")) return spaceused(s, a, sink, err);
+    if (mcdc_str_ieq(p, "sim.fast_path_stats")) return fast_path_stats(s, sink, err);
     if (mcdc_str_ieq(p, "sim.workload")) return sim_work_start(s, a, err);
     if (mcdc_str_ieq(p, "sim.stop_workload")) { sim_work_stop_all(srv); return MCDC_OK; }
     if (mcdc_str_ieq(p, "sim.bulk_load") || mcdc_str_ieq(p, "sim.bulk_load_table")) {

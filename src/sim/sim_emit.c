@@ -9,17 +9,15 @@
 #include <string.h>
 
 /* ---- result emission ---------------------------------------------------- */
-static void value_type(sqlite3_value *v, sim_type *t) {
+/* The type a value gives its column when nothing else tells (v NULL: no
+ * row, an int). */
+static void value_type(const sim_value *v, sim_type *t) {
     memset(t, 0, sizeof *t);
-    switch (v ? sqlite3_value_type(v) : SQLITE_NULL) {
-    case SQLITE_INTEGER: {
-        int64_t i = sqlite3_value_int64(v);
-        t->id = i >= INT32_MIN && i <= INT32_MAX ? SIM_T_INT : SIM_T_BIGINT;
-        break;
-    }
-    case SQLITE_FLOAT: t->id = SIM_T_FLOAT; break;
-    case SQLITE_TEXT: t->id = SIM_T_NVARCHAR; t->length = 4000; break;
-    case SQLITE_BLOB: t->id = SIM_T_VARBINARY; t->length = 8000; break;
+    switch (v ? v->kind : SIM_V_NULL) {
+    case SIM_V_INT: t->id = v->i >= INT32_MIN && v->i <= INT32_MAX ? SIM_T_INT : SIM_T_BIGINT; break;
+    case SIM_V_REAL: t->id = SIM_T_FLOAT; break;
+    case SIM_V_TEXT: t->id = SIM_T_NVARCHAR; t->length = 4000; break;
+    case SIM_V_BLOB: t->id = SIM_T_VARBINARY; t->length = 8000; break;
     default: t->id = SIM_T_INT; break;
     }
 }
@@ -27,8 +25,8 @@ static void value_type(sqlite3_value *v, sim_type *t) {
 /* Column metadata of st: forced columns, the translator's items, the origin
  * column, else the first row's value type (returns false when that last
  * fallback was needed). */
-static bool column_meta(sqlite3 *c, sqlite3_stmt *st, int first_rc, const xl_result *items, const sim_column *forced,
-                        int nforced, sim_column *cols, char (*names)[SIM_NAME_MAX], int n) {
+static bool column_meta(sqlite3 *c, sqlite3_stmt *st, int first_rc, const sim_value *first, const xl_result *items,
+                        const sim_column *forced, int nforced, sim_column *cols, char (*names)[SIM_NAME_MAX], int n) {
     bool all_known = true;
     for (int k = 0; k < n; k++) {
         sim_column *col = &cols[k];
@@ -50,7 +48,9 @@ static bool column_meta(sqlite3 *c, sqlite3_stmt *st, int first_rc, const xl_res
             done = true;
         }
         if (!done) {
-            value_type(first_rc == SQLITE_ROW ? sqlite3_column_value(st, k) : NULL, &col->type);
+            sim_value v = {SIM_V_NULL, 0, 0, NULL, 0};
+            if (!first && first_rc == SQLITE_ROW) sim_store_value_of(&v, sqlite3_column_value(st, k));
+            value_type(first ? &first[k] : first_rc == SQLITE_ROW ? &v : NULL, &col->type);
             col->nullable = true;
             all_known = false;
         }
@@ -68,7 +68,12 @@ static bool column_meta(sqlite3 *c, sqlite3_stmt *st, int first_rc, const xl_res
 
 bool sim_result_columns(sqlite3 *c, sqlite3_stmt *st, const xl_result *items, sim_column *cols,
                         char (*names)[SIM_NAME_MAX], int n) {
-    return column_meta(c, st, SQLITE_DONE, items, NULL, 0, cols, names, n);
+    return column_meta(c, st, SQLITE_DONE, NULL, items, NULL, 0, cols, names, n);
+}
+
+void sim_result_columns_as(sqlite3 *c, sqlite3_stmt *st, const xl_result *items, const sim_value *first,
+                           sim_column *cols, char (*names)[SIM_NAME_MAX], int n) {
+    column_meta(c, st, first ? SQLITE_ROW : SQLITE_DONE, first, items, NULL, 0, cols, names, n);
 }
 
 int sim_emit_stmt(sim_session *s, sqlite3 *c, sqlite3_stmt *st, int first_rc, const xl_result *items,
@@ -85,7 +90,7 @@ int sim_emit_stmt(sim_session *s, sqlite3 *c, sqlite3_stmt *st, int first_rc, co
         mcdc_free(cols); mcdc_free(vals); mcdc_free(names);
         return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     }
-    column_meta(c, st, first_rc, items, forced, nforced, cols, names, n);
+    column_meta(c, st, first_rc, NULL, items, forced, nforced, cols, names, n);
     int rc = MCDC_OK;
     if (sink->columns && sink->columns(sink->ctx, cols, n)) *aborted = true;
     int step = first_rc;

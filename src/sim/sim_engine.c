@@ -151,10 +151,11 @@
  *   column, or a query it cannot answer byte for byte, goes to SQLite). Any
  *   write drops a table's store; a read of the whole table builds it again
  *   (ranged reads use what is there); --table-cache-mb bounds it. A chunk
- *   planner's counts per slice of a key (SELECT (t.k - @lo) / @w,
- *   COUNT_BIG(*) ... GROUP BY (t.k - @lo) / @w) are answered from it when
- *   the key grows with the rowid, in ascending slice order (NULL first), as
- *   SQLite's GROUP BY orders them.
+ *   planner's counts per slice of a key (mcdc_cdc_key_slices: floor(k / w)
+ *   per row in a derived table, COUNT_BIG(*) ... GROUP BY it) are answered
+ *   from it when the key grows with the rowid, in ascending slice order
+ *   (NULL first), as SQLite's GROUP BY orders them. sim.fast_path_stats
+ *   returns how many queries each fast path served.
  * - ROLLBACK undoes DML and CREATE TABLE, DROP TABLE, ALTER TABLE ADD/DROP/
  *   ALTER COLUMN (a rolled-back DDL never reaches cdc.ddl_history): a DDL
  *   inside a transaction saves a copy of the table (rows, rowids, CREATE

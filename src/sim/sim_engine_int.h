@@ -332,6 +332,10 @@ int sim_fast_split_store(sim_session *s, const sim_fast_split *p, sqlite3_stmt *
  * false when a type would come from the first row's value. */
 bool sim_result_columns(sqlite3 *c, sqlite3_stmt *st, const xl_result *items, sim_column *cols,
                         char (*names)[SIM_NAME_MAX], int n);
+/* The same when the first row sent holds first[n] (NULL: no row): the
+ * types the general path takes from it. */
+void sim_result_columns_as(sqlite3 *c, sqlite3_stmt *st, const xl_result *items, const sim_value *first,
+                           sim_column *cols, char (*names)[SIM_NAME_MAX], int n);
 
 /* ---- sim_work.c -------------------------------------------------------- */
 int sim_work_start(sim_session *s, const sim_proc_args *a, mcdc_error *err);
@@ -632,12 +636,16 @@ typedef struct sim_fast_table {
     char key[SIM_NAME_MAX];
     bool nulls, range; /* the rows whose key is NULL / in [lo, hi] */
     int64_t lo, hi;
+    int64_t width; /* slices: the slice width, >= 1 */
 } sim_fast_table;
 bool sim_fast_match_table(sim_fast_table *p, const tsql_tok *t, int a, int b);
-/* A chunk planner's counts per slice of an integer key,
- *   SELECT (t.k - <lo>) / <w> [AS slice], COUNT_BIG(*) [AS n] FROM <table> [AS] t
- *   [WHERE <NULLs and/or one range of k>] GROUP BY (t.k - <lo>) / <w> [ORDER BY slice]
- * (lo, w: variables or integer literals): consts holds "SELECT <lo>, <w>". */
+/* A chunk planner's counts per slice of an integer key, the text of
+ * mcdc_cdc_key_slices:
+ *   SELECT <b> [AS x], COUNT_BIG(*) [AS n] FROM (SELECT CASE WHEN CAST(k AS bigint) >= 0
+ *   THEN CAST(k AS bigint) / CAST(<w> AS bigint) ELSE (CAST(k AS bigint) + 1) /
+ *   CAST(<w> AS bigint) - 1 END AS <b> FROM <table> [WHERE <NULLs and/or one range of k>])
+ *   [AS] x GROUP BY <b>
+ * (w an integer literal >= 1): floor(k / w) per row, counted. */
 bool sim_fast_match_slices(sim_fast_table *p, const tsql_tok *t, int a, int b);
 void sim_fast_table_free(sim_fast_table *p);
 /* Sends the result from the table store (*done), or nothing (the general

@@ -21,11 +21,12 @@
  * compares them). Under SNAPSHOT the table must have no row the statement's
  * view changes, and the store must be the state the view pinned.
  *
- * A chunk planner's counts per slice of the key, "SELECT (t.k - @lo) / @w,
- * COUNT_BIG(*) FROM t [WHERE ...] GROUP BY (t.k - @lo) / @w", come from the
- * store as well when the key grows with the rowid: each non-empty slice is
- * one binary search (SQLite sorts every row for its GROUP BY), in ascending
- * order with the NULL keys' group first, as SQLite's sorter gives them.
+ * A chunk planner's counts per slice of an integer key (the query of
+ * mcdc_cdc_key_slices: floor(k / w) per row in a derived table, grouped)
+ * come from the store as well when the key grows with the rowid: each
+ * non-empty slice is one binary search where SQLite sorts every row for its
+ * GROUP BY; in ascending order with the NULL keys' group first, as SQLite's
+ * sorter gives them.
  */
 #include "sim_engine_int.h"
 
@@ -288,97 +289,102 @@ bool sim_fast_match_table(sim_fast_table *p, const tsql_tok *t, int a, int b) {
     return true;
 }
 
-/* One operand of the slice expression: a variable or an integer literal. */
-static bool slice_operand(const tsql_tok *t, int *k, int end) {
-    int64_t v;
-    if (*k < end && t[*k].t == TK_VAR) {
-        (*k)++;
-        return true;
-    }
-    return int_lit(t, k, end, &v);
-}
+/* The tokens of a template at t[*k]: words separated by spaces, each a
+ * keyword or name (any case), an operator (">=" also as two tokens), a
+ * number, or a placeholder: $K the key column (unqualified; its name into
+ * key, the same at every $K), $W the slice width (an integer literal, the
+ * same at every $W), $A a name (the same at every $A). */
+typedef struct tmatch {
+    char key[SIM_NAME_MAX], name[SIM_NAME_MAX];
+    int64_t width;
+    bool has_width;
+} tmatch;
 
-/* "( <key> - <lo> ) / <w>" at t[*k]: the key's name into key; [*lo_a,
- * *lo_b) and [*w_a, *w_b) the operands. */
-static bool slice_expr(const tsql_tok *t, int *k, int end, const char *alias, char *key, size_t cap, int ops[4]) {
+static bool tmatch_run(tmatch *m, const tsql_tok *t, int *k, int end, const char *tpl) {
     int i = *k;
-    if (i >= end || !tsql_tok_op(&t[i], "(")) return false;
-    i++;
-    if (!col_ref(t, &i, end, alias, key, cap)) return false;
-    if (i >= end || !tsql_tok_op(&t[i], "-")) return false;
-    ops[0] = ++i;
-    if (!slice_operand(t, &i, end)) return false;
-    ops[1] = i;
-    if (i + 1 >= end || !tsql_tok_op(&t[i], ")") || !tsql_tok_op(&t[i + 1], "/")) return false;
-    i += 2;
-    ops[2] = i;
-    if (!slice_operand(t, &i, end)) return false;
-    ops[3] = i;
+    for (const char *w = tpl; *w;) {
+        size_t n = strcspn(w, " ");
+        char word[16];
+        if (n == 0 || n >= sizeof word) return false;
+        memcpy(word, w, n);
+        word[n] = 0;
+        w += n + (w[n] == ' ');
+        if (!strcmp(word, "$K")) {
+            char col[SIM_NAME_MAX];
+            if (!col_ref(t, &i, end, "", col, sizeof col)) return false;
+            if (!m->key[0]) snprintf(m->key, sizeof m->key, "%s", col);
+            else if (!mcdc_str_ieq(m->key, col)) return false;
+        } else if (!strcmp(word, "$W")) {
+            int64_t v;
+            if (!int_lit(t, &i, end, &v) || (m->has_width && v != m->width)) return false;
+            m->width = v;
+            m->has_width = true;
+        } else if (!strcmp(word, "$A")) {
+            char nm[SIM_NAME_MAX];
+            if (i >= end || !is_name(&t[i])) return false;
+            tsql_tok_text(&t[i++], nm, sizeof nm);
+            if (!m->name[0]) snprintf(m->name, sizeof m->name, "%s", nm);
+            else if (!mcdc_str_ieq(m->name, nm)) return false;
+        } else if (word[0] >= '0' && word[0] <= '9') {
+            if (i >= end || t[i].t != TK_NUM || t[i].n != (int)n || memcmp(t[i].s, word, n) != 0) return false;
+            i++;
+        } else if ((word[0] >= 'A' && word[0] <= 'Z') || word[0] == '_') {
+            if (i >= end || !tsql_tok_is(&t[i], word)) return false;
+            i++;
+        } else if (i < end && tsql_tok_op(&t[i], word)) {
+            i++;
+        } else if (n == 2 && i + 1 < end && t[i].t == TK_OP && t[i].n == 1 && t[i].s[0] == word[0] &&
+                   tsql_tok_op(&t[i + 1], word + 1)) {
+            i += 2;
+        } else {
+            return false;
+        }
+    }
     *k = i;
     return true;
 }
 
-static bool same_span(const tsql_tok *t, int a, int b, int c, int d) {
-    if (b - a != d - c) return false;
-    for (int k = 0; k < b - a; k++)
-        if (!sim_tok_same(&t[a + k], &t[c + k])) return false;
-    return true;
+/* Optional "AS <name>" or "<name>" (not a keyword) at t[*k]. */
+static void opt_alias(const tsql_tok *t, int *k, int end) {
+    int i = *k;
+    if (i < end && tsql_tok_is(&t[i], "AS")) i++;
+    if (i < end && is_name(&t[i]) && !xl_is_keyword(&t[i])) *k = i + 1;
 }
+
+/* The planner's slice of the key, floor(k / w) (T-SQL's division truncates
+ * toward zero: the ELSE floors a negative key). */
+#define SLICE_CASE                                                                                  \
+    "CASE WHEN CAST ( $K AS BIGINT ) >= 0 THEN CAST ( $K AS BIGINT ) / CAST ( $W AS BIGINT ) ELSE ( " \
+    "CAST ( $K AS BIGINT ) + 1 ) / CAST ( $W AS BIGINT ) - 1 END AS $A"
 
 bool sim_fast_match_slices(sim_fast_table *p, const tsql_tok *t, int a, int b) {
     memset(p, 0, sizeof *p);
-    if (b - a < 20 || !tsql_tok_is(&t[a], "SELECT") || !tsql_tok_op(&t[a + 1], "(")) return false;
-    int from = sim_toks_word_at_depth0(t, a + 1, b, "FROM");
-    if (from < 0) return false;
-    int k = from_table(p, t, from, b);
-    int group = sim_toks_word_at_depth0(t, a + 1, b, "GROUP");
-    if (k < 0 || group < 0 || group < k) return false;
-    /* the items: the slice, then COUNT_BIG(*) */
-    int i = a + 1, ops[4], gops[4];
-    char key[SIM_NAME_MAX] = "", gkey[SIM_NAME_MAX] = "";
-    int xs = i;
-    if (!slice_expr(t, &i, from, p->alias, key, sizeof key, ops)) return false;
-    int xe = i;
-    char alias[MCDC_IDENT_BYTES_MAX] = "";
-    if (i + 1 < from && tsql_tok_is(&t[i], "AS") && is_name(&t[i + 1])) {
-        tsql_tok_text(&t[i + 1], alias, sizeof alias);
-        i += 2;
+    tmatch m;
+    memset(&m, 0, sizeof m);
+    int i = a;
+    if (b - a < 40 || !tmatch_run(&m, t, &i, b, "SELECT $A")) return false;
+    opt_alias(t, &i, b);
+    if (!tmatch_run(&m, t, &i, b, ", COUNT_BIG ( * )")) return false;
+    opt_alias(t, &i, b);
+    if (!tmatch_run(&m, t, &i, b, "FROM ( SELECT " SLICE_CASE " FROM")) return false;
+    if (!m.has_width || m.width < 1) return false; /* 0: SQL Server's error 8134, the general path's */
+    /* the table, its WHERE up to the derived table's ")" */
+    int k = from_table(p, t, i - 1, b);
+    if (k < 0) return false;
+    int close = -1, d = 0;
+    for (int q = k; q < b && close < 0; q++) {
+        if (tsql_tok_op(&t[q], "(")) d++;
+        else if (tsql_tok_op(&t[q], ")") && d-- == 0) close = q;
     }
-    if (!(i + 4 < from + 1 && tsql_tok_op(&t[i], ",") && tsql_tok_is(&t[i + 1], "COUNT_BIG") && tsql_tok_op(&t[i + 2], "(") &&
-          tsql_tok_op(&t[i + 3], "*") && tsql_tok_op(&t[i + 4], ")")))
-        return false;
-    i += 5;
-    if (i + 1 < from && tsql_tok_is(&t[i], "AS") && is_name(&t[i + 1])) i += 2;
-    if (i != from) return false;
-    /* [WHERE <keys>] GROUP BY <the same expression> [ORDER BY it | 1 | alias [ASC]] */
-    snprintf(p->key, sizeof p->key, "%s", key);
-    if (k < group && !(tsql_tok_is(&t[k], "WHERE") && where_keys(p, t, k + 1, group))) return false;
-    i = group + 1;
-    if (i >= b || !tsql_tok_is(&t[i], "BY")) return false;
-    i++;
-    int gs = i;
-    if (!slice_expr(t, &i, b, p->alias, gkey, sizeof gkey, gops) || !same_span(t, xs, xe, gs, i)) return false;
-    if (i < b && tsql_tok_is(&t[i], "ORDER")) {
-        if (i + 2 >= b || !tsql_tok_is(&t[i + 1], "BY")) return false;
-        i += 2;
-        int os = i;
-        if ((t[i].t == TK_NUM && t[i].n == 1 && t[i].s[0] == '1') || (alias[0] && sim_tok_name_is(&t[i], alias))) i++;
-        else if (!slice_expr(t, &i, b, p->alias, gkey, sizeof gkey, gops) || !same_span(t, xs, xe, os, i)) return false;
-        if (i < b && tsql_tok_is(&t[i], "ASC")) i++;
-    }
-    if (i != b) return false;
-    /* "SELECT <lo>, <w>": evaluated once */
-    int cap = 0;
-    bool ok = sim_toks_push(&p->consts, &p->nconsts_tok, &cap, &TOK_SELECT);
-    for (int z = ops[0]; z < ops[1] && ok; z++) ok = sim_toks_push(&p->consts, &p->nconsts_tok, &cap, &t[z]);
-    ok = ok && sim_toks_push(&p->consts, &p->nconsts_tok, &cap, &TOK_COMMA);
-    for (int z = ops[2]; z < ops[3] && ok; z++) ok = sim_toks_push(&p->consts, &p->nconsts_tok, &cap, &t[z]);
-    if (!ok) {
-        sim_fast_table_free(p);
-        return false;
-    }
+    if (close < 0) return false;
+    snprintf(p->key, sizeof p->key, "%s", m.key);
+    if (k < close && !(tsql_tok_is(&t[k], "WHERE") && where_keys(p, t, k + 1, close))) return false;
+    if (k > close) return false;
+    i = close + 1;
+    opt_alias(t, &i, b);
+    if (!tmatch_run(&m, t, &i, b, "GROUP BY $A") || i != b) return false;
     p->slices = true;
-    p->nconst = 2;
+    p->width = m.width;
     p->nitems = 2;
     return true;
 }
@@ -479,95 +485,90 @@ typedef struct fgroup {
     int pos;   /* the store position of the first, or -1: constants */
 } fgroup;
 
-/* T-SQL's integer division: toward zero. The slice of key v, and the
- * largest key of slice sl. */
-static int64_t slice_of(int64_t v, int64_t lo, int64_t w) { return (v - lo) / w; }
-static int64_t slice_last(int64_t sl, int64_t lo, int64_t w) { return sl >= 0 ? lo + (sl + 1) * w - 1 : lo + sl * w; }
-
-/* Keys within +-2^61 and a width below 2^61: the arithmetic cannot overflow. */
-#define SLICE_BOUND (INT64_C(1) << 61)
+/* The slice of key v, floor(v / w), and the first key of the next one
+ * (false: past INT64_MAX, no key there). */
+static int64_t slice_of(int64_t v, int64_t w) { return v >= 0 ? v / w : (v + 1) / w - 1; }
+static bool slice_next(int64_t sl, int64_t w, int64_t *first) {
+    if (sl >= 0 && sl + 1 > INT64_MAX / w) return false;
+    *first = (sl + 1) * w; /* sl < 0: in (v, 0] */
+    return true;
+}
 
 /* Counts per slice from the store (the planner's GROUP BY): the key's
  * NULLs, then each non-empty slice in order, each a binary search. */
-static int run_slices(sim_stmt *x, const xl_env *env, const sim_fast_table *p, sqlite3_stmt *orig, const xl_result *res,
-                      bool pinned, uint64_t wseq, bool *done) {
+static int run_slices(sim_stmt *x, const sim_fast_table *p, sqlite3_stmt *orig, const xl_result *res, bool pinned,
+                      uint64_t wseq, bool *done) {
     sim_session *s = x->s;
     const sim_sink *sink = x->sink;
-    if (sqlite3_column_count(orig) != 2) return MCDC_OK;
-    sim_column cols[2];
-    char names[2][SIM_NAME_MAX];
-    memset(cols, 0, sizeof cols);
-    xl_result *r2 = mcdc_malloc(sizeof *r2);
-    mcdc_buf cq = {0};
-    mcdc_error e2 = MCDC_ERROR_INIT;
-    sqlite3_stmt *cst = NULL;
+    if (sqlite3_column_count(orig) != 2 || p->width < 1) return MCDC_OK;
+    int64_t w = p->width;
     sim_store_snap snap;
     memset(&snap, 0, sizeof snap);
-    /* lo and w as SQLite computes them (variables bound) */
-    bool ok = r2 && sim_result_columns(s->rd, orig, res, cols, names, 2) &&
-              tsql_xlate(env, p->consts, 0, p->nconsts_tok, &cq, r2, &e2) == MCDC_OK && mcdc_buf_cstr(&cq, NULL) == MCDC_OK &&
-              sqlite3_prepare_v2(s->rd, (const char *)cq.data, -1, &cst, NULL) == SQLITE_OK && sim_bind_vars(s, cst, &e2) == MCDC_OK &&
-              sqlite3_step(cst) == SQLITE_ROW && sqlite3_column_type(cst, 0) == SQLITE_INTEGER &&
-              sqlite3_column_type(cst, 1) == SQLITE_INTEGER;
-    int64_t lo = ok ? sqlite3_column_int64(cst, 0) : 0, w = ok ? sqlite3_column_int64(cst, 1) : 0;
-    ok = ok && w > 0 && w < SLICE_BOUND && lo > -SLICE_BOUND && lo < SLICE_BOUND; /* w <= 0: SQLite's own error */
-    ok = ok && sim_tstore_acquire(s->srv->stores, &s->srv->mu, s->db->name, s->rd, p->table, pinned, wseq, false, &snap);
+    bool ok = sim_tstore_acquire(s->srv->stores, &s->srv->mu, s->db->name, s->rd, p->table, pinned, wseq, false, &snap);
     int keycol = ok ? sim_store_col(snap.st, p->key) : -1;
-    ok = ok && keycol >= 0 && sim_tstore_mono(snap.st, keycol);
+    sim_type_id id = keycol >= 0 ? sim_store_col_meta(snap.st, keycol)->type.id : SIM_T_BIT;
+    ok = ok && (id == SIM_T_TINYINT || id == SIM_T_SMALLINT || id == SIM_T_INT || id == SIM_T_BIGINT) &&
+         sim_tstore_mono(snap.st, keycol);
+    if (!ok) {
+        if (snap.st) sim_store_release(&snap);
+        return MCDC_OK;
+    }
     sim_tds_col_enc kenc;
-    memset(&kenc, 0, sizeof kenc);
-    if (ok) sim_tds_col_plan(&kenc, sim_store_col_meta(snap.st, keycol));
+    sim_tds_col_plan(&kenc, sim_store_col_meta(snap.st, keycol));
     key_at ka = {&snap, &kenc, keycol};
-    size_t nn = ok ? key_lower(&ka, snap.head, snap.count, true, 0) : 0; /* NULL keys: [head, nn) */
+    size_t nn = key_lower(&ka, snap.head, snap.count, true, 0); /* NULL keys: [head, nn) */
     size_t f = nn, e = snap.count;
-    if (ok && p->has_where) {
+    if (p->has_where) {
         if (!p->range) f = e;
         else {
             if (p->lo > INT64_MIN) f = key_lower(&ka, nn, snap.count, false, p->lo);
             if (p->hi < INT64_MAX) e = key_lower(&ka, f, snap.count, false, p->hi + 1);
         }
     }
-    int64_t v0 = 0, v1 = 0;
-    if (ok && e > f) { /* the keys read must keep the arithmetic exact */
-        row_null(&ka, f, &v0);
-        row_null(&ka, e - 1, &v1);
-        ok = v0 > -SLICE_BOUND && v1 < SLICE_BOUND;
-    }
-    if (ok) {
-        *done = true;
-        s->srv->table_queries++;
-        if (sink->columns && sink->columns(sink->ctx, cols, 2)) x->aborted = true;
-        int64_t groups = 0;
-        sim_value v[2];
-        memset(v, 0, sizeof v);
-        v[1].kind = SIM_V_INT;
-        if (!x->aborted && nn > snap.head && (!p->has_where || p->nulls)) { /* (NULL - lo) / w: the NULL group first */
-            v[0].kind = SIM_V_NULL;
-            v[1].i = (int64_t)(nn - snap.head);
-            groups++;
-            if (sink->row && sink->row(sink->ctx, v, 2)) x->aborted = true;
-        }
+    /* a NULL key's CASE is NULL: its group first, as SQLite sorts */
+    bool null_group = nn > snap.head && (!p->has_where || p->nulls);
+    /* the slice column's type is the general path's: its first value's */
+    sim_value v[2];
+    memset(v, 0, sizeof v);
+    v[1].kind = SIM_V_INT;
+    if (null_group) {
+        v[0].kind = SIM_V_NULL;
+        v[1].i = (int64_t)(nn - snap.head);
+    } else if (e > f) {
+        int64_t key = 0;
+        row_null(&ka, f, &key);
         v[0].kind = SIM_V_INT;
-        for (size_t i = f; i < e && !x->aborted;) {
-            int64_t key = 0;
-            row_null(&ka, i, &key);
-            int64_t sl = slice_of(key, lo, w);
-            size_t j = key_lower(&ka, i, e, false, slice_last(sl, lo, w) + 1);
-            v[0].i = sl;
-            v[1].i = (int64_t)(j - i);
-            groups++;
-            if (sink->row && sink->row(sink->ctx, v, 2)) x->aborted = true;
-            i = j;
-        }
-        if (!x->aborted) {
-            s->rowcount = groups;
-            sim_send_done(x, groups, true, false);
-        }
+        v[0].i = slice_of(key, w);
     }
-    if (snap.st) sim_store_release(&snap);
-    sqlite3_finalize(cst);
-    mcdc_buf_free(&cq);
-    mcdc_free(r2);
+    sim_column cols[2];
+    char names[2][SIM_NAME_MAX];
+    memset(cols, 0, sizeof cols);
+    sim_result_columns_as(s->rd, orig, res, null_group || e > f ? v : NULL, cols, names, 2);
+    *done = true;
+    s->srv->table_queries++;
+    if (sink->columns && sink->columns(sink->ctx, cols, 2)) x->aborted = true;
+    int64_t groups = 0;
+    if (!x->aborted && null_group) {
+        groups++;
+        if (sink->row && sink->row(sink->ctx, v, 2)) x->aborted = true;
+    }
+    v[0].kind = SIM_V_INT;
+    for (size_t i = f; i < e && !x->aborted;) {
+        int64_t key = 0, next = 0;
+        row_null(&ka, i, &key);
+        int64_t sl = slice_of(key, w);
+        size_t j = slice_next(sl, w, &next) ? key_lower(&ka, i, e, false, next) : e;
+        v[0].i = sl;
+        v[1].i = (int64_t)(j - i);
+        groups++;
+        if (sink->row && sink->row(sink->ctx, v, 2)) x->aborted = true;
+        i = j;
+    }
+    if (!x->aborted) {
+        s->rowcount = groups;
+        sim_send_done(x, groups, true, false);
+    }
+    sim_store_release(&snap);
     return MCDC_OK;
 }
 
@@ -586,7 +587,7 @@ int sim_run_table_fast(sim_stmt *x, const xl_env *env, const sim_fast_table *p, 
         pinned = true;
         wseq = vt->wseq;
     }
-    if (p->slices) return run_slices(x, env, p, orig, res, pinned, wseq, done);
+    if (p->slices) return run_slices(x, p, orig, res, pinned, wseq, done);
     int n = sqlite3_column_count(orig);
     if (n != p->nitems || n > MCDC_COLUMNS_MAX || !sink->row_cells) return MCDC_OK;
     sim_column *cols = mcdc_calloc((size_t)n + 1, sizeof *cols);

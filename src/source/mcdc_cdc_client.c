@@ -1059,6 +1059,13 @@ static int source_read_sql(mcdc_buf *out, const mcdc_source_read *rd, mcdc_error
     return rc;
 }
 
+void mcdc_source_read_hint(mcdc_error *err) {
+    if (err && err->server_number == 3952)
+        mcdc_error_wrap(err, "isolationLevel=snapshot needs ALTER DATABASE ... SET "
+                             "ALLOW_SNAPSHOT_ISOLATION ON on the source database (or "
+                             "isolationLevel=readCommitted)");
+}
+
 /* The key columns as a list: "[a], [b]", with suffix after each (" DESC"). */
 static int key_list(mcdc_buf *out, const mcdc_key_col *keys, int n, const char *suffix,
                     mcdc_error *err) {
@@ -1188,6 +1195,7 @@ int mcdc_cdc_key_min_max(json_t **lo, json_t **hi, mcdc_cdc_client *c, const cha
         json_decref(*lo);
         json_decref(*hi);
         *lo = *hi = NULL;
+        mcdc_source_read_hint(err);
         mcdc_error_wrap(err, "reading MIN and MAX of [%s] of %s.%s", k->name, source_schema,
                         source_table);
     }
@@ -1264,6 +1272,7 @@ int mcdc_cdc_key_slices(mcdc_key_slice **out, int *out_n, mcdc_cdc_client *c,
     mcdc_buf_free(&key);
     if (rc) {
         mcdc_free(a.v);
+        mcdc_source_read_hint(err);
         mcdc_error_wrap(err, "counting the rows of %s.%s per slice of [%s]", source_schema,
                         source_table, k->name);
         return rc;
@@ -1324,7 +1333,10 @@ int mcdc_cdc_key_max(json_t **out, mcdc_cdc_client *c, const char *source_schema
     if (rc == MCDC_OK && b) rc = mcdc_key_bound_of_row(out, b, 0, 0, keys, n, err);
     mcdc_batch_free(b);
     mcdc_buf_free(&sql);
-    if (rc) mcdc_error_wrap(err, "reading the largest key of %s.%s", source_schema, source_table);
+    if (rc) {
+        mcdc_source_read_hint(err);
+        mcdc_error_wrap(err, "reading the largest key of %s.%s", source_schema, source_table);
+    }
     return rc;
 }
 
@@ -1368,7 +1380,10 @@ int mcdc_cdc_key_bound(json_t **out, mcdc_cdc_client *c, const char *source_sche
     mcdc_buf_free(&list);
     mcdc_buf_free(&sel);
     mcdc_buf_free(&close);
-    if (rc) mcdc_error_wrap(err, "seeking a key bound of %s.%s", source_schema, source_table);
+    if (rc) {
+        mcdc_source_read_hint(err);
+        mcdc_error_wrap(err, "seeking a key bound of %s.%s", source_schema, source_table);
+    }
     return rc;
 }
 

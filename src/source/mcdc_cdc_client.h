@@ -208,6 +208,10 @@ typedef struct mcdc_source_read {
     int64_t lock_timeout_ms; /* < 0: wait forever */
 } mcdc_source_read;
 
+/* After a failed read of the source table: when err is SQL Server's 3952
+ * (SNAPSHOT not allowed in the database), says what to do. */
+void mcdc_source_read_hint(mcdc_error *err);
+
 /* The text of one snapshot read: the source table's rows in the stream's
  * output schema (_operation 0, _start_lsn the snapshot's LSN, _commit_ts its
  * commit time, _seqval and _command_id NULL), [lo, hi) of keys (the pieces

@@ -439,10 +439,7 @@ int mcdc_changes_snapshot_read(mcdc_changes *c, const json_t *keys, const json_t
     if (rc == MCDC_OK)
         rc = mcdc_conn_exec(&res, db, (const char *)sql.data, (const char *const *)params.v,
                             params.n, err);
-    if (rc && err && err->server_number == 3952)
-        mcdc_error_wrap(err, "isolationLevel=snapshot needs ALTER DATABASE ... SET "
-                             "ALLOW_SNAPSHOT_ISOLATION ON on the source database (or "
-                             "isolationLevel=readCommitted)");
+    if (rc) mcdc_source_read_hint(err);
     int64_t rows_max = c->ropt.batch_rows > 0 ? c->ropt.batch_rows : 10000;
     while (rc == MCDC_OK) {
         mcdc_batch *b = NULL;

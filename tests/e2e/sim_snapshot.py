@@ -113,6 +113,18 @@ SNAP_SQL = ("SET TRANSACTION ISOLATION LEVEL {iso}; SELECT CAST('0x0000002A00000
             "t.[g] AS [g], t.[note] AS [note], t.[d] AS [d], CAST(NULL AS bigint) AS [gone] FROM [dbo].[b] AS t{where}")
 
 
+SLICE_SQL = ("SET TRANSACTION ISOLATION LEVEL {iso}; SELECT [__$b] AS b, COUNT_BIG(*) AS n FROM (SELECT CASE WHEN "
+             "CAST([id] AS bigint) >= 0 THEN CAST([id] AS bigint) / CAST(1000 AS bigint) ELSE (CAST([id] AS bigint) + 1) / "
+             "CAST(1000 AS bigint) - 1 END AS [__$b] FROM [dbo].[b] WHERE [id] IS NOT NULL AND [id] < 20001) AS x "
+             "GROUP BY [__$b]")
+
+
+def table_queries(cur):
+    """Reads the simulator's table store served so far (sim.fast_path_stats)."""
+    cur.execute("EXEC sim.fast_path_stats")
+    return cur.fetchall()[0][2]
+
+
 def digest(cur, sql):
     cur.execute(sql)
     h, n = hashlib.sha1(), 0
@@ -135,8 +147,10 @@ def table_reads():
     ca.execute("EXEC sim.bulk_load_table @table = N'dbo.b', @rows = 20000, @seed = 3")
     check("sim.bulk_load_table loads the rows", rows(ca, "SELECT COUNT(*), MIN(id), MAX(id) FROM dbo.b") == [(20000, 1, 20000)])
     check("... and writes no change rows", rows(ca, "SELECT COUNT(*) FROM cdc.lsn_time_mapping") == [(0,)])
-    wheres = ["", " WHERE (t.[id] IS NULL OR (t.[id] < 7001))", " WHERE t.[id] >= 7001 AND t.[id] < 14001",
-              " WHERE t.[id] >= 14001"]
+    # the predicates mcdc_key_select writes for an integer key: the first
+    # range open below (NULL keys too), the last open above
+    wheres = ["", " WHERE ([id] < 7001 OR [id] IS NULL)", " WHERE [id] >= 7001 AND ([id] < 14001 OR [id] IS NULL)",
+              " WHERE [id] >= 14001"]
     p = pymssql.connect(server="127.0.0.1", port=PORT, user="sa", password=PASSWORD, database="snaplab", autocommit=True)
     pc = p.cursor()
     for iso in ("READ COMMITTED", "SNAPSHOT"):
@@ -144,18 +158,31 @@ def table_reads():
         for wh in wheres:
             sql = SNAP_SQL.format(iso=iso, where=wh)
             ca.execute("EXEC sim.set_fast_path @on = 1")
+            q0 = table_queries(ca)
             fast = digest(ca, sql)
             ffast = digest(pc, sql)
+            served = table_queries(ca) - q0
             ca.execute("EXEC sim.set_fast_path @on = 0")
             general = digest(ca, sql)
             fgeneral = digest(pc, sql)
             ca.execute("EXEC sim.set_fast_path @on = 1")
             check(f"{iso}{wh or ' (whole table)'}: the table store's rows are the general path's (python-tds)",
-                  fast == general and fast[0] > 0, (fast, general))
+                  fast == general and fast[0] > 0 and served == 2, (fast, general, served))
             check(f"{iso}{wh or ' (whole table)'}: ... and through FreeTDS", ffast == fgeneral, (ffast, fgeneral))
             if wh:
                 total += fast[0]
         check(f"{iso}: the three ranges tile the table", total == 20000, total)
+        # the chunk planner's counts per slice (mcdc_cdc_key_slices' text)
+        sql = SLICE_SQL.format(iso=iso)
+        q0 = table_queries(ca)
+        fast = rows(ca, sql)
+        served = table_queries(ca) - q0
+        ca.execute("EXEC sim.set_fast_path @on = 0")
+        general = rows(ca, sql)
+        ca.execute("EXEC sim.set_fast_path @on = 1")
+        check(f"{iso}: the slice counts come from the table store, the general path's",
+              fast == general and served == 1 and sum(n for _, n in fast) == 20000 and len(fast) == 21,
+              (fast[:3], general[:3], served))
     # keys bound as parameters (sp_executesql): text CAST to the key's type,
     # string keys under the case-insensitive collation
     ca.execute("CREATE TABLE dbo.k (id int NOT NULL PRIMARY KEY, code varchar(10) NULL, at datetime2(7) NULL, d date NULL)")

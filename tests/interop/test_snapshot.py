@@ -154,6 +154,57 @@ def test_parallel_ranges_read_the_same_rows_nulls_and_ends_included(sim, workdir
     assert seen["1"] == seen["3"] == seen["8"] == sorted(keys)
 
 
+def table_queries(sim):
+    """Reads the simulator's table store has served (sim.fast_path_stats)."""
+    return sim.run("EXEC sim.fast_path_stats;")[0][2]
+
+
+def test_snapshot_reads_come_from_the_simulators_table_store(sim, workdir):
+    """`mssql-cdc snapshot` against the simulator: its reads of the table, in
+    one range or in parallel ranges of the key, READ COMMITTED or SNAPSHOT,
+    are the queries the table store (the simulator's fast path) answers once
+    it holds the table (a whole read built it, or sim.bulk_load_table), and
+    bronze gets the source's rows either way."""
+    make_db(sim, before_cdc=30)
+    sim.run("ALTER DATABASE shop SET ALLOW_SNAPSHOT_ISOLATION ON;")
+    # a table filled by INSERTs: ranges of it (numPartitions defaults to the
+    # cores) go to SQLite, a ranged read builds no store
+    q0 = table_queries(sim)
+    run_cli(*snapshot_args(sim, os.path.join(workdir, "two"), "--numPartitions", "2"))
+    assert table_queries(sim) - q0 == 0
+    assert rebuild(os.path.join(workdir, "two", "bronze")) == source_rows(sim)
+    # one range, the whole table: its read builds the store and is served
+    q0 = table_queries(sim)
+    run_cli(*snapshot_args(sim, os.path.join(workdir, "one"), "--numPartitions", "1"))
+    assert table_queries(sim) - q0 == 1
+    assert rebuild(os.path.join(workdir, "one", "bronze")) == source_rows(sim)
+    # ranges of the key, under SNAPSHOT, use it (the last range open above)
+    q0 = table_queries(sim)
+    run_cli(*snapshot_args(sim, os.path.join(workdir, "three"), "--numPartitions", "3",
+                           "--isolationLevel", "snapshot"))
+    assert table_queries(sim) - q0 == 3
+    assert rebuild(os.path.join(workdir, "three", "bronze")) == source_rows(sim)
+    # a write drops the store: ranges alone go to SQLite, the same rows
+    insert(sim, 100, 5)
+    q0 = table_queries(sim)
+    run_cli(*snapshot_args(sim, os.path.join(workdir, "after"), "--numPartitions", "3"))
+    assert table_queries(sim) - q0 == 0
+    assert rebuild(os.path.join(workdir, "after", "bronze")) == source_rows(sim)
+    # sim.bulk_load_table hands the store its rows: ranges are served at once
+    sim.run("CREATE TABLE dbo.big (id BIGINT NOT NULL PRIMARY KEY, v INT NULL, name NVARCHAR(50) NULL);",
+            database="shop")
+    sim.run("EXEC sim.bulk_load_table @table = N'dbo.big', @rows = 5000, @seed = 4;", database="shop")
+    sim.run("EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'big', "
+            "@role_name = NULL;", database="shop")
+    q0 = table_queries(sim)
+    d = os.path.join(workdir, "big")
+    run_cli("snapshot", "--captureInstance", "dbo_big", "--connectionString",
+            sim.connection_string("shop"), "--target", os.path.join(d, "bronze"), "--numPartitions", "4")
+    assert table_queries(sim) - q0 == 4
+    ids = sorted(r["id"] for r in DeltaTable(os.path.join(d, "bronze")).to_pyarrow_table().to_pylist())
+    assert ids == list(range(1, 5001))
+
+
 def test_computed_columns_are_left_out_or_read_null_as_cdc_stores_them(sim, workdir):
     sim.run(SETUP)
     sim.run("""CREATE TABLE dbo.orders (order_id INT NOT NULL PRIMARY KEY, qty INT NULL,

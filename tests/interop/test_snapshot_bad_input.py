@@ -2,8 +2,7 @@
 message saying what is wrong and what to do) that leaves bronze, facts and
 the plans table as they were, or a documented behaviour that loses nothing.
 
-Tests of commands this build lacks skip, saying which; the isolation test
-skips on a simulator that does not refuse SNAPSHOT isolation (error 3952)."""
+Tests of commands this build lacks skip, saying which."""
 import datetime as dt
 import json
 import os
@@ -189,9 +188,8 @@ def test_snapshot_isolation_on_a_database_without_it(sim, workdir, command):
     if command == "backfill":
         require("chunked")
     job, _ = new_job(sim, workdir, ITEMS, 50)
-    if not snapshot_isolation_refused(sim, ITEMS):
-        pytest.skip("the simulator on this branch does not refuse SNAPSHOT isolation on a "
-                    "database without ALLOW_SNAPSHOT_ISOLATION (error 3952)")
+    # the simulator refuses SNAPSHOT (3952) while ALLOW_SNAPSHOT_ISOLATION is OFF
+    assert snapshot_isolation_refused(sim, ITEMS)
     if command == "backfill":
         job.stream(*CHUNKED)
 

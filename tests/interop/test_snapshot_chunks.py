@@ -402,15 +402,55 @@ def test_tokens_are_checked_before_reading(lib, shop):
 
 
 def test_snapshot_isolation_without_allow_snapshot_isolation(lib, shop):
+    """isolationLevel=snapshot on a database that does not allow it: the
+    plan's first read of the table (its key extent) already runs under
+    SNAPSHOT, so planning fails with 3952 and says what to do; allowed, the
+    same plan and its chunks read every row."""
     make(shop, "si", "id INT NOT NULL PRIMARY KEY", list(range(5)), lambda i: f"({i})")
     api = Api(lib, shop, "dbo_si")
-    try:
-        tokens, lsn = api.plan(2, isolationLevel="snapshot")
+    with pytest.raises(PlanError) as e:
+        api.plan(2, isolationLevel="snapshot")
+    assert e.value.server_number == 3952 and "reading MIN and MAX of [id]" in e.value.message \
+        and "SET ALLOW_SNAPSHOT_ISOLATION ON" in e.value.message, e.value
+    shop.run("ALTER DATABASE shop SET ALLOW_SNAPSHOT_ISOLATION ON;")
+    tokens, lsn = api.plan(2, isolationLevel="snapshot")
+    got = sorted(r["id"] for t in tokens for r in api.read(t, lsn, isolationLevel="snapshot")[0])
+    assert got == list(range(5)) and len(tokens) >= 2, (got, tokens)
+    # a token planned under SNAPSHOT, read on a database that no longer allows
+    # it: the stream's first batch fails, saying what to do
+    shop.run("ALTER DATABASE shop SET ALLOW_SNAPSHOT_ISOLATION OFF;")
+    with pytest.raises(OSError) as e:
         api.read(tokens[0], lsn, isolationLevel="snapshot")
-    except PlanError as e:
-        assert e.server_number == 3952 and "ALLOW_SNAPSHOT_ISOLATION ON" in e.message, e
-        return
-    pytest.skip("the simulator runs SNAPSHOT isolation as READ COMMITTED (no error 3952)")
+    assert "error 3952" in str(e.value) and "SET ALLOW_SNAPSHOT_ISOLATION ON" in str(e.value) \
+        and "isolationLevel=readCommitted" in str(e.value), e.value
+
+
+def table_queries(sim):
+    """Reads the simulator's table store has served (sim.fast_path_stats)."""
+    return sim.run("EXEC sim.fast_path_stats;")[0][2]
+
+
+@pytest.mark.parametrize("iso", ["readCommitted", "snapshot"])
+def test_chunks_of_a_bulk_loaded_table_come_from_the_table_store(lib, shop, iso):
+    """The planner's counts per slice and every chunk's read of a table
+    sim.bulk_load_table filled are answered by the simulator's table store
+    (its fast path; the same bytes as SQLite's, tests/unit/test_sim_fast_table.c),
+    and read every row once."""
+    shop.run("ALTER DATABASE shop SET ALLOW_SNAPSHOT_ISOLATION ON;")
+    shop.run("CREATE TABLE dbo.bl (id BIGINT NOT NULL PRIMARY KEY, v INT NULL, name NVARCHAR(20) NULL);",
+             database="shop")
+    shop.run("EXEC sim.bulk_load_table @table = N'dbo.bl', @rows = 3000, @seed = 5, @first_key = -1000;",
+             database="shop")
+    enable(shop, "bl")
+    api = Api(lib, shop, "dbo_bl")
+    q0 = table_queries(shop)
+    tokens, lsn = api.plan(500, isolationLevel=iso)
+    planned = table_queries(shop) - q0
+    assert planned >= 1 and 6 <= len(tokens) <= 12, (planned, len(tokens))
+    q0 = table_queries(shop)
+    ids = [r["id"] for t in tokens for r in api.read(t, lsn, isolationLevel=iso)[0]]
+    assert table_queries(shop) - q0 == len(tokens)
+    assert sorted(ids) == list(range(-1000, 2000)), (len(ids), min(ids), max(ids))
 
 
 def test_datetime_and_datetimeoffset_keys(lib, shop):

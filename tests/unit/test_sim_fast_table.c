@@ -6,6 +6,7 @@
  * SNAPSHOT, writes that change the table, a bulk-loaded table; and it is
  * used when it can be. */
 #include "mcdc_cdc_client.h"
+#include "test_driver_fake.h"
 #include "sim_engine_int.h"
 #include "test_sim_helpers.h"
 #include "test_sim_wire.h"
@@ -30,6 +31,16 @@ static int tcompare(sim_server *srv, sim_session *s, const char *sql, int64_t *s
     mcdc_buf_free(&a);
     mcdc_buf_free(&b);
     return same;
+}
+
+/* Each of q[n] gets the general path's bytes, and served from the store
+ * want times (1 or 0). */
+static void check_served(sim_server *srv, sim_session *s, const char *const *q, size_t n, int64_t want) {
+    for (size_t k = 0; k < n; k++) {
+        int64_t served = 0;
+        CHECK_EQ_INT(tcompare(srv, s, q[k], &served, NULL), 1);
+        CHECK_EQ_INT(served, want);
+    }
 }
 
 /* The snapshot reader's SQL for table tbl with the columns names[n]
@@ -175,10 +186,7 @@ TEST(sim_fast_table_matches_general_path) {
         "SELECT t.vc, t.id FROM [dbo].[all] t WHERE (t.id = 3 OR t.id = 2 OR t.id IS NULL)",
         "SELECT t.id FROM dbo.[all] AS t WHERE t.id > 1 AND t.id > 2 AND t.id < 9",
     };
-    for (size_t k = 0; k < sizeof OTHER / sizeof OTHER[0]; k++) {
-        CHECK_EQ_INT(tcompare(srv, s, OTHER[k], &served, NULL), 1);
-        CHECK_EQ_INT(served, 1);
-    }
+    check_served(srv, s, OTHER, sizeof OTHER / sizeof OTHER[0], 1);
     static const char *GENERAL[] = {
         "SELECT t.id + 1 FROM dbo.[all] AS t",
         "SELECT t.id FROM dbo.[all] AS t WHERE t.id = 1 OR t.id = 5",  /* two ranges */
@@ -187,10 +195,7 @@ TEST(sim_fast_table_matches_general_path) {
         "SELECT TOP (2) t.id FROM dbo.[all] AS t",
         "SELECT a.id FROM dbo.[all] AS a JOIN dbo.[all] AS b ON b.id = a.id",
     };
-    for (size_t k = 0; k < sizeof GENERAL / sizeof GENERAL[0]; k++) {
-        CHECK_EQ_INT(tcompare(srv, s, GENERAL[k], &served, NULL), 1);
-        CHECK_EQ_INT(served, 0);
-    }
+    check_served(srv, s, GENERAL, sizeof GENERAL / sizeof GENERAL[0], 0);
     /* the store off: the general path alone */
     sim_server_set_table_cache_mb(srv, 0);
     snap_sql(&q, "all", ALL, present, NA, NULL, false, 0, false, 0, false, false);
@@ -404,14 +409,49 @@ TEST(sim_fast_table_built_by_whole_reads) {
     tfix_close(&f);
 }
 
-/* A chunk planner's counts per slice of the key come from the store when
- * the key grows with the rowid: the same groups (the NULL keys' first,
- * slices toward zero as T-SQL divides) and bytes as SQLite's GROUP BY. */
+/* The planner's count per slice of key in [*from, *to) (NULL: open), the
+ * text mcdc_cdc_key_slices sends (caught by the scripted connection). */
+static void slices_sql(mcdc_buf *out, const char *tbl, const char *key, int64_t w, const int64_t *from, const int64_t *to,
+                       bool snapshot) {
+    fake_db *f = fake_new();
+    mcdc_conn *conn = fake_connect(f);
+    mcdc_cdc_client *cl = NULL;
+    CHECK_EQ_INT(mcdc_cdc_client_create(&cl, conn, NULL), MCDC_OK);
+    fake_reply(f, "GROUP BY", "b:i64,n:i64", "");
+    mcdc_key_col k;
+    memset(&k, 0, sizeof k);
+    snprintf(k.name, sizeof k.name, "%s", key);
+    snprintf(k.type, sizeof k.type, "bigint");
+    k.kind = MCDC_KEY_INT;
+    mcdc_source_read rd = {snapshot, snapshot ? 0 : -1};
+    mcdc_key_slice *v = NULL;
+    int n = -1;
+    CHECK_EQ_INT(mcdc_cdc_key_slices(&v, &n, cl, "dbo", tbl, &k, w, from, to, &rd, NULL), MCDC_OK);
+    CHECK_EQ_INT(n, 0);
+    mcdc_free(v);
+    mcdc_buf_reset(out);
+    const char *sql = fake_sql(f, 0);
+    CHECK(sql != NULL);
+    if (sql) mcdc_buf_append(out, sql, strlen(sql) + 1, NULL);
+    mcdc_cdc_client_free(cl);
+    mcdc_conn_close(conn);
+    fake_free(f);
+}
+
+/* A chunk planner's counts per slice of the key (mcdc_cdc_key_slices'
+ * query) come from the store when the key grows with the rowid: the same
+ * groups (floor(k / w), ascending; a NULL group first when the WHERE
+ * admits NULL keys) and bytes as SQLite's GROUP BY, under READ COMMITTED
+ * and SNAPSHOT, keys at both ends of bigint. */
 TEST(sim_fast_table_slice_counts) {
     tfix f;
-    if (!tfix_open(&f, "CREATE DATABASE lab; USE lab; CREATE TABLE dbo.h (k bigint NULL, v int NULL);"
+    if (!tfix_open(&f, "CREATE DATABASE lab; ALTER DATABASE lab SET ALLOW_SNAPSHOT_ISOLATION ON; USE lab;"
+                       " CREATE TABLE dbo.h (k bigint NULL, v int NULL);"
                        " INSERT INTO dbo.h VALUES (NULL, 1), (NULL, 2), (-9, 3), (-4, 4), (-3, 5), (0, 6), (1, 7), (1, 8),"
                        " (2, 9), (5, 10), (6, 11), (7, 12), (20, 13), (21, 14), (1000, 15);"
+                       " CREATE TABLE dbo.x (k bigint NULL);"
+                       " INSERT INTO dbo.x VALUES (-9223372036854775807 - 1), (-9223372036854775807), (-1), (0),"
+                       " (9223372036854775806), (9223372036854775807);"
                        " CREATE TABLE dbo.b (id int NOT NULL PRIMARY KEY, x int NULL);"
                        " EXEC sim.bulk_load_table @table = N'dbo.b', @rows = 3000, @seed = 2"))
         return;
@@ -425,59 +465,86 @@ TEST(sim_fast_table_slice_counts) {
     snap_sql(&q, "h", H, present, 2, NULL, false, 0, false, 0, false, false);
     CHECK_EQ_INT(tcompare(srv, s, (const char *)q.data, &served, NULL), 1); /* builds the store */
     CHECK_EQ_INT(served, 1);
-    static const char *Q[] = {
-        "DECLARE @lo bigint = 1, @w bigint = 4; SELECT (t.[k] - @lo) / @w AS slice, COUNT_BIG(*) AS n FROM [dbo].[h] AS t"
-        " GROUP BY (t.[k] - @lo) / @w",
-        "DECLARE @lo bigint = 1, @w bigint = 4; SELECT (t.[k] - @lo) / @w AS slice, COUNT_BIG(*) FROM [dbo].[h] AS t"
-        " WHERE t.[k] >= -5 AND t.[k] < 21 GROUP BY (t.[k] - @lo) / @w ORDER BY slice",
-        "SELECT (t.k - 0) / 1 AS s, COUNT_BIG(*) FROM dbo.h t WHERE (t.k IS NULL OR (t.k < 6)) GROUP BY (t.k - 0) / 1 ORDER BY 1",
-        "SELECT (t.k - -10) / 7, COUNT_BIG(*) FROM dbo.h AS t WHERE t.k IS NOT NULL GROUP BY (t.k - -10) / 7"
-        " ORDER BY (t.k - -10) / 7",
-        "SELECT (t.k - 2000) / 100 AS s, COUNT_BIG(*) AS n FROM dbo.h AS t WHERE t.k > 100 GROUP BY (t.k - 2000) / 100",
-        "SELECT (t.k - 3) / 1000000 AS s, COUNT_BIG(*) AS n FROM dbo.h AS t WHERE t.k < -100 GROUP BY (t.k - 3) / 1000000",
+    snap_sql(&q, "x", H, present, 1, NULL, false, 0, false, 0, false, false);
+    CHECK_EQ_INT(tcompare(srv, s, (const char *)q.data, &served, NULL), 1);
+    CHECK_EQ_INT(served, 1);
+    int64_t m5 = -5, p21 = 21, p6 = 6, m10 = -10, p100 = 100, m100 = -100, p3001 = 3001, p2990 = 2990;
+    struct { const char *t, *k; int64_t w; const int64_t *from, *to; int rows; const char *first, *last; } S[] = {
+        {"h", "k", 4, NULL, NULL, 6, "-3|1", "250|1"}, /* -9: floor(-9 / 4) = -3 */
+        {"h", "k", 4, &m5, &p21, 4, "-1|2", "5|1"},
+        {"h", "k", 1, NULL, &p6, 7, "-9|1", "5|1"},
+        {"h", "k", 7, &m10, NULL, 7, "-2|1", "142|1"},
+        {"h", "k", 100, &p100, NULL, 1, "10|1", "10|1"},
+        {"h", "k", 1000000, NULL, &m100, 0, NULL, NULL},
+        {"h", "k", INT64_MAX, NULL, NULL, 2, "-1|3", "0|10"},
+        {"x", "k", 16, NULL, NULL, 4, "-576460752303423488|2", "576460752303423487|2"},
+        {"x", "k", 3, NULL, NULL, 4, "-3074457345618258603|2", "3074457345618258602|2"},
+        {"x", "k", INT64_MAX, NULL, NULL, 4, "-2|1", "1|1"}, /* MIN / MAX floors to -2 */
+        {"x", "k", 1, &m10, NULL, 4, "-1|1", "9223372036854775807|1"},
+        {"b", "id", 250, NULL, &p3001, 13, "0|249", "12|1"},
+        {"b", "id", 1, &p2990, NULL, 11, "2990|1", "3000|1"},
     };
-    for (size_t k = 0; k < sizeof Q / sizeof Q[0]; k++) {
-        CHECK_EQ_INT(tcompare(srv, s, Q[k], &served, NULL), 1);
-        CHECK_EQ_INT(served, 1);
-    }
-    run(s, c, Q[0]);
-    CHECK_EQ_INT(c->nrows, 8);
+    for (size_t k = 0; k < sizeof S / sizeof S[0]; k++)
+        for (int iso = 0; iso < 2; iso++) {
+            slices_sql(&q, S[k].t, S[k].k, S[k].w, S[k].from, S[k].to, iso == 1);
+            CHECK_EQ_INT(tcompare(srv, s, (const char *)q.data, &served, NULL), 1);
+            CHECK_EQ_INT(served, 1);
+            run(s, c, (const char *)q.data);
+            CHECK_EQ_INT(c->nerrors, 0);
+            CHECK_EQ_INT(c->nrows, S[k].rows);
+            if (S[k].rows > 0 && c->nrows == S[k].rows) {
+                CHECK_EQ_STR(c->rows[0], S[k].first);
+                CHECK_EQ_STR(c->rows[S[k].rows - 1], S[k].last);
+            }
+        }
+    /* the same shape written by hand: any case, other names, the NULL keys
+     * admitted (their group first) */
+    static const char *SAME[] = {
+        "select [__$b], count_big(*) from (select case when cast(k as bigint) >= 0 then cast(k as bigint) / cast(4 as bigint)"
+        " else (cast(k as bigint) + 1) / cast(4 as bigint) - 1 end as [__$b] from dbo.h) x group by [__$b]",
+        "SELECT s AS slice, COUNT_BIG(*) AS n FROM (SELECT CASE WHEN CAST([k] AS bigint) >= 0 THEN CAST([k] AS bigint) /"
+        " CAST(3 AS bigint) ELSE (CAST([k] AS bigint) + 1) / CAST(3 AS bigint) - 1 END AS s FROM [dbo].[h]"
+        " WHERE ([k] IS NULL OR [k] < 6)) AS x GROUP BY s",
+    };
+    check_served(srv, s, SAME, sizeof SAME / sizeof SAME[0], 1);
+    run(s, c, SAME[1]);
+    CHECK_EQ_INT(c->nrows, 6);
     CHECK_EQ_STR(c->rows[0], "NULL|2");
-    CHECK_EQ_STR(c->rows[1], "-2|1");  /* -9: -10 / 4 toward zero */
-    CHECK_EQ_STR(c->rows[2], "-1|2");  /* -4, -3 */
-    CHECK_EQ_STR(c->rows[3], "0|4");   /* 0, 1, 1, 2: k - 1 in (-4, 4) */
-    CHECK_EQ_STR(c->rows[4], "1|3");   /* 5, 6, 7 */
-    CHECK_EQ_STR(c->rows[7], "249|1"); /* 1000 */
-    /* the bulk-loaded table: its store came with the load */
-    static const char *B[] = {
-        "DECLARE @lo bigint = 1, @w bigint = 250; SELECT (t.[id] - @lo) / @w AS slice, COUNT_BIG(*) FROM [dbo].[b] AS t"
-        " WHERE t.[id] >= 1 AND t.[id] < 3001 GROUP BY (t.[id] - @lo) / @w",
-        "SELECT (t.[id] - 1) / 1 AS slice, COUNT_BIG(*) FROM [dbo].[b] AS t WHERE t.[id] >= 2990 GROUP BY (t.[id] - 1) / 1",
+    CHECK_EQ_STR(c->rows[1], "-3|1"); /* -9 */
+    CHECK_EQ_STR(c->rows[2], "-2|1"); /* -4 */
+    CHECK_EQ_STR(c->rows[3], "-1|1"); /* -3 */
+    CHECK_EQ_STR(c->rows[4], "0|4");  /* 0, 1, 1, 2 */
+    CHECK_EQ_STR(c->rows[5], "1|1");  /* 3 <= k < 6: 5 */
+    /* the general path: another width in the ELSE, a width of 0, another
+     * aggregate, an ORDER BY, a key that does not grow with the rowid */
+    static const char *G[] = {
+        "SELECT [__$b] AS b, COUNT_BIG(*) AS n FROM (SELECT CASE WHEN CAST([k] AS bigint) >= 0 THEN CAST([k] AS bigint) /"
+        " CAST(4 AS bigint) ELSE (CAST([k] AS bigint) + 1) / CAST(5 AS bigint) - 1 END AS [__$b] FROM [dbo].[h]) AS x"
+        " GROUP BY [__$b]",
+        "SELECT [__$b] AS b, COUNT_BIG(*) AS n FROM (SELECT CASE WHEN CAST([k] AS bigint) >= 0 THEN CAST([k] AS bigint) /"
+        " CAST(0 AS bigint) ELSE (CAST([k] AS bigint) + 1) / CAST(0 AS bigint) - 1 END AS [__$b] FROM [dbo].[h]) AS x"
+        " GROUP BY [__$b]",
+        "SELECT [__$b] AS b, COUNT(*) AS n FROM (SELECT CASE WHEN CAST([k] AS bigint) >= 0 THEN CAST([k] AS bigint) /"
+        " CAST(4 AS bigint) ELSE (CAST([k] AS bigint) + 1) / CAST(4 AS bigint) - 1 END AS [__$b] FROM [dbo].[h]) AS x"
+        " GROUP BY [__$b]",
+        "SELECT [__$b] AS b, COUNT_BIG(*) AS n FROM (SELECT CASE WHEN CAST([k] AS bigint) >= 0 THEN CAST([k] AS bigint) /"
+        " CAST(4 AS bigint) ELSE (CAST([k] AS bigint) + 1) / CAST(4 AS bigint) - 1 END AS [__$b] FROM [dbo].[h]) AS x"
+        " GROUP BY [__$b] ORDER BY [__$b] DESC",
+        "SELECT [__$b] AS b, COUNT_BIG(*) AS n FROM (SELECT CASE WHEN CAST([v] AS bigint) >= 0 THEN CAST([k] AS bigint) /"
+        " CAST(4 AS bigint) ELSE (CAST([k] AS bigint) + 1) / CAST(4 AS bigint) - 1 END AS [__$b] FROM [dbo].[h]) AS x"
+        " GROUP BY [__$b]",
     };
-    for (size_t k = 0; k < sizeof B / sizeof B[0]; k++) {
-        CHECK_EQ_INT(tcompare(srv, s, B[k], &served, NULL), 1);
-        CHECK_EQ_INT(served, 1);
-    }
-    run(s, c, B[0]);
-    CHECK_EQ_INT(c->nrows, 12);
-    CHECK_EQ_STR(c->rows[11], "11|250");
-    /* the general path: a width of 0 (its error), a key that does not grow
-     * with the rowid, another aggregate, another grouping */
-    run(s, c, "INSERT INTO dbo.h VALUES (-50, 0)");
+    check_served(srv, s, G, sizeof G / sizeof G[0], 0);
+    run(s, c, "INSERT INTO dbo.h VALUES (-50, 0)"); /* below 1000: the key no longer grows with the rowid */
     snap_sql(&q, "h", H, present, 2, NULL, false, 0, false, 0, false, false);
     CHECK_EQ_INT(tcompare(srv, s, (const char *)q.data, &served, NULL), 1);
-    static const char *G[] = {
-        "DECLARE @w bigint = 0; SELECT (t.[id] - 1) / @w AS slice, COUNT_BIG(*) FROM [dbo].[b] AS t GROUP BY (t.[id] - 1) / @w",
-        "SELECT (t.k - 0) / 4 AS s, COUNT_BIG(*) FROM dbo.h AS t GROUP BY (t.k - 0) / 4",
-        "SELECT (t.[id] - 1) / 10 AS s, COUNT(*) FROM [dbo].[b] AS t GROUP BY (t.[id] - 1) / 10",
-        "SELECT (t.[id] - 1) / 10 AS s, COUNT_BIG(*) FROM [dbo].[b] AS t GROUP BY (t.[id] - 1) / 100",
-    };
-    for (size_t k = 0; k < sizeof G / sizeof G[0]; k++) {
-        CHECK_EQ_INT(tcompare(srv, s, G[k], &served, NULL), 1);
-        CHECK_EQ_INT(served, 0);
-    }
-    run(s, c, G[0]);
-    CHECK_EQ_INT(c->err_number, 8134);
+    CHECK_EQ_INT(served, 1); /* rebuilt */
+    slices_sql(&q, "h", "k", 4, NULL, NULL, false);
+    CHECK_EQ_INT(tcompare(srv, s, (const char *)q.data, &served, NULL), 1);
+    CHECK_EQ_INT(served, 0);
+    run(s, c, (const char *)q.data);
+    CHECK_EQ_INT(c->nrows, 7);
+    CHECK_EQ_STR(c->rows[0], "-13|1");
     mcdc_buf_free(&q);
     tfix_close(&f);
 }
