@@ -16,7 +16,11 @@ Measures:
   benchlib.run_child for why not this process's wait4); the CPU seconds each
   side used during the run (ours from time, the simulator's from
   /proc/<pid>/stat), and rows per CPU-second of each, to show which side is
-  the bottleneck.
+  the bottleneck; sim_table_store_reads_*: the queries the simulator's table
+  store answered (sim.fast_path_stats), the rest went through SQLite.
+- backfill_quiet_*: the same table by `mssql-cdc backfill` (numPartitions 2,
+  chunks of 1,000,000 rows, a wave per round) after `stream --bootstrap
+  --snapshot chunked` opened it, no stream running, plan included.
 - python_*: one connection, `SELECT` of the first BENCH_SNAPSHOT_PYTHON_ROWS
   rows, cursor.arrow_reader() streamed into write_deltalake; its rows/s against
   ours is snapshot_vs_python_ratio (ours on 2 connections) and
@@ -104,12 +108,19 @@ def source_args(sim, ci, partitions):
             "--numPartitions", str(partitions)]
 
 
+def table_store_reads(sim):
+    """Queries the simulator's table store has answered so far (sim.fast_path_stats):
+    a read it did not answer went through SQLite, about 15 times slower."""
+    return sim.run("EXEC sim.fast_path_stats;")[0][2]
+
+
 def measured(sim, args, ok=(0,)):
-    """Runs our CLI once the simulator is quiet; returns (Run, simulator CPU seconds)."""
+    """Runs our CLI once the simulator is quiet; returns (Run, simulator CPU seconds,
+    table store reads)."""
     wait_idle(sim.proc.pid)
-    s0 = cpu_seconds(sim.proc.pid)
+    s0, q0 = cpu_seconds(sim.proc.pid), table_store_reads(sim)
     run = run_child(args, ok=ok)
-    return run, cpu_seconds(sim.proc.pid) - s0
+    return run, cpu_seconds(sim.proc.pid) - s0, table_store_reads(sim) - q0
 
 
 def main():
@@ -140,8 +151,8 @@ def ours_snapshots(sim, work):
     rates, rss = {}, 0.0
     for n in (1, 2):
         target = os.path.join(work, f"ours-{n}conn", "bronze")
-        run, sim_cpu = measured(sim, [CLI, "snapshot", *source_args(sim, "dbo_t", n),
-                                      "--target", target])
+        run, sim_cpu, store = measured(sim, [CLI, "snapshot", *source_args(sim, "dbo_t", n),
+                                             "--target", target])
         rates[n] = ROWS / run.secs
         rss = max(rss, run.rss_mb)
         print(f"snapshot_seconds_{n}conn: {run.secs:.2f}")
@@ -150,8 +161,15 @@ def ours_snapshots(sim, work):
         print(f"snapshot_rows_per_cpu_s_{n}conn: {ROWS / max(run.cpu_s, 1e-3):.0f}")
         print(f"sim_cpu_seconds_{n}conn: {sim_cpu:.2f}")
         print(f"sim_rows_per_cpu_s_{n}conn: {ROWS / max(sim_cpu, 1e-3):.0f}")
+        print(f"sim_table_store_reads_{n}conn: {store}")
         print(f"snapshot_peak_rss_mb_{n}conn: {run.rss_mb:.1f}")
     print(f"snapshot_peak_rss_mb: {rss:.1f}")
+    # the same table in chunks of the CLI's default 1,000,000 rows, nothing else running
+    secs, chunks, runs = our_backfill_secs(sim, os.path.join(work, "ours-bf-t"), "dbo_t",
+                                           1000000)
+    print(f"backfill_quiet_chunks: {chunks}")
+    print(f"backfill_quiet_rows_per_s: {ROWS / secs:.0f}")
+    print(f"backfill_quiet_peak_rss_mb: {max(r.rss_mb for r in runs):.1f}")
     return rates
 
 
@@ -165,7 +183,7 @@ def python_path(sim, work, ours):
         return
     where = f" WHERE id <= {PYTHON_ROWS}" if PYTHON_ROWS < ROWS else ""
     wait_idle(sim.proc.pid)
-    s0 = cpu_seconds(sim.proc.pid)
+    s0, q0 = cpu_seconds(sim.proc.pid), table_store_reads(sim)
     c0 = time.process_time()
     t0 = time.perf_counter()
     conn = mssql_python.connect(f"Server=127.0.0.1,{sim.port};Database={DB};UID=sa;"
@@ -192,6 +210,7 @@ def python_path(sim, work, ours):
     print(f"python_rows_per_s: {rate:.0f}")
     print(f"python_rows_per_cpu_s: {PYTHON_ROWS / max(cpu, 1e-3):.0f}")
     print(f"python_sim_cpu_seconds: {sim_cpu:.2f}")
+    print(f"python_sim_table_store_reads: {table_store_reads(sim) - q0}")
     print(f"snapshot_vs_python_ratio: {ours[2] / rate:.2f}")
     print(f"snapshot_1conn_vs_python_ratio: {ours[1] / rate:.2f}")
 
@@ -211,11 +230,11 @@ def reference(sim, work):
     chunk = max(1, rows // 4)
     print(f"reference_rows: {rows}")
     print(f"reference_backfill_chunk_rows: {chunk}")
-    run, _ = measured(sim, [CLI, "snapshot", *source_args(sim, "dbo_r", 2),
+    run, _, _ = measured(sim, [CLI, "snapshot", *source_args(sim, "dbo_r", 2),
                             "--target", os.path.join(work, "ours-r", "bronze")])
     ours = rows / run.secs
     print(f"snapshot_same_rows_rows_per_s: {ours:.0f}")
-    ours_bf, chunks = our_backfill_secs(sim, work, "dbo_r", chunk)
+    ours_bf, chunks, _ = our_backfill_secs(sim, os.path.join(work, "ours-bf-r"), "dbo_r", chunk)
     print(f"backfill_same_rows_chunks: {chunks}")
     print(f"backfill_same_rows_rows_per_s: {rows / ours_bf:.0f}")
     try:
@@ -303,16 +322,16 @@ def backfill_until_done(sim, ci, lake, app_id, chunk):
             return runs
 
 
-def our_backfill_secs(sim, work, ci, chunk):
+def our_backfill_secs(sim, lake, ci, chunk):
     """Ours as the reference's: the stream opens a chunked snapshot (availableNow, not
-    timed), then the backfill runs until done (timed)."""
-    lake = os.path.join(work, "ours-bf")
+    timed), then the backfill runs until done (timed, with no stream running);
+    returns (seconds, chunks, the runs)."""
     run_child([CLI, "stream", *source_args(sim, ci, 2), *lake_args(lake, "bench-ref"),
                "--checkpoint", os.path.join(lake, "ckpt"), "--bootstrap", "--snapshot",
                "chunked", "--trigger", "availableNow", "--quiet"])
     wait_idle(sim.proc.pid)
     runs = backfill_until_done(sim, ci, lake, "bench-ref", chunk)
-    return sum(r.secs for r in runs), json.loads(runs[-1].out)["chunks_total"]
+    return sum(r.secs for r in runs), json.loads(runs[-1].out)["chunks_total"], runs
 
 
 class Workload(threading.Thread):
@@ -420,9 +439,9 @@ def backfill_under_stream(sim, work):
         t_base = time.perf_counter()
         time.sleep(BASELINE_S)
         t_bf = time.perf_counter()
-        s0 = cpu_seconds(sim.proc.pid)
+        s0, q0 = cpu_seconds(sim.proc.pid), table_store_reads(sim)
         runs = backfill_until_done(sim, "dbo_b", lake, "bench-bf", CHUNK_ROWS)
-        sim_cpu = cpu_seconds(sim.proc.pid) - s0
+        sim_cpu, store = cpu_seconds(sim.proc.pid) - s0, table_store_reads(sim) - q0
         t_end = time.perf_counter()
         time.sleep(2.0)
         wl.stop.set()
@@ -451,6 +470,7 @@ def backfill_under_stream(sim, work):
     # through SQLite, not its table store (and serves the stream's reads meanwhile)
     print(f"backfill_sim_cpu_seconds: {sim_cpu:.2f}")
     print(f"backfill_sim_rows_per_cpu_s: {BACKFILL_ROWS / max(sim_cpu, 1e-3):.0f}")
+    print(f"backfill_sim_table_store_reads: {store}")
     base = lags_ms(sim, wl.commits, watch.batches, t_base, t_bf)
     during = lags_ms(sim, wl.commits, watch.batches, t_bf, t_end)
     print_lags("baseline", base, sum(1 for _, t in wl.commits if t_base <= t < t_bf))
