@@ -14,10 +14,12 @@
 
 #include "mcdc_cdc_client.h"
 #include "mcdc_driver.h"
+#include "mcdc_keyrange.h"
 
 typedef struct {
     const mcdc_connstr *cs;
     mcdc_snapshot_query q;
+    json_t *lo, *hi; /* the range's bounds, owned */
     int64_t rows;
     int rc;
     mcdc_error err;
@@ -27,10 +29,13 @@ static void *run(void *arg) {
     job *j = arg;
     mcdc_conn *c = NULL;
     mcdc_buf sql = {0};
+    mcdc_sql_params params = {0};
     mcdc_result *r = NULL;
     j->rc = mcdc_conn_open(&c, j->cs, NULL, &j->err);
-    if (j->rc == MCDC_OK) j->rc = mcdc_cdc_snapshot_sql(&sql, &j->q, &j->err);
-    if (j->rc == MCDC_OK) j->rc = mcdc_conn_exec(&r, c, (const char *)sql.data, NULL, 0, &j->err);
+    if (j->rc == MCDC_OK) j->rc = mcdc_cdc_snapshot_sql(&sql, &params, &j->q, &j->err);
+    if (j->rc == MCDC_OK)
+        j->rc = mcdc_conn_exec(&r, c, (const char *)sql.data, (const char *const *)params.v, params.n,
+                               &j->err);
     while (j->rc == MCDC_OK) {
         mcdc_batch *b = NULL;
         j->rc = mcdc_result_next_batch(&b, r, 10000, &j->err);
@@ -39,6 +44,7 @@ static void *run(void *arg) {
         mcdc_batch_free(b);
     }
     mcdc_result_free(r);
+    mcdc_sql_params_free(&params);
     mcdc_buf_free(&sql);
     mcdc_conn_close(c);
     return NULL;
@@ -83,24 +89,40 @@ int main(int argc, char **argv) {
         f[nc].nullable = true;
         nc++;
     }
+    /* the key, an integer column, as the reader's planner sees it */
+    mcdc_key_col kc;
+    memset(&kc, 0, sizeof kc);
+    snprintf(kc.name, sizeof kc.name, "%s", key);
+    snprintf(kc.type, sizeof kc.type, "bigint");
+    kc.kind = MCDC_KEY_INT;
+    mcdc_source_read rd = {!strcmp(iso, "snapshot"), -1};
     int64_t t0 = mcdc_monotonic_us(), lo = 0, hi = 0;
-    bool empty = true;
-    if (mcdc_cdc_key_extent(&lo, &hi, &empty, cl, "dbo", table, key, -1, &err)) {
+    json_t *jlo = NULL, *jhi = NULL;
+    if (mcdc_cdc_key_min_max(&jlo, &jhi, cl, "dbo", table, &kc, NULL, NULL, &rd, &err)) {
         fprintf(stderr, "bench_table: %s\n", err.message);
         return 1;
     }
+    if (json_is_integer(jlo) && json_is_integer(jhi)) {
+        lo = (int64_t)json_integer_value(jlo);
+        hi = (int64_t)json_integer_value(jhi);
+    }
+    json_decref(jlo);
+    json_decref(jhi);
     job *jobs = calloc((size_t)n, sizeof *jobs);
     pthread_t *th = calloc((size_t)n, sizeof *th);
     for (int k = 0; k < n; k++) {
         job *j = &jobs[k];
         j->cs = cs;
         j->err = (mcdc_error)MCDC_ERROR_INIT;
-        j->q = (mcdc_snapshot_query){"dbo", table, f, nc, src, false, "0x0000002A000001000001", "2026-01-01T00:00:00.000000",
-                                     key, k > 0, k < n - 1, 0, 0, k == 0, !strcmp(iso, "snapshot"), -1};
-        /* uniform ranges of [lo, hi]: the first open below, the last above */
+        /* uniform ranges [lo, hi) of the keys: the first open below (it
+         * takes the NULL keys), the last open above */
         __int128 span = (__int128)hi - lo + 1;
-        j->q.lo = (int64_t)(lo + span * k / n);
-        j->q.hi = (int64_t)(lo + span * (k + 1) / n);
+        j->lo = k > 0 ? json_integer((json_int_t)(lo + span * k / n)) : NULL;
+        j->hi = k < n - 1 ? json_integer((json_int_t)(lo + span * (k + 1) / n)) : NULL;
+        j->q = (mcdc_snapshot_query){.source_schema = "dbo", .source_table = table, .cols = f, .n_cols = nc,
+                                     .source_names = src, .lsn = "0x0000002A000001000001",
+                                     .commit_ts = "2026-01-01T00:00:00.000000", .keys = &kc, .n_keys = 1,
+                                     .lo = j->lo, .hi = j->hi, .read = rd};
         pthread_create(&th[k], NULL, run, j);
     }
     int64_t rows = 0;
@@ -108,6 +130,8 @@ int main(int argc, char **argv) {
     for (int k = 0; k < n; k++) {
         pthread_join(th[k], NULL);
         rows += jobs[k].rows;
+        json_decref(jobs[k].lo);
+        json_decref(jobs[k].hi);
         if (jobs[k].rc) {
             fprintf(stderr, "bench_table: range %d: %s\n", k, jobs[k].err.message);
             rc = 1;
