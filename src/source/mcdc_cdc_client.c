@@ -1014,31 +1014,34 @@ int mcdc_cdc_column_sql(mcdc_buf *out, const char *alias, const char *name, uint
     case MCDC_READ_HIERARCHYID: /* ToString(): '/1/2/' */
         if (rc == MCDC_OK) rc = mcdc_buf_printf(out, err, "CAST(%s AS nvarchar(4000))", v);
         break;
+    /* The two concatenations below are NULL for a NULL value by the CASE,
+     * not by CONCAT_NULL_YIELDS_NULL, which a session may have OFF. */
     case MCDC_READ_SPATIAL:
         /* One varbinary of the SRID and the WKB with Z and M (mcdc_ewkb.h):
          * through hex, as T-SQL's binary + is the one concatenation the
-         * simulator lacks; NULL stays NULL. */
+         * simulator lacks. */
         if (rc == MCDC_OK)
             rc = mcdc_buf_printf(out, err,
-                                 "CONVERT(varbinary(max), CONVERT(varchar(max), CAST(%s.STSrid "
-                                 "AS binary(4)), 2) + CONVERT(varchar(max), %s.AsBinaryZM(), 2), "
-                                 "2)",
-                                 v, v);
+                                 "CASE WHEN %s IS NULL THEN NULL ELSE CONVERT(varbinary(max), "
+                                 "CONVERT(varchar(max), CAST(%s.STSrid AS binary(4)), 2) + "
+                                 "CONVERT(varchar(max), %s.AsBinaryZM(), 2), 2) END",
+                                 v, v, v);
         break;
     case MCDC_READ_VARIANT: {
-        /* "<base type>:<value>"; NULL stays NULL */
+        /* "<base type>:<value>" */
         if (rc == MCDC_OK)
             rc = mcdc_buf_printf(out, err,
-                                 "CAST(SQL_VARIANT_PROPERTY(%s, 'BaseType') AS nvarchar(128)) + "
-                                 "N':' + CASE CAST(SQL_VARIANT_PROPERTY(%s, 'BaseType') AS "
-                                 "nvarchar(128))",
-                                 v, v);
+                                 "CASE WHEN %s IS NULL THEN NULL ELSE CAST(SQL_VARIANT_PROPERTY(%s, "
+                                 "'BaseType') AS nvarchar(128)) + N':' + CASE "
+                                 "CAST(SQL_VARIANT_PROPERTY(%s, 'BaseType') AS nvarchar(128))",
+                                 v, v, v);
         for (size_t i = 0; rc == MCDC_OK && i < sizeof VARIANT_TEXT / sizeof VARIANT_TEXT[0]; i++)
             rc = mcdc_buf_printf(out, err,
                                  " WHEN N'%s' THEN CONVERT(nvarchar(max), CAST(%s AS %s), %s)",
                                  VARIANT_TEXT[i].base, v, VARIANT_TEXT[i].cast,
                                  VARIANT_TEXT[i].style);
-        if (rc == MCDC_OK) rc = mcdc_buf_printf(out, err, " ELSE CAST(%s AS nvarchar(max)) END", v);
+        if (rc == MCDC_OK)
+            rc = mcdc_buf_printf(out, err, " ELSE CAST(%s AS nvarchar(max)) END END", v);
         break;
     }
     }

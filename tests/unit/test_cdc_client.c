@@ -262,7 +262,7 @@ TEST(cdc_type_mapping_follows_the_reference) {
     for (size_t i = 0; i < sizeof reads / sizeof reads[0]; i++) {
         const mcdc_sql_type *st = mcdc_sql_type_named(reads[i].sql);
         CHECK(st != NULL && st->has_default && st->read == reads[i].read);
-        CHECK_EQ_INT((int)mcdc_cdc_read_type(reads[i].read), (int)reads[i].type);
+        CHECK_EQ_INT((int)mcdc_cdc_read_type((uint8_t)reads[i].read), (int)reads[i].type);
         if (st && st->read != MCDC_READ_VALUE) CHECK(st->type == reads[i].type);
     }
     CHECK(!mcdc_sql_type_named("clr type")->has_default);
@@ -277,10 +277,12 @@ TEST(cdc_column_reads_are_pinned) {
         {MCDC_READ_VALUE, "c.[a]]b]"},
         {MCDC_READ_HIERARCHYID, "CAST(c.[a]]b] AS nvarchar(4000))"},
         {MCDC_READ_SPATIAL,
-         "CONVERT(varbinary(max), CONVERT(varchar(max), CAST(c.[a]]b].STSrid AS binary(4)), 2) "
-         "+ CONVERT(varchar(max), c.[a]]b].AsBinaryZM(), 2), 2)"},
+         "CASE WHEN c.[a]]b] IS NULL THEN NULL ELSE CONVERT(varbinary(max), CONVERT(varchar(max), "
+         "CAST(c.[a]]b].STSrid AS binary(4)), 2) + CONVERT(varchar(max), c.[a]]b].AsBinaryZM(), "
+         "2), 2) END"},
         {MCDC_READ_VARIANT,
-         "CAST(SQL_VARIANT_PROPERTY(c.[a]]b], 'BaseType') AS nvarchar(128)) + N':' + CASE "
+         "CASE WHEN c.[a]]b] IS NULL THEN NULL ELSE CAST(SQL_VARIANT_PROPERTY(c.[a]]b], "
+         "'BaseType') AS nvarchar(128)) + N':' + CASE "
          "CAST(SQL_VARIANT_PROPERTY(c.[a]]b], 'BaseType') AS nvarchar(128)) WHEN N'float' THEN "
          "CONVERT(nvarchar(max), CAST(c.[a]]b] AS float), 3) WHEN N'real' THEN "
          "CONVERT(nvarchar(max), CAST(c.[a]]b] AS real), 3) WHEN N'money' THEN "
@@ -290,7 +292,7 @@ TEST(cdc_column_reads_are_pinned) {
          "CONVERT(nvarchar(max), CAST(c.[a]]b] AS smalldatetime), 120) WHEN N'binary' THEN "
          "CONVERT(nvarchar(max), CAST(c.[a]]b] AS varbinary(8000)), 1) WHEN N'varbinary' THEN "
          "CONVERT(nvarchar(max), CAST(c.[a]]b] AS varbinary(8000)), 1) ELSE CAST(c.[a]]b] AS "
-         "nvarchar(max)) END"},
+         "nvarchar(max)) END END"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         mcdc_buf b = {0};
@@ -316,9 +318,10 @@ TEST(cdc_column_reads_are_pinned) {
                  MCDC_OK);
     CHECK(strstr((char *)b.data,
                  "m.t AS [_commit_ts], c.[id], CAST(c.[node] AS nvarchar(4000)) AS [node], "
-                 "CONVERT(varbinary(max), CONVERT(varchar(max), CAST(c.[shape].STSrid AS "
-                 "binary(4)), 2) + CONVERT(varchar(max), c.[shape].AsBinaryZM(), 2), 2) AS "
-                 "[shape], CAST(NULL AS nvarchar(1)) AS [old] FROM ") != NULL);
+                 "CASE WHEN c.[shape] IS NULL THEN NULL ELSE CONVERT(varbinary(max), "
+                 "CONVERT(varchar(max), CAST(c.[shape].STSrid AS binary(4)), 2) + "
+                 "CONVERT(varchar(max), c.[shape].AsBinaryZM(), 2), 2) END AS [shape], "
+                 "CAST(NULL AS nvarchar(1)) AS [old] FROM ") != NULL);
     mcdc_buf_free(&b);
     mcdc_schema_unref(s);
 }
