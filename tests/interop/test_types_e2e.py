@@ -358,6 +358,9 @@ def test_spark_reads_every_type_and_the_spatial_values_as_geometries(lake, spark
         check_rows([r.asDict() for r in df.collect()], want, f"spark {table}")
     df = spark.read.format("delta").load(os.path.join(lake["work"], "native", "snapshot"))
     df.createOrReplaceTempView("every")
+    split = spark.sql("SELECT substring_index(v, ':', 1) AS t, substr(v, instr(v, ':') + 1) AS x "
+                      "FROM every WHERE id = 2").collect()
+    assert [(r["t"], r["x"]) for r in split] == [("nvarchar", "a:b \u2603")]
     from pyspark.sql import functions
     if not hasattr(functions, "st_geomfromwkb"):
         pytest.skip("this Spark has no st_geomfromwkb (4.1+)")
