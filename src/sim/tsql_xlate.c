@@ -396,6 +396,8 @@ static const udt_member MEMBERS[] = {
     {UK_GEOG, true, "STAsText", "nvarchar(max)", "sim_geo_astext", 1, 0, 0},
     {UK_GEOG, true, "AsTextZM", "nvarchar(max)", "sim_geo_astext", 1, 0, 0},
     {UK_GEOG, true, "STAsBinary", "varbinary(max)", "sim_geo_asbinary", 1, 0, 0},
+    /* the values here are 2D: their WKB with Z and M is STAsBinary's */
+    {UK_GEOG, true, "AsBinaryZM", "varbinary(max)", "sim_geo_asbinary", 1, 0, 0},
     {UK_GEOG, true, "STGeometryType", "nvarchar(4000)", "sim_geo_type", 1, 0, 0},
     {UK_GEOG, true, "STNumPoints", "int", "sim_geo_numpoints", 1, 0, 0},
     {UK_GEOG, false, "STSrid", "int", "sim_geo_srid", 0, 0, 0},
@@ -405,6 +407,8 @@ static const udt_member MEMBERS[] = {
     {UK_GEOM, true, "STAsText", "nvarchar(max)", "sim_geo_astext", 1, 0, 0},
     {UK_GEOM, true, "AsTextZM", "nvarchar(max)", "sim_geo_astext", 1, 0, 0},
     {UK_GEOM, true, "STAsBinary", "varbinary(max)", "sim_geo_asbinary", 1, 0, 0},
+    /* the values here are 2D: their WKB with Z and M is STAsBinary's */
+    {UK_GEOM, true, "AsBinaryZM", "varbinary(max)", "sim_geo_asbinary", 1, 0, 0},
     {UK_GEOM, true, "STGeometryType", "nvarchar(4000)", "sim_geo_type", 1, 0, 0},
     {UK_GEOM, true, "STNumPoints", "int", "sim_geo_numpoints", 1, 0, 0},
     {UK_GEOM, false, "STSrid", "int", "sim_geo_srid", 0, 0, 0},

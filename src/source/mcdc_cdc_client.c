@@ -975,8 +975,83 @@ int mcdc_cdc_user_name(char **out, mcdc_cdc_client *c, mcdc_error *err) {
 
 /* ---- the change-table read ---------------------------------------------------------------- */
 
+/* sql_variant: each base type as text that reads back as the same value.
+ * The default conversion does for most; these it would round (float to 6
+ * digits, money to 2 places, datetime to minutes) or print as characters
+ * (binary): style 3 is float's lossless one (17 digits, SQL Server 2016+),
+ * 2 money's four places, 121 and 120 ISO 8601 with all the fraction
+ * datetime and smalldatetime have, 1 binary as 0x hex. */
+static const struct {
+    const char *base, *cast, *style;
+} VARIANT_TEXT[] = {
+    {"float", "float", "3"},           {"real", "real", "3"},
+    {"money", "money", "2"},           {"smallmoney", "smallmoney", "2"},
+    {"datetime", "datetime", "121"},   {"smalldatetime", "smalldatetime", "120"},
+    {"binary", "varbinary(8000)", "1"}, {"varbinary", "varbinary(8000)", "1"},
+};
+
+mcdc_type_id mcdc_cdc_read_type(uint8_t read) {
+    switch ((mcdc_sql_read)read) {
+    case MCDC_READ_VALUE: break;
+    case MCDC_READ_HIERARCHYID:
+    case MCDC_READ_VARIANT: return MCDC_TYPE_UTF8;
+    case MCDC_READ_SPATIAL: return MCDC_TYPE_BINARY;
+    }
+    return 0;
+}
+
+int mcdc_cdc_column_sql(mcdc_buf *out, const char *alias, const char *name, uint8_t read,
+                        mcdc_error *err) {
+    mcdc_buf x = {0}; /* alias.[name] */
+    int rc = mcdc_buf_printf(&x, err, "%s.", alias);
+    if (rc == MCDC_OK) rc = mcdc_sql_quote_ident(&x, name, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&x, err);
+    const char *v = (const char *)x.data;
+    switch ((mcdc_sql_read)read) {
+    case MCDC_READ_VALUE:
+        if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, v, err);
+        break;
+    case MCDC_READ_HIERARCHYID: /* ToString(): '/1/2/' */
+        if (rc == MCDC_OK) rc = mcdc_buf_printf(out, err, "CAST(%s AS nvarchar(4000))", v);
+        break;
+    /* The two concatenations below are NULL for a NULL value by the CASE,
+     * not by CONCAT_NULL_YIELDS_NULL, which a session may have OFF. */
+    case MCDC_READ_SPATIAL:
+        /* One varbinary of the SRID and the WKB with Z and M (mcdc_ewkb.h):
+         * through hex, as T-SQL's binary + is the one concatenation the
+         * simulator lacks. */
+        if (rc == MCDC_OK)
+            rc = mcdc_buf_printf(out, err,
+                                 "CASE WHEN %s IS NULL THEN NULL ELSE CONVERT(varbinary(max), "
+                                 "CONVERT(varchar(max), CAST(%s.STSrid AS binary(4)), 2) + "
+                                 "CONVERT(varchar(max), %s.AsBinaryZM(), 2), 2) END",
+                                 v, v, v);
+        break;
+    case MCDC_READ_VARIANT: {
+        /* "<base type>:<value>" */
+        if (rc == MCDC_OK)
+            rc = mcdc_buf_printf(out, err,
+                                 "CASE WHEN %s IS NULL THEN NULL ELSE CAST(SQL_VARIANT_PROPERTY(%s, "
+                                 "'BaseType') AS nvarchar(128)) + N':' + CASE "
+                                 "CAST(SQL_VARIANT_PROPERTY(%s, 'BaseType') AS nvarchar(128))",
+                                 v, v, v);
+        for (size_t i = 0; rc == MCDC_OK && i < sizeof VARIANT_TEXT / sizeof VARIANT_TEXT[0]; i++)
+            rc = mcdc_buf_printf(out, err,
+                                 " WHEN N'%s' THEN CONVERT(nvarchar(max), CAST(%s AS %s), %s)",
+                                 VARIANT_TEXT[i].base, v, VARIANT_TEXT[i].cast,
+                                 VARIANT_TEXT[i].style);
+        if (rc == MCDC_OK)
+            rc = mcdc_buf_printf(out, err, " ELSE CAST(%s AS nvarchar(max)) END END", v);
+        break;
+    }
+    }
+    mcdc_buf_free(&x);
+    return rc;
+}
+
 int mcdc_cdc_changes_sql(mcdc_buf *out, const char *ci, const mcdc_field *cols,
-                         const bool *present, int n_cols, bool include_command_id,
+                         const bool *present, const uint8_t *reads, int n_cols,
+                         bool include_command_id,
                          const char *commit_time_sql, const mcdc_row_key *after,
                          mcdc_error *err) {
     int rc = mcdc_validate_capture_instance(ci, err);
@@ -992,7 +1067,11 @@ int mcdc_cdc_changes_sql(mcdc_buf *out, const char *ci, const mcdc_field *cols,
     for (int i = 0; i < n_cols && rc == MCDC_OK; i++) {
         rc = mcdc_buf_append_str(out, ", ", err);
         if (rc != MCDC_OK) break;
-        if (present == NULL || present[i]) {
+        if ((present == NULL || present[i]) && reads && reads[i] != MCDC_READ_VALUE) {
+            rc = mcdc_cdc_column_sql(out, "c", cols[i].name, reads[i], err);
+            if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, " AS ", err);
+            if (rc == MCDC_OK) rc = mcdc_sql_quote_ident(out, cols[i].name, err);
+        } else if (present == NULL || present[i]) {
             rc = mcdc_buf_append_str(out, "c.", err);
             if (rc == MCDC_OK) rc = mcdc_sql_quote_ident(out, cols[i].name, err);
         } else {
@@ -1104,8 +1183,8 @@ int mcdc_cdc_snapshot_sql(mcdc_buf *out, mcdc_sql_params *params, const mcdc_sna
     for (int i = 0; i < q->n_cols && rc == MCDC_OK; i++) {
         rc = mcdc_buf_append_str(&sel, ", ", err);
         if (rc == MCDC_OK && q->source_names[i]) {
-            rc = mcdc_buf_append_str(&sel, "t.", err);
-            if (rc == MCDC_OK) rc = mcdc_sql_quote_ident(&sel, q->source_names[i], err);
+            rc = mcdc_cdc_column_sql(&sel, "t", q->source_names[i],
+                                     q->reads ? q->reads[i] : (uint8_t)MCDC_READ_VALUE, err);
         } else if (rc == MCDC_OK) {
             char ty[32];
             mcdc_sql_type_cast_name(&q->cols[i], ty);

@@ -117,9 +117,11 @@ int mcdc_cdc_captured_columns(mcdc_captured_column **out, int *out_n, mcdc_cdc_c
                               const char *ci, mcdc_error *err);
 void mcdc_captured_columns_free(mcdc_captured_column *cols, int n);
 /* §2.2 type mapping of one captured column, by the type table the TDS
- * backends use (mcdc_sql_types.h). sql_variant, geography, geometry,
- * hierarchyid and unknown types: MCDC_E_UNSUPPORTED "no default type ...
- * pass columns"; a decimal with a bad precision MCDC_E_PROTOCOL. */
+ * backends use (mcdc_sql_types.h), with the types the reference refuses
+ * (sql_variant, geography, geometry, hierarchyid) read through their
+ * expressions. A CLR type of the user's (an unknown name):
+ * MCDC_E_UNSUPPORTED "no default type ... pass columns"; a decimal with a
+ * bad precision MCDC_E_PROTOCOL. */
 int mcdc_cdc_map_type(mcdc_type_id *out_type, int32_t *out_precision, int32_t *out_scale,
                       const mcdc_captured_column *col, mcdc_error *err);
 
@@ -184,9 +186,18 @@ int mcdc_cdc_has_select(int *out, mcdc_cdc_client *c, const char *ci, mcdc_error
 /* SUSER_SNAME()/USER_NAME() for GRANT messages; *out owned (mcdc_free). */
 int mcdc_cdc_user_name(char **out, mcdc_cdc_client *c, mcdc_error *err);
 
+/* A captured column as the SELECTs read it (without AS): alias.[name] as it
+ * is, or through the expression of its type's mcdc_sql_read
+ * (mcdc_sql_types.h). */
+int mcdc_cdc_column_sql(mcdc_buf *out, const char *alias, const char *name, uint8_t read,
+                        mcdc_error *err);
+/* The batch type a read gives (its expression's; MCDC_READ_VALUE: 0, any). */
+mcdc_type_id mcdc_cdc_read_type(uint8_t read);
+
 /* Row 8 text: the change-table read (for the reader and for pinning). cols
  * are the captured columns to read with their batch types; present[i] false
- * selects a typed NULL. after_* (may be NULL) resumes after a row key. */
+ * selects a typed NULL; reads[i] (reads NULL: all MCDC_READ_VALUE) how a
+ * present one is selected. after_* (may be NULL) resumes after a row key. */
 typedef struct mcdc_row_key {
     mcdc_lsn start_lsn;
     int32_t command_id;
@@ -194,7 +205,8 @@ typedef struct mcdc_row_key {
     int32_t operation;
 } mcdc_row_key;
 int mcdc_cdc_changes_sql(mcdc_buf *out, const char *ci, const mcdc_field *cols,
-                         const bool *present, int n_cols, bool include_command_id,
+                         const bool *present, const uint8_t *reads, int n_cols,
+                         bool include_command_id,
                          const char *commit_time_sql, const mcdc_row_key *after,
                          mcdc_error *err);
 
@@ -222,6 +234,7 @@ typedef struct mcdc_snapshot_query {
     int n_cols;
     const char *const *source_names; /* per column: its name in the table now (matched by
                                         column_id), NULL when dropped: a typed NULL */
+    const uint8_t *reads;            /* per column: its mcdc_sql_read; NULL: all values */
     bool include_command_id;
     const char *lsn;                 /* "0x" + 20 hex */
     const char *commit_ts;           /* UTC "YYYY-MM-DDTHH:MM:SS.ffffff", NULL: unknown */

@@ -188,6 +188,35 @@ static int parse_columns(mcdc_schema **out, const char *ddl, const mcdc_schema *
     return MCDC_OK;
 }
 
+/* How each column of the columns option is selected: as the inferred column
+ * of its name is (all, all_reads), so a sql_variant, hierarchyid or
+ * spatial column reads through its expression, which gives one type only. */
+static int listed_reads(uint8_t **out, const mcdc_schema *listed, const mcdc_schema *all,
+                        const uint8_t *all_reads, mcdc_error *err) {
+    *out = NULL;
+    for (int32_t i = 0; all_reads && i < listed->n_fields; i++) {
+        int32_t at = mcdc_schema_find(all, listed->fields[i].name);
+        uint8_t read = at >= 0 ? all_reads[at] : (uint8_t)MCDC_READ_VALUE;
+        if (read == MCDC_READ_VALUE) continue;
+        if (listed->fields[i].type != mcdc_cdc_read_type(read)) {
+            mcdc_free(*out);
+            *out = NULL;
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "columns: '%s' is a %s column, which reads as %s (see "
+                                  "docs/tables.md); give it that type, or leave it out",
+                                  listed->fields[i].name,
+                                  read == MCDC_READ_SPATIAL     ? "geography or geometry"
+                                  : read == MCDC_READ_VARIANT ? "sql_variant"
+                                                              : "hierarchyid",
+                                  read == MCDC_READ_SPATIAL ? "BINARY (EWKB)" : "STRING");
+        }
+        if (*out == NULL && (*out = mcdc_calloc((size_t)listed->n_fields, 1)) == NULL)
+            return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        (*out)[i] = read;
+    }
+    return MCDC_OK;
+}
+
 /* ---- open ----------------------------------------------------------------------------- */
 static void free_keys(mcdc_changes *c) {
     for (int i = 0; i < c->n_keys; i++) mcdc_free(c->keys[i]);
@@ -266,6 +295,7 @@ void mcdc_changes_close(mcdc_changes *c) {
     mcdc_conn_close(c->control);
     mcdc_connstr_free(c->connstr);
     mcdc_schema_unref(c->captured);
+    mcdc_free(c->reads);
     mcdc_schema_unref(c->schema);
     pthread_mutex_destroy(&c->mu);
     mcdc_free(c);
@@ -324,12 +354,14 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
         }
     }
     mcdc_schema *all = NULL;
+    uint8_t *all_reads = NULL;
     char *unreadable = NULL, *computed = NULL;
     const char *given = mcdc_opt_columns(opts);
     bool listed_columns = given && *given;
     if (rc == MCDC_OK)
-        CONTROL_CALL(rc, c, err, mcdc_reader_infer_columns(&all, &unreadable, &computed,
-                                                           listed_columns, c->client, c->ci, err));
+        CONTROL_CALL(rc, c, err,
+                     mcdc_reader_infer_columns(&all, &all_reads, &unreadable, &computed,
+                                               listed_columns, c->client, c->ci, err));
     if (rc == MCDC_OK && computed && !listed_columns)
         mcdc_log(MCDC_LOG_WARN,
                  "%s captures computed column(s) %s, which CDC stores as NULL in every change "
@@ -341,6 +373,7 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
         const char *ddl = mcdc_opt_columns(opts);
         if (ddl && *ddl) {
             rc = parse_columns(&c->captured, ddl, all, unreadable, err);
+            if (rc == MCDC_OK) rc = listed_reads(&c->reads, c->captured, all, all_reads, err);
             mcdc_schema_unref(all);
         } else if (unreadable) {
             /* Only a stream that would read them stops (reference §2.2). */
@@ -352,8 +385,11 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
                                 c->ci, unreadable);
         } else {
             c->captured = all;
+            c->reads = all_reads;
+            all_reads = NULL;
         }
     }
+    mcdc_free(all_reads);
     mcdc_free(unreadable);
     bool with_cmd = mcdc_opt_include_command_id(opts);
     if (rc == MCDC_OK) rc = mcdc_reader_output_schema(&c->schema, c->captured, with_cmd, err);
@@ -365,6 +401,7 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
     ro.capture_instance = c->ci;
     ro.include_command_id = with_cmd;
     ro.columns = c->captured;
+    ro.reads = c->reads;
     ro.clock = c->clock;
     ro.batch_rows = mcdc_opt_arrow_batch_size(opts);
     ro.fail_on_data_loss = mcdc_opt_fail_on_data_loss(opts);

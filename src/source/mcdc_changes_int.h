@@ -24,6 +24,8 @@ struct mcdc_changes {
     mcdc_clock clock;
     mcdc_lsn instance_start;  /* start_lsn of the instance */
     mcdc_schema *captured;    /* columns read, with their types */
+    uint8_t *reads;           /* per captured column its mcdc_sql_read (owned; NULL: all
+                                 read as they are) */
     mcdc_schema *schema;      /* output schema */
     mcdc_reader_options ropt; /* template for each range */
     int retries_max;          /* control-call retries */

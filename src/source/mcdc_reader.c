@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "mcdc_ewkb.h"
 #include "mcdc_options.h" /* mcdc_validate_capture_instance */
 
 /* Fixed leading columns of the output schema. */
@@ -108,10 +109,11 @@ static int computed_ids(int **ids, int *n_ids, mcdc_cdc_client *c, const char *c
     return rc;
 }
 
-int mcdc_reader_infer_columns(mcdc_schema **out, char **unreadable, char **computed,
-                              bool keep_computed, mcdc_cdc_client *c, const char *ci,
-                              mcdc_error *err) {
+int mcdc_reader_infer_columns(mcdc_schema **out, uint8_t **reads, char **unreadable,
+                              char **computed, bool keep_computed, mcdc_cdc_client *c,
+                              const char *ci, mcdc_error *err) {
     *out = NULL;
+    if (reads) *reads = NULL;
     *unreadable = NULL;
     if (computed) *computed = NULL;
     mcdc_captured_column *cols = NULL;
@@ -162,10 +164,18 @@ int mcdc_reader_infer_columns(mcdc_schema **out, char **unreadable, char **compu
         }
     }
     mcdc_schema *s = NULL;
+    uint8_t *how = NULL; /* the reads, when one is not a plain value */
     if (rc == MCDC_OK) rc = mcdc_schema_create(&s, readable, err);
-    for (int i = 0, k = 0; i < n && rc == MCDC_OK; i++)
-        if (types[i] != 0)
+    for (int i = 0, k = 0; i < n && rc == MCDC_OK; i++) {
+        if (types[i] == 0) continue;
+        const mcdc_sql_type *st = mcdc_sql_type_named(cols[i].data_type);
+        if (reads && st && st->read != MCDC_READ_VALUE && how == NULL &&
+            (how = mcdc_calloc((size_t)readable, 1)) == NULL)
+            rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        if (how && st) how[k] = st->read;
+        if (rc == MCDC_OK)
             rc = mcdc_schema_set(s, k++, cols[i].name, types[i], prec[i], scale[i], 0, true, err);
+    }
     if (rc == MCDC_OK && skipped.len) {
         rc = mcdc_buf_cstr(&skipped, err);
         if (rc == MCDC_OK) {
@@ -186,9 +196,22 @@ int mcdc_reader_infer_columns(mcdc_schema **out, char **unreadable, char **compu
     mcdc_captured_columns_free(cols, n);
     if (rc != MCDC_OK) {
         mcdc_schema_unref(s);
+        mcdc_free(how);
         return rc;
     }
     *out = s;
+    if (reads) *reads = how;
+    return MCDC_OK;
+}
+
+int mcdc_reader_finish_reads(mcdc_batch *b, int32_t first, const uint8_t *reads, int32_t n,
+                             mcdc_error *err) {
+    MCDC_ASSERT(first >= 0 && first + n <= b->schema->n_fields);
+    for (int32_t i = 0; reads && i < n; i++) {
+        if (reads[i] != MCDC_READ_SPATIAL) continue;
+        int rc = mcdc_ewkb_column(&b->columns[first + i], err);
+        if (rc != MCDC_OK) return rc;
+    }
     return MCDC_OK;
 }
 
@@ -252,6 +275,7 @@ int mcdc_reader_plan_ranges(mcdc_lsn_range **out, int *n_out, const mcdc_split_p
 typedef struct attempt {
     const mcdc_reader_options *opt;
     const mcdc_schema *captured; /* columns to read */
+    const uint8_t *reads;        /* how each is selected (NULL: as they are) */
     mcdc_schema *out_schema;
     mcdc_lsn from, to;
     bool last;
@@ -337,7 +361,7 @@ static int read_rows(attempt *a, mcdc_cdc_client *c, mcdc_error *err) {
                                       "c.__$start_lsn", err);
     if (rc == MCDC_OK) rc = mcdc_buf_cstr(&commit, err);
     if (rc == MCDC_OK)
-        rc = mcdc_cdc_changes_sql(&sql, ci, a->captured->fields, opt->present,
+        rc = mcdc_cdc_changes_sql(&sql, ci, a->captured->fields, opt->present, a->reads,
                                   a->captured->n_fields, opt->include_command_id,
                                   (const char *)commit.data, a->have_key ? &a->key : NULL, err);
     mcdc_buf_free(&commit);
@@ -360,6 +384,9 @@ static int read_rows(attempt *a, mcdc_cdc_client *c, mcdc_error *err) {
         if (rc != MCDC_OK) break;
         int64_t n = 0;
         rc = mcdc_result_fetch(r, b, 1, rows_max, opt->batch_bytes_max, &n, err);
+        if (rc == MCDC_OK && n > 0)
+            rc = mcdc_reader_finish_reads(b, b->schema->n_fields - a->captured->n_fields,
+                                          a->reads, a->captured->n_fields, err);
         if (rc == MCDC_OK && n > 0) rc = mcdc_col_fill_text(&b->columns[COL_CI], ci, n, err);
         if (rc == MCDC_OK && n > 0) rc = mcdc_batch_seal(b, err);
         if (rc != MCDC_OK || n == 0) {
@@ -448,7 +475,7 @@ static void measure_position(attempt *a, mcdc_cdc_client *c) {
 }
 
 static int run_attempt(attempt *a, mcdc_connect_fn connect, void *connect_ctx,
-                       mcdc_schema **inferred, mcdc_error *err) {
+                       mcdc_schema **inferred, uint8_t **inferred_reads, mcdc_error *err) {
     mcdc_conn *conn = NULL;
     int rc = connect(connect_ctx, &conn, err);
     if (rc != MCDC_OK) return rc;
@@ -461,7 +488,7 @@ static int run_attempt(attempt *a, mcdc_connect_fn connect, void *connect_ctx,
     mcdc_cdc_set_clock(c, &a->opt->clock);
     if (a->captured == NULL) {
         char *unreadable = NULL;
-        rc = mcdc_reader_infer_columns(inferred, &unreadable, NULL, false, c,
+        rc = mcdc_reader_infer_columns(inferred, inferred_reads, &unreadable, NULL, false, c,
                                        a->opt->capture_instance, err);
         if (rc == MCDC_OK && unreadable)
             rc = mcdc_error_set(err, MCDC_E_UNSUPPORTED,
@@ -471,6 +498,7 @@ static int run_attempt(attempt *a, mcdc_connect_fn connect, void *connect_ctx,
         mcdc_free(unreadable);
         if (rc == MCDC_OK) {
             a->captured = *inferred;
+            a->reads = *inferred_reads;
             rc = mcdc_reader_output_schema(&a->out_schema, a->captured,
                                            a->opt->include_command_id, err);
         }
@@ -531,6 +559,7 @@ int mcdc_reader_read_range(mcdc_reader_metrics *metrics, const mcdc_reader_optio
     memset(&a, 0, sizeof a);
     a.opt = opt;
     a.captured = opt->columns;
+    a.reads = opt->columns ? opt->reads : NULL;
     a.from = *from;
     a.to = *to;
     a.last = last;
@@ -542,11 +571,12 @@ int mcdc_reader_read_range(mcdc_reader_metrics *metrics, const mcdc_reader_optio
         if (rc != MCDC_OK) return rc;
     }
     mcdc_schema *inferred = NULL;
+    uint8_t *inferred_reads = NULL;
     int retries_max = opt->retries_max >= 0 ? opt->retries_max : 0;
     int64_t backoff = opt->backoff_ms_first > 0 ? opt->backoff_ms_first : 0;
     for (int attempt_no = 0;; attempt_no++) {
         m->attempts = attempt_no + 1;
-        rc = run_attempt(&a, connect, connect_ctx, &inferred, err);
+        rc = run_attempt(&a, connect, connect_ctx, &inferred, &inferred_reads, err);
         if (rc != MCDC_E_TRANSIENT || attempt_no >= retries_max) break;
         int64_t wait = backoff + (backoff > 0 ? (int64_t)(jitter_next() % (uint64_t)backoff) : 0);
         mcdc_log(MCDC_LOG_WARN,
@@ -561,5 +591,6 @@ int mcdc_reader_read_range(mcdc_reader_metrics *metrics, const mcdc_reader_optio
     m->seconds = (double)(mcdc_monotonic_us() - t0) / 1e6;
     mcdc_schema_unref(a.out_schema);
     mcdc_schema_unref(inferred);
+    mcdc_free(inferred_reads);
     return rc;
 }

@@ -41,6 +41,9 @@ typedef struct mcdc_reader_options {
     /* Optional, one per column: false selects a typed NULL (a column the
      * instance lacks). NULL = all present. Borrowed. */
     const bool *present;
+    /* Optional, one per column: its mcdc_sql_read (how it is selected, from
+     * its SQL Server type). NULL = all as they are. Borrowed. */
+    const uint8_t *reads;
     mcdc_clock clock;             /* server clock; default UTC */
     int64_t batch_rows;           /* arrowBatchSize; default 10000 */
     int64_t batch_bytes_max;      /* default 64 MiB */
@@ -50,7 +53,7 @@ typedef struct mcdc_reader_options {
 } mcdc_reader_options;
 
 #define MCDC_READER_OPTIONS_INIT                                                        \
-    {1, NULL, true, NULL, NULL, {MCDC_CLOCK_UTC, {0}, 0}, 10000, 64 * 1024 * 1024,      \
+    {1, NULL, true, NULL, NULL, NULL, {MCDC_CLOCK_UTC, {0}, 0}, 10000, 64 * 1024 * 1024, \
      MCDC_RETRIES_MAX, MCDC_RETRY_BACKOFF_MS_FIRST, true}
 
 /* Opens a new connection (each attempt calls it once). */
@@ -116,17 +119,24 @@ bool mcdc_is_reserved_column(const char *name);
 /* The one check of captured column names: fields [first, n_fields) of s
  * must not have a reserved name, else MCDC_E_INVALID naming the column. */
 int mcdc_check_reserved_columns(const mcdc_schema *s, int32_t first, mcdc_error *err);
-/* Every captured column of ci with its default type, in column order. A
- * column whose SQL Server type has no default is left out of *out and named
- * in *unreadable ("name (type), ...", owned, NULL when none): a stream whose
- * columns option leaves it out reads the rest, one that lists it gives its
- * type there. Computed columns of the table (sys.columns.is_computed), NULL
- * in every change row, are named in *computed (owned, NULL when none; may be
- * NULL) and left out unless keep_computed (the columns option may list
- * them: they read NULL). */
-int mcdc_reader_infer_columns(mcdc_schema **out, char **unreadable, char **computed,
-                              bool keep_computed, mcdc_cdc_client *c, const char *ci,
-                              mcdc_error *err);
+/* Every captured column of ci with its default type, in column order, and
+ * in *reads (may be NULL) how each is selected: an mcdc_sql_read per field of
+ * *out (owned), or NULL when every one reads as it is. A column whose SQL
+ * Server type has no default (a CLR type of the user's) is left out of *out
+ * and named in *unreadable ("name (type), ...", owned, NULL when none): a
+ * stream whose columns option leaves it out reads the rest, one that lists
+ * it gives its type there. Computed columns of the table
+ * (sys.columns.is_computed), NULL in every change row, are named in
+ * *computed (owned, NULL when none; may be NULL) and left out unless
+ * keep_computed (the columns option may list them: they read NULL). */
+int mcdc_reader_infer_columns(mcdc_schema **out, uint8_t **reads, char **unreadable,
+                              char **computed, bool keep_computed, mcdc_cdc_client *c,
+                              const char *ci, mcdc_error *err);
+/* After a fetch into b, whose captured columns start at column first: the
+ * values the read expressions leave to finish (reads NULL: none), the
+ * spatial ones made EWKB (mcdc_ewkb.h). */
+int mcdc_reader_finish_reads(mcdc_batch *b, int32_t first, const uint8_t *reads, int32_t n,
+                             mcdc_error *err);
 
 /* Reads [from, to] (closed) into batches handed to sink. `last` marks the
  * batch's last range (measures the stream position). metrics may be NULL. */

@@ -423,6 +423,7 @@ int mcdc_changes_snapshot_read(mcdc_changes *c, const json_t *keys, const json_t
         .cols = c->captured->fields,
         .n_cols = c->captured->n_fields,
         .source_names = (const char *const *)names,
+        .reads = c->reads,
         .include_command_id = c->ropt.include_command_id,
         .lsn = lsn_text,
         .commit_ts = has_ts ? ts : NULL,
@@ -446,6 +447,9 @@ int mcdc_changes_snapshot_read(mcdc_changes *c, const json_t *keys, const json_t
         int64_t n = 0;
         rc = mcdc_batch_create(&b, c->schema, rows_max, err);
         if (rc == MCDC_OK) rc = mcdc_result_fetch(res, b, 1, rows_max, c->ropt.batch_bytes_max, &n, err);
+        if (rc == MCDC_OK && n > 0)
+            rc = mcdc_reader_finish_reads(b, c->schema->n_fields - c->captured->n_fields, c->reads,
+                                          c->captured->n_fields, err);
         if (rc == MCDC_OK && n > 0) rc = mcdc_reader_fill_capture_instance(b, c->ci, n, err);
         if (rc == MCDC_OK && n > 0) rc = mcdc_batch_seal(b, err);
         if (rc != MCDC_OK || n == 0) {

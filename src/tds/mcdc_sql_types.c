@@ -13,9 +13,10 @@ enum {
     T_SQL_VARIANT, T_GEOGRAPHY, T_GEOMETRY, T_HIERARCHYID, T_CLR, T_COUNT
 };
 
-#define ROW(n, t) {n, MCDC_TYPE_##t, 0, 0, true, false}
-#define TEXT(n) {n, MCDC_TYPE_UTF8, 0, 0, true, true}
-#define NODEFAULT(n, t) {n, MCDC_TYPE_##t, 0, 0, false, false}
+#define ROW(n, t) {n, MCDC_TYPE_##t, 0, 0, true, false, MCDC_READ_VALUE}
+#define TEXT(n) {n, MCDC_TYPE_UTF8, 0, 0, true, true, MCDC_READ_VALUE}
+#define READ(n, t, r) {n, MCDC_TYPE_##t, 0, 0, true, false, MCDC_READ_##r}
+#define NODEFAULT(n, t) {n, MCDC_TYPE_##t, 0, 0, false, false, MCDC_READ_VALUE}
 static const mcdc_sql_type TYPES[T_COUNT] = {
     [T_BIT] = ROW("bit", BOOL),
     [T_TINYINT] = ROW("tinyint", INT16), /* 0-255 does not fit a signed byte */
@@ -24,10 +25,10 @@ static const mcdc_sql_type TYPES[T_COUNT] = {
     [T_BIGINT] = ROW("bigint", INT64),
     [T_REAL] = ROW("real", FLOAT),
     [T_FLOAT] = ROW("float", DOUBLE),
-    [T_DECIMAL] = {"decimal", MCDC_TYPE_DECIMAL, -1, -1, true, false},
-    [T_NUMERIC] = {"numeric", MCDC_TYPE_DECIMAL, -1, -1, true, false},
-    [T_MONEY] = {"money", MCDC_TYPE_DECIMAL, 19, 4, true, false},
-    [T_SMALLMONEY] = {"smallmoney", MCDC_TYPE_DECIMAL, 10, 4, true, false},
+    [T_DECIMAL] = {"decimal", MCDC_TYPE_DECIMAL, -1, -1, true, false, MCDC_READ_VALUE},
+    [T_NUMERIC] = {"numeric", MCDC_TYPE_DECIMAL, -1, -1, true, false, MCDC_READ_VALUE},
+    [T_MONEY] = {"money", MCDC_TYPE_DECIMAL, 19, 4, true, false, MCDC_READ_VALUE},
+    [T_SMALLMONEY] = {"smallmoney", MCDC_TYPE_DECIMAL, 10, 4, true, false, MCDC_READ_VALUE},
     [T_DATE] = ROW("date", DATE32),
     [T_DATETIME] = ROW("datetime", TIMESTAMP_NTZ),
     [T_SMALLDATETIME] = ROW("smalldatetime", TIMESTAMP_NTZ),
@@ -48,16 +49,20 @@ static const mcdc_sql_type TYPES[T_COUNT] = {
     [T_IMAGE] = ROW("image", BINARY),
     [T_TIMESTAMP] = ROW("timestamp", BINARY), /* rowversion: binary(8) on the wire */
     [T_ROWVERSION] = ROW("rowversion", BINARY),
-    /* No default for a captured column (reference §2.2); a result column
-     * reads as the value's text (sql_variant) or its bytes (CLR types). */
-    [T_SQL_VARIANT] = NODEFAULT("sql_variant", UTF8),
-    [T_GEOGRAPHY] = NODEFAULT("geography", BINARY),
-    [T_GEOMETRY] = NODEFAULT("geometry", BINARY),
-    [T_HIERARCHYID] = NODEFAULT("hierarchyid", BINARY),
-    [T_CLR] = NODEFAULT("clr type", BINARY), /* a UDT column: TDS does not name it here */
+    /* The reference refuses these (§2.2); a captured column of them reads
+     * through its expression, a bare result column as the decoders read it:
+     * sql_variant as its value's text, a CLR type's as its bytes (T_CLR). */
+    [T_SQL_VARIANT] = READ("sql_variant", UTF8, VARIANT),
+    [T_GEOGRAPHY] = READ("geography", BINARY, SPATIAL),
+    [T_GEOMETRY] = READ("geometry", BINARY, SPATIAL),
+    [T_HIERARCHYID] = READ("hierarchyid", UTF8, HIERARCHYID),
+    /* A UDT result column (TDS does not name its type here), or a captured
+     * column of a CLR type of the user's: no default. */
+    [T_CLR] = NODEFAULT("clr type", BINARY),
 };
 #undef ROW
 #undef TEXT
+#undef READ
 #undef NODEFAULT
 
 /* FreeTDS ids that are not TDS 7.4 wire ids: db-lib reports (max) and

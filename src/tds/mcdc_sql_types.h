@@ -8,10 +8,13 @@
  * -> decimal(10,4); date -> date32; datetime, datetime2, smalldatetime ->
  * timestamp_ntz; datetimeoffset -> timestamp UTC (its instant); time,
  * character types, xml and uniqueidentifier -> utf8; binary types and
- * timestamp/rowversion -> binary. sql_variant and CLR types (geography,
- * geometry, hierarchyid) have no default type for a captured column: the
- * columns option must give one; a result column of theirs still reads (as
- * text, as bytes).
+ * timestamp/rowversion -> binary. The types the reference refuses read too,
+ * each through an expression of its own in the SELECT (mcdc_sql_read):
+ * hierarchyid -> utf8, its string form ('/1/2/'); geography and geometry ->
+ * binary, EWKB (the WKB with Z and M, and the value's SRID in the header);
+ * sql_variant -> utf8, "<base type>:<value>". Another CLR type has no
+ * default: the columns option must leave it out or give its type; a result
+ * column of one still reads (as bytes).
  *
  * Both TDS backends take a result column's type from it by TDS type id
  * (mcdc_sql_type_of_tds), the CDC client a captured column's by the name
@@ -26,6 +29,18 @@
 
 #include "mcdc_batch.h"
 
+/* How a captured column of a type is selected: as it is, or through an
+ * expression whose value is the batch type's (the change-row and snapshot
+ * SELECTs, mcdc_cdc_client.c). */
+typedef enum mcdc_sql_read {
+    MCDC_READ_VALUE = 0,   /* the column itself */
+    MCDC_READ_HIERARCHYID, /* CAST(x AS nvarchar(4000)): ToString() */
+    MCDC_READ_SPATIAL,     /* its SRID (binary(4)) then x.AsBinaryZM(), made EWKB after the
+                              fetch (mcdc_ewkb.h) */
+    MCDC_READ_VARIANT      /* SQL_VARIANT_PROPERTY(x, 'BaseType') + ':' + the value's text,
+                              in a form that reads back exactly */
+} mcdc_sql_read;
+
 typedef struct mcdc_sql_type {
     const char *name;       /* SQL Server's name, lower case ("tinyint") */
     mcdc_type_id type;      /* the batch type its values read as */
@@ -33,6 +48,7 @@ typedef struct mcdc_sql_type {
     int8_t scale;
     bool has_default;       /* false: a captured column needs a type from the columns option */
     bool chars;             /* character data: text as it is, not a value printed as text */
+    uint8_t read;           /* mcdc_sql_read: how a captured column of it is selected */
 } mcdc_sql_type;
 
 /* The type named `name` (any case; sysname is nvarchar's alias), or NULL

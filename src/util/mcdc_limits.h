@@ -106,6 +106,11 @@
 /* Thrift nesting in Parquet metadata is shallow (depth < 10). */
 #define MCDC_THRIFT_DEPTH_MAX 32
 
+/* WKB: geometries nested in a spatial value (a collection in a collection,
+ * a curve polygon's rings). SQL Server's own values nest a few levels; 32
+ * bounds the stack of the EWKB rewrite (mcdc_ewkb.c) on any bytes. */
+#define MCDC_WKB_DEPTH_MAX 32
+
 /* Delta: one commit file. Checkpoints carry the bulk; a commit of ours holds
  * a few actions. Foreign commits with many adds fit in 256 MiB. */
 #define MCDC_DELTA_COMMIT_BYTES_MAX (256u * 1024u * 1024u)

@@ -221,6 +221,11 @@ TEST(cdc_type_mapping_follows_the_reference) {
         {"varbinary", 0, 0, MCDC_TYPE_BINARY, 0, 0},
         {"image", 0, 0, MCDC_TYPE_BINARY, 0, 0},
         {"timestamp", 0, 0, MCDC_TYPE_BINARY, 0, 0},
+        /* the types the reference refuses, read through their expressions */
+        {"hierarchyid", 0, 0, MCDC_TYPE_UTF8, 0, 0},
+        {"sql_variant", 0, 0, MCDC_TYPE_UTF8, 0, 0},
+        {"geography", 0, 0, MCDC_TYPE_BINARY, 0, 0},
+        {"GEOMETRY", 0, 0, MCDC_TYPE_BINARY, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         mcdc_captured_column c = col("c", cases[i].sql, cases[i].p, cases[i].s);
@@ -232,18 +237,93 @@ TEST(cdc_type_mapping_follows_the_reference) {
             CHECK(0);
         }
     }
-    static const char *const no_default[] = {"sql_variant", "geography", "geometry",
-                                             "hierarchyid", "MyClrType"};
-    for (size_t i = 0; i < 5; i++) {
-        mcdc_captured_column c = col("shape", no_default[i], 0, 0);
-        mcdc_type_id t;
-        int32_t p, s;
-        mcdc_error e = MCDC_ERROR_INIT;
-        CHECK_EQ_INT(mcdc_cdc_map_type(&t, &p, &s, &c, &e), MCDC_E_UNSUPPORTED);
-        CHECK(strstr(e.message, "no default type") != NULL);
-        CHECK(strstr(e.message, "pass columns") != NULL);
-        CHECK(strstr(e.message, "'shape'") != NULL);
+    /* a CLR type of the user's: no default */
+    mcdc_captured_column c = col("shape", "MyClrType", 0, 0);
+    mcdc_type_id t;
+    int32_t p, s;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_cdc_map_type(&t, &p, &s, &c, &e), MCDC_E_UNSUPPORTED);
+    CHECK(strstr(e.message, "no default type") != NULL);
+    CHECK(strstr(e.message, "pass columns") != NULL);
+    CHECK(strstr(e.message, "'shape'") != NULL);
+    /* how each is selected, and the type that read gives */
+    static const struct {
+        const char *sql;
+        mcdc_sql_read read;
+        mcdc_type_id type;
+    } reads[] = {
+        {"int", MCDC_READ_VALUE, 0},
+        {"xml", MCDC_READ_VALUE, 0},
+        {"hierarchyid", MCDC_READ_HIERARCHYID, MCDC_TYPE_UTF8},
+        {"sql_variant", MCDC_READ_VARIANT, MCDC_TYPE_UTF8},
+        {"geography", MCDC_READ_SPATIAL, MCDC_TYPE_BINARY},
+        {"geometry", MCDC_READ_SPATIAL, MCDC_TYPE_BINARY},
+    };
+    for (size_t i = 0; i < sizeof reads / sizeof reads[0]; i++) {
+        const mcdc_sql_type *st = mcdc_sql_type_named(reads[i].sql);
+        CHECK(st != NULL && st->has_default && st->read == reads[i].read);
+        CHECK_EQ_INT((int)mcdc_cdc_read_type((uint8_t)reads[i].read), (int)reads[i].type);
+        if (st && st->read != MCDC_READ_VALUE) CHECK(st->type == reads[i].type);
     }
+    CHECK(!mcdc_sql_type_named("clr type")->has_default);
+}
+
+TEST(cdc_column_reads_are_pinned) {
+    /* the expression of each read, for a name that needs quoting */
+    static const struct {
+        mcdc_sql_read read;
+        const char *want;
+    } cases[] = {
+        {MCDC_READ_VALUE, "c.[a]]b]"},
+        {MCDC_READ_HIERARCHYID, "CAST(c.[a]]b] AS nvarchar(4000))"},
+        {MCDC_READ_SPATIAL,
+         "CASE WHEN c.[a]]b] IS NULL THEN NULL ELSE CONVERT(varbinary(max), CONVERT(varchar(max), "
+         "CAST(c.[a]]b].STSrid AS binary(4)), 2) + CONVERT(varchar(max), c.[a]]b].AsBinaryZM(), "
+         "2), 2) END"},
+        {MCDC_READ_VARIANT,
+         "CASE WHEN c.[a]]b] IS NULL THEN NULL ELSE CAST(SQL_VARIANT_PROPERTY(c.[a]]b], "
+         "'BaseType') AS nvarchar(128)) + N':' + CASE "
+         "CAST(SQL_VARIANT_PROPERTY(c.[a]]b], 'BaseType') AS nvarchar(128)) WHEN N'float' THEN "
+         "CONVERT(nvarchar(max), CAST(c.[a]]b] AS float), 3) WHEN N'real' THEN "
+         "CONVERT(nvarchar(max), CAST(c.[a]]b] AS real), 3) WHEN N'money' THEN "
+         "CONVERT(nvarchar(max), CAST(c.[a]]b] AS money), 2) WHEN N'smallmoney' THEN "
+         "CONVERT(nvarchar(max), CAST(c.[a]]b] AS smallmoney), 2) WHEN N'datetime' THEN "
+         "CONVERT(nvarchar(max), CAST(c.[a]]b] AS datetime), 121) WHEN N'smalldatetime' THEN "
+         "CONVERT(nvarchar(max), CAST(c.[a]]b] AS smalldatetime), 120) WHEN N'binary' THEN "
+         "CONVERT(nvarchar(max), CAST(c.[a]]b] AS varbinary(8000)), 1) WHEN N'varbinary' THEN "
+         "CONVERT(nvarchar(max), CAST(c.[a]]b] AS varbinary(8000)), 1) ELSE CAST(c.[a]]b] AS "
+         "nvarchar(max)) END END"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mcdc_buf b = {0};
+        CHECK_EQ_INT(mcdc_cdc_column_sql(&b, "c", "a]b", (uint8_t)cases[i].read, NULL), MCDC_OK);
+        CHECK_EQ_INT(mcdc_buf_cstr(&b, NULL), MCDC_OK);
+        CHECK_EQ_STR((const char *)b.data, cases[i].want);
+        mcdc_buf_free(&b);
+    }
+    /* in the change-row read: AS the column's name; a typed NULL for one
+     * the instance lacks, whatever its read */
+    mcdc_schema *s = NULL;
+    mcdc_schema_create(&s, 4, NULL);
+    mcdc_schema_set(s, 0, "id", MCDC_TYPE_INT32, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, 1, "node", MCDC_TYPE_UTF8, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, 2, "shape", MCDC_TYPE_BINARY, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, 3, "old", MCDC_TYPE_UTF8, 0, 0, 0, true, NULL);
+    bool present[4] = {true, true, true, false};
+    uint8_t reads[4] = {MCDC_READ_VALUE, MCDC_READ_HIERARCHYID, MCDC_READ_SPATIAL,
+                        MCDC_READ_VARIANT};
+    mcdc_buf b = {0};
+    CHECK_EQ_INT(mcdc_cdc_changes_sql(&b, "dbo_t", s->fields, present, reads, 4, false, "m.t",
+                                      NULL, NULL),
+                 MCDC_OK);
+    CHECK(strstr((char *)b.data,
+                 "m.t AS [_commit_ts], c.[id], CAST(c.[node] AS nvarchar(4000)) AS [node], "
+                 "CASE WHEN c.[shape] IS NULL THEN NULL ELSE CONVERT(varbinary(max), "
+                 "CONVERT(varchar(max), CAST(c.[shape].STSrid AS binary(4)), 2) + "
+                 "CONVERT(varchar(max), c.[shape].AsBinaryZM(), 2), 2) END AS [shape], "
+                 "CAST(NULL AS nvarchar(1)) AS [old] FROM ") != NULL);
+    mcdc_buf_free(&b);
+    mcdc_schema_unref(s);
 }
 
 TEST(cdc_captured_columns_and_capture_instances) {
@@ -395,7 +475,7 @@ TEST(cdc_changes_sql_is_pinned) {
     mcdc_schema_set(s, 2, "gone", MCDC_TYPE_DECIMAL, 10, 2, 0, true, NULL);
     bool present[3] = {true, true, false};
     mcdc_buf b = {0};
-    CHECK_EQ_INT(mcdc_cdc_changes_sql(&b, "dbo_orders", s->fields, present, 3, true,
+    CHECK_EQ_INT(mcdc_cdc_changes_sql(&b, "dbo_orders", s->fields, present, NULL, 3, true,
                                       "CAST(m.tran_end_time AS datetime2(3))", NULL, NULL),
                  MCDC_OK);
     CHECK_EQ_STR((char *)b.data,
@@ -413,7 +493,7 @@ TEST(cdc_changes_sql_is_pinned) {
     mcdc_lsn_parse_cstr(&k.seqval, "0x11", NULL);
     k.command_id = 2;
     k.operation = 3;
-    CHECK_EQ_INT(mcdc_cdc_changes_sql(&b, "dbo_orders", s->fields, NULL, 1, false,
+    CHECK_EQ_INT(mcdc_cdc_changes_sql(&b, "dbo_orders", s->fields, NULL, NULL, 1, false,
                                       "CAST(m.tran_end_time AS datetime2(3))", &k, NULL),
                  MCDC_OK);
     CHECK(strstr((char *)b.data, "__$command_id") == NULL);

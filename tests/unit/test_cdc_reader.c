@@ -408,3 +408,93 @@ TEST(reader_infers_columns_and_rejects_reserved_names) {
     mcdc_buf_free(&col.rows);
     fake_free(f);
 }
+
+/* A sink that keeps the batch (the test reads its columns). */
+static int keep_sink(void *ctx, mcdc_batch *b, mcdc_error *err) {
+    mcdc_batch **kept = ctx;
+    if (*kept) mcdc_batch_free(*kept);
+    *kept = b;
+    return mcdc_batch_validate(b, err);
+}
+
+TEST(reader_reads_the_types_the_reference_refuses) {
+    fake_db *f = fake_new();
+    fake_reply(f, "sp_cdc_get_captured_columns",
+               "column_name:utf8,column_id:i32,column_ordinal:i32,data_type:utf8,"
+               "numeric_precision:i32,numeric_scale:i32",
+               "id|1|1|int|10|0\nnode|2|2|hierarchyid|\\N|\\N\nshape|3|3|geography|\\N|\\N\n"
+               "any|4|4|sql_variant|\\N|\\N\ndoc|5|5|xml|\\N|\\N");
+    fake_reply(f, "sp_cdc_help_change_data_capture",
+               "source_schema:utf8,source_table:utf8,capture_instance:utf8,start_lsn:bin,"
+               "create_date:ts,index_column_list:utf8",
+               "dbo|t|dbo_t|0x00000000000000000100|2025-01-01 00:00:00|[id]");
+    fake_reply(f, "FROM sys.columns",
+               "name:utf8,column_id:i32,collation_name:utf8,is_computed:bool",
+               "id|1|\\N|0\nnode|2|\\N|0\nshape|3|\\N|0\nany|4|\\N|0\ndoc|5|\\N|0");
+    script_prelude(f);
+    /* what the server answers the expressions: text, SRID + WKB, text */
+    fake_reply(f, "cdc.[dbo_t_CT]",
+               "_start_lsn:utf8,_seqval:utf8,_operation:i32,_command_id:i32,_commit_ts:ts,"
+               "id:i32,node:utf8,shape:bin,any:utf8,doc:utf8",
+               "0x00000000000000000010|0x00000000000000000011|2|1|2025-01-01 00:00:00|1|/1/2/|"
+               "0x000010E60101000000000000000000F03F0000000000000040|int:42|<a />\n"
+               "0x00000000000000000010|0x00000000000000000012|2|2|2025-01-01 00:00:00|2|\\N|"
+               "\\N|\\N|\\N");
+    script_after(f, "0x00000000000000000001", "100");
+    conn_ctx k = {f, 0, 0};
+    mcdc_batch *b = NULL;
+    mcdc_reader_options opt = MCDC_READER_OPTIONS_INIT;
+    opt.capture_instance = "dbo_t";
+    mcdc_lsn from, to;
+    mcdc_lsn_parse_cstr(&from, "0x10", NULL);
+    mcdc_lsn_parse_cstr(&to, "0x40", NULL);
+    mcdc_error re = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_reader_read_range(NULL, &opt, fake_connector, &k, &from, &to, false,
+                                        keep_sink, &b, &re),
+                 MCDC_OK);
+    if (re.code) fprintf(stderr, "  %s\n", re.message);
+    CHECK(strstr(fake_sql(f, 5), "c.[id], CAST(c.[node] AS nvarchar(4000)) AS [node], CASE "
+                                 "WHEN c.[shape] IS NULL THEN NULL ELSE CONVERT(varbinary(max), "
+                                 "CONVERT(varchar(max), CAST(c.[shape].STSrid AS binary(4)), 2)") !=
+          NULL);
+    CHECK(strstr(fake_sql(f, 5), "ELSE CAST(c.[any] AS nvarchar(max)) END END AS [any], c.[doc] "
+                                 "FROM") != NULL);
+    CHECK(b != NULL && b->rows == 2);
+    if (b && b->rows == 2) {
+        int32_t at = mcdc_schema_find(b->schema, "shape");
+        CHECK(b->schema->fields[at].type == MCDC_TYPE_BINARY);
+        CHECK(b->schema->fields[mcdc_schema_find(b->schema, "node")].type == MCDC_TYPE_UTF8);
+        CHECK(b->schema->fields[mcdc_schema_find(b->schema, "any")].type == MCDC_TYPE_UTF8);
+        const mcdc_column *c = &b->columns[at];
+        static const uint8_t ewkb[] = {1, 1, 0, 0, 0x20, 0xE6, 0x10, 0, 0, 0, 0, 0, 0, 0,
+                                       0, 0xF0, 0x3F, 0, 0, 0, 0, 0, 0, 0, 0x40};
+        CHECK_EQ_INT(c->offsets[1] - c->offsets[0], (int64_t)sizeof ewkb);
+        CHECK(memcmp(c->data + c->offsets[0], ewkb, sizeof ewkb) == 0);
+        CHECK(!mcdc_col_is_valid(c, 1));
+    }
+    mcdc_batch_free(b);
+    fake_free(f);
+
+    /* A CLR type of the user's: a reader that infers stops, naming it. */
+    f = fake_new();
+    fake_reply(f, "sp_cdc_get_captured_columns",
+               "column_name:utf8,column_id:i32,column_ordinal:i32,data_type:utf8,"
+               "numeric_precision:i32,numeric_scale:i32",
+               "id|1|1|int|10|0\nmoney_bag|2|2|MyClrType|\\N|\\N");
+    fake_reply(f, "sp_cdc_help_change_data_capture",
+               "source_schema:utf8,source_table:utf8,capture_instance:utf8,start_lsn:bin,"
+               "create_date:ts,index_column_list:utf8",
+               "dbo|t|dbo_t|0x00000000000000000100|2025-01-01 00:00:00|[id]");
+    fake_reply(f, "FROM sys.columns",
+               "name:utf8,column_id:i32,collation_name:utf8,is_computed:bool",
+               "id|1|\\N|0\nmoney_bag|2|\\N|0");
+    k = (conn_ctx){f, 0, 0};
+    b = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_reader_read_range(NULL, &opt, fake_connector, &k, &from, &to, false,
+                                        keep_sink, &b, &e),
+                 MCDC_E_UNSUPPORTED);
+    CHECK(strstr(e.message, "money_bag (myclrtype)") != NULL);
+    CHECK(b == NULL);
+    fake_free(f);
+}

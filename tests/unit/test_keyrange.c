@@ -495,6 +495,17 @@ TEST(keyrange_snapshot_read_sql_takes_the_pieces) {
     CHECK(strstr((const char *)b.data, " WHERE ") == NULL && p.n == 0);
     mcdc_buf_free(&b);
     mcdc_sql_params_free(&p);
+    /* A column read through an expression: by its name in the table now,
+     * AS the stream's name. */
+    const char *renamed[] = {"Region", "id"};
+    const uint8_t reads[] = {MCDC_READ_HIERARCHYID, MCDC_READ_VALUE};
+    q.source_names = renamed;
+    q.reads = reads;
+    CHECK_EQ_INT(mcdc_cdc_snapshot_sql(&b, &p, &q, NULL), MCDC_OK);
+    CHECK(strstr((const char *)b.data, "AS [_commit_ts], CAST(t.[Region] AS nvarchar(4000)) AS "
+                                       "[region], t.[id] AS [id] FROM [dbo].[c] AS t") != NULL);
+    mcdc_buf_free(&b);
+    mcdc_sql_params_free(&p);
     json_decref(lo);
     json_decref(hi);
     mcdc_schema_unref(sc);

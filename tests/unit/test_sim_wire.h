@@ -82,7 +82,7 @@ static inline void reader_sql(mcdc_buf *out, const mcdc_field *f, const bool *pr
     mcdc_buf ct = {0}, q = {0};
     mcdc_clock_sql_utc(&ct, clk, "m.tran_end_time", false, 0, NULL);
     mcdc_buf_cstr(&ct, NULL);
-    mcdc_cdc_changes_sql(&q, "dbo_all", f, present, n, cmd, (const char *)ct.data, after, NULL);
+    mcdc_cdc_changes_sql(&q, "dbo_all", f, present, NULL, n, cmd, (const char *)ct.data, after, NULL);
     mcdc_buf_cstr(&q, NULL);
     out->len = 0;
     int arg = 0;
