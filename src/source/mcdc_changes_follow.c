@@ -388,7 +388,7 @@ static bool holds(const mcdc_changes *c, const mcdc_follow_inst *x) {
     mcdc_error e = MCDC_ERROR_INIT;
     int rc = mcdc_follow_check_switch(c->captured, c->explicit_columns, &v, &x->start_lsn,
                                       &warning, &e);
-    free(warning);
+    mcdc_free(warning);
     return rc == MCDC_OK;
 }
 
@@ -645,7 +645,7 @@ int mcdc_changes_piece_check(mcdc_changes *c, const mcdc_changes_piece *p, mcdc_
     int rc = mcdc_follow_check_switch(c->captured, c->explicit_columns, &v, &x->start_lsn,
                                       &warning, err);
     if (warning) mcdc_log(MCDC_LOG_WARN, "%s", warning);
-    free(warning);
+    mcdc_free(warning);
     if (rc == MCDC_OK) CONTROL_CALL(rc, c, err, check_grant(c, x->name, err));
     if (rc == MCDC_OK) x->checked = true;
     return rc;

@@ -97,7 +97,7 @@ int mcdc_follow_classify_ddl(const mcdc_follow_ddl *ddl, int n_ddl, bool fail_on
  * lacks, or one whose type does not fit the schema's, is MCDC_E_SCHEMA: the
  * stream stops at S (before reading past it) and a restart infers the new
  * schema. With the columns option the list decides: columns it does not
- * name are not read, and *warning (owned, NULL when none) says so. */
+ * name are not read, and *warning (owned: mcdc_free; NULL when none) says so. */
 int mcdc_follow_check_switch(const mcdc_schema *query, bool explicit_columns,
                              const mcdc_follow_view *newer, const mcdc_lsn *start,
                              char **warning, mcdc_error *err);

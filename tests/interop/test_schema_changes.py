@@ -136,6 +136,19 @@ def switched(d):
     return bool(sw) and any(r["event"] is None and r["batch_id"] > max(sw) for r in rows)
 
 
+def dba_query(d, s):
+    """docs/schema-changes.md step 4, over the facts table with DuckDB: the
+    app ids that have switched at S and read one more batch."""
+    from conftest import duckdb_with_delta
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs",
+                            "schema-changes.md")).read()
+    sql = doc[doc.index("SELECT s.app_id"):]
+    sql = sql[:sql.index("```")].replace("FROM facts", f"FROM delta_scan('{d}/facts')")
+    sql = sql.replace("JOIN facts", f"JOIN delta_scan('{d}/facts')")
+    sql = sql.replace("<S, the new start LSN>", s)
+    return [r[0] for r in duckdb_with_delta().execute(sql).fetchall()]
+
+
 def wait_until(cond, what, timeout=30):
     deadline = time.monotonic() + timeout
     while not cond():
@@ -207,6 +220,7 @@ def test_add_a_column_switch_to_a_new_instance_and_drop_the_old_one(sim, workdir
     second = start_stream(sim, workdir)
     running.append(second)
     wait_until(lambda: switched(workdir), "the switch and one more batch")
+    assert dba_query(workdir, s) == ["orders-v1"]
     old_rows = ct_rows(sim, "dbo_orders")  # before the old instance goes
     disable(sim, "dbo_orders")
     w.wait_for(15)
