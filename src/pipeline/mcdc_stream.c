@@ -18,6 +18,12 @@
  * ("capture_instance"): a restart follows it when the configured instance
  * is gone, and a checkpoint bound to the older instance accepts the newer
  * one's name (reference §2.5).
+ *
+ * Crash points beside the frame's (mcdc_context.h: MCDC_CRASH_AT), on the
+ * batch that reads a newer capture instance from its start: switch_planned
+ * (planned, nothing read), switch_read (read, bronze not committed),
+ * switch_committed (bronze committed, facts not), switch_done (all
+ * committed, the next batch not planned).
  */
 #include "mcdc_stream.h"
 
@@ -74,9 +80,9 @@ static int offset_parse(offset_t *o, const json_t *j, mcdc_error *err) {
 }
 
 /* ---- the handle ------------------------------------------------------------ */
-/* A batch reads at most one piece per capture instance of its table
- * (SQL Server keeps at most two), so at most this many gaps. */
-#define MCDC_STREAM_SKIPS_MAX 4
+/* A batch reads at most one piece per capture instance of its table, so
+ * at most this many gaps. */
+#define MCDC_STREAM_SKIPS_MAX MCDC_TABLE_INSTANCES_MAX
 
 struct mcdc_stream {
     mcdc_ctx ctx;
@@ -524,6 +530,7 @@ static int job_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_resul
         rc = mcdc_frame_commit_data(f, u, app, bronze_meta(s, u->id), NULL, err);
         res->data_committed = rc == MCDC_OK;
     }
+    if (rc == MCDC_OK && switch_crash(s, u, "switch_committed", err)) rc = MCDC_E_CANCELLED;
     mcdc_appender_free(app);
     mcdc_budget_release(s->ctx.budget, MCDC_PERMIT_ENCODER, s->encoders);
     s->encoders = 0;
@@ -623,7 +630,10 @@ static void job_done(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
                      const mcdc_verdict *v) {
     mcdc_stream *s = job;
     end_unit_warnings(s);
-    /* Test hook: the switch batch committed, the next one not planned. */
+    /* The batch that first read a newer capture instance (from its start
+     * S, s->batch.switch_lsn) is committed here, facts and verdict too:
+     * where snapshot_on_switch (issue 11 item 3) takes its snapshot. Test
+     * hook: killed here, before the next batch is planned. */
     if (s->batch.switches) (void)mcdc_ctx_crash(&s->ctx, "switch_done", u->id);
     if (s->report == NULL) return;
     MCDC_ASSERT(res->rows == s->st.rows);

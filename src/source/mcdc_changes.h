@@ -112,6 +112,7 @@ typedef struct mcdc_changes_batch {
     mcdc_changes_event *events; /* owned: the DDL in LSN order, then the switches */
     int n_events;
     bool switches;              /* a piece starts at a newer instance's start S */
+    mcdc_lsn switch_lsn;        /* switches: that S (the newest one the batch reaches) */
 } mcdc_changes_batch;
 
 /* The pieces of the batch (start, end] (start: the last LSN processed) and

@@ -17,9 +17,6 @@
 #include "mcdc_changes_int.h"
 #include "mcdc_follow.h"
 
-/* The reference keeps at most this much of a DDL statement in the facts. */
-#define DDL_DETAIL_BYTES_MAX 500
-
 static void inst_clear(mcdc_follow_inst *x) {
     mcdc_free(x->name);
     mcdc_captured_columns_free(x->cols, x->n_cols);
@@ -129,6 +126,11 @@ static int refresh(mcdc_changes *c, mcdc_error *err) {
                             "it: %s gone); nothing is left to stream from",
                             c->source_schema, c->source_table, gone);
     }
+    if (rc == MCDC_OK && n > MCDC_TABLE_INSTANCES_MAX)
+        rc = mcdc_error_set(err, MCDC_E_LIMIT,
+                            "table %s.%s lists %d capture instances, more than the %d a stream "
+                            "follows (SQL Server allows two)",
+                            c->source_schema, c->source_table, n, MCDC_TABLE_INSTANCES_MAX);
     if (rc == MCDC_OK && n > 1) qsort(v, (size_t)n, sizeof *v, inst_order);
     mcdc_follow_inst *nv = rc == MCDC_OK ? mcdc_calloc((size_t)n, sizeof *nv) : NULL;
     if (rc == MCDC_OK && nv == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
@@ -552,7 +554,7 @@ static int check_ddl(mcdc_changes *c, mcdc_changes_batch *b, const mcdc_lsn *sta
         bool found = false;
         /* A DDL's LSN is no commit's: the commit at or before it. */
         CONTROL_CALL(rc, c, err, mcdc_cdc_lsn_to_time(&us, &found, c->client, &ddl[i].ddl_lsn, true, err));
-        char *text = rc == MCDC_OK ? utf8_prefix(ddl[i].command ? ddl[i].command : "", DDL_DETAIL_BYTES_MAX) : NULL;
+        char *text = rc == MCDC_OK ? utf8_prefix(ddl[i].command ? ddl[i].command : "", MCDC_DDL_DETAIL_BYTES_MAX) : NULL;
         if (rc == MCDC_OK) rc = add_event(b, "schema_change", &ddl[i].ddl_lsn, found, us, text, err);
         mcdc_free(text);
         if (rc == MCDC_OK) {
@@ -599,6 +601,7 @@ int mcdc_changes_batch_plan(mcdc_changes *c, const mcdc_lsn *start, const mcdc_l
         if (rc == MCDC_OK) rc = add_event(out, "capture_instance_switched", &x->start_lsn, found, us, detail, err);
         free(detail); /* jansson's */
         out->switches = true;
+        out->switch_lsn = x->start_lsn;
         if (rc == MCDC_OK) {
             char s[MCDC_LSN_TEXT_LEN + 1];
             mcdc_lsn_format(&x->start_lsn, s);

@@ -151,11 +151,11 @@ int mcdc_follow_union(mcdc_schema **out, const mcdc_schema *const *per_instance,
 
 int mcdc_follow_cut(mcdc_follow_piece *out, int cap, const mcdc_lsn *starts, int n,
                     const mcdc_lsn *from, const mcdc_lsn *to) {
-    MCDC_ASSERT(n >= 1 && cap >= n);
+    MCDC_ASSERT(n >= 1 && cap >= n && n <= MCDC_TABLE_INSTANCES_MAX);
     if (mcdc_lsn_cmp(to, from) < 0) return 0;
     /* The oldest instance, then the newer ones capture has taken up. */
-    int usable[64], nu = 0;
-    for (int i = 0; i < n && nu < (int)(sizeof usable / sizeof usable[0]); i++)
+    int usable[MCDC_TABLE_INSTANCES_MAX], nu = 0;
+    for (int i = 0; i < n; i++)
         if (i == 0 || !mcdc_lsn_is_zero(&starts[i])) usable[nu++] = i;
     int k = 0;
     mcdc_lsn lo = *from;

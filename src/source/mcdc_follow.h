@@ -51,7 +51,7 @@ int mcdc_follow_union(mcdc_schema **out, const mcdc_schema *const *per_instance,
  * first; a zero start (capture has not processed the enable) leaves a newer
  * instance out; the oldest is read whatever its start. Never an empty
  * piece. Returns the number of pieces written to out (at most n, which is
- * at most cap). */
+ * at most cap and MCDC_TABLE_INSTANCES_MAX). */
 typedef struct mcdc_follow_piece {
     int instance; /* index into starts */
     mcdc_lsn from, to;

@@ -371,7 +371,8 @@ def test_a_widening_the_stream_type_cannot_hold_stops_before_the_batch(sim, work
             for r in rows if r["_operation"] != 0} == want
 
 
-@pytest.mark.parametrize("point", ["switch_planned", "switch_read", "switch_done"])
+@pytest.mark.parametrize("point", ["switch_planned", "switch_read", "switch_committed",
+                                   "switch_done"])
 def test_kill_before_inside_and_after_the_switch_batch(sim, workdir, running, point):
     spec = Orders()
     make_table(sim, spec)
