@@ -99,6 +99,12 @@ static int compute_present(const mcdc_changes *c, mcdc_follow_inst *x, mcdc_erro
     return MCDC_OK;
 }
 
+/* Appends 'name' to a ", "-separated list in out. */
+static void append_name(char *out, size_t cap, const char *name) {
+    size_t l = strlen(out);
+    snprintf(out + l, cap - l, "%s'%s'", l ? ", " : "", name);
+}
+
 /* Oldest first: by creation, then by start LSN, an instance capture has not
  * taken up yet (start zero) after the ones it has. */
 static int inst_order(const void *pa, const void *pb) {
@@ -117,10 +123,7 @@ static int refresh(mcdc_changes *c, mcdc_error *err) {
     int rc = mcdc_cdc_capture_instances(&v, &n, c->client, c->source_schema, c->source_table, err);
     if (rc == MCDC_OK && n == 0) {
         char gone[256] = "";
-        for (int i = 0; i < c->n_seen; i++) {
-            size_t l = strlen(gone);
-            snprintf(gone + l, sizeof gone - l, "%s'%s'", l ? ", " : "", c->seen[i]);
-        }
+        for (int i = 0; i < c->n_seen; i++) append_name(gone, sizeof gone, c->seen[i]);
         rc = mcdc_error_set(err, MCDC_E_NOTFOUND,
                             "table %s.%s has no capture instance any more (CDC was disabled on "
                             "it: %s gone); nothing is left to stream from",
@@ -423,6 +426,13 @@ void mcdc_changes_batch_free(mcdc_changes_batch *b) {
     memset(b, 0, sizeof *b);
 }
 
+/* Is piece i the batch's first of its instance (each instance asked once)? */
+static bool first_of_instance(const mcdc_changes_batch *b, int i) {
+    for (int k = 0; k < i; k++)
+        if (b->pieces[k].instance == b->pieces[i].instance) return false;
+    return true;
+}
+
 /* The DDL of the instances the pieces read recorded after start, each LSN
  * once (both instances record a DDL they share), in LSN order. */
 static int gather_ddl(mcdc_changes *c, const mcdc_changes_batch *b, const mcdc_lsn *start,
@@ -436,9 +446,7 @@ static int gather_ddl(mcdc_changes *c, const mcdc_changes_batch *b, const mcdc_l
     const char **who = NULL;
     int n = 0, rc = MCDC_OK;
     for (int i = 0; i < b->n_pieces && rc == MCDC_OK; i++) {
-        bool again = false;
-        for (int k = 0; k < i; k++) again |= b->pieces[k].instance == b->pieces[i].instance;
-        if (again) continue;
+        if (!first_of_instance(b, i)) continue;
         const char *ci = b->pieces[i].ci;
         mcdc_ddl_event *v = NULL;
         int nv = 0;
@@ -533,10 +541,8 @@ static int check_ddl(mcdc_changes *c, mcdc_changes_batch *b, const mcdc_lsn *sta
      * at an earlier planning. */
     int n_used = 0;
     for (int i = 0; rc == MCDC_OK && i < b->n_pieces; i++) {
+        if (!first_of_instance(b, i)) continue;
         mcdc_follow_inst *x = &c->inst[b->pieces[i].instance];
-        bool again = false;
-        for (int k = 0; k < n_used; k++) again |= used[k].name == x->name;
-        if (again) continue;
         mcdc_captured_column *cols = NULL;
         int nc = 0;
         CONTROL_CALL(rc, c, err, read_columns(c, x->name, &cols, &nc, err));
@@ -656,11 +662,8 @@ int mcdc_changes_piece_check(mcdc_changes *c, const mcdc_changes_piece *p, mcdc_
 
 void mcdc_changes_gone(const mcdc_changes *c, char *out, size_t cap) {
     out[0] = 0;
-    for (int i = 0; i < c->n_seen; i++) {
-        if (find_inst(c, c->seen[i]) >= 0) continue;
-        size_t l = strlen(out);
-        snprintf(out + l, cap - l, "%s'%s'", l ? ", " : "", c->seen[i]);
-    }
+    for (int i = 0; i < c->n_seen; i++)
+        if (find_inst(c, c->seen[i]) < 0) append_name(out, cap, c->seen[i]);
 }
 
 bool mcdc_changes_is_table_name(const mcdc_changes *c, const char *name) {
