@@ -312,7 +312,11 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
     if (settings && settings->retry_backoff_ms > 0 && settings->retry_backoff_ms <= 60000)
         c->backoff_ms_first = (int)settings->retry_backoff_ms;
     bool follow = settings && settings->follow;
-    if (rc == MCDC_OK && !follow) CONTROL_CALL(rc, c, err, mcdc_changes__resolve_instance(c, ci, err));
+    /* A default-named instance disabled after a newer one took over still
+     * names its table (reference §2.1.1): snapshots and backfill read the
+     * newest one. */
+    if (rc == MCDC_OK && !follow)
+        CONTROL_CALL(rc, c, err, mcdc_changes__resolve_followed(c, ci, NULL, err));
     if (rc == MCDC_OK) {
         const char *tz = mcdc_opt_source_time_zone(opts);
         if (tz == NULL) /* auto */

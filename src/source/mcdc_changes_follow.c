@@ -207,10 +207,8 @@ static int resolve_default_name(mcdc_changes *c, const char *want, bool *found, 
     return rc;
 }
 
-/* The configured instance, else one of the names the checkpoint gave, else
- * the default name's table. */
-static int resolve_followed(mcdc_changes *c, const char *want, const mcdc_changes_settings *st,
-                            mcdc_error *err) {
+int mcdc_changes__resolve_followed(mcdc_changes *c, const char *want,
+                                   const mcdc_changes_settings *st, mcdc_error *err) {
     mcdc_error first = MCDC_ERROR_INIT;
     int rc = mcdc_changes__resolve_instance(c, want, &first);
     if (rc != MCDC_E_NOTFOUND) {
@@ -248,7 +246,7 @@ int mcdc_changes__follow_open(mcdc_changes *c, const char *want,
     *all = NULL;
     *unreadable = *computed = NULL;
     c->follow = true;
-    int rc = resolve_followed(c, want, settings, err);
+    int rc = mcdc_changes__resolve_followed(c, want, settings, err);
     if (rc == MCDC_OK) rc = seen_add(c, c->ci, err);
     if (rc == MCDC_OK) rc = refresh(c, err);
     int n = c->n_inst;

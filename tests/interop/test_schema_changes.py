@@ -249,6 +249,15 @@ def test_add_a_column_switch_to_a_new_instance_and_drop_the_old_one(sim, workdir
     # the checkpoint is the same stream under the new instance's name...
     p = run_cli(*args(sim, workdir, ci=V2))
     assert p.returncode == 0
+    # (a snapshot given the old name reads the new instance, new column and all)
+    snap = os.path.join(workdir, "snap")
+    p = run_cli("snapshot", "--captureInstance", "dbo_orders", "--connectionString",
+                sim.connection_string(DB), "--target", snap)
+    assert "is gone; following dbo_orders_v2" in p.stderr, p.stderr
+    rows = delta_rows(snap)
+    assert {r["_capture_instance"] for r in rows} == {V2}
+    assert sorted((r["order_id"], r["region"]) for r in rows) == sorted(
+        tuple(r) for r in sim.run("SELECT order_id, region FROM dbo.orders", database=DB))
     # ...and still refuses a capture instance of another table
     sim.run("CREATE TABLE dbo.other (id INT NOT NULL PRIMARY KEY); EXEC sys.sp_cdc_enable_table "
             "@source_schema = N'dbo', @source_name = N'other', @role_name = NULL;", database=DB)
