@@ -458,3 +458,21 @@ def test_a_missing_select_on_the_new_change_table_names_the_grant(sim, workdir):
     sim.run(f"GRANT SELECT ON cdc.[{V2}_CT] TO cdc_reader;", database=DB)
     run_cli(*reader)
     assert_bronze_is(workdir, ct_rows(sim, "dbo_orders"), ct_rows(sim, V2), s)
+
+
+def test_a_bootstrap_reads_a_column_only_the_newer_instance_captures(sim, workdir):
+    spec = Orders()
+    make_table(sim, spec)
+    w = Workload(sim, spec, seed=23)
+    w.preload(20)
+    sim.run("ALTER TABLE dbo.orders ADD region NVARCHAR(20) NULL;", database=DB)
+    spec.add(("region", "NVARCHAR(20) NULL", pa.string()))
+    enable_v2(sim)
+    for _ in range(5):
+        w.step()
+    run_cli(*args(sim, workdir, extra=["--bootstrap"]))
+    rows = [r for r in bronze(workdir) if r["_operation"] == 0]
+    assert {r["_capture_instance"] for r in rows} == {"dbo_orders"}
+    assert sorted((r["order_id"], r["region"]) for r in rows) == sorted(
+        tuple(r) for r in sim.run("SELECT order_id, region FROM dbo.orders", database=DB))
+    assert any(r["region"] is not None for r in rows)
