@@ -71,6 +71,14 @@ int mcdc_table_exists(mcdc_table *t, bool *exists, mcdc_error *err) {
     return rc;
 }
 
+int mcdc_table_schema(mcdc_table *t, mcdc_schema **out, mcdc_error *err) {
+    *out = NULL;
+    const mcdc_delta_snapshot *s = NULL;
+    int rc = mcdc_delta_table_latest(&s, t->dt, err);
+    if (rc || s == NULL) return rc;
+    return mcdc_delta_snapshot_schema(out, NULL, s, err);
+}
+
 /* The latest snapshot, or NULL (MCDC_OK) when the table does not exist. */
 static int load_latest(mcdc_delta_snapshot **out, mcdc_table *t, mcdc_error *err) {
     *out = NULL;

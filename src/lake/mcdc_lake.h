@@ -52,6 +52,9 @@ const char *mcdc_table_path(const mcdc_table *t);
 /* The name the user gave; borrowed. */
 const char *mcdc_table_name(const mcdc_table *t);
 int mcdc_table_exists(mcdc_table *t, bool *exists, mcdc_error *err);
+/* The table's columns as its latest version declares them; *out NULL when
+ * the table does not exist yet. Owned (mcdc_schema_unref). */
+int mcdc_table_schema(mcdc_table *t, mcdc_schema **out, mcdc_error *err);
 /* Latest txn version recorded for app_id, or -1. Reads only the commits
  * after the ones the handle has seen (cheap to call before every batch). */
 int mcdc_table_txn_version(mcdc_table *t, const char *app_id, int64_t *version, mcdc_error *err);

@@ -513,6 +513,10 @@ bool mcdc_opt_fail_on_data_loss(const mcdc_opts *o) {
     return bool_of(o, MCDC_OPT_FAIL_ON_DATA_LOSS);
 }
 
+bool mcdc_opt_schema_change_fail(const mcdc_opts *o) {
+    return mcdc_str_ieq(value_of(o, MCDC_OPT_SCHEMA_CHANGE_POLICY), "fail");
+}
+
 const char *mcdc_opt_snapshot_lsn(const mcdc_opts *o) {
     const char *v = value_of(o, MCDC_OPT_SNAPSHOT_LSN);
     return v && start_kind(v) == MCDC_START_LSN ? v : NULL;

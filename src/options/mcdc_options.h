@@ -91,6 +91,9 @@ int mcdc_opt_num_partitions(const mcdc_opts *o);
 /* arrowBatchSize, rows (default 10000). */
 int64_t mcdc_opt_arrow_batch_size(const mcdc_opts *o);
 bool mcdc_opt_fail_on_data_loss(const mcdc_opts *o); /* default true */
+/* schemaChangePolicy=fail: any DDL inside a batch stops the stream
+ * (default classify: only a type change the stream cannot hold does). */
+bool mcdc_opt_schema_change_fail(const mcdc_opts *o);
 /* snapshotLsn as an LSN text, or NULL: the max_lsn read before the
  * snapshot (not given, or earliest/latest). */
 const char *mcdc_opt_snapshot_lsn(const mcdc_opts *o);

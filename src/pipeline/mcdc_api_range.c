@@ -200,7 +200,7 @@ int mcdc_range_read(struct ArrowArrayStream *out, const mcdc_opts *opts, const c
     r->opts = o;
     /* last = false: measuring the stream's position is the stream's job,
      * not a range reader's (it costs four more queries). */
-    r->range = (mcdc_lsn_range){t.from, t.to, t.rows_estimate, false};
+    r->range = (mcdc_lsn_range){t.from, t.to, t.rows_estimate, false, 0};
     mcdc_batch_stream_cfg cfg = {mcdc_changes_schema(c), produce, r, range_read_free,
                                  MCDC_ARROW_STREAM_QUEUE_BATCHES};
     return mcdc_batch_stream_start(out, &cfg, err);

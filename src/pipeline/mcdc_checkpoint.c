@@ -97,9 +97,13 @@ static int check_binding(mcdc_checkpoint *c, const json_t *m, mcdc_error *err) {
     if (rc == MCDC_OK)
         rc = format >= 1 ? check_field(c, "target", jstr(m, "target"), c->b.target, false, REMEDY, err)
                          : check_legacy_target(c, jstr(m, "target"), err);
-    if (rc == MCDC_OK)
-        rc = check_field(c, "capture instance", jstr(m, "capture_instance"), c->b.capture_instance,
-                         true, REMEDY, err);
+    /* A stream that followed its table to a newer capture instance may be
+     * named by either. */
+    const char *bound_ci = jstr(m, "capture_instance");
+    bool alias = bound_ci && c->b.capture_instance_alias &&
+                 mcdc_str_ieq(bound_ci, c->b.capture_instance_alias);
+    if (rc == MCDC_OK && !alias)
+        rc = check_field(c, "capture instance", bound_ci, c->b.capture_instance, true, REMEDY, err);
     if (rc == MCDC_OK && format >= 1)
         rc = check_field(c, "facts table", jstr(m, "facts_table"), c->b.facts_table, false,
                          "Give it the facts table it was created with: its rows of this app id "
@@ -197,6 +201,38 @@ int mcdc_checkpoint_bind(mcdc_checkpoint *c, const json_t *start, mcdc_error *er
         c->start = start ? json_incref((json_t *)start) : NULL;
     }
     if (rc == MCDC_OK) c->fresh = false;
+    return rc;
+}
+
+static int last_in(mcdc_checkpoint *c, const char *dir, int64_t *out, mcdc_error *err);
+
+int mcdc_checkpoint_peek_instances(const mcdc_storage_env *env, const char *dir, char **bound,
+                                   char **last_read, mcdc_error *err) {
+    *bound = *last_read = NULL;
+    mcdc_checkpoint c = {.dir = (char *)dir};
+    int rc = mcdc_storage_open_env(&c.st, env, dir, err);
+    mcdc_error e = MCDC_ERROR_INIT;
+    json_t *m = rc == MCDC_OK ? get_json(&c, "metadata", &e) : NULL;
+    if (rc == MCDC_OK && m == NULL && e.code != MCDC_E_NOTFOUND) rc = err ? (*err = e, e.code) : e.code;
+    const char *b = jstr(m, "capture_instance");
+    if (rc == MCDC_OK && b && (*bound = mcdc_strdup(b)) == NULL)
+        rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    json_decref(m);
+    int64_t n = -1;
+    if (rc == MCDC_OK) rc = last_in(&c, "offsets/", &n, err);
+    json_t *start = NULL, *end = NULL;
+    if (rc == MCDC_OK && n >= 0) rc = mcdc_checkpoint_read_plan(&c, n, &start, &end, err);
+    const char *l = jstr(end, "capture_instance");
+    if (rc == MCDC_OK && l && (*last_read = mcdc_strdup(l)) == NULL)
+        rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    json_decref(start);
+    json_decref(end);
+    mcdc_storage_free(c.st);
+    if (rc) {
+        mcdc_free(*bound);
+        mcdc_free(*last_read);
+        *bound = *last_read = NULL;
+    }
     return rc;
 }
 

@@ -45,6 +45,10 @@ typedef struct mcdc_ckpt_binding {
     const char *target;
     const char *capture_instance; /* compared ignoring case, as SQL Server does */
     const char *facts_table;
+    /* Another name the checkpoint's capture instance may have: a stream that
+     * follows its table from one capture instance to a newer one (reference
+     * §2.5) is the same stream under either name. NULL: none. */
+    const char *capture_instance_alias;
 } mcdc_ckpt_binding;
 
 /* Opens the directory (nothing is written). A metadata file already there
@@ -56,6 +60,15 @@ void mcdc_checkpoint_free(mcdc_checkpoint *c);
 const char *mcdc_checkpoint_dir(const mcdc_checkpoint *c);
 /* The checkpoint's UUID ("" while fresh). Borrowed. */
 const char *mcdc_checkpoint_id(const mcdc_checkpoint *c);
+
+/* What a checkpoint directory says about its capture instance, read
+ * without binding anything: the one metadata binds it to (*bound) and the
+ * one the end position of its last planned unit records it read
+ * (*last_read: the stream's positions carry "capture_instance"). Either
+ * NULL when not there (a fresh checkpoint, older positions). Owned
+ * (mcdc_free). */
+int mcdc_checkpoint_peek_instances(const mcdc_storage_env *env, const char *dir, char **bound,
+                                   char **last_read, mcdc_error *err);
 
 /* Writes metadata for the binding given to open (a fresh checkpoint only;
  * an existing one is left as it is). Call just before the first unit is

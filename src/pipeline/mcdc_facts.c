@@ -167,6 +167,7 @@ int mcdc_facts_append_event(mcdc_batch *rows, const mcdc_facts_event *ev, mcdc_e
     mcdc_cell c[MCDC_F_COUNT];
     cells_null(c);
     c[MCDC_F_APP_ID] = mcdc_cell_text(ev->app_id);
+    if (ev->in_batch) c[MCDC_F_BATCH_ID] = mcdc_cell_int(ev->batch_id);
     if (ev->rows >= 0) c[MCDC_F_ROWS] = mcdc_cell_int(ev->rows);
     c[MCDC_F_MIN_LSN] = mcdc_cell_text(ev->lsn);
     c[MCDC_F_MAX_LSN] = mcdc_cell_text(ev->lsn);

@@ -68,14 +68,18 @@ typedef struct mcdc_facts_skip {
 
 int mcdc_facts_append_skip(mcdc_batch *rows, const mcdc_facts_skip *sk, mcdc_error *err);
 
-/* An event row outside a micro-batch (bootstrap, resnapshot, snapshot_open,
- * snapshot_plan; reference §2.3.4): batch_id NULL, min_lsn = max_lsn =
- * end_lsn = lsn, min/max/end_commit_ts its commit time, no deletes, inserts
- * or updates; a known loss's end is the retention watermark, and the
- * headroom the hours from it to the commit time. */
+/* An event row (reference §2.3.4): outside a micro-batch (bootstrap,
+ * resnapshot, snapshot_open, snapshot_plan) batch_id NULL; inside one
+ * (schema_change, capture_instance_switched) the batch's id, in the batch's
+ * facts commit. min_lsn = max_lsn = end_lsn = lsn, min/max/end_commit_ts
+ * its commit time, no deletes, inserts or updates; a known loss's end is
+ * the retention watermark, and the headroom the hours from it to the
+ * commit time. */
 typedef struct mcdc_facts_event {
     const char *app_id, *target;
     const char *event;
+    bool in_batch;        /* batch_id set */
+    int64_t batch_id;
     int64_t rows;         /* < 0: NULL (a recovery that reused a snapshot) */
     const char *lsn;      /* NULL: none */
     bool has_commit_ts;

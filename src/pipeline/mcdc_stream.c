@@ -4,10 +4,26 @@
  * position the offset {"lsn", "commit_ts"} of the last processed commit.
  *
  *   plan    end = min(max_lsn [availableNow: max_lsn at start],
- *                     the maxCommitsPerBatch-th commit after start)
- *   run     retention guard; [increment(start), end] in commit-aligned
+ *                     the maxCommitsPerBatch-th commit after start,
+ *                     just before a newer capture instance's start S when
+ *                     the stream's schema does not hold what it captures)
+ *   run     the batch's pieces, one per capture instance it reads (cut at
+ *           each newer instance's S), its DDL classified before anything
+ *           is read; per piece the retention guard, then commit-aligned
  *           ranges read in parallel (a connection each) into bronze
- *   facts   the micro-batch row, and data_skipped rows
+ *   facts   the micro-batch row; data_skipped, schema_change and
+ *           capture_instance_switched rows
+ *
+ * The position also records the capture instance the batch read last
+ * ("capture_instance"): a restart follows it when the configured instance
+ * is gone, and a checkpoint bound to the older instance accepts the newer
+ * one's name (reference §2.5).
+ *
+ * Crash points beside the frame's (mcdc_context.h: MCDC_CRASH_AT), on the
+ * batch that reads a newer capture instance from its start: switch_planned
+ * (planned, nothing read), switch_read (read, bronze not committed),
+ * switch_committed (bronze committed, facts not), switch_done (all
+ * committed, the next batch not planned).
  */
 #include "mcdc_stream.h"
 
@@ -21,6 +37,7 @@
 #include "mcdc_changes.h"
 #include "mcdc_facts.h"
 #include "mcdc_fanin.h"
+#include "mcdc_follow.h"
 #include "mcdc_frame.h"
 #include "mcdc_generation.h"
 #include "mcdc_lake.h"
@@ -37,12 +54,18 @@ typedef struct {
     mcdc_lsn lsn;
     int64_t commit_us;
     bool has_ts;
+    char ci[MCDC_IDENT_BYTES_MAX + 1]; /* the capture instance read up to lsn ("": unknown) */
 } offset_t;
 
 static json_t *offset_json(const offset_t *o) {
     mcdc_offset x = {.has_commit_ts = o->has_ts, .commit_us = o->commit_us};
     mcdc_lsn_format(&o->lsn, x.lsn);
-    return mcdc_offset_json(&x);
+    json_t *j = mcdc_offset_json(&x);
+    if (j && o->ci[0] && json_object_set_new(j, "capture_instance", json_string(o->ci))) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
 }
 
 static int offset_parse(offset_t *o, const json_t *j, mcdc_error *err) {
@@ -51,10 +74,16 @@ static int offset_parse(offset_t *o, const json_t *j, mcdc_error *err) {
     if (rc == MCDC_OK) rc = mcdc_lsn_parse_cstr(&o->lsn, x.lsn, err);
     o->has_ts = x.has_commit_ts;
     o->commit_us = x.commit_us;
+    const char *ci = json_string_value(json_object_get(j, "capture_instance"));
+    snprintf(o->ci, sizeof o->ci, "%s", ci ? ci : "");
     return rc;
 }
 
 /* ---- the handle ------------------------------------------------------------ */
+/* A batch reads at most one piece per capture instance of its table, so
+ * at most this many gaps. */
+#define MCDC_STREAM_SKIPS_MAX MCDC_TABLE_INSTANCES_MAX
+
 struct mcdc_stream {
     mcdc_ctx ctx;
     mcdc_stream_cfg cfg;      /* strings point into `strings` */
@@ -86,8 +115,16 @@ struct mcdc_stream {
     mcdc_unit_metrics fm;
     int64_t started_us, t0_us;
     offset_t start, end;
-    bool skipped_data, possible_loss;
-    mcdc_facts_skip skip, possible;
+    mcdc_facts_skip skips[MCDC_STREAM_SKIPS_MAX]; /* failOnDataLoss=false: a piece's gap each */
+    int n_skips;
+    bool possible_loss;
+    mcdc_facts_skip possible;
+    mcdc_changes_batch batch;  /* its pieces and events (schema_change, switches) */
+    mcdc_reader_metrics *rm;   /* every range's read metrics, folded at the unit's end */
+    int n_rm, cap_rm;
+    /* The checkpoint's capture instance when it differs from the one
+     * configured and names the table the stream follows (owned). */
+    char *ci_alias;
 };
 
 /* The stream's sink, on every thread it runs: messages go to the host's
@@ -174,11 +211,19 @@ static int job_plan(void *job, const json_t *last_end, json_t **start_j, json_t 
     offset_t start, end;
     int rc = MCDC_OK;
     *idle = false;
+    memset(&end, 0, sizeof end);
     if (last_end == NULL) rc = initial_offset(s, &start, idle, err);
     else rc = offset_parse(&start, last_end, err);
     if (rc || *idle) return rc;
     rc = next_end(s, &start, &end, idle, err);
     if (rc || *idle) return rc;
+    /* A newer capture instance whose columns the schema lacks: this batch
+     * ends just before its start, the next one stops there. */
+    bool cut = false;
+    rc = mcdc_changes_follow_end(s->changes, &start.lsn, &end.lsn, &cut, end.ci, err);
+    if (rc == MCDC_OK && cut)
+        rc = mcdc_changes_commit_time(s->changes, &end.lsn, &end.commit_us, &end.has_ts, err);
+    if (rc) return rc;
     *start_j = offset_json(&start);
     *end_j = offset_json(&end);
     if (*start_j == NULL || *end_j == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
@@ -293,6 +338,20 @@ static int open_appender(mcdc_stream *s, mcdc_appender **app, mcdc_error *err) {
     return rc;
 }
 
+/* Keeps a range's read metrics for the unit's facts (folded once every
+ * piece was read). */
+static int keep_metrics(mcdc_stream *s, const mcdc_reader_metrics *m, mcdc_error *err) {
+    if (s->n_rm == s->cap_rm) {
+        int cap = s->cap_rm ? s->cap_rm * 2 : 8;
+        mcdc_reader_metrics *v = mcdc_realloc(s->rm, sizeof *v * (size_t)cap);
+        if (v == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        s->rm = v;
+        s->cap_rm = cap;
+    }
+    s->rm[s->n_rm++] = *m;
+    return MCDC_OK;
+}
+
 /* Reads the ranges on one thread each (a connection each, from the
  * budget); batches reach this thread through the fan-in and are appended to
  * bronze unless it already holds the unit. */
@@ -323,11 +382,7 @@ static int read_ranges(mcdc_stream *s, const mcdc_unit *u, const mcdc_lsn_range 
     }
     int frc = mcdc_fanin_finish(fan, NULL, rc ? NULL : err);
     if (rc == MCDC_OK) rc = frc;
-    mcdc_reader_metrics *ms = mcdc_calloc((size_t)(nranges ? nranges : 1), sizeof *ms);
-    if (ms == NULL && rc == MCDC_OK) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    for (int i = 0; ms && i < nranges; i++) ms[i] = readers[i].metrics;
-    if (ms) mcdc_unit_metrics_fold(&s->fm, ms, rc == MCDC_OK ? nranges : 0);
-    mcdc_free(ms);
+    for (int i = 0; rc == MCDC_OK && i < nranges; i++) rc = keep_metrics(s, &readers[i].metrics, err);
     /* failOnDataLoss=false: cleanup passed a range's start while it was read,
      * so rows of it may be missing (certain: false). */
     for (int i = 0; rc == MCDC_OK && i < nranges; i++) {
@@ -345,38 +400,92 @@ static int read_ranges(mcdc_stream *s, const mcdc_unit *u, const mcdc_lsn_range 
     return rc;
 }
 
-/* Retention guard before planning the ranges (invariant 4). */
-static int retention_guard(mcdc_stream *s, mcdc_lsn *from, mcdc_error *err) {
+/* Retention guard of one piece before its ranges are planned (invariant 4,
+ * per capture instance). A gap before the oldest instance's min_lsn may be
+ * a dropped older instance's: the message names it ("disabled too early"). */
+static int retention_guard(mcdc_stream *s, mcdc_changes_piece *p, mcdc_error *err) {
     mcdc_lsn min_lsn;
-    int rc = mcdc_changes_min_lsn(s->changes, &min_lsn, err);
-    if (rc || mcdc_lsn_is_zero(&min_lsn) || mcdc_lsn_cmp(from, &min_lsn) >= 0) return rc;
-    char f[MCDC_LSN_TEXT_LEN + 1], m[MCDC_LSN_TEXT_LEN + 1];
-    mcdc_lsn_format(from, f);
+    int rc = mcdc_changes_piece_min_lsn(s->changes, p, &min_lsn, err);
+    if (rc || mcdc_lsn_is_zero(&min_lsn) || mcdc_lsn_cmp(&p->from, &min_lsn) >= 0) return rc;
+    char f[MCDC_LSN_TEXT_LEN + 1], m[MCDC_LSN_TEXT_LEN + 1], gone[512] = "";
+    mcdc_lsn_format(&p->from, f);
     mcdc_lsn_format(&min_lsn, m);
-    const char *ci = mcdc_changes_capture_instance(s->changes);
+    if (p->oldest) mcdc_changes_gone(s->changes, gone, sizeof gone);
     if (mcdc_opt_fail_on_data_loss(s->opts))
         return mcdc_error_set(err, MCDC_E_DATALOSS,
                               "capture instance %s: changes from %s on were purged by CDC "
-                              "cleanup (min_lsn is now %s) before this stream read them. "
+                              "cleanup (min_lsn is now %s)%s%s%s before this stream read them. "
                               "Rerun with --on-data-loss resnapshot (and a --facts-table): the "
                               "table is snapshotted again into a new generation of this "
                               "checkpoint and the stream goes on from it. Or set "
                               "failOnDataLoss=false to skip the gap (recorded as a data_skipped "
                               "event)",
-                              ci, f, m);
+                              p->ci, f, m,
+                              gone[0] ? ", or were held only by capture instance " : "", gone,
+                              gone[0] ? ", disabled too early (an older instance may be "
+                                        "disabled only once every stream has switched: "
+                                        "docs/schema-changes.md)"
+                                      : "");
+    if (s->n_skips >= MCDC_STREAM_SKIPS_MAX)
+        return mcdc_error_set(err, MCDC_E_LIMIT, "more than %d skipped gaps in one batch",
+                              MCDC_STREAM_SKIPS_MAX);
     mcdc_log(MCDC_LOG_WARN, "capture instance %s: skipping purged changes %s..%s "
-                            "(failOnDataLoss=false)", ci, f, m);
-    s->skipped_data = true;
-    s->skip.from = *from;
-    s->skip.certain = true;
-    mcdc_lsn_decrement(&s->skip.to, &min_lsn, NULL);
-    s->skip.has_lost_from = s->start.has_ts;
-    s->skip.lost_from_us = s->start.commit_us;
+                            "(failOnDataLoss=false)", p->ci, f, m);
+    mcdc_facts_skip *k = &s->skips[s->n_skips++];
+    memset(k, 0, sizeof *k);
+    k->from = p->from;
+    k->certain = true;
+    mcdc_lsn_decrement(&k->to, &min_lsn, NULL);
+    k->has_lost_from = s->start.has_ts;
+    k->lost_from_us = s->start.commit_us;
     bool found = false;
-    if (mcdc_changes_commit_time(s->changes, &min_lsn, &s->skip.lost_to_us, &found, err) == MCDC_OK)
-        s->skip.has_lost_to = found;
-    *from = min_lsn;
+    if (mcdc_changes_commit_time(s->changes, &min_lsn, &k->lost_to_us, &found, err) == MCDC_OK)
+        k->has_lost_to = found;
+    p->from = min_lsn;
     return MCDC_OK;
+}
+
+/* Test hooks around a batch that reads a newer capture instance from its
+ * start (kill -9 just before, inside and just after the switch). */
+static bool switch_crash(mcdc_stream *s, const mcdc_unit *u, const char *point, mcdc_error *err) {
+    if (!s->batch.switches || !mcdc_ctx_crash(&s->ctx, point, u->id)) return false;
+    mcdc_error_set(err, MCDC_E_CANCELLED, "killed at crash point %s of unit %lld (test hook)",
+                   point, (long long)u->id);
+    return true;
+}
+
+/* Reads the batch's pieces, older instance first: per piece the guard, the
+ * checks of a first read, then its ranges. One reading permit set serves
+ * every piece. */
+static int read_pieces(mcdc_stream *s, const mcdc_unit *u, mcdc_appender **app, mcdc_error *err) {
+    mcdc_changes_batch *b = &s->batch;
+    int rc = MCDC_OK, last = -1;
+    for (int i = 0; rc == MCDC_OK && i < b->n_pieces; i++) {
+        rc = retention_guard(s, &b->pieces[i], err);
+        if (rc == MCDC_OK && mcdc_lsn_cmp(&b->pieces[i].from, &b->pieces[i].to) <= 0) {
+            rc = mcdc_changes_piece_check(s->changes, &b->pieces[i], err);
+            last = i;
+        }
+    }
+    if (rc || last < 0) return rc; /* invariant 3: cleanup may have left nothing */
+    int readers = 0;
+    /* A connection per range, from the budget: fewer free, fewer ranges. */
+    rc = mcdc_budget_acquire(s->ctx.budget, MCDC_PERMIT_CONNECTION, 1, s->num_partitions, 0,
+                             &s->ctx.stop, &readers, err);
+    for (int i = 0; rc == MCDC_OK && i <= last; i++) {
+        const mcdc_changes_piece *p = &b->pieces[i];
+        if (mcdc_lsn_cmp(&p->from, &p->to) > 0) continue;
+        mcdc_lsn_range *ranges = NULL;
+        int nranges = 0;
+        rc = mcdc_changes_plan_piece(s->changes, p, readers, &ranges, &nranges, err);
+        MCDC_ASSERT(rc != MCDC_OK || (nranges >= 1 && nranges <= readers));
+        /* Only the range at the batch's end measures where the stream stands. */
+        if (rc == MCDC_OK && i < last) ranges[nranges - 1].last = false;
+        if (rc == MCDC_OK) rc = read_ranges(s, u, ranges, nranges, app, err);
+        mcdc_free(ranges);
+    }
+    mcdc_budget_release(s->ctx.budget, MCDC_PERMIT_CONNECTION, readers);
+    return rc;
 }
 
 static int job_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_result *res,
@@ -384,9 +493,11 @@ static int job_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_resul
     mcdc_stream *s = job;
     memset(&s->st, 0, sizeof s->st);
     memset(&s->fm, 0, sizeof s->fm);
-    s->skipped_data = s->possible_loss = false;
-    memset(&s->skip, 0, sizeof s->skip);
+    s->n_skips = 0;
+    s->possible_loss = false;
     memset(&s->possible, 0, sizeof s->possible);
+    s->n_rm = 0;
+    mcdc_changes_batch_free(&s->batch);
     s->started_us = mcdc_now_utc_us();
     s->t0_us = mcdc_monotonic_us();
     pthread_mutex_lock(&s->warnings_mu);
@@ -397,31 +508,29 @@ static int job_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_resul
     int rc = offset_parse(&s->start, u->start, err);
     if (rc == MCDC_OK) rc = offset_parse(&s->end, u->end, err);
     if (rc) return rc;
-    mcdc_lsn from;
-    rc = mcdc_lsn_increment(&from, &s->start.lsn, err);
-    if (rc == MCDC_OK) rc = retention_guard(s, &from, err);
-    mcdc_lsn_range *ranges = NULL;
-    int nranges = 0, readers = 0;
-    bool any = rc == MCDC_OK && mcdc_lsn_cmp(&from, &s->end.lsn) <= 0;
-    /* A connection per range, from the budget: fewer free, fewer ranges. */
-    if (any)
-        rc = mcdc_budget_acquire(s->ctx.budget, MCDC_PERMIT_CONNECTION, 1, s->num_partitions, 0,
-                                 &s->ctx.stop, &readers, err);
-    if (rc == MCDC_OK && any)
-        rc = mcdc_changes_plan(s->changes, &from, &s->end.lsn, readers, &ranges, &nranges, err);
-    MCDC_ASSERT(rc != MCDC_OK || nranges <= readers || !any);
-    if (any && rc == MCDC_OK && nranges < readers) {
-        mcdc_budget_release(s->ctx.budget, MCDC_PERMIT_CONNECTION, readers - nranges);
-        readers = nranges;
-    }
+    /* The schema checks come first: a batch that fails them reads nothing. */
+    rc = mcdc_changes_batch_plan(s->changes, &s->start.lsn, &s->end.lsn, &s->batch, err);
+    if (rc == MCDC_OK && switch_crash(s, u, "switch_planned", err)) return MCDC_E_CANCELLED;
     mcdc_appender *app = NULL;
-    if (rc == MCDC_OK) rc = read_ranges(s, u, ranges, nranges, &app, err);
-    mcdc_budget_release(s->ctx.budget, MCDC_PERMIT_CONNECTION, readers);
-    mcdc_free(ranges);
+    if (rc == MCDC_OK) rc = read_pieces(s, u, &app, err);
+    /* Capture may alter a change table's column between the check and the
+     * read (it applies an ALTER COLUMN as it reaches it): the check again
+     * says which DDL and what to do, where the decoder only saw a type. */
+    if (rc == MCDC_E_SCHEMA) {
+        mcdc_changes_batch again;
+        mcdc_error why = MCDC_ERROR_INIT;
+        if (mcdc_changes_batch_plan(s->changes, &s->start.lsn, &s->end.lsn, &again, &why) ==
+                MCDC_E_SCHEMA && err)
+            *err = why;
+        mcdc_changes_batch_free(&again);
+    }
+    if (rc == MCDC_OK) mcdc_unit_metrics_fold(&s->fm, s->rm, s->n_rm);
+    if (rc == MCDC_OK && switch_crash(s, u, "switch_read", err)) rc = MCDC_E_CANCELLED;
     if (rc == MCDC_OK && app) {
         rc = mcdc_frame_commit_data(f, u, app, bronze_meta(s, u->id), NULL, err);
         res->data_committed = rc == MCDC_OK;
     }
+    if (rc == MCDC_OK && switch_crash(s, u, "switch_committed", err)) rc = MCDC_E_CANCELLED;
     mcdc_appender_free(app);
     mcdc_budget_release(s->ctx.budget, MCDC_PERMIT_ENCODER, s->encoders);
     s->encoders = 0;
@@ -470,10 +579,11 @@ static int job_facts(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
                            .detail = detail};
     int rc = mcdc_facts_append_batch(rows, &fb, err);
     free(detail);
-    mcdc_facts_skip *events[2] = {s->skipped_data ? &s->skip : NULL,
-                                  s->possible_loss ? &s->possible : NULL};
-    for (int i = 0; i < 2 && rc == MCDC_OK; i++) {
-        if (events[i] == NULL) continue;
+    mcdc_facts_skip *events[MCDC_STREAM_SKIPS_MAX + 1];
+    int n = 0;
+    for (int i = 0; i < s->n_skips; i++) events[n++] = &s->skips[i];
+    if (s->possible_loss) events[n++] = &s->possible;
+    for (int i = 0; i < n && rc == MCDC_OK; i++) {
         events[i]->app_id = s->sink_id;
         events[i]->target = s->cfg.target;
         events[i]->batch_id = u->id;
@@ -485,6 +595,23 @@ static int job_facts(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
             events[i]->lost_from_us = s->start.commit_us;
         }
         rc = mcdc_facts_append_skip(rows, events[i], err);
+    }
+    /* The DDL and the switch the batch read past, in its facts commit. */
+    for (int i = 0; i < s->batch.n_events && rc == MCDC_OK; i++) {
+        const mcdc_changes_event *e = &s->batch.events[i];
+        char lsn[MCDC_LSN_TEXT_LEN + 1];
+        mcdc_lsn_format(&e->lsn, lsn);
+        mcdc_facts_event ev = {.app_id = s->sink_id,
+                               .target = s->cfg.target,
+                               .event = e->event,
+                               .in_batch = true,
+                               .batch_id = u->id,
+                               .rows = 0,
+                               .lsn = lsn,
+                               .has_commit_ts = e->has_commit_ts,
+                               .commit_us = e->commit_us,
+                               .detail = e->detail};
+        rc = mcdc_facts_append_event(rows, &ev, err);
     }
     end_unit_warnings(s);
     return rc;
@@ -503,6 +630,11 @@ static void job_done(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
                      const mcdc_verdict *v) {
     mcdc_stream *s = job;
     end_unit_warnings(s);
+    /* The batch that first read a newer capture instance (from its start
+     * S, s->batch.switch_lsn) is committed here, facts and verdict too:
+     * where snapshot_on_switch (issue 11 item 3) takes its snapshot. Test
+     * hook: killed here, before the next batch is planned. */
+    if (s->batch.switches) (void)mcdc_ctx_crash(&s->ctx, "switch_done", u->id);
     if (s->report == NULL) return;
     MCDC_ASSERT(res->rows == s->st.rows);
     mcdc_batch_report rep;
@@ -871,7 +1003,55 @@ static mcdc_ckpt_binding stream_binding(const mcdc_stream *s, const char *app_id
                                .app_id = app_id,
                                .target = s->target_path,
                                .capture_instance = mcdc_opt_capture_instance(s->opts),
-                               .facts_table = s->facts_path};
+                               .facts_table = s->facts_path,
+                               .capture_instance_alias = s->ci_alias};
+}
+
+/* The capture instances the live generation's checkpoint names: the one it
+ * is bound to and the one it read last (either NULL). Reads only. */
+static int peek_checkpoint(mcdc_stream *s, char **bound, char **last_read, mcdc_error *err) {
+    *bound = *last_read = NULL;
+    mcdc_generation g;
+    char *dir = NULL, *app = NULL;
+    int rc = mcdc_generation_read(&g, s->ctx.storage_env, s->cfg.checkpoint, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_generation_names(&dir, &app, s->cfg.checkpoint, s->cfg.app_id, g.n, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_checkpoint_peek_instances(s->ctx.storage_env, dir, bound, last_read, err);
+    mcdc_free(dir);
+    mcdc_free(app);
+    return rc;
+}
+
+/* Bronze never changes a column's type (reference §2.5): a column the
+ * stream now reads as another type than bronze holds (the source's type
+ * changed, and a restart inferred the new one) stops the stream before it
+ * reads anything, saying what to do. */
+static int check_bronze_types(mcdc_stream *s, mcdc_error *err) {
+    mcdc_schema *have = NULL;
+    int rc = mcdc_table_schema(s->bronze, &have, err);
+    for (int32_t i = 0; rc == MCDC_OK && have && i < s->bronze_schema->n_fields; i++) {
+        const mcdc_field *ours = &s->bronze_schema->fields[i];
+        int32_t j = mcdc_schema_find(have, ours->name);
+        if (j < 0) continue; /* a new column: bronze takes it */
+        const mcdc_field *theirs = &have->fields[j];
+        bool binary = (ours->type == MCDC_TYPE_FIXED_BINARY || ours->type == MCDC_TYPE_BINARY) &&
+                      theirs->type == MCDC_TYPE_BINARY;
+        if (binary || (ours->type == theirs->type && ours->precision == theirs->precision &&
+                       ours->scale == theirs->scale))
+            continue;
+        char a[48], b[48];
+        mcdc_type_text(ours, a);
+        mcdc_type_text(theirs, b);
+        rc = mcdc_error_set(err, MCDC_E_SCHEMA,
+                            "target %s holds column %s as %s, and the stream reads it as %s now "
+                            "(its type changed at the source): bronze never changes a column's "
+                            "type, so nothing was read. Stream into a new target (a new "
+                            "checkpoint and app id, with --bootstrap)",
+                            s->cfg.target, ours->name, b, a);
+    }
+    mcdc_schema_unref(have);
+    return rc;
 }
 
 /* The generation this run streams: the state file's (read on every run),
@@ -958,8 +1138,8 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     static const struct {
         mcdc_opt opt;
         bool snapshot;
-    } inert[] = {{MCDC_OPT_METRICS_PATH, false},   {MCDC_OPT_SCHEMA_CHANGE_POLICY, false},
-                 {MCDC_OPT_SNAPSHOT_CHUNKS, false}, {MCDC_OPT_LOCK_TIMEOUT_MS, true},
+    } inert[] = {{MCDC_OPT_METRICS_PATH, false},   {MCDC_OPT_SNAPSHOT_CHUNKS, false},
+                 {MCDC_OPT_LOCK_TIMEOUT_MS, true},
                  {MCDC_OPT_ISOLATION_LEVEL, true},  {MCDC_OPT_SNAPSHOT_LSN, true},
                  {MCDC_OPT_SNAPSHOT_KEYS, true}};
     for (size_t i = 0; i < sizeof inert / sizeof inert[0]; i++)
@@ -990,10 +1170,28 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     if (rc == MCDC_OK)
         rc = mcdc_budget_acquire(s->ctx.budget, MCDC_PERMIT_CONNECTION, 1, 1, 1, &s->ctx.stop,
                                  &control, err);
-    mcdc_changes_settings cs = {.retry_backoff_ms = cfg->version >= 2 ? cfg->retry_backoff_ms : 0};
+    /* The checkpoint names the instances it read: a configured one that is
+     * gone is followed through them (reference §2.5). */
+    char *bound = NULL, *last_read = NULL;
+    if (rc == MCDC_OK) rc = peek_checkpoint(s, &bound, &last_read, err);
+    const char *also[2] = {last_read, bound};
+    mcdc_changes_settings cs = {.retry_backoff_ms = cfg->version >= 2 ? cfg->retry_backoff_ms : 0,
+                                .follow = true,
+                                .also_names = also,
+                                .n_also_names = 2};
     if (rc == MCDC_OK) rc = mcdc_changes_open(&s->changes, s->opts, &cs, err);
+    /* A checkpoint bound to the older instance, given the newer one's name
+     * (or the reverse): the same stream when both name its table. */
+    if (rc == MCDC_OK && bound && !mcdc_str_ieq(bound, mcdc_opt_capture_instance(s->opts)) &&
+        (mcdc_changes_is_table_name(s->changes, bound) ||
+         mcdc_changes_is_table_name(s->changes, last_read)) &&
+        (s->ci_alias = mcdc_strdup(bound)) == NULL)
+        rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    mcdc_free(bound);
+    mcdc_free(last_read);
     if (rc == MCDC_OK) rc = check_reserved(mcdc_changes_schema(s->changes), err);
     if (rc == MCDC_OK) rc = mcdc_bronze_schema(&s->bronze_schema, mcdc_changes_schema(s->changes), err);
+    if (rc == MCDC_OK) rc = check_bronze_types(s, err);
     if (rc == MCDC_OK && cfg->trigger == MCDC_TRIGGER_AVAILABLE_NOW) {
         rc = mcdc_changes_max_lsn(s->changes, &s->ceiling, err);
         s->has_ceiling = rc == MCDC_OK;
@@ -1032,6 +1230,12 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     json_decref(s->warnings);
     json_decref(s->pending);
     s->warnings = s->pending = NULL;
+    mcdc_changes_batch_free(&s->batch);
+    mcdc_free(s->rm);
+    s->rm = NULL;
+    s->n_rm = s->cap_rm = 0;
+    mcdc_free(s->ci_alias);
+    s->ci_alias = NULL;
     mcdc_changes_close(s->changes);
     mcdc_budget_release(s->ctx.budget, MCDC_PERMIT_CONNECTION, control);
     mcdc_table_close(s->bronze);

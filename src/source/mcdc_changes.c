@@ -288,6 +288,7 @@ int mcdc_changes__resolve_instance(mcdc_changes *c, const char *want, mcdc_error
 
 void mcdc_changes_close(mcdc_changes *c) {
     if (c == NULL) return;
+    mcdc_changes__follow_free(c);
     free_keys(c);
     mcdc_free(c->source_schema);
     mcdc_free(c->source_table);
@@ -340,7 +341,12 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
     c->backoff_ms_first = MCDC_RETRY_BACKOFF_MS_FIRST;
     if (settings && settings->retry_backoff_ms > 0 && settings->retry_backoff_ms <= 60000)
         c->backoff_ms_first = (int)settings->retry_backoff_ms;
-    if (rc == MCDC_OK) CONTROL_CALL(rc, c, err, mcdc_changes__resolve_instance(c, ci, err));
+    bool follow = settings && settings->follow;
+    /* A default-named instance disabled after a newer one took over still
+     * names its table (reference §2.1.1): snapshots and backfill read the
+     * newest one. */
+    if (rc == MCDC_OK && !follow)
+        CONTROL_CALL(rc, c, err, mcdc_changes__resolve_followed(c, ci, NULL, err));
     if (rc == MCDC_OK) {
         const char *tz = mcdc_opt_source_time_zone(opts);
         if (tz == NULL) /* auto */
@@ -358,7 +364,13 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
     char *unreadable = NULL, *computed = NULL;
     const char *given = mcdc_opt_columns(opts);
     bool listed_columns = given && *given;
-    if (rc == MCDC_OK)
+    c->explicit_columns = listed_columns;
+    /* Following: every instance of the table, the union of their columns. */
+    if (rc == MCDC_OK && follow)
+        CONTROL_CALL(rc, c, err,
+                     mcdc_changes__follow_open(c, ci, settings, listed_columns, &all, &all_reads,
+                                               &unreadable, &computed, err));
+    else if (rc == MCDC_OK)
         CONTROL_CALL(rc, c, err,
                      mcdc_reader_infer_columns(&all, &all_reads, &unreadable, &computed,
                                                listed_columns, c->client, c->ci, err));
@@ -408,6 +420,10 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
     ro.retries_max = c->retries_max;
     ro.backoff_ms_first = c->backoff_ms_first;
     c->ropt = ro;
+    if (follow && (rc = mcdc_changes__follow_ready(c, err)) != MCDC_OK) {
+        mcdc_changes_close(c);
+        return rc;
+    }
     *out = c;
     return MCDC_OK;
 }
@@ -422,9 +438,20 @@ int mcdc_changes_max_lsn(mcdc_changes *c, mcdc_lsn *out, mcdc_error *err) {
     return rc;
 }
 
+/* The instance a stream starts on: the table's oldest when following (a
+ * batch reads it below the newer one's start), else the one it reads. */
+static const char *first_instance(const mcdc_changes *c, mcdc_lsn *start) {
+    if (c->follow && c->n_inst > 0) {
+        if (start) *start = c->inst[0].start_lsn;
+        return c->inst[0].name;
+    }
+    if (start) *start = c->instance_start;
+    return c->ci;
+}
+
 int mcdc_changes_min_lsn(mcdc_changes *c, mcdc_lsn *out, mcdc_error *err) {
     int rc;
-    CONTROL_CALL(rc, c, err, mcdc_cdc_min_lsn(out, c->client, c->ci, err));
+    CONTROL_CALL(rc, c, err, mcdc_cdc_min_lsn(out, c->client, first_instance(c, NULL), err));
     return rc;
 }
 
@@ -478,21 +505,22 @@ int mcdc_changes_commit_time(mcdc_changes *c, const mcdc_lsn *lsn, int64_t *utc_
 
 static int initial(mcdc_changes *c, const char *starting_lsn, mcdc_lsn *out, mcdc_error *err) {
     int rc = MCDC_OK;
+    mcdc_lsn first_start;
+    const char *first = first_instance(c, &first_start);
     if (starting_lsn == NULL || mcdc_str_ieq(starting_lsn, "earliest")) {
         mcdc_lsn min;
-        rc = mcdc_cdc_min_lsn(&min, c->client, c->ci, err);
+        rc = mcdc_cdc_min_lsn(&min, c->client, first, err);
         /* A zero min_lsn: capture has not processed the enable yet; the
          * instance's own start is the first LSN it can hold. */
-        if (rc == MCDC_OK && mcdc_lsn_is_zero(&min)) min = c->instance_start;
+        if (rc == MCDC_OK && mcdc_lsn_is_zero(&min)) min = first_start;
         if (rc == MCDC_OK && mcdc_lsn_is_zero(&min)) *out = min;
         else if (rc == MCDC_OK) rc = mcdc_cdc_decrement_lsn(out, c->client, &min, err);
     } else if (mcdc_str_ieq(starting_lsn, "latest")) {
         rc = mcdc_cdc_max_lsn(out, NULL, c->client, err);
         /* Capture has not reached a freshly enabled instance: start just
          * before the instance's first LSN. */
-        if (rc == MCDC_OK && !mcdc_lsn_is_zero(&c->instance_start) &&
-            mcdc_lsn_cmp(out, &c->instance_start) < 0)
-            rc = mcdc_cdc_decrement_lsn(out, c->client, &c->instance_start, err);
+        if (rc == MCDC_OK && !mcdc_lsn_is_zero(&first_start) && mcdc_lsn_cmp(out, &first_start) < 0)
+            rc = mcdc_cdc_decrement_lsn(out, c->client, &first_start, err);
     } else {
         rc = mcdc_lsn_parse_cstr(out, starting_lsn, err);
         if (rc != MCDC_OK) mcdc_error_wrap(err, "startingLsn");
@@ -508,16 +536,21 @@ int mcdc_changes_initial(mcdc_changes *c, const char *starting_lsn, mcdc_lsn *ou
 }
 
 /* ---- planning (§3.6) -------------------------------------------------------------------- */
-int mcdc_changes_plan(mcdc_changes *c, const mcdc_lsn *from, const mcdc_lsn *to, int n_max,
-                      mcdc_lsn_range **out, int *n_out, mcdc_error *err) {
+/* [from, to] of instance ci in commit-aligned ranges tagged `instance`. */
+static int plan_ranges(mcdc_changes *c, const char *ci, int32_t instance, const mcdc_lsn *from,
+                       const mcdc_lsn *to, int n_max, mcdc_lsn_range **out, int *n_out,
+                       mcdc_error *err) {
     *out = NULL;
     *n_out = 0;
     if (mcdc_lsn_cmp(to, from) < 0) return MCDC_OK; /* invariant 3: nothing to read */
     mcdc_split_point *sp = NULL;
     int nsp = 0, rc = MCDC_OK;
     if (n_max > 1) {
-        CONTROL_CALL(rc, c, err, mcdc_cdc_split_points(&sp, &nsp, c->client, c->ci, from, to,
-                                                       n_max, err));
+        /* A newer instance's change table may be one the login cannot read. */
+        CONTROL_CALL(rc, c, err,
+                     (rc = mcdc_cdc_split_points(&sp, &nsp, c->client, ci, from, to, n_max, err))
+                         ? mcdc_reader_diagnose_error(c->client, ci, rc, err)
+                         : MCDC_OK);
         if (rc != MCDC_OK) return rc;
     }
     mcdc_lsn_range *lr = NULL;
@@ -525,17 +558,21 @@ int mcdc_changes_plan(mcdc_changes *c, const mcdc_lsn *from, const mcdc_lsn *to,
     rc = mcdc_reader_plan_ranges(&lr, &n, sp, nsp, from, to, MCDC_MIN_ROWS_PER_RANGE, err);
     mcdc_free(sp);
     if (rc != MCDC_OK) return rc;
-    mcdc_lsn_range *v = n ? mcdc_calloc((size_t)n, sizeof *v) : NULL;
-    if (n && v == NULL) {
-        mcdc_free(lr);
-        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory planning");
-    }
-    for (int i = 0; i < n; i++)
-        v[i] = (mcdc_lsn_range){lr[i].from, lr[i].to, lr[i].rows_estimate, lr[i].last};
-    mcdc_free(lr);
-    *out = v;
+    for (int i = 0; i < n; i++) lr[i].instance = instance;
+    *out = lr;
     *n_out = n;
     return MCDC_OK;
+}
+
+int mcdc_changes_plan(mcdc_changes *c, const mcdc_lsn *from, const mcdc_lsn *to, int n_max,
+                      mcdc_lsn_range **out, int *n_out, mcdc_error *err) {
+    return plan_ranges(c, c->ci, 0, from, to, n_max, out, n_out, err);
+}
+
+int mcdc_changes_plan_piece(mcdc_changes *c, const mcdc_changes_piece *p, int n_max,
+                            mcdc_lsn_range **out, int *n_out, mcdc_error *err) {
+    MCDC_ASSERT(c->follow && p->instance >= 0 && p->instance < c->n_inst);
+    return plan_ranges(c, p->ci, p->instance + 1, &p->from, &p->to, n_max, out, n_out, err);
 }
 
 /* ---- reading ------------------------------------------------------------------------------ */
@@ -543,6 +580,7 @@ int mcdc_changes_read(mcdc_changes *c, const mcdc_lsn_range *r, mcdc_batch_fn fn
                       mcdc_reader_metrics *m, mcdc_error *err) {
     mcdc_reader_metrics scratch;
     mcdc_connstr_connector conn = c->connector;
-    return mcdc_reader_read_range(m ? m : &scratch, &c->ropt, mcdc_connect_connstr, &conn,
-                                  &r->from, &r->to, r->last, fn, ctx, err);
+    mcdc_reader_options o = mcdc_changes__range_options(c, r);
+    return mcdc_reader_read_range(m ? m : &scratch, &o, mcdc_connect_connstr, &conn, &r->from,
+                                  &r->to, r->last, fn, ctx, err);
 }

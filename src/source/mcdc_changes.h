@@ -22,6 +22,14 @@ typedef struct mcdc_changes mcdc_changes;
 /* What the host sets beside the options (tests: fast retries). */
 typedef struct mcdc_changes_settings {
     int64_t retry_backoff_ms; /* before the first retry (doubling); 0: MCDC_RETRY_BACKOFF_MS_FIRST */
+    /* The stream: follow every capture instance of the table (reference
+     * §2.5; see "following" below). The schema is then the union of their
+     * columns. */
+    bool follow;
+    /* follow: the names to try, in order, when captureInstance is gone (the
+     * instance a checkpoint read last, the one it was bound to); borrowed. */
+    const char *const *also_names;
+    int n_also_names;
 } mcdc_changes_settings;
 
 /* Connects, resolves the capture instance, infers the output schema.
@@ -61,6 +69,76 @@ int mcdc_changes_initial(mcdc_changes *c, const char *starting_lsn, mcdc_lsn *ou
  * caller (mcdc_free). */
 int mcdc_changes_plan(mcdc_changes *c, const mcdc_lsn *from, const mcdc_lsn *to, int n_max,
                       mcdc_lsn_range **out, int *n_out, mcdc_error *err);
+
+/* ---- following the table's capture instances (the stream; reference §2.5) ---------
+ * A handle opened with settings->follow reads every capture instance of its
+ * table, oldest first: a batch's range is cut at each newer instance's
+ * start LSN S, the older instance read up to S - 1 and the newer one from
+ * S, both in one batch when it spans S. Each planning lists the instances
+ * again, and the DDL their histories hold in the batch's range is
+ * classified before anything is read (mcdc_follow.h). A configured
+ * instance that is gone is followed through the newest instance listed.
+ * Names and pieces handed out stay valid until the next planning. */
+
+/* Where a batch after start should end at most, given the end the
+ * positions allow (*end, lowered in place): just before the start S of a
+ * newer instance whose columns the stream's schema does not hold, so that
+ * the batch before S commits and the stream stops at S (*cut). ci: the
+ * instance the batch reads last (the position records it). */
+int mcdc_changes_follow_end(mcdc_changes *c, const mcdc_lsn *start, mcdc_lsn *end, bool *cut,
+                            char ci[MCDC_IDENT_BYTES_MAX + 1], mcdc_error *err);
+
+/* A batch's part read from one instance. */
+typedef struct mcdc_changes_piece {
+    int32_t instance;  /* the ranges planned for it carry it (mcdc_lsn_range.instance) */
+    const char *ci;    /* its name (borrowed) */
+    mcdc_lsn from, to; /* closed; a caller may raise from (cleanup passed it) */
+    bool oldest;       /* the table's oldest instance: a gap before it may be a dropped one's */
+} mcdc_changes_piece;
+
+/* What a batch records beside its rows (reference §2.3.4). */
+typedef struct mcdc_changes_event {
+    const char *event; /* "schema_change" or "capture_instance_switched" (static) */
+    mcdc_lsn lsn;      /* the DDL's LSN; the newer instance's start S */
+    bool has_commit_ts;
+    int64_t commit_us; /* of the commit at or before lsn, UTC */
+    char *detail;      /* owned: the DDL (at most 500 bytes), or the switch's JSON
+                          (mcdc_follow_switch_detail) */
+} mcdc_changes_event;
+
+typedef struct mcdc_changes_batch {
+    mcdc_changes_piece *pieces; /* owned, in LSN order */
+    int n_pieces;
+    mcdc_changes_event *events; /* owned: the DDL in LSN order, then the switches */
+    int n_events;
+    bool switches;              /* a piece starts at a newer instance's start S */
+    mcdc_lsn switch_lsn;        /* switches: that S (the newest one the batch reaches) */
+} mcdc_changes_batch;
+
+/* The pieces of the batch (start, end] (start: the last LSN processed) and
+ * its events. MCDC_E_SCHEMA before anything is read: DDL whose type change
+ * the stream cannot hold, or any DDL under schemaChangePolicy=fail. *out
+ * is the caller's (mcdc_changes_batch_free). */
+int mcdc_changes_batch_plan(mcdc_changes *c, const mcdc_lsn *start, const mcdc_lsn *end,
+                            mcdc_changes_batch *out, mcdc_error *err);
+void mcdc_changes_batch_free(mcdc_changes_batch *b);
+/* sys.fn_cdc_get_min_lsn of the piece's instance. */
+int mcdc_changes_piece_min_lsn(mcdc_changes *c, const mcdc_changes_piece *p, mcdc_lsn *out,
+                               mcdc_error *err);
+/* Before the first read of a piece's instance this run: the stream's
+ * schema must hold what it captures (MCDC_E_SCHEMA: the stream stops at
+ * its start), and the login must be allowed to read its change table
+ * (MCDC_E_PERMISSION with the GRANT). */
+int mcdc_changes_piece_check(mcdc_changes *c, const mcdc_changes_piece *p, mcdc_error *err);
+/* mcdc_changes_plan for the piece's [from, to] of its instance. */
+int mcdc_changes_plan_piece(mcdc_changes *c, const mcdc_changes_piece *p, int n_max,
+                            mcdc_lsn_range **out, int *n_out, mcdc_error *err);
+/* Instance names seen (configured, followed, listed) that the table no
+ * longer lists, as "'a', 'b'" ("" when none). */
+void mcdc_changes_gone(const mcdc_changes *c, char *out, size_t cap);
+/* Is name a capture instance of the table now, or the table's default
+ * instance name (<schema>_<table>), ignoring case? */
+bool mcdc_changes_is_table_name(const mcdc_changes *c, const char *name);
 
 /* What reading one range measured (decision record 0014) is the reader's
  * mcdc_reader_metrics (src/source/mcdc_reader.h). */

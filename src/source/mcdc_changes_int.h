@@ -14,6 +14,18 @@
 #include "mcdc_connstr.h"
 #include "mcdc_reader.h"
 
+/* One capture instance of the tracked table, as the stream follows it. */
+typedef struct mcdc_follow_inst {
+    char *name;                  /* owned */
+    mcdc_lsn start_lsn;          /* zero: capture has not processed its enable yet */
+    int64_t create_date_us;      /* with the name, tells a re-created instance apart */
+    mcdc_captured_column *cols;  /* captured, computed ones left out; types as last read */
+    int n_cols;
+    bool *present;               /* per field of captured: this instance captures it */
+    bool checked;                /* its columns were checked against the schema (or it is
+                                    the oldest, which the schema was inferred with) */
+} mcdc_follow_inst;
+
 struct mcdc_changes {
     char ci[MCDC_IDENT_BYTES_MAX + 1];
     mcdc_connstr *connstr;
@@ -36,6 +48,18 @@ struct mcdc_changes {
     char **keys;
     int n_keys;
     const mcdc_opts *opts;    /* borrowed: isolationLevel, lockTimeoutMs... */
+    /* Following the table's capture instances (the stream, mcdc_changes_follow.c;
+     * reference §2.5). Off for the other users of the handle, which read
+     * the one instance ci. */
+    bool follow;
+    bool explicit_columns;    /* the columns option: the user's list and types */
+    mcdc_follow_inst *inst;   /* the table's instances as last listed, oldest first */
+    int n_inst;
+    char **seen;              /* every instance name seen (configured, listed), owned */
+    int n_seen;
+    mcdc_schema *expected;    /* the types the DDL check compares with (query columns) */
+    bool *ci_present;         /* follow: ropt.present of ci (its columns of captured) */
+    char gone_text[512];      /* mcdc_changes_gone's last answer */
 };
 
 
@@ -48,6 +72,34 @@ bool mcdc_changes__control_again(mcdc_changes *c, int rc, int *attempt, mcdc_err
  * ignoring case) and records it: name, start LSN, table, keys. On the
  * control connection (call it under CONTROL_CALL). */
 int mcdc_changes__resolve_instance(mcdc_changes *c, const char *want, mcdc_error *err);
+
+/* ---- following (mcdc_changes_follow.c) ---------------------------------------- */
+/* mcdc_changes__resolve_instance of want, else of the names settings give
+ * (may be NULL), else of the newest instance of the table a default name
+ * <schema>_<table> names (a disabled instance followed by a newer one);
+ * the names that are gone are kept (c->seen). */
+int mcdc_changes__resolve_followed(mcdc_changes *c, const char *want,
+                                   const mcdc_changes_settings *settings, mcdc_error *err);
+/* At open, follow mode: resolves `want` (else the names settings give, else
+ * a default name <schema>_<table> whose table still has instances), lists
+ * the table's instances and infers the union of their columns (*all and
+ * *all_reads, as mcdc_reader_infer_columns infers one instance's: a column
+ * reads as the first instance that captures it reads it; *unreadable and
+ * *computed likewise, owned). On the control connection. */
+int mcdc_changes__follow_open(mcdc_changes *c, const char *want,
+                              const mcdc_changes_settings *settings, bool keep_computed,
+                              mcdc_schema **all, uint8_t **all_reads, char **unreadable,
+                              char **computed, mcdc_error *err);
+/* Once captured (the schema read) is final: which instance captures which
+ * column, and the types the DDL check expects. */
+int mcdc_changes__follow_ready(mcdc_changes *c, mcdc_error *err);
+void mcdc_changes__follow_free(mcdc_changes *c);
+/* The captured column `name` of any instance of the table (newest first),
+ * NULL when none: a snapshot matches a column by its column_id. */
+const mcdc_captured_column *mcdc_changes__follow_captured(const mcdc_changes *c,
+                                                          const char *name);
+/* The reader's options for range r (its instance's name and columns). */
+mcdc_reader_options mcdc_changes__range_options(const mcdc_changes *c, const mcdc_lsn_range *r);
 
 /* Runs `call` (an expression using c->client / c->control) under the
  * control mutex, reconnecting and retrying transient failures. */

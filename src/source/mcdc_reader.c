@@ -225,7 +225,7 @@ static int push_range(mcdc_lsn_range **v, int *n, int *cap, const mcdc_lsn *from
         *v = nv;
         *cap = nc;
     }
-    (*v)[*n] = (mcdc_lsn_range){*from, *to, rows, false};
+    (*v)[*n] = (mcdc_lsn_range){*from, *to, rows, false, 0};
     (*n)++;
     return MCDC_OK;
 }
@@ -320,8 +320,7 @@ static int last_key(const mcdc_batch *b, bool with_command_id, mcdc_row_key *k,
     return MCDC_OK;
 }
 
-/* An error naming the change table: is it a missing grant? */
-static int diagnose_read_error(mcdc_cdc_client *c, const char *ci, int rc, mcdc_error *err) {
+int mcdc_reader_diagnose_error(mcdc_cdc_client *c, const char *ci, int rc, mcdc_error *err) {
     char table[MCDC_IDENT_BYTES_MAX + 8];
     snprintf(table, sizeof table, "%s_CT", ci);
     if (err == NULL || strstr(err->message, table) == NULL) return rc;
@@ -376,7 +375,7 @@ static int read_rows(attempt *a, mcdc_cdc_client *c, mcdc_error *err) {
     mcdc_result *r = NULL;
     rc = mcdc_conn_exec(&r, mcdc_cdc_client_conn(c), (const char *)sql.data, p, 2, err);
     mcdc_buf_free(&sql);
-    if (rc != MCDC_OK) return diagnose_read_error(c, ci, rc, err);
+    if (rc != MCDC_OK) return mcdc_reader_diagnose_error(c, ci, rc, err);
     int64_t rows_max = opt->batch_rows > 0 ? opt->batch_rows : 10000;
     for (;;) {
         mcdc_batch *b = NULL;
@@ -413,7 +412,7 @@ static int read_rows(attempt *a, mcdc_cdc_client *c, mcdc_error *err) {
         a->m->bytes += bytes;
     }
     mcdc_result_free(r);
-    if (rc != MCDC_OK) return diagnose_read_error(c, ci, rc, err);
+    if (rc != MCDC_OK) return mcdc_reader_diagnose_error(c, ci, rc, err);
     return MCDC_OK;
 }
 

@@ -103,6 +103,8 @@ typedef struct mcdc_lsn_range {
     mcdc_lsn from, to;     /* closed interval, commit-aligned */
     int64_t rows_estimate;
     bool last;             /* ends at the batch end: measures the stream position */
+    int32_t instance;      /* the change feed's (mcdc_changes.h): 0 its own capture instance,
+                              else the piece's it was planned for */
 } mcdc_lsn_range;
 int mcdc_reader_plan_ranges(mcdc_lsn_range **out, int *n_out, const mcdc_split_point *tiles,
                             int n_tiles, const mcdc_lsn *from, const mcdc_lsn *to,
@@ -144,6 +146,12 @@ int mcdc_reader_read_range(mcdc_reader_metrics *metrics, const mcdc_reader_optio
                            mcdc_connect_fn connect, void *connect_ctx, const mcdc_lsn *from,
                            const mcdc_lsn *to, bool last, mcdc_batch_fn sink,
                            void *sink_ctx, mcdc_error *err);
+
+/* An error (rc, err) of a query naming ci's change table: a missing SELECT
+ * grant there (HAS_PERMS_BY_NAME, language-independent) becomes
+ * MCDC_E_PERMISSION with the GRANT to run; a missing table says the
+ * instance is gone. Returns the code err holds. */
+int mcdc_reader_diagnose_error(mcdc_cdc_client *c, const char *ci, int rc, mcdc_error *err);
 
 /* The batch's _capture_instance column (its first) filled with ci for its
  * `rows` rows (decoders fill the other columns and leave this one). */

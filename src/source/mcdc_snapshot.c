@@ -108,11 +108,15 @@ void mcdc_changes__names_free(mcdc_changes *c, char **names) {
     mcdc_free(names);
 }
 
-static const mcdc_captured_column *captured_named(const mcdc_captured_column *v, int n,
+/* The captured column `name` of the instance (v), else, for a stream
+ * following its table, of another instance of it: a column only a newer
+ * instance captures is still matched by its column_id. */
+static const mcdc_captured_column *captured_named(const mcdc_changes *c,
+                                                  const mcdc_captured_column *v, int n,
                                                   const char *name) {
     for (int i = 0; i < n; i++)
         if (mcdc_str_ieq(v[i].name, name)) return &v[i];
-    return NULL;
+    return c->follow ? mcdc_changes__follow_captured(c, name) : NULL;
 }
 
 static const mcdc_table_column *table_column(const mcdc_table_column *v, int n, int id) {
@@ -170,7 +174,7 @@ static int resolve(mcdc_snap_keys *out, char ***source_names, mcdc_changes *c,
     out->cols = n ? mcdc_calloc((size_t)n, sizeof *out->cols) : NULL;
     if (rc == MCDC_OK && n && out->cols == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     for (int i = 0; rc == MCDC_OK && i < n && out->bindable; i++) {
-        const mcdc_captured_column *m = captured_named(cap, n_cap, spelled[i]);
+        const mcdc_captured_column *m = captured_named(c, cap, n_cap, spelled[i]);
         const mcdc_table_column *t = m ? table_column(tab, n_tab, m->column_id) : NULL;
         if (t == NULL) {
             rc = mcdc_error_set(err, MCDC_E_INVALID,
@@ -202,7 +206,7 @@ static int resolve(mcdc_snap_keys *out, char ***source_names, mcdc_changes *c,
         if (sn == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     }
     for (int32_t i = 0; rc == MCDC_OK && sn && i < nf; i++) {
-        const mcdc_captured_column *m = captured_named(cap, n_cap, c->captured->fields[i].name);
+        const mcdc_captured_column *m = captured_named(c, cap, n_cap, c->captured->fields[i].name);
         const mcdc_table_column *t = m ? table_column(tab, n_tab, m->column_id) : NULL;
         /* A computed column reads NULL, as in every change row of it. */
         if (t && !t->computed && (sn[i] = mcdc_strdup(t->name)) == NULL)

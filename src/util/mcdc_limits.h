@@ -78,6 +78,13 @@
  * instance of 100 characters written as \uXXXX surrogate pairs brings it
  * near 1.6 KiB. 4 KiB bounds what the token parser reads. */
 #define MCDC_RANGE_TOKEN_BYTES_MAX 4096
+/* Capture instances of one table a stream follows at once: SQL Server
+ * allows two; a listing with more is refused, not cut. A batch reads one
+ * piece per instance at most. */
+#define MCDC_TABLE_INSTANCES_MAX 8
+/* The bytes of a DDL statement a schema_change facts row keeps (the
+ * reference keeps 500 characters of it). */
+#define MCDC_DDL_DETAIL_BYTES_MAX 500
 /* Snapshot keys (reference §3.7): SQL Server allows 32 key columns in an
  * index; snapshotKeys naming more is a mistake. A bound's value text: the
  * widest sortable key SQL Server indexes is 1700 bytes, but snapshotKeys may

@@ -466,11 +466,15 @@ def ref_offsets(ckpt):
 
 
 def our_offsets(ckpt):
+    """Ours: the reference's {lsn, commit_ts}, and the capture instance the
+    batch read last (docs/schema-changes.md), which Spark's offsets lack."""
     out = {}
     for path in glob.glob(os.path.join(ckpt, "offsets", "[0-9]*")):
         with open(path) as f:
             o = json.load(f)
-        out[o["batch_id"]] = o["end"]
+        end = dict(o["end"])
+        assert end.pop("capture_instance") == CI
+        out[o["batch_id"]] = end
     return out
 
 
