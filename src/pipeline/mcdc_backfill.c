@@ -445,6 +445,13 @@ static int l_read_plan(void *self, int64_t n, json_t **start, json_t **end, mcdc
     *start = *end = NULL;
     bool found;
     int rc = wave_from_plans(b, n, start, end, &found, err);
+    /* Another backfill planned it after this run read the plans table:
+     * its rows are there now (they come before its bronze and facts). */
+    if (rc == MCDC_OK && !found) {
+        mcdc_plan_rows_free(&b->prows);
+        rc = mcdc_plans_load(&b->prows, b->plans, b->s, err);
+        if (rc == MCDC_OK) rc = wave_from_plans(b, n, start, end, &found, err);
+    }
     if (rc == MCDC_OK && !found) rc = wave_from_bronze(b, n, start, end, &found, err);
     return rc;
 }
