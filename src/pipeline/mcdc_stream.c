@@ -120,6 +120,13 @@ struct mcdc_stream {
     bool possible_loss;
     mcdc_facts_skip possible;
     mcdc_changes_batch batch;  /* its pieces and events (schema_change, switches) */
+    /* startingLsn resolved by this run while no batch is committed: latest
+     * is max_lsn when the run first planned, not at each idle trigger (a
+     * change committed after the start would be skipped as "before latest"
+     * until a batch committed, which an idle table never gets). */
+    bool has_initial;
+    offset_t initial;
+    bool latest_was_empty; /* latest found no change yet: read as earliest */
     mcdc_reader_metrics *rm;   /* every range's read metrics, folded at the unit's end */
     int n_rm, cap_rm;
     /* The checkpoint's capture instance when it differs from the one
@@ -162,16 +169,28 @@ static int initial_offset(mcdc_stream *s, offset_t *start, bool *idle, mcdc_erro
     mcdc_start_kind kind = mcdc_opt_starting_lsn(s->opts, &starting);
     memset(start, 0, sizeof *start);
     *idle = false;
-    if (kind == MCDC_START_EARLIEST) {
+    int rc = MCDC_OK;
+    if (kind == MCDC_START_LATEST && !s->latest_was_empty) {
+        rc = mcdc_changes_initial(s->changes, starting, &start->lsn, err);
+        if (rc) return rc;
+        /* No change captured yet (max_lsn NULL) and capture has not reached
+         * the instance: every change comes after this start, so latest reads
+         * as earliest once the instance has one (a zero position would read
+         * from LSN 1, below min_lsn: DataLossError). */
+        if (mcdc_lsn_is_zero(&start->lsn)) s->latest_was_empty = true;
+    }
+    if (kind == MCDC_START_EARLIEST || s->latest_was_empty) {
         mcdc_lsn min;
-        int rc = mcdc_changes_min_lsn(s->changes, &min, err);
+        rc = mcdc_changes_min_lsn(s->changes, &min, err);
         if (rc) return rc;
         if (mcdc_lsn_is_zero(&min)) {
             *idle = true;
             return MCDC_OK;
         }
+        rc = mcdc_changes_initial(s->changes, "earliest", &start->lsn, err);
+    } else if (kind == MCDC_START_LSN) {
+        rc = mcdc_changes_initial(s->changes, starting, &start->lsn, err);
     }
-    int rc = mcdc_changes_initial(s->changes, starting, &start->lsn, err);
     if (rc) return rc;
     bool found = false;
     if (!mcdc_lsn_is_zero(&start->lsn) &&
@@ -212,8 +231,17 @@ static int job_plan(void *job, const json_t *last_end, json_t **start_j, json_t 
     int rc = MCDC_OK;
     *idle = false;
     memset(&end, 0, sizeof end);
-    if (last_end == NULL) rc = initial_offset(s, &start, idle, err);
-    else rc = offset_parse(&start, last_end, err);
+    if (last_end == NULL && s->has_initial) {
+        start = s->initial;
+    } else if (last_end == NULL) {
+        rc = initial_offset(s, &start, idle, err);
+        if (rc == MCDC_OK && !*idle) {
+            s->initial = start;
+            s->has_initial = true;
+        }
+    } else {
+        rc = offset_parse(&start, last_end, err);
+    }
     if (rc || *idle) return rc;
     rc = next_end(s, &start, &end, idle, err);
     if (rc || *idle) return rc;

@@ -184,6 +184,34 @@ def test_sigterm_finishes_the_batch_and_exits_cleanly(sim, workdir):
     assert_exactly_once(sim, workdir)
 
 
+def test_latest_on_a_table_without_changes_reads_what_comes_after_the_start(sim, workdir):
+    """startingLsn latest is max_lsn when the stream first plans: a change
+    committed later is read by the running stream (it was skipped as "before
+    latest" while no batch had committed, latest being re-read each trigger)."""
+    make_db(sim)
+    proc = subprocess.Popen([CLI, *stream_args(sim, workdir, trigger="processingTime=100ms",
+                                               extra=["--startingLsn", "latest"])],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)
+        write_changes(sim, 1, 1)
+        deadline = time.time() + 15
+        while time.time() < deadline and not os.path.isdir(os.path.join(workdir, "bronze")):
+            time.sleep(0.1)
+        while time.time() < deadline and len(bronze_keys(workdir)) < len(change_rows(sim)):
+            time.sleep(0.1)
+        if not os.path.isdir(os.path.join(workdir, "bronze")):
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=30)
+            raise AssertionError(f"the running stream missed them: {out[-2000:]} {err[-2000:]}")
+        assert bronze_keys(workdir) == sorted(change_rows(sim)), "the running stream missed them"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert_exactly_once(sim, workdir)
+
+
 def test_purged_changes_stop_the_stream_with_data_loss(sim, workdir):
     make_db(sim)
     write_changes(sim, 1, 2)
