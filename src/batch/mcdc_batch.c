@@ -614,6 +614,63 @@ int mcdc_col_copy_value(mcdc_column *dst, const mcdc_column *src, int64_t row, m
     return MCDC_OK;
 }
 
+int mcdc_col_take(mcdc_column *dst, const mcdc_column *src, const int32_t *idx, int64_t n,
+                  mcdc_error *err) {
+    if (!same_type(dst->field, src->field))
+        return mcdc_error_set(err, MCDC_E_SCHEMA, "column '%s' cannot take values of column '%s': "
+                              "the types differ", dst->field->name, src->field->name);
+    if (n == 0) return MCDC_OK;
+    const mcdc_field *f = src->field;
+    int64_t bytes = 0;
+    if (is_var(f))
+        for (int64_t i = 0; i < n; i++) bytes += src->offsets[idx[i] + 1] - src->offsets[idx[i]];
+    int rc = mcdc_col_reserve(dst, n, bytes, err);
+    if (rc) return rc;
+    int64_t at = dst->length;
+    if (src->validity && src->null_count > 0) {
+        int64_t nulls = 0;
+        for (int64_t i = 0; i < n; i++) nulls += !mcdc_col_is_valid(src, idx[i]);
+        if (nulls > 0 && dst->validity == NULL) {
+            size_t nb = (size_t)(dst->capacity + 7) / 8;
+            if ((dst->validity = mcdc_malloc(nb)) == NULL)
+                return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+            memset(dst->validity, 0xff, nb);
+        }
+        for (int64_t i = 0; nulls > 0 && i < n; i++)
+            if (!mcdc_col_is_valid(src, idx[i]))
+                dst->validity[(at + i) >> 3] &= (uint8_t) ~(1u << ((at + i) & 7));
+        dst->null_count += nulls;
+    }
+    if (f->type == MCDC_TYPE_BOOL) {
+        for (int64_t i = 0; i < n; i++) {
+            int64_t r = idx[i], d = at + i;
+            if ((src->values[r >> 3] >> (r & 7)) & 1) dst->values[d >> 3] |= (uint8_t)(1u << (d & 7));
+            else dst->values[d >> 3] &= (uint8_t) ~(1u << (d & 7));
+        }
+    } else if (is_var(f)) {
+        int64_t len = dst->data_len;
+        for (int64_t i = 0; i < n; i++) {
+            int32_t o = src->offsets[idx[i]], l = src->offsets[idx[i] + 1] - o;
+            if (l) memcpy(dst->data + len, src->data + o, (size_t)l);
+            len += l;
+            dst->offsets[at + i + 1] = (int32_t)len;
+        }
+        dst->data_len = len;
+    } else {
+        int32_t w = mcdc_type_width(f);
+        uint8_t *out = dst->values + at * w;
+        if (w == 8)
+            for (int64_t i = 0; i < n; i++) memcpy(out + i * 8, src->values + (int64_t)idx[i] * 8, 8);
+        else if (w == 4)
+            for (int64_t i = 0; i < n; i++) memcpy(out + i * 4, src->values + (int64_t)idx[i] * 4, 4);
+        else
+            for (int64_t i = 0; i < n; i++)
+                memcpy(out + i * w, src->values + (int64_t)idx[i] * w, (size_t)w);
+    }
+    dst->length = at + n;
+    return MCDC_OK;
+}
+
 int mcdc_batch_widen(mcdc_batch *b, mcdc_schema *wider, mcdc_error *err) {
     int32_t n = b->schema->n_fields;
     if (wider->n_fields < n)

@@ -143,6 +143,12 @@ int mcdc_col_fill_text(mcdc_column *c, const char *text, int64_t n, mcdc_error *
  * have the same type (precision, scale and width included). */
 int mcdc_col_copy_value(mcdc_column *dst, const mcdc_column *src, int64_t row, mcdc_error *err);
 
+/* Appends src's values at rows idx[0..n) (NULLs included), in that order,
+ * to dst: a gather, one type switch per call (sorts and merges move rows
+ * with it). Same types as mcdc_col_copy_value. */
+int mcdc_col_take(mcdc_column *dst, const mcdc_column *src, const int32_t *idx, int64_t n,
+                  mcdc_error *err);
+
 /* Re-homes b's columns under `wider`, a schema whose first fields equal b's
  * (names and types) and which has more after them; the new columns start
  * empty. Takes a reference to wider and drops b's old schema. */
