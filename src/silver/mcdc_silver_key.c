@@ -150,7 +150,8 @@ int silver_key_append(mcdc_buf *out, const mcdc_column *const *cols, int32_t n, 
 }
 
 int silver_key_cmp(const uint8_t *a, size_t na, const uint8_t *b, size_t nb) {
-    int c = memcmp(a, b, na < nb ? na : nb);
+    size_t n = na < nb ? na : nb;
+    int c = n ? memcmp(a, b, n) : 0;
     if (c) return c;
     return na < nb ? -1 : na > nb;
 }

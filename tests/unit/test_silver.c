@@ -415,3 +415,413 @@ TEST(silver_sorter_unranked_keeps_every_row_in_key_order) {
     mcdc_storage_free(st);
     mcdc_storage_mem_release(m);
 }
+
+/* ---- the merge ------------------------------------------------------------------------ */
+
+/* silver: id INT32, val UTF8, _start_lsn UTF8, _commit_ts TIMESTAMP_NTZ */
+static mcdc_schema *silver_schema(void) {
+    mcdc_schema *s;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_schema_create(&s, 4, &e);
+    mcdc_schema_set(s, 0, "id", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 1, "val", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 2, "_start_lsn", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 3, "_commit_ts", MCDC_TYPE_TIMESTAMP_NTZ, 0, 0, 0, true, &e);
+    return s;
+}
+
+/* change rows for the merge: id, val, _start_lsn, _commit_ts, _operation,
+ * _command_id, _seqval, _tag */
+static mcdc_schema *mchange_schema(void) {
+    mcdc_schema *s;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_schema_create(&s, 8, &e);
+    mcdc_schema_set(s, 0, "id", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 1, "val", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 2, "_start_lsn", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 3, "_commit_ts", MCDC_TYPE_TIMESTAMP_NTZ, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 4, "_operation", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 5, "_command_id", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 6, "_seqval", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 7, "_tag", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
+    return s;
+}
+
+typedef struct {
+    int id, op;
+    int64_t lsn;
+    const char *val;
+    int tag;
+} mchange;
+
+/* What silver should hold: val per id (NULL: absent), and each row's lsn. */
+#define MODEL_IDS 5000
+typedef struct {
+    char val[MODEL_IDS][24];
+    bool has[MODEL_IDS];
+    int64_t lsn[MODEL_IDS];
+} model;
+
+typedef struct {
+    mcdc_storage_mem *m;
+    mcdc_storage_env env;
+    mcdc_table *t;
+    mcdc_storage *spill;
+    int64_t file_rows;
+} mtest;
+
+static void mtest_open(mtest *x, const char *name, int64_t file_rows) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    memset(x, 0, sizeof *x);
+    mcdc_storage_mem_create(&x->m, name, &e);
+    x->env = mcdc_storage_mem_env(x->m);
+    char loc[64];
+    snprintf(loc, sizeof loc, "mem://%s/silver", name);
+    mcdc_table_open_env(&x->t, &x->env, loc, NULL, &e);
+    x->spill = mcdc_table_storage(x->t);
+    x->file_rows = file_rows;
+}
+
+static void mtest_close(mtest *x) {
+    mcdc_table_close(x->t);
+    mcdc_storage_mem_release(x->m);
+}
+
+/* One merge of changes into the table, committed with its index; returns
+ * the status and fills *res. */
+static int merge_changes(mtest *x, const mchange *ch, int n, bool rebuild, const silver_range *ranges,
+                         int n_ranges, silver_merge_out *res_out, mcdc_error *e) {
+    mcdc_schema *cs = mchange_schema(), *ss = silver_schema();
+    static const int32_t key[1] = {0};
+    silver_sorter_cfg sc = {.schema = cs, .key_cols = key, .n_keys = 1, .ranked = true,
+                            .lsn_col = 2, .op_col = 4, .cmd_col = 5, .seq_col = 6, .tag_col = 7,
+                            .keep_tags = SILVER_TAG_BASE | SILVER_TAG_WAVE,
+                            .memory_bytes = SILVER_SORT_BYTES_MIN, .spill = x->spill,
+                            .spill_prefix = "_mssql_cdc_spill/m-"};
+    silver_sorter *so = NULL;
+    int rc = silver_sorter_create(&so, &sc, e);
+    mcdc_batch *b = NULL;
+    if (rc == MCDC_OK) rc = mcdc_batch_create(&b, cs, n ? n : 1, e);
+    for (int i = 0; rc == MCDC_OK && i < n; i++) {
+        char l[23];
+        lsn_text(l, ch[i].lsn);
+        mcdc_col_append_int(&b->columns[0], ch[i].id, e);
+        if (ch[i].val) mcdc_col_append_bytes(&b->columns[1], ch[i].val, (int64_t)strlen(ch[i].val), e);
+        else mcdc_col_append_null(&b->columns[1], e);
+        mcdc_col_append_bytes(&b->columns[2], l, 22, e);
+        mcdc_col_append_int(&b->columns[3], ch[i].lsn * 1000, e);
+        mcdc_col_append_int(&b->columns[4], ch[i].op, e);
+        mcdc_col_append_int(&b->columns[5], 1, e);
+        mcdc_col_append_bytes(&b->columns[6], l, 22, e);
+        mcdc_col_append_int(&b->columns[7], ch[i].tag ? ch[i].tag : (int)SILVER_TAG_BASE, e);
+    }
+    if (rc == MCDC_OK) rc = mcdc_batch_seal(b, e);
+    if (rc == MCDC_OK) rc = silver_sorter_add(so, b, NULL, 0, e);
+    if (rc == MCDC_OK) rc = silver_sorter_finish(so, e);
+    mcdc_table_view *v = NULL;
+    if (rc == MCDC_OK) rc = mcdc_table_view_open(&v, x->t, -1, e);
+    static const int32_t c_of_out[4] = {0, 1, 2, 3}, e_of_out[4] = {0, 1, 2, 3};
+    static const char *const keys[1] = {"id"};
+    mcdc_table_props props = {.kind = MCDC_KIND_SILVER};
+    silver_merge_in in = {.target = x->t, .view = v, .out_schema = ss, .change_of_out = c_of_out,
+                          .exist_of_out = e_of_out, .keys = keys, .n_keys = 1, .changes = so,
+                          .change_lsn_col = 2, .rebuild = rebuild, .ranges = ranges,
+                          .n_ranges = n_ranges, .file_rows = x->file_rows,
+                          .memory_bytes = SILVER_SORT_BYTES_MIN, .spill = x->spill,
+                          .spill_prefix = "_mssql_cdc_spill/m-", .props = &props};
+    silver_merge_out out = {0};
+    if (rc == MCDC_OK) rc = silver_merge_run(&out, &in, e);
+    int64_t read_version = v ? mcdc_table_view_version(v) : -1;
+    if (rc == MCDC_OK && out.changed)
+        rc = silver_index_store(x->spill, &out.index, read_version + 1, e);
+    if (rc == MCDC_OK && out.changed) {
+        mcdc_table_commit c = {.operation = "MERGE", .remove_paths = (const char *const *)out.removes,
+                               .n_removes = out.n_removes, .read_version = read_version < 0 ? -1 : read_version};
+        bool skipped;
+        int64_t ver;
+        if (read_version < 0) c.read_version = -1;
+        rc = mcdc_appender_commit_with(out.appender, &c, &skipped, &ver, e);
+    }
+    if (res_out) {
+        *res_out = out;
+        res_out->appender = NULL;
+        res_out->removes = NULL;
+        res_out->n_removes = out.n_removes;
+        memset(&res_out->index, 0, sizeof res_out->index);
+    }
+    silver_merge_out_free(&out);
+    mcdc_table_view_free(v);
+    mcdc_batch_free(b);
+    silver_sorter_free(so);
+    mcdc_schema_unref(cs);
+    mcdc_schema_unref(ss);
+    return rc;
+}
+
+/* Applies changes to the model as the reference's rules say. */
+static void model_apply(model *md, const mchange *ch, int n, bool rebuild) {
+    /* latest per key by lsn (op wins ties as in the rank) */
+    static int best[MODEL_IDS];
+    for (int i = 0; i < MODEL_IDS; i++) best[i] = -1;
+    for (int i = 0; i < n; i++) {
+        if (ch[i].tag && !((unsigned)ch[i].tag & (SILVER_TAG_BASE | SILVER_TAG_WAVE))) continue;
+        int b = best[ch[i].id];
+        if (b < 0 || ch[i].lsn > ch[b].lsn || (ch[i].lsn == ch[b].lsn && ch[i].op > ch[b].op)) best[ch[i].id] = i;
+    }
+    for (int id = 0; id < MODEL_IDS; id++) {
+        int b = best[id];
+        if (b < 0) {
+            if (rebuild) md->has[id] = false;
+            continue;
+        }
+        const mchange *c = &ch[b];
+        if (md->has[id] && c->lsn <= md->lsn[id]) continue;
+        if (c->op == 1 || c->op == 3) {
+            md->has[id] = false;
+        } else {
+            md->has[id] = true;
+            snprintf(md->val[id], sizeof md->val[id], "%s", c->val ? c->val : "");
+            md->lsn[id] = c->lsn;
+        }
+    }
+}
+
+/* silver's rows equal the model's, once each */
+static int64_t check_table(mtest *x, const model *md) {
+    mcdc_batch *all = NULL;
+    int64_t v;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_table_read_all(x->t, &all, &v, &e), MCDC_OK);
+    static int seen[MODEL_IDS];
+    memset(seen, 0, sizeof seen);
+    int64_t bad = 0, rows = all ? all->rows : 0;
+    for (int64_t r = 0; r < rows; r++) {
+        mcdc_cell id = mcdc_row_get(all, r, 0), val = mcdc_row_get(all, r, 1), l = mcdc_row_get(all, r, 2);
+        if (id.kind != MCDC_CELL_INT || id.i < 0 || id.i >= MODEL_IDS) {
+            bad++;
+            continue;
+        }
+        seen[id.i]++;
+        char lt[23];
+        lsn_text(lt, md->lsn[id.i]);
+        if (!md->has[id.i] || val.kind != MCDC_CELL_TEXT || (size_t)val.i != strlen(md->val[id.i]) ||
+            memcmp(val.s, md->val[id.i], (size_t)val.i) != 0 || l.kind != MCDC_CELL_TEXT ||
+            memcmp(l.s, lt, 22) != 0) {
+            if (bad < 5) fprintf(stderr, "  id %lld: silver '%.*s', model %s'%s'\n", (long long)id.i,
+                                 val.kind == MCDC_CELL_TEXT ? (int)val.i : 4,
+                                 val.kind == MCDC_CELL_TEXT ? val.s : "NULL",
+                                 md->has[id.i] ? "" : "(absent) ", md->val[id.i]);
+            bad++;
+        }
+    }
+    int64_t want = 0;
+    for (int id = 0; id < MODEL_IDS; id++) {
+        want += md->has[id];
+        if (seen[id] != (md->has[id] ? 1 : 0)) bad++;
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(rows, want);
+    mcdc_batch_free(all);
+    return rows;
+}
+
+static int live_files(mtest *x) {
+    mcdc_table_view *v = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_table_view_open(&v, x->t, -1, &e);
+    int n = v ? (int)mcdc_table_view_file_count(v) : 0;
+    mcdc_table_view_free(v);
+    return n;
+}
+
+static mchange *gen_changes(int n, uint32_t seed, int64_t lsn0, int *ops_mix) {
+    mchange *c = calloc((size_t)n, sizeof *c);
+    static char vals[8][8] = {"a", "bb", "ccc", "", "e\0e", "ffff", "g", "hh"};
+    for (int i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        c[i].id = (int)((seed >> 8) % MODEL_IDS);
+        int r = (int)((seed >> 4) % 10);
+        c[i].op = ops_mix ? ops_mix[r] : (r < 2 ? 1 : r < 5 ? 2 : r < 6 ? 3 : 4);
+        c[i].lsn = lsn0 + i / 3; /* commits of three rows */
+        c[i].val = vals[(seed >> 16) % 8];
+    }
+    return c;
+}
+
+TEST(silver_merge_builds_and_updates_only_the_files_it_must) {
+    mtest x;
+    mtest_open(&x, "merge1", 500);
+    mcdc_error e = MCDC_ERROR_INIT;
+    static model md;
+    memset(&md, 0, sizeof md);
+    /* first: inserts of every key, out of order */
+    int n = MODEL_IDS;
+    mchange *c = calloc((size_t)n, sizeof *c);
+    for (int i = 0; i < n; i++) c[i] = (mchange){(i * 37) % MODEL_IDS, 2, 10, "first", 0};
+    silver_merge_out res;
+    CHECK_EQ_INT(merge_changes(&x, c, n, false, NULL, 0, &res, &e), MCDC_OK);
+    model_apply(&md, c, n, false);
+    CHECK_EQ_INT(res.inserted, MODEL_IDS);
+    CHECK_EQ_INT(check_table(&x, &md), MODEL_IDS);
+    CHECK_EQ_INT(live_files(&x), MODEL_IDS / 500); /* files of file_rows rows */
+    free(c);
+    /* a few updates of keys in one file: one file rewritten */
+    mchange few[3] = {{10, 4, 20, "upd", 0}, {11, 1, 20, NULL, 0}, {12, 4, 5, "older", 0}};
+    CHECK_EQ_INT(merge_changes(&x, few, 3, false, NULL, 0, &res, &e), MCDC_OK);
+    model_apply(&md, few, 3, false);
+    CHECK_EQ_INT(res.n_removes, 1);
+    CHECK_EQ_INT(res.updated, 1);
+    CHECK_EQ_INT(res.deleted, 1);
+    check_table(&x, &md);
+    /* random changes of every kind, several rounds, then the same again
+     * (a reapply from behind changes nothing) */
+    for (int round = 0; round < 4; round++) {
+        int m2 = 1500;
+        mchange *r = gen_changes(m2, 7u + (uint32_t)round, 100 + round * 1000, NULL);
+        CHECK_EQ_INT(merge_changes(&x, r, m2, false, NULL, 0, &res, &e), MCDC_OK);
+        model_apply(&md, r, m2, false);
+        check_table(&x, &md);
+        if (round == 3) {
+            CHECK_EQ_INT(merge_changes(&x, r, m2, false, NULL, 0, &res, &e), MCDC_OK);
+            CHECK_EQ_INT(res.inserted + res.updated + res.deleted, 0);
+            check_table(&x, &md);
+        }
+        free(r);
+    }
+    /* files stay about file_rows: none tiny and far from a neighbour */
+    int files = live_files(&x);
+    int64_t rows = 0;
+    for (int id = 0; id < MODEL_IDS; id++) rows += md.has[id];
+    CHECK(files <= rows / 500 * 2 + 2);
+    /* its index knows every live file */
+    silver_index ix;
+    mcdc_schema *ks;
+    mcdc_schema_create(&ks, 1, &e);
+    mcdc_schema_set(ks, 0, "id", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
+    CHECK_EQ_INT(silver_index_load(&ix, x.spill, ks, &e), MCDC_OK);
+    CHECK_EQ_INT(ix.n, files);
+    for (int64_t i = 0; i < ix.n; i++) CHECK(ix.entries[i].sorted);
+    silver_index_clear(&ix);
+    mcdc_schema_unref(ks);
+    mtest_close(&x);
+}
+
+TEST(silver_merge_rebuild_deletes_what_no_change_names) {
+    mtest x;
+    mtest_open(&x, "merge2", 700);
+    mcdc_error e = MCDC_ERROR_INIT;
+    static model md;
+    memset(&md, 0, sizeof md);
+    mchange *r = gen_changes(3000, 3u, 100, NULL);
+    CHECK_EQ_INT(merge_changes(&x, r, 3000, false, NULL, 0, NULL, &e), MCDC_OK);
+    model_apply(&md, r, 3000, false);
+    free(r);
+    /* a snapshot of half the keys at lsn 5000, and later changes */
+    mchange *s = calloc(4000, sizeof *s);
+    int n = 0;
+    for (int id = 0; id < MODEL_IDS; id += 2) s[n++] = (mchange){id, 0, 5000, "snap", 0};
+    for (int i = 0; i < 500; i++) s[n++] = (mchange){(i * 13) % MODEL_IDS, (i % 3) ? 4 : 1, 5001 + i, "after", 0};
+    silver_merge_out res;
+    CHECK_EQ_INT(merge_changes(&x, s, n, true, NULL, 0, &res, &e), MCDC_OK);
+    model_apply(&md, s, n, true);
+    check_table(&x, &md);
+    CHECK(res.deleted > 0);
+    free(s);
+    mtest_close(&x);
+}
+
+TEST(silver_merge_chunk_ranges_delete_the_keys_a_chunk_lacks) {
+    mtest x;
+    mtest_open(&x, "merge3", 400);
+    mcdc_error e = MCDC_ERROR_INIT;
+    static model md;
+    memset(&md, 0, sizeof md);
+    mchange *c = calloc(MODEL_IDS, sizeof *c);
+    for (int i = 0; i < MODEL_IDS; i++) c[i] = (mchange){i, 2, 10, "old", 0};
+    CHECK_EQ_INT(merge_changes(&x, c, MODEL_IDS, false, NULL, 0, NULL, &e), MCDC_OK);
+    model_apply(&md, c, MODEL_IDS, false);
+    /* a wave: chunk [1000, 2000) stamped 50 holds only the even keys; key
+     * 1001 was changed at 60 (after the stamp: kept); key 1003 at 40
+     * (before: the chunk's absence wins) */
+    int n = 0;
+    for (int id = 1000; id < 2000; id += 2) c[n++] = (mchange){id, 0, 50, "chunk", (int)SILVER_TAG_WAVE};
+    c[n++] = (mchange){1001, 4, 60, "later", 0};
+    c[n++] = (mchange){1003, 4, 40, "before", 0};
+    silver_range rg = {true, true, 1000, 2000, {0}};
+    silver_lsn_parse(rg.stamp, "0x00000000000000000032", 22); /* 50 */
+    silver_merge_out res;
+    CHECK_EQ_INT(merge_changes(&x, c, n, false, &rg, 1, &res, &e), MCDC_OK);
+    model_apply(&md, c, n, false);
+    for (int id = 1001; id < 2000; id += 2)
+        if (id != 1001) md.has[id] = false;
+    check_table(&x, &md);
+    CHECK(md.has[1001] && strcmp(md.val[1001], "later") == 0);
+    CHECK(!md.has[1003]);
+    CHECK(md.has[999] && md.has[2001]); /* outside the range: untouched */
+    /* only the files over [1000, 2000) were rewritten */
+    CHECK(res.n_removes <= 4);
+    free(c);
+    mtest_close(&x);
+}
+
+/* Another writer's files (no index entry, rows in no order, a key silver
+ * also holds elsewhere): the merge reads them, finds their keys and folds
+ * their rows back into clustered files. */
+TEST(silver_merge_folds_in_files_another_writer_added) {
+    mtest x;
+    mtest_open(&x, "merge4", 600);
+    mcdc_error e = MCDC_ERROR_INIT;
+    static model md;
+    memset(&md, 0, sizeof md);
+    mchange *c = calloc(MODEL_IDS, sizeof *c);
+    for (int i = 0; i < 3000; i++) c[i] = (mchange){i, 2, 10, "ours", 0};
+    CHECK_EQ_INT(merge_changes(&x, c, 3000, false, NULL, 0, NULL, &e), MCDC_OK);
+    model_apply(&md, c, 3000, false);
+    /* another writer appends rows 4999, 4000, 4500 (in that order) */
+    mcdc_schema *ss = silver_schema();
+    mcdc_batch *b;
+    mcdc_batch_create(&b, ss, 3, &e);
+    const int ids[3] = {4999, 4000, 4500};
+    for (int i = 0; i < 3; i++) {
+        char l[23];
+        lsn_text(l, 20);
+        mcdc_col_append_int(&b->columns[0], ids[i], &e);
+        mcdc_col_append_bytes(&b->columns[1], "theirs", 6, &e);
+        mcdc_col_append_bytes(&b->columns[2], l, 22, &e);
+        mcdc_col_append_int(&b->columns[3], 0, &e);
+        md.has[ids[i]] = true;
+        strcpy(md.val[ids[i]], "theirs");
+        md.lsn[ids[i]] = 20;
+    }
+    mcdc_batch_seal(b, &e);
+    mcdc_appender *a;
+    mcdc_appender_open(&a, x.t, ss, NULL, &e);
+    mcdc_appender_write(a, b, &e);
+    bool sk;
+    int64_t ver;
+    CHECK_EQ_INT(mcdc_appender_commit(a, NULL, 0, NULL, &sk, &ver, &e), MCDC_OK);
+    mcdc_appender_free(a);
+    mcdc_batch_free(b);
+    check_table(&x, &md);
+    /* a change of one of their keys, and one of ours far from them */
+    mchange two[2] = {{4000, 4, 30, "changed", 0}, {5, 1, 30, NULL, 0}};
+    silver_merge_out res;
+    CHECK_EQ_INT(merge_changes(&x, two, 2, false, NULL, 0, &res, &e), MCDC_OK);
+    model_apply(&md, two, 2, false);
+    check_table(&x, &md);
+    /* the foreign file is gone, its rows in clustered files */
+    silver_index ix;
+    mcdc_schema *ks;
+    mcdc_schema_create(&ks, 1, &e);
+    mcdc_schema_set(ks, 0, "id", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
+    CHECK_EQ_INT(silver_index_load(&ix, x.spill, ks, &e), MCDC_OK);
+    CHECK_EQ_INT(ix.n, live_files(&x));
+    int unsorted = 0;
+    for (int64_t i = 0; i < ix.n; i++) unsorted += !ix.entries[i].sorted;
+    CHECK_EQ_INT(unsorted, 0);
+    silver_index_clear(&ix);
+    mcdc_schema_unref(ks);
+    mcdc_schema_unref(ss);
+    free(c);
+    mtest_close(&x);
+}
