@@ -56,6 +56,8 @@ mcdc_storage *mcdc_table_storage(mcdc_table *t);
 /* The name the user gave; borrowed. */
 const char *mcdc_table_name(const mcdc_table *t);
 int mcdc_table_exists(mcdc_table *t, bool *exists, mcdc_error *err);
+/* The latest version (listing the log); -1 when there is no table. */
+int mcdc_table_version(mcdc_table *t, int64_t *version, mcdc_error *err);
 /* Latest txn version recorded for app_id, or -1. Reads only the commits
  * after the ones the handle has seen (cheap to call before every batch). */
 int mcdc_table_txn_version(mcdc_table *t, const char *app_id, int64_t *version, mcdc_error *err);
@@ -68,7 +70,8 @@ int mcdc_table_txn_commit(mcdc_table *t, const char *app_id, int64_t txn_version
 /* Refuses (MCDC_E_MISMATCH, naming `role` and what the table is) a table
  * that is not of kind `want`: by its mssql_cdc.kind property, else by its
  * columns; a directory that is no Delta table but holds files is refused
- * too. A missing or empty location is fine (the table will be created). */
+ * too. A missing or empty location is fine (the table will be created). A
+ * silver table may also be one with neither (the reference marks none). */
 int mcdc_table_check_kind(mcdc_table *t, mcdc_table_kind want, const char *role,
                           mcdc_error *err);
 /* Calls fn with the statistics JSON of every live file (NULL when a file
