@@ -736,9 +736,9 @@ int silver_merge_run(silver_merge_out *out, const silver_merge_in *in, mcdc_erro
     /* clustered: in key order and apart from each other */
     for (size_t i = 0; rc == MCDC_OK && i < nf; i++)
         if (files[i].e.sorted && files[i].e.rows > 0) cl[ncl++] = &files[i];
-    if (ncl > 1) qsort(cl, (size_t)ncl, sizeof *cl, by_min);
+    if (rc == MCDC_OK && ncl > 1) qsort(cl, (size_t)ncl, sizeof *cl, by_min);
     int64_t w = 0;
-    for (int64_t i = 0; i < ncl; i++) {
+    for (int64_t i = 0; rc == MCDC_OK && i < ncl; i++) {
         if (w > 0 && silver_key_cmp(cl[i]->e.min_key, cl[i]->e.min_len, cl[w - 1]->e.max_key,
                                     cl[w - 1]->e.max_len) <= 0)
             continue; /* overlaps the one before: loose */
@@ -746,9 +746,9 @@ int silver_merge_run(silver_merge_out *out, const silver_merge_in *in, mcdc_erro
         cl[w - 1]->clustered = true;
     }
     ncl = w;
-    for (size_t i = 0; i < nf; i++)
+    for (size_t i = 0; rc == MCDC_OK && i < nf; i++)
         if (!files[i].clustered) loose[nloose++] = &files[i];
-    if (nloose > 1) qsort(loose, (size_t)nloose, sizeof *loose, by_min); /* rows == 0 have no keys */
+    if (rc == MCDC_OK && nloose > 1) qsort(loose, (size_t)nloose, sizeof *loose, by_min); /* rows == 0 have no keys */
     if (rc == MCDC_OK && nloose) rc = touch_loose(m, loose, nloose, err);
     if (rc == MCDC_OK) rc = sort_loose(m, loose, nloose, err);
     for (int64_t i = 0; rc == MCDC_OK && i < nloose; i++)
@@ -757,7 +757,7 @@ int silver_merge_run(silver_merge_out *out, const silver_merge_in *in, mcdc_erro
     /* the index after the commit: kept files' entries, and the new ones */
     for (size_t i = 0; rc == MCDC_OK && i < nf; i++)
         if (!files[i].touched) rc = silver_index_add(&out->index, &files[i].e, err);
-    silver_index_sort(&out->index);
+    if (rc == MCDC_OK) silver_index_sort(&out->index);
     out->changed = rc == MCDC_OK && (out->n_removes > 0 || out->files_written > 0);
     if (rc == MCDC_OK && out->changed && in->ctx && mcdc_ctx_crash(in->ctx, "during_merge", in->unit))
         rc = mcdc_error_set(err, MCDC_E_CANCELLED, "killed at crash point during_merge of unit %lld "

@@ -825,3 +825,354 @@ TEST(silver_merge_folds_in_files_another_writer_added) {
     free(c);
     mtest_close(&x);
 }
+
+/* Every storage call of a merge and its commit fails in turn: each failing
+ * run returns an error, leaves the table at its old state or (a failure
+ * after the commit was published) the new one, never between; a clean
+ * rerun then gives the new state. */
+TEST(silver_merge_survives_a_failure_of_any_storage_call) {
+    mtest x;
+    mtest_open(&x, "merge5", 300);
+    mcdc_error e = MCDC_ERROR_INIT;
+    static model md, before;
+    memset(&md, 0, sizeof md);
+    mchange *c = gen_changes(2500, 17u, 100, NULL);
+    CHECK_EQ_INT(merge_changes(&x, c, 2500, false, NULL, 0, NULL, &e), MCDC_OK);
+    model_apply(&md, c, 2500, false);
+    free(c);
+    mchange *d = gen_changes(900, 99u, 5000, NULL);
+    before = md;
+    static model after;
+    after = md;
+    model_apply(&after, d, 900, false);
+    /* how many storage calls a clean merge makes */
+    int64_t calls0 = mcdc_storage_mem_calls(x.m, MCDC_STORAGE_OP_ANY);
+    const mcdc_log_sink *host = mcdc_log_use(&mcdc_test_quiet);
+    int failures = 0, published = 0;
+    for (int64_t nth = 1;; nth++) {
+        /* put the table back to its state before the merge */
+        mtest_close(&x);
+        mtest_open(&x, "merge5b", 300);
+        mchange *c2 = gen_changes(2500, 17u, 100, NULL);
+        merge_changes(&x, c2, 2500, false, NULL, 0, NULL, &e);
+        free(c2);
+        int64_t start = mcdc_storage_mem_calls(x.m, MCDC_STORAGE_OP_ANY);
+        mcdc_storage_mem_fail_nth(x.m, MCDC_STORAGE_OP_ANY, nth, MCDC_E_IO);
+        mcdc_error fe = MCDC_ERROR_INIT;
+        int rc = merge_changes(&x, d, 900, false, NULL, 0, NULL, &fe);
+        bool fired = mcdc_storage_mem_fault_fired(x.m);
+        mcdc_storage_mem_fail_nth(x.m, MCDC_STORAGE_OP_ANY, 0, 0);
+        if (!fired) {
+            CHECK_EQ_INT(rc, MCDC_OK);
+            check_table(&x, &after);
+            break;
+        }
+        failures += rc != MCDC_OK;
+        /* old or new, whole */
+        mcdc_batch *all = NULL;
+        int64_t v;
+        mcdc_error re = MCDC_ERROR_INIT;
+        CHECK_EQ_INT(mcdc_table_read_all(x.t, &all, &v, &re), MCDC_OK);
+        int64_t rows = all ? all->rows : 0, want_old = 0, want_new = 0;
+        for (int id = 0; id < MODEL_IDS; id++) want_old += before.has[id], want_new += after.has[id];
+        mcdc_batch_free(all);
+        bool is_new = rows == want_new && rc == MCDC_OK;
+        if (rc != MCDC_OK) {
+            /* a failed run may still have published its commit (a failure
+             * after it is only logged): then it is the new state */
+            if (rows == want_new && want_new != want_old) published++, check_table(&x, &after);
+            else check_table(&x, &before);
+        } else {
+            check_table(&x, is_new ? &after : &before);
+        }
+        /* a clean rerun completes it */
+        CHECK_EQ_INT(merge_changes(&x, d, 900, false, NULL, 0, NULL, &e), MCDC_OK);
+        check_table(&x, &after);
+        (void)start;
+        if (nth > 400) break; /* far more calls than a merge makes */
+    }
+    mcdc_log_use(host);
+    CHECK(failures > 10);
+    (void)calls0;
+    (void)published;
+    free(d);
+    mtest_close(&x);
+}
+
+/* ---- apply over a bronze written by hand ----------------------------------------------- */
+
+#include <unistd.h>
+#include "mssqlcdc.h"
+
+/* bronze rows: lsn, seq, op, cmd, id (INT32_MIN: NULL), name; extra: a column
+ * a newer capture instance added (NULL: not in this commit's schema) */
+typedef struct {
+    int64_t lsn, seq;
+    int op, cmd, id;
+    const char *name;
+} brow;
+
+static void append_bronze(const char *path, const brow *rows, int n, const char *extra) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_schema *s;
+    int nf = extra ? 12 : 11;
+    mcdc_schema_create(&s, nf, &e);
+    int k = 0;
+    mcdc_schema_set(s, k++, "_capture_instance", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, k++, "_start_lsn", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, k++, "_seqval", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, k++, "_operation", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, k++, "_command_id", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, k++, "_commit_ts", MCDC_TYPE_TIMESTAMP_NTZ, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, k++, "id", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, k++, "name", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    if (extra) mcdc_schema_set(s, k++, "extra", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, k++, "_batch_id", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, k++, "_snapshot", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, k++, "_chunk", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
+    mcdc_batch *b;
+    mcdc_batch_create(&b, s, n, &e);
+    for (int i = 0; i < n; i++) {
+        char l[23], q[23];
+        lsn_text(l, rows[i].lsn);
+        lsn_text(q, rows[i].seq);
+        int c = 0;
+        mcdc_col_append_bytes(&b->columns[c++], "dbo_t", 5, &e);
+        mcdc_col_append_bytes(&b->columns[c++], l, 22, &e);
+        if (rows[i].op == 0) mcdc_col_append_null(&b->columns[c++], &e);
+        else mcdc_col_append_bytes(&b->columns[c++], q, 22, &e);
+        mcdc_col_append_int(&b->columns[c++], rows[i].op, &e);
+        if (rows[i].op == 0) mcdc_col_append_null(&b->columns[c++], &e);
+        else mcdc_col_append_int(&b->columns[c++], rows[i].cmd, &e);
+        mcdc_col_append_int(&b->columns[c++], rows[i].lsn * 1000000, &e);
+        if (rows[i].id == INT32_MIN) mcdc_col_append_null(&b->columns[c++], &e);
+        else mcdc_col_append_int(&b->columns[c++], rows[i].id, &e);
+        mcdc_col_append_bytes(&b->columns[c++], rows[i].name, (int64_t)strlen(rows[i].name), &e);
+        if (extra) mcdc_col_append_bytes(&b->columns[c++], extra, (int64_t)strlen(extra), &e);
+        mcdc_col_append_int(&b->columns[c++], 0, &e);
+        if (rows[i].op == 0) mcdc_col_append_bytes(&b->columns[c++], l, 22, &e);
+        else mcdc_col_append_null(&b->columns[c++], &e);
+        mcdc_col_append_null(&b->columns[c++], &e);
+    }
+    mcdc_batch_seal(b, &e);
+    mcdc_table *t;
+    mcdc_table_open(&t, path, NULL, &e);
+    mcdc_table_props props = {.kind = MCDC_KIND_BRONZE};
+    mcdc_appender *a;
+    mcdc_appender_open(&a, t, s, &props, &e);
+    mcdc_appender_write(a, b, &e);
+    bool sk;
+    int64_t v;
+    int rc = mcdc_appender_commit(a, NULL, 0, NULL, &sk, &v, &e);
+    if (rc) fprintf(stderr, "  bronze append: %s\n", e.message);
+    mcdc_appender_free(a);
+    mcdc_table_close(t);
+    mcdc_batch_free(b);
+    mcdc_schema_unref(s);
+}
+
+static char *silver_dir(void) {
+    char tmpl[] = "/tmp/mcdc_silver_XXXXXX";
+    char *d = mkdtemp(tmpl);
+    return d ? strdup(d) : NULL;
+}
+
+static int run_apply(const char *dir, bool facts, mcdc_apply_result *r, mcdc_error *e) {
+    char bronze[600], silver[600], control[600], fact[600];
+    snprintf(bronze, sizeof bronze, "%s/bronze", dir);
+    snprintf(silver, sizeof silver, "%s/silver", dir);
+    snprintf(control, sizeof control, "%s/control", dir);
+    snprintf(fact, sizeof fact, "%s/facts", dir);
+    static const char *const keys[1] = {"id"};
+    mcdc_apply_cfg cfg = MCDC_APPLY_CFG_INIT;
+    cfg.bronze = bronze;
+    cfg.target = silver;
+    cfg.control_table = control;
+    cfg.facts_table = facts ? fact : NULL;
+    cfg.capture_instance = "dbo_t";
+    cfg.keys = keys;
+    cfg.n_keys = 1;
+    cfg.log_level = MCDC_LOG_ERROR;
+    mcdc_apply *a = NULL;
+    int rc = mcdc_apply_create(&a, NULL, &cfg, e);
+    if (rc == MCDC_OK) rc = mcdc_apply_run(a, NULL, NULL, r, e);
+    mcdc_apply_free(a);
+    return rc;
+}
+
+/* silver's rows as "id=name[/extra]@lsn" sorted by id (NULL id first) */
+static void silver_text(const char *dir, char *out, size_t cap) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/silver", dir);
+    mcdc_table *t;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_table_open(&t, path, NULL, &e);
+    mcdc_batch *b = NULL;
+    int64_t v;
+    mcdc_table_read_all(t, &b, &v, &e);
+    out[0] = 0;
+    int32_t ci = b ? mcdc_schema_find(b->schema, "id") : -1, cn = b ? mcdc_schema_find(b->schema, "name") : -1,
+            cx = b ? mcdc_schema_find(b->schema, "extra") : -1, cl = b ? mcdc_schema_find(b->schema, "_start_lsn") : -1;
+    /* order by id: small tables, selection sort */
+    int64_t n = b ? b->rows : 0;
+    bool *done = calloc((size_t)(n ? n : 1), 1);
+    for (int64_t k = 0; k < n; k++) {
+        int64_t best = -1;
+        for (int64_t r = 0; r < n; r++) {
+            if (done[r]) continue;
+            mcdc_cell a = mcdc_row_get(b, r, ci);
+            if (best < 0) { best = r; continue; }
+            mcdc_cell bb = mcdc_row_get(b, best, ci);
+            if ((a.kind == MCDC_CELL_NULL && bb.kind != MCDC_CELL_NULL) ||
+                (a.kind == MCDC_CELL_INT && bb.kind == MCDC_CELL_INT && a.i < bb.i))
+                best = r;
+        }
+        done[best] = true;
+        mcdc_cell id = mcdc_row_get(b, best, ci), nm = mcdc_row_get(b, best, cn), l = mcdc_row_get(b, best, cl);
+        char one[160];
+        char idt[16];
+        if (id.kind == MCDC_CELL_INT) snprintf(idt, sizeof idt, "%lld", (long long)id.i);
+        else snprintf(idt, sizeof idt, "null");
+        char lt[21] = "";
+        if (l.kind == MCDC_CELL_TEXT && l.i == 22) memcpy(lt, l.s + 2, 20);
+        long long lv = lt[0] ? strtoll(lt, NULL, 16) : -1;
+        if (cx >= 0) {
+            mcdc_cell x = mcdc_row_get(b, best, cx);
+            snprintf(one, sizeof one, "%s=%.*s/%.*s@%lld ", idt, (int)nm.i, nm.s,
+                     x.kind == MCDC_CELL_TEXT ? (int)x.i : 1, x.kind == MCDC_CELL_TEXT ? x.s : "-", lv);
+        } else {
+            snprintf(one, sizeof one, "%s=%.*s@%lld ", idt, (int)nm.i, nm.s, lv);
+        }
+        strncat(out, one, cap - strlen(out) - 1);
+    }
+    free(done);
+    mcdc_batch_free(b);
+    mcdc_table_close(t);
+}
+
+TEST(silver_apply_ranks_every_kind_of_change_and_takes_new_columns) {
+    char *dir = silver_dir();
+    char bronze[600];
+    snprintf(bronze, sizeof bronze, "%s/bronze", dir);
+    const brow first[] = {
+        /* commit 1: three inserts */
+        {1, 1, 2, 1, 1, "a"}, {1, 2, 2, 1, 2, "b"}, {1, 3, 2, 1, 3, "c"}, {1, 4, 2, 1, 4, "d"},
+        /* commit 2: an update (3 then 4: the 4 wins), a key update (1 of the old
+         * key, 2 of the new), an update that moves a row in place (3 of id 4,
+         * 4 of id 40: the 3 is the old key's latest) */
+        {2, 1, 3, 1, 1, "a"}, {2, 1, 4, 1, 1, "a2"}, {2, 2, 1, 2, 2, "b"}, {2, 3, 2, 2, 20, "b"},
+        {2, 4, 3, 3, 4, "d"}, {2, 4, 4, 3, 40, "d"},
+        /* commit 3: delete and insert again in one transaction: command 2 last */
+        {3, 1, 1, 1, 3, "c"}, {3, 2, 2, 2, 3, "c3"},
+        /* a NULL key, inserted then updated */
+        {4, 1, 2, 1, INT32_MIN, "n1"}, {5, 1, 4, 1, INT32_MIN, "n2"},
+    };
+    append_bronze(bronze, first, (int)(sizeof first / sizeof first[0]), NULL);
+    mcdc_apply_result r;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(run_apply(dir, false, &r, &e), MCDC_OK);
+    CHECK(r.bronze_found && r.rebuilt && r.has_applied_lsn);
+    CHECK_EQ_STR(r.applied_lsn, "0x00000000000000000005");
+    CHECK(!r.has_finalized_until); /* no facts table: never advanced */
+    char text[512];
+    silver_text(dir, text, sizeof text);
+    CHECK_EQ_STR(text, "null=n2@5 1=a2@2 3=c3@3 20=b@2 40=d@2 ");
+    /* a column the newer capture instance added, and a reapply from behind */
+    const brow second[] = {{6, 1, 4, 1, 1, "a3"}, {6, 2, 2, 1, 7, "g"}};
+    append_bronze(bronze, second, 2, "E");
+    CHECK_EQ_INT(run_apply(dir, false, &r, &e), MCDC_OK);
+    CHECK(!r.rebuilt);
+    CHECK_EQ_INT(r.inserted, 1);
+    CHECK_EQ_INT(r.updated, 1);
+    silver_text(dir, text, sizeof text);
+    CHECK_EQ_STR(text, "null=n2/-@5 1=a3/E@6 3=c3/-@3 7=g/E@6 20=b/-@2 40=d/-@2 ");
+    /* the same again: nothing new, nothing committed */
+    int64_t version = r.silver_version;
+    CHECK_EQ_INT(run_apply(dir, false, &r, &e), MCDC_OK);
+    CHECK_EQ_INT(r.passes, 0);
+    CHECK_EQ_INT(r.silver_version, version);
+    /* with a verdict for bronze and a facts table: silver's follows */
+    char control[600];
+    snprintf(control, sizeof control, "%s/control", dir);
+    mcdc_verdict v;
+    CHECK_EQ_INT(mcdc_verdict_advance(&v, control, NULL, bronze, "0x00000000000000000006",
+                                      7200000000LL + 61000000, MCDC_GRANULARITY_HOUR, &e), MCDC_OK);
+    CHECK_EQ_INT(run_apply(dir, true, &r, &e), MCDC_OK);
+    CHECK(r.has_finalized_until);
+    CHECK_EQ_INT(r.finalized_until_us, 7200000000LL);
+    char json[MCDC_APPLY_RESULT_JSON_SIZE];
+    CHECK_EQ_INT(mcdc_apply_result_json(json, sizeof json, &r, &e), MCDC_OK);
+    CHECK(strstr(json, "\"finalized_until\":\"1970-01-01T02:00:00.000\"") != NULL);
+    CHECK(strstr(json, "{\"rebuilt\":false,\"applied_lsn\":\"0x00000000000000000006\"") == json);
+    char small[8];
+    CHECK_EQ_INT(mcdc_apply_result_json(small, sizeof small, &r, &e), MCDC_E_LIMIT);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+    free(dir);
+}
+
+TEST(silver_apply_refuses_what_it_cannot_apply) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_apply *a = NULL;
+    mcdc_apply_cfg cfg = MCDC_APPLY_CFG_INIT;
+    CHECK_EQ_INT(mcdc_apply_create(&a, NULL, &cfg, &e), MCDC_E_INVALID);
+    cfg.bronze = "/tmp/x/bronze";
+    cfg.target = "/tmp/x/silver";
+    cfg.control_table = "/tmp/x/control";
+    CHECK_EQ_INT(mcdc_apply_create(&a, NULL, &cfg, &e), MCDC_E_INVALID); /* no capture instance */
+    cfg.capture_instance = "dbo_t";
+    CHECK_EQ_INT(mcdc_apply_create(&a, NULL, &cfg, &e), MCDC_E_INVALID); /* no keys, no source */
+    CHECK(strstr(e.message, "key") != NULL);
+    static const char *const keys[1] = {"id"};
+    cfg.keys = keys;
+    cfg.n_keys = 1;
+    cfg.trigger = MCDC_TRIGGER_PROCESSING_TIME;
+    CHECK_EQ_INT(mcdc_apply_create(&a, NULL, &cfg, &e), MCDC_E_INVALID); /* no interval */
+    cfg.trigger = MCDC_TRIGGER_ONCE;
+    CHECK_EQ_INT(mcdc_apply_create(&a, NULL, &cfg, &e), MCDC_OK);
+    mcdc_apply_free(a);
+    mcdc_apply_free(NULL);
+    /* a key bronze does not capture; a bronze row of another instance */
+    char *dir = silver_dir();
+    char bronze[600];
+    snprintf(bronze, sizeof bronze, "%s/bronze", dir);
+    const brow rows[] = {{1, 1, 2, 1, 1, "a"}};
+    append_bronze(bronze, rows, 1, NULL);
+    mcdc_apply_result r;
+    CHECK_EQ_INT(run_apply(dir, false, &r, &e), MCDC_OK);
+    char silver[600], control[600];
+    snprintf(silver, sizeof silver, "%s/silver", dir);
+    snprintf(control, sizeof control, "%s/control", dir);
+    static const char *const nope[1] = {"nope"};
+    mcdc_apply_cfg c2 = MCDC_APPLY_CFG_INIT;
+    c2.bronze = bronze;
+    c2.target = silver;
+    c2.control_table = control;
+    c2.capture_instance = "dbo_t";
+    c2.keys = nope;
+    c2.n_keys = 1;
+    c2.log_level = MCDC_LOG_ERROR;
+    CHECK_EQ_INT(mcdc_apply_create(&a, NULL, &c2, &e), MCDC_OK);
+    const brow more[] = {{2, 1, 2, 1, 2, "b"}};
+    append_bronze(bronze, more, 1, NULL);
+    CHECK_EQ_INT(mcdc_apply_run(a, NULL, NULL, &r, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "nope") != NULL);
+    mcdc_apply_free(a);
+    c2.keys = keys;
+    c2.capture_instance = "dbo_other";
+    CHECK_EQ_INT(mcdc_apply_create(&a, NULL, &c2, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_apply_run(a, NULL, NULL, &r, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "capture instance 'dbo_t'") != NULL);
+    mcdc_apply_free(a);
+    /* bronze and silver one table */
+    c2.capture_instance = "dbo_t";
+    c2.target = bronze;
+    CHECK_EQ_INT(mcdc_apply_create(&a, NULL, &c2, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_apply_run(a, NULL, NULL, &r, &e), MCDC_E_MISMATCH);
+    mcdc_apply_free(a);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+    free(dir);
+}
