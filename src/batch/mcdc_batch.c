@@ -671,6 +671,52 @@ int mcdc_col_take(mcdc_column *dst, const mcdc_column *src, const int32_t *idx, 
     return MCDC_OK;
 }
 
+int mcdc_col_take_range(mcdc_column *dst, const mcdc_column *src, int64_t from, int64_t n,
+                        mcdc_error *err) {
+    if (!same_type(dst->field, src->field))
+        return mcdc_error_set(err, MCDC_E_SCHEMA, "column '%s' cannot take values of column '%s': "
+                              "the types differ", dst->field->name, src->field->name);
+    MCDC_ASSERT(from >= 0 && n >= 0 && from + n <= src->length);
+    if (n == 0) return MCDC_OK;
+    const mcdc_field *f = src->field;
+    int64_t bytes = is_var(f) ? src->offsets[from + n] - src->offsets[from] : 0;
+    int rc = mcdc_col_reserve(dst, n, bytes, err);
+    if (rc) return rc;
+    int64_t at = dst->length;
+    if (src->validity && src->null_count > 0) {
+        int64_t nulls = 0;
+        for (int64_t i = 0; i < n; i++) nulls += !mcdc_col_is_valid(src, from + i);
+        if (nulls > 0 && dst->validity == NULL) {
+            size_t nb = (size_t)(dst->capacity + 7) / 8;
+            if ((dst->validity = mcdc_malloc(nb)) == NULL)
+                return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+            memset(dst->validity, 0xff, nb);
+        }
+        for (int64_t i = 0; nulls > 0 && i < n; i++)
+            if (!mcdc_col_is_valid(src, from + i))
+                dst->validity[(at + i) >> 3] &= (uint8_t) ~(1u << ((at + i) & 7));
+        dst->null_count += nulls;
+    }
+    if (f->type == MCDC_TYPE_BOOL) {
+        for (int64_t i = 0; i < n; i++) {
+            int64_t r = from + i, d = at + i;
+            if ((src->values[r >> 3] >> (r & 7)) & 1) dst->values[d >> 3] |= (uint8_t)(1u << (d & 7));
+            else dst->values[d >> 3] &= (uint8_t) ~(1u << (d & 7));
+        }
+    } else if (is_var(f)) {
+        int32_t base = src->offsets[from];
+        memcpy(dst->data + dst->data_len, src->data + base, (size_t)bytes);
+        int32_t shift = (int32_t)dst->data_len - base;
+        for (int64_t i = 1; i <= n; i++) dst->offsets[at + i] = src->offsets[from + i] + shift;
+        dst->data_len += bytes;
+    } else {
+        int32_t w = mcdc_type_width(f);
+        memcpy(dst->values + at * w, src->values + from * w, (size_t)(n * w));
+    }
+    dst->length = at + n;
+    return MCDC_OK;
+}
+
 int mcdc_batch_widen(mcdc_batch *b, mcdc_schema *wider, mcdc_error *err) {
     int32_t n = b->schema->n_fields;
     if (wider->n_fields < n)

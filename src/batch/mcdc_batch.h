@@ -149,6 +149,11 @@ int mcdc_col_copy_value(mcdc_column *dst, const mcdc_column *src, int64_t row, m
 int mcdc_col_take(mcdc_column *dst, const mcdc_column *src, const int32_t *idx, int64_t n,
                   mcdc_error *err);
 
+/* Appends src's values at rows [from, from + n) to dst: mcdc_col_take of a
+ * range, as copies of whole buffers. */
+int mcdc_col_take_range(mcdc_column *dst, const mcdc_column *src, int64_t from, int64_t n,
+                        mcdc_error *err);
+
 /* Re-homes b's columns under `wider`, a schema whose first fields equal b's
  * (names and types) and which has more after them; the new columns start
  * empty. Takes a reference to wider and drops b's old schema. */

@@ -50,6 +50,7 @@ static const char APPLY_HELP[] =
     "  --memory-mb N        rows sorted in memory before they spill (default 128)\n"
     "  --file-rows N        rows a silver file holds, about (default 1048576)\n"
     "  --warehouse W        directory holding schema.table names (default ./warehouse)\n"
+    "  --verbose            what each pass read, ranked and merged, and how long it took\n"
     "\n"
     "Source options as for stream (captureInstance, connectionString, ...): with a\n"
     "connection string, the key comes from the unique index and the table's other\n"
@@ -201,6 +202,8 @@ int cmd_apply(int argc, char **argv) {
             if ((rc = parse_count("--file-rows must be a whole number >= 1, not '%s'", v,
                                   &cfg.file_rows)) != EXIT_OK)
                 goto out;
+        } else if (strcmp(a, "--verbose") == 0) {
+            cfg.log_level = MCDC_LOG_INFO;
         } else if (cli_source_option(opts, argc, argv, &i, &rc)) {
             if (rc) goto out;
         } else {

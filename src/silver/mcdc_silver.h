@@ -79,6 +79,11 @@ bool silver_key_type_ok(mcdc_type_id t);
  * equal null-safely. MCDC_E_LIMIT past SILVER_KEY_BYTES_MAX. */
 int silver_key_append(mcdc_buf *out, const mcdc_column *const *cols, int32_t n, int64_t row,
                       mcdc_error *err);
+/* The keys of rows [from, from + rows) at once (off[i]: where row from + i's
+ * key starts in out, off[rows] the end); the same bytes as
+ * silver_key_append, faster for one integer column. */
+int silver_keys_append(mcdc_buf *out, size_t *off, const mcdc_column *const *cols, int32_t n,
+                       int64_t from, int64_t rows, mcdc_error *err);
 uint64_t silver_hash(const void *p, size_t n);
 /* a <=> b of two encodings: memcmp, then the shorter first. */
 int silver_key_cmp(const uint8_t *a, size_t na, const uint8_t *b, size_t nb);
@@ -161,7 +166,7 @@ typedef struct silver_sorter_cfg {
     /* Ranked: one row per key, its best by rank (the columns below); else
      * every row, in key order. */
     bool ranked;
-    int32_t lsn_col, cmd_col, seq_col, op_col, tag_col; /* ranked; cmd_col, tag_col may be -1 */
+    int32_t lsn_col, cmd_col, seq_col, op_col; /* ranked; cmd_col may be -1 */
     /* Ranked: keys whose rows' tags have none of these bits are left out
      * (0: none left out). */
     uint32_t keep_tags;
@@ -170,10 +175,15 @@ typedef struct silver_sorter_cfg {
     const char *spill_prefix;     /* their keys start with it ("_mssql_cdc_spill/<id>-") */
 } silver_sorter_cfg;
 int silver_sorter_create(silver_sorter **out, const silver_sorter_cfg *cfg, mcdc_error *err);
-/* Adds the rows of b (the sorter's schema) whose index is in rows[0..n)
- * (rows NULL: all of b), copying them; b stays the caller's. */
+/* Adds the rows of b (the sorter's columns) whose index is in rows[0..n)
+ * (rows NULL: all of b), copying them, with their tags (tags[i] for the
+ * i-th row added; NULL: none); b stays the caller's. */
 int silver_sorter_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows, int64_t n,
-                      mcdc_error *err);
+                      const uint32_t *tags, mcdc_error *err);
+/* Adds every row of b, taking b itself (no copy; freed with the sorter, or
+ * at once on error). */
+int silver_sorter_add_owned(silver_sorter *s, mcdc_batch *b, const uint32_t *tags,
+                            mcdc_error *err);
 /* No more rows: sorts what is held. Then the rows can be read, as often as
  * wanted (silver_sorter_rewind). */
 int silver_sorter_finish(silver_sorter *s, mcdc_error *err);
@@ -273,6 +283,7 @@ typedef struct silver_merge_out {
     silver_index index;             /* the table's index after the commit */
     int64_t inserted, updated, deleted, kept;
     int64_t files_read, files_written;
+    int64_t read_us, write_us;      /* decoding silver's files, encoding the new ones */
     bool changed;                   /* anything to commit */
 } silver_merge_out;
 int silver_merge_run(silver_merge_out *out, const silver_merge_in *in, mcdc_error *err);

@@ -70,6 +70,25 @@ static void lsn_set(lsnopt *o, const char *p, size_t n) {
         o->v[22] = 0;
     }
 }
+/* The LSN right after o (o + 1, "0x" + 20 hex digits): an exclusive lower
+ * bound as the scans' inclusive one. Unchanged at the largest LSN. */
+static lsnopt lsn_next(const lsnopt *o) {
+    lsnopt n = *o;
+    if (!n.set) return n;
+    static const char digits[] = "0123456789ABCDEF";
+    for (int i = 21; i >= 2; i--) {
+        char c = n.v[i];
+        int v = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                             : c >= 'a' && c <= 'f' ? c - 'a' + 10 : 0;
+        if (v < 15) {
+            n.v[i] = digits[v + 1];
+            return n;
+        }
+        n.v[i] = '0';
+    }
+    return *o; /* all F: nothing above it */
+}
+
 static int lsn_cmp(const lsnopt *a, const lsnopt *b) { /* unset lowest */
     if (!a->set || !b->set) return (int)a->set - (int)b->set;
     return memcmp(a->v, b->v, 22);
@@ -318,8 +337,9 @@ typedef struct {
     /* columns of the scan */
     int32_t n_cap, c_lsn, c_ts, c_op, c_seq, c_ci, c_cmd, c_snap, c_chunk;
     int32_t *idx;               /* rows picked of the batch, and their tags */
-    int32_t *tags;
+    uint32_t *tags;
     int64_t cap;
+    int32_t *from;              /* the change rows' columns in a scanned batch */
 } pass2;
 
 static bool is_new_chunk(const pass2 *p, int64_t c) {
@@ -386,24 +406,31 @@ static int pass2_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
             lsn_max(&p->top, &x);
         }
         p->idx[n] = (int32_t)r;
-        p->tags[n] = (int32_t)((base ? SILVER_TAG_BASE : 0) | (wave ? SILVER_TAG_WAVE : 0) |
-                               (later ? SILVER_TAG_LATER : 0));
+        p->tags[n] = (base ? SILVER_TAG_BASE : 0) | (wave ? SILVER_TAG_WAVE : 0) |
+                     (later ? SILVER_TAG_LATER : 0);
         n++;
     }
     /* the rows picked, as change rows: captured columns, _start_lsn,
-     * _commit_ts, _operation, _command_id, _seqval, the tags */
+     * _commit_ts, _operation, _command_id, _seqval; all of them (the
+     * common case) moved, not copied */
+    int32_t k = p->n_cap;
+    if (rc == MCDC_OK && n == b->rows && n > 0) {
+        mcdc_batch *ch = NULL;
+        rc = mcdc_batch_reshape(&ch, b, p->pl->change_schema, p->from, err); /* takes b */
+        b = NULL;
+        if (rc == MCDC_OK) rc = silver_sorter_add_owned(p->pl->changes, ch, p->tags, err);
+        return rc;
+    }
     mcdc_batch *ch = NULL;
     if (rc == MCDC_OK && n > 0) rc = mcdc_batch_create(&ch, p->pl->change_schema, n, err);
-    int32_t k = p->n_cap;
     for (int32_t c = 0; rc == MCDC_OK && n > 0 && c < k + 3; c++)
         rc = mcdc_col_take(&ch->columns[c], &b->columns[c], p->idx, n, err);
     if (rc == MCDC_OK && n > 0)
         rc = p->c_cmd >= 0 ? mcdc_col_take(&ch->columns[k + 3], &b->columns[p->c_cmd], p->idx, n, err)
                            : mcdc_col_append_nulls(&ch->columns[k + 3], n, err);
     if (rc == MCDC_OK && n > 0) rc = mcdc_col_take(&ch->columns[k + 4], &b->columns[p->c_seq], p->idx, n, err);
-    for (int64_t i = 0; rc == MCDC_OK && i < n; i++) rc = mcdc_col_append_int(&ch->columns[k + 5], p->tags[i], err);
     if (rc == MCDC_OK && n > 0) rc = mcdc_batch_seal(ch, err);
-    if (rc == MCDC_OK && n > 0) rc = silver_sorter_add(p->pl->changes, ch, NULL, 0, err);
+    if (rc == MCDC_OK && n > 0) rc = silver_sorter_add(p->pl->changes, ch, NULL, 0, p->tags, err);
     mcdc_batch_free(ch);
     mcdc_batch_free(b);
     return rc;
@@ -570,13 +597,13 @@ static int cmp_i64(const void *x, const void *y) {
 }
 
 /* The change rows' schema: bronze's captured columns, _start_lsn and
- * _commit_ts (as bronze types them), then the rank's and the tags. */
+ * _commit_ts (as bronze types them), then the rank's. */
 static int change_schema(mcdc_schema **out, const mcdc_schema *bs, int32_t *n_cap,
                          mcdc_error *err) {
     int32_t n = 0;
     for (int32_t i = 0; i < bs->n_fields; i++) n += !is_meta(bs->fields[i].name);
     *n_cap = n;
-    int rc = mcdc_schema_create(out, n + 6, err);
+    int rc = mcdc_schema_create(out, n + 5, err);
     int32_t k = 0;
     for (int32_t i = 0; rc == MCDC_OK && i < bs->n_fields; i++) {
         const mcdc_field *f = &bs->fields[i];
@@ -596,7 +623,6 @@ static int change_schema(mcdc_schema **out, const mcdc_schema *bs, int32_t *n_ca
     if (rc == MCDC_OK) rc = mcdc_schema_set(*out, k++, "_operation", MCDC_TYPE_INT32, 0, 0, 0, true, err);
     if (rc == MCDC_OK) rc = mcdc_schema_set(*out, k++, "_command_id", MCDC_TYPE_INT32, 0, 0, 0, true, err);
     if (rc == MCDC_OK) rc = mcdc_schema_set(*out, k++, "_seqval", MCDC_TYPE_UTF8, 0, 0, 0, true, err);
-    if (rc == MCDC_OK) rc = mcdc_schema_set(*out, k++, "_tag", MCDC_TYPE_INT32, 0, 0, 0, true, err);
     if (rc) {
         mcdc_schema_unref(*out);
         *out = NULL;
@@ -698,6 +724,7 @@ static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
     bool has_chunk_col = bs && mcdc_schema_find(bs, "_chunk") >= 0;
     bool has_cmd = bs && mcdc_schema_find(bs, "_command_id") >= 0;
     /* pass 1: the newest whole snapshot after the one rebuilt from */
+    int64_t t0 = mcdc_monotonic_us();
     pass1 p1 = {.a = a, .after = cv.silver.snapshot};
     if (rc == MCDC_OK) {
         const char *cols[5] = {"_capture_instance", "_operation", "_start_lsn"};
@@ -710,9 +737,10 @@ static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
         sc.version = pl->bronze_version;
         sc.columns = cols;
         sc.n_columns = nc;
-        if (cv.silver.snapshot.set) {
+        lsnopt after = lsn_next(&cv.silver.snapshot); /* rows after the one rebuilt from */
+        if (after.set) {
             sc.prune_column = "_start_lsn";
-            sc.lo = (mcdc_scan_bound){true, cv.silver.snapshot.v, 0};
+            sc.lo = (mcdc_scan_bound){true, after.v, 0};
         }
         sc.file_fn = snapshot_files;
         sc.file_ctx = &filt;
@@ -784,13 +812,15 @@ static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
             if (pl->n_ranges > 1) qsort(pl->ranges, (size_t)pl->n_ranges, sizeof *pl->ranges, by_lo);
         }
     }
+    int64_t t1 = mcdc_monotonic_us();
     /* pass 2: the rows to rank */
     pass2 p2 = {.a = a, .pl = pl, .rebuild = rebuild, .snapshot = snapshot, .applied = cv.silver.applied,
                 .s_open = s_open, .first = first, .new_chunks = new_chunks, .n_new = n_new};
     if (rc == MCDC_OK) {
         int32_t k = pl->n_cap;
         const char **cols = mcdc_calloc((size_t)k + 9, sizeof *cols);
-        if (!cols) rc = nomem(err);
+        p2.from = mcdc_calloc((size_t)k + 5, sizeof *p2.from);
+        if (!cols || !p2.from) rc = nomem(err);
         int32_t nc = 0;
         for (int32_t i = 0; cols && i < k; i++) cols[nc++] = pl->change_schema->fields[i].name;
         if (cols) {
@@ -804,6 +834,8 @@ static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
             if (has_cmd) p2.c_cmd = nc, cols[nc++] = "_command_id";
             if (has_snap_col) p2.c_snap = nc, cols[nc++] = "_snapshot";
             if (has_chunk_col) p2.c_chunk = nc, cols[nc++] = "_chunk";
+            for (int32_t c = 0; p2.from && c < k + 3; c++) p2.from[c] = c;
+            if (p2.from) p2.from[k + 3] = p2.c_cmd, p2.from[k + 4] = p2.c_seq;
         }
         int32_t keyc[SILVER_KEYS_MAX];
         for (int32_t i = 0; i < a->n_keys; i++) keyc[i] = mcdc_schema_find(pl->change_schema, a->keys[i]);
@@ -811,7 +843,7 @@ static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
         snprintf(prefix, sizeof prefix, "%s", SPILL_DIR);
         silver_sorter_cfg so = {.schema = pl->change_schema, .key_cols = keyc, .n_keys = a->n_keys,
                                 .ranked = true, .lsn_col = k, .op_col = k + 2, .cmd_col = k + 3,
-                                .seq_col = k + 4, .tag_col = k + 5,
+                                .seq_col = k + 4,
                                 .keep_tags = SILVER_TAG_BASE | SILVER_TAG_WAVE,
                                 .memory_bytes = a->cfg.memory_mb * 1024 * 1024,
                                 .spill = mcdc_table_storage(a->silver), .spill_prefix = prefix};
@@ -824,7 +856,7 @@ static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
          * first new chunk's stamp */
         lsnopt lo = {0};
         bool bounded = false;
-        if (!rebuild && cv.silver.applied.set) lo = cv.silver.applied, bounded = true;
+        if (!rebuild && cv.silver.applied.set) lo = lsn_next(&cv.silver.applied), bounded = true;
         else if (rebuild && snapshot.set) lo = snapshot, bounded = true;
         if (bounded && n_new > 0 && lsn_cmp(&first, &lo) < 0) lo = first;
         if (bounded) {
@@ -838,6 +870,13 @@ static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
     }
     mcdc_free(p2.idx);
     mcdc_free(p2.tags);
+    mcdc_free(p2.from);
+    if (rc == MCDC_OK)
+        mcdc_log(MCDC_LOG_INFO, "%s: bronze version %lld read: its snapshots in %.3f s, %lld rows "
+                                "to rank in %.3f s (%lld runs spilled)",
+                 a->cfg.bronze, (long long)pl->bronze_version, (double)(t1 - t0) / 1e6,
+                 (long long)silver_sorter_rows(pl->changes),
+                 (double)(mcdc_monotonic_us() - t1) / 1e6, (long long)silver_sorter_runs(pl->changes));
     if (rc == MCDC_OK && !has_cmd && bs)
         mcdc_log(MCDC_LOG_INFO, "%s has no _command_id (includeCommandId=false): the changes of one "
                                 "transaction are ordered by _seqval", a->cfg.bronze);
@@ -971,7 +1010,7 @@ static int merge_pass(mcdc_apply *a, mcdc_frame *f, const mcdc_unit *u, mcdc_uni
         silver_merge_out out = {0};
         rc = mcdc_table_view_open(&sv, a->silver, -1, err);
         if (rc == MCDC_OK) rc = out_columns(a, sv, &os, &c_of, &e_of, err);
-        mcdc_table_props props = {.kind = MCDC_KIND_SILVER};
+        mcdc_table_props props = {.kind = MCDC_KIND_SILVER, .parquet_threads = 2};
         silver_merge_in in = {.target = a->silver, .view = sv, .out_schema = os, .change_of_out = c_of,
                               .exist_of_out = e_of, .keys = (const char *const *)a->keys,
                               .n_keys = a->n_keys, .changes = pl->changes,
@@ -984,7 +1023,16 @@ static int merge_pass(mcdc_apply *a, mcdc_frame *f, const mcdc_unit *u, mcdc_uni
             /* no rows to merge: the pass's commit records its position alone */
             rc = mcdc_appender_open(&out.appender, a->silver, os, &props, err);
         } else if (rc == MCDC_OK) {
+            int64_t t0 = mcdc_monotonic_us();
             rc = silver_merge_run(&out, &in, err);
+            if (rc == MCDC_OK)
+                mcdc_log(MCDC_LOG_INFO, "%s: merged in %.3f s (%.3f s reading files, %.3f s "
+                                        "writing): %lld files read, %lld written, %lld rows kept, "
+                                        "%lld inserted, %lld updated, %lld deleted",
+                         a->cfg.target, (double)(mcdc_monotonic_us() - t0) / 1e6,
+                         (double)out.read_us / 1e6, (double)out.write_us / 1e6,
+                         (long long)out.files_read, (long long)out.files_written, (long long)out.kept,
+                         (long long)out.inserted, (long long)out.updated, (long long)out.deleted);
         }
         int64_t read_version = sv ? mcdc_table_view_version(sv) : -1;
         char index_key[64] = "";

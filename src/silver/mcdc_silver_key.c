@@ -149,6 +149,41 @@ int silver_key_append(mcdc_buf *out, const mcdc_column *const *cols, int32_t n, 
     return rc;
 }
 
+int silver_keys_append(mcdc_buf *out, size_t *off, const mcdc_column *const *cols, int32_t n,
+                       int64_t from, int64_t rows, mcdc_error *err) {
+    const mcdc_column *c = cols[0];
+    mcdc_type_id t = c->field->type;
+    bool ints = n == 1 && (t == MCDC_TYPE_INT32 || t == MCDC_TYPE_INT64 || t == MCDC_TYPE_DATE32 ||
+                           t == MCDC_TYPE_TIMESTAMP_NTZ || t == MCDC_TYPE_TIMESTAMP_UTC);
+    if (ints) { /* one integer column, the common key: 9 bytes a row, no calls */
+        int rc = mcdc_buf_reserve(out, (size_t)rows * 9, err);
+        if (rc) return rc;
+        uint8_t *d = (uint8_t *)out->data + out->len;
+        for (int64_t i = 0; i < rows; i++) {
+            int64_t r = from + i;
+            off[i] = out->len;
+            if (!mcdc_col_is_valid(c, r)) {
+                *d++ = 0;
+                out->len += 1;
+                continue;
+            }
+            d[0] = 1;
+            put_int(d + 1, int_at(c, r));
+            d += 9;
+            out->len += 9;
+        }
+        off[rows] = out->len;
+        return MCDC_OK;
+    }
+    for (int64_t i = 0; i < rows; i++) {
+        off[i] = out->len;
+        int rc = silver_key_append(out, cols, n, from + i, err);
+        if (rc) return rc;
+    }
+    off[rows] = out->len;
+    return MCDC_OK;
+}
+
 int silver_key_cmp(const uint8_t *a, size_t na, const uint8_t *b, size_t nb) {
     size_t n = na < nb ? na : nb;
     int c = n ? memcmp(a, b, n) : 0;

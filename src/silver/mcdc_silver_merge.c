@@ -46,6 +46,7 @@ typedef struct {
     uint8_t kind;
     const mcdc_batch *cb, *eb;
     int32_t crow, erow;
+    int32_t n;             /* rows: a run of kept rows, else 1 */
 } oref;
 
 /* A stream of existing rows: one clustered file, or the sorted rows of the
@@ -56,6 +57,8 @@ typedef struct {
     mcdc_buf keys;            /* the batch's keys */
     mcdc_buf last;            /* the last key of the batch before */
     const char *path;         /* a file: for messages */
+    bool has_hint;            /* a file: its entry's smallest _start_lsn */
+    char hint[23];
     size_t *koff;             /* n + 1 offsets */
     int64_t cap_koff;
     int64_t at;
@@ -80,11 +83,12 @@ typedef struct {
     erows lr;
     /* the output window and the file being written */
     oref *win;
-    uint8_t **win_key;                    /* borrowed keys of the window's rows */
-    uint32_t *win_klen;
-    char (*win_lsn)[22];
-    bool *win_has_lsn;
-    int64_t nwin;
+    int64_t nwin;                         /* refs in the window */
+    int64_t wrows;                        /* rows they hold */
+    const uint8_t *first_key, *last_key;  /* the window's first and last row's (borrowed) */
+    uint32_t first_len, last_len;
+    bool has_win_lsn;                     /* the smallest _start_lsn of its rows, or below */
+    char win_lsn[22];
     int64_t file_n;                       /* rows in the open output file */
     int64_t file_bytes;
     mcdc_buf file_min, file_max;
@@ -108,12 +112,7 @@ static int erows_keys(merger *m, erows *x, mcdc_error *err) {
     mcdc_buf_reset(&x->keys);
     const mcdc_column *kc[SILVER_KEYS_MAX];
     for (int32_t k = 0; k < m->in->n_keys; k++) kc[k] = &x->b->columns[m->view_keys[k]];
-    int rc = MCDC_OK;
-    for (int64_t r = 0; r < n && rc == MCDC_OK; r++) {
-        x->koff[r] = x->keys.len;
-        rc = silver_key_append(&x->keys, kc, m->in->n_keys, r, err);
-    }
-    x->koff[n] = x->keys.len;
+    int rc = silver_keys_append(&x->keys, x->koff, kc, m->in->n_keys, 0, n, err);
     /* a clustered file's rows must be in key order: the merge relies on it */
     const uint8_t *k = (const uint8_t *)x->keys.data;
     for (int64_t r = 0; rc == MCDC_OK && r < n; r++) {
@@ -161,12 +160,14 @@ static int erows_load(merger *m, erows *x, mcdc_error *err) {
         if (rc == MCDC_OK && x->ch == NULL) x->done = true;
         return rc;
     }
+    int64_t t0 = mcdc_monotonic_us();
     while (rc == MCDC_OK) {
         mcdc_batch_free(x->b);
         x->b = NULL;
         rc = mcdc_table_reader_next(&x->b, x->r, err);
         if (rc || x->b == NULL || x->b->rows > 0) break;
     }
+    m->out->read_us += mcdc_monotonic_us() - t0;
     if (rc == MCDC_OK && x->b == NULL) x->done = true;
     if (rc == MCDC_OK && x->b) rc = erows_keys(m, x, err);
     return rc;
@@ -219,20 +220,74 @@ static bool lsn_text_of(const mcdc_batch *b, int32_t col, int64_t row, char out[
     return true;
 }
 
+/* Notes an _start_lsn of a row written: the file's smallest is kept (a
+ * lower bound is enough: it only tells chunk ranges which files to read). */
+static void note_lsn(merger *m, const char *t) {
+    if (!m->has_win_lsn || memcmp(t, m->win_lsn, 22) < 0) {
+        memcpy(m->win_lsn, t, 22);
+        m->has_win_lsn = true;
+    }
+}
+
+static void note_key(merger *m, const uint8_t *first, uint32_t fl, const uint8_t *last,
+                     uint32_t ll) {
+    if (m->wrows == 0) m->first_key = first, m->first_len = fl;
+    m->last_key = last;
+    m->last_len = ll;
+}
+
+/* Room for rows in the window and the file being written: flushes (and
+ * rolls) first when there is none. */
+static int64_t room(merger *m, mcdc_error *err, int *rc) {
+    *rc = MCDC_OK;
+    if (m->wrows >= SILVER_BATCH_ROWS || m->file_n + m->wrows >= m->file_rows) *rc = flush_window(m, err);
+    int64_t r = SILVER_BATCH_ROWS - m->wrows, f = m->file_rows - m->file_n - m->wrows;
+    return r < f ? r : f;
+}
+
 static int emit(merger *m, uint8_t kind, const mcdc_batch *cb, int64_t crow, const mcdc_batch *eb,
                 int64_t erow, const uint8_t *key, uint32_t klen, mcdc_error *err) {
-    int rc = MCDC_OK;
-    if (m->nwin == SILVER_BATCH_ROWS || m->file_n + m->nwin >= m->file_rows) rc = flush_window(m, err);
+    int rc;
+    room(m, err, &rc);
     if (rc) return rc;
-    int64_t i = m->nwin++;
-    m->win[i] = (oref){kind, cb, eb, (int32_t)crow, (int32_t)erow};
-    m->win_key[i] = (uint8_t *)key;
-    m->win_klen[i] = klen;
-    m->win_has_lsn[i] = kind == OUT_KEEP ? lsn_text_of(eb, m->view_lsn, erow, m->win_lsn[i])
-                                         : lsn_text_of(cb, m->in->change_lsn_col, crow, m->win_lsn[i]);
+    char t[22];
+    if (kind == OUT_KEEP ? lsn_text_of(eb, m->view_lsn, erow, t)
+                         : lsn_text_of(cb, m->in->change_lsn_col, crow, t))
+        note_lsn(m, t);
+    note_key(m, key, klen, key, klen);
+    m->win[m->nwin++] = (oref){kind, cb, eb, (int32_t)crow, (int32_t)erow, 1};
+    m->wrows++;
     if (kind == OUT_KEEP) m->out->kept++;
     else if (kind == OUT_UPDATE) m->out->updated++;
     else m->out->inserted++;
+    return MCDC_OK;
+}
+
+/* Rows [erow, erow + n) of x's batch kept as they are: one run per window
+ * and file; lsn (may be NULL): their smallest _start_lsn or below. */
+static int emit_run(merger *m, const erows *x, int64_t erow, int64_t n, const char *lsn,
+                    mcdc_error *err) {
+    const mcdc_batch *eb = x->b;
+    while (n > 0) {
+        int rc;
+        int64_t k = room(m, err, &rc);
+        if (rc) return rc;
+        if (k > n) k = n;
+        const uint8_t *keys = (const uint8_t *)x->keys.data;
+        note_key(m, keys + x->koff[erow], (uint32_t)(x->koff[erow + 1] - x->koff[erow]),
+                 keys + x->koff[erow + k - 1], (uint32_t)(x->koff[erow + k] - x->koff[erow + k - 1]));
+        if (lsn) note_lsn(m, lsn);
+        else
+            for (int64_t i = 0; i < k; i++) {
+                char t[22];
+                if (lsn_text_of(eb, m->view_lsn, erow + i, t)) note_lsn(m, t);
+            }
+        m->win[m->nwin++] = (oref){OUT_KEEP, NULL, eb, 0, (int32_t)erow, (int32_t)k};
+        m->wrows += k;
+        m->out->kept += k;
+        erow += k;
+        n -= k;
+    }
     return MCDC_OK;
 }
 
@@ -242,7 +297,9 @@ static int roll(merger *m, mcdc_error *err) {
     int rc = flush_window(m, err);
     if (rc || m->file_n == 0) return rc;
     const char *path = NULL;
+    int64_t t0 = mcdc_monotonic_us();
     rc = mcdc_appender_roll(m->out->appender, &path, err);
+    m->out->write_us += mcdc_monotonic_us() - t0;
     if (rc) return rc;
     MCDC_ASSERT(path != NULL);
     silver_entry e = {0};
@@ -270,30 +327,48 @@ static int roll(merger *m, mcdc_error *err) {
     return rc;
 }
 
+/* The source of column j of ref o (NULL: the column is NULL there) and its
+ * column and row in it. */
+static const mcdc_batch *src_of(const merger *m, const oref *o, int32_t j, int32_t *col,
+                                int32_t *row) {
+    int32_t cc = m->in->change_of_out[j], ec = m->in->exist_of_out[j];
+    if (o->kind != OUT_KEEP && cc >= 0) {
+        *col = cc;
+        *row = o->crow;
+        return o->cb;
+    }
+    if (o->kind != OUT_INSERT && ec >= 0) {
+        *col = ec;
+        *row = o->erow;
+        return o->eb;
+    }
+    return NULL;
+}
+
 /* Writes the window's rows: each output column taken from the change rows,
  * the existing row, or NULL, in runs of one source. */
 static int flush_window(merger *m, mcdc_error *err) {
     if (m->nwin == 0) return MCDC_OK;
     const silver_merge_in *in = m->in;
     mcdc_batch *b = NULL;
-    int rc = mcdc_batch_create(&b, in->out_schema, m->nwin, err);
+    int rc = mcdc_batch_create(&b, in->out_schema, m->wrows, err);
     for (int32_t j = 0; rc == MCDC_OK && j < in->out_schema->n_fields; j++) {
-        int32_t cc = in->change_of_out[j], ec = in->exist_of_out[j];
         mcdc_column *dst = &b->columns[j];
         for (int64_t i = 0; rc == MCDC_OK && i < m->nwin;) {
-            /* the source of row i's value of column j */
             const oref *o = &m->win[i];
-            const mcdc_batch *src = o->kind != OUT_KEEP && cc >= 0 ? o->cb
-                                    : o->kind != OUT_INSERT && ec >= 0 ? o->eb : NULL;
-            int32_t col = src == o->cb && o->kind != OUT_KEEP ? cc : ec;
+            int32_t col = 0, row = 0;
+            const mcdc_batch *src = src_of(m, o, j, &col, &row);
+            if (o->n > 1) { /* a run of kept rows */
+                rc = src ? mcdc_col_take_range(dst, &src->columns[col], row, o->n, err)
+                         : mcdc_col_append_nulls(dst, o->n, err);
+                i++;
+                continue;
+            }
             int64_t n = 0;
-            while (i + n < m->nwin) {
-                const oref *p = &m->win[i + n];
-                const mcdc_batch *s2 = p->kind != OUT_KEEP && cc >= 0 ? p->cb
-                                       : p->kind != OUT_INSERT && ec >= 0 ? p->eb : NULL;
-                if (s2 != src) break;
-                if (src) m->idx[n] = src == p->cb && p->kind != OUT_KEEP ? p->crow : p->erow;
-                n++;
+            while (i + n < m->nwin && m->win[i + n].n == 1 && n < SILVER_BATCH_ROWS) {
+                int32_t c2 = 0, r2 = 0;
+                if (src_of(m, &m->win[i + n], j, &c2, &r2) != src) break;
+                m->idx[n++] = r2;
             }
             if (src) rc = mcdc_col_take(dst, &src->columns[col], m->idx, n, err);
             else rc = mcdc_col_append_nulls(dst, n, err);
@@ -301,22 +376,23 @@ static int flush_window(merger *m, mcdc_error *err) {
         }
     }
     if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
+    int64_t t0 = mcdc_monotonic_us();
     if (rc == MCDC_OK) rc = mcdc_appender_write(m->out->appender, b, err);
+    m->out->write_us += mcdc_monotonic_us() - t0;
     if (rc == MCDC_OK) {
-        if (m->file_n == 0) rc = mcdc_buf_append(&m->file_min, m->win_key[0], m->win_klen[0], err);
+        if (m->file_n == 0) rc = mcdc_buf_append(&m->file_min, m->first_key, m->first_len, err);
         mcdc_buf_reset(&m->file_max);
-        if (rc == MCDC_OK)
-            rc = mcdc_buf_append(&m->file_max, m->win_key[m->nwin - 1], m->win_klen[m->nwin - 1], err);
-        for (int64_t i = 0; i < m->nwin; i++)
-            if (m->win_has_lsn[i] && (!m->has_file_lsn || memcmp(m->win_lsn[i], m->file_lsn, 22) < 0)) {
-                memcpy(m->file_lsn, m->win_lsn[i], 22);
-                m->has_file_lsn = true;
-            }
-        m->file_n += m->nwin;
+        if (rc == MCDC_OK) rc = mcdc_buf_append(&m->file_max, m->last_key, m->last_len, err);
+        if (m->has_win_lsn && (!m->has_file_lsn || memcmp(m->win_lsn, m->file_lsn, 22) < 0)) {
+            memcpy(m->file_lsn, m->win_lsn, 22);
+            m->has_file_lsn = true;
+        }
+        m->file_n += m->wrows;
         m->file_bytes += mcdc_batch_bytes(b);
     }
     mcdc_batch_free(b);
-    m->nwin = 0;
+    m->nwin = m->wrows = 0;
+    m->has_win_lsn = false;
     if (rc == MCDC_OK && (m->file_n >= m->file_rows || m->file_bytes >= SILVER_FILE_BYTES_MAX))
         rc = roll(m, err);
     return rc;
@@ -372,6 +448,32 @@ static int merge_until(merger *m, erows *f, const uint8_t *hi, uint32_t hi_len, 
         if (hf && hi && silver_key_cmp(kf, lf, hi, hi_len) >= 0) hf = false;
         if (hl && hi && silver_key_cmp(kl, ll, hi, hi_len) >= 0) hl = false;
         if (!hc && !hf && !hl) return MCDC_OK;
+        if (hf && !m->in->rebuild && m->in->n_ranges == 0) {
+            /* the file's rows below the next change and the next other
+             * writer's row are kept as they are: one run */
+            const uint8_t *lim = hc ? kc : NULL;
+            uint32_t limn = hc ? lc : 0;
+            if (hl && (!lim || silver_key_cmp(kl, ll, lim, limn) < 0)) lim = kl, limn = ll;
+            if (!lim || silver_key_cmp(kf, lf, lim, limn) < 0) {
+                int64_t lo = f->at, hi_row = f->b->rows;
+                const uint8_t *keys = (const uint8_t *)f->keys.data;
+                if (lim) /* the first row at or past lim */
+                    while (lo < hi_row) {
+                        int64_t mid = lo + (hi_row - lo) / 2;
+                        if (silver_key_cmp(keys + f->koff[mid], f->koff[mid + 1] - f->koff[mid], lim, limn) < 0)
+                            lo = mid + 1;
+                        else
+                            hi_row = mid;
+                    }
+                else
+                    lo = hi_row;
+                rc = emit_run(m, f, f->at, lo - f->at, f->has_hint ? f->hint : NULL, err);
+                f->at = lo;
+                if (rc == MCDC_OK && f->at >= f->b->rows) rc = erows_load(m, f, err);
+                if (rc) return rc;
+                continue;
+            }
+        }
         /* the smallest key of the three */
         if (hc) k = kc, kn = lc;
         if (hf && (!k || silver_key_cmp(kf, lf, k, kn) < 0)) k = kf, kn = lf;
@@ -575,7 +677,7 @@ static int sort_loose(merger *m, mfile **loose, int64_t n, mcdc_error *err) {
     if (n == 0) return MCDC_OK;
     silver_sorter_cfg sc = {.schema = (mcdc_schema *)mcdc_table_view_schema(in->view),
                             .key_cols = m->view_keys, .n_keys = in->n_keys, .ranked = false,
-                            .lsn_col = -1, .cmd_col = -1, .seq_col = -1, .op_col = -1, .tag_col = -1,
+                            .lsn_col = -1, .cmd_col = -1, .seq_col = -1, .op_col = -1,
                             .memory_bytes = in->memory_bytes, .spill = in->spill,
                             .spill_prefix = in->spill_prefix};
     int rc = MCDC_OK;
@@ -588,7 +690,7 @@ static int sort_loose(merger *m, mfile **loose, int64_t n, mcdc_error *err) {
         rc = mcdc_table_reader_open(&r, in->view, loose[i]->path, NULL, 0, NULL, err);
         mcdc_batch *b = NULL;
         while (rc == MCDC_OK && (rc = mcdc_table_reader_next(&b, r, err)) == MCDC_OK && b) {
-            rc = silver_sorter_add(m->loose, b, NULL, 0, err);
+            rc = silver_sorter_add(m->loose, b, NULL, 0, NULL, err);
             mcdc_batch_free(b);
             b = NULL;
         }
@@ -618,6 +720,10 @@ static int add_remove(silver_merge_out *out, const char *path, mcdc_error *err) 
 static int open_file(merger *m, erows *x, const mfile *f, mcdc_error *err) {
     memset(x, 0, sizeof *x);
     x->path = f->path;
+    if (f->e.has_min_lsn) {
+        silver_lsn_format(x->hint, f->e.min_lsn);
+        x->has_hint = true;
+    }
     int rc = mcdc_table_reader_open(&x->r, m->in->view, f->path, NULL, 0, NULL, err);
     if (rc == MCDC_OK) rc = erows_load(m, x, err);
     m->out->files_read++;
@@ -682,11 +788,7 @@ int silver_merge_run(silver_merge_out *out, const silver_merge_in *in, mcdc_erro
     m->out = out;
     m->file_rows = in->file_rows > 0 ? in->file_rows : SILVER_FILE_ROWS_DEFAULT;
     m->win = mcdc_calloc(SILVER_BATCH_ROWS, sizeof *m->win);
-    m->win_key = mcdc_calloc(SILVER_BATCH_ROWS, sizeof *m->win_key);
-    m->win_klen = mcdc_calloc(SILVER_BATCH_ROWS, sizeof *m->win_klen);
-    m->win_lsn = mcdc_calloc(SILVER_BATCH_ROWS, sizeof *m->win_lsn);
-    m->win_has_lsn = mcdc_calloc(SILVER_BATCH_ROWS, sizeof *m->win_has_lsn);
-    int rc = !m->win || !m->win_key || !m->win_klen || !m->win_lsn || !m->win_has_lsn ? nomem(err) : MCDC_OK;
+    int rc = !m->win ? nomem(err) : MCDC_OK;
     /* the key's columns, for the index */
     mcdc_schema *ks = NULL;
     if (rc == MCDC_OK) rc = mcdc_schema_create(&ks, in->n_keys, err);
@@ -771,10 +873,6 @@ int silver_merge_run(silver_merge_out *out, const silver_merge_in *in, mcdc_erro
     mcdc_buf_free(&m->file_min);
     mcdc_buf_free(&m->file_max);
     mcdc_free(m->win);
-    mcdc_free(m->win_key);
-    mcdc_free(m->win_klen);
-    mcdc_free(m->win_lsn);
-    mcdc_free(m->win_has_lsn);
     mcdc_free(m);
     mcdc_schema_unref(ks);
     if (rc) {

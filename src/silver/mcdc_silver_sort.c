@@ -25,6 +25,7 @@
 #define RUN_READ_ROWS 8192
 
 typedef struct {
+    uint64_t pre;  /* the sort key's first 8 bytes, big-endian: most comparisons end here */
     uint32_t batch, row;
     uint64_t off;  /* sort key in the arena */
     uint32_t len;  /* sort key bytes */
@@ -66,6 +67,7 @@ struct silver_sorter {
     int32_t n_runs, cap_runs;
     char id[37];
     int64_t rows_added;
+    bool last_owned;       /* the last held batch is a caller's: copy into a new one */
     bool finished;
     /* reading */
     bool keys_only;
@@ -167,8 +169,61 @@ static int rank_of(const silver_sorter *s, const mcdc_batch *b, int64_t r, silve
 
 static int spill_run(silver_sorter *s, mcdc_error *err);
 
+static int grow_ents(silver_sorter *s, int64_t more, mcdc_error *err) {
+    if (s->n_ents + more <= s->cap_ents) return MCDC_OK;
+    int64_t cap = s->cap_ents ? s->cap_ents : 4096;
+    while (cap < s->n_ents + more) cap *= 2;
+    ent *v = mcdc_realloc(s->ents, (size_t)cap * sizeof *v);
+    if (v == NULL) return nomem(err);
+    s->ents = v;
+    s->cap_ents = cap;
+    return MCDC_OK;
+}
+
+/* Sort keys and entries of rows [first, first + n) of held batch bi. */
+static int key_rows(silver_sorter *s, int32_t bi, int64_t first, int64_t n, const uint32_t *tags,
+                    mcdc_error *err) {
+    int rc = grow_ents(s, n, err);
+    if (rc) return rc;
+    const mcdc_batch *acc = s->acc[bi];
+    const mcdc_column *kc[SILVER_KEYS_MAX];
+    for (int32_t k = 0; k < s->cfg.n_keys; k++) kc[k] = &acc->columns[s->cfg.key_cols[k]];
+    for (int64_t i = 0; rc == MCDC_OK && i < n; i++) {
+        int64_t r = first + i;
+        size_t off = s->arena.len;
+        rc = silver_key_append(&s->arena, kc, s->cfg.n_keys, r, err);
+        size_t klen = s->arena.len - off;
+        if (rc == MCDC_OK && s->cfg.ranked) {
+            silver_rank rk;
+            rc = rank_of(s, acc, r, &rk, err);
+            for (int j = 0; rc == MCDC_OK && j < SILVER_RANK_BYTES; j++) rk.b[j] = (uint8_t)~rk.b[j];
+            if (rc == MCDC_OK) rc = mcdc_buf_append(&s->arena, rk.b, SILVER_RANK_BYTES, err);
+        }
+        if (rc) break;
+        const uint8_t *k = (const uint8_t *)s->arena.data + off;
+        size_t len = s->arena.len - off;
+        uint64_t pre = 0;
+        for (size_t j = 0; j < 8; j++) pre = pre << 8 | (j < len ? k[j] : 0);
+        s->ents[s->n_ents++] = (ent){pre, (uint32_t)bi, (uint32_t)r, off, (uint32_t)len,
+                                     (uint32_t)klen, tags ? tags[i] : 0, 0};
+    }
+    return rc;
+}
+
+static int add_acc(silver_sorter *s, mcdc_batch *b, mcdc_error *err) {
+    if (s->n_acc == s->cap_acc) {
+        int32_t cap = s->cap_acc ? s->cap_acc * 2 : 8;
+        mcdc_batch **v = mcdc_realloc(s->acc, (size_t)cap * sizeof *v);
+        if (v == NULL) return nomem(err);
+        s->acc = v;
+        s->cap_acc = cap;
+    }
+    s->acc[s->n_acc++] = b;
+    return MCDC_OK;
+}
+
 int silver_sorter_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows, int64_t n,
-                      mcdc_error *err) {
+                      const uint32_t *tags, mcdc_error *err) {
     MCDC_ASSERT(!s->finished && b->schema->n_fields == s->n_cols);
     if (rows == NULL) n = b->rows;
     int rc = MCDC_OK;
@@ -180,22 +235,13 @@ int silver_sorter_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows
         for (int64_t i = 0; i < n; i++) all[i] = (int32_t)i;
         rows = all;
     }
-    const mcdc_column *kc[SILVER_KEYS_MAX];
     while (rc == MCDC_OK && done < n) {
-        if (s->n_acc == 0 || s->acc[s->n_acc - 1]->columns[0].length >= ACC_ROWS) {
-            if (s->n_acc == s->cap_acc) {
-                int32_t cap = s->cap_acc ? s->cap_acc * 2 : 8;
-                mcdc_batch **v = mcdc_realloc(s->acc, (size_t)cap * sizeof *v);
-                if (v == NULL) {
-                    rc = nomem(err);
-                    break;
-                }
-                s->acc = v;
-                s->cap_acc = cap;
-            }
-            rc = mcdc_batch_create(&s->acc[s->n_acc], s->schema, 4096, err);
+        if (s->n_acc == 0 || s->last_owned || s->acc[s->n_acc - 1]->columns[0].length >= ACC_ROWS) {
+            mcdc_batch *nb = NULL;
+            rc = mcdc_batch_create(&nb, s->schema, 4096, err);
+            if (rc == MCDC_OK && (rc = add_acc(s, nb, err)) != MCDC_OK) mcdc_batch_free(nb);
             if (rc) break;
-            s->n_acc++;
+            s->last_owned = false;
         }
         mcdc_batch *acc = s->acc[s->n_acc - 1];
         int64_t first = acc->columns[0].length;
@@ -203,42 +249,29 @@ int silver_sorter_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows
         if (take > ACC_ROWS - first) take = ACC_ROWS - first;
         for (int32_t c = 0; rc == MCDC_OK && c < s->n_cols; c++)
             rc = mcdc_col_take(&acc->columns[c], &b->columns[c], rows + done, take, err);
-        if (rc) break;
-        if (s->n_ents + take > s->cap_ents) {
-            int64_t cap = s->cap_ents ? s->cap_ents : 4096;
-            while (cap < s->n_ents + take) cap *= 2;
-            ent *v = mcdc_realloc(s->ents, (size_t)cap * sizeof *v);
-            if (v == NULL) {
-                rc = nomem(err);
-                break;
-            }
-            s->ents = v;
-            s->cap_ents = cap;
-        }
-        for (int32_t k = 0; k < s->cfg.n_keys; k++) kc[k] = &acc->columns[s->cfg.key_cols[k]];
-        const mcdc_column *tagc = s->cfg.tag_col >= 0 ? &acc->columns[s->cfg.tag_col] : NULL;
-        for (int64_t i = 0; rc == MCDC_OK && i < take; i++) {
-            int64_t r = first + i;
-            size_t off = s->arena.len;
-            rc = silver_key_append(&s->arena, kc, s->cfg.n_keys, r, err);
-            size_t klen = s->arena.len - off;
-            if (rc == MCDC_OK && s->cfg.ranked) {
-                silver_rank rk;
-                rc = rank_of(s, acc, r, &rk, err);
-                for (int j = 0; rc == MCDC_OK && j < SILVER_RANK_BYTES; j++)
-                    rk.b[j] = (uint8_t)~rk.b[j];
-                if (rc == MCDC_OK) rc = mcdc_buf_append(&s->arena, rk.b, SILVER_RANK_BYTES, err);
-            }
-            if (rc) break;
-            ent *e = &s->ents[s->n_ents++];
-            *e = (ent){(uint32_t)(s->n_acc - 1), (uint32_t)r, off, (uint32_t)(s->arena.len - off),
-                       (uint32_t)klen, tagc && mcdc_col_is_valid(tagc, r) ? (uint32_t)cell_i32(tagc, r) : 0, 0};
-        }
+        if (rc == MCDC_OK) rc = key_rows(s, s->n_acc - 1, first, take, tags ? tags + done : NULL, err);
         done += take;
         s->rows_added += take;
         if (rc == MCDC_OK && held_bytes(s) >= s->cfg.memory_bytes) rc = spill_run(s, err);
     }
     mcdc_free(all);
+    return rc;
+}
+
+int silver_sorter_add_owned(silver_sorter *s, mcdc_batch *b, const uint32_t *tags,
+                            mcdc_error *err) {
+    MCDC_ASSERT(!s->finished && b->schema->n_fields == s->n_cols);
+    /* a held batch must take no more rows: mark it full */
+    int rc = add_acc(s, b, err);
+    if (rc) {
+        mcdc_batch_free(b);
+        return rc;
+    }
+    int64_t n = b->rows;
+    rc = key_rows(s, s->n_acc - 1, 0, n, tags, err);
+    s->rows_added += n;
+    s->last_owned = true; /* copies go to a batch of their own */
+    if (rc == MCDC_OK && held_bytes(s) >= s->cfg.memory_bytes) rc = spill_run(s, err);
     return rc;
 }
 
@@ -249,6 +282,7 @@ static _Thread_local const uint8_t *t_arena;
 
 static int ent_cmp(const void *pa, const void *pb) {
     const ent *a = pa, *b = pb;
+    if (a->pre != b->pre) return a->pre < b->pre ? -1 : 1;
     return silver_key_cmp(t_arena + a->off, a->len, t_arena + b->off, b->len);
 }
 
@@ -277,6 +311,7 @@ static void sort_held(silver_sorter *s) {
 static void free_held(silver_sorter *s) {
     for (int32_t i = 0; i < s->n_acc; i++) mcdc_batch_free(s->acc[i]);
     s->n_acc = 0;
+    s->last_owned = false;
     s->n_ents = 0;
     mcdc_buf_free(&s->arena);
 }

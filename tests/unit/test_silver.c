@@ -241,18 +241,17 @@ TEST(silver_bloom_has_every_key_and_few_others) {
 
 /* ---- the sorter --------------------------------------------------------------------- */
 
-/* change rows: id, val, _start_lsn, _op, _cmd, _seq, _tag */
+/* change rows: id, val, _start_lsn, _op, _cmd, _seq (tags apart) */
 static mcdc_schema *change_schema(void) {
     mcdc_schema *s;
     mcdc_error e = MCDC_ERROR_INIT;
-    mcdc_schema_create(&s, 7, &e);
+    mcdc_schema_create(&s, 6, &e);
     mcdc_schema_set(s, 0, "id", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
     mcdc_schema_set(s, 1, "val", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
     mcdc_schema_set(s, 2, "_start_lsn", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
     mcdc_schema_set(s, 3, "_operation", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
     mcdc_schema_set(s, 4, "_command_id", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
     mcdc_schema_set(s, 5, "_seqval", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
-    mcdc_schema_set(s, 6, "_tag", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
     return s;
 }
 
@@ -261,7 +260,7 @@ static void lsn_text(char out[23], int64_t n) {
 }
 
 static void add_change(mcdc_batch *b, int id, const char *val, int64_t lsn, int op, int cmd,
-                       int64_t seq, int tag) {
+                       int64_t seq) {
     mcdc_error e = MCDC_ERROR_INIT;
     char l[23], q[23];
     lsn_text(l, lsn);
@@ -274,14 +273,13 @@ static void add_change(mcdc_batch *b, int id, const char *val, int64_t lsn, int 
     else mcdc_col_append_int(&b->columns[4], cmd, &e);
     if (seq < 0) mcdc_col_append_null(&b->columns[5], &e);
     else mcdc_col_append_bytes(&b->columns[5], q, 22, &e);
-    mcdc_col_append_int(&b->columns[6], tag, &e);
 }
 
 static silver_sorter *new_sorter(mcdc_storage *st, mcdc_schema *s, bool ranked, uint32_t keep,
                                  int64_t mem) {
     static const int32_t key[1] = {0};
     silver_sorter_cfg c = {.schema = s, .key_cols = key, .n_keys = 1, .ranked = ranked,
-                           .lsn_col = 2, .op_col = 3, .cmd_col = 4, .seq_col = 5, .tag_col = 6,
+                           .lsn_col = 2, .op_col = 3, .cmd_col = 4, .seq_col = 5,
                            .keep_tags = keep, .memory_bytes = mem, .spill = st,
                            .spill_prefix = "_mssql_cdc_spill/t-"};
     silver_sorter *x = NULL;
@@ -311,6 +309,7 @@ static void sorter_case(int64_t mem, bool expect_runs) {
     for (int round = 0; round < ROUNDS; round++) {
         mcdc_batch *b;
         mcdc_batch_create(&b, s, KEYS, &e);
+        static uint32_t tags[KEYS * 2];
         for (int i = 0; i < KEYS; i++) {
             int id = (i * 7 + round * 13) % KEYS;
             /* round 2 is the latest for even keys, round 1 for odd ones (lsn);
@@ -321,12 +320,17 @@ static void sorter_case(int64_t mem, bool expect_runs) {
             if (id % 5 == 0 && round == 3) tag = SILVER_TAG_LATER; /* only LATER rows: left out */
             char val[32];
             snprintf(val, sizeof val, "r%d-%d", round, id);
-            add_change(b, id, val, lsn, 3, 1, 7, tag);
-            add_change(b, id, val, lsn, 4, 1, 7, tag);
+            add_change(b, id, val, lsn, 3, 1, 7);
+            add_change(b, id, val, lsn, 4, 1, 7);
+            tags[2 * i] = tags[2 * i + 1] = (uint32_t)tag;
         }
         mcdc_batch_seal(b, &e);
-        CHECK_EQ_INT(silver_sorter_add(x, b, NULL, 0, &e), MCDC_OK);
-        mcdc_batch_free(b);
+        if (round % 2) {
+            CHECK_EQ_INT(silver_sorter_add(x, b, NULL, 0, tags, &e), MCDC_OK);
+            mcdc_batch_free(b);
+        } else { /* the batch handed over */
+            CHECK_EQ_INT(silver_sorter_add_owned(x, b, tags, &e), MCDC_OK);
+        }
     }
     CHECK_EQ_INT(silver_sorter_rows(x), (int64_t)KEYS * ROUNDS * 2);
     CHECK_EQ_INT(silver_sorter_finish(x, &e), MCDC_OK);
@@ -387,12 +391,12 @@ TEST(silver_sorter_unranked_keeps_every_row_in_key_order) {
     enum { N = 50000 };
     mcdc_batch *b;
     mcdc_batch_create(&b, s, N, &e);
-    for (int i = 0; i < N; i++) add_change(b, (i * 31) % 1000, "v", 5, 2, 0, 1, 0);
+    for (int i = 0; i < N; i++) add_change(b, (i * 31) % 1000, "v", 5, 2, 0, 1);
     mcdc_batch_seal(b, &e);
     int32_t *pick = malloc(N * sizeof *pick);
     int n = 0;
     for (int i = 0; i < N; i += 2) pick[n++] = i; /* half the rows */
-    CHECK_EQ_INT(silver_sorter_add(x, b, pick, n, &e), MCDC_OK);
+    CHECK_EQ_INT(silver_sorter_add(x, b, pick, n, NULL, &e), MCDC_OK);
     CHECK_EQ_INT(silver_sorter_finish(x, &e), MCDC_OK);
     CHECK(silver_sorter_runs(x) >= 1);
     CHECK_EQ_INT(silver_sorter_rewind(x, false, &e), MCDC_OK);
@@ -431,11 +435,11 @@ static mcdc_schema *silver_schema(void) {
 }
 
 /* change rows for the merge: id, val, _start_lsn, _commit_ts, _operation,
- * _command_id, _seqval, _tag */
+ * _command_id, _seqval (tags apart) */
 static mcdc_schema *mchange_schema(void) {
     mcdc_schema *s;
     mcdc_error e = MCDC_ERROR_INIT;
-    mcdc_schema_create(&s, 8, &e);
+    mcdc_schema_create(&s, 7, &e);
     mcdc_schema_set(s, 0, "id", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
     mcdc_schema_set(s, 1, "val", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
     mcdc_schema_set(s, 2, "_start_lsn", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
@@ -443,7 +447,6 @@ static mcdc_schema *mchange_schema(void) {
     mcdc_schema_set(s, 4, "_operation", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
     mcdc_schema_set(s, 5, "_command_id", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
     mcdc_schema_set(s, 6, "_seqval", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
-    mcdc_schema_set(s, 7, "_tag", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
     return s;
 }
 
@@ -494,13 +497,14 @@ static int merge_changes(mtest *x, const mchange *ch, int n, bool rebuild, const
     mcdc_schema *cs = mchange_schema(), *ss = silver_schema();
     static const int32_t key[1] = {0};
     silver_sorter_cfg sc = {.schema = cs, .key_cols = key, .n_keys = 1, .ranked = true,
-                            .lsn_col = 2, .op_col = 4, .cmd_col = 5, .seq_col = 6, .tag_col = 7,
+                            .lsn_col = 2, .op_col = 4, .cmd_col = 5, .seq_col = 6,
                             .keep_tags = SILVER_TAG_BASE | SILVER_TAG_WAVE,
                             .memory_bytes = SILVER_SORT_BYTES_MIN, .spill = x->spill,
                             .spill_prefix = "_mssql_cdc_spill/m-"};
     silver_sorter *so = NULL;
     int rc = silver_sorter_create(&so, &sc, e);
     mcdc_batch *b = NULL;
+    uint32_t *tags = calloc((size_t)(n ? n : 1), sizeof *tags);
     if (rc == MCDC_OK) rc = mcdc_batch_create(&b, cs, n ? n : 1, e);
     for (int i = 0; rc == MCDC_OK && i < n; i++) {
         char l[23];
@@ -513,10 +517,11 @@ static int merge_changes(mtest *x, const mchange *ch, int n, bool rebuild, const
         mcdc_col_append_int(&b->columns[4], ch[i].op, e);
         mcdc_col_append_int(&b->columns[5], 1, e);
         mcdc_col_append_bytes(&b->columns[6], l, 22, e);
-        mcdc_col_append_int(&b->columns[7], ch[i].tag ? ch[i].tag : (int)SILVER_TAG_BASE, e);
+        tags[i] = ch[i].tag ? (uint32_t)ch[i].tag : SILVER_TAG_BASE;
     }
     if (rc == MCDC_OK) rc = mcdc_batch_seal(b, e);
-    if (rc == MCDC_OK) rc = silver_sorter_add(so, b, NULL, 0, e);
+    if (rc == MCDC_OK) rc = silver_sorter_add(so, b, NULL, 0, tags, e);
+    free(tags);
     if (rc == MCDC_OK) rc = silver_sorter_finish(so, e);
     mcdc_table_view *v = NULL;
     if (rc == MCDC_OK) rc = mcdc_table_view_open(&v, x->t, -1, e);
