@@ -62,7 +62,7 @@ SO_LDFLAGS := -shared -Wl,-soname,$(SONAME) $(if $(findstring -fsanitize,$(OPT))
 SIMLIB := $(BUILD)/libmcdcsim.a
 BINS := $(BUILD)/mssql-cdc $(BUILD)/mssql-cdc-sim $(BUILD)/unit-tests $(SOLIB) $(SOLINKS)
 
-.PHONY: all deps test soak test-unit test-san demo bench bench-reader bench-parquet bench-lake bench-stream fuzz clean headercheck install
+.PHONY: all deps test soak test-unit test-san demo bench bench-reader bench-parquet bench-lake bench-stream bench-silver fuzz clean headercheck install
 all: $(BINS)
 
 $(CLI_OBJ): private INCLUDES := $(CLI_INCLUDES)
@@ -185,6 +185,11 @@ bench-parquet: all
 # Delta append of 10M CDC rows (BENCH_LAKE_ROWS) vs deltalake and pyarrow.
 bench-lake: all
 	@.venv/bin/python bench/bench_lake.py
+
+# apply of 1M changes into a 10M-row silver (BENCH_SILVER_ROWS, _CHANGES) next
+# to deltalake's merge, and the rebuild of 10M snapshot rows.
+bench-silver: all
+	@.venv/bin/python bench/bench_silver.py
 
 fuzz:
 	@scripts/fuzz.sh

@@ -260,39 +260,88 @@ static json_t *stat_of(json_t *stats, const char *group, const mcdc_table_view *
     return name ? json_object_get(json_object_get(stats, group), name) : NULL;
 }
 
+typedef struct pass1 pass1;
 typedef struct {
     bool skip_chunk_files;
+    pass1 *p1;
 } snap_filter;
+
+static void snapshot_seen(pass1 *p, const char *s, size_t n);
+
+/* A statistic that is exact: a string shorter than Delta's 32-character
+ * prefix, or an integer. */
+static const char *exact_text(json_t *j) {
+    const char *s = json_string_value(j);
+    return s && strlen(s) < 32 ? s : NULL;
+}
+
+static int instance_ours(mcdc_apply *a, const char *p, size_t len, bool *ours, mcdc_error *err);
 
 /* The first bronze pass reads snapshot rows only: a file whose smallest
  * operation is above 0 holds none, and (once the facts say which chunks
- * arrived) one of chunk rows alone is not a whole snapshot's. */
-static bool snapshot_files(void *ctx, const mcdc_table_view *v, const mcdc_table_file *f) {
-    const snap_filter *sf = ctx;
-    if (f->stats_json == NULL) return true;
-    json_error_t je;
-    json_t *j = json_loads(f->stats_json, 0, &je);
-    bool read = true;
-    json_t *op = stat_of(j, "minValues", v, "_operation");
-    if (json_is_integer(op) && json_integer_value(op) > 0) read = false;
-    json_t *nulls = stat_of(j, "nullCount", v, "_chunk");
-    json_t *rows = json_object_get(j, "numRecords");
-    if (read && sf->skip_chunk_files && json_is_integer(nulls) && json_integer_value(nulls) == 0 &&
-        json_is_integer(rows) && json_integer_value(rows) > 0)
-        read = false;
-    json_decref(j);
-    return read;
-}
+ * arrived) one of chunk rows alone is not a whole snapshot's. A file of one
+ * whole snapshot's rows alone (operation 0 only, no chunk, one capture
+ * instance of ours, one snapshot LSN) is known by its statistics: it is
+ * not read. */
+static bool snapshot_files(void *ctx, const mcdc_table_view *v, const mcdc_table_file *f);
 
 /* ---- the first bronze pass: the newest whole snapshot --------------------------------- */
 
-typedef struct {
+struct pass1 {
     mcdc_apply *a;
     lsnopt after;     /* rows at or below it are of snapshots already rebuilt from */
     lsnopt whole;     /* max coalesce(_snapshot, _start_lsn) of whole snapshots' rows */
     bool chunk_rows;  /* rows of a chunked snapshot after `after` */
     int32_t c_ci, c_op, c_lsn, c_snap, c_chunk;
-} pass1;
+    int rc;           /* an error deciding on statistics */
+    mcdc_error *err;
+};
+
+static void snapshot_seen(pass1 *p, const char *s, size_t n) {
+    lsnopt x;
+    lsn_set(&x, s, n);
+    lsn_max(&p->whole, &x);
+}
+
+static bool snapshot_files(void *ctx, const mcdc_table_view *v, const mcdc_table_file *f) {
+    snap_filter *sf = ctx;
+    pass1 *p = sf->p1;
+    if (f->stats_json == NULL || p->rc) return true;
+    json_error_t je;
+    json_t *j = json_loads(f->stats_json, 0, &je);
+    bool read = true;
+    json_t *op = stat_of(j, "minValues", v, "_operation");
+    json_t *op_max = stat_of(j, "maxValues", v, "_operation");
+    if (json_is_integer(op) && json_integer_value(op) > 0) read = false;
+    json_t *nulls = stat_of(j, "nullCount", v, "_chunk");
+    json_t *rows = json_object_get(j, "numRecords");
+    bool no_chunks = json_is_integer(nulls) && json_is_integer(rows) &&
+                     json_integer_value(nulls) == json_integer_value(rows);
+    if (read && sf->skip_chunk_files && json_is_integer(nulls) && json_integer_value(nulls) == 0 &&
+        json_is_integer(rows) && json_integer_value(rows) > 0)
+        read = false;
+    /* one whole snapshot's rows: the statistics tell its LSN */
+    const char *ci_lo = exact_text(stat_of(j, "minValues", v, "_capture_instance"));
+    const char *ci_hi = exact_text(stat_of(j, "maxValues", v, "_capture_instance"));
+    const char *sn_lo = exact_text(stat_of(j, "minValues", v, "_snapshot"));
+    const char *sn_hi = exact_text(stat_of(j, "maxValues", v, "_snapshot"));
+    json_t *sn_nulls = stat_of(j, "nullCount", v, "_snapshot");
+    const char *ls_lo = exact_text(stat_of(j, "minValues", v, "_start_lsn"));
+    if (read && json_is_integer(op) && json_integer_value(op) == 0 && json_is_integer(op_max) &&
+        json_integer_value(op_max) == 0 && no_chunks && ci_lo && ci_hi && strcmp(ci_lo, ci_hi) == 0 &&
+        sn_lo && sn_hi && strcmp(sn_lo, sn_hi) == 0 && json_is_integer(sn_nulls) &&
+        json_integer_value(sn_nulls) == 0 && ls_lo && strlen(sn_lo) == 22 &&
+        (!p->after.set || lsn_vs(ls_lo, strlen(ls_lo), &p->after) > 0)) {
+        bool ours = false;
+        p->rc = instance_ours(p->a, ci_lo, strlen(ci_lo), &ours, p->err);
+        if (p->rc == MCDC_OK && ours) {
+            snapshot_seen(p, sn_lo, 22);
+            read = false;
+        }
+    }
+    json_decref(j);
+    return read;
+}
 
 static int pass1_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
     pass1 *p = ctx;
@@ -315,9 +364,7 @@ static int pass1_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
             continue;
         }
         if (!text_at(snap, r, &s, &sn)) s = l, sn = ln;
-        lsnopt x;
-        lsn_set(&x, s, sn);
-        lsn_max(&p->whole, &x);
+        snapshot_seen(p, s, sn);
     }
     mcdc_batch_free(b);
     return rc;
@@ -725,14 +772,14 @@ static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
     bool has_cmd = bs && mcdc_schema_find(bs, "_command_id") >= 0;
     /* pass 1: the newest whole snapshot after the one rebuilt from */
     int64_t t0 = mcdc_monotonic_us();
-    pass1 p1 = {.a = a, .after = cv.silver.snapshot};
+    pass1 p1 = {.a = a, .after = cv.silver.snapshot, .err = err};
     if (rc == MCDC_OK) {
         const char *cols[5] = {"_capture_instance", "_operation", "_start_lsn"};
         int32_t nc = 3;
         p1.c_ci = 0, p1.c_op = 1, p1.c_lsn = 2, p1.c_snap = p1.c_chunk = -1;
         if (has_snap_col) p1.c_snap = nc, cols[nc++] = "_snapshot";
         if (has_chunk_col) p1.c_chunk = nc, cols[nc++] = "_chunk";
-        snap_filter filt = {.skip_chunk_files = a->facts && opened};
+        snap_filter filt = {.skip_chunk_files = a->facts && opened, .p1 = &p1};
         mcdc_table_scan sc = MCDC_TABLE_SCAN_INIT;
         sc.version = pl->bronze_version;
         sc.columns = cols;
@@ -746,6 +793,7 @@ static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
         sc.file_ctx = &filt;
         int64_t vr;
         rc = mcdc_table_scan_run(a->bronze, &sc, pass1_rows, &p1, &vr, NULL, err);
+        if (rc == MCDC_OK) rc = p1.rc;
     }
     if (rc == MCDC_OK && p1.chunk_rows && (a->facts == NULL || opened == NULL))
         rc = a->facts == NULL

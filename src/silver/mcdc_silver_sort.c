@@ -68,6 +68,9 @@ struct silver_sorter {
     char id[37];
     int64_t rows_added;
     bool last_owned;       /* the last held batch is a caller's: copy into a new one */
+    bool memo_ok;          /* the rank of the last row without seqval and command id */
+    silver_rank memo;
+    char memo_text[22];
     bool finished;
     /* reading */
     bool keys_only;
@@ -147,8 +150,9 @@ static int32_t cell_i32(const mcdc_column *c, int64_t row) {
     return v;
 }
 
-/* The rank of row r of batch b (a ranked sorter's columns). */
-static int rank_of(const silver_sorter *s, const mcdc_batch *b, int64_t r, silver_rank *out,
+/* The rank of row r of batch b (a ranked sorter's columns). The last row's
+ * LSN is remembered: a commit's rows (a snapshot's, all of them) share it. */
+static int rank_of(silver_sorter *s, const mcdc_batch *b, int64_t r, silver_rank *out,
                    mcdc_error *err) {
     const silver_sorter_cfg *c = &s->cfg;
     const mcdc_column *lsn = &b->columns[c->lsn_col], *op = &b->columns[c->op_col];
@@ -160,11 +164,24 @@ static int rank_of(const silver_sorter *s, const mcdc_batch *b, int64_t r, silve
                               "bronze table of mssql-cdc?");
     bool has_cmd = cmd && mcdc_col_is_valid(cmd, r);
     bool has_seq = mcdc_col_is_valid(seq, r);
+    const char *lt = (const char *)lsn->data + lsn->offsets[r];
+    size_t ll = (size_t)(lsn->offsets[r + 1] - lsn->offsets[r]);
+    int32_t o = cell_i32(op, r);
+    if (!has_seq && !has_cmd && s->memo_ok && ll == 22 && memcmp(lt, s->memo_text, 22) == 0 &&
+        o >= 0 && o <= 4) {
+        *out = s->memo; /* the same commit's snapshot row */
+        out->b[SILVER_RANK_BYTES - 1] = (uint8_t)o;
+        return MCDC_OK;
+    }
     const char *sq = has_seq ? (const char *)seq->data + seq->offsets[r] : NULL;
     size_t sl = has_seq ? (size_t)(seq->offsets[r + 1] - seq->offsets[r]) : 0;
-    return silver_rank_make(out, (const char *)lsn->data + lsn->offsets[r],
-                            (size_t)(lsn->offsets[r + 1] - lsn->offsets[r]), has_cmd,
-                            has_cmd ? cell_i32(cmd, r) : 0, sq, sl, cell_i32(op, r), err);
+    int rc = silver_rank_make(out, lt, ll, has_cmd, has_cmd ? cell_i32(cmd, r) : 0, sq, sl, o, err);
+    s->memo_ok = rc == MCDC_OK && !has_seq && !has_cmd && ll == 22;
+    if (s->memo_ok) {
+        s->memo = *out;
+        memcpy(s->memo_text, lt, 22);
+    }
+    return rc;
 }
 
 static int spill_run(silver_sorter *s, mcdc_error *err);
