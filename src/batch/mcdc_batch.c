@@ -671,6 +671,71 @@ int mcdc_col_take(mcdc_column *dst, const mcdc_column *src, const int32_t *idx, 
     return MCDC_OK;
 }
 
+int mcdc_col_gather(mcdc_column *dst, const mcdc_column *const *src, const int32_t *which,
+                    const int32_t *rows, int64_t n, mcdc_error *err) {
+    if (n == 0) return MCDC_OK;
+    const mcdc_field *f = dst->field;
+    int64_t bytes = 0;
+    bool nulls_possible = false;
+    for (int64_t i = 0; i < n; i++) {
+        const mcdc_column *c = src[which[i]];
+        if (!same_type(f, c->field))
+            return mcdc_error_set(err, MCDC_E_SCHEMA, "column '%s' cannot take values of column "
+                                  "'%s': the types differ", f->name, c->field->name);
+        if (is_var(f)) bytes += c->offsets[rows[i] + 1] - c->offsets[rows[i]];
+        nulls_possible |= c->validity && c->null_count > 0;
+    }
+    int rc = mcdc_col_reserve(dst, n, bytes, err);
+    if (rc) return rc;
+    int64_t at = dst->length;
+    if (nulls_possible) {
+        int64_t nulls = 0;
+        for (int64_t i = 0; i < n; i++) nulls += !mcdc_col_is_valid(src[which[i]], rows[i]);
+        if (nulls > 0 && dst->validity == NULL) {
+            size_t nb = (size_t)(dst->capacity + 7) / 8;
+            if ((dst->validity = mcdc_malloc(nb)) == NULL)
+                return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+            memset(dst->validity, 0xff, nb);
+        }
+        for (int64_t i = 0; nulls > 0 && i < n; i++)
+            if (!mcdc_col_is_valid(src[which[i]], rows[i]))
+                dst->validity[(at + i) >> 3] &= (uint8_t) ~(1u << ((at + i) & 7));
+        dst->null_count += nulls;
+    }
+    if (f->type == MCDC_TYPE_BOOL) {
+        for (int64_t i = 0; i < n; i++) {
+            const mcdc_column *c = src[which[i]];
+            int64_t r = rows[i], d = at + i;
+            if ((c->values[r >> 3] >> (r & 7)) & 1) dst->values[d >> 3] |= (uint8_t)(1u << (d & 7));
+            else dst->values[d >> 3] &= (uint8_t) ~(1u << (d & 7));
+        }
+    } else if (is_var(f)) {
+        int64_t len = dst->data_len;
+        for (int64_t i = 0; i < n; i++) {
+            const mcdc_column *c = src[which[i]];
+            int32_t o = c->offsets[rows[i]], l = c->offsets[rows[i] + 1] - o;
+            if (l) memcpy(dst->data + len, c->data + o, (size_t)l);
+            len += l;
+            dst->offsets[at + i + 1] = (int32_t)len;
+        }
+        dst->data_len = len;
+    } else {
+        int32_t w = mcdc_type_width(f);
+        uint8_t *out = dst->values + at * w;
+        if (w == 8)
+            for (int64_t i = 0; i < n; i++)
+                memcpy(out + i * 8, src[which[i]]->values + (int64_t)rows[i] * 8, 8);
+        else if (w == 4)
+            for (int64_t i = 0; i < n; i++)
+                memcpy(out + i * 4, src[which[i]]->values + (int64_t)rows[i] * 4, 4);
+        else
+            for (int64_t i = 0; i < n; i++)
+                memcpy(out + i * w, src[which[i]]->values + (int64_t)rows[i] * w, (size_t)w);
+    }
+    dst->length = at + n;
+    return MCDC_OK;
+}
+
 int mcdc_col_take_range(mcdc_column *dst, const mcdc_column *src, int64_t from, int64_t n,
                         mcdc_error *err) {
     if (!same_type(dst->field, src->field))

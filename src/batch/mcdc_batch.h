@@ -149,6 +149,13 @@ int mcdc_col_copy_value(mcdc_column *dst, const mcdc_column *src, int64_t row, m
 int mcdc_col_take(mcdc_column *dst, const mcdc_column *src, const int32_t *idx, int64_t n,
                   mcdc_error *err);
 
+/* Appends, for i in [0, n), the value at row rows[i] of column
+ * src[which[i]] to dst: a gather from many columns of one type (a sort's
+ * output, its rows scattered over the batches it holds), one type switch
+ * per call. */
+int mcdc_col_gather(mcdc_column *dst, const mcdc_column *const *src, const int32_t *which,
+                    const int32_t *rows, int64_t n, mcdc_error *err);
+
 /* Appends src's values at rows [from, from + n) to dst: mcdc_col_take of a
  * range, as copies of whole buffers. */
 int mcdc_col_take_range(mcdc_column *dst, const mcdc_column *src, int64_t from, int64_t n,

@@ -334,18 +334,23 @@ static void free_held(silver_sorter *s) {
 }
 
 /* Appends held entries [from, to) to out (the run schema, or the sorter's
- * when keys are not wanted), grouped by batch for mcdc_col_take. */
+ * when keys are not wanted): a gather per column. */
 static int take_held(silver_sorter *s, mcdc_batch *out, int64_t from, int64_t to, bool with_keys,
                      mcdc_error *err) {
-    int rc = MCDC_OK;
-    for (int64_t i = from; i < to && rc == MCDC_OK;) {
-        uint32_t bi = s->ents[i].batch;
-        int64_t j = i, n = 0;
-        while (j < to && s->ents[j].batch == bi && n < SILVER_BATCH_ROWS) s->idx[n++] = (int32_t)s->ents[j++].row;
-        for (int32_t c = 0; rc == MCDC_OK && c < s->n_cols; c++)
-            rc = mcdc_col_take(&out->columns[c], &s->acc[bi]->columns[c], s->idx, n, err);
-        i = j;
+    int64_t n = to - from;
+    int32_t *which = mcdc_malloc((size_t)(n ? n : 1) * sizeof *which);
+    const mcdc_column **src = mcdc_malloc((size_t)(s->n_acc ? s->n_acc : 1) * sizeof *src);
+    int rc = which && src ? MCDC_OK : nomem(err);
+    for (int64_t i = 0; rc == MCDC_OK && i < n; i++) {
+        which[i] = (int32_t)s->ents[from + i].batch;
+        s->idx[i] = (int32_t)s->ents[from + i].row;
     }
+    for (int32_t c = 0; rc == MCDC_OK && c < s->n_cols; c++) {
+        for (int32_t b = 0; b < s->n_acc; b++) src[b] = &s->acc[b]->columns[c];
+        rc = mcdc_col_gather(&out->columns[c], src, which, s->idx, n, err);
+    }
+    mcdc_free(which);
+    mcdc_free(src);
     const uint8_t *a = (const uint8_t *)s->arena.data;
     for (int64_t i = from; with_keys && i < to && rc == MCDC_OK; i++) {
         const ent *e = &s->ents[i];
@@ -569,22 +574,47 @@ static int chunk_room(silver_sorter *s, mcdc_error *err) {
     return MCDC_OK;
 }
 
-/* Takes the chunk's rows from their sources, runs of one source at a time. */
+/* Takes the chunk's rows from their sources: a gather per column. */
 static int build_rows(silver_sorter *s, mcdc_error *err) {
     silver_chunk *ch = &s->chunk;
-    int rc = mcdc_batch_create(&ch->rows, s->schema, ch->n ? ch->n : 1, err);
-    for (int64_t i = 0; rc == MCDC_OK && i < ch->n;) {
-        const mcdc_batch *src = s->pend[i].src;
-        int64_t n = 0;
-        while (i + n < ch->n && s->pend[i + n].src == src) {
-            s->idx[n] = s->pend[i + n].row;
-            n++;
+    int64_t n = ch->n;
+    int32_t *which = mcdc_malloc((size_t)(n ? n : 1) * sizeof *which);
+    const mcdc_batch **seen = NULL;
+    const mcdc_column **cols = NULL;
+    int32_t n_seen = 0, cap_seen = 0;
+    int rc = which ? mcdc_batch_create(&ch->rows, s->schema, n ? n : 1, err) : nomem(err);
+    for (int64_t i = 0; rc == MCDC_OK && i < n; i++) {
+        const mcdc_batch *b = s->pend[i].src;
+        int32_t k = i > 0 && s->pend[i - 1].src == b ? which[i - 1] : -1;
+        for (int32_t j = n_seen - 1; k < 0 && j >= 0; j--)
+            if (seen[j] == b) k = j;
+        if (k < 0) {
+            if (n_seen == cap_seen) {
+                int32_t cap = cap_seen ? cap_seen * 2 : 16;
+                const mcdc_batch **v = mcdc_realloc(seen, (size_t)cap * sizeof *v);
+                if (v == NULL) {
+                    rc = nomem(err);
+                    break;
+                }
+                seen = v;
+                cap_seen = cap;
+            }
+            seen[n_seen] = b;
+            k = n_seen++;
         }
-        for (int32_t c = 0; rc == MCDC_OK && c < s->n_cols; c++)
-            rc = mcdc_col_take(&ch->rows->columns[c], &src->columns[c], s->idx, n, err);
-        i += n;
+        which[i] = k;
+        s->idx[i] = s->pend[i].row;
+    }
+    if (rc == MCDC_OK && (cols = mcdc_malloc((size_t)(n_seen ? n_seen : 1) * sizeof *cols)) == NULL)
+        rc = nomem(err);
+    for (int32_t c = 0; rc == MCDC_OK && c < s->n_cols; c++) {
+        for (int32_t j = 0; j < n_seen; j++) cols[j] = &seen[j]->columns[c];
+        rc = mcdc_col_gather(&ch->rows->columns[c], cols, which, s->idx, n, err);
     }
     if (rc == MCDC_OK) rc = mcdc_batch_seal(ch->rows, err);
+    mcdc_free(which);
+    mcdc_free(seen);
+    mcdc_free(cols);
     return rc;
 }
 
