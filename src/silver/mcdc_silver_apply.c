@@ -387,6 +387,9 @@ typedef struct {
     uint32_t *tags;
     int64_t cap;
     int32_t *from;              /* the change rows' columns in a scanned batch */
+    int32_t key_cols[SILVER_KEYS_MAX]; /* the key's columns in a scanned batch */
+    int32_t n_keys;
+    mcdc_buf k1, k2;
 } pass2;
 
 static bool is_new_chunk(const pass2 *p, int64_t c) {
@@ -398,6 +401,38 @@ static bool is_new_chunk(const pass2 *p, int64_t c) {
         else hi = mid;
     }
     return false;
+}
+
+static bool same_text(const mcdc_column *c, int64_t a, int64_t b) {
+    bool va = mcdc_col_is_valid(c, a), vb = mcdc_col_is_valid(c, b);
+    if (va != vb) return false;
+    if (!va) return true;
+    int32_t la = c->offsets[a + 1] - c->offsets[a], lb = c->offsets[b + 1] - c->offsets[b];
+    return la == lb && memcmp(c->data + c->offsets[a], c->data + c->offsets[b], (size_t)la) == 0;
+}
+
+/* Row r, an update's before image (3), is followed by its after image (4:
+ * the same commit, command and seqval) of the same key. That 4 outranks it
+ * in every ranking of the key, with the same tags: r can be left out (an
+ * update that keeps its key, nearly every one, then costs one row). The
+ * reader writes a change's 3 just before its 4. */
+static bool outranked_before_image(pass2 *p, const mcdc_batch *b, int64_t r) {
+    int32_t o2, c1 = 0, c2 = 0;
+    if (!i32_at(&b->columns[p->c_op], r + 1, &o2) || o2 != 4) return false;
+    if (!same_text(&b->columns[p->c_lsn], r, r + 1) || !same_text(&b->columns[p->c_seq], r, r + 1))
+        return false;
+    if (p->c_cmd >= 0) {
+        bool h1 = i32_at(&b->columns[p->c_cmd], r, &c1), h2 = i32_at(&b->columns[p->c_cmd], r + 1, &c2);
+        if (h1 != h2 || c1 != c2) return false;
+    }
+    const mcdc_column *kc[SILVER_KEYS_MAX];
+    for (int32_t k = 0; k < p->n_keys; k++) kc[k] = &b->columns[p->key_cols[k]];
+    mcdc_buf_reset(&p->k1);
+    mcdc_buf_reset(&p->k2);
+    if (silver_key_append(&p->k1, kc, p->n_keys, r, NULL) != MCDC_OK ||
+        silver_key_append(&p->k2, kc, p->n_keys, r + 1, NULL) != MCDC_OK)
+        return false;
+    return p->k1.len == p->k2.len && memcmp(p->k1.data, p->k2.data, p->k1.len) == 0;
 }
 
 static int pass2_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
@@ -452,6 +487,7 @@ static int pass2_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
             lsn_set(&x, l, ln);
             lsn_max(&p->top, &x);
         }
+        if (o == 3 && r + 1 < b->rows && outranked_before_image(p, b, r)) continue;
         p->idx[n] = (int32_t)r;
         p->tags[n] = (base ? SILVER_TAG_BASE : 0) | (wave ? SILVER_TAG_WAVE : 0) |
                      (later ? SILVER_TAG_LATER : 0);
@@ -883,6 +919,9 @@ static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
             if (has_snap_col) p2.c_snap = nc, cols[nc++] = "_snapshot";
             if (has_chunk_col) p2.c_chunk = nc, cols[nc++] = "_chunk";
             for (int32_t c = 0; p2.from && c < k + 3; c++) p2.from[c] = c;
+            p2.n_keys = a->n_keys;
+            for (int32_t i = 0; i < a->n_keys; i++)
+                p2.key_cols[i] = mcdc_schema_find(pl->change_schema, a->keys[i]); /* < k: same place */
             if (p2.from) p2.from[k + 3] = p2.c_cmd, p2.from[k + 4] = p2.c_seq;
         }
         int32_t keyc[SILVER_KEYS_MAX];
@@ -919,6 +958,8 @@ static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
     mcdc_free(p2.idx);
     mcdc_free(p2.tags);
     mcdc_free(p2.from);
+    mcdc_buf_free(&p2.k1);
+    mcdc_buf_free(&p2.k2);
     if (rc == MCDC_OK)
         mcdc_log(MCDC_LOG_INFO, "%s: bronze version %lld read: its snapshots in %.3f s, %lld rows "
                                 "to rank in %.3f s (%lld runs spilled)",
@@ -1058,7 +1099,7 @@ static int merge_pass(mcdc_apply *a, mcdc_frame *f, const mcdc_unit *u, mcdc_uni
         silver_merge_out out = {0};
         rc = mcdc_table_view_open(&sv, a->silver, -1, err);
         if (rc == MCDC_OK) rc = out_columns(a, sv, &os, &c_of, &e_of, err);
-        mcdc_table_props props = {.kind = MCDC_KIND_SILVER, .parquet_threads = 2};
+        mcdc_table_props props = {.kind = MCDC_KIND_SILVER, .parquet_threads = 0};
         silver_merge_in in = {.target = a->silver, .view = sv, .out_schema = os, .change_of_out = c_of,
                               .exist_of_out = e_of, .keys = (const char *const *)a->keys,
                               .n_keys = a->n_keys, .changes = pl->changes,

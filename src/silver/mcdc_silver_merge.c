@@ -25,6 +25,7 @@
  * of other writers' rows, the output window and the writer's row group,
  * whatever the table's size; the sorters spill what passes their budget.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,9 +68,132 @@ typedef struct {
     bool done;
 } erows;
 
+/* The output files are encoded on a thread of their own, while the merge
+ * goes on: batches and the ends of files, in order, through a queue of a
+ * few batches. The paths of the files it ends are collected in order; the
+ * merge's index entries (built on the merge's thread) get them at the
+ * end. */
+#define WRITER_QUEUE 2
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    mcdc_batch *q[WRITER_QUEUE]; /* NULL: the end of a file */
+    int head, n;
+    bool done, failed, started;
+    int rc;
+    mcdc_error err;
+    mcdc_appender *a;
+    char **paths;
+    int64_t n_paths, cap_paths;
+    int64_t busy_us;
+    const mcdc_log_sink *sink;
+    pthread_t th;
+} wqueue;
+
+static void *writer_main(void *arg) {
+    wqueue *w = arg;
+    mcdc_log_use(w->sink);
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (w->n == 0 && !w->done) pthread_cond_wait(&w->cv, &w->mu);
+        if (w->n == 0) break;
+        mcdc_batch *b = w->q[w->head];
+        w->head = (w->head + 1) % WRITER_QUEUE;
+        w->n--;
+        pthread_cond_broadcast(&w->cv);
+        bool failed = w->failed;
+        pthread_mutex_unlock(&w->mu);
+        int rc = MCDC_OK;
+        mcdc_error e = MCDC_ERROR_INIT;
+        int64_t t0 = mcdc_monotonic_us();
+        if (!failed && b) {
+            rc = mcdc_appender_write(w->a, b, &e);
+        } else if (!failed) {
+            const char *path = NULL;
+            rc = mcdc_appender_roll(w->a, &path, &e);
+            if (rc == MCDC_OK && path) {
+                if (w->n_paths == w->cap_paths) {
+                    int64_t cap = w->cap_paths ? w->cap_paths * 2 : 16;
+                    char **v = mcdc_realloc(w->paths, (size_t)cap * sizeof *v);
+                    if (v == NULL) rc = mcdc_error_set(&e, MCDC_E_NOMEM, "out of memory");
+                    else w->paths = v, w->cap_paths = cap;
+                }
+                if (rc == MCDC_OK && (w->paths[w->n_paths] = mcdc_strdup(path)) == NULL)
+                    rc = mcdc_error_set(&e, MCDC_E_NOMEM, "out of memory");
+                if (rc == MCDC_OK) w->n_paths++;
+            }
+        }
+        int64_t busy = mcdc_monotonic_us() - t0;
+        mcdc_batch_free(b);
+        pthread_mutex_lock(&w->mu);
+        w->busy_us += busy;
+        if (rc && !w->failed) {
+            w->failed = true;
+            w->rc = rc;
+            w->err = e;
+        }
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static int writer_start(wqueue *w, mcdc_appender *a, mcdc_error *err) {
+    memset(w, 0, sizeof *w);
+    w->a = a;
+    w->sink = mcdc_log_current();
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    if (pthread_create(&w->th, NULL, writer_main, w) != 0)
+        return mcdc_error_set(err, MCDC_E_NOMEM, "cannot start the merge's writing thread");
+    w->started = true;
+    return MCDC_OK;
+}
+
+/* Hands b (NULL: end the file) to the writer; takes b. */
+static int writer_put(wqueue *w, mcdc_batch *b, mcdc_error *err) {
+    pthread_mutex_lock(&w->mu);
+    while (w->n == WRITER_QUEUE && !w->failed) pthread_cond_wait(&w->cv, &w->mu);
+    int rc = MCDC_OK;
+    if (w->failed) {
+        rc = w->rc;
+        if (err) *err = w->err;
+        mcdc_batch_free(b);
+    } else {
+        w->q[(w->head + w->n) % WRITER_QUEUE] = b;
+        w->n++;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+/* Waits for everything queued, stops the thread: its status. */
+static int writer_finish(wqueue *w, mcdc_error *err) {
+    if (!w->started) return MCDC_OK;
+    pthread_mutex_lock(&w->mu);
+    w->done = true;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->th, NULL);
+    w->started = false;
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    if (w->failed && err) *err = w->err;
+    return w->failed ? w->rc : MCDC_OK;
+}
+
+static void writer_free(wqueue *w) {
+    for (int64_t i = 0; i < w->n_paths; i++) mcdc_free(w->paths[i]);
+    mcdc_free(w->paths);
+    w->paths = NULL;
+    w->n_paths = 0;
+}
+
 typedef struct {
     const silver_merge_in *in;
     silver_merge_out *out;
+    wqueue wq;
     int32_t view_keys[SILVER_KEYS_MAX];   /* key columns in the view */
     int32_t view_lsn;                     /* _start_lsn in the view (-1) */
     int32_t change_key0;                  /* the first key column in the change rows */
@@ -98,6 +222,20 @@ typedef struct {
 } merger;
 
 static int nomem(mcdc_error *err) { return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (merge)"); }
+
+/* silver_key_cmp, inline for the common key: one integer column (9 bytes:
+ * present, then 8 big-endian). */
+static inline int kcmp(const uint8_t *a, size_t na, const uint8_t *b, size_t nb) {
+    if (na == 9 && nb == 9 && a[0] == b[0]) {
+        uint64_t x, y;
+        memcpy(&x, a + 1, 8);
+        memcpy(&y, b + 1, 8);
+        x = __builtin_bswap64(x);
+        y = __builtin_bswap64(y);
+        return x < y ? -1 : x > y;
+    }
+    return silver_key_cmp(a, na, b, nb);
+}
 
 /* ---- reading existing rows ------------------------------------------------------------ */
 
@@ -296,14 +434,10 @@ static int emit_run(merger *m, const erows *x, int64_t erow, int64_t n, const ch
 static int roll(merger *m, mcdc_error *err) {
     int rc = flush_window(m, err);
     if (rc || m->file_n == 0) return rc;
-    const char *path = NULL;
-    int64_t t0 = mcdc_monotonic_us();
-    rc = mcdc_appender_roll(m->out->appender, &path, err);
-    m->out->write_us += mcdc_monotonic_us() - t0;
+    rc = writer_put(&m->wq, NULL, err);
     if (rc) return rc;
-    MCDC_ASSERT(path != NULL);
     silver_entry e = {0};
-    e.path = mcdc_strdup(path);
+    e.path = mcdc_strdup("?"); /* the writer's path, set once it has ended the file */
     e.rows = m->file_n;
     e.sorted = true;
     e.min_key = mcdc_malloc(m->file_min.len ? m->file_min.len : 1);
@@ -376,9 +510,10 @@ static int flush_window(merger *m, mcdc_error *err) {
         }
     }
     if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
-    int64_t t0 = mcdc_monotonic_us();
-    if (rc == MCDC_OK) rc = mcdc_appender_write(m->out->appender, b, err);
-    m->out->write_us += mcdc_monotonic_us() - t0;
+    int64_t bytes = rc == MCDC_OK ? mcdc_batch_bytes(b) : 0;
+    if (rc == MCDC_OK) rc = writer_put(&m->wq, b, err); /* takes b */
+    else mcdc_batch_free(b);
+    b = NULL;
     if (rc == MCDC_OK) {
         if (m->file_n == 0) rc = mcdc_buf_append(&m->file_min, m->first_key, m->first_len, err);
         mcdc_buf_reset(&m->file_max);
@@ -388,9 +523,8 @@ static int flush_window(merger *m, mcdc_error *err) {
             m->has_file_lsn = true;
         }
         m->file_n += m->wrows;
-        m->file_bytes += mcdc_batch_bytes(b);
+        m->file_bytes += bytes;
     }
-    mcdc_batch_free(b);
     m->nwin = m->wrows = 0;
     m->has_win_lsn = false;
     if (rc == MCDC_OK && (m->file_n >= m->file_rows || m->file_bytes >= SILVER_FILE_BYTES_MAX))
@@ -444,23 +578,34 @@ static int merge_until(merger *m, erows *f, const uint8_t *hi, uint32_t hi_len, 
         uint32_t lc = 0, lf = 0, ll = 0, kn = 0;
         bool hc = change_key(m, &kc, &lc), hf = f && erows_key(f, &kf, &lf),
              hl = m->loose && erows_key(&m->lr, &kl, &ll);
-        if (hc && hi && silver_key_cmp(kc, lc, hi, hi_len) >= 0) hc = false;
-        if (hf && hi && silver_key_cmp(kf, lf, hi, hi_len) >= 0) hf = false;
-        if (hl && hi && silver_key_cmp(kl, ll, hi, hi_len) >= 0) hl = false;
+        if (hc && hi && kcmp(kc, lc, hi, hi_len) >= 0) hc = false;
+        if (hf && hi && kcmp(kf, lf, hi, hi_len) >= 0) hf = false;
+        if (hl && hi && kcmp(kl, ll, hi, hi_len) >= 0) hl = false;
         if (!hc && !hf && !hl) return MCDC_OK;
         if (hf && !m->in->rebuild && m->in->n_ranges == 0) {
             /* the file's rows below the next change and the next other
              * writer's row are kept as they are: one run */
             const uint8_t *lim = hc ? kc : NULL;
             uint32_t limn = hc ? lc : 0;
-            if (hl && (!lim || silver_key_cmp(kl, ll, lim, limn) < 0)) lim = kl, limn = ll;
-            if (!lim || silver_key_cmp(kf, lf, lim, limn) < 0) {
+            if (hl && (!lim || kcmp(kl, ll, lim, limn) < 0)) lim = kl, limn = ll;
+            if (!lim || kcmp(kf, lf, lim, limn) < 0) {
                 int64_t lo = f->at, hi_row = f->b->rows;
                 const uint8_t *keys = (const uint8_t *)f->keys.data;
-                if (lim) /* the first row at or past lim */
+                if (lim) { /* the first row at or past lim: gallop, runs are short */
+                    int64_t base = f->at, step = 1, prev = base;
+                    while (base + step < hi_row &&
+                           kcmp(keys + f->koff[base + step], f->koff[base + step + 1] - f->koff[base + step],
+                                lim, limn) < 0) {
+                        prev = base + step;
+                        step *= 2;
+                    }
+                    lo = prev + 1;
+                    if (base + step < hi_row) hi_row = base + step;
+                }
+                if (lim)
                     while (lo < hi_row) {
                         int64_t mid = lo + (hi_row - lo) / 2;
-                        if (silver_key_cmp(keys + f->koff[mid], f->koff[mid + 1] - f->koff[mid], lim, limn) < 0)
+                        if (kcmp(keys + f->koff[mid], f->koff[mid + 1] - f->koff[mid], lim, limn) < 0)
                             lo = mid + 1;
                         else
                             hi_row = mid;
@@ -476,9 +621,9 @@ static int merge_until(merger *m, erows *f, const uint8_t *hi, uint32_t hi_len, 
         }
         /* the smallest key of the three */
         if (hc) k = kc, kn = lc;
-        if (hf && (!k || silver_key_cmp(kf, lf, k, kn) < 0)) k = kf, kn = lf;
-        if (hl && (!k || silver_key_cmp(kl, ll, k, kn) < 0)) k = kl, kn = ll;
-        bool with_c = hc && silver_key_cmp(kc, lc, k, kn) == 0;
+        if (hf && (!k || kcmp(kf, lf, k, kn) < 0)) k = kf, kn = lf;
+        if (hl && (!k || kcmp(kl, ll, k, kn) < 0)) k = kl, kn = ll;
+        bool with_c = hc && kcmp(kc, lc, k, kn) == 0;
         const silver_rank *rank = with_c ? &m->c->rank[m->ci] : NULL;
         uint32_t tags = with_c ? m->c->tags[m->ci] : 0;
         const mcdc_batch *cb = with_c ? m->c->rows : NULL;
@@ -490,7 +635,7 @@ static int merge_until(merger *m, erows *f, const uint8_t *hi, uint32_t hi_len, 
             erows *x = side == 0 ? f : (m->loose ? &m->lr : NULL);
             const uint8_t *xk;
             uint32_t xl;
-            while (rc == MCDC_OK && x && erows_key(x, &xk, &xl) && silver_key_cmp(xk, xl, k, kn) == 0) {
+            while (rc == MCDC_OK && x && erows_key(x, &xk, &xl) && kcmp(xk, xl, k, kn) == 0) {
                 matched = true;
                 rc = decide_row(m, rank, tags, cb, crow, erows_batch(x), x->at, xk, xl, err);
                 if (rc == MCDC_OK) rc = erows_step(m, x, err);
@@ -855,7 +1000,21 @@ int silver_merge_run(silver_merge_out *out, const silver_merge_in *in, mcdc_erro
     if (rc == MCDC_OK) rc = sort_loose(m, loose, nloose, err);
     for (int64_t i = 0; rc == MCDC_OK && i < nloose; i++)
         if (loose[i]->touched) rc = add_remove(out, loose[i]->path, err);
+    if (rc == MCDC_OK) rc = writer_start(&m->wq, out->appender, err);
     if (rc == MCDC_OK) rc = run_pass(m, cl, ncl, err);
+    int wrc = writer_finish(&m->wq, rc ? NULL : err);
+    if (rc == MCDC_OK) rc = wrc;
+    out->write_us = m->wq.busy_us;
+    /* the files ended, in order: the entries run_pass made */
+    if (rc == MCDC_OK && m->wq.n_paths != out->index.n)
+        rc = mcdc_error_set(err, MCDC_E_CORRUPT, "the merge ended %lld files but wrote %lld "
+                            "entries for them", (long long)m->wq.n_paths, (long long)out->index.n);
+    for (int64_t i = 0; rc == MCDC_OK && i < out->index.n; i++) {
+        mcdc_free(out->index.entries[i].path);
+        out->index.entries[i].path = m->wq.paths[i];
+        m->wq.paths[i] = NULL;
+    }
+    writer_free(&m->wq);
     /* the index after the commit: kept files' entries, and the new ones */
     for (size_t i = 0; rc == MCDC_OK && i < nf; i++)
         if (!files[i].touched) rc = silver_index_add(&out->index, &files[i].e, err);
