@@ -171,6 +171,7 @@ int silver_index_decode(silver_index *out, const uint8_t *p, size_t n, mcdc_erro
         }
         take(&r, name, l, "truncated key name");
         out->key_names[k] = name;
+        if (!r.what && (l == 0 || memchr(name, 0, l))) r.what = "a bad key name";
         uint8_t t = (uint8_t)get_le(&r, 1, "truncated key type");
         if (!silver_key_type_ok((mcdc_type_id)t) && !r.what) r.what = "a bad key type";
         out->key_types[k] = (mcdc_type_id)t;
@@ -196,6 +197,7 @@ int silver_index_decode(silver_index *out, const uint8_t *p, size_t n, mcdc_erro
         }
         out->n++;
         take(&r, e->path, l, "truncated path");
+        if (!r.what && memchr(e->path, 0, l)) r.what = "a path holding a NUL byte";
         e->rows = (int64_t)get_le(&r, 8, "truncated row count");
         if (!r.what && e->rows < 0) r.what = "a negative row count";
         for (int side = 0; side < 2 && !r.what; side++) {
