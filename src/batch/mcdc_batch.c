@@ -614,6 +614,45 @@ int mcdc_col_copy_value(mcdc_column *dst, const mcdc_column *src, int64_t row, m
     return MCDC_OK;
 }
 
+/* Marks the nulls among n values appended at dst's row `at` (row i's
+ * validity from valid(ctx, i)), allocating dst's bitmap on the first. */
+typedef bool (*valid_fn)(const void *ctx, int64_t i);
+static int append_validity(mcdc_column *dst, int64_t at, int64_t n, valid_fn valid,
+                           const void *ctx, mcdc_error *err) {
+    int64_t nulls = 0;
+    for (int64_t i = 0; i < n; i++) nulls += !valid(ctx, i);
+    if (nulls == 0) return MCDC_OK;
+    if (dst->validity == NULL) {
+        size_t nb = (size_t)(dst->capacity + 7) / 8;
+        if ((dst->validity = mcdc_malloc(nb)) == NULL)
+            return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        memset(dst->validity, 0xff, nb);
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (!valid(ctx, i)) dst->validity[(at + i) >> 3] &= (uint8_t) ~(1u << ((at + i) & 7));
+    dst->null_count += nulls;
+    return MCDC_OK;
+}
+
+typedef struct {
+    const mcdc_column *src;
+    const int32_t *idx;
+    int64_t from;
+} take_rows;
+static bool take_valid(const void *ctx, int64_t i) {
+    const take_rows *t = ctx;
+    return mcdc_col_is_valid(t->src, t->idx ? t->idx[i] : t->from + i);
+}
+
+typedef struct {
+    const mcdc_column *const *src;
+    const int32_t *which, *rows;
+} gather_rows;
+static bool gather_valid(const void *ctx, int64_t i) {
+    const gather_rows *g = ctx;
+    return mcdc_col_is_valid(g->src[g->which[i]], g->rows[i]);
+}
+
 int mcdc_col_take(mcdc_column *dst, const mcdc_column *src, const int32_t *idx, int64_t n,
                   mcdc_error *err) {
     if (!same_type(dst->field, src->field))
@@ -627,20 +666,10 @@ int mcdc_col_take(mcdc_column *dst, const mcdc_column *src, const int32_t *idx, 
     int rc = mcdc_col_reserve(dst, n, bytes, err);
     if (rc) return rc;
     int64_t at = dst->length;
-    if (src->validity && src->null_count > 0) {
-        int64_t nulls = 0;
-        for (int64_t i = 0; i < n; i++) nulls += !mcdc_col_is_valid(src, idx[i]);
-        if (nulls > 0 && dst->validity == NULL) {
-            size_t nb = (size_t)(dst->capacity + 7) / 8;
-            if ((dst->validity = mcdc_malloc(nb)) == NULL)
-                return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-            memset(dst->validity, 0xff, nb);
-        }
-        for (int64_t i = 0; nulls > 0 && i < n; i++)
-            if (!mcdc_col_is_valid(src, idx[i]))
-                dst->validity[(at + i) >> 3] &= (uint8_t) ~(1u << ((at + i) & 7));
-        dst->null_count += nulls;
-    }
+    take_rows tr = {src, idx, 0};
+    if (src->validity && src->null_count > 0 &&
+        (rc = append_validity(dst, at, n, take_valid, &tr, err)) != MCDC_OK)
+        return rc;
     if (f->type == MCDC_TYPE_BOOL) {
         for (int64_t i = 0; i < n; i++) {
             int64_t r = idx[i], d = at + i;
@@ -688,20 +717,9 @@ int mcdc_col_gather(mcdc_column *dst, const mcdc_column *const *src, const int32
     int rc = mcdc_col_reserve(dst, n, bytes, err);
     if (rc) return rc;
     int64_t at = dst->length;
-    if (nulls_possible) {
-        int64_t nulls = 0;
-        for (int64_t i = 0; i < n; i++) nulls += !mcdc_col_is_valid(src[which[i]], rows[i]);
-        if (nulls > 0 && dst->validity == NULL) {
-            size_t nb = (size_t)(dst->capacity + 7) / 8;
-            if ((dst->validity = mcdc_malloc(nb)) == NULL)
-                return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-            memset(dst->validity, 0xff, nb);
-        }
-        for (int64_t i = 0; nulls > 0 && i < n; i++)
-            if (!mcdc_col_is_valid(src[which[i]], rows[i]))
-                dst->validity[(at + i) >> 3] &= (uint8_t) ~(1u << ((at + i) & 7));
-        dst->null_count += nulls;
-    }
+    gather_rows gr = {src, which, rows};
+    if (nulls_possible && (rc = append_validity(dst, at, n, gather_valid, &gr, err)) != MCDC_OK)
+        return rc;
     if (f->type == MCDC_TYPE_BOOL) {
         for (int64_t i = 0; i < n; i++) {
             const mcdc_column *c = src[which[i]];
@@ -748,20 +766,10 @@ int mcdc_col_take_range(mcdc_column *dst, const mcdc_column *src, int64_t from, 
     int rc = mcdc_col_reserve(dst, n, bytes, err);
     if (rc) return rc;
     int64_t at = dst->length;
-    if (src->validity && src->null_count > 0) {
-        int64_t nulls = 0;
-        for (int64_t i = 0; i < n; i++) nulls += !mcdc_col_is_valid(src, from + i);
-        if (nulls > 0 && dst->validity == NULL) {
-            size_t nb = (size_t)(dst->capacity + 7) / 8;
-            if ((dst->validity = mcdc_malloc(nb)) == NULL)
-                return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-            memset(dst->validity, 0xff, nb);
-        }
-        for (int64_t i = 0; nulls > 0 && i < n; i++)
-            if (!mcdc_col_is_valid(src, from + i))
-                dst->validity[(at + i) >> 3] &= (uint8_t) ~(1u << ((at + i) & 7));
-        dst->null_count += nulls;
-    }
+    take_rows tr = {src, NULL, from};
+    if (src->validity && src->null_count > 0 &&
+        (rc = append_validity(dst, at, n, take_valid, &tr, err)) != MCDC_OK)
+        return rc;
     if (f->type == MCDC_TYPE_BOOL) {
         for (int64_t i = 0; i < n; i++) {
             int64_t r = from + i, d = at + i;

@@ -191,16 +191,9 @@ int silver_key_cmp(const uint8_t *a, size_t na, const uint8_t *b, size_t nb) {
     return na < nb ? -1 : na > nb;
 }
 
-/* 64-bit multiply-xorshift over 8-byte words: keys are hashed for bloom
- * filters only (no adversary: a collision costs a file read). */
-static inline uint64_t mix(uint64_t h) {
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ULL;
-    h ^= h >> 33;
-    return h;
-}
+/* 8-byte words mixed in turn: keys are hashed for bloom filters only (no
+ * adversary: a collision costs a file read). */
+static inline uint64_t mix(uint64_t h) { return mcdc_mix64(h); }
 
 uint64_t silver_hash(const void *p, size_t n) {
     const uint8_t *s = p;

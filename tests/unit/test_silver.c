@@ -1237,3 +1237,67 @@ TEST(silver_index_round_trips_and_refuses_damage) {
     mcdc_buf_free(&b);
     silver_index_clear(&ix);
 }
+
+/* ---- gathers (mcdc_col_take, _take_range, _gather) ----------------------------------- */
+
+TEST(silver_gathers_copy_values_and_nulls_of_every_width) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_schema *s;
+    mcdc_schema_create(&s, 3, &e);
+    mcdc_schema_set(s, 0, "b", MCDC_TYPE_BOOL, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 1, "t", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 2, "d", MCDC_TYPE_DECIMAL, 20, 2, 0, true, &e);
+    mcdc_batch *src[2];
+    for (int k = 0; k < 2; k++) {
+        mcdc_batch_create(&src[k], s, 8, &e);
+        for (int r = 0; r < 8; r++) {
+            bool null = (r + k) % 3 == 0;
+            char t[16];
+            snprintf(t, sizeof t, "%d-%d", k, r);
+            if (null) {
+                for (int c = 0; c < 3; c++) mcdc_col_append_null(&src[k]->columns[c], &e);
+            } else {
+                mcdc_col_append_bool(&src[k]->columns[0], r % 2, &e);
+                mcdc_col_append_bytes(&src[k]->columns[1], t, (int64_t)strlen(t), &e);
+                mcdc_col_append_decimal(&src[k]->columns[2], (uint64_t)(r * 100 + k), 0, &e);
+            }
+        }
+        mcdc_batch_seal(src[k], &e);
+    }
+    mcdc_batch *out;
+    mcdc_batch_create(&out, s, 1, &e);
+    static const int32_t idx[3] = {7, 0, 4}, which[4] = {1, 0, 1, 0}, rows[4] = {2, 3, 5, 6};
+    for (int c = 0; c < 3; c++) {
+        CHECK_EQ_INT(mcdc_col_take(&out->columns[c], &src[0]->columns[c], idx, 3, &e), MCDC_OK);
+        CHECK_EQ_INT(mcdc_col_take_range(&out->columns[c], &src[1]->columns[c], 1, 3, &e), MCDC_OK);
+        const mcdc_column *cols[2] = {&src[0]->columns[c], &src[1]->columns[c]};
+        CHECK_EQ_INT(mcdc_col_gather(&out->columns[c], cols, which, rows, 4, &e), MCDC_OK);
+    }
+    CHECK_EQ_INT(mcdc_batch_seal(out, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_batch_validate(out, &e), MCDC_OK);
+    /* every value where it came from: (batch, row) in order */
+    const int from_k[10] = {0, 0, 0, 1, 1, 1, 1, 0, 1, 0}, from_r[10] = {7, 0, 4, 1, 2, 3, 2, 3, 5, 6};
+    int bad = 0;
+    for (int i = 0; i < 10; i++)
+        for (int c = 0; c < 3; c++) {
+            const mcdc_column *x = &out->columns[c], *y = &src[from_k[i]]->columns[c];
+            int64_t r = from_r[i];
+            bool vx = mcdc_col_is_valid(x, i), vy = mcdc_col_is_valid(y, r);
+            bad += vx != vy;
+            if (!vx || !vy) continue;
+            if (c == 0) bad += ((x->values[i >> 3] >> (i & 7)) & 1) != ((y->values[r >> 3] >> (r & 7)) & 1);
+            else if (c == 1)
+                bad += x->offsets[i + 1] - x->offsets[i] != y->offsets[r + 1] - y->offsets[r] ||
+                       memcmp(x->data + x->offsets[i], y->data + y->offsets[r],
+                              (size_t)(x->offsets[i + 1] - x->offsets[i])) != 0;
+            else bad += memcmp(x->values + i * 16, y->values + r * 16, 16) != 0;
+        }
+    CHECK_EQ_INT(bad, 0);
+    CHECK(out->columns[1].null_count > 0);
+    /* columns of another type are refused */
+    CHECK_EQ_INT(mcdc_col_take(&out->columns[0], &src[0]->columns[1], idx, 1, &e), MCDC_E_SCHEMA);
+    mcdc_batch_free(out);
+    mcdc_batch_free(src[0]);
+    mcdc_batch_free(src[1]);
+    mcdc_schema_unref(s);
+}
