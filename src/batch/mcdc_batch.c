@@ -636,12 +636,11 @@ static int append_validity(mcdc_column *dst, int64_t at, int64_t n, valid_fn val
 
 typedef struct {
     const mcdc_column *src;
-    const int32_t *idx;
     int64_t from;
-} take_rows;
-static bool take_valid(const void *ctx, int64_t i) {
-    const take_rows *t = ctx;
-    return mcdc_col_is_valid(t->src, t->idx ? t->idx[i] : t->from + i);
+} range_rows;
+static bool range_valid(const void *ctx, int64_t i) {
+    const range_rows *t = ctx;
+    return mcdc_col_is_valid(t->src, t->from + i);
 }
 
 typedef struct {
@@ -650,70 +649,26 @@ typedef struct {
 } gather_rows;
 static bool gather_valid(const void *ctx, int64_t i) {
     const gather_rows *g = ctx;
-    return mcdc_col_is_valid(g->src[g->which[i]], g->rows[i]);
+    return mcdc_col_is_valid(g->src[g->which ? g->which[i] : 0], g->rows[i]);
 }
 
-int mcdc_col_take(mcdc_column *dst, const mcdc_column *src, const int32_t *idx, int64_t n,
-                  mcdc_error *err) {
-    if (!same_type(dst->field, src->field))
-        return mcdc_error_set(err, MCDC_E_SCHEMA, "column '%s' cannot take values of column '%s': "
-                              "the types differ", dst->field->name, src->field->name);
+/* The gather: row rows[i] of src[which[i]] (which NULL: of src[0]). */
+static int gather(mcdc_column *dst, const mcdc_column *const *src, const int32_t *which,
+                  const int32_t *rows, int64_t n, mcdc_error *err) {
     if (n == 0) return MCDC_OK;
-    const mcdc_field *f = src->field;
-    int64_t bytes = 0;
-    if (is_var(f))
-        for (int64_t i = 0; i < n; i++) bytes += src->offsets[idx[i] + 1] - src->offsets[idx[i]];
-    int rc = mcdc_col_reserve(dst, n, bytes, err);
-    if (rc) return rc;
-    int64_t at = dst->length;
-    take_rows tr = {src, idx, 0};
-    if (src->validity && src->null_count > 0 &&
-        (rc = append_validity(dst, at, n, take_valid, &tr, err)) != MCDC_OK)
-        return rc;
-    if (f->type == MCDC_TYPE_BOOL) {
-        for (int64_t i = 0; i < n; i++) {
-            int64_t r = idx[i], d = at + i;
-            if ((src->values[r >> 3] >> (r & 7)) & 1) dst->values[d >> 3] |= (uint8_t)(1u << (d & 7));
-            else dst->values[d >> 3] &= (uint8_t) ~(1u << (d & 7));
-        }
-    } else if (is_var(f)) {
-        int64_t len = dst->data_len;
-        for (int64_t i = 0; i < n; i++) {
-            int32_t o = src->offsets[idx[i]], l = src->offsets[idx[i] + 1] - o;
-            if (l) memcpy(dst->data + len, src->data + o, (size_t)l);
-            len += l;
-            dst->offsets[at + i + 1] = (int32_t)len;
-        }
-        dst->data_len = len;
-    } else {
-        int32_t w = mcdc_type_width(f);
-        uint8_t *out = dst->values + at * w;
-        if (w == 8)
-            for (int64_t i = 0; i < n; i++) memcpy(out + i * 8, src->values + (int64_t)idx[i] * 8, 8);
-        else if (w == 4)
-            for (int64_t i = 0; i < n; i++) memcpy(out + i * 4, src->values + (int64_t)idx[i] * 4, 4);
-        else
-            for (int64_t i = 0; i < n; i++)
-                memcpy(out + i * w, src->values + (int64_t)idx[i] * w, (size_t)w);
-    }
-    dst->length = at + n;
-    return MCDC_OK;
-}
-
-int mcdc_col_gather(mcdc_column *dst, const mcdc_column *const *src, const int32_t *which,
-                    const int32_t *rows, int64_t n, mcdc_error *err) {
-    if (n == 0) return MCDC_OK;
+#define SRC(i) src[which ? which[i] : 0]
     const mcdc_field *f = dst->field;
     int64_t bytes = 0;
     bool nulls_possible = false;
-    for (int64_t i = 0; i < n; i++) {
-        const mcdc_column *c = src[which[i]];
+    for (int64_t i = 0; i < (which ? n : 1); i++) {
+        const mcdc_column *c = SRC(i);
         if (!same_type(f, c->field))
             return mcdc_error_set(err, MCDC_E_SCHEMA, "column '%s' cannot take values of column "
                                   "'%s': the types differ", f->name, c->field->name);
-        if (is_var(f)) bytes += c->offsets[rows[i] + 1] - c->offsets[rows[i]];
         nulls_possible |= c->validity && c->null_count > 0;
     }
+    for (int64_t i = 0; is_var(f) && i < n; i++)
+        bytes += SRC(i)->offsets[rows[i] + 1] - SRC(i)->offsets[rows[i]];
     int rc = mcdc_col_reserve(dst, n, bytes, err);
     if (rc) return rc;
     int64_t at = dst->length;
@@ -722,7 +677,7 @@ int mcdc_col_gather(mcdc_column *dst, const mcdc_column *const *src, const int32
         return rc;
     if (f->type == MCDC_TYPE_BOOL) {
         for (int64_t i = 0; i < n; i++) {
-            const mcdc_column *c = src[which[i]];
+            const mcdc_column *c = SRC(i);
             int64_t r = rows[i], d = at + i;
             if ((c->values[r >> 3] >> (r & 7)) & 1) dst->values[d >> 3] |= (uint8_t)(1u << (d & 7));
             else dst->values[d >> 3] &= (uint8_t) ~(1u << (d & 7));
@@ -730,7 +685,7 @@ int mcdc_col_gather(mcdc_column *dst, const mcdc_column *const *src, const int32
     } else if (is_var(f)) {
         int64_t len = dst->data_len;
         for (int64_t i = 0; i < n; i++) {
-            const mcdc_column *c = src[which[i]];
+            const mcdc_column *c = SRC(i);
             int32_t o = c->offsets[rows[i]], l = c->offsets[rows[i] + 1] - o;
             if (l) memcpy(dst->data + len, c->data + o, (size_t)l);
             len += l;
@@ -741,17 +696,26 @@ int mcdc_col_gather(mcdc_column *dst, const mcdc_column *const *src, const int32
         int32_t w = mcdc_type_width(f);
         uint8_t *out = dst->values + at * w;
         if (w == 8)
-            for (int64_t i = 0; i < n; i++)
-                memcpy(out + i * 8, src[which[i]]->values + (int64_t)rows[i] * 8, 8);
+            for (int64_t i = 0; i < n; i++) memcpy(out + i * 8, SRC(i)->values + (int64_t)rows[i] * 8, 8);
         else if (w == 4)
-            for (int64_t i = 0; i < n; i++)
-                memcpy(out + i * 4, src[which[i]]->values + (int64_t)rows[i] * 4, 4);
+            for (int64_t i = 0; i < n; i++) memcpy(out + i * 4, SRC(i)->values + (int64_t)rows[i] * 4, 4);
         else
             for (int64_t i = 0; i < n; i++)
-                memcpy(out + i * w, src[which[i]]->values + (int64_t)rows[i] * w, (size_t)w);
+                memcpy(out + i * w, SRC(i)->values + (int64_t)rows[i] * w, (size_t)w);
     }
+#undef SRC
     dst->length = at + n;
     return MCDC_OK;
+}
+
+int mcdc_col_take(mcdc_column *dst, const mcdc_column *src, const int32_t *idx, int64_t n,
+                  mcdc_error *err) {
+    return gather(dst, &src, NULL, idx, n, err);
+}
+
+int mcdc_col_gather(mcdc_column *dst, const mcdc_column *const *src, const int32_t *which,
+                    const int32_t *rows, int64_t n, mcdc_error *err) {
+    return gather(dst, src, which, rows, n, err);
 }
 
 int mcdc_col_take_range(mcdc_column *dst, const mcdc_column *src, int64_t from, int64_t n,
@@ -766,9 +730,9 @@ int mcdc_col_take_range(mcdc_column *dst, const mcdc_column *src, int64_t from, 
     int rc = mcdc_col_reserve(dst, n, bytes, err);
     if (rc) return rc;
     int64_t at = dst->length;
-    take_rows tr = {src, NULL, from};
+    range_rows tr = {src, from};
     if (src->validity && src->null_count > 0 &&
-        (rc = append_validity(dst, at, n, take_valid, &tr, err)) != MCDC_OK)
+        (rc = append_validity(dst, at, n, range_valid, &tr, err)) != MCDC_OK)
         return rc;
     if (f->type == MCDC_TYPE_BOOL) {
         for (int64_t i = 0; i < n; i++) {
