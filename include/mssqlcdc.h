@@ -199,6 +199,13 @@ MCDC_API int mcdc_verdict_advance(mcdc_verdict *out, const char *control_table,
                                   const char *end_lsn, int64_t end_commit_us,
                                   mcdc_granularity g, mcdc_error *err);
 
+/* The chunked snapshot that holds a silver table's verdict (the control
+ * row's open_snapshot_lsn, written by mcdc_apply): *has false when none (or
+ * no row). The reference's Freshness.open_snapshot_lsn. */
+MCDC_API int mcdc_verdict_open_snapshot(bool *has, char out_lsn[24], const char *control_table,
+                                        const char *warehouse, const char *table_name,
+                                        mcdc_error *err);
+
 /* ------------------------------------------------------------------------
  * Finalization: is a period final?
  * ---------------------------------------------------------------------- */

@@ -899,6 +899,10 @@ const char *mcdc_table_view_config(const mcdc_table_view *v, const char *key) {
     return mcdc_delta_snapshot_config(v->s, key);
 }
 
+size_t mcdc_table_view_partition_columns(const mcdc_table_view *v) {
+    return mcdc_delta_snapshot_partition_column_count(v->s);
+}
+
 /* The name column (a logical name, field k of the schema) has in the files
  * and their statistics. */
 static const char *file_name_of(const mcdc_table_view *v, int32_t k) {

@@ -160,6 +160,8 @@ int64_t mcdc_table_view_version(const mcdc_table_view *v);
 const mcdc_schema *mcdc_table_view_schema(const mcdc_table_view *v);
 /* A metaData.configuration value, NULL when absent; borrowed. */
 const char *mcdc_table_view_config(const mcdc_table_view *v, const char *key);
+/* Partition columns of the version (0: unpartitioned). */
+size_t mcdc_table_view_partition_columns(const mcdc_table_view *v);
 /* One live data file; the strings are borrowed from the view. */
 typedef struct mcdc_table_file {
     const char *path;       /* relative to the table root */

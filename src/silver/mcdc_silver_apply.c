@@ -1031,6 +1031,12 @@ static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
 static int out_columns(const mcdc_apply *a, const mcdc_table_view *sv, mcdc_schema **out,
                        int32_t **c_of, int32_t **e_of, mcdc_error *err) {
     const apply_plan *pl = &a->plan;
+    if (sv && mcdc_table_view_partition_columns(sv) > 0)
+        return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
+                              "silver %s is partitioned: apply writes silver in key order, "
+                              "unpartitioned. Nothing was applied; give apply a new target, or "
+                              "rewrite this one without partitions",
+                              a->cfg.target);
     const mcdc_schema *cs = pl->change_schema, *ss = sv ? mcdc_table_view_schema(sv) : NULL;
     int32_t n = ss ? ss->n_fields : 0;
     for (int32_t i = 0; i < pl->n_cap + 2; i++)

@@ -4,6 +4,7 @@ snapshot backfilled and applied wave by wave; each time equal to the source
 table row for row, and to the silver the reference's apply_changes
 (mssql-cdc-pyspark 0.8.0 on local Spark) builds from the same bronze.
 """
+import json
 import os
 import sys
 
@@ -95,6 +96,10 @@ def test_a_chunked_snapshot_is_applied_wave_by_wave(spark, sim, workdir):  # noq
             assert row["open_snapshot_lsn"] == st["snapshot"] == r["open_snapshot_lsn"], row
             waves.append(row["snapshot_wave"])
             held.append(row["finalized_until"])
+            if len(waves) == 1:  # freshness names the snapshot that holds the verdict
+                fr = json.loads(run_cli("finalization", "freshness", "--control-table",
+                                        job.control, "--table", silver_of(job), "--json").stdout)
+                assert fr["open_snapshot_lsn"] == st["snapshot"], fr
             sizes.append(len(silver_rows(job.spec, silver_of(job))))
             if len(waves) > 1:
                 assert not r["rebuilt"], r

@@ -1252,7 +1252,7 @@ TEST(silver_gathers_copy_values_and_nulls_of_every_width) {
         mcdc_batch_create(&src[k], s, 8, &e);
         for (int r = 0; r < 8; r++) {
             bool null = (r + k) % 3 == 0;
-            char t[16];
+            char t[32];
             snprintf(t, sizeof t, "%d-%d", k, r);
             if (null) {
                 for (int c = 0; c < 3; c++) mcdc_col_append_null(&src[k]->columns[c], &e);
