@@ -381,7 +381,7 @@ static int spill_run(silver_sorter *s, mcdc_error *err) {
     po.codec = MCDC_PARQUET_UNCOMPRESSED; /* read back once, soon: speed over size */
     po.dictionary = false;
     po.threads = 1;
-    po.row_group_bytes = 16LL * 1024 * 1024;
+    po.row_group_bytes = 2LL * 1024 * 1024; /* a merge of many runs holds one row group of each */
     mcdc_parquet_writer *w = NULL;
     int rc = mcdc_parquet_writer_open(&w, s->cfg.spill, key, s->run_schema, &po, err);
     mcdc_batch *b = NULL;
