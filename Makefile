@@ -26,7 +26,7 @@ BUILD   ?= build
 OPT     ?= -O2 -g
 endif
 
-MODULES := util storage lsn options batch tds parquet delta source lake pipeline
+MODULES := util storage lsn options batch tds parquet delta source lake pipeline silver
 INCLUDES := -Iinclude $(addprefix -Isrc/,$(MODULES)) -Isrc/sim -Isrc/cli
 WARN    := -Wall -Wextra -Wpedantic -Wconversion -Wshadow -Werror
 # The CLI sees the public header only (scripts/check-deps.py checks the
@@ -62,7 +62,7 @@ SO_LDFLAGS := -shared -Wl,-soname,$(SONAME) $(if $(findstring -fsanitize,$(OPT))
 SIMLIB := $(BUILD)/libmcdcsim.a
 BINS := $(BUILD)/mssql-cdc $(BUILD)/mssql-cdc-sim $(BUILD)/unit-tests $(SOLIB) $(SOLINKS)
 
-.PHONY: all deps test soak test-unit test-san demo bench bench-reader bench-table bench-parquet bench-lake bench-stream bench-snapshot fuzz clean headercheck install
+.PHONY: all deps test soak test-unit test-san demo bench bench-reader bench-table bench-parquet bench-lake bench-stream bench-snapshot bench-silver fuzz clean headercheck install
 all: $(BINS)
 
 $(CLI_OBJ): private INCLUDES := $(CLI_INCLUDES)
@@ -197,6 +197,11 @@ bench-lake: all
 # stream with its lag.
 bench-snapshot: all
 	@.venv/bin/python bench/bench_snapshot.py
+
+# apply of 1M changes into a 10M-row silver (BENCH_SILVER_ROWS, _CHANGES) next
+# to deltalake's merge, and the rebuild of 10M snapshot rows.
+bench-silver: all
+	@.venv/bin/python bench/bench_silver.py
 
 fuzz:
 	@scripts/fuzz.sh

@@ -199,6 +199,13 @@ MCDC_API int mcdc_verdict_advance(mcdc_verdict *out, const char *control_table,
                                   const char *end_lsn, int64_t end_commit_us,
                                   mcdc_granularity g, mcdc_error *err);
 
+/* The chunked snapshot that holds a silver table's verdict (the control
+ * row's open_snapshot_lsn, written by mcdc_apply): *has false when none (or
+ * no row). The reference's Freshness.open_snapshot_lsn. */
+MCDC_API int mcdc_verdict_open_snapshot(bool *has, char out_lsn[24], const char *control_table,
+                                        const char *warehouse, const char *table_name,
+                                        mcdc_error *err);
+
 /* ------------------------------------------------------------------------
  * Finalization: is a period final?
  * ---------------------------------------------------------------------- */
@@ -489,6 +496,102 @@ MCDC_API const char *mcdc_backfill_state_name(mcdc_backfill_state s);
 #define MCDC_BACKFILL_STATUS_JSON_SIZE 4096
 MCDC_API int mcdc_backfill_status_json(char *out, size_t cap, const mcdc_backfill_status *st,
                                        mcdc_error *err);
+
+/* ------------------------------------------------------------------------
+ * Silver (the reference's apply_changes): the current state of the source
+ * table, one row per key, kept from bronze.
+ *
+ * A pass ranks what bronze holds beyond silver's position: the latest row
+ * of each key by (_start_lsn, _command_id, _seqval, _operation); operation
+ * 1 deletes the key, 0, 2 and 4 set it, 3 deletes its own key unless the
+ * operation 4 of the same change outranks it. Keys match null-safely. A
+ * row only takes an image newer than its own _start_lsn, so applying from
+ * behind changes nothing. When bronze holds a complete snapshot newer than
+ * the one silver was last rebuilt from, silver is rebuilt from its rows and
+ * the changes after it (keys it lacks are deleted). A chunked snapshot
+ * still open is applied wave by wave (with range deletes on a single
+ * integer, date or timestamp key) and holds the verdict until it
+ * completes. Silver's columns are the captured ones, _start_lsn and
+ * _commit_ts; columns bronze gains are added. The merge rewrites only the
+ * files that hold changed keys and commits once, with txn(mssql-cdc.apply,
+ * pass): a crash before the control row is written replays the same
+ * commit's position, never a second merge. Then applied_lsn,
+ * snapshot_lsn, open_snapshot_lsn and snapshot_wave go to the control
+ * table, and finalized_until to bronze's verdict read before bronze.
+ * ---------------------------------------------------------------------- */
+#define MCDC_APPLY_CFG_VERSION 1
+typedef struct mcdc_apply_cfg {
+    int version;                  /* MCDC_APPLY_CFG_VERSION */
+    const char *bronze;           /* the stream's target, named as the stream was given it */
+    const char *target;           /* silver: a path, or schema.table under warehouse */
+    const char *control_table;    /* required: the position, and bronze's verdict */
+    const char *facts_table;      /* the stream's; NULL: no verdict, no chunked snapshots */
+    const char *warehouse;        /* NULL: ./warehouse */
+    const char *capture_instance; /* NULL: the captureInstance option */
+    /* The key columns; NULL: the capture instance's unique index, read
+     * through the source options (MCDC_E_INVALID without either). */
+    const char *const *keys;
+    int32_t n_keys;
+    mcdc_granularity granularity;
+    /* ONCE: one pass (apply_changes); AVAILABLE_NOW: passes until bronze
+     * holds nothing new; PROCESSING_TIME: a pass at most every
+     * processing_time_ms, until stopped; DEFAULT: back to back, polling an
+     * idle bronze every second. */
+    mcdc_trigger trigger;
+    int64_t processing_time_ms;
+    int64_t max_passes;           /* 0: no limit */
+    int64_t memory_mb;            /* sort memory before spilling; 0: 128 */
+    int64_t file_rows;            /* rows a silver file holds about; 0: 1,048,576 */
+    const char *crash_at;         /* test hook, as the stream's (also during_merge) */
+    mcdc_log_fn log_fn;           /* NULL: stderr */
+    void *log_user;
+    mcdc_log_level log_level;
+} mcdc_apply_cfg;
+#define MCDC_APPLY_CFG_INIT \
+    {MCDC_APPLY_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, MCDC_GRANULARITY_HOUR, \
+     MCDC_TRIGGER_ONCE, 0, 0, 0, 0, NULL, NULL, NULL, MCDC_LOG_WARN}
+
+/* The reference's ApplyResult, and what the pass did (append-only). */
+typedef struct mcdc_apply_result {
+    bool rebuilt;                 /* a pass of this run rebuilt silver from a snapshot */
+    bool has_applied_lsn;         /* applied_lsn: silver's position after the run */
+    char applied_lsn[24];
+    bool has_finalized_until;     /* silver's verdict after the run, UTC microseconds */
+    int64_t finalized_until_us;
+    bool bronze_found;            /* false: bronze does not exist (nothing applied) */
+    /* ours */
+    int64_t passes;               /* passes that committed to silver */
+    int64_t inserted, updated, deleted; /* rows, over those passes */
+    int64_t files_read, files_written;
+    int64_t silver_version;       /* -1: no silver table */
+    bool has_open_snapshot;       /* a chunked snapshot is being applied (holds the verdict) */
+    char open_snapshot_lsn[24];
+    int64_t snapshot_wave;        /* its last wave applied; -1: none */
+} mcdc_apply_result;
+
+typedef struct mcdc_apply mcdc_apply;
+/* Validates cfg (nothing is read or written). opts (the stream's source
+ * options, may be NULL) is borrowed and must outlive the handle. */
+MCDC_API int mcdc_apply_create(mcdc_apply **out, const mcdc_opts *opts, const mcdc_apply_cfg *cfg,
+                               mcdc_error *err);
+/* Runs passes as the trigger says; *result is the run's (fn, may be NULL,
+ * also gets it after each pass that committed). Errors: the tables' kinds
+ * (MCDC_E_MISMATCH), a bronze row of another capture instance or chunk
+ * rows without facts (MCDC_E_INVALID), a silver column whose type differs
+ * from bronze's (MCDC_E_SCHEMA), another writer committing under
+ * mssql-cdc.apply (MCDC_E_FOREIGN_WRITER), and the storage's. */
+typedef void (*mcdc_apply_fn)(void *ctx, const mcdc_apply_result *r);
+MCDC_API int mcdc_apply_run(mcdc_apply *a, mcdc_apply_fn fn, void *ctx, mcdc_apply_result *result,
+                            mcdc_error *err);
+/* Async-signal-safe: finish the current pass, then return. */
+MCDC_API void mcdc_apply_request_stop(mcdc_apply *a);
+MCDC_API void mcdc_apply_free(mcdc_apply *a);
+/* The result as the reference's ApplyResult JSON ({"rebuilt", "applied_lsn",
+ * "finalized_until", "bronze_found"}, then ours), one line, into out
+ * (MCDC_APPLY_RESULT_JSON_SIZE bytes always suffice). */
+#define MCDC_APPLY_RESULT_JSON_SIZE 1024
+MCDC_API int mcdc_apply_result_json(char *out, size_t cap, const mcdc_apply_result *r,
+                                    mcdc_error *err);
 
 /* ------------------------------------------------------------------------
  * Arrow C Data Interface. The struct layouts are fixed by the Arrow

@@ -32,6 +32,10 @@ LAYERS = {
     "lake": ["delta", "parquet", "batch", "util"],
     "pipeline": ["util", "lsn", "options", "storage", "batch", "tds", "parquet", "delta",
                  "source", "lake"],
+    # silver (apply, the merge engine) builds on the pipeline's frame, facts
+    # and verdict, and on the lake's tables; nothing builds on it.
+    "silver": ["util", "lsn", "options", "storage", "batch", "tds", "parquet", "delta",
+               "source", "lake", "pipeline"],
     "cli": [],  # the public header only
     # The simulator is built on the library's modules below the pipeline;
     # no module is built on it (no row names it).

@@ -614,6 +614,146 @@ int mcdc_col_copy_value(mcdc_column *dst, const mcdc_column *src, int64_t row, m
     return MCDC_OK;
 }
 
+/* Marks the nulls among n values appended at dst's row `at` (row i's
+ * validity from valid(ctx, i)), allocating dst's bitmap on the first. */
+typedef bool (*valid_fn)(const void *ctx, int64_t i);
+static int append_validity(mcdc_column *dst, int64_t at, int64_t n, valid_fn valid,
+                           const void *ctx, mcdc_error *err) {
+    int64_t nulls = 0;
+    for (int64_t i = 0; i < n; i++) nulls += !valid(ctx, i);
+    if (nulls == 0) return MCDC_OK;
+    if (dst->validity == NULL) {
+        size_t nb = (size_t)(dst->capacity + 7) / 8;
+        if ((dst->validity = mcdc_malloc(nb)) == NULL)
+            return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        memset(dst->validity, 0xff, nb);
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (!valid(ctx, i)) dst->validity[(at + i) >> 3] &= (uint8_t) ~(1u << ((at + i) & 7));
+    dst->null_count += nulls;
+    return MCDC_OK;
+}
+
+typedef struct {
+    const mcdc_column *src;
+    int64_t from;
+} range_rows;
+static bool range_valid(const void *ctx, int64_t i) {
+    const range_rows *t = ctx;
+    return mcdc_col_is_valid(t->src, t->from + i);
+}
+
+typedef struct {
+    const mcdc_column *const *src;
+    const int32_t *which, *rows;
+} gather_rows;
+static bool gather_valid(const void *ctx, int64_t i) {
+    const gather_rows *g = ctx;
+    return mcdc_col_is_valid(g->src[g->which ? g->which[i] : 0], g->rows[i]);
+}
+
+/* The gather: row rows[i] of src[which[i]] (which NULL: of src[0]). */
+static int gather(mcdc_column *dst, const mcdc_column *const *src, const int32_t *which,
+                  const int32_t *rows, int64_t n, mcdc_error *err) {
+    if (n == 0) return MCDC_OK;
+#define SRC(i) src[which ? which[i] : 0]
+    const mcdc_field *f = dst->field;
+    int64_t bytes = 0;
+    bool nulls_possible = false;
+    for (int64_t i = 0; i < (which ? n : 1); i++) {
+        const mcdc_column *c = SRC(i);
+        if (!same_type(f, c->field))
+            return mcdc_error_set(err, MCDC_E_SCHEMA, "column '%s' cannot take values of column "
+                                  "'%s': the types differ", f->name, c->field->name);
+        nulls_possible |= c->validity && c->null_count > 0;
+    }
+    for (int64_t i = 0; is_var(f) && i < n; i++)
+        bytes += SRC(i)->offsets[rows[i] + 1] - SRC(i)->offsets[rows[i]];
+    int rc = mcdc_col_reserve(dst, n, bytes, err);
+    if (rc) return rc;
+    int64_t at = dst->length;
+    gather_rows gr = {src, which, rows};
+    if (nulls_possible && (rc = append_validity(dst, at, n, gather_valid, &gr, err)) != MCDC_OK)
+        return rc;
+    if (f->type == MCDC_TYPE_BOOL) {
+        for (int64_t i = 0; i < n; i++) {
+            const mcdc_column *c = SRC(i);
+            int64_t r = rows[i], d = at + i;
+            if ((c->values[r >> 3] >> (r & 7)) & 1) dst->values[d >> 3] |= (uint8_t)(1u << (d & 7));
+            else dst->values[d >> 3] &= (uint8_t) ~(1u << (d & 7));
+        }
+    } else if (is_var(f)) {
+        int64_t len = dst->data_len;
+        for (int64_t i = 0; i < n; i++) {
+            const mcdc_column *c = SRC(i);
+            int32_t o = c->offsets[rows[i]], l = c->offsets[rows[i] + 1] - o;
+            if (l) memcpy(dst->data + len, c->data + o, (size_t)l);
+            len += l;
+            dst->offsets[at + i + 1] = (int32_t)len;
+        }
+        dst->data_len = len;
+    } else {
+        int32_t w = mcdc_type_width(f);
+        uint8_t *out = dst->values + at * w;
+        if (w == 8)
+            for (int64_t i = 0; i < n; i++) memcpy(out + i * 8, SRC(i)->values + (int64_t)rows[i] * 8, 8);
+        else if (w == 4)
+            for (int64_t i = 0; i < n; i++) memcpy(out + i * 4, SRC(i)->values + (int64_t)rows[i] * 4, 4);
+        else
+            for (int64_t i = 0; i < n; i++)
+                memcpy(out + i * w, SRC(i)->values + (int64_t)rows[i] * w, (size_t)w);
+    }
+#undef SRC
+    dst->length = at + n;
+    return MCDC_OK;
+}
+
+int mcdc_col_take(mcdc_column *dst, const mcdc_column *src, const int32_t *idx, int64_t n,
+                  mcdc_error *err) {
+    return gather(dst, &src, NULL, idx, n, err);
+}
+
+int mcdc_col_gather(mcdc_column *dst, const mcdc_column *const *src, const int32_t *which,
+                    const int32_t *rows, int64_t n, mcdc_error *err) {
+    return gather(dst, src, which, rows, n, err);
+}
+
+int mcdc_col_take_range(mcdc_column *dst, const mcdc_column *src, int64_t from, int64_t n,
+                        mcdc_error *err) {
+    if (!same_type(dst->field, src->field))
+        return mcdc_error_set(err, MCDC_E_SCHEMA, "column '%s' cannot take values of column '%s': "
+                              "the types differ", dst->field->name, src->field->name);
+    MCDC_ASSERT(from >= 0 && n >= 0 && from + n <= src->length);
+    if (n == 0) return MCDC_OK;
+    const mcdc_field *f = src->field;
+    int64_t bytes = is_var(f) ? src->offsets[from + n] - src->offsets[from] : 0;
+    int rc = mcdc_col_reserve(dst, n, bytes, err);
+    if (rc) return rc;
+    int64_t at = dst->length;
+    range_rows tr = {src, from};
+    if (src->validity && src->null_count > 0 &&
+        (rc = append_validity(dst, at, n, range_valid, &tr, err)) != MCDC_OK)
+        return rc;
+    if (f->type == MCDC_TYPE_BOOL) {
+        for (int64_t i = 0; i < n; i++) {
+            int64_t r = from + i, d = at + i;
+            if ((src->values[r >> 3] >> (r & 7)) & 1) dst->values[d >> 3] |= (uint8_t)(1u << (d & 7));
+            else dst->values[d >> 3] &= (uint8_t) ~(1u << (d & 7));
+        }
+    } else if (is_var(f)) {
+        int32_t base = src->offsets[from];
+        memcpy(dst->data + dst->data_len, src->data + base, (size_t)bytes);
+        int32_t shift = (int32_t)dst->data_len - base;
+        for (int64_t i = 1; i <= n; i++) dst->offsets[at + i] = src->offsets[from + i] + shift;
+        dst->data_len += bytes;
+    } else {
+        int32_t w = mcdc_type_width(f);
+        memcpy(dst->values + at * w, src->values + from * w, (size_t)(n * w));
+    }
+    dst->length = at + n;
+    return MCDC_OK;
+}
+
 int mcdc_batch_widen(mcdc_batch *b, mcdc_schema *wider, mcdc_error *err) {
     int32_t n = b->schema->n_fields;
     if (wider->n_fields < n)

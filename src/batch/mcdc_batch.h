@@ -143,6 +143,24 @@ int mcdc_col_fill_text(mcdc_column *c, const char *text, int64_t n, mcdc_error *
  * have the same type (precision, scale and width included). */
 int mcdc_col_copy_value(mcdc_column *dst, const mcdc_column *src, int64_t row, mcdc_error *err);
 
+/* Appends src's values at rows idx[0..n) (NULLs included), in that order,
+ * to dst: a gather, one type switch per call (sorts and merges move rows
+ * with it). Same types as mcdc_col_copy_value. */
+int mcdc_col_take(mcdc_column *dst, const mcdc_column *src, const int32_t *idx, int64_t n,
+                  mcdc_error *err);
+
+/* Appends, for i in [0, n), the value at row rows[i] of column
+ * src[which[i]] to dst: a gather from many columns of one type (a sort's
+ * output, its rows scattered over the batches it holds), one type switch
+ * per call. */
+int mcdc_col_gather(mcdc_column *dst, const mcdc_column *const *src, const int32_t *which,
+                    const int32_t *rows, int64_t n, mcdc_error *err);
+
+/* Appends src's values at rows [from, from + n) to dst: mcdc_col_take of a
+ * range, as copies of whole buffers. */
+int mcdc_col_take_range(mcdc_column *dst, const mcdc_column *src, int64_t from, int64_t n,
+                        mcdc_error *err);
+
 /* Re-homes b's columns under `wider`, a schema whose first fields equal b's
  * (names and types) and which has more after them; the new columns start
  * empty. Takes a reference to wider and drops b's old schema. */

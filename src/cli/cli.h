@@ -46,6 +46,10 @@ void cli_format_ts(int64_t us, char out[MCDC_TS_TEXT_SIZE]);
  * is not one. */
 int cli_parse_ts(const char *s, int64_t *out);
 
+/* A --trigger value: default, availableNow, once or processingTime=<n>[ms|s|m]
+ * (1 ms to a week). 0, or -1 when v is none of them. */
+int cli_parse_trigger(const char *v, mcdc_trigger *trigger, int64_t *processing_time_ms);
+
 /* The value after argv[*i], stepping *i over it; NULL when there is none. */
 const char *cli_value(int argc, char **argv, int *i);
 
@@ -64,5 +68,6 @@ int cmd_table_rows(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_seed(int argc, char **argv);
 int cmd_backfill(int argc, char **argv);
+int cmd_apply(int argc, char **argv);
 
 #endif /* MCDC_CLI_H */

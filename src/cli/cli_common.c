@@ -1,5 +1,6 @@
 /* cli_common.c - exit codes, messages, timestamps and option values shared
  * by the commands (cli.h). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,4 +95,28 @@ int cli_source_env(mcdc_opts *opts) {
     mcdc_error e = MCDC_ERROR_INIT;
     if (backend && *backend && mcdc_opts_set(opts, "backend", backend, NULL, &e)) return cli_fail(&e);
     return EXIT_OK;
+}
+
+int cli_parse_trigger(const char *v, mcdc_trigger *trigger, int64_t *processing_time_ms) {
+    if (strcasecmp(v, "default") == 0) *trigger = MCDC_TRIGGER_DEFAULT;
+    else if (strcasecmp(v, "availableNow") == 0) *trigger = MCDC_TRIGGER_AVAILABLE_NOW;
+    else if (strcasecmp(v, "once") == 0) *trigger = MCDC_TRIGGER_ONCE;
+    else if (strncasecmp(v, "processingTime=", 15) == 0) {
+        char *end;
+        errno = 0;
+        double n = strtod(v + 15, &end);
+        double mult = 1000;
+        if (strcmp(end, "ms") == 0) mult = 1;
+        else if (strcmp(end, "s") == 0 || *end == 0) mult = 1000;
+        else if (strcmp(end, "m") == 0) mult = 60000;
+        else return -1;
+        /* A week at most: anything larger is a typo, and would overflow
+         * the clock arithmetic (NaN and inf fail the comparison too). */
+        double ms = n * mult;
+        if (errno || end == v + 15 || !(ms >= 1 && ms <= 7.0 * 24 * 3600 * 1000)) return -1;
+        *trigger = MCDC_TRIGGER_PROCESSING_TIME;
+        *processing_time_ms = (int64_t)ms;
+    } else
+        return -1;
+    return 0;
 }

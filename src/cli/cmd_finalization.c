@@ -18,7 +18,8 @@ static const char FINAL_HELP[] =
     "  is-final --period-end TS\n"
     "        exit 0 when the period ending at TS (UTC, exclusive) is complete,\n"
     "        10 when it is not (yet)\n"
-    "  freshness  age_seconds (now - finalized_until) and seconds_since_update\n"
+    "  freshness  age_seconds (now - finalized_until) and seconds_since_update, and for\n"
+    "            a silver table open_snapshot_lsn: the chunked snapshot holding its verdict\n"
     "\n"
     "  --warehouse W   directory holding schema.table names (default ./warehouse)\n"
     "  --json          print JSON\n";
@@ -101,10 +102,18 @@ int cmd_finalization(int argc, char **argv) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         int64_t now = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+        bool has_open = false;
+        char open[24], open_json[32] = "null";
+        if (mcdc_verdict_open_snapshot(&has_open, open, control, warehouse, table, &e))
+            return cli_fail(&e);
+        if (has_open) snprintf(open_json, sizeof open_json, "\"%s\"", open);
         if (!vd.found) {
-            printf(json ? "{\"finalized_until\":null,\"updated_at\":null,\"age_seconds\":null,"
-                          "\"seconds_since_update\":null}\n"
-                        : "no verdict yet\n");
+            if (json)
+                printf("{\"finalized_until\":null,\"updated_at\":null,\"age_seconds\":null,"
+                       "\"seconds_since_update\":null,\"open_snapshot_lsn\":%s}\n", open_json);
+            else
+                printf("no verdict yet%s%s\n", has_open ? ", held by the open snapshot " : "",
+                       has_open ? open : "");
             return EXIT_OK;
         }
         cli_format_ts(vd.finalized_until_us, a);
@@ -113,10 +122,12 @@ int cmd_finalization(int argc, char **argv) {
         double since = (double)(now - vd.updated_at_us) / 1e6;
         if (json)
             printf("{\"finalized_until\":\"%s\",\"updated_at\":\"%s\",\"age_seconds\":%.3f,"
-                   "\"seconds_since_update\":%.3f}\n", a, b, age, since);
+                   "\"seconds_since_update\":%.3f,\"open_snapshot_lsn\":%s}\n", a, b, age, since,
+                   open_json);
         else
-            printf("finalized_until %s, updated_at %s, age_seconds %.1f, seconds_since_update %.1f\n",
-                   a, b, age, since);
+            printf("finalized_until %s, updated_at %s, age_seconds %.1f, seconds_since_update %.1f%s%s\n",
+                   a, b, age, since, has_open ? ", held by the open snapshot " : "",
+                   has_open ? open : "");
         return EXIT_OK;
     }
     return cli_usage_error("finalization: unknown command '%s' (advance, show, is-final, freshness)",

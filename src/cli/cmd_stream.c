@@ -137,27 +137,7 @@ static void on_signal(int sig) {
 }
 
 static int parse_trigger(const char *v, mcdc_stream_cfg *cfg) {
-    if (strcasecmp(v, "default") == 0) cfg->trigger = MCDC_TRIGGER_DEFAULT;
-    else if (strcasecmp(v, "availableNow") == 0) cfg->trigger = MCDC_TRIGGER_AVAILABLE_NOW;
-    else if (strcasecmp(v, "once") == 0) cfg->trigger = MCDC_TRIGGER_ONCE;
-    else if (strncasecmp(v, "processingTime=", 15) == 0) {
-        char *end;
-        errno = 0;
-        double n = strtod(v + 15, &end);
-        double mult = 1000;
-        if (strcmp(end, "ms") == 0) mult = 1;
-        else if (strcmp(end, "s") == 0 || *end == 0) mult = 1000;
-        else if (strcmp(end, "m") == 0) mult = 60000;
-        else return -1;
-        /* A week at most: anything larger is a typo, and would overflow
-         * the clock arithmetic (NaN and inf fail the comparison too). */
-        double ms = n * mult;
-        if (errno || end == v + 15 || !(ms >= 1 && ms <= 7.0 * 24 * 3600 * 1000)) return -1;
-        cfg->trigger = MCDC_TRIGGER_PROCESSING_TIME;
-        cfg->processing_time_ms = (int64_t)ms;
-    } else
-        return -1;
-    return 0;
+    return cli_parse_trigger(v, &cfg->trigger, &cfg->processing_time_ms);
 }
 
 int cmd_stream(int argc, char **argv) {

@@ -63,6 +63,7 @@ void mcdc_table_close(mcdc_table *t) {
 
 const char *mcdc_table_path(const mcdc_table *t) { return mcdc_delta_table_location(t->dt); }
 const char *mcdc_table_name(const mcdc_table *t) { return t->name; }
+mcdc_storage *mcdc_table_storage(mcdc_table *t) { return mcdc_delta_table_storage(t->dt); }
 
 int mcdc_table_exists(mcdc_table *t, bool *exists, mcdc_error *err) {
     int64_t v;
@@ -77,6 +78,10 @@ int mcdc_table_schema(mcdc_table *t, mcdc_schema **out, mcdc_error *err) {
     int rc = mcdc_delta_table_latest(&s, t->dt, err);
     if (rc || s == NULL) return rc;
     return mcdc_delta_snapshot_schema(out, NULL, s, err);
+}
+
+int mcdc_table_version(mcdc_table *t, int64_t *version, mcdc_error *err) {
+    return mcdc_delta_table_latest_version(version, t->dt, err);
 }
 
 /* The latest snapshot, or NULL (MCDC_OK) when the table does not exist. */
@@ -230,6 +235,8 @@ int mcdc_table_check_kind(mcdc_table *t, mcdc_table_kind want, const char *role,
     const char *prop;
     rc = snapshot_kind(s, &have, &prop, err);
     if (rc) return rc;
+    /* the reference's silver tables carry no property, and no columns tell */
+    if (want == MCDC_KIND_SILVER && have == MCDC_KIND_NONE && prop == NULL) return MCDC_OK;
     if (have != want) return kind_mismatch(t, want, role, have, prop, err);
     return MCDC_OK;
 }
@@ -768,6 +775,15 @@ static int commit_files(mcdc_appender *a, const mcdc_delta_file *removes, size_t
     return MCDC_OK;
 }
 
+int mcdc_appender_roll(mcdc_appender *a, const char **path, mcdc_error *err) {
+    MCDC_ASSERT(!a->committed);
+    if (path) *path = NULL;
+    if (a->w == NULL) return MCDC_OK;
+    int rc = finish_file(a, err);
+    if (rc == MCDC_OK && path) *path = a->files[a->nfiles - 1].path;
+    return rc;
+}
+
 int mcdc_appender_commit_with(mcdc_appender *a, const mcdc_table_commit *c, bool *skipped,
                               int64_t *version, mcdc_error *err) {
     int rc = finish_file(a, err);
@@ -835,7 +851,77 @@ void mcdc_appender_free(mcdc_appender *a) {
     mcdc_free(a);
 }
 
-/* ---- scans ----------------------------------------------------------------------- */
+/* ---- views, file readers and scans ---------------------------------------------- */
+
+struct mcdc_table_view {
+    mcdc_table *t;
+    mcdc_delta_snapshot *s;
+    mcdc_schema *schema;          /* logical names */
+    mcdc_delta_field_meta *meta;  /* per field of schema */
+    bool mapped;
+};
+
+int mcdc_table_view_open(mcdc_table_view **out, mcdc_table *t, int64_t version,
+                         mcdc_error *err) {
+    *out = NULL;
+    mcdc_delta_snapshot *s = NULL;
+    int rc = version < 0 ? load_latest(&s, t, err) : mcdc_delta_snapshot_load(&s, t->dt, version, err);
+    if (rc || s == NULL) return rc;
+    mcdc_table_view *v = mcdc_calloc(1, sizeof *v);
+    if (v == NULL) {
+        mcdc_delta_snapshot_free(s);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    v->t = t;
+    v->s = s;
+    v->mapped = mcdc_delta_snapshot_column_mapping(s);
+    rc = mcdc_delta_snapshot_schema(&v->schema, &v->meta, s, err);
+    if (rc) {
+        mcdc_table_view_free(v);
+        return rc;
+    }
+    *out = v;
+    return MCDC_OK;
+}
+
+void mcdc_table_view_free(mcdc_table_view *v) {
+    if (v == NULL) return;
+    mcdc_delta_field_meta_free(v->meta, v->schema ? v->schema->n_fields : 0);
+    mcdc_schema_unref(v->schema);
+    mcdc_delta_snapshot_free(v->s);
+    mcdc_free(v);
+}
+
+int64_t mcdc_table_view_version(const mcdc_table_view *v) { return mcdc_delta_snapshot_version(v->s); }
+const mcdc_schema *mcdc_table_view_schema(const mcdc_table_view *v) { return v->schema; }
+size_t mcdc_table_view_file_count(const mcdc_table_view *v) {
+    return mcdc_delta_snapshot_file_count(v->s);
+}
+
+mcdc_table_file mcdc_table_view_file(const mcdc_table_view *v, size_t i) {
+    const mcdc_delta_file *f = mcdc_delta_snapshot_file(v->s, i);
+    return (mcdc_table_file){f->path, f->size_bytes, f->stats_json};
+}
+
+const char *mcdc_table_view_config(const mcdc_table_view *v, const char *key) {
+    return mcdc_delta_snapshot_config(v->s, key);
+}
+
+size_t mcdc_table_view_partition_columns(const mcdc_table_view *v) {
+    return mcdc_delta_snapshot_partition_column_count(v->s);
+}
+
+/* The name column (a logical name, field k of the schema) has in the files
+ * and their statistics. */
+static const char *file_name_of(const mcdc_table_view *v, int32_t k) {
+    return v->mapped && v->meta[k].physical_name ? v->meta[k].physical_name
+                                                 : v->schema->fields[k].name;
+}
+
+const char *mcdc_table_view_stats_name(const mcdc_table_view *v, const char *column) {
+    int32_t k = mcdc_schema_find(v->schema, column);
+    return k < 0 ? NULL : file_name_of(v, k);
+}
 
 /* Can a file whose statistics are stats hold a value of column (its name in
  * the file) within [lo, hi)? Unknown statistics: yes. */
@@ -880,106 +966,133 @@ static int prune_row_groups(mcdc_parquet_reader *r, const char *column, const mc
     return rc;
 }
 
+struct mcdc_table_reader {
+    mcdc_table_view *v;
+    char *path;
+    mcdc_parquet_reader *r;
+    mcdc_schema *want;  /* the columns asked for, logical names */
+    int32_t *from;      /* column of the selection per wanted column; -1: NULL */
+    int32_t nsel;
+    bool nulls_done;    /* nsel == 0: the one batch of NULL rows was given */
+};
+
+int mcdc_table_reader_open(mcdc_table_reader **out, mcdc_table_view *v, const char *path,
+                           const char *const *columns, int32_t n_columns,
+                           const mcdc_table_scan *prune, mcdc_error *err) {
+    *out = NULL;
+    const mcdc_schema *all = v->schema;
+    int32_t n = columns ? n_columns : all->n_fields;
+    mcdc_table_reader *x = mcdc_calloc(1, sizeof *x);
+    const char **sel = mcdc_calloc((size_t)(n ? n : 1), sizeof *sel);
+    int rc = MCDC_OK;
+    if (x == NULL || sel == NULL || (x->path = mcdc_strdup(path)) == NULL ||
+        (x->from = mcdc_calloc((size_t)(n ? n : 1), sizeof *x->from)) == NULL)
+        rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    if (x) x->v = v;
+    if (rc == MCDC_OK) rc = mcdc_schema_create(&x->want, n, err);
+    for (int32_t i = 0; rc == MCDC_OK && i < n; i++) {
+        int32_t k = columns ? mcdc_schema_find(all, columns[i]) : i;
+        if (k < 0) {
+            rc = mcdc_error_set(err, MCDC_E_NOTFOUND, "table %s has no column '%s'", v->t->name,
+                                columns[i]);
+            break;
+        }
+        const mcdc_field *f = &all->fields[k];
+        rc = mcdc_schema_set(x->want, i, f->name, f->type, f->precision, f->scale, f->byte_width,
+                             f->nullable, err);
+    }
+    if (rc == MCDC_OK)
+        rc = mcdc_parquet_reader_open(&x->r, mcdc_delta_table_storage(v->t->dt), path, NULL, err);
+    /* Select what this file has (older files lack later columns). */
+    const mcdc_schema *fs = NULL;
+    if (rc == MCDC_OK) rc = mcdc_parquet_reader_schema(&fs, x->r, err);
+    for (int32_t c = 0; rc == MCDC_OK && c < n; c++) {
+        const char *name = file_name_of(v, mcdc_schema_find(all, x->want->fields[c].name));
+        x->from[c] = -1;
+        if (mcdc_schema_find(fs, name) >= 0) {
+            x->from[c] = x->nsel;
+            sel[x->nsel++] = name;
+        }
+    }
+    if (rc == MCDC_OK && x->nsel > 0) rc = mcdc_parquet_reader_select(x->r, sel, x->nsel, err);
+    if (rc == MCDC_OK && prune && prune->prune_column) {
+        int32_t k = mcdc_schema_find(all, prune->prune_column);
+        const char *pn = k < 0 ? NULL : file_name_of(v, k);
+        if (pn && mcdc_schema_find(fs, pn) >= 0) rc = prune_row_groups(x->r, pn, prune, err);
+    }
+    mcdc_free(sel);
+    if (rc) {
+        mcdc_table_reader_free(x);
+        return rc;
+    }
+    *out = x;
+    return MCDC_OK;
+}
+
+int mcdc_table_reader_next(mcdc_batch **out, mcdc_table_reader *x, mcdc_error *err) {
+    *out = NULL;
+    if (x->nsel == 0) { /* none of the columns: only NULL rows */
+        int64_t rows = mcdc_parquet_reader_rows(x->r);
+        if (x->nulls_done || rows == 0) return MCDC_OK;
+        x->nulls_done = true;
+        mcdc_batch *b;
+        int rc = mcdc_batch_create(&b, x->want, rows, err);
+        for (int32_t c = 0; rc == MCDC_OK && c < x->want->n_fields; c++)
+            rc = mcdc_col_append_nulls(&b->columns[c], rows, err);
+        if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
+        if (rc) mcdc_batch_free(b);
+        else *out = b;
+        return rc;
+    }
+    mcdc_batch *b = NULL;
+    int rc = mcdc_parquet_reader_next(&b, x->r, err);
+    if (rc || b == NULL) return rc;
+    return mcdc_batch_reshape(out, b, x->want, x->from, err); /* takes b */
+}
+
+const char *mcdc_table_reader_path(const mcdc_table_reader *x) { return x->path; }
+
+void mcdc_table_reader_free(mcdc_table_reader *x) {
+    if (x == NULL) return;
+    mcdc_parquet_reader_free(x->r);
+    mcdc_schema_unref(x->want);
+    mcdc_free(x->from);
+    mcdc_free(x->path);
+    mcdc_free(x);
+}
+
 int mcdc_table_scan_run(mcdc_table *t, const mcdc_table_scan *sc, mcdc_batch_fn fn, void *ctx,
                         int64_t *version_read, int64_t *files_read, mcdc_error *err) {
     *version_read = -1;
     if (files_read) *files_read = 0;
-    mcdc_delta_snapshot *s = NULL;
-    int rc = sc->version < 0 ? load_latest(&s, t, err)
-                             : mcdc_delta_snapshot_load(&s, t->dt, sc->version, err);
-    if (rc || s == NULL) return rc;
-    *version_read = mcdc_delta_snapshot_version(s);
-    mcdc_schema *all = NULL, *want = NULL;
-    mcdc_delta_field_meta *meta = NULL;
-    rc = mcdc_delta_snapshot_schema(&all, &meta, s, err);
-    bool mapped = mcdc_delta_snapshot_column_mapping(s);
-    int32_t n = rc ? 0 : sc->columns ? sc->n_columns : all->n_fields;
-    int32_t *pick = NULL;  /* the table's column of each output column */
-    const char **names = NULL; /* their names in the files */
+    mcdc_table_view *v = NULL;
+    int rc = mcdc_table_view_open(&v, t, sc->version, err);
+    if (rc || v == NULL) return rc;
+    *version_read = mcdc_table_view_version(v);
     const char *prune = NULL;
-    if (rc == MCDC_OK) {
-        pick = mcdc_calloc((size_t)(n ? n : 1), sizeof *pick);
-        names = mcdc_calloc((size_t)(n ? n : 1), sizeof *names);
-        if (pick == NULL || names == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    }
-    for (int32_t i = 0; rc == MCDC_OK && i < n; i++) {
-        pick[i] = sc->columns ? mcdc_schema_find(all, sc->columns[i]) : i;
-        if (pick[i] < 0)
+    if (sc->prune_column && (prune = mcdc_table_view_stats_name(v, sc->prune_column)) == NULL)
+        rc = mcdc_error_set(err, MCDC_E_NOTFOUND, "table %s has no column '%s'", t->name,
+                            sc->prune_column);
+    for (int32_t i = 0; rc == MCDC_OK && sc->columns && i < sc->n_columns; i++)
+        if (mcdc_schema_find(v->schema, sc->columns[i]) < 0)
             rc = mcdc_error_set(err, MCDC_E_NOTFOUND, "table %s has no column '%s'", t->name,
                                 sc->columns[i]);
-        else
-            names[i] = mapped && meta[pick[i]].physical_name ? meta[pick[i]].physical_name
-                                                             : all->fields[pick[i]].name;
-    }
-    if (rc == MCDC_OK && sc->prune_column) {
-        int32_t k = mcdc_schema_find(all, sc->prune_column);
-        if (k < 0)
-            rc = mcdc_error_set(err, MCDC_E_NOTFOUND, "table %s has no column '%s'", t->name,
-                                sc->prune_column);
-        else
-            prune = mapped && meta[k].physical_name ? meta[k].physical_name : all->fields[k].name;
-    }
-    if (rc == MCDC_OK) rc = mcdc_schema_create(&want, n, err);
-    for (int32_t i = 0; rc == MCDC_OK && i < n; i++) {
-        const mcdc_field *f = &all->fields[pick[i]];
-        rc = mcdc_schema_set(want, i, f->name, f->type, f->precision, f->scale, f->byte_width,
-                             f->nullable, err);
-    }
-    int32_t *from = rc ? NULL : mcdc_calloc((size_t)(n ? n : 1), sizeof *from);
-    if (rc == MCDC_OK && from == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    size_t nf = rc ? 0 : mcdc_delta_snapshot_file_count(s);
+    size_t nf = rc ? 0 : mcdc_table_view_file_count(v);
     for (size_t i = 0; i < nf && rc == MCDC_OK; i++) {
-        const mcdc_delta_file *f = mcdc_delta_snapshot_file(s, i);
-        if (prune && !file_may_match(f->stats_json, prune, sc)) continue;
-        mcdc_parquet_reader *r = NULL;
-        rc = mcdc_parquet_reader_open(&r, mcdc_delta_table_storage(t->dt), f->path, NULL, err);
+        mcdc_table_file f = mcdc_table_view_file(v, i);
+        if (prune && !file_may_match(f.stats_json, prune, sc)) continue;
+        if (sc->file_fn && !sc->file_fn(sc->file_ctx, v, &f)) continue;
+        mcdc_table_reader *r = NULL;
+        rc = mcdc_table_reader_open(&r, v, f.path, sc->columns, sc->n_columns, sc, err);
         if (files_read && rc == MCDC_OK) (*files_read)++;
-        /* Select what this file has (older files lack later columns). */
-        const mcdc_schema *fs = NULL;
-        if (rc == MCDC_OK) rc = mcdc_parquet_reader_schema(&fs, r, err);
-        const char **sel = NULL;
-        int32_t nsel = 0;
-        if (rc == MCDC_OK && (sel = mcdc_calloc((size_t)(n ? n : 1), sizeof *sel)) == NULL)
-            rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-        for (int32_t c = 0; rc == MCDC_OK && c < n; c++) {
-            from[c] = -1;
-            if (mcdc_schema_find(fs, names[c]) >= 0) {
-                from[c] = nsel;
-                sel[nsel++] = names[c];
-            }
-        }
-        if (rc == MCDC_OK && nsel > 0) rc = mcdc_parquet_reader_select(r, sel, nsel, err);
-        if (rc == MCDC_OK && prune && mcdc_schema_find(fs, prune) >= 0)
-            rc = prune_row_groups(r, prune, sc, err);
-        mcdc_batch *b = NULL, *shaped = NULL;
-        while (rc == MCDC_OK && nsel > 0 && (rc = mcdc_parquet_reader_next(&b, r, err)) == MCDC_OK &&
-               b) {
-            rc = mcdc_batch_reshape(&shaped, b, want, from, err); /* takes b */
-            if (rc == MCDC_OK) rc = fn(ctx, shaped, err);         /* takes shaped */
-            b = shaped = NULL;
-        }
-        if (rc == MCDC_OK && nsel == 0) { /* none of the columns: only NULL rows */
-            int64_t rows = mcdc_parquet_reader_rows(r);
-            if (rows > 0 && (rc = mcdc_batch_create(&shaped, want, rows, err)) == MCDC_OK) {
-                for (int32_t c = 0; c < n && rc == MCDC_OK; c++)
-                    rc = mcdc_col_append_nulls(&shaped->columns[c], rows, err);
-                if (rc == MCDC_OK) rc = mcdc_batch_seal(shaped, err);
-                if (rc == MCDC_OK) rc = fn(ctx, shaped, err);
-                else mcdc_batch_free(shaped);
-            }
-        }
-        mcdc_free(sel);
-        mcdc_parquet_reader_free(r);
+        mcdc_batch *b = NULL;
+        while (rc == MCDC_OK && (rc = mcdc_table_reader_next(&b, r, err)) == MCDC_OK && b)
+            rc = fn(ctx, b, err); /* takes b */
+        mcdc_table_reader_free(r);
         if (rc && rc != MCDC_E_CANCELLED)
             mcdc_error_wrap(err, "reading %s version %lld", t->name, (long long)*version_read);
     }
-    mcdc_free(from);
-    mcdc_free(pick);
-    mcdc_free(names);
-    mcdc_schema_unref(want);
-    mcdc_delta_field_meta_free(meta, all ? all->n_fields : 0);
-    mcdc_schema_unref(all);
-    mcdc_delta_snapshot_free(s);
+    mcdc_table_view_free(v);
     return rc;
 }
 

@@ -49,12 +49,18 @@ int mcdc_table_resolve(char **out, const char *name_or_path, const char *warehou
                        mcdc_error *err);
 /* The table's directory; borrowed. */
 const char *mcdc_table_path(const mcdc_table *t);
+/* The storage under the table (borrowed): for files a job keeps next to its
+ * data files, in directories whose names start with '_' (readers and
+ * VACUUM leave those alone). */
+mcdc_storage *mcdc_table_storage(mcdc_table *t);
 /* The name the user gave; borrowed. */
 const char *mcdc_table_name(const mcdc_table *t);
 int mcdc_table_exists(mcdc_table *t, bool *exists, mcdc_error *err);
 /* The table's columns as its latest version declares them; *out NULL when
  * the table does not exist yet. Owned (mcdc_schema_unref). */
 int mcdc_table_schema(mcdc_table *t, mcdc_schema **out, mcdc_error *err);
+/* The latest version (listing the log); -1 when there is no table. */
+int mcdc_table_version(mcdc_table *t, int64_t *version, mcdc_error *err);
 /* Latest txn version recorded for app_id, or -1. Reads only the commits
  * after the ones the handle has seen (cheap to call before every batch). */
 int mcdc_table_txn_version(mcdc_table *t, const char *app_id, int64_t *version, mcdc_error *err);
@@ -67,7 +73,8 @@ int mcdc_table_txn_commit(mcdc_table *t, const char *app_id, int64_t txn_version
 /* Refuses (MCDC_E_MISMATCH, naming `role` and what the table is) a table
  * that is not of kind `want`: by its mssql_cdc.kind property, else by its
  * columns; a directory that is no Delta table but holds files is refused
- * too. A missing or empty location is fine (the table will be created). */
+ * too. A missing or empty location is fine (the table will be created). A
+ * silver table may also be one with neither (the reference marks none). */
 int mcdc_table_check_kind(mcdc_table *t, mcdc_table_kind want, const char *role,
                           mcdc_error *err);
 /* Calls fn with the statistics JSON of every live file (NULL when a file
@@ -128,31 +135,86 @@ typedef struct mcdc_table_commit {
 int mcdc_appender_commit_with(mcdc_appender *a, const mcdc_table_commit *c, bool *skipped,
                               int64_t *version, mcdc_error *err);
 
+/* Closes the data file being written, if any, so that the next write
+ * starts another: callers that cut files themselves (a merge keeping each
+ * file to one key range). *path (may be NULL): the closed file's path
+ * relative to the table root, borrowed until the appender is freed; NULL
+ * when no file was open. */
+int mcdc_appender_roll(mcdc_appender *a, const char **path, mcdc_error *err);
 /* Frees; an uncommitted appender deletes the files it wrote. NULL-safe. */
 void mcdc_appender_free(mcdc_appender *a);
 int64_t mcdc_appender_rows(const mcdc_appender *a);
 
-/* ---- scans ----------------------------------------------------------------
- * The rows of one version of a table, batch by batch, in the table's logical
- * column names (physical ones of a column-mapped table are mapped back;
- * columns a file lacks read NULL), only the columns asked for, in that
- * order. Pruning on one integer or text column: files (by their Delta
- * statistics) and row groups (by their Parquet statistics) that cannot hold
- * a value in [lo, hi) are not read; the rows of what is read are not
- * filtered (the caller's predicate does that). */
+/* ---- views, files and scans ----------------------------------------------
+ * A view is one version of a table: its schema (logical column names), its
+ * live data files with their statistics, and how those files name their
+ * columns (physical names on a column-mapped table). Readers read one file
+ * of a view, pull-style; scans read many files, push-style. Both give rows
+ * in the table's logical column names (columns a file lacks read NULL),
+ * only the columns asked for, in that order. */
+typedef struct mcdc_table_view mcdc_table_view;
+/* The view of version (-1: the latest); *out NULL (MCDC_OK) when the table
+ * does not exist. The view borrows t. */
+int mcdc_table_view_open(mcdc_table_view **out, mcdc_table *t, int64_t version,
+                         mcdc_error *err);
+void mcdc_table_view_free(mcdc_table_view *v);
+int64_t mcdc_table_view_version(const mcdc_table_view *v);
+/* Borrowed from the view. */
+const mcdc_schema *mcdc_table_view_schema(const mcdc_table_view *v);
+/* A metaData.configuration value, NULL when absent; borrowed. */
+const char *mcdc_table_view_config(const mcdc_table_view *v, const char *key);
+/* Partition columns of the version (0: unpartitioned). */
+size_t mcdc_table_view_partition_columns(const mcdc_table_view *v);
+/* One live data file; the strings are borrowed from the view. */
+typedef struct mcdc_table_file {
+    const char *path;       /* relative to the table root */
+    int64_t bytes;
+    const char *stats_json; /* NULL: no statistics */
+} mcdc_table_file;
+size_t mcdc_table_view_file_count(const mcdc_table_view *v);
+/* Files sorted by path. */
+mcdc_table_file mcdc_table_view_file(const mcdc_table_view *v, size_t i);
+/* The name a column has in the files' statistics (its physical name on a
+ * column-mapped table); NULL when the view has no such column. */
+const char *mcdc_table_view_stats_name(const mcdc_table_view *v, const char *column);
+
+typedef struct mcdc_table_reader mcdc_table_reader;
+/* Opens file path of the view (which must outlive the reader) for the
+ * columns named (NULL: every column of the view). prune (may be NULL):
+ * row groups that cannot hold a value of its prune_column in [lo, hi) are
+ * skipped, as a scan skips them. */
+struct mcdc_table_scan;
+int mcdc_table_reader_open(mcdc_table_reader **out, mcdc_table_view *v, const char *path,
+                           const char *const *columns, int32_t n_columns,
+                           const struct mcdc_table_scan *prune, mcdc_error *err);
+/* The next batch (owned by the caller), NULL at the end. */
+int mcdc_table_reader_next(mcdc_batch **out, mcdc_table_reader *r, mcdc_error *err);
+const char *mcdc_table_reader_path(const mcdc_table_reader *r);
+void mcdc_table_reader_free(mcdc_table_reader *r);
+
+/* Scans: the rows of one version of a table, batch by batch. Pruning on one
+ * integer or text column: files (by their Delta statistics) and row groups
+ * (by their Parquet statistics) that cannot hold a value in [lo, hi) are
+ * not read; the rows of what is read are not filtered (the caller's
+ * predicate does that). file_fn (may be NULL) skips more files: it sees
+ * each file that pruning kept, and returns false to skip it. */
 typedef struct mcdc_scan_bound {
     bool set;                     /* false: open */
     const char *text;             /* a text bound, else NULL */
     int64_t i;                    /* an integer bound when text is NULL */
 } mcdc_scan_bound;
+typedef bool (*mcdc_table_file_fn)(void *ctx, const mcdc_table_view *v, const mcdc_table_file *f);
 typedef struct mcdc_table_scan {
     int64_t version;              /* -1: the latest */
     const char *const *columns;   /* NULL: every column */
     int32_t n_columns;
     const char *prune_column;     /* NULL: read every file */
     mcdc_scan_bound lo, hi;       /* lo <= value < hi */
+    mcdc_table_file_fn file_fn;   /* NULL: none */
+    void *file_ctx;
 } mcdc_table_scan;
-#define MCDC_TABLE_SCAN_INIT {-1, NULL, 0, NULL, {false, NULL, 0}, {false, NULL, 0}}
+#define MCDC_TABLE_SCAN_INIT \
+    {-1, NULL, 0, NULL, {false, NULL, 0}, {false, NULL, 0}, NULL, NULL}
 /* fn owns each batch. *version_read: the version scanned (-1: no table,
  * fn never called). *files_read (may be NULL): data files opened. */
 int mcdc_table_scan_run(mcdc_table *t, const mcdc_table_scan *scan, mcdc_batch_fn fn, void *ctx,

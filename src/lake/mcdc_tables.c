@@ -124,6 +124,14 @@ static const comment PLANS_COMMENTS[] = {
     {NULL, NULL},
 };
 
+static const comment SILVER_COMMENTS[] = {
+    {"_start_lsn", "Commit LSN of the source transaction that wrote the row's current image (0x "
+                   "and 20 upper-case hex digits); on a row unchanged since a snapshot, the LSN "
+                   "that snapshot (or its chunk) was read at."},
+    {"_commit_ts", "Commit time of _start_lsn in UTC."},
+    {NULL, NULL},
+};
+
 static const struct {
     const char *description;
     const comment *comments;
@@ -146,6 +154,11 @@ static const struct {
                          "that row's payload whole. They are values of the source table's key: "
                          "give this table bronze's access rules.",
                          PLANS_COMMENTS},
+    [MCDC_KIND_SILVER] = {"The current state of one SQL Server table, one row per key, kept by "
+                          "mssql-cdc apply from its bronze change log: deleted rows are "
+                          "removed. The control table's applied_lsn says how far it is "
+                          "applied, its finalized_until which periods are complete.",
+                          SILVER_COMMENTS},
 };
 
 const char *mcdc_table_description(mcdc_table_kind k) {

@@ -591,14 +591,7 @@ static int to_phys(wcol *c, mcdc_buf *o, const mcdc_column *in, int64_t r0, cons
 
 /* ---- dictionary ---------------------------------------------------------------- */
 
-static uint64_t hash_mix(uint64_t h) {
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ULL;
-    h ^= h >> 33;
-    return h;
-}
+static uint64_t hash_mix(uint64_t h) { return mcdc_mix64(h); }
 
 static uint64_t hash_bytes(const uint8_t *p, size_t n) {
     uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;

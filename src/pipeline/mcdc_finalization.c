@@ -59,6 +59,34 @@ int mcdc_verdict_read(mcdc_verdict *out, const char *control_table, const char *
     return rc;
 }
 
+int mcdc_verdict_open_snapshot(bool *has, char out_lsn[24], const char *control_table,
+                               const char *warehouse, const char *table_name, mcdc_error *err) {
+    int rc = check_args("mcdc_verdict_open_snapshot", has, control_table, table_name, err);
+    if (rc == MCDC_OK && out_lsn == NULL)
+        rc = mcdc_error_set(err, MCDC_E_INVALID, "mcdc_verdict_open_snapshot: out_lsn is NULL");
+    if (rc) return rc;
+    *has = false;
+    out_lsn[0] = 0;
+    mcdc_table *t;
+    rc = mcdc_table_open(&t, control_table, warehouse, err);
+    if (rc) return rc;
+    mcdc_batch *b = NULL;
+    int64_t version;
+    rc = mcdc_table_read_all(t, &b, &version, err);
+    int64_t r = rc == MCDC_OK ? mcdc_control_find(b, table_name) : -1;
+    if (r >= 0) {
+        mcdc_cell c = mcdc_row_get(b, r, MCDC_C_OPEN_SNAPSHOT_LSN);
+        if (c.kind == MCDC_CELL_TEXT && c.i < 24) {
+            memcpy(out_lsn, c.s, (size_t)c.i);
+            out_lsn[c.i] = 0;
+            *has = true;
+        }
+    }
+    mcdc_batch_free(b);
+    mcdc_table_close(t);
+    return rc;
+}
+
 /* The verdict's move, decided on the row's current cells. */
 typedef struct {
     int64_t candidate, end_commit_us, now_us;

@@ -221,14 +221,19 @@ static char *meta_text(json_t *meta, const mcdc_frame *f, const mcdc_unit *u) {
 /* Commits a's files under txn(app_id, u->id); a skip is verified. Takes
  * meta (NULL: out of memory building it). */
 static int commit_verified(mcdc_frame *f, mcdc_table *t, const char *role, const char *app_id,
-                           const mcdc_unit *u, mcdc_appender *a, json_t *meta, bool *was_skipped,
-                           mcdc_error *err) {
+                           const mcdc_unit *u, mcdc_appender *a, json_t *meta,
+                           const mcdc_table_commit *tmpl, bool *was_skipped, mcdc_error *err) {
     char *text = meta_text(meta, f, u);
     json_decref(meta);
     if (text == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     bool skipped = false;
     int64_t version;
-    int rc = mcdc_appender_commit(a, app_id, u->id, text, &skipped, &version, err);
+    mcdc_table_commit c = {.read_version = -1};
+    if (tmpl) c = *tmpl;
+    c.app_id = app_id;
+    c.txn_version = u->id;
+    c.user_metadata = text;
+    int rc = mcdc_appender_commit_with(a, &c, &skipped, &version, err);
     free(text);
     if (rc == MCDC_OK && skipped) {
         /* A commit of this txn appeared since the check: whose? */
@@ -250,8 +255,14 @@ static int commit_verified(mcdc_frame *f, mcdc_table *t, const char *role, const
 
 int mcdc_frame_commit_data(mcdc_frame *f, const mcdc_unit *u, mcdc_appender *a, json_t *meta,
                            bool *skipped, mcdc_error *err) {
+    return mcdc_frame_commit_data_with(f, u, a, meta, NULL, skipped, err);
+}
+
+int mcdc_frame_commit_data_with(mcdc_frame *f, const mcdc_unit *u, mcdc_appender *a, json_t *meta,
+                                const mcdc_table_commit *c, bool *skipped, mcdc_error *err) {
     MCDC_ASSERT(!u->data_done);
-    int rc = commit_verified(f, f->cfg->target, "target", f->cfg->app_id, u, a, meta, skipped, err);
+    int rc = commit_verified(f, f->cfg->target, "target", f->cfg->app_id, u, a, meta, c, skipped,
+                             err);
     if (rc) mcdc_error_wrap(err, "committing unit %lld to %s", (long long)u->id,
                             mcdc_table_name(f->cfg->target));
     return rc;
@@ -273,7 +284,7 @@ static int write_facts(mcdc_frame *f, const mcdc_unit *u, const mcdc_unit_result
     json_t *meta = json_pack("{s:s, s:I}", "app_id", f->cfg->app_id, "batch_id", (json_int_t)u->id);
     if (rc == MCDC_OK)
         rc = commit_verified(f, f->cfg->facts, "facts table", f->cfg->facts_app_id, u, a, meta,
-                             NULL, err);
+                             NULL, NULL, err);
     else
         json_decref(meta);
     mcdc_appender_free(a);

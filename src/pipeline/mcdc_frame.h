@@ -134,6 +134,12 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
  * standing are that commit's, not these. */
 int mcdc_frame_commit_data(mcdc_frame *f, const mcdc_unit *u, mcdc_appender *a, json_t *meta,
                            bool *skipped, mcdc_error *err);
+/* The same as a rewrite: c (may be NULL: an append) gives the operation,
+ * the files removed and the version read (a strict read-modify-write: any
+ * commit since is MCDC_E_CONFLICT); its txn and userMetadata are the
+ * frame's. A merge commits with it. */
+int mcdc_frame_commit_data_with(mcdc_frame *f, const mcdc_unit *u, mcdc_appender *a, json_t *meta,
+                                const mcdc_table_commit *c, bool *skipped, mcdc_error *err);
 const mcdc_ctx *mcdc_frame_ctx(const mcdc_frame *f);
 /* The table the job's data goes to (borrowed). */
 mcdc_table *mcdc_frame_target(const mcdc_frame *f);

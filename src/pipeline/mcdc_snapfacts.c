@@ -36,6 +36,7 @@ static bool cell_is(mcdc_cell c, const char *s) {
 
 /* app_id itself, or app_id.g<digits>: a generation of the stream. */
 static bool in_family(const load_acc *a, mcdc_cell c) {
+    if (a->app_id == NULL) return true; /* every stream's */
     if (c.kind != MCDC_CELL_TEXT || (size_t)c.i < a->app_len || memcmp(c.s, a->app_id, a->app_len))
         return false;
     size_t n = (size_t)c.i, i = a->app_len;
@@ -143,10 +144,10 @@ static int load_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
 
 int mcdc_snapfacts_load(mcdc_snapfacts *out, mcdc_table *facts, const char *target,
                         const char *warehouse, const char *app_id, mcdc_error *err) {
-    MCDC_ASSERT(out && target && app_id);
+    MCDC_ASSERT(out && target);
     memset(out, 0, sizeof *out);
     if (facts == NULL) return MCDC_OK;
-    load_acc a = {.sf = out, .app_id = app_id, .app_len = strlen(app_id), .target = target,
+    load_acc a = {.sf = out, .app_id = app_id, .app_len = app_id ? strlen(app_id) : 0, .target = target,
                   .warehouse = warehouse};
     a.target_canon = resolved(target, warehouse);
     mcdc_table_scan sc = MCDC_TABLE_SCAN_INIT;
@@ -158,7 +159,7 @@ int mcdc_snapfacts_load(mcdc_snapfacts *out, mcdc_table *facts, const char *targ
     mcdc_free(a.seen);
     if (rc) {
         mcdc_snapfacts_free(out);
-        mcdc_error_wrap(err, "reading the snapshot rows of %s in %s", app_id,
+        mcdc_error_wrap(err, "reading the snapshot rows of %s in %s", app_id ? app_id : target,
                         mcdc_table_name(facts));
     }
     return rc;

@@ -53,8 +53,9 @@ typedef struct mcdc_snapfacts {
     int n;
 } mcdc_snapfacts;
 
-/* The snapshot rows of app_id's stream (every generation) for target in
- * facts (none when facts does not exist). target matches as given or by
+/* The snapshot rows of app_id's stream (every generation; NULL: every
+ * stream's, as silver reads them) for target in facts (none when facts does
+ * not exist). target matches as given or by
  * the location it resolves to under warehouse. */
 int mcdc_snapfacts_load(mcdc_snapfacts *out, mcdc_table *facts, const char *target,
                         const char *warehouse, const char *app_id, mcdc_error *err);

@@ -286,6 +286,11 @@ int mcdc_changes__resolve_instance(mcdc_changes *c, const char *want, mcdc_error
     return rc;
 }
 
+const char *const *mcdc_changes_index_keys(const mcdc_changes *c, int *n) {
+    *n = c->n_keys;
+    return (const char *const *)c->keys;
+}
+
 void mcdc_changes_close(mcdc_changes *c) {
     if (c == NULL) return;
     mcdc_changes__follow_free(c);

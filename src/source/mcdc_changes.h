@@ -232,6 +232,9 @@ int mcdc_changes_snapshot_read(mcdc_changes *c, const json_t *keys, const json_t
  * case)? A prefix: name may be a statistic cut at some characters. */
 int mcdc_changes_is_table_instance(mcdc_changes *c, const char *name, bool prefix, bool *yes,
                                    mcdc_error *err);
+/* The capture instance's unique index (index_column_list), its columns in
+ * order; borrowed; *n = 0 when it has none. */
+const char *const *mcdc_changes_index_keys(const mcdc_changes *c, int *n);
 /* The tracked table, "schema.table" (borrowed strings). */
 const char *mcdc_changes_source_schema(const mcdc_changes *c);
 const char *mcdc_changes_source_table(const mcdc_changes *c);

@@ -24,6 +24,18 @@ void mcdc__assert_fail(const char *expr, const char *file, int line)
     ((e) ? (void)0 : mcdc__assert_fail(#e, __FILE__, __LINE__))
 #define MCDC_UNREACHABLE() mcdc__assert_fail("unreachable", __FILE__, __LINE__)
 
+/* A 64-bit finalizer (MurmurHash3's fmix64): every input bit moves every
+ * output bit. For hash tables and filters over our own data (no
+ * adversary). */
+static inline uint64_t mcdc_mix64(uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
+    return h;
+}
+
 #define MCDC_PRINTF(a, b) __attribute__((format(printf, a, b)))
 
 /* ---- errors ------------------------------------------------------------ */

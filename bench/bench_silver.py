@@ -1,0 +1,236 @@
+"""Silver benchmark (make bench-silver): mssql-cdc apply next to deltalake's merge.
+
+1. rebuild: a bronze of BENCH_SILVER_ROWS snapshot rows (default 10,000,000,
+   operation 0, one snapshot LSN) applied into a new silver: the full
+   rebuild, ranked by key, written as key-ordered files.
+2. apply: BENCH_SILVER_CHANGES change rows appended to bronze (default
+   1,000,000 changes spread over the key space: 60% updates, as CDC writes
+   them, a before image (3) and an after image (4) each; 20% inserts of new
+   keys between the existing ones; 20% deletes), then one apply pass.
+3. deltalake: the same 10M-row silver written by deltalake, and the same
+   changes, ranked to their latest row per key beforehand (not timed),
+   merged with DeltaTable.merge (when_matched_delete for deletes,
+   when_matched_update_all, when_not_matched_insert_all).
+4. flat memory: the apply of step 2 repeated on a table a tenth the size.
+
+The bronze and the changes are generated with pyarrow and written with
+deltalake (the stream's bronze has the same columns). Every process is its
+own, so peak RSS is each one's (os.wait4). Prints `name: value` lines and the
+figures against the goals: apply_rows_per_s, apply_vs_deltalake_ratio (>= 3),
+apply_peak_rss_mb (<= 512, flat), rebuild_rows_per_s (>= 1,000,000).
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("MCDC_BUILD", os.path.join(ROOT, "build"))
+CLI = os.path.join(BUILD, "mssql-cdc")
+CI = "dbo_orders"
+S = 1000  # the snapshot's LSN (as a number); changes come after it
+
+
+def lsn(n):
+    return "0x%020X" % n
+
+
+def rand_ints(pa, pc, n, hi):
+    """n integers in [0, hi)."""
+    return pc.cast(pc.floor(pc.multiply(pc.random(n), hi)), pa.int64())
+
+
+def bronze_table(pa, pc, keys, ops, lsns, seqs, snapshot):
+    """Bronze rows: the reader's columns, the captured ones, bronze's own.
+    keys, ops, lsns, seqs: arrow arrays; snapshot: every row a snapshot row
+    at S (operation 0)."""
+    n = len(keys)
+    text = pa.string()
+    name = pc.binary_join_element_wise(
+        "customer-", pc.cast(pc.bit_wise_and(keys, 65535), text), "#",
+        pc.cast(rand_ints(pa, pc, n, 1000), text), "")
+    amount = pc.cast(pc.cast(pc.subtract(rand_ints(pa, pc, n, 2 * 10**9), 10**9),
+                             pa.decimal128(19, 0)), pa.decimal128(18, 4), safe=False)
+    at = pc.cast(pc.add(rand_ints(pa, pc, n, 10**13), 1_700_000_000_000_000), pa.timestamp("us"))
+    note = pc.if_else(pc.less(pc.random(n), 0.2), pa.scalar("note"), pa.scalar(None, text))
+    commit = pc.cast(pc.add(pc.multiply(lsns, 1000), 1_700_000_000_000_000), pa.timestamp("us"))
+    if snapshot:
+        start = pa.repeat(pa.scalar(lsn(S)), n)
+        seqval = pa.nulls(n, text)
+        command = pa.nulls(n, pa.int32())
+        batch = pa.nulls(n, pa.int32())
+        snap = start
+    else:
+        start = pa.array([lsn(x) for x in lsns.to_pylist()])
+        seqval = pa.array([lsn(x) for x in seqs.to_pylist()])
+        command = pa.repeat(pa.scalar(1, pa.int32()), n)
+        batch = pa.repeat(pa.scalar(0, pa.int32()), n)
+        snap = pa.nulls(n, text)
+    return pa.table({
+        "_capture_instance": pa.repeat(pa.scalar(CI), n),
+        "_start_lsn": start,
+        "_seqval": seqval,
+        "_operation": pc.cast(ops, pa.int32()),
+        "_command_id": command,
+        "_commit_ts": commit,
+        "id": keys,
+        "name": name,
+        "amount": amount,
+        "qty": pc.cast(rand_ints(pa, pc, n, 1000), pa.int32()),
+        "at": at,
+        "note": note,
+        "_batch_id": batch,
+        "_snapshot": snap,
+        "_chunk": pa.nulls(n, pa.int32()),
+    })
+
+
+def write(path, table, mode="append"):
+    from deltalake import write_deltalake
+    write_deltalake(path, table, mode=mode)
+
+
+def changes(pa, pc, rows, n_changes, rng):
+    """n_changes changes over the keys 0, 2, 4, ... 2*(rows-1): updates (a 3
+    and a 4, one seqval), inserts of odd keys next to existing ones,
+    deletes; four changes a commit. (keys, ops, lsns, seqvals), in commit
+    order."""
+    existing = sorted(rng.sample(range(rows), n_changes))
+    rng.shuffle(existing)
+    parts = {3: [], 4: [], 2: [], 1: []}
+    for i, k in enumerate(existing):
+        r = rng.random()
+        commit = S + 1 + i // 4
+        if r < 0.6:
+            parts[3].append((2 * k, commit, 2 * i + 1))
+            parts[4].append((2 * k, commit, 2 * i + 1))
+        elif r < 0.8:
+            parts[2].append((2 * k + 1, commit, 2 * i + 1))
+        else:
+            parts[1].append((2 * k, commit, 2 * i + 1))
+    rows_ = sorted(((lsn_, seq, op, key) for op, v in parts.items() for key, lsn_, seq in v))
+    keys = pa.array([r[3] for r in rows_], pa.int64())
+    ops = pa.array([r[2] for r in rows_], pa.int32())
+    lsns = pa.array([r[0] for r in rows_], pa.int64())
+    seqs = pa.array([r[1] for r in rows_], pa.int64())
+    return keys, ops, lsns, seqs
+
+
+# Runs argv and reports its wall seconds and peak RSS. From a process of its
+# own: a child's ru_maxrss starts at the RSS of the process that forked it
+# (exec keeps the old mm's high-water mark), and this one holds the tables.
+LAUNCH = """
+import os, sys, time
+t0 = time.monotonic()
+import subprocess
+p = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+_, status, ru = os.wait4(p.pid, 0)
+secs = time.monotonic() - t0
+sys.stdout.write(p.stdout.read().decode())
+sys.stderr.write(p.stderr.read().decode())
+print(f"@@ {os.waitstatus_to_exitcode(status)} {secs:.6f} {ru.ru_maxrss}", file=sys.stderr)
+"""
+
+
+def timed(argv):
+    """Runs argv; its wall seconds, peak RSS (MB) and stdout."""
+    p = subprocess.run([sys.executable, "-c", LAUNCH, *argv], capture_output=True, text=True)
+    tail = p.stderr.strip().splitlines()[-1].split()
+    assert tail[0] == "@@", p.stderr
+    rc, secs, rss_kb = int(tail[1]), float(tail[2]), int(tail[3])
+    if rc != 0:
+        sys.exit(f"{argv[0]} exited {rc}:\n{p.stdout}\n{p.stderr}")
+    return secs, rss_kb / 1024.0, p.stdout
+
+
+def apply_cmd(d):
+    return [CLI, "apply", "--bronze", f"{d}/bronze", "--target", f"{d}/silver",
+            "--control-table", f"{d}/control", "--capture-instance", CI, "--keys", "id"]
+
+
+def child_deltalake(d):
+    """In its own process: deltalake's merge of the ranked changes."""
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+    src = pq.read_table(f"{d}/ranked.parquet")
+    t0 = time.monotonic()
+    (DeltaTable(f"{d}/dl_silver").merge(src, predicate="t.id = s.id", source_alias="s",
+                                        target_alias="t")
+     .when_matched_delete(predicate="s._operation = 1")
+     .when_matched_update_all(predicate="s._operation <> 1", except_cols=["_operation"])
+     .when_not_matched_insert_all(predicate="s._operation <> 1", except_cols=["_operation"])
+     .execute())
+    print(f"{time.monotonic() - t0:.3f}")
+
+
+def run_size(pa, pc, rows, n_changes, d, with_deltalake, prefix=""):
+    import random
+    rng = random.Random(42)
+    keys = pc.multiply(pa.array(range(rows), pa.int64()), 2)
+    snap = bronze_table(pa, pc, keys, pa.repeat(pa.scalar(0, pa.int32()), rows),
+                        pa.repeat(pa.scalar(S, pa.int64()), rows), None, True)
+    write(f"{d}/bronze", snap, mode="overwrite")
+    print(f"{prefix}bronze_snapshot_rows: {rows}", flush=True)
+    secs, rss, _ = timed(apply_cmd(d))
+    print(f"{prefix}rebuild_seconds: {secs:.3f}")
+    print(f"{prefix}rebuild_rows_per_s: {rows / secs:.0f}")
+    print(f"{prefix}rebuild_peak_rss_mb: {rss:.1f}", flush=True)
+    k, o, l, q = changes(pa, pc, rows, n_changes, rng)
+    ch = bronze_table(pa, pc, k, o, l, q, False)
+    write(f"{d}/bronze", ch)
+    print(f"{prefix}change_rows: {ch.num_rows}  ({n_changes} changes)", flush=True)
+    secs, rss, out = timed(apply_cmd(d))
+    print(f"{prefix}apply_seconds: {secs:.3f}")
+    print(f"{prefix}apply_rows_per_s: {n_changes / secs:.0f}")
+    print(f"{prefix}apply_peak_rss_mb: {rss:.1f}")
+    print(f"{prefix}apply_result: {out.strip()}", flush=True)
+    if not with_deltalake:
+        return secs, rss, None
+    # deltalake: the same silver, the same changes ranked beforehand
+    import pyarrow.parquet as pq
+    silver_cols = ["id", "name", "amount", "qty", "at", "note", "_start_lsn", "_commit_ts"]
+    write(f"{d}/dl_silver", snap.select(silver_cols), mode="overwrite")
+    del snap
+    t = ch.select([*silver_cols, "_operation"])
+    # latest per key: rows are in commit order, a 4 after its 3: the last of each key
+    t = t.append_column("_i", pa.array(range(t.num_rows), pa.int64()))
+    last = t.group_by("id").aggregate([("_i", "max")])
+    ranked = t.take(last["_i_max"]).drop_columns(["_i"])
+    pq.write_table(ranked, f"{d}/ranked.parquet")
+    dsecs, drss, out = timed([sys.executable, __file__, "--deltalake", d])
+    merge_secs = float(out.strip().splitlines()[-1])
+    print(f"deltalake_merge_seconds: {merge_secs:.3f}")
+    print(f"deltalake_merge_process_seconds: {dsecs:.3f}")
+    print(f"deltalake_rows_per_s: {n_changes / merge_secs:.0f}")
+    print(f"deltalake_peak_rss_mb: {drss:.1f}", flush=True)
+    return secs, rss, merge_secs
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--deltalake":
+        child_deltalake(sys.argv[2])
+        return
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    rows = int(os.environ.get("BENCH_SILVER_ROWS", 10_000_000))
+    n_changes = int(os.environ.get("BENCH_SILVER_CHANGES", 1_000_000))
+    subprocess.run(["make", "--no-print-directory", "-s", CLI], cwd=ROOT, check=True)
+    base = tempfile.mkdtemp(prefix="mcdc-bench-silver-")
+    try:
+        print(f"rows: {rows}\nchanges: {n_changes}", flush=True)
+        d = os.path.join(base, "big")
+        secs, rss, merge_secs = run_size(pa, pc, rows, n_changes, d, True)
+        shutil.rmtree(d, ignore_errors=True)
+        small = os.path.join(base, "small")
+        _, rss_small, _ = run_size(pa, pc, rows // 10, n_changes // 10, small, False,
+                                   prefix="small_")
+        print(f"apply_vs_deltalake_ratio: {merge_secs / secs:.2f}   (goal >= 3)")
+        print(f"apply_peak_rss_mb: {rss:.1f}   (goal <= 512; a tenth the table: {rss_small:.1f})")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,246 @@
+/* cmd_apply.c - mssql-cdc apply: silver from bronze (the reference's apply_changes). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char APPLY_HELP[] =
+    "usage: mssql-cdc apply --bronze B --target T --control-table C [--facts-table F]\n"
+    "                       (--keys K | source options) [...]\n"
+    "\n"
+    "Keeps T (silver), the current state of the source table, one row per key, from\n"
+    "the bronze change log B, and prints the reference's ApplyResult as JSON on\n"
+    "stdout: {\"rebuilt\", \"applied_lsn\", \"finalized_until\", \"bronze_found\"}, then what\n"
+    "the run did (passes, inserted, updated, deleted, silver_version, open_snapshot_lsn,\n"
+    "snapshot_wave).\n"
+    "\n"
+    "Each pass ranks what B holds beyond T's position (applied_lsn in C): the latest\n"
+    "row of each key by (_start_lsn, _command_id, _seqval, _operation); operation 1\n"
+    "deletes the key, 0, 2 and 4 set it, 3 deletes its own key unless the 4 of the same\n"
+    "change outranks it. Keys match null-safely; deleted rows are removed. A row only\n"
+    "takes an image newer than its own _start_lsn, so applying again changes nothing.\n"
+    "When B holds a complete snapshot newer than the one T was rebuilt from, T is\n"
+    "rebuilt from it and the changes after it. A chunked snapshot still open is applied\n"
+    "wave by wave (with one integer, date or timestamp key, the keys a chunk lacks are\n"
+    "deleted) and holds T's verdict until it completes. T's columns are the captured\n"
+    "ones, _start_lsn and _commit_ts; columns B gains are added. Only the files holding\n"
+    "changed keys are rewritten, in one commit; then C gets applied_lsn, snapshot_lsn,\n"
+    "open_snapshot_lsn and snapshot_wave, and T's finalized_until moves to B's verdict\n"
+    "read before B. Killed at any point, the next run gives the same T.\n"
+    "\n"
+    "  --bronze B           the stream's target, named as the stream was given it\n"
+    "  --target T           silver: a path, or schema.table under --warehouse\n"
+    "  --control-table C    the position and the verdicts (B's must be there too)\n"
+    "  --facts-table F      the stream's facts table: needed for chunked snapshots and\n"
+    "                       an emptied table's re-snapshot; without it T's verdict is\n"
+    "                       never advanced\n"
+    "  --keys K             the key columns, as a JSON list ([\"region\",\"id\"]) or comma-\n"
+    "                       separated; default: the capture instance's unique index, read\n"
+    "                       through the source options\n"
+    "  --capture-instance CI  the stream's (default: the captureInstance option)\n"
+    "  --granularity G      hour (default), minute or day\n"
+    "  --trigger T          once (default): one pass; availableNow: passes until B holds\n"
+    "                       nothing new; processingTime=<n>[ms|s|m]: a pass at most that\n"
+    "                       often, until stopped; default: passes back to back, polling an\n"
+    "                       idle B every second. Long-running triggers print a JSON line per\n"
+    "                       pass.\n"
+    "  --max-passes N       stop after N passes\n"
+    "  --memory-mb N        rows sorted in memory before they spill (default 128)\n"
+    "  --file-rows N        rows a silver file holds, about (default 1048576)\n"
+    "  --warehouse W        directory holding schema.table names (default ./warehouse)\n"
+    "  --verbose            what each pass read, ranked and merged, and how long it took\n"
+    "\n"
+    "Source options as for stream (captureInstance, connectionString, ...): with a\n"
+    "connection string, the key comes from the unique index and the table's other\n"
+    "capture instances (after a switch) are its too; a row of any other capture\n"
+    "instance in B stops the run. SIGINT/SIGTERM finish the current pass and stop.\n"
+    "\n"
+    "Exit codes: 0 applied (or B does not exist yet: bronze_found false); 2 bad usage,\n"
+    "or no key; 4 a silver column's type differs from bronze's; 7 a table of another\n"
+    "kind, or one table in two roles; 12 another writer commits to T as apply; others\n"
+    "as for stream.\n";
+
+static mcdc_apply *volatile g_running;
+
+static void on_signal(int sig) {
+    (void)sig;
+    if (g_running) mcdc_apply_request_stop(g_running);
+}
+
+/* --keys: a JSON list of names (["region","id"]) or names separated by
+ * commas. keys[] point into buf (a copy of v). */
+static int parse_keys(const char *v, char *buf, size_t cap, const char **keys, int32_t *n) {
+    *n = 0;
+    size_t len = strlen(v);
+    if (len == 0 || len >= cap) return -1;
+    memcpy(buf, v, len + 1);
+    char *p = buf, *end = buf + len;
+    while (p < end && *p == ' ') p++;
+    while (end > p && end[-1] == ' ') end--;
+    bool json = p < end && *p == '[';
+    if (json) {
+        if (end - p < 2 || end[-1] != ']') return -1;
+        p++;
+        end--;
+    }
+    *end = 0;
+    for (char *tok = p;;) {
+        char *comma = strchr(tok, ',');
+        if (comma) *comma = 0;
+        while (*tok == ' ') tok++;
+        char *te = tok + strlen(tok);
+        while (te > tok && te[-1] == ' ') te--;
+        *te = 0;
+        if (json) {
+            size_t l = strlen(tok);
+            if (l < 2 || tok[0] != '"' || tok[l - 1] != '"') return -1;
+            tok[l - 1] = 0;
+            tok++;
+            if (strchr(tok, '"') || strchr(tok, '\\')) return -1; /* no escapes */
+        }
+        if (*tok == 0 || *n >= 32) return -1;
+        keys[(*n)++] = tok;
+        if (!comma) break;
+        tok = comma + 1;
+    }
+    return 0;
+}
+
+static void print_pass(void *ctx, const mcdc_apply_result *r) {
+    (void)ctx;
+    char json[MCDC_APPLY_RESULT_JSON_SIZE];
+    mcdc_error e = MCDC_ERROR_INIT;
+    if (mcdc_apply_result_json(json, sizeof json, r, &e) == MCDC_OK) {
+        printf("%s\n", json);
+        fflush(stdout);
+    }
+}
+
+static int parse_count(const char *name, const char *v, int64_t *out) {
+    char *end;
+    long long n = strtoll(v, &end, 10);
+    if (*end || end == v || n < 1) return cli_usage_error(name, v);
+    *out = n;
+    return EXIT_OK;
+}
+
+int cmd_apply(int argc, char **argv) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_opts *opts;
+    if (mcdc_opts_create(&opts, &e)) return cli_fail(&e);
+    mcdc_apply_cfg cfg = MCDC_APPLY_CFG_INIT;
+    char keybuf[4096];
+    const char *keys[32];
+    int rc = EXIT_OK;
+    for (int i = 0; i < argc && rc == EXIT_OK; i++) {
+        const char *a = argv[i], *v = NULL;
+#define NEEDV()                                                          \
+    do {                                                                 \
+        if ((v = cli_value(argc, argv, &i)) == NULL) {                   \
+            rc = cli_usage_error("%s needs a value", a);                 \
+            goto out;                                                    \
+        }                                                                \
+    } while (0)
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(APPLY_HELP, stdout);
+            goto out;
+        } else if (strcmp(a, "--bronze") == 0) {
+            NEEDV();
+            cfg.bronze = v;
+        } else if (strcmp(a, "--target") == 0) {
+            NEEDV();
+            cfg.target = v;
+        } else if (strcmp(a, "--control-table") == 0) {
+            NEEDV();
+            cfg.control_table = v;
+        } else if (strcmp(a, "--facts-table") == 0) {
+            NEEDV();
+            cfg.facts_table = v;
+        } else if (strcmp(a, "--warehouse") == 0) {
+            NEEDV();
+            cfg.warehouse = v;
+        } else if (strcmp(a, "--capture-instance") == 0) {
+            NEEDV();
+            cfg.capture_instance = v;
+        } else if (strcmp(a, "--keys") == 0) {
+            NEEDV();
+            if (parse_keys(v, keybuf, sizeof keybuf, keys, &cfg.n_keys)) {
+                rc = cli_usage_error("--keys: expected column names, as a JSON list or separated "
+                                     "by commas, not '%s'",
+                                     v);
+                goto out;
+            }
+            cfg.keys = keys;
+        } else if (strcmp(a, "--granularity") == 0) {
+            NEEDV();
+            if (mcdc_granularity_parse(v, &cfg.granularity, &e)) {
+                rc = cli_fail(&e);
+                goto out;
+            }
+        } else if (strcmp(a, "--trigger") == 0) {
+            NEEDV();
+            if (cli_parse_trigger(v, &cfg.trigger, &cfg.processing_time_ms)) {
+                rc = cli_usage_error("--trigger: expected once, availableNow, default or "
+                                     "processingTime=<n>[ms|s|m], not '%s'",
+                                     v);
+                goto out;
+            }
+        } else if (strcmp(a, "--max-passes") == 0) {
+            NEEDV();
+            if ((rc = parse_count("--max-passes must be a whole number >= 1, not '%s'", v,
+                                  &cfg.max_passes)) != EXIT_OK)
+                goto out;
+        } else if (strcmp(a, "--memory-mb") == 0) {
+            NEEDV();
+            if ((rc = parse_count("--memory-mb must be a whole number of megabytes >= 1, not '%s'",
+                                  v, &cfg.memory_mb)) != EXIT_OK)
+                goto out;
+        } else if (strcmp(a, "--file-rows") == 0) {
+            NEEDV();
+            if ((rc = parse_count("--file-rows must be a whole number >= 1, not '%s'", v,
+                                  &cfg.file_rows)) != EXIT_OK)
+                goto out;
+        } else if (strcmp(a, "--verbose") == 0) {
+            cfg.log_level = MCDC_LOG_INFO;
+        } else if (cli_source_option(opts, argc, argv, &i, &rc)) {
+            if (rc) goto out;
+        } else {
+            rc = cli_usage_error("apply: unknown argument '%s'", a);
+            goto out;
+        }
+#undef NEEDV
+    }
+    if (cfg.bronze == NULL || cfg.target == NULL || cfg.control_table == NULL) {
+        rc = cli_usage_error("apply needs %s", "--bronze, --target and --control-table");
+        goto out;
+    }
+    if ((rc = cli_source_env(opts)) != EXIT_OK) goto out;
+    cfg.crash_at = getenv("MCDC_CRASH_AT"); /* test hook; the library reads no environment */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    bool long_running = cfg.trigger == MCDC_TRIGGER_DEFAULT ||
+                        cfg.trigger == MCDC_TRIGGER_PROCESSING_TIME;
+    mcdc_apply *ap = NULL;
+    mcdc_apply_result res;
+    int r = mcdc_apply_create(&ap, opts, &cfg, &e);
+    if (r == MCDC_OK) {
+        g_running = ap;
+        r = mcdc_apply_run(ap, long_running ? print_pass : NULL, NULL, &res, &e);
+        g_running = NULL;
+    }
+    mcdc_apply_free(ap);
+    if (r) {
+        rc = cli_fail(&e);
+        goto out;
+    }
+    print_pass(NULL, &res);
+    rc = EXIT_OK;
+out:
+    mcdc_opts_free(opts);
+    return rc;
+}

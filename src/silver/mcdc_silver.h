@@ -1,0 +1,292 @@
+/*
+ * mcdc_silver.h - silver: the current state of a source table, kept from
+ * bronze by `mssql-cdc apply` (the reference's apply_changes, §2.7), and
+ * the copy-on-write merge engine it writes with.
+ *
+ * The pieces, bottom up:
+ *   keys    a key tuple as memcmp-ordered bytes (NULL first; NULLs equal:
+ *           the reference's null-safe <=>), its 64-bit hash, a bloom filter
+ *   rank    a change row's place in commit order, (_start_lsn, _command_id,
+ *           _seqval, _operation), as bytes, and the rules that turn the
+ *           latest row of a key into a delete, an upsert or nothing
+ *   sorter  rows sorted by key (spilled to runs when they pass a memory
+ *           budget), the best-ranked row of each key or every row
+ *   index   per data file of silver: its rows, exact first and last key,
+ *           whether its rows are in key order, and for files another writer
+ *           added a bloom filter of its keys; kept next to the table
+ *           (_mssql_cdc_index/), keyed by file path: data files never
+ *           change, so an entry stays true while its file is live,
+ *           whatever else is committed (a file it does not know is read)
+ *   merge   the rows of a change set merged into silver: only the files
+ *           whose key range a change falls in (or that may hold one, for
+ *           files in no order) are read and rewritten, in key order, as
+ *           files of about one target size; one commit adds and removes
+ *   apply   the job: what bronze holds beyond silver's position, ranked,
+ *           merged, then the position and the verdict (mcdc_silver_apply.c)
+ */
+#ifndef MCDC_SILVER_H
+#define MCDC_SILVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mcdc_batch.h"
+#include "mcdc_context.h"
+#include "mcdc_lake.h"
+#include "mcdc_storage.h"
+#include "mcdc_util.h"
+
+/* ---- limits ------------------------------------------------------------------
+ * A silver file holds about this many rows (and at most this many bytes of
+ * batches) before the merge starts the next: large enough that a table of
+ * tens of millions of rows is a few dozen files, small enough that one
+ * change rewrites a bounded amount. Files under a quarter of it are small:
+ * the merge folds them into a neighbour it rewrites. */
+#define SILVER_FILE_ROWS_DEFAULT (1024 * 1024)
+#define SILVER_FILE_BYTES_MAX (96LL * 1024 * 1024)
+/* The sorter's in-memory run before it spills (rows, their keys and sort
+ * entries). The rest of the budget of a merge: one batch of each input,
+ * the output window and the Parquet writer's row group. */
+#define SILVER_SORT_BYTES_DEFAULT (128LL * 1024 * 1024)
+#define SILVER_SORT_BYTES_MIN (1LL * 1024 * 1024)
+/* Spilled runs merged at once (each holds one batch while merged); more
+ * runs are merged in rounds. */
+#define SILVER_RUNS_MAX 64
+/* Rows a batch of the sorter's output, the merge's window. */
+#define SILVER_BATCH_ROWS 65536
+/* A key of more than this many bytes (its columns encoded) is refused: a
+ * SQL Server index key is at most 1700 bytes, snapshotKeys a few columns. */
+#define SILVER_KEY_BYTES_MAX (64 * 1024)
+/* Key columns (SQL Server allows 32 in an index). */
+#define SILVER_KEYS_MAX 32
+/* The index: its entries (files) and its size. */
+#define SILVER_INDEX_FILES_MAX (1 << 22)
+#define SILVER_INDEX_BYTES_MAX (1LL << 31)
+/* Bloom filters: 10 bits a key, 7 probes: about 1% false positives. */
+#define SILVER_BLOOM_BITS_PER_KEY 10
+#define SILVER_BLOOM_PROBES 7
+
+/* ---- keys ---------------------------------------------------------------------- */
+
+/* Can a column of type t be (part of) a silver key? Every flat type can. */
+bool silver_key_type_ok(mcdc_type_id t);
+/* Appends the key of row `row` of the columns cols[0..n) to out: per column
+ * 0x00 for NULL, else 0x01 and an order-preserving encoding (integers,
+ * dates, times and decimals big-endian with the sign bit flipped; floats
+ * by their bits, -0 as 0, one NaN; text and binary with 0x00 escaped as
+ * 0x00 0xFF and ended by 0x00 0x00). memcmp of two encodings orders the
+ * tuples (NULL first), and they are equal exactly when the tuples are
+ * equal null-safely. MCDC_E_LIMIT past SILVER_KEY_BYTES_MAX. */
+int silver_key_append(mcdc_buf *out, const mcdc_column *const *cols, int32_t n, int64_t row,
+                      mcdc_error *err);
+/* The keys of rows [from, from + rows) at once (off[i]: where row from + i's
+ * key starts in out, off[rows] the end); the same bytes as
+ * silver_key_append, faster for one integer column. */
+int silver_keys_append(mcdc_buf *out, size_t *off, const mcdc_column *const *cols, int32_t n,
+                       int64_t from, int64_t rows, mcdc_error *err);
+uint64_t silver_hash(const void *p, size_t n);
+/* a <=> b of two encodings: memcmp, then the shorter first. */
+int silver_key_cmp(const uint8_t *a, size_t na, const uint8_t *b, size_t nb);
+
+/* ---- rank ----------------------------------------------------------------------
+ * A row's rank as bytes, memcmp-ordered as the reference orders rows of one
+ * key: _start_lsn, then _command_id (NULL lowest), _seqval (NULL lowest),
+ * _operation. The latest row is the greatest. */
+#define SILVER_RANK_BYTES 27
+typedef struct silver_rank {
+    uint8_t b[SILVER_RANK_BYTES];
+} silver_rank;
+/* lsn: "0x" + 20 hex digits (as bronze stores it; other text is
+ * MCDC_E_CORRUPT naming it); seqval NULL when absent (seq_len ignored). */
+int silver_rank_make(silver_rank *out, const char *lsn, size_t lsn_len, bool has_cmd,
+                     int32_t cmd, const char *seqval, size_t seq_len, int32_t op,
+                     mcdc_error *err);
+/* The synthetic delete a chunk range makes: at stamp, no command id or
+ * seqval, operation 1. */
+void silver_rank_delete_at(silver_rank *out, const uint8_t stamp[10]);
+static inline int silver_rank_op(const silver_rank *r) { return r->b[SILVER_RANK_BYTES - 1]; }
+/* Operations 1 (delete) and 3 (the row before an update, latest only when
+ * the update moved the row to another key) remove the key; 0, 2, 4 set it. */
+static inline bool silver_op_deletes(int op) { return op == 1 || op == 3; }
+/* Parses "0x" + 20 hex digits into 10 bytes; false for anything else. */
+bool silver_lsn_parse(uint8_t out[10], const char *text, size_t len);
+void silver_lsn_format(char out[23], const uint8_t lsn[10]);
+
+/* What the merge does to an existing silver row given the winning change
+ * of its key (NULL: none): the reference's whenMatched clauses, a change
+ * newer than the row's own _start_lsn (NULL: never newer) deleting or
+ * updating it; no change keeps it, unless the merge rebuilds (then a row
+ * no change names is deleted: whenNotMatchedBySourceDelete). */
+typedef enum { SILVER_KEEP = 0, SILVER_DELETE, SILVER_UPDATE } silver_action;
+silver_action silver_decide(const silver_rank *winner, bool has_row_lsn,
+                            const uint8_t row_lsn[10], bool rebuild);
+/* A change of a key silver does not hold is inserted unless it deletes. */
+static inline bool silver_inserts(const silver_rank *winner) {
+    return !silver_op_deletes(silver_rank_op(winner));
+}
+
+/* Tags of a change row: which part of the selection it comes from. A key
+ * whose rows carry neither BASE nor WAVE is not applied (its LATER rows
+ * only rank against a chunk's rows). */
+#define SILVER_TAG_BASE 1u  /* a change (or rebuild row) past the position */
+#define SILVER_TAG_WAVE 2u  /* a row of a chunk the open snapshot announced since */
+#define SILVER_TAG_LATER 4u /* a later change, applied or not, of a chunk's key */
+
+/* A chunk range [lo, hi) of a single integer, date or timestamp key (as
+ * int64: the integer, days, microseconds), read at stamp: silver rows of a
+ * key in it that the chunk lacks, older than the stamp, are deleted. */
+typedef struct silver_range {
+    bool has_lo, has_hi; /* false: open */
+    int64_t lo, hi;
+    uint8_t stamp[10];
+} silver_range;
+/* The range holding v among ranges sorted by lo (they tile: at most one),
+ * or NULL. */
+const silver_range *silver_range_find(const silver_range *r, int32_t n, int64_t v);
+/* A key column's value as the int64 ranges use; false for NULL or a type
+ * ranges do not take. */
+bool silver_range_value(const mcdc_column *c, int64_t row, int64_t *v);
+
+/* ---- bloom filters ---------------------------------------------------------------- */
+typedef struct silver_bloom {
+    uint64_t nbits;  /* a multiple of 64 */
+    uint64_t *words; /* owned */
+} silver_bloom;
+/* Sized for n keys, filled from their hashes. */
+int silver_bloom_build(silver_bloom *out, const uint64_t *hashes, int64_t n, mcdc_error *err);
+bool silver_bloom_may(const silver_bloom *b, uint64_t hash);
+void silver_bloom_free(silver_bloom *b);
+
+/* ---- sorter -------------------------------------------------------------------------- */
+typedef struct silver_sorter silver_sorter;
+typedef struct silver_sorter_cfg {
+    mcdc_schema *schema;          /* the rows' (borrowed; a reference is taken) */
+    const int32_t *key_cols;      /* the key's columns in schema */
+    int32_t n_keys;
+    /* Ranked: one row per key, its best by rank (the columns below); else
+     * every row, in key order. */
+    bool ranked;
+    int32_t lsn_col, cmd_col, seq_col, op_col; /* ranked; cmd_col may be -1 */
+    /* Ranked: keys whose rows' tags have none of these bits are left out
+     * (0: none left out). */
+    uint32_t keep_tags;
+    int64_t memory_bytes;         /* <= 0: SILVER_SORT_BYTES_DEFAULT */
+    mcdc_storage *spill;          /* where runs go (borrowed) */
+    const char *spill_prefix;     /* their keys start with it ("_mssql_cdc_spill/<id>-") */
+} silver_sorter_cfg;
+int silver_sorter_create(silver_sorter **out, const silver_sorter_cfg *cfg, mcdc_error *err);
+/* Adds the rows of b (the sorter's columns) whose index is in rows[0..n)
+ * (rows NULL: all of b), copying them, with their tags (tags[i] for the
+ * i-th row added; NULL: none); b stays the caller's. */
+int silver_sorter_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows, int64_t n,
+                      const uint32_t *tags, mcdc_error *err);
+/* Adds every row of b, taking b itself (no copy; freed with the sorter, or
+ * at once on error). */
+int silver_sorter_add_owned(silver_sorter *s, mcdc_batch *b, const uint32_t *tags,
+                            mcdc_error *err);
+/* No more rows: sorts what is held. Then the rows can be read, as often as
+ * wanted (silver_sorter_rewind). */
+int silver_sorter_finish(silver_sorter *s, mcdc_error *err);
+/* Back to the first row; keys_only: the chunks give keys, ranks and tags
+ * but no rows (cheaper when runs were spilled). */
+int silver_sorter_rewind(silver_sorter *s, bool keys_only, mcdc_error *err);
+/* Rows out of the sorter, in key order: a batch (NULL when keys_only) and,
+ * per row, its key (key[i], key_len[i] bytes, into the chunk), its rank
+ * (ranked sorters) and its key's tags OR'ed. */
+typedef struct silver_chunk {
+    int64_t n;
+    mcdc_batch *rows;
+    const uint8_t **key;
+    uint32_t *key_len;
+    silver_rank *rank;  /* ranked sorters; else NULL */
+    uint32_t *tags;
+    mcdc_buf bytes;     /* internal: the keys */
+} silver_chunk;
+/* The next chunk (owned by the sorter until the next call), or NULL at the
+ * end. */
+int silver_sorter_next(silver_sorter *s, const silver_chunk **out, mcdc_error *err);
+int64_t silver_sorter_rows(const silver_sorter *s);   /* rows added */
+int64_t silver_sorter_runs(const silver_sorter *s);   /* runs spilled */
+/* Deletes the runs it spilled. NULL-safe. */
+void silver_sorter_free(silver_sorter *s);
+
+/* ---- index ------------------------------------------------------------------------- */
+typedef struct silver_entry {
+    char *path;              /* owned: the data file, relative to the table */
+    int64_t rows;
+    uint8_t *min_key, *max_key; /* owned; NULL when rows == 0 */
+    uint32_t min_len, max_len;
+    bool sorted;             /* rows in key order (files the merge writes) */
+    bool has_min_lsn;        /* min_lsn: the smallest _start_lsn of its rows */
+    uint8_t min_lsn[10];
+    silver_bloom bloom;      /* nbits 0: none (files in key order need none) */
+} silver_entry;
+void silver_entry_clear(silver_entry *e);
+
+typedef struct silver_index {
+    int32_t n_keys;
+    char **key_names;        /* owned */
+    mcdc_type_id *key_types;
+    int64_t built_at;        /* the table version it was written for */
+    silver_entry *entries;   /* owned, sorted by path */
+    int64_t n, cap;
+} silver_index;
+#define SILVER_INDEX_DIR "_mssql_cdc_index/"
+/* Serialized form (checked: a length, a checksum; anything wrong is
+ * MCDC_E_CORRUPT naming what). */
+int silver_index_encode(mcdc_buf *out, const silver_index *ix, mcdc_error *err);
+int silver_index_decode(silver_index *out, const uint8_t *p, size_t n, mcdc_error *err);
+void silver_index_clear(silver_index *ix);
+/* The newest index file of the table under st that was written for keys
+ * (names and types); an empty index (n == 0) when there is none, when it
+ * is unreadable (a warning) or for other keys. */
+int silver_index_load(silver_index *out, mcdc_storage *st, const mcdc_schema *keys,
+                      mcdc_error *err);
+/* Writes ix as the index of version (and removes index files older than
+ * the one before it). */
+int silver_index_store(mcdc_storage *st, const silver_index *ix, int64_t version,
+                       mcdc_error *err);
+/* The entry of path, or NULL. */
+const silver_entry *silver_index_find(const silver_index *ix, const char *path);
+/* Takes e (moved: *e is cleared). */
+int silver_index_add(silver_index *ix, silver_entry *e, mcdc_error *err);
+/* Sorts the entries by path (after adds). */
+void silver_index_sort(silver_index *ix);
+
+/* ---- merge ---------------------------------------------------------------------------- */
+typedef struct silver_merge_in {
+    mcdc_table *target;             /* silver */
+    mcdc_table_view *view;          /* silver at the version merged into; NULL: no table */
+    mcdc_schema *out_schema;        /* silver's columns after the merge (view's + new) */
+    const int32_t *change_of_out;   /* per out column: its column in the change rows; -1 */
+    const int32_t *exist_of_out;    /* per out column: its column in the view; -1 */
+    const char *const *keys;        /* key columns (out_schema names) */
+    int32_t n_keys;
+    silver_sorter *changes;         /* finished, ranked: the best row per key */
+    int32_t change_lsn_col;         /* _start_lsn in the change rows */
+    bool rebuild;                   /* rows no change names are deleted */
+    const silver_range *ranges;     /* sorted by lo; single key only */
+    int32_t n_ranges;
+    int64_t file_rows;              /* <= 0: SILVER_FILE_ROWS_DEFAULT */
+    int64_t memory_bytes;           /* the sorter of other writers' rows */
+    mcdc_storage *spill;
+    const char *spill_prefix;
+    const mcdc_table_props *props;
+    const mcdc_ctx *ctx;            /* crash hook "during_merge" */
+    int64_t unit;
+} silver_merge_in;
+
+typedef struct silver_merge_out {
+    mcdc_appender *appender;        /* the files written (owned: commit or free) */
+    char **removes;                 /* owned: the files rewritten */
+    size_t n_removes;
+    silver_index index;             /* the table's index after the commit */
+    int64_t inserted, updated, deleted, kept;
+    int64_t files_read, files_written;
+    int64_t read_us, write_us;      /* decoding silver's files, encoding the new ones */
+    bool changed;                   /* anything to commit */
+} silver_merge_out;
+int silver_merge_run(silver_merge_out *out, const silver_merge_in *in, mcdc_error *err);
+void silver_merge_out_free(silver_merge_out *out);
+
+#endif /* MCDC_SILVER_H */

@@ -1,0 +1,1051 @@
+/*
+ * mcdc_silver_merge.c - the copy-on-write merge of a change set into silver
+ * (see mcdc_silver.h).
+ *
+ * The files of silver's version are of two sorts, by their index entries:
+ *   clustered  files in key order whose key ranges do not overlap (every
+ *              file the merge writes); sorted by first key they cut the
+ *              key space into segments, file i owning [first_i, first_i+1)
+ *   loose      the others (another writer's: a DELETE or UPDATE of Spark or
+ *              delta-rs, an INSERT; files no entry knows are read once to
+ *              make one)
+ * The change set comes sorted by key, one row per key (the sorter). One
+ * pass in key order then visits the segments: a clustered file that a
+ * change falls in (between its first and last key), that holds keys of a
+ * chunk range, that another writer's rows must join, or that is small and
+ * next to rows being written, is read and merged with the changes of its
+ * segment; the others are kept, untouched. Loose files a change may hit
+ * (by key range and bloom filter) are read whole, their rows sorted and
+ * joined to the segments they fall in: after the merge every row is in a
+ * clustered file again. Rows come out in key order into files of about
+ * file_rows rows, cut wherever a kept file lies between, so the new files
+ * are clustered too. One row per key and decision: silver_decide.
+ *
+ * Memory: one batch of the file being merged, one chunk of the changes and
+ * of other writers' rows, the output window and the writer's row group,
+ * whatever the table's size; the sorters spill what passes their budget.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "mcdc_silver.h"
+
+typedef struct {
+    const char *path;     /* borrowed from the view */
+    silver_entry e;       /* owned copy */
+    bool clustered, touched, known; /* known: the index had it */
+} mfile;
+
+/* One emitted row: kept, updated (change values over the existing row's)
+ * or inserted. */
+enum { OUT_KEEP = 0, OUT_UPDATE, OUT_INSERT };
+typedef struct {
+    uint8_t kind;
+    const mcdc_batch *cb, *eb;
+    int32_t crow, erow;
+    int32_t n;             /* rows: a run of kept rows, else 1 */
+} oref;
+
+/* A stream of existing rows: one clustered file, or the sorted rows of the
+ * loose files read. */
+typedef struct {
+    mcdc_table_reader *r;     /* a file */
+    mcdc_batch *b;            /* its current batch */
+    mcdc_buf keys;            /* the batch's keys */
+    mcdc_buf last;            /* the last key of the batch before */
+    const char *path;         /* a file: for messages */
+    bool has_hint;            /* a file: its entry's smallest _start_lsn */
+    char hint[23];
+    size_t *koff;             /* n + 1 offsets */
+    int64_t cap_koff;
+    int64_t at;
+    const silver_chunk *ch;   /* or a sorter's chunk */
+    silver_sorter *sorter;
+    bool done;
+} erows;
+
+/* The output files are encoded on a thread of their own, while the merge
+ * goes on: batches and the ends of files, in order, through a queue of a
+ * few batches. The paths of the files it ends are collected in order; the
+ * merge's index entries (built on the merge's thread) get them at the
+ * end. */
+#define WRITER_QUEUE 2
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    mcdc_batch *q[WRITER_QUEUE]; /* NULL: the end of a file */
+    int head, n;
+    bool done, failed, started;
+    int rc;
+    mcdc_error err;
+    mcdc_appender *a;
+    char **paths;
+    int64_t n_paths, cap_paths;
+    int64_t busy_us;
+    const mcdc_log_sink *sink;
+    pthread_t th;
+} wqueue;
+
+static void *writer_main(void *arg) {
+    wqueue *w = arg;
+    mcdc_log_use(w->sink);
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (w->n == 0 && !w->done) pthread_cond_wait(&w->cv, &w->mu);
+        if (w->n == 0) break;
+        mcdc_batch *b = w->q[w->head];
+        w->head = (w->head + 1) % WRITER_QUEUE;
+        w->n--;
+        pthread_cond_broadcast(&w->cv);
+        bool failed = w->failed;
+        pthread_mutex_unlock(&w->mu);
+        int rc = MCDC_OK;
+        mcdc_error e = MCDC_ERROR_INIT;
+        int64_t t0 = mcdc_monotonic_us();
+        if (!failed && b) {
+            rc = mcdc_appender_write(w->a, b, &e);
+        } else if (!failed) {
+            const char *path = NULL;
+            rc = mcdc_appender_roll(w->a, &path, &e);
+            if (rc == MCDC_OK && path) {
+                if (w->n_paths == w->cap_paths) {
+                    int64_t cap = w->cap_paths ? w->cap_paths * 2 : 16;
+                    char **v = mcdc_realloc(w->paths, (size_t)cap * sizeof *v);
+                    if (v == NULL) rc = mcdc_error_set(&e, MCDC_E_NOMEM, "out of memory");
+                    else w->paths = v, w->cap_paths = cap;
+                }
+                if (rc == MCDC_OK && (w->paths[w->n_paths] = mcdc_strdup(path)) == NULL)
+                    rc = mcdc_error_set(&e, MCDC_E_NOMEM, "out of memory");
+                if (rc == MCDC_OK) w->n_paths++;
+            }
+        }
+        int64_t busy = mcdc_monotonic_us() - t0;
+        mcdc_batch_free(b);
+        pthread_mutex_lock(&w->mu);
+        w->busy_us += busy;
+        if (rc && !w->failed) {
+            w->failed = true;
+            w->rc = rc;
+            w->err = e;
+        }
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static int writer_start(wqueue *w, mcdc_appender *a, mcdc_error *err) {
+    memset(w, 0, sizeof *w);
+    w->a = a;
+    w->sink = mcdc_log_current();
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    if (pthread_create(&w->th, NULL, writer_main, w) != 0)
+        return mcdc_error_set(err, MCDC_E_NOMEM, "cannot start the merge's writing thread");
+    w->started = true;
+    return MCDC_OK;
+}
+
+/* Hands b (NULL: end the file) to the writer; takes b. */
+static int writer_put(wqueue *w, mcdc_batch *b, mcdc_error *err) {
+    pthread_mutex_lock(&w->mu);
+    while (w->n == WRITER_QUEUE && !w->failed) pthread_cond_wait(&w->cv, &w->mu);
+    int rc = MCDC_OK;
+    if (w->failed) {
+        rc = w->rc;
+        if (err) *err = w->err;
+        mcdc_batch_free(b);
+    } else {
+        w->q[(w->head + w->n) % WRITER_QUEUE] = b;
+        w->n++;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+/* Waits for everything queued, stops the thread: its status. */
+static int writer_finish(wqueue *w, mcdc_error *err) {
+    if (!w->started) return MCDC_OK;
+    pthread_mutex_lock(&w->mu);
+    w->done = true;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->th, NULL);
+    w->started = false;
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    if (w->failed && err) *err = w->err;
+    return w->failed ? w->rc : MCDC_OK;
+}
+
+static void writer_free(wqueue *w) {
+    for (int64_t i = 0; i < w->n_paths; i++) mcdc_free(w->paths[i]);
+    mcdc_free(w->paths);
+    w->paths = NULL;
+    w->n_paths = 0;
+}
+
+typedef struct {
+    const silver_merge_in *in;
+    silver_merge_out *out;
+    wqueue wq;
+    int32_t view_keys[SILVER_KEYS_MAX];   /* key columns in the view */
+    int32_t view_lsn;                     /* _start_lsn in the view (-1) */
+    int32_t change_key0;                  /* the first key column in the change rows */
+    int64_t file_rows;
+    /* changes */
+    const silver_chunk *c;
+    int64_t ci;
+    bool c_done;
+    /* other writers' rows */
+    silver_sorter *loose;
+    erows lr;
+    /* the output window and the file being written */
+    oref *win;
+    int64_t nwin;                         /* refs in the window */
+    int64_t wrows;                        /* rows they hold */
+    const uint8_t *first_key, *last_key;  /* the window's first and last row's (borrowed) */
+    uint32_t first_len, last_len;
+    bool has_win_lsn;                     /* the smallest _start_lsn of its rows, or below */
+    char win_lsn[22];
+    int64_t file_n;                       /* rows in the open output file */
+    int64_t file_bytes;
+    mcdc_buf file_min, file_max;
+    bool has_file_lsn;
+    char file_lsn[22];
+    int32_t idx[SILVER_BATCH_ROWS];
+} merger;
+
+static int nomem(mcdc_error *err) { return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (merge)"); }
+
+/* silver_key_cmp, inline for the common key: one integer column (9 bytes:
+ * present, then 8 big-endian). */
+static inline int kcmp(const uint8_t *a, size_t na, const uint8_t *b, size_t nb) {
+    if (na == 9 && nb == 9 && a[0] == b[0]) {
+        uint64_t x, y;
+        memcpy(&x, a + 1, 8);
+        memcpy(&y, b + 1, 8);
+        x = __builtin_bswap64(x);
+        y = __builtin_bswap64(y);
+        return x < y ? -1 : x > y;
+    }
+    return silver_key_cmp(a, na, b, nb);
+}
+
+/* ---- reading existing rows ------------------------------------------------------------ */
+
+static int erows_keys(merger *m, erows *x, mcdc_error *err) {
+    int64_t n = x->b->rows;
+    if (n + 1 > x->cap_koff) {
+        size_t *v = mcdc_realloc(x->koff, (size_t)(n + 1) * sizeof *v);
+        if (v == NULL) return nomem(err);
+        x->koff = v;
+        x->cap_koff = n + 1;
+    }
+    mcdc_buf_reset(&x->keys);
+    const mcdc_column *kc[SILVER_KEYS_MAX];
+    for (int32_t k = 0; k < m->in->n_keys; k++) kc[k] = &x->b->columns[m->view_keys[k]];
+    int rc = silver_keys_append(&x->keys, x->koff, kc, m->in->n_keys, 0, n, err);
+    /* a clustered file's rows must be in key order: the merge relies on it */
+    const uint8_t *k = (const uint8_t *)x->keys.data;
+    for (int64_t r = 0; rc == MCDC_OK && r < n; r++) {
+        const uint8_t *pk = r ? k + x->koff[r - 1] : (const uint8_t *)x->last.data;
+        size_t pl = r ? x->koff[r] - x->koff[r - 1] : x->last.len;
+        if ((r > 0 || x->last.len > 0) &&
+            silver_key_cmp(pk, pl, k + x->koff[r], x->koff[r + 1] - x->koff[r]) > 0)
+            rc = mcdc_error_set(err, MCDC_E_CORRUPT,
+                                "silver file %s is not in key order, though its index entry says "
+                                "so: remove the directory %s of the table and apply again",
+                                x->path, SILVER_INDEX_DIR);
+    }
+    mcdc_buf_reset(&x->last);
+    if (rc == MCDC_OK && n > 0) rc = mcdc_buf_append(&x->last, k + x->koff[n - 1], x->koff[n] - x->koff[n - 1], err);
+    return rc;
+}
+
+static int flush_window(merger *m, mcdc_error *err);
+
+/* The current existing row's key; false when the stream is done. */
+static bool erows_key(const erows *x, const uint8_t **k, uint32_t *len) {
+    if (x->done) return false;
+    if (x->ch) {
+        *k = x->ch->key[x->at];
+        *len = x->ch->key_len[x->at];
+    } else {
+        *k = (const uint8_t *)x->keys.data + x->koff[x->at];
+        *len = (uint32_t)(x->koff[x->at + 1] - x->koff[x->at]);
+    }
+    return true;
+}
+
+static const mcdc_batch *erows_batch(const erows *x) { return x->ch ? x->ch->rows : x->b; }
+
+/* Loads the stream's next batch or chunk (the window is flushed first: it
+ * may point into the one replaced). */
+static int erows_load(merger *m, erows *x, mcdc_error *err) {
+    int rc = flush_window(m, err);
+    x->at = 0;
+    if (x->sorter) {
+        while (rc == MCDC_OK) {
+            rc = silver_sorter_next(x->sorter, &x->ch, err);
+            if (rc || x->ch == NULL || x->ch->n > 0) break;
+        }
+        if (rc == MCDC_OK && x->ch == NULL) x->done = true;
+        return rc;
+    }
+    int64_t t0 = mcdc_monotonic_us();
+    while (rc == MCDC_OK) {
+        mcdc_batch_free(x->b);
+        x->b = NULL;
+        rc = mcdc_table_reader_next(&x->b, x->r, err);
+        if (rc || x->b == NULL || x->b->rows > 0) break;
+    }
+    m->out->read_us += mcdc_monotonic_us() - t0;
+    if (rc == MCDC_OK && x->b == NULL) x->done = true;
+    if (rc == MCDC_OK && x->b) rc = erows_keys(m, x, err);
+    return rc;
+}
+
+static int erows_step(merger *m, erows *x, mcdc_error *err) {
+    int64_t n = x->ch ? x->ch->n : x->b->rows;
+    if (++x->at < n) return MCDC_OK;
+    return erows_load(m, x, err);
+}
+
+static void erows_close(erows *x) {
+    mcdc_table_reader_free(x->r);
+    mcdc_batch_free(x->b);
+    mcdc_buf_free(&x->keys);
+    mcdc_buf_free(&x->last);
+    mcdc_free(x->koff);
+    memset(x, 0, sizeof *x);
+}
+
+/* ---- changes ----------------------------------------------------------------------- */
+
+static int changes_load(merger *m, mcdc_error *err) {
+    int rc = flush_window(m, err);
+    m->ci = 0;
+    if (rc == MCDC_OK) rc = silver_sorter_next(m->in->changes, &m->c, err);
+    if (rc == MCDC_OK && m->c == NULL) m->c_done = true;
+    return rc;
+}
+
+static bool change_key(const merger *m, const uint8_t **k, uint32_t *len) {
+    if (m->c_done) return false;
+    *k = m->c->key[m->ci];
+    *len = m->c->key_len[m->ci];
+    return true;
+}
+
+static int change_step(merger *m, mcdc_error *err) {
+    if (++m->ci < m->c->n) return MCDC_OK;
+    return changes_load(m, err);
+}
+
+/* ---- the output ----------------------------------------------------------------------- */
+
+static bool lsn_text_of(const mcdc_batch *b, int32_t col, int64_t row, char out[22]) {
+    if (col < 0) return false;
+    const mcdc_column *c = &b->columns[col];
+    if (!mcdc_col_is_valid(c, row) || c->offsets[row + 1] - c->offsets[row] != 22) return false;
+    memcpy(out, c->data + c->offsets[row], 22);
+    return true;
+}
+
+/* Notes an _start_lsn of a row written: the file's smallest is kept (a
+ * lower bound is enough: it only tells chunk ranges which files to read). */
+static void note_lsn(merger *m, const char *t) {
+    if (!m->has_win_lsn || memcmp(t, m->win_lsn, 22) < 0) {
+        memcpy(m->win_lsn, t, 22);
+        m->has_win_lsn = true;
+    }
+}
+
+static void note_key(merger *m, const uint8_t *first, uint32_t fl, const uint8_t *last,
+                     uint32_t ll) {
+    if (m->wrows == 0) m->first_key = first, m->first_len = fl;
+    m->last_key = last;
+    m->last_len = ll;
+}
+
+/* Room for rows in the window and the file being written: flushes (and
+ * rolls) first when there is none. */
+static int64_t room(merger *m, mcdc_error *err, int *rc) {
+    *rc = MCDC_OK;
+    if (m->wrows >= SILVER_BATCH_ROWS || m->file_n + m->wrows >= m->file_rows) *rc = flush_window(m, err);
+    int64_t r = SILVER_BATCH_ROWS - m->wrows, f = m->file_rows - m->file_n - m->wrows;
+    return r < f ? r : f;
+}
+
+static int emit(merger *m, uint8_t kind, const mcdc_batch *cb, int64_t crow, const mcdc_batch *eb,
+                int64_t erow, const uint8_t *key, uint32_t klen, mcdc_error *err) {
+    int rc;
+    room(m, err, &rc);
+    if (rc) return rc;
+    char t[22];
+    if (kind == OUT_KEEP ? lsn_text_of(eb, m->view_lsn, erow, t)
+                         : lsn_text_of(cb, m->in->change_lsn_col, crow, t))
+        note_lsn(m, t);
+    note_key(m, key, klen, key, klen);
+    m->win[m->nwin++] = (oref){kind, cb, eb, (int32_t)crow, (int32_t)erow, 1};
+    m->wrows++;
+    if (kind == OUT_KEEP) m->out->kept++;
+    else if (kind == OUT_UPDATE) m->out->updated++;
+    else m->out->inserted++;
+    return MCDC_OK;
+}
+
+/* Rows [erow, erow + n) of x's batch kept as they are: one run per window
+ * and file; lsn (may be NULL): their smallest _start_lsn or below. */
+static int emit_run(merger *m, const erows *x, int64_t erow, int64_t n, const char *lsn,
+                    mcdc_error *err) {
+    const mcdc_batch *eb = x->b;
+    while (n > 0) {
+        int rc;
+        int64_t k = room(m, err, &rc);
+        if (rc) return rc;
+        if (k > n) k = n;
+        const uint8_t *keys = (const uint8_t *)x->keys.data;
+        note_key(m, keys + x->koff[erow], (uint32_t)(x->koff[erow + 1] - x->koff[erow]),
+                 keys + x->koff[erow + k - 1], (uint32_t)(x->koff[erow + k] - x->koff[erow + k - 1]));
+        if (lsn) note_lsn(m, lsn);
+        else
+            for (int64_t i = 0; i < k; i++) {
+                char t[22];
+                if (lsn_text_of(eb, m->view_lsn, erow + i, t)) note_lsn(m, t);
+            }
+        m->win[m->nwin++] = (oref){OUT_KEEP, NULL, eb, 0, (int32_t)erow, (int32_t)k};
+        m->wrows += k;
+        m->out->kept += k;
+        erow += k;
+        n -= k;
+    }
+    return MCDC_OK;
+}
+
+/* Ends the output file being written: its index entry (rows, first and
+ * last key, in key order, smallest _start_lsn). */
+static int roll(merger *m, mcdc_error *err) {
+    int rc = flush_window(m, err);
+    if (rc || m->file_n == 0) return rc;
+    rc = writer_put(&m->wq, NULL, err);
+    if (rc) return rc;
+    silver_entry e = {0};
+    e.path = mcdc_strdup("?"); /* the writer's path, set once it has ended the file */
+    e.rows = m->file_n;
+    e.sorted = true;
+    e.min_key = mcdc_malloc(m->file_min.len ? m->file_min.len : 1);
+    e.max_key = mcdc_malloc(m->file_max.len ? m->file_max.len : 1);
+    if (!e.path || !e.min_key || !e.max_key) {
+        silver_entry_clear(&e);
+        return nomem(err);
+    }
+    memcpy(e.min_key, m->file_min.data, m->file_min.len);
+    memcpy(e.max_key, m->file_max.data, m->file_max.len);
+    e.min_len = (uint32_t)m->file_min.len;
+    e.max_len = (uint32_t)m->file_max.len;
+    e.has_min_lsn = m->has_file_lsn && silver_lsn_parse(e.min_lsn, m->file_lsn, 22);
+    rc = silver_index_add(&m->out->index, &e, err);
+    silver_entry_clear(&e);
+    m->out->files_written++;
+    m->file_n = m->file_bytes = 0;
+    m->has_file_lsn = false;
+    mcdc_buf_reset(&m->file_min);
+    mcdc_buf_reset(&m->file_max);
+    return rc;
+}
+
+/* The source of column j of ref o (NULL: the column is NULL there) and its
+ * column and row in it. */
+static const mcdc_batch *src_of(const merger *m, const oref *o, int32_t j, int32_t *col,
+                                int32_t *row) {
+    int32_t cc = m->in->change_of_out[j], ec = m->in->exist_of_out[j];
+    if (o->kind != OUT_KEEP && cc >= 0) {
+        *col = cc;
+        *row = o->crow;
+        return o->cb;
+    }
+    if (o->kind != OUT_INSERT && ec >= 0) {
+        *col = ec;
+        *row = o->erow;
+        return o->eb;
+    }
+    return NULL;
+}
+
+/* Writes the window's rows: each output column taken from the change rows,
+ * the existing row, or NULL, in runs of one source. */
+static int flush_window(merger *m, mcdc_error *err) {
+    if (m->nwin == 0) return MCDC_OK;
+    const silver_merge_in *in = m->in;
+    mcdc_batch *b = NULL;
+    int rc = mcdc_batch_create(&b, in->out_schema, m->wrows, err);
+    for (int32_t j = 0; rc == MCDC_OK && j < in->out_schema->n_fields; j++) {
+        mcdc_column *dst = &b->columns[j];
+        for (int64_t i = 0; rc == MCDC_OK && i < m->nwin;) {
+            const oref *o = &m->win[i];
+            int32_t col = 0, row = 0;
+            const mcdc_batch *src = src_of(m, o, j, &col, &row);
+            if (o->n > 1) { /* a run of kept rows */
+                rc = src ? mcdc_col_take_range(dst, &src->columns[col], row, o->n, err)
+                         : mcdc_col_append_nulls(dst, o->n, err);
+                i++;
+                continue;
+            }
+            int64_t n = 0;
+            while (i + n < m->nwin && m->win[i + n].n == 1 && n < SILVER_BATCH_ROWS) {
+                int32_t c2 = 0, r2 = 0;
+                if (src_of(m, &m->win[i + n], j, &c2, &r2) != src) break;
+                m->idx[n++] = r2;
+            }
+            if (src) rc = mcdc_col_take(dst, &src->columns[col], m->idx, n, err);
+            else rc = mcdc_col_append_nulls(dst, n, err);
+            i += n;
+        }
+    }
+    if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
+    int64_t bytes = rc == MCDC_OK ? mcdc_batch_bytes(b) : 0;
+    if (rc == MCDC_OK) rc = writer_put(&m->wq, b, err); /* takes b */
+    else mcdc_batch_free(b);
+    b = NULL;
+    if (rc == MCDC_OK) {
+        if (m->file_n == 0) rc = mcdc_buf_append(&m->file_min, m->first_key, m->first_len, err);
+        mcdc_buf_reset(&m->file_max);
+        if (rc == MCDC_OK) rc = mcdc_buf_append(&m->file_max, m->last_key, m->last_len, err);
+        if (m->has_win_lsn && (!m->has_file_lsn || memcmp(m->win_lsn, m->file_lsn, 22) < 0)) {
+            memcpy(m->file_lsn, m->win_lsn, 22);
+            m->has_file_lsn = true;
+        }
+        m->file_n += m->wrows;
+        m->file_bytes += bytes;
+    }
+    m->nwin = m->wrows = 0;
+    m->has_win_lsn = false;
+    if (rc == MCDC_OK && (m->file_n >= m->file_rows || m->file_bytes >= SILVER_FILE_BYTES_MAX))
+        rc = roll(m, err);
+    return rc;
+}
+
+/* ---- one key ----------------------------------------------------------------------------- */
+
+/* The winner for existing row (eb, erow): the key's change, or the
+ * synthetic delete of the chunk range it lies in when that is later and the
+ * chunk does not hold the key (no WAVE row). */
+static const silver_rank *winner_for(merger *m, const silver_rank *change, uint32_t tags,
+                                     const mcdc_batch *eb, int64_t erow, bool has_lsn,
+                                     const uint8_t lsn[10], silver_rank *synth) {
+    const silver_merge_in *in = m->in;
+    if (in->n_ranges == 0 || (change && (tags & SILVER_TAG_WAVE))) return change;
+    int64_t v;
+    if (!has_lsn || !silver_range_value(&eb->columns[m->view_keys[0]], erow, &v)) return change;
+    const silver_range *r = silver_range_find(in->ranges, in->n_ranges, v);
+    if (r == NULL || memcmp(r->stamp, lsn, 10) <= 0) return change;
+    silver_rank_delete_at(synth, r->stamp);
+    if (change && memcmp(change->b, synth->b, SILVER_RANK_BYTES) >= 0) return change;
+    return synth;
+}
+
+static int decide_row(merger *m, const silver_rank *change, uint32_t tags, const mcdc_batch *cb,
+                      int64_t crow, const mcdc_batch *eb, int64_t erow, const uint8_t *key,
+                      uint32_t klen, mcdc_error *err) {
+    uint8_t lsn[10];
+    char text[22];
+    bool has = lsn_text_of(eb, m->view_lsn, erow, text) && silver_lsn_parse(lsn, text, 22);
+    silver_rank synth;
+    const silver_rank *w = winner_for(m, change, tags, eb, erow, has, lsn, &synth);
+    silver_action a = silver_decide(w, has, lsn, m->in->rebuild);
+    if (a == SILVER_DELETE) {
+        m->out->deleted++;
+        return MCDC_OK;
+    }
+    if (a == SILVER_UPDATE && w != change) a = SILVER_KEEP; /* only a delete is synthetic */
+    return a == SILVER_UPDATE ? emit(m, OUT_UPDATE, cb, crow, eb, erow, key, klen, err)
+                              : emit(m, OUT_KEEP, NULL, 0, eb, erow, key, klen, err);
+}
+
+/* Rows and changes of keys below hi (NULL: all), merged: the clustered file
+ * (f, may be NULL), other writers' rows and the changes. */
+static int merge_until(merger *m, erows *f, const uint8_t *hi, uint32_t hi_len, mcdc_error *err) {
+    int rc = MCDC_OK;
+    for (;;) {
+        const uint8_t *kc = NULL, *kf = NULL, *kl = NULL, *k = NULL;
+        uint32_t lc = 0, lf = 0, ll = 0, kn = 0;
+        bool hc = change_key(m, &kc, &lc), hf = f && erows_key(f, &kf, &lf),
+             hl = m->loose && erows_key(&m->lr, &kl, &ll);
+        if (hc && hi && kcmp(kc, lc, hi, hi_len) >= 0) hc = false;
+        if (hf && hi && kcmp(kf, lf, hi, hi_len) >= 0) hf = false;
+        if (hl && hi && kcmp(kl, ll, hi, hi_len) >= 0) hl = false;
+        if (!hc && !hf && !hl) return MCDC_OK;
+        if (hf && !m->in->rebuild && m->in->n_ranges == 0) {
+            /* the file's rows below the next change and the next other
+             * writer's row are kept as they are: one run */
+            const uint8_t *lim = hc ? kc : NULL;
+            uint32_t limn = hc ? lc : 0;
+            if (hl && (!lim || kcmp(kl, ll, lim, limn) < 0)) lim = kl, limn = ll;
+            if (!lim || kcmp(kf, lf, lim, limn) < 0) {
+                int64_t lo = f->at, hi_row = f->b->rows;
+                const uint8_t *keys = (const uint8_t *)f->keys.data;
+                if (lim) { /* the first row at or past lim: gallop, runs are short */
+                    int64_t base = f->at, step = 1, prev = base;
+                    while (base + step < hi_row &&
+                           kcmp(keys + f->koff[base + step], f->koff[base + step + 1] - f->koff[base + step],
+                                lim, limn) < 0) {
+                        prev = base + step;
+                        step *= 2;
+                    }
+                    lo = prev + 1;
+                    if (base + step < hi_row) hi_row = base + step;
+                }
+                if (lim)
+                    while (lo < hi_row) {
+                        int64_t mid = lo + (hi_row - lo) / 2;
+                        if (kcmp(keys + f->koff[mid], f->koff[mid + 1] - f->koff[mid], lim, limn) < 0)
+                            lo = mid + 1;
+                        else
+                            hi_row = mid;
+                    }
+                else
+                    lo = hi_row;
+                rc = emit_run(m, f, f->at, lo - f->at, f->has_hint ? f->hint : NULL, err);
+                f->at = lo;
+                if (rc == MCDC_OK && f->at >= f->b->rows) rc = erows_load(m, f, err);
+                if (rc) return rc;
+                continue;
+            }
+        }
+        /* the smallest key of the three */
+        if (hc) k = kc, kn = lc;
+        if (hf && (!k || kcmp(kf, lf, k, kn) < 0)) k = kf, kn = lf;
+        if (hl && (!k || kcmp(kl, ll, k, kn) < 0)) k = kl, kn = ll;
+        bool with_c = hc && kcmp(kc, lc, k, kn) == 0;
+        const silver_rank *rank = with_c ? &m->c->rank[m->ci] : NULL;
+        uint32_t tags = with_c ? m->c->tags[m->ci] : 0;
+        const mcdc_batch *cb = with_c ? m->c->rows : NULL;
+        int64_t crow = m->ci;
+        const uint8_t *ckey = with_c ? kc : NULL;
+        bool matched = false;
+        /* the existing rows of k: the clustered file's, then other writers' */
+        for (int side = 0; side < 2 && rc == MCDC_OK; side++) {
+            erows *x = side == 0 ? f : (m->loose ? &m->lr : NULL);
+            const uint8_t *xk;
+            uint32_t xl;
+            while (rc == MCDC_OK && x && erows_key(x, &xk, &xl) && kcmp(xk, xl, k, kn) == 0) {
+                matched = true;
+                rc = decide_row(m, rank, tags, cb, crow, erows_batch(x), x->at, xk, xl, err);
+                if (rc == MCDC_OK) rc = erows_step(m, x, err);
+            }
+        }
+        if (rc == MCDC_OK && with_c && !matched && silver_inserts(rank))
+            rc = emit(m, OUT_INSERT, cb, crow, NULL, 0, ckey, lc, err);
+        if (rc == MCDC_OK && with_c) rc = change_step(m, err);
+        if (rc) return rc;
+    }
+}
+
+/* ---- entries of files the index does not know --------------------------------------- */
+
+/* Reads the key columns (and _start_lsn) of one file: its rows, first and
+ * last key, whether it is in key order, its smallest _start_lsn, and (not
+ * in order) a bloom filter of its keys. */
+static int compute_entry(merger *m, const mcdc_table_file *tf, silver_entry *e, mcdc_error *err) {
+    const silver_merge_in *in = m->in;
+    memset(e, 0, sizeof *e);
+    const mcdc_schema *vs = mcdc_table_view_schema(in->view);
+    const char *cols[SILVER_KEYS_MAX + 1];
+    int32_t nc = 0;
+    for (int32_t k = 0; k < in->n_keys; k++) cols[nc++] = vs->fields[m->view_keys[k]].name;
+    if (m->view_lsn >= 0) cols[nc++] = "_start_lsn";
+    mcdc_table_reader *r = NULL;
+    int rc = mcdc_table_reader_open(&r, in->view, tf->path, cols, nc, NULL, err);
+    mcdc_buf key = {0}, prev = {0};
+    uint64_t *hashes = NULL;
+    int64_t cap = 0;
+    bool sorted = true, has_lsn = false;
+    char lsn[22];
+    mcdc_batch *b = NULL;
+    while (rc == MCDC_OK && (rc = mcdc_table_reader_next(&b, r, err)) == MCDC_OK && b) {
+        const mcdc_column *kc[SILVER_KEYS_MAX];
+        for (int32_t k = 0; k < in->n_keys; k++) kc[k] = &b->columns[k];
+        if (e->rows + b->rows > cap) {
+            int64_t nc2 = cap ? cap : 1024;
+            while (nc2 < e->rows + b->rows) nc2 *= 2;
+            uint64_t *v = mcdc_realloc(hashes, (size_t)nc2 * sizeof *v);
+            if (v == NULL) rc = nomem(err);
+            else hashes = v, cap = nc2;
+        }
+        for (int64_t i = 0; rc == MCDC_OK && i < b->rows; i++) {
+            mcdc_buf_reset(&key);
+            rc = silver_key_append(&key, kc, in->n_keys, i, err);
+            if (rc) break;
+            hashes[e->rows] = silver_hash(key.data, key.len);
+            if (e->rows > 0 && silver_key_cmp((const uint8_t *)prev.data, prev.len,
+                                              (const uint8_t *)key.data, key.len) > 0)
+                sorted = false;
+            mcdc_buf_reset(&prev);
+            rc = mcdc_buf_append(&prev, key.data, key.len, err);
+            /* min and max over all rows (a file not in order has them anywhere) */
+            if (rc == MCDC_OK && (e->min_key == NULL ||
+                silver_key_cmp((const uint8_t *)key.data, key.len, e->min_key, e->min_len) < 0)) {
+                uint8_t *v = mcdc_realloc(e->min_key, key.len);
+                if (v == NULL) rc = nomem(err);
+                else memcpy(v, key.data, key.len), e->min_key = v, e->min_len = (uint32_t)key.len;
+            }
+            if (rc == MCDC_OK &&
+                (e->max_key == NULL ||
+                 silver_key_cmp((const uint8_t *)key.data, key.len, e->max_key, e->max_len) > 0)) {
+                uint8_t *v = mcdc_realloc(e->max_key, key.len);
+                if (v == NULL) rc = nomem(err);
+                else memcpy(v, key.data, key.len), e->max_key = v, e->max_len = (uint32_t)key.len;
+            }
+            char t[22];
+            if (rc == MCDC_OK && m->view_lsn >= 0 && lsn_text_of(b, nc - 1, i, t) &&
+                (!has_lsn || memcmp(t, lsn, 22) < 0)) {
+                memcpy(lsn, t, 22);
+                has_lsn = true;
+            }
+            if (rc == MCDC_OK) e->rows++;
+        }
+        mcdc_batch_free(b);
+        b = NULL;
+    }
+    e->sorted = sorted && e->rows > 0;
+    e->has_min_lsn = has_lsn && silver_lsn_parse(e->min_lsn, lsn, 22);
+    if (rc == MCDC_OK && !e->sorted) rc = silver_bloom_build(&e->bloom, hashes, e->rows, err);
+    if (rc == MCDC_OK && (e->path = mcdc_strdup(tf->path)) == NULL) rc = nomem(err);
+    mcdc_free(hashes);
+    mcdc_buf_free(&key);
+    mcdc_buf_free(&prev);
+    mcdc_table_reader_free(r);
+    m->out->files_read++;
+    if (rc) {
+        silver_entry_clear(e);
+        mcdc_error_wrap(err, "reading the keys of %s in %s", tf->path, mcdc_table_name(in->target));
+    }
+    return rc;
+}
+
+static int entry_copy(silver_entry *dst, const silver_entry *src, mcdc_error *err) {
+    *dst = *src;
+    dst->path = mcdc_strdup(src->path);
+    dst->min_key = src->min_len ? mcdc_malloc(src->min_len) : NULL;
+    dst->max_key = src->max_len ? mcdc_malloc(src->max_len) : NULL;
+    dst->bloom.words = src->bloom.nbits ? mcdc_malloc(src->bloom.nbits / 8) : NULL;
+    if (!dst->path || (src->min_len && !dst->min_key) || (src->max_len && !dst->max_key) ||
+        (src->bloom.nbits && !dst->bloom.words)) {
+        silver_entry_clear(dst);
+        return nomem(err);
+    }
+    if (src->min_len) memcpy(dst->min_key, src->min_key, src->min_len);
+    if (src->max_len) memcpy(dst->max_key, src->max_key, src->max_len);
+    if (src->bloom.nbits) memcpy(dst->bloom.words, src->bloom.words, src->bloom.nbits / 8);
+    return MCDC_OK;
+}
+
+/* ---- planning ---------------------------------------------------------------------------- */
+
+static int by_min(const void *a, const void *b) {
+    const mfile *x = *(mfile *const *)a, *y = *(mfile *const *)b;
+    return silver_key_cmp(x->e.min_key, x->e.min_len, y->e.min_key, y->e.min_len);
+}
+
+/* Does a chunk range overlap file f's keys while f may hold rows older
+ * than its stamp? (Range values are compared through the keys' encoding:
+ * an integer key encodes as 0x01 + 8 bytes.) */
+static bool range_touches(const merger *m, const mfile *f) {
+    const silver_merge_in *in = m->in;
+    if (in->n_ranges == 0 || f->e.rows == 0) return false;
+    if (f->e.min_len != 9 || f->e.max_len != 9 || f->e.min_key[0] != 1 || f->e.max_key[0] != 1)
+        return true; /* NULL keys or another layout: read it */
+    int64_t lo = 0, hi = 0;
+    for (int i = 1; i < 9; i++) {
+        lo = (int64_t)((uint64_t)lo << 8 | f->e.min_key[i]);
+        hi = (int64_t)((uint64_t)hi << 8 | f->e.max_key[i]);
+    }
+    lo = (int64_t)((uint64_t)lo ^ (1ULL << 63));
+    hi = (int64_t)((uint64_t)hi ^ (1ULL << 63));
+    for (int32_t i = 0; i < in->n_ranges; i++) {
+        const silver_range *r = &in->ranges[i];
+        if ((r->has_hi && lo >= r->hi) || (r->has_lo && hi < r->lo)) continue;
+        if (!f->e.has_min_lsn || memcmp(f->e.min_lsn, r->stamp, 10) < 0) return true;
+    }
+    return false;
+}
+
+/* Which loose files a change may hit: their key range holds its key and
+ * their bloom filter does not rule it out. One pass over the changes' keys. */
+static int touch_loose(merger *m, mfile **loose, int64_t n, mcdc_error *err) {
+    int64_t todo = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (m->in->rebuild || loose[i]->e.rows == 0 || range_touches(m, loose[i])) loose[i]->touched = true;
+        todo += !loose[i]->touched;
+    }
+    /* Small ones are folded in when there are several. */
+    int64_t small = 0;
+    for (int64_t i = 0; i < n; i++) small += !loose[i]->touched && loose[i]->e.rows < m->file_rows / 4;
+    if (small >= 4)
+        for (int64_t i = 0; i < n; i++)
+            if (loose[i]->e.rows < m->file_rows / 4 && !loose[i]->touched) loose[i]->touched = true, todo--;
+    if (todo == 0) return MCDC_OK;
+    int rc = silver_sorter_rewind(m->in->changes, true, err);
+    const silver_chunk *ch;
+    int64_t first = 0; /* loose files by first key: those before it end before the keys seen */
+    while (rc == MCDC_OK && (rc = silver_sorter_next(m->in->changes, &ch, err)) == MCDC_OK && ch) {
+        for (int64_t r = 0; r < ch->n; r++) {
+            const uint8_t *k = ch->key[r];
+            uint32_t kl = ch->key_len[r];
+            uint64_t h = 0;
+            bool hashed = false;
+            for (int64_t i = first; i < n; i++) {
+                mfile *f = loose[i];
+                if (silver_key_cmp(f->e.min_key, f->e.min_len, k, kl) > 0) break;
+                if (f->touched || silver_key_cmp(k, kl, f->e.max_key, f->e.max_len) > 0) continue;
+                if (!hashed) h = silver_hash(k, kl), hashed = true;
+                if (silver_bloom_may(&f->e.bloom, h)) f->touched = true;
+            }
+            while (first < n && (loose[first]->touched ||
+                                 silver_key_cmp(loose[first]->e.max_key, loose[first]->e.max_len, k, kl) < 0))
+                first++;
+        }
+    }
+    return rc;
+}
+
+/* Reads the touched loose files' rows into one sorted stream. */
+static int sort_loose(merger *m, mfile **loose, int64_t n, mcdc_error *err) {
+    const silver_merge_in *in = m->in;
+    if (n == 0) return MCDC_OK;
+    silver_sorter_cfg sc = {.schema = (mcdc_schema *)mcdc_table_view_schema(in->view),
+                            .key_cols = m->view_keys, .n_keys = in->n_keys, .ranked = false,
+                            .lsn_col = -1, .cmd_col = -1, .seq_col = -1, .op_col = -1,
+                            .memory_bytes = in->memory_bytes, .spill = in->spill,
+                            .spill_prefix = in->spill_prefix};
+    int rc = MCDC_OK;
+    bool any = false;
+    for (int64_t i = 0; i < n && rc == MCDC_OK; i++) {
+        if (!loose[i]->touched) continue;
+        if (!any && (rc = silver_sorter_create(&m->loose, &sc, err)) != MCDC_OK) break;
+        any = true;
+        mcdc_table_reader *r = NULL;
+        rc = mcdc_table_reader_open(&r, in->view, loose[i]->path, NULL, 0, NULL, err);
+        mcdc_batch *b = NULL;
+        while (rc == MCDC_OK && (rc = mcdc_table_reader_next(&b, r, err)) == MCDC_OK && b) {
+            rc = silver_sorter_add(m->loose, b, NULL, 0, NULL, err);
+            mcdc_batch_free(b);
+            b = NULL;
+        }
+        mcdc_table_reader_free(r);
+        m->out->files_read++;
+    }
+    if (rc == MCDC_OK && m->loose) rc = silver_sorter_finish(m->loose, err);
+    if (rc == MCDC_OK && m->loose) rc = silver_sorter_rewind(m->loose, false, err);
+    if (rc == MCDC_OK && m->loose) {
+        m->lr.sorter = m->loose;
+        rc = erows_load(m, &m->lr, err);
+    }
+    return rc;
+}
+
+/* ---- the pass ------------------------------------------------------------------------------ */
+
+static int add_remove(silver_merge_out *out, const char *path, mcdc_error *err) {
+    char **v = mcdc_realloc(out->removes, (out->n_removes + 1) * sizeof *v);
+    if (v == NULL) return nomem(err);
+    out->removes = v;
+    if ((v[out->n_removes] = mcdc_strdup(path)) == NULL) return nomem(err);
+    out->n_removes++;
+    return MCDC_OK;
+}
+
+static int open_file(merger *m, erows *x, const mfile *f, mcdc_error *err) {
+    memset(x, 0, sizeof *x);
+    x->path = f->path;
+    if (f->e.has_min_lsn) {
+        silver_lsn_format(x->hint, f->e.min_lsn);
+        x->has_hint = true;
+    }
+    int rc = mcdc_table_reader_open(&x->r, m->in->view, f->path, NULL, 0, NULL, err);
+    if (rc == MCDC_OK) rc = erows_load(m, x, err);
+    m->out->files_read++;
+    return rc;
+}
+
+/* Is there anything below hi (NULL: at all) among changes and other
+ * writers' rows? */
+static bool pending_below(merger *m, const uint8_t *hi, uint32_t hl) {
+    const uint8_t *k;
+    uint32_t l;
+    if (change_key(m, &k, &l) && (!hi || silver_key_cmp(k, l, hi, hl) < 0)) return true;
+    return m->loose && erows_key(&m->lr, &k, &l) && (!hi || silver_key_cmp(k, l, hi, hl) < 0);
+}
+
+static int run_pass(merger *m, mfile **cl, int64_t ncl, mcdc_error *err) {
+    int rc = silver_sorter_rewind(m->in->changes, false, err);
+    if (rc == MCDC_OK) rc = changes_load(m, err);
+    /* keys below the first clustered file */
+    if (rc == MCDC_OK) rc = merge_until(m, NULL, ncl ? cl[0]->e.min_key : NULL, ncl ? cl[0]->e.min_len : 0, err);
+    for (int64_t s = 0; s < ncl && rc == MCDC_OK; s++) {
+        mfile *f = cl[s];
+        const uint8_t *hi = s + 1 < ncl ? cl[s + 1]->e.min_key : NULL;
+        uint32_t hl = s + 1 < ncl ? cl[s + 1]->e.min_len : 0;
+        /* anything between the file's first and last key? */
+        bool inside = pending_below(m, NULL, 0);
+        if (inside) {
+            const uint8_t *k = NULL, *k2 = NULL;
+            uint32_t l = 0, l2 = 0;
+            bool a = change_key(m, &k, &l), b = m->loose && erows_key(&m->lr, &k2, &l2);
+            inside = (a && silver_key_cmp(k, l, f->e.max_key, f->e.max_len) <= 0) ||
+                     (b && silver_key_cmp(k2, l2, f->e.max_key, f->e.max_len) <= 0);
+        }
+        bool small = f->e.rows < m->file_rows / 4;
+        bool touch = m->in->rebuild || inside || range_touches(m, f) ||
+                     (small && (m->file_n > 0 || m->nwin > 0 || pending_below(m, hi, hl)));
+        if (touch) {
+            erows x;
+            rc = open_file(m, &x, f, err);
+            if (rc == MCDC_OK) rc = merge_until(m, &x, hi, hl, err);
+            MCDC_ASSERT(rc != MCDC_OK || x.done); /* its rows lie below hi */
+            erows_close(&x);
+            if (rc == MCDC_OK) rc = add_remove(m->out, f->path, err);
+            f->touched = true;
+        } else {
+            /* kept as it is: what comes after it is another file */
+            rc = roll(m, err);
+            if (rc == MCDC_OK) rc = merge_until(m, NULL, hi, hl, err);
+        }
+    }
+    if (rc == MCDC_OK) rc = roll(m, err);
+    return rc;
+}
+
+int silver_merge_run(silver_merge_out *out, const silver_merge_in *in, mcdc_error *err) {
+    memset(out, 0, sizeof *out);
+    MCDC_ASSERT(in->target && in->out_schema && in->changes && in->n_keys > 0 &&
+                in->n_keys <= SILVER_KEYS_MAX);
+    merger *m = mcdc_calloc(1, sizeof *m);
+    if (m == NULL) return nomem(err);
+    m->in = in;
+    m->out = out;
+    m->file_rows = in->file_rows > 0 ? in->file_rows : SILVER_FILE_ROWS_DEFAULT;
+    m->win = mcdc_calloc(SILVER_BATCH_ROWS, sizeof *m->win);
+    int rc = !m->win ? nomem(err) : MCDC_OK;
+    /* the key's columns, for the index */
+    mcdc_schema *ks = NULL;
+    if (rc == MCDC_OK) rc = mcdc_schema_create(&ks, in->n_keys, err);
+    for (int32_t k = 0; rc == MCDC_OK && k < in->n_keys; k++) {
+        int32_t j = mcdc_schema_find(in->out_schema, in->keys[k]);
+        MCDC_ASSERT(j >= 0);
+        const mcdc_field *f = &in->out_schema->fields[j];
+        rc = mcdc_schema_set(ks, k, f->name, f->type, f->precision, f->scale, f->byte_width, true, err);
+        m->view_keys[k] = -1;
+        if (in->view) m->view_keys[k] = mcdc_schema_find(mcdc_table_view_schema(in->view), in->keys[k]);
+        if (in->view && m->view_keys[k] < 0)
+            rc = mcdc_error_set(err, MCDC_E_SCHEMA, "silver table %s has no key column '%s'",
+                                mcdc_table_name(in->target), in->keys[k]);
+    }
+    m->view_lsn = in->view ? mcdc_schema_find(mcdc_table_view_schema(in->view), "_start_lsn") : -1;
+    silver_index old = {0};
+    if (rc == MCDC_OK && in->view) rc = silver_index_load(&old, mcdc_table_storage(in->target), ks, err);
+    if (rc == MCDC_OK) rc = mcdc_appender_open(&out->appender, in->target, in->out_schema, in->props, err);
+    /* the new index: the same key columns */
+    if (rc == MCDC_OK) {
+        out->index.n_keys = in->n_keys;
+        out->index.key_names = mcdc_calloc((size_t)in->n_keys, sizeof(char *));
+        out->index.key_types = mcdc_calloc((size_t)in->n_keys, sizeof(mcdc_type_id));
+        if (!out->index.key_names || !out->index.key_types) rc = nomem(err);
+        for (int32_t k = 0; rc == MCDC_OK && k < in->n_keys; k++) {
+            out->index.key_names[k] = mcdc_strdup(ks->fields[k].name);
+            out->index.key_types[k] = ks->fields[k].type;
+            if (!out->index.key_names[k]) rc = nomem(err);
+        }
+        out->index.built_at = in->view ? mcdc_table_view_version(in->view) + 1 : 0;
+    }
+    /* every live file with its entry */
+    size_t nf = in->view ? mcdc_table_view_file_count(in->view) : 0;
+    mfile *files = rc ? NULL : mcdc_calloc(nf ? nf : 1, sizeof *files);
+    mfile **cl = rc ? NULL : mcdc_calloc(nf ? nf : 1, sizeof *cl);
+    mfile **loose = rc ? NULL : mcdc_calloc(nf ? nf : 1, sizeof *loose);
+    if (rc == MCDC_OK && (!files || !cl || !loose)) rc = nomem(err);
+    int64_t ncl = 0, nloose = 0;
+    for (size_t i = 0; rc == MCDC_OK && i < nf; i++) {
+        mcdc_table_file tf = mcdc_table_view_file(in->view, i);
+        files[i].path = tf.path;
+        const silver_entry *known = silver_index_find(&old, tf.path);
+        files[i].known = known != NULL;
+        rc = known ? entry_copy(&files[i].e, known, err) : compute_entry(m, &tf, &files[i].e, err);
+    }
+    silver_index_clear(&old);
+    /* clustered: in key order and apart from each other */
+    for (size_t i = 0; rc == MCDC_OK && i < nf; i++)
+        if (files[i].e.sorted && files[i].e.rows > 0) cl[ncl++] = &files[i];
+    if (rc == MCDC_OK && ncl > 1) qsort(cl, (size_t)ncl, sizeof *cl, by_min);
+    int64_t w = 0;
+    for (int64_t i = 0; rc == MCDC_OK && i < ncl; i++) {
+        if (w > 0 && silver_key_cmp(cl[i]->e.min_key, cl[i]->e.min_len, cl[w - 1]->e.max_key,
+                                    cl[w - 1]->e.max_len) <= 0)
+            continue; /* overlaps the one before: loose */
+        cl[w++] = cl[i];
+        cl[w - 1]->clustered = true;
+    }
+    ncl = w;
+    for (size_t i = 0; rc == MCDC_OK && i < nf; i++)
+        if (!files[i].clustered) loose[nloose++] = &files[i];
+    if (rc == MCDC_OK && nloose > 1) qsort(loose, (size_t)nloose, sizeof *loose, by_min); /* rows == 0 have no keys */
+    if (rc == MCDC_OK && nloose) rc = touch_loose(m, loose, nloose, err);
+    if (rc == MCDC_OK) rc = sort_loose(m, loose, nloose, err);
+    for (int64_t i = 0; rc == MCDC_OK && i < nloose; i++)
+        if (loose[i]->touched) rc = add_remove(out, loose[i]->path, err);
+    if (rc == MCDC_OK) rc = writer_start(&m->wq, out->appender, err);
+    if (rc == MCDC_OK) rc = run_pass(m, cl, ncl, err);
+    int wrc = writer_finish(&m->wq, rc ? NULL : err);
+    if (rc == MCDC_OK) rc = wrc;
+    out->write_us = m->wq.busy_us;
+    /* the files ended, in order: the entries run_pass made */
+    if (rc == MCDC_OK && m->wq.n_paths != out->index.n)
+        rc = mcdc_error_set(err, MCDC_E_CORRUPT, "the merge ended %lld files but wrote %lld "
+                            "entries for them", (long long)m->wq.n_paths, (long long)out->index.n);
+    for (int64_t i = 0; rc == MCDC_OK && i < out->index.n; i++) {
+        mcdc_free(out->index.entries[i].path);
+        out->index.entries[i].path = m->wq.paths[i];
+        m->wq.paths[i] = NULL;
+    }
+    writer_free(&m->wq);
+    /* the index after the commit: kept files' entries, and the new ones */
+    for (size_t i = 0; rc == MCDC_OK && i < nf; i++)
+        if (!files[i].touched) rc = silver_index_add(&out->index, &files[i].e, err);
+    if (rc == MCDC_OK) silver_index_sort(&out->index);
+    out->changed = rc == MCDC_OK && (out->n_removes > 0 || out->files_written > 0);
+    if (rc == MCDC_OK && out->changed && in->ctx && mcdc_ctx_crash(in->ctx, "during_merge", in->unit))
+        rc = mcdc_error_set(err, MCDC_E_CANCELLED, "killed at crash point during_merge of unit %lld "
+                            "(test hook)", (long long)in->unit);
+    for (size_t i = 0; files && i < nf; i++) silver_entry_clear(&files[i].e);
+    mcdc_free(files);
+    mcdc_free(cl);
+    mcdc_free(loose);
+    erows_close(&m->lr);
+    silver_sorter_free(m->loose);
+    mcdc_buf_free(&m->file_min);
+    mcdc_buf_free(&m->file_max);
+    mcdc_free(m->win);
+    mcdc_free(m);
+    mcdc_schema_unref(ks);
+    if (rc) {
+        silver_merge_out_free(out);
+        mcdc_error_wrap(err, "merging into %s", mcdc_table_name(in->target));
+    }
+    return rc;
+}
+
+void silver_merge_out_free(silver_merge_out *out) {
+    if (out == NULL) return;
+    mcdc_appender_free(out->appender);
+    for (size_t i = 0; i < out->n_removes; i++) mcdc_free(out->removes[i]);
+    mcdc_free(out->removes);
+    silver_index_clear(&out->index);
+    memset(out, 0, sizeof *out);
+}

@@ -1,0 +1,691 @@
+/*
+ * mcdc_silver_sort.c - rows sorted by key within a memory budget (see
+ * mcdc_silver.h).
+ *
+ * Rows are copied into large accumulation batches; each gets a sort key:
+ * its key's bytes, and on a ranked sorter its rank with every byte
+ * inverted, so that one memcmp order puts a key's rows together, latest
+ * first. When the rows held pass the budget they are sorted, cut to the
+ * first row of each key (ranked: the rest only add their tags) and written
+ * as a run: a Parquet file in the spill storage with the sort key, the key
+ * length and the tags as three more columns. Reading merges the runs and
+ * what is still held, through a heap on the sort keys; a key's first row
+ * over all of them is its latest.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcdc_parquet.h"
+#include "mcdc_silver.h"
+
+/* Accumulation batches hold this many rows (they are few and large, so
+ * that sorted output comes in long runs from one batch). */
+#define ACC_ROWS (256 * 1024)
+/* Rows of a run's reader per batch: 64 runs merged hold one batch each. */
+#define RUN_READ_ROWS 8192
+
+typedef struct {
+    uint64_t pre;  /* the sort key's first 8 bytes, big-endian: most comparisons end here */
+    uint32_t batch, row;
+    uint64_t off;  /* sort key in the arena */
+    uint32_t len;  /* sort key bytes */
+    uint32_t klen; /* the key's part of it */
+    uint32_t tags; /* after the cut: the key's tags OR'ed over its rows */
+    uint32_t pad;
+} ent;
+
+/* Where a row of the chunk being built comes from. */
+typedef struct {
+    const mcdc_batch *src;
+    int32_t row;
+} pref;
+
+/* A source of sorted rows while reading: a spilled run, or what is held. */
+typedef struct {
+    bool is_run;
+    /* a run */
+    mcdc_parquet_reader *r;
+    mcdc_batch *b;       /* current batch (payload + 3 columns) */
+    int64_t at;
+    /* held rows */
+    int64_t pos;
+} cursor;
+
+struct silver_sorter {
+    silver_sorter_cfg cfg;
+    mcdc_schema *schema;
+    mcdc_schema *run_schema; /* schema + __skey, __klen, __tags */
+    int32_t n_cols;
+    /* held */
+    mcdc_batch **acc;
+    int32_t n_acc, cap_acc;
+    ent *ents;
+    int64_t n_ents, cap_ents;
+    mcdc_buf arena;
+    /* spilled */
+    char **runs;
+    int32_t n_runs, cap_runs;
+    char id[37];
+    int64_t rows_added;
+    bool last_owned;       /* the last held batch is a caller's: copy into a new one */
+    bool memo_ok;          /* the rank of the last row without seqval and command id */
+    silver_rank memo;
+    char memo_text[22];
+    bool finished;
+    /* reading */
+    bool keys_only;
+    cursor *cur;
+    int32_t n_cur;
+    int32_t *heap;
+    int32_t n_heap;
+    silver_chunk chunk;
+    int32_t *idx;          /* take indexes of the chunk being built */
+    pref *pend;            /* the chunk's rows: where each comes from */
+    size_t *koff;          /* the chunk's keys: offsets into its bytes */
+    mcdc_batch **retired;  /* runs' batches the chunk may take rows from */
+    int32_t n_retired, cap_retired;
+};
+
+static int nomem(mcdc_error *err) { return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (sorter)"); }
+
+static int64_t held_bytes(const silver_sorter *s) {
+    int64_t n = (int64_t)s->arena.len + s->n_ents * (int64_t)sizeof(ent);
+    for (int32_t i = 0; i < s->n_acc; i++) n += mcdc_batch_bytes(s->acc[i]);
+    return n;
+}
+
+int silver_sorter_create(silver_sorter **out, const silver_sorter_cfg *cfg, mcdc_error *err) {
+    *out = NULL;
+    MCDC_ASSERT(cfg->schema && cfg->n_keys > 0 && cfg->spill && cfg->spill_prefix);
+    silver_sorter *s = mcdc_calloc(1, sizeof *s);
+    if (s == NULL) return nomem(err);
+    s->cfg = *cfg;
+    if (s->cfg.memory_bytes <= 0) s->cfg.memory_bytes = SILVER_SORT_BYTES_DEFAULT;
+    if (s->cfg.memory_bytes < SILVER_SORT_BYTES_MIN) s->cfg.memory_bytes = SILVER_SORT_BYTES_MIN;
+    s->schema = mcdc_schema_ref(cfg->schema);
+    s->n_cols = cfg->schema->n_fields;
+    s->cfg.schema = s->schema;
+    mcdc_uuid4(s->id);
+    int32_t *keys = mcdc_calloc((size_t)cfg->n_keys, sizeof *keys);
+    char *prefix = mcdc_strdup(cfg->spill_prefix);
+    if (keys == NULL || prefix == NULL) {
+        mcdc_free(keys);
+        mcdc_free(prefix);
+        silver_sorter_free(s);
+        return nomem(err);
+    }
+    memcpy(keys, cfg->key_cols, (size_t)cfg->n_keys * sizeof *keys);
+    s->cfg.key_cols = keys;
+    s->cfg.spill_prefix = prefix;
+    int rc = mcdc_schema_create(&s->run_schema, s->n_cols + 3, err);
+    for (int32_t i = 0; rc == MCDC_OK && i < s->n_cols; i++) {
+        const mcdc_field *f = &s->schema->fields[i];
+        rc = mcdc_schema_set(s->run_schema, i, f->name, f->type, f->precision, f->scale,
+                             f->byte_width, true, err);
+    }
+    if (rc == MCDC_OK)
+        rc = mcdc_schema_set(s->run_schema, s->n_cols, "__skey", MCDC_TYPE_BINARY, 0, 0, 0, false, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_schema_set(s->run_schema, s->n_cols + 1, "__klen", MCDC_TYPE_INT32, 0, 0, 0, false, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_schema_set(s->run_schema, s->n_cols + 2, "__tags", MCDC_TYPE_INT32, 0, 0, 0, false, err);
+    s->idx = mcdc_calloc(SILVER_BATCH_ROWS, sizeof *s->idx);
+    if (rc == MCDC_OK && s->idx == NULL) rc = nomem(err);
+    if (rc) {
+        silver_sorter_free(s);
+        return rc;
+    }
+    *out = s;
+    return MCDC_OK;
+}
+
+int64_t silver_sorter_rows(const silver_sorter *s) { return s->rows_added; }
+int64_t silver_sorter_runs(const silver_sorter *s) { return s->n_runs; }
+
+/* ---- adding --------------------------------------------------------------------- */
+
+static int32_t cell_i32(const mcdc_column *c, int64_t row) {
+    int32_t v;
+    memcpy(&v, c->values + row * 4, 4);
+    return v;
+}
+
+/* The rank of row r of batch b (a ranked sorter's columns). The last row's
+ * LSN is remembered: a commit's rows (a snapshot's, all of them) share it. */
+static int rank_of(silver_sorter *s, const mcdc_batch *b, int64_t r, silver_rank *out,
+                   mcdc_error *err) {
+    const silver_sorter_cfg *c = &s->cfg;
+    const mcdc_column *lsn = &b->columns[c->lsn_col], *op = &b->columns[c->op_col];
+    const mcdc_column *cmd = c->cmd_col >= 0 ? &b->columns[c->cmd_col] : NULL;
+    const mcdc_column *seq = &b->columns[c->seq_col];
+    if (!mcdc_col_is_valid(lsn, r) || !mcdc_col_is_valid(op, r))
+        return mcdc_error_set(err, MCDC_E_CORRUPT,
+                              "a bronze row with a NULL _start_lsn or _operation: is this a "
+                              "bronze table of mssql-cdc?");
+    bool has_cmd = cmd && mcdc_col_is_valid(cmd, r);
+    bool has_seq = mcdc_col_is_valid(seq, r);
+    const char *lt = (const char *)lsn->data + lsn->offsets[r];
+    size_t ll = (size_t)(lsn->offsets[r + 1] - lsn->offsets[r]);
+    int32_t o = cell_i32(op, r);
+    if (!has_seq && !has_cmd && s->memo_ok && ll == 22 && memcmp(lt, s->memo_text, 22) == 0 &&
+        o >= 0 && o <= 4) {
+        *out = s->memo; /* the same commit's snapshot row */
+        out->b[SILVER_RANK_BYTES - 1] = (uint8_t)o;
+        return MCDC_OK;
+    }
+    const char *sq = has_seq ? (const char *)seq->data + seq->offsets[r] : NULL;
+    size_t sl = has_seq ? (size_t)(seq->offsets[r + 1] - seq->offsets[r]) : 0;
+    int rc = silver_rank_make(out, lt, ll, has_cmd, has_cmd ? cell_i32(cmd, r) : 0, sq, sl, o, err);
+    s->memo_ok = rc == MCDC_OK && !has_seq && !has_cmd && ll == 22;
+    if (s->memo_ok) {
+        s->memo = *out;
+        memcpy(s->memo_text, lt, 22);
+    }
+    return rc;
+}
+
+static int spill_run(silver_sorter *s, mcdc_error *err);
+
+static int grow_ents(silver_sorter *s, int64_t more, mcdc_error *err) {
+    if (s->n_ents + more <= s->cap_ents) return MCDC_OK;
+    int64_t cap = s->cap_ents ? s->cap_ents : 4096;
+    while (cap < s->n_ents + more) cap *= 2;
+    ent *v = mcdc_realloc(s->ents, (size_t)cap * sizeof *v);
+    if (v == NULL) return nomem(err);
+    s->ents = v;
+    s->cap_ents = cap;
+    return MCDC_OK;
+}
+
+/* Sort keys and entries of rows [first, first + n) of held batch bi. */
+static int key_rows(silver_sorter *s, int32_t bi, int64_t first, int64_t n, const uint32_t *tags,
+                    mcdc_error *err) {
+    int rc = grow_ents(s, n, err);
+    if (rc) return rc;
+    const mcdc_batch *acc = s->acc[bi];
+    const mcdc_column *kc[SILVER_KEYS_MAX];
+    for (int32_t k = 0; k < s->cfg.n_keys; k++) kc[k] = &acc->columns[s->cfg.key_cols[k]];
+    for (int64_t i = 0; rc == MCDC_OK && i < n; i++) {
+        int64_t r = first + i;
+        size_t off = s->arena.len;
+        rc = silver_key_append(&s->arena, kc, s->cfg.n_keys, r, err);
+        size_t klen = s->arena.len - off;
+        if (rc == MCDC_OK && s->cfg.ranked) {
+            silver_rank rk;
+            rc = rank_of(s, acc, r, &rk, err);
+            for (int j = 0; rc == MCDC_OK && j < SILVER_RANK_BYTES; j++) rk.b[j] = (uint8_t)~rk.b[j];
+            if (rc == MCDC_OK) rc = mcdc_buf_append(&s->arena, rk.b, SILVER_RANK_BYTES, err);
+        }
+        if (rc) break;
+        const uint8_t *k = (const uint8_t *)s->arena.data + off;
+        size_t len = s->arena.len - off;
+        uint64_t pre = 0;
+        for (size_t j = 0; j < 8; j++) pre = pre << 8 | (j < len ? k[j] : 0);
+        s->ents[s->n_ents++] = (ent){pre, (uint32_t)bi, (uint32_t)r, off, (uint32_t)len,
+                                     (uint32_t)klen, tags ? tags[i] : 0, 0};
+    }
+    return rc;
+}
+
+static int add_acc(silver_sorter *s, mcdc_batch *b, mcdc_error *err) {
+    if (s->n_acc == s->cap_acc) {
+        int32_t cap = s->cap_acc ? s->cap_acc * 2 : 8;
+        mcdc_batch **v = mcdc_realloc(s->acc, (size_t)cap * sizeof *v);
+        if (v == NULL) return nomem(err);
+        s->acc = v;
+        s->cap_acc = cap;
+    }
+    s->acc[s->n_acc++] = b;
+    return MCDC_OK;
+}
+
+int silver_sorter_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows, int64_t n,
+                      const uint32_t *tags, mcdc_error *err) {
+    MCDC_ASSERT(!s->finished && b->schema->n_fields == s->n_cols);
+    if (rows == NULL) n = b->rows;
+    int rc = MCDC_OK;
+    int64_t done = 0;
+    int32_t *all = NULL;
+    if (rows == NULL && n > 0) {
+        all = mcdc_malloc((size_t)n * sizeof *all);
+        if (all == NULL) return nomem(err);
+        for (int64_t i = 0; i < n; i++) all[i] = (int32_t)i;
+        rows = all;
+    }
+    while (rc == MCDC_OK && done < n) {
+        if (s->n_acc == 0 || s->last_owned || s->acc[s->n_acc - 1]->columns[0].length >= ACC_ROWS) {
+            mcdc_batch *nb = NULL;
+            rc = mcdc_batch_create(&nb, s->schema, 4096, err);
+            if (rc == MCDC_OK && (rc = add_acc(s, nb, err)) != MCDC_OK) mcdc_batch_free(nb);
+            if (rc) break;
+            s->last_owned = false;
+        }
+        mcdc_batch *acc = s->acc[s->n_acc - 1];
+        int64_t first = acc->columns[0].length;
+        int64_t take = n - done;
+        if (take > ACC_ROWS - first) take = ACC_ROWS - first;
+        for (int32_t c = 0; rc == MCDC_OK && c < s->n_cols; c++)
+            rc = mcdc_col_take(&acc->columns[c], &b->columns[c], rows + done, take, err);
+        if (rc == MCDC_OK) rc = key_rows(s, s->n_acc - 1, first, take, tags ? tags + done : NULL, err);
+        done += take;
+        s->rows_added += take;
+        if (rc == MCDC_OK && held_bytes(s) >= s->cfg.memory_bytes) rc = spill_run(s, err);
+    }
+    mcdc_free(all);
+    return rc;
+}
+
+int silver_sorter_add_owned(silver_sorter *s, mcdc_batch *b, const uint32_t *tags,
+                            mcdc_error *err) {
+    MCDC_ASSERT(!s->finished && b->schema->n_fields == s->n_cols);
+    /* a held batch must take no more rows: mark it full */
+    int rc = add_acc(s, b, err);
+    if (rc) {
+        mcdc_batch_free(b);
+        return rc;
+    }
+    int64_t n = b->rows;
+    rc = key_rows(s, s->n_acc - 1, 0, n, tags, err);
+    s->rows_added += n;
+    s->last_owned = true; /* copies go to a batch of their own */
+    if (rc == MCDC_OK && held_bytes(s) >= s->cfg.memory_bytes) rc = spill_run(s, err);
+    return rc;
+}
+
+/* ---- sorting what is held -------------------------------------------------------- */
+
+/* qsort takes no context: the arena of the sort running on this thread. */
+static _Thread_local const uint8_t *t_arena;
+
+static int ent_cmp(const void *pa, const void *pb) {
+    const ent *a = pa, *b = pb;
+    if (a->pre != b->pre) return a->pre < b->pre ? -1 : 1;
+    return silver_key_cmp(t_arena + a->off, a->len, t_arena + b->off, b->len);
+}
+
+/* Sorts the held entries, then (ranked) keeps each key's first with the
+ * tags of all its rows. */
+static void sort_held(silver_sorter *s) {
+    t_arena = (const uint8_t *)s->arena.data;
+    if (s->n_ents > 1) qsort(s->ents, (size_t)s->n_ents, sizeof *s->ents, ent_cmp);
+    if (!s->cfg.ranked) return;
+    const uint8_t *a = (const uint8_t *)s->arena.data;
+    int64_t w = 0;
+    for (int64_t i = 0; i < s->n_ents; i++) {
+        ent *e = &s->ents[i];
+        if (w > 0) {
+            ent *last = &s->ents[w - 1];
+            if (last->klen == e->klen && memcmp(a + last->off, a + e->off, e->klen) == 0) {
+                last->tags |= e->tags;
+                continue;
+            }
+        }
+        s->ents[w++] = *e;
+    }
+    s->n_ents = w;
+}
+
+static void free_held(silver_sorter *s) {
+    for (int32_t i = 0; i < s->n_acc; i++) mcdc_batch_free(s->acc[i]);
+    s->n_acc = 0;
+    s->last_owned = false;
+    s->n_ents = 0;
+    mcdc_buf_free(&s->arena);
+}
+
+/* Appends held entries [from, to) to out (the run schema, or the sorter's
+ * when keys are not wanted): a gather per column. */
+static int take_held(silver_sorter *s, mcdc_batch *out, int64_t from, int64_t to, bool with_keys,
+                     mcdc_error *err) {
+    int64_t n = to - from;
+    int32_t *which = mcdc_malloc((size_t)(n ? n : 1) * sizeof *which);
+    const mcdc_column **src = mcdc_malloc((size_t)(s->n_acc ? s->n_acc : 1) * sizeof *src);
+    int rc = which && src ? MCDC_OK : nomem(err);
+    for (int64_t i = 0; rc == MCDC_OK && i < n; i++) {
+        which[i] = (int32_t)s->ents[from + i].batch;
+        s->idx[i] = (int32_t)s->ents[from + i].row;
+    }
+    for (int32_t c = 0; rc == MCDC_OK && c < s->n_cols; c++) {
+        for (int32_t b = 0; b < s->n_acc; b++) src[b] = &s->acc[b]->columns[c];
+        rc = mcdc_col_gather(&out->columns[c], src, which, s->idx, n, err);
+    }
+    mcdc_free(which);
+    mcdc_free(src);
+    const uint8_t *a = (const uint8_t *)s->arena.data;
+    for (int64_t i = from; with_keys && i < to && rc == MCDC_OK; i++) {
+        const ent *e = &s->ents[i];
+        rc = mcdc_col_append_bytes(&out->columns[s->n_cols], a + e->off, e->len, err);
+        if (rc == MCDC_OK) rc = mcdc_col_append_int(&out->columns[s->n_cols + 1], e->klen, err);
+        if (rc == MCDC_OK) rc = mcdc_col_append_int(&out->columns[s->n_cols + 2], (int32_t)e->tags, err);
+    }
+    return rc;
+}
+
+static int spill_run(silver_sorter *s, mcdc_error *err) {
+    sort_held(s);
+    if (s->n_runs == s->cap_runs) {
+        int32_t cap = s->cap_runs ? s->cap_runs * 2 : 8;
+        char **v = mcdc_realloc(s->runs, (size_t)cap * sizeof *v);
+        if (v == NULL) return nomem(err);
+        s->runs = v;
+        s->cap_runs = cap;
+    }
+    if (s->n_runs >= SILVER_RUNS_MAX)
+        return mcdc_error_set(err, MCDC_E_LIMIT,
+                              "the rows to sort passed %d runs of %lld bytes each: give the job "
+                              "more memory (--memory-mb), or apply more often",
+                              SILVER_RUNS_MAX, (long long)s->cfg.memory_bytes);
+    char *key = mcdc_asprintf("%s%s-run-%04d.parquet", s->cfg.spill_prefix, s->id, (int)s->n_runs);
+    if (key == NULL) return nomem(err);
+    mcdc_parquet_write_options po = MCDC_PARQUET_WRITE_OPTIONS_INIT;
+    po.codec = MCDC_PARQUET_UNCOMPRESSED; /* read back once, soon: speed over size */
+    po.dictionary = false;
+    po.threads = 1;
+    po.row_group_bytes = 2LL * 1024 * 1024; /* a merge of many runs holds one row group of each */
+    mcdc_parquet_writer *w = NULL;
+    int rc = mcdc_parquet_writer_open(&w, s->cfg.spill, key, s->run_schema, &po, err);
+    mcdc_batch *b = NULL;
+    for (int64_t i = 0; rc == MCDC_OK && i < s->n_ents; i += SILVER_BATCH_ROWS) {
+        int64_t to = i + SILVER_BATCH_ROWS < s->n_ents ? i + SILVER_BATCH_ROWS : s->n_ents;
+        rc = mcdc_batch_create(&b, s->run_schema, to - i, err);
+        if (rc == MCDC_OK) rc = take_held(s, b, i, to, true, err);
+        if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
+        if (rc == MCDC_OK) rc = mcdc_parquet_writer_write(w, b, err);
+        mcdc_batch_free(b);
+        b = NULL;
+    }
+    if (rc == MCDC_OK) rc = mcdc_parquet_writer_close(w, err);
+    mcdc_parquet_writer_free(w);
+    if (rc) {
+        mcdc_free(key);
+        return mcdc_error_wrap(err, "spilling sorted rows to %s", s->cfg.spill_prefix), rc;
+    }
+    s->runs[s->n_runs++] = key;
+    free_held(s);
+    return MCDC_OK;
+}
+
+int silver_sorter_finish(silver_sorter *s, mcdc_error *err) {
+    (void)err;
+    if (!s->finished) sort_held(s);
+    s->finished = true;
+    return MCDC_OK;
+}
+
+/* ---- reading ---------------------------------------------------------------------- */
+
+/* A run's batches stay alive until the chunk that took rows from them is
+ * built: they are retired, not freed, when the run moves on. A chunk ends
+ * early once this many are retired. */
+#define RETIRED_MAX 16
+
+static void free_retired(silver_sorter *s) {
+    for (int32_t i = 0; i < s->n_retired; i++) mcdc_batch_free(s->retired[i]);
+    s->n_retired = 0;
+}
+
+static void close_cursors(silver_sorter *s) {
+    for (int32_t i = 0; i < s->n_cur; i++) {
+        mcdc_batch_free(s->cur[i].b);
+        mcdc_parquet_reader_free(s->cur[i].r);
+    }
+    free_retired(s);
+    mcdc_free(s->cur);
+    s->cur = NULL;
+    s->n_cur = 0;
+    s->n_heap = 0;
+}
+
+/* The current sort key of cursor c (false: exhausted). */
+static bool cur_key(const silver_sorter *s, const cursor *c, const uint8_t **k, uint32_t *len,
+                    uint32_t *klen, uint32_t *tags) {
+    if (c->is_run) {
+        if (c->b == NULL) return false;
+        int32_t base = s->keys_only ? 0 : s->n_cols;
+        const mcdc_column *sk = &c->b->columns[base];
+        *k = sk->data + sk->offsets[c->at];
+        *len = (uint32_t)(sk->offsets[c->at + 1] - sk->offsets[c->at]);
+        *klen = (uint32_t)cell_i32(&c->b->columns[base + 1], c->at);
+        *tags = (uint32_t)cell_i32(&c->b->columns[base + 2], c->at);
+        return true;
+    }
+    if (c->pos >= s->n_ents) return false;
+    const ent *e = &s->ents[c->pos];
+    *k = (const uint8_t *)s->arena.data + e->off;
+    *len = e->len;
+    *klen = e->klen;
+    *tags = e->tags;
+    return true;
+}
+
+/* Loads a run cursor's next batch (NULL at its end), retiring the last. */
+static int cur_load(silver_sorter *s, cursor *c, mcdc_error *err) {
+    if (c->b) {
+        if (s->n_retired == s->cap_retired) {
+            int32_t cap = s->cap_retired ? s->cap_retired * 2 : 8;
+            mcdc_batch **v = mcdc_realloc(s->retired, (size_t)cap * sizeof *v);
+            if (v == NULL) return nomem(err);
+            s->retired = v;
+            s->cap_retired = cap;
+        }
+        s->retired[s->n_retired++] = c->b;
+        c->b = NULL;
+    }
+    c->at = 0;
+    int rc;
+    do {
+        mcdc_batch_free(c->b);
+        c->b = NULL;
+        rc = mcdc_parquet_reader_next(&c->b, c->r, err);
+    } while (rc == MCDC_OK && c->b && c->b->rows == 0);
+    return rc;
+}
+
+static int cur_step(silver_sorter *s, cursor *c, mcdc_error *err) {
+    if (!c->is_run) {
+        c->pos++;
+        return MCDC_OK;
+    }
+    if (++c->at < c->b->rows) return MCDC_OK;
+    return cur_load(s, c, err);
+}
+
+static bool heap_less(const silver_sorter *s, int32_t a, int32_t b) {
+    const uint8_t *ka, *kb;
+    uint32_t la, lb, x, y;
+    cur_key(s, &s->cur[a], &ka, &la, &x, &y);
+    cur_key(s, &s->cur[b], &kb, &lb, &x, &y);
+    int c = silver_key_cmp(ka, la, kb, lb);
+    return c < 0 || (c == 0 && a < b);
+}
+
+static void heap_down(silver_sorter *s, int32_t i) {
+    for (;;) {
+        int32_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < s->n_heap && heap_less(s, s->heap[l], s->heap[m])) m = l;
+        if (r < s->n_heap && heap_less(s, s->heap[r], s->heap[m])) m = r;
+        if (m == i) return;
+        int32_t t = s->heap[i];
+        s->heap[i] = s->heap[m];
+        s->heap[m] = t;
+        i = m;
+    }
+}
+
+/* Steps the heap's top cursor past its row and restores the heap. */
+static int heap_pop_step(silver_sorter *s, mcdc_error *err) {
+    cursor *t = &s->cur[s->heap[0]];
+    int rc = cur_step(s, t, err);
+    if (rc) return rc;
+    const uint8_t *k;
+    uint32_t l, kl, tg;
+    if (!cur_key(s, t, &k, &l, &kl, &tg)) s->heap[0] = s->heap[--s->n_heap];
+    if (s->n_heap > 0) heap_down(s, 0);
+    return MCDC_OK;
+}
+
+int silver_sorter_rewind(silver_sorter *s, bool keys_only, mcdc_error *err) {
+    MCDC_ASSERT(s->finished);
+    close_cursors(s);
+    s->keys_only = keys_only;
+    s->cur = mcdc_calloc((size_t)s->n_runs + 1, sizeof *s->cur);
+    mcdc_free(s->heap);
+    s->heap = mcdc_calloc((size_t)s->n_runs + 1, sizeof *s->heap);
+    if (s->cur == NULL || s->heap == NULL) return nomem(err);
+    int rc = MCDC_OK;
+    static const char *const KEYS[3] = {"__skey", "__klen", "__tags"};
+    for (int32_t i = 0; i < s->n_runs && rc == MCDC_OK; i++) {
+        cursor *c = &s->cur[s->n_cur++];
+        c->is_run = true;
+        mcdc_parquet_read_options ro = MCDC_PARQUET_READ_OPTIONS_INIT;
+        ro.batch_rows = RUN_READ_ROWS;
+        rc = mcdc_parquet_reader_open(&c->r, s->cfg.spill, s->runs[i], &ro, err);
+        if (rc == MCDC_OK && keys_only) rc = mcdc_parquet_reader_select(c->r, KEYS, 3, err);
+        if (rc == MCDC_OK) rc = cur_load(s, c, err);
+    }
+    free_retired(s);
+    s->cur[s->n_cur++] = (cursor){.is_run = false, .pos = 0};
+    for (int32_t i = 0; i < s->n_cur; i++) {
+        const uint8_t *k;
+        uint32_t l, x, y;
+        if (cur_key(s, &s->cur[i], &k, &l, &x, &y)) s->heap[s->n_heap++] = i;
+    }
+    for (int32_t i = s->n_heap / 2 - 1; i >= 0; i--) heap_down(s, i);
+    if (rc) mcdc_error_wrap(err, "reading back sorted rows from %s", s->cfg.spill_prefix);
+    return rc;
+}
+
+static int chunk_room(silver_sorter *s, mcdc_error *err) {
+    silver_chunk *ch = &s->chunk;
+    if (ch->key == NULL) {
+        ch->key = mcdc_calloc(SILVER_BATCH_ROWS, sizeof *ch->key);
+        ch->key_len = mcdc_calloc(SILVER_BATCH_ROWS, sizeof *ch->key_len);
+        ch->rank = mcdc_calloc(SILVER_BATCH_ROWS, sizeof *ch->rank);
+        ch->tags = mcdc_calloc(SILVER_BATCH_ROWS, sizeof *ch->tags);
+        s->koff = mcdc_calloc(SILVER_BATCH_ROWS, sizeof *s->koff);
+        s->pend = mcdc_calloc(SILVER_BATCH_ROWS, sizeof *s->pend);
+        if (!ch->key || !ch->key_len || !ch->rank || !ch->tags || !s->koff || !s->pend)
+            return nomem(err);
+    }
+    mcdc_batch_free(ch->rows);
+    ch->rows = NULL;
+    ch->n = 0;
+    mcdc_buf_reset(&ch->bytes);
+    return MCDC_OK;
+}
+
+/* Takes the chunk's rows from their sources: a gather per column. */
+static int build_rows(silver_sorter *s, mcdc_error *err) {
+    silver_chunk *ch = &s->chunk;
+    int64_t n = ch->n;
+    int32_t *which = mcdc_malloc((size_t)(n ? n : 1) * sizeof *which);
+    const mcdc_batch **seen = NULL;
+    const mcdc_column **cols = NULL;
+    int32_t n_seen = 0, cap_seen = 0;
+    int rc = which ? mcdc_batch_create(&ch->rows, s->schema, n ? n : 1, err) : nomem(err);
+    for (int64_t i = 0; rc == MCDC_OK && i < n; i++) {
+        const mcdc_batch *b = s->pend[i].src;
+        int32_t k = i > 0 && s->pend[i - 1].src == b ? which[i - 1] : -1;
+        for (int32_t j = n_seen - 1; k < 0 && j >= 0; j--)
+            if (seen[j] == b) k = j;
+        if (k < 0) {
+            if (n_seen == cap_seen) {
+                int32_t cap = cap_seen ? cap_seen * 2 : 16;
+                const mcdc_batch **v = mcdc_realloc(seen, (size_t)cap * sizeof *v);
+                if (v == NULL) {
+                    rc = nomem(err);
+                    break;
+                }
+                seen = v;
+                cap_seen = cap;
+            }
+            seen[n_seen] = b;
+            k = n_seen++;
+        }
+        which[i] = k;
+        s->idx[i] = s->pend[i].row;
+    }
+    if (rc == MCDC_OK && (cols = mcdc_malloc((size_t)(n_seen ? n_seen : 1) * sizeof *cols)) == NULL)
+        rc = nomem(err);
+    for (int32_t c = 0; rc == MCDC_OK && c < s->n_cols; c++) {
+        for (int32_t j = 0; j < n_seen; j++) cols[j] = &seen[j]->columns[c];
+        rc = mcdc_col_gather(&ch->rows->columns[c], cols, which, s->idx, n, err);
+    }
+    if (rc == MCDC_OK) rc = mcdc_batch_seal(ch->rows, err);
+    mcdc_free(which);
+    mcdc_free(seen);
+    mcdc_free(cols);
+    return rc;
+}
+
+int silver_sorter_next(silver_sorter *s, const silver_chunk **out, mcdc_error *err) {
+    *out = NULL;
+    free_retired(s);
+    silver_chunk *ch = &s->chunk;
+    int rc = chunk_room(s, err);
+    while (rc == MCDC_OK && s->n_heap > 0 && ch->n < SILVER_BATCH_ROWS &&
+           s->n_retired <= RETIRED_MAX) {
+        cursor *c = &s->cur[s->heap[0]];
+        const uint8_t *k;
+        uint32_t len, klen, tags;
+        cur_key(s, c, &k, &len, &klen, &tags);
+        const mcdc_batch *src = c->is_run ? c->b : s->acc[s->ents[c->pos].batch];
+        int64_t row = c->is_run ? c->at : s->ents[c->pos].row;
+        /* k points into src (a run's batch, retired rather than freed while
+         * this chunk is built) or the arena: valid through the steps below */
+        rc = heap_pop_step(s, err);
+        uint32_t all = tags;
+        while (rc == MCDC_OK && s->cfg.ranked && s->n_heap > 0) {
+            const uint8_t *k2;
+            uint32_t l2, kl2, tg2;
+            cur_key(s, &s->cur[s->heap[0]], &k2, &l2, &kl2, &tg2);
+            if (kl2 != klen || memcmp(k2, k, klen) != 0) break;
+            all |= tg2;
+            rc = heap_pop_step(s, err);
+        }
+        if (rc) break;
+        if (s->cfg.ranked && s->cfg.keep_tags && !(all & s->cfg.keep_tags)) continue;
+        int64_t i = ch->n++;
+        s->pend[i] = (pref){src, (int32_t)row};
+        s->koff[i] = ch->bytes.len;
+        ch->key_len[i] = klen;
+        ch->tags[i] = all;
+        if (s->cfg.ranked)
+            for (int j = 0; j < SILVER_RANK_BYTES; j++) ch->rank[i].b[j] = (uint8_t)~k[klen + (uint32_t)j];
+        rc = mcdc_buf_append(&ch->bytes, k, klen, err);
+    }
+    if (rc == MCDC_OK && !s->keys_only && ch->n > 0) rc = build_rows(s, err);
+    if (rc) return rc;
+    for (int64_t i = 0; i < ch->n; i++) ch->key[i] = (const uint8_t *)ch->bytes.data + s->koff[i];
+    if (ch->n > 0) *out = ch;
+    return MCDC_OK;
+}
+
+void silver_sorter_free(silver_sorter *s) {
+    if (s == NULL) return;
+    close_cursors(s);
+    free_held(s);
+    mcdc_free(s->ents);
+    mcdc_free(s->acc);
+    for (int32_t i = 0; i < s->n_runs; i++) {
+        mcdc_storage_delete(s->cfg.spill, s->runs[i], NULL);
+        mcdc_free(s->runs[i]);
+    }
+    mcdc_free(s->runs);
+    mcdc_free(s->heap);
+    mcdc_free(s->idx);
+    mcdc_free((void *)s->cfg.key_cols);
+    mcdc_free((void *)s->cfg.spill_prefix);
+    mcdc_batch_free(s->chunk.rows);
+    mcdc_free(s->retired);
+    mcdc_free(s->pend);
+    mcdc_free(s->koff);
+    mcdc_free((void *)s->chunk.key);
+    mcdc_free(s->chunk.key_len);
+    mcdc_free(s->chunk.rank);
+    mcdc_free(s->chunk.tags);
+    mcdc_buf_free(&s->chunk.bytes);
+    mcdc_schema_unref(s->run_schema);
+    mcdc_schema_unref(s->schema);
+    mcdc_free(s);
+}

@@ -1,0 +1,168 @@
+"""mssql-cdc apply: silver, the source table's current state, kept from bronze
+while a workload of inserts, updates, deletes and key updates runs.
+
+After each stream + apply (the stream caught up), silver read by delta-rs and
+DuckDB equals the source read through pymssql, row for row, every column;
+Spark reads it in test_apply_peer.py. Also: another writer (delta-rs DELETE
+and UPDATE) changes silver between applies, a long-running --trigger, bad
+arguments refused before anything is written.
+"""
+import json
+import os
+import signal
+import time
+
+import pytest
+from deltalake import DeltaTable
+
+from apply_jobs import (apply, apply_args, assert_silver_equals_source, control_row, silver_commits,
+                        silver_of, spawn_apply)
+from conftest import CLI, run_cli
+from snapshot_jobs import new_job
+from workload import Events, Items, Regional, delta_rows, source_rows
+
+SPECS = {"items": lambda: Items(key_space=1500), "regional": lambda: Regional(ids_per_region=150),
+         "events": lambda: Events(key_space=1500, groups=20)}
+
+
+@pytest.mark.parametrize("name", ["items", "regional", "events"])
+def test_stream_and_apply_keep_silver_equal_to_the_source(sim, workdir, name):
+    spec = SPECS[name]()
+    job, w = new_job(sim, workdir, spec, preload=0, seed=11)
+    # events has no unique index: its key comes from --keys
+    keys = spec.keys if name == "events" else None
+    w.preload(200)  # after CDC: the stream has these rows
+    with w:
+        for _ in range(3):
+            w.wait_for(25)
+            job.stream()
+            r = apply(job, keys=keys)
+            assert r["bronze_found"]
+    job.stream()
+    r = apply(job, keys=keys)
+    n = assert_silver_equals_source(job)
+    assert n > 0 and r["applied_lsn"]
+    # position and verdict in the control table, the reference's columns
+    row = control_row(job, silver_of(job))
+    assert row["applied_lsn"] == r["applied_lsn"]
+    assert row["finalized_until"] is not None
+    assert row["open_snapshot_lsn"] is None and row["snapshot_wave"] is None
+    assert r["finalized_until"].startswith(row["finalized_until"].isoformat()[:16])
+    # a reapply changes nothing and commits nothing
+    before = silver_commits(silver_of(job))
+    again = apply(job, keys=keys)
+    assert again["applied_lsn"] == r["applied_lsn"] and not again["rebuilt"]
+    assert silver_commits(silver_of(job)) == before
+    assert_silver_equals_source(job)
+    # silver's columns: the captured ones, _start_lsn and _commit_ts
+    cols = [f.name for f in DeltaTable(silver_of(job)).schema().fields]
+    assert cols == [*spec.column_names, "_start_lsn", "_commit_ts"]
+
+
+def test_another_writers_delete_and_update_are_merged_over(sim, workdir):
+    """A user deletes rows of silver and changes others with delta-rs (its
+    own files, in no key order, no index entry); the next apply finds the
+    changed keys in them and leaves silver as the reference's MERGE would:
+    a key changed since is the source's again, one not changed keeps what
+    the user did."""
+    spec = Items(key_space=1200)
+    job, w = new_job(sim, workdir, spec, preload=0, seed=5)
+    w.preload(400)
+    job.stream()
+    first = apply(job, "--file-rows", "100")
+    assert_silver_equals_source(job)
+    silver = silver_of(job)
+    before = {r["id"] for r in delta_rows(silver, ["id"])}
+    DeltaTable(silver).delete("id % 7 = 0")
+    DeltaTable(silver).update(predicate="id % 5 = 1", updates={"note": "'by hand'"})
+    deleted = before - {r["id"] for r in delta_rows(silver, ["id"])}
+    marked = {r["id"] for r in delta_rows(silver, ["id", "note"]) if r["note"] == "by hand"}
+    assert deleted and marked
+    with w:
+        w.wait_for(150)
+    job.stream()
+    r = apply(job, "--file-rows", "100")
+    assert not r["rebuilt"] and r["applied_lsn"] > first["applied_lsn"]
+    changed = {b["id"] for b in delta_rows(job.bronze, ["id", "_start_lsn", "_operation"])
+               if b["_operation"] != 0 and b["_start_lsn"] > first["applied_lsn"]}
+    src = {row[0]: row for row in source_rows(sim, spec)}
+    got = {}
+    for row in delta_rows(silver, spec.column_names):
+        assert row["id"] not in got, f"key {row['id']} twice in silver"
+        got[row["id"]] = tuple(row[c] for c in spec.column_names)
+    assert changed & (deleted | marked), "the workload touched none of the user's rows"
+    note = spec.column_names.index("note")
+    for k in set(src) | set(got):
+        if k in changed or (k not in deleted and k not in marked):
+            assert got.get(k) == src.get(k), (k, got.get(k), src.get(k))
+        elif k in deleted:
+            assert k not in got, k
+        else:
+            assert got[k][note] == "by hand" and got[k][:note] == src[k][:note], k
+    # what delta-rs wrote was folded back into files in key order
+    assert len(DeltaTable(silver).file_uris()) <= len(got) // 100 + 4
+
+
+def test_a_long_running_trigger_applies_as_bronze_grows(sim, workdir):
+    spec = Items(key_space=800)
+    job, w = new_job(sim, workdir, spec, preload=0, seed=9)
+    w.preload(100)
+    job.stream()
+    p = spawn_apply(job, "--trigger", "processingTime=200ms")
+    try:
+        with w:
+            for _ in range(3):
+                w.wait_for(20)
+                job.stream()
+                time.sleep(0.5)
+        job.stream()
+        deadline = time.monotonic() + 30
+        while True:  # the pass after the last batch
+            r = control_row(job, silver_of(job))
+            b = [x["_start_lsn"] for x in delta_rows(job.bronze, ["_start_lsn"])]
+            if r and r["applied_lsn"] == max(b):
+                break
+            assert time.monotonic() < deadline, "apply did not catch up"
+            time.sleep(0.2)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err[-2000:]
+    passes = [json.loads(x) for x in out.splitlines() if x.strip()]
+    assert len(passes) >= 3, out  # a line per pass, then the run's
+    assert passes[-1]["applied_lsn"] == max(b)
+    assert_silver_equals_source(job)
+
+
+def test_apply_before_the_stream_wrote_anything_applies_nothing(sim, workdir):
+    job, _ = new_job(sim, workdir, Items(), preload=0)
+    r = apply(job)
+    assert r["bronze_found"] is False and r["applied_lsn"] is None and not r["rebuilt"]
+    assert not os.path.exists(silver_of(job))
+
+
+def test_bad_arguments_are_refused_before_anything_is_written(sim, workdir):
+    spec = Items(key_space=500)
+    job, w = new_job(sim, workdir, spec, preload=0)
+    w.preload(20)
+    job.stream()
+    # bronze given as silver: a table of another kind
+    p = apply(job, silver=job.bronze, check=False)
+    assert p.returncode == 7, p.stderr
+    # silver into the control table's place
+    p = run_cli(*apply_args(job)[:-6], "--control-table", silver_of(job), "--facts-table",
+                job.facts, check=False)
+    assert p.returncode in (2, 7), p.stderr
+    # a key bronze does not capture
+    p = apply(job, keys=["nope"], check=False)
+    assert p.returncode == 2 and "nope" in p.stderr, p.stderr
+    # neither keys nor a connection to read them from
+    p = run_cli("apply", "--bronze", job.bronze, "--target", silver_of(job), "--control-table",
+                job.control, "--capture-instance", spec.capture_instance, check=False)
+    assert p.returncode == 2 and "--keys" in p.stderr, p.stderr
+    p = run_cli("apply", "--bronze", job.bronze, check=False)
+    assert p.returncode == 2
+    assert not os.path.exists(silver_of(job))
+    h = run_cli("apply", "--help")
+    assert "ApplyResult" in h.stdout and "--trigger" in h.stdout
+    assert CLI

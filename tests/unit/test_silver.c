@@ -1,0 +1,1303 @@
+/* test_silver.c - silver's keys, ranks, rules and sorter (src/silver). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcdc_silver.h"
+#include "mcdc_tables.h"
+#include "mcdc_test.h"
+
+/* ---- keys ------------------------------------------------------------------------ */
+
+static mcdc_schema *key_schema(void) {
+    mcdc_schema *s;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_schema_create(&s, 3, &e);
+    mcdc_schema_set(s, 0, "i", MCDC_TYPE_INT64, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 1, "t", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 2, "d", MCDC_TYPE_DECIMAL, 18, 2, 0, true, &e);
+    return s;
+}
+
+/* The keys of rows (i, t) of one batch, encoded. */
+typedef struct {
+    bool i_null, t_null;
+    int64_t i;
+    const char *t;
+    size_t t_len;
+} krow;
+
+static void encode_rows(const krow *rows, int n, mcdc_buf *out, size_t *off) {
+    mcdc_schema *s = key_schema();
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_batch *b;
+    mcdc_batch_create(&b, s, n, &e);
+    for (int r = 0; r < n; r++) {
+        if (rows[r].i_null) mcdc_col_append_null(&b->columns[0], &e);
+        else mcdc_col_append_int(&b->columns[0], rows[r].i, &e);
+        if (rows[r].t_null) mcdc_col_append_null(&b->columns[1], &e);
+        else mcdc_col_append_bytes(&b->columns[1], rows[r].t, (int64_t)rows[r].t_len, &e);
+        mcdc_col_append_null(&b->columns[2], &e);
+    }
+    mcdc_batch_seal(b, &e);
+    const mcdc_column *cols[2] = {&b->columns[0], &b->columns[1]};
+    for (int r = 0; r < n; r++) {
+        off[r] = out->len;
+        silver_key_append(out, cols, 2, r, &e);
+    }
+    off[n] = out->len;
+    mcdc_batch_free(b);
+    mcdc_schema_unref(s);
+}
+
+TEST(silver_keys_order_as_tuples_nulls_first_and_equal) {
+    /* in the order the encodings must sort in */
+    const krow rows[] = {
+        {true, true, 0, NULL, 0},            /* (NULL, NULL) */
+        {true, false, 0, "a", 1},            /* (NULL, 'a') */
+        {false, true, INT64_MIN, NULL, 0},   /* (min, NULL) */
+        {false, false, -5, "", 0},           /* (-5, '') */
+        {false, false, -5, "\0", 1},         /* (-5, '\0'): after '' */
+        {false, false, -5, "\0\0", 2},
+        {false, false, -5, "\0a", 2},
+        {false, false, -5, "a", 1},
+        {false, false, -5, "ab", 2},         /* a prefix sorts first */
+        {false, false, -1, "", 0},
+        {false, false, 0, "zz", 2},
+        {false, false, 7, "a", 1},
+        {false, false, INT64_MAX, "", 0},
+    };
+    int n = (int)(sizeof rows / sizeof rows[0]);
+    mcdc_buf b = {0};
+    size_t off[32];
+    encode_rows(rows, n, &b, off);
+    const uint8_t *p = (const uint8_t *)b.data;
+    for (int i = 0; i + 1 < n; i++) {
+        int c = silver_key_cmp(p + off[i], off[i + 1] - off[i], p + off[i + 1], off[i + 2] - off[i + 1]);
+        if (c >= 0) fprintf(stderr, "  keys %d and %d out of order\n", i, i + 1);
+        CHECK(c < 0);
+    }
+    /* equal tuples (NULLs included) encode equally: the null-safe match */
+    mcdc_buf b2 = {0};
+    size_t off2[32];
+    encode_rows(rows, n, &b2, off2);
+    for (int i = 0; i < n; i++) {
+        CHECK(silver_key_cmp(p + off[i], off[i + 1] - off[i], (const uint8_t *)b2.data + off2[i],
+                             off2[i + 1] - off2[i]) == 0);
+        CHECK(silver_hash(p + off[i], off[i + 1] - off[i]) ==
+              silver_hash((const uint8_t *)b2.data + off2[i], off2[i + 1] - off2[i]));
+    }
+    mcdc_buf_free(&b);
+    mcdc_buf_free(&b2);
+}
+
+TEST(silver_keys_of_other_types_keep_their_order) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_schema *s;
+    mcdc_schema_create(&s, 3, &e);
+    mcdc_schema_set(s, 0, "d", MCDC_TYPE_DECIMAL, 18, 2, 0, true, &e);
+    mcdc_schema_set(s, 1, "f", MCDC_TYPE_DOUBLE, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 2, "x", MCDC_TYPE_BINARY, 0, 0, 0, true, &e);
+    mcdc_batch *b;
+    mcdc_batch_create(&b, s, 4, &e);
+    const int64_t dec[] = {-250, -1, 0, 12345};
+    const double dbl[] = {-1e300, -0.0, 0.0, 2.5};
+    for (int r = 0; r < 4; r++) {
+        mcdc_col_append_decimal(&b->columns[0], (uint64_t)dec[r], dec[r] < 0 ? -1 : 0, &e);
+        mcdc_col_append_double(&b->columns[1], dbl[r], &e);
+        uint8_t x[2] = {(uint8_t)r, 0};
+        mcdc_col_append_bytes(&b->columns[2], x, 2, &e);
+    }
+    mcdc_batch_seal(b, &e);
+    for (int k = 0; k < 3; k++) {
+        mcdc_buf out = {0};
+        size_t off[5];
+        const mcdc_column *c = &b->columns[k];
+        for (int r = 0; r < 4; r++) {
+            off[r] = out.len;
+            CHECK_EQ_INT(silver_key_append(&out, &c, 1, r, &e), MCDC_OK);
+        }
+        off[4] = out.len;
+        const uint8_t *p = (const uint8_t *)out.data;
+        for (int r = 0; r + 1 < 4; r++) {
+            int cmp = silver_key_cmp(p + off[r], off[r + 1] - off[r], p + off[r + 1], off[r + 2] - off[r + 1]);
+            /* -0 and 0 are one key */
+            if (k == 1 && r == 1) CHECK(cmp == 0);
+            else CHECK(cmp < 0);
+        }
+        mcdc_buf_free(&out);
+    }
+    mcdc_batch_free(b);
+    mcdc_schema_unref(s);
+}
+
+/* ---- ranks and rules -------------------------------------------------------------- */
+
+static silver_rank rk(const char *lsn, int cmd, const char *seq, int op) {
+    silver_rank r;
+    mcdc_error e = MCDC_ERROR_INIT;
+    int rc = silver_rank_make(&r, lsn, strlen(lsn), cmd >= 0, cmd, seq, seq ? strlen(seq) : 0, op, &e);
+    if (rc) fprintf(stderr, "  rank: %s\n", e.message);
+    return r;
+}
+
+#define L1 "0x0000002A000000100001"
+#define L2 "0x0000002A000000200001"
+#define S1 "0x0000002A000000100002"
+#define S2 "0x0000002A000000100003"
+
+static int rcmp(silver_rank a, silver_rank b) { return memcmp(a.b, b.b, SILVER_RANK_BYTES); }
+
+TEST(silver_rank_orders_by_lsn_command_seqval_operation) {
+    /* the commit first */
+    CHECK(rcmp(rk(L1, 9, S2, 4), rk(L2, 0, NULL, 1)) < 0);
+    /* then _command_id, NULL lowest */
+    CHECK(rcmp(rk(L1, 1, S2, 4), rk(L1, 2, S1, 1)) < 0);
+    CHECK(rcmp(rk(L1, -1, S2, 4), rk(L1, 0, S1, 1)) < 0);
+    /* then _seqval, NULL lowest (snapshot rows) */
+    CHECK(rcmp(rk(L1, 1, S1, 4), rk(L1, 1, S2, 1)) < 0);
+    CHECK(rcmp(rk(L1, -1, NULL, 0), rk(L1, -1, S1, 0)) < 0);
+    /* an update's after image (4) outranks its before image (3) */
+    CHECK(rcmp(rk(L1, 1, S1, 3), rk(L1, 1, S1, 4)) < 0);
+    silver_rank r = rk(L2, 5, S1, 2);
+    CHECK_EQ_INT(silver_rank_op(&r), 2);
+    /* negative command ids (none in CDC, but the order holds) */
+    CHECK(rcmp(rk(L1, INT32_MIN, S1, 2), rk(L1, 0, S1, 2)) < 0);
+    /* what is not an LSN is refused */
+    silver_rank x;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(silver_rank_make(&x, "0x12", 4, false, 0, NULL, 0, 2, &e), MCDC_E_CORRUPT);
+    CHECK(strstr(e.message, "not an LSN") != NULL);
+    CHECK_EQ_INT(silver_rank_make(&x, L1, 22, false, 0, NULL, 0, 7, &e), MCDC_E_CORRUPT);
+}
+
+TEST(silver_rules_delete_upsert_and_never_older) {
+    uint8_t old[10], now[10];
+    CHECK(silver_lsn_parse(old, L1, 22));
+    CHECK(silver_lsn_parse(now, L2, 22));
+    silver_rank del = rk(L2, 1, S1, 1), ins = rk(L2, 1, S1, 2), upd = rk(L2, 1, S1, 4),
+                before = rk(L2, 1, S1, 3), snap = rk(L2, -1, NULL, 0);
+    CHECK_EQ_INT(silver_decide(&del, true, old, false), SILVER_DELETE);
+    CHECK_EQ_INT(silver_decide(&before, true, old, false), SILVER_DELETE); /* the key moved */
+    CHECK_EQ_INT(silver_decide(&ins, true, old, false), SILVER_UPDATE);
+    CHECK_EQ_INT(silver_decide(&upd, true, old, false), SILVER_UPDATE);
+    CHECK_EQ_INT(silver_decide(&snap, true, old, false), SILVER_UPDATE);
+    /* a change not newer than the row's own image changes nothing: reapply */
+    CHECK_EQ_INT(silver_decide(&upd, true, now, false), SILVER_KEEP);
+    CHECK_EQ_INT(silver_decide(&del, true, now, false), SILVER_KEEP);
+    silver_rank older = rk(L1, 1, S1, 1);
+    CHECK_EQ_INT(silver_decide(&older, true, now, false), SILVER_KEEP);
+    /* a row without _start_lsn is never matched as older */
+    CHECK_EQ_INT(silver_decide(&upd, false, old, false), SILVER_KEEP);
+    /* no change: kept, but a rebuild deletes it */
+    CHECK_EQ_INT(silver_decide(NULL, true, old, false), SILVER_KEEP);
+    CHECK_EQ_INT(silver_decide(NULL, true, old, true), SILVER_DELETE);
+    CHECK_EQ_INT(silver_decide(&upd, true, now, true), SILVER_KEEP);
+    CHECK(silver_inserts(&ins) && silver_inserts(&upd) && silver_inserts(&snap));
+    CHECK(!silver_inserts(&del) && !silver_inserts(&before));
+    /* the synthetic delete of a chunk range */
+    silver_rank gone;
+    silver_rank_delete_at(&gone, now);
+    CHECK_EQ_INT(silver_rank_op(&gone), 1);
+    CHECK(rcmp(gone, rk(L2, -1, NULL, 1)) == 0);
+    CHECK(rcmp(gone, rk(L2, 0, S1, 2)) < 0); /* any change of that commit outranks it */
+    char text[23];
+    silver_lsn_format(text, now);
+    CHECK_EQ_STR(text, L2);
+}
+
+TEST(silver_ranges_find_the_chunk_of_a_key) {
+    silver_range r[3] = {{false, true, 0, 10, {0}}, {true, true, 10, 20, {0}}, {true, false, 30, 0, {0}}};
+    CHECK(silver_range_find(r, 3, INT64_MIN) == &r[0]);
+    CHECK(silver_range_find(r, 3, 9) == &r[0]);
+    CHECK(silver_range_find(r, 3, 10) == &r[1]);
+    CHECK(silver_range_find(r, 3, 19) == &r[1]);
+    CHECK(silver_range_find(r, 3, 20) == NULL); /* a gap: no chunk of this wave */
+    CHECK(silver_range_find(r, 3, 30) == &r[2]);
+    CHECK(silver_range_find(r, 3, INT64_MAX) == &r[2]);
+    CHECK(silver_range_find(r + 1, 1, 5) == NULL);
+}
+
+TEST(silver_bloom_has_every_key_and_few_others) {
+    enum { N = 20000 };
+    uint64_t *h = malloc(N * sizeof *h);
+    for (int i = 0; i < N; i++) {
+        int64_t v = i * 7919LL;
+        h[i] = silver_hash(&v, sizeof v);
+    }
+    silver_bloom b;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(silver_bloom_build(&b, h, N, &e), MCDC_OK);
+    int missing = 0, false_pos = 0;
+    for (int i = 0; i < N; i++) missing += !silver_bloom_may(&b, h[i]);
+    for (int i = 0; i < N; i++) {
+        int64_t v = i * 7919LL + 1;
+        false_pos += silver_bloom_may(&b, silver_hash(&v, sizeof v));
+    }
+    CHECK_EQ_INT(missing, 0);
+    CHECK(false_pos < N / 40); /* about 1% */
+    silver_bloom_free(&b);
+    free(h);
+}
+
+/* ---- the sorter --------------------------------------------------------------------- */
+
+/* change rows: id, val, _start_lsn, _op, _cmd, _seq (tags apart) */
+static mcdc_schema *change_schema(void) {
+    mcdc_schema *s;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_schema_create(&s, 6, &e);
+    mcdc_schema_set(s, 0, "id", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 1, "val", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 2, "_start_lsn", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 3, "_operation", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 4, "_command_id", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 5, "_seqval", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    return s;
+}
+
+static void lsn_text(char out[23], int64_t n) {
+    snprintf(out, 23, "0x%020llX", (unsigned long long)n);
+}
+
+static void add_change(mcdc_batch *b, int id, const char *val, int64_t lsn, int op, int cmd,
+                       int64_t seq) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    char l[23], q[23];
+    lsn_text(l, lsn);
+    lsn_text(q, seq);
+    mcdc_col_append_int(&b->columns[0], id, &e);
+    mcdc_col_append_bytes(&b->columns[1], val, (int64_t)strlen(val), &e);
+    mcdc_col_append_bytes(&b->columns[2], l, 22, &e);
+    mcdc_col_append_int(&b->columns[3], op, &e);
+    if (cmd < 0) mcdc_col_append_null(&b->columns[4], &e);
+    else mcdc_col_append_int(&b->columns[4], cmd, &e);
+    if (seq < 0) mcdc_col_append_null(&b->columns[5], &e);
+    else mcdc_col_append_bytes(&b->columns[5], q, 22, &e);
+}
+
+static silver_sorter *new_sorter(mcdc_storage *st, mcdc_schema *s, bool ranked, uint32_t keep,
+                                 int64_t mem) {
+    static const int32_t key[1] = {0};
+    silver_sorter_cfg c = {.schema = s, .key_cols = key, .n_keys = 1, .ranked = ranked,
+                           .lsn_col = 2, .op_col = 3, .cmd_col = 4, .seq_col = 5,
+                           .keep_tags = keep, .memory_bytes = mem, .spill = st,
+                           .spill_prefix = "_mssql_cdc_spill/t-"};
+    silver_sorter *x = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    int rc = silver_sorter_create(&x, &c, &e);
+    if (rc) fprintf(stderr, "  sorter: %s\n", e.message);
+    return x;
+}
+
+static int32_t i32_at(const mcdc_batch *b, int c, int64_t r) {
+    int32_t v;
+    memcpy(&v, b->columns[c].values + r * 4, 4);
+    return v;
+}
+
+/* Many rows per key, added out of order, with a budget that spills several
+ * runs: each key comes out once, its latest row, with every row's tags. */
+static void sorter_case(int64_t mem, bool expect_runs) {
+    mcdc_storage_mem *m;
+    mcdc_storage *st;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_storage_mem_create(&m, "sorter", &e);
+    mcdc_storage_mem_open(&st, m, "silver", &e);
+    mcdc_schema *s = change_schema();
+    silver_sorter *x = new_sorter(st, s, true, SILVER_TAG_BASE | SILVER_TAG_WAVE, mem);
+    enum { KEYS = 30000, ROUNDS = 4 };
+    for (int round = 0; round < ROUNDS; round++) {
+        mcdc_batch *b;
+        mcdc_batch_create(&b, s, KEYS, &e);
+        static uint32_t tags[KEYS * 2];
+        for (int i = 0; i < KEYS; i++) {
+            int id = (i * 7 + round * 13) % KEYS;
+            /* round 2 is the latest for even keys, round 1 for odd ones (lsn);
+             * within a round ops 3 and 4 of the same command: 4 wins */
+            int64_t lsn = 100 + (id % 2 ? (round == 1 ? 50 : round) : (round == 2 ? 50 : round));
+            int tag = id % 5 == 0 ? SILVER_TAG_LATER : round == 3 && id % 7 == 0 ? SILVER_TAG_WAVE
+                                                                                 : SILVER_TAG_BASE;
+            if (id % 5 == 0 && round == 3) tag = SILVER_TAG_LATER; /* only LATER rows: left out */
+            char val[32];
+            snprintf(val, sizeof val, "r%d-%d", round, id);
+            add_change(b, id, val, lsn, 3, 1, 7);
+            add_change(b, id, val, lsn, 4, 1, 7);
+            tags[2 * i] = tags[2 * i + 1] = (uint32_t)tag;
+        }
+        mcdc_batch_seal(b, &e);
+        if (round % 2) {
+            CHECK_EQ_INT(silver_sorter_add(x, b, NULL, 0, tags, &e), MCDC_OK);
+            mcdc_batch_free(b);
+        } else { /* the batch handed over */
+            CHECK_EQ_INT(silver_sorter_add_owned(x, b, tags, &e), MCDC_OK);
+        }
+    }
+    CHECK_EQ_INT(silver_sorter_rows(x), (int64_t)KEYS * ROUNDS * 2);
+    CHECK_EQ_INT(silver_sorter_finish(x, &e), MCDC_OK);
+    CHECK(expect_runs ? silver_sorter_runs(x) >= 2 : silver_sorter_runs(x) == 0);
+    for (int pass = 0; pass < 2; pass++) {
+        CHECK_EQ_INT(silver_sorter_rewind(x, pass == 1, &e), MCDC_OK);
+        const silver_chunk *ch;
+        int64_t seen = 0, bad = 0, last = -1;
+        while (silver_sorter_next(x, &ch, &e) == MCDC_OK && ch) {
+            CHECK(pass == 1 ? ch->rows == NULL : ch->rows && ch->rows->rows == ch->n);
+            for (int64_t r = 0; r < ch->n; r++) {
+                int id = pass == 0 ? i32_at(ch->rows, 0, r) : -1;
+                if (pass == 0) {
+                    bad += id <= last;
+                    last = id;
+                    char want[32];
+                    snprintf(want, sizeof want, "r%d-%d", id % 2 ? 1 : 2, id);
+                    const mcdc_column *v = &ch->rows->columns[1];
+                    bad += (size_t)(v->offsets[r + 1] - v->offsets[r]) != strlen(want) ||
+                           memcmp(v->data + v->offsets[r], want, strlen(want)) != 0;
+                    bad += i32_at(ch->rows, 3, r) != 4;
+                    bad += id % 5 == 0; /* LATER only: never out */
+                    bool wave = id % 7 == 0;
+                    bad += ((ch->tags[r] & SILVER_TAG_WAVE) != 0) != wave;
+                }
+                bad += silver_rank_op(&ch->rank[r]) != 4;
+                seen++;
+            }
+        }
+        int64_t want = KEYS - KEYS / 5;
+        CHECK_EQ_INT(seen, want);
+        CHECK_EQ_INT(bad, 0);
+    }
+    silver_sorter_free(x);
+    /* its runs are gone with it */
+    mcdc_storage_listing l = {0};
+    mcdc_storage_list(st, "_mssql_cdc_spill/", &l, &e);
+    CHECK_EQ_INT(l.count, 0);
+    mcdc_storage_listing_free(&l);
+    mcdc_schema_unref(s);
+    mcdc_storage_free(st);
+    mcdc_storage_mem_release(m);
+}
+
+TEST(silver_sorter_keeps_the_latest_row_of_each_key_in_memory) { sorter_case(0, false); }
+TEST(silver_sorter_keeps_the_latest_row_of_each_key_over_spilled_runs) {
+    sorter_case(SILVER_SORT_BYTES_MIN, true);
+}
+
+TEST(silver_sorter_unranked_keeps_every_row_in_key_order) {
+    mcdc_storage_mem *m;
+    mcdc_storage *st;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_storage_mem_create(&m, "sorter2", &e);
+    mcdc_storage_mem_open(&st, m, NULL, &e);
+    mcdc_schema *s = change_schema();
+    silver_sorter *x = new_sorter(st, s, false, 0, SILVER_SORT_BYTES_MIN);
+    enum { N = 50000 };
+    mcdc_batch *b;
+    mcdc_batch_create(&b, s, N, &e);
+    for (int i = 0; i < N; i++) add_change(b, (i * 31) % 1000, "v", 5, 2, 0, 1);
+    mcdc_batch_seal(b, &e);
+    int32_t *pick = malloc(N * sizeof *pick);
+    int n = 0;
+    for (int i = 0; i < N; i += 2) pick[n++] = i; /* half the rows */
+    CHECK_EQ_INT(silver_sorter_add(x, b, pick, n, NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(silver_sorter_finish(x, &e), MCDC_OK);
+    CHECK(silver_sorter_runs(x) >= 1);
+    CHECK_EQ_INT(silver_sorter_rewind(x, false, &e), MCDC_OK);
+    const silver_chunk *ch;
+    int64_t seen = 0, disorder = 0, last = -1;
+    while (silver_sorter_next(x, &ch, &e) == MCDC_OK && ch) {
+        for (int64_t r = 0; r < ch->n; r++) {
+            int id = i32_at(ch->rows, 0, r);
+            disorder += id < last;
+            last = id;
+            seen++;
+        }
+    }
+    CHECK_EQ_INT(seen, n);
+    CHECK_EQ_INT(disorder, 0);
+    free(pick);
+    mcdc_batch_free(b);
+    silver_sorter_free(x);
+    mcdc_schema_unref(s);
+    mcdc_storage_free(st);
+    mcdc_storage_mem_release(m);
+}
+
+/* ---- the merge ------------------------------------------------------------------------ */
+
+/* silver: id INT32, val UTF8, _start_lsn UTF8, _commit_ts TIMESTAMP_NTZ */
+static mcdc_schema *silver_schema(void) {
+    mcdc_schema *s;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_schema_create(&s, 4, &e);
+    mcdc_schema_set(s, 0, "id", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 1, "val", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 2, "_start_lsn", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 3, "_commit_ts", MCDC_TYPE_TIMESTAMP_NTZ, 0, 0, 0, true, &e);
+    return s;
+}
+
+/* change rows for the merge: id, val, _start_lsn, _commit_ts, _operation,
+ * _command_id, _seqval (tags apart) */
+static mcdc_schema *mchange_schema(void) {
+    mcdc_schema *s;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_schema_create(&s, 7, &e);
+    mcdc_schema_set(s, 0, "id", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 1, "val", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 2, "_start_lsn", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 3, "_commit_ts", MCDC_TYPE_TIMESTAMP_NTZ, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 4, "_operation", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 5, "_command_id", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 6, "_seqval", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    return s;
+}
+
+typedef struct {
+    int id, op;
+    int64_t lsn;
+    const char *val;
+    int tag;
+} mchange;
+
+/* What silver should hold: val per id (NULL: absent), and each row's lsn. */
+#define MODEL_IDS 5000
+typedef struct {
+    char val[MODEL_IDS][24];
+    bool has[MODEL_IDS];
+    int64_t lsn[MODEL_IDS];
+} model;
+
+typedef struct {
+    mcdc_storage_mem *m;
+    mcdc_storage_env env;
+    mcdc_table *t;
+    mcdc_storage *spill;
+    int64_t file_rows;
+} mtest;
+
+static void mtest_open(mtest *x, const char *name, int64_t file_rows) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    memset(x, 0, sizeof *x);
+    mcdc_storage_mem_create(&x->m, name, &e);
+    x->env = mcdc_storage_mem_env(x->m);
+    char loc[64];
+    snprintf(loc, sizeof loc, "mem://%s/silver", name);
+    mcdc_table_open_env(&x->t, &x->env, loc, NULL, &e);
+    x->spill = mcdc_table_storage(x->t);
+    x->file_rows = file_rows;
+}
+
+static void mtest_close(mtest *x) {
+    mcdc_table_close(x->t);
+    mcdc_storage_mem_release(x->m);
+}
+
+/* One merge of changes into the table, committed with its index; returns
+ * the status and fills *res. */
+static int merge_changes(mtest *x, const mchange *ch, int n, bool rebuild, const silver_range *ranges,
+                         int n_ranges, silver_merge_out *res_out, mcdc_error *e) {
+    mcdc_schema *cs = mchange_schema(), *ss = silver_schema();
+    static const int32_t key[1] = {0};
+    silver_sorter_cfg sc = {.schema = cs, .key_cols = key, .n_keys = 1, .ranked = true,
+                            .lsn_col = 2, .op_col = 4, .cmd_col = 5, .seq_col = 6,
+                            .keep_tags = SILVER_TAG_BASE | SILVER_TAG_WAVE,
+                            .memory_bytes = SILVER_SORT_BYTES_MIN, .spill = x->spill,
+                            .spill_prefix = "_mssql_cdc_spill/m-"};
+    silver_sorter *so = NULL;
+    int rc = silver_sorter_create(&so, &sc, e);
+    mcdc_batch *b = NULL;
+    uint32_t *tags = calloc((size_t)(n ? n : 1), sizeof *tags);
+    if (rc == MCDC_OK) rc = mcdc_batch_create(&b, cs, n ? n : 1, e);
+    for (int i = 0; rc == MCDC_OK && i < n; i++) {
+        char l[23];
+        lsn_text(l, ch[i].lsn);
+        mcdc_col_append_int(&b->columns[0], ch[i].id, e);
+        if (ch[i].val) mcdc_col_append_bytes(&b->columns[1], ch[i].val, (int64_t)strlen(ch[i].val), e);
+        else mcdc_col_append_null(&b->columns[1], e);
+        mcdc_col_append_bytes(&b->columns[2], l, 22, e);
+        mcdc_col_append_int(&b->columns[3], ch[i].lsn * 1000, e);
+        mcdc_col_append_int(&b->columns[4], ch[i].op, e);
+        mcdc_col_append_int(&b->columns[5], 1, e);
+        mcdc_col_append_bytes(&b->columns[6], l, 22, e);
+        tags[i] = ch[i].tag ? (uint32_t)ch[i].tag : SILVER_TAG_BASE;
+    }
+    if (rc == MCDC_OK) rc = mcdc_batch_seal(b, e);
+    if (rc == MCDC_OK) rc = silver_sorter_add(so, b, NULL, 0, tags, e);
+    free(tags);
+    if (rc == MCDC_OK) rc = silver_sorter_finish(so, e);
+    mcdc_table_view *v = NULL;
+    if (rc == MCDC_OK) rc = mcdc_table_view_open(&v, x->t, -1, e);
+    static const int32_t c_of_out[4] = {0, 1, 2, 3}, e_of_out[4] = {0, 1, 2, 3};
+    static const char *const keys[1] = {"id"};
+    mcdc_table_props props = {.kind = MCDC_KIND_SILVER};
+    silver_merge_in in = {.target = x->t, .view = v, .out_schema = ss, .change_of_out = c_of_out,
+                          .exist_of_out = e_of_out, .keys = keys, .n_keys = 1, .changes = so,
+                          .change_lsn_col = 2, .rebuild = rebuild, .ranges = ranges,
+                          .n_ranges = n_ranges, .file_rows = x->file_rows,
+                          .memory_bytes = SILVER_SORT_BYTES_MIN, .spill = x->spill,
+                          .spill_prefix = "_mssql_cdc_spill/m-", .props = &props};
+    silver_merge_out out = {0};
+    if (rc == MCDC_OK) rc = silver_merge_run(&out, &in, e);
+    int64_t read_version = v ? mcdc_table_view_version(v) : -1;
+    if (rc == MCDC_OK && out.changed)
+        rc = silver_index_store(x->spill, &out.index, read_version + 1, e);
+    if (rc == MCDC_OK && out.changed) {
+        mcdc_table_commit c = {.operation = "MERGE", .remove_paths = (const char *const *)out.removes,
+                               .n_removes = out.n_removes, .read_version = read_version < 0 ? -1 : read_version};
+        bool skipped;
+        int64_t ver;
+        if (read_version < 0) c.read_version = -1;
+        rc = mcdc_appender_commit_with(out.appender, &c, &skipped, &ver, e);
+    }
+    if (res_out) {
+        *res_out = out;
+        res_out->appender = NULL;
+        res_out->removes = NULL;
+        res_out->n_removes = out.n_removes;
+        memset(&res_out->index, 0, sizeof res_out->index);
+    }
+    silver_merge_out_free(&out);
+    mcdc_table_view_free(v);
+    mcdc_batch_free(b);
+    silver_sorter_free(so);
+    mcdc_schema_unref(cs);
+    mcdc_schema_unref(ss);
+    return rc;
+}
+
+/* Applies changes to the model as the reference's rules say. */
+static void model_apply(model *md, const mchange *ch, int n, bool rebuild) {
+    /* latest per key by lsn (op wins ties as in the rank) */
+    static int best[MODEL_IDS];
+    for (int i = 0; i < MODEL_IDS; i++) best[i] = -1;
+    for (int i = 0; i < n; i++) {
+        if (ch[i].tag && !((unsigned)ch[i].tag & (SILVER_TAG_BASE | SILVER_TAG_WAVE))) continue;
+        int b = best[ch[i].id];
+        if (b < 0 || ch[i].lsn > ch[b].lsn || (ch[i].lsn == ch[b].lsn && ch[i].op > ch[b].op)) best[ch[i].id] = i;
+    }
+    for (int id = 0; id < MODEL_IDS; id++) {
+        int b = best[id];
+        if (b < 0) {
+            if (rebuild) md->has[id] = false;
+            continue;
+        }
+        const mchange *c = &ch[b];
+        if (md->has[id] && c->lsn <= md->lsn[id]) continue;
+        if (c->op == 1 || c->op == 3) {
+            md->has[id] = false;
+        } else {
+            md->has[id] = true;
+            snprintf(md->val[id], sizeof md->val[id], "%s", c->val ? c->val : "");
+            md->lsn[id] = c->lsn;
+        }
+    }
+}
+
+/* silver's rows equal the model's, once each */
+static int64_t check_table(mtest *x, const model *md) {
+    mcdc_batch *all = NULL;
+    int64_t v;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_table_read_all(x->t, &all, &v, &e), MCDC_OK);
+    static int seen[MODEL_IDS];
+    memset(seen, 0, sizeof seen);
+    int64_t bad = 0, rows = all ? all->rows : 0;
+    for (int64_t r = 0; r < rows; r++) {
+        mcdc_cell id = mcdc_row_get(all, r, 0), val = mcdc_row_get(all, r, 1), l = mcdc_row_get(all, r, 2);
+        if (id.kind != MCDC_CELL_INT || id.i < 0 || id.i >= MODEL_IDS) {
+            bad++;
+            continue;
+        }
+        seen[id.i]++;
+        char lt[23];
+        lsn_text(lt, md->lsn[id.i]);
+        if (!md->has[id.i] || val.kind != MCDC_CELL_TEXT || (size_t)val.i != strlen(md->val[id.i]) ||
+            memcmp(val.s, md->val[id.i], (size_t)val.i) != 0 || l.kind != MCDC_CELL_TEXT ||
+            memcmp(l.s, lt, 22) != 0) {
+            if (bad < 5) fprintf(stderr, "  id %lld: silver '%.*s', model %s'%s'\n", (long long)id.i,
+                                 val.kind == MCDC_CELL_TEXT ? (int)val.i : 4,
+                                 val.kind == MCDC_CELL_TEXT ? val.s : "NULL",
+                                 md->has[id.i] ? "" : "(absent) ", md->val[id.i]);
+            bad++;
+        }
+    }
+    int64_t want = 0;
+    for (int id = 0; id < MODEL_IDS; id++) {
+        want += md->has[id];
+        if (seen[id] != (md->has[id] ? 1 : 0)) bad++;
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(rows, want);
+    mcdc_batch_free(all);
+    return rows;
+}
+
+static int live_files(mtest *x) {
+    mcdc_table_view *v = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_table_view_open(&v, x->t, -1, &e);
+    int n = v ? (int)mcdc_table_view_file_count(v) : 0;
+    mcdc_table_view_free(v);
+    return n;
+}
+
+static mchange *gen_changes(int n, uint32_t seed, int64_t lsn0, int *ops_mix) {
+    mchange *c = calloc((size_t)n, sizeof *c);
+    static char vals[8][8] = {"a", "bb", "ccc", "", "e\0e", "ffff", "g", "hh"};
+    for (int i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        c[i].id = (int)((seed >> 8) % MODEL_IDS);
+        int r = (int)((seed >> 4) % 10);
+        c[i].op = ops_mix ? ops_mix[r] : (r < 2 ? 1 : r < 5 ? 2 : r < 6 ? 3 : 4);
+        c[i].lsn = lsn0 + i / 3; /* commits of three rows */
+        c[i].val = vals[(seed >> 16) % 8];
+    }
+    return c;
+}
+
+TEST(silver_merge_builds_and_updates_only_the_files_it_must) {
+    mtest x;
+    mtest_open(&x, "merge1", 500);
+    mcdc_error e = MCDC_ERROR_INIT;
+    static model md;
+    memset(&md, 0, sizeof md);
+    /* first: inserts of every key, out of order */
+    int n = MODEL_IDS;
+    mchange *c = calloc((size_t)n, sizeof *c);
+    for (int i = 0; i < n; i++) c[i] = (mchange){(i * 37) % MODEL_IDS, 2, 10, "first", 0};
+    silver_merge_out res;
+    CHECK_EQ_INT(merge_changes(&x, c, n, false, NULL, 0, &res, &e), MCDC_OK);
+    model_apply(&md, c, n, false);
+    CHECK_EQ_INT(res.inserted, MODEL_IDS);
+    CHECK_EQ_INT(check_table(&x, &md), MODEL_IDS);
+    CHECK_EQ_INT(live_files(&x), MODEL_IDS / 500); /* files of file_rows rows */
+    free(c);
+    /* a few updates of keys in one file: one file rewritten */
+    mchange few[3] = {{10, 4, 20, "upd", 0}, {11, 1, 20, NULL, 0}, {12, 4, 5, "older", 0}};
+    CHECK_EQ_INT(merge_changes(&x, few, 3, false, NULL, 0, &res, &e), MCDC_OK);
+    model_apply(&md, few, 3, false);
+    CHECK_EQ_INT(res.n_removes, 1);
+    CHECK_EQ_INT(res.updated, 1);
+    CHECK_EQ_INT(res.deleted, 1);
+    check_table(&x, &md);
+    /* random changes of every kind, several rounds, then the same again
+     * (a reapply from behind changes nothing) */
+    for (int round = 0; round < 4; round++) {
+        int m2 = 1500;
+        mchange *r = gen_changes(m2, 7u + (uint32_t)round, 100 + round * 1000, NULL);
+        CHECK_EQ_INT(merge_changes(&x, r, m2, false, NULL, 0, &res, &e), MCDC_OK);
+        model_apply(&md, r, m2, false);
+        check_table(&x, &md);
+        if (round == 3) {
+            CHECK_EQ_INT(merge_changes(&x, r, m2, false, NULL, 0, &res, &e), MCDC_OK);
+            CHECK_EQ_INT(res.inserted + res.updated + res.deleted, 0);
+            check_table(&x, &md);
+        }
+        free(r);
+    }
+    /* files stay about file_rows: none tiny and far from a neighbour */
+    int files = live_files(&x);
+    int64_t rows = 0;
+    for (int id = 0; id < MODEL_IDS; id++) rows += md.has[id];
+    CHECK(files <= rows / 500 * 2 + 2);
+    /* its index knows every live file */
+    silver_index ix;
+    mcdc_schema *ks;
+    mcdc_schema_create(&ks, 1, &e);
+    mcdc_schema_set(ks, 0, "id", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
+    CHECK_EQ_INT(silver_index_load(&ix, x.spill, ks, &e), MCDC_OK);
+    CHECK_EQ_INT(ix.n, files);
+    for (int64_t i = 0; i < ix.n; i++) CHECK(ix.entries[i].sorted);
+    silver_index_clear(&ix);
+    mcdc_schema_unref(ks);
+    mtest_close(&x);
+}
+
+TEST(silver_merge_rebuild_deletes_what_no_change_names) {
+    mtest x;
+    mtest_open(&x, "merge2", 700);
+    mcdc_error e = MCDC_ERROR_INIT;
+    static model md;
+    memset(&md, 0, sizeof md);
+    mchange *r = gen_changes(3000, 3u, 100, NULL);
+    CHECK_EQ_INT(merge_changes(&x, r, 3000, false, NULL, 0, NULL, &e), MCDC_OK);
+    model_apply(&md, r, 3000, false);
+    free(r);
+    /* a snapshot of half the keys at lsn 5000, and later changes */
+    mchange *s = calloc(4000, sizeof *s);
+    int n = 0;
+    for (int id = 0; id < MODEL_IDS; id += 2) s[n++] = (mchange){id, 0, 5000, "snap", 0};
+    for (int i = 0; i < 500; i++) s[n++] = (mchange){(i * 13) % MODEL_IDS, (i % 3) ? 4 : 1, 5001 + i, "after", 0};
+    silver_merge_out res;
+    CHECK_EQ_INT(merge_changes(&x, s, n, true, NULL, 0, &res, &e), MCDC_OK);
+    model_apply(&md, s, n, true);
+    check_table(&x, &md);
+    CHECK(res.deleted > 0);
+    free(s);
+    mtest_close(&x);
+}
+
+TEST(silver_merge_chunk_ranges_delete_the_keys_a_chunk_lacks) {
+    mtest x;
+    mtest_open(&x, "merge3", 400);
+    mcdc_error e = MCDC_ERROR_INIT;
+    static model md;
+    memset(&md, 0, sizeof md);
+    mchange *c = calloc(MODEL_IDS, sizeof *c);
+    for (int i = 0; i < MODEL_IDS; i++) c[i] = (mchange){i, 2, 10, "old", 0};
+    CHECK_EQ_INT(merge_changes(&x, c, MODEL_IDS, false, NULL, 0, NULL, &e), MCDC_OK);
+    model_apply(&md, c, MODEL_IDS, false);
+    /* a wave: chunk [1000, 2000) stamped 50 holds only the even keys; key
+     * 1001 was changed at 60 (after the stamp: kept); key 1003 at 40
+     * (before: the chunk's absence wins) */
+    int n = 0;
+    for (int id = 1000; id < 2000; id += 2) c[n++] = (mchange){id, 0, 50, "chunk", (int)SILVER_TAG_WAVE};
+    c[n++] = (mchange){1001, 4, 60, "later", 0};
+    c[n++] = (mchange){1003, 4, 40, "before", 0};
+    silver_range rg = {true, true, 1000, 2000, {0}};
+    silver_lsn_parse(rg.stamp, "0x00000000000000000032", 22); /* 50 */
+    silver_merge_out res;
+    CHECK_EQ_INT(merge_changes(&x, c, n, false, &rg, 1, &res, &e), MCDC_OK);
+    model_apply(&md, c, n, false);
+    for (int id = 1001; id < 2000; id += 2)
+        if (id != 1001) md.has[id] = false;
+    check_table(&x, &md);
+    CHECK(md.has[1001] && strcmp(md.val[1001], "later") == 0);
+    CHECK(!md.has[1003]);
+    CHECK(md.has[999] && md.has[2001]); /* outside the range: untouched */
+    /* only the files over [1000, 2000) were rewritten */
+    CHECK(res.n_removes <= 4);
+    free(c);
+    mtest_close(&x);
+}
+
+/* Another writer's files (no index entry, rows in no order, a key silver
+ * also holds elsewhere): the merge reads them, finds their keys and folds
+ * their rows back into clustered files. */
+TEST(silver_merge_folds_in_files_another_writer_added) {
+    mtest x;
+    mtest_open(&x, "merge4", 600);
+    mcdc_error e = MCDC_ERROR_INIT;
+    static model md;
+    memset(&md, 0, sizeof md);
+    mchange *c = calloc(MODEL_IDS, sizeof *c);
+    for (int i = 0; i < 3000; i++) c[i] = (mchange){i, 2, 10, "ours", 0};
+    CHECK_EQ_INT(merge_changes(&x, c, 3000, false, NULL, 0, NULL, &e), MCDC_OK);
+    model_apply(&md, c, 3000, false);
+    /* another writer appends rows 4999, 4000, 4500 (in that order) */
+    mcdc_schema *ss = silver_schema();
+    mcdc_batch *b;
+    mcdc_batch_create(&b, ss, 3, &e);
+    const int ids[3] = {4999, 4000, 4500};
+    for (int i = 0; i < 3; i++) {
+        char l[23];
+        lsn_text(l, 20);
+        mcdc_col_append_int(&b->columns[0], ids[i], &e);
+        mcdc_col_append_bytes(&b->columns[1], "theirs", 6, &e);
+        mcdc_col_append_bytes(&b->columns[2], l, 22, &e);
+        mcdc_col_append_int(&b->columns[3], 0, &e);
+        md.has[ids[i]] = true;
+        strcpy(md.val[ids[i]], "theirs");
+        md.lsn[ids[i]] = 20;
+    }
+    mcdc_batch_seal(b, &e);
+    mcdc_appender *a;
+    mcdc_appender_open(&a, x.t, ss, NULL, &e);
+    mcdc_appender_write(a, b, &e);
+    bool sk;
+    int64_t ver;
+    CHECK_EQ_INT(mcdc_appender_commit(a, NULL, 0, NULL, &sk, &ver, &e), MCDC_OK);
+    mcdc_appender_free(a);
+    mcdc_batch_free(b);
+    check_table(&x, &md);
+    /* a change of one of their keys, and one of ours far from them */
+    mchange two[2] = {{4000, 4, 30, "changed", 0}, {5, 1, 30, NULL, 0}};
+    silver_merge_out res;
+    CHECK_EQ_INT(merge_changes(&x, two, 2, false, NULL, 0, &res, &e), MCDC_OK);
+    model_apply(&md, two, 2, false);
+    check_table(&x, &md);
+    /* the foreign file is gone, its rows in clustered files */
+    silver_index ix;
+    mcdc_schema *ks;
+    mcdc_schema_create(&ks, 1, &e);
+    mcdc_schema_set(ks, 0, "id", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
+    CHECK_EQ_INT(silver_index_load(&ix, x.spill, ks, &e), MCDC_OK);
+    CHECK_EQ_INT(ix.n, live_files(&x));
+    int unsorted = 0;
+    for (int64_t i = 0; i < ix.n; i++) unsorted += !ix.entries[i].sorted;
+    CHECK_EQ_INT(unsorted, 0);
+    silver_index_clear(&ix);
+    mcdc_schema_unref(ks);
+    mcdc_schema_unref(ss);
+    free(c);
+    mtest_close(&x);
+}
+
+/* Every storage call of a merge and its commit fails in turn: each failing
+ * run returns an error, leaves the table at its old state or (a failure
+ * after the commit was published) the new one, never between; a clean
+ * rerun then gives the new state. */
+TEST(silver_merge_survives_a_failure_of_any_storage_call) {
+    mtest x;
+    mtest_open(&x, "merge5", 300);
+    mcdc_error e = MCDC_ERROR_INIT;
+    static model md, before;
+    memset(&md, 0, sizeof md);
+    mchange *c = gen_changes(2500, 17u, 100, NULL);
+    CHECK_EQ_INT(merge_changes(&x, c, 2500, false, NULL, 0, NULL, &e), MCDC_OK);
+    model_apply(&md, c, 2500, false);
+    free(c);
+    mchange *d = gen_changes(900, 99u, 5000, NULL);
+    before = md;
+    static model after;
+    after = md;
+    model_apply(&after, d, 900, false);
+    /* how many storage calls a clean merge makes */
+    int64_t calls0 = mcdc_storage_mem_calls(x.m, MCDC_STORAGE_OP_ANY);
+    const mcdc_log_sink *host = mcdc_log_use(&mcdc_test_quiet);
+    int failures = 0, published = 0;
+    for (int64_t nth = 1;; nth++) {
+        /* put the table back to its state before the merge */
+        mtest_close(&x);
+        mtest_open(&x, "merge5b", 300);
+        mchange *c2 = gen_changes(2500, 17u, 100, NULL);
+        merge_changes(&x, c2, 2500, false, NULL, 0, NULL, &e);
+        free(c2);
+        int64_t start = mcdc_storage_mem_calls(x.m, MCDC_STORAGE_OP_ANY);
+        mcdc_storage_mem_fail_nth(x.m, MCDC_STORAGE_OP_ANY, nth, MCDC_E_IO);
+        mcdc_error fe = MCDC_ERROR_INIT;
+        int rc = merge_changes(&x, d, 900, false, NULL, 0, NULL, &fe);
+        bool fired = mcdc_storage_mem_fault_fired(x.m);
+        mcdc_storage_mem_fail_nth(x.m, MCDC_STORAGE_OP_ANY, 0, 0);
+        if (!fired) {
+            CHECK_EQ_INT(rc, MCDC_OK);
+            check_table(&x, &after);
+            break;
+        }
+        failures += rc != MCDC_OK;
+        /* old or new, whole */
+        mcdc_batch *all = NULL;
+        int64_t v;
+        mcdc_error re = MCDC_ERROR_INIT;
+        CHECK_EQ_INT(mcdc_table_read_all(x.t, &all, &v, &re), MCDC_OK);
+        int64_t rows = all ? all->rows : 0, want_old = 0, want_new = 0;
+        for (int id = 0; id < MODEL_IDS; id++) want_old += before.has[id], want_new += after.has[id];
+        mcdc_batch_free(all);
+        bool is_new = rows == want_new && rc == MCDC_OK;
+        if (rc != MCDC_OK) {
+            /* a failed run may still have published its commit (a failure
+             * after it is only logged): then it is the new state */
+            if (rows == want_new && want_new != want_old) published++, check_table(&x, &after);
+            else check_table(&x, &before);
+        } else {
+            check_table(&x, is_new ? &after : &before);
+        }
+        /* a clean rerun completes it */
+        CHECK_EQ_INT(merge_changes(&x, d, 900, false, NULL, 0, NULL, &e), MCDC_OK);
+        check_table(&x, &after);
+        (void)start;
+        if (nth > 400) break; /* far more calls than a merge makes */
+    }
+    mcdc_log_use(host);
+    CHECK(failures > 10);
+    (void)calls0;
+    (void)published;
+    free(d);
+    mtest_close(&x);
+}
+
+/* ---- apply over a bronze written by hand ----------------------------------------------- */
+
+#include <unistd.h>
+#include "mssqlcdc.h"
+
+/* bronze rows: lsn, seq, op, cmd, id (INT32_MIN: NULL), name; extra: a column
+ * a newer capture instance added (NULL: not in this commit's schema) */
+typedef struct {
+    int64_t lsn, seq;
+    int op, cmd, id;
+    const char *name;
+} brow;
+
+static void append_bronze(const char *path, const brow *rows, int n, const char *extra) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_schema *s;
+    int nf = extra ? 12 : 11;
+    mcdc_schema_create(&s, nf, &e);
+    int k = 0;
+    mcdc_schema_set(s, k++, "_capture_instance", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, k++, "_start_lsn", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, k++, "_seqval", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, k++, "_operation", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, k++, "_command_id", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, k++, "_commit_ts", MCDC_TYPE_TIMESTAMP_NTZ, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, k++, "id", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, k++, "name", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    if (extra) mcdc_schema_set(s, k++, "extra", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, k++, "_batch_id", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, k++, "_snapshot", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, k++, "_chunk", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
+    mcdc_batch *b;
+    mcdc_batch_create(&b, s, n, &e);
+    for (int i = 0; i < n; i++) {
+        char l[23], q[23];
+        lsn_text(l, rows[i].lsn);
+        lsn_text(q, rows[i].seq);
+        int c = 0;
+        mcdc_col_append_bytes(&b->columns[c++], "dbo_t", 5, &e);
+        mcdc_col_append_bytes(&b->columns[c++], l, 22, &e);
+        if (rows[i].op == 0) mcdc_col_append_null(&b->columns[c++], &e);
+        else mcdc_col_append_bytes(&b->columns[c++], q, 22, &e);
+        mcdc_col_append_int(&b->columns[c++], rows[i].op, &e);
+        if (rows[i].op == 0) mcdc_col_append_null(&b->columns[c++], &e);
+        else mcdc_col_append_int(&b->columns[c++], rows[i].cmd, &e);
+        mcdc_col_append_int(&b->columns[c++], rows[i].lsn * 1000000, &e);
+        if (rows[i].id == INT32_MIN) mcdc_col_append_null(&b->columns[c++], &e);
+        else mcdc_col_append_int(&b->columns[c++], rows[i].id, &e);
+        mcdc_col_append_bytes(&b->columns[c++], rows[i].name, (int64_t)strlen(rows[i].name), &e);
+        if (extra) mcdc_col_append_bytes(&b->columns[c++], extra, (int64_t)strlen(extra), &e);
+        mcdc_col_append_int(&b->columns[c++], 0, &e);
+        if (rows[i].op == 0) mcdc_col_append_bytes(&b->columns[c++], l, 22, &e);
+        else mcdc_col_append_null(&b->columns[c++], &e);
+        mcdc_col_append_null(&b->columns[c++], &e);
+    }
+    mcdc_batch_seal(b, &e);
+    mcdc_table *t;
+    mcdc_table_open(&t, path, NULL, &e);
+    mcdc_table_props props = {.kind = MCDC_KIND_BRONZE};
+    mcdc_appender *a;
+    mcdc_appender_open(&a, t, s, &props, &e);
+    mcdc_appender_write(a, b, &e);
+    bool sk;
+    int64_t v;
+    int rc = mcdc_appender_commit(a, NULL, 0, NULL, &sk, &v, &e);
+    if (rc) fprintf(stderr, "  bronze append: %s\n", e.message);
+    mcdc_appender_free(a);
+    mcdc_table_close(t);
+    mcdc_batch_free(b);
+    mcdc_schema_unref(s);
+}
+
+static char *silver_dir(void) {
+    char tmpl[] = "/tmp/mcdc_silver_XXXXXX";
+    char *d = mkdtemp(tmpl);
+    return d ? strdup(d) : NULL;
+}
+
+static int run_apply(const char *dir, bool facts, mcdc_apply_result *r, mcdc_error *e) {
+    char bronze[600], silver[600], control[600], fact[600];
+    snprintf(bronze, sizeof bronze, "%s/bronze", dir);
+    snprintf(silver, sizeof silver, "%s/silver", dir);
+    snprintf(control, sizeof control, "%s/control", dir);
+    snprintf(fact, sizeof fact, "%s/facts", dir);
+    static const char *const keys[1] = {"id"};
+    mcdc_apply_cfg cfg = MCDC_APPLY_CFG_INIT;
+    cfg.bronze = bronze;
+    cfg.target = silver;
+    cfg.control_table = control;
+    cfg.facts_table = facts ? fact : NULL;
+    cfg.capture_instance = "dbo_t";
+    cfg.keys = keys;
+    cfg.n_keys = 1;
+    cfg.log_level = MCDC_LOG_ERROR;
+    mcdc_apply *a = NULL;
+    int rc = mcdc_apply_create(&a, NULL, &cfg, e);
+    if (rc == MCDC_OK) rc = mcdc_apply_run(a, NULL, NULL, r, e);
+    mcdc_apply_free(a);
+    return rc;
+}
+
+/* silver's rows as "id=name[/extra]@lsn" sorted by id (NULL id first) */
+static void silver_text(const char *dir, char *out, size_t cap) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/silver", dir);
+    mcdc_table *t;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_table_open(&t, path, NULL, &e);
+    mcdc_batch *b = NULL;
+    int64_t v;
+    mcdc_table_read_all(t, &b, &v, &e);
+    out[0] = 0;
+    int32_t ci = b ? mcdc_schema_find(b->schema, "id") : -1, cn = b ? mcdc_schema_find(b->schema, "name") : -1,
+            cx = b ? mcdc_schema_find(b->schema, "extra") : -1, cl = b ? mcdc_schema_find(b->schema, "_start_lsn") : -1;
+    /* order by id: small tables, selection sort */
+    int64_t n = b ? b->rows : 0;
+    bool *done = calloc((size_t)(n ? n : 1), 1);
+    for (int64_t k = 0; k < n; k++) {
+        int64_t best = -1;
+        for (int64_t r = 0; r < n; r++) {
+            if (done[r]) continue;
+            mcdc_cell a = mcdc_row_get(b, r, ci);
+            if (best < 0) { best = r; continue; }
+            mcdc_cell bb = mcdc_row_get(b, best, ci);
+            if ((a.kind == MCDC_CELL_NULL && bb.kind != MCDC_CELL_NULL) ||
+                (a.kind == MCDC_CELL_INT && bb.kind == MCDC_CELL_INT && a.i < bb.i))
+                best = r;
+        }
+        done[best] = true;
+        mcdc_cell id = mcdc_row_get(b, best, ci), nm = mcdc_row_get(b, best, cn), l = mcdc_row_get(b, best, cl);
+        char one[160];
+        char idt[16];
+        if (id.kind == MCDC_CELL_INT) snprintf(idt, sizeof idt, "%lld", (long long)id.i);
+        else snprintf(idt, sizeof idt, "null");
+        char lt[21] = "";
+        if (l.kind == MCDC_CELL_TEXT && l.i == 22) memcpy(lt, l.s + 2, 20);
+        long long lv = lt[0] ? strtoll(lt, NULL, 16) : -1;
+        if (cx >= 0) {
+            mcdc_cell x = mcdc_row_get(b, best, cx);
+            snprintf(one, sizeof one, "%s=%.*s/%.*s@%lld ", idt, (int)nm.i, nm.s,
+                     x.kind == MCDC_CELL_TEXT ? (int)x.i : 1, x.kind == MCDC_CELL_TEXT ? x.s : "-", lv);
+        } else {
+            snprintf(one, sizeof one, "%s=%.*s@%lld ", idt, (int)nm.i, nm.s, lv);
+        }
+        strncat(out, one, cap - strlen(out) - 1);
+    }
+    free(done);
+    mcdc_batch_free(b);
+    mcdc_table_close(t);
+}
+
+TEST(silver_apply_ranks_every_kind_of_change_and_takes_new_columns) {
+    char *dir = silver_dir();
+    char bronze[600];
+    snprintf(bronze, sizeof bronze, "%s/bronze", dir);
+    const brow first[] = {
+        /* commit 1: three inserts */
+        {1, 1, 2, 1, 1, "a"}, {1, 2, 2, 1, 2, "b"}, {1, 3, 2, 1, 3, "c"}, {1, 4, 2, 1, 4, "d"},
+        /* commit 2: an update (3 then 4: the 4 wins), a key update (1 of the old
+         * key, 2 of the new), an update that moves a row in place (3 of id 4,
+         * 4 of id 40: the 3 is the old key's latest) */
+        {2, 1, 3, 1, 1, "a"}, {2, 1, 4, 1, 1, "a2"}, {2, 2, 1, 2, 2, "b"}, {2, 3, 2, 2, 20, "b"},
+        {2, 4, 3, 3, 4, "d"}, {2, 4, 4, 3, 40, "d"},
+        /* commit 3: delete and insert again in one transaction: command 2 last */
+        {3, 1, 1, 1, 3, "c"}, {3, 2, 2, 2, 3, "c3"},
+        /* a NULL key, inserted then updated */
+        {4, 1, 2, 1, INT32_MIN, "n1"}, {5, 1, 4, 1, INT32_MIN, "n2"},
+    };
+    append_bronze(bronze, first, (int)(sizeof first / sizeof first[0]), NULL);
+    mcdc_apply_result r;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(run_apply(dir, false, &r, &e), MCDC_OK);
+    CHECK(r.bronze_found && r.rebuilt && r.has_applied_lsn);
+    CHECK_EQ_STR(r.applied_lsn, "0x00000000000000000005");
+    CHECK(!r.has_finalized_until); /* no facts table: never advanced */
+    char text[512];
+    silver_text(dir, text, sizeof text);
+    CHECK_EQ_STR(text, "null=n2@5 1=a2@2 3=c3@3 20=b@2 40=d@2 ");
+    /* a column the newer capture instance added, and a reapply from behind */
+    const brow second[] = {{6, 1, 4, 1, 1, "a3"}, {6, 2, 2, 1, 7, "g"}};
+    append_bronze(bronze, second, 2, "E");
+    CHECK_EQ_INT(run_apply(dir, false, &r, &e), MCDC_OK);
+    CHECK(!r.rebuilt);
+    CHECK_EQ_INT(r.inserted, 1);
+    CHECK_EQ_INT(r.updated, 1);
+    silver_text(dir, text, sizeof text);
+    CHECK_EQ_STR(text, "null=n2/-@5 1=a3/E@6 3=c3/-@3 7=g/E@6 20=b/-@2 40=d/-@2 ");
+    /* the same again: nothing new, nothing committed */
+    int64_t version = r.silver_version;
+    CHECK_EQ_INT(run_apply(dir, false, &r, &e), MCDC_OK);
+    CHECK_EQ_INT(r.passes, 0);
+    CHECK_EQ_INT(r.silver_version, version);
+    /* with a verdict for bronze and a facts table: silver's follows */
+    char control[600];
+    snprintf(control, sizeof control, "%s/control", dir);
+    mcdc_verdict v;
+    CHECK_EQ_INT(mcdc_verdict_advance(&v, control, NULL, bronze, "0x00000000000000000006",
+                                      7200000000LL + 61000000, MCDC_GRANULARITY_HOUR, &e), MCDC_OK);
+    CHECK_EQ_INT(run_apply(dir, true, &r, &e), MCDC_OK);
+    CHECK(r.has_finalized_until);
+    CHECK_EQ_INT(r.finalized_until_us, 7200000000LL);
+    char json[MCDC_APPLY_RESULT_JSON_SIZE];
+    CHECK_EQ_INT(mcdc_apply_result_json(json, sizeof json, &r, &e), MCDC_OK);
+    CHECK(strstr(json, "\"finalized_until\":\"1970-01-01T02:00:00.000\"") != NULL);
+    CHECK(strstr(json, "{\"rebuilt\":false,\"applied_lsn\":\"0x00000000000000000006\"") == json);
+    char small[8];
+    CHECK_EQ_INT(mcdc_apply_result_json(small, sizeof small, &r, &e), MCDC_E_LIMIT);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+    free(dir);
+}
+
+TEST(silver_apply_refuses_what_it_cannot_apply) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_apply *a = NULL;
+    mcdc_apply_cfg cfg = MCDC_APPLY_CFG_INIT;
+    CHECK_EQ_INT(mcdc_apply_create(&a, NULL, &cfg, &e), MCDC_E_INVALID);
+    cfg.bronze = "/tmp/x/bronze";
+    cfg.target = "/tmp/x/silver";
+    cfg.control_table = "/tmp/x/control";
+    CHECK_EQ_INT(mcdc_apply_create(&a, NULL, &cfg, &e), MCDC_E_INVALID); /* no capture instance */
+    cfg.capture_instance = "dbo_t";
+    CHECK_EQ_INT(mcdc_apply_create(&a, NULL, &cfg, &e), MCDC_E_INVALID); /* no keys, no source */
+    CHECK(strstr(e.message, "key") != NULL);
+    static const char *const keys[1] = {"id"};
+    cfg.keys = keys;
+    cfg.n_keys = 1;
+    cfg.trigger = MCDC_TRIGGER_PROCESSING_TIME;
+    CHECK_EQ_INT(mcdc_apply_create(&a, NULL, &cfg, &e), MCDC_E_INVALID); /* no interval */
+    cfg.trigger = MCDC_TRIGGER_ONCE;
+    CHECK_EQ_INT(mcdc_apply_create(&a, NULL, &cfg, &e), MCDC_OK);
+    mcdc_apply_free(a);
+    mcdc_apply_free(NULL);
+    /* a key bronze does not capture; a bronze row of another instance */
+    char *dir = silver_dir();
+    char bronze[600];
+    snprintf(bronze, sizeof bronze, "%s/bronze", dir);
+    const brow rows[] = {{1, 1, 2, 1, 1, "a"}};
+    append_bronze(bronze, rows, 1, NULL);
+    mcdc_apply_result r;
+    CHECK_EQ_INT(run_apply(dir, false, &r, &e), MCDC_OK);
+    char silver[600], control[600];
+    snprintf(silver, sizeof silver, "%s/silver", dir);
+    snprintf(control, sizeof control, "%s/control", dir);
+    static const char *const nope[1] = {"nope"};
+    mcdc_apply_cfg c2 = MCDC_APPLY_CFG_INIT;
+    c2.bronze = bronze;
+    c2.target = silver;
+    c2.control_table = control;
+    c2.capture_instance = "dbo_t";
+    c2.keys = nope;
+    c2.n_keys = 1;
+    c2.log_level = MCDC_LOG_ERROR;
+    CHECK_EQ_INT(mcdc_apply_create(&a, NULL, &c2, &e), MCDC_OK);
+    const brow more[] = {{2, 1, 2, 1, 2, "b"}};
+    append_bronze(bronze, more, 1, NULL);
+    CHECK_EQ_INT(mcdc_apply_run(a, NULL, NULL, &r, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "nope") != NULL);
+    mcdc_apply_free(a);
+    c2.keys = keys;
+    c2.capture_instance = "dbo_other";
+    CHECK_EQ_INT(mcdc_apply_create(&a, NULL, &c2, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_apply_run(a, NULL, NULL, &r, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "capture instance 'dbo_t'") != NULL);
+    mcdc_apply_free(a);
+    /* bronze and silver one table */
+    c2.capture_instance = "dbo_t";
+    c2.target = bronze;
+    CHECK_EQ_INT(mcdc_apply_create(&a, NULL, &c2, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_apply_run(a, NULL, NULL, &r, &e), MCDC_E_MISMATCH);
+    mcdc_apply_free(a);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+    free(dir);
+}
+
+/* ---- the index format ---------------------------------------------------------------- */
+
+TEST(silver_index_round_trips_and_refuses_damage) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    silver_index ix = {0};
+    ix.n_keys = 1;
+    ix.key_names = mcdc_calloc(1, sizeof(char *));
+    ix.key_types = mcdc_calloc(1, sizeof(mcdc_type_id));
+    ix.key_names[0] = mcdc_strdup("id");
+    ix.key_types[0] = MCDC_TYPE_INT64;
+    ix.built_at = 42;
+    for (int i = 0; i < 3; i++) {
+        silver_entry en = {0};
+        char path[32];
+        snprintf(path, sizeof path, "part-%d.parquet", 2 - i);
+        en.path = mcdc_strdup(path);
+        en.rows = 10 + i;
+        en.min_key = mcdc_malloc(2);
+        en.max_key = mcdc_malloc(3);
+        memcpy(en.min_key, "\x01\x02", 2);
+        memcpy(en.max_key, "\x01\x02\x05", 3);
+        en.min_len = 2;
+        en.max_len = 3;
+        en.sorted = i != 1;
+        en.has_min_lsn = i == 2;
+        if (i == 1) {
+            uint64_t h[2] = {silver_hash("a", 1), silver_hash("b", 1)};
+            silver_bloom_build(&en.bloom, h, 2, &e);
+        }
+        CHECK_EQ_INT(silver_index_add(&ix, &en, &e), MCDC_OK);
+    }
+    silver_index_sort(&ix);
+    CHECK_EQ_STR(ix.entries[0].path, "part-0.parquet");
+    mcdc_buf b = {0};
+    CHECK_EQ_INT(silver_index_encode(&b, &ix, &e), MCDC_OK);
+    silver_index back;
+    CHECK_EQ_INT(silver_index_decode(&back, (const uint8_t *)b.data, b.len, &e), MCDC_OK);
+    CHECK_EQ_INT(back.n, 3);
+    CHECK_EQ_INT(back.built_at, 42);
+    const silver_entry *f = silver_index_find(&back, "part-1.parquet");
+    CHECK(f && !f->sorted && f->bloom.nbits > 0 && silver_bloom_may(&f->bloom, silver_hash("a", 1)));
+    CHECK(silver_index_find(&back, "part-9.parquet") == NULL);
+    silver_index_clear(&back);
+    /* a flipped byte, a cut file, another file's bytes: refused, saying why */
+    for (size_t at = 0; at < b.len; at += 7) {
+        ((uint8_t *)b.data)[at] ^= 0x40;
+        CHECK_EQ_INT(silver_index_decode(&back, (const uint8_t *)b.data, b.len, &e), MCDC_E_CORRUPT);
+        ((uint8_t *)b.data)[at] ^= 0x40;
+    }
+    CHECK_EQ_INT(silver_index_decode(&back, (const uint8_t *)b.data, b.len - 5, &e), MCDC_E_CORRUPT);
+    CHECK(strstr(e.message, "silver key index") != NULL);
+    CHECK_EQ_INT(silver_index_decode(&back, (const uint8_t *)"PAR1xxxxxxxxxxxxxxxx", 20, &e), MCDC_E_CORRUPT);
+    mcdc_buf_free(&b);
+    silver_index_clear(&ix);
+}
+
+/* ---- gathers (mcdc_col_take, _take_range, _gather) ----------------------------------- */
+
+TEST(silver_gathers_copy_values_and_nulls_of_every_width) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_schema *s;
+    mcdc_schema_create(&s, 3, &e);
+    mcdc_schema_set(s, 0, "b", MCDC_TYPE_BOOL, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 1, "t", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 2, "d", MCDC_TYPE_DECIMAL, 20, 2, 0, true, &e);
+    mcdc_batch *src[2];
+    for (int k = 0; k < 2; k++) {
+        mcdc_batch_create(&src[k], s, 8, &e);
+        for (int r = 0; r < 8; r++) {
+            bool null = (r + k) % 3 == 0;
+            char t[32];
+            snprintf(t, sizeof t, "%d-%d", k, r);
+            if (null) {
+                for (int c = 0; c < 3; c++) mcdc_col_append_null(&src[k]->columns[c], &e);
+            } else {
+                mcdc_col_append_bool(&src[k]->columns[0], r % 2, &e);
+                mcdc_col_append_bytes(&src[k]->columns[1], t, (int64_t)strlen(t), &e);
+                mcdc_col_append_decimal(&src[k]->columns[2], (uint64_t)(r * 100 + k), 0, &e);
+            }
+        }
+        mcdc_batch_seal(src[k], &e);
+    }
+    mcdc_batch *out;
+    mcdc_batch_create(&out, s, 1, &e);
+    static const int32_t idx[3] = {7, 0, 4}, which[4] = {1, 0, 1, 0}, rows[4] = {2, 3, 5, 6};
+    for (int c = 0; c < 3; c++) {
+        CHECK_EQ_INT(mcdc_col_take(&out->columns[c], &src[0]->columns[c], idx, 3, &e), MCDC_OK);
+        CHECK_EQ_INT(mcdc_col_take_range(&out->columns[c], &src[1]->columns[c], 1, 3, &e), MCDC_OK);
+        const mcdc_column *cols[2] = {&src[0]->columns[c], &src[1]->columns[c]};
+        CHECK_EQ_INT(mcdc_col_gather(&out->columns[c], cols, which, rows, 4, &e), MCDC_OK);
+    }
+    CHECK_EQ_INT(mcdc_batch_seal(out, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_batch_validate(out, &e), MCDC_OK);
+    /* every value where it came from: (batch, row) in order */
+    const int from_k[10] = {0, 0, 0, 1, 1, 1, 1, 0, 1, 0}, from_r[10] = {7, 0, 4, 1, 2, 3, 2, 3, 5, 6};
+    int bad = 0;
+    for (int i = 0; i < 10; i++)
+        for (int c = 0; c < 3; c++) {
+            const mcdc_column *x = &out->columns[c], *y = &src[from_k[i]]->columns[c];
+            int64_t r = from_r[i];
+            bool vx = mcdc_col_is_valid(x, i), vy = mcdc_col_is_valid(y, r);
+            bad += vx != vy;
+            if (!vx || !vy) continue;
+            if (c == 0) bad += ((x->values[i >> 3] >> (i & 7)) & 1) != ((y->values[r >> 3] >> (r & 7)) & 1);
+            else if (c == 1)
+                bad += x->offsets[i + 1] - x->offsets[i] != y->offsets[r + 1] - y->offsets[r] ||
+                       memcmp(x->data + x->offsets[i], y->data + y->offsets[r],
+                              (size_t)(x->offsets[i + 1] - x->offsets[i])) != 0;
+            else bad += memcmp(x->values + i * 16, y->values + r * 16, 16) != 0;
+        }
+    CHECK_EQ_INT(bad, 0);
+    CHECK(out->columns[1].null_count > 0);
+    /* columns of another type are refused */
+    CHECK_EQ_INT(mcdc_col_take(&out->columns[0], &src[0]->columns[1], idx, 1, &e), MCDC_E_SCHEMA);
+    mcdc_batch_free(out);
+    mcdc_batch_free(src[0]);
+    mcdc_batch_free(src[1]);
+    mcdc_schema_unref(s);
+}
