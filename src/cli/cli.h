@@ -42,6 +42,8 @@ int cli_usage_error(const char *fmt, const char *arg);
 
 /* "YYYY-MM-DDTHH:MM:SS.mmm" (UTC) of us. */
 void cli_format_ts(int64_t us, char out[MCDC_TS_TEXT_SIZE]);
+/* The reference's Offset as JSON on stdout: {"lsn": ..., "commit_ts": ... | null}. */
+void cli_print_offset(const mcdc_offset *off);
 /* A timestamp argument (UTC unless it carries an offset): 0, or -1 when s
  * is not one. */
 int cli_parse_ts(const char *s, int64_t *out);

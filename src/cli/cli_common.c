@@ -48,6 +48,13 @@ void cli_format_ts(int64_t us, char out[MCDC_TS_TEXT_SIZE]) {
         snprintf(out, MCDC_TS_TEXT_SIZE, "%lld us", (long long)us);
 }
 
+void cli_print_offset(const mcdc_offset *off) {
+    char ts[MCDC_TS_TEXT_SIZE] = "";
+    if (off->has_commit_ts) cli_format_ts(off->commit_us, ts);
+    printf("{\"lsn\": \"%s\", \"commit_ts\": %s%s%s}\n", off->lsn, off->has_commit_ts ? "\"" : "",
+           off->has_commit_ts ? ts : "null", off->has_commit_ts ? "\"" : "");
+}
+
 int cli_parse_ts(const char *s, int64_t *out) {
     return mcdc_ts_parse(out, s, NULL) == MCDC_OK ? 0 : -1;
 }

@@ -80,10 +80,7 @@ int cmd_seed(int argc, char **argv) {
         rc = cli_fail(&e);
         goto out;
     }
-    char ts[MCDC_TS_TEXT_SIZE] = "";
-    if (off.has_commit_ts) cli_format_ts(off.commit_us, ts);
-    printf("{\"lsn\": \"%s\", \"commit_ts\": %s%s%s}\n", off.lsn, off.has_commit_ts ? "\"" : "",
-           off.has_commit_ts ? ts : "null", off.has_commit_ts ? "\"" : "");
+    cli_print_offset(&off);
     if (written) fprintf(stderr, "mssql-cdc: %s: seeded %lld rows at %s\n", cfg.target,
                          (long long)rows, off.lsn);
     else fprintf(stderr, "mssql-cdc: %s: holds this seed already: nothing written\n", cfg.target);

@@ -80,10 +80,7 @@ int cmd_snapshot(int argc, char **argv) {
         rc = cli_fail(&e);
         goto out;
     }
-    char ts[MCDC_TS_TEXT_SIZE] = "";
-    if (off.has_commit_ts) cli_format_ts(off.commit_us, ts);
-    printf("{\"lsn\": \"%s\", \"commit_ts\": %s%s%s}\n", off.lsn, off.has_commit_ts ? "\"" : "",
-           off.has_commit_ts ? ts : "null", off.has_commit_ts ? "\"" : "");
+    cli_print_offset(&off);
     fprintf(stderr, "mssql-cdc: %s: %s\n", cfg.target,
             taken ? "snapshot taken" : "holds a snapshot already: nothing read");
     if (taken) fprintf(stderr, "mssql-cdc: %lld rows at %s\n", (long long)rows, off.lsn);
