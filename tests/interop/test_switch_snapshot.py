@@ -224,3 +224,52 @@ def test_snapshot_on_switch_needs_a_facts_table(sim, workdir):
     del a[i:i + 2]
     p = run_cli(*a, check=False)
     assert p.returncode == 2 and "--snapshot-on-switch needs --facts-table" in p.stderr, p.stderr
+
+
+def test_loss_is_decided_on_the_instance_the_stream_reads(sim, workdir):
+    """Past the newer instance's start, CDC cleanup of the older one loses
+    nothing of the stream's: --on-data-loss resnapshot takes no re-snapshot;
+    the newer one's cleanup past the position does."""
+    from workload import CAPTURE
+    spec = Orders()
+    make_table(sim, spec)
+    w = Workload(sim, spec, seed=41)
+    w.preload(20)
+    run_cli(*args(sim, workdir))
+    sim.run("ALTER TABLE dbo.orders ADD region NVARCHAR(20) NULL;", database=DB)
+    spec.add(("region", "NVARCHAR(20) NULL", pa.string()))
+    s = enable_v2(sim)
+    for _ in range(5):
+        w.step()
+    run_cli(*args(sim, workdir))
+    the_switch(workdir, s)
+    resnap = ["--on-data-loss", "resnapshot", "--resnapshot-interval-days", "0"]
+
+    def purge(ci):
+        sim.run(f"""{CAPTURE}
+DECLARE @m binary(10) = sys.fn_cdc_get_max_lsn();
+EXEC sys.sp_cdc_cleanup_change_table @capture_instance = N'{ci}',
+     @low_water_mark = @m, @threshold = 100000;""", database=DB)
+
+    for _ in range(3):
+        w.step()
+    purge(CONFIGURED)  # the older instance's changes, which the stream read long ago
+    for _ in range(3):
+        w.step()
+    run_cli(*args(sim, workdir, extra=resnap))
+    assert events(workdir, "resnapshot") == []
+    assert not os.path.exists(os.path.join(workdir, "ckpt", "_generations"))
+    got = {(r["_start_lsn"], r["_seqval"], r["_operation"]) for r in bronze(workdir)
+           if r["_operation"] != 0 and r["_start_lsn"] >= s}
+    assert got == {r[:3] for r in ct_rows(sim, V2)}
+    # both instances' cleanup past the stream's position is a loss (the older
+    # one alone still holds the changes up to the newer one's moved start)
+    for _ in range(3):
+        w.step()
+    purge(CONFIGURED)
+    purge(V2)
+    for _ in range(3):
+        w.step()
+    run_cli(*args(sim, workdir, extra=resnap))
+    (re,) = events(workdir, "resnapshot")
+    assert re["app_id"] == "orders-v1.g1"
