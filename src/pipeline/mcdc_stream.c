@@ -680,7 +680,8 @@ static void job_done(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
     end_unit_warnings(s);
     /* The batch that first read a newer capture instance (from its start
      * S, s->batch.switch_lsn) is committed here, facts and verdict too:
-     * where snapshot_on_switch (issue 11 item 3) takes its snapshot. Test
+     * with snapshot_on_switch its snapshot is owed now, and taken before
+     * the next batch is planned (job_plan), or before the run ends. Test
      * hook: killed here, before the next batch is planned. */
     if (s->batch.switches) (void)mcdc_ctx_crash(&s->ctx, "switch_done", u->id);
     if (s->batch.switches && s->cfg.snapshot_on_switch) s->switch_check = true;
@@ -712,14 +713,14 @@ static void job_done(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
 
 /* ---- bootstrap (reference §2.4.1) ---------------------------------------------------- */
 
-/* The snapshot_open row, written once the snapshot's LSN is recorded and
- * before the table is read: it says a full snapshot of this stream is on its
- * way until a bootstrap row reaches its LSN. */
 typedef struct {
     mcdc_stream *s;
     int64_t switch_batch; /* -1: a bootstrap's */
 } open_ctx;
 
+/* The snapshot_open row, written once the snapshot's LSN is recorded and
+ * before the table is read: it says a full snapshot of this stream is on its
+ * way until a bootstrap row reaches its LSN. */
 static int write_open(void *ctx, const mcdc_offset *stamp, mcdc_error *err) {
     const open_ctx *oc = ctx;
     mcdc_stream *s = oc->s;
