@@ -283,3 +283,17 @@ EXEC sys.sp_cdc_cleanup_change_table @capture_instance = N'{ci}',
     run_cli(*args(sim, workdir, extra=resnap))
     (re,) = events(workdir, "resnapshot")
     assert re["app_id"] == "orders-v1.g1"
+
+
+def test_a_full_snapshot_on_switch_is_refused_while_a_chunked_one_is_open(sim, workdir):
+    """The mode lock (reference §2.4.5): one mode while a snapshot is open,
+    checked before the run reads or writes anything."""
+    spec = Orders()
+    make_table(sim, spec)
+    Workload(sim, spec, seed=43).preload(20)
+    run_cli(*args(sim, workdir, extra=["--bootstrap", "--snapshot", "chunked"]))
+    before = facts(workdir)
+    p = run_cli(*args(sim, workdir, extra=["--snapshot-on-switch"]), check=False)
+    assert p.returncode != 0 and "chunked snapshot open" in p.stderr, p.stderr
+    assert "backfill" in p.stderr
+    assert facts(workdir) == before
