@@ -256,7 +256,7 @@ typedef enum mcdc_on_data_loss {
     MCDC_ON_DATA_LOSS_RESNAPSHOT = 1 /* re-snapshot into a new generation, then go on */
 } mcdc_on_data_loss;
 
-#define MCDC_STREAM_CFG_VERSION 3
+#define MCDC_STREAM_CFG_VERSION 4
 typedef struct mcdc_stream_cfg {
     int version;               /* MCDC_STREAM_CFG_VERSION */
     const char *target;        /* bronze: a path, or schema.table under warehouse */
@@ -295,11 +295,21 @@ typedef struct mcdc_stream_cfg {
      * state file runs its live generation. */
     mcdc_on_data_loss on_data_loss;
     double resnapshot_interval_days; /* >= 0; 7 by default */
+    /* version 4: after the batch that first reads a newer capture instance
+     * of the table (its capture_instance_switched facts row), snapshot the
+     * table so that rows unchanged since carry the columns only the newer
+     * instance captures (needs a facts table). In mode `snapshot`: full
+     * reads the whole table into target at once (snapshot_open with
+     * switch_batch_id, then a bootstrap row); chunked opens a chunked
+     * snapshot at the newer instance's start LSN S, which mssql-cdc backfill
+     * reads (it supersedes a chunked one still open). A run killed before
+     * the snapshot is done takes it on its restart, once. */
+    bool snapshot_on_switch;
 } mcdc_stream_cfg;
 #define MCDC_STREAM_CFG_INIT \
     {MCDC_STREAM_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, MCDC_TRIGGER_DEFAULT, 0, \
      MCDC_GRANULARITY_HOUR, 0, NULL, NULL, 0, NULL, NULL, MCDC_LOG_WARN, false, MCDC_SNAPSHOT_FULL, \
-     MCDC_ON_DATA_LOSS_FAIL, 7.0}
+     MCDC_ON_DATA_LOSS_FAIL, 7.0, false}
 
 /* What one committed micro-batch did (append-only struct). */
 typedef struct mcdc_batch_report {

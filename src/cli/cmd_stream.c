@@ -40,6 +40,14 @@ static const char STREAM_HELP[] =
     "                       whole table read before the stream goes on; chunked (needs a\n"
     "                       facts table): only opened at an LSN S, the stream starts at S\n"
     "                       at once and 'mssql-cdc backfill' reads the table next to it\n"
+    "  --snapshot-on-switch after the batch that first reads a newer capture instance (its\n"
+    "                       capture_instance_switched row), snapshot the table so that rows\n"
+    "                       unchanged since carry the columns only the newer instance\n"
+    "                       captures (needs a facts table); full: the whole table read into\n"
+    "                       T at once (snapshot_open with switch_batch_id, then a bootstrap\n"
+    "                       row); chunked: one opened at the newer instance's start LSN for\n"
+    "                       'mssql-cdc backfill', superseding a chunked one still open. A\n"
+    "                       run stopped before it is taken takes it on restart, once\n"
     "  --on-data-loss P     fail (default): purged changes stop the stream (exit 3);\n"
     "                       resnapshot (needs a facts table): re-snapshot the table into a\n"
     "                       new generation (checkpoint DIR/_generations/<n>, app id A.g<n>,\n"
@@ -192,6 +200,8 @@ int cmd_stream(int argc, char **argv) {
             }
         } else if (strcmp(a, "--bootstrap") == 0) {
             cfg.bootstrap = true;
+        } else if (strcmp(a, "--snapshot-on-switch") == 0) {
+            cfg.snapshot_on_switch = true;
         } else if (strcmp(a, "--snapshot") == 0) {
             NEEDV();
             if (strcasecmp(v, "full") == 0) cfg.snapshot = MCDC_SNAPSHOT_FULL;

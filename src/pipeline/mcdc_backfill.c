@@ -1145,7 +1145,10 @@ static int prepare(mcdc_backfill *b, bool *go, mcdc_error *err) {
     if (rc == MCDC_OK) rc = mcdc_snapfacts_load(&b->sf, b->facts, c->target, c->warehouse, c->app_id, err);
     /* One mode while a snapshot is open: a full one of the stream still
      * being read refuses any wave (and any plan). */
-    mcdc_changes_settings cs = {0};
+    /* The stream's schema: the union of every capture instance of the table
+     * (a chunk reads a column only a newer instance captures, as the stream
+     * does from its start; a snapshot on switch is taken for it). */
+    mcdc_changes_settings cs = {.follow = true};
     if (rc == MCDC_OK) rc = mcdc_changes_open(&b->changes, b->opts, &cs, err);
     if (rc == MCDC_OK)
         rc = mcdc_snapfacts_lock(&b->sf, c->target, "chunked", mcdc_snapshot_purged, b->changes, err);

@@ -281,7 +281,11 @@ int mcdc_generation_recover(mcdc_generation *g, const mcdc_recovery *r, bool *re
     bool lost = false;
     rc = mcdc_snapshot_purged(r->changes, start.lsn, &lost, err);
     if (rc || !lost) return rc;
-    rc = mcdc_changes_min_lsn(r->changes, &low, err);
+    /* the min_lsn of the instance the stream reads after its position (the
+     * newer one once it read past its start), as the purge check decided */
+    mcdc_lsn after;
+    rc = mcdc_lsn_increment(&after, &at, err);
+    if (rc == MCDC_OK) rc = mcdc_changes_min_lsn_at(r->changes, &after, &low, err);
     char low_text[MCDC_LSN_TEXT_LEN + 1];
     mcdc_lsn_format(&low, low_text);
     int64_t lost_to_us = 0;

@@ -8,15 +8,17 @@
 #include "mcdc_tables.h"
 
 static const char *const EVENT_NAMES[] = {"snapshot_open", "snapshot_plan", "snapshot_chunk",
-                                          "bootstrap", "resnapshot"};
+                                          "bootstrap", "resnapshot",
+                                          "capture_instance_switched"};
+#define N_EVENTS ((int)(sizeof EVENT_NAMES / sizeof EVENT_NAMES[0]))
 
 /* The columns read, in this order. */
 enum { C_APP, C_EVENT, C_ROWS, C_MIN_LSN, C_MAX_LSN, C_MIN_TS, C_MAX_TS, C_LOST_FROM, C_LOST_TO,
-       C_WRITTEN, C_DURATION, C_READ_S, C_DETAIL, C_TARGET, C_COUNT };
+       C_WRITTEN, C_DURATION, C_READ_S, C_DETAIL, C_TARGET, C_BATCH, C_COUNT };
 static const char *const COLUMNS[C_COUNT] = {
     "app_id",      "event",      "rows",       "min_lsn",     "max_lsn",
     "min_commit_ts", "max_commit_ts", "lost_from_ts", "lost_to_ts", "written_at",
-    "duration_ms", "read_seconds", "detail",    "target"};
+    "duration_ms", "read_seconds", "detail",    "target",     "batch_id"};
 
 typedef struct {
     mcdc_snapfacts *sf;
@@ -93,7 +95,7 @@ static int load_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
     for (int64_t r = 0; r < b->rows && rc == MCDC_OK; r++) {
         mcdc_cell ev = mcdc_row_get(b, r, C_EVENT);
         int kind = -1;
-        for (int k = 0; k < 5 && kind < 0; k++)
+        for (int k = 0; k < N_EVENTS && kind < 0; k++)
             if (cell_is(ev, EVENT_NAMES[k])) kind = k;
         if (kind < 0 || !in_family(a, mcdc_row_get(b, r, C_APP)) ||
             !same_target(a, mcdc_row_get(b, r, C_TARGET)))
@@ -130,6 +132,7 @@ static int load_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
         x->has_written = int_of(mcdc_row_get(b, r, C_WRITTEN), &x->written_us);
         x->has_duration = int_of(mcdc_row_get(b, r, C_DURATION), &x->duration_ms);
         mcdc_cell rs = mcdc_row_get(b, r, C_READ_S);
+        x->has_batch_id = int_of(mcdc_row_get(b, r, C_BATCH), &x->batch_id);
         x->has_read_seconds = rs.kind == MCDC_CELL_DOUBLE;
         x->read_seconds = rs.d;
         mcdc_cell d = mcdc_row_get(b, r, C_DETAIL);
@@ -192,6 +195,15 @@ json_t *mcdc_snap_open_detail(const char *mode, const char *kind, int64_t genera
                      "lost_to_ts", iso_or_null(has_lost_to, lost_to_us));
 }
 
+json_t *mcdc_snap_switch_detail(const char *mode, int64_t generation, int64_t switch_batch_id) {
+    json_t *d = mcdc_snap_open_detail(mode, "bootstrap", generation, false, 0, false, 0);
+    if (d && json_object_set_new(d, "switch_batch_id", json_integer((json_int_t)switch_batch_id))) {
+        json_decref(d);
+        return NULL;
+    }
+    return d;
+}
+
 const char *mcdc_snap_mode(const mcdc_snap_row *open) {
     const char *m = json_string_value(json_object_get(open->detail, "mode"));
     return m && strcmp(m, "full") == 0 ? "full" : "chunked";
@@ -241,6 +253,42 @@ const mcdc_snap_row *mcdc_snapfacts_newest_chunked(const mcdc_snapfacts *sf) {
             (best == NULL || strcmp(sf->rows[i].min_lsn, best->min_lsn) > 0))
             best = &sf->rows[i];
     return best;
+}
+
+/* The switch batch an open names; -1 when none. */
+static int64_t switch_batch(const mcdc_snap_row *r) {
+    json_t *b = json_object_get(r->detail, "switch_batch_id");
+    return r->event == MCDC_SNAP_OPEN && json_is_integer(b) ? (int64_t)json_integer_value(b) : -1;
+}
+
+const mcdc_snap_row *mcdc_snapfacts_switch_owed(const mcdc_snapfacts *sf, const char *sink_id,
+                                                const mcdc_snap_row **full_open) {
+    *full_open = NULL;
+    const mcdc_snap_row *sw = NULL;
+    for (int i = 0; i < sf->n; i++) {
+        const mcdc_snap_row *r = &sf->rows[i];
+        if (r->event == MCDC_SNAP_SWITCHED && r->has_batch_id && strcmp(r->app_id, sink_id) == 0 &&
+            (sw == NULL || r->batch_id > sw->batch_id))
+            sw = r;
+    }
+    if (sw == NULL) return NULL;
+    const char *done = mcdc_snapfacts_done_max(sf, sink_id);
+    for (int i = 0; i < sf->n; i++) {
+        const mcdc_snap_row *r = &sf->rows[i];
+        if (switch_batch(r) != sw->batch_id || strcmp(r->app_id, sink_id) != 0) continue;
+        if (is_chunked_open(r) || (done && r->min_lsn[0] && strcmp(done, r->min_lsn) >= 0)) {
+            *full_open = NULL;
+            return NULL; /* answered */
+        }
+        if (*full_open == NULL || strcmp(r->min_lsn, (*full_open)->min_lsn) > 0) *full_open = r;
+    }
+    return sw;
+}
+
+const mcdc_snap_row *mcdc_snapfacts_open_chunked(const mcdc_snapfacts *sf) {
+    const mcdc_snap_row *top = mcdc_snapfacts_newest_chunked(sf);
+    const char *done = mcdc_snapfacts_done_max(sf, NULL);
+    return top && !(done && strcmp(done, top->min_lsn) >= 0) ? top : NULL;
 }
 
 const mcdc_snap_row *mcdc_snapfacts_plan(const mcdc_snapfacts *sf, const char *s) {

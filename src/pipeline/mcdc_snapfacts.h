@@ -7,7 +7,8 @@
  * The rows: 'snapshot_open' (written before a snapshot reads anything),
  * 'snapshot_plan' and 'snapshot_chunk' (a chunked one's, written by
  * backfill), 'bootstrap' and 'resnapshot' (a completion: max_lsn >= the
- * open's S closes it). A stream's rows carry its generations' sink app ids:
+ * open's S closes it), and 'capture_instance_switched' (the batch a
+ * snapshot on switch follows). A stream's rows carry its generations' sink app ids:
  * app_id itself and app_id.g<n>.
  *
  * The mode lock (reference §2.4.5): one mode while a snapshot is open. A
@@ -31,6 +32,7 @@ typedef enum {
     MCDC_SNAP_CHUNK,
     MCDC_SNAP_BOOTSTRAP,
     MCDC_SNAP_RESNAPSHOT,
+    MCDC_SNAP_SWITCHED, /* capture_instance_switched: what a snapshot on switch answers */
 } mcdc_snap_event;
 
 /* One facts row of a snapshot event. */
@@ -45,6 +47,8 @@ typedef struct mcdc_snap_row {
     int64_t min_ts_us, max_ts_us, lost_from_us, lost_to_us, written_us, duration_ms;
     bool has_read_seconds;
     double read_seconds;
+    bool has_batch_id;                  /* the batch's (a switch row's) */
+    int64_t batch_id;
     json_t *detail;                     /* owned; NULL: none, or not JSON */
 } mcdc_snap_row;
 
@@ -67,6 +71,9 @@ void mcdc_snapfacts_free(mcdc_snapfacts *sf);
 json_t *mcdc_snap_open_detail(const char *mode, const char *kind, int64_t generation,
                               bool has_lost_from, int64_t lost_from_us, bool has_lost_to,
                               int64_t lost_to_us);
+/* The same after a capture instance switch: kind bootstrap, no loss, and
+ * switch_batch_id, the batch of its 'capture_instance_switched' row. */
+json_t *mcdc_snap_switch_detail(const char *mode, int64_t generation, int64_t switch_batch_id);
 
 /* "full" or "chunked": an open row's mode (a missing or unknown one is
  * chunked, as the reference reads it). */
@@ -84,6 +91,19 @@ const mcdc_snap_row *mcdc_snapfacts_opened(const mcdc_snapfacts *sf, const char 
 const mcdc_snap_row *mcdc_snapfacts_newest_chunked(const mcdc_snapfacts *sf);
 /* The 'snapshot_plan' row of the snapshot at s; NULL when not planned. */
 const mcdc_snap_row *mcdc_snapfacts_plan(const mcdc_snapfacts *sf, const char *s);
+
+/* The snapshot on switch a generation (sink_id) still owes: its newest
+ * 'capture_instance_switched' row (by batch_id) unless a 'snapshot_open'
+ * of sink_id names that batch in switch_batch_id and is chunked (backfill
+ * reads it from there) or completed (a completion of sink_id at or past
+ * its LSN). NULL when nothing is owed. *full_open: the newest full open of
+ * that batch that did not complete (its rows may be in bronze already);
+ * NULL when none. */
+const mcdc_snap_row *mcdc_snapfacts_switch_owed(const mcdc_snapfacts *sf, const char *sink_id,
+                                                const mcdc_snap_row **full_open);
+/* The newest chunked open of the stream still open (no completion of the
+ * stream at or past its S); NULL when none. */
+const mcdc_snap_row *mcdc_snapfacts_open_chunked(const mcdc_snapfacts *sf);
 
 /* Has CDC cleanup passed lsn (a full snapshot opened there can never
  * complete)? */

@@ -20,7 +20,9 @@ int mcdc_snapshot_purged(void *changes_ctx, const char *lsn, bool *purged, mcdc_
     mcdc_lsn at, next, min;
     int rc = mcdc_lsn_parse_cstr(&at, lsn, err);
     if (rc == MCDC_OK) rc = mcdc_lsn_increment(&next, &at, err);
-    if (rc == MCDC_OK) rc = mcdc_changes_min_lsn(c, &min, err);
+    /* the instance a stream continuing from lsn reads (ADR 0023: the
+     * older one's cleanup does not concern a stream past the newer start) */
+    if (rc == MCDC_OK) rc = mcdc_changes_min_lsn_at(c, &next, &min, err);
     if (rc == MCDC_OK) *purged = !mcdc_lsn_is_zero(&min) && mcdc_lsn_cmp(&next, &min) < 0;
     return rc;
 }
@@ -182,8 +184,8 @@ static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
     /* The stream continues after the snapshot's LSN: cleanup must not have
      * passed it while the table was read. */
     mcdc_lsn min, next;
-    if (rc == MCDC_OK) rc = mcdc_changes_min_lsn(e->changes, &min, err);
     if (rc == MCDC_OK) rc = mcdc_lsn_increment(&next, &lsn, err);
+    if (rc == MCDC_OK) rc = mcdc_changes_min_lsn_at(e->changes, &next, &min, err);
     if (rc == MCDC_OK && !mcdc_lsn_is_zero(&min) && mcdc_lsn_cmp(&next, &min) < 0) {
         char m[MCDC_LSN_TEXT_LEN + 1];
         mcdc_lsn_format(&min, m);
@@ -241,17 +243,23 @@ int mcdc_snapshot_open_chunked(mcdc_offset *s, const mcdc_chunked_open *o, mcdc_
     /* S first: MIN and MAX are read after it, so a key outside them was
      * inserted after S and reaches bronze through the stream. */
     int rc = mcdc_changes_snapshot_keys(o->changes, &keys, err);
-    if (rc == MCDC_OK)
+    if (rc == MCDC_OK && o->at) {
+        *s = *o->at;
+        rc = mcdc_lsn_parse_cstr(&lsn, s->lsn, err);
+    } else if (rc == MCDC_OK) {
         rc = mcdc_changes_snapshot_lsn(o->changes, &lsn, &s->commit_us, &s->has_commit_ts, err);
+    }
     if (rc == MCDC_OK) mcdc_lsn_format(&lsn, s->lsn);
     if (rc == MCDC_OK)
         rc = mcdc_changes_snapshot_extent(o->changes, keys, MCDC_ISO_OPTION, &extent, err);
     bool lost = o->lost_from != NULL;
+    MCDC_ASSERT(!(lost && o->at));
     json_t *d = rc ? NULL
-                   : mcdc_snap_open_detail("chunked", o->kind, o->generation,
-                                           lost && o->lost_from->has_commit_ts,
-                                           lost ? o->lost_from->commit_us : 0, o->has_lost_to,
-                                           o->lost_to_us);
+                : o->at ? mcdc_snap_switch_detail("chunked", o->generation, o->switch_batch_id)
+                        : mcdc_snap_open_detail("chunked", o->kind, o->generation,
+                                                lost && o->lost_from->has_commit_ts,
+                                                lost ? o->lost_from->commit_us : 0,
+                                                o->has_lost_to, o->lost_to_us);
     if (rc == MCDC_OK && d == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     if (rc == MCDC_OK) {
         json_object_set(d, "keys", keys);
@@ -271,7 +279,10 @@ int mcdc_snapshot_open_chunked(mcdc_offset *s, const mcdc_chunked_open *o, mcdc_
     char *detail = pub ? json_dumps(pub, JSON_COMPACT) : NULL;
     json_decref(pub);
     if (rc == MCDC_OK && detail == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    snprintf(txn, sizeof txn, "%s#snapshots", o->app_id);
+    if (rc == MCDC_OK && o->at && o->ctx &&
+        mcdc_ctx_crash(o->ctx, "switch_snapshot_opened", o->switch_batch_id))
+        rc = mcdc_error_set(err, MCDC_E_CANCELLED, "killed after the plans row (test hook)");
+    if (o->at == NULL) snprintf(txn, sizeof txn, "%s#snapshots", o->app_id);
     if (rc == MCDC_OK) {
         mcdc_facts_event ev = {.app_id = o->sink, .target = o->target, .event = "snapshot_open",
                                .rows = 0, .lsn = s->lsn, .has_commit_ts = s->has_commit_ts,
@@ -279,27 +290,34 @@ int mcdc_snapshot_open_chunked(mcdc_offset *s, const mcdc_chunked_open *o, mcdc_
                                .has_lost_from = lost && o->lost_from->has_commit_ts,
                                .lost_from_us = lost ? o->lost_from->commit_us : 0,
                                .has_lost_to = o->has_lost_to, .lost_to_us = o->lost_to_us};
-        rc = mcdc_facts_write_event(o->facts, &ev, txn, o->generation, &skipped, err);
+        rc = mcdc_facts_write_event(o->facts, &ev, txn, o->at ? 0 : o->generation, &skipped, err);
     }
     free(detail);
     /* The open that stands: a rerun's row was skipped, the first one's
      * S is the generation's. */
     mcdc_snapfacts sf = {0};
-    if (rc == MCDC_OK) rc = mcdc_snapfacts_load(&sf, o->facts, o->target, o->warehouse, o->app_id, err);
+    bool own = o->at == NULL; /* a switch's: once per S, so the row that stands is this S's */
+    if (rc == MCDC_OK && own)
+        rc = mcdc_snapfacts_load(&sf, o->facts, o->target, o->warehouse, o->app_id, err);
     bool done;
-    const mcdc_snap_row *top = rc ? NULL : mcdc_snapfacts_opened(&sf, o->sink, &done);
-    if (rc == MCDC_OK && (top == NULL || strcmp(mcdc_snap_mode(top), "chunked") != 0))
+    const mcdc_snap_row *top = rc || !own ? NULL : mcdc_snapfacts_opened(&sf, o->sink, &done);
+    if (rc == MCDC_OK && own && (top == NULL || strcmp(mcdc_snap_mode(top), "chunked") != 0))
         rc = mcdc_error_set(err, MCDC_E_SNAPSHOT_OPEN,
                             "%s: another run opened a %s snapshot for %s first; run again",
                             o->target, top ? mcdc_snap_mode(top) : "no", o->sink);
-    if (rc == MCDC_OK && strcmp(top->min_lsn, s->lsn) != 0) {
+    if (rc == MCDC_OK && own && strcmp(top->min_lsn, s->lsn) != 0) {
         snprintf(s->lsn, sizeof s->lsn, "%s", top->min_lsn);
         s->has_commit_ts = top->has_min_ts;
         s->commit_us = top->min_ts_us;
     }
-    if (rc == MCDC_OK)
+    if (rc == MCDC_OK && own)
         mcdc_log(MCDC_LOG_INFO, "chunked snapshot of %s opened at %s for %s (%s, generation %lld)",
                  o->target, s->lsn, o->sink, o->kind, (long long)o->generation);
+    else if (rc == MCDC_OK)
+        mcdc_log(MCDC_LOG_INFO, "chunked snapshot of %s opened at %s for %s after the capture "
+                                "instance switch of batch %lld (generation %lld): mssql-cdc "
+                                "backfill reads it",
+                 o->target, s->lsn, o->sink, (long long)o->switch_batch_id, (long long)o->generation);
     mcdc_snapfacts_free(&sf);
     mcdc_table_close(plans);
     mcdc_free(plans_name);

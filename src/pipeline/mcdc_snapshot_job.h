@@ -70,6 +70,15 @@ typedef struct mcdc_chunked_open {
     const mcdc_offset *lost_from;   /* NULL: no loss */
     bool has_lost_to;
     int64_t lost_to_us;
+    /* After a capture instance switch (snapshot on switch): S is `at`, the
+     * newer instance's start LSN, which the stream has read past, and the
+     * detail names switch_batch_id. Both rows then carry txn
+     * <app_id>#snapopen.<S> version 0 (once per S: the generation's own
+     * key may be taken). at NULL: an open of its own. */
+    const mcdc_offset *at;
+    int64_t switch_batch_id;
+    const mcdc_ctx *ctx; /* crash points (tests): switch_snapshot_opened, between the plans
+                            row and the facts row of a switch's; may be NULL */
 } mcdc_chunked_open;
 int mcdc_snapshot_open_chunked(mcdc_offset *s, const mcdc_chunked_open *o, mcdc_error *err);
 

@@ -24,6 +24,19 @@
  * (planned, nothing read), switch_read (read, bronze not committed),
  * switch_committed (bronze committed, facts not), switch_done (all
  * committed, the next batch not planned).
+ *
+ * Snapshot on switch (snapshot_on_switch, reference §2.5 and ADR 0023):
+ * once the batch that first read a newer instance is committed, and at the
+ * start of every run (a run killed in between owes it), the facts say
+ * whether the live generation's newest capture_instance_switched row has
+ * its snapshot: a snapshot_open naming its batch in switch_batch_id that
+ * is chunked, or completed. If not, full reads the whole table into bronze
+ * (snapshot_open, the rows, a bootstrap row; rows found in bronze at the
+ * open's LSN are not read again) and chunked opens one at S for backfill.
+ * Its crash points (unit: the switch batch): switch_snapshot_opened (the
+ * open written, nothing read; a chunked one's plans row only),
+ * during_snapshot (full: reading), switch_snapshot_read (full: rows
+ * committed, no bootstrap row), switch_snapshot_done (all written).
  */
 #include "mcdc_stream.h"
 
@@ -132,7 +145,12 @@ struct mcdc_stream {
     /* The checkpoint's capture instance when it differs from the one
      * configured and names the table the stream follows (owned). */
     char *ci_alias;
+    /* snapshot_on_switch: the facts may owe a snapshot on switch (at the
+     * start of a run, and after a batch that switched). */
+    bool switch_check;
 };
+
+static int snapshot_on_switch(mcdc_stream *s, mcdc_error *err);
 
 /* The stream's sink, on every thread it runs: messages go to the host's
  * log function (or stderr); a unit's warnings also go to its facts row. */
@@ -231,6 +249,8 @@ static int job_plan(void *job, const json_t *last_end, json_t **start_j, json_t 
     int rc = MCDC_OK;
     *idle = false;
     memset(&end, 0, sizeof end);
+    /* The snapshot a switch batch owes comes before the next batch. */
+    if (s->switch_check && (rc = snapshot_on_switch(s, err)) != MCDC_OK) return rc;
     if (last_end == NULL && s->has_initial) {
         start = s->initial;
     } else if (last_end == NULL) {
@@ -660,9 +680,11 @@ static void job_done(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
     end_unit_warnings(s);
     /* The batch that first read a newer capture instance (from its start
      * S, s->batch.switch_lsn) is committed here, facts and verdict too:
-     * where snapshot_on_switch (issue 11 item 3) takes its snapshot. Test
+     * with snapshot_on_switch its snapshot is owed now, and taken before
+     * the next batch is planned (job_plan), or before the run ends. Test
      * hook: killed here, before the next batch is planned. */
     if (s->batch.switches) (void)mcdc_ctx_crash(&s->ctx, "switch_done", u->id);
+    if (s->batch.switches && s->cfg.snapshot_on_switch) s->switch_check = true;
     if (s->report == NULL) return;
     MCDC_ASSERT(res->rows == s->st.rows);
     mcdc_batch_report rep;
@@ -691,13 +713,24 @@ static void job_done(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
 
 /* ---- bootstrap (reference §2.4.1) ---------------------------------------------------- */
 
+typedef struct {
+    mcdc_stream *s;
+    int64_t switch_batch; /* -1: a bootstrap's */
+} open_ctx;
+
 /* The snapshot_open row, written once the snapshot's LSN is recorded and
  * before the table is read: it says a full snapshot of this stream is on its
  * way until a bootstrap row reaches its LSN. */
 static int write_open(void *ctx, const mcdc_offset *stamp, mcdc_error *err) {
-    mcdc_stream *s = ctx;
+    const open_ctx *oc = ctx;
+    mcdc_stream *s = oc->s;
     if (s->facts == NULL) return MCDC_OK;
-    json_t *d = mcdc_snap_open_detail("full", "bootstrap", 0, false, 0, false, 0);
+    bool sw = oc->switch_batch >= 0;
+    /* A switch's by its LSN, as its completion (a full one per attempt). */
+    char txn[MCDC_APP_ID_BYTES_MAX + 48];
+    snprintf(txn, sizeof txn, "%s#snapopen.%s", s->cfg.app_id, stamp->lsn);
+    json_t *d = sw ? mcdc_snap_switch_detail("full", s->gen.n, oc->switch_batch)
+                   : mcdc_snap_open_detail("full", "bootstrap", 0, false, 0, false, 0);
     char *detail = d ? json_dumps(d, JSON_COMPACT) : NULL;
     json_decref(d);
     if (detail == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
@@ -710,8 +743,10 @@ static int write_open(void *ctx, const mcdc_offset *stamp, mcdc_error *err) {
                            .commit_us = stamp->commit_us,
                            .detail = detail};
     bool skipped;
-    int rc = mcdc_facts_write_event(s->facts, &ev, NULL, 0, &skipped, err);
+    int rc = mcdc_facts_write_event(s->facts, &ev, sw ? txn : NULL, 0, &skipped, err);
     free(detail);
+    if (rc == MCDC_OK && sw && mcdc_ctx_crash(&s->ctx, "switch_snapshot_opened", oc->switch_batch))
+        rc = mcdc_error_set(err, MCDC_E_CANCELLED, "killed after the open row (test hook)");
     return rc;
 }
 
@@ -719,7 +754,8 @@ static int write_open(void *ctx, const mcdc_offset *stamp, mcdc_error *err) {
  * or resnapshot); lost_from NULL: no loss. */
 static int open_chunked(mcdc_stream *s, const char *sink, int64_t n, const char *kind,
                         const mcdc_offset *lost_from, bool has_lost_to, int64_t lost_to_us,
-                        mcdc_offset *out, mcdc_error *err) {
+                        const mcdc_offset *at, int64_t switch_batch, mcdc_offset *out,
+                        mcdc_error *err) {
     mcdc_chunked_open o = {.changes = s->changes,
                            .facts = s->facts,
                            .target = s->cfg.target,
@@ -731,7 +767,10 @@ static int open_chunked(mcdc_stream *s, const char *sink, int64_t n, const char 
                            .kind = kind,
                            .lost_from = lost_from,
                            .has_lost_to = has_lost_to,
-                           .lost_to_us = lost_to_us};
+                           .lost_to_us = lost_to_us,
+                           .at = at,
+                           .switch_batch_id = switch_batch,
+                           .ctx = &s->ctx};
     return mcdc_snapshot_open_chunked(out, &o, err);
 }
 
@@ -739,7 +778,8 @@ static int open_chunked(mcdc_stream *s, const char *sink, int64_t n, const char 
 static int open_resnapshot(void *ctx, const char *sink, int64_t n, const mcdc_offset *lost_from,
                            bool has_lost_to, int64_t lost_to_us, mcdc_offset *out,
                            mcdc_error *err) {
-    return open_chunked(ctx, sink, n, "resnapshot", lost_from, has_lost_to, lost_to_us, out, err);
+    return open_chunked(ctx, sink, n, "resnapshot", lost_from, has_lost_to, lost_to_us, NULL, -1,
+                        out, err);
 }
 
 /* A snapshot this generation opened before that a bootstrap starts from
@@ -788,10 +828,11 @@ static int job_before_first(void *job, json_t **start, mcdc_error *err) {
      * bootstrap row), else a chunked one opened now, else a full one. */
     if (rc == MCDC_OK && !found) rc = reusable_open(s, &off, &opened, err);
     if (rc == MCDC_OK && !found && !opened && s->cfg.snapshot == MCDC_SNAPSHOT_CHUNKED) {
-        rc = open_chunked(s, s->sink_id, 0, "bootstrap", NULL, false, 0, &off, err);
+        rc = open_chunked(s, s->sink_id, 0, "bootstrap", NULL, false, 0, NULL, -1, &off, err);
         opened = rc == MCDC_OK;
     } else if (rc == MCDC_OK && !found && !opened) {
-        rc = mcdc_snapshot_append(&off, &rows, &e, write_open, s, err);
+        open_ctx oc = {s, -1};
+        rc = mcdc_snapshot_append(&off, &rows, &e, write_open, &oc, err);
     }
     if (rc == MCDC_OK && s->facts && !opened) {
         mcdc_facts_event ev = {.app_id = s->sink_id,
@@ -821,6 +862,119 @@ static int job_before_first(void *job, json_t **start, mcdc_error *err) {
         mcdc_log(MCDC_LOG_INFO, "bootstrap: %s %s the snapshot at %s (%s); streaming from it",
                  s->cfg.target, opened ? "has opened" : "holds", off.lsn,
                  opened ? "chunked: mssql-cdc backfill reads it" : found ? "taken before" : "taken now");
+    return rc;
+}
+
+/* ---- snapshot on switch (reference snapshot_on_switch, ADR 0023) ------------------- */
+
+/* The whole table into bronze after switch batch `batch`: its open row
+ * (switch_batch_id) before the read, its rows, then its bootstrap row
+ * (txn <app_id>#snapdone.<L>, once per L). `earlier`: the LSN of an open of
+ * that batch that did not complete; when bronze holds that snapshot's
+ * rows (killed between them and the bootstrap row) only the row is written. */
+static int switch_full(mcdc_stream *s, int64_t batch, const mcdc_offset *earlier,
+                       mcdc_error *err) {
+    mcdc_snap_env e = {.ctx = &s->ctx,
+                       .changes = s->changes,
+                       .target = s->bronze,
+                       .bronze = s->bronze_schema,
+                       .num_partitions = s->num_partitions};
+    mcdc_offset off;
+    memset(&off, 0, sizeof off);
+    int64_t rows = -1; /* rows in bronze before: NULL rows in the event */
+    int64_t started = mcdc_now_utc_us();
+    bool there = false;
+    int rc = MCDC_OK;
+    if (earlier) {
+        mcdc_offset found_off;
+        bool found = false;
+        rc = mcdc_snapshot_find_at(&found_off, &found, false, earlier->lsn, &there, &e, err);
+        if (there) off = *earlier;
+    }
+    open_ctx oc = {s, batch};
+    if (rc == MCDC_OK && !there) rc = mcdc_snapshot_append(&off, &rows, &e, write_open, &oc, err);
+    if (rc == MCDC_OK && mcdc_ctx_crash(&s->ctx, "switch_snapshot_read", batch))
+        rc = mcdc_error_set(err, MCDC_E_CANCELLED, "killed before the bootstrap row (test hook)");
+    if (rc) return rc;
+    mcdc_facts_event ev = {.app_id = s->sink_id,
+                           .target = s->cfg.target,
+                           .event = "bootstrap",
+                           .rows = rows,
+                           .lsn = off.lsn,
+                           .has_commit_ts = off.has_commit_ts,
+                           .commit_us = off.commit_us,
+                           .has_timing = !there,
+                           .started_us = started,
+                           .duration_ms = (mcdc_now_utc_us() - started) / 1000};
+    char txn[MCDC_APP_ID_BYTES_MAX + 48];
+    snprintf(txn, sizeof txn, "%s#snapdone.%s", s->cfg.app_id, off.lsn);
+    bool skipped;
+    rc = mcdc_facts_write_event(s->facts, &ev, txn, 0, &skipped, err);
+    if (rc == MCDC_OK)
+        mcdc_log(MCDC_LOG_INFO, "snapshot on switch: %s %s the table at %s after batch %lld "
+                                "(%lld rows); downstream rebuilds from it",
+                 s->cfg.target, there ? "held" : "read", off.lsn, (long long)batch,
+                 (long long)(rows < 0 ? 0 : rows));
+    return rc;
+}
+
+static void offset_of_row(mcdc_offset *o, const mcdc_snap_row *r) {
+    memset(o, 0, sizeof *o);
+    snprintf(o->lsn, sizeof o->lsn, "%s", r->min_lsn);
+    o->has_commit_ts = r->has_min_ts;
+    o->commit_us = r->min_ts_us;
+}
+
+/* What the facts owe (mcdc_snapfacts_switch_owed), taken now in the run's
+ * mode, under the mode lock. Nothing on disk is trusted but the facts and
+ * bronze's own rows. */
+static int snapshot_on_switch(mcdc_stream *s, mcdc_error *err) {
+    MCDC_ASSERT(s->facts && s->cfg.snapshot_on_switch);
+    bool chunked = s->cfg.snapshot == MCDC_SNAPSHOT_CHUNKED;
+    mcdc_snapfacts sf;
+    int rc = mcdc_snapfacts_load(&sf, s->facts, s->cfg.target, s->cfg.warehouse, s->cfg.app_id, err);
+    const mcdc_snap_row *full = NULL;
+    const mcdc_snap_row *sw = rc ? NULL : mcdc_snapfacts_switch_owed(&sf, s->sink_id, &full);
+    if (rc == MCDC_OK && sw)
+        rc = mcdc_snapfacts_lock(&sf, s->cfg.target, chunked ? "chunked" : "full",
+                                 mcdc_snapshot_purged, s->changes, err);
+    int64_t batch = sw ? sw->batch_id : -1;
+    mcdc_offset at, earlier, old;
+    const mcdc_snap_row *open = sw && chunked ? mcdc_snapfacts_open_chunked(&sf) : NULL;
+    char old_sink[MCDC_APP_ID_BYTES_MAX + 24] = "";
+    if (sw) offset_of_row(&at, sw);
+    if (full) offset_of_row(&earlier, full);
+    if (open) {
+        offset_of_row(&old, open);
+        snprintf(old_sink, sizeof old_sink, "%s", open->app_id);
+    }
+    bool has_earlier = full != NULL;
+    mcdc_snapfacts_free(&sf);
+    if (rc || batch < 0) {
+        if (rc == MCDC_OK) s->switch_check = false;
+        return rc;
+    }
+    mcdc_log(MCDC_LOG_INFO, "snapshot on switch: batch %lld read capture instance switch at %s; "
+                            "%s", (long long)batch, at.lsn,
+             chunked ? "opening a chunked snapshot there" : "reading the whole table");
+    if (chunked) {
+        /* A newer open supersedes one still open: backfill reads the newest,
+         * the older one is abandoned and never completes. The warning goes
+         * to the next batch's facts row. */
+        if (open && strcmp(old.lsn, at.lsn) < 0)
+            mcdc_log(MCDC_LOG_WARN, "snapshot on switch supersedes the chunked snapshot opened at "
+                                    "%s (app id %s), which had not completed: it is abandoned, "
+                                    "and mssql-cdc backfill reads the one opened at %s from now on",
+                     old.lsn, old_sink, at.lsn);
+        mcdc_offset out;
+        rc = open_chunked(s, s->sink_id, s->gen.n, "bootstrap", NULL, false, 0, &at, batch, &out,
+                          err);
+    } else {
+        rc = switch_full(s, batch, has_earlier ? &earlier : NULL, err);
+    }
+    if (rc == MCDC_OK && mcdc_ctx_crash(&s->ctx, "switch_snapshot_done", batch))
+        rc = mcdc_error_set(err, MCDC_E_CANCELLED, "killed after the snapshot on switch (test hook)");
+    if (rc == MCDC_OK) s->switch_check = false;
     return rc;
 }
 
@@ -939,6 +1093,11 @@ int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stre
         rc = mcdc_error_set(err, MCDC_E_INVALID,
                             "--snapshot chunked needs --facts-table: the snapshot's rows there "
                             "record its plan and its chunks, and backfill reads them");
+    if (rc == MCDC_OK && cfg->version >= 4 && cfg->snapshot_on_switch && cfg->facts_table == NULL)
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "--snapshot-on-switch needs --facts-table: its capture_instance_switched "
+                            "rows say which switch is owed a snapshot (also after a crash), and "
+                            "its snapshot rows tell downstream to rebuild");
     if (rc == MCDC_OK && resnapshot && cfg->facts_table == NULL)
         rc = mcdc_error_set(err, MCDC_E_INVALID,
                             "--on-data-loss resnapshot needs --facts-table: the re-snapshot's "
@@ -956,6 +1115,7 @@ int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stre
     mcdc_stream *s = mcdc_calloc(1, sizeof *s);
     if (s == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     s->cfg = *cfg;
+    if (cfg->version < 4) s->cfg.snapshot_on_switch = false;
     if (cfg->version < 3) {
         s->cfg.on_data_loss = MCDC_ON_DATA_LOSS_FAIL;
         s->cfg.resnapshot_interval_days = 7.0;
@@ -1091,7 +1251,7 @@ static int enter_generation(mcdc_stream *s, mcdc_error *err) {
     int rc = MCDC_OK;
     /* One mode while a snapshot is open (reference §2.4.5), for the runs
      * that may take one. */
-    if (s->facts && (cfg->bootstrap || resnapshot)) {
+    if (s->facts && (cfg->bootstrap || resnapshot || cfg->snapshot_on_switch)) {
         mcdc_snapfacts sf;
         rc = mcdc_snapfacts_load(&sf, s->facts, cfg->target, cfg->warehouse, cfg->app_id, err);
         if (rc == MCDC_OK)
@@ -1227,7 +1387,8 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     if (rc == MCDC_OK) warn_future_start(s);
     /* A run that may snapshot checks the key it would cut on before it
      * writes anything (an open row, a state file). */
-    if (rc == MCDC_OK && (cfg->bootstrap || cfg->on_data_loss == MCDC_ON_DATA_LOSS_RESNAPSHOT)) {
+    if (rc == MCDC_OK && (cfg->bootstrap || cfg->on_data_loss == MCDC_ON_DATA_LOSS_RESNAPSHOT ||
+                          cfg->snapshot_on_switch)) {
         json_t *keys = NULL;
         rc = mcdc_changes_snapshot_keys(s->changes, &keys, err);
         json_decref(keys);
@@ -1253,7 +1414,13 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
             .min_interval_ms = cfg->trigger == MCDC_TRIGGER_PROCESSING_TIME ? cfg->processing_time_ms : 0,
             .max_units = cfg->max_batches,
         };
+        s->switch_check = cfg->snapshot_on_switch; /* a run killed before it owes it */
         rc = mcdc_frame_run(&fc, &STREAM_OPS, s, err);
+        /* Once, a batch limit or the last batch of availableNow: the snapshot
+         * its switch owes before the run ends (a stop request leaves it to
+         * the next run, which finds it owed). */
+        if (rc == MCDC_OK && s->switch_check && !mcdc_ctx_stopping(&s->ctx))
+            rc = snapshot_on_switch(s, err);
     }
     json_decref(s->warnings);
     json_decref(s->pending);

@@ -45,6 +45,12 @@ const char *mcdc_changes_capture_instance(const mcdc_changes *c);
 int mcdc_changes_max_lsn(mcdc_changes *c, mcdc_lsn *out, mcdc_error *err);
 /* sys.fn_cdc_get_min_lsn(ci). */
 int mcdc_changes_min_lsn(mcdc_changes *c, mcdc_lsn *out, mcdc_error *err);
+/* The min_lsn of the capture instance a stream reads `at` from: when
+ * following, the newest listed instance whose start LSN is at or below
+ * it (the oldest when none is), else the one it reads. A position's loss
+ * is decided there: an older instance's cleanup does not touch a stream
+ * past the newer one's start, and a stream before it needs the older. */
+int mcdc_changes_min_lsn_at(mcdc_changes *c, const mcdc_lsn *at, mcdc_lsn *out, mcdc_error *err);
 /* The n-th entry of cdc.lsn_time_mapping after start; *found false when
  * fewer than n exist (then out is the last one, if any). */
 int mcdc_changes_nth_commit_after(mcdc_changes *c, const mcdc_lsn *start, int64_t n,
