@@ -37,7 +37,7 @@
 #define REC_BUCKET_ROWS_DEFAULT 1000000
 #define REC_SAMPLE_DEFAULT 0.01
 /* Ranges a sample of another key is cut into, at most. */
-#define REC_RANGES_MAX 256
+#define REC_RANGES_MAX MCDC_PARTITIONS_MAX
 
 /* ---- hash ------------------------------------------------------------------- */
 typedef struct rec_hash {

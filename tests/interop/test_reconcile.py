@@ -8,6 +8,7 @@ are found exactly: those keys, with the right failure type. The report
 table has the reference's columns and types (delta-rs, DuckDB); a kill -9
 inside reconcile and a rerun never write a run's report rows twice.
 """
+import datetime
 import json
 import os
 import subprocess
@@ -19,7 +20,7 @@ from deltalake import DeltaTable, write_deltalake
 from apply_jobs import apply, silver_of, wait_killed
 from conftest import CLI, Sim, duckdb_with_delta, run_cli
 from snapshot_jobs import new_job
-from workload import DB, Items, delta_rows, insert_sql, set_sql, settle, where
+from workload import DB, Items, Regional, delta_rows, insert_sql, set_sql, settle, where
 
 EXIT_DIFFERS = 19
 
@@ -231,3 +232,95 @@ def test_bad_arguments_are_refused_before_anything_is_read(built):
     p = run_cli(*reconcile_args(job, "--silver", job.bronze), check=False)
     assert p.returncode == 7, p.stderr
     assert not os.path.exists(report_of(job))
+
+
+def test_a_composite_key_gets_a_whole_count_and_sampled_ranges(sim, workdir):
+    """(region, id): one count of the whole table (rows differ: MISMATCH),
+    ranges SQL Server cuts compared row by row with silver joined from the
+    source's rows: a row missing and a row changed are found; a row silver
+    has and the source lacks only shows in the count."""
+    spec = Regional(ids_per_region=80)
+    job, w = new_job(sim, workdir, spec, preload=0, seed=8)
+    w.preload(250)
+    job.stream()
+    apply(job)
+    r = reconcile(job, "--bucket-rows", "60", "--sample", "1")
+    assert r["buckets"] == 1 and r["match"] == 1 and r["hashed"] >= 4 and r["failures"] == {}, r
+    silver = silver_of(job)
+    rows = sorted((x["region"], x["id"]) for x in delta_rows(silver, ["region", "id"]))
+    (ga, gi), (ca, ci) = rows[3], rows[-2]
+    DeltaTable(silver).delete(f"region = '{ga}' AND id = {gi}")
+    DeltaTable(silver).update(predicate=f"region = '{ca}' AND id = {ci}", updates={"qty": "-777"})
+    r = reconcile(job, "--bucket-rows", "60", "--sample", "1", want=EXIT_DIFFERS)
+    assert r["mismatch"] == 1 and r["failures"] == {"MISSING_TARGET": 1, "RECORD_DIFF": 1}, r
+    got = {(tuple(json.loads(x["key"]).values()), x["failure_type"])
+           for x in report_rows(job, r["run_id"]) if x["key"]}
+    assert got == {((ga, gi), "MISSING_TARGET"), ((ca, ci), "RECORD_DIFF")}
+    bucket = [x for x in report_rows(job, r["run_id"]) if x["status"]][0]
+    assert bucket["bucket_lo"] is None and bucket["bucket_hi"] is None
+    assert bucket["source_key_sum"] is None and bucket["silver_rows"] == bucket["source_rows"] - 1
+
+
+class Dated(Items):
+    """A date primary key: Tier 1 counts its day numbers."""
+    name = "dated"
+    columns = (("d", "DATE NOT NULL", pa.date32()), ("v", "INT NULL", pa.int32()),
+               ("note", "NVARCHAR(20) NULL", pa.string()))
+    keys = primary_key = ("d",)
+
+    def random_key(self, rng):
+        return (datetime.date(1960, 1, 1) + datetime.timedelta(days=rng.randint(0, 30000)),)
+
+    def new_row(self, rng, key):
+        return {"d": key[0], "v": rng.randint(-9, 9999), "note": None if rng.random() < 0.5 else "n"}
+
+    def changes(self, rng):
+        return {"v": rng.randint(0, 99)}
+
+    def move(self, rng, key, present):
+        k = self.fresh_key(rng, present)
+        return {"d": k[0]}, k
+
+
+def test_a_date_key_is_counted_by_its_day_number(sim, workdir):
+    spec = Dated()
+    job, w = new_job(sim, workdir, spec, preload=0, seed=4)
+    w.preload(300)
+    job.stream()
+    apply(job)
+    r = reconcile(job, "--bucket-rows", "50", "--sample", "1")
+    assert r["buckets"] >= 5 and r["match"] == r["buckets"] and r["failures"] == {}, r
+    buckets = [x for x in report_rows(job, r["run_id"]) if x["status"]]
+    days = [(x["d"] - datetime.date(1970, 1, 1)).days for x in delta_rows(silver_of(job), ["d"])]
+    assert sum(x["source_key_sum"] for x in buckets) == sum(days)
+    assert all(x["bucket_lo"] is None or datetime.date.fromisoformat(json.loads(x["bucket_lo"]))
+               for x in buckets)
+    one = sorted(delta_rows(silver_of(job), ["d"]), key=lambda x: x["d"])[7]["d"]
+    DeltaTable(silver_of(job)).delete(f"d = '{one.isoformat()}'")
+    r = reconcile(job, "--bucket-rows", "50", "--sample", "0", want=EXIT_DIFFERS)
+    assert r["mismatch"] == 1 and key_rows_of(job, r["run_id"], "d") == {(one.isoformat(), "MISSING_TARGET")}
+
+
+def key_rows_of(job, run_id, col):
+    return {(json.loads(r["key"])[col], r["failure_type"]) for r in report_rows(job, run_id)
+            if r["key"] is not None}
+
+
+def test_chunk_checks_of_a_chunked_snapshot(sim, workdir):
+    """A chunked bootstrap, backfilled and applied: no chunk failure; bronze
+    rows of a chunk deleted behind the stream's back: CHUNK_ROWS for it."""
+    spec = Items(key_space=900)
+    job, w = new_job(sim, workdir, spec, preload=400, seed=6)
+    job.stream("--bootstrap", "--snapshot", "chunked")
+    job.backfill_until_done("--chunk-rows", "100")
+    job.stream()
+    apply(job)
+    r = reconcile(job, "--bucket-rows", "100", "--sample", "1")
+    assert r["match"] == r["buckets"] and r["failures"] == {}, r
+    DeltaTable(job.bronze).delete("_chunk = 1 AND id % 3 = 0")
+    r = reconcile(job, "--bucket-rows", "100", want=EXIT_DIFFERS)
+    assert r["failures"] == {"CHUNK_ROWS": 1} and r["mismatch"] == 0, r
+    row = [x for x in report_rows(job, r["run_id"]) if x["failure_type"]][0]
+    d = json.loads(row["detail"])
+    assert d["chunk"] == 1 and d["facts_rows"] > d["bronze_rows"] > 0 and d["snapshot"].startswith("0x")
+    assert row["bucket_lo"] is not None and row["key"] is None and row["source_lsn"] is None
