@@ -330,6 +330,7 @@ typedef struct fine_acc {
     bool has_min;
     int64_t min, max; /* the ordinals seen */
     bool extent_only;
+    int64_t last_id, last; /* the fine bucket of the row before, its index in v */
 } fine_acc;
 
 static int fine_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
@@ -346,6 +347,11 @@ static int fine_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
         a->has_min = true;
         if (a->extent_only) continue;
         int64_t id = rec_floor_div(v, a->r->width), idx;
+        if (a->n > 0 && id == a->last_id) { /* silver's files are in key order: mostly the same */
+            a->v[a->last].rows++;
+            a->v[a->last].sum += v;
+            continue;
+        }
         bool added;
         rc = rec_keyset_add(&a->ids, (const uint8_t *)&id, sizeof id, &idx, &added, err);
         if (rc) break;
@@ -368,7 +374,9 @@ static int fine_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
                 break;
             }
         }
-        rec_fine *f = &a->v[a->ids.val[idx]];
+        a->last_id = id;
+        a->last = a->ids.val[idx];
+        rec_fine *f = &a->v[a->last];
         f->rows++;
         f->sum += v;
     }
@@ -505,16 +513,29 @@ static int choose(mcdc_reconcile *r, mcdc_error *err) {
 }
 
 /* ---- tier 2 ---------------------------------------------------------------------------
- * One bucket at a time: the source's rows (kept, with their keys in a set
- * and their hashes), then silver's rows of the bucket, each looked up. */
+ * One bucket at a time: the source's rows, kept, each an entry (where its
+ * row is, its hash); then silver's rows of the bucket, each looked up. An
+ * integer or date key is looked up by its ordinal among the entries sorted
+ * once (silver's files are in key order: each lookup starts where the one
+ * before ended); any other key, and a NULL one, through a set of encoded
+ * keys. */
+typedef struct rec_entry {
+    int64_t ord;     /* the key's ordinal (ordinal keys) */
+    int64_t at;      /* batch << 32 | row */
+    rec_hash h;
+    bool seen;       /* a silver row matched it */
+    bool null_key;   /* an ordinal key that is NULL: in keys, not sorted */
+} rec_entry;
+
 typedef struct src_side {
     mcdc_reconcile *r;
     mcdc_batch **batches;
     int64_t n_batches, cap_batches;
-    rec_keyset keys;    /* val: batch << 32 | row */
-    rec_hash *hash;     /* per key */
-    bool *seen;
-    int64_t cap_hash;
+    rec_entry *ent;
+    int64_t n_ent, cap_ent;
+    int64_t n_ord;      /* ordinal keys: entries [0, n_ord) sorted by ord */
+    int64_t finger;
+    rec_keyset keys;    /* encoded key -> entry (other keys; NULL ordinal keys) */
     mcdc_buf key;
     rec_hash *tmp;
     int64_t cap_tmp;
@@ -536,6 +557,11 @@ static void side_cols(const mcdc_reconcile *r, const mcdc_batch *b, const mcdc_c
     }
 }
 
+/* The key columns of a source batch. */
+static void key_cols(const mcdc_reconcile *r, const mcdc_batch *b, const mcdc_column **kc) {
+    for (int32_t k = 0; k < r->n_keys; k++) kc[k] = &b->columns[col_index(b->schema, r->keys[k])];
+}
+
 static int src_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
     src_side *s = ctx;
     mcdc_reconcile *r = s->r;
@@ -555,44 +581,98 @@ static int src_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
     if (cols == NULL) return nomem(err);
     side_cols(r, b, cols);
     const mcdc_column *kc[SILVER_KEYS_MAX];
-    for (int32_t k = 0; k < r->n_keys; k++) kc[k] = cols[r->key_in_cols[k]];
+    key_cols(r, b, kc);
     int rc = grow_tmp(&s->tmp, &s->cap_tmp, b->rows, err);
     if (rc == MCDC_OK) rc = rec_hash_rows(s->tmp, cols, r->n_cols, 0, b->rows, err);
+    if (rc == MCDC_OK && s->n_ent + b->rows > s->cap_ent) {
+        int64_t cap = s->cap_ent ? s->cap_ent : 4096;
+        while (cap < s->n_ent + b->rows) cap *= 2;
+        rec_entry *v = mcdc_realloc(s->ent, (size_t)cap * sizeof *v);
+        if (v == NULL) rc = nomem(err);
+        else {
+            s->ent = v;
+            s->cap_ent = cap;
+        }
+    }
     for (int64_t i = 0; rc == MCDC_OK && i < b->rows; i++) {
+        rec_entry e = {.at = bi << 32 | i, .h = s->tmp[i]};
+        if (r->ordinal) {
+            e.null_key = !silver_range_value(kc[0], i, &e.ord);
+            s->ent[s->n_ent++] = e; /* sorted, and NULL ones keyed, once all are in */
+            continue;
+        }
         s->key.len = 0;
         rc = silver_key_append(&s->key, kc, r->n_keys, i, err);
         int64_t idx;
         bool added;
         if (rc == MCDC_OK) rc = rec_keyset_add(&s->keys, s->key.data, s->key.len, &idx, &added, err);
         if (rc || !added) continue; /* a key twice in the source: its first row */
-        if (idx >= s->cap_hash) {
-            int64_t cap = s->cap_hash ? s->cap_hash * 2 : 4096;
-            while (cap <= idx) cap *= 2;
-            rec_hash *h = mcdc_realloc(s->hash, (size_t)cap * sizeof *h);
-            bool *seen = h ? mcdc_realloc(s->seen, (size_t)cap * sizeof *seen) : NULL;
-            if (h) s->hash = h;
-            if (seen) s->seen = seen;
-            if (h == NULL || seen == NULL) {
-                rc = nomem(err);
-                break;
-            }
-            s->cap_hash = cap;
-        }
-        s->hash[idx] = s->tmp[i];
-        s->seen[idx] = false;
-        s->keys.val[idx] = bi << 32 | i;
+        s->keys.val[idx] = s->n_ent;
+        s->ent[s->n_ent++] = e;
     }
     r->res.source_rows_hashed += b->rows;
     mcdc_free(cols);
     return rc;
 }
 
+static int by_ord(const void *x, const void *y) {
+    const rec_entry *a = x, *b = y;
+    if (a->null_key != b->null_key) return a->null_key ? 1 : -1;
+    if (a->ord != b->ord) return a->ord < b->ord ? -1 : 1;
+    return (a->at > b->at) - (a->at < b->at); /* the first row read first */
+}
+
+/* Ordinal keys, once the source is read: entries sorted by ordinal (a key
+ * twice keeps its first row), NULL keys after them in the key set. */
+static int src_finish(src_side *s, mcdc_error *err) {
+    mcdc_reconcile *r = s->r;
+    if (!r->ordinal) return MCDC_OK;
+    if (s->n_ent > 1) qsort(s->ent, (size_t)s->n_ent, sizeof *s->ent, by_ord);
+    int64_t n = 0;
+    while (n < s->n_ent && !s->ent[n].null_key) n++;
+    s->n_ord = n;
+    for (int64_t i = 1; i < n; i++)
+        if (s->ent[i].ord == s->ent[i - 1].ord) s->ent[i].seen = true;
+    int rc = MCDC_OK;
+    for (int64_t i = n; i < s->n_ent && rc == MCDC_OK; i++) {
+        const mcdc_batch *b = s->batches[s->ent[i].at >> 32];
+        const mcdc_column *kc[SILVER_KEYS_MAX];
+        key_cols(r, b, kc);
+        s->key.len = 0;
+        rc = silver_key_append(&s->key, kc, r->n_keys, s->ent[i].at & 0xffffffff, err);
+        int64_t idx;
+        bool added;
+        if (rc == MCDC_OK) rc = rec_keyset_add(&s->keys, s->key.data, s->key.len, &idx, &added, err);
+        if (rc == MCDC_OK && added) s->keys.val[idx] = i;
+        else if (rc == MCDC_OK) s->ent[i].seen = true;
+    }
+    return rc;
+}
+
+/* The entry of ordinal v, or -1: from the finger on when v is at or past
+ * it (silver's rows come in key order), else by bisection. */
+static int64_t find_ord(src_side *s, int64_t v) {
+    const rec_entry *e = s->ent;
+    int64_t lo = 0, hi = s->n_ord;
+    if (s->finger < s->n_ord && e[s->finger].ord <= v) {
+        lo = s->finger;
+        for (int k = 0; k < 8 && lo < hi; k++, lo++)
+            if (e[lo].ord >= v) break;
+    }
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (e[mid].ord < v) lo = mid + 1;
+        else hi = mid;
+    }
+    s->finger = lo;
+    return lo < s->n_ord && e[lo].ord == v ? lo : -1;
+}
+
 static void src_side_clear(src_side *s) {
     for (int64_t i = 0; i < s->n_batches; i++) mcdc_batch_free(s->batches[i]);
     mcdc_free(s->batches);
+    mcdc_free(s->ent);
     rec_keyset_clear(&s->keys);
-    mcdc_free(s->hash);
-    mcdc_free(s->seen);
     mcdc_free(s->tmp);
     mcdc_buf_free(&s->key);
     memset(s, 0, sizeof *s);
@@ -657,12 +737,13 @@ static int detail_json(char **out, const char *lsn, size_t lsn_len, const char *
     return MCDC_OK;
 }
 
+/* A differing key: its encoded key (for IN_FLIGHT), key JSON and detail. */
 static int record(mcdc_reconcile *r, mcdc_reconcile_failure f, int64_t bucket,
-                  const mcdc_column *const *kc, int64_t row, const uint8_t *key, size_t key_len,
-                  const char *lsn, size_t lsn_len, const char *columns, mcdc_error *err) {
-    rec_diff d = {.failure = f, .bucket = bucket, .key_off = (int64_t)r->diff_keys.len,
-                  .key_len = (int64_t)key_len};
-    int rc = mcdc_buf_append(&r->diff_keys, key, key_len, err);
+                  const mcdc_column *const *kc, int64_t row, const char *lsn, size_t lsn_len,
+                  const char *columns, mcdc_error *err) {
+    rec_diff d = {.failure = f, .bucket = bucket, .key_off = (int64_t)r->diff_keys.len};
+    int rc = silver_key_append(&r->diff_keys, kc, r->n_keys, row, err);
+    d.key_len = (int64_t)r->diff_keys.len - d.key_off;
     if (rc == MCDC_OK) rc = key_json(&d.key_json, r, kc, row, err);
     if (rc == MCDC_OK) rc = detail_json(&d.detail, lsn, lsn_len, columns, err);
     if (rc == MCDC_OK) rc = add_diff(r, &d, err);
@@ -676,6 +757,7 @@ static int record(mcdc_reconcile *r, mcdc_reconcile_failure f, int64_t bucket,
 static int sil_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
     sil_side *s = ctx;
     mcdc_reconcile *r = s->r;
+    src_side *src = s->src;
     const mcdc_column **cols = mcdc_malloc((size_t)(r->n_cols + 1) * sizeof *cols);
     if (cols == NULL) {
         mcdc_batch_free(b);
@@ -693,31 +775,35 @@ static int sil_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
     if (rc == MCDC_OK) rc = grow_tmp(&s->tmp, &s->cap_tmp, b->rows, err);
     if (rc == MCDC_OK) rc = rec_hash_rows(s->tmp, cols, r->n_cols, 0, b->rows, err);
     for (int64_t i = 0; rc == MCDC_OK && i < b->rows; i++) {
-        if (s->filter) {
-            int64_t v;
-            if (!silver_range_value(kc[0], i, &v)) continue;
-            if ((s->has_lo && v < s->lo) || (s->has_hi && v >= s->hi)) continue;
+        int64_t idx = -1, v = 0;
+        bool has_v = r->ordinal && silver_range_value(kc[0], i, &v);
+        /* NULL sorts first: the first bucket's, as the source's read of it
+         * has them (Tier 1 counts them in none) */
+        if (s->filter && !has_v && s->has_lo) continue;
+        if (s->filter && has_v && ((s->has_lo && v < s->lo) || (s->has_hi && v >= s->hi))) continue;
+        if (has_v) {
+            idx = find_ord(src, v);
+        } else {
+            s->key.len = 0;
+            rc = silver_key_append(&s->key, kc, r->n_keys, i, err);
+            if (rc) break;
+            int64_t k = rec_keyset_find(&src->keys, s->key.data, s->key.len);
+            idx = k < 0 ? -1 : src->keys.val[k];
         }
-        s->key.len = 0;
-        rc = silver_key_append(&s->key, kc, r->n_keys, i, err);
-        if (rc) break;
-        int64_t idx = rec_keyset_find(&s->src->keys, s->key.data, s->key.len);
         if (idx < 0 && s->left) continue;
-        if (!s->left) r->res.silver_rows_hashed++;
+        r->res.silver_rows_hashed++;
         mcdc_cell l = lsn_col >= 0 ? mcdc_row_get(b, i, lsn_col) : mcdc_cell_null();
         const char *lsn = l.kind == MCDC_CELL_TEXT ? l.s : NULL;
         size_t lsn_len = lsn ? (size_t)l.i : 0;
         if (idx < 0) {
-            rc = record(r, MCDC_RECONCILE_MISSING_SOURCE, s->bucket, kc, i, s->key.data, s->key.len,
-                        lsn, lsn_len, NULL, err);
+            rc = record(r, MCDC_RECONCILE_MISSING_SOURCE, s->bucket, kc, i, lsn, lsn_len, NULL, err);
             continue;
         }
-        if (s->left) r->res.silver_rows_hashed++;
-        if (s->src->seen[idx]) continue; /* a key twice in silver: its first row */
-        s->src->seen[idx] = true;
-        if (rec_hash_eq(s->src->hash[idx], s->tmp[i])) continue;
-        int64_t at = s->src->keys.val[idx];
-        const mcdc_batch *sb = s->src->batches[at >> 32];
+        rec_entry *e = &src->ent[idx];
+        if (e->seen) continue; /* a key twice in silver: its first row */
+        e->seen = true;
+        if (rec_hash_eq(e->h, s->tmp[i])) continue;
+        const mcdc_batch *sb = src->batches[e->at >> 32];
         const mcdc_column **scols = mcdc_malloc((size_t)(r->n_cols + 1) * sizeof *scols);
         if (scols == NULL) {
             rc = nomem(err);
@@ -725,11 +811,10 @@ static int sil_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
         }
         side_cols(r, sb, scols);
         char *columns = NULL;
-        rc = differing(&columns, r, scols, at & 0xffffffff, cols, i, err);
+        rc = differing(&columns, r, scols, e->at & 0xffffffff, cols, i, err);
         mcdc_free(scols);
         if (rc == MCDC_OK)
-            rc = record(r, MCDC_RECONCILE_RECORD_DIFF, s->bucket, kc, i, s->key.data, s->key.len,
-                        lsn, lsn_len, columns, err);
+            rc = record(r, MCDC_RECONCILE_RECORD_DIFF, s->bucket, kc, i, lsn, lsn_len, columns, err);
         mcdc_free(columns);
     }
     mcdc_free(cols);
@@ -741,17 +826,12 @@ static int sil_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
 static int unmatched(mcdc_reconcile *r, src_side *s, int64_t bucket, mcdc_error *err) {
     int rc = MCDC_OK;
     const mcdc_column *kc[SILVER_KEYS_MAX];
-    for (int64_t idx = 0; idx < s->keys.n && rc == MCDC_OK; idx++) {
-        if (s->seen[idx]) continue;
-        int64_t at = s->keys.val[idx];
-        const mcdc_batch *b = s->batches[at >> 32];
-        for (int32_t k = 0; k < r->n_keys; k++) {
-            int i = col_index(b->schema, r->keys[k]);
-            kc[k] = &b->columns[i];
-        }
-        rc = record(r, MCDC_RECONCILE_MISSING_TARGET, bucket, kc, at & 0xffffffff,
-                    s->keys.bytes.data + s->keys.off[idx],
-                    (size_t)(s->keys.off[idx + 1] - s->keys.off[idx]), NULL, 0, NULL, err);
+    for (int64_t i = 0; i < s->n_ent && rc == MCDC_OK; i++) {
+        if (s->ent[i].seen) continue;
+        const mcdc_batch *b = s->batches[s->ent[i].at >> 32];
+        key_cols(r, b, kc);
+        rc = record(r, MCDC_RECONCILE_MISSING_TARGET, bucket, kc, s->ent[i].at & 0xffffffff, NULL, 0,
+                    NULL, err);
     }
     return rc;
 }
@@ -824,7 +904,7 @@ static int compare(mcdc_reconcile *r, int64_t bucket, mcdc_error *err) {
     sc.columns = cols;
     sc.n_columns = nc;
     int64_t v;
-    if (rc == MCDC_OK && src.keys.n > 0 && src.seen == NULL) rc = nomem(err);
+    if (rc == MCDC_OK) rc = src_finish(&src, err);
     if (rc == MCDC_OK) rc = mcdc_table_scan_run(r->silver, &sc, sil_rows, &sil, &v, NULL, err);
     if (rc == MCDC_OK) rc = unmatched(r, &src, bucket, err);
     mcdc_schema_unref(ss);
