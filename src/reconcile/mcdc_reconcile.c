@@ -21,6 +21,7 @@
  * Nothing is written to SQL Server; the source is read under READ
  * COMMITTED (Tier 2: the isolationLevel option), never NOLOCK.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -539,6 +540,8 @@ typedef struct src_side {
     mcdc_buf key;
     rec_hash *tmp;
     int64_t cap_tmp;
+    int64_t rows;       /* rows read */
+    int64_t read_us;
 } src_side;
 
 static int grow_tmp(rec_hash **v, int64_t *cap, int64_t n, mcdc_error *err) {
@@ -610,7 +613,7 @@ static int src_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
         s->keys.val[idx] = s->n_ent;
         s->ent[s->n_ent++] = e;
     }
-    r->res.source_rows_hashed += b->rows;
+    s->rows += b->rows;
     mcdc_free(cols);
     return rc;
 }
@@ -836,8 +839,10 @@ static int unmatched(mcdc_reconcile *r, src_side *s, int64_t bucket, mcdc_error 
     return rc;
 }
 
-/* One bucket (or range) compared row by row. */
-static int compare(mcdc_reconcile *r, int64_t bucket, mcdc_error *err) {
+/* The source's rows of one bucket (or range), into src (its entries sorted
+ * once all are in). Runs on a thread of its own while the bucket before is
+ * compared: it uses nothing of r that changes until then. */
+static int read_source(mcdc_reconcile *r, int64_t bucket, src_side *src, mcdc_error *err) {
     json_t *keys = json_array(), *range = NULL;
     char *lo = NULL, *hi = NULL;
     int rc = keys ? MCDC_OK : nomem(err);
@@ -857,18 +862,31 @@ static int compare(mcdc_reconcile *r, int64_t bucket, mcdc_error *err) {
     } else if (rc == MCDC_OK) {
         range = json_incref(json_array_get(r->ranges, (size_t)bucket));
     }
-    src_side src = {.r = r};
     mcdc_lsn at;
+    int64_t t0 = mcdc_monotonic_us();
     if (rc == MCDC_OK) rc = mcdc_lsn_parse_cstr(&at, r->read_lsn, err);
     if (rc == MCDC_OK)
         rc = mcdc_changes_snapshot_read(r->changes, keys, range, MCDC_ISO_OPTION, &at, false, 0,
-                                        src_rows, &src, NULL, err);
-    if (rc) mcdc_error_wrap(err, "reading the source's rows of a bucket");
-    sil_side sil = {.r = r, .src = &src, .bucket = bucket, .left = !r->ordinal};
+                                        src_rows, src, NULL, err);
+    if (rc) mcdc_error_wrap(err, "reading the source's rows of bucket [%s, %s)", lo ? lo : "open",
+                            hi ? hi : "open");
+    if (rc == MCDC_OK) rc = src_finish(src, err);
+    src->read_us = mcdc_monotonic_us() - t0;
+    json_decref(range);
+    json_decref(keys);
+    mcdc_free(lo);
+    mcdc_free(hi);
+    return rc;
+}
+
+/* Silver's rows of the bucket, looked up among the source's. */
+static int compare_silver(mcdc_reconcile *r, int64_t bucket, src_side *src, mcdc_error *err) {
+    const rec_bucket *bk = r->ordinal ? &r->buckets[bucket] : NULL;
+    int rc = MCDC_OK;
+    int64_t t0 = mcdc_monotonic_us(), before = r->res.silver_rows_hashed;
+    sil_side sil = {.r = r, .src = src, .bucket = bucket, .left = !r->ordinal};
     mcdc_table_scan sc = MCDC_TABLE_SCAN_INIT;
     sc.version = r->version;
-    sc.columns = r->col_names;
-    sc.n_columns = r->n_cols;
     char lo_t[16], hi_t[16];
     if (bk) {
         sil.filter = true;
@@ -895,7 +913,7 @@ static int compare(mcdc_reconcile *r, int64_t bucket, mcdc_error *err) {
     /* silver's columns: the compared ones it has, and _start_lsn */
     const char **cols = mcdc_malloc((size_t)(r->n_cols + 1) * sizeof *cols);
     mcdc_schema *ss = NULL;
-    if (rc == MCDC_OK && cols == NULL) rc = nomem(err);
+    if (cols == NULL) rc = nomem(err);
     if (rc == MCDC_OK) rc = mcdc_table_schema(r->silver, &ss, err);
     int32_t nc = 0;
     for (int32_t k = 0; rc == MCDC_OK && k < r->n_cols; k++)
@@ -904,19 +922,59 @@ static int compare(mcdc_reconcile *r, int64_t bucket, mcdc_error *err) {
     sc.columns = cols;
     sc.n_columns = nc;
     int64_t v;
-    if (rc == MCDC_OK) rc = src_finish(&src, err);
     if (rc == MCDC_OK) rc = mcdc_table_scan_run(r->silver, &sc, sil_rows, &sil, &v, NULL, err);
-    if (rc == MCDC_OK) rc = unmatched(r, &src, bucket, err);
+    if (rc) mcdc_error_wrap(err, "reading silver %s", r->cfg.silver);
+    if (rc == MCDC_OK) rc = unmatched(r, src, bucket, err);
+    mcdc_log(MCDC_LOG_INFO,
+             "bucket %lld: %lld source rows read in %.3f s, %lld of silver's compared in %.3f s",
+             (long long)bucket, (long long)src->rows, (double)src->read_us / 1e6,
+             (long long)(r->res.silver_rows_hashed - before),
+             (double)(mcdc_monotonic_us() - t0) / 1e6);
     mcdc_schema_unref(ss);
     mcdc_free(cols);
     mcdc_free(sil.tmp);
     mcdc_buf_free(&sil.key);
-    src_side_clear(&src);
-    json_decref(range);
-    json_decref(keys);
-    mcdc_free(lo);
-    mcdc_free(hi);
     return rc;
+}
+
+/* The next bucket's source rows, read while the one before is compared
+ * (two buckets of source rows are held at most). */
+typedef struct prefetch {
+    mcdc_reconcile *r;
+    int64_t bucket;
+    src_side src;
+    int rc;
+    mcdc_error err;
+    const mcdc_log_sink *sink;
+    pthread_t th;
+    bool started;
+} prefetch;
+
+static void *prefetch_main(void *p) {
+    prefetch *f = p;
+    mcdc_log_use(f->sink);
+    f->rc = read_source(f->r, f->bucket, &f->src, &f->err);
+    return NULL;
+}
+
+static int prefetch_start(prefetch *f, mcdc_reconcile *r, int64_t bucket, mcdc_error *err) {
+    memset(f, 0, sizeof *f);
+    f->r = r;
+    f->bucket = bucket;
+    f->src.r = r;
+    f->sink = mcdc_log_current();
+    if (pthread_create(&f->th, NULL, prefetch_main, f) != 0)
+        return mcdc_error_set(err, MCDC_E_NOMEM, "reconcile: no thread to read the source with");
+    f->started = true;
+    return MCDC_OK;
+}
+
+static int prefetch_join(prefetch *f, mcdc_error *err) {
+    if (!f->started) return MCDC_OK;
+    pthread_join(f->th, NULL);
+    f->started = false;
+    if (f->rc && err) *err = f->err;
+    return f->rc;
 }
 
 static int tier2(mcdc_reconcile *r, rec_keyset *moved, mcdc_error *err) {
@@ -925,7 +983,24 @@ static int tier2(mcdc_reconcile *r, rec_keyset *moved, mcdc_error *err) {
     int rc = mcdc_changes_max_lsn(r->changes, &m, err); /* M again, before the rows */
     if (rc) return rc;
     mcdc_lsn_format(&m, r->read_lsn);
-    for (int64_t i = 0; rc == MCDC_OK && i < r->n_chosen; i++) rc = compare(r, r->chosen[i], err);
+    prefetch f[2];
+    memset(f, 0, sizeof f);
+    rc = prefetch_start(&f[0], r, r->chosen[0], err);
+    for (int64_t i = 0; rc == MCDC_OK && i < r->n_chosen; i++) {
+        prefetch *cur = &f[i % 2], *next = &f[(i + 1) % 2];
+        rc = prefetch_join(cur, err);
+        if (rc == MCDC_OK && i + 1 < r->n_chosen) rc = prefetch_start(next, r, r->chosen[i + 1], err);
+        if (rc == MCDC_OK) {
+            r->res.source_rows_hashed += cur->src.rows;
+            rc = compare_silver(r, cur->bucket, &cur->src, err);
+        }
+        src_side_clear(&cur->src);
+    }
+    for (int k = 0; k < 2; k++) { /* after an error: the read under way ends first */
+        mcdc_error ignored = MCDC_ERROR_INIT;
+        prefetch_join(&f[k], &ignored);
+        src_side_clear(&f[k].src);
+    }
     if (rc || r->n_diffs == 0) return rc;
     /* after the rows: what they may have seen */
     uint8_t lower[10];
