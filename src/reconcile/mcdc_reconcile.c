@@ -172,13 +172,8 @@ static int bound_json(char **out, const mcdc_reconcile *r, bool has, int64_t v, 
 }
 
 static int add_diff(mcdc_reconcile *r, rec_diff *d, mcdc_error *err) {
-    if (r->n_diffs == r->cap_diffs) {
-        int64_t cap = r->cap_diffs ? r->cap_diffs * 2 : 64;
-        rec_diff *v = mcdc_realloc(r->diffs, (size_t)cap * sizeof *v);
-        if (v == NULL) return nomem(err);
-        r->diffs = v;
-        r->cap_diffs = cap;
-    }
+    int rc = rec_grow(&r->diffs, &r->cap_diffs, r->n_diffs + 1, sizeof *r->diffs, err);
+    if (rc) return rc;
     r->diffs[r->n_diffs++] = *d;
     return MCDC_OK;
 }
@@ -357,16 +352,7 @@ static int fine_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
         rc = rec_keyset_add(&a->ids, (const uint8_t *)&id, sizeof id, &idx, &added, err);
         if (rc) break;
         if (added) {
-            if (a->n == a->cap) {
-                int64_t cap = a->cap ? a->cap * 2 : 1024;
-                rec_fine *w = mcdc_realloc(a->v, (size_t)cap * sizeof *w);
-                if (w == NULL) {
-                    rc = nomem(err);
-                    break;
-                }
-                a->v = w;
-                a->cap = cap;
-            }
+            if ((rc = rec_grow(&a->v, &a->cap, a->n + 1, sizeof *a->v, err)) != MCDC_OK) break;
             a->ids.val[idx] = a->n;
             a->v[a->n++] = (rec_fine){id, 0, 0};
             if (a->n > REC_BUCKETS_MAX * 4) {
@@ -544,15 +530,6 @@ typedef struct src_side {
     int64_t read_us;
 } src_side;
 
-static int grow_tmp(rec_hash **v, int64_t *cap, int64_t n, mcdc_error *err) {
-    if (n <= *cap) return MCDC_OK;
-    rec_hash *w = mcdc_realloc(*v, (size_t)n * sizeof *w);
-    if (w == NULL) return nomem(err);
-    *v = w;
-    *cap = n;
-    return MCDC_OK;
-}
-
 static void side_cols(const mcdc_reconcile *r, const mcdc_batch *b, const mcdc_column **cols) {
     for (int32_t k = 0; k < r->n_cols; k++) {
         int i = col_index(b->schema, r->col_names[k]);
@@ -568,15 +545,9 @@ static void key_cols(const mcdc_reconcile *r, const mcdc_batch *b, const mcdc_co
 static int src_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
     src_side *s = ctx;
     mcdc_reconcile *r = s->r;
-    if (s->n_batches == s->cap_batches) {
-        int64_t cap = s->cap_batches ? s->cap_batches * 2 : 16;
-        mcdc_batch **v = mcdc_realloc(s->batches, (size_t)cap * sizeof *v);
-        if (v == NULL) {
-            mcdc_batch_free(b);
-            return nomem(err);
-        }
-        s->batches = v;
-        s->cap_batches = cap;
+    if (rec_grow(&s->batches, &s->cap_batches, s->n_batches + 1, sizeof *s->batches, err)) {
+        mcdc_batch_free(b);
+        return MCDC_E_NOMEM;
     }
     int64_t bi = s->n_batches;
     s->batches[s->n_batches++] = b;
@@ -585,18 +556,9 @@ static int src_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
     side_cols(r, b, cols);
     const mcdc_column *kc[SILVER_KEYS_MAX];
     key_cols(r, b, kc);
-    int rc = grow_tmp(&s->tmp, &s->cap_tmp, b->rows, err);
+    int rc = rec_grow(&s->tmp, &s->cap_tmp, b->rows, sizeof *s->tmp, err);
     if (rc == MCDC_OK) rc = rec_hash_rows(s->tmp, cols, r->n_cols, 0, b->rows, err);
-    if (rc == MCDC_OK && s->n_ent + b->rows > s->cap_ent) {
-        int64_t cap = s->cap_ent ? s->cap_ent : 4096;
-        while (cap < s->n_ent + b->rows) cap *= 2;
-        rec_entry *v = mcdc_realloc(s->ent, (size_t)cap * sizeof *v);
-        if (v == NULL) rc = nomem(err);
-        else {
-            s->ent = v;
-            s->cap_ent = cap;
-        }
-    }
+    if (rc == MCDC_OK) rc = rec_grow(&s->ent, &s->cap_ent, s->n_ent + b->rows, sizeof *s->ent, err);
     for (int64_t i = 0; rc == MCDC_OK && i < b->rows; i++) {
         rec_entry e = {.at = bi << 32 | i, .h = s->tmp[i]};
         if (r->ordinal) {
@@ -775,7 +737,7 @@ static int sil_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
                                                 r->keys[k]);
     }
     int lsn_col = col_index(b->schema, "_start_lsn");
-    if (rc == MCDC_OK) rc = grow_tmp(&s->tmp, &s->cap_tmp, b->rows, err);
+    if (rc == MCDC_OK) rc = rec_grow(&s->tmp, &s->cap_tmp, b->rows, sizeof *s->tmp, err);
     if (rc == MCDC_OK) rc = rec_hash_rows(s->tmp, cols, r->n_cols, 0, b->rows, err);
     for (int64_t i = 0; rc == MCDC_OK && i < b->rows; i++) {
         int64_t idx = -1, v = 0;
@@ -1396,16 +1358,7 @@ static int held_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
         int64_t k = 0;
         while (k < h->n && h->v[k].chunk != c.i) k++;
         if (k == h->n) {
-            if (h->n == h->cap) {
-                int64_t cap = h->cap ? h->cap * 2 : 16;
-                rec_held *w = mcdc_realloc(h->v, (size_t)cap * sizeof *w);
-                if (w == NULL) {
-                    rc = nomem(err);
-                    break;
-                }
-                h->v = w;
-                h->cap = cap;
-            }
+            if ((rc = rec_grow(&h->v, &h->cap, h->n + 1, sizeof *h->v, err)) != MCDC_OK) break;
             h->v[h->n++] = (rec_held){c.i, 0, ""};
         }
         rec_held *x = &h->v[k];

@@ -39,6 +39,10 @@
 /* Ranges a sample of another key is cut into, at most. */
 #define REC_RANGES_MAX MCDC_PARTITIONS_MAX
 
+/* Makes room for `need` elements of `elem` bytes in the array *pp holds
+ * *cap of (doubling, from 16). */
+int rec_grow(void *pp, int64_t *cap, int64_t need, size_t elem, mcdc_error *err);
+
 /* ---- hash ------------------------------------------------------------------- */
 typedef struct rec_hash {
     uint64_t a, b;

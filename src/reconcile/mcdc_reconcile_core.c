@@ -11,6 +11,18 @@
 #include "mcdc_reconcile.h"
 #include "mcdc_value_text.h"
 
+int rec_grow(void *pp, int64_t *cap, int64_t need, size_t elem, mcdc_error *err) {
+    if (need <= *cap) return MCDC_OK;
+    int64_t n = *cap ? *cap : 16;
+    while (n < need) n *= 2;
+    void **p = pp;
+    void *v = mcdc_realloc(*p, (size_t)n * elem);
+    if (v == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    *p = v;
+    *cap = n;
+    return MCDC_OK;
+}
+
 /* ---- hash ------------------------------------------------------------------------
  * Two 64-bit lanes over 8-byte words, each word mixed into both with other
  * constants; 128 bits, so that two rows of a 10M-row table collide with a
@@ -250,15 +262,9 @@ int rec_merge_buckets(rec_bucket **out, int64_t *n_out, const rec_fine *src, int
         const rec_fine *s = i < n_src && src[i].id == id ? &src[i++] : NULL;
         const rec_fine *t = j < n_sil && sil[j].id == id ? &sil[j++] : NULL;
         if (rows >= bucket_rows) {
-            if (n == cap) {
-                int64_t c2 = cap ? cap * 2 : 16;
-                rec_bucket *w = mcdc_realloc(v, (size_t)c2 * sizeof *w);
-                if (w == NULL) {
-                    mcdc_free(v);
-                    return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-                }
-                v = w;
-                cap = c2;
+            if (rec_grow(&v, &cap, n + 1, sizeof *v, err)) {
+                mcdc_free(v);
+                return MCDC_E_NOMEM;
             }
             memset(&v[n], 0, sizeof v[n]);
             v[n].fine_lo = id;
@@ -397,14 +403,11 @@ int rec_keyset_add(rec_keyset *s, const uint8_t *key, size_t n, int64_t *idx, bo
         return MCDC_OK;
     }
     if (s->n + 2 > s->cap) {
-        int64_t cap = s->cap ? s->cap * 2 : 1024;
-        int64_t *off = mcdc_realloc(s->off, (size_t)cap * sizeof *off);
-        if (off == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-        s->off = off;
-        int64_t *val = mcdc_realloc(s->val, (size_t)cap * sizeof *val);
-        if (val == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-        s->val = val;
-        s->cap = cap;
+        int64_t c1 = s->cap, c2 = s->cap;
+        int rc = rec_grow(&s->off, &c1, s->n + 2, sizeof *s->off, err);
+        if (rc == MCDC_OK) rc = rec_grow(&s->val, &c2, s->n + 2, sizeof *s->val, err);
+        if (rc) return rc;
+        s->cap = c1 < c2 ? c1 : c2;
     }
     if (s->n == 0) s->off[0] = 0;
     int rc = mcdc_buf_append(&s->bytes, key, n, err);
@@ -443,13 +446,7 @@ typedef struct fail_acc {
  * chunk (a JSON fragment starting with ',' or empty). */
 static int fail(fail_acc *a, mcdc_reconcile_failure type, int64_t chunk, const rec_chunk *c,
                 const char *more, mcdc_error *err) {
-    if (a->n == a->cap) {
-        int64_t cap = a->cap ? a->cap * 2 : 8;
-        rec_chunk_failure *w = mcdc_realloc(a->v, (size_t)cap * sizeof *w);
-        if (w == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-        a->v = w;
-        a->cap = cap;
-    }
+    if (rec_grow(&a->v, &a->cap, a->n + 1, sizeof *a->v, err)) return MCDC_E_NOMEM;
     mcdc_buf d = {0};
     int rc = mcdc_buf_append_str(&d, "{\"snapshot\":", err);
     if (rc == MCDC_OK) rc = mcdc_text_json_string(&d, (const uint8_t *)a->s, strlen(a->s), err);
