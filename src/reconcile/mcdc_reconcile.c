@@ -128,6 +128,17 @@ static int col_index(const mcdc_schema *s, const char *name) {
     return -1;
 }
 
+/* b as a string into *out (owned) when rc is MCDC_OK; else b is freed. */
+static int buf_take(char **out, mcdc_buf *b, int rc, mcdc_error *err) {
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(b, err);
+    if (rc) {
+        mcdc_buf_free(b);
+        return rc;
+    }
+    *out = (char *)b->data;
+    return MCDC_OK;
+}
+
 /* The key JSON object of row `row`: {"k": value, ...}. */
 static int key_json(char **out, const mcdc_reconcile *r, const mcdc_column *const *kc, int64_t row,
                     mcdc_error *err) {
@@ -141,13 +152,7 @@ static int key_json(char **out, const mcdc_reconcile *r, const mcdc_column *cons
         if (rc == MCDC_OK) rc = mcdc_text_cell_json(&b, kc[k], row, err);
     }
     if (rc == MCDC_OK) rc = mcdc_buf_append_byte(&b, '}', err);
-    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&b, err);
-    if (rc) {
-        mcdc_buf_free(&b);
-        return rc;
-    }
-    *out = (char *)b.data;
-    return MCDC_OK;
+    return buf_take(out, &b, rc, err);
 }
 
 /* An ordinal bound as JSON text: an integer, or a date "YYYY-MM-DD" within
@@ -669,13 +674,7 @@ static int differing(char **out, mcdc_reconcile *r, const mcdc_column **sc, int6
             if (rc == MCDC_OK) rc = mcdc_buf_append_str(&b, r->col_names[k], err);
         }
     }
-    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&b, err);
-    if (rc) {
-        mcdc_buf_free(&b);
-        return rc;
-    }
-    *out = (char *)b.data;
-    return MCDC_OK;
+    return buf_take(out, &b, rc, err);
 }
 
 /* detail: {"silver_start_lsn": ..., "columns": ...}, either left out when
@@ -693,13 +692,7 @@ static int detail_json(char **out, const char *lsn, size_t lsn_len, const char *
         if (rc == MCDC_OK) rc = mcdc_text_json_string(&b, (const uint8_t *)columns, strlen(columns), err);
     }
     if (rc == MCDC_OK) rc = mcdc_buf_append_byte(&b, '}', err);
-    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&b, err);
-    if (rc) {
-        mcdc_buf_free(&b);
-        return rc;
-    }
-    *out = (char *)b.data;
-    return MCDC_OK;
+    return buf_take(out, &b, rc, err);
 }
 
 /* A differing key: its encoded key (for IN_FLIGHT), key JSON and detail. */
@@ -1241,6 +1234,18 @@ static int open_tables(mcdc_reconcile *r, mcdc_error *err) {
     return rc;
 }
 
+/* Is name one of list's ("a, b")? */
+static bool in_list(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        const char *e = strstr(p, ", ");
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && memcmp(p, name, n) == 0) return true;
+        p = e ? e + 2 : NULL;
+    }
+    return false;
+}
+
 /* The source's columns and key, and what kind of key it is. */
 static int resolve_source(mcdc_reconcile *r, mcdc_error *err) {
     mcdc_changes_settings cs = {0};
@@ -1266,10 +1271,12 @@ static int resolve_source(mcdc_reconcile *r, mcdc_error *err) {
     while (r->first_captured < s->n_fields && mcdc_is_reserved_column(s->fields[r->first_captured].name))
         r->first_captured++;
     /* the captured columns (computed ones are not read: CDC holds NULL for them) */
-    r->n_cols = s->n_fields - r->first_captured;
-    r->col_names = mcdc_calloc((size_t)r->n_cols + 1, sizeof *r->col_names);
+    r->col_names = mcdc_calloc((size_t)(s->n_fields - r->first_captured) + 1, sizeof *r->col_names);
     if (r->col_names == NULL) return nomem(err);
-    for (int32_t k = 0; k < r->n_cols; k++) r->col_names[k] = s->fields[r->first_captured + k].name;
+    r->n_cols = 0;
+    const char *computed = mcdc_changes_computed(r->changes);
+    for (int32_t k = r->first_captured; k < s->n_fields; k++)
+        if (!in_list(computed, s->fields[k].name)) r->col_names[r->n_cols++] = s->fields[k].name;
     for (int32_t k = 0; k < r->n_keys; k++) {
         r->key_in_cols[k] = -1;
         for (int32_t c = 0; c < r->n_cols; c++)

@@ -244,6 +244,10 @@ int mcdc_changes_is_table_instance(mcdc_changes *c, const char *name, bool prefi
 /* The capture instance's unique index (index_column_list), its columns in
  * order; borrowed; *n = 0 when it has none. */
 const char *const *mcdc_changes_index_keys(const mcdc_changes *c, int *n);
+/* The computed columns the capture instance captures ("a, b"; NULL: none):
+ * CDC stores NULL for them in every change row, so bronze never holds
+ * their values, whether or not the columns option keeps them. Borrowed. */
+const char *mcdc_changes_computed(const mcdc_changes *c);
 /* The tracked table, "schema.table" (borrowed strings). */
 const char *mcdc_changes_source_schema(const mcdc_changes *c);
 const char *mcdc_changes_source_table(const mcdc_changes *c);
