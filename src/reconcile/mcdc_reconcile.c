@@ -1526,6 +1526,11 @@ int mcdc_reconcile_run(mcdc_reconcile *r, mcdc_reconcile_result *result, mcdc_er
     return rc;
 }
 
+const char *const *mcdc_reconcile_keys(const mcdc_reconcile *r, int32_t *n) {
+    *n = r ? r->n_keys : 0;
+    return r ? (const char *const *)r->keys : NULL;
+}
+
 bool mcdc_reconcile_differs(const mcdc_reconcile_result *r) {
     if (r == NULL) return false;
     if (r->mismatch > 0) return true;

@@ -137,6 +137,13 @@ int64_t rec_keyset_find(const rec_keyset *s, const uint8_t *key, size_t n);
 void rec_keyset_clear(rec_keyset *s);
 
 
+/* ---- for repair (mcdc_repair.c) ----------------------------------------------------
+ * After mcdc_reconcile_run: the key columns the run compared on (the
+ * configured ones, else the capture instance's unique index), in the order
+ * the diffs' key JSON objects name them; borrowed until the handle is
+ * freed. The keys that differ are the result's diffs. */
+const char *const *mcdc_reconcile_keys(const mcdc_reconcile *r, int32_t *n);
+
 /* ---- chunk checks ------------------------------------------------------------------ */
 /* A 'snapshot_chunk' facts row of the snapshot checked, its bounds whole. */
 typedef struct rec_chunk {
