@@ -261,7 +261,7 @@ static int moved_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
         bool added;
         if (rc == MCDC_OK) rc = rec_keyset_add(m->set, m->key.data, m->key.len, &idx, &added, err);
         if (rc == MCDC_OK && added) {
-            /* its ordinal, for the bucket it falls in (val 1: none) */
+            /* its ordinal, for the bucket it falls in (REC_NO_ORDINAL: in none) */
             int64_t v;
             m->set->val[idx] = r->ordinal && silver_range_value(kc[0], i, &v) ? v : REC_NO_ORDINAL;
         }
