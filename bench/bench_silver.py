@@ -12,13 +12,24 @@
    merged with DeltaTable.merge (when_matched_delete for deletes,
    when_matched_update_all, when_not_matched_insert_all).
 4. flat memory: the apply of step 2 repeated on a table a tenth the size.
+5. reconcile: a table of BENCH_SILVER_ROWS rows in the simulator (its bulk
+   load, ten columns of the usual types), snapshotted into a bronze and
+   applied into a silver of as many rows (reconcile needs the source that
+   silver is of), then `mssql-cdc reconcile` twice: --sample 0 (Tier 1: one
+   GROUP BY scan on each side) and --sample 1 (every bucket also compared
+   row by row). reconcile_tier1_seconds is the first run;
+   reconcile_tier2_rows_per_s the rows of one side over the seconds the
+   second run took beyond the first (goal >= 1,000,000). BENCH_SILVER_ONLY=
+   reconcile runs this step alone.
 
 The bronze and the changes are generated with pyarrow and written with
 deltalake (the stream's bronze has the same columns). Every process is its
 own, so peak RSS is each one's (os.wait4). Prints `name: value` lines and the
 figures against the goals: apply_rows_per_s, apply_vs_deltalake_ratio (>= 3),
-apply_peak_rss_mb (<= 512, flat), rebuild_rows_per_s (>= 1,000,000).
+apply_peak_rss_mb (<= 512, flat), rebuild_rows_per_s (>= 1,000,000),
+reconcile_tier1_seconds, reconcile_tier2_rows_per_s (>= 1,000,000).
 """
+import json
 import os
 import shutil
 import subprocess
@@ -208,6 +219,51 @@ def run_size(pa, pc, rows, n_changes, d, with_deltalake, prefix=""):
     return secs, rss, merge_secs
 
 
+RECONCILE_COLUMNS = """(
+    id INT NOT NULL PRIMARY KEY, big BIGINT NULL, amount DECIMAL(18,4) NULL,
+    name NVARCHAR(50) NULL, at DATETIME2(7) NULL, flag BIT NULL, raw VARBINARY(16) NULL,
+    guid UNIQUEIDENTIFIER NULL, note VARCHAR(200) NULL, d DATE NULL)"""
+
+
+def run_reconcile(rows, base):
+    """Step 5: a source of rows rows, its silver, and reconcile of the two."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
+    from conftest import Sim
+    d = os.path.join(base, "reconcile")
+    os.makedirs(os.path.join(d, "sim"))
+    sim = Sim(os.path.join(d, "sim"), ["--capture-poll-ms", "20", "--capture-latency-ms", "0"])
+    try:
+        sim.run("CREATE DATABASE bench;")
+        sim.run("EXEC sys.sp_cdc_enable_db;", database="bench")
+        sim.run(f"CREATE TABLE dbo.orders {RECONCILE_COLUMNS};"
+                "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', "
+                "@role_name = NULL;", database="bench")
+        sim.run(f"EXEC sim.bulk_load_table @table = N'dbo.orders', @rows = {rows}, @seed = 7;",
+                database="bench")
+        src = ["--captureInstance", "dbo_orders", "--connectionString",
+               sim.connection_string("bench")]
+        timed([CLI, "snapshot", *src, "--numPartitions", "2", "--target", f"{d}/bronze"])
+        timed([CLI, "apply", *src, "--bronze", f"{d}/bronze", "--target", f"{d}/silver",
+               "--control-table", f"{d}/control"])
+        rec = [CLI, "reconcile", *src, "--silver", f"{d}/silver", "--bronze", f"{d}/bronze",
+               "--control-table", f"{d}/control", "--sample-seed", "1"]
+        t1, rss1, out1 = timed([*rec, "--sample", "0"])
+        r1 = json.loads(out1.strip().splitlines()[-1])
+        assert r1["match"] == r1["buckets"] and r1["source_rows"] == rows, r1
+        print(f"reconcile_rows: {rows}  ({r1['buckets']} buckets)")
+        print(f"reconcile_tier1_seconds: {t1:.3f}")
+        print(f"reconcile_tier1_peak_rss_mb: {rss1:.1f}", flush=True)
+        t2, rss2, out2 = timed([*rec, "--sample", "1"])
+        r2 = json.loads(out2.strip().splitlines()[-1])
+        assert r2["failures"] == {} and r2["source_rows_hashed"] == rows, r2
+        print(f"reconcile_sample1_seconds: {t2:.3f}")
+        print(f"reconcile_tier2_rows_per_s: {rows / max(t2 - t1, 1e-3):.0f}   (goal >= 1000000 "
+              "a side)")
+        print(f"reconcile_tier2_peak_rss_mb: {rss2:.1f}", flush=True)
+    finally:
+        sim.stop()
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--deltalake":
         child_deltalake(sys.argv[2])
@@ -220,6 +276,9 @@ def main():
     base = tempfile.mkdtemp(prefix="mcdc-bench-silver-")
     try:
         print(f"rows: {rows}\nchanges: {n_changes}", flush=True)
+        if os.environ.get("BENCH_SILVER_ONLY") == "reconcile":
+            run_reconcile(rows, base)
+            return
         d = os.path.join(base, "big")
         secs, rss, merge_secs = run_size(pa, pc, rows, n_changes, d, True)
         shutil.rmtree(d, ignore_errors=True)
@@ -228,6 +287,8 @@ def main():
                                    prefix="small_")
         print(f"apply_vs_deltalake_ratio: {merge_secs / secs:.2f}   (goal >= 3)")
         print(f"apply_peak_rss_mb: {rss:.1f}   (goal <= 512; a tenth the table: {rss_small:.1f})")
+        shutil.rmtree(small, ignore_errors=True)
+        run_reconcile(rows, base)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

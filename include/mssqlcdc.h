@@ -604,6 +604,118 @@ MCDC_API int mcdc_apply_result_json(char *out, size_t cap, const mcdc_apply_resu
                                     mcdc_error *err);
 
 /* ------------------------------------------------------------------------
+ * Reconcile (the reference's reconcile): is silver equal to its SQL Server
+ * table? Nothing is written to SQL Server and nothing read with NOLOCK.
+ *
+ * Tier 1: for a one-column integer or date key, one scan on SQL Server
+ * counts the rows and sums the keys (COUNT_BIG, SUM as decimal(38,0), a
+ * date as its day number from 1970-01-01) per fine bucket of the key's
+ * range, the same over silver pinned at one version; fine buckets are
+ * merged in key order into buckets of about bucket_rows rows. A bucket is
+ * MATCH when both are equal, IN_FLIGHT when they differ while a change to
+ * one of its keys is newer than what one side read, else MISMATCH. Other
+ * keys get one count of the whole table.
+ * Tier 2: every MISMATCH bucket and a `sample` fraction of the MATCH ones
+ * (other keys: sampled ranges of about bucket_rows rows) read through the
+ * snapshot reader and compared with silver key by key by one canonical
+ * row hash of the captured columns (not computed ones): MISSING_TARGET,
+ * MISSING_SOURCE, RECORD_DIFF, or IN_FLIGHT for a key changed after the
+ * older of silver's applied_lsn and max_lsn read before the source (in
+ * bronze, or in the change table past bronze's position).
+ * With facts_table: the chunks of bronze's newest chunked snapshot
+ * (CHUNK_TILING, CHUNK_ROWS, CHUNK_STAMP).
+ * With report_table: the run's report rows, appended in one commit with
+ * txn(mssql-cdc.reconcile.<run_id>, 1).
+ * ---------------------------------------------------------------------- */
+#define MCDC_RECONCILE_CFG_VERSION 1
+typedef struct mcdc_reconcile_cfg {
+    int version;                  /* MCDC_RECONCILE_CFG_VERSION */
+    const char *silver;           /* required: a path, or schema.table under warehouse */
+    const char *bronze;           /* required: the table silver is applied from */
+    const char *control_table;    /* required: apply's, for silver's applied_lsn */
+    const char *facts_table;      /* the stream's: the chunk checks; NULL: none */
+    const char *report_table;     /* NULL: no report table */
+    const char *warehouse;        /* NULL: ./warehouse */
+    /* The key columns; NULL: the capture instance's unique index. */
+    const char *const *keys;
+    int32_t n_keys;
+    int64_t bucket_rows;          /* rows per bucket; 0: 1,000,000 */
+    double sample;                /* fraction of MATCH buckets hashed, 0..1; < 0: 0.01 */
+    bool has_sample_seed;         /* false: a random sample */
+    uint64_t sample_seed;
+    const char *crash_at;         /* test hook: before_report, after_report */
+    mcdc_log_fn log_fn;           /* NULL: stderr */
+    void *log_user;
+    mcdc_log_level log_level;
+} mcdc_reconcile_cfg;
+#define MCDC_RECONCILE_CFG_INIT \
+    {MCDC_RECONCILE_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, -1.0, false, 0, \
+     NULL, NULL, NULL, MCDC_LOG_WARN}
+
+/* Failure types of the report (pinned, append-only). */
+typedef enum mcdc_reconcile_failure {
+    MCDC_RECONCILE_MISSING_TARGET = 0, /* in the source, not in silver */
+    MCDC_RECONCILE_MISSING_SOURCE = 1, /* in silver, not in the source */
+    MCDC_RECONCILE_RECORD_DIFF = 2,    /* in both, other values */
+    MCDC_RECONCILE_IN_FLIGHT = 3,      /* differs while a change to it is in flight */
+    MCDC_RECONCILE_CHUNK_TILING = 4,
+    MCDC_RECONCILE_CHUNK_ROWS = 5,
+    MCDC_RECONCILE_CHUNK_STAMP = 6,
+    MCDC_RECONCILE_FAILURE_COUNT = 7
+} mcdc_reconcile_failure;
+/* "MISSING_TARGET", ... (static); NULL for another value. */
+MCDC_API const char *mcdc_reconcile_failure_name(int failure);
+
+/* A key that differs and is not in flight: its key as the report's `key`
+ * JSON object ({"id": 7}; a NULL key column is null). */
+typedef struct mcdc_reconcile_diff {
+    mcdc_reconcile_failure failure; /* MISSING_TARGET, MISSING_SOURCE or RECORD_DIFF */
+    const char *key_json;
+} mcdc_reconcile_diff;
+
+/* The reference's ReconcileResult (without its DataFrame), and ours. */
+typedef struct mcdc_reconcile_result {
+    char run_id[37];              /* a UUID */
+    int64_t silver_version;       /* the version compared; -1: no silver table */
+    bool has_silver_lsn;          /* silver's applied_lsn, read before that version */
+    char silver_lsn[24];
+    char source_lsn[24];          /* max_lsn read just before the source was counted */
+    int64_t buckets, match, in_flight, mismatch, hashed;
+    int64_t failures[MCDC_RECONCILE_FAILURE_COUNT]; /* report rows by failure type */
+    /* ours */
+    int64_t source_rows, silver_rows;               /* Tier 1's totals */
+    int64_t source_rows_hashed, silver_rows_hashed; /* Tier 2's rows, each side */
+    int64_t report_rows;          /* rows the run's report holds */
+    bool report_written;          /* report_table got them */
+    /* The keys that differ and are not in flight, borrowed from the handle
+     * until its next run or its free. */
+    const mcdc_reconcile_diff *diffs;
+    int64_t n_diffs;
+} mcdc_reconcile_result;
+
+typedef struct mcdc_reconcile mcdc_reconcile;
+/* Validates cfg (nothing read). opts: the stream's source options
+ * (connectionString and captureInstance required), borrowed. */
+MCDC_API int mcdc_reconcile_create(mcdc_reconcile **out, const mcdc_opts *opts,
+                                   const mcdc_reconcile_cfg *cfg, mcdc_error *err);
+/* One run. Errors: a table of another kind (MCDC_E_MISMATCH), no silver
+ * or no key (MCDC_E_INVALID), the source's and the storage's. *result is
+ * filled on MCDC_OK. */
+MCDC_API int mcdc_reconcile_run(mcdc_reconcile *r, mcdc_reconcile_result *result,
+                                mcdc_error *err);
+/* Does the result say something differs (a MISMATCH bucket, or a failure
+ * other than IN_FLIGHT)? */
+MCDC_API bool mcdc_reconcile_differs(const mcdc_reconcile_result *r);
+MCDC_API void mcdc_reconcile_free(mcdc_reconcile *r);
+/* The result as the reference's ReconcileResult JSON ({"run_id",
+ * "silver_version", "silver_lsn", "source_lsn", "buckets", "match",
+ * "in_flight", "mismatch", "hashed", "failures": {type: rows}}, then ours),
+ * one line (MCDC_RECONCILE_RESULT_JSON_SIZE bytes always suffice). */
+#define MCDC_RECONCILE_RESULT_JSON_SIZE 2048
+MCDC_API int mcdc_reconcile_result_json(char *out, size_t cap, const mcdc_reconcile_result *r,
+                                        mcdc_error *err);
+
+/* ------------------------------------------------------------------------
  * Arrow C Data Interface. The struct layouts are fixed by the Arrow
  * specification (ABI); the include guards are the ones the specification
  * asks for so that another project's definitions do not clash.

@@ -36,6 +36,12 @@ LAYERS = {
     # and verdict, and on the lake's tables; nothing builds on it.
     "silver": ["util", "lsn", "options", "storage", "batch", "tds", "parquet", "delta",
                "source", "lake", "pipeline"],
+    # reconcile compares silver with the source: it reads silver's keys as
+    # the merge encodes them, bronze, the facts, the control table and the
+    # source through the snapshot reader; nothing builds on it (repair,
+    # which lives with it, appends to bronze through the lake).
+    "reconcile": ["util", "lsn", "options", "storage", "batch", "tds", "parquet", "delta",
+                  "source", "lake", "pipeline", "silver"],
     "cli": [],  # the public header only
     # The simulator is built on the library's modules below the pipeline;
     # no module is built on it (no row names it).

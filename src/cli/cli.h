@@ -31,7 +31,10 @@ enum {
     EXIT_BACKFILL_WAITING_HEADROOM = 15,
     EXIT_BACKFILL_WAITING_METRICS = 16,
     EXIT_BACKFILL_NO_SNAPSHOT = 17,
-    EXIT_SNAPSHOT_OPEN = 18
+    EXIT_SNAPSHOT_OPEN = 18,
+    /* reconcile: something differs (a MISMATCH bucket, or a failure other
+     * than IN_FLIGHT; the ReconcileResult on stdout) */
+    EXIT_DIFFERS = 19
 };
 
 /* Prints "mssql-cdc: error (Kind): message" on stderr; returns the exit code
@@ -63,6 +66,11 @@ int cli_source_option(mcdc_opts *opts, int argc, char **argv, int *i, int *rc);
  * reads no environment). Returns an exit code. */
 int cli_source_env(mcdc_opts *opts);
 
+/* --keys: a JSON list of names (["region","id"]) or names separated by
+ * commas; keys[] (at most 32) point into buf (a copy of v). 0, or -1 when
+ * v is neither. */
+int cli_parse_keys(const char *v, char *buf, size_t cap, const char **keys, int32_t *n);
+
 /* The commands: argv holds the arguments after the command's name. */
 int cmd_stream(int argc, char **argv);
 int cmd_finalization(int argc, char **argv);
@@ -71,5 +79,6 @@ int cmd_snapshot(int argc, char **argv);
 int cmd_seed(int argc, char **argv);
 int cmd_backfill(int argc, char **argv);
 int cmd_apply(int argc, char **argv);
+int cmd_reconcile(int argc, char **argv);
 
 #endif /* MCDC_CLI_H */

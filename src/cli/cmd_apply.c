@@ -69,45 +69,6 @@ static void on_signal(int sig) {
     if (g_running) mcdc_apply_request_stop(g_running);
 }
 
-/* --keys: a JSON list of names (["region","id"]) or names separated by
- * commas. keys[] point into buf (a copy of v). */
-static int parse_keys(const char *v, char *buf, size_t cap, const char **keys, int32_t *n) {
-    *n = 0;
-    size_t len = strlen(v);
-    if (len == 0 || len >= cap) return -1;
-    memcpy(buf, v, len + 1);
-    char *p = buf, *end = buf + len;
-    while (p < end && *p == ' ') p++;
-    while (end > p && end[-1] == ' ') end--;
-    bool json = p < end && *p == '[';
-    if (json) {
-        if (end - p < 2 || end[-1] != ']') return -1;
-        p++;
-        end--;
-    }
-    *end = 0;
-    for (char *tok = p;;) {
-        char *comma = strchr(tok, ',');
-        if (comma) *comma = 0;
-        while (*tok == ' ') tok++;
-        char *te = tok + strlen(tok);
-        while (te > tok && te[-1] == ' ') te--;
-        *te = 0;
-        if (json) {
-            size_t l = strlen(tok);
-            if (l < 2 || tok[0] != '"' || tok[l - 1] != '"') return -1;
-            tok[l - 1] = 0;
-            tok++;
-            if (strchr(tok, '"') || strchr(tok, '\\')) return -1; /* no escapes */
-        }
-        if (*tok == 0 || *n >= 32) return -1;
-        keys[(*n)++] = tok;
-        if (!comma) break;
-        tok = comma + 1;
-    }
-    return 0;
-}
-
 static void print_pass(void *ctx, const mcdc_apply_result *r) {
     (void)ctx;
     char json[MCDC_APPLY_RESULT_JSON_SIZE];
@@ -166,7 +127,7 @@ int cmd_apply(int argc, char **argv) {
             cfg.capture_instance = v;
         } else if (strcmp(a, "--keys") == 0) {
             NEEDV();
-            if (parse_keys(v, keybuf, sizeof keybuf, keys, &cfg.n_keys)) {
+            if (cli_parse_keys(v, keybuf, sizeof keybuf, keys, &cfg.n_keys)) {
                 rc = cli_usage_error("--keys: expected column names, as a JSON list or separated "
                                      "by commas, not '%s'",
                                      v);

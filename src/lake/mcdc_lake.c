@@ -149,7 +149,7 @@ static const struct {
     [MCDC_KIND_CONTROL] = {"control", 4, {"table_name", "finalized_until", NULL}},
     [MCDC_KIND_PLANS] = {"plans", 1, {"snapshot", "event", "detail", NULL}},
     [MCDC_KIND_SILVER] = {"silver", 0, {NULL}},
-    [MCDC_KIND_RECONCILE] = {"reconcile", 0, {"run_id", "bucket", NULL}},
+    [MCDC_KIND_RECONCILE] = {"reconcile", 0, {"run_id", "bucket_lo", "failure_type", NULL}},
 };
 
 const char *mcdc_table_kind_name(mcdc_table_kind k) {

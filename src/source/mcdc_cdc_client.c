@@ -1532,3 +1532,205 @@ int mcdc_cdc_table_columns(mcdc_table_column **out, int *out_n, mcdc_cdc_client 
     *out_n = a.n;
     return MCDC_OK;
 }
+
+/* ---- reconcile's counts (reference §3.1 row 20) ------------------------------------------ */
+/* The key's ordinal: the integer as bigint, a date's day number from
+ * 1970-01-01. */
+static int ordinal_sql(mcdc_buf *out, const mcdc_key_col *k, const char *of, mcdc_error *err) {
+    if (k->kind == MCDC_KEY_INT) return mcdc_buf_printf(out, err, "CAST(%s AS bigint)", of);
+    return mcdc_buf_printf(out, err, "CAST(DATEDIFF(day, CAST('19700101' AS date), %s) AS bigint)",
+                           of);
+}
+
+static bool ordinal_key(const mcdc_key_col *k) {
+    return k->kind == MCDC_KEY_INT || (k->kind == MCDC_KEY_CAST && strcmp(k->type, "date") == 0);
+}
+
+/* A count or a sum cell: an integer, a decimal(p,0) or its digits. */
+static bool wide_cell(const mcdc_batch *b, int col, int64_t row, mcdc_wide *out) {
+    const mcdc_column *c = &b->columns[col];
+    if (!mcdc_col_is_valid(c, row)) return false;
+    switch (c->field->type) {
+    case MCDC_TYPE_INT64: {
+        int64_t v;
+        memcpy(&v, c->values + row * 8, 8);
+        out->lo = (uint64_t)v;
+        out->hi = v < 0 ? -1 : 0;
+        return true;
+    }
+    case MCDC_TYPE_INT32: {
+        int32_t v;
+        memcpy(&v, c->values + row * 4, 4);
+        out->lo = (uint64_t)(int64_t)v;
+        out->hi = v < 0 ? -1 : 0;
+        return true;
+    }
+    case MCDC_TYPE_DECIMAL:
+        if (c->field->scale != 0) return false;
+        memcpy(&out->lo, c->values + row * 16, 8);
+        memcpy(&out->hi, c->values + row * 16 + 8, 8);
+        return true;
+    default:
+        return false;
+    }
+}
+
+int mcdc_cdc_key_ordinal_extent(bool *found, int64_t *lo, int64_t *hi, mcdc_cdc_client *c,
+                                const char *source_schema, const char *source_table,
+                                const mcdc_key_col *k, const mcdc_source_read *rd,
+                                mcdc_error *err) {
+    *found = false;
+    *lo = *hi = 0;
+    if (!ordinal_key(k))
+        return mcdc_error_set(err, MCDC_E_INVALID, "[%s] (%s) has no ordinal: not an integer or a date",
+                              k->name, k->type);
+    mcdc_buf sql = {0}, key = {0}, t = {0};
+    int rc = mcdc_sql_quote_ident(&key, k->name, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&key, err);
+    if (rc == MCDC_OK) rc = table_ref(&t, source_schema, source_table, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&t, err);
+    if (rc == MCDC_OK) rc = source_read_sql(&sql, rd, err);
+    /* MIN and MAX of the column itself (two seeks), made ordinals after */
+    for (int e = 0; rc == MCDC_OK && e < 2; e++) {
+        char of[3 * MCDC_IDENT_BYTES_MAX + 64];
+        snprintf(of, sizeof of, "(SELECT %s(%s) FROM %s)", e ? "MAX" : "MIN", (const char *)key.data,
+                 (const char *)t.data);
+        rc = mcdc_buf_append_str(&sql, e ? ", " : "SELECT ", err);
+        if (rc == MCDC_OK) rc = ordinal_sql(&sql, k, of, err);
+        if (rc == MCDC_OK) rc = mcdc_buf_append_str(&sql, e ? " AS hi" : " AS lo", err);
+    }
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&sql, err);
+    mcdc_batch *b = NULL;
+    if (rc == MCDC_OK) rc = first_row(&b, c, &sql, NULL, err);
+    mcdc_wide a, z;
+    if (rc == MCDC_OK && (b == NULL || b->schema->n_fields != 2))
+        rc = mcdc_error_set(err, MCDC_E_PROTOCOL, "MIN/MAX of a key's ordinal: no row of two columns");
+    if (rc == MCDC_OK) {
+        bool ha = wide_cell(b, 0, 0, &a), hz = wide_cell(b, 1, 0, &z);
+        if (ha != hz || (ha && (a.hi != ((int64_t)a.lo < 0 ? -1 : 0) || z.hi != ((int64_t)z.lo < 0 ? -1 : 0))))
+            rc = mcdc_error_set(err, MCDC_E_PROTOCOL, "MIN/MAX of a key's ordinal: not two bigints");
+        else if (ha) {
+            *found = true;
+            *lo = (int64_t)a.lo;
+            *hi = (int64_t)z.lo;
+        }
+    }
+    mcdc_batch_free(b);
+    mcdc_buf_free(&sql);
+    mcdc_buf_free(&key);
+    mcdc_buf_free(&t);
+    if (rc) {
+        mcdc_source_read_hint(err);
+        mcdc_error_wrap(err, "reading MIN and MAX of [%s] of %s.%s", k->name, source_schema,
+                        source_table);
+    }
+    return rc;
+}
+
+typedef struct {
+    mcdc_key_bucket *v;
+    int n, cap, max;
+} bucket_acc;
+
+static int bucket_row(void *ctx, const mcdc_batch *b, int64_t row, mcdc_error *err) {
+    bucket_acc *a = ctx;
+    mcdc_key_bucket k;
+    mcdc_wide ix, n;
+    if (b->schema->n_fields != 3 || !wide_cell(b, 0, row, &ix) || !wide_cell(b, 1, row, &n) ||
+        !wide_cell(b, 2, row, &k.sum) || n.hi != 0 || (int64_t)n.lo < 1 ||
+        ix.hi != ((int64_t)ix.lo < 0 ? -1 : 0))
+        return mcdc_error_set(err, MCDC_E_PROTOCOL, "counting a key's buckets: a malformed row");
+    k.index = (int64_t)ix.lo;
+    k.rows = (int64_t)n.lo;
+    if (a->n >= a->max)
+        return mcdc_error_set(err, MCDC_E_PROTOCOL, "counting a key's buckets: more than %d", a->max);
+    if (a->n == a->cap) {
+        int cap = a->cap ? a->cap * 2 : 64;
+        mcdc_key_bucket *v = mcdc_realloc(a->v, sizeof *v * (size_t)cap);
+        if (v == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n++] = k;
+    return MCDC_OK;
+}
+
+static int by_bucket(const void *x, const void *y) {
+    const mcdc_key_bucket *a = x, *b = y;
+    return (a->index > b->index) - (a->index < b->index);
+}
+
+int mcdc_cdc_key_buckets(mcdc_key_bucket **out, int *out_n, mcdc_cdc_client *c,
+                         const char *source_schema, const char *source_table, const mcdc_key_col *k,
+                         int64_t width, int max_buckets, const mcdc_source_read *rd,
+                         mcdc_error *err) {
+    MCDC_ASSERT(width >= 1 && max_buckets >= 1);
+    *out = NULL;
+    *out_n = 0;
+    if (!ordinal_key(k))
+        return mcdc_error_set(err, MCDC_E_INVALID, "[%s] (%s) has no ordinal: not an integer or a date",
+                              k->name, k->type);
+    mcdc_buf sql = {0}, key = {0}, o = {0};
+    int rc = mcdc_sql_quote_ident(&key, k->name, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&key, err);
+    if (rc == MCDC_OK) rc = ordinal_sql(&o, k, (const char *)key.data, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&o, err);
+    const char *ord = (const char *)o.data;
+    /* One scan: per row its ordinal and its bucket (floored for negative
+     * ordinals, as integer division truncates), then per bucket the rows
+     * and the ordinals' sum as decimal(38,0), which no bigint key range
+     * overflows. The __$ names are CDC's prefix: no column shadows them. */
+    if (rc == MCDC_OK) rc = source_read_sql(&sql, rd, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_buf_printf(&sql, err,
+                             "SELECT [__$b] AS b, COUNT_BIG(*) AS n, SUM(CAST([__$o] AS "
+                             "decimal(38,0))) AS s FROM (SELECT %s AS [__$o], CASE WHEN %s >= 0 "
+                             "THEN %s / CAST(%lld AS bigint) ELSE (%s + 1) / CAST(%lld AS bigint) - "
+                             "1 END AS [__$b] FROM ",
+                             ord, ord, ord, (long long)width, ord, (long long)width);
+    if (rc == MCDC_OK) rc = table_ref(&sql, source_schema, source_table, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_buf_printf(&sql, err, " WHERE %s IS NOT NULL) x GROUP BY [__$b]",
+                             (const char *)key.data);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&sql, err);
+    bucket_acc a = {.max = max_buckets};
+    if (rc == MCDC_OK) rc = for_each_row(c, (const char *)sql.data, NULL, 0, bucket_row, &a, err);
+    mcdc_buf_free(&sql);
+    mcdc_buf_free(&key);
+    mcdc_buf_free(&o);
+    if (rc) {
+        mcdc_free(a.v);
+        mcdc_source_read_hint(err);
+        mcdc_error_wrap(err, "counting the rows of %s.%s per bucket of [%s]", source_schema,
+                        source_table, k->name);
+        return rc;
+    }
+    if (a.n > 1) qsort(a.v, (size_t)a.n, sizeof *a.v, by_bucket);
+    *out = a.v;
+    *out_n = a.n;
+    return MCDC_OK;
+}
+
+int mcdc_cdc_row_count(int64_t *rows, mcdc_cdc_client *c, const char *source_schema,
+                       const char *source_table, const mcdc_source_read *rd, mcdc_error *err) {
+    *rows = 0;
+    mcdc_buf sql = {0};
+    int rc = source_read_sql(&sql, rd, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(&sql, "SELECT COUNT_BIG(*) AS n FROM ", err);
+    if (rc == MCDC_OK) rc = table_ref(&sql, source_schema, source_table, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&sql, err);
+    mcdc_batch *b = NULL;
+    if (rc == MCDC_OK) rc = first_row(&b, c, &sql, NULL, err);
+    mcdc_wide n;
+    if (rc == MCDC_OK && (b == NULL || b->schema->n_fields != 1 || !wide_cell(b, 0, 0, &n) ||
+                          n.hi != 0 || (int64_t)n.lo < 0))
+        rc = mcdc_error_set(err, MCDC_E_PROTOCOL, "COUNT_BIG(*): not one count");
+    if (rc == MCDC_OK) *rows = (int64_t)n.lo;
+    mcdc_batch_free(b);
+    mcdc_buf_free(&sql);
+    if (rc) {
+        mcdc_source_read_hint(err);
+        mcdc_error_wrap(err, "counting the rows of %s.%s", source_schema, source_table);
+    }
+    return rc;
+}

@@ -266,6 +266,35 @@ int mcdc_cdc_key_slices(mcdc_key_slice **out, int *out_n, mcdc_cdc_client *c,
                         int64_t width, const int64_t *from, const int64_t *to,
                         const mcdc_source_read *rd, mcdc_error *err);
 
+/* Reconcile's Tier 1 (reference §3.1 row 20). A key's ordinal is the
+ * integer as bigint or a date's day number from 1970-01-01; other keys are
+ * MCDC_E_INVALID. A 128-bit two's complement value: */
+typedef struct mcdc_wide {
+    uint64_t lo;
+    int64_t hi;
+} mcdc_wide;
+/* MIN and MAX of k's ordinal (two seeks); *found false for no non-NULL key. */
+int mcdc_cdc_key_ordinal_extent(bool *found, int64_t *lo, int64_t *hi, mcdc_cdc_client *c,
+                                const char *source_schema, const char *source_table,
+                                const mcdc_key_col *k, const mcdc_source_read *rd,
+                                mcdc_error *err);
+/* Per bucket floor(ordinal / width) holding rows (NULL keys in none), in
+ * one scan with GROUP BY: COUNT_BIG(*) and SUM of the ordinals as
+ * decimal(38,0). In bucket order; *out owned (mcdc_free); more than
+ * max_buckets is MCDC_E_PROTOCOL. */
+typedef struct mcdc_key_bucket {
+    int64_t index;
+    int64_t rows;
+    mcdc_wide sum;
+} mcdc_key_bucket;
+int mcdc_cdc_key_buckets(mcdc_key_bucket **out, int *out_n, mcdc_cdc_client *c,
+                         const char *source_schema, const char *source_table, const mcdc_key_col *k,
+                         int64_t width, int max_buckets, const mcdc_source_read *rd,
+                         mcdc_error *err);
+/* COUNT_BIG(*) of the table (the whole-table count of other keys). */
+int mcdc_cdc_row_count(int64_t *rows, mcdc_cdc_client *c, const char *source_schema,
+                       const char *source_table, const mcdc_source_read *rd, mcdc_error *err);
+
 /* sys.sp_spaceused's rows of the table (an estimate: the partitions' row
  * counts). */
 int mcdc_cdc_row_estimate(int64_t *rows, mcdc_cdc_client *c, const char *source_schema,

@@ -286,6 +286,8 @@ int mcdc_changes__resolve_instance(mcdc_changes *c, const char *want, mcdc_error
     return rc;
 }
 
+const char *mcdc_changes_computed(const mcdc_changes *c) { return c->computed; }
+
 const char *const *mcdc_changes_index_keys(const mcdc_changes *c, int *n) {
     *n = c->n_keys;
     return (const char *const *)c->keys;
@@ -297,6 +299,7 @@ void mcdc_changes_close(mcdc_changes *c) {
     free_keys(c);
     mcdc_free(c->source_schema);
     mcdc_free(c->source_table);
+    mcdc_free(c->computed);
     mcdc_cdc_client_free(c->client);
     mcdc_conn_close(c->control);
     mcdc_connstr_free(c->connstr);
@@ -385,7 +388,7 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
                  "row: left out of the schema (list them in the columns option to keep them, "
                  "NULL in every row)",
                  c->ci, computed);
-    mcdc_free(computed);
+    c->computed = computed; /* kept: reconcile compares the columns but them */
     if (rc == MCDC_OK) {
         const char *ddl = mcdc_opt_columns(opts);
         if (ddl && *ddl) {

@@ -234,6 +234,15 @@ int mcdc_changes_snapshot_read(mcdc_changes *c, const json_t *keys, const json_t
                                mcdc_isolation iso, const mcdc_lsn *lsn, bool has_ts,
                                int64_t commit_us, mcdc_batch_fn fn, void *ctx,
                                mcdc_reader_metrics *m, mcdc_error *err);
+/* Reconcile's Tier 1 on the control connection, under READ COMMITTED
+ * (mcdc_cdc_client.h): the ordinal extent of the one key column `key`, its
+ * rows and ordinal sums per bucket of `width` ordinals, and the whole
+ * table's rows. A key that is not an integer or a date is MCDC_E_INVALID. */
+int mcdc_changes_key_extent(mcdc_changes *c, const char *key, bool *found, int64_t *lo,
+                            int64_t *hi, mcdc_error *err);
+int mcdc_changes_key_buckets(mcdc_changes *c, const char *key, int64_t width, int max_buckets,
+                             mcdc_key_bucket **out, int *n, mcdc_error *err);
+int mcdc_changes_row_count(mcdc_changes *c, int64_t *rows, mcdc_error *err);
 /* Is name one of the capture instances of the tracked table (ignoring
  * case)? A prefix: name may be a statistic cut at some characters. */
 int mcdc_changes_is_table_instance(mcdc_changes *c, const char *name, bool prefix, bool *yes,
@@ -241,6 +250,10 @@ int mcdc_changes_is_table_instance(mcdc_changes *c, const char *name, bool prefi
 /* The capture instance's unique index (index_column_list), its columns in
  * order; borrowed; *n = 0 when it has none. */
 const char *const *mcdc_changes_index_keys(const mcdc_changes *c, int *n);
+/* The computed columns the capture instance captures ("a, b"; NULL: none):
+ * CDC stores NULL for them in every change row, so bronze never holds
+ * their values, whether or not the columns option keeps them. Borrowed. */
+const char *mcdc_changes_computed(const mcdc_changes *c);
 /* The tracked table, "schema.table" (borrowed strings). */
 const char *mcdc_changes_source_schema(const mcdc_changes *c);
 const char *mcdc_changes_source_table(const mcdc_changes *c);

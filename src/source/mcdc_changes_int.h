@@ -48,6 +48,7 @@ struct mcdc_changes {
     char **keys;
     int n_keys;
     const mcdc_opts *opts;    /* borrowed: isolationLevel, lockTimeoutMs... */
+    char *computed;           /* the computed columns the instance captures, "a, b"; NULL: none */
     /* Following the table's capture instances (the stream, mcdc_changes_follow.c;
      * reference §2.5). Off for the other users of the handle, which read
      * the one instance ci. */

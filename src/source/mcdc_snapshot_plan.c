@@ -348,3 +348,58 @@ int mcdc_changes_last_bound(mcdc_changes *c, const json_t *keys, const json_t *m
     mcdc_changes__control_read_committed(c, &rd);
     return rc;
 }
+
+/* ---- reconcile's counts --------------------------------------------------------------- */
+typedef struct {
+    const char *key;
+    int64_t width;
+    int max;
+    bool *found;
+    int64_t *lo, *hi, *rows;
+    mcdc_key_bucket **out;
+    int *n;
+} count_call;
+
+/* mode 0: the ordinal extent; 1: the buckets; 2: the whole table's rows. */
+static int count_on(mcdc_changes *c, const count_call *q, int mode, const mcdc_source_read *rd,
+                    mcdc_error *err) {
+    const char *s = c->source_schema, *t = c->source_table;
+    if (mode == 2) return mcdc_cdc_row_count(q->rows, c->client, s, t, rd, err);
+    json_t *names = json_pack("[s]", q->key);
+    if (names == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    mcdc_snap_keys k;
+    int rc = mcdc_changes__snap_keys(&k, NULL, c, c->client, names, true, err);
+    json_decref(names);
+    if (rc) return rc;
+    if (mode == 0)
+        rc = mcdc_cdc_key_ordinal_extent(q->found, q->lo, q->hi, c->client, s, t, &k.cols[0], rd, err);
+    else
+        rc = mcdc_cdc_key_buckets(q->out, q->n, c->client, s, t, &k.cols[0], q->width, q->max, rd, err);
+    mcdc_changes__snap_keys_free(&k);
+    return rc;
+}
+
+static int count_call_run(mcdc_changes *c, const count_call *q, int mode, mcdc_error *err) {
+    int rc;
+    /* counts under READ COMMITTED, whatever isolationLevel says (reference §2.8) */
+    mcdc_source_read rd = mcdc_changes__source_read(c, MCDC_ISO_READ_COMMITTED);
+    CONTROL_CALL(rc, c, err, count_on(c, q, mode, &rd, err));
+    return rc;
+}
+
+int mcdc_changes_key_extent(mcdc_changes *c, const char *key, bool *found, int64_t *lo,
+                            int64_t *hi, mcdc_error *err) {
+    count_call q = {.key = key, .found = found, .lo = lo, .hi = hi};
+    return count_call_run(c, &q, 0, err);
+}
+
+int mcdc_changes_key_buckets(mcdc_changes *c, const char *key, int64_t width, int max_buckets,
+                             mcdc_key_bucket **out, int *n, mcdc_error *err) {
+    count_call q = {.key = key, .width = width, .max = max_buckets, .out = out, .n = n};
+    return count_call_run(c, &q, 1, err);
+}
+
+int mcdc_changes_row_count(mcdc_changes *c, int64_t *rows, mcdc_error *err) {
+    count_call q = {.rows = rows};
+    return count_call_run(c, &q, 2, err);
+}

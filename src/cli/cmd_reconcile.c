@@ -1,0 +1,171 @@
+/* cmd_reconcile.c - mssql-cdc reconcile: is silver equal to its SQL Server
+ * table? (the reference's reconcile). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char RECONCILE_HELP[] =
+    "usage: mssql-cdc reconcile --silver T --bronze B --control-table C\n"
+    "                           source options [...]\n"
+    "\n"
+    "Compares silver T (built by mssql-cdc apply) with the SQL Server table the\n"
+    "capture instance tracks, and prints the reference's ReconcileResult as JSON on\n"
+    "stdout: {\"run_id\", \"silver_version\", \"silver_lsn\", \"source_lsn\", \"buckets\",\n"
+    "\"match\", \"in_flight\", \"mismatch\", \"hashed\", \"failures\"}, then ours (rows each\n"
+    "side, rows hashed, report rows, differs). Nothing is written to SQL Server and\n"
+    "nothing is read with NOLOCK.\n"
+    "\n"
+    "Tier 1: with one integer or date key, one scan on SQL Server counts the rows\n"
+    "and sums the keys (COUNT_BIG, SUM as decimal(38,0), a date as its day number)\n"
+    "per bucket of about --bucket-rows rows, and the same over T pinned at one\n"
+    "version: MATCH when equal; IN_FLIGHT when they differ while a change to the\n"
+    "bucket is newer than what one side read (check again later); else MISMATCH.\n"
+    "Any other key gets one count of the whole table.\n"
+    "Tier 2: every MISMATCH bucket and a --sample of the MATCH ones (other keys:\n"
+    "sampled ranges) are read through the snapshot reader and joined with T on the\n"
+    "key by one row hash of the captured columns (not computed ones): the keys that\n"
+    "differ are MISSING_TARGET (only in the source), MISSING_SOURCE (only in T),\n"
+    "RECORD_DIFF (other values; detail names the columns) or IN_FLIGHT (a change to\n"
+    "the key after the older of T's applied_lsn and max_lsn read before the source\n"
+    "is in B, or still only in the change table).\n"
+    "With --facts-table, B's newest chunked snapshot is checked against its facts:\n"
+    "CHUNK_TILING, CHUNK_ROWS, CHUNK_STAMP.\n"
+    "\n"
+    "  --silver T           silver: a path, or schema.table under --warehouse\n"
+    "  --bronze B           the table T is applied from\n"
+    "  --control-table C    apply's: T's applied_lsn\n"
+    "  --facts-table F      the stream's: check B's newest chunked snapshot\n"
+    "  --report-table R     append the run's report rows to R (the reference's\n"
+    "                       columns), in one commit\n"
+    "  --keys K             the key columns, as a JSON list or comma-separated;\n"
+    "                       default: the capture instance's unique index\n"
+    "  --bucket-rows N      rows per bucket (default 1000000)\n"
+    "  --sample X           fraction of the MATCH buckets also compared row by row,\n"
+    "                       0 to 1 (default 0.01)\n"
+    "  --sample-seed N      the seed of that sample (default: random)\n"
+    "  --warehouse W        directory holding schema.table names (default ./warehouse)\n"
+    "  --verbose            what the run read\n"
+    "\n"
+    "Source options as for stream (captureInstance, connectionString, isolationLevel,\n"
+    "lockTimeoutMs, ...). Tier 1 counts under READ COMMITTED; Tier 2 reads under\n"
+    "isolationLevel.\n"
+    "\n"
+    "Exit codes: 0 nothing differs (IN_FLIGHT only is no difference: run again\n"
+    "later); 19 something differs (a MISMATCH bucket, MISSING_TARGET, MISSING_SOURCE,\n"
+    "RECORD_DIFF or a CHUNK_* failure; the result is on stdout all the same); 2 bad\n"
+    "usage, no key, or no silver; 7 a table of another kind, or one table in two\n"
+    "roles; others as for stream.\n";
+
+static int parse_int(const char *name, const char *v, int64_t min, int64_t *out) {
+    char *end;
+    long long n = strtoll(v, &end, 10);
+    if (*end || end == v || n < min) return cli_usage_error(name, v);
+    *out = n;
+    return EXIT_OK;
+}
+
+int cmd_reconcile(int argc, char **argv) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_opts *opts;
+    if (mcdc_opts_create(&opts, &e)) return cli_fail(&e);
+    mcdc_reconcile_cfg cfg = MCDC_RECONCILE_CFG_INIT;
+    char keybuf[4096];
+    const char *keys[32];
+    int rc = EXIT_OK;
+    for (int i = 0; i < argc && rc == EXIT_OK; i++) {
+        const char *a = argv[i], *v = NULL;
+#define NEEDV()                                                          \
+    do {                                                                 \
+        if ((v = cli_value(argc, argv, &i)) == NULL) {                   \
+            rc = cli_usage_error("%s needs a value", a);                 \
+            goto out;                                                    \
+        }                                                                \
+    } while (0)
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(RECONCILE_HELP, stdout);
+            goto out;
+        } else if (strcmp(a, "--silver") == 0) {
+            NEEDV();
+            cfg.silver = v;
+        } else if (strcmp(a, "--bronze") == 0) {
+            NEEDV();
+            cfg.bronze = v;
+        } else if (strcmp(a, "--control-table") == 0) {
+            NEEDV();
+            cfg.control_table = v;
+        } else if (strcmp(a, "--facts-table") == 0) {
+            NEEDV();
+            cfg.facts_table = v;
+        } else if (strcmp(a, "--report-table") == 0) {
+            NEEDV();
+            cfg.report_table = v;
+        } else if (strcmp(a, "--warehouse") == 0) {
+            NEEDV();
+            cfg.warehouse = v;
+        } else if (strcmp(a, "--keys") == 0) {
+            NEEDV();
+            if (cli_parse_keys(v, keybuf, sizeof keybuf, keys, &cfg.n_keys)) {
+                rc = cli_usage_error("--keys: expected column names, as a JSON list or separated "
+                                     "by commas, not '%s'",
+                                     v);
+                goto out;
+            }
+            cfg.keys = keys;
+        } else if (strcmp(a, "--bucket-rows") == 0) {
+            NEEDV();
+            if ((rc = parse_int("--bucket-rows must be a whole number >= 1, not '%s'", v, 1,
+                                &cfg.bucket_rows)) != EXIT_OK)
+                goto out;
+        } else if (strcmp(a, "--sample") == 0) {
+            NEEDV();
+            char *end;
+            double x = strtod(v, &end);
+            if (*end || end == v || !(x >= 0 && x <= 1)) {
+                rc = cli_usage_error("--sample must be a fraction from 0 to 1, not '%s'", v);
+                goto out;
+            }
+            cfg.sample = x;
+        } else if (strcmp(a, "--sample-seed") == 0) {
+            NEEDV();
+            int64_t s = 0;
+            if ((rc = parse_int("--sample-seed must be a whole number >= 0, not '%s'", v, 0, &s)) !=
+                EXIT_OK)
+                goto out;
+            cfg.has_sample_seed = true;
+            cfg.sample_seed = (uint64_t)s;
+        } else if (strcmp(a, "--verbose") == 0) {
+            cfg.log_level = MCDC_LOG_INFO;
+        } else if (cli_source_option(opts, argc, argv, &i, &rc)) {
+            if (rc) goto out;
+        } else {
+            rc = cli_usage_error("reconcile: unknown argument '%s'", a);
+            goto out;
+        }
+#undef NEEDV
+    }
+    if (cfg.silver == NULL || cfg.bronze == NULL || cfg.control_table == NULL) {
+        rc = cli_usage_error("reconcile needs %s", "--silver, --bronze and --control-table");
+        goto out;
+    }
+    if ((rc = cli_source_env(opts)) != EXIT_OK) goto out;
+    cfg.crash_at = getenv("MCDC_CRASH_AT"); /* test hook; the library reads no environment */
+    mcdc_reconcile *r = NULL;
+    mcdc_reconcile_result res;
+    int st = mcdc_reconcile_create(&r, opts, &cfg, &e);
+    if (st == MCDC_OK) st = mcdc_reconcile_run(r, &res, &e);
+    if (st) {
+        mcdc_reconcile_free(r);
+        rc = cli_fail(&e);
+        goto out;
+    }
+    char json[MCDC_RECONCILE_RESULT_JSON_SIZE];
+    if (mcdc_reconcile_result_json(json, sizeof json, &res, &e) == MCDC_OK) printf("%s\n", json);
+    fflush(stdout);
+    rc = mcdc_reconcile_differs(&res) ? EXIT_DIFFERS : EXIT_OK;
+    mcdc_reconcile_free(r);
+out:
+    mcdc_opts_free(opts);
+    return rc;
+}

@@ -1,0 +1,1579 @@
+/*
+ * mcdc_reconcile.c - mssql-cdc reconcile (the reference's reconcile, §2.8):
+ * is silver equal to its SQL Server table?
+ *
+ * The reads, in the order that makes IN_FLIGHT sound (the seed's
+ * paragraph on it):
+ *   E        silver's applied_lsn in the control table, read before the
+ *            silver version compared (silver holds every change up to it)
+ *   version  silver pinned at its latest version, read there only
+ *   M        max_lsn, read just before the source is counted
+ *   tier 1   the source's counts per bucket (one GROUP BY scan), then the
+ *            keys in flight after min(M, E) (bronze after the count, then
+ *            the change table past bronze's position up to max_lsn read
+ *            then), then silver's counts
+ *   M'       max_lsn again, just before the rows are read
+ *   tier 2   the chosen buckets' rows through the snapshot reader, silver's
+ *            of the same buckets, joined on the key by one row hash; then
+ *            the keys in flight after min(M', E) again
+ *   chunks   facts, then the plans, then bronze (a wave's rows commit first)
+ *   report   one commit, txn(mssql-cdc.reconcile.<run_id>, 1)
+ * Nothing is written to SQL Server; the source is read under READ
+ * COMMITTED (Tier 2: the isolationLevel option), never NOLOCK.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "mcdc_changes.h"
+#include "mcdc_context.h"
+#include "mcdc_lake.h"
+#include "mcdc_options.h"
+#include "mcdc_plans.h"
+#include "mcdc_reconcile.h"
+#include "mcdc_silver.h"
+#include "mcdc_snapfacts.h"
+#include "mcdc_tables.h"
+#include "mcdc_value_text.h"
+
+#define REC_APP_PREFIX "mssql-cdc.reconcile."
+/* A moved key's ordinal when it has none (a NULL key, in no bucket). */
+#define REC_NO_ORDINAL INT64_MIN
+static const uint8_t ZERO_LSN[10];
+
+/* A key that differs in Tier 2 (or a chunk failure). */
+typedef struct rec_diff {
+    mcdc_reconcile_failure failure; /* before IN_FLIGHT is decided */
+    int64_t bucket;                 /* its bucket's (or range's) index */
+    char *key_json;                 /* owned */
+    int64_t key_off, key_len;       /* its encoded key in r->diff_keys */
+    char *detail;                   /* owned JSON */
+    bool chunk;                     /* a chunk row: bounds in lo/hi */
+    char *lo, *hi;                  /* chunk rows: owned JSON, NULL: open */
+} rec_diff;
+
+struct mcdc_reconcile {
+    mcdc_reconcile_cfg cfg;
+    char **strings;
+    int n_strings;
+    char **keys;
+    int32_t n_keys;
+    const mcdc_opts *opts;
+    mcdc_ctx ctx;
+    mcdc_log_sink sink;
+    /* the run */
+    mcdc_table *silver, *bronze, *control, *facts, *report;
+    mcdc_changes *changes;
+    mcdc_table_view *sview;
+    int64_t version;
+    mcdc_schema *out_schema;     /* the source's output schema (borrowed from changes) */
+    int32_t first_captured;      /* its first captured column */
+    int32_t n_cols;              /* captured columns compared */
+    const char **col_names;      /* owned array, borrowed names */
+    int32_t key_in_cols[SILVER_KEYS_MAX]; /* each key's index among the compared columns */
+    bool ordinal;                /* one integer or date key */
+    bool date_key;
+    bool has_e;
+    uint8_t e_lsn[10];
+    char silver_lsn[24], source_lsn[24], read_lsn[24];
+    /* tier 1 */
+    rec_bucket *buckets;
+    int64_t n_buckets;
+    int64_t width;
+    json_t *ranges;              /* other keys: the ranges Tier 2 samples */
+    int64_t *chosen;
+    int64_t n_chosen;
+    /* tier 2 */
+    rec_diff *diffs;
+    int64_t n_diffs, cap_diffs;
+    mcdc_buf diff_keys;
+    /* the result's list */
+    mcdc_reconcile_diff *out_diffs;
+    int64_t n_out_diffs;
+    mcdc_reconcile_result res;
+    int64_t run_at_us;
+};
+
+static int nomem(mcdc_error *err) { return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory"); }
+
+static const char *const FAILURES[MCDC_RECONCILE_FAILURE_COUNT] = {
+    "MISSING_TARGET", "MISSING_SOURCE", "RECORD_DIFF", "IN_FLIGHT",
+    "CHUNK_TILING",   "CHUNK_ROWS",     "CHUNK_STAMP"};
+
+const char *mcdc_reconcile_failure_name(int failure) {
+    return failure >= 0 && failure < MCDC_RECONCILE_FAILURE_COUNT ? FAILURES[failure] : NULL;
+}
+
+/* ---- helpers ------------------------------------------------------------------------ */
+static bool lsn_bytes(uint8_t out[10], const char *s) {
+    return s && silver_lsn_parse(out, s, strlen(s));
+}
+
+/* The older of two LSN texts (NULL or unset: zero). */
+static void lsn_min(uint8_t out[10], const char *a, const uint8_t *b) {
+    uint8_t x[10] = {0};
+    lsn_bytes(x, a);
+    if (b && memcmp(b, x, 10) < 0) memcpy(x, b, 10);
+    memcpy(out, x, 10);
+}
+
+static int col_index(const mcdc_schema *s, const char *name) {
+    int32_t i = mcdc_schema_find(s, name);
+    if (i >= 0) return i;
+    for (int32_t k = 0; k < s->n_fields; k++)
+        if (mcdc_str_ieq(s->fields[k].name, name)) return k;
+    return -1;
+}
+
+/* b as a string into *out (owned) when rc is MCDC_OK; else b is freed. */
+static int buf_take(char **out, mcdc_buf *b, int rc, mcdc_error *err) {
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(b, err);
+    if (rc) {
+        mcdc_buf_free(b);
+        return rc;
+    }
+    *out = (char *)b->data;
+    return MCDC_OK;
+}
+
+/* The key JSON object of row `row`: {"k": value, ...}. */
+static int key_json(char **out, const mcdc_reconcile *r, const mcdc_column *const *kc, int64_t row,
+                    mcdc_error *err) {
+    mcdc_buf b = {0};
+    int rc = mcdc_buf_append_byte(&b, '{', err);
+    for (int32_t k = 0; rc == MCDC_OK && k < r->n_keys; k++) {
+        if (k) rc = mcdc_buf_append_byte(&b, ',', err);
+        if (rc == MCDC_OK)
+            rc = mcdc_text_json_string(&b, (const uint8_t *)r->keys[k], strlen(r->keys[k]), err);
+        if (rc == MCDC_OK) rc = mcdc_buf_append_byte(&b, ':', err);
+        if (rc == MCDC_OK) rc = mcdc_text_cell_json(&b, kc[k], row, err);
+    }
+    if (rc == MCDC_OK) rc = mcdc_buf_append_byte(&b, '}', err);
+    return buf_take(out, &b, rc, err);
+}
+
+/* An ordinal bound as JSON text: an integer, or a date "YYYY-MM-DD" within
+ * SQL Server's range (below it its first day; above it open). NULL: open. */
+static int bound_json(char **out, const mcdc_reconcile *r, bool has, int64_t v, mcdc_error *err) {
+    *out = NULL;
+    if (!has) return MCDC_OK;
+    char t[64];
+    if (!r->date_key) {
+        snprintf(t, sizeof t, "%lld", (long long)v);
+    } else {
+        int64_t first = mcdc_days_from_civil(1, 1, 1), last = mcdc_days_from_civil(9999, 12, 31);
+        if (v > last) return MCDC_OK;
+        if (v < first) v = first;
+        t[0] = '"';
+        size_t n = mcdc_text_date(t + 1, v);
+        t[n + 1] = '"';
+        t[n + 2] = 0;
+    }
+    *out = mcdc_strdup(t);
+    return *out ? MCDC_OK : nomem(err);
+}
+
+static int add_diff(mcdc_reconcile *r, rec_diff *d, mcdc_error *err) {
+    int rc = rec_grow(&r->diffs, &r->cap_diffs, r->n_diffs + 1, sizeof *r->diffs, err);
+    if (rc) return rc;
+    r->diffs[r->n_diffs++] = *d;
+    return MCDC_OK;
+}
+
+static void diffs_clear(mcdc_reconcile *r) {
+    for (int64_t i = 0; i < r->n_diffs; i++) {
+        mcdc_free(r->diffs[i].key_json);
+        mcdc_free(r->diffs[i].detail);
+        mcdc_free(r->diffs[i].lo);
+        mcdc_free(r->diffs[i].hi);
+    }
+    mcdc_free(r->diffs);
+    r->diffs = NULL;
+    r->n_diffs = r->cap_diffs = 0;
+    mcdc_buf_free(&r->diff_keys);
+}
+
+/* ---- the keys in flight ---------------------------------------------------------------
+ * The keys of the changes after `lower`, which one side may not hold yet:
+ * bronze's (its latest version; snapshot rows are no change), then the
+ * change table's after bronze's position (its newest change, or a chunked
+ * snapshot's S) up to max_lsn read now: changes the stream has not read. */
+typedef struct moved_ctx {
+    mcdc_reconcile *r;
+    rec_keyset *set;
+    uint8_t lower[10];
+    uint8_t newest[10];
+    bool has_newest;
+    mcdc_buf key;
+    bool bronze;   /* rows of bronze (else of the change table) */
+} moved_ctx;
+
+static int moved_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
+    moved_ctx *m = ctx;
+    mcdc_reconcile *r = m->r;
+    const mcdc_column *kc[SILVER_KEYS_MAX];
+    int rc = MCDC_OK;
+    for (int32_t k = 0; k < r->n_keys; k++) {
+        int i = col_index(b->schema, r->keys[k]);
+        if (i < 0) {
+            rc = mcdc_error_set(err, MCDC_E_CORRUPT, "%s: no key column %s in its rows",
+                                m->bronze ? "bronze" : "the change table", r->keys[k]);
+            goto done;
+        }
+        kc[k] = &b->columns[i];
+    }
+    int ls = col_index(b->schema, "_start_lsn"), op = col_index(b->schema, "_operation");
+    int ch = col_index(b->schema, "_chunk"), sn = col_index(b->schema, "_snapshot");
+    if (ls < 0 || op < 0) {
+        rc = mcdc_error_set(err, MCDC_E_CORRUPT, "bronze rows without _start_lsn or _operation");
+        goto done;
+    }
+    for (int64_t i = 0; i < b->rows && rc == MCDC_OK; i++) {
+        mcdc_cell l = mcdc_row_get(b, i, ls), o = mcdc_row_get(b, i, op);
+        uint8_t at[10];
+        if (l.kind != MCDC_CELL_TEXT || !silver_lsn_parse(at, l.s, (size_t)l.i)) continue;
+        if (m->bronze && memcmp(at, m->lower, 10) <= 0) continue;
+        bool change = o.kind == MCDC_CELL_INT && o.i != 0;
+        if (m->bronze) {
+            /* bronze's position: a chunk row's S, or a change's LSN */
+            mcdc_cell c = ch >= 0 ? mcdc_row_get(b, i, ch) : mcdc_cell_null();
+            uint8_t pos[10];
+            bool has = false;
+            if (c.kind == MCDC_CELL_INT && sn >= 0) {
+                mcdc_cell s = mcdc_row_get(b, i, sn);
+                has = s.kind == MCDC_CELL_TEXT && silver_lsn_parse(pos, s.s, (size_t)s.i);
+            } else if (change) {
+                memcpy(pos, at, 10);
+                has = true;
+            }
+            if (has && (!m->has_newest || memcmp(pos, m->newest, 10) > 0)) {
+                memcpy(m->newest, pos, 10);
+                m->has_newest = true;
+            }
+        }
+        if (!change) continue;
+        m->key.len = 0;
+        rc = silver_key_append(&m->key, kc, r->n_keys, i, err);
+        int64_t idx;
+        bool added;
+        if (rc == MCDC_OK) rc = rec_keyset_add(m->set, m->key.data, m->key.len, &idx, &added, err);
+        if (rc == MCDC_OK && added) {
+            /* its ordinal, for the bucket it falls in (REC_NO_ORDINAL: in none) */
+            int64_t v;
+            m->set->val[idx] = r->ordinal && silver_range_value(kc[0], i, &v) ? v : REC_NO_ORDINAL;
+        }
+    }
+done:
+    mcdc_batch_free(b);
+    return rc;
+}
+
+static int moved_keys(mcdc_reconcile *r, const uint8_t lower[10], rec_keyset *set, mcdc_error *err) {
+    moved_ctx m = {.r = r, .set = set, .bronze = true};
+    memcpy(m.lower, lower, 10);
+    mcdc_schema *bs = NULL;
+    int rc = mcdc_table_schema(r->bronze, &bs, err);
+    const char *cols[SILVER_KEYS_MAX + 4];
+    int32_t nc = 0;
+    for (int32_t k = 0; k < r->n_keys; k++) cols[nc++] = r->keys[k];
+    cols[nc++] = "_start_lsn";
+    cols[nc++] = "_operation";
+    if (bs && mcdc_schema_find(bs, "_chunk") >= 0) cols[nc++] = "_chunk";
+    if (bs && mcdc_schema_find(bs, "_snapshot") >= 0) cols[nc++] = "_snapshot";
+    char lo[24];
+    silver_lsn_format(lo, lower);
+    if (rc == MCDC_OK && bs) {
+        mcdc_table_scan sc = MCDC_TABLE_SCAN_INIT;
+        sc.columns = cols;
+        sc.n_columns = nc;
+        sc.prune_column = "_start_lsn";
+        sc.lo = (mcdc_scan_bound){true, lo, 0};
+        int64_t v;
+        rc = mcdc_table_scan_run(r->bronze, &sc, moved_rows, &m, &v, NULL, err);
+        if (rc) mcdc_error_wrap(err, "reading bronze %s for the changes in flight", r->cfg.bronze);
+    }
+    mcdc_schema_unref(bs);
+    /* the change table past bronze's position, up to max_lsn now */
+    mcdc_lsn upper, after, from;
+    if (rc == MCDC_OK) rc = mcdc_changes_max_lsn(r->changes, &upper, err);
+    if (rc == MCDC_OK) {
+        uint8_t a[10];
+        memcpy(a, m.has_newest && memcmp(m.newest, lower, 10) > 0 ? m.newest : lower, 10);
+        char t[24];
+        silver_lsn_format(t, a);
+        rc = mcdc_lsn_parse_cstr(&after, t, err);
+    }
+    if (rc == MCDC_OK && mcdc_lsn_cmp(&upper, &after) > 0) {
+        rc = mcdc_lsn_increment(&from, &after, err);
+        mcdc_lsn_range *rg = NULL;
+        int n = 0;
+        if (rc == MCDC_OK) rc = mcdc_changes_plan(r->changes, &from, &upper, 4, &rg, &n, err);
+        m.bronze = false;
+        for (int i = 0; rc == MCDC_OK && i < n; i++)
+            rc = mcdc_changes_read(r->changes, &rg[i], moved_rows, &m, NULL, err);
+        mcdc_free(rg);
+        if (rc) mcdc_error_wrap(err, "reading the change table for the changes in flight");
+    }
+    mcdc_buf_free(&m.key);
+    return rc;
+}
+
+/* ---- tier 1 ---------------------------------------------------------------------------- */
+typedef struct fine_acc {
+    mcdc_reconcile *r;
+    rec_keyset ids;    /* fine id (8 bytes) -> index into v */
+    rec_fine *v;
+    int64_t n, cap;
+    int64_t rows;
+    bool has_min;
+    int64_t min, max; /* the ordinals seen */
+    bool extent_only;
+    int64_t last_id, last; /* the fine bucket of the row before, its index in v */
+} fine_acc;
+
+static int fine_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
+    fine_acc *a = ctx;
+    int rc = MCDC_OK;
+    const mcdc_column *c = &b->columns[0];
+    a->rows += b->rows;
+    for (int64_t i = 0; i < b->rows && rc == MCDC_OK; i++) {
+        int64_t v;
+        if (a->r->ordinal && !silver_range_value(c, i, &v)) continue; /* NULL keys in none */
+        if (!a->r->ordinal) continue;
+        if (!a->has_min || v < a->min) a->min = v;
+        if (!a->has_min || v > a->max) a->max = v;
+        a->has_min = true;
+        if (a->extent_only) continue;
+        int64_t id = rec_floor_div(v, a->r->width), idx;
+        if (a->n > 0 && id == a->last_id) { /* silver's files are in key order: mostly the same */
+            a->v[a->last].rows++;
+            a->v[a->last].sum += v;
+            continue;
+        }
+        bool added;
+        rc = rec_keyset_add(&a->ids, (const uint8_t *)&id, sizeof id, &idx, &added, err);
+        if (rc) break;
+        if (added) {
+            if ((rc = rec_grow(&a->v, &a->cap, a->n + 1, sizeof *a->v, err)) != MCDC_OK) break;
+            a->ids.val[idx] = a->n;
+            a->v[a->n++] = (rec_fine){id, 0, 0};
+            if (a->n > REC_BUCKETS_MAX * 4) {
+                rc = mcdc_error_set(err, MCDC_E_LIMIT, "silver's keys fall in more than %d buckets",
+                                    REC_BUCKETS_MAX * 4);
+                break;
+            }
+        }
+        a->last_id = id;
+        a->last = a->ids.val[idx];
+        rec_fine *f = &a->v[a->last];
+        f->rows++;
+        f->sum += v;
+    }
+    mcdc_batch_free(b);
+    return rc;
+}
+
+static int by_fine(const void *x, const void *y) {
+    const rec_fine *a = x, *b = y;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+/* Silver's key column, pinned: its fine buckets (or, extent_only, its
+ * ordinals' extent; other keys: its rows). */
+static int silver_counts(mcdc_reconcile *r, fine_acc *a, mcdc_error *err) {
+    mcdc_table_scan sc = MCDC_TABLE_SCAN_INIT;
+    sc.version = r->version;
+    const char *cols[1] = {r->keys[0]};
+    sc.columns = cols;
+    sc.n_columns = 1;
+    int64_t v;
+    int rc = mcdc_table_scan_run(r->silver, &sc, fine_rows, a, &v, NULL, err);
+    if (rc) mcdc_error_wrap(err, "counting silver %s", r->cfg.silver);
+    return rc;
+}
+
+static int tier1(mcdc_reconcile *r, rec_keyset *moved, mcdc_error *err) {
+    mcdc_key_bucket *sb = NULL;
+    int nsb = 0;
+    fine_acc sil = {.r = r};
+    rec_fine *src = NULL;
+    int rc = MCDC_OK;
+    if (r->ordinal) {
+        bool found;
+        int64_t lo, hi;
+        rc = mcdc_changes_key_extent(r->changes, r->keys[0], &found, &lo, &hi, err);
+        if (rc == MCDC_OK && !found) { /* an empty source: silver's extent sets the grid */
+            fine_acc ex = {.r = r, .extent_only = true};
+            rc = silver_counts(r, &ex, err);
+            found = ex.has_min;
+            lo = ex.min;
+            hi = ex.max;
+        }
+        r->width = found ? rec_fine_width(lo, hi) : 1;
+        if (rc == MCDC_OK && found)
+            rc = mcdc_changes_key_buckets(r->changes, r->keys[0], r->width, REC_BUCKETS_MAX, &sb,
+                                          &nsb, err);
+    } else {
+        int64_t rows = 0;
+        rc = mcdc_changes_row_count(r->changes, &rows, err);
+        if (rc == MCDC_OK) {
+            r->buckets = mcdc_calloc(1, sizeof *r->buckets);
+            if (r->buckets == NULL) rc = nomem(err);
+            else {
+                r->n_buckets = 1;
+                r->buckets[0].src_rows = rows;
+            }
+        }
+    }
+    /* after the count: every change it may have seen */
+    uint8_t lower[10];
+    lsn_min(lower, r->source_lsn, r->has_e ? r->e_lsn : ZERO_LSN);
+    if (rc == MCDC_OK) rc = moved_keys(r, lower, moved, err);
+    if (rc == MCDC_OK) rc = silver_counts(r, &sil, err);
+    if (rc == MCDC_OK && r->ordinal) {
+        src = mcdc_malloc(((size_t)nsb + 1) * sizeof *src);
+        if (src == NULL) rc = nomem(err);
+        for (int i = 0; rc == MCDC_OK && i < nsb; i++)
+            src[i] = (rec_fine){sb[i].index, sb[i].rows, rec_i128_of(sb[i].sum.lo, sb[i].sum.hi)};
+        if (rc == MCDC_OK && sil.n > 1) qsort(sil.v, (size_t)sil.n, sizeof *sil.v, by_fine);
+        if (rc == MCDC_OK)
+            rc = rec_merge_buckets(&r->buckets, &r->n_buckets, src, nsb, sil.v, sil.n, r->width,
+                                   r->cfg.bucket_rows, err);
+        for (int64_t i = 0; rc == MCDC_OK && i < moved->n; i++) {
+            if (moved->val[i] == REC_NO_ORDINAL) continue; /* a NULL key: in no bucket */
+            int64_t f = rec_floor_div(moved->val[i], r->width);
+            int64_t b = rec_bucket_of(r->buckets, r->n_buckets, f);
+            if (b >= 0) r->buckets[b].moved = true;
+        }
+    } else if (rc == MCDC_OK) {
+        r->buckets[0].sil_rows = sil.rows;
+        r->buckets[0].moved = moved->n > 0;
+    }
+    for (int64_t i = 0; rc == MCDC_OK && i < r->n_buckets; i++) {
+        r->buckets[i].status = rec_bucket_status(&r->buckets[i]);
+        r->res.source_rows += r->buckets[i].src_rows;
+        r->res.silver_rows += r->buckets[i].sil_rows;
+    }
+    mcdc_free(sb);
+    mcdc_free(src);
+    mcdc_free(sil.v);
+    rec_keyset_clear(&sil.ids);
+    return rc;
+}
+
+/* The buckets (other keys: ranges) Tier 2 compares: every MISMATCH and a
+ * sample of the MATCH ones. */
+static int choose(mcdc_reconcile *r, mcdc_error *err) {
+    uint64_t seed = r->cfg.has_sample_seed ? r->cfg.sample_seed : (uint64_t)mcdc_now_utc_us() ^
+                                                                     (uint64_t)mcdc_monotonic_us() << 20;
+    int64_t *pick = NULL, k = 0;
+    int rc = MCDC_OK;
+    if (r->ordinal) {
+        int64_t nm = 0;
+        int64_t *match = mcdc_malloc(((size_t)r->n_buckets + 1) * sizeof *match);
+        if (match == NULL) return nomem(err);
+        for (int64_t i = 0; i < r->n_buckets; i++)
+            if (r->buckets[i].status == REC_MATCH) match[nm++] = i;
+        rc = rec_sample(&pick, &k, nm, r->cfg.sample, seed, err);
+        for (int64_t i = 0; rc == MCDC_OK && i < k; i++) r->buckets[match[pick[i]]].hashed = true;
+        for (int64_t i = 0; i < r->n_buckets; i++)
+            if (r->buckets[i].status == REC_MISMATCH) r->buckets[i].hashed = true;
+        mcdc_free(match);
+        mcdc_free(pick);
+        if (rc) return rc;
+        r->chosen = mcdc_malloc(((size_t)r->n_buckets + 1) * sizeof *r->chosen);
+        if (r->chosen == NULL) return nomem(err);
+        for (int64_t i = 0; i < r->n_buckets; i++)
+            if (r->buckets[i].hashed) r->chosen[r->n_chosen++] = i;
+        return MCDC_OK;
+    }
+    /* other keys: ranges of about bucket_rows rows, cut by SQL Server */
+    int64_t rows = r->n_buckets ? r->buckets[0].src_rows : 0;
+    int64_t n = (rows + r->cfg.bucket_rows - 1) / r->cfg.bucket_rows;
+    if (n < 1) n = 1;
+    if (n > REC_RANGES_MAX) n = REC_RANGES_MAX;
+    if (n > 1) rc = mcdc_changes_snapshot_ranges(r->changes, (int)n, &r->ranges, err);
+    else if ((r->ranges = json_pack("[[nn]]")) == NULL) rc = nomem(err);
+    if (rc) return rc;
+    rc = rec_sample(&r->chosen, &r->n_chosen, (int64_t)json_array_size(r->ranges), r->cfg.sample,
+                    seed, err);
+    if (rc == MCDC_OK && r->n_buckets) r->buckets[0].hashed = r->n_chosen > 0;
+    return rc;
+}
+
+/* ---- tier 2 ---------------------------------------------------------------------------
+ * One bucket at a time: the source's rows, kept, each an entry (where its
+ * row is, its hash); then silver's rows of the bucket, each looked up. An
+ * integer or date key is looked up by its ordinal among the entries sorted
+ * once (silver's files are in key order: each lookup starts where the one
+ * before ended); any other key, and a NULL one, through a set of encoded
+ * keys. */
+typedef struct rec_entry {
+    int64_t ord;     /* the key's ordinal (ordinal keys) */
+    int64_t at;      /* batch << 32 | row */
+    rec_hash h;
+    bool seen;       /* a silver row matched it */
+    bool null_key;   /* an ordinal key that is NULL: in keys, not sorted */
+} rec_entry;
+
+typedef struct src_side {
+    mcdc_reconcile *r;
+    mcdc_batch **batches;
+    int64_t n_batches, cap_batches;
+    rec_entry *ent;
+    int64_t n_ent, cap_ent;
+    int64_t n_ord;      /* ordinal keys: entries [0, n_ord) sorted by ord */
+    int64_t finger;
+    rec_keyset keys;    /* encoded key -> entry (other keys; NULL ordinal keys) */
+    mcdc_buf key;
+    rec_hash *tmp;
+    int64_t cap_tmp;
+    int64_t rows;       /* rows read */
+    int64_t read_us;
+} src_side;
+
+static void side_cols(const mcdc_reconcile *r, const mcdc_batch *b, const mcdc_column **cols) {
+    for (int32_t k = 0; k < r->n_cols; k++) {
+        int i = col_index(b->schema, r->col_names[k]);
+        cols[k] = i >= 0 ? &b->columns[i] : NULL;
+    }
+}
+
+/* The key columns of a source batch. */
+static void key_cols(const mcdc_reconcile *r, const mcdc_batch *b, const mcdc_column **kc) {
+    for (int32_t k = 0; k < r->n_keys; k++) kc[k] = &b->columns[col_index(b->schema, r->keys[k])];
+}
+
+static int src_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
+    src_side *s = ctx;
+    mcdc_reconcile *r = s->r;
+    if (rec_grow(&s->batches, &s->cap_batches, s->n_batches + 1, sizeof *s->batches, err)) {
+        mcdc_batch_free(b);
+        return MCDC_E_NOMEM;
+    }
+    int64_t bi = s->n_batches;
+    s->batches[s->n_batches++] = b;
+    const mcdc_column **cols = mcdc_malloc((size_t)(r->n_cols + 1) * sizeof *cols);
+    if (cols == NULL) return nomem(err);
+    side_cols(r, b, cols);
+    const mcdc_column *kc[SILVER_KEYS_MAX];
+    key_cols(r, b, kc);
+    int rc = rec_grow(&s->tmp, &s->cap_tmp, b->rows, sizeof *s->tmp, err);
+    if (rc == MCDC_OK) rc = rec_hash_rows(s->tmp, cols, r->n_cols, 0, b->rows, err);
+    if (rc == MCDC_OK) rc = rec_grow(&s->ent, &s->cap_ent, s->n_ent + b->rows, sizeof *s->ent, err);
+    for (int64_t i = 0; rc == MCDC_OK && i < b->rows; i++) {
+        rec_entry e = {.at = bi << 32 | i, .h = s->tmp[i]};
+        if (r->ordinal) {
+            e.null_key = !silver_range_value(kc[0], i, &e.ord);
+            s->ent[s->n_ent++] = e; /* sorted, and NULL ones keyed, once all are in */
+            continue;
+        }
+        s->key.len = 0;
+        rc = silver_key_append(&s->key, kc, r->n_keys, i, err);
+        int64_t idx;
+        bool added;
+        if (rc == MCDC_OK) rc = rec_keyset_add(&s->keys, s->key.data, s->key.len, &idx, &added, err);
+        if (rc || !added) continue; /* a key twice in the source: its first row */
+        s->keys.val[idx] = s->n_ent;
+        s->ent[s->n_ent++] = e;
+    }
+    s->rows += b->rows;
+    mcdc_free(cols);
+    return rc;
+}
+
+static int by_ord(const void *x, const void *y) {
+    const rec_entry *a = x, *b = y;
+    if (a->null_key != b->null_key) return a->null_key ? 1 : -1;
+    if (a->ord != b->ord) return a->ord < b->ord ? -1 : 1;
+    return (a->at > b->at) - (a->at < b->at); /* the first row read first */
+}
+
+/* Ordinal keys, once the source is read: entries sorted by ordinal (a key
+ * twice keeps its first row), NULL keys after them in the key set. */
+static int src_finish(src_side *s, mcdc_error *err) {
+    mcdc_reconcile *r = s->r;
+    if (!r->ordinal) return MCDC_OK;
+    if (s->n_ent > 1) qsort(s->ent, (size_t)s->n_ent, sizeof *s->ent, by_ord);
+    int64_t n = 0;
+    while (n < s->n_ent && !s->ent[n].null_key) n++;
+    s->n_ord = n;
+    for (int64_t i = 1; i < n; i++)
+        if (s->ent[i].ord == s->ent[i - 1].ord) s->ent[i].seen = true;
+    int rc = MCDC_OK;
+    for (int64_t i = n; i < s->n_ent && rc == MCDC_OK; i++) {
+        const mcdc_batch *b = s->batches[s->ent[i].at >> 32];
+        const mcdc_column *kc[SILVER_KEYS_MAX];
+        key_cols(r, b, kc);
+        s->key.len = 0;
+        rc = silver_key_append(&s->key, kc, r->n_keys, s->ent[i].at & 0xffffffff, err);
+        int64_t idx;
+        bool added;
+        if (rc == MCDC_OK) rc = rec_keyset_add(&s->keys, s->key.data, s->key.len, &idx, &added, err);
+        if (rc == MCDC_OK && added) s->keys.val[idx] = i;
+        else if (rc == MCDC_OK) s->ent[i].seen = true;
+    }
+    return rc;
+}
+
+/* The entry of ordinal v, or -1: from the finger on when v is at or past
+ * it (silver's rows come in key order), else by bisection. */
+static int64_t find_ord(src_side *s, int64_t v) {
+    const rec_entry *e = s->ent;
+    int64_t lo = 0, hi = s->n_ord;
+    if (s->finger < s->n_ord && e[s->finger].ord <= v) {
+        lo = s->finger;
+        for (int k = 0; k < 8 && lo < hi; k++, lo++)
+            if (e[lo].ord >= v) break;
+    }
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (e[mid].ord < v) lo = mid + 1;
+        else hi = mid;
+    }
+    s->finger = lo;
+    return lo < s->n_ord && e[lo].ord == v ? lo : -1;
+}
+
+static void src_side_clear(src_side *s) {
+    for (int64_t i = 0; i < s->n_batches; i++) mcdc_batch_free(s->batches[i]);
+    mcdc_free(s->batches);
+    mcdc_free(s->ent);
+    rec_keyset_clear(&s->keys);
+    mcdc_free(s->tmp);
+    mcdc_buf_free(&s->key);
+    memset(s, 0, sizeof *s);
+}
+
+typedef struct sil_side {
+    mcdc_reconcile *r;
+    src_side *src;
+    int64_t bucket;
+    bool filter;        /* ordinal: only rows in [lo, hi) */
+    bool has_lo, has_hi;
+    int64_t lo, hi;
+    bool left;          /* other keys: silver's rows of the source's keys only */
+    rec_hash *tmp;
+    int64_t cap_tmp;
+    mcdc_buf key;
+} sil_side;
+
+/* The differing columns of a key in both: "a, b". */
+static int differing(char **out, mcdc_reconcile *r, const mcdc_column **sc, int64_t sr,
+                     const mcdc_column **tc, int64_t tr, mcdc_error *err) {
+    mcdc_buf b = {0};
+    int rc = MCDC_OK;
+    for (int32_t k = 0; k < r->n_cols && rc == MCDC_OK; k++) {
+        bool eq;
+        rc = rec_cell_eq(&eq, sc[k], sr, tc[k], tr, err);
+        if (rc == MCDC_OK && !eq) {
+            if (b.len) rc = mcdc_buf_append_str(&b, ", ", err);
+            if (rc == MCDC_OK) rc = mcdc_buf_append_str(&b, r->col_names[k], err);
+        }
+    }
+    return buf_take(out, &b, rc, err);
+}
+
+/* detail: {"silver_start_lsn": ..., "columns": ...}, either left out when
+ * NULL (Spark's to_json drops NULL fields). */
+static int detail_json(char **out, const char *lsn, size_t lsn_len, const char *columns,
+                       mcdc_error *err) {
+    mcdc_buf b = {0};
+    int rc = mcdc_buf_append_byte(&b, '{', err);
+    if (rc == MCDC_OK && lsn) {
+        rc = mcdc_buf_append_str(&b, "\"silver_start_lsn\":", err);
+        if (rc == MCDC_OK) rc = mcdc_text_json_string(&b, (const uint8_t *)lsn, lsn_len, err);
+    }
+    if (rc == MCDC_OK && columns) {
+        rc = mcdc_buf_append_str(&b, lsn ? ",\"columns\":" : "\"columns\":", err);
+        if (rc == MCDC_OK) rc = mcdc_text_json_string(&b, (const uint8_t *)columns, strlen(columns), err);
+    }
+    if (rc == MCDC_OK) rc = mcdc_buf_append_byte(&b, '}', err);
+    return buf_take(out, &b, rc, err);
+}
+
+/* A differing key: its encoded key (for IN_FLIGHT), key JSON and detail. */
+static int record(mcdc_reconcile *r, mcdc_reconcile_failure f, int64_t bucket,
+                  const mcdc_column *const *kc, int64_t row, const char *lsn, size_t lsn_len,
+                  const char *columns, mcdc_error *err) {
+    rec_diff d = {.failure = f, .bucket = bucket, .key_off = (int64_t)r->diff_keys.len};
+    int rc = silver_key_append(&r->diff_keys, kc, r->n_keys, row, err);
+    d.key_len = (int64_t)r->diff_keys.len - d.key_off;
+    if (rc == MCDC_OK) rc = key_json(&d.key_json, r, kc, row, err);
+    if (rc == MCDC_OK) rc = detail_json(&d.detail, lsn, lsn_len, columns, err);
+    if (rc == MCDC_OK) rc = add_diff(r, &d, err);
+    if (rc) {
+        mcdc_free(d.key_json);
+        mcdc_free(d.detail);
+    }
+    return rc;
+}
+
+static int sil_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
+    sil_side *s = ctx;
+    mcdc_reconcile *r = s->r;
+    src_side *src = s->src;
+    const mcdc_column **cols = mcdc_malloc((size_t)(r->n_cols + 1) * sizeof *cols);
+    if (cols == NULL) {
+        mcdc_batch_free(b);
+        return nomem(err);
+    }
+    side_cols(r, b, cols);
+    const mcdc_column *kc[SILVER_KEYS_MAX];
+    int rc = MCDC_OK;
+    for (int32_t k = 0; k < r->n_keys; k++) {
+        kc[k] = cols[r->key_in_cols[k]];
+        if (kc[k] == NULL) rc = mcdc_error_set(err, MCDC_E_INVALID, "silver has no key column %s",
+                                                r->keys[k]);
+    }
+    int lsn_col = col_index(b->schema, "_start_lsn");
+    if (rc == MCDC_OK) rc = rec_grow(&s->tmp, &s->cap_tmp, b->rows, sizeof *s->tmp, err);
+    if (rc == MCDC_OK) rc = rec_hash_rows(s->tmp, cols, r->n_cols, 0, b->rows, err);
+    for (int64_t i = 0; rc == MCDC_OK && i < b->rows; i++) {
+        int64_t idx = -1, v = 0;
+        bool has_v = r->ordinal && silver_range_value(kc[0], i, &v);
+        /* NULL sorts first: the first bucket's, as the source's read of it
+         * has them (Tier 1 counts them in none) */
+        if (s->filter && !has_v && s->has_lo) continue;
+        if (s->filter && has_v && ((s->has_lo && v < s->lo) || (s->has_hi && v >= s->hi))) continue;
+        if (has_v) {
+            idx = find_ord(src, v);
+        } else {
+            s->key.len = 0;
+            rc = silver_key_append(&s->key, kc, r->n_keys, i, err);
+            if (rc) break;
+            int64_t k = rec_keyset_find(&src->keys, s->key.data, s->key.len);
+            idx = k < 0 ? -1 : src->keys.val[k];
+        }
+        if (idx < 0 && s->left) continue;
+        r->res.silver_rows_hashed++;
+        mcdc_cell l = lsn_col >= 0 ? mcdc_row_get(b, i, lsn_col) : mcdc_cell_null();
+        const char *lsn = l.kind == MCDC_CELL_TEXT ? l.s : NULL;
+        size_t lsn_len = lsn ? (size_t)l.i : 0;
+        if (idx < 0) {
+            rc = record(r, MCDC_RECONCILE_MISSING_SOURCE, s->bucket, kc, i, lsn, lsn_len, NULL, err);
+            continue;
+        }
+        rec_entry *e = &src->ent[idx];
+        if (e->seen) continue; /* a key twice in silver: its first row */
+        e->seen = true;
+        if (rec_hash_eq(e->h, s->tmp[i])) continue;
+        const mcdc_batch *sb = src->batches[e->at >> 32];
+        const mcdc_column **scols = mcdc_malloc((size_t)(r->n_cols + 1) * sizeof *scols);
+        if (scols == NULL) {
+            rc = nomem(err);
+            break;
+        }
+        side_cols(r, sb, scols);
+        char *columns = NULL;
+        rc = differing(&columns, r, scols, e->at & 0xffffffff, cols, i, err);
+        mcdc_free(scols);
+        if (rc == MCDC_OK)
+            rc = record(r, MCDC_RECONCILE_RECORD_DIFF, s->bucket, kc, i, lsn, lsn_len, columns, err);
+        mcdc_free(columns);
+    }
+    mcdc_free(cols);
+    mcdc_batch_free(b);
+    return rc;
+}
+
+/* The source's rows no silver row matched: MISSING_TARGET. */
+static int unmatched(mcdc_reconcile *r, src_side *s, int64_t bucket, mcdc_error *err) {
+    int rc = MCDC_OK;
+    const mcdc_column *kc[SILVER_KEYS_MAX];
+    for (int64_t i = 0; i < s->n_ent && rc == MCDC_OK; i++) {
+        if (s->ent[i].seen) continue;
+        const mcdc_batch *b = s->batches[s->ent[i].at >> 32];
+        key_cols(r, b, kc);
+        rc = record(r, MCDC_RECONCILE_MISSING_TARGET, bucket, kc, s->ent[i].at & 0xffffffff, NULL, 0,
+                    NULL, err);
+    }
+    return rc;
+}
+
+/* The source's rows of one bucket (or range), into src (its entries sorted
+ * once all are in). Runs on a thread of its own while the bucket before is
+ * compared: it uses nothing of r that changes until then. */
+static int read_source(mcdc_reconcile *r, int64_t bucket, src_side *src, mcdc_error *err) {
+    json_t *keys = json_array(), *range = NULL;
+    char *lo = NULL, *hi = NULL;
+    int rc = keys ? MCDC_OK : nomem(err);
+    for (int32_t k = 0; rc == MCDC_OK && k < r->n_keys; k++)
+        if (json_array_append_new(keys, json_string(r->keys[k])) != 0) rc = nomem(err);
+    const rec_bucket *bk = r->ordinal ? &r->buckets[bucket] : NULL;
+    if (rc == MCDC_OK && bk) {
+        rc = bound_json(&lo, r, bk->has_lo, bk->lo, err);
+        if (rc == MCDC_OK) rc = bound_json(&hi, r, bk->has_hi, bk->hi, err);
+        if (rc == MCDC_OK) {
+            json_error_t je;
+            json_t *a = lo ? json_loads(lo, JSON_DECODE_ANY, &je) : json_null();
+            json_t *z = hi ? json_loads(hi, JSON_DECODE_ANY, &je) : json_null();
+            range = a && z ? json_pack("[oo]", a, z) : NULL;
+            if (range == NULL) rc = nomem(err);
+        }
+    } else if (rc == MCDC_OK) {
+        range = json_incref(json_array_get(r->ranges, (size_t)bucket));
+    }
+    mcdc_lsn at;
+    int64_t t0 = mcdc_monotonic_us();
+    if (rc == MCDC_OK) rc = mcdc_lsn_parse_cstr(&at, r->read_lsn, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_changes_snapshot_read(r->changes, keys, range, MCDC_ISO_OPTION, &at, false, 0,
+                                        src_rows, src, NULL, err);
+    if (rc) mcdc_error_wrap(err, "reading the source's rows of bucket [%s, %s)", lo ? lo : "open",
+                            hi ? hi : "open");
+    if (rc == MCDC_OK) rc = src_finish(src, err);
+    src->read_us = mcdc_monotonic_us() - t0;
+    json_decref(range);
+    json_decref(keys);
+    mcdc_free(lo);
+    mcdc_free(hi);
+    return rc;
+}
+
+/* Silver's rows of the bucket, looked up among the source's. */
+static int compare_silver(mcdc_reconcile *r, int64_t bucket, src_side *src, mcdc_error *err) {
+    const rec_bucket *bk = r->ordinal ? &r->buckets[bucket] : NULL;
+    int rc = MCDC_OK;
+    int64_t t0 = mcdc_monotonic_us(), before = r->res.silver_rows_hashed;
+    sil_side sil = {.r = r, .src = src, .bucket = bucket, .left = !r->ordinal};
+    mcdc_table_scan sc = MCDC_TABLE_SCAN_INIT;
+    sc.version = r->version;
+    char lo_t[16], hi_t[16];
+    if (bk) {
+        sil.filter = true;
+        sil.has_lo = bk->has_lo;
+        sil.has_hi = bk->has_hi;
+        sil.lo = bk->lo;
+        sil.hi = bk->hi;
+        sc.prune_column = r->keys[0];
+        if (r->date_key) {
+            /* dates' statistics are their text, which orders as they do */
+            if (bk->has_lo && bk->lo >= 0 && bk->lo < 2932897) {
+                lo_t[mcdc_text_date(lo_t, bk->lo)] = 0;
+                sc.lo = (mcdc_scan_bound){true, lo_t, 0};
+            }
+            if (bk->has_hi && bk->hi >= 0 && bk->hi < 2932897) {
+                hi_t[mcdc_text_date(hi_t, bk->hi)] = 0;
+                sc.hi = (mcdc_scan_bound){true, hi_t, 0};
+            }
+        } else {
+            sc.lo = (mcdc_scan_bound){bk->has_lo, NULL, bk->lo};
+            sc.hi = (mcdc_scan_bound){bk->has_hi, NULL, bk->hi};
+        }
+    }
+    /* silver's columns: the compared ones it has, and _start_lsn */
+    const char **cols = mcdc_malloc((size_t)(r->n_cols + 1) * sizeof *cols);
+    mcdc_schema *ss = NULL;
+    if (cols == NULL) rc = nomem(err);
+    if (rc == MCDC_OK) rc = mcdc_table_schema(r->silver, &ss, err);
+    int32_t nc = 0;
+    for (int32_t k = 0; rc == MCDC_OK && k < r->n_cols; k++)
+        if (mcdc_schema_find(ss, r->col_names[k]) >= 0) cols[nc++] = r->col_names[k];
+    if (rc == MCDC_OK && mcdc_schema_find(ss, "_start_lsn") >= 0) cols[nc++] = "_start_lsn";
+    sc.columns = cols;
+    sc.n_columns = nc;
+    int64_t v;
+    if (rc == MCDC_OK) rc = mcdc_table_scan_run(r->silver, &sc, sil_rows, &sil, &v, NULL, err);
+    if (rc) mcdc_error_wrap(err, "reading silver %s", r->cfg.silver);
+    if (rc == MCDC_OK) rc = unmatched(r, src, bucket, err);
+    mcdc_log(MCDC_LOG_INFO,
+             "bucket %lld: %lld source rows read in %.3f s, %lld of silver's compared in %.3f s",
+             (long long)bucket, (long long)src->rows, (double)src->read_us / 1e6,
+             (long long)(r->res.silver_rows_hashed - before),
+             (double)(mcdc_monotonic_us() - t0) / 1e6);
+    mcdc_schema_unref(ss);
+    mcdc_free(cols);
+    mcdc_free(sil.tmp);
+    mcdc_buf_free(&sil.key);
+    return rc;
+}
+
+/* The next bucket's source rows, read while the one before is compared
+ * (two buckets of source rows are held at most). */
+typedef struct prefetch {
+    mcdc_reconcile *r;
+    int64_t bucket;
+    src_side src;
+    int rc;
+    mcdc_error err;
+    const mcdc_log_sink *sink;
+    pthread_t th;
+    bool started;
+} prefetch;
+
+static void *prefetch_main(void *p) {
+    prefetch *f = p;
+    mcdc_log_use(f->sink);
+    f->rc = read_source(f->r, f->bucket, &f->src, &f->err);
+    return NULL;
+}
+
+static int prefetch_start(prefetch *f, mcdc_reconcile *r, int64_t bucket, mcdc_error *err) {
+    memset(f, 0, sizeof *f);
+    f->r = r;
+    f->bucket = bucket;
+    f->src.r = r;
+    f->sink = mcdc_log_current();
+    if (pthread_create(&f->th, NULL, prefetch_main, f) != 0)
+        return mcdc_error_set(err, MCDC_E_NOMEM, "reconcile: no thread to read the source with");
+    f->started = true;
+    return MCDC_OK;
+}
+
+static int prefetch_join(prefetch *f, mcdc_error *err) {
+    if (!f->started) return MCDC_OK;
+    pthread_join(f->th, NULL);
+    f->started = false;
+    if (f->rc && err) *err = f->err;
+    return f->rc;
+}
+
+static int tier2(mcdc_reconcile *r, rec_keyset *moved, mcdc_error *err) {
+    if (r->n_chosen == 0) return MCDC_OK;
+    mcdc_lsn m;
+    int rc = mcdc_changes_max_lsn(r->changes, &m, err); /* M again, before the rows */
+    if (rc) return rc;
+    mcdc_lsn_format(&m, r->read_lsn);
+    prefetch f[2];
+    memset(f, 0, sizeof f);
+    rc = prefetch_start(&f[0], r, r->chosen[0], err);
+    for (int64_t i = 0; rc == MCDC_OK && i < r->n_chosen; i++) {
+        prefetch *cur = &f[i % 2], *next = &f[(i + 1) % 2];
+        rc = prefetch_join(cur, err);
+        if (rc == MCDC_OK && i + 1 < r->n_chosen) rc = prefetch_start(next, r, r->chosen[i + 1], err);
+        if (rc == MCDC_OK) {
+            r->res.source_rows_hashed += cur->src.rows;
+            rc = compare_silver(r, cur->bucket, &cur->src, err);
+        }
+        src_side_clear(&cur->src);
+    }
+    for (int k = 0; k < 2; k++) { /* after an error: the read under way ends first */
+        mcdc_error ignored = MCDC_ERROR_INIT;
+        prefetch_join(&f[k], &ignored);
+        src_side_clear(&f[k].src);
+    }
+    if (rc || r->n_diffs == 0) return rc;
+    /* after the rows: what they may have seen */
+    uint8_t lower[10];
+    lsn_min(lower, r->read_lsn, r->has_e ? r->e_lsn : ZERO_LSN);
+    rec_keyset_clear(moved);
+    rc = moved_keys(r, lower, moved, err);
+    for (int64_t i = 0; rc == MCDC_OK && i < r->n_diffs; i++) {
+        rec_diff *d = &r->diffs[i];
+        if (rec_keyset_find(moved, r->diff_keys.data + d->key_off, (size_t)d->key_len) >= 0)
+            d->failure = MCDC_RECONCILE_IN_FLIGHT;
+    }
+    return rc;
+}
+
+/* ---- the report --------------------------------------------------------------------- */
+enum {
+    R_RUN_ID, R_RUN_AT, R_SILVER, R_SILVER_VERSION, R_SILVER_LSN, R_SOURCE_LSN, R_BUCKET_LO,
+    R_BUCKET_HI, R_SOURCE_ROWS, R_SOURCE_KEY_SUM, R_SILVER_ROWS, R_SILVER_KEY_SUM, R_STATUS,
+    R_HASHED, R_KEY, R_FAILURE_TYPE, R_DETAIL, R_COUNT
+};
+
+int mcdc_reconcile_report_schema(mcdc_schema **out, mcdc_error *err);
+int mcdc_reconcile_report_schema(mcdc_schema **out, mcdc_error *err) {
+    static const struct {
+        const char *name;
+        mcdc_type_id t;
+    } cols[R_COUNT] = {
+        {"run_id", MCDC_TYPE_UTF8},        {"run_at", MCDC_TYPE_TIMESTAMP_NTZ},
+        {"silver", MCDC_TYPE_UTF8},        {"silver_version", MCDC_TYPE_INT64},
+        {"silver_lsn", MCDC_TYPE_UTF8},    {"source_lsn", MCDC_TYPE_UTF8},
+        {"bucket_lo", MCDC_TYPE_UTF8},     {"bucket_hi", MCDC_TYPE_UTF8},
+        {"source_rows", MCDC_TYPE_INT64},  {"source_key_sum", MCDC_TYPE_DECIMAL},
+        {"silver_rows", MCDC_TYPE_INT64},  {"silver_key_sum", MCDC_TYPE_DECIMAL},
+        {"status", MCDC_TYPE_UTF8},        {"hashed", MCDC_TYPE_BOOL},
+        {"key", MCDC_TYPE_UTF8},           {"failure_type", MCDC_TYPE_UTF8},
+        {"detail", MCDC_TYPE_UTF8},
+    };
+    mcdc_schema *s;
+    int rc = mcdc_schema_create(&s, R_COUNT, err);
+    for (int i = 0; rc == MCDC_OK && i < R_COUNT; i++)
+        rc = mcdc_schema_set(s, i, cols[i].name, cols[i].t, cols[i].t == MCDC_TYPE_DECIMAL ? 38 : 0, 0,
+                             0, true, err);
+    if (rc) {
+        mcdc_schema_unref(s);
+        return rc;
+    }
+    *out = s;
+    return MCDC_OK;
+}
+
+static int put_text(mcdc_column *c, const char *s, mcdc_error *err) {
+    return s ? mcdc_col_append_bytes(c, s, (int64_t)strlen(s), err) : mcdc_col_append_null(c, err);
+}
+
+/* The columns every row has: run_id .. silver_lsn. */
+static int put_common(mcdc_reconcile *r, mcdc_batch *b, mcdc_error *err) {
+    int rc = put_text(&b->columns[R_RUN_ID], r->res.run_id, err);
+    if (rc == MCDC_OK) rc = mcdc_col_append_int(&b->columns[R_RUN_AT], r->run_at_us, err);
+    if (rc == MCDC_OK) rc = put_text(&b->columns[R_SILVER], r->cfg.silver, err);
+    if (rc == MCDC_OK) rc = mcdc_col_append_int(&b->columns[R_SILVER_VERSION], r->version, err);
+    if (rc == MCDC_OK) rc = put_text(&b->columns[R_SILVER_LSN], r->has_e ? r->silver_lsn : NULL, err);
+    return rc;
+}
+
+static int put_sum(mcdc_column *c, bool has, rec_i128 v, mcdc_error *err) {
+    if (!has) return mcdc_col_append_null(c, err);
+    uint64_t lo;
+    int64_t hi;
+    rec_i128_parts(v, &lo, &hi);
+    return mcdc_col_append_decimal(c, lo, hi, err);
+}
+
+static int bucket_row(mcdc_reconcile *r, mcdc_batch *b, int64_t i, mcdc_error *err) {
+    const rec_bucket *k = &r->buckets[i];
+    char *lo = NULL, *hi = NULL;
+    int rc = put_common(r, b, err);
+    if (rc == MCDC_OK && r->ordinal) rc = bound_json(&lo, r, k->has_lo, k->lo, err);
+    if (rc == MCDC_OK && r->ordinal) rc = bound_json(&hi, r, k->has_hi, k->hi, err);
+    if (rc == MCDC_OK) rc = put_text(&b->columns[R_SOURCE_LSN], r->source_lsn, err);
+    if (rc == MCDC_OK) rc = put_text(&b->columns[R_BUCKET_LO], lo, err);
+    if (rc == MCDC_OK) rc = put_text(&b->columns[R_BUCKET_HI], hi, err);
+    if (rc == MCDC_OK) rc = mcdc_col_append_int(&b->columns[R_SOURCE_ROWS], k->src_rows, err);
+    if (rc == MCDC_OK) rc = put_sum(&b->columns[R_SOURCE_KEY_SUM], r->ordinal, k->src_sum, err);
+    if (rc == MCDC_OK) rc = mcdc_col_append_int(&b->columns[R_SILVER_ROWS], k->sil_rows, err);
+    if (rc == MCDC_OK) rc = put_sum(&b->columns[R_SILVER_KEY_SUM], r->ordinal, k->sil_sum, err);
+    if (rc == MCDC_OK) rc = put_text(&b->columns[R_STATUS], rec_status_name(k->status), err);
+    if (rc == MCDC_OK) rc = mcdc_col_append_bool(&b->columns[R_HASHED], k->hashed, err);
+    for (int c = R_KEY; rc == MCDC_OK && c <= R_DETAIL; c++) rc = mcdc_col_append_null(&b->columns[c], err);
+    mcdc_free(lo);
+    mcdc_free(hi);
+    return rc;
+}
+
+static int diff_row(mcdc_reconcile *r, mcdc_batch *b, const rec_diff *d, mcdc_error *err) {
+    char *lo = NULL, *hi = NULL;
+    int rc = put_common(r, b, err);
+    if (rc == MCDC_OK && !d->chunk && r->ordinal) {
+        const rec_bucket *k = &r->buckets[d->bucket];
+        rc = bound_json(&lo, r, k->has_lo, k->lo, err);
+        if (rc == MCDC_OK) rc = bound_json(&hi, r, k->has_hi, k->hi, err);
+    } else if (rc == MCDC_OK && !d->chunk) {
+        const json_t *g = json_array_get(r->ranges, (size_t)d->bucket);
+        for (int e = 0; rc == MCDC_OK && e < 2; e++) {
+            const json_t *v = json_array_get(g, (size_t)e);
+            char *t = v && !json_is_null(v) ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+            if (v && !json_is_null(v) && t == NULL) rc = nomem(err);
+            *(e ? &hi : &lo) = t ? mcdc_strdup(t) : NULL;
+            free(t);
+        }
+    }
+    if (rc == MCDC_OK)
+        rc = put_text(&b->columns[R_SOURCE_LSN], d->chunk ? NULL : r->read_lsn, err);
+    if (rc == MCDC_OK) rc = put_text(&b->columns[R_BUCKET_LO], d->chunk ? d->lo : lo, err);
+    if (rc == MCDC_OK) rc = put_text(&b->columns[R_BUCKET_HI], d->chunk ? d->hi : hi, err);
+    for (int c = R_SOURCE_ROWS; rc == MCDC_OK && c <= R_HASHED; c++)
+        rc = mcdc_col_append_null(&b->columns[c], err);
+    if (rc == MCDC_OK) rc = put_text(&b->columns[R_KEY], d->key_json, err);
+    if (rc == MCDC_OK) rc = put_text(&b->columns[R_FAILURE_TYPE], FAILURES[d->failure], err);
+    if (rc == MCDC_OK) rc = put_text(&b->columns[R_DETAIL], d->detail, err);
+    mcdc_free(lo);
+    mcdc_free(hi);
+    return rc;
+}
+
+static int build_report(mcdc_reconcile *r, mcdc_batch **out, mcdc_error *err) {
+    mcdc_schema *s = NULL;
+    mcdc_batch *b = NULL;
+    int rc = mcdc_reconcile_report_schema(&s, err);
+    if (rc == MCDC_OK) rc = mcdc_batch_create(&b, s, r->n_buckets + r->n_diffs + 1, err);
+    mcdc_schema_unref(s);
+    for (int64_t i = 0; rc == MCDC_OK && i < r->n_buckets; i++) rc = bucket_row(r, b, i, err);
+    for (int64_t i = 0; rc == MCDC_OK && i < r->n_diffs; i++) rc = diff_row(r, b, &r->diffs[i], err);
+    if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
+    if (rc) {
+        mcdc_batch_free(b);
+        return rc;
+    }
+    *out = b;
+    return MCDC_OK;
+}
+
+static int write_report(mcdc_reconcile *r, const mcdc_batch *b, mcdc_error *err) {
+    char app[sizeof REC_APP_PREFIX + 40];
+    snprintf(app, sizeof app, REC_APP_PREFIX "%s", r->res.run_id);
+    mcdc_table_props props = {.kind = MCDC_KIND_RECONCILE};
+    mcdc_appender *ap = NULL;
+    bool skipped = false;
+    int64_t version;
+    int rc = mcdc_appender_open(&ap, r->report, b->schema, &props, err);
+    if (rc == MCDC_OK) rc = mcdc_appender_write(ap, b, err);
+    if (rc == MCDC_OK && mcdc_ctx_crash(&r->ctx, "before_report_commit", 0)) rc = MCDC_E_CANCELLED;
+    if (rc == MCDC_OK) rc = mcdc_appender_commit(ap, app, 1, NULL, &skipped, &version, err);
+    mcdc_appender_free(ap);
+    if (rc) return mcdc_error_wrap(err, "writing the report to %s", r->cfg.report_table), rc;
+    r->res.report_written = true;
+    return MCDC_OK;
+}
+
+/* ---- the run ----------------------------------------------------------------------------- */
+static int copy_str(mcdc_reconcile *r, const char **s, mcdc_error *err) {
+    if (*s == NULL) return MCDC_OK;
+    char **v = mcdc_realloc(r->strings, (size_t)(r->n_strings + 1) * sizeof *v);
+    if (v == NULL) return nomem(err);
+    r->strings = v;
+    if ((v[r->n_strings] = mcdc_strdup(*s)) == NULL) return nomem(err);
+    *s = v[r->n_strings++];
+    return MCDC_OK;
+}
+
+static void log_to_host(void *user, mcdc_log_level level, const char *msg) {
+    mcdc_reconcile *r = user;
+    if (r->cfg.log_fn) r->cfg.log_fn(r->cfg.log_user, level, msg);
+    else mcdc_log_stderr(level, msg);
+}
+
+int mcdc_reconcile_create(mcdc_reconcile **out, const mcdc_opts *opts,
+                          const mcdc_reconcile_cfg *cfg, mcdc_error *err) {
+    if (out == NULL || cfg == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_reconcile_create: a NULL argument");
+    *out = NULL;
+    if (cfg->version != MCDC_RECONCILE_CFG_VERSION)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_reconcile_cfg version %d: this library takes %d",
+                              cfg->version, MCDC_RECONCILE_CFG_VERSION);
+    const char *missing = cfg->silver == NULL ? "silver" : cfg->bronze == NULL ? "bronze"
+                          : cfg->control_table == NULL ? "control_table" : NULL;
+    if (missing) return mcdc_error_set(err, MCDC_E_INVALID, "reconcile needs %s", missing);
+    if (opts == NULL || mcdc_opt_connection_string(opts) == NULL || mcdc_opt_capture_instance(opts) == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "reconcile reads the source table: it needs the stream's source "
+                              "options (connectionString and captureInstance)");
+    if (cfg->bucket_rows < 0)
+        return mcdc_error_set(err, MCDC_E_INVALID, "bucket_rows must be at least 1, not %lld",
+                              (long long)cfg->bucket_rows);
+    if (cfg->sample > 1 || cfg->sample != cfg->sample)
+        return mcdc_error_set(err, MCDC_E_INVALID, "sample must be between 0 and 1, not %g", cfg->sample);
+    if (cfg->n_keys > SILVER_KEYS_MAX || cfg->n_keys < 0)
+        return mcdc_error_set(err, MCDC_E_INVALID, "%d key columns: at most %d", (int)cfg->n_keys,
+                              SILVER_KEYS_MAX);
+    mcdc_reconcile *r = mcdc_calloc(1, sizeof *r);
+    if (r == NULL) return nomem(err);
+    r->cfg = *cfg;
+    r->opts = opts;
+    if (r->cfg.bucket_rows == 0) r->cfg.bucket_rows = REC_BUCKET_ROWS_DEFAULT;
+    if (r->cfg.sample < 0) r->cfg.sample = REC_SAMPLE_DEFAULT;
+    int rc = MCDC_OK;
+    const char **strs[] = {&r->cfg.silver, &r->cfg.bronze, &r->cfg.control_table, &r->cfg.facts_table,
+                           &r->cfg.report_table, &r->cfg.warehouse, &r->cfg.crash_at};
+    for (size_t i = 0; rc == MCDC_OK && i < sizeof strs / sizeof strs[0]; i++) rc = copy_str(r, strs[i], err);
+    r->cfg.keys = NULL;
+    if (rc == MCDC_OK && cfg->keys && cfg->n_keys > 0) {
+        r->keys = mcdc_calloc((size_t)cfg->n_keys, sizeof *r->keys);
+        if (r->keys == NULL) rc = nomem(err);
+        for (int32_t k = 0; rc == MCDC_OK && k < cfg->n_keys; k++) {
+            if (cfg->keys[k] == NULL || *cfg->keys[k] == 0)
+                rc = mcdc_error_set(err, MCDC_E_INVALID, "key column %d is empty", (int)k);
+            else if ((r->keys[k] = mcdc_strdup(cfg->keys[k])) == NULL) rc = nomem(err);
+            else r->n_keys = k + 1;
+        }
+    }
+    if (r->cfg.crash_at) snprintf(r->ctx.crash_at, sizeof r->ctx.crash_at, "%s", r->cfg.crash_at);
+    r->sink = (mcdc_log_sink){log_to_host, r, cfg->log_level};
+    if (rc) {
+        mcdc_reconcile_free(r);
+        return rc;
+    }
+    *out = r;
+    return MCDC_OK;
+}
+
+static void close_run(mcdc_reconcile *r) {
+    mcdc_table_view_free(r->sview);
+    mcdc_table_close(r->silver);
+    mcdc_table_close(r->bronze);
+    mcdc_table_close(r->control);
+    mcdc_table_close(r->facts);
+    mcdc_table_close(r->report);
+    mcdc_changes_close(r->changes);
+    r->sview = NULL;
+    r->silver = r->bronze = r->control = r->facts = r->report = NULL;
+    r->changes = NULL;
+    mcdc_free(r->col_names);
+    r->col_names = NULL;
+    mcdc_free(r->buckets);
+    r->buckets = NULL;
+    r->n_buckets = 0;
+    mcdc_free(r->chosen);
+    r->chosen = NULL;
+    r->n_chosen = 0;
+    json_decref(r->ranges);
+    r->ranges = NULL;
+}
+
+static int open_tables(mcdc_reconcile *r, mcdc_error *err) {
+    const char *wh = r->cfg.warehouse;
+    int rc = mcdc_table_open(&r->silver, r->cfg.silver, wh, err);
+    if (rc == MCDC_OK) rc = mcdc_table_open(&r->bronze, r->cfg.bronze, wh, err);
+    if (rc == MCDC_OK) rc = mcdc_table_open(&r->control, r->cfg.control_table, wh, err);
+    if (rc == MCDC_OK && r->cfg.facts_table) rc = mcdc_table_open(&r->facts, r->cfg.facts_table, wh, err);
+    if (rc == MCDC_OK && r->cfg.report_table)
+        rc = mcdc_table_open(&r->report, r->cfg.report_table, wh, err);
+    mcdc_table *t[5] = {r->silver, r->bronze, r->control, r->facts, r->report};
+    const char *role[5] = {"silver", "bronze", "control table", "facts table", "report table"};
+    for (int i = 0; rc == MCDC_OK && i < 5; i++)
+        for (int j = i + 1; rc == MCDC_OK && j < 5; j++)
+            if (t[i] && t[j] && strcmp(mcdc_table_path(t[i]), mcdc_table_path(t[j])) == 0)
+                rc = mcdc_error_set(err, MCDC_E_MISMATCH,
+                                    "%s and %s are one table (%s): nothing was written. Give each "
+                                    "its own",
+                                    role[i], role[j], mcdc_table_path(t[i]));
+    if (rc == MCDC_OK) rc = mcdc_table_check_kind(r->silver, MCDC_KIND_SILVER, "silver", err);
+    if (rc == MCDC_OK) rc = mcdc_table_check_kind(r->bronze, MCDC_KIND_BRONZE, "bronze", err);
+    if (rc == MCDC_OK) rc = mcdc_table_check_kind(r->control, MCDC_KIND_CONTROL, "control table", err);
+    if (rc == MCDC_OK && r->facts) rc = mcdc_table_check_kind(r->facts, MCDC_KIND_FACTS, "facts table", err);
+    if (rc == MCDC_OK && r->report)
+        rc = mcdc_table_check_kind(r->report, MCDC_KIND_RECONCILE, "report table", err);
+    return rc;
+}
+
+/* Is name one of list's ("a, b")? */
+static bool in_list(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        const char *e = strstr(p, ", ");
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && memcmp(p, name, n) == 0) return true;
+        p = e ? e + 2 : NULL;
+    }
+    return false;
+}
+
+/* The source's columns and key, and what kind of key it is. */
+static int resolve_source(mcdc_reconcile *r, mcdc_error *err) {
+    mcdc_changes_settings cs = {0};
+    int rc = mcdc_changes_open(&r->changes, r->opts, &cs, err);
+    if (rc) return mcdc_error_wrap(err, "opening the source"), rc;
+    if (r->n_keys == 0) {
+        int n = 0;
+        const char *const *k = mcdc_changes_index_keys(r->changes, &n);
+        if (n == 0)
+            return mcdc_error_set(err, MCDC_E_INVALID, "%s has no unique index to key rows by: pass --keys",
+                                  mcdc_changes_capture_instance(r->changes));
+        if (n > SILVER_KEYS_MAX) return mcdc_error_set(err, MCDC_E_LIMIT, "an index of %d columns", n);
+        r->keys = mcdc_calloc((size_t)n, sizeof *r->keys);
+        if (r->keys == NULL) return nomem(err);
+        for (int i = 0; i < n; i++) {
+            if ((r->keys[i] = mcdc_strdup(k[i])) == NULL) return nomem(err);
+            r->n_keys = i + 1;
+        }
+    }
+    r->out_schema = mcdc_changes_schema(r->changes);
+    const mcdc_schema *s = r->out_schema;
+    r->first_captured = 0;
+    while (r->first_captured < s->n_fields && mcdc_is_reserved_column(s->fields[r->first_captured].name))
+        r->first_captured++;
+    /* the captured columns (computed ones are not read: CDC holds NULL for them) */
+    r->col_names = mcdc_calloc((size_t)(s->n_fields - r->first_captured) + 1, sizeof *r->col_names);
+    if (r->col_names == NULL) return nomem(err);
+    r->n_cols = 0;
+    const char *computed = mcdc_changes_computed(r->changes);
+    for (int32_t k = r->first_captured; k < s->n_fields; k++)
+        if (!in_list(computed, s->fields[k].name)) r->col_names[r->n_cols++] = s->fields[k].name;
+    for (int32_t k = 0; k < r->n_keys; k++) {
+        r->key_in_cols[k] = -1;
+        for (int32_t c = 0; c < r->n_cols; c++)
+            if (strcmp(r->col_names[c], r->keys[k]) == 0) r->key_in_cols[k] = c;
+        if (r->key_in_cols[k] < 0)
+            return mcdc_error_set(err, MCDC_E_INVALID, "key %s is not a captured column of %s",
+                                  r->keys[k], mcdc_changes_capture_instance(r->changes));
+    }
+    mcdc_type_id t = s->fields[r->first_captured + r->key_in_cols[0]].type;
+    r->date_key = t == MCDC_TYPE_DATE32;
+    r->ordinal = r->n_keys == 1 && (r->date_key || t == MCDC_TYPE_INT8 || t == MCDC_TYPE_INT16 ||
+                                    t == MCDC_TYPE_INT32 || t == MCDC_TYPE_INT64);
+    return MCDC_OK;
+}
+
+/* E: silver's applied_lsn, read before silver's version. */
+static int read_position(mcdc_reconcile *r, mcdc_error *err) {
+    mcdc_batch *b = NULL;
+    int64_t v;
+    int rc = mcdc_table_read_all(r->control, &b, &v, err);
+    if (rc) return mcdc_error_wrap(err, "reading control table %s", r->cfg.control_table), rc;
+    int64_t row = mcdc_control_find(b, r->cfg.silver);
+    if (row >= 0) {
+        mcdc_cell c = mcdc_row_get(b, row, MCDC_C_APPLIED_LSN);
+        if (c.kind == MCDC_CELL_TEXT && silver_lsn_parse(r->e_lsn, c.s, (size_t)c.i)) {
+            r->has_e = true;
+            silver_lsn_format(r->silver_lsn, r->e_lsn);
+        }
+    }
+    mcdc_batch_free(b);
+    rc = mcdc_table_view_open(&r->sview, r->silver, -1, err);
+    if (rc == MCDC_OK && r->sview == NULL)
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "silver %s does not exist: run mssql-cdc apply first (nothing to compare)",
+                            r->cfg.silver);
+    if (rc == MCDC_OK) r->version = mcdc_table_view_version(r->sview);
+    return rc;
+}
+
+/* The result's list: the keys that differ and are not in flight. */
+static int result_lists(mcdc_reconcile *r, mcdc_error *err) {
+    r->out_diffs = mcdc_calloc((size_t)r->n_diffs + 1, sizeof *r->out_diffs);
+    if (r->out_diffs == NULL) return nomem(err);
+    for (int64_t i = 0; i < r->n_diffs; i++) {
+        const rec_diff *d = &r->diffs[i];
+        r->res.failures[d->failure]++;
+        if (d->chunk || d->failure == MCDC_RECONCILE_IN_FLIGHT) continue;
+        r->out_diffs[r->n_out_diffs++] = (mcdc_reconcile_diff){d->failure, d->key_json};
+    }
+    for (int64_t i = 0; i < r->n_buckets; i++) {
+        const rec_bucket *b = &r->buckets[i];
+        r->res.match += b->status == REC_MATCH;
+        r->res.in_flight += b->status == REC_IN_FLIGHT;
+        r->res.mismatch += b->status == REC_MISMATCH;
+    }
+    r->res.buckets = r->n_buckets;
+    r->res.hashed = r->n_chosen;
+    r->res.diffs = r->out_diffs;
+    r->res.n_diffs = r->n_out_diffs;
+    r->res.report_rows = r->n_buckets + r->n_diffs;
+    return MCDC_OK;
+}
+
+/* ---- chunk checks ------------------------------------------------------------------------
+ * Bronze's newest chunked snapshot against its 'snapshot_chunk' facts rows
+ * (their bounds in the plans table unless the rows have them), without
+ * reading SQL Server. The facts first, then bronze: a wave's rows commit
+ * before its facts rows, so a wave still being written is no failure. */
+typedef struct held_acc {
+    rec_held *v;
+    int64_t n, cap;
+    const char *s;
+} held_acc;
+
+static int held_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
+    held_acc *h = ctx;
+    int rc = MCDC_OK;
+    int op = col_index(b->schema, "_operation"), sn = col_index(b->schema, "_snapshot");
+    int ch = col_index(b->schema, "_chunk"), ls = col_index(b->schema, "_start_lsn");
+    for (int64_t i = 0; i < b->rows && rc == MCDC_OK && op >= 0 && sn >= 0 && ch >= 0 && ls >= 0; i++) {
+        mcdc_cell o = mcdc_row_get(b, i, op), s = mcdc_row_get(b, i, sn), c = mcdc_row_get(b, i, ch);
+        mcdc_cell l = mcdc_row_get(b, i, ls);
+        if (o.kind != MCDC_CELL_INT || o.i != 0 || c.kind != MCDC_CELL_INT || s.kind != MCDC_CELL_TEXT ||
+            (size_t)s.i != strlen(h->s) || memcmp(s.s, h->s, (size_t)s.i) != 0)
+            continue;
+        int64_t k = 0;
+        while (k < h->n && h->v[k].chunk != c.i) k++;
+        if (k == h->n) {
+            if ((rc = rec_grow(&h->v, &h->cap, h->n + 1, sizeof *h->v, err)) != MCDC_OK) break;
+            h->v[h->n++] = (rec_held){c.i, 0, ""};
+        }
+        rec_held *x = &h->v[k];
+        x->rows++;
+        if (l.kind == MCDC_CELL_TEXT && (size_t)l.i < sizeof x->low &&
+            (x->low[0] == 0 || strncmp(l.s, x->low, (size_t)l.i) < 0)) {
+            memcpy(x->low, l.s, (size_t)l.i);
+            x->low[l.i] = 0;
+        }
+    }
+    mcdc_batch_free(b);
+    return rc;
+}
+
+static char *json_text(const json_t *v) {
+    if (v == NULL || json_is_null(v)) return NULL;
+    char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    char *c = t ? mcdc_strdup(t) : NULL;
+    free(t);
+    return c;
+}
+
+static int chunk_checks(mcdc_reconcile *r, mcdc_error *err) {
+    mcdc_snapfacts sf = {0};
+    int rc = mcdc_snapfacts_load(&sf, r->facts, r->cfg.bronze, r->cfg.warehouse, NULL, err);
+    if (rc) return mcdc_error_wrap(err, "reading facts table %s", r->cfg.facts_table), rc;
+    const mcdc_snap_row *open = mcdc_snapfacts_newest_chunked(&sf);
+    if (open == NULL) {
+        mcdc_snapfacts_free(&sf);
+        return MCDC_OK;
+    }
+    const char *s = open->max_lsn;
+    bool complete = false;
+    for (int i = 0; i < sf.n; i++)
+        if ((sf.rows[i].event == MCDC_SNAP_BOOTSTRAP || sf.rows[i].event == MCDC_SNAP_RESNAPSHOT) &&
+            sf.rows[i].max_lsn[0] && strcmp(sf.rows[i].max_lsn, s) >= 0)
+            complete = true;
+    char *pname = NULL;
+    mcdc_table *plans = NULL;
+    mcdc_plan_rows pr = {0};
+    rc = mcdc_plans_name(&pname, r->cfg.bronze, err);
+    if (rc == MCDC_OK) rc = mcdc_table_open(&plans, pname, r->cfg.warehouse, err);
+    if (rc == MCDC_OK) rc = mcdc_plans_load(&pr, plans, s, err);
+    rec_chunk *found = NULL;
+    int64_t nf = 0;
+    found = mcdc_calloc((size_t)sf.n + 1, sizeof *found);
+    if (rc == MCDC_OK && found == NULL) rc = nomem(err);
+    for (int i = 0; rc == MCDC_OK && i < sf.n; i++) {
+        const mcdc_snap_row *x = &sf.rows[i];
+        const char *of = json_string_value(json_object_get(x->detail, "snapshot"));
+        if (x->event != MCDC_SNAP_CHUNK || of == NULL || strcmp(of, s) != 0) continue;
+        const json_t *d = mcdc_plans_whole(&pr, pname, "snapshot_chunk", x->detail, err);
+        if (d == NULL) {
+            rc = err && err->code ? err->code : MCDC_E_CORRUPT;
+            break;
+        }
+        rec_chunk *c = &found[nf++];
+        json_t *ci = json_object_get(d, "chunk");
+        c->chunk = json_is_integer(ci) ? (int64_t)json_integer_value(ci) : -1;
+        c->lo = json_text(json_object_get(d, "lo"));
+        c->hi = json_text(json_object_get(d, "hi"));
+        c->last = json_is_true(json_object_get(d, "last"));
+        c->rows = x->has_rows ? x->rows : 0;
+        snprintf(c->lsn, sizeof c->lsn, "%s", x->min_lsn);
+    }
+    /* bronze after the facts */
+    held_acc h = {.s = s};
+    mcdc_schema *bs = NULL;
+    if (rc == MCDC_OK) rc = mcdc_table_schema(r->bronze, &bs, err);
+    if (rc == MCDC_OK && bs && mcdc_schema_find(bs, "_chunk") >= 0) {
+        const char *cols[] = {"_operation", "_snapshot", "_chunk", "_start_lsn"};
+        mcdc_table_scan sc = MCDC_TABLE_SCAN_INIT;
+        sc.columns = cols;
+        sc.n_columns = 4;
+        sc.prune_column = "_start_lsn"; /* a chunk row's stamp is at or past S, or it fails */
+        int64_t v;
+        rc = mcdc_table_scan_run(r->bronze, &sc, held_rows, &h, &v, NULL, err);
+    }
+    mcdc_schema_unref(bs);
+    rec_chunk_failure *fv = NULL;
+    int64_t nfv = 0;
+    if (rc == MCDC_OK) rc = rec_tiling_failures(&fv, &nfv, s, complete, found, nf, h.v, h.n, err);
+    for (int64_t i = 0; rc == MCDC_OK && i < nfv; i++) {
+        rec_diff d = {.failure = fv[i].type, .chunk = true, .bucket = -1, .detail = fv[i].detail};
+        fv[i].detail = NULL;
+        d.lo = fv[i].lo ? mcdc_strdup(fv[i].lo) : NULL;
+        d.hi = fv[i].hi ? mcdc_strdup(fv[i].hi) : NULL;
+        rc = add_diff(r, &d, err);
+        if (rc) {
+            mcdc_free(d.detail);
+            mcdc_free(d.lo);
+            mcdc_free(d.hi);
+        }
+    }
+    rec_chunk_failures_free(fv, nfv);
+    for (int64_t i = 0; i < nf; i++) {
+        mcdc_free(found[i].lo);
+        mcdc_free(found[i].hi);
+    }
+    mcdc_free(found);
+    mcdc_free(h.v);
+    mcdc_plan_rows_free(&pr);
+    mcdc_table_close(plans);
+    mcdc_free(pname);
+    mcdc_snapfacts_free(&sf);
+    if (rc) mcdc_error_wrap(err, "checking the chunks of snapshot %s of %s", s, r->cfg.bronze);
+    return rc;
+}
+
+
+int mcdc_reconcile_run(mcdc_reconcile *r, mcdc_reconcile_result *result, mcdc_error *err) {
+    if (r == NULL || result == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_reconcile_run: a NULL argument");
+    const mcdc_log_sink *host = mcdc_log_use(&r->sink);
+    diffs_clear(r);
+    mcdc_free(r->out_diffs);
+    r->out_diffs = NULL;
+    r->n_out_diffs = 0;
+    memset(&r->res, 0, sizeof r->res);
+    r->res.silver_version = -1;
+    mcdc_uuid4(r->res.run_id);
+    r->run_at_us = mcdc_now_utc_us();
+    r->has_e = false;
+    r->silver_lsn[0] = r->source_lsn[0] = r->read_lsn[0] = 0;
+    rec_keyset moved = {0};
+    mcdc_batch *report = NULL;
+    int rc = open_tables(r, err);
+    if (rc == MCDC_OK) rc = resolve_source(r, err);
+    if (rc == MCDC_OK) rc = read_position(r, err);
+    mcdc_lsn m;
+    if (rc == MCDC_OK) rc = mcdc_changes_max_lsn(r->changes, &m, err); /* M */
+    if (rc == MCDC_OK) {
+        mcdc_lsn_format(&m, r->source_lsn);
+        rc = tier1(r, &moved, err);
+    }
+    if (rc == MCDC_OK) rc = choose(r, err);
+    if (rc == MCDC_OK) rc = tier2(r, &moved, err);
+    if (rc == MCDC_OK && r->facts) rc = chunk_checks(r, err);
+    if (rc == MCDC_OK) rc = result_lists(r, err);
+    if (rc == MCDC_OK && r->report) {
+        rc = build_report(r, &report, err);
+        if (rc == MCDC_OK && mcdc_ctx_crash(&r->ctx, "before_report", 0)) rc = MCDC_E_CANCELLED;
+        if (rc == MCDC_OK) rc = write_report(r, report, err);
+        if (rc == MCDC_OK && mcdc_ctx_crash(&r->ctx, "after_report", 0)) rc = MCDC_E_CANCELLED;
+    }
+    if (rc == MCDC_OK) {
+        r->res.silver_version = r->version;
+        r->res.has_silver_lsn = r->has_e;
+        snprintf(r->res.silver_lsn, sizeof r->res.silver_lsn, "%s", r->silver_lsn);
+        snprintf(r->res.source_lsn, sizeof r->res.source_lsn, "%s", r->source_lsn);
+        *result = r->res;
+    }
+    if (rc && rc != MCDC_E_CANCELLED) mcdc_error_wrap(err, "reconcile of %s", r->cfg.silver);
+    mcdc_batch_free(report);
+    rec_keyset_clear(&moved);
+    close_run(r);
+    mcdc_log_use(host);
+    return rc;
+}
+
+const char *const *mcdc_reconcile_keys(const mcdc_reconcile *r, int32_t *n) {
+    *n = r ? r->n_keys : 0;
+    return r ? (const char *const *)r->keys : NULL;
+}
+
+bool mcdc_reconcile_differs(const mcdc_reconcile_result *r) {
+    if (r == NULL) return false;
+    if (r->mismatch > 0) return true;
+    for (int f = 0; f < MCDC_RECONCILE_FAILURE_COUNT; f++)
+        if (f != MCDC_RECONCILE_IN_FLIGHT && r->failures[f] > 0) return true;
+    return false;
+}
+
+void mcdc_reconcile_free(mcdc_reconcile *r) {
+    if (r == NULL) return;
+    close_run(r);
+    diffs_clear(r);
+    mcdc_free(r->out_diffs);
+    for (int i = 0; i < r->n_strings; i++) mcdc_free(r->strings[i]);
+    mcdc_free(r->strings);
+    for (int32_t k = 0; k < r->n_keys; k++) mcdc_free(r->keys[k]);
+    mcdc_free(r->keys);
+    mcdc_free(r);
+}
+
+int mcdc_reconcile_result_json(char *out, size_t cap, const mcdc_reconcile_result *r,
+                               mcdc_error *err) {
+    if (out == NULL || r == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_reconcile_result_json: a NULL argument");
+    char lsn[32] = "null", fail[600] = "";
+    if (r->has_silver_lsn) snprintf(lsn, sizeof lsn, "\"%.22s\"", r->silver_lsn);
+    size_t n = 0;
+    for (int f = 0; f < MCDC_RECONCILE_FAILURE_COUNT; f++)
+        if (r->failures[f] > 0)
+            n += (size_t)snprintf(fail + n, sizeof fail - n, "%s\"%s\":%lld", n ? "," : "", FAILURES[f],
+                                  (long long)r->failures[f]);
+    int w = snprintf(out, cap,
+                     "{\"run_id\":\"%s\",\"silver_version\":%lld,\"silver_lsn\":%s,\"source_lsn\":"
+                     "\"%.22s\",\"buckets\":%lld,\"match\":%lld,\"in_flight\":%lld,\"mismatch\":%lld,"
+                     "\"hashed\":%lld,\"failures\":{%s},\"source_rows\":%lld,\"silver_rows\":%lld,"
+                     "\"source_rows_hashed\":%lld,\"silver_rows_hashed\":%lld,\"report_rows\":%lld,"
+                     "\"differs\":%s}",
+                     r->run_id, (long long)r->silver_version, lsn, r->source_lsn, (long long)r->buckets,
+                     (long long)r->match, (long long)r->in_flight, (long long)r->mismatch,
+                     (long long)r->hashed, fail, (long long)r->source_rows, (long long)r->silver_rows,
+                     (long long)r->source_rows_hashed, (long long)r->silver_rows_hashed,
+                     (long long)r->report_rows, mcdc_reconcile_differs(r) ? "true" : "false");
+    if (w < 0 || (size_t)w >= cap)
+        return mcdc_error_set(err, MCDC_E_LIMIT, "%zu bytes are too few for the ReconcileResult", cap);
+    return MCDC_OK;
+}

@@ -1,0 +1,183 @@
+/*
+ * mcdc_reconcile.h - `mssql-cdc reconcile` (the reference's reconcile,
+ * §2.8): proves silver equals its SQL Server table.
+ *
+ * The pieces, bottom up (mcdc_reconcile_core.c, pure and unit-tested):
+ *   hash     one canonical row hash of the captured columns, the same C
+ *            function over the rows of either side: each value's canonical
+ *            text (mcdc_value_text.h, so an int32 and an int64 of one value,
+ *            or a Delta and a TDS decimal, hash alike), NULL apart from
+ *            every text, columns in order
+ *   buckets  a key's ordinal grid: fine buckets floor(ordinal / width)
+ *            (width so that the key's range is about REC_FINE of them), the
+ *            two sides' counts merged in order into buckets of bucket_rows
+ *            rows of the larger side
+ *   verdict  a bucket's status and a key's failure type
+ *   keyset   a hash set of encoded keys (silver_key_append's bytes)
+ * The job (mcdc_reconcile.c): the reads in the order the reference fixes,
+ * Tier 1, Tier 2, IN_FLIGHT, the chunk checks, the report.
+ */
+#ifndef MCDC_RECONCILE_H
+#define MCDC_RECONCILE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mcdc_batch.h"
+#include "mcdc_util.h"
+#include "mssqlcdc.h"
+
+/* About this many fine buckets cover the key's range (both sides' counts
+ * come back at this grain and are merged into buckets of bucket_rows): a
+ * bucket is never finer than 1/REC_FINE of the range. */
+#define REC_FINE 100000
+/* Buckets a count may return: the grid over the source's range, and a few
+ * beyond it for silver's strays. */
+#define REC_BUCKETS_MAX (4 * REC_FINE)
+#define REC_BUCKET_ROWS_DEFAULT 1000000
+#define REC_SAMPLE_DEFAULT 0.01
+/* Ranges a sample of another key is cut into, at most. */
+#define REC_RANGES_MAX MCDC_PARTITIONS_MAX
+
+/* Makes room for `need` elements of `elem` bytes in the array *pp holds
+ * *cap of (doubling, from 16). */
+int rec_grow(void *pp, int64_t *cap, int64_t need, size_t elem, mcdc_error *err);
+
+/* ---- hash ------------------------------------------------------------------- */
+typedef struct rec_hash {
+    uint64_t a, b;
+} rec_hash;
+static inline bool rec_hash_eq(rec_hash x, rec_hash y) { return x.a == y.a && x.b == y.b; }
+/* 128 bits of n bytes (seeded: a column's hash differs from its text's). */
+rec_hash rec_hash_bytes(const void *p, size_t n, uint64_t seed);
+/* The row hashes of rows [from, from + n) over the columns cols[0..n_cols)
+ * (a NULL column: the side lacks it, every value NULL) into out[0..n). */
+int rec_hash_rows(rec_hash *out, const mcdc_column *const *cols, int32_t n_cols, int64_t from,
+                  int64_t n, mcdc_error *err);
+/* Are two present-or-NULL cells equal by their canonical text? */
+int rec_cell_eq(bool *eq, const mcdc_column *a, int64_t ra, const mcdc_column *b, int64_t rb,
+                mcdc_error *err);
+
+/* ---- buckets ------------------------------------------------------------------ */
+static inline int64_t rec_floor_div(int64_t v, int64_t w) {
+    int64_t q = v / w;
+    return (v % w != 0 && (v < 0) != (w < 0)) ? q - 1 : q;
+}
+/* The fine width for ordinals [lo, hi]: ceil((hi - lo + 1) / REC_FINE), >= 1. */
+int64_t rec_fine_width(int64_t lo, int64_t hi);
+
+__extension__ typedef __int128 rec_i128;
+/* One fine bucket's count on one side. */
+typedef struct rec_fine {
+    int64_t id;
+    int64_t rows;
+    rec_i128 sum;
+} rec_fine;
+/* A merged bucket: ordinals [lo, hi) (has_lo false: open below; has_hi
+ * false: open above), fine ids [fine_lo, fine_hi). */
+typedef struct rec_bucket {
+    int64_t fine_lo, fine_hi;
+    bool has_lo, has_hi;
+    int64_t lo, hi;
+    int64_t src_rows, sil_rows;
+    rec_i128 src_sum, sil_sum;
+    bool moved;       /* a key changed in flight falls in it */
+    int status;       /* REC_MATCH, ... */
+    bool hashed;
+} rec_bucket;
+enum { REC_MATCH = 0, REC_IN_FLIGHT = 1, REC_MISMATCH = 2 };
+/* "MATCH", "IN_FLIGHT", "MISMATCH". */
+const char *rec_status_name(int status);
+/* Both sides' fine buckets (each sorted by id, ids unique) merged in id
+ * order into buckets of at least bucket_rows rows of the larger side (the
+ * last may hold fewer); ordinal bounds id * width. The first bucket is open
+ * below and the last open above, so that every key of either side falls in
+ * one. *out owned (mcdc_free); none when both sides are empty. */
+int rec_merge_buckets(rec_bucket **out, int64_t *n_out, const rec_fine *src, int64_t n_src,
+                      const rec_fine *sil, int64_t n_sil, int64_t width, int64_t bucket_rows,
+                      mcdc_error *err);
+/* The bucket holding fine id f (buckets sorted), or -1. */
+int64_t rec_bucket_of(const rec_bucket *b, int64_t n, int64_t fine);
+/* MATCH when both counts and sums are equal, else IN_FLIGHT when moved,
+ * else MISMATCH. */
+int rec_bucket_status(const rec_bucket *b);
+/* A differing key's failure type: in flight wins; else by which side has it. */
+mcdc_reconcile_failure rec_key_failure(bool in_source, bool in_silver, bool in_flight);
+
+/* The sample: ceil(fraction * n) distinct indices of [0, n), sorted, drawn
+ * by a generator seeded with seed. *out owned; *k their count. */
+int rec_sample(int64_t **out, int64_t *k, int64_t n, double fraction, uint64_t seed,
+               mcdc_error *err);
+
+__extension__ typedef unsigned __int128 rec_u128;
+static inline rec_i128 rec_i128_of(uint64_t lo, int64_t hi) {
+    return (rec_i128)(((rec_u128)(uint64_t)hi << 64) | lo);
+}
+/* A decimal(38,0) of v as the batch stores it. */
+static inline void rec_i128_parts(rec_i128 v, uint64_t *lo, int64_t *hi) {
+    *lo = (uint64_t)v;
+    *hi = (int64_t)(v >> 64);
+}
+
+/* ---- keyset ---------------------------------------------------------------------- */
+/* A set of byte strings (encoded keys) with a value per key. */
+typedef struct rec_keyset {
+    mcdc_buf bytes;      /* the keys, back to back */
+    int64_t *off;        /* key i: bytes [off[i], off[i + 1]) */
+    int64_t *val;        /* per key */
+    int64_t n, cap;
+    int64_t *slots;      /* open addressing: key index + 1, 0 empty */
+    int64_t n_slots;     /* a power of two */
+} rec_keyset;
+/* Adds key (if new) and returns its index in *idx; *added: it was new. */
+int rec_keyset_add(rec_keyset *s, const uint8_t *key, size_t n, int64_t *idx, bool *added,
+                   mcdc_error *err);
+/* The key's index, or -1. */
+int64_t rec_keyset_find(const rec_keyset *s, const uint8_t *key, size_t n);
+void rec_keyset_clear(rec_keyset *s);
+
+
+/* ---- for repair (mcdc_repair.c) ----------------------------------------------------
+ * After mcdc_reconcile_run: the key columns the run compared on (the
+ * configured ones, else the capture instance's unique index), in the order
+ * the diffs' key JSON objects name them; borrowed until the handle is
+ * freed. The keys that differ are the result's diffs. */
+const char *const *mcdc_reconcile_keys(const mcdc_reconcile *r, int32_t *n);
+
+/* ---- chunk checks ------------------------------------------------------------------ */
+/* A 'snapshot_chunk' facts row of the snapshot checked, its bounds whole. */
+typedef struct rec_chunk {
+    int64_t chunk;
+    char *lo, *hi;       /* JSON, borrowed; NULL: open */
+    bool last;           /* the plan's final chunk */
+    int64_t rows;        /* the facts row's count */
+    char lsn[24];        /* the facts row's min_lsn (its stamp); "" when NULL */
+} rec_chunk;
+/* What bronze holds of one chunk of the snapshot. */
+typedef struct rec_held {
+    int64_t chunk;
+    int64_t rows;
+    char low[24];        /* the lowest _start_lsn; "" when none */
+} rec_held;
+/* One chunk failure: type, chunk, its bounds (borrowed from the rec_chunk,
+ * NULL when there is none) and detail JSON (owned). */
+typedef struct rec_chunk_failure {
+    mcdc_reconcile_failure type;
+    int64_t chunk;
+    const char *lo, *hi;
+    char *detail;
+} rec_chunk_failure;
+/* The failures of the chunks `found` (any order, duplicates kept) of the
+ * snapshot at s against `held` (sorted by chunk): CHUNK_TILING for a chunk
+ * index missing or twice, a first chunk not open below, one not starting
+ * where the one before ended (or following the plan's final one), the last
+ * of a complete snapshot not the plan's final; CHUNK_ROWS for a facts
+ * count other than bronze's (and, once complete, bronze rows of a chunk no
+ * facts row names); CHUNK_STAMP for a stamp below s. *out owned
+ * (rec_chunk_failures_free). */
+int rec_tiling_failures(rec_chunk_failure **out, int64_t *n_out, const char *s, bool complete,
+                        const rec_chunk *found, int64_t n_found, const rec_held *held,
+                        int64_t n_held, mcdc_error *err);
+void rec_chunk_failures_free(rec_chunk_failure *v, int64_t n);
+
+#endif /* MCDC_RECONCILE_H */

@@ -1,0 +1,367 @@
+/* test_reconcile.c - reconcile's pure parts: the bucket grid and its merge,
+ * the row hash (equal exactly when the canonical texts are), the verdicts,
+ * the sample, the key set and the chunk checks. */
+#include <stdlib.h>
+
+#include "mcdc_reconcile.h"
+#include "mcdc_test.h"
+
+TEST(reconcile_floor_division_and_fine_width) {
+    CHECK_EQ_INT(rec_floor_div(7, 5), 1);
+    CHECK_EQ_INT(rec_floor_div(5, 5), 1);
+    CHECK_EQ_INT(rec_floor_div(0, 5), 0);
+    CHECK_EQ_INT(rec_floor_div(-1, 5), -1);
+    CHECK_EQ_INT(rec_floor_div(-5, 5), -1);
+    CHECK_EQ_INT(rec_floor_div(-6, 5), -2);
+    CHECK_EQ_INT(rec_floor_div(INT64_MIN, 1), INT64_MIN);
+    /* the range in about REC_FINE buckets, never 0 wide */
+    CHECK_EQ_INT(rec_fine_width(1, 1), 1);
+    CHECK_EQ_INT(rec_fine_width(1, REC_FINE), 1);
+    CHECK_EQ_INT(rec_fine_width(1, REC_FINE + 1), 2);
+    CHECK_EQ_INT(rec_fine_width(-10000000, 9999999), 200);
+    /* the whole bigint range: no overflow */
+    CHECK(rec_fine_width(INT64_MIN, INT64_MAX) > (int64_t)1 << 40);
+}
+
+static rec_fine fine(int64_t id, int64_t rows, int64_t sum) { return (rec_fine){id, rows, sum}; }
+
+TEST(reconcile_buckets_merge_fine_counts_by_the_larger_side) {
+    /* width 10; the source holds ids 0..5, silver lacks id 2 and has a stray 9 */
+    rec_fine src[] = {fine(0, 4, 10), fine(1, 4, 50), fine(2, 4, 90), fine(3, 4, 130),
+                      fine(4, 4, 170), fine(5, 1, 55)};
+    rec_fine sil[] = {fine(0, 4, 10), fine(1, 4, 50), fine(3, 4, 130), fine(4, 4, 170),
+                      fine(5, 1, 55), fine(9, 1, 95)};
+    mcdc_error e = MCDC_ERROR_INIT;
+    rec_bucket *b = NULL;
+    int64_t n = 0;
+    CHECK_EQ_INT(rec_merge_buckets(&b, &n, src, 6, sil, 6, 10, 8, &e), MCDC_OK);
+    /* buckets of 8 rows: {0,1}, {2,3}, {4,5,9} */
+    CHECK_EQ_INT(n, 3);
+    if (n == 3) {
+        CHECK(!b[0].has_lo && b[0].has_hi && b[0].hi == 20);
+        CHECK(b[1].has_lo && b[1].lo == 20 && b[1].has_hi && b[1].hi == 40);
+        CHECK(b[2].has_lo && b[2].lo == 40 && !b[2].has_hi); /* the last is open above */
+        CHECK_EQ_INT(b[0].src_rows, 8);
+        CHECK_EQ_INT(b[1].src_rows, 8);
+        CHECK_EQ_INT(b[1].sil_rows, 4);
+        CHECK_EQ_INT(b[2].src_rows, 5);
+        CHECK_EQ_INT(b[2].sil_rows, 6);
+        CHECK(b[0].src_sum == 60 && b[0].sil_sum == 60);
+        CHECK_EQ_INT(rec_bucket_status(&b[0]), REC_MATCH);
+        CHECK_EQ_INT(rec_bucket_status(&b[1]), REC_MISMATCH);
+        b[1].moved = true;
+        CHECK_EQ_INT(rec_bucket_status(&b[1]), REC_IN_FLIGHT);
+        /* every fine id falls in one bucket, strays and all */
+        CHECK_EQ_INT(rec_bucket_of(b, n, -100), 0);
+        CHECK_EQ_INT(rec_bucket_of(b, n, 1), 0);
+        CHECK_EQ_INT(rec_bucket_of(b, n, 2), 1);
+        CHECK_EQ_INT(rec_bucket_of(b, n, 3), 1);
+        CHECK_EQ_INT(rec_bucket_of(b, n, 4), 2);
+        CHECK_EQ_INT(rec_bucket_of(b, n, 1000), 2);
+    }
+    mcdc_free(b);
+    /* equal rows, other sums: a MISMATCH (a key moved within the bucket) */
+    rec_fine a1[] = {fine(0, 2, 3)}, a2[] = {fine(0, 2, 4)};
+    CHECK_EQ_INT(rec_merge_buckets(&b, &n, a1, 1, a2, 1, 10, 8, &e), MCDC_OK);
+    CHECK_EQ_INT(n, 1);
+    CHECK(n == 1 && !b[0].has_lo && !b[0].has_hi && rec_bucket_status(&b[0]) == REC_MISMATCH);
+    mcdc_free(b);
+    /* both empty: none */
+    CHECK_EQ_INT(rec_merge_buckets(&b, &n, NULL, 0, NULL, 0, 10, 8, &e), MCDC_OK);
+    CHECK(n == 0 && b == NULL);
+    CHECK_EQ_INT(rec_bucket_of(NULL, 0, 3), -1);
+    /* only silver: its buckets, the source's counts zero */
+    CHECK_EQ_INT(rec_merge_buckets(&b, &n, NULL, 0, a2, 1, 10, 8, &e), MCDC_OK);
+    CHECK(n == 1 && b[0].src_rows == 0 && b[0].sil_rows == 2);
+    mcdc_free(b);
+    /* keys at the top of bigint: ids of real values give bounds that fit */
+    int64_t top = rec_floor_div(INT64_MAX, 4), low = rec_floor_div(INT64_MIN, 4);
+    rec_fine big[] = {fine(low, 1, 1), fine(top - 2, 1, 1), fine(top, 1, 1)};
+    CHECK_EQ_INT(rec_merge_buckets(&b, &n, big, 3, NULL, 0, 4, 1, &e), MCDC_OK);
+    CHECK_EQ_INT(n, 3);
+    CHECK(n == 3 && !b[0].has_lo && b[0].has_hi && b[0].hi == (top - 2) * 4);
+    CHECK(n == 3 && b[2].has_lo && b[2].lo == top * 4 && !b[2].has_hi);
+    mcdc_free(b);
+}
+
+TEST(reconcile_failure_types_and_names) {
+    CHECK_EQ_INT(rec_key_failure(true, false, false), MCDC_RECONCILE_MISSING_TARGET);
+    CHECK_EQ_INT(rec_key_failure(false, true, false), MCDC_RECONCILE_MISSING_SOURCE);
+    CHECK_EQ_INT(rec_key_failure(true, true, false), MCDC_RECONCILE_RECORD_DIFF);
+    CHECK_EQ_INT(rec_key_failure(true, true, true), MCDC_RECONCILE_IN_FLIGHT);
+    CHECK_EQ_INT(rec_key_failure(false, true, true), MCDC_RECONCILE_IN_FLIGHT);
+    CHECK_EQ_STR(mcdc_reconcile_failure_name(MCDC_RECONCILE_MISSING_TARGET), "MISSING_TARGET");
+    CHECK_EQ_STR(mcdc_reconcile_failure_name(MCDC_RECONCILE_CHUNK_STAMP), "CHUNK_STAMP");
+    CHECK(mcdc_reconcile_failure_name(MCDC_RECONCILE_FAILURE_COUNT) == NULL);
+    CHECK(mcdc_reconcile_failure_name(-1) == NULL);
+    CHECK_EQ_STR(rec_status_name(REC_MATCH), "MATCH");
+    CHECK_EQ_STR(rec_status_name(REC_IN_FLIGHT), "IN_FLIGHT");
+    CHECK_EQ_STR(rec_status_name(REC_MISMATCH), "MISMATCH");
+    /* differs: a MISMATCH or any failure but IN_FLIGHT */
+    mcdc_reconcile_result r;
+    memset(&r, 0, sizeof r);
+    r.in_flight = 3;
+    r.failures[MCDC_RECONCILE_IN_FLIGHT] = 5;
+    CHECK(!mcdc_reconcile_differs(&r));
+    r.failures[MCDC_RECONCILE_CHUNK_ROWS] = 1;
+    CHECK(mcdc_reconcile_differs(&r));
+    r.failures[MCDC_RECONCILE_CHUNK_ROWS] = 0;
+    r.mismatch = 1;
+    CHECK(mcdc_reconcile_differs(&r));
+}
+
+/* A batch of (id int32, name utf8, amount decimal(18,4), d date32, b binary). */
+static mcdc_batch *rows5(mcdc_type_id id_type) {
+    mcdc_schema *s;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_schema_create(&s, 5, &e);
+    mcdc_schema_set(s, 0, "id", id_type, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 1, "name", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 2, "amount", MCDC_TYPE_DECIMAL, 18, 4, 0, true, &e);
+    mcdc_schema_set(s, 3, "d", MCDC_TYPE_DATE32, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 4, "b", MCDC_TYPE_BINARY, 0, 0, 0, true, &e);
+    mcdc_batch *b;
+    mcdc_batch_create(&b, s, 4, &e);
+    mcdc_schema_unref(s);
+    return b;
+}
+
+static void add_row(mcdc_batch *b, int64_t id, const char *name, int64_t amount, bool has_d,
+                    int32_t d, const char *bin) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_col_append_int(&b->columns[0], id, &e);
+    name ? mcdc_col_append_bytes(&b->columns[1], name, (int64_t)strlen(name), &e)
+         : mcdc_col_append_null(&b->columns[1], &e);
+    mcdc_col_append_decimal(&b->columns[2], (uint64_t)amount, amount < 0 ? -1 : 0, &e);
+    has_d ? mcdc_col_append_int(&b->columns[3], d, &e) : mcdc_col_append_null(&b->columns[3], &e);
+    bin ? mcdc_col_append_bytes(&b->columns[4], bin, (int64_t)strlen(bin), &e)
+        : mcdc_col_append_null(&b->columns[4], &e);
+}
+
+TEST(reconcile_row_hash_is_the_canonical_text_s) {
+    mcdc_batch *a = rows5(MCDC_TYPE_INT32), *z = rows5(MCDC_TYPE_INT64);
+    add_row(a, 1, "x", 15000, true, 19000, "ab");
+    add_row(a, 2, NULL, -5, false, 0, NULL);
+    add_row(a, 3, "", 0, true, 0, "");
+    add_row(a, 4, "y", 1, true, 1, "q");
+    /* the same values, the id as int64: the same hashes */
+    add_row(z, 1, "x", 15000, true, 19000, "ab");
+    add_row(z, 2, NULL, -5, false, 0, NULL);
+    add_row(z, 3, "", 0, true, 0, "");
+    add_row(z, 4, "y", 1, true, 2, "q"); /* d differs */
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_batch_seal(a, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_batch_seal(z, &e), MCDC_OK);
+    const mcdc_column *ca[5], *cz[5];
+    for (int i = 0; i < 5; i++) {
+        ca[i] = &a->columns[i];
+        cz[i] = &z->columns[i];
+    }
+    rec_hash ha[4], hz[4];
+    CHECK_EQ_INT(rec_hash_rows(ha, ca, 5, 0, 4, &e), MCDC_OK);
+    CHECK_EQ_INT(rec_hash_rows(hz, cz, 5, 0, 4, &e), MCDC_OK);
+    CHECK(rec_hash_eq(ha[0], hz[0]));
+    CHECK(rec_hash_eq(ha[1], hz[1]));
+    CHECK(rec_hash_eq(ha[2], hz[2]));
+    CHECK(!rec_hash_eq(ha[3], hz[3]));
+    /* rows differ from each other; NULL is not "" (row 2 vs 3) */
+    CHECK(!rec_hash_eq(ha[0], ha[1]) && !rec_hash_eq(ha[1], ha[2]) && !rec_hash_eq(ha[0], ha[2]));
+    /* a column a side lacks hashes as NULL */
+    const mcdc_column *gap[5] = {ca[0], NULL, ca[2], NULL, NULL};
+    rec_hash hg[1];
+    CHECK_EQ_INT(rec_hash_rows(hg, gap, 5, 1, 1, &e), MCDC_OK);
+    CHECK(rec_hash_eq(hg[0], ha[1]));
+    /* order matters: (name, b) is not (b, name) */
+    const mcdc_column *ab[2] = {ca[1], ca[4]}, *ba[2] = {ca[4], ca[1]};
+    rec_hash h1[1], h2[1];
+    rec_hash_rows(h1, ab, 2, 3, 1, &e);
+    rec_hash_rows(h2, ba, 2, 3, 1, &e);
+    CHECK(!rec_hash_eq(h1[0], h2[0]));
+    /* cells compare by text too */
+    bool eq;
+    CHECK_EQ_INT(rec_cell_eq(&eq, ca[0], 0, cz[0], 0, &e), MCDC_OK);
+    CHECK(eq);
+    CHECK_EQ_INT(rec_cell_eq(&eq, ca[3], 3, cz[3], 3, &e), MCDC_OK);
+    CHECK(!eq);
+    CHECK_EQ_INT(rec_cell_eq(&eq, ca[1], 1, cz[1], 1, &e), MCDC_OK); /* NULL, NULL */
+    CHECK(eq);
+    CHECK_EQ_INT(rec_cell_eq(&eq, ca[1], 1, ca[1], 2, &e), MCDC_OK); /* NULL, "" */
+    CHECK(!eq);
+    CHECK_EQ_INT(rec_cell_eq(&eq, NULL, 0, ca[4], 1, &e), MCDC_OK); /* lacking, NULL */
+    CHECK(eq);
+    mcdc_batch_free(a);
+    mcdc_batch_free(z);
+    /* the byte hash: seeds and every byte count */
+    rec_hash x = rec_hash_bytes("abcdefghij", 10, 1), y = rec_hash_bytes("abcdefghik", 10, 1);
+    CHECK(!rec_hash_eq(x, y));
+    CHECK(!rec_hash_eq(x, rec_hash_bytes("abcdefghij", 10, 2)));
+    CHECK(rec_hash_eq(x, rec_hash_bytes("abcdefghij", 10, 1)));
+    CHECK(!rec_hash_eq(rec_hash_bytes("", 0, 1), rec_hash_bytes("\0", 1, 1)));
+}
+
+TEST(reconcile_sample_is_seeded_sorted_and_sized) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    int64_t *v = NULL, k = 0, *w = NULL, kw = 0;
+    CHECK_EQ_INT(rec_sample(&v, &k, 1000, 0.01, 42, &e), MCDC_OK);
+    CHECK_EQ_INT(k, 10);
+    for (int64_t i = 1; i < k; i++) CHECK(v[i - 1] < v[i] && v[i] < 1000);
+    CHECK_EQ_INT(rec_sample(&w, &kw, 1000, 0.01, 42, &e), MCDC_OK);
+    CHECK(kw == k && memcmp(v, w, (size_t)k * sizeof *v) == 0);
+    mcdc_free(w);
+    CHECK_EQ_INT(rec_sample(&w, &kw, 1000, 0.01, 43, &e), MCDC_OK);
+    CHECK(kw == k && memcmp(v, w, (size_t)k * sizeof *v) != 0);
+    mcdc_free(v);
+    mcdc_free(w);
+    /* ceil: one bucket of three at 0.01; all at 1; none at 0 or of none */
+    CHECK_EQ_INT(rec_sample(&v, &k, 3, 0.01, 1, &e), MCDC_OK);
+    CHECK_EQ_INT(k, 1);
+    mcdc_free(v);
+    CHECK_EQ_INT(rec_sample(&v, &k, 5, 1.0, 1, &e), MCDC_OK);
+    CHECK(k == 5 && v[0] == 0 && v[4] == 4);
+    mcdc_free(v);
+    CHECK_EQ_INT(rec_sample(&v, &k, 5, 0.0, 1, &e), MCDC_OK);
+    CHECK(k == 0 && v == NULL);
+    CHECK_EQ_INT(rec_sample(&v, &k, 0, 0.5, 1, &e), MCDC_OK);
+    CHECK(k == 0 && v == NULL);
+}
+
+TEST(reconcile_keyset_finds_what_it_holds) {
+    rec_keyset s = {0};
+    mcdc_error e = MCDC_ERROR_INIT;
+    char key[32];
+    for (int i = 0; i < 5000; i++) {
+        int n = snprintf(key, sizeof key, "k%d", i);
+        int64_t idx;
+        bool added;
+        CHECK_EQ_INT(rec_keyset_add(&s, (const uint8_t *)key, (size_t)n, &idx, &added, &e), MCDC_OK);
+        if (!added || idx != i) CHECK(added && idx == i);
+        s.val[idx] = i * 3;
+    }
+    int64_t idx;
+    bool added;
+    CHECK_EQ_INT(rec_keyset_add(&s, (const uint8_t *)"k77", 3, &idx, &added, &e), MCDC_OK);
+    CHECK(!added && idx == 77 && s.val[idx] == 231);
+    CHECK_EQ_INT(rec_keyset_find(&s, (const uint8_t *)"k4999", 5), 4999);
+    CHECK_EQ_INT(rec_keyset_find(&s, (const uint8_t *)"k5000", 5), -1);
+    CHECK_EQ_INT(rec_keyset_find(&s, (const uint8_t *)"k7", 1), -1); /* a prefix is not the key */
+    CHECK_EQ_INT(rec_keyset_add(&s, (const uint8_t *)"", 0, &idx, &added, &e), MCDC_OK);
+    CHECK(added && rec_keyset_find(&s, (const uint8_t *)"", 0) == idx);
+    CHECK_EQ_INT(s.n, 5001);
+    rec_keyset_clear(&s);
+    CHECK_EQ_INT(rec_keyset_find(&s, (const uint8_t *)"k1", 2), -1);
+}
+
+static rec_chunk chunk(int64_t i, char *lo, char *hi, bool last, int64_t rows, const char *lsn) {
+    rec_chunk c = {.chunk = i, .lo = lo, .hi = hi, .last = last, .rows = rows};
+    snprintf(c.lsn, sizeof c.lsn, "%s", lsn);
+    return c;
+}
+
+static int count_type(const rec_chunk_failure *v, int64_t n, mcdc_reconcile_failure t) {
+    int k = 0;
+    for (int64_t i = 0; i < n; i++) k += v[i].type == t;
+    return k;
+}
+
+TEST(reconcile_chunk_checks_tiling_rows_and_stamps) {
+    const char *S = "0x00000010000000100001";
+    char a[] = "100", b[] = "200", c[] = "300";
+    mcdc_error e = MCDC_ERROR_INIT;
+    rec_chunk_failure *f = NULL;
+    int64_t n = 0;
+    /* a good complete snapshot: none */
+    rec_chunk ok[] = {chunk(0, NULL, a, false, 10, S), chunk(1, a, b, false, 5, S),
+                      chunk(2, b, NULL, true, 7, "0x00000010000000200001")};
+    rec_held h[] = {{0, 10, ""}, {1, 5, ""}, {2, 7, "0x00000010000000200001"}};
+    CHECK_EQ_INT(rec_tiling_failures(&f, &n, S, true, ok, 3, h, 3, &e), MCDC_OK);
+    CHECK_EQ_INT(n, 0);
+    rec_chunk_failures_free(f, n);
+    /* still open: a wave missing at the end is no failure */
+    CHECK_EQ_INT(rec_tiling_failures(&f, &n, S, false, ok, 2, h, 2, &e), MCDC_OK);
+    CHECK_EQ_INT(n, 0);
+    rec_chunk_failures_free(f, n);
+    /* ... but complete, the last not the plan's final */
+    CHECK_EQ_INT(rec_tiling_failures(&f, &n, S, true, ok, 2, h, 2, &e), MCDC_OK);
+    CHECK_EQ_INT(n, 1);
+    CHECK(n == 1 && f[0].type == MCDC_RECONCILE_CHUNK_TILING && f[0].chunk == 1 &&
+          strstr(f[0].detail, "final") && strstr(f[0].detail, S));
+    rec_chunk_failures_free(f, n);
+    /* a gap (chunk 1 missing), a chunk twice, a bad start, a first closed below */
+    rec_chunk bad[] = {chunk(0, a, a, false, 10, S), chunk(2, c, NULL, true, 7, S),
+                       chunk(2, c, NULL, true, 7, S)};
+    rec_held h2[] = {{0, 10, ""}, {2, 7, ""}};
+    CHECK_EQ_INT(rec_tiling_failures(&f, &n, S, false, bad, 3, h2, 2, &e), MCDC_OK);
+    CHECK_EQ_INT(count_type(f, n, MCDC_RECONCILE_CHUNK_TILING), 3); /* closed below, no 1, twice */
+    CHECK_EQ_INT(n, 3);
+    rec_chunk_failures_free(f, n);
+    rec_chunk skew[] = {chunk(0, NULL, a, false, 10, S), chunk(1, b, c, false, 5, S)};
+    CHECK_EQ_INT(rec_tiling_failures(&f, &n, S, false, skew, 2, h, 2, &e), MCDC_OK);
+    CHECK(n == 1 && f[0].chunk == 1 && strstr(f[0].detail, "where the one before ended"));
+    rec_chunk_failures_free(f, n);
+    /* rows: facts count other than bronze's; bronze rows of a chunk no facts row names */
+    rec_held h3[] = {{0, 9, ""}, {1, 5, ""}, {2, 7, ""}, {3, 1, ""}};
+    CHECK_EQ_INT(rec_tiling_failures(&f, &n, S, true, ok, 3, h3, 4, &e), MCDC_OK);
+    CHECK_EQ_INT(count_type(f, n, MCDC_RECONCILE_CHUNK_ROWS), 2);
+    CHECK(n == 2 && strstr(f[0].detail, "\"facts_rows\":10,\"bronze_rows\":9") &&
+          strstr(f[1].detail, "\"facts_rows\":null"));
+    CHECK(n == 2 && f[0].lo == NULL && f[0].hi == a && f[1].lo == NULL);
+    rec_chunk_failures_free(f, n);
+    /* a stamp below S (the facts row's, or a bronze row's) */
+    rec_chunk stale[] = {chunk(0, NULL, a, false, 10, "0x00000001000000100001"),
+                         chunk(1, a, NULL, true, 5, S)};
+    rec_held h4[] = {{0, 10, ""}, {1, 5, "0x00000002000000100001"}};
+    CHECK_EQ_INT(rec_tiling_failures(&f, &n, S, true, stale, 2, h4, 2, &e), MCDC_OK);
+    CHECK_EQ_INT(count_type(f, n, MCDC_RECONCILE_CHUNK_STAMP), 2);
+    CHECK(n == 2 && strstr(f[1].detail, "0x00000002000000100001"));
+    rec_chunk_failures_free(f, n);
+}
+
+TEST(reconcile_api_refuses_bad_configs_and_prints_the_result) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_opts *o = NULL;
+    CHECK_EQ_INT(mcdc_opts_create(&o, &e), MCDC_OK);
+    mcdc_reconcile *r = NULL;
+    mcdc_reconcile_cfg cfg = MCDC_RECONCILE_CFG_INIT;
+    cfg.bronze = "b";
+    cfg.control_table = "c";
+    CHECK_EQ_INT(mcdc_reconcile_create(&r, o, &cfg, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "silver") != NULL && r == NULL);
+    cfg.silver = "s";
+    CHECK_EQ_INT(mcdc_reconcile_create(&r, o, &cfg, &e), MCDC_E_INVALID); /* no source options */
+    CHECK(strstr(e.message, "connectionString") != NULL);
+    CHECK_EQ_INT(mcdc_opts_set(o, "connectionString", "Server=127.0.0.1,1;UID=u;PWD=p", NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_opts_set(o, "captureInstance", "dbo_t", NULL, &e), MCDC_OK);
+    cfg.sample = 1.5;
+    CHECK_EQ_INT(mcdc_reconcile_create(&r, o, &cfg, &e), MCDC_E_INVALID);
+    cfg.sample = 0.5;
+    cfg.bucket_rows = -1;
+    CHECK_EQ_INT(mcdc_reconcile_create(&r, o, &cfg, &e), MCDC_E_INVALID);
+    cfg.bucket_rows = 0;
+    cfg.version = 99;
+    CHECK_EQ_INT(mcdc_reconcile_create(&r, o, &cfg, &e), MCDC_E_INVALID);
+    cfg.version = MCDC_RECONCILE_CFG_VERSION;
+    CHECK_EQ_INT(mcdc_reconcile_create(&r, o, &cfg, &e), MCDC_OK);
+    mcdc_reconcile_free(r);
+    mcdc_opts_free(o);
+    /* the JSON: the reference's keys first, failures by type */
+    mcdc_reconcile_result res;
+    memset(&res, 0, sizeof res);
+    snprintf(res.run_id, sizeof res.run_id, "0b7c6c36-7c4c-4b5e-9d4e-1a2b3c4d5e6f");
+    snprintf(res.source_lsn, sizeof res.source_lsn, "0x00000010000000100001");
+    res.silver_version = 4;
+    res.buckets = 3;
+    res.match = 2;
+    res.mismatch = 1;
+    res.hashed = 1;
+    res.failures[MCDC_RECONCILE_RECORD_DIFF] = 2;
+    res.failures[MCDC_RECONCILE_IN_FLIGHT] = 1;
+    char j[MCDC_RECONCILE_RESULT_JSON_SIZE];
+    CHECK_EQ_INT(mcdc_reconcile_result_json(j, sizeof j, &res, &e), MCDC_OK);
+    CHECK(strncmp(j, "{\"run_id\":\"0b7c6c36-7c4c-4b5e-9d4e-1a2b3c4d5e6f\",\"silver_version\":4,"
+                     "\"silver_lsn\":null,\"source_lsn\":\"0x00000010000000100001\",\"buckets\":3,"
+                     "\"match\":2,\"in_flight\":0,\"mismatch\":1,\"hashed\":1,\"failures\":"
+                     "{\"RECORD_DIFF\":2,\"IN_FLIGHT\":1},",
+                  200) == 0);
+    CHECK(strstr(j, "\"differs\":true}") != NULL);
+    CHECK_EQ_INT(mcdc_reconcile_result_json(j, 20, &res, &e), MCDC_E_LIMIT);
+}
