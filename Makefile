@@ -26,7 +26,7 @@ BUILD   ?= build
 OPT     ?= -O2 -g
 endif
 
-MODULES := util storage lsn options batch tds parquet delta source lake pipeline silver
+MODULES := util storage lsn options batch tds parquet delta source lake pipeline silver reconcile
 INCLUDES := -Iinclude $(addprefix -Isrc/,$(MODULES)) -Isrc/sim -Isrc/cli
 WARN    := -Wall -Wextra -Wpedantic -Wconversion -Wshadow -Werror
 # The CLI sees the public header only (scripts/check-deps.py checks the

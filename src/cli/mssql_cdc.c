@@ -7,6 +7,7 @@
  *   mssql-cdc seed ...            a copy of the table into bronze (seed)
  *   mssql-cdc backfill ...        a chunked snapshot in waves (backfill)
  *   mssql-cdc apply ...           silver from bronze (apply_changes)
+ *   mssql-cdc repair ...          the keys that differ, read again into bronze
  *   mssql-cdc finalization ...    advance | show | is-final | freshness
  *   mssql-cdc table-rows TABLE    print a table's rows as JSON lines
  *   mssql-cdc version
@@ -28,6 +29,7 @@ static const char HELP[] =
     "  seed           append a copy of the table you have to bronze as its snapshot\n"
     "  backfill       read a chunked snapshot in waves next to the running stream\n"
     "  apply          keep silver, the table's current state, from bronze\n"
+    "  repair         read the keys that differ again and append them to bronze\n"
     "  finalization   advance | show | is-final | freshness of finalized_until\n"
     "  table-rows     print the rows of a Delta table as JSON lines\n"
     "  version        print the version\n"
@@ -59,6 +61,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "seed") == 0) return cmd_seed(argc - 2, argv + 2);
     if (strcmp(cmd, "backfill") == 0) return cmd_backfill(argc - 2, argv + 2);
     if (strcmp(cmd, "apply") == 0) return cmd_apply(argc - 2, argv + 2);
+    if (strcmp(cmd, "repair") == 0) return cmd_repair(argc - 2, argv + 2);
     if (strcmp(cmd, "finalization") == 0) return cmd_finalization(argc - 2, argv + 2);
     if (strcmp(cmd, "table-rows") == 0) return cmd_table_rows(argc - 2, argv + 2);
     return cli_usage_error("unknown command '%s'", cmd);
