@@ -36,6 +36,10 @@ LAYERS = {
     # and verdict, and on the lake's tables; nothing builds on it.
     "silver": ["util", "lsn", "options", "storage", "batch", "tds", "parquet", "delta",
                "source", "lake", "pipeline"],
+    # reconcile and repair build on silver (its keys, ranks, repair marks)
+    # and everything below it; nothing builds on them.
+    "reconcile": ["util", "lsn", "options", "storage", "batch", "tds", "parquet", "delta",
+                  "source", "lake", "pipeline", "silver"],
     "cli": [],  # the public header only
     # The simulator is built on the library's modules below the pipeline;
     # no module is built on it (no row names it).

@@ -20,7 +20,11 @@
 static int point_value(mcdc_buf *o, mcdc_sql_params *pa, const mcdc_key_col *k, const json_t *v,
                        mcdc_error *err) {
     if (k->kind == MCDC_KEY_INT) return mcdc_buf_printf(o, err, "%lld", (long long)json_integer_value(v));
-    int rc = mcdc_sql_params_add(pa, json_string_value(v), json_string_length(v), err);
+    const char *t = json_string_value(v);
+    size_t tn = json_string_length(v);
+    const char *dot = k->millis ? memchr(t, '.', tn) : NULL;
+    if (dot && (size_t)(t + tn - dot) > 4) tn = (size_t)(dot - t) + 4; /* CAST to datetime takes 3 digits */
+    int rc = mcdc_sql_params_add(pa, t, tn, err);
     if (rc) return rc;
     if (k->kind == MCDC_KEY_HEX) return mcdc_buf_printf(o, err, "CONVERT(%s, ?, 1)", k->type);
     if (k->collation[0]) return mcdc_buf_printf(o, err, "CAST(? COLLATE %s AS %s)", k->collation, k->type);
