@@ -166,21 +166,22 @@ def test_kill_after_bronze_commit_a_repair_below_applied_lsn_and_a_later_delete(
     apply(job)
     silver = silver_of(job)
     ids = sorted(r["id"] for r in delta_rows(silver, ["id"]))
-    a, b = ids[5], ids[6]
-    DeltaTable(silver).update(predicate=f"id IN ({a}, {b})", updates={"name": "'by hand'"})
+    a, b, c = ids[5], ids[6], ids[7]
+    DeltaTable(silver).update(predicate=f"id IN ({a}, {b}, {c})", updates={"name": "'by hand'"})
     keys = os.path.join(workdir, "keys.jsonl")
     with open(keys, "w") as fh:
-        fh.write(json.dumps({"id": a}) + "\n\n" + json.dumps({"id": b}) + "\n")
+        fh.write(f'{{"id": {a}}}\n\n  \n{{"id": {b}}}\r\n{{"id": {c}}}\n')  # blank lines skipped
     # killed between the bronze commit and its facts row
     p = subprocess.run([CLI, *repair_args(job, "--keys-file", keys, "--run-id", "r1")],
                        env={**os.environ, "MCDC_CRASH_AT": "after_bronze"}, capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == -signal.SIGKILL, (p.returncode, p.stderr[-2000:])
-    assert len(repair_rows(job)) == 2 and repair_facts(job) == []
+    assert len(repair_rows(job)) == 3 and repair_facts(job) == []
     stamp = repair_rows(job)[0]["_start_lsn"]
-    # then b is deleted in the source and that delete applied: silver's
-    # position passes the repair's stamp before the repair is recorded
-    source_update(job, f"DELETE FROM dbo.items WHERE id = {b}")
+    # then b is deleted and c updated in the source, and both applied:
+    # silver's position passes the repair's stamp before it is recorded
+    source_update(job, f"DELETE FROM dbo.items WHERE id = {b}; "
+                       f"UPDATE dbo.items SET name = N'later' WHERE id = {c}")
     with w:
         w.wait_for(20)
     job.stream()
@@ -188,14 +189,14 @@ def test_kill_after_bronze_commit_a_repair_below_applied_lsn_and_a_later_delete(
     assert first["applied_lsn"] > stamp
     # the rerun records it, appending nothing
     r = repair(job, "--keys-file", keys, "--run-id", "r1")
-    assert r["already"] and r["lsn"] == stamp and (r["images"], r["deletes"]) == (2, 0), r
-    assert len(repair_rows(job)) == 2 and len(repair_facts(job)) == 1
-    # the repair, below applied_lsn, is applied: a is the source's again, and
-    # b's later delete beats b's repair image
+    assert r["already"] and r["lsn"] == stamp and (r["images"], r["deletes"]) == (3, 0), r
+    assert len(repair_rows(job)) == 3 and len(repair_facts(job)) == 1
+    # the repair, below applied_lsn, is applied: a is the source's again;
+    # b's later delete and c's later update beat their repair images
     second = apply(job)
-    assert second["applied_lsn"] == first["applied_lsn"]
+    assert second["applied_lsn"] == first["applied_lsn"] and second["updated"] == 1, second
     got = {x["id"]: x["name"] for x in delta_rows(silver, ["id", "name"])}
-    assert b not in got and got[a] != "by hand"
+    assert b not in got and got[a] != "by hand" and got[c] == "later"
     assert_silver_equals_source(job)
     # a later apply does not apply the repair again
     third = apply(job)
