@@ -74,13 +74,26 @@ def repair_facts(job):
     return [r for r in delta_rows(job.facts) if r["event"] == "repair"]
 
 
+def txns(table):
+    """The latest txn version of each app id in a table's log."""
+    out = {}
+    log = os.path.join(table, "_delta_log")
+    for name in sorted(os.listdir(log)):
+        if name.endswith(".json"):
+            with open(os.path.join(log, name)) as f:
+                for line in f:
+                    a = json.loads(line)
+                    if "txn" in a:
+                        out[a["txn"]["appId"]] = a["txn"]["version"]
+    return out
+
+
 def stream_txn(job):
     """The stream's txn version in bronze, and its verdict."""
-    v = DeltaTable(job.bronze).transaction_versions() if hasattr(
-        DeltaTable(job.bronze), "transaction_versions") else None
     row = control_row(job, job.bronze)
-    return (v.get(job.app_id).version if v and job.app_id in v else None,
-            row["finalized_until"], row["end_lsn"])
+    v = txns(job.bronze).get(job.app_id)
+    assert v is not None
+    return v, row["finalized_until"], row["end_lsn"]
 
 
 def source_update(job, sql):
@@ -139,8 +152,10 @@ def test_repair_fixes_planted_faults_through_apply(sim, workdir):
     assert len(facts) == 1 and facts[0]["max_lsn"] == r["lsn"], facts
     detail = json.loads(facts[0]["detail"])
     assert detail == {"run_id": run, "lsn": r["lsn"], "images": 3, "deletes": 2, "keys": 5}
-    # the stream's txn and verdict are the stream's
+    # the stream's txn and verdict are the stream's; the repair has its own
     assert stream_txn(job) == before_stream
+    assert txns(job.bronze)["mssql-cdc.repair." + run] == 0
+    assert txns(job.facts)["mssql-cdc.repair." + run + "#facts"] == 0
     apply(job)
     assert_silver_equals_source(job)
     # again with the run id: nothing appended, nothing recorded twice
