@@ -43,7 +43,8 @@ static const char REPAIR_HELP[] =
     "Source options as for stream (captureInstance, connectionString, ...).\n"
     "\n"
     "Exit codes: 0 repaired (or nothing to repair, or done before under this ID);\n"
-    "2 bad usage or a bad key; 7 a table of another kind; others as for stream.\n";
+    "2 bad usage, a bad key, bronze or R missing, or a table without a unique index;\n"
+    "7 a table of another kind; others as for stream.\n";
 
 /* The lines of path ("-": stdin) that are not blank, as strings (owned). */
 static int read_lines(const char *path, char ***out, size_t *n) {
