@@ -716,6 +716,62 @@ MCDC_API int mcdc_reconcile_result_json(char *out, size_t cap, const mcdc_reconc
                                         mcdc_error *err);
 
 /* ------------------------------------------------------------------------
+ * Repair (docs/repair.md): the current source row of each key that differs
+ * appended to bronze as a recorded repair, so that the next apply fixes
+ * silver. Keys are JSON objects as reconcile's report holds them
+ * ({"id": 42}); every one is checked against bronze's key columns before
+ * anything is read. One repair takes L = max_lsn before it reads the keys'
+ * rows (point reads, READ COMMITTED), then appends in one bronze commit,
+ * with txn(mssql-cdc.repair.<run id>, 0), an operation 4 row for each key
+ * the source has and an operation 1 row for each it lacks, stamped
+ * _start_lsn L, _commit_ts L's commit time, _seqval NULL; then a facts row
+ * of event 'repair'. Again with the same run id, nothing is appended twice.
+ * ---------------------------------------------------------------------- */
+#define MCDC_REPAIR_CFG_VERSION 1
+typedef struct mcdc_repair_cfg {
+    int version;                  /* MCDC_REPAIR_CFG_VERSION */
+    const char *bronze;           /* the stream's target, named as the stream was given it */
+    const char *facts_table;      /* required: the stream's (apply finds repairs there) */
+    const char *warehouse;        /* NULL: ./warehouse */
+    const char *run_id;           /* NULL with keys_json: a new UUID */
+    /* The keys: key objects, or the differing keys of run_id in
+     * report_table (failure_type MISSING_TARGET, MISSING_SOURCE or
+     * RECORD_DIFF; not IN_FLIGHT). One of the two. */
+    const char *const *keys_json;
+    size_t n_keys;
+    const char *report_table;
+    const char *crash_at;         /* test hook: "after_bronze" */
+    mcdc_log_fn log_fn;           /* NULL: stderr */
+    void *log_user;
+    mcdc_log_level log_level;
+} mcdc_repair_cfg;
+#define MCDC_REPAIR_CFG_INIT \
+    {MCDC_REPAIR_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, MCDC_LOG_WARN}
+
+typedef struct mcdc_repair_result {
+    char run_id[132];
+    bool has_lsn;                 /* lsn: the stamp L (false: no keys, nothing done) */
+    char lsn[24];
+    bool has_commit_ts;           /* L's commit time, UTC microseconds */
+    int64_t commit_us;
+    int64_t keys;                 /* distinct keys repaired */
+    int64_t images, deletes;      /* operation 4 and operation 1 rows */
+    int64_t bronze_version;       /* the bronze commit of the repair; -1: none */
+    bool already;                 /* a run of this id had appended them: nothing appended now */
+} mcdc_repair_result;
+
+/* Runs one repair (opts: the stream's source options, borrowed). Errors:
+ * a bad key (MCDC_E_INVALID), the tables' kinds (MCDC_E_MISMATCH), bronze
+ * missing (MCDC_E_NOTFOUND), the source's and the storage's. */
+MCDC_API int mcdc_repair_run(const mcdc_opts *opts, const mcdc_repair_cfg *cfg,
+                             mcdc_repair_result *result, mcdc_error *err);
+/* The result as one JSON line: {"run_id", "lsn", "commit_ts", "keys",
+ * "images", "deletes", "bronze_version", "already"}. */
+#define MCDC_REPAIR_RESULT_JSON_SIZE 512
+MCDC_API int mcdc_repair_result_json(char *out, size_t cap, const mcdc_repair_result *r,
+                                     mcdc_error *err);
+
+/* ------------------------------------------------------------------------
  * Arrow C Data Interface. The struct layouts are fixed by the Arrow
  * specification (ABI); the include guards are the ones the specification
  * asks for so that another project's definitions do not clash.

@@ -36,10 +36,8 @@ LAYERS = {
     # and verdict, and on the lake's tables; nothing builds on it.
     "silver": ["util", "lsn", "options", "storage", "batch", "tds", "parquet", "delta",
                "source", "lake", "pipeline"],
-    # reconcile compares silver with the source: it reads silver's keys as
-    # the merge encodes them, bronze, the facts, the control table and the
-    # source through the snapshot reader; nothing builds on it (repair,
-    # which lives with it, appends to bronze through the lake).
+    # reconcile and repair build on silver (its keys, ranks, repair marks),
+    # the snapshot reader and everything below it; nothing builds on them.
     "reconcile": ["util", "lsn", "options", "storage", "batch", "tds", "parquet", "delta",
                   "source", "lake", "pipeline", "silver"],
     "cli": [],  # the public header only

@@ -603,8 +603,8 @@ int mcdc_col_copy_value(mcdc_column *dst, const mcdc_column *src, int64_t row, m
     const mcdc_field *f = src->field;
     if (f->type == MCDC_TYPE_BOOL)
         return mcdc_col_append_bool(dst, (src->values[row >> 3] >> (row & 7)) & 1, err);
-    if (is_var(f))
-        return mcdc_col_append_bytes(dst, src->data + src->offsets[row],
+    if (is_var(f)) /* a column of empty values may have no data buffer */
+        return mcdc_col_append_bytes(dst, src->data ? src->data + src->offsets[row] : (const uint8_t *)"",
                                      src->offsets[row + 1] - src->offsets[row], err);
     int32_t w = mcdc_type_width(f);
     int rc = ensure_one(dst, err);

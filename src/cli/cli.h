@@ -80,5 +80,6 @@ int cmd_seed(int argc, char **argv);
 int cmd_backfill(int argc, char **argv);
 int cmd_apply(int argc, char **argv);
 int cmd_reconcile(int argc, char **argv);
+int cmd_repair(int argc, char **argv);
 
 #endif /* MCDC_CLI_H */

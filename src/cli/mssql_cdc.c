@@ -8,6 +8,7 @@
  *   mssql-cdc backfill ...        a chunked snapshot in waves (backfill)
  *   mssql-cdc apply ...           silver from bronze (apply_changes)
  *   mssql-cdc reconcile ...       is silver equal to the source table? (reconcile)
+ *   mssql-cdc repair ...          the keys that differ, read again into bronze
  *   mssql-cdc finalization ...    advance | show | is-final | freshness
  *   mssql-cdc table-rows TABLE    print a table's rows as JSON lines
  *   mssql-cdc version
@@ -30,6 +31,7 @@ static const char HELP[] =
     "  backfill       read a chunked snapshot in waves next to the running stream\n"
     "  apply          keep silver, the table's current state, from bronze\n"
     "  reconcile      prove silver equals the SQL Server table, or list what differs\n"
+    "  repair         read the keys that differ again and append them to bronze\n"
     "  finalization   advance | show | is-final | freshness of finalized_until\n"
     "  table-rows     print the rows of a Delta table as JSON lines\n"
     "  version        print the version\n"
@@ -62,6 +64,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "backfill") == 0) return cmd_backfill(argc - 2, argv + 2);
     if (strcmp(cmd, "apply") == 0) return cmd_apply(argc - 2, argv + 2);
     if (strcmp(cmd, "reconcile") == 0) return cmd_reconcile(argc - 2, argv + 2);
+    if (strcmp(cmd, "repair") == 0) return cmd_repair(argc - 2, argv + 2);
     if (strcmp(cmd, "finalization") == 0) return cmd_finalization(argc - 2, argv + 2);
     if (strcmp(cmd, "table-rows") == 0) return cmd_table_rows(argc - 2, argv + 2);
     return cli_usage_error("unknown command '%s'", cmd);

@@ -116,7 +116,10 @@ void silver_lsn_format(char out[23], const uint8_t lsn[10]);
  * of its key (NULL: none): the reference's whenMatched clauses, a change
  * newer than the row's own _start_lsn (NULL: never newer) deleting or
  * updating it; no change keeps it, unless the merge rebuilds (then a row
- * no change names is deleted: whenNotMatchedBySourceDelete). */
+ * no change names is deleted: whenNotMatchedBySourceDelete). A repair
+ * winner (silver_rank_is_repair) also replaces a row of its own LSN or of
+ * none: it was read from the source after L, so it is what the row must
+ * be unless a later change says otherwise. */
 typedef enum { SILVER_KEEP = 0, SILVER_DELETE, SILVER_UPDATE } silver_action;
 silver_action silver_decide(const silver_rank *winner, bool has_row_lsn,
                             const uint8_t row_lsn[10], bool rebuild);
@@ -130,7 +133,24 @@ static inline bool silver_inserts(const silver_rank *winner) {
  * only rank against a chunk's rows). */
 #define SILVER_TAG_BASE 1u  /* a change (or rebuild row) past the position */
 #define SILVER_TAG_WAVE 2u  /* a row of a chunk the open snapshot announced since */
-#define SILVER_TAG_LATER 4u /* a later change, applied or not, of a chunk's key */
+#define SILVER_TAG_LATER 4u /* a later change, applied or not, of a chunk's or a repair's key */
+#define SILVER_TAG_REPAIR 8u /* a row of a repair recorded since the last pass (docs/repair.md) */
+
+/* ---- repairs (docs/repair.md) ----------------------------------------------------
+ * `mssql-cdc repair` appends to bronze the current source row of each key
+ * that differs (operation 4) or a delete (1) for a key the source lacks,
+ * all stamped with one LSN L taken before the read, _seqval, _command_id
+ * and _batch_id NULL (no change row has a NULL _seqval: that marks them),
+ * and records a facts row of event 'repair'. Apply ranks a repair row
+ * above every change at or below L (as if it were L's last command) and
+ * lets it replace a silver row whose image is not newer than L. */
+#define SILVER_REPAIR_EVENT "repair"
+/* The rank columns apply gives a repair row: the largest command id and
+ * seqval, so that it outranks every change of its LSN. */
+#define SILVER_REPAIR_COMMAND_ID 2147483647
+#define SILVER_REPAIR_SEQVAL "0xFFFFFFFFFFFFFFFFFFFF"
+/* Is this rank a repair row's (the command id and seqval above)? */
+bool silver_rank_is_repair(const silver_rank *r);
 
 /* A chunk range [lo, hi) of a single integer, date or timestamp key (as
  * int64: the integer, days, microseconds), read at stamp: silver rows of a
@@ -252,6 +272,19 @@ const silver_entry *silver_index_find(const silver_index *ix, const char *path);
 int silver_index_add(silver_index *ix, silver_entry *e, mcdc_error *err);
 /* Sorts the entries by path (after adds). */
 void silver_index_sort(silver_index *ix);
+
+/* ---- repairs in the facts ----------------------------------------------------------- */
+typedef struct silver_repairs {
+    char **run_ids;     /* owned */
+    char (*stamps)[23]; /* each one's LSN L */
+    int32_t n;
+} silver_repairs;
+/* The 'repair' rows of facts for bronze (its target as given) at version
+ * (-1: the latest); *version_read the version read (-1: no facts table). */
+int silver_repairs_load(silver_repairs *out, mcdc_table *facts, const char *bronze,
+                        int64_t version, int64_t *version_read, mcdc_error *err);
+bool silver_repairs_has(const silver_repairs *r, const char *run_id);
+void silver_repairs_free(silver_repairs *r);
 
 /* ---- merge ---------------------------------------------------------------------------- */
 typedef struct silver_merge_in {

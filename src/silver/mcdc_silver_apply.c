@@ -151,6 +151,7 @@ typedef struct {
     int32_t n_cap;
     silver_range *ranges;
     int32_t n_ranges;
+    int64_t facts_version; /* the facts read (-1: none): repairs after it are new next pass */
 } apply_plan;
 
 struct mcdc_apply {
@@ -381,6 +382,13 @@ typedef struct {
     const int64_t *new_chunks;  /* sorted */
     int32_t n_new;
     lsnopt top;                 /* newest change applied */
+    /* repairs recorded since the last pass (not on a rebuild): their rows
+     * are applied whatever their stamp, ranked with every later change */
+    const char (*rep_stamps)[23];
+    int32_t n_rep;
+    lsnopt rep_min;
+    int64_t repair_rows;
+    uint8_t *is_rep;            /* per row picked: a repair row (its rank columns rewritten) */
     /* columns of the scan */
     int32_t n_cap, c_lsn, c_ts, c_op, c_seq, c_ci, c_cmd, c_snap, c_chunk;
     int32_t *idx;               /* rows picked of the batch, and their tags */
@@ -435,6 +443,33 @@ static bool outranked_before_image(pass2 *p, const mcdc_batch *b, int64_t r) {
     return p->k1.len == p->k2.len && memcmp(p->k1.data, p->k2.data, p->k1.len) == 0;
 }
 
+static bool new_repair_stamp(const pass2 *p, const char *l, size_t ln) {
+    for (int32_t i = 0; i < p->n_rep; i++)
+        if (ln == 22 && memcmp(p->rep_stamps[i], l, 22) == 0) return true;
+    return false;
+}
+
+/* The rank columns of the rows picked, a repair row's rewritten
+ * (SILVER_REPAIR_COMMAND_ID, SILVER_REPAIR_SEQVAL): it outranks every
+ * change of its LSN, and the merge knows it by them. */
+static int rank_columns(const pass2 *p, const mcdc_batch *b, mcdc_column *cmd, mcdc_column *seq,
+                        int64_t n, mcdc_error *err) {
+    int rc = MCDC_OK;
+    for (int64_t i = 0; rc == MCDC_OK && i < n; i++) {
+        int64_t r = p->idx[i];
+        if (p->is_rep[i]) {
+            rc = mcdc_col_append_int(cmd, SILVER_REPAIR_COMMAND_ID, err);
+            if (rc == MCDC_OK)
+                rc = mcdc_col_append_bytes(seq, SILVER_REPAIR_SEQVAL, (int64_t)strlen(SILVER_REPAIR_SEQVAL), err);
+            continue;
+        }
+        rc = p->c_cmd >= 0 ? mcdc_col_copy_value(cmd, &b->columns[p->c_cmd], r, err)
+                           : mcdc_col_append_null(cmd, err);
+        if (rc == MCDC_OK) rc = mcdc_col_copy_value(seq, &b->columns[p->c_seq], r, err);
+    }
+    return rc;
+}
+
 static int pass2_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
     pass2 *p = ctx;
     int rc = MCDC_OK;
@@ -442,13 +477,17 @@ static int pass2_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
                       *ci = &b->columns[p->c_ci];
     const mcdc_column *snap = p->c_snap >= 0 ? &b->columns[p->c_snap] : NULL;
     const mcdc_column *chunk = p->c_chunk >= 0 ? &b->columns[p->c_chunk] : NULL;
+    const mcdc_column *seqc = &b->columns[p->c_seq];
     int64_t n = 0;
+    bool any_rep = false;
     if (b->rows > p->cap) {
         mcdc_free(p->idx);
         mcdc_free(p->tags);
+        mcdc_free(p->is_rep);
         p->idx = mcdc_calloc((size_t)b->rows, sizeof *p->idx);
         p->tags = mcdc_calloc((size_t)b->rows, sizeof *p->tags);
-        p->cap = p->idx && p->tags ? b->rows : 0;
+        p->is_rep = mcdc_calloc((size_t)b->rows, sizeof *p->is_rep);
+        p->cap = p->idx && p->tags && p->is_rep ? b->rows : 0;
         if (p->cap == 0) rc = nomem(err);
     }
     for (int64_t r = 0; r < b->rows && rc == MCDC_OK; r++) {
@@ -474,14 +513,22 @@ static int pass2_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
                 wave = true;
             later = change && lsn_vs(l, ln, &p->s_open) > 0 && lsn_vs(l, ln, &p->first) >= 0;
         }
-        if (!base && !wave && !later) continue;
+        /* a repair row: a change operation without a seqval */
+        bool repair_row = change && o != 3 && !mcdc_col_is_valid(seqc, r);
+        bool rep = false;
+        if (p->n_rep > 0) {
+            rep = repair_row && new_repair_stamp(p, l, ln);
+            later = later || (change && lsn_vs(l, ln, &p->rep_min) > 0);
+        }
+        if (!base && !wave && !later && !rep) continue;
         bool ours = false;
         if (text_at(ci, r, &c, &cn)) rc = instance_ours(p->a, c, cn, &ours, err);
         if (rc) break;
         if (!ours) {
-            if (base || wave) rc = other_instance(p->a, c, cn, err);
+            if (base || wave || rep) rc = other_instance(p->a, c, cn, err);
             continue;
         }
+        p->repair_rows += rep;
         if (base && change) {
             lsnopt x;
             lsn_set(&x, l, ln);
@@ -490,14 +537,16 @@ static int pass2_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
         if (o == 3 && r + 1 < b->rows && outranked_before_image(p, b, r)) continue;
         p->idx[n] = (int32_t)r;
         p->tags[n] = (base ? SILVER_TAG_BASE : 0) | (wave ? SILVER_TAG_WAVE : 0) |
-                     (later ? SILVER_TAG_LATER : 0);
+                     (later ? SILVER_TAG_LATER : 0) | (rep ? SILVER_TAG_REPAIR : 0);
+        p->is_rep[n] = repair_row;
+        any_rep = any_rep || repair_row;
         n++;
     }
     /* the rows picked, as change rows: captured columns, _start_lsn,
      * _commit_ts, _operation, _command_id, _seqval; all of them (the
      * common case) moved, not copied */
     int32_t k = p->n_cap;
-    if (rc == MCDC_OK && n == b->rows && n > 0) {
+    if (rc == MCDC_OK && n == b->rows && n > 0 && !any_rep) {
         mcdc_batch *ch = NULL;
         rc = mcdc_batch_reshape(&ch, b, p->pl->change_schema, p->from, err); /* takes b */
         b = NULL;
@@ -508,10 +557,13 @@ static int pass2_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
     if (rc == MCDC_OK && n > 0) rc = mcdc_batch_create(&ch, p->pl->change_schema, n, err);
     for (int32_t c = 0; rc == MCDC_OK && n > 0 && c < k + 3; c++)
         rc = mcdc_col_take(&ch->columns[c], &b->columns[c], p->idx, n, err);
-    if (rc == MCDC_OK && n > 0)
+    if (rc == MCDC_OK && n > 0 && any_rep) {
+        rc = rank_columns(p, b, &ch->columns[k + 3], &ch->columns[k + 4], n, err);
+    } else if (rc == MCDC_OK && n > 0) {
         rc = p->c_cmd >= 0 ? mcdc_col_take(&ch->columns[k + 3], &b->columns[p->c_cmd], p->idx, n, err)
                            : mcdc_col_append_nulls(&ch->columns[k + 3], n, err);
-    if (rc == MCDC_OK && n > 0) rc = mcdc_col_take(&ch->columns[k + 4], &b->columns[p->c_seq], p->idx, n, err);
+        if (rc == MCDC_OK) rc = mcdc_col_take(&ch->columns[k + 4], &b->columns[p->c_seq], p->idx, n, err);
+    }
     if (rc == MCDC_OK && n > 0) rc = mcdc_batch_seal(ch, err);
     if (rc == MCDC_OK && n > 0) rc = silver_sorter_add(p->pl->changes, ch, NULL, 0, p->tags, err);
     mcdc_batch_free(ch);
@@ -753,7 +805,37 @@ static void result_state(mcdc_apply *a, const apply_state *s) {
     a->res.snapshot_wave = s->has_wave ? s->wave : -1;
 }
 
-static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
+/* The stamps of the repairs the facts record now that they did not at the
+ * version the last pass read (all of them when it read none, or that
+ * version is gone): applying a repair again only costs a rewrite. */
+static int new_repairs(mcdc_apply *a, const json_t *last_end, char (**stamps)[23], int32_t *n,
+                       int64_t *facts_version, mcdc_error *err) {
+    *stamps = NULL;
+    *n = 0;
+    silver_repairs now = {0}, before = {0};
+    int rc = silver_repairs_load(&now, a->facts, a->cfg.bronze, -1, facts_version, err);
+    json_t *fv = json_object_get(last_end, "facts_version");
+    if (rc == MCDC_OK && now.n > 0 && json_is_integer(fv) && json_integer_value(fv) >= 0) {
+        int64_t got;
+        mcdc_error e2 = MCDC_ERROR_INIT;
+        if (silver_repairs_load(&before, a->facts, a->cfg.bronze, (int64_t)json_integer_value(fv),
+                                &got, &e2) != MCDC_OK)
+            mcdc_log(MCDC_LOG_INFO, "%s: the facts at version %lld are gone (%s): every repair "
+                                    "recorded is applied again",
+                     a->cfg.target, (long long)json_integer_value(fv), e2.message);
+    }
+    if (rc == MCDC_OK && now.n > 0) {
+        *stamps = mcdc_calloc((size_t)now.n, sizeof **stamps);
+        if (*stamps == NULL) rc = nomem(err);
+    }
+    for (int32_t i = 0; rc == MCDC_OK && i < now.n; i++)
+        if (!silver_repairs_has(&before, now.run_ids[i])) memcpy((*stamps)[(*n)++], now.stamps[i], 23);
+    silver_repairs_free(&now);
+    silver_repairs_free(&before);
+    return rc;
+}
+
+static int plan_pass(mcdc_apply *a, const json_t *last_end, bool *idle, mcdc_error *err) {
     *idle = false;
     plan_clear(&a->plan);
     apply_plan *pl = &a->plan;
@@ -776,6 +858,14 @@ static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
     mcdc_snapfacts sf = {0};
     if (a->facts) rc = mcdc_snapfacts_load(&sf, a->facts, a->cfg.bronze, a->cfg.warehouse, NULL, err);
     if (rc) return rc;
+    char(*rep_stamps)[23] = NULL;
+    int32_t n_rep = 0;
+    pl->facts_version = -1;
+    if (a->facts) rc = new_repairs(a, last_end, &rep_stamps, &n_rep, &pl->facts_version, err);
+    if (rc) {
+        mcdc_snapfacts_free(&sf);
+        return rc;
+    }
     lsnopt newest = {0};
     const char *done = mcdc_snapfacts_done_max(&sf, NULL);
     if (done) lsn_set(&newest, done, strlen(done));
@@ -900,6 +990,17 @@ static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
     /* pass 2: the rows to rank */
     pass2 p2 = {.a = a, .pl = pl, .rebuild = rebuild, .snapshot = snapshot, .applied = cv.silver.applied,
                 .s_open = s_open, .first = first, .new_chunks = new_chunks, .n_new = n_new};
+    /* a rebuild takes the repairs after its snapshot as changes; one below
+     * it is older than the snapshot's rows */
+    if (!rebuild && n_rep > 0) {
+        p2.rep_stamps = (const char(*)[23])rep_stamps;
+        p2.n_rep = n_rep;
+        for (int32_t i = 0; i < n_rep; i++) {
+            lsnopt x;
+            lsn_set(&x, rep_stamps[i], 22);
+            if (!p2.rep_min.set || lsn_cmp(&x, &p2.rep_min) < 0) p2.rep_min = x;
+        }
+    }
     if (rc == MCDC_OK) {
         int32_t k = pl->n_cap;
         const char **cols = mcdc_calloc((size_t)k + 9, sizeof *cols);
@@ -931,7 +1032,7 @@ static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
         silver_sorter_cfg so = {.schema = pl->change_schema, .key_cols = keyc, .n_keys = a->n_keys,
                                 .ranked = true, .lsn_col = k, .op_col = k + 2, .cmd_col = k + 3,
                                 .seq_col = k + 4,
-                                .keep_tags = SILVER_TAG_BASE | SILVER_TAG_WAVE,
+                                .keep_tags = SILVER_TAG_BASE | SILVER_TAG_WAVE | SILVER_TAG_REPAIR,
                                 .memory_bytes = a->cfg.memory_mb * 1024 * 1024,
                                 .spill = mcdc_table_storage(a->silver), .spill_prefix = prefix};
         if (rc == MCDC_OK) rc = silver_sorter_create(&pl->changes, &so, err);
@@ -946,6 +1047,7 @@ static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
         if (!rebuild && cv.silver.applied.set) lo = lsn_next(&cv.silver.applied), bounded = true;
         else if (rebuild && snapshot.set) lo = snapshot, bounded = true;
         if (bounded && n_new > 0 && lsn_cmp(&first, &lo) < 0) lo = first;
+        if (bounded && p2.n_rep > 0 && lsn_cmp(&p2.rep_min, &lo) < 0) lo = p2.rep_min;
         if (bounded) {
             sc.prune_column = "_start_lsn";
             sc.lo = (mcdc_scan_bound){true, lo.v, 0};
@@ -957,6 +1059,8 @@ static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
     }
     mcdc_free(p2.idx);
     mcdc_free(p2.tags);
+    mcdc_free(p2.is_rep);
+    mcdc_free(rep_stamps);
     mcdc_free(p2.from);
     mcdc_buf_free(&p2.k1);
     mcdc_buf_free(&p2.k2);
@@ -971,7 +1075,10 @@ static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
                                 "transaction are ordered by _seqval", a->cfg.bronze);
     /* the state after the pass */
     pl->rebuild = rebuild;
-    pl->merged = p2.top.set || (rebuild && snapshot.set) || n_new > 0;
+    pl->merged = p2.top.set || (rebuild && snapshot.set) || n_new > 0 || p2.repair_rows > 0;
+    if (p2.repair_rows > 0)
+        mcdc_log(MCDC_LOG_INFO, "%s: %lld rows of %d repairs recorded since the last pass",
+                 a->cfg.bronze, (long long)p2.repair_rows, (int)p2.n_rep);
     pl->start = cv.silver;
     pl->end.applied = cv.silver.applied;
     lsn_max(&pl->end.applied, &snapshot);
@@ -1303,6 +1410,7 @@ static json_t *end_json(const apply_plan *pl) {
     json_t *j = state_json(&pl->end);
     if (j == NULL) return NULL;
     json_object_set_new(j, "bronze_version", json_integer(pl->bronze_version));
+    json_object_set_new(j, "facts_version", json_integer(pl->facts_version));
     if (pl->has_verdict) {
         json_object_set_new(j, "verdict_lsn", json_string(pl->verdict_lsn));
         json_object_set_new(j, "verdict_us", json_integer(pl->verdict_us));
@@ -1312,13 +1420,12 @@ static json_t *end_json(const apply_plan *pl) {
 
 static int j_plan(void *job, const json_t *last_end, json_t **start, json_t **end, bool *idle,
                   mcdc_error *err) {
-    (void)last_end;
     mcdc_apply *a = job;
     if (a->cfg.trigger == MCDC_TRIGGER_ONCE && a->fresh_passes > 0) {
         *idle = true; /* one pass (a replay of a pass killed before does not count) */
         return MCDC_OK;
     }
-    int rc = plan_pass(a, idle, err);
+    int rc = plan_pass(a, last_end, idle, err);
     if (rc || *idle) return rc;
     a->planned = true;
     *start = state_json(&a->plan.start);

@@ -276,9 +276,20 @@ void silver_rank_delete_at(silver_rank *out, const uint8_t stamp[10]) {
     out->b[26] = 1;
 }
 
+bool silver_rank_is_repair(const silver_rank *r) {
+    static const uint8_t mark[16] = {1, 0xFF, 0xFF, 0xFF, 0xFF, 1, 0xFF, 0xFF,
+                                     0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
+    return memcmp(r->b + 10, mark, sizeof mark) == 0;
+}
+
 silver_action silver_decide(const silver_rank *winner, bool has_row_lsn,
                             const uint8_t row_lsn[10], bool rebuild) {
     if (winner == NULL) return rebuild ? SILVER_DELETE : SILVER_KEEP;
+    if (silver_rank_is_repair(winner)) {
+        /* read after L: it replaces anything not newer than L */
+        if (has_row_lsn && memcmp(winner->b, row_lsn, 10) < 0) return SILVER_KEEP;
+        return silver_op_deletes(silver_rank_op(winner)) ? SILVER_DELETE : SILVER_UPDATE;
+    }
     /* s._start_lsn > t._start_lsn: never an older image over a newer one,
      * and a row without one (NULL) is never matched as older. */
     if (!has_row_lsn || memcmp(winner->b, row_lsn, 10) <= 0) return SILVER_KEEP;

@@ -243,6 +243,18 @@ int mcdc_changes_key_extent(mcdc_changes *c, const char *key, bool *found, int64
 int mcdc_changes_key_buckets(mcdc_changes *c, const char *key, int64_t width, int max_buckets,
                              mcdc_key_bucket **out, int *n, mcdc_error *err);
 int mcdc_changes_row_count(mcdc_changes *c, int64_t *rows, mcdc_error *err);
+/* Keys read in one point-read query, and the text parameters it may bind. */
+#define MCDC_POINT_READ_KEYS 1000
+#define MCDC_POINT_READ_PARAMS 2000
+/* The current rows of the keys points[0..n) (bounds of key_names, a JSON
+ * array of captured column names, as a range's bounds are: a scalar for one
+ * column, an array for several; JSON null a NULL value), in the snapshot
+ * reader's output schema and stamping (operation 0, lsn, its commit time),
+ * READ COMMITTED on a connection of its own, never NOLOCK. A key the table
+ * lacks gives no row. Batches go to fn, which owns them. */
+int mcdc_changes_point_read(mcdc_changes *c, const json_t *key_names, const json_t *const *points,
+                            size_t n, const mcdc_lsn *lsn, bool has_ts, int64_t commit_us,
+                            mcdc_batch_fn fn, void *ctx, mcdc_error *err);
 /* Is name one of the capture instances of the tracked table (ignoring
  * case)? A prefix: name may be a statistic cut at some characters. */
 int mcdc_changes_is_table_instance(mcdc_changes *c, const char *name, bool prefix, bool *yes,

@@ -1,0 +1,618 @@
+/*
+ * mcdc_repair.c - mssql-cdc repair (mcdc_repair.h, docs/repair.md).
+ *
+ * A repair is one unit, on bronze's txn of its own app id
+ * (mssql-cdc.repair.<run id>, version 0) and the facts row after it:
+ *   plan    the keys checked and typed, L = max_lsn and its commit time
+ *   read    the keys' rows, MCDC_POINT_READ_KEYS a query
+ *   commit  bronze: the images (operation 4) and deletes (1), stamped L,
+ *           in one commit with the txn                      after_bronze
+ *   facts   the 'repair' row, with txn(<app id>#facts, 0)
+ * A run that finds the bronze txn (killed after the commit, or run again)
+ * reads what it wrote from the commit's userMetadata and writes only the
+ * facts row, which its own txn keeps to one. The stream's txn and verdict
+ * are not touched: the app id is not the stream's, and the control table
+ * is not written.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcdc_changes.h"
+#include "mcdc_facts.h"
+#include "mcdc_repair.h"
+#include "mcdc_tables.h"
+
+static int nomem(mcdc_error *err) { return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory"); }
+
+/* ---- encoded keys, sorted ------------------------------------------------------ */
+
+typedef struct {
+    mcdc_buf bytes;
+    size_t *off, *len;
+    int64_t *row; /* the row each came from */
+    size_t n, cap;
+} keyset;
+
+static int keyset_add(keyset *s, const mcdc_column *const *cols, int32_t n_cols, int64_t r,
+                      mcdc_error *err) {
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 256;
+        size_t *o = mcdc_realloc(s->off, cap * sizeof *o);
+        if (o) s->off = o;
+        size_t *l = o ? mcdc_realloc(s->len, cap * sizeof *l) : NULL;
+        if (l) s->len = l;
+        int64_t *w = l ? mcdc_realloc(s->row, cap * sizeof *w) : NULL;
+        if (w) s->row = w;
+        if (w == NULL) return nomem(err);
+        s->cap = cap;
+    }
+    size_t at = s->bytes.len;
+    int rc = silver_key_append(&s->bytes, cols, n_cols, r, err);
+    if (rc) return rc;
+    s->off[s->n] = at;
+    s->len[s->n] = s->bytes.len - at;
+    s->row[s->n] = r;
+    s->n++;
+    return MCDC_OK;
+}
+
+static const keyset *g_sort_set; /* qsort has no context argument */
+static int by_key(const void *x, const void *y) {
+    size_t a = *(const size_t *)x, b = *(const size_t *)y;
+    const keyset *s = g_sort_set;
+    return silver_key_cmp(s->bytes.data + s->off[a], s->len[a], s->bytes.data + s->off[b], s->len[b]);
+}
+
+/* The indexes of s in key order. */
+static size_t *keyset_order(const keyset *s, mcdc_error *err) {
+    size_t *ix = mcdc_calloc(s->n ? s->n : 1, sizeof *ix);
+    if (ix == NULL) {
+        nomem(err);
+        return NULL;
+    }
+    for (size_t i = 0; i < s->n; i++) ix[i] = i;
+    g_sort_set = s;
+    qsort(ix, s->n, sizeof *ix, by_key);
+    return ix;
+}
+
+static bool keyset_find(const keyset *s, const size_t *order, const uint8_t *k, size_t kn) {
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2, j = order[mid];
+        int c = silver_key_cmp(s->bytes.data + s->off[j], s->len[j], k, kn);
+        if (c == 0) return true;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return false;
+}
+
+static void keyset_free(keyset *s) {
+    mcdc_buf_free(&s->bytes);
+    mcdc_free(s->off);
+    mcdc_free(s->len);
+    mcdc_free(s->row);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- one run ---------------------------------------------------------------------- */
+
+typedef struct {
+    const mcdc_ctx *ctx;
+    const char *bronze_name, *facts_name, *warehouse, *run_id;
+    char app_id[sizeof MCDC_REPAIR_APP_PREFIX + MCDC_REPAIR_RUN_ID_MAX + 8];
+    char facts_app[sizeof MCDC_REPAIR_APP_PREFIX + MCDC_REPAIR_RUN_ID_MAX + 16];
+    mcdc_table *bronze, *facts;
+    mcdc_changes *changes;
+    const mcdc_schema *out;    /* the reader's output schema (borrowed from changes) */
+    int32_t c_ci, c_lsn, c_seq, c_op, c_cmd, c_ts;
+    const char *key_names[SILVER_KEYS_MAX];
+    int32_t n_keys, key_out[SILVER_KEYS_MAX];
+    mcdc_schema *key_schema;
+    /* the read */
+    mcdc_batch **got;
+    size_t n_got, cap_got;
+    keyset found;
+    mcdc_repair_result *res;
+} repair_run;
+
+static int got_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
+    repair_run *r = ctx;
+    if (r->n_got == r->cap_got) {
+        size_t cap = r->cap_got ? r->cap_got * 2 : 16;
+        mcdc_batch **v = mcdc_realloc(r->got, cap * sizeof *v);
+        if (v == NULL) {
+            mcdc_batch_free(b);
+            return nomem(err);
+        }
+        r->got = v;
+        r->cap_got = cap;
+    }
+    r->got[r->n_got++] = b;
+    /* an image: operation 4 (the reader stamps 0, a snapshot row's) */
+    mcdc_column *op = &b->columns[r->c_op];
+    for (int64_t i = 0; i < b->rows; i++) {
+        int32_t four = 4;
+        memcpy(op->values + i * 4, &four, 4);
+    }
+    const mcdc_column *kc[SILVER_KEYS_MAX];
+    for (int32_t k = 0; k < r->n_keys; k++) kc[k] = &b->columns[r->key_out[k]];
+    int rc = MCDC_OK;
+    for (int64_t i = 0; rc == MCDC_OK && i < b->rows; i++) rc = keyset_add(&r->found, kc, r->n_keys, i, err);
+    r->res->images += b->rows;
+    return rc;
+}
+
+static int col_of(const mcdc_schema *s, const char *name, int32_t *out, mcdc_error *err) {
+    *out = mcdc_schema_find(s, name);
+    if (*out >= 0 || strcmp(name, "_command_id") == 0) return MCDC_OK;
+    return mcdc_error_set(err, MCDC_E_PROTOCOL, "the reader's schema has no %s", name);
+}
+
+/* The source's side: connection, output schema, key columns. */
+static int open_source(repair_run *r, const mcdc_opts *opts, mcdc_error *err) {
+    mcdc_changes_settings cs = {0};
+    int rc = mcdc_changes_open(&r->changes, opts, &cs, err);
+    if (rc) return rc;
+    r->out = mcdc_changes_schema(r->changes);
+    const char *meta[6] = {"_capture_instance", "_start_lsn", "_seqval", "_operation", "_command_id", "_commit_ts"};
+    int32_t *at[6] = {&r->c_ci, &r->c_lsn, &r->c_seq, &r->c_op, &r->c_cmd, &r->c_ts};
+    for (int i = 0; rc == MCDC_OK && i < 6; i++) rc = col_of(r->out, meta[i], at[i], err);
+    if (rc) return rc;
+    int n = 0;
+    const char *const *k = mcdc_changes_index_keys(r->changes, &n);
+    if (n == 0)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "%s has no unique index: repair reads the rows of keys, and a table "
+                              "without a key has none. Nothing was written",
+                              mcdc_changes_capture_instance(r->changes));
+    if (n > SILVER_KEYS_MAX) return mcdc_error_set(err, MCDC_E_LIMIT, "an index of %d columns", n);
+    rc = mcdc_schema_create(&r->key_schema, n, err);
+    for (int i = 0; rc == MCDC_OK && i < n; i++) {
+        int32_t j = mcdc_schema_find(r->out, k[i]);
+        if (j < 0)
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "key column '%s' of %s is not captured: repair cannot read it",
+                                  k[i], mcdc_changes_capture_instance(r->changes));
+        const mcdc_field *f = &r->out->fields[j];
+        r->key_names[i] = f->name;
+        r->key_out[i] = j;
+        rc = mcdc_schema_set(r->key_schema, i, f->name, f->type, f->precision, f->scale,
+                             f->byte_width, true, err);
+    }
+    r->n_keys = n;
+    return rc;
+}
+
+/* The delete rows: each key of `keys` (rows idx[0..n)) in the output schema,
+ * stamped lsn and us, other columns NULL. */
+static int delete_rows(repair_run *r, const mcdc_batch *keys, const int64_t *idx, size_t n,
+                       const char *lsn, bool has_ts, int64_t us, mcdc_batch **out,
+                       mcdc_error *err) {
+    mcdc_schema *s = (mcdc_schema *)r->out;
+    int rc = mcdc_batch_create(out, s, (int64_t)n, err);
+    const char *ci = mcdc_changes_capture_instance(r->changes);
+    for (int32_t j = 0; rc == MCDC_OK && j < s->n_fields; j++) {
+        mcdc_column *c = &(*out)->columns[j];
+        int32_t kk = -1;
+        for (int32_t k = 0; k < r->n_keys; k++)
+            if (r->key_out[k] == j) kk = k;
+        if (j == r->c_ci) rc = mcdc_col_fill_text(c, ci, (int64_t)n, err);
+        else if (j == r->c_lsn) rc = mcdc_col_fill_text(c, lsn, (int64_t)n, err);
+        else if (j == r->c_op) rc = mcdc_col_fill_int(c, 1, (int64_t)n, err);
+        else if (j == r->c_ts && has_ts) rc = mcdc_col_fill_int(c, us, (int64_t)n, err);
+        else if (kk >= 0)
+            for (size_t i = 0; rc == MCDC_OK && i < n; i++)
+                rc = mcdc_col_copy_value(c, &keys->columns[kk], idx[i], err);
+        else rc = mcdc_col_append_nulls(c, (int64_t)n, err);
+    }
+    if (rc == MCDC_OK) rc = mcdc_batch_seal(*out, err);
+    return rc;
+}
+
+/* What a commit of this run recorded, from its userMetadata. */
+static int read_commit(repair_run *r, mcdc_error *err) {
+    char *um = NULL;
+    int64_t version = -1;
+    int rc = mcdc_table_txn_commit(r->bronze, r->app_id, 0, &um, &version, err);
+    if (rc) return rc;
+    json_error_t je;
+    json_t *m = um ? json_loads(um, 0, &je) : NULL;
+    mcdc_free(um);
+    json_t *rp = json_object_get(m, "repair");
+    const char *lsn = json_string_value(json_object_get(rp, "lsn"));
+    mcdc_repair_result *res = r->res;
+    res->bronze_version = version;
+    if (lsn && strlen(lsn) == MCDC_LSN_TEXT_LEN) {
+        res->has_lsn = true;
+        snprintf(res->lsn, sizeof res->lsn, "%s", lsn);
+    }
+    json_t *ts = json_object_get(rp, "commit_us");
+    res->has_commit_ts = json_is_integer(ts);
+    res->commit_us = res->has_commit_ts ? (int64_t)json_integer_value(ts) : 0;
+    res->keys = (int64_t)json_integer_value(json_object_get(rp, "keys"));
+    res->images = (int64_t)json_integer_value(json_object_get(rp, "images"));
+    res->deletes = (int64_t)json_integer_value(json_object_get(rp, "deletes"));
+    json_decref(m);
+    if (!res->has_lsn)
+        return mcdc_error_set(err, MCDC_E_CORRUPT,
+                              "bronze %s version %lld holds txn %s but no repair record in its "
+                              "userMetadata: was it written by mssql-cdc repair?",
+                              r->bronze_name, (long long)version, r->app_id);
+    return MCDC_OK;
+}
+
+static int write_facts(repair_run *r, mcdc_error *err) {
+    const mcdc_repair_result *res = r->res;
+    json_t *d = json_pack("{s:s, s:s, s:I, s:I, s:I}", "run_id", r->run_id, "lsn", res->lsn, "images",
+                          (json_int_t)res->images, "deletes", (json_int_t)res->deletes, "keys",
+                          (json_int_t)res->keys);
+    char *detail = d ? json_dumps(d, JSON_COMPACT) : NULL;
+    json_decref(d);
+    if (detail == NULL) return nomem(err);
+    mcdc_facts_event ev = {.app_id = r->app_id, .target = r->bronze_name, .event = SILVER_REPAIR_EVENT,
+                           .rows = res->images + res->deletes, .lsn = res->lsn,
+                           .has_commit_ts = res->has_commit_ts, .commit_us = res->commit_us,
+                           .detail = detail};
+    bool skipped = false;
+    int rc = mcdc_facts_write_event(r->facts, &ev, r->facts_app, 0, &skipped, err);
+    free(detail);
+    if (rc) mcdc_error_wrap(err, "recording repair %s in %s", r->run_id, r->facts_name);
+    else if (!skipped)
+        mcdc_log(MCDC_LOG_INFO, "repair %s recorded in %s", r->run_id, r->facts_name);
+    return rc;
+}
+
+/* Checks, reads and appends: the unit's plan, read and commit. */
+static int repair_fresh(repair_run *r, const mcdc_opts *opts, const char *const *keys_json,
+                        size_t n, mcdc_error *err) {
+    mcdc_repair_result *res = r->res;
+    int rc = open_source(r, opts, err);
+    mcdc_schema *bs = NULL;
+    if (rc == MCDC_OK) rc = mcdc_table_schema(r->bronze, &bs, err);
+    if (rc == MCDC_OK && bs == NULL)
+        rc = mcdc_error_set(err, MCDC_E_NOTFOUND,
+                            "bronze %s does not exist: repair appends to the stream's bronze "
+                            "(give --bronze the stream's --target)", r->bronze_name);
+    for (int32_t k = 0; rc == MCDC_OK && k < r->n_keys; k++)
+        if (mcdc_schema_find(bs, r->key_names[k]) < 0)
+            rc = mcdc_error_set(err, MCDC_E_MISMATCH, "bronze %s has no key column '%s'",
+                                r->bronze_name, r->key_names[k]);
+    mcdc_schema_unref(bs);
+    /* every key checked before anything is read */
+    mcdc_batch *keys = NULL;
+    json_t **bounds = NULL;
+    if (rc == MCDC_OK) rc = mcdc_batch_create(&keys, r->key_schema, (int64_t)n, err);
+    if (rc == MCDC_OK && (bounds = mcdc_calloc(n ? n : 1, sizeof *bounds)) == NULL) rc = nomem(err);
+    for (size_t i = 0; rc == MCDC_OK && i < n; i++) {
+        const char *t = keys_json[i] ? keys_json[i] : "";
+        rc = mcdc_repair_key_parse(t, strlen(t), i, r->out, r->key_names, r->n_keys, keys, &bounds[i], err);
+    }
+    if (rc == MCDC_OK) rc = mcdc_batch_seal(keys, err);
+    /* distinct keys */
+    keyset asked = {0};
+    size_t *order = NULL;
+    const mcdc_column *kc[SILVER_KEYS_MAX];
+    for (int32_t k = 0; rc == MCDC_OK && k < r->n_keys; k++) kc[k] = &keys->columns[k];
+    for (size_t i = 0; rc == MCDC_OK && i < n; i++) rc = keyset_add(&asked, kc, r->n_keys, (int64_t)i, err);
+    if (rc == MCDC_OK && (order = keyset_order(&asked, err)) == NULL) rc = MCDC_E_NOMEM;
+    const json_t **points = NULL;
+    int64_t *uniq = NULL;
+    size_t n_uniq = 0;
+    if (rc == MCDC_OK) {
+        points = mcdc_calloc(n ? n : 1, sizeof *points);
+        uniq = mcdc_calloc(n ? n : 1, sizeof *uniq);
+        if (!points || !uniq) rc = nomem(err);
+    }
+    for (size_t i = 0; rc == MCDC_OK && i < n; i++) {
+        size_t j = order[i];
+        if (i > 0) {
+            size_t p = order[i - 1];
+            if (silver_key_cmp(asked.bytes.data + asked.off[p], asked.len[p],
+                               asked.bytes.data + asked.off[j], asked.len[j]) == 0)
+                continue;
+        }
+        uniq[n_uniq] = asked.row[j];
+        points[n_uniq++] = bounds[asked.row[j]];
+    }
+    res->keys = (int64_t)n_uniq;
+    /* the stamp, before the read */
+    mcdc_lsn L;
+    char lsn[MCDC_LSN_TEXT_LEN + 1] = "";
+    bool has_ts = false;
+    int64_t us = 0;
+    if (rc == MCDC_OK && n_uniq > 0) rc = mcdc_changes_max_lsn(r->changes, &L, err);
+    if (rc == MCDC_OK && n_uniq > 0) rc = mcdc_changes_commit_time(r->changes, &L, &us, &has_ts, err);
+    if (rc == MCDC_OK && n_uniq > 0) {
+        mcdc_lsn_format(&L, lsn);
+        res->has_lsn = true;
+        snprintf(res->lsn, sizeof res->lsn, "%s", lsn);
+        res->has_commit_ts = has_ts;
+        res->commit_us = us;
+        json_t *names = json_array();
+        for (int32_t k = 0; names && k < r->n_keys; k++) json_array_append_new(names, json_string(r->key_names[k]));
+        rc = names ? mcdc_changes_point_read(r->changes, names, (const json_t *const *)points, n_uniq, &L,
+                                             has_ts, us, got_rows, r, err)
+                   : nomem(err);
+        json_decref(names);
+    }
+    /* the keys the source lacks: deletes */
+    size_t *found_order = NULL;
+    int64_t *gone = NULL;
+    size_t n_gone = 0;
+    if (rc == MCDC_OK && n_uniq > 0 && (found_order = keyset_order(&r->found, err)) == NULL) rc = MCDC_E_NOMEM;
+    if (rc == MCDC_OK && n_uniq > 0 && (gone = mcdc_calloc(n_uniq, sizeof *gone)) == NULL) rc = nomem(err);
+    mcdc_buf one = {0};
+    for (size_t i = 0; rc == MCDC_OK && i < n_uniq; i++) {
+        mcdc_buf_reset(&one);
+        rc = silver_key_append(&one, kc, r->n_keys, uniq[i], err);
+        if (rc == MCDC_OK && !keyset_find(&r->found, found_order, one.data, one.len)) gone[n_gone++] = uniq[i];
+    }
+    mcdc_buf_free(&one);
+    if (rc == MCDC_OK && r->found.n > n_uniq)
+        mcdc_log(MCDC_LOG_WARN, "the source returned %zu rows for %zu keys: its key is not unique "
+                                "as bronze compares it (a case-insensitive collation?)",
+                 r->found.n, n_uniq);
+    mcdc_batch *dels = NULL;
+    if (rc == MCDC_OK && n_gone > 0) rc = delete_rows(r, keys, gone, n_gone, lsn, has_ts, us, &dels, err);
+    res->deletes = (int64_t)n_gone;
+    /* one commit */
+    mcdc_appender *ap = NULL;
+    mcdc_table_props props = {.kind = MCDC_KIND_BRONZE};
+    if (rc == MCDC_OK && n_uniq > 0) rc = mcdc_appender_open(&ap, r->bronze, (mcdc_schema *)r->out, &props, err);
+    for (size_t i = 0; rc == MCDC_OK && ap && i < r->n_got; i++) rc = mcdc_appender_write(ap, r->got[i], err);
+    if (rc == MCDC_OK && ap && dels) rc = mcdc_appender_write(ap, dels, err);
+    if (rc == MCDC_OK && ap) {
+        json_t *m = json_pack("{s:{s:s, s:s, s:o, s:I, s:I, s:I}}", "repair", "run_id", r->run_id, "lsn", lsn,
+                              "commit_us", has_ts ? json_integer(us) : json_null(), "keys",
+                              (json_int_t)res->keys, "images", (json_int_t)res->images, "deletes",
+                              (json_int_t)res->deletes);
+        char *um = m ? json_dumps(m, JSON_COMPACT) : NULL;
+        json_decref(m);
+        bool skipped = false;
+        int64_t version = -1;
+        mcdc_table_commit c = {.app_id = r->app_id, .txn_version = 0, .operation = "WRITE",
+                               .user_metadata = um, .read_version = -1};
+        rc = um ? mcdc_appender_commit_with(ap, &c, &skipped, &version, err) : nomem(err);
+        free(um);
+        res->bronze_version = version;
+        if (rc == MCDC_OK && skipped) {
+            /* another run of this id committed first: its rows stand */
+            res->already = true;
+            rc = read_commit(r, err);
+        }
+    }
+    mcdc_appender_free(ap);
+    mcdc_batch_free(dels);
+    mcdc_free(gone);
+    mcdc_free(found_order);
+    mcdc_free(points);
+    mcdc_free(uniq);
+    mcdc_free(order);
+    keyset_free(&asked);
+    for (size_t i = 0; bounds && i < n; i++) json_decref(bounds[i]);
+    mcdc_free(bounds);
+    mcdc_batch_free(keys);
+    return rc;
+}
+
+int mcdc_repair_keys(const mcdc_ctx *ctx, const mcdc_opts *opts, const char *bronze,
+                     const char *facts_table, const char *warehouse, const char *run_id,
+                     const char *const *keys_json, size_t n, mcdc_repair_result *res,
+                     mcdc_error *err) {
+    if (res == NULL || bronze == NULL || facts_table == NULL || (n > 0 && keys_json == NULL))
+        return mcdc_error_set(err, MCDC_E_INVALID, "repair needs bronze, the facts table and the keys");
+    memset(res, 0, sizeof *res);
+    res->bronze_version = -1;
+    int rc = mcdc_repair_run_id_check(run_id, err);
+    if (rc) return rc;
+    if (n > MCDC_REPAIR_KEYS_MAX)
+        return mcdc_error_set(err, MCDC_E_LIMIT, "%zu keys: a repair takes at most %d", n, MCDC_REPAIR_KEYS_MAX);
+    if (opts == NULL || mcdc_opt_connection_string(opts) == NULL || mcdc_opt_capture_instance(opts) == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "repair reads the keys' rows from SQL Server: give the stream's source "
+                              "options (connectionString, captureInstance)");
+    mcdc_ctx none = {0};
+    repair_run r = {.ctx = ctx ? ctx : &none, .bronze_name = bronze, .facts_name = facts_table,
+                    .warehouse = warehouse, .run_id = run_id, .res = res};
+    snprintf(res->run_id, sizeof res->run_id, "%s", run_id);
+    snprintf(r.app_id, sizeof r.app_id, "%s%s", MCDC_REPAIR_APP_PREFIX, run_id);
+    snprintf(r.facts_app, sizeof r.facts_app, "%s#facts", r.app_id);
+    const mcdc_storage_env *env = r.ctx->storage_env;
+    rc = mcdc_table_open_env(&r.bronze, env, bronze, warehouse, err);
+    if (rc == MCDC_OK) rc = mcdc_table_open_env(&r.facts, env, facts_table, warehouse, err);
+    if (rc == MCDC_OK && strcmp(mcdc_table_path(r.bronze), mcdc_table_path(r.facts)) == 0)
+        rc = mcdc_error_set(err, MCDC_E_MISMATCH, "bronze and the facts table are one table (%s)",
+                            mcdc_table_path(r.bronze));
+    if (rc == MCDC_OK) rc = mcdc_table_check_kind(r.bronze, MCDC_KIND_BRONZE, "bronze", err);
+    if (rc == MCDC_OK) rc = mcdc_table_check_kind(r.facts, MCDC_KIND_FACTS, "facts table", err);
+    int64_t have = -1;
+    if (rc == MCDC_OK) rc = mcdc_table_txn_version(r.bronze, r.app_id, &have, err);
+    if (rc == MCDC_OK && have >= 0) {
+        /* written before (killed before its facts row, or run again) */
+        res->already = true;
+        rc = read_commit(&r, err);
+        if (rc == MCDC_OK)
+            mcdc_log(MCDC_LOG_INFO, "repair %s: bronze %s holds its rows (version %lld): nothing is "
+                                    "appended again", run_id, bronze, (long long)res->bronze_version);
+    } else if (rc == MCDC_OK) {
+        rc = repair_fresh(&r, opts, keys_json, n, err);
+    }
+    bool wrote = rc == MCDC_OK && res->has_lsn;
+    if (wrote && mcdc_ctx_crash(r.ctx, "after_bronze", 0)) rc = MCDC_E_CANCELLED;
+    if (wrote && rc == MCDC_OK) rc = write_facts(&r, err);
+    for (size_t i = 0; i < r.n_got; i++) mcdc_batch_free(r.got[i]);
+    mcdc_free(r.got);
+    keyset_free(&r.found);
+    mcdc_schema_unref(r.key_schema);
+    mcdc_changes_close(r.changes);
+    mcdc_table_close(r.bronze);
+    mcdc_table_close(r.facts);
+    if (rc && rc != MCDC_E_CANCELLED) mcdc_error_wrap(err, "repair %s of %s", run_id, bronze);
+    return rc;
+}
+
+/* ---- the report's keys --------------------------------------------------------------- */
+
+typedef struct {
+    const char *run_id;
+    char **keys;
+    size_t n, cap;
+} report_acc;
+
+static bool cell_eq(const mcdc_column *c, int64_t r, const char *s) {
+    if (!mcdc_col_is_valid(c, r)) return false;
+    size_t n = (size_t)(c->offsets[r + 1] - c->offsets[r]);
+    return n == strlen(s) && memcmp(c->data + c->offsets[r], s, n) == 0;
+}
+
+static int report_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
+    report_acc *a = ctx;
+    int rc = MCDC_OK;
+    const mcdc_column *run = &b->columns[0], *ft = &b->columns[1], *key = &b->columns[2],
+                      *st = &b->columns[3];
+    for (int64_t r = 0; r < b->rows && rc == MCDC_OK; r++) {
+        if (!cell_eq(run, r, a->run_id) || !mcdc_col_is_valid(key, r) || cell_eq(st, r, "IN_FLIGHT")) continue;
+        if (!cell_eq(ft, r, "MISSING_TARGET") && !cell_eq(ft, r, "MISSING_SOURCE") &&
+            !cell_eq(ft, r, "RECORD_DIFF"))
+            continue;
+        if (a->n == a->cap) {
+            size_t cap = a->cap ? a->cap * 2 : 64;
+            char **v = mcdc_realloc(a->keys, cap * sizeof *v);
+            if (v == NULL) {
+                rc = nomem(err);
+                break;
+            }
+            a->keys = v;
+            a->cap = cap;
+        }
+        a->keys[a->n] = mcdc_strndup((const char *)key->data + key->offsets[r],
+                                     (size_t)(key->offsets[r + 1] - key->offsets[r]));
+        if (a->keys[a->n] == NULL) rc = nomem(err);
+        else a->n++;
+    }
+    mcdc_batch_free(b);
+    return rc;
+}
+
+int mcdc_repair_report_keys(const mcdc_ctx *ctx, const char *report_table, const char *warehouse,
+                            const char *run_id, char ***keys, size_t *n, mcdc_error *err) {
+    *keys = NULL;
+    *n = 0;
+    int rc = mcdc_repair_run_id_check(run_id, err);
+    if (rc) return rc;
+    mcdc_table *t = NULL;
+    rc = mcdc_table_open_env(&t, ctx ? ctx->storage_env : NULL, report_table, warehouse, err);
+    mcdc_schema *s = NULL;
+    if (rc == MCDC_OK) rc = mcdc_table_schema(t, &s, err);
+    if (rc == MCDC_OK && s == NULL)
+        rc = mcdc_error_set(err, MCDC_E_NOTFOUND, "report table %s does not exist", report_table);
+    static const char *const cols[4] = {"run_id", "failure_type", "key", "status"};
+    for (int i = 0; rc == MCDC_OK && i < 4; i++) {
+        int32_t j = mcdc_schema_find(s, cols[i]);
+        if (j < 0 || s->fields[j].type != MCDC_TYPE_UTF8)
+            rc = mcdc_error_set(err, MCDC_E_MISMATCH,
+                                "%s has no STRING column %s: is it a reconcile report table?",
+                                report_table, cols[i]);
+    }
+    mcdc_schema_unref(s);
+    report_acc a = {.run_id = run_id};
+    if (rc == MCDC_OK) {
+        mcdc_table_scan sc = MCDC_TABLE_SCAN_INIT;
+        sc.columns = cols;
+        sc.n_columns = 4;
+        int64_t v;
+        rc = mcdc_table_scan_run(t, &sc, report_rows, &a, &v, NULL, err);
+    }
+    mcdc_table_close(t);
+    if (rc) {
+        mcdc_repair_keys_free(a.keys, a.n);
+        return mcdc_error_wrap(err, "reading the keys of run %s in %s", run_id, report_table), rc;
+    }
+    *keys = a.keys;
+    *n = a.n;
+    return MCDC_OK;
+}
+
+void mcdc_repair_keys_free(char **keys, size_t n) {
+    for (size_t i = 0; keys && i < n; i++) mcdc_free(keys[i]);
+    mcdc_free(keys);
+}
+
+/* ---- the public API -------------------------------------------------------------------- */
+
+static void log_to_host(void *user, mcdc_log_level level, const char *msg) {
+    const mcdc_repair_cfg *c = user;
+    if (c->log_fn) c->log_fn(c->log_user, level, msg);
+    else mcdc_log_stderr(level, msg);
+}
+
+int mcdc_repair_run(const mcdc_opts *opts, const mcdc_repair_cfg *cfg, mcdc_repair_result *result,
+                    mcdc_error *err) {
+    if (cfg == NULL || result == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_repair_run: a NULL argument");
+    memset(result, 0, sizeof *result);
+    result->bronze_version = -1;
+    if (cfg->version != MCDC_REPAIR_CFG_VERSION)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_repair_cfg version %d: this library takes %d",
+                              cfg->version, MCDC_REPAIR_CFG_VERSION);
+    if (cfg->bronze == NULL || cfg->facts_table == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "repair needs bronze and the facts table");
+    bool from_report = cfg->report_table != NULL;
+    if (from_report == (cfg->keys_json != NULL))
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "repair takes its keys from a report table (with its run id) or a "
+                              "list of key objects: one of the two");
+    if (from_report && cfg->run_id == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "the report's keys need the reconcile run's id");
+    mcdc_ctx ctx = {0};
+    if (cfg->crash_at) snprintf(ctx.crash_at, sizeof ctx.crash_at, "%s", cfg->crash_at);
+    mcdc_log_sink sink = {log_to_host, (void *)cfg, cfg->log_level};
+    const mcdc_log_sink *host = mcdc_log_use(&sink);
+    char uuid[37];
+    const char *run_id = cfg->run_id;
+    if (run_id == NULL) {
+        mcdc_uuid4(uuid);
+        run_id = uuid;
+    }
+    char **keys = NULL;
+    size_t n = 0;
+    int rc = MCDC_OK;
+    if (from_report) rc = mcdc_repair_report_keys(&ctx, cfg->report_table, cfg->warehouse, run_id, &keys, &n, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_repair_keys(&ctx, opts, cfg->bronze, cfg->facts_table, cfg->warehouse, run_id,
+                              from_report ? (const char *const *)keys : cfg->keys_json,
+                              from_report ? n : cfg->n_keys, result, err);
+    snprintf(result->run_id, sizeof result->run_id, "%s", run_id);
+    mcdc_repair_keys_free(keys, n);
+    mcdc_log_use(host);
+    return rc;
+}
+
+int mcdc_repair_result_json(char *out, size_t cap, const mcdc_repair_result *r, mcdc_error *err) {
+    if (out == NULL || r == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_repair_result_json: a NULL argument");
+    char ts[MCDC_TS_TEXT_SIZE + 2] = "null";
+    if (r->has_commit_ts) {
+        char t[32];
+        mcdc_format_ts_us(r->commit_us, 6, t);
+        snprintf(ts, sizeof ts, "\"%.28s\"", t);
+    }
+    char lsn[32] = "null";
+    if (r->has_lsn) snprintf(lsn, sizeof lsn, "\"%.22s\"", r->lsn);
+    json_t *id = json_string(r->run_id);
+    char *idj = id ? json_dumps(id, JSON_ENCODE_ANY) : NULL;
+    json_decref(id);
+    if (idj == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    int k = snprintf(out, cap,
+                     "{\"run_id\":%s,\"lsn\":%s,\"commit_ts\":%s,\"keys\":%lld,\"images\":%lld,"
+                     "\"deletes\":%lld,\"bronze_version\":%lld,\"already\":%s}",
+                     idj, lsn, ts, (long long)r->keys, (long long)r->images, (long long)r->deletes,
+                     (long long)r->bronze_version, r->already ? "true" : "false");
+    free(idj);
+    if (k < 0 || (size_t)k >= cap)
+        return mcdc_error_set(err, MCDC_E_LIMIT, "%zu bytes are too few for the repair result", cap);
+    return MCDC_OK;
+}
