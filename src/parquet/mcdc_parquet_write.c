@@ -347,6 +347,15 @@ static int stat_merge(const wcol *c, bool *has, mcdc_buf *mn, mcdc_buf *mx, cons
     return rc;
 }
 
+/* The first 8 bytes of s (n bytes) as a big-endian number, zero-padded:
+ * two values whose prefixes differ compare as their prefixes do. */
+static uint64_t ba_prefix(const uint8_t *s, size_t n) {
+    if (n >= 8) return __builtin_bswap64(pq_le64(s));
+    uint64_t v = 0;
+    for (size_t i = 0; i < 8; i++) v = v << 8 | (i < n ? s[i] : 0);
+    return v;
+}
+
 /* Min/max of the n physical values in c->phys; merged into chunk stats. */
 static int slice_stats(wcol *c, int64_t n) {
     if (n == 0) return MCDC_OK;
@@ -439,25 +448,29 @@ static int slice_stats(wcol *c, int64_t n) {
         const uint8_t *q = p;
         lo = hi = q + 4;
         lo_n = hi_n = pq_le32(q);
+        /* unsigned byte-wise order, shorter prefix first; the first 8 bytes
+         * as a big-endian number (zero-padded) decide without memcmp when
+         * they differ */
+        uint64_t lo_p = ba_prefix(lo, lo_n), hi_p = lo_p;
         for (int64_t i = 0; i < n; i++) {
             size_t len = pq_le32(q);
             const uint8_t *s = q + 4;
             q = s + len;
-            /* unsigned byte-wise order, shorter prefix first; a differing
-             * first byte decides without memcmp */
-            if (len && lo_n && s[0] > lo[0]) {
-                if (hi_n && s[0] < hi[0]) continue;
-            } else {
+            uint64_t sp = ba_prefix(s, len);
+            if (sp > lo_p && sp < hi_p) continue;
+            if (sp <= lo_p) {
                 size_t m = len < lo_n ? len : lo_n;
-                int r = m ? memcmp(s, lo, m) : 0;
+                int r = sp < lo_p ? -1 : m ? memcmp(s, lo, m) : 0;
                 if (r < 0 || (r == 0 && len < lo_n)) {
-                    lo = s, lo_n = len;
+                    lo = s, lo_n = len, lo_p = sp;
                     continue;
                 }
             }
-            size_t m = len < hi_n ? len : hi_n;
-            int r = m ? memcmp(s, hi, m) : 0;
-            if (r > 0 || (r == 0 && len > hi_n)) hi = s, hi_n = len;
+            if (sp >= hi_p) {
+                size_t m = len < hi_n ? len : hi_n;
+                int r = sp > hi_p ? 1 : m ? memcmp(s, hi, m) : 0;
+                if (r > 0 || (r == 0 && len > hi_n)) hi = s, hi_n = len, hi_p = sp;
+            }
         }
         break;
     }
@@ -564,13 +577,11 @@ static int to_phys(wcol *c, mcdc_buf *o, const mcdc_column *in, int64_t r0, cons
     case MCDC_TYPE_UTF8:
     case MCDC_TYPE_BINARY: {
         const int32_t *off = in->offsets;
-        size_t bytes;
-        if (sel == NULL) {
-            bytes = (size_t)(off[r0 + n] - off[r0]);
-        } else {
-            bytes = 0;
-            for (int64_t k = 0; k < n; k++) bytes += (size_t)(off[sel[k] + 1] - off[sel[k]]);
-        }
+        /* With nulls, the bytes of the rows from the first to the last
+         * listed: at least those of the listed rows, no pass over them. */
+        size_t bytes = n == 0 ? 0
+                       : sel == NULL ? (size_t)(off[r0 + n] - off[r0])
+                                     : (size_t)(off[sel[n - 1] + 1] - off[sel[0]]);
         rc = mcdc_buf_reserve(o, bytes + (size_t)n * 4, &c->err);
         if (rc) return rc;
         uint8_t *d = (o->data + base);
@@ -879,6 +890,59 @@ static int flush_page(wcol *c, mcdc_parquet_writer *w) {
     return MCDC_OK;
 }
 
+/* Lists the rows of [r0, r1) whose validity bit is set in sel; returns
+ * their count. Branch-free (nulls fall at random, so a branch per row
+ * mispredicts), a byte of 8 valid rows at a time. */
+static int64_t select_valid(int64_t *restrict sel, const uint8_t *restrict bits, int64_t r0,
+                            int64_t r1) {
+    int64_t nv = 0, r = r0;
+    for (; r < r1 && (r & 7); r++) {
+        sel[nv] = r;
+        nv += bit_at(bits, r);
+    }
+    for (; r + 8 <= r1; r += 8) {
+        unsigned b = bits[r >> 3];
+        if (b == 0xFF) {
+            for (int k = 0; k < 8; k++) sel[nv + k] = r + k;
+            nv += 8;
+            continue;
+        }
+        for (int k = 0; k < 8; k++) {
+            sel[nv] = r + k;
+            nv += (b >> k) & 1;
+        }
+    }
+    for (; r < r1; r++) {
+        sel[nv] = r;
+        nv += bit_at(bits, r);
+    }
+    return nv;
+}
+
+/* Copies n bits from src (starting at bit s) to dst (starting at bit d),
+ * whose bits from d on are zero: 8 bits a step. */
+static void bits_or_copy(uint8_t *restrict dst, int64_t d, const uint8_t *restrict src, int64_t s,
+                         int64_t n) {
+    int64_t i = 0;
+    for (; i < n && ((d + i) & 7); i++)
+        dst[(d + i) >> 3] |= (uint8_t)(bit_at(src, s + i) << ((d + i) & 7));
+    /* d + i is byte-aligned now: each output byte takes 8 source bits,
+     * which straddle two source bytes unless s + i is aligned too. */
+    uint8_t *o = dst + ((d + i) >> 3);
+    int64_t sb = s + i;
+    int sh = (int)(sb & 7);
+    const uint8_t *p = src + (sb >> 3);
+    int64_t full = (n - i) / 8;
+    if (sh == 0) {
+        memcpy(o, p, (size_t)full);
+    } else {
+        for (int64_t k = 0; k < full; k++)
+            o[k] = (uint8_t)((p[k] >> sh) | (p[k + 1] << (8 - sh)));
+    }
+    i += full * 8;
+    for (; i < n; i++) dst[(d + i) >> 3] |= (uint8_t)(bit_at(src, s + i) << ((d + i) & 7));
+}
+
 /* Appends the validity of rows [r0, r1) to the page's bitmap. */
 static int page_valid_append(wcol *c, const mcdc_column *in, int64_t r0, int64_t r1) {
     int64_t n = r1 - r0;
@@ -908,9 +972,7 @@ static int page_valid_append(wcol *c, const mcdc_column *in, int64_t r0, int64_t
         if (n % 8) c->pvalid[(at + n) / 8] &= (uint8_t)((1u << (n % 8)) - 1);
         return MCDC_OK;
     }
-    for (int64_t i = 0; i < n; i++)
-        if (bit_at(in->validity, r0 + i))
-            c->pvalid[(at + i) >> 3] |= (uint8_t)(1u << ((at + i) & 7));
+    bits_or_copy(c->pvalid, at, in->validity, r0, n);
     return MCDC_OK;
 }
 
@@ -1030,9 +1092,7 @@ static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, 
     const int64_t *sel = NULL;
     int64_t nv = n;
     if (in->validity != NULL && in->null_count > 0) {
-        nv = 0;
-        for (int64_t r = r0; r < r1; r++)
-            if (bit_at(in->validity, r)) c->sel[nv++] = r;
+        nv = select_valid(c->sel, in->validity, r0, r1);
         if (nv < n) sel = c->sel;
     }
     if (c->optional && (rc = page_valid_append(c, in, r0, r1))) return rc;
@@ -1047,7 +1107,11 @@ static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, 
     if ((rc = to_phys(c, o, in, r0, sel, nv))) return rc;
     c->pv = o->data + o0;
     c->pv_len = o->len - o0;
-    if ((rc = slice_stats(c, nv))) return rc;
+    /* Dictionary-encoded values get their statistics from the dictionary
+     * when the chunk ends (each distinct value once: task_finish); floats
+     * count NaNs per value, so they are taken here. */
+    bool stats_later = c->page_is_dict && !c->is_float;
+    if (!stats_later && (rc = slice_stats(c, nv))) return rc;
     if (c->page_is_dict) {
         /* Choosing: only the sample is hashed before the choice, so a column
          * that gives its dictionary up never hashes the rest. */
@@ -1072,6 +1136,7 @@ static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, 
             c->dict_on = c->page_is_dict = false;
             c->idx_n = 0;
             dict_clear(c);
+            if (stats_later && (rc = slice_stats(c, nv))) return rc;
             if ((rc = mcdc_buf_append(&c->page_vals, c->pv, c->pv_len, &c->err))) return rc;
         } else if (!c->dict_keep) {
             /* Fall back to PLAIN for the rest of the chunk. */
@@ -1108,6 +1173,13 @@ static void task_finish(void *ctx, int i) {
     if (c->rc) return;
     c->dictpage.len = 0;
     if (c->chunk_encodings & (1u << PQ_RLE_DICTIONARY)) {
+        /* the statistics of the dictionary-encoded values (encode_slice):
+         * the entries are PLAIN values, one per distinct value */
+        if (!c->is_float) {
+            c->pv = c->dict_plain.data;
+            c->pv_len = c->dict_plain.len;
+            if ((c->rc = slice_stats(c, c->dict_n))) return;
+        }
         c->rc = emit_page(c, w, PQ_DICTIONARY_PAGE, NULL, 0, c->dict_plain.data,
                           c->dict_plain.len, (int32_t)c->dict_n, PQ_PLAIN);
         set_enc(c, PQ_PLAIN);
