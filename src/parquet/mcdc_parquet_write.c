@@ -653,10 +653,47 @@ static int dict_grow(wcol *c) {
     return MCDC_OK;
 }
 
-/* Maps the n physical values of c->phys to dictionary indices (appended to
- * the page's idx). */
-static int dict_encode(wcol *c, const uint8_t *q, int64_t n) {
+/* The dictionary index of key (kn bytes; BA and FLBA values of any width),
+ * added when new. */
+static int dict_insert(wcol *c, const uint8_t *key, size_t kn, uint32_t *out) {
     int rc;
+    uint32_t h = (uint32_t)key_hash(c, key, kn) & c->hmask;
+    uint32_t e;
+    while ((e = c->htab[h]) != 0) {
+        size_t en;
+        const uint8_t *ep = dict_entry(c, e - 1, &en);
+        if (en == kn && memcmp(ep, key, kn) == 0) break;
+        h = (h + 1) & c->hmask;
+    }
+    if (e == 0) {
+        if (c->phys == PQ_BYTE_ARRAY) {
+            if (c->dict_n == c->dict_offs_cap) {
+                uint32_t cap = c->dict_offs_cap ? c->dict_offs_cap * 2 : 1024;
+                uint32_t *p = mcdc_realloc(c->dict_offs, (size_t)cap * sizeof *p);
+                if (p == NULL)
+                    return mcdc_error_set(&c->err, MCDC_E_NOMEM, "out of memory (dictionary)");
+                c->dict_offs = p;
+                c->dict_offs_cap = cap;
+            }
+            c->dict_offs[c->dict_n] = (uint32_t)c->dict_plain.len;
+            uint8_t len[4];
+            pq_put_le32(len, (uint32_t)kn);
+            rc = mcdc_buf_append(&c->dict_plain, len, 4, &c->err);
+            if (!rc) rc = mcdc_buf_append(&c->dict_plain, key, kn, &c->err);
+        } else {
+            rc = mcdc_buf_append(&c->dict_plain, key, kn, &c->err);
+        }
+        if (rc) return rc;
+        e = ++c->dict_n;
+        c->htab[h] = e;
+        if ((uint64_t)c->dict_n * 2 > (uint64_t)c->hmask + 1 && (rc = dict_grow(c))) return rc;
+    }
+    *out = e - 1;
+    return MCDC_OK;
+}
+
+/* Room for n more indices in the page's idx, and the hash table. */
+static int dict_reserve(wcol *c, int64_t n) {
     if (c->idx_n + n > c->idx_cap) {
         int64_t cap = c->idx_cap ? c->idx_cap : 4096;
         while (cap < c->idx_n + n) cap *= 2;
@@ -665,7 +702,14 @@ static int dict_encode(wcol *c, const uint8_t *q, int64_t n) {
         c->idx = p;
         c->idx_cap = cap;
     }
-    if (c->htab == NULL && (rc = dict_grow(c))) return rc;
+    return c->htab == NULL ? dict_grow(c) : MCDC_OK;
+}
+
+/* Maps the n physical values of c->phys to dictionary indices (appended to
+ * the page's idx). */
+static int dict_encode(wcol *c, const uint8_t *q, int64_t n) {
+    int rc = dict_reserve(c, n);
+    if (rc) return rc;
     bool ba = c->phys == PQ_BYTE_ARRAY;
     size_t w = (size_t)c->width;
     /* 4- and 8-byte values (ints, dates, timestamps, floats, small decimals):
@@ -726,37 +770,37 @@ static int dict_encode(wcol *c, const uint8_t *q, int64_t n) {
         }
         prev = key;
         prev_n = kn;
-        uint64_t hv = key_hash(c, key, kn);
-        uint32_t h = (uint32_t)hv & c->hmask;
-        uint32_t e;
-        while ((e = c->htab[h]) != 0) {
-            size_t en;
-            const uint8_t *ep = dict_entry(c, e - 1, &en);
-            if (en == kn && memcmp(ep, key, kn) == 0) break;
-            h = (h + 1) & c->hmask;
+        uint32_t e = 0;
+        if ((rc = dict_insert(c, key, kn, &e))) return rc;
+        c->idx[c->idx_n++] = e;
+    }
+    return MCDC_OK;
+}
+
+/* Maps the n non-null values of a string/binary column (rows [r0, r0+n) or
+ * the rows listed in sel) to dictionary indices straight from the batch: a
+ * column that keeps its dictionary needs no PLAIN copy of its values. */
+static int dict_encode_input(wcol *c, const mcdc_column *in, int64_t r0, const int64_t *sel,
+                             int64_t n) {
+    MCDC_ASSERT(c->phys == PQ_BYTE_ARRAY && c->idx_n + n <= c->idx_cap && c->htab != NULL);
+    const int32_t *off = in->offsets;
+    const uint8_t *prev = NULL;
+    size_t prev_n = 0;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t r = sel ? sel[k] : r0 + k;
+        const uint8_t *key = in->data + off[r];
+        size_t kn = (size_t)(off[r + 1] - off[r]);
+        if (prev && prev_n == kn && memcmp(prev, key, kn) == 0) {
+            c->idx[c->idx_n] = c->idx[c->idx_n - 1]; /* a run: no probe */
+            c->idx_n++;
+            continue;
         }
-        if (e == 0) {
-            if (ba) {
-                if (c->dict_n == c->dict_offs_cap) {
-                    uint32_t cap = c->dict_offs_cap ? c->dict_offs_cap * 2 : 1024;
-                    uint32_t *p = mcdc_realloc(c->dict_offs, (size_t)cap * sizeof *p);
-                    if (p == NULL)
-                        return mcdc_error_set(&c->err, MCDC_E_NOMEM, "out of memory (dictionary)");
-                    c->dict_offs = p;
-                    c->dict_offs_cap = cap;
-                }
-                c->dict_offs[c->dict_n] = (uint32_t)c->dict_plain.len;
-                rc = mcdc_buf_append(&c->dict_plain, key - 4, kn + 4, &c->err);
-            } else {
-                rc = mcdc_buf_append(&c->dict_plain, key, kn, &c->err);
-            }
-            if (rc) return rc;
-            e = ++c->dict_n;
-            c->htab[h] = e;
-            if ((uint64_t)c->dict_n * 2 > (uint64_t)c->hmask + 1 && (rc = dict_grow(c)))
-                return rc;
-        }
-        c->idx[c->idx_n++] = e - 1;
+        prev = key;
+        prev_n = kn;
+        uint32_t e = 0;
+        int rc = dict_insert(c, key, kn, &e);
+        if (rc) return rc;
+        c->idx[c->idx_n++] = e;
     }
     return MCDC_OK;
 }
@@ -1085,6 +1129,37 @@ static int choose_encoding(wcol *c, mcdc_parquet_writer *w, int64_t nv) {
     return MCDC_OK;
 }
 
+/* The rest of encode_slice for a string/binary column that chose its
+ * dictionary: indices straight from the batch, statistics from the
+ * dictionary at the chunk's end (task_finish); PLAIN values only when the
+ * dictionary overflows on a page that holds nothing else. */
+static int encode_slice_dict_input(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in,
+                                   int64_t r0, const int64_t *sel, int64_t nv) {
+    int rc = dict_reserve(c, nv);
+    if (!rc) rc = dict_encode_input(c, in, r0, sel, nv);
+    if (rc) return rc;
+    if (c->dict_plain.len > (size_t)w->opts.dict_bytes_max) {
+        c->dict_keep = false; /* too many distinct values: not again in this file */
+        c->dict_on = false;
+        if (c->idx_n == nv && !(c->chunk_encodings & (1u << PQ_RLE_DICTIONARY))) {
+            /* The page holds only this slice: redo it as PLAIN. */
+            c->page_is_dict = false;
+            c->idx_n = 0;
+            dict_clear(c);
+            size_t o0 = c->page_vals.len;
+            if ((rc = to_phys(c, &c->page_vals, in, r0, sel, nv))) return rc;
+            c->pv = c->page_vals.data + o0;
+            c->pv_len = c->page_vals.len - o0;
+            if ((rc = slice_stats(c, nv))) return rc;
+        } else {
+            if ((rc = flush_page(c, w))) return rc;
+            c->page_is_dict = false;
+        }
+    }
+    if (c->page_bytes >= w->opts.page_bytes && (rc = flush_page(c, w))) return rc;
+    return MCDC_OK;
+}
+
 static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, int64_t r0,
                         int64_t r1) {
     int rc;
@@ -1101,6 +1176,8 @@ static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, 
     c->chunk_nulls += n - nv;
     c->chunk_values += n;
     c->page_bytes += plain_bytes(c, in, r0, r1);
+    if (c->page_is_dict && c->chosen && c->dict_keep && c->phys == PQ_BYTE_ARRAY)
+        return encode_slice_dict_input(c, w, in, r0, sel, nv);
     mcdc_buf *o = c->page_is_dict ? &c->pbuf : &c->page_vals;
     if (c->page_is_dict) c->pbuf.len = 0;
     size_t o0 = o->len;

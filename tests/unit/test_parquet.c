@@ -911,7 +911,7 @@ TEST(parquet_every_storage_failure_is_clean) {
 
 __extension__ typedef __int128 oracle_i128;
 __extension__ typedef unsigned __int128 oracle_u128;
-enum { OC_N = 8 };
+enum { OC_N = 9 };
 
 static mcdc_schema *oracle_schema(void) {
     mcdc_schema *s = NULL;
@@ -924,6 +924,7 @@ static mcdc_schema *oracle_schema(void) {
     mcdc_schema_set(s, 5, "dec", MCDC_TYPE_DECIMAL, 30, 2, 0, true, NULL);
     mcdc_schema_set(s, 6, "dbl", MCDC_TYPE_DOUBLE, 0, 0, 0, true, NULL);
     mcdc_schema_set(s, 7, "day", MCDC_TYPE_DATE32, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, 8, "late", MCDC_TYPE_UTF8, 0, 0, 0, true, NULL);
     return s;
 }
 
@@ -932,8 +933,9 @@ static uint64_t oracle_rng(uint64_t *x) {
     return *x;
 }
 
-/* n random rows appended to b (same seed, same rows). */
-static void oracle_rows(mcdc_batch *b, uint64_t seed, int64_t n, int null_pct) {
+/* n random rows appended to b (same seed, same rows); row0: the file row
+ * of the first. */
+static void oracle_rows(mcdc_batch *b, uint64_t seed, int64_t n, int null_pct, int64_t row0) {
     static const char *few[] = {"", "a", "ab", "abcdefgh", "abcdefghi", "abcdefgh\xff", "\xc3\xa9t\xc3\xa9"};
     uint64_t x = seed | 1;
     for (int64_t k = 0; k < n; k++) {
@@ -963,6 +965,12 @@ static void oracle_rows(mcdc_batch *b, uint64_t seed, int64_t n, int null_pct) {
                                               : ((double)(int64_t)v) / 1e6, NULL);
                 break;
             case 7: mcdc_col_append_int(&c[i], (int64_t)(v % 40) - 20, NULL); break;
+            case 8: /* 3 values for the first 30000 rows (the dictionary is
+                     * chosen), then all distinct (it overflows later) */
+                len = row0 + k < 30000 ? snprintf(t, sizeof t, "late-%d", (int)(v % 3))
+                                       : snprintf(t, sizeof t, "%016llx", (unsigned long long)v);
+                mcdc_col_append_bytes(&c[i], t, len, NULL);
+                break;
             }
         }
     }
@@ -1078,12 +1086,14 @@ TEST(parquet_statistics_match_a_brute_force_oracle) {
         mcdc_parquet_writer *w = NULL;
         mcdc_error e = MCDC_ERROR_INIT;
         CHECK_EQ_INT(mcdc_parquet_writer_open_path(&w, p, s, &o, &e), MCDC_OK);
+        int64_t row0 = 0;
         for (int k = 0; k < N_SIZES; k++) {
             uint64_t seed = UINT64_C(0x9E3779B97F4A7C15) * (uint64_t)(100 * round + k + 1);
             mcdc_batch *b = NULL;
             CHECK_EQ_INT(mcdc_batch_create(&b, s, sizes[k], NULL), MCDC_OK);
-            oracle_rows(b, seed, sizes[k], null_pct);
-            oracle_rows(all, seed, sizes[k], null_pct);
+            oracle_rows(b, seed, sizes[k], null_pct, row0);
+            oracle_rows(all, seed, sizes[k], null_pct, row0);
+            row0 += sizes[k];
             CHECK_EQ_INT(mcdc_batch_seal(b, NULL), MCDC_OK);
             CHECK_EQ_INT(mcdc_parquet_writer_write(w, b, &e), MCDC_OK);
             mcdc_batch_free(b);
@@ -1113,7 +1123,7 @@ TEST(parquet_statistics_match_a_brute_force_oracle) {
         CHECK_EQ_INT(mcdc_pq_meta_decode(&m, buf + n - 8 - flen, flen, p, NULL), MCDC_OK);
         CHECK(round < 4 ? m.n_row_groups == 1 : m.n_row_groups > 3);
         int64_t r0 = 0;
-        bool dict_gone = false;
+        bool dict_gone = false, late_gone = false;
         for (int32_t g = 0; g < m.n_row_groups; g++) {
             int64_t r1 = r0 + m.row_groups[g].num_rows;
             for (int i = 0; i < OC_N; i++)
@@ -1121,12 +1131,14 @@ TEST(parquet_statistics_match_a_brute_force_oracle) {
             const pq_chunk_meta *sr = &m.row_groups[g].columns[3];
             dict_gone |= (sr->encodings & (1u << PQ_RLE_DICTIONARY)) && (sr->encodings & (1u << PQ_PLAIN)) &&
                          sr->dict_page_offset > 0;
+            const pq_chunk_meta *lt = &m.row_groups[g].columns[8];
+            late_gone |= (lt->encodings & (1u << PQ_RLE_DICTIONARY)) && (lt->encodings & (1u << PQ_PLAIN));
             r0 = r1;
         }
         CHECK_EQ_INT(r0, all->rows);
         /* the paths the test is for were taken */
         CHECK(m.row_groups[0].columns[4].encodings & (1u << PQ_RLE_DICTIONARY));
-        if (o.dict_bytes_max == 1500 && null_pct < 90) CHECK(dict_gone);
+        if (o.dict_bytes_max == 1500 && null_pct < 90) CHECK(dict_gone && late_gone);
         mcdc_pq_meta_free(&m);
         free(buf);
         CHECK_EQ_INT(compare_file(p, all, round % 2 ? 777 : 0), all->rows);
