@@ -51,27 +51,31 @@
  * uncompressed for the rest of the file. */
 #define PQ_CHOOSE_COMPRESS_MIN 0.95
 
-/* ---- a small pool: run fn(ctx, task) for task in [0, n) -------------------- */
+/* ---- a small pool: run fn(ctx, task, worker) for task in [0, n) -------------
+ * worker: 0 for the caller, 1..n_threads for the pool's threads (what a task
+ * may keep per thread, such as a compression context, is indexed by it). */
 typedef struct pq_pool {
     int n_threads;
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t cv_work, cv_done;
-    void (*fn)(void *ctx, int task);
+    void (*fn)(void *ctx, int task, int worker);
     void *ctx;
     int n_tasks, next, done;
+    int started;           /* threads that took their worker number */
     bool stop;
 } pq_pool;
 
 static void *pool_main(void *arg) {
     pq_pool *p = arg;
     pthread_mutex_lock(&p->mu);
+    int worker = ++p->started;
     for (;;) {
         while (!p->stop && p->next >= p->n_tasks) pthread_cond_wait(&p->cv_work, &p->mu);
         if (p->stop) break;
         int task = p->next++;
         pthread_mutex_unlock(&p->mu);
-        p->fn(p->ctx, task);
+        p->fn(p->ctx, task, worker);
         pthread_mutex_lock(&p->mu);
         if (++p->done == p->n_tasks) pthread_cond_signal(&p->cv_done);
     }
@@ -95,9 +99,9 @@ static int pool_start(pq_pool *p, int n_threads, mcdc_error *err) {
     return MCDC_OK;
 }
 
-static void pool_run(pq_pool *p, void (*fn)(void *, int), void *ctx, int n_tasks) {
+static void pool_run(pq_pool *p, void (*fn)(void *, int, int), void *ctx, int n_tasks) {
     if (p->n_threads == 0 || n_tasks <= 1) {
-        for (int i = 0; i < n_tasks; i++) fn(ctx, i);
+        for (int i = 0; i < n_tasks; i++) fn(ctx, i, 0);
         return;
     }
     pthread_mutex_lock(&p->mu);
@@ -110,7 +114,7 @@ static void pool_run(pq_pool *p, void (*fn)(void *, int), void *ctx, int n_tasks
     while (p->next < p->n_tasks) { /* the caller works too */
         int task = p->next++;
         pthread_mutex_unlock(&p->mu);
-        fn(ctx, task);
+        fn(ctx, task, 0);
         pthread_mutex_lock(&p->mu);
         p->done++;
     }
@@ -208,7 +212,7 @@ typedef struct wcol {
     size_t pv_len;
     int64_t *sel;
     mcdc_buf enc, comp, hdr;
-    mcdc_pq_codec_ctx cctx;
+    int worker;            /* of the task running on this column (pq_pool) */
 
     /* task in/out */
     const mcdc_column *in;
@@ -230,7 +234,9 @@ struct mcdc_parquet_writer {
     wcol *cols;
     pq_pool pool;
     bool pool_started;
-    mcdc_pq_codec_ctx cctx; /* shared by all columns when threads == 1 */
+    /* one compression context per thread, not per column: a zstd context
+     * holds about a megabyte of tables */
+    mcdc_pq_codec_ctx cctx[PQ_THREADS_MAX];
     int64_t offset;        /* bytes written */
     int64_t rows_total;
     int64_t rg_rows;
@@ -807,10 +813,11 @@ static int dict_encode_input(wcol *c, const mcdc_column *in, int64_t r0, const i
 
 /* ---- pages ------------------------------------------------------------------- */
 
-/* One compression context for the whole writer on one thread (one warm
- * workspace instead of one per column); per column on the pool. */
+/* The compression context of the thread encoding c (one warm workspace
+ * per thread, whichever column it encodes). */
 static mcdc_pq_codec_ctx *codec_ctx(wcol *c, mcdc_parquet_writer *w) {
-    return w->opts.threads > 1 ? &c->cctx : &w->cctx;
+    MCDC_ASSERT(c->worker >= 0 && c->worker < PQ_THREADS_MAX);
+    return &w->cctx[c->worker];
 }
 
 static void set_enc(wcol *c, int e) { c->chunk_encodings |= 1u << e; }
@@ -1230,9 +1237,10 @@ static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, 
 }
 
 /* Task: encode rows [r0, r1) of one column. */
-static void task_encode(void *ctx, int i) {
+static void task_encode(void *ctx, int i, int worker) {
     mcdc_parquet_writer *w = ctx;
     wcol *c = &w->cols[i];
+    c->worker = worker;
     const mcdc_column *in = c->in;
     int64_t r = c->r0;
     while (r < c->r1 && !c->rc) {
@@ -1243,9 +1251,10 @@ static void task_encode(void *ctx, int i) {
 }
 
 /* Task: finish one column chunk (last page, dictionary page). */
-static void task_finish(void *ctx, int i) {
+static void task_finish(void *ctx, int i, int worker) {
     mcdc_parquet_writer *w = ctx;
     wcol *c = &w->cols[i];
+    c->worker = worker;
     c->rc = flush_page(c, w);
     if (c->rc) return;
     c->dictpage.len = 0;
@@ -1293,7 +1302,6 @@ static void wcol_free(wcol *c) {
     mcdc_buf_free(&c->enc);
     mcdc_buf_free(&c->comp);
     mcdc_buf_free(&c->hdr);
-    mcdc_pq_codec_ctx_free(&c->cctx);
 }
 
 /* ---- file I/O ------------------------------------------------------------------- */
@@ -1819,7 +1827,7 @@ void mcdc_parquet_writer_free(mcdc_parquet_writer *w) {
     if (w->cols)
         for (int32_t i = 0; i < w->n; i++) wcol_free(&w->cols[i]);
     mcdc_free(w->cols);
-    mcdc_pq_codec_ctx_free(&w->cctx);
+    for (int i = 0; i < PQ_THREADS_MAX; i++) mcdc_pq_codec_ctx_free(&w->cctx[i]);
     for (int32_t g = 0; g < w->n_rgs; g++) {
         for (int32_t i = 0; i < w->n; i++) {
             mcdc_free(w->rgs[g].cols[i].min);
