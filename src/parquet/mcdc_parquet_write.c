@@ -35,6 +35,8 @@
  * file size). mcdc_limits.h's MCDC_PARQUET_PAGE_BYTES_DEFAULT (1 MiB) is
  * no longer used by the writer. */
 #define PQ_PAGE_BYTES_DEFAULT (256 * 1024)
+/* Room kept before a page's values for its v1 levels at most (wcol.head). */
+#define PQ_PAGE_HEAD_MAX (64 * 1024)
 /* Encoding choice (once per column per file, remembered for its later row
  * groups): made on the first slice with at least PQ_CHOOSE_VALUES_MIN
  * non-null values, by trial-compressing at most PQ_CHOOSE_SAMPLE values in
@@ -186,7 +188,10 @@ typedef struct wcol {
     uint32_t hmask;
 
     /* current page */
-    mcdc_buf page_vals;    /* PLAIN values; bool: one byte per value */
+    mcdc_buf page_vals;    /* head free bytes, then the PLAIN values; bool: one byte per value */
+    size_t head;           /* v1 pages of a nullable column: room for the levels
+                            * before the values, so the body is compressed in
+                            * place instead of copied after its levels */
     uint32_t *idx;
     int64_t idx_n, idx_cap;
     uint8_t *pvalid;
@@ -907,21 +912,30 @@ static int flush_page(wcol *c, mcdc_parquet_writer *w) {
         if ((rc = mcdc_pq_rle_encode(e, c->idx, c->idx_n, width, &c->err))) return rc;
         encoding = PQ_RLE_DICTIONARY;
     } else if (c->phys == PQ_BOOLEAN) {
-        int64_t n = (int64_t)c->page_vals.len;
+        int64_t n = (int64_t)(c->page_vals.len - c->head);
+        const uint8_t *v = c->page_vals.data + c->head;
         size_t nb = (size_t)(n + 7) / 8;
         if ((rc = mcdc_buf_reserve(e, nb, &c->err))) return rc;
         uint8_t *d = e->data + e->len;
         memset(d, 0, nb);
-        for (int64_t i = 0; i < n; i++) d[i >> 3] |= (uint8_t)(c->page_vals.data[i] << (i & 7));
+        for (int64_t i = 0; i < n; i++) d[i >> 3] |= (uint8_t)(v[i] << (i & 7));
         e->len += nb;
         encoding = PQ_PLAIN;
     } else if (c->delta) {
-        int64_t n = (int64_t)c->page_vals.len / c->width;
-        if ((rc = mcdc_pq_delta_encode_plain(e, c->page_vals.data, n, c->width, &c->err)))
+        int64_t n = (int64_t)(c->page_vals.len - c->head) / c->width;
+        if ((rc = mcdc_pq_delta_encode_plain(e, c->page_vals.data + c->head, n, c->width,
+                                             &c->err)))
             return rc;
         encoding = PQ_DELTA_BINARY_PACKED;
-    } else if ((c->optional && !v2) || c->page_vals.len == 0) { /* v1: levels + values, one body */
-        if ((rc = mcdc_buf_append(e, c->page_vals.data, c->page_vals.len, &c->err))) return rc;
+    } else if (c->optional && !v2 && e->len <= c->head) {
+        /* v1: levels + values, one body: the levels go into the room left
+         * before the values */
+        direct = true;
+        encoding = PQ_PLAIN;
+    } else if ((c->optional && !v2) || c->page_vals.len == c->head) {
+        if ((rc = mcdc_buf_append(e, c->page_vals.data + c->head, c->page_vals.len - c->head,
+                                  &c->err)))
+            return rc;
         encoding = PQ_PLAIN;
     } else { /* the PLAIN values are the body as they are */
         direct = true;
@@ -929,14 +943,18 @@ static int flush_page(wcol *c, mcdc_parquet_writer *w) {
     }
     set_enc(c, encoding);
     if (c->page_rows > INT32_MAX) return mcdc_error_set(&c->err, MCDC_E_LIMIT, "page rows");
-    const uint8_t *body = direct ? c->page_vals.data : e->data + levels_n;
-    size_t body_n = direct ? c->page_vals.len : e->len - levels_n;
+    /* direct: the body starts where its v1 levels were copied (none for a
+     * required column, or v2, whose levels stay in e) */
+    size_t lv = direct && c->optional && !v2 ? e->len : 0;
+    if (lv) memcpy(c->page_vals.data + c->head - lv, e->data, lv);
+    const uint8_t *body = direct ? c->page_vals.data + c->head - lv : e->data + levels_n;
+    size_t body_n = direct ? c->page_vals.len - c->head + lv : e->len - levels_n;
     rc = emit_page(c, w, v2 ? PQ_DATA_PAGE_V2 : PQ_DATA_PAGE, e->data, levels_n, body, body_n,
                    (int32_t)c->page_rows, encoding);
     if (rc) return rc;
     c->page_rows = c->page_nulls = c->page_bytes = 0;
     c->idx_n = 0;
-    c->page_vals.len = 0;
+    c->page_vals.len = c->head;
     c->page_is_dict = c->dict_on;
     return MCDC_OK;
 }
@@ -1463,6 +1481,15 @@ static int writer_open(mcdc_parquet_writer **out, mcdc_storage_writer *sw, const
         c->codec_next = (int)o.codec;
         c->sel = mcdc_malloc(PQ_SLICE_ROWS_MAX * sizeof *c->sel);
         if (c->sel == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (writer)");
+        if (!rc && c->optional && c->phys != PQ_BOOLEAN && !o.data_page_v2) {
+            /* a page holds at most about page_bytes / 4 rows (nulls count as
+             * 4 bytes or the value's width): their RLE bitmap fits; a longer
+             * one is copied as before (flush_page) */
+            int64_t h = 16 + o.page_bytes / 32;
+            c->head = (size_t)(h < PQ_PAGE_HEAD_MAX ? h : PQ_PAGE_HEAD_MAX);
+            rc = mcdc_buf_reserve(&c->page_vals, c->head, err);
+            if (!rc) c->page_vals.len = c->head;
+        }
         chunk_reset(c);
     }
     if (!rc) {
