@@ -1485,7 +1485,7 @@ static int writer_open(mcdc_parquet_writer **out, mcdc_storage_writer *sw, const
             /* a page holds at most about page_bytes / 4 rows (nulls count as
              * 4 bytes or the value's width): their RLE bitmap fits; a longer
              * one is copied as before (flush_page) */
-            int64_t h = 16 + o.page_bytes / 32;
+            int64_t h = (16 + o.page_bytes / 32 + 15) & ~(int64_t)15; /* values stay aligned */
             c->head = (size_t)(h < PQ_PAGE_HEAD_MAX ? h : PQ_PAGE_HEAD_MAX);
             rc = mcdc_buf_reserve(&c->page_vals, c->head, err);
             if (!rc) c->page_vals.len = c->head;
