@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Parquet benchmark (make bench-parquet): our writer on 10M bronze-shaped CDC
-# rows (uncompressed, snappy, zstd; single-threaded, then 2 threads), our
-# reader on the zstd file, then pyarrow writing the same table with zstd.
+# rows (uncompressed, snappy, zstd; single-threaded, then 2 threads), the same
+# rows again in zstd, snappy, lz4_raw and uncompressed (bench_rewrite: CPU
+# seconds and bytes per row), our reader on the zstd file, then pyarrow writing
+# the same table with zstd.
 # Prints `name: value` lines. Environment: BENCH_ROWS (default 10000000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,8 +17,13 @@ OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 echo "== ours, 1 thread"
 "$BUILD/bench_parquet" "$OUT" "$ROWS" 1
+cc -std=c17 -O2 -D_GNU_SOURCE -Iinclude -Isrc/util -Isrc/storage -Isrc/batch -Isrc/parquet \
+   -o "$BUILD/bench_rewrite" bench/bench_rewrite.c "$BUILD/libmssqlcdc.a" \
+   $(make -s --no-print-directory print-ldlibs)
 echo "== ours, 2 threads"
 "$BUILD/bench_parquet" "$OUT" "$ROWS" 2 | grep -E '^(threads|write_zstd)'
+echo "== ours, the zstd file's rows again in each codec (CPU per million rows, bytes per row)"
+"$BUILD/bench_rewrite" "$OUT/bench_zstd.parquet" "$OUT" 1 3
 echo "== pyarrow"
 .venv/bin/python - "$OUT/bench_zstd.parquet" <<'PY'
 import os, sys, time

@@ -141,19 +141,25 @@ _, status, ru = os.wait4(p.pid, 0)
 secs = time.monotonic() - t0
 sys.stdout.write(p.stdout.read().decode())
 sys.stderr.write(p.stderr.read().decode())
-print(f"@@ {os.waitstatus_to_exitcode(status)} {secs:.6f} {ru.ru_maxrss}", file=sys.stderr)
+print(f"@@ {os.waitstatus_to_exitcode(status)} {secs:.6f} {ru.ru_maxrss} "
+      f"{ru.ru_utime + ru.ru_stime:.3f}", file=sys.stderr)
 """
 
 
 def timed(argv):
-    """Runs argv; its wall seconds, peak RSS (MB) and stdout."""
+    """Runs argv; its wall seconds, peak RSS (MB) and stdout (its CPU seconds
+    in LAST_CPU[0]: the steadier figure on a shared machine)."""
     p = subprocess.run([sys.executable, "-c", LAUNCH, *argv], capture_output=True, text=True)
     tail = p.stderr.strip().splitlines()[-1].split()
     assert tail[0] == "@@", p.stderr
     rc, secs, rss_kb = int(tail[1]), float(tail[2]), int(tail[3])
+    LAST_CPU[0] = float(tail[4])
     if rc != 0:
         sys.exit(f"{argv[0]} exited {rc}:\n{p.stdout}\n{p.stderr}")
     return secs, rss_kb / 1024.0, p.stdout
+
+
+LAST_CPU = [0.0]
 
 
 def apply_cmd(d):
@@ -187,7 +193,8 @@ def run_size(pa, pc, rows, n_changes, d, with_deltalake, prefix=""):
     secs, rss, _ = timed(apply_cmd(d))
     print(f"{prefix}rebuild_seconds: {secs:.3f}")
     print(f"{prefix}rebuild_rows_per_s: {rows / secs:.0f}")
-    print(f"{prefix}rebuild_peak_rss_mb: {rss:.1f}", flush=True)
+    print(f"{prefix}rebuild_peak_rss_mb: {rss:.1f}")
+    print(f"{prefix}rebuild_cpu_seconds: {LAST_CPU[0]:.2f}", flush=True)
     k, o, l, q = changes(pa, pc, rows, n_changes, rng)
     ch = bronze_table(pa, pc, k, o, l, q, False)
     write(f"{d}/bronze", ch)
@@ -196,6 +203,7 @@ def run_size(pa, pc, rows, n_changes, d, with_deltalake, prefix=""):
     print(f"{prefix}apply_seconds: {secs:.3f}")
     print(f"{prefix}apply_rows_per_s: {n_changes / secs:.0f}")
     print(f"{prefix}apply_peak_rss_mb: {rss:.1f}")
+    print(f"{prefix}apply_cpu_seconds: {LAST_CPU[0]:.2f}")
     print(f"{prefix}apply_result: {out.strip()}", flush=True)
     if not with_deltalake:
         return secs, rss, None
@@ -275,6 +283,8 @@ def main():
     subprocess.run(["make", "--no-print-directory", "-s", CLI], cwd=ROOT, check=True)
     base = tempfile.mkdtemp(prefix="mcdc-bench-silver-")
     try:
+        # the cores are shared: how busy they were frames every figure below
+        print(f"load_average_1m_at_start: {os.getloadavg()[0]:.2f}")
         print(f"rows: {rows}\nchanges: {n_changes}", flush=True)
         if os.environ.get("BENCH_SILVER_ONLY") == "reconcile":
             run_reconcile(rows, base)
@@ -289,6 +299,7 @@ def main():
         print(f"apply_peak_rss_mb: {rss:.1f}   (goal <= 512; a tenth the table: {rss_small:.1f})")
         shutil.rmtree(small, ignore_errors=True)
         run_reconcile(rows, base)
+        print(f"load_average_1m_at_end: {os.getloadavg()[0]:.2f}")
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

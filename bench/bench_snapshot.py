@@ -11,6 +11,7 @@ rows: the rows are as if they were there before CDC was enabled.
 
 Measures:
 - snapshot_rows_per_s_1conn / _2conn: the whole process, numPartitions 1 and 2;
+  snapshot_file_bytes_per_row_*: the bronze data files' bytes per row;
   snapshot_peak_rss_mb: the larger of the two runs' peak RSS, the mssql-cdc
   process's own maximum resident set as GNU time reports it (%M; see
   benchlib.run_child for why not this process's wait4); the CPU seconds each
@@ -108,6 +109,12 @@ def source_args(sim, ci, partitions):
             "--numPartitions", str(partitions)]
 
 
+def data_bytes(table):
+    """Bytes of the table's Parquet data files (the codec's figure)."""
+    return sum(os.path.getsize(os.path.join(table, f)) for f in os.listdir(table)
+               if f.endswith(".parquet"))
+
+
 def table_store_reads(sim):
     """Queries the simulator's table store has answered so far (sim.fast_path_stats):
     a read it did not answer went through SQLite, about 15 times slower."""
@@ -163,6 +170,7 @@ def ours_snapshots(sim, work):
         print(f"sim_rows_per_cpu_s_{n}conn: {ROWS / max(sim_cpu, 1e-3):.0f}")
         print(f"sim_table_store_reads_{n}conn: {store}")
         print(f"snapshot_peak_rss_mb_{n}conn: {run.rss_mb:.1f}")
+        print(f"snapshot_file_bytes_per_row_{n}conn: {data_bytes(target) / ROWS:.1f}")
     print(f"snapshot_peak_rss_mb: {rss:.1f}")
     # the same table in chunks of the CLI's default 1,000,000 rows, nothing else running
     secs, chunks, runs = our_backfill_secs(sim, os.path.join(work, "ours-bf-t"), "dbo_t",

@@ -266,6 +266,7 @@ typedef struct {
     char **phys;              /* mapped: physical name per column of ours (owned) */
     int32_t *ids;             /* mapped: column id per column of ours */
     mcdc_schema *phys_schema; /* mapped: ours under the physical names */
+    mcdc_parquet_codec codec; /* of the data files (MCDC_TABLE_PROP_PARQUET_CODEC) */
 } lake_layout;
 
 static void layout_clear(lake_layout *l, int32_t n) {
@@ -304,13 +305,37 @@ static int needs_alter(const mcdc_table *t, const char *column, mcdc_error *err)
     return rc;
 }
 
+/* The value of key among the creation properties, NULL when unset. */
+static const char *props_value(const mcdc_table_props *p, const char *key) {
+    size_t n = strlen(key);
+    for (size_t i = 0; p && p->configuration && p->configuration[i]; i++)
+        if (strncmp(p->configuration[i], key, n) == 0 && p->configuration[i][n] == '=')
+            return p->configuration[i] + n + 1;
+    return NULL;
+}
+
 /* delta.columnMapping.mode among the creation properties, NULL when unset. */
 static const char *props_mapping_mode(const mcdc_table_props *p) {
-    static const char key[] = "delta.columnMapping.mode=";
-    for (size_t i = 0; p && p->configuration && p->configuration[i]; i++)
-        if (strncmp(p->configuration[i], key, sizeof key - 1) == 0)
-            return p->configuration[i] + sizeof key - 1;
-    return NULL;
+    return props_value(p, "delta.columnMapping.mode");
+}
+
+/* The data files' codec: the table's MCDC_TABLE_PROP_PARQUET_CODEC (or, for
+ * a table about to be created, the creation properties'), else zstd. */
+static int layout_codec(mcdc_parquet_codec *out, const mcdc_table *t, const mcdc_delta_snapshot *s,
+                        const mcdc_table_props *props, mcdc_error *err) {
+    *out = MCDC_PARQUET_ZSTD;
+    const char *v = s ? mcdc_delta_snapshot_config(s, MCDC_TABLE_PROP_PARQUET_CODEC)
+                      : props_value(props, MCDC_TABLE_PROP_PARQUET_CODEC);
+    if (v == NULL) return MCDC_OK;
+    int rc = mcdc_parquet_codec_parse(out, v, err);
+    if (rc) {
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "table %s: property %s is '%s'; set it to zstd, snappy, lz4_raw, "
+                            "gzip or uncompressed (ALTER TABLE ... SET TBLPROPERTIES), or unset "
+                            "it for zstd",
+                            t->name, MCDC_TABLE_PROP_PARQUET_CODEC, v);
+    }
+    return rc;
 }
 
 /* The largest column id of a mapped table (maxColumnId and the fields'). */
@@ -341,7 +366,8 @@ static int plan_layout(lake_layout *l, mcdc_table *t, const mcdc_schema *ours,
     const char *mode = props_mapping_mode(props);
     l->mapped = s ? mcdc_delta_snapshot_column_mapping(s)
                   : mode ? strcmp(mode, "name") == 0 : any_needs_mapping(ours);
-    if (s) rc = mcdc_delta_snapshot_schema(&theirs, &meta, s, err);
+    rc = layout_codec(&l->codec, t, s, props, err);
+    if (rc == MCDC_OK && s) rc = mcdc_delta_snapshot_schema(&theirs, &meta, s, err);
     if (rc == MCDC_OK && s && l->mapped) max = max_column_id(s, theirs, meta);
     mcdc_delta_snapshot_free(s);
     int32_t n = ours->n_fields;
@@ -483,6 +509,18 @@ static int ensure_table(mcdc_table *t, mcdc_schema *ours, const mcdc_table_props
                         const lake_layout *l, mcdc_schema **evolved,
                         const char ***evolved_phys, mcdc_error *err);
 
+/* The codec in a data file's name, as Spark names its files
+ * (part-...-c000.snappy.parquet). */
+static const char *codec_suffix(mcdc_parquet_codec c) {
+    switch (c) {
+    case MCDC_PARQUET_SNAPPY: return ".snappy";
+    case MCDC_PARQUET_GZIP: return ".gz";
+    case MCDC_PARQUET_ZSTD: return ".zstd";
+    case MCDC_PARQUET_LZ4_RAW: return ".lz4raw";
+    default: return "";
+    }
+}
+
 int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err) {
     MCDC_ASSERT(!a->committed);
     if (b->rows == 0) return MCDC_OK;
@@ -490,9 +528,11 @@ int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err) 
     if (a->w == NULL) {
         char uuid[37];
         mcdc_uuid4(uuid);
-        a->cur = mcdc_asprintf("part-%05d-%s-c000.zstd.parquet", a->nfiles, uuid);
-        if (a->cur == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
         if (!a->layout.decided) rc = plan_layout(&a->layout, a->t, a->schema, &a->props, err);
+        if (rc) return rc;
+        a->cur = mcdc_asprintf("part-%05d-%s-c000%s.parquet", a->nfiles, uuid,
+                               codec_suffix(a->layout.codec));
+        if (a->cur == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
         /* A new table is created before its first data file is written: a
          * kill in between leaves an empty table (and an unreferenced file),
          * never a directory of files without a log, which no run could
@@ -508,6 +548,7 @@ int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err) 
             mcdc_parquet_write_options po = MCDC_PARQUET_WRITE_OPTIONS_INIT;
             po.field_ids = a->layout.mapped ? a->layout.ids : NULL;
             po.threads = a->props.parquet_threads;
+            po.codec = a->layout.codec;
             rc = mcdc_parquet_writer_open(&a->w, mcdc_delta_table_storage(a->t->dt), a->cur,
                                           a->layout.mapped ? a->layout.phys_schema : a->schema,
                                           &po, err);

@@ -30,6 +30,11 @@ typedef enum mcdc_table_kind {
 } mcdc_table_kind;
 #define MCDC_TABLE_PROP_KIND "mssql_cdc.kind"
 #define MCDC_TABLE_PROP_SCHEMA_VERSION "mssql_cdc.schema_version"
+/* The Parquet codec of the table's data files (zstd, snappy, lz4_raw, gzip,
+ * uncompressed), honoured by every writer of the table; unset: zstd. Set
+ * with ALTER TABLE ... SET TBLPROPERTIES, or among the creation properties
+ * (mcdc_table_props.configuration). docs/tables.md says why zstd. */
+#define MCDC_TABLE_PROP_PARQUET_CODEC "mssql_cdc.parquet.compression"
 /* "bronze", "facts", ... (static). */
 const char *mcdc_table_kind_name(mcdc_table_kind k);
 int mcdc_table_kind_schema_version(mcdc_table_kind k);

@@ -35,6 +35,8 @@
  * file size). mcdc_limits.h's MCDC_PARQUET_PAGE_BYTES_DEFAULT (1 MiB) is
  * no longer used by the writer. */
 #define PQ_PAGE_BYTES_DEFAULT (256 * 1024)
+/* Room kept before a page's values for its v1 levels at most (wcol.head). */
+#define PQ_PAGE_HEAD_MAX (64 * 1024)
 /* Encoding choice (once per column per file, remembered for its later row
  * groups): made on the first slice with at least PQ_CHOOSE_VALUES_MIN
  * non-null values, by trial-compressing at most PQ_CHOOSE_SAMPLE values in
@@ -51,27 +53,31 @@
  * uncompressed for the rest of the file. */
 #define PQ_CHOOSE_COMPRESS_MIN 0.95
 
-/* ---- a small pool: run fn(ctx, task) for task in [0, n) -------------------- */
+/* ---- a small pool: run fn(ctx, task, worker) for task in [0, n) -------------
+ * worker: 0 for the caller, 1..n_threads for the pool's threads (what a task
+ * may keep per thread, such as a compression context, is indexed by it). */
 typedef struct pq_pool {
     int n_threads;
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t cv_work, cv_done;
-    void (*fn)(void *ctx, int task);
+    void (*fn)(void *ctx, int task, int worker);
     void *ctx;
     int n_tasks, next, done;
+    int started;           /* threads that took their worker number */
     bool stop;
 } pq_pool;
 
 static void *pool_main(void *arg) {
     pq_pool *p = arg;
     pthread_mutex_lock(&p->mu);
+    int worker = ++p->started;
     for (;;) {
         while (!p->stop && p->next >= p->n_tasks) pthread_cond_wait(&p->cv_work, &p->mu);
         if (p->stop) break;
         int task = p->next++;
         pthread_mutex_unlock(&p->mu);
-        p->fn(p->ctx, task);
+        p->fn(p->ctx, task, worker);
         pthread_mutex_lock(&p->mu);
         if (++p->done == p->n_tasks) pthread_cond_signal(&p->cv_done);
     }
@@ -95,9 +101,9 @@ static int pool_start(pq_pool *p, int n_threads, mcdc_error *err) {
     return MCDC_OK;
 }
 
-static void pool_run(pq_pool *p, void (*fn)(void *, int), void *ctx, int n_tasks) {
+static void pool_run(pq_pool *p, void (*fn)(void *, int, int), void *ctx, int n_tasks) {
     if (p->n_threads == 0 || n_tasks <= 1) {
-        for (int i = 0; i < n_tasks; i++) fn(ctx, i);
+        for (int i = 0; i < n_tasks; i++) fn(ctx, i, 0);
         return;
     }
     pthread_mutex_lock(&p->mu);
@@ -110,7 +116,7 @@ static void pool_run(pq_pool *p, void (*fn)(void *, int), void *ctx, int n_tasks
     while (p->next < p->n_tasks) { /* the caller works too */
         int task = p->next++;
         pthread_mutex_unlock(&p->mu);
-        fn(ctx, task);
+        fn(ctx, task, 0);
         pthread_mutex_lock(&p->mu);
         p->done++;
     }
@@ -182,7 +188,10 @@ typedef struct wcol {
     uint32_t hmask;
 
     /* current page */
-    mcdc_buf page_vals;    /* PLAIN values; bool: one byte per value */
+    mcdc_buf page_vals;    /* head free bytes, then the PLAIN values; bool: one byte per value */
+    size_t head;           /* v1 pages of a nullable column: room for the levels
+                            * before the values, so the body is compressed in
+                            * place instead of copied after its levels */
     uint32_t *idx;
     int64_t idx_n, idx_cap;
     uint8_t *pvalid;
@@ -208,7 +217,7 @@ typedef struct wcol {
     size_t pv_len;
     int64_t *sel;
     mcdc_buf enc, comp, hdr;
-    mcdc_pq_codec_ctx cctx;
+    int worker;            /* of the task running on this column (pq_pool) */
 
     /* task in/out */
     const mcdc_column *in;
@@ -230,7 +239,9 @@ struct mcdc_parquet_writer {
     wcol *cols;
     pq_pool pool;
     bool pool_started;
-    mcdc_pq_codec_ctx cctx; /* shared by all columns when threads == 1 */
+    /* one compression context per thread, not per column: a zstd context
+     * holds about a megabyte of tables */
+    mcdc_pq_codec_ctx cctx[PQ_THREADS_MAX];
     int64_t offset;        /* bytes written */
     int64_t rows_total;
     int64_t rg_rows;
@@ -347,6 +358,15 @@ static int stat_merge(const wcol *c, bool *has, mcdc_buf *mn, mcdc_buf *mx, cons
     return rc;
 }
 
+/* The first 8 bytes of s (n bytes) as a big-endian number, zero-padded:
+ * two values whose prefixes differ compare as their prefixes do. */
+static uint64_t ba_prefix(const uint8_t *s, size_t n) {
+    if (n >= 8) return __builtin_bswap64(pq_le64(s));
+    uint64_t v = 0;
+    for (size_t i = 0; i < 8; i++) v = v << 8 | (i < n ? s[i] : 0);
+    return v;
+}
+
 /* Min/max of the n physical values in c->phys; merged into chunk stats. */
 static int slice_stats(wcol *c, int64_t n) {
     if (n == 0) return MCDC_OK;
@@ -439,25 +459,29 @@ static int slice_stats(wcol *c, int64_t n) {
         const uint8_t *q = p;
         lo = hi = q + 4;
         lo_n = hi_n = pq_le32(q);
+        /* unsigned byte-wise order, shorter prefix first; the first 8 bytes
+         * as a big-endian number (zero-padded) decide without memcmp when
+         * they differ */
+        uint64_t lo_p = ba_prefix(lo, lo_n), hi_p = lo_p;
         for (int64_t i = 0; i < n; i++) {
             size_t len = pq_le32(q);
             const uint8_t *s = q + 4;
             q = s + len;
-            /* unsigned byte-wise order, shorter prefix first; a differing
-             * first byte decides without memcmp */
-            if (len && lo_n && s[0] > lo[0]) {
-                if (hi_n && s[0] < hi[0]) continue;
-            } else {
+            uint64_t sp = ba_prefix(s, len);
+            if (sp > lo_p && sp < hi_p) continue;
+            if (sp <= lo_p) {
                 size_t m = len < lo_n ? len : lo_n;
-                int r = m ? memcmp(s, lo, m) : 0;
+                int r = sp < lo_p ? -1 : m ? memcmp(s, lo, m) : 0;
                 if (r < 0 || (r == 0 && len < lo_n)) {
-                    lo = s, lo_n = len;
+                    lo = s, lo_n = len, lo_p = sp;
                     continue;
                 }
             }
-            size_t m = len < hi_n ? len : hi_n;
-            int r = m ? memcmp(s, hi, m) : 0;
-            if (r > 0 || (r == 0 && len > hi_n)) hi = s, hi_n = len;
+            if (sp >= hi_p) {
+                size_t m = len < hi_n ? len : hi_n;
+                int r = sp > hi_p ? 1 : m ? memcmp(s, hi, m) : 0;
+                if (r > 0 || (r == 0 && len > hi_n)) hi = s, hi_n = len, hi_p = sp;
+            }
         }
         break;
     }
@@ -564,13 +588,11 @@ static int to_phys(wcol *c, mcdc_buf *o, const mcdc_column *in, int64_t r0, cons
     case MCDC_TYPE_UTF8:
     case MCDC_TYPE_BINARY: {
         const int32_t *off = in->offsets;
-        size_t bytes;
-        if (sel == NULL) {
-            bytes = (size_t)(off[r0 + n] - off[r0]);
-        } else {
-            bytes = 0;
-            for (int64_t k = 0; k < n; k++) bytes += (size_t)(off[sel[k] + 1] - off[sel[k]]);
-        }
+        /* With nulls, the bytes of the rows from the first to the last
+         * listed: at least those of the listed rows, no pass over them. */
+        size_t bytes = n == 0 ? 0
+                       : sel == NULL ? (size_t)(off[r0 + n] - off[r0])
+                                     : (size_t)(off[sel[n - 1] + 1] - off[sel[0]]);
         rc = mcdc_buf_reserve(o, bytes + (size_t)n * 4, &c->err);
         if (rc) return rc;
         uint8_t *d = (o->data + base);
@@ -642,10 +664,47 @@ static int dict_grow(wcol *c) {
     return MCDC_OK;
 }
 
-/* Maps the n physical values of c->phys to dictionary indices (appended to
- * the page's idx). */
-static int dict_encode(wcol *c, const uint8_t *q, int64_t n) {
+/* The dictionary index of key (kn bytes; BA and FLBA values of any width),
+ * added when new. */
+static int dict_insert(wcol *c, const uint8_t *key, size_t kn, uint32_t *out) {
     int rc;
+    uint32_t h = (uint32_t)key_hash(c, key, kn) & c->hmask;
+    uint32_t e;
+    while ((e = c->htab[h]) != 0) {
+        size_t en;
+        const uint8_t *ep = dict_entry(c, e - 1, &en);
+        if (en == kn && memcmp(ep, key, kn) == 0) break;
+        h = (h + 1) & c->hmask;
+    }
+    if (e == 0) {
+        if (c->phys == PQ_BYTE_ARRAY) {
+            if (c->dict_n == c->dict_offs_cap) {
+                uint32_t cap = c->dict_offs_cap ? c->dict_offs_cap * 2 : 1024;
+                uint32_t *p = mcdc_realloc(c->dict_offs, (size_t)cap * sizeof *p);
+                if (p == NULL)
+                    return mcdc_error_set(&c->err, MCDC_E_NOMEM, "out of memory (dictionary)");
+                c->dict_offs = p;
+                c->dict_offs_cap = cap;
+            }
+            c->dict_offs[c->dict_n] = (uint32_t)c->dict_plain.len;
+            uint8_t len[4];
+            pq_put_le32(len, (uint32_t)kn);
+            rc = mcdc_buf_append(&c->dict_plain, len, 4, &c->err);
+            if (!rc) rc = mcdc_buf_append(&c->dict_plain, key, kn, &c->err);
+        } else {
+            rc = mcdc_buf_append(&c->dict_plain, key, kn, &c->err);
+        }
+        if (rc) return rc;
+        e = ++c->dict_n;
+        c->htab[h] = e;
+        if ((uint64_t)c->dict_n * 2 > (uint64_t)c->hmask + 1 && (rc = dict_grow(c))) return rc;
+    }
+    *out = e - 1;
+    return MCDC_OK;
+}
+
+/* Room for n more indices in the page's idx, and the hash table. */
+static int dict_reserve(wcol *c, int64_t n) {
     if (c->idx_n + n > c->idx_cap) {
         int64_t cap = c->idx_cap ? c->idx_cap : 4096;
         while (cap < c->idx_n + n) cap *= 2;
@@ -654,7 +713,14 @@ static int dict_encode(wcol *c, const uint8_t *q, int64_t n) {
         c->idx = p;
         c->idx_cap = cap;
     }
-    if (c->htab == NULL && (rc = dict_grow(c))) return rc;
+    return c->htab == NULL ? dict_grow(c) : MCDC_OK;
+}
+
+/* Maps the n physical values of c->phys to dictionary indices (appended to
+ * the page's idx). */
+static int dict_encode(wcol *c, const uint8_t *q, int64_t n) {
+    int rc = dict_reserve(c, n);
+    if (rc) return rc;
     bool ba = c->phys == PQ_BYTE_ARRAY;
     size_t w = (size_t)c->width;
     /* 4- and 8-byte values (ints, dates, timestamps, floats, small decimals):
@@ -715,47 +781,48 @@ static int dict_encode(wcol *c, const uint8_t *q, int64_t n) {
         }
         prev = key;
         prev_n = kn;
-        uint64_t hv = key_hash(c, key, kn);
-        uint32_t h = (uint32_t)hv & c->hmask;
-        uint32_t e;
-        while ((e = c->htab[h]) != 0) {
-            size_t en;
-            const uint8_t *ep = dict_entry(c, e - 1, &en);
-            if (en == kn && memcmp(ep, key, kn) == 0) break;
-            h = (h + 1) & c->hmask;
+        uint32_t e = 0;
+        if ((rc = dict_insert(c, key, kn, &e))) return rc;
+        c->idx[c->idx_n++] = e;
+    }
+    return MCDC_OK;
+}
+
+/* Maps the n non-null values of a string/binary column (rows [r0, r0+n) or
+ * the rows listed in sel) to dictionary indices straight from the batch: a
+ * column that keeps its dictionary needs no PLAIN copy of its values. */
+static int dict_encode_input(wcol *c, const mcdc_column *in, int64_t r0, const int64_t *sel,
+                             int64_t n) {
+    MCDC_ASSERT(c->phys == PQ_BYTE_ARRAY && c->idx_n + n <= c->idx_cap && c->htab != NULL);
+    const int32_t *off = in->offsets;
+    const uint8_t *prev = NULL;
+    size_t prev_n = 0;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t r = sel ? sel[k] : r0 + k;
+        const uint8_t *key = in->data + off[r];
+        size_t kn = (size_t)(off[r + 1] - off[r]);
+        if (prev && prev_n == kn && memcmp(prev, key, kn) == 0) {
+            c->idx[c->idx_n] = c->idx[c->idx_n - 1]; /* a run: no probe */
+            c->idx_n++;
+            continue;
         }
-        if (e == 0) {
-            if (ba) {
-                if (c->dict_n == c->dict_offs_cap) {
-                    uint32_t cap = c->dict_offs_cap ? c->dict_offs_cap * 2 : 1024;
-                    uint32_t *p = mcdc_realloc(c->dict_offs, (size_t)cap * sizeof *p);
-                    if (p == NULL)
-                        return mcdc_error_set(&c->err, MCDC_E_NOMEM, "out of memory (dictionary)");
-                    c->dict_offs = p;
-                    c->dict_offs_cap = cap;
-                }
-                c->dict_offs[c->dict_n] = (uint32_t)c->dict_plain.len;
-                rc = mcdc_buf_append(&c->dict_plain, key - 4, kn + 4, &c->err);
-            } else {
-                rc = mcdc_buf_append(&c->dict_plain, key, kn, &c->err);
-            }
-            if (rc) return rc;
-            e = ++c->dict_n;
-            c->htab[h] = e;
-            if ((uint64_t)c->dict_n * 2 > (uint64_t)c->hmask + 1 && (rc = dict_grow(c)))
-                return rc;
-        }
-        c->idx[c->idx_n++] = e - 1;
+        prev = key;
+        prev_n = kn;
+        uint32_t e = 0;
+        int rc = dict_insert(c, key, kn, &e);
+        if (rc) return rc;
+        c->idx[c->idx_n++] = e;
     }
     return MCDC_OK;
 }
 
 /* ---- pages ------------------------------------------------------------------- */
 
-/* One compression context for the whole writer on one thread (one warm
- * workspace instead of one per column); per column on the pool. */
+/* The compression context of the thread encoding c (one warm workspace
+ * per thread, whichever column it encodes). */
 static mcdc_pq_codec_ctx *codec_ctx(wcol *c, mcdc_parquet_writer *w) {
-    return w->opts.threads > 1 ? &c->cctx : &w->cctx;
+    MCDC_ASSERT(c->worker >= 0 && c->worker < PQ_THREADS_MAX);
+    return &w->cctx[c->worker];
 }
 
 static void set_enc(wcol *c, int e) { c->chunk_encodings |= 1u << e; }
@@ -845,21 +912,30 @@ static int flush_page(wcol *c, mcdc_parquet_writer *w) {
         if ((rc = mcdc_pq_rle_encode(e, c->idx, c->idx_n, width, &c->err))) return rc;
         encoding = PQ_RLE_DICTIONARY;
     } else if (c->phys == PQ_BOOLEAN) {
-        int64_t n = (int64_t)c->page_vals.len;
+        int64_t n = (int64_t)(c->page_vals.len - c->head);
+        const uint8_t *v = c->page_vals.data + c->head;
         size_t nb = (size_t)(n + 7) / 8;
         if ((rc = mcdc_buf_reserve(e, nb, &c->err))) return rc;
         uint8_t *d = e->data + e->len;
         memset(d, 0, nb);
-        for (int64_t i = 0; i < n; i++) d[i >> 3] |= (uint8_t)(c->page_vals.data[i] << (i & 7));
+        for (int64_t i = 0; i < n; i++) d[i >> 3] |= (uint8_t)(v[i] << (i & 7));
         e->len += nb;
         encoding = PQ_PLAIN;
     } else if (c->delta) {
-        int64_t n = (int64_t)c->page_vals.len / c->width;
-        if ((rc = mcdc_pq_delta_encode_plain(e, c->page_vals.data, n, c->width, &c->err)))
+        int64_t n = (int64_t)(c->page_vals.len - c->head) / c->width;
+        if ((rc = mcdc_pq_delta_encode_plain(e, c->page_vals.data + c->head, n, c->width,
+                                             &c->err)))
             return rc;
         encoding = PQ_DELTA_BINARY_PACKED;
-    } else if ((c->optional && !v2) || c->page_vals.len == 0) { /* v1: levels + values, one body */
-        if ((rc = mcdc_buf_append(e, c->page_vals.data, c->page_vals.len, &c->err))) return rc;
+    } else if (c->optional && !v2 && e->len <= c->head) {
+        /* v1: levels + values, one body: the levels go into the room left
+         * before the values */
+        direct = true;
+        encoding = PQ_PLAIN;
+    } else if ((c->optional && !v2) || c->page_vals.len == c->head) {
+        if ((rc = mcdc_buf_append(e, c->page_vals.data + c->head, c->page_vals.len - c->head,
+                                  &c->err)))
+            return rc;
         encoding = PQ_PLAIN;
     } else { /* the PLAIN values are the body as they are */
         direct = true;
@@ -867,16 +943,73 @@ static int flush_page(wcol *c, mcdc_parquet_writer *w) {
     }
     set_enc(c, encoding);
     if (c->page_rows > INT32_MAX) return mcdc_error_set(&c->err, MCDC_E_LIMIT, "page rows");
-    const uint8_t *body = direct ? c->page_vals.data : e->data + levels_n;
-    size_t body_n = direct ? c->page_vals.len : e->len - levels_n;
+    /* direct: the body starts where its v1 levels were copied (none for a
+     * required column, or v2, whose levels stay in e) */
+    size_t lv = direct && c->optional && !v2 ? e->len : 0;
+    if (lv) memcpy(c->page_vals.data + c->head - lv, e->data, lv);
+    const uint8_t *body = direct ? c->page_vals.data + c->head - lv : e->data + levels_n;
+    size_t body_n = direct ? c->page_vals.len - c->head + lv : e->len - levels_n;
     rc = emit_page(c, w, v2 ? PQ_DATA_PAGE_V2 : PQ_DATA_PAGE, e->data, levels_n, body, body_n,
                    (int32_t)c->page_rows, encoding);
     if (rc) return rc;
     c->page_rows = c->page_nulls = c->page_bytes = 0;
     c->idx_n = 0;
-    c->page_vals.len = 0;
+    c->page_vals.len = c->head;
     c->page_is_dict = c->dict_on;
     return MCDC_OK;
+}
+
+/* Lists the rows of [r0, r1) whose validity bit is set in sel; returns
+ * their count. Branch-free (nulls fall at random, so a branch per row
+ * mispredicts), a byte of 8 valid rows at a time. */
+static int64_t select_valid(int64_t *restrict sel, const uint8_t *restrict bits, int64_t r0,
+                            int64_t r1) {
+    int64_t nv = 0, r = r0;
+    for (; r < r1 && (r & 7); r++) {
+        sel[nv] = r;
+        nv += bit_at(bits, r);
+    }
+    for (; r + 8 <= r1; r += 8) {
+        unsigned b = bits[r >> 3];
+        if (b == 0xFF) {
+            for (int k = 0; k < 8; k++) sel[nv + k] = r + k;
+            nv += 8;
+            continue;
+        }
+        for (int k = 0; k < 8; k++) {
+            sel[nv] = r + k;
+            nv += (b >> k) & 1;
+        }
+    }
+    for (; r < r1; r++) {
+        sel[nv] = r;
+        nv += bit_at(bits, r);
+    }
+    return nv;
+}
+
+/* Copies n bits from src (starting at bit s) to dst (starting at bit d),
+ * whose bits from d on are zero: 8 bits a step. */
+static void bits_or_copy(uint8_t *restrict dst, int64_t d, const uint8_t *restrict src, int64_t s,
+                         int64_t n) {
+    int64_t i = 0;
+    for (; i < n && ((d + i) & 7); i++)
+        dst[(d + i) >> 3] |= (uint8_t)(bit_at(src, s + i) << ((d + i) & 7));
+    /* d + i is byte-aligned now: each output byte takes 8 source bits,
+     * which straddle two source bytes unless s + i is aligned too. */
+    uint8_t *o = dst + ((d + i) >> 3);
+    int64_t sb = s + i;
+    int sh = (int)(sb & 7);
+    const uint8_t *p = src + (sb >> 3);
+    int64_t full = (n - i) / 8;
+    if (sh == 0) {
+        memcpy(o, p, (size_t)full);
+    } else {
+        for (int64_t k = 0; k < full; k++)
+            o[k] = (uint8_t)((p[k] >> sh) | (p[k + 1] << (8 - sh)));
+    }
+    i += full * 8;
+    for (; i < n; i++) dst[(d + i) >> 3] |= (uint8_t)(bit_at(src, s + i) << ((d + i) & 7));
 }
 
 /* Appends the validity of rows [r0, r1) to the page's bitmap. */
@@ -908,9 +1041,7 @@ static int page_valid_append(wcol *c, const mcdc_column *in, int64_t r0, int64_t
         if (n % 8) c->pvalid[(at + n) / 8] &= (uint8_t)((1u << (n % 8)) - 1);
         return MCDC_OK;
     }
-    for (int64_t i = 0; i < n; i++)
-        if (bit_at(in->validity, r0 + i))
-            c->pvalid[(at + i) >> 3] |= (uint8_t)(1u << ((at + i) & 7));
+    bits_or_copy(c->pvalid, at, in->validity, r0, n);
     return MCDC_OK;
 }
 
@@ -1023,6 +1154,37 @@ static int choose_encoding(wcol *c, mcdc_parquet_writer *w, int64_t nv) {
     return MCDC_OK;
 }
 
+/* The rest of encode_slice for a string/binary column that chose its
+ * dictionary: indices straight from the batch, statistics from the
+ * dictionary at the chunk's end (task_finish); PLAIN values only when the
+ * dictionary overflows on a page that holds nothing else. */
+static int encode_slice_dict_input(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in,
+                                   int64_t r0, const int64_t *sel, int64_t nv) {
+    int rc = dict_reserve(c, nv);
+    if (!rc) rc = dict_encode_input(c, in, r0, sel, nv);
+    if (rc) return rc;
+    if (c->dict_plain.len > (size_t)w->opts.dict_bytes_max) {
+        c->dict_keep = false; /* too many distinct values: not again in this file */
+        c->dict_on = false;
+        if (c->idx_n == nv && !(c->chunk_encodings & (1u << PQ_RLE_DICTIONARY))) {
+            /* The page holds only this slice: redo it as PLAIN. */
+            c->page_is_dict = false;
+            c->idx_n = 0;
+            dict_clear(c);
+            size_t o0 = c->page_vals.len;
+            if ((rc = to_phys(c, &c->page_vals, in, r0, sel, nv))) return rc;
+            c->pv = c->page_vals.data + o0;
+            c->pv_len = c->page_vals.len - o0;
+            if ((rc = slice_stats(c, nv))) return rc;
+        } else {
+            if ((rc = flush_page(c, w))) return rc;
+            c->page_is_dict = false;
+        }
+    }
+    if (c->page_bytes >= w->opts.page_bytes && (rc = flush_page(c, w))) return rc;
+    return MCDC_OK;
+}
+
 static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, int64_t r0,
                         int64_t r1) {
     int rc;
@@ -1030,9 +1192,7 @@ static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, 
     const int64_t *sel = NULL;
     int64_t nv = n;
     if (in->validity != NULL && in->null_count > 0) {
-        nv = 0;
-        for (int64_t r = r0; r < r1; r++)
-            if (bit_at(in->validity, r)) c->sel[nv++] = r;
+        nv = select_valid(c->sel, in->validity, r0, r1);
         if (nv < n) sel = c->sel;
     }
     if (c->optional && (rc = page_valid_append(c, in, r0, r1))) return rc;
@@ -1041,13 +1201,19 @@ static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, 
     c->chunk_nulls += n - nv;
     c->chunk_values += n;
     c->page_bytes += plain_bytes(c, in, r0, r1);
+    if (c->page_is_dict && c->chosen && c->dict_keep && c->phys == PQ_BYTE_ARRAY)
+        return encode_slice_dict_input(c, w, in, r0, sel, nv);
     mcdc_buf *o = c->page_is_dict ? &c->pbuf : &c->page_vals;
     if (c->page_is_dict) c->pbuf.len = 0;
     size_t o0 = o->len;
     if ((rc = to_phys(c, o, in, r0, sel, nv))) return rc;
     c->pv = o->data + o0;
     c->pv_len = o->len - o0;
-    if ((rc = slice_stats(c, nv))) return rc;
+    /* Dictionary-encoded values get their statistics from the dictionary
+     * when the chunk ends (each distinct value once: task_finish); floats
+     * count NaNs per value, so they are taken here. */
+    bool stats_later = c->page_is_dict && !c->is_float;
+    if (!stats_later && (rc = slice_stats(c, nv))) return rc;
     if (c->page_is_dict) {
         /* Choosing: only the sample is hashed before the choice, so a column
          * that gives its dictionary up never hashes the rest. */
@@ -1072,6 +1238,7 @@ static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, 
             c->dict_on = c->page_is_dict = false;
             c->idx_n = 0;
             dict_clear(c);
+            if (stats_later && (rc = slice_stats(c, nv))) return rc;
             if ((rc = mcdc_buf_append(&c->page_vals, c->pv, c->pv_len, &c->err))) return rc;
         } else if (!c->dict_keep) {
             /* Fall back to PLAIN for the rest of the chunk. */
@@ -1088,9 +1255,10 @@ static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, 
 }
 
 /* Task: encode rows [r0, r1) of one column. */
-static void task_encode(void *ctx, int i) {
+static void task_encode(void *ctx, int i, int worker) {
     mcdc_parquet_writer *w = ctx;
     wcol *c = &w->cols[i];
+    c->worker = worker;
     const mcdc_column *in = c->in;
     int64_t r = c->r0;
     while (r < c->r1 && !c->rc) {
@@ -1101,13 +1269,21 @@ static void task_encode(void *ctx, int i) {
 }
 
 /* Task: finish one column chunk (last page, dictionary page). */
-static void task_finish(void *ctx, int i) {
+static void task_finish(void *ctx, int i, int worker) {
     mcdc_parquet_writer *w = ctx;
     wcol *c = &w->cols[i];
+    c->worker = worker;
     c->rc = flush_page(c, w);
     if (c->rc) return;
     c->dictpage.len = 0;
     if (c->chunk_encodings & (1u << PQ_RLE_DICTIONARY)) {
+        /* the statistics of the dictionary-encoded values (encode_slice):
+         * the entries are PLAIN values, one per distinct value */
+        if (!c->is_float) {
+            c->pv = c->dict_plain.data;
+            c->pv_len = c->dict_plain.len;
+            if ((c->rc = slice_stats(c, c->dict_n))) return;
+        }
         c->rc = emit_page(c, w, PQ_DICTIONARY_PAGE, NULL, 0, c->dict_plain.data,
                           c->dict_plain.len, (int32_t)c->dict_n, PQ_PLAIN);
         set_enc(c, PQ_PLAIN);
@@ -1144,7 +1320,6 @@ static void wcol_free(wcol *c) {
     mcdc_buf_free(&c->enc);
     mcdc_buf_free(&c->comp);
     mcdc_buf_free(&c->hdr);
-    mcdc_pq_codec_ctx_free(&c->cctx);
 }
 
 /* ---- file I/O ------------------------------------------------------------------- */
@@ -1306,6 +1481,15 @@ static int writer_open(mcdc_parquet_writer **out, mcdc_storage_writer *sw, const
         c->codec_next = (int)o.codec;
         c->sel = mcdc_malloc(PQ_SLICE_ROWS_MAX * sizeof *c->sel);
         if (c->sel == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (writer)");
+        if (!rc && c->optional && c->phys != PQ_BOOLEAN && !o.data_page_v2) {
+            /* a page holds at most about page_bytes / 4 rows (nulls count as
+             * 4 bytes or the value's width): their RLE bitmap fits; a longer
+             * one is copied as before (flush_page) */
+            int64_t h = (16 + o.page_bytes / 32 + 15) & ~(int64_t)15; /* values stay aligned */
+            c->head = (size_t)(h < PQ_PAGE_HEAD_MAX ? h : PQ_PAGE_HEAD_MAX);
+            rc = mcdc_buf_reserve(&c->page_vals, c->head, err);
+            if (!rc) c->page_vals.len = c->head;
+        }
         chunk_reset(c);
     }
     if (!rc) {
@@ -1670,7 +1854,7 @@ void mcdc_parquet_writer_free(mcdc_parquet_writer *w) {
     if (w->cols)
         for (int32_t i = 0; i < w->n; i++) wcol_free(&w->cols[i]);
     mcdc_free(w->cols);
-    mcdc_pq_codec_ctx_free(&w->cctx);
+    for (int i = 0; i < PQ_THREADS_MAX; i++) mcdc_pq_codec_ctx_free(&w->cctx[i]);
     for (int32_t g = 0; g < w->n_rgs; g++) {
         for (int32_t i = 0; i < w->n; i++) {
             mcdc_free(w->rgs[g].cols[i].min);

@@ -180,7 +180,7 @@ def test_our_files_read_by_pyarrow_and_duckdb(tool, tmp_path, codec, extra):
     assert n == sum(1 for r in ours if r[3] > 1000)
 
 
-@pytest.mark.parametrize("codec", ["zstd", "snappy"])
+@pytest.mark.parametrize("codec", ["zstd", "snappy", "lz4_raw", "uncompressed"])
 def test_our_file_read_by_delta_rs(tool, tmp_path, codec):
     """arrow-rs (DataFusion inside deltalake) reads our file through a Delta
     table whose log we write by hand."""

@@ -268,6 +268,62 @@ def test_spark_reads_every_type_we_write(spark, tool, tmp_path):
         assert df.filter(cond).count() == 1, cond
 
 
+@pytest.mark.parametrize("codec,suffix,footer", [
+    ("lz4_raw", ".lz4raw.parquet", "LZ4"), ("snappy", ".snappy.parquet", "SNAPPY"),
+    ("uncompressed", "-c000.parquet", "UNCOMPRESSED"), (None, ".zstd.parquet", "ZSTD")])
+def test_every_codec_we_write_is_read_by_spark_deltalake_duckdb(spark, tool, tmp_path, codec,
+                                                                suffix, footer):
+    """The table property mssql_cdc.parquet.compression (docs/tables.md) picks
+    the codec of every data file our appender writes (unset: zstd); Spark,
+    delta-rs, DuckDB and our reader read the rows back alike. Spark's ALTER
+    TABLE then switches the property and our next append follows it."""
+    import pyarrow.parquet as pq
+    table = tmp_path / "codec"
+    rows = every_type_rows()
+    conf = [] if codec is None else [f"mssql_cdc.parquet.compression={codec}"]
+    assert tool.write(table, COLUMNS, rows[:20], tmp_path, batch_rows=7,
+                      configuration=conf)["version"] == 1
+
+    def files_codecs():
+        out = {}
+        for f in sorted(table.glob("*.parquet")):
+            md = pq.ParquetFile(f).metadata
+            out[f.name] = {md.row_group(g).column(c).compression
+                           for g in range(md.num_row_groups) for c in range(md.num_columns)}
+        return out
+
+    first = files_codecs()
+    assert first and all(name.endswith(suffix) for name in first), first
+    # a column that does not compress may be stored raw; every other chunk has the codec
+    assert all(footer in codecs and codecs <= {footer, "UNCOMPRESSED"}
+               for codecs in first.values()), first
+    spark.sql(f"ALTER TABLE delta.`{table}` SET TBLPROPERTIES "
+              "('mssql_cdc.parquet.compression' = 'lz4_raw')")
+    assert tool.write(table, COLUMNS, rows[20:], tmp_path, batch_rows=7)["version"] == 3
+    later = {n: c for n, c in files_codecs().items() if n not in first}
+    assert later and all(n.endswith(".lz4raw.parquet") and "LZ4" in c
+                         for n, c in later.items()), later
+    want = rows_key(expected_rows(COLUMNS, rows))
+    df, got = spark_rows(spark, table)
+    assert rows_key(got) == want
+    assert rows_key(deltalake_rows(table, [t[0] for t in TYPES])) == want
+    assert rows_key(duckdb_rows(table, [t[0] for t in TYPES])) == want
+    assert rows_key(tool.dump(table)[1]) == want
+
+
+def test_a_codec_property_we_cannot_write_is_refused(tool, tmp_path):
+    table = tmp_path / "badcodec"
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"columns": [["k", "i", False]], "rows": [[1]],
+                                "configuration": ["mssql_cdc.parquet.compression=brotli"]}))
+    p = subprocess.run([str(TOOL), "write", str(table), str(spec)], capture_output=True, text=True)
+    assert p.returncode == 1
+    err = json.loads(p.stdout)
+    assert "mssql_cdc.parquet.compression is 'brotli'" in err["message"], err
+    assert "zstd, snappy, lz4_raw" in err["message"], err
+    assert not list(table.glob("*.parquet"))
+
+
 def test_ancient_dates_and_timestamps(spark, tool, tmp_path):
     """Dates before 1582-10-15 and timestamps before 1900, which Spark 3 refused
     by default in files not written by Spark: Spark 4 reads them in the

@@ -898,3 +898,252 @@ TEST(parquet_every_storage_failure_is_clean) {
     mcdc_storage_free(st);
     mcdc_storage_mem_release(m);
 }
+
+/* ---- statistics against a brute-force oracle --------------------------------
+ * Random rows (nulls anywhere, batches of odd sizes, so slices and pages
+ * start at any bit of the validity bitmaps) in columns that take every
+ * statistics path: dictionary (few values), dictionary given up mid-chunk
+ * (a small dict_bytes_max), PLAIN and DELTA values, strings sharing long
+ * prefixes and holding bytes >= 0x80, a constant string, FLBA decimals of
+ * both signs, doubles with NaN and -0.0. Every row group's footer
+ * statistics must equal the min/max/null count computed here from its
+ * rows, the file statistics those of all rows, and the rows read back. */
+
+__extension__ typedef __int128 oracle_i128;
+__extension__ typedef unsigned __int128 oracle_u128;
+enum { OC_N = 9 };
+
+static mcdc_schema *oracle_schema(void) {
+    mcdc_schema *s = NULL;
+    MCDC_ASSERT(mcdc_schema_create(&s, OC_N, NULL) == MCDC_OK);
+    mcdc_schema_set(s, 0, "few", MCDC_TYPE_INT32, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, 1, "big", MCDC_TYPE_INT64, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, 2, "sfew", MCDC_TYPE_UTF8, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, 3, "srand", MCDC_TYPE_UTF8, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, 4, "konst", MCDC_TYPE_UTF8, 0, 0, 0, false, NULL);
+    mcdc_schema_set(s, 5, "dec", MCDC_TYPE_DECIMAL, 30, 2, 0, true, NULL);
+    mcdc_schema_set(s, 6, "dbl", MCDC_TYPE_DOUBLE, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, 7, "day", MCDC_TYPE_DATE32, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, 8, "late", MCDC_TYPE_UTF8, 0, 0, 0, true, NULL);
+    return s;
+}
+
+static uint64_t oracle_rng(uint64_t *x) {
+    *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+    return *x;
+}
+
+/* n random rows appended to b (same seed, same rows); row0: the file row
+ * of the first. */
+static void oracle_rows(mcdc_batch *b, uint64_t seed, int64_t n, int null_pct, int64_t row0) {
+    static const char *few[] = {"", "a", "ab", "abcdefgh", "abcdefghi", "abcdefgh\xff", "\xc3\xa9t\xc3\xa9"};
+    uint64_t x = seed | 1;
+    for (int64_t k = 0; k < n; k++) {
+        mcdc_column *c = b->columns;
+        for (int i = 0; i < OC_N; i++) {
+            uint64_t v = oracle_rng(&x);
+            if (i != 4 && (int)(v % 100) < null_pct) {
+                MCDC_ASSERT(mcdc_col_append_null(&c[i], NULL) == MCDC_OK);
+                continue;
+            }
+            v = oracle_rng(&x);
+            char t[32];
+            int len;
+            switch (i) {
+            case 0: mcdc_col_append_int(&c[i], (int64_t)(v % 9) - 4, NULL); break;
+            case 1: mcdc_col_append_int(&c[i], (int64_t)v, NULL); break;
+            case 2: mcdc_col_append_bytes(&c[i], few[v % 7], (int64_t)strlen(few[v % 7]), NULL); break;
+            case 3: /* 0-19 bytes from {a, b, 0xff}: long shared prefixes */
+                len = (int)(v % 20);
+                for (int j = 0; j < len; j++) t[j] = "ab\xff"[(v >> (5 + 2 * j % 50)) % 3];
+                mcdc_col_append_bytes(&c[i], t, len, NULL);
+                break;
+            case 4: mcdc_col_append_bytes(&c[i], "0x0000002A000001000000", 22, NULL); break;
+            case 5: mcdc_col_append_decimal(&c[i], v, (int64_t)(oracle_rng(&x) % 2001) - 1000, NULL); break;
+            case 6:
+                mcdc_col_append_double(&c[i], v % 50 == 0 ? NAN : v % 50 == 1 ? -0.0
+                                              : ((double)(int64_t)v) / 1e6, NULL);
+                break;
+            case 7: mcdc_col_append_int(&c[i], (int64_t)(v % 40) - 20, NULL); break;
+            case 8: /* 3 values for the first 30000 rows (the dictionary is
+                     * chosen), then all distinct (it overflows later) */
+                len = row0 + k < 30000 ? snprintf(t, sizeof t, "late-%d", (int)(v % 3))
+                                       : snprintf(t, sizeof t, "%016llx", (unsigned long long)v);
+                mcdc_col_append_bytes(&c[i], t, len, NULL);
+                break;
+            }
+        }
+    }
+}
+
+/* -1/0/1: row a vs row b of column c by the type's order (non-null rows). */
+static int oracle_cmp(const mcdc_column *c, int64_t a, int64_t b) {
+    switch (c->field->type) {
+    case MCDC_TYPE_INT32:
+    case MCDC_TYPE_DATE32: {
+        int32_t x = ((const int32_t *)(const void *)c->values)[a], y = ((const int32_t *)(const void *)c->values)[b];
+        return (x > y) - (x < y);
+    }
+    case MCDC_TYPE_INT64: {
+        int64_t x = ((const int64_t *)(const void *)c->values)[a], y = ((const int64_t *)(const void *)c->values)[b];
+        return (x > y) - (x < y);
+    }
+    case MCDC_TYPE_DOUBLE: {
+        double x = ((const double *)(const void *)c->values)[a], y = ((const double *)(const void *)c->values)[b];
+        return (x > y) - (x < y);
+    }
+    case MCDC_TYPE_DECIMAL: {
+        oracle_i128 x, y;
+        memcpy(&x, c->values + a * 16, 16);
+        memcpy(&y, c->values + b * 16, 16);
+        return (x > y) - (x < y);
+    }
+    default: {
+        int32_t la = c->offsets[a + 1] - c->offsets[a], lb = c->offsets[b + 1] - c->offsets[b];
+        int32_t m = la < lb ? la : lb;
+        int r = m ? memcmp(c->data + c->offsets[a], c->data + c->offsets[b], (size_t)m) : 0;
+        return r ? (r > 0) - (r < 0) : (la > lb) - (la < lb);
+    }
+    }
+}
+
+static bool oracle_is_nan(const mcdc_column *c, int64_t r) {
+    return c->field->type == MCDC_TYPE_DOUBLE && isnan(((const double *)(const void *)c->values)[r]);
+}
+
+/* Whether the statistic bytes (physical form) equal row r of column c. */
+static bool oracle_same(const mcdc_column *c, int64_t r, const uint8_t *p, size_t n) {
+    switch (c->field->type) {
+    case MCDC_TYPE_INT32:
+    case MCDC_TYPE_DATE32:
+    case MCDC_TYPE_INT64:
+    case MCDC_TYPE_DOUBLE: {
+        size_t w = (size_t)mcdc_type_width(c->field);
+        if (n != w) return false;
+        if (c->field->type == MCDC_TYPE_DOUBLE) {
+            double x, y = ((const double *)(const void *)c->values)[r];
+            memcpy(&x, p, 8);
+            return x == y; /* -0.0 == 0.0: the sign is checked apart */
+        }
+        return memcmp(p, c->values + (size_t)r * w, w) == 0;
+    }
+    case MCDC_TYPE_DECIMAL: { /* big-endian two's complement, 13 bytes for 30 digits */
+        oracle_i128 v = (p[0] & 0x80) ? -1 : 0, want;
+        for (size_t j = 0; j < n; j++) v = (oracle_i128)(((oracle_u128)v << 8) | p[j]);
+        memcpy(&want, c->values + r * 16, 16);
+        return n == 13 && v == want;
+    }
+    default: {
+        int32_t len = c->offsets[r + 1] - c->offsets[r];
+        return (size_t)len == n && (n == 0 || memcmp(p, c->data + c->offsets[r], n) == 0);
+    }
+    }
+}
+
+/* Checks one chunk's statistics against rows [r0, r1) of column c. */
+static bool oracle_chunk(const mcdc_column *c, int64_t r0, int64_t r1, const pq_stats *st) {
+    int64_t nulls = 0, lo = -1, hi = -1;
+    for (int64_t r = r0; r < r1; r++) {
+        if (!mcdc_col_is_valid(c, r)) {
+            nulls++;
+            continue;
+        }
+        if (oracle_is_nan(c, r)) continue;
+        if (lo < 0 || oracle_cmp(c, r, lo) < 0) lo = r;
+        if (hi < 0 || oracle_cmp(c, r, hi) > 0) hi = r;
+    }
+    bool ok = st->has_null_count && st->null_count == nulls;
+    if (lo < 0) return ok && st->min == NULL && st->max == NULL;
+    ok = ok && st->min && st->max && oracle_same(c, lo, st->min, st->min_len) &&
+         oracle_same(c, hi, st->max, st->max_len);
+    if (ok && c->field->type == MCDC_TYPE_DOUBLE) {
+        double mn, mx;
+        memcpy(&mn, st->min, 8);
+        memcpy(&mx, st->max, 8);
+        ok = (mn != 0 || signbit(mn)) && (mx != 0 || !signbit(mx));
+    }
+    if (!ok) fprintf(stderr, "column %s rows [%lld, %lld): statistics differ\n", c->field->name,
+                     (long long)r0, (long long)r1);
+    return ok;
+}
+
+TEST(parquet_statistics_match_a_brute_force_oracle) {
+    static const int64_t sizes[] = {1, 7, 1000, 4099, 333, 65536, 9, 20000, 12345, 2};
+    enum { N_SIZES = sizeof sizes / sizeof sizes[0] };
+    mcdc_schema *s = oracle_schema();
+    const char *p = tmp_path("oracle");
+    for (int round = 0; round < 6; round++) {
+        mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
+        o.page_bytes = round % 2 ? 3000 : 40000;
+        o.dict_bytes_max = round % 3 == 0 ? 64 * 1024 : 1500; /* srand gives it up mid-chunk */
+        o.row_group_bytes = round >= 4 ? 300 * 1024 : 64 * 1024 * 1024;
+        o.threads = round % 2 + 1;
+        o.codec = round % 3 == 2 ? MCDC_PARQUET_UNCOMPRESSED : MCDC_PARQUET_ZSTD;
+        o.data_page_v2 = round == 3;
+        int null_pct = round == 1 ? 0 : round == 2 ? 95 : 30;
+        mcdc_batch *all = NULL;
+        CHECK_EQ_INT(mcdc_batch_create(&all, s, 0, NULL), MCDC_OK);
+        mcdc_parquet_writer *w = NULL;
+        mcdc_error e = MCDC_ERROR_INIT;
+        CHECK_EQ_INT(mcdc_parquet_writer_open_path(&w, p, s, &o, &e), MCDC_OK);
+        int64_t row0 = 0;
+        for (int k = 0; k < N_SIZES; k++) {
+            uint64_t seed = UINT64_C(0x9E3779B97F4A7C15) * (uint64_t)(100 * round + k + 1);
+            mcdc_batch *b = NULL;
+            CHECK_EQ_INT(mcdc_batch_create(&b, s, sizes[k], NULL), MCDC_OK);
+            oracle_rows(b, seed, sizes[k], null_pct, row0);
+            oracle_rows(all, seed, sizes[k], null_pct, row0);
+            row0 += sizes[k];
+            CHECK_EQ_INT(mcdc_batch_seal(b, NULL), MCDC_OK);
+            CHECK_EQ_INT(mcdc_parquet_writer_write(w, b, &e), MCDC_OK);
+            mcdc_batch_free(b);
+        }
+        CHECK_EQ_INT(mcdc_batch_seal(all, NULL), MCDC_OK);
+        CHECK_EQ_INT(mcdc_parquet_writer_close(w, &e), MCDC_OK);
+        /* file statistics: those of every row */
+        const mcdc_parquet_file_info *info = mcdc_parquet_writer_info(w);
+        for (int i = 0; i < OC_N; i++) {
+            const mcdc_column *c = &all->columns[i];
+            int64_t nulls = 0;
+            for (int64_t r = 0; r < all->rows; r++) nulls += !mcdc_col_is_valid(c, r);
+            CHECK_EQ_INT(info->columns[i].null_count, nulls);
+        }
+        mcdc_parquet_writer_free(w);
+        /* every row group's statistics, from the footer */
+        FILE *f = fopen(p, "rb");
+        CHECK(f != NULL);
+        fseek(f, 0, SEEK_END);
+        long n = ftell(f);
+        uint8_t *buf = malloc((size_t)n);
+        fseek(f, 0, SEEK_SET);
+        CHECK_EQ_INT((long)fread(buf, 1, (size_t)n, f), n);
+        fclose(f);
+        uint32_t flen = pq_le32(buf + n - 8);
+        pq_file_meta m;
+        CHECK_EQ_INT(mcdc_pq_meta_decode(&m, buf + n - 8 - flen, flen, p, NULL), MCDC_OK);
+        CHECK(round < 4 ? m.n_row_groups == 1 : m.n_row_groups > 3);
+        int64_t r0 = 0;
+        bool dict_gone = false, late_gone = false;
+        for (int32_t g = 0; g < m.n_row_groups; g++) {
+            int64_t r1 = r0 + m.row_groups[g].num_rows;
+            for (int i = 0; i < OC_N; i++)
+                CHECK(oracle_chunk(&all->columns[i], r0, r1, &m.row_groups[g].columns[i].stats));
+            const pq_chunk_meta *sr = &m.row_groups[g].columns[3];
+            dict_gone |= (sr->encodings & (1u << PQ_RLE_DICTIONARY)) && (sr->encodings & (1u << PQ_PLAIN)) &&
+                         sr->dict_page_offset > 0;
+            const pq_chunk_meta *lt = &m.row_groups[g].columns[8];
+            late_gone |= (lt->encodings & (1u << PQ_RLE_DICTIONARY)) && (lt->encodings & (1u << PQ_PLAIN));
+            r0 = r1;
+        }
+        CHECK_EQ_INT(r0, all->rows);
+        /* the paths the test is for were taken */
+        CHECK(m.row_groups[0].columns[4].encodings & (1u << PQ_RLE_DICTIONARY));
+        if (o.dict_bytes_max == 1500 && null_pct < 90) CHECK(dict_gone && late_gone);
+        mcdc_pq_meta_free(&m);
+        free(buf);
+        CHECK_EQ_INT(compare_file(p, all, round % 2 ? 777 : 0), all->rows);
+        mcdc_batch_free(all);
+    }
+    unlink(p);
+    mcdc_schema_unref(s);
+}
