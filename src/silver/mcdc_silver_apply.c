@@ -151,6 +151,7 @@ typedef struct {
     int32_t n_cap;
     silver_range *ranges;
     int32_t n_ranges;
+    mcdc_batch *close;          /* SCD2 rebuild: the snapshot's LSN and commit time (one row) */
 } apply_plan;
 
 struct mcdc_apply {
@@ -159,6 +160,8 @@ struct mcdc_apply {
     int n_strings;
     char **keys;    /* owned */
     int32_t n_keys;
+    char **track;   /* owned: track_history_columns */
+    int32_t n_track;
     const mcdc_opts *opts;
     mcdc_ctx ctx;
     mcdc_log_sink sink;
@@ -381,6 +384,7 @@ typedef struct {
     const int64_t *new_chunks;  /* sorted */
     int32_t n_new;
     lsnopt top;                 /* newest change applied */
+    bool history;               /* SCD2: a rebuild's snapshot rows count at its LSN */
     /* columns of the scan */
     int32_t n_cap, c_lsn, c_ts, c_op, c_seq, c_ci, c_cmd, c_snap, c_chunk;
     int32_t *idx;               /* rows picked of the batch, and their tags */
@@ -401,6 +405,29 @@ static bool is_new_chunk(const pass2 *p, int64_t c) {
         else hi = mid;
     }
     return false;
+}
+
+/* SCD2: the rebuild's stamp, one row of _start_lsn (the snapshot's LSN s)
+ * and _commit_ts (ts's value at row, or us when ts is NULL). */
+static int close_stamp(apply_plan *pl, const char *s, const mcdc_column *ts, int64_t row,
+                       int64_t us, mcdc_error *err) {
+    mcdc_schema *cs = NULL;
+    const mcdc_field *lf = &pl->change_schema->fields[pl->n_cap], *tf = &pl->change_schema->fields[pl->n_cap + 1];
+    int rc = mcdc_schema_create(&cs, 2, err);
+    if (rc == MCDC_OK) rc = mcdc_schema_set(cs, 0, lf->name, lf->type, 0, 0, 0, true, err);
+    if (rc == MCDC_OK) rc = mcdc_schema_set(cs, 1, tf->name, tf->type, 0, 0, 0, true, err);
+    if (rc == MCDC_OK) rc = mcdc_batch_create(&pl->close, cs, 1, err);
+    mcdc_schema_unref(cs);
+    if (rc == MCDC_OK) rc = mcdc_col_append_bytes(&pl->close->columns[0], s, 22, err);
+    if (rc == MCDC_OK)
+        rc = ts ? mcdc_col_copy_value(&pl->close->columns[1], ts, row, err)
+                : mcdc_col_append_int(&pl->close->columns[1], us, err);
+    if (rc == MCDC_OK) rc = mcdc_batch_seal(pl->close, err);
+    if (rc) {
+        mcdc_batch_free(pl->close);
+        pl->close = NULL;
+    }
+    return rc;
 }
 
 static bool same_text(const mcdc_column *c, int64_t a, int64_t b) {
@@ -488,6 +515,14 @@ static int pass2_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
             lsn_max(&p->top, &x);
         }
         if (o == 3 && r + 1 < b->rows && outranked_before_image(p, b, r)) continue;
+        if (p->history && !change && base && p->snapshot.set) {
+            /* a history ranks a rebuild's snapshot rows (a chunk's, stamped
+             * later) at the snapshot's LSN, before every change after it:
+             * a key's first row then tells whether the snapshot holds it */
+            if (ln == 22) memcpy(lsn->data + lsn->offsets[r], p->snapshot.v, 22);
+            if (p->pl->close == NULL) rc = close_stamp(p->pl, p->snapshot.v, &b->columns[p->c_ts], r, 0, err);
+            if (rc) break;
+        }
         p->idx[n] = (int32_t)r;
         p->tags[n] = (base ? SILVER_TAG_BASE : 0) | (wave ? SILVER_TAG_WAVE : 0) |
                      (later ? SILVER_TAG_LATER : 0);
@@ -525,6 +560,7 @@ static void plan_clear(apply_plan *pl) {
     silver_sorter_free(pl->changes);
     mcdc_schema_unref(pl->change_schema);
     mcdc_free(pl->ranges);
+    mcdc_batch_free(pl->close);
     memset(pl, 0, sizeof *pl);
 }
 
@@ -753,12 +789,18 @@ static void result_state(mcdc_apply *a, const apply_state *s) {
     a->res.snapshot_wave = s->has_wave ? s->wave : -1;
 }
 
+static int check_scd_type(const mcdc_apply *a, const mcdc_table_view *sv, mcdc_error *err);
+
 static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
     *idle = false;
     plan_clear(&a->plan);
     apply_plan *pl = &a->plan;
     control_view cv;
-    int rc = read_control(a, &cv, err);
+    mcdc_table_view *sv = NULL; /* a silver of another SCD type is refused before anything */
+    int rc = mcdc_table_view_open(&sv, a->silver, -1, err);
+    if (rc == MCDC_OK) rc = check_scd_type(a, sv, err);
+    mcdc_table_view_free(sv);
+    if (rc == MCDC_OK) rc = read_control(a, &cv, err);
     if (rc) return rc;
     a->has_fin = cv.has_fin;
     a->fin_us = cv.fin_us;
@@ -859,7 +901,11 @@ static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
     int32_t n_new = 0;
     lsnopt first = {0};
     int64_t wave_max = after;
-    if (rc == MCDC_OK && is_open && n_chunks > 0) {
+    /* a history takes a chunked snapshot whole, at its completion (a rebuild) */
+    if (rc == MCDC_OK && is_open && n_chunks > 0 && a->cfg.scd_type == 2)
+        mcdc_log(MCDC_LOG_INFO, "%s: chunked snapshot %s is open: a history applies it at its "
+                                "completion", a->cfg.target, s_open.v);
+    if (rc == MCDC_OK && is_open && n_chunks > 0 && a->cfg.scd_type != 2) {
         new_chunks = mcdc_calloc((size_t)n_chunks, sizeof *new_chunks);
         if (new_chunks == NULL) rc = nomem(err);
         for (int32_t i = 0; rc == MCDC_OK && i < n_chunks; i++) {
@@ -899,7 +945,8 @@ static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
     int64_t t1 = mcdc_monotonic_us();
     /* pass 2: the rows to rank */
     pass2 p2 = {.a = a, .pl = pl, .rebuild = rebuild, .snapshot = snapshot, .applied = cv.silver.applied,
-                .s_open = s_open, .first = first, .new_chunks = new_chunks, .n_new = n_new};
+                .s_open = s_open, .first = first, .new_chunks = new_chunks, .n_new = n_new,
+                .history = a->cfg.scd_type == 2 && rebuild};
     if (rc == MCDC_OK) {
         int32_t k = pl->n_cap;
         const char **cols = mcdc_calloc((size_t)k + 9, sizeof *cols);
@@ -929,7 +976,8 @@ static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
         char prefix[64];
         snprintf(prefix, sizeof prefix, "%s", SPILL_DIR);
         silver_sorter_cfg so = {.schema = pl->change_schema, .key_cols = keyc, .n_keys = a->n_keys,
-                                .ranked = true, .lsn_col = k, .op_col = k + 2, .cmd_col = k + 3,
+                                .ranked = true, .history = a->cfg.scd_type == 2,
+                                .lsn_col = k, .op_col = k + 2, .cmd_col = k + 3,
                                 .seq_col = k + 4,
                                 .keep_tags = SILVER_TAG_BASE | SILVER_TAG_WAVE,
                                 .memory_bytes = a->cfg.memory_mb * 1024 * 1024,
@@ -969,6 +1017,15 @@ static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
     if (rc == MCDC_OK && !has_cmd && bs)
         mcdc_log(MCDC_LOG_INFO, "%s has no _command_id (includeCommandId=false): the changes of one "
                                 "transaction are ordered by _seqval", a->cfg.bronze);
+    /* a history's rebuild from a snapshot without rows (an emptied table's):
+     * the commit time is its facts row's */
+    for (int i = 0; rc == MCDC_OK && a->cfg.scd_type == 2 && rebuild && snapshot.set && !pl->close && i < sf.n; i++)
+        if (strcmp(sf.rows[i].max_lsn, snapshot.v) == 0 && sf.rows[i].has_max_ts)
+            rc = close_stamp(pl, snapshot.v, NULL, 0, sf.rows[i].max_ts_us, err);
+    if (rc == MCDC_OK && a->cfg.scd_type == 2 && rebuild && snapshot.set && !pl->close && cv.silver.applied.set)
+        mcdc_log(MCDC_LOG_WARN, "%s: snapshot %s has no rows and no commit time in the facts: the "
+                                "open versions of keys it lacks stay open",
+                 a->cfg.target, snapshot.v);
     /* the state after the pass */
     pl->rebuild = rebuild;
     pl->merged = p2.top.set || (rebuild && snapshot.set) || n_new > 0;
@@ -1022,6 +1079,83 @@ static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
     return rc;
 }
 
+/* ---- the SCD type ---------------------------------------------------------------------------- */
+
+#define SCD_TYPE_PROP "mssql_cdc.scd_type"
+
+/* Silver's SCD type (its table property, 1 when absent, checked against its
+ * columns) against the one asked for: another is refused. sv NULL: no table
+ * yet. */
+static int check_scd_type(const mcdc_apply *a, const mcdc_table_view *sv, mcdc_error *err) {
+    if (sv == NULL) return MCDC_OK;
+    const char *p = mcdc_table_view_config(sv, SCD_TYPE_PROP);
+    int have = p == NULL ? 1 : strcmp(p, "1") == 0 ? 1 : strcmp(p, "2") == 0 ? 2 : 0;
+    if (have == 0)
+        return mcdc_error_set(err, MCDC_E_MISMATCH,
+                              "silver %s has table property %s = '%.32s', neither 1 nor 2: nothing "
+                              "was applied. Give apply another --target",
+                              a->cfg.target, SCD_TYPE_PROP, p);
+    const mcdc_schema *ss = mcdc_table_view_schema(sv);
+    const char *cols[3] = {SILVER_COL_START_AT, SILVER_COL_END_AT, SILVER_COL_END_LSN};
+    int32_t ts = mcdc_schema_find(ss, "_commit_ts");
+    for (int i = 0; i < 3; i++) {
+        int32_t j = mcdc_schema_find(ss, cols[i]);
+        mcdc_type_id want = i < 2 && ts >= 0 ? ss->fields[ts].type : MCDC_TYPE_UTF8;
+        if (have == 2 && (j < 0 || ss->fields[j].type != want))
+            return mcdc_error_set(err, MCDC_E_MISMATCH,
+                                  "silver %s says it is a history (%s = 2) but its column %s is %s, "
+                                  "not %s: nothing was applied. Give apply another --target",
+                                  a->cfg.target, SCD_TYPE_PROP, cols[i],
+                                  j < 0 ? "missing" : mcdc_type_name(ss->fields[j].type),
+                                  mcdc_type_name(want));
+    }
+    if (have != a->cfg.scd_type)
+        return mcdc_error_set(err, MCDC_E_MISMATCH,
+                              "silver %s is of SCD type %d (%s), and this apply keeps type %d: "
+                              "nothing was applied. A silver table keeps its type: pass "
+                              "--scd-type %d, or give type %d another --target",
+                              a->cfg.target, have, have == 2 ? "a history" : "the current state",
+                              (int)a->cfg.scd_type, have, (int)a->cfg.scd_type);
+    return MCDC_OK;
+}
+
+/* The history's columns in silver's columns after the pass (os; c_of: each
+ * one's place in the change rows): the version's, the image's, and those
+ * whose change opens a version. */
+static int scd2_columns(const mcdc_apply *a, const mcdc_schema *os, const int32_t *c_of,
+                        silver_scd2 *h, int32_t **image, int32_t **tracked, mcdc_error *err) {
+    const apply_plan *pl = &a->plan;
+    memset(h, 0, sizeof *h);
+    h->start_at = mcdc_schema_find(os, SILVER_COL_START_AT);
+    h->end_at = mcdc_schema_find(os, SILVER_COL_END_AT);
+    h->end_lsn = mcdc_schema_find(os, SILVER_COL_END_LSN);
+    MCDC_ASSERT(h->start_at >= 0 && h->end_at >= 0 && h->end_lsn >= 0);
+    h->change_ts_col = pl->n_cap + 1;
+    h->close = pl->rebuild ? pl->close : NULL;
+    *image = mcdc_calloc((size_t)os->n_fields, sizeof **image);
+    *tracked = mcdc_calloc((size_t)os->n_fields, sizeof **tracked);
+    if (*image == NULL || *tracked == NULL) return nomem(err);
+    for (int32_t j = 0; j < os->n_fields; j++)
+        if (c_of[j] >= 0 && c_of[j] < pl->n_cap) (*image)[h->n_image++] = j;
+    h->image = *image;
+    h->tracked = *tracked;
+    if (a->n_track == 0) {
+        memcpy(*tracked, *image, (size_t)h->n_image * sizeof **image);
+        h->n_tracked = h->n_image;
+        return MCDC_OK;
+    }
+    for (int32_t i = 0; i < a->n_track; i++) {
+        int32_t j = mcdc_schema_find(os, a->track[i]);
+        if (j < 0 || c_of[j] < 0 || c_of[j] >= pl->n_cap)
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "--track-history-columns: '%s' is not a captured column of %s: "
+                                  "nothing was applied",
+                                  a->track[i], a->cfg.bronze);
+        (*tracked)[h->n_tracked++] = j;
+    }
+    return MCDC_OK;
+}
+
 /* ---- the merge of a pass ------------------------------------------------------------------ */
 
 /* Silver's columns after the pass: its own, then bronze's captured ones it
@@ -1041,6 +1175,7 @@ static int out_columns(const mcdc_apply *a, const mcdc_table_view *sv, mcdc_sche
     int32_t n = ss ? ss->n_fields : 0;
     for (int32_t i = 0; i < pl->n_cap + 2; i++)
         if (!ss || mcdc_schema_find(ss, cs->fields[i].name) < 0) n++;
+    n += a->cfg.scd_type == 2 && !ss ? 3 : 0; /* check_scd_type: an existing history has them */
     *c_of = mcdc_calloc((size_t)n, sizeof **c_of);
     *e_of = mcdc_calloc((size_t)n, sizeof **e_of);
     if (*c_of == NULL || *e_of == NULL) return nomem(err);
@@ -1071,6 +1206,14 @@ static int out_columns(const mcdc_apply *a, const mcdc_table_view *sv, mcdc_sche
         (*c_of)[k] = i;
         (*e_of)[k] = -1;
         rc = mcdc_schema_set(*out, k++, g->name, g->type, g->precision, g->scale, g->byte_width, true, err);
+    }
+    /* a new history's own: __START_AT and __END_AT typed as _commit_ts */
+    for (int i = 0; rc == MCDC_OK && i < 3 && a->cfg.scd_type == 2; i++) {
+        const char *name = i == 0 ? SILVER_COL_START_AT : i == 1 ? SILVER_COL_END_AT : SILVER_COL_END_LSN;
+        if (ss && mcdc_schema_find(ss, name) >= 0) continue;
+        (*c_of)[k] = (*e_of)[k] = -1;
+        rc = mcdc_schema_set(*out, k++, name, i < 2 ? cs->fields[pl->n_cap + 1].type : MCDC_TYPE_UTF8,
+                             0, 0, 0, true, err);
     }
     return rc;
 }
@@ -1103,13 +1246,20 @@ static int merge_pass(mcdc_apply *a, mcdc_frame *f, const mcdc_unit *u, mcdc_uni
         mcdc_schema *os = NULL;
         int32_t *c_of = NULL, *e_of = NULL;
         silver_merge_out out = {0};
+        silver_scd2 hist = {0};
+        int32_t *image = NULL, *tracked = NULL;
         rc = mcdc_table_view_open(&sv, a->silver, -1, err);
+        if (rc == MCDC_OK) rc = check_scd_type(a, sv, err);
         if (rc == MCDC_OK) rc = out_columns(a, sv, &os, &c_of, &e_of, err);
-        mcdc_table_props props = {.kind = MCDC_KIND_SILVER, .parquet_threads = 0};
+        if (rc == MCDC_OK && a->cfg.scd_type == 2) rc = scd2_columns(a, os, c_of, &hist, &image, &tracked, err);
+        static const char *const HISTORY_CONF[] = {SCD_TYPE_PROP "=2", NULL};
+        mcdc_table_props props = {.kind = MCDC_KIND_SILVER, .parquet_threads = 0,
+                                  .configuration = a->cfg.scd_type == 2 ? HISTORY_CONF : NULL};
         silver_merge_in in = {.target = a->silver, .view = sv, .out_schema = os, .change_of_out = c_of,
                               .exist_of_out = e_of, .keys = (const char *const *)a->keys,
                               .n_keys = a->n_keys, .changes = pl->changes,
                               .change_lsn_col = pl->n_cap, .rebuild = pl->rebuild,
+                              .scd2 = a->cfg.scd_type == 2 ? &hist : NULL,
                               .ranges = pl->ranges, .n_ranges = pl->n_ranges,
                               .file_rows = a->cfg.file_rows, .memory_bytes = a->cfg.memory_mb * 1024 * 1024,
                               .spill = mcdc_table_storage(a->silver), .spill_prefix = SPILL_DIR,
@@ -1155,6 +1305,8 @@ static int merge_pass(mcdc_apply *a, mcdc_frame *f, const mcdc_unit *u, mcdc_uni
         mcdc_schema_unref(os);
         mcdc_free(c_of);
         mcdc_free(e_of);
+        mcdc_free(image);
+        mcdc_free(tracked);
         mcdc_table_view_free(sv);
         if (rc != MCDC_E_CONFLICT || attempt >= APPLY_CONFLICT_RETRIES) break;
         mcdc_log(MCDC_LOG_INFO, "%s: another writer committed during the merge (%s); merging again "
@@ -1408,9 +1560,24 @@ int mcdc_apply_create(mcdc_apply **out, const mcdc_opts *opts, const mcdc_apply_
     if (out == NULL || cfg == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_apply_create: a NULL argument");
     *out = NULL;
-    if (cfg->version != MCDC_APPLY_CFG_VERSION)
-        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_apply_cfg version %d: this library takes %d",
-                              cfg->version, MCDC_APPLY_CFG_VERSION);
+    if (cfg->version != MCDC_APPLY_CFG_VERSION && cfg->version != 1)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_apply_cfg version %d: this library takes 1 "
+                              "or %d", cfg->version, MCDC_APPLY_CFG_VERSION);
+    mcdc_apply_cfg given = *cfg;
+    if (cfg->version == 1) { /* a caller of version 1 has no fields past log_level */
+        given.scd_type = 0;
+        given.track_history_columns = NULL;
+        given.n_track_history_columns = 0;
+    }
+    cfg = &given;
+    if (cfg->scd_type < 0 || cfg->scd_type > 2)
+        return mcdc_error_set(err, MCDC_E_INVALID, "SCD type %d: apply keeps type 1 (the current "
+                              "state) or 2 (a history)", (int)cfg->scd_type);
+    if (cfg->n_track_history_columns < 0 || cfg->n_track_history_columns > MCDC_COLUMNS_MAX ||
+        (cfg->n_track_history_columns > 0 &&
+         (cfg->scd_type != 2 || cfg->track_history_columns == NULL)))
+        return mcdc_error_set(err, MCDC_E_INVALID, "track_history_columns needs scd_type 2 (a "
+                              "history): type 1 keeps no versions");
     const char *missing = cfg->bronze == NULL ? "bronze" : cfg->target == NULL ? "target"
                           : cfg->control_table == NULL ? "control_table" : NULL;
     if (missing) return mcdc_error_set(err, MCDC_E_INVALID, "apply needs %s", missing);
@@ -1441,6 +1608,9 @@ int mcdc_apply_create(mcdc_apply **out, const mcdc_opts *opts, const mcdc_apply_
     mcdc_apply *a = mcdc_calloc(1, sizeof *a);
     if (a == NULL) return nomem(err);
     a->cfg = *cfg;
+    a->cfg.version = MCDC_APPLY_CFG_VERSION;
+    if (a->cfg.scd_type == 0) a->cfg.scd_type = 1;
+    a->cfg.track_history_columns = NULL;
     a->cfg.capture_instance = ci;
     a->opts = can_connect ? opts : NULL;
     if (a->cfg.memory_mb == 0) a->cfg.memory_mb = SILVER_SORT_BYTES_DEFAULT / (1024 * 1024);
@@ -1457,6 +1627,17 @@ int mcdc_apply_create(mcdc_apply **out, const mcdc_opts *opts, const mcdc_apply_
                 rc = mcdc_error_set(err, MCDC_E_INVALID, "key column %d is empty", (int)k);
             else if ((a->keys[k] = mcdc_strdup(cfg->keys[k])) == NULL) rc = nomem(err);
             else a->n_keys = k + 1;
+        }
+    }
+    if (rc == MCDC_OK && cfg->n_track_history_columns > 0) {
+        a->track = mcdc_calloc((size_t)cfg->n_track_history_columns, sizeof *a->track);
+        if (a->track == NULL) rc = nomem(err);
+        for (int32_t k = 0; rc == MCDC_OK && k < cfg->n_track_history_columns; k++) {
+            const char *t = cfg->track_history_columns[k];
+            if (t == NULL || *t == 0)
+                rc = mcdc_error_set(err, MCDC_E_INVALID, "track_history_columns: column %d is empty", (int)k);
+            else if ((a->track[k] = mcdc_strdup(t)) == NULL) rc = nomem(err);
+            else a->n_track = k + 1;
         }
     }
     if (a->cfg.crash_at) snprintf(a->ctx.crash_at, sizeof a->ctx.crash_at, "%s", a->cfg.crash_at);
@@ -1612,6 +1793,8 @@ void mcdc_apply_free(mcdc_apply *a) {
     mcdc_free(a->strings);
     for (int32_t k = 0; k < a->n_keys; k++) mcdc_free(a->keys[k]);
     mcdc_free(a->keys);
+    for (int32_t k = 0; k < a->n_track; k++) mcdc_free(a->track[k]);
+    mcdc_free(a->track);
     mcdc_free(a);
 }
 
