@@ -274,8 +274,9 @@ void silver_index_sort(silver_index *ix);
  *            open version takes the image in place. Else it is closed at
  *            the change and a version opens
  *   delete   the open version is closed at the change
- * Changes of one transaction (one LSN) make one version, its last: an
- * open version the same LSN opened is replaced, or dropped by a delete. */
+ * A transaction's changes of a key count as its last (one LSN is one
+ * version): a delete and an insert of one image in one transaction leave
+ * the version open. */
 typedef struct silver_scd2 {
     int32_t start_at, end_at, end_lsn;  /* the version's columns in out_schema */
     int32_t change_ts_col;              /* _commit_ts in the change rows */

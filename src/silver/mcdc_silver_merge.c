@@ -224,8 +224,6 @@ typedef struct {
     int32_t out_lsn;                      /* _start_lsn in out_schema */
     mcdc_batch *scratch;                  /* rows built for the window, until it is flushed */
     mcdc_batch *cur;                      /* the key's open version (one row), or NULL */
-    bool cur_new;                         /* opened by a change of this pass at cur_lsn */
-    uint8_t cur_lsn[10];
     bool full;                            /* the file is full: it ends before the next key */
     mcdc_buf key, wfirst, wlast;          /* the key merged; the window's first and last keys */
 } merger;
@@ -694,32 +692,43 @@ static bool lsn_cell(const mcdc_batch *b, int32_t col, int64_t row, uint8_t out[
     return lsn_text_of(b, col, row, t) && silver_lsn_parse(out, t, 22);
 }
 
-/* One change of the key, after the newest LSN its versions hold. */
+/* The last change of one transaction of the key (a transaction's changes
+ * of a key make one version), after the newest LSN its versions hold. */
 static int scd2_change(merger *m, const silver_rank *rk, const mcdc_batch *cb, int64_t crow,
                        mcdc_error *err) {
     const silver_scd2 *s = m->in->scd2;
     const mcdc_column *lsn = &cb->columns[m->in->change_lsn_col], *ts = &cb->columns[s->change_ts_col];
-    bool same_tx = m->cur && m->cur_new && memcmp(m->cur_lsn, rk->b, 10) == 0;
     int op = silver_rank_op(rk);
-    int rc = MCDC_OK;
     if (silver_op_deletes(op)) {
         if (m->cur == NULL) return MCDC_OK;
         m->out->deleted++;
-        if (!same_tx) return cur_put(m, lsn, ts, crow, err);
-        mcdc_batch_free(m->cur); /* opened and removed by one transaction: never seen */
-        m->cur = NULL;
-        return MCDC_OK;
+        return cur_put(m, lsn, ts, crow, err);
     }
-    if (m->cur && !same_tx) {
+    int rc = MCDC_OK;
+    if (m->cur) {
         if (op == 0 && image_eq(m, s->image, s->n_image, cb, crow)) return MCDC_OK;
         m->out->updated++;
         if (image_eq(m, s->tracked, s->n_tracked, cb, crow)) return cur_build(m, cb, crow, false, NULL, 0, err);
         rc = cur_put(m, lsn, ts, crow, err);
     }
-    if (rc == MCDC_OK && !same_tx) m->out->inserted++;
-    if (rc == MCDC_OK) rc = cur_build(m, cb, crow, true, NULL, 0, err);
-    m->cur_new = true;
-    memcpy(m->cur_lsn, rk->b, 10);
+    m->out->inserted++;
+    return rc ? rc : cur_build(m, cb, crow, true, NULL, 0, err);
+}
+
+/* Is the change under the cursor of key k (kn bytes) and at LSN lsn? */
+static bool change_at(const merger *m, const uint8_t *k, uint32_t kn, const uint8_t *lsn) {
+    const uint8_t *kc;
+    uint32_t lc;
+    return change_key(m, &kc, &lc) && kcmp(kc, lc, k, kn) == 0 && memcmp(m->c->rank[m->ci].b, lsn, 10) == 0;
+}
+
+/* A change row copied out of the chunk it came in (the chunk ends before
+ * its transaction may): one row of the change rows' schema. */
+static int copy_change(mcdc_batch **out, const mcdc_batch *cb, int64_t row, mcdc_error *err) {
+    int rc = mcdc_batch_create(out, cb->schema, 1, err);
+    for (int32_t j = 0; rc == MCDC_OK && j < cb->schema->n_fields; j++)
+        rc = mcdc_col_copy_value(&(*out)->columns[j], &cb->columns[j], row, err);
+    if (rc == MCDC_OK) rc = mcdc_batch_seal(*out, err);
     return rc;
 }
 
@@ -751,7 +760,6 @@ static int scd2_key(merger *m, erows *f, const uint8_t *k0, uint32_t kn0, bool w
                 /* two open versions (another writer's doing): the older stays as it is */
                 if (m->cur) rc = cur_put(m, NULL, NULL, 0, err);
                 if (rc == MCDC_OK) rc = cur_build(m, NULL, 0, false, eb, x->at, err);
-                m->cur_new = false;
             }
             if (rc == MCDC_OK) rc = erows_step(m, x, err);
         }
@@ -770,8 +778,24 @@ static int scd2_key(merger *m, erows *f, const uint8_t *k0, uint32_t kn0, bool w
         }
         first = false;
         if (rc || !more) break;
-        if (!has_seen || memcmp(rk->b, seen, 10) > 0) rc = scd2_change(m, rk, m->c->rows, m->ci, err);
-        if (rc == MCDC_OK) rc = change_step(m, err);
+        if (has_seen && memcmp(rk->b, seen, 10) <= 0) { /* applied before */
+            rc = change_step(m, err);
+            continue;
+        }
+        /* a row is applied once the next is of another key or transaction */
+        int64_t ci = m->ci;
+        if (ci + 1 < m->c->n) {
+            rc = change_step(m, err);
+            if (rc == MCDC_OK && !change_at(m, k, kn, m->c->rank[ci].b))
+                rc = scd2_change(m, &m->c->rank[ci], m->c->rows, ci, err);
+            continue;
+        }
+        silver_rank last = *rk;
+        mcdc_batch *row = NULL;
+        rc = copy_change(&row, m->c->rows, ci, err);
+        if (rc == MCDC_OK) rc = change_step(m, err); /* the next chunk */
+        if (rc == MCDC_OK && !change_at(m, k, kn, last.b)) rc = scd2_change(m, &last, row, 0, err);
+        mcdc_batch_free(row);
     }
     if (rc == MCDC_OK && m->cur) rc = cur_put(m, NULL, NULL, 0, err);
     return rc;

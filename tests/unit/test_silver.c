@@ -1401,6 +1401,8 @@ TEST(silver_history_keeps_a_version_per_change_and_closes_deleted_keys) {
         {5, 1, 2, 1, 5, "e"}, {5, 2, 1, 2, 5, "e"},
         /* deleted, then inserted again */
         {6, 1, 1, 1, 20, "b"}, {7, 1, 2, 1, 20, "b7"},
+        /* deleted and inserted as it was by one transaction: the version goes on */
+        {7, 2, 1, 1, 4, "d3"}, {7, 3, 2, 2, 4, "d3"},
     };
     append_bronze(bronze, first, (int)(sizeof first / sizeof first[0]), NULL);
     mcdc_apply_result r;
@@ -1409,7 +1411,7 @@ TEST(silver_history_keeps_a_version_per_change_and_closes_deleted_keys) {
     CHECK_EQ_STR(r.applied_lsn, "0x00000000000000000007");
     char text[600], again[600];
     history_text(dir, text, sizeof text);
-    CHECK_EQ_STR(text, "1=a@1:1-2 1=a2@2:2- 2=b@1:1-2 3=c@1:1-3 4=d@1:1-4 4=d3@4:4- "
+    CHECK_EQ_STR(text, "1=a@1:1-2 1=a2@2:2- 2=b@1:1-2 3=c@1:1-3 4=d@1:1-4 4=d3@7:4- "
                        "20=b@2:2-6 20=b7@7:7- ");
     /* more changes in a later pass: the open version is rewritten closed */
     const brow second[] = {{8, 1, 4, 1, 1, "a3"}, {8, 2, 1, 1, 4, "d3"}};
@@ -1418,7 +1420,7 @@ TEST(silver_history_keeps_a_version_per_change_and_closes_deleted_keys) {
     CHECK_EQ_INT(r.inserted, 1);
     CHECK_EQ_INT(r.deleted, 1);
     history_text(dir, text, sizeof text);
-    CHECK_EQ_STR(text, "1=a@1:1-2 1=a2@2:2-8 1=a3@8:8- 2=b@1:1-2 3=c@1:1-3 4=d@1:1-4 4=d3@4:4-8 "
+    CHECK_EQ_STR(text, "1=a@1:1-2 1=a2@2:2-8 1=a3@8:8- 2=b@1:1-2 3=c@1:1-3 4=d@1:1-4 4=d3@7:4-8 "
                        "20=b@2:2-6 20=b7@7:7- ");
     /* applied again from behind (the control row lost): no version twice */
     snprintf(path, sizeof path, "rm -rf '%s/control'", dir);
