@@ -18,7 +18,7 @@ import os
 
 from apply_jobs import apply, control_row, silver_commits, silver_of, spawn_apply, wait_killed
 from conftest import duckdb_with_delta
-from snapshot_jobs import new_job
+from snapshot_jobs import lose_changes, new_job
 from workload import DB, Items, delta_rows, source_rows
 
 META = ["_start_lsn", "_commit_ts", "__START_AT", "__END_AT", "_end_lsn"]
@@ -32,11 +32,14 @@ def _rank(lsn, cmd, seq, op):
     return (lsn, -1 if cmd is None else cmd, seq or "", op)
 
 
-def expected_history(job, tracked=None):
-    """{key: [version tuple: captured columns + META]} from the change table;
-    tracked: the columns whose change opens a version (None: all)."""
+def expected_history(job, tracked=None, prior=None):
+    """{key: [version: captured columns + META]} from the change table;
+    tracked: the columns whose change opens a version (None: all). prior: the
+    history before a rebuild from bronze's newest snapshot (its open versions
+    go on; those of keys the snapshot lacks close at its LSN)."""
     spec = job.spec
     cols = spec.column_names
+    n = len(cols)
     idx = [cols.index(c) for c in (tracked or cols)]
     bronze = delta_rows(job.bronze, ["_start_lsn", "_commit_ts", "_operation", "_snapshot", *cols])
     ts = {}
@@ -58,7 +61,7 @@ def expected_history(job, tracked=None):
         assert lsn in ts, f"change {lsn} is not in bronze"
         rows.append((image[0], _rank(lsn, cmd, seq, op), op, tuple(_norm(v) for v in image)))
     rows.sort(key=lambda r: (r[0], r[1]))
-    by_key = {}
+    by_key = {k: [] for k in (prior or {})}
     for key, rank, op, image in rows:
         lasts = by_key.setdefault(key, [])
         if lasts and lasts[-1][0] == rank[0]:
@@ -67,26 +70,31 @@ def expected_history(job, tracked=None):
             lasts.append((rank[0], op, image))
     history = {}
     for key, lasts in by_key.items():
-        versions, cur = [], None
+        versions, cur = list((prior or {}).get(key, [])), None  # cur: image, lsn, commit, start
+        if versions and versions[-1][n + 4] is None:
+            v = versions.pop()
+            cur = (v[:n], v[n], v[n + 1], v[n + 2])
+        if prior is not None and cur and (not lasts or lasts[0][1] != 0):
+            versions.append((*cur[0], *cur[1:], ts[s], s))  # the snapshot lacks the key
+            cur = None
         for lsn, op, image in lasts:
             if op in (1, 3):
                 if cur:
-                    versions.append((*cur[:3], lsn))
+                    versions.append((*cur[0], *cur[1:], ts[lsn], lsn))
                 cur = None
                 continue
             if cur and op == 0 and image == cur[0]:
                 continue  # a snapshot row as the open version is
             if cur and all(image[i] == cur[0][i] for i in idx):
-                cur = (image, lsn, cur[2])  # in place: the image and its LSN move
+                cur = (image, lsn, ts[lsn], cur[3])  # in place: the image and its LSN move
                 continue
             if cur:
-                versions.append((*cur[:3], lsn))
-            cur = (image, lsn, lsn)
+                versions.append((*cur[0], *cur[1:], ts[lsn], lsn))
+            cur = (image, lsn, ts[lsn], ts[lsn])
         if cur:
-            versions.append((*cur[:3], None))
+            versions.append((*cur[0], *cur[1:], None, None))
         if versions:
-            history[key] = [(*image, lsn, ts[lsn], ts[start], ts.get(end), end)
-                            for image, lsn, start, end in versions]
+            history[key] = versions
     return history
 
 
@@ -179,6 +187,35 @@ def test_history_with_tracked_columns_updates_in_place(sim, workdir):
     got = silver_history(job, "delta-rs")
     assert any(v[n + 1] != v[n + 2] for vs in got.values() for v in vs)  # some in place
     assert len(got) < sum(len(vs) for vs in got.values())  # and some keys have versions
+
+
+def test_a_resnapshot_closes_the_versions_of_keys_it_lacks(sim, workdir):
+    """Changes lost to cleanup and a re-snapshot: the rebuild closes the open
+    versions of keys the snapshot lacks at its LSN, opens one where its row
+    differs, leaves the others as they are."""
+    job, w = new_job(sim, workdir, Items(key_space=400), preload=0, seed=41)
+    w.preload(150)
+    job.stream()
+    apply(job, "--scd-type", "2")
+    with w:
+        w.wait_for(30)
+        job.stream()
+        apply(job, "--scd-type", "2")
+        prior = silver_history(job, "delta-rs")  # the history the rebuild goes on from
+        lose_changes(job, w)
+    job.stream("--on-data-loss", "resnapshot")
+    r = apply(job, "--scd-type", "2")
+    assert r["rebuilt"]
+    want = expected_history(job, prior=prior)
+    assert silver_history(job, "delta-rs") == want
+    assert silver_history(job, "duckdb") == want
+    n = len(job.spec.column_names)
+    closed_at_snapshot = [k for k, v in want.items() if v[-1][n + 4] and k not in
+                          {r[0] for r in source_rows(job.sim, job.spec)} and v[-1][n + 4] not in
+                          {x[n] for vs in prior.values() for x in vs}]
+    assert closed_at_snapshot, "no key was closed by the re-snapshot"
+    open_rows = sorted(v[-1][:n] for v in want.values() if v[-1][n + 4] is None)
+    assert open_rows == [tuple(_norm(x) for x in r) for r in source_rows(job.sim, job.spec)]
 
 
 def test_kills_inside_the_merge_and_before_the_position_replay_to_the_same_history(sim, workdir):
