@@ -19,7 +19,10 @@
  * joined to the segments they fall in: after the merge every row is in a
  * clustered file again. Rows come out in key order into files of about
  * file_rows rows, cut wherever a kept file lies between, so the new files
- * are clustered too. One row per key and decision: silver_decide.
+ * are clustered too. One row per key and decision: silver_decide. A
+ * history (SCD type 2) has a key's versions together in one file instead
+ * (a file ends between keys only), and merges each key's versions with its
+ * changes in scd2_key; the rest is shared.
  *
  * Memory: one batch of the file being merged, one chunk of the changes and
  * of other writers' rows, the output window and the writer's row group,

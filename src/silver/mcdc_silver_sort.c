@@ -10,7 +10,8 @@
  * as a run: a Parquet file in the spill storage with the sort key, the key
  * length and the tags as three more columns. Reading merges the runs and
  * what is still held, through a heap on the sort keys; a key's first row
- * over all of them is its latest.
+ * over all of them is its latest. A history sorter (SCD type 2) keeps the
+ * rank as it is and cuts nothing: a key's rows come oldest first.
  */
 #include <stdlib.h>
 #include <string.h>
