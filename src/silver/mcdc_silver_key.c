@@ -355,7 +355,8 @@ bool silver_value_eq(const mcdc_column *a, int64_t ra, const mcdc_column *b, int
     MCDC_ASSERT(a->field->type == b->field->type);
     if (a->offsets) {
         int32_t la = a->offsets[ra + 1] - a->offsets[ra], lb = b->offsets[rb + 1] - b->offsets[rb];
-        return la == lb && memcmp(a->data + a->offsets[ra], b->data + b->offsets[rb], (size_t)la) == 0;
+        return la == lb && (la == 0 || memcmp(a->data + a->offsets[ra], b->data + b->offsets[rb],
+                                              (size_t)la) == 0); /* empty: data may be NULL */
     }
     if (a->field->type == MCDC_TYPE_BOOL)
         return ((a->values[ra >> 3] >> (ra & 7)) & 1) == ((b->values[rb >> 3] >> (rb & 7)) & 1);

@@ -550,8 +550,16 @@ static int flush_window(merger *m, mcdc_error *err) {
             int32_t col = 0, row = 0;
             const mcdc_batch *src = src_of(m, o, j, &col, &row);
             if (o->n > 1) { /* a run of kept rows */
-                rc = src ? mcdc_col_take_range(dst, &src->columns[col], row, o->n, err)
-                         : mcdc_col_append_nulls(dst, o->n, err);
+                const mcdc_column *sc = src ? &src->columns[col] : NULL;
+                if (sc && sc->offsets && sc->offsets[row + o->n] == sc->offsets[row]) {
+                    /* no bytes (a history's _end_lsn on open versions):
+                     * mcdc_col_take_range would memcpy to or from NULL */
+                    for (int32_t r = 0; r < o->n; r++) m->idx[r] = row + r;
+                    rc = mcdc_col_take(dst, sc, m->idx, o->n, err);
+                } else {
+                    rc = sc ? mcdc_col_take_range(dst, sc, row, o->n, err)
+                            : mcdc_col_append_nulls(dst, o->n, err);
+                }
                 i++;
                 continue;
             }
