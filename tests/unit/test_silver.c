@@ -1620,3 +1620,46 @@ TEST(silver_history_versions_of_a_key_stay_in_one_file) {
     CHECK(strstr(text, "25=odd@7:7-8 25=even@8:8-9 25=nine@9:9- 26=odd@1:1-2 ") != NULL);
     rm_dir(dir);
 }
+
+TEST(silver_history_counts_a_transaction_by_its_last_change_across_chunks) {
+    /* 65535 keys of one row, then a key with two changes of one transaction:
+     * the first ends the sorter's first chunk (SILVER_BATCH_ROWS rows), the
+     * second begins the next; still one version, the second's */
+    MCDC_ASSERT(SILVER_BATCH_ROWS == 65536);
+    char *dir = silver_dir();
+    char bronze[600];
+    snprintf(bronze, sizeof bronze, "%s/bronze", dir);
+    int n = SILVER_BATCH_ROWS + 1;
+    brow *rows = calloc((size_t)n, sizeof *rows);
+    for (int i = 0; i < n - 2; i++) rows[i] = (brow){1, i + 1, 2, 1, i + 1, "k"};
+    rows[n - 2] = (brow){2, 1, 2, 1, 70000, "x"};
+    rows[n - 1] = (brow){2, 2, 4, 2, 70000, "y"};
+    append_bronze(bronze, rows, n, NULL);
+    free(rows);
+    mcdc_apply_result r;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(run_apply_scd(dir, false, 2, NULL, 0, &r, &e), MCDC_OK);
+    CHECK_EQ_INT(r.inserted, n - 1);
+    char path[700];
+    snprintf(path, sizeof path, "%s/silver", dir);
+    mcdc_table *t;
+    CHECK_EQ_INT(mcdc_table_open(&t, path, NULL, &e), MCDC_OK);
+    mcdc_batch *b = NULL;
+    int64_t v;
+    CHECK_EQ_INT(mcdc_table_read_all(t, &b, &v, &e), MCDC_OK);
+    int found = 0;
+    int32_t ci = mcdc_schema_find(b->schema, "id"), cn = mcdc_schema_find(b->schema, "name"),
+            ce = mcdc_schema_find(b->schema, "_end_lsn");
+    for (int64_t i = 0; i < b->rows; i++) {
+        if (mcdc_row_get(b, i, ci).i != 70000) continue;
+        mcdc_cell nm = mcdc_row_get(b, i, cn);
+        found++;
+        CHECK(nm.kind == MCDC_CELL_TEXT && nm.i == 1 && nm.s[0] == 'y');
+        CHECK(mcdc_row_get(b, i, ce).kind == MCDC_CELL_NULL);
+    }
+    CHECK_EQ_INT(found, 1);
+    CHECK_EQ_INT(b->rows, n - 1);
+    mcdc_batch_free(b);
+    mcdc_table_close(t);
+    rm_dir(dir);
+}
