@@ -22,6 +22,7 @@
  * writes only the control row (crash point 8 of §2.13). Killed before the
  * commit, nothing of the pass is visible and the next run plans again.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1563,12 +1564,9 @@ int mcdc_apply_create(mcdc_apply **out, const mcdc_opts *opts, const mcdc_apply_
     if (cfg->version != MCDC_APPLY_CFG_VERSION && cfg->version != 1)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_apply_cfg version %d: this library takes 1 "
                               "or %d", cfg->version, MCDC_APPLY_CFG_VERSION);
-    mcdc_apply_cfg given = *cfg;
-    if (cfg->version == 1) { /* a caller of version 1 has no fields past log_level */
-        given.scd_type = 0;
-        given.track_history_columns = NULL;
-        given.n_track_history_columns = 0;
-    }
+    /* a caller of version 1 has no fields past log_level: none is read */
+    mcdc_apply_cfg given = MCDC_APPLY_CFG_INIT;
+    memcpy(&given, cfg, cfg->version == 1 ? offsetof(mcdc_apply_cfg, scd_type) : sizeof given);
     cfg = &given;
     if (cfg->scd_type < 0 || cfg->scd_type > 2)
         return mcdc_error_set(err, MCDC_E_INVALID, "SCD type %d: apply keeps type 1 (the current "
