@@ -279,6 +279,7 @@ void silver_index_sort(silver_index *ix);
  * the version open. */
 typedef struct silver_scd2 {
     int32_t start_at, end_at, end_lsn;  /* the version's columns in out_schema */
+    int32_t commit_ts;                  /* _commit_ts in out_schema */
     int32_t change_ts_col;              /* _commit_ts in the change rows */
     const int32_t *image;               /* out columns of the captured image */
     int32_t n_image;
@@ -286,7 +287,9 @@ typedef struct silver_scd2 {
     int32_t n_tracked;
     /* A rebuild from a snapshot: a key none of its rows names had no row
      * at the snapshot's LSN, its open version is closed there (close: one
-     * row, _start_lsn and _commit_ts, the snapshot's LSN and commit time). */
+     * row, _start_lsn and _commit_ts, the snapshot's LSN and commit time:
+     * snapshot rows carry none, this is the best estimate, or NULL; it
+     * stands in for theirs, and a NULL end takes the version's image time). */
     const mcdc_batch *close;            /* NULL: none */
 } silver_scd2;
 #define SILVER_COL_START_AT "__START_AT"

@@ -386,6 +386,13 @@ typedef struct {
     int32_t n_new;
     lsnopt top;                 /* newest change applied */
     bool history;               /* SCD2: a rebuild's snapshot rows count at its LSN */
+    lsnopt changes_after;       /* a rebuild's changes: after the snapshot (a history: after
+                                 * the position, when that is older, to keep their versions) */
+    /* a history's rebuild: commit times that tell the snapshot's (its rows
+     * carry none): a snapshot row's, the newest change's at or before it,
+     * the oldest change's after it */
+    bool has_ts_snap, has_ts_le, has_ts_gt;
+    int64_t ts_snap, ts_le, ts_gt;
     /* columns of the scan */
     int32_t n_cap, c_lsn, c_ts, c_op, c_seq, c_ci, c_cmd, c_snap, c_chunk;
     int32_t *idx;               /* rows picked of the batch, and their tags */
@@ -409,9 +416,8 @@ static bool is_new_chunk(const pass2 *p, int64_t c) {
 }
 
 /* SCD2: the rebuild's stamp, one row of _start_lsn (the snapshot's LSN s)
- * and _commit_ts (ts's value at row, or us when ts is NULL). */
-static int close_stamp(apply_plan *pl, const char *s, const mcdc_column *ts, int64_t row,
-                       int64_t us, mcdc_error *err) {
+ * and _commit_ts (us; NULL when !has_us). */
+static int close_stamp(apply_plan *pl, const char *s, bool has_us, int64_t us, mcdc_error *err) {
     mcdc_schema *cs = NULL;
     const mcdc_field *lf = &pl->change_schema->fields[pl->n_cap], *tf = &pl->change_schema->fields[pl->n_cap + 1];
     int rc = mcdc_schema_create(&cs, 2, err);
@@ -421,8 +427,8 @@ static int close_stamp(apply_plan *pl, const char *s, const mcdc_column *ts, int
     mcdc_schema_unref(cs);
     if (rc == MCDC_OK) rc = mcdc_col_append_bytes(&pl->close->columns[0], s, 22, err);
     if (rc == MCDC_OK)
-        rc = ts ? mcdc_col_copy_value(&pl->close->columns[1], ts, row, err)
-                : mcdc_col_append_int(&pl->close->columns[1], us, err);
+        rc = has_us ? mcdc_col_append_int(&pl->close->columns[1], us, err)
+                    : mcdc_col_append_null(&pl->close->columns[1], err);
     if (rc == MCDC_OK) rc = mcdc_batch_seal(pl->close, err);
     if (rc) {
         mcdc_batch_free(pl->close);
@@ -488,11 +494,20 @@ static int pass2_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
         bool base;
         if (p->rebuild && p->snapshot.set) {
             if (!text_at(snap, r, &s, &sn)) s = l, sn = ln;
-            base = change ? lsn_vs(l, ln, &p->snapshot) > 0 : lsn_vs(s, sn, &p->snapshot) == 0;
+            base = change ? lsn_vs(l, ln, &p->changes_after) > 0 : lsn_vs(s, sn, &p->snapshot) == 0;
         } else if (p->rebuild || !p->applied.set) {
             base = change;
         } else {
             base = change && lsn_vs(l, ln, &p->applied) > 0;
+        }
+        const mcdc_column *tc = &b->columns[p->c_ts];
+        if (p->history && base && mcdc_col_is_valid(tc, r)) { /* the rows applied: deterministic */
+            int64_t t;
+            memcpy(&t, tc->values + r * 8, 8);
+            int at = lsn_vs(l, ln, &p->snapshot);
+            if (!change && !p->has_ts_snap) p->has_ts_snap = true, p->ts_snap = t;
+            if (change && at <= 0 && (!p->has_ts_le || t > p->ts_le)) p->has_ts_le = true, p->ts_le = t;
+            if (change && at > 0 && (!p->has_ts_gt || t < p->ts_gt)) p->has_ts_gt = true, p->ts_gt = t;
         }
         bool wave = false, later = false;
         if (p->n_new > 0) {
@@ -521,8 +536,6 @@ static int pass2_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
              * later) at the snapshot's LSN, before every change after it:
              * a key's first row then tells whether the snapshot holds it */
             if (ln == 22) memcpy(lsn->data + lsn->offsets[r], p->snapshot.v, 22);
-            if (p->pl->close == NULL) rc = close_stamp(p->pl, p->snapshot.v, &b->columns[p->c_ts], r, 0, err);
-            if (rc) break;
         }
         p->idx[n] = (int32_t)r;
         p->tags[n] = (base ? SILVER_TAG_BASE : 0) | (wave ? SILVER_TAG_WAVE : 0) |
@@ -947,7 +960,9 @@ static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
     /* pass 2: the rows to rank */
     pass2 p2 = {.a = a, .pl = pl, .rebuild = rebuild, .snapshot = snapshot, .applied = cv.silver.applied,
                 .s_open = s_open, .first = first, .new_chunks = new_chunks, .n_new = n_new,
-                .history = a->cfg.scd_type == 2 && rebuild};
+                .history = a->cfg.scd_type == 2 && rebuild, .changes_after = snapshot};
+    if (p2.history && cv.silver.applied.set && lsn_cmp(&cv.silver.applied, &snapshot) < 0)
+        p2.changes_after = cv.silver.applied;
     if (rc == MCDC_OK) {
         int32_t k = pl->n_cap;
         const char **cols = mcdc_calloc((size_t)k + 9, sizeof *cols);
@@ -994,6 +1009,7 @@ static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
         bool bounded = false;
         if (!rebuild && cv.silver.applied.set) lo = lsn_next(&cv.silver.applied), bounded = true;
         else if (rebuild && snapshot.set) lo = snapshot, bounded = true;
+        if (rebuild && snapshot.set && lsn_cmp(&p2.changes_after, &snapshot) < 0) lo = lsn_next(&p2.changes_after);
         if (bounded && n_new > 0 && lsn_cmp(&first, &lo) < 0) lo = first;
         if (bounded) {
             sc.prune_column = "_start_lsn";
@@ -1018,15 +1034,19 @@ static int plan_pass(mcdc_apply *a, bool *idle, mcdc_error *err) {
     if (rc == MCDC_OK && !has_cmd && bs)
         mcdc_log(MCDC_LOG_INFO, "%s has no _command_id (includeCommandId=false): the changes of one "
                                 "transaction are ordered by _seqval", a->cfg.bronze);
-    /* a history's rebuild from a snapshot without rows (an emptied table's):
-     * the commit time is its facts row's */
-    for (int i = 0; rc == MCDC_OK && a->cfg.scd_type == 2 && rebuild && snapshot.set && !pl->close && i < sf.n; i++)
-        if (strcmp(sf.rows[i].max_lsn, snapshot.v) == 0 && sf.rows[i].has_max_ts)
-            rc = close_stamp(pl, snapshot.v, NULL, 0, sf.rows[i].max_ts_us, err);
-    if (rc == MCDC_OK && a->cfg.scd_type == 2 && rebuild && snapshot.set && !pl->close && cv.silver.applied.set)
-        mcdc_log(MCDC_LOG_WARN, "%s: snapshot %s has no rows and no commit time in the facts: the "
-                                "open versions of keys it lacks stay open",
-                 a->cfg.target, snapshot.v);
+    /* a history's rebuild: the snapshot's commit time, as its rows, the
+     * changes around it or its facts row tell it (none may: NULL) */
+    if (rc == MCDC_OK && p2.history && snapshot.set) {
+        bool has = true;
+        int64_t us = p2.has_ts_snap ? p2.ts_snap : p2.has_ts_le ? p2.ts_le : p2.has_ts_gt ? p2.ts_gt : 0;
+        if (!p2.has_ts_snap && !p2.has_ts_le && !p2.has_ts_gt) {
+            has = false;
+            for (int i = 0; i < sf.n && !has; i++)
+                if (strcmp(sf.rows[i].max_lsn, snapshot.v) == 0 && sf.rows[i].has_max_ts)
+                    has = true, us = sf.rows[i].max_ts_us;
+        }
+        rc = close_stamp(pl, snapshot.v, has, us, err);
+    }
     /* the state after the pass */
     pl->rebuild = rebuild;
     pl->merged = p2.top.set || (rebuild && snapshot.set) || n_new > 0;
@@ -1130,7 +1150,8 @@ static int scd2_columns(const mcdc_apply *a, const mcdc_schema *os, const int32_
     h->start_at = mcdc_schema_find(os, SILVER_COL_START_AT);
     h->end_at = mcdc_schema_find(os, SILVER_COL_END_AT);
     h->end_lsn = mcdc_schema_find(os, SILVER_COL_END_LSN);
-    MCDC_ASSERT(h->start_at >= 0 && h->end_at >= 0 && h->end_lsn >= 0);
+    h->commit_ts = mcdc_schema_find(os, "_commit_ts");
+    MCDC_ASSERT(h->start_at >= 0 && h->end_at >= 0 && h->end_lsn >= 0 && h->commit_ts >= 0);
     h->change_ts_col = pl->n_cap + 1;
     h->close = pl->rebuild ? pl->close : NULL;
     *image = mcdc_calloc((size_t)os->n_fields, sizeof **image);

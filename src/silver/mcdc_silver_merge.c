@@ -639,6 +639,21 @@ static int decide_row(merger *m, const silver_rank *change, uint32_t tags, const
 
 /* ---- one key of a history (SCD type 2) --------------------------------------------- */
 
+/* The commit time a stamp gives, (c, row): its own; else (a snapshot's
+ * rows carry none) the rebuild's estimate of the snapshot's; else, closing
+ * the open version, its image's (never before its start); else NULL. */
+static void stamp_time(const merger *m, const mcdc_column **c, int64_t *row, bool closing) {
+    const silver_scd2 *s = m->in->scd2;
+    if (mcdc_col_is_valid(*c, *row)) return;
+    if (s->close && mcdc_col_is_valid(&s->close->columns[1], 0)) {
+        *c = &s->close->columns[1];
+        *row = 0;
+    } else if (closing && m->cur && mcdc_col_is_valid(&m->cur->columns[s->commit_ts], 0)) {
+        *c = &m->cur->columns[s->commit_ts];
+        *row = 0;
+    }
+}
+
 /* The open version replaced by a row of out_schema built per column: from
  * the change row (cb, crow) where a column has one (with: a new version,
  * also __START_AT from its _commit_ts, the others NULL; else in place, the
@@ -654,7 +669,12 @@ static int cur_build(merger *m, const mcdc_batch *cb, int64_t crow, bool fresh,
         int32_t cc = in->change_of_out[j], ec = in->exist_of_out[j];
         if (eb) rc = ec >= 0 ? mcdc_col_copy_value(d, &eb->columns[ec], erow, err) : mcdc_col_append_null(d, err);
         else if (cc >= 0) rc = mcdc_col_copy_value(d, &cb->columns[cc], crow, err);
-        else if (fresh && j == s->start_at) rc = mcdc_col_copy_value(d, &cb->columns[s->change_ts_col], crow, err);
+        else if (fresh && j == s->start_at) {
+            const mcdc_column *t = &cb->columns[s->change_ts_col];
+            int64_t tr = crow;
+            stamp_time(m, &t, &tr, false);
+            rc = mcdc_col_copy_value(d, t, tr, err);
+        }
         else if (fresh || j == s->end_at || j == s->end_lsn) rc = mcdc_col_append_null(d, err);
         else rc = mcdc_col_copy_value(d, &m->cur->columns[j], 0, err);
     }
@@ -677,11 +697,12 @@ static int cur_put(merger *m, const mcdc_column *lsn, const mcdc_column *ts, int
     int rc = m->scratch ? MCDC_OK : mcdc_batch_create(&m->scratch, in->out_schema, SILVER_BATCH_ROWS, err);
     /* room first: a flush empties the scratch rows */
     if (rc == MCDC_OK) room(m, (const uint8_t *)m->key.data, (uint32_t)m->key.len, err, &rc);
-    int64_t at = rc == MCDC_OK ? m->scratch->columns[0].length : 0;
+    int64_t at = rc == MCDC_OK ? m->scratch->columns[0].length : 0, ts_row = row;
+    if (lsn) stamp_time(m, &ts, &ts_row, true);
     for (int32_t j = 0; rc == MCDC_OK && j < in->out_schema->n_fields; j++) {
         mcdc_column *d = &m->scratch->columns[j];
         if (lsn && j == s->end_lsn) rc = mcdc_col_copy_value(d, lsn, row, err);
-        else if (lsn && j == s->end_at) rc = mcdc_col_copy_value(d, ts, row, err);
+        else if (lsn && j == s->end_at) rc = mcdc_col_copy_value(d, ts, ts_row, err);
         else rc = mcdc_col_copy_value(d, &m->cur->columns[j], 0, err);
     }
     mcdc_batch_free(m->cur);
@@ -775,19 +796,23 @@ static int scd2_key(merger *m, erows *f, const uint8_t *k0, uint32_t kn0, bool w
             if (rc == MCDC_OK) rc = erows_step(m, x, err);
         }
     }
-    bool first = true;
+    /* a rebuild: a key the snapshot lacks was gone at its LSN (its row, if
+     * any, ranks first at that LSN, after the changes before it) */
+    uint8_t snap[10];
+    bool snap_done = s->close == NULL || !lsn_cell(s->close, 0, 0, snap);
     const uint8_t *kc;
     uint32_t lc;
     while (rc == MCDC_OK) {
         bool more = with_c && change_key(m, &kc, &lc) && kcmp(kc, lc, k, kn) == 0;
         const silver_rank *rk = more ? &m->c->rank[m->ci] : NULL;
-        /* a rebuild: a key the snapshot lacks was gone at its LSN */
-        if (first && s->close && m->cur && (!rk || silver_rank_op(rk) != 0) &&
-            lsn_cell(s->close, 0, 0, l) && (!has_seen || memcmp(l, seen, 10) > 0)) {
-            m->out->deleted++;
-            rc = cur_put(m, &s->close->columns[0], &s->close->columns[1], 0, err);
+        int at = rk ? memcmp(rk->b, snap, 10) : 1;
+        if (!snap_done && (at > 0 || (at == 0 && silver_rank_op(rk) == 0))) {
+            snap_done = true;
+            if (at > 0 && m->cur && (!has_seen || memcmp(snap, seen, 10) > 0)) {
+                m->out->deleted++;
+                rc = cur_put(m, &s->close->columns[0], &s->close->columns[1], 0, err);
+            }
         }
-        first = false;
         if (rc || !more) break;
         if (has_seen && memcmp(rk->b, seen, 10) <= 0) { /* applied before */
             rc = change_step(m, err);

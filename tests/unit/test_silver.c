@@ -1518,12 +1518,17 @@ TEST(silver_history_rebuild_closes_keys_a_newer_snapshot_lacks) {
     char *dir = silver_dir();
     char bronze[600];
     snprintf(bronze, sizeof bronze, "%s/bronze", dir);
-    const brow first[] = {{1, 1, 2, 1, 1, "a"}, {1, 2, 2, 1, 2, "b"}, {1, 3, 2, 1, 3, "c"}};
-    append_bronze(bronze, first, 3, NULL);
+    const brow first[] = {{1, 1, 2, 1, 1, "a"}, {1, 2, 2, 1, 2, "b"}, {1, 3, 2, 1, 3, "c"},
+                          {1, 4, 2, 1, 7, "g"}};
+    append_bronze(bronze, first, 4, NULL);
     mcdc_apply_result r;
     mcdc_error e = MCDC_ERROR_INIT;
     CHECK_EQ_INT(run_apply_scd(dir, false, 2, NULL, 0, &r, &e), MCDC_OK);
-    /* a re-snapshot at 10 (1 as it is, 2 changed, 3 gone, 4 new), then a change */
+    /* changes silver has not applied yet, then a re-snapshot at 10 (1 as it
+     * is, 2 changed again, 3 gone, 4 new), then a change: the changes before
+     * the snapshot keep their versions */
+    const brow mid[] = {{5, 1, 4, 1, 2, "b5"}, {6, 1, 1, 1, 3, "c"}};
+    append_bronze(bronze, mid, 2, NULL);
     const brow snap[] = {{10, 0, 0, 0, 1, "a"}, {10, 0, 0, 0, 2, "b10"}, {10, 0, 0, 0, 4, "d"}};
     append_bronze(bronze, snap, 3, NULL);
     const brow after[] = {{11, 1, 4, 1, 4, "d11"}};
@@ -1532,7 +1537,8 @@ TEST(silver_history_rebuild_closes_keys_a_newer_snapshot_lacks) {
     CHECK(r.rebuilt);
     char text[512], again[512];
     history_text(dir, text, sizeof text);
-    CHECK_EQ_STR(text, "1=a@1:1- 2=b@1:1-10 2=b10@10:10- 3=c@1:1-10 4=d@10:10-11 4=d11@11:11- ");
+    CHECK_EQ_STR(text, "1=a@1:1- 2=b@1:1-5 2=b5@5:5-10 2=b10@10:10- 3=c@1:1-6 4=d@10:10-11 "
+                       "4=d11@11:11- 7=g@1:1-10 ");
     /* the same snapshot again (the control row restored from before it) */
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s/control'", dir);
