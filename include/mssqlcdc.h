@@ -528,8 +528,18 @@ MCDC_API int mcdc_backfill_status_json(char *out, size_t cap, const mcdc_backfil
  * commit's position, never a second merge. Then applied_lsn,
  * snapshot_lsn, open_snapshot_lsn and snapshot_wave go to the control
  * table, and finalized_until to bronze's verdict read before bronze.
+ *
+ * scd_type 2 keeps a history instead (SCD type 2, as Databricks' AUTO CDC
+ * keeps one): a row per version of each key, with __START_AT and __END_AT
+ * (the commit times it began and ended at; NULL end: the open version) and
+ * _end_lsn. A delete closes the key's open version; a change of none of
+ * track_history_columns (default: every captured column) updates the open
+ * version in place; a rebuild closes the open versions of keys the newer
+ * snapshot lacks at its LSN. The type is recorded in silver (table
+ * property mssql_cdc.scd_type) and another is refused (MCDC_E_MISMATCH).
+ * docs/silver.md says the rules.
  * ---------------------------------------------------------------------- */
-#define MCDC_APPLY_CFG_VERSION 1
+#define MCDC_APPLY_CFG_VERSION 2 /* 1: the fields up to log_level (scd_type 1) */
 typedef struct mcdc_apply_cfg {
     int version;                  /* MCDC_APPLY_CFG_VERSION */
     const char *bronze;           /* the stream's target, named as the stream was given it */
@@ -556,10 +566,14 @@ typedef struct mcdc_apply_cfg {
     mcdc_log_fn log_fn;           /* NULL: stderr */
     void *log_user;
     mcdc_log_level log_level;
+    /* version 2 */
+    int32_t scd_type;             /* 0 or 1: current state; 2: history */
+    const char *const *track_history_columns; /* scd_type 2; NULL: every captured column */
+    int32_t n_track_history_columns;
 } mcdc_apply_cfg;
 #define MCDC_APPLY_CFG_INIT \
     {MCDC_APPLY_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, MCDC_GRANULARITY_HOUR, \
-     MCDC_TRIGGER_ONCE, 0, 0, 0, 0, NULL, NULL, NULL, MCDC_LOG_WARN}
+     MCDC_TRIGGER_ONCE, 0, 0, 0, 0, NULL, NULL, NULL, MCDC_LOG_WARN, 0, NULL, 0}
 
 /* The reference's ApplyResult, and what the pass did (append-only). */
 typedef struct mcdc_apply_result {

@@ -29,6 +29,17 @@ static const char APPLY_HELP[] =
     "changed keys are rewritten, in one commit; then C gets applied_lsn, snapshot_lsn,\n"
     "open_snapshot_lsn and snapshot_wave, and T's finalized_until moves to B's verdict\n"
     "read before B. Killed at any point, the next run gives the same T.\n"
+    "\n";
+/* two strings: a C17 compiler need not take a longer literal */
+static const char APPLY_HELP_MORE[] =
+    "With --scd-type 2, T is a history instead (SCD type 2): a row per version of each\n"
+    "key, with __START_AT and __END_AT (the commit times it began and ended at, UTC;\n"
+    "__END_AT NULL on the open version) and _end_lsn. Each change of a key after the\n"
+    "newest LSN its versions hold closes its open version and opens one (a\n"
+    "transaction's changes of a key make one); a delete closes it; a snapshot row equal\n"
+    "to it changes nothing; a change of no tracked column updates it in place. A rebuild\n"
+    "closes the open versions of keys the newer snapshot lacks at its LSN. T keeps the\n"
+    "type it was created with (table property mssql_cdc.scd_type); another is refused.\n"
     "\n"
     "  --bronze B           the stream's target, named as the stream was given it\n"
     "  --target T           silver: a path, or schema.table under --warehouse\n"
@@ -41,6 +52,10 @@ static const char APPLY_HELP[] =
     "                       through the source options\n"
     "  --capture-instance CI  the stream's (default: the captureInstance option)\n"
     "  --granularity G      hour (default), minute or day\n"
+    "  --scd-type N         1 (default): the current state; 2: a history of versions\n"
+    "  --track-history-columns C  with --scd-type 2: only a change of these columns (a\n"
+    "                       JSON list or comma-separated) opens a version; default: every\n"
+    "                       captured column\n"
     "  --trigger T          once (default): one pass; availableNow: passes until B holds\n"
     "                       nothing new; processingTime=<n>[ms|s|m]: a pass at most that\n"
     "                       often, until stopped; default: passes back to back, polling an\n"
@@ -59,8 +74,8 @@ static const char APPLY_HELP[] =
     "\n"
     "Exit codes: 0 applied (or B does not exist yet: bronze_found false); 2 bad usage,\n"
     "or no key; 4 a silver column's type differs from bronze's; 7 a table of another\n"
-    "kind, or one table in two roles; 12 another writer commits to T as apply; others\n"
-    "as for stream.\n";
+    "kind or SCD type, or one table in two roles; 12 another writer commits to T as\n"
+    "apply; others as for stream.\n";
 
 static mcdc_apply *volatile g_running;
 
@@ -92,8 +107,8 @@ int cmd_apply(int argc, char **argv) {
     mcdc_opts *opts;
     if (mcdc_opts_create(&opts, &e)) return cli_fail(&e);
     mcdc_apply_cfg cfg = MCDC_APPLY_CFG_INIT;
-    char keybuf[4096];
-    const char *keys[32];
+    char keybuf[4096], trackbuf[4096];
+    const char *keys[32], *track[32];
     int rc = EXIT_OK;
     for (int i = 0; i < argc && rc == EXIT_OK; i++) {
         const char *a = argv[i], *v = NULL;
@@ -106,6 +121,7 @@ int cmd_apply(int argc, char **argv) {
     } while (0)
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(APPLY_HELP, stdout);
+            fputs(APPLY_HELP_MORE, stdout);
             goto out;
         } else if (strcmp(a, "--bronze") == 0) {
             NEEDV();
@@ -134,6 +150,22 @@ int cmd_apply(int argc, char **argv) {
                 goto out;
             }
             cfg.keys = keys;
+        } else if (strcmp(a, "--scd-type") == 0) {
+            NEEDV();
+            if (strcmp(v, "1") != 0 && strcmp(v, "2") != 0) {
+                rc = cli_usage_error("--scd-type: expected 1 (the current state) or 2 (a history), "
+                                     "not '%s'", v);
+                goto out;
+            }
+            cfg.scd_type = v[0] - '0';
+        } else if (strcmp(a, "--track-history-columns") == 0) {
+            NEEDV();
+            if (cli_parse_keys(v, trackbuf, sizeof trackbuf, track, &cfg.n_track_history_columns)) {
+                rc = cli_usage_error("--track-history-columns: expected at most 32 column names, as "
+                                     "a JSON list or separated by commas, not '%s'", v);
+                goto out;
+            }
+            cfg.track_history_columns = track;
         } else if (strcmp(a, "--granularity") == 0) {
             NEEDV();
             if (mcdc_granularity_parse(v, &cfg.granularity, &e)) {
@@ -172,6 +204,10 @@ int cmd_apply(int argc, char **argv) {
             goto out;
         }
 #undef NEEDV
+    }
+    if (cfg.track_history_columns && cfg.scd_type != 2) {
+        rc = cli_usage_error("--track-history-columns %s", "needs --scd-type 2: type 1 keeps no versions");
+        goto out;
     }
     if (cfg.bronze == NULL || cfg.target == NULL || cfg.control_table == NULL) {
         rc = cli_usage_error("apply needs %s", "--bronze, --target and --control-table");

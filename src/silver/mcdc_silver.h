@@ -85,6 +85,9 @@ int silver_key_append(mcdc_buf *out, const mcdc_column *const *cols, int32_t n, 
 int silver_keys_append(mcdc_buf *out, size_t *off, const mcdc_column *const *cols, int32_t n,
                        int64_t from, int64_t rows, mcdc_error *err);
 uint64_t silver_hash(const void *p, size_t n);
+/* Are two cells equal (NULL equals NULL; floats by their bits)? Columns
+ * of one type. */
+bool silver_value_eq(const mcdc_column *a, int64_t ra, const mcdc_column *b, int64_t rb);
 /* a <=> b of two encodings: memcmp, then the shorter first. */
 int silver_key_cmp(const uint8_t *a, size_t na, const uint8_t *b, size_t nb);
 
@@ -186,6 +189,9 @@ typedef struct silver_sorter_cfg {
     /* Ranked: one row per key, its best by rank (the columns below); else
      * every row, in key order. */
     bool ranked;
+    /* Ranked and history: every row of a key, oldest first by rank (SCD
+     * type 2: each change makes a version); tags are each row's own. */
+    bool history;
     int32_t lsn_col, cmd_col, seq_col, op_col; /* ranked; cmd_col may be -1 */
     /* Ranked: keys whose rows' tags have none of these bits are left out
      * (0: none left out). */
@@ -286,6 +292,43 @@ int silver_repairs_load(silver_repairs *out, mcdc_table *facts, const char *bron
 bool silver_repairs_has(const silver_repairs *r, const char *run_id);
 void silver_repairs_free(silver_repairs *r);
 
+/* ---- SCD type 2 -----------------------------------------------------------------------
+ * A history: one row per version of each key, __START_AT and __END_AT the
+ * commit times it began and ended at, _end_lsn the LSN it ended at (NULL
+ * while open); _start_lsn and _commit_ts are its image's, as in type 1 (the
+ * change that opened it, or the last that updated it in place). The merge
+ * keys files by the source key alone, a key's versions in one file, in
+ * order; the changes come every row of a key, oldest first (a history
+ * sorter). Per key: the versions it has are kept, and its changes after
+ * the newest LSN they hold (applying from behind changes nothing), in rank
+ * order:
+ *   upsert   no open version: one opens. A snapshot row (0) equal to the
+ *            open version changes nothing. No tracked column differs: the
+ *            open version takes the image in place. Else it is closed at
+ *            the change and a version opens
+ *   delete   the open version is closed at the change
+ * A transaction's changes of a key count as its last (one LSN is one
+ * version): a delete and an insert of one image in one transaction leave
+ * the version open. */
+typedef struct silver_scd2 {
+    int32_t start_at, end_at, end_lsn;  /* the version's columns in out_schema */
+    int32_t commit_ts;                  /* _commit_ts in out_schema */
+    int32_t change_ts_col;              /* _commit_ts in the change rows */
+    const int32_t *image;               /* out columns of the captured image */
+    int32_t n_image;
+    const int32_t *tracked;             /* those whose change opens a version */
+    int32_t n_tracked;
+    /* A rebuild from a snapshot: a key none of its rows names had no row
+     * at the snapshot's LSN, its open version is closed there (close: one
+     * row, _start_lsn and _commit_ts, the snapshot's LSN and commit time:
+     * snapshot rows carry none, this is the best estimate, or NULL; it
+     * stands in for theirs, and a NULL end takes the version's image time). */
+    const mcdc_batch *close;            /* NULL: none */
+} silver_scd2;
+#define SILVER_COL_START_AT "__START_AT"
+#define SILVER_COL_END_AT "__END_AT"
+#define SILVER_COL_END_LSN "_end_lsn"
+
 /* ---- merge ---------------------------------------------------------------------------- */
 typedef struct silver_merge_in {
     mcdc_table *target;             /* silver */
@@ -298,6 +341,7 @@ typedef struct silver_merge_in {
     silver_sorter *changes;         /* finished, ranked: the best row per key */
     int32_t change_lsn_col;         /* _start_lsn in the change rows */
     bool rebuild;                   /* rows no change names are deleted */
+    const silver_scd2 *scd2;        /* a history (changes: a history sorter); NULL: type 1 */
     const silver_range *ranges;     /* sorted by lo; single key only */
     int32_t n_ranges;
     int64_t file_rows;              /* <= 0: SILVER_FILE_ROWS_DEFAULT */

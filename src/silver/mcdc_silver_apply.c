@@ -22,6 +22,7 @@
  * writes only the control row (crash point 8 of §2.13). Killed before the
  * commit, nothing of the pass is visible and the next run plans again.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,6 +153,7 @@ typedef struct {
     silver_range *ranges;
     int32_t n_ranges;
     int64_t facts_version; /* the facts read (-1: none): repairs after it are new next pass */
+    mcdc_batch *close;          /* SCD2 rebuild: the snapshot's LSN and commit time (one row) */
 } apply_plan;
 
 struct mcdc_apply {
@@ -160,6 +162,8 @@ struct mcdc_apply {
     int n_strings;
     char **keys;    /* owned */
     int32_t n_keys;
+    char **track;   /* owned: track_history_columns */
+    int32_t n_track;
     const mcdc_opts *opts;
     mcdc_ctx ctx;
     mcdc_log_sink sink;
@@ -389,6 +393,14 @@ typedef struct {
     lsnopt rep_min;
     int64_t repair_rows;
     uint8_t *is_rep;            /* per row picked: a repair row (its rank columns rewritten) */
+    bool history;               /* SCD2: a rebuild's snapshot rows count at its LSN */
+    lsnopt changes_after;       /* a rebuild's changes: after the snapshot (a history: after
+                                 * the position, when that is older, to keep their versions) */
+    /* a history's rebuild: commit times that tell the snapshot's (its rows
+     * carry none): a snapshot row's, the newest change's at or before it,
+     * the oldest change's after it */
+    bool has_ts_snap, has_ts_le, has_ts_gt;
+    int64_t ts_snap, ts_le, ts_gt;
     /* columns of the scan */
     int32_t n_cap, c_lsn, c_ts, c_op, c_seq, c_ci, c_cmd, c_snap, c_chunk;
     int32_t *idx;               /* rows picked of the batch, and their tags */
@@ -409,6 +421,28 @@ static bool is_new_chunk(const pass2 *p, int64_t c) {
         else hi = mid;
     }
     return false;
+}
+
+/* SCD2: the rebuild's stamp, one row of _start_lsn (the snapshot's LSN s)
+ * and _commit_ts (us; NULL when !has_us). */
+static int close_stamp(apply_plan *pl, const char *s, bool has_us, int64_t us, mcdc_error *err) {
+    mcdc_schema *cs = NULL;
+    const mcdc_field *lf = &pl->change_schema->fields[pl->n_cap], *tf = &pl->change_schema->fields[pl->n_cap + 1];
+    int rc = mcdc_schema_create(&cs, 2, err);
+    if (rc == MCDC_OK) rc = mcdc_schema_set(cs, 0, lf->name, lf->type, 0, 0, 0, true, err);
+    if (rc == MCDC_OK) rc = mcdc_schema_set(cs, 1, tf->name, tf->type, 0, 0, 0, true, err);
+    if (rc == MCDC_OK) rc = mcdc_batch_create(&pl->close, cs, 1, err);
+    mcdc_schema_unref(cs);
+    if (rc == MCDC_OK) rc = mcdc_col_append_bytes(&pl->close->columns[0], s, 22, err);
+    if (rc == MCDC_OK)
+        rc = has_us ? mcdc_col_append_int(&pl->close->columns[1], us, err)
+                    : mcdc_col_append_null(&pl->close->columns[1], err);
+    if (rc == MCDC_OK) rc = mcdc_batch_seal(pl->close, err);
+    if (rc) {
+        mcdc_batch_free(pl->close);
+        pl->close = NULL;
+    }
+    return rc;
 }
 
 static bool same_text(const mcdc_column *c, int64_t a, int64_t b) {
@@ -499,11 +533,20 @@ static int pass2_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
         bool base;
         if (p->rebuild && p->snapshot.set) {
             if (!text_at(snap, r, &s, &sn)) s = l, sn = ln;
-            base = change ? lsn_vs(l, ln, &p->snapshot) > 0 : lsn_vs(s, sn, &p->snapshot) == 0;
+            base = change ? lsn_vs(l, ln, &p->changes_after) > 0 : lsn_vs(s, sn, &p->snapshot) == 0;
         } else if (p->rebuild || !p->applied.set) {
             base = change;
         } else {
             base = change && lsn_vs(l, ln, &p->applied) > 0;
+        }
+        const mcdc_column *tc = &b->columns[p->c_ts];
+        if (p->history && base && mcdc_col_is_valid(tc, r)) { /* the rows applied: deterministic */
+            int64_t t;
+            memcpy(&t, tc->values + r * 8, 8);
+            int at = lsn_vs(l, ln, &p->snapshot);
+            if (!change && !p->has_ts_snap) p->has_ts_snap = true, p->ts_snap = t;
+            if (change && at <= 0 && (!p->has_ts_le || t > p->ts_le)) p->has_ts_le = true, p->ts_le = t;
+            if (change && at > 0 && (!p->has_ts_gt || t < p->ts_gt)) p->has_ts_gt = true, p->ts_gt = t;
         }
         bool wave = false, later = false;
         if (p->n_new > 0) {
@@ -535,6 +578,12 @@ static int pass2_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
             lsn_max(&p->top, &x);
         }
         if (o == 3 && r + 1 < b->rows && outranked_before_image(p, b, r)) continue;
+        if (p->history && !change && base && p->snapshot.set) {
+            /* a history ranks a rebuild's snapshot rows (a chunk's, stamped
+             * later) at the snapshot's LSN, before every change after it:
+             * a key's first row then tells whether the snapshot holds it */
+            if (ln == 22) memcpy(lsn->data + lsn->offsets[r], p->snapshot.v, 22);
+        }
         p->idx[n] = (int32_t)r;
         p->tags[n] = (base ? SILVER_TAG_BASE : 0) | (wave ? SILVER_TAG_WAVE : 0) |
                      (later ? SILVER_TAG_LATER : 0) | (rep ? SILVER_TAG_REPAIR : 0);
@@ -577,6 +626,7 @@ static void plan_clear(apply_plan *pl) {
     silver_sorter_free(pl->changes);
     mcdc_schema_unref(pl->change_schema);
     mcdc_free(pl->ranges);
+    mcdc_batch_free(pl->close);
     memset(pl, 0, sizeof *pl);
 }
 
@@ -835,12 +885,18 @@ static int new_repairs(mcdc_apply *a, const json_t *last_end, char (**stamps)[23
     return rc;
 }
 
+static int check_scd_type(const mcdc_apply *a, const mcdc_table_view *sv, mcdc_error *err);
+
 static int plan_pass(mcdc_apply *a, const json_t *last_end, bool *idle, mcdc_error *err) {
     *idle = false;
     plan_clear(&a->plan);
     apply_plan *pl = &a->plan;
     control_view cv;
-    int rc = read_control(a, &cv, err);
+    mcdc_table_view *sv = NULL; /* a silver of another SCD type is refused before anything */
+    int rc = mcdc_table_view_open(&sv, a->silver, -1, err);
+    if (rc == MCDC_OK) rc = check_scd_type(a, sv, err);
+    mcdc_table_view_free(sv);
+    if (rc == MCDC_OK) rc = read_control(a, &cv, err);
     if (rc) return rc;
     a->has_fin = cv.has_fin;
     a->fin_us = cv.fin_us;
@@ -949,7 +1005,11 @@ static int plan_pass(mcdc_apply *a, const json_t *last_end, bool *idle, mcdc_err
     int32_t n_new = 0;
     lsnopt first = {0};
     int64_t wave_max = after;
-    if (rc == MCDC_OK && is_open && n_chunks > 0) {
+    /* a history takes a chunked snapshot whole, at its completion (a rebuild) */
+    if (rc == MCDC_OK && is_open && n_chunks > 0 && a->cfg.scd_type == 2)
+        mcdc_log(MCDC_LOG_INFO, "%s: chunked snapshot %s is open: a history applies it at its "
+                                "completion", a->cfg.target, s_open.v);
+    if (rc == MCDC_OK && is_open && n_chunks > 0 && a->cfg.scd_type != 2) {
         new_chunks = mcdc_calloc((size_t)n_chunks, sizeof *new_chunks);
         if (new_chunks == NULL) rc = nomem(err);
         for (int32_t i = 0; rc == MCDC_OK && i < n_chunks; i++) {
@@ -989,7 +1049,10 @@ static int plan_pass(mcdc_apply *a, const json_t *last_end, bool *idle, mcdc_err
     int64_t t1 = mcdc_monotonic_us();
     /* pass 2: the rows to rank */
     pass2 p2 = {.a = a, .pl = pl, .rebuild = rebuild, .snapshot = snapshot, .applied = cv.silver.applied,
-                .s_open = s_open, .first = first, .new_chunks = new_chunks, .n_new = n_new};
+                .s_open = s_open, .first = first, .new_chunks = new_chunks, .n_new = n_new,
+                .history = a->cfg.scd_type == 2 && rebuild, .changes_after = snapshot};
+    if (p2.history && cv.silver.applied.set && lsn_cmp(&cv.silver.applied, &snapshot) < 0)
+        p2.changes_after = cv.silver.applied;
     /* a rebuild takes the repairs after its snapshot as changes; one below
      * it is older than the snapshot's rows */
     if (!rebuild && n_rep > 0) {
@@ -1030,7 +1093,8 @@ static int plan_pass(mcdc_apply *a, const json_t *last_end, bool *idle, mcdc_err
         char prefix[64];
         snprintf(prefix, sizeof prefix, "%s", SPILL_DIR);
         silver_sorter_cfg so = {.schema = pl->change_schema, .key_cols = keyc, .n_keys = a->n_keys,
-                                .ranked = true, .lsn_col = k, .op_col = k + 2, .cmd_col = k + 3,
+                                .ranked = true, .history = a->cfg.scd_type == 2,
+                                .lsn_col = k, .op_col = k + 2, .cmd_col = k + 3,
                                 .seq_col = k + 4,
                                 .keep_tags = SILVER_TAG_BASE | SILVER_TAG_WAVE | SILVER_TAG_REPAIR,
                                 .memory_bytes = a->cfg.memory_mb * 1024 * 1024,
@@ -1046,6 +1110,7 @@ static int plan_pass(mcdc_apply *a, const json_t *last_end, bool *idle, mcdc_err
         bool bounded = false;
         if (!rebuild && cv.silver.applied.set) lo = lsn_next(&cv.silver.applied), bounded = true;
         else if (rebuild && snapshot.set) lo = snapshot, bounded = true;
+        if (rebuild && snapshot.set && lsn_cmp(&p2.changes_after, &snapshot) < 0) lo = lsn_next(&p2.changes_after);
         if (bounded && n_new > 0 && lsn_cmp(&first, &lo) < 0) lo = first;
         if (bounded && p2.n_rep > 0 && lsn_cmp(&p2.rep_min, &lo) < 0) lo = p2.rep_min;
         if (bounded) {
@@ -1073,6 +1138,19 @@ static int plan_pass(mcdc_apply *a, const json_t *last_end, bool *idle, mcdc_err
     if (rc == MCDC_OK && !has_cmd && bs)
         mcdc_log(MCDC_LOG_INFO, "%s has no _command_id (includeCommandId=false): the changes of one "
                                 "transaction are ordered by _seqval", a->cfg.bronze);
+    /* a history's rebuild: the snapshot's commit time, as its rows, the
+     * changes around it or its facts row tell it (none may: NULL) */
+    if (rc == MCDC_OK && p2.history && snapshot.set) {
+        bool has = true;
+        int64_t us = p2.has_ts_snap ? p2.ts_snap : p2.has_ts_le ? p2.ts_le : p2.has_ts_gt ? p2.ts_gt : 0;
+        if (!p2.has_ts_snap && !p2.has_ts_le && !p2.has_ts_gt) {
+            has = false;
+            for (int i = 0; i < sf.n && !has; i++)
+                if (strcmp(sf.rows[i].max_lsn, snapshot.v) == 0 && sf.rows[i].has_max_ts)
+                    has = true, us = sf.rows[i].max_ts_us;
+        }
+        rc = close_stamp(pl, snapshot.v, has, us, err);
+    }
     /* the state after the pass */
     pl->rebuild = rebuild;
     pl->merged = p2.top.set || (rebuild && snapshot.set) || n_new > 0 || p2.repair_rows > 0;
@@ -1129,6 +1207,84 @@ static int plan_pass(mcdc_apply *a, const json_t *last_end, bool *idle, mcdc_err
     return rc;
 }
 
+/* ---- the SCD type ---------------------------------------------------------------------------- */
+
+#define SCD_TYPE_PROP "mssql_cdc.scd_type"
+
+/* Silver's SCD type (its table property, 1 when absent, checked against its
+ * columns) against the one asked for: another is refused. sv NULL: no table
+ * yet. */
+static int check_scd_type(const mcdc_apply *a, const mcdc_table_view *sv, mcdc_error *err) {
+    if (sv == NULL) return MCDC_OK;
+    const char *p = mcdc_table_view_config(sv, SCD_TYPE_PROP);
+    int have = p == NULL ? 1 : strcmp(p, "1") == 0 ? 1 : strcmp(p, "2") == 0 ? 2 : 0;
+    if (have == 0)
+        return mcdc_error_set(err, MCDC_E_MISMATCH,
+                              "silver %s has table property %s = '%.32s', neither 1 nor 2: nothing "
+                              "was applied. Give apply another --target",
+                              a->cfg.target, SCD_TYPE_PROP, p);
+    const mcdc_schema *ss = mcdc_table_view_schema(sv);
+    const char *cols[3] = {SILVER_COL_START_AT, SILVER_COL_END_AT, SILVER_COL_END_LSN};
+    int32_t ts = mcdc_schema_find(ss, "_commit_ts");
+    for (int i = 0; i < 3; i++) {
+        int32_t j = mcdc_schema_find(ss, cols[i]);
+        mcdc_type_id want = i < 2 && ts >= 0 ? ss->fields[ts].type : MCDC_TYPE_UTF8;
+        if (have == 2 && (j < 0 || ss->fields[j].type != want))
+            return mcdc_error_set(err, MCDC_E_MISMATCH,
+                                  "silver %s says it is a history (%s = 2) but its column %s is %s, "
+                                  "not %s: nothing was applied. Give apply another --target",
+                                  a->cfg.target, SCD_TYPE_PROP, cols[i],
+                                  j < 0 ? "missing" : mcdc_type_name(ss->fields[j].type),
+                                  mcdc_type_name(want));
+    }
+    if (have != a->cfg.scd_type)
+        return mcdc_error_set(err, MCDC_E_MISMATCH,
+                              "silver %s is of SCD type %d (%s), and this apply keeps type %d: "
+                              "nothing was applied. A silver table keeps its type: pass "
+                              "--scd-type %d, or give type %d another --target",
+                              a->cfg.target, have, have == 2 ? "a history" : "the current state",
+                              (int)a->cfg.scd_type, have, (int)a->cfg.scd_type);
+    return MCDC_OK;
+}
+
+/* The history's columns in silver's columns after the pass (os; c_of: each
+ * one's place in the change rows): the version's, the image's, and those
+ * whose change opens a version. */
+static int scd2_columns(const mcdc_apply *a, const mcdc_schema *os, const int32_t *c_of,
+                        silver_scd2 *h, int32_t **image, int32_t **tracked, mcdc_error *err) {
+    const apply_plan *pl = &a->plan;
+    memset(h, 0, sizeof *h);
+    h->start_at = mcdc_schema_find(os, SILVER_COL_START_AT);
+    h->end_at = mcdc_schema_find(os, SILVER_COL_END_AT);
+    h->end_lsn = mcdc_schema_find(os, SILVER_COL_END_LSN);
+    h->commit_ts = mcdc_schema_find(os, "_commit_ts");
+    MCDC_ASSERT(h->start_at >= 0 && h->end_at >= 0 && h->end_lsn >= 0 && h->commit_ts >= 0);
+    h->change_ts_col = pl->n_cap + 1;
+    h->close = pl->rebuild ? pl->close : NULL;
+    *image = mcdc_calloc((size_t)os->n_fields, sizeof **image);
+    *tracked = mcdc_calloc((size_t)os->n_fields, sizeof **tracked);
+    if (*image == NULL || *tracked == NULL) return nomem(err);
+    for (int32_t j = 0; j < os->n_fields; j++)
+        if (c_of[j] >= 0 && c_of[j] < pl->n_cap) (*image)[h->n_image++] = j;
+    h->image = *image;
+    h->tracked = *tracked;
+    if (a->n_track == 0) {
+        memcpy(*tracked, *image, (size_t)h->n_image * sizeof **image);
+        h->n_tracked = h->n_image;
+        return MCDC_OK;
+    }
+    for (int32_t i = 0; i < a->n_track; i++) {
+        int32_t j = mcdc_schema_find(os, a->track[i]);
+        if (j < 0 || c_of[j] < 0 || c_of[j] >= pl->n_cap)
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "--track-history-columns: '%s' is not a captured column of %s: "
+                                  "nothing was applied",
+                                  a->track[i], a->cfg.bronze);
+        (*tracked)[h->n_tracked++] = j;
+    }
+    return MCDC_OK;
+}
+
 /* ---- the merge of a pass ------------------------------------------------------------------ */
 
 /* Silver's columns after the pass: its own, then bronze's captured ones it
@@ -1148,6 +1304,7 @@ static int out_columns(const mcdc_apply *a, const mcdc_table_view *sv, mcdc_sche
     int32_t n = ss ? ss->n_fields : 0;
     for (int32_t i = 0; i < pl->n_cap + 2; i++)
         if (!ss || mcdc_schema_find(ss, cs->fields[i].name) < 0) n++;
+    n += a->cfg.scd_type == 2 && !ss ? 3 : 0; /* check_scd_type: an existing history has them */
     *c_of = mcdc_calloc((size_t)n, sizeof **c_of);
     *e_of = mcdc_calloc((size_t)n, sizeof **e_of);
     if (*c_of == NULL || *e_of == NULL) return nomem(err);
@@ -1178,6 +1335,14 @@ static int out_columns(const mcdc_apply *a, const mcdc_table_view *sv, mcdc_sche
         (*c_of)[k] = i;
         (*e_of)[k] = -1;
         rc = mcdc_schema_set(*out, k++, g->name, g->type, g->precision, g->scale, g->byte_width, true, err);
+    }
+    /* a new history's own: __START_AT and __END_AT typed as _commit_ts */
+    for (int i = 0; rc == MCDC_OK && i < 3 && a->cfg.scd_type == 2; i++) {
+        const char *name = i == 0 ? SILVER_COL_START_AT : i == 1 ? SILVER_COL_END_AT : SILVER_COL_END_LSN;
+        if (ss && mcdc_schema_find(ss, name) >= 0) continue;
+        (*c_of)[k] = (*e_of)[k] = -1;
+        rc = mcdc_schema_set(*out, k++, name, i < 2 ? cs->fields[pl->n_cap + 1].type : MCDC_TYPE_UTF8,
+                             0, 0, 0, true, err);
     }
     return rc;
 }
@@ -1210,13 +1375,20 @@ static int merge_pass(mcdc_apply *a, mcdc_frame *f, const mcdc_unit *u, mcdc_uni
         mcdc_schema *os = NULL;
         int32_t *c_of = NULL, *e_of = NULL;
         silver_merge_out out = {0};
+        silver_scd2 hist = {0};
+        int32_t *image = NULL, *tracked = NULL;
         rc = mcdc_table_view_open(&sv, a->silver, -1, err);
+        if (rc == MCDC_OK) rc = check_scd_type(a, sv, err);
         if (rc == MCDC_OK) rc = out_columns(a, sv, &os, &c_of, &e_of, err);
-        mcdc_table_props props = {.kind = MCDC_KIND_SILVER, .parquet_threads = 0};
+        if (rc == MCDC_OK && a->cfg.scd_type == 2) rc = scd2_columns(a, os, c_of, &hist, &image, &tracked, err);
+        static const char *const HISTORY_CONF[] = {SCD_TYPE_PROP "=2", NULL};
+        mcdc_table_props props = {.kind = MCDC_KIND_SILVER, .parquet_threads = 0,
+                                  .configuration = a->cfg.scd_type == 2 ? HISTORY_CONF : NULL};
         silver_merge_in in = {.target = a->silver, .view = sv, .out_schema = os, .change_of_out = c_of,
                               .exist_of_out = e_of, .keys = (const char *const *)a->keys,
                               .n_keys = a->n_keys, .changes = pl->changes,
                               .change_lsn_col = pl->n_cap, .rebuild = pl->rebuild,
+                              .scd2 = a->cfg.scd_type == 2 ? &hist : NULL,
                               .ranges = pl->ranges, .n_ranges = pl->n_ranges,
                               .file_rows = a->cfg.file_rows, .memory_bytes = a->cfg.memory_mb * 1024 * 1024,
                               .spill = mcdc_table_storage(a->silver), .spill_prefix = SPILL_DIR,
@@ -1262,6 +1434,8 @@ static int merge_pass(mcdc_apply *a, mcdc_frame *f, const mcdc_unit *u, mcdc_uni
         mcdc_schema_unref(os);
         mcdc_free(c_of);
         mcdc_free(e_of);
+        mcdc_free(image);
+        mcdc_free(tracked);
         mcdc_table_view_free(sv);
         if (rc != MCDC_E_CONFLICT || attempt >= APPLY_CONFLICT_RETRIES) break;
         mcdc_log(MCDC_LOG_INFO, "%s: another writer committed during the merge (%s); merging again "
@@ -1515,9 +1689,21 @@ int mcdc_apply_create(mcdc_apply **out, const mcdc_opts *opts, const mcdc_apply_
     if (out == NULL || cfg == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_apply_create: a NULL argument");
     *out = NULL;
-    if (cfg->version != MCDC_APPLY_CFG_VERSION)
-        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_apply_cfg version %d: this library takes %d",
-                              cfg->version, MCDC_APPLY_CFG_VERSION);
+    if (cfg->version != MCDC_APPLY_CFG_VERSION && cfg->version != 1)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_apply_cfg version %d: this library takes 1 "
+                              "or %d", cfg->version, MCDC_APPLY_CFG_VERSION);
+    /* a caller of version 1 has no fields past log_level: none is read */
+    mcdc_apply_cfg given = MCDC_APPLY_CFG_INIT;
+    memcpy(&given, cfg, cfg->version == 1 ? offsetof(mcdc_apply_cfg, scd_type) : sizeof given);
+    cfg = &given;
+    if (cfg->scd_type < 0 || cfg->scd_type > 2)
+        return mcdc_error_set(err, MCDC_E_INVALID, "SCD type %d: apply keeps type 1 (the current "
+                              "state) or 2 (a history)", (int)cfg->scd_type);
+    if (cfg->n_track_history_columns < 0 || cfg->n_track_history_columns > MCDC_COLUMNS_MAX ||
+        (cfg->n_track_history_columns > 0 &&
+         (cfg->scd_type != 2 || cfg->track_history_columns == NULL)))
+        return mcdc_error_set(err, MCDC_E_INVALID, "track_history_columns needs scd_type 2 (a "
+                              "history): type 1 keeps no versions");
     const char *missing = cfg->bronze == NULL ? "bronze" : cfg->target == NULL ? "target"
                           : cfg->control_table == NULL ? "control_table" : NULL;
     if (missing) return mcdc_error_set(err, MCDC_E_INVALID, "apply needs %s", missing);
@@ -1548,6 +1734,9 @@ int mcdc_apply_create(mcdc_apply **out, const mcdc_opts *opts, const mcdc_apply_
     mcdc_apply *a = mcdc_calloc(1, sizeof *a);
     if (a == NULL) return nomem(err);
     a->cfg = *cfg;
+    a->cfg.version = MCDC_APPLY_CFG_VERSION;
+    if (a->cfg.scd_type == 0) a->cfg.scd_type = 1;
+    a->cfg.track_history_columns = NULL;
     a->cfg.capture_instance = ci;
     a->opts = can_connect ? opts : NULL;
     if (a->cfg.memory_mb == 0) a->cfg.memory_mb = SILVER_SORT_BYTES_DEFAULT / (1024 * 1024);
@@ -1564,6 +1753,17 @@ int mcdc_apply_create(mcdc_apply **out, const mcdc_opts *opts, const mcdc_apply_
                 rc = mcdc_error_set(err, MCDC_E_INVALID, "key column %d is empty", (int)k);
             else if ((a->keys[k] = mcdc_strdup(cfg->keys[k])) == NULL) rc = nomem(err);
             else a->n_keys = k + 1;
+        }
+    }
+    if (rc == MCDC_OK && cfg->n_track_history_columns > 0) {
+        a->track = mcdc_calloc((size_t)cfg->n_track_history_columns, sizeof *a->track);
+        if (a->track == NULL) rc = nomem(err);
+        for (int32_t k = 0; rc == MCDC_OK && k < cfg->n_track_history_columns; k++) {
+            const char *t = cfg->track_history_columns[k];
+            if (t == NULL || *t == 0)
+                rc = mcdc_error_set(err, MCDC_E_INVALID, "track_history_columns: column %d is empty", (int)k);
+            else if ((a->track[k] = mcdc_strdup(t)) == NULL) rc = nomem(err);
+            else a->n_track = k + 1;
         }
     }
     if (a->cfg.crash_at) snprintf(a->ctx.crash_at, sizeof a->ctx.crash_at, "%s", a->cfg.crash_at);
@@ -1719,6 +1919,8 @@ void mcdc_apply_free(mcdc_apply *a) {
     mcdc_free(a->strings);
     for (int32_t k = 0; k < a->n_keys; k++) mcdc_free(a->keys[k]);
     mcdc_free(a->keys);
+    for (int32_t k = 0; k < a->n_track; k++) mcdc_free(a->track[k]);
+    mcdc_free(a->track);
     mcdc_free(a);
 }
 

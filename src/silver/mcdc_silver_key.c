@@ -358,3 +358,20 @@ void silver_bloom_free(silver_bloom *b) {
     mcdc_free(b->words);
     memset(b, 0, sizeof *b);
 }
+
+bool silver_value_eq(const mcdc_column *a, int64_t ra, const mcdc_column *b, int64_t rb) {
+    bool va = mcdc_col_is_valid(a, ra), vb = mcdc_col_is_valid(b, rb);
+    if (va != vb) return false;
+    if (!va) return true; /* NULL equals NULL: an image's cells, compared as values */
+    MCDC_ASSERT(a->field->type == b->field->type);
+    if (a->offsets) {
+        int32_t la = a->offsets[ra + 1] - a->offsets[ra], lb = b->offsets[rb + 1] - b->offsets[rb];
+        return la == lb && (la == 0 || memcmp(a->data + a->offsets[ra], b->data + b->offsets[rb],
+                                              (size_t)la) == 0); /* empty: data may be NULL */
+    }
+    if (a->field->type == MCDC_TYPE_BOOL)
+        return ((a->values[ra >> 3] >> (ra & 7)) & 1) == ((b->values[rb >> 3] >> (rb & 7)) & 1);
+    int32_t w = mcdc_type_width(a->field);
+    MCDC_ASSERT(w > 0 && w == mcdc_type_width(b->field));
+    return memcmp(a->values + ra * w, b->values + rb * w, (size_t)w) == 0;
+}

@@ -19,7 +19,10 @@
  * joined to the segments they fall in: after the merge every row is in a
  * clustered file again. Rows come out in key order into files of about
  * file_rows rows, cut wherever a kept file lies between, so the new files
- * are clustered too. One row per key and decision: silver_decide.
+ * are clustered too. One row per key and decision: silver_decide. A
+ * history (SCD type 2) has a key's versions together in one file instead
+ * (a file ends between keys only), and merges each key's versions with its
+ * changes in scd2_key; the rest is shared.
  *
  * Memory: one batch of the file being merged, one chunk of the changes and
  * of other writers' rows, the output window and the writer's row group,
@@ -42,7 +45,7 @@ typedef struct {
 
 /* One emitted row: kept, updated (change values over the existing row's)
  * or inserted. */
-enum { OUT_KEEP = 0, OUT_UPDATE, OUT_INSERT };
+enum { OUT_KEEP = 0, OUT_UPDATE, OUT_INSERT, OUT_ROW /* SCD2: a row built whole (eb, erow) */ };
 typedef struct {
     uint8_t kind;
     const mcdc_batch *cb, *eb;
@@ -219,6 +222,13 @@ typedef struct {
     bool has_file_lsn;
     char file_lsn[22];
     int32_t idx[SILVER_BATCH_ROWS];
+    /* SCD type 2 */
+    int32_t view_end;                     /* _end_lsn in the view (-1) */
+    int32_t out_lsn;                      /* _start_lsn in out_schema */
+    mcdc_batch *scratch;                  /* rows built for the window, until it is flushed */
+    mcdc_batch *cur;                      /* the key's open version (one row), or NULL */
+    bool full;                            /* the file is full: it ends before the next key */
+    mcdc_buf key, wfirst, wlast;          /* the key merged; the window's first and last keys */
 } merger;
 
 static int nomem(mcdc_error *err) { return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (merge)"); }
@@ -367,37 +377,68 @@ static void note_lsn(merger *m, const char *t) {
     }
 }
 
-static void note_key(merger *m, const uint8_t *first, uint32_t fl, const uint8_t *last,
-                     uint32_t ll) {
+static int note_key(merger *m, const uint8_t *first, uint32_t fl, const uint8_t *last,
+                    uint32_t ll, mcdc_error *err) {
+    if (m->in->scd2) { /* a history's rows point into buffers that change: copies */
+        int rc = MCDC_OK;
+        if (m->wrows == 0) {
+            mcdc_buf_reset(&m->wfirst);
+            rc = mcdc_buf_append(&m->wfirst, first, fl, err);
+            first = (const uint8_t *)m->wfirst.data;
+        }
+        mcdc_buf_reset(&m->wlast);
+        if (rc == MCDC_OK) rc = mcdc_buf_append(&m->wlast, last, ll, err);
+        if (rc) return rc;
+        last = (const uint8_t *)m->wlast.data;
+    }
     if (m->wrows == 0) m->first_key = first, m->first_len = fl;
     m->last_key = last;
     m->last_len = ll;
+    return MCDC_OK;
 }
 
-/* Room for rows in the window and the file being written: flushes (and
- * rolls) first when there is none. */
-static int64_t room(merger *m, mcdc_error *err, int *rc) {
+/* SCD2: is k the key of the last row written (to the window or the file)? */
+static bool same_as_last(const merger *m, const uint8_t *k, uint32_t kl) {
+    if (m->wrows > 0) return kcmp(k, kl, m->last_key, m->last_len) == 0;
+    return m->file_n > 0 && kcmp(k, kl, (const uint8_t *)m->file_max.data, m->file_max.len) == 0;
+}
+
+static int roll(merger *m, mcdc_error *err);
+
+/* Room for rows of key k in the window and the file being written: flushes
+ * (and rolls) first when there is none. A history's file ends only between
+ * keys: full, it takes more rows of the key it ends with (then the room is
+ * the window's). */
+static int64_t room(merger *m, const uint8_t *k, uint32_t kl, mcdc_error *err, int *rc) {
     *rc = MCDC_OK;
-    if (m->wrows >= SILVER_BATCH_ROWS || m->file_n + m->wrows >= m->file_rows) *rc = flush_window(m, err);
+    if (m->in->scd2) {
+        bool full = m->full || m->file_n + m->wrows >= m->file_rows;
+        if (full && !same_as_last(m, k, kl)) *rc = roll(m, err);
+        else if (m->wrows >= SILVER_BATCH_ROWS) *rc = flush_window(m, err);
+    } else if (m->wrows >= SILVER_BATCH_ROWS || m->file_n + m->wrows >= m->file_rows) {
+        *rc = flush_window(m, err);
+    }
     int64_t r = SILVER_BATCH_ROWS - m->wrows, f = m->file_rows - m->file_n - m->wrows;
+    if (m->in->scd2 && (f <= 0 || m->full)) return r;
     return r < f ? r : f;
 }
 
 static int emit(merger *m, uint8_t kind, const mcdc_batch *cb, int64_t crow, const mcdc_batch *eb,
                 int64_t erow, const uint8_t *key, uint32_t klen, mcdc_error *err) {
     int rc;
-    room(m, err, &rc);
+    room(m, key, klen, err, &rc);
     if (rc) return rc;
     char t[22];
-    if (kind == OUT_KEEP ? lsn_text_of(eb, m->view_lsn, erow, t)
-                         : lsn_text_of(cb, m->in->change_lsn_col, crow, t))
+    if (kind == OUT_KEEP   ? lsn_text_of(eb, m->view_lsn, erow, t)
+        : kind == OUT_ROW  ? lsn_text_of(eb, m->out_lsn, erow, t)
+                           : lsn_text_of(cb, m->in->change_lsn_col, crow, t))
         note_lsn(m, t);
-    note_key(m, key, klen, key, klen);
+    if ((rc = note_key(m, key, klen, key, klen, err)) != MCDC_OK) return rc;
     m->win[m->nwin++] = (oref){kind, cb, eb, (int32_t)crow, (int32_t)erow, 1};
     m->wrows++;
     if (kind == OUT_KEEP) m->out->kept++;
     else if (kind == OUT_UPDATE) m->out->updated++;
-    else m->out->inserted++;
+    else if (kind == OUT_INSERT) m->out->inserted++;
     return MCDC_OK;
 }
 
@@ -406,14 +447,24 @@ static int emit(merger *m, uint8_t kind, const mcdc_batch *cb, int64_t crow, con
 static int emit_run(merger *m, const erows *x, int64_t erow, int64_t n, const char *lsn,
                     mcdc_error *err) {
     const mcdc_batch *eb = x->b;
+    const uint8_t *keys = (const uint8_t *)x->keys.data;
+#define KEY_AT(r) keys + x->koff[r], (uint32_t)(x->koff[(r) + 1] - x->koff[r])
     while (n > 0) {
         int rc;
-        int64_t k = room(m, err, &rc);
+        int64_t k = room(m, KEY_AT(erow), err, &rc);
         if (rc) return rc;
         if (k > n) k = n;
-        const uint8_t *keys = (const uint8_t *)x->keys.data;
-        note_key(m, keys + x->koff[erow], (uint32_t)(x->koff[erow + 1] - x->koff[erow]),
-                 keys + x->koff[erow + k - 1], (uint32_t)(x->koff[erow + k] - x->koff[erow + k - 1]));
+        if (m->in->scd2) { /* a file ends between keys: the run is cut after one */
+            int64_t f = m->file_rows - m->file_n - m->wrows, lim = SILVER_BATCH_ROWS - m->wrows;
+            if (lim > n) lim = n;
+            if (f <= 0 || m->full)
+                for (k = 1; k < lim && kcmp(KEY_AT(erow + k), KEY_AT(erow)) == 0;) k++;
+            else
+                while (k < lim && kcmp(KEY_AT(erow + k), KEY_AT(erow + k - 1)) == 0) k++;
+        }
+        rc = note_key(m, KEY_AT(erow), KEY_AT(erow + k - 1), err);
+#undef KEY_AT
+        if (rc) return rc;
         if (lsn) note_lsn(m, lsn);
         else
             for (int64_t i = 0; i < k; i++) {
@@ -455,6 +506,7 @@ static int roll(merger *m, mcdc_error *err) {
     silver_entry_clear(&e);
     m->out->files_written++;
     m->file_n = m->file_bytes = 0;
+    m->full = false;
     m->has_file_lsn = false;
     mcdc_buf_reset(&m->file_min);
     mcdc_buf_reset(&m->file_max);
@@ -466,6 +518,11 @@ static int roll(merger *m, mcdc_error *err) {
 static const mcdc_batch *src_of(const merger *m, const oref *o, int32_t j, int32_t *col,
                                 int32_t *row) {
     int32_t cc = m->in->change_of_out[j], ec = m->in->exist_of_out[j];
+    if (o->kind == OUT_ROW) {
+        *col = j;
+        *row = o->erow;
+        return o->eb;
+    }
     if (o->kind != OUT_KEEP && cc >= 0) {
         *col = cc;
         *row = o->crow;
@@ -493,8 +550,16 @@ static int flush_window(merger *m, mcdc_error *err) {
             int32_t col = 0, row = 0;
             const mcdc_batch *src = src_of(m, o, j, &col, &row);
             if (o->n > 1) { /* a run of kept rows */
-                rc = src ? mcdc_col_take_range(dst, &src->columns[col], row, o->n, err)
-                         : mcdc_col_append_nulls(dst, o->n, err);
+                const mcdc_column *sc = src ? &src->columns[col] : NULL;
+                if (sc && sc->offsets && sc->offsets[row + o->n] == sc->offsets[row]) {
+                    /* no bytes (a history's _end_lsn on open versions):
+                     * mcdc_col_take_range would memcpy to or from NULL */
+                    for (int32_t r = 0; r < o->n; r++) m->idx[r] = row + r;
+                    rc = mcdc_col_take(dst, sc, m->idx, o->n, err);
+                } else {
+                    rc = sc ? mcdc_col_take_range(dst, sc, row, o->n, err)
+                            : mcdc_col_append_nulls(dst, o->n, err);
+                }
                 i++;
                 continue;
             }
@@ -527,8 +592,11 @@ static int flush_window(merger *m, mcdc_error *err) {
     }
     m->nwin = m->wrows = 0;
     m->has_win_lsn = false;
-    if (rc == MCDC_OK && (m->file_n >= m->file_rows || m->file_bytes >= SILVER_FILE_BYTES_MAX))
-        rc = roll(m, err);
+    if (m->scratch) mcdc_batch_reset(m->scratch);
+    if (rc == MCDC_OK && (m->file_n >= m->file_rows || m->file_bytes >= SILVER_FILE_BYTES_MAX)) {
+        if (m->in->scd2) m->full = true; /* ended before the next key's row */
+        else rc = roll(m, err);
+    }
     return rc;
 }
 
@@ -567,6 +635,206 @@ static int decide_row(merger *m, const silver_rank *change, uint32_t tags, const
     if (a == SILVER_UPDATE && w != change) a = SILVER_KEEP; /* only a delete is synthetic */
     return a == SILVER_UPDATE ? emit(m, OUT_UPDATE, cb, crow, eb, erow, key, klen, err)
                               : emit(m, OUT_KEEP, NULL, 0, eb, erow, key, klen, err);
+}
+
+/* ---- one key of a history (SCD type 2) --------------------------------------------- */
+
+/* The commit time a stamp gives, (c, row): its own; else (a snapshot's
+ * rows carry none) the rebuild's estimate of the snapshot's; else, closing
+ * the open version, its image's (never before its start); else NULL. */
+static void stamp_time(const merger *m, const mcdc_column **c, int64_t *row, bool closing) {
+    const silver_scd2 *s = m->in->scd2;
+    if (mcdc_col_is_valid(*c, *row)) return;
+    if (s->close && mcdc_col_is_valid(&s->close->columns[1], 0)) {
+        *c = &s->close->columns[1];
+        *row = 0;
+    } else if (closing && m->cur && mcdc_col_is_valid(&m->cur->columns[s->commit_ts], 0)) {
+        *c = &m->cur->columns[s->commit_ts];
+        *row = 0;
+    }
+}
+
+/* The open version replaced by a row of out_schema built per column: from
+ * the change row (cb, crow) where a column has one (with: a new version,
+ * also __START_AT from its _commit_ts, the others NULL; else in place, the
+ * others from the open version), or from the existing row (eb, erow). */
+static int cur_build(merger *m, const mcdc_batch *cb, int64_t crow, bool fresh,
+                     const mcdc_batch *eb, int64_t erow, mcdc_error *err) {
+    const silver_merge_in *in = m->in;
+    const silver_scd2 *s = in->scd2;
+    mcdc_batch *nb = NULL;
+    int rc = mcdc_batch_create(&nb, in->out_schema, 1, err);
+    for (int32_t j = 0; rc == MCDC_OK && j < in->out_schema->n_fields; j++) {
+        mcdc_column *d = &nb->columns[j];
+        int32_t cc = in->change_of_out[j], ec = in->exist_of_out[j];
+        if (eb) rc = ec >= 0 ? mcdc_col_copy_value(d, &eb->columns[ec], erow, err) : mcdc_col_append_null(d, err);
+        else if (cc >= 0) rc = mcdc_col_copy_value(d, &cb->columns[cc], crow, err);
+        else if (fresh && j == s->start_at) {
+            const mcdc_column *t = &cb->columns[s->change_ts_col];
+            int64_t tr = crow;
+            stamp_time(m, &t, &tr, false);
+            rc = mcdc_col_copy_value(d, t, tr, err);
+        }
+        else if (fresh || j == s->end_at || j == s->end_lsn) rc = mcdc_col_append_null(d, err);
+        else rc = mcdc_col_copy_value(d, &m->cur->columns[j], 0, err);
+    }
+    if (rc == MCDC_OK) rc = mcdc_batch_seal(nb, err);
+    if (rc) {
+        mcdc_batch_free(nb);
+        return rc;
+    }
+    mcdc_batch_free(m->cur);
+    m->cur = nb;
+    return MCDC_OK;
+}
+
+/* The open version out, closed at the stamp (lsn, ts) of row `row` (lsn
+ * NULL: still open), and gone from m->cur. */
+static int cur_put(merger *m, const mcdc_column *lsn, const mcdc_column *ts, int64_t row,
+                   mcdc_error *err) {
+    const silver_merge_in *in = m->in;
+    const silver_scd2 *s = in->scd2;
+    int rc = m->scratch ? MCDC_OK : mcdc_batch_create(&m->scratch, in->out_schema, SILVER_BATCH_ROWS, err);
+    /* room first: a flush empties the scratch rows */
+    if (rc == MCDC_OK) room(m, (const uint8_t *)m->key.data, (uint32_t)m->key.len, err, &rc);
+    int64_t at = rc == MCDC_OK ? m->scratch->columns[0].length : 0, ts_row = row;
+    if (lsn) stamp_time(m, &ts, &ts_row, true);
+    for (int32_t j = 0; rc == MCDC_OK && j < in->out_schema->n_fields; j++) {
+        mcdc_column *d = &m->scratch->columns[j];
+        if (lsn && j == s->end_lsn) rc = mcdc_col_copy_value(d, lsn, row, err);
+        else if (lsn && j == s->end_at) rc = mcdc_col_copy_value(d, ts, ts_row, err);
+        else rc = mcdc_col_copy_value(d, &m->cur->columns[j], 0, err);
+    }
+    mcdc_batch_free(m->cur);
+    m->cur = NULL;
+    if (rc == MCDC_OK)
+        rc = emit(m, OUT_ROW, NULL, 0, m->scratch, at, (const uint8_t *)m->key.data, (uint32_t)m->key.len, err);
+    return rc;
+}
+
+static bool image_eq(const merger *m, const int32_t *cols, int32_t n, const mcdc_batch *cb, int64_t crow) {
+    for (int32_t i = 0; i < n; i++)
+        if (!silver_value_eq(&m->cur->columns[cols[i]], 0, &cb->columns[m->in->change_of_out[cols[i]]], crow))
+            return false;
+    return true;
+}
+
+static bool lsn_cell(const mcdc_batch *b, int32_t col, int64_t row, uint8_t out[10]) {
+    char t[22];
+    return lsn_text_of(b, col, row, t) && silver_lsn_parse(out, t, 22);
+}
+
+/* The last change of one transaction of the key (a transaction's changes
+ * of a key make one version), after the newest LSN its versions hold. */
+static int scd2_change(merger *m, const silver_rank *rk, const mcdc_batch *cb, int64_t crow,
+                       mcdc_error *err) {
+    const silver_scd2 *s = m->in->scd2;
+    const mcdc_column *lsn = &cb->columns[m->in->change_lsn_col], *ts = &cb->columns[s->change_ts_col];
+    int op = silver_rank_op(rk);
+    if (silver_op_deletes(op)) {
+        if (m->cur == NULL) return MCDC_OK;
+        m->out->deleted++;
+        return cur_put(m, lsn, ts, crow, err);
+    }
+    int rc = MCDC_OK;
+    if (m->cur) {
+        if (op == 0 && image_eq(m, s->image, s->n_image, cb, crow)) return MCDC_OK;
+        m->out->updated++;
+        if (image_eq(m, s->tracked, s->n_tracked, cb, crow)) return cur_build(m, cb, crow, false, NULL, 0, err);
+        rc = cur_put(m, lsn, ts, crow, err);
+    }
+    m->out->inserted++;
+    return rc ? rc : cur_build(m, cb, crow, true, NULL, 0, err);
+}
+
+/* Is the change under the cursor of key k (kn bytes) and at LSN lsn? */
+static bool change_at(const merger *m, const uint8_t *k, uint32_t kn, const uint8_t *lsn) {
+    const uint8_t *kc;
+    uint32_t lc;
+    return change_key(m, &kc, &lc) && kcmp(kc, lc, k, kn) == 0 && memcmp(m->c->rank[m->ci].b, lsn, 10) == 0;
+}
+
+/* A change row copied out of the chunk it came in (the chunk ends before
+ * its transaction may): one row of the change rows' schema. */
+static int copy_change(mcdc_batch **out, const mcdc_batch *cb, int64_t row, mcdc_error *err) {
+    int rc = mcdc_batch_create(out, cb->schema, 1, err);
+    for (int32_t j = 0; rc == MCDC_OK && j < cb->schema->n_fields; j++)
+        rc = mcdc_col_copy_value(&(*out)->columns[j], &cb->columns[j], row, err);
+    if (rc == MCDC_OK) rc = mcdc_batch_seal(*out, err);
+    return rc;
+}
+
+/* Key k of a history: its versions (the clustered file f's, then other
+ * writers'), then its changes (with_c), merged. */
+static int scd2_key(merger *m, erows *f, const uint8_t *k0, uint32_t kn0, bool with_c, mcdc_error *err) {
+    const silver_scd2 *s = m->in->scd2;
+    mcdc_buf_reset(&m->key);
+    int rc = mcdc_buf_append(&m->key, k0, kn0, err); /* the streams move on */
+    const uint8_t *k = (const uint8_t *)m->key.data;
+    uint32_t kn = kn0;
+    bool has_seen = false;
+    uint8_t seen[10], l[10];
+    MCDC_ASSERT(m->cur == NULL);
+    for (int side = 0; side < 2 && rc == MCDC_OK; side++) {
+        erows *x = side == 0 ? f : (m->loose ? &m->lr : NULL);
+        const uint8_t *xk;
+        uint32_t xl;
+        while (rc == MCDC_OK && x && erows_key(x, &xk, &xl) && kcmp(xk, xl, k, kn) == 0) {
+            const mcdc_batch *eb = erows_batch(x);
+            bool closed = m->view_end >= 0 && mcdc_col_is_valid(&eb->columns[m->view_end], x->at);
+            for (int c = 0; c < 1 + closed; c++)
+                if (lsn_cell(eb, c ? m->view_end : m->view_lsn, x->at, l) &&
+                    (!has_seen || memcmp(l, seen, 10) > 0))
+                    memcpy(seen, l, 10), has_seen = true;
+            if (closed) {
+                rc = emit(m, OUT_KEEP, NULL, 0, eb, x->at, k, kn, err);
+            } else {
+                /* two open versions (another writer's doing): the older stays as it is */
+                if (m->cur) rc = cur_put(m, NULL, NULL, 0, err);
+                if (rc == MCDC_OK) rc = cur_build(m, NULL, 0, false, eb, x->at, err);
+            }
+            if (rc == MCDC_OK) rc = erows_step(m, x, err);
+        }
+    }
+    /* a rebuild: a key the snapshot lacks was gone at its LSN (its row, if
+     * any, ranks first at that LSN, after the changes before it) */
+    uint8_t snap[10];
+    bool snap_done = s->close == NULL || !lsn_cell(s->close, 0, 0, snap);
+    const uint8_t *kc;
+    uint32_t lc;
+    while (rc == MCDC_OK) {
+        bool more = with_c && change_key(m, &kc, &lc) && kcmp(kc, lc, k, kn) == 0;
+        const silver_rank *rk = more ? &m->c->rank[m->ci] : NULL;
+        int at = rk ? memcmp(rk->b, snap, 10) : 1;
+        if (!snap_done && (at > 0 || (at == 0 && silver_rank_op(rk) == 0))) {
+            snap_done = true;
+            if (at > 0 && m->cur && (!has_seen || memcmp(snap, seen, 10) > 0)) {
+                m->out->deleted++;
+                rc = cur_put(m, &s->close->columns[0], &s->close->columns[1], 0, err);
+            }
+        }
+        if (rc || !more) break;
+        if (has_seen && memcmp(rk->b, seen, 10) <= 0) { /* applied before */
+            rc = change_step(m, err);
+            continue;
+        }
+        /* a row is applied once the next is of another key or transaction */
+        int64_t ci = m->ci;
+        if (ci + 1 < m->c->n) {
+            rc = change_step(m, err);
+            if (rc == MCDC_OK && !change_at(m, k, kn, m->c->rank[ci].b))
+                rc = scd2_change(m, &m->c->rank[ci], m->c->rows, ci, err);
+            continue;
+        }
+        silver_rank last = *rk;
+        mcdc_batch *row = NULL;
+        rc = copy_change(&row, m->c->rows, ci, err);
+        if (rc == MCDC_OK) rc = change_step(m, err); /* the next chunk */
+        if (rc == MCDC_OK && !change_at(m, k, kn, last.b)) rc = scd2_change(m, &last, row, 0, err);
+        mcdc_batch_free(row);
+    }
+    if (rc == MCDC_OK && m->cur) rc = cur_put(m, NULL, NULL, 0, err);
+    return rc;
 }
 
 /* Rows and changes of keys below hi (NULL: all), merged: the clustered file
@@ -624,6 +892,10 @@ static int merge_until(merger *m, erows *f, const uint8_t *hi, uint32_t hi_len, 
         if (hf && (!k || kcmp(kf, lf, k, kn) < 0)) k = kf, kn = lf;
         if (hl && (!k || kcmp(kl, ll, k, kn) < 0)) k = kl, kn = ll;
         bool with_c = hc && kcmp(kc, lc, k, kn) == 0;
+        if (m->in->scd2) {
+            if ((rc = scd2_key(m, f, k, kn, with_c, err)) != MCDC_OK) return rc;
+            continue;
+        }
         const silver_rank *rank = with_c ? &m->c->rank[m->ci] : NULL;
         uint32_t tags = with_c ? m->c->tags[m->ci] : 0;
         const mcdc_batch *cb = with_c ? m->c->rows : NULL;
@@ -949,6 +1221,8 @@ int silver_merge_run(silver_merge_out *out, const silver_merge_in *in, mcdc_erro
                                 mcdc_table_name(in->target), in->keys[k]);
     }
     m->view_lsn = in->view ? mcdc_schema_find(mcdc_table_view_schema(in->view), "_start_lsn") : -1;
+    m->view_end = in->view && in->scd2 ? mcdc_schema_find(mcdc_table_view_schema(in->view), SILVER_COL_END_LSN) : -1;
+    m->out_lsn = mcdc_schema_find(in->out_schema, "_start_lsn");
     silver_index old = {0};
     if (rc == MCDC_OK && in->view) rc = silver_index_load(&old, mcdc_table_storage(in->target), ks, err);
     if (rc == MCDC_OK) rc = mcdc_appender_open(&out->appender, in->target, in->out_schema, in->props, err);
@@ -1031,6 +1305,11 @@ int silver_merge_run(silver_merge_out *out, const silver_merge_in *in, mcdc_erro
     silver_sorter_free(m->loose);
     mcdc_buf_free(&m->file_min);
     mcdc_buf_free(&m->file_max);
+    mcdc_batch_free(m->scratch);
+    mcdc_batch_free(m->cur);
+    mcdc_buf_free(&m->key);
+    mcdc_buf_free(&m->wfirst);
+    mcdc_buf_free(&m->wlast);
     mcdc_free(m->win);
     mcdc_free(m);
     mcdc_schema_unref(ks);

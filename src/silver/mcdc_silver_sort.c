@@ -10,7 +10,8 @@
  * as a run: a Parquet file in the spill storage with the sort key, the key
  * length and the tags as three more columns. Reading merges the runs and
  * what is still held, through a heap on the sort keys; a key's first row
- * over all of them is its latest.
+ * over all of them is its latest. A history sorter (SCD type 2) keeps the
+ * rank as it is and cuts nothing: a key's rows come oldest first.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -213,7 +214,9 @@ static int key_rows(silver_sorter *s, int32_t bi, int64_t first, int64_t n, cons
         if (rc == MCDC_OK && s->cfg.ranked) {
             silver_rank rk;
             rc = rank_of(s, acc, r, &rk, err);
-            for (int j = 0; rc == MCDC_OK && j < SILVER_RANK_BYTES; j++) rk.b[j] = (uint8_t)~rk.b[j];
+            /* latest first; a history's rows oldest first */
+            for (int j = 0; rc == MCDC_OK && !s->cfg.history && j < SILVER_RANK_BYTES; j++)
+                rk.b[j] = (uint8_t)~rk.b[j];
             if (rc == MCDC_OK) rc = mcdc_buf_append(&s->arena, rk.b, SILVER_RANK_BYTES, err);
         }
         if (rc) break;
@@ -308,7 +311,7 @@ static int ent_cmp(const void *pa, const void *pb) {
 static void sort_held(silver_sorter *s) {
     t_arena = (const uint8_t *)s->arena.data;
     if (s->n_ents > 1) qsort(s->ents, (size_t)s->n_ents, sizeof *s->ents, ent_cmp);
-    if (!s->cfg.ranked) return;
+    if (!s->cfg.ranked || s->cfg.history) return;
     const uint8_t *a = (const uint8_t *)s->arena.data;
     int64_t w = 0;
     for (int64_t i = 0; i < s->n_ents; i++) {
@@ -635,7 +638,7 @@ int silver_sorter_next(silver_sorter *s, const silver_chunk **out, mcdc_error *e
          * this chunk is built) or the arena: valid through the steps below */
         rc = heap_pop_step(s, err);
         uint32_t all = tags;
-        while (rc == MCDC_OK && s->cfg.ranked && s->n_heap > 0) {
+        while (rc == MCDC_OK && s->cfg.ranked && !s->cfg.history && s->n_heap > 0) {
             const uint8_t *k2;
             uint32_t l2, kl2, tg2;
             cur_key(s, &s->cur[s->heap[0]], &k2, &l2, &kl2, &tg2);
@@ -651,7 +654,8 @@ int silver_sorter_next(silver_sorter *s, const silver_chunk **out, mcdc_error *e
         ch->key_len[i] = klen;
         ch->tags[i] = all;
         if (s->cfg.ranked)
-            for (int j = 0; j < SILVER_RANK_BYTES; j++) ch->rank[i].b[j] = (uint8_t)~k[klen + (uint32_t)j];
+            for (int j = 0; j < SILVER_RANK_BYTES; j++)
+                ch->rank[i].b[j] = s->cfg.history ? k[klen + (uint32_t)j] : (uint8_t)~k[klen + (uint32_t)j];
         rc = mcdc_buf_append(&ch->bytes, k, klen, err);
     }
     if (rc == MCDC_OK && !s->keys_only && ch->n > 0) rc = build_rows(s, err);

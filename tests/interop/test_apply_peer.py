@@ -2,7 +2,9 @@
 bootstrap (full snapshot) and a re-snapshot (rebuild), and after a chunked
 snapshot backfilled and applied wave by wave; each time equal to the source
 table row for row, and to the silver the reference's apply_changes
-(mssql-cdc-pyspark 0.8.0 on local Spark) builds from the same bronze.
+(mssql-cdc-pyspark 0.8.0 on local Spark) builds from the same bronze. And an
+SCD type 2 history through a re-snapshot, read by Spark (the session is this
+module's).
 """
 import json
 import os
@@ -13,7 +15,7 @@ import pytest
 from apply_jobs import apply, assert_silver_equals_source, control_row, silver_of, silver_rows
 from conftest import PASSWORD, run_cli
 from snapshot_jobs import CHUNKED, new_job
-from workload import DB, Items, delta_rows
+from workload import DB, Items, delta_rows, source_rows
 
 pytest.importorskip("pyspark")
 pytest.importorskip("delta")
@@ -119,3 +121,45 @@ def test_a_chunked_snapshot_is_applied_wave_by_wave(spark, sim, workdir):  # noq
     theirs = os.path.join(workdir, "silver_ref")
     ref_apply(spark, job, theirs)
     same_as_reference(spark, job, silver_of(job), theirs)
+
+
+def test_a_history_through_a_resnapshot_read_by_spark(spark, sim, workdir):  # noqa: F811
+    """apply --scd-type 2 after a bootstrap and through a re-snapshot taken
+    under a workload: the changes bronze holds before the snapshot keep their
+    versions, the history equals the one computed from the change table, and
+    Spark reads it as delta-rs does; by Spark SQL the open versions are the
+    source table, and the state as of a time holds a key once at most."""
+    from test_apply_scd2 import META, _norm, expected_history, silver_history
+    job, w = new_job(sim, workdir, Items(key_space=600), preload=200, seed=47)
+    job.stream("--bootstrap")
+    apply(job, "--scd-type", "2")
+    prior = silver_history(job, "delta-rs")
+    after = control_row(job, silver_of(job))["applied_lsn"]
+    with w:
+        w.wait_for(30)
+        job.stream()  # in bronze, not applied before the re-snapshot
+        w.wait_for(10)
+        run_cli("snapshot", *job.source(), "--target", job.bronze, "--resnapshot")
+        w.wait_for(20)
+    job.stream()
+    r = apply(job, "--scd-type", "2")
+    assert r["rebuilt"]
+    want = expected_history(job, prior=prior, after=after)
+    assert silver_history(job, "delta-rs") == want
+    cols = [*job.spec.column_names, *META]
+    n = len(job.spec.column_names)
+    got = {}
+    for row in spark.read.format("delta").load(silver_of(job)).select(*cols).collect():
+        got.setdefault(row[0], []).append(tuple(_norm(v) for v in row))
+    assert {k: sorted(v, key=lambda x: x[n]) for k, v in got.items()} == want
+    t = f"delta.`{silver_of(job)}`"
+    now = spark.sql(f"SELECT {', '.join(job.spec.column_names)} FROM {t} WHERE __END_AT IS NULL")
+    assert sorted((tuple(_norm(v) for v in x) for x in now.collect()), key=lambda x: x[0]) == \
+        [tuple(_norm(v) for v in x) for x in source_rows(sim, job.spec)]
+    starts = sorted(v[n + 2] for vs in want.values() for v in vs if v[n + 2] is not None)
+    mid = starts[len(starts) // 2]
+    twice = spark.sql(f"SELECT id FROM {t} WHERE __START_AT <= TIMESTAMP_NTZ '{mid}' AND "
+                      f"(__END_AT IS NULL OR __END_AT > TIMESTAMP_NTZ '{mid}') "
+                      "GROUP BY id HAVING count(*) > 1").collect()
+    assert twice == []
+    assert sum(len(v) for v in want.values()) > len(want)  # keys with more than one version

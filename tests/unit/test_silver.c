@@ -982,7 +982,9 @@ static char *silver_dir(void) {
     return d ? strdup(d) : NULL;
 }
 
-static int run_apply(const char *dir, bool facts, mcdc_apply_result *r, mcdc_error *e) {
+/* apply of SCD type scd (0: the default), tracking the history of track[0..n_track) */
+static int run_apply_scd(const char *dir, bool facts, int scd, const char *const *track, int n_track,
+                         mcdc_apply_result *r, mcdc_error *e) {
     char bronze[600], silver[600], control[600], fact[600];
     snprintf(bronze, sizeof bronze, "%s/bronze", dir);
     snprintf(silver, sizeof silver, "%s/silver", dir);
@@ -998,11 +1000,18 @@ static int run_apply(const char *dir, bool facts, mcdc_apply_result *r, mcdc_err
     cfg.keys = keys;
     cfg.n_keys = 1;
     cfg.log_level = MCDC_LOG_ERROR;
+    cfg.scd_type = scd;
+    cfg.track_history_columns = track;
+    cfg.n_track_history_columns = n_track;
     mcdc_apply *a = NULL;
     int rc = mcdc_apply_create(&a, NULL, &cfg, e);
     if (rc == MCDC_OK) rc = mcdc_apply_run(a, NULL, NULL, r, e);
     mcdc_apply_free(a);
     return rc;
+}
+
+static int run_apply(const char *dir, bool facts, mcdc_apply_result *r, mcdc_error *e) {
+    return run_apply_scd(dir, facts, 0, NULL, 0, r, e);
 }
 
 /* silver's rows as "id=name[/extra]@lsn" sorted by id (NULL id first) */
@@ -1300,4 +1309,363 @@ TEST(silver_gathers_copy_values_and_nulls_of_every_width) {
     mcdc_batch_free(src[0]);
     mcdc_batch_free(src[1]);
     mcdc_schema_unref(s);
+}
+
+/* ---- SCD type 2 --------------------------------------------------------------------- */
+
+static long long lsn_num(mcdc_cell c) {
+    char t[21] = "";
+    if (c.kind != MCDC_CELL_TEXT || c.i != 22) return -1;
+    memcpy(t, c.s + 2, 20);
+    return strtoll(t, NULL, 16);
+}
+
+/* A history's rows as "id=name[/extra]@image_lsn:start-end " in (id,
+ * __START_AT) order, start and end the versions' commit times in seconds
+ * (bronze's _commit_ts is the LSN's number of seconds), end empty while
+ * open; '!' marks an _end_lsn that disagrees with __END_AT. */
+static void history_text(const char *dir, char *out, size_t cap) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/silver", dir);
+    mcdc_table *t;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_table_open(&t, path, NULL, &e);
+    mcdc_batch *b = NULL;
+    int64_t v;
+    mcdc_table_read_all(t, &b, &v, &e);
+    out[0] = 0;
+    int64_t n = b ? b->rows : 0;
+    int32_t ci = n ? mcdc_schema_find(b->schema, "id") : -1, cn = n ? mcdc_schema_find(b->schema, "name") : -1,
+            cx = n ? mcdc_schema_find(b->schema, "extra") : -1,
+            cl = n ? mcdc_schema_find(b->schema, "_start_lsn") : -1,
+            cs = n ? mcdc_schema_find(b->schema, "__START_AT") : -1,
+            ce = n ? mcdc_schema_find(b->schema, "__END_AT") : -1,
+            cel = n ? mcdc_schema_find(b->schema, "_end_lsn") : -1;
+    if (n && (cs < 0 || ce < 0 || cel < 0)) {
+        snprintf(out, cap, "not a history");
+        n = 0;
+    }
+    bool *done = calloc((size_t)(n ? n : 1), 1);
+    for (int64_t k = 0; k < n; k++) {
+        int64_t best = -1;
+        for (int64_t r = 0; r < n; r++) {
+            if (done[r]) continue;
+            if (best < 0) {
+                best = r;
+                continue;
+            }
+            mcdc_cell a = mcdc_row_get(b, r, ci), bb = mcdc_row_get(b, best, ci);
+            mcdc_cell sa = mcdc_row_get(b, r, cs), sb = mcdc_row_get(b, best, cs);
+            if (a.i < bb.i || (a.i == bb.i && sa.i < sb.i)) best = r;
+        }
+        done[best] = true;
+        mcdc_cell id = mcdc_row_get(b, best, ci), nm = mcdc_row_get(b, best, cn);
+        mcdc_cell st = mcdc_row_get(b, best, cs), en = mcdc_row_get(b, best, ce);
+        long long el = lsn_num(mcdc_row_get(b, best, cel));
+        char one[200], ext[40] = "", end[32] = "";
+        if (cx >= 0) {
+            mcdc_cell x = mcdc_row_get(b, best, cx);
+            snprintf(ext, sizeof ext, "/%.*s", x.kind == MCDC_CELL_TEXT ? (int)x.i : 1,
+                     x.kind == MCDC_CELL_TEXT ? x.s : "-");
+        }
+        bool bad = (en.kind == MCDC_CELL_NULL) != (el < 0) ||
+                   (en.kind == MCDC_CELL_INT && en.i != el * 1000000);
+        if (en.kind == MCDC_CELL_INT) snprintf(end, sizeof end, "%lld", (long long)(en.i / 1000000));
+        snprintf(one, sizeof one, "%lld=%.*s%s@%lld:%lld-%s%s ", (long long)id.i, (int)nm.i, nm.s, ext,
+                 lsn_num(mcdc_row_get(b, best, cl)), (long long)(st.i / 1000000), end, bad ? "!" : "");
+        strncat(out, one, cap - strlen(out) - 1);
+    }
+    free(done);
+    mcdc_batch_free(b);
+    mcdc_table_close(t);
+}
+
+static void rm_dir(char *dir) {
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+    free(dir);
+}
+
+TEST(silver_history_keeps_a_version_per_change_and_closes_deleted_keys) {
+    char *dir = silver_dir();
+    char bronze[600], path[700];
+    snprintf(bronze, sizeof bronze, "%s/bronze", dir);
+    const brow first[] = {
+        {1, 1, 2, 1, 1, "a"}, {1, 2, 2, 1, 2, "b"}, {1, 3, 2, 1, 3, "c"}, {1, 4, 2, 1, 4, "d"},
+        /* an update (its 3 outranked by its 4), a key update (1 then 2) */
+        {2, 1, 3, 1, 1, "a"}, {2, 1, 4, 1, 1, "a2"}, {2, 2, 1, 2, 2, "b"}, {2, 3, 2, 2, 20, "b"},
+        /* a delete; two updates of one key in one transaction: one version */
+        {3, 1, 1, 1, 3, "c"}, {4, 1, 4, 1, 4, "d2"}, {4, 2, 4, 2, 4, "d3"},
+        /* inserted and deleted by one transaction: never seen */
+        {5, 1, 2, 1, 5, "e"}, {5, 2, 1, 2, 5, "e"},
+        /* deleted, then inserted again */
+        {6, 1, 1, 1, 20, "b"}, {7, 1, 2, 1, 20, "b7"},
+        /* deleted and inserted as it was by one transaction: the version goes on */
+        {7, 2, 1, 1, 4, "d3"}, {7, 3, 2, 2, 4, "d3"},
+    };
+    append_bronze(bronze, first, (int)(sizeof first / sizeof first[0]), NULL);
+    mcdc_apply_result r;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(run_apply_scd(dir, false, 2, NULL, 0, &r, &e), MCDC_OK);
+    CHECK_EQ_STR(r.applied_lsn, "0x00000000000000000007");
+    char text[600], again[600];
+    history_text(dir, text, sizeof text);
+    CHECK_EQ_STR(text, "1=a@1:1-2 1=a2@2:2- 2=b@1:1-2 3=c@1:1-3 4=d@1:1-4 4=d3@7:4- "
+                       "20=b@2:2-6 20=b7@7:7- ");
+    /* more changes in a later pass: the open version is rewritten closed */
+    const brow second[] = {{8, 1, 4, 1, 1, "a3"}, {8, 2, 1, 1, 4, "d3"}};
+    append_bronze(bronze, second, 2, NULL);
+    CHECK_EQ_INT(run_apply_scd(dir, false, 2, NULL, 0, &r, &e), MCDC_OK);
+    CHECK_EQ_INT(r.inserted, 1);
+    CHECK_EQ_INT(r.deleted, 1);
+    history_text(dir, text, sizeof text);
+    CHECK_EQ_STR(text, "1=a@1:1-2 1=a2@2:2-8 1=a3@8:8- 2=b@1:1-2 3=c@1:1-3 4=d@1:1-4 4=d3@7:4-8 "
+                       "20=b@2:2-6 20=b7@7:7- ");
+    /* applied again from behind (the control row lost): no version twice */
+    snprintf(path, sizeof path, "rm -rf '%s/control'", dir);
+    CHECK(system(path) == 0);
+    CHECK_EQ_INT(run_apply_scd(dir, false, 2, NULL, 0, &r, &e), MCDC_OK);
+    CHECK_EQ_STR(r.applied_lsn, "0x00000000000000000008");
+    history_text(dir, again, sizeof again);
+    CHECK_EQ_STR(again, text);
+    /* the type is the table's: type 1 is refused, before anything is written */
+    int64_t version = r.silver_version;
+    CHECK_EQ_INT(run_apply_scd(dir, false, 1, NULL, 0, &r, &e), MCDC_E_MISMATCH);
+    CHECK(strstr(e.message, "SCD type 2") != NULL && strstr(e.message, "--scd-type 2") != NULL);
+    CHECK_EQ_INT(run_apply_scd(dir, false, 0, NULL, 0, &r, &e), MCDC_E_MISMATCH);
+    snprintf(path, sizeof path, "%s/silver", dir);
+    mcdc_table *t;
+    mcdc_table_view *v = NULL;
+    CHECK_EQ_INT(mcdc_table_open(&t, path, NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_table_view_open(&v, t, -1, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_table_view_version(v), version);
+    CHECK_EQ_STR(mcdc_table_view_config(v, "mssql_cdc.scd_type"), "2");
+    mcdc_table_view_free(v);
+    mcdc_table_close(t);
+    rm_dir(dir);
+}
+
+TEST(silver_history_refuses_another_type_and_bad_columns) {
+    char *dir = silver_dir();
+    char bronze[600];
+    snprintf(bronze, sizeof bronze, "%s/bronze", dir);
+    const brow rows[] = {{1, 1, 2, 1, 1, "a"}};
+    append_bronze(bronze, rows, 1, NULL);
+    mcdc_apply_result r;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(run_apply(dir, false, &r, &e), MCDC_OK); /* a type 1 silver */
+    CHECK_EQ_INT(run_apply_scd(dir, false, 2, NULL, 0, &r, &e), MCDC_E_MISMATCH);
+    CHECK(strstr(e.message, "SCD type 1") != NULL && strstr(e.message, "--scd-type 1") != NULL);
+    rm_dir(dir);
+    /* bad configurations, refused at create */
+    mcdc_apply *a = NULL;
+    static const char *const keys[1] = {"id"}, *const track[1] = {"name"}, *const none[1] = {"nope"};
+    mcdc_apply_cfg cfg = MCDC_APPLY_CFG_INIT;
+    cfg.bronze = "/tmp/x/bronze";
+    cfg.target = "/tmp/x/silver";
+    cfg.control_table = "/tmp/x/control";
+    cfg.capture_instance = "dbo_t";
+    cfg.keys = keys;
+    cfg.n_keys = 1;
+    cfg.scd_type = 3;
+    CHECK_EQ_INT(mcdc_apply_create(&a, NULL, &cfg, &e), MCDC_E_INVALID);
+    cfg.scd_type = 1;
+    cfg.track_history_columns = track;
+    cfg.n_track_history_columns = 1;
+    CHECK_EQ_INT(mcdc_apply_create(&a, NULL, &cfg, &e), MCDC_E_INVALID); /* tracking needs type 2 */
+    CHECK(strstr(e.message, "scd_type 2") != NULL);
+    cfg.version = 1; /* a caller of version 1: the fields after log_level are not read */
+    CHECK_EQ_INT(mcdc_apply_create(&a, NULL, &cfg, &e), MCDC_OK);
+    mcdc_apply_free(a);
+    /* a column to track that bronze does not capture */
+    dir = silver_dir();
+    snprintf(bronze, sizeof bronze, "%s/bronze", dir);
+    append_bronze(bronze, rows, 1, NULL);
+    CHECK_EQ_INT(run_apply_scd(dir, false, 2, none, 1, &r, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "'nope'") != NULL);
+    rm_dir(dir);
+}
+
+TEST(silver_history_tracks_only_the_columns_given) {
+    static const char *const track[1] = {"name"};
+    for (int tracked = 0; tracked < 2; tracked++) {
+        char *dir = silver_dir();
+        char bronze[600];
+        snprintf(bronze, sizeof bronze, "%s/bronze", dir);
+        const brow one[] = {{1, 1, 2, 1, 1, "a"}, {1, 2, 2, 1, 2, "b"}};
+        const brow two[] = {{2, 1, 4, 1, 1, "a"}}; /* only extra changes */
+        const brow three[] = {{3, 1, 4, 1, 1, "a3"}, {3, 2, 4, 1, 2, "b"}}; /* name; nothing */
+        append_bronze(bronze, one, 2, "E1");
+        append_bronze(bronze, two, 1, "E2");
+        append_bronze(bronze, three, 2, "E2");
+        mcdc_apply_result r;
+        mcdc_error e = MCDC_ERROR_INIT;
+        CHECK_EQ_INT(run_apply_scd(dir, false, 2, tracked ? track : NULL, tracked, &r, &e), MCDC_OK);
+        char text[512];
+        history_text(dir, text, sizeof text);
+        /* an update that changes no tracked column updates the open version in
+         * place: its image and _start_lsn move, __START_AT does not */
+        if (tracked)
+            CHECK_EQ_STR(text, "1=a/E2@2:1-3 1=a3/E2@3:3- 2=b/E2@3:1- ");
+        else
+            CHECK_EQ_STR(text, "1=a/E1@1:1-2 1=a/E2@2:2-3 1=a3/E2@3:3- 2=b/E1@1:1-3 2=b/E2@3:3- ");
+        rm_dir(dir);
+    }
+}
+
+TEST(silver_history_rebuild_closes_keys_a_newer_snapshot_lacks) {
+    char *dir = silver_dir();
+    char bronze[600];
+    snprintf(bronze, sizeof bronze, "%s/bronze", dir);
+    const brow first[] = {{1, 1, 2, 1, 1, "a"}, {1, 2, 2, 1, 2, "b"}, {1, 3, 2, 1, 3, "c"},
+                          {1, 4, 2, 1, 7, "g"}};
+    append_bronze(bronze, first, 4, NULL);
+    mcdc_apply_result r;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(run_apply_scd(dir, false, 2, NULL, 0, &r, &e), MCDC_OK);
+    /* changes silver has not applied yet, then a re-snapshot at 10 (1 as it
+     * is, 2 changed again, 3 gone, 4 new), then a change: the changes before
+     * the snapshot keep their versions */
+    const brow mid[] = {{5, 1, 4, 1, 2, "b5"}, {6, 1, 1, 1, 3, "c"}};
+    append_bronze(bronze, mid, 2, NULL);
+    const brow snap[] = {{10, 0, 0, 0, 1, "a"}, {10, 0, 0, 0, 2, "b10"}, {10, 0, 0, 0, 4, "d"}};
+    append_bronze(bronze, snap, 3, NULL);
+    const brow after[] = {{11, 1, 4, 1, 4, "d11"}};
+    append_bronze(bronze, after, 1, NULL);
+    CHECK_EQ_INT(run_apply_scd(dir, false, 2, NULL, 0, &r, &e), MCDC_OK);
+    CHECK(r.rebuilt);
+    char text[512], again[512];
+    history_text(dir, text, sizeof text);
+    CHECK_EQ_STR(text, "1=a@1:1- 2=b@1:1-5 2=b5@5:5-10 2=b10@10:10- 3=c@1:1-6 4=d@10:10-11 "
+                       "4=d11@11:11- 7=g@1:1-10 ");
+    /* the same snapshot again (the control row restored from before it) */
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s/control'", dir);
+    CHECK(system(cmd) == 0);
+    CHECK_EQ_INT(run_apply_scd(dir, false, 2, NULL, 0, &r, &e), MCDC_OK);
+    history_text(dir, again, sizeof again);
+    CHECK_EQ_STR(again, text);
+    rm_dir(dir);
+}
+
+TEST(silver_history_versions_of_a_key_stay_in_one_file) {
+    /* many keys with many versions, small files: a key's versions never
+     * straddle two files, and the table reads back whole */
+    char *dir = silver_dir();
+    char bronze[600];
+    snprintf(bronze, sizeof bronze, "%s/bronze", dir);
+    brow rows[400];
+    int n = 0;
+    for (int c = 1; c <= 8; c++)
+        for (int id = 1; id <= 50; id++)
+            rows[n++] = (brow){c, id, c == 1 ? 2 : 4, 1, id, c % 2 ? "odd" : "even"};
+    append_bronze(bronze, rows, n, NULL);
+    char silver[600], control[600];
+    snprintf(silver, sizeof silver, "%s/silver", dir);
+    snprintf(control, sizeof control, "%s/control", dir);
+    static const char *const keys[1] = {"id"};
+    mcdc_apply_cfg cfg = MCDC_APPLY_CFG_INIT;
+    cfg.bronze = bronze;
+    cfg.target = silver;
+    cfg.control_table = control;
+    cfg.capture_instance = "dbo_t";
+    cfg.keys = keys;
+    cfg.n_keys = 1;
+    cfg.log_level = MCDC_LOG_ERROR;
+    cfg.scd_type = 2;
+    cfg.file_rows = 37;
+    mcdc_apply *a = NULL;
+    mcdc_apply_result r;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_apply_create(&a, NULL, &cfg, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_apply_run(a, NULL, NULL, &r, &e), MCDC_OK);
+    const brow more[] = {{9, 1, 4, 1, 25, "nine"}};
+    append_bronze(bronze, more, 1, NULL);
+    CHECK_EQ_INT(mcdc_apply_run(a, NULL, NULL, &r, &e), MCDC_OK);
+    mcdc_apply_free(a);
+    CHECK(r.files_written >= 1 && r.files_written < 12); /* only the file of key 25 */
+    mcdc_table *t;
+    mcdc_table_view *v = NULL;
+    CHECK_EQ_INT(mcdc_table_open(&t, silver, NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_table_view_open(&v, t, -1, &e), MCDC_OK);
+    int64_t total = 0, files = (int64_t)mcdc_table_view_file_count(v);
+    bool apart = true;
+    /* files by their first key: each one's keys above the one before's */
+    int32_t lo[64], hi[64];
+    int64_t nf = 0;
+    for (size_t i = 0; i < mcdc_table_view_file_count(v) && nf < 64; i++) {
+        mcdc_table_reader *rd = NULL;
+        CHECK_EQ_INT(mcdc_table_reader_open(&rd, v, mcdc_table_view_file(v, i).path, NULL, 0, NULL, &e), MCDC_OK);
+        mcdc_batch *b = NULL;
+        lo[nf] = INT32_MAX, hi[nf] = INT32_MIN;
+        while (mcdc_table_reader_next(&b, rd, &e) == MCDC_OK && b) {
+            int32_t c = mcdc_schema_find(b->schema, "id");
+            for (int64_t k = 0; k < b->rows; k++) {
+                int32_t id = (int32_t)mcdc_row_get(b, k, c).i;
+                if (id < lo[nf]) lo[nf] = id;
+                if (id > hi[nf]) hi[nf] = id;
+            }
+            total += b->rows;
+            mcdc_batch_free(b);
+            b = NULL;
+        }
+        mcdc_table_reader_free(rd);
+        nf++;
+    }
+    for (int64_t i = 0; i < nf; i++)
+        for (int64_t j = 0; j < nf; j++)
+            if (i != j && lo[i] <= hi[j] && lo[j] <= hi[i]) apart = false;
+    CHECK(apart);
+    CHECK(files > 4);
+    CHECK_EQ_INT(total, 8 * 50 + 1);
+    mcdc_table_view_free(v);
+    mcdc_table_close(t);
+    char text[16384];
+    history_text(dir, text, sizeof text);
+    CHECK(strstr(text, "25=odd@7:7-8 25=even@8:8-9 25=nine@9:9- 26=odd@1:1-2 ") != NULL);
+    rm_dir(dir);
+}
+
+TEST(silver_history_counts_a_transaction_by_its_last_change_across_chunks) {
+    /* 65535 keys of one row, then a key with two changes of one transaction:
+     * the first ends the sorter's first chunk (SILVER_BATCH_ROWS rows), the
+     * second begins the next; still one version, the second's */
+    MCDC_ASSERT(SILVER_BATCH_ROWS == 65536);
+    char *dir = silver_dir();
+    char bronze[600];
+    snprintf(bronze, sizeof bronze, "%s/bronze", dir);
+    int n = SILVER_BATCH_ROWS + 1;
+    brow *rows = calloc((size_t)n, sizeof *rows);
+    for (int i = 0; i < n - 2; i++) rows[i] = (brow){1, i + 1, 2, 1, i + 1, "k"};
+    rows[n - 2] = (brow){2, 1, 2, 1, 70000, "x"};
+    rows[n - 1] = (brow){2, 2, 4, 2, 70000, "y"};
+    append_bronze(bronze, rows, n, NULL);
+    free(rows);
+    mcdc_apply_result r;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(run_apply_scd(dir, false, 2, NULL, 0, &r, &e), MCDC_OK);
+    CHECK_EQ_INT(r.inserted, n - 1);
+    char path[700];
+    snprintf(path, sizeof path, "%s/silver", dir);
+    mcdc_table *t;
+    CHECK_EQ_INT(mcdc_table_open(&t, path, NULL, &e), MCDC_OK);
+    mcdc_batch *b = NULL;
+    int64_t v;
+    CHECK_EQ_INT(mcdc_table_read_all(t, &b, &v, &e), MCDC_OK);
+    int found = 0;
+    int32_t ci = mcdc_schema_find(b->schema, "id"), cn = mcdc_schema_find(b->schema, "name"),
+            ce = mcdc_schema_find(b->schema, "_end_lsn");
+    for (int64_t i = 0; i < b->rows; i++) {
+        if (mcdc_row_get(b, i, ci).i != 70000) continue;
+        mcdc_cell nm = mcdc_row_get(b, i, cn);
+        found++;
+        CHECK(nm.kind == MCDC_CELL_TEXT && nm.i == 1 && nm.s[0] == 'y');
+        CHECK(mcdc_row_get(b, i, ce).kind == MCDC_CELL_NULL);
+    }
+    CHECK_EQ_INT(found, 1);
+    CHECK_EQ_INT(b->rows, n - 1);
+    mcdc_batch_free(b);
+    mcdc_table_close(t);
+    rm_dir(dir);
 }

@@ -1,0 +1,270 @@
+"""mssql-cdc apply --scd-type 2: silver as a history of versions, kept from
+bronze while a workload of inserts, updates, deletes and key updates runs.
+
+The expected history is computed here from the change table the simulator
+holds (cdc.dbo_items_CT), apart from apply: the rows of the snapshot the
+stream began with, then the changes after it in commit order, per key; a
+transaction's changes of a key count as its last; an upsert opens a version
+(closing the open one) unless its image equals the open one's (then the open
+version takes it in place, or nothing for a snapshot row), a delete closes
+it. Silver, read by delta-rs and by DuckDB, holds exactly those versions,
+with __START_AT / __END_AT the commit times of the LSNs they began and ended
+at (bronze's _commit_ts of them), versions of a key one after the other, one
+open version per live key (the source's row) and none for a deleted key.
+Killed (SIGKILL) inside the merge and between the merge and applied_lsn, the
+next run gives the same table.
+"""
+import os
+
+from apply_jobs import apply, control_row, silver_commits, silver_of, spawn_apply, wait_killed
+from conftest import duckdb_with_delta
+from snapshot_jobs import lose_changes, new_job
+from workload import DB, Items, delta_rows, source_rows
+
+META = ["_start_lsn", "_commit_ts", "__START_AT", "__END_AT", "_end_lsn"]
+
+
+def _norm(v):
+    return bytes(v) if isinstance(v, (bytearray, memoryview)) else v
+
+
+def _rank(lsn, cmd, seq, op):
+    return (lsn, -1 if cmd is None else cmd, seq or "", op)
+
+
+def expected_history(job, tracked=None, prior=None, after=None):
+    """{key: [version: captured columns + META]} from the change table;
+    tracked: the columns whose change opens a version (None: all). prior: the
+    history before a rebuild from bronze's newest snapshot S, applied up to
+    LSN after (its open versions go on; the changes bronze holds after it
+    are versions too, before S; a key S lacks is closed at S)."""
+    spec = job.spec
+    cols = spec.column_names
+    n = len(cols)
+    idx = [cols.index(c) for c in (tracked or cols)]
+    bronze = delta_rows(job.bronze, ["_start_lsn", "_commit_ts", "_operation", "_snapshot", *cols])
+    ts = {r["_start_lsn"]: r["_commit_ts"] for r in bronze if r["_operation"] != 0}
+    snap = [r for r in bronze if r["_operation"] == 0]
+    s = max((r["_snapshot"] or r["_start_lsn"]) for r in snap) if snap else None
+    snap = [r for r in snap if (r["_snapshot"] or r["_start_lsn"]) == s]
+    snap_keys = {r["id"] for r in snap}
+    rows = []  # (key, rank, op, image, its own commit time)
+    for r in snap:
+        rows.append((r["id"], _rank(s, None, None, 0), 0, tuple(_norm(r[c]) for c in cols),
+                     r["_commit_ts"]))
+    ct = job.sim.run("SELECT CONVERT(varchar(22), __$start_lsn, 1), __$command_id, "
+                     "CONVERT(varchar(22), __$seqval, 1), __$operation, " + ", ".join(cols)
+                     + f" FROM cdc.{spec.capture_instance}_CT", database=DB)
+    for lsn, cmd, seq, op, *image in ct:
+        if s is not None and lsn <= s and (after is None or lsn <= after or lsn not in ts):
+            continue  # before the snapshot (or lost: bronze never had it)
+        assert lsn in ts, f"change {lsn} is not in bronze"
+        rows.append((image[0], _rank(lsn, cmd, seq, op), op, tuple(_norm(v) for v in image), ts[lsn]))
+    # the snapshot's commit time (its rows carry none): a row's, else the
+    # newest applied change's at or before it, else the oldest's after it
+    est = None
+    if s is not None:
+        own = [r["_commit_ts"] for r in snap if r["_commit_ts"] is not None]
+        le = [t for lsn, t in ts.items() if after and after < lsn <= s and t is not None]
+        gt = [t for lsn, t in ts.items() if lsn > s and t is not None]
+        est = own[0] if own else max(le) if le else min(gt) if gt else None
+    rows.sort(key=lambda r: (r[0], r[1]))
+    by_key = {k: [] for k in (prior or {})}
+    for key, rank, op, image, own_ts in rows:
+        lasts = by_key.setdefault(key, [])
+        if lasts and lasts[-1][0] == rank[0]:
+            lasts[-1] = (rank[0], op, image, own_ts)  # the transaction's last change of the key
+        else:
+            lasts.append((rank[0], op, image, own_ts))
+
+    def stamp(lsn, own_ts):
+        return own_ts if own_ts is not None else est
+
+    history = {}
+    for key, lasts in by_key.items():
+        versions, cur = list((prior or {}).get(key, [])), None  # cur: image, lsn, commit, start
+        if versions and versions[-1][n + 4] is None:
+            v = versions.pop()
+            cur = (v[:n], v[n], v[n + 1], v[n + 2])
+
+        def close(lsn, t):
+            versions.append((*cur[0], *cur[1:], t if t is not None else cur[2], lsn))
+
+        in_snapshot = prior is None or key in snap_keys
+        for lsn, op, image, own_ts in [*lasts, (None, None, None, None)]:
+            if not in_snapshot and (lsn is None or lsn > s):
+                in_snapshot = True
+                if cur:
+                    close(s, est)  # the snapshot lacks the key
+                cur = None
+            if lsn is None:
+                break
+            if op in (1, 3):
+                if cur:
+                    close(lsn, stamp(lsn, own_ts))
+                cur = None
+                continue
+            if cur and op == 0 and image == cur[0]:
+                continue  # a snapshot row as the open version is
+            if cur and all(image[i] == cur[0][i] for i in idx):
+                cur = (image, lsn, own_ts, cur[3])  # in place: the image and its LSN move
+                continue
+            if cur:
+                close(lsn, stamp(lsn, own_ts))
+            cur = (image, lsn, own_ts, stamp(lsn, own_ts))
+        if cur:
+            versions.append((*cur[0], *cur[1:], None, None))
+        if versions:
+            history[key] = versions
+    return history
+
+
+def silver_history(job, reader):
+    cols = [*job.spec.column_names, *META]
+    silver = silver_of(job)
+    if reader == "delta-rs":
+        rows = [tuple(_norm(r[c]) for c in cols) for r in delta_rows(silver, cols)]
+    else:
+        q = ", ".join('"' + c + '"' for c in cols)
+        rows = [tuple(_norm(v) for v in r) for r in
+                duckdb_with_delta().execute(f"SELECT {q} FROM delta_scan('{silver}')").fetchall()]
+    out = {}
+    for r in rows:
+        out.setdefault(r[0], []).append(r)
+    for v in out.values():
+        v.sort(key=lambda r: r[len(job.spec.column_names)])  # _start_lsn: one version's are apart
+    return out
+
+
+def assert_history(job, tracked=None):
+    """silver equals the expected history for delta-rs and DuckDB; versions of
+    a key follow one another; the open versions are the source table."""
+    want = expected_history(job, tracked)
+    n = len(job.spec.column_names)
+    for reader in ("delta-rs", "duckdb"):
+        got = silver_history(job, reader)
+        missing = sorted(set(want) - set(got))[:5]
+        extra = sorted(set(got) - set(want))[:5]
+        differ = [k for k in want if k in got and want[k] != got[k]][:3]
+        assert not missing and not extra and not differ, (
+            f"{reader}: keys missing {missing}, extra {extra}, differ "
+            + "; ".join(f"{k}: want {want[k]} got {got[k]}" for k in differ))
+        for key, versions in got.items():
+            for a, b in zip(versions, versions[1:]):
+                assert a[n + 4] is not None and a[n + 3] is not None, (key, a)  # closed
+                assert a[n + 4] <= b[n], (key, a, b)  # ends at or before the next's image LSN
+                assert a[n + 3] <= b[n + 2], (key, a, b)  # no overlap in time
+            assert all(v[n + 3] is None or v[n + 2] <= v[n + 3] for v in versions), key
+    open_rows = sorted(v[-1][:n] for v in want.values() if v[-1][n + 4] is None)
+    assert open_rows == [tuple(_norm(x) for x in r) for r in source_rows(job.sim, job.spec)]
+    return sum(len(v) for v in want.values())
+
+
+def test_history_holds_every_version_of_every_key(sim, workdir):
+    job, w = new_job(sim, workdir, Items(key_space=600), preload=0, seed=23)
+    w.preload(150)
+    with w:
+        for _ in range(3):
+            w.wait_for(40)
+            job.stream()
+            r = apply(job, "--scd-type", "2", "--file-rows", "200")
+            assert r["bronze_found"]
+    job.stream()
+    r = apply(job, "--scd-type", "2", "--file-rows", "200")
+    versions = assert_history(job)
+    assert versions > 300 and w.ops["update"] and w.ops["delete"] and w.ops["key_update"]
+    assert control_row(job, silver_of(job))["applied_lsn"] == r["applied_lsn"]
+    # reapplied: nothing new, nothing committed; from behind (the position
+    # lost): no version twice
+    before = silver_commits(silver_of(job))
+    assert apply(job, "--scd-type", "2")["passes"] == 0
+    assert silver_commits(silver_of(job)) == before
+    delete_control_row(job)
+    apply(job, "--scd-type", "2")
+    assert assert_history(job) == versions
+    # the table keeps its type: type 1 is refused, exit 7, nothing written
+    p = apply(job, check=False)
+    assert p.returncode == 7 and "--scd-type 2" in p.stderr, p.stderr
+    assert len(silver_commits(silver_of(job))) == len(before) + 1
+
+
+def delete_control_row(job):
+    from deltalake import DeltaTable
+    DeltaTable(job.control).delete(f"table_name = '{silver_of(job)}'")
+
+
+def test_history_with_tracked_columns_updates_in_place(sim, workdir):
+    """--track-history-columns name: a change of the other columns only
+    updates the open version in place (its image and _start_lsn move, its
+    __START_AT does not)."""
+    job, w = new_job(sim, workdir, Items(key_space=300), preload=0, seed=5)
+    w.preload(100)
+    with w:
+        w.wait_for(60)
+    job.stream()
+    apply(job, "--scd-type", "2", "--track-history-columns", "name")
+    assert_history(job, tracked=["name"])
+    n = len(job.spec.column_names)
+    got = silver_history(job, "delta-rs")
+    assert any(v[n + 1] != v[n + 2] for vs in got.values() for v in vs)  # some in place
+    assert len(got) < sum(len(vs) for vs in got.values())  # and some keys have versions
+
+
+def test_a_resnapshot_closes_the_versions_of_keys_it_lacks(sim, workdir):
+    """Changes lost to cleanup and a re-snapshot: the rebuild closes the open
+    versions of keys the snapshot lacks at its LSN, opens one where its row
+    differs, leaves the others as they are."""
+    job, w = new_job(sim, workdir, Items(key_space=400), preload=0, seed=41)
+    w.preload(150)
+    job.stream()
+    apply(job, "--scd-type", "2")
+    with w:
+        w.wait_for(30)
+        job.stream()
+        apply(job, "--scd-type", "2")
+        prior = silver_history(job, "delta-rs")  # the history the rebuild goes on from
+        after = control_row(job, silver_of(job))["applied_lsn"]
+        lose_changes(job, w)
+    job.stream("--on-data-loss", "resnapshot")
+    r = apply(job, "--scd-type", "2")
+    assert r["rebuilt"]
+    want = expected_history(job, prior=prior, after=after)
+    assert silver_history(job, "delta-rs") == want
+    assert silver_history(job, "duckdb") == want
+    n = len(job.spec.column_names)
+    closed_at_snapshot = [k for k, v in want.items() if v[-1][n + 4] and k not in
+                          {r[0] for r in source_rows(job.sim, job.spec)} and v[-1][n + 4] not in
+                          {x[n] for vs in prior.values() for x in vs}]
+    assert closed_at_snapshot, "no key was closed by the re-snapshot"
+    open_rows = sorted(v[-1][:n] for v in want.values() if v[-1][n + 4] is None)
+    assert open_rows == [tuple(_norm(x) for x in r) for r in source_rows(job.sim, job.spec)]
+
+
+def test_kills_inside_the_merge_and_before_the_position_replay_to_the_same_history(sim, workdir):
+    job, w = new_job(sim, workdir, Items(key_space=500), preload=0, seed=31)
+    w.preload(200)
+    job.stream()
+    apply(job, "--scd-type", "2", "--file-rows", "100")
+    with w:
+        w.wait_for(40)
+    job.stream()
+    for point in ("during_merge", "after_bronze"):
+        before = silver_commits(silver_of(job))
+        position = control_row(job, silver_of(job))["applied_lsn"]
+        p = spawn_apply(job, "--scd-type", "2", "--file-rows", "100", env={"MCDC_CRASH_AT": point})
+        wait_killed(p)
+        killed = silver_commits(silver_of(job))
+        assert len(killed) == len(before) + (point == "after_bronze")
+        assert control_row(job, silver_of(job))["applied_lsn"] == position
+        r = apply(job, "--scd-type", "2", "--file-rows", "100")
+        assert r["applied_lsn"] == control_row(job, silver_of(job))["applied_lsn"] != position
+        if point == "after_bronze":  # the merge was committed: no second one
+            assert silver_commits(silver_of(job)) == killed
+        assert_history(job)
+        with w:
+            w.wait_for(15)
+        job.stream()
+    apply(job, "--scd-type", "2", "--file-rows", "100")
+    assert_history(job)
+    spill = os.path.join(silver_of(job), "_mssql_cdc_spill")
+    assert not os.path.exists(spill) or not os.listdir(spill)
