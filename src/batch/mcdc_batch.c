@@ -742,7 +742,9 @@ int mcdc_col_take_range(mcdc_column *dst, const mcdc_column *src, int64_t from, 
         }
     } else if (is_var(f)) {
         int32_t base = src->offsets[from];
-        memcpy(dst->data + dst->data_len, src->data + base, (size_t)bytes);
+        /* A range of empty texts may have no data buffer on either side
+         * (memcpy of NULL is undefined even for 0 bytes). */
+        if (bytes > 0) memcpy(dst->data + dst->data_len, src->data + base, (size_t)bytes);
         int32_t shift = (int32_t)dst->data_len - base;
         for (int64_t i = 1; i <= n; i++) dst->offsets[at + i] = src->offsets[from + i] + shift;
         dst->data_len += bytes;
