@@ -130,6 +130,7 @@ def test_kill_inside_reconcile_and_inside_its_repair_then_rerun(sim, workdir):
     killed(job, "after_bronze")
     rows = repair_rows(job)
     assert len(rows) == len(first) + len(faults) and len(repair_facts(job)) == 1
+    reconcile(job, "--bucket-rows", "60", "--sample", "1", want=EXIT_DIFFERS)  # a run in between
     # the rerun completes the killed run's repair (its facts row) and appends nothing
     again = reconcile(job, "--bucket-rows", "60", "--sample", "1", "--repair", want=EXIT_DIFFERS)
     assert again["repair"]["already"] and again["repair"]["run_id"] != again["run_id"], again
