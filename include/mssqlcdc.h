@@ -24,7 +24,7 @@ extern "C" {
 #define MCDC_VERSION_PATCH 0
 #define MCDC_VERSION_STRING "0.1.0"
 /* Bumped whenever a public struct or signature changes. */
-#define MCDC_API_VERSION 1
+#define MCDC_API_VERSION 2
 
 #if defined(__GNUC__) || defined(__clang__)
 #define MCDC_API __attribute__((visibility("default")))
@@ -640,8 +640,11 @@ MCDC_API int mcdc_apply_result_json(char *out, size_t cap, const mcdc_apply_resu
  * (CHUNK_TILING, CHUNK_ROWS, CHUNK_STAMP).
  * With report_table: the run's report rows, appended in one commit with
  * txn(mssql-cdc.reconcile.<run_id>, 1).
+ * With repair (version 2, needs facts_table): after the report, the keys
+ * that differ and are not in flight are repaired (mcdc_repair_run) under
+ * the run's run_id, so that the next apply fixes silver.
  * ---------------------------------------------------------------------- */
-#define MCDC_RECONCILE_CFG_VERSION 1
+#define MCDC_RECONCILE_CFG_VERSION 2
 typedef struct mcdc_reconcile_cfg {
     int version;                  /* MCDC_RECONCILE_CFG_VERSION */
     const char *silver;           /* required: a path, or schema.table under warehouse */
@@ -657,14 +660,21 @@ typedef struct mcdc_reconcile_cfg {
     double sample;                /* fraction of MATCH buckets hashed, 0..1; < 0: 0.01 */
     bool has_sample_seed;         /* false: a random sample */
     uint64_t sample_seed;
-    const char *crash_at;         /* test hook: before_report, after_report */
+    const char *crash_at;         /* test hook: before_report, after_report; with
+                                     repair, also repair's after_bronze */
     mcdc_log_fn log_fn;           /* NULL: stderr */
     void *log_user;
     mcdc_log_level log_level;
+    /* version 2: repair the keys that differ and are not in flight (the
+     * result's diffs) after the report, with run_id as the repair's run id
+     * (needs facts_table). A run killed inside that repair, rerun with the
+     * same report_table, completes it (its facts row) and appends nothing
+     * new. */
+    bool repair;
 } mcdc_reconcile_cfg;
 #define MCDC_RECONCILE_CFG_INIT \
     {MCDC_RECONCILE_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, -1.0, false, 0, \
-     NULL, NULL, NULL, MCDC_LOG_WARN}
+     NULL, NULL, NULL, MCDC_LOG_WARN, false}
 
 /* Failure types of the report (pinned, append-only). */
 typedef enum mcdc_reconcile_failure {
@@ -687,6 +697,19 @@ typedef struct mcdc_reconcile_diff {
     const char *key_json;
 } mcdc_reconcile_diff;
 
+/* What one repair did (mcdc_repair_run below; also reconcile's repair). */
+typedef struct mcdc_repair_result {
+    char run_id[132];
+    bool has_lsn;                 /* lsn: the stamp L (false: no keys, nothing done) */
+    char lsn[24];
+    bool has_commit_ts;           /* L's commit time, UTC microseconds */
+    int64_t commit_us;
+    int64_t keys;                 /* distinct keys repaired */
+    int64_t images, deletes;      /* operation 4 and operation 1 rows */
+    int64_t bronze_version;       /* the bronze commit of the repair; -1: none */
+    bool already;                 /* a run of this id had appended them: nothing appended now */
+} mcdc_repair_result;
+
 /* The reference's ReconcileResult (without its DataFrame), and ours. */
 typedef struct mcdc_reconcile_result {
     char run_id[37];              /* a UUID */
@@ -705,6 +728,11 @@ typedef struct mcdc_reconcile_result {
      * until its next run or its free. */
     const mcdc_reconcile_diff *diffs;
     int64_t n_diffs;
+    /* Filled only for a cfg of version 2 or later (a version-1 caller's
+     * struct ends before them): the repair that ran (cfg.repair), or
+     * none. */
+    bool repaired;
+    mcdc_repair_result repair;
 } mcdc_reconcile_result;
 
 typedef struct mcdc_reconcile mcdc_reconcile;
@@ -762,17 +790,6 @@ typedef struct mcdc_repair_cfg {
 #define MCDC_REPAIR_CFG_INIT \
     {MCDC_REPAIR_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, MCDC_LOG_WARN}
 
-typedef struct mcdc_repair_result {
-    char run_id[132];
-    bool has_lsn;                 /* lsn: the stamp L (false: no keys, nothing done) */
-    char lsn[24];
-    bool has_commit_ts;           /* L's commit time, UTC microseconds */
-    int64_t commit_us;
-    int64_t keys;                 /* distinct keys repaired */
-    int64_t images, deletes;      /* operation 4 and operation 1 rows */
-    int64_t bronze_version;       /* the bronze commit of the repair; -1: none */
-    bool already;                 /* a run of this id had appended them: nothing appended now */
-} mcdc_repair_result;
 
 /* Runs one repair (opts: the stream's source options, borrowed). Errors:
  * a bad key (MCDC_E_INVALID), the tables' kinds (MCDC_E_MISMATCH), bronze

@@ -8,7 +8,7 @@
 
 static const char RECONCILE_HELP[] =
     "usage: mssql-cdc reconcile --silver T --bronze B --control-table C\n"
-    "                           source options [...]\n"
+    "                           source options [--repair --facts-table F] [...]\n"
     "\n"
     "Compares silver T (built by mssql-cdc apply) with the SQL Server table the\n"
     "capture instance tracks, and prints the reference's ReconcileResult as JSON on\n"
@@ -45,6 +45,12 @@ static const char RECONCILE_HELP[] =
     "  --sample X           fraction of the MATCH buckets also compared row by row,\n"
     "                       0 to 1 (default 0.01)\n"
     "  --sample-seed N      the seed of that sample (default: random)\n"
+    "  --repair             after the report, repair the keys that differ and are\n"
+    "                       not in flight (as mssql-cdc repair does, under the\n"
+    "                       run's run_id; needs --facts-table): the next apply\n"
+    "                       fixes silver. The JSON gains \"repair\": {...}. With\n"
+    "                       --report-table, a rerun after a run killed inside its\n"
+    "                       repair completes that repair and appends nothing new\n"
     "  --warehouse W        directory holding schema.table names (default ./warehouse)\n"
     "  --verbose            what the run read\n"
     "\n"
@@ -54,7 +60,8 @@ static const char RECONCILE_HELP[] =
     "\n"
     "Exit codes: 0 nothing differs (IN_FLIGHT only is no difference: run again\n"
     "later); 19 something differs (a MISMATCH bucket, MISSING_TARGET, MISSING_SOURCE,\n"
-    "RECORD_DIFF or a CHUNK_* failure; the result is on stdout all the same); 2 bad\n"
+    "RECORD_DIFF or a CHUNK_* failure; the result is on stdout all the same; also\n"
+    "with --repair when it repaired them: run apply, then reconcile again); 2 bad\n"
     "usage, no key, or no silver; 7 a table of another kind, or one table in two\n"
     "roles; others as for stream.\n";
 
@@ -135,6 +142,8 @@ int cmd_reconcile(int argc, char **argv) {
                 goto out;
             cfg.has_sample_seed = true;
             cfg.sample_seed = (uint64_t)s;
+        } else if (strcmp(a, "--repair") == 0) {
+            cfg.repair = true;
         } else if (strcmp(a, "--verbose") == 0) {
             cfg.log_level = MCDC_LOG_INFO;
         } else if (cli_source_option(opts, argc, argv, &i, &rc)) {
@@ -147,6 +156,11 @@ int cmd_reconcile(int argc, char **argv) {
     }
     if (cfg.silver == NULL || cfg.bronze == NULL || cfg.control_table == NULL) {
         rc = cli_usage_error("reconcile needs %s", "--silver, --bronze and --control-table");
+        goto out;
+    }
+    if (cfg.repair && cfg.facts_table == NULL) {
+        rc = cli_usage_error("reconcile --repair needs %s",
+                             "--facts-table (the stream's: apply finds repairs there)");
         goto out;
     }
     if ((rc = cli_source_env(opts)) != EXIT_OK) goto out;

@@ -22,13 +22,15 @@ static const char REPAIR_HELP[] =
     "unknown column, a missing one, a value of the wrong type: exit 2, nothing written).\n"
     "\n"
     "The repair takes L = max_lsn, then reads the keys' rows (READ COMMITTED, a query per\n"
-    "1000 keys), and appends in one commit an operation 4 row (the image) for each key\n"
-    "the table has and an operation 1 row (a delete) for each it lacks, stamped\n"
+    "1000 keys; a datetime2(7) or datetimeoffset(7) key by its microsecond, a key with\n"
+    "more than one source row in it refused: exit 2, nothing written), and appends in\n"
+    "one commit an operation 4 row (the image) for each key the table has and an\n"
+    "operation 1 row (a delete) for each it lacks, stamped\n"
     "_start_lsn L and L's commit time, _seqval NULL, with txn(mssql-cdc.repair.<ID>, 0);\n"
     "then a facts row of event 'repair' in F. apply ranks a repair row above every\n"
     "change at or below L and below every later one. Run again with the same ID (or\n"
     "after a kill), nothing is appended twice. The stream's txn and verdict are not\n"
-    "touched.\n"
+    "touched. mssql-cdc reconcile --repair runs this repair on the keys it found.\n"
     "\n"
     "  --bronze B           the stream's target, named as the stream was given it\n"
     "  --facts-table F      the stream's facts table (apply finds the repair there)\n"
@@ -43,7 +45,8 @@ static const char REPAIR_HELP[] =
     "Source options as for stream (captureInstance, connectionString, ...).\n"
     "\n"
     "Exit codes: 0 repaired (or nothing to repair, or done before under this ID);\n"
-    "2 bad usage, a bad key, bronze or R missing, or a table without a unique index;\n"
+    "2 bad usage, a bad key, bronze or R missing, a table without a unique index, or a\n"
+    "key with more than one source row;\n"
     "7 a table of another kind; others as for stream.\n";
 
 /* The lines of path ("-": stdin) that are not blank, as strings (owned). */

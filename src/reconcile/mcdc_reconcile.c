@@ -22,6 +22,7 @@
  * COMMITTED (Tier 2: the isolationLevel option), never NOLOCK.
  */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1136,9 +1137,14 @@ int mcdc_reconcile_create(mcdc_reconcile **out, const mcdc_opts *opts,
     if (out == NULL || cfg == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_reconcile_create: a NULL argument");
     *out = NULL;
-    if (cfg->version != MCDC_RECONCILE_CFG_VERSION)
-        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_reconcile_cfg version %d: this library takes %d",
+    if (cfg->version < 1 || cfg->version > MCDC_RECONCILE_CFG_VERSION)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "mcdc_reconcile_cfg version %d is not one this library knows (1..%d)",
                               cfg->version, MCDC_RECONCILE_CFG_VERSION);
+    if (cfg->version >= 2 && cfg->repair && cfg->facts_table == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "repair needs the stream's facts table (--facts-table): apply finds "
+                              "repairs there");
     const char *missing = cfg->silver == NULL ? "silver" : cfg->bronze == NULL ? "bronze"
                           : cfg->control_table == NULL ? "control_table" : NULL;
     if (missing) return mcdc_error_set(err, MCDC_E_INVALID, "reconcile needs %s", missing);
@@ -1156,7 +1162,13 @@ int mcdc_reconcile_create(mcdc_reconcile **out, const mcdc_opts *opts,
                               SILVER_KEYS_MAX);
     mcdc_reconcile *r = mcdc_calloc(1, sizeof *r);
     if (r == NULL) return nomem(err);
-    r->cfg = *cfg;
+    if (cfg->version < 2) {
+        /* a version-1 cfg ends before the repair flag */
+        memcpy(&r->cfg, cfg, offsetof(mcdc_reconcile_cfg, repair));
+        r->cfg.repair = false;
+    } else {
+        r->cfg = *cfg;
+    }
     r->opts = opts;
     if (r->cfg.bucket_rows == 0) r->cfg.bucket_rows = REC_BUCKET_ROWS_DEFAULT;
     if (r->cfg.sample < 0) r->cfg.sample = REC_SAMPLE_DEFAULT;
@@ -1511,12 +1523,19 @@ int mcdc_reconcile_run(mcdc_reconcile *r, mcdc_reconcile_result *result, mcdc_er
         if (rc == MCDC_OK) rc = write_report(r, report, err);
         if (rc == MCDC_OK && mcdc_ctx_crash(&r->ctx, "after_report", 0)) rc = MCDC_E_CANCELLED;
     }
+    if (rc == MCDC_OK && r->cfg.repair) {
+        /* after the report: a kill from here on leaves it for the rerun */
+        rc = rec_repair_diffs(&r->ctx, r->opts, &r->cfg, r->res.run_id, r->out_diffs, r->n_out_diffs,
+                              &r->res.repaired, &r->res.repair, err);
+    }
     if (rc == MCDC_OK) {
         r->res.silver_version = r->version;
         r->res.has_silver_lsn = r->has_e;
         snprintf(r->res.silver_lsn, sizeof r->res.silver_lsn, "%s", r->silver_lsn);
         snprintf(r->res.source_lsn, sizeof r->res.source_lsn, "%s", r->source_lsn);
-        *result = r->res;
+        /* a version-1 caller's result ends before the repair */
+        memcpy(result, &r->res, r->cfg.version >= 2 ? sizeof *result
+                                                    : offsetof(mcdc_reconcile_result, repaired));
     }
     if (rc && rc != MCDC_E_CANCELLED) mcdc_error_wrap(err, "reconcile of %s", r->cfg.silver);
     mcdc_batch_free(report);
@@ -1575,5 +1594,14 @@ int mcdc_reconcile_result_json(char *out, size_t cap, const mcdc_reconcile_resul
                      (long long)r->report_rows, mcdc_reconcile_differs(r) ? "true" : "false");
     if (w < 0 || (size_t)w >= cap)
         return mcdc_error_set(err, MCDC_E_LIMIT, "%zu bytes are too few for the ReconcileResult", cap);
+    if (r->repaired) {
+        /* ..."differs":x} -> ..."differs":x,"repair":{...}} */
+        char rj[MCDC_REPAIR_RESULT_JSON_SIZE];
+        int rc = mcdc_repair_result_json(rj, sizeof rj, &r->repair, err);
+        if (rc) return rc;
+        int k = snprintf(out + w - 1, cap - (size_t)w + 1, ",\"repair\":%s}", rj);
+        if (k < 0 || (size_t)k >= cap - (size_t)w + 1)
+            return mcdc_error_set(err, MCDC_E_LIMIT, "%zu bytes are too few for the ReconcileResult", cap);
+    }
     return MCDC_OK;
 }

@@ -24,6 +24,8 @@
 #include <stdint.h>
 
 #include "mcdc_batch.h"
+#include "mcdc_context.h"
+#include "mcdc_options.h"
 #include "mcdc_util.h"
 #include "mssqlcdc.h"
 
@@ -143,6 +145,14 @@ void rec_keyset_clear(rec_keyset *s);
  * the diffs' key JSON objects name them; borrowed until the handle is
  * freed. The keys that differ are the result's diffs. */
 const char *const *mcdc_reconcile_keys(const mcdc_reconcile *r, int32_t *n);
+
+/* reconcile --repair (mcdc_reconcile_repair.c): the keys diffs[0..n)
+ * repaired under run_id after the run's report; with a report table, a
+ * previous run killed inside its repair is completed instead (and nothing
+ * new appended). *repaired: res holds a repair's result. */
+int rec_repair_diffs(const mcdc_ctx *ctx, const mcdc_opts *opts, const mcdc_reconcile_cfg *cfg,
+                     const char *run_id, const mcdc_reconcile_diff *diffs, int64_t n,
+                     bool *repaired, mcdc_repair_result *res, mcdc_error *err);
 
 /* ---- chunk checks ------------------------------------------------------------------ */
 /* A 'snapshot_chunk' facts row of the snapshot checked, its bounds whole. */

@@ -351,10 +351,30 @@ static int repair_fresh(repair_run *r, const mcdc_opts *opts, const char *const 
         if (rc == MCDC_OK && !keyset_find(&r->found, found_order, one.data, one.len)) gone[n_gone++] = uniq[i];
     }
     mcdc_buf_free(&one);
-    if (rc == MCDC_OK && r->found.n > n_uniq)
-        mcdc_log(MCDC_LOG_WARN, "the source returned %zu rows for %zu keys: its key is not unique "
-                                "as bronze compares it (a case-insensitive collation?)",
-                 r->found.n, n_uniq);
+    /* Two source rows of one key as bronze holds it (a datetime2(7) key
+     * whose values differ below the microsecond, or a collation that
+     * compares unlike the lake): which one silver should hold is not
+     * knowable here, so the key is refused, and nothing is written. */
+    for (size_t i = 1; rc == MCDC_OK && n_uniq > 0 && i < r->found.n; i++) {
+        size_t p = found_order[i - 1], q = found_order[i];
+        if (silver_key_cmp(r->found.bytes.data + r->found.off[p], r->found.len[p],
+                           r->found.bytes.data + r->found.off[q], r->found.len[q]) != 0)
+            continue;
+        char *kj = NULL;
+        for (size_t u = 0; kj == NULL && u < n; u++)
+            if (asked.len[u] == r->found.len[q] &&
+                memcmp(asked.bytes.data + asked.off[u], r->found.bytes.data + r->found.off[q],
+                       asked.len[u]) == 0)
+                kj = (char *)keys_json[asked.row[u]];
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "key %.200s: the source has more than one row that bronze holds as "
+                            "this key (values that differ below the microsecond of a datetime2(7) "
+                            "or datetimeoffset(7) key, or a collation that compares them alike); "
+                            "repair cannot tell which one silver should hold and refuses it. "
+                            "Nothing was written; fix the key in the source, or repair the other "
+                            "keys without it",
+                            kj ? kj : "?");
+    }
     mcdc_batch *dels = NULL;
     if (rc == MCDC_OK && n_gone > 0) rc = delete_rows(r, keys, gone, n_gone, lsn, has_ts, us, &dels, err);
     res->deletes = (int64_t)n_gone;

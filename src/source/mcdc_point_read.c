@@ -7,8 +7,9 @@
  * `k IN (v, ...)`, several as `(a = v AND b = w) OR ...` (a NULL value as
  * IS NULL: a unique index admits one NULL key). Both are seeks on an index
  * led by the key. Text values are parameters (at most 2,000 a query, under
- * SQL Server's 2,100), integers inlined as digits. READ COMMITTED, never
- * NOLOCK.
+ * SQL Server's 2,100), integers inlined as digits. A datetime2(7) or
+ * datetimeoffset(7) key value (the lake holds microseconds) selects the
+ * microsecond [v, v + 1 us) rather than = v. READ COMMITTED, never NOLOCK.
  */
 #include <string.h>
 
@@ -31,15 +32,51 @@ static int point_value(mcdc_buf *o, mcdc_sql_params *pa, const mcdc_key_col *k, 
     return mcdc_buf_printf(o, err, "CAST(? AS %s)", k->type);
 }
 
+/* A key value of a column the lake holds cut to microseconds (datetime2(7),
+ * datetimeoffset(7)): the source rows that read back as it are those in
+ * [v, v + 1 us), as a chunk's bounds take them (reference 3.7's
+ * microsecond rule); `= v` would miss a row with digits below the
+ * microsecond, and repair would then delete a row the source has. */
+static int point_range(mcdc_buf *o, mcdc_sql_params *pa, const mcdc_key_col *k, const json_t *v,
+                       mcdc_error *err) {
+    const char *t = json_string_value(v);
+    int64_t us = 0;
+    int rc = t ? mcdc_parse_ts_us(t, json_string_length(v), &us, err)
+               : mcdc_error_set(err, MCDC_E_INVALID, "key column %s: a date and time is text", k->name);
+    if (rc) return rc;
+    if (us == INT64_MAX)
+        return mcdc_error_set(err, MCDC_E_INVALID, "key column %s: %s is past the last microsecond",
+                              k->name, t);
+    char next[32];
+    mcdc_format_ts_us(us + 1, 6, next);
+    json_t *hi = json_string(next);
+    if (hi == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    rc = mcdc_buf_append_byte(o, '(', err);
+    if (rc == MCDC_OK) rc = mcdc_sql_quote_ident(o, k->name, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(o, " >= ", err);
+    if (rc == MCDC_OK) rc = point_value(o, pa, k, v, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(o, " AND ", err);
+    if (rc == MCDC_OK) rc = mcdc_sql_quote_ident(o, k->name, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(o, " < ", err);
+    if (rc == MCDC_OK) rc = point_value(o, pa, k, hi, err);
+    json_decref(hi);
+    return rc ? rc : mcdc_buf_append_byte(o, ')', err);
+}
+
 /* One key of several columns: (a = v AND b = w ...). */
 static int point_and(mcdc_buf *o, mcdc_sql_params *pa, const mcdc_snap_keys *k, const json_t *point,
                      mcdc_error *err) {
     int rc = mcdc_buf_append_byte(o, '(', err);
     for (int c = 0; rc == MCDC_OK && c < k->n; c++) {
         const json_t *v = mcdc_key_bound_part(point, k->n, c);
+        bool null = v == NULL || json_is_null(v);
         if (c) rc = mcdc_buf_append_str(o, " AND ", err);
+        if (rc == MCDC_OK && !null && k->cols[c].truncated) {
+            rc = point_range(o, pa, &k->cols[c], v, err);
+            continue;
+        }
         if (rc == MCDC_OK) rc = mcdc_sql_quote_ident(o, k->cols[c].name, err);
-        if (rc == MCDC_OK && (v == NULL || json_is_null(v))) {
+        if (rc == MCDC_OK && null) {
             rc = mcdc_buf_append_str(o, " IS NULL", err);
         } else if (rc == MCDC_OK) {
             rc = mcdc_buf_append_str(o, " = ", err);
@@ -67,7 +104,7 @@ static int point_or(mcdc_buf *o, mcdc_sql_params *pa, const mcdc_snap_keys *k,
 static int point_where(mcdc_buf *o, mcdc_sql_params *pa, const mcdc_snap_keys *k,
                        const json_t *const *points, size_t n, mcdc_error *err) {
     int rc = mcdc_buf_append_str(o, " WHERE ", err);
-    bool in_list = k->n == 1;
+    bool in_list = k->n == 1 && !k->cols[0].truncated; /* a range per key instead */
     for (size_t i = 0; rc == MCDC_OK && in_list && i < n; i++)
         in_list = !json_is_null(points[i]);
     if (in_list) {
@@ -115,7 +152,8 @@ int mcdc_changes_point_read(mcdc_changes *c, const json_t *key_names, const json
     };
     int per_query = MCDC_POINT_READ_KEYS;
     int cast_cols = 0;
-    for (int i = 0; rc == MCDC_OK && i < k.n; i++) cast_cols += k.cols[i].kind != MCDC_KEY_INT;
+    for (int i = 0; rc == MCDC_OK && i < k.n; i++)
+        cast_cols += k.cols[i].kind != MCDC_KEY_INT ? (k.cols[i].truncated ? 2 : 1) : 0;
     if (cast_cols > 0 && per_query > MCDC_POINT_READ_PARAMS / cast_cols)
         per_query = MCDC_POINT_READ_PARAMS / cast_cols;
     if (per_query < 1) per_query = 1;

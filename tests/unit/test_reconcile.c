@@ -342,6 +342,19 @@ TEST(reconcile_api_refuses_bad_configs_and_prints_the_result) {
     cfg.version = MCDC_RECONCILE_CFG_VERSION;
     CHECK_EQ_INT(mcdc_reconcile_create(&r, o, &cfg, &e), MCDC_OK);
     mcdc_reconcile_free(r);
+    /* repair needs the facts table; a version-1 cfg has no repair flag to read */
+    cfg.repair = true;
+    CHECK_EQ_INT(mcdc_reconcile_create(&r, o, &cfg, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "facts") != NULL && r == NULL);
+    cfg.version = 1;
+    CHECK_EQ_INT(mcdc_reconcile_create(&r, o, &cfg, &e), MCDC_OK);
+    mcdc_reconcile_free(r);
+    cfg.version = MCDC_RECONCILE_CFG_VERSION;
+    cfg.facts_table = "f";
+    CHECK_EQ_INT(mcdc_reconcile_create(&r, o, &cfg, &e), MCDC_OK);
+    mcdc_reconcile_free(r);
+    cfg.version = 0;
+    CHECK_EQ_INT(mcdc_reconcile_create(&r, o, &cfg, &e), MCDC_E_INVALID);
     mcdc_opts_free(o);
     /* the JSON: the reference's keys first, failures by type */
     mcdc_reconcile_result res;
@@ -363,5 +376,20 @@ TEST(reconcile_api_refuses_bad_configs_and_prints_the_result) {
                      "{\"RECORD_DIFF\":2,\"IN_FLIGHT\":1},",
                   200) == 0);
     CHECK(strstr(j, "\"differs\":true}") != NULL);
+    CHECK(strstr(j, "\"repair\"") == NULL);
     CHECK_EQ_INT(mcdc_reconcile_result_json(j, 20, &res, &e), MCDC_E_LIMIT);
+    /* with a repair: its result as the last member */
+    res.repaired = true;
+    snprintf(res.repair.run_id, sizeof res.repair.run_id, "%s", res.run_id);
+    res.repair.keys = 3;
+    res.repair.images = 2;
+    res.repair.deletes = 1;
+    res.repair.bronze_version = 7;
+    CHECK_EQ_INT(mcdc_reconcile_result_json(j, sizeof j, &res, &e), MCDC_OK);
+    CHECK(strstr(j, "\"differs\":true,\"repair\":{\"run_id\":\"0b7c6c36-7c4c-4b5e-9d4e-1a2b3c4d5e6f\","
+                    "\"lsn\":null,\"commit_ts\":null,\"keys\":3,\"images\":2,\"deletes\":1,"
+                    "\"bronze_version\":7,\"already\":false}}") != NULL);
+    size_t full = strlen(j);
+    CHECK_EQ_INT(mcdc_reconcile_result_json(j, full, &res, &e), MCDC_E_LIMIT);
+    CHECK_EQ_INT(mcdc_reconcile_result_json(j, full + 1, &res, &e), MCDC_OK);
 }
