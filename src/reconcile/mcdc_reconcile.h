@@ -5,9 +5,10 @@
  * The pieces, bottom up (mcdc_reconcile_core.c, pure and unit-tested):
  *   hash     one canonical row hash of the captured columns, the same C
  *            function over the rows of either side: each value's canonical
- *            text (mcdc_value_text.h, so an int32 and an int64 of one value,
+ *            form, binary and equal exactly when its canonical text
+ *            (mcdc_value_text.h) is (so an int32 and an int64 of one value,
  *            or a Delta and a TDS decimal, hash alike), NULL apart from
- *            every text, columns in order
+ *            every value, columns in order
  *   buckets  a key's ordinal grid: fine buckets floor(ordinal / width)
  *            (width so that the key's range is about REC_FINE of them), the
  *            two sides' counts merged in order into buckets of bucket_rows
@@ -54,7 +55,11 @@ rec_hash rec_hash_bytes(const void *p, size_t n, uint64_t seed);
  * (a NULL column: the side lacks it, every value NULL) into out[0..n). */
 int rec_hash_rows(rec_hash *out, const mcdc_column *const *cols, int32_t n_cols, int64_t from,
                   int64_t n, mcdc_error *err);
-/* Are two present-or-NULL cells equal by their canonical text? */
+/* The hash of each cell of row `row` on its own, column k framed as k
+ * (so two sides' out[k] are equal exactly when their cells are). */
+int rec_hash_cells(rec_hash *out, const mcdc_column *const *cols, int32_t n_cols, int64_t row,
+                   mcdc_error *err);
+/* Are two present-or-NULL cells equal by their canonical form? */
 int rec_cell_eq(bool *eq, const mcdc_column *a, int64_t ra, const mcdc_column *b, int64_t rb,
                 mcdc_error *err);
 
