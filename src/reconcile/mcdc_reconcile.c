@@ -515,16 +515,6 @@ static int choose(mcdc_reconcile *r, mcdc_error *err) {
  * that differ are named by their rows again: a RECORD_DIFF keeps silver's
  * cells' hashes, and a second read of the bucket's source rows (only when a
  * key differs) gives the columns that differ and the MISSING_TARGET keys. */
-typedef struct rec_entry {
-    int64_t ord;     /* the key's ordinal; a NULL ordinal key: its index in keys */
-    int64_t seq;     /* the row's place in the bucket's read */
-    rec_hash h;
-    int32_t pend;    /* a RECORD_DIFF awaiting its columns: its index in pend, else -1 */
-    bool seen;       /* a silver row matched it */
-    bool null_key;   /* an ordinal key that is NULL: in keys, not sorted */
-    bool named;      /* the second read has named it */
-} rec_entry;
-
 /* A RECORD_DIFF whose columns the second read names. */
 typedef struct rec_pend {
     int64_t diff;    /* its index in r->diffs */
@@ -572,11 +562,10 @@ static int side_cols_alloc(src_side *s, mcdc_error *err) {
 }
 
 /* The entry of a source row's key, or -1 (ordinal keys: once sorted). */
-static int64_t find_ord(src_side *s, int64_t v);
 static int64_t src_find(src_side *s, const mcdc_column *const *kc, int64_t row, int *rc,
                         mcdc_error *err) {
     int64_t v;
-    if (s->r->ordinal && silver_range_value(kc[0], row, &v)) return find_ord(s, v);
+    if (s->r->ordinal && silver_range_value(kc[0], row, &v)) return rec_entries_find(s->ent, s->n_ord, &s->finger, v);
     s->key.len = 0;
     *rc = silver_key_append(&s->key, kc, s->r->n_keys, row, err);
     if (*rc) return -1;
@@ -621,48 +610,14 @@ static int src_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
     return rc;
 }
 
-static int by_ord(const void *x, const void *y) {
-    const rec_entry *a = x, *b = y;
-    if (a->null_key != b->null_key) return a->null_key ? 1 : -1;
-    if (!a->null_key && a->ord != b->ord) return a->ord < b->ord ? -1 : 1;
-    return (a->seq > b->seq) - (a->seq < b->seq); /* the first row read first */
-}
-
 /* Ordinal keys, once the source is read: entries sorted by ordinal (a key
  * twice keeps its first row), NULL keys after them, found through the key
  * set. */
 static int src_finish(src_side *s) {
     if (!s->r->ordinal) return MCDC_OK;
-    /* the snapshot reader reads a range in key order: mostly sorted already */
-    bool sorted = true;
-    for (int64_t i = 1; i < s->n_ent && sorted; i++) sorted = by_ord(&s->ent[i - 1], &s->ent[i]) <= 0;
-    if (!sorted) qsort(s->ent, (size_t)s->n_ent, sizeof *s->ent, by_ord);
-    int64_t n = 0;
-    while (n < s->n_ent && !s->ent[n].null_key) n++;
-    s->n_ord = n;
-    for (int64_t i = 1; i < n; i++)
-        if (s->ent[i].ord == s->ent[i - 1].ord) s->ent[i].seen = true;
-    for (int64_t i = n; i < s->n_ent; i++) s->keys.val[s->ent[i].ord] = i;
+    s->n_ord = rec_entries_order(s->ent, s->n_ent);
+    for (int64_t i = s->n_ord; i < s->n_ent; i++) s->keys.val[s->ent[i].ord] = i;
     return MCDC_OK;
-}
-
-/* The entry of ordinal v, or -1: from the finger on when v is at or past
- * it (silver's rows come in key order), else by bisection. */
-static int64_t find_ord(src_side *s, int64_t v) {
-    const rec_entry *e = s->ent;
-    int64_t lo = 0, hi = s->n_ord;
-    if (s->finger < s->n_ord && e[s->finger].ord <= v) {
-        lo = s->finger;
-        for (int k = 0; k < 8 && lo < hi; k++, lo++)
-            if (e[lo].ord >= v) break;
-    }
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (e[mid].ord < v) lo = mid + 1;
-        else hi = mid;
-    }
-    s->finger = lo;
-    return lo < s->n_ord && e[lo].ord == v ? lo : -1;
 }
 
 static void src_side_clear(src_side *s) {

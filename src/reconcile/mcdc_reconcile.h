@@ -109,6 +109,28 @@ int rec_bucket_status(const rec_bucket *b);
 /* A differing key's failure type: in flight wins; else by which side has it. */
 mcdc_reconcile_failure rec_key_failure(bool in_source, bool in_silver, bool in_flight);
 
+/* ---- tier 2's entries -------------------------------------------------------------
+ * What Tier 2 keeps of a source row: its key's ordinal and its hash, never
+ * the row (a bucket's memory is its rows times this, whatever their width). */
+typedef struct rec_entry {
+    int64_t ord;     /* the key's ordinal; a NULL or other key: its index in a key set */
+    int64_t seq;     /* the row's place in the bucket's read */
+    rec_hash h;
+    int32_t pend;    /* a RECORD_DIFF awaiting its columns: its index, else -1 */
+    bool seen;       /* a silver row matched it (or a row before it had its key) */
+    bool null_key;   /* an ordinal key that is NULL: not among the ordered ones */
+    bool named;      /* the second read has named it */
+} rec_entry;
+/* Orders e[0..n) by ordinal, then place in the read (NULL keys last, in read
+ * order; no sort when they come in order, as a range's read does), marks
+ * every row of a key after its first seen, and returns how many have an
+ * ordinal (they come first). */
+int64_t rec_entries_order(rec_entry *e, int64_t n);
+/* The first of ordered entries e[0..n_ord) with ordinal v, or -1; *finger
+ * (start 0) is where the lookup before ended: lookups in ascending order (a
+ * merge of two key-ordered sides) take a step or a few, others bisect. */
+int64_t rec_entries_find(const rec_entry *e, int64_t n_ord, int64_t *finger, int64_t v);
+
 /* The sample: ceil(fraction * n) distinct indices of [0, n), sorted, drawn
  * by a generator seeded with seed. *out owned; *k their count. */
 int rec_sample(int64_t **out, int64_t *k, int64_t n, double fraction, uint64_t seed,

@@ -62,10 +62,12 @@ rec_hash rec_hash_bytes(const void *p, size_t n, uint64_t seed) {
  * bits; a date its day; a timestamp its microsecond, UTC apart from local;
  * a bool its bit; a binary its bytes (not its hex); a string its bytes. Only
  * floating point is hashed by its text (its shortest round-trip digits, so a
- * float and a double of one value hash alike). The type is looked at once
- * per column, not per cell. */
+ * float and a double of one value hash alike). Each form is framed by its
+ * family (exact number, floating point, date, timestamp, bool, binary,
+ * string): an int 1 and a string "1" differ, as their types do. The type is
+ * looked at once per column, not per cell. */
 #define NULL_LEN 0xffffffffULL
-enum { CLS_TEXT = 1, CLS_INT, CLS_DEC, CLS_DATE, CLS_TS, CLS_TSZ, CLS_BOOL, CLS_BIN };
+enum { CLS_TEXT = 1, CLS_INT, CLS_DEC, CLS_DATE, CLS_TS, CLS_TSZ, CLS_BOOL, CLS_BIN, CLS_FLT };
 
 static inline void absorb(rec_hash *h, uint64_t w) {
     h->a = rotl(h->a ^ (w * 0x87c37b91114253d5ULL), 31) * 0x4cf5ad432745937fULL;
@@ -188,7 +190,7 @@ static int hash_column(rec_hash *h, const mcdc_column *c, int32_t k, int64_t fro
     }
     case MCDC_TYPE_FLOAT:
     case MCDC_TYPE_DOUBLE: {
-        uint64_t t = tag(col, CLS_TEXT, 0);
+        uint64_t t = tag(col, CLS_FLT, 0);
         char tmp[MCDC_TEXT_FIXED_MAX];
         for (int64_t i = 0, r = from; i < n; i++, r++) {
             if (!VALID(val, r)) {
@@ -345,6 +347,43 @@ mcdc_reconcile_failure rec_key_failure(bool in_source, bool in_silver, bool in_f
     if (!in_silver) return MCDC_RECONCILE_MISSING_TARGET;
     if (!in_source) return MCDC_RECONCILE_MISSING_SOURCE;
     return MCDC_RECONCILE_RECORD_DIFF;
+}
+
+/* ---- tier 2's entries ------------------------------------------------------------------ */
+static int by_ord(const rec_entry *a, const rec_entry *b) {
+    if (a->null_key != b->null_key) return a->null_key ? 1 : -1;
+    if (!a->null_key && a->ord != b->ord) return a->ord < b->ord ? -1 : 1;
+    return (a->seq > b->seq) - (a->seq < b->seq); /* the first row read first */
+}
+
+static int by_ord_q(const void *x, const void *y) { return by_ord(x, y); }
+
+int64_t rec_entries_order(rec_entry *e, int64_t n) {
+    /* the snapshot reader reads a range in key order: mostly sorted already */
+    bool sorted = true;
+    for (int64_t i = 1; i < n && sorted; i++) sorted = by_ord(&e[i - 1], &e[i]) <= 0;
+    if (!sorted) qsort(e, (size_t)n, sizeof *e, by_ord_q);
+    int64_t k = 0;
+    while (k < n && !e[k].null_key) k++;
+    for (int64_t i = 1; i < k; i++)
+        if (e[i].ord == e[i - 1].ord) e[i].seen = true; /* a key twice: its first row */
+    return k;
+}
+
+int64_t rec_entries_find(const rec_entry *e, int64_t n_ord, int64_t *finger, int64_t v) {
+    int64_t lo = 0, hi = n_ord;
+    if (*finger < n_ord && e[*finger].ord <= v) { /* a few steps on, else bisect what is left */
+        lo = *finger;
+        for (int k = 0; k < 8 && lo < hi; k++, lo++)
+            if (e[lo].ord >= v) break;
+    }
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (e[mid].ord < v) lo = mid + 1;
+        else hi = mid;
+    }
+    *finger = lo;
+    return lo < n_ord && e[lo].ord == v ? lo : -1;
 }
 
 /* ---- sample ------------------------------------------------------------------------- */
