@@ -291,6 +291,9 @@ def test_a_composite_key_gets_a_whole_count_and_sampled_ranges(sim, workdir):
     got = {(tuple(json.loads(x["key"]).values()), x["failure_type"])
            for x in report_rows(job, r["run_id"]) if x["key"]}
     assert got == {((ga, gi), "MISSING_TARGET"), ((ca, ci), "RECORD_DIFF")}
+    details = [json.loads(x["detail"]) for x in report_rows(job, r["run_id"])
+               if x["failure_type"] == "RECORD_DIFF"]
+    assert len(details) == 1 and details[0]["columns"] == "qty", details
     bucket = [x for x in report_rows(job, r["run_id"]) if x["status"]][0]
     assert bucket["bucket_lo"] is None and bucket["bucket_hi"] is None
     assert bucket["source_key_sum"] is None and bucket["silver_rows"] == bucket["source_rows"] - 1
