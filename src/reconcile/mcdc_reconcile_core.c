@@ -11,6 +11,8 @@
 #include "mcdc_reconcile.h"
 #include "mcdc_value_text.h"
 
+#define MCDC_LITTLE_ENDIAN (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__)
+
 int rec_grow(void *pp, int64_t *cap, int64_t need, size_t elem, mcdc_error *err) {
     if (need <= *cap) return MCDC_OK;
     int64_t n = *cap ? *cap : 16;
@@ -74,7 +76,21 @@ static inline void absorb(rec_hash *h, uint64_t w) {
     h->b = (rotl(h->b + w, 27) * 0x52dce729ULL) ^ h->a;
 }
 
+/* The last n (1-7) bytes of a value of `total` bytes, as memcpy into a
+ * zeroed word would give them, without a call: an 8-byte load ending at
+ * the value's end when it has 8 bytes, else byte by byte. */
+static inline uint64_t tail_word(const uint8_t *p, size_t n, size_t total) {
+    uint64_t w = 0;
+    if (total >= 8) {
+        memcpy(&w, p + n - 8, 8);
+        return MCDC_LITTLE_ENDIAN ? w >> (8 * (8 - n)) : w << (8 * (8 - n));
+    }
+    for (size_t j = 0; j < n; j++) ((uint8_t *)&w)[j] = p[j];
+    return w;
+}
+
 static inline void absorb_bytes(rec_hash *h, const uint8_t *p, size_t n) {
+    size_t total = n;
     while (n >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
@@ -82,11 +98,7 @@ static inline void absorb_bytes(rec_hash *h, const uint8_t *p, size_t n) {
         p += 8;
         n -= 8;
     }
-    if (n) {
-        uint64_t w = 0;
-        memcpy(&w, p, n);
-        absorb(h, w);
-    }
+    if (n) absorb(h, tail_word(p, n, total));
 }
 
 static inline uint64_t tag(uint64_t col, uint64_t cls, uint64_t low) {
