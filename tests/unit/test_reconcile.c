@@ -395,7 +395,7 @@ TEST(reconcile_cell_hash_is_equal_exactly_when_the_text_is) {
     mcdc_schema *s;
     CHECK_EQ_INT(mcdc_schema_create(&s, NT, &e), MCDC_OK);
     for (int i = 0; i < NT; i++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "c%d", i);
         CHECK_EQ_INT(mcdc_schema_set(s, i, name, T[i].t, T[i].p, T[i].s, T[i].w, true, &e), MCDC_OK);
     }
