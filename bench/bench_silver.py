@@ -27,7 +27,9 @@ deltalake (the stream's bronze has the same columns). Every process is its
 own, so peak RSS is each one's (os.wait4). Prints `name: value` lines and the
 figures against the goals: apply_rows_per_s, apply_vs_deltalake_ratio (>= 3),
 apply_peak_rss_mb (<= 512, flat), rebuild_rows_per_s (>= 1,000,000),
-reconcile_tier1_seconds, reconcile_tier2_rows_per_s (>= 1,000,000).
+reconcile_tier1_seconds, reconcile_tier2_rows_per_s (>= 1,000,000),
+reconcile_tier2_cpu_us_per_row (this process's CPU a row a side: the figure
+that load on a shared machine moves least).
 """
 import json
 import os
@@ -142,20 +144,23 @@ secs = time.monotonic() - t0
 sys.stdout.write(p.stdout.read().decode())
 sys.stderr.write(p.stderr.read().decode())
 print(f"@@ {os.waitstatus_to_exitcode(status)} {secs:.6f} {ru.ru_maxrss} "
-      f"{ru.ru_utime + ru.ru_stime:.3f}", file=sys.stderr)
+      f"{ru.ru_utime + ru.ru_stime:.6f}", file=sys.stderr)
 """
 
 
-def timed(argv):
-    """Runs argv; its wall seconds, peak RSS (MB) and stdout (its CPU seconds
-    in LAST_CPU[0]: the steadier figure on a shared machine)."""
+def timed(argv, cpu=False):
+    """Runs argv; its wall seconds, peak RSS (MB) and stdout (cpu: and its
+    CPU seconds, user + system, after them; also in LAST_CPU[0], the steadier
+    figure on a shared machine)."""
     p = subprocess.run([sys.executable, "-c", LAUNCH, *argv], capture_output=True, text=True)
     tail = p.stderr.strip().splitlines()[-1].split()
     assert tail[0] == "@@", p.stderr
-    rc, secs, rss_kb = int(tail[1]), float(tail[2]), int(tail[3])
-    LAST_CPU[0] = float(tail[4])
+    rc, secs, rss_kb, cpu_s = int(tail[1]), float(tail[2]), int(tail[3]), float(tail[4])
+    LAST_CPU[0] = cpu_s
     if rc != 0:
         sys.exit(f"{argv[0]} exited {rc}:\n{p.stdout}\n{p.stderr}")
+    if cpu:
+        return secs, rss_kb / 1024.0, p.stdout, cpu_s
     return secs, rss_kb / 1024.0, p.stdout
 
 
@@ -255,18 +260,22 @@ def run_reconcile(rows, base):
                "--control-table", f"{d}/control"])
         rec = [CLI, "reconcile", *src, "--silver", f"{d}/silver", "--bronze", f"{d}/bronze",
                "--control-table", f"{d}/control", "--sample-seed", "1"]
-        t1, rss1, out1 = timed([*rec, "--sample", "0"])
+        t1, rss1, out1, cpu1 = timed([*rec, "--sample", "0"], cpu=True)
         r1 = json.loads(out1.strip().splitlines()[-1])
         assert r1["match"] == r1["buckets"] and r1["source_rows"] == rows, r1
         print(f"reconcile_rows: {rows}  ({r1['buckets']} buckets)")
         print(f"reconcile_tier1_seconds: {t1:.3f}")
-        print(f"reconcile_tier1_peak_rss_mb: {rss1:.1f}", flush=True)
-        t2, rss2, out2 = timed([*rec, "--sample", "1"])
+        print(f"reconcile_tier1_peak_rss_mb: {rss1:.1f}")
+        print(f"reconcile_tier1_cpu_seconds: {cpu1:.3f}   (this process; the simulator's apart)",
+              flush=True)
+        t2, rss2, out2, cpu2 = timed([*rec, "--sample", "1"], cpu=True)
         r2 = json.loads(out2.strip().splitlines()[-1])
         assert r2["failures"] == {} and r2["source_rows_hashed"] == rows, r2
         print(f"reconcile_sample1_seconds: {t2:.3f}")
         print(f"reconcile_tier2_rows_per_s: {rows / max(t2 - t1, 1e-3):.0f}   (goal >= 1000000 "
               "a side)")
+        print(f"reconcile_tier2_cpu_us_per_row: {(cpu2 - cpu1) * 1e6 / rows / 2:.3f}   (a side; "
+              "this process's CPU, the shared machine's load aside)")
         print(f"reconcile_tier2_peak_rss_mb: {rss2:.1f}", flush=True)
     finally:
         sim.stop()

@@ -506,24 +506,25 @@ static int choose(mcdc_reconcile *r, mcdc_error *err) {
 }
 
 /* ---- tier 2 ---------------------------------------------------------------------------
- * One bucket at a time: the source's rows, kept, each an entry (where its
- * row is, its hash); then silver's rows of the bucket, each looked up. An
- * integer or date key is looked up by its ordinal among the entries sorted
- * once (silver's files are in key order: each lookup starts where the one
- * before ended); any other key, and a NULL one, through a set of encoded
- * keys. */
-typedef struct rec_entry {
-    int64_t ord;     /* the key's ordinal (ordinal keys) */
-    int64_t at;      /* batch << 32 | row */
-    rec_hash h;
-    bool seen;       /* a silver row matched it */
-    bool null_key;   /* an ordinal key that is NULL: in keys, not sorted */
-} rec_entry;
+ * One bucket at a time, in memory flat in the rows' width: the source's rows
+ * are hashed as they stream in and dropped, each leaving an entry (its
+ * key's ordinal, or its encoded key in a key set, and its hash); then
+ * silver's rows of the bucket, each hashed and looked up. An integer or date
+ * key is looked up by its ordinal among the entries sorted once (both sides
+ * come in key order, so each lookup starts where the one before ended: a
+ * merge); any other key, and a NULL one, through the key set. The few keys
+ * that differ are named by their rows again: a RECORD_DIFF keeps silver's
+ * cells' hashes, and a second read of the bucket's source rows (only when a
+ * key differs) gives the columns that differ and the MISSING_TARGET keys. */
+/* A RECORD_DIFF whose columns the second read names. */
+typedef struct rec_pend {
+    int64_t diff;    /* its index in r->diffs */
+    char *lsn;       /* silver's _start_lsn (owned), NULL when NULL */
+    size_t lsn_len;
+} rec_pend;
 
 typedef struct src_side {
     mcdc_reconcile *r;
-    mcdc_batch **batches;
-    int64_t n_batches, cap_batches;
     rec_entry *ent;
     int64_t n_ent, cap_ent;
     int64_t n_ord;      /* ordinal keys: entries [0, n_ord) sorted by ord */
@@ -532,8 +533,14 @@ typedef struct src_side {
     mcdc_buf key;
     rec_hash *tmp;
     int64_t cap_tmp;
+    const mcdc_column **cols;  /* a batch's compared columns (n_cols) */
     int64_t rows;       /* rows read */
     int64_t read_us;
+    rec_pend *pend;
+    int64_t n_pend, cap_pend;
+    rec_hash *pend_h;   /* silver's cells' hashes, n_cols a RECORD_DIFF */
+    int64_t cap_pend_h;
+    int64_t missing;    /* entries no silver row matched */
 } src_side;
 
 static void side_cols(const mcdc_reconcile *r, const mcdc_batch *b, const mcdc_column **cols) {
@@ -548,29 +555,46 @@ static void key_cols(const mcdc_reconcile *r, const mcdc_batch *b, const mcdc_co
     for (int32_t k = 0; k < r->n_keys; k++) kc[k] = &b->columns[col_index(b->schema, r->keys[k])];
 }
 
+static int side_cols_alloc(src_side *s, mcdc_error *err) {
+    if (s->cols == NULL &&
+        (s->cols = mcdc_malloc((size_t)(s->r->n_cols + 1) * sizeof *s->cols)) == NULL)
+        return nomem(err);
+    return MCDC_OK;
+}
+
+/* The entry of a source row's key, or -1 (ordinal keys: once sorted). */
+static int64_t src_find(src_side *s, const mcdc_column *const *kc, int64_t row, int *rc,
+                        mcdc_error *err) {
+    int64_t v;
+    if (s->r->ordinal && silver_range_value(kc[0], row, &v)) return rec_entries_find(s->ent, s->n_ord, &s->finger, v);
+    s->key.len = 0;
+    *rc = silver_key_append(&s->key, kc, s->r->n_keys, row, err);
+    if (*rc) return -1;
+    int64_t k = rec_keyset_find(&s->keys, s->key.data, s->key.len);
+    return k < 0 ? -1 : s->keys.val[k];
+}
+
+/* A source batch: its rows hashed into entries, the batch dropped. */
 static int src_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
     src_side *s = ctx;
     mcdc_reconcile *r = s->r;
-    if (rec_grow(&s->batches, &s->cap_batches, s->n_batches + 1, sizeof *s->batches, err)) {
-        mcdc_batch_free(b);
-        return MCDC_E_NOMEM;
-    }
-    int64_t bi = s->n_batches;
-    s->batches[s->n_batches++] = b;
-    const mcdc_column **cols = mcdc_malloc((size_t)(r->n_cols + 1) * sizeof *cols);
-    if (cols == NULL) return nomem(err);
-    side_cols(r, b, cols);
+    int rc = side_cols_alloc(s, err);
     const mcdc_column *kc[SILVER_KEYS_MAX];
-    key_cols(r, b, kc);
-    int rc = rec_grow(&s->tmp, &s->cap_tmp, b->rows, sizeof *s->tmp, err);
-    if (rc == MCDC_OK) rc = rec_hash_rows(s->tmp, cols, r->n_cols, 0, b->rows, err);
+    if (rc == MCDC_OK) {
+        side_cols(r, b, s->cols);
+        key_cols(r, b, kc);
+        rc = rec_grow(&s->tmp, &s->cap_tmp, b->rows, sizeof *s->tmp, err);
+    }
+    if (rc == MCDC_OK) rc = rec_hash_rows(s->tmp, s->cols, r->n_cols, 0, b->rows, err);
     if (rc == MCDC_OK) rc = rec_grow(&s->ent, &s->cap_ent, s->n_ent + b->rows, sizeof *s->ent, err);
     for (int64_t i = 0; rc == MCDC_OK && i < b->rows; i++) {
-        rec_entry e = {.at = bi << 32 | i, .h = s->tmp[i]};
+        rec_entry e = {.seq = s->rows + i, .h = s->tmp[i], .pend = -1};
         if (r->ordinal) {
             e.null_key = !silver_range_value(kc[0], i, &e.ord);
-            s->ent[s->n_ent++] = e; /* sorted, and NULL ones keyed, once all are in */
-            continue;
+            if (!e.null_key) { /* sorted once all are in */
+                s->ent[s->n_ent++] = e;
+                continue;
+            }
         }
         s->key.len = 0;
         rc = silver_key_append(&s->key, kc, r->n_keys, i, err);
@@ -579,73 +603,33 @@ static int src_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
         if (rc == MCDC_OK) rc = rec_keyset_add(&s->keys, s->key.data, s->key.len, &idx, &added, err);
         if (rc || !added) continue; /* a key twice in the source: its first row */
         s->keys.val[idx] = s->n_ent;
+        if (r->ordinal) e.ord = idx; /* its entry's place is set once sorted */
         s->ent[s->n_ent++] = e;
     }
-    s->rows += b->rows;
-    mcdc_free(cols);
+    if (rc == MCDC_OK) s->rows += b->rows;
+    mcdc_batch_free(b);
     return rc;
-}
-
-static int by_ord(const void *x, const void *y) {
-    const rec_entry *a = x, *b = y;
-    if (a->null_key != b->null_key) return a->null_key ? 1 : -1;
-    if (a->ord != b->ord) return a->ord < b->ord ? -1 : 1;
-    return (a->at > b->at) - (a->at < b->at); /* the first row read first */
 }
 
 /* Ordinal keys, once the source is read: entries sorted by ordinal (a key
- * twice keeps its first row), NULL keys after them in the key set. */
-static int src_finish(src_side *s, mcdc_error *err) {
-    mcdc_reconcile *r = s->r;
-    if (!r->ordinal) return MCDC_OK;
-    if (s->n_ent > 1) qsort(s->ent, (size_t)s->n_ent, sizeof *s->ent, by_ord);
-    int64_t n = 0;
-    while (n < s->n_ent && !s->ent[n].null_key) n++;
-    s->n_ord = n;
-    for (int64_t i = 1; i < n; i++)
-        if (s->ent[i].ord == s->ent[i - 1].ord) s->ent[i].seen = true;
-    int rc = MCDC_OK;
-    for (int64_t i = n; i < s->n_ent && rc == MCDC_OK; i++) {
-        const mcdc_batch *b = s->batches[s->ent[i].at >> 32];
-        const mcdc_column *kc[SILVER_KEYS_MAX];
-        key_cols(r, b, kc);
-        s->key.len = 0;
-        rc = silver_key_append(&s->key, kc, r->n_keys, s->ent[i].at & 0xffffffff, err);
-        int64_t idx;
-        bool added;
-        if (rc == MCDC_OK) rc = rec_keyset_add(&s->keys, s->key.data, s->key.len, &idx, &added, err);
-        if (rc == MCDC_OK && added) s->keys.val[idx] = i;
-        else if (rc == MCDC_OK) s->ent[i].seen = true;
-    }
-    return rc;
-}
-
-/* The entry of ordinal v, or -1: from the finger on when v is at or past
- * it (silver's rows come in key order), else by bisection. */
-static int64_t find_ord(src_side *s, int64_t v) {
-    const rec_entry *e = s->ent;
-    int64_t lo = 0, hi = s->n_ord;
-    if (s->finger < s->n_ord && e[s->finger].ord <= v) {
-        lo = s->finger;
-        for (int k = 0; k < 8 && lo < hi; k++, lo++)
-            if (e[lo].ord >= v) break;
-    }
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (e[mid].ord < v) lo = mid + 1;
-        else hi = mid;
-    }
-    s->finger = lo;
-    return lo < s->n_ord && e[lo].ord == v ? lo : -1;
+ * twice keeps its first row), NULL keys after them, found through the key
+ * set. */
+static int src_finish(src_side *s) {
+    if (!s->r->ordinal) return MCDC_OK;
+    s->n_ord = rec_entries_order(s->ent, s->n_ent);
+    for (int64_t i = s->n_ord; i < s->n_ent; i++) s->keys.val[s->ent[i].ord] = i;
+    return MCDC_OK;
 }
 
 static void src_side_clear(src_side *s) {
-    for (int64_t i = 0; i < s->n_batches; i++) mcdc_batch_free(s->batches[i]);
-    mcdc_free(s->batches);
     mcdc_free(s->ent);
     rec_keyset_clear(&s->keys);
     mcdc_free(s->tmp);
     mcdc_buf_free(&s->key);
+    mcdc_free(s->cols);
+    for (int64_t i = 0; i < s->n_pend; i++) mcdc_free(s->pend[i].lsn);
+    mcdc_free(s->pend);
+    mcdc_free(s->pend_h);
     memset(s, 0, sizeof *s);
 }
 
@@ -661,22 +645,6 @@ typedef struct sil_side {
     int64_t cap_tmp;
     mcdc_buf key;
 } sil_side;
-
-/* The differing columns of a key in both: "a, b". */
-static int differing(char **out, mcdc_reconcile *r, const mcdc_column **sc, int64_t sr,
-                     const mcdc_column **tc, int64_t tr, mcdc_error *err) {
-    mcdc_buf b = {0};
-    int rc = MCDC_OK;
-    for (int32_t k = 0; k < r->n_cols && rc == MCDC_OK; k++) {
-        bool eq;
-        rc = rec_cell_eq(&eq, sc[k], sr, tc[k], tr, err);
-        if (rc == MCDC_OK && !eq) {
-            if (b.len) rc = mcdc_buf_append_str(&b, ", ", err);
-            if (rc == MCDC_OK) rc = mcdc_buf_append_str(&b, r->col_names[k], err);
-        }
-    }
-    return buf_take(out, &b, rc, err);
-}
 
 /* detail: {"silver_start_lsn": ..., "columns": ...}, either left out when
  * NULL (Spark's to_json drops NULL fields). */
@@ -713,6 +681,33 @@ static int record(mcdc_reconcile *r, mcdc_reconcile_failure f, int64_t bucket,
     return rc;
 }
 
+/* A RECORD_DIFF of silver's row `row` (cells cols): recorded now, its
+ * columns named by the second read. */
+static int record_pending(mcdc_reconcile *r, src_side *src, rec_entry *e, int64_t bucket,
+                          const mcdc_column *const *kc, const mcdc_column *const *cols, int64_t row,
+                          const char *lsn, size_t lsn_len, mcdc_error *err) {
+    int rc = rec_grow(&src->pend, &src->cap_pend, src->n_pend + 1, sizeof *src->pend, err);
+    if (rc == MCDC_OK)
+        rc = rec_grow(&src->pend_h, &src->cap_pend_h, (src->n_pend + 1) * r->n_cols,
+                      sizeof *src->pend_h, err);
+    if (rc == MCDC_OK)
+        rc = rec_hash_cells(src->pend_h + src->n_pend * r->n_cols, cols, r->n_cols, row, err);
+    rec_pend p = {.diff = r->n_diffs, .lsn_len = lsn_len};
+    if (rc == MCDC_OK && lsn) {
+        if ((p.lsn = mcdc_malloc(lsn_len + 1)) == NULL) return nomem(err);
+        memcpy(p.lsn, lsn, lsn_len);
+        p.lsn[lsn_len] = 0;
+    }
+    if (rc == MCDC_OK) rc = record(r, MCDC_RECONCILE_RECORD_DIFF, bucket, kc, row, lsn, lsn_len, NULL, err);
+    if (rc) {
+        mcdc_free(p.lsn);
+        return rc;
+    }
+    e->pend = (int32_t)src->n_pend;
+    src->pend[src->n_pend++] = p;
+    return MCDC_OK;
+}
+
 static int sil_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
     sil_side *s = ctx;
     mcdc_reconcile *r = s->r;
@@ -734,21 +729,14 @@ static int sil_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
     if (rc == MCDC_OK) rc = rec_grow(&s->tmp, &s->cap_tmp, b->rows, sizeof *s->tmp, err);
     if (rc == MCDC_OK) rc = rec_hash_rows(s->tmp, cols, r->n_cols, 0, b->rows, err);
     for (int64_t i = 0; rc == MCDC_OK && i < b->rows; i++) {
-        int64_t idx = -1, v = 0;
+        int64_t v = 0;
         bool has_v = r->ordinal && silver_range_value(kc[0], i, &v);
         /* NULL sorts first: the first bucket's, as the source's read of it
          * has them (Tier 1 counts them in none) */
         if (s->filter && !has_v && s->has_lo) continue;
         if (s->filter && has_v && ((s->has_lo && v < s->lo) || (s->has_hi && v >= s->hi))) continue;
-        if (has_v) {
-            idx = find_ord(src, v);
-        } else {
-            s->key.len = 0;
-            rc = silver_key_append(&s->key, kc, r->n_keys, i, err);
-            if (rc) break;
-            int64_t k = rec_keyset_find(&src->keys, s->key.data, s->key.len);
-            idx = k < 0 ? -1 : src->keys.val[k];
-        }
+        int64_t idx = src_find(src, kc, i, &rc, err);
+        if (rc) break;
         if (idx < 0 && s->left) continue;
         r->res.silver_rows_hashed++;
         mcdc_cell l = lsn_col >= 0 ? mcdc_row_get(b, i, lsn_col) : mcdc_cell_null();
@@ -762,43 +750,16 @@ static int sil_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
         if (e->seen) continue; /* a key twice in silver: its first row */
         e->seen = true;
         if (rec_hash_eq(e->h, s->tmp[i])) continue;
-        const mcdc_batch *sb = src->batches[e->at >> 32];
-        const mcdc_column **scols = mcdc_malloc((size_t)(r->n_cols + 1) * sizeof *scols);
-        if (scols == NULL) {
-            rc = nomem(err);
-            break;
-        }
-        side_cols(r, sb, scols);
-        char *columns = NULL;
-        rc = differing(&columns, r, scols, e->at & 0xffffffff, cols, i, err);
-        mcdc_free(scols);
-        if (rc == MCDC_OK)
-            rc = record(r, MCDC_RECONCILE_RECORD_DIFF, s->bucket, kc, i, lsn, lsn_len, columns, err);
-        mcdc_free(columns);
+        rc = record_pending(r, src, e, s->bucket, kc, cols, i, lsn, lsn_len, err);
     }
     mcdc_free(cols);
     mcdc_batch_free(b);
     return rc;
 }
 
-/* The source's rows no silver row matched: MISSING_TARGET. */
-static int unmatched(mcdc_reconcile *r, src_side *s, int64_t bucket, mcdc_error *err) {
-    int rc = MCDC_OK;
-    const mcdc_column *kc[SILVER_KEYS_MAX];
-    for (int64_t i = 0; i < s->n_ent && rc == MCDC_OK; i++) {
-        if (s->ent[i].seen) continue;
-        const mcdc_batch *b = s->batches[s->ent[i].at >> 32];
-        key_cols(r, b, kc);
-        rc = record(r, MCDC_RECONCILE_MISSING_TARGET, bucket, kc, s->ent[i].at & 0xffffffff, NULL, 0,
-                    NULL, err);
-    }
-    return rc;
-}
-
-/* The source's rows of one bucket (or range), into src (its entries sorted
- * once all are in). Runs on a thread of its own while the bucket before is
- * compared: it uses nothing of r that changes until then. */
-static int read_source(mcdc_reconcile *r, int64_t bucket, src_side *src, mcdc_error *err) {
+/* The source's rows of one bucket (or range) to fn. */
+static int read_bucket(mcdc_reconcile *r, int64_t bucket, mcdc_batch_fn fn, void *ctx,
+                       mcdc_error *err) {
     json_t *keys = json_array(), *range = NULL;
     char *lo = NULL, *hi = NULL;
     int rc = keys ? MCDC_OK : nomem(err);
@@ -819,19 +780,110 @@ static int read_source(mcdc_reconcile *r, int64_t bucket, src_side *src, mcdc_er
         range = json_incref(json_array_get(r->ranges, (size_t)bucket));
     }
     mcdc_lsn at;
-    int64_t t0 = mcdc_monotonic_us();
     if (rc == MCDC_OK) rc = mcdc_lsn_parse_cstr(&at, r->read_lsn, err);
     if (rc == MCDC_OK)
-        rc = mcdc_changes_snapshot_read(r->changes, keys, range, MCDC_ISO_OPTION, &at, false, 0,
-                                        src_rows, src, NULL, err);
+        rc = mcdc_changes_snapshot_read(r->changes, keys, range, MCDC_ISO_OPTION, &at, false, 0, fn,
+                                        ctx, NULL, err);
     if (rc) mcdc_error_wrap(err, "reading the source's rows of bucket [%s, %s)", lo ? lo : "open",
                             hi ? hi : "open");
-    if (rc == MCDC_OK) rc = src_finish(src, err);
-    src->read_us = mcdc_monotonic_us() - t0;
     json_decref(range);
     json_decref(keys);
     mcdc_free(lo);
     mcdc_free(hi);
+    return rc;
+}
+
+/* The source's rows of one bucket (or range) into src's entries. Runs on a
+ * thread of its own while the bucket before is compared: it uses nothing of
+ * r that changes until then. */
+static int read_source(mcdc_reconcile *r, int64_t bucket, src_side *src, mcdc_error *err) {
+    int64_t t0 = mcdc_monotonic_us();
+    /* room for the rows Tier 1 counted (and a few more changed since), at once */
+    int64_t expect = r->ordinal ? r->buckets[bucket].src_rows
+                                : (r->n_buckets ? r->buckets[0].src_rows : 0) /
+                                      (int64_t)(json_array_size(r->ranges) ? json_array_size(r->ranges) : 1);
+    int rc = rec_grow(&src->ent, &src->cap_ent, expect + expect / 64 + 16, sizeof *src->ent, err);
+    if (rc == MCDC_OK) rc = read_bucket(r, bucket, src_rows, src, err);
+    if (rc == MCDC_OK) rc = src_finish(src);
+    src->read_us = mcdc_monotonic_us() - t0;
+    return rc;
+}
+
+/* The second read: the source's rows of the keys that differ. */
+typedef struct name_ctx {
+    mcdc_reconcile *r;
+    src_side *src;
+    int64_t bucket;
+    rec_hash *cells;   /* n_cols */
+} name_ctx;
+
+/* The columns whose cells differ: "a, b". */
+static int differing(char **out, const mcdc_reconcile *r, const rec_hash *a, const rec_hash *b,
+                     mcdc_error *err) {
+    mcdc_buf t = {0};
+    int rc = MCDC_OK;
+    for (int32_t k = 0; k < r->n_cols && rc == MCDC_OK; k++) {
+        if (rec_hash_eq(a[k], b[k])) continue;
+        if (t.len) rc = mcdc_buf_append_str(&t, ", ", err);
+        if (rc == MCDC_OK) rc = mcdc_buf_append_str(&t, r->col_names[k], err);
+    }
+    return buf_take(out, &t, rc, err);
+}
+
+static int name_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
+    name_ctx *n = ctx;
+    mcdc_reconcile *r = n->r;
+    src_side *s = n->src;
+    const mcdc_column *kc[SILVER_KEYS_MAX];
+    key_cols(r, b, kc);
+    side_cols(r, b, s->cols);
+    int rc = MCDC_OK;
+    for (int64_t i = 0; i < b->rows && rc == MCDC_OK; i++) {
+        int64_t idx = src_find(s, kc, i, &rc, err);
+        if (rc || idx < 0 || s->ent[idx].named) continue;
+        rec_entry *e = &s->ent[idx];
+        if (!e->seen) {
+            e->named = true;
+            rc = record(r, MCDC_RECONCILE_MISSING_TARGET, n->bucket, kc, i, NULL, 0, NULL, err);
+            continue;
+        }
+        if (e->pend < 0) continue;
+        e->named = true;
+        const rec_pend *p = &s->pend[e->pend];
+        char *columns = NULL, *detail = NULL;
+        rc = rec_hash_cells(n->cells, s->cols, r->n_cols, i, err);
+        if (rc == MCDC_OK) rc = differing(&columns, r, n->cells, s->pend_h + e->pend * r->n_cols, err);
+        if (rc == MCDC_OK) rc = detail_json(&detail, p->lsn, p->lsn_len, columns, err);
+        if (rc == MCDC_OK) {
+            rec_diff *d = &r->diffs[p->diff];
+            mcdc_free(d->detail);
+            d->detail = detail;
+        }
+        mcdc_free(columns);
+    }
+    mcdc_batch_free(b);
+    return rc;
+}
+
+/* Does the bucket hold a key that differs on the source's side? */
+static bool needs_names(const src_side *s) {
+    if (s->n_pend > 0) return true;
+    for (int64_t i = 0; i < s->n_ent; i++)
+        if (!s->ent[i].seen) return true;
+    return false;
+}
+
+/* The second read of a bucket: MISSING_TARGET keys, and the columns of the
+ * RECORD_DIFFs (a key changed since the first read, and so in flight, may
+ * be named differently or not at all). */
+static int name_keys(mcdc_reconcile *r, int64_t bucket, src_side *src, mcdc_error *err) {
+    int rc = side_cols_alloc(src, err);
+    name_ctx n = {.r = r, .src = src, .bucket = bucket};
+    if (rc == MCDC_OK && (n.cells = mcdc_malloc((size_t)(r->n_cols + 1) * sizeof *n.cells)) == NULL)
+        rc = nomem(err);
+    src->finger = 0;
+    if (rc == MCDC_OK) rc = read_bucket(r, bucket, name_rows, &n, err);
+    mcdc_free(n.cells);
     return rc;
 }
 
@@ -880,7 +932,6 @@ static int compare_silver(mcdc_reconcile *r, int64_t bucket, src_side *src, mcdc
     int64_t v;
     if (rc == MCDC_OK) rc = mcdc_table_scan_run(r->silver, &sc, sil_rows, &sil, &v, NULL, err);
     if (rc) mcdc_error_wrap(err, "reading silver %s", r->cfg.silver);
-    if (rc == MCDC_OK) rc = unmatched(r, src, bucket, err);
     mcdc_log(MCDC_LOG_INFO,
              "bucket %lld: %lld source rows read in %.3f s, %lld of silver's compared in %.3f s",
              (long long)bucket, (long long)src->rows, (double)src->read_us / 1e6,
@@ -894,7 +945,7 @@ static int compare_silver(mcdc_reconcile *r, int64_t bucket, src_side *src, mcdc
 }
 
 /* The next bucket's source rows, read while the one before is compared
- * (two buckets of source rows are held at most). */
+ * (two buckets' entries are held at most). */
 typedef struct prefetch {
     mcdc_reconcile *r;
     int64_t bucket;
@@ -925,10 +976,12 @@ static int prefetch_start(prefetch *f, mcdc_reconcile *r, int64_t bucket, mcdc_e
     return MCDC_OK;
 }
 
+/* The read's end and its result (again after it has ended). */
 static int prefetch_join(prefetch *f, mcdc_error *err) {
-    if (!f->started) return MCDC_OK;
-    pthread_join(f->th, NULL);
-    f->started = false;
+    if (f->started) {
+        pthread_join(f->th, NULL);
+        f->started = false;
+    }
     if (f->rc && err) *err = f->err;
     return f->rc;
 }
@@ -950,11 +1003,16 @@ static int tier2(mcdc_reconcile *r, rec_keyset *moved, mcdc_error *err) {
             r->res.source_rows_hashed += cur->src.rows;
             rc = compare_silver(r, cur->bucket, &cur->src, err);
         }
+        if (rc == MCDC_OK && needs_names(&cur->src)) {
+            /* one read of the source at a time: the next bucket's ends first
+             * (its result is taken at the loop's next turn) */
+            prefetch_join(next, NULL);
+            rc = name_keys(r, cur->bucket, &cur->src, err);
+        }
         src_side_clear(&cur->src);
     }
     for (int k = 0; k < 2; k++) { /* after an error: the read under way ends first */
-        mcdc_error ignored = MCDC_ERROR_INIT;
-        prefetch_join(&f[k], &ignored);
+        prefetch_join(&f[k], NULL);
         src_side_clear(&f[k].src);
     }
     if (rc || r->n_diffs == 0) return rc;

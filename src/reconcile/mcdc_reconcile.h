@@ -5,9 +5,10 @@
  * The pieces, bottom up (mcdc_reconcile_core.c, pure and unit-tested):
  *   hash     one canonical row hash of the captured columns, the same C
  *            function over the rows of either side: each value's canonical
- *            text (mcdc_value_text.h, so an int32 and an int64 of one value,
+ *            form, binary and equal exactly when its canonical text
+ *            (mcdc_value_text.h) is (so an int32 and an int64 of one value,
  *            or a Delta and a TDS decimal, hash alike), NULL apart from
- *            every text, columns in order
+ *            every value, columns in order
  *   buckets  a key's ordinal grid: fine buckets floor(ordinal / width)
  *            (width so that the key's range is about REC_FINE of them), the
  *            two sides' counts merged in order into buckets of bucket_rows
@@ -56,7 +57,11 @@ rec_hash rec_hash_bytes(const void *p, size_t n, uint64_t seed);
  * (a NULL column: the side lacks it, every value NULL) into out[0..n). */
 int rec_hash_rows(rec_hash *out, const mcdc_column *const *cols, int32_t n_cols, int64_t from,
                   int64_t n, mcdc_error *err);
-/* Are two present-or-NULL cells equal by their canonical text? */
+/* The hash of each cell of row `row` on its own, column k framed as k
+ * (so two sides' out[k] are equal exactly when their cells are). */
+int rec_hash_cells(rec_hash *out, const mcdc_column *const *cols, int32_t n_cols, int64_t row,
+                   mcdc_error *err);
+/* Are two present-or-NULL cells equal by their canonical form? */
 int rec_cell_eq(bool *eq, const mcdc_column *a, int64_t ra, const mcdc_column *b, int64_t rb,
                 mcdc_error *err);
 
@@ -105,6 +110,28 @@ int64_t rec_bucket_of(const rec_bucket *b, int64_t n, int64_t fine);
 int rec_bucket_status(const rec_bucket *b);
 /* A differing key's failure type: in flight wins; else by which side has it. */
 mcdc_reconcile_failure rec_key_failure(bool in_source, bool in_silver, bool in_flight);
+
+/* ---- tier 2's entries -------------------------------------------------------------
+ * What Tier 2 keeps of a source row: its key's ordinal and its hash, never
+ * the row (a bucket's memory is its rows times this, whatever their width). */
+typedef struct rec_entry {
+    int64_t ord;     /* the key's ordinal; a NULL or other key: its index in a key set */
+    int64_t seq;     /* the row's place in the bucket's read */
+    rec_hash h;
+    int32_t pend;    /* a RECORD_DIFF awaiting its columns: its index, else -1 */
+    bool seen;       /* a silver row matched it (or a row before it had its key) */
+    bool null_key;   /* an ordinal key that is NULL: not among the ordered ones */
+    bool named;      /* the second read has named it */
+} rec_entry;
+/* Orders e[0..n) by ordinal, then place in the read (NULL keys last, in read
+ * order; no sort when they come in order, as a range's read does), marks
+ * every row of a key after its first seen, and returns how many have an
+ * ordinal (they come first). */
+int64_t rec_entries_order(rec_entry *e, int64_t n);
+/* The first of ordered entries e[0..n_ord) with ordinal v, or -1; *finger
+ * (start 0) is where the lookup before ended: lookups in ascending order (a
+ * merge of two key-ordered sides) take a step or a few, others bisect. */
+int64_t rec_entries_find(const rec_entry *e, int64_t n_ord, int64_t *finger, int64_t v);
 
 /* The sample: ceil(fraction * n) distinct indices of [0, n), sorted, drawn
  * by a generator seeded with seed. *out owned; *k their count. */

@@ -11,6 +11,8 @@
 #include "mcdc_reconcile.h"
 #include "mcdc_value_text.h"
 
+#define MCDC_LITTLE_ENDIAN (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__)
+
 int rec_grow(void *pp, int64_t *cap, int64_t need, size_t elem, mcdc_error *err) {
     if (need <= *cap) return MCDC_OK;
     int64_t n = *cap ? *cap : 16;
@@ -50,115 +52,45 @@ rec_hash rec_hash_bytes(const void *p, size_t n, uint64_t seed) {
     return (rec_hash){a, b};
 }
 
-/* A value's text: utf8 as it is, every other type its canonical text
- * (binary "0x" + hex into scratch). *p, *n point at it. */
-static int value_text(const mcdc_column *c, int64_t r, char *tmp, mcdc_buf *scratch,
-                      const uint8_t **p, size_t *n, mcdc_error *err) {
-    const uint8_t *v = c->values;
-    switch (c->field->type) {
-    case MCDC_TYPE_UTF8:
-        *p = c->data + c->offsets[r];
-        *n = (size_t)(c->offsets[r + 1] - c->offsets[r]);
-        return MCDC_OK;
-    case MCDC_TYPE_BINARY:
-    case MCDC_TYPE_FIXED_BINARY: {
-        const uint8_t *b;
-        size_t len;
-        if (c->field->type == MCDC_TYPE_BINARY) {
-            b = c->data + c->offsets[r];
-            len = (size_t)(c->offsets[r + 1] - c->offsets[r]);
-        } else {
-            len = (size_t)c->field->byte_width;
-            b = v + (size_t)r * len;
-        }
-        scratch->len = 0;
-        int rc = mcdc_buf_reserve(scratch, 2 + 2 * len, err);
-        if (rc) return rc;
-        scratch->len = mcdc_text_hex((char *)scratch->data, b, len);
-        *p = scratch->data;
-        *n = scratch->len;
-        return MCDC_OK;
-    }
-    default: {
-        /* fixed-width values: the canonical text of the cell */
-        size_t len = 0;
-        switch (c->field->type) {
-        case MCDC_TYPE_BOOL: len = mcdc_text_bool(tmp, (v[r >> 3] >> (r & 7)) & 1); break;
-        case MCDC_TYPE_INT8: len = mcdc_text_int(tmp, ((const int8_t *)v)[r]); break;
-        case MCDC_TYPE_INT16: {
-            int16_t x;
-            memcpy(&x, v + r * 2, 2);
-            len = mcdc_text_int(tmp, x);
-            break;
-        }
-        case MCDC_TYPE_INT32: {
-            int32_t x;
-            memcpy(&x, v + r * 4, 4);
-            len = mcdc_text_int(tmp, x);
-            break;
-        }
-        case MCDC_TYPE_DATE32: {
-            int32_t x;
-            memcpy(&x, v + r * 4, 4);
-            len = mcdc_text_date(tmp, x);
-            break;
-        }
-        case MCDC_TYPE_INT64: {
-            int64_t x;
-            memcpy(&x, v + r * 8, 8);
-            len = mcdc_text_int(tmp, x);
-            break;
-        }
-        case MCDC_TYPE_TIMESTAMP_NTZ:
-        case MCDC_TYPE_TIMESTAMP_UTC: {
-            int64_t x;
-            memcpy(&x, v + r * 8, 8);
-            len = mcdc_text_timestamp(tmp, x, c->field->type == MCDC_TYPE_TIMESTAMP_UTC);
-            break;
-        }
-        case MCDC_TYPE_FLOAT: {
-            float x;
-            memcpy(&x, v + r * 4, 4);
-            len = mcdc_text_float(tmp, x);
-            break;
-        }
-        case MCDC_TYPE_DOUBLE: {
-            double x;
-            memcpy(&x, v + r * 8, 8);
-            len = mcdc_text_double(tmp, x);
-            break;
-        }
-        case MCDC_TYPE_DECIMAL: {
-            uint64_t lo;
-            int64_t hi;
-            memcpy(&lo, v + r * 16, 8);
-            memcpy(&hi, v + r * 16 + 8, 8);
-            len = mcdc_text_decimal(tmp, lo, hi, c->field->scale);
-            break;
-        }
-        default:
-            return mcdc_error_set(err, MCDC_E_UNSUPPORTED, "column %s: type %s cannot be hashed",
-                                  c->field->name, mcdc_type_name(c->field->type));
-        }
-        *p = (const uint8_t *)tmp;
-        *n = len;
-        return MCDC_OK;
-    }
-    }
-}
-
-/* Row hashes are built column by column: each cell's text absorbed into its
- * row's two lanes a word at a time (a multiply-rotate step per 8 bytes, no
- * finalisation per cell), framed by a word of its length and column (NULL:
- * a length no text has), and each row finalised once. */
+/* Row hashes are built column by column: each cell's canonical form
+ * absorbed into its row's two lanes a word at a time (a multiply-rotate
+ * step per 8 bytes, no finalisation per cell), framed by a word of its
+ * column, its class and its length (NULL: class 0 and a length no value
+ * has), and each row finalised once.
+ *
+ * A cell's canonical form is binary where a binary form is equal exactly
+ * when the canonical text (mcdc_value_text.h) is: every integer width (and
+ * a decimal of scale 0 that fits) its int64; a decimal its scale and 128
+ * bits; a date its day; a timestamp its microsecond, UTC apart from local;
+ * a bool its bit; a binary its bytes (not its hex); a string its bytes. Only
+ * floating point is hashed by its text (its shortest round-trip digits, so a
+ * float and a double of one value hash alike). Each form is framed by its
+ * family (exact number, floating point, date, timestamp, bool, binary,
+ * string): an int 1 and a string "1" differ, as their types do. The type is
+ * looked at once per column, not per cell. */
 #define NULL_LEN 0xffffffffULL
+enum { CLS_TEXT = 1, CLS_INT, CLS_DEC, CLS_DATE, CLS_TS, CLS_TSZ, CLS_BOOL, CLS_BIN, CLS_FLT };
 
 static inline void absorb(rec_hash *h, uint64_t w) {
     h->a = rotl(h->a ^ (w * 0x87c37b91114253d5ULL), 31) * 0x4cf5ad432745937fULL;
     h->b = (rotl(h->b + w, 27) * 0x52dce729ULL) ^ h->a;
 }
 
+/* The last n (1-7) bytes of a value of `total` bytes, as memcpy into a
+ * zeroed word would give them, without a call: an 8-byte load ending at
+ * the value's end when it has 8 bytes, else byte by byte. */
+static inline uint64_t tail_word(const uint8_t *p, size_t n, size_t total) {
+    uint64_t w = 0;
+    if (total >= 8) {
+        memcpy(&w, p + n - 8, 8);
+        return MCDC_LITTLE_ENDIAN ? w >> (8 * (8 - n)) : w << (8 * (8 - n));
+    }
+    for (size_t j = 0; j < n; j++) ((uint8_t *)&w)[j] = p[j];
+    return w;
+}
+
 static inline void absorb_bytes(rec_hash *h, const uint8_t *p, size_t n) {
+    size_t total = n;
     while (n >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
@@ -166,58 +98,172 @@ static inline void absorb_bytes(rec_hash *h, const uint8_t *p, size_t n) {
         p += 8;
         n -= 8;
     }
-    if (n) {
-        uint64_t w = 0;
-        memcpy(&w, p, n);
-        absorb(h, w);
+    if (n) absorb(h, tail_word(p, n, total));
+}
+
+static inline uint64_t tag(uint64_t col, uint64_t cls, uint64_t low) {
+    return col | cls << 56 | low;
+}
+
+#define VALID(val, r) ((val) == NULL || (((val)[(r) >> 3] >> ((r) & 7)) & 1))
+
+/* Column k's cells of rows [from, from + n) into h[0..n). */
+static int hash_column(rec_hash *h, const mcdc_column *c, int32_t k, int64_t from, int64_t n,
+                       mcdc_error *err) {
+    uint64_t col = ((uint64_t)(k + 1) & 0xffffff) << 32, null_w = col | NULL_LEN;
+    if (c == NULL) {
+        for (int64_t i = 0; i < n; i++) absorb(&h[i], null_w);
+        return MCDC_OK;
+    }
+    const uint8_t *val = c->validity, *v = c->values;
+    switch (c->field->type) {
+    case MCDC_TYPE_UTF8:
+    case MCDC_TYPE_BINARY: {
+        uint64_t t = tag(col, c->field->type == MCDC_TYPE_UTF8 ? CLS_TEXT : CLS_BIN, 0);
+        for (int64_t i = 0, r = from; i < n; i++, r++) {
+            if (!VALID(val, r)) {
+                absorb(&h[i], null_w);
+                continue;
+            }
+            size_t len = (size_t)(c->offsets[r + 1] - c->offsets[r]);
+            absorb(&h[i], t | (uint32_t)len);
+            absorb_bytes(&h[i], c->data + c->offsets[r], len);
+        }
+        return MCDC_OK;
+    }
+    case MCDC_TYPE_FIXED_BINARY: {
+        size_t w = (size_t)c->field->byte_width;
+        uint64_t t = tag(col, CLS_BIN, (uint32_t)w);
+        for (int64_t i = 0, r = from; i < n; i++, r++) {
+            if (!VALID(val, r)) {
+                absorb(&h[i], null_w);
+                continue;
+            }
+            absorb(&h[i], t);
+            absorb_bytes(&h[i], v + (size_t)r * w, w);
+        }
+        return MCDC_OK;
+    }
+    case MCDC_TYPE_BOOL: {
+        uint64_t t = tag(col, CLS_BOOL, 0);
+        for (int64_t i = 0, r = from; i < n; i++, r++) {
+            if (!VALID(val, r)) {
+                absorb(&h[i], null_w);
+                continue;
+            }
+            absorb(&h[i], t | (uint64_t)((v[r >> 3] >> (r & 7)) & 1));
+        }
+        return MCDC_OK;
+    }
+#define FIXED_LOOP(ctype, cls)                                                                     \
+    do {                                                                                           \
+        uint64_t t = tag(col, cls, 0);                                                             \
+        for (int64_t i = 0, r = from; i < n; i++, r++) {                                           \
+            if (!VALID(val, r)) {                                                                  \
+                absorb(&h[i], null_w);                                                             \
+                continue;                                                                          \
+            }                                                                                      \
+            ctype x;                                                                               \
+            memcpy(&x, v + (size_t)r * sizeof x, sizeof x);                                        \
+            absorb(&h[i], t);                                                                      \
+            absorb(&h[i], (uint64_t)(int64_t)x);                                                   \
+        }                                                                                          \
+    } while (0)
+    case MCDC_TYPE_INT8: FIXED_LOOP(int8_t, CLS_INT); return MCDC_OK;
+    case MCDC_TYPE_INT16: FIXED_LOOP(int16_t, CLS_INT); return MCDC_OK;
+    case MCDC_TYPE_INT32: FIXED_LOOP(int32_t, CLS_INT); return MCDC_OK;
+    case MCDC_TYPE_INT64: FIXED_LOOP(int64_t, CLS_INT); return MCDC_OK;
+    case MCDC_TYPE_DATE32: FIXED_LOOP(int32_t, CLS_DATE); return MCDC_OK;
+    case MCDC_TYPE_TIMESTAMP_NTZ: FIXED_LOOP(int64_t, CLS_TS); return MCDC_OK;
+    case MCDC_TYPE_TIMESTAMP_UTC: FIXED_LOOP(int64_t, CLS_TSZ); return MCDC_OK;
+#undef FIXED_LOOP
+    case MCDC_TYPE_DECIMAL: {
+        int32_t scale = c->field->scale;
+        uint64_t t = tag(col, CLS_DEC, (uint32_t)scale), ti = tag(col, CLS_INT, 0);
+        for (int64_t i = 0, r = from; i < n; i++, r++) {
+            if (!VALID(val, r)) {
+                absorb(&h[i], null_w);
+                continue;
+            }
+            uint64_t lo;
+            int64_t hi;
+            memcpy(&lo, v + (size_t)r * 16, 8);
+            memcpy(&hi, v + (size_t)r * 16 + 8, 8);
+            if (scale == 0 && hi == ((int64_t)lo >> 63)) { /* its text is an integer's */
+                absorb(&h[i], ti);
+                absorb(&h[i], lo);
+                continue;
+            }
+            absorb(&h[i], t);
+            absorb(&h[i], lo);
+            absorb(&h[i], (uint64_t)hi);
+        }
+        return MCDC_OK;
+    }
+    case MCDC_TYPE_FLOAT:
+    case MCDC_TYPE_DOUBLE: {
+        uint64_t t = tag(col, CLS_FLT, 0);
+        char tmp[MCDC_TEXT_FIXED_MAX];
+        for (int64_t i = 0, r = from; i < n; i++, r++) {
+            if (!VALID(val, r)) {
+                absorb(&h[i], null_w);
+                continue;
+            }
+            size_t len;
+            if (c->field->type == MCDC_TYPE_FLOAT) {
+                float x;
+                memcpy(&x, v + (size_t)r * 4, 4);
+                len = mcdc_text_float(tmp, x);
+            } else {
+                double x;
+                memcpy(&x, v + (size_t)r * 8, 8);
+                len = mcdc_text_double(tmp, x);
+            }
+            absorb(&h[i], t | (uint32_t)len);
+            absorb_bytes(&h[i], (const uint8_t *)tmp, len);
+        }
+        return MCDC_OK;
+    }
+    default:
+        return mcdc_error_set(err, MCDC_E_UNSUPPORTED, "column %s: type %s cannot be hashed",
+                              c->field->name, mcdc_type_name(c->field->type));
     }
 }
+#undef VALID
+
+static const rec_hash HASH_INIT = {0x243f6a8885a308d3ULL, 0x13198a2e03707344ULL};
 
 int rec_hash_rows(rec_hash *out, const mcdc_column *const *cols, int32_t n_cols, int64_t from,
                   int64_t n, mcdc_error *err) {
-    for (int64_t i = 0; i < n; i++) out[i] = (rec_hash){0x243f6a8885a308d3ULL, 0x13198a2e03707344ULL};
-    char tmp[MCDC_TEXT_FIXED_MAX];
-    mcdc_buf scratch = {0};
-    int rc = MCDC_OK;
-    for (int32_t k = 0; k < n_cols && rc == MCDC_OK; k++) {
-        const mcdc_column *c = cols[k];
-        uint64_t col = (uint64_t)(k + 1) << 32;
-        for (int64_t i = 0; i < n && rc == MCDC_OK; i++) {
-            if (c == NULL || !mcdc_col_is_valid(c, from + i)) {
-                absorb(&out[i], col | NULL_LEN);
-                continue;
-            }
-            const uint8_t *p;
-            size_t len;
-            rc = value_text(c, from + i, tmp, &scratch, &p, &len, err);
-            if (rc) break;
-            absorb(&out[i], col | (uint64_t)(uint32_t)len);
-            absorb_bytes(&out[i], p, len);
-        }
+    for (int64_t i = 0; i < n; i++) out[i] = HASH_INIT;
+    for (int32_t k = 0; k < n_cols; k++) {
+        int rc = hash_column(out, cols[k], k, from, n, err);
+        if (rc) return rc;
     }
     for (int64_t i = 0; i < n; i++) {
         uint64_t a = mcdc_mix64(out[i].a ^ rotl(out[i].b, 17));
         out[i].b = mcdc_mix64(out[i].b + a);
         out[i].a = a;
     }
-    mcdc_buf_free(&scratch);
-    return rc;
+    return MCDC_OK;
+}
+
+int rec_hash_cells(rec_hash *out, const mcdc_column *const *cols, int32_t n_cols, int64_t row,
+                   mcdc_error *err) {
+    for (int32_t k = 0; k < n_cols; k++) {
+        out[k] = HASH_INIT;
+        int rc = hash_column(&out[k], cols[k], k, row, 1, err);
+        if (rc) return rc;
+    }
+    return MCDC_OK;
 }
 
 int rec_cell_eq(bool *eq, const mcdc_column *a, int64_t ra, const mcdc_column *b, int64_t rb,
                 mcdc_error *err) {
-    bool va = a && mcdc_col_is_valid(a, ra), vb = b && mcdc_col_is_valid(b, rb);
-    *eq = va == vb;
-    if (!va || !vb) return MCDC_OK;
-    char ta[MCDC_TEXT_FIXED_MAX], tb[MCDC_TEXT_FIXED_MAX];
-    mcdc_buf sa = {0}, sb = {0};
-    const uint8_t *pa, *pb;
-    size_t na, nb;
-    int rc = value_text(a, ra, ta, &sa, &pa, &na, err);
-    if (rc == MCDC_OK) rc = value_text(b, rb, tb, &sb, &pb, &nb, err);
-    if (rc == MCDC_OK) *eq = na == nb && memcmp(pa, pb, na) == 0;
-    mcdc_buf_free(&sa);
-    mcdc_buf_free(&sb);
+    rec_hash x, y;
+    int rc = rec_hash_cells(&x, &a, 1, ra, err);
+    if (rc == MCDC_OK) rc = rec_hash_cells(&y, &b, 1, rb, err);
+    *eq = rc == MCDC_OK && rec_hash_eq(x, y);
     return rc;
 }
 
@@ -313,6 +359,43 @@ mcdc_reconcile_failure rec_key_failure(bool in_source, bool in_silver, bool in_f
     if (!in_silver) return MCDC_RECONCILE_MISSING_TARGET;
     if (!in_source) return MCDC_RECONCILE_MISSING_SOURCE;
     return MCDC_RECONCILE_RECORD_DIFF;
+}
+
+/* ---- tier 2's entries ------------------------------------------------------------------ */
+static int by_ord(const rec_entry *a, const rec_entry *b) {
+    if (a->null_key != b->null_key) return a->null_key ? 1 : -1;
+    if (!a->null_key && a->ord != b->ord) return a->ord < b->ord ? -1 : 1;
+    return (a->seq > b->seq) - (a->seq < b->seq); /* the first row read first */
+}
+
+static int by_ord_q(const void *x, const void *y) { return by_ord(x, y); }
+
+int64_t rec_entries_order(rec_entry *e, int64_t n) {
+    /* the snapshot reader reads a range in key order: mostly sorted already */
+    bool sorted = true;
+    for (int64_t i = 1; i < n && sorted; i++) sorted = by_ord(&e[i - 1], &e[i]) <= 0;
+    if (!sorted) qsort(e, (size_t)n, sizeof *e, by_ord_q);
+    int64_t k = 0;
+    while (k < n && !e[k].null_key) k++;
+    for (int64_t i = 1; i < k; i++)
+        if (e[i].ord == e[i - 1].ord) e[i].seen = true; /* a key twice: its first row */
+    return k;
+}
+
+int64_t rec_entries_find(const rec_entry *e, int64_t n_ord, int64_t *finger, int64_t v) {
+    int64_t lo = 0, hi = n_ord;
+    if (*finger < n_ord && e[*finger].ord <= v) { /* a few steps on, else bisect what is left */
+        lo = *finger;
+        for (int k = 0; k < 8 && lo < hi; k++, lo++)
+            if (e[lo].ord >= v) break;
+    }
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (e[mid].ord < v) lo = mid + 1;
+        else hi = mid;
+    }
+    *finger = lo;
+    return lo < n_ord && e[lo].ord == v ? lo : -1;
 }
 
 /* ---- sample ------------------------------------------------------------------------- */

@@ -113,6 +113,41 @@ def test_planted_faults_in_silver_are_found_exactly(built):
     assert r0["hashed"] == r0["mismatch"] >= 1
 
 
+def test_faults_in_many_buckets_are_named_by_their_columns(built):
+    """Rows changed in several columns of several types (a decimal, a
+    datetime2, a varbinary set to NULL, a string) and rows deleted, spread
+    over the first, middle and last of many small buckets: Tier 2 keeps no
+    source row, so each key is named by a second read of its bucket, while
+    the next bucket is being read. Each change names exactly its columns."""
+    job, _ = built
+    silver = silver_of(job)
+    rows = {r["id"]: r for r in delta_rows(silver)}
+    ids = sorted(rows)
+    q = len(ids) // 4
+    changes = {
+        ids[1]: {"amount": "coalesce(amount, 0) + 1"},
+        ids[q]: {"at": "CAST('2001-02-03 04:05:06' AS TIMESTAMP)", "name": "'both'"},
+        ids[2 * q]: {"blob": "NULL"} if rows[ids[2 * q]]["blob"] is not None else {"blob": "X'00'"},
+        ids[-2]: {"name": "concat(name, 'x')", "amount": "coalesce(amount, 0) * 2 + 1"},
+    }
+    for k, upd in changes.items():
+        DeltaTable(silver).update(predicate=f"id = {k}", updates=upd)
+    gone = [ids[0], ids[q + 1], ids[-1]]
+    DeltaTable(silver).delete(f"id IN ({', '.join(map(str, gone))})")
+    r = reconcile(job, "--bucket-rows", "25", "--sample", "1", want=EXIT_DIFFERS)
+    assert r["buckets"] > 8 and r["hashed"] == r["buckets"], r
+    assert r["failures"] == {"MISSING_TARGET": 3, "RECORD_DIFF": 4}, r
+    got = {json.loads(x["key"])["id"]: (x["failure_type"], json.loads(x["detail"]))
+           for x in report_rows(job, r["run_id"]) if x["key"]}
+    assert {k: v[0] for k, v in got.items()} == {**{k: "RECORD_DIFF" for k in changes},
+                                                 **{k: "MISSING_TARGET" for k in gone}}, got
+    for k, upd in changes.items():
+        cols = [c for c in ("name", "amount", "at", "note", "blob") if c in upd]
+        assert got[k][1]["columns"] == ", ".join(cols), (k, got[k])
+        assert got[k][1]["silver_start_lsn"].startswith("0x"), got[k]
+    assert all(got[k][1] == {} for k in gone), got
+
+
 def test_a_bronze_change_dropped_before_apply_is_found(built):
     """An insert, an update and a delete reach bronze, then their rows are
     deleted from bronze before apply: silver misses them for good (a later
@@ -256,6 +291,9 @@ def test_a_composite_key_gets_a_whole_count_and_sampled_ranges(sim, workdir):
     got = {(tuple(json.loads(x["key"]).values()), x["failure_type"])
            for x in report_rows(job, r["run_id"]) if x["key"]}
     assert got == {((ga, gi), "MISSING_TARGET"), ((ca, ci), "RECORD_DIFF")}
+    details = [json.loads(x["detail"]) for x in report_rows(job, r["run_id"])
+               if x["failure_type"] == "RECORD_DIFF"]
+    assert len(details) == 1 and details[0]["columns"] == "qty", details
     bucket = [x for x in report_rows(job, r["run_id"]) if x["status"]][0]
     assert bucket["bucket_lo"] is None and bucket["bucket_hi"] is None
     assert bucket["source_key_sum"] is None and bucket["silver_rows"] == bucket["source_rows"] - 1

@@ -1,9 +1,11 @@
 /* test_reconcile.c - reconcile's pure parts: the bucket grid and its merge,
  * the row hash (equal exactly when the canonical texts are), the verdicts,
  * the sample, the key set and the chunk checks. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "mcdc_reconcile.h"
+#include "mcdc_value_text.h"
 #include "mcdc_test.h"
 
 TEST(reconcile_floor_division_and_fine_width) {
@@ -392,4 +394,175 @@ TEST(reconcile_api_refuses_bad_configs_and_prints_the_result) {
     size_t full = strlen(j);
     CHECK_EQ_INT(mcdc_reconcile_result_json(j, full, &res, &e), MCDC_E_LIMIT);
     CHECK_EQ_INT(mcdc_reconcile_result_json(j, full + 1, &res, &e), MCDC_OK);
+}
+
+/* The cell hash against the canonical text it stands for: over columns of
+ * every type and small values (so that equal ones are frequent, across
+ * widths and types too), two cells hash alike exactly when their texts are
+ * equal, within a family (exact numbers, floating point, dates, timestamps,
+ * bools, binaries, strings); cells of two families never do. */
+enum { F_NUM, F_FLT, F_DATE, F_TS, F_BOOL, F_BIN, F_STR };
+TEST(reconcile_cell_hash_is_equal_exactly_when_the_text_is) {
+    static const struct {
+        mcdc_type_id t;
+        int32_t p, s, w;
+        int fam;
+    } T[] = {
+        {MCDC_TYPE_INT8, 0, 0, 0, F_NUM},     {MCDC_TYPE_INT16, 0, 0, 0, F_NUM},
+        {MCDC_TYPE_INT32, 0, 0, 0, F_NUM},    {MCDC_TYPE_INT64, 0, 0, 0, F_NUM},
+        {MCDC_TYPE_DECIMAL, 38, 0, 0, F_NUM}, {MCDC_TYPE_DECIMAL, 10, 2, 0, F_NUM},
+        {MCDC_TYPE_DECIMAL, 18, 2, 0, F_NUM}, {MCDC_TYPE_DECIMAL, 18, 4, 0, F_NUM},
+        {MCDC_TYPE_FLOAT, 0, 0, 0, F_FLT},    {MCDC_TYPE_DOUBLE, 0, 0, 0, F_FLT},
+        {MCDC_TYPE_DATE32, 0, 0, 0, F_DATE},  {MCDC_TYPE_TIMESTAMP_NTZ, 0, 0, 0, F_TS},
+        {MCDC_TYPE_TIMESTAMP_UTC, 0, 0, 0, F_TS}, {MCDC_TYPE_BOOL, 0, 0, 0, F_BOOL},
+        {MCDC_TYPE_BINARY, 0, 0, 0, F_BIN},   {MCDC_TYPE_FIXED_BINARY, 0, 0, 2, F_BIN},
+        {MCDC_TYPE_UTF8, 0, 0, 0, F_STR},
+    };
+    enum { NT = sizeof T / sizeof T[0], ROWS = 48 };
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_schema *s;
+    CHECK_EQ_INT(mcdc_schema_create(&s, NT, &e), MCDC_OK);
+    for (int i = 0; i < NT; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "c%d", i);
+        CHECK_EQ_INT(mcdc_schema_set(s, i, name, T[i].t, T[i].p, T[i].s, T[i].w, true, &e), MCDC_OK);
+    }
+    mcdc_batch *b;
+    CHECK_EQ_INT(mcdc_batch_create(&b, s, ROWS, &e), MCDC_OK);
+    mcdc_schema_unref(s);
+    static const char *STR[] = {"1", "a", "", "ab", "0x0102", "abcdefghijk", "abcdefghijl"};
+    uint64_t seed = 12345;
+    for (int r = 0; r < ROWS; r++) {
+        for (int i = 0; i < NT; i++) {
+            mcdc_column *c = &b->columns[i];
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            int64_t v = (int64_t)((seed >> 33) % 5) - 2; /* -2..2 */
+            if ((seed >> 40) % 7 == 0) {
+                CHECK_EQ_INT(mcdc_col_append_null(c, &e), MCDC_OK);
+                continue;
+            }
+            int rc;
+            switch (T[i].t) {
+            case MCDC_TYPE_DECIMAL: /* 100 at scale 2 is 1.00; both sides of a width */
+                rc = mcdc_col_append_decimal(c, (uint64_t)(v * (T[i].s ? 50 : 1)), v < 0 ? -1 : 0, &e);
+                break;
+            case MCDC_TYPE_FLOAT:
+            case MCDC_TYPE_DOUBLE: rc = mcdc_col_append_double(c, (double)v / 2, &e); break;
+            case MCDC_TYPE_BOOL: rc = mcdc_col_append_bool(c, v > 0, &e); break;
+            case MCDC_TYPE_BINARY:
+            case MCDC_TYPE_FIXED_BINARY: {
+                uint8_t x[2] = {(uint8_t)(v & 1), (uint8_t)(v + 2)};
+                rc = mcdc_col_append_bytes(c, x, T[i].t == MCDC_TYPE_BINARY && v == 0 ? 1 : 2, &e);
+                break;
+            }
+            case MCDC_TYPE_UTF8: {
+                const char *t = STR[(v + 2 + r) % 7];
+                rc = mcdc_col_append_bytes(c, t, (int64_t)strlen(t), &e);
+                break;
+            }
+            default: rc = mcdc_col_append_int(c, v, &e); break;
+            }
+            CHECK_EQ_INT(rc, MCDC_OK);
+        }
+    }
+    CHECK_EQ_INT(mcdc_batch_seal(b, &e), MCDC_OK);
+    /* every cell's hash and text ("" and valid false: NULL) */
+    rec_hash h[NT][ROWS];
+    char *text[NT][ROWS];
+    for (int i = 0; i < NT; i++) {
+        const mcdc_column *c = &b->columns[i];
+        for (int r = 0; r < ROWS; r++) {
+            CHECK_EQ_INT(rec_hash_cells(&h[i][r], &c, 1, r, &e), MCDC_OK);
+            text[i][r] = NULL;
+            if (!mcdc_col_is_valid(c, r)) continue;
+            mcdc_buf t = {0};
+            CHECK_EQ_INT(mcdc_text_cell(&t, c, r, &e), MCDC_OK);
+            CHECK_EQ_INT(mcdc_buf_cstr(&t, &e), MCDC_OK);
+            text[i][r] = (char *)t.data;
+        }
+    }
+    int64_t equal = 0, pairs = 0, bad = 0;
+    for (int i = 0; i < NT; i++)
+        for (int r = 0; r < ROWS; r++)
+            for (int j = 0; j < NT; j++)
+                for (int q = 0; q < ROWS; q++) {
+                    const char *x = text[i][r], *y = text[j][q];
+                    bool want = (x == NULL && y == NULL) ||
+                                (x && y && T[i].fam == T[j].fam && strcmp(x, y) == 0);
+                    bool got = rec_hash_eq(h[i][r], h[j][q]);
+                    pairs++;
+                    equal += want && i != j;
+                    if (want != got && bad++ < 5)
+                        fprintf(stderr, "  c%d row %d (%s) vs c%d row %d (%s): hash %s\n", i, r,
+                                x ? x : "NULL", j, q, y ? y : "NULL", got ? "equal" : "differs");
+                }
+    CHECK_EQ_INT(bad, 0);
+    CHECK(equal > 1000); /* the values meet across columns often */
+    CHECK(pairs == (int64_t)NT * ROWS * NT * ROWS);
+    /* rec_cell_eq is the same relation */
+    bool eq;
+    CHECK_EQ_INT(rec_cell_eq(&eq, &b->columns[0], 0, &b->columns[0], 0, &e), MCDC_OK);
+    CHECK(eq);
+    for (int i = 0; i < NT; i++)
+        for (int r = 0; r < ROWS; r++) mcdc_free(text[i][r]);
+    mcdc_batch_free(b);
+}
+
+/* Tier 2's entries: ordered by ordinal (NULL keys last, a key's first row
+ * first, later rows of it marked), not moved when they come in order; the
+ * lookup from the finger is the bisection's answer for any order of
+ * lookups. */
+TEST(reconcile_entries_order_and_merge_lookup) {
+    enum { N = 2000 };
+    rec_entry *e = mcdc_calloc(N, sizeof *e);
+    CHECK(e != NULL);
+    uint64_t seed = 99;
+    int64_t nulls = 0;
+    for (int64_t i = 0; i < N; i++) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        e[i].seq = i;
+        e[i].pend = -1;
+        e[i].null_key = (seed >> 50) % 17 == 0;
+        e[i].ord = e[i].null_key ? i : (int64_t)((seed >> 33) % 3000) - 1000; /* duplicates */
+        nulls += e[i].null_key;
+    }
+    int64_t n_ord = rec_entries_order(e, N);
+    CHECK_EQ_INT(n_ord, N - nulls);
+    int64_t marked = 0;
+    for (int64_t i = 1; i < N; i++) {
+        if (i < n_ord) {
+            CHECK(e[i - 1].ord < e[i].ord || (e[i - 1].ord == e[i].ord && e[i - 1].seq < e[i].seq));
+            CHECK(e[i].seen == (e[i - 1].ord == e[i].ord));
+            marked += e[i].seen;
+        } else {
+            CHECK(e[i].null_key);
+            if (i > n_ord) CHECK(e[i - 1].seq < e[i].seq);
+        }
+    }
+    CHECK(marked > 0 && !e[0].seen);
+    /* lookups: ascending (a merge), then random, against a linear search */
+    int64_t finger = 0, steps = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int64_t k = 0; k < 4000; k++) {
+            int64_t v = pass == 0 ? k - 1200 : (int64_t)(((uint64_t)k * 2654435761u) % 4000) - 1200;
+            int64_t want = -1;
+            for (int64_t i = 0; i < n_ord && want < 0; i++)
+                if (e[i].ord == v) want = i;
+            CHECK_EQ_INT(rec_entries_find(e, n_ord, &finger, v), want);
+            steps++;
+        }
+    }
+    CHECK_EQ_INT(steps, 8000);
+    CHECK_EQ_INT(rec_entries_find(e, 0, &finger, 5), -1);
+    /* already in order: left as it is */
+    rec_entry in[4] = {{.ord = 1, .seq = 0}, {.ord = 1, .seq = 1}, {.ord = 7, .seq = 2},
+                       {.ord = 0, .seq = 3, .null_key = true}};
+    CHECK_EQ_INT(rec_entries_order(in, 4), 3);
+    CHECK(in[0].seq == 0 && in[1].seq == 1 && in[2].seq == 2 && in[3].seq == 3);
+    CHECK(!in[0].seen && in[1].seen && !in[2].seen);
+    finger = 0;
+    CHECK_EQ_INT(rec_entries_find(in, 3, &finger, 1), 0);
+    CHECK_EQ_INT(rec_entries_find(in, 3, &finger, 7), 2);
+    CHECK_EQ_INT(rec_entries_find(in, 3, &finger, 8), -1);
+    mcdc_free(e);
 }
