@@ -1382,6 +1382,16 @@ static int read_position(mcdc_reconcile *r, mcdc_error *err) {
         rc = mcdc_error_set(err, MCDC_E_INVALID,
                             "silver %s does not exist: run mssql-cdc apply first (nothing to compare)",
                             r->cfg.silver);
+    /* Without silver's position nothing tells a change in flight from a
+     * difference (every bronze change would be newer than it): the control
+     * row is keyed by the name apply was given, so a name spelled otherwise
+     * (a relative path for an absolute one) finds none. */
+    if (rc == MCDC_OK && !r->has_e)
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "silver %s has no applied_lsn in control table %s: name it exactly as "
+                            "mssql-cdc apply was given its --target (the control row is keyed by "
+                            "that name), or run apply to completion first",
+                            r->cfg.silver, r->cfg.control_table);
     if (rc == MCDC_OK) r->version = mcdc_table_view_version(r->sview);
     return rc;
 }

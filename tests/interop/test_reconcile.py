@@ -266,6 +266,13 @@ def test_bad_arguments_are_refused_before_anything_is_read(built):
         assert p.returncode == 2 and what in p.stderr, p.stderr
     p = run_cli(*reconcile_args(job, "--silver", job.bronze), check=False)
     assert p.returncode == 7, p.stderr
+    # silver named otherwise than apply's --target: its control row is not
+    # found, and without silver's position nothing tells in flight from
+    # differing: refused (it read the change table from LSN 0 before)
+    other = os.path.relpath(silver_of(job))
+    assert other != silver_of(job)
+    p = run_cli(*reconcile_args(job, "--silver", other), check=False)
+    assert p.returncode == 2 and "has no applied_lsn in control table" in p.stderr, p.stderr
     assert not os.path.exists(report_of(job))
 
 
