@@ -49,8 +49,12 @@ int mcdc_changes_min_lsn(mcdc_changes *c, mcdc_lsn *out, mcdc_error *err);
  * following, the newest listed instance whose start LSN is at or below
  * it (the oldest when none is), else the one it reads. A position's loss
  * is decided there: an older instance's cleanup does not touch a stream
- * past the newer one's start, and a stream before it needs the older. */
-int mcdc_changes_min_lsn_at(mcdc_changes *c, const mcdc_lsn *at, mcdc_lsn *out, mcdc_error *err);
+ * past the newer one's start, and a stream before it needs the older.
+ * read_ci (NULL or "": none): the instance the position records; none
+ * older than it is picked (its cleanup moves its start LSN past `at`, and
+ * the older instance does not stand in for it: mcdc_changes_batch_plan). */
+int mcdc_changes_min_lsn_at(mcdc_changes *c, const mcdc_lsn *at, const char *read_ci,
+                            mcdc_lsn *out, mcdc_error *err);
 /* The n-th entry of cdc.lsn_time_mapping after start; *found false when
  * fewer than n exist (then out is the last one, if any). */
 int mcdc_changes_nth_commit_after(mcdc_changes *c, const mcdc_lsn *start, int64_t n,

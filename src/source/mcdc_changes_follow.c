@@ -402,11 +402,7 @@ mcdc_reader_options mcdc_changes__range_options(const mcdc_changes *c, const mcd
 
 /* ---- planning -------------------------------------------------------------------- */
 
-/* The index of the instance a position records (read_ci), the first a
- * batch after it may read; 0 when it records none, or one no longer listed
- * (the configured instance dropped: followed through the newest, as an
- * unrecorded position). */
-static int floor_of(const mcdc_changes *c, const char *read_ci) {
+int mcdc_changes__follow_floor(const mcdc_changes *c, const char *read_ci) {
     int at = read_ci && read_ci[0] ? find_inst(c, read_ci) : -1;
     return at > 0 ? at : 0;
 }
@@ -420,7 +416,7 @@ static int cut(const mcdc_changes *c, const mcdc_lsn *start, const mcdc_lsn *end
     mcdc_lsn *starts = mcdc_calloc((size_t)c->n_inst, sizeof *starts);
     if (starts == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     for (int i = 0; i < c->n_inst; i++) starts[i] = c->inst[i].start_lsn;
-    *n = mcdc_follow_cut(out, c->n_inst, starts, c->n_inst, floor_of(c, read_ci), &from, end);
+    *n = mcdc_follow_cut(out, c->n_inst, starts, c->n_inst, mcdc_changes__follow_floor(c, read_ci), &from, end);
     mcdc_free(starts);
     return MCDC_OK;
 }
@@ -638,7 +634,7 @@ int mcdc_changes_batch_plan(mcdc_changes *c, const mcdc_lsn *start, const char *
     if (rc == MCDC_OK) rc = check_ddl(c, out, start, end, err);
     /* A switch: a piece from the start of an instance the position has not
      * read (the floor's start may equal from after a cleanup of it). */
-    int lowest = floor_of(c, read_ci);
+    int lowest = mcdc_changes__follow_floor(c, read_ci);
     for (int i = 0; rc == MCDC_OK && i < out->n_pieces; i++) {
         const mcdc_changes_piece *q = &out->pieces[i];
         const mcdc_follow_inst *x = &c->inst[q->instance];
