@@ -416,7 +416,8 @@ static int cut(const mcdc_changes *c, const mcdc_lsn *start, const mcdc_lsn *end
     mcdc_lsn *starts = mcdc_calloc((size_t)c->n_inst, sizeof *starts);
     if (starts == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     for (int i = 0; i < c->n_inst; i++) starts[i] = c->inst[i].start_lsn;
-    *n = mcdc_follow_cut(out, c->n_inst, starts, c->n_inst, mcdc_changes__follow_floor(c, read_ci), &from, end);
+    *n = mcdc_follow_cut(out, c->n_inst, starts, c->n_inst,
+                         mcdc_changes__follow_floor(c, read_ci), &from, end);
     mcdc_free(starts);
     return MCDC_OK;
 }
