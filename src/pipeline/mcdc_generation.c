@@ -144,10 +144,12 @@ int mcdc_generation_names(char **checkpoint, char **app_id, const char *base_che
 /* ---- the recovery ------------------------------------------------------------------ */
 
 /* The offset generation n has reached: its last committed unit's end, or
- * the start its checkpoint was bound with; *found false when neither. */
-static int position_of(mcdc_offset *out, bool *found, const mcdc_recovery *r, int64_t n,
-                       mcdc_error *err) {
+ * the start its checkpoint was bound with; *found false when neither. ci:
+ * the capture instance the end records ("" when none). */
+static int position_of(mcdc_offset *out, char ci[MCDC_IDENT_BYTES_MAX + 1], bool *found,
+                       const mcdc_recovery *r, int64_t n, mcdc_error *err) {
     *found = false;
+    ci[0] = 0;
     char *dir = NULL, *sink = NULL;
     int rc = mcdc_generation_names(&dir, &sink, r->checkpoint, r->app_id, n, err);
     mcdc_ckpt_binding b = r->binding;
@@ -161,6 +163,8 @@ static int position_of(mcdc_offset *out, bool *found, const mcdc_recovery *r, in
     if (rc == MCDC_OK && committed >= 0) {
         rc = mcdc_checkpoint_read_plan(c, committed, &start, &end, err);
         if (rc == MCDC_OK) rc = mcdc_offset_parse(out, end, err);
+        const char *read = json_string_value(json_object_get(end, "capture_instance"));
+        if (read) snprintf(ci, MCDC_IDENT_BYTES_MAX + 1, "%s", read);
         *found = rc == MCDC_OK;
     } else if (rc == MCDC_OK && !fresh && mcdc_checkpoint_start(c)) {
         rc = mcdc_offset_parse(out, mcdc_checkpoint_start(c), err);
@@ -263,13 +267,14 @@ int mcdc_generation_recover(mcdc_generation *g, const mcdc_recovery *r, bool *re
     int64_t n = g->n;
     /* 1. The position of the live generation. */
     mcdc_offset start;
+    char read_ci[MCDC_IDENT_BYTES_MAX + 1] = ""; /* the instance the position records */
     bool found = false;
     int rc = MCDC_OK;
     if (g->recovering) {
         start = g->recovering_from;
         found = true;
     } else {
-        rc = position_of(&start, &found, r, n, err);
+        rc = position_of(&start, read_ci, &found, r, n, err);
         if (rc == MCDC_OK && !found) rc = first_position(&start, &found, g, r, err);
     }
     if (rc || !found) return rc;
@@ -279,13 +284,13 @@ int mcdc_generation_recover(mcdc_generation *g, const mcdc_recovery *r, bool *re
     if (rc == MCDC_OK) rc = mcdc_lsn_parse_cstr(&at, start.lsn, err);
     if (rc || mcdc_lsn_cmp(&max, &at) <= 0) return rc; /* nothing to read yet */
     bool lost = false;
-    rc = mcdc_snapshot_purged(r->changes, start.lsn, &lost, err);
+    rc = mcdc_snapshot_purged_after(r->changes, start.lsn, read_ci, &lost, err);
     if (rc || !lost) return rc;
     /* the min_lsn of the instance the stream reads after its position (the
      * newer one once it read past its start), as the purge check decided */
     mcdc_lsn after;
     rc = mcdc_lsn_increment(&after, &at, err);
-    if (rc == MCDC_OK) rc = mcdc_changes_min_lsn_at(r->changes, &after, &low, err);
+    if (rc == MCDC_OK) rc = mcdc_changes_min_lsn_at(r->changes, &after, read_ci, &low, err);
     char low_text[MCDC_LSN_TEXT_LEN + 1];
     mcdc_lsn_format(&low, low_text);
     int64_t lost_to_us = 0;

@@ -15,14 +15,18 @@
 #include "mcdc_tables.h"
 
 int mcdc_snapshot_purged(void *changes_ctx, const char *lsn, bool *purged, mcdc_error *err) {
-    mcdc_changes *c = changes_ctx;
+    return mcdc_snapshot_purged_after(changes_ctx, lsn, NULL, purged, err);
+}
+
+int mcdc_snapshot_purged_after(mcdc_changes *c, const char *lsn, const char *read_ci, bool *purged,
+                               mcdc_error *err) {
     *purged = false;
     mcdc_lsn at, next, min;
     int rc = mcdc_lsn_parse_cstr(&at, lsn, err);
     if (rc == MCDC_OK) rc = mcdc_lsn_increment(&next, &at, err);
     /* the instance a stream continuing from lsn reads (ADR 0023: the
      * older one's cleanup does not concern a stream past the newer start) */
-    if (rc == MCDC_OK) rc = mcdc_changes_min_lsn_at(c, &next, &min, err);
+    if (rc == MCDC_OK) rc = mcdc_changes_min_lsn_at(c, &next, read_ci, &min, err);
     if (rc == MCDC_OK) *purged = !mcdc_lsn_is_zero(&min) && mcdc_lsn_cmp(&next, &min) < 0;
     return rc;
 }
@@ -190,7 +194,7 @@ static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
      * passed it while the table was read. */
     mcdc_lsn min, next;
     if (rc == MCDC_OK) rc = mcdc_lsn_increment(&next, &lsn, err);
-    if (rc == MCDC_OK) rc = mcdc_changes_min_lsn_at(e->changes, &next, &min, err);
+    if (rc == MCDC_OK) rc = mcdc_changes_min_lsn_at(e->changes, &next, NULL, &min, err);
     if (rc == MCDC_OK && !mcdc_lsn_is_zero(&min) && mcdc_lsn_cmp(&next, &min) < 0) {
         char m[MCDC_LSN_TEXT_LEN + 1];
         mcdc_lsn_format(&min, m);

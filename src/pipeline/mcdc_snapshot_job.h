@@ -85,6 +85,10 @@ int mcdc_snapshot_open_chunked(mcdc_offset *s, const mcdc_chunked_open *o, mcdc_
 /* Has CDC cleanup passed lsn (changes_ctx: the mcdc_changes)? Its next
  * LSN is below the capture instance's min_lsn (mcdc_purged_fn). */
 int mcdc_snapshot_purged(void *changes_ctx, const char *lsn, bool *purged, mcdc_error *err);
+/* The same for a stream's position that records the instance it read
+ * (read_ci; mcdc_changes_min_lsn_at). */
+int mcdc_snapshot_purged_after(mcdc_changes *c, const char *lsn, const char *read_ci, bool *purged,
+                               mcdc_error *err);
 
 
 #endif /* MCDC_SNAPSHOT_JOB_H */

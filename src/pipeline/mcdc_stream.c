@@ -268,7 +268,7 @@ static int job_plan(void *job, const json_t *last_end, json_t **start_j, json_t 
     /* A newer capture instance whose columns the schema lacks: this batch
      * ends just before its start, the next one stops there. */
     bool cut = false;
-    rc = mcdc_changes_follow_end(s->changes, &start.lsn, &end.lsn, &cut, end.ci, err);
+    rc = mcdc_changes_follow_end(s->changes, &start.lsn, start.ci, &end.lsn, &cut, end.ci, err);
     if (rc == MCDC_OK && cut)
         rc = mcdc_changes_commit_time(s->changes, &end.lsn, &end.commit_us, &end.has_ts, err);
     if (rc) return rc;
@@ -557,7 +557,8 @@ static int job_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_resul
     if (rc == MCDC_OK) rc = offset_parse(&s->end, u->end, err);
     if (rc) return rc;
     /* The schema checks come first: a batch that fails them reads nothing. */
-    rc = mcdc_changes_batch_plan(s->changes, &s->start.lsn, &s->end.lsn, &s->batch, err);
+    rc = mcdc_changes_batch_plan(s->changes, &s->start.lsn, s->start.ci, &s->end.lsn, &s->batch,
+                                 err);
     if (rc == MCDC_OK && switch_crash(s, u, "switch_planned", err)) return MCDC_E_CANCELLED;
     mcdc_appender *app = NULL;
     if (rc == MCDC_OK) rc = read_pieces(s, u, &app, err);
@@ -567,8 +568,9 @@ static int job_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_resul
     if (rc == MCDC_E_SCHEMA) {
         mcdc_changes_batch again;
         mcdc_error why = MCDC_ERROR_INIT;
-        if (mcdc_changes_batch_plan(s->changes, &s->start.lsn, &s->end.lsn, &again, &why) ==
-                MCDC_E_SCHEMA && err)
+        if (mcdc_changes_batch_plan(s->changes, &s->start.lsn, s->start.ci, &s->end.lsn, &again,
+                                    &why) == MCDC_E_SCHEMA &&
+            err)
             *err = why;
         mcdc_changes_batch_free(&again);
     }

@@ -464,18 +464,19 @@ int mcdc_changes_min_lsn(mcdc_changes *c, mcdc_lsn *out, mcdc_error *err) {
 }
 
 /* The instance a stream reads `at` from (see mcdc_changes_min_lsn_at). */
-static const char *instance_at(const mcdc_changes *c, const mcdc_lsn *at) {
+static const char *instance_at(const mcdc_changes *c, const mcdc_lsn *at, const char *read_ci) {
     if (!c->follow || c->n_inst == 0) return c->ci;
-    int pick = 0;
-    for (int i = 1; i < c->n_inst; i++)
+    int pick = mcdc_changes__follow_floor(c, read_ci);
+    for (int i = pick + 1; i < c->n_inst; i++)
         if (!mcdc_lsn_is_zero(&c->inst[i].start_lsn) && mcdc_lsn_cmp(&c->inst[i].start_lsn, at) <= 0)
             pick = i;
     return c->inst[pick].name;
 }
 
-int mcdc_changes_min_lsn_at(mcdc_changes *c, const mcdc_lsn *at, mcdc_lsn *out, mcdc_error *err) {
+int mcdc_changes_min_lsn_at(mcdc_changes *c, const mcdc_lsn *at, const char *read_ci,
+                            mcdc_lsn *out, mcdc_error *err) {
     int rc;
-    CONTROL_CALL(rc, c, err, mcdc_cdc_min_lsn(out, c->client, instance_at(c, at), err));
+    CONTROL_CALL(rc, c, err, mcdc_cdc_min_lsn(out, c->client, instance_at(c, at, read_ci), err));
     return rc;
 }
 

@@ -49,8 +49,12 @@ int mcdc_changes_min_lsn(mcdc_changes *c, mcdc_lsn *out, mcdc_error *err);
  * following, the newest listed instance whose start LSN is at or below
  * it (the oldest when none is), else the one it reads. A position's loss
  * is decided there: an older instance's cleanup does not touch a stream
- * past the newer one's start, and a stream before it needs the older. */
-int mcdc_changes_min_lsn_at(mcdc_changes *c, const mcdc_lsn *at, mcdc_lsn *out, mcdc_error *err);
+ * past the newer one's start, and a stream before it needs the older.
+ * read_ci (NULL or "": none): the instance the position records; none
+ * older than it is picked (its cleanup moves its start LSN past `at`, and
+ * the older instance does not stand in for it: mcdc_changes_batch_plan). */
+int mcdc_changes_min_lsn_at(mcdc_changes *c, const mcdc_lsn *at, const char *read_ci,
+                            mcdc_lsn *out, mcdc_error *err);
 /* The n-th entry of cdc.lsn_time_mapping after start; *found false when
  * fewer than n exist (then out is the last one, if any). */
 int mcdc_changes_nth_commit_after(mcdc_changes *c, const mcdc_lsn *start, int64_t n,
@@ -86,13 +90,20 @@ int mcdc_changes_plan(mcdc_changes *c, const mcdc_lsn *from, const mcdc_lsn *to,
  * instance that is gone is followed through the newest instance listed.
  * Names and pieces handed out stay valid until the next planning. */
 
+/* read_ci (here and in mcdc_changes_batch_plan): the instance start's
+ * position records ("capture_instance"; NULL or "": none). A batch after
+ * it reads no instance older than that one: a cleanup of it that passed
+ * the position is its loss (the retention guard of its piece), not a range
+ * for the older instance to fill. One no longer listed counts as none. */
+
 /* Where a batch after start should end at most, given the end the
  * positions allow (*end, lowered in place): just before the start S of a
  * newer instance whose columns the stream's schema does not hold, so that
  * the batch before S commits and the stream stops at S (*cut). ci: the
  * instance the batch reads last (the position records it). */
-int mcdc_changes_follow_end(mcdc_changes *c, const mcdc_lsn *start, mcdc_lsn *end, bool *cut,
-                            char ci[MCDC_IDENT_BYTES_MAX + 1], mcdc_error *err);
+int mcdc_changes_follow_end(mcdc_changes *c, const mcdc_lsn *start, const char *read_ci,
+                            mcdc_lsn *end, bool *cut, char ci[MCDC_IDENT_BYTES_MAX + 1],
+                            mcdc_error *err);
 
 /* A batch's part read from one instance. */
 typedef struct mcdc_changes_piece {
@@ -125,8 +136,8 @@ typedef struct mcdc_changes_batch {
  * its events. MCDC_E_SCHEMA before anything is read: DDL whose type change
  * the stream cannot hold, or any DDL under schemaChangePolicy=fail. *out
  * is the caller's (mcdc_changes_batch_free). */
-int mcdc_changes_batch_plan(mcdc_changes *c, const mcdc_lsn *start, const mcdc_lsn *end,
-                            mcdc_changes_batch *out, mcdc_error *err);
+int mcdc_changes_batch_plan(mcdc_changes *c, const mcdc_lsn *start, const char *read_ci,
+                            const mcdc_lsn *end, mcdc_changes_batch *out, mcdc_error *err);
 void mcdc_changes_batch_free(mcdc_changes_batch *b);
 /* sys.fn_cdc_get_min_lsn of the piece's instance. */
 int mcdc_changes_piece_min_lsn(mcdc_changes *c, const mcdc_changes_piece *p, mcdc_lsn *out,

@@ -402,8 +402,13 @@ mcdc_reader_options mcdc_changes__range_options(const mcdc_changes *c, const mcd
 
 /* ---- planning -------------------------------------------------------------------- */
 
+int mcdc_changes__follow_floor(const mcdc_changes *c, const char *read_ci) {
+    int at = read_ci && read_ci[0] ? find_inst(c, read_ci) : -1;
+    return at > 0 ? at : 0;
+}
+
 static int cut(const mcdc_changes *c, const mcdc_lsn *start, const mcdc_lsn *end,
-               mcdc_follow_piece *out, int *n, mcdc_error *err) {
+               const char *read_ci, mcdc_follow_piece *out, int *n, mcdc_error *err) {
     *n = 0;
     mcdc_lsn from;
     int rc = mcdc_lsn_increment(&from, start, err);
@@ -411,7 +416,8 @@ static int cut(const mcdc_changes *c, const mcdc_lsn *start, const mcdc_lsn *end
     mcdc_lsn *starts = mcdc_calloc((size_t)c->n_inst, sizeof *starts);
     if (starts == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     for (int i = 0; i < c->n_inst; i++) starts[i] = c->inst[i].start_lsn;
-    *n = mcdc_follow_cut(out, c->n_inst, starts, c->n_inst, &from, end);
+    *n = mcdc_follow_cut(out, c->n_inst, starts, c->n_inst,
+                         mcdc_changes__follow_floor(c, read_ci), &from, end);
     mcdc_free(starts);
     return MCDC_OK;
 }
@@ -429,8 +435,9 @@ static bool holds(const mcdc_changes *c, const mcdc_follow_inst *x) {
     return rc == MCDC_OK;
 }
 
-int mcdc_changes_follow_end(mcdc_changes *c, const mcdc_lsn *start, mcdc_lsn *end, bool *cut_at,
-                            char ci[MCDC_IDENT_BYTES_MAX + 1], mcdc_error *err) {
+int mcdc_changes_follow_end(mcdc_changes *c, const mcdc_lsn *start, const char *read_ci,
+                            mcdc_lsn *end, bool *cut_at, char ci[MCDC_IDENT_BYTES_MAX + 1],
+                            mcdc_error *err) {
     MCDC_ASSERT(c->follow);
     *cut_at = false;
     int rc;
@@ -438,7 +445,7 @@ int mcdc_changes_follow_end(mcdc_changes *c, const mcdc_lsn *start, mcdc_lsn *en
     mcdc_follow_piece *p = rc == MCDC_OK ? mcdc_calloc((size_t)c->n_inst, sizeof *p) : NULL;
     if (rc == MCDC_OK && p == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     int n = 0;
-    if (rc == MCDC_OK) rc = cut(c, start, end, p, &n, err);
+    if (rc == MCDC_OK) rc = cut(c, start, end, read_ci, p, &n, err);
     for (int k = 1; rc == MCDC_OK && k < n; k++) {
         if (holds(c, &c->inst[p[k].instance])) continue;
         mcdc_lsn_decrement(end, &p[k].from, NULL);
@@ -608,8 +615,8 @@ static int check_ddl(mcdc_changes *c, mcdc_changes_batch *b, const mcdc_lsn *sta
     return rc;
 }
 
-int mcdc_changes_batch_plan(mcdc_changes *c, const mcdc_lsn *start, const mcdc_lsn *end,
-                            mcdc_changes_batch *out, mcdc_error *err) {
+int mcdc_changes_batch_plan(mcdc_changes *c, const mcdc_lsn *start, const char *read_ci,
+                            const mcdc_lsn *end, mcdc_changes_batch *out, mcdc_error *err) {
     MCDC_ASSERT(c->follow);
     memset(out, 0, sizeof *out);
     int rc;
@@ -617,7 +624,7 @@ int mcdc_changes_batch_plan(mcdc_changes *c, const mcdc_lsn *start, const mcdc_l
     mcdc_follow_piece *p = rc == MCDC_OK ? mcdc_calloc((size_t)c->n_inst, sizeof *p) : NULL;
     if (rc == MCDC_OK && p == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     int n = 0;
-    if (rc == MCDC_OK) rc = cut(c, start, end, p, &n, err);
+    if (rc == MCDC_OK) rc = cut(c, start, end, read_ci, p, &n, err);
     if (rc == MCDC_OK && n > 0 && (out->pieces = mcdc_calloc((size_t)n, sizeof *out->pieces)) == NULL)
         rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     for (int i = 0; rc == MCDC_OK && i < n; i++)
@@ -626,10 +633,13 @@ int mcdc_changes_batch_plan(mcdc_changes *c, const mcdc_lsn *start, const mcdc_l
     mcdc_free(p);
     /* Schema checks first: a batch that fails them reads nothing. */
     if (rc == MCDC_OK) rc = check_ddl(c, out, start, end, err);
+    /* A switch: a piece from the start of an instance the position has not
+     * read (the floor's start may equal from after a cleanup of it). */
+    int lowest = mcdc_changes__follow_floor(c, read_ci);
     for (int i = 0; rc == MCDC_OK && i < out->n_pieces; i++) {
         const mcdc_changes_piece *q = &out->pieces[i];
         const mcdc_follow_inst *x = &c->inst[q->instance];
-        if (q->instance == 0 || mcdc_lsn_cmp(&q->from, &x->start_lsn) != 0) continue;
+        if (q->instance <= lowest || mcdc_lsn_cmp(&q->from, &x->start_lsn) != 0) continue;
         mcdc_follow_view v = view_of(x);
         char *detail = mcdc_follow_switch_detail(c->inst[q->instance - 1].name, &v, c->captured,
                                                  &x->start_lsn);

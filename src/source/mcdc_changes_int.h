@@ -99,6 +99,10 @@ void mcdc_changes__follow_free(mcdc_changes *c);
  * NULL when none: a snapshot matches a column by its column_id. */
 const mcdc_captured_column *mcdc_changes__follow_captured(const mcdc_changes *c,
                                                           const char *name);
+/* The index of the listed instance a position records (read_ci), the first
+ * one a stream after it reads; 0 when it records none or one no longer
+ * listed (the configured one dropped: followed through the newest). */
+int mcdc_changes__follow_floor(const mcdc_changes *c, const char *read_ci);
 /* The reader's options for range r (its instance's name and columns). */
 mcdc_reader_options mcdc_changes__range_options(const mcdc_changes *c, const mcdc_lsn_range *r);
 

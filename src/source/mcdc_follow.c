@@ -149,14 +149,17 @@ int mcdc_follow_union(mcdc_schema **out, const mcdc_schema *const *per_instance,
 
 /* ---- cut --------------------------------------------------------------------------- */
 
-int mcdc_follow_cut(mcdc_follow_piece *out, int cap, const mcdc_lsn *starts, int n,
+int mcdc_follow_cut(mcdc_follow_piece *out, int cap, const mcdc_lsn *starts, int n, int lowest,
                     const mcdc_lsn *from, const mcdc_lsn *to) {
     MCDC_ASSERT(n >= 1 && cap >= n && n <= MCDC_TABLE_INSTANCES_MAX);
+    MCDC_ASSERT(lowest >= 0 && lowest < n);
     if (mcdc_lsn_cmp(to, from) < 0) return 0;
-    /* The oldest instance, then the newer ones capture has taken up. */
+    /* The lowest (the oldest, or the newest the stream has read), then the
+     * newer ones capture has taken up. Its start does not count:
+     * cleanup raises it, and the position is past where it began. */
     int usable[MCDC_TABLE_INSTANCES_MAX], nu = 0;
-    for (int i = 0; i < n; i++)
-        if (i == 0 || !mcdc_lsn_is_zero(&starts[i])) usable[nu++] = i;
+    for (int i = lowest; i < n; i++)
+        if (i == lowest || !mcdc_lsn_is_zero(&starts[i])) usable[nu++] = i;
     int k = 0;
     mcdc_lsn lo = *from;
     for (int u = 0; u < nu; u++) {
@@ -172,7 +175,7 @@ int mcdc_follow_cut(mcdc_follow_piece *out, int cap, const mcdc_lsn *starts, int
         }
         if (mcdc_lsn_cmp(&lo, s) < 0) lo = *s;
     }
-    MCDC_ASSERT(k >= 1 && k <= n);
+    MCDC_ASSERT(k >= 1 && k <= n - lowest && out[0].instance >= lowest);
     for (int i = 0; i < k; i++) {
         MCDC_ASSERT(mcdc_lsn_cmp(&out[i].from, &out[i].to) <= 0);
         MCDC_ASSERT(i == 0 || mcdc_lsn_cmp(&out[i].from, &out[i - 1].to) > 0);

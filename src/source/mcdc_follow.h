@@ -49,14 +49,19 @@ int mcdc_follow_union(mcdc_schema **out, const mcdc_schema *const *per_instance,
 /* [from, to] cut at each newer instance's start: the older instance up to
  * S - 1, the newer one from S. starts[i] is instance i's start LSN, oldest
  * first; a zero start (capture has not processed the enable) leaves a newer
- * instance out; the oldest is read whatever its start. Never an empty
- * piece. Returns the number of pieces written to out (at most n, which is
- * at most cap and MCDC_TABLE_INSTANCES_MAX). */
+ * instance out. lowest (0 <= lowest < n): the first instance that may be
+ * read, the newest one the stream's position records (0: none recorded);
+ * older ones get no piece, and it is read whatever its start
+ * (cleanup of it moves its start past the position: the retention guard
+ * then tells the loss, rather than the older instance filling the range
+ * without its columns). Never an empty piece. Returns the number of pieces
+ * written to out (at most n - lowest; n is at most cap and
+ * MCDC_TABLE_INSTANCES_MAX). */
 typedef struct mcdc_follow_piece {
     int instance; /* index into starts */
     mcdc_lsn from, to;
 } mcdc_follow_piece;
-int mcdc_follow_cut(mcdc_follow_piece *out, int cap, const mcdc_lsn *starts, int n,
+int mcdc_follow_cut(mcdc_follow_piece *out, int cap, const mcdc_lsn *starts, int n, int lowest,
                     const mcdc_lsn *from, const mcdc_lsn *to);
 
 /* A capture instance as the checks see it: its name and its captured

@@ -436,6 +436,79 @@ def test_an_instance_disabled_before_the_stream_switched_is_data_loss(sim, workd
     assert "disabled too early" in p.stderr, p.stderr
 
 
+def newer_cleaned_past_the_position(sim, d, seed):
+    """The stream switched to the newer instance (its position records it),
+    then the DBA cleans the newer one up past that position while the older
+    one still holds those changes. (S, the position, the newer instance's
+    change LSNs after it, the low water mark.)"""
+    spec = Orders()
+    make_table(sim, spec)
+    w = Workload(sim, spec, seed=seed)
+    w.preload(20)
+    run_cli(*args(sim, d))
+    sim.run("ALTER TABLE dbo.orders ADD region NVARCHAR(20) NULL;", database=DB)
+    spec.add(("region", "NVARCHAR(20) NULL", pa.string()))
+    s = enable_v2(sim)
+    for _ in range(5):
+        w.step()
+    run_cli(*args(sim, d))  # a new run's schema holds region: it switches at S
+    assert len(events(d, "capture_instance_switched")) == 1
+    position = max(r["_start_lsn"] for r in bronze(d))
+    assert position >= s
+    for _ in range(6):  # both instances capture these
+        w.step()
+    after = sorted({r[0] for r in ct_rows(sim, V2) if r[0] > position})
+    assert len(after) >= 4
+    low = after[2]  # past the position: the changes at after[0] and after[1] go
+    sim.run(f"EXEC sys.sp_cdc_cleanup_change_table @capture_instance = N'{V2}', "
+            f"@low_water_mark = {low}, @threshold = 5000;", database=DB)
+    assert sim.run("SELECT CONVERT(varchar(22), start_lsn, 1) FROM cdc.change_tables "
+                   f"WHERE capture_instance = N'{V2}'", database=DB)[0][0] == low
+    assert [r for r in ct_rows(sim, "dbo_orders") if position < r[0] < low], \
+        "the older instance still holds the changes the newer one lost"
+    return s, position, after, low
+
+
+def test_cleanup_of_the_newer_instance_past_the_position_is_its_loss_not_the_older_ones(
+        sim, workdir):
+    """Once the position records the newer instance, no batch reads the older
+    one: a cleanup of the newer past the position is the newer one's loss,
+    not a range the older one (without region) fills with NULLs."""
+    s, position, after, low = newer_cleaned_past_the_position(sim, workdir, seed=29)
+    p = run_cli(*args(sim, workdir), check=False)
+    assert p.returncode == 3, p.stderr
+    assert "DataLossError" in p.stderr and f"capture instance {V2}:" in p.stderr, p.stderr
+    assert "disabled too early" not in p.stderr, p.stderr
+    # nothing after the switch came from the older instance, nothing past the position
+    changes = [r for r in bronze(workdir) if r["_operation"] != 0]
+    assert {r["_capture_instance"] for r in changes if r["_start_lsn"] >= s} == {V2}
+    assert max(r["_start_lsn"] for r in changes) == position
+    # failOnDataLoss=false skips the newer one's gap and reads it on, region and all
+    run_cli(*args(sim, workdir, extra=["--failOnDataLoss", "false"]))
+    changes = [r for r in bronze(workdir) if r["_operation"] != 0]
+    assert {r["_capture_instance"] for r in changes if r["_start_lsn"] >= s} == {V2}
+    got = {(r["_start_lsn"], r["_seqval"], r["_operation"]): r["region"] for r in changes
+           if r["_start_lsn"] > position}
+    assert got == {r[:3]: r[3] for r in ct_rows(sim, V2, ", region") if r[0] > position}
+    assert not any(position < k[0] < low for k in got)
+    (skip,) = [r for r in facts(workdir) if r["event"] == "data_skipped"]
+    assert position < skip["min_lsn"] <= after[0] and skip["max_lsn"] < low, skip
+
+
+def test_cleanup_of_the_newer_instance_past_the_position_resnapshots(sim, workdir):
+    """--on-data-loss resnapshot sees the newer instance's loss before the
+    first batch (the older instance's rows do not hide it) and snapshots
+    the table into a new generation."""
+    s, position, _, low = newer_cleaned_past_the_position(sim, workdir, seed=31)
+    run_cli(*args(sim, workdir, extra=["--on-data-loss", "resnapshot",
+                                       "--resnapshot-interval-days", "0"]))
+    (re,) = events(workdir, "resnapshot")
+    assert re["app_id"] == "orders-v1.g1"
+    changes = [r for r in bronze(workdir) if r["_operation"] != 0]
+    assert {r["_capture_instance"] for r in changes if r["_start_lsn"] >= s} == {V2}
+    assert not any(position < r["_start_lsn"] < low for r in changes)
+
+
 def test_a_missing_select_on_the_new_change_table_names_the_grant(sim, workdir):
     spec = Orders()
     make_table(sim, spec)

@@ -127,17 +127,22 @@ static unsigned U(const mcdc_lsn *l) {
 }
 
 /* The pieces of [from, to] as "i:from-to i:from-to". */
-static void cut_text(char *out, size_t cap, const mcdc_lsn *starts, int n, unsigned from,
-                     unsigned to) {
+static void cut_floor_text(char *out, size_t cap, const mcdc_lsn *starts, int n, int lowest,
+                           unsigned from, unsigned to) {
     mcdc_follow_piece p[4];
     mcdc_lsn f = L(from), t = L(to);
-    int k = mcdc_follow_cut(p, 4, starts, n, &f, &t);
+    int k = mcdc_follow_cut(p, 4, starts, n, lowest, &f, &t);
     out[0] = 0;
     for (int i = 0; i < k; i++) {
         size_t l = strlen(out);
         snprintf(out + l, cap - l, "%s%d:%u-%u", i ? " " : "", p[i].instance, U(&p[i].from),
                  U(&p[i].to));
     }
+}
+
+static void cut_text(char *out, size_t cap, const mcdc_lsn *starts, int n, unsigned from,
+                     unsigned to) {
+    cut_floor_text(out, cap, starts, n, 0, from, to);
 }
 
 TEST(follow_cut_reads_the_older_instance_before_s_and_the_newer_from_s) {
@@ -168,6 +173,39 @@ TEST(follow_cut_reads_the_older_instance_before_s_and_the_newer_from_s) {
     mcdc_lsn three[] = {L(10), L(30), L(35)};
     cut_text(got, sizeof got, three, 3, 20, 40);
     CHECK_EQ_STR(got, "0:20-29 1:30-34 2:35-40");
+}
+
+TEST(follow_cut_never_reads_an_instance_older_than_the_one_the_position_records) {
+    char got[128];
+    /* The stream read B (start 30) up to 40; cleanup of B moved its start to
+     * 50 while A still holds rows: without the floor A fills 41-49 (rows
+     * without B's columns), with it B alone is read from 41, and the
+     * retention guard of B sees 41-49 gone. */
+    mcdc_lsn cleaned[] = {L(10), L(50)};
+    cut_text(got, sizeof got, cleaned, 2, 41, 60);
+    CHECK_EQ_STR(got, "0:41-49 1:50-60");
+    cut_floor_text(got, sizeof got, cleaned, 2, 1, 41, 60);
+    CHECK_EQ_STR(got, "1:41-60");
+    cut_floor_text(got, sizeof got, cleaned, 2, 1, 41, 45); /* the range ends before B's start */
+    CHECK_EQ_STR(got, "1:41-45");
+    /* Not cleaned: the floor changes nothing past its start. */
+    mcdc_lsn two[] = {L(10), L(30)};
+    cut_floor_text(got, sizeof got, two, 2, 1, 41, 60);
+    CHECK_EQ_STR(got, "1:41-60");
+    cut_floor_text(got, sizeof got, two, 2, 0, 41, 60);
+    CHECK_EQ_STR(got, "1:41-60");
+    /* A floor in the middle: newer instances are still cut in at their start,
+     * a pending one (start zero) still left out; inverted: nothing. */
+    mcdc_lsn three[] = {L(10), L(50), L(55)};
+    cut_floor_text(got, sizeof got, three, 3, 1, 41, 60);
+    CHECK_EQ_STR(got, "1:41-54 2:55-60");
+    mcdc_lsn pending[] = {L(10), L(50), L(0)};
+    cut_floor_text(got, sizeof got, pending, 3, 1, 41, 60);
+    CHECK_EQ_STR(got, "1:41-60");
+    cut_floor_text(got, sizeof got, three, 3, 2, 41, 60); /* the newest read: it alone */
+    CHECK_EQ_STR(got, "2:41-60");
+    cut_floor_text(got, sizeof got, three, 3, 1, 61, 60);
+    CHECK_EQ_STR(got, "");
 }
 
 static mcdc_captured_column C(const char *name, int id, const char *type, int len, int p,
