@@ -57,6 +57,16 @@ int cli_parse_trigger(const char *v, mcdc_trigger *trigger, int64_t *processing_
 
 /* The value after argv[*i], stepping *i over it; NULL when there is none. */
 const char *cli_value(int argc, char **argv, int *i);
+/* In a command's argument loop, with argc, argv, i, the option a, its
+ * value v, rc and a label out in scope: v = the option's value, or a usage
+ * error ("--x needs a value") and out. */
+#define NEEDV()                                                          \
+    do {                                                                 \
+        if ((v = cli_value(argc, argv, &i)) == NULL) {                   \
+            rc = cli_usage_error("%s needs a value", a);                 \
+            goto out;                                                    \
+        }                                                                \
+    } while (0)
 
 /* A source option at argv[*i]: --options-file FILE, -o name=value or
  * --<option name> VALUE (the reference's names, any case). Returns 1 when it

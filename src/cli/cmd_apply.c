@@ -112,13 +112,6 @@ int cmd_apply(int argc, char **argv) {
     int rc = EXIT_OK;
     for (int i = 0; i < argc && rc == EXIT_OK; i++) {
         const char *a = argv[i], *v = NULL;
-#define NEEDV()                                                          \
-    do {                                                                 \
-        if ((v = cli_value(argc, argv, &i)) == NULL) {                   \
-            rc = cli_usage_error("%s needs a value", a);                 \
-            goto out;                                                    \
-        }                                                                \
-    } while (0)
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(APPLY_HELP, stdout);
             fputs(APPLY_HELP_MORE, stdout);
@@ -203,7 +196,6 @@ int cmd_apply(int argc, char **argv) {
             rc = cli_usage_error("apply: unknown argument '%s'", a);
             goto out;
         }
-#undef NEEDV
     }
     if (cfg.track_history_columns && cfg.scd_type != 2) {
         rc = cli_usage_error("--track-history-columns %s", "needs --scd-type 2: type 1 keeps no versions");

@@ -87,13 +87,6 @@ int cmd_backfill(int argc, char **argv) {
     int rc = EXIT_OK;
     for (int i = 0; i < argc && rc == EXIT_OK; i++) {
         const char *a = argv[i], *v = NULL;
-#define NEEDV()                                                          \
-    do {                                                                 \
-        if ((v = cli_value(argc, argv, &i)) == NULL) {                   \
-            rc = cli_usage_error("%s needs a value", a);                 \
-            goto out;                                                    \
-        }                                                                \
-    } while (0)
         double d;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(BACKFILL_HELP, stdout);
@@ -154,7 +147,6 @@ int cmd_backfill(int argc, char **argv) {
             rc = cli_usage_error("backfill: unknown argument '%s'", a);
             goto out;
         }
-#undef NEEDV
     }
     if (cfg.target == NULL || cfg.app_id == NULL || cfg.facts_table == NULL) {
         rc = cli_usage_error("backfill needs %s", "--target, --app-id and --facts-table");

@@ -83,13 +83,6 @@ int cmd_reconcile(int argc, char **argv) {
     int rc = EXIT_OK;
     for (int i = 0; i < argc && rc == EXIT_OK; i++) {
         const char *a = argv[i], *v = NULL;
-#define NEEDV()                                                          \
-    do {                                                                 \
-        if ((v = cli_value(argc, argv, &i)) == NULL) {                   \
-            rc = cli_usage_error("%s needs a value", a);                 \
-            goto out;                                                    \
-        }                                                                \
-    } while (0)
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(RECONCILE_HELP, stdout);
             goto out;
@@ -152,7 +145,6 @@ int cmd_reconcile(int argc, char **argv) {
             rc = cli_usage_error("reconcile: unknown argument '%s'", a);
             goto out;
         }
-#undef NEEDV
     }
     if (cfg.silver == NULL || cfg.bronze == NULL || cfg.control_table == NULL) {
         rc = cli_usage_error("reconcile needs %s", "--silver, --bronze and --control-table");

@@ -99,13 +99,6 @@ int cmd_repair(int argc, char **argv) {
     int rc = EXIT_OK;
     for (int i = 0; i < argc && rc == EXIT_OK; i++) {
         const char *a = argv[i], *v = NULL;
-#define NEEDV()                                                          \
-    do {                                                                 \
-        if ((v = cli_value(argc, argv, &i)) == NULL) {                   \
-            rc = cli_usage_error("%s needs a value", a);                 \
-            goto out;                                                    \
-        }                                                                \
-    } while (0)
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(REPAIR_HELP, stdout);
             goto out;
@@ -135,7 +128,6 @@ int cmd_repair(int argc, char **argv) {
             rc = cli_usage_error("repair: unknown argument '%s'", a);
             goto out;
         }
-#undef NEEDV
     }
     if (cfg.bronze == NULL || cfg.facts_table == NULL) {
         rc = cli_usage_error("repair needs %s", "--bronze and --facts-table");

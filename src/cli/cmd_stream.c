@@ -158,13 +158,6 @@ int cmd_stream(int argc, char **argv) {
     for (int i = 0; i < argc && rc == EXIT_OK; i++) {
         const char *a = argv[i];
         const char *v = NULL;
-#define NEEDV()                                                           \
-    do {                                                                  \
-        if ((v = cli_value(argc, argv, &i)) == NULL) {                    \
-            rc = cli_usage_error("%s needs a value", a);                  \
-            goto out;                                                     \
-        }                                                                 \
-    } while (0)
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(STREAM_HELP, stdout);
             fputs(STREAM_HELP_SOURCE, stdout);
@@ -233,7 +226,6 @@ int cmd_stream(int argc, char **argv) {
             rc = cli_usage_error("stream: unknown argument '%s'", a);
             goto out;
         }
-#undef NEEDV
     }
     if (cfg.target == NULL || cfg.app_id == NULL || cfg.checkpoint == NULL) {
         rc = cli_usage_error("stream needs %s", "--target, --app-id and --checkpoint");
