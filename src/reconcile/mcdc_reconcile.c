@@ -1392,6 +1392,15 @@ static int read_position(mcdc_reconcile *r, mcdc_error *err) {
                             "mssql-cdc apply was given its --target (the control row is keyed by "
                             "that name), or run apply to completion first",
                             r->cfg.silver, r->cfg.control_table);
+    /* A history holds every version of a key: its rows are not the
+     * source's, and a repair would only add versions to it. */
+    const char *scd = rc == MCDC_OK ? mcdc_table_view_config(r->sview, SILVER_PROP_SCD_TYPE) : NULL;
+    if (scd && strcmp(scd, "1") != 0)
+        rc = mcdc_error_set(err, MCDC_E_MISMATCH,
+                            "silver %s is a history (table property %s = '%.32s'): reconcile "
+                            "compares a current-state table (apply --scd-type 1) with the source; "
+                            "reconcile one of those built from the same bronze",
+                            r->cfg.silver, SILVER_PROP_SCD_TYPE, scd);
     if (rc == MCDC_OK) r->version = mcdc_table_view_version(r->sview);
     return rc;
 }

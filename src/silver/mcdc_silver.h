@@ -328,6 +328,9 @@ typedef struct silver_scd2 {
 #define SILVER_COL_START_AT "__START_AT"
 #define SILVER_COL_END_AT "__END_AT"
 #define SILVER_COL_END_LSN "_end_lsn"
+/* The table property that says a silver's type: "1" (or none) the current
+ * state, "2" a history. */
+#define SILVER_PROP_SCD_TYPE "mssql_cdc.scd_type"
 
 /* ---- merge ---------------------------------------------------------------------------- */
 typedef struct silver_merge_in {

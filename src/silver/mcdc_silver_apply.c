@@ -1209,20 +1209,19 @@ static int plan_pass(mcdc_apply *a, const json_t *last_end, bool *idle, mcdc_err
 
 /* ---- the SCD type ---------------------------------------------------------------------------- */
 
-#define SCD_TYPE_PROP "mssql_cdc.scd_type"
 
 /* Silver's SCD type (its table property, 1 when absent, checked against its
  * columns) against the one asked for: another is refused. sv NULL: no table
  * yet. */
 static int check_scd_type(const mcdc_apply *a, const mcdc_table_view *sv, mcdc_error *err) {
     if (sv == NULL) return MCDC_OK;
-    const char *p = mcdc_table_view_config(sv, SCD_TYPE_PROP);
+    const char *p = mcdc_table_view_config(sv, SILVER_PROP_SCD_TYPE);
     int have = p == NULL ? 1 : strcmp(p, "1") == 0 ? 1 : strcmp(p, "2") == 0 ? 2 : 0;
     if (have == 0)
         return mcdc_error_set(err, MCDC_E_MISMATCH,
                               "silver %s has table property %s = '%.32s', neither 1 nor 2: nothing "
                               "was applied. Give apply another --target",
-                              a->cfg.target, SCD_TYPE_PROP, p);
+                              a->cfg.target, SILVER_PROP_SCD_TYPE, p);
     const mcdc_schema *ss = mcdc_table_view_schema(sv);
     const char *cols[3] = {SILVER_COL_START_AT, SILVER_COL_END_AT, SILVER_COL_END_LSN};
     int32_t ts = mcdc_schema_find(ss, "_commit_ts");
@@ -1233,7 +1232,7 @@ static int check_scd_type(const mcdc_apply *a, const mcdc_table_view *sv, mcdc_e
             return mcdc_error_set(err, MCDC_E_MISMATCH,
                                   "silver %s says it is a history (%s = 2) but its column %s is %s, "
                                   "not %s: nothing was applied. Give apply another --target",
-                                  a->cfg.target, SCD_TYPE_PROP, cols[i],
+                                  a->cfg.target, SILVER_PROP_SCD_TYPE, cols[i],
                                   j < 0 ? "missing" : mcdc_type_name(ss->fields[j].type),
                                   mcdc_type_name(want));
     }
@@ -1381,7 +1380,7 @@ static int merge_pass(mcdc_apply *a, mcdc_frame *f, const mcdc_unit *u, mcdc_uni
         if (rc == MCDC_OK) rc = check_scd_type(a, sv, err);
         if (rc == MCDC_OK) rc = out_columns(a, sv, &os, &c_of, &e_of, err);
         if (rc == MCDC_OK && a->cfg.scd_type == 2) rc = scd2_columns(a, os, c_of, &hist, &image, &tracked, err);
-        static const char *const HISTORY_CONF[] = {SCD_TYPE_PROP "=2", NULL};
+        static const char *const HISTORY_CONF[] = {SILVER_PROP_SCD_TYPE "=2", NULL};
         mcdc_table_props props = {.kind = MCDC_KIND_SILVER, .parquet_threads = 0,
                                   .configuration = a->cfg.scd_type == 2 ? HISTORY_CONF : NULL};
         silver_merge_in in = {.target = a->silver, .view = sv, .out_schema = os, .change_of_out = c_of,

@@ -17,7 +17,7 @@ next run gives the same table.
 import os
 
 from apply_jobs import apply, control_row, silver_commits, silver_of, spawn_apply, wait_killed
-from conftest import duckdb_with_delta
+from conftest import duckdb_with_delta, run_cli
 from snapshot_jobs import lose_changes, new_job
 from workload import DB, Items, delta_rows, source_rows
 
@@ -186,6 +186,14 @@ def test_history_holds_every_version_of_every_key(sim, workdir):
     p = apply(job, check=False)
     assert p.returncode == 7 and "--scd-type 2" in p.stderr, p.stderr
     assert len(silver_commits(silver_of(job))) == len(before) + 1
+    # reconcile compares a current state: a history is refused before it reads
+    report = os.path.join(job.dir, "reconcile_report")
+    p = run_cli("reconcile", "--captureInstance", job.spec.capture_instance,
+                "--connectionString", job.sim.connection_string(DB), "--silver", silver_of(job),
+                "--bronze", job.bronze, "--control-table", job.control,
+                "--report-table", report, check=False)
+    assert p.returncode == 7 and "is a history" in p.stderr, p.stderr
+    assert not os.path.exists(report)
 
 
 def delete_control_row(job):
