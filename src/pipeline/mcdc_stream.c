@@ -784,6 +784,24 @@ static int open_resnapshot(void *ctx, const char *sink, int64_t n, const mcdc_of
                         out, err);
 }
 
+/* The bootstrap row of a full snapshot at `off` (rows -1: read before, NULL
+ * in the row; timed: it was read now, from `started`), under txn. */
+static int write_bootstrap_row(mcdc_stream *s, const mcdc_offset *off, int64_t rows, bool timed,
+                               int64_t started, const char *txn, mcdc_error *err) {
+    mcdc_facts_event ev = {.app_id = s->sink_id,
+                           .target = s->cfg.target,
+                           .event = "bootstrap",
+                           .rows = rows,
+                           .lsn = off->lsn,
+                           .has_commit_ts = off->has_commit_ts,
+                           .commit_us = off->commit_us,
+                           .has_timing = timed,
+                           .started_us = started,
+                           .duration_ms = (mcdc_now_utc_us() - started) / 1000};
+    bool skipped;
+    return mcdc_facts_write_event(s->facts, &ev, txn, 0, &skipped, err);
+}
+
 /* A snapshot this generation opened before that a bootstrap starts from
  * instead of taking one (the table is never read twice): a chunked one, open
  * or complete, in either mode; in a chunked run a full one too once complete
@@ -837,20 +855,9 @@ static int job_before_first(void *job, json_t **start, mcdc_error *err) {
         rc = mcdc_snapshot_append(&off, &rows, &e, write_open, &oc, err);
     }
     if (rc == MCDC_OK && s->facts && !opened) {
-        mcdc_facts_event ev = {.app_id = s->sink_id,
-                               .target = s->cfg.target,
-                               .event = "bootstrap",
-                               .rows = rows,
-                               .lsn = off.lsn,
-                               .has_commit_ts = off.has_commit_ts,
-                               .commit_us = off.commit_us,
-                               .has_timing = !found,
-                               .started_us = started,
-                               .duration_ms = (mcdc_now_utc_us() - started) / 1000};
         char events[MCDC_APP_ID_BYTES_MAX + 8];
         snprintf(events, sizeof events, "%s#events", s->cfg.app_id);
-        bool skipped;
-        rc = mcdc_facts_write_event(s->facts, &ev, events, 0, &skipped, err);
+        rc = write_bootstrap_row(s, &off, rows, !found, started, events, err);
     }
     if (rc) return rc;
     offset_t o = {.has_ts = off.has_commit_ts, .commit_us = off.commit_us};
@@ -898,20 +905,9 @@ static int switch_full(mcdc_stream *s, int64_t batch, const mcdc_offset *earlier
     if (rc == MCDC_OK && mcdc_ctx_crash(&s->ctx, "switch_snapshot_read", batch))
         rc = mcdc_error_set(err, MCDC_E_CANCELLED, "killed before the bootstrap row (test hook)");
     if (rc) return rc;
-    mcdc_facts_event ev = {.app_id = s->sink_id,
-                           .target = s->cfg.target,
-                           .event = "bootstrap",
-                           .rows = rows,
-                           .lsn = off.lsn,
-                           .has_commit_ts = off.has_commit_ts,
-                           .commit_us = off.commit_us,
-                           .has_timing = !there,
-                           .started_us = started,
-                           .duration_ms = (mcdc_now_utc_us() - started) / 1000};
     char txn[MCDC_APP_ID_BYTES_MAX + 48];
     snprintf(txn, sizeof txn, "%s#snapdone.%s", s->cfg.app_id, off.lsn);
-    bool skipped;
-    rc = mcdc_facts_write_event(s->facts, &ev, txn, 0, &skipped, err);
+    rc = write_bootstrap_row(s, &off, rows, !there, started, txn, err);
     if (rc == MCDC_OK)
         mcdc_log(MCDC_LOG_INFO, "snapshot on switch: %s %s the table at %s after batch %lld "
                                 "(%lld rows); downstream rebuilds from it",
