@@ -135,21 +135,9 @@ int mcdc_changes_point_read(mcdc_changes *c, const json_t *key_names, const json
     if (rc == MCDC_OK) rc = mcdc_changes__snap_keys(&k, &names, c, cl, key_names, true, err);
     for (size_t i = 0; rc == MCDC_OK && i < n; i++)
         rc = mcdc_key_bound_check(points[i], k.cols, k.n, "key", err);
-    char lsn_text[MCDC_LSN_TEXT_LEN + 1], ts[40] = "";
-    mcdc_lsn_format(lsn, lsn_text);
-    if (has_ts) mcdc_format_ts_us(commit_us, 6, ts);
-    mcdc_snapshot_query q = {
-        .source_schema = c->source_schema,
-        .source_table = c->source_table,
-        .cols = c->captured->fields,
-        .n_cols = c->captured->n_fields,
-        .source_names = (const char *const *)names,
-        .reads = c->reads,
-        .include_command_id = c->ropt.include_command_id,
-        .lsn = lsn_text,
-        .commit_ts = has_ts ? ts : NULL,
-        .read = mcdc_changes__source_read(c, MCDC_ISO_READ_COMMITTED),
-    };
+    char lsn_text[MCDC_LSN_TEXT_LEN + 1], ts[40];
+    mcdc_snapshot_query q = mcdc_changes__snapshot_query(c, names, lsn, has_ts, commit_us,
+                                                         MCDC_ISO_READ_COMMITTED, lsn_text, ts);
     int per_query = MCDC_POINT_READ_KEYS;
     int cast_cols = 0;
     for (int i = 0; rc == MCDC_OK && i < k.n; i++)

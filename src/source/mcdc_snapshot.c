@@ -418,25 +418,13 @@ int mcdc_changes_snapshot_read(mcdc_changes *c, const json_t *keys, const json_t
     bool whole = (lo == NULL || json_is_null(lo)) && (hi == NULL || json_is_null(hi));
     if (rc == MCDC_OK)
         rc = mcdc_changes__snap_keys(&k, &names, c, cl, whole ? NULL : keys, true, err);
-    char lsn_text[MCDC_LSN_TEXT_LEN + 1], ts[40] = "";
-    mcdc_lsn_format(lsn, lsn_text);
-    if (has_ts) mcdc_format_ts_us(commit_us, 6, ts);
-    mcdc_snapshot_query q = {
-        .source_schema = c->source_schema,
-        .source_table = c->source_table,
-        .cols = c->captured->fields,
-        .n_cols = c->captured->n_fields,
-        .source_names = (const char *const *)names,
-        .reads = c->reads,
-        .include_command_id = c->ropt.include_command_id,
-        .lsn = lsn_text,
-        .commit_ts = has_ts ? ts : NULL,
-        .keys = k.cols,
-        .n_keys = k.n,
-        .lo = lo,
-        .hi = hi,
-        .read = mcdc_changes__source_read(c, iso),
-    };
+    char lsn_text[MCDC_LSN_TEXT_LEN + 1], ts[40];
+    mcdc_snapshot_query q =
+        mcdc_changes__snapshot_query(c, names, lsn, has_ts, commit_us, iso, lsn_text, ts);
+    q.keys = k.cols;
+    q.n_keys = k.n;
+    q.lo = lo;
+    q.hi = hi;
     mcdc_buf sql = {0};
     mcdc_sql_params params = {0};
     if (rc == MCDC_OK) rc = mcdc_cdc_snapshot_sql(&sql, &params, &q, err);
@@ -476,4 +464,26 @@ int mcdc_changes_snapshot_read(mcdc_changes *c, const json_t *keys, const json_t
         mcdc_error_wrap(err, "reading the rows of %s.%s for a snapshot", c->source_schema,
                         c->source_table);
     return rc;
+}
+
+mcdc_snapshot_query mcdc_changes__snapshot_query(const mcdc_changes *c, char *const *source_names,
+                                                 const mcdc_lsn *lsn, bool has_ts,
+                                                 int64_t commit_us, mcdc_isolation iso,
+                                                 char lsn_text[MCDC_LSN_TEXT_LEN + 1],
+                                                 char ts[40]) {
+    mcdc_lsn_format(lsn, lsn_text);
+    ts[0] = 0;
+    if (has_ts) mcdc_format_ts_us(commit_us, 6, ts);
+    return (mcdc_snapshot_query){
+        .source_schema = c->source_schema,
+        .source_table = c->source_table,
+        .cols = c->captured->fields,
+        .n_cols = c->captured->n_fields,
+        .source_names = (const char *const *)source_names,
+        .reads = c->reads,
+        .include_command_id = c->ropt.include_command_id,
+        .lsn = lsn_text,
+        .commit_ts = has_ts ? ts : NULL,
+        .read = mcdc_changes__source_read(c, iso),
+    };
 }
