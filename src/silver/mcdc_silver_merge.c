@@ -660,9 +660,10 @@ static int64_t stamp_find(const mcdc_batch *st, const uint8_t lsn[10]) {
 }
 
 /* The commit time a stamp (the LSN (lc, lrow)) gives, (c, row): its own;
- * else (a snapshot's rows carry none) its chunk stamp's, a wave's; else the
- * rebuild's estimate of the snapshot's; else, closing the open version,
- * its image's (never before its start); else NULL. */
+ * else (a snapshot's rows carry none) the one a wave's chunk stamp maps to,
+ * or for another LSN the rebuild's estimate of the snapshot's; else,
+ * closing the open version, its image's (never before its start); else
+ * NULL. */
 static void stamp_time(const merger *m, const mcdc_column *lc, int64_t lrow, const mcdc_column **c,
                        int64_t *row, bool closing) {
     const silver_scd2 *s = m->in->scd2;
@@ -672,7 +673,7 @@ static void stamp_time(const merger *m, const mcdc_column *lc, int64_t lrow, con
     if (w >= 0 && mcdc_col_is_valid(&s->stamps->columns[1], w)) {
         *c = &s->stamps->columns[1];
         *row = w;
-    } else if (s->close && mcdc_col_is_valid(&s->close->columns[1], 0)) {
+    } else if (w < 0 && s->close && mcdc_col_is_valid(&s->close->columns[1], 0)) {
         *c = &s->close->columns[1];
         *row = 0;
     } else if (closing && m->cur && mcdc_col_is_valid(&m->cur->columns[s->commit_ts], 0)) {
