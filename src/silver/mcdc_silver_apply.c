@@ -593,7 +593,8 @@ static int pass2_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
             lsn_max(&p->top, &x);
         }
         if (o == 3 && r + 1 < b->rows && outranked_before_image(p, b, r)) continue;
-        if (p->history && !change && base && p->snapshot.set && !(p->keep_stamps && wave && in_range(p, b, r))) {
+        bool at_stamp = p->keep_stamps && wave && in_range(p, b, r);
+        if (p->history && !change && base && p->snapshot.set && !at_stamp) {
             /* a history ranks a rebuild's snapshot rows (a chunk's, stamped
              * later) at the snapshot's LSN, before every change after it:
              * a key's first row then tells whether the snapshot holds it.
@@ -931,7 +932,8 @@ static int wave_stamps(apply_plan *pl, const achunk *chunks, int32_t n, int64_t 
         us[k] = v[i].ts_us;
         k++;
     }
-    if (rc == MCDC_OK && k > 0) rc = stamp_rows(&pl->stamps, pl, k, (const char(*)[23])lsn, has, us, err);
+    if (rc == MCDC_OK && k > 0)
+        rc = stamp_rows(&pl->stamps, pl, k, (const char(*)[23])lsn, has, us, err);
     mcdc_free(v);
     mcdc_free(lsn);
     mcdc_free(has);
@@ -987,7 +989,8 @@ static int plan_pass(mcdc_apply *a, const json_t *last_end, bool *idle, mcdc_err
     if (opened) lsn_set(&s_open, opened->max_lsn, strlen(opened->max_lsn));
     /* a history applying the open snapshot wave by wave reads its chunks at
      * its completion too: the waves it has not applied yet go at their stamps */
-    bool hist_open = a->cfg.scd_type == 2 && opened && lsn_cmp(&cv.silver.open, &s_open) == 0;
+    bool hist_open = a->cfg.scd_type == 2 && opened && cv.silver.open.set &&
+                     lsn_cmp(&cv.silver.open, &s_open) == 0;
     if (opened && s_open.set && (!newest.set || lsn_cmp(&s_open, &newest) > 0 || hist_open))
         rc = read_chunks(a, &sf, opened, &chunks, &n_chunks, &cut, err);
     /* bronze, pinned at one version from here on */
@@ -1081,7 +1084,8 @@ static int plan_pass(mcdc_apply *a, const json_t *last_end, bool *idle, mcdc_err
     }
     /* a history's waves: a version a chunk row opens or a chunk closes
      * begins or ends at its stamp, at the commit time that maps to */
-    if (rc == MCDC_OK && n_new > 0 && a->cfg.scd_type == 2) rc = wave_stamps(pl, chunks, n_chunks, after, err);
+    if (rc == MCDC_OK && n_new > 0 && a->cfg.scd_type == 2)
+        rc = wave_stamps(pl, chunks, n_chunks, after, err);
     /* range deletes: one key, the one the chunks are cut on, of a type
      * SQL Server and we order alike */
     if (rc == MCDC_OK && n_new > 0 && a->n_keys == 1 && json_is_array(cut) && json_array_size(cut) == 1 &&

@@ -1079,7 +1079,8 @@ static bool range_touches(const merger *m, const mfile *f) {
     const silver_merge_in *in = m->in;
     if (in->n_ranges == 0 || f->e.rows == 0) return false;
     int64_t lo = 0, hi = 0;
-    if (!key_range_value(f->e.min_key, f->e.min_len, &lo) || !key_range_value(f->e.max_key, f->e.max_len, &hi))
+    if (!key_range_value(f->e.min_key, f->e.min_len, &lo) ||
+        !key_range_value(f->e.max_key, f->e.max_len, &hi))
         return true; /* NULL keys or another layout: read it */
     for (int32_t i = 0; i < in->n_ranges; i++) {
         const silver_range *r = &in->ranges[i];
