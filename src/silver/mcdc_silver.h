@@ -324,6 +324,13 @@ typedef struct silver_scd2 {
      * snapshot rows carry none, this is the best estimate, or NULL; it
      * stands in for theirs, and a NULL end takes the version's image time). */
     const mcdc_batch *close;            /* NULL: none */
+    /* A pass that applies waves of an open chunked snapshot: one row per
+     * stamp of its new chunks (_start_lsn and _commit_ts, the commit time
+     * the stamp maps to, or NULL), sorted by LSN. A chunk row (0, stamped
+     * L, no _commit_ts) opens its version at L and that time; a key of a
+     * chunk range (ranges) that the chunk lacks had no row at L: its open
+     * version is closed there, unless a version of it is at or past L. */
+    const mcdc_batch *stamps;           /* NULL: none */
 } silver_scd2;
 #define SILVER_COL_START_AT "__START_AT"
 #define SILVER_COL_END_AT "__END_AT"

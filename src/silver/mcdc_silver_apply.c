@@ -136,6 +136,8 @@ static void state_of_json(apply_state *s, const json_t *j) {
 typedef struct {
     int64_t chunk, wave;
     char stamp[23];
+    bool has_ts;     /* the commit time the stamp maps to (the facts row's min_commit_ts) */
+    int64_t ts_us;
     json_t *lo, *hi; /* owned; NULL: open */
 } achunk;
 
@@ -154,6 +156,7 @@ typedef struct {
     int32_t n_ranges;
     int64_t facts_version; /* the facts read (-1: none): repairs after it are new next pass */
     mcdc_batch *close;          /* SCD2 rebuild: the snapshot's LSN and commit time (one row) */
+    mcdc_batch *stamps;         /* SCD2 waves: each new chunk's stamp and its commit time */
 } apply_plan;
 
 struct mcdc_apply {
@@ -394,6 +397,7 @@ typedef struct {
     int64_t repair_rows;
     uint8_t *is_rep;            /* per row picked: a repair row (its rank columns rewritten) */
     bool history;               /* SCD2: a rebuild's snapshot rows count at its LSN */
+    bool keep_stamps;           /* ... but a new chunk's row in its range at its stamp */
     lsnopt changes_after;       /* a rebuild's changes: after the snapshot (a history: after
                                  * the position, when that is older, to keep their versions) */
     /* a history's rebuild: commit times that tell the snapshot's (its rows
@@ -423,24 +427,35 @@ static bool is_new_chunk(const pass2 *p, int64_t c) {
     return false;
 }
 
-/* SCD2: the rebuild's stamp, one row of _start_lsn (the snapshot's LSN s)
- * and _commit_ts (us; NULL when !has_us). */
-static int close_stamp(apply_plan *pl, const char *s, bool has_us, int64_t us, mcdc_error *err) {
+/* Does a chunk range of the pass hold row r's key? */
+static bool in_range(const pass2 *p, const mcdc_batch *b, int64_t r) {
+    int64_t v;
+    return p->pl->n_ranges > 0 && silver_range_value(&b->columns[p->key_cols[0]], r, &v) &&
+           silver_range_find(p->pl->ranges, p->pl->n_ranges, v) != NULL;
+}
+
+/* SCD2: stamps as rows of _start_lsn (an LSN, 22 characters) and
+ * _commit_ts (us; NULL when !has[i]): the rebuild's (one row, the
+ * snapshot's LSN), a wave pass's (one per chunk stamp, sorted). */
+static int stamp_rows(mcdc_batch **out, const apply_plan *pl, int32_t n, const char (*lsn)[23],
+                      const bool *has, const int64_t *us, mcdc_error *err) {
     mcdc_schema *cs = NULL;
     const mcdc_field *lf = &pl->change_schema->fields[pl->n_cap], *tf = &pl->change_schema->fields[pl->n_cap + 1];
     int rc = mcdc_schema_create(&cs, 2, err);
     if (rc == MCDC_OK) rc = mcdc_schema_set(cs, 0, lf->name, lf->type, 0, 0, 0, true, err);
     if (rc == MCDC_OK) rc = mcdc_schema_set(cs, 1, tf->name, tf->type, 0, 0, 0, true, err);
-    if (rc == MCDC_OK) rc = mcdc_batch_create(&pl->close, cs, 1, err);
+    if (rc == MCDC_OK) rc = mcdc_batch_create(out, cs, n, err);
     mcdc_schema_unref(cs);
-    if (rc == MCDC_OK) rc = mcdc_col_append_bytes(&pl->close->columns[0], s, 22, err);
-    if (rc == MCDC_OK)
-        rc = has_us ? mcdc_col_append_int(&pl->close->columns[1], us, err)
-                    : mcdc_col_append_null(&pl->close->columns[1], err);
-    if (rc == MCDC_OK) rc = mcdc_batch_seal(pl->close, err);
+    for (int32_t i = 0; rc == MCDC_OK && i < n; i++) {
+        rc = mcdc_col_append_bytes(&(*out)->columns[0], lsn[i], 22, err);
+        if (rc == MCDC_OK)
+            rc = has[i] ? mcdc_col_append_int(&(*out)->columns[1], us[i], err)
+                        : mcdc_col_append_null(&(*out)->columns[1], err);
+    }
+    if (rc == MCDC_OK) rc = mcdc_batch_seal(*out, err);
     if (rc) {
-        mcdc_batch_free(pl->close);
-        pl->close = NULL;
+        mcdc_batch_free(*out);
+        *out = NULL;
     }
     return rc;
 }
@@ -578,10 +593,13 @@ static int pass2_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
             lsn_max(&p->top, &x);
         }
         if (o == 3 && r + 1 < b->rows && outranked_before_image(p, b, r)) continue;
-        if (p->history && !change && base && p->snapshot.set) {
+        bool at_stamp = p->keep_stamps && wave && in_range(p, b, r);
+        if (p->history && !change && base && p->snapshot.set && !at_stamp) {
             /* a history ranks a rebuild's snapshot rows (a chunk's, stamped
              * later) at the snapshot's LSN, before every change after it:
-             * a key's first row then tells whether the snapshot holds it */
+             * a key's first row then tells whether the snapshot holds it.
+             * A chunk applied as a wave tells it at its stamp, for the keys
+             * of its range */
             if (ln == 22) memcpy(lsn->data + lsn->offsets[r], p->snapshot.v, 22);
         }
         p->idx[n] = (int32_t)r;
@@ -627,6 +645,7 @@ static void plan_clear(apply_plan *pl) {
     mcdc_schema_unref(pl->change_schema);
     mcdc_free(pl->ranges);
     mcdc_batch_free(pl->close);
+    mcdc_batch_free(pl->stamps);
     memset(pl, 0, sizeof *pl);
 }
 
@@ -760,6 +779,8 @@ static int read_chunks(mcdc_apply *a, const mcdc_snapfacts *sf, const mcdc_snap_
         c->chunk = json_is_integer(ci) ? (int64_t)json_integer_value(ci) : -1;
         c->wave = json_is_integer(wi) ? (int64_t)json_integer_value(wi) : -1;
         snprintf(c->stamp, sizeof c->stamp, "%s", r->min_lsn);
+        c->has_ts = r->has_min_ts;
+        c->ts_us = r->min_ts_us;
         json_t *lo = json_object_get(d, "lo"), *hi = json_object_get(d, "hi");
         c->lo = lo && !json_is_null(lo) ? json_incref(lo) : NULL;
         c->hi = hi && !json_is_null(hi) ? json_incref(hi) : NULL;
@@ -885,6 +906,41 @@ static int new_repairs(mcdc_apply *a, const json_t *last_end, char (**stamps)[23
     return rc;
 }
 
+static int by_stamp(const void *x, const void *y) {
+    return strcmp(((const achunk *)x)->stamp, ((const achunk *)y)->stamp);
+}
+
+/* SCD2: pl->stamps, one row per distinct stamp of the chunks after wave
+ * `after` (a wave's chunks share one), sorted by LSN. */
+static int wave_stamps(apply_plan *pl, const achunk *chunks, int32_t n, int64_t after, mcdc_error *err) {
+    achunk *v = mcdc_calloc((size_t)n, sizeof *v);
+    char(*lsn)[23] = mcdc_calloc((size_t)n, sizeof *lsn);
+    bool *has = mcdc_calloc((size_t)n, sizeof *has);
+    int64_t *us = mcdc_calloc((size_t)n, sizeof *us);
+    int rc = v && lsn && has && us ? MCDC_OK : nomem(err);
+    int32_t m = 0, k = 0;
+    for (int32_t i = 0; rc == MCDC_OK && i < n; i++)
+        if (chunks[i].wave > after && strlen(chunks[i].stamp) == 22) v[m++] = chunks[i];
+    if (rc == MCDC_OK && m > 1) qsort(v, (size_t)m, sizeof *v, by_stamp);
+    for (int32_t i = 0; rc == MCDC_OK && i < m; i++) {
+        if (k > 0 && strcmp(lsn[k - 1], v[i].stamp) == 0) {
+            if (!has[k - 1] && v[i].has_ts) has[k - 1] = true, us[k - 1] = v[i].ts_us;
+            continue;
+        }
+        memcpy(lsn[k], v[i].stamp, 23);
+        has[k] = v[i].has_ts;
+        us[k] = v[i].ts_us;
+        k++;
+    }
+    if (rc == MCDC_OK && k > 0)
+        rc = stamp_rows(&pl->stamps, pl, k, (const char(*)[23])lsn, has, us, err);
+    mcdc_free(v);
+    mcdc_free(lsn);
+    mcdc_free(has);
+    mcdc_free(us);
+    return rc;
+}
+
 static int check_scd_type(const mcdc_apply *a, const mcdc_table_view *sv, mcdc_error *err);
 
 static int plan_pass(mcdc_apply *a, const json_t *last_end, bool *idle, mcdc_error *err) {
@@ -931,7 +987,11 @@ static int plan_pass(mcdc_apply *a, const json_t *last_end, bool *idle, mcdc_err
     json_t *cut = NULL;
     lsnopt s_open = {0};
     if (opened) lsn_set(&s_open, opened->max_lsn, strlen(opened->max_lsn));
-    if (opened && s_open.set && (!newest.set || lsn_cmp(&s_open, &newest) > 0))
+    /* a history applying the open snapshot wave by wave reads its chunks at
+     * its completion too: the waves it has not applied yet go at their stamps */
+    bool hist_open = a->cfg.scd_type == 2 && opened && cv.silver.open.set &&
+                     lsn_cmp(&cv.silver.open, &s_open) == 0;
+    if (opened && s_open.set && (!newest.set || lsn_cmp(&s_open, &newest) > 0 || hist_open))
         rc = read_chunks(a, &sf, opened, &chunks, &n_chunks, &cut, err);
     /* bronze, pinned at one version from here on */
     mcdc_table_view *bv = NULL;
@@ -1001,15 +1061,15 @@ static int plan_pass(mcdc_apply *a, const json_t *last_end, bool *idle, mcdc_err
                             cv.silver.has_wave
                         ? cv.silver.wave
                         : -1;
+    /* its completion: a rebuild from S, the chunks after the last wave applied
+     * taken as waves */
+    bool hist_done = hist_open && rebuild && !is_open && lsn_cmp(&snapshot, &s_open) == 0;
+    if (hist_done) after = cv.silver.has_wave ? cv.silver.wave : -1;
     int64_t *new_chunks = NULL;
     int32_t n_new = 0;
     lsnopt first = {0};
     int64_t wave_max = after;
-    /* a history takes a chunked snapshot whole, at its completion (a rebuild) */
-    if (rc == MCDC_OK && is_open && n_chunks > 0 && a->cfg.scd_type == 2)
-        mcdc_log(MCDC_LOG_INFO, "%s: chunked snapshot %s is open: a history applies it at its "
-                                "completion", a->cfg.target, s_open.v);
-    if (rc == MCDC_OK && is_open && n_chunks > 0 && a->cfg.scd_type != 2) {
+    if (rc == MCDC_OK && (is_open || hist_done) && n_chunks > 0) {
         new_chunks = mcdc_calloc((size_t)n_chunks, sizeof *new_chunks);
         if (new_chunks == NULL) rc = nomem(err);
         for (int32_t i = 0; rc == MCDC_OK && i < n_chunks; i++) {
@@ -1022,6 +1082,10 @@ static int plan_pass(mcdc_apply *a, const json_t *last_end, bool *idle, mcdc_err
         }
         if (n_new > 1) qsort(new_chunks, (size_t)n_new, sizeof *new_chunks, cmp_i64);
     }
+    /* a history's waves: a version a chunk row opens or a chunk closes
+     * begins or ends at its stamp, at the commit time that maps to */
+    if (rc == MCDC_OK && n_new > 0 && a->cfg.scd_type == 2)
+        rc = wave_stamps(pl, chunks, n_chunks, after, err);
     /* range deletes: one key, the one the chunks are cut on, of a type
      * SQL Server and we order alike */
     if (rc == MCDC_OK && n_new > 0 && a->n_keys == 1 && json_is_array(cut) && json_array_size(cut) == 1 &&
@@ -1050,7 +1114,8 @@ static int plan_pass(mcdc_apply *a, const json_t *last_end, bool *idle, mcdc_err
     /* pass 2: the rows to rank */
     pass2 p2 = {.a = a, .pl = pl, .rebuild = rebuild, .snapshot = snapshot, .applied = cv.silver.applied,
                 .s_open = s_open, .first = first, .new_chunks = new_chunks, .n_new = n_new,
-                .history = a->cfg.scd_type == 2 && rebuild, .changes_after = snapshot};
+                .history = a->cfg.scd_type == 2 && rebuild, .changes_after = snapshot,
+                .keep_stamps = hist_done && pl->n_ranges > 0};
     if (p2.history && cv.silver.applied.set && lsn_cmp(&cv.silver.applied, &snapshot) < 0)
         p2.changes_after = cv.silver.applied;
     /* a rebuild takes the repairs after its snapshot as changes; one below
@@ -1149,7 +1214,7 @@ static int plan_pass(mcdc_apply *a, const json_t *last_end, bool *idle, mcdc_err
                 if (strcmp(sf.rows[i].max_lsn, snapshot.v) == 0 && sf.rows[i].has_max_ts)
                     has = true, us = sf.rows[i].max_ts_us;
         }
-        rc = close_stamp(pl, snapshot.v, has, us, err);
+        rc = stamp_rows(&pl->close, pl, 1, (const char(*)[23]) & snapshot.v, &has, &us, err);
     }
     /* the state after the pass */
     pl->rebuild = rebuild;
@@ -1260,6 +1325,7 @@ static int scd2_columns(const mcdc_apply *a, const mcdc_schema *os, const int32_
     MCDC_ASSERT(h->start_at >= 0 && h->end_at >= 0 && h->end_lsn >= 0 && h->commit_ts >= 0);
     h->change_ts_col = pl->n_cap + 1;
     h->close = pl->rebuild ? pl->close : NULL;
+    h->stamps = pl->stamps;
     *image = mcdc_calloc((size_t)os->n_fields, sizeof **image);
     *tracked = mcdc_calloc((size_t)os->n_fields, sizeof **tracked);
     if (*image == NULL || *tracked == NULL) return nomem(err);

@@ -639,13 +639,41 @@ static int decide_row(merger *m, const silver_rank *change, uint32_t tags, const
 
 /* ---- one key of a history (SCD type 2) --------------------------------------------- */
 
-/* The commit time a stamp gives, (c, row): its own; else (a snapshot's
- * rows carry none) the rebuild's estimate of the snapshot's; else, closing
- * the open version, its image's (never before its start); else NULL. */
-static void stamp_time(const merger *m, const mcdc_column **c, int64_t *row, bool closing) {
+/* An LSN cell ("0x" + 20 hex digits) as 10 bytes. */
+static bool col_lsn(const mcdc_column *c, int64_t row, uint8_t out[10]) {
+    if (!mcdc_col_is_valid(c, row) || c->offsets[row + 1] - c->offsets[row] != 22) return false;
+    return silver_lsn_parse(out, (const char *)c->data + c->offsets[row], 22);
+}
+
+/* The row of a wave's stamps (silver_scd2.stamps) at LSN lsn, or -1. */
+static int64_t stamp_find(const mcdc_batch *st, const uint8_t lsn[10]) {
+    int64_t lo = 0, hi = st ? st->rows : 0;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        uint8_t l[10];
+        int c = col_lsn(&st->columns[0], mid, l) ? memcmp(l, lsn, 10) : -1;
+        if (c == 0) return mid;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return -1;
+}
+
+/* The commit time a stamp (the LSN (lc, lrow)) gives, (c, row): its own;
+ * else (a snapshot's rows carry none) the one a wave's chunk stamp maps to,
+ * or for another LSN the rebuild's estimate of the snapshot's; else,
+ * closing the open version, its image's (never before its start); else
+ * NULL. */
+static void stamp_time(const merger *m, const mcdc_column *lc, int64_t lrow, const mcdc_column **c,
+                       int64_t *row, bool closing) {
     const silver_scd2 *s = m->in->scd2;
     if (mcdc_col_is_valid(*c, *row)) return;
-    if (s->close && mcdc_col_is_valid(&s->close->columns[1], 0)) {
+    uint8_t l[10];
+    int64_t w = s->stamps && col_lsn(lc, lrow, l) ? stamp_find(s->stamps, l) : -1;
+    if (w >= 0 && mcdc_col_is_valid(&s->stamps->columns[1], w)) {
+        *c = &s->stamps->columns[1];
+        *row = w;
+    } else if (w < 0 && s->close && mcdc_col_is_valid(&s->close->columns[1], 0)) {
         *c = &s->close->columns[1];
         *row = 0;
     } else if (closing && m->cur && mcdc_col_is_valid(&m->cur->columns[s->commit_ts], 0)) {
@@ -672,7 +700,7 @@ static int cur_build(merger *m, const mcdc_batch *cb, int64_t crow, bool fresh,
         else if (fresh && j == s->start_at) {
             const mcdc_column *t = &cb->columns[s->change_ts_col];
             int64_t tr = crow;
-            stamp_time(m, &t, &tr, false);
+            stamp_time(m, &cb->columns[in->change_lsn_col], crow, &t, &tr, false);
             rc = mcdc_col_copy_value(d, t, tr, err);
         }
         else if (fresh || j == s->end_at || j == s->end_lsn) rc = mcdc_col_append_null(d, err);
@@ -698,7 +726,7 @@ static int cur_put(merger *m, const mcdc_column *lsn, const mcdc_column *ts, int
     /* room first: a flush empties the scratch rows */
     if (rc == MCDC_OK) room(m, (const uint8_t *)m->key.data, (uint32_t)m->key.len, err, &rc);
     int64_t at = rc == MCDC_OK ? m->scratch->columns[0].length : 0, ts_row = row;
-    if (lsn) stamp_time(m, &ts, &ts_row, true);
+    if (lsn) stamp_time(m, lsn, row, &ts, &ts_row, true);
     for (int32_t j = 0; rc == MCDC_OK && j < in->out_schema->n_fields; j++) {
         mcdc_column *d = &m->scratch->columns[j];
         if (lsn && j == s->end_lsn) rc = mcdc_col_copy_value(d, lsn, row, err);
@@ -720,8 +748,7 @@ static bool image_eq(const merger *m, const int32_t *cols, int32_t n, const mcdc
 }
 
 static bool lsn_cell(const mcdc_batch *b, int32_t col, int64_t row, uint8_t out[10]) {
-    char t[22];
-    return lsn_text_of(b, col, row, t) && silver_lsn_parse(out, t, 22);
+    return col >= 0 && col_lsn(&b->columns[col], row, out);
 }
 
 /* The last change of one transaction of the key (a transaction's changes
@@ -764,6 +791,17 @@ static int copy_change(mcdc_batch **out, const mcdc_batch *cb, int64_t row, mcdc
     return rc;
 }
 
+/* A key's value as the chunk ranges compare it, from its encoding (a key
+ * of a range type encodes as 0x01 + 8 bytes); false for NULL or another
+ * layout. */
+static bool key_range_value(const uint8_t *k, uint32_t kn, int64_t *v) {
+    if (kn != 9 || k[0] != 1) return false;
+    uint64_t u = 0;
+    for (int i = 1; i < 9; i++) u = u << 8 | k[i];
+    *v = (int64_t)(u ^ (1ULL << 63));
+    return true;
+}
+
 /* Key k of a history: its versions (the clustered file f's, then other
  * writers'), then its changes (with_c), merged. */
 static int scd2_key(merger *m, erows *f, const uint8_t *k0, uint32_t kn0, bool with_c, mcdc_error *err) {
@@ -796,10 +834,19 @@ static int scd2_key(merger *m, erows *f, const uint8_t *k0, uint32_t kn0, bool w
             if (rc == MCDC_OK) rc = erows_step(m, x, err);
         }
     }
-    /* a rebuild: a key the snapshot lacks was gone at its LSN (its row, if
-     * any, ranks first at that LSN, after the changes before it) */
+    /* the key's snapshot point: the stamp of its chunk range when the pass
+     * applies that chunk (a wave), else a rebuild's LSN. A key the snapshot
+     * lacks was gone there (its row, if any, ranks first at that LSN, after
+     * the changes before it) */
     uint8_t snap[10];
-    bool snap_done = s->close == NULL || !lsn_cell(s->close, 0, 0, snap);
+    const mcdc_batch *pt = NULL;
+    int64_t pt_row = 0, v;
+    const silver_range *r = NULL;
+    if (m->in->n_ranges > 0 && s->stamps && key_range_value(k, kn, &v))
+        r = silver_range_find(m->in->ranges, m->in->n_ranges, v);
+    if (r && (pt_row = stamp_find(s->stamps, r->stamp)) >= 0) pt = s->stamps;
+    else if (s->close) pt = s->close, pt_row = 0;
+    bool snap_done = pt == NULL || !lsn_cell(pt, 0, pt_row, snap);
     const uint8_t *kc;
     uint32_t lc;
     while (rc == MCDC_OK) {
@@ -810,7 +857,7 @@ static int scd2_key(merger *m, erows *f, const uint8_t *k0, uint32_t kn0, bool w
             snap_done = true;
             if (at > 0 && m->cur && (!has_seen || memcmp(snap, seen, 10) > 0)) {
                 m->out->deleted++;
-                rc = cur_put(m, &s->close->columns[0], &s->close->columns[1], 0, err);
+                rc = cur_put(m, &pt->columns[0], &pt->columns[1], pt_row, err);
             }
         }
         if (rc || !more) break;
@@ -1027,20 +1074,14 @@ static int by_min(const void *a, const void *b) {
 }
 
 /* Does a chunk range overlap file f's keys while f may hold rows older
- * than its stamp? (Range values are compared through the keys' encoding:
- * an integer key encodes as 0x01 + 8 bytes.) */
+ * than its stamp? */
 static bool range_touches(const merger *m, const mfile *f) {
     const silver_merge_in *in = m->in;
     if (in->n_ranges == 0 || f->e.rows == 0) return false;
-    if (f->e.min_len != 9 || f->e.max_len != 9 || f->e.min_key[0] != 1 || f->e.max_key[0] != 1)
-        return true; /* NULL keys or another layout: read it */
     int64_t lo = 0, hi = 0;
-    for (int i = 1; i < 9; i++) {
-        lo = (int64_t)((uint64_t)lo << 8 | f->e.min_key[i]);
-        hi = (int64_t)((uint64_t)hi << 8 | f->e.max_key[i]);
-    }
-    lo = (int64_t)((uint64_t)lo ^ (1ULL << 63));
-    hi = (int64_t)((uint64_t)hi ^ (1ULL << 63));
+    if (!key_range_value(f->e.min_key, f->e.min_len, &lo) ||
+        !key_range_value(f->e.max_key, f->e.max_len, &hi))
+        return true; /* NULL keys or another layout: read it */
     for (int32_t i = 0; i < in->n_ranges; i++) {
         const silver_range *r = &in->ranges[i];
         if ((r->has_hi && lo >= r->hi) || (r->has_lo && hi < r->lo)) continue;

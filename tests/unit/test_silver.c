@@ -1669,3 +1669,171 @@ TEST(silver_history_counts_a_transaction_by_its_last_change_across_chunks) {
     mcdc_table_close(t);
     rm_dir(dir);
 }
+
+/* ---- a history's waves, at the merge ------------------------------------------------- */
+
+/* A history merged from change rows (id, val, lsn, op; op 0 a chunk row:
+ * no command id, seqval or commit time), the commit time of a change its
+ * LSN in seconds; stamps (LSN, seconds) a wave's, ranges its chunks'. */
+typedef struct {
+    int id, op;
+    int64_t lsn;
+    const char *val;
+} hchange;
+
+static int merge_history(mtest *x, const hchange *ch, int n, const silver_range *ranges, int n_ranges,
+                         const int64_t (*stamps)[2], int n_stamps, mcdc_error *e) {
+    mcdc_schema *cs = mchange_schema(), *os = NULL;
+    int rc = mcdc_schema_create(&os, 7, e);
+    const char *names[7] = {"id", "val", "_start_lsn", "_commit_ts", "__START_AT", "__END_AT", "_end_lsn"};
+    for (int j = 0; rc == MCDC_OK && j < 7; j++)
+        rc = mcdc_schema_set(os, j, names[j], cs->fields[j == 6 ? 2 : j > 3 ? 3 : j].type, 0, 0, 0, true, e);
+    static const int32_t key[1] = {0};
+    silver_sorter_cfg sc = {.schema = cs, .key_cols = key, .n_keys = 1, .ranked = true, .history = true,
+                            .lsn_col = 2, .op_col = 4, .cmd_col = 5, .seq_col = 6,
+                            .keep_tags = SILVER_TAG_BASE | SILVER_TAG_WAVE,
+                            .memory_bytes = SILVER_SORT_BYTES_MIN, .spill = x->spill,
+                            .spill_prefix = "_mssql_cdc_spill/h-"};
+    silver_sorter *so = NULL;
+    if (rc == MCDC_OK) rc = silver_sorter_create(&so, &sc, e);
+    mcdc_batch *b = NULL, *st = NULL;
+    uint32_t *tags = calloc((size_t)(n ? n : 1), sizeof *tags);
+    if (rc == MCDC_OK) rc = mcdc_batch_create(&b, cs, n ? n : 1, e);
+    for (int i = 0; rc == MCDC_OK && i < n; i++) {
+        char l[23];
+        lsn_text(l, ch[i].lsn);
+        bool snap = ch[i].op == 0;
+        mcdc_col_append_int(&b->columns[0], ch[i].id, e);
+        mcdc_col_append_bytes(&b->columns[1], ch[i].val, (int64_t)strlen(ch[i].val), e);
+        mcdc_col_append_bytes(&b->columns[2], l, 22, e);
+        if (snap) mcdc_col_append_null(&b->columns[3], e);
+        else mcdc_col_append_int(&b->columns[3], ch[i].lsn * 1000000, e);
+        mcdc_col_append_int(&b->columns[4], ch[i].op, e);
+        if (snap) mcdc_col_append_null(&b->columns[5], e), mcdc_col_append_null(&b->columns[6], e);
+        else mcdc_col_append_int(&b->columns[5], 1, e), mcdc_col_append_bytes(&b->columns[6], l, 22, e);
+        tags[i] = snap ? SILVER_TAG_WAVE : SILVER_TAG_BASE;
+    }
+    if (rc == MCDC_OK) rc = mcdc_batch_seal(b, e);
+    if (rc == MCDC_OK) rc = silver_sorter_add(so, b, NULL, 0, tags, e);
+    free(tags);
+    if (rc == MCDC_OK) rc = silver_sorter_finish(so, e);
+    /* the stamps: _start_lsn and _commit_ts */
+    mcdc_schema *ss = NULL;
+    if (rc == MCDC_OK && n_stamps > 0) {
+        rc = mcdc_schema_create(&ss, 2, e);
+        if (rc == MCDC_OK) rc = mcdc_schema_set(ss, 0, "_start_lsn", MCDC_TYPE_UTF8, 0, 0, 0, true, e);
+        if (rc == MCDC_OK) rc = mcdc_schema_set(ss, 1, "_commit_ts", MCDC_TYPE_TIMESTAMP_NTZ, 0, 0, 0, true, e);
+        if (rc == MCDC_OK) rc = mcdc_batch_create(&st, ss, n_stamps, e);
+        for (int i = 0; rc == MCDC_OK && i < n_stamps; i++) {
+            char l[23];
+            lsn_text(l, stamps[i][0]);
+            mcdc_col_append_bytes(&st->columns[0], l, 22, e);
+            mcdc_col_append_int(&st->columns[1], stamps[i][1] * 1000000, e);
+        }
+        if (rc == MCDC_OK) rc = mcdc_batch_seal(st, e);
+    }
+    mcdc_table_view *v = NULL;
+    if (rc == MCDC_OK) rc = mcdc_table_view_open(&v, x->t, -1, e);
+    static const int32_t c_of_out[7] = {0, 1, 2, 3, -1, -1, -1}, e_of_out[7] = {0, 1, 2, 3, 4, 5, 6};
+    static const int32_t image[2] = {0, 1};
+    static const char *const keys[1] = {"id"};
+    silver_scd2 h = {.start_at = 4, .end_at = 5, .end_lsn = 6, .commit_ts = 3, .change_ts_col = 3,
+                     .image = image, .n_image = 2, .tracked = image, .n_tracked = 2, .stamps = st};
+    mcdc_table_props props = {.kind = MCDC_KIND_SILVER};
+    silver_merge_in in = {.target = x->t, .view = v, .out_schema = os, .change_of_out = c_of_out,
+                          .exist_of_out = v ? e_of_out : c_of_out, .keys = keys, .n_keys = 1,
+                          .changes = so, .change_lsn_col = 2, .scd2 = &h, .ranges = ranges,
+                          .n_ranges = n_ranges, .file_rows = x->file_rows,
+                          .memory_bytes = SILVER_SORT_BYTES_MIN, .spill = x->spill,
+                          .spill_prefix = "_mssql_cdc_spill/h-", .props = &props};
+    silver_merge_out out = {0};
+    if (rc == MCDC_OK) rc = silver_merge_run(&out, &in, e);
+    int64_t read_version = v ? mcdc_table_view_version(v) : -1;
+    if (rc == MCDC_OK && out.changed) rc = silver_index_store(x->spill, &out.index, read_version + 1, e);
+    if (rc == MCDC_OK && out.changed) {
+        mcdc_table_commit c = {.operation = "MERGE", .remove_paths = (const char *const *)out.removes,
+                               .n_removes = out.n_removes, .read_version = read_version};
+        bool skipped;
+        int64_t ver;
+        rc = mcdc_appender_commit_with(out.appender, &c, &skipped, &ver, e);
+    }
+    silver_merge_out_free(&out);
+    mcdc_table_view_free(v);
+    mcdc_batch_free(b);
+    mcdc_batch_free(st);
+    silver_sorter_free(so);
+    mcdc_schema_unref(ss);
+    mcdc_schema_unref(cs);
+    mcdc_schema_unref(os);
+    return rc;
+}
+
+/* The history as "id=val@image_lsn:start-end/end_lsn " by (id, start):
+ * times in seconds, end and end_lsn empty while open. */
+static void mem_history_text(mtest *x, char *out, size_t cap) {
+    mcdc_batch *b = NULL;
+    int64_t v;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_table_read_all(x->t, &b, &v, &e), MCDC_OK);
+    out[0] = 0;
+    int64_t n = b ? b->rows : 0;
+    bool *done = calloc((size_t)(n ? n : 1), 1);
+    for (int64_t k = 0; k < n; k++) {
+        int64_t best = -1;
+        for (int64_t r = 0; r < n; r++) {
+            if (done[r]) continue;
+            mcdc_cell a = mcdc_row_get(b, r, 0), sa = mcdc_row_get(b, r, 4);
+            if (best >= 0) {
+                mcdc_cell bb = mcdc_row_get(b, best, 0), sb = mcdc_row_get(b, best, 4);
+                if (a.i > bb.i || (a.i == bb.i && sa.i >= sb.i)) continue;
+            }
+            best = r;
+        }
+        done[best] = true;
+        mcdc_cell id = mcdc_row_get(b, best, 0), val = mcdc_row_get(b, best, 1);
+        mcdc_cell s = mcdc_row_get(b, best, 4), en = mcdc_row_get(b, best, 5);
+        char one[128], start[24] = "null", end[48] = "";
+        long long el = lsn_num(mcdc_row_get(b, best, 6));
+        if (el >= 0) snprintf(end, sizeof end, "%lld/%lld", (long long)(en.i / 1000000), el);
+        if (s.kind == MCDC_CELL_INT) snprintf(start, sizeof start, "%lld", (long long)(s.i / 1000000));
+        snprintf(one, sizeof one, "%lld=%.*s@%lld:%s-%s ", (long long)id.i, (int)val.i, val.s,
+                 lsn_num(mcdc_row_get(b, best, 2)), start, end);
+        strncat(out, one, cap - strlen(out) - 1);
+    }
+    free(done);
+    mcdc_batch_free(b);
+}
+
+TEST(silver_history_wave_opens_and_closes_versions_at_its_chunk_stamps) {
+    mtest x;
+    mtest_open(&x, "hwave", 3);
+    mcdc_error e = MCDC_ERROR_INIT;
+    const hchange first[] = {{1, 2, 10, "a"}, {2, 2, 10, "b"}, {3, 2, 10, "c"}, {4, 2, 10, "d"},
+                             {5, 2, 10, "e"}, {8, 2, 10, "h"}, {9, 2, 10, "i"}};
+    CHECK_EQ_INT(merge_history(&x, first, 7, NULL, 0, NULL, 0, &e), MCDC_OK);
+    /* applied before the wave, after its stamp 50: key 1 changed, key 6 inserted */
+    const hchange mid[] = {{1, 4, 55, "a55"}, {6, 2, 55, "g"}};
+    CHECK_EQ_INT(merge_history(&x, mid, 2, NULL, 0, NULL, 0, &e), MCDC_OK);
+    /* the wave: chunk [0, 8) stamped 50 (its commit time 49 s), chunk [9, 10)
+     * stamped 52 (51 s); key 0 new, 1 older than its version (kept), 2
+     * differs, 3 and 6 absent (3 closed, 6 newer: kept), 4 as it is and
+     * changed at 60 after the stamp, 5 as it is; 8 lies in no range; 9's
+     * chunk lacks it */
+    const hchange wave[] = {{0, 0, 50, "z"}, {1, 0, 50, "a"}, {2, 0, 50, "b50"}, {4, 0, 50, "d"},
+                            {4, 4, 60, "d60"}, {5, 0, 50, "e"}, {1, 4, 55, "a55"}};
+    silver_range rg[2] = {{true, true, 0, 8, {0}}, {true, true, 9, 10, {0}}};
+    silver_lsn_parse(rg[0].stamp, "0x00000000000000000032", 22); /* 50 */
+    silver_lsn_parse(rg[1].stamp, "0x00000000000000000034", 22); /* 52 */
+    const int64_t stamps[2][2] = {{50, 49}, {52, 51}};
+    CHECK_EQ_INT(merge_history(&x, wave, 7, rg, 2, stamps, 2, &e), MCDC_OK);
+    char text[512], again[512];
+    mem_history_text(&x, text, sizeof text);
+    CHECK_EQ_STR(text, "0=z@50:49- 1=a@10:10-55/55 1=a55@55:55- 2=b@10:10-49/50 2=b50@50:49- "
+                       "3=c@10:10-49/50 4=d@10:10-60/60 4=d60@60:60- 5=e@10:10- 6=g@55:55- "
+                       "8=h@10:10- 9=i@10:10-51/52 ");
+    /* the same wave again (a replay planned afresh): nothing changes */
+    CHECK_EQ_INT(merge_history(&x, wave, 7, rg, 2, stamps, 2, &e), MCDC_OK);
+    mem_history_text(&x, again, sizeof again);
+    CHECK_EQ_STR(again, text);
+    mtest_close(&x);
+}
