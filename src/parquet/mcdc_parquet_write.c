@@ -673,7 +673,7 @@ static int dict_insert(wcol *c, const uint8_t *key, size_t kn, uint32_t *out) {
     while ((e = c->htab[h]) != 0) {
         size_t en;
         const uint8_t *ep = dict_entry(c, e - 1, &en);
-        if (en == kn && memcmp(ep, key, kn) == 0) break;
+        if (en == kn && pq_same_bytes(ep, key, kn)) break;
         h = (h + 1) & c->hmask;
     }
     if (e == 0) {
@@ -774,7 +774,7 @@ static int dict_encode(wcol *c, const uint8_t *q, int64_t n) {
             kn = w;
             q += w;
         }
-        if (prev && prev_n == kn && memcmp(prev, key, kn) == 0) {
+        if (prev && prev_n == kn && pq_same_bytes(prev, key, kn)) {
             c->idx[c->idx_n] = c->idx[c->idx_n - 1]; /* a run: no probe */
             c->idx_n++;
             continue;
@@ -801,7 +801,7 @@ static int dict_encode_input(wcol *c, const mcdc_column *in, int64_t r0, const i
         int64_t r = sel ? sel[k] : r0 + k;
         const uint8_t *key = in->data + off[r];
         size_t kn = (size_t)(off[r + 1] - off[r]);
-        if (prev && prev_n == kn && memcmp(prev, key, kn) == 0) {
+        if (prev && prev_n == kn && pq_same_bytes(prev, key, kn)) {
             c->idx[c->idx_n] = c->idx[c->idx_n - 1]; /* a run: no probe */
             c->idx_n++;
             continue;
