@@ -183,7 +183,7 @@ TEST(batch_bulk_fills_match_per_cell_appends) {
     mcdc_schema *s = NULL;
     CHECK_EQ_INT(mcdc_schema_create(&s, NT, &e), MCDC_OK);
     for (int k = 0; k < NT; k++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "c%d", k);
         mcdc_schema_set(s, k, name, T[k], T[k] == MCDC_TYPE_DECIMAL ? 18 : 0,
                         T[k] == MCDC_TYPE_DECIMAL ? 2 : 0, 0, true, &e);
