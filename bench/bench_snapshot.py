@@ -17,7 +17,8 @@ Measures:
   benchlib.run_child for why not this process's wait4); the CPU seconds each
   side used during the run (ours from time, the simulator's from
   /proc/<pid>/stat), and rows per CPU-second of each, to show which side is
-  the bottleneck; sim_table_store_reads_*: the queries the simulator's table
+  the bottleneck, with the CPU microseconds a row of each and of both
+  (*_cpu_us_per_row_*; the sum bounds the rate on the shared cores); sim_table_store_reads_*: the queries the simulator's table
   store answered (sim.fast_path_stats), the rest went through SQLite.
 - backfill_quiet_*: the same table by `mssql-cdc backfill` (numPartitions 2,
   chunks of 1,000,000 rows, a wave per round) after `stream --bootstrap
@@ -168,6 +169,11 @@ def ours_snapshots(sim, work):
         print(f"snapshot_rows_per_cpu_s_{n}conn: {ROWS / max(run.cpu_s, 1e-3):.0f}")
         print(f"sim_cpu_seconds_{n}conn: {sim_cpu:.2f}")
         print(f"sim_rows_per_cpu_s_{n}conn: {ROWS / max(sim_cpu, 1e-3):.0f}")
+        # microseconds of CPU a row, each side and both: on the shared 2 cores
+        # the sum bounds the rate, and it moves less with the load than the wall
+        print(f"snapshot_cpu_us_per_row_{n}conn: {run.cpu_s / ROWS * 1e6:.3f}")
+        print(f"sim_cpu_us_per_row_{n}conn: {sim_cpu / ROWS * 1e6:.3f}")
+        print(f"total_cpu_us_per_row_{n}conn: {(run.cpu_s + sim_cpu) / ROWS * 1e6:.3f}")
         print(f"sim_table_store_reads_{n}conn: {store}")
         print(f"snapshot_peak_rss_mb_{n}conn: {run.rss_mb:.1f}")
         print(f"snapshot_file_bytes_per_row_{n}conn: {data_bytes(target) / ROWS:.1f}")

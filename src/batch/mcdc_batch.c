@@ -547,16 +547,78 @@ int mcdc_col_append_bytes(mcdc_column *c, const void *p, int64_t n, mcdc_error *
     return MCDC_OK;
 }
 
-int mcdc_col_append_nulls(mcdc_column *c, int64_t n, mcdc_error *err) {
-    int rc = col_grow_rows(c, c->length + n, err);
-    for (int64_t i = 0; rc == MCDC_OK && i < n; i++) rc = mcdc_col_append_null(c, err);
-    return rc;
+/* Clears bits [from, from + n) of v: the partial bytes at the ends by mask,
+ * the whole bytes between by memset. */
+static void bits_clear(uint8_t *v, int64_t from, int64_t n) {
+    int64_t end = from + n;
+    while (from < end && (from & 7) != 0) {
+        v[from >> 3] &= (uint8_t) ~(1u << (from & 7));
+        from++;
+    }
+    if (end - from >= 8) {
+        memset(v + (from >> 3), 0, (size_t)((end - from) >> 3));
+        from += (end - from) & ~(int64_t)7;
+    }
+    for (; from < end; from++) v[from >> 3] &= (uint8_t) ~(1u << (from & 7));
 }
 
-int mcdc_col_fill_int(mcdc_column *c, int64_t v, int64_t n, mcdc_error *err) {
+/* n NULLs at once, the same cells as n mcdc_col_append_null (a zero value,
+ * the offset repeated, BOOL's value bits left as they are): bulk fills of
+ * whole batches (the stamp columns of a snapshot, bronze's NULL columns)
+ * pay per column, not per cell. */
+int mcdc_col_append_nulls(mcdc_column *c, int64_t n, mcdc_error *err) {
+    MCDC_ASSERT(n >= 0);
     int rc = col_grow_rows(c, c->length + n, err);
-    for (int64_t i = 0; rc == MCDC_OK && i < n; i++) rc = mcdc_col_append_int(c, v, err);
-    return rc;
+    if (rc != MCDC_OK || n == 0) return rc;
+    if (c->validity == NULL) {
+        size_t nb = (size_t)(c->capacity + 7) / 8;
+        c->validity = mcdc_malloc(nb);
+        if (c->validity == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        memset(c->validity, 0xff, nb);
+    }
+    int64_t i = c->length;
+    bits_clear(c->validity, i, n);
+    if (is_var(c->field)) {
+        int32_t end = c->offsets[i];
+        for (int64_t k = 1; k <= n; k++) c->offsets[i + k] = end;
+    } else if (c->field->type != MCDC_TYPE_BOOL) {
+        size_t w = (size_t)mcdc_type_width(c->field);
+        memset(c->values + (size_t)i * w, 0, (size_t)n * w);
+    }
+    c->length += n;
+    c->null_count += n;
+    MCDC_ASSERT(c->length <= c->capacity && c->null_count <= c->length);
+    return MCDC_OK;
+}
+
+/* n copies of v, the cells of n mcdc_col_append_int: the type is looked at
+ * once, then one store loop of its width. */
+int mcdc_col_fill_int(mcdc_column *c, int64_t v, int64_t n, mcdc_error *err) {
+    MCDC_ASSERT(n >= 0);
+    int rc = col_grow_rows(c, c->length + n, err);
+    if (rc != MCDC_OK || n == 0) return rc;
+    uint8_t *d = c->values;
+    int64_t i = c->length;
+    switch (c->field->type) {
+#define FILL(T, IN_RANGE)                                                                     \
+    {                                                                                         \
+        MCDC_ASSERT(IN_RANGE);                                                                \
+        T x = (T)v;                                                                           \
+        for (int64_t k = 0; k < n; k++) memcpy(d + (size_t)(i + k) * sizeof x, &x, sizeof x); \
+        break;                                                                                \
+    }
+    case MCDC_TYPE_INT8: FILL(int8_t, v >= INT8_MIN && v <= INT8_MAX)
+    case MCDC_TYPE_INT16: FILL(int16_t, v >= INT16_MIN && v <= INT16_MAX)
+    case MCDC_TYPE_INT32:
+    case MCDC_TYPE_DATE32: FILL(int32_t, v >= INT32_MIN && v <= INT32_MAX)
+    case MCDC_TYPE_INT64:
+    case MCDC_TYPE_TIMESTAMP_NTZ:
+    case MCDC_TYPE_TIMESTAMP_UTC: FILL(int64_t, true)
+#undef FILL
+    default: MCDC_UNREACHABLE();
+    }
+    c->length += n; /* validity bits start set: the values are present */
+    return MCDC_OK;
 }
 
 int mcdc_col_fill_text(mcdc_column *c, const char *text, int64_t rows, mcdc_error *err) {

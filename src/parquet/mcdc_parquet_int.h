@@ -51,6 +51,25 @@ static inline uint64_t pq_le64(const uint8_t *p) {
     memcpy(&v, p, 8);
     return v;
 }
+/* Whether the n bytes at a and at b are the same. The writer's dictionary
+ * asks once a value (its run test, its probe's match) and its keys are
+ * short (LSN texts, codes, names): up to 32 bytes are compared inline in
+ * overlapping words, where a call to memcmp would cost more than the
+ * comparison. */
+static inline bool pq_same_bytes(const uint8_t *a, const uint8_t *b, size_t n) {
+    if (n > 32) return memcmp(a, b, n) == 0;
+    if (n >= 8) {
+        uint64_t d = pq_le64(a + n - 8) ^ pq_le64(b + n - 8);
+        for (size_t i = 0; i + 8 < n; i += 8) d |= pq_le64(a + i) ^ pq_le64(b + i);
+        return d == 0;
+    }
+    if (n >= 4)
+        return ((pq_le32(a) ^ pq_le32(b)) | (pq_le32(a + n - 4) ^ pq_le32(b + n - 4))) == 0;
+    uint32_t d = 0;
+    for (size_t i = 0; i < n; i++) d |= (uint32_t)(a[i] ^ b[i]);
+    return d == 0;
+}
+
 static inline void pq_put_le32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
 static inline void pq_put_le64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
 _Static_assert(sizeof(uint32_t) == 4 && sizeof(uint64_t) == 8, "wire sizes");

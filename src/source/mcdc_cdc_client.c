@@ -1159,29 +1159,17 @@ static int key_list(mcdc_buf *out, const mcdc_key_col *keys, int n, const char *
 
 int mcdc_cdc_snapshot_sql(mcdc_buf *out, mcdc_sql_params *params, const mcdc_snapshot_query *q,
                           mcdc_error *err) {
-    MCDC_ASSERT(q->source_schema && q->source_table && q->lsn && q->source_names);
+    MCDC_ASSERT(q->source_schema && q->source_table && q->source_names && q->n_cols >= 0);
     MCDC_ASSERT(q->n_keys >= 0 && (q->n_keys == 0 || q->keys));
-    mcdc_lsn check;
-    if (mcdc_lsn_parse_cstr(&check, q->lsn, err) != MCDC_OK) return MCDC_E_INVALID;
-    if (q->commit_ts) { /* inlined: digits, '-', ':', 'T', '.' only */
-        for (const char *p = q->commit_ts; *p; p++)
-            if (!strchr("0123456789-:T.", *p))
-                return mcdc_error_set(err, MCDC_E_INVALID, "snapshot commit time '%s'", q->commit_ts);
-    }
+    if (q->n_cols == 0)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "a snapshot of %s.%s reads no captured column: name at least one "
+                              "in the option columns",
+                              q->source_schema, q->source_table);
     mcdc_buf sel = {0};
-    int rc = mcdc_buf_printf(&sel, err,
-                             "SELECT CAST('%s' AS varchar(22)) AS [_start_lsn], "
-                             "CAST(NULL AS varchar(22)) AS [_seqval], "
-                             "CAST(0 AS int) AS [_operation], ",
-                             q->lsn);
-    if (rc == MCDC_OK && q->include_command_id)
-        rc = mcdc_buf_append_str(&sel, "CAST(NULL AS int) AS [_command_id], ", err);
-    if (rc == MCDC_OK)
-        rc = q->commit_ts ? mcdc_buf_printf(&sel, err, "CAST('%s' AS datetime2(6)) AS [_commit_ts]",
-                                            q->commit_ts)
-                          : mcdc_buf_append_str(&sel, "CAST(NULL AS datetime2(6)) AS [_commit_ts]", err);
+    int rc = mcdc_buf_append_str(&sel, "SELECT ", err);
     for (int i = 0; i < q->n_cols && rc == MCDC_OK; i++) {
-        rc = mcdc_buf_append_str(&sel, ", ", err);
+        if (i > 0) rc = mcdc_buf_append_str(&sel, ", ", err);
         if (rc == MCDC_OK && q->source_names[i]) {
             rc = mcdc_cdc_column_sql(&sel, "t", q->source_names[i],
                                      q->reads ? q->reads[i] : (uint8_t)MCDC_READ_VALUE, err);

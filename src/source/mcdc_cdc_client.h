@@ -224,20 +224,21 @@ typedef struct mcdc_source_read {
  * (SNAPSHOT not allowed in the database), says what to do. */
 void mcdc_source_read_hint(mcdc_error *err);
 
-/* The text of one snapshot read: the source table's rows in the stream's
- * output schema (_operation 0, _start_lsn the snapshot's LSN, _commit_ts its
- * commit time, _seqval and _command_id NULL), [lo, hi) of keys (the pieces
- * of mcdc_key_select, their parameters appended to params). */
+/* The text of one snapshot read: the captured columns of the source
+ * table's rows, [lo, hi) of keys (the pieces of mcdc_key_select, their
+ * parameters appended to params). The stream's other columns are the same
+ * in every row of a snapshot (_operation 0, _start_lsn its LSN, _commit_ts
+ * its commit time, _seqval and _command_id NULL): the reader fills them a
+ * batch at a time (mcdc_reader_fill_snapshot_stamp) rather than the server
+ * sending them in every row (about 30 of a row's bytes on the wire, and a
+ * cell each to decode). */
 typedef struct mcdc_snapshot_query {
     const char *source_schema, *source_table;
-    const mcdc_field *cols;          /* the captured columns read, n_cols */
+    const mcdc_field *cols;          /* the captured columns read, n_cols >= 1 */
     int n_cols;
     const char *const *source_names; /* per column: its name in the table now (matched by
                                         column_id), NULL when dropped: a typed NULL */
     const uint8_t *reads;            /* per column: its mcdc_sql_read; NULL: all values */
-    bool include_command_id;
-    const char *lsn;                 /* "0x" + 20 hex */
-    const char *commit_ts;           /* UTC "YYYY-MM-DDTHH:MM:SS.ffffff", NULL: unknown */
     const mcdc_key_col *keys;        /* the key columns of the range; n_keys 0: the table */
     int n_keys;
     const json_t *lo, *hi;           /* bounds (mcdc_keyrange.h); NULL: open */

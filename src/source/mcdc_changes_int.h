@@ -157,14 +157,11 @@ int mcdc_changes__seek(mcdc_changes *c, const mcdc_snap_keys *k, const json_t *l
  * isolationLevel option) and lockTimeoutMs. */
 mcdc_source_read mcdc_changes__source_read(const mcdc_changes *c, mcdc_isolation iso);
 /* The snapshot reader's query of the captured columns (source_names their
- * names on the server) stamped lsn (and commit_us when has_ts), read under
- * iso: its keys and bounds are the caller's to set. lsn_text and ts are the
- * caller's buffers the query points into. */
+ * names on the server), read under iso: its keys and bounds are the
+ * caller's to set; the snapshot's stamp (its LSN and commit time) is the
+ * caller's to fill (mcdc_reader_fill_snapshot_stamp). */
 mcdc_snapshot_query mcdc_changes__snapshot_query(const mcdc_changes *c, char *const *source_names,
-                                                 const mcdc_lsn *lsn, bool has_ts,
-                                                 int64_t commit_us, mcdc_isolation iso,
-                                                 char lsn_text[MCDC_LSN_TEXT_LEN + 1],
-                                                 char ts[40]);
+                                                 mcdc_isolation iso);
 /* Back to READ COMMITTED on the control connection after reads under
  * SNAPSHOT (the session keeps its level; CDC's own queries do not need it). */
 void mcdc_changes__control_read_committed(mcdc_changes *c, const mcdc_source_read *rd);

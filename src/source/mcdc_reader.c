@@ -294,6 +294,33 @@ int mcdc_reader_fill_capture_instance(mcdc_batch *b, const char *ci, int64_t row
     return mcdc_col_fill_text(&b->columns[COL_CI], ci, rows, err);
 }
 
+int mcdc_reader_fill_snapshot_stamp(mcdc_batch *b, int32_t first_captured, const char *lsn_text,
+                                    bool has_ts, int64_t commit_us, int64_t rows,
+                                    mcdc_error *err) {
+    MCDC_ASSERT(first_captured == 5 || first_captured == 6);
+    MCDC_ASSERT(first_captured <= b->schema->n_fields && strlen(lsn_text) == MCDC_LSN_TEXT_LEN);
+    int rc = MCDC_OK;
+    for (int32_t i = COL_START_LSN; rc == MCDC_OK && i < first_captured; i++) {
+        mcdc_column *c = &b->columns[i];
+        const char *name = c->field->name;
+        if (i == COL_START_LSN) {
+            MCDC_ASSERT(strcmp(name, "_start_lsn") == 0);
+            rc = mcdc_col_fill_text(c, lsn_text, rows, err);
+        } else if (i == COL_OPERATION) {
+            MCDC_ASSERT(strcmp(name, "_operation") == 0);
+            rc = mcdc_col_fill_int(c, 0, rows, err);
+        } else if (i == first_captured - 1 && has_ts) {
+            MCDC_ASSERT(strcmp(name, "_commit_ts") == 0);
+            rc = mcdc_col_fill_int(c, commit_us, rows, err);
+        } else { /* _seqval, _command_id, an unknown _commit_ts */
+            MCDC_ASSERT(strcmp(name, "_seqval") == 0 || strcmp(name, "_command_id") == 0 ||
+                        strcmp(name, "_commit_ts") == 0);
+            rc = mcdc_col_append_nulls(c, rows, err);
+        }
+    }
+    return rc;
+}
+
 static bool utf8_cell_lsn(const mcdc_column *c, int64_t row, mcdc_lsn *out) {
     if (!mcdc_col_is_valid(c, row)) return false;
     return mcdc_lsn_parse(out, (const char *)c->data + c->offsets[row],

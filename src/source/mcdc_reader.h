@@ -157,5 +157,13 @@ int mcdc_reader_diagnose_error(mcdc_cdc_client *c, const char *ci, int rc, mcdc_
  * `rows` rows (decoders fill the other columns and leave this one). */
 int mcdc_reader_fill_capture_instance(mcdc_batch *b, const char *ci, int64_t rows,
                                       mcdc_error *err);
+/* A snapshot read's batch (its captured columns fetched from column
+ * first_captured on): the columns between _capture_instance and them, the
+ * same in every row of the snapshot, filled for `rows` rows: _start_lsn
+ * lsn_text, _operation 0, _commit_ts commit_us (NULL unless has_ts),
+ * _seqval and _command_id NULL. */
+int mcdc_reader_fill_snapshot_stamp(mcdc_batch *b, int32_t first_captured, const char *lsn_text,
+                                    bool has_ts, int64_t commit_us, int64_t rows,
+                                    mcdc_error *err);
 
 #endif /* MCDC_READER_H */

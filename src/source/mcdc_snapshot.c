@@ -418,9 +418,9 @@ int mcdc_changes_snapshot_read(mcdc_changes *c, const json_t *keys, const json_t
     bool whole = (lo == NULL || json_is_null(lo)) && (hi == NULL || json_is_null(hi));
     if (rc == MCDC_OK)
         rc = mcdc_changes__snap_keys(&k, &names, c, cl, whole ? NULL : keys, true, err);
-    char lsn_text[MCDC_LSN_TEXT_LEN + 1], ts[40];
-    mcdc_snapshot_query q =
-        mcdc_changes__snapshot_query(c, names, lsn, has_ts, commit_us, iso, lsn_text, ts);
+    char lsn_text[MCDC_LSN_TEXT_LEN + 1];
+    mcdc_lsn_format(lsn, lsn_text);
+    mcdc_snapshot_query q = mcdc_changes__snapshot_query(c, names, iso);
     q.keys = k.cols;
     q.n_keys = k.n;
     q.lo = lo;
@@ -434,14 +434,17 @@ int mcdc_changes_snapshot_read(mcdc_changes *c, const json_t *keys, const json_t
                             params.n, err);
     if (rc) mcdc_source_read_hint(err);
     int64_t rows_max = c->ropt.batch_rows > 0 ? c->ropt.batch_rows : 10000;
+    int32_t first = c->schema->n_fields - c->captured->n_fields;
     while (rc == MCDC_OK) {
         mcdc_batch *b = NULL;
         int64_t n = 0;
         rc = mcdc_batch_create(&b, c->schema, rows_max, err);
-        if (rc == MCDC_OK) rc = mcdc_result_fetch(res, b, 1, rows_max, c->ropt.batch_bytes_max, &n, err);
+        if (rc == MCDC_OK)
+            rc = mcdc_result_fetch(res, b, first, rows_max, c->ropt.batch_bytes_max, &n, err);
         if (rc == MCDC_OK && n > 0)
-            rc = mcdc_reader_finish_reads(b, c->schema->n_fields - c->captured->n_fields, c->reads,
-                                          c->captured->n_fields, err);
+            rc = mcdc_reader_fill_snapshot_stamp(b, first, lsn_text, has_ts, commit_us, n, err);
+        if (rc == MCDC_OK && n > 0)
+            rc = mcdc_reader_finish_reads(b, first, c->reads, c->captured->n_fields, err);
         if (rc == MCDC_OK && n > 0) rc = mcdc_reader_fill_capture_instance(b, c->ci, n, err);
         if (rc == MCDC_OK && n > 0) rc = mcdc_batch_seal(b, err);
         if (rc != MCDC_OK || n == 0) {
@@ -467,13 +470,7 @@ int mcdc_changes_snapshot_read(mcdc_changes *c, const json_t *keys, const json_t
 }
 
 mcdc_snapshot_query mcdc_changes__snapshot_query(const mcdc_changes *c, char *const *source_names,
-                                                 const mcdc_lsn *lsn, bool has_ts,
-                                                 int64_t commit_us, mcdc_isolation iso,
-                                                 char lsn_text[MCDC_LSN_TEXT_LEN + 1],
-                                                 char ts[40]) {
-    mcdc_lsn_format(lsn, lsn_text);
-    ts[0] = 0;
-    if (has_ts) mcdc_format_ts_us(commit_us, 6, ts);
+                                                 mcdc_isolation iso) {
     return (mcdc_snapshot_query){
         .source_schema = c->source_schema,
         .source_table = c->source_table,
@@ -481,9 +478,6 @@ mcdc_snapshot_query mcdc_changes__snapshot_query(const mcdc_changes *c, char *co
         .n_cols = c->captured->n_fields,
         .source_names = (const char *const *)source_names,
         .reads = c->reads,
-        .include_command_id = c->ropt.include_command_id,
-        .lsn = lsn_text,
-        .commit_ts = has_ts ? ts : NULL,
         .read = mcdc_changes__source_read(c, iso),
     };
 }

@@ -137,3 +137,106 @@ TEST(batch_out_of_memory_is_clean) {
         mcdc_schema_unref(s);
     }
 }
+
+/* Whether columns a and b hold the same cells and bytes: length, nulls,
+ * validity bits, values (fixed) or offsets and data (var). */
+static bool same_cells(const mcdc_column *a, const mcdc_column *b) {
+    if (a->length != b->length || a->null_count != b->null_count) return false;
+    for (int64_t r = 0; r < a->length; r++)
+        if (mcdc_col_is_valid(a, r) != mcdc_col_is_valid(b, r)) return false;
+    if (a->field->type == MCDC_TYPE_UTF8 || a->field->type == MCDC_TYPE_BINARY)
+        return memcmp(a->offsets, b->offsets, (size_t)(a->length + 1) * 4) == 0 &&
+               a->data_len == b->data_len && memcmp(a->data, b->data, (size_t)a->data_len) == 0;
+    if (a->field->type == MCDC_TYPE_BOOL) {
+        for (int64_t r = 0; r < a->length; r++)
+            if (((a->values[r >> 3] ^ b->values[r >> 3]) >> (r & 7)) & 1) return false;
+        return true;
+    }
+    size_t w = (size_t)mcdc_type_width(a->field);
+    return memcmp(a->values, b->values, (size_t)a->length * w) == 0;
+}
+
+/* One present value of c's type (r for the integer types). */
+static void append_present(mcdc_column *c, int64_t r, mcdc_error *e) {
+    switch (c->field->type) {
+    case MCDC_TYPE_DOUBLE: mcdc_col_append_double(c, 0.5, e); break;
+    case MCDC_TYPE_DECIMAL: mcdc_col_append_decimal(c, 5, 0, e); break;
+    case MCDC_TYPE_BOOL: mcdc_col_append_bool(c, true, e); break;
+    case MCDC_TYPE_UTF8:
+    case MCDC_TYPE_BINARY: mcdc_col_append_bytes(c, "abc", 3, e); break;
+    default: mcdc_col_append_int(c, r, e); break;
+    }
+}
+
+/* The bulk NULLs and integer fills are the cells of the per-cell appends:
+ * every start position within a validity byte and every run length across
+ * one to three bytes, on fresh and on recycled batches (whose buffers hold
+ * old values the fills must overwrite), for every fixed and var type. */
+TEST(batch_bulk_fills_match_per_cell_appends) {
+    static const mcdc_type_id T[] = {MCDC_TYPE_INT8,          MCDC_TYPE_INT16,  MCDC_TYPE_INT32,
+                                  MCDC_TYPE_DATE32,        MCDC_TYPE_INT64,  MCDC_TYPE_TIMESTAMP_NTZ,
+                                  MCDC_TYPE_TIMESTAMP_UTC, MCDC_TYPE_DOUBLE, MCDC_TYPE_DECIMAL,
+                                  MCDC_TYPE_BOOL,          MCDC_TYPE_UTF8,   MCDC_TYPE_BINARY};
+    enum { NT = sizeof T / sizeof T[0] };
+    static const int64_t V[] = {0, -1, 7, -128, 127};
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_schema *s = NULL;
+    CHECK_EQ_INT(mcdc_schema_create(&s, NT, &e), MCDC_OK);
+    for (int k = 0; k < NT; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "c%d", k);
+        mcdc_schema_set(s, k, name, T[k], T[k] == MCDC_TYPE_DECIMAL ? 18 : 0,
+                        T[k] == MCDC_TYPE_DECIMAL ? 2 : 0, 0, true, &e);
+    }
+    mcdc_batch *bulk = NULL, *cell = NULL;
+    CHECK_EQ_INT(mcdc_batch_create(&bulk, s, 8, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_batch_create(&cell, s, 8, &e), MCDC_OK);
+    int bad = 0, cases = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int64_t at = 0; at < 9; at++) {
+            for (int64_t n = 0; n <= 24; n++) {
+                mcdc_batch_reset(bulk);
+                mcdc_batch_reset(cell);
+                for (int k = 0; k < NT; k++) {
+                    mcdc_column *x = &bulk->columns[k], *y = &cell->columns[k];
+                    bool is_int = T[k] != MCDC_TYPE_DOUBLE && T[k] != MCDC_TYPE_DECIMAL &&
+                                  T[k] != MCDC_TYPE_BOOL && T[k] != MCDC_TYPE_UTF8 &&
+                                  T[k] != MCDC_TYPE_BINARY;
+                    /* a prefix of at present values (old bytes on pass 1) */
+                    for (int64_t r = 0; r < at; r++) {
+                        append_present(x, 1 + r, &e);
+                        append_present(y, 1 + r, &e);
+                    }
+                    int64_t v = V[(at + n) % 5];
+                    if (is_int && (n & 1)) {
+                        CHECK_EQ_INT(mcdc_col_fill_int(x, v, n, &e), MCDC_OK);
+                        for (int64_t r = 0; r < n; r++) mcdc_col_append_int(y, v, &e);
+                    } else {
+                        CHECK_EQ_INT(mcdc_col_append_nulls(x, n, &e), MCDC_OK);
+                        for (int64_t r = 0; r < n; r++) mcdc_col_append_null(y, &e);
+                    }
+                    /* a present value after the run: its bit is still set */
+                    append_present(x, 3, &e);
+                    append_present(y, 3, &e);
+                    bad += !same_cells(x, y);
+                    cases++;
+                }
+                if (pass == 1) { /* old values everywhere before the next case */
+                    for (int k = 0; k < NT; k++) {
+                        mcdc_column *c = &bulk->columns[k];
+                        size_t nb = T[k] == MCDC_TYPE_BOOL
+                                        ? (size_t)(c->capacity + 7) / 8
+                                        : (size_t)c->capacity * (size_t)mcdc_type_width(c->field);
+                        if (c->values) memset(c->values, 0xA5, nb);
+                    }
+                }
+            }
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK(cases == 2 * 9 * 25 * NT);
+    CHECK(mcdc_batch_seal(bulk, &e) == MCDC_OK && mcdc_batch_validate(bulk, &e) == MCDC_OK);
+    mcdc_batch_free(bulk);
+    mcdc_batch_free(cell);
+    mcdc_schema_unref(s);
+}

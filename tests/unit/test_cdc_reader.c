@@ -498,3 +498,59 @@ TEST(reader_reads_the_types_the_reference_refuses) {
     CHECK(b == NULL);
     fake_free(f);
 }
+
+/* A snapshot batch's stamp, filled by the reader (the query selects the
+ * captured columns only): _start_lsn, _operation 0, _commit_ts or NULL,
+ * _seqval and _command_id NULL, for as many rows as were fetched, after
+ * rows already in the batch; the captured columns are left alone. */
+TEST(reader_fill_snapshot_stamp_cells) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_schema *cap = NULL;
+    CHECK_EQ_INT(mcdc_schema_create(&cap, 1, &e), MCDC_OK);
+    mcdc_schema_set(cap, 0, "id", MCDC_TYPE_INT32, 0, 0, 0, false, &e);
+    const char *lsn = "0x0000002A000001F00003";
+    for (int cmd = 0; cmd < 2; cmd++) {
+        for (int ts = 0; ts < 2; ts++) {
+            mcdc_schema *s = NULL;
+            CHECK_EQ_INT(mcdc_reader_output_schema(&s, cap, cmd == 1, &e), MCDC_OK);
+            int32_t first = s->n_fields - 1;
+            CHECK_EQ_INT(first, cmd ? 6 : 5);
+            mcdc_batch *b = NULL;
+            CHECK_EQ_INT(mcdc_batch_create(&b, s, 4, &e), MCDC_OK);
+            int64_t us = 1735725600123000LL;
+            for (int round = 0; round < 2; round++) { /* 3 rows, then 10 more */
+                int64_t n = round ? 10 : 3;
+                for (int64_t r = 0; r < n; r++)
+                    CHECK_EQ_INT(mcdc_col_append_int(&b->columns[first], r, &e), MCDC_OK);
+                CHECK_EQ_INT(mcdc_reader_fill_snapshot_stamp(b, first, lsn, ts == 1, us, n, &e),
+                             MCDC_OK);
+                CHECK_EQ_INT(mcdc_reader_fill_capture_instance(b, "dbo_t", n, &e), MCDC_OK);
+            }
+            CHECK_EQ_INT(mcdc_batch_seal(b, &e), MCDC_OK);
+            CHECK_EQ_INT(mcdc_batch_validate(b, &e), MCDC_OK);
+            CHECK_EQ_INT(b->rows, 13);
+            const mcdc_column *c = b->columns;
+            int bad = 0;
+            for (int64_t r = 0; r < b->rows; r++) {
+                const mcdc_column *l = &c[1];
+                bad += l->offsets[r + 1] - l->offsets[r] != 22 ||
+                       memcmp(l->data + l->offsets[r], lsn, 22) != 0;
+                bad += mcdc_col_is_valid(&c[2], r); /* _seqval NULL */
+                int32_t op;
+                memcpy(&op, c[3].values + r * 4, 4);
+                bad += op != 0 || !mcdc_col_is_valid(&c[3], r);
+                if (cmd) bad += mcdc_col_is_valid(&c[4], r); /* _command_id NULL */
+                const mcdc_column *t = &c[first - 1];
+                int64_t v;
+                memcpy(&v, t->values + r * 8, 8);
+                bad += ts ? (!mcdc_col_is_valid(t, r) || v != us) : mcdc_col_is_valid(t, r);
+            }
+            CHECK_EQ_INT(bad, 0);
+            CHECK_EQ_INT(c[2].null_count, 13);
+            CHECK_EQ_INT(c[first - 1].null_count, ts ? 0 : 13);
+            mcdc_batch_free(b);
+            mcdc_schema_unref(s);
+        }
+    }
+    mcdc_schema_unref(cap);
+}

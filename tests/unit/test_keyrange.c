@@ -465,18 +465,15 @@ TEST(keyrange_snapshot_read_sql_takes_the_pieces) {
     mcdc_key_col k = key("region", "varchar", 20, 0, 0, 0, "SQL_Latin1_General_CP1_CI_AS", true);
     json_t *lo = json_string("n"), *hi = json_string("s");
     mcdc_snapshot_query q = {.source_schema = "dbo", .source_table = "c", .cols = sc->fields,
-                             .n_cols = 2, .source_names = names, .lsn = "0x0000002A000001F00003",
-                             .commit_ts = "2025-01-01T10:00:00.123000", .keys = &k, .n_keys = 1,
+                             .n_cols = 2, .source_names = names, .keys = &k, .n_keys = 1,
                              .lo = lo, .hi = hi, .read = {false, 100}};
     mcdc_buf b = {0};
     mcdc_sql_params p = {0};
     CHECK_EQ_INT(mcdc_cdc_snapshot_sql(&b, &p, &q, NULL), MCDC_OK);
     CHECK_EQ_STR((const char *)b.data,
                  "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; SET LOCK_TIMEOUT 100; SELECT "
-                 "CAST('0x0000002A000001F00003' AS varchar(22)) AS [_start_lsn], CAST(NULL AS "
-                 "varchar(22)) AS [_seqval], CAST(0 AS int) AS [_operation], "
-                 "CAST('2025-01-01T10:00:00.123000' AS datetime2(6)) AS [_commit_ts], t.[region] "
-                 "AS [region], CAST(NULL AS int) AS [id] FROM [dbo].[c] AS t WHERE [region] >= "
+                 "t.[region] AS [region], CAST(NULL AS int) AS [id] FROM [dbo].[c] AS t WHERE "
+                 "[region] >= "
                  "CAST(? COLLATE SQL_Latin1_General_CP1_CI_AS AS varchar(20)) AND ([region] < "
                  "CAST(? COLLATE SQL_Latin1_General_CP1_CI_AS AS varchar(20)) OR [region] IS "
                  "NULL)");
@@ -502,8 +499,15 @@ TEST(keyrange_snapshot_read_sql_takes_the_pieces) {
     q.source_names = renamed;
     q.reads = reads;
     CHECK_EQ_INT(mcdc_cdc_snapshot_sql(&b, &p, &q, NULL), MCDC_OK);
-    CHECK(strstr((const char *)b.data, "AS [_commit_ts], CAST(t.[Region] AS nvarchar(4000)) AS "
+    CHECK(strstr((const char *)b.data, "SELECT CAST(t.[Region] AS nvarchar(4000)) AS "
                                        "[region], t.[id] AS [id] FROM [dbo].[c] AS t") != NULL);
+    mcdc_buf_free(&b);
+    mcdc_sql_params_free(&p);
+    /* No captured column: refused (the stamp is filled by the reader, so
+     * the query would select nothing). */
+    q.n_cols = 0;
+    CHECK_EQ_INT(mcdc_cdc_snapshot_sql(&b, &p, &q, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "no captured column") != NULL);
     mcdc_buf_free(&b);
     mcdc_sql_params_free(&p);
     json_decref(lo);

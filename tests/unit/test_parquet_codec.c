@@ -258,3 +258,29 @@ TEST(parquet_delta_encode_int32_wraps_in_32_bits) {
     CHECK(b.len < (size_t)N * 4 + 200);
     mcdc_buf_free(&b);
 }
+
+/* pq_same_bytes against memcmp: every length 0..40 (the word paths, their
+ * overlapping last word, memcmp beyond 32), one byte differing at every
+ * position (and differing in one bit only, high or low), at unaligned
+ * starts. */
+TEST(parquet_same_bytes_matches_memcmp) {
+    uint8_t a[64], b[64];
+    int bad = 0, cases = 0;
+    for (size_t off = 0; off < 3; off++) {
+        for (size_t n = 0; n <= 40; n++) {
+            for (size_t i = 0; i < n + off; i++) a[i] = b[i] = (uint8_t)(0x41 + i * 7);
+            bad += !pq_same_bytes(a + off, b + off, n), cases++;
+            for (size_t at = 0; at < n; at++) {
+                static const uint8_t FLIP[] = {0x01, 0x80, 0xFF};
+                for (size_t f = 0; f < sizeof FLIP; f++) {
+                    b[off + at] ^= FLIP[f];
+                    bool want = memcmp(a + off, b + off, n) == 0;
+                    bad += pq_same_bytes(a + off, b + off, n) != want || want, cases++;
+                    b[off + at] ^= FLIP[f];
+                }
+            }
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK(cases > 2000);
+}
