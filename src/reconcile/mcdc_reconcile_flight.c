@@ -39,6 +39,16 @@ void rec_flight_close(rec_flight *f) {
     memset(f, 0, sizeof *f);
 }
 
+/* The follow handle says what the stream would (a switch, a name that is
+ * gone, a purge it would skip): the configured handle said the first two
+ * already, and the rest is no concern of reconcile's, whose failures come
+ * back as return codes. Only its errors reach the run's log. */
+static void pass_errors(void *user, mcdc_log_level level, const char *msg) {
+    const mcdc_log_sink *outer = user;
+    if (outer && outer->fn) outer->fn(outer->user, level, msg);
+    else mcdc_log_stderr(level, msg);
+}
+
 /* The follow handle, once a run: the stream's options, but reading what
  * the stream would never stops reconcile. DDL inside the range (under
  * schemaChangePolicy=fail) stops the stream before it reads; here the
@@ -54,7 +64,11 @@ static void flight_open(rec_flight *f, const mcdc_opts *opts) {
     if (rc == MCDC_OK) rc = mcdc_opts_set(f->opts, "schemaChangePolicy", "classify", NULL, &e);
     if (rc == MCDC_OK) rc = mcdc_opts_set(f->opts, "failOnDataLoss", "false", NULL, &e);
     mcdc_changes_settings cs = {.follow = true};
+    const mcdc_log_sink *outer = mcdc_log_current();
+    mcdc_log_sink quiet = {pass_errors, (void *)outer, MCDC_LOG_ERROR};
+    mcdc_log_use(&quiet);
     if (rc == MCDC_OK) rc = mcdc_changes_open(&f->follow, f->opts, &cs, &e);
+    mcdc_log_use(outer);
     if (rc == MCDC_OK) return;
     mcdc_log(MCDC_LOG_WARN,
              "the changes in flight are read from capture instance %s only: the other instances "
@@ -113,8 +127,12 @@ int rec_flight_read(rec_flight *f, const mcdc_opts *opts, mcdc_changes *configur
     MCDC_ASSERT(f && opts && configured && after && upper && fn);
     flight_open(f, opts);
     if (f->follow) {
+        const mcdc_log_sink *outer = mcdc_log_current();
+        mcdc_log_sink quiet = {pass_errors, (void *)outer, MCDC_LOG_ERROR};
         mcdc_error e = MCDC_ERROR_INIT;
+        mcdc_log_use(&quiet);
         int rc = read_pieces(f, after, upper, read_ci, fn, ctx, &e);
+        mcdc_log_use(outer);
         if (rc == MCDC_OK) return MCDC_OK;
         if (rc == MCDC_E_SCHEMA) {
             /* a captured type the stream cannot hold: it stops there, and
@@ -126,7 +144,10 @@ int rec_flight_read(rec_flight *f, const mcdc_opts *opts, mcdc_changes *configur
              * again, it is gone (its changes are the newer one's too); any
              * other failure fails again. Keys read twice count once. */
             mcdc_log(MCDC_LOG_INFO, "reading the changes in flight again: %s", e.message);
-            return read_pieces(f, after, upper, read_ci, fn, ctx, err);
+            mcdc_log_use(&quiet);
+            rc = read_pieces(f, after, upper, read_ci, fn, ctx, err);
+            mcdc_log_use(outer);
+            return rc;
         }
     }
     return read_configured(configured, after, upper, fn, ctx, err);
