@@ -302,13 +302,7 @@ static int moved_keys(mcdc_reconcile *r, const uint8_t lower[10], rec_keyset *se
     char lo[24];
     silver_lsn_format(lo, lower);
     if (rc == MCDC_OK && bs) {
-        mcdc_table_scan sc = MCDC_TABLE_SCAN_INIT;
-        sc.columns = cols;
-        sc.n_columns = nc;
-        sc.prune_column = "_start_lsn";
-        sc.lo = (mcdc_scan_bound){true, lo, 0};
-        int64_t v;
-        rc = mcdc_table_scan_run(r->bronze, &sc, moved_rows, &m, &v, NULL, err);
+        rc = rec_bronze_from(r->bronze, cols, nc, lo, moved_rows, &m, err);
         if (rc) mcdc_error_wrap(err, "reading bronze %s for the changes in flight", r->cfg.bronze);
     }
     mcdc_schema_unref(bs);

@@ -192,6 +192,11 @@ int rec_flight_read(rec_flight *f, const mcdc_opts *opts, mcdc_changes *configur
                     mcdc_batch_fn fn, void *ctx, mcdc_error *err);
 void rec_flight_close(rec_flight *f);
 
+/* Bronze's rows of columns cols[0..n) whose _start_lsn may be at or past
+ * lo (files pruned by it; rows below it may come too) to fn. */
+int rec_bronze_from(mcdc_table *bronze, const char *const *cols, int32_t n, const char *lo,
+                    mcdc_batch_fn fn, void *ctx, mcdc_error *err);
+
 /* The keys of the repairs apply has not taken: a 'repair' facts row of
  * bronze that the facts version silver's last apply pass (at or below the
  * version compared) read did not hold (docs/repair.md). */

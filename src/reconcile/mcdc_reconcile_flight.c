@@ -154,6 +154,18 @@ int rec_flight_read(rec_flight *f, const mcdc_opts *opts, mcdc_changes *configur
 }
 
 /* ---- pending repairs ------------------------------------------------------------------ */
+int rec_bronze_from(mcdc_table *bronze, const char *const *cols, int32_t n, const char *lo,
+                    mcdc_batch_fn fn, void *ctx, mcdc_error *err) {
+    mcdc_table_scan sc = MCDC_TABLE_SCAN_INIT;
+    sc.columns = cols;
+    sc.n_columns = n;
+    sc.prune_column = "_start_lsn";
+    sc.lo = (mcdc_scan_bound){true, lo, 0};
+    int64_t v;
+    return mcdc_table_scan_run(bronze, &sc, fn, ctx, &v, NULL, err);
+}
+
+
 /* Apply's app id in silver (mcdc_silver_apply.c): its commits' userMetadata
  * has planned.end.facts_version, the facts version the pass read. */
 #define REC_APPLY_APP_ID "mssql-cdc.apply"
@@ -303,13 +315,7 @@ int rec_pending_load(rec_pending *p, mcdc_table *silver, int64_t version, mcdc_t
     cols[nc++] = "_operation";
     cols[nc++] = "_seqval";
     pending_ctx c = {.p = p, .keys = keys, .n_keys = n_keys, .ordinal = ordinal};
-    mcdc_table_scan sc = MCDC_TABLE_SCAN_INIT;
-    sc.columns = cols;
-    sc.n_columns = nc;
-    sc.prune_column = "_start_lsn";
-    sc.lo = (mcdc_scan_bound){true, lo, 0};
-    int64_t v;
-    rc = mcdc_table_scan_run(bronze, &sc, pending_rows, &c, &v, NULL, err);
+    rc = rec_bronze_from(bronze, cols, nc, lo, pending_rows, &c, err);
     mcdc_buf_free(&c.key);
     if (rc) {
         rec_pending_clear(p);

@@ -12,7 +12,6 @@ not fail on it, the new keys are IN_FLIGHT, and after another stream and
 apply only MATCH again.
 """
 import json
-import time
 
 from deltalake import DeltaTable
 
@@ -20,6 +19,7 @@ from apply_jobs import apply, assert_silver_equals_source, silver_of
 from conftest import run_cli
 from snapshot_jobs import new_job
 from test_reconcile import EXIT_DIFFERS, reconcile_args, report_rows
+from test_schema_changes import enable_v2 as enable_v2_of
 from workload import DB, Items, delta_rows, purge_all, set_sql, settle, where
 
 V2 = "dbo_items_v2"
@@ -27,17 +27,7 @@ V2 = "dbo_items_v2"
 
 def enable_v2(sim):
     """The newer instance of dbo.items, once capture has taken it up: its S."""
-    sim.run("EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'items', "
-            f"@role_name = NULL, @capture_instance = N'{V2}';", database=DB)
-    deadline = time.monotonic() + 20
-    while True:
-        settle(sim)
-        s = sim.run(f"SELECT CONVERT(varchar(22), sys.fn_cdc_get_min_lsn(N'{V2}'), 1)",
-                    database=DB)[0][0]
-        if s != "0x" + "0" * 20:
-            return s
-        assert time.monotonic() < deadline, "capture never took up the new instance"
-        time.sleep(0.05)
+    return enable_v2_of(sim, "items", V2)
 
 
 def reconcile_as(job, ci, want=0):
