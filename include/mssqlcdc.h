@@ -635,7 +635,10 @@ MCDC_API int mcdc_apply_result_json(char *out, size_t cap, const mcdc_apply_resu
  * row hash of the captured columns (not computed ones): MISSING_TARGET,
  * MISSING_SOURCE, RECORD_DIFF, or IN_FLIGHT for a key changed after the
  * older of silver's applied_lsn and max_lsn read before the source (in
- * bronze, or in the change table past bronze's position).
+ * bronze, or in a change table past bronze's position: after a capture
+ * instance switch the older instance before the newer one's start and the
+ * newer one from it, as the stream reads them), or, with facts_table, a
+ * key whose repair apply has not taken (its detail: repair_pending).
  * With facts_table: the chunks of bronze's newest chunked snapshot
  * (CHUNK_TILING, CHUNK_ROWS, CHUNK_STAMP).
  * With report_table: the run's report rows, appended in one commit with
@@ -650,7 +653,7 @@ typedef struct mcdc_reconcile_cfg {
     const char *silver;           /* required: a path, or schema.table under warehouse */
     const char *bronze;           /* required: the table silver is applied from */
     const char *control_table;    /* required: apply's, for silver's applied_lsn */
-    const char *facts_table;      /* the stream's: the chunk checks; NULL: none */
+    const char *facts_table;      /* the stream's: the chunk checks, pending repairs; NULL: none */
     const char *report_table;     /* NULL: no report table */
     const char *warehouse;        /* NULL: ./warehouse */
     /* The key columns; NULL: the capture instance's unique index. */
@@ -729,8 +732,8 @@ typedef struct mcdc_reconcile_result {
     const mcdc_reconcile_diff *diffs;
     int64_t n_diffs;
     /* Filled only for a cfg of version 2 or later (a version-1 caller's
-     * struct ends before them): the repair that ran (cfg.repair), or
-     * none. */
+     * struct ends before them): the repair that ran (cfg.repair; none
+     * when no key needed one). */
     bool repaired;
     mcdc_repair_result repair;
 } mcdc_reconcile_result;

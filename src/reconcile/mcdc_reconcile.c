@@ -41,8 +41,6 @@
 #include "mcdc_value_text.h"
 
 #define REC_APP_PREFIX "mssql-cdc.reconcile."
-/* A moved key's ordinal when it has none (a NULL key, in no bucket). */
-#define REC_NO_ORDINAL INT64_MIN
 static const uint8_t ZERO_LSN[10];
 
 /* A key that differs in Tier 2 (or a chunk failure). */
@@ -68,6 +66,8 @@ struct mcdc_reconcile {
     /* the run */
     mcdc_table *silver, *bronze, *control, *facts, *report;
     mcdc_changes *changes;
+    rec_flight flight;           /* the change tables past bronze's position */
+    rec_pending pending;         /* the repairs apply has not taken */
     mcdc_table_view *sview;
     int64_t version;
     mcdc_schema *out_schema;     /* the source's output schema (borrowed from changes) */
@@ -200,8 +200,10 @@ static void diffs_clear(mcdc_reconcile *r) {
 /* ---- the keys in flight ---------------------------------------------------------------
  * The keys of the changes after `lower`, which one side may not hold yet:
  * bronze's (its latest version; snapshot rows are no change), then the
- * change table's after bronze's position (its newest change, or a chunked
- * snapshot's S) up to max_lsn read now: changes the stream has not read. */
+ * change tables' after bronze's position (its newest change, or a chunked
+ * snapshot's S) up to max_lsn read now: changes the stream has not read,
+ * in every capture instance it could still read them from
+ * (mcdc_reconcile_flight.c). */
 typedef struct moved_ctx {
     mcdc_reconcile *r;
     rec_keyset *set;
@@ -210,6 +212,10 @@ typedef struct moved_ctx {
     bool has_newest;
     mcdc_buf key;
     bool bronze;   /* rows of bronze (else of the change table) */
+    /* the capture instance of bronze's newest change: the one the stream's
+     * position records ("": none seen) */
+    char ci[MCDC_IDENT_BYTES_MAX + 1];
+    uint8_t ci_at[10];
 } moved_ctx;
 
 static int moved_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
@@ -228,6 +234,7 @@ static int moved_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
     }
     int ls = col_index(b->schema, "_start_lsn"), op = col_index(b->schema, "_operation");
     int ch = col_index(b->schema, "_chunk"), sn = col_index(b->schema, "_snapshot");
+    int ci = m->bronze ? col_index(b->schema, "_capture_instance") : -1;
     if (ls < 0 || op < 0) {
         rc = mcdc_error_set(err, MCDC_E_CORRUPT, "bronze rows without _start_lsn or _operation");
         goto done;
@@ -254,6 +261,13 @@ static int moved_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
                 memcpy(m->newest, pos, 10);
                 m->has_newest = true;
             }
+            mcdc_cell n = change && ci >= 0 ? mcdc_row_get(b, i, ci) : mcdc_cell_null();
+            if (n.kind == MCDC_CELL_TEXT && (size_t)n.i < sizeof m->ci &&
+                (m->ci[0] == 0 || memcmp(at, m->ci_at, 10) > 0)) {
+                memcpy(m->ci, n.s, (size_t)n.i);
+                m->ci[n.i] = 0;
+                memcpy(m->ci_at, at, 10);
+            }
         }
         if (!change) continue;
         m->key.len = 0;
@@ -277,28 +291,23 @@ static int moved_keys(mcdc_reconcile *r, const uint8_t lower[10], rec_keyset *se
     memcpy(m.lower, lower, 10);
     mcdc_schema *bs = NULL;
     int rc = mcdc_table_schema(r->bronze, &bs, err);
-    const char *cols[SILVER_KEYS_MAX + 4];
+    const char *cols[SILVER_KEYS_MAX + 5];
     int32_t nc = 0;
     for (int32_t k = 0; k < r->n_keys; k++) cols[nc++] = r->keys[k];
     cols[nc++] = "_start_lsn";
     cols[nc++] = "_operation";
     if (bs && mcdc_schema_find(bs, "_chunk") >= 0) cols[nc++] = "_chunk";
     if (bs && mcdc_schema_find(bs, "_snapshot") >= 0) cols[nc++] = "_snapshot";
+    if (bs && mcdc_schema_find(bs, "_capture_instance") >= 0) cols[nc++] = "_capture_instance";
     char lo[24];
     silver_lsn_format(lo, lower);
     if (rc == MCDC_OK && bs) {
-        mcdc_table_scan sc = MCDC_TABLE_SCAN_INIT;
-        sc.columns = cols;
-        sc.n_columns = nc;
-        sc.prune_column = "_start_lsn";
-        sc.lo = (mcdc_scan_bound){true, lo, 0};
-        int64_t v;
-        rc = mcdc_table_scan_run(r->bronze, &sc, moved_rows, &m, &v, NULL, err);
+        rc = rec_bronze_from(r->bronze, cols, nc, lo, moved_rows, &m, err);
         if (rc) mcdc_error_wrap(err, "reading bronze %s for the changes in flight", r->cfg.bronze);
     }
     mcdc_schema_unref(bs);
     /* the change table past bronze's position, up to max_lsn now */
-    mcdc_lsn upper, after, from;
+    mcdc_lsn upper, after;
     if (rc == MCDC_OK) rc = mcdc_changes_max_lsn(r->changes, &upper, err);
     if (rc == MCDC_OK) {
         uint8_t a[10];
@@ -308,15 +317,10 @@ static int moved_keys(mcdc_reconcile *r, const uint8_t lower[10], rec_keyset *se
         rc = mcdc_lsn_parse_cstr(&after, t, err);
     }
     if (rc == MCDC_OK && mcdc_lsn_cmp(&upper, &after) > 0) {
-        rc = mcdc_lsn_increment(&from, &after, err);
-        mcdc_lsn_range *rg = NULL;
-        int n = 0;
-        if (rc == MCDC_OK) rc = mcdc_changes_plan(r->changes, &from, &upper, 4, &rg, &n, err);
         m.bronze = false;
-        for (int i = 0; rc == MCDC_OK && i < n; i++)
-            rc = mcdc_changes_read(r->changes, &rg[i], moved_rows, &m, NULL, err);
-        mcdc_free(rg);
-        if (rc) mcdc_error_wrap(err, "reading the change table for the changes in flight");
+        rc = rec_flight_read(&r->flight, r->opts, r->changes, &after, &upper, m.ci[0] ? m.ci : NULL,
+                             moved_rows, &m, err);
+        if (rc) mcdc_error_wrap(err, "reading the change tables for the changes in flight");
     }
     mcdc_buf_free(&m.key);
     return rc;
@@ -443,15 +447,18 @@ static int tier1(mcdc_reconcile *r, rec_keyset *moved, mcdc_error *err) {
         if (rc == MCDC_OK)
             rc = rec_merge_buckets(&r->buckets, &r->n_buckets, src, nsb, sil.v, sil.n, r->width,
                                    r->cfg.bucket_rows, err);
-        for (int64_t i = 0; rc == MCDC_OK && i < moved->n; i++) {
-            if (moved->val[i] == REC_NO_ORDINAL) continue; /* a NULL key: in no bucket */
-            int64_t f = rec_floor_div(moved->val[i], r->width);
-            int64_t b = rec_bucket_of(r->buckets, r->n_buckets, f);
-            if (b >= 0) r->buckets[b].moved = true;
-        }
+        /* the keys changed in flight, and those of a repair pending apply */
+        const rec_keyset *sets[2] = {moved, &r->pending.keys};
+        for (int s = 0; rc == MCDC_OK && s < 2; s++)
+            for (int64_t i = 0; i < sets[s]->n; i++) {
+                if (sets[s]->val[i] == REC_NO_ORDINAL) continue; /* a NULL key: in no bucket */
+                int64_t f = rec_floor_div(sets[s]->val[i], r->width);
+                int64_t b = rec_bucket_of(r->buckets, r->n_buckets, f);
+                if (b >= 0) r->buckets[b].moved = true;
+            }
     } else if (rc == MCDC_OK) {
         r->buckets[0].sil_rows = sil.rows;
-        r->buckets[0].moved = moved->n > 0;
+        r->buckets[0].moved = moved->n > 0 || r->pending.keys.n > 0;
     }
     for (int64_t i = 0; rc == MCDC_OK && i < r->n_buckets; i++) {
         r->buckets[i].status = rec_bucket_status(&r->buckets[i]);
@@ -662,6 +669,27 @@ static int detail_json(char **out, const char *lsn, size_t lsn_len, const char *
     }
     if (rc == MCDC_OK) rc = mcdc_buf_append_byte(&b, '}', err);
     return buf_take(out, &b, rc, err);
+}
+
+/* A key of a repair apply has not taken: detail gains "repair_pending",
+ * the repair's run id (its change is pending apply, as a change in flight
+ * is pending the stream). */
+static int detail_pending(char **detail, const char *run_id, mcdc_error *err) {
+    const char *d = *detail ? *detail : "{}";
+    size_t n = strlen(d);
+    MCDC_ASSERT(n >= 2 && d[0] == '{' && d[n - 1] == '}');
+    mcdc_buf b = {0};
+    int rc = mcdc_buf_append(&b, d, n - 1, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(&b, n > 2 ? ",\"repair_pending\":" : "\"repair_pending\":", err);
+    if (rc == MCDC_OK) rc = mcdc_text_json_string(&b, (const uint8_t *)run_id, strlen(run_id), err);
+    if (rc == MCDC_OK) rc = mcdc_buf_append_byte(&b, '}', err);
+    char *out = NULL;
+    rc = buf_take(&out, &b, rc, err);
+    if (rc == MCDC_OK) {
+        mcdc_free(*detail);
+        *detail = out;
+    }
+    return rc;
 }
 
 /* A differing key: its encoded key (for IN_FLIGHT), key JSON and detail. */
@@ -1023,7 +1051,10 @@ static int tier2(mcdc_reconcile *r, rec_keyset *moved, mcdc_error *err) {
     rc = moved_keys(r, lower, moved, err);
     for (int64_t i = 0; rc == MCDC_OK && i < r->n_diffs; i++) {
         rec_diff *d = &r->diffs[i];
-        if (rec_keyset_find(moved, r->diff_keys.data + d->key_off, (size_t)d->key_len) >= 0)
+        const uint8_t *k = r->diff_keys.data + d->key_off;
+        const char *run = rec_pending_find(&r->pending, k, (size_t)d->key_len);
+        if (run) rc = detail_pending(&d->detail, run, err);
+        if (run || rec_keyset_find(moved, k, (size_t)d->key_len) >= 0)
             d->failure = MCDC_RECONCILE_IN_FLIGHT;
     }
     return rc;
@@ -1262,6 +1293,8 @@ static void close_run(mcdc_reconcile *r) {
     mcdc_table_close(r->control);
     mcdc_table_close(r->facts);
     mcdc_table_close(r->report);
+    rec_flight_close(&r->flight);
+    rec_pending_clear(&r->pending);
     mcdc_changes_close(r->changes);
     r->sview = NULL;
     r->silver = r->bronze = r->control = r->facts = r->report = NULL;
@@ -1584,6 +1617,10 @@ int mcdc_reconcile_run(mcdc_reconcile *r, mcdc_reconcile_result *result, mcdc_er
     int rc = open_tables(r, err);
     if (rc == MCDC_OK) rc = resolve_source(r, err);
     if (rc == MCDC_OK) rc = read_position(r, err);
+    /* after silver's version: the repairs its last pass had not read */
+    if (rc == MCDC_OK && r->facts)
+        rc = rec_pending_load(&r->pending, r->silver, r->version, r->facts, r->bronze, r->cfg.bronze,
+                              (const char *const *)r->keys, r->n_keys, r->ordinal, err);
     mcdc_lsn m;
     if (rc == MCDC_OK) rc = mcdc_changes_max_lsn(r->changes, &m, err); /* M */
     if (rc == MCDC_OK) {

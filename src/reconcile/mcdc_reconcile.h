@@ -25,7 +25,9 @@
 #include <stdint.h>
 
 #include "mcdc_batch.h"
+#include "mcdc_changes.h"
 #include "mcdc_context.h"
+#include "mcdc_lake.h"
 #include "mcdc_options.h"
 #include "mcdc_util.h"
 #include "mssqlcdc.h"
@@ -165,6 +167,55 @@ int rec_keyset_add(rec_keyset *s, const uint8_t *key, size_t n, int64_t *idx, bo
 int64_t rec_keyset_find(const rec_keyset *s, const uint8_t *key, size_t n);
 void rec_keyset_clear(rec_keyset *s);
 
+
+/* ---- what is in flight (mcdc_reconcile_flight.c) ------------------------------------- */
+/* A changed key's ordinal when it has none (a NULL key, or not an ordinal
+ * key: in no bucket). */
+#define REC_NO_ORDINAL INT64_MIN
+
+/* The change tables past bronze's position, read as the stream reads them:
+ * every capture instance of the table it could still read (a follow handle
+ * opened on the first read, kept for the run). */
+typedef struct rec_flight {
+    mcdc_opts *opts;        /* the stream's, owned: the follow handle's */
+    mcdc_changes *follow;   /* NULL until the first read, or when unusable */
+    bool unusable;          /* it cannot be opened: the configured instance alone */
+} rec_flight;
+/* The change rows of (after, upper] to fn: the pieces the stream's cut
+ * gives after `after` (the older instance up to the newer one's start S - 1,
+ * the newer one from S; none older than read_ci, the instance bronze's
+ * position records, NULL: none), each from its instance's min_lsn at the
+ * lowest. An instance dropped meanwhile is left out; a type the stream
+ * cannot hold, or no follow handle: configured's instance alone. */
+int rec_flight_read(rec_flight *f, const mcdc_opts *opts, mcdc_changes *configured,
+                    const mcdc_lsn *after, const mcdc_lsn *upper, const char *read_ci,
+                    mcdc_batch_fn fn, void *ctx, mcdc_error *err);
+void rec_flight_close(rec_flight *f);
+
+/* Bronze's rows of columns cols[0..n) whose _start_lsn may be at or past
+ * lo (files pruned by it; rows below it may come too) to fn. */
+int rec_bronze_from(mcdc_table *bronze, const char *const *cols, int32_t n, const char *lo,
+                    mcdc_batch_fn fn, void *ctx, mcdc_error *err);
+
+/* The keys of the repairs apply has not taken: a 'repair' facts row of
+ * bronze that the facts version silver's last apply pass (at or below the
+ * version compared) read did not hold (docs/repair.md). */
+typedef struct rec_pending {
+    rec_keyset keys;        /* encoded keys; val: the ordinal (REC_NO_ORDINAL: none) */
+    int32_t *run;           /* per key: its repair's index in run_ids */
+    char **run_ids;         /* the pending repairs' run ids, owned */
+    char (*stamps)[23];     /* and their stamps L */
+    int32_t n_runs;
+} rec_pending;
+/* Loads p (cleared first) from the facts (their target bronze_name, as
+ * given), silver's apply commits and bronze's repair rows; keys: the key
+ * columns, ordinal: one integer or date key (its ordinals kept). */
+int rec_pending_load(rec_pending *p, mcdc_table *silver, int64_t version, mcdc_table *facts,
+                     mcdc_table *bronze, const char *bronze_name, const char *const *keys,
+                     int32_t n_keys, bool ordinal, mcdc_error *err);
+/* The run id of the pending repair of an encoded key, or NULL. */
+const char *rec_pending_find(const rec_pending *p, const uint8_t *key, size_t n);
+void rec_pending_clear(rec_pending *p);
 
 /* ---- for repair (mcdc_repair.c) ----------------------------------------------------
  * After mcdc_reconcile_run: the key columns the run compared on (the

@@ -133,6 +133,7 @@ int rec_repair_diffs(const mcdc_ctx *ctx, const mcdc_opts *opts, const mcdc_reco
     MCDC_ASSERT(ctx && cfg && run_id && repaired && res && (n == 0 || diffs));
     MCDC_ASSERT(cfg->facts_table != NULL); /* create refuses repair without one */
     memset(res, 0, sizeof *res);
+    *repaired = false;
     res->bronze_version = -1;
     snprintf(res->run_id, sizeof res->run_id, "%s", run_id);
     int rc = MCDC_OK;
@@ -154,14 +155,13 @@ int rec_repair_diffs(const mcdc_ctx *ctx, const mcdc_opts *opts, const mcdc_reco
         runs_free(&runs);
         if (rc || completed) return rc;
     }
-    if (n > 0) {
-        const char **keys = mcdc_calloc((size_t)n, sizeof *keys);
-        if (keys == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-        for (int64_t i = 0; i < n; i++) keys[i] = diffs[i].key_json;
-        rc = mcdc_repair_keys(ctx, opts, cfg->bronze, cfg->facts_table, cfg->warehouse, run_id,
-                              keys, (size_t)n, res, err);
-        mcdc_free(keys);
-    }
+    if (n == 0) return MCDC_OK; /* nothing differs, or all of it in flight: nothing repaired */
+    const char **keys = mcdc_calloc((size_t)n, sizeof *keys);
+    if (keys == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    for (int64_t i = 0; i < n; i++) keys[i] = diffs[i].key_json;
+    rc = mcdc_repair_keys(ctx, opts, cfg->bronze, cfg->facts_table, cfg->warehouse, run_id, keys,
+                          (size_t)n, res, err);
+    mcdc_free(keys);
     *repaired = rc == MCDC_OK;
     return rc;
 }

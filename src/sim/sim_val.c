@@ -509,12 +509,10 @@ static void convert(sqlite3_context *ctx, sv *v, const sim_type *t, int style) {
     }
     char buf[512], tn[48] = "";
     if (vt == SQLITE_NULL) { sqlite3_result_null(ctx); return; }
-    /* the type name only for messages: formatting it per row costs a printf */
-    if (t->id != SIM_T_CHAR && t->id != SIM_T_VARCHAR && t->id != SIM_T_NCHAR && t->id != SIM_T_NVARCHAR &&
-        t->id != SIM_T_BINARY && t->id != SIM_T_VARBINARY && vt == SQLITE_TEXT)
-        sim_type_format(t, tn, sizeof tn);
-    else if (t->id <= SIM_T_BIGINT || t->id == SIM_T_DECIMAL)
-        sim_type_format(t, tn, sizeof tn);
+    /* the type name only for messages (TN(), formatted when one is raised):
+     * formatting it per row costs a printf, and a CAST per row is common
+     * (reconcile's bucket count casts each key four times) */
+#define TN() (tn[0] ? tn : (sim_type_format(t, tn, sizeof tn), tn))
     switch (t->id) {
     case SIM_T_BIT: case SIM_T_TINYINT: case SIM_T_SMALLINT: case SIM_T_INT: case SIM_T_BIGINT: {
         int64_t i;
@@ -523,7 +521,7 @@ static void convert(sqlite3_context *ctx, sv *v, const sim_type *t, int style) {
             double d = sv_double(v);
             if (!(d > -9223372036854775808.0 && d < 9223372036854775808.0)) {
                 char m[128];
-                snprintf(m, sizeof m, "Arithmetic overflow error converting float to data type %s.", tn);
+                snprintf(m, sizeof m, "Arithmetic overflow error converting float to data type %s.", TN());
                 sqlite3_result_error(ctx, m, -1);
                 return;
             }
@@ -545,13 +543,13 @@ static void convert(sqlite3_context *ctx, sv *v, const sim_type *t, int style) {
                 long long ll = strtoll(s, &e, 10);
                 while (isspace((unsigned char)*e)) e++;
                 if (*e == '.' && t->id != SIM_T_BIT) {
-                    conv_err(ctx, "the varchar value", tn);
+                    conv_err(ctx, "the varchar value", TN());
                     return;
                 }
                 if (*e || e == s) {
                     char m[600];
                     snprintf(m, sizeof m, "Conversion failed when converting the varchar value '%.200s' to data type %s.",
-                             buf, tn);
+                             buf, TN());
                     sqlite3_result_error(ctx, m, -1);
                     return;
                 }
@@ -563,7 +561,7 @@ static void convert(sqlite3_context *ctx, sv *v, const sim_type *t, int style) {
         int64_t hi = t->id == SIM_T_TINYINT ? 255 : t->id == SIM_T_SMALLINT ? 32767 : t->id == SIM_T_INT ? INT32_MAX : INT64_MAX;
         if (i < lo || i > hi) {
             char m[128];
-            snprintf(m, sizeof m, "Arithmetic overflow error converting expression to data type %s.", tn);
+            snprintf(m, sizeof m, "Arithmetic overflow error converting expression to data type %s.", TN());
             sqlite3_result_error(ctx, m, -1);
             return;
         }
@@ -577,7 +575,7 @@ static void convert(sqlite3_context *ctx, sv *v, const sim_type *t, int style) {
             char *e;
             d = strtod(buf, &e);
             while (isspace((unsigned char)*e)) e++;
-            if (*e) { conv_err(ctx, "the varchar value", tn); return; }
+            if (*e) { conv_err(ctx, "the varchar value", TN()); return; }
         } else d = sv_double(v);
         if (t->id == SIM_T_REAL) d = (double)(float)d;
         sqlite3_result_double(ctx, d);
@@ -585,6 +583,24 @@ static void convert(sqlite3_context *ctx, sv *v, const sim_type *t, int style) {
     }
     case SIM_T_DECIMAL: case SIM_T_MONEY: case SIM_T_SMALLMONEY: {
         char out[96];
+        if (vt == SQLITE_INTEGER && t->scale <= 38) {
+            /* an integer's canonical text is its digits and `scale` zeros
+             * (dec_format's of its "%lld"), written without a printf */
+            uint64_t u = v->i < 0 ? 0 - (uint64_t)v->i : (uint64_t)v->i;
+            char d[20];
+            int nd = 0, o = 0;
+            do { d[nd++] = (char)('0' + u % 10); u /= 10; } while (u);
+            if (v->i != 0 && nd > t->precision - t->scale) {
+                sqlite3_result_error(ctx, "Arithmetic overflow error converting varchar to data type numeric.", -1);
+                return;
+            }
+            if (v->i < 0) out[o++] = '-';
+            while (nd > 0) out[o++] = d[--nd];
+            if (t->scale > 0) out[o++] = '.';
+            for (int k = 0; k < t->scale; k++) out[o++] = '0';
+            sqlite3_result_text(ctx, out, o, SQLITE_TRANSIENT);
+            return;
+        }
         if (vt == SQLITE_INTEGER) snprintf(buf, sizeof buf, "%lld", (long long)v->i);
         else if (vt == SQLITE_FLOAT) snprintf(buf, sizeof buf, "%.*f", t->scale + 1 > 17 ? 17 : t->scale + 1, sv_double(v));
         else sv_text_of(v, buf, sizeof buf);
@@ -593,7 +609,7 @@ static void convert(sqlite3_context *ctx, sv *v, const sim_type *t, int style) {
             snprintf(buf, sizeof buf, "%.*f", t->scale, sv_double(v));
         }
         if (!dec_format(buf, strlen(buf), t->scale, out, sizeof out)) {
-            conv_err(ctx, "the varchar value", tn);
+            conv_err(ctx, "the varchar value", TN());
             return;
         }
         size_t intd = 0;
@@ -794,6 +810,7 @@ static void convert(sqlite3_context *ctx, sv *v, const sim_type *t, int style) {
     }
     sv_result(ctx, v);
 }
+#undef TN
 
 /* The conversions of hierarchyid, geography, geometry and xml (targets). */
 static void convert_udt(sqlite3_context *ctx, sv *v, const sim_type *t) {

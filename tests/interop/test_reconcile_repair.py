@@ -97,6 +97,50 @@ def test_reconcile_repair_fixes_planted_faults(sim, workdir):
     assert len(repair_facts(job)) == 1
 
 
+def test_a_repair_pending_apply_is_in_flight_and_not_appended_twice(sim, workdir):
+    """reconcile --repair twice with no apply in between: the second run
+    finds each repaired key's repair pending apply (a repair facts row after
+    silver's last pass), reports it IN_FLIGHT with the repair's run id, and
+    repairs nothing; so does mssql-cdc repair of its report. Apply, then
+    only MATCH, and bronze holds each repair row once."""
+    job = built(sim, workdir, 35)
+    faults = plant_faults(job)
+    first = reconcile(job, "--bucket-rows", "60", "--sample", "1", "--repair", want=EXIT_DIFFERS)
+    assert first["repair"]["keys"] == len(faults) and not first["repair"]["already"], first
+    rows = sorted((x["id"], x["_operation"], x["_start_lsn"]) for x in repair_rows(job))
+    assert len(rows) == len(faults)
+    version = DeltaTable(job.bronze).version()
+    second = reconcile(job, "--bucket-rows", "60", "--sample", "1", "--repair")
+    assert second["mismatch"] == 0 and set(second["failures"]) == {"IN_FLIGHT"}, second
+    assert "repair" not in second, second  # nothing to repair: nothing appended
+    rows2 = report_rows(job, second["run_id"])
+    got = {json.loads(x["key"])["id"]: (x["failure_type"], json.loads(x["detail"]))
+           for x in rows2 if x["key"]}
+    assert all(t == "IN_FLIGHT" and d["repair_pending"] == first["run_id"]
+               for t, d in got.values()), got
+    # a RECORD_DIFF (its bucket's counts equal, so compared) still names its columns
+    assert all("columns" in d for d in (got[k][1] for k in got if faults[k] == "RECORD_DIFF")), got
+    # every repaired key is named IN_FLIGHT, or in an IN_FLIGHT bucket (its
+    # counts differ while the repair is pending: not read row by row)
+    flight = [(json.loads(x["bucket_lo"]) if x["bucket_lo"] else None,
+               json.loads(x["bucket_hi"]) if x["bucket_hi"] else None)
+              for x in rows2 if x["status"] == "IN_FLIGHT"]
+    for k in faults:
+        assert k in got or any((lo is None or lo <= k) and (hi is None or k < hi)
+                               for lo, hi in flight), (k, got, flight)
+    assert got and second["in_flight"] > 0, second
+    # mssql-cdc repair of that run's report finds no key to repair
+    again = repair(job, "--report-table", os.path.join(job.dir, "reconcile_report"),
+                   "--run-id", second["run_id"])
+    assert again["keys"] == 0 and not again["already"], again
+    assert DeltaTable(job.bronze).version() == version and len(repair_facts(job)) == 1
+    apply(job)
+    assert_silver_equals_source(job)
+    assert_match_twice(job)
+    assert sorted((x["id"], x["_operation"], x["_start_lsn"]) for x in repair_rows(job)) == rows
+    assert len(repair_facts(job)) == 1
+
+
 def test_repair_needs_the_facts_table(sim, workdir):
     job = built(sim, workdir, 32)
     args = [a for a in reconcile_args(job, "--repair")]

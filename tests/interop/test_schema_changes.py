@@ -74,15 +74,15 @@ def make_table(sim, spec):
             "@role_name = NULL; EXEC sim.run_capture @ignore_latency = 1;", database=DB)
 
 
-def enable_v2(sim):
+def enable_v2(sim, table="orders", ci=V2):
     """Steps 1 and 3 of the DBA's procedure (docs/schema-changes.md): the new
     instance, then wait until capture has taken it up (its start LSN S)."""
-    sim.run("EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', "
-            f"@role_name = NULL, @capture_instance = N'{V2}';", database=DB)
+    sim.run(f"EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'{table}', "
+            f"@role_name = NULL, @capture_instance = N'{ci}';", database=DB)
     deadline = time.monotonic() + 20
     while True:
         settle(sim)
-        s = sim.run(f"SELECT CONVERT(varchar(22), sys.fn_cdc_get_min_lsn(N'{V2}'), 1)",
+        s = sim.run(f"SELECT CONVERT(varchar(22), sys.fn_cdc_get_min_lsn(N'{ci}'), 1)",
                     database=DB)[0][0]
         if s != "0x" + "0" * 20:
             return s

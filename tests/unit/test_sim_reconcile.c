@@ -50,6 +50,18 @@ TEST(sim_reconcile_queries_are_exact) {
     /* a sum past 2^63 stays exact in decimal(38,0) */
     CHECK_EQ_STR(scalar(s, c, "SELECT SUM(CAST(9223372036854775807 AS decimal(38,0))) FROM dbo.t WHERE k BETWEEN 1 AND 3"),
                  "27670116110564327421");
+    /* an integer cast to a decimal: its digits and the scale's zeros, or
+     * SQL Server's overflow error when they do not fit */
+    CHECK_EQ_STR(scalar(s, c, "SELECT CAST(0 AS decimal(38,0))"), "0");
+    CHECK_EQ_STR(scalar(s, c, "SELECT CAST(CAST(0 AS bigint) AS decimal(5,3))"), "0.000");
+    CHECK_EQ_STR(scalar(s, c, "SELECT CAST(CAST(-5 AS int) AS decimal(10,2))"), "-5.00");
+    CHECK_EQ_STR(scalar(s, c, "SELECT CAST(CAST(99 AS int) AS decimal(4,2))"), "99.00");
+    CHECK_EQ_STR(scalar(s, c, "SELECT CAST(CAST(-9223372036854775807 AS bigint) - 1 AS decimal(19,0))"),
+                 "-9223372036854775808");
+    CHECK_EQ_STR(scalar(s, c, "SELECT SUM(CAST(k AS decimal(38,2))) FROM dbo.t WHERE k BETWEEN -3 AND 2"), "-3.00");
+    run(s, c, "SELECT CAST(CAST(100 AS int) AS decimal(4,2))");
+    CHECK_EQ_INT(c->nerrors, 1);
+    CHECK(strstr(c->err_text, "Arithmetic overflow") != NULL);
     /* date keys: days since 1970-01-01 */
     run(s, c, "SELECT [__$b], COUNT_BIG(*), SUM(CAST([__$o] AS decimal(38,0))) FROM (SELECT CAST(DATEDIFF(day,"
               " CAST('19700101' AS date), [d]) AS bigint) AS [__$o], CASE WHEN CAST(DATEDIFF(day, CAST('19700101' AS date), [d])"

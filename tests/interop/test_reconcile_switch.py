@@ -1,0 +1,146 @@
+"""reconcile's IN_FLIGHT across a capture instance switch: the changes the
+stream has not read yet may sit in the older instance (before the newer
+one's start S) or in the newer one (from S), and reconcile reads both past
+bronze's position as the stream will, whichever of the two it is given.
+
+A workload runs across the switch; the stream stops before S, and keys
+changed on either side of S are IN_FLIGHT (not RECORD_DIFF), given the
+older or the newer instance's name. Once the stream (which follows the
+newer instance) and apply catch up: only MATCH. Then the older instance is
+purged by CDC cleanup and dropped, with keys changed after: reconcile does
+not fail on it, the new keys are IN_FLIGHT, and after another stream and
+apply only MATCH again.
+"""
+import json
+
+from deltalake import DeltaTable
+
+from apply_jobs import apply, assert_silver_equals_source, silver_of
+from conftest import run_cli
+from snapshot_jobs import new_job
+from test_reconcile import EXIT_DIFFERS, reconcile_args, report_rows
+from test_schema_changes import enable_v2 as enable_v2_of
+from workload import DB, Items, delta_rows, purge_all, set_sql, settle, where
+
+V2 = "dbo_items_v2"
+
+
+def enable_v2(sim):
+    """The newer instance of dbo.items, once capture has taken it up: its S."""
+    return enable_v2_of(sim, "items", V2)
+
+
+def reconcile_as(job, ci, want=0):
+    """reconcile given capture instance ci: its result, its key rows {id:
+    failure type} and its buckets [(lo, hi, status)] (None: open)."""
+    args = reconcile_args(job, "--bucket-rows", "40", "--sample", "1")
+    args[args.index("--captureInstance") + 1] = ci
+    p = run_cli(*args, check=False, timeout=180)
+    assert p.returncode == want, f"reconcile exited {p.returncode}:\n{p.stdout}\n{p.stderr}"
+    r = json.loads(p.stdout.splitlines()[-1])
+    rows = report_rows(job, r["run_id"])
+    keys = {json.loads(x["key"])["id"]: x["failure_type"] for x in rows if x["key"] is not None}
+    bound = lambda v: None if v is None else json.loads(v)  # noqa: E731
+    buckets = [(bound(x["bucket_lo"]), bound(x["bucket_hi"]), x["status"]) for x in rows
+               if x["status"] is not None]
+    return r, keys, buckets
+
+
+def touch(job, ids, tag):
+    """An update of each key, one commit each, captured."""
+    for k in ids:
+        job.sim.run(f"UPDATE dbo.items SET {set_sql({'name': f'{tag} {k}'})} "
+                    f"WHERE {where(job.spec, (k,))};", database=DB)
+    settle(job.sim)
+
+
+def assert_in_flight(got, changed, listed=False):
+    """Only MATCH and IN_FLIGHT, and each changed key in flight: named so, or
+    in an IN_FLIGHT bucket (which Tier 2 does not read). listed: named."""
+    r, keys, buckets = got
+    assert r["mismatch"] == 0 and set(r["failures"]) <= {"IN_FLIGHT"}, r
+    assert r["match"] + r["in_flight"] == r["buckets"] == len(buckets), r
+    assert set(keys.values()) <= {"IN_FLIGHT"}, keys
+    for k in changed:
+        (status,) = [st for lo, hi, st in buckets
+                     if (lo is None or lo <= k) and (hi is None or k < hi)]
+        assert keys.get(k) == "IN_FLIGHT" or (status == "IN_FLIGHT" and not listed), \
+            (k, status, keys, r)
+
+
+def assert_match(job, *cis):
+    for ci in cis:
+        r, keys, _ = reconcile_as(job, ci)
+        assert r["match"] == r["buckets"] and r["failures"] == {} and keys == {}, (ci, r)
+
+
+def source_ids(sim):
+    return sorted(r[0] for r in sim.run("SELECT id FROM dbo.items", database=DB))
+
+
+def test_in_flight_in_either_instance_after_a_switch(sim, workdir):
+    spec = Items(key_space=1500)
+    job, w = new_job(sim, workdir, spec, preload=0, seed=41)
+    w.preload(300)
+    with w:  # a workload writes before the stream, past it, then across the switch
+        w.wait_for(20)
+        job.stream()
+        apply(job)
+        w.wait_for(10)
+    ids = source_ids(sim)
+    before, after = ids[3:6], ids[-6:-3]
+    touch(job, before, "before S")  # only the older instance holds these
+    s = enable_v2(sim)
+    with w:
+        w.wait_for(10)
+    touch(job, after, "after S")  # both hold these, the newer one from S
+    bronze = delta_rows(job.bronze)
+    assert max(x["_start_lsn"] for x in bronze) < s, "the stream read past S"
+    # the stream stopped before S: a change on either side of S is in
+    # flight, given either instance (the newer one holds nothing before S)
+    for ci in ("dbo_items", V2):
+        got = reconcile_as(job, ci)
+        assert_in_flight(got, before + after)
+        assert got[0]["in_flight"] + got[0]["failures"].get("IN_FLIGHT", 0) > 0, got
+    # the stream follows the newer instance from S; apply takes it all
+    job.stream()
+    assert {x["_capture_instance"] for x in delta_rows(job.bronze)
+            if x["_operation"] != 0 and x["_start_lsn"] >= s} == {V2}
+    apply(job)
+    assert_silver_equals_source(job)
+    assert_match(job, "dbo_items", V2)
+    # changes past bronze's position, then the older instance purged by
+    # cleanup past that position: the stream reads the newer one from there,
+    # and so does reconcile (no data loss, the changes in flight)
+    late = source_ids(sim)[10:13]
+    touch(job, late, "late")
+    purge_all(sim, spec)
+    assert_in_flight(reconcile_as(job, "dbo_items"), late, listed=True)
+    # then dropped: the older name follows the newer instance
+    sim.run("EXEC sys.sp_cdc_disable_table @source_schema = N'dbo', @source_name = N'items', "
+            "@capture_instance = N'dbo_items';", database=DB)
+    later = source_ids(sim)[20:23]
+    touch(job, later, "later")
+    for ci in ("dbo_items", V2):
+        assert_in_flight(reconcile_as(job, ci), late + later, listed=True)
+    job.stream()
+    apply(job)
+    assert_silver_equals_source(job)
+    assert_match(job, "dbo_items", V2)
+
+
+def test_a_difference_is_still_found_after_a_switch(sim, workdir):
+    """Reading both instances makes no difference in flight that is none: a
+    row changed in silver by another writer is a RECORD_DIFF."""
+    job, w = new_job(sim, workdir, Items(key_space=800), preload=0, seed=42)
+    w.preload(200)
+    enable_v2(sim)
+    with w:
+        w.wait_for(10)
+    job.stream()
+    apply(job)
+    ids = sorted(x["id"] for x in delta_rows(silver_of(job), ["id"]))
+    DeltaTable(silver_of(job)).update(predicate=f"id = {ids[7]}", updates={"name": "'by hand'"})
+    for ci in ("dbo_items", V2):
+        r, keys, _ = reconcile_as(job, ci, want=EXIT_DIFFERS)
+        assert keys == {ids[7]: "RECORD_DIFF"}, (ci, r, keys)
