@@ -1,6 +1,7 @@
 /* mcdc_delta_commit.c - tables, create, append (txn + optimistic concurrency),
  * commit info, checkpoints. */
 #include "mcdc_delta_internal.h"
+#include "mcdc_delta_dv.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -280,6 +281,7 @@ static int file_action(mcdc_buf *b, const mcdc_delta_file *f, bool is_add, mcdc_
             pv = NULL;
             if (f->size_bytes >= 0) set(o, "size", json_integer(f->size_bytes), &bad);
         }
+        if (f->dv.storage_type) set(o, "deletionVector", mcdc_dv_descriptor_json(&f->dv), &bad);
     }
     json_decref(pv);
     mcdc_free(esc);

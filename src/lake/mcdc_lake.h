@@ -125,6 +125,7 @@ int mcdc_appender_commit(mcdc_appender *a, const char *app_id, int64_t txn_versi
 /* The one commit call: the appender's files added, files of the table
  * removed, a txn, the operation and userMetadata. Appends, rewrites of small
  * tables and merges are all this call. */
+struct mcdc_delta_dv;
 typedef struct mcdc_table_commit {
     const char *app_id;               /* NULL: no txn */
     int64_t txn_version;
@@ -136,6 +137,11 @@ typedef struct mcdc_table_commit {
      * that version, committed as the next version only (any commit since is
      * MCDC_E_CONFLICT). Removes need it. */
     int64_t read_version;
+    /* NULL, or n_removes entries: a removed file whose entry has a
+     * storage_type comes back in the same commit with that deletion vector
+     * (remove(path, old dv) + add(path, new dv), its statistics marked
+     * tightBounds false): merge-on-read. The DV file must be written. */
+    const struct mcdc_delta_dv *readd_dvs;
 } mcdc_table_commit;
 int mcdc_appender_commit_with(mcdc_appender *a, const mcdc_table_commit *c, bool *skipped,
                               int64_t *version, mcdc_error *err);
@@ -195,6 +201,14 @@ int mcdc_table_reader_open(mcdc_table_reader **out, mcdc_table_view *v, const ch
 /* The next batch (owned by the caller), NULL at the end. */
 int mcdc_table_reader_next(mcdc_batch **out, mcdc_table_reader *r, mcdc_error *err);
 const char *mcdc_table_reader_path(const mcdc_table_reader *r);
+/* Where the rows of the batch _next gave last lie in the file, counting the
+ * rows its deletion vector deletes (the positions a deletion vector holds):
+ * row i of the batch is row first + (keep ? keep[i] : i) of the file. */
+void mcdc_table_reader_positions(const mcdc_table_reader *r, int64_t *first,
+                                 const int32_t **keep);
+/* The file's deletion vector as read (NULL: none); borrowed. */
+struct mcdc_dv_bitmap;
+const struct mcdc_dv_bitmap *mcdc_table_reader_dv(const mcdc_table_reader *r);
 void mcdc_table_reader_free(mcdc_table_reader *r);
 
 /* Scans: the rows of one version of a table, batch by batch. Pruning on one
