@@ -22,7 +22,9 @@
  * with '.', or contain '/', '\\' or ':'.
  *
  * Versions written: protocol (1,2) by default, (3,7) with readerFeatures and
- * writerFeatures ["timestampNtz"] when the schema has a timestamp_ntz column.
+ * writerFeatures ["timestampNtz"] when the schema has a timestamp_ntz column,
+ * and with "deletionVectors" in both when created with the configuration
+ * delta.enableDeletionVectors=true.
  * Column mapping (formats.md A9), mode "name" only: a table created with the
  * configuration delta.columnMapping.mode=name gets protocol (2,5), or (3,7)
  * with "columnMapping" in both feature lists when timestamp_ntz is needed

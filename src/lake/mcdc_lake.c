@@ -981,7 +981,12 @@ size_t mcdc_table_view_file_count(const mcdc_table_view *v) {
 
 mcdc_table_file mcdc_table_view_file(const mcdc_table_view *v, size_t i) {
     const mcdc_delta_file *f = mcdc_delta_snapshot_file(v->s, i);
-    return (mcdc_table_file){f->path, f->size_bytes, f->stats_json};
+    return (mcdc_table_file){f->path, f->size_bytes, f->stats_json,
+                             f->dv.storage_type ? f->dv.cardinality : 0};
+}
+
+bool mcdc_table_view_has_feature(const mcdc_table_view *v, const char *name) {
+    return mcdc_delta_snapshot_has_feature(v->s, name);
 }
 
 const char *mcdc_table_view_config(const mcdc_table_view *v, const char *key) {

@@ -172,6 +172,8 @@ void mcdc_table_view_free(mcdc_table_view *v);
 int64_t mcdc_table_view_version(const mcdc_table_view *v);
 /* Borrowed from the view. */
 const mcdc_schema *mcdc_table_view_schema(const mcdc_table_view *v);
+/* True when the version's protocol lists the table feature name. */
+bool mcdc_table_view_has_feature(const mcdc_table_view *v, const char *name);
 /* A metaData.configuration value, NULL when absent; borrowed. */
 const char *mcdc_table_view_config(const mcdc_table_view *v, const char *key);
 /* Partition columns of the version (0: unpartitioned). */
@@ -180,7 +182,8 @@ size_t mcdc_table_view_partition_columns(const mcdc_table_view *v);
 typedef struct mcdc_table_file {
     const char *path;       /* relative to the table root */
     int64_t bytes;
-    const char *stats_json; /* NULL: no statistics */
+    const char *stats_json; /* NULL: no statistics (numRecords counts deleted rows too) */
+    int64_t dv_rows;        /* rows its deletion vector deletes; 0: none */
 } mcdc_table_file;
 size_t mcdc_table_view_file_count(const mcdc_table_view *v);
 /* Files sorted by path. */
