@@ -312,6 +312,61 @@ TEST(dv_log_checkpoint_and_reader_skip_deleted_rows) {
     dv_scan(path, &acc);
     CHECK_EQ_INT(acc.rows, 997);
     CHECK_EQ_INT(acc.sum, 999 * 500 - 3 - 500 - 999);
+    /* the reader tells the file positions of the rows it gives */
+    mcdc_table *lt2 = NULL;
+    CHECK_EQ_INT(mcdc_table_open(&lt2, path, NULL, &e), MCDC_OK);
+    mcdc_table_view *view = NULL;
+    CHECK_EQ_INT(mcdc_table_view_open(&view, lt2, -1, &e), MCDC_OK);
+    mcdc_table_file tf = mcdc_table_view_file(view, 0);
+    CHECK_EQ_INT(tf.dv_rows, 3);
+    char *fpath = strdup(tf.path);
+    mcdc_table_reader *rd = NULL;
+    CHECK_EQ_INT(mcdc_table_reader_open(&rd, view, fpath, NULL, 0, NULL, &e), MCDC_OK);
+    mcdc_batch *rb = NULL;
+    CHECK_EQ_INT(mcdc_table_reader_next(&rb, rd, &e), MCDC_OK);
+    int64_t first = -1;
+    const int32_t *keep = NULL;
+    mcdc_table_reader_positions(rd, &first, &keep);
+    CHECK(rb && first == 0 && keep && keep[2] == 2 && keep[3] == 4 && mcdc_row_get(rb, 3, 0).i == 4);
+    CHECK(mcdc_table_reader_dv(rd) && mcdc_dv_bitmap_cardinality(mcdc_table_reader_dv(rd)) == 3);
+    mcdc_batch_free(rb);
+    mcdc_table_reader_free(rd);
+    mcdc_table_view_free(view);
+    /* a commit bringing the file back with a grown DV: remove(old) + add(new) */
+    CHECK_EQ_INT(mcdc_delta_table_open(&t, path, NULL, &e), MCDC_OK);
+    mcdc_dv_bitmap_create(&del, &e);
+    const uint64_t gone[] = {3, 500, 999, 7};
+    for (int i = 0; i < 4; i++) mcdc_dv_bitmap_add(del, gone[i], &e);
+    mcdc_dv_writer_create(&w, &e);
+    mcdc_delta_dv grown;
+    CHECK_EQ_INT(mcdc_dv_writer_add(w, del, &grown, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_dv_writer_finish(w, mcdc_delta_table_storage(t), NULL, &e), MCDC_OK);
+    mcdc_delta_table_free(t);
+    mcdc_schema *one;
+    mcdc_schema_create(&one, 1, &e);
+    mcdc_schema_set(one, 0, "k", MCDC_TYPE_INT64, 0, 0, 0, true, &e);
+    CHECK_EQ_INT(mcdc_appender_open(&a, lt2, one, NULL, &e), MCDC_OK);
+    const char *rm[] = {fpath};
+    mcdc_table_commit c = {.operation = "DELETE", .remove_paths = rm, .n_removes = 1,
+                           .read_version = r.version, .readd_dvs = &grown};
+    CHECK_EQ_INT(mcdc_appender_commit_with(a, &c, &skipped, &v, &e), MCDC_OK);
+    mcdc_appender_free(a);
+    mcdc_schema_unref(one);
+    mcdc_dv_writer_free(w);
+    mcdc_dv_bitmap_free(del);
+    mcdc_table_close(lt2);
+    dv_scan(path, &acc);
+    CHECK_EQ_INT(acc.rows, 996);
+    CHECK_EQ_INT(acc.sum, 999 * 500 - 3 - 500 - 999 - 7);
+    CHECK_EQ_INT(mcdc_delta_table_open(&t, path, NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_delta_snapshot_load(&s2, t, -1, &e), MCDC_OK);
+    lf = s2 ? mcdc_delta_snapshot_file(s2, 0) : NULL;
+    CHECK(s2 && mcdc_delta_snapshot_file_count(s2) == 1 && lf->dv.cardinality == 4);
+    CHECK(lf && lf->stats_json && strstr(lf->stats_json, "\"tightBounds\":false") &&
+          strstr(lf->stats_json, "\"numRecords\":1000"));
+    mcdc_delta_snapshot_free(s2);
+    mcdc_delta_table_free(t);
+    free(fpath);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
     CHECK(system(cmd) == 0);
 }
