@@ -18,6 +18,7 @@ from deltalake import write_deltalake
 from apply_jobs import apply, assert_merged_over, assert_silver_equals_source, silver_of
 from conftest import duckdb_with_delta, run_cli
 from snapshot_jobs import new_job
+from test_reconcile import reconcile
 from workload import Items, delta_rows, source_rows
 
 try:
@@ -182,6 +183,9 @@ def test_a_merge_on_read_silver_is_read_equal_by_every_reader(sim, workdir, spar
         if dv_adds(silver) and not merged_on_read:  # Spark and ours on live DVs
             assert_silver_equals_source(job, spark=spark, readers=())
             assert_all_read_the_same(spark, silver, ["id", "name", "note"])
+            # reconcile reads silver through its DVs: every bucket matches
+            res = reconcile(job, "--sample", "1")
+            assert res["mismatch"] == 0 and res["failures"] == {}, res
             merged_on_read = 1
     # small files decay fast: the fold policy may have folded some passes back
     assert merged_on_read, "no pass left deletion vectors live"
