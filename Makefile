@@ -33,7 +33,8 @@ WARN    := -Wall -Wextra -Wpedantic -Wconversion -Wshadow -Werror
 # includes too).
 CLI_INCLUDES := -Iinclude -Isrc/cli
 CFLAGS  += -std=c17 $(WARN) $(OPT) -D_GNU_SOURCE -fPIC -fvisibility=hidden -pthread $(INCLUDES)
-LDLIBS  := -lsybdb -lgnutls -lsqlite3 -ljansson -lzstd -lsnappy -llz4 -lz -lpthread -lm
+# libroaring-dev ships no .pc file: -lroaring (deletion vectors, src/delta/mcdc_delta_dv.c).
+LDLIBS  := -lsybdb -lgnutls -lsqlite3 -ljansson -lroaring -lzstd -lsnappy -llz4 -lz -lpthread -lm
 LDFLAGS += $(filter -fsanitize%,$(OPT)) -pthread
 
 LIB_SRC := $(foreach m,$(MODULES),$(wildcard src/$(m)/*.c))

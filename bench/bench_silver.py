@@ -6,7 +6,11 @@
 2. apply: BENCH_SILVER_CHANGES change rows appended to bronze (default
    1,000,000 changes spread over the key space: 60% updates, as CDC writes
    them, a before image (3) and an after image (4) each; 20% inserts of new
-   keys between the existing ones; 20% deletes), then one apply pass.
+   keys between the existing ones; 20% deletes), then one apply pass into
+   the copy-on-write silver (apply_cow_*) and one into a silver of the same
+   rebuild created with --deletion-vectors, merged on read (apply_*); then
+   two more such change sets applied merge-on-read: apply_mor_steady_seconds
+   is the mean of the three, any compaction they trigger included.
 3. deltalake: the same 10M-row silver written by deltalake, and the same
    changes, ranked to their latest row per key beforehand (not timed),
    merged with DeltaTable.merge (when_matched_delete for deletes,
@@ -25,7 +29,8 @@
 The bronze and the changes are generated with pyarrow and written with
 deltalake (the stream's bronze has the same columns). Every process is its
 own, so peak RSS is each one's (os.wait4). Prints `name: value` lines and the
-figures against the goals: apply_rows_per_s, apply_vs_deltalake_ratio (>= 3),
+figures against the goals: apply_rows_per_s, apply_vs_deltalake_ratio (>= 3,
+merge-on-read; apply_cow_vs_deltalake_ratio the copy-on-write figure),
 apply_peak_rss_mb (<= 512, flat), rebuild_rows_per_s (>= 1,000,000),
 reconcile_tier1_seconds, reconcile_tier2_rows_per_s (>= 1,000,000),
 reconcile_tier2_cpu_us_per_row (this process's CPU a row a side: the figure
@@ -105,17 +110,17 @@ def write(path, table, mode="append"):
     write_deltalake(path, table, mode=mode)
 
 
-def changes(pa, pc, rows, n_changes, rng):
+def changes(pa, pc, rows, n_changes, rng, first_commit=S + 1):
     """n_changes changes over the keys 0, 2, 4, ... 2*(rows-1): updates (a 3
     and a 4, one seqval), inserts of odd keys next to existing ones,
-    deletes; four changes a commit. (keys, ops, lsns, seqvals), in commit
-    order."""
+    deletes; four changes a commit from first_commit on. (keys, ops, lsns,
+    seqvals), in commit order."""
     existing = sorted(rng.sample(range(rows), n_changes))
     rng.shuffle(existing)
     parts = {3: [], 4: [], 2: [], 1: []}
     for i, k in enumerate(existing):
         r = rng.random()
-        commit = S + 1 + i // 4
+        commit = first_commit + i // 4
         if r < 0.6:
             parts[3].append((2 * k, commit, 2 * i + 1))
             parts[4].append((2 * k, commit, 2 * i + 1))
@@ -167,9 +172,13 @@ def timed(argv, cpu=False):
 LAST_CPU = [0.0]
 
 
-def apply_cmd(d):
-    return [CLI, "apply", "--bronze", f"{d}/bronze", "--target", f"{d}/silver",
-            "--control-table", f"{d}/control", "--capture-instance", CI, "--keys", "id"]
+def apply_cmd(d, mor=False):
+    """The apply of bronze into silver (copy-on-write), or (mor) into
+    silver_mor, created merged on read (--deletion-vectors)."""
+    t = "silver_mor" if mor else "silver"
+    return [CLI, "apply", "--bronze", f"{d}/bronze", "--target", f"{d}/{t}",
+            "--control-table", f"{d}/control_{t}", "--capture-instance", CI, "--keys", "id",
+            *(["--deletion-vectors"] if mor else [])]
 
 
 def child_deltalake(d):
@@ -200,18 +209,42 @@ def run_size(pa, pc, rows, n_changes, d, with_deltalake, prefix=""):
     print(f"{prefix}rebuild_rows_per_s: {rows / secs:.0f}")
     print(f"{prefix}rebuild_peak_rss_mb: {rss:.1f}")
     print(f"{prefix}rebuild_cpu_seconds: {LAST_CPU[0]:.2f}", flush=True)
+    if with_deltalake:  # the same rebuild into a silver merged on read
+        msecs, _, _ = timed(apply_cmd(d, mor=True))
+        print(f"{prefix}rebuild_mor_seconds: {msecs:.3f}", flush=True)
     k, o, l, q = changes(pa, pc, rows, n_changes, rng)
     ch = bronze_table(pa, pc, k, o, l, q, False)
     write(f"{d}/bronze", ch)
     print(f"{prefix}change_rows: {ch.num_rows}  ({n_changes} changes)", flush=True)
     secs, rss, out = timed(apply_cmd(d))
-    print(f"{prefix}apply_seconds: {secs:.3f}")
-    print(f"{prefix}apply_rows_per_s: {n_changes / secs:.0f}")
-    print(f"{prefix}apply_peak_rss_mb: {rss:.1f}")
-    print(f"{prefix}apply_cpu_seconds: {LAST_CPU[0]:.2f}")
-    print(f"{prefix}apply_result: {out.strip()}", flush=True)
+    name = "apply_cow" if with_deltalake else "apply"
+    print(f"{prefix}{name}_seconds: {secs:.3f}")
+    print(f"{prefix}{name}_rows_per_s: {n_changes / secs:.0f}")
+    print(f"{prefix}{name}_peak_rss_mb: {rss:.1f}")
+    print(f"{prefix}{name}_cpu_seconds: {LAST_CPU[0]:.2f}")
+    print(f"{prefix}{name}_result: {out.strip()}", flush=True)
+    mor = None
+    if with_deltalake:
+        # merge-on-read: the same changes, then two more sets (steady state)
+        mor_secs = []
+        for rnd in range(3):
+            if rnd > 0:
+                k2, o2, l2, q2 = changes(pa, pc, rows, n_changes, rng,
+                                         first_commit=S + 1 + rnd * n_changes)
+                write(f"{d}/bronze", bronze_table(pa, pc, k2, o2, l2, q2, False))
+            msecs, mrss, mout = timed(apply_cmd(d, mor=True))
+            mor_secs.append(msecs)
+            if rnd == 0:
+                mor = (msecs, mrss)
+                print(f"apply_seconds: {msecs:.3f}")
+                print(f"apply_rows_per_s: {n_changes / msecs:.0f}")
+                print(f"apply_peak_rss_mb: {mrss:.1f}")
+                print(f"apply_cpu_seconds: {LAST_CPU[0]:.2f}")
+                print(f"apply_result: {mout.strip()}", flush=True)
+        print(f"apply_mor_steady_seconds: {sum(mor_secs) / len(mor_secs):.3f}   "
+              f"(3 applies: {', '.join(f'{x:.3f}' for x in mor_secs)})", flush=True)
     if not with_deltalake:
-        return secs, rss, None
+        return secs, rss, None, None
     # deltalake: the same silver, the same changes ranked beforehand
     import pyarrow.parquet as pq
     silver_cols = ["id", "name", "amount", "qty", "at", "note", "_start_lsn", "_commit_ts"]
@@ -229,7 +262,7 @@ def run_size(pa, pc, rows, n_changes, d, with_deltalake, prefix=""):
     print(f"deltalake_merge_process_seconds: {dsecs:.3f}")
     print(f"deltalake_rows_per_s: {n_changes / merge_secs:.0f}")
     print(f"deltalake_peak_rss_mb: {drss:.1f}", flush=True)
-    return secs, rss, merge_secs
+    return secs, rss, merge_secs, mor
 
 
 RECONCILE_COLUMNS = """(
@@ -299,13 +332,15 @@ def main():
             run_reconcile(rows, base)
             return
         d = os.path.join(base, "big")
-        secs, rss, merge_secs = run_size(pa, pc, rows, n_changes, d, True)
+        secs, rss, merge_secs, mor = run_size(pa, pc, rows, n_changes, d, True)
         shutil.rmtree(d, ignore_errors=True)
         small = os.path.join(base, "small")
-        _, rss_small, _ = run_size(pa, pc, rows // 10, n_changes // 10, small, False,
-                                   prefix="small_")
-        print(f"apply_vs_deltalake_ratio: {merge_secs / secs:.2f}   (goal >= 3)")
-        print(f"apply_peak_rss_mb: {rss:.1f}   (goal <= 512; a tenth the table: {rss_small:.1f})")
+        _, rss_small, _, _ = run_size(pa, pc, rows // 10, n_changes // 10, small, False,
+                                      prefix="small_")
+        print(f"apply_vs_deltalake_ratio: {merge_secs / mor[0]:.2f}   (goal >= 3; merge-on-read)")
+        print(f"apply_cow_vs_deltalake_ratio: {merge_secs / secs:.2f}   (copy-on-write)")
+        print(f"apply_peak_rss_mb: {mor[1]:.1f}   (goal <= 512; copy-on-write {rss:.1f}, a "
+              f"tenth the table: {rss_small:.1f})")
         shutil.rmtree(small, ignore_errors=True)
         run_reconcile(rows, base)
         print(f"load_average_1m_at_end: {os.getloadavg()[0]:.2f}")

@@ -539,7 +539,8 @@ MCDC_API int mcdc_backfill_status_json(char *out, size_t cap, const mcdc_backfil
  * property mssql_cdc.scd_type) and another is refused (MCDC_E_MISMATCH).
  * docs/silver.md says the rules.
  * ---------------------------------------------------------------------- */
-#define MCDC_APPLY_CFG_VERSION 2 /* 1: the fields up to log_level (scd_type 1) */
+#define MCDC_APPLY_CFG_VERSION 3 /* 1: the fields up to log_level (scd_type 1); 2: up to
+                                    n_track_history_columns */
 typedef struct mcdc_apply_cfg {
     int version;                  /* MCDC_APPLY_CFG_VERSION */
     const char *bronze;           /* the stream's target, named as the stream was given it */
@@ -570,10 +571,16 @@ typedef struct mcdc_apply_cfg {
     int32_t scd_type;             /* 0 or 1: current state; 2: history */
     const char *const *track_history_columns; /* scd_type 2; NULL: every captured column */
     int32_t n_track_history_columns;
+    /* version 3 */
+    /* A silver this run creates is merged on read: protocol (3,7) with the
+     * deletionVectors feature and delta.enableDeletionVectors=true, so that
+     * apply marks replaced rows in deletion vectors instead of rewriting
+     * files (docs/silver.md). An existing silver follows its own property. */
+    int32_t deletion_vectors;
 } mcdc_apply_cfg;
 #define MCDC_APPLY_CFG_INIT \
     {MCDC_APPLY_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, MCDC_GRANULARITY_HOUR, \
-     MCDC_TRIGGER_ONCE, 0, 0, 0, 0, NULL, NULL, NULL, MCDC_LOG_WARN, 0, NULL, 0}
+     MCDC_TRIGGER_ONCE, 0, 0, 0, 0, NULL, NULL, NULL, MCDC_LOG_WARN, 0, NULL, 0, 0}
 
 /* The reference's ApplyResult, and what the pass did (append-only). */
 typedef struct mcdc_apply_result {

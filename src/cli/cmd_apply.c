@@ -67,6 +67,11 @@ static const char APPLY_HELP_MORE[] =
     "  --max-passes N       stop after N passes\n"
     "  --memory-mb N        rows sorted in memory before they spill (default 128)\n"
     "  --file-rows N        rows a silver file holds, about (default 1048576)\n"
+    "  --deletion-vectors   create T merged on read (delta.enableDeletionVectors): rows a\n"
+    "                       pass replaces or deletes are marked in deletion vectors and\n"
+    "                       the new images written as new files, instead of rewriting the\n"
+    "                       files that hold them; an existing T follows its property\n"
+    "                       (SCD type 1 only)\n"
     "  --warehouse W        directory holding schema.table names (default ./warehouse)\n"
     "  --verbose            what each pass read, ranked and merged, and how long it took\n"
     "\n"
@@ -154,6 +159,8 @@ int cmd_apply(int argc, char **argv) {
                 goto out;
             }
             cfg.scd_type = v[0] - '0';
+        } else if (strcmp(a, "--deletion-vectors") == 0) {
+            cfg.deletion_vectors = 1;
         } else if (strcmp(a, "--track-history-columns") == 0) {
             NEEDV();
             if (cli_parse_keys(v, trackbuf, sizeof trackbuf, track, &cfg.n_track_history_columns)) {

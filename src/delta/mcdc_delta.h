@@ -22,7 +22,9 @@
  * with '.', or contain '/', '\\' or ':'.
  *
  * Versions written: protocol (1,2) by default, (3,7) with readerFeatures and
- * writerFeatures ["timestampNtz"] when the schema has a timestamp_ntz column.
+ * writerFeatures ["timestampNtz"] when the schema has a timestamp_ntz column,
+ * and with "deletionVectors" in both when created with the configuration
+ * delta.enableDeletionVectors=true.
  * Column mapping (formats.md A9), mode "name" only: a table created with the
  * configuration delta.columnMapping.mode=name gets protocol (2,5), or (3,7)
  * with "columnMapping" in both feature lists when timestamp_ntz is needed
@@ -33,8 +35,9 @@
  * names (mcdc_delta_field_meta); schema evolution gives new columns the next
  * ids and bumps maxColumnId.
  * Versions read: reader 1, 2 (column mapping mode "name" or "none") and 3
- * with features timestampNtz, columnMapping, deletionVectors (only while no
- * live file carries a deletion vector), vacuumProtocolCheck, v2Checkpoint.
+ * with features timestampNtz, columnMapping, deletionVectors (the
+ * descriptors are carried; readers skip the rows with mcdc_delta_dv.h),
+ * vacuumProtocolCheck, v2Checkpoint.
  * Checkpoints read: classic, multi-part, V2 (UUID-named, Parquet or JSON,
  * with sidecars). When the JSON commits since version 0 are all present, an
  * unreadable checkpoint is replayed around (with a warning).
@@ -104,6 +107,22 @@ int mcdc_delta_table_latest(const mcdc_delta_snapshot **out, mcdc_delta_table *t
 
 /* ---- file actions --------------------------------------------------------- */
 
+/* A deletion vector descriptor (PROTOCOL.md "Deletion Vector Descriptor
+ * Schema"): the rows of a data file that are logically deleted. storage_type
+ * 'u' (a file under the table named by the UUID that the last 20 Z85
+ * characters of path_or_inline encode, after an optional prefix directory),
+ * 'p' (path_or_inline is the file's absolute path) or 'i' (path_or_inline
+ * is the Z85 of the bitmap itself); 0 = the file has none. The codec is in
+ * mcdc_delta_dv.h. */
+typedef struct mcdc_delta_dv {
+    char storage_type;
+    const char *path_or_inline;
+    int64_t offset;        /* of the DV in its file; -1 = absent (inline) */
+    int32_t size_bytes;    /* of the serialized bitmap */
+    int64_t cardinality;   /* rows deleted */
+    int64_t max_row_index; /* -1 = absent */
+} mcdc_delta_dv;
+
 /* One data file (add) or tombstone (remove). In an append the strings are
  * borrowed from the caller; in a snapshot they are owned by the snapshot.
  * path is relative to the table root and NOT URI-escaped (the log stores it
@@ -117,6 +136,10 @@ typedef struct mcdc_delta_file {
     const char *partition_values_json; /* NULL = {} (unpartitioned) */
     const char *dv_unique_id;          /* read only: deletion vector id, NULL = none */
     int64_t deletion_timestamp_ms;     /* remove only; <= 0 when writing = now */
+    /* Its deletion vector (storage_type 0: none). A file with one is the
+     * pair (path, its unique id): updating it is remove(path, old dv) +
+     * add(path, new dv). Written into add and remove actions as given. */
+    mcdc_delta_dv dv;
 } mcdc_delta_file;
 
 /* ---- creating a table ----------------------------------------------------- */
@@ -229,7 +252,8 @@ bool mcdc_delta_snapshot_column_mapping(const mcdc_delta_snapshot *s);
 /* Live data files, sorted by path. Borrowed. */
 size_t mcdc_delta_snapshot_file_count(const mcdc_delta_snapshot *s);
 const mcdc_delta_file *mcdc_delta_snapshot_file(const mcdc_delta_snapshot *s, size_t i);
-/* Sum of live file sizes and of numRecords from stats (-1 when a file has none). */
+/* Sum of live file sizes, and of numRecords from stats less the rows deletion
+ * vectors delete (-1 when a file has no statistics). */
 int64_t mcdc_delta_snapshot_total_bytes(const mcdc_delta_snapshot *s);
 int64_t mcdc_delta_snapshot_total_records(const mcdc_delta_snapshot *s);
 /* Remove tombstones (in replay order). Borrowed. */

@@ -3,6 +3,7 @@
  * actions are inline (Parquet or JSON). Rows become the same action lists a
  * commit file produces, so replay has one path. */
 #include "mcdc_delta_internal.h"
+#include "mcdc_delta_dv.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,8 +23,9 @@ typedef struct cp_leaf {
 
 enum {
     ADD_PATH, ADD_SIZE, ADD_MTIME, ADD_DC, ADD_STATS, ADD_PV_KEY, ADD_PV_VAL, ADD_DV_TYPE,
-    ADD_DV_POD, ADD_DV_OFF,
-    REM_PATH, REM_TS, REM_DC, REM_SIZE,
+    ADD_DV_POD, ADD_DV_OFF, ADD_DV_SIZE, ADD_DV_CARD, ADD_DV_MAXROW,
+    REM_PATH, REM_TS, REM_DC, REM_SIZE, REM_DV_TYPE, REM_DV_POD, REM_DV_OFF, REM_DV_SIZE,
+    REM_DV_CARD, REM_DV_MAXROW,
     MD_ID, MD_NAME, MD_DESC, MD_PROVIDER, MD_SCHEMA, MD_PARTS, MD_CONF_KEY, MD_CONF_VAL,
     MD_CREATED,
     PR_R, PR_W, PR_RF, PR_WF,
@@ -43,8 +45,13 @@ static const struct {
     {"add.dataChange", NULL}, {"add.stats", NULL}, {"add.partitionValues.", "key"},
     {"add.partitionValues.", "value"}, {"add.deletionVector.storageType", NULL},
     {"add.deletionVector.pathOrInlineDv", NULL}, {"add.deletionVector.offset", NULL},
+    {"add.deletionVector.sizeInBytes", NULL}, {"add.deletionVector.cardinality", NULL},
+    {"add.deletionVector.maxRowIndex", NULL},
     {"remove.path", NULL}, {"remove.deletionTimestamp", NULL}, {"remove.dataChange", NULL},
-    {"remove.size", NULL},
+    {"remove.size", NULL}, {"remove.deletionVector.storageType", NULL},
+    {"remove.deletionVector.pathOrInlineDv", NULL}, {"remove.deletionVector.offset", NULL},
+    {"remove.deletionVector.sizeInBytes", NULL}, {"remove.deletionVector.cardinality", NULL},
+    {"remove.deletionVector.maxRowIndex", NULL},
     {"metaData.id", NULL}, {"metaData.name", NULL}, {"metaData.description", NULL},
     {"metaData.format.provider", NULL}, {"metaData.schemaString", NULL},
     {"metaData.partitionColumns.", ""}, {"metaData.configuration.", "key"},
@@ -189,6 +196,31 @@ static json_t *list_of(cp_leaf *l) {
     return a;
 }
 
+/* The deletionVector group whose leaves start at first (type, pod, offset,
+ * size, cardinality, maxRowIndex) into f->dv: none when the type is null. */
+static int read_dv(cp_ctx *c, cp_leaf *L, int first, int64_t row, mcdc_delta_file *f) {
+    const char *st, *pod;
+    size_t stn, podn;
+    if (!get_str(&L[first], row, &st, &stn)) return MCDC_OK;
+    int64_t size = -1;
+    f->dv.offset = -1;
+    f->dv.max_row_index = -1;
+    if (stn != 1 || !get_str(&L[first + 1], row, &pod, &podn) ||
+        !get_i64(&L[first + 3], row, &size) || !get_i64(&L[first + 4], row, &f->dv.cardinality))
+        return bad(c, "deletionVector without a one-character storageType, pathOrInlineDv, "
+                   "sizeInBytes or cardinality", row);
+    if (size < 0 || size > INT32_MAX) return bad(c, "deletionVector sizeInBytes out of range", row);
+    get_i64(&L[first + 2], row, &f->dv.offset);
+    get_i64(&L[first + 5], row, &f->dv.max_row_index);
+    f->dv.storage_type = st[0];
+    f->dv.size_bytes = (int32_t)size;
+    if ((f->dv.path_or_inline = dupn(pod, podn)) == NULL) return nomem(c);
+    char where[700];
+    snprintf(where, sizeof where, "%s: row %lld: %s of %s", c->label, (long long)row,
+             first == ADD_DV_TYPE ? "add" : "remove", f->path);
+    return mcdc_dv_check_descriptor((char **)&f->dv_unique_id, &f->dv, where, c->err);
+}
+
 static int row_file(cp_ctx *c, int64_t row, bool is_add) {
     cp_leaf *L = c->leaves;
     mcdc_delta_actions *a = c->out;
@@ -229,23 +261,13 @@ static int row_file(cp_ctx *c, int64_t row, bool is_add) {
             }
         }
         json_decref(pv);
-        const char *st, *pod;
-        size_t stn, podn;
-        if (get_str(&L[ADD_DV_TYPE], row, &st, &stn) && get_str(&L[ADD_DV_POD], row, &pod, &podn)) {
-            int64_t off;
-            f->dv_unique_id = get_i64(&L[ADD_DV_OFF], row, &off)
-                                  ? mcdc_asprintf("%.*s%.*s@%lld", (int)stn, st, (int)podn, pod,
-                                                  (long long)off)
-                                  : mcdc_asprintf("%.*s%.*s", (int)stn, st, (int)podn, pod);
-            if (f->dv_unique_id == NULL) return nomem(c);
-        }
     } else {
         if (!get_bool(&L[REM_DC], row, &f->data_change))
             return bad(c, "remove without dataChange", row);
         get_i64(&L[REM_TS], row, &f->deletion_timestamp_ms);
         get_i64(&L[REM_SIZE], row, &f->size_bytes);
     }
-    return MCDC_OK;
+    return read_dv(c, L, is_add ? ADD_DV_TYPE : REM_DV_TYPE, row, f);
 }
 
 static void set(json_t *o, const char *k, json_t *v, bool *failed) {

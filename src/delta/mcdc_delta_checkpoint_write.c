@@ -8,6 +8,7 @@
  * Parquet module for headers and footer. When the Parquet module grows a
  * nested writer, this file shrinks to the shredding. */
 #include "mcdc_delta_internal.h"
+#include "mcdc_delta_dv.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -538,6 +539,8 @@ static json_t *file_row(const mcdc_delta_file *f, bool is_add) {
             bad |= json_object_set_new(o, "extendedFileMetadata",
                                        json_boolean(f->size_bytes >= 0)) != 0;
         }
+        if (f->dv.storage_type)
+            bad |= json_object_set_new(o, "deletionVector", mcdc_dv_descriptor_json(&f->dv)) != 0;
     }
     json_decref(pv);
     mcdc_free(esc);

@@ -1,10 +1,12 @@
 /* mcdc_delta_commit.c - tables, create, append (txn + optimistic concurrency),
  * commit info, checkpoints. */
 #include "mcdc_delta_internal.h"
+#include "mcdc_delta_dv.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* ------------------------------------------------------------------------ */
 /* names and tables                                                         */
@@ -280,6 +282,7 @@ static int file_action(mcdc_buf *b, const mcdc_delta_file *f, bool is_add, mcdc_
             pv = NULL;
             if (f->size_bytes >= 0) set(o, "size", json_integer(f->size_bytes), &bad);
         }
+        if (f->dv.storage_type) set(o, "deletionVector", mcdc_dv_descriptor_json(&f->dv), &bad);
     }
     json_decref(pv);
     mcdc_free(esc);
@@ -335,15 +338,15 @@ static const struct {
  * mapping (cm), upgrading `from` (NULL when creating). Without ntz a legacy
  * version suffices ((1,2), or (2,5) for column mapping); with it, (3,7) and
  * table features. New reference. */
-static json_t *protocol_for(const json_t *from, bool ntz, bool cm) {
-    if (from && (!ntz || protocol_has_ntz(from)) && (!cm || protocol_has_cm(from)))
+static json_t *protocol_for(const json_t *from, bool ntz, bool cm, bool dv) {
+    if (from && (!ntz || protocol_has_ntz(from)) && (!cm || protocol_has_cm(from)) && !dv)
         return json_deep_copy(from);
     int64_t r = from ? (int64_t)json_integer_value(json_object_get(from, "minReaderVersion")) : 1;
     int64_t w = from ? (int64_t)json_integer_value(json_object_get(from, "minWriterVersion")) : 2;
     bool bad = false;
     json_t *p = json_object();
     if (p == NULL) return NULL;
-    if (!ntz && r < 3 && w < 7) {
+    if (!ntz && !dv && r < 3 && w < 7) {
         set(p, "minReaderVersion", json_integer(cm && r < 2 ? 2 : r), &bad);
         set(p, "minWriterVersion", json_integer(cm && w < 5 ? 5 : w), &bad);
         if (bad) {
@@ -370,6 +373,7 @@ static json_t *protocol_for(const json_t *from, bool ntz, bool cm) {
     bool had_ntz = from && protocol_has_ntz(from);
     if (!bad && (ntz || had_ntz))
         bad = add_feature(rf, "timestampNtz") || add_feature(wf, "timestampNtz");
+    if (!bad && dv) bad = add_feature(rf, "deletionVectors") || add_feature(wf, "deletionVectors");
     if (!bad) {
         set(p, "minReaderVersion", json_integer(3), &bad);
         set(p, "minWriterVersion", json_integer(7), &bad);
@@ -468,7 +472,12 @@ int mcdc_delta_create(mcdc_delta_commit_result *out, mcdc_delta_table *t,
         set(params, "partitionBy", json_string("[]"), &bad);
     }
     json_t *ci = commit_info_new("CREATE TABLE", params, o->user_metadata, true, -1, &bad);
-    json_t *proto = protocol_for(NULL, mcdc_delta_schema_needs_ntz(o->schema), cm);
+    /* delta.enableDeletionVectors: the feature too (merge-on-read silvers) */
+    bool dv = false;
+    for (size_t i = 0; i < o->n_config; i++)
+        dv |= strcmp(o->config_keys[i], "delta.enableDeletionVectors") == 0 &&
+              strcasecmp(o->config_values[i], "true") == 0;
+    json_t *proto = protocol_for(NULL, mcdc_delta_schema_needs_ntz(o->schema), cm, dv);
     json_t *md = json_object();
     json_t *fmt = json_object();
     json_t *conf = json_object();
@@ -718,7 +727,7 @@ static int evolution_actions(mcdc_buf *b, mcdc_delta_table *t, const mcdc_delta_
     if (rc) return rc;
     const json_t *cur_proto = mcdc_delta__snapshot_protocol_json(t->latest);
     if (mcdc_delta_schema_needs_ntz(o->schema) && !protocol_has_ntz(cur_proto)) {
-        json_t *p = protocol_for(cur_proto, true, false);
+        json_t *p = protocol_for(cur_proto, true, false, false);
         if (p == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
         else rc = put_action(b, "protocol", p, err);
     }

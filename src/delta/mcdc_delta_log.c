@@ -1,5 +1,6 @@
 /* mcdc_delta_log.c - commit file parsing, protocol checks and log replay. */
 #include "mcdc_delta_internal.h"
+#include "mcdc_delta_dv.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -102,6 +103,7 @@ void mcdc_delta__file_free_strings(mcdc_delta_file *f) {
     mcdc_free((void *)f->stats_json);
     mcdc_free((void *)f->partition_values_json);
     mcdc_free((void *)f->dv_unique_id);
+    mcdc_free((void *)f->dv.path_or_inline);
     memset(f, 0, sizeof *f);
 }
 
@@ -227,14 +229,27 @@ static int parse_file(parse_ctx *c, const json_t *o, bool is_add, mcdc_delta_fil
         if (!json_is_object(dv))
             return corrupt(c, "%s field \"%s\" is not an object", what, "deletionVector");
         const char *st, *pod;
-        int64_t off = -1;
+        int64_t size = -1;
+        f->dv.offset = -1;
+        f->dv.max_row_index = -1;
         rc = get_string(c, dv, "deletionVector", "storageType", true, &st);
         if (!rc) rc = get_string(c, dv, "deletionVector", "pathOrInlineDv", true, &pod);
-        if (!rc) rc = get_int(c, dv, "deletionVector", "offset", false, &off);
+        if (!rc) rc = get_int(c, dv, "deletionVector", "offset", false, &f->dv.offset);
+        if (!rc) rc = get_int(c, dv, "deletionVector", "sizeInBytes", true, &size);
+        if (!rc) rc = get_int(c, dv, "deletionVector", "cardinality", true, &f->dv.cardinality);
+        if (!rc) rc = get_int(c, dv, "deletionVector", "maxRowIndex", false, &f->dv.max_row_index);
         if (rc) return rc;
-        f->dv_unique_id = off >= 0 ? mcdc_asprintf("%s%s@%lld", st, pod, (long long)off)
-                                   : mcdc_asprintf("%s%s", st, pod);
-        if (f->dv_unique_id == NULL) return nomem(c);
+        if (strlen(st) != 1) return corrupt(c, "%s field \"%s\" is not one character",
+                                            "deletionVector", "storageType");
+        if (size < 0 || size > INT32_MAX)
+            return corrupt(c, "%s field \"%s\" is out of range", "deletionVector", "sizeInBytes");
+        f->dv.storage_type = st[0];
+        f->dv.size_bytes = (int32_t)size;
+        if ((f->dv.path_or_inline = mcdc_strdup(pod)) == NULL) return nomem(c);
+        char where[700];
+        snprintf(where, sizeof where, "%s line %zu: %s of %s", c->label, c->line, what, f->path);
+        rc = mcdc_dv_check_descriptor((char **)&f->dv_unique_id, &f->dv, where, c->err);
+        if (rc) return rc;
     }
     return MCDC_OK;
 }
@@ -645,6 +660,7 @@ static int apply_file(mcdc_delta_snapshot *s, const mcdc_delta_file *f, bool liv
     e->f.stats_json = dup_or_null(f->stats_json, &oom);
     e->f.partition_values_json = dup_or_null(f->partition_values_json, &oom);
     e->f.dv_unique_id = dup_or_null(f->dv_unique_id, &oom);
+    e->f.dv.path_or_inline = dup_or_null(f->dv.path_or_inline, &oom);
     e->live = live;
     if (oom) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     return MCDC_OK;
@@ -856,15 +872,6 @@ static int snapshot_finish(mcdc_delta_snapshot *s, const char *root, mcdc_error 
     if (rc) return rc;
     rc = finalize(s, err);
     if (rc) return rc;
-    for (size_t i = 0; i < s->n_live; i++) {
-        const file_entry *e = s->live_order[i];
-        if (e->f.dv_unique_id)
-            return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
-                                  "%s: data file %s has a deletion vector; mssql-cdc does not "
-                                  "read deletion vectors (run REORG TABLE ... APPLY (PURGE) "
-                                  "or disable delta.enableDeletionVectors)",
-                                  where, e->f.path);
-    }
     return MCDC_OK;
 }
 
@@ -1083,9 +1090,10 @@ int64_t mcdc_delta_snapshot_total_records(const mcdc_delta_snapshot *s) {
                         (json_is_real(n) && json_real_value(n) >= 0 &&
                          json_real_value(n) < 9007199254740992.0 &&
                          json_real_value(n) == (double)(int64_t)json_real_value(n)));
-        if (ok)
-            sum += json_is_integer(n) ? (int64_t)json_integer_value(n)
-                                      : (int64_t)json_real_value(n);
+        if (ok) /* numRecords counts the rows a deletion vector deletes too */
+            sum += (json_is_integer(n) ? (int64_t)json_integer_value(n)
+                                       : (int64_t)json_real_value(n)) -
+                   (s->live_order[i]->f.dv.storage_type ? s->live_order[i]->f.dv.cardinality : 0);
         json_decref(j);
         if (!ok) return -1;
     }

@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "mcdc_delta.h"
+#include "mcdc_delta_dv.h"
 #include "mcdc_parquet.h"
 #include "mcdc_tables.h"
 
@@ -768,7 +769,7 @@ static int ensure_table(mcdc_table *t, mcdc_schema *ours, const mcdc_table_props
 }
 
 static int commit_files(mcdc_appender *a, const mcdc_delta_file *removes, size_t n_removes,
-                        const char *app_id, int64_t txn_version, const char *user_metadata,
+                        const mcdc_delta_file *readds, size_t n_readds, const char *app_id, int64_t txn_version, const char *user_metadata,
                         const char *operation, int64_t read_version, bool *skipped,
                         int64_t *version, mcdc_error *err) {
     mcdc_schema *evolved = NULL;
@@ -777,7 +778,7 @@ static int commit_files(mcdc_appender *a, const mcdc_delta_file *removes, size_t
     if (rc == MCDC_OK)
         rc = ensure_table(a->t, a->schema, &a->props, &a->layout, &evolved, &evolved_phys, err);
     if (rc) return rc;
-    mcdc_delta_file *adds = mcdc_calloc((size_t)(a->nfiles ? a->nfiles : 1), sizeof *adds);
+    mcdc_delta_file *adds = mcdc_calloc((size_t)a->nfiles + n_readds + 1, sizeof *adds);
     if (adds == NULL) {
         mcdc_free(evolved_phys);
         mcdc_schema_unref(evolved);
@@ -790,9 +791,10 @@ static int commit_files(mcdc_appender *a, const mcdc_delta_file *removes, size_t
                                     .modification_time_ms = now_ms,
                                     .data_change = true,
                                     .stats_json = a->files[i].stats};
+    for (size_t i = 0; i < n_readds; i++) adds[(size_t)a->nfiles + i] = readds[i];
     mcdc_delta_append_opts ao = MCDC_DELTA_APPEND_OPTS_INIT;
     ao.adds = adds;
-    ao.n_adds = (size_t)a->nfiles;
+    ao.n_adds = (size_t)a->nfiles + n_readds;
     ao.removes = removes;
     ao.n_removes = n_removes;
     ao.app_id = app_id;
@@ -825,13 +827,40 @@ int mcdc_appender_roll(mcdc_appender *a, const char **path, mcdc_error *err) {
     return rc;
 }
 
+/* The add that brings live file f back with deletion vector dv: its
+ * statistics say tightBounds false (the bounds may be of deleted rows);
+ * numRecords stays the file's rows, as the protocol wants. */
+static int readd_of(mcdc_delta_file *out, const mcdc_delta_file *f, const mcdc_delta_dv *dv,
+                    int64_t now_ms, mcdc_error *err) {
+    *out = *f;
+    out->dv = *dv;
+    out->dv_unique_id = NULL;
+    out->data_change = true;
+    out->modification_time_ms = f->modification_time_ms > 0 ? f->modification_time_ms : now_ms;
+    /* Edited as text: a decimal(38, 0) bound is an integer beyond int64,
+     * which a parse and dump would not keep. */
+    const char *st = f->stats_json;
+    const char *t = st ? strstr(st, "\"tightBounds\":") : NULL;
+    out->stats_json = NULL;
+    if (st == NULL || st[0] != '{' || strstr(st, "\"numRecords\"") == NULL)
+        return mcdc_error_set(err, MCDC_E_CORRUPT, "data file %s has no statistics with "
+                              "numRecords, which a file with a deletion vector must have", f->path);
+    if (t && strncmp(t + 14, "true", 4) == 0)
+        out->stats_json = mcdc_asprintf("%.*sfalse%s", (int)(t + 14 - st), st, t + 18);
+    else if (t)
+        out->stats_json = mcdc_strdup(st);
+    else
+        out->stats_json = mcdc_asprintf("{\"tightBounds\":false,%s", st + 1);
+    return out->stats_json ? MCDC_OK : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+}
+
 int mcdc_appender_commit_with(mcdc_appender *a, const mcdc_table_commit *c, bool *skipped,
                               int64_t *version, mcdc_error *err) {
     int rc = finish_file(a, err);
     if (rc) return rc;
     mcdc_delta_snapshot *s = NULL;
-    mcdc_delta_file *removes = NULL;
-    size_t nr = 0;
+    mcdc_delta_file *removes = NULL, *readds = NULL;
+    size_t nr = 0, n_readds = 0;
     if (c->n_removes > 0) {
         /* The files removed, as the version they were read from has them. */
         if (c->read_version < 0)
@@ -858,12 +887,23 @@ int mcdc_appender_commit_with(mcdc_appender *a, const mcdc_table_commit *c, bool
             removes[nr] = *hit;
             removes[nr].deletion_timestamp_ms = now_ms;
             removes[nr].data_change = true;
+            if (c->readd_dvs && c->readd_dvs[i].storage_type) {
+                if (readds == NULL && (readds = mcdc_calloc(c->n_removes, sizeof *readds)) == NULL) {
+                    rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+                    break;
+                }
+                rc = readd_of(&readds[n_readds], hit, &c->readd_dvs[i], now_ms, err);
+                if (rc) break;
+                n_readds++;
+            }
             nr++;
         }
     }
     if (rc == MCDC_OK)
-        rc = commit_files(a, removes, nr, c->app_id, c->txn_version, c->user_metadata,
-                          c->operation, c->read_version, skipped, version, err);
+        rc = commit_files(a, removes, nr, readds, n_readds, c->app_id, c->txn_version,
+                          c->user_metadata, c->operation, c->read_version, skipped, version, err);
+    for (size_t i = 0; i < n_readds; i++) mcdc_free((void *)readds[i].stats_json);
+    mcdc_free(readds);
     mcdc_free(removes);
     mcdc_delta_snapshot_free(s);
     return rc;
@@ -941,7 +981,12 @@ size_t mcdc_table_view_file_count(const mcdc_table_view *v) {
 
 mcdc_table_file mcdc_table_view_file(const mcdc_table_view *v, size_t i) {
     const mcdc_delta_file *f = mcdc_delta_snapshot_file(v->s, i);
-    return (mcdc_table_file){f->path, f->size_bytes, f->stats_json};
+    return (mcdc_table_file){f->path, f->size_bytes, f->stats_json,
+                             f->dv.storage_type ? f->dv.cardinality : 0};
+}
+
+bool mcdc_table_view_has_feature(const mcdc_table_view *v, const char *name) {
+    return mcdc_delta_snapshot_has_feature(v->s, name);
 }
 
 const char *mcdc_table_view_config(const mcdc_table_view *v, const char *key) {
@@ -1015,7 +1060,77 @@ struct mcdc_table_reader {
     int32_t *from;      /* column of the selection per wanted column; -1: NULL */
     int32_t nsel;
     bool nulls_done;    /* nsel == 0: the one batch of NULL rows was given */
+    /* The file's deletion vector (NULL: none) and where the next batch
+     * starts in the file: batches never span row groups, so the row group
+     * being read and the rows of it given tell each batch's first row. */
+    mcdc_dv_bitmap *dv;
+    int32_t rg;
+    int64_t rg_first, rg_used;
+    int32_t *keep;      /* rows kept of a batch (batch rows entries) */
+    int64_t keep_cap;
+    int64_t last_first; /* the last batch's first row and kept rows (NULL: all) */
+    const int32_t *last_keep;
 };
+
+/* The live file path of the view (files are sorted by path), NULL if none. */
+static const mcdc_delta_file *view_file_by_path(const mcdc_table_view *v, const char *path) {
+    size_t lo = 0, hi = mcdc_delta_snapshot_file_count(v->s);
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(mcdc_delta_snapshot_file(v->s, mid)->path, path);
+        if (c == 0) return mcdc_delta_snapshot_file(v->s, mid);
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
+}
+
+/* The first row (in the file) of a batch of n rows the reader just got. */
+static int64_t batch_first_row(mcdc_table_reader *x, int64_t n) {
+    int32_t nrg = mcdc_parquet_reader_row_groups(x->r);
+    while (x->rg < nrg && (!mcdc_parquet_reader_row_group_selected(x->r, x->rg) ||
+                           x->rg_used == mcdc_parquet_reader_row_group_rows(x->r, x->rg))) {
+        x->rg_first += mcdc_parquet_reader_row_group_rows(x->r, x->rg);
+        x->rg++;
+        x->rg_used = 0;
+    }
+    MCDC_ASSERT(x->rg < nrg);
+    int64_t first = x->rg_first + x->rg_used;
+    x->rg_used += n;
+    MCDC_ASSERT(x->rg_used <= mcdc_parquet_reader_row_group_rows(x->r, x->rg));
+    return first;
+}
+
+/* Drops the rows of b the deletion vector deletes (b is taken). */
+static int drop_deleted(mcdc_batch **out, mcdc_table_reader *x, mcdc_batch *b, mcdc_error *err) {
+    *out = NULL;
+    uint64_t first = (uint64_t)x->last_first;
+    if (mcdc_dv_bitmap_range_count(x->dv, first, first + (uint64_t)b->rows) == 0) {
+        *out = b;
+        return MCDC_OK;
+    }
+    int rc = MCDC_OK;
+    if (b->rows > x->keep_cap) {
+        int32_t *k = mcdc_realloc(x->keep, (size_t)b->rows * sizeof *k);
+        if (k == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        else x->keep = k, x->keep_cap = b->rows;
+    }
+    int32_t n = 0;
+    if (rc == MCDC_OK) mcdc_dv_bitmap_keep(x->dv, first, (int32_t)b->rows, x->keep, &n);
+    x->last_keep = x->keep;
+    mcdc_batch *nb = NULL;
+    if (rc == MCDC_OK) rc = mcdc_batch_create(&nb, b->schema, n, err);
+    for (int32_t c = 0; rc == MCDC_OK && c < b->schema->n_fields; c++)
+        rc = mcdc_col_take(&nb->columns[c], &b->columns[c], x->keep, n, err);
+    if (rc == MCDC_OK) rc = mcdc_batch_seal(nb, err);
+    mcdc_batch_free(b);
+    if (rc) {
+        mcdc_batch_free(nb);
+        return rc;
+    }
+    *out = nb;
+    return MCDC_OK;
+}
 
 int mcdc_table_reader_open(mcdc_table_reader **out, mcdc_table_view *v, const char *path,
                            const char *const *columns, int32_t n_columns,
@@ -1056,6 +1171,11 @@ int mcdc_table_reader_open(mcdc_table_reader **out, mcdc_table_view *v, const ch
         }
     }
     if (rc == MCDC_OK && x->nsel > 0) rc = mcdc_parquet_reader_select(x->r, sel, x->nsel, err);
+    const mcdc_delta_file *df = rc ? NULL : view_file_by_path(v, path);
+    if (df && df->dv.storage_type)
+        rc = mcdc_dv_load(&x->dv, mcdc_delta_table_storage(v->t->dt),
+                          mcdc_delta_table_location(v->t->dt), df, mcdc_parquet_reader_rows(x->r),
+                          err);
     if (rc == MCDC_OK && prune && prune->prune_column) {
         int32_t k = mcdc_schema_find(all, prune->prune_column);
         const char *pn = k < 0 ? NULL : file_name_of(v, k);
@@ -1074,6 +1194,7 @@ int mcdc_table_reader_next(mcdc_batch **out, mcdc_table_reader *x, mcdc_error *e
     *out = NULL;
     if (x->nsel == 0) { /* none of the columns: only NULL rows */
         int64_t rows = mcdc_parquet_reader_rows(x->r);
+        if (x->dv) rows -= (int64_t)mcdc_dv_bitmap_cardinality(x->dv);
         if (x->nulls_done || rows == 0) return MCDC_OK;
         x->nulls_done = true;
         mcdc_batch *b;
@@ -1086,16 +1207,36 @@ int mcdc_table_reader_next(mcdc_batch **out, mcdc_table_reader *x, mcdc_error *e
         return rc;
     }
     mcdc_batch *b = NULL;
-    int rc = mcdc_parquet_reader_next(&b, x->r, err);
-    if (rc || b == NULL) return rc;
+    int rc;
+    for (;;) {
+        rc = mcdc_parquet_reader_next(&b, x->r, err);
+        if (rc || b == NULL) return rc;
+        x->last_first = batch_first_row(x, b->rows);
+        x->last_keep = NULL;
+        if (x->dv == NULL) break;
+        rc = drop_deleted(&b, x, b, err); /* takes b */
+        if (rc) return rc;
+        if (b->rows > 0) break;
+        mcdc_batch_free(b); /* every row deleted: the next batch */
+    }
     return mcdc_batch_reshape(out, b, x->want, x->from, err); /* takes b */
 }
 
 const char *mcdc_table_reader_path(const mcdc_table_reader *x) { return x->path; }
 
+void mcdc_table_reader_positions(const mcdc_table_reader *x, int64_t *first,
+                                 const int32_t **keep) {
+    *first = x->last_first;
+    *keep = x->last_keep;
+}
+
+const struct mcdc_dv_bitmap *mcdc_table_reader_dv(const mcdc_table_reader *x) { return x->dv; }
+
 void mcdc_table_reader_free(mcdc_table_reader *x) {
     if (x == NULL) return;
     mcdc_parquet_reader_free(x->r);
+    mcdc_dv_bitmap_free(x->dv);
+    mcdc_free(x->keep);
     mcdc_schema_unref(x->want);
     mcdc_free(x->from);
     mcdc_free(x->path);

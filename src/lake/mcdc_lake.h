@@ -125,6 +125,7 @@ int mcdc_appender_commit(mcdc_appender *a, const char *app_id, int64_t txn_versi
 /* The one commit call: the appender's files added, files of the table
  * removed, a txn, the operation and userMetadata. Appends, rewrites of small
  * tables and merges are all this call. */
+struct mcdc_delta_dv;
 typedef struct mcdc_table_commit {
     const char *app_id;               /* NULL: no txn */
     int64_t txn_version;
@@ -136,6 +137,11 @@ typedef struct mcdc_table_commit {
      * that version, committed as the next version only (any commit since is
      * MCDC_E_CONFLICT). Removes need it. */
     int64_t read_version;
+    /* NULL, or n_removes entries: a removed file whose entry has a
+     * storage_type comes back in the same commit with that deletion vector
+     * (remove(path, old dv) + add(path, new dv), its statistics marked
+     * tightBounds false): merge-on-read. The DV file must be written. */
+    const struct mcdc_delta_dv *readd_dvs;
 } mcdc_table_commit;
 int mcdc_appender_commit_with(mcdc_appender *a, const mcdc_table_commit *c, bool *skipped,
                               int64_t *version, mcdc_error *err);
@@ -166,6 +172,8 @@ void mcdc_table_view_free(mcdc_table_view *v);
 int64_t mcdc_table_view_version(const mcdc_table_view *v);
 /* Borrowed from the view. */
 const mcdc_schema *mcdc_table_view_schema(const mcdc_table_view *v);
+/* True when the version's protocol lists the table feature name. */
+bool mcdc_table_view_has_feature(const mcdc_table_view *v, const char *name);
 /* A metaData.configuration value, NULL when absent; borrowed. */
 const char *mcdc_table_view_config(const mcdc_table_view *v, const char *key);
 /* Partition columns of the version (0: unpartitioned). */
@@ -174,7 +182,8 @@ size_t mcdc_table_view_partition_columns(const mcdc_table_view *v);
 typedef struct mcdc_table_file {
     const char *path;       /* relative to the table root */
     int64_t bytes;
-    const char *stats_json; /* NULL: no statistics */
+    const char *stats_json; /* NULL: no statistics (numRecords counts deleted rows too) */
+    int64_t dv_rows;        /* rows its deletion vector deletes; 0: none */
 } mcdc_table_file;
 size_t mcdc_table_view_file_count(const mcdc_table_view *v);
 /* Files sorted by path. */
@@ -195,6 +204,14 @@ int mcdc_table_reader_open(mcdc_table_reader **out, mcdc_table_view *v, const ch
 /* The next batch (owned by the caller), NULL at the end. */
 int mcdc_table_reader_next(mcdc_batch **out, mcdc_table_reader *r, mcdc_error *err);
 const char *mcdc_table_reader_path(const mcdc_table_reader *r);
+/* Where the rows of the batch _next gave last lie in the file, counting the
+ * rows its deletion vector deletes (the positions a deletion vector holds):
+ * row i of the batch is row first + (keep ? keep[i] : i) of the file. */
+void mcdc_table_reader_positions(const mcdc_table_reader *r, int64_t *first,
+                                 const int32_t **keep);
+/* The file's deletion vector as read (NULL: none); borrowed. */
+struct mcdc_dv_bitmap;
+const struct mcdc_dv_bitmap *mcdc_table_reader_dv(const mcdc_table_reader *r);
 void mcdc_table_reader_free(mcdc_table_reader *r);
 
 /* Scans: the rows of one version of a table, batch by batch. Pruning on one

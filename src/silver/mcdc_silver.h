@@ -338,6 +338,8 @@ typedef struct silver_scd2 {
 /* The table property that says a silver's type: "1" (or none) the current
  * state, "2" a history. */
 #define SILVER_PROP_SCD_TYPE "mssql_cdc.scd_type"
+/* The table property that makes a type 1 silver merged on read. */
+#define SILVER_PROP_DELETION_VECTORS "delta.enableDeletionVectors"
 
 /* ---- merge ---------------------------------------------------------------------------- */
 typedef struct silver_merge_in {
@@ -372,8 +374,37 @@ typedef struct silver_merge_out {
     int64_t files_read, files_written;
     int64_t read_us, write_us;      /* decoding silver's files, encoding the new ones */
     bool changed;                   /* anything to commit */
+    /* Merge-on-read: per remove, the deletion vector the file comes back
+     * with (mcdc_table_commit.readd_dvs; NULL: a copy-on-write merge), the
+     * DV file holding them (written; its key), and whether it merged on read. */
+    struct mcdc_delta_dv *readd_dvs;
+    struct mcdc_dv_writer *dvw;
+    const char *dv_key;
+    bool mor;
 } silver_merge_out;
 int silver_merge_run(silver_merge_out *out, const silver_merge_in *in, mcdc_error *err);
+
+/* ---- merge-on-read (mcdc_silver_mor.c, docs/silver.md) ------------------------------
+ * A type 1 silver with delta.enableDeletionVectors=true (and the feature):
+ * the changes are joined, in key order, with the key column (and
+ * _start_lsn when the statistics cannot prove every change newer) of each
+ * file whose key range holds a change; rows a change deletes or replaces
+ * join the file's deletion vector, the images are written as new files in
+ * key order; the files come back with their new DVs in the same commit.
+ * Rebuilds and chunk ranges, files the index does not know or not in key
+ * order, and a silver decayed past the fold policy merge copy-on-write
+ * (silver_merge_run), which folds every file a change reaches. The policy:
+ * a file whose DV deletes more than 1/SILVER_MOR_FOLD_DV_SHARE of its rows,
+ * or more than max(SILVER_MOR_FOLD_FILES, live files / 4) files whose key
+ * ranges overlap others (the files merge-on-read wrote). */
+#define SILVER_MOR_FOLD_DV_SHARE 3
+#define SILVER_MOR_FOLD_FILES 4
+/* Does this merge go merge-on-read (the table's property, type 1, no
+ * rebuild, no chunk ranges, every column from the changes)? */
+bool silver_mor_wanted(const silver_merge_in *in);
+/* Merges on read, or copy-on-write when the policy or the files say so
+ * (out->mor tells). The commit passes out->readd_dvs. */
+int silver_mor_run(silver_merge_out *out, const silver_merge_in *in, mcdc_error *err);
 void silver_merge_out_free(silver_merge_out *out);
 
 #endif /* MCDC_SILVER_H */

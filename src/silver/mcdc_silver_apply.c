@@ -1447,8 +1447,11 @@ static int merge_pass(mcdc_apply *a, mcdc_frame *f, const mcdc_unit *u, mcdc_uni
         if (rc == MCDC_OK) rc = out_columns(a, sv, &os, &c_of, &e_of, err);
         if (rc == MCDC_OK && a->cfg.scd_type == 2) rc = scd2_columns(a, os, c_of, &hist, &image, &tracked, err);
         static const char *const HISTORY_CONF[] = {SILVER_PROP_SCD_TYPE "=2", NULL};
+        static const char *const MOR_CONF[] = {SILVER_PROP_DELETION_VECTORS "=true", NULL};
         mcdc_table_props props = {.kind = MCDC_KIND_SILVER, .parquet_threads = 0,
-                                  .configuration = a->cfg.scd_type == 2 ? HISTORY_CONF : NULL};
+                                  .configuration = a->cfg.scd_type == 2    ? HISTORY_CONF
+                                                   : a->cfg.deletion_vectors ? MOR_CONF
+                                                                             : NULL};
         silver_merge_in in = {.target = a->silver, .view = sv, .out_schema = os, .change_of_out = c_of,
                               .exist_of_out = e_of, .keys = (const char *const *)a->keys,
                               .n_keys = a->n_keys, .changes = pl->changes,
@@ -1463,12 +1466,14 @@ static int merge_pass(mcdc_apply *a, mcdc_frame *f, const mcdc_unit *u, mcdc_uni
             rc = mcdc_appender_open(&out.appender, a->silver, os, &props, err);
         } else if (rc == MCDC_OK) {
             int64_t t0 = mcdc_monotonic_us();
-            rc = silver_merge_run(&out, &in, err);
+            rc = silver_mor_wanted(&in) ? silver_mor_run(&out, &in, err)
+                                        : silver_merge_run(&out, &in, err);
             if (rc == MCDC_OK)
-                mcdc_log(MCDC_LOG_INFO, "%s: merged in %.3f s (%.3f s reading files, %.3f s "
+                mcdc_log(MCDC_LOG_INFO, "%s: merged%s in %.3f s (%.3f s reading files, %.3f s "
                                         "writing): %lld files read, %lld written, %lld rows kept, "
                                         "%lld inserted, %lld updated, %lld deleted",
-                         a->cfg.target, (double)(mcdc_monotonic_us() - t0) / 1e6,
+                         a->cfg.target, out.mor ? " on read" : "",
+                         (double)(mcdc_monotonic_us() - t0) / 1e6,
                          (double)out.read_us / 1e6, (double)out.write_us / 1e6,
                          (long long)out.files_read, (long long)out.files_written, (long long)out.kept,
                          (long long)out.inserted, (long long)out.updated, (long long)out.deleted);
@@ -1483,10 +1488,13 @@ static int merge_pass(mcdc_apply *a, mcdc_frame *f, const mcdc_unit *u, mcdc_uni
         bool skipped = false;
         if (rc == MCDC_OK) {
             mcdc_table_commit c = {.operation = "MERGE", .remove_paths = (const char *const *)out.removes,
-                                   .n_removes = out.n_removes, .read_version = read_version};
+                                   .n_removes = out.n_removes, .read_version = read_version,
+                                   .readd_dvs = out.readd_dvs};
             rc = mcdc_frame_commit_data_with(f, u, out.appender, pass_meta(a, &out), &c, &skipped, err);
         }
         if ((rc || skipped) && index_key[0]) mcdc_storage_delete(mcdc_table_storage(a->silver), index_key, NULL);
+        if ((rc || skipped) && out.dv_key) /* merge-on-read: its DV file, never committed */
+            mcdc_storage_delete(mcdc_table_storage(a->silver), out.dv_key, NULL);
         if (rc == MCDC_OK) {
             res->rows = out.inserted + out.updated + out.deleted;
             a->res.inserted += out.inserted;
@@ -1754,12 +1762,14 @@ int mcdc_apply_create(mcdc_apply **out, const mcdc_opts *opts, const mcdc_apply_
     if (out == NULL || cfg == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_apply_create: a NULL argument");
     *out = NULL;
-    if (cfg->version != MCDC_APPLY_CFG_VERSION && cfg->version != 1)
+    if (cfg->version < 1 || cfg->version > MCDC_APPLY_CFG_VERSION)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_apply_cfg version %d: this library takes 1 "
-                              "or %d", cfg->version, MCDC_APPLY_CFG_VERSION);
-    /* a caller of version 1 has no fields past log_level: none is read */
+                              "to %d", cfg->version, MCDC_APPLY_CFG_VERSION);
+    /* an older caller has no fields past its version's: none is read */
     mcdc_apply_cfg given = MCDC_APPLY_CFG_INIT;
-    memcpy(&given, cfg, cfg->version == 1 ? offsetof(mcdc_apply_cfg, scd_type) : sizeof given);
+    memcpy(&given, cfg, cfg->version == 1   ? offsetof(mcdc_apply_cfg, scd_type)
+                        : cfg->version == 2 ? offsetof(mcdc_apply_cfg, deletion_vectors)
+                                            : sizeof given);
     cfg = &given;
     if (cfg->scd_type < 0 || cfg->scd_type > 2)
         return mcdc_error_set(err, MCDC_E_INVALID, "SCD type %d: apply keeps type 1 (the current "

@@ -36,6 +36,7 @@
 #include <jansson.h>
 
 #include "mcdc_silver.h"
+#include "mcdc_delta_dv.h"
 
 typedef struct {
     const char *path;     /* borrowed from the view */
@@ -1363,6 +1364,8 @@ int silver_merge_run(silver_merge_out *out, const silver_merge_in *in, mcdc_erro
 
 void silver_merge_out_free(silver_merge_out *out) {
     if (out == NULL) return;
+    mcdc_free(out->readd_dvs);
+    mcdc_dv_writer_free(out->dvw);
     mcdc_appender_free(out->appender);
     for (size_t i = 0; i < out->n_removes; i++) mcdc_free(out->removes[i]);
     mcdc_free(out->removes);

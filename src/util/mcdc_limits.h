@@ -147,4 +147,9 @@
  * call; a billion-row table is past what a test or benchmark needs. */
 #define MCDC_SIM_BULK_ROWS_MAX (100LL * 1000 * 1000)
 
+/* One deletion vector's serialized bitmap (sizeInBytes). A DV of a file of
+ * 2^31 rows, every row deleted and no runs, is 256 MiB; larger is refused
+ * as damage before anything is allocated. */
+#define MCDC_DV_BYTES_MAX (256u * 1024u * 1024u)
+
 #endif /* MCDC_LIMITS_H */

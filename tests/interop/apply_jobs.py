@@ -113,6 +113,30 @@ def assert_silver_equals_source(job, silver=None, spark=None, readers=("delta-rs
     return len(want)
 
 
+def assert_merged_over(job, spec, since_lsn, deleted, marked):
+    """After another writer deleted the keys `deleted` of silver and set
+    note = 'by hand' on the keys `marked`, and apply ran over changes after
+    since_lsn: a key changed since is the source's again, one not changed
+    keeps what the other writer did."""
+    changed = {b["id"] for b in delta_rows(job.bronze, ["id", "_start_lsn", "_operation"])
+               if b["_operation"] != 0 and b["_start_lsn"] > since_lsn}
+    src = {row[0]: row for row in source_rows(job.sim, spec)}
+    got = {}
+    for row in delta_rows(silver_of(job), spec.column_names):
+        assert row["id"] not in got, f"key {row['id']} twice in silver"
+        got[row["id"]] = tuple(row[c] for c in spec.column_names)
+    assert changed & (deleted | marked), "the workload touched none of the other writer's rows"
+    note = spec.column_names.index("note")
+    for k in set(src) | set(got):
+        if k in changed or (k not in deleted and k not in marked):
+            assert got.get(k) == src.get(k), (k, got.get(k), src.get(k))
+        elif k in deleted:
+            assert k not in got, k
+        else:
+            assert got[k][note] == "by hand" and got[k][:note] == src[k][:note], k
+    return got
+
+
 def control_row(job, table):
     rows = [r for r in delta_rows(job.control) if r["table_name"] == table]
     assert len(rows) <= 1, rows

@@ -15,11 +15,11 @@ import time
 import pytest
 from deltalake import DeltaTable
 
-from apply_jobs import (apply, apply_args, assert_silver_equals_source, control_row, silver_commits,
-                        silver_of, spawn_apply)
+from apply_jobs import (apply, apply_args, assert_merged_over, assert_silver_equals_source,
+                        control_row, silver_commits, silver_of, spawn_apply)
 from conftest import CLI, run_cli
 from snapshot_jobs import new_job
-from workload import Events, Items, Regional, delta_rows, source_rows
+from workload import Events, Items, Regional, delta_rows
 
 SPECS = {"items": lambda: Items(key_space=1500), "regional": lambda: Regional(ids_per_region=150),
          "events": lambda: Events(key_space=1500, groups=20)}
@@ -83,22 +83,7 @@ def test_another_writers_delete_and_update_are_merged_over(sim, workdir):
     job.stream()
     r = apply(job, "--file-rows", "100")
     assert not r["rebuilt"] and r["applied_lsn"] > first["applied_lsn"]
-    changed = {b["id"] for b in delta_rows(job.bronze, ["id", "_start_lsn", "_operation"])
-               if b["_operation"] != 0 and b["_start_lsn"] > first["applied_lsn"]}
-    src = {row[0]: row for row in source_rows(sim, spec)}
-    got = {}
-    for row in delta_rows(silver, spec.column_names):
-        assert row["id"] not in got, f"key {row['id']} twice in silver"
-        got[row["id"]] = tuple(row[c] for c in spec.column_names)
-    assert changed & (deleted | marked), "the workload touched none of the user's rows"
-    note = spec.column_names.index("note")
-    for k in set(src) | set(got):
-        if k in changed or (k not in deleted and k not in marked):
-            assert got.get(k) == src.get(k), (k, got.get(k), src.get(k))
-        elif k in deleted:
-            assert k not in got, k
-        else:
-            assert got[k][note] == "by hand" and got[k][:note] == src[k][:note], k
+    got = assert_merged_over(job, spec, first["applied_lsn"], deleted, marked)
     # what delta-rs wrote was folded back into files in key order
     assert len(DeltaTable(silver).file_uris()) <= len(got) // 100 + 4
 

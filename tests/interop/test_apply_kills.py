@@ -22,11 +22,11 @@ from snapshot_jobs import new_job
 from workload import Items, delta_rows
 
 
-def _prepared(sim, workdir, seed):
+def _prepared(sim, workdir, seed, *extra):
     job, w = new_job(sim, workdir, Items(key_space=2000), preload=0, seed=seed)
     w.preload(600)
     job.stream()
-    apply(job, "--file-rows", "150")
+    apply(job, "--file-rows", "150", *extra)
     with w:
         w.wait_for(150)
     job.stream()
@@ -64,6 +64,27 @@ def test_a_kill_at_each_point_leaves_silver_the_next_run_completes(sim, workdir,
     assert not os.path.isdir(spill) or not os.listdir(spill)
     fu = control_row(job, silver)["finalized_until"]
     assert fu is not None
+
+
+@pytest.mark.parametrize("point", ["during_merge", "after_bronze"])
+def test_a_kill_of_a_merge_on_read_pass_leaves_silver_the_next_run_completes(sim, workdir, point):
+    """The same for a silver merged on read: a pass killed before its commit
+    leaves its DV file unreferenced; killed after it, the rerun merges
+    nothing again."""
+    job = _prepared(sim, workdir, 41 + (point == "after_bronze"), "--deletion-vectors")
+    silver = silver_of(job)
+    commits = silver_commits(silver)
+    p = spawn_apply(job, "--file-rows", "150", env={"MCDC_CRASH_AT": point})
+    wait_killed(p)
+    after_kill = silver_commits(silver)
+    assert len(after_kill) == len(commits) + (point == "after_bronze")
+    apply(job, "--file-rows", "150")
+    assert_silver_equals_source(job)
+    if point == "after_bronze":
+        assert silver_commits(silver) == after_kill
+    log = "".join(open(os.path.join(silver, "_delta_log", f)).read()
+                  for f in sorted(os.listdir(os.path.join(silver, "_delta_log"))) if f.endswith(".json"))
+    assert '"deletionVector"' in log, "the pass did not merge on read"
 
 
 def test_random_kills_of_apply_never_lose_or_double_a_key(sim, workdir):

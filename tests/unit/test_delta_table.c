@@ -803,7 +803,7 @@ TEST(delta_unsupported_features_are_refused) {
     mcdc_delta_snapshot *s = NULL;
     CHECK_EQ_INT(mcdc_delta_snapshot_load(&s, t, -1, &e), MCDC_E_UNSUPPORTED);
     CHECK(strstr(e.message, "futureThing") != NULL);
-    /* deletion vectors: readable feature, refused when a live file has one */
+    /* deletion vectors: read, the descriptor carried */
     snprintf(body, sizeof body,
              "{\"protocol\":{\"minReaderVersion\":3,\"minWriterVersion\":7,"
              "\"readerFeatures\":[\"deletionVectors\"],\"writerFeatures\":[\"deletionVectors\"]}}"
@@ -813,8 +813,18 @@ TEST(delta_unsupported_features_are_refused) {
              "\"cardinality\":6}}}\n",
              md);
     foreign_commit(dir, 0, body);
-    CHECK_EQ_INT(mcdc_delta_snapshot_load(&s, t, -1, &e), MCDC_E_UNSUPPORTED);
-    CHECK(strstr(e.message, "deletion vector") != NULL);
+    CHECK_EQ_INT(mcdc_delta_snapshot_load(&s, t, -1, &e), MCDC_OK);
+    CHECK(s && mcdc_delta_snapshot_file(s, 0)->dv.storage_type == 'u' &&
+          mcdc_delta_snapshot_file(s, 0)->dv.cardinality == 6);
+    mcdc_delta_snapshot_free(s);
+    s = NULL;
+    /* a descriptor that is not one is damage, named with its line */
+    char *x = strstr(body, "\"storageType\":\"u\"");
+    if (x) x[15] = 'x';
+    foreign_commit(dir, 0, body);
+    CHECK_EQ_INT(mcdc_delta_snapshot_load(&s, t, -1, &e), MCDC_E_CORRUPT);
+    CHECK(strstr(e.message, "line 3") && strstr(e.message, "f.parquet") &&
+          strstr(e.message, "storageType"));
     /* a newer reader version */
     snprintf(body, sizeof body, "{\"protocol\":{\"minReaderVersion\":4,\"minWriterVersion\":7}}\n%s",
              md);
