@@ -234,20 +234,6 @@ typedef struct {
 
 static int nomem(mcdc_error *err) { return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (merge)"); }
 
-/* silver_key_cmp, inline for the common key: one integer column (9 bytes:
- * present, then 8 big-endian). */
-static inline int kcmp(const uint8_t *a, size_t na, const uint8_t *b, size_t nb) {
-    if (na == 9 && nb == 9 && a[0] == b[0]) {
-        uint64_t x, y;
-        memcpy(&x, a + 1, 8);
-        memcpy(&y, b + 1, 8);
-        x = __builtin_bswap64(x);
-        y = __builtin_bswap64(y);
-        return x < y ? -1 : x > y;
-    }
-    return silver_key_cmp(a, na, b, nb);
-}
-
 /* ---- reading existing rows ------------------------------------------------------------ */
 
 static int erows_keys(merger *m, erows *x, mcdc_error *err) {
@@ -400,8 +386,8 @@ static int note_key(merger *m, const uint8_t *first, uint32_t fl, const uint8_t 
 
 /* SCD2: is k the key of the last row written (to the window or the file)? */
 static bool same_as_last(const merger *m, const uint8_t *k, uint32_t kl) {
-    if (m->wrows > 0) return kcmp(k, kl, m->last_key, m->last_len) == 0;
-    return m->file_n > 0 && kcmp(k, kl, (const uint8_t *)m->file_max.data, m->file_max.len) == 0;
+    if (m->wrows > 0) return silver_key_cmp_fast(k, kl, m->last_key, m->last_len) == 0;
+    return m->file_n > 0 && silver_key_cmp_fast(k, kl, (const uint8_t *)m->file_max.data, m->file_max.len) == 0;
 }
 
 static int roll(merger *m, mcdc_error *err);
@@ -459,9 +445,9 @@ static int emit_run(merger *m, const erows *x, int64_t erow, int64_t n, const ch
             int64_t f = m->file_rows - m->file_n - m->wrows, lim = SILVER_BATCH_ROWS - m->wrows;
             if (lim > n) lim = n;
             if (f <= 0 || m->full)
-                for (k = 1; k < lim && kcmp(KEY_AT(erow + k), KEY_AT(erow)) == 0;) k++;
+                for (k = 1; k < lim && silver_key_cmp_fast(KEY_AT(erow + k), KEY_AT(erow)) == 0;) k++;
             else
-                while (k < lim && kcmp(KEY_AT(erow + k), KEY_AT(erow + k - 1)) == 0) k++;
+                while (k < lim && silver_key_cmp_fast(KEY_AT(erow + k), KEY_AT(erow + k - 1)) == 0) k++;
         }
         rc = note_key(m, KEY_AT(erow), KEY_AT(erow + k - 1), err);
 #undef KEY_AT
@@ -779,7 +765,7 @@ static int scd2_change(merger *m, const silver_rank *rk, const mcdc_batch *cb, i
 static bool change_at(const merger *m, const uint8_t *k, uint32_t kn, const uint8_t *lsn) {
     const uint8_t *kc;
     uint32_t lc;
-    return change_key(m, &kc, &lc) && kcmp(kc, lc, k, kn) == 0 && memcmp(m->c->rank[m->ci].b, lsn, 10) == 0;
+    return change_key(m, &kc, &lc) && silver_key_cmp_fast(kc, lc, k, kn) == 0 && memcmp(m->c->rank[m->ci].b, lsn, 10) == 0;
 }
 
 /* A change row copied out of the chunk it came in (the chunk ends before
@@ -818,7 +804,7 @@ static int scd2_key(merger *m, erows *f, const uint8_t *k0, uint32_t kn0, bool w
         erows *x = side == 0 ? f : (m->loose ? &m->lr : NULL);
         const uint8_t *xk;
         uint32_t xl;
-        while (rc == MCDC_OK && x && erows_key(x, &xk, &xl) && kcmp(xk, xl, k, kn) == 0) {
+        while (rc == MCDC_OK && x && erows_key(x, &xk, &xl) && silver_key_cmp_fast(xk, xl, k, kn) == 0) {
             const mcdc_batch *eb = erows_batch(x);
             bool closed = m->view_end >= 0 && mcdc_col_is_valid(&eb->columns[m->view_end], x->at);
             for (int c = 0; c < 1 + closed; c++)
@@ -851,7 +837,7 @@ static int scd2_key(merger *m, erows *f, const uint8_t *k0, uint32_t kn0, bool w
     const uint8_t *kc;
     uint32_t lc;
     while (rc == MCDC_OK) {
-        bool more = with_c && change_key(m, &kc, &lc) && kcmp(kc, lc, k, kn) == 0;
+        bool more = with_c && change_key(m, &kc, &lc) && silver_key_cmp_fast(kc, lc, k, kn) == 0;
         const silver_rank *rk = more ? &m->c->rank[m->ci] : NULL;
         int at = rk ? memcmp(rk->b, snap, 10) : 1;
         if (!snap_done && (at > 0 || (at == 0 && silver_rank_op(rk) == 0))) {
@@ -894,23 +880,23 @@ static int merge_until(merger *m, erows *f, const uint8_t *hi, uint32_t hi_len, 
         uint32_t lc = 0, lf = 0, ll = 0, kn = 0;
         bool hc = change_key(m, &kc, &lc), hf = f && erows_key(f, &kf, &lf),
              hl = m->loose && erows_key(&m->lr, &kl, &ll);
-        if (hc && hi && kcmp(kc, lc, hi, hi_len) >= 0) hc = false;
-        if (hf && hi && kcmp(kf, lf, hi, hi_len) >= 0) hf = false;
-        if (hl && hi && kcmp(kl, ll, hi, hi_len) >= 0) hl = false;
+        if (hc && hi && silver_key_cmp_fast(kc, lc, hi, hi_len) >= 0) hc = false;
+        if (hf && hi && silver_key_cmp_fast(kf, lf, hi, hi_len) >= 0) hf = false;
+        if (hl && hi && silver_key_cmp_fast(kl, ll, hi, hi_len) >= 0) hl = false;
         if (!hc && !hf && !hl) return MCDC_OK;
         if (hf && !m->in->rebuild && m->in->n_ranges == 0) {
             /* the file's rows below the next change and the next other
              * writer's row are kept as they are: one run */
             const uint8_t *lim = hc ? kc : NULL;
             uint32_t limn = hc ? lc : 0;
-            if (hl && (!lim || kcmp(kl, ll, lim, limn) < 0)) lim = kl, limn = ll;
-            if (!lim || kcmp(kf, lf, lim, limn) < 0) {
+            if (hl && (!lim || silver_key_cmp_fast(kl, ll, lim, limn) < 0)) lim = kl, limn = ll;
+            if (!lim || silver_key_cmp_fast(kf, lf, lim, limn) < 0) {
                 int64_t lo = f->at, hi_row = f->b->rows;
                 const uint8_t *keys = (const uint8_t *)f->keys.data;
                 if (lim) { /* the first row at or past lim: gallop, runs are short */
                     int64_t base = f->at, step = 1, prev = base;
                     while (base + step < hi_row &&
-                           kcmp(keys + f->koff[base + step], f->koff[base + step + 1] - f->koff[base + step],
+                           silver_key_cmp_fast(keys + f->koff[base + step], f->koff[base + step + 1] - f->koff[base + step],
                                 lim, limn) < 0) {
                         prev = base + step;
                         step *= 2;
@@ -921,7 +907,7 @@ static int merge_until(merger *m, erows *f, const uint8_t *hi, uint32_t hi_len, 
                 if (lim)
                     while (lo < hi_row) {
                         int64_t mid = lo + (hi_row - lo) / 2;
-                        if (kcmp(keys + f->koff[mid], f->koff[mid + 1] - f->koff[mid], lim, limn) < 0)
+                        if (silver_key_cmp_fast(keys + f->koff[mid], f->koff[mid + 1] - f->koff[mid], lim, limn) < 0)
                             lo = mid + 1;
                         else
                             hi_row = mid;
@@ -937,9 +923,9 @@ static int merge_until(merger *m, erows *f, const uint8_t *hi, uint32_t hi_len, 
         }
         /* the smallest key of the three */
         if (hc) k = kc, kn = lc;
-        if (hf && (!k || kcmp(kf, lf, k, kn) < 0)) k = kf, kn = lf;
-        if (hl && (!k || kcmp(kl, ll, k, kn) < 0)) k = kl, kn = ll;
-        bool with_c = hc && kcmp(kc, lc, k, kn) == 0;
+        if (hf && (!k || silver_key_cmp_fast(kf, lf, k, kn) < 0)) k = kf, kn = lf;
+        if (hl && (!k || silver_key_cmp_fast(kl, ll, k, kn) < 0)) k = kl, kn = ll;
+        bool with_c = hc && silver_key_cmp_fast(kc, lc, k, kn) == 0;
         if (m->in->scd2) {
             if ((rc = scd2_key(m, f, k, kn, with_c, err)) != MCDC_OK) return rc;
             continue;
@@ -955,7 +941,7 @@ static int merge_until(merger *m, erows *f, const uint8_t *hi, uint32_t hi_len, 
             erows *x = side == 0 ? f : (m->loose ? &m->lr : NULL);
             const uint8_t *xk;
             uint32_t xl;
-            while (rc == MCDC_OK && x && erows_key(x, &xk, &xl) && kcmp(xk, xl, k, kn) == 0) {
+            while (rc == MCDC_OK && x && erows_key(x, &xk, &xl) && silver_key_cmp_fast(xk, xl, k, kn) == 0) {
                 matched = true;
                 rc = decide_row(m, rank, tags, cb, crow, erows_batch(x), x->at, xk, xl, err);
                 if (rc == MCDC_OK) rc = erows_step(m, x, err);

@@ -130,7 +130,7 @@ static int file_open(mor *m, mfile *f, mcdc_error *err) {
 }
 
 static inline int key_at(const mfile *f, int64_t i, const uint8_t *k, size_t kn) {
-    return silver_key_cmp(f->keys.data + f->koff[i], f->koff[i + 1] - f->koff[i], k, kn);
+    return silver_key_cmp_fast(f->keys.data + f->koff[i], f->koff[i + 1] - f->koff[i], k, kn);
 }
 
 /* Moves f to the first live row whose key is >= k; *hit when it is k. */
@@ -308,11 +308,11 @@ static int run(mor *m, mfile **byk, int64_t n, mcdc_error *err) {
             const uint8_t *k = ch->key[i];
             size_t kn = ch->key_len[i];
             /* files whose range starts at or below k join; those ending below leave */
-            while (next < n && silver_key_cmp(byk[next]->e->min_key, byk[next]->e->min_len, k, kn) <= 0)
+            while (next < n && silver_key_cmp_fast(byk[next]->e->min_key, byk[next]->e->min_len, k, kn) <= 0)
                 act[nact++] = byk[next++];
             int64_t w = 0;
             for (int64_t a = 0; a < nact && rc == MCDC_OK; a++) {
-                if (silver_key_cmp(act[a]->e->max_key, act[a]->e->max_len, k, kn) < 0)
+                if (silver_key_cmp_fast(act[a]->e->max_key, act[a]->e->max_len, k, kn) < 0)
                     rc = file_close(act[a], err);
                 else
                     act[w++] = act[a];

@@ -90,6 +90,62 @@ TEST(silver_keys_order_as_tuples_nulls_first_and_equal) {
     mcdc_buf_free(&b2);
 }
 
+static int sgn(int c) { return (c > 0) - (c < 0); }
+
+/* silver_key_cmp_fast orders exactly as silver_key_cmp: random bytes over
+ * a small alphabet (long equal prefixes), every length to 40, prefixes of
+ * each other, and the one-integer keys with and without a rank. */
+TEST(silver_key_cmp_fast_orders_as_silver_key_cmp) {
+    uint64_t x = 0x9E3779B97F4A7C15ULL;
+    uint8_t a[48], b[48];
+    int64_t n_less = 0, n_eq = 0, n_more = 0;
+    for (int it = 0; it < 200000; it++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        size_t na = (size_t)(x % 41), nb = (size_t)((x >> 8) % 41);
+        int alpha = (int)((x >> 16) % 3); /* 0: {0,1}  1: {0,0xFF}  2: any byte */
+        for (size_t i = 0; i < 48; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            uint8_t v = alpha == 0 ? (uint8_t)(x & 1) : alpha == 1 ? (uint8_t)((x & 1) ? 0xFF : 0) : (uint8_t)x;
+            a[i] = v;
+            /* b: mostly a's bytes, so that prefixes agree far */
+            b[i] = ((x >> 20) % 16 == 0) ? (uint8_t)(x >> 32) : v;
+        }
+        if (it % 4 == 0) memcpy(b, a, 48); /* one a prefix of the other, or equal */
+        int want = sgn(silver_key_cmp(a, na, b, nb));
+        int got = sgn(silver_key_cmp_fast(a, na, b, nb));
+        if (want != got) fprintf(stderr, "  na %zu nb %zu: %d, fast %d\n", na, nb, want, got);
+        CHECK_EQ_INT(got, want);
+        CHECK_EQ_INT(sgn(silver_key_cmp_fast(b, nb, a, na)), -want);
+        n_less += want < 0, n_eq += want == 0, n_more += want > 0;
+    }
+    CHECK(n_less > 1000 && n_eq > 1000 && n_more > 1000);
+    /* edges: empty, equal, one byte apart at every position of 19 bytes */
+    CHECK_EQ_INT(silver_key_cmp_fast(a, 0, b, 0), 0);
+    CHECK(silver_key_cmp_fast(a, 0, b, 1) < 0 && silver_key_cmp_fast(a, 1, b, 0) > 0);
+    for (size_t i = 0; i < 19; i++) {
+        memset(a, 0x80, 19);
+        memset(b, 0x80, 19);
+        b[i] = 0x81;
+        CHECK(silver_key_cmp_fast(a, 19, b, 19) < 0 && silver_key_cmp(a, 19, b, 19) < 0);
+        CHECK(silver_key_cmp_fast(b, 19, a, 19) > 0);
+        CHECK(silver_key_cmp_fast(a, 19, a, i) > 0 && silver_key_cmp_fast(a, i, a, 19) < 0);
+    }
+    /* encoded integer keys sort as the integers, near the sign and byte edges */
+    const int64_t v[] = {INT64_MIN, INT64_MIN + 1, -65536, -256, -255, -1, 0, 1, 255, 256, 65535,
+                         65536, 9999999, INT64_MAX - 1, INT64_MAX};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        for (size_t j = 0; j < sizeof v / sizeof v[0]; j++) {
+            uint8_t p[9], q[9];
+            uint64_t u = (uint64_t)v[i] ^ (1ULL << 63), w = (uint64_t)v[j] ^ (1ULL << 63);
+            p[0] = q[0] = 1;
+            for (int k = 0; k < 8; k++) {
+                p[1 + k] = (uint8_t)(u >> (56 - 8 * k));
+                q[1 + k] = (uint8_t)(w >> (56 - 8 * k));
+            }
+            CHECK_EQ_INT(sgn(silver_key_cmp_fast(p, 9, q, 9)), (i > j) - (i < j));
+        }
+}
+
 TEST(silver_keys_of_other_types_keep_their_order) {
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_schema *s;
