@@ -254,6 +254,10 @@ typedef struct silver_chunk {
 int silver_sorter_next(silver_sorter *s, const silver_chunk **out, mcdc_error *err);
 int64_t silver_sorter_rows(const silver_sorter *s);   /* rows added */
 int64_t silver_sorter_runs(const silver_sorter *s);   /* runs spilled */
+/* A ranked sorter's smallest LSN over every row added (cut rows and rows
+ * keep_tags drops included: a lower bound of the ranks it returns), kept as
+ * rows come; 0xFF... when none came. */
+void silver_sorter_min_lsn(const silver_sorter *s, uint8_t out[10]);
 /* Deletes the runs it spilled. NULL-safe. */
 void silver_sorter_free(silver_sorter *s);
 

@@ -69,18 +69,6 @@ typedef struct {
     int32_t *sel;
 } mor;
 
-/* The smallest LSN of the changes (repairs' L included). */
-static int min_change_lsn(mor *m, mcdc_error *err) {
-    memset(m->min_change_lsn, 0xFF, 10);
-    int rc = silver_sorter_rewind(m->in->changes, true, err);
-    const silver_chunk *ch = NULL;
-    while (rc == MCDC_OK && (rc = silver_sorter_next(m->in->changes, &ch, err)) == MCDC_OK && ch)
-        for (int64_t i = 0; i < ch->n; i++)
-            if (memcmp(ch->rank[i].b, m->min_change_lsn, 10) < 0)
-                memcpy(m->min_change_lsn, ch->rank[i].b, 10);
-    return rc;
-}
-
 /* Can f's statistics prove every change newer than each of its rows (no
  * NULL _start_lsn, the largest below the changes')? Then max_lsn stands in
  * for each row's and the column is not read. */
@@ -383,7 +371,9 @@ int silver_mor_run(silver_merge_out *out, const silver_merge_in *in, mcdc_error 
     mfile *files = rc ? NULL : mcdc_calloc(nf ? nf : 1, sizeof *files);
     mfile **byk = rc ? NULL : mcdc_calloc(nf ? nf : 1, sizeof *byk);
     if (rc == MCDC_OK && (!files || !byk)) rc = nomem(err);
-    if (rc == MCDC_OK) rc = min_change_lsn(&m, err);
+    /* a lower bound of the changes' LSNs (repairs' L included): at worst a
+     * file reads its _start_lsn that need not */
+    if (rc == MCDC_OK) silver_sorter_min_lsn(in->changes, m.min_change_lsn);
     /* every live file known and in key order, else copy-on-write writes them */
     const char *why = NULL;
     int64_t n = 0;

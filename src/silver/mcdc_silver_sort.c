@@ -78,6 +78,7 @@ struct silver_sorter {
     bool memo_ok;          /* the rank of the last row without seqval and command id */
     silver_rank memo;
     char memo_text[22];
+    uint8_t min_lsn[10];   /* ranked: the smallest LSN of the rows added (0xFF..: none) */
     bool finished;
     /* reading */
     bool keys_only;
@@ -107,6 +108,7 @@ int silver_sorter_create(silver_sorter **out, const silver_sorter_cfg *cfg, mcdc
     silver_sorter *s = mcdc_calloc(1, sizeof *s);
     if (s == NULL) return nomem(err);
     s->cfg = *cfg;
+    memset(s->min_lsn, 0xFF, sizeof s->min_lsn);
     if (s->cfg.memory_bytes <= 0) s->cfg.memory_bytes = SILVER_SORT_BYTES_DEFAULT;
     if (s->cfg.memory_bytes < SILVER_SORT_BYTES_MIN) s->cfg.memory_bytes = SILVER_SORT_BYTES_MIN;
     s->schema = mcdc_schema_ref(cfg->schema);
@@ -148,6 +150,10 @@ int silver_sorter_create(silver_sorter **out, const silver_sorter_cfg *cfg, mcdc
 
 int64_t silver_sorter_rows(const silver_sorter *s) { return s->rows_added; }
 int64_t silver_sorter_runs(const silver_sorter *s) { return s->n_runs; }
+void silver_sorter_min_lsn(const silver_sorter *s, uint8_t out[10]) {
+    MCDC_ASSERT(s->cfg.ranked);
+    memcpy(out, s->min_lsn, sizeof s->min_lsn);
+}
 
 /* ---- adding --------------------------------------------------------------------- */
 
@@ -220,6 +226,9 @@ static int key_rows(silver_sorter *s, int32_t bi, int64_t first, int64_t n, cons
         if (rc == MCDC_OK && s->cfg.ranked) {
             silver_rank rk;
             rc = rank_of(s, acc, r, &rk, err);
+            /* a commit's rows share their LSN: mostly one compare of a word */
+            if (rc == MCDC_OK && memcmp(rk.b, s->min_lsn, sizeof s->min_lsn) < 0)
+                memcpy(s->min_lsn, rk.b, sizeof s->min_lsn);
             /* latest first; a history's rows oldest first */
             for (int j = 0; rc == MCDC_OK && !s->cfg.history && j < SILVER_RANK_BYTES; j++)
                 rk.b[j] = (uint8_t)~rk.b[j];

@@ -362,6 +362,10 @@ static void sorter_case(int64_t mem, bool expect_runs) {
     mcdc_schema *s = change_schema();
     silver_sorter *x = new_sorter(st, s, true, SILVER_TAG_BASE | SILVER_TAG_WAVE, mem);
     enum { KEYS = 30000, ROUNDS = 4 };
+    uint8_t lo[10], want_lo[10], none[10];
+    memset(none, 0xFF, 10);
+    silver_sorter_min_lsn(x, lo);
+    CHECK(memcmp(lo, none, 10) == 0); /* no rows yet */
     for (int round = 0; round < ROUNDS; round++) {
         mcdc_batch *b;
         mcdc_batch_create(&b, s, KEYS, &e);
@@ -390,6 +394,12 @@ static void sorter_case(int64_t mem, bool expect_runs) {
     }
     CHECK_EQ_INT(silver_sorter_rows(x), (int64_t)KEYS * ROUNDS * 2);
     CHECK_EQ_INT(silver_sorter_finish(x, &e), MCDC_OK);
+    /* the smallest LSN added: round 0's 100 (its rows all lose to later ones) */
+    char lt[23];
+    lsn_text(lt, 100);
+    CHECK(silver_lsn_parse(want_lo, lt, 22));
+    silver_sorter_min_lsn(x, lo);
+    CHECK(memcmp(lo, want_lo, 10) == 0);
     CHECK(expect_runs ? silver_sorter_runs(x) >= 2 : silver_sorter_runs(x) == 0);
     for (int pass = 0; pass < 2; pass++) {
         CHECK_EQ_INT(silver_sorter_rewind(x, pass == 1, &e), MCDC_OK);
