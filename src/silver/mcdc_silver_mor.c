@@ -132,7 +132,17 @@ static int file_seek(mor *m, mfile *f, const uint8_t *k, size_t kn, bool *hit, m
             rc = file_load(m, f, err);
             continue;
         }
-        int64_t lo = f->at, hi = n - 1; /* the last key is >= k */
+        /* the changes come in key order too: gallop forward from at (the
+         * next live key is mostly a few rows on), then a binary search in
+         * the last step. Rows below lo are below k; row hi is >= k. */
+        int64_t lo = f->at, hi = n - 1;
+        for (int64_t step = 1; lo + step < hi; step *= 2) {
+            if (key_at(f, lo + step, k, kn) >= 0) {
+                hi = lo + step;
+                break;
+            }
+            lo += step + 1;
+        }
         while (lo < hi) {
             int64_t mid = lo + (hi - lo) / 2;
             if (key_at(f, mid, k, kn) < 0) lo = mid + 1;
