@@ -334,11 +334,79 @@ static int ent_cmp(const void *pa, const void *pb) {
     return silver_key_cmp_fast(t_arena + a->off, a->len, t_arena + b->off, b->len);
 }
 
+/* Byte d (0..15) of an entry's 16 prefix bytes. */
+static inline unsigned digit(const ent *e, int d) {
+    uint64_t w = d < 8 ? e->pre : e->pre2;
+    return (unsigned)(w >> (56 - 8 * (d & 7))) & 0xFFu;
+}
+
+/* Entries of equal prefixes in full order: a few rows of one key (its
+ * ranks) by insertion, longer runs (keys alike past 16 bytes) by qsort.
+ * Both keep equal sort keys in the order they came, as the radix passes. */
+static void sort_ties(ent *v, int64_t n) {
+    if (n > 16) {
+        qsort(v, (size_t)n, sizeof *v, ent_cmp);
+        return;
+    }
+    for (int64_t i = 1; i < n; i++) {
+        ent x = v[i];
+        int64_t j = i;
+        for (; j > 0 && ent_cmp(&v[j - 1], &x) > 0; j--) v[j] = v[j - 1];
+        v[j] = x;
+    }
+}
+
+/* Sorts the held entries by their prefixes, least significant byte first
+ * (a stable pass per byte; bytes every entry shares are skipped: a one-int
+ * key and its rank vary in few), then runs of equal prefixes by whole sort
+ * keys. Without memory for the second array: qsort. */
+static void sort_ents(silver_sorter *s) {
+    int64_t n = s->n_ents;
+    t_arena = (const uint8_t *)s->arena.data;
+    if (n < 2) return;
+    ent *tmp = mcdc_malloc((size_t)s->cap_ents * sizeof *tmp);
+    if (tmp == NULL) {
+        qsort(s->ents, (size_t)n, sizeof *s->ents, ent_cmp);
+        return;
+    }
+    static _Thread_local int64_t cnt[16][256];
+    memset(cnt, 0, sizeof cnt);
+    for (int64_t i = 0; i < n; i++) {
+        const ent *e = &s->ents[i];
+        for (int d = 0; d < 16; d++) cnt[d][digit(e, d)]++;
+    }
+    ent *src = s->ents, *dst = tmp;
+    for (int d = 15; d >= 0; d--) {
+        int64_t *c = cnt[d];
+        if (c[digit(&src[0], d)] == n) continue; /* one value: nothing moves */
+        int64_t at = 0;
+        for (int v = 0; v < 256; v++) {
+            int64_t k = c[v];
+            c[v] = at;
+            at += k;
+        }
+        MCDC_ASSERT(at == n);
+        for (int64_t i = 0; i < n; i++) dst[c[digit(&src[i], d)]++] = src[i];
+        ent *t = src;
+        src = dst;
+        dst = t;
+    }
+    /* src holds the order: keep that array (both have cap_ents), free the other */
+    s->ents = src;
+    mcdc_free(dst);
+    for (int64_t i = 0; i < n;) {
+        int64_t j = i + 1;
+        while (j < n && src[j].pre == src[i].pre && src[j].pre2 == src[i].pre2) j++;
+        if (j - i > 1) sort_ties(src + i, j - i);
+        i = j;
+    }
+    for (int64_t i = 1; i < n; i++) MCDC_ASSERT(ent_cmp(&src[i - 1], &src[i]) <= 0);
+}
+
 /* Sorts the held entries, then (ranked) keeps each key's first with the
  * tags of all its rows. */
 static void sort_held(silver_sorter *s) {
-    t_arena = (const uint8_t *)s->arena.data;
-    if (s->n_ents > 1) qsort(s->ents, (size_t)s->n_ents, sizeof *s->ents, ent_cmp);
+    sort_ents(s);
     if (!s->cfg.ranked || s->cfg.history) return;
     const uint8_t *a = (const uint8_t *)s->arena.data;
     int64_t w = 0;

@@ -446,6 +446,104 @@ TEST(silver_sorter_keeps_the_latest_row_of_each_key_over_spilled_runs) {
     sorter_case(SILVER_SORT_BYTES_MIN, true);
 }
 
+/* Keys alike in their first 16 bytes and more (the sort's prefix): every
+ * row out in key order, rows of one key in the order they came. */
+TEST(silver_sorter_orders_keys_alike_past_their_prefix) {
+    mcdc_storage_mem *m;
+    mcdc_storage *st;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_storage_mem_create(&m, "sorter3", &e);
+    mcdc_storage_mem_open(&st, m, NULL, &e);
+    mcdc_schema *s = change_schema();
+    static const int32_t key[1] = {1};
+    silver_sorter_cfg c = {.schema = s, .key_cols = key, .n_keys = 1, .spill = st,
+                           .spill_prefix = "_mssql_cdc_spill/t-"};
+    silver_sorter *x = NULL;
+    CHECK_EQ_INT(silver_sorter_create(&x, &c, &e), MCDC_OK);
+    enum { N = 20000, KEYS = 3000 };
+    mcdc_batch *b;
+    mcdc_batch_create(&b, s, N, &e);
+    for (int i = 0; i < N; i++) {
+        char v[64];
+        /* lengths differ too: a shorter key a prefix of longer ones */
+        snprintf(v, sizeof v, "a-prefix-all-rows-share-%d", (i * 7919) % KEYS);
+        add_change(b, i, v, 5, 2, 0, 1);
+    }
+    mcdc_batch_seal(b, &e);
+    CHECK_EQ_INT(silver_sorter_add(x, b, NULL, 0, NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(silver_sorter_finish(x, &e), MCDC_OK);
+    CHECK_EQ_INT(silver_sorter_runs(x), 0);
+    CHECK_EQ_INT(silver_sorter_rewind(x, false, &e), MCDC_OK);
+    const silver_chunk *ch;
+    int64_t seen = 0, bad = 0, last_id = -1;
+    mcdc_buf last = {0};
+    while (silver_sorter_next(x, &ch, &e) == MCDC_OK && ch) {
+        for (int64_t r = 0; r < ch->n; r++) {
+            int id = i32_at(ch->rows, 0, r);
+            int cmp = seen ? silver_key_cmp((const uint8_t *)last.data, last.len, ch->key[r], ch->key_len[r]) : -1;
+            bad += cmp > 0;
+            bad += cmp == 0 && id <= last_id; /* equal keys keep the order they came in */
+            last_id = id;
+            mcdc_buf_reset(&last);
+            mcdc_buf_append(&last, ch->key[r], ch->key_len[r], &e);
+            seen++;
+        }
+    }
+    CHECK_EQ_INT(seen, N);
+    CHECK_EQ_INT(bad, 0);
+    mcdc_buf_free(&last);
+    mcdc_batch_free(b);
+    silver_sorter_free(x);
+    mcdc_schema_unref(s);
+    mcdc_storage_free(st);
+    mcdc_storage_mem_release(m);
+}
+
+/* Many ranks of one key (past the prefix: by whole sort keys, a long run and
+ * a short one): the latest wins. */
+TEST(silver_sorter_ranks_many_rows_of_one_key) {
+    mcdc_storage_mem *m;
+    mcdc_storage *st;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_storage_mem_create(&m, "sorter4", &e);
+    mcdc_storage_mem_open(&st, m, NULL, &e);
+    mcdc_schema *s = change_schema();
+    silver_sorter *x = new_sorter(st, s, true, 0, 0);
+    mcdc_batch *b;
+    mcdc_batch_create(&b, s, 64, &e);
+    for (int j = 0; j < 40; j++) {
+        char v[16];
+        int64_t lsn = 1000 + (j * 17) % 40; /* 1039 at j = 23 */
+        snprintf(v, sizeof v, "k5-%lld", (long long)lsn);
+        add_change(b, 5, v, lsn, 2, 0, 1);
+        if (j < 10) {
+            snprintf(v, sizeof v, "k6-%lld", (long long)(2000 + (j * 3) % 10));
+            add_change(b, 6, v, 2000 + (j * 3) % 10, 2, 0, 1);
+        }
+    }
+    mcdc_batch_seal(b, &e);
+    CHECK_EQ_INT(silver_sorter_add(x, b, NULL, 0, NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(silver_sorter_finish(x, &e), MCDC_OK);
+    CHECK_EQ_INT(silver_sorter_rewind(x, false, &e), MCDC_OK);
+    const silver_chunk *ch;
+    CHECK_EQ_INT(silver_sorter_next(x, &ch, &e), MCDC_OK);
+    CHECK(ch != NULL && ch->n == 2);
+    if (ch && ch->n == 2) {
+        const mcdc_column *v = &ch->rows->columns[1];
+        CHECK_EQ_INT(i32_at(ch->rows, 0, 0), 5);
+        CHECK(v->offsets[1] - v->offsets[0] == 7 && memcmp(v->data + v->offsets[0], "k5-1039", 7) == 0);
+        CHECK_EQ_INT(i32_at(ch->rows, 0, 1), 6);
+        CHECK(v->offsets[2] - v->offsets[1] == 7 && memcmp(v->data + v->offsets[1], "k6-2009", 7) == 0);
+    }
+    CHECK_EQ_INT(silver_sorter_next(x, &ch, &e), MCDC_OK);
+    CHECK(ch == NULL);
+    mcdc_batch_free(b);
+    silver_sorter_free(x);
+    mcdc_schema_unref(s);
+    mcdc_storage_free(st);
+    mcdc_storage_mem_release(m);
+}
+
 TEST(silver_sorter_unranked_keeps_every_row_in_key_order) {
     mcdc_storage_mem *m;
     mcdc_storage *st;
