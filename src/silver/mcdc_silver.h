@@ -27,6 +27,7 @@
 #ifndef MCDC_SILVER_H
 #define MCDC_SILVER_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -365,6 +366,36 @@ typedef struct silver_scd2 {
 #define SILVER_PROP_SCD_TYPE "mssql_cdc.scd_type"
 /* The table property that makes a type 1 silver merged on read. */
 #define SILVER_PROP_DELETION_VECTORS "delta.enableDeletionVectors"
+
+/* ---- the writer: output files encoded on a thread of their own -------------------------
+ * (mcdc_silver_writer.c) while a merge goes on: batches and the ends of
+ * files, in order, through a queue of a few batches. The paths of the files
+ * it ends are collected in order; a merge's index entries (built on the
+ * merge's thread) get them at the end. One writer per merge (copy-on-write
+ * and merge-on-read). */
+#define SILVER_WRITER_QUEUE 2
+typedef struct silver_writer {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    mcdc_batch *q[SILVER_WRITER_QUEUE]; /* NULL: the end of a file */
+    int head, n;
+    bool done, failed, started;
+    int rc;
+    mcdc_error err;
+    mcdc_appender *a;
+    char **paths;                       /* the files ended, in order */
+    int64_t n_paths, cap_paths;
+    int64_t busy_us;                    /* time spent writing */
+    const mcdc_log_sink *sink;
+    pthread_t th;
+} silver_writer;
+int silver_writer_start(silver_writer *w, mcdc_appender *a, mcdc_error *err);
+/* Hands b (NULL: end the file) to the writer; takes b. */
+int silver_writer_put(silver_writer *w, mcdc_batch *b, mcdc_error *err);
+/* Waits for everything queued, stops the thread: its status. */
+int silver_writer_finish(silver_writer *w, mcdc_error *err);
+/* Frees the paths (after finish). */
+void silver_writer_free(silver_writer *w);
 
 /* ---- merge ---------------------------------------------------------------------------- */
 typedef struct silver_merge_in {

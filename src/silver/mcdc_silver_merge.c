@@ -72,132 +72,11 @@ typedef struct {
     bool done;
 } erows;
 
-/* The output files are encoded on a thread of their own, while the merge
- * goes on: batches and the ends of files, in order, through a queue of a
- * few batches. The paths of the files it ends are collected in order; the
- * merge's index entries (built on the merge's thread) get them at the
- * end. */
-#define WRITER_QUEUE 2
-typedef struct {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    mcdc_batch *q[WRITER_QUEUE]; /* NULL: the end of a file */
-    int head, n;
-    bool done, failed, started;
-    int rc;
-    mcdc_error err;
-    mcdc_appender *a;
-    char **paths;
-    int64_t n_paths, cap_paths;
-    int64_t busy_us;
-    const mcdc_log_sink *sink;
-    pthread_t th;
-} wqueue;
-
-static void *writer_main(void *arg) {
-    wqueue *w = arg;
-    mcdc_log_use(w->sink);
-    pthread_mutex_lock(&w->mu);
-    for (;;) {
-        while (w->n == 0 && !w->done) pthread_cond_wait(&w->cv, &w->mu);
-        if (w->n == 0) break;
-        mcdc_batch *b = w->q[w->head];
-        w->head = (w->head + 1) % WRITER_QUEUE;
-        w->n--;
-        pthread_cond_broadcast(&w->cv);
-        bool failed = w->failed;
-        pthread_mutex_unlock(&w->mu);
-        int rc = MCDC_OK;
-        mcdc_error e = MCDC_ERROR_INIT;
-        int64_t t0 = mcdc_monotonic_us();
-        if (!failed && b) {
-            rc = mcdc_appender_write(w->a, b, &e);
-        } else if (!failed) {
-            const char *path = NULL;
-            rc = mcdc_appender_roll(w->a, &path, &e);
-            if (rc == MCDC_OK && path) {
-                if (w->n_paths == w->cap_paths) {
-                    int64_t cap = w->cap_paths ? w->cap_paths * 2 : 16;
-                    char **v = mcdc_realloc(w->paths, (size_t)cap * sizeof *v);
-                    if (v == NULL) rc = mcdc_error_set(&e, MCDC_E_NOMEM, "out of memory");
-                    else w->paths = v, w->cap_paths = cap;
-                }
-                if (rc == MCDC_OK && (w->paths[w->n_paths] = mcdc_strdup(path)) == NULL)
-                    rc = mcdc_error_set(&e, MCDC_E_NOMEM, "out of memory");
-                if (rc == MCDC_OK) w->n_paths++;
-            }
-        }
-        int64_t busy = mcdc_monotonic_us() - t0;
-        mcdc_batch_free(b);
-        pthread_mutex_lock(&w->mu);
-        w->busy_us += busy;
-        if (rc && !w->failed) {
-            w->failed = true;
-            w->rc = rc;
-            w->err = e;
-        }
-        pthread_cond_broadcast(&w->cv);
-    }
-    pthread_mutex_unlock(&w->mu);
-    return NULL;
-}
-
-static int writer_start(wqueue *w, mcdc_appender *a, mcdc_error *err) {
-    memset(w, 0, sizeof *w);
-    w->a = a;
-    w->sink = mcdc_log_current();
-    pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->cv, NULL);
-    if (pthread_create(&w->th, NULL, writer_main, w) != 0)
-        return mcdc_error_set(err, MCDC_E_NOMEM, "cannot start the merge's writing thread");
-    w->started = true;
-    return MCDC_OK;
-}
-
-/* Hands b (NULL: end the file) to the writer; takes b. */
-static int writer_put(wqueue *w, mcdc_batch *b, mcdc_error *err) {
-    pthread_mutex_lock(&w->mu);
-    while (w->n == WRITER_QUEUE && !w->failed) pthread_cond_wait(&w->cv, &w->mu);
-    int rc = MCDC_OK;
-    if (w->failed) {
-        rc = w->rc;
-        if (err) *err = w->err;
-        mcdc_batch_free(b);
-    } else {
-        w->q[(w->head + w->n) % WRITER_QUEUE] = b;
-        w->n++;
-        pthread_cond_broadcast(&w->cv);
-    }
-    pthread_mutex_unlock(&w->mu);
-    return rc;
-}
-
-/* Waits for everything queued, stops the thread: its status. */
-static int writer_finish(wqueue *w, mcdc_error *err) {
-    if (!w->started) return MCDC_OK;
-    pthread_mutex_lock(&w->mu);
-    w->done = true;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-    pthread_join(w->th, NULL);
-    w->started = false;
-    pthread_mutex_destroy(&w->mu);
-    pthread_cond_destroy(&w->cv);
-    if (w->failed && err) *err = w->err;
-    return w->failed ? w->rc : MCDC_OK;
-}
-
-static void writer_free(wqueue *w) {
-    for (int64_t i = 0; i < w->n_paths; i++) mcdc_free(w->paths[i]);
-    mcdc_free(w->paths);
-    w->paths = NULL;
-    w->n_paths = 0;
-}
 
 typedef struct {
     const silver_merge_in *in;
     silver_merge_out *out;
-    wqueue wq;
+    silver_writer wq;
     int32_t view_keys[SILVER_KEYS_MAX];   /* key columns in the view */
     int32_t view_lsn;                     /* _start_lsn in the view (-1) */
     int32_t change_key0;                  /* the first key column in the change rows */
@@ -472,7 +351,7 @@ static int emit_run(merger *m, const erows *x, int64_t erow, int64_t n, const ch
 static int roll(merger *m, mcdc_error *err) {
     int rc = flush_window(m, err);
     if (rc || m->file_n == 0) return rc;
-    rc = writer_put(&m->wq, NULL, err);
+    rc = silver_writer_put(&m->wq, NULL, err);
     if (rc) return rc;
     silver_entry e = {0};
     e.path = mcdc_strdup("?"); /* the writer's path, set once it has ended the file */
@@ -563,7 +442,7 @@ static int flush_window(merger *m, mcdc_error *err) {
     }
     if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
     int64_t bytes = rc == MCDC_OK ? mcdc_batch_bytes(b) : 0;
-    if (rc == MCDC_OK) rc = writer_put(&m->wq, b, err); /* takes b */
+    if (rc == MCDC_OK) rc = silver_writer_put(&m->wq, b, err); /* takes b */
     else mcdc_batch_free(b);
     b = NULL;
     if (rc == MCDC_OK) {
@@ -1302,9 +1181,9 @@ int silver_merge_run(silver_merge_out *out, const silver_merge_in *in, mcdc_erro
     if (rc == MCDC_OK) rc = sort_loose(m, loose, nloose, err);
     for (int64_t i = 0; rc == MCDC_OK && i < nloose; i++)
         if (loose[i]->touched) rc = add_remove(out, loose[i]->path, err);
-    if (rc == MCDC_OK) rc = writer_start(&m->wq, out->appender, err);
+    if (rc == MCDC_OK) rc = silver_writer_start(&m->wq, out->appender, err);
     if (rc == MCDC_OK) rc = run_pass(m, cl, ncl, err);
-    int wrc = writer_finish(&m->wq, rc ? NULL : err);
+    int wrc = silver_writer_finish(&m->wq, rc ? NULL : err);
     if (rc == MCDC_OK) rc = wrc;
     out->write_us = m->wq.busy_us;
     /* the files ended, in order: the entries run_pass made */
@@ -1316,7 +1195,7 @@ int silver_merge_run(silver_merge_out *out, const silver_merge_in *in, mcdc_erro
         out->index.entries[i].path = m->wq.paths[i];
         m->wq.paths[i] = NULL;
     }
-    writer_free(&m->wq);
+    silver_writer_free(&m->wq);
     /* the index after the commit: kept files' entries, and the new ones */
     for (size_t i = 0; rc == MCDC_OK && i < nf; i++)
         if (!files[i].touched) rc = silver_index_add(&out->index, &files[i].e, err);

@@ -67,6 +67,7 @@ typedef struct {
     int64_t file_rows, cur_rows;
     mcdc_buf first_key, last_key;
     int32_t *sel;
+    silver_writer wq;       /* encodes the images while the pass goes on */
 } mor;
 
 /* Can f's statistics prove every change newer than each of its rows (no
@@ -185,12 +186,11 @@ static int file_delete(mfile *f, mcdc_error *err) {
 
 static int end_file(mor *m, mcdc_error *err) {
     if (m->cur_rows == 0) return MCDC_OK;
-    const char *path = NULL;
-    int rc = mcdc_appender_roll(m->out->appender, &path, err);
+    int rc = silver_writer_put(&m->wq, NULL, err);
     silver_entry e = {0};
     e.rows = m->cur_rows;
     e.sorted = true;
-    e.path = rc == MCDC_OK && path ? mcdc_strdup(path) : NULL;
+    e.path = mcdc_strdup("?"); /* the writer's path, set once it has ended the file */
     e.min_key = mcdc_malloc(m->first_key.len ? m->first_key.len : 1);
     e.max_key = mcdc_malloc(m->last_key.len ? m->last_key.len : 1);
     if (rc == MCDC_OK && (!e.path || !e.min_key || !e.max_key)) rc = nomem(err);
@@ -221,8 +221,8 @@ static int write_images(mor *m, const silver_chunk *ch, int32_t n, mcdc_error *e
             rc = mcdc_col_take(&b->columns[j], &ch->rows->columns[in->change_of_out[j]],
                                m->sel + done, k, err);
         if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
-        if (rc == MCDC_OK) rc = mcdc_appender_write(m->out->appender, b, err);
-        mcdc_batch_free(b);
+        if (rc == MCDC_OK) rc = silver_writer_put(&m->wq, b, err); /* takes b */
+        else mcdc_batch_free(b);
         if (rc) break;
         int32_t a = m->sel[done], z = m->sel[done + k - 1];
         if (m->cur_rows == 0) {
@@ -416,7 +416,20 @@ int silver_mor_run(silver_merge_out *out, const silver_merge_in *in, mcdc_error 
         old.key_names = NULL;
         old.key_types = NULL;
         out->index.built_at = mcdc_table_view_version(in->view) + 1;
-        rc = run(&m, byk, n, err);
+        rc = silver_writer_start(&m.wq, out->appender, err);
+        if (rc == MCDC_OK) rc = run(&m, byk, n, err);
+        int wrc = silver_writer_finish(&m.wq, rc ? NULL : err);
+        if (rc == MCDC_OK) rc = wrc;
+        /* the files ended, in order: the entries run made (the only ones yet) */
+        if (rc == MCDC_OK && m.wq.n_paths != out->index.n)
+            rc = mcdc_error_set(err, MCDC_E_CORRUPT, "merge-on-read ended %lld files but wrote %lld "
+                                "entries for them", (long long)m.wq.n_paths, (long long)out->index.n);
+        for (int64_t i = 0; rc == MCDC_OK && i < out->index.n; i++) {
+            mcdc_free(out->index.entries[i].path);
+            out->index.entries[i].path = m.wq.paths[i];
+            m.wq.paths[i] = NULL;
+        }
+        silver_writer_free(&m.wq);
     }
     out->read_us = mcdc_monotonic_us() - t0;
     /* the touched files: removed with their old DV, back with the new one */
