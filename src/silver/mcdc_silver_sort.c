@@ -403,6 +403,18 @@ static void sort_ents(silver_sorter *s) {
     for (int64_t i = 1; i < n; i++) MCDC_ASSERT(ent_cmp(&src[i - 1], &src[i]) <= 0);
 }
 
+/* Do two sorted entries have one key? A key of at most 16 bytes is in their
+ * prefixes (its own bytes: the padding only follows the sort key), so most
+ * are settled without a look at the arena. */
+static inline bool same_key(const ent *x, const ent *y, const uint8_t *arena) {
+    uint32_t k = x->klen;
+    if (k != y->klen) return false;
+    if (k > 16) return memcmp(arena + x->off, arena + y->off, k) == 0;
+    uint64_t m1 = k >= 8 ? ~0ULL : k == 0 ? 0 : ~0ULL << (64 - 8 * k);
+    uint64_t m2 = k <= 8 ? 0 : k == 16 ? ~0ULL : ~0ULL << (64 - 8 * (k - 8));
+    return ((x->pre ^ y->pre) & m1) == 0 && ((x->pre2 ^ y->pre2) & m2) == 0;
+}
+
 /* Sorts the held entries, then (ranked) keeps each key's first with the
  * tags of all its rows. */
 static void sort_held(silver_sorter *s) {
@@ -414,7 +426,8 @@ static void sort_held(silver_sorter *s) {
         ent *e = &s->ents[i];
         if (w > 0) {
             ent *last = &s->ents[w - 1];
-            if (last->klen == e->klen && memcmp(a + last->off, a + e->off, e->klen) == 0) {
+            bool same = same_key(last, e, a);
+            if (same) {
                 last->tags |= e->tags;
                 continue;
             }

@@ -544,6 +544,57 @@ TEST(silver_sorter_ranks_many_rows_of_one_key) {
     mcdc_storage_mem_release(m);
 }
 
+/* Keys of every length around the sort's 16-byte prefix, two of each
+ * length one byte apart at the end: one row out per key (the cut tells keys
+ * apart by their prefixes up to 16 bytes), its latest. */
+TEST(silver_sorter_cuts_keys_of_every_short_length) {
+    mcdc_storage_mem *m;
+    mcdc_storage *st;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_storage_mem_create(&m, "sorter5", &e);
+    mcdc_storage_mem_open(&st, m, NULL, &e);
+    mcdc_schema *s = change_schema();
+    static const int32_t key[1] = {1};
+    silver_sorter_cfg c = {.schema = s, .key_cols = key, .n_keys = 1, .ranked = true,
+                           .lsn_col = 2, .op_col = 3, .cmd_col = 4, .seq_col = 5, .spill = st,
+                           .spill_prefix = "_mssql_cdc_spill/t-"};
+    silver_sorter *x = NULL;
+    CHECK_EQ_INT(silver_sorter_create(&x, &c, &e), MCDC_OK);
+    enum { LENS = 21 };
+    mcdc_batch *b;
+    mcdc_batch_create(&b, s, LENS * 6, &e);
+    static const int lsns[3] = {10, 30, 20};
+    for (int r = 0; r < 3; r++)
+        for (int l = 0; l < LENS; l++)
+            for (int z = 0; z < (l ? 2 : 1); z++) {
+                /* x...xa and x...xb: of one length, next to each other in key order */
+                char v[32];
+                memset(v, 'x', (size_t)l);
+                if (l) v[l - 1] = z ? 'b' : 'a';
+                v[l] = 0;
+                add_change(b, lsns[r], v, lsns[r], 2, 0, 1);
+            }
+    mcdc_batch_seal(b, &e);
+    CHECK_EQ_INT(silver_sorter_add(x, b, NULL, 0, NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(silver_sorter_finish(x, &e), MCDC_OK);
+    CHECK_EQ_INT(silver_sorter_rewind(x, false, &e), MCDC_OK);
+    const silver_chunk *ch;
+    int64_t seen = 0, bad = 0;
+    while (silver_sorter_next(x, &ch, &e) == MCDC_OK && ch)
+        for (int64_t r = 0; r < ch->n; r++) {
+            bad += r > 0 && silver_key_cmp(ch->key[r - 1], ch->key_len[r - 1], ch->key[r], ch->key_len[r]) >= 0;
+            bad += i32_at(ch->rows, 0, r) != 30;
+            seen++;
+        }
+    CHECK_EQ_INT(seen, 2 * LENS - 1);
+    CHECK_EQ_INT(bad, 0);
+    mcdc_batch_free(b);
+    silver_sorter_free(x);
+    mcdc_schema_unref(s);
+    mcdc_storage_free(st);
+    mcdc_storage_mem_release(m);
+}
+
 TEST(silver_sorter_unranked_keeps_every_row_in_key_order) {
     mcdc_storage_mem *m;
     mcdc_storage *st;
