@@ -27,8 +27,10 @@
 #ifndef MCDC_SILVER_H
 #define MCDC_SILVER_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "mcdc_batch.h"
 #include "mcdc_context.h"
@@ -90,6 +92,26 @@ uint64_t silver_hash(const void *p, size_t n);
 bool silver_value_eq(const mcdc_column *a, int64_t ra, const mcdc_column *b, int64_t rb);
 /* a <=> b of two encodings: memcmp, then the shorter first. */
 int silver_key_cmp(const uint8_t *a, size_t na, const uint8_t *b, size_t nb);
+/* The first 8 bytes at p as a big-endian word: words compare as memcmp
+ * compares their bytes. */
+static inline uint64_t silver_be64_at(const uint8_t *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return __builtin_bswap64(w);
+}
+/* The order of silver_key_cmp (its sign), for the hot loops: keys are short
+ * (one integer column: 9 bytes, 19 with a rank), so a word at a time and a
+ * short tail beat a call to memcmp. */
+static inline int silver_key_cmp_fast(const uint8_t *a, size_t na, const uint8_t *b, size_t nb) {
+    size_t n = na < nb ? na : nb, i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x = silver_be64_at(a + i), y = silver_be64_at(b + i);
+        if (x != y) return x < y ? -1 : 1;
+    }
+    for (; i < n; i++)
+        if (a[i] != b[i]) return a[i] < b[i] ? -1 : 1;
+    return na < nb ? -1 : na > nb;
+}
 
 /* ---- rank ----------------------------------------------------------------------
  * A row's rank as bytes, memcmp-ordered as the reference orders rows of one
@@ -233,6 +255,10 @@ typedef struct silver_chunk {
 int silver_sorter_next(silver_sorter *s, const silver_chunk **out, mcdc_error *err);
 int64_t silver_sorter_rows(const silver_sorter *s);   /* rows added */
 int64_t silver_sorter_runs(const silver_sorter *s);   /* runs spilled */
+/* A ranked sorter's smallest LSN over every row added (cut rows and rows
+ * keep_tags drops included: a lower bound of the ranks it returns), kept as
+ * rows come; 0xFF... when none came. */
+void silver_sorter_min_lsn(const silver_sorter *s, uint8_t out[10]);
 /* Deletes the runs it spilled. NULL-safe. */
 void silver_sorter_free(silver_sorter *s);
 
@@ -340,6 +366,36 @@ typedef struct silver_scd2 {
 #define SILVER_PROP_SCD_TYPE "mssql_cdc.scd_type"
 /* The table property that makes a type 1 silver merged on read. */
 #define SILVER_PROP_DELETION_VECTORS "delta.enableDeletionVectors"
+
+/* ---- the writer: output files encoded on a thread of their own -------------------------
+ * (mcdc_silver_writer.c) while a merge goes on: batches and the ends of
+ * files, in order, through a queue of a few batches. The paths of the files
+ * it ends are collected in order; a merge's index entries (built on the
+ * merge's thread) get them at the end. One writer per merge (copy-on-write
+ * and merge-on-read). */
+#define SILVER_WRITER_QUEUE 2
+typedef struct silver_writer {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    mcdc_batch *q[SILVER_WRITER_QUEUE]; /* NULL: the end of a file */
+    int head, n;
+    bool done, failed, started;
+    int rc;
+    mcdc_error err;
+    mcdc_appender *a;
+    char **paths;                       /* the files ended, in order */
+    int64_t n_paths, cap_paths;
+    int64_t busy_us;                    /* time spent writing */
+    const mcdc_log_sink *sink;
+    pthread_t th;
+} silver_writer;
+int silver_writer_start(silver_writer *w, mcdc_appender *a, mcdc_error *err);
+/* Hands b (NULL: end the file) to the writer; takes b. */
+int silver_writer_put(silver_writer *w, mcdc_batch *b, mcdc_error *err);
+/* Waits for everything queued, stops the thread: its status. */
+int silver_writer_finish(silver_writer *w, mcdc_error *err);
+/* Frees the paths (after finish). */
+void silver_writer_free(silver_writer *w);
 
 /* ---- merge ---------------------------------------------------------------------------- */
 typedef struct silver_merge_in {

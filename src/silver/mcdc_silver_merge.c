@@ -72,132 +72,11 @@ typedef struct {
     bool done;
 } erows;
 
-/* The output files are encoded on a thread of their own, while the merge
- * goes on: batches and the ends of files, in order, through a queue of a
- * few batches. The paths of the files it ends are collected in order; the
- * merge's index entries (built on the merge's thread) get them at the
- * end. */
-#define WRITER_QUEUE 2
-typedef struct {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    mcdc_batch *q[WRITER_QUEUE]; /* NULL: the end of a file */
-    int head, n;
-    bool done, failed, started;
-    int rc;
-    mcdc_error err;
-    mcdc_appender *a;
-    char **paths;
-    int64_t n_paths, cap_paths;
-    int64_t busy_us;
-    const mcdc_log_sink *sink;
-    pthread_t th;
-} wqueue;
-
-static void *writer_main(void *arg) {
-    wqueue *w = arg;
-    mcdc_log_use(w->sink);
-    pthread_mutex_lock(&w->mu);
-    for (;;) {
-        while (w->n == 0 && !w->done) pthread_cond_wait(&w->cv, &w->mu);
-        if (w->n == 0) break;
-        mcdc_batch *b = w->q[w->head];
-        w->head = (w->head + 1) % WRITER_QUEUE;
-        w->n--;
-        pthread_cond_broadcast(&w->cv);
-        bool failed = w->failed;
-        pthread_mutex_unlock(&w->mu);
-        int rc = MCDC_OK;
-        mcdc_error e = MCDC_ERROR_INIT;
-        int64_t t0 = mcdc_monotonic_us();
-        if (!failed && b) {
-            rc = mcdc_appender_write(w->a, b, &e);
-        } else if (!failed) {
-            const char *path = NULL;
-            rc = mcdc_appender_roll(w->a, &path, &e);
-            if (rc == MCDC_OK && path) {
-                if (w->n_paths == w->cap_paths) {
-                    int64_t cap = w->cap_paths ? w->cap_paths * 2 : 16;
-                    char **v = mcdc_realloc(w->paths, (size_t)cap * sizeof *v);
-                    if (v == NULL) rc = mcdc_error_set(&e, MCDC_E_NOMEM, "out of memory");
-                    else w->paths = v, w->cap_paths = cap;
-                }
-                if (rc == MCDC_OK && (w->paths[w->n_paths] = mcdc_strdup(path)) == NULL)
-                    rc = mcdc_error_set(&e, MCDC_E_NOMEM, "out of memory");
-                if (rc == MCDC_OK) w->n_paths++;
-            }
-        }
-        int64_t busy = mcdc_monotonic_us() - t0;
-        mcdc_batch_free(b);
-        pthread_mutex_lock(&w->mu);
-        w->busy_us += busy;
-        if (rc && !w->failed) {
-            w->failed = true;
-            w->rc = rc;
-            w->err = e;
-        }
-        pthread_cond_broadcast(&w->cv);
-    }
-    pthread_mutex_unlock(&w->mu);
-    return NULL;
-}
-
-static int writer_start(wqueue *w, mcdc_appender *a, mcdc_error *err) {
-    memset(w, 0, sizeof *w);
-    w->a = a;
-    w->sink = mcdc_log_current();
-    pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->cv, NULL);
-    if (pthread_create(&w->th, NULL, writer_main, w) != 0)
-        return mcdc_error_set(err, MCDC_E_NOMEM, "cannot start the merge's writing thread");
-    w->started = true;
-    return MCDC_OK;
-}
-
-/* Hands b (NULL: end the file) to the writer; takes b. */
-static int writer_put(wqueue *w, mcdc_batch *b, mcdc_error *err) {
-    pthread_mutex_lock(&w->mu);
-    while (w->n == WRITER_QUEUE && !w->failed) pthread_cond_wait(&w->cv, &w->mu);
-    int rc = MCDC_OK;
-    if (w->failed) {
-        rc = w->rc;
-        if (err) *err = w->err;
-        mcdc_batch_free(b);
-    } else {
-        w->q[(w->head + w->n) % WRITER_QUEUE] = b;
-        w->n++;
-        pthread_cond_broadcast(&w->cv);
-    }
-    pthread_mutex_unlock(&w->mu);
-    return rc;
-}
-
-/* Waits for everything queued, stops the thread: its status. */
-static int writer_finish(wqueue *w, mcdc_error *err) {
-    if (!w->started) return MCDC_OK;
-    pthread_mutex_lock(&w->mu);
-    w->done = true;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-    pthread_join(w->th, NULL);
-    w->started = false;
-    pthread_mutex_destroy(&w->mu);
-    pthread_cond_destroy(&w->cv);
-    if (w->failed && err) *err = w->err;
-    return w->failed ? w->rc : MCDC_OK;
-}
-
-static void writer_free(wqueue *w) {
-    for (int64_t i = 0; i < w->n_paths; i++) mcdc_free(w->paths[i]);
-    mcdc_free(w->paths);
-    w->paths = NULL;
-    w->n_paths = 0;
-}
 
 typedef struct {
     const silver_merge_in *in;
     silver_merge_out *out;
-    wqueue wq;
+    silver_writer wq;
     int32_t view_keys[SILVER_KEYS_MAX];   /* key columns in the view */
     int32_t view_lsn;                     /* _start_lsn in the view (-1) */
     int32_t change_key0;                  /* the first key column in the change rows */
@@ -233,20 +112,6 @@ typedef struct {
 } merger;
 
 static int nomem(mcdc_error *err) { return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (merge)"); }
-
-/* silver_key_cmp, inline for the common key: one integer column (9 bytes:
- * present, then 8 big-endian). */
-static inline int kcmp(const uint8_t *a, size_t na, const uint8_t *b, size_t nb) {
-    if (na == 9 && nb == 9 && a[0] == b[0]) {
-        uint64_t x, y;
-        memcpy(&x, a + 1, 8);
-        memcpy(&y, b + 1, 8);
-        x = __builtin_bswap64(x);
-        y = __builtin_bswap64(y);
-        return x < y ? -1 : x > y;
-    }
-    return silver_key_cmp(a, na, b, nb);
-}
 
 /* ---- reading existing rows ------------------------------------------------------------ */
 
@@ -400,8 +265,8 @@ static int note_key(merger *m, const uint8_t *first, uint32_t fl, const uint8_t 
 
 /* SCD2: is k the key of the last row written (to the window or the file)? */
 static bool same_as_last(const merger *m, const uint8_t *k, uint32_t kl) {
-    if (m->wrows > 0) return kcmp(k, kl, m->last_key, m->last_len) == 0;
-    return m->file_n > 0 && kcmp(k, kl, (const uint8_t *)m->file_max.data, m->file_max.len) == 0;
+    if (m->wrows > 0) return silver_key_cmp_fast(k, kl, m->last_key, m->last_len) == 0;
+    return m->file_n > 0 && silver_key_cmp_fast(k, kl, (const uint8_t *)m->file_max.data, m->file_max.len) == 0;
 }
 
 static int roll(merger *m, mcdc_error *err);
@@ -459,9 +324,9 @@ static int emit_run(merger *m, const erows *x, int64_t erow, int64_t n, const ch
             int64_t f = m->file_rows - m->file_n - m->wrows, lim = SILVER_BATCH_ROWS - m->wrows;
             if (lim > n) lim = n;
             if (f <= 0 || m->full)
-                for (k = 1; k < lim && kcmp(KEY_AT(erow + k), KEY_AT(erow)) == 0;) k++;
+                for (k = 1; k < lim && silver_key_cmp_fast(KEY_AT(erow + k), KEY_AT(erow)) == 0;) k++;
             else
-                while (k < lim && kcmp(KEY_AT(erow + k), KEY_AT(erow + k - 1)) == 0) k++;
+                while (k < lim && silver_key_cmp_fast(KEY_AT(erow + k), KEY_AT(erow + k - 1)) == 0) k++;
         }
         rc = note_key(m, KEY_AT(erow), KEY_AT(erow + k - 1), err);
 #undef KEY_AT
@@ -486,7 +351,7 @@ static int emit_run(merger *m, const erows *x, int64_t erow, int64_t n, const ch
 static int roll(merger *m, mcdc_error *err) {
     int rc = flush_window(m, err);
     if (rc || m->file_n == 0) return rc;
-    rc = writer_put(&m->wq, NULL, err);
+    rc = silver_writer_put(&m->wq, NULL, err);
     if (rc) return rc;
     silver_entry e = {0};
     e.path = mcdc_strdup("?"); /* the writer's path, set once it has ended the file */
@@ -577,7 +442,7 @@ static int flush_window(merger *m, mcdc_error *err) {
     }
     if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
     int64_t bytes = rc == MCDC_OK ? mcdc_batch_bytes(b) : 0;
-    if (rc == MCDC_OK) rc = writer_put(&m->wq, b, err); /* takes b */
+    if (rc == MCDC_OK) rc = silver_writer_put(&m->wq, b, err); /* takes b */
     else mcdc_batch_free(b);
     b = NULL;
     if (rc == MCDC_OK) {
@@ -779,7 +644,7 @@ static int scd2_change(merger *m, const silver_rank *rk, const mcdc_batch *cb, i
 static bool change_at(const merger *m, const uint8_t *k, uint32_t kn, const uint8_t *lsn) {
     const uint8_t *kc;
     uint32_t lc;
-    return change_key(m, &kc, &lc) && kcmp(kc, lc, k, kn) == 0 && memcmp(m->c->rank[m->ci].b, lsn, 10) == 0;
+    return change_key(m, &kc, &lc) && silver_key_cmp_fast(kc, lc, k, kn) == 0 && memcmp(m->c->rank[m->ci].b, lsn, 10) == 0;
 }
 
 /* A change row copied out of the chunk it came in (the chunk ends before
@@ -818,7 +683,7 @@ static int scd2_key(merger *m, erows *f, const uint8_t *k0, uint32_t kn0, bool w
         erows *x = side == 0 ? f : (m->loose ? &m->lr : NULL);
         const uint8_t *xk;
         uint32_t xl;
-        while (rc == MCDC_OK && x && erows_key(x, &xk, &xl) && kcmp(xk, xl, k, kn) == 0) {
+        while (rc == MCDC_OK && x && erows_key(x, &xk, &xl) && silver_key_cmp_fast(xk, xl, k, kn) == 0) {
             const mcdc_batch *eb = erows_batch(x);
             bool closed = m->view_end >= 0 && mcdc_col_is_valid(&eb->columns[m->view_end], x->at);
             for (int c = 0; c < 1 + closed; c++)
@@ -851,7 +716,7 @@ static int scd2_key(merger *m, erows *f, const uint8_t *k0, uint32_t kn0, bool w
     const uint8_t *kc;
     uint32_t lc;
     while (rc == MCDC_OK) {
-        bool more = with_c && change_key(m, &kc, &lc) && kcmp(kc, lc, k, kn) == 0;
+        bool more = with_c && change_key(m, &kc, &lc) && silver_key_cmp_fast(kc, lc, k, kn) == 0;
         const silver_rank *rk = more ? &m->c->rank[m->ci] : NULL;
         int at = rk ? memcmp(rk->b, snap, 10) : 1;
         if (!snap_done && (at > 0 || (at == 0 && silver_rank_op(rk) == 0))) {
@@ -894,23 +759,23 @@ static int merge_until(merger *m, erows *f, const uint8_t *hi, uint32_t hi_len, 
         uint32_t lc = 0, lf = 0, ll = 0, kn = 0;
         bool hc = change_key(m, &kc, &lc), hf = f && erows_key(f, &kf, &lf),
              hl = m->loose && erows_key(&m->lr, &kl, &ll);
-        if (hc && hi && kcmp(kc, lc, hi, hi_len) >= 0) hc = false;
-        if (hf && hi && kcmp(kf, lf, hi, hi_len) >= 0) hf = false;
-        if (hl && hi && kcmp(kl, ll, hi, hi_len) >= 0) hl = false;
+        if (hc && hi && silver_key_cmp_fast(kc, lc, hi, hi_len) >= 0) hc = false;
+        if (hf && hi && silver_key_cmp_fast(kf, lf, hi, hi_len) >= 0) hf = false;
+        if (hl && hi && silver_key_cmp_fast(kl, ll, hi, hi_len) >= 0) hl = false;
         if (!hc && !hf && !hl) return MCDC_OK;
         if (hf && !m->in->rebuild && m->in->n_ranges == 0) {
             /* the file's rows below the next change and the next other
              * writer's row are kept as they are: one run */
             const uint8_t *lim = hc ? kc : NULL;
             uint32_t limn = hc ? lc : 0;
-            if (hl && (!lim || kcmp(kl, ll, lim, limn) < 0)) lim = kl, limn = ll;
-            if (!lim || kcmp(kf, lf, lim, limn) < 0) {
+            if (hl && (!lim || silver_key_cmp_fast(kl, ll, lim, limn) < 0)) lim = kl, limn = ll;
+            if (!lim || silver_key_cmp_fast(kf, lf, lim, limn) < 0) {
                 int64_t lo = f->at, hi_row = f->b->rows;
                 const uint8_t *keys = (const uint8_t *)f->keys.data;
                 if (lim) { /* the first row at or past lim: gallop, runs are short */
                     int64_t base = f->at, step = 1, prev = base;
                     while (base + step < hi_row &&
-                           kcmp(keys + f->koff[base + step], f->koff[base + step + 1] - f->koff[base + step],
+                           silver_key_cmp_fast(keys + f->koff[base + step], f->koff[base + step + 1] - f->koff[base + step],
                                 lim, limn) < 0) {
                         prev = base + step;
                         step *= 2;
@@ -921,7 +786,7 @@ static int merge_until(merger *m, erows *f, const uint8_t *hi, uint32_t hi_len, 
                 if (lim)
                     while (lo < hi_row) {
                         int64_t mid = lo + (hi_row - lo) / 2;
-                        if (kcmp(keys + f->koff[mid], f->koff[mid + 1] - f->koff[mid], lim, limn) < 0)
+                        if (silver_key_cmp_fast(keys + f->koff[mid], f->koff[mid + 1] - f->koff[mid], lim, limn) < 0)
                             lo = mid + 1;
                         else
                             hi_row = mid;
@@ -937,9 +802,9 @@ static int merge_until(merger *m, erows *f, const uint8_t *hi, uint32_t hi_len, 
         }
         /* the smallest key of the three */
         if (hc) k = kc, kn = lc;
-        if (hf && (!k || kcmp(kf, lf, k, kn) < 0)) k = kf, kn = lf;
-        if (hl && (!k || kcmp(kl, ll, k, kn) < 0)) k = kl, kn = ll;
-        bool with_c = hc && kcmp(kc, lc, k, kn) == 0;
+        if (hf && (!k || silver_key_cmp_fast(kf, lf, k, kn) < 0)) k = kf, kn = lf;
+        if (hl && (!k || silver_key_cmp_fast(kl, ll, k, kn) < 0)) k = kl, kn = ll;
+        bool with_c = hc && silver_key_cmp_fast(kc, lc, k, kn) == 0;
         if (m->in->scd2) {
             if ((rc = scd2_key(m, f, k, kn, with_c, err)) != MCDC_OK) return rc;
             continue;
@@ -955,7 +820,7 @@ static int merge_until(merger *m, erows *f, const uint8_t *hi, uint32_t hi_len, 
             erows *x = side == 0 ? f : (m->loose ? &m->lr : NULL);
             const uint8_t *xk;
             uint32_t xl;
-            while (rc == MCDC_OK && x && erows_key(x, &xk, &xl) && kcmp(xk, xl, k, kn) == 0) {
+            while (rc == MCDC_OK && x && erows_key(x, &xk, &xl) && silver_key_cmp_fast(xk, xl, k, kn) == 0) {
                 matched = true;
                 rc = decide_row(m, rank, tags, cb, crow, erows_batch(x), x->at, xk, xl, err);
                 if (rc == MCDC_OK) rc = erows_step(m, x, err);
@@ -1316,9 +1181,9 @@ int silver_merge_run(silver_merge_out *out, const silver_merge_in *in, mcdc_erro
     if (rc == MCDC_OK) rc = sort_loose(m, loose, nloose, err);
     for (int64_t i = 0; rc == MCDC_OK && i < nloose; i++)
         if (loose[i]->touched) rc = add_remove(out, loose[i]->path, err);
-    if (rc == MCDC_OK) rc = writer_start(&m->wq, out->appender, err);
+    if (rc == MCDC_OK) rc = silver_writer_start(&m->wq, out->appender, err);
     if (rc == MCDC_OK) rc = run_pass(m, cl, ncl, err);
-    int wrc = writer_finish(&m->wq, rc ? NULL : err);
+    int wrc = silver_writer_finish(&m->wq, rc ? NULL : err);
     if (rc == MCDC_OK) rc = wrc;
     out->write_us = m->wq.busy_us;
     /* the files ended, in order: the entries run_pass made */
@@ -1330,7 +1195,7 @@ int silver_merge_run(silver_merge_out *out, const silver_merge_in *in, mcdc_erro
         out->index.entries[i].path = m->wq.paths[i];
         m->wq.paths[i] = NULL;
     }
-    writer_free(&m->wq);
+    silver_writer_free(&m->wq);
     /* the index after the commit: kept files' entries, and the new ones */
     for (size_t i = 0; rc == MCDC_OK && i < nf; i++)
         if (!files[i].touched) rc = silver_index_add(&out->index, &files[i].e, err);

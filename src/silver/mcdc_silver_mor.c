@@ -67,19 +67,8 @@ typedef struct {
     int64_t file_rows, cur_rows;
     mcdc_buf first_key, last_key;
     int32_t *sel;
+    silver_writer wq;       /* encodes the images while the pass goes on */
 } mor;
-
-/* The smallest LSN of the changes (repairs' L included). */
-static int min_change_lsn(mor *m, mcdc_error *err) {
-    memset(m->min_change_lsn, 0xFF, 10);
-    int rc = silver_sorter_rewind(m->in->changes, true, err);
-    const silver_chunk *ch = NULL;
-    while (rc == MCDC_OK && (rc = silver_sorter_next(m->in->changes, &ch, err)) == MCDC_OK && ch)
-        for (int64_t i = 0; i < ch->n; i++)
-            if (memcmp(ch->rank[i].b, m->min_change_lsn, 10) < 0)
-                memcpy(m->min_change_lsn, ch->rank[i].b, 10);
-    return rc;
-}
 
 /* Can f's statistics prove every change newer than each of its rows (no
  * NULL _start_lsn, the largest below the changes')? Then max_lsn stands in
@@ -130,7 +119,7 @@ static int file_open(mor *m, mfile *f, mcdc_error *err) {
 }
 
 static inline int key_at(const mfile *f, int64_t i, const uint8_t *k, size_t kn) {
-    return silver_key_cmp(f->keys.data + f->koff[i], f->koff[i + 1] - f->koff[i], k, kn);
+    return silver_key_cmp_fast(f->keys.data + f->koff[i], f->koff[i + 1] - f->koff[i], k, kn);
 }
 
 /* Moves f to the first live row whose key is >= k; *hit when it is k. */
@@ -144,7 +133,17 @@ static int file_seek(mor *m, mfile *f, const uint8_t *k, size_t kn, bool *hit, m
             rc = file_load(m, f, err);
             continue;
         }
-        int64_t lo = f->at, hi = n - 1; /* the last key is >= k */
+        /* the changes come in key order too: gallop forward from at (the
+         * next live key is mostly a few rows on), then a binary search in
+         * the last step. Rows below lo are below k; row hi is >= k. */
+        int64_t lo = f->at, hi = n - 1;
+        for (int64_t step = 1; lo + step < hi; step *= 2) {
+            if (key_at(f, lo + step, k, kn) >= 0) {
+                hi = lo + step;
+                break;
+            }
+            lo += step + 1;
+        }
         while (lo < hi) {
             int64_t mid = lo + (hi - lo) / 2;
             if (key_at(f, mid, k, kn) < 0) lo = mid + 1;
@@ -187,12 +186,11 @@ static int file_delete(mfile *f, mcdc_error *err) {
 
 static int end_file(mor *m, mcdc_error *err) {
     if (m->cur_rows == 0) return MCDC_OK;
-    const char *path = NULL;
-    int rc = mcdc_appender_roll(m->out->appender, &path, err);
+    int rc = silver_writer_put(&m->wq, NULL, err);
     silver_entry e = {0};
     e.rows = m->cur_rows;
     e.sorted = true;
-    e.path = rc == MCDC_OK && path ? mcdc_strdup(path) : NULL;
+    e.path = mcdc_strdup("?"); /* the writer's path, set once it has ended the file */
     e.min_key = mcdc_malloc(m->first_key.len ? m->first_key.len : 1);
     e.max_key = mcdc_malloc(m->last_key.len ? m->last_key.len : 1);
     if (rc == MCDC_OK && (!e.path || !e.min_key || !e.max_key)) rc = nomem(err);
@@ -223,8 +221,8 @@ static int write_images(mor *m, const silver_chunk *ch, int32_t n, mcdc_error *e
             rc = mcdc_col_take(&b->columns[j], &ch->rows->columns[in->change_of_out[j]],
                                m->sel + done, k, err);
         if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
-        if (rc == MCDC_OK) rc = mcdc_appender_write(m->out->appender, b, err);
-        mcdc_batch_free(b);
+        if (rc == MCDC_OK) rc = silver_writer_put(&m->wq, b, err); /* takes b */
+        else mcdc_batch_free(b);
         if (rc) break;
         int32_t a = m->sel[done], z = m->sel[done + k - 1];
         if (m->cur_rows == 0) {
@@ -308,11 +306,11 @@ static int run(mor *m, mfile **byk, int64_t n, mcdc_error *err) {
             const uint8_t *k = ch->key[i];
             size_t kn = ch->key_len[i];
             /* files whose range starts at or below k join; those ending below leave */
-            while (next < n && silver_key_cmp(byk[next]->e->min_key, byk[next]->e->min_len, k, kn) <= 0)
+            while (next < n && silver_key_cmp_fast(byk[next]->e->min_key, byk[next]->e->min_len, k, kn) <= 0)
                 act[nact++] = byk[next++];
             int64_t w = 0;
             for (int64_t a = 0; a < nact && rc == MCDC_OK; a++) {
-                if (silver_key_cmp(act[a]->e->max_key, act[a]->e->max_len, k, kn) < 0)
+                if (silver_key_cmp_fast(act[a]->e->max_key, act[a]->e->max_len, k, kn) < 0)
                     rc = file_close(act[a], err);
                 else
                     act[w++] = act[a];
@@ -383,7 +381,9 @@ int silver_mor_run(silver_merge_out *out, const silver_merge_in *in, mcdc_error 
     mfile *files = rc ? NULL : mcdc_calloc(nf ? nf : 1, sizeof *files);
     mfile **byk = rc ? NULL : mcdc_calloc(nf ? nf : 1, sizeof *byk);
     if (rc == MCDC_OK && (!files || !byk)) rc = nomem(err);
-    if (rc == MCDC_OK) rc = min_change_lsn(&m, err);
+    /* a lower bound of the changes' LSNs (repairs' L included): at worst a
+     * file reads its _start_lsn that need not */
+    if (rc == MCDC_OK) silver_sorter_min_lsn(in->changes, m.min_change_lsn);
     /* every live file known and in key order, else copy-on-write writes them */
     const char *why = NULL;
     int64_t n = 0;
@@ -416,7 +416,20 @@ int silver_mor_run(silver_merge_out *out, const silver_merge_in *in, mcdc_error 
         old.key_names = NULL;
         old.key_types = NULL;
         out->index.built_at = mcdc_table_view_version(in->view) + 1;
-        rc = run(&m, byk, n, err);
+        rc = silver_writer_start(&m.wq, out->appender, err);
+        if (rc == MCDC_OK) rc = run(&m, byk, n, err);
+        int wrc = silver_writer_finish(&m.wq, rc ? NULL : err);
+        if (rc == MCDC_OK) rc = wrc;
+        /* the files ended, in order: the entries run made (the only ones yet) */
+        if (rc == MCDC_OK && m.wq.n_paths != out->index.n)
+            rc = mcdc_error_set(err, MCDC_E_CORRUPT, "merge-on-read ended %lld files but wrote %lld "
+                                "entries for them", (long long)m.wq.n_paths, (long long)out->index.n);
+        for (int64_t i = 0; rc == MCDC_OK && i < out->index.n; i++) {
+            mcdc_free(out->index.entries[i].path);
+            out->index.entries[i].path = m.wq.paths[i];
+            m.wq.paths[i] = NULL;
+        }
+        silver_writer_free(&m.wq);
     }
     out->read_us = mcdc_monotonic_us() - t0;
     /* the touched files: removed with their old DV, back with the new one */

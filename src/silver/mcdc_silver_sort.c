@@ -26,7 +26,9 @@
 #define RUN_READ_ROWS 8192
 
 typedef struct {
-    uint64_t pre;  /* the sort key's first 8 bytes, big-endian: most comparisons end here */
+    /* the sort key's first 16 bytes as two big-endian words (zero-padded):
+     * nearly every comparison of a one-integer key and its rank ends here */
+    uint64_t pre, pre2;
     uint32_t batch, row;
     uint64_t off;  /* sort key in the arena */
     uint32_t len;  /* sort key bytes */
@@ -50,6 +52,10 @@ typedef struct {
     int64_t at;
     /* held rows */
     int64_t pos;
+    /* its current sort key (cur_fill): compared on every step of the merge */
+    bool live;
+    const uint8_t *k;
+    uint32_t len, klen, tags;
 } cursor;
 
 struct silver_sorter {
@@ -72,6 +78,7 @@ struct silver_sorter {
     bool memo_ok;          /* the rank of the last row without seqval and command id */
     silver_rank memo;
     char memo_text[22];
+    uint8_t min_lsn[10];   /* ranked: the smallest LSN of the rows added (0xFF..: none) */
     bool finished;
     /* reading */
     bool keys_only;
@@ -101,6 +108,7 @@ int silver_sorter_create(silver_sorter **out, const silver_sorter_cfg *cfg, mcdc
     silver_sorter *s = mcdc_calloc(1, sizeof *s);
     if (s == NULL) return nomem(err);
     s->cfg = *cfg;
+    memset(s->min_lsn, 0xFF, sizeof s->min_lsn);
     if (s->cfg.memory_bytes <= 0) s->cfg.memory_bytes = SILVER_SORT_BYTES_DEFAULT;
     if (s->cfg.memory_bytes < SILVER_SORT_BYTES_MIN) s->cfg.memory_bytes = SILVER_SORT_BYTES_MIN;
     s->schema = mcdc_schema_ref(cfg->schema);
@@ -142,6 +150,10 @@ int silver_sorter_create(silver_sorter **out, const silver_sorter_cfg *cfg, mcdc
 
 int64_t silver_sorter_rows(const silver_sorter *s) { return s->rows_added; }
 int64_t silver_sorter_runs(const silver_sorter *s) { return s->n_runs; }
+void silver_sorter_min_lsn(const silver_sorter *s, uint8_t out[10]) {
+    MCDC_ASSERT(s->cfg.ranked);
+    memcpy(out, s->min_lsn, sizeof s->min_lsn);
+}
 
 /* ---- adding --------------------------------------------------------------------- */
 
@@ -214,6 +226,9 @@ static int key_rows(silver_sorter *s, int32_t bi, int64_t first, int64_t n, cons
         if (rc == MCDC_OK && s->cfg.ranked) {
             silver_rank rk;
             rc = rank_of(s, acc, r, &rk, err);
+            /* a commit's rows share their LSN: mostly one compare of a word */
+            if (rc == MCDC_OK && memcmp(rk.b, s->min_lsn, sizeof s->min_lsn) < 0)
+                memcpy(s->min_lsn, rk.b, sizeof s->min_lsn);
             /* latest first; a history's rows oldest first */
             for (int j = 0; rc == MCDC_OK && !s->cfg.history && j < SILVER_RANK_BYTES; j++)
                 rk.b[j] = (uint8_t)~rk.b[j];
@@ -222,9 +237,17 @@ static int key_rows(silver_sorter *s, int32_t bi, int64_t first, int64_t n, cons
         if (rc) break;
         const uint8_t *k = (const uint8_t *)s->arena.data + off;
         size_t len = s->arena.len - off;
-        uint64_t pre = 0;
-        for (size_t j = 0; j < 8; j++) pre = pre << 8 | (j < len ? k[j] : 0);
-        s->ents[s->n_ents++] = (ent){pre, (uint32_t)bi, (uint32_t)r, off, (uint32_t)len,
+        uint64_t pre, pre2;
+        if (len >= 16) {
+            pre = silver_be64_at(k);
+            pre2 = silver_be64_at(k + 8);
+        } else {
+            uint8_t pad[16] = {0};
+            memcpy(pad, k, len);
+            pre = silver_be64_at(pad);
+            pre2 = silver_be64_at(pad + 8);
+        }
+        s->ents[s->n_ents++] = (ent){pre, pre2, (uint32_t)bi, (uint32_t)r, off, (uint32_t)len,
                                      (uint32_t)klen, tags ? tags[i] : 0, 0};
     }
     return rc;
@@ -303,14 +326,99 @@ static _Thread_local const uint8_t *t_arena;
 static int ent_cmp(const void *pa, const void *pb) {
     const ent *a = pa, *b = pb;
     if (a->pre != b->pre) return a->pre < b->pre ? -1 : 1;
-    return silver_key_cmp(t_arena + a->off, a->len, t_arena + b->off, b->len);
+    if (a->pre2 != b->pre2) return a->pre2 < b->pre2 ? -1 : 1;
+    /* the first 16 bytes are equal (zero padding included: a shorter key's
+     * are its own bytes, so only whole keys can settle it then) */
+    if (a->len >= 16 && b->len >= 16)
+        return silver_key_cmp_fast(t_arena + a->off + 16, a->len - 16, t_arena + b->off + 16, b->len - 16);
+    return silver_key_cmp_fast(t_arena + a->off, a->len, t_arena + b->off, b->len);
+}
+
+/* Byte d (0..15) of an entry's 16 prefix bytes. */
+static inline unsigned digit(const ent *e, int d) {
+    uint64_t w = d < 8 ? e->pre : e->pre2;
+    return (unsigned)(w >> (56 - 8 * (d & 7))) & 0xFFu;
+}
+
+/* Entries of equal prefixes in full order: a few rows of one key (its
+ * ranks) by insertion, longer runs (keys alike past 16 bytes) by qsort.
+ * Both keep equal sort keys in the order they came, as the radix passes. */
+static void sort_ties(ent *v, int64_t n) {
+    if (n > 16) {
+        qsort(v, (size_t)n, sizeof *v, ent_cmp);
+        return;
+    }
+    for (int64_t i = 1; i < n; i++) {
+        ent x = v[i];
+        int64_t j = i;
+        for (; j > 0 && ent_cmp(&v[j - 1], &x) > 0; j--) v[j] = v[j - 1];
+        v[j] = x;
+    }
+}
+
+/* Sorts the held entries by their prefixes, least significant byte first
+ * (a stable pass per byte; bytes every entry shares are skipped: a one-int
+ * key and its rank vary in few), then runs of equal prefixes by whole sort
+ * keys. Without memory for the second array: qsort. */
+static void sort_ents(silver_sorter *s) {
+    int64_t n = s->n_ents;
+    t_arena = (const uint8_t *)s->arena.data;
+    if (n < 2) return;
+    ent *tmp = mcdc_malloc((size_t)s->cap_ents * sizeof *tmp);
+    if (tmp == NULL) {
+        qsort(s->ents, (size_t)n, sizeof *s->ents, ent_cmp);
+        return;
+    }
+    static _Thread_local int64_t cnt[16][256];
+    memset(cnt, 0, sizeof cnt);
+    for (int64_t i = 0; i < n; i++) {
+        const ent *e = &s->ents[i];
+        for (int d = 0; d < 16; d++) cnt[d][digit(e, d)]++;
+    }
+    ent *src = s->ents, *dst = tmp;
+    for (int d = 15; d >= 0; d--) {
+        int64_t *c = cnt[d];
+        if (c[digit(&src[0], d)] == n) continue; /* one value: nothing moves */
+        int64_t at = 0;
+        for (int v = 0; v < 256; v++) {
+            int64_t k = c[v];
+            c[v] = at;
+            at += k;
+        }
+        MCDC_ASSERT(at == n);
+        for (int64_t i = 0; i < n; i++) dst[c[digit(&src[i], d)]++] = src[i];
+        ent *t = src;
+        src = dst;
+        dst = t;
+    }
+    /* src holds the order: keep that array (both have cap_ents), free the other */
+    s->ents = src;
+    mcdc_free(dst);
+    for (int64_t i = 0; i < n;) {
+        int64_t j = i + 1;
+        while (j < n && src[j].pre == src[i].pre && src[j].pre2 == src[i].pre2) j++;
+        if (j - i > 1) sort_ties(src + i, j - i);
+        i = j;
+    }
+    for (int64_t i = 1; i < n; i++) MCDC_ASSERT(ent_cmp(&src[i - 1], &src[i]) <= 0);
+}
+
+/* Do two sorted entries have one key? A key of at most 16 bytes is in their
+ * prefixes (its own bytes: the padding only follows the sort key), so most
+ * are settled without a look at the arena. */
+static inline bool same_key(const ent *x, const ent *y, const uint8_t *arena) {
+    uint32_t k = x->klen;
+    if (k != y->klen) return false;
+    if (k > 16) return memcmp(arena + x->off, arena + y->off, k) == 0;
+    uint64_t m1 = k >= 8 ? ~0ULL : k == 0 ? 0 : ~0ULL << (64 - 8 * k);
+    uint64_t m2 = k <= 8 ? 0 : k == 16 ? ~0ULL : ~0ULL << (64 - 8 * (k - 8));
+    return ((x->pre ^ y->pre) & m1) == 0 && ((x->pre2 ^ y->pre2) & m2) == 0;
 }
 
 /* Sorts the held entries, then (ranked) keeps each key's first with the
  * tags of all its rows. */
 static void sort_held(silver_sorter *s) {
-    t_arena = (const uint8_t *)s->arena.data;
-    if (s->n_ents > 1) qsort(s->ents, (size_t)s->n_ents, sizeof *s->ents, ent_cmp);
+    sort_ents(s);
     if (!s->cfg.ranked || s->cfg.history) return;
     const uint8_t *a = (const uint8_t *)s->arena.data;
     int64_t w = 0;
@@ -318,7 +426,8 @@ static void sort_held(silver_sorter *s) {
         ent *e = &s->ents[i];
         if (w > 0) {
             ent *last = &s->ents[w - 1];
-            if (last->klen == e->klen && memcmp(a + last->off, a + e->off, e->klen) == 0) {
+            bool same = same_key(last, e, a);
+            if (same) {
                 last->tags |= e->tags;
                 continue;
             }
@@ -439,26 +548,26 @@ static void close_cursors(silver_sorter *s) {
     s->n_heap = 0;
 }
 
-/* The current sort key of cursor c (false: exhausted). */
-static bool cur_key(const silver_sorter *s, const cursor *c, const uint8_t **k, uint32_t *len,
-                    uint32_t *klen, uint32_t *tags) {
+/* Caches cursor c's current sort key (live false: exhausted). */
+static void cur_fill(const silver_sorter *s, cursor *c) {
     if (c->is_run) {
-        if (c->b == NULL) return false;
+        c->live = c->b != NULL;
+        if (!c->live) return;
         int32_t base = s->keys_only ? 0 : s->n_cols;
         const mcdc_column *sk = &c->b->columns[base];
-        *k = sk->data + sk->offsets[c->at];
-        *len = (uint32_t)(sk->offsets[c->at + 1] - sk->offsets[c->at]);
-        *klen = (uint32_t)cell_i32(&c->b->columns[base + 1], c->at);
-        *tags = (uint32_t)cell_i32(&c->b->columns[base + 2], c->at);
-        return true;
+        c->k = sk->data + sk->offsets[c->at];
+        c->len = (uint32_t)(sk->offsets[c->at + 1] - sk->offsets[c->at]);
+        c->klen = (uint32_t)cell_i32(&c->b->columns[base + 1], c->at);
+        c->tags = (uint32_t)cell_i32(&c->b->columns[base + 2], c->at);
+        return;
     }
-    if (c->pos >= s->n_ents) return false;
+    c->live = c->pos < s->n_ents;
+    if (!c->live) return;
     const ent *e = &s->ents[c->pos];
-    *k = (const uint8_t *)s->arena.data + e->off;
-    *len = e->len;
-    *klen = e->klen;
-    *tags = e->tags;
-    return true;
+    c->k = (const uint8_t *)s->arena.data + e->off;
+    c->len = e->len;
+    c->klen = e->klen;
+    c->tags = e->tags;
 }
 
 /* Loads a run cursor's next batch (NULL at its end), retiring the last. */
@@ -485,20 +594,16 @@ static int cur_load(silver_sorter *s, cursor *c, mcdc_error *err) {
 }
 
 static int cur_step(silver_sorter *s, cursor *c, mcdc_error *err) {
-    if (!c->is_run) {
-        c->pos++;
-        return MCDC_OK;
-    }
-    if (++c->at < c->b->rows) return MCDC_OK;
-    return cur_load(s, c, err);
+    int rc = MCDC_OK;
+    if (!c->is_run) c->pos++;
+    else if (++c->at >= c->b->rows) rc = cur_load(s, c, err);
+    if (rc == MCDC_OK) cur_fill(s, c);
+    return rc;
 }
 
 static bool heap_less(const silver_sorter *s, int32_t a, int32_t b) {
-    const uint8_t *ka, *kb;
-    uint32_t la, lb, x, y;
-    cur_key(s, &s->cur[a], &ka, &la, &x, &y);
-    cur_key(s, &s->cur[b], &kb, &lb, &x, &y);
-    int c = silver_key_cmp(ka, la, kb, lb);
+    const cursor *x = &s->cur[a], *y = &s->cur[b];
+    int c = silver_key_cmp_fast(x->k, x->len, y->k, y->len);
     return c < 0 || (c == 0 && a < b);
 }
 
@@ -520,9 +625,7 @@ static int heap_pop_step(silver_sorter *s, mcdc_error *err) {
     cursor *t = &s->cur[s->heap[0]];
     int rc = cur_step(s, t, err);
     if (rc) return rc;
-    const uint8_t *k;
-    uint32_t l, kl, tg;
-    if (!cur_key(s, t, &k, &l, &kl, &tg)) s->heap[0] = s->heap[--s->n_heap];
+    if (!t->live) s->heap[0] = s->heap[--s->n_heap];
     if (s->n_heap > 0) heap_down(s, 0);
     return MCDC_OK;
 }
@@ -545,14 +648,13 @@ int silver_sorter_rewind(silver_sorter *s, bool keys_only, mcdc_error *err) {
         rc = mcdc_parquet_reader_open(&c->r, s->cfg.spill, s->runs[i], &ro, err);
         if (rc == MCDC_OK && keys_only) rc = mcdc_parquet_reader_select(c->r, KEYS, 3, err);
         if (rc == MCDC_OK) rc = cur_load(s, c, err);
+        if (rc == MCDC_OK) cur_fill(s, c);
     }
     free_retired(s);
     s->cur[s->n_cur++] = (cursor){.is_run = false, .pos = 0};
-    for (int32_t i = 0; i < s->n_cur; i++) {
-        const uint8_t *k;
-        uint32_t l, x, y;
-        if (cur_key(s, &s->cur[i], &k, &l, &x, &y)) s->heap[s->n_heap++] = i;
-    }
+    cur_fill(s, &s->cur[s->n_cur - 1]);
+    for (int32_t i = 0; i < s->n_cur; i++)
+        if (s->cur[i].live) s->heap[s->n_heap++] = i;
     for (int32_t i = s->n_heap / 2 - 1; i >= 0; i--) heap_down(s, i);
     if (rc) mcdc_error_wrap(err, "reading back sorted rows from %s", s->cfg.spill_prefix);
     return rc;
@@ -629,9 +731,8 @@ int silver_sorter_next(silver_sorter *s, const silver_chunk **out, mcdc_error *e
     while (rc == MCDC_OK && s->n_heap > 0 && ch->n < SILVER_BATCH_ROWS &&
            s->n_retired <= RETIRED_MAX) {
         cursor *c = &s->cur[s->heap[0]];
-        const uint8_t *k;
-        uint32_t len, klen, tags;
-        cur_key(s, c, &k, &len, &klen, &tags);
+        const uint8_t *k = c->k;
+        uint32_t klen = c->klen, tags = c->tags;
         const mcdc_batch *src = c->is_run ? c->b : s->acc[s->ents[c->pos].batch];
         int64_t row = c->is_run ? c->at : s->ents[c->pos].row;
         /* k points into src (a run's batch, retired rather than freed while
@@ -639,11 +740,9 @@ int silver_sorter_next(silver_sorter *s, const silver_chunk **out, mcdc_error *e
         rc = heap_pop_step(s, err);
         uint32_t all = tags;
         while (rc == MCDC_OK && s->cfg.ranked && !s->cfg.history && s->n_heap > 0) {
-            const uint8_t *k2;
-            uint32_t l2, kl2, tg2;
-            cur_key(s, &s->cur[s->heap[0]], &k2, &l2, &kl2, &tg2);
-            if (kl2 != klen || memcmp(k2, k, klen) != 0) break;
-            all |= tg2;
+            const cursor *t = &s->cur[s->heap[0]];
+            if (t->klen != klen || memcmp(t->k, k, klen) != 0) break;
+            all |= t->tags;
             rc = heap_pop_step(s, err);
         }
         if (rc) break;

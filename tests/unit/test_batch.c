@@ -240,3 +240,50 @@ TEST(batch_bulk_fills_match_per_cell_appends) {
     mcdc_batch_free(cell);
     mcdc_schema_unref(s);
 }
+
+/* A gather of text values of every length to 70 (the short ones copied in
+ * pieces) from two sources: each value byte for byte (a piece past a
+ * value's end: ASan's to catch, in make SAN=1). */
+TEST(batch_gather_copies_values_of_every_length) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_schema *s;
+    CHECK_EQ_INT(mcdc_schema_create(&s, 1, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_schema_set(s, 0, "t", MCDC_TYPE_BINARY, 0, 0, 0, true, &e), MCDC_OK);
+    mcdc_batch *a, *b, *out;
+    mcdc_batch_create(&a, s, 71, &e);
+    mcdc_batch_create(&b, s, 71, &e);
+    mcdc_batch_create(&out, s, 142, &e);
+    uint8_t v[70];
+    for (int l = 0; l <= 70; l++) {
+        for (int i = 0; i < l; i++) v[i] = (uint8_t)(l * 31 + i);
+        CHECK_EQ_INT(mcdc_col_append_bytes(&a->columns[0], v, l, &e), MCDC_OK);
+        for (int i = 0; i < l; i++) v[i] = (uint8_t)~(l * 31 + i);
+        CHECK_EQ_INT(mcdc_col_append_bytes(&b->columns[0], v, l, &e), MCDC_OK);
+    }
+    mcdc_batch_seal(a, &e);
+    mcdc_batch_seal(b, &e);
+    /* rows in a mixed order: long after short, the two sources alternating */
+    int32_t which[142], rows[142];
+    for (int i = 0; i < 142; i++) {
+        which[i] = i % 2;
+        rows[i] = (int32_t)((i * 37) % 71);
+    }
+    const mcdc_column *src[2] = {&a->columns[0], &b->columns[0]};
+    CHECK_EQ_INT(mcdc_col_gather(&out->columns[0], src, which, rows, 142, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_batch_seal(out, &e), MCDC_OK);
+    const mcdc_column *c = &out->columns[0];
+    int64_t bad = 0;
+    for (int i = 0; i < 142; i++) {
+        int l = rows[i];
+        bad += c->offsets[i + 1] - c->offsets[i] != l;
+        for (int j = 0; j < l && !bad; j++) {
+            uint8_t want = which[i] ? (uint8_t)~(l * 31 + j) : (uint8_t)(l * 31 + j);
+            bad += c->data[c->offsets[i] + j] != want;
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
+    mcdc_batch_free(a);
+    mcdc_batch_free(b);
+    mcdc_batch_free(out);
+    mcdc_schema_unref(s);
+}

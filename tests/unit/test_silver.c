@@ -90,6 +90,62 @@ TEST(silver_keys_order_as_tuples_nulls_first_and_equal) {
     mcdc_buf_free(&b2);
 }
 
+static int sgn(int c) { return (c > 0) - (c < 0); }
+
+/* silver_key_cmp_fast orders exactly as silver_key_cmp: random bytes over
+ * a small alphabet (long equal prefixes), every length to 40, prefixes of
+ * each other, and the one-integer keys with and without a rank. */
+TEST(silver_key_cmp_fast_orders_as_silver_key_cmp) {
+    uint64_t x = 0x9E3779B97F4A7C15ULL;
+    uint8_t a[48], b[48];
+    int64_t n_less = 0, n_eq = 0, n_more = 0;
+    for (int it = 0; it < 200000; it++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        size_t na = (size_t)(x % 41), nb = (size_t)((x >> 8) % 41);
+        int alpha = (int)((x >> 16) % 3); /* 0: {0,1}  1: {0,0xFF}  2: any byte */
+        for (size_t i = 0; i < 48; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            uint8_t v = alpha == 0 ? (uint8_t)(x & 1) : alpha == 1 ? (uint8_t)((x & 1) ? 0xFF : 0) : (uint8_t)x;
+            a[i] = v;
+            /* b: mostly a's bytes, so that prefixes agree far */
+            b[i] = ((x >> 20) % 16 == 0) ? (uint8_t)(x >> 32) : v;
+        }
+        if (it % 4 == 0) memcpy(b, a, 48); /* one a prefix of the other, or equal */
+        int want = sgn(silver_key_cmp(a, na, b, nb));
+        int got = sgn(silver_key_cmp_fast(a, na, b, nb));
+        if (want != got) fprintf(stderr, "  na %zu nb %zu: %d, fast %d\n", na, nb, want, got);
+        CHECK_EQ_INT(got, want);
+        CHECK_EQ_INT(sgn(silver_key_cmp_fast(b, nb, a, na)), -want);
+        n_less += want < 0, n_eq += want == 0, n_more += want > 0;
+    }
+    CHECK(n_less > 1000 && n_eq > 1000 && n_more > 1000);
+    /* edges: empty, equal, one byte apart at every position of 19 bytes */
+    CHECK_EQ_INT(silver_key_cmp_fast(a, 0, b, 0), 0);
+    CHECK(silver_key_cmp_fast(a, 0, b, 1) < 0 && silver_key_cmp_fast(a, 1, b, 0) > 0);
+    for (size_t i = 0; i < 19; i++) {
+        memset(a, 0x80, 19);
+        memset(b, 0x80, 19);
+        b[i] = 0x81;
+        CHECK(silver_key_cmp_fast(a, 19, b, 19) < 0 && silver_key_cmp(a, 19, b, 19) < 0);
+        CHECK(silver_key_cmp_fast(b, 19, a, 19) > 0);
+        CHECK(silver_key_cmp_fast(a, 19, a, i) > 0 && silver_key_cmp_fast(a, i, a, 19) < 0);
+    }
+    /* encoded integer keys sort as the integers, near the sign and byte edges */
+    const int64_t v[] = {INT64_MIN, INT64_MIN + 1, -65536, -256, -255, -1, 0, 1, 255, 256, 65535,
+                         65536, 9999999, INT64_MAX - 1, INT64_MAX};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        for (size_t j = 0; j < sizeof v / sizeof v[0]; j++) {
+            uint8_t p[9], q[9];
+            uint64_t u = (uint64_t)v[i] ^ (1ULL << 63), w = (uint64_t)v[j] ^ (1ULL << 63);
+            p[0] = q[0] = 1;
+            for (int k = 0; k < 8; k++) {
+                p[1 + k] = (uint8_t)(u >> (56 - 8 * k));
+                q[1 + k] = (uint8_t)(w >> (56 - 8 * k));
+            }
+            CHECK_EQ_INT(sgn(silver_key_cmp_fast(p, 9, q, 9)), (i > j) - (i < j));
+        }
+}
+
 TEST(silver_keys_of_other_types_keep_their_order) {
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_schema *s;
@@ -306,6 +362,10 @@ static void sorter_case(int64_t mem, bool expect_runs) {
     mcdc_schema *s = change_schema();
     silver_sorter *x = new_sorter(st, s, true, SILVER_TAG_BASE | SILVER_TAG_WAVE, mem);
     enum { KEYS = 30000, ROUNDS = 4 };
+    uint8_t lo[10], want_lo[10], none[10];
+    memset(none, 0xFF, 10);
+    silver_sorter_min_lsn(x, lo);
+    CHECK(memcmp(lo, none, 10) == 0); /* no rows yet */
     for (int round = 0; round < ROUNDS; round++) {
         mcdc_batch *b;
         mcdc_batch_create(&b, s, KEYS, &e);
@@ -334,6 +394,12 @@ static void sorter_case(int64_t mem, bool expect_runs) {
     }
     CHECK_EQ_INT(silver_sorter_rows(x), (int64_t)KEYS * ROUNDS * 2);
     CHECK_EQ_INT(silver_sorter_finish(x, &e), MCDC_OK);
+    /* the smallest LSN added: round 0's 100 (its rows all lose to later ones) */
+    char lt[23];
+    lsn_text(lt, 100);
+    CHECK(silver_lsn_parse(want_lo, lt, 22));
+    silver_sorter_min_lsn(x, lo);
+    CHECK(memcmp(lo, want_lo, 10) == 0);
     CHECK(expect_runs ? silver_sorter_runs(x) >= 2 : silver_sorter_runs(x) == 0);
     for (int pass = 0; pass < 2; pass++) {
         CHECK_EQ_INT(silver_sorter_rewind(x, pass == 1, &e), MCDC_OK);
@@ -378,6 +444,155 @@ static void sorter_case(int64_t mem, bool expect_runs) {
 TEST(silver_sorter_keeps_the_latest_row_of_each_key_in_memory) { sorter_case(0, false); }
 TEST(silver_sorter_keeps_the_latest_row_of_each_key_over_spilled_runs) {
     sorter_case(SILVER_SORT_BYTES_MIN, true);
+}
+
+/* Keys alike in their first 16 bytes and more (the sort's prefix): every
+ * row out in key order, rows of one key in the order they came. */
+TEST(silver_sorter_orders_keys_alike_past_their_prefix) {
+    mcdc_storage_mem *m;
+    mcdc_storage *st;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_storage_mem_create(&m, "sorter3", &e);
+    mcdc_storage_mem_open(&st, m, NULL, &e);
+    mcdc_schema *s = change_schema();
+    static const int32_t key[1] = {1};
+    silver_sorter_cfg c = {.schema = s, .key_cols = key, .n_keys = 1, .spill = st,
+                           .spill_prefix = "_mssql_cdc_spill/t-"};
+    silver_sorter *x = NULL;
+    CHECK_EQ_INT(silver_sorter_create(&x, &c, &e), MCDC_OK);
+    enum { N = 20000, KEYS = 3000 };
+    mcdc_batch *b;
+    mcdc_batch_create(&b, s, N, &e);
+    for (int i = 0; i < N; i++) {
+        char v[64];
+        /* lengths differ too: a shorter key a prefix of longer ones */
+        snprintf(v, sizeof v, "a-prefix-all-rows-share-%d", (i * 7919) % KEYS);
+        add_change(b, i, v, 5, 2, 0, 1);
+    }
+    mcdc_batch_seal(b, &e);
+    CHECK_EQ_INT(silver_sorter_add(x, b, NULL, 0, NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(silver_sorter_finish(x, &e), MCDC_OK);
+    CHECK_EQ_INT(silver_sorter_runs(x), 0);
+    CHECK_EQ_INT(silver_sorter_rewind(x, false, &e), MCDC_OK);
+    const silver_chunk *ch;
+    int64_t seen = 0, bad = 0, last_id = -1;
+    mcdc_buf last = {0};
+    while (silver_sorter_next(x, &ch, &e) == MCDC_OK && ch) {
+        for (int64_t r = 0; r < ch->n; r++) {
+            int id = i32_at(ch->rows, 0, r);
+            int cmp = seen ? silver_key_cmp((const uint8_t *)last.data, last.len, ch->key[r], ch->key_len[r]) : -1;
+            bad += cmp > 0;
+            bad += cmp == 0 && id <= last_id; /* equal keys keep the order they came in */
+            last_id = id;
+            mcdc_buf_reset(&last);
+            mcdc_buf_append(&last, ch->key[r], ch->key_len[r], &e);
+            seen++;
+        }
+    }
+    CHECK_EQ_INT(seen, N);
+    CHECK_EQ_INT(bad, 0);
+    mcdc_buf_free(&last);
+    mcdc_batch_free(b);
+    silver_sorter_free(x);
+    mcdc_schema_unref(s);
+    mcdc_storage_free(st);
+    mcdc_storage_mem_release(m);
+}
+
+/* Many ranks of one key (past the prefix: by whole sort keys, a long run and
+ * a short one): the latest wins. */
+TEST(silver_sorter_ranks_many_rows_of_one_key) {
+    mcdc_storage_mem *m;
+    mcdc_storage *st;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_storage_mem_create(&m, "sorter4", &e);
+    mcdc_storage_mem_open(&st, m, NULL, &e);
+    mcdc_schema *s = change_schema();
+    silver_sorter *x = new_sorter(st, s, true, 0, 0);
+    mcdc_batch *b;
+    mcdc_batch_create(&b, s, 64, &e);
+    for (int j = 0; j < 40; j++) {
+        char v[16];
+        int64_t lsn = 1000 + (j * 17) % 40; /* 1039 at j = 23 */
+        snprintf(v, sizeof v, "k5-%lld", (long long)lsn);
+        add_change(b, 5, v, lsn, 2, 0, 1);
+        if (j < 10) {
+            snprintf(v, sizeof v, "k6-%lld", (long long)(2000 + (j * 3) % 10));
+            add_change(b, 6, v, 2000 + (j * 3) % 10, 2, 0, 1);
+        }
+    }
+    mcdc_batch_seal(b, &e);
+    CHECK_EQ_INT(silver_sorter_add(x, b, NULL, 0, NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(silver_sorter_finish(x, &e), MCDC_OK);
+    CHECK_EQ_INT(silver_sorter_rewind(x, false, &e), MCDC_OK);
+    const silver_chunk *ch;
+    CHECK_EQ_INT(silver_sorter_next(x, &ch, &e), MCDC_OK);
+    CHECK(ch != NULL && ch->n == 2);
+    if (ch && ch->n == 2) {
+        const mcdc_column *v = &ch->rows->columns[1];
+        CHECK_EQ_INT(i32_at(ch->rows, 0, 0), 5);
+        CHECK(v->offsets[1] - v->offsets[0] == 7 && memcmp(v->data + v->offsets[0], "k5-1039", 7) == 0);
+        CHECK_EQ_INT(i32_at(ch->rows, 0, 1), 6);
+        CHECK(v->offsets[2] - v->offsets[1] == 7 && memcmp(v->data + v->offsets[1], "k6-2009", 7) == 0);
+    }
+    CHECK_EQ_INT(silver_sorter_next(x, &ch, &e), MCDC_OK);
+    CHECK(ch == NULL);
+    mcdc_batch_free(b);
+    silver_sorter_free(x);
+    mcdc_schema_unref(s);
+    mcdc_storage_free(st);
+    mcdc_storage_mem_release(m);
+}
+
+/* Keys of every length around the sort's 16-byte prefix, two of each
+ * length one byte apart at the end: one row out per key (the cut tells keys
+ * apart by their prefixes up to 16 bytes), its latest. */
+TEST(silver_sorter_cuts_keys_of_every_short_length) {
+    mcdc_storage_mem *m;
+    mcdc_storage *st;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_storage_mem_create(&m, "sorter5", &e);
+    mcdc_storage_mem_open(&st, m, NULL, &e);
+    mcdc_schema *s = change_schema();
+    static const int32_t key[1] = {1};
+    silver_sorter_cfg c = {.schema = s, .key_cols = key, .n_keys = 1, .ranked = true,
+                           .lsn_col = 2, .op_col = 3, .cmd_col = 4, .seq_col = 5, .spill = st,
+                           .spill_prefix = "_mssql_cdc_spill/t-"};
+    silver_sorter *x = NULL;
+    CHECK_EQ_INT(silver_sorter_create(&x, &c, &e), MCDC_OK);
+    enum { LENS = 21 };
+    mcdc_batch *b;
+    mcdc_batch_create(&b, s, LENS * 6, &e);
+    static const int lsns[3] = {10, 30, 20};
+    for (int r = 0; r < 3; r++)
+        for (int l = 0; l < LENS; l++)
+            for (int z = 0; z < (l ? 2 : 1); z++) {
+                /* x...xa and x...xb: of one length, next to each other in key order */
+                char v[32];
+                memset(v, 'x', (size_t)l);
+                if (l) v[l - 1] = z ? 'b' : 'a';
+                v[l] = 0;
+                add_change(b, lsns[r], v, lsns[r], 2, 0, 1);
+            }
+    mcdc_batch_seal(b, &e);
+    CHECK_EQ_INT(silver_sorter_add(x, b, NULL, 0, NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(silver_sorter_finish(x, &e), MCDC_OK);
+    CHECK_EQ_INT(silver_sorter_rewind(x, false, &e), MCDC_OK);
+    const silver_chunk *ch;
+    int64_t seen = 0, bad = 0;
+    while (silver_sorter_next(x, &ch, &e) == MCDC_OK && ch)
+        for (int64_t r = 0; r < ch->n; r++) {
+            bad += r > 0 && silver_key_cmp(ch->key[r - 1], ch->key_len[r - 1], ch->key[r], ch->key_len[r]) >= 0;
+            bad += i32_at(ch->rows, 0, r) != 30;
+            seen++;
+        }
+    CHECK_EQ_INT(seen, 2 * LENS - 1);
+    CHECK_EQ_INT(bad, 0);
+    mcdc_batch_free(b);
+    silver_sorter_free(x);
+    mcdc_schema_unref(s);
+    mcdc_storage_free(st);
+    mcdc_storage_mem_release(m);
 }
 
 TEST(silver_sorter_unranked_keeps_every_row_in_key_order) {
