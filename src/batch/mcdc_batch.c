@@ -422,6 +422,17 @@ int64_t mcdc_batch_bytes(const mcdc_batch *b) {
 }
 
 /* ---- appending ---------------------------------------------------------- */
+/* Gives c a validity bitmap, every row valid, when it has none yet (a
+ * column without one has no NULLs). */
+static int ensure_validity(mcdc_column *c, mcdc_error *err) {
+    if (c->validity) return MCDC_OK;
+    size_t nb = (size_t)(c->capacity + 7) / 8;
+    if ((c->validity = mcdc_malloc(nb)) == NULL)
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    memset(c->validity, 0xff, nb);
+    return MCDC_OK;
+}
+
 static int ensure_one(mcdc_column *c, mcdc_error *err) {
     if (c->length < c->capacity) return MCDC_OK;
     return col_grow_rows(c, c->length + 1, err);
@@ -429,13 +440,8 @@ static int ensure_one(mcdc_column *c, mcdc_error *err) {
 
 int mcdc_col_append_null(mcdc_column *c, mcdc_error *err) {
     int rc = ensure_one(c, err);
+    if (rc == MCDC_OK) rc = ensure_validity(c, err);
     if (rc) return rc;
-    if (c->validity == NULL) {
-        size_t nb = (size_t)(c->capacity + 7) / 8;
-        c->validity = mcdc_malloc(nb);
-        if (c->validity == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-        memset(c->validity, 0xff, nb);
-    }
     int64_t i = c->length;
     c->validity[i >> 3] &= (uint8_t) ~(1u << (i & 7));
     if (is_var(c->field)) {
@@ -570,12 +576,7 @@ int mcdc_col_append_nulls(mcdc_column *c, int64_t n, mcdc_error *err) {
     MCDC_ASSERT(n >= 0);
     int rc = col_grow_rows(c, c->length + n, err);
     if (rc != MCDC_OK || n == 0) return rc;
-    if (c->validity == NULL) {
-        size_t nb = (size_t)(c->capacity + 7) / 8;
-        c->validity = mcdc_malloc(nb);
-        if (c->validity == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-        memset(c->validity, 0xff, nb);
-    }
+    if ((rc = ensure_validity(c, err)) != MCDC_OK) return rc;
     int64_t i = c->length;
     bits_clear(c->validity, i, n);
     if (is_var(c->field)) {
@@ -684,12 +685,8 @@ static int append_validity(mcdc_column *dst, int64_t at, int64_t n, valid_fn val
     int64_t nulls = 0;
     for (int64_t i = 0; i < n; i++) nulls += !valid(ctx, i);
     if (nulls == 0) return MCDC_OK;
-    if (dst->validity == NULL) {
-        size_t nb = (size_t)(dst->capacity + 7) / 8;
-        if ((dst->validity = mcdc_malloc(nb)) == NULL)
-            return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-        memset(dst->validity, 0xff, nb);
-    }
+    int rc = ensure_validity(dst, err);
+    if (rc) return rc;
     for (int64_t i = 0; i < n; i++)
         if (!valid(ctx, i)) dst->validity[(at + i) >> 3] &= (uint8_t) ~(1u << ((at + i) & 7));
     dst->null_count += nulls;
