@@ -717,6 +717,24 @@ static int dict_insert(wcol *c, const uint8_t *key, size_t kn, uint32_t *out) {
     return MCDC_OK;
 }
 
+/* The index of one string value: the one before's again when the value
+ * repeats it (a run: no probe), else dict_insert's. *prev, *prev_n: the
+ * value before. */
+static inline int dict_put(wcol *c, const uint8_t *key, size_t kn, const uint8_t **prev,
+                           size_t *prev_n) {
+    if (*prev && *prev_n == kn && pq_same_bytes(*prev, key, kn)) {
+        c->idx[c->idx_n] = c->idx[c->idx_n - 1];
+        c->idx_n++;
+        return MCDC_OK;
+    }
+    *prev = key;
+    *prev_n = kn;
+    uint32_t e = 0;
+    int rc = dict_insert(c, key, kn, &e);
+    if (rc == MCDC_OK) c->idx[c->idx_n++] = e;
+    return rc;
+}
+
 /* Room for n more indices in the page's idx, and the hash table. */
 static int dict_reserve(wcol *c, int64_t n) {
     if (c->idx_n + n > c->idx_cap) {
@@ -788,16 +806,7 @@ static int dict_encode(wcol *c, const uint8_t *q, int64_t n) {
             kn = w;
             q += w;
         }
-        if (prev && prev_n == kn && pq_same_bytes(prev, key, kn)) {
-            c->idx[c->idx_n] = c->idx[c->idx_n - 1]; /* a run: no probe */
-            c->idx_n++;
-            continue;
-        }
-        prev = key;
-        prev_n = kn;
-        uint32_t e = 0;
-        if ((rc = dict_insert(c, key, kn, &e))) return rc;
-        c->idx[c->idx_n++] = e;
+        if ((rc = dict_put(c, key, kn, &prev, &prev_n))) return rc;
     }
     return MCDC_OK;
 }
@@ -815,17 +824,8 @@ static int dict_encode_input(wcol *c, const mcdc_column *in, int64_t r0, const i
         int64_t r = sel ? sel[k] : r0 + k;
         const uint8_t *key = in->data + off[r];
         size_t kn = (size_t)(off[r + 1] - off[r]);
-        if (prev && prev_n == kn && pq_same_bytes(prev, key, kn)) {
-            c->idx[c->idx_n] = c->idx[c->idx_n - 1]; /* a run: no probe */
-            c->idx_n++;
-            continue;
-        }
-        prev = key;
-        prev_n = kn;
-        uint32_t e = 0;
-        int rc = dict_insert(c, key, kn, &e);
+        int rc = dict_put(c, key, kn, &prev, &prev_n);
         if (rc) return rc;
-        c->idx[c->idx_n++] = e;
     }
     return MCDC_OK;
 }
