@@ -725,10 +725,21 @@ static inline void copy_value(uint8_t *d, const uint8_t *s, size_t l) {
         for (size_t i = 0; i < l; i++) d[i] = s[i];
 }
 
+/* A gather's rows are mostly scattered over buffers far larger than the
+ * cache (a sorter's held rows in key order): each value is a miss. The
+ * loops touch the row GATHER_AHEAD places on first, so that its line is
+ * loaded while the rows before it are copied; a text's offsets are
+ * touched twice as far ahead, its bytes once the offsets are in. */
+#define GATHER_AHEAD 16
+
 static int gather(mcdc_column *dst, const mcdc_column *const *src, const int32_t *which,
                   const int32_t *rows, int64_t n, mcdc_error *err) {
     if (n == 0) return MCDC_OK;
 #define SRC(i) src[which ? which[i] : 0]
+#define AHEAD(i, expr) \
+    do { \
+        if ((i) < n) __builtin_prefetch(expr); \
+    } while (0)
     const mcdc_field *f = dst->field;
     int64_t bytes = 0;
     bool nulls_possible = false;
@@ -739,8 +750,10 @@ static int gather(mcdc_column *dst, const mcdc_column *const *src, const int32_t
                                   "'%s': the types differ", f->name, c->field->name);
         nulls_possible |= c->validity && c->null_count > 0;
     }
-    for (int64_t i = 0; is_var(f) && i < n; i++)
+    for (int64_t i = 0; is_var(f) && i < n; i++) {
+        AHEAD(i + GATHER_AHEAD, SRC(i + GATHER_AHEAD)->offsets + rows[i + GATHER_AHEAD]);
         bytes += SRC(i)->offsets[rows[i] + 1] - SRC(i)->offsets[rows[i]];
+    }
     int rc = mcdc_col_reserve(dst, n, bytes, err);
     if (rc) return rc;
     int64_t at = dst->length;
@@ -758,6 +771,8 @@ static int gather(mcdc_column *dst, const mcdc_column *const *src, const int32_t
         int64_t len = dst->data_len;
         for (int64_t i = 0; i < n; i++) {
             const mcdc_column *c = SRC(i);
+            AHEAD(i + GATHER_AHEAD, SRC(i + GATHER_AHEAD)->data +
+                                        SRC(i + GATHER_AHEAD)->offsets[rows[i + GATHER_AHEAD]]);
             int32_t o = c->offsets[rows[i]], l = c->offsets[rows[i] + 1] - o;
             copy_value(dst->data + len, c->data + o, (size_t)l);
             len += l;
@@ -767,14 +782,18 @@ static int gather(mcdc_column *dst, const mcdc_column *const *src, const int32_t
     } else {
         int32_t w = mcdc_type_width(f);
         uint8_t *out = dst->values + at * w;
-        if (w == 8)
-            for (int64_t i = 0; i < n; i++) memcpy(out + i * 8, SRC(i)->values + (int64_t)rows[i] * 8, 8);
-        else if (w == 4)
-            for (int64_t i = 0; i < n; i++) memcpy(out + i * 4, SRC(i)->values + (int64_t)rows[i] * 4, 4);
-        else
-            for (int64_t i = 0; i < n; i++)
-                memcpy(out + i * w, SRC(i)->values + (int64_t)rows[i] * w, (size_t)w);
+#define FIXED(W)                                                                           \
+    for (int64_t i = 0; i < n; i++) {                                                      \
+        AHEAD(i + GATHER_AHEAD,                                                            \
+              SRC(i + GATHER_AHEAD)->values + (int64_t)rows[i + GATHER_AHEAD] * (W));      \
+        memcpy(out + i * (W), SRC(i)->values + (int64_t)rows[i] * (W), (size_t)(W));       \
     }
+        if (w == 8) FIXED(8)
+        else if (w == 4) FIXED(4)
+        else FIXED(w)
+#undef FIXED
+    }
+#undef AHEAD
 #undef SRC
     dst->length = at + n;
     return MCDC_OK;
