@@ -253,6 +253,17 @@ typedef struct silver_chunk {
 /* The next chunk (owned by the sorter until the next call), or NULL at the
  * end. */
 int silver_sorter_next(silver_sorter *s, const silver_chunk **out, mcdc_error *err);
+/* Deferred rows (after a rewind that is not keys_only, until the next
+ * rewind): the chunks come
+ * without rows (rows NULL), and silver_sorter_take gathers the rows a
+ * caller keeps straight from where they are held, one copy instead of two
+ * (the chunk's, then the caller's). */
+void silver_sorter_defer_rows(silver_sorter *s, bool defer);
+/* Appends rows sel[0..n) of the current chunk to dst: column col_of[j]
+ * (NULL: j) of the sorter's schema into dst's column j, for every column of
+ * dst. Valid until the next silver_sorter_next. */
+int silver_sorter_take(silver_sorter *s, mcdc_batch *dst, const int32_t *col_of,
+                       const int32_t *sel, int32_t n, mcdc_error *err);
 int64_t silver_sorter_rows(const silver_sorter *s);   /* rows added */
 int64_t silver_sorter_runs(const silver_sorter *s);   /* runs spilled */
 /* A ranked sorter's smallest LSN over every row added (cut rows and rows

@@ -217,9 +217,7 @@ static int write_images(mor *m, const silver_chunk *ch, int32_t n, mcdc_error *e
         int32_t k = (int32_t)(n - done < room ? n - done : room);
         mcdc_batch *b = NULL;
         rc = mcdc_batch_create(&b, in->out_schema, k, err);
-        for (int32_t j = 0; rc == MCDC_OK && j < in->out_schema->n_fields; j++)
-            rc = mcdc_col_take(&b->columns[j], &ch->rows->columns[in->change_of_out[j]],
-                               m->sel + done, k, err);
+        if (rc == MCDC_OK) rc = silver_sorter_take(in->changes, b, in->change_of_out, m->sel + done, k, err);
         if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
         if (rc == MCDC_OK) rc = silver_writer_put(&m->wq, b, err); /* takes b */
         else mcdc_batch_free(b);
@@ -298,6 +296,8 @@ static int run(mor *m, mfile **byk, int64_t n, mcdc_error *err) {
     int rc = act && m->sel ? MCDC_OK : nomem(err);
     int64_t next = 0, nact = 0;
     if (rc == MCDC_OK) rc = silver_sorter_rewind(in->changes, false, err);
+    /* only the images are copied, once, into the new files' batches */
+    silver_sorter_defer_rows(in->changes, true);
     const silver_chunk *ch = NULL;
     while (rc == MCDC_OK && (rc = silver_sorter_next(in->changes, &ch, err)) == MCDC_OK && ch) {
         MCDC_ASSERT(ch->n <= SILVER_BATCH_ROWS);

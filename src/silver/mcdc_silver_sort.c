@@ -82,6 +82,7 @@ struct silver_sorter {
     bool finished;
     /* reading */
     bool keys_only;
+    bool defer_rows;       /* chunks without rows: silver_sorter_take gathers them */
     cursor *cur;
     int32_t n_cur;
     int32_t *heap;
@@ -643,6 +644,7 @@ int silver_sorter_rewind(silver_sorter *s, bool keys_only, mcdc_error *err) {
     MCDC_ASSERT(s->finished);
     close_cursors(s);
     s->keys_only = keys_only;
+    s->defer_rows = false;
     s->cur = mcdc_calloc((size_t)s->n_runs + 1, sizeof *s->cur);
     mcdc_free(s->heap);
     s->heap = mcdc_calloc((size_t)s->n_runs + 1, sizeof *s->heap);
@@ -688,18 +690,22 @@ static int chunk_room(silver_sorter *s, mcdc_error *err) {
     return MCDC_OK;
 }
 
-/* Takes the chunk's rows from their sources: a gather per column. */
-static int build_rows(silver_sorter *s, mcdc_error *err) {
-    silver_chunk *ch = &s->chunk;
-    int64_t n = ch->n;
+/* Rows sel[i] (NULL: i) for i in [0, n) of the chunk from their sources,
+ * a gather per column: column col_of[j] (NULL: j) into dst's column j, for
+ * j in [0, n_cols). */
+static int gather_chunk(silver_sorter *s, mcdc_batch *dst, const int32_t *col_of, int32_t n_cols,
+                        const int32_t *sel, int64_t n, mcdc_error *err) {
     int32_t *which = mcdc_malloc((size_t)(n ? n : 1) * sizeof *which);
     const mcdc_batch **seen = NULL;
     const mcdc_column **cols = NULL;
     int32_t n_seen = 0, cap_seen = 0;
-    int rc = which ? mcdc_batch_create(&ch->rows, s->schema, n ? n : 1, err) : nomem(err);
+    const mcdc_batch *prev = NULL;
+    int rc = which ? MCDC_OK : nomem(err);
     for (int64_t i = 0; rc == MCDC_OK && i < n; i++) {
-        const mcdc_batch *b = s->pend[i].src;
-        int32_t k = i > 0 && s->pend[i - 1].src == b ? which[i - 1] : -1;
+        const pref *p = &s->pend[sel ? sel[i] : i];
+        const mcdc_batch *b = p->src;
+        int32_t k = i > 0 && prev == b ? which[i - 1] : -1;
+        prev = b;
         for (int32_t j = n_seen - 1; k < 0 && j >= 0; j--)
             if (seen[j] == b) k = j;
         if (k < 0) {
@@ -717,19 +723,39 @@ static int build_rows(silver_sorter *s, mcdc_error *err) {
             k = n_seen++;
         }
         which[i] = k;
-        s->idx[i] = s->pend[i].row;
+        s->idx[i] = p->row;
     }
     if (rc == MCDC_OK && (cols = mcdc_malloc((size_t)(n_seen ? n_seen : 1) * sizeof *cols)) == NULL)
         rc = nomem(err);
-    for (int32_t c = 0; rc == MCDC_OK && c < s->n_cols; c++) {
-        for (int32_t j = 0; j < n_seen; j++) cols[j] = &seen[j]->columns[c];
-        rc = mcdc_col_gather(&ch->rows->columns[c], cols, which, s->idx, n, err);
+    for (int32_t c = 0; rc == MCDC_OK && c < n_cols; c++) {
+        int32_t from = col_of ? col_of[c] : c;
+        MCDC_ASSERT(from >= 0 && from < s->n_cols);
+        for (int32_t j = 0; j < n_seen; j++) cols[j] = &seen[j]->columns[from];
+        rc = mcdc_col_gather(&dst->columns[c], cols, which, s->idx, n, err);
     }
-    if (rc == MCDC_OK) rc = mcdc_batch_seal(ch->rows, err);
     mcdc_free(which);
     mcdc_free(seen);
     mcdc_free(cols);
     return rc;
+}
+
+/* The chunk's rows, every column. */
+static int build_rows(silver_sorter *s, mcdc_error *err) {
+    silver_chunk *ch = &s->chunk;
+    int rc = mcdc_batch_create(&ch->rows, s->schema, ch->n ? ch->n : 1, err);
+    if (rc == MCDC_OK) rc = gather_chunk(s, ch->rows, NULL, s->n_cols, NULL, ch->n, err);
+    if (rc == MCDC_OK) rc = mcdc_batch_seal(ch->rows, err);
+    return rc;
+}
+
+void silver_sorter_defer_rows(silver_sorter *s, bool defer) { s->defer_rows = defer; }
+
+int silver_sorter_take(silver_sorter *s, mcdc_batch *dst, const int32_t *col_of,
+                       const int32_t *sel, int32_t n, mcdc_error *err) {
+    MCDC_ASSERT(s->defer_rows && !s->keys_only);
+    MCDC_ASSERT(dst->schema->n_fields > 0 && n >= 0);
+    for (int32_t i = 0; i < n; i++) MCDC_ASSERT(sel[i] >= 0 && sel[i] < s->chunk.n);
+    return gather_chunk(s, dst, col_of, dst->schema->n_fields, sel, n, err);
 }
 
 int silver_sorter_next(silver_sorter *s, const silver_chunk **out, mcdc_error *err) {
@@ -766,7 +792,7 @@ int silver_sorter_next(silver_sorter *s, const silver_chunk **out, mcdc_error *e
                 ch->rank[i].b[j] = s->cfg.history ? k[klen + (uint32_t)j] : (uint8_t)~k[klen + (uint32_t)j];
         rc = mcdc_buf_append(&ch->bytes, k, klen, err);
     }
-    if (rc == MCDC_OK && !s->keys_only && ch->n > 0) rc = build_rows(s, err);
+    if (rc == MCDC_OK && !s->keys_only && !s->defer_rows && ch->n > 0) rc = build_rows(s, err);
     if (rc) return rc;
     for (int64_t i = 0; i < ch->n; i++) ch->key[i] = (const uint8_t *)ch->bytes.data + s->koff[i];
     if (ch->n > 0) *out = ch;
