@@ -229,7 +229,8 @@ int silver_sorter_create(silver_sorter **out, const silver_sorter_cfg *cfg, mcdc
 int silver_sorter_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows, int64_t n,
                       const uint32_t *tags, mcdc_error *err);
 /* Adds every row of b, taking b itself (no copy; freed with the sorter, or
- * at once on error). */
+ * at once on error). A small b (a stream's commit) is copied and freed, so
+ * that the batches held stay few whatever the size of bronze's files. */
 int silver_sorter_add_owned(silver_sorter *s, mcdc_batch *b, const uint32_t *tags,
                             mcdc_error *err);
 /* No more rows: sorts what is held. Then the rows can be read, as often as

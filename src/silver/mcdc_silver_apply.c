@@ -632,9 +632,9 @@ static int pass2_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
         if (rc == MCDC_OK) rc = mcdc_col_take(&ch->columns[k + 4], &b->columns[p->c_seq], p->idx, n, err);
     }
     if (rc == MCDC_OK && n > 0) rc = mcdc_batch_seal(ch, err);
-    if (rc == MCDC_OK && n > 0) rc = silver_sorter_add(p->pl->changes, ch, NULL, 0, p->tags, err);
-    mcdc_batch_free(ch);
     mcdc_batch_free(b);
+    if (rc == MCDC_OK && n > 0) return silver_sorter_add_owned(p->pl->changes, ch, p->tags, err);
+    mcdc_batch_free(ch);
     return rc;
 }
 

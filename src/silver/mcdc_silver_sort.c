@@ -22,6 +22,9 @@
 /* Accumulation batches hold this many rows (they are few and large, so
  * that sorted output comes in long runs from one batch). */
 #define ACC_ROWS (256 * 1024)
+/* A batch handed over with fewer rows is copied into an accumulation
+ * batch instead of held as it is. */
+#define OWNED_ROWS_MIN 4096
 /* Rows of a run's reader per batch: 64 runs merged hold one batch each. */
 #define RUN_READ_ROWS 8192
 
@@ -41,6 +44,7 @@ typedef struct {
 typedef struct {
     const mcdc_batch *src;
     int32_t row;
+    int32_t acc; /* src is held batch acc[this]; -1: a run's batch */
 } pref;
 
 /* A source of sorted rows while reading: a spilled run, or what is held. */
@@ -305,6 +309,11 @@ int silver_sorter_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows
 int silver_sorter_add_owned(silver_sorter *s, mcdc_batch *b, const uint32_t *tags,
                             mcdc_error *err) {
     MCDC_ASSERT(!s->finished && b->schema->n_fields == s->n_cols);
+    if (b->rows < OWNED_ROWS_MIN) { /* a stream's small commit: copied, so held batches stay few */
+        int rc = silver_sorter_add(s, b, NULL, 0, tags, err);
+        mcdc_batch_free(b);
+        return rc;
+    }
     /* a held batch must take no more rows: mark it full */
     int rc = add_acc(s, b, err);
     if (rc) {
@@ -695,18 +704,25 @@ static int chunk_room(silver_sorter *s, mcdc_error *err) {
  * j in [0, n_cols). */
 static int gather_chunk(silver_sorter *s, mcdc_batch *dst, const int32_t *col_of, int32_t n_cols,
                         const int32_t *sel, int64_t n, mcdc_error *err) {
+    /* Each row's source as an index into seen: a held batch's through
+     * slot (held rows come from any of them, in no order), a run's by a
+     * search (at most one batch per run and the retired ones, and rows of
+     * a run come in stretches from one batch). */
     int32_t *which = mcdc_malloc((size_t)(n ? n : 1) * sizeof *which);
+    int32_t *slot = mcdc_malloc((size_t)(s->n_acc ? s->n_acc : 1) * sizeof *slot);
     const mcdc_batch **seen = NULL;
     const mcdc_column **cols = NULL;
     int32_t n_seen = 0, cap_seen = 0;
     const mcdc_batch *prev = NULL;
-    int rc = which ? MCDC_OK : nomem(err);
+    int rc = which && slot ? MCDC_OK : nomem(err);
+    for (int32_t j = 0; rc == MCDC_OK && j < s->n_acc; j++) slot[j] = -1;
     for (int64_t i = 0; rc == MCDC_OK && i < n; i++) {
         const pref *p = &s->pend[sel ? sel[i] : i];
         const mcdc_batch *b = p->src;
-        int32_t k = i > 0 && prev == b ? which[i - 1] : -1;
+        MCDC_ASSERT(p->acc < s->n_acc && (p->acc < 0 || s->acc[p->acc] == b));
+        int32_t k = p->acc >= 0 ? slot[p->acc] : i > 0 && prev == b ? which[i - 1] : -1;
         prev = b;
-        for (int32_t j = n_seen - 1; k < 0 && j >= 0; j--)
+        for (int32_t j = n_seen - 1; k < 0 && p->acc < 0 && j >= 0; j--)
             if (seen[j] == b) k = j;
         if (k < 0) {
             if (n_seen == cap_seen) {
@@ -721,6 +737,7 @@ static int gather_chunk(silver_sorter *s, mcdc_batch *dst, const int32_t *col_of
             }
             seen[n_seen] = b;
             k = n_seen++;
+            if (p->acc >= 0) slot[p->acc] = k;
         }
         which[i] = k;
         s->idx[i] = p->row;
@@ -734,6 +751,7 @@ static int gather_chunk(silver_sorter *s, mcdc_batch *dst, const int32_t *col_of
         rc = mcdc_col_gather(&dst->columns[c], cols, which, s->idx, n, err);
     }
     mcdc_free(which);
+    mcdc_free(slot);
     mcdc_free(seen);
     mcdc_free(cols);
     return rc;
@@ -768,7 +786,8 @@ int silver_sorter_next(silver_sorter *s, const silver_chunk **out, mcdc_error *e
         cursor *c = &s->cur[s->heap[0]];
         const uint8_t *k = c->k;
         uint32_t klen = c->klen, tags = c->tags;
-        const mcdc_batch *src = c->is_run ? c->b : s->acc[s->ents[c->pos].batch];
+        int32_t acc = c->is_run ? -1 : (int32_t)s->ents[c->pos].batch;
+        const mcdc_batch *src = c->is_run ? c->b : s->acc[acc];
         int64_t row = c->is_run ? c->at : s->ents[c->pos].row;
         /* k points into src (a run's batch, retired rather than freed while
          * this chunk is built) or the arena: valid through the steps below */
@@ -783,7 +802,7 @@ int silver_sorter_next(silver_sorter *s, const silver_chunk **out, mcdc_error *e
         if (rc) break;
         if (s->cfg.ranked && s->cfg.keep_tags && !(all & s->cfg.keep_tags)) continue;
         int64_t i = ch->n++;
-        s->pend[i] = (pref){src, (int32_t)row};
+        s->pend[i] = (pref){src, (int32_t)row, acc};
         s->koff[i] = ch->bytes.len;
         ch->key_len[i] = klen;
         ch->tags[i] = all;
