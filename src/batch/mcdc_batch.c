@@ -730,7 +730,7 @@ static inline void copy_value(uint8_t *d, const uint8_t *s, size_t l) {
  * loops touch the row GATHER_AHEAD places on first, so that its line is
  * loaded while the rows before it are copied; a text's offsets are
  * touched twice as far ahead, its bytes once the offsets are in. */
-#define GATHER_AHEAD 16
+#define GATHER_AHEAD 32
 
 static int gather(mcdc_column *dst, const mcdc_column *const *src, const int32_t *which,
                   const int32_t *rows, int64_t n, mcdc_error *err) {
