@@ -240,10 +240,11 @@ def test_a_dropped_instance_not_named_after_its_table(sim, workdir):
     p = run_cli(*repair_args(job, "--keys-file", keys), check=False)
     assert p.returncode == 0, f"repair exited {p.returncode}:\n{p.stdout}\n{p.stderr}"
     assert json.loads(p.stdout.splitlines()[-1])["images"] == 1, p.stdout
-    # no instance of the table left: reconcile, repair and apply say so, exit 4
+    # no instance of the table left: reconcile, repair, apply and the stream
+    # (its checkpoint read both) say so, exit 4
     disable(sim, B)
     assert listed(sim) == set()
-    for what, cmd in (("reconcile", reconcile_args(job)),
+    for what, cmd in (("stream", job.stream_args()), ("reconcile", reconcile_args(job)),
                       ("repair", repair_args(job, "--keys-file", keys)),
                       ("apply", apply_args(job))):
         p = run_cli(*cmd, check=False, timeout=180)
