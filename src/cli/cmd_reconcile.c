@@ -61,14 +61,14 @@ static const char RECONCILE_HELP[] =
     "\n"
     "Source options as for stream (captureInstance, connectionString, isolationLevel,\n"
     "lockTimeoutMs, ...). Tier 1 counts under READ COMMITTED; Tier 2 reads under\n"
-    "isolationLevel.\n"
+    "isolationLevel. A gone captureInstance is found through bronze (docs/reconcile.md).\n"
     "\n"
     "Exit codes: 0 nothing differs (IN_FLIGHT only is no difference: run again\n"
     "later); 19 something differs (a MISMATCH bucket, MISSING_TARGET, MISSING_SOURCE,\n"
     "RECORD_DIFF or a CHUNK_* failure; the result is on stdout all the same; also\n"
     "with --repair when it repaired them: run apply, then reconcile again); 2 bad\n"
-    "usage, no key, or no silver; 7 a table of another kind, or one table in two\n"
-    "roles; others as for stream.\n";
+    "usage, no key, or no silver; 4 no capture instance of the table is left; 7 a\n"
+    "table of another kind, or one table in two roles; others as for stream.\n";
 
 static int parse_int(const char *name, const char *v, int64_t min, int64_t *out) {
     char *end;

@@ -1351,8 +1351,11 @@ static bool in_list(const char *list, const char *name) {
 
 /* The source's columns and key, and what kind of key it is. */
 static int resolve_source(mcdc_reconcile *r, mcdc_error *err) {
-    mcdc_changes_settings cs = {0};
-    int rc = mcdc_changes_open(&r->changes, r->opts, &cs, err);
+    /* the configured instance, else (gone) its table through bronze's
+     * names; the follow handle of the changes in flight resolves alike */
+    silver_instances_free(&r->flight.names);
+    int rc = silver_bronze_instances(&r->flight.names, r->bronze, r->cfg.bronze, err);
+    if (rc == MCDC_OK) rc = silver_source_open(&r->changes, r->opts, &r->flight.names, false, err);
     if (rc) return mcdc_error_wrap(err, "opening the source"), rc;
     if (r->n_keys == 0) {
         int n = 0;

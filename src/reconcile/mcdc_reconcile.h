@@ -29,6 +29,7 @@
 #include "mcdc_context.h"
 #include "mcdc_lake.h"
 #include "mcdc_options.h"
+#include "mcdc_silver.h"
 #include "mcdc_util.h"
 #include "mssqlcdc.h"
 
@@ -180,6 +181,7 @@ typedef struct rec_flight {
     mcdc_opts *opts;        /* the stream's, owned: the follow handle's */
     mcdc_changes *follow;   /* NULL until the first read, or when unusable */
     bool unusable;          /* it cannot be opened: the configured instance alone */
+    silver_instances names; /* bronze's, owned: the table when the configured one is gone */
 } rec_flight;
 /* The change rows of (after, upper] to fn: the pieces the stream's cut
  * gives after `after` (the older instance up to the newer one's start S - 1,

@@ -36,6 +36,7 @@ void rec_flight_close(rec_flight *f) {
     if (f == NULL) return;
     mcdc_changes_close(f->follow);
     mcdc_opts_free(f->opts);
+    silver_instances_free(&f->names);
     memset(f, 0, sizeof *f);
 }
 
@@ -63,11 +64,10 @@ static void flight_open(rec_flight *f, const mcdc_opts *opts) {
     int rc = mcdc_opts_clone(&f->opts, opts, &e);
     if (rc == MCDC_OK) rc = mcdc_opts_set(f->opts, "schemaChangePolicy", "classify", NULL, &e);
     if (rc == MCDC_OK) rc = mcdc_opts_set(f->opts, "failOnDataLoss", "false", NULL, &e);
-    mcdc_changes_settings cs = {.follow = true};
     const mcdc_log_sink *outer = mcdc_log_current();
     mcdc_log_sink quiet = {pass_errors, (void *)outer, MCDC_LOG_ERROR};
     mcdc_log_use(&quiet);
-    if (rc == MCDC_OK) rc = mcdc_changes_open(&f->follow, f->opts, &cs, &e);
+    if (rc == MCDC_OK) rc = silver_source_open(&f->follow, f->opts, &f->names, true, &e);
     mcdc_log_use(outer);
     if (rc == MCDC_OK) return;
     mcdc_log(MCDC_LOG_WARN,

@@ -153,8 +153,11 @@ static int col_of(const mcdc_schema *s, const char *name, int32_t *out, mcdc_err
 
 /* The source's side: connection, output schema, key columns. */
 static int open_source(repair_run *r, const mcdc_opts *opts, mcdc_error *err) {
-    mcdc_changes_settings cs = {0};
-    int rc = mcdc_changes_open(&r->changes, opts, &cs, err);
+    /* the configured instance, else (gone) its table through bronze's names */
+    silver_instances names;
+    int rc = silver_bronze_instances(&names, r->bronze, r->bronze_name, err);
+    if (rc == MCDC_OK) rc = silver_source_open(&r->changes, opts, &names, false, err);
+    silver_instances_free(&names);
     if (rc) return rc;
     r->out = mcdc_changes_schema(r->changes);
     const char *meta[6] = {"_capture_instance", "_start_lsn", "_seqval", "_operation", "_command_id", "_commit_ts"};

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "mcdc_batch.h"
+#include "mcdc_changes.h"
 #include "mcdc_context.h"
 #include "mcdc_lake.h"
 #include "mcdc_storage.h"
@@ -67,6 +68,9 @@
 /* Bloom filters: 10 bits a key, 7 probes: about 1% false positives. */
 #define SILVER_BLOOM_BITS_PER_KEY 10
 #define SILVER_BLOOM_PROBES 7
+/* Capture instances one bronze table's rows may name: a stream follows its
+ * table's (SQL Server keeps two at a time), switch after switch. */
+#define SILVER_INSTANCES_MAX 64
 
 /* ---- keys ---------------------------------------------------------------------- */
 
@@ -191,6 +195,28 @@ const silver_range *silver_range_find(const silver_range *r, int32_t n, int64_t 
 /* A key column's value as the int64 ranges use; false for NULL or a type
  * ranges do not take. */
 bool silver_range_value(const mcdc_column *c, int64_t row, int64_t *v);
+
+/* ---- the source of a bronze table (mcdc_silver_source.c) ---------------------------
+ * apply, reconcile and repair open the stream's source options. The
+ * configured capture instance may be gone (disabled after a switch to a
+ * newer one of its table, docs/schema-changes.md): the instances bronze's
+ * rows name still give the table, and its instance that reads now is read. */
+typedef struct silver_instances {
+    char **names;         /* n, owned: newest first (by their rows' largest _start_lsn) */
+    uint8_t (*newest)[10];
+    int32_t n;
+} silver_instances;
+/* The capture instances bronze's rows name (none: no bronze, or no rows).
+ * A file of one instance's rows is known by its statistics, not read. */
+int silver_bronze_instances(silver_instances *out, mcdc_table *bronze, const char *bronze_name,
+                            mcdc_error *err);
+void silver_instances_free(silver_instances *x);
+/* mcdc_changes_open of opts, names (may be NULL) the ones to resolve the
+ * table through when captureInstance is gone; follow: the stream's follow
+ * mode (every instance of the table). MCDC_E_SCHEMA: names named some and
+ * the table has no capture instance any more. */
+int silver_source_open(mcdc_changes **out, const mcdc_opts *opts, const silver_instances *names,
+                       bool follow, mcdc_error *err);
 
 /* ---- bloom filters ---------------------------------------------------------------- */
 typedef struct silver_bloom {

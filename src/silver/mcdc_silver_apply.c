@@ -1911,8 +1911,11 @@ static int open_tables(mcdc_apply *a, mcdc_error *err) {
 static int resolve_source(mcdc_apply *a, mcdc_error *err) {
     int rc = list_add(&a->ours, &a->n_ours, a->cfg.capture_instance, strlen(a->cfg.capture_instance), err);
     if (rc || a->opts == NULL) return rc;
-    mcdc_changes_settings cs = {0};
-    rc = mcdc_changes_open(&a->changes, a->opts, &cs, err);
+    /* the configured instance, else (gone) its table through bronze's names */
+    silver_instances names;
+    rc = silver_bronze_instances(&names, a->bronze, a->cfg.bronze, err);
+    if (rc == MCDC_OK) rc = silver_source_open(&a->changes, a->opts, &names, false, err);
+    silver_instances_free(&names);
     if (rc) return mcdc_error_wrap(err, "reading the capture instance's key and its table's capture "
                                         "instances"), rc;
     if (a->n_keys > 0) return MCDC_OK;

@@ -350,11 +350,12 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
     if (settings && settings->retry_backoff_ms > 0 && settings->retry_backoff_ms <= 60000)
         c->backoff_ms_first = (int)settings->retry_backoff_ms;
     bool follow = settings && settings->follow;
-    /* A default-named instance disabled after a newer one took over still
-     * names its table (reference §2.1.1): snapshots and backfill read the
-     * newest one. */
+    /* An instance disabled after a newer one took over still names its
+     * table, by its default name (reference §2.1.1) or through the names
+     * the caller recorded (bronze's rows name them): snapshots, backfill,
+     * apply, reconcile and repair read the instance of it that reads now. */
     if (rc == MCDC_OK && !follow)
-        CONTROL_CALL(rc, c, err, mcdc_changes__resolve_followed(c, ci, NULL, err));
+        CONTROL_CALL(rc, c, err, mcdc_changes__resolve_followed(c, ci, settings, err));
     if (rc == MCDC_OK) {
         const char *tz = mcdc_opt_source_time_zone(opts);
         if (tz == NULL) /* auto */

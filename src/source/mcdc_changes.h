@@ -26,8 +26,15 @@ typedef struct mcdc_changes_settings {
      * §2.5; see "following" below). The schema is then the union of their
      * columns. */
     bool follow;
-    /* follow: the names to try, in order, when captureInstance is gone (the
-     * instance a checkpoint read last, the one it was bound to); borrowed. */
+    /* The names of instances read before, to try in order when
+     * captureInstance is gone (the stream: the instance its checkpoint read
+     * last, the one it was bound to; apply, reconcile, repair: the ones
+     * bronze's rows name, newest first); borrowed, NULL entries skipped.
+     * One that is still listed, or is the default name <schema>_<table> of
+     * a table with instances, gives the table; the handle then reads its
+     * instance that covers max_lsn (the newest whose start capture has
+     * processed). None giving a table while one was named: MCDC_E_SCHEMA,
+     * the table has no capture instance any more. */
     const char *const *also_names;
     int n_also_names;
 } mcdc_changes_settings;

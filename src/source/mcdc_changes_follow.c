@@ -180,28 +180,56 @@ static mcdc_follow_view view_of(const mcdc_follow_inst *x) {
 
 /* ---- open ------------------------------------------------------------------------ */
 
-/* A default name <schema>_<table> of a table that still has instances: its
- * newest one, into c (*found). */
-static int resolve_default_name(mcdc_changes *c, const char *want, bool *found, mcdc_error *err) {
-    *found = false;
+/* The instance of c's table (resolved) that reads its changes now: the
+ * newest one whose start LSN capture has processed and is at or below
+ * max_lsn (a newer one not taken up yet covers nothing), the oldest when
+ * none is; into c. */
+static int resolve_covering(mcdc_changes *c, mcdc_error *err) {
     mcdc_capture_instance *v = NULL;
     int n = 0;
-    int rc = mcdc_cdc_capture_instances(&v, &n, c->client, NULL, NULL, err);
+    mcdc_lsn max;
+    int rc = mcdc_cdc_max_lsn(&max, NULL, c->client, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_cdc_capture_instances(&v, &n, c->client, c->source_schema, c->source_table, err);
+    if (rc == MCDC_OK && n > 1) qsort(v, (size_t)n, sizeof *v, inst_order);
+    int at = n > 0 ? 0 : -1;
+    for (int i = 0; rc == MCDC_OK && i < n; i++)
+        if (!mcdc_lsn_is_zero(&v[i].start_lsn) && mcdc_lsn_cmp(&v[i].start_lsn, &max) <= 0) at = i;
+    char name[MCDC_IDENT_BYTES_MAX + 1] = "";
+    if (rc == MCDC_OK && at >= 0) snprintf(name, sizeof name, "%s", v[at].name);
+    mcdc_capture_instances_free(v, n);
+    if (rc == MCDC_OK && name[0] && !mcdc_str_ieq(name, c->ci))
+        rc = mcdc_changes__resolve_instance(c, name, err);
+    return rc;
+}
+
+/* The table a name that is gone still names: the instance itself when it
+ * is listed, else the one table whose default name <schema>_<table> it is
+ * (an instance of it listed); *found, and c holds one of its instances. */
+static int resolve_table_of(mcdc_changes *c, const char *name, bool *found, mcdc_error *err) {
+    *found = false;
+    mcdc_error e = MCDC_ERROR_INIT;
+    int rc = mcdc_changes__resolve_instance(c, name, &e);
+    if (rc == MCDC_OK) *found = true;
+    if (rc != MCDC_E_NOTFOUND) return rc && err ? (*err = e, rc) : rc;
+    mcdc_capture_instance *v = NULL;
+    int n = 0;
+    rc = mcdc_cdc_capture_instances(&v, &n, c->client, NULL, NULL, err);
     int at = -1, tables = 0;
     for (int i = 0; rc == MCDC_OK && i < n; i++) {
         char def[2 * MCDC_IDENT_BYTES_MAX + 2];
         snprintf(def, sizeof def, "%s_%s", v[i].source_schema, v[i].source_table);
-        if (!mcdc_str_ieq(def, want)) continue;
+        if (!mcdc_str_ieq(def, name)) continue;
         if (at < 0 || !mcdc_str_ieq(v[at].source_schema, v[i].source_schema) ||
             !mcdc_str_ieq(v[at].source_table, v[i].source_table))
             tables++;
-        if (at < 0 || inst_order(&v[at], &v[i]) < 0) at = i;
+        at = i;
     }
-    char name[MCDC_IDENT_BYTES_MAX + 1] = "";
-    if (rc == MCDC_OK && at >= 0 && tables == 1) snprintf(name, sizeof name, "%s", v[at].name);
+    char one[MCDC_IDENT_BYTES_MAX + 1] = "";
+    if (rc == MCDC_OK && at >= 0 && tables == 1) snprintf(one, sizeof one, "%s", v[at].name);
     mcdc_capture_instances_free(v, n);
-    if (rc == MCDC_OK && name[0]) {
-        rc = mcdc_changes__resolve_instance(c, name, err);
+    if (rc == MCDC_OK && one[0]) {
+        rc = mcdc_changes__resolve_instance(c, one, err);
         *found = rc == MCDC_OK;
     }
     return rc;
@@ -215,26 +243,53 @@ int mcdc_changes__resolve_followed(mcdc_changes *c, const char *want,
         if (rc && err) *err = first;
         return rc;
     }
+    /* Gone (or never there): the table the names recorded before still
+     * name, the configured one's default name last. */
     rc = seen_add(c, want, err);
-    bool found = false;
+    bool found = false, recorded = false;
+    char names[512] = "";
+    append_name(names, sizeof names, want);
     for (int i = 0; rc == MCDC_OK && !found && st && i < st->n_also_names; i++) {
         const char *name = st->also_names[i];
-        if (name == NULL || mcdc_str_ieq(name, want)) continue;
-        mcdc_error e = MCDC_ERROR_INIT;
-        int r = mcdc_changes__resolve_instance(c, name, &e);
-        if (r == MCDC_OK) found = true;
-        else if (r == MCDC_E_NOTFOUND) rc = seen_add(c, name, err);
-        else rc = err ? (*err = e, r) : r;
+        if (name == NULL || !name[0]) continue;
+        recorded = true;
+        if (mcdc_str_ieq(name, want)) continue;
+        append_name(names, sizeof names, name);
+        rc = seen_add(c, name, err);
+        if (rc == MCDC_OK) rc = resolve_table_of(c, name, &found, err);
     }
-    if (rc == MCDC_OK && !found) rc = resolve_default_name(c, want, &found, err);
+    if (rc == MCDC_OK && !found) rc = resolve_table_of(c, want, &found, err);
+    if (rc == MCDC_OK && found) rc = resolve_covering(c, err);
+    if (rc == MCDC_OK && !found && recorded) {
+        /* The names were read from, so they existed: CDC was disabled on
+         * their table (or it was dropped), not a name mistyped. */
+        mcdc_capture_instance *v = NULL;
+        int n = 0;
+        char listed[512] = "";
+        rc = mcdc_cdc_capture_instances(&v, &n, c->client, NULL, NULL, err);
+        for (int i = 0; rc == MCDC_OK && i < n; i++) append_name(listed, sizeof listed, v[i].name);
+        mcdc_capture_instances_free(v, n);
+        if (rc == MCDC_OK)
+            rc = mcdc_error_set(err, MCDC_E_SCHEMA,
+                                "captureInstance '%s' is gone, and so is every capture instance "
+                                "its table was read from (%s): the table has no capture "
+                                "instance any more (CDC was disabled on it, or it was dropped; "
+                                "this database lists %s). Nothing was read or written. If the "
+                                "table is captured under a new name, give that name as "
+                                "captureInstance; else enable CDC on it again (EXEC "
+                                "sys.sp_cdc_enable_table) and stream it into a new target with "
+                                "--bootstrap",
+                                want, names, n ? listed : "none");
+        return rc;
+    }
     if (rc == MCDC_OK && !found) {
         if (err) *err = first;
         return MCDC_E_NOTFOUND;
     }
     if (rc == MCDC_OK)
         mcdc_log(MCDC_LOG_WARN,
-                 "capture instance %s is gone; following %s, the newest instance of its table "
-                 "%s.%s",
+                 "capture instance %s is gone; following %s, the instance of its table "
+                 "%s.%s that reads its changes now",
                  want, c->ci, c->source_schema, c->source_table);
     return rc;
 }

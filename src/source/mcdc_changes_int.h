@@ -75,10 +75,11 @@ bool mcdc_changes__control_again(mcdc_changes *c, int rc, int *attempt, mcdc_err
 int mcdc_changes__resolve_instance(mcdc_changes *c, const char *want, mcdc_error *err);
 
 /* ---- following (mcdc_changes_follow.c) ---------------------------------------- */
-/* mcdc_changes__resolve_instance of want, else of the names settings give
- * (may be NULL), else of the newest instance of the table a default name
- * <schema>_<table> names (a disabled instance followed by a newer one);
- * the names that are gone are kept (c->seen). */
+/* mcdc_changes__resolve_instance of want; when it is gone, the table the
+ * names settings give (may be NULL), else want's default name
+ * <schema>_<table>, still names, and its instance that covers max_lsn
+ * (mcdc_changes_settings.also_names); the names that are gone are kept
+ * (c->seen). MCDC_E_SCHEMA: settings named instances and none is left. */
 int mcdc_changes__resolve_followed(mcdc_changes *c, const char *want,
                                    const mcdc_changes_settings *settings, mcdc_error *err);
 /* At open, follow mode: resolves `want` (else the names settings give, else

@@ -12,15 +12,18 @@ not fail on it, the new keys are IN_FLIGHT, and after another stream and
 apply only MATCH again.
 """
 import json
+import os
 
 from deltalake import DeltaTable
 
-from apply_jobs import apply, assert_silver_equals_source, silver_of
+from apply_jobs import apply, apply_args, assert_silver_equals_source, silver_of
 from conftest import run_cli
-from snapshot_jobs import new_job
+from snapshot_jobs import Job, new_job
 from test_reconcile import EXIT_DIFFERS, reconcile_args, report_rows
+from test_repair import repair_args
 from test_schema_changes import enable_v2 as enable_v2_of
-from workload import DB, Items, delta_rows, purge_all, set_sql, settle, where
+from workload import (CAPTURE, DB, Items, Workload, delta_rows, make_db, purge_all, set_sql,
+                      settle, where)
 
 V2 = "dbo_items_v2"
 
@@ -30,13 +33,16 @@ def enable_v2(sim):
     return enable_v2_of(sim, "items", V2)
 
 
-def reconcile_as(job, ci, want=0):
+def reconcile_as(job, ci, want=0, follows=False):
     """reconcile given capture instance ci: its result, its key rows {id:
-    failure type} and its buckets [(lo, hi, status)] (None: open)."""
+    failure type} and its buckets [(lo, hi, status)] (None: open).
+    follows: the changes in flight were read from every instance the stream
+    would read (not the configured one alone, its fallback)."""
     args = reconcile_args(job, "--bucket-rows", "40", "--sample", "1")
     args[args.index("--captureInstance") + 1] = ci
     p = run_cli(*args, check=False, timeout=180)
     assert p.returncode == want, f"reconcile exited {p.returncode}:\n{p.stdout}\n{p.stderr}"
+    assert not follows or "read from capture instance" not in p.stderr, p.stderr
     r = json.loads(p.stdout.splitlines()[-1])
     rows = report_rows(job, r["run_id"])
     keys = {json.loads(x["key"])["id"]: x["failure_type"] for x in rows if x["key"] is not None}
@@ -144,3 +150,105 @@ def test_a_difference_is_still_found_after_a_switch(sim, workdir):
     for ci in ("dbo_items", V2):
         r, keys, _ = reconcile_as(job, ci, want=EXIT_DIFFERS)
         assert keys == {ids[7]: "RECORD_DIFF"}, (ci, r, keys)
+
+
+# ---- a configured instance not named after its table, dropped -----------------------
+
+A, B = "items_cfg_a", "items_cfg_b"  # neither is dbo_items, the table's default name
+EXIT_SCHEMA = 4
+
+
+class NamedItems(Items):
+    """dbo.items captured under a name that is not <schema>_<table>."""
+
+    @property
+    def capture_instance(self):
+        return A
+
+
+def named_job(sim, workdir, seed):
+    spec = NamedItems(key_space=1500)
+    make_db(sim, spec)
+    sim.run("EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'items', "
+            f"@role_name = NULL, @capture_instance = N'{A}'; {CAPTURE}", database=DB)
+    return Job(sim, spec, workdir), Workload(sim, spec, seed=seed)
+
+
+def disable(sim, ci):
+    sim.run("EXEC sys.sp_cdc_disable_table @source_schema = N'dbo', @source_name = N'items', "
+            f"@capture_instance = N'{ci}';", database=DB)
+
+
+def listed(sim):
+    return {r[0] for r in sim.run("SELECT capture_instance FROM cdc.change_tables", database=DB)}
+
+
+def test_a_dropped_instance_not_named_after_its_table(sim, workdir):
+    job, w = named_job(sim, workdir, seed=43)
+    w.preload(300)
+    with w:
+        w.wait_for(20)
+        job.stream()
+        apply(job)
+        w.wait_for(10)
+    s = enable_v2_of(sim, "items", B)
+    with w:  # the switch: the stream reads the newer instance from S
+        w.wait_for(15)
+        job.stream()
+        w.wait_for(5)
+    assert {x["_capture_instance"] for x in delta_rows(job.bronze, ["_capture_instance"])} == {A, B}
+    assert min(x["_start_lsn"] for x in delta_rows(job.bronze) if x["_capture_instance"] == B) >= s
+    disable(sim, A)  # the DBA procedure's last step: the configured name is gone
+    assert listed(sim) == {B}
+    # the workload running: the stream, apply and reconcile given the gone
+    # name follow the table's instance that is left
+    with w:
+        seen = []
+        for _ in range(2):
+            w.wait_for(15)
+            job.stream()
+            apply(job)
+            w.wait_for(10)
+            got = reconcile_as(job, A, follows=True)
+            assert_in_flight(got, [])
+            seen.append(got[0])
+        assert any(r["in_flight"] or r["failures"] for r in seen), seen
+    settle(sim)
+    job.stream()
+    apply(job)
+    assert_silver_equals_source(job)
+    assert_match(job, A, B)
+    # --repair with the gone name: a row changed in silver by another writer
+    ids = sorted(x["id"] for x in delta_rows(silver_of(job), ["id"]))
+    DeltaTable(silver_of(job)).update(predicate=f"id = {ids[5]}", updates={"name": "'by hand'"})
+    args = reconcile_args(job, "--bucket-rows", "40", "--sample", "1", "--repair")
+    args[args.index("--captureInstance") + 1] = A
+    p = run_cli(*args, check=False, timeout=180)
+    assert p.returncode == EXIT_DIFFERS, f"reconcile --repair exited {p.returncode}:\n{p.stderr}"
+    r = json.loads(p.stdout.splitlines()[-1])
+    assert r["repair"]["keys"] == 1 and r["repair"]["images"] == 1, r
+    assert {x["_capture_instance"] for x in delta_rows(job.bronze, ["_capture_instance", "_seqval",
+                                                                    "_operation"])
+            if x["_seqval"] is None and x["_operation"] != 0} == {B}, "repair rows' instance"
+    apply(job)
+    assert_silver_equals_source(job)
+    assert_match(job, A)
+    # repair of a key by hand, given the gone name, reads it from the table
+    keys = os.path.join(workdir, "keys.jsonl")
+    with open(keys, "w") as fh:
+        fh.write(json.dumps({"id": ids[6]}) + "\n")
+    p = run_cli(*repair_args(job, "--keys-file", keys), check=False)
+    assert p.returncode == 0, f"repair exited {p.returncode}:\n{p.stdout}\n{p.stderr}"
+    assert json.loads(p.stdout.splitlines()[-1])["images"] == 1, p.stdout
+    # no instance of the table left: reconcile, repair, apply and the stream
+    # (its checkpoint read both) say so, exit 4
+    disable(sim, B)
+    assert listed(sim) == set()
+    for what, cmd in (("stream", job.stream_args()), ("reconcile", reconcile_args(job)),
+                      ("repair", repair_args(job, "--keys-file", keys)),
+                      ("apply", apply_args(job))):
+        p = run_cli(*cmd, check=False, timeout=180)
+        assert p.returncode == EXIT_SCHEMA, f"{what} exited {p.returncode}:\n{p.stderr}"
+        assert f"'{A}'" in p.stderr and f"'{B}'" in p.stderr, (what, p.stderr)
+        assert "no capture instance" in p.stderr and "sp_cdc_enable_table" in p.stderr, \
+            (what, p.stderr)

@@ -1,6 +1,7 @@
 /* test_silver.c - silver's keys, ranks, rules and sorter (src/silver). */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "mcdc_silver.h"
 #include "mcdc_tables.h"
@@ -2091,4 +2092,106 @@ TEST(silver_history_wave_opens_and_closes_versions_at_its_chunk_stamps) {
     mem_history_text(&x, again, sizeof again);
     CHECK_EQ_STR(again, text);
     mtest_close(&x);
+}
+
+/* ---- the capture instances bronze names (mcdc_silver_source.c) ---------------------- */
+
+typedef struct {
+    const char *ci;
+    int64_t lsn;
+} ci_row;
+
+/* One commit (one file) of rows naming capture instances. */
+static void append_instances(const char *path, const ci_row *rows, int n) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_schema *s;
+    mcdc_schema_create(&s, 2, &e);
+    mcdc_schema_set(s, 0, "_capture_instance", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 1, "_start_lsn", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_batch *b;
+    mcdc_batch_create(&b, s, n, &e);
+    for (int i = 0; i < n; i++) {
+        char l[23];
+        lsn_text(l, rows[i].lsn);
+        mcdc_col_append_bytes(&b->columns[0], rows[i].ci, (int64_t)strlen(rows[i].ci), &e);
+        mcdc_col_append_bytes(&b->columns[1], l, 22, &e);
+    }
+    mcdc_batch_seal(b, &e);
+    mcdc_table *t;
+    mcdc_table_open(&t, path, NULL, &e);
+    mcdc_table_props props = {.kind = MCDC_KIND_BRONZE};
+    mcdc_appender *a;
+    mcdc_appender_open(&a, t, s, &props, &e);
+    mcdc_appender_write(a, b, &e);
+    bool sk;
+    int64_t v;
+    int rc = mcdc_appender_commit(a, NULL, 0, NULL, &sk, &v, &e);
+    if (rc) fprintf(stderr, "  bronze append: %s\n", e.message);
+    CHECK_EQ_INT(rc, MCDC_OK);
+    mcdc_appender_free(a);
+    mcdc_table_close(t);
+    mcdc_batch_free(b);
+    mcdc_schema_unref(s);
+}
+
+static void instances_of(const char *path, silver_instances *out, int want_rc) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_table *t;
+    CHECK_EQ_INT(mcdc_table_open(&t, path, NULL, &e), MCDC_OK);
+    int rc = silver_bronze_instances(out, t, path, &e);
+    if (rc != want_rc) fprintf(stderr, "  silver_bronze_instances: %d %s\n", rc, e.message);
+    CHECK_EQ_INT(rc, want_rc);
+    mcdc_table_close(t);
+}
+
+TEST(silver_bronze_instances_newest_first_from_stats_and_rows) {
+    char *d = silver_dir();
+    CHECK(d != NULL);
+    char path[512];
+    snprintf(path, sizeof path, "%s/bronze", d);
+    silver_instances x;
+    instances_of(path, &x, MCDC_OK); /* no bronze yet: no names */
+    CHECK_EQ_INT(x.n, 0);
+    CHECK(x.names == NULL);
+    /* a file of one instance (its statistics say it), one of three (the
+     * middle name only its rows hold), one of a name too long for exact
+     * statistics */
+    const ci_row one[] = {{"items_a", 1}, {"items_a", 3}, {"items_a", 2}};
+    const ci_row three[] = {{"items_a", 6}, {"items_c", 7}, {"items_b", 9}, {"items_c", 4}};
+    const char *longname = "items_with_a_name_longer_than_statistics_keep";
+    const ci_row cut[] = {{longname, 8}, {longname, 5}};
+    append_instances(path, one, 3);
+    instances_of(path, &x, MCDC_OK);
+    CHECK_EQ_INT(x.n, 1);
+    CHECK(x.n == 1 && strcmp(x.names[0], "items_a") == 0);
+    silver_instances_free(&x);
+    CHECK(x.names == NULL && x.n == 0);
+    append_instances(path, three, 4);
+    append_instances(path, cut, 2);
+    instances_of(path, &x, MCDC_OK);
+    const char *want[] = {"items_b", longname, "items_c", "items_a"};
+    const int64_t newest[] = {9, 8, 7, 6};
+    CHECK_EQ_INT(x.n, 4);
+    for (int i = 0; i < 4 && i < x.n; i++) {
+        CHECK(strcmp(x.names[i], want[i]) == 0);
+        char l[23], got[23];
+        lsn_text(l, newest[i]);
+        silver_lsn_format(got, x.newest[i]);
+        CHECK(strcasecmp(got, l) == 0);
+    }
+    silver_instances_free(&x);
+    /* more names than one table's stream could hold: refused, nothing kept */
+    ci_row many[SILVER_INSTANCES_MAX + 1];
+    char names[SILVER_INSTANCES_MAX + 1][16];
+    for (int i = 0; i <= SILVER_INSTANCES_MAX; i++) {
+        snprintf(names[i], sizeof names[i], "t_%d", i);
+        many[i] = (ci_row){names[i], 100 + i};
+    }
+    append_instances(path, many, SILVER_INSTANCES_MAX + 1);
+    instances_of(path, &x, MCDC_E_LIMIT);
+    CHECK(x.n == 0 && x.names == NULL);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
+    CHECK_EQ_INT(system(cmd), 0);
+    free(d);
 }
