@@ -1173,6 +1173,27 @@ typedef struct {
     const char *name;
 } brow;
 
+/* Commits batch b (schema s; both freed) to the bronze table at path. */
+static void commit_bronze(const char *path, mcdc_schema *s, mcdc_batch *b) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_batch_seal(b, &e);
+    mcdc_table *t;
+    mcdc_table_open(&t, path, NULL, &e);
+    mcdc_table_props props = {.kind = MCDC_KIND_BRONZE};
+    mcdc_appender *a;
+    mcdc_appender_open(&a, t, s, &props, &e);
+    mcdc_appender_write(a, b, &e);
+    bool sk;
+    int64_t v;
+    int rc = mcdc_appender_commit(a, NULL, 0, NULL, &sk, &v, &e);
+    if (rc) fprintf(stderr, "  bronze append: %s\n", e.message);
+    CHECK_EQ_INT(rc, MCDC_OK);
+    mcdc_appender_free(a);
+    mcdc_table_close(t);
+    mcdc_batch_free(b);
+    mcdc_schema_unref(s);
+}
+
 static void append_bronze(const char *path, const brow *rows, int n, const char *extra) {
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_schema *s;
@@ -1215,21 +1236,7 @@ static void append_bronze(const char *path, const brow *rows, int n, const char 
         else mcdc_col_append_null(&b->columns[c++], &e);
         mcdc_col_append_null(&b->columns[c++], &e);
     }
-    mcdc_batch_seal(b, &e);
-    mcdc_table *t;
-    mcdc_table_open(&t, path, NULL, &e);
-    mcdc_table_props props = {.kind = MCDC_KIND_BRONZE};
-    mcdc_appender *a;
-    mcdc_appender_open(&a, t, s, &props, &e);
-    mcdc_appender_write(a, b, &e);
-    bool sk;
-    int64_t v;
-    int rc = mcdc_appender_commit(a, NULL, 0, NULL, &sk, &v, &e);
-    if (rc) fprintf(stderr, "  bronze append: %s\n", e.message);
-    mcdc_appender_free(a);
-    mcdc_table_close(t);
-    mcdc_batch_free(b);
-    mcdc_schema_unref(s);
+    commit_bronze(path, s, b);
 }
 
 static char *silver_dir(void) {
@@ -2116,22 +2123,7 @@ static void append_instances(const char *path, const ci_row *rows, int n) {
         mcdc_col_append_bytes(&b->columns[0], rows[i].ci, (int64_t)strlen(rows[i].ci), &e);
         mcdc_col_append_bytes(&b->columns[1], l, 22, &e);
     }
-    mcdc_batch_seal(b, &e);
-    mcdc_table *t;
-    mcdc_table_open(&t, path, NULL, &e);
-    mcdc_table_props props = {.kind = MCDC_KIND_BRONZE};
-    mcdc_appender *a;
-    mcdc_appender_open(&a, t, s, &props, &e);
-    mcdc_appender_write(a, b, &e);
-    bool sk;
-    int64_t v;
-    int rc = mcdc_appender_commit(a, NULL, 0, NULL, &sk, &v, &e);
-    if (rc) fprintf(stderr, "  bronze append: %s\n", e.message);
-    CHECK_EQ_INT(rc, MCDC_OK);
-    mcdc_appender_free(a);
-    mcdc_table_close(t);
-    mcdc_batch_free(b);
-    mcdc_schema_unref(s);
+    commit_bronze(path, s, b);
 }
 
 static void instances_of(const char *path, silver_instances *out, int want_rc) {
