@@ -18,7 +18,9 @@ Measures:
   side used during the run (ours from time, the simulator's from
   /proc/<pid>/stat), and rows per CPU-second of each, to show which side is
   the bottleneck, with the CPU microseconds a row of each and of both
-  (*_cpu_us_per_row_*; the sum bounds the rate on the shared cores); sim_table_store_reads_*: the queries the simulator's table
+  (*_cpu_us_per_row_*; the sum bounds the rate on the shared cores), and
+  that bound itself, snapshot_cpu_ceiling_rows_per_s_*: the machine's cores
+  divided by the sum; sim_table_store_reads_*: the queries the simulator's table
   store answered (sim.fast_path_stats), the rest went through SQLite.
 - backfill_quiet_*: the same table by `mssql-cdc backfill` (numPartitions 2,
   chunks of 1,000,000 rows, a wave per round) after `stream --bootstrap
@@ -26,7 +28,9 @@ Measures:
 - python_*: one connection, `SELECT` of the first BENCH_SNAPSHOT_PYTHON_ROWS
   rows, cursor.arrow_reader() streamed into write_deltalake; its rows/s against
   ours is snapshot_vs_python_ratio (ours on 2 connections) and
-  snapshot_1conn_vs_python_ratio.
+  snapshot_1conn_vs_python_ratio; python_10x_rows_per_s is the rate the
+  goal of 10x asks for, snapshot_cpu_ceiling_vs_python_ratio the ratio the
+  cores would allow at this run's CPU a row.
 - reference_*: a table of BENCH_SNAPSHOT_REFERENCE_ROWS rows; the reference's
   snapshot() and ours (numPartitions 2 each), then its chunked backfill
   (to_delta(bootstrap=True, snapshot="chunked") opens it, backfill() until
@@ -157,6 +161,7 @@ def main():
 def ours_snapshots(sim, work):
     """Our snapshot of dbo.t on 1 and 2 connections; returns {partitions: rows/s}."""
     rates, rss = {}, 0.0
+    cores = os.cpu_count() or 1
     for n in (1, 2):
         target = os.path.join(work, f"ours-{n}conn", "bronze")
         run, sim_cpu, store = measured(sim, [CLI, "snapshot", *source_args(sim, "dbo_t", n),
@@ -174,6 +179,10 @@ def ours_snapshots(sim, work):
         print(f"snapshot_cpu_us_per_row_{n}conn: {run.cpu_s / ROWS * 1e6:.3f}")
         print(f"sim_cpu_us_per_row_{n}conn: {sim_cpu / ROWS * 1e6:.3f}")
         print(f"total_cpu_us_per_row_{n}conn: {(run.cpu_s + sim_cpu) / ROWS * 1e6:.3f}")
+        # the most the machine's cores allow at this cost a row, were they
+        # busy with nothing but our snapshot and the simulator
+        rates[f"ceiling{n}"] = cores * ROWS / max(run.cpu_s + sim_cpu, 1e-3)
+        print(f"snapshot_cpu_ceiling_rows_per_s_{n}conn: {rates[f'ceiling{n}']:.0f}")
         print(f"sim_table_store_reads_{n}conn: {store}")
         print(f"snapshot_peak_rss_mb_{n}conn: {run.rss_mb:.1f}")
         print(f"snapshot_file_bytes_per_row_{n}conn: {data_bytes(target) / ROWS:.1f}")
@@ -226,6 +235,9 @@ def python_path(sim, work, ours):
     print(f"python_sim_cpu_seconds: {sim_cpu:.2f}")
     print(f"python_sim_table_store_reads: {table_store_reads(sim) - q0}")
     print(f"snapshot_vs_python_ratio: {ours[2] / rate:.2f}")
+    # the goal's rate (10x the Python path) next to what the cores allow
+    print(f"python_10x_rows_per_s: {10 * rate:.0f}")
+    print(f"snapshot_cpu_ceiling_vs_python_ratio: {ours['ceiling2'] / rate:.2f}")
     print(f"snapshot_1conn_vs_python_ratio: {ours[1] / rate:.2f}")
 
 
