@@ -50,6 +50,25 @@ static int32_t type_param(const mcdc_field *f) {
     return 0;
 }
 
+/* Bytes per value of a directory's type (and detail), without a schema:
+ * or bits (bool), var (utf8/binary: offsets and data), bad (no such type,
+ * or a fixed binary of no width). */
+enum { WIDTH_BITS = -1, WIDTH_VAR = -2, WIDTH_BAD = -3 };
+static int64_t wire_width(uint8_t type, int32_t param) {
+    switch (type) {
+    case MCDC_TYPE_BOOL: return WIDTH_BITS;
+    case MCDC_TYPE_INT8: return 1;
+    case MCDC_TYPE_INT16: return 2;
+    case MCDC_TYPE_INT32: case MCDC_TYPE_FLOAT: case MCDC_TYPE_DATE32: return 4;
+    case MCDC_TYPE_INT64: case MCDC_TYPE_DOUBLE: case MCDC_TYPE_TIMESTAMP_NTZ:
+    case MCDC_TYPE_TIMESTAMP_UTC: return 8;
+    case MCDC_TYPE_DECIMAL: return 16;
+    case MCDC_TYPE_UTF8: case MCDC_TYPE_BINARY: return WIDTH_VAR;
+    case MCDC_TYPE_FIXED_BINARY: return param > 0 && param <= (1 << 20) ? param : WIDTH_BAD;
+    default: return WIDTH_BAD;
+    }
+}
+
 /* Bytes of the values (fixed width) or offsets (utf8/binary) of rows rows. */
 static int64_t main_bytes(const mcdc_field *f, int64_t rows) {
     if (is_var(f)) return (rows + 1) * 4;
@@ -160,6 +179,28 @@ int mcdc_frame_head(const uint8_t *head, int32_t n_cols, int64_t *rows, int64_t 
                               r, MCDC_FRAME_ROWS_MAX);
     if (body > (uint64_t)MCDC_BATCH_BYTES_MAX * 4)
         return mcdc_error_set(err, MCDC_E_CORRUPT, "frame: a body of %llu bytes, past any batch",
+                              (unsigned long long)body);
+    /* the buffers the directory describes fill the body exactly: a reader
+     * sizes a batch by rows only once the body holds them */
+    uint64_t sum = 0;
+    for (int32_t i = 0; i < n_cols; i++) {
+        const uint8_t *d = head + MCDC_FRAME_FIXED_BYTES + (size_t)i * MCDC_FRAME_COL_BYTES;
+        int64_t w = wire_width(d[0], (int32_t)get32(d + 4));
+        uint64_t data = get64(d + 16);
+        if (w == WIDTH_BAD)
+            return mcdc_error_set(err, MCDC_E_CORRUPT, "frame: column %d has no type this build knows (%u)",
+                                  (int)i, (unsigned)d[0]);
+        if (data > body)
+            return mcdc_error_set(err, MCDC_E_CORRUPT, "frame: column %d has more data than the body",
+                                  (int)i);
+        sum += (d[1] & FLAG_VALIDITY ? (r + 7) / 8 : 0) + data +
+               (uint64_t)(w == WIDTH_VAR ? ((int64_t)r + 1) * 4 : w == WIDTH_BITS ? ((int64_t)r + 7) / 8
+                                                                                  : w * r);
+        if (sum > body) break;
+    }
+    if (sum != body)
+        return mcdc_error_set(err, MCDC_E_CORRUPT,
+                              "frame: its columns' buffers do not fill its body of %llu bytes",
                               (unsigned long long)body);
     *rows = r;
     *body_bytes = (int64_t)body;

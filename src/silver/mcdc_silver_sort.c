@@ -633,7 +633,7 @@ static int run_next(silver_sorter *s, run_reader *r, mcdc_batch **out, mcdc_erro
     mcdc_buf_reset(&s->io);
     int rc = run_read(s, r, 0, kh, err);
     if (rc == MCDC_OK) rc = in_run(s, r, err, mcdc_frame_head(s->io.data, 3, &krows, &kbody, err));
-    if (rc == MCDC_OK && kbody > r->size) rc = run_corrupt(s, r, err, "its keys frame runs past the file");
+    if (rc == MCDC_OK && kbody > r->size) rc = run_corrupt(s, r, err, "the file ends inside its keys frame (truncated)");
     if (rc == MCDC_OK) rc = run_read(s, r, kh, (size_t)kbody + rh, err);
     size_t rat = kh + (size_t)kbody; /* the rows frame */
     if (rc == MCDC_OK)
@@ -641,7 +641,7 @@ static int run_next(silver_sorter *s, run_reader *r, mcdc_batch **out, mcdc_erro
     if (rc == MCDC_OK && rrows != krows)
         rc = run_corrupt(s, r, err, "its keys and rows frames hold different row counts");
     if (rc == MCDC_OK && rbody > r->size - r->at - (int64_t)(rat + rh))
-        rc = run_corrupt(s, r, err, "its rows frame runs past the file");
+        rc = run_corrupt(s, r, err, "the file ends inside its rows frame (truncated)");
     if (rc == MCDC_OK && !s->keys_only) rc = run_read(s, r, rat + rh, (size_t)rbody, err);
     mcdc_batch *b = NULL;
     if (rc == MCDC_OK)

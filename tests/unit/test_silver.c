@@ -611,9 +611,11 @@ TEST(silver_sorter_unranked_keeps_every_row_in_key_order) {
     int32_t *pick = malloc(N * sizeof *pick);
     int n = 0;
     for (int i = 0; i < N; i += 2) pick[n++] = i; /* half the rows */
-    CHECK_EQ_INT(silver_sorter_add(x, b, pick, n, NULL, &e), MCDC_OK);
+    /* in parts: the budget is checked after each, so several runs spill */
+    for (int k = 0; k < 8; k++)
+        CHECK_EQ_INT(silver_sorter_add(x, b, pick + k * (n / 8), k < 7 ? n / 8 : n - 7 * (n / 8), NULL, &e), MCDC_OK);
     CHECK_EQ_INT(silver_sorter_finish(x, &e), MCDC_OK);
-    CHECK(silver_sorter_runs(x) >= 1);
+    CHECK(silver_sorter_runs(x) >= 2);
     CHECK_EQ_INT(silver_sorter_rewind(x, false, &e), MCDC_OK);
     const silver_chunk *ch;
     int64_t seen = 0, disorder = 0, last = -1;
@@ -628,6 +630,104 @@ TEST(silver_sorter_unranked_keeps_every_row_in_key_order) {
     CHECK_EQ_INT(seen, n);
     CHECK_EQ_INT(disorder, 0);
     free(pick);
+    mcdc_batch_free(b);
+    silver_sorter_free(x);
+    mcdc_schema_unref(s);
+    mcdc_storage_free(st);
+    mcdc_storage_mem_release(m);
+}
+
+/* Reads the sorter from its first row to its end: the first failure (of
+ * the rewind or a chunk), and the rows read in *rows. */
+static int drain_sorter(silver_sorter *x, bool keys_only, int64_t *rows, mcdc_error *e) {
+    *rows = 0;
+    mcdc_error_clear(e);
+    int rc = silver_sorter_rewind(x, keys_only, e);
+    const silver_chunk *ch = NULL;
+    while (rc == MCDC_OK && (rc = silver_sorter_next(x, &ch, e)) == MCDC_OK && ch) *rows += ch->n;
+    return rc;
+}
+
+/* A spilled run is a file like any other: damaged, cut short or replaced,
+ * it is refused as corrupt, naming the file and the frame pair; never read
+ * as rows. */
+TEST(silver_sorter_refuses_a_damaged_run) {
+    mcdc_storage_mem *m;
+    mcdc_storage *st;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_storage_mem_create(&m, "sorter6", &e);
+    mcdc_storage_mem_open(&st, m, NULL, &e);
+    mcdc_schema *s = change_schema();
+    silver_sorter *x = new_sorter(st, s, false, 0, SILVER_SORT_BYTES_MIN);
+    enum { N = 40000 };
+    mcdc_batch *b;
+    mcdc_batch_create(&b, s, N, &e);
+    for (int i = 0; i < N; i++) {
+        char v[48];
+        snprintf(v, sizeof v, "value-%d-padded-to-spill-sooner", i);
+        add_change(b, (i * 31) % 5000, v, 5, 2, 0, i % 3 ? 1 : -1);
+    }
+    mcdc_batch_seal(b, &e);
+    /* in ten parts: the budget is checked after each, so many runs spill */
+    int32_t *part = malloc(N / 10 * sizeof *part);
+    for (int k = 0; k < 10; k++) {
+        for (int i = 0; i < N / 10; i++) part[i] = k * (N / 10) + i;
+        CHECK_EQ_INT(silver_sorter_add(x, b, part, N / 10, NULL, &e), MCDC_OK);
+    }
+    free(part);
+    CHECK_EQ_INT(silver_sorter_finish(x, &e), MCDC_OK);
+    CHECK(silver_sorter_runs(x) >= 5);
+    int64_t rows = 0;
+    CHECK_EQ_INT(drain_sorter(x, false, &rows, &e), MCDC_OK);
+    CHECK_EQ_INT(rows, N);
+    mcdc_storage_listing l = {0};
+    CHECK_EQ_INT(mcdc_storage_list(st, "_mssql_cdc_spill/", &l, &e), MCDC_OK);
+    CHECK(l.count >= 2);
+    char key[256] = "";
+    if (l.count > 0) snprintf(key, sizeof key, "_mssql_cdc_spill/%s", l.entries[0].name);
+    mcdc_storage_listing_free(&l);
+    CHECK(strlen(key) > 7 && strcmp(key + strlen(key) - 7, ".frames") == 0);
+    mcdc_buf run = {0};
+    CHECK_EQ_INT(mcdc_storage_get(st, key, 1u << 30, &run, &e), MCDC_OK);
+    CHECK(run.len > 8192);
+    uint8_t *bad = malloc(run.len);
+    struct {
+        size_t len;
+        size_t flip;    /* a byte flipped (or past len: none) */
+        bool keys_see;  /* a keys-only pass reads the damage too */
+        const char *want;
+    } cases[] = {
+        {run.len, run.len - 1, false, "body's checksum"}, /* the last pair's rows */
+        {run.len, 200, true, "body's checksum"},          /* the first pair's keys */
+        {run.len, 13, true, "head's checksum"},           /* the first keys frame's rows */
+        {run.len / 2, run.len, true, "truncated"},
+        {200, run.len, true, "bad magic"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        memcpy(bad, run.data, run.len);
+        if (cases[i].len == 200) memset(bad, 'x', 200);
+        if (cases[i].flip < cases[i].len) bad[cases[i].flip] ^= 0x10;
+        CHECK_EQ_INT(mcdc_storage_put(st, key, bad, cases[i].len, &e), MCDC_OK);
+        for (int keys_only = 0; keys_only < 2; keys_only++) {
+            int rc = drain_sorter(x, keys_only, &rows, &e);
+            if (keys_only && !cases[i].keys_see) {
+                /* a keys-only pass skips the rows frames unread */
+                CHECK_EQ_INT(rc, MCDC_OK);
+                CHECK_EQ_INT(rows, N);
+                continue;
+            }
+            CHECK_EQ_INT(rc, MCDC_E_CORRUPT);
+            CHECK(strstr(e.message, key) && strstr(e.message, "frame pair"));
+            CHECK(strstr(e.message, cases[i].want) != NULL);
+            if (!strstr(e.message, cases[i].want)) fprintf(stderr, "  case %zu: %s\n", i, e.message);
+        }
+    }
+    /* put back, it reads again */
+    CHECK_EQ_INT(mcdc_storage_put(st, key, run.data, run.len, &e), MCDC_OK);
+    CHECK_EQ_INT(drain_sorter(x, true, &rows, &e), MCDC_OK);
+    CHECK_EQ_INT(rows, N);
+    free(bad);
+    mcdc_buf_free(&run);
     mcdc_batch_free(b);
     silver_sorter_free(x);
     mcdc_schema_unref(s);
