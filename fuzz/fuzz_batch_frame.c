@@ -4,9 +4,9 @@
  * accept is a valid batch (mcdc_batch_validate), which writes a frame of
  * the same length that reads back to the same bytes again.
  *
- * Input: byte 0 picks the columns (a run of a schema of every type, the
- * last NOT NULL) and whether the checksums are fixed first (odd: so that
- * the fuzzer reaches past them); then frames, one after another, as a
+ * Input: bytes 0 and 1 pick the columns (how many, from which, of a schema
+ * of every type whose last is NOT NULL) and whether the checksums are fixed
+ * first (byte 0 odd: so that the fuzzer reaches past them); then frames, one after another, as a
  * sorter's run holds them. Run by scripts/fuzz.sh. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -64,12 +64,12 @@ static void round_trip(mcdc_schema *s, const mcdc_batch *b, size_t frame_len) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (size < 1) return 0;
+    if (size < 2) return 0;
     bool fix = data[0] & 1;
     int32_t n_cols = 1 + (data[0] >> 1) % ALL;
-    int32_t first = (data[0] >> 1) / ALL % (ALL - n_cols + 1);
-    data++;
-    size--;
+    int32_t first = data[1] % (ALL - n_cols + 1);
+    data += 2;
+    size -= 2;
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_schema *s = NULL;
     if (mcdc_schema_create(&s, n_cols, &e) != MCDC_OK) return 0;
