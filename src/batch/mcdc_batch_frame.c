@@ -177,7 +177,8 @@ int mcdc_frame_head(const uint8_t *head, int32_t n_cols, int64_t *rows, int64_t 
     if (r > MCDC_FRAME_ROWS_MAX)
         return mcdc_error_set(err, MCDC_E_CORRUPT, "frame: %u rows, more than the %d a frame holds",
                               r, MCDC_FRAME_ROWS_MAX);
-    if (body > (uint64_t)MCDC_BATCH_BYTES_MAX * 4)
+    /* each of a column's three buffers is at most a batch's bytes */
+    if (body > (uint64_t)MCDC_BATCH_BYTES_MAX * 3 * (uint64_t)n_cols)
         return mcdc_error_set(err, MCDC_E_CORRUPT, "frame: a body of %llu bytes, past any batch",
                               (unsigned long long)body);
     /* the buffers the directory describes fill the body exactly: a reader

@@ -631,6 +631,9 @@ static int run_next(silver_sorter *s, run_reader *r, mcdc_batch **out, mcdc_erro
     size_t kh = mcdc_frame_head_bytes(3), rh = mcdc_frame_head_bytes(s->n_cols);
     int64_t krows = 0, kbody = 0, rrows = 0, rbody = 0;
     mcdc_buf_reset(&s->io);
+    /* a pair holds a batch's columns, each up to the batch limit (what is
+     * read is bounded by the file: its size is checked first) */
+    s->io.limit = (size_t)MCDC_BATCH_BYTES_MAX * (size_t)(s->n_cols + 3);
     int rc = run_read(s, r, 0, kh, err);
     if (rc == MCDC_OK) rc = in_run(s, r, err, mcdc_frame_head(s->io.data, 3, &krows, &kbody, err));
     if (rc == MCDC_OK && kbody > r->size) rc = run_corrupt(s, r, err, "the file ends inside its keys frame (truncated)");
