@@ -14,6 +14,7 @@
  * over all of them is its latest. A history sorter (SCD type 2) keeps the
  * rank as it is and cuts nothing: a key's rows come oldest first.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -589,20 +590,22 @@ static void cur_fill(const silver_sorter *s, cursor *c) {
 }
 
 /* A run's file on disk is trusted no more than any other: what it holds
- * is MCDC_E_CORRUPT naming the file and the frame pair. */
+ * is MCDC_E_CORRUPT naming the file and the frame pair. A run is scratch
+ * data of this pass, rewritten by the next one. */
+#define RUN_ADVICE "; run the apply again (it spills afresh), and check the disk if this recurs"
 static int run_corrupt(const silver_sorter *s, const run_reader *r, mcdc_error *err,
                        const char *what) {
-    return mcdc_error_set(err, MCDC_E_CORRUPT, "spilled run %s/%s, frame pair %lld at byte %lld: %s",
+    return mcdc_error_set(err, MCDC_E_CORRUPT, "spilled run %s/%s, frame pair %lld at byte %lld: %s" RUN_ADVICE,
                           s->cfg.spill->root, r->key, (long long)r->frame, (long long)r->at, what);
 }
 
 /* A frame's own refusal (mcdc_frame_head, mcdc_frame_decode: what is
- * wrong in it) with the file and the pair it is in. */
+ * wrong in it) said as run_corrupt does. Other failures (memory) pass. */
 static int in_run(const silver_sorter *s, const run_reader *r, mcdc_error *err, int rc) {
-    if (rc)
-        mcdc_error_wrap(err, "spilled run %s/%s, frame pair %lld at byte %lld", s->cfg.spill->root,
-                        r->key, (long long)r->frame, (long long)r->at);
-    return rc;
+    if (rc != MCDC_E_CORRUPT) return rc;
+    char what[MCDC_ERROR_MESSAGE_MAX];
+    snprintf(what, sizeof what, "%s", err->message);
+    return run_corrupt(s, r, err, what);
 }
 
 /* Reads len bytes at r->at + from into s->io at from, where what was read
