@@ -137,6 +137,8 @@ int silver_sorter_create(silver_sorter **out, const silver_sorter_cfg *cfg, mcdc
     if (keys == NULL || prefix == NULL) {
         mcdc_free(keys);
         mcdc_free(prefix);
+        s->cfg.key_cols = NULL; /* still the caller's: not ours to free */
+        s->cfg.spill_prefix = NULL;
         silver_sorter_free(s);
         return nomem(err);
     }

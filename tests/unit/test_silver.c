@@ -770,6 +770,121 @@ TEST(silver_sorter_refuses_a_damaged_run) {
     mcdc_storage_mem_release(m);
 }
 
+/* A sorter's life (rows added in parts so that runs spill, then read
+ * twice: rows, then keys only): MCDC_OK with every row, or the failure. */
+enum { LIFE_WRONG = 99 }; /* sorter_life's own: the life went wrong without an error */
+static int sorter_life(mcdc_storage *st, mcdc_schema *s, const mcdc_batch *b, int64_t *rows,
+                       mcdc_error *e) {
+    *rows = 0;
+    silver_sorter *x = NULL;
+    static const int32_t key[1] = {0};
+    silver_sorter_cfg c = {.schema = s, .key_cols = key, .n_keys = 1,
+                           .memory_bytes = SILVER_SORT_BYTES_MIN, .spill = st,
+                           .spill_prefix = "_mssql_cdc_spill/f-"};
+    int rc = silver_sorter_create(&x, &c, e);
+    int32_t part[2000];
+    for (int64_t at = 0; rc == MCDC_OK && at < b->rows; at += 2000) {
+        int64_t n = b->rows - at < 2000 ? b->rows - at : 2000;
+        for (int64_t i = 0; i < n; i++) part[i] = (int32_t)(at + i);
+        rc = silver_sorter_add(x, b, part, n, NULL, e);
+    }
+    if (rc == MCDC_OK) rc = silver_sorter_finish(x, e);
+    if (rc == MCDC_OK && silver_sorter_runs(x) < 2) rc = LIFE_WRONG; /* the case needs runs */
+    if (rc == MCDC_OK) rc = drain_sorter(x, false, rows, e);
+    int64_t keys = 0;
+    if (rc == MCDC_OK) rc = drain_sorter(x, true, &keys, e);
+    if (rc == MCDC_OK && keys != *rows) rc = LIFE_WRONG;
+    silver_sorter_free(x);
+    return rc;
+}
+
+static mcdc_batch *life_rows(mcdc_schema *s, int n) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_batch *b;
+    mcdc_batch_create(&b, s, n, &e);
+    for (int i = 0; i < n; i++) {
+        char v[80];
+        snprintf(v, sizeof v, "%d-a-value-long-enough-that-a-few-thousand-rows-pass-the-budget", i);
+        add_change(b, (i * 37) % n, v, 5, 2, 0, 1);
+    }
+    mcdc_batch_seal(b, &e);
+    return b;
+}
+
+/* Every storage call and many allocations of a spilling sorter's life
+ * failed in turn: the failure comes back, nothing leaks, no run is left
+ * behind (the sorter deletes its runs), and without one every row is read. */
+TEST(silver_sorter_spilling_fails_cleanly_at_each_storage_call_and_allocation) {
+    mcdc_storage_mem *m;
+    mcdc_storage *st;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_storage_mem_create(&m, "sorter7", &e);
+    mcdc_storage_mem_open(&st, m, NULL, &e);
+    enum { N = 12000 };
+    mcdc_schema *s = change_schema();
+    mcdc_batch *b = life_rows(s, N);
+    int64_t rows = 0;
+    CHECK_EQ_INT(sorter_life(st, s, b, &rows, &e), MCDC_OK);
+    CHECK_EQ_INT(rows, N);
+    const mcdc_log_sink *host = mcdc_log_use(&mcdc_test_quiet);
+    int io_failures = 0;
+    for (int64_t nth = 1;; nth++) {
+        mcdc_storage_mem_fail_nth(m, MCDC_STORAGE_OP_ANY, nth, MCDC_E_IO);
+        mcdc_error fe = MCDC_ERROR_INIT;
+        int rc = sorter_life(st, s, b, &rows, &fe);
+        bool fired = mcdc_storage_mem_fault_fired(m);
+        mcdc_storage_mem_fail_nth(m, MCDC_STORAGE_OP_ANY, 0, 0);
+        if (!fired) {
+            CHECK_EQ_INT(rc, MCDC_OK);
+            CHECK_EQ_INT(rows, N);
+            break;
+        }
+        /* a failed delete of a run is not the sorter's failure */
+        CHECK(rc == MCDC_OK || rc == MCDC_E_IO);
+        io_failures += rc == MCDC_E_IO;
+    }
+    CHECK(io_failures > 10);
+    int nomem = 0;
+    for (int64_t nth = 1; nth < 4000; nth += nth < 300 ? 1 : 61) {
+        /* a store and rows of their own: what the store's journal and the
+         * schema's batch pool keep goes with them */
+        mcdc_alloc_stats before, after;
+        mcdc_alloc_get_stats(&before);
+        mcdc_storage_mem *m2;
+        mcdc_storage *st2;
+        mcdc_storage_mem_create(&m2, "sorter7b", &e);
+        mcdc_storage_mem_open(&st2, m2, NULL, &e);
+        mcdc_schema *s2 = change_schema();
+        mcdc_batch *b2 = life_rows(s2, N);
+        mcdc_alloc_fail_at(nth);
+        mcdc_error fe = MCDC_ERROR_INIT;
+        int rc = sorter_life(st2, s2, b2, &rows, &fe);
+        mcdc_alloc_fail_at(0);
+        CHECK(rc == MCDC_OK || rc == MCDC_E_NOMEM);
+        if (rc == MCDC_OK) CHECK_EQ_INT(rows, N);
+        nomem += rc == MCDC_E_NOMEM;
+        mcdc_storage_listing l = {0};
+        mcdc_storage_list(st2, "_mssql_cdc_spill/", &l, &e);
+        /* no run left behind, but where the failure hit a delete of the
+         * sorter's free (which cannot fail: the next pass empties the
+         * spill directory) */
+        CHECK(l.count == 0 || rc == MCDC_OK);
+        mcdc_storage_listing_free(&l);
+        mcdc_batch_free(b2);
+        mcdc_schema_unref(s2);
+        mcdc_storage_free(st2);
+        mcdc_storage_mem_release(m2);
+        mcdc_alloc_get_stats(&after);
+        CHECK_EQ_INT(after.live_bytes, before.live_bytes);
+    }
+    CHECK(nomem > 100);
+    mcdc_log_use(host);
+    mcdc_batch_free(b);
+    mcdc_schema_unref(s);
+    mcdc_storage_free(st);
+    mcdc_storage_mem_release(m);
+}
+
 /* ---- the merge ------------------------------------------------------------------------ */
 
 /* silver: id INT32, val UTF8, _start_lsn UTF8, _commit_ts TIMESTAMP_NTZ */
