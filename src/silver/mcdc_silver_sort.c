@@ -483,14 +483,29 @@ static int take_held(silver_sorter *s, mcdc_batch *out, int64_t from, int64_t to
     }
     mcdc_free(which);
     mcdc_free(src);
+    if (rc || !with_keys || n == 0) return rc;
+    /* the three key columns filled straight from the entries, room made once */
     const uint8_t *a = (const uint8_t *)s->arena.data;
-    for (int64_t i = from; with_keys && i < to && rc == MCDC_OK; i++) {
-        const ent *e = &s->ents[i];
-        rc = mcdc_col_append_bytes(&out->columns[s->n_cols], a + e->off, e->len, err);
-        if (rc == MCDC_OK) rc = mcdc_col_append_int(&out->columns[s->n_cols + 1], e->klen, err);
-        if (rc == MCDC_OK) rc = mcdc_col_append_int(&out->columns[s->n_cols + 2], (int32_t)e->tags, err);
+    mcdc_column *sk = &out->columns[s->n_cols], *kl = sk + 1, *tg = sk + 2;
+    int64_t bytes = 0;
+    for (int64_t i = from; i < to; i++) bytes += s->ents[i].len;
+    rc = mcdc_col_reserve(sk, n, bytes, err);
+    if (rc == MCDC_OK) rc = mcdc_col_reserve(kl, n, 0, err);
+    if (rc == MCDC_OK) rc = mcdc_col_reserve(tg, n, 0, err);
+    if (rc) return rc;
+    MCDC_ASSERT(sk->length == kl->length && kl->length == tg->length);
+    int64_t at = sk->length;
+    for (int64_t i = 0; i < n; i++) {
+        const ent *e = &s->ents[from + i];
+        memcpy(sk->data + sk->data_len, a + e->off, e->len);
+        sk->data_len += e->len;
+        sk->offsets[at + i + 1] = (int32_t)sk->data_len;
+        int32_t klen = (int32_t)e->klen, tags = (int32_t)e->tags;
+        memcpy(kl->values + (at + i) * 4, &klen, 4);
+        memcpy(tg->values + (at + i) * 4, &tags, 4);
     }
-    return rc;
+    sk->length = kl->length = tg->length = at + n;
+    return MCDC_OK;
 }
 
 /* A frame's pieces go straight from the batch to the run's file. */
