@@ -83,49 +83,73 @@ static int corrupt(mcdc_error *err, const char *what, const mcdc_field *f) {
     return mcdc_error_set(err, MCDC_E_CORRUPT, "frame: %s", what);
 }
 
-/* The bytes of a column's buffers in the frame: validity (only with NULLs),
- * values or offsets, data. */
-static void col_pieces(const mcdc_column *c, int64_t rows, const uint8_t *p[3], size_t n[3]) {
+static int64_t zeros(const uint8_t *bits, int64_t rows);
+
+/* A column's rows [row0, row0 + rows) as the frame holds them: its NULLs,
+ * and its buffers' bytes: validity (only with NULLs), values or offsets,
+ * data. Offsets of a slice that does not start at 0 are rebased into
+ * rebased ((rows + 1) entries); a column of no rows may have no offsets
+ * yet (its one offset is 0). */
+typedef struct {
+    int64_t nulls;
+    const uint8_t *p[3];
+    size_t n[3];
+} col_bytes;
+
+static void col_slice(const mcdc_column *c, int64_t row0, int64_t rows, int32_t *rebased,
+                      col_bytes *o) {
     const mcdc_field *f = c->field;
-    p[0] = c->validity;
-    n[0] = c->null_count ? (size_t)(rows + 7) / 8 : 0;
-    p[1] = is_var(f) ? (const uint8_t *)c->offsets : c->values;
-    n[1] = (size_t)main_bytes(f, rows);
-    p[2] = c->data;
-    n[2] = is_var(f) ? (size_t)c->data_len : 0;
+    o->nulls = c->null_count ? zeros(c->validity + row0 / 8, rows) : 0;
+    o->p[0] = c->null_count ? c->validity + row0 / 8 : NULL;
+    o->n[0] = o->nulls ? (size_t)(rows + 7) / 8 : 0;
+    o->n[1] = (size_t)main_bytes(f, rows);
+    o->p[2] = NULL;
+    o->n[2] = 0;
+    if (!is_var(f)) {
+        o->p[1] = f->type == MCDC_TYPE_BOOL ? c->values + row0 / 8
+                                            : c->values + row0 * mcdc_type_width(f);
+        return;
+    }
+    int32_t base = c->offsets ? c->offsets[row0] : 0;
+    if (base == 0 && c->offsets) {
+        o->p[1] = (const uint8_t *)(c->offsets + row0);
+    } else {
+        for (int64_t r = 0; r <= rows; r++) rebased[r] = c->offsets ? c->offsets[row0 + r] - base : 0;
+        o->p[1] = (const uint8_t *)rebased;
+    }
+    o->p[2] = c->data ? c->data + base : NULL;
+    o->n[2] = c->offsets ? (size_t)(c->offsets[row0 + rows] - base) : 0;
 }
 
-static const uint8_t ZERO_OFFSET[4];
-
-int mcdc_frame_write(const mcdc_batch *b, int32_t first, int32_t n_cols, mcdc_frame_sink sink,
-                     void *ctx, mcdc_error *err) {
+int mcdc_frame_write(const mcdc_batch *b, int32_t first, int32_t n_cols, int64_t row0,
+                     int64_t rows, mcdc_frame_sink sink, void *ctx, mcdc_error *err) {
     MCDC_ASSERT(first >= 0 && n_cols >= 0 && first + n_cols <= b->schema->n_fields);
-    int64_t rows = n_cols ? b->columns[first].length : 0;
-    MCDC_ASSERT(rows <= MCDC_FRAME_ROWS_MAX);
+    MCDC_ASSERT(row0 >= 0 && row0 % 8 == 0 && rows >= 0 && rows <= MCDC_FRAME_ROWS_MAX);
     size_t head_bytes = mcdc_frame_head_bytes(n_cols);
     uint8_t *head = mcdc_calloc(1, head_bytes);
-    if (head == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory writing a frame");
+    int32_t *rebased = mcdc_malloc((size_t)(rows + 1) * sizeof *rebased);
+    if (head == NULL || rebased == NULL) {
+        mcdc_free(head);
+        mcdc_free(rebased);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory writing a frame");
+    }
     uint64_t body = 0;
     uint32_t crc = 0;
     for (int32_t i = 0; i < n_cols; i++) {
         const mcdc_column *c = &b->columns[first + i];
         const mcdc_field *f = c->field;
-        MCDC_ASSERT(c->length == rows && c->null_count >= 0 && c->null_count <= rows);
-        MCDC_ASSERT(c->null_count == 0 || c->validity != NULL);
+        MCDC_ASSERT(row0 + rows <= c->length && (c->null_count == 0 || c->validity != NULL));
+        col_bytes cb;
+        col_slice(c, row0, rows, rebased, &cb);
         uint8_t *d = head + MCDC_FRAME_FIXED_BYTES + (size_t)i * MCDC_FRAME_COL_BYTES;
         d[0] = (uint8_t)f->type;
-        d[1] = c->null_count ? FLAG_VALIDITY : 0;
+        d[1] = cb.nulls ? FLAG_VALIDITY : 0;
         put32(d + 4, (uint32_t)type_param(f));
-        put32(d + 8, (uint32_t)c->null_count);
-        put64(d + 16, is_var(f) ? (uint64_t)c->data_len : 0);
-        const uint8_t *p[3];
-        size_t n[3];
-        col_pieces(c, rows, p, n);
-        /* a text column of no rows may have no offsets yet: its one offset is 0 */
-        if (n[1] && p[1] == NULL) p[1] = ZERO_OFFSET;
+        put32(d + 8, (uint32_t)cb.nulls);
+        put64(d + 16, (uint64_t)cb.n[2]);
         for (int k = 0; k < 3; k++) {
-            crc = crc_of(crc, p[k], n[k]);
-            body += n[k];
+            crc = crc_of(crc, cb.p[k], cb.n[k]);
+            body += cb.n[k];
         }
     }
     memcpy(head, MAGIC, 4);
@@ -139,13 +163,12 @@ int mcdc_frame_write(const mcdc_batch *b, int32_t first, int32_t n_cols, mcdc_fr
     int rc = sink(ctx, head, head_bytes, err);
     mcdc_free(head);
     for (int32_t i = 0; rc == MCDC_OK && i < n_cols; i++) {
-        const uint8_t *p[3];
-        size_t n[3];
-        col_pieces(&b->columns[first + i], rows, p, n);
-        if (n[1] && p[1] == NULL) p[1] = ZERO_OFFSET;
+        col_bytes cb;
+        col_slice(&b->columns[first + i], row0, rows, rebased, &cb);
         for (int k = 0; rc == MCDC_OK && k < 3; k++)
-            if (n[k]) rc = sink(ctx, p[k], n[k], err);
+            if (cb.n[k]) rc = sink(ctx, cb.p[k], cb.n[k], err);
     }
+    mcdc_free(rebased);
     return rc;
 }
 
@@ -155,7 +178,8 @@ static int buf_sink(void *ctx, const void *p, size_t n, mcdc_error *err) {
 
 int mcdc_frame_append(mcdc_buf *out, const mcdc_batch *b, int32_t first, int32_t n_cols,
                       mcdc_error *err) {
-    return mcdc_frame_write(b, first, n_cols, buf_sink, out, err);
+    int64_t rows = n_cols ? b->columns[first].length : 0;
+    return mcdc_frame_write(b, first, n_cols, 0, rows, buf_sink, out, err);
 }
 
 int mcdc_frame_head(const uint8_t *head, int32_t n_cols, int64_t *rows, int64_t *body_bytes,

@@ -55,13 +55,16 @@ static inline size_t mcdc_frame_head_bytes(int32_t n_cols) {
 /* Receives a frame's bytes, in order, a piece at a time (n > 0). */
 typedef int (*mcdc_frame_sink)(void *ctx, const void *p, size_t n, mcdc_error *err);
 
-/* Writes one frame of b's columns [first, first + n_cols), which hold the
- * same number of values (at most MCDC_FRAME_ROWS_MAX): its head, then each
- * buffer straight from the columns (no copy of the body is made), to sink.
- * Stops at the sink's first failure and returns it. */
-int mcdc_frame_write(const mcdc_batch *b, int32_t first, int32_t n_cols, mcdc_frame_sink sink,
-                     void *ctx, mcdc_error *err);
-/* The same frame appended to out. */
+/* Writes one frame of rows [row0, row0 + rows) of b's columns [first,
+ * first + n_cols) (row0 a multiple of 8, so that bitmaps slice at a byte;
+ * rows at most MCDC_FRAME_ROWS_MAX): its head, then each buffer straight
+ * from the columns (no copy of the body is made; only the offsets of a
+ * slice not starting at row 0 are rebased), to sink. Stops at the sink's
+ * first failure and returns it. */
+int mcdc_frame_write(const mcdc_batch *b, int32_t first, int32_t n_cols, int64_t row0,
+                     int64_t rows, mcdc_frame_sink sink, void *ctx, mcdc_error *err);
+/* A frame of all the rows of those columns (which hold as many values)
+ * appended to out. */
 int mcdc_frame_append(mcdc_buf *out, const mcdc_batch *b, int32_t first, int32_t n_cols,
                       mcdc_error *err);
 

@@ -532,13 +532,21 @@ static int spill_run(silver_sorter *s, mcdc_error *err) {
     mcdc_storage_writer *w = NULL;
     int rc = mcdc_storage_writer_open(&w, s->cfg.spill, key, err);
     mcdc_batch *b = NULL;
-    for (int64_t i = 0; rc == MCDC_OK && i < s->n_ents; i += RUN_READ_ROWS) {
-        int64_t to = i + RUN_READ_ROWS < s->n_ents ? i + RUN_READ_ROWS : s->n_ents;
+    /* gathered in large batches (measured: a gather of 8192 rows costs a
+     * third more per row than one of 65536), written as pairs of the
+     * reader's size */
+    _Static_assert(SILVER_BATCH_ROWS % RUN_READ_ROWS == 0 && RUN_READ_ROWS % 8 == 0,
+                   "a run's frames slice its batches at bitmap bytes");
+    for (int64_t i = 0; rc == MCDC_OK && i < s->n_ents; i += SILVER_BATCH_ROWS) {
+        int64_t to = i + SILVER_BATCH_ROWS < s->n_ents ? i + SILVER_BATCH_ROWS : s->n_ents;
         rc = mcdc_batch_create(&b, s->run_schema, to - i, err);
         if (rc == MCDC_OK) rc = take_held(s, b, i, to, true, err);
         if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
-        if (rc == MCDC_OK) rc = mcdc_frame_write(b, s->n_cols, 3, run_sink, w, err);
-        if (rc == MCDC_OK) rc = mcdc_frame_write(b, 0, s->n_cols, run_sink, w, err);
+        for (int64_t r = 0; rc == MCDC_OK && r < b->rows; r += RUN_READ_ROWS) {
+            int64_t n = b->rows - r < RUN_READ_ROWS ? b->rows - r : RUN_READ_ROWS;
+            rc = mcdc_frame_write(b, s->n_cols, 3, r, n, run_sink, w, err);
+            if (rc == MCDC_OK) rc = mcdc_frame_write(b, 0, s->n_cols, r, n, run_sink, w, err);
+        }
         mcdc_batch_free(b);
         b = NULL;
     }
