@@ -433,6 +433,8 @@ static int ensure_validity(mcdc_column *c, mcdc_error *err) {
     return MCDC_OK;
 }
 
+int mcdc_col_ensure_validity(mcdc_column *c, mcdc_error *err) { return ensure_validity(c, err); }
+
 static int ensure_one(mcdc_column *c, mcdc_error *err) {
     if (c->length < c->capacity) return MCDC_OK;
     return col_grow_rows(c, c->length + 1, err);

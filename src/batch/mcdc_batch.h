@@ -121,6 +121,9 @@ int64_t mcdc_batch_bytes(const mcdc_batch *b);
 /* Makes room for `rows` more values (and for var types, `bytes` more data
  * bytes). After it, writing values[length..length+rows) is safe. */
 int mcdc_col_reserve(mcdc_column *c, int64_t rows, int64_t bytes, mcdc_error *err);
+/* Gives c a validity bitmap for its capacity, every row valid, when it has
+ * none yet (for code that writes a bitmap straight into it: a frame's). */
+int mcdc_col_ensure_validity(mcdc_column *c, mcdc_error *err);
 int mcdc_col_append_null(mcdc_column *c, mcdc_error *err);
 int mcdc_col_append_bool(mcdc_column *c, bool v, mcdc_error *err);
 /* int8/16/32/64, date32 and timestamps: v is narrowed to the column width

@@ -7,16 +7,18 @@
  * inverted, so that one memcmp order puts a key's rows together, latest
  * first. When the rows held pass the budget they are sorted, cut to the
  * first row of each key (ranked: the rest only add their tags) and written
- * as a run: a Parquet file in the spill storage with the sort key, the key
- * length and the tags as three more columns. Reading merges the runs and
+ * as a run: a file of raw frames (mcdc_batch_frame.h) in the spill storage,
+ * the rows with the sort key, the key length and the tags as three more
+ * columns. Reading merges the runs and
  * what is still held, through a heap on the sort keys; a key's first row
  * over all of them is its latest. A history sorter (SCD type 2) keeps the
  * rank as it is and cuts nothing: a key's rows come oldest first.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcdc_parquet.h"
+#include "mcdc_batch_frame.h"
 #include "mcdc_silver.h"
 
 /* Accumulation batches hold this many rows (they are few and large, so
@@ -25,8 +27,21 @@
 /* A batch handed over with fewer rows is copied into an accumulation
  * batch instead of held as it is. */
 #define OWNED_ROWS_MIN 4096
-/* Rows of a run's reader per batch: 64 runs merged hold one batch each. */
+/* Rows of a run's frames, and so of its reader's batches: 64 runs merged
+ * hold one batch each. */
 #define RUN_READ_ROWS 8192
+
+/* Where a run cursor is in its file. A run is a file of frame pairs of up
+ * to RUN_READ_ROWS rows: first the sort keys (__skey, __klen, __tags), then
+ * the rows. Keys first and apart, because a keys-only pass (the merge's
+ * plan) reads each pair's small first frame and only the head of the
+ * second, which tells how far to skip; a full pass reads both. */
+typedef struct run_reader {
+    const char *key; /* the run's file (the sorter's) */
+    int64_t size;    /* its bytes */
+    int64_t at;      /* where its next pair starts */
+    int64_t frame;   /* pairs read: messages name the frame */
+} run_reader;
 
 typedef struct {
     /* the sort key's first 16 bytes as two big-endian words (zero-padded):
@@ -51,8 +66,8 @@ typedef struct {
 typedef struct {
     bool is_run;
     /* a run */
-    mcdc_parquet_reader *r;
-    mcdc_batch *b;       /* current batch (payload + 3 columns) */
+    run_reader *r;
+    mcdc_batch *b;       /* current batch (payload + 3 columns; keys_only: the 3) */
     int64_t at;
     /* held rows */
     int64_t pos;
@@ -66,6 +81,8 @@ struct silver_sorter {
     silver_sorter_cfg cfg;
     mcdc_schema *schema;
     mcdc_schema *run_schema; /* schema + __skey, __klen, __tags */
+    mcdc_schema *key_schema; /* __skey, __klen, __tags: a keys-only pass's batches */
+    mcdc_buf io;             /* a frame pair being read (one at a time, for every run) */
     int32_t n_cols;
     /* held */
     mcdc_batch **acc;
@@ -125,6 +142,8 @@ int silver_sorter_create(silver_sorter **out, const silver_sorter_cfg *cfg, mcdc
     if (keys == NULL || prefix == NULL) {
         mcdc_free(keys);
         mcdc_free(prefix);
+        s->cfg.key_cols = NULL; /* still the caller's: not ours to free */
+        s->cfg.spill_prefix = NULL;
         silver_sorter_free(s);
         return nomem(err);
     }
@@ -137,12 +156,13 @@ int silver_sorter_create(silver_sorter **out, const silver_sorter_cfg *cfg, mcdc
         rc = mcdc_schema_set(s->run_schema, i, f->name, f->type, f->precision, f->scale,
                              f->byte_width, true, err);
     }
-    if (rc == MCDC_OK)
-        rc = mcdc_schema_set(s->run_schema, s->n_cols, "__skey", MCDC_TYPE_BINARY, 0, 0, 0, false, err);
-    if (rc == MCDC_OK)
-        rc = mcdc_schema_set(s->run_schema, s->n_cols + 1, "__klen", MCDC_TYPE_INT32, 0, 0, 0, false, err);
-    if (rc == MCDC_OK)
-        rc = mcdc_schema_set(s->run_schema, s->n_cols + 2, "__tags", MCDC_TYPE_INT32, 0, 0, 0, false, err);
+    if (rc == MCDC_OK) rc = mcdc_schema_create(&s->key_schema, 3, err);
+    static const char *const KEYS[3] = {"__skey", "__klen", "__tags"};
+    static const mcdc_type_id KEY_TYPES[3] = {MCDC_TYPE_BINARY, MCDC_TYPE_INT32, MCDC_TYPE_INT32};
+    for (int32_t i = 0; rc == MCDC_OK && i < 3; i++) {
+        rc = mcdc_schema_set(s->run_schema, s->n_cols + i, KEYS[i], KEY_TYPES[i], 0, 0, 0, false, err);
+        if (rc == MCDC_OK) rc = mcdc_schema_set(s->key_schema, i, KEYS[i], KEY_TYPES[i], 0, 0, 0, false, err);
+    }
     s->idx = mcdc_calloc(SILVER_BATCH_ROWS, sizeof *s->idx);
     if (rc == MCDC_OK && s->idx == NULL) rc = nomem(err);
     if (rc) {
@@ -473,14 +493,34 @@ static int take_held(silver_sorter *s, mcdc_batch *out, int64_t from, int64_t to
     }
     mcdc_free(which);
     mcdc_free(src);
+    if (rc || !with_keys || n == 0) return rc;
+    /* the three key columns filled straight from the entries, room made once */
     const uint8_t *a = (const uint8_t *)s->arena.data;
-    for (int64_t i = from; with_keys && i < to && rc == MCDC_OK; i++) {
-        const ent *e = &s->ents[i];
-        rc = mcdc_col_append_bytes(&out->columns[s->n_cols], a + e->off, e->len, err);
-        if (rc == MCDC_OK) rc = mcdc_col_append_int(&out->columns[s->n_cols + 1], e->klen, err);
-        if (rc == MCDC_OK) rc = mcdc_col_append_int(&out->columns[s->n_cols + 2], (int32_t)e->tags, err);
+    mcdc_column *sk = &out->columns[s->n_cols], *kl = sk + 1, *tg = sk + 2;
+    int64_t bytes = 0;
+    for (int64_t i = from; i < to; i++) bytes += s->ents[i].len;
+    rc = mcdc_col_reserve(sk, n, bytes, err);
+    if (rc == MCDC_OK) rc = mcdc_col_reserve(kl, n, 0, err);
+    if (rc == MCDC_OK) rc = mcdc_col_reserve(tg, n, 0, err);
+    if (rc) return rc;
+    MCDC_ASSERT(sk->length == kl->length && kl->length == tg->length);
+    int64_t at = sk->length;
+    for (int64_t i = 0; i < n; i++) {
+        const ent *e = &s->ents[from + i];
+        memcpy(sk->data + sk->data_len, a + e->off, e->len);
+        sk->data_len += e->len;
+        sk->offsets[at + i + 1] = (int32_t)sk->data_len;
+        int32_t klen = (int32_t)e->klen, tags = (int32_t)e->tags;
+        memcpy(kl->values + (at + i) * 4, &klen, 4);
+        memcpy(tg->values + (at + i) * 4, &tags, 4);
     }
-    return rc;
+    sk->length = kl->length = tg->length = at + n;
+    return MCDC_OK;
+}
+
+/* A frame's pieces go straight from the batch to the run's file. */
+static int run_sink(void *ctx, const void *p, size_t n, mcdc_error *err) {
+    return mcdc_storage_writer_write(ctx, p, n, err);
 }
 
 static int spill_run(silver_sorter *s, mcdc_error *err) {
@@ -497,27 +537,31 @@ static int spill_run(silver_sorter *s, mcdc_error *err) {
                               "the rows to sort passed %d runs of %lld bytes each: give the job "
                               "more memory (--memory-mb), or apply more often",
                               SILVER_RUNS_MAX, (long long)s->cfg.memory_bytes);
-    char *key = mcdc_asprintf("%s%s-run-%04d.parquet", s->cfg.spill_prefix, s->id, (int)s->n_runs);
+    char *key = mcdc_asprintf("%s%s-run-%04d.frames", s->cfg.spill_prefix, s->id, (int)s->n_runs);
     if (key == NULL) return nomem(err);
-    mcdc_parquet_write_options po = MCDC_PARQUET_WRITE_OPTIONS_INIT;
-    po.codec = MCDC_PARQUET_UNCOMPRESSED; /* read back once, soon: speed over size */
-    po.dictionary = false;
-    po.threads = 1;
-    po.row_group_bytes = 2LL * 1024 * 1024; /* a merge of many runs holds one row group of each */
-    mcdc_parquet_writer *w = NULL;
-    int rc = mcdc_parquet_writer_open(&w, s->cfg.spill, key, s->run_schema, &po, err);
+    mcdc_storage_writer *w = NULL;
+    int rc = mcdc_storage_writer_open(&w, s->cfg.spill, key, err);
     mcdc_batch *b = NULL;
+    /* gathered in large batches (measured: a gather of 8192 rows costs a
+     * third more per row than one of 65536), written as pairs of the
+     * reader's size */
+    _Static_assert(SILVER_BATCH_ROWS % RUN_READ_ROWS == 0 && RUN_READ_ROWS % 8 == 0,
+                   "a run's frames slice its batches at bitmap bytes");
     for (int64_t i = 0; rc == MCDC_OK && i < s->n_ents; i += SILVER_BATCH_ROWS) {
         int64_t to = i + SILVER_BATCH_ROWS < s->n_ents ? i + SILVER_BATCH_ROWS : s->n_ents;
         rc = mcdc_batch_create(&b, s->run_schema, to - i, err);
         if (rc == MCDC_OK) rc = take_held(s, b, i, to, true, err);
         if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
-        if (rc == MCDC_OK) rc = mcdc_parquet_writer_write(w, b, err);
+        for (int64_t r = 0; rc == MCDC_OK && r < b->rows; r += RUN_READ_ROWS) {
+            int64_t n = b->rows - r < RUN_READ_ROWS ? b->rows - r : RUN_READ_ROWS;
+            rc = mcdc_frame_write(b, s->n_cols, 3, r, n, run_sink, w, err);
+            if (rc == MCDC_OK) rc = mcdc_frame_write(b, 0, s->n_cols, r, n, run_sink, w, err);
+        }
         mcdc_batch_free(b);
         b = NULL;
     }
-    if (rc == MCDC_OK) rc = mcdc_parquet_writer_close(w, err);
-    mcdc_parquet_writer_free(w);
+    if (rc == MCDC_OK) rc = mcdc_storage_writer_commit(w, MCDC_STORAGE_PUT, err);
+    else mcdc_storage_writer_abort(w);
     if (rc) {
         mcdc_free(key);
         return mcdc_error_wrap(err, "spilling sorted rows to %s", s->cfg.spill_prefix), rc;
@@ -549,7 +593,7 @@ static void free_retired(silver_sorter *s) {
 static void close_cursors(silver_sorter *s) {
     for (int32_t i = 0; i < s->n_cur; i++) {
         mcdc_batch_free(s->cur[i].b);
-        mcdc_parquet_reader_free(s->cur[i].r);
+        mcdc_free(s->cur[i].r);
     }
     free_retired(s);
     mcdc_free(s->cur);
@@ -580,6 +624,87 @@ static void cur_fill(const silver_sorter *s, cursor *c) {
     c->tags = e->tags;
 }
 
+/* A run's file on disk is trusted no more than any other: what it holds
+ * is MCDC_E_CORRUPT naming the file and the frame pair. A run is scratch
+ * data of this pass, rewritten by the next one. */
+#define RUN_ADVICE "; run the apply again (it spills afresh), and check the disk if this recurs"
+static int run_corrupt(const silver_sorter *s, const run_reader *r, mcdc_error *err,
+                       const char *what) {
+    return mcdc_error_set(err, MCDC_E_CORRUPT, "spilled run %s/%s, frame pair %lld at byte %lld: %s" RUN_ADVICE,
+                          s->cfg.spill->root, r->key, (long long)r->frame, (long long)r->at, what);
+}
+
+/* A frame's own refusal (mcdc_frame_head, mcdc_frame_decode: what is
+ * wrong in it) said as run_corrupt does. Other failures (memory) pass. */
+static int in_run(const silver_sorter *s, const run_reader *r, mcdc_error *err, int rc) {
+    if (rc != MCDC_E_CORRUPT) return rc;
+    char what[MCDC_ERROR_MESSAGE_MAX];
+    snprintf(what, sizeof what, "%s", err->message);
+    return run_corrupt(s, r, err, what);
+}
+
+/* Reads len bytes at r->at + from into s->io at from, where what was read
+ * of the pair ends (the file must hold them). */
+static int run_read(silver_sorter *s, run_reader *r, size_t from, size_t len, mcdc_error *err) {
+    MCDC_ASSERT(from == s->io.len);
+    if ((int64_t)(from + len) > r->size - r->at)
+        return run_corrupt(s, r, err, "the file ends inside it (truncated)");
+    size_t got = 0;
+    int rc = mcdc_buf_reserve(&s->io, from + len - s->io.len, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_storage_get_range(s->cfg.spill, r->key, r->at + (int64_t)from, len,
+                                    s->io.data + from, &got, NULL, err);
+    if (rc == MCDC_OK && got != len) return run_corrupt(s, r, err, "the file ends inside it (truncated)");
+    if (rc == MCDC_OK) s->io.len = from + len;
+    return rc;
+}
+
+/* The next frame pair of run r as a batch (*out; NULL at the run's end):
+ * the run's schema, or keys_only the key schema, whose rows frame is only
+ * skipped. Reads: the keys frame's head, then its body with the rows
+ * frame's head, then (not keys_only) the rows frame's body. */
+static int run_next(silver_sorter *s, run_reader *r, mcdc_batch **out, mcdc_error *err) {
+    *out = NULL;
+    if (r->at == r->size) return MCDC_OK;
+    size_t kh = mcdc_frame_head_bytes(3), rh = mcdc_frame_head_bytes(s->n_cols);
+    int64_t krows = 0, kbody = 0, rrows = 0, rbody = 0;
+    mcdc_buf_reset(&s->io);
+    /* a pair holds a batch's columns, each up to the batch limit (what is
+     * read is bounded by the file: its size is checked first) */
+    s->io.limit = (size_t)MCDC_BATCH_BYTES_MAX * (size_t)(s->n_cols + 3);
+    int rc = run_read(s, r, 0, kh, err);
+    if (rc == MCDC_OK) rc = in_run(s, r, err, mcdc_frame_head(s->io.data, 3, &krows, &kbody, err));
+    if (rc == MCDC_OK && kbody > r->size) rc = run_corrupt(s, r, err, "the file ends inside its keys frame (truncated)");
+    if (rc == MCDC_OK) rc = run_read(s, r, kh, (size_t)kbody + rh, err);
+    size_t rat = kh + (size_t)kbody; /* the rows frame */
+    if (rc == MCDC_OK)
+        rc = in_run(s, r, err, mcdc_frame_head(s->io.data + rat, s->n_cols, &rrows, &rbody, err));
+    if (rc == MCDC_OK && rrows != krows)
+        rc = run_corrupt(s, r, err, "its keys and rows frames hold different row counts");
+    if (rc == MCDC_OK && rbody > r->size - r->at - (int64_t)(rat + rh))
+        rc = run_corrupt(s, r, err, "the file ends inside its rows frame (truncated)");
+    if (rc == MCDC_OK && !s->keys_only) rc = run_read(s, r, rat + rh, (size_t)rbody, err);
+    mcdc_batch *b = NULL;
+    if (rc == MCDC_OK)
+        rc = mcdc_batch_create(&b, s->keys_only ? s->key_schema : s->run_schema, krows, err);
+    const uint8_t *io = s->io.data;
+    if (rc == MCDC_OK)
+        rc = in_run(s, r, err, mcdc_frame_decode(b, s->keys_only ? 0 : s->n_cols, 3, io, io + kh,
+                                                 (size_t)kbody, err));
+    if (rc == MCDC_OK && !s->keys_only)
+        rc = in_run(s, r, err, mcdc_frame_decode(b, 0, s->n_cols, io + rat, io + rat + rh,
+                                                 (size_t)rbody, err));
+    if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
+    if (rc) {
+        mcdc_batch_free(b);
+        return rc;
+    }
+    r->at += (int64_t)(rat + rh) + rbody;
+    r->frame++;
+    *out = b;
+    return MCDC_OK;
+}
+
 /* Loads a run cursor's next batch (NULL at its end), retiring the last. */
 static int cur_load(silver_sorter *s, cursor *c, mcdc_error *err) {
     if (c->b) {
@@ -598,7 +723,7 @@ static int cur_load(silver_sorter *s, cursor *c, mcdc_error *err) {
     do {
         mcdc_batch_free(c->b);
         c->b = NULL;
-        rc = mcdc_parquet_reader_next(&c->b, c->r, err);
+        rc = run_next(s, c->r, &c->b, err);
     } while (rc == MCDC_OK && c->b && c->b->rows == 0);
     return rc;
 }
@@ -659,14 +784,14 @@ int silver_sorter_rewind(silver_sorter *s, bool keys_only, mcdc_error *err) {
     s->heap = mcdc_calloc((size_t)s->n_runs + 1, sizeof *s->heap);
     if (s->cur == NULL || s->heap == NULL) return nomem(err);
     int rc = MCDC_OK;
-    static const char *const KEYS[3] = {"__skey", "__klen", "__tags"};
     for (int32_t i = 0; i < s->n_runs && rc == MCDC_OK; i++) {
         cursor *c = &s->cur[s->n_cur++];
         c->is_run = true;
-        mcdc_parquet_read_options ro = MCDC_PARQUET_READ_OPTIONS_INIT;
-        ro.batch_rows = RUN_READ_ROWS;
-        rc = mcdc_parquet_reader_open(&c->r, s->cfg.spill, s->runs[i], &ro, err);
-        if (rc == MCDC_OK && keys_only) rc = mcdc_parquet_reader_select(c->r, KEYS, 3, err);
+        if ((c->r = mcdc_calloc(1, sizeof *c->r)) == NULL) rc = nomem(err);
+        if (rc == MCDC_OK) {
+            c->r->key = s->runs[i];
+            rc = mcdc_storage_size(s->cfg.spill, s->runs[i], &c->r->size, err);
+        }
         if (rc == MCDC_OK) rc = cur_load(s, c, err);
         if (rc == MCDC_OK) cur_fill(s, c);
     }
@@ -843,6 +968,8 @@ void silver_sorter_free(silver_sorter *s) {
     mcdc_free(s->chunk.tags);
     mcdc_buf_free(&s->chunk.bytes);
     mcdc_schema_unref(s->run_schema);
+    mcdc_schema_unref(s->key_schema);
+    mcdc_buf_free(&s->io);
     mcdc_schema_unref(s->schema);
     mcdc_free(s);
 }

@@ -652,9 +652,11 @@ TEST(silver_sorter_unranked_keeps_every_row_in_key_order) {
     int32_t *pick = malloc(N * sizeof *pick);
     int n = 0;
     for (int i = 0; i < N; i += 2) pick[n++] = i; /* half the rows */
-    CHECK_EQ_INT(silver_sorter_add(x, b, pick, n, NULL, &e), MCDC_OK);
+    /* in parts: the budget is checked after each, so several runs spill */
+    for (int k = 0; k < 8; k++)
+        CHECK_EQ_INT(silver_sorter_add(x, b, pick + k * (n / 8), k < 7 ? n / 8 : n - 7 * (n / 8), NULL, &e), MCDC_OK);
     CHECK_EQ_INT(silver_sorter_finish(x, &e), MCDC_OK);
-    CHECK(silver_sorter_runs(x) >= 1);
+    CHECK(silver_sorter_runs(x) >= 2);
     CHECK_EQ_INT(silver_sorter_rewind(x, false, &e), MCDC_OK);
     const silver_chunk *ch;
     int64_t seen = 0, disorder = 0, last = -1;
@@ -671,6 +673,254 @@ TEST(silver_sorter_unranked_keeps_every_row_in_key_order) {
     free(pick);
     mcdc_batch_free(b);
     silver_sorter_free(x);
+    mcdc_schema_unref(s);
+    mcdc_storage_free(st);
+    mcdc_storage_mem_release(m);
+}
+
+/* Reads the sorter from its first row to its end: the first failure (of
+ * the rewind or a chunk), and the rows read in *rows. */
+static int drain_sorter(silver_sorter *x, bool keys_only, int64_t *rows, mcdc_error *e) {
+    *rows = 0;
+    mcdc_error_clear(e);
+    int rc = silver_sorter_rewind(x, keys_only, e);
+    const silver_chunk *ch = NULL;
+    while (rc == MCDC_OK && (rc = silver_sorter_next(x, &ch, e)) == MCDC_OK && ch) *rows += ch->n;
+    return rc;
+}
+
+/* A spilled run is a file like any other: damaged, cut short or replaced,
+ * it is refused as corrupt, naming the file and the frame pair; never read
+ * as rows. */
+TEST(silver_sorter_refuses_a_damaged_run) {
+    mcdc_storage_mem *m;
+    mcdc_storage *st;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_storage_mem_create(&m, "sorter6", &e);
+    mcdc_storage_mem_open(&st, m, NULL, &e);
+    mcdc_schema *s = change_schema();
+    silver_sorter *x = new_sorter(st, s, false, 0, SILVER_SORT_BYTES_MIN);
+    enum { N = 40000 };
+    mcdc_batch *b;
+    mcdc_batch_create(&b, s, N, &e);
+    for (int i = 0; i < N; i++) {
+        char v[48];
+        snprintf(v, sizeof v, "value-%d-padded-to-spill-sooner", i);
+        add_change(b, (i * 31) % 5000, v, 5, 2, 0, i % 3 ? 1 : -1);
+    }
+    mcdc_batch_seal(b, &e);
+    /* in ten parts: the budget is checked after each, so many runs spill */
+    int32_t *part = malloc(N / 10 * sizeof *part);
+    for (int k = 0; k < 10; k++) {
+        for (int i = 0; i < N / 10; i++) part[i] = k * (N / 10) + i;
+        CHECK_EQ_INT(silver_sorter_add(x, b, part, N / 10, NULL, &e), MCDC_OK);
+    }
+    free(part);
+    CHECK_EQ_INT(silver_sorter_finish(x, &e), MCDC_OK);
+    CHECK(silver_sorter_runs(x) >= 5);
+    int64_t rows = 0;
+    CHECK_EQ_INT(drain_sorter(x, false, &rows, &e), MCDC_OK);
+    CHECK_EQ_INT(rows, N);
+    mcdc_storage_listing l = {0};
+    CHECK_EQ_INT(mcdc_storage_list(st, "_mssql_cdc_spill/", &l, &e), MCDC_OK);
+    CHECK(l.count >= 2);
+    char key[256] = "";
+    if (l.count > 0) snprintf(key, sizeof key, "_mssql_cdc_spill/%s", l.entries[0].name);
+    mcdc_storage_listing_free(&l);
+    CHECK(strlen(key) > 7 && strcmp(key + strlen(key) - 7, ".frames") == 0);
+    mcdc_buf run = {0};
+    CHECK_EQ_INT(mcdc_storage_get(st, key, 1u << 30, &run, &e), MCDC_OK);
+    CHECK(run.len > 8192);
+    uint8_t *bad = malloc(run.len);
+    struct {
+        size_t len;
+        size_t flip;    /* a byte flipped (or past len: none) */
+        bool keys_see;  /* a keys-only pass reads the damage too */
+        const char *want;
+    } cases[] = {
+        {run.len, run.len - 1, false, "body's checksum"}, /* the last pair's rows */
+        {run.len, 200, true, "body's checksum"},          /* the first pair's keys */
+        {run.len, 13, true, "head's checksum"},           /* the first keys frame's rows */
+        {run.len / 2, run.len, true, "truncated"},
+        {200, run.len, true, "bad magic"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        memcpy(bad, run.data, run.len);
+        if (cases[i].len == 200) memset(bad, 'x', 200);
+        if (cases[i].flip < cases[i].len) bad[cases[i].flip] ^= 0x10;
+        CHECK_EQ_INT(mcdc_storage_put(st, key, bad, cases[i].len, &e), MCDC_OK);
+        for (int keys_only = 0; keys_only < 2; keys_only++) {
+            int rc = drain_sorter(x, keys_only, &rows, &e);
+            if (keys_only && !cases[i].keys_see) {
+                /* a keys-only pass skips the rows frames unread */
+                CHECK_EQ_INT(rc, MCDC_OK);
+                CHECK_EQ_INT(rows, N);
+                continue;
+            }
+            CHECK_EQ_INT(rc, MCDC_E_CORRUPT);
+            CHECK(strstr(e.message, key) && strstr(e.message, "frame pair"));
+            CHECK(strstr(e.message, cases[i].want) != NULL);
+            if (!strstr(e.message, cases[i].want) || getenv("SHOW")) fprintf(stderr, "  case %zu: %s\n", i, e.message);
+        }
+    }
+    /* put back, it reads again */
+    CHECK_EQ_INT(mcdc_storage_put(st, key, run.data, run.len, &e), MCDC_OK);
+    CHECK_EQ_INT(drain_sorter(x, true, &rows, &e), MCDC_OK);
+    CHECK_EQ_INT(rows, N);
+    free(bad);
+    mcdc_buf_free(&run);
+    mcdc_batch_free(b);
+    silver_sorter_free(x);
+    mcdc_schema_unref(s);
+    /* rows of one small column: a run of several frame pairs, damaged in
+     * its last; the message names that pair */
+    mcdc_schema *s1;
+    mcdc_schema_create(&s1, 1, &e);
+    mcdc_schema_set(s1, 0, "id", MCDC_TYPE_INT32, 0, 0, 0, true, &e);
+    static const int32_t key0[1] = {0};
+    silver_sorter_cfg c1 = {.schema = s1, .key_cols = key0, .n_keys = 1,
+                            .memory_bytes = SILVER_SORT_BYTES_MIN, .spill = st,
+                            .spill_prefix = "_mssql_cdc_spill/one-"};
+    CHECK_EQ_INT(silver_sorter_create(&x, &c1, &e), MCDC_OK);
+    enum { N1 = 60000 };
+    mcdc_batch_create(&b, s1, N1, &e);
+    for (int i = 0; i < N1; i++) mcdc_col_append_int(&b->columns[0], (i * 7919) % N1, &e);
+    mcdc_batch_seal(b, &e);
+    CHECK_EQ_INT(silver_sorter_add(x, b, NULL, 0, NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(silver_sorter_finish(x, &e), MCDC_OK);
+    CHECK_EQ_INT(silver_sorter_runs(x), 1);
+    l = (mcdc_storage_listing){0};
+    mcdc_storage_list(st, "_mssql_cdc_spill/one-", &l, &e);
+    CHECK_EQ_INT(l.count, 1);
+    if (l.count == 1) snprintf(key, sizeof key, "_mssql_cdc_spill/%s", l.entries[0].name);
+    mcdc_storage_listing_free(&l);
+    run = (mcdc_buf){0};
+    CHECK_EQ_INT(mcdc_storage_get(st, key, 1u << 30, &run, &e), MCDC_OK);
+    if (run.len > 0) run.data[run.len - 1] ^= 1;
+    CHECK_EQ_INT(mcdc_storage_put(st, key, run.data, run.len, &e), MCDC_OK);
+    CHECK_EQ_INT(drain_sorter(x, false, &rows, &e), MCDC_E_CORRUPT);
+    char pair[32];
+    snprintf(pair, sizeof pair, "frame pair %d ", (int)((N1 - 1) / 8192)); /* the cut keeps every row */
+    CHECK(strstr(e.message, pair) != NULL && strstr(e.message, "body's checksum") != NULL);
+    if (!strstr(e.message, pair)) fprintf(stderr, "  want '%s' in: %s\n", pair, e.message);
+    mcdc_buf_free(&run);
+    mcdc_batch_free(b);
+    silver_sorter_free(x);
+    mcdc_schema_unref(s1);
+    mcdc_storage_free(st);
+    mcdc_storage_mem_release(m);
+}
+
+/* A sorter's life (rows added in parts so that runs spill, then read
+ * twice: rows, then keys only): MCDC_OK with every row, or the failure. */
+enum { LIFE_WRONG = 99 }; /* sorter_life's own: the life went wrong without an error */
+static int sorter_life(mcdc_storage *st, mcdc_schema *s, const mcdc_batch *b, int64_t *rows,
+                       mcdc_error *e) {
+    *rows = 0;
+    silver_sorter *x = NULL;
+    static const int32_t key[1] = {0};
+    silver_sorter_cfg c = {.schema = s, .key_cols = key, .n_keys = 1,
+                           .memory_bytes = SILVER_SORT_BYTES_MIN, .spill = st,
+                           .spill_prefix = "_mssql_cdc_spill/f-"};
+    int rc = silver_sorter_create(&x, &c, e);
+    int32_t part[2000];
+    for (int64_t at = 0; rc == MCDC_OK && at < b->rows; at += 2000) {
+        int64_t n = b->rows - at < 2000 ? b->rows - at : 2000;
+        for (int64_t i = 0; i < n; i++) part[i] = (int32_t)(at + i);
+        rc = silver_sorter_add(x, b, part, n, NULL, e);
+    }
+    if (rc == MCDC_OK) rc = silver_sorter_finish(x, e);
+    if (rc == MCDC_OK && silver_sorter_runs(x) < 2) rc = LIFE_WRONG; /* the case needs runs */
+    if (rc == MCDC_OK) rc = drain_sorter(x, false, rows, e);
+    int64_t keys = 0;
+    if (rc == MCDC_OK) rc = drain_sorter(x, true, &keys, e);
+    if (rc == MCDC_OK && keys != *rows) rc = LIFE_WRONG;
+    silver_sorter_free(x);
+    return rc;
+}
+
+static mcdc_batch *life_rows(mcdc_schema *s, int n) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_batch *b;
+    mcdc_batch_create(&b, s, n, &e);
+    for (int i = 0; i < n; i++) {
+        char v[80];
+        snprintf(v, sizeof v, "%d-a-value-long-enough-that-a-few-thousand-rows-pass-the-budget", i);
+        add_change(b, (i * 37) % n, v, 5, 2, 0, 1);
+    }
+    mcdc_batch_seal(b, &e);
+    return b;
+}
+
+/* Every storage call and many allocations of a spilling sorter's life
+ * failed in turn: the failure comes back, nothing leaks, no run is left
+ * behind (the sorter deletes its runs), and without one every row is read. */
+TEST(silver_sorter_spilling_fails_cleanly_at_each_storage_call_and_allocation) {
+    mcdc_storage_mem *m;
+    mcdc_storage *st;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_storage_mem_create(&m, "sorter7", &e);
+    mcdc_storage_mem_open(&st, m, NULL, &e);
+    enum { N = 12000 };
+    mcdc_schema *s = change_schema();
+    mcdc_batch *b = life_rows(s, N);
+    int64_t rows = 0;
+    CHECK_EQ_INT(sorter_life(st, s, b, &rows, &e), MCDC_OK);
+    CHECK_EQ_INT(rows, N);
+    const mcdc_log_sink *host = mcdc_log_use(&mcdc_test_quiet);
+    int io_failures = 0;
+    for (int64_t nth = 1;; nth++) {
+        mcdc_storage_mem_fail_nth(m, MCDC_STORAGE_OP_ANY, nth, MCDC_E_IO);
+        mcdc_error fe = MCDC_ERROR_INIT;
+        int rc = sorter_life(st, s, b, &rows, &fe);
+        bool fired = mcdc_storage_mem_fault_fired(m);
+        mcdc_storage_mem_fail_nth(m, MCDC_STORAGE_OP_ANY, 0, 0);
+        if (!fired) {
+            CHECK_EQ_INT(rc, MCDC_OK);
+            CHECK_EQ_INT(rows, N);
+            break;
+        }
+        /* a failed delete of a run is not the sorter's failure */
+        CHECK(rc == MCDC_OK || rc == MCDC_E_IO);
+        io_failures += rc == MCDC_E_IO;
+    }
+    CHECK(io_failures > 10);
+    int nomem = 0;
+    for (int64_t nth = 1; nth < 4000; nth += nth < 120 ? 1 : 173) {
+        /* a store and rows of their own: what the store's journal and the
+         * schema's batch pool keep goes with them */
+        mcdc_alloc_stats before, after;
+        mcdc_alloc_get_stats(&before);
+        mcdc_storage_mem *m2;
+        mcdc_storage *st2;
+        mcdc_storage_mem_create(&m2, "sorter7b", &e);
+        mcdc_storage_mem_open(&st2, m2, NULL, &e);
+        mcdc_schema *s2 = change_schema();
+        mcdc_batch *b2 = life_rows(s2, N);
+        mcdc_alloc_fail_at(nth);
+        mcdc_error fe = MCDC_ERROR_INIT;
+        int rc = sorter_life(st2, s2, b2, &rows, &fe);
+        mcdc_alloc_fail_at(0);
+        CHECK(rc == MCDC_OK || rc == MCDC_E_NOMEM);
+        if (rc == MCDC_OK) CHECK_EQ_INT(rows, N);
+        nomem += rc == MCDC_E_NOMEM;
+        mcdc_storage_listing l = {0};
+        mcdc_storage_list(st2, "_mssql_cdc_spill/", &l, &e);
+        /* no run left behind, but where the failure hit a delete of the
+         * sorter's free (which cannot fail: the next pass empties the
+         * spill directory) */
+        CHECK(l.count == 0 || rc == MCDC_OK);
+        mcdc_storage_listing_free(&l);
+        mcdc_batch_free(b2);
+        mcdc_schema_unref(s2);
+        mcdc_storage_free(st2);
+        mcdc_storage_mem_release(m2);
+        mcdc_alloc_get_stats(&after);
+        CHECK_EQ_INT(after.live_bytes, before.live_bytes);
+    }
+    CHECK(nomem > 50);
+    mcdc_log_use(host);
+    mcdc_batch_free(b);
     mcdc_schema_unref(s);
     mcdc_storage_free(st);
     mcdc_storage_mem_release(m);
