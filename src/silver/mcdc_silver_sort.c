@@ -560,7 +560,9 @@ static int spill_run(silver_sorter *s, mcdc_error *err) {
         mcdc_batch_free(b);
         b = NULL;
     }
-    if (rc == MCDC_OK) rc = mcdc_storage_writer_commit(w, MCDC_STORAGE_PUT, err);
+    /* a run is this pass's scratch data: a crash leaves it to the next
+     * apply's cleanup, so it needs no fsync */
+    if (rc == MCDC_OK) rc = mcdc_storage_writer_commit(w, MCDC_STORAGE_PUT_SCRATCH, err);
     else mcdc_storage_writer_abort(w);
     if (rc) {
         mcdc_free(key);

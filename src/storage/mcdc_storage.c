@@ -114,7 +114,8 @@ static void writer_free(mcdc_storage_writer *w) {
 int mcdc_storage_writer_commit(mcdc_storage_writer *w, mcdc_storage_commit_mode mode,
                                mcdc_error *err) {
     MCDC_ASSERT(w != NULL);
-    MCDC_ASSERT(mode == MCDC_STORAGE_PUT || mode == MCDC_STORAGE_PUT_IF_ABSENT);
+    MCDC_ASSERT(mode == MCDC_STORAGE_PUT || mode == MCDC_STORAGE_PUT_IF_ABSENT ||
+                mode == MCDC_STORAGE_PUT_SCRATCH);
     int rc = w->failed ? mcdc_error_set(err, MCDC_E_INVALID,
                                         "%s cannot be published: an earlier write failed",
                                         w->name)

@@ -32,7 +32,9 @@
  *   durability step after that which fails is only logged, because a Delta
  *   writer told "failed" deletes the data files its commit names. Local:
  *   temp file + fsync + link(2) (put-if-absent) or rename(2) (put) +
- *   directory fsync. S3 multipart upload with If-None-Match, Azure block
+ *   directory fsync; a scratch put is the rename without the fsyncs (its
+ *   object is as visible, not as durable). S3 multipart upload with
+ *   If-None-Match, Azure block
  *   blobs with If-None-Match map onto the same three calls.
  *
  *   Ranged reads: len bytes at an offset of an object, and the object's
@@ -82,7 +84,11 @@ int mcdc_storage_listing_add(mcdc_storage_listing *l, size_t *cap, const char *n
 /* How a writer publishes its object. */
 typedef enum mcdc_storage_commit_mode {
     MCDC_STORAGE_PUT = 0,           /* create or replace */
-    MCDC_STORAGE_PUT_IF_ABSENT = 1  /* create, or MCDC_E_CONFLICT when the key exists */
+    MCDC_STORAGE_PUT_IF_ABSENT = 1, /* create, or MCDC_E_CONFLICT when the key exists */
+    /* create or replace scratch data, visible at once as PUT is, but not
+     * made durable (local: no fsync): what only this process reads back
+     * and a crash leaves as garbage anyway (a sorter's spilled run) */
+    MCDC_STORAGE_PUT_SCRATCH = 2
 } mcdc_storage_commit_mode;
 
 /* ---- the backend vtables ------------------------------------------------------

@@ -138,7 +138,8 @@ static int local_writer_write(void *wself, const void *data, size_t n, mcdc_erro
 static int local_writer_commit(void *wself, mcdc_storage_commit_mode mode, mcdc_error *err) {
     local_writer *lw = wself;
     int rc = MCDC_OK;
-    if (fsync(lw->fd) != 0)
+    bool scratch = mode == MCDC_STORAGE_PUT_SCRATCH;
+    if (!scratch && fsync(lw->fd) != 0)
         rc = mcdc_error_set(err, MCDC_E_IO, "cannot fsync %s: %s", lw->tmp, strerror(errno));
     if (close(lw->fd) != 0 && rc == MCDC_OK)
         rc = mcdc_error_set(err, MCDC_E_IO, "cannot close %s: %s", lw->tmp, strerror(errno));
@@ -167,7 +168,7 @@ static int local_writer_commit(void *wself, mcdc_storage_commit_mode mode, mcdc_
      * (a Delta writer would then delete the data files the commit names). A
      * failed directory fsync is only logged. */
     mcdc_error fe = MCDC_ERROR_INIT;
-    if (fsync_dir(lw->dir, &fe) != MCDC_OK)
+    if (!scratch && fsync_dir(lw->dir, &fe) != MCDC_OK)
         mcdc_log(MCDC_LOG_WARN, "%s is published but %s", lw->final, fe.message);
     return MCDC_OK;
 }

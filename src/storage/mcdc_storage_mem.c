@@ -230,8 +230,8 @@ static int mem_writer_commit(void *wself, mcdc_storage_commit_mode mode, mcdc_er
     mw->buf.data = NULL;
     mw->buf.len = mw->buf.cap = 0;
     pthread_mutex_lock(&m->mu);
-    int rc = hit(m, mode == MCDC_STORAGE_PUT ? MCDC_STORAGE_OP_COMMIT_PUT
-                                             : MCDC_STORAGE_OP_COMMIT_PUT_IF_ABSENT,
+    int rc = hit(m, mode != MCDC_STORAGE_PUT_IF_ABSENT ? MCDC_STORAGE_OP_COMMIT_PUT
+                                                       : MCDC_STORAGE_OP_COMMIT_PUT_IF_ABSENT,
                  mw->key, err);
     bool found = false;
     size_t i = rc ? 0 : find(m, mw->key, &found);

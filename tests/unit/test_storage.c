@@ -101,6 +101,17 @@ static void contract(mcdc_storage *s, const char *backend_name) {
     CHECK_EQ_INT(mcdc_storage_writer_write(w, "x", 1, &e), MCDC_OK);
     CHECK_EQ_INT(mcdc_storage_writer_commit(w, MCDC_STORAGE_PUT, &e), MCDC_OK);
     CHECK_EQ_STR(content(s, "d/c2"), "x");
+    /* a scratch commit publishes as put does (creates, replaces) */
+    CHECK_EQ_INT(mcdc_storage_writer_open(&w, s, "d/c3", &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_storage_writer_write(w, "s1", 2, &e), MCDC_OK);
+    CHECK_EQ_STR(content(s, "d/c3"), "<missing>");
+    CHECK_EQ_INT(mcdc_storage_writer_commit(w, MCDC_STORAGE_PUT_SCRATCH, &e), MCDC_OK);
+    CHECK_EQ_STR(content(s, "d/c3"), "s1");
+    CHECK_EQ_INT(mcdc_storage_writer_open(&w, s, "d/c3", &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_storage_writer_write(w, "s22", 3, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_storage_writer_commit(w, MCDC_STORAGE_PUT_SCRATCH, &e), MCDC_OK);
+    CHECK_EQ_STR(content(s, "d/c3"), "s22");
+    CHECK_EQ_INT(mcdc_storage_delete(s, "d/c3", &e), MCDC_OK);
     /* abort: nothing published, nothing left */
     CHECK_EQ_INT(mcdc_storage_writer_open(&w, s, "d/gone", &e), MCDC_OK);
     CHECK_EQ_INT(mcdc_storage_writer_write(w, "lost", 4, &e), MCDC_OK);
