@@ -1255,7 +1255,10 @@ void mcdc_table_reader_free(mcdc_table_reader *x) {
  * (the caller's, unchanged while the scan runs) and the table's storage
  * (thread-safe, mcdc_storage.h). Memory: at most MCDC_SCAN_AHEAD_BATCHES
  * batches wait in the queue and the decoder holds one more it is decoding,
- * besides the one fn has. */
+ * besides the one fn has. A small scan (files of fewer than
+ * MCDC_SCAN_AHEAD_BYTES_MIN bytes in all) runs on the calling thread alone,
+ * through the same queue: a thread's start and a wake-up per batch cost
+ * more than decoding a few small files. */
 
 typedef struct {
     mcdc_batch *b;  /* NULL: the last item, the end (rc MCDC_OK) or the decoder's error */
@@ -1346,23 +1349,26 @@ static ahead_item ahead_take(scan_ahead *s, bool threaded) {
     return it;
 }
 
-/* Runs fn on every batch of the listed files; *files_read: files opened up
- * to where the scan stopped, as a scan on one thread counts them. */
-static int scan_files(scan_ahead *s, mcdc_batch_fn fn, void *ctx, int64_t *files_read,
+/* Runs fn on every batch of the listed files, reading ahead on a thread
+ * when ahead; *files_read: files opened up to where the scan stopped, as a
+ * scan on one thread counts them. */
+static int scan_files(scan_ahead *s, bool ahead, mcdc_batch_fn fn, void *ctx, int64_t *files_read,
                       mcdc_error *err) {
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    /* The first items are decoded here: a scan of one batch (a small
-     * table's) ends in them and starts no thread. */
+    /* The first items are decoded here: a scan that ends in them, or has no
+     * file left to open after them, starts no thread. */
     bool last = false;
     while (!last && s->n < MCDC_SCAN_AHEAD_BATCHES) {
         ahead_item it = ahead_decode(s);
         last = it.b == NULL;
         ahead_push(s, it);
     }
-    /* Without a thread (none could start) the scan decodes as it goes. */
+    bool more = s->r != NULL || s->next_file < s->n_files;
+    /* Without a thread (not worth one, or none could start) the scan
+     * decodes as it goes, as a scan on one thread. */
     pthread_t th;
-    bool threaded = !last && pthread_create(&th, NULL, ahead_main, s) == 0;
+    bool threaded = ahead && !last && more && pthread_create(&th, NULL, ahead_main, s) == 0;
     int rc = MCDC_OK;
     for (;;) {
         ahead_item it = ahead_take(s, threaded);
@@ -1409,17 +1415,19 @@ int mcdc_table_scan_run(mcdc_table *t, const mcdc_table_scan *sc, mcdc_batch_fn 
     size_t *files = nf ? mcdc_malloc(nf * sizeof *files) : NULL;
     if (nf && files == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     size_t n = 0;
+    int64_t bytes = 0;
     for (size_t i = 0; i < nf && rc == MCDC_OK; i++) {
         mcdc_table_file f = mcdc_table_view_file(v, i);
         if (prune && !file_may_match(f.stats_json, prune, sc)) continue;
         if (sc->file_fn && !sc->file_fn(sc->file_ctx, v, &f)) continue;
         files[n++] = i;
+        bytes += f.bytes;
     }
     if (rc == MCDC_OK && n > 0) {
         scan_ahead s = {.v = v, .sc = sc, .files = files, .n_files = n,
                         .err = MCDC_ERROR_INIT, .sink = mcdc_log_current()};
         int64_t opened = 0;
-        rc = scan_files(&s, fn, ctx, &opened, err);
+        rc = scan_files(&s, bytes >= MCDC_SCAN_AHEAD_BYTES_MIN, fn, ctx, &opened, err);
         if (files_read) *files_read = opened;
         if (rc && rc != MCDC_E_CANCELLED)
             mcdc_error_wrap(err, "reading %s version %lld", t->name, (long long)*version_read);

@@ -226,8 +226,9 @@ void mcdc_table_reader_free(mcdc_table_reader *r);
  * opens and decodes the files while fn runs on the calling thread, on every
  * batch in file order, one at a time: fn and file_fn are never called from
  * another thread. At most MCDC_SCAN_AHEAD_BATCHES decoded batches wait for
- * fn, and the decoder holds one more; a scan that ends within its first
- * batches starts no thread. The thread is joined before the scan returns. */
+ * fn, and the decoder holds one more. A scan of files smaller than
+ * MCDC_SCAN_AHEAD_BYTES_MIN in all, or that ends within its first batches,
+ * starts no thread. The thread is joined before the scan returns. */
 typedef struct mcdc_scan_bound {
     bool set;                     /* false: open */
     const char *text;             /* a text bound, else NULL */

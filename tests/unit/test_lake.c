@@ -306,24 +306,63 @@ TEST(lake_scan_projects_renames_fills_and_prunes) {
 #define AHEAD_FILES 8
 #define AHEAD_ROWS 50
 
+/* Appends rows k = first..first+n-1 as one file, each with pad_bytes of
+ * text that does not compress (a file of the size a scan reads ahead on). */
+static void append_padded(mcdc_table *t, int64_t first, int n, int pad_bytes) {
+    mcdc_schema *s;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_schema_create(&s, 2, &e);
+    mcdc_schema_set(s, 0, "k", MCDC_TYPE_INT64, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 1, "pad", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_batch *b;
+    mcdc_batch_create(&b, s, n, &e);
+    char *pad = malloc((size_t)pad_bytes + 1);
+    uint64_t x = (uint64_t)first * 2654435761u + 1;
+    for (int i = 0; pad && i < n; i++) {
+        for (int j = 0; j < pad_bytes; j++) {
+            x = x * 6364136223846793005u + 1442695040888963407u;
+            pad[j] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"[x >> 58];
+        }
+        pad[pad_bytes] = '\0';
+        mcdc_cell c[2] = {mcdc_cell_int(first + i), mcdc_cell_text(pad)};
+        mcdc_row_append(b, c, &e);
+    }
+    free(pad);
+    mcdc_batch_seal(b, &e);
+    mcdc_appender *a;
+    bool skipped;
+    int64_t v = -1;
+    mcdc_appender_open(&a, t, s, NULL, &e);
+    mcdc_appender_write(a, b, &e);
+    CHECK_EQ_INT(mcdc_appender_commit(a, NULL, 0, NULL, &skipped, &v, &e), MCDC_OK);
+    mcdc_appender_free(a);
+    mcdc_batch_free(b);
+    mcdc_schema_unref(s);
+}
+
 /* A memory table of AHEAD_FILES files (one batch each): file i holds k =
- * 1000 i .. 1000 i + AHEAD_ROWS - 1. The files' names are random, so the
- * scan's order (the view's, by path) is not k's: *order gets the rows' k as
- * a reader on one thread gives them, file by file in the view's order. */
-static mcdc_table *ahead_table(mcdc_storage_mem **mem, int64_t *order) {
+ * 1000 i .. 1000 i + AHEAD_ROWS - 1, each row pad_bytes of padding (big:
+ * the files are more than MCDC_SCAN_AHEAD_BYTES_MIN in all, and the scan
+ * reads ahead; 0: they are small, and it does not). The files' names are
+ * random, so the scan's order (the view's, by path) is not k's: *order gets
+ * the rows' k as a reader on one thread gives them, file by file in the
+ * view's order. */
+static mcdc_table *ahead_table(mcdc_storage_mem **mem, int64_t *order, bool big) {
     mcdc_error e = MCDC_ERROR_INIT;
     CHECK_EQ_INT(mcdc_storage_mem_create(mem, "ahead", &e), MCDC_OK);
     mcdc_storage_env env = mcdc_storage_mem_env(*mem);
     mcdc_table *t = NULL;
     CHECK_EQ_INT(mcdc_table_open_env(&t, &env, "mem://ahead/t", NULL, &e), MCDC_OK);
-    for (int i = 0; t && i < AHEAD_FILES; i++) append_k(t, 1000 * i, AHEAD_ROWS, false);
+    int pad = big ? 4 * MCDC_SCAN_AHEAD_BYTES_MIN / (3 * AHEAD_FILES * AHEAD_ROWS) + 64 : 0;
+    for (int i = 0; t && i < AHEAD_FILES; i++) append_padded(t, 1000 * i, AHEAD_ROWS, pad);
     mcdc_table_view *v = NULL;
     CHECK_EQ_INT(t ? mcdc_table_view_open(&v, t, -1, &e) : MCDC_E_INVALID, MCDC_OK);
     CHECK_EQ_INT(v ? (int64_t)mcdc_table_view_file_count(v) : 0, AHEAD_FILES);
     const char *konly[] = {"k"};
-    int64_t n = 0;
+    int64_t n = 0, bytes = 0;
     for (size_t f = 0; v && f < mcdc_table_view_file_count(v); f++) {
         mcdc_table_reader *r = NULL;
+        bytes += mcdc_table_view_file(v, f).bytes;
         CHECK_EQ_INT(mcdc_table_reader_open(&r, v, mcdc_table_view_file(v, f).path, konly, 1,
                                             NULL, &e),
                      MCDC_OK);
@@ -336,6 +375,7 @@ static mcdc_table *ahead_table(mcdc_storage_mem **mem, int64_t *order) {
         mcdc_table_reader_free(r);
     }
     CHECK_EQ_INT(n, AHEAD_FILES * AHEAD_ROWS);
+    CHECK(big ? bytes >= MCDC_SCAN_AHEAD_BYTES_MIN : bytes < MCDC_SCAN_AHEAD_BYTES_MIN / 8);
     mcdc_table_view_free(v);
     return t;
 }
@@ -391,7 +431,7 @@ static int ahead_scan(mcdc_table *t, ahead_acc *a, int64_t *files, mcdc_error *e
 TEST(lake_scan_reads_ahead_in_order_and_stops_with_fn) {
     mcdc_storage_mem *mem = NULL;
     int64_t order[AHEAD_FILES * AHEAD_ROWS];
-    mcdc_table *t = ahead_table(&mem, order);
+    mcdc_table *t = ahead_table(&mem, order, true);
     mcdc_error e = MCDC_ERROR_INIT;
     int64_t files = -1;
     /* every row once, in the view's order; every file counted */
@@ -433,13 +473,31 @@ TEST(lake_scan_reads_ahead_in_order_and_stops_with_fn) {
     mcdc_storage_mem_release(mem);
 }
 
+/* A scan of small files decodes on the calling thread: nothing is read
+ * while fn holds a batch. */
+TEST(lake_scan_small_files_on_the_calling_thread) {
+    mcdc_storage_mem *mem = NULL;
+    int64_t order[AHEAD_FILES * AHEAD_ROWS];
+    mcdc_table *t = ahead_table(&mem, order, false);
+    mcdc_error e = MCDC_ERROR_INIT;
+    int64_t files = -1;
+    ahead_acc w = {.order = order, .wait_mem = mem};
+    CHECK_EQ_INT(ahead_scan(t, &w, &files, &e), MCDC_OK);
+    CHECK_EQ_INT(w.calls_seen, w.calls_on_entry);
+    CHECK(w.in_order);
+    CHECK_EQ_INT(w.batches, AHEAD_FILES);
+    CHECK_EQ_INT(files, AHEAD_FILES);
+    mcdc_table_close(t);
+    mcdc_storage_mem_release(mem);
+}
+
 /* Each storage call of a scan fails in turn: a failure while the decoder
  * thread reads a later file reaches the caller once, wrapped as on one
  * thread, after fn saw every batch before it; no batch leaks. */
 TEST(lake_scan_decoder_fault_every_call) {
     mcdc_storage_mem *mem = NULL;
     int64_t order[AHEAD_FILES * AHEAD_ROWS];
-    mcdc_table *t = ahead_table(&mem, order);
+    mcdc_table *t = ahead_table(&mem, order, true);
     mcdc_error e = MCDC_ERROR_INIT;
     int64_t files = -1;
     int64_t c0 = mcdc_storage_mem_calls(mem, MCDC_STORAGE_OP_ANY);
@@ -479,7 +537,7 @@ TEST(lake_scan_decoder_fault_every_call) {
 TEST(lake_scan_out_of_memory_on_either_thread) {
     mcdc_storage_mem *mem = NULL;
     int64_t order[AHEAD_FILES * AHEAD_ROWS];
-    mcdc_table *t = ahead_table(&mem, order);
+    mcdc_table *t = ahead_table(&mem, order, true);
     mcdc_error e = MCDC_ERROR_INIT;
     int64_t files = -1;
     /* the allocations of one scan (the same count whichever thread makes them) */
