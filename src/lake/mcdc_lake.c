@@ -6,6 +6,7 @@
 #include "mcdc_lake.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -1366,9 +1367,17 @@ static int scan_files(scan_ahead *s, bool ahead, mcdc_batch_fn fn, void *ctx, in
     }
     bool more = s->r != NULL || s->next_file < s->n_files;
     /* Without a thread (not worth one, or none could start) the scan
-     * decodes as it goes, as a scan on one thread. */
+     * decodes as it goes, as a scan on one thread. The thread takes no
+     * signal: the host's handlers keep running on the host's threads. */
     pthread_t th;
-    bool threaded = ahead && !last && more && pthread_create(&th, NULL, ahead_main, s) == 0;
+    bool threaded = false;
+    if (ahead && !last && more) {
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        threaded = pthread_create(&th, NULL, ahead_main, s) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
     int rc = MCDC_OK;
     for (;;) {
         ahead_item it = ahead_take(s, threaded);
