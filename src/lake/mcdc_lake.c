@@ -5,6 +5,8 @@
  */
 #include "mcdc_lake.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -1243,6 +1245,165 @@ void mcdc_table_reader_free(mcdc_table_reader *x) {
     mcdc_free(x);
 }
 
+/* ---- scans: a decoder thread reads ahead ------------------------------------------
+ * A scan decodes Parquet on one thread and runs fn on another, so a caller
+ * that ranks or hashes each batch (apply, reconcile) keeps both cores busy.
+ * The files are listed first, on the calling thread (pruning, then file_fn),
+ * so file_fn runs there and nothing else touches the view's list. The
+ * decoder then opens those files in order and queues their batches; the
+ * calling thread takes them in that same order. The decoder reads only the
+ * view (the scan's own: fn cannot reach it), the scan's columns and bounds
+ * (the caller's, unchanged while the scan runs) and the table's storage
+ * (thread-safe, mcdc_storage.h). Memory: at most MCDC_SCAN_AHEAD_BATCHES
+ * batches wait in the queue and the decoder holds one more it is decoding,
+ * besides the one fn has. A small scan (files of fewer than
+ * MCDC_SCAN_AHEAD_BYTES_MIN bytes in all) runs on the calling thread alone,
+ * through the same queue: a thread's start and a wake-up per batch cost
+ * more than decoding a few small files. */
+
+typedef struct {
+    mcdc_batch *b;  /* NULL: the last item, the end (rc MCDC_OK) or the decoder's error */
+    int rc;
+    int64_t opened; /* files opened when it was queued: the scan's files_read if it stops here */
+} ahead_item;
+
+typedef struct {
+    mcdc_table_view *v;
+    const mcdc_table_scan *sc;
+    const size_t *files; /* the view's files to read, in order */
+    size_t n_files;
+    /* The decoder's (the caller's until the thread starts, and after the join): */
+    size_t next_file;
+    mcdc_table_reader *r;
+    int64_t opened;
+    mcdc_error err;      /* the error of the last item; read by the caller once it took it */
+    const mcdc_log_sink *sink;
+    /* Under mu: */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;   /* an item was queued or taken, or the caller stopped */
+    ahead_item q[MCDC_SCAN_AHEAD_BATCHES];
+    int head, n;
+    bool stop;           /* the caller is done: the decoder quits */
+} scan_ahead;
+
+/* Decodes the next item: a batch, the end, or an error (then s->err says it). */
+static ahead_item ahead_decode(scan_ahead *s) {
+    for (;;) {
+        int rc;
+        if (s->r == NULL) {
+            if (s->next_file == s->n_files) return (ahead_item){NULL, MCDC_OK, s->opened};
+            mcdc_table_file f = mcdc_table_view_file(s->v, s->files[s->next_file++]);
+            rc = mcdc_table_reader_open(&s->r, s->v, f.path, s->sc->columns, s->sc->n_columns,
+                                        s->sc, &s->err);
+            if (rc) return (ahead_item){NULL, rc, s->opened};
+            s->opened++;
+        }
+        mcdc_batch *b = NULL;
+        rc = mcdc_table_reader_next(&b, s->r, &s->err);
+        if (rc == MCDC_OK && b) return (ahead_item){b, MCDC_OK, s->opened};
+        mcdc_table_reader_free(s->r); /* the file's end, or its error */
+        s->r = NULL;
+        if (rc) return (ahead_item){NULL, rc, s->opened};
+    }
+}
+
+/* Queues it (mu held, room checked). */
+static void ahead_push(scan_ahead *s, ahead_item it) {
+    MCDC_ASSERT(s->n < MCDC_SCAN_AHEAD_BATCHES);
+    MCDC_ASSERT(it.b != NULL || s->r == NULL); /* the last item leaves no file open */
+    s->q[(s->head + s->n) % MCDC_SCAN_AHEAD_BATCHES] = it;
+    s->n++;
+}
+
+static void *ahead_main(void *arg) {
+    scan_ahead *s = arg;
+    mcdc_log_use(s->sink);
+    for (bool last = false; !last;) {
+        ahead_item it = ahead_decode(s);
+        last = it.b == NULL;
+        pthread_mutex_lock(&s->mu);
+        while (s->n == MCDC_SCAN_AHEAD_BATCHES && !s->stop) pthread_cond_wait(&s->cv, &s->mu);
+        bool stop = s->stop;
+        if (!stop) ahead_push(s, it);
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        if (stop) {
+            mcdc_batch_free(it.b); /* the caller is gone: nobody takes it */
+            break;
+        }
+    }
+    mcdc_table_reader_free(s->r); /* a file open when the caller stopped */
+    s->r = NULL;
+    return NULL;
+}
+
+/* The next item, in the decoder's order (waits for the thread when there is one). */
+static ahead_item ahead_take(scan_ahead *s, bool threaded) {
+    if (!threaded && s->n == 0) return ahead_decode(s);
+    pthread_mutex_lock(&s->mu);
+    while (s->n == 0) pthread_cond_wait(&s->cv, &s->mu);
+    ahead_item it = s->q[s->head];
+    s->head = (s->head + 1) % MCDC_SCAN_AHEAD_BATCHES;
+    s->n--;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return it;
+}
+
+/* Runs fn on every batch of the listed files, reading ahead on a thread
+ * when ahead; *files_read: files opened up to where the scan stopped, as a
+ * scan on one thread counts them. */
+static int scan_files(scan_ahead *s, bool ahead, mcdc_batch_fn fn, void *ctx, int64_t *files_read,
+                      mcdc_error *err) {
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    /* The first items are decoded here: a scan that ends in them, or has no
+     * file left to open after them, starts no thread. */
+    bool last = false;
+    while (!last && s->n < MCDC_SCAN_AHEAD_BATCHES) {
+        ahead_item it = ahead_decode(s);
+        last = it.b == NULL;
+        ahead_push(s, it);
+    }
+    bool more = s->r != NULL || s->next_file < s->n_files;
+    /* Without a thread (not worth one, or none could start) the scan
+     * decodes as it goes, as a scan on one thread. The thread takes no
+     * signal: the host's handlers keep running on the host's threads. */
+    pthread_t th;
+    bool threaded = false;
+    if (ahead && !last && more) {
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        threaded = pthread_create(&th, NULL, ahead_main, s) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    int rc = MCDC_OK;
+    for (;;) {
+        ahead_item it = ahead_take(s, threaded);
+        *files_read = it.opened;
+        if (it.b == NULL) {
+            rc = it.rc;
+            if (rc && err) *err = s->err;
+            break;
+        }
+        rc = fn(ctx, it.b, err); /* takes it.b */
+        if (rc) break;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->stop = true;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (threaded) pthread_join(th, NULL);
+    for (; s->n > 0; s->n--, s->head = (s->head + 1) % MCDC_SCAN_AHEAD_BATCHES)
+        mcdc_batch_free(s->q[s->head].b);
+    mcdc_table_reader_free(s->r); /* open when fn stopped a scan without a thread */
+    s->r = NULL;
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    return rc;
+}
+
 int mcdc_table_scan_run(mcdc_table *t, const mcdc_table_scan *sc, mcdc_batch_fn fn, void *ctx,
                         int64_t *version_read, int64_t *files_read, mcdc_error *err) {
     *version_read = -1;
@@ -1260,20 +1421,27 @@ int mcdc_table_scan_run(mcdc_table *t, const mcdc_table_scan *sc, mcdc_batch_fn 
             rc = mcdc_error_set(err, MCDC_E_NOTFOUND, "table %s has no column '%s'", t->name,
                                 sc->columns[i]);
     size_t nf = rc ? 0 : mcdc_table_view_file_count(v);
+    size_t *files = nf ? mcdc_malloc(nf * sizeof *files) : NULL;
+    if (nf && files == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    size_t n = 0;
+    int64_t bytes = 0;
     for (size_t i = 0; i < nf && rc == MCDC_OK; i++) {
         mcdc_table_file f = mcdc_table_view_file(v, i);
         if (prune && !file_may_match(f.stats_json, prune, sc)) continue;
         if (sc->file_fn && !sc->file_fn(sc->file_ctx, v, &f)) continue;
-        mcdc_table_reader *r = NULL;
-        rc = mcdc_table_reader_open(&r, v, f.path, sc->columns, sc->n_columns, sc, err);
-        if (files_read && rc == MCDC_OK) (*files_read)++;
-        mcdc_batch *b = NULL;
-        while (rc == MCDC_OK && (rc = mcdc_table_reader_next(&b, r, err)) == MCDC_OK && b)
-            rc = fn(ctx, b, err); /* takes b */
-        mcdc_table_reader_free(r);
+        files[n++] = i;
+        bytes += f.bytes;
+    }
+    if (rc == MCDC_OK && n > 0) {
+        scan_ahead s = {.v = v, .sc = sc, .files = files, .n_files = n,
+                        .err = MCDC_ERROR_INIT, .sink = mcdc_log_current()};
+        int64_t opened = 0;
+        rc = scan_files(&s, bytes >= MCDC_SCAN_AHEAD_BYTES_MIN, fn, ctx, &opened, err);
+        if (files_read) *files_read = opened;
         if (rc && rc != MCDC_E_CANCELLED)
             mcdc_error_wrap(err, "reading %s version %lld", t->name, (long long)*version_read);
     }
+    mcdc_free(files);
     mcdc_table_view_free(v);
     return rc;
 }

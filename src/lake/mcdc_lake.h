@@ -219,7 +219,16 @@ void mcdc_table_reader_free(mcdc_table_reader *r);
  * (by their Parquet statistics) that cannot hold a value in [lo, hi) are
  * not read; the rows of what is read are not filtered (the caller's
  * predicate does that). file_fn (may be NULL) skips more files: it sees
- * each file that pruning kept, and returns false to skip it. */
+ * each file that pruning kept, and returns false to skip it.
+ * Threads: a scan lists its files first, calling file_fn for each on the
+ * calling thread before fn sees a batch (so file_fn sees every file even when
+ * fn later stops the scan early). Then one decoder thread of the scan's own
+ * opens and decodes the files while fn runs on the calling thread, on every
+ * batch in file order, one at a time: fn and file_fn are never called from
+ * another thread. At most MCDC_SCAN_AHEAD_BATCHES decoded batches wait for
+ * fn, and the decoder holds one more. A scan of files smaller than
+ * MCDC_SCAN_AHEAD_BYTES_MIN in all, or that ends within its first batches,
+ * starts no thread. The thread is joined before the scan returns. */
 typedef struct mcdc_scan_bound {
     bool set;                     /* false: open */
     const char *text;             /* a text bound, else NULL */
@@ -237,8 +246,11 @@ typedef struct mcdc_table_scan {
 } mcdc_table_scan;
 #define MCDC_TABLE_SCAN_INIT \
     {-1, NULL, 0, NULL, {false, NULL, 0}, {false, NULL, 0}, NULL, NULL}
-/* fn owns each batch. *version_read: the version scanned (-1: no table,
- * fn never called). *files_read (may be NULL): data files opened. */
+/* fn owns each batch; an error it returns stops the scan (the decoder too)
+ * and is returned, wrapped with the table and version but for
+ * MCDC_E_CANCELLED. *version_read: the version scanned (-1: no table, fn
+ * never called). *files_read (may be NULL): data files opened up to the
+ * batch fn stopped at, or up to the error, as if decoded one by one. */
 int mcdc_table_scan_run(mcdc_table *t, const mcdc_table_scan *scan, mcdc_batch_fn fn, void *ctx,
                         int64_t *version_read, int64_t *files_read, mcdc_error *err);
 

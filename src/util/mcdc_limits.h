@@ -103,6 +103,15 @@
 /* Batches an Arrow stream of mcdc_range_read holds between its reading
  * thread and get_next: two keep both sides busy; more only costs memory. */
 #define MCDC_ARROW_STREAM_QUEUE_BATCHES 2
+/* Batches a table scan's decoder thread queues ahead of the caller's fn
+ * (mcdc_table_scan_run): two keep both cores busy, as above; the decoder
+ * holds one more while it decodes. */
+#define MCDC_SCAN_AHEAD_BATCHES 2
+/* A scan reads ahead when its files hold this many bytes in all: below it,
+ * a thread's start and a hand-over per batch (about 0.1-0.3 ms on a busy
+ * machine) cost more than decoding overlaps. 1 MiB of Parquet takes a few
+ * milliseconds to decode. */
+#define MCDC_SCAN_AHEAD_BYTES_MIN (1024 * 1024)
 
 /* Parquet: row group and page sizes of our writer. */
 #define MCDC_PARQUET_ROW_GROUP_BYTES_DEFAULT (64u * 1024u * 1024u)

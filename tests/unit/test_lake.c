@@ -1,3 +1,4 @@
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -299,4 +300,310 @@ TEST(lake_scan_projects_renames_fills_and_prunes) {
     CHECK(strstr(e.message, "nope") != NULL);
     mcdc_table_close(t);
     rmrf(d);
+}
+
+/* ---- the scan's read-ahead: a decoder thread feeding fn ------------------------- */
+
+#define AHEAD_FILES 8
+#define AHEAD_ROWS 50
+
+/* Appends rows k = first..first+n-1 as one file, each with pad_bytes of
+ * text that does not compress (a file of the size a scan reads ahead on). */
+static void append_padded(mcdc_table *t, int64_t first, int n, int pad_bytes) {
+    mcdc_schema *s;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_schema_create(&s, 2, &e);
+    mcdc_schema_set(s, 0, "k", MCDC_TYPE_INT64, 0, 0, 0, true, &e);
+    mcdc_schema_set(s, 1, "pad", MCDC_TYPE_UTF8, 0, 0, 0, true, &e);
+    mcdc_batch *b;
+    mcdc_batch_create(&b, s, n, &e);
+    char *pad = malloc((size_t)pad_bytes + 1);
+    uint64_t x = (uint64_t)first * 2654435761u + 1;
+    for (int i = 0; pad && i < n; i++) {
+        for (int j = 0; j < pad_bytes; j++) {
+            x = x * 6364136223846793005u + 1442695040888963407u;
+            pad[j] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"[x >> 58];
+        }
+        pad[pad_bytes] = '\0';
+        mcdc_cell c[2] = {mcdc_cell_int(first + i), mcdc_cell_text(pad)};
+        mcdc_row_append(b, c, &e);
+    }
+    free(pad);
+    mcdc_batch_seal(b, &e);
+    mcdc_appender *a;
+    bool skipped;
+    int64_t v = -1;
+    mcdc_appender_open(&a, t, s, NULL, &e);
+    mcdc_appender_write(a, b, &e);
+    CHECK_EQ_INT(mcdc_appender_commit(a, NULL, 0, NULL, &skipped, &v, &e), MCDC_OK);
+    mcdc_appender_free(a);
+    mcdc_batch_free(b);
+    mcdc_schema_unref(s);
+}
+
+/* A memory table of AHEAD_FILES files (one batch each): file i holds k =
+ * 1000 i .. 1000 i + AHEAD_ROWS - 1, each row pad_bytes of padding (big:
+ * the files are more than MCDC_SCAN_AHEAD_BYTES_MIN in all, and the scan
+ * reads ahead; 0: they are small, and it does not). The files' names are
+ * random, so the scan's order (the view's, by path) is not k's: *order gets
+ * the rows' k as a reader on one thread gives them, file by file in the
+ * view's order. */
+static mcdc_table *ahead_table(mcdc_storage_mem **mem, int64_t *order, bool big) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_storage_mem_create(mem, "ahead", &e), MCDC_OK);
+    mcdc_storage_env env = mcdc_storage_mem_env(*mem);
+    mcdc_table *t = NULL;
+    CHECK_EQ_INT(mcdc_table_open_env(&t, &env, "mem://ahead/t", NULL, &e), MCDC_OK);
+    int pad = big ? 4 * MCDC_SCAN_AHEAD_BYTES_MIN / (3 * AHEAD_FILES * AHEAD_ROWS) + 64 : 0;
+    for (int i = 0; t && i < AHEAD_FILES; i++) append_padded(t, 1000 * i, AHEAD_ROWS, pad);
+    mcdc_table_view *v = NULL;
+    CHECK_EQ_INT(t ? mcdc_table_view_open(&v, t, -1, &e) : MCDC_E_INVALID, MCDC_OK);
+    CHECK_EQ_INT(v ? (int64_t)mcdc_table_view_file_count(v) : 0, AHEAD_FILES);
+    const char *konly[] = {"k"};
+    int64_t n = 0, bytes = 0;
+    for (size_t f = 0; v && f < mcdc_table_view_file_count(v); f++) {
+        mcdc_table_reader *r = NULL;
+        bytes += mcdc_table_view_file(v, f).bytes;
+        CHECK_EQ_INT(mcdc_table_reader_open(&r, v, mcdc_table_view_file(v, f).path, konly, 1,
+                                            NULL, &e),
+                     MCDC_OK);
+        mcdc_batch *b = NULL;
+        while (r && mcdc_table_reader_next(&b, r, &e) == MCDC_OK && b) {
+            for (int64_t i = 0; i < b->rows && n < AHEAD_FILES * AHEAD_ROWS; i++)
+                order[n++] = mcdc_row_get(b, i, 0).i;
+            mcdc_batch_free(b);
+        }
+        mcdc_table_reader_free(r);
+    }
+    CHECK_EQ_INT(n, AHEAD_FILES * AHEAD_ROWS);
+    CHECK(big ? bytes >= MCDC_SCAN_AHEAD_BYTES_MIN : bytes < MCDC_SCAN_AHEAD_BYTES_MIN / 8);
+    mcdc_table_view_free(v);
+    return t;
+}
+
+typedef struct {
+    const int64_t *order;       /* the rows' k, in the order of a scan on one thread */
+    int64_t batches, rows;
+    bool in_order;
+    int64_t fail_at;            /* > 0: fn fails on this batch with fail_rc */
+    int fail_rc;
+    mcdc_storage_mem *wait_mem; /* set: the first batch waits for the decoder to read ahead */
+    int64_t calls_on_entry, calls_seen;
+    bool decoder_masked;        /* the decoder thread takes no SIGINT or SIGTERM */
+} ahead_acc;
+
+/* Whether a thread of the process other than the caller blocks SIGINT and
+ * SIGTERM (Linux: its SigBlk in /proc). */
+static bool other_thread_blocks_sigint_sigterm(void) {
+    char path[64], line[256];
+    bool found = false;
+    snprintf(path, sizeof path, "/proc/%d/task", (int)getpid());
+    DIR *d = opendir(path);
+    for (struct dirent *de; d && (de = readdir(d)) != NULL && !found;) {
+        if (de->d_name[0] == '.' || atoi(de->d_name) == (int)gettid()) continue;
+        char st[400];
+        snprintf(st, sizeof st, "%s/%s/status", path, de->d_name);
+        FILE *f = fopen(st, "r");
+        while (f && fgets(line, sizeof line, f))
+            if (strncmp(line, "SigBlk:", 7) == 0) {
+                unsigned long long m = strtoull(line + 7, NULL, 16);
+                found = (m & 0x4002ULL) == 0x4002ULL; /* SIGINT (2), SIGTERM (15) */
+            }
+        if (f) fclose(f);
+    }
+    if (d) closedir(d);
+    return found;
+}
+
+static int ahead_collect(void *ctx, mcdc_batch *b, mcdc_error *err) {
+    ahead_acc *a = ctx;
+    a->batches++;
+    if (a->wait_mem && a->batches == 1) {
+        /* fn holds the first batch: the decoder goes on reading until the
+         * queue is full, and then stops */
+        a->calls_on_entry = mcdc_storage_mem_calls(a->wait_mem, MCDC_STORAGE_OP_GET_RANGE);
+        int64_t last = a->calls_on_entry, still = 0;
+        /* the first read (up to 10 s: slow under valgrind), then quiet for 0.1 s */
+        for (int i = 0; i < 2000 && (last == a->calls_on_entry || still < 20); i++) {
+            mcdc_sleep_ms(5);
+            int64_t now = mcdc_storage_mem_calls(a->wait_mem, MCDC_STORAGE_OP_GET_RANGE);
+            still = now == last ? still + 1 : 0;
+            last = now;
+        }
+        a->calls_seen = last;
+        a->decoder_masked = other_thread_blocks_sigint_sigterm();
+    }
+    for (int64_t r = 0; r < b->rows; r++, a->rows++)
+        if (a->rows >= AHEAD_FILES * AHEAD_ROWS || mcdc_row_get(b, r, 0).i != a->order[a->rows])
+            a->in_order = false;
+    mcdc_batch_free(b);
+    if (a->batches == a->fail_at)
+        return a->fail_rc == MCDC_E_CANCELLED
+                   ? MCDC_E_CANCELLED
+                   : mcdc_error_set(err, a->fail_rc, "fn refused batch %lld", (long long)a->batches);
+    return MCDC_OK;
+}
+
+static int ahead_scan(mcdc_table *t, ahead_acc *a, int64_t *files, mcdc_error *e) {
+    const char *konly[] = {"k"};
+    mcdc_table_scan sc = MCDC_TABLE_SCAN_INIT;
+    sc.columns = konly;
+    sc.n_columns = 1;
+    int64_t ver;
+    a->in_order = true;
+    mcdc_error_clear(e);
+    return mcdc_table_scan_run(t, &sc, ahead_collect, a, &ver, files, e);
+}
+
+TEST(lake_scan_reads_ahead_in_order_and_stops_with_fn) {
+    mcdc_storage_mem *mem = NULL;
+    int64_t order[AHEAD_FILES * AHEAD_ROWS];
+    mcdc_table *t = ahead_table(&mem, order, true);
+    mcdc_error e = MCDC_ERROR_INIT;
+    int64_t files = -1;
+    /* the reads of a view, and of each file (all alike) */
+    int64_t before = mcdc_storage_mem_calls(mem, MCDC_STORAGE_OP_GET_RANGE);
+    mcdc_table_view *v = NULL;
+    CHECK_EQ_INT(mcdc_table_view_open(&v, t, -1, &e), MCDC_OK);
+    mcdc_table_view_free(v);
+    int64_t view_calls = mcdc_storage_mem_calls(mem, MCDC_STORAGE_OP_GET_RANGE) - before;
+    /* every row once, in the view's order; every file counted */
+    before = mcdc_storage_mem_calls(mem, MCDC_STORAGE_OP_GET_RANGE);
+    ahead_acc a = {.order = order};
+    CHECK_EQ_INT(ahead_scan(t, &a, &files, &e), MCDC_OK);
+    int64_t file_calls = mcdc_storage_mem_calls(mem, MCDC_STORAGE_OP_GET_RANGE) - before - view_calls;
+    int64_t per_file = file_calls / AHEAD_FILES;
+    CHECK_EQ_INT(file_calls % AHEAD_FILES, 0);
+    CHECK(a.in_order);
+    CHECK_EQ_INT(a.rows, AHEAD_FILES * AHEAD_ROWS);
+    CHECK_EQ_INT(a.batches, AHEAD_FILES);
+    CHECK_EQ_INT(files, AHEAD_FILES);
+    CHECK(per_file > 0);
+    /* while fn holds the first batch the decoder reads ahead, but no
+     * further than the queue: the next batch and one more queued, one
+     * decoded in hand, so at most four files of eight opened, whatever
+     * the timing; then fn cancels, and the decoder stops */
+    ahead_acc w = {.order = order, .fail_at = 1, .fail_rc = MCDC_E_CANCELLED, .wait_mem = mem};
+    before = mcdc_storage_mem_calls(mem, MCDC_STORAGE_OP_GET_RANGE);
+    CHECK_EQ_INT(ahead_scan(t, &w, &files, &e), MCDC_E_CANCELLED);
+    int64_t after = mcdc_storage_mem_calls(mem, MCDC_STORAGE_OP_GET_RANGE);
+    CHECK(w.calls_seen > w.calls_on_entry);                       /* it read while fn ran */
+    CHECK(w.decoder_masked);                                      /* signals stay the host's */
+    CHECK(after - before <= view_calls + (1 + 2 + 1) * per_file); /* the bound */
+    CHECK(after - before > view_calls + 2 * per_file);            /* past the first two */
+    CHECK_EQ_INT(w.batches, 1);
+    CHECK_EQ_INT(files, 1); /* as a scan on one thread counts: up to the batch fn stopped at */
+    CHECK_EQ_STR(e.message, "");                            /* a cancel is not wrapped */
+    /* fn fails on a batch the decoder decoded: its error, wrapped once */
+    for (int64_t at = 1; at <= AHEAD_FILES; at++) {
+        ahead_acc f = {.order = order, .fail_at = at, .fail_rc = MCDC_E_IO};
+        CHECK_EQ_INT(ahead_scan(t, &f, &files, &e), MCDC_E_IO);
+        char want[128];
+        snprintf(want, sizeof want, "reading mem://ahead/t version %d: fn refused batch %lld",
+                 AHEAD_FILES, (long long)at);
+        CHECK_EQ_STR(e.message, want);
+        CHECK_EQ_INT(f.batches, at);
+        CHECK_EQ_INT(files, at);
+        CHECK(f.in_order);
+    }
+    mcdc_table_close(t);
+    mcdc_storage_mem_release(mem);
+}
+
+/* A scan of small files decodes on the calling thread: nothing is read
+ * while fn holds a batch. */
+TEST(lake_scan_small_files_on_the_calling_thread) {
+    mcdc_storage_mem *mem = NULL;
+    int64_t order[AHEAD_FILES * AHEAD_ROWS];
+    mcdc_table *t = ahead_table(&mem, order, false);
+    mcdc_error e = MCDC_ERROR_INIT;
+    int64_t files = -1;
+    ahead_acc w = {.order = order, .wait_mem = mem};
+    CHECK_EQ_INT(ahead_scan(t, &w, &files, &e), MCDC_OK);
+    CHECK_EQ_INT(w.calls_seen, w.calls_on_entry);
+    CHECK(w.in_order);
+    CHECK_EQ_INT(w.batches, AHEAD_FILES);
+    CHECK_EQ_INT(files, AHEAD_FILES);
+    mcdc_table_close(t);
+    mcdc_storage_mem_release(mem);
+}
+
+/* Each storage call of a scan fails in turn: a failure while the decoder
+ * thread reads a later file reaches the caller once, wrapped as on one
+ * thread, after fn saw every batch before it; no batch leaks. */
+TEST(lake_scan_decoder_fault_every_call) {
+    mcdc_storage_mem *mem = NULL;
+    int64_t order[AHEAD_FILES * AHEAD_ROWS];
+    mcdc_table *t = ahead_table(&mem, order, true);
+    mcdc_error e = MCDC_ERROR_INIT;
+    int64_t files = -1;
+    int64_t c0 = mcdc_storage_mem_calls(mem, MCDC_STORAGE_OP_ANY);
+    ahead_acc full = {.order = order};
+    CHECK_EQ_INT(ahead_scan(t, &full, &files, &e), MCDC_OK);
+    int64_t calls = mcdc_storage_mem_calls(mem, MCDC_STORAGE_OP_ANY) - c0;
+    CHECK(calls > AHEAD_FILES);
+    bool on_decoder = false;
+    for (int64_t nth = 1; nth <= calls; nth++) {
+        mcdc_storage_mem_fail_nth(mem, MCDC_STORAGE_OP_ANY, nth, MCDC_E_IO);
+        ahead_acc a = {.order = order};
+        int rc = ahead_scan(t, &a, &files, &e);
+        bool fired = mcdc_storage_mem_fault_fired(mem);
+        mcdc_storage_mem_fail_nth(mem, MCDC_STORAGE_OP_ANY, 0, MCDC_OK);
+        CHECK(a.in_order);
+        CHECK_EQ_INT(a.rows, a.batches * AHEAD_ROWS);
+        CHECK(fired);
+        if (rc == MCDC_OK) { /* a failure the scan can bear */
+            CHECK_EQ_INT(a.batches, AHEAD_FILES);
+            continue;
+        }
+        CHECK(rc == MCDC_E_IO || rc == MCDC_E_NOTFOUND || rc == MCDC_E_DATALOSS);
+        CHECK(e.message[0] != '\0');
+        if (a.batches >= 2) { /* a file past the first two: the decoder thread's */
+            CHECK(strncmp(e.message, "reading mem://ahead/t version 8: ", 33) == 0);
+            CHECK(files == a.batches || files == a.batches + 1); /* the failed one if opened */
+            on_decoder = true;
+        }
+    }
+    CHECK(on_decoder);
+    mcdc_table_close(t);
+    mcdc_storage_mem_release(mem);
+}
+
+/* Each allocation of a scan fails in turn, on either thread: the scan
+ * fails cleanly (the test's leak check and ASan see every batch freed). */
+TEST(lake_scan_out_of_memory_on_either_thread) {
+    mcdc_storage_mem *mem = NULL;
+    int64_t order[AHEAD_FILES * AHEAD_ROWS];
+    mcdc_table *t = ahead_table(&mem, order, true);
+    mcdc_error e = MCDC_ERROR_INIT;
+    int64_t files = -1;
+    /* the allocations of one scan (the same count whichever thread makes them) */
+    mcdc_alloc_stats s0, s1;
+    ahead_acc full = {.order = order};
+    mcdc_alloc_get_stats(&s0);
+    CHECK_EQ_INT(ahead_scan(t, &full, &files, &e), MCDC_OK);
+    mcdc_alloc_get_stats(&s1);
+    CHECK_EQ_INT(full.batches, AHEAD_FILES);
+    int64_t calls = s1.calls - s0.calls, failed = 0;
+    bool on_decoder = false;
+    CHECK(calls > AHEAD_FILES);
+    for (int64_t nth = 1; nth <= calls; nth++) {
+        ahead_acc a = {.order = order};
+        mcdc_alloc_fail_at(nth);
+        int rc = ahead_scan(t, &a, &files, &e);
+        mcdc_alloc_fail_at(0);
+        CHECK(a.in_order);
+        if (rc == MCDC_OK) {
+            CHECK_EQ_INT(a.batches, AHEAD_FILES); /* a failure the scan can bear (a cache) */
+            continue;
+        }
+        failed++;
+        CHECK(e.message[0] != '\0');
+        CHECK(a.batches < AHEAD_FILES);
+        if (a.batches >= 2) on_decoder = true; /* a file past the first two */
+    }
+    CHECK(failed > calls / 2);
+    CHECK(on_decoder);
+    mcdc_table_close(t);
+    mcdc_storage_mem_release(mem);
 }
