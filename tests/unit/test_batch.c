@@ -287,3 +287,71 @@ TEST(batch_gather_copies_values_of_every_length) {
     mcdc_batch_free(out);
     mcdc_schema_unref(s);
 }
+
+/* A gather of texts from two sources, short values and NULLs in one, long
+ * values and NULLs in the other: every value and NULL where it belongs;
+ * and with each allocation failing in turn, an error that leaves the
+ * column as it was. */
+TEST(batch_gather_keeps_nulls_and_a_failure_takes_nothing) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_schema *s;
+    CHECK_EQ_INT(mcdc_schema_create(&s, 1, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_schema_set(s, 0, "t", MCDC_TYPE_UTF8, 0, 0, 0, true, &e), MCDC_OK);
+    enum { N = 400, LONG = 300 };
+    mcdc_batch *a, *b;
+    mcdc_batch_create(&a, s, N, &e);
+    mcdc_batch_create(&b, s, N, &e);
+    char v[LONG];
+    for (int i = 0; i < N; i++) {
+        if (i % 5 == 0) mcdc_col_append_null(&a->columns[0], &e);
+        else mcdc_col_append_bytes(&a->columns[0], "s", 1, &e);
+        memset(v, 'a' + i % 26, LONG);
+        if (i % 7 == 0) mcdc_col_append_null(&b->columns[0], &e);
+        else mcdc_col_append_bytes(&b->columns[0], v, LONG - i % 50, &e);
+    }
+    mcdc_batch_seal(a, &e);
+    mcdc_batch_seal(b, &e);
+    static int32_t which[N], rows[N];
+    for (int i = 0; i < N; i++) {
+        which[i] = i % 4 == 0 ? 0 : 1; /* mostly the long source */
+        rows[i] = (int32_t)((i * 151) % N);
+    }
+    const mcdc_column *src[2] = {&a->columns[0], &b->columns[0]};
+    for (int64_t fail = 0; fail < 12; fail++) {
+        mcdc_batch *out;
+        CHECK_EQ_INT(mcdc_batch_create(&out, s, 1, &e), MCDC_OK);
+        /* one value first: what an error must leave */
+        CHECK_EQ_INT(mcdc_col_append_bytes(&out->columns[0], "kept", 4, &e), MCDC_OK);
+        mcdc_alloc_fail_at(fail);
+        int rc = mcdc_col_gather(&out->columns[0], src, which, rows, N, &e);
+        mcdc_alloc_fail_at(0);
+        const mcdc_column *c = &out->columns[0];
+        if (rc != MCDC_OK) {
+            CHECK_EQ_INT(rc, MCDC_E_NOMEM);
+            CHECK(c->length == 1 && c->data_len == 4 && c->null_count == 0);
+            mcdc_batch_free(out);
+            continue;
+        }
+        CHECK_EQ_INT(mcdc_batch_seal(out, &e), MCDC_OK);
+        int64_t bad = 0, nulls = 0;
+        for (int i = 0; i < N; i++) {
+            const mcdc_column *from = src[which[i]];
+            int64_t r = rows[i];
+            bool valid = mcdc_col_is_valid(from, r);
+            nulls += !valid;
+            bad += mcdc_col_is_valid(c, i + 1) != valid;
+            int32_t l = from->offsets[r + 1] - from->offsets[r];
+            bad += c->offsets[i + 2] - c->offsets[i + 1] != l;
+            if (!bad && l > 0)
+                bad += memcmp(c->data + c->offsets[i + 1], from->data + from->offsets[r], (size_t)l) != 0;
+        }
+        CHECK_EQ_INT(bad, 0);
+        CHECK(nulls > 0);
+        CHECK_EQ_INT(c->null_count, nulls);
+        CHECK(memcmp(c->data, "kept", 4) == 0);
+        mcdc_batch_free(out);
+    }
+    mcdc_batch_free(a);
+    mcdc_batch_free(b);
+    mcdc_schema_unref(s);
+}
