@@ -4,7 +4,7 @@
 # Checks: table data goes through src/storage only (check_storage_io.py); the
 # shared library exports exactly the public API (check-abi.py); no module
 # includes one above it (check-deps.py).
-# Suites: unit tests (plain build, then ASan+UBSan build), simulator and
+# Suites: unit tests (plain build, then ASan+UBSan, TSan, valgrind), simulator and
 # end-to-end tests, fuzz corpora, interop tests with the Python readers and
 # Spark, the stream's end-to-end and crash tests (one under TSan).
 set -uo pipefail
@@ -43,6 +43,10 @@ run_suite abi scripts/check-abi.py
 run_suite deps scripts/check-deps.py
 run_suite unit build/unit-tests
 run_suite unit-asan-ubsan build-san/unit-tests
+# Threads meet in the scan's read-ahead, the Parquet encoders, the sorter's
+# and the stream's workers: the unit tests again under TSan (a report makes
+# the run exit non-zero, so the suite fails).
+run_suite unit-tsan env TSAN_OPTIONS="exitcode=66 ${TSAN_OPTIONS:-}" build-tsan/unit-tests
 run_suite unit-valgrind valgrind -q --error-exitcode=99 --leak-check=full \
   --errors-for-leak-kinds=definite build/unit-tests
 # Microsoft's mssql-python (from tests/requirements.txt) joins the client tests.
