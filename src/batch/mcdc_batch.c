@@ -730,8 +730,8 @@ static inline void copy_value(uint8_t *d, const uint8_t *s, size_t l) {
 /* A gather's rows are mostly scattered over buffers far larger than the
  * cache (a sorter's held rows in key order): each value is a miss. The
  * loops touch the row GATHER_AHEAD places on first, so that its line is
- * loaded while the rows before it are copied; a text's offsets are
- * touched twice as far ahead, its bytes once the offsets are in. */
+ * loaded while the rows before it are copied: a text's offsets in the pass
+ * that sizes the copy, its bytes in the copy. */
 #define GATHER_AHEAD 32
 
 static int gather(mcdc_column *dst, const mcdc_column *const *src, const int32_t *which,
