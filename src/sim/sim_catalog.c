@@ -238,7 +238,7 @@ int sim_db_open(sim_server *srv, const char *name, bool create, sim_db **out, mc
     d->tran_seq = (uint64_t)sim_state_get(d->w, "tran_seq", 0x1000);
     d->cdc_enabled = sim_state_get(d->w, "cdc_enabled", 0) != 0;
     d->retention_min = sim_state_get(d->w, "retention_min", 0);
-    d->auth = (sim_store_auth_ctx){srv->stores, d->name, false};
+    d->auth = (sim_store_auth_ctx){srv->stores, d->name, false, &srv->mu};
     sqlite3_set_authorizer(d->w, sim_store_auth, &d->auth);
     d->next = srv->dbs;
     srv->dbs = d;

@@ -269,7 +269,7 @@ static int create_table(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_err
                 rc = sim_err(err, 50000, "a computed column in a PRIMARY KEY is not supported by the simulator ('%s')", cols[k].name);
             else if (cols[k].computed) {
                 if (k) mcdc_buf_append_str(&ddl, ", ", NULL);
-                rc = computed_decl(s->db->w, name, cols, ncol, &cols[k], t, cols[k].persisted, &ddl, err);
+                rc = computed_decl(s->rd, name, cols, ncol, &cols[k], t, cols[k].persisted, &ddl, err);
             } else
                 mcdc_buf_printf(&ddl, NULL, "%s\"%s\" %s%s", k ? ", " : "", cols[k].name, sim_type_decl(&cols[k].type),
                                 cols[k].nullable ? "" : " NOT NULL");
@@ -714,7 +714,7 @@ int sim_do_grant(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err
         int np = xl_name_parts(t, &i, end, parts);
         if (np == 0) return sim_syntax_err(err, t, i, end);
         xl_table_name(parts, np, obj, sizeof obj);
-        if (!sim_table_exists(s->db->w, obj))
+        if (!sim_table_exists(s->rd, obj))
             return sim_err(err, 15151, "Cannot find the object '%s', because it does not exist or you do not have permission.", parts[np - 1]);
     }
     if (i >= end || (!tsql_tok_is(&t[i], "TO") && !tsql_tok_is(&t[i], "FROM"))) return sim_syntax_err(err, t, i, end);

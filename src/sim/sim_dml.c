@@ -68,6 +68,7 @@ typedef struct dml {
     sim_col_def *cols;
     int ncols;
     char (*names)[SIM_NAME_MAX];
+    int64_t schema_ver; /* the database's schema version the statement was compiled at */
 } dml;
 
 static int dml_target(sim_stmt *x, const tsql_tok *t, int *i, int end, dml *d, mcdc_error *err) {
@@ -76,7 +77,15 @@ static int dml_target(sim_stmt *x, const tsql_tok *t, int *i, int end, dml *d, m
     if (np == 0) return sim_syntax_err(err, t, *i, end);
     xl_table_name(parts, np, d->tbl, sizeof d->tbl);
     snprintf(d->short_name, sizeof d->short_name, "%s", parts[np - 1]);
-    if (!sim_table_exists(x->s->db->w, d->tbl) || sim_ci_prefix(d->tbl, "sys.")) {
+    /* the statement runs later, under the lock again: a DDL in between
+     * compiles it again (DML_STALE), as SQL Server's schema lock would have
+     * made the DDL wait for it or it for the DDL */
+    pthread_mutex_lock(&x->s->srv->mu);
+    d->schema_ver = sim_schema_version(x->s->db->w);
+    bool exists = sim_table_exists(x->s->db->w, d->tbl);
+    int rc = exists && x->s->admin ? sim_load_cols(x->s->db->w, d->tbl, &d->cols, &d->ncols, err) : MCDC_OK;
+    pthread_mutex_unlock(&x->s->srv->mu);
+    if (!exists || sim_ci_prefix(d->tbl, "sys.")) {
         if (np >= 2) return sim_err(err, 208, "Invalid object name '%s.%s'.", parts[np - 2], parts[np - 1]);
         return sim_err(err, 208, "Invalid object name '%s'.", parts[np - 1]);
     }
@@ -85,7 +94,6 @@ static int dml_target(sim_stmt *x, const tsql_tok *t, int *i, int end, dml *d, m
         return sim_err(err, 229, "The %s permission was denied on the object '%s', database '%s', schema '%.*s'.", "INSERT",
                        d->short_name, x->s->db->name, dot ? (int)(dot - d->tbl) : 3, d->tbl);
     }
-    int rc = sim_load_cols(x->s->db->w, d->tbl, &d->cols, &d->ncols, err);
     if (rc != MCDC_OK) return rc;
     d->names = mcdc_calloc((size_t)d->ncols + 1, SIM_NAME_MAX);
     if (!d->names) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
@@ -125,7 +133,7 @@ static bool numeric_literal(const tsql_tok *t, int a, int b, const sim_type *tar
 static int value_expr(sim_stmt *x, const tsql_tok *t, int a, int b, const sim_type *target, mcdc_buf *ex,
                       mcdc_error *err) {
     if (numeric_literal(t, a, b, target, ex)) return MCDC_OK;
-    if (target->id != SIM_T_SQL_VARIANT) return sim_xlate_expr(x, x->s->db->w, t, a, b, ex, err);
+    if (target->id != SIM_T_SQL_VARIANT) return sim_xlate_expr(x, x->s->rd, t, a, b, ex, err);
     int n = b - a;
     tsql_tok *c = mcdc_malloc(((size_t)n + 6) * sizeof *c);
     if (!c) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
@@ -137,7 +145,7 @@ static int value_expr(sim_stmt *x, const tsql_tok *t, int a, int b, const sim_ty
     o += n;
     for (size_t k = 0; k < 3; k++) c[o++] = (tsql_tok){TAIL[k].k, TAIL[k].s, (int)strlen(TAIL[k].s), line};
     c[o] = (tsql_tok){TK_EOF, "", 0, line};
-    int rc = sim_xlate_expr(x, x->s->db->w, c, 0, o, ex, err);
+    int rc = sim_xlate_expr(x, x->s->rd, c, 0, o, ex, err);
     mcdc_free(c);
     return rc;
 }
@@ -244,6 +252,8 @@ static bool dml_heap(const dml *d) {
 }
 
 #define DML_BLOCKED 1 /* dml_exec_once: another open transaction holds a row */
+#define DML_STALE 2   /* dml_exec_once: a DDL changed the schema since dml_target */
+#define DML_STALE_TRIES 100 /* compiles of one statement before it fails */
 
 static int dml_exec_once(sim_stmt *x, dml *d, int kind, const char *before_sql, const char *write_sql,
                          const bool *set_cols, int64_t *count, sim_tran_ref *blocked, mcdc_error *err);
@@ -277,6 +287,7 @@ static int dml_exec_once(sim_stmt *x, dml *d, int kind, const char *before_sql, 
                        s->tran_db->name, s->db->name);
     }
     sqlite3 *w = s->db->w;
+    if (sim_schema_version(w) != d->schema_ver) { pthread_mutex_unlock(&srv->mu); return DML_STALE; }
     bool implicit = s->trancount == 0;
     int rc = sim_sql(w, err, "BEGIN IMMEDIATE");
     if (rc != MCDC_OK) { pthread_mutex_unlock(&srv->mu); return rc; }
@@ -351,7 +362,7 @@ static int dml_exec_once(sim_stmt *x, dml *d, int kind, const char *before_sql, 
     return rc;
 }
 
-int sim_do_insert(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
+static int insert_once(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
     sim_session *s = x->s;
     i++;
     if (i < end && tsql_tok_is(&t[i], "INTO")) i++;
@@ -421,7 +432,7 @@ int sim_do_insert(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *er
             }
         } else if (i < end && tsql_tok_is(&t[i], "SELECT")) {
             mcdc_buf_reset(&ex);
-            rc = sim_xlate_expr(x, s->db->w, t, i, end, &ex, err);
+            rc = sim_xlate_expr(x, s->rd, t, i, end, &ex, err);
             if (rc == MCDC_OK) {
                 mcdc_buf_append_str(&sql, "WITH __q(", NULL);
                 for (int k = 0; k < nt; k++) mcdc_buf_printf(&sql, NULL, "%s__c%d", k ? ", " : "", k);
@@ -469,7 +480,7 @@ static int find_kw(const tsql_tok *t, int a, int end, const char *kw) {
     return end;
 }
 
-int sim_do_update_delete(sim_stmt *x, const tsql_tok *t, int i, int end, bool is_update, mcdc_error *err) {
+static int update_delete_once(sim_stmt *x, const tsql_tok *t, int i, int end, bool is_update, mcdc_error *err) {
     sim_session *s = x->s;
     i++;
     if (!is_update && i < end && tsql_tok_is(&t[i], "FROM")) i++;
@@ -487,7 +498,7 @@ int sim_do_update_delete(sim_stmt *x, const tsql_tok *t, int i, int end, bool is
     int wpos = find_kw(t, i, end, "WHERE");
     if (rc == MCDC_OK && find_kw(t, i, end, "FROM") < wpos)
         rc = sim_err(err, 50000, "UPDATE/DELETE with FROM is not supported by the simulator");
-    if (rc == MCDC_OK && wpos < end) rc = sim_xlate_expr(x, s->db->w, t, wpos + 1, end, &where, err);
+    if (rc == MCDC_OK && wpos < end) rc = sim_xlate_expr(x, s->rd, t, wpos + 1, end, &where, err);
     if (rc == MCDC_OK) {
         set_cols = mcdc_calloc((size_t)d.ncols + 1, sizeof *set_cols);
         if (!set_cols) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
@@ -556,4 +567,27 @@ int sim_do_update_delete(sim_stmt *x, const tsql_tok *t, int i, int end, bool is
     mcdc_buf_free(&ex);
     dml_free(&d);
     return rc;
+}
+
+/* A DML statement, compiled again while DDL keeps changing the schema
+ * between its compile and its run. */
+static int dml_stale_err(mcdc_error *err) {
+    return sim_err(err, 50000, "the statement was compiled %d times and a DDL changed the schema each time before it ran",
+                   DML_STALE_TRIES);
+}
+
+int sim_do_insert(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
+    for (int n = 0; n < DML_STALE_TRIES; n++) {
+        int rc = insert_once(x, t, i, end, err);
+        if (rc != DML_STALE) return rc;
+    }
+    return dml_stale_err(err);
+}
+
+int sim_do_update_delete(sim_stmt *x, const tsql_tok *t, int i, int end, bool is_update, mcdc_error *err) {
+    for (int n = 0; n < DML_STALE_TRIES; n++) {
+        int rc = update_delete_once(x, t, i, end, is_update, err);
+        if (rc != DML_STALE) return rc;
+    }
+    return dml_stale_err(err);
 }

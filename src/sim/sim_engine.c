@@ -417,6 +417,15 @@ int64_t sim_state_get(sqlite3 *c, const char *k, int64_t dflt) {
     return v;
 }
 
+int64_t sim_schema_version(sqlite3 *c) {
+    sqlite3_stmt *st;
+    int64_t v = -1;
+    if (sqlite3_prepare_v2(c, "PRAGMA schema_version", -1, &st, NULL) != SQLITE_OK) return v;
+    if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
 static int clk_spid(void *ctx) { (void)ctx; return 0; }
 static int64_t clk_utc(void *ctx) { return sim_srv_utc_us(ctx); }
 static int clk_off(void *ctx, int64_t utc_s) { return sim_tz_offset_at(((sim_server *)ctx)->tz, utc_s); }
@@ -457,6 +466,9 @@ int sim_server_open(sim_server **out, const sim_config *cfg, mcdc_error *err) {
     srv->clk.product_major = srv->product_major;
     srv->tz = sim_tz_get(cfg->time_zone && cfg->time_zone[0] ? cfg->time_zone : "UTC", err);
     if (!srv->tz || !srv->data_dir) { sim_server_close(srv); return err ? err->code ? err->code : MCDC_E_NOMEM : MCDC_E_INVALID; }
+    /* no other thread yet: the lock is held for the writer connections'
+     * rule (sim_store_auth_ctx) */
+    pthread_mutex_lock(&srv->mu);
     sim_db *m;
     int rc = sim_db_open(srv, "master", true, &m, err);
     if (rc == MCDC_OK)
@@ -464,7 +476,7 @@ int sim_server_open(sim_server **out, const sim_config *cfg, mcdc_error *err) {
                      "CREATE TABLE IF NOT EXISTS __sim_databases(name TEXT PRIMARY KEY COLLATE NOCASE);"
                      "CREATE TABLE IF NOT EXISTS __sim_server(k TEXT PRIMARY KEY, v);");
     if (rc == MCDC_OK) rc = sim_logins_open(m, cfg->sa_password ? cfg->sa_password : "", err);
-    if (rc != MCDC_OK) { sim_server_close(srv); return rc; }
+    if (rc != MCDC_OK) { pthread_mutex_unlock(&srv->mu); sim_server_close(srv); return rc; }
     /* stored state wins */
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(m->w, "SELECT k, v FROM __sim_server", -1, &st, NULL) == SQLITE_OK) {
@@ -486,6 +498,7 @@ int sim_server_open(sim_server **out, const sim_config *cfg, mcdc_error *err) {
         }
         sqlite3_finalize(st);
     }
+    pthread_mutex_unlock(&srv->mu);
     if (rc != MCDC_OK) { sim_server_close(srv); return rc; }
     if (srv->capture_poll_ms > 0) {
         if (pthread_create(&srv->cap_thread, NULL, sim_cdc_thread, srv) != 0) {

@@ -355,6 +355,8 @@ uint64_t sim_lsn_next(sim_db *d);
 int sim_db_state_put(sim_db *d, const char *k, int64_t v);
 /* A value of a database's __sim_state, dflt when absent. */
 int64_t sim_state_get(sqlite3 *c, const char *k, int64_t dflt);
+/* c's schema version: it moves with every DDL (-1 when it cannot be read). */
+int64_t sim_schema_version(sqlite3 *c);
 /* A row of master's __sim_server (text, or v when text is NULL). */
 int sim_server_state_put(sim_server *srv, const char *k, const char *text, int64_t v);
 /* Runs SQL on a connection; error text into err (number 50000 unless set). */

@@ -55,7 +55,7 @@ const char *sim_db_user_name(sim_session *s, char *buf, size_t cap) {
     if (s->admin) { snprintf(buf, cap, "dbo"); return buf; }
     sqlite3_stmt *st;
     snprintf(buf, cap, "%s", s->login);
-    if (sqlite3_prepare_v2(s->db->w, "SELECT name FROM __sim_users WHERE login = ? COLLATE NOCASE", -1, &st, NULL) == SQLITE_OK) {
+    if (sqlite3_prepare_v2(s->rd, "SELECT name FROM __sim_users WHERE login = ? COLLATE NOCASE", -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_text(st, 1, s->login, -1, SQLITE_STATIC);
         if (sqlite3_step(st) == SQLITE_ROW) snprintf(buf, cap, "%s", (const char *)sqlite3_column_text(st, 0));
         sqlite3_finalize(st);

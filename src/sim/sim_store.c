@@ -652,6 +652,14 @@ int sim_store_auth(void *ctx, int action, const char *a1, const char *a2, const 
     (void)a3;
     (void)a4;
     sim_store_auth_ctx *ac = ctx;
+    /* mu free: no one holds it, so neither does this thread (a hold by
+     * another thread at this moment escapes the check) */
+    if (ac->mu && pthread_mutex_trylock(ac->mu) == 0) {
+        pthread_mutex_unlock(ac->mu);
+        mcdc_log(MCDC_LOG_ERROR, "sim: a statement on database %s's writer connection without the server lock (action %d, %s): refused",
+                 ac->db, action, a1 ? a1 : "-");
+        return SQLITE_DENY;
+    }
     const char *tbl = NULL;
     switch (action) {
     case SQLITE_INSERT: case SQLITE_UPDATE: case SQLITE_DELETE: case SQLITE_DROP_TABLE: case SQLITE_CREATE_TABLE: tbl = a1; break;

@@ -81,11 +81,16 @@ void sim_store_inserted(sim_stores *ss, const char *db, const char *ci, const ui
 /* The writer connection's authorizer: a write or DDL on a cdc.*_CT table
  * drops its store; on another table it moves the table's write count (and
  * drops its table store). Install with sqlite3_set_authorizer(w,
- * sim_store_auth, auth) where auth lives as long as w. */
+ * sim_store_auth, auth) where auth lives as long as w.
+ * It also keeps the writer's rule: every statement on w is prepared under
+ * the server's lock (mu). One prepared while mu is free is refused
+ * (SQLITE_DENY, logged): run unlocked, it would share w with a statement of
+ * another thread, and a DDL there fails with SQLITE_LOCKED. */
 typedef struct sim_store_auth_ctx {
     sim_stores *ss;
     const char *db;    /* the database's name */
     bool trusted;      /* the engine's own bulk writes: they tell the stores themselves */
+    pthread_mutex_t *mu; /* the server's lock (NULL: not checked) */
 } sim_store_auth_ctx;
 int sim_store_auth(void *ctx, int action, const char *a1, const char *a2, const char *a3, const char *a4);
 

@@ -1,11 +1,14 @@
 """Schema changes and the capture instance switch over TDS against the real
 mssql-cdc-sim (run by sim_schema.sh): the reader's queries of reference §3.1
 rows 14, 15, 16 and 17 as a driver sends them (parameters bound), after ADD,
-ALTER and DROP COLUMN on a captured table and with two capture instances.
+ALTER and DROP COLUMN on a captured table and with two capture instances;
+and DDL on a captured table while other sessions write to it and read its
+changes, which SQL Server serializes and never fails.
 
 usage: sim_schema_ddl.py PORT PASSWORD. Ends with "N passed, N failed".
 """
 import sys
+import threading
 
 import pymssql
 import pytds
@@ -84,4 +87,78 @@ def main():
     c.close()
 
 
-C.run(main)
+def ddl_under_load():
+    """ALTER COLUMN (a rebuild of the table), ADD and DROP COLUMN, 40 rounds,
+    while three sessions write the table, one reads its changes and one
+    runs capture: every
+    statement of every session succeeds, as SQL Server's would (a DDL waits
+    for the table's schema lock, a write for the DDL)."""
+    c = pymssql.connect(server="127.0.0.1", port=PORT, user="sa", password=PASSWORD, autocommit=True, database="sch")
+    cur = c.cursor()
+    for s in ("CREATE TABLE dbo.busy (id int NOT NULL PRIMARY KEY, v int NULL, s varchar(10) NULL)",
+              "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'busy', @role_name = NULL"):
+        cur.execute(s)
+    stop, errors, done = threading.Event(), [], [0, 0]
+
+    def session(name, body):
+        """A session of its own running body(cursor, i) for i = 0, 1, ...
+        until stop; each error is kept."""
+        conn = pymssql.connect(server="127.0.0.1", port=PORT, user="sa", password=PASSWORD, autocommit=True,
+                               database="sch")
+        cur, i = conn.cursor(), 0
+        while not stop.is_set():
+            try:
+                body(cur, i)
+            except pymssql.Error as e:
+                errors.append(f"{name}: {e}")
+            i += 1
+        conn.close()
+
+    def writer(k):
+        def body(wc, i):
+            key, step = k * 1000000 + i % 50, i % 150  # insert 50 keys, update them, delete them
+            if step < 50:
+                wc.execute("INSERT INTO dbo.busy (id, v, s) VALUES (%d, %d, 'w')", (key, i))
+            elif step < 100:
+                wc.execute("UPDATE dbo.busy SET v = v + 1 WHERE id = %d", (key,))
+            else:
+                wc.execute("DELETE FROM dbo.busy WHERE id = %d", (key,))
+            done[0] += 1
+        return body
+
+    def read(rc, i):
+        for sql in ("SELECT count(*) FROM cdc.fn_cdc_get_all_changes_dbo_busy(sys.fn_cdc_get_min_lsn('dbo_busy'),"
+                    " sys.fn_cdc_get_max_lsn(), N'all')", "SELECT * FROM dbo.busy WHERE id < 100",
+                    "SELECT TOP (5) * FROM cdc.dbo_busy_CT ORDER BY __$start_lsn DESC"):
+            rc.execute(sql)
+            rc.fetchall()
+        done[1] += 1
+
+    bodies = [(f"writer {k}", writer(k)) for k in range(3)]
+    bodies += [("reader", read), ("capture", lambda gc, i: gc.execute("EXEC sim.run_capture"))]
+    threads = [threading.Thread(target=session, args=nb) for nb in bodies]
+    for t in threads:
+        t.start()
+    ddl_failed = []
+    try:
+        for n in range(40):
+            for s in (f"ALTER TABLE dbo.busy ALTER COLUMN s varchar({11 + n}) NULL", "ALTER TABLE dbo.busy ADD x int NULL",
+                      "ALTER TABLE dbo.busy DROP COLUMN x"):
+                try:
+                    cur.execute(s)
+                except pymssql.Error as e:
+                    ddl_failed.append(f"{s}: {e}")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    check("120 DDL statements under load: none failed", not ddl_failed, ddl_failed[:3])
+    check("the writers and the reader: no statement failed", not errors, errors[:3])
+    check("the writers and the reader ran meanwhile", done[0] > 100 and done[1] > 10, done)
+    cur.execute("EXEC sim.run_capture")
+    got = q(cur, "EXEC sys.sp_cdc_get_ddl_history @capture_instance = %s", ("dbo_busy",))
+    check("each DDL is in the DDL history once", len(got) == 120 and len({r[5] for r in got}) == 120, len(got))
+    c.close()
+
+
+C.run(main, ddl_under_load)

@@ -325,12 +325,16 @@ TEST(sim_decimal_sum_avg_exact) {
     lab_close(srv, dir, &s, 1, &c, 1);
 }
 
+/* A count read on the writer connection, under the server's lock as the
+ * engine reads it. */
 static int catalog_count(sim_session *s, const char *sql) {
     sqlite3_stmt *st;
     int n = -1;
+    pthread_mutex_lock(&s->srv->mu);
     if (sqlite3_prepare_v2(s->db->w, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
         n = sqlite3_column_int(st, 0);
     sqlite3_finalize(st);
+    pthread_mutex_unlock(&s->srv->mu);
     return n;
 }
 
@@ -633,6 +637,7 @@ TEST(sim_old_data_dir_tables_get_the_collations) {
     CHECK_EQ_STR(scalar(s, c, "SELECT MAX(v) FROM dbo.d"), "10.50");
     CHECK_EQ_STR(scalar(s, c, "SELECT COUNT(*) FROM sys.columns WHERE object_id = OBJECT_ID('dbo.d')"), "3");
     sqlite3_stmt *st;
+    pthread_mutex_lock(&s->srv->mu);
     rc = sqlite3_prepare_v2(s->db->w, "SELECT sql, (SELECT max(rowid) FROM \"dbo.d\") FROM sqlite_schema WHERE name = 'dbo.d'",
                             -1, &st, NULL);
     CHECK_EQ_INT(rc, SQLITE_OK);
@@ -640,6 +645,7 @@ TEST(sim_old_data_dir_tables_get_the_collations) {
     CHECK(strstr((const char *)sqlite3_column_text(st, 0), "\"v\" TEXT COLLATE sim_decimal") != NULL);
     CHECK_EQ_INT(sqlite3_column_int(st, 1), 8); /* rowids kept */
     sqlite3_finalize(st);
+    pthread_mutex_unlock(&s->srv->mu);
     lab_close(srv, dir, &s, 1, &c, 1);
 }
 
