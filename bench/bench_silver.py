@@ -12,7 +12,8 @@
    two more such change sets applied merge-on-read: apply_mor_steady_seconds
    is the mean of the three, any compaction they trigger included. The
    goal's figure is the whole apply process against deltalake's merge call
-   alone (deltalake is handed the changes ranked); apply_merge_step_* is
+   alone (deltalake is handed the changes ranked), the best of two runs of
+   each on the same tables (the runs listed too); apply_merge_step_* is
    our merge step alone (its --verbose line), the like-for-like part.
 3. deltalake: the same 10M-row silver written by deltalake, and the same
    changes, ranked to their latest row per key beforehand (not timed),
@@ -193,7 +194,7 @@ def child_deltalake(d):
     from deltalake import DeltaTable
     src = pq.read_table(f"{d}/ranked.parquet")
     t0 = time.monotonic()
-    (DeltaTable(f"{d}/dl_silver").merge(src, predicate="t.id = s.id", source_alias="s",
+    (DeltaTable(f"{d}/dl_silver_run").merge(src, predicate="t.id = s.id", source_alias="s",
                                         target_alias="t")
      .when_matched_delete(predicate="s._operation = 1")
      .when_matched_update_all(predicate="s._operation <> 1", except_cols=["_operation"])
@@ -238,9 +239,22 @@ def run_size(pa, pc, rows, n_changes, d, with_deltalake, prefix=""):
                 k2, o2, l2, q2 = changes(pa, pc, rows, n_changes, rng,
                                          first_commit=S + 1 + rnd * n_changes)
                 write(f"{d}/bronze", bronze_table(pa, pc, k2, o2, l2, q2, False))
+            if rnd == 0:
+                # the goal's figure: the best of two runs of the same apply
+                # (silver and its control row put back between them), as
+                # deltalake's below
+                keep = {t: f"{d}/{t}.before" for t in ("silver_mor", "control_silver_mor")}
+                for t, b in keep.items():
+                    shutil.copytree(f"{d}/{t}", b)
+                first, _, _ = timed(apply_cmd(d, mor=True))
+                for t, b in keep.items():
+                    shutil.rmtree(f"{d}/{t}")
+                    os.rename(b, f"{d}/{t}")
             msecs, mrss, mout = timed(apply_cmd(d, mor=True))
             mor_secs.append(msecs)
             if rnd == 0:
+                print(f"apply_runs_seconds: {first:.3f}, {msecs:.3f}")
+                msecs = min(first, msecs)
                 # the merge step alone (its --verbose line): the input deltalake
                 # is given, the changes ranked, minus the ranking of bronze
                 m = re.search(r"merged on read in ([0-9.]+) s", LAST_ERR[0])
@@ -268,8 +282,14 @@ def run_size(pa, pc, rows, n_changes, d, with_deltalake, prefix=""):
     last = t.group_by("id").aggregate([("_i", "max")])
     ranked = t.take(last["_i_max"]).drop_columns(["_i"])
     pq.write_table(ranked, f"{d}/ranked.parquet")
-    dsecs, drss, out = timed([sys.executable, __file__, "--deltalake", d])
-    merge_secs = float(out.strip().splitlines()[-1])
+    runs = []
+    for _ in range(2):  # the best of two, each on a fresh copy of the same silver
+        shutil.copytree(f"{d}/dl_silver", f"{d}/dl_silver_run")
+        dsecs, drss, out = timed([sys.executable, __file__, "--deltalake", d])
+        runs.append(float(out.strip().splitlines()[-1]))
+        shutil.rmtree(f"{d}/dl_silver_run")
+    merge_secs = min(runs)
+    print(f"deltalake_merge_runs_seconds: {runs[0]:.3f}, {runs[1]:.3f}")
     print(f"deltalake_merge_seconds: {merge_secs:.3f}")
     print(f"deltalake_merge_process_seconds: {dsecs:.3f}")
     print(f"deltalake_rows_per_s: {n_changes / merge_secs:.0f}")
