@@ -569,25 +569,21 @@ static int update_delete_once(sim_stmt *x, const tsql_tok *t, int i, int end, bo
     return rc;
 }
 
-/* A DML statement, compiled again while DDL keeps changing the schema
- * between its compile and its run. */
-static int dml_stale_err(mcdc_error *err) {
+/* Runs a DML statement (is_update: NULL for INSERT), compiled again while
+ * DDL keeps changing the schema between its compile and its run. */
+static int dml_run(sim_stmt *x, const tsql_tok *t, int i, int end, const bool *is_update, mcdc_error *err) {
+    for (int n = 0; n < DML_STALE_TRIES; n++) {
+        int rc = is_update ? update_delete_once(x, t, i, end, *is_update, err) : insert_once(x, t, i, end, err);
+        if (rc != DML_STALE) return rc;
+    }
     return sim_err(err, 50000, "the statement was compiled %d times and a DDL changed the schema each time before it ran",
                    DML_STALE_TRIES);
 }
 
 int sim_do_insert(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
-    for (int n = 0; n < DML_STALE_TRIES; n++) {
-        int rc = insert_once(x, t, i, end, err);
-        if (rc != DML_STALE) return rc;
-    }
-    return dml_stale_err(err);
+    return dml_run(x, t, i, end, NULL, err);
 }
 
 int sim_do_update_delete(sim_stmt *x, const tsql_tok *t, int i, int end, bool is_update, mcdc_error *err) {
-    for (int n = 0; n < DML_STALE_TRIES; n++) {
-        int rc = update_delete_once(x, t, i, end, is_update, err);
-        if (rc != DML_STALE) return rc;
-    }
-    return dml_stale_err(err);
+    return dml_run(x, t, i, end, &is_update, err);
 }

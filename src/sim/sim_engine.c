@@ -93,9 +93,9 @@
  *   values (it waits only for the rows it matches); DDL takes no schema
  *   lock, but never fails for another session's statement, nor makes one
  *   fail: each runs whole under the server lock, and a DML compiled before
- *   a DDL changed the schema is compiled again. Never wait: reads WITH (NOLOCK)/READUNCOMMITTED or under SET
- *   TRANSACTION ISOLATION LEVEL READ UNCOMMITTED (they see the uncommitted
- *   rows, as SQL Server's dirty reads, though never half of one statement:
+ *   a DDL changed the schema is compiled again. Never wait: reads WITH
+ *   (NOLOCK)/READUNCOMMITTED or under SET TRANSACTION ISOLATION LEVEL
+ *   READ UNCOMMITTED (they see the uncommitted rows, as SQL Server's dirty reads, though never half of one statement:
  *   each is atomic in SQLite); sys.* views, CDC procedures and functions
  *   (change tables only ever hold committed, captured rows). Readers hold
  *   no locks (writers never wait for them); REPEATABLE READ and
