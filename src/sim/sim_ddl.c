@@ -528,7 +528,8 @@ int sim_do_alter_table(sim_stmt *x, const tsql_tok *t, int i, int end, const cha
     xl_table_name(parts, np, tbl, sizeof tbl);
     int rc = need_admin(x, "ALTER TABLE", err);
     if (rc != MCDC_OK) return rc;
-    pthread_mutex_lock(&s->srv->mu);
+    rc = sim_lock_table_for_ddl(x, tbl, err);
+    if (rc != MCDC_OK) return rc;
     if (!sim_table_exists(s->db->w, tbl)) {
         pthread_mutex_unlock(&s->srv->mu);
         return sim_err(err, 4902, "Cannot find the object \"%s\" because it does not exist or you do not have permissions.", parts[np - 1]);
@@ -635,7 +636,8 @@ int sim_do_drop(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err)
         xl_table_name(parts, np, tbl, sizeof tbl);
         int rc = need_admin(x, "DROP TABLE", err);
         if (rc != MCDC_OK) return rc;
-        pthread_mutex_lock(&s->srv->mu);
+        rc = sim_lock_table_for_ddl(x, tbl, err);
+        if (rc != MCDC_OK) return rc;
         if (!sim_table_exists(s->db->w, tbl) || sim_ci_prefix(tbl, "sys.") || sim_ci_prefix(tbl, "cdc.")) {
             pthread_mutex_unlock(&s->srv->mu);
             if (if_exists) { sim_send_done(x, 0, false, false); return MCDC_OK; }

@@ -288,6 +288,12 @@ static int dml_exec_once(sim_stmt *x, dml *d, int kind, const char *before_sql, 
     }
     sqlite3 *w = s->db->w;
     if (sim_schema_version(w) != d->schema_ver) { pthread_mutex_unlock(&srv->mu); return DML_STALE; }
+    /* another open transaction's DDL on the table holds its schema lock */
+    if ((blocked->s = sim_ddl_blocker(s, d->tbl)) != NULL) {
+        blocked->descriptor = blocked->s->descriptor;
+        pthread_mutex_unlock(&srv->mu);
+        return DML_BLOCKED;
+    }
     bool implicit = s->trancount == 0;
     int rc = sim_sql(w, err, "BEGIN IMMEDIATE");
     if (rc != MCDC_OK) { pthread_mutex_unlock(&srv->mu); return rc; }

@@ -90,10 +90,13 @@
  *   transaction holds every row of its tables. The subqueries and the
  *   SELECT of DML (INSERT ... SELECT) wait as reads do; the WHERE of an
  *   UPDATE/DELETE on its own target sees other transactions' uncommitted
- *   values (it waits only for the rows it matches); DDL takes no schema
- *   lock, but never fails for another session's statement, nor makes one
- *   fail: each runs whole under the server lock, and a DML compiled before
- *   a DDL changed the schema is compiled again. Never wait: reads WITH
+ *   values (it waits only for the rows it matches). ALTER and DROP TABLE
+ *   wait (same rules) for every other open transaction that changed the
+ *   table, and a write, like a read, waits for another open transaction's
+ *   DDL on its table, as SQL Server's schema lock (Sch-M) makes them; a
+ *   DDL never fails for another session's statement, nor makes one fail:
+ *   each runs whole under the server lock, and a DML compiled before a DDL
+ *   changed the schema is compiled again. Never wait: reads WITH
  *   (NOLOCK)/READUNCOMMITTED or under SET TRANSACTION ISOLATION LEVEL
  *   READ UNCOMMITTED (they see the uncommitted rows, as SQL Server's dirty reads, though never half of one statement:
  *   each is atomic in SQLite); sys.* views, CDC procedures and functions
@@ -139,9 +142,9 @@
  *   stamp reads as its committed rows (empty), not 3961; a row inserted
  *   while another transaction's delete of the table's last rowid is open
  *   can reuse that rowid (SQLite), and the view then shows one of the two;
- *   DDL takes no lock (see above), so an ALTER/DROP of a table another open
- *   transaction changed drops that transaction's row versions (snapshots
- *   then see its changes of the table); a read the view changes lists its
+ *   an ALTER/DROP waits for open transactions that changed the table (see
+ *   above), but not for snapshot readers: the table's older row versions
+ *   go, and a snapshot that reads it afterwards gets 3961; a read the view changes lists its
  *   rows in rowid order. sim.bulk_load_
  *   table keeps no versions: it refuses to run while a snapshot is active
  *   or another session has a transaction open in the database.

@@ -491,8 +491,14 @@ typedef struct sim_tran_ref {
     sim_session *s;
     uint64_t descriptor;
 } sim_tran_ref;
+/* Waits while blocker(s, arg) (called under mu) names another session:
+ * until SET LOCK_TIMEOUT (1222), an ATTENTION (3617) or a wait cycle (1205,
+ * this session's transaction rolled back as the deadlock victim). */
 int sim_wait_while(sim_stmt *x, sim_session *(*blocker)(sim_session *s, const void *arg), const void *arg,
                    mcdc_error *err);
+/* The wait of ALTER and DROP TABLE for tbl; on MCDC_OK returns holding mu. */
+int sim_lock_table_for_ddl(sim_stmt *x, const char *tbl, mcdc_error *err);
+sim_session *sim_ddl_blocker(sim_session *s, const char *tbl);
 /* A blocker for sim_wait_while: arg (a sim_tran_ref) while that transaction is open. */
 sim_session *sim_tran_still_open(sim_session *s, const void *arg);
 int sim_wait_committed(sim_stmt *x, const xl_result *res, bool nolock, mcdc_error *err);

@@ -26,35 +26,31 @@ static sim_session *read_blocker(sim_session *s, const xl_result *res) {
     return NULL;
 }
 
-/* Waits while blocker(s, arg) (called under mu) names another session:
- * until SET LOCK_TIMEOUT (error 1222), an ATTENTION (the sink's poll), or a
- * wait cycle (error 1205, this session's transaction rolled back as the
- * deadlock victim). */
-int sim_wait_while(sim_stmt *x, sim_session *(*blocker)(sim_session *s, const void *arg), const void *arg,
-                      mcdc_error *err) {
+/* Under mu, which it gives up while it sleeps: waits while blocker(s, arg)
+ * names another session, until SET LOCK_TIMEOUT (error 1222), an ATTENTION
+ * (the sink's poll), or a wait cycle (error 1205, this session's transaction
+ * rolled back as the deadlock victim: *victim). Returns holding mu. */
+static int wait_held(sim_stmt *x, sim_session *(*blocker)(sim_session *s, const void *arg), const void *arg,
+                     bool *victim, mcdc_error *err) {
     sim_session *s = x->s;
     sim_server *srv = s->srv;
     int64_t waited_ms = 0;
-    int rc = MCDC_OK;
-    bool victim = false;
-    pthread_mutex_lock(&srv->mu);
+    *victim = false;
     for (;;) {
         sim_session *b = blocker(s, arg);
-        if (!b) break;
-        for (sim_session *w = b; w && !victim; w = w->waiting_for) victim = w == s;
-        if (victim) {
+        if (!b) return MCDC_OK;
+        for (sim_session *w = b; w && !*victim; w = w->waiting_for) *victim = w == s;
+        if (*victim) {
             sim_tran_rollback(s);
-            rc = sim_err(err, 1205,
-                         "Transaction (Process ID %d) was deadlocked on lock resources with another process and has been"
-                         " chosen as the deadlock victim. Rerun the transaction.",
-                         s->spid);
+            int rc = sim_err(err, 1205,
+                             "Transaction (Process ID %d) was deadlocked on lock resources with another process and has"
+                             " been chosen as the deadlock victim. Rerun the transaction.",
+                             s->spid);
             if (err) err->server_class = 13;
-            break;
+            return rc;
         }
-        if (s->lock_timeout_ms >= 0 && waited_ms >= s->lock_timeout_ms) {
-            rc = sim_err(err, 1222, "Lock request time out period exceeded.");
-            break;
-        }
+        if (s->lock_timeout_ms >= 0 && waited_ms >= s->lock_timeout_ms)
+            return sim_err(err, 1222, "Lock request time out period exceeded.");
         s->waiting_for = b;
         pthread_mutex_unlock(&srv->mu);
         mcdc_sleep_ms(SIM_LOCK_POLL_MS);
@@ -64,13 +60,52 @@ int sim_wait_while(sim_stmt *x, sim_session *(*blocker)(sim_session *s, const vo
         s->waiting_for = NULL;
         if (stop) {
             x->aborted = true;
-            rc = sim_err(err, 3617, "The query was cancelled while it waited for a lock.");
-            break;
+            return sim_err(err, 3617, "The query was cancelled while it waited for a lock.");
         }
     }
-    pthread_mutex_unlock(&srv->mu);
-    if (victim && x->sink->transaction && x->sink->transaction(x->sink->ctx, 10, s->descriptor)) x->aborted = true;
+}
+
+/* After a failed wait, without mu: a deadlock victim's client learns that
+ * its transaction ended (ENVCHANGE). */
+static void wait_failed(sim_stmt *x, bool victim) {
+    if (victim && x->sink->transaction && x->sink->transaction(x->sink->ctx, 10, x->s->descriptor)) x->aborted = true;
+}
+
+int sim_wait_while(sim_stmt *x, sim_session *(*blocker)(sim_session *s, const void *arg), const void *arg,
+                   mcdc_error *err) {
+    bool victim;
+    pthread_mutex_lock(&x->s->srv->mu);
+    int rc = wait_held(x, blocker, arg, &victim, err);
+    pthread_mutex_unlock(&x->s->srv->mu);
+    wait_failed(x, victim);
     return rc;
+}
+
+static sim_session *table_blocker(sim_session *s, const void *tbl) { return sim_write_blocker(s, tbl, -1); }
+
+/* ALTER and DROP TABLE take the table's schema lock (Sch-M): they wait,
+ * as reads and writes do, for every other open transaction that changed
+ * the table (its rows or, by DDL, its shape). */
+int sim_lock_table_for_ddl(sim_stmt *x, const char *tbl, mcdc_error *err) {
+    bool victim;
+    pthread_mutex_lock(&x->s->srv->mu);
+    int rc = wait_held(x, table_blocker, tbl, &victim, err);
+    if (rc == MCDC_OK) return MCDC_OK;
+    pthread_mutex_unlock(&x->s->srv->mu);
+    wait_failed(x, victim);
+    return rc;
+}
+
+/* Under mu: another session whose open transaction changed table tbl by
+ * DDL (a write waits for it, as for a schema lock). */
+sim_session *sim_ddl_blocker(sim_session *s, const char *tbl) {
+    for (int k = 0; k < MCDC_SIM_SESSIONS_MAX; k++) {
+        sim_session *o = s->srv->sessions[k];
+        if (!o || o == s || o->trancount == 0 || o->tran_db != s->db) continue;
+        for (int c = 0; c < o->tran_nddl; c++)
+            if (mcdc_str_ieq(o->tran_ddl[c], tbl)) return o;
+    }
+    return NULL;
 }
 
 static sim_session *read_blocker_cb(sim_session *s, const void *res) { return read_blocker(s, res); }

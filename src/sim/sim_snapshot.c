@@ -398,14 +398,9 @@ bool sim_snap_applies(const sim_session *s, const xl_result *res, bool nolock) {
 
 sim_session *sim_snap_ddl_blocker(sim_session *s, const void *arg) {
     const xl_result *res = arg;
-    for (int k = 0; k < MCDC_SIM_SESSIONS_MAX; k++) {
-        sim_session *o = s->srv->sessions[k];
-        if (!o || o == s || o->trancount == 0 || o->tran_db != s->db) continue;
-        for (int t = 0; t < res->ntables; t++)
-            for (int c = 0; c < o->tran_nddl; c++)
-                if (mcdc_str_ieq(o->tran_ddl[c], res->tables[t].name)) return o;
-    }
-    return NULL;
+    sim_session *o = NULL;
+    for (int t = 0; t < res->ntables && !o; t++) o = sim_ddl_blocker(s, res->tables[t].name);
+    return o;
 }
 
 /* The first version of row r a snapshot (stamp cseq, unit own) cannot see:

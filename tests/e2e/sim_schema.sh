@@ -3,7 +3,8 @@
 # TDS: hierarchyid, geography, geometry, xml and sql_variant as python-tds
 # and pymssql decode them (tests/e2e/sim_types_tds.py); DDL history,
 # captured columns and the capture instance switch as the reader queries
-# them, and DDL while other sessions write, read and capture
+# them, DDL while other sessions write, read and capture, and DDL that
+# waits for open transactions and makes them wait
 # (tests/e2e/sim_schema_ddl.py); the reconcile's queries on a
 # million-row table, exact and timed (tests/e2e/sim_reconcile.py; ROWS from
 # SIM_RECONCILE_ROWS). Ends with "N passed, N failed".

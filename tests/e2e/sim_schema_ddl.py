@@ -2,8 +2,10 @@
 mssql-cdc-sim (run by sim_schema.sh): the reader's queries of reference §3.1
 rows 14, 15, 16 and 17 as a driver sends them (parameters bound), after ADD,
 ALTER and DROP COLUMN on a captured table and with two capture instances;
-and DDL on a captured table while other sessions write to it and read its
-changes, which SQL Server serializes and never fails.
+DDL on a captured table while other sessions write to it and read its
+changes, which SQL Server serializes and never fails; and the schema lock's
+waits: DDL for other open transactions on its table, reads and writes for
+an open transaction's DDL.
 
 usage: sim_schema_ddl.py PORT PASSWORD. Ends with "N passed, N failed".
 """
@@ -161,4 +163,98 @@ def ddl_under_load():
     c.close()
 
 
-C.run(main, ddl_under_load)
+def ddl_waits_for_open_transactions():
+    """ALTER and DROP TABLE wait for another session's open transaction
+    that changed the table, and reads and writes wait for another open
+    transaction's DDL (SQL Server's schema lock): SET LOCK_TIMEOUT ends a
+    wait with 1222, the end of the blocking transaction lets it run, and a
+    wait cycle makes a deadlock victim (1205)."""
+    def conn():
+        return pymssql.connect(server="127.0.0.1", port=PORT, user="sa", password=PASSWORD, autocommit=True,
+                               database="sch")
+
+    def fails_1222(cur, sql):
+        cur.execute("SET LOCK_TIMEOUT 200")
+        try:
+            cur.execute(sql)
+            return "ran"
+        except pymssql.Error as e:
+            return "1222" in str(e) or str(e)
+        finally:
+            cur.execute("SET LOCK_TIMEOUT -1")
+
+    def in_thread(cur, sql):
+        """Runs sql on cur in a thread: (thread, result list)."""
+        out = []
+
+        def run():
+            try:
+                cur.execute(sql)
+                out.append("ok")
+            except pymssql.Error as e:
+                out.append(str(e))
+        th = threading.Thread(target=run)
+        th.start()
+        return th, out
+
+    def waits_for_end(cur, sql, holder, end, what):
+        """sql on cur still waits after 0.3 s and runs once holder's
+        transaction ends (end: COMMIT or ROLLBACK)."""
+        th, out = in_thread(cur, sql)
+        th.join(0.3)
+        check(f"{what} still waits while the transaction is open", th.is_alive() and not out, out)
+        holder.execute(end)
+        th.join(10)
+        check(f"{what} runs once the transaction ends ({end})", out == ["ok"], out)
+
+    a, b = conn(), conn()
+    ac, bc = a.cursor(), b.cursor()
+    for s in ("CREATE TABLE dbo.w (id int NOT NULL PRIMARY KEY, v int NULL)", "INSERT INTO dbo.w (id, v) VALUES (1, 1)",
+              "CREATE TABLE dbo.w2 (id int NOT NULL PRIMARY KEY, v int NULL)", "INSERT INTO dbo.w2 (id, v) VALUES (1, 1)"):
+        ac.execute(s)
+    # DDL waits for another transaction's rows
+    ac.execute("BEGIN TRANSACTION")
+    ac.execute("INSERT INTO dbo.w (id, v) VALUES (2, 2)")
+    check("ALTER TABLE waits for an open insert: 1222", fails_1222(bc, "ALTER TABLE dbo.w ADD x int NULL") is True)
+    check("DROP TABLE waits for an open insert: 1222", fails_1222(bc, "DROP TABLE dbo.w") is True)
+    waits_for_end(bc, "ALTER TABLE dbo.w ADD x int NULL", ac, "COMMIT", "the ALTER")
+    got = q(ac, "SELECT id, v, x FROM dbo.w ORDER BY id")
+    check("the committed row and the new column", got == [(1, 1, None), (2, 2, None)], got)
+    # reads and writes wait for another transaction's DDL
+    ac.execute("BEGIN TRANSACTION")
+    ac.execute("ALTER TABLE dbo.w ADD y int NULL")
+    check("an INSERT waits for an open ALTER: 1222", fails_1222(bc, "INSERT INTO dbo.w (id, v) VALUES (3, 3)") is True)
+    check("an UPDATE waits for an open ALTER: 1222", fails_1222(bc, "UPDATE dbo.w SET v = 9 WHERE id = 1") is True)
+    check("a SELECT waits for an open ALTER: 1222", fails_1222(bc, "SELECT * FROM dbo.w") is True)
+    waits_for_end(bc, "INSERT INTO dbo.w (id, v) VALUES (3, 3)", ac, "ROLLBACK", "the INSERT")
+    got = q(bc, "SELECT name FROM sys.columns WHERE object_id = OBJECT_ID('dbo.w') ORDER BY column_id")
+    check("the rolled-back column is gone", got == [("id",), ("v",), ("x",)], got)
+    got = q(bc, "SELECT id, v FROM dbo.w ORDER BY id")
+    check("the waiting INSERT's row is there once", got == [(1, 1), (2, 2), (3, 3)], got)
+    # a cycle: a holds w and waits to alter w2, b holds w2 and then alters w
+    ac.execute("BEGIN TRANSACTION")
+    ac.execute("UPDATE dbo.w SET v = 10 WHERE id = 1")
+    bc.execute("BEGIN TRANSACTION")
+    bc.execute("UPDATE dbo.w2 SET v = 10 WHERE id = 1")
+    th, out = in_thread(ac, "ALTER TABLE dbo.w2 ADD z int NULL")
+    th.join(0.3)
+    try:
+        bc.execute("ALTER TABLE dbo.w ADD z int NULL")
+        victim = "ran"
+    except pymssql.Error as e:
+        victim = str(e)
+    check("the session that closes the cycle is the deadlock victim (1205)", "1205" in victim, victim)
+    th.join(10)
+    check("the other session's ALTER then runs", out == ["ok"], out)
+    ac.execute("COMMIT")
+    got = q(ac, "SELECT id, v FROM dbo.w2 ORDER BY id")
+    check("the victim's update was rolled back", got == [(1, 1)], got)
+    got = q(ac, "SELECT name FROM sys.columns WHERE object_id = OBJECT_ID('dbo.w2') ORDER BY column_id")
+    check("the winner's column is there", got == [("id",), ("v",), ("z",)], got)
+    for s in ("DROP TABLE dbo.w", "DROP TABLE dbo.w2"):
+        ac.execute(s)
+    a.close()
+    b.close()
+
+
+C.run(main, ddl_under_load, ddl_waits_for_open_transactions)
