@@ -11,32 +11,37 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
 total_pass=0; total_fail=0
-tally() { # name, output file
+tally() { # name, output file, seconds
   local line p f
   line=$(grep -E '[0-9]+ passed' "$2" | tail -1)
   p=$(echo "$line" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || echo 0)
   f=$(echo "$line" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+' || echo 0)
   [ -z "$p" ] && p=0; [ -z "$f" ] && f=0
   total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
-  echo "== $1: $p passed, $f failed"
+  echo "== $1: $p passed, $f failed (${3:-0} s)"
 }
 run_suite() { # name, command...
   local name=$1; shift
   local out; out=$(mktemp)
+  local t0=$SECONDS
   echo "== $name"
   if ! "$@" 2>&1 | tee "$out"; then :; fi
   local rc=${PIPESTATUS[0]}
-  tally "$name" "$out"
+  tally "$name" "$out" $((SECONDS - t0))
   if [ "$rc" -ne 0 ] && ! grep -qE '[1-9][0-9]* failed' "$out"; then
     echo "== $name exited with status $rc"; total_fail=$((total_fail + 1))
   fi
   rm -f "$out"
 }
+# each suite's line ends with its wall seconds, the builds' and the whole
+# run's are printed too: CI must stay well within 30 minutes on 2 cores
+t_start=$SECONDS
 make -j"$JOBS" all || { echo "tests: 0 passed, 1 failed"; exit 1; }
 make -j"$JOBS" CC=clang BUILD=build-clang all >/dev/null || { echo "clang build failed"; echo "tests: 0 passed, 1 failed"; exit 1; }
 make headercheck >/dev/null || { echo "header check failed"; echo "tests: 0 passed, 1 failed"; exit 1; }
 make -j"$JOBS" SAN=1 all >/dev/null || { echo "sanitizer build failed"; echo "tests: 0 passed, 1 failed"; exit 1; }
 make -j"$JOBS" SAN=thread all >/dev/null || { echo "thread sanitizer build failed"; echo "tests: 0 passed, 1 failed"; exit 1; }
+echo "== builds: $((SECONDS - t_start)) s"
 # Table data goes through src/storage only (no file calls elsewhere in src/).
 run_suite storage-io python3 scripts/check_storage_io.py
 run_suite abi scripts/check-abi.py
@@ -64,5 +69,6 @@ run_suite fuzz-corpus env FUZZ_SECONDS=0 scripts/fuzz.sh --regress
 if ls tests/interop/test_*.py >/dev/null 2>&1; then
   run_suite interop .venv/bin/python -m pytest -q tests/interop
 fi
+echo "== all suites and builds: $((SECONDS - t_start)) s"
 echo "tests: $total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]
