@@ -96,10 +96,11 @@
  *   DDL on its table, as SQL Server's schema lock (Sch-M) makes them; a
  *   DDL never fails for another session's statement, nor makes one fail:
  *   each runs whole under the server lock, and a DML compiled before a DDL
- *   changed the schema is compiled again. Never wait: reads WITH
- *   (NOLOCK)/READUNCOMMITTED or under SET TRANSACTION ISOLATION LEVEL
- *   READ UNCOMMITTED (they see the uncommitted rows, as SQL Server's dirty reads, though never half of one statement:
- *   each is atomic in SQLite); sys.* views, CDC procedures and functions
+ *   changed the schema is compiled again. Wait only for another open
+ *   transaction's DDL on their tables: reads WITH (NOLOCK)/READUNCOMMITTED
+ *   or under SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED (they see
+ *   the uncommitted rows, as SQL Server's dirty reads, though never half of
+ *   one statement: each is atomic in SQLite). Never wait: sys.* views, CDC procedures and functions
  *   (change tables only ever hold committed, captured rows). Readers hold
  *   no locks (writers never wait for them); REPEATABLE READ and
  *   SERIALIZABLE behave as this READ COMMITTED; ALTER DATABASE ... SET

@@ -112,9 +112,12 @@ static sim_session *read_blocker_cb(sim_session *s, const void *res) { return re
 
 /* READ COMMITTED at table granularity: waits while another session's open
  * transaction has changed a table the statement reads. nolock: the
- * statement reads WITH (NOLOCK). */
+ * statement reads WITH (NOLOCK); it, and READ UNCOMMITTED, wait only for
+ * another open transaction's DDL on a table it reads (their schema
+ * stability lock against the DDL's Sch-M). */
 int sim_wait_committed(sim_stmt *x, const xl_result *res, bool nolock, mcdc_error *err) {
-    if (res->ntables == 0 || nolock || x->s->iso == SIM_ISO_READ_UNCOMMITTED) return MCDC_OK;
+    if (res->ntables == 0) return MCDC_OK;
+    if (nolock || x->s->iso == SIM_ISO_READ_UNCOMMITTED) return sim_wait_while(x, sim_snap_ddl_blocker, res, err);
     return sim_wait_while(x, read_blocker_cb, res, err);
 }
 

@@ -226,6 +226,11 @@ def ddl_waits_for_open_transactions():
     check("an INSERT waits for an open ALTER: 1222", fails_1222(bc, "INSERT INTO dbo.w (id, v) VALUES (3, 3)") is True)
     check("an UPDATE waits for an open ALTER: 1222", fails_1222(bc, "UPDATE dbo.w SET v = 9 WHERE id = 1") is True)
     check("a SELECT waits for an open ALTER: 1222", fails_1222(bc, "SELECT * FROM dbo.w") is True)
+    check("a NOLOCK SELECT waits for an open ALTER too (Sch-S): 1222",
+          fails_1222(bc, "SELECT * FROM dbo.w WITH (NOLOCK)") is True)
+    bc.execute("SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED")
+    check("so does a READ UNCOMMITTED SELECT: 1222", fails_1222(bc, "SELECT * FROM dbo.w") is True)
+    bc.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
     waits_for_end(bc, "INSERT INTO dbo.w (id, v) VALUES (3, 3)", ac, "ROLLBACK", "the INSERT")
     got = q(bc, "SELECT name FROM sys.columns WHERE object_id = OBJECT_ID('dbo.w') ORDER BY column_id")
     check("the rolled-back column is gone", got == [("id",), ("v",), ("x",)], got)
