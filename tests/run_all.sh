@@ -4,7 +4,7 @@
 # Checks: table data goes through src/storage only (check_storage_io.py); the
 # shared library exports exactly the public API (check-abi.py); no module
 # includes one above it (check-deps.py).
-# Suites: unit tests (plain build, then ASan+UBSan, TSan, valgrind), simulator and
+# Suites: unit tests (plain build, then ASan+UBSan and valgrind in shards, TSan), simulator and
 # end-to-end tests, fuzz corpora, interop tests with the Python readers and
 # Spark, the stream's end-to-end and crash tests (one under TSan).
 set -uo pipefail
@@ -47,7 +47,9 @@ run_suite storage-io python3 scripts/check_storage_io.py
 run_suite abi scripts/check-abi.py
 run_suite deps scripts/check-deps.py
 run_suite unit build/unit-tests
-run_suite unit-asan-ubsan build-san/unit-tests
+# the slow runs of the unit tests go as $JOBS shards at once (every test in
+# exactly one: scripts/unit_shards.sh)
+run_suite unit-asan-ubsan scripts/unit_shards.sh "$JOBS" build-san/unit-tests
 # The unit tests where threads meet, again under TSan (a report makes the
 # run exit non-zero, so the suite fails): the scan's read-ahead, the Parquet
 # encoders, the batch pool, the verdict's racers, storage and Delta commit
@@ -56,7 +58,7 @@ run_suite unit-asan-ubsan build-san/unit-tests
 TSAN_TESTS="lake_scan|parquet_streaming|batch_pool|finalization|storage_put_if_absent"
 TSAN_TESTS="$TSAN_TESTS|delta_append_race|sim_capture_thread|sim_snapshot_under|api_"
 run_suite unit-tsan env TSAN_OPTIONS="exitcode=66 ${TSAN_OPTIONS:-}" build-tsan/unit-tests "$TSAN_TESTS"
-run_suite unit-valgrind valgrind -q --error-exitcode=99 --leak-check=full \
+run_suite unit-valgrind scripts/unit_shards.sh "$JOBS" valgrind -q --error-exitcode=99 --leak-check=full \
   --errors-for-leak-kinds=definite build/unit-tests
 # Microsoft's mssql-python (from tests/requirements.txt) joins the client tests.
 export MSSQL_PYTHON=${MSSQL_PYTHON:-$PWD/.venv/bin/python}

@@ -44,11 +44,31 @@ static int by_name(const void *a, const void *b) {
     return strcmp(((const entry *)a)->name, ((const entry *)b)->name);
 }
 
+/* MCDC_TEST_SHARD=k/n: this run takes the tests whose place in name order
+ * is k modulo n (so n runs at once share the tests out, each exactly once). */
+static bool shard_of(const char *v, int *k, int *n) {
+    char *end;
+    long a = strtol(v, &end, 10);
+    if (end == v || *end != '/') return false;
+    const char *q = end + 1;
+    long b = strtol(q, &end, 10);
+    if (end == q || *end != '\0' || b < 1 || b > 64 || a < 0 || a >= b) return false;
+    *k = (int)a;
+    *n = (int)b;
+    return true;
+}
+
 int main(int argc, char **argv) {
     const char *filter = argc > 1 ? argv[1] : NULL;
-    int passed = 0, failed = 0;
+    int passed = 0, failed = 0, shard = 0, shards = 1;
+    const char *sv = getenv("MCDC_TEST_SHARD");
+    if (sv && !shard_of(sv, &shard, &shards)) {
+        fprintf(stderr, "MCDC_TEST_SHARD must be k/n with 0 <= k < n <= 64, not '%s'\n", sv);
+        return 2;
+    }
     qsort(g_tests, (size_t)g_count, sizeof g_tests[0], by_name);
     for (int i = 0; i < g_count; i++) {
+        if (i % shards != shard) continue;
         if (filter && !matches(g_tests[i].name, filter)) continue;
         g_failures_in_test = 0;
         mcdc_test_checks = 0;
