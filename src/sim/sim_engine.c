@@ -100,13 +100,14 @@
  *   transaction's DDL on their tables: reads WITH (NOLOCK)/READUNCOMMITTED
  *   or under SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED (they see
  *   the uncommitted rows, as SQL Server's dirty reads, though never half of
- *   one statement: each is atomic in SQLite). Never wait: sys.* views, CDC procedures and functions
- *   (change tables only ever hold committed, captured rows). Readers hold
- *   no locks (writers never wait for them); REPEATABLE READ and
- *   SERIALIZABLE behave as this READ COMMITTED; ALTER DATABASE ... SET
- *   READ_COMMITTED_SNAPSHOT ON is refused (error 50000). SET TRANSACTION
- *   ISOLATION LEVEL and SET LOCK_TIMEOUT inside sp_executesql end with it,
- *   as in SQL Server; in a batch they stay on the session.
+ *   one statement: each is atomic in SQLite). Never wait: sys.* views,
+ *   CDC procedures and functions (change tables only ever hold committed,
+ *   captured rows). Readers hold no locks (writers never wait for them);
+ *   REPEATABLE READ and SERIALIZABLE behave as this READ COMMITTED;
+ *   ALTER DATABASE ... SET READ_COMMITTED_SNAPSHOT ON is refused (error
+ *   50000). SET TRANSACTION ISOLATION LEVEL and SET LOCK_TIMEOUT inside
+ *   sp_executesql end with it, as in SQL Server; in a batch they stay on
+ *   the session.
  * - SNAPSHOT isolation is SQL Server's (sim_snapshot.c): ALTER DATABASE d
  *   SET ALLOW_SNAPSHOT_ISOLATION ON | OFF (default OFF, master ON; kept in
  *   the database file; sys.databases.snapshot_isolation_state / _desc),
@@ -145,10 +146,10 @@
  *   can reuse that rowid (SQLite), and the view then shows one of the two;
  *   an ALTER/DROP waits for open transactions that changed the table (see
  *   above), but not for snapshot readers: the table's older row versions
- *   go, and a snapshot that reads it afterwards gets 3961; a read the view changes lists its
- *   rows in rowid order. sim.bulk_load_
- *   table keeps no versions: it refuses to run while a snapshot is active
- *   or another session has a transaction open in the database.
+ *   go, and a snapshot that reads it afterwards gets 3961; a read the
+ *   view changes lists its rows in rowid order. sim.bulk_load_table keeps
+ *   no versions: it refuses to run while a snapshot is active or another
+ *   session has a transaction open in the database.
  * - The table store (sim_store.h) answers the snapshot reader's base-table
  *   reads (SELECT of columns and literal CASTs FROM one table, WHERE NULLs
  *   and/or one range of an integer column) in rowid order, the order of
