@@ -15,6 +15,12 @@ void mcdc_test_register(const char *name, mcdc_test_fn fn);
 void mcdc_test_fail(const char *file, int line, const char *what);
 /* Checks made by the running test (a test with none fails: it proves nothing). */
 extern int mcdc_test_checks;
+/* The step of the exhaustive fault sweeps (every storage call failing in
+ * turn): 1, every call, unless MCDC_TEST_FAULT_STEP says to try every k-th.
+ * The valgrind run takes a step (a sweep there costs minutes, and ASan's run
+ * still takes every call); a sweep's "the loop reached far enough" checks
+ * scale by it. */
+extern int mcdc_test_fault_step;
 /* A log sink that keeps only errors: for tests whose cases warn on purpose
  * (install with mcdc_log_use, restore the previous one after). */
 #include "mcdc_util.h"

@@ -13,6 +13,7 @@ static entry g_tests[1024];
 static int g_count;
 static int g_failures_in_test;
 int mcdc_test_checks;
+int mcdc_test_fault_step = 1;
 
 void mcdc_test_register(const char *name, mcdc_test_fn fn) {
     if (g_count < (int)(sizeof g_tests / sizeof g_tests[0]))
@@ -66,6 +67,16 @@ int main(int argc, char **argv) {
         fprintf(stderr, "MCDC_TEST_SHARD must be k/n with 0 <= k < n <= 64, not '%s'\n", sv);
         return 2;
     }
+    const char *fs = getenv("MCDC_TEST_FAULT_STEP");
+    if (fs) {
+        char *end;
+        long v = strtol(fs, &end, 10);
+        if (end == fs || *end != '\0' || v < 1 || v > 64) {
+            fprintf(stderr, "MCDC_TEST_FAULT_STEP must be a whole number from 1 to 64, not '%s'\n", fs);
+            return 2;
+        }
+        mcdc_test_fault_step = (int)v;
+    }
     qsort(g_tests, (size_t)g_count, sizeof g_tests[0], by_name);
     for (int i = 0; i < g_count; i++) {
         if (i % shards != shard) continue;
@@ -74,7 +85,9 @@ int main(int argc, char **argv) {
         mcdc_test_checks = 0;
         mcdc_alloc_stats before, after;
         mcdc_alloc_get_stats(&before);
+        int64_t t0 = mcdc_monotonic_us();
         g_tests[i].fn();
+        double secs = (double)(mcdc_monotonic_us() - t0) / 1e6;
         mcdc_alloc_get_stats(&after);
         if (mcdc_test_checks == 0) mcdc_test_fail(__FILE__, __LINE__, "test made no checks");
         if (after.live_bytes != before.live_bytes) {
@@ -83,12 +96,16 @@ int main(int argc, char **argv) {
                      (long long)(after.live_bytes - before.live_bytes));
             mcdc_test_fail(__FILE__, __LINE__, m);
         }
+        /* a test's seconds when they are worth knowing (CI's time is kept
+         * well within its limit: the slow ones are where to look) */
+        char took[32] = "";
+        if (secs >= 0.5) snprintf(took, sizeof took, " (%.1f s)", secs);
         if (g_failures_in_test) {
             failed++;
-            printf("FAIL %s\n", g_tests[i].name);
+            printf("FAIL %s%s\n", g_tests[i].name, took);
         } else {
             passed++;
-            printf("ok   %s\n", g_tests[i].name);
+            printf("ok   %s%s\n", g_tests[i].name, took);
         }
     }
     printf("unit: %d passed, %d failed\n", passed, failed);

@@ -869,7 +869,7 @@ TEST(silver_sorter_spilling_fails_cleanly_at_each_storage_call_and_allocation) {
     CHECK_EQ_INT(rows, N);
     const mcdc_log_sink *host = mcdc_log_use(&mcdc_test_quiet);
     int io_failures = 0;
-    for (int64_t nth = 1;; nth++) {
+    for (int64_t nth = 1;; nth += mcdc_test_fault_step) {
         mcdc_storage_mem_fail_nth(m, MCDC_STORAGE_OP_ANY, nth, MCDC_E_IO);
         mcdc_error fe = MCDC_ERROR_INIT;
         int rc = sorter_life(st, s, b, &rows, &fe);
@@ -884,9 +884,9 @@ TEST(silver_sorter_spilling_fails_cleanly_at_each_storage_call_and_allocation) {
         CHECK(rc == MCDC_OK || rc == MCDC_E_IO);
         io_failures += rc == MCDC_E_IO;
     }
-    CHECK(io_failures > 10);
+    CHECK(io_failures * mcdc_test_fault_step > 10);
     int nomem = 0;
-    for (int64_t nth = 1; nth < 4000; nth += nth < 120 ? 1 : 173) {
+    for (int64_t nth = 1; nth < 4000; nth += nth < 120 ? mcdc_test_fault_step : 173) {
         /* a store and rows of their own: what the store's journal and the
          * schema's batch pool keep goes with them */
         mcdc_alloc_stats before, after;
@@ -918,7 +918,7 @@ TEST(silver_sorter_spilling_fails_cleanly_at_each_storage_call_and_allocation) {
         mcdc_alloc_get_stats(&after);
         CHECK_EQ_INT(after.live_bytes, before.live_bytes);
     }
-    CHECK(nomem > 50);
+    CHECK(nomem * mcdc_test_fault_step > 50);
     mcdc_log_use(host);
     mcdc_batch_free(b);
     mcdc_schema_unref(s);
@@ -1360,7 +1360,7 @@ TEST(silver_merge_survives_a_failure_of_any_storage_call) {
     int64_t calls0 = mcdc_storage_mem_calls(x.m, MCDC_STORAGE_OP_ANY);
     const mcdc_log_sink *host = mcdc_log_use(&mcdc_test_quiet);
     int failures = 0, published = 0;
-    for (int64_t nth = 1;; nth++) {
+    for (int64_t nth = 1;; nth += mcdc_test_fault_step) {
         /* put the table back to its state before the merge */
         mtest_close(&x);
         mtest_open(&x, "merge5b", 300);
@@ -1403,7 +1403,7 @@ TEST(silver_merge_survives_a_failure_of_any_storage_call) {
         if (nth > 400) break; /* far more calls than a merge makes */
     }
     mcdc_log_use(host);
-    CHECK(failures > 10);
+    CHECK(failures * mcdc_test_fault_step > 10);
     (void)calls0;
     (void)published;
     free(d);
