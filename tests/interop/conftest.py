@@ -7,7 +7,6 @@ with deltalake (delta-rs), the reader users trust.
 """
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -29,22 +28,19 @@ def link_libs():
                           capture_output=True, text=True, check=True).stdout.split()
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Sim:
     """A running mssql-cdc-sim."""
 
     def __init__(self, data_dir, extra_args=()):
-        self.port = free_port()
+        # port 0: the simulator binds a free port itself and writes it to the
+        # ready file, so no two simulators can race for one
         self.data_dir = data_dir
         ready = os.path.join(data_dir, "ready")
+        if os.path.exists(ready):
+            os.unlink(ready)
         self.log = open(os.path.join(data_dir, "sim.log"), "w")
         self.proc = subprocess.Popen(
-            [SIM, "--port", str(self.port), "--data", data_dir, "--password", PASSWORD,
+            [SIM, "--port", "0", "--data", data_dir, "--password", PASSWORD,
              "--ready-file", ready, *extra_args],
             stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 20
@@ -52,6 +48,8 @@ class Sim:
             if self.proc.poll() is not None or time.time() > deadline:
                 raise RuntimeError("simulator did not start: " + open(self.log.name).read())
             time.sleep(0.02)
+        with open(ready) as f:
+            self.port = int(f.read().strip())
 
     def connect(self, database="master", user="sa", password=PASSWORD):
         import pymssql
@@ -134,3 +132,4 @@ def duckdb_with_delta():
     con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
     con.execute(f"LOAD '{found[0]}'")
     return con
+

@@ -9,10 +9,8 @@ import datetime as dt
 import decimal
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
-import time
 
 import pyarrow as pa
 import pytest
@@ -156,34 +154,17 @@ def test_output_schema_batch_imports_into_pyarrow(shim):
 
 
 # ---- against the simulator ------------------------------------------------------------
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
-def sim():
+def sim(workdir):
+    """The simulator's port (conftest's Sim, started on a free one)."""
     if not os.path.exists(SIM):
         pytest.skip("build/mssql-cdc-sim is not built")
-    d = tempfile.mkdtemp(prefix="mcdc-reader-")
-    port = free_port()
-    ready = os.path.join(d, "ready")
-    log = open(os.path.join(d, "sim.log"), "w")
-    proc = subprocess.Popen([SIM, "--port", str(port), "--data", os.path.join(d, "data"),
-                             "--password", PASSWORD, "--ready-file", ready,
-                             "--capture-poll-ms", "50", "--capture-latency-ms", "0"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 20
-    while not os.path.exists(ready):
-        if proc.poll() is not None or time.time() > deadline:
-            raise RuntimeError("simulator did not start: " + open(log.name).read())
-        time.sleep(0.02)
-    yield port
-    proc.terminate()
-    proc.wait(10)
-    log.close()
-    shutil.rmtree(d, ignore_errors=True)
+    from conftest import Sim
+    data = os.path.join(workdir, "sim")
+    os.makedirs(data)
+    s = Sim(data, ["--capture-poll-ms", "50", "--capture-latency-ms", "0"])
+    yield s.port
+    s.stop()
 
 
 def run_sql(port, sql, database="master"):
