@@ -132,4 +132,3 @@ def duckdb_with_delta():
     con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
     con.execute(f"LOAD '{found[0]}'")
     return con
-
