@@ -421,6 +421,39 @@ int64_t mcdc_batch_bytes(const mcdc_batch *b) {
     return total;
 }
 
+int64_t mcdc_batch_cap_bytes(const mcdc_batch *b) {
+    int64_t total = 0;
+    for (int32_t i = 0; i < b->schema->n_fields; i++) total += col_cap_bytes(&b->columns[i]);
+    return total;
+}
+
+void mcdc_batch_shrink(mcdc_batch *b) {
+    for (int32_t i = 0; i < b->schema->n_fields; i++) {
+        mcdc_column *c = &b->columns[i];
+        int64_t rows = c->length;
+        if (rows == 0) continue; /* an empty column's buffers are the next rows' */
+        if (rows < c->capacity) {
+            /* each buffer holds at least `rows` rows after it, shrunk or not */
+            if (is_var(c->field)) {
+                int32_t *o = mcdc_realloc(c->offsets, (size_t)(rows + 1) * sizeof *o);
+                if (o) c->offsets = o;
+            } else {
+                uint8_t *v = mcdc_realloc(c->values, (size_t)value_bytes(c->field, rows));
+                if (v) c->values = v;
+            }
+            if (c->validity) {
+                uint8_t *v = mcdc_realloc(c->validity, (size_t)(rows + 7) / 8);
+                if (v) c->validity = v;
+            }
+            c->capacity = rows;
+        }
+        if (c->data && c->data_len > 0 && c->data_len < c->data_cap) {
+            uint8_t *d = mcdc_realloc(c->data, (size_t)c->data_len);
+            if (d) c->data = d, c->data_cap = c->data_len;
+        }
+    }
+}
+
 /* ---- appending ---------------------------------------------------------- */
 /* Gives c a validity bitmap, every row valid, when it has none yet (a
  * column without one has no NULLs). */

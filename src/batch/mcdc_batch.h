@@ -116,6 +116,12 @@ int mcdc_batch_seal(mcdc_batch *b, mcdc_error *err);
 int mcdc_batch_validate(const mcdc_batch *b, mcdc_error *err);
 /* Approximate bytes held by the values (for read_mb and batch limits). */
 int64_t mcdc_batch_bytes(const mcdc_batch *b);
+/* Bytes its buffers take (their capacities): what holding b costs. */
+int64_t mcdc_batch_cap_bytes(const mcdc_batch *b);
+/* Gives each column of b buffers of its length, for a batch held long: its
+ * slack goes back to the allocator. A buffer that cannot shrink is kept as
+ * it is (it is only larger than it needs to be). */
+void mcdc_batch_shrink(mcdc_batch *b);
 
 /* ---- appending ---------------------------------------------------------- */
 /* Makes room for `rows` more values (and for var types, `bytes` more data

@@ -65,7 +65,7 @@ static const char APPLY_HELP_MORE[] =
     "                       idle B every second. Long-running triggers print a JSON line per\n"
     "                       pass.\n"
     "  --max-passes N       stop after N passes\n"
-    "  --memory-mb N        rows sorted in memory before they spill (default 128)\n"
+    "  --memory-mb N        memory for the changes being sorted before they spill (default 64)\n"
     "  --file-rows N        rows a silver file holds, about (default 1048576)\n"
     "  --deletion-vectors   create T merged on read (delta.enableDeletionVectors): rows a\n"
     "                       pass replaces or deletes are marked in deletion vectors and\n"

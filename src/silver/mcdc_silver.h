@@ -48,12 +48,15 @@
 #define SILVER_FILE_ROWS_DEFAULT (1024 * 1024)
 #define SILVER_FILE_BYTES_MAX (96LL * 1024 * 1024)
 /* The sorter's in-memory run before it spills (rows, their keys and sort
- * entries). The rest of the budget of a merge: one batch of each input,
- * the output window and the Parquet writer's row group. */
-#define SILVER_SORT_BYTES_DEFAULT (128LL * 1024 * 1024)
+ * entries, as allocated). The rest of the budget of a merge: one batch of
+ * each input, the output window and the Parquet writer's row group.
+ * Measured (bench-silver's rows): runs of 64 MB sort faster than larger
+ * ones, whose gather into key order misses the caches, and keep 6M changes
+ * under 300 MB of RSS. */
+#define SILVER_SORT_BYTES_DEFAULT (64LL * 1024 * 1024)
 #define SILVER_SORT_BYTES_MIN (1LL * 1024 * 1024)
-/* Spilled runs merged at once (each holds one batch while merged); more
- * runs are merged in rounds. */
+/* Spilled runs merged at once (each holds one batch while merged); when
+ * the runs reach it they are merged into one, and spilling goes on. */
 #define SILVER_RUNS_MAX 64
 /* Rows a batch of the sorter's output, the merge's window. */
 #define SILVER_BATCH_ROWS 65536
@@ -241,10 +244,18 @@ typedef struct silver_sorter_cfg {
      * type 2: each change makes a version); tags are each row's own. */
     bool history;
     int32_t lsn_col, cmd_col, seq_col, op_col; /* ranked; cmd_col may be -1 */
+    /* Ranked: rows are held, spilled and read with their first held_cols
+     * columns only (the key's, lsn_col's and op_col's among them); the
+     * columns after those only rank, and are dropped once they have.
+     * 0: every column. */
+    int32_t held_cols;
     /* Ranked: keys whose rows' tags have none of these bits are left out
      * (0: none left out). */
     uint32_t keep_tags;
-    int64_t memory_bytes;         /* <= 0: SILVER_SORT_BYTES_DEFAULT */
+    /* What the rows held may take: their buffers' capacities, the sort's
+     * entries and their scratch, the sort keys. <= 0: SILVER_SORT_BYTES_DEFAULT */
+    int64_t memory_bytes;
+    int32_t runs_max;             /* runs read at once (merged into one there); <= 0: SILVER_RUNS_MAX */
     mcdc_storage *spill;          /* where runs go (borrowed) */
     const char *spill_prefix;     /* their keys start with it ("_mssql_cdc_spill/<id>-") */
 } silver_sorter_cfg;
@@ -293,6 +304,10 @@ int silver_sorter_take(silver_sorter *s, mcdc_batch *dst, const int32_t *col_of,
                        const int32_t *sel, int32_t n, mcdc_error *err);
 int64_t silver_sorter_rows(const silver_sorter *s);   /* rows added */
 int64_t silver_sorter_runs(const silver_sorter *s);   /* runs spilled */
+/* Times the runs spilled reached runs_max and were merged into one
+ * (each merge rewrites every row spilled so far, cut to a row per key). */
+int64_t silver_sorter_merges(const silver_sorter *s);
+int64_t silver_sorter_held_max(const silver_sorter *s); /* the most memory_bytes held */
 /* A ranked sorter's smallest LSN over every row added (cut rows and rows
  * keep_tags drops included: a lower bound of the ranks it returns), kept as
  * rows come; 0xFF... when none came. */

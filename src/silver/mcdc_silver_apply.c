@@ -1160,7 +1160,7 @@ static int plan_pass(mcdc_apply *a, const json_t *last_end, bool *idle, mcdc_err
         silver_sorter_cfg so = {.schema = pl->change_schema, .key_cols = keyc, .n_keys = a->n_keys,
                                 .ranked = true, .history = a->cfg.scd_type == 2,
                                 .lsn_col = k, .op_col = k + 2, .cmd_col = k + 3,
-                                .seq_col = k + 4,
+                                .seq_col = k + 4, .held_cols = k + 3, /* rank-only: dropped */
                                 .keep_tags = SILVER_TAG_BASE | SILVER_TAG_WAVE | SILVER_TAG_REPAIR,
                                 .memory_bytes = a->cfg.memory_mb * 1024 * 1024,
                                 .spill = mcdc_table_storage(a->silver), .spill_prefix = prefix};
@@ -1196,10 +1196,14 @@ static int plan_pass(mcdc_apply *a, const json_t *last_end, bool *idle, mcdc_err
     mcdc_buf_free(&p2.k2);
     if (rc == MCDC_OK)
         mcdc_log(MCDC_LOG_INFO, "%s: bronze version %lld read: its snapshots in %.3f s, %lld rows "
-                                "to rank in %.3f s (%lld runs spilled)",
+                                "to rank in %.3f s (%lld runs spilled, %lld merges of runs; %.1f "
+                                "of %lld MB held at most)",
                  a->cfg.bronze, (long long)pl->bronze_version, (double)(t1 - t0) / 1e6,
                  (long long)silver_sorter_rows(pl->changes),
-                 (double)(mcdc_monotonic_us() - t1) / 1e6, (long long)silver_sorter_runs(pl->changes));
+                 (double)(mcdc_monotonic_us() - t1) / 1e6, (long long)silver_sorter_runs(pl->changes),
+                 (long long)silver_sorter_merges(pl->changes),
+                 (double)silver_sorter_held_max(pl->changes) / (1024.0 * 1024.0),
+                 (long long)a->cfg.memory_mb);
     if (rc == MCDC_OK && !has_cmd && bs)
         mcdc_log(MCDC_LOG_INFO, "%s has no _command_id (includeCommandId=false): the changes of one "
                                 "transaction are ordered by _seqval", a->cfg.bronze);

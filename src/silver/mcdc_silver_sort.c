@@ -79,7 +79,9 @@ typedef struct {
 
 struct silver_sorter {
     silver_sorter_cfg cfg;
-    mcdc_schema *schema;
+    mcdc_schema *schema;     /* the rows held: cfg.schema's first n_cols columns */
+    int32_t in_cols;         /* cfg.schema's: the rows added */
+    int32_t *held_of;        /* 0..n_cols-1: the held columns in the rows added */
     mcdc_schema *run_schema; /* schema + __skey, __klen, __tags */
     mcdc_schema *key_schema; /* __skey, __klen, __tags: a keys-only pass's batches */
     mcdc_buf io;             /* a frame pair being read (one at a time, for every run) */
@@ -93,8 +95,11 @@ struct silver_sorter {
     /* spilled */
     char **runs;
     int32_t n_runs, cap_runs;
+    int32_t run_seq;       /* runs written (their names' numbers) */
+    int64_t spilled, merges; /* runs spilled from what was held; merges of runs into one */
     char id[37];
     int64_t rows_added;
+    int64_t held_max;      /* the most held_bytes seen */
     bool last_owned;       /* the last held batch is a caller's: copy into a new one */
     bool memo_ok;          /* the rank of the last row without seqval and command id */
     silver_rank memo;
@@ -103,6 +108,7 @@ struct silver_sorter {
     bool finished;
     /* reading */
     bool keys_only;
+    bool merging;          /* merge_runs reads: nothing left out */
     bool defer_rows;       /* chunks without rows: silver_sorter_take gathers them */
     cursor *cur;
     int32_t n_cur;
@@ -118,10 +124,19 @@ struct silver_sorter {
 
 static int nomem(mcdc_error *err) { return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (sorter)"); }
 
+/* What holding the rows takes: the buffers as allocated, and the entries
+ * twice (sorting them takes a second array of as many). */
 static int64_t held_bytes(const silver_sorter *s) {
-    int64_t n = (int64_t)s->arena.len + s->n_ents * (int64_t)sizeof(ent);
-    for (int32_t i = 0; i < s->n_acc; i++) n += mcdc_batch_bytes(s->acc[i]);
+    int64_t n = (int64_t)s->arena.cap + (s->cap_ents + s->n_ents) * (int64_t)sizeof(ent);
+    for (int32_t i = 0; i < s->n_acc; i++) n += mcdc_batch_cap_bytes(s->acc[i]);
     return n;
+}
+
+/* Is what is held at the budget (then it is spilled)? Notes the most held. */
+static bool over_budget(silver_sorter *s) {
+    int64_t n = held_bytes(s);
+    if (n > s->held_max) s->held_max = n;
+    return n >= s->cfg.memory_bytes;
 }
 
 int silver_sorter_create(silver_sorter **out, const silver_sorter_cfg *cfg, mcdc_error *err) {
@@ -133,9 +148,14 @@ int silver_sorter_create(silver_sorter **out, const silver_sorter_cfg *cfg, mcdc
     memset(s->min_lsn, 0xFF, sizeof s->min_lsn);
     if (s->cfg.memory_bytes <= 0) s->cfg.memory_bytes = SILVER_SORT_BYTES_DEFAULT;
     if (s->cfg.memory_bytes < SILVER_SORT_BYTES_MIN) s->cfg.memory_bytes = SILVER_SORT_BYTES_MIN;
-    s->schema = mcdc_schema_ref(cfg->schema);
-    s->n_cols = cfg->schema->n_fields;
-    s->cfg.schema = s->schema;
+    if (s->cfg.runs_max <= 0 || s->cfg.runs_max > SILVER_RUNS_MAX) s->cfg.runs_max = SILVER_RUNS_MAX;
+    if (s->cfg.runs_max < 2) s->cfg.runs_max = 2; /* a merge needs two */
+    s->in_cols = cfg->schema->n_fields;
+    s->n_cols = cfg->held_cols > 0 ? cfg->held_cols : s->in_cols;
+    MCDC_ASSERT(s->n_cols <= s->in_cols);
+    MCDC_ASSERT(s->n_cols == s->in_cols || (cfg->ranked && cfg->lsn_col < s->n_cols && cfg->op_col < s->n_cols));
+    for (int32_t k = 0; k < cfg->n_keys; k++) MCDC_ASSERT(cfg->key_cols[k] < s->n_cols);
+    s->cfg.schema = mcdc_schema_ref(cfg->schema);
     mcdc_uuid4(s->id);
     int32_t *keys = mcdc_calloc((size_t)cfg->n_keys, sizeof *keys);
     char *prefix = mcdc_strdup(cfg->spill_prefix);
@@ -150,7 +170,21 @@ int silver_sorter_create(silver_sorter **out, const silver_sorter_cfg *cfg, mcdc
     memcpy(keys, cfg->key_cols, (size_t)cfg->n_keys * sizeof *keys);
     s->cfg.key_cols = keys;
     s->cfg.spill_prefix = prefix;
-    int rc = mcdc_schema_create(&s->run_schema, s->n_cols + 3, err);
+    int rc = MCDC_OK;
+    if (s->n_cols == s->in_cols) {
+        s->schema = mcdc_schema_ref(cfg->schema);
+    } else {
+        rc = mcdc_schema_create(&s->schema, s->n_cols, err);
+        for (int32_t i = 0; rc == MCDC_OK && i < s->n_cols; i++) {
+            const mcdc_field *f = &cfg->schema->fields[i];
+            rc = mcdc_schema_set(s->schema, i, f->name, f->type, f->precision, f->scale,
+                                 f->byte_width, f->nullable, err);
+        }
+    }
+    if (rc == MCDC_OK && (s->held_of = mcdc_calloc((size_t)s->n_cols, sizeof *s->held_of)) == NULL)
+        rc = nomem(err);
+    for (int32_t i = 0; rc == MCDC_OK && i < s->n_cols; i++) s->held_of[i] = i;
+    if (rc == MCDC_OK) rc = mcdc_schema_create(&s->run_schema, s->n_cols + 3, err);
     for (int32_t i = 0; rc == MCDC_OK && i < s->n_cols; i++) {
         const mcdc_field *f = &s->schema->fields[i];
         rc = mcdc_schema_set(s->run_schema, i, f->name, f->type, f->precision, f->scale,
@@ -174,7 +208,9 @@ int silver_sorter_create(silver_sorter **out, const silver_sorter_cfg *cfg, mcdc
 }
 
 int64_t silver_sorter_rows(const silver_sorter *s) { return s->rows_added; }
-int64_t silver_sorter_runs(const silver_sorter *s) { return s->n_runs; }
+int64_t silver_sorter_runs(const silver_sorter *s) { return s->spilled; }
+int64_t silver_sorter_merges(const silver_sorter *s) { return s->merges; }
+int64_t silver_sorter_held_max(const silver_sorter *s) { return s->held_max; }
 void silver_sorter_min_lsn(const silver_sorter *s, uint8_t out[10]) {
     MCDC_ASSERT(s->cfg.ranked);
     memcpy(out, s->min_lsn, sizeof s->min_lsn);
@@ -226,8 +262,9 @@ static int spill_run(silver_sorter *s, mcdc_error *err);
 
 static int grow_ents(silver_sorter *s, int64_t more, mcdc_error *err) {
     if (s->n_ents + more <= s->cap_ents) return MCDC_OK;
+    /* by a quarter: counted as allocated, like the arena */
     int64_t cap = s->cap_ents ? s->cap_ents : 4096;
-    while (cap < s->n_ents + more) cap *= 2;
+    while (cap < s->n_ents + more) cap += cap / 4;
     ent *v = mcdc_realloc(s->ents, (size_t)cap * sizeof *v);
     if (v == NULL) return nomem(err);
     s->ents = v;
@@ -235,22 +272,40 @@ static int grow_ents(silver_sorter *s, int64_t more, mcdc_error *err) {
     return MCDC_OK;
 }
 
-/* Sort keys and entries of rows [first, first + n) of held batch bi. */
-static int key_rows(silver_sorter *s, int32_t bi, int64_t first, int64_t n, const uint32_t *tags,
-                    mcdc_error *err) {
+/* Room in the arena for `extra` more bytes, grown by a quarter (1 MB at
+ * least): it is counted as allocated, and doubling would waste up to half. */
+static int arena_room(silver_sorter *s, size_t extra, mcdc_error *err) {
+    mcdc_buf *a = &s->arena;
+    a->limit = SIZE_MAX / 4; /* the budget bounds it, not a batch's limit */
+    if (a->len + extra + 1 <= a->cap) return MCDC_OK;
+    size_t grow = a->cap / 4;
+    if (grow < extra + 1) grow = extra + 1;
+    if (grow < ((size_t)1 << 20)) grow = (size_t)1 << 20;
+    uint8_t *p = mcdc_realloc(a->data, a->cap + grow);
+    if (p == NULL) return nomem(err);
+    a->data = p;
+    a->cap += grow;
+    return MCDC_OK;
+}
+
+/* Sort keys and entries of rows [first, first + n) of held batch bi, which
+ * are rows src_rows[0..n) (NULL: 0..n-1) of src, the batch added (its rank
+ * columns are not held). */
+static int key_rows(silver_sorter *s, int32_t bi, int64_t first, const mcdc_batch *src,
+                    const int32_t *src_rows, int64_t n, const uint32_t *tags, mcdc_error *err) {
     int rc = grow_ents(s, n, err);
     if (rc) return rc;
-    const mcdc_batch *acc = s->acc[bi];
     const mcdc_column *kc[SILVER_KEYS_MAX];
-    for (int32_t k = 0; k < s->cfg.n_keys; k++) kc[k] = &acc->columns[s->cfg.key_cols[k]];
+    for (int32_t k = 0; k < s->cfg.n_keys; k++) kc[k] = &src->columns[s->cfg.key_cols[k]];
     for (int64_t i = 0; rc == MCDC_OK && i < n; i++) {
-        int64_t r = first + i;
+        int64_t r = src_rows ? src_rows[i] : i;
         size_t off = s->arena.len;
-        rc = silver_key_append(&s->arena, kc, s->cfg.n_keys, r, err);
+        rc = arena_room(s, SILVER_KEY_BYTES_MAX + SILVER_RANK_BYTES, err);
+        if (rc == MCDC_OK) rc = silver_key_append(&s->arena, kc, s->cfg.n_keys, r, err);
         size_t klen = s->arena.len - off;
         if (rc == MCDC_OK && s->cfg.ranked) {
             silver_rank rk;
-            rc = rank_of(s, acc, r, &rk, err);
+            rc = rank_of(s, src, r, &rk, err);
             /* a commit's rows share their LSN: mostly one compare of a word */
             if (rc == MCDC_OK && memcmp(rk.b, s->min_lsn, sizeof s->min_lsn) < 0)
                 memcpy(s->min_lsn, rk.b, sizeof s->min_lsn);
@@ -272,7 +327,7 @@ static int key_rows(silver_sorter *s, int32_t bi, int64_t first, int64_t n, cons
             pre = silver_be64_at(pad);
             pre2 = silver_be64_at(pad + 8);
         }
-        s->ents[s->n_ents++] = (ent){pre, pre2, (uint32_t)bi, (uint32_t)r, off, (uint32_t)len,
+        s->ents[s->n_ents++] = (ent){pre, pre2, (uint32_t)bi, (uint32_t)(first + i), off, (uint32_t)len,
                                      (uint32_t)klen, tags ? tags[i] : 0, 0};
     }
     return rc;
@@ -292,7 +347,7 @@ static int add_acc(silver_sorter *s, mcdc_batch *b, mcdc_error *err) {
 
 int silver_sorter_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows, int64_t n,
                       const uint32_t *tags, mcdc_error *err) {
-    MCDC_ASSERT(!s->finished && b->schema->n_fields == s->n_cols);
+    MCDC_ASSERT(!s->finished && b->schema->n_fields == s->in_cols);
     if (rows == NULL) n = b->rows;
     int rc = MCDC_OK;
     int64_t done = 0;
@@ -305,6 +360,7 @@ int silver_sorter_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows
     }
     while (rc == MCDC_OK && done < n) {
         if (s->n_acc == 0 || s->last_owned || s->acc[s->n_acc - 1]->columns[0].length >= ACC_ROWS) {
+            if (s->n_acc > 0 && !s->last_owned) mcdc_batch_shrink(s->acc[s->n_acc - 1]); /* full */
             mcdc_batch *nb = NULL;
             rc = mcdc_batch_create(&nb, s->schema, 4096, err);
             if (rc == MCDC_OK && (rc = add_acc(s, nb, err)) != MCDC_OK) mcdc_batch_free(nb);
@@ -317,10 +373,11 @@ int silver_sorter_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows
         if (take > ACC_ROWS - first) take = ACC_ROWS - first;
         for (int32_t c = 0; rc == MCDC_OK && c < s->n_cols; c++)
             rc = mcdc_col_take(&acc->columns[c], &b->columns[c], rows + done, take, err);
-        if (rc == MCDC_OK) rc = key_rows(s, s->n_acc - 1, first, take, tags ? tags + done : NULL, err);
+        if (rc == MCDC_OK)
+            rc = key_rows(s, s->n_acc - 1, first, b, rows + done, take, tags ? tags + done : NULL, err);
         done += take;
         s->rows_added += take;
-        if (rc == MCDC_OK && held_bytes(s) >= s->cfg.memory_bytes) rc = spill_run(s, err);
+        if (rc == MCDC_OK && over_budget(s)) rc = spill_run(s, err);
     }
     mcdc_free(all);
     return rc;
@@ -328,23 +385,35 @@ int silver_sorter_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows
 
 int silver_sorter_add_owned(silver_sorter *s, mcdc_batch *b, const uint32_t *tags,
                             mcdc_error *err) {
-    MCDC_ASSERT(!s->finished && b->schema->n_fields == s->n_cols);
+    MCDC_ASSERT(!s->finished && b->schema->n_fields == s->in_cols);
     if (b->rows < OWNED_ROWS_MIN) { /* a stream's small commit: copied, so held batches stay few */
         int rc = silver_sorter_add(s, b, NULL, 0, tags, err);
         mcdc_batch_free(b);
         return rc;
     }
-    /* a held batch must take no more rows: mark it full */
-    int rc = add_acc(s, b, err);
-    if (rc) {
-        mcdc_batch_free(b);
+    /* keyed and ranked first (the rank columns go next), then held as it is:
+     * a held batch must take no more rows, so it is marked full */
+    int64_t n = b->rows, n0 = s->n_ents;
+    size_t a0 = s->arena.len;
+    int rc = key_rows(s, s->n_acc, 0, b, NULL, n, tags, err);
+    mcdc_batch *held = b;
+    if (rc == MCDC_OK && s->n_cols < s->in_cols) {
+        rc = mcdc_batch_reshape(&held, b, s->schema, s->held_of, err); /* takes b */
+        b = NULL;
+    }
+    if (rc == MCDC_OK) {
+        mcdc_batch_shrink(held);
+        rc = add_acc(s, held, err);
+    }
+    if (rc) { /* nothing of b stays: its entries go */
+        s->n_ents = n0;
+        s->arena.len = a0;
+        mcdc_batch_free(held); /* b, or NULL when the reshape took b */
         return rc;
     }
-    int64_t n = b->rows;
-    rc = key_rows(s, s->n_acc - 1, 0, n, tags, err);
     s->rows_added += n;
     s->last_owned = true; /* copies go to a batch of their own */
-    if (rc == MCDC_OK && held_bytes(s) >= s->cfg.memory_bytes) rc = spill_run(s, err);
+    if (rc == MCDC_OK && over_budget(s)) rc = spill_run(s, err);
     return rc;
 }
 
@@ -394,7 +463,7 @@ static void sort_ents(silver_sorter *s) {
     int64_t n = s->n_ents;
     t_arena = (const uint8_t *)s->arena.data;
     if (n < 2) return;
-    ent *tmp = mcdc_malloc((size_t)s->cap_ents * sizeof *tmp);
+    ent *tmp = mcdc_malloc((size_t)n * sizeof *tmp);
     if (tmp == NULL) {
         qsort(s->ents, (size_t)n, sizeof *s->ents, ent_cmp);
         return;
@@ -421,7 +490,8 @@ static void sort_ents(silver_sorter *s) {
         src = dst;
         dst = t;
     }
-    /* src holds the order: keep that array (both have cap_ents), free the other */
+    /* src holds the order: keep that array, free the other */
+    if (src == tmp) s->cap_ents = n; /* tmp has room for n */
     s->ents = src;
     mcdc_free(dst);
     for (int64_t i = 0; i < n;) {
@@ -523,6 +593,29 @@ static int run_sink(void *ctx, const void *p, size_t n, mcdc_error *err) {
     return mcdc_storage_writer_write(ctx, p, n, err);
 }
 
+/* A new run's file: numbered in the order written (a merged run takes the
+ * next number too, so names never repeat). */
+static char *run_key(silver_sorter *s) {
+    return mcdc_asprintf("%s%s-run-%04d.frames", s->cfg.spill_prefix, s->id, (int)s->run_seq++);
+}
+
+/* Writes the rows of rb (the sorter's columns 0..n_cols-1) with their sort
+ * keys (kb's three columns from kfirst: __skey, __klen, __tags) to w as
+ * frame pairs of up to RUN_READ_ROWS rows. */
+static int write_pairs(silver_sorter *s, mcdc_storage_writer *w, const mcdc_batch *kb,
+                       int32_t kfirst, const mcdc_batch *rb, mcdc_error *err) {
+    MCDC_ASSERT(kb->rows == rb->rows);
+    int rc = MCDC_OK;
+    for (int64_t r = 0; rc == MCDC_OK && r < rb->rows; r += RUN_READ_ROWS) {
+        int64_t n = rb->rows - r < RUN_READ_ROWS ? rb->rows - r : RUN_READ_ROWS;
+        rc = mcdc_frame_write(kb, kfirst, 3, r, n, run_sink, w, err);
+        if (rc == MCDC_OK) rc = mcdc_frame_write(rb, 0, s->n_cols, r, n, run_sink, w, err);
+    }
+    return rc;
+}
+
+static int merge_runs(silver_sorter *s, mcdc_error *err);
+
 static int spill_run(silver_sorter *s, mcdc_error *err) {
     sort_held(s);
     if (s->n_runs == s->cap_runs) {
@@ -532,12 +625,8 @@ static int spill_run(silver_sorter *s, mcdc_error *err) {
         s->runs = v;
         s->cap_runs = cap;
     }
-    if (s->n_runs >= SILVER_RUNS_MAX)
-        return mcdc_error_set(err, MCDC_E_LIMIT,
-                              "the rows to sort passed %d runs of %lld bytes each: give the job "
-                              "more memory (--memory-mb), or apply more often",
-                              SILVER_RUNS_MAX, (long long)s->cfg.memory_bytes);
-    char *key = mcdc_asprintf("%s%s-run-%04d.frames", s->cfg.spill_prefix, s->id, (int)s->n_runs);
+    MCDC_ASSERT(s->n_runs < s->cfg.runs_max); /* merged into one when they reach it */
+    char *key = run_key(s);
     if (key == NULL) return nomem(err);
     mcdc_storage_writer *w = NULL;
     int rc = mcdc_storage_writer_open(&w, s->cfg.spill, key, err);
@@ -552,11 +641,7 @@ static int spill_run(silver_sorter *s, mcdc_error *err) {
         rc = mcdc_batch_create(&b, s->run_schema, to - i, err);
         if (rc == MCDC_OK) rc = take_held(s, b, i, to, true, err);
         if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
-        for (int64_t r = 0; rc == MCDC_OK && r < b->rows; r += RUN_READ_ROWS) {
-            int64_t n = b->rows - r < RUN_READ_ROWS ? b->rows - r : RUN_READ_ROWS;
-            rc = mcdc_frame_write(b, s->n_cols, 3, r, n, run_sink, w, err);
-            if (rc == MCDC_OK) rc = mcdc_frame_write(b, 0, s->n_cols, r, n, run_sink, w, err);
-        }
+        if (rc == MCDC_OK) rc = write_pairs(s, w, b, s->n_cols, b, err);
         mcdc_batch_free(b);
         b = NULL;
     }
@@ -569,8 +654,9 @@ static int spill_run(silver_sorter *s, mcdc_error *err) {
         return mcdc_error_wrap(err, "spilling sorted rows to %s", s->cfg.spill_prefix), rc;
     }
     s->runs[s->n_runs++] = key;
+    s->spilled++;
     free_held(s);
-    return MCDC_OK;
+    return s->n_runs == s->cfg.runs_max ? merge_runs(s, err) : MCDC_OK;
 }
 
 int silver_sorter_finish(silver_sorter *s, mcdc_error *err) {
@@ -776,8 +862,8 @@ static int heap_pop_step(silver_sorter *s, mcdc_error *err) {
     return MCDC_OK;
 }
 
-int silver_sorter_rewind(silver_sorter *s, bool keys_only, mcdc_error *err) {
-    MCDC_ASSERT(s->finished);
+/* Cursors on every run and (with_held) what is held, their heap built. */
+static int open_cursors(silver_sorter *s, bool keys_only, bool with_held, mcdc_error *err) {
     close_cursors(s);
     s->keys_only = keys_only;
     s->defer_rows = false;
@@ -798,13 +884,20 @@ int silver_sorter_rewind(silver_sorter *s, bool keys_only, mcdc_error *err) {
         if (rc == MCDC_OK) cur_fill(s, c);
     }
     free_retired(s);
-    s->cur[s->n_cur++] = (cursor){.is_run = false, .pos = 0};
-    cur_fill(s, &s->cur[s->n_cur - 1]);
+    if (with_held) {
+        s->cur[s->n_cur++] = (cursor){.is_run = false, .pos = 0};
+        cur_fill(s, &s->cur[s->n_cur - 1]);
+    }
     for (int32_t i = 0; i < s->n_cur; i++)
         if (s->cur[i].live) s->heap[s->n_heap++] = i;
     for (int32_t i = s->n_heap / 2 - 1; i >= 0; i--) heap_down(s, i);
     if (rc) mcdc_error_wrap(err, "reading back sorted rows from %s", s->cfg.spill_prefix);
     return rc;
+}
+
+int silver_sorter_rewind(silver_sorter *s, bool keys_only, mcdc_error *err) {
+    MCDC_ASSERT(s->finished && !s->merging);
+    return open_cursors(s, keys_only, true, err);
 }
 
 static int chunk_room(silver_sorter *s, mcdc_error *err) {
@@ -927,7 +1020,8 @@ int silver_sorter_next(silver_sorter *s, const silver_chunk **out, mcdc_error *e
             rc = heap_pop_step(s, err);
         }
         if (rc) break;
-        if (s->cfg.ranked && s->cfg.keep_tags && !(all & s->cfg.keep_tags)) continue;
+        /* (runs merged keep every key: a later row of it may have the tags) */
+        if (s->cfg.ranked && s->cfg.keep_tags && !s->merging && !(all & s->cfg.keep_tags)) continue;
         int64_t i = ch->n++;
         s->pend[i] = (pref){src, (int32_t)row, acc};
         s->koff[i] = ch->bytes.len;
@@ -942,6 +1036,78 @@ int silver_sorter_next(silver_sorter *s, const silver_chunk **out, mcdc_error *e
     if (rc) return rc;
     for (int64_t i = 0; i < ch->n; i++) ch->key[i] = (const uint8_t *)ch->bytes.data + s->koff[i];
     if (ch->n > 0) *out = ch;
+    return MCDC_OK;
+}
+
+/* ---- merging runs ---------------------------------------------------------------- */
+
+/* The sort keys of a chunk as a run stores them: __skey (the key, then on
+ * a ranked sorter its rank as sorted: inverted unless a history's), __klen,
+ * __tags. */
+static int chunk_keys(const silver_sorter *s, const silver_chunk *ch, mcdc_batch **out,
+                      mcdc_error *err) {
+    uint32_t rank = s->cfg.ranked ? SILVER_RANK_BYTES : 0;
+    int64_t bytes = 0;
+    for (int64_t i = 0; i < ch->n; i++) bytes += ch->key_len[i] + rank;
+    int rc = mcdc_batch_create(out, s->key_schema, ch->n, err);
+    mcdc_column *sk = rc == MCDC_OK ? &(*out)->columns[0] : NULL, *kl = sk + 1, *tg = sk + 2;
+    if (rc == MCDC_OK) rc = mcdc_col_reserve(sk, ch->n, bytes, err);
+    if (rc == MCDC_OK) rc = mcdc_col_reserve(kl, ch->n, 0, err);
+    if (rc == MCDC_OK) rc = mcdc_col_reserve(tg, ch->n, 0, err);
+    for (int64_t i = 0; rc == MCDC_OK && i < ch->n; i++) {
+        uint8_t *d = sk->data + sk->data_len;
+        memcpy(d, ch->key[i], ch->key_len[i]);
+        for (uint32_t j = 0; j < rank; j++)
+            d[ch->key_len[i] + j] = s->cfg.history ? ch->rank[i].b[j] : (uint8_t)~ch->rank[i].b[j];
+        sk->data_len += ch->key_len[i] + rank;
+        sk->offsets[i + 1] = (int32_t)sk->data_len;
+        int32_t klen = (int32_t)ch->key_len[i], tags = (int32_t)ch->tags[i];
+        memcpy(kl->values + i * 4, &klen, 4);
+        memcpy(tg->values + i * 4, &tags, 4);
+    }
+    if (rc == MCDC_OK) {
+        sk->length = kl->length = tg->length = ch->n;
+        rc = mcdc_batch_seal(*out, err);
+    }
+    return rc;
+}
+
+/* The runs have reached runs_max, the most read at once: merges them
+ * into one, read as the rows are at the end (a ranked sorter's first row of
+ * each key with all its tags, but no key left out: a later row of it may
+ * carry the tags kept), so that rows can keep coming. The merged run takes
+ * the runs' place once it is written; until then they stay. */
+static int merge_runs(silver_sorter *s, mcdc_error *err) {
+    char *key = run_key(s);
+    if (key == NULL) return nomem(err);
+    mcdc_storage_writer *w = NULL;
+    int rc = mcdc_storage_writer_open(&w, s->cfg.spill, key, err);
+    s->merging = true;
+    if (rc == MCDC_OK) rc = open_cursors(s, false, false, err);
+    const silver_chunk *ch = NULL;
+    while (rc == MCDC_OK && (rc = silver_sorter_next(s, &ch, err)) == MCDC_OK && ch) {
+        mcdc_batch *kb = NULL;
+        rc = chunk_keys(s, ch, &kb, err);
+        if (rc == MCDC_OK) rc = write_pairs(s, w, kb, 0, ch->rows, err);
+        mcdc_batch_free(kb);
+    }
+    s->merging = false;
+    close_cursors(s);
+    if (rc == MCDC_OK) rc = chunk_room(s, err); /* the last chunk's rows go */
+    if (rc == MCDC_OK) rc = mcdc_storage_writer_commit(w, MCDC_STORAGE_PUT_SCRATCH, err);
+    else mcdc_storage_writer_abort(w);
+    if (rc) {
+        mcdc_free(key);
+        return mcdc_error_wrap(err, "merging %d spilled runs into one in %s", (int)s->n_runs,
+                               s->cfg.spill_prefix), rc;
+    }
+    for (int32_t i = 0; i < s->n_runs; i++) {
+        mcdc_storage_delete(s->cfg.spill, s->runs[i], NULL);
+        mcdc_free(s->runs[i]);
+    }
+    s->runs[0] = key;
+    s->n_runs = 1;
+    s->merges++;
     return MCDC_OK;
 }
 
@@ -973,5 +1139,7 @@ void silver_sorter_free(silver_sorter *s) {
     mcdc_schema_unref(s->key_schema);
     mcdc_buf_free(&s->io);
     mcdc_schema_unref(s->schema);
+    mcdc_schema_unref(s->cfg.schema);
+    mcdc_free(s->held_of);
     mcdc_free(s);
 }

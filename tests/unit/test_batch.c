@@ -50,6 +50,39 @@ TEST(batch_append_seal_validate) {
     mcdc_schema_unref(s);
 }
 
+/* A shrunk batch holds its rows in buffers of their length, its values
+ * unchanged (compared as validated and byte for byte with an unshrunk
+ * twin), and still takes rows after. */
+TEST(batch_shrink_gives_slack_back_and_keeps_rows) {
+    mcdc_schema *s = sample_schema();
+    mcdc_batch *b, *twin;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_batch_create(&b, s, 4096, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_batch_create(&twin, s, 4096, &e), MCDC_OK);
+    fill(b, 1000);
+    fill(twin, 1000);
+    CHECK_EQ_INT(mcdc_batch_seal(b, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_batch_seal(twin, &e), MCDC_OK);
+    int64_t before = mcdc_batch_cap_bytes(b);
+    mcdc_batch_shrink(b);
+    CHECK(mcdc_batch_cap_bytes(b) < before / 2);
+    for (int32_t c = 0; c < s->n_fields; c++) CHECK_EQ_INT(b->columns[c].capacity, 1000);
+    CHECK_EQ_INT(b->columns[0].data_cap, b->columns[0].data_len);
+    CHECK_EQ_INT(mcdc_batch_validate(b, &e), MCDC_OK);
+    CHECK(memcmp(b->columns[0].data, twin->columns[0].data, (size_t)twin->columns[0].data_len) == 0);
+    CHECK(memcmp(b->columns[2].values, twin->columns[2].values, 1000 * 16) == 0);
+    CHECK(memcmp(b->columns[2].validity, twin->columns[2].validity, 125) == 0);
+    CHECK(memcmp(b->columns[3].values, twin->columns[3].values, 125) == 0);
+    CHECK(memcmp(b->columns[4].values, twin->columns[4].values, 1000 * 8) == 0);
+    fill(b, 10); /* grows again */
+    CHECK_EQ_INT(mcdc_batch_seal(b, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_batch_validate(b, &e), MCDC_OK);
+    CHECK_EQ_INT(b->rows, 1010);
+    mcdc_batch_free(b);
+    mcdc_batch_free(twin);
+    mcdc_schema_unref(s);
+}
+
 TEST(batch_rejects_bad_decimal_and_null_in_not_null) {
     mcdc_schema *s;
     mcdc_error e = MCDC_ERROR_INIT;

@@ -678,6 +678,82 @@ TEST(silver_sorter_unranked_keeps_every_row_in_key_order) {
     mcdc_storage_mem_release(m);
 }
 
+/* More runs than are read at once (SILVER_RUNS_MAX): they are merged into
+ * one and spilling goes on. Each key's rows are spread over every part, its
+ * latest in any of them; the tag kept comes only with the last part, so a
+ * merge that left out keys by their tags so far would hand out an older
+ * row. The rank-only columns (held_cols) are not held. */
+TEST(silver_sorter_merges_runs_past_the_most_read_at_once) {
+    mcdc_storage_mem *m;
+    mcdc_storage *st;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_storage_mem_create(&m, "sorter-merge", &e);
+    mcdc_storage_mem_open(&st, m, NULL, &e);
+    mcdc_schema *s = change_schema();
+    static const int32_t key[1] = {0};
+    silver_sorter_cfg c = {.schema = s, .key_cols = key, .n_keys = 1, .ranked = true,
+                           .lsn_col = 2, .op_col = 3, .cmd_col = 4, .seq_col = 5, .held_cols = 4,
+                           .keep_tags = 1, .memory_bytes = SILVER_SORT_BYTES_MIN, .spill = st,
+                           .spill_prefix = "_mssql_cdc_spill/t-"};
+    silver_sorter *x = NULL;
+    CHECK_EQ_INT(silver_sorter_create(&x, &c, &e), MCDC_OK);
+    enum { K = 1000, PARTS = 400 };
+    mcdc_batch *b;
+    uint32_t *tags = malloc(K * sizeof *tags);
+    int best_part[K];
+    int64_t best_lsn[K];
+    for (int i = 0; i < K; i++) best_lsn[i] = -1;
+    for (int p = 0; p < PARTS && x; p++) {
+        mcdc_batch_create(&b, s, K, &e);
+        for (int i = 0; i < K; i++) {
+            /* distinct over the parts of a key: 7919 is prime to 400000 */
+            int64_t lsn = 1 + ((int64_t)p * 7919 + (int64_t)i * 104729) % 400000;
+            char v[32];
+            snprintf(v, sizeof v, "p%d-k%d", p, i);
+            add_change(b, i, v, lsn, 2, 0, 1);
+            tags[i] = p == PARTS - 1 ? 1u | 2u : 2u;
+            if (lsn > best_lsn[i]) best_lsn[i] = lsn, best_part[i] = p;
+        }
+        mcdc_batch_seal(b, &e);
+        CHECK_EQ_INT(silver_sorter_add(x, b, NULL, 0, tags, &e), MCDC_OK);
+        mcdc_batch_free(b);
+    }
+    CHECK_EQ_INT(silver_sorter_finish(x, &e), MCDC_OK);
+    CHECK(silver_sorter_merges(x) >= 1);
+    CHECK(silver_sorter_runs(x) > SILVER_RUNS_MAX);
+    mcdc_storage_listing l = {0};
+    CHECK_EQ_INT(mcdc_storage_list(st, "_mssql_cdc_spill/", &l, &e), MCDC_OK);
+    CHECK(l.count >= 1 && l.count < SILVER_RUNS_MAX); /* the merged runs are gone */
+    mcdc_storage_listing_free(&l);
+    CHECK_EQ_INT(silver_sorter_rewind(x, false, &e), MCDC_OK);
+    const silver_chunk *ch;
+    int64_t seen = 0, wrong = 0, last = -1;
+    while (silver_sorter_next(x, &ch, &e) == MCDC_OK && ch) {
+        CHECK_EQ_INT(ch->rows->schema->n_fields, 4);
+        for (int64_t r = 0; r < ch->n; r++) {
+            int id = i32_at(ch->rows, 0, r);
+            const mcdc_column *v = &ch->rows->columns[1];
+            char want[32];
+            snprintf(want, sizeof want, "p%d-k%d", id >= 0 && id < K ? best_part[id] : -1, id);
+            size_t n = (size_t)(v->offsets[r + 1] - v->offsets[r]);
+            wrong += id <= last || n != strlen(want) || memcmp(v->data + v->offsets[r], want, n) != 0 ||
+                     ch->tags[r] != 3u;
+            last = id;
+            seen++;
+        }
+    }
+    CHECK_EQ_INT(seen, K);
+    CHECK_EQ_INT(wrong, 0);
+    free(tags);
+    silver_sorter_free(x);
+    CHECK_EQ_INT(mcdc_storage_list(st, "_mssql_cdc_spill/", &l, &e), MCDC_OK);
+    CHECK_EQ_INT(l.count, 0); /* the sorter deletes its runs */
+    mcdc_storage_listing_free(&l);
+    mcdc_schema_unref(s);
+    mcdc_storage_free(st);
+    mcdc_storage_mem_release(m);
+}
+
 /* Reads the sorter from its first row to its end: the first failure (of
  * the rewind or a chunk), and the rows read in *rows. */
 static int drain_sorter(silver_sorter *x, bool keys_only, int64_t *rows, mcdc_error *e) {
@@ -811,8 +887,9 @@ TEST(silver_sorter_refuses_a_damaged_run) {
     mcdc_storage_mem_release(m);
 }
 
-/* A sorter's life (rows added in parts so that runs spill, then read
- * twice: rows, then keys only): MCDC_OK with every row, or the failure. */
+/* A sorter's life (rows added in parts so that runs spill and are merged,
+ * then read twice: rows, then keys only): MCDC_OK with every row, or the
+ * failure. */
 enum { LIFE_WRONG = 99 }; /* sorter_life's own: the life went wrong without an error */
 static int sorter_life(mcdc_storage *st, mcdc_schema *s, const mcdc_batch *b, int64_t *rows,
                        mcdc_error *e) {
@@ -820,7 +897,7 @@ static int sorter_life(mcdc_storage *st, mcdc_schema *s, const mcdc_batch *b, in
     silver_sorter *x = NULL;
     static const int32_t key[1] = {0};
     silver_sorter_cfg c = {.schema = s, .key_cols = key, .n_keys = 1,
-                           .memory_bytes = SILVER_SORT_BYTES_MIN, .spill = st,
+                           .memory_bytes = SILVER_SORT_BYTES_MIN, .runs_max = 3, .spill = st,
                            .spill_prefix = "_mssql_cdc_spill/f-"};
     int rc = silver_sorter_create(&x, &c, e);
     int32_t part[2000];
@@ -830,7 +907,8 @@ static int sorter_life(mcdc_storage *st, mcdc_schema *s, const mcdc_batch *b, in
         rc = silver_sorter_add(x, b, part, n, NULL, e);
     }
     if (rc == MCDC_OK) rc = silver_sorter_finish(x, e);
-    if (rc == MCDC_OK && silver_sorter_runs(x) < 2) rc = LIFE_WRONG; /* the case needs runs */
+    /* the case needs runs, and runs merged (three at most at once) */
+    if (rc == MCDC_OK && (silver_sorter_runs(x) < 4 || silver_sorter_merges(x) < 1)) rc = LIFE_WRONG;
     if (rc == MCDC_OK) rc = drain_sorter(x, false, rows, e);
     int64_t keys = 0;
     if (rc == MCDC_OK) rc = drain_sorter(x, true, &keys, e);
