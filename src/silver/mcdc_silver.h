@@ -55,8 +55,9 @@
  * under 300 MB of RSS. */
 #define SILVER_SORT_BYTES_DEFAULT (64LL * 1024 * 1024)
 #define SILVER_SORT_BYTES_MIN (1LL * 1024 * 1024)
-/* Spilled runs merged at once (each holds one batch while merged); when
- * the runs reach it they are merged into one, and spilling goes on. */
+/* Spilled runs read at once (each holds one batch while read): when the
+ * runs reach it, the newest are merged into one, so spilling goes on to any
+ * number of rows. */
 #define SILVER_RUNS_MAX 64
 /* Rows a batch of the sorter's output, the merge's window. */
 #define SILVER_BATCH_ROWS 65536
@@ -304,8 +305,9 @@ int silver_sorter_take(silver_sorter *s, mcdc_batch *dst, const int32_t *col_of,
                        const int32_t *sel, int32_t n, mcdc_error *err);
 int64_t silver_sorter_rows(const silver_sorter *s);   /* rows added */
 int64_t silver_sorter_runs(const silver_sorter *s);   /* runs spilled */
-/* Times the runs spilled reached runs_max and were merged into one
- * (each merge rewrites every row spilled so far, cut to a row per key). */
+/* Merges of spilled runs into one, each when the runs reached runs_max:
+ * the newest runs of the lowest level become one run of the next (rows cut
+ * to a row per key on a ranked sorter). */
 int64_t silver_sorter_merges(const silver_sorter *s);
 int64_t silver_sorter_held_max(const silver_sorter *s); /* the most memory_bytes held */
 /* A ranked sorter's smallest LSN over every row added (cut rows and rows

@@ -96,6 +96,10 @@ struct silver_sorter {
     char **runs;
     int32_t n_runs, cap_runs;
     int32_t run_seq;       /* runs written (their names' numbers) */
+    /* each run's level: 0 spilled, L + 1 merged from runs of level L (or,
+     * merged whole at runs_max, above every level merged); the levels never
+     * rise along runs[] */
+    int32_t level[SILVER_RUNS_MAX];
     int64_t spilled, merges; /* runs spilled from what was held; merges of runs into one */
     char id[37];
     int64_t rows_added;
@@ -614,7 +618,19 @@ static int write_pairs(silver_sorter *s, mcdc_storage_writer *w, const mcdc_batc
     return rc;
 }
 
-static int merge_runs(silver_sorter *s, mcdc_error *err);
+static int merge_runs(silver_sorter *s, int32_t from, mcdc_error *err);
+
+/* Runs past the most read at once (runs_max): the runs of the lowest level,
+ * at the end of runs[], become one of the next level (all of them when
+ * that one run is alone there). Nothing is merged below runs_max, where
+ * reading takes them all; past it a row is rewritten about once a level,
+ * and a level holds up to runs_max runs of the one below. */
+static int tier_runs(silver_sorter *s, mcdc_error *err) {
+    if (s->n_runs < s->cfg.runs_max) return MCDC_OK;
+    int32_t last = s->n_runs - 1, from = last;
+    while (from > 0 && s->level[from - 1] == s->level[last]) from--;
+    return merge_runs(s, from < last ? from : 0, err);
+}
 
 static int spill_run(silver_sorter *s, mcdc_error *err) {
     sort_held(s);
@@ -653,10 +669,11 @@ static int spill_run(silver_sorter *s, mcdc_error *err) {
         mcdc_free(key);
         return mcdc_error_wrap(err, "spilling sorted rows to %s", s->cfg.spill_prefix), rc;
     }
+    s->level[s->n_runs] = 0;
     s->runs[s->n_runs++] = key;
     s->spilled++;
     free_held(s);
-    return s->n_runs == s->cfg.runs_max ? merge_runs(s, err) : MCDC_OK;
+    return tier_runs(s, err);
 }
 
 int silver_sorter_finish(silver_sorter *s, mcdc_error *err) {
@@ -862,8 +879,10 @@ static int heap_pop_step(silver_sorter *s, mcdc_error *err) {
     return MCDC_OK;
 }
 
-/* Cursors on every run and (with_held) what is held, their heap built. */
-static int open_cursors(silver_sorter *s, bool keys_only, bool with_held, mcdc_error *err) {
+/* Cursors on runs[first_run..] and (with_held) what is held, their heap
+ * built. */
+static int open_cursors(silver_sorter *s, bool keys_only, int32_t first_run, bool with_held,
+                        mcdc_error *err) {
     close_cursors(s);
     s->keys_only = keys_only;
     s->defer_rows = false;
@@ -872,7 +891,7 @@ static int open_cursors(silver_sorter *s, bool keys_only, bool with_held, mcdc_e
     s->heap = mcdc_calloc((size_t)s->n_runs + 1, sizeof *s->heap);
     if (s->cur == NULL || s->heap == NULL) return nomem(err);
     int rc = MCDC_OK;
-    for (int32_t i = 0; i < s->n_runs && rc == MCDC_OK; i++) {
+    for (int32_t i = first_run; i < s->n_runs && rc == MCDC_OK; i++) {
         cursor *c = &s->cur[s->n_cur++];
         c->is_run = true;
         if ((c->r = mcdc_calloc(1, sizeof *c->r)) == NULL) rc = nomem(err);
@@ -897,7 +916,7 @@ static int open_cursors(silver_sorter *s, bool keys_only, bool with_held, mcdc_e
 
 int silver_sorter_rewind(silver_sorter *s, bool keys_only, mcdc_error *err) {
     MCDC_ASSERT(s->finished && !s->merging);
-    return open_cursors(s, keys_only, true, err);
+    return open_cursors(s, keys_only, 0, true, err);
 }
 
 static int chunk_room(silver_sorter *s, mcdc_error *err) {
@@ -1072,18 +1091,20 @@ static int chunk_keys(const silver_sorter *s, const silver_chunk *ch, mcdc_batch
     return rc;
 }
 
-/* The runs have reached runs_max, the most read at once: merges them
- * into one, read as the rows are at the end (a ranked sorter's first row of
- * each key with all its tags, but no key left out: a later row of it may
- * carry the tags kept), so that rows can keep coming. The merged run takes
- * the runs' place once it is written; until then they stay. */
-static int merge_runs(silver_sorter *s, mcdc_error *err) {
+/* Merges runs[from..] into one (tier_runs), read as the rows are at the
+ * end (a ranked sorter's first row of each key with all its tags, but no
+ * key left out: a later row of it may carry the tags kept), so that rows can
+ * keep coming. The merged run takes their place once it is written (ties
+ * keep their order: the runs before and after it are older and newer);
+ * until then they stay. */
+static int merge_runs(silver_sorter *s, int32_t from, mcdc_error *err) {
+    MCDC_ASSERT(from >= 0 && s->n_runs - from >= 2);
     char *key = run_key(s);
     if (key == NULL) return nomem(err);
     mcdc_storage_writer *w = NULL;
     int rc = mcdc_storage_writer_open(&w, s->cfg.spill, key, err);
     s->merging = true;
-    if (rc == MCDC_OK) rc = open_cursors(s, false, false, err);
+    if (rc == MCDC_OK) rc = open_cursors(s, false, from, false, err);
     const silver_chunk *ch = NULL;
     while (rc == MCDC_OK && (rc = silver_sorter_next(s, &ch, err)) == MCDC_OK && ch) {
         mcdc_batch *kb = NULL;
@@ -1098,15 +1119,18 @@ static int merge_runs(silver_sorter *s, mcdc_error *err) {
     else mcdc_storage_writer_abort(w);
     if (rc) {
         mcdc_free(key);
-        return mcdc_error_wrap(err, "merging %d spilled runs into one in %s", (int)s->n_runs,
-                               s->cfg.spill_prefix), rc;
+        return mcdc_error_wrap(err, "merging %d spilled runs into one in %s",
+                               (int)(s->n_runs - from), s->cfg.spill_prefix), rc;
     }
-    for (int32_t i = 0; i < s->n_runs; i++) {
+    int32_t level = 0;
+    for (int32_t i = from; i < s->n_runs; i++) {
+        if (s->level[i] >= level) level = s->level[i] + 1;
         mcdc_storage_delete(s->cfg.spill, s->runs[i], NULL);
         mcdc_free(s->runs[i]);
     }
-    s->runs[0] = key;
-    s->n_runs = 1;
+    s->runs[from] = key;
+    s->level[from] = level;
+    s->n_runs = from + 1;
     s->merges++;
     return MCDC_OK;
 }
