@@ -161,7 +161,9 @@ print(f"@@ {os.waitstatus_to_exitcode(status)} {secs:.6f} {ru.ru_maxrss} "
 def timed(argv, cpu=False):
     """Runs argv; its wall seconds, peak RSS (MB) and stdout (cpu: and its
     CPU seconds, user + system, after them; also in LAST_CPU[0], the steadier
-    figure on a shared machine)."""
+    figure on a shared machine). The files written before it are flushed
+    first, so that their writeback does not share the cores with the run."""
+    os.sync()
     p = subprocess.run([sys.executable, "-c", LAUNCH, *argv], capture_output=True, text=True)
     tail = p.stderr.strip().splitlines()[-1].split()
     assert tail[0] == "@@", p.stderr
