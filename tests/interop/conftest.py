@@ -20,6 +20,12 @@ CLI = os.path.join(BUILD, "mssql-cdc")
 PASSWORD = "Sim-Passw0rd!"
 
 
+# How the tests compile their C programs and shims: the project's warnings,
+# as errors, so a test program is held to what the library is.
+CC = ["cc", "-std=c17", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Wpedantic", "-Wconversion",
+      "-Werror"]
+
+
 def link_libs():
     """The libraries a program linking libmssqlcdc.a needs: the Makefile's
     one list (make print-ldlibs), so no test keeps its own copy."""

@@ -13,7 +13,7 @@ import tempfile
 import pyarrow as pa
 import pytest
 
-from conftest import BUILD, ROOT, link_libs
+from conftest import BUILD, CC, ROOT, link_libs
 
 SHIM = r"""
 #include <stdio.h>
@@ -42,7 +42,7 @@ def shim():
     src, so = os.path.join(d, "shim.c"), os.path.join(d, "libshim.so")
     with open(src, "w") as f:
         f.write(SHIM)
-    subprocess.run(["cc", "-std=c17", "-D_GNU_SOURCE", "-shared", "-fPIC", "-o", so, src,
+    subprocess.run([*CC, "-shared", "-fPIC", "-o", so, src,
                     f"-I{ROOT}/include", f"-I{ROOT}/src/util", f"-I{ROOT}/src/batch", lib,
                     *link_libs()], check=True)
     yield ctypes.CDLL(so)

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 deltalake = pytest.importorskip("deltalake")
-from conftest import link_libs
+from conftest import CC, link_libs
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOL = ROOT / "build" / "delta_tool"
@@ -30,7 +30,7 @@ TOOL = ROOT / "build" / "delta_tool"
 def tool():
     subprocess.run(["make", "-s", "build/libmssqlcdc.a"], cwd=ROOT, check=True)
     subprocess.run(
-        ["cc", "-std=c17", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", "-Iinclude",
+        [*CC, "-Iinclude",
          "-Isrc/util", "-Isrc/storage", "-Isrc/batch", "-Isrc/delta", "tests/tools/delta_tool.c",
          "build/libmssqlcdc.a", *link_libs(), "-o", str(TOOL)],
         cwd=ROOT, check=True)

@@ -25,11 +25,10 @@ pq = pytest.importorskip("pyarrow.parquet")
 pc = pytest.importorskip("pyarrow.compute")
 duckdb = pytest.importorskip("duckdb")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.environ.get("MCDC_BUILD", os.path.join(ROOT, "build"))
+from conftest import BUILD, CC, ROOT, link_libs  # noqa: E402
+
 TOOL = os.path.join(BUILD, "mcdc-parquet-tool")
-LIBS = subprocess.run(["make", "-s", "--no-print-directory", "-C", ROOT, "print-ldlibs"],
-                      capture_output=True, text=True, check=True).stdout.split()
+LIBS = link_libs()
 
 decimal.getcontext().prec = 80
 
@@ -38,7 +37,7 @@ decimal.getcontext().prec = 80
 def tool():
     if "MCDC_BUILD" not in os.environ:
         subprocess.run(["make", "-s", "build/libmssqlcdc.a"], cwd=ROOT, check=True)
-    cmd = ["cc", "-std=c17", "-O2", "-g", "-D_GNU_SOURCE", "-Iinclude", "-Isrc/util", "-Isrc/storage",
+    cmd = [*CC, "-O2", "-g", "-Iinclude", "-Isrc/util", "-Isrc/storage",
            "-Isrc/batch", "-Isrc/parquet", "-o", TOOL, "tests/tools/parquet_tool.c",
            os.path.join(BUILD, "libmssqlcdc.a"), *LIBS]
     subprocess.run(cmd, cwd=ROOT, check=True)

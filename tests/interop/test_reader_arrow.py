@@ -15,10 +15,9 @@ import tempfile
 import pyarrow as pa
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.environ.get("MCDC_BUILD", os.path.join(ROOT, "build"))
+from conftest import BUILD, CC, PASSWORD, ROOT, link_libs
+
 SIM = os.path.join(BUILD, "mssql-cdc-sim")
-PASSWORD = "Sim-Passw0rd!"
 
 SHIM = r"""
 #include <stdio.h>
@@ -106,10 +105,7 @@ def shim():
         f.write(SHIM)
     inc = [f"-I{ROOT}/include"] + [f"-I{ROOT}/src/{m}" for m in
                                     ("util", "lsn", "options", "batch", "tds", "source")]
-    subprocess.run(["cc", "-std=c17", "-D_GNU_SOURCE", "-shared", "-fPIC", "-o", so, src, *inc,
-                    lib, *subprocess.run(["make", "-s", "--no-print-directory", "-C", ROOT,
-                                          "print-ldlibs"], capture_output=True, text=True,
-                                         check=True).stdout.split()], check=True)
+    subprocess.run([*CC, "-shared", "-fPIC", "-o", so, src, *inc, lib, *link_libs()], check=True)
     h = ctypes.CDLL(so)
     yield h
     shutil.rmtree(d, ignore_errors=True)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import link_libs, run_cli
+from conftest import CC, link_libs, run_cli
 
 pytest.importorskip("pyspark")
 pytest.importorskip("delta")
@@ -89,7 +89,7 @@ def spark(tmp_path_factory):
 def tool():
     subprocess.run(["make", "-s", f"{BUILD}/libmssqlcdc.a"], cwd=ROOT, check=True)
     subprocess.run(
-        ["cc", "-std=c17", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", "-Iinclude",
+        [*CC, "-Iinclude",
          "-Isrc/util", "-Isrc/storage", "-Isrc/batch", "-Isrc/delta", "-Isrc/parquet", "-Isrc/lake",
          "tests/tools/lake_tool.c", str(BUILD / "libmssqlcdc.a"), *link_libs(), "-o", str(TOOL)],
         cwd=ROOT, check=True)

@@ -10,7 +10,7 @@ import time
 
 from deltalake import DeltaTable
 
-from conftest import BUILD, ROOT, link_libs, run_cli
+from conftest import BUILD, CC, ROOT, link_libs, run_cli
 
 TABLES = """
 CREATE TABLE dbo.a (id INT NOT NULL PRIMARY KEY, v NVARCHAR(40) NULL);
@@ -23,7 +23,7 @@ EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'b', @role
 
 def build_program(workdir):
     exe = os.path.join(workdir, "two_streams")
-    subprocess.run(["cc", "-std=c17", "-O1", "-pthread", "-I", os.path.join(ROOT, "include"),
+    subprocess.run([*CC, "-O1", "-pthread", "-I", os.path.join(ROOT, "include"),
                     os.path.join(ROOT, "tests", "e2e", "two_streams.c"),
                     os.path.join(BUILD, "libmssqlcdc.a"), *link_libs(), "-o", exe],
                    check=True)
