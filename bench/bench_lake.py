@@ -117,7 +117,8 @@ def main():
     subprocess.run(["make", "--no-print-directory", "-s", f"{BUILD}/libmssqlcdc.a"], cwd=ROOT,
                    check=True)
     subprocess.run(
-        ["cc", "-std=c17", "-O2", "-D_GNU_SOURCE", "-Iinclude", "-Isrc/util", "-Isrc/storage",
+        ["cc", "-std=c17", "-O2", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Wpedantic", "-Wconversion",
+         "-Werror", "-Iinclude", "-Isrc/util", "-Isrc/storage",
          "-Isrc/batch", "-Isrc/delta", "-Isrc/parquet", "-Isrc/lake", "-o", DRIVER, "bench/bench_lake.c",
          f"{BUILD}/libmssqlcdc.a", *subprocess.run(
              ["make", "-s", "--no-print-directory", "print-ldlibs"], cwd=ROOT, capture_output=True,
