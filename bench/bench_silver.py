@@ -14,7 +14,9 @@
    goal's figure is the whole apply process against deltalake's merge call
    alone (deltalake is handed the changes ranked), the best of two runs of
    each on the same tables (the runs listed too); apply_merge_step_* is
-   our merge step alone (its --verbose line), the like-for-like part.
+   our merge step alone (its --verbose line), the like-for-like part;
+   apply_sort_* what its sorter did (runs spilled, merges of runs, the
+   most memory it held, from the same line).
 3. deltalake: the same 10M-row silver written by deltalake, and the same
    changes, ranked to their latest row per key beforehand (not timed),
    merged with DeltaTable.merge (when_matched_delete for deletes,
@@ -259,6 +261,13 @@ def run_size(pa, pc, rows, n_changes, d, with_deltalake, prefix=""):
                 msecs = min(first, msecs)
                 # the merge step alone (its --verbose line): the input deltalake
                 # is given, the changes ranked, minus the ranking of bronze
+                # the sorter: runs spilled, merges of runs, the most it held
+                r = re.search(r"\((\d+) runs spilled, (\d+) merges of runs; ([0-9.]+) of (\d+) MB "
+                              r"held at most\)", LAST_ERR[0])
+                if r:
+                    print(f"apply_sort_runs_spilled: {r.group(1)}")
+                    print(f"apply_sort_merges: {r.group(2)}")
+                    print(f"apply_sort_held_mb: {r.group(3)}   (of --memory-mb {r.group(4)})")
                 m = re.search(r"merged on read in ([0-9.]+) s", LAST_ERR[0])
                 mor = (msecs, mrss, float(m.group(1)) if m else None)
                 if m:
