@@ -9,6 +9,7 @@ arguments refused before anything is written.
 """
 import json
 import os
+import re
 import signal
 import time
 
@@ -151,3 +152,39 @@ def test_bad_arguments_are_refused_before_anything_is_written(sim, workdir):
     h = run_cli("apply", "--help")
     assert "ApplyResult" in h.stdout and "--trigger" in h.stdout
     assert CLI
+
+
+SPILL_LOG = []
+
+
+def test_a_pass_past_the_runs_read_at_once_gives_the_same_silver(sim, workdir):
+    """With --memory-mb 1, each of bronze's 75 batches spills a run (the
+    budget is below one batch), past 64, the most the sorter reads at once,
+    so runs are merged into runs of the next level: the silver and the SCD2
+    history built so equal those of the default budget (which merges nothing
+    here), row for row."""
+    spec = Items()
+    job, _ = new_job(sim, workdir, spec, preload=0)
+    sim.run(f"EXEC sim.bulk_load @capture_instance = N'{spec.capture_instance}', "
+            "@transactions = 3000, @rows_per_tx = 100, @seed = 5;", database="shop")
+    job.stream("--maxCommitsPerBatch", "40")  # 3000 transactions: 75 batches, a file each
+
+    def built(name, *extra):
+        silver = os.path.join(workdir, name)
+        p = run_cli(*apply_args(job, "--verbose", *extra, silver=silver), check=False,
+                    timeout=300)
+        assert p.returncode == 0, p.stderr[-3000:]
+        spill = re.search(r"\((\d+) runs spilled, (\d+) merges of runs", p.stderr)
+        SPILL_LOG[:] = [ln for ln in p.stderr.splitlines() if "rank" in ln]
+        assert spill, p.stderr[-3000:]
+        rows = DeltaTable(silver).to_pyarrow_table()
+        keys = ["id", "__START_AT"] if "--scd-type" in extra else ["id"]
+        return rows.sort_by([(k, "ascending") for k in keys]), int(spill[1]), int(spill[2])
+
+    for extra in ((), ("--scd-type", "2")):
+        whole, runs, merges = built("whole" + "".join(extra), *extra)
+        assert runs < 64 and merges == 0, (runs, merges, SPILL_LOG)
+        spilled, runs, merges = built("spilled" + "".join(extra), "--memory-mb", "1", *extra)
+        assert runs > 64 and merges >= 1, (runs, merges, SPILL_LOG)
+        assert spilled.num_rows == whole.num_rows > 1000
+        assert spilled.equals(whole), extra
