@@ -178,7 +178,7 @@ def test_a_pass_past_the_runs_read_at_once_gives_the_same_silver(sim, workdir):
         SPILL_LOG[:] = [ln for ln in p.stderr.splitlines() if "rank" in ln]
         assert spill, p.stderr[-3000:]
         rows = DeltaTable(silver).to_pyarrow_table()
-        keys = ["id", "__START_AT"] if "--scd-type" in extra else ["id"]
+        keys = ["id", "__START_AT", "_start_lsn"] if "--scd-type" in extra else ["id"]
         return rows.sort_by([(k, "ascending") for k in keys]), int(spill[1]), int(spill[2])
 
     for extra in ((), ("--scd-type", "2")):
