@@ -80,7 +80,6 @@ typedef struct {
 struct silver_sorter {
     silver_sorter_cfg cfg;
     mcdc_schema *schema;     /* the rows held: cfg.schema's first n_cols columns */
-    int32_t in_cols;         /* cfg.schema's: the rows added */
     int32_t *held_of;        /* 0..n_cols-1: the held columns in the rows added */
     mcdc_schema *run_schema; /* schema + __skey, __klen, __tags */
     mcdc_schema *key_schema; /* __skey, __klen, __tags: a keys-only pass's batches */
@@ -154,12 +153,13 @@ int silver_sorter_create(silver_sorter **out, const silver_sorter_cfg *cfg, mcdc
     if (s->cfg.memory_bytes < SILVER_SORT_BYTES_MIN) s->cfg.memory_bytes = SILVER_SORT_BYTES_MIN;
     if (s->cfg.runs_max <= 0 || s->cfg.runs_max > SILVER_RUNS_MAX) s->cfg.runs_max = SILVER_RUNS_MAX;
     if (s->cfg.runs_max < 2) s->cfg.runs_max = 2; /* a merge needs two */
-    s->in_cols = cfg->schema->n_fields;
-    s->n_cols = cfg->held_cols > 0 ? cfg->held_cols : s->in_cols;
-    MCDC_ASSERT(s->n_cols <= s->in_cols);
-    MCDC_ASSERT(s->n_cols == s->in_cols || (cfg->ranked && cfg->lsn_col < s->n_cols && cfg->op_col < s->n_cols));
+    int32_t in_cols = cfg->schema->n_fields; /* the rows added */
+    s->n_cols = cfg->held_cols > 0 ? cfg->held_cols : in_cols;
+    MCDC_ASSERT(s->n_cols <= in_cols);
+    MCDC_ASSERT(s->n_cols == in_cols || (cfg->ranked && cfg->lsn_col < s->n_cols && cfg->op_col < s->n_cols));
     for (int32_t k = 0; k < cfg->n_keys; k++) MCDC_ASSERT(cfg->key_cols[k] < s->n_cols);
     s->cfg.schema = mcdc_schema_ref(cfg->schema);
+    s->arena.limit = SIZE_MAX / 4; /* the budget bounds it, not a batch's limit */
     mcdc_uuid4(s->id);
     int32_t *keys = mcdc_calloc((size_t)cfg->n_keys, sizeof *keys);
     char *prefix = mcdc_strdup(cfg->spill_prefix);
@@ -175,7 +175,7 @@ int silver_sorter_create(silver_sorter **out, const silver_sorter_cfg *cfg, mcdc
     s->cfg.key_cols = keys;
     s->cfg.spill_prefix = prefix;
     int rc = MCDC_OK;
-    if (s->n_cols == s->in_cols) {
+    if (s->n_cols == in_cols) {
         s->schema = mcdc_schema_ref(cfg->schema);
     } else {
         rc = mcdc_schema_create(&s->schema, s->n_cols, err);
@@ -280,7 +280,6 @@ static int grow_ents(silver_sorter *s, int64_t more, mcdc_error *err) {
  * least): it is counted as allocated, and doubling would waste up to half. */
 static int arena_room(silver_sorter *s, size_t extra, mcdc_error *err) {
     mcdc_buf *a = &s->arena;
-    a->limit = SIZE_MAX / 4; /* the budget bounds it, not a batch's limit */
     if (a->len + extra + 1 <= a->cap) return MCDC_OK;
     size_t grow = a->cap / 4;
     if (grow < extra + 1) grow = extra + 1;
@@ -351,7 +350,7 @@ static int add_acc(silver_sorter *s, mcdc_batch *b, mcdc_error *err) {
 
 int silver_sorter_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows, int64_t n,
                       const uint32_t *tags, mcdc_error *err) {
-    MCDC_ASSERT(!s->finished && b->schema->n_fields == s->in_cols);
+    MCDC_ASSERT(!s->finished && b->schema->n_fields == s->cfg.schema->n_fields);
     if (rows == NULL) n = b->rows;
     int rc = MCDC_OK;
     int64_t done = 0;
@@ -389,7 +388,7 @@ int silver_sorter_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows
 
 int silver_sorter_add_owned(silver_sorter *s, mcdc_batch *b, const uint32_t *tags,
                             mcdc_error *err) {
-    MCDC_ASSERT(!s->finished && b->schema->n_fields == s->in_cols);
+    MCDC_ASSERT(!s->finished && b->schema->n_fields == s->cfg.schema->n_fields);
     if (b->rows < OWNED_ROWS_MIN) { /* a stream's small commit: copied, so held batches stay few */
         int rc = silver_sorter_add(s, b, NULL, 0, tags, err);
         mcdc_batch_free(b);
@@ -401,7 +400,7 @@ int silver_sorter_add_owned(silver_sorter *s, mcdc_batch *b, const uint32_t *tag
     size_t a0 = s->arena.len;
     int rc = key_rows(s, s->n_acc, 0, b, NULL, n, tags, err);
     mcdc_batch *held = b;
-    if (rc == MCDC_OK && s->n_cols < s->in_cols) {
+    if (rc == MCDC_OK && s->n_cols < s->cfg.schema->n_fields) {
         rc = mcdc_batch_reshape(&held, b, s->schema, s->held_of, err); /* takes b */
         b = NULL;
     }
@@ -549,6 +548,27 @@ static void free_held(silver_sorter *s) {
     mcdc_buf_free(&s->arena);
 }
 
+/* Room for n more rows in a run's three key columns (__skey at sk, then
+ * __klen and __tags), bytes of sort keys among them. */
+static int keys_reserve(mcdc_column *sk, int64_t n, int64_t bytes, mcdc_error *err) {
+    MCDC_ASSERT(sk[0].length == sk[1].length && sk[1].length == sk[2].length);
+    int rc = mcdc_col_reserve(sk, n, bytes, err);
+    if (rc == MCDC_OK) rc = mcdc_col_reserve(sk + 1, n, 0, err);
+    if (rc == MCDC_OK) rc = mcdc_col_reserve(sk + 2, n, 0, err);
+    return rc;
+}
+
+/* Ends key row `at`: its sort key's len bytes were written at the end of
+ * sk's data; its key length and tags go next to it. The columns' lengths
+ * are the caller's to set. */
+static void keys_end_row(mcdc_column *sk, int64_t at, uint32_t len, uint32_t klen, uint32_t tags) {
+    sk->data_len += len;
+    sk->offsets[at + 1] = (int32_t)sk->data_len;
+    int32_t k = (int32_t)klen, t = (int32_t)tags;
+    memcpy(sk[1].values + at * 4, &k, 4);
+    memcpy(sk[2].values + at * 4, &t, 4);
+}
+
 /* Appends held entries [from, to) to out (the run schema, or the sorter's
  * when keys are not wanted): a gather per column. */
 static int take_held(silver_sorter *s, mcdc_batch *out, int64_t from, int64_t to, bool with_keys,
@@ -570,25 +590,17 @@ static int take_held(silver_sorter *s, mcdc_batch *out, int64_t from, int64_t to
     if (rc || !with_keys || n == 0) return rc;
     /* the three key columns filled straight from the entries, room made once */
     const uint8_t *a = (const uint8_t *)s->arena.data;
-    mcdc_column *sk = &out->columns[s->n_cols], *kl = sk + 1, *tg = sk + 2;
+    mcdc_column *sk = &out->columns[s->n_cols];
     int64_t bytes = 0;
     for (int64_t i = from; i < to; i++) bytes += s->ents[i].len;
-    rc = mcdc_col_reserve(sk, n, bytes, err);
-    if (rc == MCDC_OK) rc = mcdc_col_reserve(kl, n, 0, err);
-    if (rc == MCDC_OK) rc = mcdc_col_reserve(tg, n, 0, err);
-    if (rc) return rc;
-    MCDC_ASSERT(sk->length == kl->length && kl->length == tg->length);
+    if ((rc = keys_reserve(sk, n, bytes, err)) != MCDC_OK) return rc;
     int64_t at = sk->length;
     for (int64_t i = 0; i < n; i++) {
         const ent *e = &s->ents[from + i];
         memcpy(sk->data + sk->data_len, a + e->off, e->len);
-        sk->data_len += e->len;
-        sk->offsets[at + i + 1] = (int32_t)sk->data_len;
-        int32_t klen = (int32_t)e->klen, tags = (int32_t)e->tags;
-        memcpy(kl->values + (at + i) * 4, &klen, 4);
-        memcpy(tg->values + (at + i) * 4, &tags, 4);
+        keys_end_row(sk, at + i, e->len, e->klen, e->tags);
     }
-    sk->length = kl->length = tg->length = at + n;
+    sk->length = sk[1].length = sk[2].length = at + n;
     return MCDC_OK;
 }
 
@@ -1069,23 +1081,17 @@ static int chunk_keys(const silver_sorter *s, const silver_chunk *ch, mcdc_batch
     int64_t bytes = 0;
     for (int64_t i = 0; i < ch->n; i++) bytes += ch->key_len[i] + rank;
     int rc = mcdc_batch_create(out, s->key_schema, ch->n, err);
-    mcdc_column *sk = rc == MCDC_OK ? &(*out)->columns[0] : NULL, *kl = sk + 1, *tg = sk + 2;
-    if (rc == MCDC_OK) rc = mcdc_col_reserve(sk, ch->n, bytes, err);
-    if (rc == MCDC_OK) rc = mcdc_col_reserve(kl, ch->n, 0, err);
-    if (rc == MCDC_OK) rc = mcdc_col_reserve(tg, ch->n, 0, err);
+    mcdc_column *sk = rc == MCDC_OK ? &(*out)->columns[0] : NULL;
+    if (rc == MCDC_OK) rc = keys_reserve(sk, ch->n, bytes, err);
     for (int64_t i = 0; rc == MCDC_OK && i < ch->n; i++) {
         uint8_t *d = sk->data + sk->data_len;
         memcpy(d, ch->key[i], ch->key_len[i]);
         for (uint32_t j = 0; j < rank; j++)
             d[ch->key_len[i] + j] = s->cfg.history ? ch->rank[i].b[j] : (uint8_t)~ch->rank[i].b[j];
-        sk->data_len += ch->key_len[i] + rank;
-        sk->offsets[i + 1] = (int32_t)sk->data_len;
-        int32_t klen = (int32_t)ch->key_len[i], tags = (int32_t)ch->tags[i];
-        memcpy(kl->values + i * 4, &klen, 4);
-        memcpy(tg->values + i * 4, &tags, 4);
+        keys_end_row(sk, i, ch->key_len[i] + rank, ch->key_len[i], ch->tags[i]);
     }
     if (rc == MCDC_OK) {
-        sk->length = kl->length = tg->length = ch->n;
+        sk->length = sk[1].length = sk[2].length = ch->n;
         rc = mcdc_batch_seal(*out, err);
     }
     return rc;

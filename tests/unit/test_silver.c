@@ -678,8 +678,8 @@ TEST(silver_sorter_unranked_keeps_every_row_in_key_order) {
     mcdc_storage_mem_release(m);
 }
 
-/* More runs than are read at once (SILVER_RUNS_MAX): they are merged into
- * one and spilling goes on. Each key's rows are spread over every part, its
+/* More runs than are read at once (SILVER_RUNS_MAX): the newest are merged
+ * into one and spilling goes on. Each key's rows are spread over every part, its
  * latest in any of them; the tag kept comes only with the last part, so a
  * merge that left out keys by their tags so far would hand out an older
  * row. The rank-only columns (held_cols) are not held. */
