@@ -68,8 +68,13 @@ typedef enum mcdc_status {
     MCDC_E_FOREIGN_WRITER = -20, /* another writer (another checkpoint) commits under this app id */
     MCDC_E_LOGIN = -21,          /* the server refused the login (UID/PWD, a disabled login);
                                     not a missing grant, which is MCDC_E_PERMISSION */
-    MCDC_E_SNAPSHOT_OPEN = -22   /* a snapshot of the stream in the other mode (full, chunked)
+    MCDC_E_SNAPSHOT_OPEN = -22,  /* a snapshot of the stream in the other mode (full, chunked)
                                     is still open: finish it first (ValueError) */
+    MCDC_E_NOT_UNIQUE = -23,     /* the key given is not unique: the source, a snapshot or a
+                                    copy holds two rows of one key at one LSN (ValueError) */
+    MCDC_E_NOT_READY = -24       /* the source is not ready for the job yet and did not become
+                                    ready within the wait: a capture instance whose start
+                                    LSN capture has not recorded (RuntimeError) */
 } mcdc_status;
 
 #define MCDC_ERROR_MESSAGE_MAX 1024

@@ -34,7 +34,11 @@ enum {
     EXIT_SNAPSHOT_OPEN = 18,
     /* reconcile: something differs (a MISMATCH bucket, or a failure other
      * than IN_FLIGHT; the ReconcileResult on stdout) */
-    EXIT_DIFFERS = 19
+    EXIT_DIFFERS = 19,
+    /* reconcile: nothing could be verified (every bucket and key in flight) */
+    EXIT_UNVERIFIED = 20,
+    EXIT_NOT_UNIQUE = 21,
+    EXIT_NOT_READY = 22
 };
 
 /* Prints "mssql-cdc: error (Kind): message" on stderr; returns the exit code

@@ -24,6 +24,8 @@ static int exit_code_for(int status) {
     case MCDC_E_FOREIGN_WRITER: return EXIT_FOREIGN_WRITER;
     case MCDC_E_LOGIN: return EXIT_LOGIN;
     case MCDC_E_SNAPSHOT_OPEN: return EXIT_SNAPSHOT_OPEN;
+    case MCDC_E_NOT_UNIQUE: return EXIT_NOT_UNIQUE;
+    case MCDC_E_NOT_READY: return EXIT_NOT_READY;
     default: return EXIT_ERROR;
     }
 }

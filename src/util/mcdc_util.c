@@ -36,6 +36,8 @@ const char *mcdc_status_name(int code) {
     case MCDC_E_FOREIGN_WRITER: return "foreign writer";
     case MCDC_E_LOGIN: return "login failed";
     case MCDC_E_SNAPSHOT_OPEN: return "snapshot open";
+    case MCDC_E_NOT_UNIQUE: return "key not unique";
+    case MCDC_E_NOT_READY: return "source not ready";
     default: return "unknown";
     }
 }
@@ -49,6 +51,7 @@ const char *mcdc_status_kind(int code) {
     case MCDC_E_INVALID:
     case MCDC_E_MISMATCH:
     case MCDC_E_SNAPSHOT_OPEN:
+    case MCDC_E_NOT_UNIQUE:
     case MCDC_E_NOTFOUND: return "ValueError";
     default: return "RuntimeError";
     }
