@@ -177,6 +177,26 @@ int mcdc_delta_create(mcdc_delta_commit_result *out, mcdc_delta_table *t,
 
 /* ---- appending ------------------------------------------------------------ */
 
+/* What a MERGE did, for its commitInfo (Delta's operationParameters and
+ * operationMetrics, which DESCRIBE HISTORY and delta-rs' history() show).
+ * The counts of files, bytes and deletion vectors come from the commit's
+ * own actions; the row counts and times are the caller's. */
+typedef struct mcdc_delta_merge_info {
+    /* operationParameters, as Delta writes them: JSON arrays as text.
+     * NULL: "[]". */
+    const char *predicate;              /* ["<join condition>"] */
+    const char *matched_predicates;     /* [{"predicate":..,"actionType":"update"}] */
+    const char *not_matched_predicates; /* [{"actionType":"insert"}] */
+    int64_t source_rows;
+    int64_t rows_inserted;
+    int64_t rows_updated; /* matched rows given a new image */
+    int64_t rows_deleted; /* matched rows deleted */
+    int64_t rows_copied;  /* rows of rewritten files written again unchanged */
+    int64_t execution_ms;
+    int64_t scan_ms;
+    int64_t rewrite_ms;
+} mcdc_delta_merge_info;
+
 #define MCDC_DELTA_APPEND_OPTS_VERSION 1
 typedef struct mcdc_delta_append_opts {
     int struct_version;             /* MCDC_DELTA_APPEND_OPTS_VERSION */
@@ -202,8 +222,13 @@ typedef struct mcdc_delta_append_opts {
      * whole): it commits only as version read_version + 1, and any other
      * commit since (another engine's MERGE included) is MCDC_E_CONFLICT. */
     int64_t read_version;
+    /* commitInfo of a WRITE: operationParameters.canMergeSchema true (the
+     * writer adds the columns a batch brings: bronze, silver). */
+    bool can_merge_schema;
+    /* commitInfo of a MERGE (operation "MERGE"); NULL otherwise. */
+    const mcdc_delta_merge_info *merge;
 } mcdc_delta_append_opts;
-#define MCDC_DELTA_APPEND_OPTS_INIT {MCDC_DELTA_APPEND_OPTS_VERSION, NULL, 0, NULL, 0, NULL, -1, NULL, NULL, NULL, NULL, NULL, NULL, -1}
+#define MCDC_DELTA_APPEND_OPTS_INIT {MCDC_DELTA_APPEND_OPTS_VERSION, NULL, 0, NULL, 0, NULL, -1, NULL, NULL, NULL, NULL, NULL, NULL, -1, false, NULL}
 
 /* One commit: [commitInfo] [metaData if the schema evolves] add* remove* [txn].
  * Exactly once: when app_id is set and the table's txn for it is already

@@ -194,12 +194,16 @@ static void set(json_t *o, const char *k, json_t *v, bool *bad) {
     if (v == NULL || json_object_set_new(o, k, v)) *bad = true;
 }
 
-static json_t *commit_info_new(const char *operation, json_t *op_params, const char *user_md,
-                               bool blind_append, int64_t read_version, bool *bad) {
+/* commitInfo in the order Delta's writers give its fields; takes
+ * op_params and op_metrics. */
+static json_t *commit_info_new(const char *operation, json_t *op_params, json_t *op_metrics,
+                               const char *user_md, bool blind_append, int64_t read_version,
+                               bool *bad) {
     json_t *ci = json_object();
     if (ci == NULL) {
         *bad = true;
         json_decref(op_params);
+        json_decref(op_metrics);
         return NULL;
     }
     char uuid[37];
@@ -210,10 +214,140 @@ static json_t *commit_info_new(const char *operation, json_t *op_params, const c
     if (read_version >= 0) set(ci, "readVersion", json_integer(read_version), bad);
     set(ci, "isolationLevel", json_string("Serializable"), bad);
     set(ci, "isBlindAppend", json_boolean(blind_append), bad);
+    set(ci, "operationMetrics", op_metrics, bad);
     if (user_md) set(ci, "userMetadata", json_string(user_md), bad);
     set(ci, "engineInfo", json_string("mssql-cdc/" MCDC_VERSION_STRING), bad);
     set(ci, "txnId", json_string(uuid), bad);
     return ci;
+}
+
+/* ---- what a commit did: operationParameters and operationMetrics ------------- */
+
+/* Delta writes its metrics as decimal strings. */
+static void set_count(json_t *o, const char *k, int64_t v, bool *bad) {
+    char buf[24];
+    snprintf(buf, sizeof buf, "%lld", (long long)v);
+    set(o, k, json_string(buf), bad);
+}
+
+/* numRecords of a file's statistics, -1 when they do not say. */
+static int64_t stats_records(const char *stats) {
+    const char *p = stats ? strstr(stats, "\"numRecords\":") : NULL;
+    if (p == NULL) return -1;
+    char *end;
+    long long n = strtoll(p + 13, &end, 10);
+    return end == p + 13 || n < 0 ? -1 : (int64_t)n;
+}
+
+/* The files, bytes and deletion vectors a commit's actions add and remove.
+ * A file removed and added back in the same commit (its deletion vector
+ * set or changed: merge-on-read) is neither added nor removed. */
+typedef struct commit_counts {
+    int64_t files_added, bytes_added, rows_added; /* rows_added -1: a file without numRecords */
+    int64_t files_removed, bytes_removed;
+    int64_t dvs_added, dvs_updated, dvs_removed;
+} commit_counts;
+
+static void count_actions(commit_counts *c, const mcdc_delta_append_opts *o) {
+    memset(c, 0, sizeof *c);
+    for (size_t i = 0; i < o->n_adds; i++) {
+        const mcdc_delta_file *a = &o->adds[i];
+        if (a->dv.storage_type) continue; /* a file that was live before, with a new DV */
+        int64_t rows = stats_records(a->stats_json);
+        c->files_added++;
+        c->bytes_added += a->size_bytes;
+        c->rows_added = c->rows_added < 0 || rows < 0 ? -1 : c->rows_added + rows;
+    }
+    for (size_t i = 0; i < o->n_removes; i++) {
+        const mcdc_delta_file *r = &o->removes[i];
+        bool readded = false;
+        for (size_t k = 0; k < o->n_adds && !readded; k++)
+            readded = o->adds[k].dv.storage_type && strcmp(o->adds[k].path, r->path) == 0;
+        if (readded) {
+            if (r->dv.storage_type) c->dvs_updated++;
+            else c->dvs_added++;
+            continue;
+        }
+        c->files_removed++;
+        c->bytes_removed += r->size_bytes > 0 ? r->size_bytes : 0;
+        if (r->dv.storage_type) c->dvs_removed++;
+    }
+}
+
+static json_t *write_params(const mcdc_delta_append_opts *o, bool *bad) {
+    json_t *p = json_object();
+    if (p == NULL) {
+        *bad = true;
+        return NULL;
+    }
+    set(p, "mode", json_string(o->n_removes ? "Overwrite" : "Append"), bad);
+    set(p, "partitionBy", json_string("[]"), bad);
+    if (o->can_merge_schema || o->schema) set(p, "canMergeSchema", json_true(), bad);
+    return p;
+}
+
+static json_t *write_metrics(const commit_counts *c, bool *bad) {
+    json_t *m = json_object();
+    if (m == NULL) {
+        *bad = true;
+        return NULL;
+    }
+    set_count(m, "numFiles", c->files_added, bad);
+    if (c->rows_added >= 0) set_count(m, "numOutputRows", c->rows_added, bad);
+    set_count(m, "numOutputBytes", c->bytes_added, bad);
+    if (c->files_removed) {
+        set_count(m, "numRemovedFiles", c->files_removed, bad);
+        set_count(m, "numRemovedBytes", c->bytes_removed, bad);
+    }
+    return m;
+}
+
+static json_t *merge_params(const mcdc_delta_merge_info *mi, bool *bad) {
+    json_t *p = json_object();
+    if (p == NULL) {
+        *bad = true;
+        return NULL;
+    }
+    set(p, "predicate", json_string(mi->predicate ? mi->predicate : "[]"), bad);
+    set(p, "matchedPredicates",
+        json_string(mi->matched_predicates ? mi->matched_predicates : "[]"), bad);
+    set(p, "notMatchedPredicates",
+        json_string(mi->not_matched_predicates ? mi->not_matched_predicates : "[]"), bad);
+    set(p, "notMatchedBySourcePredicates", json_string("[]"), bad);
+    return p;
+}
+
+/* Delta's MERGE metrics: the caller's row counts and times, this commit's
+ * files; no merge of ours updates or deletes rows the source lacks. */
+static json_t *merge_metrics(const mcdc_delta_merge_info *mi, const commit_counts *c, bool *bad) {
+    json_t *m = json_object();
+    if (m == NULL) {
+        *bad = true;
+        return NULL;
+    }
+    set_count(m, "numSourceRows", mi->source_rows, bad);
+    set_count(m, "numTargetRowsInserted", mi->rows_inserted, bad);
+    set_count(m, "numTargetRowsUpdated", mi->rows_updated, bad);
+    set_count(m, "numTargetRowsMatchedUpdated", mi->rows_updated, bad);
+    set_count(m, "numTargetRowsNotMatchedBySourceUpdated", 0, bad);
+    set_count(m, "numTargetRowsDeleted", mi->rows_deleted, bad);
+    set_count(m, "numTargetRowsMatchedDeleted", mi->rows_deleted, bad);
+    set_count(m, "numTargetRowsNotMatchedBySourceDeleted", 0, bad);
+    set_count(m, "numTargetRowsCopied", mi->rows_copied, bad);
+    set_count(m, "numOutputRows", mi->rows_inserted + mi->rows_updated + mi->rows_copied, bad);
+    set_count(m, "numTargetFilesAdded", c->files_added, bad);
+    set_count(m, "numTargetFilesRemoved", c->files_removed, bad);
+    set_count(m, "numTargetBytesAdded", c->bytes_added, bad);
+    set_count(m, "numTargetBytesRemoved", c->bytes_removed, bad);
+    set_count(m, "numTargetDeletionVectorsAdded", c->dvs_added, bad);
+    set_count(m, "numTargetDeletionVectorsUpdated", c->dvs_updated, bad);
+    set_count(m, "numTargetDeletionVectorsRemoved", c->dvs_removed, bad);
+    set_count(m, "numTargetChangeFilesAdded", 0, bad);
+    set_count(m, "executionTimeMs", mi->execution_ms, bad);
+    set_count(m, "scanTimeMs", mi->scan_ms, bad);
+    set_count(m, "rewriteTimeMs", mi->rewrite_ms, bad);
+    set_count(m, "materializeSourceTimeMs", 0, bad);
+    return m;
 }
 
 static bool path_ok(const char *p) {
@@ -466,12 +600,26 @@ int mcdc_delta_create(mcdc_delta_commit_result *out, mcdc_delta_table *t,
     mcdc_buf b = {0};
     b.limit = MCDC_DELTA_COMMIT_BYTES_MAX;
     bool bad = false;
+    /* What Spark's CREATE TABLE records: the table's description and the
+     * properties it was given (not the ones derived, such as maxColumnId). */
     json_t *params = json_object();
-    if (params) {
-        set(params, "isManaged", json_string("false"), &bad);
+    json_t *props = json_object();
+    char *props_text = NULL;
+    if (params && props) {
         set(params, "partitionBy", json_string("[]"), &bad);
+        set(params, "clusterBy", json_string("[]"), &bad);
+        if (o->description) set(params, "description", json_string(o->description), &bad);
+        set(params, "isManaged", json_string("false"), &bad);
+        for (size_t i = 0; i < o->n_config; i++)
+            set(props, o->config_keys[i], json_string(o->config_values[i]), &bad);
+        props_text = bad ? NULL : json_dumps(props, JSON_COMPACT);
+        if (props_text) set(params, "properties", json_string(props_text), &bad);
+        else bad = true;
     }
-    json_t *ci = commit_info_new("CREATE TABLE", params, o->user_metadata, true, -1, &bad);
+    free(props_text);
+    json_decref(props);
+    json_t *ci = commit_info_new("CREATE TABLE", params, json_object(), o->user_metadata, true,
+                                 -1, &bad);
     /* delta.enableDeletionVectors: the feature too (merge-on-read silvers) */
     bool dv = false;
     for (size_t i = 0; i < o->n_config; i++)
@@ -756,13 +904,13 @@ static int evolution_actions(mcdc_buf *b, mcdc_delta_table *t, const mcdc_delta_
 static int build_append(mcdc_buf *b, mcdc_delta_table *t, const mcdc_delta_append_opts *o,
                         const mcdc_schema *base, mcdc_error *err) {
     bool bad = false;
-    json_t *params = json_object();
-    if (params) {
-        set(params, "mode", json_string(o->n_removes ? "Overwrite" : "Append"), &bad);
-        if (o->schema) set(params, "mergeSchema", json_string("true"), &bad);
-    }
-    json_t *ci = commit_info_new(o->operation ? o->operation : "WRITE", params, o->user_metadata,
-                                 o->n_removes == 0, mcdc_delta_snapshot_version(t->latest), &bad);
+    commit_counts counts;
+    count_actions(&counts, o);
+    json_t *params = o->merge ? merge_params(o->merge, &bad) : write_params(o, &bad);
+    json_t *metrics = o->merge ? merge_metrics(o->merge, &counts, &bad) : write_metrics(&counts, &bad);
+    json_t *ci = commit_info_new(o->operation ? o->operation : "WRITE", params, metrics,
+                                 o->user_metadata, o->n_removes == 0 && o->merge == NULL,
+                                 mcdc_delta_snapshot_version(t->latest), &bad);
     if (!bad && o->commit_info_json) {
         json_t *extra = json_loads(o->commit_info_json, 0, NULL);
         if (!json_is_object(extra)) {

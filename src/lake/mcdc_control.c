@@ -9,6 +9,7 @@
  */
 #include <string.h>
 
+#include "mcdc_delta.h"
 #include "mcdc_lake.h"
 #include "mcdc_tables.h"
 
@@ -71,8 +72,19 @@ int mcdc_control_update(mcdc_table *control, const char *table_name, mcdc_contro
         mcdc_batch_free(old); /* cells pointed into it: used above only */
         if (rc || !write) return rc;
         mcdc_table_props props = {.kind = MCDC_KIND_CONTROL};
+        /* Written whole, recorded as what it is: a merge of one row on
+         * table_name. */
+        int64_t old_rows = fresh->rows - (row >= 0 ? 0 : 1);
+        mcdc_delta_merge_info merge = {
+            .predicate = "[\"(target.table_name = source.table_name)\"]",
+            .matched_predicates = "[{\"actionType\":\"update\"}]",
+            .not_matched_predicates = "[{\"actionType\":\"insert\"}]",
+            .source_rows = 1,
+            .rows_inserted = row >= 0 ? 0 : 1,
+            .rows_updated = row >= 0 ? 1 : 0,
+            .rows_copied = old_rows - (row >= 0 ? 1 : 0)};
         int64_t new_version;
-        rc = mcdc_table_replace(control, fresh, version, &props, &new_version, err);
+        rc = mcdc_table_replace(control, fresh, version, &props, &merge, &new_version, err);
         mcdc_batch_free(fresh);
         if (rc == MCDC_OK) {
             *changed = true;

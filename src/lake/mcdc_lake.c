@@ -771,9 +771,8 @@ static int ensure_table(mcdc_table *t, mcdc_schema *ours, const mcdc_table_props
 }
 
 static int commit_files(mcdc_appender *a, const mcdc_delta_file *removes, size_t n_removes,
-                        const mcdc_delta_file *readds, size_t n_readds, const char *app_id, int64_t txn_version, const char *user_metadata,
-                        const char *operation, int64_t read_version, bool *skipped,
-                        int64_t *version, mcdc_error *err) {
+                        const mcdc_delta_file *readds, size_t n_readds, const mcdc_table_commit *c,
+                        bool *skipped, int64_t *version, mcdc_error *err) {
     mcdc_schema *evolved = NULL;
     const char **evolved_phys = NULL;
     int rc = a->layout.decided ? MCDC_OK : plan_layout(&a->layout, a->t, a->schema, &a->props, err);
@@ -799,13 +798,17 @@ static int commit_files(mcdc_appender *a, const mcdc_delta_file *removes, size_t
     ao.n_adds = (size_t)a->nfiles + n_readds;
     ao.removes = removes;
     ao.n_removes = n_removes;
-    ao.app_id = app_id;
-    ao.txn_version = app_id ? txn_version : -1;
-    ao.user_metadata = user_metadata;
-    ao.operation = operation;
+    ao.app_id = c->app_id;
+    ao.txn_version = c->app_id ? c->txn_version : -1;
+    ao.user_metadata = c->user_metadata;
+    ao.operation = c->operation;
     ao.schema = evolved;
     ao.physical_names = evolved_phys;
-    ao.read_version = read_version;
+    ao.read_version = c->read_version;
+    /* the tables that take the columns a batch brings, as the reference's
+     * bronze writes say (mergeSchema) */
+    ao.can_merge_schema = a->props.kind == MCDC_KIND_BRONZE || a->props.kind == MCDC_KIND_SILVER;
+    ao.merge = c->merge;
     mcdc_delta_commit_result res;
     rc = mcdc_delta_append(&res, a->t->dt, &ao, err);
     mcdc_free(evolved_phys);
@@ -902,8 +905,7 @@ int mcdc_appender_commit_with(mcdc_appender *a, const mcdc_table_commit *c, bool
         }
     }
     if (rc == MCDC_OK)
-        rc = commit_files(a, removes, nr, readds, n_readds, c->app_id, c->txn_version,
-                          c->user_metadata, c->operation, c->read_version, skipped, version, err);
+        rc = commit_files(a, removes, nr, readds, n_readds, c, skipped, version, err);
     for (size_t i = 0; i < n_readds; i++) mcdc_free((void *)readds[i].stats_json);
     mcdc_free(readds);
     mcdc_free(removes);
@@ -1484,7 +1486,8 @@ int mcdc_table_read_all(mcdc_table *t, mcdc_batch **out, int64_t *version, mcdc_
  * engine's MERGE into the same table, makes it MCDC_E_CONFLICT and the
  * caller reads again. Nothing it read is ever overwritten unseen. */
 int mcdc_table_replace(mcdc_table *t, const mcdc_batch *b, int64_t read_version,
-                       const mcdc_table_props *props, int64_t *version, mcdc_error *err) {
+                       const mcdc_table_props *props, const mcdc_delta_merge_info *merge,
+                       int64_t *version, mcdc_error *err) {
     mcdc_delta_snapshot *s;
     int rc = load_latest(&s, t, err);
     if (rc) return rc;
@@ -1503,7 +1506,7 @@ int mcdc_table_replace(mcdc_table *t, const mcdc_batch *b, int64_t read_version,
     if (rc == MCDC_OK) rc = mcdc_appender_write(a, b, err);
     /* From no table: on top of its creation (version 0) only. */
     mcdc_table_commit c = {.operation = "MERGE", .remove_paths = paths, .n_removes = nf,
-                           .read_version = read_version < 0 ? 0 : read_version};
+                           .read_version = read_version < 0 ? 0 : read_version, .merge = merge};
     bool skipped = false;
     if (rc == MCDC_OK) rc = mcdc_appender_commit_with(a, &c, &skipped, version, err);
     if (rc == MCDC_OK && skipped)

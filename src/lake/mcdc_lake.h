@@ -126,6 +126,7 @@ int mcdc_appender_commit(mcdc_appender *a, const char *app_id, int64_t txn_versi
  * removed, a txn, the operation and userMetadata. Appends, rewrites of small
  * tables and merges are all this call. */
 struct mcdc_delta_dv;
+struct mcdc_delta_merge_info;
 typedef struct mcdc_table_commit {
     const char *app_id;               /* NULL: no txn */
     int64_t txn_version;
@@ -142,6 +143,9 @@ typedef struct mcdc_table_commit {
      * (remove(path, old dv) + add(path, new dv), its statistics marked
      * tightBounds false): merge-on-read. The DV file must be written. */
     const struct mcdc_delta_dv *readd_dvs;
+    /* A MERGE's row counts and predicates for its commitInfo (operation
+     * "MERGE"); NULL for any other operation. */
+    const struct mcdc_delta_merge_info *merge;
 } mcdc_table_commit;
 int mcdc_appender_commit_with(mcdc_appender *a, const mcdc_table_commit *c, bool *skipped,
                               int64_t *version, mcdc_error *err);
@@ -260,8 +264,10 @@ int mcdc_table_scan_run(mcdc_table *t, const mcdc_table_scan *scan, mcdc_batch_f
 int mcdc_table_read_all(mcdc_table *t, mcdc_batch **out, int64_t *version, mcdc_error *err);
 /* Replaces the table's rows with b, provided the table is still at
  * read_version (-1: must not exist yet): else MCDC_E_CONFLICT, nothing
- * written. Creates the table with b's schema when missing. */
+ * written. Creates the table with b's schema when missing. merge: what the
+ * replace did to the rows, as a MERGE (its commitInfo). */
 int mcdc_table_replace(mcdc_table *t, const mcdc_batch *b, int64_t read_version,
-                       const mcdc_table_props *props, int64_t *version, mcdc_error *err);
+                       const mcdc_table_props *props, const struct mcdc_delta_merge_info *merge,
+                       int64_t *version, mcdc_error *err);
 
 #endif /* MCDC_LAKE_H */

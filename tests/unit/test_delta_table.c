@@ -49,6 +49,11 @@ TEST(delta_create_writes_protocol_and_metadata) {
     CHECK(c0 && strstr(c0, "\"format\":{\"provider\":\"parquet\",\"options\":{}}"));
     CHECK(c0 && strstr(c0, "\"partitionColumns\":[]"));
     CHECK(c0 && strstr(c0, "\"engineInfo\":\"mssql-cdc/"));
+    /* CREATE TABLE's parameters as Spark records them: the properties given */
+    CHECK(c0 && strstr(c0, "\"operationParameters\":{\"partitionBy\":\"[]\",\"clusterBy\":\"[]\","
+                           "\"isManaged\":\"false\",\"properties\":"
+                           "\"{\\\"mssql_cdc.schema_version\\\":\\\"3\\\"}\"}"));
+    CHECK(c0 && strstr(c0, "\"operationMetrics\":{}"));
 
     mcdc_delta_snapshot *snap = NULL;
     CHECK_EQ_INT(mcdc_delta_snapshot_load(&snap, t, -1, &e), MCDC_OK);
@@ -143,8 +148,11 @@ TEST(delta_append_replay_txn_skip_and_commit_info) {
     commit_path(p, sizeof p, dir, 1);
     const char *c1 = slurp(p);
     CHECK(c1 && strstr(c1, "\"path\":\"part-00000-a%20b.parquet\""));
-    CHECK(c1 && strstr(c1, "\"operationParameters\":{\"mode\":\"Append\"}"));
+    CHECK(c1 && strstr(c1, "\"operationParameters\":{\"mode\":\"Append\",\"partitionBy\":\"[]\"}"));
     CHECK(c1 && strstr(c1, "\"isBlindAppend\":true"));
+    /* what the commit wrote, as Delta's WRITE reports it */
+    CHECK(c1 && strstr(c1, "\"operationMetrics\":{\"numFiles\":\"1\",\"numOutputRows\":\"7\","
+                           "\"numOutputBytes\":\"1234\"}"));
     CHECK(c1 && strstr(c1, "{\"txn\":{\"appId\":\"stream-1\",\"version\":1,"));
     /* the same batch again: skipped, not an error, nothing written */
     CHECK_EQ_INT(mcdc_delta_append(&r, t, &o, &e), MCDC_OK);
@@ -260,6 +268,8 @@ TEST(delta_append_remove_and_tombstones) {
     commit_path(p, sizeof p, dir, 3);
     const char *c3 = slurp(p);
     CHECK(c3 && strstr(c3, "\"isBlindAppend\":false"));
+    CHECK(c3 && strstr(c3, "\"numFiles\":\"1\""));
+    CHECK(c3 && strstr(c3, "\"numRemovedFiles\":\"1\""));
     CHECK(c3 && strstr(c3, "{\"remove\":{\"path\":\"a.parquet\""));
     /* re-adding a removed path makes it live again */
     td_append(t, "a.parquet", NULL, 0, &r, &e);
@@ -272,6 +282,68 @@ TEST(delta_append_remove_and_tombstones) {
     CHECK_EQ_INT(mcdc_delta_append(&r, t, &o, &e), MCDC_E_INVALID);
     add.path = "_delta_log/x.parquet";
     CHECK_EQ_INT(mcdc_delta_append(&r, t, &o, &e), MCDC_E_INVALID);
+    mcdc_delta_table_free(t);
+    td_rmrf(dir);
+}
+
+/* A MERGE's commitInfo: the caller's row counts, the files, bytes and
+ * deletion vectors of its own actions (a file removed and added back with
+ * a deletion vector is neither added nor removed). */
+TEST(delta_merge_commit_info_counts_files_and_deletion_vectors) {
+    char dir[64];
+    td_mkdtemp(dir);
+    mcdc_delta_table *t = td_create(dir);
+    if (t == NULL) {
+        CHECK(t != NULL);
+        return;
+    }
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_delta_commit_result r;
+    mcdc_delta_file live[2] = {{.path = "a.parquet", .size_bytes = 100, .data_change = true,
+                                .modification_time_ms = 1, .stats_json = "{\"numRecords\":10}"},
+                               {.path = "b.parquet", .size_bytes = 50, .data_change = true,
+                                .modification_time_ms = 1, .stats_json = "{\"numRecords\":4}"}};
+    mcdc_delta_append_opts o = MCDC_DELTA_APPEND_OPTS_INIT;
+    o.adds = live;
+    o.n_adds = 2;
+    CHECK_EQ_INT(mcdc_delta_append(&r, t, &o, &e), MCDC_OK);
+    /* a.parquet rewritten into c.parquet; b.parquet given a deletion vector */
+    mcdc_delta_file adds[2] = {{.path = "c.parquet", .size_bytes = 70, .data_change = true,
+                                .modification_time_ms = 2, .stats_json = "{\"numRecords\":9}"},
+                               live[1]};
+    adds[1].dv = (mcdc_delta_dv){.storage_type = 'u', .path_or_inline = "00000000000000000001",
+                                 .offset = 1, .size_bytes = 34, .cardinality = 1,
+                                 .max_row_index = -1};
+    adds[1].stats_json = "{\"numRecords\":4,\"tightBounds\":false}";
+    mcdc_delta_merge_info mi = {.predicate = "[\"(t.id = s.id)\"]", .source_rows = 3,
+                                .rows_inserted = 1, .rows_updated = 1, .rows_deleted = 2,
+                                .rows_copied = 7, .execution_ms = 12};
+    mcdc_delta_append_opts m = MCDC_DELTA_APPEND_OPTS_INIT;
+    m.adds = adds;
+    m.n_adds = 2;
+    m.removes = live;
+    m.n_removes = 2;
+    m.read_version = 1;
+    m.operation = "MERGE";
+    m.merge = &mi;
+    CHECK_EQ_INT(mcdc_delta_append(&r, t, &m, &e), MCDC_OK);
+    char p[256];
+    commit_path(p, sizeof p, dir, 2);
+    const char *c2 = slurp(p);
+    CHECK(c2 && strstr(c2, "\"operation\":\"MERGE\""));
+    CHECK(c2 && strstr(c2, "\"isBlindAppend\":false"));
+    CHECK(c2 && strstr(c2, "\"predicate\":\"[\\\"(t.id = s.id)\\\"]\""));
+    CHECK(c2 && strstr(c2, "\"notMatchedBySourcePredicates\":\"[]\""));
+    const char *want[] = {"\"numSourceRows\":\"3\"", "\"numTargetRowsInserted\":\"1\"",
+                          "\"numTargetRowsUpdated\":\"1\"", "\"numTargetRowsDeleted\":\"2\"",
+                          "\"numTargetRowsCopied\":\"7\"", "\"numOutputRows\":\"9\"",
+                          "\"numTargetFilesAdded\":\"1\"", "\"numTargetFilesRemoved\":\"1\"",
+                          "\"numTargetBytesAdded\":\"70\"", "\"numTargetBytesRemoved\":\"100\"",
+                          "\"numTargetDeletionVectorsAdded\":\"1\"",
+                          "\"numTargetDeletionVectorsUpdated\":\"0\"",
+                          "\"executionTimeMs\":\"12\""};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        CHECK(c2 && strstr(c2, want[i]) != NULL);
     mcdc_delta_table_free(t);
     td_rmrf(dir);
 }
@@ -322,7 +394,7 @@ TEST(delta_append_schema_evolution) {
     char p[256];
     commit_path(p, sizeof p, dir, 1);
     const char *c1 = slurp(p);
-    CHECK(c1 && strstr(c1, "\"mergeSchema\":\"true\""));
+    CHECK(c1 && strstr(c1, "\"canMergeSchema\":true"));
     /* dropping a column is refused */
     mcdc_schema *fewer = NULL;
     mcdc_schema_create(&fewer, 1, NULL);

@@ -91,12 +91,12 @@ TEST(lake_replace_detects_a_moved_table) {
     mcdc_table_open(&t, path, NULL, &e);
     mcdc_batch *b = facts_rows(1, 1);
     int64_t v;
-    CHECK_EQ_INT(mcdc_table_replace(t, b, -1, NULL, &v, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_table_replace(t, b, -1, NULL, NULL, &v, &e), MCDC_OK);
     int64_t v2;
     /* a second writer that read before the first replace loses */
-    CHECK_EQ_INT(mcdc_table_replace(t, b, -1, NULL, &v2, &e), MCDC_E_CONFLICT);
+    CHECK_EQ_INT(mcdc_table_replace(t, b, -1, NULL, NULL, &v2, &e), MCDC_E_CONFLICT);
     mcdc_batch *b3 = facts_rows(2, 2);
-    CHECK_EQ_INT(mcdc_table_replace(t, b3, v, NULL, &v2, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_table_replace(t, b3, v, NULL, NULL, &v2, &e), MCDC_OK);
     mcdc_batch *all;
     int64_t version;
     CHECK_EQ_INT(mcdc_table_read_all(t, &all, &version, &e), MCDC_OK);
@@ -123,7 +123,7 @@ TEST(lake_replace_loses_to_any_commit_since_its_read) {
     mcdc_table_open(&other, path, NULL, &e);
     mcdc_batch *b = facts_rows(1, 1), *theirs = facts_rows(7, 1), *mine = facts_rows(2, 1);
     int64_t v, v2;
-    CHECK_EQ_INT(mcdc_table_replace(t, b, -1, NULL, &v, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_table_replace(t, b, -1, NULL, NULL, &v, &e), MCDC_OK);
     mcdc_batch *read = NULL;
     int64_t read_v;
     CHECK_EQ_INT(mcdc_table_read_all(t, &read, &read_v, &e), MCDC_OK);
@@ -136,13 +136,13 @@ TEST(lake_replace_loses_to_any_commit_since_its_read) {
     int64_t av;
     CHECK_EQ_INT(mcdc_appender_commit(a, NULL, 0, NULL, &skipped, &av, &e), MCDC_OK);
     mcdc_appender_free(a);
-    CHECK_EQ_INT(mcdc_table_replace(t, mine, read_v, NULL, &v2, &e), MCDC_E_CONFLICT);
+    CHECK_EQ_INT(mcdc_table_replace(t, mine, read_v, NULL, NULL, &v2, &e), MCDC_E_CONFLICT);
     /* both rows that were there are still there, and a fresh read-replace wins */
     mcdc_batch *all = NULL;
     int64_t now_v;
     CHECK_EQ_INT(mcdc_table_read_all(t, &all, &now_v, &e), MCDC_OK);
     CHECK(all && all->rows == 2);
-    CHECK_EQ_INT(mcdc_table_replace(t, mine, now_v, NULL, &v2, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_table_replace(t, mine, now_v, NULL, NULL, &v2, &e), MCDC_OK);
     mcdc_batch_free(all);
     CHECK_EQ_INT(mcdc_table_read_all(t, &all, &now_v, &e), MCDC_OK);
     CHECK(all && all->rows == 1 && mcdc_row_get(all, 0, MCDC_F_BATCH_ID).i == 2);
