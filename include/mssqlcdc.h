@@ -107,6 +107,31 @@ typedef enum mcdc_log_level {
 } mcdc_log_level;
 typedef void (*mcdc_log_fn)(void *user, mcdc_log_level level, const char *message);
 
+/* How far a long job is (a snapshot, a seed, a backfill, apply, reconcile),
+ * told to a job given a progress function: at most once per interval while
+ * it works, at once when it starts a phase, and a last time with done set.
+ * Called from any of the job's threads, never from two at once; the struct
+ * and its strings are valid during the call only. Fields are only ever
+ * added at the end (version says how many a library fills). */
+#define MCDC_PROGRESS_VERSION 1
+typedef struct mcdc_progress {
+    int version;            /* MCDC_PROGRESS_VERSION of the library that fills it */
+    const char *job;        /* "snapshot", "seed", "backfill", "apply", "reconcile" */
+    const char *phase;      /* what it does now: "reading", "sorting", "merging", "hashing"... */
+    int64_t rows_done;      /* rows of this phase finished */
+    int64_t rows_total;     /* rows the phase will handle; -1: unknown */
+    bool rows_estimated;    /* rows_total is the server's estimate, not a count */
+    const char *parts_name; /* what the phase is cut into ("ranges", "chunks", "buckets",
+                               "files"); NULL: not cut */
+    int64_t parts_done;
+    int64_t parts_total;    /* -1: unknown */
+    int64_t bytes_done;     /* bytes of this phase finished (read or written) */
+    int64_t phase_ms;       /* since the phase began */
+    int64_t elapsed_ms;     /* since the job began */
+    bool done;              /* the job's last report */
+} mcdc_progress;
+typedef void (*mcdc_progress_fn)(void *user, const mcdc_progress *p);
+
 /* Static string: "ok", "invalid", ... */
 MCDC_API const char *mcdc_status_name(int code);
 /* The reference library's error kind: "DataLossError", "SchemaChangedError",

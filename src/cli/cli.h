@@ -6,6 +6,7 @@
 #ifndef MCDC_CLI_H
 #define MCDC_CLI_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "mssqlcdc.h"
@@ -40,6 +41,32 @@ enum {
     EXIT_NOT_UNIQUE = 21,
     EXIT_NOT_READY = 22
 };
+
+/* --progress: how a long command shows how far it is, on stderr. auto: a
+ * line redrawn in place when stderr is a terminal, else JSON; line; json:
+ * {"progress": {...}} every 5 seconds, at each phase and at the end; none. */
+typedef enum {
+    CLI_PROGRESS_AUTO = 0,
+    CLI_PROGRESS_LINE,
+    CLI_PROGRESS_JSON,
+    CLI_PROGRESS_NONE
+} cli_progress_mode;
+typedef struct cli_progress {
+    cli_progress_mode mode; /* never AUTO once initialised */
+    char phase[32];         /* the phase the rate is of */
+    double rate;            /* rows/s, smoothed */
+    int64_t last_rows, last_ms;
+    int64_t last_json_ms;
+    bool line_open;         /* a line is drawn and not ended */
+} cli_progress;
+/* 0, or -1 when v is no mode. */
+int cli_parse_progress(const char *v, cli_progress_mode *out);
+void cli_progress_init(cli_progress *p, cli_progress_mode mode);
+/* The function to give the job with p as its user (NULL for none). */
+mcdc_progress_fn cli_progress_callback(const cli_progress *p);
+void cli_progress_report(void *user, const mcdc_progress *r);
+/* Clears a line left drawn (a job that failed before its last report). */
+void cli_progress_end(cli_progress *p);
 
 /* Prints "mssql-cdc: error (Kind): message" on stderr; returns the exit code
  * for e->code. */
