@@ -35,6 +35,7 @@
 #include "mcdc_options.h"
 #include "mcdc_plans.h"
 #include "mcdc_reconcile.h"
+#include "mcdc_repair.h"
 #include "mcdc_silver.h"
 #include "mcdc_snapfacts.h"
 #include "mcdc_tables.h"
@@ -1354,8 +1355,9 @@ static int resolve_source(mcdc_reconcile *r, mcdc_error *err) {
     /* the configured instance, else (gone) its table through bronze's
      * names; the follow handle of the changes in flight resolves alike */
     silver_instances_free(&r->flight.names);
-    int rc = silver_bronze_instances(&r->flight.names, r->bronze, r->cfg.bronze, err);
-    if (rc == MCDC_OK) rc = silver_source_open(&r->changes, r->opts, &r->flight.names, false, err);
+    int rc = mcdc_repair_source_open(&r->changes, r->opts, r->bronze, r->cfg.bronze, "reconcile",
+                                     &r->flight.names, err);
+    if (rc == MCDC_E_MISMATCH) return rc;
     if (rc) return mcdc_error_wrap(err, "opening the source"), rc;
     if (r->n_keys == 0) {
         int n = 0;

@@ -1,0 +1,67 @@
+"""mssql-cdc reconcile: what it refuses before it reads.
+
+- Options of another capture instance than silver and bronze were built from
+  are refused before anything is read (exit 7), by reconcile and by repair.
+"""
+import os
+
+from deltalake import DeltaTable
+
+from apply_jobs import apply
+from conftest import run_cli
+from snapshot_jobs import new_job
+from test_reconcile import reconcile, reconcile_args, report_of
+from test_repair import repair_args, repair_facts
+from workload import DB, Items, enable_cdc, settle
+
+EXIT_MISMATCH = 7
+
+
+def built(sim, workdir, seed, rows=300):
+    job, w = new_job(sim, workdir, Items(key_space=1500), preload=0, seed=seed)
+    w.preload(rows)
+    job.stream()
+    apply(job)
+    return job, w
+
+
+def with_instance(args, ci):
+    a = list(args)
+    a[a.index("--captureInstance") + 1] = ci
+    return a
+
+
+# ---- another capture instance ------------------------------------------------------------
+
+class Other(Items):
+    name = "k"
+
+
+def test_options_of_another_capture_instance_are_refused(sim, workdir):
+    """Silver and bronze of dbo_items, the options of dbo_k (another table
+    with CDC, changing): reconcile and repair stop with exit 7 before they
+    read or write anything, naming both instances."""
+    job, _ = built(sim, workdir, 41)
+    other = Other()
+    sim.run(other.create_sql(), database=DB)
+    sim.run("INSERT INTO dbo.k (id, name) VALUES " +
+            ", ".join(f"({i}, N'k{i}')" for i in range(1, 400)) + ";", database=DB)
+    enable_cdc(sim, other)
+    sim.run("UPDATE dbo.k SET name = N'changed' WHERE id % 3 = 0;", database=DB)
+    settle(sim)
+    for extra in ((), ("--repair",)):
+        p = run_cli(*with_instance(reconcile_args(job, "--bucket-rows", "60", *extra), "dbo_k"),
+                    check=False)
+        assert p.returncode == EXIT_MISMATCH, (p.returncode, p.stdout, p.stderr)
+        assert "dbo_items" in p.stderr and "dbo_k" in p.stderr, p.stderr
+        assert p.stdout == "", p.stdout
+    assert not os.path.exists(report_of(job))
+    keys = os.path.join(workdir, "keys.jsonl")
+    with open(keys, "w") as f:
+        f.write('{"id": 1}\n')
+    version = DeltaTable(job.bronze).version()
+    p = run_cli(*with_instance(repair_args(job, "--keys-file", keys), "dbo_k"), check=False)
+    assert p.returncode == EXIT_MISMATCH and "dbo_items" in p.stderr, p.stderr
+    assert DeltaTable(job.bronze).version() == version and repair_facts(job) == []
+    # the right instance still reconciles
+    reconcile(job, "--bucket-rows", "60", "--sample", "1")
