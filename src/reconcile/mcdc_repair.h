@@ -92,8 +92,10 @@ int mcdc_repair_source_open(mcdc_changes **out, const mcdc_opts *opts, mcdc_tabl
                             mcdc_error *err);
 
 /* The differing keys of run_id in report table (rows whose failure_type is
- * MISSING_TARGET, MISSING_SOURCE or RECORD_DIFF with a key; IN_FLIGHT ones
- * are not): *keys (owned, each and the array: mcdc_repair_keys_free). */
+ * MISSING_TARGET, MISSING_SOURCE, RECORD_DIFF or DUPLICATE_TARGET with a
+ * key; IN_FLIGHT ones are not): *keys (owned, each and the array:
+ * mcdc_repair_keys_free). A run_id no row holds is MCDC_E_INVALID, naming
+ * the newest runs the report holds. */
 int mcdc_repair_report_keys(const mcdc_ctx *ctx, const char *report_table, const char *warehouse,
                             const char *run_id, char ***keys, size_t *n, mcdc_error *err);
 void mcdc_repair_keys_free(char **keys, size_t n);

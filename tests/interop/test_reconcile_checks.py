@@ -1,7 +1,9 @@
-"""mssql-cdc reconcile: what it refuses before it reads.
+"""mssql-cdc reconcile and repair: what they refuse before they read.
 
 - Options of another capture instance than silver and bronze were built from
   are refused before anything is read (exit 7), by reconcile and by repair.
+- repair --run-id of a run the report does not hold is refused (exit 2),
+  naming the runs it holds.
 """
 import os
 
@@ -11,7 +13,7 @@ from apply_jobs import apply
 from conftest import run_cli
 from snapshot_jobs import new_job
 from test_reconcile import reconcile, reconcile_args, report_of
-from test_repair import repair_args, repair_facts
+from test_repair import repair, repair_args, repair_facts
 from workload import DB, Items, enable_cdc, settle
 
 EXIT_MISMATCH = 7
@@ -65,3 +67,17 @@ def test_options_of_another_capture_instance_are_refused(sim, workdir):
     assert DeltaTable(job.bronze).version() == version and repair_facts(job) == []
     # the right instance still reconciles
     reconcile(job, "--bucket-rows", "60", "--sample", "1")
+
+
+# ---- repair --run-id ---------------------------------------------------------------------
+
+def test_repair_of_a_run_the_report_lacks_is_refused(sim, workdir):
+    job, _ = built(sim, workdir, 44)
+    runs = [reconcile(job, "--bucket-rows", "100")["run_id"] for _ in range(2)]
+    version = DeltaTable(job.bronze).version()
+    p = repair(job, "--report-table", report_of(job), "--run-id", "no-such-run", check=False)
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert "no-such-run" in p.stderr and all(x in p.stderr for x in runs), p.stderr
+    assert DeltaTable(job.bronze).version() == version and repair_facts(job) == []
+    # a run it holds with nothing to repair: 0 keys, exit 0
+    assert repair(job, "--report-table", report_of(job), "--run-id", runs[0])["keys"] == 0
