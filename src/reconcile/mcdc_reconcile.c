@@ -1123,8 +1123,8 @@ static int bucket_row(mcdc_reconcile *r, mcdc_batch *b, int64_t i, mcdc_error *e
     const rec_bucket *k = &r->buckets[i];
     char *lo = NULL, *hi = NULL;
     int rc = put_common(r, b, err);
-    if (rc == MCDC_OK && r->ordinal) rc = bound_json(&lo, r, k->has_lo, k->lo, err);
-    if (rc == MCDC_OK && r->ordinal) rc = bound_json(&hi, r, k->has_hi, k->hi, err);
+    if (rc == MCDC_OK && r->ordinal) rc = bound_json(&lo, r, k->rep_has_lo, k->rep_lo, err);
+    if (rc == MCDC_OK && r->ordinal) rc = bound_json(&hi, r, k->rep_has_hi, k->rep_hi, err);
     if (rc == MCDC_OK) rc = put_text(&b->columns[R_SOURCE_LSN], r->source_lsn, err);
     if (rc == MCDC_OK) rc = put_text(&b->columns[R_BUCKET_LO], lo, err);
     if (rc == MCDC_OK) rc = put_text(&b->columns[R_BUCKET_HI], hi, err);
@@ -1145,8 +1145,8 @@ static int diff_row(mcdc_reconcile *r, mcdc_batch *b, const rec_diff *d, mcdc_er
     int rc = put_common(r, b, err);
     if (rc == MCDC_OK && !d->chunk && r->ordinal) {
         const rec_bucket *k = &r->buckets[d->bucket];
-        rc = bound_json(&lo, r, k->has_lo, k->lo, err);
-        if (rc == MCDC_OK) rc = bound_json(&hi, r, k->has_hi, k->hi, err);
+        rc = bound_json(&lo, r, k->rep_has_lo, k->rep_lo, err);
+        if (rc == MCDC_OK) rc = bound_json(&hi, r, k->rep_has_hi, k->rep_hi, err);
     } else if (rc == MCDC_OK && !d->chunk) {
         const json_t *g = json_array_get(r->ranges, (size_t)d->bucket);
         for (int e = 0; rc == MCDC_OK && e < 2; e++) {

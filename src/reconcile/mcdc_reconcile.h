@@ -89,6 +89,11 @@ typedef struct rec_bucket {
     int64_t fine_lo, fine_hi;
     bool has_lo, has_hi;
     int64_t lo, hi;
+    /* The report's bounds, as the reference writes them: every bucket's are
+     * its grid bounds fine_lo * width and fine_hi * width, the first's lo
+     * and the last's hi too (false: past int64, open). */
+    bool rep_has_lo, rep_has_hi;
+    int64_t rep_lo, rep_hi;
     int64_t src_rows, sil_rows;
     rec_i128 src_sum, sil_sum;
     bool moved;       /* a key changed in flight falls in it */
@@ -100,9 +105,10 @@ enum { REC_MATCH = 0, REC_IN_FLIGHT = 1, REC_MISMATCH = 2 };
 const char *rec_status_name(int status);
 /* Both sides' fine buckets (each sorted by id, ids unique) merged in id
  * order into buckets of at least bucket_rows rows of the larger side (the
- * last may hold fewer); ordinal bounds id * width. The first bucket is open
- * below and the last open above, so that every key of either side falls in
- * one. *out owned (mcdc_free); none when both sides are empty. */
+ * last may hold fewer); ordinal bounds id * width. The first bucket is read
+ * open below and the last open above, so that every key of either side
+ * falls in one (rep_*: the bounds the report names). *out owned
+ * (mcdc_free); none when both sides are empty. */
 int rec_merge_buckets(rec_bucket **out, int64_t *n_out, const rec_fine *src, int64_t n_src,
                       const rec_fine *sil, int64_t n_sil, int64_t width, int64_t bucket_rows,
                       mcdc_error *err);

@@ -330,6 +330,8 @@ int rec_merge_buckets(rec_bucket **out, int64_t *n_out, const rec_fine *src, int
     for (int64_t k = 0; k < n; k++) {
         v[k].has_lo = k > 0 && bound_of(v[k].fine_lo, width, &v[k].lo);
         v[k].has_hi = k < n - 1 && bound_of(v[k].fine_hi, width, &v[k].hi);
+        v[k].rep_has_lo = bound_of(v[k].fine_lo, width, &v[k].rep_lo);
+        v[k].rep_has_hi = bound_of(v[k].fine_hi, width, &v[k].rep_hi);
     }
     *out = v;
     *n_out = n;

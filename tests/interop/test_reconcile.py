@@ -338,8 +338,9 @@ def test_a_date_key_is_counted_by_its_day_number(sim, workdir):
     buckets = [x for x in report_rows(job, r["run_id"]) if x["status"]]
     days = [(x["d"] - datetime.date(1970, 1, 1)).days for x in delta_rows(silver_of(job), ["d"])]
     assert sum(x["source_key_sum"] for x in buckets) == sum(days)
-    assert all(x["bucket_lo"] is None or datetime.date.fromisoformat(json.loads(x["bucket_lo"]))
-               for x in buckets)
+    # every bound a date, the first bucket's lo and the last's hi too (the reference's)
+    assert all(datetime.date.fromisoformat(json.loads(x[b]))
+               for x in buckets for b in ("bucket_lo", "bucket_hi"))
     one = sorted(delta_rows(silver_of(job), ["d"]), key=lambda x: x["d"])[7]["d"]
     DeltaTable(silver_of(job)).delete(f"d = '{one.isoformat()}'")
     r = reconcile(job, "--bucket-rows", "50", "--sample", "0", want=EXIT_DIFFERS)

@@ -4,17 +4,20 @@
   are refused before anything is read (exit 7), by reconcile and by repair.
 - repair --run-id of a run the report does not hold is refused (exit 2),
   naming the runs it holds.
+- The report's first bucket_lo and last bucket_hi are the key's bounds, as
+  the reference writes them.
 """
+import json
 import os
 
 from deltalake import DeltaTable
 
-from apply_jobs import apply
+from apply_jobs import apply, silver_of
 from conftest import run_cli
 from snapshot_jobs import new_job
-from test_reconcile import reconcile, reconcile_args, report_of
+from test_reconcile import EXIT_DIFFERS, reconcile, reconcile_args, report_of, report_rows
 from test_repair import repair, repair_args, repair_facts
-from workload import DB, Items, enable_cdc, settle
+from workload import DB, Items, delta_rows, enable_cdc, settle
 
 EXIT_MISMATCH = 7
 
@@ -81,3 +84,24 @@ def test_repair_of_a_run_the_report_lacks_is_refused(sim, workdir):
     assert DeltaTable(job.bronze).version() == version and repair_facts(job) == []
     # a run it holds with nothing to repair: 0 keys, exit 0
     assert repair(job, "--report-table", report_of(job), "--run-id", runs[0])["keys"] == 0
+
+
+# ---- the report's bounds ---------------------------------------------------------------
+
+def test_the_first_and_last_bucket_bounds_are_the_keys(sim, workdir):
+    """As the reference writes them: the first bucket_lo is the lowest key
+    (a width of one fine bucket per key on a small range), the last
+    bucket_hi the key after the highest; key rows carry their bucket's."""
+    job, _ = built(sim, workdir, 47)
+    ids = sorted(r["id"] for r in delta_rows(silver_of(job), ["id"]))
+    DeltaTable(silver_of(job)).delete(f"id = {ids[-1]}")
+    r = reconcile(job, "--bucket-rows", "40", "--sample", "0", want=EXIT_DIFFERS)
+    rows = report_rows(job, r["run_id"])
+    buckets = sorted((x for x in rows if x["status"]), key=lambda x: json.loads(x["bucket_lo"]))
+    assert json.loads(buckets[0]["bucket_lo"]) == ids[0], buckets[0]
+    assert json.loads(buckets[-1]["bucket_hi"]) == ids[-1] + 1, buckets[-1]
+    for a, b in zip(buckets, buckets[1:]):
+        assert a["bucket_hi"] == b["bucket_lo"], (a, b)
+    key = [x for x in rows if x["key"]]
+    assert len(key) == 1 and key[0]["bucket_hi"] == buckets[-1]["bucket_hi"], key
+    assert key[0]["bucket_lo"] == buckets[-1]["bucket_lo"], key

@@ -43,6 +43,10 @@ TEST(reconcile_buckets_merge_fine_counts_by_the_larger_side) {
         CHECK(!b[0].has_lo && b[0].has_hi && b[0].hi == 20);
         CHECK(b[1].has_lo && b[1].lo == 20 && b[1].has_hi && b[1].hi == 40);
         CHECK(b[2].has_lo && b[2].lo == 40 && !b[2].has_hi); /* the last is open above */
+        /* the report names the grid's ends, as the reference does */
+        CHECK(b[0].rep_has_lo && b[0].rep_lo == 0 && b[0].rep_has_hi && b[0].rep_hi == 20);
+        CHECK(b[1].rep_has_lo && b[1].rep_lo == 20 && b[1].rep_hi == 40);
+        CHECK(b[2].rep_has_lo && b[2].rep_lo == 40 && b[2].rep_has_hi && b[2].rep_hi == 100);
         CHECK_EQ_INT(b[0].src_rows, 8);
         CHECK_EQ_INT(b[1].src_rows, 8);
         CHECK_EQ_INT(b[1].sil_rows, 4);
@@ -83,6 +87,8 @@ TEST(reconcile_buckets_merge_fine_counts_by_the_larger_side) {
     CHECK_EQ_INT(n, 3);
     CHECK(n == 3 && !b[0].has_lo && b[0].has_hi && b[0].hi == (top - 2) * 4);
     CHECK(n == 3 && b[2].has_lo && b[2].lo == top * 4 && !b[2].has_hi);
+    /* the report's: low * 4 fits, (top + 1) * 4 is past int64 (open) */
+    CHECK(n == 3 && b[0].rep_has_lo && b[0].rep_lo == low * 4 && !b[2].rep_has_hi);
     mcdc_free(b);
 }
 
