@@ -34,7 +34,9 @@ static const char RECONCILE_HELP[] =
     "repair of the key is in B that apply has not taken: detail.repair_pending).\n"
     "With --facts-table, B's newest chunked snapshot is checked against its facts:\n"
     "CHUNK_TILING, CHUNK_ROWS, CHUNK_STAMP.\n"
-    "\n"
+    "\n";
+
+static const char RECONCILE_HELP_OPTIONS[] =
     "  --silver T           silver: a path, or schema.table under --warehouse\n"
     "  --bronze B           the table T is applied from\n"
     "  --control-table C    apply's: T's applied_lsn\n"
@@ -54,8 +56,9 @@ static const char RECONCILE_HELP[] =
     "                       fixes silver (until then they are IN_FLIGHT, and a\n"
     "                       second --repair appends nothing). The JSON gains\n"
     "                       \"repair\": {...} when a key was repaired. With\n"
-    "                       --report-table, a rerun after a run killed inside its\n"
-    "                       repair completes that repair and appends nothing new\n"
+    "                       --report-table, a run first completes the repair of a\n"
+    "                       run killed after its report (under that run's id, its\n"
+    "                       report's keys), then goes on: those keys are IN_FLIGHT\n"
     "  --warehouse W        directory holding schema.table names (default ./warehouse)\n"
     "  --verbose            what the run read\n"
     "\n"
@@ -90,6 +93,7 @@ int cmd_reconcile(int argc, char **argv) {
         const char *a = argv[i], *v = NULL;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(RECONCILE_HELP, stdout);
+            fputs(RECONCILE_HELP_OPTIONS, stdout);
             goto out;
         } else if (strcmp(a, "--silver") == 0) {
             NEEDV();

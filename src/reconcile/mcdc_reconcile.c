@@ -17,7 +17,10 @@
  *            of the same buckets, joined on the key by one row hash; then
  *            the keys in flight after min(M', E) again
  *   chunks   facts, then the plans, then bronze (a wave's rows commit first)
- *   report   one commit, txn(mssql-cdc.reconcile.<run_id>, 1)
+ *   report   one commit, txn(mssql-cdc.reconcile.<run_id>, 1) (2: a run
+ *            that goes on to repair keys)
+ * Before any of it: for --repair, the repairs of runs killed after their
+ * report completed.
  * Nothing is written to SQL Server; the source is read under READ
  * COMMITTED (Tier 2: the isolationLevel option), never NOLOCK.
  */
@@ -41,7 +44,6 @@
 #include "mcdc_tables.h"
 #include "mcdc_value_text.h"
 
-#define REC_APP_PREFIX "mssql-cdc.reconcile."
 static const uint8_t ZERO_LSN[10];
 
 /* A key that differs in Tier 2 (or a chunk failure). */
@@ -1191,6 +1193,9 @@ static int build_report(mcdc_reconcile *r, mcdc_batch **out, mcdc_error *err) {
 static int write_report(mcdc_reconcile *r, const mcdc_batch *b, mcdc_error *err) {
     char app[sizeof REC_APP_PREFIX + 40];
     snprintf(app, sizeof app, REC_APP_PREFIX "%s", r->res.run_id);
+    /* a run that repairs marks its report so (txn version 2): a rerun after
+     * a kill before the repair commits finds it (rec_repair_unfinished) */
+    int64_t txn = r->cfg.repair && r->n_out_diffs > 0 ? REC_TXN_REPAIRS : REC_TXN_REPORT;
     mcdc_table_props props = {.kind = MCDC_KIND_RECONCILE};
     mcdc_appender *ap = NULL;
     bool skipped = false;
@@ -1198,7 +1203,7 @@ static int write_report(mcdc_reconcile *r, const mcdc_batch *b, mcdc_error *err)
     int rc = mcdc_appender_open(&ap, r->report, b->schema, &props, err);
     if (rc == MCDC_OK) rc = mcdc_appender_write(ap, b, err);
     if (rc == MCDC_OK && mcdc_ctx_crash(&r->ctx, "before_report_commit", 0)) rc = MCDC_E_CANCELLED;
-    if (rc == MCDC_OK) rc = mcdc_appender_commit(ap, app, 1, NULL, &skipped, &version, err);
+    if (rc == MCDC_OK) rc = mcdc_appender_commit(ap, app, txn, NULL, &skipped, &version, err);
     mcdc_appender_free(ap);
     if (rc) return mcdc_error_wrap(err, "writing the report to %s", r->cfg.report_table), rc;
     r->res.report_written = true;
@@ -1621,6 +1626,14 @@ int mcdc_reconcile_run(mcdc_reconcile *r, mcdc_reconcile_result *result, mcdc_er
     mcdc_batch *report = NULL;
     int rc = open_tables(r, err);
     if (rc == MCDC_OK) rc = resolve_source(r, err);
+    if (rc == MCDC_OK && r->cfg.repair && r->report) {
+        /* the repairs runs killed after their report left unfinished, first:
+         * their keys are pending apply when this run compares */
+        bool done = false;
+        rc = rec_repair_unfinished(&r->ctx, r->opts, &r->cfg, r->res.run_id, &done, &r->res.repair,
+                                   err);
+        r->res.repaired = done;
+    }
     if (rc == MCDC_OK) rc = read_position(r, err);
     /* after silver's version: the repairs its last pass had not read */
     if (rc == MCDC_OK && r->facts)
@@ -1644,8 +1657,14 @@ int mcdc_reconcile_run(mcdc_reconcile *r, mcdc_reconcile_result *result, mcdc_er
     }
     if (rc == MCDC_OK && r->cfg.repair) {
         /* after the report: a kill from here on leaves it for the rerun */
+        bool own = false;
+        mcdc_repair_result rp;
         rc = rec_repair_diffs(&r->ctx, r->opts, &r->cfg, r->res.run_id, r->out_diffs, r->n_out_diffs,
-                              &r->res.repaired, &r->res.repair, err);
+                              &own, &rp, err);
+        if (own) { /* the run's own repair, else the one it completed first */
+            r->res.repaired = true;
+            r->res.repair = rp;
+        }
     }
     if (rc == MCDC_OK) {
         r->res.silver_version = r->version;

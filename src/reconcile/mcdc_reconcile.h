@@ -232,13 +232,28 @@ void rec_pending_clear(rec_pending *p);
  * freed. The keys that differ are the result's diffs. */
 const char *const *mcdc_reconcile_keys(const mcdc_reconcile *r, int32_t *n);
 
+/* A run's report commit: txn(REC_APP_PREFIX <run_id>, REC_TXN_REPORT), or
+ * REC_TXN_REPAIRS when the run goes on to repair keys (--repair): the mark
+ * a later run finds a repair by that a kill kept from committing. */
+#define REC_APP_PREFIX "mssql-cdc.reconcile."
+#define REC_TXN_REPORT 1
+#define REC_TXN_REPAIRS 2
+
 /* reconcile --repair (mcdc_reconcile_repair.c): the keys diffs[0..n)
- * repaired under run_id after the run's report; with a report table, a
- * previous run killed inside its repair is completed instead (and nothing
- * new appended). *repaired: res holds a repair's result. */
+ * repaired under run_id after the run's report. *repaired: res holds the
+ * repair's result (false, res untouched, when n is 0). */
 int rec_repair_diffs(const mcdc_ctx *ctx, const mcdc_opts *opts, const mcdc_reconcile_cfg *cfg,
                      const char *run_id, const mcdc_reconcile_diff *diffs, int64_t n,
                      bool *repaired, mcdc_repair_result *res, mcdc_error *err);
+/* Before a --repair run reads anything (needs the report and facts
+ * tables): the repairs of earlier runs of the report that did not finish
+ * (a run killed after its report commit, before its repair's bronze
+ * commit or its facts row) completed under their run ids, with the keys
+ * their reports name, so that they are pending apply when the run compares.
+ * *completed: res holds the last one's result. */
+int rec_repair_unfinished(const mcdc_ctx *ctx, const mcdc_opts *opts,
+                          const mcdc_reconcile_cfg *cfg, const char *run_id, bool *completed,
+                          mcdc_repair_result *res, mcdc_error *err);
 
 /* ---- chunk checks ------------------------------------------------------------------ */
 /* A 'snapshot_chunk' facts row of the snapshot checked, its bounds whole. */
