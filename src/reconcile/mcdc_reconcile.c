@@ -88,6 +88,7 @@ struct mcdc_reconcile {
     int64_t n_buckets;
     int64_t width;
     json_t *ranges;              /* other keys: the ranges Tier 2 samples */
+    json_t *range_keys;          /* and the columns their bounds are of (the snapshot's keys) */
     int64_t *chosen;
     int64_t n_chosen;
     /* tier 2 */
@@ -506,8 +507,11 @@ static int choose(mcdc_reconcile *r, mcdc_error *err) {
     int64_t n = (rows + r->cfg.bucket_rows - 1) / r->cfg.bucket_rows;
     if (n < 1) n = 1;
     if (n > REC_RANGES_MAX) n = REC_RANGES_MAX;
-    if (n > 1) rc = mcdc_changes_snapshot_ranges(r->changes, (int)n, &r->ranges, err);
-    else if ((r->ranges = json_pack("[[nn]]")) == NULL) rc = nomem(err);
+    /* the ranges are cut on the snapshot's keys (the unique index), which
+     * --keys need not be: their bounds are read on those */
+    rc = mcdc_changes_snapshot_keys(r->changes, &r->range_keys, err);
+    if (rc == MCDC_OK && n > 1) rc = mcdc_changes_snapshot_ranges(r->changes, (int)n, &r->ranges, err);
+    else if (rc == MCDC_OK && (r->ranges = json_pack("[[nn]]")) == NULL) rc = nomem(err);
     if (rc) return rc;
     rc = rec_sample(&r->chosen, &r->n_chosen, (int64_t)json_array_size(r->ranges), r->cfg.sample,
                     seed, err);
@@ -791,12 +795,12 @@ static int sil_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
 /* The source's rows of one bucket (or range) to fn. */
 static int read_bucket(mcdc_reconcile *r, int64_t bucket, mcdc_batch_fn fn, void *ctx,
                        mcdc_error *err) {
-    json_t *keys = json_array(), *range = NULL;
+    const rec_bucket *bk = r->ordinal ? &r->buckets[bucket] : NULL;
+    json_t *keys = bk ? json_array() : json_incref(r->range_keys), *range = NULL;
     char *lo = NULL, *hi = NULL;
     int rc = keys ? MCDC_OK : nomem(err);
-    for (int32_t k = 0; rc == MCDC_OK && k < r->n_keys; k++)
+    for (int32_t k = 0; rc == MCDC_OK && bk && k < r->n_keys; k++)
         if (json_array_append_new(keys, json_string(r->keys[k])) != 0) rc = nomem(err);
-    const rec_bucket *bk = r->ordinal ? &r->buckets[bucket] : NULL;
     if (rc == MCDC_OK && bk) {
         rc = bound_json(&lo, r, bk->has_lo, bk->lo, err);
         if (rc == MCDC_OK) rc = bound_json(&hi, r, bk->has_hi, bk->hi, err);
@@ -1315,6 +1319,8 @@ static void close_run(mcdc_reconcile *r) {
     r->n_chosen = 0;
     json_decref(r->ranges);
     r->ranges = NULL;
+    json_decref(r->range_keys);
+    r->range_keys = NULL;
 }
 
 static int open_tables(mcdc_reconcile *r, mcdc_error *err) {
