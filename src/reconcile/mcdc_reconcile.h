@@ -44,6 +44,14 @@
 #define REC_SAMPLE_DEFAULT 0.01
 /* Ranges a sample of another key is cut into, at most. */
 #define REC_RANGES_MAX MCDC_PARTITIONS_MAX
+/* Keys the source held twice that a run keeps to decide on (whether they
+ * changed in flight): enough to name one that did not. */
+#define REC_TWICE_MAX 16
+/* settle_seconds: at most a day; the pause between re-checks grows from the
+ * first to the last (a re-check reads its buckets' rows again). */
+#define REC_SETTLE_SECONDS_MAX 86400
+#define REC_SETTLE_PAUSE_FIRST_MS 250
+#define REC_SETTLE_PAUSE_MAX_MS 2000
 
 /* Makes room for `need` elements of `elem` bytes in the array *pp holds
  * *cap of (doubling, from 16). */
@@ -99,6 +107,7 @@ typedef struct rec_bucket {
     bool moved;       /* a key changed in flight falls in it */
     int status;       /* REC_MATCH, ... */
     bool hashed;
+    int32_t round;    /* the check its counts and status are of (0: the first) */
 } rec_bucket;
 enum { REC_MATCH = 0, REC_IN_FLIGHT = 1, REC_MISMATCH = 2 };
 /* "MATCH", "IN_FLIGHT", "MISMATCH". */
@@ -134,9 +143,9 @@ typedef struct rec_entry {
 } rec_entry;
 /* Orders e[0..n) by ordinal, then place in the read (NULL keys last, in read
  * order; no sort when they come in order, as a range's read does), marks
- * every row of a key after its first seen, and returns how many have an
- * ordinal (they come first). */
-int64_t rec_entries_order(rec_entry *e, int64_t n);
+ * every row of a key after its first seen (*repeats: how many), and
+ * returns how many have an ordinal (they come first). */
+int64_t rec_entries_order(rec_entry *e, int64_t n, int64_t *repeats);
 /* The first of ordered entries e[0..n_ord) with ordinal v, or -1; *finger
  * (start 0) is where the lookup before ended: lookups in ascending order (a
  * merge of two key-ordered sides) take a step or a few, others bisect. */
