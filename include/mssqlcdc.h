@@ -24,7 +24,7 @@ extern "C" {
 #define MCDC_VERSION_PATCH 0
 #define MCDC_VERSION_STRING "0.1.0"
 /* Bumped whenever a public struct or signature changes. */
-#define MCDC_API_VERSION 2
+#define MCDC_API_VERSION 3
 
 #if defined(__GNUC__) || defined(__clang__)
 #define MCDC_API __attribute__((visibility("default")))
@@ -675,16 +675,23 @@ MCDC_API int mcdc_apply_result_json(char *out, size_t cap, const mcdc_apply_resu
  * bronze, or in a change table past bronze's position: after a capture
  * instance switch the older instance before the newer one's start and the
  * newer one from it, as the stream reads them), or, with facts_table, a
- * key whose repair apply has not taken (its detail: repair_pending).
+ * key whose repair apply has not taken (its detail: repair_pending); and
+ * DUPLICATE_TARGET for a key silver holds more than once (version 3).
+ * A key the source holds twice (a --keys column that is not unique) is
+ * refused: MCDC_E_NOT_UNIQUE.
  * With facts_table: the chunks of bronze's newest chunked snapshot
  * (CHUNK_TILING, CHUNK_ROWS, CHUNK_STAMP).
  * With report_table: the run's report rows, appended in one commit with
  * txn(mssql-cdc.reconcile.<run_id>, 1).
  * With repair (version 2, needs facts_table): after the report, the keys
  * that differ and are not in flight are repaired (mcdc_repair_run) under
- * the run's run_id, so that the next apply fixes silver.
+ * the run's run_id, so that the next apply fixes silver. With report_table,
+ * a run's repair the report names and bronze or the facts table lacks (a
+ * run killed after its report) is completed first.
+ * With settle_seconds (version 3): what is IN_FLIGHT is re-checked until
+ * it settles or the time passes.
  * ---------------------------------------------------------------------- */
-#define MCDC_RECONCILE_CFG_VERSION 2
+#define MCDC_RECONCILE_CFG_VERSION 3 /* 2: up to repair; 3: settle_seconds */
 typedef struct mcdc_reconcile_cfg {
     int version;                  /* MCDC_RECONCILE_CFG_VERSION */
     const char *silver;           /* required: a path, or schema.table under warehouse */
@@ -711,10 +718,14 @@ typedef struct mcdc_reconcile_cfg {
      * same report_table, completes it (its facts row) and appends nothing
      * new. */
     bool repair;
+    /* version 3: while buckets or keys are IN_FLIGHT, re-check them (each
+     * at silver's latest version, as a run would) until none is or this
+     * many seconds have passed since the first check; 0: check once. */
+    int64_t settle_seconds;
 } mcdc_reconcile_cfg;
 #define MCDC_RECONCILE_CFG_INIT \
     {MCDC_RECONCILE_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, -1.0, false, 0, \
-     NULL, NULL, NULL, MCDC_LOG_WARN, false}
+     NULL, NULL, NULL, MCDC_LOG_WARN, false, 0}
 
 /* Failure types of the report (pinned, append-only). */
 typedef enum mcdc_reconcile_failure {
@@ -725,7 +736,13 @@ typedef enum mcdc_reconcile_failure {
     MCDC_RECONCILE_CHUNK_TILING = 4,
     MCDC_RECONCILE_CHUNK_ROWS = 5,
     MCDC_RECONCILE_CHUNK_STAMP = 6,
-    MCDC_RECONCILE_FAILURE_COUNT = 7
+    /* The types a result's failures[] counts (its size, pinned). */
+    MCDC_RECONCILE_FAILURE_COUNT = 7,
+    /* A key silver holds more than once (another writer appended it); a
+     * version-3 result counts it in duplicate_target (an older one, whose
+     * failures[] has no room for it, as a RECORD_DIFF). */
+    MCDC_RECONCILE_DUPLICATE_TARGET = 7,
+    MCDC_RECONCILE_FAILURE_TYPES = 8
 } mcdc_reconcile_failure;
 /* "MISSING_TARGET", ... (static); NULL for another value. */
 MCDC_API const char *mcdc_reconcile_failure_name(int failure);
@@ -733,7 +750,8 @@ MCDC_API const char *mcdc_reconcile_failure_name(int failure);
 /* A key that differs and is not in flight: its key as the report's `key`
  * JSON object ({"id": 7}; a NULL key column is null). */
 typedef struct mcdc_reconcile_diff {
-    mcdc_reconcile_failure failure; /* MISSING_TARGET, MISSING_SOURCE or RECORD_DIFF */
+    mcdc_reconcile_failure failure; /* MISSING_TARGET, MISSING_SOURCE, RECORD_DIFF or
+                                       DUPLICATE_TARGET */
     const char *key_json;
 } mcdc_reconcile_diff;
 
@@ -773,6 +791,14 @@ typedef struct mcdc_reconcile_result {
      * when no key needed one). */
     bool repaired;
     mcdc_repair_result repair;
+    /* Filled only for a cfg of version 3 or later: */
+    int64_t duplicate_target;     /* report rows of DUPLICATE_TARGET */
+    /* Something was verified: a bucket MATCH or MISMATCH, a key compared
+     * equal, or a failure other than IN_FLIGHT. False when every bucket and
+     * key compared was IN_FLIGHT (and there was one): nothing could be
+     * proven either way yet. */
+    bool verified;
+    int64_t rechecks;             /* re-checks of what was in flight (settle_seconds) */
 } mcdc_reconcile_result;
 
 typedef struct mcdc_reconcile mcdc_reconcile;
@@ -780,13 +806,14 @@ typedef struct mcdc_reconcile mcdc_reconcile;
  * (connectionString and captureInstance required), borrowed. */
 MCDC_API int mcdc_reconcile_create(mcdc_reconcile **out, const mcdc_opts *opts,
                                    const mcdc_reconcile_cfg *cfg, mcdc_error *err);
-/* One run. Errors: a table of another kind (MCDC_E_MISMATCH), no silver
- * or no key (MCDC_E_INVALID), the source's and the storage's. *result is
- * filled on MCDC_OK. */
+/* One run. Errors: a table of another kind, or options of another table
+ * than bronze's (MCDC_E_MISMATCH), no silver or no key (MCDC_E_INVALID), a
+ * key the source holds twice (MCDC_E_NOT_UNIQUE), the source's and the
+ * storage's. *result is filled on MCDC_OK. */
 MCDC_API int mcdc_reconcile_run(mcdc_reconcile *r, mcdc_reconcile_result *result,
                                 mcdc_error *err);
 /* Does the result say something differs (a MISMATCH bucket, or a failure
- * other than IN_FLIGHT)? */
+ * other than IN_FLIGHT)? A version-3 result's duplicate_target counts. */
 MCDC_API bool mcdc_reconcile_differs(const mcdc_reconcile_result *r);
 MCDC_API void mcdc_reconcile_free(mcdc_reconcile *r);
 /* The result as the reference's ReconcileResult JSON ({"run_id",
@@ -817,8 +844,9 @@ typedef struct mcdc_repair_cfg {
     const char *warehouse;        /* NULL: ./warehouse */
     const char *run_id;           /* NULL with keys_json: a new UUID */
     /* The keys: key objects, or the differing keys of run_id in
-     * report_table (failure_type MISSING_TARGET, MISSING_SOURCE or
-     * RECORD_DIFF; not IN_FLIGHT). One of the two. */
+     * report_table (failure_type MISSING_TARGET, MISSING_SOURCE,
+     * RECORD_DIFF or DUPLICATE_TARGET; not IN_FLIGHT; a run_id the report
+     * does not hold is MCDC_E_INVALID). One of the two. */
     const char *const *keys_json;
     size_t n_keys;
     const char *report_table;
@@ -832,8 +860,9 @@ typedef struct mcdc_repair_cfg {
 
 
 /* Runs one repair (opts: the stream's source options, borrowed). Errors:
- * a bad key (MCDC_E_INVALID), the tables' kinds (MCDC_E_MISMATCH), bronze
- * missing (MCDC_E_NOTFOUND), the source's and the storage's. */
+ * a bad key or run id (MCDC_E_INVALID), the tables' kinds, or options of
+ * another table than bronze's (MCDC_E_MISMATCH), bronze missing
+ * (MCDC_E_NOTFOUND), the source's and the storage's. */
 MCDC_API int mcdc_repair_run(const mcdc_opts *opts, const mcdc_repair_cfg *cfg,
                              mcdc_repair_result *result, mcdc_error *err);
 /* The result as one JSON line: {"run_id", "lsn", "commit_ts", "keys",

@@ -14,8 +14,8 @@ static const char RECONCILE_HELP[] =
     "capture instance tracks, and prints the reference's ReconcileResult as JSON on\n"
     "stdout: {\"run_id\", \"silver_version\", \"silver_lsn\", \"source_lsn\", \"buckets\",\n"
     "\"match\", \"in_flight\", \"mismatch\", \"hashed\", \"failures\"}, then ours (rows each\n"
-    "side, rows hashed, report rows, differs). Nothing is written to SQL Server and\n"
-    "nothing is read with NOLOCK.\n"
+    "side, rows hashed, report rows, differs, verified: false when nothing could be,\n"
+    "rechecks). Nothing is written to SQL Server and nothing is read with NOLOCK.\n"
     "\n"
     "Tier 1: with one integer or date key, one scan on SQL Server counts the rows\n"
     "and sums the keys (COUNT_BIG, SUM as decimal(38,0), a date as its day number)\n"
@@ -31,10 +31,16 @@ static const char RECONCILE_HELP[] =
     "the key after the older of T's applied_lsn and max_lsn read before the source\n"
     "is in B, or still only in a change table: after a capture instance switch the\n"
     "older or the newer one, as the stream reads them; or, with --facts-table, a\n"
-    "repair of the key is in B that apply has not taken: detail.repair_pending).\n"
+    "repair of the key is in B that apply has not taken: detail.repair_pending);\n"
+    "DUPLICATE_TARGET: a key T holds more than once (another writer appended it;\n"
+    "detail.silver_rows). A key the source holds twice is refused (exit 21).\n"
     "With --facts-table, B's newest chunked snapshot is checked against its facts:\n"
     "CHUNK_TILING, CHUNK_ROWS, CHUNK_STAMP.\n"
-    "\n"
+    "Before anything is read, the options must name the capture instance B was\n"
+    "streamed from (or another of its table): else exit 7.\n"
+    "\n";
+
+static const char RECONCILE_HELP_OPTIONS[] =
     "  --silver T           silver: a path, or schema.table under --warehouse\n"
     "  --bronze B           the table T is applied from\n"
     "  --control-table C    apply's: T's applied_lsn\n"
@@ -43,19 +49,27 @@ static const char RECONCILE_HELP[] =
     "  --report-table R     append the run's report rows to R (the reference's\n"
     "                       columns), in one commit\n"
     "  --keys K             the key columns, as a JSON list or comma-separated;\n"
-    "                       default: the capture instance's unique index\n"
+    "                       default: the capture instance's unique index. A key the\n"
+    "                       source holds twice is refused (exit 21), naming it\n"
     "  --bucket-rows N      rows per bucket (default 1000000)\n"
     "  --sample X           fraction of the MATCH buckets also compared row by row,\n"
     "                       0 to 1 (default 0.01)\n"
     "  --sample-seed N      the seed of that sample (default: random)\n"
+    "  --settle-seconds N   while buckets or keys are IN_FLIGHT, check them again\n"
+    "                       (row by row, each time at T's latest version, as a new\n"
+    "                       run would read) until none is or N seconds have passed\n"
+    "                       after the first check (0 to 86400; default 0: once). A\n"
+    "                       bucket settles when it is MATCH or MISMATCH and none of\n"
+    "                       its keys is IN_FLIGHT; its report row is that check's\n"
     "  --repair             after the report, repair the keys that differ and are\n"
     "                       not in flight (as mssql-cdc repair does, under the\n"
     "                       run's run_id; needs --facts-table): the next apply\n"
     "                       fixes silver (until then they are IN_FLIGHT, and a\n"
     "                       second --repair appends nothing). The JSON gains\n"
     "                       \"repair\": {...} when a key was repaired. With\n"
-    "                       --report-table, a rerun after a run killed inside its\n"
-    "                       repair completes that repair and appends nothing new\n"
+    "                       --report-table, a run first completes the repair of a\n"
+    "                       run killed after its report (under that run's id, its\n"
+    "                       report's keys), then goes on: those keys are IN_FLIGHT\n"
     "  --warehouse W        directory holding schema.table names (default ./warehouse)\n"
     "  --verbose            what the run read\n"
     "\n"
@@ -63,17 +77,21 @@ static const char RECONCILE_HELP[] =
     "lockTimeoutMs, ...). Tier 1 counts under READ COMMITTED; Tier 2 reads under\n"
     "isolationLevel. A gone captureInstance is found through bronze (docs/reconcile.md).\n"
     "\n"
-    "Exit codes: 0 nothing differs (IN_FLIGHT only is no difference: run again\n"
-    "later); 19 something differs (a MISMATCH bucket, MISSING_TARGET, MISSING_SOURCE,\n"
-    "RECORD_DIFF or a CHUNK_* failure; the result is on stdout all the same; also\n"
-    "with --repair when it repaired them: run apply, then reconcile again); 2 bad\n"
-    "usage, no key, or no silver; 4 no capture instance of the table is left; 7 a\n"
-    "table of another kind, or one table in two roles; others as for stream.\n";
+    "Exit codes: 0 nothing differs and something was verified (IN_FLIGHT alone is no\n"
+    "difference: run again later); 19 something differs (a MISMATCH bucket,\n"
+    "MISSING_TARGET, MISSING_SOURCE, RECORD_DIFF, DUPLICATE_TARGET or a CHUNK_*\n"
+    "failure; the result is on stdout all the same; also with --repair when it\n"
+    "repaired them: run apply, then reconcile again); 20 nothing could be verified\n"
+    "(every bucket and key compared was IN_FLIGHT: run again later, or give\n"
+    "--settle-seconds); 21 a --keys key the source holds twice; 2 bad usage, no key,\n"
+    "or no silver; 4 no capture instance of the table is left; 7 a table of another\n"
+    "kind, one table in two roles, or options of another capture instance than B's;\n"
+    "others as for stream.\n";
 
-static int parse_int(const char *name, const char *v, int64_t min, int64_t *out) {
+static int parse_int(const char *name, const char *v, int64_t min, int64_t max, int64_t *out) {
     char *end;
     long long n = strtoll(v, &end, 10);
-    if (*end || end == v || n < min) return cli_usage_error(name, v);
+    if (*end || end == v || n < min || n > max) return cli_usage_error(name, v);
     *out = n;
     return EXIT_OK;
 }
@@ -90,6 +108,7 @@ int cmd_reconcile(int argc, char **argv) {
         const char *a = argv[i], *v = NULL;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(RECONCILE_HELP, stdout);
+            fputs(RECONCILE_HELP_OPTIONS, stdout);
             goto out;
         } else if (strcmp(a, "--silver") == 0) {
             NEEDV();
@@ -121,7 +140,7 @@ int cmd_reconcile(int argc, char **argv) {
         } else if (strcmp(a, "--bucket-rows") == 0) {
             NEEDV();
             if ((rc = parse_int("--bucket-rows must be a whole number >= 1, not '%s'", v, 1,
-                                &cfg.bucket_rows)) != EXIT_OK)
+                                INT64_MAX, &cfg.bucket_rows)) != EXIT_OK)
                 goto out;
         } else if (strcmp(a, "--sample") == 0) {
             NEEDV();
@@ -135,11 +154,17 @@ int cmd_reconcile(int argc, char **argv) {
         } else if (strcmp(a, "--sample-seed") == 0) {
             NEEDV();
             int64_t s = 0;
-            if ((rc = parse_int("--sample-seed must be a whole number >= 0, not '%s'", v, 0, &s)) !=
-                EXIT_OK)
+            if ((rc = parse_int("--sample-seed must be a whole number >= 0, not '%s'", v, 0,
+                                INT64_MAX, &s)) != EXIT_OK)
                 goto out;
             cfg.has_sample_seed = true;
             cfg.sample_seed = (uint64_t)s;
+        } else if (strcmp(a, "--settle-seconds") == 0) {
+            NEEDV();
+            if ((rc = parse_int("--settle-seconds must be a whole number of seconds from 0 to "
+                                "86400, not '%s'",
+                                v, 0, 86400, &cfg.settle_seconds)) != EXIT_OK)
+                goto out;
         } else if (strcmp(a, "--repair") == 0) {
             cfg.repair = true;
         } else if (strcmp(a, "--verbose") == 0) {
@@ -174,7 +199,7 @@ int cmd_reconcile(int argc, char **argv) {
     char json[MCDC_RECONCILE_RESULT_JSON_SIZE];
     if (mcdc_reconcile_result_json(json, sizeof json, &res, &e) == MCDC_OK) printf("%s\n", json);
     fflush(stdout);
-    rc = mcdc_reconcile_differs(&res) ? EXIT_DIFFERS : EXIT_OK;
+    rc = mcdc_reconcile_differs(&res) ? EXIT_DIFFERS : res.verified ? EXIT_OK : EXIT_UNVERIFIED;
     mcdc_reconcile_free(r);
 out:
     mcdc_opts_free(opts);

@@ -35,8 +35,10 @@ static const char REPAIR_HELP[] =
     "  --bronze B           the stream's target, named as the stream was given it\n"
     "  --facts-table F      the stream's facts table (apply finds the repair there)\n"
     "  --report-table R     reconcile's report: the keys of run ID whose failure_type is\n"
-    "                       MISSING_TARGET, MISSING_SOURCE or RECORD_DIFF (not IN_FLIGHT)\n"
-    "  --run-id ID          the reconcile run (with --report-table), else the repair's\n"
+    "                       MISSING_TARGET, MISSING_SOURCE, RECORD_DIFF or\n"
+    "                       DUPLICATE_TARGET (not IN_FLIGHT)\n"
+    "  --run-id ID          the reconcile run (with --report-table: one R holds, else\n"
+    "                       exit 2 naming the newest runs it holds), else the repair's\n"
     "                       id (default: a new UUID); letters, digits and ._:-\n"
     "  --keys-file FILE     one key object a line (blank lines skipped; - for stdin)\n"
     "  --warehouse W        directory holding schema.table names (default ./warehouse)\n"
@@ -44,12 +46,14 @@ static const char REPAIR_HELP[] =
     "\n"
     "Source options as for stream (captureInstance, connectionString, ...). A\n"
     "captureInstance that is gone is followed through the instances B's rows name\n"
-    "(exit 4 when none of its table is left).\n"
+    "(exit 4 when none of its table is left); one that is not B's table's is refused\n"
+    "before anything is read (exit 7).\n"
     "\n"
     "Exit codes: 0 repaired (or nothing to repair, or done before under this ID);\n"
-    "2 bad usage, a bad key, bronze or R missing, a table without a unique index, or a\n"
-    "key with more than one source row;\n"
-    "7 a table of another kind; others as for stream.\n";
+    "2 bad usage, a bad key, bronze or R missing, a run ID R does not hold, a table\n"
+    "without a unique index, or a key with more than one source row;\n"
+    "7 a table of another kind, or options of another table than B's; others as for\n"
+    "stream.\n";
 
 /* The lines of path ("-": stdin) that are not blank, as strings (owned). */
 static int read_lines(const char *path, char ***out, size_t *n) {

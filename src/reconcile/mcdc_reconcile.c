@@ -17,7 +17,12 @@
  *            of the same buckets, joined on the key by one row hash; then
  *            the keys in flight after min(M', E) again
  *   chunks   facts, then the plans, then bronze (a wave's rows commit first)
- *   report   one commit, txn(mssql-cdc.reconcile.<run_id>, 1)
+ *   settle   with settle_seconds: what is IN_FLIGHT re-checked, each time
+ *            E, silver's latest version, M', its rows, the keys in flight
+ *   report   one commit, txn(mssql-cdc.reconcile.<run_id>, 1) (2: a run
+ *            that goes on to repair keys)
+ * Before any of it: the options checked to be bronze's table's, and, for
+ * --repair, the repairs of runs killed after their report completed.
  * Nothing is written to SQL Server; the source is read under READ
  * COMMITTED (Tier 2: the isolationLevel option), never NOLOCK.
  */
@@ -35,12 +40,12 @@
 #include "mcdc_options.h"
 #include "mcdc_plans.h"
 #include "mcdc_reconcile.h"
+#include "mcdc_repair.h"
 #include "mcdc_silver.h"
 #include "mcdc_snapfacts.h"
 #include "mcdc_tables.h"
 #include "mcdc_value_text.h"
 
-#define REC_APP_PREFIX "mssql-cdc.reconcile."
 static const uint8_t ZERO_LSN[10];
 
 /* A key that differs in Tier 2 (or a chunk failure). */
@@ -52,7 +57,28 @@ typedef struct rec_diff {
     char *detail;                   /* owned JSON */
     bool chunk;                     /* a chunk row: bounds in lo/hi */
     char *lo, *hi;                  /* chunk rows: owned JSON, NULL: open */
+    int32_t round;                  /* the check that found it */
 } rec_diff;
+
+/* What one check read: the first (Tier 1's counts, Tier 2's rows) and each
+ * re-check of what was in flight (settle_seconds). A report row names the
+ * reads of the check it is of. */
+typedef struct rec_round {
+    int64_t version;                /* silver's, pinned */
+    bool has_e;
+    char silver_lsn[24];            /* E */
+    char bucket_lsn[24];            /* bucket rows' source_lsn: M (the first), M' (a re-check) */
+    char read_lsn[24];              /* key rows': M', before the rows */
+} rec_round;
+
+/* A key the source held twice in one read: refused (not unique) unless it
+ * changed in flight, which a read under READ COMMITTED may see twice. */
+typedef struct rec_twice {
+    bool ordinal;                   /* ord holds it; else its encoded key */
+    int64_t ord;
+    int64_t key_off, key_len;       /* in the holder's twice_keys */
+    char *json;                     /* owned: the key object */
+} rec_twice;
 
 struct mcdc_reconcile {
     mcdc_reconcile_cfg cfg;
@@ -85,12 +111,21 @@ struct mcdc_reconcile {
     int64_t n_buckets;
     int64_t width;
     json_t *ranges;              /* other keys: the ranges Tier 2 samples */
+    json_t *range_keys;          /* and the columns their bounds are of (the snapshot's keys) */
     int64_t *chosen;
     int64_t n_chosen;
     /* tier 2 */
     rec_diff *diffs;
     int64_t n_diffs, cap_diffs;
     mcdc_buf diff_keys;
+    int64_t keys_equal;          /* keys Tier 2 found equal, every check */
+    rec_twice twice[REC_TWICE_MAX]; /* keys the source held twice */
+    int32_t n_twice;
+    mcdc_buf twice_keys;
+    /* the checks: the first, then the re-checks of what was in flight */
+    rec_round *rounds;
+    int64_t n_rounds, cap_rounds;
+    int32_t round;               /* the check under way */
     /* the result's list */
     mcdc_reconcile_diff *out_diffs;
     int64_t n_out_diffs;
@@ -100,12 +135,12 @@ struct mcdc_reconcile {
 
 static int nomem(mcdc_error *err) { return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory"); }
 
-static const char *const FAILURES[MCDC_RECONCILE_FAILURE_COUNT] = {
+static const char *const FAILURES[MCDC_RECONCILE_FAILURE_TYPES] = {
     "MISSING_TARGET", "MISSING_SOURCE", "RECORD_DIFF", "IN_FLIGHT",
-    "CHUNK_TILING",   "CHUNK_ROWS",     "CHUNK_STAMP"};
+    "CHUNK_TILING",   "CHUNK_ROWS",     "CHUNK_STAMP", "DUPLICATE_TARGET"};
 
 const char *mcdc_reconcile_failure_name(int failure) {
-    return failure >= 0 && failure < MCDC_RECONCILE_FAILURE_COUNT ? FAILURES[failure] : NULL;
+    return failure >= 0 && failure < MCDC_RECONCILE_FAILURE_TYPES ? FAILURES[failure] : NULL;
 }
 
 /* ---- helpers ------------------------------------------------------------------------ */
@@ -400,6 +435,19 @@ static int silver_counts(mcdc_reconcile *r, fine_acc *a, mcdc_error *err) {
     return rc;
 }
 
+/* Ordinal keys: marks moved each bucket a key changed in flight, or one of
+ * a repair pending apply, falls in. */
+static void mark_moved(mcdc_reconcile *r, const rec_keyset *moved) {
+    const rec_keyset *sets[2] = {moved, &r->pending.keys};
+    for (int s = 0; s < 2; s++)
+        for (int64_t i = 0; i < sets[s]->n; i++) {
+            if (sets[s]->val[i] == REC_NO_ORDINAL) continue; /* a NULL key: in no bucket */
+            int64_t f = rec_floor_div(sets[s]->val[i], r->width);
+            int64_t b = rec_bucket_of(r->buckets, r->n_buckets, f);
+            if (b >= 0) r->buckets[b].moved = true;
+        }
+}
+
 static int tier1(mcdc_reconcile *r, rec_keyset *moved, mcdc_error *err) {
     mcdc_key_bucket *sb = NULL;
     int nsb = 0;
@@ -447,15 +495,7 @@ static int tier1(mcdc_reconcile *r, rec_keyset *moved, mcdc_error *err) {
         if (rc == MCDC_OK)
             rc = rec_merge_buckets(&r->buckets, &r->n_buckets, src, nsb, sil.v, sil.n, r->width,
                                    r->cfg.bucket_rows, err);
-        /* the keys changed in flight, and those of a repair pending apply */
-        const rec_keyset *sets[2] = {moved, &r->pending.keys};
-        for (int s = 0; rc == MCDC_OK && s < 2; s++)
-            for (int64_t i = 0; i < sets[s]->n; i++) {
-                if (sets[s]->val[i] == REC_NO_ORDINAL) continue; /* a NULL key: in no bucket */
-                int64_t f = rec_floor_div(sets[s]->val[i], r->width);
-                int64_t b = rec_bucket_of(r->buckets, r->n_buckets, f);
-                if (b >= 0) r->buckets[b].moved = true;
-            }
+        if (rc == MCDC_OK) mark_moved(r, moved);
     } else if (rc == MCDC_OK) {
         r->buckets[0].sil_rows = sil.rows;
         r->buckets[0].moved = moved->n > 0 || r->pending.keys.n > 0;
@@ -503,8 +543,11 @@ static int choose(mcdc_reconcile *r, mcdc_error *err) {
     int64_t n = (rows + r->cfg.bucket_rows - 1) / r->cfg.bucket_rows;
     if (n < 1) n = 1;
     if (n > REC_RANGES_MAX) n = REC_RANGES_MAX;
-    if (n > 1) rc = mcdc_changes_snapshot_ranges(r->changes, (int)n, &r->ranges, err);
-    else if ((r->ranges = json_pack("[[nn]]")) == NULL) rc = nomem(err);
+    /* the ranges are cut on the snapshot's keys (the unique index), which
+     * --keys need not be: their bounds are read on those */
+    rc = mcdc_changes_snapshot_keys(r->changes, &r->range_keys, err);
+    if (rc == MCDC_OK && n > 1) rc = mcdc_changes_snapshot_ranges(r->changes, (int)n, &r->ranges, err);
+    else if (rc == MCDC_OK && (r->ranges = json_pack("[[nn]]")) == NULL) rc = nomem(err);
     if (rc) return rc;
     rc = rec_sample(&r->chosen, &r->n_chosen, (int64_t)json_array_size(r->ranges), r->cfg.sample,
                     seed, err);
@@ -528,6 +571,7 @@ typedef struct rec_pend {
     int64_t diff;    /* its index in r->diffs */
     char *lsn;       /* silver's _start_lsn (owned), NULL when NULL */
     size_t lsn_len;
+    int64_t dup_rows; /* > 0: silver holds the key this many times (a DUPLICATE_TARGET) */
 } rec_pend;
 
 typedef struct src_side {
@@ -548,6 +592,13 @@ typedef struct src_side {
     rec_hash *pend_h;   /* silver's cells' hashes, n_cols a RECORD_DIFF */
     int64_t cap_pend_h;
     int64_t missing;    /* entries no silver row matched */
+    /* ordinal keys: the bucket's rows with a key and their sum (a re-check's counts) */
+    int64_t ord_rows;
+    rec_i128 ord_sum;
+    /* keys the read held twice (the first few) */
+    rec_twice twice[REC_TWICE_MAX];
+    int32_t n_twice;
+    mcdc_buf twice_keys;
 } src_side;
 
 static void side_cols(const mcdc_reconcile *r, const mcdc_batch *b, const mcdc_column **cols) {
@@ -581,6 +632,26 @@ static int64_t src_find(src_side *s, const mcdc_column *const *kc, int64_t row, 
     return k < 0 ? -1 : s->keys.val[k];
 }
 
+/* A key the source's read held twice: kept (the first few) to be decided on
+ * once the keys in flight are known. The key is s->key's bytes (other
+ * keys), or ordinal ord. */
+static int twice_add(src_side *s, bool ordinal, int64_t ord, char *json, mcdc_error *err) {
+    if (s->n_twice == REC_TWICE_MAX) {
+        mcdc_free(json);
+        return MCDC_OK;
+    }
+    rec_twice t = {.ordinal = ordinal, .ord = ord, .key_off = (int64_t)s->twice_keys.len,
+                   .json = json};
+    int rc = ordinal ? MCDC_OK : mcdc_buf_append(&s->twice_keys, s->key.data, s->key.len, err);
+    if (rc) {
+        mcdc_free(json);
+        return rc;
+    }
+    t.key_len = (int64_t)s->twice_keys.len - t.key_off;
+    s->twice[s->n_twice++] = t;
+    return MCDC_OK;
+}
+
 /* A source batch: its rows hashed into entries, the batch dropped. */
 static int src_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
     src_side *s = ctx;
@@ -599,6 +670,8 @@ static int src_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
         if (r->ordinal) {
             e.null_key = !silver_range_value(kc[0], i, &e.ord);
             if (!e.null_key) { /* sorted once all are in */
+                s->ord_rows++;
+                s->ord_sum += e.ord;
                 s->ent[s->n_ent++] = e;
                 continue;
             }
@@ -608,7 +681,13 @@ static int src_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
         int64_t idx;
         bool added;
         if (rc == MCDC_OK) rc = rec_keyset_add(&s->keys, s->key.data, s->key.len, &idx, &added, err);
-        if (rc || !added) continue; /* a key twice in the source: its first row */
+        if (rc == MCDC_OK && !added && s->n_twice < REC_TWICE_MAX) {
+            /* a key twice in the source: its first row stands for it */
+            char *json = NULL;
+            rc = key_json(&json, r, kc, i, err);
+            if (rc == MCDC_OK) rc = twice_add(s, false, 0, json, err);
+        }
+        if (rc || !added) continue;
         s->keys.val[idx] = s->n_ent;
         if (r->ordinal) e.ord = idx; /* its entry's place is set once sorted */
         s->ent[s->n_ent++] = e;
@@ -619,13 +698,33 @@ static int src_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
 }
 
 /* Ordinal keys, once the source is read: entries sorted by ordinal (a key
- * twice keeps its first row), NULL keys after them, found through the key
- * set. */
-static int src_finish(src_side *s) {
-    if (!s->r->ordinal) return MCDC_OK;
-    s->n_ord = rec_entries_order(s->ent, s->n_ent);
+ * twice keeps its first row, and is kept as one the read held twice), NULL
+ * keys after them, found through the key set. */
+static int src_finish(src_side *s, mcdc_error *err) {
+    mcdc_reconcile *r = s->r;
+    if (!r->ordinal) return MCDC_OK;
+    int64_t repeats = 0;
+    s->n_ord = rec_entries_order(s->ent, s->n_ent, &repeats);
     for (int64_t i = s->n_ord; i < s->n_ent; i++) s->keys.val[s->ent[i].ord] = i;
-    return MCDC_OK;
+    int rc = MCDC_OK;
+    for (int64_t i = 1; rc == MCDC_OK && repeats > 0 && i < s->n_ord && s->n_twice < REC_TWICE_MAX;
+         i++) {
+        if (s->ent[i].ord != s->ent[i - 1].ord || (i > 1 && s->ent[i - 2].ord == s->ent[i].ord))
+            continue; /* not a key's second row */
+        char *v = NULL, *json = NULL;
+        mcdc_buf b = {0};
+        rc = bound_json(&v, r, true, s->ent[i].ord, err);
+        if (rc == MCDC_OK) rc = mcdc_buf_append_byte(&b, '{', err);
+        if (rc == MCDC_OK)
+            rc = mcdc_text_json_string(&b, (const uint8_t *)r->keys[0], strlen(r->keys[0]), err);
+        if (rc == MCDC_OK) rc = mcdc_buf_append_byte(&b, ':', err);
+        if (rc == MCDC_OK) rc = mcdc_buf_append_str(&b, v ? v : "null", err);
+        if (rc == MCDC_OK) rc = mcdc_buf_append_byte(&b, '}', err);
+        mcdc_free(v);
+        rc = buf_take(&json, &b, rc, err);
+        if (rc == MCDC_OK) rc = twice_add(s, true, s->ent[i].ord, json, err);
+    }
+    return rc;
 }
 
 static void src_side_clear(src_side *s) {
@@ -637,6 +736,8 @@ static void src_side_clear(src_side *s) {
     for (int64_t i = 0; i < s->n_pend; i++) mcdc_free(s->pend[i].lsn);
     mcdc_free(s->pend);
     mcdc_free(s->pend_h);
+    for (int32_t i = 0; i < s->n_twice; i++) mcdc_free(s->twice[i].json);
+    mcdc_buf_free(&s->twice_keys);
     memset(s, 0, sizeof *s);
 }
 
@@ -651,6 +752,9 @@ typedef struct sil_side {
     rec_hash *tmp;
     int64_t cap_tmp;
     mcdc_buf key;
+    rec_keyset gone;    /* the keys named MISSING_SOURCE: each once */
+    int64_t ord_rows;   /* ordinal keys: the bucket's rows with a key, their sum */
+    rec_i128 ord_sum;
 } sil_side;
 
 /* detail: {"silver_start_lsn": ..., "columns": ...}, either left out when
@@ -696,7 +800,8 @@ static int detail_pending(char **detail, const char *run_id, mcdc_error *err) {
 static int record(mcdc_reconcile *r, mcdc_reconcile_failure f, int64_t bucket,
                   const mcdc_column *const *kc, int64_t row, const char *lsn, size_t lsn_len,
                   const char *columns, mcdc_error *err) {
-    rec_diff d = {.failure = f, .bucket = bucket, .key_off = (int64_t)r->diff_keys.len};
+    rec_diff d = {.failure = f, .bucket = bucket, .key_off = (int64_t)r->diff_keys.len,
+                  .round = r->round};
     int rc = silver_key_append(&r->diff_keys, kc, r->n_keys, row, err);
     d.key_len = (int64_t)r->diff_keys.len - d.key_off;
     if (rc == MCDC_OK) rc = key_json(&d.key_json, r, kc, row, err);
@@ -709,30 +814,62 @@ static int record(mcdc_reconcile *r, mcdc_reconcile_failure f, int64_t bucket,
     return rc;
 }
 
-/* A RECORD_DIFF of silver's row `row` (cells cols): recorded now, its
- * columns named by the second read. */
+/* A key of entry e that differs on silver's side (its row `row`, cells
+ * cols): recorded now as failure f, its detail completed later (a
+ * RECORD_DIFF's columns by the second read, a DUPLICATE_TARGET's rows once
+ * silver's rows of the bucket are read). */
 static int record_pending(mcdc_reconcile *r, src_side *src, rec_entry *e, int64_t bucket,
-                          const mcdc_column *const *kc, const mcdc_column *const *cols, int64_t row,
-                          const char *lsn, size_t lsn_len, mcdc_error *err) {
+                          mcdc_reconcile_failure f, const mcdc_column *const *kc,
+                          const mcdc_column *const *cols, int64_t row, const char *lsn,
+                          size_t lsn_len, mcdc_error *err) {
     int rc = rec_grow(&src->pend, &src->cap_pend, src->n_pend + 1, sizeof *src->pend, err);
     if (rc == MCDC_OK)
         rc = rec_grow(&src->pend_h, &src->cap_pend_h, (src->n_pend + 1) * r->n_cols,
                       sizeof *src->pend_h, err);
     if (rc == MCDC_OK)
         rc = rec_hash_cells(src->pend_h + src->n_pend * r->n_cols, cols, r->n_cols, row, err);
-    rec_pend p = {.diff = r->n_diffs, .lsn_len = lsn_len};
+    rec_pend p = {.diff = r->n_diffs, .lsn_len = lsn_len,
+                  .dup_rows = f == MCDC_RECONCILE_DUPLICATE_TARGET ? 2 : 0};
     if (rc == MCDC_OK && lsn) {
         if ((p.lsn = mcdc_malloc(lsn_len + 1)) == NULL) return nomem(err);
         memcpy(p.lsn, lsn, lsn_len);
         p.lsn[lsn_len] = 0;
     }
-    if (rc == MCDC_OK) rc = record(r, MCDC_RECONCILE_RECORD_DIFF, bucket, kc, row, lsn, lsn_len, NULL, err);
+    if (rc == MCDC_OK) rc = record(r, f, bucket, kc, row, lsn, lsn_len, NULL, err);
     if (rc) {
         mcdc_free(p.lsn);
         return rc;
     }
     e->pend = (int32_t)src->n_pend;
     src->pend[src->n_pend++] = p;
+    return MCDC_OK;
+}
+
+/* Another silver row of a key a silver row matched before: silver holds
+ * the key twice (or more), which apply never writes (another writer
+ * appended it). Named DUPLICATE_TARGET once, its RECORD_DIFF (if the
+ * first row differed) becoming that. */
+static int record_twice(mcdc_reconcile *r, src_side *src, rec_entry *e, int64_t bucket,
+                        const mcdc_column *const *kc, const mcdc_column *const *cols, int64_t row,
+                        const char *lsn, size_t lsn_len, mcdc_error *err) {
+    if (e->pend >= 0) {
+        rec_pend *p = &src->pend[e->pend];
+        p->dup_rows = p->dup_rows ? p->dup_rows + 1 : 2;
+        r->diffs[p->diff].failure = MCDC_RECONCILE_DUPLICATE_TARGET;
+        return MCDC_OK;
+    }
+    return record_pending(r, src, e, bucket, MCDC_RECONCILE_DUPLICATE_TARGET, kc, cols, row, lsn,
+                          lsn_len, err);
+}
+
+/* A DUPLICATE_TARGET's detail: {"silver_rows": n}. */
+static int detail_twice(char **detail, int64_t rows, mcdc_error *err) {
+    char t[64];
+    snprintf(t, sizeof t, "{\"silver_rows\":%lld}", (long long)rows);
+    char *d = mcdc_strdup(t);
+    if (d == NULL) return nomem(err);
+    mcdc_free(*detail);
+    *detail = d;
     return MCDC_OK;
 }
 
@@ -767,18 +904,35 @@ static int sil_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
         if (rc) break;
         if (idx < 0 && s->left) continue;
         r->res.silver_rows_hashed++;
+        if (has_v) {
+            s->ord_rows++;
+            s->ord_sum += v;
+        }
         mcdc_cell l = lsn_col >= 0 ? mcdc_row_get(b, i, lsn_col) : mcdc_cell_null();
         const char *lsn = l.kind == MCDC_CELL_TEXT ? l.s : NULL;
         size_t lsn_len = lsn ? (size_t)l.i : 0;
-        if (idx < 0) {
-            rc = record(r, MCDC_RECONCILE_MISSING_SOURCE, s->bucket, kc, i, lsn, lsn_len, NULL, err);
+        if (idx < 0) { /* once a key, however many rows of it silver holds */
+            int64_t at;
+            bool added;
+            s->key.len = 0;
+            rc = silver_key_append(&s->key, kc, r->n_keys, i, err);
+            if (rc == MCDC_OK) rc = rec_keyset_add(&s->gone, s->key.data, s->key.len, &at, &added, err);
+            if (rc == MCDC_OK && added)
+                rc = record(r, MCDC_RECONCILE_MISSING_SOURCE, s->bucket, kc, i, lsn, lsn_len, NULL, err);
             continue;
         }
         rec_entry *e = &src->ent[idx];
-        if (e->seen) continue; /* a key twice in silver: its first row */
+        if (e->seen) { /* the key again: silver holds it twice */
+            rc = record_twice(r, src, e, s->bucket, kc, cols, i, lsn, lsn_len, err);
+            continue;
+        }
         e->seen = true;
-        if (rec_hash_eq(e->h, s->tmp[i])) continue;
-        rc = record_pending(r, src, e, s->bucket, kc, cols, i, lsn, lsn_len, err);
+        if (rec_hash_eq(e->h, s->tmp[i])) {
+            r->keys_equal++;
+            continue;
+        }
+        rc = record_pending(r, src, e, s->bucket, MCDC_RECONCILE_RECORD_DIFF, kc, cols, i, lsn,
+                            lsn_len, err);
     }
     mcdc_free(cols);
     mcdc_batch_free(b);
@@ -788,12 +942,12 @@ static int sil_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
 /* The source's rows of one bucket (or range) to fn. */
 static int read_bucket(mcdc_reconcile *r, int64_t bucket, mcdc_batch_fn fn, void *ctx,
                        mcdc_error *err) {
-    json_t *keys = json_array(), *range = NULL;
+    const rec_bucket *bk = r->ordinal ? &r->buckets[bucket] : NULL;
+    json_t *keys = bk ? json_array() : json_incref(r->range_keys), *range = NULL;
     char *lo = NULL, *hi = NULL;
     int rc = keys ? MCDC_OK : nomem(err);
-    for (int32_t k = 0; rc == MCDC_OK && k < r->n_keys; k++)
+    for (int32_t k = 0; rc == MCDC_OK && bk && k < r->n_keys; k++)
         if (json_array_append_new(keys, json_string(r->keys[k])) != 0) rc = nomem(err);
-    const rec_bucket *bk = r->ordinal ? &r->buckets[bucket] : NULL;
     if (rc == MCDC_OK && bk) {
         rc = bound_json(&lo, r, bk->has_lo, bk->lo, err);
         if (rc == MCDC_OK) rc = bound_json(&hi, r, bk->has_hi, bk->hi, err);
@@ -832,7 +986,7 @@ static int read_source(mcdc_reconcile *r, int64_t bucket, src_side *src, mcdc_er
                                       (int64_t)(json_array_size(r->ranges) ? json_array_size(r->ranges) : 1);
     int rc = rec_grow(&src->ent, &src->cap_ent, expect + expect / 64 + 16, sizeof *src->ent, err);
     if (rc == MCDC_OK) rc = read_bucket(r, bucket, src_rows, src, err);
-    if (rc == MCDC_OK) rc = src_finish(src);
+    if (rc == MCDC_OK) rc = src_finish(src, err);
     src->read_us = mcdc_monotonic_us() - t0;
     return rc;
 }
@@ -878,6 +1032,7 @@ static int name_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
         if (e->pend < 0) continue;
         e->named = true;
         const rec_pend *p = &s->pend[e->pend];
+        if (p->dup_rows) continue; /* a DUPLICATE_TARGET: no columns to name */
         char *columns = NULL, *detail = NULL;
         rc = rec_hash_cells(n->cells, s->cols, r->n_cols, i, err);
         if (rc == MCDC_OK) rc = differing(&columns, r, n->cells, s->pend_h + e->pend * r->n_cols, err);
@@ -895,7 +1050,8 @@ static int name_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
 
 /* Does the bucket hold a key that differs on the source's side? */
 static bool needs_names(const src_side *s) {
-    if (s->n_pend > 0) return true;
+    for (int64_t i = 0; i < s->n_pend; i++)
+        if (s->pend[i].dup_rows == 0) return true;
     for (int64_t i = 0; i < s->n_ent; i++)
         if (!s->ent[i].seen) return true;
     return false;
@@ -915,8 +1071,10 @@ static int name_keys(mcdc_reconcile *r, int64_t bucket, src_side *src, mcdc_erro
     return rc;
 }
 
-/* Silver's rows of the bucket, looked up among the source's. */
-static int compare_silver(mcdc_reconcile *r, int64_t bucket, src_side *src, mcdc_error *err) {
+/* Silver's rows of the bucket, looked up among the source's; counts: the
+ * bucket's counts set from both sides' reads (a re-check's). */
+static int compare_silver(mcdc_reconcile *r, int64_t bucket, src_side *src, bool counts,
+                          mcdc_error *err) {
     const rec_bucket *bk = r->ordinal ? &r->buckets[bucket] : NULL;
     int rc = MCDC_OK;
     int64_t t0 = mcdc_monotonic_us(), before = r->res.silver_rows_hashed;
@@ -960,6 +1118,17 @@ static int compare_silver(mcdc_reconcile *r, int64_t bucket, src_side *src, mcdc
     int64_t v;
     if (rc == MCDC_OK) rc = mcdc_table_scan_run(r->silver, &sc, sil_rows, &sil, &v, NULL, err);
     if (rc) mcdc_error_wrap(err, "reading silver %s", r->cfg.silver);
+    /* the keys silver holds twice: how many rows each */
+    for (int64_t i = 0; rc == MCDC_OK && i < src->n_pend; i++)
+        if (src->pend[i].dup_rows)
+            rc = detail_twice(&r->diffs[src->pend[i].diff].detail, src->pend[i].dup_rows, err);
+    if (rc == MCDC_OK && counts && bk) {
+        rec_bucket *w = &r->buckets[bucket];
+        w->src_rows = src->ord_rows;
+        w->src_sum = src->ord_sum;
+        w->sil_rows = sil.ord_rows;
+        w->sil_sum = sil.ord_sum;
+    }
     mcdc_log(MCDC_LOG_INFO,
              "bucket %lld: %lld source rows read in %.3f s, %lld of silver's compared in %.3f s",
              (long long)bucket, (long long)src->rows, (double)src->read_us / 1e6,
@@ -969,6 +1138,7 @@ static int compare_silver(mcdc_reconcile *r, int64_t bucket, src_side *src, mcdc
     mcdc_free(cols);
     mcdc_free(sil.tmp);
     mcdc_buf_free(&sil.key);
+    rec_keyset_clear(&sil.gone);
     return rc;
 }
 
@@ -1014,22 +1184,84 @@ static int prefetch_join(prefetch *f, mcdc_error *err) {
     return f->rc;
 }
 
-static int tier2(mcdc_reconcile *r, rec_keyset *moved, mcdc_error *err) {
-    if (r->n_chosen == 0) return MCDC_OK;
+/* The keys the source's read of a bucket held twice, kept by the run (the
+ * first few). */
+static int twice_take(mcdc_reconcile *r, src_side *s, mcdc_error *err) {
+    int rc = MCDC_OK;
+    for (int32_t i = 0; i < s->n_twice; i++) {
+        rec_twice t = s->twice[i];
+        s->twice[i].json = NULL;
+        if (rc || r->n_twice == REC_TWICE_MAX) {
+            mcdc_free(t.json);
+            continue;
+        }
+        int64_t off = (int64_t)r->twice_keys.len;
+        rc = mcdc_buf_append(&r->twice_keys, s->twice_keys.data + t.key_off, (size_t)t.key_len, err);
+        t.key_off = off;
+        if (rc == MCDC_OK) r->twice[r->n_twice++] = t;
+        else mcdc_free(t.json);
+    }
+    s->n_twice = 0;
+    return rc;
+}
+
+/* Is a key the source held twice one that changed in flight (or whose
+ * repair is pending apply)? Then the read may have seen it twice as it
+ * moved; else the key is not unique. */
+static bool twice_in_flight(const mcdc_reconcile *r, const rec_twice *t, const rec_keyset *moved) {
+    if (!t->ordinal) {
+        const uint8_t *k = r->twice_keys.data + t->key_off;
+        return rec_keyset_find(moved, k, (size_t)t->key_len) >= 0 ||
+               rec_pending_find(&r->pending, k, (size_t)t->key_len) != NULL;
+    }
+    const rec_keyset *sets[2] = {moved, &r->pending.keys};
+    for (int s = 0; s < 2; s++)
+        for (int64_t i = 0; i < sets[s]->n; i++)
+            if (sets[s]->val[i] == t->ord) return true;
+    return false;
+}
+
+static void twice_clear(mcdc_reconcile *r) {
+    for (int32_t i = 0; i < r->n_twice; i++) mcdc_free(r->twice[i].json);
+    r->n_twice = 0;
+    mcdc_buf_free(&r->twice_keys);
+}
+
+/* The key columns as "'a', 'b'". */
+static void key_names(char *out, size_t cap, const mcdc_reconcile *r) {
+    size_t n = 0;
+    out[0] = 0;
+    for (int32_t k = 0; k < r->n_keys && n < cap; k++)
+        n += (size_t)snprintf(out + n, cap - n, "%s'%s'", k ? ", " : "", r->keys[k]);
+}
+
+/* Tier 2 over the buckets (other keys: ranges) list[0..n): M' read, each
+ * one's source rows read (the next one's while one is compared), silver's
+ * looked up, the keys that differ named; then the keys changed after
+ * min(M', E) make the keys found IN_FLIGHT (and are left in *moved), and a
+ * key the source held twice that is not among them is refused
+ * (MCDC_E_NOT_UNIQUE). counts: each bucket's counts set from the reads (a
+ * re-check's); need_moved: the keys in flight read even when no key
+ * differs (a re-check decides its buckets by them). */
+static int compare_buckets(mcdc_reconcile *r, const int64_t *list, int64_t n, bool counts,
+                           bool need_moved, rec_keyset *moved, mcdc_error *err) {
+    if (n == 0 && !need_moved) return MCDC_OK;
+    int64_t first = r->n_diffs; /* the diffs this check finds */
     mcdc_lsn m;
     int rc = mcdc_changes_max_lsn(r->changes, &m, err); /* M again, before the rows */
     if (rc) return rc;
     mcdc_lsn_format(&m, r->read_lsn);
     prefetch f[2];
     memset(f, 0, sizeof f);
-    rc = prefetch_start(&f[0], r, r->chosen[0], err);
-    for (int64_t i = 0; rc == MCDC_OK && i < r->n_chosen; i++) {
+    if (n > 0) rc = prefetch_start(&f[0], r, list[0], err);
+    for (int64_t i = 0; rc == MCDC_OK && i < n; i++) {
         prefetch *cur = &f[i % 2], *next = &f[(i + 1) % 2];
         rc = prefetch_join(cur, err);
-        if (rc == MCDC_OK && i + 1 < r->n_chosen) rc = prefetch_start(next, r, r->chosen[i + 1], err);
+        if (rc == MCDC_OK && i + 1 < n) rc = prefetch_start(next, r, list[i + 1], err);
+        if (rc == MCDC_OK) rc = twice_take(r, &cur->src, err);
         if (rc == MCDC_OK) {
             r->res.source_rows_hashed += cur->src.rows;
-            rc = compare_silver(r, cur->bucket, &cur->src, err);
+            rc = compare_silver(r, cur->bucket, &cur->src, counts, err);
         }
         if (rc == MCDC_OK && needs_names(&cur->src)) {
             /* one read of the source at a time: the next bucket's ends first
@@ -1043,13 +1275,29 @@ static int tier2(mcdc_reconcile *r, rec_keyset *moved, mcdc_error *err) {
         prefetch_join(&f[k], NULL);
         src_side_clear(&f[k].src);
     }
-    if (rc || r->n_diffs == 0) return rc;
+    if (rc || (r->n_diffs == first && r->n_twice == 0 && !need_moved)) return rc;
     /* after the rows: what they may have seen */
     uint8_t lower[10];
     lsn_min(lower, r->read_lsn, r->has_e ? r->e_lsn : ZERO_LSN);
     rec_keyset_clear(moved);
     rc = moved_keys(r, lower, moved, err);
-    for (int64_t i = 0; rc == MCDC_OK && i < r->n_diffs; i++) {
+    for (int32_t i = 0; rc == MCDC_OK && i < r->n_twice; i++) {
+        if (twice_in_flight(r, &r->twice[i], moved)) continue;
+        char names[256];
+        key_names(names, sizeof names, r);
+        rc = mcdc_error_set(err, MCDC_E_NOT_UNIQUE,
+                            "the key %s is not unique in the source table %s.%s: it holds more "
+                            "than one row of key %.300s%s. Reconcile compares one row a key and "
+                            "cannot tell which of them silver should hold; nothing was written. "
+                            "Give --keys the columns of a unique index of the table (or leave "
+                            "--keys out: the capture instance's unique index), and apply silver "
+                            "by the same key",
+                            names, mcdc_changes_source_schema(r->changes),
+                            mcdc_changes_source_table(r->changes), r->twice[i].json,
+                            r->n_twice > 1 ? " (and others)" : "");
+    }
+    twice_clear(r); /* in flight: a read under READ COMMITTED may see a moving key twice */
+    for (int64_t i = first; rc == MCDC_OK && i < r->n_diffs; i++) {
         rec_diff *d = &r->diffs[i];
         const uint8_t *k = r->diff_keys.data + d->key_off;
         const char *run = rec_pending_find(&r->pending, k, (size_t)d->key_len);
@@ -1058,6 +1306,10 @@ static int tier2(mcdc_reconcile *r, rec_keyset *moved, mcdc_error *err) {
             d->failure = MCDC_RECONCILE_IN_FLIGHT;
     }
     return rc;
+}
+
+static int tier2(mcdc_reconcile *r, rec_keyset *moved, mcdc_error *err) {
+    return compare_buckets(r, r->chosen, r->n_chosen, false, false, moved, err);
 }
 
 /* ---- the report --------------------------------------------------------------------- */
@@ -1100,13 +1352,14 @@ static int put_text(mcdc_column *c, const char *s, mcdc_error *err) {
     return s ? mcdc_col_append_bytes(c, s, (int64_t)strlen(s), err) : mcdc_col_append_null(c, err);
 }
 
-/* The columns every row has: run_id .. silver_lsn. */
-static int put_common(mcdc_reconcile *r, mcdc_batch *b, mcdc_error *err) {
+/* The columns every row has: run_id .. silver_lsn, of the check `round`. */
+static int put_common(mcdc_reconcile *r, mcdc_batch *b, const rec_round *round, mcdc_error *err) {
     int rc = put_text(&b->columns[R_RUN_ID], r->res.run_id, err);
     if (rc == MCDC_OK) rc = mcdc_col_append_int(&b->columns[R_RUN_AT], r->run_at_us, err);
     if (rc == MCDC_OK) rc = put_text(&b->columns[R_SILVER], r->cfg.silver, err);
-    if (rc == MCDC_OK) rc = mcdc_col_append_int(&b->columns[R_SILVER_VERSION], r->version, err);
-    if (rc == MCDC_OK) rc = put_text(&b->columns[R_SILVER_LSN], r->has_e ? r->silver_lsn : NULL, err);
+    if (rc == MCDC_OK) rc = mcdc_col_append_int(&b->columns[R_SILVER_VERSION], round->version, err);
+    if (rc == MCDC_OK)
+        rc = put_text(&b->columns[R_SILVER_LSN], round->has_e ? round->silver_lsn : NULL, err);
     return rc;
 }
 
@@ -1120,11 +1373,12 @@ static int put_sum(mcdc_column *c, bool has, rec_i128 v, mcdc_error *err) {
 
 static int bucket_row(mcdc_reconcile *r, mcdc_batch *b, int64_t i, mcdc_error *err) {
     const rec_bucket *k = &r->buckets[i];
+    const rec_round *round = &r->rounds[k->round];
     char *lo = NULL, *hi = NULL;
-    int rc = put_common(r, b, err);
-    if (rc == MCDC_OK && r->ordinal) rc = bound_json(&lo, r, k->has_lo, k->lo, err);
-    if (rc == MCDC_OK && r->ordinal) rc = bound_json(&hi, r, k->has_hi, k->hi, err);
-    if (rc == MCDC_OK) rc = put_text(&b->columns[R_SOURCE_LSN], r->source_lsn, err);
+    int rc = put_common(r, b, round, err);
+    if (rc == MCDC_OK && r->ordinal) rc = bound_json(&lo, r, k->rep_has_lo, k->rep_lo, err);
+    if (rc == MCDC_OK && r->ordinal) rc = bound_json(&hi, r, k->rep_has_hi, k->rep_hi, err);
+    if (rc == MCDC_OK) rc = put_text(&b->columns[R_SOURCE_LSN], round->bucket_lsn, err);
     if (rc == MCDC_OK) rc = put_text(&b->columns[R_BUCKET_LO], lo, err);
     if (rc == MCDC_OK) rc = put_text(&b->columns[R_BUCKET_HI], hi, err);
     if (rc == MCDC_OK) rc = mcdc_col_append_int(&b->columns[R_SOURCE_ROWS], k->src_rows, err);
@@ -1140,12 +1394,13 @@ static int bucket_row(mcdc_reconcile *r, mcdc_batch *b, int64_t i, mcdc_error *e
 }
 
 static int diff_row(mcdc_reconcile *r, mcdc_batch *b, const rec_diff *d, mcdc_error *err) {
+    const rec_round *round = &r->rounds[d->round];
     char *lo = NULL, *hi = NULL;
-    int rc = put_common(r, b, err);
+    int rc = put_common(r, b, round, err);
     if (rc == MCDC_OK && !d->chunk && r->ordinal) {
         const rec_bucket *k = &r->buckets[d->bucket];
-        rc = bound_json(&lo, r, k->has_lo, k->lo, err);
-        if (rc == MCDC_OK) rc = bound_json(&hi, r, k->has_hi, k->hi, err);
+        rc = bound_json(&lo, r, k->rep_has_lo, k->rep_lo, err);
+        if (rc == MCDC_OK) rc = bound_json(&hi, r, k->rep_has_hi, k->rep_hi, err);
     } else if (rc == MCDC_OK && !d->chunk) {
         const json_t *g = json_array_get(r->ranges, (size_t)d->bucket);
         for (int e = 0; rc == MCDC_OK && e < 2; e++) {
@@ -1157,7 +1412,7 @@ static int diff_row(mcdc_reconcile *r, mcdc_batch *b, const rec_diff *d, mcdc_er
         }
     }
     if (rc == MCDC_OK)
-        rc = put_text(&b->columns[R_SOURCE_LSN], d->chunk ? NULL : r->read_lsn, err);
+        rc = put_text(&b->columns[R_SOURCE_LSN], d->chunk ? NULL : round->read_lsn, err);
     if (rc == MCDC_OK) rc = put_text(&b->columns[R_BUCKET_LO], d->chunk ? d->lo : lo, err);
     if (rc == MCDC_OK) rc = put_text(&b->columns[R_BUCKET_HI], d->chunk ? d->hi : hi, err);
     for (int c = R_SOURCE_ROWS; rc == MCDC_OK && c <= R_HASHED; c++)
@@ -1190,6 +1445,9 @@ static int build_report(mcdc_reconcile *r, mcdc_batch **out, mcdc_error *err) {
 static int write_report(mcdc_reconcile *r, const mcdc_batch *b, mcdc_error *err) {
     char app[sizeof REC_APP_PREFIX + 40];
     snprintf(app, sizeof app, REC_APP_PREFIX "%s", r->res.run_id);
+    /* a run that repairs marks its report so (txn version 2): a rerun after
+     * a kill before the repair commits finds it (rec_repair_unfinished) */
+    int64_t txn = r->cfg.repair && r->n_out_diffs > 0 ? REC_TXN_REPAIRS : REC_TXN_REPORT;
     mcdc_table_props props = {.kind = MCDC_KIND_RECONCILE};
     mcdc_appender *ap = NULL;
     bool skipped = false;
@@ -1197,7 +1455,7 @@ static int write_report(mcdc_reconcile *r, const mcdc_batch *b, mcdc_error *err)
     int rc = mcdc_appender_open(&ap, r->report, b->schema, &props, err);
     if (rc == MCDC_OK) rc = mcdc_appender_write(ap, b, err);
     if (rc == MCDC_OK && mcdc_ctx_crash(&r->ctx, "before_report_commit", 0)) rc = MCDC_E_CANCELLED;
-    if (rc == MCDC_OK) rc = mcdc_appender_commit(ap, app, 1, NULL, &skipped, &version, err);
+    if (rc == MCDC_OK) rc = mcdc_appender_commit(ap, app, txn, NULL, &skipped, &version, err);
     mcdc_appender_free(ap);
     if (rc) return mcdc_error_wrap(err, "writing the report to %s", r->cfg.report_table), rc;
     r->res.report_written = true;
@@ -1246,15 +1504,20 @@ int mcdc_reconcile_create(mcdc_reconcile **out, const mcdc_opts *opts,
                               (long long)cfg->bucket_rows);
     if (cfg->sample > 1 || cfg->sample != cfg->sample)
         return mcdc_error_set(err, MCDC_E_INVALID, "sample must be between 0 and 1, not %g", cfg->sample);
+    if (cfg->version >= 3 && (cfg->settle_seconds < 0 || cfg->settle_seconds > REC_SETTLE_SECONDS_MAX))
+        return mcdc_error_set(err, MCDC_E_INVALID, "settle_seconds must be from 0 to %d, not %lld",
+                              REC_SETTLE_SECONDS_MAX, (long long)cfg->settle_seconds);
     if (cfg->n_keys > SILVER_KEYS_MAX || cfg->n_keys < 0)
         return mcdc_error_set(err, MCDC_E_INVALID, "%d key columns: at most %d", (int)cfg->n_keys,
                               SILVER_KEYS_MAX);
     mcdc_reconcile *r = mcdc_calloc(1, sizeof *r);
     if (r == NULL) return nomem(err);
-    if (cfg->version < 2) {
-        /* a version-1 cfg ends before the repair flag */
-        memcpy(&r->cfg, cfg, offsetof(mcdc_reconcile_cfg, repair));
-        r->cfg.repair = false;
+    if (cfg->version < 3) {
+        /* an older cfg ends before the fields of later versions */
+        memcpy(&r->cfg, cfg, cfg->version < 2 ? offsetof(mcdc_reconcile_cfg, repair)
+                                              : offsetof(mcdc_reconcile_cfg, settle_seconds));
+        if (cfg->version < 2) r->cfg.repair = false;
+        r->cfg.settle_seconds = 0;
     } else {
         r->cfg = *cfg;
     }
@@ -1309,6 +1572,8 @@ static void close_run(mcdc_reconcile *r) {
     r->n_chosen = 0;
     json_decref(r->ranges);
     r->ranges = NULL;
+    json_decref(r->range_keys);
+    r->range_keys = NULL;
 }
 
 static int open_tables(mcdc_reconcile *r, mcdc_error *err) {
@@ -1354,8 +1619,9 @@ static int resolve_source(mcdc_reconcile *r, mcdc_error *err) {
     /* the configured instance, else (gone) its table through bronze's
      * names; the follow handle of the changes in flight resolves alike */
     silver_instances_free(&r->flight.names);
-    int rc = silver_bronze_instances(&r->flight.names, r->bronze, r->cfg.bronze, err);
-    if (rc == MCDC_OK) rc = silver_source_open(&r->changes, r->opts, &r->flight.names, false, err);
+    int rc = mcdc_repair_source_open(&r->changes, r->opts, r->bronze, r->cfg.bronze, "reconcile",
+                                     &r->flight.names, err);
+    if (rc == MCDC_E_MISMATCH) return rc;
     if (rc) return mcdc_error_wrap(err, "opening the source"), rc;
     if (r->n_keys == 0) {
         int n = 0;
@@ -1441,28 +1707,180 @@ static int read_position(mcdc_reconcile *r, mcdc_error *err) {
     return rc;
 }
 
-/* The result's list: the keys that differ and are not in flight. */
+/* The result's counts and list (the keys that differ and are not in
+ * flight), and whether anything was verified. */
 static int result_lists(mcdc_reconcile *r, mcdc_error *err) {
     r->out_diffs = mcdc_calloc((size_t)r->n_diffs + 1, sizeof *r->out_diffs);
     if (r->out_diffs == NULL) return nomem(err);
+    bool v3 = r->cfg.version >= 3;
+    bool proven = false; /* a failure other than IN_FLIGHT */
     for (int64_t i = 0; i < r->n_diffs; i++) {
         const rec_diff *d = &r->diffs[i];
-        r->res.failures[d->failure]++;
-        if (d->chunk || d->failure == MCDC_RECONCILE_IN_FLIGHT) continue;
-        r->out_diffs[r->n_out_diffs++] = (mcdc_reconcile_diff){d->failure, d->key_json};
+        mcdc_reconcile_failure f = d->failure;
+        /* an older caller's failures[] has no room for DUPLICATE_TARGET */
+        if (f == MCDC_RECONCILE_DUPLICATE_TARGET && !v3) f = MCDC_RECONCILE_RECORD_DIFF;
+        if (f == MCDC_RECONCILE_DUPLICATE_TARGET) r->res.duplicate_target++;
+        else r->res.failures[f]++;
+        proven = proven || f != MCDC_RECONCILE_IN_FLIGHT;
+        if (d->chunk || f == MCDC_RECONCILE_IN_FLIGHT) continue;
+        r->out_diffs[r->n_out_diffs++] = (mcdc_reconcile_diff){f, d->key_json};
     }
+    int64_t hashed = 0;
     for (int64_t i = 0; i < r->n_buckets; i++) {
         const rec_bucket *b = &r->buckets[i];
         r->res.match += b->status == REC_MATCH;
         r->res.in_flight += b->status == REC_IN_FLIGHT;
         r->res.mismatch += b->status == REC_MISMATCH;
+        hashed += b->hashed;
     }
     r->res.buckets = r->n_buckets;
-    r->res.hashed = r->n_chosen;
+    r->res.hashed = r->ordinal ? hashed : r->n_chosen;
     r->res.diffs = r->out_diffs;
     r->res.n_diffs = r->n_out_diffs;
     r->res.report_rows = r->n_buckets + r->n_diffs;
+    /* Nothing verified: there were buckets, and each one, and each key
+     * compared, was in flight. Both sides empty is verified (equal). */
+    r->res.verified = r->n_buckets == 0 || r->res.match > 0 || r->res.mismatch > 0 ||
+                      r->keys_equal > 0 || proven;
     return MCDC_OK;
+}
+
+/* ---- settling (settle_seconds) ------------------------------------------------------------
+ * What is IN_FLIGHT, checked again until it is not: each re-check reads as a
+ * run does (E, silver pinned at its latest version, the repairs pending
+ * apply, M', then the source's rows), but only the buckets that are
+ * IN_FLIGHT or hold a key that is (other keys: the ranges holding one, and
+ * the whole-table count when it is), compared row by row as Tier 2
+ * compares. A re-checked bucket's counts are those reads' (rows with a
+ * key, and their key sum), its status decided as Tier 1 decides it, by the
+ * keys changed after min(M', E); its keys found anew. A bucket settles
+ * when it is MATCH or MISMATCH and no key of it is IN_FLIGHT. */
+static bool unsettled(const mcdc_reconcile *r) {
+    for (int64_t i = 0; i < r->n_buckets; i++)
+        if (r->buckets[i].status == REC_IN_FLIGHT) return true;
+    for (int64_t i = 0; i < r->n_diffs; i++)
+        if (!r->diffs[i].chunk && r->diffs[i].failure == MCDC_RECONCILE_IN_FLIGHT) return true;
+    return false;
+}
+
+/* The reads of the check that ends (r->round): the report's rows of it name
+ * them. */
+static int round_push(mcdc_reconcile *r, const char *bucket_lsn, mcdc_error *err) {
+    MCDC_ASSERT(r->n_rounds == r->round);
+    int rc = rec_grow(&r->rounds, &r->cap_rounds, r->n_rounds + 1, sizeof *r->rounds, err);
+    if (rc) return rc;
+    rec_round *x = &r->rounds[r->n_rounds++];
+    memset(x, 0, sizeof *x);
+    x->version = r->version;
+    x->has_e = r->has_e;
+    snprintf(x->silver_lsn, sizeof x->silver_lsn, "%s", r->silver_lsn);
+    snprintf(x->bucket_lsn, sizeof x->bucket_lsn, "%s", bucket_lsn);
+    snprintf(x->read_lsn, sizeof x->read_lsn, "%s", r->read_lsn);
+    return MCDC_OK;
+}
+
+static int read_position(mcdc_reconcile *r, mcdc_error *err);
+
+static int recheck(mcdc_reconcile *r, rec_keyset *moved, mcdc_error *err) {
+    int64_t n_units = r->ordinal ? r->n_buckets : (int64_t)json_array_size(r->ranges);
+    bool *again = mcdc_calloc((size_t)n_units + 1, sizeof *again);
+    int64_t *list = mcdc_calloc((size_t)n_units + 1, sizeof *list);
+    int rc = again && list ? MCDC_OK : nomem(err);
+    bool whole = !r->ordinal && r->n_buckets > 0 && r->buckets[0].status == REC_IN_FLIGHT;
+    for (int64_t i = 0; rc == MCDC_OK && r->ordinal && i < r->n_buckets; i++)
+        again[i] = r->buckets[i].status == REC_IN_FLIGHT;
+    for (int64_t i = 0; rc == MCDC_OK && i < r->n_diffs; i++) {
+        const rec_diff *d = &r->diffs[i];
+        if (!d->chunk && d->failure == MCDC_RECONCILE_IN_FLIGHT && d->bucket >= 0 && d->bucket < n_units)
+            again[d->bucket] = true;
+    }
+    /* the keys of what is checked again are found anew */
+    int64_t kept = 0, n = 0;
+    for (int64_t i = 0; rc == MCDC_OK && i < r->n_diffs; i++) {
+        rec_diff *d = &r->diffs[i];
+        if (d->chunk || !again[d->bucket]) {
+            r->diffs[kept++] = *d;
+            continue;
+        }
+        mcdc_free(d->key_json);
+        mcdc_free(d->detail);
+    }
+    if (rc == MCDC_OK) r->n_diffs = kept;
+    for (int64_t i = 0; rc == MCDC_OK && i < n_units; i++)
+        if (again[i]) list[n++] = i;
+    r->round = (int32_t)r->n_rounds;
+    /* a run's reads, in its order: E, silver's latest version, the repairs
+     * its last pass had not read, then the source */
+    mcdc_table_view_free(r->sview);
+    r->sview = NULL;
+    if (rc == MCDC_OK) rc = read_position(r, err);
+    if (rc == MCDC_OK && r->facts)
+        rc = rec_pending_load(&r->pending, r->silver, r->version, r->facts, r->bronze, r->cfg.bronze,
+                              (const char *const *)r->keys, r->n_keys, r->ordinal, err);
+    char count_lsn[24] = "";
+    if (rc == MCDC_OK && whole) { /* the whole table counted again, M' before */
+        mcdc_lsn m;
+        int64_t rows = 0;
+        fine_acc sil = {.r = r};
+        rc = mcdc_changes_max_lsn(r->changes, &m, err);
+        if (rc == MCDC_OK) mcdc_lsn_format(&m, count_lsn);
+        if (rc == MCDC_OK) rc = mcdc_changes_row_count(r->changes, &rows, err);
+        if (rc == MCDC_OK) rc = silver_counts(r, &sil, err);
+        if (rc == MCDC_OK) {
+            r->buckets[0].src_rows = rows;
+            r->buckets[0].sil_rows = sil.rows;
+        }
+        mcdc_free(sil.v);
+        rec_keyset_clear(&sil.ids);
+    }
+    if (rc == MCDC_OK) rc = compare_buckets(r, list, n, r->ordinal, true, moved, err);
+    if (rc == MCDC_OK && r->ordinal) {
+        for (int64_t i = 0; i < n; i++) r->buckets[list[i]].moved = false;
+        mark_moved(r, moved);
+        for (int64_t i = 0; i < n; i++) {
+            rec_bucket *b = &r->buckets[list[i]];
+            b->status = rec_bucket_status(b);
+            b->hashed = true;
+            b->round = r->round;
+        }
+    } else if (rc == MCDC_OK && whole) {
+        rec_bucket *b = &r->buckets[0];
+        b->moved = moved->n > 0 || r->pending.keys.n > 0;
+        b->status = rec_bucket_status(b);
+        b->round = r->round;
+    }
+    if (rc == MCDC_OK) rc = round_push(r, whole ? count_lsn : r->read_lsn, err);
+    if (rc == MCDC_OK) r->res.rechecks++;
+    mcdc_free(again);
+    mcdc_free(list);
+    return rc;
+}
+
+/* While something is IN_FLIGHT: re-checks, pausing between them (a quarter
+ * of a second, doubling up to two), until nothing is or settle_seconds have
+ * passed since the first check ended. */
+static int settle(mcdc_reconcile *r, rec_keyset *moved, mcdc_error *err) {
+    if (r->cfg.settle_seconds <= 0 || !unsettled(r)) return MCDC_OK;
+    int64_t deadline = mcdc_monotonic_us() + r->cfg.settle_seconds * 1000000;
+    int64_t pause_ms = REC_SETTLE_PAUSE_FIRST_MS;
+    int rc = MCDC_OK;
+    while (rc == MCDC_OK && unsettled(r)) {
+        int64_t left_ms = (deadline - mcdc_monotonic_us()) / 1000;
+        if (left_ms <= 0) break;
+        mcdc_sleep_ms(pause_ms < left_ms ? pause_ms : left_ms);
+        pause_ms = pause_ms * 2 < REC_SETTLE_PAUSE_MAX_MS ? pause_ms * 2 : REC_SETTLE_PAUSE_MAX_MS;
+        rc = recheck(r, moved, err);
+        if (rc == MCDC_OK)
+            mcdc_log(MCDC_LOG_INFO, "re-check %lld at silver version %lld: %s",
+                     (long long)r->res.rechecks, (long long)r->version,
+                     unsettled(r) ? "still in flight" : "settled");
+    }
+    if (rc == MCDC_OK && unsettled(r))
+        mcdc_log(MCDC_LOG_WARN,
+                 "reconcile of %s: still in flight after %lld s and %lld re-checks: run it again "
+                 "once the stream and apply have caught up",
+                 r->cfg.silver, (long long)r->cfg.settle_seconds, (long long)r->res.rechecks);
+    return rc;
 }
 
 /* ---- chunk checks ------------------------------------------------------------------------
@@ -1606,9 +2024,13 @@ int mcdc_reconcile_run(mcdc_reconcile *r, mcdc_reconcile_result *result, mcdc_er
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_reconcile_run: a NULL argument");
     const mcdc_log_sink *host = mcdc_log_use(&r->sink);
     diffs_clear(r);
+    twice_clear(r);
     mcdc_free(r->out_diffs);
     r->out_diffs = NULL;
     r->n_out_diffs = 0;
+    r->n_rounds = 0;
+    r->round = 0;
+    r->keys_equal = 0;
     memset(&r->res, 0, sizeof r->res);
     r->res.silver_version = -1;
     mcdc_uuid4(r->res.run_id);
@@ -1619,6 +2041,14 @@ int mcdc_reconcile_run(mcdc_reconcile *r, mcdc_reconcile_result *result, mcdc_er
     mcdc_batch *report = NULL;
     int rc = open_tables(r, err);
     if (rc == MCDC_OK) rc = resolve_source(r, err);
+    if (rc == MCDC_OK && r->cfg.repair && r->report) {
+        /* the repairs runs killed after their report left unfinished, first:
+         * their keys are pending apply when this run compares */
+        bool done = false;
+        rc = rec_repair_unfinished(&r->ctx, r->opts, &r->cfg, r->res.run_id, &done, &r->res.repair,
+                                   err);
+        r->res.repaired = done;
+    }
     if (rc == MCDC_OK) rc = read_position(r, err);
     /* after silver's version: the repairs its last pass had not read */
     if (rc == MCDC_OK && r->facts)
@@ -1632,7 +2062,9 @@ int mcdc_reconcile_run(mcdc_reconcile *r, mcdc_reconcile_result *result, mcdc_er
     }
     if (rc == MCDC_OK) rc = choose(r, err);
     if (rc == MCDC_OK) rc = tier2(r, &moved, err);
+    if (rc == MCDC_OK) rc = round_push(r, r->source_lsn, err);
     if (rc == MCDC_OK && r->facts) rc = chunk_checks(r, err);
+    if (rc == MCDC_OK) rc = settle(r, &moved, err);
     if (rc == MCDC_OK) rc = result_lists(r, err);
     if (rc == MCDC_OK && r->report) {
         rc = build_report(r, &report, err);
@@ -1642,17 +2074,27 @@ int mcdc_reconcile_run(mcdc_reconcile *r, mcdc_reconcile_result *result, mcdc_er
     }
     if (rc == MCDC_OK && r->cfg.repair) {
         /* after the report: a kill from here on leaves it for the rerun */
+        bool own = false;
+        mcdc_repair_result rp;
         rc = rec_repair_diffs(&r->ctx, r->opts, &r->cfg, r->res.run_id, r->out_diffs, r->n_out_diffs,
-                              &r->res.repaired, &r->res.repair, err);
+                              &own, &rp, err);
+        if (own) { /* the run's own repair, else the one it completed first */
+            r->res.repaired = true;
+            r->res.repair = rp;
+        }
     }
     if (rc == MCDC_OK) {
-        r->res.silver_version = r->version;
-        r->res.has_silver_lsn = r->has_e;
-        snprintf(r->res.silver_lsn, sizeof r->res.silver_lsn, "%s", r->silver_lsn);
-        snprintf(r->res.source_lsn, sizeof r->res.source_lsn, "%s", r->source_lsn);
-        /* a version-1 caller's result ends before the repair */
-        memcpy(result, &r->res, r->cfg.version >= 2 ? sizeof *result
-                                                    : offsetof(mcdc_reconcile_result, repaired));
+        /* the run's first check: its Tier 1 (re-checks' rows name their own) */
+        const rec_round *first = &r->rounds[0];
+        r->res.silver_version = first->version;
+        r->res.has_silver_lsn = first->has_e;
+        snprintf(r->res.silver_lsn, sizeof r->res.silver_lsn, "%s", first->silver_lsn);
+        snprintf(r->res.source_lsn, sizeof r->res.source_lsn, "%s", first->bucket_lsn);
+        /* an older caller's result ends before the fields of later versions */
+        memcpy(result, &r->res,
+               r->cfg.version >= 3   ? sizeof *result
+               : r->cfg.version == 2 ? offsetof(mcdc_reconcile_result, duplicate_target)
+                                     : offsetof(mcdc_reconcile_result, repaired));
     }
     if (rc && rc != MCDC_E_CANCELLED) mcdc_error_wrap(err, "reconcile of %s", r->cfg.silver);
     mcdc_batch_free(report);
@@ -1669,7 +2111,7 @@ const char *const *mcdc_reconcile_keys(const mcdc_reconcile *r, int32_t *n) {
 
 bool mcdc_reconcile_differs(const mcdc_reconcile_result *r) {
     if (r == NULL) return false;
-    if (r->mismatch > 0) return true;
+    if (r->mismatch > 0 || r->duplicate_target > 0) return true;
     for (int f = 0; f < MCDC_RECONCILE_FAILURE_COUNT; f++)
         if (f != MCDC_RECONCILE_IN_FLIGHT && r->failures[f] > 0) return true;
     return false;
@@ -1679,6 +2121,8 @@ void mcdc_reconcile_free(mcdc_reconcile *r) {
     if (r == NULL) return;
     close_run(r);
     diffs_clear(r);
+    twice_clear(r);
+    mcdc_free(r->rounds);
     mcdc_free(r->out_diffs);
     for (int i = 0; i < r->n_strings; i++) mcdc_free(r->strings[i]);
     mcdc_free(r->strings);
@@ -1691,28 +2135,31 @@ int mcdc_reconcile_result_json(char *out, size_t cap, const mcdc_reconcile_resul
                                mcdc_error *err) {
     if (out == NULL || r == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_reconcile_result_json: a NULL argument");
-    char lsn[32] = "null", fail[600] = "";
+    char lsn[32] = "null", fail[640] = "";
     if (r->has_silver_lsn) snprintf(lsn, sizeof lsn, "\"%.22s\"", r->silver_lsn);
     size_t n = 0;
-    for (int f = 0; f < MCDC_RECONCILE_FAILURE_COUNT; f++)
-        if (r->failures[f] > 0)
+    for (int f = 0; f < MCDC_RECONCILE_FAILURE_TYPES; f++) {
+        int64_t c = f < MCDC_RECONCILE_FAILURE_COUNT ? r->failures[f] : r->duplicate_target;
+        if (c > 0)
             n += (size_t)snprintf(fail + n, sizeof fail - n, "%s\"%s\":%lld", n ? "," : "", FAILURES[f],
-                                  (long long)r->failures[f]);
+                                  (long long)c);
+    }
     int w = snprintf(out, cap,
                      "{\"run_id\":\"%s\",\"silver_version\":%lld,\"silver_lsn\":%s,\"source_lsn\":"
                      "\"%.22s\",\"buckets\":%lld,\"match\":%lld,\"in_flight\":%lld,\"mismatch\":%lld,"
                      "\"hashed\":%lld,\"failures\":{%s},\"source_rows\":%lld,\"silver_rows\":%lld,"
                      "\"source_rows_hashed\":%lld,\"silver_rows_hashed\":%lld,\"report_rows\":%lld,"
-                     "\"differs\":%s}",
+                     "\"differs\":%s,\"verified\":%s,\"rechecks\":%lld}",
                      r->run_id, (long long)r->silver_version, lsn, r->source_lsn, (long long)r->buckets,
                      (long long)r->match, (long long)r->in_flight, (long long)r->mismatch,
                      (long long)r->hashed, fail, (long long)r->source_rows, (long long)r->silver_rows,
                      (long long)r->source_rows_hashed, (long long)r->silver_rows_hashed,
-                     (long long)r->report_rows, mcdc_reconcile_differs(r) ? "true" : "false");
+                     (long long)r->report_rows, mcdc_reconcile_differs(r) ? "true" : "false",
+                     r->verified ? "true" : "false", (long long)r->rechecks);
     if (w < 0 || (size_t)w >= cap)
         return mcdc_error_set(err, MCDC_E_LIMIT, "%zu bytes are too few for the ReconcileResult", cap);
     if (r->repaired) {
-        /* ..."differs":x} -> ..."differs":x,"repair":{...}} */
+        /* ...,"rechecks":n} -> ...,"rechecks":n,"repair":{...}} */
         char rj[MCDC_REPAIR_RESULT_JSON_SIZE];
         int rc = mcdc_repair_result_json(rj, sizeof rj, &r->repair, err);
         if (rc) return rc;

@@ -44,6 +44,14 @@
 #define REC_SAMPLE_DEFAULT 0.01
 /* Ranges a sample of another key is cut into, at most. */
 #define REC_RANGES_MAX MCDC_PARTITIONS_MAX
+/* Keys the source held twice that a run keeps to decide on (whether they
+ * changed in flight): enough to name one that did not. */
+#define REC_TWICE_MAX 16
+/* settle_seconds: at most a day; the pause between re-checks grows from the
+ * first to the last (a re-check reads its buckets' rows again). */
+#define REC_SETTLE_SECONDS_MAX 86400
+#define REC_SETTLE_PAUSE_FIRST_MS 250
+#define REC_SETTLE_PAUSE_MAX_MS 2000
 
 /* Makes room for `need` elements of `elem` bytes in the array *pp holds
  * *cap of (doubling, from 16). */
@@ -89,20 +97,27 @@ typedef struct rec_bucket {
     int64_t fine_lo, fine_hi;
     bool has_lo, has_hi;
     int64_t lo, hi;
+    /* The report's bounds, as the reference writes them: every bucket's are
+     * its grid bounds fine_lo * width and fine_hi * width, the first's lo
+     * and the last's hi too (false: past int64, open). */
+    bool rep_has_lo, rep_has_hi;
+    int64_t rep_lo, rep_hi;
     int64_t src_rows, sil_rows;
     rec_i128 src_sum, sil_sum;
     bool moved;       /* a key changed in flight falls in it */
     int status;       /* REC_MATCH, ... */
     bool hashed;
+    int32_t round;    /* the check its counts and status are of (0: the first) */
 } rec_bucket;
 enum { REC_MATCH = 0, REC_IN_FLIGHT = 1, REC_MISMATCH = 2 };
 /* "MATCH", "IN_FLIGHT", "MISMATCH". */
 const char *rec_status_name(int status);
 /* Both sides' fine buckets (each sorted by id, ids unique) merged in id
  * order into buckets of at least bucket_rows rows of the larger side (the
- * last may hold fewer); ordinal bounds id * width. The first bucket is open
- * below and the last open above, so that every key of either side falls in
- * one. *out owned (mcdc_free); none when both sides are empty. */
+ * last may hold fewer); ordinal bounds id * width. The first bucket is read
+ * open below and the last open above, so that every key of either side
+ * falls in one (rep_*: the bounds the report names). *out owned
+ * (mcdc_free); none when both sides are empty. */
 int rec_merge_buckets(rec_bucket **out, int64_t *n_out, const rec_fine *src, int64_t n_src,
                       const rec_fine *sil, int64_t n_sil, int64_t width, int64_t bucket_rows,
                       mcdc_error *err);
@@ -128,9 +143,9 @@ typedef struct rec_entry {
 } rec_entry;
 /* Orders e[0..n) by ordinal, then place in the read (NULL keys last, in read
  * order; no sort when they come in order, as a range's read does), marks
- * every row of a key after its first seen, and returns how many have an
- * ordinal (they come first). */
-int64_t rec_entries_order(rec_entry *e, int64_t n);
+ * every row of a key after its first seen (*repeats: how many), and
+ * returns how many have an ordinal (they come first). */
+int64_t rec_entries_order(rec_entry *e, int64_t n, int64_t *repeats);
 /* The first of ordered entries e[0..n_ord) with ordinal v, or -1; *finger
  * (start 0) is where the lookup before ended: lookups in ascending order (a
  * merge of two key-ordered sides) take a step or a few, others bisect. */
@@ -226,13 +241,28 @@ void rec_pending_clear(rec_pending *p);
  * freed. The keys that differ are the result's diffs. */
 const char *const *mcdc_reconcile_keys(const mcdc_reconcile *r, int32_t *n);
 
+/* A run's report commit: txn(REC_APP_PREFIX <run_id>, REC_TXN_REPORT), or
+ * REC_TXN_REPAIRS when the run goes on to repair keys (--repair): the mark
+ * a later run finds a repair by that a kill kept from committing. */
+#define REC_APP_PREFIX "mssql-cdc.reconcile."
+#define REC_TXN_REPORT 1
+#define REC_TXN_REPAIRS 2
+
 /* reconcile --repair (mcdc_reconcile_repair.c): the keys diffs[0..n)
- * repaired under run_id after the run's report; with a report table, a
- * previous run killed inside its repair is completed instead (and nothing
- * new appended). *repaired: res holds a repair's result. */
+ * repaired under run_id after the run's report. *repaired: res holds the
+ * repair's result (false, res untouched, when n is 0). */
 int rec_repair_diffs(const mcdc_ctx *ctx, const mcdc_opts *opts, const mcdc_reconcile_cfg *cfg,
                      const char *run_id, const mcdc_reconcile_diff *diffs, int64_t n,
                      bool *repaired, mcdc_repair_result *res, mcdc_error *err);
+/* Before a --repair run reads anything (needs the report and facts
+ * tables): the repairs of earlier runs of the report that did not finish
+ * (a run killed after its report commit, before its repair's bronze
+ * commit or its facts row) completed under their run ids, with the keys
+ * their reports name, so that they are pending apply when the run compares.
+ * *completed: res holds the last one's result. */
+int rec_repair_unfinished(const mcdc_ctx *ctx, const mcdc_opts *opts,
+                          const mcdc_reconcile_cfg *cfg, const char *run_id, bool *completed,
+                          mcdc_repair_result *res, mcdc_error *err);
 
 /* ---- chunk checks ------------------------------------------------------------------ */
 /* A 'snapshot_chunk' facts row of the snapshot checked, its bounds whole. */

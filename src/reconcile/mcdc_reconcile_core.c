@@ -330,6 +330,8 @@ int rec_merge_buckets(rec_bucket **out, int64_t *n_out, const rec_fine *src, int
     for (int64_t k = 0; k < n; k++) {
         v[k].has_lo = k > 0 && bound_of(v[k].fine_lo, width, &v[k].lo);
         v[k].has_hi = k < n - 1 && bound_of(v[k].fine_hi, width, &v[k].hi);
+        v[k].rep_has_lo = bound_of(v[k].fine_lo, width, &v[k].rep_lo);
+        v[k].rep_has_hi = bound_of(v[k].fine_hi, width, &v[k].rep_hi);
     }
     *out = v;
     *n_out = n;
@@ -370,15 +372,19 @@ static int by_ord(const rec_entry *a, const rec_entry *b) {
 
 static int by_ord_q(const void *x, const void *y) { return by_ord(x, y); }
 
-int64_t rec_entries_order(rec_entry *e, int64_t n) {
+int64_t rec_entries_order(rec_entry *e, int64_t n, int64_t *repeats) {
     /* the snapshot reader reads a range in key order: mostly sorted already */
     bool sorted = true;
     for (int64_t i = 1; i < n && sorted; i++) sorted = by_ord(&e[i - 1], &e[i]) <= 0;
     if (!sorted) qsort(e, (size_t)n, sizeof *e, by_ord_q);
-    int64_t k = 0;
+    int64_t k = 0, twice = 0;
     while (k < n && !e[k].null_key) k++;
     for (int64_t i = 1; i < k; i++)
-        if (e[i].ord == e[i - 1].ord) e[i].seen = true; /* a key twice: its first row */
+        if (e[i].ord == e[i - 1].ord) { /* a key twice: its first row stands for it */
+            e[i].seen = true;
+            twice++;
+        }
+    *repeats = twice;
     return k;
 }
 

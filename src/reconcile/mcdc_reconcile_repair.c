@@ -3,14 +3,16 @@
  * the keys that differ and are not in flight repaired under the run's id
  * (mcdc_repair_keys), so that the next apply fixes silver.
  *
- * A run killed inside its repair (between the bronze commit and the facts
- * row) leaves rows in bronze that apply does not take until the facts row
- * is written. Its rerun is a new reconcile run with a new id that sees the
- * same differences (apply has not run): repairing them again would append
- * them twice. So, with a report table, the rerun first looks at the runs
- * the report holds: each whose repair bronze holds and the facts table
- * does not is completed (its facts row only), and nothing new is appended;
- * apply then takes it.
+ * A run killed after its report and before its repair recorded it (its
+ * bronze commit, or the facts row after that) leaves report rows no repair
+ * answers, or rows in bronze that apply does not take until their facts
+ * row is written. So a --repair run with a report table first looks at the
+ * runs the report holds: each that marked its report as one that repairs
+ * (txn version REC_TXN_REPAIRS) and whose repair bronze lacks, or whose
+ * repair bronze holds and the facts table does not, has its repair
+ * completed under its own run id, with the keys its report names. Those
+ * keys are then pending apply: the run that goes on finds them IN_FLIGHT
+ * and repairs them no second time.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,30 +102,76 @@ static int report_runs(const mcdc_ctx *ctx, const mcdc_reconcile_cfg *cfg, runs_
     return rc;
 }
 
-/* Keeps in a only the runs whose repair is in bronze and not in the facts
- * table (killed between the two). */
-static int keep_unrecorded(const mcdc_ctx *ctx, const mcdc_reconcile_cfg *cfg, runs_acc *a,
+/* Keeps in a only the runs whose repair did not finish: its report marks
+ * it a repairing run (txn version REC_TXN_REPAIRS) and bronze lacks the
+ * repair's commit (killed after the report), or bronze holds the commit
+ * and the facts table lacks its row (killed between the two; any run, as
+ * reports written before the mark have none). */
+static int keep_unfinished(const mcdc_ctx *ctx, const mcdc_reconcile_cfg *cfg, runs_acc *a,
                            mcdc_error *err) {
-    mcdc_table *bronze = NULL, *facts = NULL;
+    mcdc_table *bronze = NULL, *facts = NULL, *report = NULL;
     silver_repairs rp = {0};
     int64_t v;
-    int rc = mcdc_table_open_env(&bronze, ctx->storage_env, cfg->bronze, cfg->warehouse, err);
-    if (rc == MCDC_OK) rc = mcdc_table_open_env(&facts, ctx->storage_env, cfg->facts_table, cfg->warehouse, err);
+    const mcdc_storage_env *env = ctx->storage_env;
+    int rc = mcdc_table_open_env(&bronze, env, cfg->bronze, cfg->warehouse, err);
+    if (rc == MCDC_OK) rc = mcdc_table_open_env(&facts, env, cfg->facts_table, cfg->warehouse, err);
+    if (rc == MCDC_OK) rc = mcdc_table_open_env(&report, env, cfg->report_table, cfg->warehouse, err);
     if (rc == MCDC_OK) rc = silver_repairs_load(&rp, facts, cfg->bronze, -1, &v, err);
     size_t k = 0;
     for (size_t j = 0; j < a->n; j++) {
         char app[sizeof MCDC_REPAIR_APP_PREFIX + MCDC_REPAIR_RUN_ID_MAX + 1];
+        char mark[sizeof REC_APP_PREFIX + MCDC_REPAIR_RUN_ID_MAX + 1];
         snprintf(app, sizeof app, "%s%s", MCDC_REPAIR_APP_PREFIX, a->v[j]);
-        int64_t have = -1;
-        if (rc == MCDC_OK && mcdc_repair_run_id_check(a->v[j], NULL) == MCDC_OK)
+        snprintf(mark, sizeof mark, "%s%s", REC_APP_PREFIX, a->v[j]);
+        int64_t have = -1, marked = -1;
+        bool keep = false;
+        if (rc == MCDC_OK && mcdc_repair_run_id_check(a->v[j], NULL) == MCDC_OK) {
             rc = mcdc_table_txn_version(bronze, app, &have, err);
-        if (rc == MCDC_OK && have >= 0 && !silver_repairs_has(&rp, a->v[j])) a->v[k++] = a->v[j];
+            if (rc == MCDC_OK && have < 0) rc = mcdc_table_txn_version(report, mark, &marked, err);
+            keep = rc == MCDC_OK && (have >= 0 ? !silver_repairs_has(&rp, a->v[j])
+                                               : marked == REC_TXN_REPAIRS);
+        }
+        if (keep) a->v[k++] = a->v[j];
         else mcdc_free(a->v[j]);
     }
     a->n = k;
     silver_repairs_free(&rp);
+    mcdc_table_close(report);
     mcdc_table_close(facts);
     mcdc_table_close(bronze);
+    return rc;
+}
+
+int rec_repair_unfinished(const mcdc_ctx *ctx, const mcdc_opts *opts,
+                          const mcdc_reconcile_cfg *cfg, const char *run_id, bool *completed,
+                          mcdc_repair_result *res, mcdc_error *err) {
+    MCDC_ASSERT(ctx && cfg && run_id && completed && res);
+    MCDC_ASSERT(cfg->facts_table != NULL && cfg->report_table != NULL);
+    *completed = false;
+    runs_acc runs = {.self = run_id};
+    int rc = report_runs(ctx, cfg, &runs, err);
+    if (rc == MCDC_OK && runs.n > 0) rc = keep_unfinished(ctx, cfg, &runs, err);
+    for (size_t j = 0; rc == MCDC_OK && j < runs.n; j++) {
+        /* its keys are the ones its report names; a repair of its id in
+         * bronze already (killed before the facts row) is only recorded */
+        mcdc_log(MCDC_LOG_WARN,
+                 "run %s was stopped before its repair was recorded: completing that repair "
+                 "first (its keys, as its report names them), then this run goes on",
+                 runs.v[j]);
+        char **keys = NULL;
+        size_t n = 0;
+        rc = mcdc_repair_report_keys(ctx, cfg->report_table, cfg->warehouse, runs.v[j], &keys, &n,
+                                     err);
+        if (rc == MCDC_OK)
+            rc = mcdc_repair_keys(ctx, opts, cfg->bronze, cfg->facts_table, cfg->warehouse,
+                                  runs.v[j], (const char *const *)keys, n, res, err);
+        mcdc_repair_keys_free(keys, n);
+        if (rc && rc != MCDC_E_CANCELLED)
+            mcdc_error_wrap(err, "completing the repair of run %s (stopped after its report)",
+                            runs.v[j]);
+        *completed = rc == MCDC_OK;
+    }
+    runs_free(&runs);
     return rc;
 }
 
@@ -132,35 +180,14 @@ int rec_repair_diffs(const mcdc_ctx *ctx, const mcdc_opts *opts, const mcdc_reco
                      bool *repaired, mcdc_repair_result *res, mcdc_error *err) {
     MCDC_ASSERT(ctx && cfg && run_id && repaired && res && (n == 0 || diffs));
     MCDC_ASSERT(cfg->facts_table != NULL); /* create refuses repair without one */
-    memset(res, 0, sizeof *res);
     *repaired = false;
-    res->bronze_version = -1;
-    snprintf(res->run_id, sizeof res->run_id, "%s", run_id);
-    int rc = MCDC_OK;
-    if (cfg->report_table) {
-        runs_acc runs = {.self = run_id};
-        rc = report_runs(ctx, cfg, &runs, err);
-        if (rc == MCDC_OK) rc = keep_unrecorded(ctx, cfg, &runs, err);
-        for (size_t j = 0; rc == MCDC_OK && j < runs.n; j++) {
-            /* an earlier run was killed inside its repair: finish that one
-             * (its keys are the ones it read; nothing is appended now) */
-            mcdc_log(MCDC_LOG_WARN,
-                     "run %s was stopped inside its repair: completing it (its facts row) instead "
-                     "of repairing again; run apply, then reconcile again", runs.v[j]);
-            rc = mcdc_repair_keys(ctx, opts, cfg->bronze, cfg->facts_table, cfg->warehouse,
-                                  runs.v[j], NULL, 0, res, err);
-            *repaired = rc == MCDC_OK;
-        }
-        bool completed = runs.n > 0;
-        runs_free(&runs);
-        if (rc || completed) return rc;
-    }
     if (n == 0) return MCDC_OK; /* nothing differs, or all of it in flight: nothing repaired */
+    memset(res, 0, sizeof *res);
     const char **keys = mcdc_calloc((size_t)n, sizeof *keys);
     if (keys == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     for (int64_t i = 0; i < n; i++) keys[i] = diffs[i].key_json;
-    rc = mcdc_repair_keys(ctx, opts, cfg->bronze, cfg->facts_table, cfg->warehouse, run_id, keys,
-                          (size_t)n, res, err);
+    int rc = mcdc_repair_keys(ctx, opts, cfg->bronze, cfg->facts_table, cfg->warehouse, run_id,
+                              keys, (size_t)n, res, err);
     mcdc_free(keys);
     *repaired = rc == MCDC_OK;
     return rc;

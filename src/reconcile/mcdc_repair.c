@@ -151,12 +151,50 @@ static int col_of(const mcdc_schema *s, const char *name, int32_t *out, mcdc_err
     return mcdc_error_set(err, MCDC_E_PROTOCOL, "the reader's schema has no %s", name);
 }
 
+int mcdc_repair_source_open(mcdc_changes **out, const mcdc_opts *opts, mcdc_table *bronze,
+                            const char *bronze_name, const char *job, silver_instances *names,
+                            mcdc_error *err) {
+    MCDC_ASSERT(out && opts && bronze && bronze_name && job && names);
+    *out = NULL;
+    /* the configured instance, else (gone) its table through bronze's names */
+    int rc = silver_bronze_instances(names, bronze, bronze_name, err);
+    if (rc == MCDC_OK) rc = silver_source_open(out, opts, names, false, err);
+    if (rc) return rc;
+    /* Apply's test of a bronze row's instance (mcdc_changes_is_table_instance),
+     * on the names bronze's rows hold: one of them is enough (an older
+     * instance dropped after a switch is listed no more), none is another
+     * table. A name the table's default one is its own, as the source's
+     * resolution of a gone instance takes it. */
+    bool ours = names->n == 0;
+    for (int32_t i = 0; rc == MCDC_OK && !ours && i < names->n; i++) {
+        rc = mcdc_changes_is_table_instance(*out, names->names[i], false, &ours, err);
+        if (rc == MCDC_OK && !ours) ours = mcdc_changes_is_table_name(*out, names->names[i]);
+    }
+    if (rc == MCDC_OK && !ours)
+        rc = mcdc_error_set(err, MCDC_E_MISMATCH,
+                            "bronze %s holds the rows of capture instance '%s'%s, which is "
+                            "not '%s' (of table %s.%s) nor another capture instance of that table: "
+                            "bronze, and the silver applied from it, were built from another table "
+                            "than the source options name. Nothing was read or written. Give the "
+                            "options of the stream that wrote bronze (captureInstance '%s'), or "
+                            "%s the tables built from '%s'",
+                            bronze_name, names->names[0],
+                            names->n > 1 ? " (the newest it names)" : "",
+                            mcdc_changes_capture_instance(*out), mcdc_changes_source_schema(*out),
+                            mcdc_changes_source_table(*out), names->names[0], job,
+                            mcdc_changes_capture_instance(*out));
+    if (rc) {
+        mcdc_changes_close(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 /* The source's side: connection, output schema, key columns. */
 static int open_source(repair_run *r, const mcdc_opts *opts, mcdc_error *err) {
-    /* the configured instance, else (gone) its table through bronze's names */
     silver_instances names;
-    int rc = silver_bronze_instances(&names, r->bronze, r->bronze_name, err);
-    if (rc == MCDC_OK) rc = silver_source_open(&r->changes, opts, &names, false, err);
+    int rc = mcdc_repair_source_open(&r->changes, opts, r->bronze, r->bronze_name, "repair", &names,
+                                     err);
     silver_instances_free(&names);
     if (rc) return rc;
     r->out = mcdc_changes_schema(r->changes);
@@ -479,11 +517,79 @@ int mcdc_repair_keys(const mcdc_ctx *ctx, const mcdc_opts *opts, const char *bro
 
 /* ---- the report's keys --------------------------------------------------------------- */
 
+/* A run of the report other than the one asked for, and when it ran. */
+typedef struct {
+    char *run_id;
+    int64_t run_at_us;
+} report_run;
+
 typedef struct {
     const char *run_id;
     char **keys;
     size_t n, cap;
+    bool found;               /* a row of run_id */
+    report_run *others;       /* the other runs (for the message when none is) */
+    size_t n_others, cap_others;
 } report_acc;
+
+/* Notes run `s` (n bytes) run at `at`: each run once, its latest run_at. */
+static int other_run(report_acc *a, const char *s, size_t n, int64_t at, mcdc_error *err) {
+    /* a run's rows are written together: most repeats are the last one */
+    for (size_t i = a->n_others; i-- > 0;)
+        if (strlen(a->others[i].run_id) == n && memcmp(a->others[i].run_id, s, n) == 0) {
+            if (at > a->others[i].run_at_us) a->others[i].run_at_us = at;
+            return MCDC_OK;
+        }
+    if (a->n_others == a->cap_others) {
+        size_t cap = a->cap_others ? a->cap_others * 2 : 16;
+        report_run *v = mcdc_realloc(a->others, cap * sizeof *v);
+        if (v == NULL) return nomem(err);
+        a->others = v;
+        a->cap_others = cap;
+    }
+    char *id = mcdc_strndup(s, n);
+    if (id == NULL) return nomem(err);
+    a->others[a->n_others++] = (report_run){id, at};
+    return MCDC_OK;
+}
+
+static int by_run_at_desc(const void *x, const void *y) {
+    const report_run *a = x, *b = y;
+    return (a->run_at_us < b->run_at_us) - (a->run_at_us > b->run_at_us);
+}
+
+/* run_id is none of the report's runs: MCDC_E_INVALID naming the newest
+ * few it holds. */
+static int no_such_run(report_acc *a, const char *report_table, mcdc_error *err) {
+    enum { SHOWN = 5 };
+    if (a->n_others > 1) qsort(a->others, a->n_others, sizeof *a->others, by_run_at_desc);
+    char list[SHOWN * (MCDC_REPAIR_RUN_ID_MAX + 40)] = "";
+    size_t len = 0;
+    for (size_t i = 0; i < a->n_others && i < SHOWN && len < sizeof list; i++) {
+        char at[32] = "?";
+        if (a->others[i].run_at_us != INT64_MIN) mcdc_format_ts_us(a->others[i].run_at_us, 0, at);
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s%s (run at %s)", i ? ", " : "",
+                                a->others[i].run_id, at);
+    }
+    if (a->n_others == 0)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "run %s is not in report table %s, which holds no run: give the "
+                              "run_id a reconcile with --report-table %s printed. Nothing was "
+                              "read or written",
+                              a->run_id, report_table, report_table);
+    return mcdc_error_set(err, MCDC_E_INVALID,
+                          "run %s is not in report table %s, which holds %zu run%s (%s%s): give "
+                          "one of them, the run_id reconcile printed. Nothing was read or written",
+                          a->run_id, report_table, a->n_others, a->n_others == 1 ? "" : "s",
+                          a->n_others > SHOWN ? "the newest: " : "", list);
+}
+
+static void report_acc_free(report_acc *a) {
+    for (size_t i = 0; i < a->n_others; i++) mcdc_free(a->others[i].run_id);
+    mcdc_free(a->others);
+    a->others = NULL;
+    a->n_others = a->cap_others = 0;
+}
 
 static bool cell_eq(const mcdc_column *c, int64_t r, const char *s) {
     if (!mcdc_col_is_valid(c, r)) return false;
@@ -496,10 +602,21 @@ static int report_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
     int rc = MCDC_OK;
     const mcdc_column *run = &b->columns[0], *ft = &b->columns[1], *key = &b->columns[2],
                       *st = &b->columns[3];
+    const mcdc_column *at = b->schema->n_fields > 4 ? &b->columns[4] : NULL;
     for (int64_t r = 0; r < b->rows && rc == MCDC_OK; r++) {
-        if (!cell_eq(run, r, a->run_id) || !mcdc_col_is_valid(key, r) || cell_eq(st, r, "IN_FLIGHT")) continue;
+        if (!cell_eq(run, r, a->run_id)) {
+            if (!a->found && mcdc_col_is_valid(run, r)) {
+                int64_t us = INT64_MIN;
+                if (at && mcdc_col_is_valid(at, r)) memcpy(&us, at->values + r * 8, 8);
+                rc = other_run(a, (const char *)run->data + run->offsets[r],
+                               (size_t)(run->offsets[r + 1] - run->offsets[r]), us, err);
+            }
+            continue;
+        }
+        a->found = true;
+        if (!mcdc_col_is_valid(key, r) || cell_eq(st, r, "IN_FLIGHT")) continue;
         if (!cell_eq(ft, r, "MISSING_TARGET") && !cell_eq(ft, r, "MISSING_SOURCE") &&
-            !cell_eq(ft, r, "RECORD_DIFF"))
+            !cell_eq(ft, r, "RECORD_DIFF") && !cell_eq(ft, r, "DUPLICATE_TARGET"))
             continue;
         if (a->n == a->cap) {
             size_t cap = a->cap ? a->cap * 2 : 64;
@@ -532,7 +649,7 @@ int mcdc_repair_report_keys(const mcdc_ctx *ctx, const char *report_table, const
     if (rc == MCDC_OK) rc = mcdc_table_schema(t, &s, err);
     if (rc == MCDC_OK && s == NULL)
         rc = mcdc_error_set(err, MCDC_E_NOTFOUND, "report table %s does not exist", report_table);
-    static const char *const cols[4] = {"run_id", "failure_type", "key", "status"};
+    static const char *const cols[5] = {"run_id", "failure_type", "key", "status", "run_at"};
     for (int i = 0; rc == MCDC_OK && i < 4; i++) {
         int32_t j = mcdc_schema_find(s, cols[i]);
         if (j < 0 || s->fields[j].type != MCDC_TYPE_UTF8)
@@ -540,20 +657,31 @@ int mcdc_repair_report_keys(const mcdc_ctx *ctx, const char *report_table, const
                                 "%s has no STRING column %s: is it a reconcile report table?",
                                 report_table, cols[i]);
     }
+    /* run_at orders the runs a message names (the newest first); optional */
+    int32_t at = rc == MCDC_OK ? mcdc_schema_find(s, "run_at") : -1;
+    bool has_at = at >= 0 && (s->fields[at].type == MCDC_TYPE_TIMESTAMP_NTZ ||
+                              s->fields[at].type == MCDC_TYPE_TIMESTAMP_UTC);
     mcdc_schema_unref(s);
     report_acc a = {.run_id = run_id};
     if (rc == MCDC_OK) {
         mcdc_table_scan sc = MCDC_TABLE_SCAN_INIT;
         sc.columns = cols;
-        sc.n_columns = 4;
+        sc.n_columns = has_at ? 5 : 4;
         int64_t v;
         rc = mcdc_table_scan_run(t, &sc, report_rows, &a, &v, NULL, err);
     }
     mcdc_table_close(t);
     if (rc) {
         mcdc_repair_keys_free(a.keys, a.n);
+        report_acc_free(&a);
         return mcdc_error_wrap(err, "reading the keys of run %s in %s", run_id, report_table), rc;
     }
+    if (!a.found) {
+        rc = no_such_run(&a, report_table, err);
+        report_acc_free(&a);
+        return rc;
+    }
+    report_acc_free(&a);
     *keys = a.keys;
     *n = a.n;
     return MCDC_OK;

@@ -161,11 +161,20 @@ def killed(job, point, *extra):
 def test_kill_inside_reconcile_and_inside_its_repair_then_rerun(sim, workdir):
     job = built(sim, workdir, 33)
     faults = plant_faults(job)
-    # killed after its report, before the repair: the rerun repairs, once
+    # killed after its report commit, before its repair's bronze commit: the
+    # rerun finds that run's report rows with no repair, completes that
+    # repair first (under the killed run's id), then goes on: the keys are
+    # pending apply, IN_FLIGHT, and nothing is repaired twice
     killed(job, "after_report")
     assert repair_rows(job) == []
-    r = reconcile(job, "--bucket-rows", "60", "--sample", "1", "--repair", want=EXIT_DIFFERS)
-    assert r["repair"]["keys"] == len(faults) and not r["repair"]["already"], r
+    (dead,) = {x["run_id"] for x in report_rows(job)}
+    r = reconcile(job, "--bucket-rows", "60", "--sample", "1", "--repair")
+    assert r["repair"]["run_id"] == dead != r["run_id"] and not r["repair"]["already"], r
+    assert r["repair"]["keys"] == len(faults) and set(r["failures"]) == {"IN_FLIGHT"}, r
+    assert [json.loads(x["detail"])["run_id"] for x in repair_facts(job)] == [dead]
+    assert len(repair_rows(job)) == len(faults)
+    again = reconcile(job, "--bucket-rows", "60", "--sample", "1", "--repair")
+    assert "repair" not in again and len(repair_facts(job)) == 1, again
     apply(job)
     assert_silver_equals_source(job)
     first = sorted((x["id"], x["_start_lsn"]) for x in repair_rows(job))
@@ -175,9 +184,11 @@ def test_kill_inside_reconcile_and_inside_its_repair_then_rerun(sim, workdir):
     rows = repair_rows(job)
     assert len(rows) == len(first) + len(faults) and len(repair_facts(job)) == 1
     reconcile(job, "--bucket-rows", "60", "--sample", "1", want=EXIT_DIFFERS)  # a run in between
-    # the rerun completes the killed run's repair (its facts row) and appends nothing
-    again = reconcile(job, "--bucket-rows", "60", "--sample", "1", "--repair", want=EXIT_DIFFERS)
+    # the rerun completes the killed run's repair (its facts row) first and
+    # appends nothing: its keys are pending apply then
+    again = reconcile(job, "--bucket-rows", "60", "--sample", "1", "--repair")
     assert again["repair"]["already"] and again["repair"]["run_id"] != again["run_id"], again
+    assert set(again["failures"]) == {"IN_FLIGHT"}, again
     assert len(repair_rows(job)) == len(rows) and len(repair_facts(job)) == 2
     apply(job)
     assert_silver_equals_source(job)

@@ -43,6 +43,10 @@ TEST(reconcile_buckets_merge_fine_counts_by_the_larger_side) {
         CHECK(!b[0].has_lo && b[0].has_hi && b[0].hi == 20);
         CHECK(b[1].has_lo && b[1].lo == 20 && b[1].has_hi && b[1].hi == 40);
         CHECK(b[2].has_lo && b[2].lo == 40 && !b[2].has_hi); /* the last is open above */
+        /* the report names the grid's ends, as the reference does */
+        CHECK(b[0].rep_has_lo && b[0].rep_lo == 0 && b[0].rep_has_hi && b[0].rep_hi == 20);
+        CHECK(b[1].rep_has_lo && b[1].rep_lo == 20 && b[1].rep_hi == 40);
+        CHECK(b[2].rep_has_lo && b[2].rep_lo == 40 && b[2].rep_has_hi && b[2].rep_hi == 100);
         CHECK_EQ_INT(b[0].src_rows, 8);
         CHECK_EQ_INT(b[1].src_rows, 8);
         CHECK_EQ_INT(b[1].sil_rows, 4);
@@ -83,6 +87,8 @@ TEST(reconcile_buckets_merge_fine_counts_by_the_larger_side) {
     CHECK_EQ_INT(n, 3);
     CHECK(n == 3 && !b[0].has_lo && b[0].has_hi && b[0].hi == (top - 2) * 4);
     CHECK(n == 3 && b[2].has_lo && b[2].lo == top * 4 && !b[2].has_hi);
+    /* the report's: low * 4 fits, (top + 1) * 4 is past int64 (open) */
+    CHECK(n == 3 && b[0].rep_has_lo && b[0].rep_lo == low * 4 && !b[2].rep_has_hi);
     mcdc_free(b);
 }
 
@@ -94,7 +100,8 @@ TEST(reconcile_failure_types_and_names) {
     CHECK_EQ_INT(rec_key_failure(false, true, true), MCDC_RECONCILE_IN_FLIGHT);
     CHECK_EQ_STR(mcdc_reconcile_failure_name(MCDC_RECONCILE_MISSING_TARGET), "MISSING_TARGET");
     CHECK_EQ_STR(mcdc_reconcile_failure_name(MCDC_RECONCILE_CHUNK_STAMP), "CHUNK_STAMP");
-    CHECK(mcdc_reconcile_failure_name(MCDC_RECONCILE_FAILURE_COUNT) == NULL);
+    CHECK_EQ_STR(mcdc_reconcile_failure_name(MCDC_RECONCILE_DUPLICATE_TARGET), "DUPLICATE_TARGET");
+    CHECK(mcdc_reconcile_failure_name(MCDC_RECONCILE_FAILURE_TYPES) == NULL);
     CHECK(mcdc_reconcile_failure_name(-1) == NULL);
     CHECK_EQ_STR(rec_status_name(REC_MATCH), "MATCH");
     CHECK_EQ_STR(rec_status_name(REC_IN_FLIGHT), "IN_FLIGHT");
@@ -108,6 +115,9 @@ TEST(reconcile_failure_types_and_names) {
     r.failures[MCDC_RECONCILE_CHUNK_ROWS] = 1;
     CHECK(mcdc_reconcile_differs(&r));
     r.failures[MCDC_RECONCILE_CHUNK_ROWS] = 0;
+    r.duplicate_target = 1; /* a key silver holds twice */
+    CHECK(mcdc_reconcile_differs(&r));
+    r.duplicate_target = 0;
     r.mismatch = 1;
     CHECK(mcdc_reconcile_differs(&r));
 }
@@ -355,6 +365,19 @@ TEST(reconcile_api_refuses_bad_configs_and_prints_the_result) {
     cfg.facts_table = "f";
     CHECK_EQ_INT(mcdc_reconcile_create(&r, o, &cfg, &e), MCDC_OK);
     mcdc_reconcile_free(r);
+    /* settle_seconds: 0 to a day; a version-2 cfg has none to read */
+    cfg.settle_seconds = -1;
+    CHECK_EQ_INT(mcdc_reconcile_create(&r, o, &cfg, &e), MCDC_E_INVALID);
+    cfg.settle_seconds = REC_SETTLE_SECONDS_MAX + 1;
+    CHECK_EQ_INT(mcdc_reconcile_create(&r, o, &cfg, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "settle_seconds") != NULL);
+    cfg.version = 2;
+    CHECK_EQ_INT(mcdc_reconcile_create(&r, o, &cfg, &e), MCDC_OK);
+    mcdc_reconcile_free(r);
+    cfg.version = MCDC_RECONCILE_CFG_VERSION;
+    cfg.settle_seconds = 30;
+    CHECK_EQ_INT(mcdc_reconcile_create(&r, o, &cfg, &e), MCDC_OK);
+    mcdc_reconcile_free(r);
     cfg.version = 0;
     CHECK_EQ_INT(mcdc_reconcile_create(&r, o, &cfg, &e), MCDC_E_INVALID);
     mcdc_opts_free(o);
@@ -377,8 +400,20 @@ TEST(reconcile_api_refuses_bad_configs_and_prints_the_result) {
                      "\"match\":2,\"in_flight\":0,\"mismatch\":1,\"hashed\":1,\"failures\":"
                      "{\"RECORD_DIFF\":2,\"IN_FLIGHT\":1},",
                   200) == 0);
-    CHECK(strstr(j, "\"differs\":true}") != NULL);
+    CHECK(strstr(j, "\"differs\":true,\"verified\":false,\"rechecks\":0}") != NULL);
     CHECK(strstr(j, "\"repair\"") == NULL);
+    /* a key silver holds twice: DUPLICATE_TARGET, after the seven failures[] counts; differs */
+    res.mismatch = 0;
+    res.failures[MCDC_RECONCILE_RECORD_DIFF] = 0;
+    res.duplicate_target = 1;
+    res.verified = true;
+    res.rechecks = 2;
+    CHECK_EQ_INT(mcdc_reconcile_result_json(j, sizeof j, &res, &e), MCDC_OK);
+    CHECK(strstr(j, "\"failures\":{\"IN_FLIGHT\":1,\"DUPLICATE_TARGET\":1}") != NULL);
+    CHECK(strstr(j, "\"differs\":true,\"verified\":true,\"rechecks\":2}") != NULL);
+    res.mismatch = 1;
+    res.failures[MCDC_RECONCILE_RECORD_DIFF] = 2;
+    res.duplicate_target = 0;
     CHECK_EQ_INT(mcdc_reconcile_result_json(j, 20, &res, &e), MCDC_E_LIMIT);
     /* with a repair: its result as the last member */
     res.repaired = true;
@@ -388,7 +423,7 @@ TEST(reconcile_api_refuses_bad_configs_and_prints_the_result) {
     res.repair.deletes = 1;
     res.repair.bronze_version = 7;
     CHECK_EQ_INT(mcdc_reconcile_result_json(j, sizeof j, &res, &e), MCDC_OK);
-    CHECK(strstr(j, "\"differs\":true,\"repair\":{\"run_id\":\"0b7c6c36-7c4c-4b5e-9d4e-1a2b3c4d5e6f\","
+    CHECK(strstr(j, "\"rechecks\":2,\"repair\":{\"run_id\":\"0b7c6c36-7c4c-4b5e-9d4e-1a2b3c4d5e6f\","
                     "\"lsn\":null,\"commit_ts\":null,\"keys\":3,\"images\":2,\"deletes\":1,"
                     "\"bronze_version\":7,\"already\":false}}") != NULL);
     size_t full = strlen(j);
@@ -526,7 +561,8 @@ TEST(reconcile_entries_order_and_merge_lookup) {
         e[i].ord = e[i].null_key ? i : (int64_t)((seed >> 33) % 3000) - 1000; /* duplicates */
         nulls += e[i].null_key;
     }
-    int64_t n_ord = rec_entries_order(e, N);
+    int64_t repeats = -1;
+    int64_t n_ord = rec_entries_order(e, N, &repeats);
     CHECK_EQ_INT(n_ord, N - nulls);
     int64_t marked = 0;
     for (int64_t i = 1; i < N; i++) {
@@ -539,7 +575,7 @@ TEST(reconcile_entries_order_and_merge_lookup) {
             if (i > n_ord) CHECK(e[i - 1].seq < e[i].seq);
         }
     }
-    CHECK(marked > 0 && !e[0].seen);
+    CHECK(marked > 0 && !e[0].seen && repeats == marked);
     /* lookups: ascending (a merge), then random, against a linear search */
     int64_t finger = 0, steps = 0;
     for (int pass = 0; pass < 2; pass++) {
@@ -557,7 +593,8 @@ TEST(reconcile_entries_order_and_merge_lookup) {
     /* already in order: left as it is */
     rec_entry in[4] = {{.ord = 1, .seq = 0}, {.ord = 1, .seq = 1}, {.ord = 7, .seq = 2},
                        {.ord = 0, .seq = 3, .null_key = true}};
-    CHECK_EQ_INT(rec_entries_order(in, 4), 3);
+    CHECK_EQ_INT(rec_entries_order(in, 4, &repeats), 3);
+    CHECK_EQ_INT(repeats, 1); /* key 1 twice */
     CHECK(in[0].seq == 0 && in[1].seq == 1 && in[2].seq == 2 && in[3].seq == 3);
     CHECK(!in[0].seen && in[1].seen && !in[2].seen);
     finger = 0;
