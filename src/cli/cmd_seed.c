@@ -61,6 +61,10 @@ int cmd_seed(int argc, char **argv) {
             cfg.allow_missing_columns = true;
         } else if (strcmp(a, "--reseed") == 0) {
             cfg.reseed = true;
+        } else if (strcmp(a, "--allow-empty") == 0) {
+            cfg.allow_empty = true;
+        } else if (strcmp(a, "--verbose") == 0) {
+            cfg.log_level = MCDC_LOG_INFO;
         } else if (cli_source_option(opts, argc, argv, &i, &rc)) {
             if (rc) goto out;
         } else {
