@@ -345,14 +345,18 @@ static int check_as_of(mcdc_lsn *lsn, seed_job *j, mcdc_changes *c, const char *
                               "newer than the changes captured so far",
                               as_of, m);
     }
+    /* min_lsn is 0x00... until capture has processed the enable: wait for
+     * it, or an as-of before the instance began would pass unchecked. */
+    if (rc == MCDC_OK) rc = mcdc_changes_wait_started(c, err);
     if (rc == MCDC_OK) rc = mcdc_changes_min_lsn(c, &min, err);
     if (rc == MCDC_OK) rc = mcdc_lsn_increment(&next, lsn, err);
     if (rc == MCDC_OK && !mcdc_lsn_is_zero(&min) && mcdc_lsn_cmp(&next, &min) < 0) {
         char m[MCDC_LSN_TEXT_LEN + 1];
         mcdc_lsn_format(&min, m);
         return mcdc_error_set(err, MCDC_E_DATALOSS,
-                              "--as-of %s: CDC cleanup moved min_lsn to %s, past the copy's "
-                              "time, so the changes since the copy are gone: seed from a newer "
+                              "--as-of %s: min_lsn is %s, past the copy's time, so CDC does not "
+                              "hold the changes since the copy (cleanup purged them, or CDC was "
+                              "enabled on the table after the copy was read): seed from a newer "
                               "copy, or take a snapshot",
                               as_of, m);
     }
