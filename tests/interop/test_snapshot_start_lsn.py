@@ -182,3 +182,31 @@ def test_a_seed_waits_for_the_start_lsn_and_refuses_a_copy_older_than_the_instan
     changes(held, 100)
     p = run_cli(*seed, "--as-of", lsn_of(held, "sys.fn_cdc_get_max_lsn()"))
     assert json.loads(p.stdout)["lsn"] > old
+
+
+def test_retention_metrics_are_null_while_min_lsn_is_no_commit_as_the_reference_writes(held,
+                                                                                      workdir):
+    """A new instance's min_lsn is its start LSN, which cdc.lsn_time_mapping
+    does not hold (the enable is no transaction with change rows):
+    sys.fn_cdc_map_lsn_to_time gives NULL there, and the reference writes
+    NULL retention_watermark_ts and retention_headroom_hours. Once cleanup
+    moves min_lsn to a mapping entry (it only takes those), both are set."""
+    enable_late(held)
+    capture(held)
+    changes(held, 100)
+    run_cli(*stream_args(held, workdir))
+    facts = os.path.join(workdir, "facts")
+    batches = [r for r in DeltaTable(facts).to_pyarrow_table().to_pylist() if r["event"] is None]
+    assert batches and all(r["retention_watermark_ts"] is None and
+                           r["retention_headroom_hours"] is None for r in batches), batches
+    low = lsn_of(held, "sys.fn_cdc_get_max_lsn()")
+    held.run(f"""EXEC sys.sp_cdc_cleanup_change_table @capture_instance = N'dbo_orders',
+             @low_water_mark = {low}, @threshold = 5000;""", database="shop")
+    assert lsn_of(held, "sys.fn_cdc_get_min_lsn('dbo_orders')") == low
+    changes(held, 200)
+    run_cli(*stream_args(held, workdir))
+    last = max((r for r in DeltaTable(facts).to_pyarrow_table().to_pylist()
+                if r["event"] is None), key=lambda r: r["batch_id"])
+    mapped = held.run(f"SELECT sys.fn_cdc_map_lsn_to_time({low})", database="shop")[0][0]
+    assert last["retention_watermark_ts"] == mapped, (last, mapped)
+    assert last["retention_headroom_hours"] is not None
