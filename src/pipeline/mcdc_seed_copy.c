@@ -90,12 +90,15 @@ int mcdc_seed_copy_find(mcdc_seed_copy *c, const char *from, mcdc_error *err) {
         return rc;
     }
     mcdc_free(name);
-    if (found != MCDC_E_NOTFOUND) return found;
+    /* not a file ("." and ".." are no keys of their parent): a directory */
+    if (found != MCDC_E_NOTFOUND && found != MCDC_E_INVALID) return found;
     mcdc_error_clear(err);
     mcdc_storage_free(c->st);
     c->st = NULL;
     mcdc_free(c->dir);
-    c->dir = mcdc_strndup(from, len);
+    /* a path, never a schema.table name under the warehouse */
+    bool plain = memchr(from, '/', len) == NULL && memchr(from, ':', len) == NULL;
+    c->dir = plain ? mcdc_asprintf("./%.*s", (int)len, from) : mcdc_strndup(from, len);
     rc = c->dir ? mcdc_storage_open(&c->st, c->dir, err)
                 : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     mcdc_storage_listing logs = {0};
