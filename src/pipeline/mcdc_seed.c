@@ -52,6 +52,7 @@ typedef struct {
     int32_t n_keys;
     char key_source[512];     /* what the key is, for messages */
     int64_t key_rows;         /* rows read so far (the key's pass) */
+    char dup_key[256];        /* a key the copy holds twice; "" while none */
 } seed_job;
 
 /* Integer types convert to each other when the value fits; the rest must
@@ -186,7 +187,7 @@ static int key_batch(void *ctx, mcdc_batch *in, mcdc_error *err) {
 }
 
 /* The second read, when two rows may share a key: the first row whose key
- * came before is MCDC_E_NOT_UNIQUE naming it. */
+ * came before is kept in j->dup_key, and the read stops there. */
 static int key_confirm(void *ctx, mcdc_batch *in, mcdc_error *err) {
     seed_job *j = ctx;
     mcdc_batch *b = NULL;
@@ -194,16 +195,8 @@ static int key_confirm(void *ctx, mcdc_batch *in, mcdc_error *err) {
     int rc = seed_convert(j, in, j->key_schema, 0, &b, err);
     if (rc == MCDC_OK) rc = mcdc_keycheck_confirm(j->keys, b, &row, err);
     if (rc == MCDC_OK && row >= 0) {
-        char key[256];
-        mcdc_keycheck_describe(j->keys, b, row, key, sizeof key);
-        rc = mcdc_error_set(err, MCDC_E_NOT_UNIQUE,
-                            "the copy %s holds two rows of one key (%s; the key is %s): "
-                            "nothing was written. Remove the duplicate rows from the copy%s",
-                            j->cfg->from, key, j->key_source,
-                            mcdc_opt_snapshot_keys(j->opts)
-                                ? ", or leave snapshotKeys out to check the capture "
-                                  "instance's unique index instead"
-                                : "");
+        mcdc_keycheck_describe(j->keys, b, row, j->dup_key, sizeof j->dup_key);
+        rc = mcdc_error_set(err, MCDC_E_CANCELLED, "a duplicate key found");
     }
     mcdc_batch_free(b);
     return rc;
@@ -279,6 +272,15 @@ static int seed_check_keys(seed_job *j, mcdc_seed_copy *copy, mcdc_error *err) {
     if (rc || suspects == 0) return rc;
     rc = mcdc_seed_copy_read(copy, j->cfg->warehouse, j->key_names, j->n_keys, key_confirm, j,
                              err);
+    if (j->dup_key[0])
+        return mcdc_error_set(err, MCDC_E_NOT_UNIQUE,
+                              "the copy %s holds two rows of one key (%s; the key is %s): "
+                              "nothing was written. Remove the duplicate rows from the copy%s",
+                              j->cfg->from, j->dup_key, j->key_source,
+                              mcdc_opt_snapshot_keys(j->opts)
+                                  ? ", or leave snapshotKeys out to check the capture "
+                                    "instance's unique index instead"
+                                  : "");
     if (rc == MCDC_OK && suspects > MCDC_KEYCHECK_SUSPECTS_MAX)
         rc = mcdc_error_set(err, MCDC_E_LIMIT,
                             "the copy %s: %lld key hashes came twice, and the %d compared were "

@@ -112,7 +112,7 @@ int mcdc_seed_copy_find(mcdc_seed_copy *c, const char *from, mcdc_error *err) {
         rc = mcdc_error_set(err, MCDC_E_INVALID,
                             "--from %s: no Delta table (no _delta_log/) and no .parquet file "
                             "there: the path does not exist, or is an empty directory, or one "
-                            "without Parquet files (subdirectories are not read). " COPY_FORMS,
+                            "without Parquet files (subdirectories are not read): " COPY_FORMS,
                             from);
     return rc;
 }
