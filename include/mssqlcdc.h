@@ -379,7 +379,9 @@ typedef struct mcdc_snapshot_cfg {
  * numPartitions apply) and returns the offset it is stamped with. When
  * target already holds a snapshot of any capture instance of the table
  * (and !resnapshot), returns that one's offset and reads nothing (*taken
- * false). *rows: rows appended (0 when none was taken). */
+ * false). *rows: rows appended (0 when none was taken). Waits for capture
+ * to record a new capture instance's start LSN (captureWaitSeconds), then
+ * MCDC_E_NOT_READY. */
 MCDC_API int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken,
                                 const mcdc_opts *opts, const mcdc_snapshot_cfg *cfg,
                                 mcdc_error *err);
