@@ -404,7 +404,9 @@ typedef struct mcdc_snapshot_cfg {
  * numPartitions apply) and returns the offset it is stamped with. When
  * target already holds a snapshot of any capture instance of the table
  * (and !resnapshot), returns that one's offset and reads nothing (*taken
- * false). *rows: rows appended (0 when none was taken). */
+ * false). *rows: rows appended (0 when none was taken). Waits for capture
+ * to record a new capture instance's start LSN (captureWaitSeconds), then
+ * MCDC_E_NOT_READY. */
 MCDC_API int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken,
                                 const mcdc_opts *opts, const mcdc_snapshot_cfg *cfg,
                                 mcdc_error *err);
@@ -414,13 +416,13 @@ MCDC_API int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken,
  * (a Delta table, or Parquet files) appended to bronze as its snapshot,
  * stamped with the LSN of as_of.
  * ---------------------------------------------------------------------- */
-#define MCDC_SEED_CFG_VERSION 1
+#define MCDC_SEED_CFG_VERSION 2
 typedef struct mcdc_seed_cfg {
     int version;                  /* MCDC_SEED_CFG_VERSION */
     const char *target;           /* bronze: a path, or schema.table under warehouse */
     const char *warehouse;        /* NULL: ./warehouse */
-    const char *from;             /* the copy: a Delta table, a .parquet file or a directory
-                                     of them */
+    const char *from;             /* the copy: a Delta table, a .parquet file, a directory
+                                     of them or a glob of them (dir/part-*.parquet) */
     const char *as_of;            /* when the copy started being read: a UTC time
                                      ("2026-12-01T10:00:00Z"), or an LSN recorded before it */
     bool allow_missing_columns;   /* captured columns the copy lacks read NULL */
@@ -431,15 +433,21 @@ typedef struct mcdc_seed_cfg {
     mcdc_log_fn log_fn;           /* NULL: stderr */
     void *log_user;
     mcdc_log_level log_level;
+    /* version 2: a copy without rows is seeded (else MCDC_E_INVALID: an
+     * empty copy of a table that has rows is the usual mistake) */
+    bool allow_empty;
 } mcdc_seed_cfg;
 #define MCDC_SEED_CFG_INIT \
     {MCDC_SEED_CFG_VERSION, NULL, NULL, NULL, NULL, false, false, NULL, NULL, NULL, NULL, \
-     MCDC_LOG_WARN}
+     MCDC_LOG_WARN, false}
 
-/* Checks everything (see the seed documentation: the copy's columns, as_of
- * purged or in the future, other snapshots, open snapshots) before writing,
- * then appends the copy in one commit and returns the offset it is stamped
- * with. A rerun with the same as_of returns that seed (*written false). */
+/* Checks everything (see the seed documentation: the copy found at from,
+ * its columns, as_of purged or in the future, other snapshots, open
+ * snapshots) before writing, then appends the copy in one commit and returns
+ * the offset it is stamped with. A copy without rows (unless allow_empty),
+ * or holding two rows of one key (MCDC_E_NOT_UNIQUE), is refused before
+ * that commit. A rerun with the same as_of returns that seed (*written
+ * false). */
 MCDC_API int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *opts,
                        const mcdc_seed_cfg *cfg, mcdc_error *err);
 

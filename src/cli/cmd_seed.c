@@ -13,7 +13,10 @@ static const char SEED_HELP[] =
     "CDC's retention; 'stream --bootstrap' then starts from it.\n"
     "\n"
     "  --target T               bronze table: a path, or schema.table under --warehouse\n"
-    "  --from COPY              a Delta table, a .parquet file, or a directory of them\n"
+    "  --from COPY              a Delta table's directory, one .parquet file, a directory\n"
+    "                           of .parquet files (names starting with _ or . skipped;\n"
+    "                           subdirectories not read), or a glob of them in the file\n"
+    "                           name (dir/part-*.parquet). A path holding none is an error\n"
     "  --as-of WHEN             when the copy started being read: a UTC time\n"
     "                           (2026-12-01T10:00:00Z; an offset is converted), or an LSN\n"
     "                           (0x...) recorded before it. Every commit at or before it\n"
@@ -21,18 +24,27 @@ static const char SEED_HELP[] =
     "                           them). A time maps to the last commit at or before it, to\n"
     "                           the second, on the server's clock\n"
     "  --allow-missing-columns  captured columns COPY lacks read NULL (else an error)\n"
+    "  --allow-empty            seed a copy without rows (else an error: an empty copy of\n"
+    "                           a table that has rows is the usual mistake)\n"
     "  --reseed                 replace the target's snapshot with a newer copy (after a\n"
     "                           DataLossError; then stream with a new checkpoint and app id)\n"
     "  --app-id A --facts-table F\n"
     "                           the stream's: a bootstrap row records the seed, and a\n"
     "                           snapshot of that stream still open is refused\n"
     "  --warehouse W            directory holding schema.table names (default ./warehouse)\n"
+    "  --verbose                say what was checked (the key, or that there is none)\n"
     "\n"
     "COPY's columns are matched to the captured ones by name, ignoring case; others are\n"
-    "dropped. A rerun with the same --as-of prints the seed already written. Exit codes:\n"
-    "0 done, 2 bad usage, options or copy (a missing column, an as-of in the future,\n"
-    "another snapshot in T), 3 the as-of's changes are purged (DataLossError), 7 T is\n"
-    "not a bronze table.\n";
+    "dropped. Before anything is written, COPY's key columns are read and two rows of one\n"
+    "key refused (the key: the capture instance's unique index; a table without one is not\n"
+    "checked). The seed first waits, up to captureWaitSeconds (default\n"
+    "600), for capture to record the capture instance's start LSN when it has not yet.\n"
+    "A rerun with the same --as-of prints the seed already written. Exit codes: 0 done,\n"
+    "2 bad usage, options or copy (none at --from, no row without --allow-empty, a missing\n"
+    "column, an as-of in the future, another snapshot in T), 3 the as-of's changes are\n"
+    "not held (DataLossError), 7 T is not a bronze table, 18 a snapshot of the stream is\n"
+    "open, 21 COPY holds two rows of one key, 22 capture has not started the capture\n"
+    "instance within captureWaitSeconds.\n";
 
 int cmd_seed(int argc, char **argv) {
     mcdc_error e = MCDC_ERROR_INIT;
@@ -61,6 +73,10 @@ int cmd_seed(int argc, char **argv) {
             cfg.allow_missing_columns = true;
         } else if (strcmp(a, "--reseed") == 0) {
             cfg.reseed = true;
+        } else if (strcmp(a, "--allow-empty") == 0) {
+            cfg.allow_empty = true;
+        } else if (strcmp(a, "--verbose") == 0) {
+            cfg.log_level = MCDC_LOG_INFO;
         } else if (cli_source_option(opts, argc, argv, &i, &rc)) {
             if (rc) goto out;
         } else {

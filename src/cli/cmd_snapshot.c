@@ -32,10 +32,19 @@ static const char SNAPSHOT_HELP[] =
     "  isolationLevel       readCommitted (default) or snapshot (needs\n"
     "                       ALLOW_SNAPSHOT_ISOLATION); never NOLOCK\n"
     "  lockTimeoutMs        SET LOCK_TIMEOUT for the reads of the table\n"
+    "  captureWaitSeconds   how long to wait, right after sp_cdc_enable_table, for\n"
+    "                       capture to record the instance's start LSN (default 600)\n"
+    "\n"
+    "The LSN is max_lsn, or just before the capture instance's start LSN when max_lsn\n"
+    "is below it: a snapshot never stands below where the instance begins. Until\n"
+    "capture has processed the enable, SQL Server has no start LSN; the snapshot waits\n"
+    "for it, saying so on stderr every few seconds. A snapshot of an empty table\n"
+    "writes no row, and a rerun, a seed and a bootstrap find it all the same.\n"
     "\n"
     "Exit codes as for stream: 0 done, 2 bad usage or options, 3 data loss (cleanup\n"
     "passed the snapshot's LSN while it was read), 7 T is not a bronze table, 18 a\n"
-    "chunked snapshot of the stream is open.\n";
+    "chunked snapshot of the stream is open, 22 capture has not recorded the instance's\n"
+    "start LSN within captureWaitSeconds (check the capture job; nothing was written).\n";
 
 int cmd_snapshot(int argc, char **argv) {
     mcdc_error e = MCDC_ERROR_INIT;

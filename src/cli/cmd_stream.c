@@ -80,6 +80,8 @@ static const char STREAM_HELP_SOURCE[] =
     "  snapshotKeys, snapshotLsn, isolationLevel, lockTimeoutMs: the bootstrap\n"
     "                       snapshot's (see 'mssql-cdc snapshot --help'); without\n"
     "                       --bootstrap a warning says they have no effect\n"
+    "  captureWaitSeconds   how long a snapshot waits for capture to record a new\n"
+    "                       capture instance's start LSN (default 600; then exit 22)\n"
     "  Accepted for the reference's option files, without effect in this release (a\n"
     "  warning says so): metricsPath (metrics travel in-process), snapshotChunks.\n"
     "  Unknown names are warned about and ignored. The connection string's password\n"

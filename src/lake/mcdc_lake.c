@@ -136,6 +136,22 @@ int mcdc_table_txn_commit(mcdc_table *t, const char *app_id, int64_t txn_version
                           t->name, (long long)latest, (long long)txn_version, app_id);
 }
 
+int mcdc_table_each_commit_back(mcdc_table *t, mcdc_commit_meta_fn fn, void *ctx,
+                                mcdc_error *err) {
+    int64_t latest;
+    int rc = mcdc_delta_table_latest_version(&latest, t->dt, err);
+    bool stop = false;
+    for (int64_t v = latest; rc == MCDC_OK && v >= 0 && !stop; v--) {
+        mcdc_delta_commit_info *ci;
+        rc = mcdc_delta_commit_info_read(&ci, t->dt, v, NULL, err);
+        if (rc == MCDC_E_NOTFOUND) return MCDC_OK; /* cleaned up: only a checkpoint holds it */
+        if (rc == MCDC_OK) rc = fn(ctx, v, ci->user_metadata, &stop, err);
+        mcdc_delta_commit_info_free(ci);
+    }
+    if (rc) mcdc_error_wrap(err, "reading the log of table %s", t->name);
+    return rc;
+}
+
 /* ---- kinds -------------------------------------------------------------------
  * Every table mssql-cdc creates says what it is in its configuration
  * (mssql_cdc.kind), next to the reference's mssql_cdc.schema_version. A

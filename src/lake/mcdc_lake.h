@@ -75,6 +75,14 @@ int mcdc_table_txn_version(mcdc_table *t, const char *app_id, int64_t *version, 
  * records it. */
 int mcdc_table_txn_commit(mcdc_table *t, const char *app_id, int64_t txn_version,
                           char **user_metadata, int64_t *version, mcdc_error *err);
+/* Calls fn with each commit's version and userMetadata (NULL: none), the
+ * newest first, down to version 0 or until fn sets *stop. A version whose
+ * commit file is gone (a log cleaned up behind a checkpoint) ends the walk:
+ * what is older is not known. One read of a log file per version. */
+typedef int (*mcdc_commit_meta_fn)(void *ctx, int64_t version, const char *user_metadata,
+                                   bool *stop, mcdc_error *err);
+int mcdc_table_each_commit_back(mcdc_table *t, mcdc_commit_meta_fn fn, void *ctx,
+                                mcdc_error *err);
 /* Refuses (MCDC_E_MISMATCH, naming `role` and what the table is) a table
  * that is not of kind `want`: by its mssql_cdc.kind property, else by its
  * columns; a directory that is no Delta table but holds files is refused

@@ -79,6 +79,10 @@ static const spec SPECS[] = {
         {"snapshotKeys", K_STRING, NULL, NULL, 0},
     [MCDC_OPT_ISOLATION_LEVEL] =
         {"isolationLevel", K_ENUM, "readCommitted", "readCommitted|snapshot", 0},
+    /* Ours: seconds a snapshot waits for capture to record a new capture
+     * instance's start LSN (the lab saw 3 s under load, 5 min quiet). */
+    [MCDC_OPT_CAPTURE_WAIT_SECONDS] =
+        {"captureWaitSeconds", K_INT_NONNEG, "600", NULL, MCDC_TIMEOUT_S_MAX},
 };
 _Static_assert(sizeof SPECS / sizeof SPECS[0] == MCDC_OPT_COUNT, "one spec per mcdc_opt");
 #define NSPECS (sizeof SPECS / sizeof SPECS[0])
@@ -464,6 +468,10 @@ int mcdc_opt_connect_timeout_s(const mcdc_opts *o) {
 
 int mcdc_opt_query_timeout_s(const mcdc_opts *o) {
     return (int)int_of(o, MCDC_OPT_QUERY_TIMEOUT, 300);
+}
+
+int mcdc_opt_capture_wait_s(const mcdc_opts *o) {
+    return (int)int_of(o, MCDC_OPT_CAPTURE_WAIT_SECONDS, 600);
 }
 
 int64_t mcdc_opt_lock_timeout_ms(const mcdc_opts *o) {

@@ -39,6 +39,7 @@ typedef enum mcdc_opt {
     MCDC_OPT_SNAPSHOT_CHUNKS,
     MCDC_OPT_SNAPSHOT_KEYS,
     MCDC_OPT_ISOLATION_LEVEL,
+    MCDC_OPT_CAPTURE_WAIT_SECONDS,
     MCDC_OPT_COUNT
 } mcdc_opt;
 
@@ -72,6 +73,11 @@ mcdc_backend_opt mcdc_opt_backend(const mcdc_opts *o, const char **given);
  * forever), seconds, 0..MCDC_TIMEOUT_S_MAX. */
 int mcdc_opt_connect_timeout_s(const mcdc_opts *o);
 int mcdc_opt_query_timeout_s(const mcdc_opts *o);
+/* captureWaitSeconds (ours; default 600, 0..MCDC_TIMEOUT_S_MAX): how long a
+ * snapshot waits for capture to record a new capture instance's start LSN
+ * (SQL Server leaves it NULL until its capture job has processed the
+ * enable: seconds under load, minutes on a quiet database). */
+int mcdc_opt_capture_wait_s(const mcdc_opts *o);
 /* lockTimeoutMs, 0..INT32_MAX, or -1 when not given (wait forever). */
 int64_t mcdc_opt_lock_timeout_ms(const mcdc_opts *o);
 /* sourceTimeZone: a zone name, or NULL for auto (detect the server's). */

@@ -247,15 +247,45 @@ typedef struct {
     int64_t lost_to_us;
 } open_row;
 
+/* Does an open row of a killed run of this re-snapshot stand for this one?
+ * Its full open of the generation that did not complete, at or below the
+ * stamp, not passed by CDC cleanup (one that cleanup passed can never
+ * complete, and readers no longer count it: a new row then). The completion
+ * at this run's LSN closes it, so readers see one open snapshot of the
+ * generation, then its resnapshot row. */
+static int open_stands(const open_row *o, const mcdc_offset *stamp, bool *stands,
+                       mcdc_error *err) {
+    *stands = false;
+    mcdc_snapfacts sf;
+    int rc = mcdc_snapfacts_load(&sf, o->r->facts, o->r->target, NULL, o->r->app_id, err);
+    bool done = true;
+    const mcdc_snap_row *prev = rc ? NULL : mcdc_snapfacts_opened(&sf, o->sink, &done);
+    bool gone = false;
+    if (prev && !done && strcmp(mcdc_snap_mode(prev), "full") == 0 &&
+        strcmp(prev->min_lsn, stamp->lsn) <= 0) {
+        rc = mcdc_snapshot_purged(o->r->changes, prev->min_lsn, &gone, err);
+        *stands = rc == MCDC_OK && !gone;
+    }
+    if (rc == MCDC_OK && *stands)
+        mcdc_log(MCDC_LOG_INFO, "re-snapshot of generation %lld: the snapshot_open row a killed "
+                                "run wrote at %s stands for this one (stamped %s)",
+                 (long long)o->gen, prev->min_lsn, stamp->lsn);
+    mcdc_snapfacts_free(&sf);
+    return rc;
+}
+
 static int write_open(void *ctx, const mcdc_offset *stamp, mcdc_error *err) {
     open_row *o = ctx;
+    bool stands = false;
+    int rc = open_stands(o, stamp, &stands, err);
+    if (rc || stands) return rc;
     json_t *d = mcdc_snap_open_detail("full", "resnapshot", o->gen, o->from->has_commit_ts,
                                       o->from->commit_us, o->has_lost_to, o->lost_to_us);
     char *detail = d ? json_dumps(d, JSON_COMPACT) : NULL;
     json_decref(d);
-    int rc = detail ? write_event(o->r, "snapshot_open", o->sink, o->gen, stamp, 0, o->from,
-                                  o->has_lost_to, o->lost_to_us, detail, false, 0, err)
-                    : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    rc = detail ? write_event(o->r, "snapshot_open", o->sink, o->gen, stamp, 0, o->from,
+                              o->has_lost_to, o->lost_to_us, detail, false, 0, err)
+                : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     free(detail);
     return rc;
 }

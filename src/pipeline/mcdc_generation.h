@@ -25,7 +25,9 @@
  *   4. full: snapshot_open (kind resnapshot), the snapshot, its resnapshot
  *      row (txn <app_id>#events, version n+1); a snapshot already taken by
  *      a cut-short recovery, newer than the position and not purged, is
- *      reused. Chunked: only a snapshot_open; backfill reads it and writes
+ *      reused, and so is the open row of one killed while reading (not
+ *      purged): the generation has one open row, which its resnapshot row
+ *      closes. Chunked: only a snapshot_open; backfill reads it and writes
  *      the resnapshot row;              crash point before_generation_state
  *   5. the state file names generation n+1.
  */

@@ -20,22 +20,39 @@
 #include <string.h>
 
 #include "mcdc_facts.h"
+#include "mcdc_keycheck.h"
+#include "mcdc_options.h"
 #include "mcdc_parquet.h"
+#include "mcdc_seed_copy.h"
 #include "mcdc_snapfacts.h"
 #include "mcdc_snapshot_job.h"
 #include "mcdc_tables.h"
+
+/* Where a seed spills the hashes of its copy's keys, under bronze (readers
+ * and VACUUM leave '_' directories alone). */
+#define SEED_SPILL_DIR "_mssql_cdc_spill/seed-"
 
 typedef struct {
     mcdc_changes *changes;
     mcdc_schema *out_schema;  /* the reader's output schema (borrowed) */
     mcdc_schema *bronze;      /* bronze's */
     const mcdc_seed_cfg *cfg;
+    const mcdc_opts *opts;
     const char *lsn_text;
     bool has_ts;
     int64_t commit_us;
     int32_t first_captured;   /* index of the first captured column in out_schema */
     mcdc_appender *app;
-    int64_t rows;
+    int64_t rows;             /* rows read so far (the pass that writes) */
+    /* The key's check: its columns as the stream reads them, a pass of its
+     * own before anything is written. */
+    mcdc_keycheck *keys;      /* NULL: no unique key to check */
+    mcdc_schema *key_schema;  /* owned */
+    const char *key_names[MCDC_SNAPSHOT_KEYS_MAX];
+    int32_t n_keys;
+    char key_source[512];     /* what the key is, for messages */
+    int64_t key_rows;         /* rows read so far (the key's pass) */
+    char dup_key[256];        /* a key the copy holds twice; "" while none */
 } seed_job;
 
 /* Integer types convert to each other when the value fits; the rest must
@@ -96,18 +113,19 @@ static int convert_column(mcdc_column *dst, mcdc_column *src, int64_t rows, mcdc
     return rc;
 }
 
-/* One batch of the copy to the output schema: the metadata columns, then
- * each captured column found (by name, ignoring case) or NULL. */
-static int seed_batch(void *ctx, mcdc_batch *in, mcdc_error *err) {
-    seed_job *j = ctx;
+/* One batch of the copy (freed) to schema o, whose fields from
+ * first_captured on are captured columns (the output schema, or the key's
+ * columns alone): the metadata columns, then each captured column found (by
+ * name, ignoring case) or NULL. */
+static int seed_convert(seed_job *j, mcdc_batch *in, mcdc_schema *o, int32_t first_captured,
+                        mcdc_batch **out, mcdc_error *err) {
     mcdc_batch *b = NULL;
     int64_t n = in->rows;
-    int rc = mcdc_batch_create(&b, j->out_schema, n ? n : 1, err);
-    const mcdc_schema *o = j->out_schema;
+    int rc = mcdc_batch_create(&b, o, n ? n : 1, err);
     for (int32_t i = 0; rc == MCDC_OK && i < o->n_fields; i++) {
         mcdc_column *c = &b->columns[i];
         const char *name = o->fields[i].name;
-        if (i >= j->first_captured) {
+        if (i >= first_captured) {
             int32_t k = -1;
             for (int32_t m = 0; m < in->schema->n_fields && k < 0; m++)
                 if (mcdc_str_ieq(in->schema->fields[m].name, name)) k = m;
@@ -134,6 +152,19 @@ static int seed_batch(void *ctx, mcdc_batch *in, mcdc_error *err) {
     }
     mcdc_batch_free(in);
     if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
+    if (rc) {
+        mcdc_batch_free(b);
+        return rc;
+    }
+    *out = b;
+    return MCDC_OK;
+}
+
+/* One batch of the copy: converted, written (not yet committed). */
+static int seed_batch(void *ctx, mcdc_batch *in, mcdc_error *err) {
+    seed_job *j = ctx;
+    mcdc_batch *b = NULL;
+    int rc = seed_convert(j, in, j->out_schema, j->first_captured, &b, err);
     if (rc == MCDC_OK) rc = mcdc_bronze_widen(b, j->bronze, -1, j->lsn_text, -1, err);
     if (rc == MCDC_OK) rc = mcdc_appender_write(j->app, b, err);
     if (rc == MCDC_OK) j->rows += b->rows;
@@ -141,54 +172,116 @@ static int seed_batch(void *ctx, mcdc_batch *in, mcdc_error *err) {
     return rc;
 }
 
-/* Reads the copy batch by batch: a Delta table (a _delta_log) through the
- * table scan, else one Parquet file or a directory of them. */
-static int read_copy(const char *from, const char *warehouse, mcdc_batch_fn fn, void *ctx,
-                     mcdc_error *err) {
-    mcdc_storage *probe = NULL;
-    mcdc_storage_listing logs = {0};
-    int rc = mcdc_storage_open(&probe, from, err);
-    if (rc == MCDC_OK) rc = mcdc_storage_list(probe, "_delta_log/", &logs, err);
-    bool is_delta = rc == MCDC_OK && logs.count > 0;
-    mcdc_storage_listing_free(&logs);
-    mcdc_storage_free(probe);
-    if (rc) return rc;
-    if (is_delta) {
-        mcdc_table *t = NULL;
-        int64_t v;
-        mcdc_table_scan sc = MCDC_TABLE_SCAN_INIT;
-        rc = mcdc_table_open(&t, from, warehouse, err);
-        if (rc == MCDC_OK) rc = mcdc_table_scan_run(t, &sc, fn, ctx, &v, NULL, err);
-        mcdc_table_close(t);
-        return rc;
-    }
-    mcdc_storage *st = NULL;
-    mcdc_storage_listing l = {0};
-    const char *slash = strrchr(from, '/');
-    bool one_file = strlen(from) > 8 && strcmp(from + strlen(from) - 8, ".parquet") == 0;
-    char *dir = one_file ? mcdc_strndup(from, slash ? (size_t)(slash - from) : 0) : mcdc_strdup(from);
-    if (dir == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    rc = mcdc_storage_open(&st, *dir ? dir : ".", err);
-    if (rc == MCDC_OK && !one_file) rc = mcdc_storage_list(st, "", &l, err);
-    size_t n = one_file ? 1 : l.count;
-    for (size_t i = 0; rc == MCDC_OK && i < n; i++) {
-        const char *key = one_file ? (slash ? slash + 1 : from) : l.entries[i].name;
-        size_t len = strlen(key);
-        if (!one_file && (len < 8 || strcmp(key + len - 8, ".parquet") != 0)) continue;
-        mcdc_parquet_reader *r = NULL;
-        rc = mcdc_parquet_reader_open(&r, st, key, NULL, err);
-        mcdc_batch *b = NULL;
-        while (rc == MCDC_OK && (rc = mcdc_parquet_reader_next(&b, r, err)) == MCDC_OK && b) {
-            rc = fn(ctx, b, err);
-            b = NULL;
-        }
-        mcdc_parquet_reader_free(r);
-        if (rc) mcdc_error_wrap(err, "reading the copy %s/%s", dir, key);
-    }
-    mcdc_storage_listing_free(&l);
-    mcdc_storage_free(st);
-    mcdc_free(dir);
+/* ---- the key: no two rows of one ----------------------------------------------------
+ * Checked in a pass of its own that reads the key's columns only, before
+ * anything is written (the first data file written creates bronze). */
+
+static int key_batch(void *ctx, mcdc_batch *in, mcdc_error *err) {
+    seed_job *j = ctx;
+    mcdc_batch *b = NULL;
+    int rc = seed_convert(j, in, j->key_schema, 0, &b, err);
+    if (rc == MCDC_OK) rc = mcdc_keycheck_add(j->keys, b, err);
+    if (rc == MCDC_OK) j->key_rows += b->rows;
+    mcdc_batch_free(b);
     return rc;
+}
+
+/* The second read, when two rows may share a key: the first row whose key
+ * came before is kept in j->dup_key, and the read stops there. */
+static int key_confirm(void *ctx, mcdc_batch *in, mcdc_error *err) {
+    seed_job *j = ctx;
+    mcdc_batch *b = NULL;
+    int64_t row = -1;
+    int rc = seed_convert(j, in, j->key_schema, 0, &b, err);
+    if (rc == MCDC_OK) rc = mcdc_keycheck_confirm(j->keys, b, &row, err);
+    if (rc == MCDC_OK && row >= 0) {
+        mcdc_keycheck_describe(j->keys, b, row, j->dup_key, sizeof j->dup_key);
+        rc = mcdc_error_set(err, MCDC_E_CANCELLED, "a duplicate key found");
+    }
+    mcdc_batch_free(b);
+    return rc;
+}
+
+/* The table's key: the capture instance's unique index (when the stream
+ * reads all of it). snapshotKeys only cut ranges and need not be unique, so
+ * they prove nothing here. None: nothing to check, which is said. */
+static int seed_keys(seed_job *j, mcdc_table *target, mcdc_error *err) {
+    const mcdc_schema *o = j->out_schema;
+    int32_t cols[MCDC_SNAPSHOT_KEYS_MAX];
+    int32_t n = 0;
+    int rc = MCDC_OK;
+    int n_index = 0;
+    size_t cap = sizeof j->key_source;
+    const char *const *index = mcdc_changes_index_keys(j->changes, &n_index);
+    for (int i = 0; i < n_index && n < MCDC_SNAPSHOT_KEYS_MAX; i++)
+        cols[n++] = mcdc_schema_find(o, index[i]);
+    snprintf(j->key_source, cap, "the unique index of capture instance %s",
+             mcdc_changes_capture_instance(j->changes));
+    bool readable = n > 0;
+    for (int32_t i = 0; i < n; i++) readable = readable && cols[i] >= 0;
+    if (!readable) {
+        mcdc_log(MCDC_LOG_INFO, "seed of %s.%s: %s, so nothing tells two rows of one key in the "
+                                "copy apart: its keys are not checked",
+                 mcdc_changes_source_schema(j->changes), mcdc_changes_source_table(j->changes),
+                 n ? "the stream does not read every column of its unique index"
+                   : "the table has no unique key (no primary key, no unique index named to "
+                     "CDC)");
+        return MCDC_OK;
+    }
+    rc = mcdc_schema_create(&j->key_schema, n, err);
+    for (int32_t i = 0; rc == MCDC_OK && i < n; i++) {
+        const mcdc_field *f = &o->fields[cols[i]];
+        rc = mcdc_schema_set(j->key_schema, i, f->name, f->type, f->precision, f->scale,
+                             f->byte_width, true, err);
+        j->key_names[i] = f->name;
+        size_t len = strlen(j->key_source);
+        snprintf(j->key_source + len, cap - len, "%s%s", i ? ", " : " (", f->name);
+    }
+    size_t len = strlen(j->key_source);
+    snprintf(j->key_source + len, cap - len, ")");
+    j->n_keys = n;
+    int32_t all[MCDC_SNAPSHOT_KEYS_MAX];
+    for (int32_t i = 0; i < n; i++) all[i] = i;
+    mcdc_keycheck_cfg kc = {.cols = all, .n_cols = n, .spill = mcdc_table_storage(target),
+                            .spill_prefix = SEED_SPILL_DIR};
+    if (rc == MCDC_OK) rc = mcdc_keycheck_create(&j->keys, &kc, err);
+    return rc;
+}
+
+/* Are the copy's keys unique? Its key columns read once, and again only
+ * when two rows may share a key (or two keys a hash). */
+static int seed_check_keys(seed_job *j, mcdc_seed_copy *copy, mcdc_error *err) {
+    int64_t suspects = 0;
+    int rc = mcdc_seed_copy_read(copy, j->cfg->warehouse, j->key_names, j->n_keys, key_batch, j,
+                                 err);
+    if (rc == MCDC_OK) rc = mcdc_keycheck_finish(j->keys, &suspects, err);
+    if (rc == MCDC_OK)
+        mcdc_log(MCDC_LOG_INFO, "seed: the keys of %lld rows of %s checked (%lld runs spilled)",
+                 (long long)mcdc_keycheck_rows(j->keys), j->cfg->from,
+                 (long long)mcdc_keycheck_runs(j->keys));
+    if (rc || suspects == 0) return rc;
+    rc = mcdc_seed_copy_read(copy, j->cfg->warehouse, j->key_names, j->n_keys, key_confirm, j,
+                             err);
+    if (j->dup_key[0])
+        return mcdc_error_set(err, MCDC_E_NOT_UNIQUE,
+                              "the copy %s holds two rows of one key (%s; the key is %s): "
+                              "nothing was written. Remove the duplicate rows from the copy",
+                              j->cfg->from, j->dup_key, j->key_source);
+    if (rc == MCDC_OK && suspects > MCDC_KEYCHECK_SUSPECTS_MAX)
+        rc = mcdc_error_set(err, MCDC_E_LIMIT,
+                            "the copy %s: %lld key hashes came twice, and the %d compared were "
+                            "different keys: the keys cannot be told unique; nothing was written",
+                            j->cfg->from, (long long)suspects, MCDC_KEYCHECK_SUSPECTS_MAX);
+    return rc;
+}
+
+static int empty_copy(const mcdc_seed_cfg *cfg, mcdc_error *err) {
+    return mcdc_error_set(err, MCDC_E_INVALID,
+                          "the copy %s holds no row: an empty copy of a table that has rows is "
+                          "the usual mistake (a wrong path, a filter, a copy not written yet); "
+                          "nothing was written. If the table was empty when the copy was read, "
+                          "pass --allow-empty",
+                          cfg->from);
 }
 
 static int check_as_of(mcdc_lsn *lsn, seed_job *j, mcdc_changes *c, const char *as_of,
@@ -240,14 +333,18 @@ static int check_as_of(mcdc_lsn *lsn, seed_job *j, mcdc_changes *c, const char *
                               "newer than the changes captured so far",
                               as_of, m);
     }
+    /* min_lsn is 0x00... until capture has processed the enable: wait for
+     * it, or an as-of before the instance began would pass unchecked. */
+    if (rc == MCDC_OK) rc = mcdc_changes_wait_started(c, err);
     if (rc == MCDC_OK) rc = mcdc_changes_min_lsn(c, &min, err);
     if (rc == MCDC_OK) rc = mcdc_lsn_increment(&next, lsn, err);
     if (rc == MCDC_OK && !mcdc_lsn_is_zero(&min) && mcdc_lsn_cmp(&next, &min) < 0) {
         char m[MCDC_LSN_TEXT_LEN + 1];
         mcdc_lsn_format(&min, m);
         return mcdc_error_set(err, MCDC_E_DATALOSS,
-                              "--as-of %s: CDC cleanup moved min_lsn to %s, past the copy's "
-                              "time, so the changes since the copy are gone: seed from a newer "
+                              "--as-of %s: min_lsn is %s, past the copy's time, so CDC does not "
+                              "hold the changes since the copy (cleanup purged them, or CDC was "
+                              "enabled on the table after the copy was read): seed from a newer "
                               "copy, or take a snapshot",
                               as_of, m);
     }
@@ -259,9 +356,9 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
               const mcdc_seed_cfg *cfg, mcdc_error *err) {
     if (out == NULL || rows == NULL || written == NULL || opts == NULL || cfg == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_seed: a NULL argument");
-    if (cfg->version != MCDC_SEED_CFG_VERSION)
+    if (cfg->version < 1 || cfg->version > MCDC_SEED_CFG_VERSION)
         return mcdc_error_set(err, MCDC_E_INVALID,
-                              "mcdc_seed_cfg version %d is not one this library knows (%d)",
+                              "mcdc_seed_cfg version %d is not one this library knows (1..%d)",
                               cfg->version, MCDC_SEED_CFG_VERSION);
     if (cfg->target == NULL || !*cfg->target || cfg->from == NULL || !*cfg->from ||
         cfg->as_of == NULL || !*cfg->as_of)
@@ -273,10 +370,19 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
     memset(out, 0, sizeof *out);
     *rows = 0;
     *written = false;
+    bool allow_empty = cfg->version >= 2 && cfg->allow_empty;
     int rc = mcdc_opts_check_required(opts, err);
     if (rc) return rc;
+    /* The copy first: a path that holds none is the cheapest mistake to
+     * tell, before the server is asked anything. */
+    mcdc_seed_copy copy;
+    rc = mcdc_seed_copy_find(&copy, cfg->from, err);
+    if (rc) {
+        mcdc_seed_copy_close(&copy);
+        return rc;
+    }
     mcdc_log_sink sink = {cfg->log_fn, cfg->log_user, cfg->log_level};
-    const mcdc_log_sink *host = mcdc_log_use(cfg->log_fn ? &sink : mcdc_log_current());
+    const mcdc_log_sink *host = mcdc_log_use(&sink);
     mcdc_ctx ctx = {0};
     mcdc_table *target = NULL, *facts = NULL;
     mcdc_changes *changes = NULL;
@@ -288,7 +394,7 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
     if (rc == MCDC_OK && facts) rc = mcdc_table_check_kind(facts, MCDC_KIND_FACTS, "facts table", err);
     if (rc == MCDC_OK) rc = mcdc_changes_open(&changes, opts, NULL, err);
     if (rc == MCDC_OK) rc = mcdc_bronze_schema(&bronze, mcdc_changes_schema(changes), err);
-    seed_job j = {.changes = changes, .bronze = bronze, .cfg = cfg};
+    seed_job j = {.changes = changes, .bronze = bronze, .cfg = cfg, .opts = opts};
     mcdc_lsn lsn;
     if (rc == MCDC_OK) rc = check_as_of(&lsn, &j, changes, cfg->as_of, err);
     char lsn_text[MCDC_LSN_TEXT_LEN + 1] = "";
@@ -331,8 +437,14 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
         j.lsn_text = lsn_text;
         j.first_captured = mcdc_schema_find(j.out_schema, "_commit_ts") + 1;
         mcdc_table_props props = {.kind = MCDC_KIND_BRONZE};
-        rc = mcdc_appender_open(&j.app, target, bronze, &props, err);
-        if (rc == MCDC_OK) rc = read_copy(cfg->from, cfg->warehouse, seed_batch, &j, err);
+        rc = seed_keys(&j, target, err);
+        if (rc == MCDC_OK && j.keys) rc = seed_check_keys(&j, &copy, err);
+        if (rc == MCDC_OK && j.keys && j.key_rows == 0 && !allow_empty) rc = empty_copy(cfg, err);
+        if (rc == MCDC_OK) rc = mcdc_appender_open(&j.app, target, bronze, &props, err);
+        if (rc == MCDC_OK)
+            rc = mcdc_seed_copy_read(&copy, cfg->warehouse, NULL, 0, seed_batch, &j, err);
+        /* no row read, no file written: bronze was not created */
+        if (rc == MCDC_OK && j.rows == 0 && !allow_empty) rc = empty_copy(cfg, err);
         char ts[32];
         mcdc_offset_commit_text(out, ts);
         json_t *meta = json_pack("{s:s, s:s, s:s}", "seed", mcdc_changes_capture_instance(changes),
@@ -358,10 +470,13 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
         bool skipped;
         rc = mcdc_facts_write_event(facts, &ev, events, 0, &skipped, err);
     }
+    mcdc_keycheck_free(j.keys);
+    mcdc_schema_unref(j.key_schema);
     mcdc_schema_unref(bronze);
     mcdc_changes_close(changes);
     mcdc_table_close(facts);
     mcdc_table_close(target);
+    mcdc_seed_copy_close(&copy);
     mcdc_log_use(host);
     return rc;
 }

@@ -79,6 +79,38 @@ static int file_stats(void *ctx, const char *stats, mcdc_error *err) {
     return rc;
 }
 
+/* A whole snapshot or seed without rows (of an empty table, or an empty copy
+ * allowed) has no file to find it by: its commit's userMetadata,
+ * {"snapshot" | "seed": <capture instance>, "lsn", "commit_ts"}, says it is
+ * there. The walk stops at the newest such commit of the table; a chunked
+ * wave's metadata names its S under "snapshot" and has a "kind". */
+typedef struct {
+    find_acc *a;
+    char lsn[MCDC_LSN_TEXT_LEN + 1]; /* the newest whole snapshot commit's */
+} commit_acc;
+
+static int snapshot_commit(void *ctx, int64_t version, const char *meta, bool *stop,
+                           mcdc_error *err) {
+    commit_acc *c = ctx;
+    (void)version;
+    if (meta == NULL || meta[0] != '{') return MCDC_OK;
+    json_error_t je;
+    json_t *j = json_loads(meta, 0, &je);
+    const char *lsn = json_string_value(json_object_get(j, "lsn"));
+    const char *ci = json_string_value(json_object_get(j, "seed"));
+    if (ci == NULL) ci = json_string_value(json_object_get(j, "snapshot"));
+    bool whole = lsn && strlen(lsn) == MCDC_LSN_TEXT_LEN && ci && *ci &&
+                 json_object_get(j, "kind") == NULL && json_object_get(j, "chunks") == NULL;
+    bool ours = false;
+    int rc = whole ? mcdc_changes_is_table_instance(c->a->e->changes, ci, false, &ours, err) : MCDC_OK;
+    if (rc == MCDC_OK && ours) {
+        snprintf(c->lsn, sizeof c->lsn, "%s", lsn);
+        *stop = true;
+    }
+    json_decref(j);
+    return rc;
+}
+
 int mcdc_snapshot_find(mcdc_offset *out, bool *found, const mcdc_snap_env *e, mcdc_error *err) {
     return mcdc_snapshot_find_at(out, found, true, NULL, NULL, e, err);
 }
@@ -93,6 +125,11 @@ int mcdc_snapshot_find_at(mcdc_offset *out, bool *found, bool chunks, const char
     memset(out, 0, sizeof *out);
     find_acc a = {.e = e, .exact = exact};
     int rc = mcdc_table_each_file_stats(e->target, file_stats, &a, err);
+    commit_acc c = {.a = &a};
+    if (rc == MCDC_OK) rc = mcdc_table_each_commit_back(e->target, snapshot_commit, &c, err);
+    if (rc == MCDC_OK && c.lsn[0] && strcmp(c.lsn, a.whole) > 0)
+        snprintf(a.whole, sizeof a.whole, "%s", c.lsn);
+    if (rc == MCDC_OK && c.lsn[0] && exact && strcmp(c.lsn, exact) == 0) a.exact_found = true;
     if (exact_found) *exact_found = rc == MCDC_OK && a.exact_found;
     const char *best = a.whole[0] ? a.whole : chunks && a.chunked[0] ? a.chunked : NULL;
     *found = rc == MCDC_OK && best;

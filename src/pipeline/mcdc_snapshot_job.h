@@ -28,9 +28,12 @@ typedef struct mcdc_snap_env {
 /* The newest whole snapshot (or seed) of the tracked table (any of its
  * capture instances) the target holds, by the statistics of its files (rows
  * of operation 0 only; _snapshot, or _start_lsn for rows of older
- * snapshots); without one, the S of the newest chunked snapshot with a wave
- * in (reference snapshot(): a rerun never returns an LSN newer than its
- * rows). */
+ * snapshots) and, for one without rows (an empty table's, an empty copy
+ * seeded with allow_empty), by its commit's userMetadata (the log is read
+ * back to the newest such commit); without one, the S of the newest chunked
+ * snapshot with a wave in (reference snapshot(): a rerun never returns an
+ * LSN newer than its rows). The snapshot command, seed, the bootstrap and
+ * the re-snapshot all find snapshots here, so they agree on what counts. */
 int mcdc_snapshot_find(mcdc_offset *out, bool *found, const mcdc_snap_env *e, mcdc_error *err);
 /* Whole snapshots only (a chunked one is complete only by its facts). */
 int mcdc_snapshot_find_whole(mcdc_offset *out, bool *found, const mcdc_snap_env *e,

@@ -153,18 +153,16 @@ int mcdc_cdc_decrement_lsn(mcdc_lsn *out, mcdc_cdc_client *c, const mcdc_lsn *ls
     return lsn_fn(c, "fn_cdc_decrement_lsn", lsn, out, err);
 }
 
-static int lsn_time(mcdc_cdc_client *c, const mcdc_lsn *lsn, int mode, int64_t *out_us,
+static int lsn_time(mcdc_cdc_client *c, const mcdc_lsn *lsn, bool at_or_before, int64_t *out_us,
                     bool *out_found, mcdc_error *err) {
     static const char *const WHERE[] = {
         ", 126) FROM cdc.lsn_time_mapping AS m WHERE m.start_lsn = CONVERT(binary(10), ?, 1)",
         ", 126) FROM cdc.lsn_time_mapping AS m WHERE m.start_lsn <= CONVERT(binary(10), ?, 1) "
-        "ORDER BY m.start_lsn DESC",
-        ", 126) FROM cdc.lsn_time_mapping AS m WHERE m.start_lsn >= CONVERT(binary(10), ?, 1) "
-        "ORDER BY m.start_lsn"};
+        "ORDER BY m.start_lsn DESC"};
     mcdc_buf sql = {0};
     int rc = mcdc_buf_append_str(&sql, "SELECT TOP (1) CONVERT(varchar(23), ", err);
     if (rc == MCDC_OK) rc = mcdc_clock_sql_utc(&sql, &c->clock, "m.tran_end_time", false, 0, err);
-    if (rc == MCDC_OK) rc = mcdc_buf_append_str(&sql, WHERE[mode], err);
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(&sql, WHERE[at_or_before], err);
     if (rc == MCDC_OK) rc = mcdc_buf_cstr(&sql, err);
     char hex[MCDC_LSN_TEXT_LEN + 1];
     mcdc_lsn_format(lsn, hex);
@@ -188,12 +186,7 @@ static int lsn_time(mcdc_cdc_client *c, const mcdc_lsn *lsn, int mode, int64_t *
 
 int mcdc_cdc_lsn_to_time(int64_t *out_us, bool *out_found, mcdc_cdc_client *c, const mcdc_lsn *lsn,
                          bool at_or_before, mcdc_error *err) {
-    return lsn_time(c, lsn, at_or_before ? 1 : 0, out_us, out_found, err);
-}
-
-int mcdc_cdc_first_commit_time_from(int64_t *out_us, bool *out_found, mcdc_cdc_client *c,
-                                    const mcdc_lsn *lsn, mcdc_error *err) {
-    return lsn_time(c, lsn, 2, out_us, out_found, err);
+    return lsn_time(c, lsn, at_or_before, out_us, out_found, err);
 }
 
 int mcdc_cdc_time_to_lsn(mcdc_lsn *out, bool *out_found, mcdc_cdc_client *c, int64_t utc_us,

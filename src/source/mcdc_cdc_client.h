@@ -76,10 +76,6 @@ int mcdc_cdc_decrement_lsn(mcdc_lsn *out, mcdc_cdc_client *c, const mcdc_lsn *ls
  * or before it. *out_found = false when there is none. */
 int mcdc_cdc_lsn_to_time(int64_t *out_us, bool *out_found, mcdc_cdc_client *c, const mcdc_lsn *lsn,
                          bool at_or_before, mcdc_error *err);
-/* The commit time of the first mapping entry at or after lsn (for a
- * watermark LSN that precedes every entry). */
-int mcdc_cdc_first_commit_time_from(int64_t *out_us, bool *out_found, mcdc_cdc_client *c,
-                                    const mcdc_lsn *lsn, mcdc_error *err);
 /* Row 5: the largest commit LSN at or before a UTC time (whole seconds),
  * the time converted to the server clock first. *out_found = false when
  * there is none (the function returns the zero LSN). */

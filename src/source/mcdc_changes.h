@@ -179,10 +179,19 @@ int mcdc_changes_read(mcdc_changes *c, const mcdc_lsn_range *r, mcdc_batch_fn fn
  * (matched by column_id) reads NULL. READ COMMITTED, or SNAPSHOT with
  * isolationLevel=snapshot; lockTimeoutMs sets LOCK_TIMEOUT; never NOLOCK. */
 
+/* Waits until capture has recorded the capture instance's start LSN (SQL
+ * Server leaves cdc.change_tables.start_lsn NULL, and fn_cdc_get_min_lsn at
+ * 0x00..., until its capture job has processed the enable), for at most
+ * captureWaitSeconds, saying what it waits for every few seconds; then
+ * MCDC_E_NOT_READY. At once when it is recorded already. */
+int mcdc_changes_wait_started(mcdc_changes *c, mcdc_error *err);
+
 /* The snapshot's LSN, recorded before anything is read: snapshotLsn when
- * set, else max_lsn, or the capture instance's first LSN minus one while
- * capture has not reached it; and its commit time (*has_ts false when no
- * commit maps to it). */
+ * set, else (once the instance's start LSN is recorded: waited for as
+ * mcdc_changes_wait_started does) max_lsn, or the instance's start LSN
+ * minus one while max_lsn is below it; and its commit time (*has_ts false
+ * when no commit maps to it). Never below the instance's start: a stream
+ * from there would read the changes it never captured as purged. */
 int mcdc_changes_snapshot_lsn(mcdc_changes *c, mcdc_lsn *out, int64_t *commit_us, bool *has_ts,
                               mcdc_error *err);
 

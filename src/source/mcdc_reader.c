@@ -485,11 +485,12 @@ static void measure_position(attempt *a, mcdc_cdc_client *c) {
         m->to_commit_ts_us = us;
         m->to_commit_ts_known = true;
     }
-    /* The watermark: the entry at min_lsn (or before it); a min_lsn before
-     * every entry takes the first entry after it. */
-    if (mcdc_cdc_lsn_to_time(&us, &found, c, &m->min_lsn_after, true, &e) == MCDC_OK && !found)
-        mcdc_cdc_first_commit_time_from(&us, &found, c, &m->min_lsn_after, &e);
-    if (found) {
+    /* The watermark: the commit time of min_lsn's own mapping entry, as
+     * sys.fn_cdc_map_lsn_to_time and the reference read it. A new
+     * instance's min_lsn is its start LSN, which cdc.lsn_time_mapping does
+     * not hold: unknown (NULL) until cleanup moves min_lsn to an entry
+     * (docs/tables.md, retention metrics). */
+    if (mcdc_cdc_lsn_to_time(&us, &found, c, &m->min_lsn_after, false, &e) == MCDC_OK && found) {
         m->retention_watermark_ts_us = us;
         m->retention_watermark_known = true;
     }

@@ -39,41 +39,70 @@ int mcdc_changes_is_table_instance(mcdc_changes *c, const char *name, bool prefi
 }
 
 static int snapshot_lsn(mcdc_changes *c, mcdc_lsn *out, mcdc_error *err) {
-    const char *given = mcdc_opt_snapshot_lsn(c->opts);
-    if (given) return mcdc_lsn_parse_cstr(out, given, err);
     int rc = mcdc_cdc_max_lsn(out, NULL, c->client, err);
     /* Capture has not reached the instance yet: nothing it captures is
      * older than its first LSN, so the snapshot stands just before it. */
-    if (rc == MCDC_OK && !mcdc_lsn_is_zero(&c->instance_start) &&
-        mcdc_lsn_cmp(out, &c->instance_start) < 0)
+    MCDC_ASSERT(!mcdc_lsn_is_zero(&c->instance_start));
+    if (rc == MCDC_OK && mcdc_lsn_cmp(out, &c->instance_start) < 0)
         rc = mcdc_cdc_decrement_lsn(out, c->client, &c->instance_start, err);
     return rc;
 }
 
-/* How long a snapshot waits for capture to process a fresh enable. */
-#define SNAPSHOT_WAIT_FOR_CAPTURE_MS 60000
+/* How often a wait for capture says so. */
+#define CAPTURE_WAIT_NOTE_MS 5000
+#define CAPTURE_WAIT_POLL_MS 250
+
+int mcdc_changes_wait_started(mcdc_changes *c, mcdc_error *err) {
+    if (!mcdc_lsn_is_zero(&c->instance_start)) return MCDC_OK;
+    int64_t limit_ms = (int64_t)mcdc_opt_capture_wait_s(c->opts) * 1000;
+    int64_t t0 = mcdc_monotonic_us(), note_ms = 0;
+    char want[MCDC_IDENT_BYTES_MAX + 1];
+    snprintf(want, sizeof want, "%s", c->ci);
+    for (;;) {
+        int rc;
+        CONTROL_CALL(rc, c, err, mcdc_changes__resolve_instance(c, want, err));
+        if (rc) return rc;
+        int64_t waited_ms = (mcdc_monotonic_us() - t0) / 1000;
+        if (!mcdc_lsn_is_zero(&c->instance_start)) {
+            if (note_ms > 0)
+                mcdc_log(MCDC_LOG_WARN, "capture instance %s: capture recorded its start LSN "
+                                        "after %.1f s; going on",
+                         c->ci, (double)waited_ms / 1000);
+            return MCDC_OK;
+        }
+        if (waited_ms >= limit_ms)
+            return mcdc_error_set(err, MCDC_E_NOT_READY,
+                                  "capture instance %s: capture has not processed its enable "
+                                  "within %lld s (cdc.change_tables.start_lsn is still NULL, "
+                                  "sys.fn_cdc_get_min_lsn 0x00...), so no snapshot can be "
+                                  "stamped where the instance begins; nothing was written. Check "
+                                  "that the database's CDC capture job runs (SQL Server Agent, "
+                                  "EXEC sys.sp_cdc_help_jobs), then run again, or wait longer "
+                                  "with captureWaitSeconds",
+                                  c->ci, (long long)(limit_ms / 1000));
+        if (waited_ms >= note_ms) {
+            mcdc_log(MCDC_LOG_WARN, "capture instance %s: waiting for the CDC capture job to "
+                                    "process its enable (cdc.change_tables.start_lsn is NULL "
+                                    "until then): %lld s so far, at most %lld "
+                                    "(captureWaitSeconds)",
+                     c->ci, (long long)(waited_ms / 1000), (long long)(limit_ms / 1000));
+            note_ms = waited_ms + CAPTURE_WAIT_NOTE_MS;
+        }
+        int64_t left_ms = limit_ms - waited_ms;
+        mcdc_sleep_ms(left_ms < CAPTURE_WAIT_POLL_MS ? left_ms : CAPTURE_WAIT_POLL_MS);
+    }
+}
 
 int mcdc_changes_snapshot_lsn(mcdc_changes *c, mcdc_lsn *out, int64_t *commit_us, bool *has_ts,
                               mcdc_error *err) {
-    int rc;
+    int rc = MCDC_OK;
     *has_ts = false;
     *commit_us = 0;
-    CONTROL_CALL(rc, c, err, snapshot_lsn(c, out, err));
-    /* Nothing captured yet and the instance's start not established: a
-     * snapshot stamped zero would look purged to the stream after it, so
-     * wait for capture to process the enable, as a stream's earliest does. */
-    int64_t deadline = mcdc_monotonic_us() + SNAPSHOT_WAIT_FOR_CAPTURE_MS * 1000;
-    while (rc == MCDC_OK && mcdc_lsn_is_zero(out) && mcdc_lsn_is_zero(&c->instance_start)) {
-        if (mcdc_monotonic_us() > deadline)
-            return mcdc_error_set(err, MCDC_E_TRANSIENT,
-                                  "capture instance %s: capture has not processed its enable in "
-                                  "%d s (no start_lsn yet), so no snapshot LSN can be recorded: "
-                                  "is the CDC capture job running?",
-                                  c->ci, SNAPSHOT_WAIT_FOR_CAPTURE_MS / 1000);
-        mcdc_sleep_ms(100);
-        char want[MCDC_IDENT_BYTES_MAX + 1];
-        snprintf(want, sizeof want, "%s", c->ci);
-        CONTROL_CALL(rc, c, err, mcdc_changes__resolve_instance(c, want, err));
+    const char *given = mcdc_opt_snapshot_lsn(c->opts);
+    if (given) {
+        rc = mcdc_lsn_parse_cstr(out, given, err);
+    } else {
+        rc = mcdc_changes_wait_started(c, err);
         if (rc == MCDC_OK) CONTROL_CALL(rc, c, err, snapshot_lsn(c, out, err));
     }
     if (rc == MCDC_OK && !mcdc_lsn_is_zero(out))

@@ -100,6 +100,17 @@
 /* Chunks of one chunked snapshot: a billion rows in chunks of 1,000 rows.
  * More means chunk_rows is far too small for the table. */
 #define MCDC_SNAPSHOT_CHUNKS_MAX 1000000
+/* A seed's key check (mcdc_keycheck.h): the key hashes held before a
+ * sorted run of them is spilled (8 bytes a row, as much again while the run
+ * is sorted: 64 MiB holds 4M rows), the runs read at once (each holds one
+ * frame of KEYCHECK_FRAME_ROWS hashes while read; more runs are merged into
+ * one first), and the hashes seen twice whose rows a second read compares
+ * (two rows of one key are a copy's mistake: the first few tell it). */
+#define MCDC_KEYCHECK_BYTES_DEFAULT (64LL * 1024 * 1024)
+#define MCDC_KEYCHECK_BYTES_MIN (64LL * 1024)
+#define MCDC_KEYCHECK_RUNS_MAX 64
+#define MCDC_KEYCHECK_FRAME_ROWS 8192
+#define MCDC_KEYCHECK_SUSPECTS_MAX 1024
 /* Batches an Arrow stream of mcdc_range_read holds between its reading
  * thread and get_next: two keep both sides busy; more only costs memory. */
 #define MCDC_ARROW_STREAM_QUEUE_BATCHES 2

@@ -461,6 +461,20 @@ const char mcdc_hex_pairs[513] =
     "C0C1C2C3C4C5C6C7C8C9CACBCCCDCECFD0D1D2D3D4D5D6D7D8D9DADBDCDDDEDF"
     "E0E1E2E3E4E5E6E7E8E9EAEBECEDEEEFF0F1F2F3F4F5F6F7F8F9FAFBFCFDFEFF";
 
+uint64_t mcdc_hash_bytes(const void *p, size_t n, uint64_t seed) {
+    const uint8_t *s = p;
+    uint64_t h = seed ^ 0x9e3779b97f4a7c15ULL;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        h = mcdc_mix64(h ^ w) + 0x9e3779b97f4a7c15ULL;
+    }
+    uint64_t w = 0;
+    memcpy(&w, s + i, n - i);
+    return mcdc_mix64(h ^ w ^ ((uint64_t)n << 56) ^ (uint64_t)n);
+}
+
 void mcdc_uuid4(char out[37]) {
     uint8_t b[16];
     FILE *f = fopen("/dev/urandom", "rb");

@@ -36,6 +36,10 @@ static inline uint64_t mcdc_mix64(uint64_t h) {
     return h;
 }
 
+/* A 64-bit hash of n bytes: mcdc_mix64 over each 8-byte word, the length
+ * and the tail mixed in last. Same use as mcdc_mix64. */
+uint64_t mcdc_hash_bytes(const void *p, size_t n, uint64_t seed);
+
 #define MCDC_PRINTF(a, b) __attribute__((format(printf, a, b)))
 
 /* ---- errors ------------------------------------------------------------ */

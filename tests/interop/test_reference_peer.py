@@ -413,11 +413,10 @@ def test_first_batch_detail_carries_the_warnings(peer):
         assert any(UNKNOWN_OPTION.lower() in w.lower() for w in got["warnings"])
 
 
-@pytest.mark.xfail(strict=True, reason="retention watermark: the reference reads the "
-                   "cdc.lsn_time_mapping row AT sys.fn_cdc_get_min_lsn (source._position, "
-                   "lsn_to_time '='); here min_lsn is the capture instance's start_lsn, no commit, "
-                   "so it writes NULL (and NULL headroom); we take the first commit after it")
 def test_retention_watermark_as_the_reference(peer):
+    """Both read the cdc.lsn_time_mapping row at sys.fn_cdc_get_min_lsn; here
+    min_lsn is the capture instance's start LSN, which is no commit: NULL
+    watermark and headroom on both sides (docs/tables.md)."""
     ref, ours = (rows_of(t, ["batch_id"]) for t in both(peer, "facts"))
     assert [[r[k] for k in FACTS_KNOWN] for r in ours] == [[r[k] for k in FACTS_KNOWN] for r in ref]
 

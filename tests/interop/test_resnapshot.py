@@ -174,3 +174,33 @@ def test_a_chunked_resnapshot_is_read_by_backfill_and_completed_by_its_resnapsho
     assert resnaps[0]["lost_from_ts"] == opens[0]["lost_from_ts"]
     assert rebuild(os.path.join(workdir, "bronze")) == source_rows(sim)
     assert rebuild_duckdb(os.path.join(workdir, "bronze")) == source_rows(sim)
+
+
+def test_killed_while_reading_the_rerun_leaves_one_open_row_which_its_resnapshot_closes(sim,
+                                                                                       workdir):
+    """A full re-snapshot killed while it reads has written its snapshot_open
+    row. The reruns that complete it write none of their own: the generation
+    has one open snapshot, then the resnapshot row at or past it, whatever
+    reader (the mode lock, backfill, apply, the reference's) looks."""
+    make_db(sim, before_cdc=30)
+    run_cli(*stream_args(sim, workdir, "--bootstrap", *RESNAP))
+    changes(sim, 1000, 5)
+    purge(sim)
+    for i in range(2):
+        p = run_cli(*stream_args(sim, workdir, *RESNAP, "--arrowBatchSize", "1"),
+                    env={"MCDC_CRASH_AT": "during_snapshot"}, check=False)
+        assert p.returncode == -signal.SIGKILL, p.stderr
+        changes(sim, 2000 + 100 * i, 3)
+    run_cli(*stream_args(sim, workdir, *RESNAP))
+    st = state(workdir)
+    assert st["generation"] == 1
+    rows = facts(workdir)
+    opens = [r for r in rows if r["event"] == "snapshot_open" and r["app_id"] == "orders-v1.g1"]
+    (done,) = [r for r in rows if r["event"] == "resnapshot"]
+    assert len(opens) == 1, opens
+    assert json.loads(opens[0]["detail"])["kind"] == "resnapshot"
+    assert done["max_lsn"] >= opens[0]["min_lsn"] and done["max_lsn"] == st["snapshot_lsn"]
+    # the stream's own readers see nothing open: a chunked run may start
+    changes(sim, 3000, 3)
+    run_cli(*stream_args(sim, workdir, *RESNAP, "--snapshot", "chunked"))
+    assert rebuild(os.path.join(workdir, "bronze")) == source_rows(sim)

@@ -145,3 +145,152 @@ def test_seed_refusals_write_nothing(sim, workdir):
                 "--facts-table", os.path.join(d2, "facts"), check=False)
     assert p.returncode == 18 and "full snapshot open" in p.stderr, p.stderr
     assert not os.path.exists(facts)
+
+
+# ---- what --from must hold (issue 22) ------------------------------------------------
+
+def seeded_db(sim, n=6):
+    """shop.dbo.orders with n rows, captured, and the LSN a copy of it now has."""
+    make_db(sim, before_cdc=n)
+    insert(sim, 1000, 1)
+    sim.run("DELETE FROM dbo.orders WHERE order_id = 1000;", database="shop")
+    settle(sim)
+    return max_lsn(sim)
+
+
+def test_a_copy_that_is_missing_or_holds_no_table_is_refused(sim, workdir):
+    as_of = seeded_db(sim)
+    bronze = os.path.join(workdir, "bronze")
+    empty_dir = os.path.join(workdir, "empty")
+    os.makedirs(empty_dir)
+    other = os.path.join(workdir, "other")
+    os.makedirs(other)
+    with open(os.path.join(other, "notes.txt"), "w") as f:
+        f.write("no parquet here")
+    missing = os.path.join(workdir, "nowhere")
+    for copy in (missing, empty_dir, other, os.path.join(workdir, "empty", "part-*.parquet")):
+        p = run_cli(*seed_args(sim, workdir, copy, as_of), check=False)
+        assert p.returncode == 2, (copy, p.returncode, p.stderr)
+        assert copy in p.stderr and ".parquet" in p.stderr and "Delta" in p.stderr, p.stderr
+        assert not os.path.exists(os.path.join(bronze, "_delta_log")), copy
+
+
+def test_an_empty_copy_is_refused_unless_allowed_and_then_the_bootstrap_starts_from_it(sim,
+                                                                                       workdir):
+    # the table is empty when the copy is read: the copy rightly holds no row
+    as_of = seeded_db(sim, n=0)
+    copy = os.path.join(workdir, "copy")
+    write_deltalake(copy, copy_of_source(sim))
+    assert len(DeltaTable(copy).to_pyarrow_table()) == 0
+    insert(sim, 1, 7)  # after the copy: the stream brings them
+    settle(sim)
+    facts = os.path.join(workdir, "facts")
+    bronze = os.path.join(workdir, "bronze")
+    seed = seed_args(sim, workdir, copy, as_of, "--app-id", "orders-v1", "--facts-table", facts)
+    p = run_cli(*seed, check=False)
+    assert p.returncode == 2 and "no row" in p.stderr and "--allow-empty" in p.stderr, p.stderr
+    assert not os.path.exists(os.path.join(bronze, "_delta_log"))
+    assert not os.path.exists(facts)
+    p = run_cli(*seed, "--allow-empty")
+    off = json.loads(p.stdout)
+    assert off["lsn"] == as_of and "seeded 0 rows" in p.stderr, p.stderr
+    # a rerun finds the empty seed, as a rerun finds any other
+    p = run_cli(*seed, "--allow-empty")
+    assert json.loads(p.stdout) == off and "nothing written" in p.stderr, p.stderr
+    # the bootstrap takes the empty seed as the snapshot: it reads no table
+    run_cli(*stream_args(sim, workdir, "--bootstrap"))
+    rows = DeltaTable(facts).to_pyarrow_table().to_pylist()
+    assert [r["event"] for r in rows if r["event"]] == ["bootstrap"], rows
+    assert not [r for r in DeltaTable(bronze).to_pyarrow_table().to_pylist()
+                if r["_operation"] == 0]
+    changes = sorted(r["order_id"] for r in DeltaTable(bronze).to_pyarrow_table().to_pylist())
+    assert changes == list(range(1, 8))
+
+
+def test_an_empty_snapshot_counts_for_a_seed_too(sim, workdir):
+    """The other way round: a snapshot of an empty table, which a bootstrap
+    would start from, is a snapshot a seed does not write over."""
+    as_of = seeded_db(sim, n=0)
+    run_cli(*snapshot_args_for(sim, workdir))
+    copy = os.path.join(workdir, "copy")
+    write_deltalake(copy, copy_of_source(sim))
+    insert(sim, 1, 1)
+    settle(sim)
+    p = run_cli(*seed_args(sim, workdir, copy, max_lsn(sim), "--allow-empty"), check=False)
+    assert p.returncode == 2 and "holds a snapshot" in p.stderr, p.stderr
+    assert as_of <= max_lsn(sim)
+
+
+def snapshot_args_for(sim, d):
+    return ["snapshot", "--captureInstance", "dbo_orders",
+            "--connectionString", sim.connection_string("shop"),
+            "--target", os.path.join(d, "bronze")]
+
+
+def test_seed_from_one_parquet_file_or_a_glob_of_them(sim, workdir):
+    as_of = seeded_db(sim, n=10)
+    whole = copy_of_source(sim)
+    parts = os.path.join(workdir, "parts")
+    os.makedirs(parts)
+    pq.write_table(whole.slice(0, 4), os.path.join(parts, "part-0.parquet"))
+    pq.write_table(whole.slice(4), os.path.join(parts, "part-1.parquet"))
+    pq.write_table(whole.slice(0, 1), os.path.join(parts, "other-0.parquet"))
+    with open(os.path.join(parts, "_SUCCESS"), "w"):
+        pass
+    one = os.path.join(workdir, "one")
+    p = run_cli(*seed_args(sim, one, os.path.join(parts, "part-0.parquet"), as_of))
+    assert json.loads(p.stdout)["lsn"] == as_of
+    got = DeltaTable(os.path.join(one, "bronze")).to_pyarrow_table().to_pylist()
+    assert sorted(r["order_id"] for r in got) == [1, 2, 3, 4]
+    globbed = os.path.join(workdir, "globbed")
+    run_cli(*seed_args(sim, globbed, os.path.join(parts, "part-*.parquet"), as_of))
+    got = DeltaTable(os.path.join(globbed, "bronze")).to_pyarrow_table().to_pylist()
+    assert sorted(r["order_id"] for r in got) == list(range(1, 11))
+    assert rebuild(os.path.join(globbed, "bronze")) == source_rows(sim)
+    # a file that is not there, and a glob that matches nothing
+    for copy in (os.path.join(parts, "part-9.parquet"), os.path.join(parts, "x-*.parquet")):
+        p = run_cli(*seed_args(sim, os.path.join(workdir, "none"), copy, as_of), check=False)
+        assert p.returncode == 2 and copy in p.stderr, p.stderr
+
+
+def test_a_copy_with_two_rows_of_one_key_is_refused(sim, workdir):
+    as_of = seeded_db(sim, n=6)
+    whole = copy_of_source(sim)
+    dup = pa.concat_tables([whole, whole.slice(3, 1)])  # order_id 4 twice
+    copy = os.path.join(workdir, "copy")
+    write_deltalake(copy, dup)
+    bronze = os.path.join(workdir, "bronze")
+    p = run_cli(*seed_args(sim, workdir, copy, as_of), check=False)
+    assert p.returncode == 21, (p.returncode, p.stderr)
+    assert "holds two rows of one key (order_id=4;" in p.stderr, p.stderr
+    assert "reading" not in p.stderr, p.stderr
+    assert not os.path.exists(os.path.join(bronze, "_delta_log"))
+    # snapshotKeys only cut ranges and need not be unique: the unique index is checked
+    p = run_cli(*seed_args(sim, workdir, copy, as_of, "--snapshotKeys", '["status"]'),
+                check=False)
+    assert p.returncode == 21 and "order_id=4" in p.stderr, p.stderr
+    whole_copy = os.path.join(workdir, "whole")
+    write_deltalake(whole_copy, whole)
+    run_cli(*seed_args(sim, workdir, whole_copy, as_of, "--snapshotKeys", '["status"]'))
+    assert rebuild(bronze) == source_rows(sim)
+
+
+def test_a_table_without_a_unique_key_is_seeded_unchecked(sim, workdir):
+    sim.run("CREATE DATABASE shop;")
+    sim.run("CREATE TABLE dbo.orders (order_id INT NULL, customer_id INT NULL, "
+            "status NVARCHAR(20) NULL, amount DECIMAL(18,2) NULL, created_at DATETIME2(3) NULL);",
+            database="shop")
+    sim.run("INSERT INTO dbo.orders VALUES (1, 1, N'a', 1.5, NULL), (1, 1, N'a', 1.5, NULL);",
+            database="shop")
+    sim.run(CDC_HEAP, database="shop")
+    insert(sim, 50, 1)
+    settle(sim)
+    copy = os.path.join(workdir, "copy")
+    write_deltalake(copy, copy_of_source(sim))
+    p = run_cli(*seed_args(sim, workdir, copy, max_lsn(sim), "--verbose"))
+    assert "no unique key" in p.stderr, p.stderr
+    assert len(DeltaTable(os.path.join(workdir, "bronze")).to_pyarrow_table()) == 3
+
+
+CDC_HEAP = """EXEC sys.sp_cdc_enable_db;
+EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', @role_name = NULL;"""
