@@ -97,7 +97,9 @@ static const char STREAM_HELP_SOURCE[] =
     "job (a checkpoint bound to other arguments, a table of another kind or in two\n"
     "roles, a new checkpoint on a target holding its changes), 8 target behind its\n"
     "checkpoint, 9 checkpoint rewound (a table holds batches it has not committed),\n"
-    "11 facts behind the checkpoint, 12 another writer uses the app id, 13 the server\n"
+    "11 facts behind the checkpoint, 12 another writer uses the app id, or another\n"
+    "process is running on the checkpoint (one at a time: a run holds\n"
+    "DIR/_mssql_cdc_lock, which a killed process does not keep), 13 the server\n"
     "refused the login.\n";
 
 typedef struct {

@@ -35,7 +35,16 @@
  *   MCDC_E_REWOUND         a table holds units of this app id that the
  *                          checkpoint has not committed
  *   MCDC_E_FOREIGN_WRITER  a table holds a unit of this app id committed by
- *                          another checkpoint (or another program)
+ *                          another checkpoint (or another program); or
+ *                          another process runs on this checkpoint: it
+ *                          planned the unit first, or committed a unit
+ *                          this run had not seen (the tables are ahead of
+ *                          the ledger, which has moved since it was read),
+ *                          or committed the unit this run was writing
+ *
+ * One process per checkpoint: the stream holds its checkpoint's lock
+ * (mcdc_checkpoint_lock) for the whole run, so the last three are caught
+ * here only where the storage has no locks.
  */
 #ifndef MCDC_FRAME_H
 #define MCDC_FRAME_H
@@ -57,6 +66,8 @@ typedef struct mcdc_unit {
     const json_t *start; /* the position after the previous unit (borrowed) */
     const json_t *end;   /* the position this unit reaches (borrowed) */
     bool data_done;      /* the target already holds this unit's commit (verified) */
+    bool facts_done;     /* the facts already hold its row (verified): a replay's
+                            facts commit is skipped by the txn rule */
 } mcdc_unit;
 
 typedef struct mcdc_unit_result {

@@ -1350,6 +1350,13 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
             rc = mcdc_table_check_kind(control, MCDC_KIND_CONTROL, "control table", err);
         mcdc_table_close(control);
     }
+    /* One process on a checkpoint at a time, held for the whole run: its
+     * generations, the state file and every batch. A second one stops here,
+     * before it asks the source anything. */
+    mcdc_ckpt_lock *held = NULL;
+    if (rc == MCDC_OK)
+        rc = mcdc_checkpoint_lock(&held, s->ctx.storage_env, cfg->checkpoint, STREAM_OPS.kind,
+                                  cfg->app_id, err);
     /* The control connection, held for the stream's life, leaves one
      * connection of the budget for some job's reader. */
     int control = 0;
@@ -1437,6 +1444,7 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     s->bronze = s->facts = NULL;
     s->bronze_schema = NULL;
     s->changes = NULL;
+    mcdc_checkpoint_unlock(held);
     mcdc_log_use(host_sink);
     return rc;
 }
