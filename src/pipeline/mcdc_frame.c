@@ -480,6 +480,16 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
             json_decref(end);
             start = end = NULL;
             rc = ops->plan(job, last_end, &start, &end, &idle, err);
+            /* Nothing new for a ledger without a unit yet: its first unit
+             * runs all the same, empty (mcdc_job_ops.empty_first). */
+            if (rc == MCDC_OK && idle && u.id == 0 && ops->empty_first) {
+                json_decref(start);
+                json_decref(end);
+                start = end = NULL;
+                rc = ops->empty_first(job, last_end, &start, &end, err);
+                idle = start == NULL;
+                MCDC_ASSERT(rc != MCDC_OK || idle || end != NULL);
+            }
             if (rc) break;
             if (idle) {
                 if (cfg->stop_when_idle) break;

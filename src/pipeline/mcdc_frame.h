@@ -85,6 +85,15 @@ typedef struct mcdc_job_ops {
      * do now. *start and *end are owned by the caller. */
     int (*plan)(void *job, const json_t *last_end, json_t **start, json_t **end, bool *idle,
                 mcdc_error *err);
+    /* Optional: the unit a ledger's first runs as when plan finds nothing
+     * new (*start and *end, owned by the caller, equal: it reads nothing),
+     * from last_end as plan has it; *start left NULL: the job knows no
+     * position yet, and stays idle. The reference's batch 0 of a new
+     * checkpoint: Spark runs it whatever its source says, and every batch
+     * writes its facts row, so batch ids, txn versions and facts rows
+     * agree with it from the first batch on. Later idle plans run nothing. */
+    int (*empty_first)(void *job, const json_t *last_end, json_t **start, json_t **end,
+                       mcdc_error *err);
     /* Optional: runs at start when the checkpoint holds no unit and no
      * start position yet, after the tables were checked (a stream's
      * bootstrap snapshot). *start (owned by the caller; may stay NULL) is
