@@ -89,8 +89,7 @@ def check_tables(d, when, newest, run_from):
         assert got == want, (r["batch_id"], got, want)
         if r["batch_id"] >= run_from:
             assert r["source_max_commit_ts"] == when[newest], r
-        if r["retention_watermark_ts"] is not None:
-            assert r["retention_watermark_ts"] == when[first], r
+        assert r["retention_watermark_ts"] == when[first], r
     for path in glob.glob(os.path.join(d, "ckpt", "offsets", "[0-9]*")):
         with open(path) as f:
             end = json.load(f)["end"]
