@@ -23,7 +23,9 @@ static const char STREAM_HELP[] =
     "Sink (the reference's to_delta parameters):\n"
     "  --target T           bronze table: a path, or schema.table under --warehouse\n"
     "  --app-id A           Delta txnAppId; stable for the life of the checkpoint\n"
-    "  --checkpoint DIR     checkpoint directory (a new one needs a new app id)\n"
+    "  --checkpoint DIR     checkpoint directory (a new one needs a new app id); its first\n"
+    "                       run commits batch 0 even when nothing is new (rows 0, as the\n"
+    "                       reference's), and one process runs on it at a time\n"
     "  --facts-table F      facts table (one row per batch); optional\n"
     "  --control-table C    control table whose finalized_until for T is advanced\n"
     "                       after each committed batch; optional\n"
@@ -99,7 +101,9 @@ static const char STREAM_HELP_SOURCE[] =
     "job (a checkpoint bound to other arguments, a table of another kind or in two\n"
     "roles, a new checkpoint on a target holding its changes), 8 target behind its\n"
     "checkpoint, 9 checkpoint rewound (a table holds batches it has not committed),\n"
-    "11 facts behind the checkpoint, 12 another writer uses the app id, 13 the server\n"
+    "11 facts behind the checkpoint, 12 another writer uses the app id, or another\n"
+    "process is running on the checkpoint (one at a time: a run holds\n"
+    "DIR/_mssql_cdc_lock, which a killed process does not keep), 13 the server\n"
     "refused the login.\n";
 
 typedef struct {

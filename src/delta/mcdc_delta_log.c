@@ -838,9 +838,25 @@ static int list_log(log_listing *out, mcdc_storage *st, int64_t target, mcdc_err
     return MCDC_OK;
 }
 
-/* _last_checkpoint is only a hint (formats.md A8): report what is wrong with
- * it, never fail because of it. */
-static void check_last_checkpoint(mcdc_storage *st, int64_t newest_checkpoint) {
+/* _last_checkpoint is only a hint (formats.md A8): never fail because of it.
+ * A hint that differs from the checkpoints listed is what another writer
+ * leaves while it checkpoints (it writes the checkpoint, then the hint; a
+ * reader between its listing and its read of the hint sees a newer one, a
+ * reader between the two writes an older one), or one stopped in between:
+ * normal, said at debug level. Only a hint that is unparsable, or names a
+ * version the log does not have, is damage worth a warning. */
+static bool log_has_commit(mcdc_storage *st, const log_listing *ll, int64_t v) {
+    for (size_t i = 0; i < ll->n_commits; i++)
+        if (ll->commits[i] == v) return true;
+    /* Written after the listing: a writer racing ahead. */
+    char key[64];
+    int64_t bytes;
+    snprintf(key, sizeof key, MCDC_DELTA_LOG_DIR "/%020lld.json", (long long)v);
+    return mcdc_storage_size(st, key, &bytes, NULL) == MCDC_OK;
+}
+
+static void check_last_checkpoint(mcdc_storage *st, const log_listing *ll) {
+    int64_t newest = ll->cp.version;
     mcdc_buf b = {0};
     mcdc_error e = MCDC_ERROR_INIT;
     int rc = mcdc_storage_get(st, MCDC_DELTA_LOG_DIR "/_last_checkpoint", 1u << 20, &b, &e);
@@ -848,13 +864,22 @@ static void check_last_checkpoint(mcdc_storage *st, int64_t newest_checkpoint) {
         json_error_t je;
         json_t *j = json_loadb(b.data ? (const char *)b.data : "", b.len, 0, &je);
         json_t *v = j ? json_object_get(j, "version") : NULL;
-        if (v == NULL || !json_is_integer(v)) {
-            mcdc_log(MCDC_LOG_WARN, "%s/_delta_log/_last_checkpoint is unparsable; ignored, the log is listed instead", st->root);
-        } else if ((int64_t)json_integer_value(v) != newest_checkpoint) {
+        int64_t hint = v && json_is_integer(v) ? (int64_t)json_integer_value(v) : -1;
+        if (v == NULL || !json_is_integer(v) || hint < 0) {
+            mcdc_log(MCDC_LOG_WARN, "%s/_delta_log/_last_checkpoint is unparsable; ignored, the "
+                                    "log is listed instead", st->root);
+        } else if (hint > newest && !log_has_commit(st, ll, hint)) {
             mcdc_log(MCDC_LOG_WARN,
-                     "%s/_delta_log/_last_checkpoint points to version %lld but the newest "
-                     "checkpoint file is for version %lld; ignored",
-                     st->root, (long long)json_integer_value(v), (long long)newest_checkpoint);
+                     "%s/_delta_log/_last_checkpoint points to version %lld, which the log does "
+                     "not have (its newest checkpoint is version %lld): the hint is damaged; "
+                     "ignored, the log is listed instead (the next checkpoint rewrites it)",
+                     st->root, (long long)hint, (long long)newest);
+        } else if (hint != newest) {
+            mcdc_log(MCDC_LOG_DEBUG,
+                     "%s/_delta_log/_last_checkpoint points to version %lld, the checkpoint "
+                     "listed is version %lld (another writer checkpointing meanwhile); read "
+                     "from the listing",
+                     st->root, (long long)hint, (long long)newest);
         }
         json_decref(j);
     }
@@ -929,7 +954,7 @@ int mcdc_delta_snapshot_load(mcdc_delta_snapshot **out, mcdc_delta_table *t, int
                             (long long)target, (long long)latest);
         goto done;
     }
-    if (ll.cp.version >= 0) check_last_checkpoint(st, ll.cp.version);
+    if (ll.cp.version >= 0) check_last_checkpoint(st, &ll);
     rc = mcdc_delta__snapshot_new(&s, err);
     if (rc) goto done;
     int64_t from = 0;

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
+#include <unistd.h>
 
 /* Checkpoint files are a few hundred bytes; anything larger is damage. */
 #define CKPT_FILE_BYTES_MAX (1024 * 1024)
@@ -291,14 +291,12 @@ int mcdc_checkpoint_write_plan(mcdc_checkpoint *c, int64_t n, const json_t *star
                                const json_t *end, mcdc_error *err) {
     char key[64];
     snprintf(key, sizeof key, "offsets/%lld", (long long)n);
-    int rc = put_json(c, key,
-                      json_pack("{s:I, s:O, s:O}", "batch_id", (json_int_t)n, "start", start, "end",
-                                end),
-                      err);
-    if (rc == MCDC_E_CONFLICT)
-        mcdc_error_wrap(err, "another run is using checkpoint %s (it planned unit %lld first)",
-                        c->dir, (long long)n);
-    return rc;
+    /* MCDC_E_CONFLICT: another process planned unit n first (the frame
+     * says so). */
+    return put_json(c, key,
+                    json_pack("{s:I, s:O, s:O}", "batch_id", (json_int_t)n, "start", start, "end",
+                              end),
+                    err);
 }
 
 int mcdc_checkpoint_read_commit(mcdc_checkpoint *c, int64_t n, mcdc_ckpt_commit *out,
@@ -345,6 +343,83 @@ int mcdc_checkpoint_write_commit(mcdc_checkpoint *c, int64_t n, const mcdc_ckpt_
                                 (json_int_t)m->rows, "data_txn", (json_int_t)m->data_txn),
                       err);
     return rc == MCDC_E_CONFLICT ? MCDC_OK : rc; /* a replay already marked it */
+}
+
+/* ---- one process per checkpoint ---------------------------------------------- */
+
+struct mcdc_ckpt_lock {
+    mcdc_storage *st;
+    mcdc_storage_lock *hold;
+};
+
+void mcdc_checkpoint_unlock(mcdc_ckpt_lock *l) {
+    if (l == NULL) return;
+    mcdc_storage_unlock(l->hold);
+    mcdc_storage_free(l->st);
+    mcdc_free(l);
+}
+
+/* "pid N on host H since T, app id A" from a holder's note; what is known. */
+static void describe_holder(const mcdc_buf *note, char *out, size_t cap) {
+    json_error_t je;
+    json_t *j = note->len ? json_loadb((const char *)note->data, note->len, 0, &je) : NULL;
+    json_t *pid = json_object_get(j, "pid");
+    const char *host = jstr(j, "host"), *since = jstr(j, "since"), *app = jstr(j, "app_id");
+    if (json_is_integer(pid))
+        snprintf(out, cap, "pid %lld on host %s since %s UTC%s%s", (long long)json_integer_value(pid),
+                 host ? host : "?", since ? since : "?", app ? ", app id " : "", app ? app : "");
+    else
+        snprintf(out, cap, "it is starting: it has not written who it is yet");
+    json_decref(j);
+}
+
+int mcdc_checkpoint_lock(mcdc_ckpt_lock **out, const mcdc_storage_env *env, const char *dir,
+                         const char *job, const char *app_id, mcdc_error *err) {
+    MCDC_ASSERT(out && dir && job && app_id);
+    *out = NULL;
+    mcdc_ckpt_lock *l = mcdc_calloc(1, sizeof *l);
+    if (l == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    char host[256] = "", since[32];
+    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "?");
+    mcdc_format_ts_us(mcdc_now_utc_us(), 3, since);
+    json_t *note = json_pack("{s:I, s:s, s:s, s:s, s:s}", "pid", (json_int_t)getpid(), "host", host,
+                             "since", since, "job", job, "app_id", app_id);
+    char *text = note ? json_dumps(note, JSON_COMPACT) : NULL;
+    json_decref(note);
+    int rc = text ? mcdc_storage_open_env(&l->st, env, dir, err)
+                  : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    mcdc_buf holder = {0};
+    mcdc_error e = MCDC_ERROR_INIT;
+    if (rc == MCDC_OK)
+        rc = mcdc_storage_lock_key(&l->hold, l->st, MCDC_CHECKPOINT_LOCK_FILE, text, strlen(text),
+                                   &holder, &e);
+    free(text);
+    if (rc == MCDC_E_CONFLICT) {
+        char who[512];
+        describe_holder(&holder, who, sizeof who);
+        rc = mcdc_error_set(err, MCDC_E_FOREIGN_WRITER,
+                            "another process is running on checkpoint %s (%s): a checkpoint "
+                            "serves one process at a time, so this run wrote nothing. Wait for "
+                            "it to end, or stop it (SIGINT or SIGTERM end it after its current "
+                            "batch), then run again; two jobs need two checkpoints and two app "
+                            "ids",
+                            dir, who);
+    } else if (rc == MCDC_E_UNSUPPORTED) {
+        mcdc_log(MCDC_LOG_WARN, "checkpoint %s cannot be locked (%s): a second process on it is "
+                                "caught only when it plans or commits a batch",
+                 dir, e.message);
+        rc = MCDC_OK;
+    } else if (rc && e.code) {
+        rc = err ? (*err = e, e.code) : e.code;
+        mcdc_error_wrap(err, "locking checkpoint %s", dir);
+    }
+    mcdc_buf_free(&holder);
+    if (rc || l->hold == NULL) {
+        mcdc_checkpoint_unlock(l);
+        return rc;
+    }
+    *out = l;
+    return MCDC_OK;
 }
 
 /* ---- the checkpoint as a ledger ---------------------------------------------- */

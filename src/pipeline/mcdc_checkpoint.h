@@ -97,6 +97,30 @@ int mcdc_checkpoint_read_commit(mcdc_checkpoint *c, int64_t n, mcdc_ckpt_commit 
 int mcdc_checkpoint_write_commit(mcdc_checkpoint *c, int64_t n, const mcdc_ckpt_commit *m,
                                  mcdc_error *err);
 
+/* ---- one process per checkpoint ---------------------------------------------
+ *
+ * A run holds its checkpoint for its whole life: <dir>/_mssql_cdc_lock,
+ * a lock on the storage seam (mcdc_storage.h). Locally that is flock(2),
+ * which the kernel drops with the process, so a run killed with SIGKILL
+ * never blocks the next one; on object stores it will be a lease with a
+ * heartbeat (see mcdc_storage.h), the callers unchanged. The holder's note
+ * says who it is ({"pid", "host", "since", "job", "app_id"}). Where the
+ * storage has no locks the run goes on without one (a warning says so):
+ * a second process on the checkpoint is then caught only when its plan or
+ * commit meets the first's (mcdc_frame.c). */
+#define MCDC_CHECKPOINT_LOCK_FILE "_mssql_cdc_lock"
+
+typedef struct mcdc_ckpt_lock mcdc_ckpt_lock;
+
+/* Takes dir's hold for job and app_id (env as for open). Held by another
+ * process: MCDC_E_FOREIGN_WRITER naming it (pid, host, since when) and what
+ * to do. *out is owned (mcdc_checkpoint_unlock); NULL when the storage
+ * cannot hold it. */
+int mcdc_checkpoint_lock(mcdc_ckpt_lock **out, const mcdc_storage_env *env, const char *dir,
+                         const char *job, const char *app_id, mcdc_error *err);
+/* Gives the hold back (NULL-safe). */
+void mcdc_checkpoint_unlock(mcdc_ckpt_lock *l);
+
 /* The checkpoint as the frame's ledger (mcdc_ledger.h); c stays owned by
  * the caller and must outlive it. */
 mcdc_ledger mcdc_checkpoint_ledger(mcdc_checkpoint *c);

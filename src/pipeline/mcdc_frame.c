@@ -116,6 +116,27 @@ static int verify_replay(mcdc_frame *f, mcdc_table *t, const char *role, const c
     return rc;
 }
 
+/* ---- another process on the same ledger -------------------------------------- */
+
+/* Whether the ledger has planned unit `unit` since this run read it: then
+ * another process runs on it (this run plans nothing it has not read). */
+static bool ledger_moved_to(mcdc_frame *f, int64_t unit) {
+    int64_t planned, committed;
+    return f->led.ops->last(f->led.self, &planned, &committed, NULL) == MCDC_OK && planned >= unit;
+}
+
+/* The error for a second process found on the ledger; `what` says what it
+ * did that this run met. */
+static int another_process(mcdc_frame *f, const char *what, mcdc_error *err) {
+    return mcdc_error_set(err, MCDC_E_FOREIGN_WRITER,
+                          "another process is running on %s: %s. A checkpoint serves one "
+                          "process at a time; this run stops here and what the other "
+                          "committed stands (no change is lost or doubled). Let that process "
+                          "go on, or stop it and run again; two jobs need two checkpoints and "
+                          "two app ids",
+                          L_NAME(f), what);
+}
+
 /* ---- integrity ------------------------------------------------------------- */
 
 /* t's txn for app_id is `have`; the checkpoint says `expected` (a replay of
@@ -161,6 +182,18 @@ static int check_table(mcdc_frame *f, mcdc_table *t, const char *role, const cha
     rc = commit_owner_of(f, t, app_id, have, NULL, &owner, &meta, &version, err);
     json_decref(meta);
     if (rc) return rc;
+    /* Units this run has not seen, by a ledger that has planned them since
+     * it was read: not a rewound checkpoint but a second process on it. */
+    if ((owner == COMMIT_OURS || (f->fresh && owner == COMMIT_OTHER_CHECKPOINT)) &&
+        ledger_moved_to(f, have)) {
+        char what[640];
+        snprintf(what, sizeof what,
+                 "it committed unit %lld to %s %s (version %lld) while this run, at unit "
+                 "%lld, was not looking",
+                 (long long)have, role, mcdc_table_name(t), (long long)version,
+                 (long long)expected);
+        return another_process(f, what, err);
+    }
     if (owner == COMMIT_OTHER_CHECKPOINT && !f->fresh)
         return mcdc_error_set(
             err, MCDC_E_FOREIGN_WRITER,
@@ -193,8 +226,8 @@ static int check_table(mcdc_frame *f, mcdc_table *t, const char *role, const cha
 
 /* Before a unit: `replay` is the unit about to run again, NULL when a fresh
  * plan comes next. A replayed unit the facts already hold is written again
- * and skipped by the txn rule (verified then), so only the target's "done"
- * matters here. */
+ * and skipped by the txn rule (verified then); one they did not hold here
+ * and hold by then was written by another process. */
 static int check_integrity(mcdc_frame *f, mcdc_unit *replay, mcdc_error *err) {
     bool data_done = false, facts_done = false;
     int rc = check_table(f, f->cfg->target, "target", f->cfg->app_id, false, replay, &data_done,
@@ -202,7 +235,10 @@ static int check_integrity(mcdc_frame *f, mcdc_unit *replay, mcdc_error *err) {
     if (rc == MCDC_OK && f->cfg->facts)
         rc = check_table(f, f->cfg->facts, "facts table", f->cfg->facts_app_id, true, replay,
                          &facts_done, err);
-    if (replay) replay->data_done = data_done;
+    if (replay) {
+        replay->data_done = data_done;
+        replay->facts_done = facts_done;
+    }
     return rc;
 }
 
@@ -222,7 +258,8 @@ static char *meta_text(json_t *meta, const mcdc_frame *f, const mcdc_unit *u) {
  * meta (NULL: out of memory building it). */
 static int commit_verified(mcdc_frame *f, mcdc_table *t, const char *role, const char *app_id,
                            const mcdc_unit *u, mcdc_appender *a, json_t *meta,
-                           const mcdc_table_commit *tmpl, bool *was_skipped, mcdc_error *err) {
+                           const mcdc_table_commit *tmpl, bool skip_expected, bool *was_skipped,
+                           mcdc_error *err) {
     char *text = meta_text(meta, f, u);
     json_decref(meta);
     if (text == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
@@ -240,7 +277,22 @@ static int commit_verified(mcdc_frame *f, mcdc_table *t, const char *role, const
         int64_t have;
         rc = mcdc_table_txn_version(t, app_id, &have, err);
         if (rc == MCDC_OK && have == u->id) rc = verify_replay(f, t, role, app_id, u, err);
-        else if (rc == MCDC_OK)
+        /* This checkpoint's commit of this very range, absent when the run
+         * checked: only another process on the checkpoint writes one. */
+        if (rc == MCDC_OK && have == u->id && !skip_expected) {
+            char what[640];
+            snprintf(what, sizeof what,
+                     "it committed unit %lld to %s %s while this run was writing the same "
+                     "unit",
+                     (long long)u->id, role, mcdc_table_name(t));
+            rc = another_process(f, what, err);
+        } else if (rc == MCDC_OK && have != u->id && ledger_moved_to(f, have)) {
+            char what[640];
+            snprintf(what, sizeof what,
+                     "it committed unit %lld to %s %s, past unit %lld this run was writing",
+                     (long long)have, role, mcdc_table_name(t), (long long)u->id);
+            rc = another_process(f, what, err);
+        } else if (rc == MCDC_OK && have != u->id)
             rc = mcdc_error_set(err, MCDC_E_FOREIGN_WRITER,
                                 "%s %s: app id '%s' is at unit %lld, past unit %lld that "
                                 "%s was writing: another job writes with the same "
@@ -261,8 +313,8 @@ int mcdc_frame_commit_data(mcdc_frame *f, const mcdc_unit *u, mcdc_appender *a, 
 int mcdc_frame_commit_data_with(mcdc_frame *f, const mcdc_unit *u, mcdc_appender *a, json_t *meta,
                                 const mcdc_table_commit *c, bool *skipped, mcdc_error *err) {
     MCDC_ASSERT(!u->data_done);
-    int rc = commit_verified(f, f->cfg->target, "target", f->cfg->app_id, u, a, meta, c, skipped,
-                             err);
+    int rc = commit_verified(f, f->cfg->target, "target", f->cfg->app_id, u, a, meta, c, false,
+                             skipped, err);
     if (rc) mcdc_error_wrap(err, "committing unit %lld to %s", (long long)u->id,
                             mcdc_table_name(f->cfg->target));
     return rc;
@@ -284,7 +336,7 @@ static int write_facts(mcdc_frame *f, const mcdc_unit *u, const mcdc_unit_result
     json_t *meta = json_pack("{s:s, s:I}", "app_id", f->cfg->app_id, "batch_id", (json_int_t)u->id);
     if (rc == MCDC_OK)
         rc = commit_verified(f, f->cfg->facts, "facts table", f->cfg->facts_app_id, u, a, meta,
-                             NULL, NULL, err);
+                             NULL, u->facts_done, NULL, err);
     else
         json_decref(meta);
     mcdc_appender_free(a);
@@ -428,6 +480,16 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
             json_decref(end);
             start = end = NULL;
             rc = ops->plan(job, last_end, &start, &end, &idle, err);
+            /* Nothing new for a ledger without a unit yet: its first unit
+             * runs all the same, empty (mcdc_job_ops.empty_first). */
+            if (rc == MCDC_OK && idle && u.id == 0 && ops->empty_first) {
+                json_decref(start);
+                json_decref(end);
+                start = end = NULL;
+                rc = ops->empty_first(job, last_end, &start, &end, err);
+                idle = start == NULL;
+                MCDC_ASSERT(rc != MCDC_OK || idle || end != NULL);
+            }
             if (rc) break;
             if (idle) {
                 if (cfg->stop_when_idle) break;
@@ -442,8 +504,13 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
             if (rc == MCDC_OK) rc = f.led.ops->bind(f.led.self, NULL, err);
             if (rc == MCDC_OK) f.fresh = false;
             if (rc == MCDC_OK) rc = f.led.ops->write_plan(f.led.self, u.id, start, end, err);
+            if (rc == MCDC_E_CONFLICT) {
+                char what[96];
+                snprintf(what, sizeof what, "it planned unit %lld first", (long long)u.id);
+                rc = another_process(&f, what, err);
+            }
             if (rc) break;
-            u.data_done = false;
+            u.data_done = u.facts_done = false;
             if (crashed(&f, "after_plan", u.id, err)) {
                 rc = MCDC_E_CANCELLED;
                 break;

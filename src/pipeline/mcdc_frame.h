@@ -35,7 +35,16 @@
  *   MCDC_E_REWOUND         a table holds units of this app id that the
  *                          checkpoint has not committed
  *   MCDC_E_FOREIGN_WRITER  a table holds a unit of this app id committed by
- *                          another checkpoint (or another program)
+ *                          another checkpoint (or another program); or
+ *                          another process runs on this checkpoint: it
+ *                          planned the unit first, or committed a unit
+ *                          this run had not seen (the tables are ahead of
+ *                          the ledger, which has moved since it was read),
+ *                          or committed the unit this run was writing
+ *
+ * One process per checkpoint: the stream holds its checkpoint's lock
+ * (mcdc_checkpoint_lock) for the whole run, so the last three are caught
+ * here only where the storage has no locks.
  */
 #ifndef MCDC_FRAME_H
 #define MCDC_FRAME_H
@@ -57,6 +66,8 @@ typedef struct mcdc_unit {
     const json_t *start; /* the position after the previous unit (borrowed) */
     const json_t *end;   /* the position this unit reaches (borrowed) */
     bool data_done;      /* the target already holds this unit's commit (verified) */
+    bool facts_done;     /* the facts already hold its row (verified): a replay's
+                            facts commit is skipped by the txn rule */
 } mcdc_unit;
 
 typedef struct mcdc_unit_result {
@@ -74,6 +85,15 @@ typedef struct mcdc_job_ops {
      * do now. *start and *end are owned by the caller. */
     int (*plan)(void *job, const json_t *last_end, json_t **start, json_t **end, bool *idle,
                 mcdc_error *err);
+    /* Optional: the unit a ledger's first runs as when plan finds nothing
+     * new (*start and *end, owned by the caller, equal: it reads nothing),
+     * from last_end as plan has it; *start left NULL: the job knows no
+     * position yet, and stays idle. The reference's batch 0 of a new
+     * checkpoint: Spark runs it whatever its source says, and every batch
+     * writes its facts row, so batch ids, txn versions and facts rows
+     * agree with it from the first batch on. Later idle plans run nothing. */
+    int (*empty_first)(void *job, const json_t *last_end, json_t **start, json_t **end,
+                       mcdc_error *err);
     /* Optional: runs at start when the checkpoint holds no unit and no
      * start position yet, after the tables were checked (a stream's
      * bootstrap snapshot). *start (owned by the caller; may stay NULL) is

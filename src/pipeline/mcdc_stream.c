@@ -278,6 +278,30 @@ static int job_plan(void *job, const json_t *last_end, json_t **start_j, json_t 
     return MCDC_OK;
 }
 
+/* A new checkpoint's batch 0 when nothing is new: from where the stream
+ * starts to the same offset, reading nothing (mcdc_job_ops.empty_first).
+ * The offset names the capture instance a batch ending there would. */
+static int job_empty_first(void *job, const json_t *last_end, json_t **start_j, json_t **end_j,
+                           mcdc_error *err) {
+    mcdc_stream *s = job;
+    offset_t start;
+    int rc = MCDC_OK;
+    if (last_end) rc = offset_parse(&start, last_end, err);
+    else if (s->has_initial) start = s->initial;
+    else return MCDC_OK; /* no position yet (capture has not reached the instance) */
+    offset_t end = start;
+    bool cut = false;
+    if (rc == MCDC_OK)
+        rc = mcdc_changes_follow_end(s->changes, &start.lsn, start.ci, &end.lsn, &cut, end.ci,
+                                     err);
+    if (rc) return rc;
+    MCDC_ASSERT(!cut && mcdc_lsn_cmp(&end.lsn, &start.lsn) == 0);
+    *start_j = offset_json(&start);
+    *end_j = offset_json(&end);
+    if (*start_j == NULL || *end_j == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    return MCDC_OK;
+}
+
 /* The largest _start_lsn of the target's change rows by file statistics.
  * Files of snapshot rows only (operation 0) do not count: a chunked
  * snapshot's waves are stamped past its S, where a new generation starts. */
@@ -600,10 +624,27 @@ static void end_unit_warnings(mcdc_stream *s) {
     pthread_mutex_unlock(&s->warnings_mu);
 }
 
+/* An empty unit (a new checkpoint's batch 0 with nothing new) plans no
+ * range, and the reference's warnings travel in its ranges' metrics files:
+ * its row has none, and they wait for the next unit's (the unit's own
+ * first, then those logged since). */
+static void defer_unit_warnings(mcdc_stream *s) {
+    pthread_mutex_lock(&s->warnings_mu);
+    json_t *later = s->pending;
+    s->pending = s->warnings ? s->warnings : json_array();
+    s->warnings = NULL;
+    size_t i;
+    json_t *v;
+    json_array_foreach(later, i, v) add_warning(s->pending, json_string_value(v));
+    json_decref(later);
+    pthread_mutex_unlock(&s->warnings_mu);
+}
+
 static int job_facts(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
                      mcdc_batch *rows, mcdc_error *err) {
     (void)res;
     mcdc_stream *s = job;
+    if (mcdc_lsn_cmp(&s->start.lsn, &s->end.lsn) == 0) defer_unit_warnings(s);
     char *detail = NULL;
     pthread_mutex_lock(&s->warnings_mu);
     if (json_array_size(s->warnings)) {
@@ -980,6 +1021,7 @@ static const mcdc_job_ops STREAM_OPS = {
     .kind = "stream",
     .before_first = job_before_first,
     .plan = job_plan,
+    .empty_first = job_empty_first,
     .check_fresh = job_check_fresh,
     .run = job_run,
     .facts = job_facts,
@@ -1350,6 +1392,13 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
             rc = mcdc_table_check_kind(control, MCDC_KIND_CONTROL, "control table", err);
         mcdc_table_close(control);
     }
+    /* One process on a checkpoint at a time, held for the whole run: its
+     * generations, the state file and every batch. A second one stops here,
+     * before it asks the source anything. */
+    mcdc_ckpt_lock *held = NULL;
+    if (rc == MCDC_OK)
+        rc = mcdc_checkpoint_lock(&held, s->ctx.storage_env, cfg->checkpoint, STREAM_OPS.kind,
+                                  cfg->app_id, err);
     /* The control connection, held for the stream's life, leaves one
      * connection of the budget for some job's reader. */
     int control = 0;
@@ -1437,6 +1486,7 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     s->bronze = s->facts = NULL;
     s->bronze_schema = NULL;
     s->changes = NULL;
+    mcdc_checkpoint_unlock(held);
     mcdc_log_use(host_sink);
     return rc;
 }

@@ -1149,9 +1149,15 @@ int sim_cdc_proc(sim_session *s, const char *proc, const sim_proc_args *a, const
     } else if (mcdc_str_ieq(p, "sim.advance_clock")) {
         sqlite3_value *v = sim_arg(a, "@seconds", 0);
         double sec = v ? sqlite3_value_double(v) : 0;
-        srv->clock_off_us += (int64_t)(sec * 1e6);
+        int64_t frozen = atomic_load(&srv->clock_frozen_us);
+        if (frozen != INT64_MIN) {
+            atomic_store(&srv->clock_frozen_us, frozen + (int64_t)(sec * 1e6));
+            sim_server_state_put(srv, "clock_frozen_us", NULL, atomic_load(&srv->clock_frozen_us));
+        } else {
+            srv->clock_off_us += (int64_t)(sec * 1e6);
+            sim_server_state_put(srv, "clock_off_us", NULL, srv->clock_off_us);
+        }
         if (sec < 0) sim_srv_clock_reset(srv);
-        sim_server_state_put(srv, "clock_off_us", NULL, srv->clock_off_us);
         if (srv->cap_started) pthread_cond_broadcast(&srv->cap_cv);
     } else if (mcdc_str_ieq(p, "sim.set_clock")) {
         const char *u = sim_arg_text(a, "@utc", 0);
@@ -1159,9 +1165,13 @@ int sim_cdc_proc(sim_session *s, const char *proc, const sim_proc_args *a, const
         if (!u || mcdc_parse_ts_us(u, strlen(u), &us, NULL) != MCDC_OK)
             rc = sim_err(err, 50000, "sim.set_clock: @utc must be 'YYYY-MM-DD HH:MM:SS[.fff]' (got '%s')", u ? u : "NULL");
         else {
+            /* @frozen = 1: the clock stands at @utc (see sim_engine.c) */
+            bool frozen = arg_int(a, "@frozen", 1, 0) != 0;
             srv->clock_off_us = us - mcdc_now_utc_us();
+            atomic_store(&srv->clock_frozen_us, frozen ? us : INT64_MIN);
             sim_srv_clock_reset(srv);
             sim_server_state_put(srv, "clock_off_us", NULL, srv->clock_off_us);
+            sim_server_state_put(srv, "clock_frozen_us", NULL, frozen ? us : INT64_MIN);
         }
     } else if (mcdc_str_ieq(p, "sim.set_time_zone")) {
         const char *z = sim_arg_text(a, "@zone", 0);

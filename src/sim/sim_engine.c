@@ -69,6 +69,9 @@
  * Known deviations from SQL Server (documented for test authors):
  * - The server clock never runs backwards: a host wall-clock step back is
  *   absorbed (sim.set_clock and a negative sim.advance_clock still move it).
+ *   sim.set_clock @frozen = 1 stops it at the instant given (every commit,
+ *   SYSUTCDATETIME() and capture reads that instant) until set_clock
+ *   without it; sim.advance_clock moves a frozen clock by its @seconds.
  * - sim.fault spares the session that set it (by a per-login serial, not
  *   the SPID, which is reused).
  * - Isolation is READ COMMITTED approximated per table. Sessions share one
@@ -384,6 +387,8 @@ int sim_sql(sqlite3 *c, mcdc_error *err, const char *fmt, ...) {
  * which then leaves the commit out (latency check), and give mapping
  * entries times that go back while LSNs go up. */
 int64_t sim_srv_utc_us(sim_server *srv) {
+    int64_t frozen = atomic_load(&srv->clock_frozen_us);
+    if (frozen != INT64_MIN) return frozen;
     int64_t now = mcdc_now_utc_us() + srv->clock_off_us;
     int64_t last = atomic_load(&srv->clock_last_us);
     while (now > last && !atomic_compare_exchange_weak(&srv->clock_last_us, &last, now)) {}
@@ -451,6 +456,7 @@ int sim_server_open(sim_server **out, const sim_config *cfg, mcdc_error *err) {
     sim_owner_only(cfg->data_dir); /* a directory of an older build was 0755 */
     sim_server *srv = mcdc_calloc(1, sizeof *srv);
     if (srv) atomic_store(&srv->clock_last_us, INT64_MIN);
+    if (srv) atomic_store(&srv->clock_frozen_us, INT64_MIN);
     if (!srv) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     pthread_mutex_init(&srv->mu, NULL);
     pthread_cond_init(&srv->cap_cv, NULL);
@@ -490,6 +496,8 @@ int sim_server_open(sim_server **out, const sim_config *cfg, mcdc_error *err) {
         while (sqlite3_step(st) == SQLITE_ROW) {
             const char *k = (const char *)sqlite3_column_text(st, 0);
             if (k && strcmp(k, "clock_off_us") == 0) srv->clock_off_us = sqlite3_column_int64(st, 1);
+            else if (k && strcmp(k, "clock_frozen_us") == 0 && sqlite3_column_type(st, 1) != SQLITE_NULL)
+                srv->clock_frozen_us = sqlite3_column_int64(st, 1);
             else if (k && strcmp(k, "zone") == 0) {
                 const sim_tz *z = sim_tz_get((const char *)sqlite3_column_text(st, 1), NULL);
                 if (z) srv->tz = z;

@@ -149,6 +149,10 @@ struct sim_server {
     /* Latest server time handed out: the server clock never runs backwards
      * when the host's wall clock steps back (sim.set_clock may move it). */
     _Atomic int64_t clock_last_us;
+    /* EXEC sim.set_clock @frozen = 1: the clock stands at this instant
+     * (advance_clock moves it) until a set_clock without it; INT64_MIN:
+     * it runs. Tests place commits at chosen instants with it. */
+    _Atomic int64_t clock_frozen_us;
     const sim_tz *_Atomic tz;
     int capture_poll_ms, capture_latency_ms, capture_maxtrans;
     pthread_t cap_thread;

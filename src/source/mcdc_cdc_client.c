@@ -79,6 +79,81 @@ int mcdc_clock_sql_utc(mcdc_buf *out, const mcdc_clock *c, const char *t, bool o
     return rc;
 }
 
+/* Appends DATEPART(TZOFFSET, <t shifted by hours> AT TIME ZONE z): the zone's
+ * offset at local time t (in a repeated hour, the one before the change). */
+static int zone_offset_sql(mcdc_buf *out, const mcdc_clock *k, const char *t, int hours,
+                           mcdc_error *err) {
+    int rc = hours ? mcdc_buf_printf(out, err, "DATEPART(TZOFFSET, DATEADD(hour, %d, %s) AT TIME "
+                                               "ZONE ", hours, t)
+                   : mcdc_buf_printf(out, err, "DATEPART(TZOFFSET, %s AT TIME ZONE ", t);
+    if (rc == MCDC_OK) rc = lit(out, k->zone, err);
+    return rc == MCDC_OK ? mcdc_buf_append_byte(out, ')', err) : rc;
+}
+
+/* Appends "t falls back within 3 hours": the offset 3 hours on is smaller. */
+static int falls_back_sql(mcdc_buf *out, const mcdc_clock *k, const char *t, mcdc_error *err) {
+    int rc = zone_offset_sql(out, k, t, 3, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, " < ", err);
+    return rc == MCDC_OK ? zone_offset_sql(out, k, t, 0, err) : rc;
+}
+
+/*
+ * The one conversion of a server time to UTC: the commit at LSN expression
+ * `lsn` that reads the local datetime expression `t`. A fall-back repeats an
+ * hour of a named zone's clock, which AT TIME ZONE reads the first time
+ * (the offset before the change); a commit that follows a drop (an entry
+ * reading more than a minute before the entry before it, where the clock
+ * falls back within 3 hours) no more than 3 hours earlier reads it the
+ * second time, with the offset 3 hours on. So UTC times follow LSN order
+ * across the change. The drops are the range's, found once by
+ * mcdc_cdc_clock_drops (bronze's reads), or, drops NULL, looked up for the
+ * one commit by a subquery (every single commit time: offsets, facts,
+ * the verdict, the retention metrics). A UTC or fixed clock needs neither.
+ */
+static int clock_utc_by_lsn(mcdc_buf *out, const mcdc_clock *k, const char *t, const char *lsn,
+                            const mcdc_clock_drop *drops, int nd, mcdc_error *err) {
+    if (k->kind != MCDC_CLOCK_ZONE) return mcdc_clock_sql_utc(out, k, t, false, 0, err);
+    /* The outer CAST types the CASE as datetime2(3) for any server. */
+    int rc = mcdc_buf_append_str(out, "CAST(CASE WHEN (", err);
+    for (int i = 0; i < nd && rc == MCDC_OK; i++) {
+        char hex[MCDC_LSN_TEXT_LEN + 1];
+        mcdc_lsn_format(&drops[i].lsn, hex);
+        rc = mcdc_buf_printf(out, err,
+                             "%s(%s >= CONVERT(binary(10), N'%s', 1) AND CONVERT(datetime, "
+                             "N'%s', 126) BETWEEN DATEADD(hour, -3, %s) AND %s)",
+                             i ? " OR " : "", lsn, hex, drops[i].local_time, t, t);
+    }
+    if (drops == NULL) {
+        /* The entries from the last one read 3 hours before t (only when t
+         * is near a fall-back: otherwise from lsn itself, none) up to lsn,
+         * each with the one before it: a seek on the key each. */
+        if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, "EXISTS (SELECT 1 FROM (SELECT CASE WHEN ", err);
+        if (rc == MCDC_OK) rc = falls_back_sql(out, k, t, err);
+        if (rc == MCDC_OK)
+            rc = mcdc_buf_printf(out, err,
+                                 " THEN ISNULL((SELECT TOP (1) b.start_lsn FROM "
+                                 "cdc.lsn_time_mapping AS b WHERE b.tran_end_time <= "
+                                 "DATEADD(hour, -3, %s) ORDER BY b.tran_end_time DESC), "
+                                 "0x00000000000000000000) ELSE %s END AS lo) AS w CROSS APPLY "
+                                 "(SELECT x.start_lsn, x.tran_end_time AS dt, "
+                                 "LAG(x.tran_end_time) OVER (ORDER BY x.start_lsn) AS prev FROM "
+                                 "cdc.lsn_time_mapping AS x WHERE x.start_lsn > w.lo AND "
+                                 "x.start_lsn <= %s) AS d WHERE d.dt < DATEADD(minute, -1, d.prev) "
+                                 "AND d.dt BETWEEN DATEADD(hour, -3, %s) AND %s AND ",
+                                 t, lsn, lsn, t, t);
+        if (rc == MCDC_OK) rc = falls_back_sql(out, k, "d.dt", err);
+        if (rc == MCDC_OK) rc = mcdc_buf_append_byte(out, ')', err);
+    }
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, ") AND ", err);
+    if (rc == MCDC_OK) rc = falls_back_sql(out, k, t, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, " THEN CAST(DATEADD(minute, -", err);
+    if (rc == MCDC_OK) rc = zone_offset_sql(out, k, t, 3, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_printf(out, err, ", %s) AS datetime2(3)) ELSE ", t);
+    if (rc == MCDC_OK) rc = mcdc_clock_sql_utc(out, k, t, false, 0, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, " END AS datetime2(3))", err);
+    return rc;
+}
+
 /* ---- the client ------------------------------------------------------------- */
 int mcdc_cdc_client_create(mcdc_cdc_client **out, mcdc_conn *conn, mcdc_error *err) {
     MCDC_ASSERT(out != NULL && conn != NULL);
@@ -161,7 +236,10 @@ static int lsn_time(mcdc_cdc_client *c, const mcdc_lsn *lsn, bool at_or_before, 
         "ORDER BY m.start_lsn DESC"};
     mcdc_buf sql = {0};
     int rc = mcdc_buf_append_str(&sql, "SELECT TOP (1) CONVERT(varchar(23), ", err);
-    if (rc == MCDC_OK) rc = mcdc_clock_sql_utc(&sql, &c->clock, "m.tran_end_time", false, 0, err);
+    /* The commit's own LSN orders it in a fall-back's repeated hour, as
+     * bronze's _commit_ts is ordered (clock_utc_by_lsn). */
+    if (rc == MCDC_OK) rc = clock_utc_by_lsn(&sql, &c->clock, "m.tran_end_time", "m.start_lsn",
+                                             NULL, 0, err);
     if (rc == MCDC_OK) rc = mcdc_buf_append_str(&sql, WHERE[at_or_before], err);
     if (rc == MCDC_OK) rc = mcdc_buf_cstr(&sql, err);
     char hex[MCDC_LSN_TEXT_LEN + 1];
@@ -206,21 +284,33 @@ int mcdc_cdc_time_to_lsn(mcdc_lsn *out, bool *out_found, mcdc_cdc_client *c, int
             rc = mcdc_buf_printf(&sql, err, "DATEADD(minute, %d, CONVERT(datetime2(0), ?, 126))",
                                  k->offset_minutes);
         else {
-            rc = mcdc_buf_append_str(&sql,
-                                     "CONVERT(datetime2(0), CONVERT(datetime2(0), ?, 126) AT "
-                                     "TIME ZONE 'UTC' AT TIME ZONE ",
-                                     err);
-            if (rc == MCDC_OK) rc = lit(&sql, k->zone, err);
-            if (rc == MCDC_OK) rc = mcdc_buf_append_byte(&sql, ')', err);
+            /* A fall-back repeats an hour of the zone's clock: a commit up
+             * to an hour after the time can read earlier than it. The
+             * server-clock time no later commit reads at or before is the
+             * earlier of the time's and the next hour's less an hour (the
+             * same anywhere else), as the reference maps it: a commit of
+             * the repeated hour is replayed rather than skipped. */
+            static const char LOCAL[] = "CONVERT(datetime2(0), (%sCONVERT(datetime2(0), ?, 126)%s "
+                                        "AT TIME ZONE 'UTC') AT TIME ZONE ";
+            rc = mcdc_buf_append_str(&sql, "(SELECT MIN(v) FROM (VALUES (", err);
+            for (int i = 0; i < 2 && rc == MCDC_OK; i++) {
+                if (i) rc = mcdc_buf_append_str(&sql, "), (DATEADD(hour, -1, ", err);
+                if (rc == MCDC_OK)
+                    rc = mcdc_buf_printf(&sql, err, LOCAL, i ? "DATEADD(hour, 1, " : "",
+                                         i ? ")" : "");
+                if (rc == MCDC_OK) rc = lit(&sql, k->zone, err);
+                if (rc == MCDC_OK) rc = mcdc_buf_append_str(&sql, i ? "))" : ")", err);
+            }
+            if (rc == MCDC_OK) rc = mcdc_buf_append_str(&sql, ")) AS x(v))", err);
         }
     }
     if (rc == MCDC_OK) rc = mcdc_buf_append_str(&sql, "), 1)", err);
     if (rc == MCDC_OK) rc = mcdc_buf_cstr(&sql, err);
-    const char *p[] = {ts};
+    const char *p[] = {ts, ts};
     bool was_null = false;
     if (rc == MCDC_OK)
-        rc = scalar_lsn(c, "mapping a time to an LSN", (const char *)sql.data, p, 1, out,
-                        &was_null, err);
+        rc = scalar_lsn(c, "mapping a time to an LSN", (const char *)sql.data, p,
+                        k->kind == MCDC_CLOCK_ZONE ? 2 : 1, out, &was_null, err);
     mcdc_buf_free(&sql);
     *out_found = rc == MCDC_OK && !was_null && !mcdc_lsn_is_zero(out);
     return rc;
@@ -878,35 +968,7 @@ int mcdc_cdc_commit_time_sql(mcdc_buf *out, mcdc_cdc_client *c, const mcdc_lsn *
     rc = mcdc_cdc_clock_drops(drops, &nd, c, from, to, err);
     if (rc != MCDC_OK) return rc;
     if (nd == 0) return mcdc_clock_sql_utc(out, &c->clock, t, false, 0, err);
-    /* Second pass of a repeated hour: a drop within the 3 h before the
-     * commit, at or before its LSN, and the commit's time is repeated. */
-    /* The outer CAST types the CASE as datetime2(3) for any server. */
-    rc = mcdc_buf_append_str(out, "CAST(CASE WHEN (", err);
-    for (int i = 0; i < nd && rc == MCDC_OK; i++) {
-        char hex[MCDC_LSN_TEXT_LEN + 1];
-        mcdc_lsn_format(&drops[i].lsn, hex);
-        rc = mcdc_buf_printf(out, err,
-                             "%s(%s >= CONVERT(binary(10), N'%s', 1) AND CONVERT(datetime, "
-                             "N'%s', 126) BETWEEN DATEADD(hour, -3, %s) AND %s)",
-                             i ? " OR " : "", lsn, hex, drops[i].local_time, t, t);
-    }
-    if (rc == MCDC_OK)
-        rc = mcdc_buf_printf(out, err,
-                             ") AND DATEPART(TZOFFSET, DATEADD(hour, 3, %s) AT TIME ZONE ",
-                             t);
-    if (rc == MCDC_OK) rc = lit(out, c->clock.zone, err);
-    if (rc == MCDC_OK) rc = mcdc_buf_printf(out, err, ") < DATEPART(TZOFFSET, %s AT TIME ZONE ", t);
-    if (rc == MCDC_OK) rc = lit(out, c->clock.zone, err);
-    if (rc == MCDC_OK)
-        rc = mcdc_buf_printf(out, err,
-                             ") THEN CAST(DATEADD(minute, -DATEPART(TZOFFSET, DATEADD(hour, 3, "
-                             "%s) AT TIME ZONE ",
-                             t);
-    if (rc == MCDC_OK) rc = lit(out, c->clock.zone, err);
-    if (rc == MCDC_OK) rc = mcdc_buf_printf(out, err, "), %s) AS datetime2(3)) ELSE ", t);
-    if (rc == MCDC_OK) rc = mcdc_clock_sql_utc(out, &c->clock, t, false, 0, err);
-    if (rc == MCDC_OK) rc = mcdc_buf_append_str(out, " END AS datetime2(3))", err);
-    return rc;
+    return clock_utc_by_lsn(out, &c->clock, t, lsn, drops, nd, err);
 }
 
 /* ---- metrics and permissions ------------------------------------------------------------ */

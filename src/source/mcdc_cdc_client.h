@@ -47,7 +47,10 @@ void mcdc_clock_describe(char out[MCDC_ZONE_NAME_MAX + 16], const mcdc_clock *c)
  * length and characters (they are inlined as N'' literals). */
 int mcdc_clock_from_name(mcdc_clock *out, const char *name, mcdc_error *err);
 /* T-SQL converting the local datetime expression `t` to UTC datetime2(3)
- * under clock c, with a known offset (offset_known) or row by row. */
+ * under clock c, with a known offset (offset_known) or row by row; row by
+ * row, a named zone's repeated hour reads as its first pass. A commit's
+ * time goes through the client's LSN-ordered rule instead
+ * (mcdc_cdc_commit_time_sql, mcdc_cdc_lsn_to_time), which builds on this. */
 int mcdc_clock_sql_utc(mcdc_buf *out, const mcdc_clock *c, const char *t, bool offset_known,
                        int offset_minutes, mcdc_error *err);
 

@@ -202,3 +202,40 @@ int mcdc_storage_delete(mcdc_storage *s, const char *key, mcdc_error *err) {
     int rc = check_key(key, false, err);
     return rc ? rc : s->ops->del(s->self, key, err);
 }
+
+/* ---- holding a key ---------------------------------------------------------------- */
+
+struct mcdc_storage_lock {
+    const mcdc_storage_ops *ops;
+    void *hold; /* the backend's */
+};
+
+int mcdc_storage_lock_key(mcdc_storage_lock **out, mcdc_storage *s, const char *key,
+                          const void *note, size_t n, mcdc_buf *holder, mcdc_error *err) {
+    MCDC_ASSERT(out != NULL && (note != NULL || n == 0));
+    *out = NULL;
+    int rc = check_key(key, false, err);
+    if (rc) return rc;
+    if (s->ops->lock == NULL || s->ops->unlock == NULL)
+        return mcdc_error_set(err, MCDC_E_UNSUPPORTED, "%s cannot hold %s: its storage has no "
+                                                       "locks", s->root, key);
+    mcdc_storage_lock *l = mcdc_calloc(1, sizeof *l);
+    if (l == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    mcdc_buf scratch = {0};
+    rc = s->ops->lock(s->self, key, note, n, &l->hold, holder ? holder : &scratch, err);
+    mcdc_buf_free(&scratch);
+    MCDC_ASSERT(rc != MCDC_OK || l->hold != NULL);
+    if (rc) {
+        mcdc_free(l);
+        return rc;
+    }
+    l->ops = s->ops;
+    *out = l;
+    return MCDC_OK;
+}
+
+void mcdc_storage_unlock(mcdc_storage_lock *l) {
+    if (l == NULL) return;
+    l->ops->unlock(l->hold);
+    mcdc_free(l);
+}

@@ -134,6 +134,13 @@ typedef struct mcdc_storage_ops {
     int (*list)(void *self, const char *prefix, mcdc_storage_listing *out, mcdc_error *err);
     int (*del)(void *self, const char *key, mcdc_error *err);
     void (*destroy)(void *self);
+    /* Optional (NULL: MCDC_E_UNSUPPORTED): takes the exclusive hold of key
+     * (see mcdc_storage_lock below) and fills *hold; held by another:
+     * MCDC_E_CONFLICT with the holder's note appended to holder. */
+    int (*lock)(void *self, const char *key, const void *note, size_t n, void **hold,
+                mcdc_buf *holder, mcdc_error *err);
+    /* Gives a hold back (cannot fail; NULL-safe). */
+    void (*unlock)(void *hold);
 } mcdc_storage_ops;
 
 typedef struct mcdc_storage {
@@ -211,6 +218,44 @@ int mcdc_storage_size(mcdc_storage *s, const char *key, int64_t *out_bytes, mcdc
 int mcdc_storage_list(mcdc_storage *s, const char *prefix, mcdc_storage_listing *out,
                       mcdc_error *err);
 int mcdc_storage_delete(mcdc_storage *s, const char *key, mcdc_error *err);
+
+/* ---- holding a key: one process at a time ---------------------------------------
+ *
+ * A lock says "one process works here" (a job on its checkpoint): taking it
+ * proves no other holds it now, and a process that dies holds nothing, so
+ * no lock is ever left stale. Local: flock(2) on the key's file, which the
+ * kernel drops with the process (kill -9 too); the file is created when
+ * missing, holds the holder's note while held and is removed when given
+ * back. A lock taken on a file that its holder removed meanwhile is taken
+ * again on the new one, so two processes never hold one key. On a network
+ * filesystem whose locks do not work the local backend answers
+ * MCDC_E_UNSUPPORTED. Memory: a table of held keys in the store (processes
+ * are threads there: two storages on one store exclude each other).
+ *
+ * Object stores have no locks that die with a process; there the same hold
+ * will be a lease: an object at key created put-if-absent with the note and
+ * an expiry, renewed by its holder (a conditional put on the version it
+ * wrote) well before it expires, taken over by another process only once
+ * expired and only by a conditional put (so two successors cannot both
+ * win), and a holder that fails to renew in time stops before its next
+ * commit. A killed holder's lease then expires instead of vanishing with
+ * it. Callers need not change: lock/unlock keep their meaning, and a
+ * backend without either answers MCDC_E_UNSUPPORTED, which callers treat as
+ * "no hold here" (the commit-time checks still catch a second writer).
+ *
+ * note (n bytes, who holds it: pid, host, since) is kept with the hold for
+ * whoever finds it held. */
+typedef struct mcdc_storage_lock mcdc_storage_lock;
+
+/* Takes the hold of key. MCDC_E_CONFLICT: another process (or storage)
+ * holds it, and holder (may be NULL) gets the note it left (possibly empty:
+ * it is just starting); MCDC_E_UNSUPPORTED: the backend cannot hold keys.
+ * *out is owned: give it back with mcdc_storage_unlock. The storage must
+ * outlive it. */
+int mcdc_storage_lock_key(mcdc_storage_lock **out, mcdc_storage *s, const char *key,
+                          const void *note, size_t n, mcdc_buf *holder, mcdc_error *err);
+/* Gives the hold back (NULL-safe). */
+void mcdc_storage_unlock(mcdc_storage_lock *l);
 
 /* ---- the in-memory backend (tests: same semantics, plus fault injection) -------- */
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -330,12 +331,107 @@ static void local_destroy(void *self) {
     mcdc_free(ls);
 }
 
+/* ---- holds: flock(2) on the key's file (mcdc_storage.h) -------------------------- */
+
+/* A holder's note is a line of JSON; more is damage. */
+#define LOCAL_NOTE_BYTES_MAX 4096
+
+typedef struct local_hold {
+    int fd;     /* open on path, flock'ed */
+    char *path; /* owned */
+} local_hold;
+
+/* The note another holder left in fd's file (bounded). */
+static void read_note(int fd, mcdc_buf *holder) {
+    char note[LOCAL_NOTE_BYTES_MAX];
+    ssize_t got = pread(fd, note, sizeof note, 0);
+    if (got > 0) (void)mcdc_buf_append(holder, note, (size_t)got, NULL);
+}
+
+/* fd (flock'ed) is still the file at path: a holder giving its hold back
+ * removes the file, so a lock won on a removed file holds nothing. */
+static bool still_linked(int fd, const char *path) {
+    struct stat a, b;
+    return fstat(fd, &a) == 0 && a.st_nlink > 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
+}
+
+static int local_lock(void *self, const char *key, const void *note, size_t n, void **out,
+                      mcdc_buf *holder, mcdc_error *err) {
+    local_storage *ls = self;
+    *out = NULL;
+    local_hold *h = mcdc_calloc(1, sizeof *h);
+    if (h == NULL || (h->path = join(ls, key)) == NULL) {
+        mcdc_free(h);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    h->fd = -1;
+    int rc = MCDC_OK;
+    /* A removed file found under the lock: open the new one (bounded; each
+     * round means another process gave the hold back just then). */
+    for (int round = 0; rc == MCDC_OK && round < 100; round++) {
+        h->fd = open(h->path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        if (h->fd < 0 && errno == ENOENT && (rc = make_parents(h->path, err)) == MCDC_OK)
+            h->fd = open(h->path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        if (rc) break;
+        if (h->fd < 0) {
+            rc = mcdc_error_set(err, MCDC_E_IO, "cannot open %s: %s", h->path, strerror(errno));
+            break;
+        }
+        if (flock(h->fd, LOCK_EX | LOCK_NB) != 0) {
+            int e = errno;
+            if (e == EWOULDBLOCK) {
+                read_note(h->fd, holder);
+                rc = mcdc_error_set(err, MCDC_E_CONFLICT, "%s is held by another process",
+                                    h->path);
+            } else if (e == ENOLCK || e == EINVAL || e == EOPNOTSUPP) {
+                rc = mcdc_error_set(err, MCDC_E_UNSUPPORTED,
+                                    "cannot lock %s: its filesystem has no working locks (%s)",
+                                    h->path, strerror(e));
+            } else {
+                rc = mcdc_error_set(err, MCDC_E_IO, "cannot lock %s: %s", h->path, strerror(e));
+            }
+            break;
+        }
+        if (still_linked(h->fd, h->path)) {
+            /* Ours: the note replaces whatever a killed holder left. */
+            if (ftruncate(h->fd, 0) != 0 || (n > 0 && pwrite(h->fd, note, n, 0) != (ssize_t)n))
+                mcdc_log(MCDC_LOG_WARN, "cannot write who holds %s (%s): others finding it "
+                                        "held will not see it", h->path, strerror(errno));
+            *out = h;
+            return MCDC_OK;
+        }
+        close(h->fd);
+        h->fd = -1;
+    }
+    if (rc == MCDC_OK)
+        rc = mcdc_error_set(err, MCDC_E_CONFLICT, "%s keeps being replaced under its lock",
+                            h->path);
+    if (h->fd >= 0) close(h->fd);
+    mcdc_free(h->path);
+    mcdc_free(h);
+    return rc;
+}
+
+/* Removes the file while still holding it, then lets go: a process that
+ * opened it meanwhile and wins the lock finds it removed and starts over. */
+static void local_unlock(void *hold) {
+    local_hold *h = hold;
+    if (h == NULL) return;
+    if (unlink(h->path) != 0 && errno != ENOENT)
+        mcdc_log(MCDC_LOG_WARN, "cannot remove %s: %s", h->path, strerror(errno));
+    close(h->fd);
+    mcdc_free(h->path);
+    mcdc_free(h);
+}
+
 static const mcdc_storage_writer_ops local_writer_ops = {
     local_writer_write, local_writer_commit, local_writer_discard,
 };
 
 static const mcdc_storage_ops local_ops = {
     local_open_writer, local_get, local_get_range, local_list, local_del, local_destroy,
+    local_lock,        local_unlock,
 };
 
 int mcdc_storage_local_create(mcdc_storage **out, const char *root, mcdc_error *err) {

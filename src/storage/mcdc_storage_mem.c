@@ -40,8 +40,18 @@ typedef struct mem_undo {
     int64_t prev_mtime_ms;
 } mem_undo;
 
+/* A held key (mcdc_storage_lock_key): the store's table of them, under its
+ * lock. */
+typedef struct mem_hold {
+    mcdc_storage_mem *m; /* one reference: a hold may outlive its storage */
+    char *key;           /* owned, full key */
+    mcdc_buf note;
+    struct mem_hold *next;
+} mem_hold;
+
 struct mcdc_storage_mem {
     pthread_mutex_t mu;
+    mem_hold *holds; /* keys held now */
     int64_t refs;
     char *name; /* owned */
     mem_obj *objs; /* owned, sorted by key (strcmp) */
@@ -383,8 +393,60 @@ static void mem_destroy(void *self) {
     mcdc_free(ms);
 }
 
+static int mem_lock(void *self, const char *key, const void *note, size_t n, void **out,
+                    mcdc_buf *holder, mcdc_error *err) {
+    mem_storage *ms = self;
+    *out = NULL;
+    mem_hold *h = mcdc_calloc(1, sizeof *h);
+    if (h == NULL || (h->key = full_key(ms, key)) == NULL ||
+        mcdc_buf_append(&h->note, note, n, NULL) != MCDC_OK) {
+        if (h) mcdc_free(h->key);
+        mcdc_free(h);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    mcdc_storage_mem *m = ms->m;
+    pthread_mutex_lock(&m->mu);
+    const mem_hold *other = m->holds;
+    while (other && strcmp(other->key, h->key) != 0) other = other->next;
+    int rc = MCDC_OK;
+    if (other) {
+        rc = mcdc_error_set(err, MCDC_E_CONFLICT, "mem://%s/%s is held by another", m->name,
+                            h->key);
+        if (other->note.len) (void)mcdc_buf_append(holder, other->note.data, other->note.len, NULL);
+    } else {
+        h->m = m;
+        m->refs++;
+        h->next = m->holds;
+        m->holds = h;
+        *out = h;
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (rc) {
+        mcdc_buf_free(&h->note);
+        mcdc_free(h->key);
+        mcdc_free(h);
+    }
+    return rc;
+}
+
+static void mem_unlock(void *hold) {
+    mem_hold *h = hold;
+    if (h == NULL) return;
+    mcdc_storage_mem *m = h->m;
+    pthread_mutex_lock(&m->mu);
+    mem_hold **p = &m->holds;
+    while (*p && *p != h) p = &(*p)->next;
+    MCDC_ASSERT(*p == h);
+    *p = h->next;
+    pthread_mutex_unlock(&m->mu);
+    mcdc_buf_free(&h->note);
+    mcdc_free(h->key);
+    mcdc_free(h);
+    store_unref(m);
+}
+
 static const mcdc_storage_ops mem_ops = {
-    mem_open_writer, mem_get, mem_get_range, mem_list, mem_del, mem_destroy,
+    mem_open_writer, mem_get, mem_get_range, mem_list, mem_del, mem_destroy, mem_lock, mem_unlock,
 };
 
 /* ---- the store's API -------------------------------------------------------------- */

@@ -101,11 +101,17 @@ def workdir():
     shutil.rmtree(d, ignore_errors=True)
 
 
-@pytest.fixture
-def sim(workdir):
+def start_sim(workdir, capture_poll_ms=50):
+    """A simulator on workdir/sim; capture_poll_ms 0: capture only on
+    EXEC sim.run_capture."""
     data = os.path.join(workdir, "sim")
     os.makedirs(data)
-    s = Sim(data, ["--capture-poll-ms", "50", "--capture-latency-ms", "0"])
+    return Sim(data, ["--capture-poll-ms", str(capture_poll_ms), "--capture-latency-ms", "0"])
+
+
+@pytest.fixture
+def sim(workdir):
+    s = start_sim(workdir)
     yield s
     s.stop()
 

@@ -226,9 +226,9 @@ class Peer:
     def lake(self, side, name):
         return os.path.join(self.work, side, name)
 
-    def run_ours(self, side, app_id=APP):
+    def run_ours(self, side, app_id=APP, options=None):
         argv = ["stream"]
-        for k, v in self.options.items():
+        for k, v in (options or self.options).items():
             argv += ["-o", f"{k}={v}"]
         argv += ["--target", self.lake(side, "bronze"), "--app-id", app_id,
                  "--checkpoint", self.lake(side, "ckpt"),
@@ -237,13 +237,13 @@ class Peer:
                  "--trigger", "availableNow", "--json"]
         return run_cli(*argv, timeout=300)
 
-    def run_reference(self, spark):
+    def run_reference(self, spark, side="ref", options=None):
         from mssql_cdc import finalization
-        bronze = self.lake("ref", "bronze")
-        query = mssql_cdc.stream(spark, self.options).to_delta(
-            bronze, APP, self.lake("ref", "ckpt"), self.lake("ref", "facts"),
+        bronze = self.lake(side, "bronze")
+        query = mssql_cdc.stream(spark, options or self.options).to_delta(
+            bronze, APP, self.lake(side, "ckpt"), self.lake(side, "facts"),
             trigger={"availableNow": True})
-        tracker = finalization.track(spark, query, self.lake("ref", "control"), bronze)
+        tracker = finalization.track(spark, query, self.lake(side, "control"), bronze)
         assert query.awaitTermination(900), "the reference's query did not finish in 15 minutes"
         assert query.exception() is None, query.exception()
         assert tracker.join(timeout=300), "the reference's verdict was not written"
@@ -708,3 +708,66 @@ def test_reference_apply_changes_over_our_bronze_and_facts(spark, ours_read):
     assert r2["applied_lsn"] > r["applied_lsn"]
     assert r2["finalized_until"] == rows[bronze]["finalized_until"]
     assert silver_rows(silver) == source_rows(p.sim)
+
+
+# ---- a new checkpoint that finds nothing new ---------------------------------------------
+# Last in the module: it moves the simulator's clock.
+
+@pytest.fixture(scope="module")
+def quiet(spark, source):
+    """Both sides start a new checkpoint at startingLsn=latest with nothing new (lakes
+    ref-quiet and ours-quiet), then run again after ten quiet minutes of idle entries."""
+    peer = source
+    if not mssql_cdc.HAS_ADMISSION_CONTROL:
+        pytest.skip("this PySpark has no admission control for Python streaming sources")
+    if not getattr(peer, "quiet_streamed", False):
+        options = {**peer.options, "startingLsn": "latest"}
+        peer.quiet_start = peer.sim.run(
+            "SELECT CONVERT(varchar(22), sys.fn_cdc_get_max_lsn(), 1)", database="shop")[0][0]
+        peer.run_reference(spark, "ref-quiet", options)
+        peer.run_ours("ours-quiet", options=options)
+        peer.sim.run("EXEC sim.advance_clock @seconds = 620; "
+                     "EXEC sim.run_capture @ignore_latency = 1;", database="shop")
+        peer.quiet_end = peer.sim.run(
+            "SELECT CONVERT(varchar(22), sys.fn_cdc_get_max_lsn(), 1)", database="shop")[0][0]
+        assert peer.quiet_end > peer.quiet_start
+        peer.run_reference(spark, "ref-quiet", options)
+        peer.run_ours("ours-quiet", options=options)
+        peer.quiet_streamed = True
+    return peer
+
+
+def quiet_both(peer, name):
+    return peer.lake("ref-quiet", name), peer.lake("ours-quiet", name)
+
+
+def test_a_new_checkpoint_with_nothing_new_commits_an_empty_batch_0(quiet):
+    """The reference's batch 0 of a new checkpoint runs whatever is new, and writes its
+    facts row (rows 0, no range read: NULL metrics and end); so batch 1 is the first
+    with something to read on both sides, and a stream moved between them neither
+    replays nor skips."""
+    ref, ours = (rows_of(t, ["batch_id"]) for t in quiet_both(quiet, "facts"))
+    assert [r["batch_id"] for r in ours] == [r["batch_id"] for r in ref] == [0, 1]
+    assert [r["rows"] for r in ours] == [0, 0]
+    assert ours[0]["end_lsn"] is None and ours[1]["end_lsn"] == quiet.quiet_end
+    skip = set(FACTS_TIMINGS) | set(FACTS_KNOWN) | {"target", "detail"}
+    for a, b in zip(ref, ours):
+        assert {k: v for k, v in b.items() if k not in skip} == \
+            {k: v for k, v in a.items() if k not in skip}, a["batch_id"]
+    assert [r["detail"] is None for r in ours] == [r["detail"] is None for r in ref]
+    # batch 0 ends where it starts, at the latest LSN when the stream started
+    ref_o = ref_offsets(quiet.lake("ref-quiet", "ckpt"))
+    our_o = our_offsets(quiet.lake("ours-quiet", "ckpt"))
+    assert sorted(our_o) == sorted(ref_o) == [0, 1]
+    assert our_o == ref_o
+    assert our_o[0]["lsn"] == quiet.quiet_start and our_o[1]["lsn"] == quiet.quiet_end
+    # facts commits carry the same txn versions; neither side wrote bronze
+    ref_t, our_t = (txns(t) for t in quiet_both(quiet, "facts"))
+    assert [t[1:] for t in our_t] == [t[1:] for t in ref_t] == \
+        [(APP + "#facts", 0), (APP + "#facts", 1)]
+    for t in quiet_both(quiet, "bronze"):
+        assert not os.path.exists(os.path.join(t, "_delta_log")) or not txns(t), t
+    # the verdict moved to the end offsets' commit times on both
+    ref_v, our_v = (rows_of(t, ["table_name"]) for t in quiet_both(quiet, "control"))
+    keys = ("finalized_until", "end_lsn", "end_commit_ts")
+    assert [{k: r[k] for k in keys} for r in our_v] == [{k: r[k] for k in keys} for r in ref_v]

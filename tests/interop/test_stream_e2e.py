@@ -2,6 +2,7 @@
 delta-rs. Exactly-once across crashes at every commit point, facts per batch,
 the verdict never ahead of the data, data loss stopping the stream."""
 import datetime as dt
+import json
 import os
 import random
 import shutil
@@ -214,6 +215,46 @@ def test_latest_on_a_table_without_changes_reads_what_comes_after_the_start(sim,
         out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert_exactly_once(sim, workdir)
+
+
+def test_a_new_checkpoint_with_nothing_new_commits_one_empty_batch_0(sim, workdir):
+    """As the reference (Spark runs a new checkpoint's batch 0 whatever its source
+    says): batch 0 ends where it starts, reads nothing and writes its facts row (rows
+    0) and no bronze commit; idle triggers after it commit nothing, and the first
+    changes are batch 1, as they are there."""
+    make_db(sim)
+    write_changes(sim, 1, 2)
+    p = run_cli(*stream_args(sim, workdir, extra=["--startingLsn", "latest"]))
+    assert '"batch_id":0,"rows":0' in p.stdout, p.stdout
+    rows = facts_batches(workdir)
+    assert [(r["batch_id"], r["rows"], r["end_lsn"]) for r in rows] == [(0, 0, None)]
+    assert not os.path.exists(os.path.join(workdir, "bronze", "_delta_log"))
+    with open(os.path.join(workdir, "ckpt", "offsets", "0")) as f:
+        planned = json.load(f)
+    assert planned["start"]["lsn"] == planned["end"]["lsn"] == change_rows(sim)[-1][0]
+    run_cli(*stream_args(sim, workdir, extra=["--startingLsn", "latest"]))
+    assert len(facts_batches(workdir)) == 1
+    # a running stream on another new checkpoint: one empty batch, not one per poll
+    d = os.path.join(workdir, "polled")
+    os.makedirs(d)
+    proc = subprocess.Popen([CLI, *stream_args(sim, d, trigger="processingTime=50ms",
+                                               extra=["--startingLsn", "latest"])],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.5)
+        assert [(r["batch_id"], r["rows"]) for r in facts_batches(d)] == [(0, 0)]
+        write_changes(sim, 100, 1)
+        deadline = time.time() + 15
+        while time.time() < deadline and len(facts_batches(d)) < 2:
+            time.sleep(0.1)
+        time.sleep(0.5)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    batches = sorted((r["batch_id"], r["rows"]) for r in facts_batches(d))
+    assert batches == [(0, 0), (1, 6)], batches
+    assert DeltaTable(os.path.join(d, "bronze")).transaction_version("orders-v1") == 1
 
 
 def test_purged_changes_stop_the_stream_with_data_loss(sim, workdir):

@@ -338,3 +338,35 @@ def test_a_starting_lsn_beyond_max_lsn_warns_what_it_waits_for(sim, workdir):
     p = run_cli(*stream_args(sim, workdir), "--startingLsn", "0x7FFFFFFF000000000001")
     assert "beyond the server's max_lsn" in p.stderr and "waits" in p.stderr, p.stderr
     assert not os.path.exists(os.path.join(workdir, "bronze", "_delta_log"))
+
+
+def test_a_last_checkpoint_ahead_of_the_listing_is_no_warning(sim, workdir):
+    """_last_checkpoint naming a newer version than the checkpoint files the
+    reader listed is what another writer checkpointing meanwhile leaves (it
+    writes the checkpoint, then the hint): not worth a warning. A hint naming a
+    version the log does not have is wrong, and still warned about."""
+    make_db(sim)
+    write_changes(sim, 1, 13, rows_per_tx=1)
+    args = stream_args(sim, workdir, extra=["--maxCommitsPerBatch", "1"])
+    run_cli(*args)
+    facts = os.path.join(workdir, "facts")
+    versions = log_versions(facts)
+    assert versions[-1] >= 12 and os.path.exists(
+        os.path.join(facts, "_delta_log", "00000000000000000010.checkpoint.parquet"))
+    hint = os.path.join(facts, "_delta_log", "_last_checkpoint")
+    # what a reader sees when it listed the log just before another writer
+    # wrote checkpoint 12 and pointed the hint at it
+    with open(hint, "w") as f:
+        json.dump({"version": 12, "size": 20}, f)
+    write_changes(sim, 100, 1, rows_per_tx=1)
+    p = run_cli(*args)
+    assert "_last_checkpoint" not in p.stderr, p.stderr
+    # a hint past the end of the log is damage: warned about, the log listed
+    with open(hint, "w") as f:
+        json.dump({"version": versions[-1] + 50, "size": 20}, f)
+    write_changes(sim, 200, 1, rows_per_tx=1)
+    p = run_cli(*args)
+    assert "_last_checkpoint" in p.stderr and "ignored" in p.stderr, p.stderr
+    with open(hint, "w") as f:  # delta-rs refuses that hint: put the true one back
+        json.dump({"version": 10, "size": 20}, f)
+    assert_exactly_once(sim, workdir)

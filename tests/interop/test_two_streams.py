@@ -1,16 +1,23 @@
 """Two streams of two tables in one process (tests/e2e/two_streams.c, public API
 only): each stops on its own request, each one's warnings reach only its own
 facts rows and log function, and together they never hold more connections to
-the server than the budget they share."""
+the server than the budget they share.
+
+Two processes on one checkpoint: the second stops with exit 12 naming the one
+that holds it (pid, host, since when), whenever it starts; a stream killed with
+SIGKILL leaves no hold behind."""
 import json
 import os
+import signal
+import socket
 import subprocess
 import threading
 import time
 
 from deltalake import DeltaTable
 
-from conftest import BUILD, CC, ROOT, link_libs, run_cli
+from conftest import BUILD, CC, CLI, ROOT, link_libs, run_cli
+from test_stream_e2e import assert_exactly_once, make_db, stream_args, write_changes
 
 TABLES = """
 CREATE TABLE dbo.a (id INT NOT NULL PRIMARY KEY, v NVARCHAR(40) NULL);
@@ -112,3 +119,63 @@ EXEC sys.sp_cdc_cleanup_change_table @capture_instance = N'dbo_a',
                     bronze_b["_operation"].to_pylist()))
     assert len(keys) == len(set(keys)) and len(keys) >= 200000
     assert set(bronze_b["_capture_instance"].to_pylist()) == {"dbo_b"}
+
+
+def first_batch_seen(proc, workdir, timeout=30):
+    """Waits until the running stream proc has committed a batch."""
+    commits = os.path.join(workdir, "ckpt", "commits")
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        if os.path.isdir(commits) and os.listdir(commits):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no batch committed: {proc.poll()}")
+
+
+def test_a_second_process_on_a_running_streams_checkpoint_exits_12_naming_it(sim, workdir):
+    make_db(sim)
+    write_changes(sim, 1, 3)
+    running = subprocess.Popen([CLI, *stream_args(sim, workdir, trigger="processingTime=100ms")],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        first_batch_seen(running, workdir)
+        write_changes(sim, 100, 2)
+        second = run_cli(*stream_args(sim, workdir), check=False)
+        assert second.returncode == 12, second.stderr
+        err = second.stderr
+        assert "another process is running on checkpoint" in err, err
+        assert os.path.join(workdir, "ckpt") in err, err
+        assert f"pid {running.pid} " in err and socket.gethostname() in err, err
+        assert "since" in err, err
+    finally:
+        # killed as a crash would: the kernel drops its hold with it
+        running.send_signal(signal.SIGKILL)
+        running.wait()
+    write_changes(sim, 200, 2)
+    after = run_cli(*stream_args(sim, workdir))
+    assert after.returncode == 0, after.stderr
+    assert_exactly_once(sim, workdir)
+
+
+def test_two_processes_started_at_once_on_one_checkpoint(sim, workdir):
+    """Started together, whatever the interleaving: one streams, the other
+    stops with exit 12, and bronze holds every change once."""
+    make_db(sim)
+    sim.run("EXEC sim.bulk_load @capture_instance = N'dbo_orders', @transactions = 1500, "
+            "@rows_per_tx = 20, @seed = 5;", database="shop")
+    for trial, stagger in enumerate((0.0, 0.05, 0.2)):
+        d = os.path.join(workdir, f"t{trial}")
+        os.makedirs(d)
+        args = stream_args(sim, d, extra=["--maxCommitsPerBatch", "40"])
+        procs = [subprocess.Popen([CLI, *args], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True)]
+        time.sleep(stagger)
+        procs.append(subprocess.Popen([CLI, *args], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.PIPE, text=True))
+        results = [(p.wait(timeout=240), p.stderr.read()) for p in procs]
+        codes = sorted(rc for rc, _ in results)
+        assert codes == [0, 12], results
+        loser = next(err for rc, err in results if rc == 12)
+        assert "another process is running on checkpoint" in loser, loser
+        assert "restore" not in loser and "start over" not in loser, loser
+        assert_exactly_once(sim, d)

@@ -549,7 +549,8 @@ static void racing_destroy(void *self) {
     mcdc_free(rc);
 }
 static const mcdc_storage_ops racing_ops = {racing_open_writer, racing_get, racing_get_range,
-                                            racing_list,        racing_del, racing_destroy};
+                                            racing_list,        racing_del, racing_destroy,
+                                            NULL,               NULL};
 
 static mcdc_delta_table *racing_table(const char *dir, const char *const *bodies, int n) {
     mcdc_storage *inner = NULL, *st = mcdc_calloc(1, sizeof *st);

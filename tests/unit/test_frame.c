@@ -23,6 +23,12 @@ typedef struct {
     int64_t crash_unit;  /* the unit whose crash_point kills the job, -1 none */
     const char *crash_point;
     int units_run;
+    /* At this point of this unit, another process on the same checkpoint
+     * runs (a second frame, called from the hook), once. */
+    const char *meanwhile_point;
+    int64_t meanwhile_unit;
+    void (*meanwhile)(void *arg);
+    void *meanwhile_arg;
 } toy_job;
 
 static int toy_plan(void *job, const json_t *last, json_t **start, json_t **end, bool *idle,
@@ -72,6 +78,11 @@ static int toy_facts(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
 
 static bool toy_crash(void *user, const char *point, int64_t unit) {
     toy_job *t = user;
+    if (t->meanwhile && unit == t->meanwhile_unit && strcmp(point, t->meanwhile_point) == 0) {
+        void (*fn)(void *) = t->meanwhile;
+        t->meanwhile = NULL;
+        fn(t->meanwhile_arg);
+    }
     return t->crash_point && unit == t->crash_unit && strcmp(point, t->crash_point) == 0;
 }
 
@@ -82,6 +93,8 @@ typedef struct {
     mcdc_storage_mem *mem;
     mcdc_storage_env env;
     toy_job job;
+    int64_t max_units;    /* 0: every unit */
+    int64_t second_units; /* the second process's max_units */
 } toy_world;
 
 static void world_init(toy_world *w) {
@@ -115,7 +128,8 @@ static int run_frame(toy_world *w, const char *app_id, mcdc_error *err) {
                           .facts = facts,
                           .facts_app_id = facts_app,
                           .stop_when_idle = true,
-                          .idle_poll_ms = 1};
+                          .idle_poll_ms = 1,
+                          .max_units = w->max_units};
     if (rc == MCDC_OK) rc = mcdc_frame_run(&cfg, &TOY_OPS, &w->job, err);
     mcdc_table_close(target);
     mcdc_table_close(facts);
@@ -299,4 +313,47 @@ TEST(frame_refuses_a_foreign_writer_and_a_rewound_checkpoint) {
     CHECK_EQ_INT(run_frame(&w, "toy", &e), MCDC_E_REWOUND);
     CHECK(strstr(e.message, "a new app id AND a new (or rebuilt) target") != NULL);
     world_free(&w);
+}
+
+/* A second process on the checkpoint, where its storage has no locks: it
+ * runs one unit (or every unit left) while the first is at a crash point. */
+static void second_process(void *arg) {
+    toy_world *w = arg;
+    mcdc_error e = MCDC_ERROR_INIT;
+    w->max_units = w->second_units;
+    CHECK_EQ_INT(run_frame(w, "toy", &e), MCDC_OK);
+    w->max_units = 0;
+}
+
+TEST(frame_reads_a_second_process_on_its_checkpoint_as_one) {
+    /* the other commits units this run has not seen (it used to read as a
+     * rewound checkpoint, exit 9), the unit this run is writing (taken for
+     * this run's own replay), or runs ahead of it */
+    static const struct {
+        const char *point;
+        int64_t unit, units;
+        const char *says;
+    } cases[] = {{"after_commit", 0, 0, "while this run, at unit 0, was not looking"},
+                 {"after_plan", 1, 1, "to target mem://lake/target while this run was writing"},
+                 {"after_bronze", 1, 1, "to facts table mem://lake/facts while this run was"},
+                 {"after_plan", 1, 0, "past unit 1 this run was writing"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        toy_world w;
+        world_init(&w);
+        mcdc_error e = MCDC_ERROR_INIT;
+        w.job.meanwhile_point = cases[i].point;
+        w.job.meanwhile_unit = cases[i].unit;
+        w.job.meanwhile = second_process;
+        w.job.meanwhile_arg = &w;
+        w.second_units = cases[i].units;
+        CHECK_EQ_INT(run_frame(&w, "toy", &e), MCDC_E_FOREIGN_WRITER);
+        CHECK(strstr(e.message, "another process is running on checkpoint mem://lake/ckpt") != NULL);
+        CHECK(strstr(e.message, cases[i].says) != NULL);
+        CHECK(strstr(e.message, "rewound") == NULL);
+        /* the first stopped; a rerun finishes the job, every key once */
+        e = (mcdc_error)MCDC_ERROR_INIT;
+        CHECK_EQ_INT(run_frame(&w, "toy", &e), MCDC_OK);
+        check_exactly_once(&w, UNITS);
+        world_free(&w);
+    }
 }

@@ -33,6 +33,17 @@ static void fx_close(fx *f) {
     free(f->c);
 }
 
+/* Closes the server and opens it again on the same directory (its stored
+ * state wins over the configuration's UTC zone). */
+static void fx_restart(fx *f) {
+    sim_session_close(f->s);
+    sim_server_close(f->srv);
+    sim_config cfg = {f->dir, "Sa_Passw0rd", "UTC", 16, 0, 0, 500};
+    mcdc_error err = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(sim_server_open(&f->srv, &cfg, &err), MCDC_OK);
+    f->s = test_login(f->srv, "sa", "Sa_Passw0rd", "lab");
+}
+
 static void copy_scalar(fx *f, const char *sql, char *out, size_t cap) {
     snprintf(out, cap, "%.63s", scalar(f->s, f->c, sql));
 }
@@ -213,6 +224,33 @@ TEST(sim_cdc_t2_local_clock) {
     fx_close(&f);
 }
 
+/* A frozen clock: commits land at the instants a test chooses, to the
+ * millisecond, and a restart keeps it frozen. */
+TEST(sim_cdc_frozen_clock) {
+    fx f;
+    fx_open(&f, "AUS Eastern Standard Time");
+    coll *c = f.c;
+    run(f.s, c, "EXEC sim.set_clock @utc = '2027-04-03 15:50:30.250', @frozen = 1; "
+                "INSERT INTO dbo.t (id) VALUES (1); EXEC sim.run_capture @ignore_latency = 1");
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_STR(scalar(f.s, c, "SELECT CONVERT(varchar(23), SYSUTCDATETIME(), 126)"), "2027-04-03T15:50:30.250");
+    /* 02:50:30 AEDT; then the clock falls back: 16:20:17 UTC reads 02:20:17 AEST */
+    run(f.s, c, "EXEC sim.set_clock '2027-04-03 16:20:17', 1; INSERT INTO dbo.t (id) VALUES (2); "
+                "EXEC sim.run_capture @ignore_latency = 1");
+    run(f.s, c, "SELECT CONVERT(varchar(23), tran_end_time, 126) FROM cdc.lsn_time_mapping ORDER BY start_lsn");
+    CHECK_EQ_INT(c->nrows, 2);
+    CHECK_EQ_STR(c->rows[0], "2027-04-04T02:50:30.250");
+    CHECK_EQ_STR(c->rows[1], "2027-04-04T02:20:17");
+    run(f.s, c, "EXEC sim.advance_clock @seconds = 90");
+    CHECK_EQ_STR(scalar(f.s, c, "SELECT CONVERT(varchar(23), SYSUTCDATETIME(), 126)"), "2027-04-03T16:21:47");
+    fx_restart(&f);
+    CHECK_EQ_STR(scalar(f.s, c, "SELECT CONVERT(varchar(23), SYSUTCDATETIME(), 126)"), "2027-04-03T16:21:47");
+    /* set without @frozen: it runs again from there */
+    run(f.s, c, "EXEC sim.set_clock @utc = '2030-01-01 00:00:00'");
+    CHECK_EQ_STR(scalar(f.s, c, "SELECT CONVERT(varchar(10), SYSUTCDATETIME(), 126)"), "2030-01-01");
+    fx_close(&f);
+}
+
 TEST(sim_cdc_reader_queries) {
     fx f;
     fx_open(&f, "UTC");
@@ -363,13 +401,7 @@ TEST(sim_rollback_and_restart) {
     char max1[64];
     snprintf(max1, sizeof max1, "%.63s", scalar(f.s, c, "SELECT CONVERT(varchar(22), sys.fn_cdc_get_max_lsn(), 1)"));
     run(f.s, c, "EXEC sim.advance_clock @seconds = 3600; EXEC sim.set_time_zone @zone = N'Central European Standard Time'");
-    /* restart on the same directory */
-    sim_session_close(f.s);
-    sim_server_close(f.srv);
-    sim_config cfg = {f.dir, "Sa_Passw0rd", "UTC", 16, 0, 0, 500};
-    mcdc_error err = MCDC_ERROR_INIT;
-    CHECK_EQ_INT(sim_server_open(&f.srv, &cfg, &err), MCDC_OK);
-    f.s = test_login(f.srv, "sa", "Sa_Passw0rd", "lab");
+    fx_restart(&f);
     CHECK_EQ_STR(scalar(f.s, c, "SELECT CONVERT(varchar(22), sys.fn_cdc_get_max_lsn(), 1)"), max1);
     CHECK_EQ_STR(scalar(f.s, c, "SELECT CURRENT_TIMEZONE_ID()"), "Central European Standard Time");
     CHECK_EQ_STR(scalar(f.s, c, "SELECT CASE WHEN DATEDIFF(minute, SYSUTCDATETIME(), GETUTCDATE()) BETWEEN -1 AND 1 THEN 1 ELSE 0 END"), "1");

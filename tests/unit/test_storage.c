@@ -422,3 +422,34 @@ static void race(mcdc_storage *s, const char *backend_name) {
 }
 
 TEST(storage_put_if_absent_excludes_across_threads) { on_every_backend(race); }
+
+/* ---- holding a key ------------------------------------------------------------------ */
+
+/* One holder at a time, others read its note; given back, the key is free
+ * again, and nothing of the hold is left in the storage. */
+static void holds(mcdc_storage *s, const char *backend_name) {
+    (void)backend_name;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_storage_lock *a = NULL, *b = NULL;
+    mcdc_buf who = {0};
+    CHECK_EQ_INT(mcdc_storage_lock_key(&a, s, "ckpt/_lock", "{\"pid\":1}", 9, &who, &e), MCDC_OK);
+    CHECK(a != NULL && who.len == 0);
+    CHECK_EQ_INT(mcdc_storage_lock_key(&b, s, "ckpt/_lock", "{\"pid\":2}", 9, &who, &e),
+                 MCDC_E_CONFLICT);
+    CHECK(b == NULL && who.len == 9 && memcmp(who.data, "{\"pid\":1}", 9) == 0);
+    /* another key is another hold */
+    CHECK_EQ_INT(mcdc_storage_lock_key(&b, s, "other/_lock", "x", 1, NULL, &e), MCDC_OK);
+    mcdc_storage_unlock(b);
+    b = NULL;
+    mcdc_storage_unlock(a);
+    CHECK_EQ_INT(mcdc_storage_lock_key(&b, s, "ckpt/_lock", "{\"pid\":2}", 9, NULL, &e), MCDC_OK);
+    mcdc_storage_unlock(b);
+    mcdc_storage_listing l;
+    CHECK_EQ_INT(mcdc_storage_list(s, "ckpt/", &l, NULL), MCDC_OK);
+    CHECK_EQ_INT(l.count, 0);
+    mcdc_storage_listing_free(&l);
+    CHECK_EQ_INT(mcdc_storage_lock_key(&a, s, "../x", "", 0, NULL, &e), MCDC_E_INVALID);
+    mcdc_buf_free(&who);
+}
+
+TEST(storage_holds_a_key_for_one_holder_at_a_time) { on_every_backend(holds); }
