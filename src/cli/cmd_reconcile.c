@@ -161,7 +161,6 @@ int cmd_reconcile(int argc, char **argv) {
         goto out;
     }
     if ((rc = cli_source_env(opts)) != EXIT_OK) goto out;
-    cfg.crash_at = getenv("MCDC_CRASH_AT"); /* test hook; the library reads no environment */
     mcdc_reconcile *r = NULL;
     mcdc_reconcile_result res;
     int st = mcdc_reconcile_create(&r, opts, &cfg, &e);

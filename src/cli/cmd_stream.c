@@ -238,11 +238,6 @@ int cmd_stream(int argc, char **argv) {
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    /* Test hooks; the library reads no environment. MCDC_TDS_BACKEND
-     * overrides the backend option, MCDC_RETRY_BACKOFF_MS the backoff. */
-    cfg.crash_at = getenv("MCDC_CRASH_AT");
-    const char *backoff = getenv("MCDC_RETRY_BACKOFF_MS");
-    if (backoff) cfg.retry_backoff_ms = strtoll(backoff, NULL, 10);
     if ((rc = cli_source_env(opts)) != EXIT_OK) goto out;
     mcdc_stream *stream = NULL;
     int st = mcdc_stream_create(&stream, opts, &cfg, &e);

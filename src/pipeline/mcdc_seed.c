@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mcdc_cfg.h"
 #include "mcdc_facts.h"
 #include "mcdc_parquet.h"
 #include "mcdc_snapfacts.h"
@@ -259,10 +260,11 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
               const mcdc_seed_cfg *cfg, mcdc_error *err) {
     if (out == NULL || rows == NULL || written == NULL || opts == NULL || cfg == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_seed: a NULL argument");
-    if (cfg->version != MCDC_SEED_CFG_VERSION)
-        return mcdc_error_set(err, MCDC_E_INVALID,
-                              "mcdc_seed_cfg version %d is not one this library knows (%d)",
-                              cfg->version, MCDC_SEED_CFG_VERSION);
+    /* the caller's version's fields, the defaults after them */
+    mcdc_seed_cfg given;
+    int rc = mcdc_cfg_copy(&given, sizeof given, MCDC_CFG_SEED, cfg, err);
+    if (rc) return rc;
+    cfg = &given;
     if (cfg->target == NULL || !*cfg->target || cfg->from == NULL || !*cfg->from ||
         cfg->as_of == NULL || !*cfg->as_of)
         return mcdc_error_set(err, MCDC_E_INVALID, "a seed needs --target, --from and --as-of");
@@ -273,7 +275,7 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
     memset(out, 0, sizeof *out);
     *rows = 0;
     *written = false;
-    int rc = mcdc_opts_check_required(opts, err);
+    rc = mcdc_opts_check_required(opts, err);
     if (rc) return rc;
     mcdc_log_sink sink = {cfg->log_fn, cfg->log_user, cfg->log_level};
     const mcdc_log_sink *host = mcdc_log_use(cfg->log_fn ? &sink : mcdc_log_current());
