@@ -63,7 +63,7 @@ SO_LDFLAGS := -shared -Wl,-soname,$(SONAME) $(if $(findstring -fsanitize,$(OPT))
 SIMLIB := $(BUILD)/libmcdcsim.a
 BINS := $(BUILD)/mssql-cdc $(BUILD)/mssql-cdc-sim $(BUILD)/unit-tests $(SOLIB) $(SOLINKS)
 
-.PHONY: all deps test soak test-unit test-san demo bench bench-reader bench-table bench-parquet bench-lake bench-stream bench-snapshot bench-silver fuzz clean headercheck install
+.PHONY: all deps test soak test-unit test-san demo bench bench-programs bench-smoke bench-reader bench-table bench-parquet bench-lake bench-stream bench-snapshot bench-silver fuzz clean headercheck install
 all: $(BINS)
 
 $(CLI_OBJ): private INCLUDES := $(CLI_INCLUDES)
@@ -172,9 +172,22 @@ bench: deps
 	@$(MAKE) --no-print-directory all
 	@bench/run_all.sh
 
-# One target per benchmark; each prints `name: value` lines.
-$(BUILD)/mcdc-bench-reader: $(call obj,bench/bench_reader.c) $(LIB)
+# Every benchmark program (bench/bench_<name>.c -> build/mcdc-bench-<name>),
+# built with the project's flags, warnings as errors; each bench script
+# builds the ones it runs through these rules. `make test` builds them all
+# and runs each benchmark at its smallest size (bench/smoke.sh, `make
+# bench-smoke`), so that none rots unseen.
+BENCH_PROGS := $(patsubst bench/bench_%.c,$(BUILD)/mcdc-bench-%,$(wildcard bench/*.c))
+.SECONDARY: $(call obj,$(wildcard bench/*.c))
+$(BUILD)/mcdc-bench-%: $(BUILD)/obj/bench/bench_%.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+bench-programs: $(BENCH_PROGS)
+
+bench-smoke: all
+	@bench/smoke.sh
+
+# One target per benchmark; each prints `name: value` lines.
 
 bench-stream: all $(BUILD)/mcdc-bench-reader
 	@.venv/bin/python bench/bench_stream.py
