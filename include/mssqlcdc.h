@@ -211,7 +211,11 @@ typedef struct mcdc_verdict {
     char end_lsn[32];           /* the batch end LSN that last moved it */
 } mcdc_verdict;
 
-/* Tables are paths, or schema.table names under warehouse (NULL: ./warehouse). */
+/* Tables (here and in every config) are paths (holding a '/': "./bronze")
+ * or file: URIs, or schema.table names, <warehouse>/<schema>.db/<table>
+ * (warehouse NULL: ./warehouse). A bare name ("bronze": ./bronze or a table
+ * under the warehouse?) and an object store URI (s3://, abfss://, az://,
+ * gs://: not built yet) are MCDC_E_INVALID. */
 MCDC_API int mcdc_verdict_read(mcdc_verdict *out, const char *control_table,
                                const char *warehouse, const char *table_name, mcdc_error *err);
 /* Moves the verdict to truncate(end_commit_us) when later; never backwards.
@@ -453,7 +457,10 @@ MCDC_API int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcd
 typedef int (*mcdc_line_fn)(void *ctx, const char *line);
 /* Every row of a Delta table (path, or schema.table under warehouse) as one
  * JSON object per line, in column order: numbers as numbers, decimals as
- * exact strings, binary as "0x..." hex, timestamps as ISO-8601 strings. */
+ * exact strings, binary as "0x..." hex, timestamps as ISO-8601 strings. A
+ * location holding no Delta table says what it holds: a file
+ * (MCDC_E_INVALID), a directory without _delta_log/ or nothing
+ * (MCDC_E_NOTFOUND). */
 MCDC_API int mcdc_table_rows_json(const char *table, const char *warehouse, mcdc_line_fn fn,
                                   void *ctx, mcdc_error *err);
 

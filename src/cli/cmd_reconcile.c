@@ -35,7 +35,7 @@ static const char RECONCILE_HELP[] =
     "With --facts-table, B's newest chunked snapshot is checked against its facts:\n"
     "CHUNK_TILING, CHUNK_ROWS, CHUNK_STAMP.\n"
     "\n"
-    "  --silver T           silver: a path, or schema.table under --warehouse\n"
+    "  --silver T           silver: a path (./silver), or schema.table under --warehouse\n"
     "  --bronze B           the table T is applied from\n"
     "  --control-table C    apply's: T's applied_lsn\n"
     "  --facts-table F      the stream's: check B's newest chunked snapshot, and\n"

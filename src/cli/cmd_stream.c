@@ -21,7 +21,7 @@ static const char STREAM_HELP[] =
     "(schema_change and capture_instance_switched facts rows; docs/schema-changes.md).\n"
     "\n"
     "Sink (the reference's to_delta parameters):\n"
-    "  --target T           bronze table: a path, or schema.table under --warehouse\n"
+    "  --target T           bronze table: a path (./bronze), or schema.table under --warehouse\n"
     "  --app-id A           Delta txnAppId; stable for the life of the checkpoint\n"
     "  --checkpoint DIR     checkpoint directory (a new one needs a new app id)\n"
     "  --facts-table F      facts table (one row per batch); optional\n"
