@@ -9,8 +9,8 @@
 # The library comes twice: libmssqlcdc.a (the tools and the unit tests link
 # it) and libmssqlcdc.so.$(VERSION) with SONAME libmssqlcdc.so.$(ABI_MAJOR). Every
 # object is compiled with -fvisibility=hidden, so the shared library exports
-# only the functions include/mssqlcdc.h marks MCDC_API (scripts/check-abi.py
-# checks it). `make install PREFIX=/usr/local [DESTDIR=...]` installs the
+# only the functions include/mssqlcdc.h (and the test hooks' header,
+# include/mssqlcdc_testing.h) mark MCDC_API (scripts/check-abi.py checks it). `make install PREFIX=/usr/local [DESTDIR=...]` installs the
 # header, both libraries and mssqlcdc.pc.
 
 CC      ?= cc
@@ -63,7 +63,7 @@ SO_LDFLAGS := -shared -Wl,-soname,$(SONAME) $(if $(findstring -fsanitize,$(OPT))
 SIMLIB := $(BUILD)/libmcdcsim.a
 BINS := $(BUILD)/mssql-cdc $(BUILD)/mssql-cdc-sim $(BUILD)/unit-tests $(SOLIB) $(SOLINKS)
 
-.PHONY: all deps test soak test-unit test-san demo bench bench-reader bench-table bench-parquet bench-lake bench-stream bench-snapshot bench-silver fuzz clean headercheck install
+.PHONY: all deps test soak test-unit test-san demo bench bench-programs bench-smoke bench-reader bench-table bench-parquet bench-lake bench-stream bench-snapshot bench-silver fuzz clean headercheck install
 all: $(BINS)
 
 $(CLI_OBJ): private INCLUDES := $(CLI_INCLUDES)
@@ -105,6 +105,7 @@ INCLUDEDIR ?= $(PREFIX)/include
 install: $(LIB) $(SOLIB) $(SOLINKS)
 	install -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR)/pkgconfig
 	install -m 644 include/mssqlcdc.h $(DESTDIR)$(INCLUDEDIR)/mssqlcdc.h
+	install -m 644 include/mssqlcdc_testing.h $(DESTDIR)$(INCLUDEDIR)/mssqlcdc_testing.h
 	install -m 644 $(LIB) $(DESTDIR)$(LIBDIR)/libmssqlcdc.a
 	install -m 755 $(SOLIB) $(DESTDIR)$(LIBDIR)/$(notdir $(SOLIB))
 	ln -sf $(notdir $(SOLIB)) $(DESTDIR)$(LIBDIR)/$(SONAME)
@@ -127,13 +128,16 @@ $(BUILD)/mssql-cdc-sim: $(call obj,src/sim/sim_main.c) $(SIMLIB) $(LIB)
 $(BUILD)/unit-tests: $(TEST_OBJ) $(SIMLIB) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(SIMLIB) $(LIB) $(LDLIBS)
 
-# The public header compiles alone, as C and as C++.
+# The public headers compile alone, as C and as C++.
 headercheck:
 	@mkdir -p $(BUILD)
-	printf '#include "mssqlcdc.h"\nint main(void){return 0;}\n' > $(BUILD)/hc.c
-	$(CC) -std=c17 $(WARN) -Iinclude -c $(BUILD)/hc.c -o $(BUILD)/hc.o
-	printf '#include "mssqlcdc.h"\nint main(){return 0;}\n' > $(BUILD)/hc.cpp
-	c++ -std=c++17 -Wall -Wextra -Wpedantic -Werror -Iinclude -c $(BUILD)/hc.cpp -o $(BUILD)/hcpp.o
+	for h in mssqlcdc mssqlcdc_testing; do \
+	  printf '#include "%s.h"\nint main(void){return 0;}\n' $$h > $(BUILD)/hc.c && \
+	  $(CC) -std=c17 $(WARN) -Iinclude -c $(BUILD)/hc.c -o $(BUILD)/hc.o && \
+	  printf '#include "%s.h"\nint main(){return 0;}\n' $$h > $(BUILD)/hc.cpp && \
+	  c++ -std=c++17 -Wall -Wextra -Wpedantic -Werror -Iinclude -c $(BUILD)/hc.cpp -o $(BUILD)/hcpp.o \
+	  || exit 1; \
+	done
 
 # The link libraries, one place for every script that links against the
 # library (scripts, tests, benchmarks): $$(make -s --no-print-directory print-ldlibs)
@@ -168,9 +172,22 @@ bench: deps
 	@$(MAKE) --no-print-directory all
 	@bench/run_all.sh
 
-# One target per benchmark; each prints `name: value` lines.
-$(BUILD)/mcdc-bench-reader: $(call obj,bench/bench_reader.c) $(LIB)
+# Every benchmark program (bench/bench_<name>.c -> build/mcdc-bench-<name>),
+# built with the project's flags, warnings as errors; each bench script
+# builds the ones it runs through these rules. `make test` builds them all
+# and runs each benchmark at its smallest size (bench/smoke.sh, `make
+# bench-smoke`), so that none rots unseen.
+BENCH_PROGS := $(patsubst bench/bench_%.c,$(BUILD)/mcdc-bench-%,$(wildcard bench/*.c))
+.SECONDARY: $(call obj,$(wildcard bench/*.c))
+$(BUILD)/mcdc-bench-%: $(BUILD)/obj/bench/bench_%.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+bench-programs: $(BENCH_PROGS)
+
+bench-smoke: all
+	@bench/smoke.sh
+
+# One target per benchmark; each prints `name: value` lines.
 
 bench-stream: all $(BUILD)/mcdc-bench-reader
 	@.venv/bin/python bench/bench_stream.py

@@ -21,7 +21,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("MCDC_BUILD", os.path.join(ROOT, "build"))
-DRIVER = os.path.join(BUILD, "bench_lake")
+DRIVER = os.path.join(BUILD, "mcdc-bench-lake")
 
 
 def rss_mb():
@@ -114,15 +114,8 @@ def main():
     if len(sys.argv) == 5 and sys.argv[1] == "--child":
         return child(*sys.argv[2:])
     rows = int(os.environ.get("BENCH_LAKE_ROWS", "10000000"))
-    subprocess.run(["make", "--no-print-directory", "-s", f"{BUILD}/libmssqlcdc.a"], cwd=ROOT,
+    subprocess.run(["make", "--no-print-directory", "-s", f"BUILD={BUILD}", DRIVER], cwd=ROOT,
                    check=True)
-    subprocess.run(
-        ["cc", "-std=c17", "-O2", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Wpedantic", "-Wconversion",
-         "-Werror", "-Iinclude", "-Isrc/util", "-Isrc/storage",
-         "-Isrc/batch", "-Isrc/delta", "-Isrc/parquet", "-Isrc/lake", "-o", DRIVER, "bench/bench_lake.c",
-         f"{BUILD}/libmssqlcdc.a", *subprocess.run(
-             ["make", "-s", "--no-print-directory", "print-ldlibs"], cwd=ROOT, capture_output=True,
-             text=True, check=True).stdout.split()], cwd=ROOT, check=True)
     out = tempfile.mkdtemp(prefix="bench-lake-")
     figures = {}
     try:

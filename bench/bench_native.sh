@@ -11,9 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${MCDC_BUILD:-build}
 ROWS=${BENCH_NATIVE_ROWS:-1000000}
-INC="-Iinclude"; for m in util lsn options batch tds source; do INC="$INC -Isrc/$m"; done
-cc -std=c17 -D_GNU_SOURCE -O2 -pthread $INC bench/bench_native.c "$BUILD/libmssqlcdc.a" \
-   $(make -s --no-print-directory print-ldlibs) -o "$BUILD/mcdc-bench-native"
+make --no-print-directory -s BUILD="$BUILD" "$BUILD/mcdc-bench-native"
 TMP=$(mktemp -d /tmp/mcdc-bench-native.XXXXXX)
 SIM_PID=
 cleanup() { [ -n "$SIM_PID" ] && kill "$SIM_PID" 2>/dev/null && wait "$SIM_PID" 2>/dev/null; rm -rf "$TMP"; }

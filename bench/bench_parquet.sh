@@ -9,21 +9,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROWS="${BENCH_ROWS:-10000000}"
 BUILD="${MCDC_BUILD:-build}"
-make --no-print-directory -s "$BUILD/libmssqlcdc.a"
-cc -std=c17 -O2 -D_GNU_SOURCE -Iinclude -Isrc/util -Isrc/storage -Isrc/batch -Isrc/parquet \
-   -o "$BUILD/bench_parquet" bench/bench_parquet.c "$BUILD/libmssqlcdc.a" \
-   $(make -s --no-print-directory print-ldlibs)
+make --no-print-directory -s BUILD="$BUILD" "$BUILD/mcdc-bench-parquet" "$BUILD/mcdc-bench-rewrite"
 OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 echo "== ours, 1 thread"
-"$BUILD/bench_parquet" "$OUT" "$ROWS" 1
-cc -std=c17 -O2 -D_GNU_SOURCE -Iinclude -Isrc/util -Isrc/storage -Isrc/batch -Isrc/parquet \
-   -o "$BUILD/bench_rewrite" bench/bench_rewrite.c "$BUILD/libmssqlcdc.a" \
-   $(make -s --no-print-directory print-ldlibs)
+"$BUILD/mcdc-bench-parquet" "$OUT" "$ROWS" 1
 echo "== ours, 2 threads"
-"$BUILD/bench_parquet" "$OUT" "$ROWS" 2 | grep -E '^(threads|write_zstd)'
+"$BUILD/mcdc-bench-parquet" "$OUT" "$ROWS" 2 | grep -E '^(threads|write_zstd)'
 echo "== ours, the zstd file's rows again in each codec (CPU per million rows, bytes per row)"
-"$BUILD/bench_rewrite" "$OUT/bench_zstd.parquet" "$OUT" 1 3
+"$BUILD/mcdc-bench-rewrite" "$OUT/bench_zstd.parquet" "$OUT" 1 3
 echo "== pyarrow"
 .venv/bin/python - "$OUT/bench_zstd.parquet" <<'PY'
 import os, sys, time

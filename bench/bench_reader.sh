@@ -2,15 +2,15 @@
 # bench-reader: the change reader alone against the simulator. Loads
 # BENCH_READER_ROWS change rows with sim.bulk_load (5,000,000 from `make
 # bench-reader`, 1,000,000 when the script runs alone), then reads them with
-# 1 and 2 connections, then with the Python drivers (PYTHON=true skips them). Builds build/mcdc-bench-reader (which
-# bench_stream.py also uses for its e2e/reader ratio). Prints `name: value`.
+# 1 and 2 connections, then with the Python drivers (PYTHON=true skips them). Builds
+# build/mcdc-bench-reader (which bench_stream.py also uses for its e2e/reader ratio) and
+# build/mcdc-bench-sql (the setup's T-SQL). Prints `name: value`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${MCDC_BUILD:-build}
 ROWS=${BENCH_READER_ROWS:-1000000}
-INC="-Iinclude"; for m in util lsn options batch tds source; do INC="$INC -Isrc/$m"; done
-cc -std=c17 -D_GNU_SOURCE -O2 -pthread $INC bench/bench_reader.c "$BUILD/libmssqlcdc.a" \
-   $(make -s --no-print-directory print-ldlibs) -o "$BUILD/mcdc-bench-reader"
+make --no-print-directory -s BUILD="$BUILD" "$BUILD/mcdc-bench-reader" "$BUILD/mcdc-bench-sql"
+RUN="$BUILD/mcdc-bench-sql"
 TMP=$(mktemp -d /tmp/mcdc-bench-reader.XXXXXX)
 SIM_PID=
 cleanup() { [ -n "$SIM_PID" ] && kill "$SIM_PID" 2>/dev/null && wait "$SIM_PID" 2>/dev/null; rm -rf "$TMP"; }
@@ -23,43 +23,15 @@ SIM_PID=$!
 for _ in $(seq 1 400); do [ -e "$TMP/ready" ] && break; sleep 0.05; done
 [ -e "$TMP/ready" ] || { cat "$TMP/sim.log"; exit 1; }
 CS="Server=127.0.0.1,$PORT;Database=bench;UID=sa;PWD=$PW;Encrypt=no"
-cat > "$TMP/setup.c" <<'C'
-#include "mcdc_driver.h"
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-/* run CONNSTR SQL, or SQL "-": each line of stdin is one batch */
-int main(int argc, char **argv) {
-    mcdc_error e = MCDC_ERROR_INIT; mcdc_connstr *cs = NULL; mcdc_conn *c = NULL;
-    if (argc < 3) return 64;
-    char *sql = argv[2];
-    if (!strcmp(sql, "-")) {
-        size_t cap = 1 << 20, n = 0; sql = malloc(cap);
-        for (size_t k; (k = fread(sql + n, 1, cap - n - 1, stdin)) > 0;) {
-            n += k; if (n + 1 == cap) sql = realloc(sql, cap *= 2);
-        }
-        sql[n] = 0;
-    }
-    if (mcdc_connstr_parse(&cs, argv[1], &e) || mcdc_conn_open(&c, cs, NULL, &e)) {
-        fprintf(stderr, "%s\n", e.message); return 1; }
-    for (char *line = sql, *nl; line && *line; line = nl) {
-        nl = strcmp(argv[2], "-") ? NULL : strchr(line, '\n');
-        if (nl) *nl++ = 0;
-        if (*line && mcdc_conn_run(c, line, NULL, 0, &e)) { fprintf(stderr, "%s\n", e.message); return 1; }
-    }
-    mcdc_conn_close(c); mcdc_connstr_free(cs); return 0;
-}
-C
-cc -std=c17 -D_GNU_SOURCE $INC "$TMP/setup.c" "$BUILD/libmssqlcdc.a" $(make -s --no-print-directory print-ldlibs) -o "$TMP/run"
-"$TMP/run" "Server=127.0.0.1,$PORT;UID=sa;PWD=$PW;Encrypt=no" "CREATE DATABASE bench"
-"$TMP/run" "$CS" "CREATE TABLE dbo.bench (
+"$RUN" "Server=127.0.0.1,$PORT;UID=sa;PWD=$PW;Encrypt=no" "CREATE DATABASE bench"
+"$RUN" "$CS" "CREATE TABLE dbo.bench (
     id INT NOT NULL PRIMARY KEY, big BIGINT NULL, amount DECIMAL(18,4) NULL,
     name NVARCHAR(50) NULL, at DATETIME2(7) NULL, flag BIT NULL, raw VARBINARY(16) NULL,
     guid UNIQUEIDENTIFIER NULL, note VARCHAR(200) NULL);
 EXEC sys.sp_cdc_enable_db;
 EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'bench', @role_name = NULL;"
 t0=$(date +%s.%N)
-if ! "$TMP/run" "$CS" "EXEC sim.bulk_load @capture_instance = N'dbo_bench', @transactions = $((ROWS / 100)), @rows_per_tx = 100, @seed = 1;" 2>/dev/null; then
+if ! "$RUN" "$CS" "EXEC sim.bulk_load @capture_instance = N'dbo_bench', @transactions = $((ROWS / 100)), @rows_per_tx = 100, @seed = 1;" 2>/dev/null; then
   # a simulator without sim.bulk_load: multi-row INSERTs of 1000 rows
   cat > "$TMP/gen.py" <<'PY'
 import sys
@@ -70,8 +42,8 @@ for b in range(total // 100):
             f"'note {i} abcdefghijklmnopqrstuvwxyz')" for i in range(100))
     print("INSERT INTO dbo.bench VALUES " + ",".join(rows))
 PY
-  python3 "$TMP/gen.py" "$ROWS" | "$TMP/run" "$CS" -
-  "$TMP/run" "$CS" "EXEC sim.run_capture @ignore_latency = 1"
+  python3 "$TMP/gen.py" "$ROWS" | "$RUN" "$CS" -
+  "$RUN" "$CS" "EXEC sim.run_capture @ignore_latency = 1"
 fi
 t1=$(date +%s.%N)
 echo "reader_bulk_load_rows: $ROWS"

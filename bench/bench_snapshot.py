@@ -472,9 +472,18 @@ def backfill_under_stream(sim, work):
         time.sleep(2.0)
         wl.stop.set()
         wl.join()
-        last = wl.commits[-1][1] if wl.commits else t_end
-        deadline = time.monotonic() + 30  # the last rows reach bronze
-        while time.monotonic() < deadline and not (watch.batches and watch.batches[-1][0] > last + 1):
+        # the last rows reach bronze: a batch whose end_lsn reaches the last new
+        # row's (once capture has it); no later batch comes, the workload stopped
+        last_key = wl.commits[-1][0] if wl.commits else None
+        want = None
+        deadline = time.monotonic() + 30
+        while last_key is not None and time.monotonic() < deadline:
+            if want is None:
+                got = sim.run("SELECT CONVERT(varchar(22), __$start_lsn, 1) FROM cdc.dbo_b_CT "
+                              f"WHERE __$operation = 2 AND id = {last_key}", database=DB)
+                want = int(got[0][0], 16) if got else None
+            if want is not None and watch.batches and watch.batches[-1][1] >= want:
+                break
             time.sleep(0.1)
     finally:
         wl.stop.set()

@@ -50,6 +50,13 @@ static void *run(void *arg) {
     return NULL;
 }
 
+/* The k-th of n cuts of the keys [lo, hi]: lo + span * k / n, without
+ * overflow (the span taken unsigned, n at most 64). */
+static int64_t cut(int64_t lo, int64_t hi, int k, int n) {
+    uint64_t span = (uint64_t)hi - (uint64_t)lo + 1, uk = (uint64_t)k, un = (uint64_t)n;
+    return (int64_t)((uint64_t)lo + span / un * uk + span % un * uk / un);
+}
+
 int main(int argc, char **argv) {
     const char *cs_text = NULL, *table = NULL, *key = NULL, *columns = NULL, *iso = "readCommitted";
     int n = 1;
@@ -116,12 +123,10 @@ int main(int argc, char **argv) {
         j->err = (mcdc_error)MCDC_ERROR_INIT;
         /* uniform ranges [lo, hi) of the keys: the first open below (it
          * takes the NULL keys), the last open above */
-        __int128 span = (__int128)hi - lo + 1;
-        j->lo = k > 0 ? json_integer((json_int_t)(lo + span * k / n)) : NULL;
-        j->hi = k < n - 1 ? json_integer((json_int_t)(lo + span * (k + 1) / n)) : NULL;
+        j->lo = k > 0 ? json_integer((json_int_t)cut(lo, hi, k, n)) : NULL;
+        j->hi = k < n - 1 ? json_integer((json_int_t)cut(lo, hi, k + 1, n)) : NULL;
         j->q = (mcdc_snapshot_query){.source_schema = "dbo", .source_table = table, .cols = f, .n_cols = nc,
-                                     .source_names = src, .lsn = "0x0000002A000001000001",
-                                     .commit_ts = "2026-01-01T00:00:00.000000", .keys = &kc, .n_keys = 1,
+                                     .source_names = src, .keys = &kc, .n_keys = 1,
                                      .lo = j->lo, .hi = j->hi, .read = rd};
         pthread_create(&th[k], NULL, run, j);
     }

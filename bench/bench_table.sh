@@ -10,9 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${MCDC_BUILD:-build}
 ROWS=${BENCH_TABLE_ROWS:-1000000}
-INC="-Iinclude"; for m in util lsn options batch tds source; do INC="$INC -Isrc/$m"; done
-cc -std=c17 -D_GNU_SOURCE -O2 -pthread $INC bench/bench_table.c "$BUILD/libmssqlcdc.a" \
-   $(make -s --no-print-directory print-ldlibs) -o "$BUILD/mcdc-bench-table"
+make --no-print-directory -s BUILD="$BUILD" "$BUILD/mcdc-bench-table"
 TMP=$(mktemp -d /tmp/mcdc-bench-table.XXXXXX)
 SIM_PID=
 cleanup() { [ -n "$SIM_PID" ] && kill "$SIM_PID" 2>/dev/null && wait "$SIM_PID" 2>/dev/null; rm -rf "$TMP"; }

@@ -1,10 +1,13 @@
 /*
  * mssqlcdc.h - the public interface of libmssqlcdc.
  *
- * One header, one prefix (mcdc_). Handles are opaque; every function that
- * can fail returns an int status (MCDC_OK or a negative mcdc_status) and
- * writes the detail into a caller-owned mcdc_error (which may be NULL).
- * Out-parameters come first. Free functions accept NULL.
+ * One header, one prefix (mcdc_); the test hooks alone are in
+ * mssqlcdc_testing.h. Handles are opaque; every function that can fail
+ * returns an int status (MCDC_OK or a negative mcdc_status) and writes the
+ * detail into a caller-owned mcdc_error (which may be NULL). Out-parameters
+ * come first, after the handle a call works on (mcdc_opts_set,
+ * mcdc_granularity_parse, mcdc_apply_run and mcdc_repair_run take theirs
+ * after the inputs). Free functions accept NULL.
  *
  * This header compiles as C17 and as C++.
  */
@@ -23,7 +26,22 @@ extern "C" {
 #define MCDC_VERSION_MINOR 1
 #define MCDC_VERSION_PATCH 0
 #define MCDC_VERSION_STRING "0.1.0"
-/* Bumped whenever a public struct or signature changes. */
+/*
+ * Bumped whenever a public struct, signature or function set changes. The
+ * binary interface keeps older callers working: a configuration struct only
+ * grows, at its end, under a new version number (its `version` field), and
+ * the library reads exactly the bytes the caller's version holds, taking the
+ * defaults for the rest; a field no longer used stays in its place as a
+ * reserved slot that must be left zero. The SONAME's number
+ * (libmssqlcdc.so.<major>, the major of MCDC_VERSION_STRING) changes only
+ * when a layout or signature changes in a way an older caller cannot
+ * survive: a field moved or removed, a function's parameters changed.
+ * 3: the test hooks left the configs (their slots reserved;
+ *    mssqlcdc_testing.h sets them), mcdc_*_cfg_init added, layouts unchanged;
+ *    the seed config's version 2 (allow_empty), the reconcile config's
+ *    version 3 (settle_seconds) and its result's duplicate_target, verified
+ *    and rechecks.
+ */
 #define MCDC_API_VERSION 3
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -96,9 +114,11 @@ typedef struct mcdc_error {
 
 #define MCDC_ERROR_INIT {0, 0, 0, 0, 0, {0}}
 
-/* Messages of the library. A job given a log function receives them there
- * (from any of its threads, one call per message, never a secret in them);
- * without one they go to stderr, warnings and errors only. */
+/* Messages of the library. A job passes those at or above its log_level
+ * (by default MCDC_LOG_WARN: warnings and errors) to its log function, from
+ * any of its threads, one call per message, never a secret in them; without
+ * one they go to stderr. Functions outside a job write their warnings and
+ * errors to stderr. */
 typedef enum mcdc_log_level {
     MCDC_LOG_ERROR = 0,
     MCDC_LOG_WARN = 1,
@@ -167,10 +187,10 @@ MCDC_API int mcdc_lsn_value_format(char *out, size_t out_size, const mcdc_lsn_va
 /* Timestamps are int64 microseconds since 1970-01-01T00:00:00 UTC. */
 /* Bytes that hold any formatted timestamp, with its NUL. */
 #define MCDC_TS_TEXT_SIZE 32
-/* Parses "YYYY-MM-DD", optionally followed by "THH:MM" or " HH:MM", ":SS",
- * ".fffffff" (digits past the sixth are dropped) and "Z" or "+hh:mm"/"-hh:mm".
- * Without an offset the text is UTC; with one it is converted to UTC.
- * Anything else is MCDC_E_INVALID. */
+/* Parses "YYYY-MM-DD" (a day the month has), optionally followed by "THH:MM"
+ * or " HH:MM", ":SS", ".fffffff" (digits past the sixth are dropped), then
+ * optionally "Z" or "+hh:mm"/"-hh:mm". Without an offset the text is UTC;
+ * with one it is converted to UTC. Anything else is MCDC_E_INVALID. */
 MCDC_API int mcdc_ts_parse(int64_t *out_us, const char *text, mcdc_error *err);
 /* Writes "YYYY-MM-DDTHH:MM:SS" with frac_digits (0, 3 or 6) fractional
  * digits, truncated, and no zone suffix, into out; out_size must be at least
@@ -219,7 +239,11 @@ typedef struct mcdc_verdict {
     char end_lsn[32];           /* the batch end LSN that last moved it */
 } mcdc_verdict;
 
-/* Tables are paths, or schema.table names under warehouse (NULL: ./warehouse). */
+/* Tables (here and in every config) are paths (holding a '/': "./bronze")
+ * or file: URIs, or schema.table names, <warehouse>/<schema>.db/<table>
+ * (warehouse NULL: ./warehouse). A bare name ("bronze": ./bronze or a table
+ * under the warehouse?) and an object store URI (s3://, abfss://, az://,
+ * gs://: not built yet) are MCDC_E_INVALID. */
 MCDC_API int mcdc_verdict_read(mcdc_verdict *out, const char *control_table,
                                const char *warehouse, const char *table_name, mcdc_error *err);
 /* Moves the verdict to truncate(end_commit_us) when later; never backwards.
@@ -258,9 +282,10 @@ typedef enum mcdc_trigger {
 } mcdc_trigger;
 
 /* Connections to SQL Server and Parquet encoder threads shared by the jobs
- * of one process: together they never hold more than the budget. Every job
- * holds one connection for its life (its control connection) and more
- * while it reads. Created by the host, which frees it after the jobs. */
+ * of one process: together they never hold more than the budget (at least
+ * 2 connections and 1 encoder thread, else MCDC_E_INVALID). Every job holds
+ * one connection for its life (its control connection) and more while it
+ * reads. Created by the host, which frees it after the jobs. */
 typedef struct mcdc_budget mcdc_budget;
 MCDC_API int mcdc_budget_create(mcdc_budget **out, int connections_max, int encoder_threads_max,
                                 mcdc_error *err);
@@ -277,7 +302,8 @@ typedef struct mcdc_offset {
 /* How a stream takes the snapshots it needs (bootstrap). */
 typedef enum mcdc_snapshot_mode {
     MCDC_SNAPSHOT_FULL = 0,   /* the whole table read before the stream goes on */
-    MCDC_SNAPSHOT_CHUNKED = 1 /* opened, read by backfill next to the stream (not yet) */
+    MCDC_SNAPSHOT_CHUNKED = 1 /* opened by the stream, read in chunks by mcdc_backfill next
+                                 to it (needs a facts table) */
 } mcdc_snapshot_mode;
 
 /* What a stream does when CDC cleanup purged changes it has not read. */
@@ -290,23 +316,21 @@ typedef enum mcdc_on_data_loss {
 typedef struct mcdc_stream_cfg {
     int version;               /* MCDC_STREAM_CFG_VERSION */
     const char *target;        /* bronze: a path, or schema.table under warehouse */
-    const char *app_id;        /* Delta txnAppId; stable for the life of the checkpoint */
+    const char *app_id;        /* Delta txnAppId (at most 256 bytes); stable for the life of
+                                  the checkpoint */
     const char *checkpoint;    /* directory */
     const char *facts_table;   /* NULL: no facts */
     const char *control_table; /* NULL: no verdict */
     const char *warehouse;     /* NULL: ./warehouse */
     const char *query_name;    /* NULL: app_id */
     mcdc_trigger trigger;
-    int64_t processing_time_ms;
+    int64_t processing_time_ms; /* PROCESSING_TIME: 1 ms to a week */
     mcdc_granularity granularity;
     int64_t max_batches;       /* 0: no limit */
     /* version 2 */
     mcdc_budget *budget;       /* NULL: no limit; borrowed, outlives the stream */
-    const char *crash_at;      /* test hook: "<point>[:<batch>]" kills the process there
-                                  (after_plan, after_bronze, after_facts, after_commit,
-                                  during_verdict); NULL in production */
-    int64_t retry_backoff_ms;  /* test hook: backoff before the first retry of a transient
-                                  error (doubling after); 0: the default, 1 s */
+    const void *reserved1;     /* leave NULL (a test hook was here: mssqlcdc_testing.h) */
+    int64_t reserved2;         /* leave 0 (a test hook was here) */
     mcdc_log_fn log_fn;        /* NULL: stderr */
     void *log_user;
     mcdc_log_level log_level;  /* less severe messages are dropped */
@@ -324,7 +348,7 @@ typedef struct mcdc_stream_cfg {
      * is MCDC_E_DATALOSS. Whatever on_data_loss says, a checkpoint with a
      * state file runs its live generation. */
     mcdc_on_data_loss on_data_loss;
-    double resnapshot_interval_days; /* >= 0; 7 by default */
+    double resnapshot_interval_days; /* 0 to 3650; 7 by default */
     /* version 4: after the batch that first reads a newer capture instance
      * of the table (its capture_instance_switched facts row), snapshot the
      * table so that rows unchanged since carry the columns only the newer
@@ -340,6 +364,13 @@ typedef struct mcdc_stream_cfg {
     {MCDC_STREAM_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, MCDC_TRIGGER_DEFAULT, 0, \
      MCDC_GRANULARITY_HOUR, 0, NULL, NULL, 0, NULL, NULL, MCDC_LOG_WARN, false, MCDC_SNAPSHOT_FULL, \
      MCDC_ON_DATA_LOSS_FAIL, 7.0, false}
+/* The defaults of a config for bindings, which cannot see macros: writes
+ * the fields version holds (what MCDC_STREAM_CFG_INIT gives them, nothing
+ * past that version's end) into *out, with out->version = version. Pass the
+ * version the binding's struct was written for (MCDC_STREAM_CFG_VERSION of
+ * its header). A version this library does not know is MCDC_E_INVALID. Each
+ * config has one: mcdc_snapshot_cfg_init, mcdc_seed_cfg_init... */
+MCDC_API int mcdc_stream_cfg_init(mcdc_stream_cfg *out, int version, mcdc_error *err);
 
 /* What one committed micro-batch did (append-only struct). */
 typedef struct mcdc_batch_report {
@@ -398,6 +429,8 @@ typedef struct mcdc_snapshot_cfg {
 } mcdc_snapshot_cfg;
 #define MCDC_SNAPSHOT_CFG_INIT \
     {MCDC_SNAPSHOT_CFG_VERSION, NULL, NULL, false, NULL, NULL, NULL, MCDC_LOG_WARN, NULL, NULL}
+/* As mcdc_stream_cfg_init, for this config. */
+MCDC_API int mcdc_snapshot_cfg_init(mcdc_snapshot_cfg *out, int version, mcdc_error *err);
 
 /* Appends a snapshot of the capture instance's table (opts: the source
  * options; snapshotLsn, snapshotKeys, isolationLevel, lockTimeoutMs and
@@ -440,6 +473,8 @@ typedef struct mcdc_seed_cfg {
 #define MCDC_SEED_CFG_INIT \
     {MCDC_SEED_CFG_VERSION, NULL, NULL, NULL, NULL, false, false, NULL, NULL, NULL, NULL, \
      MCDC_LOG_WARN, false}
+/* As mcdc_stream_cfg_init, for this config. */
+MCDC_API int mcdc_seed_cfg_init(mcdc_seed_cfg *out, int version, mcdc_error *err);
 
 /* Checks everything (see the seed documentation: the copy found at from,
  * its columns, as_of purged or in the future, other snapshots, open
@@ -458,7 +493,10 @@ MCDC_API int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcd
 typedef int (*mcdc_line_fn)(void *ctx, const char *line);
 /* Every row of a Delta table (path, or schema.table under warehouse) as one
  * JSON object per line, in column order: numbers as numbers, decimals as
- * exact strings, binary as "0x..." hex, timestamps as ISO-8601 strings. */
+ * exact strings, binary as "0x..." hex, timestamps as ISO-8601 strings. A
+ * location holding no Delta table says what it holds: a file
+ * (MCDC_E_INVALID), a directory without _delta_log/ or nothing
+ * (MCDC_E_NOTFOUND). */
 MCDC_API int mcdc_table_rows_json(const char *table, const char *warehouse, mcdc_line_fn fn,
                                   void *ctx, mcdc_error *err);
 
@@ -513,7 +551,7 @@ typedef struct mcdc_backfill_cfg {
     const char *isolation;       /* "snapshot" or "readCommitted" (any case); NULL: the
                                     isolationLevel option, READ COMMITTED without one */
     mcdc_budget *budget;         /* NULL: no limit; borrowed */
-    const char *crash_at;        /* test hook, as the stream's */
+    const void *reserved1;       /* leave NULL (a test hook was here: mssqlcdc_testing.h) */
     mcdc_log_fn log_fn;          /* NULL: stderr */
     void *log_user;
     mcdc_log_level log_level;
@@ -521,6 +559,8 @@ typedef struct mcdc_backfill_cfg {
 #define MCDC_BACKFILL_CFG_INIT \
     {MCDC_BACKFILL_CFG_VERSION, NULL, NULL, NULL, NULL, 0, 0, 0, -1, false, 0, NULL, NULL, NULL, \
      NULL, NULL, MCDC_LOG_WARN}
+/* As mcdc_stream_cfg_init, for this config. */
+MCDC_API int mcdc_backfill_cfg_init(mcdc_backfill_cfg *out, int version, mcdc_error *err);
 
 typedef struct mcdc_backfill mcdc_backfill;
 /* Validates cfg (nothing is read or written); opts is borrowed and must
@@ -599,9 +639,9 @@ typedef struct mcdc_apply_cfg {
     mcdc_trigger trigger;
     int64_t processing_time_ms;
     int64_t max_passes;           /* 0: no limit */
-    int64_t memory_mb;            /* sort memory before spilling; 0: 128 */
+    int64_t memory_mb;            /* sort memory before spilling; 0: 64 */
     int64_t file_rows;            /* rows a silver file holds about; 0: 1,048,576 */
-    const char *crash_at;         /* test hook, as the stream's (also during_merge) */
+    const void *reserved1;        /* leave NULL (a test hook was here: mssqlcdc_testing.h) */
     mcdc_log_fn log_fn;           /* NULL: stderr */
     void *log_user;
     mcdc_log_level log_level;
@@ -619,6 +659,8 @@ typedef struct mcdc_apply_cfg {
 #define MCDC_APPLY_CFG_INIT \
     {MCDC_APPLY_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, MCDC_GRANULARITY_HOUR, \
      MCDC_TRIGGER_ONCE, 0, 0, 0, 0, NULL, NULL, NULL, MCDC_LOG_WARN, 0, NULL, 0, 0}
+/* As mcdc_stream_cfg_init, for this config. */
+MCDC_API int mcdc_apply_cfg_init(mcdc_apply_cfg *out, int version, mcdc_error *err);
 
 /* The reference's ApplyResult, and what the pass did (append-only). */
 typedef struct mcdc_apply_result {
@@ -715,8 +757,7 @@ typedef struct mcdc_reconcile_cfg {
     double sample;                /* fraction of MATCH buckets hashed, 0..1; < 0: 0.01 */
     bool has_sample_seed;         /* false: a random sample */
     uint64_t sample_seed;
-    const char *crash_at;         /* test hook: before_report, after_report; with
-                                     repair, also repair's after_bronze */
+    const void *reserved1;        /* leave NULL (a test hook was here: mssqlcdc_testing.h) */
     mcdc_log_fn log_fn;           /* NULL: stderr */
     void *log_user;
     mcdc_log_level log_level;
@@ -734,6 +775,8 @@ typedef struct mcdc_reconcile_cfg {
 #define MCDC_RECONCILE_CFG_INIT \
     {MCDC_RECONCILE_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, -1.0, false, 0, \
      NULL, NULL, NULL, MCDC_LOG_WARN, false, 0}
+/* As mcdc_stream_cfg_init, for this config. */
+MCDC_API int mcdc_reconcile_cfg_init(mcdc_reconcile_cfg *out, int version, mcdc_error *err);
 
 /* Failure types of the report (pinned, append-only). */
 typedef enum mcdc_reconcile_failure {
@@ -858,13 +901,15 @@ typedef struct mcdc_repair_cfg {
     const char *const *keys_json;
     size_t n_keys;
     const char *report_table;
-    const char *crash_at;         /* test hook: "after_bronze" */
+    const void *reserved1;        /* leave NULL (a test hook was here: mssqlcdc_testing.h) */
     mcdc_log_fn log_fn;           /* NULL: stderr */
     void *log_user;
     mcdc_log_level log_level;
 } mcdc_repair_cfg;
 #define MCDC_REPAIR_CFG_INIT \
     {MCDC_REPAIR_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, MCDC_LOG_WARN}
+/* As mcdc_stream_cfg_init, for this config. */
+MCDC_API int mcdc_repair_cfg_init(mcdc_repair_cfg *out, int version, mcdc_error *err);
 
 
 /* Runs one repair (opts: the stream's source options, borrowed). Errors:

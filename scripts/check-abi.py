@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """The shared library's ABI: what libmssqlcdc.so exports is exactly what
-include/mssqlcdc.h declares MCDC_API, nothing more (the internals the
-library is built from stay hidden: -fvisibility=hidden), its SONAME carries
-the ABI major and the usual symlinks point at it.
+include/mssqlcdc.h and include/mssqlcdc_testing.h declare MCDC_API, nothing
+more (the internals the library is built from stay hidden:
+-fvisibility=hidden), its SONAME carries the ABI major and the usual
+symlinks point at it. Every config struct (mcdc_<name>_cfg) has an exported
+mcdc_<name>_cfg_init, for bindings, which cannot see its _INIT macro.
 
 Usage: scripts/check-abi.py [BUILD_DIR]   (default $MCDC_BUILD or build)
 Prints the exported symbols and ends with "abi: N passed, N failed".
@@ -15,6 +17,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.path.join(ROOT, sys.argv[1] if len(sys.argv) > 1 else os.environ.get("MCDC_BUILD", "build"))
 HEADER = os.path.join(ROOT, "include", "mssqlcdc.h")
+HEADERS = (HEADER, os.path.join(ROOT, "include", "mssqlcdc_testing.h"))
 
 passed = failed = 0
 
@@ -31,12 +34,16 @@ def check(ok, what, detail=()):
             print(f"     {line}")
 
 
-def declared_api():
-    """Names of the functions the header marks MCDC_API (comments removed;
-    a declaration may span lines)."""
-    text = open(HEADER).read()
+def uncommented(path):
+    text = open(path).read()
     text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
-    text = re.sub(r"//[^\n]*", " ", text)
+    return re.sub(r"//[^\n]*", " ", text)
+
+
+def declared_api():
+    """Names of the functions the headers mark MCDC_API (comments removed;
+    a declaration may span lines)."""
+    text = "\n".join(uncommented(h) for h in HEADERS)
     text = re.sub(r"^\s*#.*$", " ", text, flags=re.M)  # the macro's own definition
     names = []
     for decl in re.findall(r"\bMCDC_API\b([^;{]*?)\(", text):
@@ -74,7 +81,7 @@ def main():
 
     declared = declared_api()
     dupes = sorted({n for n in declared if declared.count(n) > 1})
-    check(len(declared) >= 20 and not dupes, f"header declares {len(declared)} MCDC_API functions",
+    check(len(declared) >= 20 and not dupes, f"the headers declare {len(declared)} MCDC_API functions",
           [f"declared twice: {', '.join(dupes)}"] if dupes else ["too few found: parser broken?"])
     exported = set()
     for line in run("nm", "-D", "--defined-only", so).splitlines():
@@ -84,6 +91,12 @@ def main():
     print("exported symbols:")
     for name in sorted(exported):
         print(f"  {name}")
+    # each config's defaults as a function
+    configs = sorted(set(re.findall(r"typedef struct (mcdc_\w+_cfg) \{", uncommented(HEADER))))
+    no_init = [c for c in configs if f"{c}_init" not in declared]
+    check(len(configs) >= 7 and not no_init,
+          f"each of the {len(configs)} configs has an MCDC_API <config>_init",
+          [f"no {c}_init" for c in no_init] or ["too few configs found: parser broken?"])
     missing = sorted(set(declared) - exported)
     extra = sorted(exported - set(declared))
     check(not missing, "every MCDC_API function is exported", [f"not exported: {n}" for n in missing])

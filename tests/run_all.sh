@@ -5,7 +5,8 @@
 # shared library exports exactly the public API (check-abi.py); no module
 # includes one above it (check-deps.py).
 # Suites: unit tests (plain build, then ASan+UBSan and valgrind in shards, TSan), simulator and
-# end-to-end tests, fuzz corpora, interop tests with the Python readers and
+# end-to-end tests, fuzz corpora, the benchmarks (every program compiled, each run once at its
+# smallest size: bench/smoke.sh), interop tests with the Python readers and
 # Spark, the stream's end-to-end and crash tests (one under TSan).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -70,6 +71,9 @@ for t in tests/e2e/*.sh; do
 done
 # Every fuzz target replays its kept corpus (fresh fuzzing: make fuzz).
 run_suite fuzz-corpus env FUZZ_SECONDS=0 scripts/fuzz.sh --regress
+# Every benchmark program compiles and every benchmark runs at its smallest
+# size (about a minute), so that none rots unseen (make bench measures).
+run_suite bench bench/smoke.sh
 if ls tests/interop/test_*.py >/dev/null 2>&1; then
   run_suite interop .venv/bin/python -m pytest -q tests/interop
 fi

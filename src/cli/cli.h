@@ -103,8 +103,9 @@ const char *cli_value(int argc, char **argv, int *i);
  * --<option name> VALUE (the reference's names, any case). Returns 1 when it
  * was one (its value consumed; *rc set to an exit code on a bad one), else 0. */
 int cli_source_option(mcdc_opts *opts, int argc, char **argv, int *i, int *rc);
-/* Test hook: MCDC_TDS_BACKEND overrides the backend option (the library
- * reads no environment). Returns an exit code. */
+/* Test hooks (the library reads no environment): MCDC_TDS_BACKEND overrides
+ * the backend option; MCDC_CRASH_AT and MCDC_RETRY_BACKOFF_MS go on opts
+ * (mssqlcdc_testing.h), where every job takes them. Returns an exit code. */
 int cli_source_env(mcdc_opts *opts);
 
 /* --keys: a JSON list of names (["region","id"]) or names separated by

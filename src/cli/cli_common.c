@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "cli.h"
+#include "mssqlcdc_testing.h"
 
 static int exit_code_for(int status) {
     switch (status) {
@@ -103,6 +104,20 @@ int cli_source_env(mcdc_opts *opts) {
     const char *backend = getenv("MCDC_TDS_BACKEND");
     mcdc_error e = MCDC_ERROR_INIT;
     if (backend && *backend && mcdc_opts_set(opts, "backend", backend, NULL, &e)) return cli_fail(&e);
+    const char *crash_at = getenv("MCDC_CRASH_AT");
+    if (crash_at && mcdc_opts_set_crash_at(opts, crash_at, &e)) return cli_fail(&e);
+    const char *backoff = getenv("MCDC_RETRY_BACKOFF_MS");
+    if (backoff) {
+        char *end;
+        errno = 0;
+        long long ms = strtoll(backoff, &end, 10);
+        if (errno || end == backoff || *end) {
+            fprintf(stderr, "mssql-cdc: MCDC_RETRY_BACKOFF_MS must be a whole number of "
+                            "milliseconds, not '%s'\n", backoff);
+            return EXIT_USAGE;
+        }
+        if (mcdc_opts_set_retry_backoff_ms(opts, ms, &e)) return cli_fail(&e);
+    }
     return EXIT_OK;
 }
 

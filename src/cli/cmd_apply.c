@@ -45,7 +45,7 @@ static const char APPLY_HELP_MORE[] =
     "is refused.\n"
     "\n"
     "  --bronze B           the stream's target, named as the stream was given it\n"
-    "  --target T           silver: a path, or schema.table under --warehouse\n"
+    "  --target T           silver: a path (./silver), or schema.table under --warehouse\n"
     "  --control-table C    the position and the verdicts (B's must be there too)\n"
     "  --facts-table F      the stream's facts table: needed for chunked snapshots and\n"
     "                       an emptied table's re-snapshot; without it T's verdict is\n"
@@ -219,7 +219,6 @@ int cmd_apply(int argc, char **argv) {
         goto out;
     }
     if ((rc = cli_source_env(opts)) != EXIT_OK) goto out;
-    cfg.crash_at = getenv("MCDC_CRASH_AT"); /* test hook; the library reads no environment */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;

@@ -153,7 +153,6 @@ int cmd_backfill(int argc, char **argv) {
         goto out;
     }
     if ((rc = cli_source_env(opts)) != EXIT_OK) goto out;
-    cfg.crash_at = getenv("MCDC_CRASH_AT"); /* test hook; the library reads no environment */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;

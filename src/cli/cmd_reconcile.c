@@ -41,7 +41,7 @@ static const char RECONCILE_HELP[] =
     "\n";
 
 static const char RECONCILE_HELP_OPTIONS[] =
-    "  --silver T           silver: a path, or schema.table under --warehouse\n"
+    "  --silver T           silver: a path (./silver), or schema.table under --warehouse\n"
     "  --bronze B           the table T is applied from\n"
     "  --control-table C    apply's: T's applied_lsn\n"
     "  --facts-table F      the stream's: check B's newest chunked snapshot, and\n"
@@ -186,7 +186,6 @@ int cmd_reconcile(int argc, char **argv) {
         goto out;
     }
     if ((rc = cli_source_env(opts)) != EXIT_OK) goto out;
-    cfg.crash_at = getenv("MCDC_CRASH_AT"); /* test hook; the library reads no environment */
     mcdc_reconcile *r = NULL;
     mcdc_reconcile_result res;
     int st = mcdc_reconcile_create(&r, opts, &cfg, &e);

@@ -155,7 +155,6 @@ int cmd_repair(int argc, char **argv) {
         if (keys == NULL) cfg.keys_json = (const char *const *)&keys_file; /* no keys: n_keys 0 */
     }
     if ((rc = cli_source_env(opts)) != EXIT_OK) goto out;
-    cfg.crash_at = getenv("MCDC_CRASH_AT"); /* test hook; the library reads no environment */
     mcdc_repair_result res;
     if (mcdc_repair_run(opts, &cfg, &res, &e) != MCDC_OK) {
         rc = cli_fail(&e);

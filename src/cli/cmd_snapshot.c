@@ -14,7 +14,7 @@ static const char SNAPSHOT_HELP[] =
     "per key absorbs the overlap). Once T holds a snapshot of any capture instance of\n"
     "the table, its offset is printed and nothing is read.\n"
     "\n"
-    "  --target T           bronze table: a path, or schema.table under --warehouse\n"
+    "  --target T           bronze table: a path (./bronze), or schema.table under --warehouse\n"
     "  --resnapshot         take a new snapshot even when T holds one (after data loss;\n"
     "                       then stream with a new checkpoint and app id from it)\n"
     "  --app-id A, --facts-table F\n"

@@ -21,7 +21,7 @@ static const char STREAM_HELP[] =
     "(schema_change and capture_instance_switched facts rows; docs/schema-changes.md).\n"
     "\n"
     "Sink (the reference's to_delta parameters):\n"
-    "  --target T           bronze table: a path, or schema.table under --warehouse\n"
+    "  --target T           bronze table: a path (./bronze), or schema.table under --warehouse\n"
     "  --app-id A           Delta txnAppId; stable for the life of the checkpoint\n"
     "  --checkpoint DIR     checkpoint directory (a new one needs a new app id); its first\n"
     "                       run commits batch 0 even when nothing is new (rows 0, as the\n"
@@ -244,11 +244,6 @@ int cmd_stream(int argc, char **argv) {
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    /* Test hooks; the library reads no environment. MCDC_TDS_BACKEND
-     * overrides the backend option, MCDC_RETRY_BACKOFF_MS the backoff. */
-    cfg.crash_at = getenv("MCDC_CRASH_AT");
-    const char *backoff = getenv("MCDC_RETRY_BACKOFF_MS");
-    if (backoff) cfg.retry_backoff_ms = strtoll(backoff, NULL, 10);
     if ((rc = cli_source_env(opts)) != EXIT_OK) goto out;
     mcdc_stream *stream = NULL;
     int st = mcdc_stream_create(&stream, opts, &cfg, &e);

@@ -13,7 +13,11 @@ static int line_out(void *ctx, const char *line) {
 int cmd_table_rows(int argc, char **argv) {
     if (argc < 1 || strcmp(argv[0], "--help") == 0) {
         fputs("usage: mssql-cdc table-rows TABLE [--warehouse W]\n"
-              "Prints every row of a Delta table as one JSON object per line.\n",
+              "Prints every row of a Delta table as one JSON object per line.\n"
+              "  TABLE          a path (./bronze), or schema.table under --warehouse\n"
+              "  --warehouse W  directory holding schema.table names (default ./warehouse)\n"
+              "Exit 2 when TABLE is a bare name, an object store, or holds no Delta table\n"
+              "(a file, a directory without _delta_log/, nothing at all).\n",
               argc < 1 ? stderr : stdout);
         return argc < 1 ? EXIT_USAGE : EXIT_OK;
     }

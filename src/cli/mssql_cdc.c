@@ -36,6 +36,11 @@ static const char HELP[] =
     "  table-rows     print the rows of a Delta table as JSON lines\n"
     "  version        print the version\n"
     "\n"
+    "Tables are paths (./bronze, /lake/bronze, file:///lake/bronze) or schema.table\n"
+    "names, the directory <warehouse>/<schema>.db/<table> (--warehouse, default\n"
+    "./warehouse). A bare name (bronze) is refused: write ./bronze or <schema>.bronze.\n"
+    "Object stores (s3://, abfss://, az://, gs://) are not built yet (exit 2).\n"
+    "\n"
     "'mssql-cdc COMMAND --help' describes each command.\n";
 
 int main(int argc, char **argv) {

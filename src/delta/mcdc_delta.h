@@ -12,12 +12,12 @@
  * Table names. A table is addressed by a location or by a name:
  *   - a string containing '/' or ':' is a location, opened by the storage's
  *     scheme table (mcdc_storage_open_env): a path, a file: URI, mem://
- *     (with an env); object store URIs are MCDC_E_UNSUPPORTED until their
- *     backends land;
+ *     (with an env); object store URIs are refused when the name is
+ *     resolved (MCDC_E_INVALID, "not built yet") until their backends land;
  *   - "schema.table" resolves to <warehouse>/<schema>.db/<table> (Spark's
  *     convention for a database's default location);
- *   - a bare "table" resolves to <warehouse>/<table> (Spark's default
- *     database lives in the warehouse directory itself).
+ *   - a bare "table" is MCDC_E_INVALID: it could mean ./table or a table
+ *     under the warehouse, and the message asks for one of the two.
  * Names are used as given (no case folding); a part may not be empty, start
  * with '.', or contain '/', '\\' or ':'.
  *

@@ -30,29 +30,36 @@ int mcdc_delta_resolve_path(char **out_path, const char *name_or_path, const cha
         return mcdc_error_set(err, MCDC_E_INVALID, "a table needs a name or a path");
     const char *s = name_or_path;
     if (strchr(s, '/') || strchr(s, ':')) {
-        /* A location: the storage's scheme table judges it when opened. */
+        /* A location: the storage's scheme table judges it now, before a
+         * command writes anything (an object store is not built yet). */
+        int rc = mcdc_storage_check_location(s, err);
+        if (rc) return rc;
         *out_path = mcdc_strdup(s);
     } else {
+        const char *dot = strchr(s, '.');
+        /* "bronze" could mean ./bronze or a table under the warehouse: it
+         * says neither, and a wrong guess writes the table where nobody
+         * looks for it */
+        if (dot == NULL)
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "table \"%s\" is neither a path nor a schema.table name: "
+                                  "write ./%s for the directory %s here, or <schema>.%s for a "
+                                  "table under the warehouse (<warehouse>/<schema>.db/%s)",
+                                  s, s, s, s, s);
         if (warehouse == NULL || warehouse[0] == 0)
             return mcdc_error_set(err, MCDC_E_INVALID,
                                   "table name \"%s\" needs a warehouse directory (or give a "
                                   "path containing '/')",
                                   s);
-        const char *dot = strchr(s, '.');
-        int rc;
-        if (dot == NULL) {
-            rc = check_name_part(s, strlen(s), s, err);
-            if (rc) return rc;
-            *out_path = mcdc_asprintf("%s/%s", warehouse, s);
-        } else {
-            if (strchr(dot + 1, '.'))
-                return mcdc_error_set(err, MCDC_E_INVALID,
-                                      "table name \"%s\": expected schema.table", s);
-            rc = check_name_part(s, (size_t)(dot - s), s, err);
-            if (!rc) rc = check_name_part(dot + 1, strlen(dot + 1), s, err);
-            if (rc) return rc;
-            *out_path = mcdc_asprintf("%s/%.*s.db/%s", warehouse, (int)(dot - s), s, dot + 1);
-        }
+        if (strchr(dot + 1, '.'))
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "table name \"%s\": expected schema.table (or a path "
+                                  "containing '/')", s);
+        int rc = check_name_part(s, (size_t)(dot - s), s, err);
+        if (!rc) rc = check_name_part(dot + 1, strlen(dot + 1), s, err);
+        if (!rc) rc = mcdc_storage_check_location(warehouse, err);
+        if (rc) return rc;
+        *out_path = mcdc_asprintf("%s/%.*s.db/%s", warehouse, (int)(dot - s), s, dot + 1);
     }
     if (*out_path == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     return MCDC_OK;

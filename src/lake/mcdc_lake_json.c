@@ -4,7 +4,53 @@
 #include <string.h>
 
 #include "mcdc_lake.h"
+#include "mcdc_storage.h"
 #include "mcdc_value_text.h"
+
+/* Whether location names a regular file: its parent directory holds it. */
+static bool is_file(const char *location) {
+    size_t n = strlen(location);
+    while (n > 1 && location[n - 1] == '/') n--;
+    size_t cut = n;
+    while (cut > 0 && location[cut - 1] != '/') cut--;
+    char *parent = cut == 0 ? mcdc_strdup(".") : mcdc_strndup(location, cut);
+    char *base = mcdc_strndup(location + cut, n - cut);
+    mcdc_storage *st = NULL;
+    int64_t bytes;
+    bool file = parent && base && mcdc_storage_open(&st, parent, NULL) == MCDC_OK &&
+                mcdc_storage_size(st, base, &bytes, NULL) == MCDC_OK;
+    mcdc_storage_free(st);
+    mcdc_free(parent);
+    mcdc_free(base);
+    return file;
+}
+
+/* Why t holds no Delta table, as the error to give: a file where its
+ * directory should be, a directory of files without a log, or nothing
+ * (found: the log could be read and holds no commit; else reading it
+ * failed, and only a file explains that). */
+static int no_table(mcdc_table *t, bool found, int rc, mcdc_error *err) {
+    const char *where = mcdc_table_path(t);
+    if (is_file(where))
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "%s is a file, not a Delta table (a Delta table is a directory "
+                              "holding _delta_log/)",
+                              where);
+    if (!found) return rc;
+    mcdc_storage_listing l = {0};
+    int64_t files = mcdc_storage_list(mcdc_table_storage(t), "", &l, NULL) == MCDC_OK
+                        ? (int64_t)l.count
+                        : 0;
+    mcdc_storage_listing_free(&l);
+    if (files > 0)
+        return mcdc_error_set(err, MCDC_E_NOTFOUND,
+                              "%s is not a Delta table: it holds %lld files but no _delta_log/",
+                              where, (long long)files);
+    return mcdc_error_set(err, MCDC_E_NOTFOUND,
+                          "%s is not a Delta table: it has no _delta_log/ (the directory is "
+                          "empty or does not exist)",
+                          where);
+}
 
 int mcdc_table_rows_json(const char *table, const char *warehouse, mcdc_line_fn fn, void *ctx,
                          mcdc_error *err) {
@@ -16,8 +62,7 @@ int mcdc_table_rows_json(const char *table, const char *warehouse, mcdc_line_fn 
     mcdc_batch *b = NULL;
     int64_t version;
     rc = mcdc_table_read_all(t, &b, &version, err);
-    if (rc == MCDC_OK && version < 0)
-        rc = mcdc_error_set(err, MCDC_E_NOTFOUND, "no Delta table at %s", mcdc_table_path(t));
+    if ((rc == MCDC_OK && version < 0) || rc == MCDC_E_IO) rc = no_table(t, rc == MCDC_OK, rc, err);
     mcdc_buf line = {0};
     for (int64_t r = 0; rc == MCDC_OK && b && r < b->rows; r++) {
         mcdc_buf_reset(&line);

@@ -1,5 +1,6 @@
 /* mcdc_options.c - source options: names, defaults, validation. */
 #include "mcdc_options.h"
+#include "mssqlcdc_testing.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -97,6 +98,9 @@ struct mcdc_opts {
     entry *items;
     int n, cap;
     mcdc_buf unknown;
+    /* test hooks (mssqlcdc_testing.h); not options: no name reaches them */
+    char crash_at[MCDC_CRASH_AT_BYTES_MAX + 1];
+    int64_t retry_backoff_ms;
 };
 
 static const spec *find_spec(const char *name) {
@@ -566,6 +570,8 @@ int mcdc_opts_clone(mcdc_opts **out, const mcdc_opts *o, mcdc_error *err) {
         c->n = i + 1;
         if (c->items[i].name == NULL || c->items[i].value == NULL) rc = MCDC_E_NOMEM;
     }
+    memcpy(c->crash_at, o->crash_at, sizeof c->crash_at);
+    c->retry_backoff_ms = o->retry_backoff_ms;
     if (rc == MCDC_OK && o->unknown.len)
         rc = mcdc_buf_append(&c->unknown, o->unknown.data, o->unknown.len, NULL) ||
                      mcdc_buf_cstr(&c->unknown, NULL)
@@ -596,4 +602,35 @@ const char *const *mcdc_opts_known_names(void) {
     for (size_t i = 0; i < NSPECS; i++) names[i] = SPECS[i].name;
     names[NSPECS] = NULL;
     return names;
+}
+
+/* ---- test hooks -------------------------------------------------------------------- */
+
+int mcdc_opts_set_crash_at(mcdc_opts *o, const char *point, mcdc_error *err) {
+    if (o == NULL) return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_opts_set_crash_at: o is NULL");
+    if (point && strlen(point) > MCDC_CRASH_AT_BYTES_MAX)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "a crash point is at most %d bytes (\"<point>[:<unit>]\"), not %zu",
+                              MCDC_CRASH_AT_BYTES_MAX, strlen(point));
+    snprintf(o->crash_at, sizeof o->crash_at, "%s", point ? point : "");
+    return MCDC_OK;
+}
+
+int mcdc_opts_set_retry_backoff_ms(mcdc_opts *o, int64_t ms, mcdc_error *err) {
+    if (o == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_opts_set_retry_backoff_ms: o is NULL");
+    if (ms < 0 || ms > MCDC_RETRY_BACKOFF_MS_MAX)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "the retry backoff is 1 to %d ms (0: the default), not %lld",
+                              MCDC_RETRY_BACKOFF_MS_MAX, (long long)ms);
+    o->retry_backoff_ms = ms;
+    return MCDC_OK;
+}
+
+const char *mcdc_opt_crash_at(const mcdc_opts *o) {
+    return o ? o->crash_at : "";
+}
+
+int64_t mcdc_opt_retry_backoff_ms(const mcdc_opts *o) {
+    return o ? o->retry_backoff_ms : 0;
 }

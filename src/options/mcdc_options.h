@@ -108,6 +108,11 @@ const char *mcdc_opt_snapshot_keys(const mcdc_opts *o);
 /* isolationLevel=snapshot (default readCommitted: false). */
 bool mcdc_opt_snapshot_isolation(const mcdc_opts *o);
 
+/* The test hooks (mssqlcdc_testing.h): the crash point ("" none; borrowed)
+ * and the first retry's backoff (0: the default). o may be NULL. */
+const char *mcdc_opt_crash_at(const mcdc_opts *o);
+int64_t mcdc_opt_retry_backoff_ms(const mcdc_opts *o);
+
 /* Calls fn for each option that was set, in the order set; values of secret
  * options (connectionString) are given redacted. */
 void mcdc_opts_each(const mcdc_opts *o, void (*fn)(void *ctx, const char *name, const char *value),

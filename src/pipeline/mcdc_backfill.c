@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mcdc_cfg.h"
 #include "mcdc_changes.h"
 #include "mcdc_context.h"
 #include "mcdc_facts.h"
@@ -77,7 +78,7 @@ typedef struct wave_chunk {  /* a chunk of the wave being run */
 struct mcdc_backfill {
     mcdc_ctx ctx;
     mcdc_backfill_cfg cfg;
-    char *strings[6];
+    char *strings[5];
     const mcdc_opts *opts;
     mcdc_log_sink sink;
     /* While running: */
@@ -1013,10 +1014,6 @@ static int complete(mcdc_backfill *b, mcdc_error *err) {
 /* ---- the handle ------------------------------------------------------------------- */
 
 static int check_cfg(const mcdc_backfill_cfg *c, mcdc_error *err) {
-    if (c->version != MCDC_BACKFILL_CFG_VERSION)
-        return mcdc_error_set(err, MCDC_E_INVALID,
-                              "mcdc_backfill_cfg version %d is not one this library knows (%d)",
-                              c->version, MCDC_BACKFILL_CFG_VERSION);
     if (c->target == NULL || !*c->target || c->app_id == NULL || !*c->app_id ||
         c->facts_table == NULL || !*c->facts_table)
         return mcdc_error_set(err, MCDC_E_INVALID,
@@ -1056,7 +1053,12 @@ int mcdc_backfill_create(mcdc_backfill **out, const mcdc_opts *opts, const mcdc_
     if (out == NULL || opts == NULL || cfg == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_backfill_create: a NULL argument");
     *out = NULL;
-    int rc = check_cfg(cfg, err);
+    /* the caller's version's fields, the defaults after them */
+    mcdc_backfill_cfg given;
+    int rc = mcdc_cfg_copy(&given, sizeof given, MCDC_CFG_BACKFILL, cfg, err);
+    if (rc) return rc;
+    cfg = &given;
+    rc = check_cfg(cfg, err);
     if (rc == MCDC_OK) rc = mcdc_opts_check_required(opts, err);
     if (rc == MCDC_OK && mcdc_opt_is_set(opts, MCDC_OPT_SNAPSHOT_LSN))
         rc = mcdc_error_set(err, MCDC_E_INVALID,
@@ -1068,7 +1070,7 @@ int mcdc_backfill_create(mcdc_backfill **out, const mcdc_opts *opts, const mcdc_
     b->cfg = *cfg;
     b->opts = opts;
     const char **fields[] = {&b->cfg.target, &b->cfg.app_id, &b->cfg.facts_table,
-                             &b->cfg.warehouse, &b->cfg.isolation, &b->cfg.crash_at};
+                             &b->cfg.warehouse, &b->cfg.isolation};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0] && rc == MCDC_OK; i++) {
         if (*fields[i] == NULL) continue;
         if ((b->strings[i] = mcdc_strdup(*fields[i])) == NULL) rc = nomem(err);
@@ -1079,7 +1081,7 @@ int mcdc_backfill_create(mcdc_backfill **out, const mcdc_opts *opts, const mcdc_
         return rc;
     }
     b->ctx.budget = cfg->budget;
-    if (cfg->crash_at) snprintf(b->ctx.crash_at, sizeof b->ctx.crash_at, "%s", cfg->crash_at);
+    mcdc_ctx_take_test_hooks(&b->ctx, opts);
     b->sink = (mcdc_log_sink){backfill_log, b, cfg->log_level};
     *out = b;
     return MCDC_OK;

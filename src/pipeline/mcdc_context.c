@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "mcdc_options.h"
+#include "mssqlcdc_testing.h"
+
 struct mcdc_budget {
     pthread_mutex_t mu;
     pthread_cond_t freed;
@@ -96,6 +99,11 @@ int mcdc_budget_peak(const mcdc_budget *b, mcdc_permit kind) {
     int p = m->peak[kind];
     pthread_mutex_unlock(&m->mu);
     return p;
+}
+
+void mcdc_ctx_take_test_hooks(mcdc_ctx *ctx, const mcdc_opts *opts) {
+    _Static_assert(sizeof ctx->crash_at > MCDC_CRASH_AT_BYTES_MAX, "a crash point fits");
+    snprintf(ctx->crash_at, sizeof ctx->crash_at, "%s", mcdc_opt_crash_at(opts));
 }
 
 bool mcdc_ctx_crash(const mcdc_ctx *ctx, const char *point, int64_t unit) {

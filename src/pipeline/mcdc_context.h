@@ -45,13 +45,17 @@ typedef struct mcdc_ctx {
     atomic_int stop;          /* request_stop: finish the unit, then return */
     mcdc_budget *budget;      /* borrowed; NULL: no limit */
     const mcdc_storage_env *storage_env; /* mem:// locations (tests); NULL: none */
-    /* Test hooks (the CLI sets them from MCDC_* environment variables; the
-     * library never reads the environment). */
+    /* Test hooks (mssqlcdc_testing.h: the CLI sets them on the source
+     * options from MCDC_* environment variables; the library never reads the
+     * environment). */
     char crash_at[64];        /* "<point>[:<unit>]": SIGKILL there; "" none */
     mcdc_crash_fn crash_fn;
     void *crash_user;
 } mcdc_ctx;
 
+/* Takes the test hooks the host set on opts (mssqlcdc_testing.h; opts may
+ * be NULL: none). Each job's create calls it. */
+void mcdc_ctx_take_test_hooks(mcdc_ctx *ctx, const mcdc_opts *opts);
 /* Test hook at a named point of unit: SIGKILL (crash_at), or true when the
  * in-process hook says the job dies here. */
 bool mcdc_ctx_crash(const mcdc_ctx *ctx, const char *point, int64_t unit);

@@ -500,7 +500,8 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
             MCDC_ASSERT(start && end);
             /* Cheap (the newest commits of each table): before every unit. */
             if (!checked) rc = check_integrity(&f, NULL, err);
-            if (f.fresh && ops->check_fresh) rc = ops->check_fresh(job, start, err);
+            if (rc == MCDC_OK && f.fresh && ops->check_fresh)
+                rc = ops->check_fresh(job, start, err);
             if (rc == MCDC_OK) rc = f.led.ops->bind(f.led.self, NULL, err);
             if (rc == MCDC_OK) f.fresh = false;
             if (rc == MCDC_OK) rc = f.led.ops->write_plan(f.led.self, u.id, start, end, err);

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mcdc_cfg.h"
 #include "mcdc_facts.h"
 #include "mcdc_keycheck.h"
 #include "mcdc_options.h"
@@ -356,10 +357,11 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
               const mcdc_seed_cfg *cfg, mcdc_error *err) {
     if (out == NULL || rows == NULL || written == NULL || opts == NULL || cfg == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_seed: a NULL argument");
-    if (cfg->version < 1 || cfg->version > MCDC_SEED_CFG_VERSION)
-        return mcdc_error_set(err, MCDC_E_INVALID,
-                              "mcdc_seed_cfg version %d is not one this library knows (1..%d)",
-                              cfg->version, MCDC_SEED_CFG_VERSION);
+    /* the caller's version's fields, the defaults after them */
+    mcdc_seed_cfg given;
+    int rc = mcdc_cfg_copy(&given, sizeof given, MCDC_CFG_SEED, cfg, err);
+    if (rc) return rc;
+    cfg = &given;
     if (cfg->target == NULL || !*cfg->target || cfg->from == NULL || !*cfg->from ||
         cfg->as_of == NULL || !*cfg->as_of)
         return mcdc_error_set(err, MCDC_E_INVALID, "a seed needs --target, --from and --as-of");
@@ -370,8 +372,8 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
     memset(out, 0, sizeof *out);
     *rows = 0;
     *written = false;
-    bool allow_empty = cfg->version >= 2 && cfg->allow_empty;
-    int rc = mcdc_opts_check_required(opts, err);
+    bool allow_empty = cfg->allow_empty;
+    rc = mcdc_opts_check_required(opts, err);
     if (rc) return rc;
     /* The copy first: a path that holds none is the cheapest mistake to
      * tell, before the server is asked anything. */

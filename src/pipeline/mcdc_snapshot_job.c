@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "mcdc_cfg.h"
 #include "mcdc_facts.h"
 #include "mcdc_fanin.h"
 #include "mcdc_plans.h"
@@ -378,14 +379,15 @@ int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcdc_
                        const mcdc_snapshot_cfg *cfg, mcdc_error *err) {
     if (out == NULL || rows == NULL || taken == NULL || opts == NULL || cfg == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_snapshot_take: a NULL argument");
-    if (cfg->version < 1 || cfg->version > MCDC_SNAPSHOT_CFG_VERSION)
-        return mcdc_error_set(err, MCDC_E_INVALID,
-                              "mcdc_snapshot_cfg version %d is not one this library knows (1..%d)",
-                              cfg->version, MCDC_SNAPSHOT_CFG_VERSION);
+    /* the caller's version's fields, the defaults after them */
+    mcdc_snapshot_cfg given;
+    int rc = mcdc_cfg_copy(&given, sizeof given, MCDC_CFG_SNAPSHOT, cfg, err);
+    if (rc) return rc;
+    cfg = &given;
     if (cfg->target == NULL || *cfg->target == 0)
         return mcdc_error_set(err, MCDC_E_INVALID, "a snapshot needs a target");
-    const char *app_id = cfg->version >= 2 ? cfg->app_id : NULL;
-    const char *facts_name = cfg->version >= 2 ? cfg->facts_table : NULL;
+    const char *app_id = cfg->app_id;
+    const char *facts_name = cfg->facts_table;
     if ((app_id == NULL) != (facts_name == NULL))
         return mcdc_error_set(err, MCDC_E_INVALID,
                               "--app-id and --facts-table go together: the stream's, whose open "
@@ -393,7 +395,7 @@ int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcdc_
     memset(out, 0, sizeof *out);
     *rows = 0;
     *taken = false;
-    int rc = mcdc_opts_check_required(opts, err);
+    rc = mcdc_opts_check_required(opts, err);
     if (rc) return rc;
     mcdc_ctx ctx = {.budget = cfg->budget};
     mcdc_log_sink sink = {cfg->log_fn, cfg->log_user, cfg->log_level};

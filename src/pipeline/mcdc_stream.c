@@ -47,6 +47,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "mcdc_cfg.h"
 #include "mcdc_changes.h"
 #include "mcdc_facts.h"
 #include "mcdc_fanin.h"
@@ -1101,17 +1102,18 @@ int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stre
     *out = NULL;
     if (opts == NULL || cfg == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_stream_create: opts and cfg are required");
-    if (cfg->version < 1 || cfg->version > MCDC_STREAM_CFG_VERSION)
-        return mcdc_error_set(err, MCDC_E_INVALID,
-                              "mcdc_stream_cfg version %d is not one this library knows (1..%d)",
-                              cfg->version, MCDC_STREAM_CFG_VERSION);
+    /* the caller's version's fields, the defaults after them */
+    mcdc_stream_cfg given;
+    int rc = mcdc_cfg_copy(&given, sizeof given, MCDC_CFG_STREAM, cfg, err);
+    if (rc) return rc;
+    cfg = &given;
     if (cfg->target == NULL || cfg->app_id == NULL || cfg->checkpoint == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "a stream needs a target, an app id and a "
                                                    "checkpoint");
     if (*cfg->target == 0 || *cfg->checkpoint == 0)
         return mcdc_error_set(err, MCDC_E_INVALID, "--%s is empty",
                               *cfg->target == 0 ? "target" : "checkpoint");
-    int rc = check_app_id(cfg->app_id, err);
+    rc = check_app_id(cfg->app_id, err);
     if (rc == MCDC_OK) rc = mcdc_opts_check_required(opts, err);
     if (rc == MCDC_OK && cfg->trigger == MCDC_TRIGGER_PROCESSING_TIME &&
         (cfg->processing_time_ms < 1 || cfg->processing_time_ms > MCDC_PROCESSING_TIME_MS_MAX))
@@ -1119,21 +1121,21 @@ int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stre
                             "processingTime must be between 1 ms and %lld ms (a week), not %lld ms",
                             (long long)MCDC_PROCESSING_TIME_MS_MAX,
                             (long long)cfg->processing_time_ms);
-    if (rc == MCDC_OK && cfg->version >= 2 && cfg->bootstrap &&
+    if (rc == MCDC_OK && cfg->bootstrap &&
         mcdc_opt_is_set(opts, MCDC_OPT_STARTING_LSN))
         rc = mcdc_error_set(err, MCDC_E_INVALID,
                             "--bootstrap and startingLsn together: a bootstrap starts the stream "
                             "at its snapshot's LSN; leave startingLsn out");
-    bool resnapshot = cfg->version >= 3 && cfg->on_data_loss == MCDC_ON_DATA_LOSS_RESNAPSHOT;
-    if (rc == MCDC_OK && cfg->version >= 3 && cfg->on_data_loss != MCDC_ON_DATA_LOSS_FAIL &&
+    bool resnapshot = cfg->on_data_loss == MCDC_ON_DATA_LOSS_RESNAPSHOT;
+    if (rc == MCDC_OK && cfg->on_data_loss != MCDC_ON_DATA_LOSS_FAIL &&
         !resnapshot)
         rc = mcdc_error_set(err, MCDC_E_INVALID, "on_data_loss must be fail or resnapshot");
-    if (rc == MCDC_OK && cfg->version >= 2 && cfg->snapshot == MCDC_SNAPSHOT_CHUNKED &&
+    if (rc == MCDC_OK && cfg->snapshot == MCDC_SNAPSHOT_CHUNKED &&
         cfg->facts_table == NULL)
         rc = mcdc_error_set(err, MCDC_E_INVALID,
                             "--snapshot chunked needs --facts-table: the snapshot's rows there "
                             "record its plan and its chunks, and backfill reads them");
-    if (rc == MCDC_OK && cfg->version >= 4 && cfg->snapshot_on_switch && cfg->facts_table == NULL)
+    if (rc == MCDC_OK && cfg->snapshot_on_switch && cfg->facts_table == NULL)
         rc = mcdc_error_set(err, MCDC_E_INVALID,
                             "--snapshot-on-switch needs --facts-table: its capture_instance_switched "
                             "rows say which switch is owed a snapshot (also after a crash), and "
@@ -1146,7 +1148,7 @@ int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stre
         rc = mcdc_error_set(err, MCDC_E_INVALID,
                             "--on-data-loss resnapshot with failOnDataLoss=false: the stream would "
                             "skip the gap instead of re-snapshotting; drop one of them");
-    if (rc == MCDC_OK && cfg->version >= 3 &&
+    if (rc == MCDC_OK &&
         !(cfg->resnapshot_interval_days >= 0 && cfg->resnapshot_interval_days <= 3650))
         rc = mcdc_error_set(err, MCDC_E_INVALID,
                             "--resnapshot-interval-days must be between 0 and 3650, not %g",
@@ -1155,11 +1157,6 @@ int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stre
     mcdc_stream *s = mcdc_calloc(1, sizeof *s);
     if (s == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     s->cfg = *cfg;
-    if (cfg->version < 4) s->cfg.snapshot_on_switch = false;
-    if (cfg->version < 3) {
-        s->cfg.on_data_loss = MCDC_ON_DATA_LOSS_FAIL;
-        s->cfg.resnapshot_interval_days = 7.0;
-    }
     s->opts = opts;
     const char **fields[] = {&s->cfg.target,        &s->cfg.app_id,    &s->cfg.checkpoint,
                              &s->cfg.facts_table,   &s->cfg.control_table,
@@ -1176,12 +1173,9 @@ int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stre
         return rc;
     }
     pthread_mutex_init(&s->warnings_mu, NULL);
-    s->sink = (mcdc_log_sink){stream_log, s, cfg->version >= 2 ? cfg->log_level : MCDC_LOG_WARN};
-    if (cfg->version < 2) s->cfg.log_fn = NULL;
-    s->ctx.budget = cfg->version >= 2 ? cfg->budget : NULL;
-    if (cfg->version < 2) s->cfg.bootstrap = false;
-    if (cfg->version >= 2 && cfg->crash_at)
-        snprintf(s->ctx.crash_at, sizeof s->ctx.crash_at, "%s", cfg->crash_at);
+    s->sink = (mcdc_log_sink){stream_log, s, cfg->log_level};
+    s->ctx.budget = cfg->budget;
+    mcdc_ctx_take_test_hooks(&s->ctx, opts);
     *out = s;
     return MCDC_OK;
 }
@@ -1410,7 +1404,7 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     char *bound = NULL, *last_read = NULL;
     if (rc == MCDC_OK) rc = peek_checkpoint(s, &bound, &last_read, err);
     const char *also[2] = {last_read, bound};
-    mcdc_changes_settings cs = {.retry_backoff_ms = cfg->version >= 2 ? cfg->retry_backoff_ms : 0,
+    mcdc_changes_settings cs = {.retry_backoff_ms = mcdc_opt_retry_backoff_ms(s->opts),
                                 .follow = true,
                                 .also_names = also,
                                 .n_also_names = 2};

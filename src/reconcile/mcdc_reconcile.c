@@ -34,6 +34,7 @@
 
 #include <jansson.h>
 
+#include "mcdc_cfg.h"
 #include "mcdc_changes.h"
 #include "mcdc_context.h"
 #include "mcdc_lake.h"
@@ -1484,11 +1485,13 @@ int mcdc_reconcile_create(mcdc_reconcile **out, const mcdc_opts *opts,
     if (out == NULL || cfg == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_reconcile_create: a NULL argument");
     *out = NULL;
-    if (cfg->version < 1 || cfg->version > MCDC_RECONCILE_CFG_VERSION)
-        return mcdc_error_set(err, MCDC_E_INVALID,
-                              "mcdc_reconcile_cfg version %d is not one this library knows (1..%d)",
-                              cfg->version, MCDC_RECONCILE_CFG_VERSION);
-    if (cfg->version >= 2 && cfg->repair && cfg->facts_table == NULL)
+    /* the caller's version's fields, the defaults after them (a version-1
+     * caller's struct ends before the repair flag) */
+    mcdc_reconcile_cfg given;
+    int rc = mcdc_cfg_copy(&given, sizeof given, MCDC_CFG_RECONCILE, cfg, err);
+    if (rc) return rc;
+    cfg = &given;
+    if (cfg->repair && cfg->facts_table == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID,
                               "repair needs the stream's facts table (--facts-table): apply finds "
                               "repairs there");
@@ -1512,21 +1515,12 @@ int mcdc_reconcile_create(mcdc_reconcile **out, const mcdc_opts *opts,
                               SILVER_KEYS_MAX);
     mcdc_reconcile *r = mcdc_calloc(1, sizeof *r);
     if (r == NULL) return nomem(err);
-    if (cfg->version < 3) {
-        /* an older cfg ends before the fields of later versions */
-        memcpy(&r->cfg, cfg, cfg->version < 2 ? offsetof(mcdc_reconcile_cfg, repair)
-                                              : offsetof(mcdc_reconcile_cfg, settle_seconds));
-        if (cfg->version < 2) r->cfg.repair = false;
-        r->cfg.settle_seconds = 0;
-    } else {
-        r->cfg = *cfg;
-    }
+    r->cfg = *cfg;
     r->opts = opts;
     if (r->cfg.bucket_rows == 0) r->cfg.bucket_rows = REC_BUCKET_ROWS_DEFAULT;
     if (r->cfg.sample < 0) r->cfg.sample = REC_SAMPLE_DEFAULT;
-    int rc = MCDC_OK;
     const char **strs[] = {&r->cfg.silver, &r->cfg.bronze, &r->cfg.control_table, &r->cfg.facts_table,
-                           &r->cfg.report_table, &r->cfg.warehouse, &r->cfg.crash_at};
+                           &r->cfg.report_table, &r->cfg.warehouse};
     for (size_t i = 0; rc == MCDC_OK && i < sizeof strs / sizeof strs[0]; i++) rc = copy_str(r, strs[i], err);
     r->cfg.keys = NULL;
     if (rc == MCDC_OK && cfg->keys && cfg->n_keys > 0) {
@@ -1539,7 +1533,7 @@ int mcdc_reconcile_create(mcdc_reconcile **out, const mcdc_opts *opts,
             else r->n_keys = k + 1;
         }
     }
-    if (r->cfg.crash_at) snprintf(r->ctx.crash_at, sizeof r->ctx.crash_at, "%s", r->cfg.crash_at);
+    mcdc_ctx_take_test_hooks(&r->ctx, opts);
     r->sink = (mcdc_log_sink){log_to_host, r, cfg->log_level};
     if (rc) {
         mcdc_reconcile_free(r);

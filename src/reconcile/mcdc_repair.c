@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mcdc_cfg.h"
 #include "mcdc_changes.h"
 #include "mcdc_facts.h"
 #include "mcdc_repair.h"
@@ -706,9 +707,11 @@ int mcdc_repair_run(const mcdc_opts *opts, const mcdc_repair_cfg *cfg, mcdc_repa
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_repair_run: a NULL argument");
     memset(result, 0, sizeof *result);
     result->bronze_version = -1;
-    if (cfg->version != MCDC_REPAIR_CFG_VERSION)
-        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_repair_cfg version %d: this library takes %d",
-                              cfg->version, MCDC_REPAIR_CFG_VERSION);
+    /* the caller's version's fields, the defaults after them */
+    mcdc_repair_cfg given;
+    int rc = mcdc_cfg_copy(&given, sizeof given, MCDC_CFG_REPAIR, cfg, err);
+    if (rc) return rc;
+    cfg = &given;
     if (cfg->bronze == NULL || cfg->facts_table == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "repair needs bronze and the facts table");
     bool from_report = cfg->report_table != NULL;
@@ -719,7 +722,7 @@ int mcdc_repair_run(const mcdc_opts *opts, const mcdc_repair_cfg *cfg, mcdc_repa
     if (from_report && cfg->run_id == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "the report's keys need the reconcile run's id");
     mcdc_ctx ctx = {0};
-    if (cfg->crash_at) snprintf(ctx.crash_at, sizeof ctx.crash_at, "%s", cfg->crash_at);
+    mcdc_ctx_take_test_hooks(&ctx, opts);
     mcdc_log_sink sink = {log_to_host, (void *)cfg, cfg->log_level};
     const mcdc_log_sink *host = mcdc_log_use(&sink);
     char uuid[37];
@@ -730,7 +733,6 @@ int mcdc_repair_run(const mcdc_opts *opts, const mcdc_repair_cfg *cfg, mcdc_repa
     }
     char **keys = NULL;
     size_t n = 0;
-    int rc = MCDC_OK;
     if (from_report) rc = mcdc_repair_report_keys(&ctx, cfg->report_table, cfg->warehouse, run_id, &keys, &n, err);
     if (rc == MCDC_OK)
         rc = mcdc_repair_keys(&ctx, opts, cfg->bronze, cfg->facts_table, cfg->warehouse, run_id,

@@ -29,6 +29,7 @@
 
 #include <jansson.h>
 
+#include "mcdc_cfg.h"
 #include "mcdc_changes.h"
 #include "mcdc_finalization.h"
 #include "mcdc_frame.h"
@@ -1766,14 +1767,10 @@ int mcdc_apply_create(mcdc_apply **out, const mcdc_opts *opts, const mcdc_apply_
     if (out == NULL || cfg == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_apply_create: a NULL argument");
     *out = NULL;
-    if (cfg->version < 1 || cfg->version > MCDC_APPLY_CFG_VERSION)
-        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_apply_cfg version %d: this library takes 1 "
-                              "to %d", cfg->version, MCDC_APPLY_CFG_VERSION);
-    /* an older caller has no fields past its version's: none is read */
-    mcdc_apply_cfg given = MCDC_APPLY_CFG_INIT;
-    memcpy(&given, cfg, cfg->version == 1   ? offsetof(mcdc_apply_cfg, scd_type)
-                        : cfg->version == 2 ? offsetof(mcdc_apply_cfg, deletion_vectors)
-                                            : sizeof given);
+    /* the caller's version's fields, the defaults after them */
+    mcdc_apply_cfg given;
+    int rc = mcdc_cfg_copy(&given, sizeof given, MCDC_CFG_APPLY, cfg, err);
+    if (rc) return rc;
     cfg = &given;
     if (cfg->scd_type < 0 || cfg->scd_type > 2)
         return mcdc_error_set(err, MCDC_E_INVALID, "SCD type %d: apply keeps type 1 (the current "
@@ -1819,9 +1816,8 @@ int mcdc_apply_create(mcdc_apply **out, const mcdc_opts *opts, const mcdc_apply_
     a->cfg.capture_instance = ci;
     a->opts = can_connect ? opts : NULL;
     if (a->cfg.memory_mb == 0) a->cfg.memory_mb = SILVER_SORT_BYTES_DEFAULT / (1024 * 1024);
-    int rc = MCDC_OK;
     const char **strs[] = {&a->cfg.bronze, &a->cfg.target, &a->cfg.control_table, &a->cfg.facts_table,
-                           &a->cfg.warehouse, &a->cfg.capture_instance, &a->cfg.crash_at};
+                           &a->cfg.warehouse, &a->cfg.capture_instance};
     for (size_t i = 0; rc == MCDC_OK && i < sizeof strs / sizeof strs[0]; i++) rc = copy_str(a, strs[i], err);
     a->cfg.keys = NULL;
     if (rc == MCDC_OK && cfg->keys && cfg->n_keys > 0) {
@@ -1845,7 +1841,7 @@ int mcdc_apply_create(mcdc_apply **out, const mcdc_opts *opts, const mcdc_apply_
             else a->n_track = k + 1;
         }
     }
-    if (a->cfg.crash_at) snprintf(a->ctx.crash_at, sizeof a->ctx.crash_at, "%s", a->cfg.crash_at);
+    mcdc_ctx_take_test_hooks(&a->ctx, opts);
     a->sink = (mcdc_log_sink){log_to_host, a, cfg->log_level};
     if (rc) {
         mcdc_apply_free(a);

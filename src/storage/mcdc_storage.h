@@ -8,10 +8,11 @@
  * Opening. mcdc_storage_open takes a location: a plain path or a file: URI
  * is the local filesystem (mcdc_storage_local.c); mem://<name>[/<prefix>]
  * is an in-memory store the caller created and handed in through an
- * mcdc_storage_env (mcdc_storage_mem.c); s3://, abfss:// and the other
- * object stores are MCDC_E_UNSUPPORTED until their backends land, each as
- * one file plugged into the scheme table of mcdc_storage_uri.c (the only
- * place that knows schemes).
+ * mcdc_storage_env (mcdc_storage_mem.c); s3://, abfss://, az://, gs:// and
+ * the other object stores are refused (MCDC_E_INVALID: a usage error, said
+ * as "not built yet") until their backends land, each as one file plugged
+ * into the scheme table of mcdc_storage_uri.c (the only place that knows
+ * schemes).
  *
  * Keys are relative '/'-separated paths below the storage's root
  * ("_delta_log/00000000000000000003.json"), without empty, "." or ".."
@@ -48,8 +49,9 @@
  * Status codes: MCDC_E_CONFLICT from a put-if-absent commit means "the key
  * already exists" (a lost race, nothing was written); MCDC_E_NOTFOUND from
  * get, get_range, size and delete means the key does not exist;
- * MCDC_E_INVALID is a bad key, or a range starting past the object's end;
- * MCDC_E_UNSUPPORTED a location whose backend is not built. Every other
+ * MCDC_E_INVALID is a bad key, a range starting past the object's end, or a
+ * location whose backend is not built; MCDC_E_UNSUPPORTED a file: URI of a
+ * remote host. Every other
  * failure is MCDC_E_IO (or MCDC_E_LIMIT / MCDC_E_NOMEM) with the location
  * and key in the message.
  *
@@ -168,12 +170,17 @@ typedef struct mcdc_storage_env {
 
 /* Opens the storage at location (see the header comment): a path or file:
  * URI, mem://<name>[/<prefix>] resolved through env (which may be NULL:
- * then mem:// is MCDC_E_NOTFOUND), or an object store URI
- * (MCDC_E_UNSUPPORTED). The local directory need not exist. */
+ * then mem:// is MCDC_E_NOTFOUND). An object store URI (s3://, abfss://,
+ * az://, gs://...: not built yet) or an unknown scheme is MCDC_E_INVALID.
+ * The local directory need not exist. */
 int mcdc_storage_open_env(mcdc_storage **out, const mcdc_storage_env *env,
                           const char *location, mcdc_error *err);
 /* The same without memory stores. */
 int mcdc_storage_open(mcdc_storage **out, const char *location, mcdc_error *err);
+/* What open says of location's scheme, without opening anything: MCDC_OK
+ * for a path, file: or mem://, MCDC_E_INVALID for an object store that is
+ * not built yet or an unknown scheme. */
+int mcdc_storage_check_location(const char *location, mcdc_error *err);
 /* A storage over the local directory root (created, with parents, on the
  * first write). */
 int mcdc_storage_local_create(mcdc_storage **out, const char *root, mcdc_error *err);

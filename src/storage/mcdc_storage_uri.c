@@ -3,7 +3,9 @@
  *
  * The scheme table below is the only place that knows URI schemes: an
  * object store backend lands as one file (mcdc_storage_s3.c, ...) and one
- * row here. Until then its row has no opener, and opening says so.
+ * row here. Until then its row has no opener, and a location on it is
+ * refused as a usage error (MCDC_E_INVALID) when a table name is resolved,
+ * before a command writes anything (mcdc_storage_check_location).
  */
 #include <string.h>
 #include <strings.h>
@@ -29,6 +31,7 @@ static const struct scheme {
     {"s3a://", NULL, "Amazon S3"},
     {"abfss://", NULL, "Azure Data Lake Storage"},
     {"abfs://", NULL, "Azure Data Lake Storage"},
+    {"az://", NULL, "Azure Blob Storage"},
     {"gs://", NULL, "Google Cloud Storage"},
 };
 
@@ -80,28 +83,46 @@ static bool has_scheme(const char *location) {
     return strncmp(p, "://", 3) == 0;
 }
 
-int mcdc_storage_open_env(mcdc_storage **out, const mcdc_storage_env *env,
-                          const char *location, mcdc_error *err) {
-    MCDC_ASSERT(out != NULL);
-    *out = NULL;
+/* The row of location's scheme (*row NULL: a plain path). A location on an
+ * object store that is not built, or with a scheme no row knows, is
+ * MCDC_E_INVALID: what the user gave cannot be used as it is. */
+static int scheme_of(const struct scheme **row, const char *location, mcdc_error *err) {
+    *row = NULL;
     if (location == NULL || location[0] == 0)
         return mcdc_error_set(err, MCDC_E_INVALID, "a storage location (path or URI) is empty");
     for (size_t i = 0; i < sizeof k_schemes / sizeof k_schemes[0]; i++) {
         const struct scheme *s = &k_schemes[i];
-        size_t n = strlen(s->prefix);
-        if (strncasecmp(location, s->prefix, n) != 0) continue;
+        if (strncasecmp(location, s->prefix, strlen(s->prefix)) != 0) continue;
         if (s->open == NULL)
-            return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
-                                  "location \"%s\" is on %s: object stores are not built yet; "
-                                  "use a local path",
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "location \"%s\" is on %s: object stores are not built yet "
+                                  "(the next milestone builds them); use a local path or a "
+                                  "file: URI",
                                   location, s->what);
-        return s->open(out, env, location, location + n, err);
+        *row = s;
+        return MCDC_OK;
     }
     if (has_scheme(location))
-        return mcdc_error_set(err, MCDC_E_UNSUPPORTED,
+        return mcdc_error_set(err, MCDC_E_INVALID,
                               "location \"%s\": unknown scheme; use a local path, a file: URI "
                               "or mem://",
                               location);
+    return MCDC_OK;
+}
+
+int mcdc_storage_check_location(const char *location, mcdc_error *err) {
+    const struct scheme *s;
+    return scheme_of(&s, location, err);
+}
+
+int mcdc_storage_open_env(mcdc_storage **out, const mcdc_storage_env *env,
+                          const char *location, mcdc_error *err) {
+    MCDC_ASSERT(out != NULL);
+    *out = NULL;
+    const struct scheme *s;
+    int rc = scheme_of(&s, location, err);
+    if (rc) return rc;
+    if (s) return s->open(out, env, location, location + strlen(s->prefix), err);
     return mcdc_storage_local_create(out, location, err);
 }
 

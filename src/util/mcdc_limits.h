@@ -60,6 +60,9 @@
  * backoff (about 14 s in all). */
 #define MCDC_RETRIES_MAX 3
 #define MCDC_RETRY_BACKOFF_MS_FIRST 1000
+/* The tests' shorter (or longer) first backoff (mssqlcdc_testing.h): a
+ * minute, doubled three times, is already far past what any test waits. */
+#define MCDC_RETRY_BACKOFF_MS_MAX 60000
 
 /* A Delta txn appId is any string; ours carry suffixes (#facts, #snap.<lsn>,
  * .g<n>) and land in every commit and facts row, so 256 bytes is plenty. */

@@ -429,6 +429,10 @@ int mcdc_parse_ts_us(const char *s, size_t n, int64_t *out_us, mcdc_error *err) 
         }
     }
     if (mo < 1 || mo > 12 || d < 1 || d > 31 || hh > 23 || mi > 59 || ss > 59) goto bad;
+    /* a day the month lacks (02-30) is refused, not read as the next month's */
+    static const int8_t month_days[12] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    if (d > month_days[mo - 1] || (mo == 2 && d == 29 && !leap)) goto bad;
     int64_t off_min = 0;
     if (i < n && (s[i] == 'Z' || s[i] == 'z')) {
         i++;

@@ -61,9 +61,9 @@ TEST(delta_resolve_names_and_paths) {
     CHECK_EQ_INT(mcdc_delta_resolve_path(&p, "bronze.orders", "/lake", &e), MCDC_OK);
     CHECK_EQ_STR(p, "/lake/bronze.db/orders");
     mcdc_free(p);
-    CHECK_EQ_INT(mcdc_delta_resolve_path(&p, "orders", "/lake", &e), MCDC_OK);
-    CHECK_EQ_STR(p, "/lake/orders");
-    mcdc_free(p);
+    /* a bare name says neither ./orders nor a table under the warehouse */
+    CHECK_EQ_INT(mcdc_delta_resolve_path(&p, "orders", "/lake", &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "./orders") != NULL && strstr(e.message, "schema.table") != NULL);
     CHECK_EQ_INT(mcdc_delta_resolve_path(&p, "./t/x", NULL, &e), MCDC_OK);
     CHECK_EQ_STR(p, "./t/x");
     mcdc_free(p);
@@ -71,17 +71,21 @@ TEST(delta_resolve_names_and_paths) {
     CHECK_EQ_INT(mcdc_delta_resolve_path(&p, "file:///data/t", NULL, &e), MCDC_OK);
     CHECK_EQ_STR(p, "file:///data/t");
     mcdc_free(p);
-    CHECK_EQ_INT(mcdc_delta_resolve_path(&p, "orders", "mem://w", &e), MCDC_OK);
-    CHECK_EQ_STR(p, "mem://w/orders");
+    CHECK_EQ_INT(mcdc_delta_resolve_path(&p, "s.orders", "mem://w", &e), MCDC_OK);
+    CHECK_EQ_STR(p, "mem://w/s.db/orders");
     mcdc_free(p);
     p = NULL;
     mcdc_delta_table *t = NULL;
     CHECK_EQ_INT(mcdc_delta_table_open(&t, "file:///data/t", NULL, &e), MCDC_OK);
     CHECK_EQ_STR(t ? mcdc_delta_table_location(t) : NULL, "/data/t");
     mcdc_delta_table_free(t);
-    CHECK_EQ_INT(mcdc_delta_table_open(&t, "s3://bucket/t", NULL, &e), MCDC_E_UNSUPPORTED);
+    /* an object store is refused as the name is resolved, as a usage error */
+    CHECK_EQ_INT(mcdc_delta_table_open(&t, "s3://bucket/t", NULL, &e), MCDC_E_INVALID);
     CHECK(strstr(e.message, "not built yet") != NULL);
     CHECK(t == NULL);
+    CHECK_EQ_INT(mcdc_delta_resolve_path(&p, "az://c/t", NULL, &e), MCDC_E_INVALID);
+    CHECK_EQ_INT(mcdc_delta_resolve_path(&p, "s.t", "gs://b/wh", &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "Google Cloud Storage") != NULL);
     CHECK_EQ_INT(mcdc_delta_resolve_path(&p, "bronze.orders", NULL, &e), MCDC_E_INVALID);
     CHECK(strstr(e.message, "warehouse") != NULL);
     CHECK_EQ_INT(mcdc_delta_resolve_path(&p, "a.b.c", "/lake", &e), MCDC_E_INVALID);

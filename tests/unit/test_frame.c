@@ -357,3 +357,86 @@ TEST(frame_reads_a_second_process_on_its_checkpoint_as_one) {
         world_free(&w);
     }
 }
+
+/* A fresh checkpoint whose job is idle at first: while it waits, another
+ * program commits a unit of the same app id to the target. The check before
+ * the first unit must stop the job with that finding, before the unit is
+ * planned: the job's own check of a fresh start (which passes) must not
+ * replace it. */
+typedef struct {
+    toy_world *w;
+    int plans;
+} idle_job;
+
+static int idle_then_foreign_plan(void *job, const json_t *last, json_t **start, json_t **end,
+                                  bool *idle, mcdc_error *err) {
+    idle_job *j = job;
+    if (j->plans++ == 0) {
+        mcdc_table *t = NULL;
+        mcdc_appender *a = NULL;
+        mcdc_batch *b = NULL;
+        bool skipped;
+        int64_t v;
+        int rc = mcdc_table_open_env(&t, &j->w->env, "mem://lake/target", NULL, err);
+        if (rc == MCDC_OK) rc = mcdc_batch_create(&b, j->w->job.schema, 1, err);
+        if (rc == MCDC_OK) rc = mcdc_col_append_int(&b->columns[0], 999, err);
+        if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
+        if (rc == MCDC_OK) rc = mcdc_appender_open(&a, t, j->w->job.schema, NULL, err);
+        if (rc == MCDC_OK) rc = mcdc_appender_write(a, b, err);
+        if (rc == MCDC_OK) rc = mcdc_appender_commit(a, "toy", 0, NULL, &skipped, &v, err);
+        mcdc_appender_free(a);
+        mcdc_batch_free(b);
+        mcdc_table_close(t);
+        *idle = true;
+        return rc;
+    }
+    return toy_plan(&j->w->job, last, start, end, idle, err);
+}
+
+static int fresh_ok(void *job, const json_t *start, mcdc_error *err) {
+    (void)job;
+    (void)start;
+    (void)err;
+    return MCDC_OK;
+}
+
+static int idle_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_result *res,
+                    mcdc_error *err) {
+    idle_job *j = job;
+    return toy_run(&j->w->job, f, u, res, err);
+}
+
+TEST(frame_integrity_failure_after_an_idle_poll_of_a_fresh_checkpoint_stops_the_job) {
+    toy_world w;
+    world_init(&w);
+    idle_job j = {.w = &w};
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_ctx ctx = {.storage_env = &w.env};
+    mcdc_table *target = NULL, *facts = NULL;
+    CHECK_EQ_INT(mcdc_table_open_env(&target, &w.env, "mem://lake/target", NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_table_open_env(&facts, &w.env, "mem://lake/facts", NULL, &e), MCDC_OK);
+    mcdc_frame_cfg cfg = {.ctx = &ctx,
+                          .checkpoint = "mem://lake/ckpt",
+                          .binding = {.job = "toy", .app_id = "toy", .target = "mem://lake/target",
+                                      .facts_table = "mem://lake/facts"},
+                          .target = target,
+                          .app_id = "toy",
+                          .facts = facts,
+                          .facts_app_id = "toy#facts",
+                          .idle_poll_ms = 1,
+                          .max_units = 1};
+    mcdc_job_ops ops = {.kind = "toy", .plan = idle_then_foreign_plan, .check_fresh = fresh_ok,
+                        .run = idle_run, .facts = toy_facts};
+    int rc = mcdc_frame_run(&cfg, &ops, &j, &e);
+    CHECK_EQ_INT(rc, MCDC_E_REWOUND);
+    CHECK_EQ_INT(j.plans, 2);
+    /* nothing was planned: the checkpoint holds no offsets/0 */
+    mcdc_storage *st = NULL;
+    int64_t bytes = 0;
+    CHECK_EQ_INT(mcdc_storage_mem_open(&st, w.mem, "ckpt", &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_storage_size(st, "offsets/0", &bytes, &e), MCDC_E_NOTFOUND);
+    mcdc_storage_free(st);
+    mcdc_table_close(target);
+    mcdc_table_close(facts);
+    world_free(&w);
+}

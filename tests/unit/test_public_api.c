@@ -83,6 +83,12 @@ TEST(api_ts_text_round_trip) {
     CHECK_EQ_STR(t, "0001-01-01T00:00:00");
     CHECK_INVALID(mcdc_ts_parse(&us, "2025-13-01", &e_), "invalid timestamp '2025-13-01'");
     CHECK_INVALID(mcdc_ts_parse(&us, "2025-1-1", &e_), "invalid timestamp");
+    /* a day the month does not have is not the next month's */
+    CHECK_INVALID(mcdc_ts_parse(&us, "2026-02-29", &e_), "invalid timestamp '2026-02-29'");
+    CHECK_INVALID(mcdc_ts_parse(&us, "2025-04-31T00:00:00", &e_), "invalid timestamp");
+    CHECK_EQ_INT(mcdc_ts_parse(&us, "2024-02-29", &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_ts_parse(&us, "2000-02-29", &e), MCDC_OK);
+    CHECK_INVALID(mcdc_ts_parse(&us, "1900-02-29", &e_), "invalid timestamp");
     CHECK_INVALID(mcdc_ts_parse(&us, NULL, &e_), "text is NULL");
     CHECK_INVALID(mcdc_ts_parse(NULL, "2025-01-01", &e_), "out_us is NULL");
     CHECK_INVALID(mcdc_ts_format(t, sizeof t, 0, 2, &e_), "frac_digits is 2");

@@ -224,17 +224,21 @@ TEST(storage_open_by_scheme) {
         CHECK_EQ_STR(s ? s->root : NULL, local[i].root);
         mcdc_storage_free(s);
     }
+    /* object stores and unknown schemes: a usage error, checked without opening */
     static const char *const later[] = {"s3://bucket/t", "S3A://bucket/t",
                                         "abfss://c@acct.dfs.core.windows.net/t",
-                                        "gs://bucket/t"};
+                                        "az://container/t", "gs://bucket/t"};
     for (size_t i = 0; i < sizeof later / sizeof later[0]; i++) {
-        CHECK_EQ_INT(mcdc_storage_open(&s, later[i], &e), MCDC_E_UNSUPPORTED);
+        CHECK_EQ_INT(mcdc_storage_open(&s, later[i], &e), MCDC_E_INVALID);
         CHECK(strstr(e.message, "object stores are not built yet") != NULL);
         CHECK(strstr(e.message, later[i]) != NULL);
         CHECK(s == NULL);
+        CHECK_EQ_INT(mcdc_storage_check_location(later[i], &e), MCDC_E_INVALID);
     }
-    CHECK_EQ_INT(mcdc_storage_open(&s, "ftp://host/t", &e), MCDC_E_UNSUPPORTED);
+    CHECK_EQ_INT(mcdc_storage_open(&s, "ftp://host/t", &e), MCDC_E_INVALID);
     CHECK(strstr(e.message, "unknown scheme") != NULL);
+    CHECK_EQ_INT(mcdc_storage_check_location("./t", &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_storage_check_location("mem://lake/t", &e), MCDC_OK);
     CHECK_EQ_INT(mcdc_storage_open(&s, "file://otherhost/t", &e), MCDC_E_UNSUPPORTED);
     CHECK_EQ_INT(mcdc_storage_open(&s, "file:", &e), MCDC_E_INVALID);
     CHECK_EQ_INT(mcdc_storage_open(&s, "", &e), MCDC_E_INVALID);

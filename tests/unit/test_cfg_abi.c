@@ -1,0 +1,463 @@
+/*
+ * test_cfg_abi.c - the public configurations across versions: a caller built
+ * against an older header passes a struct that ends where its version ends.
+ * Each job must read that prefix and nothing past it. The struct is placed
+ * so that its last byte is the last byte before a page that cannot be read;
+ * a read past it kills the child process that runs the call, and the test
+ * fails with the signal.
+ */
+#include <signal.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "mcdc_cfg.h"
+#include "mcdc_context.h"
+#include "mcdc_options.h"
+#include "mcdc_test.h"
+#include "mssqlcdc.h"
+#include "mssqlcdc_testing.h"
+
+/* size bytes that end right before an unreadable page. */
+typedef struct {
+    char *map;
+    size_t map_size;
+    void *at;
+} guarded;
+
+static bool guard(guarded *g, const void *cfg, size_t size) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    g->map_size = 2 * page;
+    g->map = mmap(NULL, g->map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (g->map == MAP_FAILED) return false;
+    if (mprotect(g->map + page, page, PROT_NONE) != 0) return false;
+    g->at = g->map + page - size;
+    memcpy(g->at, cfg, size);
+    return true;
+}
+
+static void unguard(guarded *g) {
+    munmap(g->map, g->map_size);
+}
+
+typedef int (*cfg_call)(const void *cfg, void *user);
+
+/* Runs call(cfg of size bytes, guarded) in a child: true when the child
+ * returned the expected status (it exits 0), false when it read past the
+ * struct (a signal) or returned another status. */
+static bool run_guarded(const char *what, const void *cfg, size_t size, cfg_call call, void *user,
+                        int want) {
+    guarded g;
+    if (!guard(&g, cfg, size)) return false;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int rc = call(g.at, user);
+        if (rc != want) printf("  %s: status %d, expected %d\n", what, rc, want);
+        fflush(stdout);
+        _exit(rc == want ? 0 : 1);
+    }
+    int status = 0;
+    bool ok = pid > 0 && waitpid(pid, &status, 0) == pid;
+    unguard(&g);
+    if (ok && WIFSIGNALED(status))
+        printf("  %s: the call read past the caller's %zu-byte struct (signal %d)\n", what, size,
+               WTERMSIG(status));
+    return ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* The places a job's config names; the source options are made in the
+ * child that runs the call (nothing of the parent's heap is left live there
+ * when it exits, so valgrind has no leak to report of it). */
+typedef struct {
+    char dir[64];
+    char target[128], checkpoint[128], facts[128], control[128];
+} cfg_env;
+
+static void env_init(cfg_env *v) {
+    memset(v, 0, sizeof *v);
+    snprintf(v->dir, sizeof v->dir, "/tmp/mcdc_cfg_XXXXXX");
+    if (mkdtemp(v->dir) == NULL) v->dir[0] = 0;
+    snprintf(v->target, sizeof v->target, "%s/bronze", v->dir);
+    snprintf(v->checkpoint, sizeof v->checkpoint, "%s/ckpt", v->dir);
+    snprintf(v->facts, sizeof v->facts, "%s/facts", v->dir);
+    snprintf(v->control, sizeof v->control, "%s/control", v->dir);
+}
+
+static void env_free(cfg_env *v) {
+    if (v->dir[0]) rmdir(v->dir);
+}
+
+/* Source options a job takes (no server is reached: every call returns
+ * before it connects). */
+static mcdc_opts *source_opts(void) {
+    mcdc_opts *o = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_opts_create(&o, &e);
+    mcdc_opts_set(o, "connectionString", "Server=127.0.0.1,1;UID=sa;PWD=x;Encrypt=no", NULL, &e);
+    mcdc_opts_set(o, "captureInstance", "dbo_t", NULL, &e);
+    return o;
+}
+
+static int stream_call(const void *cfg, void *user) {
+    (void)user;
+    mcdc_opts *o = source_opts();
+    mcdc_stream *s = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    int rc = mcdc_stream_create(&s, o, cfg, &e);
+    mcdc_stream_free(s);
+    mcdc_opts_free(o);
+    return rc;
+}
+
+static int backfill_call(const void *cfg, void *user) {
+    (void)user;
+    mcdc_opts *o = source_opts();
+    mcdc_backfill *b = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    int rc = mcdc_backfill_create(&b, o, cfg, &e);
+    mcdc_backfill_free(b);
+    mcdc_opts_free(o);
+    return rc;
+}
+
+static int apply_call(const void *cfg, void *user) {
+    (void)user;
+    mcdc_opts *o = source_opts();
+    mcdc_apply *a = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    int rc = mcdc_apply_create(&a, o, cfg, &e);
+    mcdc_apply_free(a);
+    mcdc_opts_free(o);
+    return rc;
+}
+
+static int reconcile_call(const void *cfg, void *user) {
+    (void)user;
+    mcdc_opts *o = source_opts();
+    mcdc_reconcile *r = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    int rc = mcdc_reconcile_create(&r, o, cfg, &e);
+    mcdc_reconcile_free(r);
+    mcdc_opts_free(o);
+    return rc;
+}
+
+/* The one-shot jobs: a config that names no target is refused before
+ * anything is opened, after the config was read. */
+static int snapshot_call(const void *cfg, void *user) {
+    (void)user;
+    mcdc_opts *o = source_opts();
+    mcdc_offset off;
+    int64_t rows;
+    bool taken;
+    mcdc_error e = MCDC_ERROR_INIT;
+    int rc = mcdc_snapshot_take(&off, &rows, &taken, o, cfg, &e);
+    mcdc_opts_free(o);
+    return rc;
+}
+
+static int seed_call(const void *cfg, void *user) {
+    (void)user;
+    mcdc_opts *o = source_opts();
+    mcdc_offset off;
+    int64_t rows;
+    bool written;
+    mcdc_error e = MCDC_ERROR_INIT;
+    int rc = mcdc_seed(&off, &rows, &written, o, cfg, &e);
+    mcdc_opts_free(o);
+    return rc;
+}
+
+static int repair_call(const void *cfg, void *user) {
+    (void)user;
+    mcdc_opts *o = source_opts();
+    mcdc_repair_result res;
+    mcdc_error e = MCDC_ERROR_INIT;
+    int rc = mcdc_repair_run(o, cfg, &res, &e);
+    mcdc_opts_free(o);
+    return rc;
+}
+
+/* Version 1 of each config, as a caller built against that header allocates
+ * it: the fields up to the first one a later version added. */
+TEST(cfg_version_1_structs_are_read_to_their_end_and_no_further) {
+    cfg_env v;
+    env_init(&v);
+    CHECK(v.dir[0] != 0);
+
+    mcdc_stream_cfg sc = MCDC_STREAM_CFG_INIT;
+    sc.version = 1;
+    sc.target = v.target;
+    sc.app_id = "cfg-test";
+    sc.checkpoint = v.checkpoint;
+    CHECK(run_guarded("stream", &sc, offsetof(mcdc_stream_cfg, budget), stream_call, &v,
+                      MCDC_OK));
+
+    mcdc_backfill_cfg bc = MCDC_BACKFILL_CFG_INIT;
+    bc.target = v.target;
+    bc.app_id = "cfg-test";
+    bc.facts_table = v.facts;
+    CHECK(run_guarded("backfill", &bc, sizeof bc, backfill_call, &v, MCDC_OK));
+
+    static const char *const keys[] = {"id"};
+    mcdc_apply_cfg ac = MCDC_APPLY_CFG_INIT;
+    ac.version = 1;
+    ac.bronze = v.target;
+    ac.target = v.control; /* any other table */
+    ac.control_table = v.facts;
+    ac.keys = keys;
+    ac.n_keys = 1;
+    CHECK(run_guarded("apply", &ac, offsetof(mcdc_apply_cfg, scd_type), apply_call, &v, MCDC_OK));
+
+    mcdc_reconcile_cfg rc = MCDC_RECONCILE_CFG_INIT;
+    rc.version = 1;
+    rc.silver = v.control;
+    rc.bronze = v.target;
+    rc.control_table = v.facts;
+    CHECK(run_guarded("reconcile", &rc, offsetof(mcdc_reconcile_cfg, repair), reconcile_call, &v,
+                      MCDC_OK));
+
+    mcdc_snapshot_cfg nc = MCDC_SNAPSHOT_CFG_INIT;
+    nc.version = 1;
+    CHECK(run_guarded("snapshot", &nc, offsetof(mcdc_snapshot_cfg, app_id), snapshot_call, &v,
+                      MCDC_E_INVALID));
+
+    mcdc_seed_cfg dc = MCDC_SEED_CFG_INIT;
+    dc.version = 1;
+    CHECK(run_guarded("seed", &dc, offsetof(mcdc_seed_cfg, allow_empty), seed_call, &v,
+                      MCDC_E_INVALID));
+
+    mcdc_repair_cfg pc = MCDC_REPAIR_CFG_INIT;
+    CHECK(run_guarded("repair", &pc, sizeof pc, repair_call, &v, MCDC_E_INVALID));
+    env_free(&v);
+}
+
+/* ---- the versions' sizes, the copy and the init functions ------------------------- */
+
+/* What the header says each version holds: the fields up to the first one a
+ * later version added. */
+static size_t header_bytes(mcdc_cfg_kind kind, int version) {
+    switch (kind) {
+    case MCDC_CFG_STREAM: {
+        const size_t b[] = {offsetof(mcdc_stream_cfg, budget), offsetof(mcdc_stream_cfg, on_data_loss),
+                            offsetof(mcdc_stream_cfg, snapshot_on_switch), sizeof(mcdc_stream_cfg)};
+        return b[version - 1];
+    }
+    case MCDC_CFG_SNAPSHOT: {
+        const size_t b[] = {offsetof(mcdc_snapshot_cfg, app_id), sizeof(mcdc_snapshot_cfg)};
+        return b[version - 1];
+    }
+    case MCDC_CFG_APPLY: {
+        const size_t b[] = {offsetof(mcdc_apply_cfg, scd_type),
+                            offsetof(mcdc_apply_cfg, deletion_vectors), sizeof(mcdc_apply_cfg)};
+        return b[version - 1];
+    }
+    case MCDC_CFG_RECONCILE: {
+        const size_t b[] = {offsetof(mcdc_reconcile_cfg, repair),
+                            offsetof(mcdc_reconcile_cfg, settle_seconds), sizeof(mcdc_reconcile_cfg)};
+        return b[version - 1];
+    }
+    case MCDC_CFG_SEED: {
+        const size_t b[] = {offsetof(mcdc_seed_cfg, allow_empty), sizeof(mcdc_seed_cfg)};
+        return b[version - 1];
+    }
+    case MCDC_CFG_BACKFILL: return sizeof(mcdc_backfill_cfg);
+    case MCDC_CFG_REPAIR: return sizeof(mcdc_repair_cfg);
+    case MCDC_CFG_KINDS: break;
+    }
+    return 0;
+}
+
+typedef struct {
+    mcdc_cfg_kind kind;
+    int newest;
+    size_t size;
+    const void *defaults;
+} kind_case;
+
+static const mcdc_stream_cfg D_STREAM = MCDC_STREAM_CFG_INIT;
+static const mcdc_snapshot_cfg D_SNAPSHOT = MCDC_SNAPSHOT_CFG_INIT;
+static const mcdc_seed_cfg D_SEED = MCDC_SEED_CFG_INIT;
+static const mcdc_backfill_cfg D_BACKFILL = MCDC_BACKFILL_CFG_INIT;
+static const mcdc_apply_cfg D_APPLY = MCDC_APPLY_CFG_INIT;
+static const mcdc_reconcile_cfg D_RECONCILE = MCDC_RECONCILE_CFG_INIT;
+static const mcdc_repair_cfg D_REPAIR = MCDC_REPAIR_CFG_INIT;
+
+static const kind_case KINDS[MCDC_CFG_KINDS] = {
+    {MCDC_CFG_STREAM, MCDC_STREAM_CFG_VERSION, sizeof D_STREAM, &D_STREAM},
+    {MCDC_CFG_SNAPSHOT, MCDC_SNAPSHOT_CFG_VERSION, sizeof D_SNAPSHOT, &D_SNAPSHOT},
+    {MCDC_CFG_SEED, MCDC_SEED_CFG_VERSION, sizeof D_SEED, &D_SEED},
+    {MCDC_CFG_BACKFILL, MCDC_BACKFILL_CFG_VERSION, sizeof D_BACKFILL, &D_BACKFILL},
+    {MCDC_CFG_APPLY, MCDC_APPLY_CFG_VERSION, sizeof D_APPLY, &D_APPLY},
+    {MCDC_CFG_RECONCILE, MCDC_RECONCILE_CFG_VERSION, sizeof D_RECONCILE, &D_RECONCILE},
+    {MCDC_CFG_REPAIR, MCDC_REPAIR_CFG_VERSION, sizeof D_REPAIR, &D_REPAIR},
+};
+
+#define CFG_BYTES_MAX 1024
+
+typedef struct {
+    const kind_case *k;
+    unsigned char out[CFG_BYTES_MAX];
+} copy_job;
+
+static int copy_call(const void *cfg, void *user) {
+    copy_job *j = user;
+    mcdc_error e = MCDC_ERROR_INIT;
+    int rc = mcdc_cfg_copy(j->out, j->k->size, j->k->kind, cfg, &e);
+    /* the fields past the caller's version are the defaults */
+    int version;
+    memcpy(&version, cfg, sizeof version);
+    size_t n = header_bytes(j->k->kind, version);
+    if (rc == MCDC_OK && memcmp(j->out + n, (const unsigned char *)j->k->defaults + n, j->k->size - n))
+        return -100;
+    if (rc == MCDC_OK && memcmp(j->out, cfg, n)) return -101;
+    return rc;
+}
+
+TEST(cfg_every_version_of_every_config_is_copied_to_its_end_and_defaulted_after) {
+    for (int k = 0; k < MCDC_CFG_KINDS; k++) {
+        const kind_case *c = &KINDS[k];
+        CHECK(c->size <= CFG_BYTES_MAX);
+        for (int v = 1; v <= c->newest; v++) {
+            CHECK_EQ_INT(mcdc_cfg_version_bytes(c->kind, v), header_bytes(c->kind, v));
+            /* a caller's struct of version v: every byte set, so a default
+             * left unset or a field read from the wrong place shows */
+            unsigned char given[CFG_BYTES_MAX];
+            memset(given, 0x5A, sizeof given);
+            memcpy(given, &v, sizeof v);
+            /* the reserved slots stay zero (checked below) */
+            if (c->kind == MCDC_CFG_STREAM && v >= 2) {
+                memset(given + offsetof(mcdc_stream_cfg, reserved1), 0, sizeof(void *));
+                memset(given + offsetof(mcdc_stream_cfg, reserved2), 0, sizeof(int64_t));
+            }
+            size_t r = c->kind == MCDC_CFG_BACKFILL    ? offsetof(mcdc_backfill_cfg, reserved1)
+                       : c->kind == MCDC_CFG_APPLY     ? offsetof(mcdc_apply_cfg, reserved1)
+                       : c->kind == MCDC_CFG_RECONCILE ? offsetof(mcdc_reconcile_cfg, reserved1)
+                       : c->kind == MCDC_CFG_REPAIR    ? offsetof(mcdc_repair_cfg, reserved1)
+                                                       : 0;
+            if (r) memset(given + r, 0, sizeof(void *));
+            copy_job j = {.k = c};
+            char what[64];
+            snprintf(what, sizeof what, "config %d version %d", k, v);
+            CHECK(run_guarded(what, given, header_bytes(c->kind, v), copy_call, &j, MCDC_OK));
+        }
+        CHECK_EQ_INT(mcdc_cfg_version_bytes(c->kind, 0), 0);
+        CHECK_EQ_INT(mcdc_cfg_version_bytes(c->kind, c->newest + 1), 0);
+        /* an unknown version is refused, naming the macro to use */
+        unsigned char out[CFG_BYTES_MAX];
+        int bad = c->newest + 1;
+        mcdc_error e = MCDC_ERROR_INIT;
+        CHECK_EQ_INT(mcdc_cfg_copy(out, c->size, c->kind, &bad, &e), MCDC_E_INVALID);
+        CHECK(strstr(e.message, "_CFG_VERSION") != NULL);
+    }
+}
+
+TEST(cfg_a_reserved_slot_that_is_set_is_refused) {
+    mcdc_stream_cfg sc = MCDC_STREAM_CFG_INIT;
+    mcdc_stream_cfg out;
+    mcdc_error e = MCDC_ERROR_INIT;
+    sc.reserved1 = "after_plan"; /* a caller that still sets the old crash_at */
+    CHECK_EQ_INT(mcdc_cfg_copy(&out, sizeof out, MCDC_CFG_STREAM, &sc, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "reserved") != NULL && strstr(e.message, "mssqlcdc_testing.h") != NULL);
+    sc.reserved1 = NULL;
+    sc.reserved2 = 5;
+    CHECK_EQ_INT(mcdc_cfg_copy(&out, sizeof out, MCDC_CFG_STREAM, &sc, &e), MCDC_E_INVALID);
+    sc.reserved2 = 0;
+    CHECK_EQ_INT(mcdc_cfg_copy(&out, sizeof out, MCDC_CFG_STREAM, &sc, &e), MCDC_OK);
+    mcdc_apply_cfg ac = MCDC_APPLY_CFG_INIT;
+    mcdc_apply_cfg aout;
+    ac.reserved1 = "during_merge";
+    CHECK_EQ_INT(mcdc_cfg_copy(&aout, sizeof aout, MCDC_CFG_APPLY, &ac, &e), MCDC_E_INVALID);
+}
+
+/* mcdc_X_cfg_init(&c, v) gives what MCDC_X_CFG_INIT gives, version v's bytes
+ * only, with version v. */
+#define CHECK_CFG_INIT(type, fn, kind, newest, defaults)                                          \
+    do {                                                                                          \
+        for (int v_ = 1; v_ <= (newest); v_++) {                                                  \
+            union {                                                                               \
+                type c;                                                                           \
+                unsigned char b[sizeof(type)];                                                    \
+            } got;                                                                                \
+            memset(&got, 0xA5, sizeof got);                                                       \
+            mcdc_error e_ = MCDC_ERROR_INIT;                                                      \
+            CHECK_EQ_INT(fn(&got.c, v_, &e_), MCDC_OK);                                           \
+            CHECK_EQ_INT(got.c.version, v_);                                                      \
+            size_t n_ = header_bytes(kind, v_);                                                   \
+            CHECK(memcmp(got.b + sizeof(int), (const unsigned char *)&(defaults) + sizeof(int),    \
+                         n_ - sizeof(int)) == 0);                                                 \
+            size_t past_ = 0;                                                                     \
+            for (size_t i_ = n_; i_ < sizeof got; i_++) past_ += got.b[i_] != 0xA5;               \
+            CHECK_EQ_INT(past_, 0);                                                               \
+        }                                                                                         \
+        type x_;                                                                                  \
+        mcdc_error e_ = MCDC_ERROR_INIT;                                                          \
+        CHECK_EQ_INT(fn(&x_, (newest) + 1, &e_), MCDC_E_INVALID);                                 \
+        CHECK_EQ_INT(fn(&x_, 0, &e_), MCDC_E_INVALID);                                            \
+        CHECK_EQ_INT(fn(NULL, (newest), &e_), MCDC_E_INVALID);                                    \
+        CHECK(strstr(e_.message, #type "_init") != NULL);                                         \
+    } while (0)
+
+TEST(cfg_init_functions_give_the_init_macros_defaults_version_by_version) {
+    CHECK_CFG_INIT(mcdc_stream_cfg, mcdc_stream_cfg_init, MCDC_CFG_STREAM, MCDC_STREAM_CFG_VERSION,
+                   D_STREAM);
+    CHECK_CFG_INIT(mcdc_snapshot_cfg, mcdc_snapshot_cfg_init, MCDC_CFG_SNAPSHOT,
+                   MCDC_SNAPSHOT_CFG_VERSION, D_SNAPSHOT);
+    CHECK_CFG_INIT(mcdc_seed_cfg, mcdc_seed_cfg_init, MCDC_CFG_SEED, MCDC_SEED_CFG_VERSION, D_SEED);
+    CHECK_CFG_INIT(mcdc_backfill_cfg, mcdc_backfill_cfg_init, MCDC_CFG_BACKFILL,
+                   MCDC_BACKFILL_CFG_VERSION, D_BACKFILL);
+    CHECK_CFG_INIT(mcdc_apply_cfg, mcdc_apply_cfg_init, MCDC_CFG_APPLY, MCDC_APPLY_CFG_VERSION,
+                   D_APPLY);
+    CHECK_CFG_INIT(mcdc_reconcile_cfg, mcdc_reconcile_cfg_init, MCDC_CFG_RECONCILE,
+                   MCDC_RECONCILE_CFG_VERSION, D_RECONCILE);
+    CHECK_CFG_INIT(mcdc_repair_cfg, mcdc_repair_cfg_init, MCDC_CFG_REPAIR, MCDC_REPAIR_CFG_VERSION,
+                   D_REPAIR);
+    /* a few defaults by name, as the header states them */
+    mcdc_stream_cfg s;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_stream_cfg_init(&s, MCDC_STREAM_CFG_VERSION, &e), MCDC_OK);
+    CHECK(s.resnapshot_interval_days == 7.0 && s.log_level == MCDC_LOG_WARN && s.target == NULL);
+    mcdc_backfill_cfg b;
+    CHECK_EQ_INT(mcdc_backfill_cfg_init(&b, 1, &e), MCDC_OK);
+    CHECK(b.target_wave_seconds == -1 && b.chunk_rows == 0);
+    mcdc_reconcile_cfg r;
+    CHECK_EQ_INT(mcdc_reconcile_cfg_init(&r, 2, &e), MCDC_OK);
+    CHECK(r.sample == -1.0 && !r.repair);
+    mcdc_apply_cfg a;
+    CHECK_EQ_INT(mcdc_apply_cfg_init(&a, 3, &e), MCDC_OK);
+    CHECK(a.trigger == MCDC_TRIGGER_ONCE && a.memory_mb == 0);
+}
+
+/* The test hooks travel on the options (their copies too) and are checked. */
+TEST(cfg_test_hooks_are_set_on_the_options_and_checked) {
+    mcdc_opts *o = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_opts_create(&o, &e), MCDC_OK);
+    char longer[MCDC_CRASH_AT_BYTES_MAX + 2];
+    memset(longer, 'a', sizeof longer - 1);
+    longer[sizeof longer - 1] = 0;
+    CHECK_EQ_INT(mcdc_opts_set_crash_at(o, longer, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "crash point") != NULL);
+    CHECK_EQ_INT(mcdc_opts_set_crash_at(NULL, "x", &e), MCDC_E_INVALID);
+    CHECK_EQ_INT(mcdc_opts_set_retry_backoff_ms(o, -1, &e), MCDC_E_INVALID);
+    CHECK_EQ_INT(mcdc_opts_set_retry_backoff_ms(o, 60001, &e), MCDC_E_INVALID);
+    CHECK_EQ_INT(mcdc_opts_set_retry_backoff_ms(o, 5, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_opts_set_crash_at(o, "after_plan:3", &e), MCDC_OK);
+    mcdc_opts *c = NULL;
+    CHECK_EQ_INT(mcdc_opts_clone(&c, o, &e), MCDC_OK);
+    CHECK_EQ_STR(mcdc_opt_crash_at(c), "after_plan:3");
+    CHECK_EQ_INT(mcdc_opt_retry_backoff_ms(c), 5);
+    mcdc_ctx ctx = {0};
+    mcdc_ctx_take_test_hooks(&ctx, c);
+    CHECK_EQ_STR(ctx.crash_at, "after_plan:3");
+    CHECK_EQ_INT(mcdc_opts_set_crash_at(o, NULL, &e), MCDC_OK);
+    CHECK_EQ_STR(mcdc_opt_crash_at(o), "");
+    mcdc_ctx_take_test_hooks(&ctx, NULL);
+    CHECK_EQ_STR(ctx.crash_at, "");
+    mcdc_opts_free(c);
+    mcdc_opts_free(o);
+}
