@@ -71,17 +71,17 @@ def stream(sim, d, *extra):
                    "--maxCommitsPerBatch", "1", "--trigger", "availableNow", "--json", *extra)
 
 
-def check_tables(d, when, newest, run_from):
+def check_tables(d, when, newest, run_from, watermark):
     """Every commit time in bronze, the facts, the offsets and the verdict is the true
     one; `newest` is the LSN of the newest commit the source had when the run that
-    wrote batches `run_from`... read it."""
+    wrote batches `run_from`... read it, and `watermark` the commit time its retention
+    watermark is (None: min_lsn was no commit, as before the first cleanup)."""
     bronze = DeltaTable(os.path.join(d, "bronze")).to_pyarrow_table().to_pylist()
     assert bronze and all(r["_commit_ts"] == when[r["_start_lsn"]] for r in bronze), \
         [(r["_start_lsn"], r["_commit_ts"]) for r in bronze]
     facts = [r for r in DeltaTable(os.path.join(d, "facts")).to_pyarrow_table().to_pylist()
              if r["event"] is None]
     assert facts
-    first = min(when)
     for r in facts:
         got = {k: r[k] for k in ("end_commit_ts", "min_commit_ts", "max_commit_ts")}
         want = {"end_commit_ts": when[r["end_lsn"]], "min_commit_ts": when[r["min_lsn"]],
@@ -89,7 +89,7 @@ def check_tables(d, when, newest, run_from):
         assert got == want, (r["batch_id"], got, want)
         if r["batch_id"] >= run_from:
             assert r["source_max_commit_ts"] == when[newest], r
-        assert r["retention_watermark_ts"] == when[first], r
+            assert r["retention_watermark_ts"] == watermark, r
     for path in glob.glob(os.path.join(d, "ckpt", "offsets", "[0-9]*")):
         with open(path) as f:
             end = json.load(f)["end"]
@@ -116,16 +116,13 @@ def test_commit_times_across_a_fall_back_are_the_true_utc_times_everywhere(dst_s
     # the first run ends in the repeated hour's second pass, and so does max_lsn
     p = stream(sim, workdir)
     assert p.stdout.count('"batch_id"') == FIRST_RUN, p.stdout
-    check_tables(workdir, when, newest, 0)
-    for i, at in enumerate(COMMITS[FIRST_RUN:], FIRST_RUN):
-        commit_at(sim, at, i)
-    when = truth(sim, len(COMMITS))
-    stream(sim, workdir)
-    check_tables(workdir, when, max(when), FIRST_RUN)
+    # min_lsn is the instance's start LSN, which no commit holds: no watermark yet
+    check_tables(workdir, when, newest, 0, None)
 
     # seed --as-of a UTC time: the last commit at or before it, or an earlier one (its
     # changes are replayed), never a later one (they would be skipped)
     lsns = sorted(when)
+    sim.run("EXEC sim.set_clock @utc = '2027-04-03 16:40:00', @frozen = 1;")
     copy = os.path.join(workdir, "copy")
     os.makedirs(copy)
     pq.write_table(pa.table({"id": pa.array([0], pa.int32()), "v": pa.array(["v0"])}),
@@ -141,3 +138,19 @@ def test_commit_times_across_a_fall_back_are_the_true_utc_times_everywhere(dst_s
         assert got["lsn"] <= last_before, (as_of, got, last_before)
         assert got["lsn"] == want, (as_of, got)
         assert utc(got["commit_ts"]) == when[got["lsn"]], got
+
+    # cleanup moves min_lsn to the commit in the first pass of the repeated hour
+    mark = sorted(when)[2]
+    sim.run("EXEC sys.sp_cdc_cleanup_change_table @capture_instance = N'dbo_t', "
+            f"@low_water_mark = {mark};", database="shop")
+    for i, at in enumerate(COMMITS[FIRST_RUN:], FIRST_RUN):
+        commit_at(sim, at, i)
+    # the mapping's rows below the mark are gone with the cleanup: the later commits'
+    # true times are the commits' after them
+    rows = sim.run("SELECT CONVERT(varchar(22), start_lsn, 1) FROM cdc.lsn_time_mapping "
+                   "WHERE start_lsn > CONVERT(binary(10), '%s', 1) ORDER BY start_lsn" % max(when),
+                   database="shop")
+    assert len(rows) == len(COMMITS) - FIRST_RUN, rows
+    when.update({lsn: utc(c) for (lsn,), c in zip(rows, COMMITS[FIRST_RUN:])})
+    stream(sim, workdir)
+    check_tables(workdir, when, max(when), FIRST_RUN, when[mark])
