@@ -64,10 +64,11 @@ static const char APPLY_HELP_MORE[] =
     "                       often, until stopped; default: passes back to back, polling an\n"
     "                       idle B every second. Long-running triggers print a JSON line per\n"
     "                       pass.\n"
-    "  --max-passes N       stop after N passes\n"
+    "  --max-passes N       stop after N passes (1 to 2147483647)\n"
     "  --memory-mb N        memory the changes are sorted in before they spill to disk\n"
     "                       (default 64)\n"
-    "  --file-rows N        rows a silver file holds, about (default 1048576)\n"
+    "  --file-rows N        rows a silver file holds, about (1 to 1073741824; default\n"
+    "                       1048576)\n"
     "  --deletion-vectors   create T merged on read (delta.enableDeletionVectors): rows a\n"
     "                       pass replaces or deletes are marked in deletion vectors and\n"
     "                       the new images written as new files, instead of rewriting the\n"
@@ -105,13 +106,10 @@ static void print_pass(void *ctx, const mcdc_apply_result *r) {
     }
 }
 
-static int parse_count(const char *name, const char *v, int64_t *out) {
-    char *end;
-    long long n = strtoll(v, &end, 10);
-    if (*end || end == v || n < 1) return cli_usage_error(name, v);
-    *out = n;
-    return EXIT_OK;
-}
+/* --memory-mb: the library takes up to 1 TiB (more is a typo). --file-rows:
+ * a file also ends at 96 MB of batches, which 2^30 rows of any table pass. */
+#define APPLY_MEMORY_MB_MAX (1024LL * 1024)
+#define APPLY_FILE_ROWS_MAX (1LL << 30)
 
 int cmd_apply(int argc, char **argv) {
     mcdc_error e = MCDC_ERROR_INIT;
@@ -188,18 +186,14 @@ int cmd_apply(int argc, char **argv) {
             }
         } else if (strcmp(a, "--max-passes") == 0) {
             NEEDV();
-            if ((rc = parse_count("--max-passes must be a whole number >= 1, not '%s'", v,
-                                  &cfg.max_passes)) != EXIT_OK)
-                goto out;
+            if ((rc = cli_parse_int(a, v, 1, CLI_COUNT_MAX, &cfg.max_passes)) != EXIT_OK) goto out;
         } else if (strcmp(a, "--memory-mb") == 0) {
             NEEDV();
-            if ((rc = parse_count("--memory-mb must be a whole number of megabytes >= 1, not '%s'",
-                                  v, &cfg.memory_mb)) != EXIT_OK)
+            if ((rc = cli_parse_int(a, v, 1, APPLY_MEMORY_MB_MAX, &cfg.memory_mb)) != EXIT_OK)
                 goto out;
         } else if (strcmp(a, "--file-rows") == 0) {
             NEEDV();
-            if ((rc = parse_count("--file-rows must be a whole number >= 1, not '%s'", v,
-                                  &cfg.file_rows)) != EXIT_OK)
+            if ((rc = cli_parse_int(a, v, 1, APPLY_FILE_ROWS_MAX, &cfg.file_rows)) != EXIT_OK)
                 goto out;
         } else if (strcmp(a, "--verbose") == 0) {
             cfg.log_level = MCDC_LOG_INFO;

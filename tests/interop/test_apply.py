@@ -154,6 +154,46 @@ def test_bad_arguments_are_refused_before_anything_is_written(sim, workdir):
     assert CLI
 
 
+@pytest.mark.parametrize("flag,bad,allowed", [
+    ("--file-rows", "99999999999999999999", "at least 1 and at most 1073741824"),
+    ("--file-rows", "0", "at least 1 and at most 1073741824"),
+    ("--file-rows", "12abc", "at least 1 and at most 1073741824"),
+    ("--memory-mb", "-64", "at least 1 and at most 1048576"),
+    ("--memory-mb", "2000000", "at least 1 and at most 1048576"),
+    ("--memory-mb", " 64", "at least 1 and at most 1048576"),
+    ("--max-passes", "1e3", "at least 1 and at most 2147483647"),
+    ("--max-passes", "+5", "at least 1 and at most 2147483647"),
+    ("--trigger", "processingTime=1e3ms", "processingTime=<n>[ms|s|m]"),
+])
+def test_numeric_flags_are_parsed_strictly(workdir, flag, bad, allowed):
+    """An overflow, a negative, zero, trailing junk, a sign or an exponent
+    is a usage error (exit 2) naming the flag and what it takes, before
+    anything is read or written."""
+    d = lambda n: os.path.join(workdir, n)  # noqa: E731
+    p = run_cli("apply", "--bronze", d("bronze"), "--target", d("silver"), "--control-table",
+                d("control"), "--capture-instance", "dbo_items", "--keys", "id", flag, bad,
+                check=False, timeout=30)
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert flag in p.stderr and allowed in p.stderr and bad.strip() in p.stderr, p.stderr
+    assert not os.listdir(workdir)
+
+
+@pytest.mark.parametrize("command,flag,bad,allowed", [
+    ("stream", "--max-batches", "99999999999999999999", "at least 1 and at most 2147483647"),
+    ("stream", "--resnapshot-interval-days", "inf", "at least 0 and at most 3650"),
+    ("backfill", "--chunk-rows", "99999999999999999999", "at least 1 and at most 2147483647"),
+    ("backfill", "--max-seconds", "1e999", "at least 0 and at most 31536000"),
+    ("backfill", "--min-headroom-hours", "nan", "at least -874914 and at most 874914"),
+    ("reconcile", "--bucket-rows", "18446744073709551617", "at least 1 and at most 2147483647"),
+    ("reconcile", "--sample-seed", "-1", "at least 0 and at most 9223372036854775807"),
+])
+def test_other_commands_parse_numeric_flags_alike(workdir, command, flag, bad, allowed):
+    """The same parser serves every command's numeric flags."""
+    p = run_cli(command, flag, bad, check=False)
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert flag in p.stderr and allowed in p.stderr, p.stderr
+
+
 SPILL_LOG = []
 
 
