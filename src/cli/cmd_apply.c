@@ -30,7 +30,7 @@ static const char APPLY_HELP[] =
     "open_snapshot_lsn and snapshot_wave, and T's finalized_until moves to B's verdict\n"
     "read before B. Killed at any point, the next run gives the same T.\n"
     "\n";
-/* two strings: a C17 compiler need not take a longer literal */
+/* more strings: a C17 compiler need not take a longer literal */
 static const char APPLY_HELP_MORE[] =
     "With --scd-type 2, T is a history instead (SCD type 2): a row per version of each\n"
     "key, with __START_AT and __END_AT (the commit times it began and ended at, UTC;\n"
@@ -76,7 +76,8 @@ static const char APPLY_HELP_MORE[] =
     "                       (SCD type 1 only)\n"
     "  --warehouse W        directory holding schema.table names (default ./warehouse)\n"
     "  --verbose            what each pass read, ranked and merged, and how long it took\n"
-    "\n"
+    "\n";
+static const char APPLY_HELP_END[] =
     "Source options as for stream (captureInstance, connectionString, ...): with a\n"
     "connection string, the key comes from the unique index and the table's other\n"
     "capture instances (after a switch) are its too; a row of any other capture\n"
@@ -84,10 +85,15 @@ static const char APPLY_HELP_MORE[] =
     "the instances B's rows name (exit 4 when none of its table is left).\n"
     "SIGINT/SIGTERM finish the current pass and stop.\n"
     "\n"
+    "The key must be unique: B holding two snapshot rows of one key at one LSN (the\n"
+    "latest of the key), or two inserts of one key in one transaction, proves it is\n"
+    "not, and the pass stops before it commits (exit 21, naming the key and a value).\n"
+    "\n"
     "Exit codes: 0 applied (or B does not exist yet: bronze_found false); 2 bad usage,\n"
     "or no key; 4 a silver column's type differs from bronze's; 7 a table of another\n"
     "kind or SCD type, or one table in two roles; 12 another writer commits to T as\n"
-    "apply; others as for stream.\n";
+    "apply; 21 the key is not unique (give the table's real unique key with --keys);\n"
+    "others as for stream.\n";
 
 static mcdc_apply *volatile g_running;
 
@@ -124,6 +130,7 @@ int cmd_apply(int argc, char **argv) {
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(APPLY_HELP, stdout);
             fputs(APPLY_HELP_MORE, stdout);
+            fputs(APPLY_HELP_END, stdout);
             goto out;
         } else if (strcmp(a, "--bronze") == 0) {
             NEEDV();

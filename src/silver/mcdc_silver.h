@@ -254,6 +254,16 @@ typedef struct silver_sorter_cfg {
     /* Ranked: keys whose rows' tags have none of these bits are left out
      * (0: none left out). */
     uint32_t keep_tags;
+    /* Ranked: rows that prove the key is not unique are MCDC_E_NOT_UNIQUE
+     * (naming the key columns, a value and what to do), found where the
+     * sort compares a key's neighbouring rows anyway: two snapshot rows
+     * (operation 0, no command id or seqval) of one key at one LSN that no
+     * later row of the key outranks (a snapshot reads a row once), and two
+     * inserts (operation 2) of one key in one transaction with nothing of
+     * the key between them. Rows a run's cut left out are not compared: a
+     * tie split over two spilled runs is found only between the rows each
+     * run keeps. */
+    bool unique_keys;
     /* What the rows held may take: their buffers' capacities, the sort's
      * entries and their scratch, the sort keys. <= 0: SILVER_SORT_BYTES_DEFAULT */
     int64_t memory_bytes;

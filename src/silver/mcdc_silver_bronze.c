@@ -593,6 +593,7 @@ int apply_bronze_rank(mcdc_apply *a, apply_plan *pl, const mcdc_schema *bs,
                             .lsn_col = k, .op_col = k + 2, .cmd_col = k + 3,
                             .seq_col = k + 4, .held_cols = k + 3, /* rank-only: dropped */
                             .keep_tags = SILVER_TAG_BASE | SILVER_TAG_WAVE | SILVER_TAG_REPAIR,
+                            .unique_keys = true,
                             .memory_bytes = a->cfg.memory_mb * 1024 * 1024,
                             .spill = mcdc_table_storage(a->silver), .spill_prefix = APPLY_SPILL_DIR};
     if (rc == MCDC_OK) rc = silver_sorter_create(&pl->changes, &so, err);

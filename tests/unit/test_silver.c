@@ -540,6 +540,163 @@ TEST(silver_sorter_orders_keys_alike_past_their_prefix) {
     mcdc_storage_mem_release(m);
 }
 
+/* ---- keys that are not unique -------------------------------------------------------- */
+
+/* An in-memory storage and the change rows' schema. */
+typedef struct {
+    mcdc_storage_mem *m;
+    mcdc_storage *st;
+    mcdc_schema *s;
+} unique_env;
+
+static unique_env unique_open(void) {
+    unique_env u = {0};
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_storage_mem_create(&u.m, "unique", &e);
+    mcdc_storage_mem_open(&u.st, u.m, "silver", &e);
+    u.s = change_schema();
+    return u;
+}
+
+static void unique_close(unique_env *u) {
+    mcdc_schema_unref(u->s);
+    mcdc_storage_free(u->st);
+    mcdc_storage_mem_release(u->m);
+}
+
+static silver_sorter *unique_sorter(mcdc_storage *st, mcdc_schema *s, bool history, int64_t mem) {
+    static const int32_t key[1] = {0};
+    silver_sorter_cfg c = {.schema = s, .key_cols = key, .n_keys = 1, .ranked = true,
+                           .history = history, .lsn_col = 2, .op_col = 3, .cmd_col = 4,
+                           .seq_col = 5, .unique_keys = true, .memory_bytes = mem, .spill = st,
+                           .spill_prefix = "_mssql_cdc_spill/t-"};
+    silver_sorter *x = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(silver_sorter_create(&x, &c, &e), MCDC_OK);
+    return x;
+}
+
+static mcdc_batch *unique_batch(const unique_env *u) {
+    mcdc_batch *b = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_batch_create(&b, u->s, 64, &e);
+    return b;
+}
+
+/* b's rows (b sealed and freed here) through a sorter in memory, finished
+ * and read: the first status that is not MCDC_OK, its message in err. */
+static int sort_all(const unique_env *u, bool history, mcdc_batch *b, mcdc_error *err) {
+    silver_sorter *x = unique_sorter(u->st, u->s, history, 0);
+    mcdc_batch_seal(b, err);
+    int rc = silver_sorter_add(x, b, NULL, 0, NULL, err);
+    mcdc_batch_free(b);
+    if (rc == MCDC_OK) rc = silver_sorter_finish(x, err);
+    if (rc == MCDC_OK) rc = silver_sorter_rewind(x, false, err);
+    const silver_chunk *ch;
+    while (rc == MCDC_OK && (rc = silver_sorter_next(x, &ch, err)) == MCDC_OK && ch) {}
+    silver_sorter_free(x);
+    return rc;
+}
+
+#define REPAIR_SEQ ((int64_t)0x7FFFFFFFFFFFFFFFLL)
+
+TEST(silver_sorter_lets_rows_of_one_key_that_prove_nothing_through) {
+    unique_env u = unique_open();
+    mcdc_error e = MCDC_ERROR_INIT;
+    for (int history = 0; history < 2; history++) {
+        mcdc_batch *b = unique_batch(&u);
+        add_change(b, 1, "before", 200, 3, 1, 7); /* an update: its 3 and 4 share a rank but op */
+        add_change(b, 1, "after", 200, 4, 1, 7);
+        add_change(b, 2, "a", 200, 2, 1, 1);      /* insert, delete, insert in one transaction */
+        add_change(b, 2, "", 200, 1, 2, 2);
+        add_change(b, 2, "b", 200, 2, 3, 3);
+        add_change(b, 3, "snap", 150, 0, -1, -1); /* a snapshot row and an insert at its LSN */
+        add_change(b, 3, "ins", 150, 2, 1, 1);
+        add_change(b, 4, "r1", 300, 4, 2147483647, REPAIR_SEQ); /* two repairs at one L */
+        add_change(b, 4, "r2", 300, 4, 2147483647, REPAIR_SEQ);
+        add_change(b, 5, "x", 200, 2, 1, 4);      /* inserts of two transactions */
+        add_change(b, 5, "y", 210, 2, 1, 4);
+        add_change(b, 6, "s1", 150, 0, -1, -1);   /* a snapshot's two rows of a key that a */
+        add_change(b, 6, "s2", 150, 0, -1, -1);   /* later change outranks (read twice while */
+        add_change(b, 6, "u", 220, 4, 1, 9);      /* it moved between ranges) */
+        add_change(b, 7, "old", 100, 1, 1, 1);    /* a key update: delete 7, insert 8 */
+        add_change(b, 8, "new", 100, 2, 1, 1);
+        add_change(b, 9, "upd", 100, 4, 1, 2);    /* as the simulator's bulk loads write: an */
+        add_change(b, 9, "ins", 100, 2, 1, 3);    /* update of a key before its insert */
+        add_change(b, 10, "dup", 100, 2, 1, 5);   /* one change written twice */
+        add_change(b, 10, "dup", 100, 2, 1, 5);
+        CHECK_EQ_INT(sort_all(&u, history, b, &e), MCDC_OK);
+    }
+    unique_close(&u);
+}
+
+TEST(silver_sorter_refuses_what_proves_a_key_not_unique) {
+    unique_env u = unique_open();
+    mcdc_error e = MCDC_ERROR_INIT;
+    for (int history = 0; history < 2; history++) {
+        /* two snapshot rows of id 4 at one LSN, the latest of their key */
+        mcdc_batch *b = unique_batch(&u);
+        add_change(b, 3, "c", 150, 0, -1, -1);
+        add_change(b, 4, "a", 150, 0, -1, -1);
+        add_change(b, 5, "d", 150, 0, -1, -1);
+        add_change(b, 4, "b", 150, 0, -1, -1);
+        CHECK_EQ_INT(sort_all(&u, history, b, &e), MCDC_E_NOT_UNIQUE);
+        CHECK(strstr(e.message, "key (id) is not unique") && strstr(e.message, "id = 4") &&
+              strstr(e.message, "two snapshot rows") && strstr(e.message, "0x00000000000000000096") &&
+              strstr(e.message, "--keys"));
+        /* two inserts of id 9 in one transaction, a row of another key between */
+        mcdc_error_clear(&e);
+        b = unique_batch(&u);
+        add_change(b, 9, "one", 400, 2, 1, 1);
+        add_change(b, 8, "between", 400, 2, 1, 2);
+        add_change(b, 9, "two", 400, 2, 1, 4);
+        CHECK_EQ_INT(sort_all(&u, history, b, &e), MCDC_E_NOT_UNIQUE);
+        CHECK(strstr(e.message, "two inserts of id = 9 in one transaction"));
+        mcdc_error_clear(&e);
+    }
+    unique_close(&u);
+}
+
+/* A snapshot too large for the budget spills runs; the two rows of a key
+ * in two runs meet only when the runs are read back (the merge's read) and
+ * are refused there, unless a later change of the key outranks them; a
+ * keys-only read (no rows to name) lets them through. */
+TEST(silver_sorter_refuses_a_snapshot_tie_across_spilled_runs) {
+    unique_env u = unique_open();
+    mcdc_error e = MCDC_ERROR_INIT;
+    enum { N = 40000 };
+    for (int later = 0; later < 2; later++) {
+        for (int history = 0; history < 2; history++) {
+            silver_sorter *x = unique_sorter(u.st, u.s, history, SILVER_SORT_BYTES_MIN);
+            int rc = MCDC_OK;
+            for (int part = 0; part < 2 && rc == MCDC_OK; part++) {
+                mcdc_batch *b;
+                mcdc_batch_create(&b, u.s, N + 2, &e);
+                for (int i = 0; i < N; i++) add_change(b, part * N + i, "row", 150, 0, -1, -1);
+                if (part == 1) add_change(b, 123, "again", 150, 0, -1, -1);
+                if (part == 1 && later) add_change(b, 123, "later", 500, 4, 1, 1);
+                mcdc_batch_seal(b, &e);
+                rc = silver_sorter_add(x, b, NULL, 0, NULL, &e);
+                mcdc_batch_free(b);
+            }
+            CHECK_EQ_INT(rc, MCDC_OK);
+            CHECK_EQ_INT(silver_sorter_finish(x, &e), MCDC_OK);
+            CHECK(silver_sorter_runs(x) >= 2);
+            const silver_chunk *ch;
+            CHECK_EQ_INT(silver_sorter_rewind(x, true, &e), MCDC_OK);
+            while ((rc = silver_sorter_next(x, &ch, &e)) == MCDC_OK && ch) {}
+            CHECK_EQ_INT(rc, MCDC_OK);
+            CHECK_EQ_INT(silver_sorter_rewind(x, false, &e), MCDC_OK);
+            while ((rc = silver_sorter_next(x, &ch, &e)) == MCDC_OK && ch) {}
+            CHECK_EQ_INT(rc, later ? MCDC_OK : MCDC_E_NOT_UNIQUE);
+            if (!later) CHECK(strstr(e.message, "two snapshot rows of id = 123"));
+            mcdc_error_clear(&e);
+            silver_sorter_free(x);
+        }
+    }
+    unique_close(&u);
+}
+
 /* Many ranks of one key (past the prefix: by whole sort keys, a long run and
  * a short one): the latest wins. */
 TEST(silver_sorter_ranks_many_rows_of_one_key) {
