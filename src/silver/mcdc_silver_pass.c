@@ -193,9 +193,11 @@ int apply_merge_pass(mcdc_apply *a, mcdc_frame *f, const mcdc_unit *u, mcdc_unit
                               .change_lsn_col = pl->n_cap, .rebuild = pl->rebuild,
                               .scd2 = a->cfg.scd_type == 2 ? &hist : NULL,
                               .ranges = pl->ranges, .n_ranges = pl->n_ranges,
-                              .file_rows = a->cfg.file_rows, .memory_bytes = a->cfg.memory_mb * 1024 * 1024,
+                              .file_rows = a->cfg.file_rows, .has_position = pl->start.applied.set,
+                              .memory_bytes = a->cfg.memory_mb * 1024 * 1024,
                               .spill = mcdc_table_storage(a->silver), .spill_prefix = APPLY_SPILL_DIR,
                               .props = &props, .ctx = &a->ctx, .unit = u->id};
+        memcpy(in.position, pl->start.applied.v.b, sizeof in.position);
         if (rc == MCDC_OK && !pl->merged) {
             /* no rows to merge: the pass's commit records its position alone */
             rc = mcdc_appender_open(&out.appender, a->silver, os, &props, err);
@@ -206,12 +208,14 @@ int apply_merge_pass(mcdc_apply *a, mcdc_frame *f, const mcdc_unit *u, mcdc_unit
             if (rc == MCDC_OK)
                 mcdc_log(MCDC_LOG_INFO, "%s: merged%s in %.3f s (%.3f s reading files, %.3f s "
                                         "writing): %lld files read, %lld written, %lld rows kept, "
-                                        "%lld inserted, %lld updated, %lld deleted",
+                                        "%lld inserted, %lld updated, %lld deleted, %lld rows of "
+                                        "keys held twice dropped",
                          a->cfg.target, out.mor ? " on read" : "",
                          (double)(mcdc_monotonic_us() - t0) / 1e6,
                          (double)out.read_us / 1e6, (double)out.write_us / 1e6,
                          (long long)out.files_read, (long long)out.files_written, (long long)out.kept,
-                         (long long)out.inserted, (long long)out.updated, (long long)out.deleted);
+                         (long long)out.inserted, (long long)out.updated, (long long)out.deleted,
+                         (long long)out.duplicates);
         }
         int64_t read_version = sv ? mcdc_table_view_version(sv) : -1;
         char index_key[64] = "";

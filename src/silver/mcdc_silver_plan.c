@@ -193,6 +193,22 @@ static int idle_verdict(mcdc_apply *a, bool *idle, mcdc_error *err) {
     return MCDC_OK;
 }
 
+/* Nothing new in bronze: the pass still merges when silver holds files of
+ * another writer to fold in (silver_merge_foreign), so that a key it
+ * holds twice is held once without waiting for a change of it. */
+static int foreign_fold(mcdc_apply *a, bool *fold, mcdc_error *err) {
+    mcdc_table_view *sv = NULL;
+    int rc = mcdc_table_view_open(&sv, a->silver, -1, err);
+    if (rc == MCDC_OK)
+        rc = silver_merge_foreign(a->silver, sv, (const char *const *)a->keys, a->n_keys, fold, err);
+    mcdc_table_view_free(sv);
+    if (rc == MCDC_OK && *fold)
+        mcdc_log(MCDC_LOG_INFO, "%s: nothing new in %s, but silver holds files another writer "
+                                "added: they are folded in",
+                 a->cfg.target, a->cfg.bronze);
+    return rc;
+}
+
 int apply_plan_pass(mcdc_apply *a, const json_t *last_end, bool *idle, mcdc_error *err) {
     *idle = false;
     apply_plan_clear(&a->plan);
@@ -251,6 +267,11 @@ int apply_plan_pass(mcdc_apply *a, const json_t *last_end, bool *idle, mcdc_erro
         apply_plan_clear(pl);
         return rc;
     }
-    if (!pl->merged && apply_state_eq(&pl->start, &pl->end)) return idle_verdict(a, idle, err);
-    return MCDC_OK;
+    if (pl->merged || !apply_state_eq(&pl->start, &pl->end)) return MCDC_OK;
+    bool fold = false;
+    rc = foreign_fold(a, &fold, err);
+    if (rc) apply_plan_clear(pl);
+    else if (fold) pl->merged = true;
+    else rc = idle_verdict(a, idle, err);
+    return rc;
 }

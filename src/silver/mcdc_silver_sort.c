@@ -26,7 +26,6 @@
 #include "mcdc_batch_frame.h"
 #include "mcdc_lsn.h"
 #include "mcdc_silver.h"
-#include "mcdc_value_text.h"
 
 /* Accumulation batches hold this many rows (they are few and large, so
  * that sorted output comes in long runs from one batch). */
@@ -564,16 +563,12 @@ static int not_unique(const silver_sorter *s, tie_kind kind, const silver_rank *
                       const mcdc_batch *b, int64_t row, mcdc_error *err) {
     mcdc_buf names = {0}, value = {0};
     int32_t n = s->cfg.n_keys;
+    const mcdc_column *kc[SILVER_KEYS_MAX];
     for (int32_t k = 0; k < n; k++) {
-        const mcdc_column *c = &b->columns[s->cfg.key_cols[k]];
-        const char *name = s->schema->fields[s->cfg.key_cols[k]].name;
-        mcdc_buf_printf(&names, NULL, "%s%s", k ? ", " : "", name);
-        if (k) mcdc_buf_append(&value, ", ", 2, NULL);
-        size_t at0 = value.len;
-        if (!mcdc_col_is_valid(c, row)) mcdc_buf_append(&value, "NULL", 4, NULL);
-        else mcdc_text_cell(&value, c, row, NULL);
-        if (value.len - at0 > 64) value.len = at0 + 64; /* enough to find it */
+        kc[k] = &b->columns[s->cfg.key_cols[k]];
+        mcdc_buf_printf(&names, NULL, "%s%s", k ? ", " : "", s->schema->fields[s->cfg.key_cols[k]].name);
     }
+    silver_key_text(&value, kc, n, row);
     char lsn[MCDC_LSN_TEXT_LEN + 1];
     mcdc_lsn l = mcdc_lsn_from_bytes(at->b);
     mcdc_lsn_format(&l, lsn);

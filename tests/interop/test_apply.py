@@ -20,7 +20,7 @@ from apply_jobs import (apply, apply_args, assert_merged_over, assert_silver_equ
                         control_row, silver_commits, silver_of, spawn_apply)
 from conftest import CLI, run_cli
 from snapshot_jobs import new_job
-from workload import Events, Items, Regional, delta_rows
+from workload import Events, Items, Regional, delta_rows, source_rows
 
 SPECS = {"items": lambda: Items(key_space=1500), "regional": lambda: Regional(ids_per_region=150),
          "events": lambda: Events(key_space=1500, groups=20)}
@@ -87,6 +87,77 @@ def test_another_writers_delete_and_update_are_merged_over(sim, workdir):
     got = assert_merged_over(job, spec, first["applied_lsn"], deleted, marked)
     # what delta-rs wrote was folded back into files in key order
     assert len(DeltaTable(silver).file_uris()) <= len(got) // 100 + 4
+
+
+def _append_to_silver(silver, rows):
+    """Another writer (deltalake) appends rows to silver: its own file."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+    schema = DeltaTable(silver).schema().to_arrow()
+    write_deltalake(silver, pa.Table.from_pylist(rows, schema=pa.schema(schema)), mode="append")
+
+
+def _silver_row(silver, key):
+    t = DeltaTable(silver).to_pyarrow_table()
+    return [r for r in t.to_pylist() if r["id"] == key]
+
+
+def test_a_key_another_writer_puts_into_silver_twice_is_held_once_again(sim, workdir):
+    """deltalake appends rows of keys silver holds: a copy with another note
+    and the same _start_lsn, a copy without _start_lsn, and, later, a copy of
+    a key the source then changes. Each key is held once again after the
+    next apply, with nothing new in bronze too: the row whose image bronze
+    wrote (the newest _start_lsn up to silver's position; a tie keeps apply's
+    own), or the change's image when the pass has one; a warning names each
+    key."""
+    spec = Items(key_space=1200)
+    job, w = new_job(sim, workdir, spec, preload=0, seed=7)
+    w.preload(300)
+    job.stream()
+    apply(job, "--file-rows", "100")
+    silver = silver_of(job)
+    keys = sorted(r["id"] for r in delta_rows(silver, ["id"]))
+    a, b, c = keys[10], keys[150], keys[290]
+    ra, rb = _silver_row(silver, a)[0], _silver_row(silver, b)[0]
+    _append_to_silver(silver, [dict(ra, note="by hand"), dict(rb, name="no lsn", _start_lsn=None)])
+    # nothing new in bronze: apply folds the other writer's file all the same
+    p = apply(job, "--file-rows", "100", check=False)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert_silver_equals_source(job)
+    for k in (a, b):
+        assert f"id = {k}" in p.stderr and "more than once" in p.stderr, p.stderr[-3000:]
+    # a copy of c, then a change of c in the source: the change's image, once
+    _append_to_silver(silver, [dict(_silver_row(silver, c)[0], note="stale copy")])
+    sim.run(f"UPDATE dbo.items SET note = N'changed' WHERE id = {c}; "
+            "EXEC sim.run_capture @ignore_latency = 1;", database="shop")
+    job.stream()
+    assert apply(job, "--file-rows", "100")["updated"] >= 1
+    assert_silver_equals_source(job)
+    assert [r["note"] for r in _silver_row(silver, c)] == ["changed"]
+
+
+def test_a_key_another_writer_repeats_in_a_silver_merged_on_read_is_held_once(sim, workdir):
+    """The same on a silver merged on read (--deletion-vectors): deltalake
+    appends a copy of a source row without _start_lsn; the next apply
+    (nothing new in bronze) folds its file in, copy-on-write, and the key is
+    held once, apply's row kept. Read by DuckDB (delta-rs reads no DVs)."""
+    spec = Items(key_space=1200)
+    job, w = new_job(sim, workdir, spec, preload=0, seed=8)
+    w.preload(300)
+    job.stream()
+    apply(job, "--file-rows", "100", "--deletion-vectors")
+    with w:
+        w.wait_for(40)  # changes merged on read: deletion vectors and overlapping files
+    job.stream()
+    apply(job, "--file-rows", "100")
+    silver = silver_of(job)
+    src = source_rows(sim, spec)[7]
+    row = dict(zip(spec.column_names, src), note="by hand", _start_lsn=None, _commit_ts=None)
+    _append_to_silver(silver, [row])
+    p = apply(job, "--file-rows", "100", check=False)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert_silver_equals_source(job, readers=("duckdb",))
+    assert f"id = {src[0]}" in p.stderr, p.stderr[-3000:]
 
 
 def test_a_long_running_trigger_applies_as_bronze_grows(sim, workdir):

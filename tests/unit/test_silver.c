@@ -1212,6 +1212,8 @@ typedef struct {
     mcdc_table *t;
     mcdc_storage *spill;
     int64_t file_rows;
+    bool has_position; /* silver's position, for the merge (silver_merge_in) */
+    int64_t position;
 } mtest;
 
 static void mtest_open(mtest *x, const char *name, int64_t file_rows) {
@@ -1273,8 +1275,12 @@ static int merge_changes(mtest *x, const mchange *ch, int n, bool rebuild, const
                           .exist_of_out = e_of_out, .keys = keys, .n_keys = 1, .changes = so,
                           .change_lsn_col = 2, .rebuild = rebuild, .ranges = ranges,
                           .n_ranges = n_ranges, .file_rows = x->file_rows,
+                          .has_position = x->has_position,
                           .memory_bytes = SILVER_SORT_BYTES_MIN, .spill = x->spill,
                           .spill_prefix = "_mssql_cdc_spill/m-", .props = &props};
+    char pos[23];
+    lsn_text(pos, x->position);
+    silver_lsn_parse(in.position, pos, 22);
     silver_merge_out out = {0};
     if (rc == MCDC_OK) rc = silver_merge_run(&out, &in, e);
     int64_t read_version = v ? mcdc_table_view_version(v) : -1;
@@ -1510,6 +1516,62 @@ TEST(silver_merge_chunk_ranges_delete_the_keys_a_chunk_lacks) {
     mtest_close(&x);
 }
 
+/* Another writer's rows, appended as they come (id, val, lsn; lsn < 0:
+ * NULL), one file. */
+typedef struct {
+    int id;
+    const char *val;
+    int64_t lsn;
+} frow;
+
+static void append_foreign(mtest *x, const frow *rows, int n) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_schema *ss = silver_schema();
+    mcdc_batch *b;
+    mcdc_batch_create(&b, ss, n, &e);
+    for (int i = 0; i < n; i++) {
+        char l[23];
+        lsn_text(l, rows[i].lsn);
+        mcdc_col_append_int(&b->columns[0], rows[i].id, &e);
+        mcdc_col_append_bytes(&b->columns[1], rows[i].val, (int64_t)strlen(rows[i].val), &e);
+        if (rows[i].lsn < 0) mcdc_col_append_null(&b->columns[2], &e);
+        else mcdc_col_append_bytes(&b->columns[2], l, 22, &e);
+        mcdc_col_append_int(&b->columns[3], 0, &e);
+    }
+    mcdc_batch_seal(b, &e);
+    mcdc_appender *a;
+    mcdc_appender_open(&a, x->t, ss, NULL, &e);
+    mcdc_appender_write(a, b, &e);
+    bool sk;
+    int64_t ver;
+    CHECK_EQ_INT(mcdc_appender_commit(a, NULL, 0, NULL, &sk, &ver, &e), MCDC_OK);
+    mcdc_appender_free(a);
+    mcdc_batch_free(b);
+    mcdc_schema_unref(ss);
+}
+
+static bool foreign_to_fold(mtest *x) {
+    mcdc_table_view *v = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    static const char *const keys[1] = {"id"};
+    bool fold = false;
+    CHECK_EQ_INT(mcdc_table_view_open(&v, x->t, -1, &e), MCDC_OK);
+    CHECK_EQ_INT(silver_merge_foreign(x->t, v, keys, 1, &fold, &e), MCDC_OK);
+    mcdc_table_view_free(v);
+    return fold;
+}
+
+/* Silver of ids 0..2999, "ours" at LSN 10, and the model of it. */
+static void merge_ours(mtest *x, model *md) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    memset(md, 0, sizeof *md);
+    mchange *c = calloc(MODEL_IDS, sizeof *c);
+    for (int i = 0; i < 3000; i++) c[i] = (mchange){i, 2, 10, "ours", 0};
+    CHECK_EQ_INT(merge_changes(x, c, 3000, false, NULL, 0, NULL, &e), MCDC_OK);
+    model_apply(md, c, 3000, false);
+    free(c);
+}
+
 /* Another writer's files (no index entry, rows in no order, a key silver
  * also holds elsewhere): the merge reads them, finds their keys and folds
  * their rows back into clustered files. */
@@ -1518,36 +1580,15 @@ TEST(silver_merge_folds_in_files_another_writer_added) {
     mtest_open(&x, "merge4", 600);
     mcdc_error e = MCDC_ERROR_INIT;
     static model md;
-    memset(&md, 0, sizeof md);
-    mchange *c = calloc(MODEL_IDS, sizeof *c);
-    for (int i = 0; i < 3000; i++) c[i] = (mchange){i, 2, 10, "ours", 0};
-    CHECK_EQ_INT(merge_changes(&x, c, 3000, false, NULL, 0, NULL, &e), MCDC_OK);
-    model_apply(&md, c, 3000, false);
+    merge_ours(&x, &md);
     /* another writer appends rows 4999, 4000, 4500 (in that order) */
-    mcdc_schema *ss = silver_schema();
-    mcdc_batch *b;
-    mcdc_batch_create(&b, ss, 3, &e);
-    const int ids[3] = {4999, 4000, 4500};
+    static const frow theirs[3] = {{4999, "theirs", 20}, {4000, "theirs", 20}, {4500, "theirs", 20}};
+    append_foreign(&x, theirs, 3);
     for (int i = 0; i < 3; i++) {
-        char l[23];
-        lsn_text(l, 20);
-        mcdc_col_append_int(&b->columns[0], ids[i], &e);
-        mcdc_col_append_bytes(&b->columns[1], "theirs", 6, &e);
-        mcdc_col_append_bytes(&b->columns[2], l, 22, &e);
-        mcdc_col_append_int(&b->columns[3], 0, &e);
-        md.has[ids[i]] = true;
-        strcpy(md.val[ids[i]], "theirs");
-        md.lsn[ids[i]] = 20;
+        md.has[theirs[i].id] = true;
+        strcpy(md.val[theirs[i].id], "theirs");
+        md.lsn[theirs[i].id] = 20;
     }
-    mcdc_batch_seal(b, &e);
-    mcdc_appender *a;
-    mcdc_appender_open(&a, x.t, ss, NULL, &e);
-    mcdc_appender_write(a, b, &e);
-    bool sk;
-    int64_t ver;
-    CHECK_EQ_INT(mcdc_appender_commit(a, NULL, 0, NULL, &sk, &ver, &e), MCDC_OK);
-    mcdc_appender_free(a);
-    mcdc_batch_free(b);
     check_table(&x, &md);
     /* a change of one of their keys, and one of ours far from them */
     mchange two[2] = {{4000, 4, 30, "changed", 0}, {5, 1, 30, NULL, 0}};
@@ -1567,8 +1608,42 @@ TEST(silver_merge_folds_in_files_another_writer_added) {
     CHECK_EQ_INT(unsorted, 0);
     silver_index_clear(&ix);
     mcdc_schema_unref(ks);
-    mcdc_schema_unref(ss);
-    free(c);
+    mtest_close(&x);
+}
+
+/* Keys another writer repeats (rows of keys silver holds; a key twice in
+ * its own file, in order and not) are held once after a merge with no
+ * change: the row with the newest _start_lsn up to silver's position, a
+ * tie or none keeping apply's own. silver_merge_foreign says such files
+ * are there until a merge folds them. */
+TEST(silver_merge_holds_a_key_another_writer_repeats_once) {
+    mtest x;
+    mtest_open(&x, "merge5", 600);
+    x.has_position = true;
+    x.position = 50;
+    mcdc_error e = MCDC_ERROR_INIT;
+    static model md;
+    merge_ours(&x, &md);
+    CHECK(!foreign_to_fold(&x));
+    static const frow theirs[] = {
+        {4100, "x2", 7}, {100, "same lsn", 10}, {200, "no lsn", -1}, {300, "newer", 20},
+        {400, "past the position", 99}, {4100, "x1", 5}};
+    append_foreign(&x, theirs, 6);
+    static const frow in_order[] = {{4200, "y1", 30}, {4200, "y2", 40}};
+    append_foreign(&x, in_order, 2);
+    CHECK(foreign_to_fold(&x));
+    silver_merge_out res;
+    CHECK_EQ_INT(merge_changes(&x, NULL, 0, false, NULL, 0, &res, &e), MCDC_OK);
+    CHECK_EQ_INT(res.duplicates, 6);
+    const struct { int id; const char *val; int64_t lsn; } want[] = {
+        {300, "newer", 20}, {4100, "x2", 7}, {4200, "y2", 40}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        md.has[want[i].id] = true;
+        snprintf(md.val[want[i].id], sizeof md.val[0], "%s", want[i].val);
+        md.lsn[want[i].id] = want[i].lsn;
+    }
+    check_table(&x, &md); /* 100, 200 and 400 stay ours */
+    CHECK(!foreign_to_fold(&x));
     mtest_close(&x);
 }
 
