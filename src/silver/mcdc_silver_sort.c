@@ -149,6 +149,25 @@ static bool over_budget(silver_sorter *s) {
     return n >= s->cfg.memory_bytes;
 }
 
+/* What holding n more rows adds to held_bytes at most: their entries (the
+ * array grown by a quarter, and the sort's second array), their sort keys
+ * (the arena grown by a quarter, 1 MB at least, keeping room for a whole
+ * key; a key takes what the keys held so far took on average, 64 bytes
+ * before any), and rows_bytes for the rows. Asked before rows are added,
+ * so that what is held spills before it would pass the budget. */
+static int64_t add_cost(const silver_sorter *s, int64_t n, int64_t rows_bytes) {
+    int64_t cap = s->cap_ents ? s->cap_ents : 4096;
+    while (cap < s->n_ents + n) cap += cap / 4;
+    int64_t ents = (cap - s->cap_ents + n) * (int64_t)sizeof(ent);
+    int64_t per_key = s->n_ents > 0 ? (int64_t)s->arena.len / s->n_ents + 1 : 64;
+    int64_t need = (int64_t)s->arena.len + n * per_key + SILVER_KEY_BYTES_MAX + SILVER_RANK_BYTES + 1;
+    int64_t acap = (int64_t)s->arena.cap;
+    while (acap < need) acap += acap / 4 > (1 << 20) ? acap / 4 : (1 << 20);
+    return ents + acap - (int64_t)s->arena.cap + rows_bytes;
+}
+
+
+
 int silver_sorter_create(silver_sorter **out, const silver_sorter_cfg *cfg, mcdc_error *err) {
     *out = NULL;
     MCDC_ASSERT(cfg->schema && cfg->n_keys > 0 && cfg->spill && cfg->spill_prefix);
@@ -355,6 +374,41 @@ static int add_acc(silver_sorter *s, mcdc_batch *b, mcdc_error *err) {
     return MCDC_OK;
 }
 
+/* The accumulation batch the next copied rows go to (NULL: a new one). */
+static const mcdc_batch *acc_open(const silver_sorter *s) {
+    if (s->n_acc == 0 || s->last_owned) return NULL;
+    const mcdc_batch *acc = s->acc[s->n_acc - 1];
+    return acc->columns[0].length < ACC_ROWS ? acc : NULL;
+}
+
+/* What copying n rows of b (about the average row of b) into the
+ * accumulation batch adds to its buffers as allocated: its row capacity
+ * doubles (from 4096, a new batch's) until they fit, and each text
+ * column's bytes double (from 256) until theirs do. */
+static int64_t copy_cost(const silver_sorter *s, const mcdc_batch *b, int64_t n) {
+    const mcdc_batch *acc = acc_open(s);
+    int64_t have = acc ? acc->columns[0].length : 0, cap = acc ? acc->columns[0].capacity : 0;
+    int64_t rows = cap ? cap : 4096;
+    while (rows < have + n) rows *= 2;
+    int64_t cost = 0;
+    for (int32_t c = 0; c < s->n_cols; c++) {
+        const mcdc_column *src = &b->columns[c], *dst = acc ? &acc->columns[c] : NULL;
+        int64_t per_row = mcdc_type_width(src->field) + 1 + (src->offsets ? 4 : 0);
+        cost += (rows - cap) * per_row;
+        if (src->offsets == NULL || b->rows == 0) continue;
+        int64_t len = dst ? dst->data_len : 0, dcap = dst && dst->data ? dst->data_cap : 0;
+        int64_t need = len + n * (src->data_len / b->rows + 1), grown = dcap ? dcap : 256;
+        while (grown < need) grown *= 2;
+        cost += need > dcap ? grown - dcap : 0;
+    }
+    return cost;
+}
+
+/* Is there room in the budget for copying n rows of b? */
+static bool room_to_copy(silver_sorter *s, const mcdc_batch *b, int64_t n) {
+    return held_bytes(s) + add_cost(s, n, copy_cost(s, b, n)) <= s->cfg.memory_bytes;
+}
+
 int silver_sorter_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows, int64_t n,
                       const uint32_t *tags, mcdc_error *err) {
     MCDC_ASSERT(!s->finished && b->schema->n_fields == s->cfg.schema->n_fields);
@@ -369,6 +423,22 @@ int silver_sorter_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows
         rows = all;
     }
     while (rc == MCDC_OK && done < n) {
+        /* as many rows as the budget has room for; none: spill first. A
+         * budget without room for a row when nothing is held (below what
+         * the first rows' buffers take, about 2 MB) holds an accumulation
+         * batch's worth at a time */
+        const mcdc_batch *acc0 = acc_open(s);
+        int64_t most = n - done, left = ACC_ROWS - (acc0 ? acc0->columns[0].length : 0);
+        if (most > left) most = left;
+        int64_t fit = most;
+        while (fit > 1 && !room_to_copy(s, b, fit)) fit /= 2;
+        if (!room_to_copy(s, b, fit)) {
+            if (s->n_ents > 0) {
+                rc = spill_run(s, err);
+                continue;
+            }
+            fit = most;
+        }
         if (s->n_acc == 0 || s->last_owned || s->acc[s->n_acc - 1]->columns[0].length >= ACC_ROWS) {
             if (s->n_acc > 0 && !s->last_owned) mcdc_batch_shrink(s->acc[s->n_acc - 1]); /* full */
             mcdc_batch *nb = NULL;
@@ -379,7 +449,7 @@ int silver_sorter_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows
         }
         mcdc_batch *acc = s->acc[s->n_acc - 1];
         int64_t first = acc->columns[0].length;
-        int64_t take = n - done;
+        int64_t take = fit;
         if (take > ACC_ROWS - first) take = ACC_ROWS - first;
         for (int32_t c = 0; rc == MCDC_OK && c < s->n_cols; c++)
             rc = mcdc_col_take(&acc->columns[c], &b->columns[c], rows + done, take, err);
@@ -396,10 +466,21 @@ int silver_sorter_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows
 int silver_sorter_add_owned(silver_sorter *s, mcdc_batch *b, const uint32_t *tags,
                             mcdc_error *err) {
     MCDC_ASSERT(!s->finished && b->schema->n_fields == s->cfg.schema->n_fields);
-    if (b->rows < OWNED_ROWS_MIN) { /* a stream's small commit: copied, so held batches stay few */
+    /* what holding b as it is takes: more than half the budget, and it is
+     * copied in parts instead, spilled between them */
+    int64_t cost = b->rows >= OWNED_ROWS_MIN ? add_cost(s, b->rows, mcdc_batch_cap_bytes(b)) : 0;
+    if (b->rows < OWNED_ROWS_MIN || 2 * cost > s->cfg.memory_bytes) {
+        /* a stream's small commit is copied too, so that held batches stay few */
         int rc = silver_sorter_add(s, b, NULL, 0, tags, err);
         mcdc_batch_free(b);
         return rc;
+    }
+    if (s->n_ents > 0 && held_bytes(s) + cost > s->cfg.memory_bytes) {
+        int rc = spill_run(s, err);
+        if (rc) {
+            mcdc_batch_free(b);
+            return rc;
+        }
     }
     /* keyed and ranked first (the rank columns go next), then held as it is:
      * a held batch must take no more rows, so it is marked full */

@@ -266,6 +266,7 @@ def test_other_commands_parse_numeric_flags_alike(workdir, command, flag, bad, a
 
 
 SPILL_LOG = []
+HELD = []
 
 
 def test_a_pass_past_the_runs_read_at_once_gives_the_same_silver(sim, workdir):
@@ -285,9 +286,11 @@ def test_a_pass_past_the_runs_read_at_once_gives_the_same_silver(sim, workdir):
         p = run_cli(*apply_args(job, "--verbose", *extra, silver=silver), check=False,
                     timeout=300)
         assert p.returncode == 0, p.stderr[-3000:]
-        spill = re.search(r"\((\d+) runs spilled, (\d+) merges of runs", p.stderr)
+        spill = re.search(r"\((\d+) runs spilled, (\d+) merges of runs; ([\d.]+) of (\d+) MB held",
+                          p.stderr)
         SPILL_LOG[:] = [ln for ln in p.stderr.splitlines() if "rank" in ln]
         assert spill, p.stderr[-3000:]
+        HELD[:] = [float(spill[3]), int(spill[4])]
         rows = DeltaTable(silver).to_pyarrow_table()
         keys = ["id", "__START_AT", "_start_lsn"] if "--scd-type" in extra else ["id"]
         return rows.sort_by([(k, "ascending") for k in keys]), int(spill[1]), int(spill[2])
@@ -299,3 +302,7 @@ def test_a_pass_past_the_runs_read_at_once_gives_the_same_silver(sim, workdir):
         assert runs > 64 and merges >= 1, (runs, merges, SPILL_LOG)
         assert spilled.num_rows == whole.num_rows > 1000
         assert spilled.equals(whole), extra
+        # a budget the sorter keeps: it spills before what it holds would pass it
+        within, runs, _ = built("within" + "".join(extra), "--memory-mb", "4", *extra)
+        assert runs >= 2 and HELD[0] <= HELD[1] == 4, (HELD, SPILL_LOG)
+        assert within.equals(whole), extra
