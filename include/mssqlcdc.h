@@ -639,7 +639,7 @@ typedef struct mcdc_apply_cfg {
     mcdc_trigger trigger;
     int64_t processing_time_ms;
     int64_t max_passes;           /* 0: no limit */
-    int64_t memory_mb;            /* sort memory before spilling; 0: 64 */
+    int64_t memory_mb;            /* the sorter's budget, spilled before passing; 0: 64 */
     int64_t file_rows;            /* rows a silver file holds about; 0: 1,048,576 */
     const void *reserved1;        /* leave NULL (a test hook was here: mssqlcdc_testing.h) */
     mcdc_log_fn log_fn;           /* NULL: stderr */

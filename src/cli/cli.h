@@ -108,6 +108,18 @@ int cli_source_option(mcdc_opts *opts, int argc, char **argv, int *i, int *rc);
  * (mssqlcdc_testing.h), where every job takes them. Returns an exit code. */
 int cli_source_env(mcdc_opts *opts);
 
+/* Numeric flag values, parsed strictly: an optional '-', decimal digits and
+ * (cli_parse_number) an optional fraction, nothing else (no spaces, '+',
+ * exponent, hex, inf or nan), within [min, max]. Anything else (overflow,
+ * out of range, trailing junk, empty) is a usage error naming the flag and
+ * its range. Return an exit code (EXIT_OK or EXIT_USAGE). Every command's
+ * numeric flags go through them. */
+int cli_parse_int(const char *flag, const char *v, int64_t min, int64_t max, int64_t *out);
+int cli_parse_number(const char *flag, const char *v, double min, double max, double *out);
+/* The ceiling of flags that count things (passes, batches, waves, rows):
+ * past it a count is a typo, not a plan. */
+#define CLI_COUNT_MAX 2147483647LL
+
 /* --keys: a JSON list of names (["region","id"]) or names separated by
  * commas; keys[] (at most 32) point into buf (a copy of v). 0, or -1 when
  * v is neither. */

@@ -121,14 +121,27 @@ int cli_source_env(mcdc_opts *opts) {
     return EXIT_OK;
 }
 
+/* How many characters of v are an optional '-' and decimal digits, with
+ * (fraction) an optional '.' and more digits; 0 when no digit. */
+static size_t number_chars(const char *v, int fraction) {
+    size_t i = v[0] == '-', d = 0;
+    for (; v[i] >= '0' && v[i] <= '9'; i++) d++;
+    if (fraction && v[i] == '.')
+        for (i++; v[i] >= '0' && v[i] <= '9'; i++) d++;
+    return d ? i : 0;
+}
+
 int cli_parse_trigger(const char *v, mcdc_trigger *trigger, int64_t *processing_time_ms) {
     if (strcasecmp(v, "default") == 0) *trigger = MCDC_TRIGGER_DEFAULT;
     else if (strcasecmp(v, "availableNow") == 0) *trigger = MCDC_TRIGGER_AVAILABLE_NOW;
     else if (strcasecmp(v, "once") == 0) *trigger = MCDC_TRIGGER_ONCE;
     else if (strncasecmp(v, "processingTime=", 15) == 0) {
-        char *end;
+        /* digits and a fraction only (no sign, space, exponent or hex) */
+        size_t digits = v[15] == '-' ? 0 : number_chars(v + 15, 1);
+        char *end = NULL;
         errno = 0;
-        double n = strtod(v + 15, &end);
+        double n = digits ? strtod(v + 15, &end) : 0;
+        if (digits == 0 || end != v + 15 + digits) return -1;
         double mult = 1000;
         if (strcmp(end, "ms") == 0) mult = 1;
         else if (strcmp(end, "s") == 0 || *end == 0) mult = 1000;
@@ -143,6 +156,50 @@ int cli_parse_trigger(const char *v, mcdc_trigger *trigger, int64_t *processing_
     } else
         return -1;
     return 0;
+}
+
+/* A bound as people write it: 31536000, not 3.1536e+07. */
+static void bound_text(char out[32], double x) {
+    if (x >= -1e15 && x <= 1e15 && x == (double)(long long)x) snprintf(out, 32, "%lld", (long long)x);
+    else snprintf(out, 32, "%g", x);
+}
+
+static int range_error(const char *flag, const char *v, const char *what, const char *lo,
+                       const char *hi) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s must be %s at least %s and at most %s, not '%.64s%s'", flag, what, lo, hi, v,
+             strlen(v) > 64 ? "..." : "");
+    return cli_usage_error("%s", msg);
+}
+
+int cli_parse_int(const char *flag, const char *v, int64_t min, int64_t max, int64_t *out) {
+    size_t n = number_chars(v, 0);
+    errno = 0;
+    char *end = NULL;
+    long long x = n && v[n] == 0 ? strtoll(v, &end, 10) : 0;
+    if (n == 0 || v[n] != 0 || errno == ERANGE || end != v + n || x < min || x > max) {
+        char lo[24], hi[24];
+        snprintf(lo, sizeof lo, "%lld", (long long)min);
+        snprintf(hi, sizeof hi, "%lld", (long long)max);
+        return range_error(flag, v, "a whole number", lo, hi);
+    }
+    *out = x;
+    return EXIT_OK;
+}
+
+int cli_parse_number(const char *flag, const char *v, double min, double max, double *out) {
+    size_t n = number_chars(v, 1);
+    char *end = NULL;
+    double x = n && v[n] == 0 ? strtod(v, &end) : 0;
+    /* digits only: strtod takes no exponent or hex here, so x is finite */
+    if (n == 0 || v[n] != 0 || end != v + n || !(x >= min && x <= max)) {
+        char lo[32], hi[32];
+        bound_text(lo, min);
+        bound_text(hi, max);
+        return range_error(flag, v, "a number", lo, hi);
+    }
+    *out = x;
+    return EXIT_OK;
 }
 
 /* --keys: a JSON list of names (["region","id"]) or names separated by

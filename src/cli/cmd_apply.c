@@ -30,7 +30,7 @@ static const char APPLY_HELP[] =
     "open_snapshot_lsn and snapshot_wave, and T's finalized_until moves to B's verdict\n"
     "read before B. Killed at any point, the next run gives the same T.\n"
     "\n";
-/* two strings: a C17 compiler need not take a longer literal */
+/* more strings: a C17 compiler need not take a longer literal */
 static const char APPLY_HELP_MORE[] =
     "With --scd-type 2, T is a history instead (SCD type 2): a row per version of each\n"
     "key, with __START_AT and __END_AT (the commit times it began and ended at, UTC;\n"
@@ -64,10 +64,14 @@ static const char APPLY_HELP_MORE[] =
     "                       often, until stopped; default: passes back to back, polling an\n"
     "                       idle B every second. Long-running triggers print a JSON line per\n"
     "                       pass.\n"
-    "  --max-passes N       stop after N passes\n"
-    "  --memory-mb N        memory the changes are sorted in before they spill to disk\n"
-    "                       (default 64)\n"
-    "  --file-rows N        rows a silver file holds, about (default 1048576)\n"
+    "  --max-passes N       stop after N passes (1 to 2147483647)\n"
+    "  --memory-mb N        memory the changes are sorted in (1 to 1048576; default 64):\n"
+    "                       they spill to runs in T's _mssql_cdc_spill/ before they would\n"
+    "                       pass it (about their uncompressed size on disk: twice their\n"
+    "                       Parquet size). Decoding B and the merge's buffers come on top\n"
+    "                       (docs/silver.md, \"Bounded memory\")\n"
+    "  --file-rows N        rows a silver file holds, about (1 to 1073741824; default\n"
+    "                       1048576)\n"
     "  --deletion-vectors   create T merged on read (delta.enableDeletionVectors): rows a\n"
     "                       pass replaces or deletes are marked in deletion vectors and\n"
     "                       the new images written as new files, instead of rewriting the\n"
@@ -75,7 +79,8 @@ static const char APPLY_HELP_MORE[] =
     "                       (SCD type 1 only)\n"
     "  --warehouse W        directory holding schema.table names (default ./warehouse)\n"
     "  --verbose            what each pass read, ranked and merged, and how long it took\n"
-    "\n"
+    "\n";
+static const char APPLY_HELP_END[] =
     "Source options as for stream (captureInstance, connectionString, ...): with a\n"
     "connection string, the key comes from the unique index and the table's other\n"
     "capture instances (after a switch) are its too; a row of any other capture\n"
@@ -83,10 +88,15 @@ static const char APPLY_HELP_MORE[] =
     "the instances B's rows name (exit 4 when none of its table is left).\n"
     "SIGINT/SIGTERM finish the current pass and stop.\n"
     "\n"
+    "The key must be unique: B holding two snapshot rows of one key at one LSN (the\n"
+    "latest of the key), or two inserts of one key in one transaction, proves it is\n"
+    "not, and the pass stops before it commits (exit 21, naming the key and a value).\n"
+    "\n"
     "Exit codes: 0 applied (or B does not exist yet: bronze_found false); 2 bad usage,\n"
     "or no key; 4 a silver column's type differs from bronze's; 7 a table of another\n"
     "kind or SCD type, or one table in two roles; 12 another writer commits to T as\n"
-    "apply; others as for stream.\n";
+    "apply; 21 the key is not unique (give the table's real unique key with --keys);\n"
+    "others as for stream.\n";
 
 static mcdc_apply *volatile g_running;
 
@@ -105,13 +115,10 @@ static void print_pass(void *ctx, const mcdc_apply_result *r) {
     }
 }
 
-static int parse_count(const char *name, const char *v, int64_t *out) {
-    char *end;
-    long long n = strtoll(v, &end, 10);
-    if (*end || end == v || n < 1) return cli_usage_error(name, v);
-    *out = n;
-    return EXIT_OK;
-}
+/* --memory-mb: the library takes up to 1 TiB (more is a typo). --file-rows:
+ * a file also ends at 96 MB of batches, which 2^30 rows of any table pass. */
+#define APPLY_MEMORY_MB_MAX (1024LL * 1024)
+#define APPLY_FILE_ROWS_MAX (1LL << 30)
 
 int cmd_apply(int argc, char **argv) {
     mcdc_error e = MCDC_ERROR_INIT;
@@ -126,6 +133,7 @@ int cmd_apply(int argc, char **argv) {
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(APPLY_HELP, stdout);
             fputs(APPLY_HELP_MORE, stdout);
+            fputs(APPLY_HELP_END, stdout);
             goto out;
         } else if (strcmp(a, "--bronze") == 0) {
             NEEDV();
@@ -188,18 +196,14 @@ int cmd_apply(int argc, char **argv) {
             }
         } else if (strcmp(a, "--max-passes") == 0) {
             NEEDV();
-            if ((rc = parse_count("--max-passes must be a whole number >= 1, not '%s'", v,
-                                  &cfg.max_passes)) != EXIT_OK)
-                goto out;
+            if ((rc = cli_parse_int(a, v, 1, CLI_COUNT_MAX, &cfg.max_passes)) != EXIT_OK) goto out;
         } else if (strcmp(a, "--memory-mb") == 0) {
             NEEDV();
-            if ((rc = parse_count("--memory-mb must be a whole number of megabytes >= 1, not '%s'",
-                                  v, &cfg.memory_mb)) != EXIT_OK)
+            if ((rc = cli_parse_int(a, v, 1, APPLY_MEMORY_MB_MAX, &cfg.memory_mb)) != EXIT_OK)
                 goto out;
         } else if (strcmp(a, "--file-rows") == 0) {
             NEEDV();
-            if ((rc = parse_count("--file-rows must be a whole number >= 1, not '%s'", v,
-                                  &cfg.file_rows)) != EXIT_OK)
+            if ((rc = cli_parse_int(a, v, 1, APPLY_FILE_ROWS_MAX, &cfg.file_rows)) != EXIT_OK)
                 goto out;
         } else if (strcmp(a, "--verbose") == 0) {
             cfg.log_level = MCDC_LOG_INFO;

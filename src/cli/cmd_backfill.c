@@ -60,13 +60,10 @@ static void on_signal(int sig) {
     if (g_running) mcdc_backfill_request_stop(g_running);
 }
 
-static int parse_num(const char *name, const char *v, double *out) {
-    char *end;
-    *out = strtod(v, &end);
-    if (*end || end == v || !(*out >= 0))
-        return cli_usage_error("%s must be a number >= 0", name);
-    return EXIT_OK;
-}
+/* Seconds a flag may say: a year (more is a typo). Hours of headroom: the
+ * most retention CDC keeps, 52,494,800 minutes. */
+#define BACKFILL_SECONDS_MAX 31536000.0
+#define BACKFILL_HEADROOM_HOURS_MAX 874914.0
 
 static int exit_for(mcdc_backfill_state s) {
     switch (s) {
@@ -106,23 +103,15 @@ int cmd_backfill(int argc, char **argv) {
         } else if (strcmp(a, "--isolation") == 0) {
             NEEDV();
             cfg.isolation = v;
-        } else if (strcmp(a, "--chunk-rows") == 0 || strcmp(a, "--max-waves") == 0) {
+        } else if (strcmp(a, "--chunk-rows") == 0) {
             NEEDV();
-            char *end;
-            long long n = strtoll(v, &end, 10);
-            if (*end || end == v || n < 1) {
-                rc = cli_usage_error(a[2] == 'c' ? "--chunk-rows must be a whole number of "
-                                                   "rows >= 1, not '%s'"
-                                                 : "--max-waves must be a whole number >= 1, "
-                                                   "not '%s'",
-                                     v);
-                goto out;
-            }
-            if (a[2] == 'c') cfg.chunk_rows = n;
-            else cfg.max_waves = n;
+            if ((rc = cli_parse_int(a, v, 1, CLI_COUNT_MAX, &cfg.chunk_rows)) != EXIT_OK) goto out;
+        } else if (strcmp(a, "--max-waves") == 0) {
+            NEEDV();
+            if ((rc = cli_parse_int(a, v, 1, CLI_COUNT_MAX, &cfg.max_waves)) != EXIT_OK) goto out;
         } else if (strcmp(a, "--max-seconds") == 0) {
             NEEDV();
-            if ((rc = parse_num(a, v, &d)) != EXIT_OK) goto out;
+            if ((rc = cli_parse_number(a, v, 0, BACKFILL_SECONDS_MAX, &d)) != EXIT_OK) goto out;
             if (d == 0) {
                 rc = cli_usage_error("%s must be more than 0", a);
                 goto out;
@@ -130,16 +119,13 @@ int cmd_backfill(int argc, char **argv) {
             cfg.max_seconds = d;
         } else if (strcmp(a, "--target-wave-seconds") == 0) {
             NEEDV();
-            if ((rc = parse_num(a, v, &d)) != EXIT_OK) goto out;
+            if ((rc = cli_parse_number(a, v, 0, BACKFILL_SECONDS_MAX, &d)) != EXIT_OK) goto out;
             cfg.target_wave_seconds = d;
         } else if (strcmp(a, "--min-headroom-hours") == 0) {
             NEEDV();
-            char *end;
-            cfg.min_headroom_hours = strtod(v, &end);
-            if (*end || end == v) {
-                rc = cli_usage_error("--min-headroom-hours must be a number of hours, not '%s'", v);
+            if ((rc = cli_parse_number(a, v, -BACKFILL_HEADROOM_HOURS_MAX, BACKFILL_HEADROOM_HOURS_MAX,
+                                       &cfg.min_headroom_hours)) != EXIT_OK)
                 goto out;
-            }
             cfg.has_min_headroom = true;
         } else if (cli_source_option(opts, argc, argv, &i, &rc)) {
             if (rc) goto out;

@@ -88,13 +88,6 @@ static const char RECONCILE_HELP_OPTIONS[] =
     "kind, one table in two roles, or options of another capture instance than B's;\n"
     "others as for stream.\n";
 
-static int parse_int(const char *name, const char *v, int64_t min, int64_t max, int64_t *out) {
-    char *end;
-    long long n = strtoll(v, &end, 10);
-    if (*end || end == v || n < min || n > max) return cli_usage_error(name, v);
-    *out = n;
-    return EXIT_OK;
-}
 
 int cmd_reconcile(int argc, char **argv) {
     mcdc_error e = MCDC_ERROR_INIT;
@@ -139,32 +132,19 @@ int cmd_reconcile(int argc, char **argv) {
             cfg.keys = keys;
         } else if (strcmp(a, "--bucket-rows") == 0) {
             NEEDV();
-            if ((rc = parse_int("--bucket-rows must be a whole number >= 1, not '%s'", v, 1,
-                                INT64_MAX, &cfg.bucket_rows)) != EXIT_OK)
-                goto out;
+            if ((rc = cli_parse_int(a, v, 1, CLI_COUNT_MAX, &cfg.bucket_rows)) != EXIT_OK) goto out;
         } else if (strcmp(a, "--sample") == 0) {
             NEEDV();
-            char *end;
-            double x = strtod(v, &end);
-            if (*end || end == v || !(x >= 0 && x <= 1)) {
-                rc = cli_usage_error("--sample must be a fraction from 0 to 1, not '%s'", v);
-                goto out;
-            }
-            cfg.sample = x;
+            if ((rc = cli_parse_number(a, v, 0, 1, &cfg.sample)) != EXIT_OK) goto out;
         } else if (strcmp(a, "--sample-seed") == 0) {
             NEEDV();
             int64_t s = 0;
-            if ((rc = parse_int("--sample-seed must be a whole number >= 0, not '%s'", v, 0,
-                                INT64_MAX, &s)) != EXIT_OK)
-                goto out;
+            if ((rc = cli_parse_int(a, v, 0, INT64_MAX, &s)) != EXIT_OK) goto out;
             cfg.has_sample_seed = true;
             cfg.sample_seed = (uint64_t)s;
         } else if (strcmp(a, "--settle-seconds") == 0) {
             NEEDV();
-            if ((rc = parse_int("--settle-seconds must be a whole number of seconds from 0 to "
-                                "86400, not '%s'",
-                                v, 0, 86400, &cfg.settle_seconds)) != EXIT_OK)
-                goto out;
+            if ((rc = cli_parse_int(a, v, 0, 86400, &cfg.settle_seconds)) != EXIT_OK) goto out;
         } else if (strcmp(a, "--repair") == 0) {
             cfg.repair = true;
         } else if (strcmp(a, "--verbose") == 0) {

@@ -191,12 +191,7 @@ int cmd_stream(int argc, char **argv) {
             }
         } else if (strcmp(a, "--max-batches") == 0) {
             NEEDV();
-            char *end;
-            cfg.max_batches = strtoll(v, &end, 10);
-            if (*end || cfg.max_batches < 1) {
-                rc = cli_usage_error("--max-batches must be a positive integer, not '%s'", v);
-                goto out;
-            }
+            if ((rc = cli_parse_int(a, v, 1, CLI_COUNT_MAX, &cfg.max_batches)) != EXIT_OK) goto out;
         } else if (strcmp(a, "--bootstrap") == 0) {
             cfg.bootstrap = true;
         } else if (strcmp(a, "--snapshot-on-switch") == 0) {
@@ -219,13 +214,10 @@ int cmd_stream(int argc, char **argv) {
             }
         } else if (strcmp(a, "--resnapshot-interval-days") == 0) {
             NEEDV();
-            char *end;
-            cfg.resnapshot_interval_days = strtod(v, &end);
-            if (*end || end == v || !(cfg.resnapshot_interval_days >= 0)) {
-                rc = cli_usage_error("--resnapshot-interval-days must be a number of days >= 0, "
-                                     "not '%s'", v);
+            /* ten years: CDC keeps changes 100 years at most, and a stream
+             * that loses them more than once a decade needs no interval */
+            if ((rc = cli_parse_number(a, v, 0, 3650, &cfg.resnapshot_interval_days)) != EXIT_OK)
                 goto out;
-            }
         } else if (cli_source_option(opts, argc, argv, &i, &rc)) {
             if (rc) goto out;
         } else {

@@ -96,6 +96,10 @@ int silver_key_append(mcdc_buf *out, const mcdc_column *const *cols, int32_t n, 
 int silver_keys_append(mcdc_buf *out, size_t *off, const mcdc_column *const *cols, int32_t n,
                        int64_t from, int64_t rows, mcdc_error *err);
 uint64_t silver_hash(const void *p, size_t n);
+/* Appends row `row` of the columns cols[0..n) as people read a key in a
+ * message: each value's canonical text (NULL as NULL), ", " between them,
+ * a value cut at 64 bytes. */
+void silver_key_text(mcdc_buf *out, const mcdc_column *const *cols, int32_t n, int64_t row);
 /* Are two cells equal (NULL equals NULL; floats by their bits)? Columns
  * of one type. */
 bool silver_value_eq(const mcdc_column *a, int64_t ra, const mcdc_column *b, int64_t rb);
@@ -254,6 +258,16 @@ typedef struct silver_sorter_cfg {
     /* Ranked: keys whose rows' tags have none of these bits are left out
      * (0: none left out). */
     uint32_t keep_tags;
+    /* Ranked: rows that prove the key is not unique are MCDC_E_NOT_UNIQUE
+     * (naming the key columns, a value and what to do), found where the
+     * sort compares a key's neighbouring rows anyway: two snapshot rows
+     * (operation 0, no command id or seqval) of one key at one LSN that no
+     * later row of the key outranks (a snapshot reads a row once), and two
+     * inserts (operation 2) of one key in one transaction with nothing of
+     * the key between them. Rows a run's cut left out are not compared: a
+     * tie split over two spilled runs is found only between the rows each
+     * run keeps. */
+    bool unique_keys;
     /* What the rows held may take: their buffers' capacities, the sort's
      * entries and their scratch, the sort keys. <= 0: SILVER_SORT_BYTES_DEFAULT */
     int64_t memory_bytes;
@@ -469,6 +483,12 @@ typedef struct silver_merge_in {
     const silver_range *ranges;     /* sorted by lo; single key only */
     int32_t n_ranges;
     int64_t file_rows;              /* <= 0: SILVER_FILE_ROWS_DEFAULT */
+    /* Silver's position before the merge (has_position false: none yet):
+     * a row with a newer _start_lsn was not written from bronze. Of the
+     * rows of a key silver holds more than once (another writer's doing)
+     * the merge keeps one (silver_merge_run). */
+    bool has_position;
+    uint8_t position[10];
     int64_t memory_bytes;           /* the sorter of other writers' rows */
     mcdc_storage *spill;
     const char *spill_prefix;
@@ -483,6 +503,7 @@ typedef struct silver_merge_out {
     size_t n_removes;
     silver_index index;             /* the table's index after the commit */
     int64_t inserted, updated, deleted, kept;
+    int64_t duplicates;             /* rows of keys held more than once, dropped (type 1) */
     int64_t files_read, files_written;
     int64_t read_us, write_us;      /* decoding silver's files, encoding the new ones */
     bool changed;                   /* anything to commit */
@@ -495,6 +516,13 @@ typedef struct silver_merge_out {
     bool mor;
 } silver_merge_out;
 int silver_merge_run(silver_merge_out *out, const silver_merge_in *in, mcdc_error *err);
+/* Does silver (view, keyed by keys) hold files a merge folds even with no
+ * change: files its index does not know (another writer's, not seen yet),
+ * or, copy-on-write, files out of key order or overlapping others? A pass
+ * with nothing new then merges all the same, so that another writer's rows
+ * (a key held twice among them) are folded in without waiting for a change. */
+int silver_merge_foreign(mcdc_table *target, mcdc_table_view *view, const char *const *keys,
+                         int32_t n_keys, bool *fold, mcdc_error *err);
 
 /* ---- merge-on-read (mcdc_silver_mor.c, docs/silver.md) ------------------------------
  * A type 1 silver with delta.enableDeletionVectors=true (and the feature):

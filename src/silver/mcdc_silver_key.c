@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "mcdc_silver.h"
+#include "mcdc_value_text.h"
 
 bool silver_key_type_ok(mcdc_type_id t) { return t >= MCDC_TYPE_BOOL && t <= MCDC_TYPE_TIMESTAMP_UTC; }
 
@@ -194,6 +195,16 @@ int silver_key_cmp(const uint8_t *a, size_t na, const uint8_t *b, size_t nb) {
 /* 8-byte words mixed in turn: keys are hashed for bloom filters only (no
  * adversary: a collision costs a file read). */
 static inline uint64_t mix(uint64_t h) { return mcdc_mix64(h); }
+
+void silver_key_text(mcdc_buf *out, const mcdc_column *const *cols, int32_t n, int64_t row) {
+    for (int32_t k = 0; k < n; k++) {
+        if (k) mcdc_buf_append(out, ", ", 2, NULL);
+        size_t at = out->len;
+        if (!mcdc_col_is_valid(cols[k], row)) mcdc_buf_append(out, "NULL", 4, NULL);
+        else mcdc_text_cell(out, cols[k], row, NULL);
+        if (out->len - at > 64) out->len = at + 64; /* enough to find it */
+    }
+}
 
 uint64_t silver_hash(const void *p, size_t n) {
     const uint8_t *s = p;

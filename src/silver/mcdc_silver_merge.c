@@ -19,7 +19,12 @@
  * joined to the segments they fall in: after the merge every row is in a
  * clustered file again. Rows come out in key order into files of about
  * file_rows rows, cut wherever a kept file lies between, so the new files
- * are clustered too. One row per key and decision: silver_decide. A
+ * are clustered too. One row per key and decision: silver_decide. A key
+ * silver holds more than once (another writer appended a row of a key it
+ * holds) is held once after the merge: the row whose image bronze wrote
+ * last is kept (held_rows), and the others are dropped with a warning; to
+ * find such keys, every file of another writer that overlaps others or
+ * holds a key twice is read and folded in, the first time it is seen. A
  * history (SCD type 2) has a key's versions together in one file instead
  * (a file ends between keys only), and merges each key's versions with its
  * changes in scd2_key; the rest is shared.
@@ -32,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <jansson.h>
 
@@ -42,6 +48,7 @@ typedef struct {
     const char *path;     /* borrowed from the view */
     silver_entry e;       /* owned copy */
     bool clustered, touched, known; /* known: the index had it */
+    bool dups;            /* not known, and may hold a key twice (read to make its entry) */
 } mfile;
 
 /* One emitted row: kept, updated (change values over the existing row's)
@@ -109,6 +116,13 @@ typedef struct {
     mcdc_batch *cur;                      /* the key's open version (one row), or NULL */
     bool full;                            /* the file is full: it ends before the next key */
     mcdc_buf key, wfirst, wlast;          /* the key merged; the window's first and last keys */
+    /* a key held more than once (type 1): the row kept, copied when its
+     * stream moves past the batch holding it (rows of the window's; emptied
+     * when the window is) */
+    mcdc_batch *pinned;
+    mcdc_buf pin_key;
+    bool copy_keys;                       /* the keys emitted point into buffers that change */
+    int64_t dup_keys;                     /* keys held more than once */
 } merger;
 
 static int nomem(mcdc_error *err) { return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (merge)"); }
@@ -245,7 +259,7 @@ static void note_lsn(merger *m, const char *t) {
 
 static int note_key(merger *m, const uint8_t *first, uint32_t fl, const uint8_t *last,
                     uint32_t ll, mcdc_error *err) {
-    if (m->in->scd2) { /* a history's rows point into buffers that change: copies */
+    if (m->in->scd2 || m->copy_keys) { /* rows pointing into buffers that change: copies */
         int rc = MCDC_OK;
         if (m->wrows == 0) {
             mcdc_buf_reset(&m->wfirst);
@@ -750,6 +764,98 @@ static int scd2_key(merger *m, erows *f, const uint8_t *k0, uint32_t kn0, bool w
     return rc;
 }
 
+/* ---- a key held more than once (type 1) ----------------------------------------------- */
+
+/* The existing rows of one key: the one kept so far, and how many. */
+typedef struct {
+    const mcdc_batch *b;  /* its batch: a stream's, or m->pinned */
+    int64_t row;
+    const uint8_t *key;
+    uint32_t klen;
+    int n;
+} held_rows;
+
+/* How likely a row's image is the one bronze wrote last: a _start_lsn up
+ * to silver's position (newer ones no pass wrote), then the newest of
+ * those; none lowest. */
+static bool held_better(const merger *m, const mcdc_batch *a, int64_t ra, const mcdc_batch *b,
+                        int64_t rb) {
+    uint8_t la[10], lb[10];
+    char t[22];
+    bool ha = lsn_text_of(a, m->view_lsn, ra, t) && silver_lsn_parse(la, t, 22);
+    bool hb = lsn_text_of(b, m->view_lsn, rb, t) && silver_lsn_parse(lb, t, 22);
+    const silver_merge_in *in = m->in;
+    bool pa = ha && (!in->has_position || memcmp(la, in->position, 10) <= 0);
+    bool pb = hb && (!in->has_position || memcmp(lb, in->position, 10) <= 0);
+    if (pa != pb) return pa;
+    if (ha != hb) return ha;
+    return ha && memcmp(la, lb, 10) > 0;
+}
+
+/* Copies the row kept (h) out of the batch its stream is about to leave. */
+static int pin_row(merger *m, held_rows *h, mcdc_error *err) {
+    const mcdc_batch *src = h->b;
+    int rc = MCDC_OK;
+    if (m->pinned == NULL)
+        rc = mcdc_batch_create(&m->pinned, (mcdc_schema *)mcdc_table_view_schema(m->in->view), 16, err);
+    else if (m->nwin == 0) /* no row of the window points into it */
+        mcdc_batch_reset(m->pinned);
+    int64_t at = rc == MCDC_OK ? m->pinned->columns[0].length : 0;
+    for (int32_t j = 0; rc == MCDC_OK && j < src->schema->n_fields; j++)
+        rc = mcdc_col_copy_value(&m->pinned->columns[j], &src->columns[j], h->row, err);
+    mcdc_buf_reset(&m->pin_key);
+    if (rc == MCDC_OK) rc = mcdc_buf_append(&m->pin_key, h->key, h->klen, err);
+    if (rc) return rc;
+    h->b = m->pinned;
+    h->row = at;
+    h->key = (const uint8_t *)m->pin_key.data;
+    return MCDC_OK;
+}
+
+/* Row x->at, of the key being merged: kept when it is the first or better
+ * than the one kept; then x steps on (pinning the row kept first when x
+ * leaves the batch holding it). The first row seen wins ties: apply's own
+ * (the clustered file's) before another writer's. */
+static int held_step(merger *m, held_rows *h, erows *x, const uint8_t *xk, uint32_t xl,
+                     mcdc_error *err) {
+    const mcdc_batch *eb = erows_batch(x);
+    if (h->n++ == 0 || held_better(m, eb, x->at, h->b, h->row)) {
+        h->b = eb;
+        h->row = x->at;
+        h->key = xk;
+        h->klen = xl;
+    }
+    int64_t n = x->ch ? x->ch->n : x->b->rows;
+    int rc = h->b == eb && x->at + 1 >= n ? pin_row(m, h, err) : MCDC_OK;
+    return rc ? rc : erows_step(m, x, err);
+}
+
+/* A key held n > 1 times: a warning naming it (the first few keys; the
+ * merge's log line counts them all). */
+static void held_warn(merger *m, const held_rows *h) {
+    m->out->duplicates += h->n - 1;
+    if (m->dup_keys++ >= 10) return;
+    const mcdc_column *kc[SILVER_KEYS_MAX];
+    for (int32_t k = 0; k < m->in->n_keys; k++) kc[k] = &h->b->columns[m->view_keys[k]];
+    mcdc_buf v = {0}, names = {0};
+    silver_key_text(&v, kc, m->in->n_keys, h->row);
+    for (int32_t k = 0; k < m->in->n_keys; k++)
+        mcdc_buf_printf(&names, NULL, "%s%s", k ? ", " : "", m->in->keys[k]);
+    char lsn[23] = "none";
+    char t[22];
+    if (lsn_text_of(h->b, m->view_lsn, h->row, t)) snprintf(lsn, sizeof lsn, "%.22s", t);
+    bool many = m->in->n_keys > 1;
+    mcdc_log(MCDC_LOG_WARN,
+             "silver %s held the key %s%.*s%s = %s%.*s%s more than once (%d rows: another "
+             "writer's doing): kept the row whose _start_lsn is %s, the image bronze wrote "
+             "last, and dropped %d (the files they were in stay in the table's history)",
+             mcdc_table_name(m->in->target), many ? "(" : "", (int)names.len,
+             names.data ? (const char *)names.data : "", many ? ")" : "", many ? "(" : "",
+             (int)v.len, v.data ? (const char *)v.data : "", many ? ")" : "", h->n, lsn, h->n - 1);
+    mcdc_buf_free(&v);
+    mcdc_buf_free(&names);
+}
+
 /* Rows and changes of keys below hi (NULL: all), merged: the clustered file
  * (f, may be NULL), other writers' rows and the changes. */
 static int merge_until(merger *m, erows *f, const uint8_t *hi, uint32_t hi_len, mcdc_error *err) {
@@ -814,19 +920,23 @@ static int merge_until(merger *m, erows *f, const uint8_t *hi, uint32_t hi_len, 
         const mcdc_batch *cb = with_c ? m->c->rows : NULL;
         int64_t crow = m->ci;
         const uint8_t *ckey = with_c ? kc : NULL;
-        bool matched = false;
-        /* the existing rows of k: the clustered file's, then other writers' */
+        /* the existing rows of k: the clustered file's, then other writers';
+         * one is kept (more: another writer's doing) */
+        held_rows h = {0};
         for (int side = 0; side < 2 && rc == MCDC_OK; side++) {
             erows *x = side == 0 ? f : (m->loose ? &m->lr : NULL);
             const uint8_t *xk;
             uint32_t xl;
-            while (rc == MCDC_OK && x && erows_key(x, &xk, &xl) && silver_key_cmp_fast(xk, xl, k, kn) == 0) {
-                matched = true;
-                rc = decide_row(m, rank, tags, cb, crow, erows_batch(x), x->at, xk, xl, err);
-                if (rc == MCDC_OK) rc = erows_step(m, x, err);
-            }
+            while (rc == MCDC_OK && x && erows_key(x, &xk, &xl) && silver_key_cmp_fast(xk, xl, k, kn) == 0)
+                rc = held_step(m, &h, x, xk, xl, err);
         }
-        if (rc == MCDC_OK && with_c && !matched && silver_inserts(rank))
+        if (rc == MCDC_OK && h.n > 1) held_warn(m, &h);
+        if (rc == MCDC_OK && h.n > 0) {
+            m->copy_keys = h.b == m->pinned; /* its key is pin_key's, rewritten by the next pin */
+            rc = decide_row(m, rank, tags, cb, crow, h.b, h.row, h.key, h.klen, err);
+            m->copy_keys = false;
+        }
+        if (rc == MCDC_OK && with_c && h.n == 0 && silver_inserts(rank))
             rc = emit(m, OUT_INSERT, cb, crow, NULL, 0, ckey, lc, err);
         if (rc == MCDC_OK && with_c) rc = change_step(m, err);
         if (rc) return rc;
@@ -835,10 +945,17 @@ static int merge_until(merger *m, erows *f, const uint8_t *hi, uint32_t hi_len, 
 
 /* ---- entries of files the index does not know --------------------------------------- */
 
+static int cmp_u64(const void *x, const void *y) {
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
 /* Reads the key columns (and _start_lsn) of one file: its rows, first and
  * last key, whether it is in key order, its smallest _start_lsn, and (not
- * in order) a bloom filter of its keys. */
-static int compute_entry(merger *m, const mcdc_table_file *tf, silver_entry *e, mcdc_error *err) {
+ * in order) a bloom filter of its keys. *dups: it may hold a key twice (in
+ * order: two equal neighbours; else two equal hashes). */
+static int compute_entry(merger *m, const mcdc_table_file *tf, silver_entry *e, bool *dups,
+                         mcdc_error *err) {
     const silver_merge_in *in = m->in;
     memset(e, 0, sizeof *e);
     const mcdc_schema *vs = mcdc_table_view_schema(in->view);
@@ -852,6 +969,7 @@ static int compute_entry(merger *m, const mcdc_table_file *tf, silver_entry *e, 
     uint64_t *hashes = NULL;
     int64_t cap = 0;
     bool sorted = true, has_lsn = false;
+    *dups = false;
     char lsn[22];
     mcdc_batch *b = NULL;
     while (rc == MCDC_OK && (rc = mcdc_table_reader_next(&b, r, err)) == MCDC_OK && b) {
@@ -869,9 +987,11 @@ static int compute_entry(merger *m, const mcdc_table_file *tf, silver_entry *e, 
             rc = silver_key_append(&key, kc, in->n_keys, i, err);
             if (rc) break;
             hashes[e->rows] = silver_hash(key.data, key.len);
-            if (e->rows > 0 && silver_key_cmp((const uint8_t *)prev.data, prev.len,
-                                              (const uint8_t *)key.data, key.len) > 0)
-                sorted = false;
+            int order = e->rows > 0 ? silver_key_cmp((const uint8_t *)prev.data, prev.len,
+                                                     (const uint8_t *)key.data, key.len)
+                                    : -1;
+            sorted = sorted && order <= 0;
+            *dups = *dups || order == 0;
             mcdc_buf_reset(&prev);
             rc = mcdc_buf_append(&prev, key.data, key.len, err);
             /* min and max over all rows (a file not in order has them anywhere) */
@@ -902,6 +1022,10 @@ static int compute_entry(merger *m, const mcdc_table_file *tf, silver_entry *e, 
     e->sorted = sorted && e->rows > 0;
     e->has_min_lsn = has_lsn && silver_lsn_parse(e->min_lsn, lsn, 22);
     if (rc == MCDC_OK && !e->sorted) rc = silver_bloom_build(&e->bloom, hashes, e->rows, err);
+    if (rc == MCDC_OK && !sorted && e->rows > 1) { /* the bloom is built: its order is free */
+        qsort(hashes, (size_t)e->rows, sizeof *hashes, cmp_u64);
+        for (int64_t i = 1; i < e->rows && !*dups; i++) *dups = hashes[i] == hashes[i - 1];
+    }
     if (rc == MCDC_OK && (e->path = mcdc_strdup(tf->path)) == NULL) rc = nomem(err);
     mcdc_free(hashes);
     mcdc_buf_free(&key);
@@ -936,7 +1060,13 @@ static int entry_copy(silver_entry *dst, const silver_entry *src, mcdc_error *er
 
 static int by_min(const void *a, const void *b) {
     const mfile *x = *(mfile *const *)a, *y = *(mfile *const *)b;
-    return silver_key_cmp(x->e.min_key, x->e.min_len, y->e.min_key, y->e.min_len);
+    int c = silver_key_cmp(x->e.min_key, x->e.min_len, y->e.min_key, y->e.min_len);
+    return c ? c : strcmp(x->path, y->path); /* one order, whatever the view's */
+}
+
+static int by_entry_min(const void *a, const void *b) {
+    const silver_entry *x = *(const silver_entry *const *)a, *y = *(const silver_entry *const *)b;
+    return silver_key_cmp(x->min_key, x->min_len, y->min_key, y->min_len);
 }
 
 /* Does a chunk range overlap file f's keys while f may hold rows older
@@ -957,11 +1087,17 @@ static bool range_touches(const merger *m, const mfile *f) {
 }
 
 /* Which loose files a change may hit: their key range holds its key and
- * their bloom filter does not rule it out. One pass over the changes' keys. */
-static int touch_loose(merger *m, mfile **loose, int64_t n, mcdc_error *err) {
+ * their bloom filter does not rule it out. One pass over the changes' keys.
+ * All of them (fold_all) on a copy-on-write silver, where every loose file
+ * is another writer's (it may hold a key silver holds: folded, the key is
+ * held once), and once one file is another writer's not seen before (on a
+ * merged-on-read silver too: its rows may repeat keys whose rows stand in
+ * the files merge-on-read wrote). */
+static int touch_loose(merger *m, mfile **loose, int64_t n, bool fold_all, mcdc_error *err) {
     int64_t todo = 0;
     for (int64_t i = 0; i < n; i++) {
-        if (m->in->rebuild || loose[i]->e.rows == 0 || range_touches(m, loose[i])) loose[i]->touched = true;
+        if (fold_all || m->in->rebuild || loose[i]->e.rows == 0 || range_touches(m, loose[i]))
+            loose[i]->touched = true;
         todo += !loose[i]->touched;
     }
     /* Small ones are folded in when there are several. */
@@ -1027,6 +1163,55 @@ static int sort_loose(merger *m, mfile **loose, int64_t n, mcdc_error *err) {
         m->lr.sorter = m->loose;
         rc = erows_load(m, &m->lr, err);
     }
+    return rc;
+}
+
+/* Is silver merged on read (its property): then the files merge-on-read
+ * wrote overlap others by design. */
+static bool merged_on_read(const mcdc_table_view *v) {
+    const char *p = v ? mcdc_table_view_config(v, SILVER_PROP_DELETION_VECTORS) : NULL;
+    return p && strcasecmp(p, "true") == 0;
+}
+
+int silver_merge_foreign(mcdc_table *target, mcdc_table_view *view, const char *const *keys,
+                         int32_t n_keys, bool *fold, mcdc_error *err) {
+    *fold = false;
+    const mcdc_schema *vs = view ? mcdc_table_view_schema(view) : NULL;
+    size_t nf = view ? mcdc_table_view_file_count(view) : 0;
+    if (nf == 0) return MCDC_OK;
+    mcdc_schema *ks = NULL;
+    int rc = mcdc_schema_create(&ks, n_keys, err);
+    for (int32_t k = 0; rc == MCDC_OK && k < n_keys; k++) {
+        int32_t j = mcdc_schema_find(vs, keys[k]);
+        if (j < 0) { /* the merge says so, naming it */
+            mcdc_schema_unref(ks);
+            return MCDC_OK;
+        }
+        const mcdc_field *f = &vs->fields[j];
+        rc = mcdc_schema_set(ks, k, f->name, f->type, f->precision, f->scale, f->byte_width, true, err);
+    }
+    silver_index ix = {0};
+    if (rc == MCDC_OK) rc = silver_index_load(&ix, mcdc_table_storage(target), ks, err);
+    mcdc_schema_unref(ks);
+    const silver_entry **byk = rc ? NULL : mcdc_calloc(nf, sizeof *byk);
+    if (rc == MCDC_OK && byk == NULL) rc = nomem(err);
+    bool cow = !merged_on_read(view);
+    int64_t n = 0;
+    for (size_t i = 0; rc == MCDC_OK && i < nf && !*fold; i++) {
+        const silver_entry *e = silver_index_find(&ix, mcdc_table_view_file(view, i).path);
+        *fold = e == NULL || (cow && (!e->sorted || e->rows == 0));
+        if (e && e->rows > 0) byk[n++] = e;
+    }
+    /* copy-on-write: files overlapping others (sorted by first key, each
+     * must start past the last one's end) */
+    if (rc == MCDC_OK && cow && !*fold && n > 1) {
+        qsort(byk, (size_t)n, sizeof *byk, by_entry_min);
+        for (int64_t i = 1; i < n && !*fold; i++)
+            *fold = silver_key_cmp(byk[i]->min_key, byk[i]->min_len, byk[i - 1]->max_key,
+                                   byk[i - 1]->max_len) <= 0;
+    }
+    mcdc_free(byk);
+    silver_index_clear(&ix);
     return rc;
 }
 
@@ -1158,12 +1343,14 @@ int silver_merge_run(silver_merge_out *out, const silver_merge_in *in, mcdc_erro
         files[i].path = tf.path;
         const silver_entry *known = silver_index_find(&old, tf.path);
         files[i].known = known != NULL;
-        rc = known ? entry_copy(&files[i].e, known, err) : compute_entry(m, &tf, &files[i].e, err);
+        rc = known ? entry_copy(&files[i].e, known, err)
+                   : compute_entry(m, &tf, &files[i].e, &files[i].dups, err);
     }
     silver_index_clear(&old);
-    /* clustered: in key order and apart from each other */
+    /* clustered: in key order and apart from each other (a file that may
+     * hold a key twice is read as a loose one: its keys one at a time) */
     for (size_t i = 0; rc == MCDC_OK && i < nf; i++)
-        if (files[i].e.sorted && files[i].e.rows > 0) cl[ncl++] = &files[i];
+        if (files[i].e.sorted && files[i].e.rows > 0 && !files[i].dups) cl[ncl++] = &files[i];
     if (rc == MCDC_OK && ncl > 1) qsort(cl, (size_t)ncl, sizeof *cl, by_min);
     int64_t w = 0;
     for (int64_t i = 0; rc == MCDC_OK && i < ncl; i++) {
@@ -1177,7 +1364,9 @@ int silver_merge_run(silver_merge_out *out, const silver_merge_in *in, mcdc_erro
     for (size_t i = 0; rc == MCDC_OK && i < nf; i++)
         if (!files[i].clustered) loose[nloose++] = &files[i];
     if (rc == MCDC_OK && nloose > 1) qsort(loose, (size_t)nloose, sizeof *loose, by_min); /* rows == 0 have no keys */
-    if (rc == MCDC_OK && nloose) rc = touch_loose(m, loose, nloose, err);
+    bool fold_all = !merged_on_read(in->view);
+    for (int64_t i = 0; i < nloose && !fold_all; i++) fold_all = !loose[i]->known;
+    if (rc == MCDC_OK && nloose) rc = touch_loose(m, loose, nloose, fold_all, err);
     if (rc == MCDC_OK) rc = sort_loose(m, loose, nloose, err);
     for (int64_t i = 0; rc == MCDC_OK && i < nloose; i++)
         if (loose[i]->touched) rc = add_remove(out, loose[i]->path, err);
@@ -1200,7 +1389,11 @@ int silver_merge_run(silver_merge_out *out, const silver_merge_in *in, mcdc_erro
     for (size_t i = 0; rc == MCDC_OK && i < nf; i++)
         if (!files[i].touched) rc = silver_index_add(&out->index, &files[i].e, err);
     if (rc == MCDC_OK) silver_index_sort(&out->index);
-    out->changed = rc == MCDC_OK && (out->n_removes > 0 || out->files_written > 0);
+    /* entries made of other writers' files go into the index even when
+     * nothing else changed: they are not read again */
+    bool learned = false;
+    for (size_t i = 0; i < nf && files; i++) learned = learned || !files[i].known;
+    out->changed = rc == MCDC_OK && (out->n_removes > 0 || out->files_written > 0 || learned);
     if (rc == MCDC_OK && out->changed && in->ctx && mcdc_ctx_crash(in->ctx, "during_merge", in->unit))
         rc = mcdc_error_set(err, MCDC_E_CANCELLED, "killed at crash point during_merge of unit %lld "
                             "(test hook)", (long long)in->unit);
@@ -1217,6 +1410,11 @@ int silver_merge_run(silver_merge_out *out, const silver_merge_in *in, mcdc_erro
     mcdc_buf_free(&m->key);
     mcdc_buf_free(&m->wfirst);
     mcdc_buf_free(&m->wlast);
+    mcdc_batch_free(m->pinned);
+    mcdc_buf_free(&m->pin_key);
+    if (rc == MCDC_OK && m->dup_keys > 10)
+        mcdc_log(MCDC_LOG_WARN, "silver %s held %lld keys more than once (the first 10 named above)",
+                 mcdc_table_name(in->target), (long long)m->dup_keys);
     mcdc_free(m->win);
     mcdc_free(m);
     mcdc_schema_unref(ks);

@@ -13,12 +13,18 @@
  * what is still held, through a heap on the sort keys; a key's first row
  * over all of them is its latest. A history sorter (SCD type 2) keeps the
  * rank as it is and cuts nothing: a key's rows come oldest first.
+ *
+ * With unique_keys, the neighbouring rows of a key that the cut (and the
+ * merge of runs) compares anyway are also checked for what proves the key
+ * is not unique (mcdc_silver.h): a key's rows are next to each other there,
+ * so no other pass over them is needed.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mcdc_batch_frame.h"
+#include "mcdc_lsn.h"
 #include "mcdc_silver.h"
 
 /* Accumulation batches hold this many rows (they are few and large, so
@@ -113,6 +119,7 @@ struct silver_sorter {
     bool keys_only;
     bool merging;          /* merge_runs reads: nothing left out */
     bool defer_rows;       /* chunks without rows: silver_sorter_take gathers them */
+    bool tie_pending;      /* a history's last row out tied with the one before (unique_keys) */
     cursor *cur;
     int32_t n_cur;
     int32_t *heap;
@@ -141,6 +148,25 @@ static bool over_budget(silver_sorter *s) {
     if (n > s->held_max) s->held_max = n;
     return n >= s->cfg.memory_bytes;
 }
+
+/* What holding n more rows adds to held_bytes at most: their entries (the
+ * array grown by a quarter, and the sort's second array), their sort keys
+ * (the arena grown by a quarter, 1 MB at least, keeping room for a whole
+ * key; a key takes what the keys held so far took on average, 64 bytes
+ * before any), and rows_bytes for the rows. Asked before rows are added,
+ * so that what is held spills before it would pass the budget. */
+static int64_t add_cost(const silver_sorter *s, int64_t n, int64_t rows_bytes) {
+    int64_t cap = s->cap_ents ? s->cap_ents : 4096;
+    while (cap < s->n_ents + n) cap += cap / 4;
+    int64_t ents = (cap - s->cap_ents + n) * (int64_t)sizeof(ent);
+    int64_t per_key = s->n_ents > 0 ? (int64_t)s->arena.len / s->n_ents + 1 : 64;
+    int64_t need = (int64_t)s->arena.len + n * per_key + SILVER_KEY_BYTES_MAX + SILVER_RANK_BYTES + 1;
+    int64_t acap = (int64_t)s->arena.cap;
+    while (acap < need) acap += acap / 4 > (1 << 20) ? acap / 4 : (1 << 20);
+    return ents + acap - (int64_t)s->arena.cap + rows_bytes;
+}
+
+
 
 int silver_sorter_create(silver_sorter **out, const silver_sorter_cfg *cfg, mcdc_error *err) {
     *out = NULL;
@@ -348,6 +374,41 @@ static int add_acc(silver_sorter *s, mcdc_batch *b, mcdc_error *err) {
     return MCDC_OK;
 }
 
+/* The accumulation batch the next copied rows go to (NULL: a new one). */
+static const mcdc_batch *acc_open(const silver_sorter *s) {
+    if (s->n_acc == 0 || s->last_owned) return NULL;
+    const mcdc_batch *acc = s->acc[s->n_acc - 1];
+    return acc->columns[0].length < ACC_ROWS ? acc : NULL;
+}
+
+/* What copying n rows of b (about the average row of b) into the
+ * accumulation batch adds to its buffers as allocated: its row capacity
+ * doubles (from 4096, a new batch's) until they fit, and each text
+ * column's bytes double (from 256) until theirs do. */
+static int64_t copy_cost(const silver_sorter *s, const mcdc_batch *b, int64_t n) {
+    const mcdc_batch *acc = acc_open(s);
+    int64_t have = acc ? acc->columns[0].length : 0, cap = acc ? acc->columns[0].capacity : 0;
+    int64_t rows = cap ? cap : 4096;
+    while (rows < have + n) rows *= 2;
+    int64_t cost = 0;
+    for (int32_t c = 0; c < s->n_cols; c++) {
+        const mcdc_column *src = &b->columns[c], *dst = acc ? &acc->columns[c] : NULL;
+        int64_t per_row = mcdc_type_width(src->field) + 1 + (src->offsets ? 4 : 0);
+        cost += (rows - cap) * per_row;
+        if (src->offsets == NULL || b->rows == 0) continue;
+        int64_t len = dst ? dst->data_len : 0, dcap = dst && dst->data ? dst->data_cap : 0;
+        int64_t need = len + n * (src->data_len / b->rows + 1), grown = dcap ? dcap : 256;
+        while (grown < need) grown *= 2;
+        cost += need > dcap ? grown - dcap : 0;
+    }
+    return cost;
+}
+
+/* Is there room in the budget for copying n rows of b? */
+static bool room_to_copy(silver_sorter *s, const mcdc_batch *b, int64_t n) {
+    return held_bytes(s) + add_cost(s, n, copy_cost(s, b, n)) <= s->cfg.memory_bytes;
+}
+
 int silver_sorter_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows, int64_t n,
                       const uint32_t *tags, mcdc_error *err) {
     MCDC_ASSERT(!s->finished && b->schema->n_fields == s->cfg.schema->n_fields);
@@ -362,6 +423,22 @@ int silver_sorter_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows
         rows = all;
     }
     while (rc == MCDC_OK && done < n) {
+        /* as many rows as the budget has room for; none: spill first. A
+         * budget without room for a row when nothing is held (below what
+         * the first rows' buffers take, about 2 MB) holds an accumulation
+         * batch's worth at a time */
+        const mcdc_batch *acc0 = acc_open(s);
+        int64_t most = n - done, left = ACC_ROWS - (acc0 ? acc0->columns[0].length : 0);
+        if (most > left) most = left;
+        int64_t fit = most;
+        while (fit > 1 && !room_to_copy(s, b, fit)) fit /= 2;
+        if (!room_to_copy(s, b, fit)) {
+            if (s->n_ents > 0) {
+                rc = spill_run(s, err);
+                continue;
+            }
+            fit = most;
+        }
         if (s->n_acc == 0 || s->last_owned || s->acc[s->n_acc - 1]->columns[0].length >= ACC_ROWS) {
             if (s->n_acc > 0 && !s->last_owned) mcdc_batch_shrink(s->acc[s->n_acc - 1]); /* full */
             mcdc_batch *nb = NULL;
@@ -372,7 +449,7 @@ int silver_sorter_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows
         }
         mcdc_batch *acc = s->acc[s->n_acc - 1];
         int64_t first = acc->columns[0].length;
-        int64_t take = n - done;
+        int64_t take = fit;
         if (take > ACC_ROWS - first) take = ACC_ROWS - first;
         for (int32_t c = 0; rc == MCDC_OK && c < s->n_cols; c++)
             rc = mcdc_col_take(&acc->columns[c], &b->columns[c], rows + done, take, err);
@@ -389,10 +466,21 @@ int silver_sorter_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows
 int silver_sorter_add_owned(silver_sorter *s, mcdc_batch *b, const uint32_t *tags,
                             mcdc_error *err) {
     MCDC_ASSERT(!s->finished && b->schema->n_fields == s->cfg.schema->n_fields);
-    if (b->rows < OWNED_ROWS_MIN) { /* a stream's small commit: copied, so held batches stay few */
+    /* what holding b as it is takes: more than half the budget, and it is
+     * copied in parts instead, spilled between them */
+    int64_t cost = b->rows >= OWNED_ROWS_MIN ? add_cost(s, b->rows, mcdc_batch_cap_bytes(b)) : 0;
+    if (b->rows < OWNED_ROWS_MIN || 2 * cost > s->cfg.memory_bytes) {
+        /* a stream's small commit is copied too, so that held batches stay few */
         int rc = silver_sorter_add(s, b, NULL, 0, tags, err);
         mcdc_batch_free(b);
         return rc;
+    }
+    if (s->n_ents > 0 && held_bytes(s) + cost > s->cfg.memory_bytes) {
+        int rc = spill_run(s, err);
+        if (rc) {
+            mcdc_batch_free(b);
+            return rc;
+        }
     }
     /* keyed and ranked first (the rank columns go next), then held as it is:
      * a held batch must take no more rows, so it is marked full */
@@ -518,12 +606,110 @@ static inline bool same_key(const ent *x, const ent *y, const uint8_t *arena) {
     return ((x->pre ^ y->pre) & m1) == 0 && ((x->pre2 ^ y->pre2) & m2) == 0;
 }
 
-/* Sorts the held entries, then (ranked) keeps each key's first with the
- * tags of all its rows. */
-static void sort_held(silver_sorter *s) {
-    sort_ents(s);
-    if (!s->cfg.ranked || s->cfg.history) return;
+/* ---- keys that are not unique (unique_keys) ------------------------------------ */
+
+/* The rank in a sort key of klen key bytes (inverted there unless a
+ * history's). */
+static void sort_rank(const silver_sorter *s, const uint8_t *sk, uint32_t klen, silver_rank *out) {
+    memcpy(out->b, sk + klen, SILVER_RANK_BYTES);
+    if (!s->cfg.history)
+        for (int j = 0; j < SILVER_RANK_BYTES; j++) out->b[j] = (uint8_t)~out->b[j];
+}
+
+/* A snapshot row's rank: operation 0, no command id, no seqval. */
+static bool snapshot_rank(const silver_rank *r) {
+    return silver_rank_op(r) == 0 && r->b[10] == 0 && r->b[15] == 0;
+}
+
+typedef enum { TIE_NONE = 0, TIE_SNAPSHOT, TIE_INSERTS } tie_kind;
+
+/* What two neighbouring rows of one key prove, x the newer; top: no later
+ * row of the key outranks x. Equal ranks are legitimate but for snapshot
+ * rows (an update's 3 and 4 differ in their operation, a key update's
+ * delete and insert in their keys); a repair's rows (4 or 1) never insert.
+ * Two inserts (not an insert after an update: the simulator's bulk loads
+ * update keys they insert later in the transaction) with one seqval are
+ * one change written twice, not two rows. */
+static tie_kind tie_of(const silver_rank *x, const silver_rank *y, bool top) {
+    if (memcmp(x->b, y->b, SILVER_RANK_BYTES) == 0)
+        return top && snapshot_rank(x) ? TIE_SNAPSHOT : TIE_NONE;
+    if (silver_rank_op(x) == 2 && silver_rank_op(y) == 2 && memcmp(x->b, y->b, MCDC_LSN_BYTES) == 0)
+        return TIE_INSERTS;
+    return TIE_NONE;
+}
+
+/* MCDC_E_NOT_UNIQUE for the key of row `row` of b (the sorter's columns
+ * first), at LSN at. */
+static int not_unique(const silver_sorter *s, tie_kind kind, const silver_rank *at,
+                      const mcdc_batch *b, int64_t row, mcdc_error *err) {
+    mcdc_buf names = {0}, value = {0};
+    int32_t n = s->cfg.n_keys;
+    const mcdc_column *kc[SILVER_KEYS_MAX];
+    for (int32_t k = 0; k < n; k++) {
+        kc[k] = &b->columns[s->cfg.key_cols[k]];
+        mcdc_buf_printf(&names, NULL, "%s%s", k ? ", " : "", s->schema->fields[s->cfg.key_cols[k]].name);
+    }
+    silver_key_text(&value, kc, n, row);
+    char lsn[MCDC_LSN_TEXT_LEN + 1];
+    mcdc_lsn l = mcdc_lsn_from_bytes(at->b);
+    mcdc_lsn_format(&l, lsn);
+    const char *nm = names.data ? (const char *)names.data : "", *v = value.data ? (const char *)value.data : "";
+    int vl = (int)value.len;
+    const char *open = n > 1 ? "(" : "", *close = n > 1 ? ")" : "";
+    int rc = kind == TIE_SNAPSHOT
+                 ? mcdc_error_set(err, MCDC_E_NOT_UNIQUE,
+                                  "the key (%s) is not unique: bronze holds two snapshot rows of "
+                                  "%s%s%s = %s%.*s%s at LSN %s, and a snapshot reads each row of "
+                                  "the table once. This pass applied nothing: give apply the "
+                                  "table's real unique key (--keys, or the capture instance's "
+                                  "unique index through the source options)",
+                                  nm, open, nm, close, open, vl, v, close, lsn)
+                 : mcdc_error_set(err, MCDC_E_NOT_UNIQUE,
+                                  "the key (%s) is not unique: bronze holds two inserts of %s%s%s "
+                                  "= %s%.*s%s in one transaction (LSN %s) with no delete between "
+                                  "them. This pass applied nothing: give apply the table's real "
+                                  "unique key (--keys, or the capture instance's unique index "
+                                  "through the source options)",
+                                  nm, open, nm, close, open, vl, v, close, lsn);
+    mcdc_buf_free(&names);
+    mcdc_buf_free(&value);
+    return rc;
+}
+
+/* Held neighbours x (newer) and y of one key, sorted. Both proofs need
+ * their LSNs equal: one compare of those bytes settles nearly every pair. */
+static int held_pair(const silver_sorter *s, const ent *x, const ent *y, bool top, mcdc_error *err) {
     const uint8_t *a = (const uint8_t *)s->arena.data;
+    if (memcmp(a + x->off + x->klen, a + y->off + y->klen, MCDC_LSN_BYTES) != 0) return MCDC_OK;
+    silver_rank rx, ry;
+    sort_rank(s, a + x->off, x->klen, &rx);
+    sort_rank(s, a + y->off, y->klen, &ry);
+    tie_kind k = tie_of(&rx, &ry, top);
+    return k ? not_unique(s, k, &rx, s->acc[y->batch], y->row, err) : MCDC_OK;
+}
+
+/* A history's held rows, a key's oldest first: every neighbouring pair. */
+static int history_ties(const silver_sorter *s, mcdc_error *err) {
+    const uint8_t *a = (const uint8_t *)s->arena.data;
+    int rc = MCDC_OK;
+    for (int64_t i = 1; rc == MCDC_OK && i < s->n_ents; i++) {
+        const ent *y = &s->ents[i - 1], *x = &s->ents[i];
+        if (!same_key(y, x, a)) continue;
+        bool top = i + 1 == s->n_ents || !same_key(x, &s->ents[i + 1], a);
+        rc = held_pair(s, x, y, top, err);
+    }
+    return rc;
+}
+
+/* Sorts the held entries, then (ranked) keeps each key's first with the
+ * tags of all its rows; with unique_keys, each row is checked against the
+ * one before it of its key (the cut compares their keys already). */
+static int sort_held(silver_sorter *s, mcdc_error *err) {
+    sort_ents(s);
+    if (!s->cfg.ranked) return MCDC_OK;
+    if (s->cfg.history) return s->cfg.unique_keys ? history_ties(s, err) : MCDC_OK;
+    const uint8_t *a = (const uint8_t *)s->arena.data;
+    bool check = s->cfg.unique_keys, top = false;
     int64_t w = 0;
     for (int64_t i = 0; i < s->n_ents; i++) {
         ent *e = &s->ents[i];
@@ -531,13 +717,20 @@ static void sort_held(silver_sorter *s) {
             ent *last = &s->ents[w - 1];
             bool same = same_key(last, e, a);
             if (same) {
+                /* ents[i - 1] is still the entry before e: the cut writes
+                 * at w - 1 and w, never past i - 1 */
+                int rc = check ? held_pair(s, &s->ents[i - 1], e, top, err) : MCDC_OK;
+                if (rc) return rc;
+                top = false;
                 last->tags |= e->tags;
                 continue;
             }
         }
+        top = true;
         s->ents[w++] = *e;
     }
     s->n_ents = w;
+    return MCDC_OK;
 }
 
 static void free_held(silver_sorter *s) {
@@ -645,7 +838,8 @@ static int tier_runs(silver_sorter *s, mcdc_error *err) {
 }
 
 static int spill_run(silver_sorter *s, mcdc_error *err) {
-    sort_held(s);
+    int rc = sort_held(s, err);
+    if (rc) return rc;
     if (s->n_runs == s->cap_runs) {
         int32_t cap = s->cap_runs ? s->cap_runs * 2 : 8;
         char **v = mcdc_realloc(s->runs, (size_t)cap * sizeof *v);
@@ -657,7 +851,7 @@ static int spill_run(silver_sorter *s, mcdc_error *err) {
     char *key = run_key(s);
     if (key == NULL) return nomem(err);
     mcdc_storage_writer *w = NULL;
-    int rc = mcdc_storage_writer_open(&w, s->cfg.spill, key, err);
+    rc = mcdc_storage_writer_open(&w, s->cfg.spill, key, err);
     mcdc_batch *b = NULL;
     /* gathered in large batches (measured: a gather of 8192 rows costs a
      * third more per row than one of 65536), written as pairs of the
@@ -689,10 +883,9 @@ static int spill_run(silver_sorter *s, mcdc_error *err) {
 }
 
 int silver_sorter_finish(silver_sorter *s, mcdc_error *err) {
-    (void)err;
-    if (!s->finished) sort_held(s);
-    s->finished = true;
-    return MCDC_OK;
+    int rc = s->finished ? MCDC_OK : sort_held(s, err);
+    s->finished = rc == MCDC_OK;
+    return rc;
 }
 
 /* ---- reading ---------------------------------------------------------------------- */
@@ -718,6 +911,22 @@ static void close_cursors(silver_sorter *s) {
     s->n_cur = 0;
     s->n_heap = 0;
 }
+
+/* A winner tied by the next row of its key (another run's): the same sort
+ * key, proof when it is a snapshot row's. */
+static int run_tie(const silver_sorter *s, const uint8_t *k, uint32_t klen, const mcdc_batch *src,
+                   int64_t row, mcdc_error *err) {
+    silver_rank r;
+    sort_rank(s, k, klen, &r);
+    return snapshot_rank(&r) ? not_unique(s, TIE_SNAPSHOT, &r, src, row, err) : MCDC_OK;
+}
+
+/* A history's rows come out every one, oldest first: the row just out
+ * (k, at row of src), now that the heap's top is the next row, ties the
+ * row before it when tie_pending, and proves the key is not unique when
+ * nothing of its key comes after it. */
+static int history_run_tie(silver_sorter *s, const uint8_t *k, uint32_t klen, uint32_t len,
+                           const mcdc_batch *src, int64_t row, mcdc_error *err);
 
 /* Caches cursor c's current sort key (live false: exhausted). */
 static void cur_fill(const silver_sorter *s, cursor *c) {
@@ -898,6 +1107,7 @@ static int open_cursors(silver_sorter *s, bool keys_only, int32_t first_run, boo
     close_cursors(s);
     s->keys_only = keys_only;
     s->defer_rows = false;
+    s->tie_pending = false;
     s->cur = mcdc_calloc((size_t)s->n_runs + 1, sizeof *s->cur);
     mcdc_free(s->heap);
     s->heap = mcdc_calloc((size_t)s->n_runs + 1, sizeof *s->heap);
@@ -929,6 +1139,24 @@ static int open_cursors(silver_sorter *s, bool keys_only, int32_t first_run, boo
 int silver_sorter_rewind(silver_sorter *s, bool keys_only, mcdc_error *err) {
     MCDC_ASSERT(s->finished && !s->merging);
     return open_cursors(s, keys_only, 0, true, err);
+}
+
+static int history_run_tie(silver_sorter *s, const uint8_t *k, uint32_t klen, uint32_t len,
+                           const mcdc_batch *src, int64_t row, mcdc_error *err) {
+    const cursor *t = s->n_heap > 0 ? &s->cur[s->heap[0]] : NULL;
+    bool same = t && t->klen == klen && memcmp(t->k, k, klen) == 0;
+    silver_rank r;
+    if (s->tie_pending && !same) {
+        s->tie_pending = false;
+        sort_rank(s, k, klen, &r);
+        return not_unique(s, TIE_SNAPSHOT, &r, src, row, err);
+    }
+    s->tie_pending = false;
+    if (same && t->len == len && memcmp(t->k + klen, k + klen, len - klen) == 0) {
+        sort_rank(s, k, klen, &r);
+        s->tie_pending = snapshot_rank(&r);
+    }
+    return MCDC_OK;
 }
 
 static int chunk_room(silver_sorter *s, mcdc_error *err) {
@@ -1032,11 +1260,14 @@ int silver_sorter_next(silver_sorter *s, const silver_chunk **out, mcdc_error *e
     free_retired(s);
     silver_chunk *ch = &s->chunk;
     int rc = chunk_room(s, err);
+    /* rows of runs are checked against each other here (held rows were
+     * when they were sorted); a keys-only read has no rows to name */
+    bool check = s->cfg.unique_keys && !s->keys_only;
     while (rc == MCDC_OK && s->n_heap > 0 && ch->n < SILVER_BATCH_ROWS &&
            s->n_retired <= RETIRED_MAX) {
         cursor *c = &s->cur[s->heap[0]];
         const uint8_t *k = c->k;
-        uint32_t klen = c->klen, tags = c->tags;
+        uint32_t klen = c->klen, len = c->len, tags = c->tags;
         int32_t acc = c->is_run ? -1 : (int32_t)s->ents[c->pos].batch;
         const mcdc_batch *src = c->is_run ? c->b : s->acc[acc];
         int64_t row = c->is_run ? c->at : s->ents[c->pos].row;
@@ -1044,12 +1275,18 @@ int silver_sorter_next(silver_sorter *s, const silver_chunk **out, mcdc_error *e
          * this chunk is built) or the arena: valid through the steps below */
         rc = heap_pop_step(s, err);
         uint32_t all = tags;
+        bool top = true; /* the next row of the key is the winner's runner-up */
         while (rc == MCDC_OK && s->cfg.ranked && !s->cfg.history && s->n_heap > 0) {
             const cursor *t = &s->cur[s->heap[0]];
             if (t->klen != klen || memcmp(t->k, k, klen) != 0) break;
+            if (check && top && t->len == len && memcmp(t->k + klen, k + klen, len - klen) == 0)
+                rc = run_tie(s, k, klen, src, row, err);
+            top = false;
             all |= t->tags;
-            rc = heap_pop_step(s, err);
+            if (rc == MCDC_OK) rc = heap_pop_step(s, err);
         }
+        if (rc == MCDC_OK && check && s->cfg.history && s->n_cur > 1)
+            rc = history_run_tie(s, k, klen, len, src, row, err);
         if (rc) break;
         /* (runs merged keep every key: a later row of it may have the tags) */
         if (s->cfg.ranked && s->cfg.keep_tags && !s->merging && !(all & s->cfg.keep_tags)) continue;

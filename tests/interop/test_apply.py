@@ -20,7 +20,7 @@ from apply_jobs import (apply, apply_args, assert_merged_over, assert_silver_equ
                         control_row, silver_commits, silver_of, spawn_apply)
 from conftest import CLI, run_cli
 from snapshot_jobs import new_job
-from workload import Events, Items, Regional, delta_rows
+from workload import Events, Items, Regional, delta_rows, source_rows
 
 SPECS = {"items": lambda: Items(key_space=1500), "regional": lambda: Regional(ids_per_region=150),
          "events": lambda: Events(key_space=1500, groups=20)}
@@ -89,6 +89,77 @@ def test_another_writers_delete_and_update_are_merged_over(sim, workdir):
     assert len(DeltaTable(silver).file_uris()) <= len(got) // 100 + 4
 
 
+def _append_to_silver(silver, rows):
+    """Another writer (deltalake) appends rows to silver: its own file."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+    schema = DeltaTable(silver).schema().to_arrow()
+    write_deltalake(silver, pa.Table.from_pylist(rows, schema=pa.schema(schema)), mode="append")
+
+
+def _silver_row(silver, key):
+    t = DeltaTable(silver).to_pyarrow_table()
+    return [r for r in t.to_pylist() if r["id"] == key]
+
+
+def test_a_key_another_writer_puts_into_silver_twice_is_held_once_again(sim, workdir):
+    """deltalake appends rows of keys silver holds: a copy with another note
+    and the same _start_lsn, a copy without _start_lsn, and, later, a copy of
+    a key the source then changes. Each key is held once again after the
+    next apply, with nothing new in bronze too: the row whose image bronze
+    wrote (the newest _start_lsn up to silver's position; a tie keeps apply's
+    own), or the change's image when the pass has one; a warning names each
+    key."""
+    spec = Items(key_space=1200)
+    job, w = new_job(sim, workdir, spec, preload=0, seed=7)
+    w.preload(300)
+    job.stream()
+    apply(job, "--file-rows", "100")
+    silver = silver_of(job)
+    keys = sorted(r["id"] for r in delta_rows(silver, ["id"]))
+    a, b, c = keys[10], keys[150], keys[290]
+    ra, rb = _silver_row(silver, a)[0], _silver_row(silver, b)[0]
+    _append_to_silver(silver, [dict(ra, note="by hand"), dict(rb, name="no lsn", _start_lsn=None)])
+    # nothing new in bronze: apply folds the other writer's file all the same
+    p = apply(job, "--file-rows", "100", check=False)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert_silver_equals_source(job)
+    for k in (a, b):
+        assert f"id = {k}" in p.stderr and "more than once" in p.stderr, p.stderr[-3000:]
+    # a copy of c, then a change of c in the source: the change's image, once
+    _append_to_silver(silver, [dict(_silver_row(silver, c)[0], note="stale copy")])
+    sim.run(f"UPDATE dbo.items SET note = N'changed' WHERE id = {c}; "
+            "EXEC sim.run_capture @ignore_latency = 1;", database="shop")
+    job.stream()
+    assert apply(job, "--file-rows", "100")["updated"] >= 1
+    assert_silver_equals_source(job)
+    assert [r["note"] for r in _silver_row(silver, c)] == ["changed"]
+
+
+def test_a_key_another_writer_repeats_in_a_silver_merged_on_read_is_held_once(sim, workdir):
+    """The same on a silver merged on read (--deletion-vectors): deltalake
+    appends a copy of a source row without _start_lsn; the next apply
+    (nothing new in bronze) folds its file in, copy-on-write, and the key is
+    held once, apply's row kept. Read by DuckDB (delta-rs reads no DVs)."""
+    spec = Items(key_space=1200)
+    job, w = new_job(sim, workdir, spec, preload=0, seed=8)
+    w.preload(300)
+    job.stream()
+    apply(job, "--file-rows", "100", "--deletion-vectors")
+    with w:
+        w.wait_for(40)  # changes merged on read: deletion vectors and overlapping files
+    job.stream()
+    apply(job, "--file-rows", "100")
+    silver = silver_of(job)
+    src = source_rows(sim, spec)[7]
+    row = dict(zip(spec.column_names, src), note="by hand", _start_lsn=None, _commit_ts=None)
+    _append_to_silver(silver, [row])
+    p = apply(job, "--file-rows", "100", check=False)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert_silver_equals_source(job, readers=("duckdb",))
+    assert f"id = {src[0]}" in p.stderr, p.stderr[-3000:]
+
+
 def test_a_long_running_trigger_applies_as_bronze_grows(sim, workdir):
     spec = Items(key_space=800)
     job, w = new_job(sim, workdir, spec, preload=0, seed=9)
@@ -154,7 +225,48 @@ def test_bad_arguments_are_refused_before_anything_is_written(sim, workdir):
     assert CLI
 
 
+@pytest.mark.parametrize("flag,bad,allowed", [
+    ("--file-rows", "99999999999999999999", "at least 1 and at most 1073741824"),
+    ("--file-rows", "0", "at least 1 and at most 1073741824"),
+    ("--file-rows", "12abc", "at least 1 and at most 1073741824"),
+    ("--memory-mb", "-64", "at least 1 and at most 1048576"),
+    ("--memory-mb", "2000000", "at least 1 and at most 1048576"),
+    ("--memory-mb", " 64", "at least 1 and at most 1048576"),
+    ("--max-passes", "1e3", "at least 1 and at most 2147483647"),
+    ("--max-passes", "+5", "at least 1 and at most 2147483647"),
+    ("--trigger", "processingTime=1e3ms", "processingTime=<n>[ms|s|m]"),
+])
+def test_numeric_flags_are_parsed_strictly(workdir, flag, bad, allowed):
+    """An overflow, a negative, zero, trailing junk, a sign or an exponent
+    is a usage error (exit 2) naming the flag and what it takes, before
+    anything is read or written."""
+    d = lambda n: os.path.join(workdir, n)  # noqa: E731
+    p = run_cli("apply", "--bronze", d("bronze"), "--target", d("silver"), "--control-table",
+                d("control"), "--capture-instance", "dbo_items", "--keys", "id", flag, bad,
+                check=False, timeout=30)
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert flag in p.stderr and allowed in p.stderr and bad.strip() in p.stderr, p.stderr
+    assert not os.listdir(workdir)
+
+
+@pytest.mark.parametrize("command,flag,bad,allowed", [
+    ("stream", "--max-batches", "99999999999999999999", "at least 1 and at most 2147483647"),
+    ("stream", "--resnapshot-interval-days", "inf", "at least 0 and at most 3650"),
+    ("backfill", "--chunk-rows", "99999999999999999999", "at least 1 and at most 2147483647"),
+    ("backfill", "--max-seconds", "1e999", "at least 0 and at most 31536000"),
+    ("backfill", "--min-headroom-hours", "nan", "at least -874914 and at most 874914"),
+    ("reconcile", "--bucket-rows", "18446744073709551617", "at least 1 and at most 2147483647"),
+    ("reconcile", "--sample-seed", "-1", "at least 0 and at most 9223372036854775807"),
+])
+def test_other_commands_parse_numeric_flags_alike(workdir, command, flag, bad, allowed):
+    """The same parser serves every command's numeric flags."""
+    p = run_cli(command, flag, bad, check=False)
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert flag in p.stderr and allowed in p.stderr, p.stderr
+
+
 SPILL_LOG = []
+HELD = []
 
 
 def test_a_pass_past_the_runs_read_at_once_gives_the_same_silver(sim, workdir):
@@ -174,9 +286,11 @@ def test_a_pass_past_the_runs_read_at_once_gives_the_same_silver(sim, workdir):
         p = run_cli(*apply_args(job, "--verbose", *extra, silver=silver), check=False,
                     timeout=300)
         assert p.returncode == 0, p.stderr[-3000:]
-        spill = re.search(r"\((\d+) runs spilled, (\d+) merges of runs", p.stderr)
+        spill = re.search(r"\((\d+) runs spilled, (\d+) merges of runs; ([\d.]+) of (\d+) MB held",
+                          p.stderr)
         SPILL_LOG[:] = [ln for ln in p.stderr.splitlines() if "rank" in ln]
         assert spill, p.stderr[-3000:]
+        HELD[:] = [float(spill[3]), int(spill[4])]
         rows = DeltaTable(silver).to_pyarrow_table()
         keys = ["id", "__START_AT", "_start_lsn"] if "--scd-type" in extra else ["id"]
         return rows.sort_by([(k, "ascending") for k in keys]), int(spill[1]), int(spill[2])
@@ -188,3 +302,7 @@ def test_a_pass_past_the_runs_read_at_once_gives_the_same_silver(sim, workdir):
         assert runs > 64 and merges >= 1, (runs, merges, SPILL_LOG)
         assert spilled.num_rows == whole.num_rows > 1000
         assert spilled.equals(whole), extra
+        # a budget the sorter keeps: it spills before what it holds would pass it
+        within, runs, _ = built("within" + "".join(extra), "--memory-mb", "4", *extra)
+        assert runs >= 2 and HELD[0] <= HELD[1] == 4, (HELD, SPILL_LOG)
+        assert within.equals(whole), extra

@@ -540,6 +540,163 @@ TEST(silver_sorter_orders_keys_alike_past_their_prefix) {
     mcdc_storage_mem_release(m);
 }
 
+/* ---- keys that are not unique -------------------------------------------------------- */
+
+/* An in-memory storage and the change rows' schema. */
+typedef struct {
+    mcdc_storage_mem *m;
+    mcdc_storage *st;
+    mcdc_schema *s;
+} unique_env;
+
+static unique_env unique_open(void) {
+    unique_env u = {0};
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_storage_mem_create(&u.m, "unique", &e);
+    mcdc_storage_mem_open(&u.st, u.m, "silver", &e);
+    u.s = change_schema();
+    return u;
+}
+
+static void unique_close(unique_env *u) {
+    mcdc_schema_unref(u->s);
+    mcdc_storage_free(u->st);
+    mcdc_storage_mem_release(u->m);
+}
+
+static silver_sorter *unique_sorter(mcdc_storage *st, mcdc_schema *s, bool history, int64_t mem) {
+    static const int32_t key[1] = {0};
+    silver_sorter_cfg c = {.schema = s, .key_cols = key, .n_keys = 1, .ranked = true,
+                           .history = history, .lsn_col = 2, .op_col = 3, .cmd_col = 4,
+                           .seq_col = 5, .unique_keys = true, .memory_bytes = mem, .spill = st,
+                           .spill_prefix = "_mssql_cdc_spill/t-"};
+    silver_sorter *x = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(silver_sorter_create(&x, &c, &e), MCDC_OK);
+    return x;
+}
+
+static mcdc_batch *unique_batch(const unique_env *u) {
+    mcdc_batch *b = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_batch_create(&b, u->s, 64, &e);
+    return b;
+}
+
+/* b's rows (b sealed and freed here) through a sorter in memory, finished
+ * and read: the first status that is not MCDC_OK, its message in err. */
+static int sort_all(const unique_env *u, bool history, mcdc_batch *b, mcdc_error *err) {
+    silver_sorter *x = unique_sorter(u->st, u->s, history, 0);
+    mcdc_batch_seal(b, err);
+    int rc = silver_sorter_add(x, b, NULL, 0, NULL, err);
+    mcdc_batch_free(b);
+    if (rc == MCDC_OK) rc = silver_sorter_finish(x, err);
+    if (rc == MCDC_OK) rc = silver_sorter_rewind(x, false, err);
+    const silver_chunk *ch;
+    while (rc == MCDC_OK && (rc = silver_sorter_next(x, &ch, err)) == MCDC_OK && ch) {}
+    silver_sorter_free(x);
+    return rc;
+}
+
+#define REPAIR_SEQ ((int64_t)0x7FFFFFFFFFFFFFFFLL)
+
+TEST(silver_sorter_lets_rows_of_one_key_that_prove_nothing_through) {
+    unique_env u = unique_open();
+    mcdc_error e = MCDC_ERROR_INIT;
+    for (int history = 0; history < 2; history++) {
+        mcdc_batch *b = unique_batch(&u);
+        add_change(b, 1, "before", 200, 3, 1, 7); /* an update: its 3 and 4 share a rank but op */
+        add_change(b, 1, "after", 200, 4, 1, 7);
+        add_change(b, 2, "a", 200, 2, 1, 1);      /* insert, delete, insert in one transaction */
+        add_change(b, 2, "", 200, 1, 2, 2);
+        add_change(b, 2, "b", 200, 2, 3, 3);
+        add_change(b, 3, "snap", 150, 0, -1, -1); /* a snapshot row and an insert at its LSN */
+        add_change(b, 3, "ins", 150, 2, 1, 1);
+        add_change(b, 4, "r1", 300, 4, 2147483647, REPAIR_SEQ); /* two repairs at one L */
+        add_change(b, 4, "r2", 300, 4, 2147483647, REPAIR_SEQ);
+        add_change(b, 5, "x", 200, 2, 1, 4);      /* inserts of two transactions */
+        add_change(b, 5, "y", 210, 2, 1, 4);
+        add_change(b, 6, "s1", 150, 0, -1, -1);   /* a snapshot's two rows of a key that a */
+        add_change(b, 6, "s2", 150, 0, -1, -1);   /* later change outranks (read twice while */
+        add_change(b, 6, "u", 220, 4, 1, 9);      /* it moved between ranges) */
+        add_change(b, 7, "old", 100, 1, 1, 1);    /* a key update: delete 7, insert 8 */
+        add_change(b, 8, "new", 100, 2, 1, 1);
+        add_change(b, 9, "upd", 100, 4, 1, 2);    /* as the simulator's bulk loads write: an */
+        add_change(b, 9, "ins", 100, 2, 1, 3);    /* update of a key before its insert */
+        add_change(b, 10, "dup", 100, 2, 1, 5);   /* one change written twice */
+        add_change(b, 10, "dup", 100, 2, 1, 5);
+        CHECK_EQ_INT(sort_all(&u, history, b, &e), MCDC_OK);
+    }
+    unique_close(&u);
+}
+
+TEST(silver_sorter_refuses_what_proves_a_key_not_unique) {
+    unique_env u = unique_open();
+    mcdc_error e = MCDC_ERROR_INIT;
+    for (int history = 0; history < 2; history++) {
+        /* two snapshot rows of id 4 at one LSN, the latest of their key */
+        mcdc_batch *b = unique_batch(&u);
+        add_change(b, 3, "c", 150, 0, -1, -1);
+        add_change(b, 4, "a", 150, 0, -1, -1);
+        add_change(b, 5, "d", 150, 0, -1, -1);
+        add_change(b, 4, "b", 150, 0, -1, -1);
+        CHECK_EQ_INT(sort_all(&u, history, b, &e), MCDC_E_NOT_UNIQUE);
+        CHECK(strstr(e.message, "key (id) is not unique") && strstr(e.message, "id = 4") &&
+              strstr(e.message, "two snapshot rows") && strstr(e.message, "0x00000000000000000096") &&
+              strstr(e.message, "--keys"));
+        /* two inserts of id 9 in one transaction, a row of another key between */
+        mcdc_error_clear(&e);
+        b = unique_batch(&u);
+        add_change(b, 9, "one", 400, 2, 1, 1);
+        add_change(b, 8, "between", 400, 2, 1, 2);
+        add_change(b, 9, "two", 400, 2, 1, 4);
+        CHECK_EQ_INT(sort_all(&u, history, b, &e), MCDC_E_NOT_UNIQUE);
+        CHECK(strstr(e.message, "two inserts of id = 9 in one transaction"));
+        mcdc_error_clear(&e);
+    }
+    unique_close(&u);
+}
+
+/* A snapshot too large for the budget spills runs; the two rows of a key
+ * in two runs meet only when the runs are read back (the merge's read) and
+ * are refused there, unless a later change of the key outranks them; a
+ * keys-only read (no rows to name) lets them through. */
+TEST(silver_sorter_refuses_a_snapshot_tie_across_spilled_runs) {
+    unique_env u = unique_open();
+    mcdc_error e = MCDC_ERROR_INIT;
+    enum { N = 40000 };
+    for (int later = 0; later < 2; later++) {
+        for (int history = 0; history < 2; history++) {
+            silver_sorter *x = unique_sorter(u.st, u.s, history, SILVER_SORT_BYTES_MIN);
+            int rc = MCDC_OK;
+            for (int part = 0; part < 2 && rc == MCDC_OK; part++) {
+                mcdc_batch *b;
+                mcdc_batch_create(&b, u.s, N + 2, &e);
+                for (int i = 0; i < N; i++) add_change(b, part * N + i, "row", 150, 0, -1, -1);
+                if (part == 1) add_change(b, 123, "again", 150, 0, -1, -1);
+                if (part == 1 && later) add_change(b, 123, "later", 500, 4, 1, 1);
+                mcdc_batch_seal(b, &e);
+                rc = silver_sorter_add(x, b, NULL, 0, NULL, &e);
+                mcdc_batch_free(b);
+            }
+            CHECK_EQ_INT(rc, MCDC_OK);
+            CHECK_EQ_INT(silver_sorter_finish(x, &e), MCDC_OK);
+            CHECK(silver_sorter_runs(x) >= 2);
+            const silver_chunk *ch;
+            CHECK_EQ_INT(silver_sorter_rewind(x, true, &e), MCDC_OK);
+            while ((rc = silver_sorter_next(x, &ch, &e)) == MCDC_OK && ch) {}
+            CHECK_EQ_INT(rc, MCDC_OK);
+            CHECK_EQ_INT(silver_sorter_rewind(x, false, &e), MCDC_OK);
+            while ((rc = silver_sorter_next(x, &ch, &e)) == MCDC_OK && ch) {}
+            CHECK_EQ_INT(rc, later ? MCDC_OK : MCDC_E_NOT_UNIQUE);
+            if (!later) CHECK(strstr(e.message, "two snapshot rows of id = 123"));
+            mcdc_error_clear(&e);
+            silver_sorter_free(x);
+        }
+    }
+    unique_close(&u);
+}
+
 /* Many ranks of one key (past the prefix: by whole sort keys, a long run and
  * a short one): the latest wins. */
 TEST(silver_sorter_ranks_many_rows_of_one_key) {
@@ -1055,6 +1212,8 @@ typedef struct {
     mcdc_table *t;
     mcdc_storage *spill;
     int64_t file_rows;
+    bool has_position; /* silver's position, for the merge (silver_merge_in) */
+    int64_t position;
 } mtest;
 
 static void mtest_open(mtest *x, const char *name, int64_t file_rows) {
@@ -1116,8 +1275,12 @@ static int merge_changes(mtest *x, const mchange *ch, int n, bool rebuild, const
                           .exist_of_out = e_of_out, .keys = keys, .n_keys = 1, .changes = so,
                           .change_lsn_col = 2, .rebuild = rebuild, .ranges = ranges,
                           .n_ranges = n_ranges, .file_rows = x->file_rows,
+                          .has_position = x->has_position,
                           .memory_bytes = SILVER_SORT_BYTES_MIN, .spill = x->spill,
                           .spill_prefix = "_mssql_cdc_spill/m-", .props = &props};
+    char pos[23];
+    lsn_text(pos, x->position);
+    silver_lsn_parse(in.position, pos, 22);
     silver_merge_out out = {0};
     if (rc == MCDC_OK) rc = silver_merge_run(&out, &in, e);
     int64_t read_version = v ? mcdc_table_view_version(v) : -1;
@@ -1353,6 +1516,62 @@ TEST(silver_merge_chunk_ranges_delete_the_keys_a_chunk_lacks) {
     mtest_close(&x);
 }
 
+/* Another writer's rows, appended as they come (id, val, lsn; lsn < 0:
+ * NULL), one file. */
+typedef struct {
+    int id;
+    const char *val;
+    int64_t lsn;
+} frow;
+
+static void append_foreign(mtest *x, const frow *rows, int n) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_schema *ss = silver_schema();
+    mcdc_batch *b;
+    mcdc_batch_create(&b, ss, n, &e);
+    for (int i = 0; i < n; i++) {
+        char l[23];
+        lsn_text(l, rows[i].lsn);
+        mcdc_col_append_int(&b->columns[0], rows[i].id, &e);
+        mcdc_col_append_bytes(&b->columns[1], rows[i].val, (int64_t)strlen(rows[i].val), &e);
+        if (rows[i].lsn < 0) mcdc_col_append_null(&b->columns[2], &e);
+        else mcdc_col_append_bytes(&b->columns[2], l, 22, &e);
+        mcdc_col_append_int(&b->columns[3], 0, &e);
+    }
+    mcdc_batch_seal(b, &e);
+    mcdc_appender *a;
+    mcdc_appender_open(&a, x->t, ss, NULL, &e);
+    mcdc_appender_write(a, b, &e);
+    bool sk;
+    int64_t ver;
+    CHECK_EQ_INT(mcdc_appender_commit(a, NULL, 0, NULL, &sk, &ver, &e), MCDC_OK);
+    mcdc_appender_free(a);
+    mcdc_batch_free(b);
+    mcdc_schema_unref(ss);
+}
+
+static bool foreign_to_fold(mtest *x) {
+    mcdc_table_view *v = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    static const char *const keys[1] = {"id"};
+    bool fold = false;
+    CHECK_EQ_INT(mcdc_table_view_open(&v, x->t, -1, &e), MCDC_OK);
+    CHECK_EQ_INT(silver_merge_foreign(x->t, v, keys, 1, &fold, &e), MCDC_OK);
+    mcdc_table_view_free(v);
+    return fold;
+}
+
+/* Silver of ids 0..2999, "ours" at LSN 10, and the model of it. */
+static void merge_ours(mtest *x, model *md) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    memset(md, 0, sizeof *md);
+    mchange *c = calloc(MODEL_IDS, sizeof *c);
+    for (int i = 0; i < 3000; i++) c[i] = (mchange){i, 2, 10, "ours", 0};
+    CHECK_EQ_INT(merge_changes(x, c, 3000, false, NULL, 0, NULL, &e), MCDC_OK);
+    model_apply(md, c, 3000, false);
+    free(c);
+}
+
 /* Another writer's files (no index entry, rows in no order, a key silver
  * also holds elsewhere): the merge reads them, finds their keys and folds
  * their rows back into clustered files. */
@@ -1361,36 +1580,15 @@ TEST(silver_merge_folds_in_files_another_writer_added) {
     mtest_open(&x, "merge4", 600);
     mcdc_error e = MCDC_ERROR_INIT;
     static model md;
-    memset(&md, 0, sizeof md);
-    mchange *c = calloc(MODEL_IDS, sizeof *c);
-    for (int i = 0; i < 3000; i++) c[i] = (mchange){i, 2, 10, "ours", 0};
-    CHECK_EQ_INT(merge_changes(&x, c, 3000, false, NULL, 0, NULL, &e), MCDC_OK);
-    model_apply(&md, c, 3000, false);
+    merge_ours(&x, &md);
     /* another writer appends rows 4999, 4000, 4500 (in that order) */
-    mcdc_schema *ss = silver_schema();
-    mcdc_batch *b;
-    mcdc_batch_create(&b, ss, 3, &e);
-    const int ids[3] = {4999, 4000, 4500};
+    static const frow theirs[3] = {{4999, "theirs", 20}, {4000, "theirs", 20}, {4500, "theirs", 20}};
+    append_foreign(&x, theirs, 3);
     for (int i = 0; i < 3; i++) {
-        char l[23];
-        lsn_text(l, 20);
-        mcdc_col_append_int(&b->columns[0], ids[i], &e);
-        mcdc_col_append_bytes(&b->columns[1], "theirs", 6, &e);
-        mcdc_col_append_bytes(&b->columns[2], l, 22, &e);
-        mcdc_col_append_int(&b->columns[3], 0, &e);
-        md.has[ids[i]] = true;
-        strcpy(md.val[ids[i]], "theirs");
-        md.lsn[ids[i]] = 20;
+        md.has[theirs[i].id] = true;
+        strcpy(md.val[theirs[i].id], "theirs");
+        md.lsn[theirs[i].id] = 20;
     }
-    mcdc_batch_seal(b, &e);
-    mcdc_appender *a;
-    mcdc_appender_open(&a, x.t, ss, NULL, &e);
-    mcdc_appender_write(a, b, &e);
-    bool sk;
-    int64_t ver;
-    CHECK_EQ_INT(mcdc_appender_commit(a, NULL, 0, NULL, &sk, &ver, &e), MCDC_OK);
-    mcdc_appender_free(a);
-    mcdc_batch_free(b);
     check_table(&x, &md);
     /* a change of one of their keys, and one of ours far from them */
     mchange two[2] = {{4000, 4, 30, "changed", 0}, {5, 1, 30, NULL, 0}};
@@ -1410,8 +1608,42 @@ TEST(silver_merge_folds_in_files_another_writer_added) {
     CHECK_EQ_INT(unsorted, 0);
     silver_index_clear(&ix);
     mcdc_schema_unref(ks);
-    mcdc_schema_unref(ss);
-    free(c);
+    mtest_close(&x);
+}
+
+/* Keys another writer repeats (rows of keys silver holds; a key twice in
+ * its own file, in order and not) are held once after a merge with no
+ * change: the row with the newest _start_lsn up to silver's position, a
+ * tie or none keeping apply's own. silver_merge_foreign says such files
+ * are there until a merge folds them. */
+TEST(silver_merge_holds_a_key_another_writer_repeats_once) {
+    mtest x;
+    mtest_open(&x, "merge5", 600);
+    x.has_position = true;
+    x.position = 50;
+    mcdc_error e = MCDC_ERROR_INIT;
+    static model md;
+    merge_ours(&x, &md);
+    CHECK(!foreign_to_fold(&x));
+    static const frow theirs[] = {
+        {4100, "x2", 7}, {100, "same lsn", 10}, {200, "no lsn", -1}, {300, "newer", 20},
+        {400, "past the position", 99}, {4100, "x1", 5}};
+    append_foreign(&x, theirs, 6);
+    static const frow in_order[] = {{4200, "y1", 30}, {4200, "y2", 40}};
+    append_foreign(&x, in_order, 2);
+    CHECK(foreign_to_fold(&x));
+    silver_merge_out res;
+    CHECK_EQ_INT(merge_changes(&x, NULL, 0, false, NULL, 0, &res, &e), MCDC_OK);
+    CHECK_EQ_INT(res.duplicates, 6);
+    const struct { int id; const char *val; int64_t lsn; } want[] = {
+        {300, "newer", 20}, {4100, "x2", 7}, {4200, "y2", 40}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        md.has[want[i].id] = true;
+        snprintf(md.val[want[i].id], sizeof md.val[0], "%s", want[i].val);
+        md.lsn[want[i].id] = want[i].lsn;
+    }
+    check_table(&x, &md); /* 100, 200 and 400 stay ours */
+    CHECK(!foreign_to_fold(&x));
     mtest_close(&x);
 }
 
