@@ -7,8 +7,10 @@
  * the commit through the job frame with txn(mssql-cdc.apply, pass).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "mcdc_delta.h"
 #include "mcdc_silver_apply.h"
 
 /* ---- the SCD type ---------------------------------------------------------------------------- */
@@ -159,6 +161,29 @@ void apply_empty_spill(mcdc_apply *a) {
     mcdc_storage_listing_free(&l);
 }
 
+/* The MERGE's join on the key (null-safe, as apply matches keys), as the
+ * text of Delta's operationParameters.predicate: ["(t.k <=> s.k) AND ..."].
+ * NULL when out of memory. Owned. */
+static char *merge_predicate(const mcdc_apply *a) {
+    mcdc_buf b = {0};
+    int rc = mcdc_buf_append_str(&b, "(", NULL);
+    for (int32_t i = 0; rc == MCDC_OK && i < a->n_keys; i++) {
+        char *one = mcdc_asprintf("%starget.`%s` <=> source.`%s`", i ? " AND " : "", a->keys[i],
+                                  a->keys[i]);
+        rc = one ? mcdc_buf_append_str(&b, one, NULL) : MCDC_E_NOMEM;
+        mcdc_free(one);
+    }
+    if (rc == MCDC_OK) rc = mcdc_buf_append_str(&b, ")", NULL);
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&b, NULL);
+    json_t *arr = rc == MCDC_OK ? json_pack("[s]", (const char *)b.data) : NULL;
+    mcdc_buf_free(&b);
+    char *text = arr ? json_dumps(arr, JSON_COMPACT) : NULL;
+    json_decref(arr);
+    char *out = text ? mcdc_strdup(text) : NULL;
+    free(text);
+    return out;
+}
+
 static json_t *pass_meta(const mcdc_apply *a, const silver_merge_out *o) {
     return json_pack("{s:{s:s, s:I, s:b, s:I, s:I, s:I}}", "apply", "bronze", a->cfg.bronze,
                      "bronze_version", (json_int_t)a->plan.bronze_version, "rebuilt",
@@ -201,8 +226,9 @@ int apply_merge_pass(mcdc_apply *a, mcdc_frame *f, const mcdc_unit *u, mcdc_unit
         if (rc == MCDC_OK && !pl->merged) {
             /* no rows to merge: the pass's commit records its position alone */
             rc = mcdc_appender_open(&out.appender, a->silver, os, &props, err);
-        } else if (rc == MCDC_OK) {
-            int64_t t0 = mcdc_monotonic_us();
+        }
+        int64_t t0 = mcdc_monotonic_us();
+        if (rc == MCDC_OK && pl->merged) {
             rc = silver_mor_wanted(&in) ? silver_mor_run(&out, &in, err)
                                         : silver_merge_run(&out, &in, err);
             if (rc == MCDC_OK)
@@ -226,10 +252,30 @@ int apply_merge_pass(mcdc_apply *a, mcdc_frame *f, const mcdc_unit *u, mcdc_unit
         }
         bool skipped = false;
         if (rc == MCDC_OK) {
+            /* What DESCRIBE HISTORY shows of the pass: Delta's MERGE parameters and
+             * counters (the files, bytes and deletion vectors from the commit) */
+            char *predicate = merge_predicate(a);
+            mcdc_delta_merge_info mi = {
+                .predicate = predicate,
+                .matched_predicates = "[{\"predicate\":\"(source._operation = 1)\","
+                                      "\"actionType\":\"delete\"},{\"actionType\":\"update\"}]",
+                .not_matched_predicates = "[{\"predicate\":\"(source._operation <> 1)\","
+                                          "\"actionType\":\"insert\"}]",
+                .source_rows = pl->merged ? silver_sorter_rows(pl->changes) : 0,
+                .rows_inserted = out.inserted,
+                .rows_updated = out.updated,
+                .rows_deleted = out.deleted,
+                .rows_copied = out.mor ? 0 : out.kept, /* merged on read: none rewritten */
+                .execution_ms = (mcdc_monotonic_us() - t0) / 1000,
+                .scan_ms = out.read_us / 1000,
+                .rewrite_ms = out.write_us / 1000};
             mcdc_table_commit c = {.operation = "MERGE", .remove_paths = (const char *const *)out.removes,
                                    .n_removes = out.n_removes, .read_version = read_version,
-                                   .readd_dvs = out.readd_dvs};
-            rc = mcdc_frame_commit_data_with(f, u, out.appender, pass_meta(a, &out), &c, &skipped, err);
+                                   .readd_dvs = out.readd_dvs, .merge = &mi};
+            rc = predicate ? mcdc_frame_commit_data_with(f, u, out.appender, pass_meta(a, &out), &c,
+                                                         &skipped, err)
+                           : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+            mcdc_free(predicate);
         }
         if ((rc || skipped) && index_key[0]) mcdc_storage_delete(mcdc_table_storage(a->silver), index_key, NULL);
         if ((rc || skipped) && out.dv_key) /* merge-on-read: its DV file, never committed */

@@ -160,3 +160,19 @@ def silver_commits(silver):
                     op = a["commitInfo"].get("operation")
         out.append((int(name[:20]), op, txn))
     return out
+
+
+def merge_commits(silver):
+    """silver's MERGE commits: (commitInfo, the paths added, the paths removed)."""
+    out = []
+    log = os.path.join(silver, "_delta_log")
+    for name in sorted(os.listdir(log)):
+        if not name.endswith(".json"):
+            continue
+        with open(os.path.join(log, name)) as f:
+            actions = [json.loads(line) for line in f if line.strip()]
+        ci = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+        if ci.get("operation") == "MERGE":
+            out.append((ci, [a["add"] for a in actions if "add" in a],
+                        [a["remove"] for a in actions if "remove" in a]))
+    return out

@@ -17,7 +17,7 @@ import pytest
 from deltalake import DeltaTable
 
 from apply_jobs import (apply, apply_args, assert_merged_over, assert_silver_equals_source,
-                        control_row, silver_commits, silver_of, spawn_apply)
+                        control_row, merge_commits, silver_commits, silver_of, spawn_apply)
 from conftest import CLI, run_cli
 from snapshot_jobs import new_job
 from workload import Events, Items, Regional, delta_rows, source_rows
@@ -33,15 +33,33 @@ def test_stream_and_apply_keep_silver_equal_to_the_source(sim, workdir, name):
     # events has no unique index: its key comes from --keys
     keys = spec.keys if name == "events" else None
     w.preload(200)  # after CDC: the stream has these rows
+    results = []
     with w:
         for _ in range(3):
             w.wait_for(25)
             job.stream()
             r = apply(job, keys=keys)
             assert r["bronze_found"]
+            results.append(r)
     job.stream()
     r = apply(job, keys=keys)
+    results.append(r)
     n = assert_silver_equals_source(job)
+    # each pass's commit says what it did as Delta's MERGE does (DESCRIBE HISTORY,
+    # delta-rs' history()): the rows apply counted, the files the commit added and removed
+    merges = merge_commits(silver_of(job))
+    assert merges and all(not ci["isBlindAppend"] for ci, _, _ in merges)
+    for what in ("inserted", "updated", "deleted"):
+        said = sum(int(ci["operationMetrics"][f"numTargetRows{what.capitalize()}"])
+                   for ci, _, _ in merges)
+        assert said == sum(x[what] for x in results), what
+    for ci, adds, removes in merges:
+        m = ci["operationMetrics"]
+        new = [a for a in adds if not a.get("deletionVector")]
+        assert int(m["numTargetFilesAdded"]) == len(new)
+        assert int(m["numTargetBytesAdded"]) == sum(a["size"] for a in new)
+        assert int(m["numTargetFilesRemoved"]) == len(removes)
+        assert ci["operationParameters"]["predicate"].startswith('["(target.')
     assert n > 0 and r["applied_lsn"]
     # position and verdict in the control table, the reference's columns
     row = control_row(job, silver_of(job))
