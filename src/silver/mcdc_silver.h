@@ -222,6 +222,18 @@ void silver_instances_free(silver_instances *x);
  * the table has no capture instance any more. */
 int silver_source_open(mcdc_changes **out, const mcdc_opts *opts, const silver_instances *names,
                        bool follow, mcdc_error *err);
+/* The source bronze was streamed from, as the options name it: opened
+ * through silver_source_open with the capture instances bronze's rows name
+ * (*names, filled here: the caller frees it, silver_instances_free, also
+ * on an error), so that a configured instance that is gone is followed.
+ * Refused with MCDC_E_MISMATCH, before any row is read, when bronze holds
+ * rows and none of the instances they name is the one opened, another
+ * instance of its table, or its table's default name (<schema>_<table>):
+ * bronze (and the silver applied from it) is another table's. `job` names
+ * the command for the message ("apply", "reconcile", "repair"). */
+int silver_source_open_bronze(mcdc_changes **out, const mcdc_opts *opts, mcdc_table *bronze,
+                              const char *bronze_name, const char *job,
+                              silver_instances *names, mcdc_error *err);
 
 /* ---- bloom filters ---------------------------------------------------------------- */
 typedef struct silver_bloom {
