@@ -86,6 +86,13 @@ int cli_parse_ts(const char *s, int64_t *out);
  * (1 ms to a week). 0, or -1 when v is none of them. */
 int cli_parse_trigger(const char *v, mcdc_trigger *trigger, int64_t *processing_time_ms);
 
+/* A whole number from min to max (no sign but '-', no fraction, no
+ * trailing text, nothing past int64): 0, or -1 when v is not one. */
+int cli_parse_int(const char *v, int64_t min, int64_t max, int64_t *out);
+/* A finite number from min to max (no inf, no NaN, nothing that overflows
+ * a double): 0, or -1 when v is not one. */
+int cli_parse_real(const char *v, double min, double max, double *out);
+
 /* The value after argv[*i], stepping *i over it; NULL when there is none. */
 const char *cli_value(int argc, char **argv, int *i);
 /* In a command's argument loop, with argc, argv, i, the option a, its

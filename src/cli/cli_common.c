@@ -1,6 +1,7 @@
 /* cli_common.c - exit codes, messages, timestamps and option values shared
  * by the commands (cli.h). */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,24 @@ void cli_print_offset(const mcdc_offset *off) {
 
 int cli_parse_ts(const char *s, int64_t *out) {
     return mcdc_ts_parse(out, s, NULL) == MCDC_OK ? 0 : -1;
+}
+
+int cli_parse_int(const char *v, int64_t min, int64_t max, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (errno || end == v || *end || n < min || n > max) return -1;
+    *out = n;
+    return 0;
+}
+
+int cli_parse_real(const char *v, double min, double max, double *out) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !isfinite(x) || !(x >= min && x <= max)) return -1;
+    *out = x;
+    return 0;
 }
 
 const char *cli_value(int argc, char **argv, int *i) {

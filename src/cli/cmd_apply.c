@@ -53,7 +53,8 @@ static const char APPLY_HELP_MORE[] =
     "  --keys K             the key columns, as a JSON list ([\"region\",\"id\"]) or comma-\n"
     "                       separated; default: the capture instance's unique index, read\n"
     "                       through the source options\n"
-    "  --capture-instance CI  the stream's (default: the captureInstance option)\n"
+    "  --capture-instance CI  the stream's (default: the captureInstance option; another\n"
+    "                       than that option is refused)\n"
     "  --granularity G      hour (default), minute or day\n"
     "  --scd-type N         1 (default): the current state; 2: a history of versions\n"
     "  --track-history-columns C  with --scd-type 2: only a change of these columns (a\n"
@@ -72,15 +73,17 @@ static const char APPLY_HELP_MORE[] =
     "                       pass replaces or deletes are marked in deletion vectors and\n"
     "                       the new images written as new files, instead of rewriting the\n"
     "                       files that hold them; an existing T follows its property\n"
-    "                       (SCD type 1 only)\n"
+    "                       (SCD type 1 only: refused with --scd-type 2)\n"
     "  --warehouse W        directory holding schema.table names (default ./warehouse)\n"
     "  --verbose            what each pass read, ranked and merged, and how long it took\n"
     "\n"
     "Source options as for stream (captureInstance, connectionString, ...): with a\n"
     "connection string, the key comes from the unique index and the table's other\n"
     "capture instances (after a switch) are its too; a row of any other capture\n"
-    "instance in B stops the run. A captureInstance that is gone is followed through\n"
-    "the instances B's rows name (exit 4 when none of its table is left).\n"
+    "instance in B stops the run. A captureInstance that is gone (one B's rows name, or\n"
+    "a table's default name) is followed through the instances B's rows name (exit 4\n"
+    "when none of its table is left); an options' instance of another table than B's\n"
+    "is refused (exit 7).\n"
     "SIGINT/SIGTERM finish the current pass and stop.\n"
     "\n"
     "Exit codes: 0 applied (or B does not exist yet: bronze_found false); 2 bad usage,\n"
@@ -105,12 +108,8 @@ static void print_pass(void *ctx, const mcdc_apply_result *r) {
     }
 }
 
-static int parse_count(const char *name, const char *v, int64_t *out) {
-    char *end;
-    long long n = strtoll(v, &end, 10);
-    if (*end || end == v || n < 1) return cli_usage_error(name, v);
-    *out = n;
-    return EXIT_OK;
+static int parse_count(const char *name, const char *v, int64_t max, int64_t *out) {
+    return cli_parse_int(v, 1, max, out) ? cli_usage_error(name, v) : EXIT_OK;
 }
 
 int cmd_apply(int argc, char **argv) {
@@ -189,17 +188,18 @@ int cmd_apply(int argc, char **argv) {
         } else if (strcmp(a, "--max-passes") == 0) {
             NEEDV();
             if ((rc = parse_count("--max-passes must be a whole number >= 1, not '%s'", v,
-                                  &cfg.max_passes)) != EXIT_OK)
+                                  INT64_MAX, &cfg.max_passes)) != EXIT_OK)
                 goto out;
         } else if (strcmp(a, "--memory-mb") == 0) {
             NEEDV();
-            if ((rc = parse_count("--memory-mb must be a whole number of megabytes >= 1, not '%s'",
-                                  v, &cfg.memory_mb)) != EXIT_OK)
+            if ((rc = parse_count("--memory-mb must be a whole number of megabytes from 1 to "
+                                  "1048576 (1 TiB), not '%s'",
+                                  v, 1024 * 1024, &cfg.memory_mb)) != EXIT_OK)
                 goto out;
         } else if (strcmp(a, "--file-rows") == 0) {
             NEEDV();
             if ((rc = parse_count("--file-rows must be a whole number >= 1, not '%s'", v,
-                                  &cfg.file_rows)) != EXIT_OK)
+                                  INT64_MAX, &cfg.file_rows)) != EXIT_OK)
                 goto out;
         } else if (strcmp(a, "--verbose") == 0) {
             cfg.log_level = MCDC_LOG_INFO;

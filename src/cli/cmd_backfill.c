@@ -50,7 +50,8 @@ static const char BACKFILL_HELP[] =
     "Exit codes: 0 done, 14 running (call again), 15 waiting_headroom, 16\n"
     "waiting_metrics (the stream wrote no facts row with a headroom), 17 no_snapshot\n"
     "(none opened by A in T yet, or wrong arguments), 18 a full snapshot of the stream\n"
-    "is still open; errors as for stream (2 bad usage, 7 a table of another kind, 12\n"
+    "is still open; errors as for stream (2 bad usage, 7 a table of another kind, or\n"
+    "options of another table than T's rows, 12\n"
     "another backfill of the same snapshot planned a wave first, ...).\n";
 
 static mcdc_backfill *volatile g_running;
@@ -60,12 +61,12 @@ static void on_signal(int sig) {
     if (g_running) mcdc_backfill_request_stop(g_running);
 }
 
-static int parse_num(const char *name, const char *v, double *out) {
-    char *end;
-    *out = strtod(v, &end);
-    if (*end || end == v || !(*out >= 0))
-        return cli_usage_error("%s must be a number >= 0", name);
-    return EXIT_OK;
+/* A finite number of seconds or hours from 0 to max. */
+static int parse_num(const char *name, const char *v, double max, double *out) {
+    if (cli_parse_real(v, 0, max, out) == 0) return EXIT_OK;
+    fprintf(stderr, "mssql-cdc: %s must be a number from 0 to %.0f, not '%s'\n(see 'mssql-cdc "
+                    "backfill --help')\n", name, max, v);
+    return EXIT_USAGE;
 }
 
 static int exit_for(mcdc_backfill_state s) {
@@ -108,9 +109,8 @@ int cmd_backfill(int argc, char **argv) {
             cfg.isolation = v;
         } else if (strcmp(a, "--chunk-rows") == 0 || strcmp(a, "--max-waves") == 0) {
             NEEDV();
-            char *end;
-            long long n = strtoll(v, &end, 10);
-            if (*end || end == v || n < 1) {
+            int64_t n;
+            if (cli_parse_int(v, 1, INT64_MAX, &n)) {
                 rc = cli_usage_error(a[2] == 'c' ? "--chunk-rows must be a whole number of "
                                                    "rows >= 1, not '%s'"
                                                  : "--max-waves must be a whole number >= 1, "
@@ -122,7 +122,7 @@ int cmd_backfill(int argc, char **argv) {
             else cfg.max_waves = n;
         } else if (strcmp(a, "--max-seconds") == 0) {
             NEEDV();
-            if ((rc = parse_num(a, v, &d)) != EXIT_OK) goto out;
+            if ((rc = parse_num(a, v, 1e9, &d)) != EXIT_OK) goto out;
             if (d == 0) {
                 rc = cli_usage_error("%s must be more than 0", a);
                 goto out;
@@ -130,16 +130,11 @@ int cmd_backfill(int argc, char **argv) {
             cfg.max_seconds = d;
         } else if (strcmp(a, "--target-wave-seconds") == 0) {
             NEEDV();
-            if ((rc = parse_num(a, v, &d)) != EXIT_OK) goto out;
+            if ((rc = parse_num(a, v, 86400, &d)) != EXIT_OK) goto out;
             cfg.target_wave_seconds = d;
         } else if (strcmp(a, "--min-headroom-hours") == 0) {
             NEEDV();
-            char *end;
-            cfg.min_headroom_hours = strtod(v, &end);
-            if (*end || end == v) {
-                rc = cli_usage_error("--min-headroom-hours must be a number of hours, not '%s'", v);
-                goto out;
-            }
+            if ((rc = parse_num(a, v, 1e9, &cfg.min_headroom_hours)) != EXIT_OK) goto out;
             cfg.has_min_headroom = true;
         } else if (cli_source_option(opts, argc, argv, &i, &rc)) {
             if (rc) goto out;

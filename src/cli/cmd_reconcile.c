@@ -89,11 +89,7 @@ static const char RECONCILE_HELP_OPTIONS[] =
     "others as for stream.\n";
 
 static int parse_int(const char *name, const char *v, int64_t min, int64_t max, int64_t *out) {
-    char *end;
-    long long n = strtoll(v, &end, 10);
-    if (*end || end == v || n < min || n > max) return cli_usage_error(name, v);
-    *out = n;
-    return EXIT_OK;
+    return cli_parse_int(v, min, max, out) ? cli_usage_error(name, v) : EXIT_OK;
 }
 
 int cmd_reconcile(int argc, char **argv) {
@@ -144,9 +140,8 @@ int cmd_reconcile(int argc, char **argv) {
                 goto out;
         } else if (strcmp(a, "--sample") == 0) {
             NEEDV();
-            char *end;
-            double x = strtod(v, &end);
-            if (*end || end == v || !(x >= 0 && x <= 1)) {
+            double x;
+            if (cli_parse_real(v, 0, 1, &x)) {
                 rc = cli_usage_error("--sample must be a fraction from 0 to 1, not '%s'", v);
                 goto out;
             }

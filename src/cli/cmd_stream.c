@@ -65,7 +65,9 @@ static const char STREAM_HELP_SOURCE[] =
     "  captureInstance      capture instance to read (required); a newer instance of its\n"
     "                       table is followed, and the newest one once this one is gone\n"
     "  connectionString     Server=host,port;Database=..;UID=..;PWD=..;Encrypt=.. (required)\n"
-    "  startingLsn          earliest (default), latest, or an LSN already processed\n"
+    "  startingLsn          earliest (default), latest, or an LSN already processed (a new\n"
+    "                       checkpoint's past max_lsn is refused, exit 2; before the\n"
+    "                       instance's min_lsn, exit 3)\n"
     "  maxCommitsPerBatch   at most this many commits per micro-batch (default: no cap)\n"
     "  numPartitions        auto (= cores) or N: ranges read in parallel, a connection each\n"
     "  failOnDataLoss       true (default): stop on purged changes; false: skip and record\n"
@@ -191,9 +193,7 @@ int cmd_stream(int argc, char **argv) {
             }
         } else if (strcmp(a, "--max-batches") == 0) {
             NEEDV();
-            char *end;
-            cfg.max_batches = strtoll(v, &end, 10);
-            if (*end || cfg.max_batches < 1) {
+            if (cli_parse_int(v, 1, INT64_MAX, &cfg.max_batches)) {
                 rc = cli_usage_error("--max-batches must be a positive integer, not '%s'", v);
                 goto out;
             }
