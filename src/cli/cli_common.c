@@ -1,6 +1,7 @@
 /* cli_common.c - exit codes, messages, timestamps and option values shared
  * by the commands (cli.h). */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

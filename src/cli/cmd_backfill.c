@@ -50,7 +50,8 @@ static const char BACKFILL_HELP[] =
     "Exit codes: 0 done, 14 running (call again), 15 waiting_headroom, 16\n"
     "waiting_metrics (the stream wrote no facts row with a headroom), 17 no_snapshot\n"
     "(none opened by A in T yet, or wrong arguments), 18 a full snapshot of the stream\n"
-    "is still open; errors as for stream (2 bad usage, 7 a table of another kind, 12\n"
+    "is still open; errors as for stream (2 bad usage, 7 a table of another kind, or\n"
+    "options of another table than T's rows, 12\n"
     "another backfill of the same snapshot planned a wave first, ...).\n";
 
 static mcdc_backfill *volatile g_running;
@@ -123,7 +124,7 @@ int cmd_backfill(int argc, char **argv) {
             cfg.target_wave_seconds = d;
         } else if (strcmp(a, "--min-headroom-hours") == 0) {
             NEEDV();
-            if ((rc = cli_parse_number(a, v, -BACKFILL_HEADROOM_HOURS_MAX, BACKFILL_HEADROOM_HOURS_MAX,
+            if ((rc = cli_parse_number(a, v, 0, BACKFILL_HEADROOM_HOURS_MAX,
                                        &cfg.min_headroom_hours)) != EXIT_OK)
                 goto out;
             cfg.has_min_headroom = true;

@@ -22,7 +22,11 @@ static const char FINAL_HELP[] =
     "            a silver table open_snapshot_lsn: the chunked snapshot holding its verdict\n"
     "\n"
     "  --warehouse W   directory holding schema.table names (default ./warehouse)\n"
-    "  --json          print JSON\n";
+    "  --json          print JSON\n"
+    "\n"
+    "Exit codes: 0 done (is-final: final), 10 is-final: not final yet, 2 bad usage (an\n"
+    "LSN or time that is none, an --end-commit-ts more than a day ahead), 7 a control\n"
+    "table of another kind (a bronze or facts table, a directory of files).\n";
 
 int cmd_finalization(int argc, char **argv) {
     if (argc < 1 || strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0) {

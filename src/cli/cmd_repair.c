@@ -1,6 +1,7 @@
 /* cmd_repair.c - mssql-cdc repair: the keys that differ, read again from SQL Server and
  * appended to bronze as a recorded repair (docs/repair.md). */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,9 +46,9 @@ static const char REPAIR_HELP[] =
     "  --verbose            what the repair read and wrote\n"
     "\n"
     "Source options as for stream (captureInstance, connectionString, ...). A\n"
-    "captureInstance that is gone is followed through the instances B's rows name\n"
-    "(exit 4 when none of its table is left); one that is not B's table's is refused\n"
-    "before anything is read (exit 7).\n"
+    "captureInstance that is gone (one B's rows name) is followed through the instances\n"
+    "B's rows name (exit 4 when none of its table is left); one that is not B's table's\n"
+    "is refused before anything is read (exit 7).\n"
     "\n"
     "Exit codes: 0 repaired (or nothing to repair, or done before under this ID);\n"
     "2 bad usage, a bad key, bronze or R missing, a run ID R does not hold, a table\n"
@@ -61,7 +62,8 @@ static int read_lines(const char *path, char ***out, size_t *n) {
     *n = 0;
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
     if (f == NULL) {
-        fprintf(stderr, "mssql-cdc: --keys-file %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "mssql-cdc: --keys-file %s: %s: give a file of one JSON key object a "
+                        "line (- for stdin)\n", path, strerror(errno));
         return EXIT_USAGE;
     }
     char *line = NULL;
@@ -88,9 +90,17 @@ static int read_lines(const char *path, char ***out, size_t *n) {
         }
         (*n)++;
     }
+    int read_errno = errno;
+    bool unread = rc == EXIT_OK && ferror(f);
     free(line);
     if (f != stdin) fclose(f);
     if (rc) fprintf(stderr, "mssql-cdc: --keys-file %s: out of memory\n", path);
+    if (unread) {
+        /* a directory opens, and fails the first read */
+        fprintf(stderr, "mssql-cdc: --keys-file %s: cannot read it (%s): give a file of one JSON "
+                        "key object a line\n", path, strerror(read_errno));
+        rc = EXIT_USAGE;
+    }
     return rc;
 }
 

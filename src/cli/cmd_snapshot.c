@@ -28,7 +28,8 @@ static const char SNAPSHOT_HELP[] =
     "                       as many rows; no usable key: one range)\n"
     "  snapshotKeys         JSON list of the columns to cut on (default: the capture\n"
     "                       instance's unique index); need not be unique\n"
-    "  snapshotLsn          the LSN to stamp (recorded before the read)\n"
+    "  snapshotLsn          the LSN to stamp (recorded before the read; one past max_lsn\n"
+    "                       is refused, exit 2, one before the instance's min_lsn exit 3)\n"
     "  isolationLevel       readCommitted (default) or snapshot (needs\n"
     "                       ALLOW_SNAPSHOT_ISOLATION); never NOLOCK\n"
     "  lockTimeoutMs        SET LOCK_TIMEOUT for the reads of the table\n"
@@ -42,7 +43,8 @@ static const char SNAPSHOT_HELP[] =
     "writes no row, and a rerun, a seed and a bootstrap find it all the same.\n"
     "\n"
     "Exit codes as for stream: 0 done, 2 bad usage or options, 3 data loss (cleanup\n"
-    "passed the snapshot's LSN while it was read), 7 T is not a bronze table, 18 a\n"
+    "passed the snapshot's LSN while it was read), 7 T is not a bronze table or holds\n"
+    "another table's rows, or T and F are one, 18 a\n"
     "chunked snapshot of the stream is open, 22 capture has not recorded the instance's\n"
     "start LSN within captureWaitSeconds (check the capture job; nothing was written).\n";
 

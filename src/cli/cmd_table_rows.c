@@ -23,8 +23,10 @@ int cmd_table_rows(int argc, char **argv) {
     }
     const char *warehouse = NULL;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--warehouse") == 0 && i + 1 < argc) warehouse = argv[++i];
-        else return cli_usage_error("table-rows: unknown argument '%s'", argv[i]);
+        if (strcmp(argv[i], "--warehouse") == 0 && i + 1 >= argc)
+            return cli_usage_error("%s needs a value", argv[i]);
+        if (strcmp(argv[i], "--warehouse") == 0) warehouse = argv[++i];
+        else return cli_usage_error("table-rows: unknown argument '%s' (it reads one table)", argv[i]);
     }
     mcdc_error e = MCDC_ERROR_INIT;
     if (mcdc_table_rows_json(argv[0], warehouse, line_out, NULL, &e)) return cli_fail(&e);

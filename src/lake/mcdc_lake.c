@@ -230,11 +230,50 @@ static int kind_mismatch(const mcdc_table *t, mcdc_table_kind want, const char *
                           role, t->name, what, KINDS[want].name, role);
 }
 
+bool mcdc_table_is_file(const mcdc_table *t) { return mcdc_location_is_file(mcdc_table_path(t)); }
+
+bool mcdc_location_is_file(const char *location) {
+    size_t n = strlen(location);
+    while (n > 1 && location[n - 1] == '/') n--;
+    size_t cut = n;
+    while (cut > 0 && location[cut - 1] != '/') cut--;
+    char *parent = cut == 0 ? mcdc_strdup(".") : mcdc_strndup(location, cut);
+    char *base = mcdc_strndup(location + cut, n - cut);
+    mcdc_storage *st = NULL;
+    int64_t bytes;
+    bool file = parent && base && *base && mcdc_storage_open(&st, parent, NULL) == MCDC_OK &&
+                mcdc_storage_size(st, base, &bytes, NULL) == MCDC_OK;
+    mcdc_storage_free(st);
+    mcdc_free(parent);
+    mcdc_free(base);
+    return file;
+}
+
 int mcdc_table_check_kind(mcdc_table *t, mcdc_table_kind want, const char *role,
                           mcdc_error *err) {
     MCDC_ASSERT(want > MCDC_KIND_NONE && want < MCDC_KIND_COUNT);
     const mcdc_delta_snapshot *s;
     int rc = mcdc_delta_table_latest(&s, t->dt, err);
+    if (rc == MCDC_E_IO && mcdc_table_is_file(t))
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "%s %s is a file, not a Delta table (a Delta table is a directory "
+                              "holding _delta_log/): nothing was written. Give %s the table's "
+                              "directory, or a new path",
+                              role, t->name, role);
+    /* a file where a directory above it should be (a warehouse that is a file) */
+    const char *at = mcdc_table_path(t);
+    for (size_t n = strlen(at); rc == MCDC_E_IO && n > 1; n--) {
+        if (at[n - 1] != '/') continue;
+        char *up = mcdc_strndup(at, n - 1);
+        bool file = up && mcdc_location_is_file(up);
+        if (file)
+            mcdc_error_set(err, MCDC_E_INVALID,
+                           "%s %s: %s is a file, so no table can be under it: nothing was "
+                           "written. Give %s a path under a directory",
+                           role, t->name, up, role);
+        mcdc_free(up);
+        if (file) return MCDC_E_INVALID;
+    }
     if (rc) return mcdc_error_wrap(err, "%s %s", role, t->name), rc;
     if (s == NULL) {
         /* Not a table yet: only an empty place may become one. */

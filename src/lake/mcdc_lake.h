@@ -83,11 +83,32 @@ typedef int (*mcdc_commit_meta_fn)(void *ctx, int64_t version, const char *user_
                                    bool *stop, mcdc_error *err);
 int mcdc_table_each_commit_back(mcdc_table *t, mcdc_commit_meta_fn fn, void *ctx,
                                 mcdc_error *err);
+/* A location a command is given, in one role. */
+typedef struct mcdc_role {
+    const char *role;  /* as the user knows it: "--target" */
+    const char *given; /* as given; NULL: not given (left out) */
+    bool table;        /* a table (a schema.table name resolves under the warehouse);
+                          else a directory or file path as it is */
+} mcdc_role;
+#define MCDC_ROLES_MAX 8
+/* One place, one role: no two of the n (<= MCDC_ROLES_MAX) locations given
+ * are one, and none lies inside another (MCDC_E_MISMATCH naming both, before
+ * anything is read or written). canon (may be NULL) gets each location's
+ * canonical form (owned; NULL where not given). */
+int mcdc_roles_check(const mcdc_role *r, int n, const char *warehouse, char **canon,
+                     mcdc_error *err);
+
+/* Whether the table's location is a regular file (where its directory
+ * should be). */
+bool mcdc_table_is_file(const mcdc_table *t);
+/* The same of a local path or file: URI. */
+bool mcdc_location_is_file(const char *location);
 /* Refuses (MCDC_E_MISMATCH, naming `role` and what the table is) a table
  * that is not of kind `want`: by its mssql_cdc.kind property, else by its
  * columns; a directory that is no Delta table but holds files is refused
- * too. A missing or empty location is fine (the table will be created). A
- * silver table may also be one with neither (the reference marks none). */
+ * too, and a file where the table's directory should be (MCDC_E_INVALID). A
+ * missing or empty location is fine (the table will be created). A silver
+ * table may also be one with neither (the reference marks none). */
 int mcdc_table_check_kind(mcdc_table *t, mcdc_table_kind want, const char *role,
                           mcdc_error *err);
 /* Calls fn with the statistics JSON of every live file (NULL when a file

@@ -7,31 +7,13 @@
 #include "mcdc_storage.h"
 #include "mcdc_value_text.h"
 
-/* Whether location names a regular file: its parent directory holds it. */
-static bool is_file(const char *location) {
-    size_t n = strlen(location);
-    while (n > 1 && location[n - 1] == '/') n--;
-    size_t cut = n;
-    while (cut > 0 && location[cut - 1] != '/') cut--;
-    char *parent = cut == 0 ? mcdc_strdup(".") : mcdc_strndup(location, cut);
-    char *base = mcdc_strndup(location + cut, n - cut);
-    mcdc_storage *st = NULL;
-    int64_t bytes;
-    bool file = parent && base && mcdc_storage_open(&st, parent, NULL) == MCDC_OK &&
-                mcdc_storage_size(st, base, &bytes, NULL) == MCDC_OK;
-    mcdc_storage_free(st);
-    mcdc_free(parent);
-    mcdc_free(base);
-    return file;
-}
-
 /* Why t holds no Delta table, as the error to give: a file where its
  * directory should be, a directory of files without a log, or nothing
  * (found: the log could be read and holds no commit; else reading it
  * failed, and only a file explains that). */
 static int no_table(mcdc_table *t, bool found, int rc, mcdc_error *err) {
     const char *where = mcdc_table_path(t);
-    if (is_file(where))
+    if (mcdc_table_is_file(t))
         return mcdc_error_set(err, MCDC_E_INVALID,
                               "%s is a file, not a Delta table (a Delta table is a directory "
                               "holding _delta_log/)",
@@ -44,11 +26,12 @@ static int no_table(mcdc_table *t, bool found, int rc, mcdc_error *err) {
     mcdc_storage_listing_free(&l);
     if (files > 0)
         return mcdc_error_set(err, MCDC_E_NOTFOUND,
-                              "%s is not a Delta table: it holds %lld files but no _delta_log/",
+                              "%s is not a Delta table: it holds %lld files but no _delta_log/ "
+                              "(check the path: table-rows reads Delta tables only)",
                               where, (long long)files);
     return mcdc_error_set(err, MCDC_E_NOTFOUND,
                           "%s is not a Delta table: it has no _delta_log/ (the directory is "
-                          "empty or does not exist)",
+                          "empty or does not exist): check the path",
                           where);
 }
 

@@ -160,7 +160,9 @@ int mcdc_validate_capture_instance(const char *name, mcdc_error *err) {
         if ((*p & 0xC0) != 0x80) chars++;
     }
     if (chars == 0)
-        return mcdc_error_set(err, MCDC_E_INVALID, "captureInstance is empty");
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "captureInstance is empty: give the name of the capture instance "
+                              "to read (EXEC sys.sp_cdc_help_change_data_capture lists them)");
     if (chars > MCDC_CAPTURE_INSTANCE_CHARS_MAX)
         return mcdc_error_set(err, MCDC_E_INVALID,
                               "captureInstance is %zu characters long; SQL Server allows at "
@@ -254,7 +256,7 @@ int mcdc_opts_set(mcdc_opts *o, const char *name, const char *value, bool *unkno
                               o == NULL ? "the options handle" : name == NULL ? "name" : "value");
     const spec *s = find_spec(name);
     if (unknown) *unknown = s == NULL;
-    if (*name == 0) return mcdc_error_set(err, MCDC_E_INVALID, "an option name is empty");
+    if (*name == 0) return mcdc_error_set(err, MCDC_E_INVALID, "an option name is empty: write -o name=value");
     if (s) {
         int rc = validate(s, value, err);
         if (rc) return rc;
@@ -307,8 +309,10 @@ static char *trim(char *s) {
 static int read_options_file(const char *path, mcdc_buf *out, bool *others_read, mcdc_error *err) {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
-        return mcdc_error_set(err, MCDC_E_INVALID, "cannot open options file %s: %s", path,
-                              strerror(errno));
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "cannot open options file %s: %s: give the path of a text file of "
+                              "'name = value' lines that this user may read",
+                              path, strerror(errno));
     struct stat st;
     int rc = MCDC_OK;
     if (fstat(fd, &st) != 0)
@@ -549,7 +553,9 @@ int mcdc_opts_check_required(const mcdc_opts *o, mcdc_error *err) {
     bool ci = mcdc_opt_is_set(o, MCDC_OPT_CAPTURE_INSTANCE);
     bool cs = mcdc_opt_is_set(o, MCDC_OPT_CONNECTION_STRING);
     if (ci && cs) return MCDC_OK;
-    return mcdc_error_set(err, MCDC_E_INVALID, "missing required option%s: %s%s%s",
+    return mcdc_error_set(err, MCDC_E_INVALID,
+                          "missing required option%s: %s%s%s (give each as --<name> VALUE, "
+                          "-o name=value, or a 'name = value' line of --options-file)",
                           (!ci && !cs) ? "s" : "", ci ? "" : "captureInstance",
                           (!ci && !cs) ? ", " : "", cs ? "" : "connectionString");
 }

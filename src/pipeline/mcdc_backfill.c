@@ -1031,9 +1031,10 @@ static int check_cfg(const mcdc_backfill_cfg *c, mcdc_error *err) {
         return mcdc_error_set(err, MCDC_E_INVALID,
                               "--target-wave-seconds must be between 0 and 86400, not %g",
                               c->target_wave_seconds);
-    if (isnan(c->max_seconds) || (c->has_min_headroom && !isfinite(c->min_headroom_hours)))
+    if (!(isfinite(c->max_seconds) && c->max_seconds >= 0) ||
+        (c->has_min_headroom && !(isfinite(c->min_headroom_hours) && c->min_headroom_hours >= 0)))
         return mcdc_error_set(err, MCDC_E_INVALID, "--max-seconds and --min-headroom-hours take "
-                                                   "numbers");
+                                                   "finite numbers >= 0");
     if (c->isolation && !mcdc_str_ieq(c->isolation, "snapshot") &&
         !mcdc_str_ieq(c->isolation, "readCommitted"))
         return mcdc_error_set(err, MCDC_E_INVALID,
@@ -1137,7 +1138,10 @@ static int prepare(mcdc_backfill *b, bool *go, mcdc_error *err) {
     *go = false;
     const mcdc_backfill_cfg *c = &b->cfg;
     const mcdc_storage_env *env = b->ctx.storage_env;
-    int rc = mcdc_table_open_env(&b->bronze, env, c->target, c->warehouse, err);
+    const mcdc_role roles[2] = {{"--target", c->target, true},
+                                {"--facts-table", c->facts_table, true}};
+    int rc = mcdc_roles_check(roles, 2, c->warehouse, NULL, err);
+    if (rc == MCDC_OK) rc = mcdc_table_open_env(&b->bronze, env, c->target, c->warehouse, err);
     if (rc == MCDC_OK) rc = mcdc_table_open_env(&b->facts, env, c->facts_table, c->warehouse, err);
     if (rc == MCDC_OK) rc = mcdc_plans_name(&b->plans_name, c->target, err);
     if (rc == MCDC_OK) rc = mcdc_table_open_env(&b->plans, env, b->plans_name, c->warehouse, err);
@@ -1152,6 +1156,7 @@ static int prepare(mcdc_backfill *b, bool *go, mcdc_error *err) {
      * does from its start; a snapshot on switch is taken for it). */
     mcdc_changes_settings cs = {.follow = true};
     if (rc == MCDC_OK) rc = mcdc_changes_open(&b->changes, b->opts, &cs, err);
+    if (rc == MCDC_OK) rc = mcdc_snapshot_check_table(b->bronze, c->target, b->changes, err);
     if (rc == MCDC_OK)
         rc = mcdc_snapfacts_lock(&b->sf, c->target, "chunked", mcdc_snapshot_purged, b->changes, err);
     if (rc) return rc;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "mcdc_lake.h"
+#include "mcdc_lsn.h"
 #include "mcdc_tables.h"
 
 /* The arguments every verdict function needs: a bad one is the caller's
@@ -30,13 +31,30 @@ static int check_args(const char *fn, const void *out, const char *control_table
     return MCDC_OK;
 }
 
+/* How far a commit time may lie ahead of this clock (the server's clock
+ * may run ahead of ours). */
+#define MCDC_VERDICT_SKEW_US (24LL * 3600 * 1000000)
+
+/* The control table, refused when it is of another kind (a file, a
+ * bronze table...): its rows would be read or written as verdicts. */
+static int open_control(mcdc_table **out, const char *control_table, const char *warehouse,
+                        mcdc_error *err) {
+    int rc = mcdc_table_open(out, control_table, warehouse, err);
+    if (rc == MCDC_OK) rc = mcdc_table_check_kind(*out, MCDC_KIND_CONTROL, "control table", err);
+    if (rc && *out) {
+        mcdc_table_close(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 int mcdc_verdict_read(mcdc_verdict *out, const char *control_table, const char *warehouse,
                       const char *table_name, mcdc_error *err) {
     int rc = check_args("mcdc_verdict_read", out, control_table, table_name, err);
     if (rc) return rc;
     memset(out, 0, sizeof *out);
-    mcdc_table *t;
-    rc = mcdc_table_open(&t, control_table, warehouse, err);
+    mcdc_table *t = NULL;
+    rc = open_control(&t, control_table, warehouse, err);
     if (rc) return rc;
     mcdc_batch *b = NULL;
     int64_t version;
@@ -67,8 +85,8 @@ int mcdc_verdict_open_snapshot(bool *has, char out_lsn[24], const char *control_
     if (rc) return rc;
     *has = false;
     out_lsn[0] = 0;
-    mcdc_table *t;
-    rc = mcdc_table_open(&t, control_table, warehouse, err);
+    mcdc_table *t = NULL;
+    rc = open_control(&t, control_table, warehouse, err);
     if (rc) return rc;
     mcdc_batch *b = NULL;
     int64_t version;
@@ -148,8 +166,21 @@ int mcdc_verdict_advance(mcdc_verdict *out, const char *control_table, const cha
                               "mcdc_verdict_advance: granularity %d is not a mcdc_granularity "
                               "(hour, minute or day)",
                               (int)g);
-    mcdc_table *t;
-    rc = mcdc_table_open(&t, control_table, warehouse, err);
+    mcdc_lsn lsn;
+    if (mcdc_lsn_parse_cstr(&lsn, end_lsn, NULL) != MCDC_OK)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "end LSN '%s' is not an LSN: give the LSN the committed batch ends "
+                              "at, 0x and 20 hex digits (0x0000002A000001000001)",
+                              end_lsn);
+    /* A commit time later than now (a day's clock skew allowed) has not
+     * happened: the verdict would call periods final that are still open. */
+    if (end_commit_us > mcdc_now_utc_us() + MCDC_VERDICT_SKEW_US)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "end commit time is more than a day in the future: "
+                              "finalized_until would claim periods not over yet. Give the "
+                              "commit time of the batch's end (UTC)");
+    mcdc_table *t = NULL;
+    rc = open_control(&t, control_table, warehouse, err);
     if (rc) return rc;
     rc = mcdc_verdict_advance_table(out, t, table_name, end_lsn, end_commit_us, g, err);
     mcdc_table_close(t);

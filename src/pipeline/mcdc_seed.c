@@ -276,6 +276,27 @@ static int seed_check_keys(seed_job *j, mcdc_seed_copy *copy, mcdc_error *err) {
     return rc;
 }
 
+/* Every captured column is in each file of the copy (or read as NULL), and
+ * each file is Parquet: told before the keys are read. */
+static int copy_columns(void *ctx, const char *file, const mcdc_schema *s, mcdc_error *err) {
+    seed_job *j = ctx;
+    if (j->cfg->allow_missing_columns) return MCDC_OK;
+    const mcdc_schema *o = j->out_schema;
+    for (int32_t i = j->first_captured; i < o->n_fields; i++) {
+        bool has = false;
+        for (int32_t m = 0; m < s->n_fields && !has; m++)
+            has = mcdc_str_ieq(s->fields[m].name, o->fields[i].name);
+        if (!has)
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "the copy %s%s%s has no column '%s' (matched ignoring case), "
+                                  "which the stream reads: nothing was written. Add it to the "
+                                  "copy, or pass --allow-missing-columns to read it as NULL",
+                                  j->cfg->from, file ? ": its file " : "", file ? file : "",
+                                  o->fields[i].name);
+    }
+    return MCDC_OK;
+}
+
 static int empty_copy(const mcdc_seed_cfg *cfg, mcdc_error *err) {
     return mcdc_error_set(err, MCDC_E_INVALID,
                           "the copy %s holds no row: an empty copy of a table that has rows is "
@@ -374,6 +395,10 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
     *written = false;
     bool allow_empty = cfg->allow_empty;
     rc = mcdc_opts_check_required(opts, err);
+    const mcdc_role roles[3] = {{"--target", cfg->target, true},
+                                {"--facts-table", cfg->facts_table, true},
+                                {"--from", cfg->from, false}};
+    if (rc == MCDC_OK) rc = mcdc_roles_check(roles, 3, cfg->warehouse, NULL, err);
     if (rc) return rc;
     /* The copy first: a path that holds none is the cheapest mistake to
      * tell, before the server is asked anything. */
@@ -395,6 +420,7 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
         rc = mcdc_table_open(&facts, cfg->facts_table, cfg->warehouse, err);
     if (rc == MCDC_OK && facts) rc = mcdc_table_check_kind(facts, MCDC_KIND_FACTS, "facts table", err);
     if (rc == MCDC_OK) rc = mcdc_changes_open(&changes, opts, NULL, err);
+    if (rc == MCDC_OK) rc = mcdc_snapshot_check_table(target, cfg->target, changes, err);
     if (rc == MCDC_OK) rc = mcdc_bronze_schema(&bronze, mcdc_changes_schema(changes), err);
     seed_job j = {.changes = changes, .bronze = bronze, .cfg = cfg, .opts = opts};
     mcdc_lsn lsn;
@@ -404,6 +430,13 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
         mcdc_lsn_format(&lsn, lsn_text);
         rc = mcdc_changes_commit_time(changes, &lsn, &j.commit_us, &j.has_ts, err);
     }
+    /* Any snapshot of the stream still open, in either mode: a seed would
+     * be a second snapshot next to it. */
+    mcdc_snapfacts sf = {0};
+    if (rc == MCDC_OK && facts)
+        rc = mcdc_snapfacts_load(&sf, facts, cfg->target, cfg->warehouse, cfg->app_id, err);
+    if (rc == MCDC_OK) rc = mcdc_snapfacts_lock(&sf, cfg->target, NULL, mcdc_snapshot_purged, changes, err);
+    mcdc_snapfacts_free(&sf);
     /* What the target holds already. */
     mcdc_snap_env e = {.ctx = &ctx, .changes = changes, .target = target, .bronze = bronze,
                        .num_partitions = 1};
@@ -422,13 +455,6 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
                             "--reseed needs an --as-of newer than the target's newest snapshot "
                             "%s, and %s is not",
                             newest.lsn, lsn_text);
-    /* Any snapshot of the stream still open, in either mode: a seed would
-     * be a second snapshot next to it. */
-    mcdc_snapfacts sf = {0};
-    if (rc == MCDC_OK && facts)
-        rc = mcdc_snapfacts_load(&sf, facts, cfg->target, cfg->warehouse, cfg->app_id, err);
-    if (rc == MCDC_OK) rc = mcdc_snapfacts_lock(&sf, cfg->target, NULL, mcdc_snapshot_purged, changes, err);
-    mcdc_snapfacts_free(&sf);
     if (rc == MCDC_OK) {
         snprintf(out->lsn, sizeof out->lsn, "%s", lsn_text);
         out->has_commit_ts = j.has_ts;
@@ -439,7 +465,8 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
         j.lsn_text = lsn_text;
         j.first_captured = mcdc_schema_find(j.out_schema, "_commit_ts") + 1;
         mcdc_table_props props = {.kind = MCDC_KIND_BRONZE};
-        rc = seed_keys(&j, target, err);
+        rc = mcdc_seed_copy_each_schema(&copy, cfg->warehouse, copy_columns, &j, err);
+        if (rc == MCDC_OK) rc = seed_keys(&j, target, err);
         if (rc == MCDC_OK && j.keys) rc = seed_check_keys(&j, &copy, err);
         if (rc == MCDC_OK && j.keys && j.key_rows == 0 && !allow_empty) rc = empty_copy(cfg, err);
         if (rc == MCDC_OK) rc = mcdc_appender_open(&j.app, target, bronze, &props, err);

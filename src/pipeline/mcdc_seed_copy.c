@@ -2,6 +2,7 @@
 #include "mcdc_seed_copy.h"
 
 #include <fnmatch.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "mcdc_parquet.h"
@@ -151,6 +152,38 @@ static int read_delta(mcdc_seed_copy *c, const char *warehouse, const char *cons
     mcdc_schema_unref(theirs);
     mcdc_table_close(t);
     if (rc) mcdc_error_wrap(err, "reading the copy %s", c->from);
+    return rc;
+}
+
+int mcdc_seed_copy_each_schema(mcdc_seed_copy *c, const char *warehouse,
+                               mcdc_seed_copy_schema_fn fn, void *ctx, mcdc_error *err) {
+    if (c->delta) {
+        mcdc_table *t = NULL;
+        mcdc_schema *s = NULL;
+        int rc = mcdc_table_open(&t, c->dir, warehouse, err);
+        if (rc == MCDC_OK) rc = mcdc_table_schema(t, &s, err);
+        if (rc == MCDC_OK && s) rc = fn(ctx, NULL, s, err);
+        mcdc_schema_unref(s);
+        mcdc_table_close(t);
+        return rc;
+    }
+    int rc = MCDC_OK;
+    for (size_t i = 0; rc == MCDC_OK && i < c->n_files; i++) {
+        mcdc_parquet_reader *r = NULL;
+        const mcdc_schema *s = NULL;
+        rc = mcdc_parquet_reader_open(&r, c->st, c->files[i], NULL, err);
+        if (rc == MCDC_OK) rc = mcdc_parquet_reader_schema(&s, r, err);
+        if (rc == MCDC_E_CORRUPT || rc == MCDC_E_UNSUPPORTED || rc == MCDC_E_PROTOCOL) {
+            char why[sizeof err->message];
+            snprintf(why, sizeof why, "%s", err ? err->message : "");
+            rc = mcdc_error_set(err, MCDC_E_INVALID,
+                                "--from %s: %s/%s is not a Parquet file this can read (%s): "
+                                "nothing was written; " COPY_FORMS,
+                                c->from, c->dir, c->files[i], why);
+        }
+        if (rc == MCDC_OK) rc = fn(ctx, c->files[i], s, err);
+        mcdc_parquet_reader_free(r);
+    }
     return rc;
 }
 

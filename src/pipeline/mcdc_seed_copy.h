@@ -38,6 +38,14 @@ int mcdc_seed_copy_find(mcdc_seed_copy *c, const char *from, mcdc_error *err);
  * matched ignoring case, that the copy has. */
 int mcdc_seed_copy_read(mcdc_seed_copy *c, const char *warehouse, const char *const *want,
                         int32_t n_want, mcdc_batch_fn fn, void *ctx, mcdc_error *err);
+/* Calls fn with the columns of each of the copy's Parquet files (file: its
+ * name), or once with the Delta table's (file NULL), reading footers and
+ * the log only. A file that is no Parquet file, or a damaged one, is
+ * MCDC_E_INVALID naming it. */
+typedef int (*mcdc_seed_copy_schema_fn)(void *ctx, const char *file, const mcdc_schema *s,
+                                        mcdc_error *err);
+int mcdc_seed_copy_each_schema(mcdc_seed_copy *c, const char *warehouse,
+                               mcdc_seed_copy_schema_fn fn, void *ctx, mcdc_error *err);
 void mcdc_seed_copy_close(mcdc_seed_copy *c);
 
 #endif /* MCDC_SEED_COPY_H */

@@ -143,6 +143,51 @@ int mcdc_snapshot_find_at(mcdc_offset *out, bool *found, bool chunks, const char
     return rc;
 }
 
+/* ---- the target's table -------------------------------------------------------------- */
+typedef struct {
+    mcdc_changes *changes;
+    bool any, ours;
+    char first[MCDC_IDENT_BYTES_MAX + 1]; /* the first capture instance seen */
+} table_acc;
+
+static int table_file(void *ctx, const char *stats, mcdc_error *err) {
+    table_acc *a = ctx;
+    if (stats == NULL || a->ours) return MCDC_OK;
+    json_error_t je;
+    json_t *j = json_loads(stats, 0, &je);
+    const char *ci[2] = {
+        json_string_value(json_object_get(json_object_get(j, "minValues"), "_capture_instance")),
+        json_string_value(json_object_get(json_object_get(j, "maxValues"), "_capture_instance"))};
+    int rc = MCDC_OK;
+    for (int i = 0; i < 2 && rc == MCDC_OK && !a->ours; i++) {
+        if (ci[i] == NULL || ci[i][0] == 0) continue;
+        /* Statistics cut strings at 32 characters: a long name is a prefix. */
+        bool cut = strlen(ci[i]) >= 32;
+        if (!a->any) snprintf(a->first, sizeof a->first, "%s", ci[i]);
+        a->any = true;
+        rc = mcdc_changes_is_table_instance(a->changes, ci[i], cut, &a->ours, err);
+        if (rc == MCDC_OK && !a->ours && !cut) a->ours = mcdc_changes_is_table_name(a->changes, ci[i]);
+    }
+    json_decref(j);
+    return rc;
+}
+
+int mcdc_snapshot_check_table(mcdc_table *target, const char *name, mcdc_changes *changes,
+                              mcdc_error *err) {
+    table_acc a = {.changes = changes};
+    int rc = mcdc_table_each_file_stats(target, table_file, &a, err);
+    if (rc || !a.any || a.ours) return rc;
+    return mcdc_error_set(err, MCDC_E_MISMATCH,
+                          "target %s holds the rows of capture instance '%s', which is not '%s' "
+                          "(of table %s.%s) nor another capture instance of that table: one "
+                          "bronze table would hold two tables' rows. Nothing was written. Give "
+                          "this table a target of its own, or the options of the stream that "
+                          "wrote %s",
+                          name, a.first, mcdc_changes_capture_instance(changes),
+                          mcdc_changes_source_schema(changes), mcdc_changes_source_table(changes),
+                          name);
+}
+
 /* ---- taking one ---------------------------------------------------------------------- */
 typedef struct {
     mcdc_changes *changes;
@@ -396,6 +441,9 @@ int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcdc_
     *rows = 0;
     *taken = false;
     rc = mcdc_opts_check_required(opts, err);
+    const mcdc_role roles[2] = {{"--target", cfg->target, true},
+                                {"--facts-table", facts_name, true}};
+    if (rc == MCDC_OK) rc = mcdc_roles_check(roles, 2, cfg->warehouse, NULL, err);
     if (rc) return rc;
     mcdc_ctx ctx = {.budget = cfg->budget};
     mcdc_log_sink sink = {cfg->log_fn, cfg->log_user, cfg->log_level};
@@ -409,6 +457,7 @@ int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcdc_
     if (rc == MCDC_OK)
         rc = mcdc_budget_acquire(ctx.budget, MCDC_PERMIT_CONNECTION, 1, 1, 1, &ctx.stop, &control, err);
     if (rc == MCDC_OK) rc = mcdc_changes_open(&changes, opts, NULL, err);
+    if (rc == MCDC_OK) rc = mcdc_snapshot_check_table(target, cfg->target, changes, err);
     if (rc == MCDC_OK) rc = mcdc_bronze_schema(&bronze, mcdc_changes_schema(changes), err);
     mcdc_snap_env e = {.ctx = &ctx, .changes = changes, .target = target, .bronze = bronze,
                        .num_partitions = mcdc_opt_num_partitions(opts)};

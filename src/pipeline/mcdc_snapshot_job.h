@@ -35,6 +35,11 @@ typedef struct mcdc_snap_env {
  * LSN newer than its rows). The snapshot command, seed, the bootstrap and
  * the re-snapshot all find snapshots here, so they agree on what counts. */
 int mcdc_snapshot_find(mcdc_offset *out, bool *found, const mcdc_snap_env *e, mcdc_error *err);
+/* The rows target already holds are of changes' table: MCDC_E_MISMATCH when
+ * none of the capture instances they name (by the files' statistics) is
+ * one of its instances or its default name; name is the target as given. */
+int mcdc_snapshot_check_table(mcdc_table *target, const char *name, mcdc_changes *changes,
+                              mcdc_error *err);
 /* Whole snapshots only (a chunked one is complete only by its facts). */
 int mcdc_snapshot_find_whole(mcdc_offset *out, bool *found, const mcdc_snap_env *e,
                              mcdc_error *err);

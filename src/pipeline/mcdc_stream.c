@@ -1034,14 +1034,18 @@ static const mcdc_job_ops STREAM_OPS = {
 
 static int check_app_id(const char *app_id, mcdc_error *err) {
     size_t n = strlen(app_id);
-    if (n == 0) return mcdc_error_set(err, MCDC_E_INVALID, "--app-id is empty");
+    if (n == 0)
+        return mcdc_error_set(err, MCDC_E_INVALID, "--app-id is empty: give the stream a name "
+                                                   "that stays the same for its checkpoint's life");
     if (n > MCDC_APP_ID_BYTES_MAX)
         return mcdc_error_set(err, MCDC_E_INVALID, "--app-id is %zu bytes long; at most %d",
                               n, MCDC_APP_ID_BYTES_MAX);
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)app_id[i] < 0x20 || app_id[i] == 0x7f)
             return mcdc_error_set(err, MCDC_E_INVALID,
-                                  "--app-id holds a control character (byte %zu)", i);
+                                  "--app-id holds a control character (byte %zu): an app id "
+                                  "is printable text",
+                                  i);
     return MCDC_OK;
 }
 
@@ -1050,49 +1054,18 @@ static int check_app_id(const char *app_id, mcdc_error *err) {
  * own, neither a table nor inside one nor holding one. */
 static int check_roles(mcdc_stream *s, mcdc_error *err) {
     const mcdc_stream_cfg *c = &s->cfg;
-    struct {
-        const char *role, *given;
-        char *canon;
-        bool table;
-    } r[4] = {{"--target", c->target, NULL, true},
-              {"--facts-table", c->facts_table, NULL, true},
-              {"--control-table", c->control_table, NULL, true},
-              {"--checkpoint", c->checkpoint, NULL, false}};
-    int rc = MCDC_OK;
-    for (int i = 0; i < 4 && rc == MCDC_OK; i++) {
-        if (r[i].given == NULL) continue;
-        char *path = NULL;
-        if (r[i].table) rc = mcdc_table_resolve(&path, r[i].given, c->warehouse, err);
-        else path = mcdc_strdup(r[i].given);
-        if (rc == MCDC_OK && path == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-        /* A local path in its canonical form; a URI (s3://, mem://) as given. */
-        if (rc == MCDC_OK && strstr(path, "://") == NULL)
-            rc = mcdc_path_canonical(&r[i].canon, path, err);
-        else if (rc == MCDC_OK && (r[i].canon = mcdc_strdup(path)) == NULL)
-            rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-        if (rc) mcdc_error_wrap(err, "%s %s", r[i].role, r[i].given);
-        mcdc_free(path);
-    }
-    for (int i = 0; i < 4 && rc == MCDC_OK; i++)
-        for (int j = i + 1; j < 4 && rc == MCDC_OK; j++) {
-            if (r[i].canon == NULL || r[j].canon == NULL) continue;
-            bool same = strcmp(r[i].canon, r[j].canon) == 0;
-            bool nested = mcdc_path_within(r[i].canon, r[j].canon) ||
-                          mcdc_path_within(r[j].canon, r[i].canon);
-            if (same || nested)
-                rc = mcdc_error_set(err, MCDC_E_MISMATCH,
-                                    "%s %s and %s %s %s: each needs a place of its own (one "
-                                    "table in two roles mixes their rows and schemas). Nothing "
-                                    "was written",
-                                    r[i].role, r[i].given, r[j].role, r[j].given,
-                                    same ? "are one location" : "lie inside one another");
-        }
+    const mcdc_role r[4] = {{"--target", c->target, true},
+                            {"--facts-table", c->facts_table, true},
+                            {"--control-table", c->control_table, true},
+                            {"--checkpoint", c->checkpoint, false}};
+    char *canon[4] = {NULL};
+    int rc = mcdc_roles_check(r, 4, c->warehouse, canon, err);
     if (rc == MCDC_OK) {
-        s->target_path = r[0].canon;
-        s->facts_path = r[1].canon;
-        r[0].canon = r[1].canon = NULL;
+        s->target_path = canon[0];
+        s->facts_path = canon[1];
+        mcdc_free(canon[2]);
+        mcdc_free(canon[3]);
     }
-    for (int i = 0; i < 4; i++) mcdc_free(r[i].canon);
     return rc;
 }
 
@@ -1111,7 +1084,7 @@ int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stre
         return mcdc_error_set(err, MCDC_E_INVALID, "a stream needs a target, an app id and a "
                                                    "checkpoint");
     if (*cfg->target == 0 || *cfg->checkpoint == 0)
-        return mcdc_error_set(err, MCDC_E_INVALID, "--%s is empty",
+        return mcdc_error_set(err, MCDC_E_INVALID, "--%s is empty: give it a path",
                               *cfg->target == 0 ? "target" : "checkpoint");
     rc = check_app_id(cfg->app_id, err);
     if (rc == MCDC_OK) rc = mcdc_opts_check_required(opts, err);
@@ -1204,19 +1177,42 @@ static int check_reserved(const mcdc_schema *out, mcdc_error *err) {
 }
 
 /* startingLsn past max_lsn: nothing comes until the server gets there. */
-static void warn_future_start(mcdc_stream *s) {
+/* startingLsn, where a new checkpoint starts, must be an LSN of this
+ * server that a stream can start from, checked before anything is written
+ * (else the first batch would plan, then stop). */
+static int check_start(mcdc_stream *s, bool fresh, mcdc_error *err) {
     const char *starting = NULL;
-    if (mcdc_opt_starting_lsn(s->opts, &starting) != MCDC_START_LSN) return;
-    mcdc_lsn want, max;
-    mcdc_error e = MCDC_ERROR_INIT;
-    if (mcdc_lsn_parse_cstr(&want, starting, &e) || mcdc_changes_max_lsn(s->changes, &max, &e))
-        return;
-    if (mcdc_lsn_cmp(&want, &max) <= 0) return;
-    char m[MCDC_LSN_TEXT_LEN + 1];
-    mcdc_lsn_format(&max, m);
-    mcdc_log(MCDC_LOG_WARN, "startingLsn %s is beyond the server's max_lsn %s: the stream waits "
-                            "until changes past %s are captured (did you mean an LSN of another "
-                            "server or database?)", starting, m, starting);
+    if (!fresh || mcdc_opt_starting_lsn(s->opts, &starting) != MCDC_START_LSN) return MCDC_OK;
+    mcdc_lsn want;
+    int rc = mcdc_lsn_parse_cstr(&want, starting, err);
+    bool loss_ok = s->cfg.on_data_loss == MCDC_ON_DATA_LOSS_RESNAPSHOT ||
+                   !mcdc_opt_fail_on_data_loss(s->opts);
+    if (rc == MCDC_OK) rc = mcdc_changes_check_start(s->changes, &want, "startingLsn", loss_ok, err);
+    return rc;
+}
+
+/* The checkpoint is a directory of its own: not a file, not a Delta table. */
+static int check_checkpoint_place(mcdc_stream *s, mcdc_error *err) {
+    const char *dir = s->cfg.checkpoint;
+    if (mcdc_location_is_file(dir))
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "--checkpoint %s is a file: a checkpoint is a directory (a new "
+                              "path creates one). Nothing was written",
+                              dir);
+    mcdc_storage *st = NULL;
+    mcdc_storage_listing l = {0};
+    int rc = mcdc_storage_open_env(&st, s->ctx.storage_env, dir, err);
+    if (rc == MCDC_OK) rc = mcdc_storage_list(st, "_delta_log/", &l, err);
+    size_t n = l.count;
+    mcdc_storage_listing_free(&l);
+    mcdc_storage_free(st);
+    if (rc == MCDC_OK && n > 0)
+        rc = mcdc_error_set(err, MCDC_E_MISMATCH,
+                            "--checkpoint %s holds a Delta table (_delta_log/): a checkpoint is "
+                            "a directory of its own, and its files would go into that table's. "
+                            "Nothing was written. Give the checkpoint a new path",
+                            dir);
+    return rc;
 }
 
 /* What a generation's checkpoint is bound to (app_id: its sink app id). */
@@ -1390,6 +1386,7 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
      * generations, the state file and every batch. A second one stops here,
      * before it asks the source anything. */
     mcdc_ckpt_lock *held = NULL;
+    if (rc == MCDC_OK) rc = check_checkpoint_place(s, err);
     if (rc == MCDC_OK)
         rc = mcdc_checkpoint_lock(&held, s->ctx.storage_env, cfg->checkpoint, STREAM_OPS.kind,
                                   cfg->app_id, err);
@@ -1416,6 +1413,7 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
          mcdc_changes_is_table_name(s->changes, last_read)) &&
         (s->ci_alias = mcdc_strdup(bound)) == NULL)
         rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    bool fresh = bound == NULL;
     mcdc_free(bound);
     mcdc_free(last_read);
     if (rc == MCDC_OK) rc = check_reserved(mcdc_changes_schema(s->changes), err);
@@ -1425,7 +1423,7 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
         rc = mcdc_changes_max_lsn(s->changes, &s->ceiling, err);
         s->has_ceiling = rc == MCDC_OK;
     }
-    if (rc == MCDC_OK) warn_future_start(s);
+    if (rc == MCDC_OK) rc = check_start(s, fresh, err);
     /* A run that may snapshot checks the key it would cut on before it
      * writes anything (an open row, a state file). */
     if (rc == MCDC_OK && (cfg->bootstrap || cfg->on_data_loss == MCDC_ON_DATA_LOSS_RESNAPSHOT ||

@@ -1572,21 +1572,19 @@ static void close_run(mcdc_reconcile *r) {
 
 static int open_tables(mcdc_reconcile *r, mcdc_error *err) {
     const char *wh = r->cfg.warehouse;
-    int rc = mcdc_table_open(&r->silver, r->cfg.silver, wh, err);
+    /* one table in two roles, or one inside another */
+    const mcdc_role roles[5] = {{"--silver", r->cfg.silver, true},
+                                {"--bronze", r->cfg.bronze, true},
+                                {"--control-table", r->cfg.control_table, true},
+                                {"--facts-table", r->cfg.facts_table, true},
+                                {"--report-table", r->cfg.report_table, true}};
+    int rc = mcdc_roles_check(roles, 5, wh, NULL, err);
+    if (rc == MCDC_OK) rc = mcdc_table_open(&r->silver, r->cfg.silver, wh, err);
     if (rc == MCDC_OK) rc = mcdc_table_open(&r->bronze, r->cfg.bronze, wh, err);
     if (rc == MCDC_OK) rc = mcdc_table_open(&r->control, r->cfg.control_table, wh, err);
     if (rc == MCDC_OK && r->cfg.facts_table) rc = mcdc_table_open(&r->facts, r->cfg.facts_table, wh, err);
     if (rc == MCDC_OK && r->cfg.report_table)
         rc = mcdc_table_open(&r->report, r->cfg.report_table, wh, err);
-    mcdc_table *t[5] = {r->silver, r->bronze, r->control, r->facts, r->report};
-    const char *role[5] = {"silver", "bronze", "control table", "facts table", "report table"};
-    for (int i = 0; rc == MCDC_OK && i < 5; i++)
-        for (int j = i + 1; rc == MCDC_OK && j < 5; j++)
-            if (t[i] && t[j] && strcmp(mcdc_table_path(t[i]), mcdc_table_path(t[j])) == 0)
-                rc = mcdc_error_set(err, MCDC_E_MISMATCH,
-                                    "%s and %s are one table (%s): nothing was written. Give each "
-                                    "its own",
-                                    role[i], role[j], mcdc_table_path(t[i]));
     if (rc == MCDC_OK) rc = mcdc_table_check_kind(r->silver, MCDC_KIND_SILVER, "silver", err);
     if (rc == MCDC_OK) rc = mcdc_table_check_kind(r->bronze, MCDC_KIND_BRONZE, "bronze", err);
     if (rc == MCDC_OK) rc = mcdc_table_check_kind(r->control, MCDC_KIND_CONTROL, "control table", err);
@@ -1613,8 +1611,8 @@ static int resolve_source(mcdc_reconcile *r, mcdc_error *err) {
     /* the configured instance, else (gone) its table through bronze's
      * names; the follow handle of the changes in flight resolves alike */
     silver_instances_free(&r->flight.names);
-    int rc = mcdc_repair_source_open(&r->changes, r->opts, r->bronze, r->cfg.bronze, "reconcile",
-                                     &r->flight.names, err);
+    int rc = silver_source_open_bronze(&r->changes, r->opts, r->bronze, r->cfg.bronze, "reconcile",
+                                       &r->flight.names, err);
     if (rc == MCDC_E_MISMATCH) return rc;
     if (rc) return mcdc_error_wrap(err, "opening the source"), rc;
     if (r->n_keys == 0) {
@@ -1648,7 +1646,9 @@ static int resolve_source(mcdc_reconcile *r, mcdc_error *err) {
         for (int32_t c = 0; c < r->n_cols; c++)
             if (strcmp(r->col_names[c], r->keys[k]) == 0) r->key_in_cols[k] = c;
         if (r->key_in_cols[k] < 0)
-            return mcdc_error_set(err, MCDC_E_INVALID, "key %s is not a captured column of %s",
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "key %s is not a captured column of %s: give --keys the "
+                                  "columns of a unique index of the table (or leave it out)",
                                   r->keys[k], mcdc_changes_capture_instance(r->changes));
     }
     mcdc_type_id t = s->fields[r->first_captured + r->key_in_cols[0]].type;

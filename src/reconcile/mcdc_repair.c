@@ -152,49 +152,10 @@ static int col_of(const mcdc_schema *s, const char *name, int32_t *out, mcdc_err
     return mcdc_error_set(err, MCDC_E_PROTOCOL, "the reader's schema has no %s", name);
 }
 
-int mcdc_repair_source_open(mcdc_changes **out, const mcdc_opts *opts, mcdc_table *bronze,
-                            const char *bronze_name, const char *job, silver_instances *names,
-                            mcdc_error *err) {
-    MCDC_ASSERT(out && opts && bronze && bronze_name && job && names);
-    *out = NULL;
-    /* the configured instance, else (gone) its table through bronze's names */
-    int rc = silver_bronze_instances(names, bronze, bronze_name, err);
-    if (rc == MCDC_OK) rc = silver_source_open(out, opts, names, false, err);
-    if (rc) return rc;
-    /* Apply's test of a bronze row's instance (mcdc_changes_is_table_instance),
-     * on the names bronze's rows hold: one of them is enough (an older
-     * instance dropped after a switch is listed no more), none is another
-     * table. A name the table's default one is its own, as the source's
-     * resolution of a gone instance takes it. */
-    bool ours = names->n == 0;
-    for (int32_t i = 0; rc == MCDC_OK && !ours && i < names->n; i++) {
-        rc = mcdc_changes_is_table_instance(*out, names->names[i], false, &ours, err);
-        if (rc == MCDC_OK && !ours) ours = mcdc_changes_is_table_name(*out, names->names[i]);
-    }
-    if (rc == MCDC_OK && !ours)
-        rc = mcdc_error_set(err, MCDC_E_MISMATCH,
-                            "bronze %s holds the rows of capture instance '%s'%s, which is "
-                            "not '%s' (of table %s.%s) nor another capture instance of that table: "
-                            "bronze, and the silver applied from it, were built from another table "
-                            "than the source options name. Nothing was read or written. Give the "
-                            "options of the stream that wrote bronze (captureInstance '%s'), or "
-                            "%s the tables built from '%s'",
-                            bronze_name, names->names[0],
-                            names->n > 1 ? " (the newest it names)" : "",
-                            mcdc_changes_capture_instance(*out), mcdc_changes_source_schema(*out),
-                            mcdc_changes_source_table(*out), names->names[0], job,
-                            mcdc_changes_capture_instance(*out));
-    if (rc) {
-        mcdc_changes_close(*out);
-        *out = NULL;
-    }
-    return rc;
-}
-
 /* The source's side: connection, output schema, key columns. */
 static int open_source(repair_run *r, const mcdc_opts *opts, mcdc_error *err) {
     silver_instances names;
-    int rc = mcdc_repair_source_open(&r->changes, opts, r->bronze, r->bronze_name, "repair", &names,
+    int rc = silver_source_open_bronze(&r->changes, opts, r->bronze, r->bronze_name, "repair", &names,
                                      err);
     silver_instances_free(&names);
     if (rc) return rc;
@@ -649,7 +610,8 @@ int mcdc_repair_report_keys(const mcdc_ctx *ctx, const char *report_table, const
     mcdc_schema *s = NULL;
     if (rc == MCDC_OK) rc = mcdc_table_schema(t, &s, err);
     if (rc == MCDC_OK && s == NULL)
-        rc = mcdc_error_set(err, MCDC_E_NOTFOUND, "report table %s does not exist", report_table);
+        rc = mcdc_error_set(err, MCDC_E_NOTFOUND, "report table %s does not exist: give --report-table the table reconcile wrote its report to",
+                            report_table);
     static const char *const cols[5] = {"run_id", "failure_type", "key", "status", "run_at"};
     for (int i = 0; rc == MCDC_OK && i < 4; i++) {
         int32_t j = mcdc_schema_find(s, cols[i]);
@@ -733,7 +695,11 @@ int mcdc_repair_run(const mcdc_opts *opts, const mcdc_repair_cfg *cfg, mcdc_repa
     }
     char **keys = NULL;
     size_t n = 0;
-    if (from_report) rc = mcdc_repair_report_keys(&ctx, cfg->report_table, cfg->warehouse, run_id, &keys, &n, err);
+    const mcdc_role roles[3] = {{"--bronze", cfg->bronze, true},
+                                {"--facts-table", cfg->facts_table, true},
+                                {"--report-table", cfg->report_table, true}};
+    rc = mcdc_roles_check(roles, 3, cfg->warehouse, NULL, err);
+    if (rc == MCDC_OK && from_report) rc = mcdc_repair_report_keys(&ctx, cfg->report_table, cfg->warehouse, run_id, &keys, &n, err);
     if (rc == MCDC_OK)
         rc = mcdc_repair_keys(&ctx, opts, cfg->bronze, cfg->facts_table, cfg->warehouse, run_id,
                               from_report ? (const char *const *)keys : cfg->keys_json,

@@ -78,19 +78,6 @@ int mcdc_repair_keys(const mcdc_ctx *ctx, const mcdc_opts *opts, const char *bro
                      const char *const *keys_json, size_t n, mcdc_repair_result *res,
                      mcdc_error *err);
 
-/* The source bronze was streamed from, as the options name it: opened
- * through silver_source_open with the capture instances bronze's rows name
- * (*names, filled here: the caller frees it, silver_instances_free, also
- * on an error), so that a configured instance that is gone is followed.
- * Refused with MCDC_E_MISMATCH, before any row is read, when bronze holds
- * rows and none of the instances they name is the one opened, another
- * instance of its table, or its table's default name (<schema>_<table>):
- * bronze (and the silver applied from it) is another table's. `job` names
- * the command for the message ("reconcile", "repair"). */
-int mcdc_repair_source_open(mcdc_changes **out, const mcdc_opts *opts, mcdc_table *bronze,
-                            const char *bronze_name, const char *job, silver_instances *names,
-                            mcdc_error *err);
-
 /* The differing keys of run_id in report table (rows whose failure_type is
  * MISSING_TARGET, MISSING_SOURCE, RECORD_DIFF or DUPLICATE_TARGET with a
  * key; IN_FLIGHT ones are not): *keys (owned, each and the array:

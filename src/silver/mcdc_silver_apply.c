@@ -166,8 +166,17 @@ int mcdc_apply_create(mcdc_apply **out, const mcdc_opts *opts, const mcdc_apply_
     const char *missing = cfg->bronze == NULL ? "bronze" : cfg->target == NULL ? "target"
                           : cfg->control_table == NULL ? "control_table" : NULL;
     if (missing) return mcdc_error_set(err, MCDC_E_INVALID, "apply needs %s", missing);
-    const char *ci = cfg->capture_instance ? cfg->capture_instance
-                     : opts ? mcdc_opt_capture_instance(opts) : NULL;
+    const char *opt_ci = opts ? mcdc_opt_capture_instance(opts) : NULL;
+    if (cfg->capture_instance && opt_ci && !mcdc_str_ieq(cfg->capture_instance, opt_ci))
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "--capture-instance '%s' and the captureInstance option '%s' name "
+                              "two capture instances: give one, the stream's",
+                              cfg->capture_instance, opt_ci);
+    if (cfg->deletion_vectors && cfg->scd_type == 2)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "--deletion-vectors merges SCD type 1 on read; a type 2 history is "
+                              "copy-on-write only: leave --deletion-vectors out");
+    const char *ci = cfg->capture_instance ? cfg->capture_instance : opt_ci;
     if (ci == NULL || *ci == 0)
         return mcdc_error_set(err, MCDC_E_INVALID,
                               "apply needs the capture instance: --capture-instance, or the "
@@ -265,23 +274,19 @@ static void close_run(mcdc_apply *a) {
 static int open_tables(mcdc_apply *a, mcdc_error *err) {
     const mcdc_storage_env *env = a->ctx.storage_env;
     const char *wh = a->cfg.warehouse;
-    int rc = mcdc_table_open_env(&a->bronze, env, a->cfg.bronze, wh, err);
+    /* one table in two roles, or one inside another */
+    const mcdc_role roles[4] = {{"--bronze", a->cfg.bronze, true},
+                                {"--target", a->cfg.target, true},
+                                {"--control-table", a->cfg.control_table, true},
+                                {"--facts-table", a->cfg.facts_table, true}};
+    int rc = mcdc_roles_check(roles, 4, wh, NULL, err);
+    if (rc == MCDC_OK) rc = mcdc_table_open_env(&a->bronze, env, a->cfg.bronze, wh, err);
     if (rc == MCDC_OK) rc = mcdc_table_open_env(&a->silver, env, a->cfg.target, wh, err);
     if (rc == MCDC_OK) rc = mcdc_table_open_env(&a->control, env, a->cfg.control_table, wh, err);
     if (rc == MCDC_OK && a->cfg.facts_table)
         rc = mcdc_table_open_env(&a->facts, env, a->cfg.facts_table, wh, err);
     if (rc == MCDC_OK) rc = mcdc_plans_name(&a->plans_name, a->cfg.bronze, err);
     if (rc == MCDC_OK) rc = mcdc_table_open_env(&a->plans, env, a->plans_name, wh, err);
-    /* one table in two roles */
-    mcdc_table *t[4] = {a->bronze, a->silver, a->control, a->facts};
-    const char *role[4] = {"bronze", "target (silver)", "control table", "facts table"};
-    for (int i = 0; rc == MCDC_OK && i < 4; i++)
-        for (int j = i + 1; rc == MCDC_OK && j < 4; j++)
-            if (t[i] && t[j] && strcmp(mcdc_table_path(t[i]), mcdc_table_path(t[j])) == 0)
-                rc = mcdc_error_set(err, MCDC_E_MISMATCH,
-                                    "%s and %s are one table (%s): nothing was written. Give each "
-                                    "its own",
-                                    role[i], role[j], mcdc_table_path(t[i]));
     if (rc == MCDC_OK) rc = mcdc_table_check_kind(a->bronze, MCDC_KIND_BRONZE, "bronze", err);
     if (rc == MCDC_OK) rc = mcdc_table_check_kind(a->silver, MCDC_KIND_SILVER, "target", err);
     if (rc == MCDC_OK) rc = mcdc_table_check_kind(a->control, MCDC_KIND_CONTROL, "control table", err);
@@ -296,9 +301,10 @@ static int resolve_source(mcdc_apply *a, mcdc_error *err) {
     if (rc || a->opts == NULL) return rc;
     /* the configured instance, else (gone) its table through bronze's names */
     silver_instances names;
-    rc = silver_bronze_instances(&names, a->bronze, a->cfg.bronze, err);
-    if (rc == MCDC_OK) rc = silver_source_open(&a->changes, a->opts, &names, false, err);
+    rc = silver_source_open_bronze(&a->changes, a->opts, a->bronze, a->cfg.bronze, "apply", &names,
+                                   err);
     silver_instances_free(&names);
+    if (rc == MCDC_E_MISMATCH) return rc;
     if (rc) return mcdc_error_wrap(err, "reading the capture instance's key and its table's capture "
                                         "instances"), rc;
     if (a->n_keys > 0) return MCDC_OK;

@@ -17,6 +17,16 @@
 
 int apply_check_scd_type(const mcdc_apply *a, const mcdc_table_view *sv, mcdc_error *err) {
     if (sv == NULL) return MCDC_OK;
+    /* a table no kind property marks (the reference's silver) lacking a key
+     * column is no silver of this source */
+    for (int32_t k = 0; mcdc_table_view_config(sv, MCDC_TABLE_PROP_KIND) == NULL && k < a->n_keys; k++)
+        if (mcdc_schema_find(mcdc_table_view_schema(sv), a->keys[k]) < 0)
+            return mcdc_error_set(err, MCDC_E_MISMATCH,
+                                  "target %s is a Delta table without the key column '%s' (and "
+                                  "no %s property): not a silver table of this source. Nothing "
+                                  "was applied. Give apply a table of its own (a new path "
+                                  "creates one)",
+                                  a->cfg.target, a->keys[k], MCDC_TABLE_PROP_KIND);
     const char *p = mcdc_table_view_config(sv, SILVER_PROP_SCD_TYPE);
     int have = p == NULL ? 1 : strcmp(p, "1") == 0 ? 1 : strcmp(p, "2") == 0 ? 2 : 0;
     if (have == 0)

@@ -150,3 +150,42 @@ int silver_source_open(mcdc_changes **out, const mcdc_opts *opts, const silver_i
     }
     return mcdc_changes_open(out, opts, &cs, err);
 }
+
+int silver_source_open_bronze(mcdc_changes **out, const mcdc_opts *opts, mcdc_table *bronze,
+                              const char *bronze_name, const char *job,
+                              silver_instances *names, mcdc_error *err) {
+    MCDC_ASSERT(out && opts && bronze && bronze_name && job && names);
+    *out = NULL;
+    /* the configured instance, else (gone) its table through bronze's names */
+    int rc = silver_bronze_instances(names, bronze, bronze_name, err);
+    if (rc == MCDC_OK) rc = silver_source_open(out, opts, names, false, err);
+    if (rc) return rc;
+    /* Apply's test of a bronze row's instance (mcdc_changes_is_table_instance),
+     * on the names bronze's rows hold: one of them is enough (an older
+     * instance dropped after a switch is listed no more), none is another
+     * table. A name the table's default one is its own, as the source's
+     * resolution of a gone instance takes it. */
+    bool ours = names->n == 0;
+    for (int32_t i = 0; rc == MCDC_OK && !ours && i < names->n; i++) {
+        rc = mcdc_changes_is_table_instance(*out, names->names[i], false, &ours, err);
+        if (rc == MCDC_OK && !ours) ours = mcdc_changes_is_table_name(*out, names->names[i]);
+    }
+    if (rc == MCDC_OK && !ours)
+        rc = mcdc_error_set(err, MCDC_E_MISMATCH,
+                            "bronze %s holds the rows of capture instance '%s'%s, which is "
+                            "not '%s' (of table %s.%s) nor another capture instance of that table: "
+                            "bronze, and the silver applied from it, were built from another table "
+                            "than the source options name. Nothing was read or written. Give the "
+                            "options of the stream that wrote bronze (captureInstance '%s'), or "
+                            "%s the tables built from '%s'",
+                            bronze_name, names->names[0],
+                            names->n > 1 ? " (the newest it names)" : "",
+                            mcdc_changes_capture_instance(*out), mcdc_changes_source_schema(*out),
+                            mcdc_changes_source_table(*out), names->names[0], job,
+                            mcdc_changes_capture_instance(*out));
+    if (rc) {
+        mcdc_changes_close(*out);
+        *out = NULL;
+    }
+    return rc;
+}

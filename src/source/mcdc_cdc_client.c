@@ -865,6 +865,26 @@ int mcdc_cdc_detect_clock(mcdc_clock *out, mcdc_cdc_client *c, mcdc_error *err) 
     return MCDC_OK;
 }
 
+int mcdc_cdc_check_zone(mcdc_cdc_client *c, const mcdc_clock *clock, mcdc_error *err) {
+    if (clock->kind != MCDC_CLOCK_ZONE) return MCDC_OK;
+    /* the name's characters are checked (mcdc_clock_from_name): no quote */
+    char sql[MCDC_ZONE_NAME_MAX + 96];
+    snprintf(sql, sizeof sql, "SELECT DATEPART(TZOFFSET, SYSDATETIME() AT TIME ZONE N'%s')",
+             clock->zone);
+    char *t = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    int rc = mcdc_conn_scalar(&t, c->conn, sql, NULL, 0, &e);
+    mcdc_free(t);
+    if (rc == MCDC_E_SERVER)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "sourceTimeZone '%s' is not a time zone this server knows (%s): "
+                              "give the Windows name of the server's zone as sys.time_zone_info "
+                              "lists it ('W. Europe Standard Time'), UTC, or auto",
+                              clock->zone, e.message);
+    if (rc && err) *err = e;
+    return rc;
+}
+
 int mcdc_cdc_range_offset(int *out_minutes, bool *out_known, mcdc_cdc_client *c,
                           const mcdc_lsn *from, const mcdc_lsn *to, mcdc_error *err) {
     *out_known = false;
@@ -1005,7 +1025,10 @@ void mcdc_cdc_network_wait_ms(int64_t *out_ms, bool *out_known, mcdc_cdc_client 
     mcdc_free(t);
 }
 
-int mcdc_cdc_has_select(int *out, mcdc_cdc_client *c, const char *ci, mcdc_error *err) {
+/* *out 1, 0 or -1 (NULL): HAS_PERMS_BY_NAME on cdc.[<ci>_CT], gated on the
+ * instance's min_lsn (the reference's row 25) or not. */
+static int change_table_perm(int *out, mcdc_cdc_client *c, const char *ci, bool gate,
+                             mcdc_error *err) {
     *out = -1;
     int rc = mcdc_validate_capture_instance(ci, err);
     if (rc != MCDC_OK) return rc;
@@ -1013,15 +1036,26 @@ int mcdc_cdc_has_select(int *out, mcdc_cdc_client *c, const char *ci, mcdc_error
     snprintf(obj, sizeof obj, "cdc.[%s_CT]", ci);
     const char *p[] = {ci, obj};
     char *t = NULL;
-    rc = mcdc_conn_scalar(&t, c->conn,
-                          "SELECT CASE WHEN sys.fn_cdc_get_min_lsn(?) > 0x00000000000000000000 "
-                          "THEN HAS_PERMS_BY_NAME(?, 'OBJECT', 'SELECT') END",
-                          p, 2, err);
+    rc = gate ? mcdc_conn_scalar(&t, c->conn,
+                                 "SELECT CASE WHEN sys.fn_cdc_get_min_lsn(?) > "
+                                 "0x00000000000000000000 THEN HAS_PERMS_BY_NAME(?, 'OBJECT', "
+                                 "'SELECT') END",
+                                 p, 2, err)
+              : mcdc_conn_scalar(&t, c->conn, "SELECT HAS_PERMS_BY_NAME(?, 'OBJECT', 'SELECT')",
+                                 p + 1, 1, err);
     if (rc != MCDC_OK) return mcdc_error_wrap(err, "checking SELECT permission on %s", obj);
     int64_t v;
     if (t && mcdc_parse_i64(t, &v) == MCDC_OK) *out = v ? 1 : 0;
     mcdc_free(t);
     return MCDC_OK;
+}
+
+int mcdc_cdc_has_select(int *out, mcdc_cdc_client *c, const char *ci, mcdc_error *err) {
+    return change_table_perm(out, c, ci, true, err);
+}
+
+int mcdc_cdc_may_read(int *out, mcdc_cdc_client *c, const char *ci, mcdc_error *err) {
+    return change_table_perm(out, c, ci, false, err);
 }
 
 int mcdc_cdc_user_name(char **out, mcdc_cdc_client *c, mcdc_error *err) {

@@ -158,6 +158,9 @@ int mcdc_cdc_utc_now(int64_t *out_us, mcdc_cdc_client *c, mcdc_error *err);
 /* Row 10: the one offset valid for all commits of [from, to] under a zone
  * clock (range < 7 days, same offset 3 h either side), or *out_known =
  * false. */
+/* A zone named by sourceTimeZone that the server does not know:
+ * MCDC_E_INVALID naming it and what to give (other clocks: MCDC_OK). */
+int mcdc_cdc_check_zone(mcdc_cdc_client *c, const mcdc_clock *clock, mcdc_error *err);
 int mcdc_cdc_range_offset(int *out_minutes, bool *out_known, mcdc_cdc_client *c,
                           const mcdc_lsn *from, const mcdc_lsn *to, mcdc_error *err);
 /* Row 11: DST fall-back drops (clock going back) relevant to [from, to]. */
@@ -182,6 +185,11 @@ void mcdc_cdc_network_wait_ms(int64_t *out_ms, bool *out_known, mcdc_cdc_client 
 /* Row 25: 1 when the login may SELECT cdc.[<ci>_CT], 0 when not, -1 when
  * unknown (the instance is gone: min_lsn is zero). */
 int mcdc_cdc_has_select(int *out, mcdc_cdc_client *c, const char *ci, mcdc_error *err);
+/* The same without the reference's gate: 1 when the login may SELECT
+ * cdc.[<ci>_CT], 0 when that table exists and it may not (fn_cdc_get_min_lsn
+ * is zero then, and sp_cdc_help_change_data_capture leaves the instance
+ * out), -1 when there is no such table. */
+int mcdc_cdc_may_read(int *out, mcdc_cdc_client *c, const char *ci, mcdc_error *err);
 /* SUSER_SNAME()/USER_NAME() for GRANT messages; *out owned (mcdc_free). */
 int mcdc_cdc_user_name(char **out, mcdc_cdc_client *c, mcdc_error *err);
 

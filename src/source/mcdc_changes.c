@@ -52,7 +52,14 @@ static uint64_t backoff_jitter(uint64_t below) {
 /* After a control call returned rc: true when it should run again (the
  * connection is dropped; the next round opens a new one). */
 bool mcdc_changes__control_again(mcdc_changes *c, int rc, int *attempt, mcdc_error *err) {
-    if (rc != MCDC_E_TRANSIENT || *attempt >= c->retries_max) return false;
+    if (rc != MCDC_E_TRANSIENT) return false;
+    if (*attempt >= c->retries_max) {
+        mcdc_error_wrap(err, "the source stayed unreachable through %d retries (check Server= in "
+                             "the connection string, and that SQL Server runs and this host "
+                             "reaches it; then run again)",
+                        c->retries_max);
+        return false;
+    }
     int64_t base = (int64_t)c->backoff_ms_first << *attempt;
     int64_t wait = base + (int64_t)backoff_jitter((uint64_t)base);
     (*attempt)++;
@@ -115,16 +122,31 @@ static bool listed(const char *list, const char *name) {
 
 static int parse_columns(mcdc_schema **out, const char *ddl, const mcdc_schema *captured,
                          const char *unreadable, mcdc_error *err) {
-    char names[MCDC_COLUMNS_MAX][MCDC_IDENT_BYTES_MAX + 1];
-    char types[MCDC_COLUMNS_MAX][40];
+    /* on the heap: 2 MB, more than a thread's stack should hold */
+    char(*names)[MCDC_IDENT_BYTES_MAX + 1] = mcdc_malloc(MCDC_COLUMNS_MAX * sizeof *names);
+    char(*types)[40] = mcdc_malloc(MCDC_COLUMNS_MAX * sizeof *types);
+    mcdc_schema *s = NULL;
+    int rc = names && types ? MCDC_OK : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     int n = 0;
     const char *p = ddl;
-    while (*p) {
-        while (isspace((unsigned char)*p) || *p == ',') p++;
-        if (!*p) break;
-        if (n >= MCDC_COLUMNS_MAX)
-            return mcdc_error_set(err, MCDC_E_LIMIT, "columns: more than %d columns",
-                                  MCDC_COLUMNS_MAX);
+    while (isspace((unsigned char)*p)) p++;
+    while (rc == MCDC_OK && *p) {
+        /* one comma between two pairs: an empty one is a mistake to say */
+        if (n > 0 && *p == ',') p++;
+        while (isspace((unsigned char)*p)) p++;
+        if (*p == 0 || *p == ',') {
+            rc = mcdc_error_set(err, MCDC_E_INVALID,
+                                "columns: an empty entry (two commas in a row, or one at an "
+                                "end) in '%s': give 'name TYPE' pairs separated by commas, "
+                                "e.g. 'id INT, amount DECIMAL(18,2), note STRING'",
+                                ddl);
+            break;
+        }
+        if (n >= MCDC_COLUMNS_MAX) {
+            rc = mcdc_error_set(err, MCDC_E_LIMIT, "columns: more than %d columns",
+                                MCDC_COLUMNS_MAX);
+            break;
+        }
         size_t k = 0;
         if (*p == '`') {
             p++;
@@ -151,15 +173,16 @@ static int parse_columns(mcdc_schema **out, const char *ddl, const mcdc_schema *
         }
         while (k && isspace((unsigned char)types[n][k - 1])) k--;
         types[n][k] = 0;
-        if (names[n][0] == 0 || types[n][0] == 0)
-            return mcdc_error_set(err, MCDC_E_INVALID,
-                                  "columns: expected 'name TYPE' pairs separated by commas, "
-                                  "e.g. 'id INT, amount DECIMAL(18,2), note STRING'");
+        if (names[n][0] == 0 || types[n][0] == 0) {
+            rc = mcdc_error_set(err, MCDC_E_INVALID,
+                                "columns: expected 'name TYPE' pairs separated by commas, "
+                                "e.g. 'id INT, amount DECIMAL(18,2), note STRING'");
+            break;
+        }
         n++;
     }
-    if (n == 0) return mcdc_error_set(err, MCDC_E_INVALID, "columns: empty");
-    mcdc_schema *s = NULL;
-    int rc = mcdc_schema_create(&s, n, err);
+    if (rc == MCDC_OK && n == 0) rc = mcdc_error_set(err, MCDC_E_INVALID, "columns: empty");
+    if (rc == MCDC_OK) rc = mcdc_schema_create(&s, n, err);
     for (int i = 0; i < n && rc == MCDC_OK; i++) {
         mcdc_type_id t;
         int32_t pp, ss;
@@ -174,12 +197,15 @@ static int parse_columns(mcdc_schema **out, const char *ddl, const mcdc_schema *
         if (mcdc_schema_find(captured, names[i]) < 0 && !listed(unreadable, names[i])) {
             rc = mcdc_error_set(err, MCDC_E_INVALID,
                                 "columns: '%s' is not a captured column of the capture "
-                                "instance",
+                                "instance: list only columns it captures (sys.sp_cdc_get_"
+                                "captured_columns names them), or leave the option out",
                                 names[i]);
             break;
         }
         rc = mcdc_schema_set(s, i, names[i], t, pp, ss, 0, true, err);
     }
+    mcdc_free(names);
+    mcdc_free(types);
     if (rc != MCDC_OK) {
         mcdc_schema_unref(s);
         return rc;
@@ -262,7 +288,23 @@ int mcdc_changes__resolve_instance(mcdc_changes *c, const char *want, mcdc_error
             size_t l = strlen(names);
             snprintf(names + l, sizeof names - l, "%s%s", l ? ", " : "", v[i].name);
         }
-        rc = ci_matches > 1
+        /* The list holds only the instances this login may read: one it
+         * may not read is a grant to ask for, not a name to correct. */
+        int may = -1;
+        char *user = NULL;
+        mcdc_error probe = MCDC_ERROR_INIT;
+        if (ci_matches == 0 && mcdc_cdc_may_read(&may, c->client, want, &probe) == MCDC_OK &&
+            may == 0)
+            (void)mcdc_cdc_user_name(&user, c->client, &probe);
+        rc = may == 0
+                 ? mcdc_error_set(err, MCDC_E_PERMISSION,
+                                  "captureInstance '%s': this login may not read its change "
+                                  "table cdc.[%s_CT], so the server lists it among none of its "
+                                  "capture instances; a DBA must run: GRANT SELECT ON "
+                                  "cdc.[%s_CT] TO [%s]; (snapshots and reconcile also read the "
+                                  "table itself: GRANT SELECT on it too)",
+                                  want, want, want, user ? user : "<user>")
+             : ci_matches > 1
                  ? mcdc_error_set(err, MCDC_E_INVALID,
                                   "captureInstance '%s' matches %d capture instances that "
                                   "differ only in case; write the exact name",
@@ -271,6 +313,7 @@ int mcdc_changes__resolve_instance(mcdc_changes *c, const char *want, mcdc_error
                                   "captureInstance '%s' not found in this database (its "
                                   "capture instances: %s)",
                                   want, n ? names : "none; is CDC enabled here?");
+        mcdc_free(user);
     } else {
         snprintf(c->ci, sizeof c->ci, "%s", v[at].name);
         c->instance_start = v[at].start_lsn;
@@ -347,8 +390,10 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
     }
     c->retries_max = MCDC_RETRIES_MAX;
     c->backoff_ms_first = MCDC_RETRY_BACKOFF_MS_FIRST;
-    if (settings && settings->retry_backoff_ms > 0 && settings->retry_backoff_ms <= 60000)
-        c->backoff_ms_first = (int)settings->retry_backoff_ms;
+    /* the caller's, else the options' (mssqlcdc_testing.h: every job takes it) */
+    int64_t backoff = settings && settings->retry_backoff_ms > 0 ? settings->retry_backoff_ms
+                                                                 : mcdc_opt_retry_backoff_ms(opts);
+    if (backoff > 0 && backoff <= 60000) c->backoff_ms_first = (int)backoff;
     bool follow = settings && settings->follow;
     /* An instance disabled after a newer one took over still names its
      * table, by its default name (reference §2.1.1) or through the names
@@ -362,6 +407,8 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
             CONTROL_CALL(rc, c, err, mcdc_cdc_detect_clock(&c->clock, c->client, err));
         else
             rc = mcdc_clock_from_name(&c->clock, tz, err);
+        if (rc == MCDC_OK && tz)
+            CONTROL_CALL(rc, c, err, mcdc_cdc_check_zone(c->client, &c->clock, err));
         if (rc == MCDC_OK) {
             pthread_mutex_lock(&c->mu);
             if (c->client) mcdc_cdc_set_clock(c->client, &c->clock);

@@ -163,6 +163,13 @@ void mcdc_changes_gone(const mcdc_changes *c, char *out, size_t cap);
 /* Is name a capture instance of the table now, or the table's default
  * instance name (<schema>_<table>), ignoring case? */
 bool mcdc_changes_is_table_name(const mcdc_changes *c, const char *name);
+/* An LSN the user gave for where a stream starts (what: the option's name,
+ * "startingLsn", "snapshotLsn"): MCDC_E_INVALID when it is beyond max_lsn
+ * (every change up to it would be taken as read), MCDC_E_DATALOSS when the
+ * change after it is before the capture instance's min_lsn (unless
+ * loss_ok: a loss is recovered or skipped). */
+int mcdc_changes_check_start(mcdc_changes *c, const mcdc_lsn *l, const char *what, bool loss_ok,
+                             mcdc_error *err);
 
 /* What reading one range measured (decision record 0014) is the reader's
  * mcdc_reader_metrics (src/source/mcdc_reader.h). */

@@ -246,9 +246,11 @@ int mcdc_changes__resolve_followed(mcdc_changes *c, const char *want,
     /* Gone (or never there): the table the names recorded before still
      * name, the configured one's default name last. */
     rc = seen_add(c, want, err);
-    bool found = false, recorded = false;
+    bool found = false, recorded = false, named = false;
     char names[512] = "";
     append_name(names, sizeof names, want);
+    for (int i = 0; rc == MCDC_OK && st && i < st->n_also_names; i++)
+        named = named || (st->also_names[i] && mcdc_str_ieq(st->also_names[i], want));
     for (int i = 0; rc == MCDC_OK && !found && st && i < st->n_also_names; i++) {
         const char *name = st->also_names[i];
         if (name == NULL || !name[0]) continue;
@@ -260,7 +262,10 @@ int mcdc_changes__resolve_followed(mcdc_changes *c, const char *want,
     }
     if (rc == MCDC_OK && !found) rc = resolve_table_of(c, want, &found, err);
     if (rc == MCDC_OK && found) rc = resolve_covering(c, err);
-    if (rc == MCDC_OK && !found && recorded) {
+    /* Only a name that was read (one the recorded ones hold, or its table's
+     * default name) is followed: any other is mistyped, not gone. */
+    if (rc == MCDC_OK && found && !named && !mcdc_changes_is_table_name(c, want)) found = false;
+    else if (rc == MCDC_OK && !found && recorded) {
         /* The names were read from, so they existed: CDC was disabled on
          * their table (or it was dropped), not a name mistyped. */
         mcdc_capture_instance *v = NULL;

@@ -93,6 +93,36 @@ int mcdc_changes_wait_started(mcdc_changes *c, mcdc_error *err) {
     }
 }
 
+int mcdc_changes_check_start(mcdc_changes *c, const mcdc_lsn *l, const char *what,
+                             bool loss_ok, mcdc_error *err) {
+    mcdc_lsn max, min, next;
+    char t[MCDC_LSN_TEXT_LEN + 1], given[MCDC_LSN_TEXT_LEN + 1];
+    mcdc_lsn_format(l, given);
+    int rc;
+    CONTROL_CALL(rc, c, err, mcdc_cdc_max_lsn(&max, NULL, c->client, err));
+    if (rc == MCDC_OK && mcdc_lsn_cmp(l, &max) > 0) {
+        mcdc_lsn_format(&max, t);
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "%s %s is beyond the server's max_lsn %s: no change of this "
+                              "database was captured there yet (an LSN of another server or "
+                              "database?), and every change up to it would be taken as read. "
+                              "Nothing was written. Give an LSN this server has reached, or "
+                              "leave %s out",
+                              what, given, t, what);
+    }
+    if (rc == MCDC_OK) rc = mcdc_changes_min_lsn(c, &min, err);
+    if (rc || loss_ok || mcdc_lsn_is_zero(&min) || mcdc_lsn_increment(&next, l, NULL) ||
+        mcdc_lsn_cmp(&next, &min) >= 0)
+        return rc;
+    mcdc_lsn_format(&min, t);
+    return mcdc_error_set(err, MCDC_E_DATALOSS,
+                          "%s %s is before the changes capture instance %s still holds (its "
+                          "min_lsn is %s): the changes in between are not there to read, and no "
+                          "stream can continue from it. Nothing was written. Give %s at or after "
+                          "%s, or leave it out",
+                          what, given, c->ci, t, what, t);
+}
+
 int mcdc_changes_snapshot_lsn(mcdc_changes *c, mcdc_lsn *out, int64_t *commit_us, bool *has_ts,
                               mcdc_error *err) {
     int rc = MCDC_OK;
@@ -101,6 +131,7 @@ int mcdc_changes_snapshot_lsn(mcdc_changes *c, mcdc_lsn *out, int64_t *commit_us
     const char *given = mcdc_opt_snapshot_lsn(c->opts);
     if (given) {
         rc = mcdc_lsn_parse_cstr(out, given, err);
+        if (rc == MCDC_OK) rc = mcdc_changes_check_start(c, out, "snapshotLsn", false, err);
     } else {
         rc = mcdc_changes_wait_started(c, err);
         if (rc == MCDC_OK) CONTROL_CALL(rc, c, err, snapshot_lsn(c, out, err));

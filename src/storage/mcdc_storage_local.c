@@ -24,8 +24,10 @@ static char *join(const local_storage *ls, const char *key) {
     return mcdc_asprintf("%s/%s", ls->root, key);
 }
 
-/* mkdir -p of the directory part of path. */
-static int make_parents(const char *path, mcdc_error *err) {
+/* mkdir -p of the directory part of path; *made (may be NULL), when this
+ * created one, the length of the topmost directory created (a prefix of
+ * path), else left as it is. */
+static int make_parents(const char *path, size_t *made, mcdc_error *err) {
     char *p = mcdc_strdup(path);
     if (p == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     int rc = MCDC_OK;
@@ -36,7 +38,9 @@ static int make_parents(const char *path, mcdc_error *err) {
         bool end = *s == 0;
         if (*s == '/' || end) {
             *s = 0;
-            if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+            if (mkdir(p, 0777) == 0) {
+                if (made && (*made == 0 || strlen(p) < *made)) *made = strlen(p);
+            } else if (errno != EEXIST) {
                 rc = mcdc_error_set(err, MCDC_E_IO, "cannot create directory %s: %s", p,
                                     strerror(errno));
                 goto done;
@@ -106,7 +110,7 @@ static int local_open_writer(void *self, const char *key, mcdc_storage_writer *w
     int rc = MCDC_OK;
     /* Directories usually exist: try first, make them only when missing. */
     lw->fd = open(lw->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (lw->fd < 0 && errno == ENOENT && (rc = make_parents(lw->tmp, err)) == MCDC_OK)
+    if (lw->fd < 0 && errno == ENOENT && (rc = make_parents(lw->tmp, NULL, err)) == MCDC_OK)
         lw->fd = open(lw->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (rc == MCDC_OK && lw->fd < 0)
         rc = mcdc_error_set(err, MCDC_E_IO, "cannot create %s: %s", lw->tmp, strerror(errno));
@@ -337,8 +341,9 @@ static void local_destroy(void *self) {
 #define LOCAL_NOTE_BYTES_MAX 4096
 
 typedef struct local_hold {
-    int fd;     /* open on path, flock'ed */
-    char *path; /* owned */
+    int fd;      /* open on path, flock'ed */
+    char *path;  /* owned */
+    size_t made; /* the directories the hold created: path's prefixes this long and longer */
 } local_hold;
 
 /* The note another holder left in fd's file (bounded). */
@@ -371,8 +376,10 @@ static int local_lock(void *self, const char *key, const void *note, size_t n, v
      * round means another process gave the hold back just then). */
     for (int round = 0; rc == MCDC_OK && round < 100; round++) {
         h->fd = open(h->path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-        if (h->fd < 0 && errno == ENOENT && (rc = make_parents(h->path, err)) == MCDC_OK)
+        if (h->fd < 0 && errno == ENOENT && (rc = make_parents(h->path, &h->made, err)) == MCDC_OK) {
             h->fd = open(h->path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+            if (h->fd < 0 && errno == ENOENT) continue; /* a holder removed them meanwhile */
+        }
         if (rc) break;
         if (h->fd < 0) {
             rc = mcdc_error_set(err, MCDC_E_IO, "cannot open %s: %s", h->path, strerror(errno));
@@ -414,12 +421,20 @@ static int local_lock(void *self, const char *key, const void *note, size_t n, v
 }
 
 /* Removes the file while still holding it, then lets go: a process that
- * opened it meanwhile and wins the lock finds it removed and starts over. */
+ * opened it meanwhile and wins the lock finds it removed and starts over.
+ * The directories the hold created go too while nothing else is in them (a
+ * run that stops before it writes leaves no trace); a process creating its
+ * hold there meanwhile creates them again. */
 static void local_unlock(void *hold) {
     local_hold *h = hold;
     if (h == NULL) return;
     if (unlink(h->path) != 0 && errno != ENOENT)
         mcdc_log(MCDC_LOG_WARN, "cannot remove %s: %s", h->path, strerror(errno));
+    for (char *cut = strrchr(h->path, '/');
+         h->made > 0 && cut && (size_t)(cut - h->path) >= h->made; cut = strrchr(h->path, '/')) {
+        *cut = 0;
+        if (rmdir(h->path) != 0) break;
+    }
     close(h->fd);
     mcdc_free(h->path);
     mcdc_free(h);

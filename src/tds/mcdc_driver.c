@@ -269,6 +269,10 @@ int mcdc_driver_classify(int msgno, int severity) {
         return MCDC_E_TRANSIENT;
     case 18456: /* login failed */
     case 18452: /* untrusted domain login */
+    case 18470: /* the login is disabled */
+    case 18486: /* the login is locked out */
+    case 18487: /* its password expired */
+    case 18488: /* its password must be changed */
         return MCDC_E_LOGIN;
     case 229:   /* permission denied on object */
     case 230:   /* permission denied on column */
@@ -288,6 +292,22 @@ int mcdc_driver_classify(int msgno, int severity) {
     /* Severity 20 and above: the server ends the connection. */
     if (severity >= 20) return MCDC_E_TRANSIENT;
     return MCDC_E_SERVER;
+}
+
+void mcdc_driver_wrap_login(mcdc_error *err, int rc, const char *server, const mcdc_connstr *cs) {
+    const char *user = cs->user ? cs->user : "", *db = cs->database ? cs->database : "master";
+    if (rc == MCDC_E_LOGIN)
+        mcdc_error_wrap(err,
+                        "connecting to %s as '%s' (check UID and PWD in the connection string, "
+                        "and that the login may open database '%s')",
+                        server, user, db);
+    else if (err && err->server_number == 4060)
+        mcdc_error_wrap(err,
+                        "connecting to %s as '%s' (database '%s' is not on this server, or the "
+                        "login has no user in it: check Database= in the connection string)",
+                        server, user, db);
+    else
+        mcdc_error_wrap(err, "connecting to %s as '%s'", server, user);
 }
 
 int mcdc_driver_classify_dblib(int dberr) {

@@ -128,13 +128,19 @@ void mcdc_driver_guid_text(char out[36], const uint8_t wire[16]);
  * MCDC_E_TRANSIENT for deadlock victim 1205, lock/query timeouts, Azure
  * throttling and unavailable database (40501, 40613, 40197, 49918-49920,
  * 10928, 10929, 4221), connection-level severity >= 20; MCDC_E_PERMISSION
- * for 18456 (login failed), 229/230/262/300 (permission denied);
+ * for 229/230/262/300 (permission denied); MCDC_E_LOGIN for 18456 (login
+ * failed), 18452, 18470 (disabled), 18486 (locked out), 18487 and 18488
+ * (password expired, to be changed);
  * MCDC_E_NOTFOUND for 208 (invalid object), 2812 (no procedure), 4060
  * (cannot open database) and 207 (invalid column); else MCDC_E_SERVER. */
 int mcdc_driver_classify(int msgno, int severity);
 /* Status for a FreeTDS db-lib error code (SYBE*): connection and timeout
  * errors are MCDC_E_TRANSIENT, the rest MCDC_E_IO / MCDC_E_PROTOCOL. */
 int mcdc_driver_classify_dblib(int dberr);
+/* Wraps a failed login's err (rc its status) with where it went and, for a
+ * refused login (MCDC_E_LOGIN) or a database the login cannot open (4060),
+ * what to check in the connection string. */
+void mcdc_driver_wrap_login(mcdc_error *err, int rc, const char *server, const mcdc_connstr *cs);
 
 /* ---- the seam for other backends ----------------------------------------- */
 typedef struct mcdc_result_ops {

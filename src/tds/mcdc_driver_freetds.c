@@ -941,15 +941,8 @@ int mcdc_conn_open_freetds(mcdc_conn **out, const mcdc_connstr *cs, const mcdc_c
                             "without TLS, such as mssql-cdc-sim, refuses it: use Encrypt=no or "
                             "Encrypt=optional there)",
                             cs->encrypt == MCDC_ENCRYPT_STRICT ? "strict" : "yes", server);
-        else if (rc == MCDC_E_LOGIN)
-            mcdc_error_wrap(err,
-                            "connecting to %s as '%s' (check UID and PWD in the connection "
-                            "string, and that the login may open database '%s')",
-                            server, cs->user ? cs->user : "",
-                            cs->database ? cs->database : "master");
         else
-            mcdc_error_wrap(err, "connecting to %s as '%s'", server,
-                            cs->user ? cs->user : "");
+            mcdc_driver_wrap_login(err, rc, server, cs);
         mcdc_free(c);
         return rc;
     }

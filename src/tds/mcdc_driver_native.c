@@ -476,14 +476,7 @@ int mcdc_conn_open_native(mcdc_conn **out, const mcdc_connstr *cs, const mcdc_co
     c->s.deadline_us = deadline;
     rc = login(c, cs, opt, server, err);
     if (rc != MCDC_OK) {
-        if (rc == MCDC_E_LOGIN)
-            mcdc_error_wrap(err,
-                            "connecting to %s as '%s' (check UID and PWD in the connection "
-                            "string, and that the login may open database '%s')",
-                            server, cs->user ? cs->user : "",
-                            cs->database ? cs->database : "master");
-        else
-            mcdc_error_wrap(err, "connecting to %s as '%s'", server, cs->user ? cs->user : "");
+        mcdc_driver_wrap_login(err, rc, server, cs);
         nat_close(c);
         return rc;
     }

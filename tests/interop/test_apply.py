@@ -272,7 +272,7 @@ def test_numeric_flags_are_parsed_strictly(workdir, flag, bad, allowed):
     ("stream", "--resnapshot-interval-days", "inf", "at least 0 and at most 3650"),
     ("backfill", "--chunk-rows", "99999999999999999999", "at least 1 and at most 2147483647"),
     ("backfill", "--max-seconds", "1e999", "at least 0 and at most 31536000"),
-    ("backfill", "--min-headroom-hours", "nan", "at least -874914 and at most 874914"),
+    ("backfill", "--min-headroom-hours", "nan", "at least 0 and at most 874914"),
     ("reconcile", "--bucket-rows", "18446744073709551617", "at least 1 and at most 2147483647"),
     ("reconcile", "--sample-seed", "-1", "at least 0 and at most 9223372036854775807"),
 ])

@@ -1,5 +1,5 @@
 """apply and a key that is not unique: bronze that proves it (two snapshot
-rows of one key at one LSN, two inserts of one key in one transaction) is
+rows of one key at one LSN, two inserts of one key with no delete between) is
 refused with exit 21 before the merge commits anything, naming the key
 column and a value; the table's real key then applies. Streams that rank
 rows of one key alike without proving anything (an insert, delete and
@@ -79,6 +79,24 @@ def test_a_transaction_inserting_one_key_twice_is_refused(sim, workdir):
     job.stream()
     p = apply(job, keys=["rid"], check=False)
     assert p.returncode == NOT_UNIQUE, (p.returncode, p.stderr[-2000:])
-    assert "two inserts of rid = 9 in one transaction" in p.stderr, p.stderr
+    assert "two inserts of rid = 9 (the later at LSN" in p.stderr, p.stderr
     # the pass committed nothing: silver's position is the first pass's
     assert control_row(job, silver_of(job))["applied_lsn"] == first
+
+
+def test_two_transactions_inserting_one_key_are_refused(sim, workdir):
+    """--keys grp on a stream of inserts: each grp is inserted again and again with no
+    delete between, which a unique key never is (the sweep's case: 40 orders merged
+    into 2 silver rows, exit 0)."""
+    spec = Events(key_space=2000, groups=3)
+    job, w = new_job(sim, workdir, spec, preload=0, seed=5)
+    with w:
+        w.wait_for(40)
+    job.stream()
+    p = apply(job, keys=["grp"], check=False)
+    assert p.returncode == NOT_UNIQUE, (p.returncode, p.stderr[-2000:])
+    assert "two inserts of grp = " in p.stderr and "--keys" in p.stderr, p.stderr
+    assert not os.path.exists(os.path.join(silver_of(job), "_delta_log"))
+    # by its real key the same bronze applies
+    apply(job, keys=["rid"])
+    assert_silver_equals_source(job)

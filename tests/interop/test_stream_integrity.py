@@ -332,12 +332,17 @@ def test_absurd_values_are_usage_errors_naming_the_option(sim, workdir):
             assert not os.path.exists(os.path.join(workdir, d)), (name, d)
 
 
-def test_a_starting_lsn_beyond_max_lsn_warns_what_it_waits_for(sim, workdir):
+def test_a_starting_lsn_beyond_max_lsn_is_refused_before_anything_is_written(sim, workdir):
+    """A new checkpoint starting past max_lsn would commit batch 0 ending
+    there, and skip every change captured up to it as processed."""
     make_db(sim)
     write_changes(sim, 1, 1)
-    p = run_cli(*stream_args(sim, workdir), "--startingLsn", "0x7FFFFFFF000000000001")
-    assert "beyond the server's max_lsn" in p.stderr and "waits" in p.stderr, p.stderr
-    assert not os.path.exists(os.path.join(workdir, "bronze", "_delta_log"))
+    p = run_cli(*stream_args(sim, workdir), "--startingLsn", "0x7FFFFFFF000000000001",
+                check=False)
+    assert p.returncode == 2, p.stderr
+    assert "beyond the server's max_lsn" in p.stderr and "Nothing was written" in p.stderr
+    for d in ("ckpt", "bronze", "facts", "control"):
+        assert not os.path.exists(os.path.join(workdir, d)), d
 
 
 def test_a_last_checkpoint_ahead_of_the_listing_is_no_warning(sim, workdir):

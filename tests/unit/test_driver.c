@@ -50,6 +50,11 @@ TEST(driver_classifies_server_and_library_errors) {
     CHECK_EQ_INT(mcdc_driver_classify(40613, 17), MCDC_E_TRANSIENT);
     CHECK_EQ_INT(mcdc_driver_classify(9999, 20), MCDC_E_TRANSIENT);
     CHECK_EQ_INT(mcdc_driver_classify(18456, 14), MCDC_E_LOGIN);
+    /* a disabled or locked-out login, an expired password: refused, not retried */
+    CHECK_EQ_INT(mcdc_driver_classify(18470, 14), MCDC_E_LOGIN);
+    CHECK_EQ_INT(mcdc_driver_classify(18486, 14), MCDC_E_LOGIN);
+    CHECK_EQ_INT(mcdc_driver_classify(18487, 14), MCDC_E_LOGIN);
+    CHECK_EQ_INT(mcdc_driver_classify(18488, 14), MCDC_E_LOGIN);
     CHECK_EQ_INT(mcdc_driver_classify(229, 14), MCDC_E_PERMISSION);
     CHECK_EQ_INT(mcdc_driver_classify(208, 16), MCDC_E_NOTFOUND);
     CHECK_EQ_INT(mcdc_driver_classify(22964, 16), MCDC_E_NOTFOUND);

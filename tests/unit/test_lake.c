@@ -633,3 +633,39 @@ TEST(lake_scan_out_of_memory_on_either_thread) {
     mcdc_table_close(t);
     mcdc_storage_mem_release(mem);
 }
+
+/* One place, one role: two roles at one location, or one inside another,
+ * are refused naming both; a schema.table name is where the warehouse puts
+ * it; roles not given are left out. */
+TEST(lake_roles_each_their_own_place) {
+    char *d = tmpdir();
+    char bronze[600], facts[600], inner[600], wh_path[600], ckpt[600];
+    snprintf(bronze, sizeof bronze, "%s/bronze", d);
+    snprintf(facts, sizeof facts, "%s/facts", d);
+    snprintf(inner, sizeof inner, "%s/bronze/./facts", d);
+    snprintf(wh_path, sizeof wh_path, "%s/lake.db/orders", d);
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt", d);
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_role r[3] = {{"--target", bronze, true}, {"--facts-table", facts, true},
+                      {"--checkpoint", NULL, false}};
+    char *canon[3] = {NULL, NULL, NULL};
+    CHECK_EQ_INT(mcdc_roles_check(r, 3, NULL, canon, &e), MCDC_OK);
+    CHECK(canon[0] && strcmp(canon[0] + strlen(canon[0]) - 7, "/bronze") == 0 && canon[2] == NULL);
+    for (int i = 0; i < 3; i++) mcdc_free(canon[i]);
+    r[1].given = inner;
+    CHECK_EQ_INT(mcdc_roles_check(r, 3, NULL, NULL, &e), MCDC_E_MISMATCH);
+    CHECK(strstr(e.message, "--target") && strstr(e.message, "--facts-table") &&
+          strstr(e.message, "lie inside one another"));
+    r[1].given = facts;
+    r[2].given = bronze;
+    CHECK_EQ_INT(mcdc_roles_check(r, 3, NULL, NULL, &e), MCDC_E_MISMATCH);
+    CHECK(strstr(e.message, "are one location") && strstr(e.message, "--checkpoint"));
+    r[2].given = ckpt;
+    r[0].given = "lake.orders";
+    r[1].given = wh_path;
+    CHECK_EQ_INT(mcdc_roles_check(r, 3, d, NULL, &e), MCDC_E_MISMATCH);
+    r[0].given = "orders"; /* a bare name: the table's own error, naming the role */
+    CHECK_EQ_INT(mcdc_roles_check(r, 3, d, NULL, &e), MCDC_E_INVALID);
+    CHECK(strncmp(e.message, "--target orders", 15) == 0);
+    rmrf(d);
+}

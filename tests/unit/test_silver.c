@@ -614,7 +614,8 @@ TEST(silver_sorter_lets_rows_of_one_key_that_prove_nothing_through) {
         add_change(b, 3, "ins", 150, 2, 1, 1);
         add_change(b, 4, "r1", 300, 4, 2147483647, REPAIR_SEQ); /* two repairs at one L */
         add_change(b, 4, "r2", 300, 4, 2147483647, REPAIR_SEQ);
-        add_change(b, 5, "x", 200, 2, 1, 4);      /* inserts of two transactions */
+        add_change(b, 5, "x", 200, 2, 1, 4);      /* an insert, a delete of another */
+        add_change(b, 5, "", 205, 1, 1, 1);       /* transaction, an insert of a third */
         add_change(b, 5, "y", 210, 2, 1, 4);
         add_change(b, 6, "s1", 150, 0, -1, -1);   /* a snapshot's two rows of a key that a */
         add_change(b, 6, "s2", 150, 0, -1, -1);   /* later change outranks (read twice while */
@@ -651,7 +652,14 @@ TEST(silver_sorter_refuses_what_proves_a_key_not_unique) {
         add_change(b, 8, "between", 400, 2, 1, 2);
         add_change(b, 9, "two", 400, 2, 1, 4);
         CHECK_EQ_INT(sort_all(&u, history, b, &e), MCDC_E_NOT_UNIQUE);
-        CHECK(strstr(e.message, "two inserts of id = 9 in one transaction"));
+        CHECK(strstr(e.message, "two inserts of id = 9 (the later at LSN 0x00000000000000000190)"));
+        mcdc_error_clear(&e);
+        /* two inserts of id 5 in two transactions, nothing of the key between */
+        b = unique_batch(&u);
+        add_change(b, 5, "x", 200, 2, 1, 4);
+        add_change(b, 5, "y", 210, 2, 1, 4);
+        CHECK_EQ_INT(sort_all(&u, history, b, &e), MCDC_E_NOT_UNIQUE);
+        CHECK(strstr(e.message, "two inserts of id = 5 (the later at LSN 0x000000000000000000D2)"));
         mcdc_error_clear(&e);
     }
     unique_close(&u);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "mcdc_storage.h"
 #include "mcdc_test.h"
@@ -457,3 +458,36 @@ static void holds(mcdc_storage *s, const char *backend_name) {
 }
 
 TEST(storage_holds_a_key_for_one_holder_at_a_time) { on_every_backend(holds); }
+
+/* A local hold's directories: those it created go when it is given back and
+ * nothing else is in them (a run that stops before it writes leaves no
+ * trace); one holding more, or there before, stays. */
+TEST(storage_local_hold_leaves_no_directory_it_made) {
+    char dir[64], p[160];
+    td_mkdtemp(dir);
+    mcdc_storage *s = NULL;
+    mcdc_storage_lock *h = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    struct stat st;
+    CHECK_EQ_INT(mcdc_storage_local_create(&s, dir, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_storage_lock_key(&h, s, "new/deep/_lock", "x", 1, NULL, &e), MCDC_OK);
+    snprintf(p, sizeof p, "%s/new/deep", dir);
+    CHECK(stat(p, &st) == 0);
+    mcdc_storage_unlock(h);
+    snprintf(p, sizeof p, "%s/new", dir);
+    CHECK(stat(p, &st) != 0);
+    CHECK(stat(dir, &st) == 0);
+    /* written in while held: stays */
+    CHECK_EQ_INT(mcdc_storage_lock_key(&h, s, "used/_lock", "x", 1, NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_storage_put(s, "used/metadata", "m", 1, &e), MCDC_OK);
+    mcdc_storage_unlock(h);
+    CHECK_EQ_STR(content(s, "used/metadata"), "m");
+    /* there before: stays, even emptied */
+    CHECK_EQ_INT(mcdc_storage_lock_key(&h, s, "used/_lock", "x", 1, NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_storage_delete(s, "used/metadata", &e), MCDC_OK);
+    mcdc_storage_unlock(h);
+    snprintf(p, sizeof p, "%s/used", dir);
+    CHECK(stat(p, &st) == 0 && S_ISDIR(st.st_mode));
+    mcdc_storage_free(s);
+    td_rmrf(dir);
+}
