@@ -146,6 +146,12 @@ def test_a_key_twice_in_silver_is_named_and_repaired(sim, workdir):
     again = reconcile(job, "--bucket-rows", "60", "--sample", "0", "--settle-seconds", "1")
     pending = [json.loads(x["detail"]) for x in report_rows(job, again["run_id"]) if x["key"]]
     assert pending == [{"silver_rows": 2, "repair_pending": r["run_id"]}], pending
+    # the whole path: apply holds the key once again and takes the repair, and
+    # reconcile then verifies silver equal to the source (exit 0, nothing named)
+    apply(job)
+    assert sorted(r["id"] for r in delta_rows(silver, ["id"])) == ids
+    done = reconcile(job, "--bucket-rows", "60", "--sample", "1")
+    assert done["failures"] == {} and done["mismatch"] == 0 and done["in_flight"] == 0, done
 
 
 # ---- repair --run-id ---------------------------------------------------------------------
