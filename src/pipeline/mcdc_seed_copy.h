@@ -38,6 +38,12 @@ int mcdc_seed_copy_find(mcdc_seed_copy *c, const char *from, mcdc_error *err);
  * matched ignoring case, that the copy has. */
 int mcdc_seed_copy_read(mcdc_seed_copy *c, const char *warehouse, const char *const *want,
                         int32_t n_want, mcdc_batch_fn fn, void *ctx, mcdc_error *err);
+/* The rows the copy holds by its metadata, reading no row: a Delta copy's
+ * files' statistics (its version pinned for the reads after, when none
+ * was), each Parquet file's footer. -1 when a Delta file has no
+ * statistics. */
+int mcdc_seed_copy_rows(mcdc_seed_copy *c, const char *warehouse, int64_t *rows,
+                        mcdc_error *err);
 void mcdc_seed_copy_close(mcdc_seed_copy *c);
 
 #endif /* MCDC_SEED_COPY_H */
