@@ -79,6 +79,10 @@ static const char APPLY_HELP_MORE[] =
     "                       (SCD type 1 only)\n"
     "  --warehouse W        directory holding schema.table names (default ./warehouse)\n"
     "  --verbose            what each pass read, ranked and merged, and how long it took\n"
+    CLI_PROGRESS_HELP
+    "                       (phases of each pass that reads rows: reading bronze, its\n"
+    "                       rows by the files' statistics; sorting; merging, or\n"
+    "                       rebuilding, silver's files done of its files)\n"
     "\n";
 static const char APPLY_HELP_END[] =
     "Source options as for stream (captureInstance, connectionString, ...): with a\n"
@@ -127,6 +131,8 @@ int cmd_apply(int argc, char **argv) {
     mcdc_apply_cfg cfg = MCDC_APPLY_CFG_INIT;
     char keybuf[4096], trackbuf[4096];
     const char *keys[32], *track[32];
+    cli_progress_mode mode = CLI_PROGRESS_AUTO;
+    cli_progress prog;
     int rc = EXIT_OK;
     for (int i = 0; i < argc && rc == EXIT_OK; i++) {
         const char *a = argv[i], *v = NULL;
@@ -207,6 +213,8 @@ int cmd_apply(int argc, char **argv) {
                 goto out;
         } else if (strcmp(a, "--verbose") == 0) {
             cfg.log_level = MCDC_LOG_INFO;
+        } else if (cli_progress_option(argc, argv, &i, &mode, &rc)) {
+            if (rc) goto out;
         } else if (cli_source_option(opts, argc, argv, &i, &rc)) {
             if (rc) goto out;
         } else {
@@ -232,6 +240,9 @@ int cmd_apply(int argc, char **argv) {
                         cfg.trigger == MCDC_TRIGGER_PROCESSING_TIME;
     mcdc_apply *ap = NULL;
     mcdc_apply_result res;
+    rc = cli_progress_start(&prog, mode, &cfg.progress_fn, &cfg.progress_user, &cfg.log_fn,
+                            &cfg.log_user);
+    if (rc != EXIT_OK) goto out;
     int r = mcdc_apply_create(&ap, opts, &cfg, &e);
     if (r == MCDC_OK) {
         g_running = ap;
@@ -239,6 +250,7 @@ int cmd_apply(int argc, char **argv) {
         g_running = NULL;
     }
     mcdc_apply_free(ap);
+    cli_progress_end(&prog);
     if (r) {
         rc = cli_fail(&e);
         goto out;
