@@ -239,6 +239,14 @@ void cli_progress_report(void *user, const mcdc_progress *r) {
             r->elapsed_ms - p->last_json_ms >= p->json_every_ms)
             print_json(p, r, rate, eta);
     }
+    if (r->done) { /* a job's end: another may follow (a stream's next snapshot) */
+        p->phase[0] = 0;
+        p->phase_number = 0;
+        p->rate = 0;
+        p->last_rows = p->last_ms = 0;
+        p->last_json_ms = -1;
+        p->job_seen = false;
+    }
     pthread_mutex_unlock(&p->mu);
 }
 

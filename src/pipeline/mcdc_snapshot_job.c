@@ -229,6 +229,12 @@ static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
         args[i] = &jobs[i];
     }
     if (rc == MCDC_OK) reading_phase(t, e, tries, n);
+    int64_t t0 = mcdc_monotonic_us();
+    if (rc == MCDC_OK)
+        mcdc_log(MCDC_LOG_INFO, "snapshot of %s.%s stamped %s: %d ranges on %d connections, "
+                                "%d encoder threads",
+                 mcdc_changes_source_schema(e->changes), mcdc_changes_source_table(e->changes),
+                 out->lsn, n, readers, encoders);
     mcdc_table_props props = {.kind = MCDC_KIND_BRONZE, .parquet_threads = encoders};
     mcdc_appender *app = NULL;
     mcdc_fanin *fan = NULL;
@@ -279,6 +285,10 @@ static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
         rc = text ? mcdc_appender_commit(app, NULL, 0, text, &skipped, &version, err)
                   : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
         if (rc == MCDC_OK) mcdc_progress_add(t, *rows, 0);
+        if (rc == MCDC_OK)
+            mcdc_log(MCDC_LOG_INFO, "snapshot of %s.%s: %lld rows read and committed in %.3f s",
+                     mcdc_changes_source_schema(e->changes), mcdc_changes_source_table(e->changes),
+                     (long long)*rows, (double)(mcdc_monotonic_us() - t0) / 1e6);
         free(text);
     }
     mcdc_appender_free(app);

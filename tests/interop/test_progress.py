@@ -298,8 +298,11 @@ def test_every_command_takes_verbose(env):
     assert len(p.stdout.splitlines()) == ROWS
     assert f"mssql-cdc: {ROWS} rows of {bronze}" in p.stderr
     # the snapshot's own lines at info: what it read
-    p = run_cli("snapshot", *source(sim), "--target", bronze, "--verbose", "--progress", "none")
-    assert "holds a snapshot already" in p.stderr
+    p = run_cli("snapshot", *source(sim), "--target", os.path.join(d, "snap-verbose", "bronze"),
+                "--numPartitions", "2", "--verbose", "--progress", "none")
+    assert "mssql-cdc: info: snapshot of dbo.t stamped 0x" in p.stderr
+    assert "2 ranges on 2 connections" in p.stderr
+    assert f"mssql-cdc: info: snapshot of dbo.t: {ROWS} rows read and committed in" in p.stderr
     control = os.path.join(d, "fin", "control")
     p = run_cli("finalization", "advance", "--control-table", control, "--table", "x",
                 "--end-lsn", "0x00000001000000010001", "--end-commit-ts", "2026-01-01T10:30:00",
