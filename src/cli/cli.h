@@ -85,6 +85,10 @@ void cli_progress_report(void *user, const mcdc_progress *r);
 /* Clears a line left drawn (a job that failed before its last report). */
 void cli_progress_end(cli_progress *p);
 void cli_progress_log(void *user, mcdc_log_level level, const char *message);
+/* Clears a line drawn (before a command prints on stdout while its job
+ * runs: on a terminal both show on one screen); the next report draws it
+ * again. */
+void cli_progress_clear(cli_progress *p);
 /* --progress MODE at argv[*i]: 1 when it was (its value consumed; *rc set
  * to EXIT_USAGE for a bad one), else 0. */
 int cli_progress_option(int argc, char **argv, int *i, cli_progress_mode *mode, int *rc);

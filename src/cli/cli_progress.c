@@ -67,12 +67,20 @@ int cli_progress_start(cli_progress *p, cli_progress_mode mode, mcdc_progress_fn
     return rc;
 }
 
+/* Under p->mu. */
+static void clear_line(cli_progress *p) {
+    if (p->mode == CLI_PROGRESS_LINE && p->line_open) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+        p->line_open = false;
+    }
+}
+
 void cli_progress_log(void *user, mcdc_log_level level, const char *message) {
     static const char *const names[] = {"error", "warning", "info", "debug"};
     cli_progress *p = user;
     pthread_mutex_lock(&p->mu);
-    if (p->line_open) fputs("\r\033[K", stderr); /* drawn again by the next report */
-    p->line_open = false;
+    clear_line(p); /* drawn again by the next report */
     fprintf(stderr, "mssql-cdc: %s: %s\n", (int)level >= 0 && (int)level < 4 ? names[level] : "",
             message);
     fflush(stderr);
@@ -250,11 +258,13 @@ void cli_progress_report(void *user, const mcdc_progress *r) {
     pthread_mutex_unlock(&p->mu);
 }
 
+void cli_progress_clear(cli_progress *p) {
+    pthread_mutex_lock(&p->mu);
+    clear_line(p);
+    pthread_mutex_unlock(&p->mu);
+}
+
 void cli_progress_end(cli_progress *p) {
-    if (p->mode == CLI_PROGRESS_LINE && p->line_open) {
-        fputs("\r\033[K", stderr);
-        fflush(stderr);
-        p->line_open = false;
-    }
+    cli_progress_clear(p);
     pthread_mutex_destroy(&p->mu);
 }

@@ -109,8 +109,10 @@ static void on_signal(int sig) {
     if (g_running) mcdc_apply_request_stop(g_running);
 }
 
+/* ctx: the progress whose line a pass's JSON line must not follow (NULL:
+ * none drawn). */
 static void print_pass(void *ctx, const mcdc_apply_result *r) {
-    (void)ctx;
+    if (ctx) cli_progress_clear(ctx);
     char json[MCDC_APPLY_RESULT_JSON_SIZE];
     mcdc_error e = MCDC_ERROR_INIT;
     if (mcdc_apply_result_json(json, sizeof json, r, &e) == MCDC_OK) {
@@ -246,7 +248,7 @@ int cmd_apply(int argc, char **argv) {
     int r = mcdc_apply_create(&ap, opts, &cfg, &e);
     if (r == MCDC_OK) {
         g_running = ap;
-        r = mcdc_apply_run(ap, long_running ? print_pass : NULL, NULL, &res, &e);
+        r = mcdc_apply_run(ap, long_running ? print_pass : NULL, &prog, &res, &e);
         g_running = NULL;
     }
     mcdc_apply_free(ap);
