@@ -41,8 +41,11 @@ extern "C" {
  *    the seed config's version 2 (allow_empty), the reconcile config's
  *    version 3 (settle_seconds) and its result's duplicate_target, verified
  *    and rechecks.
+ * 4: progress (mcdc_progress, mcdc_progress_fn): progress_fn and
+ *    progress_user at the end of the stream (version 5), snapshot (3), seed
+ *    (3), backfill (2), apply (4) and reconcile (4) configs.
  */
-#define MCDC_API_VERSION 3
+#define MCDC_API_VERSION 4
 
 #if defined(__GNUC__) || defined(__clang__)
 #define MCDC_API __attribute__((visibility("default")))
@@ -132,15 +135,17 @@ typedef void (*mcdc_log_fn)(void *user, mcdc_log_level level, const char *messag
  * it works, at once when it starts a phase, and a last time with done set.
  * Called from any of the job's threads, never from two at once; the struct
  * and its strings are valid during the call only. Fields are only ever
- * added at the end (version says how many a library fills). */
-#define MCDC_PROGRESS_VERSION 1
+ * added at the end (version says how many a library fills). Counts are of
+ * batches and files finished: rows_done never goes back within a phase. */
+#define MCDC_PROGRESS_VERSION 2
 typedef struct mcdc_progress {
     int version;            /* MCDC_PROGRESS_VERSION of the library that fills it */
     const char *job;        /* "snapshot", "seed", "backfill", "apply", "reconcile" */
     const char *phase;      /* what it does now: "reading", "sorting", "merging", "hashing"... */
     int64_t rows_done;      /* rows of this phase finished */
     int64_t rows_total;     /* rows the phase will handle; -1: unknown */
-    bool rows_estimated;    /* rows_total is the server's estimate, not a count */
+    bool rows_estimated;    /* rows_total is an estimate, not a count: the server's, files'
+                               statistics a pruned scan reads less of, an earlier count */
     const char *parts_name; /* what the phase is cut into ("ranges", "chunks", "buckets",
                                "files"); NULL: not cut */
     int64_t parts_done;
@@ -149,6 +154,15 @@ typedef struct mcdc_progress {
     int64_t phase_ms;       /* since the phase began */
     int64_t elapsed_ms;     /* since the job began */
     bool done;              /* the job's last report */
+    /* version 2: the phase's place in the job (1, 2, ...; 0 before the
+     * first): a phase of the same name again, as a backfill's next wave, is
+     * another one */
+    int64_t phase_number;
+    /* the job's own parts across its phases (a backfill's chunks of the
+     * whole snapshot, those earlier runs read counted done); NULL: none */
+    const char *job_parts_name;
+    int64_t job_parts_done;
+    int64_t job_parts_total; /* -1: unknown */
 } mcdc_progress;
 typedef void (*mcdc_progress_fn)(void *user, const mcdc_progress *p);
 
@@ -312,7 +326,7 @@ typedef enum mcdc_on_data_loss {
     MCDC_ON_DATA_LOSS_RESNAPSHOT = 1 /* re-snapshot into a new generation, then go on */
 } mcdc_on_data_loss;
 
-#define MCDC_STREAM_CFG_VERSION 4
+#define MCDC_STREAM_CFG_VERSION 5
 typedef struct mcdc_stream_cfg {
     int version;               /* MCDC_STREAM_CFG_VERSION */
     const char *target;        /* bronze: a path, or schema.table under warehouse */
@@ -359,11 +373,16 @@ typedef struct mcdc_stream_cfg {
      * reads (it supersedes a chunked one still open). A run killed before
      * the snapshot is done takes it on its restart, once. */
     bool snapshot_on_switch;
+    /* version 5: each whole snapshot the stream takes (its bootstrap, a
+     * re-snapshot, a snapshot on switch) reports its progress to
+     * progress_fn (job "snapshot", done once it is committed); NULL: none */
+    mcdc_progress_fn progress_fn;
+    void *progress_user;
 } mcdc_stream_cfg;
 #define MCDC_STREAM_CFG_INIT \
     {MCDC_STREAM_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, MCDC_TRIGGER_DEFAULT, 0, \
      MCDC_GRANULARITY_HOUR, 0, NULL, NULL, 0, NULL, NULL, MCDC_LOG_WARN, false, MCDC_SNAPSHOT_FULL, \
-     MCDC_ON_DATA_LOSS_FAIL, 7.0, false}
+     MCDC_ON_DATA_LOSS_FAIL, 7.0, false, NULL, NULL}
 /* The defaults of a config for bindings, which cannot see macros: writes
  * the fields version holds (what MCDC_STREAM_CFG_INIT gives them, nothing
  * past that version's end) into *out, with out->version = version. Pass the
@@ -411,7 +430,7 @@ MCDC_API void mcdc_stream_free(mcdc_stream *s);
  * appended to bronze as operation 0, stamped with an LSN recorded before
  * the read; a stream started at that LSN loses and doubles nothing.
  * ---------------------------------------------------------------------- */
-#define MCDC_SNAPSHOT_CFG_VERSION 2
+#define MCDC_SNAPSHOT_CFG_VERSION 3
 typedef struct mcdc_snapshot_cfg {
     int version;               /* MCDC_SNAPSHOT_CFG_VERSION */
     const char *target;        /* bronze: a path, or schema.table under warehouse */
@@ -426,9 +445,15 @@ typedef struct mcdc_snapshot_cfg {
      * (MCDC_E_SNAPSHOT_OPEN), as one mode holds while one is open. */
     const char *app_id;
     const char *facts_table;
+    /* version 3: the snapshot's progress (job "snapshot": "reading", the
+     * rows of the server's estimate, parts "ranges"; "committing"); NULL:
+     * none */
+    mcdc_progress_fn progress_fn;
+    void *progress_user;
 } mcdc_snapshot_cfg;
 #define MCDC_SNAPSHOT_CFG_INIT \
-    {MCDC_SNAPSHOT_CFG_VERSION, NULL, NULL, false, NULL, NULL, NULL, MCDC_LOG_WARN, NULL, NULL}
+    {MCDC_SNAPSHOT_CFG_VERSION, NULL, NULL, false, NULL, NULL, NULL, MCDC_LOG_WARN, NULL, NULL, \
+     NULL, NULL}
 /* As mcdc_stream_cfg_init, for this config. */
 MCDC_API int mcdc_snapshot_cfg_init(mcdc_snapshot_cfg *out, int version, mcdc_error *err);
 
@@ -449,7 +474,7 @@ MCDC_API int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken,
  * (a Delta table, or Parquet files) appended to bronze as its snapshot,
  * stamped with the LSN of as_of.
  * ---------------------------------------------------------------------- */
-#define MCDC_SEED_CFG_VERSION 2
+#define MCDC_SEED_CFG_VERSION 3
 typedef struct mcdc_seed_cfg {
     int version;                  /* MCDC_SEED_CFG_VERSION */
     const char *target;           /* bronze: a path, or schema.table under warehouse */
@@ -469,10 +494,15 @@ typedef struct mcdc_seed_cfg {
     /* version 2: a copy without rows is seeded (else MCDC_E_INVALID: an
      * empty copy of a table that has rows is the usual mistake) */
     bool allow_empty;
+    /* version 3: the seed's progress (job "seed": "checking keys",
+     * "reading", each of the copy's rows by its metadata; "committing");
+     * NULL: none */
+    mcdc_progress_fn progress_fn;
+    void *progress_user;
 } mcdc_seed_cfg;
 #define MCDC_SEED_CFG_INIT \
     {MCDC_SEED_CFG_VERSION, NULL, NULL, NULL, NULL, false, false, NULL, NULL, NULL, NULL, \
-     MCDC_LOG_WARN, false}
+     MCDC_LOG_WARN, false, NULL, NULL}
 /* As mcdc_stream_cfg_init, for this config. */
 MCDC_API int mcdc_seed_cfg_init(mcdc_seed_cfg *out, int version, mcdc_error *err);
 
@@ -534,7 +564,7 @@ typedef struct mcdc_backfill_status {
     char reason[512];         /* the state in words; "" when done or running */
 } mcdc_backfill_status;
 
-#define MCDC_BACKFILL_CFG_VERSION 1
+#define MCDC_BACKFILL_CFG_VERSION 2
 typedef struct mcdc_backfill_cfg {
     int version;                 /* MCDC_BACKFILL_CFG_VERSION */
     const char *target;          /* bronze, as the stream was given it */
@@ -555,10 +585,15 @@ typedef struct mcdc_backfill_cfg {
     mcdc_log_fn log_fn;          /* NULL: stderr */
     void *log_user;
     mcdc_log_level log_level;
+    /* version 2: the run's progress (job "backfill": "planning", then a
+     * "reading" phase a wave, parts its chunks, job parts the snapshot's
+     * chunks); NULL: none */
+    mcdc_progress_fn progress_fn;
+    void *progress_user;
 } mcdc_backfill_cfg;
 #define MCDC_BACKFILL_CFG_INIT \
     {MCDC_BACKFILL_CFG_VERSION, NULL, NULL, NULL, NULL, 0, 0, 0, -1, false, 0, NULL, NULL, NULL, \
-     NULL, NULL, MCDC_LOG_WARN}
+     NULL, NULL, MCDC_LOG_WARN, NULL, NULL}
 /* As mcdc_stream_cfg_init, for this config. */
 MCDC_API int mcdc_backfill_cfg_init(mcdc_backfill_cfg *out, int version, mcdc_error *err);
 
@@ -617,8 +652,8 @@ MCDC_API int mcdc_backfill_status_json(char *out, size_t cap, const mcdc_backfil
  * property mssql_cdc.scd_type) and another is refused (MCDC_E_MISMATCH).
  * docs/silver.md says the rules.
  * ---------------------------------------------------------------------- */
-#define MCDC_APPLY_CFG_VERSION 3 /* 1: the fields up to log_level (scd_type 1); 2: up to
-                                    n_track_history_columns */
+#define MCDC_APPLY_CFG_VERSION 4 /* 1: the fields up to log_level (scd_type 1); 2: up to
+                                    n_track_history_columns; 3: deletion_vectors */
 typedef struct mcdc_apply_cfg {
     int version;                  /* MCDC_APPLY_CFG_VERSION */
     const char *bronze;           /* the stream's target, named as the stream was given it */
@@ -655,10 +690,15 @@ typedef struct mcdc_apply_cfg {
      * apply marks replaced rows in deletion vectors instead of rewriting
      * files (docs/silver.md). An existing silver follows its own property. */
     int32_t deletion_vectors;
+    /* version 4: the run's progress (job "apply": each pass that reads
+     * rows: "reading bronze", its rows by the files' statistics; "sorting";
+     * "merging", or "rebuilding", parts silver's files); NULL: none */
+    mcdc_progress_fn progress_fn;
+    void *progress_user;
 } mcdc_apply_cfg;
 #define MCDC_APPLY_CFG_INIT \
     {MCDC_APPLY_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, MCDC_GRANULARITY_HOUR, \
-     MCDC_TRIGGER_ONCE, 0, 0, 0, 0, NULL, NULL, NULL, MCDC_LOG_WARN, 0, NULL, 0, 0}
+     MCDC_TRIGGER_ONCE, 0, 0, 0, 0, NULL, NULL, NULL, MCDC_LOG_WARN, 0, NULL, 0, 0, NULL, NULL}
 /* As mcdc_stream_cfg_init, for this config. */
 MCDC_API int mcdc_apply_cfg_init(mcdc_apply_cfg *out, int version, mcdc_error *err);
 
@@ -741,7 +781,7 @@ MCDC_API int mcdc_apply_result_json(char *out, size_t cap, const mcdc_apply_resu
  * With settle_seconds (version 3): what is IN_FLIGHT is re-checked until
  * it settles or the time passes.
  * ---------------------------------------------------------------------- */
-#define MCDC_RECONCILE_CFG_VERSION 3 /* 2: up to repair; 3: settle_seconds */
+#define MCDC_RECONCILE_CFG_VERSION 4 /* 2: up to repair; 3: settle_seconds; 4: progress */
 typedef struct mcdc_reconcile_cfg {
     int version;                  /* MCDC_RECONCILE_CFG_VERSION */
     const char *silver;           /* required: a path, or schema.table under warehouse */
@@ -771,10 +811,15 @@ typedef struct mcdc_reconcile_cfg {
      * at silver's latest version, as a run would) until none is or this
      * many seconds have passed since the first check; 0: check once. */
     int64_t settle_seconds;
+    /* version 4: the run's progress (job "reconcile": "counting", Tier 1,
+     * silver's rows; "comparing", Tier 2, both sides' rows, parts buckets;
+     * "settling", the re-checks); NULL: none */
+    mcdc_progress_fn progress_fn;
+    void *progress_user;
 } mcdc_reconcile_cfg;
 #define MCDC_RECONCILE_CFG_INIT \
     {MCDC_RECONCILE_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, -1.0, false, 0, \
-     NULL, NULL, NULL, MCDC_LOG_WARN, false, 0}
+     NULL, NULL, NULL, MCDC_LOG_WARN, false, 0, NULL, NULL}
 /* As mcdc_stream_cfg_init, for this config. */
 MCDC_API int mcdc_reconcile_cfg_init(mcdc_reconcile_cfg *out, int version, mcdc_error *err);
 

@@ -6,6 +6,7 @@
 #ifndef MCDC_CLI_H
 #define MCDC_CLI_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -53,20 +54,50 @@ typedef enum {
 } cli_progress_mode;
 typedef struct cli_progress {
     cli_progress_mode mode; /* never AUTO once initialised */
+    pthread_mutex_t mu;     /* line: a report and a message at a time (any job thread) */
     char phase[32];         /* the phase the rate is of */
     double rate;            /* rows/s, smoothed */
     int64_t last_rows, last_ms;
+    int64_t phase_number;   /* the phase the rate is of (the report's phase_number) */
     int64_t last_json_ms;
+    int64_t json_every_ms;  /* a JSON line at least this often (MCDC_PROGRESS_JSON_MS) */
     bool line_open;         /* a line is drawn and not ended */
+    bool job_seen;          /* the job's parts at their first report, for the time left */
+    int64_t job_parts0, job_ms0;
 } cli_progress;
 /* 0, or -1 when v is no mode. */
 int cli_parse_progress(const char *v, cli_progress_mode *out);
-void cli_progress_init(cli_progress *p, cli_progress_mode mode);
+/* Returns an exit code: the test hook MCDC_PROGRESS_JSON_MS (milliseconds
+ * between JSON lines, 1 to 60000; default 5000) that is no such number is
+ * a usage error. */
+int cli_progress_init(cli_progress *p, cli_progress_mode mode);
+/* cli_progress_init, then the job config's progress_fn and progress_user
+ * set to report to p (none for CLI_PROGRESS_NONE) and, in the line mode,
+ * its log_fn and log_user: a message clears the line drawn before it is
+ * written ("mssql-cdc: <level>: <message>", as the library writes one), and
+ * the next report draws the line again. Returns an exit code; after
+ * EXIT_OK, call cli_progress_end. */
+int cli_progress_start(cli_progress *p, cli_progress_mode mode, mcdc_progress_fn *fn,
+                       void **user, mcdc_log_fn *log_fn, void **log_user);
 /* The function to give the job with p as its user (NULL for none). */
 mcdc_progress_fn cli_progress_callback(const cli_progress *p);
 void cli_progress_report(void *user, const mcdc_progress *r);
 /* Clears a line left drawn (a job that failed before its last report). */
 void cli_progress_end(cli_progress *p);
+void cli_progress_log(void *user, mcdc_log_level level, const char *message);
+/* Clears a line drawn (before a command prints on stdout while its job
+ * runs: on a terminal both show on one screen); the next report draws it
+ * again. */
+void cli_progress_clear(cli_progress *p);
+/* --progress MODE at argv[*i]: 1 when it was (its value consumed; *rc set
+ * to EXIT_USAGE for a bad one), else 0. */
+int cli_progress_option(int argc, char **argv, int *i, cli_progress_mode *mode, int *rc);
+/* The --progress lines of every long command's --help. */
+#define CLI_PROGRESS_HELP                                                                      \
+    "  --progress MODE      how far it is, on stderr: auto (default; line on a terminal,\n"    \
+    "                       else json), line (one line redrawn: rows, of ~total, parts,\n"   \
+    "                       rows/s, time left), json ({\"progress\": {...}} every 5 s, at\n" \
+    "                       each phase and at the end), none\n"
 
 /* Prints "mssql-cdc: error (Kind): message" on stderr; returns the exit code
  * for e->code. */

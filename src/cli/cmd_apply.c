@@ -80,6 +80,10 @@ static const char APPLY_HELP_MORE[] =
     "                       (SCD type 1 only: refused with --scd-type 2)\n"
     "  --warehouse W        directory holding schema.table names (default ./warehouse)\n"
     "  --verbose            what each pass read, ranked and merged, and how long it took\n"
+    CLI_PROGRESS_HELP
+    "                       (phases of each pass that reads rows: reading bronze, its\n"
+    "                       rows by the files' statistics; sorting; merging, or\n"
+    "                       rebuilding, silver's files done of its files)\n"
     "\n";
 static const char APPLY_HELP_END[] =
     "Source options as for stream (captureInstance, connectionString, ...): with a\n"
@@ -108,8 +112,10 @@ static void on_signal(int sig) {
     if (g_running) mcdc_apply_request_stop(g_running);
 }
 
+/* ctx: the progress whose line a pass's JSON line must not follow (NULL:
+ * none drawn). */
 static void print_pass(void *ctx, const mcdc_apply_result *r) {
-    (void)ctx;
+    if (ctx) cli_progress_clear(ctx);
     char json[MCDC_APPLY_RESULT_JSON_SIZE];
     mcdc_error e = MCDC_ERROR_INIT;
     if (mcdc_apply_result_json(json, sizeof json, r, &e) == MCDC_OK) {
@@ -130,6 +136,8 @@ int cmd_apply(int argc, char **argv) {
     mcdc_apply_cfg cfg = MCDC_APPLY_CFG_INIT;
     char keybuf[4096], trackbuf[4096];
     const char *keys[32], *track[32];
+    cli_progress_mode mode = CLI_PROGRESS_AUTO;
+    cli_progress prog;
     int rc = EXIT_OK;
     for (int i = 0; i < argc && rc == EXIT_OK; i++) {
         const char *a = argv[i], *v = NULL;
@@ -210,6 +218,8 @@ int cmd_apply(int argc, char **argv) {
                 goto out;
         } else if (strcmp(a, "--verbose") == 0) {
             cfg.log_level = MCDC_LOG_INFO;
+        } else if (cli_progress_option(argc, argv, &i, &mode, &rc)) {
+            if (rc) goto out;
         } else if (cli_source_option(opts, argc, argv, &i, &rc)) {
             if (rc) goto out;
         } else {
@@ -235,13 +245,17 @@ int cmd_apply(int argc, char **argv) {
                         cfg.trigger == MCDC_TRIGGER_PROCESSING_TIME;
     mcdc_apply *ap = NULL;
     mcdc_apply_result res;
+    rc = cli_progress_start(&prog, mode, &cfg.progress_fn, &cfg.progress_user, &cfg.log_fn,
+                            &cfg.log_user);
+    if (rc != EXIT_OK) goto out;
     int r = mcdc_apply_create(&ap, opts, &cfg, &e);
     if (r == MCDC_OK) {
         g_running = ap;
-        r = mcdc_apply_run(ap, long_running ? print_pass : NULL, NULL, &res, &e);
+        r = mcdc_apply_run(ap, long_running ? print_pass : NULL, &prog, &res, &e);
         g_running = NULL;
     }
     mcdc_apply_free(ap);
+    cli_progress_end(&prog);
     if (r) {
         rc = cli_fail(&e);
         goto out;

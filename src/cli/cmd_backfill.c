@@ -41,6 +41,10 @@ static const char BACKFILL_HELP[] =
     "                       facts row's, less that row's age) is below H\n"
     "  --isolation L        snapshot or readCommitted (default: the isolationLevel\n"
     "                       option, else readCommitted); plans and reads alike\n"
+    CLI_PROGRESS_HELP
+    "                       (phases: planning; reading, a wave's rows and chunks, and\n"
+    "                       the snapshot's chunks done of its plan's)\n"
+    "  --verbose            what each run planned and read, wave by wave\n"
     "\n"
     "Source options as for stream (captureInstance, connectionString, ...);\n"
     "numPartitions chunks are read at once, a connection each; snapshotKeys must be\n"
@@ -82,6 +86,8 @@ int cmd_backfill(int argc, char **argv) {
     mcdc_opts *opts;
     if (mcdc_opts_create(&opts, &e)) return cli_fail(&e);
     mcdc_backfill_cfg cfg = MCDC_BACKFILL_CFG_INIT;
+    cli_progress_mode mode = CLI_PROGRESS_AUTO;
+    cli_progress prog;
     int rc = EXIT_OK;
     for (int i = 0; i < argc && rc == EXIT_OK; i++) {
         const char *a = argv[i], *v = NULL;
@@ -128,6 +134,10 @@ int cmd_backfill(int argc, char **argv) {
                                        &cfg.min_headroom_hours)) != EXIT_OK)
                 goto out;
             cfg.has_min_headroom = true;
+        } else if (strcmp(a, "--verbose") == 0) {
+            cfg.log_level = MCDC_LOG_INFO;
+        } else if (cli_progress_option(argc, argv, &i, &mode, &rc)) {
+            if (rc) goto out;
         } else if (cli_source_option(opts, argc, argv, &i, &rc)) {
             if (rc) goto out;
         } else {
@@ -147,6 +157,9 @@ int cmd_backfill(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
     mcdc_backfill *b = NULL;
     mcdc_backfill_status st;
+    rc = cli_progress_start(&prog, mode, &cfg.progress_fn, &cfg.progress_user, &cfg.log_fn,
+                            &cfg.log_user);
+    if (rc != EXIT_OK) goto out;
     int r = mcdc_backfill_create(&b, opts, &cfg, &e);
     if (r == MCDC_OK) {
         g_running = b;
@@ -154,6 +167,7 @@ int cmd_backfill(int argc, char **argv) {
         g_running = NULL;
     }
     mcdc_backfill_free(b);
+    cli_progress_end(&prog);
     if (r) {
         rc = cli_fail(&e);
         goto out;

@@ -23,10 +23,26 @@ static const char FINAL_HELP[] =
     "\n"
     "  --warehouse W   directory holding schema.table names (default ./warehouse)\n"
     "  --json          print JSON\n"
+    "  --verbose       say on stderr which row of the control table was read and what it\n"
+    "                  holds (is-final: the row as read again after the answer)\n"
     "\n"
     "Exit codes: 0 done (is-final: final), 10 is-final: not final yet, 2 bad usage (an\n"
     "LSN or time that is none, an --end-commit-ts more than a day ahead), 7 a control\n"
     "table of another kind (a bronze or facts table, a directory of files).\n";
+
+/* --verbose: the control row read, on stderr (stdout keeps the answer). */
+static void say_verdict(const char *control, const char *table, const mcdc_verdict *vd) {
+    char a[MCDC_TS_TEXT_SIZE], b[MCDC_TS_TEXT_SIZE];
+    if (!vd->found) {
+        fprintf(stderr, "mssql-cdc: control table %s holds no verdict for %s\n", control, table);
+        return;
+    }
+    cli_format_ts(vd->finalized_until_us, a);
+    cli_format_ts(vd->updated_at_us, b);
+    fprintf(stderr, "mssql-cdc: control table %s, row %s: finalized_until %s, moved at %s by the "
+                    "batch ending at %s%s\n",
+            control, table, a, b, vd->end_lsn, vd->moved ? " (moved by this call)" : "");
+}
 
 int cmd_finalization(int argc, char **argv) {
     if (argc < 1 || strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0) {
@@ -36,7 +52,7 @@ int cmd_finalization(int argc, char **argv) {
     const char *sub = argv[0], *control = NULL, *table = NULL, *warehouse = NULL;
     const char *end_lsn = NULL, *end_ts = NULL, *period_end = NULL;
     mcdc_granularity g = MCDC_GRANULARITY_HOUR;
-    int json = 0;
+    int json = 0, verbose = 0;
     mcdc_error e = MCDC_ERROR_INIT;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -48,6 +64,7 @@ int cmd_finalization(int argc, char **argv) {
         else if (strcmp(a, "--end-commit-ts") == 0) slot = &end_ts;
         else if (strcmp(a, "--period-end") == 0) slot = &period_end;
         else if (strcmp(a, "--json") == 0) { json = 1; continue; }
+        else if (strcmp(a, "--verbose") == 0) { verbose = 1; continue; }
         else if (strcmp(a, "--granularity") == 0) {
             const char *v = cli_value(argc, argv, &i);
             if (v == NULL) return cli_usage_error("%s needs a value", a);
@@ -72,6 +89,7 @@ int cmd_finalization(int argc, char **argv) {
                                end_ts);
         if (mcdc_verdict_advance(&vd, control, warehouse, table, end_lsn, us, g, &e))
             return cli_fail(&e);
+        if (verbose) say_verdict(control, table, &vd);
         cli_format_ts(vd.finalized_until_us, a);
         if (json) printf("{\"finalized_until\":\"%s\",\"moved\":%s}\n", a, vd.moved ? "true" : "false");
         else printf("finalized_until %s%s\n", a, vd.moved ? "" : " (unchanged)");
@@ -84,10 +102,13 @@ int cmd_finalization(int argc, char **argv) {
         if (cli_parse_ts(period_end, &pe))
             return cli_usage_error("--period-end: expected YYYY-MM-DDTHH:MM:SS (UTC), not '%s'", period_end);
         if (mcdc_verdict_is_final(&final, control, warehouse, table, pe, &e)) return cli_fail(&e);
+        if (verbose && mcdc_verdict_read(&vd, control, warehouse, table, &e) == MCDC_OK)
+            say_verdict(control, table, &vd);
         printf(json ? "{\"is_final\":%s}\n" : "%s\n", final ? "true" : "false");
         return final ? EXIT_OK : EXIT_NOT_FINAL;
     }
     if (mcdc_verdict_read(&vd, control, warehouse, table, &e)) return cli_fail(&e);
+    if (verbose) say_verdict(control, table, &vd);
     if (strcmp(sub, "show") == 0) {
         if (!vd.found) {
             printf(json ? "{\"finalized_until\":null}\n" : "no verdict yet for %s\n", table);

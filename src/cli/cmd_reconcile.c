@@ -72,6 +72,10 @@ static const char RECONCILE_HELP_OPTIONS[] =
     "                       report's keys), then goes on: those keys are IN_FLIGHT\n"
     "  --warehouse W        directory holding schema.table names (default ./warehouse)\n"
     "  --verbose            what the run read\n"
+    CLI_PROGRESS_HELP
+    "                       (phases: counting, Tier 1, silver's rows; comparing, Tier\n"
+    "                       2, both sides' rows of the buckets hashed; settling, the\n"
+    "                       buckets re-checked)\n"
     "\n"
     "Source options as for stream (captureInstance, connectionString, isolationLevel,\n"
     "lockTimeoutMs, ...). Tier 1 counts under READ COMMITTED; Tier 2 reads under\n"
@@ -96,6 +100,8 @@ int cmd_reconcile(int argc, char **argv) {
     mcdc_reconcile_cfg cfg = MCDC_RECONCILE_CFG_INIT;
     char keybuf[4096];
     const char *keys[32];
+    cli_progress_mode mode = CLI_PROGRESS_AUTO;
+    cli_progress prog;
     int rc = EXIT_OK;
     for (int i = 0; i < argc && rc == EXIT_OK; i++) {
         const char *a = argv[i], *v = NULL;
@@ -149,6 +155,8 @@ int cmd_reconcile(int argc, char **argv) {
             cfg.repair = true;
         } else if (strcmp(a, "--verbose") == 0) {
             cfg.log_level = MCDC_LOG_INFO;
+        } else if (cli_progress_option(argc, argv, &i, &mode, &rc)) {
+            if (rc) goto out;
         } else if (cli_source_option(opts, argc, argv, &i, &rc)) {
             if (rc) goto out;
         } else {
@@ -168,8 +176,12 @@ int cmd_reconcile(int argc, char **argv) {
     if ((rc = cli_source_env(opts)) != EXIT_OK) goto out;
     mcdc_reconcile *r = NULL;
     mcdc_reconcile_result res;
+    rc = cli_progress_start(&prog, mode, &cfg.progress_fn, &cfg.progress_user, &cfg.log_fn,
+                            &cfg.log_user);
+    if (rc != EXIT_OK) goto out;
     int st = mcdc_reconcile_create(&r, opts, &cfg, &e);
     if (st == MCDC_OK) st = mcdc_reconcile_run(r, &res, &e);
+    cli_progress_end(&prog);
     if (st) {
         mcdc_reconcile_free(r);
         rc = cli_fail(&e);

@@ -34,6 +34,9 @@ static const char SEED_HELP[] =
     "                           snapshot of that stream still open is refused\n"
     "  --warehouse W            directory holding schema.table names (default ./warehouse)\n"
     "  --verbose                say what was checked (the key, or that there is none)\n"
+    CLI_PROGRESS_HELP
+    "                       (phases: checking keys, reading, each of the copy's rows\n"
+    "                       by its Parquet or Delta metadata; committing)\n"
     "\n"
     "COPY's columns are matched to the captured ones by name, ignoring case; others are\n"
     "dropped. Before anything is written, COPY's key columns are read and two rows of one\n"
@@ -53,6 +56,8 @@ int cmd_seed(int argc, char **argv) {
     mcdc_opts *opts;
     if (mcdc_opts_create(&opts, &e)) return cli_fail(&e);
     mcdc_seed_cfg cfg = MCDC_SEED_CFG_INIT;
+    cli_progress_mode mode = CLI_PROGRESS_AUTO;
+    cli_progress prog;
     int rc = EXIT_OK;
     for (int i = 0; i < argc && rc == EXIT_OK; i++) {
         const char *a = argv[i];
@@ -79,6 +84,8 @@ int cmd_seed(int argc, char **argv) {
             cfg.allow_empty = true;
         } else if (strcmp(a, "--verbose") == 0) {
             cfg.log_level = MCDC_LOG_INFO;
+        } else if (cli_progress_option(argc, argv, &i, &mode, &rc)) {
+            if (rc) goto out;
         } else if (cli_source_option(opts, argc, argv, &i, &rc)) {
             if (rc) goto out;
         } else {
@@ -94,7 +101,12 @@ int cmd_seed(int argc, char **argv) {
     mcdc_offset off;
     int64_t rows = 0;
     bool written = false;
-    if (mcdc_seed(&off, &rows, &written, opts, &cfg, &e)) {
+    rc = cli_progress_start(&prog, mode, &cfg.progress_fn, &cfg.progress_user, &cfg.log_fn,
+                            &cfg.log_user);
+    if (rc != EXIT_OK) goto out;
+    int st = mcdc_seed(&off, &rows, &written, opts, &cfg, &e);
+    cli_progress_end(&prog);
+    if (st) {
         rc = cli_fail(&e);
         goto out;
     }

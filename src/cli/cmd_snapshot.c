@@ -21,6 +21,10 @@ static const char SNAPSHOT_HELP[] =
     "                       the stream's: a chunked snapshot of it still open in T is\n"
     "                       refused (exit 18), as one snapshot mode holds while one is open\n"
     "  --warehouse W        directory holding schema.table names (default ./warehouse)\n"
+    CLI_PROGRESS_HELP
+    "                       (phases: reading, its rows of the server's estimate\n"
+    "                       (sp_spaceused) and its key ranges; committing)\n"
+    "  --verbose            what the snapshot read, and how\n"
     "\n"
     "Source options as for stream (captureInstance, connectionString, ...), and:\n"
     "  numPartitions        key ranges read at once, a connection each (one integer key\n"
@@ -53,6 +57,8 @@ int cmd_snapshot(int argc, char **argv) {
     mcdc_opts *opts;
     if (mcdc_opts_create(&opts, &e)) return cli_fail(&e);
     mcdc_snapshot_cfg cfg = MCDC_SNAPSHOT_CFG_INIT;
+    cli_progress_mode mode = CLI_PROGRESS_AUTO;
+    cli_progress prog;
     int rc = EXIT_OK;
     for (int i = 0; i < argc && rc == EXIT_OK; i++) {
         const char *a = argv[i];
@@ -72,6 +78,10 @@ int cmd_snapshot(int argc, char **argv) {
             else cfg.facts_table = v;
         } else if (strcmp(a, "--resnapshot") == 0) {
             cfg.resnapshot = true;
+        } else if (strcmp(a, "--verbose") == 0) {
+            cfg.log_level = MCDC_LOG_INFO;
+        } else if (cli_progress_option(argc, argv, &i, &mode, &rc)) {
+            if (rc) goto out;
         } else if (cli_source_option(opts, argc, argv, &i, &rc)) {
             if (rc) goto out;
         } else {
@@ -87,7 +97,12 @@ int cmd_snapshot(int argc, char **argv) {
     mcdc_offset off;
     int64_t rows = 0;
     bool taken = false;
-    if (mcdc_snapshot_take(&off, &rows, &taken, opts, &cfg, &e)) {
+    rc = cli_progress_start(&prog, mode, &cfg.progress_fn, &cfg.progress_user, &cfg.log_fn,
+                            &cfg.log_user);
+    if (rc != EXIT_OK) goto out;
+    int st = mcdc_snapshot_take(&off, &rows, &taken, opts, &cfg, &e);
+    cli_progress_end(&prog);
+    if (st) {
         rc = cli_fail(&e);
         goto out;
     }

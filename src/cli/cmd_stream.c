@@ -58,6 +58,12 @@ static const char STREAM_HELP[] =
     "                       a second loss within D days (default 7) of the last re-snapshot\n"
     "                       stops with exit 3 instead of snapshotting again; make D exceed\n"
     "                       the CDC retention\n"
+    CLI_PROGRESS_HELP
+    "                       of each whole snapshot the stream takes (--bootstrap, a\n"
+    "                       re-snapshot, --snapshot-on-switch full); with --quiet, auto\n"
+    "                       is none\n"
+    "  --verbose            what the stream read and decided (snapshots, capture\n"
+    "                       instances, DDL), besides the line per batch\n"
     "\n";
 static const char STREAM_HELP_SOURCE[] =
     "Source options (reference names, any case), as --<name> VALUE, -o name=value,\n"
@@ -162,6 +168,8 @@ int cmd_stream(int argc, char **argv) {
     if (mcdc_opts_create(&opts, &e)) return cli_fail(&e);
     mcdc_stream_cfg cfg = MCDC_STREAM_CFG_INIT;
     progress_ctx pc = {0, 0, NULL};
+    cli_progress_mode mode = CLI_PROGRESS_AUTO;
+    cli_progress prog;
     int rc = EXIT_OK;
     for (int i = 0; i < argc && rc == EXIT_OK; i++) {
         const char *a = argv[i];
@@ -178,6 +186,10 @@ int cmd_stream(int argc, char **argv) {
         else if (strcmp(a, "--warehouse") == 0) { NEEDV(); cfg.warehouse = v; }
         else if (strcmp(a, "--query-name") == 0) { NEEDV(); cfg.query_name = v; }
         else if (strcmp(a, "--quiet") == 0) pc.quiet = 1;
+        else if (strcmp(a, "--verbose") == 0) cfg.log_level = MCDC_LOG_INFO;
+        else if (cli_progress_option(argc, argv, &i, &mode, &rc)) {
+            if (rc) goto out;
+        }
         else if (strcmp(a, "--json") == 0) pc.json = 1;
         else if (strcmp(a, "--granularity") == 0) {
             NEEDV();
@@ -240,6 +252,10 @@ int cmd_stream(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
     if ((rc = cli_source_env(opts)) != EXIT_OK) goto out;
     mcdc_stream *stream = NULL;
+    if (pc.quiet && mode == CLI_PROGRESS_AUTO) mode = CLI_PROGRESS_NONE;
+    rc = cli_progress_start(&prog, mode, &cfg.progress_fn, &cfg.progress_user, &cfg.log_fn,
+                            &cfg.log_user);
+    if (rc != EXIT_OK) goto out;
     int st = mcdc_stream_create(&stream, opts, &cfg, &e);
     if (st == MCDC_OK) {
         g_running = stream;
@@ -247,6 +263,7 @@ int cmd_stream(int argc, char **argv) {
         g_running = NULL;
     }
     mcdc_stream_free(stream);
+    cli_progress_end(&prog);
     rc = st ? cli_fail(&e) : EXIT_OK;
 out:
     mcdc_opts_free(opts);

@@ -41,6 +41,10 @@ static const char HELP[] =
     "./warehouse). A bare name (bronze) is refused: write ./bronze or <schema>.bronze.\n"
     "Object stores (s3://, abfss://, az://, gs://) are not built yet (exit 2).\n"
     "\n"
+    "snapshot, seed, backfill, apply, reconcile and stream's snapshots say how far they\n"
+    "are on stderr (--progress auto|line|json|none); stdout holds the result alone.\n"
+    "Every command takes --verbose.\n"
+    "\n"
     "'mssql-cdc COMMAND --help' describes each command.\n";
 
 int main(int argc, char **argv) {

@@ -281,6 +281,9 @@ const mcdc_delta_file *mcdc_delta_snapshot_file(const mcdc_delta_snapshot *s, si
  * vectors delete (-1 when a file has no statistics). */
 int64_t mcdc_delta_snapshot_total_bytes(const mcdc_delta_snapshot *s);
 int64_t mcdc_delta_snapshot_total_records(const mcdc_delta_snapshot *s);
+/* numRecords of a file's statistics JSON (deleted rows included); -1 when
+ * there are none. */
+int64_t mcdc_delta_stats_records(const char *stats_json);
 /* Remove tombstones (in replay order). Borrowed. */
 size_t mcdc_delta_snapshot_tombstone_count(const mcdc_delta_snapshot *s);
 const mcdc_delta_file *mcdc_delta_snapshot_tombstone(const mcdc_delta_snapshot *s, size_t i);

@@ -1102,25 +1102,30 @@ int64_t mcdc_delta_snapshot_total_bytes(const mcdc_delta_snapshot *s) {
     return sum;
 }
 
+int64_t mcdc_delta_stats_records(const char *stats_json) {
+    if (stats_json == NULL) return -1;
+    json_t *j = json_loads(stats_json, 0, NULL);
+    /* A decimal(p>18, 0) bound is an integer beyond int64: parse as reals. */
+    if (j == NULL) j = json_loads(stats_json, JSON_DECODE_INT_AS_REAL, NULL);
+    json_t *n = j ? json_object_get(j, "numRecords") : NULL;
+    int64_t v = -1;
+    if (json_is_integer(n) && json_integer_value(n) >= 0)
+        v = (int64_t)json_integer_value(n);
+    else if (json_is_real(n) && json_real_value(n) >= 0 &&
+             json_real_value(n) < 9007199254740992.0 &&
+             json_real_value(n) == (double)(int64_t)json_real_value(n))
+        v = (int64_t)json_real_value(n);
+    json_decref(j);
+    return v;
+}
+
 int64_t mcdc_delta_snapshot_total_records(const mcdc_delta_snapshot *s) {
     int64_t sum = 0;
     for (size_t i = 0; i < s->n_live; i++) {
-        const char *st = s->live_order[i]->f.stats_json;
-        if (st == NULL) return -1;
-        json_t *j = json_loads(st, 0, NULL);
-        /* A decimal(p>18, 0) bound is an integer beyond int64: parse as reals. */
-        if (j == NULL) j = json_loads(st, JSON_DECODE_INT_AS_REAL, NULL);
-        json_t *n = j ? json_object_get(j, "numRecords") : NULL;
-        bool ok = n && (json_is_integer(n) ||
-                        (json_is_real(n) && json_real_value(n) >= 0 &&
-                         json_real_value(n) < 9007199254740992.0 &&
-                         json_real_value(n) == (double)(int64_t)json_real_value(n)));
-        if (ok) /* numRecords counts the rows a deletion vector deletes too */
-            sum += (json_is_integer(n) ? (int64_t)json_integer_value(n)
-                                       : (int64_t)json_real_value(n)) -
-                   (s->live_order[i]->f.dv.storage_type ? s->live_order[i]->f.dv.cardinality : 0);
-        json_decref(j);
-        if (!ok) return -1;
+        int64_t n = mcdc_delta_stats_records(s->live_order[i]->f.stats_json);
+        if (n < 0) return -1;
+        /* numRecords counts the rows a deletion vector deletes too */
+        sum += n - (s->live_order[i]->f.dv.storage_type ? s->live_order[i]->f.dv.cardinality : 0);
     }
     return sum;
 }

@@ -1044,6 +1044,30 @@ mcdc_table_file mcdc_table_view_file(const mcdc_table_view *v, size_t i) {
                              f->dv.storage_type ? f->dv.cardinality : 0};
 }
 
+int64_t mcdc_table_file_rows(const mcdc_table_file *f) {
+    int64_t n = mcdc_delta_stats_records(f->stats_json);
+    return n < 0 ? -1 : n - f->dv_rows;
+}
+
+bool mcdc_scan_rows_fn(void *ctx, const mcdc_table_view *v, const mcdc_table_file *f) {
+    (void)v;
+    mcdc_scan_rows *a = ctx;
+    int64_t n = mcdc_table_file_rows(f);
+    a->files++;
+    if (n < 0) a->unknown = true;
+    else a->rows += n;
+    return true;
+}
+
+int64_t mcdc_table_view_rows(const mcdc_table_view *v) {
+    mcdc_scan_rows a = {0};
+    for (size_t i = 0; i < mcdc_table_view_file_count(v); i++) {
+        mcdc_table_file f = mcdc_table_view_file(v, i);
+        mcdc_scan_rows_fn(&a, v, &f);
+    }
+    return a.unknown ? -1 : a.rows;
+}
+
 bool mcdc_table_view_has_feature(const mcdc_table_view *v, const char *name) {
     return mcdc_delta_snapshot_has_feature(v->s, name);
 }

@@ -218,6 +218,12 @@ typedef struct mcdc_table_file {
     const char *stats_json; /* NULL: no statistics (numRecords counts deleted rows too) */
     int64_t dv_rows;        /* rows its deletion vector deletes; 0: none */
 } mcdc_table_file;
+/* The live rows a file holds by its statistics (numRecords less the rows
+ * its deletion vector deletes); -1 when it has none. */
+int64_t mcdc_table_file_rows(const mcdc_table_file *f);
+/* The live rows of the view's files by their statistics; -1 when a file
+ * has none. */
+int64_t mcdc_table_view_rows(const mcdc_table_view *v);
 size_t mcdc_table_view_file_count(const mcdc_table_view *v);
 /* Files sorted by path. */
 mcdc_table_file mcdc_table_view_file(const mcdc_table_view *v, size_t i);
@@ -279,6 +285,15 @@ typedef struct mcdc_table_scan {
 } mcdc_table_scan;
 #define MCDC_TABLE_SCAN_INIT \
     {-1, NULL, 0, NULL, {false, NULL, 0}, {false, NULL, 0}, NULL, NULL}
+/* A file_fn that keeps every file and sums the rows the files hold by their
+ * statistics (mcdc_table_file_rows) into the mcdc_scan_rows its ctx points
+ * to: what a scan will read, before it reads (row groups it prunes aside). */
+typedef struct mcdc_scan_rows {
+    int64_t rows;
+    int64_t files;
+    bool unknown; /* a file without statistics: rows says too little */
+} mcdc_scan_rows;
+bool mcdc_scan_rows_fn(void *ctx, const mcdc_table_view *v, const mcdc_table_file *f);
 /* fn owns each batch; an error it returns stops the scan (the decoder too)
  * and is returned, wrapped with the table and version but for
  * MCDC_E_CANCELLED. *version_read: the version scanned (-1: no table, fn

@@ -267,6 +267,7 @@ static int throttle(mcdc_backfill *b, bool *paused, mcdc_error *err) {
  * run recorded first stands (Delta skips ours). */
 static int make_plan(mcdc_backfill *b, mcdc_error *err) {
     int64_t rows = b->cfg.chunk_rows > 0 ? b->cfg.chunk_rows : DEFAULT_CHUNK_ROWS;
+    mcdc_progress_phase(b->ctx.progress, "planning", NULL, -1, -1, false);
     int64_t started = mcdc_now_utc_us(), t0 = mcdc_monotonic_us();
     json_t *keys = json_object_get(b->info, "keys"), *extent = json_object_get(b->info, "plan");
     json_t *chunks = NULL;
@@ -691,6 +692,7 @@ static int read_share(void *arg, mcdc_batch_fn put, void *put_ctx, mcdc_error *e
             c->has_read = true;
             c->read_seconds = m.seconds;
             c->read_mb = (double)m.bytes / 1e6;
+            mcdc_progress_part_done(b->ctx.progress);
         }
     }
     return rc;
@@ -767,6 +769,8 @@ static int read_wave(mcdc_backfill *b, mcdc_frame *f, const mcdc_unit *u, mcdc_u
     while (rc == MCDC_OK && (bt = mcdc_fanin_next(fan)) != NULL) {
         rows += bt->rows;
         rc = mcdc_appender_write(app, bt, err);
+        if (rc == MCDC_OK && b->ctx.progress)
+            mcdc_progress_add(b->ctx.progress, bt->rows, mcdc_batch_bytes(bt));
         mcdc_batch_free(bt);
         if (rc == MCDC_OK && mcdc_ctx_crash(&b->ctx, "during_wave", u->id))
             rc = mcdc_error_set(err, MCDC_E_CANCELLED, "killed while reading a wave (test hook)");
@@ -898,6 +902,9 @@ static int job_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_resul
         for (int attempt = 0;; attempt++) {
             memset(res, 0, sizeof *res);
             for (int i = 0; i < b->nw; i++) b->w[i].rows = 0;
+            /* a wave's rows and chunks (the snapshot's: the job's parts) */
+            mcdc_progress_phase(b->ctx.progress, attempt ? "reading again" : "reading", "chunks",
+                                b->nw, -1, false);
             rc = read_wave(b, f, u, res, err);
             if (rc != MCDC_E_CONFLICT || attempt >= 1) break;
             mcdc_log(MCDC_LOG_WARN, "backfill of %s: %s; reading wave %lld again",
@@ -954,6 +961,7 @@ static void job_done(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
         snprintf(c.lsn, sizeof c.lsn, "%s", b->stamp);
         if (add_done(b, &c, NULL) != MCDC_OK) break;
     }
+    mcdc_progress_job_parts_add(b->ctx.progress, b->nw); /* committed: its facts rows are in */
     mcdc_log(MCDC_LOG_INFO, "backfill of %s (snapshot %s): wave %lld in, %lld rows in %.1f s",
              b->cfg.target, b->s, (long long)u->id, (long long)res->rows,
              (double)b->duration_ms / 1000);
@@ -1082,6 +1090,8 @@ int mcdc_backfill_create(mcdc_backfill **out, const mcdc_opts *opts, const mcdc_
         return rc;
     }
     b->ctx.budget = cfg->budget;
+    b->ctx.progress_fn = cfg->progress_fn;
+    b->ctx.progress_user = cfg->progress_user;
     mcdc_ctx_take_test_hooks(&b->ctx, opts);
     b->sink = (mcdc_log_sink){backfill_log, b, cfg->log_level};
     *out = b;
@@ -1280,7 +1290,8 @@ int mcdc_backfill_run(mcdc_backfill *b, mcdc_backfill_status *status, mcdc_error
     b->iso = iso == NULL ? MCDC_ISO_OPTION
              : mcdc_str_ieq(iso, "snapshot") ? MCDC_ISO_SNAPSHOT : MCDC_ISO_READ_COMMITTED;
     bool go = false;
-    int rc = prepare(b, &go, err);
+    int rc = mcdc_ctx_progress_create(&b->ctx.progress, &b->ctx, "backfill", err);
+    if (rc == MCDC_OK) rc = prepare(b, &go, err);
     if (rc == MCDC_OK && go && b->plan == NULL) {
         bool paused;
         rc = throttle(b, &paused, err);
@@ -1288,6 +1299,8 @@ int mcdc_backfill_run(mcdc_backfill *b, mcdc_backfill_status *status, mcdc_error
         go = rc == MCDC_OK && !paused;
         b->st.chunks_total = chunk_count(b);
     }
+    if (rc == MCDC_OK && go)
+        mcdc_progress_job_parts(b->ctx.progress, "chunks", b->n_done, chunk_count(b));
     if (rc == MCDC_OK && go && !all_done(b)) {
         mcdc_ledger led = {&LAKE_LEDGER, b};
         mcdc_frame_cfg fc = {
@@ -1316,6 +1329,8 @@ int mcdc_backfill_run(mcdc_backfill *b, mcdc_backfill_status *status, mcdc_error
     }
     *status = b->st;
     release_run(b);
+    mcdc_progress_end(b->ctx.progress);
+    b->ctx.progress = NULL;
     mcdc_log_use(host);
     return rc;
 }

@@ -8,7 +8,7 @@
 #include "mssqlcdc.h"
 
 /* Every version of a config has at most this many versions before it. */
-#define CFG_VERSIONS_MAX 4
+#define CFG_VERSIONS_MAX 5
 /* Reserved slots of a config (fields no longer used, kept in place). */
 #define CFG_RESERVED_MAX 2
 
@@ -36,9 +36,9 @@ static const mcdc_repair_cfg REPAIR_DEFAULTS = MCDC_REPAIR_CFG_INIT;
 
 /* A version added to a config adds its end here (the offset of its first
  * field closes the version before it) and moves the assertion below. */
-_Static_assert(MCDC_STREAM_CFG_VERSION == 4 && MCDC_SNAPSHOT_CFG_VERSION == 2 &&
-                   MCDC_SEED_CFG_VERSION == 2 && MCDC_BACKFILL_CFG_VERSION == 1 &&
-                   MCDC_APPLY_CFG_VERSION == 3 && MCDC_RECONCILE_CFG_VERSION == 3 &&
+_Static_assert(MCDC_STREAM_CFG_VERSION == 5 && MCDC_SNAPSHOT_CFG_VERSION == 3 &&
+                   MCDC_SEED_CFG_VERSION == 3 && MCDC_BACKFILL_CFG_VERSION == 2 &&
+                   MCDC_APPLY_CFG_VERSION == 4 && MCDC_RECONCILE_CFG_VERSION == 4 &&
                    MCDC_REPAIR_CFG_VERSION == 1,
                "a new config version needs its end in LAYOUTS");
 
@@ -49,26 +49,30 @@ static const cfg_layout LAYOUTS[MCDC_CFG_KINDS] = {
     [MCDC_CFG_STREAM] = {LAYOUT(mcdc_stream_cfg, STREAM_DEFAULTS, MCDC_STREAM_CFG_VERSION),
                          {offsetof(mcdc_stream_cfg, budget),
                           offsetof(mcdc_stream_cfg, on_data_loss),
-                          offsetof(mcdc_stream_cfg, snapshot_on_switch), sizeof(mcdc_stream_cfg)},
+                          offsetof(mcdc_stream_cfg, snapshot_on_switch),
+                          offsetof(mcdc_stream_cfg, progress_fn), sizeof(mcdc_stream_cfg)},
                          {SPAN(mcdc_stream_cfg, reserved1), SPAN(mcdc_stream_cfg, reserved2)}},
     [MCDC_CFG_SNAPSHOT] = {LAYOUT(mcdc_snapshot_cfg, SNAPSHOT_DEFAULTS, MCDC_SNAPSHOT_CFG_VERSION),
-                           {offsetof(mcdc_snapshot_cfg, app_id), sizeof(mcdc_snapshot_cfg)},
+                           {offsetof(mcdc_snapshot_cfg, app_id),
+                            offsetof(mcdc_snapshot_cfg, progress_fn), sizeof(mcdc_snapshot_cfg)},
                            {{0, 0}}},
     [MCDC_CFG_SEED] = {LAYOUT(mcdc_seed_cfg, SEED_DEFAULTS, MCDC_SEED_CFG_VERSION),
-                       {offsetof(mcdc_seed_cfg, allow_empty), sizeof(mcdc_seed_cfg)},
+                       {offsetof(mcdc_seed_cfg, allow_empty),
+                        offsetof(mcdc_seed_cfg, progress_fn), sizeof(mcdc_seed_cfg)},
                        {{0, 0}}},
     [MCDC_CFG_BACKFILL] = {LAYOUT(mcdc_backfill_cfg, BACKFILL_DEFAULTS, MCDC_BACKFILL_CFG_VERSION),
-                           {sizeof(mcdc_backfill_cfg)},
+                           {offsetof(mcdc_backfill_cfg, progress_fn), sizeof(mcdc_backfill_cfg)},
                            {SPAN(mcdc_backfill_cfg, reserved1)}},
     [MCDC_CFG_APPLY] = {LAYOUT(mcdc_apply_cfg, APPLY_DEFAULTS, MCDC_APPLY_CFG_VERSION),
                         {offsetof(mcdc_apply_cfg, scd_type),
-                         offsetof(mcdc_apply_cfg, deletion_vectors), sizeof(mcdc_apply_cfg)},
+                         offsetof(mcdc_apply_cfg, deletion_vectors),
+                         offsetof(mcdc_apply_cfg, progress_fn), sizeof(mcdc_apply_cfg)},
                         {SPAN(mcdc_apply_cfg, reserved1)}},
     [MCDC_CFG_RECONCILE] = {LAYOUT(mcdc_reconcile_cfg, RECONCILE_DEFAULTS,
                                    MCDC_RECONCILE_CFG_VERSION),
                             {offsetof(mcdc_reconcile_cfg, repair),
                              offsetof(mcdc_reconcile_cfg, settle_seconds),
-                             sizeof(mcdc_reconcile_cfg)},
+                             offsetof(mcdc_reconcile_cfg, progress_fn), sizeof(mcdc_reconcile_cfg)},
                             {SPAN(mcdc_reconcile_cfg, reserved1)}},
     [MCDC_CFG_REPAIR] = {LAYOUT(mcdc_repair_cfg, REPAIR_DEFAULTS, MCDC_REPAIR_CFG_VERSION),
                          {sizeof(mcdc_repair_cfg)},

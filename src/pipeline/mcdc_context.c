@@ -124,6 +124,12 @@ bool mcdc_ctx_crash(const mcdc_ctx *ctx, const char *point, int64_t unit) {
     return true;
 }
 
+int mcdc_ctx_progress_create(mcdc_progress_tracker **out, const mcdc_ctx *ctx, const char *job,
+                             mcdc_error *err) {
+    return mcdc_progress_create(out, job, ctx->progress_fn, ctx->progress_user,
+                                MCDC_PROGRESS_INTERVAL_MS, err);
+}
+
 void mcdc_ctx_sleep_until(const mcdc_ctx *ctx, int64_t deadline_us) {
     while (!mcdc_ctx_stopping(ctx)) {
         int64_t left = deadline_us - mcdc_monotonic_us();

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "mcdc_progress.h"
 #include "mcdc_storage.h"
 #include "mcdc_util.h"
 
@@ -51,7 +52,20 @@ typedef struct mcdc_ctx {
     char crash_at[64];        /* "<point>[:<unit>]": SIGKILL there; "" none */
     mcdc_crash_fn crash_fn;
     void *crash_user;
+    /* Progress: the tracker the job's long work counts into (owned by
+     * whoever created it; NULL: nobody listens), and the caller's function,
+     * from which a part of a job that has no tracker (a stream's snapshot)
+     * makes one of its own. */
+    mcdc_progress_tracker *progress;
+    mcdc_progress_fn progress_fn;
+    void *progress_user;
 } mcdc_ctx;
+
+/* How often a job's tracker tells its caller, at most. */
+#define MCDC_PROGRESS_INTERVAL_MS 200
+/* A tracker for a job of ctx, from its progress function (none: *out NULL). */
+int mcdc_ctx_progress_create(mcdc_progress_tracker **out, const mcdc_ctx *ctx, const char *job,
+                             mcdc_error *err);
 
 /* Takes the test hooks the host set on opts (mssqlcdc_testing.h; opts may
  * be NULL: none). Each job's create calls it. */

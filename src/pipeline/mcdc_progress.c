@@ -12,14 +12,15 @@ struct mcdc_progress_tracker {
     int64_t interval_us;
     int64_t job_start_us;
     /* Counted by any thread. */
-    atomic_llong rows, bytes, parts;
+    atomic_llong rows, bytes, parts, job_parts;
     atomic_llong next_due_us; /* no report before this (monotonic) */
     /* Set by the job's thread between phases; read under lock. */
     pthread_mutex_t lock; /* one report at a time */
-    const char *phase, *parts_name;
-    int64_t parts_total, rows_total;
+    const char *phase, *parts_name, *job_parts_name;
+    int64_t parts_total, rows_total, job_parts_total;
     bool estimated;
     int64_t phase_start_us;
+    int64_t phase_number; /* phases told so far */
     bool finished;
 };
 
@@ -40,10 +41,11 @@ int mcdc_progress_create(mcdc_progress_tracker **out, const char *job, mcdc_prog
     t->interval_us = interval_ms * 1000;
     t->job_start_us = t->phase_start_us = mcdc_monotonic_us();
     t->phase = "starting";
-    t->parts_total = t->rows_total = -1;
+    t->parts_total = t->rows_total = t->job_parts_total = -1;
     atomic_init(&t->rows, 0);
     atomic_init(&t->bytes, 0);
     atomic_init(&t->parts, 0);
+    atomic_init(&t->job_parts, 0);
     atomic_init(&t->next_due_us, t->job_start_us + t->interval_us);
     *out = t;
     return MCDC_OK;
@@ -53,6 +55,11 @@ void mcdc_progress_free(mcdc_progress_tracker *t) {
     if (t == NULL) return;
     pthread_mutex_destroy(&t->lock);
     mcdc_free(t);
+}
+
+void mcdc_progress_end(mcdc_progress_tracker *t) {
+    mcdc_progress_finish(t);
+    mcdc_progress_free(t);
 }
 
 /* Under t->lock. */
@@ -71,6 +78,10 @@ static void tell(mcdc_progress_tracker *t, int64_t now_us, bool done) {
         .phase_ms = (now_us - t->phase_start_us) / 1000,
         .elapsed_ms = (now_us - t->job_start_us) / 1000,
         .done = done,
+        .phase_number = t->phase_number,
+        .job_parts_name = t->job_parts_name,
+        .job_parts_done = atomic_load(&t->job_parts),
+        .job_parts_total = t->job_parts_total,
     };
     atomic_store(&t->next_due_us, now_us + t->interval_us);
     t->fn(t->user, &p);
@@ -101,6 +112,7 @@ void mcdc_progress_phase(mcdc_progress_tracker *t, const char *phase, const char
         atomic_store(&t->bytes, 0);
         atomic_store(&t->parts, 0);
         t->phase_start_us = mcdc_monotonic_us();
+        t->phase_number++;
         tell(t, t->phase_start_us, false);
     }
     pthread_mutex_unlock(&t->lock);
@@ -115,8 +127,31 @@ void mcdc_progress_add(mcdc_progress_tracker *t, int64_t rows, int64_t bytes) {
 }
 
 void mcdc_progress_part_done(mcdc_progress_tracker *t) {
+    mcdc_progress_parts_add(t, 1);
+}
+
+void mcdc_progress_parts_add(mcdc_progress_tracker *t, int64_t n) {
     if (t == NULL) return;
-    atomic_fetch_add(&t->parts, 1);
+    MCDC_ASSERT(n >= 0);
+    atomic_fetch_add(&t->parts, n);
+    tell_if_due(t);
+}
+
+void mcdc_progress_job_parts(mcdc_progress_tracker *t, const char *name, int64_t done,
+                             int64_t total) {
+    if (t == NULL) return;
+    MCDC_ASSERT(name != NULL && done >= 0);
+    pthread_mutex_lock(&t->lock);
+    t->job_parts_name = name;
+    t->job_parts_total = total;
+    atomic_store(&t->job_parts, done);
+    pthread_mutex_unlock(&t->lock);
+}
+
+void mcdc_progress_job_parts_add(mcdc_progress_tracker *t, int64_t n) {
+    if (t == NULL) return;
+    MCDC_ASSERT(n >= 0);
+    atomic_fetch_add(&t->job_parts, n);
     tell_if_due(t);
 }
 

@@ -28,6 +28,8 @@ int mcdc_progress_create(mcdc_progress_tracker **out, const char *job, mcdc_prog
                          void *user, int64_t interval_ms, mcdc_error *err);
 /* NULL-safe. Does not report: call mcdc_progress_finish first. */
 void mcdc_progress_free(mcdc_progress_tracker *t);
+/* mcdc_progress_finish, then mcdc_progress_free: a job's every exit. */
+void mcdc_progress_end(mcdc_progress_tracker *t);
 
 /* A new phase (a static string: "reading", "sorting", "merging"...): its
  * parts (a static noun such as "ranges", or NULL), how many (-1: unknown),
@@ -40,6 +42,15 @@ void mcdc_progress_phase(mcdc_progress_tracker *t, const char *phase, const char
 void mcdc_progress_add(mcdc_progress_tracker *t, int64_t rows, int64_t bytes);
 /* One part finished (any thread); told when the interval passed. */
 void mcdc_progress_part_done(mcdc_progress_tracker *t);
+/* n parts finished at once (parts passed over without work). */
+void mcdc_progress_parts_add(mcdc_progress_tracker *t, int64_t n);
+/* The job's own parts across its phases (a static noun; done: those
+ * finished before, by earlier runs too; total -1: unknown), told from the
+ * next report on; phases do not reset them. Call from the job's thread. */
+void mcdc_progress_job_parts(mcdc_progress_tracker *t, const char *name, int64_t done,
+                             int64_t total);
+/* n of the job's parts finished (any thread). */
+void mcdc_progress_job_parts_add(mcdc_progress_tracker *t, int64_t n);
 /* The rows of the phase are known now (a count replacing an estimate). */
 void mcdc_progress_set_total(mcdc_progress_tracker *t, int64_t rows_total);
 /* The job's last report (done true), told at once; later calls tell

@@ -54,6 +54,7 @@ typedef struct {
     char key_source[512];     /* what the key is, for messages */
     int64_t key_rows;         /* rows read so far (the key's pass) */
     char dup_key[256];        /* a key the copy holds twice; "" while none */
+    mcdc_progress_tracker *progress; /* NULL: nobody listens */
 } seed_job;
 
 /* Integer types convert to each other when the value fits; the rest must
@@ -169,6 +170,7 @@ static int seed_batch(void *ctx, mcdc_batch *in, mcdc_error *err) {
     if (rc == MCDC_OK) rc = mcdc_bronze_widen(b, j->bronze, -1, j->lsn_text, -1, err);
     if (rc == MCDC_OK) rc = mcdc_appender_write(j->app, b, err);
     if (rc == MCDC_OK) j->rows += b->rows;
+    if (rc == MCDC_OK && j->progress) mcdc_progress_add(j->progress, b->rows, mcdc_batch_bytes(b));
     mcdc_batch_free(b);
     return rc;
 }
@@ -183,6 +185,7 @@ static int key_batch(void *ctx, mcdc_batch *in, mcdc_error *err) {
     int rc = seed_convert(j, in, j->key_schema, 0, &b, err);
     if (rc == MCDC_OK) rc = mcdc_keycheck_add(j->keys, b, err);
     if (rc == MCDC_OK) j->key_rows += b->rows;
+    if (rc == MCDC_OK && j->progress) mcdc_progress_add(j->progress, b->rows, mcdc_batch_bytes(b));
     mcdc_batch_free(b);
     return rc;
 }
@@ -195,6 +198,7 @@ static int key_confirm(void *ctx, mcdc_batch *in, mcdc_error *err) {
     int64_t row = -1;
     int rc = seed_convert(j, in, j->key_schema, 0, &b, err);
     if (rc == MCDC_OK) rc = mcdc_keycheck_confirm(j->keys, b, &row, err);
+    if (rc == MCDC_OK && j->progress) mcdc_progress_add(j->progress, b->rows, mcdc_batch_bytes(b));
     if (rc == MCDC_OK && row >= 0) {
         mcdc_keycheck_describe(j->keys, b, row, j->dup_key, sizeof j->dup_key);
         rc = mcdc_error_set(err, MCDC_E_CANCELLED, "a duplicate key found");
@@ -251,8 +255,10 @@ static int seed_keys(seed_job *j, mcdc_table *target, mcdc_error *err) {
 
 /* Are the copy's keys unique? Its key columns read once, and again only
  * when two rows may share a key (or two keys a hash). */
-static int seed_check_keys(seed_job *j, mcdc_seed_copy *copy, mcdc_error *err) {
+static int seed_check_keys(seed_job *j, mcdc_seed_copy *copy, int64_t copy_rows,
+                           mcdc_error *err) {
     int64_t suspects = 0;
+    mcdc_progress_phase(j->progress, "checking keys", NULL, -1, copy_rows, false);
     int rc = mcdc_seed_copy_read(copy, j->cfg->warehouse, j->key_names, j->n_keys, key_batch, j,
                                  err);
     if (rc == MCDC_OK) rc = mcdc_keycheck_finish(j->keys, &suspects, err);
@@ -261,6 +267,7 @@ static int seed_check_keys(seed_job *j, mcdc_seed_copy *copy, mcdc_error *err) {
                  (long long)mcdc_keycheck_rows(j->keys), j->cfg->from,
                  (long long)mcdc_keycheck_runs(j->keys));
     if (rc || suspects == 0) return rc;
+    mcdc_progress_phase(j->progress, "checking keys again", NULL, -1, copy_rows, false);
     rc = mcdc_seed_copy_read(copy, j->cfg->warehouse, j->key_names, j->n_keys, key_confirm, j,
                              err);
     if (j->dup_key[0])
@@ -410,11 +417,12 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
     }
     mcdc_log_sink sink = {cfg->log_fn, cfg->log_user, cfg->log_level};
     const mcdc_log_sink *host = mcdc_log_use(&sink);
-    mcdc_ctx ctx = {0};
+    mcdc_ctx ctx = {.progress_fn = cfg->progress_fn, .progress_user = cfg->progress_user};
     mcdc_table *target = NULL, *facts = NULL;
     mcdc_changes *changes = NULL;
     mcdc_schema *bronze = NULL;
-    rc = mcdc_table_open(&target, cfg->target, cfg->warehouse, err);
+    rc = mcdc_ctx_progress_create(&ctx.progress, &ctx, "seed", err);
+    if (rc == MCDC_OK) rc = mcdc_table_open(&target, cfg->target, cfg->warehouse, err);
     if (rc == MCDC_OK) rc = mcdc_table_check_kind(target, MCDC_KIND_BRONZE, "target", err);
     if (rc == MCDC_OK && cfg->facts_table)
         rc = mcdc_table_open(&facts, cfg->facts_table, cfg->warehouse, err);
@@ -422,7 +430,8 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
     if (rc == MCDC_OK) rc = mcdc_changes_open(&changes, opts, NULL, err);
     if (rc == MCDC_OK) rc = mcdc_snapshot_check_table(target, cfg->target, changes, err);
     if (rc == MCDC_OK) rc = mcdc_bronze_schema(&bronze, mcdc_changes_schema(changes), err);
-    seed_job j = {.changes = changes, .bronze = bronze, .cfg = cfg, .opts = opts};
+    seed_job j = {.changes = changes, .bronze = bronze, .cfg = cfg, .opts = opts,
+                  .progress = ctx.progress};
     mcdc_lsn lsn;
     if (rc == MCDC_OK) rc = check_as_of(&lsn, &j, changes, cfg->as_of, err);
     char lsn_text[MCDC_LSN_TEXT_LEN + 1] = "";
@@ -466,10 +475,15 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
         j.first_captured = mcdc_schema_find(j.out_schema, "_commit_ts") + 1;
         mcdc_table_props props = {.kind = MCDC_KIND_BRONZE};
         rc = mcdc_seed_copy_each_schema(&copy, cfg->warehouse, copy_columns, &j, err);
+        /* the copy's rows by its metadata, for the progress (exact) */
+        int64_t copy_rows = -1;
+        if (rc == MCDC_OK && j.progress)
+            rc = mcdc_seed_copy_rows(&copy, cfg->warehouse, &copy_rows, err);
         if (rc == MCDC_OK) rc = seed_keys(&j, target, err);
-        if (rc == MCDC_OK && j.keys) rc = seed_check_keys(&j, &copy, err);
+        if (rc == MCDC_OK && j.keys) rc = seed_check_keys(&j, &copy, copy_rows, err);
         if (rc == MCDC_OK && j.keys && j.key_rows == 0 && !allow_empty) rc = empty_copy(cfg, err);
         if (rc == MCDC_OK) rc = mcdc_appender_open(&j.app, target, bronze, &props, err);
+        if (rc == MCDC_OK) mcdc_progress_phase(j.progress, "reading", NULL, -1, copy_rows, false);
         if (rc == MCDC_OK)
             rc = mcdc_seed_copy_read(&copy, cfg->warehouse, NULL, 0, seed_batch, &j, err);
         /* no row read, no file written: bronze was not created */
@@ -482,9 +496,11 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
         json_decref(meta);
         bool skipped;
         int64_t version;
+        if (rc == MCDC_OK) mcdc_progress_phase(j.progress, "committing", NULL, -1, j.rows, false);
         if (rc == MCDC_OK)
             rc = text ? mcdc_appender_commit(j.app, NULL, 0, text, &skipped, &version, err)
                       : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        if (rc == MCDC_OK) mcdc_progress_add(j.progress, j.rows, 0);
         free(text);
         mcdc_appender_free(j.app);
         *written = rc == MCDC_OK;
@@ -506,6 +522,7 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
     mcdc_table_close(facts);
     mcdc_table_close(target);
     mcdc_seed_copy_close(&copy);
+    mcdc_progress_end(ctx.progress);
     mcdc_log_use(host);
     return rc;
 }

@@ -187,6 +187,30 @@ int mcdc_seed_copy_each_schema(mcdc_seed_copy *c, const char *warehouse,
     return rc;
 }
 
+int mcdc_seed_copy_rows(mcdc_seed_copy *c, const char *warehouse, int64_t *rows,
+                        mcdc_error *err) {
+    *rows = 0;
+    int rc = MCDC_OK;
+    if (c->delta) {
+        mcdc_table *t = NULL;
+        mcdc_table_view *v = NULL;
+        rc = mcdc_table_open(&t, c->dir, warehouse, err);
+        if (rc == MCDC_OK) rc = mcdc_table_view_open(&v, t, c->version, err);
+        if (rc == MCDC_OK && v) c->version = mcdc_table_view_version(v);
+        if (rc == MCDC_OK && v) *rows = mcdc_table_view_rows(v);
+        mcdc_table_view_free(v);
+        mcdc_table_close(t);
+    }
+    for (size_t i = 0; rc == MCDC_OK && !c->delta && i < c->n_files; i++) {
+        mcdc_parquet_reader *r = NULL;
+        rc = mcdc_parquet_reader_open(&r, c->st, c->files[i], NULL, err);
+        if (rc == MCDC_OK) *rows += mcdc_parquet_reader_rows(r);
+        mcdc_parquet_reader_free(r);
+    }
+    if (rc) mcdc_error_wrap(err, "counting the rows of the copy %s", c->from);
+    return rc;
+}
+
 int mcdc_seed_copy_read(mcdc_seed_copy *c, const char *warehouse, const char *const *want,
                         int32_t n_want, mcdc_batch_fn fn, void *ctx, mcdc_error *err) {
     MCDC_ASSERT(n_want <= MCDC_SNAPSHOT_KEYS_MAX);

@@ -46,6 +46,13 @@ typedef int (*mcdc_seed_copy_schema_fn)(void *ctx, const char *file, const mcdc_
                                         mcdc_error *err);
 int mcdc_seed_copy_each_schema(mcdc_seed_copy *c, const char *warehouse,
                                mcdc_seed_copy_schema_fn fn, void *ctx, mcdc_error *err);
+
+/* The rows the copy holds by its metadata, reading no row: a Delta copy's
+ * files' statistics (its version pinned for the reads after, when none
+ * was), each Parquet file's footer. -1 when a Delta file has no
+ * statistics. */
+int mcdc_seed_copy_rows(mcdc_seed_copy *c, const char *warehouse, int64_t *rows,
+                        mcdc_error *err);
 void mcdc_seed_copy_close(mcdc_seed_copy *c);
 
 #endif /* MCDC_SEED_COPY_H */

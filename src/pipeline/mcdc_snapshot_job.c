@@ -196,17 +196,36 @@ typedef struct {
     bool has_ts;
     int64_t commit_us;
     mcdc_reader_metrics metrics;
+    mcdc_progress_tracker *progress; /* a range read is a part */
 } range_job;
 
 static int read_one(void *arg, mcdc_batch_fn put, void *put_ctx, mcdc_error *err) {
     range_job *j = arg;
-    return mcdc_changes_snapshot_read(j->changes, j->keys, j->range, MCDC_ISO_OPTION, &j->lsn,
-                                      j->has_ts, j->commit_us, put, put_ctx, &j->metrics, err);
+    int rc = mcdc_changes_snapshot_read(j->changes, j->keys, j->range, MCDC_ISO_OPTION, &j->lsn,
+                                        j->has_ts, j->commit_us, put, put_ctx, &j->metrics, err);
+    if (rc == MCDC_OK) mcdc_progress_part_done(j->progress);
+    return rc;
+}
+
+/* The phase of an attempt's read: its ranges, and the rows sp_spaceused
+ * counts (asked only when someone listens; none said when it cannot). */
+static void reading_phase(mcdc_progress_tracker *t, const mcdc_snap_env *e, int tries,
+                          int64_t ranges) {
+    if (t == NULL) return;
+    int64_t rows = -1;
+    mcdc_error why = MCDC_ERROR_INIT;
+    if (mcdc_changes_row_estimate(e->changes, &rows, &why) != MCDC_OK) {
+        mcdc_log(MCDC_LOG_INFO, "no estimate of the rows to read for the progress: %s",
+                 why.message);
+        rows = -1;
+    }
+    mcdc_progress_phase(t, tries ? "reading again" : "reading", "ranges", ranges, rows, true);
 }
 
 /* One attempt: ranges read in parallel into one appender, committed. */
 static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
-                   mcdc_snapshot_stamped_fn on_stamped, void *ctx, mcdc_error *err) {
+                   mcdc_progress_tracker *t, int tries, mcdc_snapshot_stamped_fn on_stamped,
+                   void *ctx, mcdc_error *err) {
     mcdc_lsn lsn;
     bool has_ts = false;
     int64_t commit_us = 0;
@@ -251,9 +270,16 @@ static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
     for (int i = 0; rc == MCDC_OK && i < n; i++) {
         jobs[i] = (range_job){.changes = e->changes, .keys = keys,
                               .range = json_array_get(ranges, (size_t)i), .lsn = lsn,
-                              .has_ts = has_ts, .commit_us = commit_us};
+                              .has_ts = has_ts, .commit_us = commit_us, .progress = t};
         args[i] = &jobs[i];
     }
+    if (rc == MCDC_OK) reading_phase(t, e, tries, n);
+    int64_t t0 = mcdc_monotonic_us();
+    if (rc == MCDC_OK)
+        mcdc_log(MCDC_LOG_INFO, "snapshot of %s.%s stamped %s: %d ranges on %d connections, "
+                                "%d encoder threads",
+                 mcdc_changes_source_schema(e->changes), mcdc_changes_source_table(e->changes),
+                 out->lsn, n, readers, encoders);
     mcdc_table_props props = {.kind = MCDC_KIND_BRONZE, .parquet_threads = encoders};
     mcdc_appender *app = NULL;
     mcdc_fanin *fan = NULL;
@@ -265,6 +291,7 @@ static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
         *rows += b->rows;
         rc = mcdc_bronze_widen(b, e->bronze, -1, out->lsn, -1, err);
         if (rc == MCDC_OK) rc = mcdc_appender_write(app, b, err);
+        if (rc == MCDC_OK && t) mcdc_progress_add(t, b->rows, mcdc_batch_bytes(b));
         mcdc_batch_free(b);
         /* Crash tests: killed while the table is read (reference crash point 10). */
         if (rc == MCDC_OK && mcdc_ctx_crash(e->ctx, "during_snapshot", 0))
@@ -298,8 +325,15 @@ static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
         json_decref(meta);
         bool skipped = false;
         int64_t version;
+        /* the files' last row groups are encoded, then the commit */
+        mcdc_progress_phase(t, "committing", NULL, -1, *rows, false);
         rc = text ? mcdc_appender_commit(app, NULL, 0, text, &skipped, &version, err)
                   : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        if (rc == MCDC_OK) mcdc_progress_add(t, *rows, 0);
+        if (rc == MCDC_OK)
+            mcdc_log(MCDC_LOG_INFO, "snapshot of %s.%s: %lld rows read and committed in %.3f s",
+                     mcdc_changes_source_schema(e->changes), mcdc_changes_source_table(e->changes),
+                     (long long)*rows, (double)(mcdc_monotonic_us() - t0) / 1e6);
         free(text);
     }
     mcdc_appender_free(app);
@@ -313,9 +347,13 @@ static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
 
 int mcdc_snapshot_append(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
                          mcdc_snapshot_stamped_fn on_stamped, void *ctx, mcdc_error *err) {
-    int rc;
+    /* the job's tracker, else one of the snapshot's own (a stream's) */
+    mcdc_progress_tracker *own = NULL, *t = e->ctx->progress;
+    int rc = t ? MCDC_OK : mcdc_ctx_progress_create(&own, e->ctx, "snapshot", err);
+    if (rc) return rc;
+    if (own) t = own;
     for (int tries = 0;; tries++) {
-        rc = attempt(out, rows, e, on_stamped, ctx, err);
+        rc = attempt(out, rows, e, t, tries, on_stamped, ctx, err);
         if (rc != MCDC_E_TRANSIENT || tries >= MCDC_RETRIES_MAX || mcdc_ctx_stopping(e->ctx))
             break;
         mcdc_log(MCDC_LOG_WARN, "snapshot of %s.%s: %s; reading it again (attempt %d of %d)",
@@ -323,6 +361,7 @@ int mcdc_snapshot_append(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e
                  err ? err->message : "transient error", tries + 2, MCDC_RETRIES_MAX + 1);
         mcdc_sleep_ms((int64_t)MCDC_RETRY_BACKOFF_MS_FIRST << tries);
     }
+    mcdc_progress_end(own);
     return rc;
 }
 
@@ -445,9 +484,12 @@ int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcdc_
                                 {"--facts-table", facts_name, true}};
     if (rc == MCDC_OK) rc = mcdc_roles_check(roles, 2, cfg->warehouse, NULL, err);
     if (rc) return rc;
-    mcdc_ctx ctx = {.budget = cfg->budget};
+    mcdc_ctx ctx = {.budget = cfg->budget, .progress_fn = cfg->progress_fn,
+                    .progress_user = cfg->progress_user};
+    rc = mcdc_ctx_progress_create(&ctx.progress, &ctx, "snapshot", err);
+    if (rc) return rc;
     mcdc_log_sink sink = {cfg->log_fn, cfg->log_user, cfg->log_level};
-    const mcdc_log_sink *host = mcdc_log_use(cfg->log_fn ? &sink : mcdc_log_current());
+    const mcdc_log_sink *host = mcdc_log_use(&sink); /* log_fn NULL: stderr, at log_level */
     mcdc_table *target = NULL;
     mcdc_changes *changes = NULL;
     mcdc_schema *bronze = NULL;
@@ -482,6 +524,7 @@ int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcdc_
     mcdc_changes_close(changes);
     mcdc_budget_release(ctx.budget, MCDC_PERMIT_CONNECTION, control);
     mcdc_table_close(target);
+    mcdc_progress_end(ctx.progress);
     mcdc_log_use(host);
     return rc;
 }

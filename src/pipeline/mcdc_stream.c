@@ -1148,6 +1148,8 @@ int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stre
     pthread_mutex_init(&s->warnings_mu, NULL);
     s->sink = (mcdc_log_sink){stream_log, s, cfg->log_level};
     s->ctx.budget = cfg->budget;
+    s->ctx.progress_fn = cfg->progress_fn; /* each snapshot makes a tracker of its own */
+    s->ctx.progress_user = cfg->progress_user;
     mcdc_ctx_take_test_hooks(&s->ctx, opts);
     *out = s;
     return MCDC_OK;

@@ -380,6 +380,8 @@ static int fine_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
     int rc = MCDC_OK;
     const mcdc_column *c = &b->columns[0];
     a->rows += b->rows;
+    if (!a->extent_only && a->r->ctx.progress)
+        mcdc_progress_add(a->r->ctx.progress, b->rows, mcdc_batch_bytes(b));
     for (int64_t i = 0; i < b->rows && rc == MCDC_OK; i++) {
         int64_t v;
         if (a->r->ordinal && !silver_range_value(c, i, &v)) continue; /* NULL keys in none */
@@ -455,6 +457,10 @@ static int tier1(mcdc_reconcile *r, rec_keyset *moved, mcdc_error *err) {
     fine_acc sil = {.r = r};
     rec_fine *src = NULL;
     int rc = MCDC_OK;
+    /* the source counts in one query; silver's key column is read */
+    if (r->ctx.progress)
+        mcdc_progress_phase(r->ctx.progress, "counting", NULL, -1, mcdc_table_view_rows(r->sview),
+                            false);
     if (r->ordinal) {
         bool found;
         int64_t lo, hi;
@@ -666,6 +672,8 @@ static int src_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
     }
     if (rc == MCDC_OK) rc = rec_hash_rows(s->tmp, s->cols, r->n_cols, 0, b->rows, err);
     if (rc == MCDC_OK) rc = rec_grow(&s->ent, &s->cap_ent, s->n_ent + b->rows, sizeof *s->ent, err);
+    if (rc == MCDC_OK && r->ctx.progress) /* the prefetch thread's: counted at once */
+        mcdc_progress_add(r->ctx.progress, b->rows, mcdc_batch_bytes(b));
     for (int64_t i = 0; rc == MCDC_OK && i < b->rows; i++) {
         rec_entry e = {.seq = s->rows + i, .h = s->tmp[i], .pend = -1};
         if (r->ordinal) {
@@ -892,6 +900,7 @@ static int sil_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
                                                 r->keys[k]);
     }
     int lsn_col = col_index(b->schema, "_start_lsn");
+    int64_t hashed = r->res.silver_rows_hashed; /* the batch's rows of the bucket: progress */
     if (rc == MCDC_OK) rc = rec_grow(&s->tmp, &s->cap_tmp, b->rows, sizeof *s->tmp, err);
     if (rc == MCDC_OK) rc = rec_hash_rows(s->tmp, cols, r->n_cols, 0, b->rows, err);
     for (int64_t i = 0; rc == MCDC_OK && i < b->rows; i++) {
@@ -935,6 +944,8 @@ static int sil_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
         rc = record_pending(r, src, e, s->bucket, MCDC_RECONCILE_RECORD_DIFF, kc, cols, i, lsn,
                             lsn_len, err);
     }
+    if (rc == MCDC_OK && r->ctx.progress)
+        mcdc_progress_add(r->ctx.progress, r->res.silver_rows_hashed - hashed, 0);
     mcdc_free(cols);
     mcdc_batch_free(b);
     return rc;
@@ -1271,6 +1282,7 @@ static int compare_buckets(mcdc_reconcile *r, const int64_t *list, int64_t n, bo
             rc = name_keys(r, cur->bucket, &cur->src, err);
         }
         src_side_clear(&cur->src);
+        if (rc == MCDC_OK) mcdc_progress_part_done(r->ctx.progress);
     }
     for (int k = 0; k < 2; k++) { /* after an error: the read under way ends first */
         prefetch_join(&f[k], NULL);
@@ -1309,7 +1321,21 @@ static int compare_buckets(mcdc_reconcile *r, const int64_t *list, int64_t n, bo
     return rc;
 }
 
+/* Tier 2's rows: both sides' of the buckets chosen, by Tier 1's counts
+ * (all ranges of another key: the whole table's); -1: not known. */
+static int64_t tier2_rows(const mcdc_reconcile *r) {
+    int64_t rows = 0;
+    if (!r->ordinal)
+        return r->n_buckets && r->n_chosen == (int64_t)json_array_size(r->ranges)
+                   ? r->buckets[0].src_rows + r->buckets[0].sil_rows
+                   : -1;
+    for (int64_t i = 0; i < r->n_chosen; i++)
+        rows += r->buckets[r->chosen[i]].src_rows + r->buckets[r->chosen[i]].sil_rows;
+    return rows;
+}
+
 static int tier2(mcdc_reconcile *r, rec_keyset *moved, mcdc_error *err) {
+    mcdc_progress_phase(r->ctx.progress, "comparing", "buckets", r->n_chosen, tier2_rows(r), true);
     return compare_buckets(r, r->chosen, r->n_chosen, false, false, moved, err);
 }
 
@@ -1534,6 +1560,8 @@ int mcdc_reconcile_create(mcdc_reconcile **out, const mcdc_opts *opts,
         }
     }
     mcdc_ctx_take_test_hooks(&r->ctx, opts);
+    r->ctx.progress_fn = cfg->progress_fn;
+    r->ctx.progress_user = cfg->progress_user;
     r->sink = (mcdc_log_sink){log_to_host, r, cfg->log_level};
     if (rc) {
         mcdc_reconcile_free(r);
@@ -1858,6 +1886,8 @@ static int settle(mcdc_reconcile *r, rec_keyset *moved, mcdc_error *err) {
     int64_t deadline = mcdc_monotonic_us() + r->cfg.settle_seconds * 1000000;
     int64_t pause_ms = REC_SETTLE_PAUSE_FIRST_MS;
     int rc = MCDC_OK;
+    /* the buckets re-checked, and their rows, until what is in flight settles */
+    mcdc_progress_phase(r->ctx.progress, "settling", "buckets", -1, -1, false);
     while (rc == MCDC_OK && unsettled(r)) {
         int64_t left_ms = (deadline - mcdc_monotonic_us()) / 1000;
         if (left_ms <= 0) break;
@@ -2033,7 +2063,8 @@ int mcdc_reconcile_run(mcdc_reconcile *r, mcdc_reconcile_result *result, mcdc_er
     r->silver_lsn[0] = r->source_lsn[0] = r->read_lsn[0] = 0;
     rec_keyset moved = {0};
     mcdc_batch *report = NULL;
-    int rc = open_tables(r, err);
+    int rc = mcdc_ctx_progress_create(&r->ctx.progress, &r->ctx, "reconcile", err);
+    if (rc == MCDC_OK) rc = open_tables(r, err);
     if (rc == MCDC_OK) rc = resolve_source(r, err);
     if (rc == MCDC_OK && r->cfg.repair && r->report) {
         /* the repairs runs killed after their report left unfinished, first:
@@ -2094,6 +2125,8 @@ int mcdc_reconcile_run(mcdc_reconcile *r, mcdc_reconcile_result *result, mcdc_er
     mcdc_batch_free(report);
     rec_keyset_clear(&moved);
     close_run(r);
+    mcdc_progress_end(r->ctx.progress);
+    r->ctx.progress = NULL;
     mcdc_log_use(host);
     return rc;
 }

@@ -234,6 +234,8 @@ int mcdc_apply_create(mcdc_apply **out, const mcdc_opts *opts, const mcdc_apply_
         }
     }
     mcdc_ctx_take_test_hooks(&a->ctx, opts);
+    a->ctx.progress_fn = cfg->progress_fn;
+    a->ctx.progress_user = cfg->progress_user;
     a->sink = (mcdc_log_sink){log_to_host, a, cfg->log_level};
     if (rc) {
         mcdc_apply_free(a);
@@ -337,7 +339,8 @@ int mcdc_apply_run(mcdc_apply *a, mcdc_apply_fn fn, void *ctx, mcdc_apply_result
     a->fresh_passes = 0;
     a->mem_unit = -1;
     a->has_fin = false;
-    int rc = open_tables(a, err);
+    int rc = mcdc_ctx_progress_create(&a->ctx.progress, &a->ctx, "apply", err);
+    if (rc == MCDC_OK) rc = open_tables(a, err);
     if (rc == MCDC_OK) rc = resolve_source(a, err);
     if (rc == MCDC_OK && a->facts == NULL && !a->warned_no_facts) {
         a->warned_no_facts = true;
@@ -375,6 +378,8 @@ int mcdc_apply_run(mcdc_apply *a, mcdc_apply_fn fn, void *ctx, mcdc_apply_result
     *result = a->res;
     if (rc && rc != MCDC_E_CANCELLED) mcdc_error_wrap(err, "apply into %s", a->cfg.target);
     close_run(a);
+    mcdc_progress_end(a->ctx.progress);
+    a->ctx.progress = NULL;
     mcdc_log_use(host);
     return rc;
 }

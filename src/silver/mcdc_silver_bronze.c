@@ -329,6 +329,11 @@ typedef struct pass2 {
     int32_t key_cols[SILVER_KEYS_MAX]; /* the key's columns in a scanned batch */
     int32_t n_keys;
     mcdc_buf k1, k2;
+    /* progress: the rows the scan's files hold, told as the phase's total
+     * once the first batch comes (an idle pass reads none: no phase) */
+    mcdc_progress_tracker *progress;
+    mcdc_scan_rows files;
+    bool pruned, told;
 } pass2;
 
 static bool is_new_chunk(const pass2 *p, int64_t c) {
@@ -436,8 +441,20 @@ static void note_times(pass2 *p, const mcdc_batch *b, int64_t r, const mcdc_lsn 
     if (change && side > 0 && (!o->has_ts_gt || t < o->ts_gt)) o->has_ts_gt = true, o->ts_gt = t;
 }
 
+/* The scan's rows, a batch at a time (before pass2_rows takes it). */
+static void pass2_progress(pass2 *p, const mcdc_batch *b) {
+    if (p->progress == NULL) return;
+    if (!p->told) {
+        p->told = true;
+        mcdc_progress_phase(p->progress, "reading bronze", NULL, -1,
+                            p->files.unknown ? -1 : p->files.rows, p->pruned);
+    }
+    mcdc_progress_add(p->progress, b->rows, mcdc_batch_bytes(b));
+}
+
 static int pass2_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
     pass2 *p = ctx;
+    pass2_progress(p, b);
     const bronze_selection *sel = p->sel;
     const mcdc_column *lsn = &b->columns[p->c_lsn], *op = &b->columns[p->c_op],
                       *ci = &b->columns[p->c_ci];
@@ -577,7 +594,7 @@ static apply_lsn scan_floor(const bronze_selection *sel) {
 int apply_bronze_rank(mcdc_apply *a, apply_plan *pl, const mcdc_schema *bs,
                       const bronze_selection *sel, bronze_ranked *out, mcdc_error *err) {
     memset(out, 0, sizeof *out);
-    pass2 p = {.a = a, .pl = pl, .sel = sel, .out = out};
+    pass2 p = {.a = a, .pl = pl, .sel = sel, .out = out, .progress = a->ctx.progress};
     apply_lsn_text(&sel->snapshot, p.snapshot_text);
     int32_t k = pl->n_cap;
     const char **cols = mcdc_calloc((size_t)k + 9, sizeof *cols);
@@ -607,10 +624,18 @@ int apply_bronze_rank(mcdc_apply *a, apply_plan *pl, const mcdc_schema *bs,
         apply_lsn_text(&lo, lo_text);
         sc.prune_column = "_start_lsn";
         sc.lo = (mcdc_scan_bound){true, lo_text, 0};
+        p.pruned = true; /* row groups below lo are skipped: fewer rows than the files hold */
+    }
+    if (p.progress) {
+        sc.file_fn = mcdc_scan_rows_fn;
+        sc.file_ctx = &p.files;
     }
     int64_t vr;
     if (rc == MCDC_OK) rc = mcdc_table_scan_run(a->bronze, &sc, pass2_rows, &p, &vr, NULL, err);
+    int64_t sorted = rc == MCDC_OK ? silver_sorter_rows(pl->changes) : 0;
+    if (rc == MCDC_OK && p.told) mcdc_progress_phase(p.progress, "sorting", NULL, -1, sorted, false);
     if (rc == MCDC_OK) rc = silver_sorter_finish(pl->changes, err);
+    if (rc == MCDC_OK && p.told) mcdc_progress_add(p.progress, sorted, 0);
     mcdc_free(cols);
     mcdc_free(p.idx);
     mcdc_free(p.tags);

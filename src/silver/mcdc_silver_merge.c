@@ -218,11 +218,17 @@ static void erows_close(erows *x) {
 
 /* ---- changes ----------------------------------------------------------------------- */
 
+/* The tracker the merge counts into (NULL: none). */
+static mcdc_progress_tracker *progress_of(const silver_merge_in *in) {
+    return in->ctx ? in->ctx->progress : NULL;
+}
+
 static int changes_load(merger *m, mcdc_error *err) {
     int rc = flush_window(m, err);
     m->ci = 0;
     if (rc == MCDC_OK) rc = silver_sorter_next(m->in->changes, &m->c, err);
     if (rc == MCDC_OK && m->c == NULL) m->c_done = true;
+    if (rc == MCDC_OK && m->c) mcdc_progress_add(progress_of(m->in), m->c->n, 0);
     return rc;
 }
 
@@ -1282,6 +1288,7 @@ static int run_pass(merger *m, mfile **cl, int64_t ncl, mcdc_error *err) {
             rc = roll(m, err);
             if (rc == MCDC_OK) rc = merge_until(m, NULL, hi, hl, err);
         }
+        mcdc_progress_part_done(progress_of(m->in));
     }
     if (rc == MCDC_OK) rc = roll(m, err);
     return rc;
@@ -1370,6 +1377,7 @@ int silver_merge_run(silver_merge_out *out, const silver_merge_in *in, mcdc_erro
     if (rc == MCDC_OK) rc = sort_loose(m, loose, nloose, err);
     for (int64_t i = 0; rc == MCDC_OK && i < nloose; i++)
         if (loose[i]->touched) rc = add_remove(out, loose[i]->path, err);
+    if (rc == MCDC_OK) mcdc_progress_parts_add(progress_of(in), nloose); /* read, or left as they are */
     if (rc == MCDC_OK) rc = silver_writer_start(&m->wq, out->appender, err);
     if (rc == MCDC_OK) rc = run_pass(m, cl, ncl, err);
     int wrc = silver_writer_finish(&m->wq, rc ? NULL : err);

@@ -299,8 +299,11 @@ static int run(mor *m, mfile **byk, int64_t n, mcdc_error *err) {
     /* only the images are copied, once, into the new files' batches */
     silver_sorter_defer_rows(in->changes, true);
     const silver_chunk *ch = NULL;
+    mcdc_progress_tracker *t = in->ctx ? in->ctx->progress : NULL;
+    int64_t closed = 0; /* files passed: a part each */
     while (rc == MCDC_OK && (rc = silver_sorter_next(in->changes, &ch, err)) == MCDC_OK && ch) {
         MCDC_ASSERT(ch->n <= SILVER_BATCH_ROWS);
+        mcdc_progress_add(t, ch->n, 0);
         int32_t nsel = 0;
         for (int64_t i = 0; rc == MCDC_OK && i < ch->n; i++) {
             const uint8_t *k = ch->key[i];
@@ -310,9 +313,11 @@ static int run(mor *m, mfile **byk, int64_t n, mcdc_error *err) {
                 act[nact++] = byk[next++];
             int64_t w = 0;
             for (int64_t a = 0; a < nact && rc == MCDC_OK; a++) {
-                if (silver_key_cmp_fast(act[a]->e->max_key, act[a]->e->max_len, k, kn) < 0)
+                if (silver_key_cmp_fast(act[a]->e->max_key, act[a]->e->max_len, k, kn) < 0) {
                     rc = file_close(act[a], err);
-                else
+                    mcdc_progress_part_done(t);
+                    closed++;
+                } else
                     act[w++] = act[a];
             }
             nact = w;
@@ -322,6 +327,7 @@ static int run(mor *m, mfile **byk, int64_t n, mcdc_error *err) {
     }
     for (int64_t a = 0; a < nact && rc == MCDC_OK; a++) rc = file_close(act[a], err);
     if (rc == MCDC_OK) rc = end_file(m, err);
+    if (rc == MCDC_OK) mcdc_progress_parts_add(t, n - closed); /* the rest: passed at the end */
     mcdc_free(act);
     mcdc_free(m->sel);
     m->sel = NULL;
@@ -418,6 +424,8 @@ int silver_mor_run(silver_merge_out *out, const silver_merge_in *in, mcdc_error 
         out->index.built_at = mcdc_table_view_version(in->view) + 1;
         rc = silver_writer_start(&m.wq, out->appender, err);
         if (rc == MCDC_OK) rc = run(&m, byk, n, err);
+        if (rc == MCDC_OK && in->ctx) /* files without rows: nothing to pass */
+            mcdc_progress_parts_add(in->ctx->progress, (int64_t)nf - n);
         int wrc = silver_writer_finish(&m.wq, rc ? NULL : err);
         if (rc == MCDC_OK) rc = wrc;
         /* the files ended, in order: the entries run made (the only ones yet) */

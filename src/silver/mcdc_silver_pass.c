@@ -238,6 +238,10 @@ int apply_merge_pass(mcdc_apply *a, mcdc_frame *f, const mcdc_unit *u, mcdc_unit
             rc = mcdc_appender_open(&out.appender, a->silver, os, &props, err);
         }
         int64_t t0 = mcdc_monotonic_us();
+        if (rc == MCDC_OK && pl->merged)
+            mcdc_progress_phase(a->ctx.progress, pl->rebuild ? "rebuilding" : "merging", "files",
+                                sv ? (int64_t)mcdc_table_view_file_count(sv) : 0,
+                                silver_sorter_rows(pl->changes), false);
         if (rc == MCDC_OK && pl->merged) {
             rc = silver_mor_wanted(&in) ? silver_mor_run(&out, &in, err)
                                         : silver_merge_run(&out, &in, err);

@@ -258,6 +258,9 @@ int mcdc_changes_last_bound(mcdc_changes *c, const json_t *keys, const json_t *m
  * table: [[null, null]]. JSON array of [lo, hi], cut on
  * mcdc_changes_snapshot_keys' columns. */
 int mcdc_changes_snapshot_ranges(mcdc_changes *c, int n_max, json_t **ranges, mcdc_error *err);
+/* The table's rows by sp_spaceused: the partitions' row counts, a lookup,
+ * not a scan (an estimate: rows change while it is read). */
+int mcdc_changes_row_estimate(mcdc_changes *c, int64_t *rows, mcdc_error *err);
 /* Reads [lo, hi) of keys (keys NULL or []: the whole table; range NULL:
  * [null, null]) on a connection of its own, every row in the output schema
  * stamped with lsn and its commit time, under iso (MCDC_ISO_OPTION: the

@@ -449,6 +449,14 @@ int mcdc_changes_snapshot_ranges(mcdc_changes *c, int n_max, json_t **ranges, mc
     return rc;
 }
 
+int mcdc_changes_row_estimate(mcdc_changes *c, int64_t *rows, mcdc_error *err) {
+    int rc;
+    *rows = 0;
+    CONTROL_CALL(rc, c, err, mcdc_cdc_row_estimate(rows, c->client, c->source_schema,
+                                                   c->source_table, err));
+    return rc;
+}
+
 /* ---- reading one range -------------------------------------------------------------- */
 int mcdc_changes_snapshot_read(mcdc_changes *c, const json_t *keys, const json_t *range,
                                mcdc_isolation iso, const mcdc_lsn *lsn, bool has_ts,

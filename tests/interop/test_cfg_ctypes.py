@@ -33,14 +33,16 @@ class StreamCfg(ctypes.Structure):
                 ("log_fn", c_void_p), ("log_user", c_void_p), ("log_level", c_int),
                 ("bootstrap", c_bool), ("snapshot", c_int),
                 ("on_data_loss", c_int), ("resnapshot_interval_days", c_double),
-                ("snapshot_on_switch", c_bool)]
+                ("snapshot_on_switch", c_bool), ("progress_fn", c_void_p),
+                ("progress_user", c_void_p)]
 
 
 class SnapshotCfg(ctypes.Structure):
     _fields_ = [("version", c_int), ("target", c_char_p), ("warehouse", c_char_p),
                 ("resnapshot", c_bool), ("budget", c_void_p), ("log_fn", c_void_p),
                 ("log_user", c_void_p), ("log_level", c_int),
-                ("app_id", c_char_p), ("facts_table", c_char_p)]
+                ("app_id", c_char_p), ("facts_table", c_char_p), ("progress_fn", c_void_p),
+                ("progress_user", c_void_p)]
 
 
 class SeedCfg(ctypes.Structure):
@@ -48,7 +50,7 @@ class SeedCfg(ctypes.Structure):
                 ("from_", c_char_p), ("as_of", c_char_p), ("allow_missing_columns", c_bool),
                 ("reseed", c_bool), ("app_id", c_char_p), ("facts_table", c_char_p),
                 ("log_fn", c_void_p), ("log_user", c_void_p), ("log_level", c_int),
-                ("allow_empty", c_bool)]
+                ("allow_empty", c_bool), ("progress_fn", c_void_p), ("progress_user", c_void_p)]
 
 
 class BackfillCfg(ctypes.Structure):
@@ -58,7 +60,8 @@ class BackfillCfg(ctypes.Structure):
                 ("target_wave_seconds", c_double), ("has_min_headroom", c_bool),
                 ("min_headroom_hours", c_double), ("isolation", c_char_p),
                 ("budget", c_void_p), ("reserved1", c_void_p), ("log_fn", c_void_p),
-                ("log_user", c_void_p), ("log_level", c_int)]
+                ("log_user", c_void_p), ("log_level", c_int), ("progress_fn", c_void_p),
+                ("progress_user", c_void_p)]
 
 
 class ApplyCfg(ctypes.Structure):
@@ -71,7 +74,8 @@ class ApplyCfg(ctypes.Structure):
                 ("log_fn", c_void_p), ("log_user", c_void_p), ("log_level", c_int),
                 ("scd_type", c_int32), ("track_history_columns", c_void_p),
                 ("n_track_history_columns", c_int32),
-                ("deletion_vectors", c_int32)]
+                ("deletion_vectors", c_int32), ("progress_fn", c_void_p),
+                ("progress_user", c_void_p)]
 
 
 class ReconcileCfg(ctypes.Structure):
@@ -81,7 +85,8 @@ class ReconcileCfg(ctypes.Structure):
                 ("n_keys", c_int32), ("bucket_rows", c_int64), ("sample", c_double),
                 ("has_sample_seed", c_bool), ("sample_seed", c_uint64),
                 ("reserved1", c_void_p), ("log_fn", c_void_p), ("log_user", c_void_p),
-                ("log_level", c_int), ("repair", c_bool), ("settle_seconds", c_int64)]
+                ("log_level", c_int), ("repair", c_bool), ("settle_seconds", c_int64),
+                ("progress_fn", c_void_p), ("progress_user", c_void_p)]
 
 
 class RepairCfg(ctypes.Structure):
@@ -95,19 +100,20 @@ class RepairCfg(ctypes.Structure):
 # name: (struct, newest version, the first field of each later version,
 #        the defaults the header's _INIT macro gives)
 CONFIGS = {
-    "stream": (StreamCfg, 4, ["budget", "on_data_loss", "snapshot_on_switch"],
+    "stream": (StreamCfg, 5, ["budget", "on_data_loss", "snapshot_on_switch", "progress_fn"],
                {"trigger": 0, "granularity": 0, "log_level": LOG_WARN, "snapshot": 0,
                 "on_data_loss": 0, "resnapshot_interval_days": 7.0, "bootstrap": False}),
-    "snapshot": (SnapshotCfg, 2, ["app_id"], {"resnapshot": False, "log_level": LOG_WARN}),
-    "seed": (SeedCfg, 2, ["allow_empty"],
+    "snapshot": (SnapshotCfg, 3, ["app_id", "progress_fn"],
+                 {"resnapshot": False, "log_level": LOG_WARN}),
+    "seed": (SeedCfg, 3, ["allow_empty", "progress_fn"],
              {"log_level": LOG_WARN, "reseed": False, "allow_empty": False}),
-    "backfill": (BackfillCfg, 1, [],
+    "backfill": (BackfillCfg, 2, ["progress_fn"],
                  {"chunk_rows": 0, "target_wave_seconds": -1.0, "max_seconds": 0.0,
                   "log_level": LOG_WARN}),
-    "apply": (ApplyCfg, 3, ["scd_type", "deletion_vectors"],
+    "apply": (ApplyCfg, 4, ["scd_type", "deletion_vectors", "progress_fn"],
               {"trigger": 3, "granularity": 0, "memory_mb": 0, "file_rows": 0,
                "log_level": LOG_WARN, "scd_type": 0, "deletion_vectors": 0}),
-    "reconcile": (ReconcileCfg, 3, ["repair", "settle_seconds"],
+    "reconcile": (ReconcileCfg, 4, ["repair", "settle_seconds", "progress_fn"],
                   {"sample": -1.0, "bucket_rows": 0, "log_level": LOG_WARN, "repair": False,
                    "settle_seconds": 0}),
     "repair": (RepairCfg, 1, [], {"log_level": LOG_WARN, "n_keys": 0}),

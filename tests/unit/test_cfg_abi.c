@@ -182,58 +182,79 @@ static int repair_call(const void *cfg, void *user) {
     return rc;
 }
 
-/* Version 1 of each config, as a caller built against that header allocates
- * it: the fields up to the first one a later version added. */
-TEST(cfg_version_1_structs_are_read_to_their_end_and_no_further) {
+static size_t header_bytes(mcdc_cfg_kind kind, int version);
+
+/* The versions of the job configs given, each as a caller built against
+ * that header allocates it (the fields up to the first one a later version
+ * added), guarded: the job reads that prefix and nothing past it. */
+typedef struct {
+    int stream, backfill, apply, reconcile, snapshot, seed;
+} cfg_versions;
+
+static void check_guarded_jobs(const cfg_versions *ver) {
     cfg_env v;
     env_init(&v);
     CHECK(v.dir[0] != 0);
 
     mcdc_stream_cfg sc = MCDC_STREAM_CFG_INIT;
-    sc.version = 1;
+    sc.version = ver->stream;
     sc.target = v.target;
     sc.app_id = "cfg-test";
     sc.checkpoint = v.checkpoint;
-    CHECK(run_guarded("stream", &sc, offsetof(mcdc_stream_cfg, budget), stream_call, &v,
+    CHECK(run_guarded("stream", &sc, header_bytes(MCDC_CFG_STREAM, ver->stream), stream_call, &v,
                       MCDC_OK));
 
     mcdc_backfill_cfg bc = MCDC_BACKFILL_CFG_INIT;
+    bc.version = ver->backfill;
     bc.target = v.target;
     bc.app_id = "cfg-test";
     bc.facts_table = v.facts;
-    CHECK(run_guarded("backfill", &bc, sizeof bc, backfill_call, &v, MCDC_OK));
+    CHECK(run_guarded("backfill", &bc, header_bytes(MCDC_CFG_BACKFILL, ver->backfill),
+                      backfill_call, &v, MCDC_OK));
 
     static const char *const keys[] = {"id"};
     mcdc_apply_cfg ac = MCDC_APPLY_CFG_INIT;
-    ac.version = 1;
+    ac.version = ver->apply;
     ac.bronze = v.target;
     ac.target = v.control; /* any other table */
     ac.control_table = v.facts;
     ac.keys = keys;
     ac.n_keys = 1;
-    CHECK(run_guarded("apply", &ac, offsetof(mcdc_apply_cfg, scd_type), apply_call, &v, MCDC_OK));
+    CHECK(run_guarded("apply", &ac, header_bytes(MCDC_CFG_APPLY, ver->apply), apply_call, &v,
+                      MCDC_OK));
 
     mcdc_reconcile_cfg rc = MCDC_RECONCILE_CFG_INIT;
-    rc.version = 1;
+    rc.version = ver->reconcile;
     rc.silver = v.control;
     rc.bronze = v.target;
     rc.control_table = v.facts;
-    CHECK(run_guarded("reconcile", &rc, offsetof(mcdc_reconcile_cfg, repair), reconcile_call, &v,
-                      MCDC_OK));
+    CHECK(run_guarded("reconcile", &rc, header_bytes(MCDC_CFG_RECONCILE, ver->reconcile),
+                      reconcile_call, &v, MCDC_OK));
 
     mcdc_snapshot_cfg nc = MCDC_SNAPSHOT_CFG_INIT;
-    nc.version = 1;
-    CHECK(run_guarded("snapshot", &nc, offsetof(mcdc_snapshot_cfg, app_id), snapshot_call, &v,
-                      MCDC_E_INVALID));
+    nc.version = ver->snapshot;
+    CHECK(run_guarded("snapshot", &nc, header_bytes(MCDC_CFG_SNAPSHOT, ver->snapshot),
+                      snapshot_call, &v, MCDC_E_INVALID));
 
     mcdc_seed_cfg dc = MCDC_SEED_CFG_INIT;
-    dc.version = 1;
-    CHECK(run_guarded("seed", &dc, offsetof(mcdc_seed_cfg, allow_empty), seed_call, &v,
+    dc.version = ver->seed;
+    CHECK(run_guarded("seed", &dc, header_bytes(MCDC_CFG_SEED, ver->seed), seed_call, &v,
                       MCDC_E_INVALID));
 
     mcdc_repair_cfg pc = MCDC_REPAIR_CFG_INIT;
     CHECK(run_guarded("repair", &pc, sizeof pc, repair_call, &v, MCDC_E_INVALID));
     env_free(&v);
+}
+
+TEST(cfg_version_1_structs_are_read_to_their_end_and_no_further) {
+    check_guarded_jobs(&(cfg_versions){1, 1, 1, 1, 1, 1});
+}
+
+/* The version before progress_fn of each config that has one: the job
+ * reads no byte of the progress fields it lacks. */
+TEST(cfg_structs_before_progress_are_read_to_their_end_and_no_further) {
+    check_guarded_jobs(&(cfg_versions){.stream = 4, .backfill = 1, .apply = 3, .reconcile = 3,
+                                       .snapshot = 2, .seed = 2});
 }
 
 /* ---- the versions' sizes, the copy and the init functions ------------------------- */
@@ -244,28 +265,36 @@ static size_t header_bytes(mcdc_cfg_kind kind, int version) {
     switch (kind) {
     case MCDC_CFG_STREAM: {
         const size_t b[] = {offsetof(mcdc_stream_cfg, budget), offsetof(mcdc_stream_cfg, on_data_loss),
-                            offsetof(mcdc_stream_cfg, snapshot_on_switch), sizeof(mcdc_stream_cfg)};
+                            offsetof(mcdc_stream_cfg, snapshot_on_switch),
+                            offsetof(mcdc_stream_cfg, progress_fn), sizeof(mcdc_stream_cfg)};
         return b[version - 1];
     }
     case MCDC_CFG_SNAPSHOT: {
-        const size_t b[] = {offsetof(mcdc_snapshot_cfg, app_id), sizeof(mcdc_snapshot_cfg)};
+        const size_t b[] = {offsetof(mcdc_snapshot_cfg, app_id),
+                            offsetof(mcdc_snapshot_cfg, progress_fn), sizeof(mcdc_snapshot_cfg)};
         return b[version - 1];
     }
     case MCDC_CFG_APPLY: {
         const size_t b[] = {offsetof(mcdc_apply_cfg, scd_type),
-                            offsetof(mcdc_apply_cfg, deletion_vectors), sizeof(mcdc_apply_cfg)};
+                            offsetof(mcdc_apply_cfg, deletion_vectors),
+                            offsetof(mcdc_apply_cfg, progress_fn), sizeof(mcdc_apply_cfg)};
         return b[version - 1];
     }
     case MCDC_CFG_RECONCILE: {
         const size_t b[] = {offsetof(mcdc_reconcile_cfg, repair),
-                            offsetof(mcdc_reconcile_cfg, settle_seconds), sizeof(mcdc_reconcile_cfg)};
+                            offsetof(mcdc_reconcile_cfg, settle_seconds),
+                            offsetof(mcdc_reconcile_cfg, progress_fn), sizeof(mcdc_reconcile_cfg)};
         return b[version - 1];
     }
     case MCDC_CFG_SEED: {
-        const size_t b[] = {offsetof(mcdc_seed_cfg, allow_empty), sizeof(mcdc_seed_cfg)};
+        const size_t b[] = {offsetof(mcdc_seed_cfg, allow_empty),
+                            offsetof(mcdc_seed_cfg, progress_fn), sizeof(mcdc_seed_cfg)};
         return b[version - 1];
     }
-    case MCDC_CFG_BACKFILL: return sizeof(mcdc_backfill_cfg);
+    case MCDC_CFG_BACKFILL: {
+        const size_t b[] = {offsetof(mcdc_backfill_cfg, progress_fn), sizeof(mcdc_backfill_cfg)};
+        return b[version - 1];
+    }
     case MCDC_CFG_REPAIR: return sizeof(mcdc_repair_cfg);
     case MCDC_CFG_KINDS: break;
     }

@@ -124,3 +124,35 @@ TEST(progress_from_many_threads_counts_all_and_tells_one_at_a_time) {
     CHECK(s.done_calls == 1 && s.last.done);
     mcdc_progress_free(t);
 }
+
+/* A job's own parts outlive its phases: a backfill's chunks of the whole
+ * snapshot, counted from those done before, while each wave is a phase. */
+TEST(progress_job_parts_carry_across_phases) {
+    seen s;
+    memset(&s, 0, sizeof s);
+    mcdc_progress_tracker *t = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_progress_create(&t, "backfill", on_progress, &s, 60000, &e), MCDC_OK);
+    mcdc_progress_job_parts(t, "chunks", 3, 10);
+    mcdc_progress_phase(t, "reading", "chunks", 4, -1, false);
+    CHECK(s.last.job_parts_name && s.last.job_parts_done == 3 && s.last.job_parts_total == 10);
+    CHECK(s.last.parts_done == 0 && s.last.phase_number == 1);
+    mcdc_progress_part_done(t);
+    mcdc_progress_job_parts_add(t, 1);
+    mcdc_progress_parts_add(t, 2);
+    mcdc_progress_phase(t, "reading", "chunks", 2, -1, false);
+    /* the same name again is another phase: a wave after a wave */
+    CHECK(s.last.parts_done == 0 && s.last.job_parts_done == 4 && s.last.phase_number == 2);
+    mcdc_progress_finish(t);
+    CHECK(s.last.done && s.last.job_parts_done == 4 && s.last.job_parts_total == 10);
+    mcdc_progress_free(t);
+    /* none set: no job parts */
+    memset(&s, 0, sizeof s);
+    CHECK_EQ_INT(mcdc_progress_create(&t, "snapshot", on_progress, &s, 60000, &e), MCDC_OK);
+    mcdc_progress_job_parts(NULL, "chunks", 0, 1);
+    mcdc_progress_job_parts_add(NULL, 1);
+    mcdc_progress_parts_add(NULL, 5);
+    mcdc_progress_finish(t);
+    CHECK(s.last.job_parts_name == NULL && s.last.job_parts_total == -1);
+    mcdc_progress_free(t);
+}
