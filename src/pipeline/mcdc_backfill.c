@@ -52,6 +52,7 @@
 #include "mcdc_snapfacts.h"
 #include "mcdc_snapshot_job.h"
 #include "mcdc_tables.h"
+#include "mcdc_txn.h"
 
 #define DEFAULT_CHUNK_ROWS 1000000
 /* A wave's seconds when none are given: a few minutes amortise a wave's
@@ -95,10 +96,10 @@ struct mcdc_backfill {
     mcdc_plan_rows prows;
     chunk_rec *done;
     int n_done, cap_done;
-    char ledger_id[MCDC_APP_ID_BYTES_MAX + 40];   /* <app_id>#snap.<S>: bronze's txn */
+    char ledger_id[MCDC_TXN_APP_ID_MAX];          /* <app_id>#snap.<S>: bronze's txn */
     char ledger_name[MCDC_APP_ID_BYTES_MAX + 96]; /* for messages */
     json_t *first_pos;                            /* {"chunk": 0} */
-    char chunks_id[MCDC_APP_ID_BYTES_MAX + 40];   /* <app_id>#snapchunks.<S> */
+    char chunks_id[MCDC_TXN_APP_ID_MAX];          /* <app_id>#snapchunks.<S> */
     mcdc_isolation iso;
     int k;                      /* numPartitions */
     double pace_s;              /* seconds a round of k chunks took; 0: unknown */
@@ -277,9 +278,10 @@ static int make_plan(mcdc_backfill *b, mcdc_error *err) {
                                (json_int_t)rows, "chunks", chunks, "chunk_count",
                                (json_int_t)json_array_size(chunks));
     if (rc == MCDC_OK && d == NULL) rc = nomem(err);
-    char txn[MCDC_APP_ID_BYTES_MAX + 40];
-    snprintf(txn, sizeof txn, "%s#snapplan.%s", b->cfg.app_id, b->s);
+    char txn[MCDC_TXN_APP_ID_MAX];
     bool skipped = false;
+    if (rc == MCDC_OK)
+        rc = mcdc_txn_app_id(txn, sizeof txn, MCDC_TXN_SNAPPLAN, b->cfg.app_id, 0, b->s, err);
     if (rc == MCDC_OK) rc = mcdc_plans_write(b->plans, b->s, "snapshot_plan", &d, 1, txn, 0, &skipped, err);
     json_decref(d);
     /* The plan that stands: re-read. */
@@ -989,9 +991,13 @@ static int complete(mcdc_backfill *b, mcdc_error *err) {
     const char *kind = json_string_value(json_object_get(b->info, "kind"));
     if (kind == NULL) kind = gen ? "resnapshot" : "bootstrap";
     bool switched = json_object_get(b->info, "switch_batch_id") != NULL;
-    char txn[MCDC_APP_ID_BYTES_MAX + 48];
-    if (switched) snprintf(txn, sizeof txn, "%s#snapdone.%s", b->cfg.app_id, b->s);
-    else snprintf(txn, sizeof txn, "%s#events", b->cfg.app_id);
+    char txn[MCDC_TXN_APP_ID_MAX];
+    int rc = switched ? mcdc_txn_app_id(txn, sizeof txn, MCDC_TXN_SNAPDONE, b->cfg.app_id, 0, b->s, err)
+                      : mcdc_txn_app_id(txn, sizeof txn, MCDC_TXN_EVENTS, b->cfg.app_id, 0, NULL, err);
+    if (rc) {
+        free(detail);
+        return rc;
+    }
     const mcdc_snap_row *o = b->top;
     int64_t now = mcdc_now_utc_us();
     mcdc_facts_event ev = {.app_id = b->sink_id, .target = b->cfg.target, .event = kind,
@@ -1002,7 +1008,7 @@ static int complete(mcdc_backfill *b, mcdc_error *err) {
                            .has_timing = o->has_written, .started_us = o->written_us,
                            .duration_ms = o->has_written ? (now - o->written_us) / 1000 : 0};
     bool skipped;
-    int rc = mcdc_facts_write_event(b->facts, &ev, txn, switched ? 0 : gen, &skipped, err);
+    rc = mcdc_facts_write_event(b->facts, &ev, txn, switched ? 0 : gen, &skipped, err);
     free(detail);
     if (rc == MCDC_OK)
         mcdc_log(MCDC_LOG_INFO, "backfill of %s: snapshot %s complete, %lld chunks, %lld rows; "
@@ -1168,8 +1174,11 @@ static int prepare(mcdc_backfill *b, bool *go, mcdc_error *err) {
     snprintf(b->s, sizeof b->s, "%s", b->top->min_lsn);
     snprintf(b->st.snapshot, sizeof b->st.snapshot, "%s", b->s);
     b->sink_id = b->top->app_id;
-    snprintf(b->ledger_id, sizeof b->ledger_id, "%s#snap.%s", c->app_id, b->s);
-    snprintf(b->chunks_id, sizeof b->chunks_id, "%s#snapchunks.%s", c->app_id, b->s);
+    rc = mcdc_txn_app_id(b->ledger_id, sizeof b->ledger_id, MCDC_TXN_SNAP, c->app_id, 0, b->s, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_txn_app_id(b->chunks_id, sizeof b->chunks_id, MCDC_TXN_SNAPCHUNKS, c->app_id, 0,
+                             b->s, err);
+    if (rc) return rc;
     snprintf(b->ledger_name, sizeof b->ledger_name, "the backfill of snapshot %s (app id %s)",
              b->s, c->app_id);
     if ((b->first_pos = json_pack("{s:i}", "chunk", 0)) == NULL) return nomem(err);

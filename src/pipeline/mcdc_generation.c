@@ -11,6 +11,7 @@
 #include "mcdc_offset.h"
 #include "mcdc_snapfacts.h"
 #include "mcdc_snapshot_job.h"
+#include "mcdc_txn.h"
 
 /* The state file is a few hundred bytes; anything larger is damage. */
 #define STATE_BYTES_MAX (64 * 1024)
@@ -131,14 +132,15 @@ int mcdc_generation_names(char **checkpoint, char **app_id, const char *base_che
     }
     size_t len = strlen(base_checkpoint);
     while (len > 1 && base_checkpoint[len - 1] == '/') len--;
-    if (n == 0) {
-        snprintf(*checkpoint, cn, "%.*s", (int)len, base_checkpoint);
-        snprintf(*app_id, an, "%s", base_app_id);
-    } else {
-        snprintf(*checkpoint, cn, "%.*s/_generations/%lld", (int)len, base_checkpoint, (long long)n);
-        snprintf(*app_id, an, "%s.g%lld", base_app_id, (long long)n);
+    if (n == 0) snprintf(*checkpoint, cn, "%.*s", (int)len, base_checkpoint);
+    else snprintf(*checkpoint, cn, "%.*s/_generations/%lld", (int)len, base_checkpoint, (long long)n);
+    int rc = mcdc_txn_app_id(*app_id, an, MCDC_TXN_STREAM, base_app_id, n, NULL, err);
+    if (rc) {
+        mcdc_free(*checkpoint);
+        mcdc_free(*app_id);
+        *checkpoint = *app_id = NULL;
     }
-    return MCDC_OK;
+    return rc;
 }
 
 /* ---- the recovery ------------------------------------------------------------------ */
@@ -229,10 +231,11 @@ static int write_event(const mcdc_recovery *r, const char *event, const char *si
                            .has_timing = started_us > 0,
                            .started_us = started_us,
                            .duration_ms = started_us > 0 ? (mcdc_now_utc_us() - started_us) / 1000 : 0};
-    char events[MCDC_APP_ID_BYTES_MAX + 8];
-    snprintf(events, sizeof events, "%s#events", r->app_id);
+    char events[MCDC_TXN_APP_ID_MAX];
     bool skipped;
-    return mcdc_facts_write_event(r->facts, &ev, txn ? events : NULL, gen, &skipped, err);
+    int rc = mcdc_txn_app_id(events, sizeof events, MCDC_TXN_EVENTS, r->app_id, 0, NULL, err);
+    if (rc == MCDC_OK) rc = mcdc_facts_write_event(r->facts, &ev, txn ? events : NULL, gen, &skipped, err);
+    return rc;
 }
 
 /* The snapshot_open row of a full re-snapshot, written once its LSN is

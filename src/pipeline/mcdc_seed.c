@@ -28,6 +28,7 @@
 #include "mcdc_snapfacts.h"
 #include "mcdc_snapshot_job.h"
 #include "mcdc_tables.h"
+#include "mcdc_txn.h"
 
 /* Where a seed spills the hashes of its copy's keys, under bronze (readers
  * and VACUUM leave '_' directories alone). */
@@ -467,10 +468,10 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
         mcdc_facts_event ev = {.app_id = cfg->app_id, .target = cfg->target, .event = "bootstrap",
                                .rows = same ? -1 : j.rows, .lsn = lsn_text,
                                .has_commit_ts = j.has_ts, .commit_us = j.commit_us};
-        char events[MCDC_APP_ID_BYTES_MAX + 8];
-        snprintf(events, sizeof events, "%s#events", cfg->app_id);
+        char events[MCDC_TXN_APP_ID_MAX];
         bool skipped;
-        rc = mcdc_facts_write_event(facts, &ev, events, 0, &skipped, err);
+        rc = mcdc_txn_app_id(events, sizeof events, MCDC_TXN_EVENTS, cfg->app_id, 0, NULL, err);
+        if (rc == MCDC_OK) rc = mcdc_facts_write_event(facts, &ev, events, 0, &skipped, err);
     }
     mcdc_keycheck_free(j.keys);
     mcdc_schema_unref(j.key_schema);

@@ -14,6 +14,7 @@
 #include "mcdc_snapfacts.h"
 #include "mcdc_stream.h"
 #include "mcdc_tables.h"
+#include "mcdc_txn.h"
 
 int mcdc_snapshot_purged(void *changes_ctx, const char *lsn, bool *purged, mcdc_error *err) {
     return mcdc_snapshot_purged_after(changes_ctx, lsn, NULL, purged, err);
@@ -312,8 +313,8 @@ int mcdc_snapshot_open_chunked(mcdc_offset *s, const mcdc_chunked_open *o, mcdc_
         json_object_set(d, "keys", keys);
         json_object_set(d, "plan", extent);
     }
-    char txn[MCDC_APP_ID_BYTES_MAX + 48];
-    snprintf(txn, sizeof txn, "%s#snapopen.%s", o->app_id, s->lsn);
+    char txn[MCDC_TXN_APP_ID_MAX] = "";
+    if (rc == MCDC_OK) rc = mcdc_txn_app_id(txn, sizeof txn, MCDC_TXN_SNAPOPEN, o->app_id, 0, s->lsn, err);
     char *plans_name = NULL;
     mcdc_table *plans = NULL;
     bool skipped = false;
@@ -329,7 +330,8 @@ int mcdc_snapshot_open_chunked(mcdc_offset *s, const mcdc_chunked_open *o, mcdc_
     if (rc == MCDC_OK && o->at && o->ctx &&
         mcdc_ctx_crash(o->ctx, "switch_snapshot_opened", o->switch_batch_id))
         rc = mcdc_error_set(err, MCDC_E_CANCELLED, "killed after the plans row (test hook)");
-    if (o->at == NULL) snprintf(txn, sizeof txn, "%s#snapshots", o->app_id);
+    if (rc == MCDC_OK && o->at == NULL)
+        rc = mcdc_txn_app_id(txn, sizeof txn, MCDC_TXN_SNAPSHOTS, o->app_id, 0, NULL, err);
     if (rc == MCDC_OK) {
         mcdc_facts_event ev = {.app_id = o->sink, .target = o->target, .event = "snapshot_open",
                                .rows = 0, .lsn = s->lsn, .has_commit_ts = s->has_commit_ts,

@@ -60,6 +60,7 @@
 #include "mcdc_snapfacts.h"
 #include "mcdc_snapshot_job.h"
 #include "mcdc_tables.h"
+#include "mcdc_txn.h"
 
 /* ---- offsets ---------------------------------------------------------------
  * {"lsn": "0x...", "commit_ts": "YYYY-MM-DDTHH:MM:SS.mmm" or ""}: the last
@@ -108,8 +109,8 @@ struct mcdc_stream {
      * sink app id, the one its commits and facts rows carry. */
     mcdc_generation gen;
     char *gen_checkpoint;
-    char sink_id[MCDC_APP_ID_BYTES_MAX + 24];
-    char facts_app_id[MCDC_APP_ID_BYTES_MAX + 32];
+    char sink_id[MCDC_TXN_APP_ID_MAX];
+    char facts_app_id[MCDC_TXN_APP_ID_MAX];
     /* While running: */
     mcdc_changes *changes;
     mcdc_schema *bronze_schema;
@@ -771,8 +772,9 @@ static int write_open(void *ctx, const mcdc_offset *stamp, mcdc_error *err) {
     if (s->facts == NULL) return MCDC_OK;
     bool sw = oc->switch_batch >= 0;
     /* A switch's by its LSN, as its completion (a full one per attempt). */
-    char txn[MCDC_APP_ID_BYTES_MAX + 48];
-    snprintf(txn, sizeof txn, "%s#snapopen.%s", s->cfg.app_id, stamp->lsn);
+    char txn[MCDC_TXN_APP_ID_MAX];
+    int rc = mcdc_txn_app_id(txn, sizeof txn, MCDC_TXN_SNAPOPEN, s->cfg.app_id, 0, stamp->lsn, err);
+    if (rc) return rc;
     json_t *d = sw ? mcdc_snap_switch_detail("full", s->gen.n, oc->switch_batch)
                    : mcdc_snap_open_detail("full", "bootstrap", 0, false, 0, false, 0);
     char *detail = d ? json_dumps(d, JSON_COMPACT) : NULL;
@@ -787,7 +789,7 @@ static int write_open(void *ctx, const mcdc_offset *stamp, mcdc_error *err) {
                            .commit_us = stamp->commit_us,
                            .detail = detail};
     bool skipped;
-    int rc = mcdc_facts_write_event(s->facts, &ev, sw ? txn : NULL, 0, &skipped, err);
+    rc = mcdc_facts_write_event(s->facts, &ev, sw ? txn : NULL, 0, &skipped, err);
     free(detail);
     if (rc == MCDC_OK && sw && mcdc_ctx_crash(&s->ctx, "switch_snapshot_opened", oc->switch_batch))
         rc = mcdc_error_set(err, MCDC_E_CANCELLED, "killed after the open row (test hook)");
@@ -897,9 +899,9 @@ static int job_before_first(void *job, json_t **start, mcdc_error *err) {
         rc = mcdc_snapshot_append(&off, &rows, &e, write_open, &oc, err);
     }
     if (rc == MCDC_OK && s->facts && !opened) {
-        char events[MCDC_APP_ID_BYTES_MAX + 8];
-        snprintf(events, sizeof events, "%s#events", s->cfg.app_id);
-        rc = write_bootstrap_row(s, &off, rows, !found, started, events, err);
+        char events[MCDC_TXN_APP_ID_MAX];
+        rc = mcdc_txn_app_id(events, sizeof events, MCDC_TXN_EVENTS, s->cfg.app_id, 0, NULL, err);
+        if (rc == MCDC_OK) rc = write_bootstrap_row(s, &off, rows, !found, started, events, err);
     }
     if (rc) return rc;
     offset_t o = {.has_ts = off.has_commit_ts, .commit_us = off.commit_us};
@@ -947,9 +949,9 @@ static int switch_full(mcdc_stream *s, int64_t batch, const mcdc_offset *earlier
     if (rc == MCDC_OK && mcdc_ctx_crash(&s->ctx, "switch_snapshot_read", batch))
         rc = mcdc_error_set(err, MCDC_E_CANCELLED, "killed before the bootstrap row (test hook)");
     if (rc) return rc;
-    char txn[MCDC_APP_ID_BYTES_MAX + 48];
-    snprintf(txn, sizeof txn, "%s#snapdone.%s", s->cfg.app_id, off.lsn);
-    rc = write_bootstrap_row(s, &off, rows, !there, started, txn, err);
+    char txn[MCDC_TXN_APP_ID_MAX];
+    rc = mcdc_txn_app_id(txn, sizeof txn, MCDC_TXN_SNAPDONE, s->cfg.app_id, 0, off.lsn, err);
+    if (rc == MCDC_OK) rc = write_bootstrap_row(s, &off, rows, !there, started, txn, err);
     if (rc == MCDC_OK)
         mcdc_log(MCDC_LOG_INFO, "snapshot on switch: %s %s the table at %s after batch %lld "
                                 "(%lld rows); downstream rebuilds from it",
@@ -981,7 +983,7 @@ static int snapshot_on_switch(mcdc_stream *s, mcdc_error *err) {
     int64_t batch = sw ? sw->batch_id : -1;
     mcdc_offset at, earlier, old;
     const mcdc_snap_row *open = sw && chunked ? mcdc_snapfacts_open_chunked(&sf) : NULL;
-    char old_sink[MCDC_APP_ID_BYTES_MAX + 24] = "";
+    char old_sink[MCDC_TXN_APP_ID_MAX] = "";
     if (sw) offset_of_row(&at, sw);
     if (full) offset_of_row(&earlier, full);
     if (open) {
@@ -1325,12 +1327,12 @@ static int enter_generation(mcdc_stream *s, mcdc_error *err) {
     if (rc == MCDC_OK)
         rc = mcdc_generation_names(&s->gen_checkpoint, &app, cfg->checkpoint, cfg->app_id,
                                    s->gen.n, err);
-    if (rc == MCDC_OK && strlen(app) >= sizeof s->sink_id)
-        rc = mcdc_error_set(err, MCDC_E_LIMIT, "app id %s is too long", app);
-    if (rc == MCDC_OK) {
-        snprintf(s->sink_id, sizeof s->sink_id, "%s", app);
-        snprintf(s->facts_app_id, sizeof s->facts_app_id, "%s#facts", app);
-    }
+    if (rc == MCDC_OK)
+        rc = mcdc_txn_app_id(s->sink_id, sizeof s->sink_id, MCDC_TXN_STREAM, cfg->app_id, s->gen.n,
+                             NULL, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_txn_app_id(s->facts_app_id, sizeof s->facts_app_id, MCDC_TXN_STREAM_FACTS,
+                             cfg->app_id, s->gen.n, NULL, err);
     if (rc == MCDC_OK && s->gen.n > 0)
         mcdc_log(MCDC_LOG_INFO, "%s: generation %lld (app id %s, checkpoint %s)", cfg->target,
                  (long long)s->gen.n, s->sink_id, s->gen_checkpoint);

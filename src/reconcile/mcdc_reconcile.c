@@ -45,6 +45,7 @@
 #include "mcdc_silver.h"
 #include "mcdc_snapfacts.h"
 #include "mcdc_tables.h"
+#include "mcdc_txn.h"
 #include "mcdc_value_text.h"
 
 static const uint8_t ZERO_LSN[10];
@@ -1444,16 +1445,17 @@ static int build_report(mcdc_reconcile *r, mcdc_batch **out, mcdc_error *err) {
 }
 
 static int write_report(mcdc_reconcile *r, const mcdc_batch *b, mcdc_error *err) {
-    char app[sizeof REC_APP_PREFIX + 40];
-    snprintf(app, sizeof app, REC_APP_PREFIX "%s", r->res.run_id);
+    char app[MCDC_TXN_APP_ID_MAX];
     /* a run that repairs marks its report so (txn version 2): a rerun after
      * a kill before the repair commits finds it (rec_repair_unfinished) */
-    int64_t txn = r->cfg.repair && r->n_out_diffs > 0 ? REC_TXN_REPAIRS : REC_TXN_REPORT;
+    int64_t txn = r->cfg.repair && r->n_out_diffs > 0 ? MCDC_TXN_RECONCILE_REPAIRS
+                                                      : MCDC_TXN_RECONCILE_REPORT;
     mcdc_table_props props = {.kind = MCDC_KIND_RECONCILE};
     mcdc_appender *ap = NULL;
     bool skipped = false;
     int64_t version;
-    int rc = mcdc_appender_open(&ap, r->report, b->schema, &props, err);
+    int rc = mcdc_txn_app_id(app, sizeof app, MCDC_TXN_RECONCILE, r->res.run_id, 0, NULL, err);
+    if (rc == MCDC_OK) rc = mcdc_appender_open(&ap, r->report, b->schema, &props, err);
     if (rc == MCDC_OK) rc = mcdc_appender_write(ap, b, err);
     if (rc == MCDC_OK && mcdc_ctx_crash(&r->ctx, "before_report_commit", 0)) rc = MCDC_E_CANCELLED;
     if (rc == MCDC_OK) rc = mcdc_appender_commit(ap, app, txn, NULL, &skipped, &version, err);

@@ -27,6 +27,7 @@
 #include "mcdc_reconcile.h"
 #include "mcdc_silver.h"
 #include "mcdc_tables.h"
+#include "mcdc_txn.h"
 
 static int nomem(mcdc_error *err) { return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory"); }
 
@@ -166,9 +167,9 @@ int rec_bronze_from(mcdc_table *bronze, const char *const *cols, int32_t n, cons
 }
 
 
-/* Apply's app id in silver (mcdc_silver_apply.c): its commits' userMetadata
- * has planned.end.facts_version, the facts version the pass read. */
-#define REC_APPLY_APP_ID "mssql-cdc.apply"
+/* Apply's app id in silver (mcdc_txn.h): its commits' userMetadata has
+ * planned.end.facts_version, the facts version the pass read. */
+#define REC_APPLY_APP_ID mcdc_txn_fixed(MCDC_TXN_APPLY)
 
 void rec_pending_clear(rec_pending *p) {
     if (p == NULL) return;

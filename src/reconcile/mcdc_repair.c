@@ -23,6 +23,7 @@
 #include "mcdc_facts.h"
 #include "mcdc_repair.h"
 #include "mcdc_tables.h"
+#include "mcdc_txn.h"
 
 static int nomem(mcdc_error *err) { return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory"); }
 
@@ -103,8 +104,8 @@ static void keyset_free(keyset *s) {
 typedef struct {
     const mcdc_ctx *ctx;
     const char *bronze_name, *facts_name, *warehouse, *run_id;
-    char app_id[sizeof MCDC_REPAIR_APP_PREFIX + MCDC_REPAIR_RUN_ID_MAX + 8];
-    char facts_app[sizeof MCDC_REPAIR_APP_PREFIX + MCDC_REPAIR_RUN_ID_MAX + 16];
+    char app_id[MCDC_TXN_APP_ID_MAX];
+    char facts_app[MCDC_TXN_APP_ID_MAX];
     mcdc_table *bronze, *facts;
     mcdc_changes *changes;
     const mcdc_schema *out;    /* the reader's output schema (borrowed from changes) */
@@ -480,10 +481,12 @@ int mcdc_repair_keys(const mcdc_ctx *ctx, const mcdc_opts *opts, const char *bro
     repair_run r = {.ctx = ctx ? ctx : &none, .bronze_name = bronze, .facts_name = facts_table,
                     .warehouse = warehouse, .run_id = run_id, .res = res};
     snprintf(res->run_id, sizeof res->run_id, "%s", run_id);
-    snprintf(r.app_id, sizeof r.app_id, "%s%s", MCDC_REPAIR_APP_PREFIX, run_id);
-    snprintf(r.facts_app, sizeof r.facts_app, "%s#facts", r.app_id);
+    rc = mcdc_txn_app_id(r.app_id, sizeof r.app_id, MCDC_TXN_REPAIR, run_id, 0, NULL, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_txn_app_id(r.facts_app, sizeof r.facts_app, MCDC_TXN_REPAIR_FACTS, run_id, 0, NULL,
+                             err);
     const mcdc_storage_env *env = r.ctx->storage_env;
-    rc = mcdc_table_open_env(&r.bronze, env, bronze, warehouse, err);
+    if (rc == MCDC_OK) rc = mcdc_table_open_env(&r.bronze, env, bronze, warehouse, err);
     if (rc == MCDC_OK) rc = mcdc_table_open_env(&r.facts, env, facts_table, warehouse, err);
     if (rc == MCDC_OK && strcmp(mcdc_table_path(r.bronze), mcdc_table_path(r.facts)) == 0)
         rc = mcdc_error_set(err, MCDC_E_MISMATCH, "bronze and the facts table are one table (%s)",

@@ -42,10 +42,8 @@
 #include "mcdc_silver.h"
 #include "mcdc_util.h"
 
-/* The txn app id of a repair's bronze commit is this + the run id, and its
- * facts row's that + "#facts". */
-#define MCDC_REPAIR_APP_PREFIX "mssql-cdc.repair."
-/* A run id: 1 to this many characters of [A-Za-z0-9._:-] (a UUID fits). */
+/* A repair's bronze commit and facts row carry the txn app ids REPAIR and
+ * REPAIR_FACTS of mcdc_txn.h, of its run id. A run id: 1 to this many characters of [A-Za-z0-9._:-] (a UUID fits). */
 #define MCDC_REPAIR_RUN_ID_MAX 128
 /* Keys one repair takes, and the bytes of one key's JSON. */
 #define MCDC_REPAIR_KEYS_MAX 10000000

@@ -31,10 +31,11 @@
 #include "mcdc_lsn.h"
 #include "mcdc_silver.h"
 #include "mcdc_snapfacts.h"
+#include "mcdc_txn.h"
 
-/* Silver's txn app id, and the ledger id stamped on its commits: one job
- * per silver table, whatever runs it. */
-#define APPLY_APP_ID "mssql-cdc.apply"
+/* Silver's txn app id (mcdc_txn.h), and the ledger id stamped on its
+ * commits: one job per silver table, whatever runs it. */
+#define APPLY_APP_ID mcdc_txn_fixed(MCDC_TXN_APPLY)
 #define APPLY_LEDGER_ID "mssql-cdc apply"
 /* Where the sorters spill, in silver's directory (emptied at every run). */
 #define APPLY_SPILL_DIR "_mssql_cdc_spill/"
