@@ -27,6 +27,10 @@
  * checkpoint planned and this checkpoint's id; anything else stops the job
  * with an error naming both.
  *
+ * Positions are typed (mcdc_position.h: one shape per kind of job); the
+ * ledger stores them as their JSON, and the frame compares them field by
+ * field.
+ *
  * Integrity (what stops a job before it writes anything wrong):
  *   MCDC_E_MISMATCH        checkpoint bound to other arguments, a table of
  *                          another kind, one table in two roles
@@ -57,14 +61,15 @@
 #include "mcdc_ledger.h"
 #include "mcdc_context.h"
 #include "mcdc_lake.h"
+#include "mcdc_position.h"
 
 typedef struct mcdc_frame mcdc_frame;
 
 typedef struct mcdc_unit {
     int64_t id;
-    bool replay;         /* planned by an earlier run that did not commit it */
-    const json_t *start; /* the position after the previous unit (borrowed) */
-    const json_t *end;   /* the position this unit reaches (borrowed) */
+    bool replay;           /* planned by an earlier run that did not commit it */
+    const mcdc_pos *start; /* the position after the previous unit (borrowed) */
+    const mcdc_pos *end;   /* the position this unit reaches (borrowed) */
     bool data_done;      /* the target already holds this unit's commit (verified) */
     bool facts_done;     /* the facts already hold its row (verified): a replay's
                             facts commit is skipped by the txn rule */
@@ -79,30 +84,31 @@ typedef struct mcdc_unit_result {
 } mcdc_unit_result;
 
 typedef struct mcdc_job_ops {
-    const char *kind; /* recorded in the checkpoint: "stream" */
+    const char *kind;       /* recorded in the checkpoint: "stream" */
+    mcdc_pos_kind pos_kind; /* the shape of its positions */
     /* The unit after last_end (NULL: nothing committed yet; *start is then
      * the job's first position, else a copy of last_end). *idle: nothing to
-     * do now. *start and *end are owned by the caller. */
-    int (*plan)(void *job, const json_t *last_end, json_t **start, json_t **end, bool *idle,
+     * do now. *start and *end (NONE on entry) are owned by the caller. */
+    int (*plan)(void *job, const mcdc_pos *last_end, mcdc_pos *start, mcdc_pos *end, bool *idle,
                 mcdc_error *err);
     /* Optional: the unit a ledger's first runs as when plan finds nothing
      * new (*start and *end, owned by the caller, equal: it reads nothing),
-     * from last_end as plan has it; *start left NULL: the job knows no
+     * from last_end as plan has it; *start left NONE: the job knows no
      * position yet, and stays idle. The reference's batch 0 of a new
      * checkpoint: Spark runs it whatever its source says, and every batch
      * writes its facts row, so batch ids, txn versions and facts rows
      * agree with it from the first batch on. Later idle plans run nothing. */
-    int (*empty_first)(void *job, const json_t *last_end, json_t **start, json_t **end,
+    int (*empty_first)(void *job, const mcdc_pos *last_end, mcdc_pos *start, mcdc_pos *end,
                        mcdc_error *err);
     /* Optional: runs at start when the checkpoint holds no unit and no
      * start position yet, after the tables were checked (a stream's
-     * bootstrap snapshot). *start (owned by the caller; may stay NULL) is
+     * bootstrap snapshot). *start (owned by the caller; may stay NONE) is
      * the position before unit 0: the checkpoint is bound with it, and
      * later runs start from it. */
-    int (*before_first)(void *job, json_t **start, mcdc_error *err);
+    int (*before_first)(void *job, mcdc_pos *start, mcdc_error *err);
     /* Optional: a fresh checkpoint's first unit, before anything is written:
      * refuse state the job cannot continue from (MCDC_E_MISMATCH). */
-    int (*check_fresh)(void *job, const json_t *start, mcdc_error *err);
+    int (*check_fresh)(void *job, const mcdc_pos *start, mcdc_error *err);
     /* Reads and writes the unit's data (mcdc_frame_commit_data), unless
      * u->data_done, and fills res. */
     int (*run)(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_result *res,
@@ -112,7 +118,7 @@ typedef struct mcdc_job_ops {
                  mcdc_error *err);
     /* The commit time and LSN a committed position reaches (verdict
      * catch-up at start); false when it has none. */
-    bool (*position_time)(void *job, const json_t *pos, int64_t *commit_us, char lsn[32]);
+    bool (*position_time)(void *job, const mcdc_pos *pos, int64_t *commit_us, char lsn[32]);
     /* After the unit committed and the verdict moved (v NULL: no control
      * table, or the advance failed). */
     void (*done)(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
@@ -161,6 +167,12 @@ int mcdc_frame_commit_data(mcdc_frame *f, const mcdc_unit *u, mcdc_appender *a, 
 int mcdc_frame_commit_data_with(mcdc_frame *f, const mcdc_unit *u, mcdc_appender *a, json_t *meta,
                                 const mcdc_table_commit *c, bool *skipped, mcdc_error *err);
 const mcdc_ctx *mcdc_frame_ctx(const mcdc_frame *f);
+/* The positions a commit's userMetadata (um, its text) says its unit was
+ * planned with, as kind k ("planned" {start, end}, which the frame stamps
+ * on every commit it makes). MCDC_E_NOTFOUND when it names none;
+ * MCDC_E_CORRUPT when they are no positions of kind k. */
+int mcdc_frame_planned_of(const char *um, mcdc_pos_kind k, mcdc_pos *start, mcdc_pos *end,
+                          mcdc_error *err);
 /* The table the job's data goes to (borrowed). */
 mcdc_table *mcdc_frame_target(const mcdc_frame *f);
 

@@ -158,23 +158,29 @@ static int position_of(mcdc_offset *out, char ci[MCDC_IDENT_BYTES_MAX + 1], bool
     b.app_id = sink;
     mcdc_checkpoint *c = NULL;
     bool fresh = true;
-    if (rc == MCDC_OK) rc = mcdc_checkpoint_open(&c, r->ctx->storage_env, dir, &b, &fresh, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_checkpoint_open(&c, r->ctx->storage_env, dir, &b, MCDC_POS_OFFSET, &fresh, err);
     int64_t planned = -1, committed = -1;
     if (rc == MCDC_OK && !fresh) rc = mcdc_checkpoint_last(c, &planned, &committed, err);
-    json_t *start = NULL, *end = NULL;
+    mcdc_pos start = {0}, end = {0};
+    const mcdc_pos *at = NULL;
     if (rc == MCDC_OK && committed >= 0) {
         rc = mcdc_checkpoint_read_plan(c, committed, &start, &end, err);
-        if (rc == MCDC_OK) rc = mcdc_offset_parse(out, end, err);
-        const char *read = json_string_value(json_object_get(end, "capture_instance"));
-        if (read) snprintf(ci, MCDC_IDENT_BYTES_MAX + 1, "%s", read);
-        *found = rc == MCDC_OK;
-    } else if (rc == MCDC_OK && !fresh && mcdc_checkpoint_start(c)) {
-        rc = mcdc_offset_parse(out, mcdc_checkpoint_start(c), err);
-        *found = rc == MCDC_OK;
+        at = &end;
+    } else if (rc == MCDC_OK && !fresh) {
+        at = mcdc_checkpoint_start(c);
+    }
+    if (rc == MCDC_OK && at) {
+        memset(out, 0, sizeof *out);
+        mcdc_lsn_format(&at->offset.lsn, out->lsn);
+        out->has_commit_ts = at->offset.has_ts;
+        out->commit_us = at->offset.commit_us;
+        snprintf(ci, MCDC_IDENT_BYTES_MAX + 1, "%s", at->offset.ci);
+        *found = true;
     }
     if (rc) mcdc_error_wrap(err, "reading the position of generation %lld in %s", (long long)n, dir);
-    json_decref(start);
-    json_decref(end);
+    mcdc_pos_free(&start);
+    mcdc_pos_free(&end);
     mcdc_checkpoint_free(c);
     mcdc_free(dir);
     mcdc_free(sink);

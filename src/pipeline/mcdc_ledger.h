@@ -12,7 +12,7 @@
  * Contract, whatever the ledger:
  *   - last() never reports committed > planned;
  *   - read_plan(n) returns, for a unit n that write_plan(n) recorded, the
- *     same positions (json_equal): the frame compares them with the
+ *     same positions (mcdc_pos_eq): the frame compares them with the
  *     "planned" a commit carries;
  *   - write_plan(n) is put-if-absent: a second writer of n fails
  *     (MCDC_E_CONFLICT) or, when the ledger's record is a Delta txn, leaves
@@ -23,10 +23,10 @@
 #ifndef MCDC_LEDGER_H
 #define MCDC_LEDGER_H
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "mcdc_position.h"
 #include "mcdc_util.h"
 
 /* What a committed unit left: its rows, and the newest unit (<= it) whose
@@ -45,20 +45,21 @@ typedef struct mcdc_ledger_ops {
     bool (*fresh)(void *self);
     /* Records the binding before the first unit is planned (start: the
      * position before unit 0, may be NULL). A bound ledger ignores it. */
-    int (*bind)(void *self, const json_t *start, mcdc_error *err);
+    int (*bind)(void *self, const mcdc_pos *start, mcdc_error *err);
     /* The position recorded before unit 0, or NULL. Borrowed. */
-    const json_t *(*start)(void *self);
+    const mcdc_pos *(*start)(void *self);
     int (*last)(void *self, int64_t *planned, int64_t *committed, mcdc_error *err);
-    int (*read_plan)(void *self, int64_t n, json_t **start, json_t **end, mcdc_error *err);
-    int (*write_plan)(void *self, int64_t n, const json_t *start, const json_t *end,
+    /* *start and *end (NONE on entry) are owned by the caller. */
+    int (*read_plan)(void *self, int64_t n, mcdc_pos *start, mcdc_pos *end, mcdc_error *err);
+    int (*write_plan)(void *self, int64_t n, const mcdc_pos *start, const mcdc_pos *end,
                       mcdc_error *err);
     int (*read_commit)(void *self, int64_t n, mcdc_ckpt_commit *out, mcdc_error *err);
     int (*write_commit)(void *self, int64_t n, const mcdc_ckpt_commit *m, mcdc_error *err);
-    /* Optional: a commit whose userMetadata (meta) lacks this ledger's id
-     * but is still unit u's, as the ledger planned it (a wave another
-     * program appended first). NULL: only the id and the planned range
-     * tell. */
-    bool (*owns)(void *self, const json_t *meta, const struct mcdc_unit *u);
+    /* Optional: a commit whose userMetadata (um, its text; may be NULL)
+     * lacks this ledger's id but is still unit u's, as the ledger planned
+     * it (a wave another program appended first). NULL: only the id and the
+     * planned range tell. */
+    bool (*owns)(void *self, const char *um, const struct mcdc_unit *u);
 } mcdc_ledger_ops;
 
 typedef struct mcdc_ledger {

@@ -63,35 +63,16 @@
 #include "mcdc_txn.h"
 
 /* ---- offsets ---------------------------------------------------------------
- * {"lsn": "0x...", "commit_ts": "YYYY-MM-DDTHH:MM:SS.mmm" or ""}: the last
- * processed commit and its UTC commit time (reference offset contract). */
-typedef struct {
-    mcdc_lsn lsn;
-    int64_t commit_us;
-    bool has_ts;
-    char ci[MCDC_IDENT_BYTES_MAX + 1]; /* the capture instance read up to lsn ("": unknown) */
-} offset_t;
+ * The stream's position (mcdc_position.h's OFFSET): the last processed
+ * commit, its UTC commit time (reference offset contract) and the capture
+ * instance read up to it. */
+typedef mcdc_pos_offset offset_t;
 
-static json_t *offset_json(const offset_t *o) {
-    mcdc_offset x = {.has_commit_ts = o->has_ts, .commit_us = o->commit_us};
-    mcdc_lsn_format(&o->lsn, x.lsn);
-    json_t *j = mcdc_offset_json(&x);
-    if (j && o->ci[0] && json_object_set_new(j, "capture_instance", json_string(o->ci))) {
-        json_decref(j);
-        return NULL;
-    }
-    return j;
-}
-
-static int offset_parse(offset_t *o, const json_t *j, mcdc_error *err) {
-    mcdc_offset x;
-    int rc = mcdc_offset_parse(&x, j, err);
-    if (rc == MCDC_OK) rc = mcdc_lsn_parse_cstr(&o->lsn, x.lsn, err);
-    o->has_ts = x.has_commit_ts;
-    o->commit_us = x.commit_us;
-    const char *ci = json_string_value(json_object_get(j, "capture_instance"));
-    snprintf(o->ci, sizeof o->ci, "%s", ci ? ci : "");
-    return rc;
+/* An offset as the frame's position. */
+static void pos_of(mcdc_pos *p, const offset_t *o) {
+    memset(p, 0, sizeof *p);
+    p->kind = MCDC_POS_OFFSET;
+    p->offset = *o;
 }
 
 /* ---- the handle ------------------------------------------------------------ */
@@ -244,7 +225,7 @@ static int next_end(mcdc_stream *s, const offset_t *start, offset_t *end, bool *
     return rc;
 }
 
-static int job_plan(void *job, const json_t *last_end, json_t **start_j, json_t **end_j,
+static int job_plan(void *job, const mcdc_pos *last_end, mcdc_pos *start_p, mcdc_pos *end_p,
                     bool *idle, mcdc_error *err) {
     mcdc_stream *s = job;
     offset_t start, end;
@@ -262,7 +243,7 @@ static int job_plan(void *job, const json_t *last_end, json_t **start_j, json_t 
             s->has_initial = true;
         }
     } else {
-        rc = offset_parse(&start, last_end, err);
+        start = last_end->offset;
     }
     if (rc || *idle) return rc;
     rc = next_end(s, &start, &end, idle, err);
@@ -274,21 +255,20 @@ static int job_plan(void *job, const json_t *last_end, json_t **start_j, json_t 
     if (rc == MCDC_OK && cut)
         rc = mcdc_changes_commit_time(s->changes, &end.lsn, &end.commit_us, &end.has_ts, err);
     if (rc) return rc;
-    *start_j = offset_json(&start);
-    *end_j = offset_json(&end);
-    if (*start_j == NULL || *end_j == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    pos_of(start_p, &start);
+    pos_of(end_p, &end);
     return MCDC_OK;
 }
 
 /* A new checkpoint's batch 0 when nothing is new: from where the stream
  * starts to the same offset, reading nothing (mcdc_job_ops.empty_first).
  * The offset names the capture instance a batch ending there would. */
-static int job_empty_first(void *job, const json_t *last_end, json_t **start_j, json_t **end_j,
-                           mcdc_error *err) {
+static int job_empty_first(void *job, const mcdc_pos *last_end, mcdc_pos *start_p,
+                           mcdc_pos *end_p, mcdc_error *err) {
     mcdc_stream *s = job;
     offset_t start;
     int rc = MCDC_OK;
-    if (last_end) rc = offset_parse(&start, last_end, err);
+    if (last_end) start = last_end->offset;
     else if (s->has_initial) start = s->initial;
     else return MCDC_OK; /* no position yet (capture has not reached the instance) */
     offset_t end = start;
@@ -298,9 +278,8 @@ static int job_empty_first(void *job, const json_t *last_end, json_t **start_j, 
                                      err);
     if (rc) return rc;
     MCDC_ASSERT(!cut && mcdc_lsn_cmp(&end.lsn, &start.lsn) == 0);
-    *start_j = offset_json(&start);
-    *end_j = offset_json(&end);
-    if (*start_j == NULL || *end_j == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    pos_of(start_p, &start);
+    pos_of(end_p, &end);
     return MCDC_OK;
 }
 
@@ -350,16 +329,14 @@ static int change_rows_max_lsn(mcdc_table *t, char *max, size_t cap, bool *rows,
  * start would write them a second time (the advice "new app id, new
  * checkpoint" followed on the same target). Refused unless the rows all lie
  * at or before the start (startingLsn set past them, or a snapshot at it). */
-static int job_check_fresh(void *job, const json_t *start_j, mcdc_error *err) {
+static int job_check_fresh(void *job, const mcdc_pos *start_p, mcdc_error *err) {
     mcdc_stream *s = job;
-    offset_t start;
-    int rc = offset_parse(&start, start_j, err);
-    if (rc) return rc;
+    const offset_t *start = &start_p->offset;
     char max[64], from[MCDC_LSN_TEXT_LEN + 1];
     bool rows, known;
-    rc = change_rows_max_lsn(s->bronze, max, sizeof max, &rows, &known, err);
+    int rc = change_rows_max_lsn(s->bronze, max, sizeof max, &rows, &known, err);
     if (rc || !rows) return rc;
-    mcdc_lsn_format(&start.lsn, from);
+    mcdc_lsn_format(&start->lsn, from);
     /* LSN texts are fixed width: string order is LSN order. */
     if (known && strlen(max) == MCDC_LSN_TEXT_LEN && strcmp(max, from) <= 0) return MCDC_OK;
     return mcdc_error_set(
@@ -579,11 +556,10 @@ static int job_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_resul
     s->warnings = s->pending; /* the unit's row carries them */
     s->pending = json_array();
     pthread_mutex_unlock(&s->warnings_mu);
-    int rc = offset_parse(&s->start, u->start, err);
-    if (rc == MCDC_OK) rc = offset_parse(&s->end, u->end, err);
-    if (rc) return rc;
+    s->start = u->start->offset;
+    s->end = u->end->offset;
     /* The schema checks come first: a batch that fails them reads nothing. */
-    rc = mcdc_changes_batch_plan(s->changes, &s->start.lsn, s->start.ci, &s->end.lsn, &s->batch,
+    int rc = mcdc_changes_batch_plan(s->changes, &s->start.lsn, s->start.ci, &s->end.lsn, &s->batch,
                                  err);
     if (rc == MCDC_OK && switch_crash(s, u, "switch_planned", err)) return MCDC_E_CANCELLED;
     mcdc_appender *app = NULL;
@@ -710,12 +686,12 @@ static int job_facts(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
     return rc;
 }
 
-static bool job_position_time(void *job, const json_t *pos, int64_t *commit_us, char lsn[32]) {
+static bool job_position_time(void *job, const mcdc_pos *pos, int64_t *commit_us, char lsn[32]) {
     (void)job;
-    offset_t o;
-    if (offset_parse(&o, pos, NULL) != MCDC_OK || !o.has_ts) return false;
-    *commit_us = o.commit_us;
-    mcdc_lsn_format(&o.lsn, lsn);
+    const offset_t *o = &pos->offset;
+    if (!o->has_ts) return false;
+    *commit_us = o->commit_us;
+    mcdc_lsn_format(&o->lsn, lsn);
     return true;
 }
 
@@ -871,11 +847,14 @@ static int reusable_open(mcdc_stream *s, mcdc_offset *off, bool *found, mcdc_err
 
 /* A new checkpoint with bootstrap: the target's snapshot of the table (taken
  * now when it holds none), its bootstrap row, then the stream from its LSN. */
-static int job_before_first(void *job, json_t **start, mcdc_error *err) {
+static int job_before_first(void *job, mcdc_pos *start, mcdc_error *err) {
     mcdc_stream *s = job;
     if (s->gen.n > 0) { /* a later generation starts at its snapshot, whatever startingLsn says */
-        *start = mcdc_offset_json(&s->gen.snapshot);
-        return *start ? MCDC_OK : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        offset_t o = {.has_ts = s->gen.snapshot.has_commit_ts,
+                      .commit_us = s->gen.snapshot.commit_us};
+        int rc = mcdc_lsn_parse_cstr(&o.lsn, s->gen.snapshot.lsn, err);
+        if (rc == MCDC_OK) pos_of(start, &o);
+        return rc;
     }
     if (!s->cfg.bootstrap) return MCDC_OK;
     mcdc_snap_env e = {.ctx = &s->ctx,
@@ -906,8 +885,7 @@ static int job_before_first(void *job, json_t **start, mcdc_error *err) {
     if (rc) return rc;
     offset_t o = {.has_ts = off.has_commit_ts, .commit_us = off.commit_us};
     rc = mcdc_lsn_parse_cstr(&o.lsn, off.lsn, err);
-    if (rc == MCDC_OK && (*start = offset_json(&o)) == NULL)
-        rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    if (rc == MCDC_OK) pos_of(start, &o);
     /* availableNow reads up to max_lsn at its start: after a snapshot that
      * took a while, the start is now. */
     if (rc == MCDC_OK && s->has_ceiling) rc = mcdc_changes_max_lsn(s->changes, &s->ceiling, err);
@@ -1022,6 +1000,7 @@ static int snapshot_on_switch(mcdc_stream *s, mcdc_error *err) {
 
 static const mcdc_job_ops STREAM_OPS = {
     .kind = "stream",
+    .pos_kind = MCDC_POS_OFFSET,
     .before_first = job_before_first,
     .plan = job_plan,
     .empty_first = job_empty_first,

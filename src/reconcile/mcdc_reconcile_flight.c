@@ -23,6 +23,7 @@
 #include <jansson.h>
 
 #include "mcdc_changes.h"
+#include "mcdc_frame.h"
 #include "mcdc_lake.h"
 #include "mcdc_reconcile.h"
 #include "mcdc_silver.h"
@@ -204,12 +205,12 @@ static int last_facts_version(mcdc_table *silver, int64_t version, int64_t *fv, 
             mcdc_free(um);
             continue;
         }
-        json_error_t je;
-        json_t *m = um ? json_loads(um, 0, &je) : NULL;
-        json_t *v = json_object_get(json_object_get(json_object_get(m, "planned"), "end"),
-                                    "facts_version");
-        if (json_is_integer(v) && json_integer_value(v) >= 0) *fv = (int64_t)json_integer_value(v);
-        json_decref(m);
+        mcdc_pos start = {0}, end = {0};
+        if (mcdc_frame_planned_of(um, MCDC_POS_APPLY, &start, &end, NULL) == MCDC_OK &&
+            end.apply.has_versions && end.apply.facts_version >= 0)
+            *fv = end.apply.facts_version;
+        mcdc_pos_free(&start);
+        mcdc_pos_free(&end);
         mcdc_free(um);
         break;
     }

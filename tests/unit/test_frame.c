@@ -31,15 +31,25 @@ typedef struct {
     void *meanwhile_arg;
 } toy_job;
 
-static int toy_plan(void *job, const json_t *last, json_t **start, json_t **end, bool *idle,
+/* The toy's position: an offset at LSN n (its last byte). */
+static void toy_pos(mcdc_pos *p, int64_t n) {
+    mcdc_pos_free(p);
+    p->kind = MCDC_POS_OFFSET;
+    p->offset.lsn = mcdc_lsn_zero();
+    p->offset.lsn.b[MCDC_LSN_BYTES - 1] = (uint8_t)n;
+}
+
+static int64_t toy_n(const mcdc_pos *p) { return p ? p->offset.lsn.b[MCDC_LSN_BYTES - 1] : 0; }
+
+static int toy_plan(void *job, const mcdc_pos *last, mcdc_pos *start, mcdc_pos *end, bool *idle,
                     mcdc_error *err) {
     (void)job;
     (void)err;
-    json_int_t n = last ? json_integer_value(json_object_get(last, "n")) : 0;
+    int64_t n = toy_n(last);
     *idle = n >= UNITS;
     if (*idle) return MCDC_OK;
-    *start = json_pack("{s:I}", "n", n);
-    *end = json_pack("{s:I}", "n", n + 1);
+    toy_pos(start, n);
+    toy_pos(end, n + 1);
     return MCDC_OK;
 }
 
@@ -47,7 +57,7 @@ static int toy_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_resul
                    mcdc_error *err) {
     toy_job *t = job;
     t->units_run++;
-    json_int_t n = json_integer_value(json_object_get(u->start, "n"));
+    int64_t n = toy_n(u->start);
     res->rows = KEYS_PER_UNIT;
     if (u->data_done) return MCDC_OK;
     mcdc_batch *b = NULL;
@@ -86,8 +96,8 @@ static bool toy_crash(void *user, const char *point, int64_t unit) {
     return t->crash_point && unit == t->crash_unit && strcmp(point, t->crash_point) == 0;
 }
 
-static const mcdc_job_ops TOY_OPS = {.kind = "toy", .plan = toy_plan, .run = toy_run,
-                                     .facts = toy_facts};
+static const mcdc_job_ops TOY_OPS = {.kind = "toy", .pos_kind = MCDC_POS_OFFSET,
+                                     .plan = toy_plan, .run = toy_run, .facts = toy_facts};
 
 typedef struct {
     mcdc_storage_mem *mem;
@@ -368,8 +378,8 @@ typedef struct {
     int plans;
 } idle_job;
 
-static int idle_then_foreign_plan(void *job, const json_t *last, json_t **start, json_t **end,
-                                  bool *idle, mcdc_error *err) {
+static int idle_then_foreign_plan(void *job, const mcdc_pos *last, mcdc_pos *start,
+                                  mcdc_pos *end, bool *idle, mcdc_error *err) {
     idle_job *j = job;
     if (j->plans++ == 0) {
         mcdc_table *t = NULL;
@@ -393,7 +403,7 @@ static int idle_then_foreign_plan(void *job, const json_t *last, json_t **start,
     return toy_plan(&j->w->job, last, start, end, idle, err);
 }
 
-static int fresh_ok(void *job, const json_t *start, mcdc_error *err) {
+static int fresh_ok(void *job, const mcdc_pos *start, mcdc_error *err) {
     (void)job;
     (void)start;
     (void)err;
@@ -425,7 +435,8 @@ TEST(frame_integrity_failure_after_an_idle_poll_of_a_fresh_checkpoint_stops_the_
                           .facts_app_id = "toy#facts",
                           .idle_poll_ms = 1,
                           .max_units = 1};
-    mcdc_job_ops ops = {.kind = "toy", .plan = idle_then_foreign_plan, .check_fresh = fresh_ok,
+    mcdc_job_ops ops = {.kind = "toy", .pos_kind = MCDC_POS_OFFSET,
+                        .plan = idle_then_foreign_plan, .check_fresh = fresh_ok,
                         .run = idle_run, .facts = toy_facts};
     int rc = mcdc_frame_run(&cfg, &ops, &j, &e);
     CHECK_EQ_INT(rc, MCDC_E_REWOUND);
@@ -438,5 +449,91 @@ TEST(frame_integrity_failure_after_an_idle_poll_of_a_fresh_checkpoint_stops_the_
     mcdc_storage_free(st);
     mcdc_table_close(target);
     mcdc_table_close(facts);
+    world_free(&w);
+}
+
+/* A checkpoint and the commits of its units as an earlier build wrote them
+ * (the JSON texts of mcdc_checkpoint.c and of the frame's userMetadata,
+ * with the toy's offsets as positions): unit 0 committed, unit 1 planned
+ * and in the target, killed before its facts row. The frame reads both,
+ * takes unit 1's commit for its own replay (not another writer's) and
+ * finishes the job with every key once. */
+static void put_text(mcdc_storage *st, const char *key, const char *text) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_storage_put(st, key, text, strlen(text), &e), MCDC_OK);
+}
+
+static void put_unit(toy_world *w, const char *table, const char *app, int64_t n,
+                     const char *um) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    char path[64];
+    snprintf(path, sizeof path, "mem://lake/%s", table);
+    mcdc_table *t = NULL;
+    mcdc_appender *a = NULL;
+    mcdc_batch *b = NULL;
+    bool skipped;
+    int64_t v;
+    bool facts = strcmp(table, "facts") == 0;
+    mcdc_schema *fs = NULL;
+    if (facts) mcdc_facts_schema(&fs, &e);
+    mcdc_schema *s = facts ? fs : w->job.schema;
+    CHECK_EQ_INT(mcdc_table_open_env(&t, &w->env, path, NULL, &e), MCDC_OK);
+    mcdc_batch_create(&b, s, KEYS_PER_UNIT, &e);
+    if (facts) {
+        mcdc_unit u = {.id = n};
+        mcdc_unit_result r = {.rows = KEYS_PER_UNIT};
+        CHECK_EQ_INT(toy_facts(&w->job, &u, &r, b, &e), MCDC_OK);
+    } else {
+        for (int i = 0; i < KEYS_PER_UNIT; i++) mcdc_col_append_int(&b->columns[0], n * KEYS_PER_UNIT + i, &e);
+    }
+    mcdc_batch_seal(b, &e);
+    mcdc_table_props props = {.kind = facts ? MCDC_KIND_FACTS : MCDC_KIND_NONE};
+    CHECK_EQ_INT(mcdc_appender_open(&a, t, s, &props, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_appender_write(a, b, &e), MCDC_OK);
+    mcdc_table_commit c = {.app_id = app, .txn_version = n, .user_metadata = um, .read_version = -1};
+    CHECK_EQ_INT(mcdc_appender_commit_with(a, &c, &skipped, &v, &e), MCDC_OK);
+    mcdc_appender_free(a);
+    mcdc_batch_free(b);
+    mcdc_schema_unref(fs);
+    mcdc_table_close(t);
+}
+
+TEST(frame_continues_a_checkpoint_and_commits_an_earlier_build_wrote) {
+    toy_world w;
+    world_init(&w);
+    mcdc_storage *st = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_storage_mem_open(&st, w.mem, "ckpt", &e), MCDC_OK);
+    put_text(st, "metadata",
+             "{\"app_id\":\"toy\",\"created\":\"2026-12-01T14:00:00.000\",\"facts_table\":"
+             "\"mem://lake/facts\",\"format\":1,\"id\":\"0f6c1e0e-5b8e-4c4e-9d3e-2a1b3c4d5e6f\","
+             "\"job\":\"toy\",\"target\":\"mem://lake/target\"}");
+    put_text(st, "offsets/0",
+             "{\"batch_id\":0,\"end\":{\"commit_ts\":\"\",\"lsn\":\"0x00000000000000000001\"},"
+             "\"start\":{\"commit_ts\":\"\",\"lsn\":\"0x00000000000000000000\"}}");
+    put_text(st, "commits/0", "{\"batch_id\":0,\"data_txn\":0,\"rows\":10}");
+    put_text(st, "offsets/1",
+             "{\"batch_id\":1,\"end\":{\"commit_ts\":\"\",\"lsn\":\"0x00000000000000000002\"},"
+             "\"start\":{\"commit_ts\":\"\",\"lsn\":\"0x00000000000000000001\"}}");
+    mcdc_storage_free(st);
+    put_unit(&w, "target", "toy", 0,
+             "{\"rows\":10,\"planned\":{\"start\":{\"lsn\":\"0x00000000000000000000\",\"commit_ts\":"
+             "\"\"},\"end\":{\"lsn\":\"0x00000000000000000001\",\"commit_ts\":\"\"}},"
+             "\"checkpoint_id\":\"0f6c1e0e-5b8e-4c4e-9d3e-2a1b3c4d5e6f\"}");
+    put_unit(&w, "facts", "toy#facts", 0,
+             "{\"app_id\":\"toy\",\"batch_id\":0,\"planned\":{\"start\":{\"lsn\":"
+             "\"0x00000000000000000000\",\"commit_ts\":\"\"},\"end\":{\"lsn\":"
+             "\"0x00000000000000000001\",\"commit_ts\":\"\"}},\"checkpoint_id\":"
+             "\"0f6c1e0e-5b8e-4c4e-9d3e-2a1b3c4d5e6f\"}");
+    put_unit(&w, "target", "toy", 1,
+             "{\"rows\":10,\"planned\":{\"start\":{\"lsn\":\"0x00000000000000000001\",\"commit_ts\":"
+             "\"\"},\"end\":{\"lsn\":\"0x00000000000000000002\",\"commit_ts\":\"\"}},"
+             "\"checkpoint_id\":\"0f6c1e0e-5b8e-4c4e-9d3e-2a1b3c4d5e6f\"}");
+    w.job.units_run = 0;
+    int rc = run_frame(&w, "toy", &e);
+    CHECK_EQ_INT(rc, MCDC_OK);
+    if (rc) printf("  %s\n", e.message);
+    CHECK_EQ_INT(w.job.units_run, UNITS - 1); /* unit 1 again (its data held), then 2 and 3 */
+    check_exactly_once(&w, UNITS);
     world_free(&w);
 }
