@@ -420,10 +420,6 @@ static int wave_from_bronze(mcdc_backfill *b, int64_t n, mcdc_pos *start, mcdc_p
 static const char *l_id(void *self) { return ((mcdc_backfill *)self)->ledger_id; }
 static const char *l_name(void *self) { return ((mcdc_backfill *)self)->ledger_name; }
 static bool l_fresh(void *self) { (void)self; return false; }
-static int l_bind(void *self, const mcdc_pos *start, mcdc_error *err) {
-    (void)self, (void)start, (void)err;
-    return MCDC_OK;
-}
 static const mcdc_pos *l_start(void *self) { return &((mcdc_backfill *)self)->first_pos; }
 
 static int l_last(void *self, int64_t *planned, int64_t *committed, mcdc_error *err) {
@@ -527,10 +523,6 @@ static int l_read_commit(void *self, int64_t n, mcdc_ckpt_commit *out, mcdc_erro
     return MCDC_OK;
 }
 
-static int l_write_commit(void *self, int64_t n, const mcdc_ckpt_commit *m, mcdc_error *err) {
-    (void)self, (void)n, (void)m, (void)err;
-    return MCDC_OK; /* the facts rows are the record */
-}
 
 /* A wave commit without our binding (the reference's): ours when it is the
  * same snapshot's wave with the planned chunks. */
@@ -553,13 +545,12 @@ static const mcdc_ledger_ops LAKE_LEDGER = {
     .id = l_id,
     .name = l_name,
     .fresh = l_fresh,
-    .bind = l_bind,
     .start = l_start,
     .last = l_last,
     .read_plan = l_read_plan,
     .write_plan = l_write_plan,
     .read_commit = l_read_commit,
-    .write_commit = l_write_commit,
+    /* no write_commit: the facts rows are the record */
     .owns = l_owns,
 };
 

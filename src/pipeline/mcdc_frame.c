@@ -24,6 +24,7 @@ struct mcdc_frame {
 
 #define L_ID(f) ((f)->led.ops->id((f)->led.self))
 #define L_NAME(f) ((f)->led.ops->name((f)->led.self))
+#define TARGET_ROLE(f) ((f)->cfg->target_role ? (f)->cfg->target_role : "target")
 
 const mcdc_ctx *mcdc_frame_ctx(const mcdc_frame *f) { return f->cfg->ctx; }
 mcdc_table *mcdc_frame_target(const mcdc_frame *f) { return f->cfg->target; }
@@ -140,6 +141,63 @@ static int verify_replay(mcdc_frame *f, mcdc_table *t, const char *role, const c
     return rc;
 }
 
+/* ---- the checks every job shares ----------------------------------------------- */
+
+/* Where t lives, as one location is compared with another: a local path in
+ * its canonical form, a URI as given. Owned. */
+static int place_of(char **out, const mcdc_table *t, mcdc_error *err) {
+    const char *p = mcdc_table_path(t);
+    if (strstr(p, "://") == NULL) return mcdc_path_canonical(out, p, err);
+    *out = mcdc_strdup(p);
+    return *out ? MCDC_OK : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+}
+
+int mcdc_frame_check_roles(const mcdc_frame_role *roles, int n, mcdc_error *err) {
+    enum { ROLES_MAX = 8 };
+    MCDC_ASSERT(roles && n >= 0 && n <= ROLES_MAX);
+    char *place[ROLES_MAX] = {NULL};
+    int rc = MCDC_OK;
+    for (int i = 0; i < n && rc == MCDC_OK; i++)
+        if (roles[i].table) rc = place_of(&place[i], roles[i].table, err);
+    for (int i = 0; i < n && rc == MCDC_OK; i++)
+        for (int j = i + 1; j < n && rc == MCDC_OK; j++) {
+            if (place[i] == NULL || place[j] == NULL) continue;
+            bool same = strcmp(place[i], place[j]) == 0;
+            if (same || mcdc_path_within(place[i], place[j]) || mcdc_path_within(place[j], place[i]))
+                rc = mcdc_error_set(err, MCDC_E_MISMATCH,
+                                    "the %s %s and the %s %s %s: each needs a place of its own "
+                                    "(one table in two roles mixes their rows and schemas). "
+                                    "Nothing was written",
+                                    roles[i].role, mcdc_table_name(roles[i].table), roles[j].role,
+                                    mcdc_table_name(roles[j].table),
+                                    same ? "are one location" : "lie inside one another");
+        }
+    for (int i = 0; i < n && rc == MCDC_OK; i++)
+        if (roles[i].table && roles[i].kind != MCDC_KIND_NONE)
+            rc = mcdc_table_check_kind(roles[i].table, roles[i].kind, roles[i].role, err);
+    for (int i = 0; i < n; i++) mcdc_free(place[i]);
+    return rc;
+}
+
+int mcdc_frame_check_once(mcdc_table *t, const char *role, const char *app_id, int64_t version,
+                          const char *state, bool *done, mcdc_error *err) {
+    if (done) *done = false;
+    int64_t have;
+    int rc = mcdc_table_txn_version(t, app_id, &have, err);
+    if (rc || have < version) return rc;
+    if (have == version) {
+        if (done) *done = true;
+        return MCDC_OK;
+    }
+    return mcdc_error_set(
+        err, MCDC_E_REWOUND,
+        "%s %s holds app id '%s' up to version %lld, past the version %lld that %s would write "
+        "now: that state was deleted, rewound or restored from an older copy, and the table has "
+        "moved on without it. Nothing was written. Restore it; or start over with a new "
+        "checkpoint, a new app id and a new (or rebuilt) target",
+        role, mcdc_table_name(t), app_id, (long long)have, (long long)version, state);
+}
+
 /* ---- another process on the same ledger -------------------------------------- */
 
 /* Whether the ledger has planned unit `unit` since this run read it: then
@@ -254,7 +312,7 @@ static int check_table(mcdc_frame *f, mcdc_table *t, const char *role, const cha
  * and hold by then was written by another process. */
 static int check_integrity(mcdc_frame *f, mcdc_unit *replay, mcdc_error *err) {
     bool data_done = false, facts_done = false;
-    int rc = check_table(f, f->cfg->target, "target", f->cfg->app_id, false, replay, &data_done,
+    int rc = check_table(f, f->cfg->target, TARGET_ROLE(f), f->cfg->app_id, false, replay, &data_done,
                          err);
     if (rc == MCDC_OK && f->cfg->facts)
         rc = check_table(f, f->cfg->facts, "facts table", f->cfg->facts_app_id, true, replay,
@@ -337,8 +395,8 @@ int mcdc_frame_commit_data(mcdc_frame *f, const mcdc_unit *u, mcdc_appender *a, 
 int mcdc_frame_commit_data_with(mcdc_frame *f, const mcdc_unit *u, mcdc_appender *a, json_t *meta,
                                 const mcdc_table_commit *c, bool *skipped, mcdc_error *err) {
     MCDC_ASSERT(!u->data_done);
-    int rc = commit_verified(f, f->cfg->target, "target", f->cfg->app_id, u, a, meta, c, false,
-                             skipped, err);
+    int rc = commit_verified(f, f->cfg->target, TARGET_ROLE(f), f->cfg->app_id, u, a, meta, c,
+                             false, skipped, err);
     if (rc) mcdc_error_wrap(err, "committing unit %lld to %s", (long long)u->id,
                             mcdc_table_name(f->cfg->target));
     return rc;
@@ -397,8 +455,10 @@ static int load_position(mcdc_frame *f, int64_t committed, mcdc_pos *last_end, m
     f->expected_data = -1;
     f->expected_facts = committed;
     if (committed < 0) return MCDC_OK;
-    mcdc_ckpt_commit m;
-    int rc = f->led.ops->read_commit(f->led.self, committed, &m, err);
+    /* a ledger that keeps no marker: the unit committed its data */
+    mcdc_ckpt_commit m = {0, committed};
+    int rc = f->led.ops->read_commit ? f->led.ops->read_commit(f->led.self, committed, &m, err)
+                                     : MCDC_OK;
     if (rc) return rc;
     f->expected_data = m.data_txn;
     mcdc_pos start = {0};
@@ -410,6 +470,11 @@ static int load_position(mcdc_frame *f, int64_t committed, mcdc_pos *last_end, m
 /* Crash points (tests): true when the job "dies" here, leaving the disk as
  * a kill would. */
 static bool crashed(const mcdc_frame *f, const char *point, int64_t id, mcdc_error *err) {
+    char named[64];
+    if (f->cfg->crash_prefix) {
+        snprintf(named, sizeof named, "%s%s", f->cfg->crash_prefix, point);
+        point = named;
+    }
     if (!mcdc_ctx_crash(f->cfg->ctx, point, id)) return false;
     mcdc_error_set(err, MCDC_E_CANCELLED, "killed at crash point %s of unit %lld (test hook)",
                    point, (long long)id);
@@ -431,7 +496,7 @@ static int run_unit(mcdc_frame *f, mcdc_unit *u, mcdc_error *err) {
     }
     bool has_data = res.data_committed || u->data_done;
     mcdc_ckpt_commit m = {res.rows, has_data ? u->id : f->expected_data};
-    rc = f->led.ops->write_commit(f->led.self, u->id, &m, err);
+    if (f->led.ops->write_commit) rc = f->led.ops->write_commit(f->led.self, u->id, &m, err);
     if (rc) return rc;
     f->expected_data = m.data_txn;
     f->expected_facts = u->id;
@@ -451,8 +516,13 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
     MCDC_ASSERT(cfg && ops && ops->plan && ops->run && cfg->target && cfg->app_id);
     MCDC_ASSERT(cfg->facts == NULL || (ops->facts && cfg->facts_app_id));
     MCDC_ASSERT(ops->pos_kind != MCDC_POS_NONE);
+    MCDC_ASSERT(cfg->first_unit >= 0);
     mcdc_frame f = {.cfg = cfg, .ops = ops, .job = job};
-    int rc = MCDC_OK;
+    const mcdc_frame_role roles[2] = {
+        {cfg->target, cfg->target_kind, cfg->target_role ? cfg->target_role : "target"},
+        {cfg->facts, MCDC_KIND_FACTS, "facts table"}};
+    int rc = mcdc_frame_check_roles(roles, 2, err);
+    if (rc) return rc;
     if (cfg->ledger) {
         f.led = *cfg->ledger;
     } else {
@@ -467,8 +537,9 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
     mcdc_pos last_end = {0}, start = {0}, end = {0};
     rc = f.led.ops->last(f.led.self, &planned, &committed, err);
     if (rc == MCDC_OK) rc = load_position(&f, committed, &last_end, err);
-    mcdc_unit u = {.id = committed + 1};
+    mcdc_unit u = {.id = committed + 1 > cfg->first_unit ? committed + 1 : cfg->first_unit};
     u.replay = rc == MCDC_OK && planned > committed;
+    MCDC_ASSERT(rc != MCDC_OK || !u.replay || planned == u.id);
     if (rc == MCDC_OK && u.replay)
         rc = f.led.ops->read_plan(f.led.self, planned, &start, &end, err);
     u.start = &start;
@@ -476,15 +547,17 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
     if (rc == MCDC_OK) rc = check_integrity(&f, u.replay ? &u : NULL, err);
     /* No unit yet: the position recorded before unit 0, or the job's own
      * first one (bootstrap), which binds the checkpoint at once. */
-    if (rc == MCDC_OK && planned < 0 && f.led.ops->start(f.led.self))
-        rc = mcdc_pos_copy(&last_end, f.led.ops->start(f.led.self), err);
+    const mcdc_pos *recorded = f.led.ops->start ? f.led.ops->start(f.led.self) : NULL;
+    if (rc == MCDC_OK && planned < 0 && recorded)
+        rc = mcdc_pos_copy(&last_end, recorded, err);
     else if (rc == MCDC_OK && planned < 0 && ops->before_first) {
         rc = ops->before_first(job, &last_end, err);
         bool has = last_end.kind != MCDC_POS_NONE;
         MCDC_ASSERT(!has || last_end.kind == ops->pos_kind);
         if (rc == MCDC_OK && has && f.fresh && ops->check_fresh)
             rc = ops->check_fresh(job, &last_end, err);
-        if (rc == MCDC_OK && has) rc = f.led.ops->bind(f.led.self, &last_end, err);
+        if (rc == MCDC_OK && has && f.led.ops->bind)
+            rc = f.led.ops->bind(f.led.self, &last_end, err);
         if (rc == MCDC_OK && has) f.fresh = false;
     }
     /* A run killed between a unit's commit and its verdict left the verdict
@@ -529,7 +602,7 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
             if (!checked) rc = check_integrity(&f, NULL, err);
             if (rc == MCDC_OK && f.fresh && ops->check_fresh)
                 rc = ops->check_fresh(job, &start, err);
-            if (rc == MCDC_OK) rc = f.led.ops->bind(f.led.self, NULL, err);
+            if (rc == MCDC_OK && f.led.ops->bind) rc = f.led.ops->bind(f.led.self, NULL, err);
             if (rc == MCDC_OK) f.fresh = false;
             if (rc == MCDC_OK) rc = f.led.ops->write_plan(f.led.self, u.id, &start, &end, err);
             if (rc == MCDC_E_CONFLICT) {

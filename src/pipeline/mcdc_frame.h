@@ -34,6 +34,8 @@
  * Integrity (what stops a job before it writes anything wrong):
  *   MCDC_E_MISMATCH        checkpoint bound to other arguments, a table of
  *                          another kind, one table in two roles
+ *                          (mcdc_frame_check_roles: at start, and by every
+ *                          job before it asks its source anything)
  *   MCDC_E_TARGET_BEHIND   the target lacks a unit the checkpoint committed
  *   MCDC_E_FACTS_BEHIND    the facts lack a committed unit's row
  *   MCDC_E_REWOUND         a table holds units of this app id that the
@@ -49,6 +51,10 @@
  * One process per checkpoint: the stream holds its checkpoint's lock
  * (mcdc_checkpoint_lock) for the whole run, so the last three are caught
  * here only where the storage has no locks.
+ *
+ * Ledgers (mcdc_ledger.h): a checkpoint directory (the stream's), the lake
+ * (backfill's waves, apply's passes), or a job of one unit whose records
+ * are its own commits (mcdc_once.h: a repair, a reconcile report).
  */
 #ifndef MCDC_FRAME_H
 #define MCDC_FRAME_H
@@ -126,13 +132,15 @@ typedef struct mcdc_job_ops {
 } mcdc_job_ops;
 
 typedef struct mcdc_frame_cfg {
-    mcdc_ctx *ctx;
+    const mcdc_ctx *ctx;
     /* Where units are planned and committed: the job's own ledger, or (NULL)
      * the checkpoint directory below, opened with the binding. */
     const mcdc_ledger *ledger;
     const char *checkpoint;   /* directory */
     mcdc_ckpt_binding binding;
     mcdc_table *target;       /* borrowed; the job's data goes here */
+    mcdc_table_kind target_kind; /* what the target must be (NONE: any) */
+    const char *target_role;  /* for messages: "target" (NULL), "bronze", "report table" */
     const char *app_id;       /* txn app id of the target's commits */
     mcdc_table *facts;        /* borrowed; NULL: no facts */
     const char *facts_app_id; /* txn app id of the facts commits */
@@ -145,7 +153,39 @@ typedef struct mcdc_frame_cfg {
     int64_t idle_poll_ms;     /* how often an idle job plans again */
     int64_t min_interval_ms;  /* processingTime: a unit at most this often; 0 none */
     int64_t max_units;        /* 0: no limit */
+    /* The number of the job's first unit: 0, but for a job of one unit
+     * numbered by what it is (mcdc_once.h: the txn version its commits
+     * carry, a reconcile report's mark). */
+    int64_t first_unit;
+    /* Test hooks: the crash points are named "<crash_prefix>after_plan"...
+     * (NULL: as they are), for a job that runs on the frame next to another
+     * one in the same process (a reconcile report, then its repair). */
+    const char *crash_prefix;
 } mcdc_frame_cfg;
+
+/* ---- the checks every job shares ------------------------------------------------- */
+
+/* A table and the role a job gives it. */
+typedef struct mcdc_frame_role {
+    mcdc_table *table;     /* NULL: the job has none in this role */
+    mcdc_table_kind kind;  /* what it must be (NONE: any) */
+    const char *role;      /* "target", "facts table", "control table"... */
+} mcdc_frame_role;
+
+/* MCDC_E_MISMATCH, naming both, when two roles name one table (one
+ * location, or one inside the other) or a table is of another kind than
+ * its role's. A job calls it before it asks its source anything; the
+ * frame again at start for its target and facts. */
+int mcdc_frame_check_roles(const mcdc_frame_role *roles, int n, mcdc_error *err);
+
+/* For a record a job writes once, outside a unit, with txn(app_id,
+ * version) in t (a re-snapshot's completion row, whose version is the
+ * generation the job's state names): MCDC_E_REWOUND when t holds a later
+ * version of app_id (that state is older than the table: restored or
+ * deleted; `state` names it for the message). *done (may be NULL): t
+ * holds this very version already (a rerun cut short after it). */
+int mcdc_frame_check_once(mcdc_table *t, const char *role, const char *app_id, int64_t version,
+                          const char *state, bool *done, mcdc_error *err);
 
 /* Runs units until the job is idle and stop_when_idle, max_units, a stop
  * request, or an error. */

@@ -43,17 +43,23 @@ typedef struct mcdc_ledger_ops {
     const char *(*name)(void *self); /* for messages: "checkpoint /x" */
     /* Nothing recorded yet (no binding, no unit). */
     bool (*fresh)(void *self);
-    /* Records the binding before the first unit is planned (start: the
-     * position before unit 0, may be NULL). A bound ledger ignores it. */
+    /* Optional: records the binding before the first unit is planned
+     * (start: the position before unit 0, may be NULL). A bound ledger
+     * ignores it; NULL: the ledger binds nothing (the lake's). */
     int (*bind)(void *self, const mcdc_pos *start, mcdc_error *err);
-    /* The position recorded before unit 0, or NULL. Borrowed. */
+    /* Optional: the position recorded before unit 0, or NULL. Borrowed.
+     * NULL: none is ever recorded. */
     const mcdc_pos *(*start)(void *self);
     int (*last)(void *self, int64_t *planned, int64_t *committed, mcdc_error *err);
     /* *start and *end (NONE on entry) are owned by the caller. */
     int (*read_plan)(void *self, int64_t n, mcdc_pos *start, mcdc_pos *end, mcdc_error *err);
     int (*write_plan)(void *self, int64_t n, const mcdc_pos *start, const mcdc_pos *end,
                       mcdc_error *err);
+    /* Optional: unit n's commit marker. NULL: the ledger keeps none, and a
+     * committed unit committed its data (data_txn n). */
     int (*read_commit)(void *self, int64_t n, mcdc_ckpt_commit *out, mcdc_error *err);
+    /* Optional: records that unit n committed. NULL: the job's own record
+     * (a facts row, a control row) is the commit. */
     int (*write_commit)(void *self, int64_t n, const mcdc_ckpt_commit *m, mcdc_error *err);
     /* Optional: a commit whose userMetadata (um, its text; may be NULL)
      * lacks this ledger's id but is still unit u's, as the ledger planned

@@ -89,14 +89,6 @@ static bool l_fresh(void *self) {
     mcdc_table_txn_version(a->silver, APPLY_APP_ID, &have, &e);
     return have < 0;
 }
-static int l_bind(void *self, const mcdc_pos *start, mcdc_error *err) {
-    (void)self, (void)start, (void)err;
-    return MCDC_OK;
-}
-static const mcdc_pos *l_start(void *self) {
-    (void)self;
-    return NULL;
-}
 
 static int l_last(void *self, int64_t *planned, int64_t *committed, mcdc_error *err) {
     mcdc_apply *a = self;
@@ -140,13 +132,6 @@ static int l_write_plan(void *self, int64_t n, const mcdc_pos *start, const mcdc
     return rc;
 }
 
-static int l_read_commit(void *self, int64_t n, mcdc_ckpt_commit *out, mcdc_error *err) {
-    (void)self, (void)err;
-    out->rows = 0;
-    out->data_txn = n;
-    return MCDC_OK;
-}
-
 /* The cells a state writes, with the texts they point at. */
 typedef struct {
     const apply_state *s;
@@ -182,12 +167,10 @@ const mcdc_ledger_ops apply_ledger = {
     .id = l_id,
     .name = l_name,
     .fresh = l_fresh,
-    .bind = l_bind,
-    .start = l_start,
     .last = l_last,
     .read_plan = l_read_plan,
     .write_plan = l_write_plan,
-    .read_commit = l_read_commit,
+    /* no read_commit: a committed pass committed its merge */
     .write_commit = l_write_commit,
     .owns = NULL,
 };

@@ -12,6 +12,7 @@
 
 #include "mcdc_facts.h"
 #include "mcdc_frame.h"
+#include "mcdc_once.h"
 #include "mcdc_tables.h"
 #include "mcdc_test.h"
 
@@ -276,6 +277,26 @@ TEST(frame_lost_writes_are_target_or_facts_behind_never_a_gap) {
     world_free(&w);
 }
 
+/* Another program commits one row under txn(app, v) to the target. */
+static void foreign_commit(toy_world *w, const char *app, int64_t v) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_table *t = NULL;
+    mcdc_appender *a = NULL;
+    mcdc_batch *b = NULL;
+    CHECK_EQ_INT(mcdc_table_open_env(&t, &w->env, "mem://lake/target", NULL, &e), MCDC_OK);
+    mcdc_batch_create(&b, w->job.schema, 1, &e);
+    mcdc_col_append_int(&b->columns[0], 999, &e);
+    mcdc_batch_seal(b, &e);
+    CHECK_EQ_INT(mcdc_appender_open(&a, t, w->job.schema, NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_appender_write(a, b, &e), MCDC_OK);
+    bool skipped;
+    int64_t version;
+    CHECK_EQ_INT(mcdc_appender_commit(a, app, v, NULL, &skipped, &version, &e), MCDC_OK);
+    mcdc_appender_free(a);
+    mcdc_batch_free(b);
+    mcdc_table_close(t);
+}
+
 TEST(frame_refuses_a_foreign_writer_and_a_rewound_checkpoint) {
     toy_world w;
     world_init(&w);
@@ -285,21 +306,7 @@ TEST(frame_refuses_a_foreign_writer_and_a_rewound_checkpoint) {
     CHECK_EQ_INT(run_frame(&w, "toy", &e), MCDC_E_CANCELLED);
     w.job.crash_point = NULL;
     /* another program commits unit 5 of the same app id */
-    mcdc_table *t = NULL;
-    mcdc_appender *a = NULL;
-    mcdc_batch *b = NULL;
-    CHECK_EQ_INT(mcdc_table_open_env(&t, &w.env, "mem://lake/target", NULL, &e), MCDC_OK);
-    mcdc_batch_create(&b, w.job.schema, 1, &e);
-    mcdc_col_append_int(&b->columns[0], 999, &e);
-    mcdc_batch_seal(b, &e);
-    CHECK_EQ_INT(mcdc_appender_open(&a, t, w.job.schema, NULL, &e), MCDC_OK);
-    CHECK_EQ_INT(mcdc_appender_write(a, b, &e), MCDC_OK);
-    bool skipped;
-    int64_t v;
-    CHECK_EQ_INT(mcdc_appender_commit(a, "toy", 5, NULL, &skipped, &v, &e), MCDC_OK);
-    mcdc_appender_free(a);
-    mcdc_batch_free(b);
-    mcdc_table_close(t);
+    foreign_commit(&w, "toy", 5);
     CHECK_EQ_INT(run_frame(&w, "toy", &e), MCDC_E_FOREIGN_WRITER);
     world_free(&w);
 
@@ -535,5 +542,170 @@ TEST(frame_continues_a_checkpoint_and_commits_an_earlier_build_wrote) {
     if (rc) printf("  %s\n", e.message);
     CHECK_EQ_INT(w.job.units_run, UNITS - 1); /* unit 1 again (its data held), then 2 and 3 */
     check_exactly_once(&w, UNITS);
+    world_free(&w);
+}
+
+/* ---- a job of one unit on a lake ledger (mcdc_once.h) ------------------------------ */
+
+typedef struct {
+    toy_world *w;
+    int plans, runs, idle_plans;
+} once_job;
+
+static int once_plan(void *job, const mcdc_pos *last, mcdc_pos *start, mcdc_pos *end, bool *idle,
+                     mcdc_error *err) {
+    once_job *j = job;
+    (void)err;
+    j->plans++;
+    *idle = last != NULL; /* recorded: done */
+    j->idle_plans += *idle;
+    if (*idle) return MCDC_OK;
+    start->kind = end->kind = MCDC_POS_STAMP;
+    end->stamp.has_lsn = true;
+    end->stamp.lsn.b[MCDC_LSN_BYTES - 1] = 5;
+    return MCDC_OK;
+}
+
+static int once_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_result *res,
+                    mcdc_error *err) {
+    once_job *j = job;
+    j->runs++;
+    /* the toy's keys 0..9, in one commit of the unit */
+    res->rows = KEYS_PER_UNIT;
+    if (u->data_done) return MCDC_OK;
+    mcdc_batch *b = NULL;
+    int rc = mcdc_batch_create(&b, j->w->job.schema, KEYS_PER_UNIT, err);
+    for (int i = 0; rc == MCDC_OK && i < KEYS_PER_UNIT; i++)
+        rc = mcdc_col_append_int(&b->columns[0], i, err);
+    if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
+    mcdc_appender *a = NULL;
+    if (rc == MCDC_OK) rc = mcdc_appender_open(&a, mcdc_frame_target(f), j->w->job.schema, NULL, err);
+    if (rc == MCDC_OK) rc = mcdc_appender_write(a, b, err);
+    if (rc == MCDC_OK) rc = mcdc_frame_commit_data(f, u, a, json_object(), NULL, err);
+    res->data_committed = rc == MCDC_OK;
+    mcdc_appender_free(a);
+    mcdc_batch_free(b);
+    return rc;
+}
+
+static int once_facts(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
+                      mcdc_batch *rows, mcdc_error *err) {
+    once_job *j = job;
+    return toy_facts(&j->w->job, u, res, rows, err);
+}
+
+static const mcdc_job_ops ONCE_OPS = {.kind = "once", .pos_kind = MCDC_POS_STAMP,
+                                      .plan = once_plan, .run = once_run, .facts = once_facts};
+
+static int run_once(toy_world *w, once_job *j, int64_t unit, mcdc_error *err) {
+    mcdc_ctx ctx = {.storage_env = &w->env, .crash_fn = toy_crash, .crash_user = &w->job};
+    mcdc_table *target = NULL, *facts = NULL;
+    int rc = mcdc_table_open_env(&target, &w->env, "mem://lake/target", NULL, err);
+    if (rc == MCDC_OK) rc = mcdc_table_open_env(&facts, &w->env, "mem://lake/facts", NULL, err);
+    mcdc_once_cfg cfg = {.ctx = &ctx, .id = "once.r1", .name = "once r1", .unit = unit,
+                         .target = target, .app_id = "once.r1", .facts = facts,
+                         .facts_app_id = "once.r1#facts"};
+    if (rc == MCDC_OK) rc = mcdc_once_run(&cfg, &ONCE_OPS, j, err);
+    mcdc_table_close(target);
+    mcdc_table_close(facts);
+    return rc;
+}
+
+/* The target's rows and the facts rows now, and their txn versions. */
+static void once_state(toy_world *w, int64_t *rows, int64_t *facts_rows, int64_t *txn,
+                       int64_t *facts_txn) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    const char *names[2] = {"mem://lake/target", "mem://lake/facts"};
+    const char *apps[2] = {"once.r1", "once.r1#facts"};
+    int64_t *counts[2] = {rows, facts_rows}, *txns[2] = {txn, facts_txn};
+    for (int i = 0; i < 2; i++) {
+        mcdc_table *t = NULL;
+        mcdc_batch *all = NULL;
+        int64_t v;
+        CHECK_EQ_INT(mcdc_table_open_env(&t, &w->env, names[i], NULL, &e), MCDC_OK);
+        CHECK_EQ_INT(mcdc_table_read_all(t, &all, &v, &e), MCDC_OK);
+        *counts[i] = all ? all->rows : 0;
+        CHECK_EQ_INT(mcdc_table_txn_version(t, apps[i], txns[i], &e), MCDC_OK);
+        mcdc_batch_free(all);
+        mcdc_table_close(t);
+    }
+}
+
+TEST(frame_runs_a_job_of_one_unit_on_its_commits_once_whatever_kills_it) {
+    static const char *const points[] = {"after_plan", "after_bronze", "after_facts",
+                                         "after_commit"};
+    for (size_t p = 0; p < sizeof points / sizeof points[0]; p++) {
+        toy_world w;
+        world_init(&w);
+        once_job j = {.w = &w};
+        mcdc_error e = MCDC_ERROR_INIT;
+        w.job.crash_point = points[p];
+        w.job.crash_unit = 2;
+        CHECK_EQ_INT(run_once(&w, &j, 2, &e), MCDC_E_CANCELLED);
+        w.job.crash_point = NULL;
+        CHECK_EQ_INT(run_once(&w, &j, 2, &e), MCDC_OK);
+        /* and once more: recorded, nothing is written */
+        once_job again = {.w = &w};
+        CHECK_EQ_INT(run_once(&w, &again, 2, &e), MCDC_OK);
+        CHECK_EQ_INT(again.runs, 0);
+        CHECK_EQ_INT(again.idle_plans, 1);
+        int64_t rows, facts_rows, txn, facts_txn;
+        once_state(&w, &rows, &facts_rows, &txn, &facts_txn);
+        CHECK_EQ_INT(rows, KEYS_PER_UNIT);
+        CHECK_EQ_INT(facts_rows, 1);
+        CHECK_EQ_INT(txn, 2);       /* the unit's number is its commits' version */
+        CHECK_EQ_INT(facts_txn, 2);
+        world_free(&w);
+    }
+}
+
+TEST(frame_refuses_a_job_of_one_unit_whose_target_lost_its_commit_or_holds_another_writers) {
+    /* the target restored from an older copy: its last commit, the unit's,
+     * gone (after another program's), the facts row stands */
+    toy_world w;
+    world_init(&w);
+    once_job j = {.w = &w};
+    mcdc_error e = MCDC_ERROR_INIT;
+    put_unit(&w, "target", "another", 0, NULL);
+    CHECK_EQ_INT(run_once(&w, &j, 0, &e), MCDC_OK);
+    mcdc_storage *st = NULL;
+    CHECK_EQ_INT(mcdc_storage_mem_open(&st, w.mem, "target", &e), MCDC_OK);
+    mcdc_storage_listing l = {0};
+    CHECK_EQ_INT(mcdc_storage_list(st, "_delta_log/", &l, &e), MCDC_OK);
+    char last[96] = "";
+    for (size_t i = 0; i < l.count; i++)
+        if (strcmp(l.entries[i].name, last + 11) > 0)
+            snprintf(last, sizeof last, "_delta_log/%s", l.entries[i].name);
+    mcdc_storage_listing_free(&l);
+    CHECK_EQ_INT(mcdc_storage_delete(st, last, &e), MCDC_OK);
+    mcdc_storage_free(st);
+    j = (once_job){.w = &w};
+    CHECK_EQ_INT(run_once(&w, &j, 0, &e), MCDC_E_TARGET_BEHIND);
+    CHECK(strstr(e.message, "once r1") != NULL);
+    CHECK_EQ_INT(j.runs, 0);
+    world_free(&w);
+
+    /* another program committed under the unit's app id first */
+    world_init(&w);
+    foreign_commit(&w, "once.r1", 0);
+    j = (once_job){.w = &w};
+    CHECK_EQ_INT(run_once(&w, &j, 0, &e), MCDC_E_FOREIGN_WRITER);
+    CHECK_EQ_INT(j.runs, 0);
+    int64_t rows, facts_rows, txn, facts_txn;
+    once_state(&w, &rows, &facts_rows, &txn, &facts_txn);
+    CHECK_EQ_INT(facts_rows, 0);
+    world_free(&w);
+
+    /* the target and the facts one table */
+    world_init(&w);
+    mcdc_ctx ctx = {.storage_env = &w.env};
+    mcdc_table *one = NULL;
+    CHECK_EQ_INT(mcdc_table_open_env(&one, &w.env, "mem://lake/target", NULL, &e), MCDC_OK);
+    mcdc_once_cfg cfg = {.ctx = &ctx, .id = "once.r1", .name = "once r1", .target = one,
+                         .app_id = "once.r1", .facts = one, .facts_app_id = "once.r1#facts"};
+    j = (once_job){.w = &w};
+    CHECK_EQ_INT(mcdc_once_run(&cfg, &ONCE_OPS, &j, &e), MCDC_E_MISMATCH);
+    CHECK(strstr(e.message, "a place of its own") != NULL);
+    mcdc_table_close(one);
     world_free(&w);
 }
