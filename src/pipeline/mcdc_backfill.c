@@ -1155,9 +1155,10 @@ static int prepare(mcdc_backfill *b, bool *go, mcdc_error *err) {
     if (rc == MCDC_OK) rc = mcdc_table_open_env(&b->facts, env, c->facts_table, c->warehouse, err);
     if (rc == MCDC_OK) rc = mcdc_plans_name(&b->plans_name, c->target, err);
     if (rc == MCDC_OK) rc = mcdc_table_open_env(&b->plans, env, b->plans_name, c->warehouse, err);
-    if (rc == MCDC_OK) rc = mcdc_table_check_kind(b->bronze, MCDC_KIND_BRONZE, "target", err);
-    if (rc == MCDC_OK) rc = mcdc_table_check_kind(b->facts, MCDC_KIND_FACTS, "facts table", err);
-    if (rc == MCDC_OK) rc = mcdc_table_check_kind(b->plans, MCDC_KIND_PLANS, "plans table", err);
+    const mcdc_frame_role roles[3] = {{b->bronze, MCDC_KIND_BRONZE, "target"},
+                                      {b->facts, MCDC_KIND_FACTS, "facts table"},
+                                      {b->plans, MCDC_KIND_PLANS, "plans table"}};
+    if (rc == MCDC_OK) rc = mcdc_frame_check_roles(roles, 3, err);
     if (rc == MCDC_OK) rc = mcdc_snapfacts_load(&b->sf, b->facts, c->target, c->warehouse, c->app_id, err);
     /* One mode while a snapshot is open: a full one of the stream still
      * being read refuses any wave (and any plan). */
@@ -1306,6 +1307,7 @@ int mcdc_backfill_run(mcdc_backfill *b, mcdc_backfill_status *status, mcdc_error
             .ctx = &b->ctx,
             .ledger = &led,
             .target = b->bronze,
+            .target_kind = MCDC_KIND_BRONZE,
             .app_id = b->ledger_id,
             .facts = b->facts,
             .facts_app_id = b->chunks_id,

@@ -21,6 +21,7 @@
 
 #include "mcdc_cfg.h"
 #include "mcdc_facts.h"
+#include "mcdc_frame.h"
 #include "mcdc_keycheck.h"
 #include "mcdc_options.h"
 #include "mcdc_parquet.h"
@@ -391,10 +392,13 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
     mcdc_changes *changes = NULL;
     mcdc_schema *bronze = NULL;
     rc = mcdc_table_open(&target, cfg->target, cfg->warehouse, err);
-    if (rc == MCDC_OK) rc = mcdc_table_check_kind(target, MCDC_KIND_BRONZE, "target", err);
     if (rc == MCDC_OK && cfg->facts_table)
         rc = mcdc_table_open(&facts, cfg->facts_table, cfg->warehouse, err);
-    if (rc == MCDC_OK && facts) rc = mcdc_table_check_kind(facts, MCDC_KIND_FACTS, "facts table", err);
+    /* The frame's check of the tables' roles: a seed is no unit of the frame
+     * (mcdc_snapshot_job.h says why), but it writes to the same tables */
+    const mcdc_frame_role roles[2] = {{target, MCDC_KIND_BRONZE, "target"},
+                                      {facts, MCDC_KIND_FACTS, "facts table"}};
+    if (rc == MCDC_OK) rc = mcdc_frame_check_roles(roles, 2, err);
     if (rc == MCDC_OK) rc = mcdc_changes_open(&changes, opts, NULL, err);
     if (rc == MCDC_OK) rc = mcdc_bronze_schema(&bronze, mcdc_changes_schema(changes), err);
     seed_job j = {.changes = changes, .bronze = bronze, .cfg = cfg, .opts = opts};

@@ -10,6 +10,7 @@
 #include "mcdc_cfg.h"
 #include "mcdc_facts.h"
 #include "mcdc_fanin.h"
+#include "mcdc_frame.h"
 #include "mcdc_plans.h"
 #include "mcdc_snapfacts.h"
 #include "mcdc_stream.h"
@@ -406,8 +407,14 @@ int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcdc_
     mcdc_changes *changes = NULL;
     mcdc_schema *bronze = NULL;
     int control = 0;
+    mcdc_table *facts = NULL;
     rc = mcdc_table_open(&target, cfg->target, cfg->warehouse, err);
-    if (rc == MCDC_OK) rc = mcdc_table_check_kind(target, MCDC_KIND_BRONZE, "target", err);
+    if (rc == MCDC_OK && facts_name) rc = mcdc_table_open(&facts, facts_name, cfg->warehouse, err);
+    /* The frame's check of the tables' roles: a whole snapshot is no unit of
+     * the frame (the header says why), but it writes to the stream's bronze */
+    const mcdc_frame_role roles[2] = {{target, MCDC_KIND_BRONZE, "target"},
+                                      {facts, MCDC_KIND_FACTS, "facts table"}};
+    if (rc == MCDC_OK) rc = mcdc_frame_check_roles(roles, 2, err);
     if (rc == MCDC_OK)
         rc = mcdc_budget_acquire(ctx.budget, MCDC_PERMIT_CONNECTION, 1, 1, 1, &ctx.stop, &control, err);
     if (rc == MCDC_OK) rc = mcdc_changes_open(&changes, opts, NULL, err);
@@ -415,10 +422,7 @@ int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcdc_
     mcdc_snap_env e = {.ctx = &ctx, .changes = changes, .target = target, .bronze = bronze,
                        .num_partitions = mcdc_opt_num_partitions(opts)};
     /* A chunked snapshot of the stream still open: this would be a full one. */
-    mcdc_table *facts = NULL;
     mcdc_snapfacts sf = {0};
-    if (rc == MCDC_OK && facts_name) rc = mcdc_table_open(&facts, facts_name, cfg->warehouse, err);
-    if (rc == MCDC_OK && facts) rc = mcdc_table_check_kind(facts, MCDC_KIND_FACTS, "facts table", err);
     if (rc == MCDC_OK && facts)
         rc = mcdc_snapfacts_load(&sf, facts, cfg->target, cfg->warehouse, app_id, err);
     if (rc == MCDC_OK && facts)

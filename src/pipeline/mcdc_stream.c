@@ -1357,16 +1357,14 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     int rc = mcdc_table_open_env(&s->bronze, s->ctx.storage_env, cfg->target, cfg->warehouse, err);
     if (rc == MCDC_OK && cfg->facts_table)
         rc = mcdc_table_open_env(&s->facts, s->ctx.storage_env, cfg->facts_table, cfg->warehouse, err);
-    if (rc == MCDC_OK) rc = mcdc_table_check_kind(s->bronze, MCDC_KIND_BRONZE, "target", err);
-    if (rc == MCDC_OK && s->facts)
-        rc = mcdc_table_check_kind(s->facts, MCDC_KIND_FACTS, "facts table", err);
-    if (rc == MCDC_OK && cfg->control_table) {
-        mcdc_table *control = NULL;
-        rc = mcdc_table_open_env(&control, s->ctx.storage_env, cfg->control_table, cfg->warehouse, err);
-        if (rc == MCDC_OK)
-            rc = mcdc_table_check_kind(control, MCDC_KIND_CONTROL, "control table", err);
-        mcdc_table_close(control);
-    }
+    mcdc_table *verdicts = NULL;
+    if (rc == MCDC_OK && cfg->control_table)
+        rc = mcdc_table_open_env(&verdicts, s->ctx.storage_env, cfg->control_table, cfg->warehouse, err);
+    const mcdc_frame_role roles[3] = {{s->bronze, MCDC_KIND_BRONZE, "target"},
+                                      {s->facts, MCDC_KIND_FACTS, "facts table"},
+                                      {verdicts, MCDC_KIND_CONTROL, "control table"}};
+    if (rc == MCDC_OK) rc = mcdc_frame_check_roles(roles, 3, err);
+    mcdc_table_close(verdicts);
     /* One process on a checkpoint at a time, held for the whole run: its
      * generations, the state file and every batch. A second one stops here,
      * before it asks the source anything. */
@@ -1422,6 +1420,7 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
             .checkpoint = s->gen_checkpoint,
             .binding = stream_binding(s, s->sink_id),
             .target = s->bronze,
+            .target_kind = MCDC_KIND_BRONZE,
             .app_id = s->sink_id,
             .facts = s->facts,
             .facts_app_id = s->facts_app_id,

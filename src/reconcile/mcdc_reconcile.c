@@ -37,6 +37,7 @@
 #include "mcdc_cfg.h"
 #include "mcdc_changes.h"
 #include "mcdc_context.h"
+#include "mcdc_frame.h"
 #include "mcdc_lake.h"
 #include "mcdc_options.h"
 #include "mcdc_plans.h"
@@ -1580,21 +1581,12 @@ static int open_tables(mcdc_reconcile *r, mcdc_error *err) {
     if (rc == MCDC_OK && r->cfg.facts_table) rc = mcdc_table_open(&r->facts, r->cfg.facts_table, wh, err);
     if (rc == MCDC_OK && r->cfg.report_table)
         rc = mcdc_table_open(&r->report, r->cfg.report_table, wh, err);
-    mcdc_table *t[5] = {r->silver, r->bronze, r->control, r->facts, r->report};
-    const char *role[5] = {"silver", "bronze", "control table", "facts table", "report table"};
-    for (int i = 0; rc == MCDC_OK && i < 5; i++)
-        for (int j = i + 1; rc == MCDC_OK && j < 5; j++)
-            if (t[i] && t[j] && strcmp(mcdc_table_path(t[i]), mcdc_table_path(t[j])) == 0)
-                rc = mcdc_error_set(err, MCDC_E_MISMATCH,
-                                    "%s and %s are one table (%s): nothing was written. Give each "
-                                    "its own",
-                                    role[i], role[j], mcdc_table_path(t[i]));
-    if (rc == MCDC_OK) rc = mcdc_table_check_kind(r->silver, MCDC_KIND_SILVER, "silver", err);
-    if (rc == MCDC_OK) rc = mcdc_table_check_kind(r->bronze, MCDC_KIND_BRONZE, "bronze", err);
-    if (rc == MCDC_OK) rc = mcdc_table_check_kind(r->control, MCDC_KIND_CONTROL, "control table", err);
-    if (rc == MCDC_OK && r->facts) rc = mcdc_table_check_kind(r->facts, MCDC_KIND_FACTS, "facts table", err);
-    if (rc == MCDC_OK && r->report)
-        rc = mcdc_table_check_kind(r->report, MCDC_KIND_RECONCILE, "report table", err);
+    const mcdc_frame_role roles[5] = {{r->silver, MCDC_KIND_SILVER, "silver"},
+                                      {r->bronze, MCDC_KIND_BRONZE, "bronze"},
+                                      {r->control, MCDC_KIND_CONTROL, "control table"},
+                                      {r->facts, MCDC_KIND_FACTS, "facts table"},
+                                      {r->report, MCDC_KIND_RECONCILE, "report table"}};
+    if (rc == MCDC_OK) rc = mcdc_frame_check_roles(roles, 5, err);
     return rc;
 }
 

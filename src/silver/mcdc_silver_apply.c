@@ -267,20 +267,12 @@ static int open_tables(mcdc_apply *a, mcdc_error *err) {
         rc = mcdc_table_open_env(&a->facts, env, a->cfg.facts_table, wh, err);
     if (rc == MCDC_OK) rc = mcdc_plans_name(&a->plans_name, a->cfg.bronze, err);
     if (rc == MCDC_OK) rc = mcdc_table_open_env(&a->plans, env, a->plans_name, wh, err);
-    /* one table in two roles */
-    mcdc_table *t[4] = {a->bronze, a->silver, a->control, a->facts};
-    const char *role[4] = {"bronze", "target (silver)", "control table", "facts table"};
-    for (int i = 0; rc == MCDC_OK && i < 4; i++)
-        for (int j = i + 1; rc == MCDC_OK && j < 4; j++)
-            if (t[i] && t[j] && strcmp(mcdc_table_path(t[i]), mcdc_table_path(t[j])) == 0)
-                rc = mcdc_error_set(err, MCDC_E_MISMATCH,
-                                    "%s and %s are one table (%s): nothing was written. Give each "
-                                    "its own",
-                                    role[i], role[j], mcdc_table_path(t[i]));
-    if (rc == MCDC_OK) rc = mcdc_table_check_kind(a->bronze, MCDC_KIND_BRONZE, "bronze", err);
-    if (rc == MCDC_OK) rc = mcdc_table_check_kind(a->silver, MCDC_KIND_SILVER, "target", err);
-    if (rc == MCDC_OK) rc = mcdc_table_check_kind(a->control, MCDC_KIND_CONTROL, "control table", err);
-    if (rc == MCDC_OK && a->facts) rc = mcdc_table_check_kind(a->facts, MCDC_KIND_FACTS, "facts table", err);
+    /* one table in two roles, each of its kind */
+    const mcdc_frame_role roles[4] = {{a->bronze, MCDC_KIND_BRONZE, "bronze"},
+                                      {a->silver, MCDC_KIND_SILVER, "target"},
+                                      {a->control, MCDC_KIND_CONTROL, "control table"},
+                                      {a->facts, MCDC_KIND_FACTS, "facts table"}};
+    if (rc == MCDC_OK) rc = mcdc_frame_check_roles(roles, 4, err);
     return rc;
 }
 
@@ -343,6 +335,7 @@ int mcdc_apply_run(mcdc_apply *a, mcdc_apply_fn fn, void *ctx, mcdc_apply_result
             .ctx = &a->ctx,
             .ledger = &led,
             .target = a->silver,
+            .target_kind = MCDC_KIND_SILVER,
             .app_id = APPLY_APP_ID,
             .control_table = a->cfg.control_table,
             .warehouse = a->cfg.warehouse,
