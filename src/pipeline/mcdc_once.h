@@ -21,7 +21,8 @@
  * facts that record the unit while the target lacks its commit
  * (MCDC_E_TARGET_BEHIND), a commit of the app id by another program
  * (MCDC_E_FOREIGN_WRITER), the tables in the wrong roles (MCDC_E_MISMATCH).
-
+ *
+ * Its job: repair (bronze, and its 'repair' facts row).
  */
 #ifndef MCDC_ONCE_H
 #define MCDC_ONCE_H

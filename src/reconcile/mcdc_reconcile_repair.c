@@ -104,39 +104,33 @@ static int report_runs(const mcdc_ctx *ctx, const mcdc_reconcile_cfg *cfg, runs_
 }
 
 /* Keeps in a only the runs whose repair did not finish: its report marks
- * it a repairing run (txn version MCDC_TXN_RECONCILE_REPAIRS) and bronze lacks the
- * repair's commit (killed after the report), or bronze holds the commit
- * and the facts table lacks its row (killed between the two; any run, as
- * reports written before the mark have none). */
+ * it a repairing run (txn version MCDC_TXN_RECONCILE_REPAIRS) and the
+ * repair's ledger holds nothing of it (killed after the report), or holds
+ * its bronze commit but not its facts row (killed between the two; any
+ * run, as reports written before the mark have none). */
 static int keep_unfinished(const mcdc_ctx *ctx, const mcdc_reconcile_cfg *cfg, runs_acc *a,
                            mcdc_error *err) {
     mcdc_table *bronze = NULL, *facts = NULL, *report = NULL;
-    silver_repairs rp = {0};
-    int64_t v;
     const mcdc_storage_env *env = ctx->storage_env;
     int rc = mcdc_table_open_env(&bronze, env, cfg->bronze, cfg->warehouse, err);
     if (rc == MCDC_OK) rc = mcdc_table_open_env(&facts, env, cfg->facts_table, cfg->warehouse, err);
     if (rc == MCDC_OK) rc = mcdc_table_open_env(&report, env, cfg->report_table, cfg->warehouse, err);
-    if (rc == MCDC_OK) rc = silver_repairs_load(&rp, facts, cfg->bronze, -1, &v, err);
     size_t k = 0;
     for (size_t j = 0; j < a->n; j++) {
-        char app[MCDC_TXN_APP_ID_MAX], mark[MCDC_TXN_APP_ID_MAX];
-        int64_t have = -1, marked = -1;
-        bool keep = false;
+        char mark[MCDC_TXN_APP_ID_MAX];
+        int64_t marked = -1;
+        bool keep = false, written = false, recorded = false;
         if (rc == MCDC_OK && mcdc_repair_run_id_check(a->v[j], NULL) == MCDC_OK) {
-            rc = mcdc_txn_app_id(app, sizeof app, MCDC_TXN_REPAIR, a->v[j], 0, NULL, err);
-            if (rc == MCDC_OK)
+            rc = mcdc_repair_state(bronze, facts, a->v[j], &written, &recorded, err);
+            if (rc == MCDC_OK && !written)
                 rc = mcdc_txn_app_id(mark, sizeof mark, MCDC_TXN_RECONCILE, a->v[j], 0, NULL, err);
-            if (rc == MCDC_OK) rc = mcdc_table_txn_version(bronze, app, &have, err);
-            if (rc == MCDC_OK && have < 0) rc = mcdc_table_txn_version(report, mark, &marked, err);
-            keep = rc == MCDC_OK && (have >= 0 ? !silver_repairs_has(&rp, a->v[j])
-                                               : marked == MCDC_TXN_RECONCILE_REPAIRS);
+            if (rc == MCDC_OK && !written) rc = mcdc_table_txn_version(report, mark, &marked, err);
+            keep = rc == MCDC_OK && (written ? !recorded : marked == MCDC_TXN_RECONCILE_REPAIRS);
         }
         if (keep) a->v[k++] = a->v[j];
         else mcdc_free(a->v[j]);
     }
     a->n = k;
-    silver_repairs_free(&rp);
     mcdc_table_close(report);
     mcdc_table_close(facts);
     mcdc_table_close(bronze);
