@@ -22,7 +22,9 @@
  * (MCDC_E_TARGET_BEHIND), a commit of the app id by another program
  * (MCDC_E_FOREIGN_WRITER), the tables in the wrong roles (MCDC_E_MISMATCH).
  *
- * Its job: repair (bronze, and its 'repair' facts row).
+ * Its jobs: repair (bronze, and its 'repair' facts row), the reconcile
+ * report (the report table, no facts). The smallest to copy is the
+ * report's (write_report in src/reconcile/mcdc_reconcile.c).
  */
 #ifndef MCDC_ONCE_H
 #define MCDC_ONCE_H
