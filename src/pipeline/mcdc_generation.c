@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "mcdc_facts.h"
+#include "mcdc_frame.h"
 #include "mcdc_offset.h"
 #include "mcdc_snapfacts.h"
 #include "mcdc_snapshot_job.h"
@@ -370,6 +371,17 @@ int mcdc_generation_recover(mcdc_generation *g, const mcdc_recovery *r, bool *re
              "capture instance %s: CDC no longer holds the changes after %s that the stream has "
              "not read (min_lsn is %s): cleanup purged them",
              mcdc_changes_capture_instance(r->changes), start.lsn, low_text);
+    /* The re-snapshot row of a later generation than n + 1 must not be in
+     * the facts (the frame's check of a record written once): if it is,
+     * this state file is older than they are, and the generation the
+     * stream would enter has run before. */
+    char events[MCDC_TXN_APP_ID_MAX], state[256];
+    snprintf(state, sizeof state, "the generation state of checkpoint %s (generation %lld)",
+             r->checkpoint, (long long)n);
+    if (rc == MCDC_OK)
+        rc = mcdc_txn_app_id(events, sizeof events, MCDC_TXN_EVENTS, r->app_id, 0, NULL, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_frame_check_once(r->facts, "facts table", events, n + 1, state, NULL, err);
     /* The anti-loop rule: a second loss soon after the last re-snapshot
      * (or a failed one) means the stream cannot keep up. */
     int64_t now = mcdc_now_utc_us();
