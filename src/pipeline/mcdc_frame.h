@@ -1,10 +1,11 @@
 /*
  * mcdc_frame.h - the job frame: the one protocol every job runs on.
  *
- * A job (the stream, a chunked snapshot's backfill waves; later silver)
- * produces units, numbered 0, 1, 2... The frame runs them one after the
- * other, recording each in the job's ledger (mcdc_ledger.h: a checkpoint
- * directory, or the lake itself):
+ * A job (the stream, a chunked snapshot's backfill waves, apply's passes; a
+ * repair and a reconcile report, jobs of one unit) produces units, numbered
+ * 0, 1, 2... The frame runs them one after the other, recording each in
+ * the job's ledger (mcdc_ledger.h: a checkpoint directory, or the lake
+ * itself):
  *
  *   check   the checkpoint, the target's txn for the job's app id and the
  *           facts' txn agree (at start, and again before every unit: one

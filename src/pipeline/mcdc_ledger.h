@@ -2,12 +2,16 @@
  * mcdc_ledger.h - where a job's units are planned and committed: the
  * frame's write-ahead log (mcdc_frame.h), behind one seam.
  *
- * Two ledgers exist:
+ * The ledgers:
  *   - a checkpoint directory (mcdc_checkpoint.h): a stream's offsets/ and
  *     commits/, bound to its arguments;
  *   - the lake itself (mcdc_backfill.c): a chunked snapshot's waves, planned
  *     by their rows in the plans table and committed by their facts rows,
- *     as the reference keeps them (no directory of its own).
+ *     as the reference keeps them (no directory of its own);
+ *   - the lake for apply (mcdc_silver_position.c): silver's txn plans a
+ *     pass, the control row commits it;
+ *   - the lake for a job of one unit (mcdc_once.h): its own commits, the
+ *     target's and then its facts row (a repair, a reconcile report).
  *
  * Contract, whatever the ledger:
  *   - last() never reports committed > planned;
