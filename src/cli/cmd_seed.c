@@ -43,9 +43,9 @@ static const char SEED_HELP[] =
     "A rerun with the same --as-of prints the seed already written. Exit codes: 0 done,\n"
     "2 bad usage, options or copy (none at --from, no row without --allow-empty, a missing\n"
     "column, an as-of in the future, another snapshot in T), 3 the as-of's changes are\n"
-    "not held (DataLossError), 7 T is not a bronze table, 18 a snapshot of the stream is\n"
-    "open, 21 COPY holds two rows of one key, 22 capture has not started the capture\n"
-    "instance within captureWaitSeconds.\n";
+    "not held (DataLossError), 7 T is not a bronze table (or T and the facts table are\n"
+    "one), 18 a snapshot of the stream is open, 21 COPY holds two rows of one key, 22\n"
+    "capture has not started the capture instance within captureWaitSeconds.\n";
 
 int cmd_seed(int argc, char **argv) {
     mcdc_error e = MCDC_ERROR_INIT;

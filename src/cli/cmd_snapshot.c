@@ -42,9 +42,10 @@ static const char SNAPSHOT_HELP[] =
     "writes no row, and a rerun, a seed and a bootstrap find it all the same.\n"
     "\n"
     "Exit codes as for stream: 0 done, 2 bad usage or options, 3 data loss (cleanup\n"
-    "passed the snapshot's LSN while it was read), 7 T is not a bronze table, 18 a\n"
-    "chunked snapshot of the stream is open, 22 capture has not recorded the instance's\n"
-    "start LSN within captureWaitSeconds (check the capture job; nothing was written).\n";
+    "passed the snapshot's LSN while it was read), 7 T is not a bronze table (or T and\n"
+    "the facts table are one), 18 a chunked snapshot of the stream is open, 22 capture\n"
+    "has not recorded the instance's start LSN within captureWaitSeconds (check the\n"
+    "capture job; nothing was written).\n";
 
 int cmd_snapshot(int argc, char **argv) {
     mcdc_error e = MCDC_ERROR_INIT;
