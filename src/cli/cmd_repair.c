@@ -53,8 +53,9 @@ static const char REPAIR_HELP[] =
     "Exit codes: 0 repaired (or nothing to repair, or done before under this ID);\n"
     "2 bad usage, a bad key, bronze or R missing, a run ID R does not hold, a table\n"
     "without a unique index, or a key with more than one source row;\n"
-    "7 a table of another kind, or options of another table than B's; others as for\n"
-    "stream.\n";
+    "7 a table of another kind, B and F one table, or options of another table than\n"
+    "B's; 8 the run's facts row stands but B lacks its commit; 12 another program\n"
+    "committed under the run's app id; others as for stream.\n";
 
 /* The lines of path ("-": stdin) that are not blank, as strings (owned). */
 static int read_lines(const char *path, char ***out, size_t *n) {

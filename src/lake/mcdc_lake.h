@@ -97,6 +97,9 @@ typedef struct mcdc_role {
  * canonical form (owned; NULL where not given). */
 int mcdc_roles_check(const mcdc_role *r, int n, const char *warehouse, char **canon,
                      mcdc_error *err);
+/* The same for n tables already opened (NULL: none in role[i]). */
+int mcdc_roles_check_tables(mcdc_table *const *t, const char *const *role, int n,
+                            mcdc_error *err);
 
 /* Whether the table's location is a regular file (where its directory
  * should be). */

@@ -52,6 +52,7 @@
 #include "mcdc_snapfacts.h"
 #include "mcdc_snapshot_job.h"
 #include "mcdc_tables.h"
+#include "mcdc_txn.h"
 
 #define DEFAULT_CHUNK_ROWS 1000000
 /* A wave's seconds when none are given: a few minutes amortise a wave's
@@ -67,7 +68,7 @@ typedef struct chunk_rec {   /* a chunk the facts record as read */
 
 typedef struct wave_chunk {  /* a chunk of the wave being run */
     int64_t chunk;
-    json_t *lo, *hi;         /* borrowed from the unit's end position */
+    json_t *lo, *hi;         /* owned: the unit's end position's bounds */
     bool last;
     int64_t rows;
     char high_lsn[MCDC_LSN_TEXT_LEN + 1];
@@ -95,10 +96,10 @@ struct mcdc_backfill {
     mcdc_plan_rows prows;
     chunk_rec *done;
     int n_done, cap_done;
-    char ledger_id[MCDC_APP_ID_BYTES_MAX + 40];   /* <app_id>#snap.<S>: bronze's txn */
+    char ledger_id[MCDC_TXN_APP_ID_MAX];          /* <app_id>#snap.<S>: bronze's txn */
     char ledger_name[MCDC_APP_ID_BYTES_MAX + 96]; /* for messages */
-    json_t *first_pos;                            /* {"chunk": 0} */
-    char chunks_id[MCDC_APP_ID_BYTES_MAX + 40];   /* <app_id>#snapchunks.<S> */
+    mcdc_pos first_pos;                           /* {"chunk": 0} */
+    char chunks_id[MCDC_TXN_APP_ID_MAX];          /* <app_id>#snapchunks.<S> */
     mcdc_isolation iso;
     int k;                      /* numPartitions */
     double pace_s;              /* seconds a round of k chunks took; 0: unknown */
@@ -278,9 +279,10 @@ static int make_plan(mcdc_backfill *b, mcdc_error *err) {
                                (json_int_t)rows, "chunks", chunks, "chunk_count",
                                (json_int_t)json_array_size(chunks));
     if (rc == MCDC_OK && d == NULL) rc = nomem(err);
-    char txn[MCDC_APP_ID_BYTES_MAX + 40];
-    snprintf(txn, sizeof txn, "%s#snapplan.%s", b->cfg.app_id, b->s);
+    char txn[MCDC_TXN_APP_ID_MAX];
     bool skipped = false;
+    if (rc == MCDC_OK)
+        rc = mcdc_txn_app_id(txn, sizeof txn, MCDC_TXN_SNAPPLAN, b->cfg.app_id, 0, b->s, err);
     if (rc == MCDC_OK) rc = mcdc_plans_write(b->plans, b->s, "snapshot_plan", &d, 1, txn, 0, &skipped, err);
     json_decref(d);
     /* The plan that stands: re-read. */
@@ -317,60 +319,62 @@ static int make_plan(mcdc_backfill *b, mcdc_error *err) {
 
 /* ---- the ledger: plans rows plan a wave, facts rows commit it ------------------------ */
 
+/* A wave's start {"chunk": first} (its end's first chunk). */
+static void wave_start(mcdc_pos *start, const mcdc_pos *end) {
+    mcdc_pos_free(start);
+    start->kind = MCDC_POS_WAVE;
+    start->wave.chunk = end->wave.n ? end->wave.chunks[0].chunk : end->wave.chunk;
+}
+
 /* A wave's planned chunks from its plans rows: start {"chunk": first},
  * end {"chunk": last + 1, "chunks": [[i, lo, hi], ...]}; *found false when
  * it has none. */
-static int wave_from_plans(mcdc_backfill *b, int64_t n, json_t **start, json_t **end, bool *found,
-                           mcdc_error *err) {
+static int wave_from_plans(mcdc_backfill *b, int64_t n, mcdc_pos *start, mcdc_pos *end,
+                           bool *found, mcdc_error *err) {
     *found = false;
-    json_t *list = json_array();
-    if (list == NULL) return nomem(err);
     int64_t first = -1, last = -1;
+    int32_t m = 0;
     for (int i = 0; i < b->prows.n; i++) {
         const struct mcdc_plan_row *r = &b->prows.rows[i];
         if (strcmp(r->event, "snapshot_chunk") != 0 || r->wave != n) continue;
-        json_t *one = json_pack("[I, O?, O?]", (json_int_t)r->chunk, json_object_get(r->detail, "lo"),
-                                json_object_get(r->detail, "hi"));
-        if (one == NULL || json_array_append_new(list, one)) {
-            json_decref(list);
-            return nomem(err);
-        }
         if (first < 0 || r->chunk < first) first = r->chunk;
         if (r->chunk > last) last = r->chunk;
+        m++;
     }
-    size_t m = json_array_size(list);
-    if (m == 0) {
-        json_decref(list);
-        return MCDC_OK;
-    }
+    if (m == 0) return MCDC_OK;
     /* In chunk order; they must be consecutive. */
-    json_t *sorted = json_array();
-    for (int64_t c = first; sorted && c <= last; c++) {
-        json_t *hit = NULL;
-        for (size_t i = 0; i < m && !hit; i++)
-            if (json_integer_value(json_array_get(json_array_get(list, i), 0)) == c)
-                hit = json_array_get(list, i);
-        if (hit == NULL) {
-            json_decref(sorted);
-            json_decref(list);
-            return mcdc_error_set(err, MCDC_E_CORRUPT,
-                                  "%s: the rows of wave %lld of snapshot %s skip chunk %lld: the "
-                                  "plans table is damaged",
-                                  b->plans_name, (long long)n, b->s, (long long)c);
-        }
-        json_array_append(sorted, hit);
+    if (last - first + 1 != m)
+        return mcdc_error_set(err, MCDC_E_CORRUPT,
+                              "%s: the rows of wave %lld of snapshot %s skip a chunk between %lld "
+                              "and %lld: the plans table is damaged",
+                              b->plans_name, (long long)n, b->s, (long long)first, (long long)last);
+    int rc = mcdc_pos_wave_alloc(end, last + 1, m, err);
+    for (int32_t i = 0; rc == MCDC_OK && i < m; i++) end->wave.chunks[i].chunk = -1;
+    for (int i = 0; rc == MCDC_OK && i < b->prows.n; i++) {
+        const struct mcdc_plan_row *r = &b->prows.rows[i];
+        if (strcmp(r->event, "snapshot_chunk") != 0 || r->wave != n) continue;
+        mcdc_pos_chunk *c = &end->wave.chunks[r->chunk - first];
+        if (c->chunk >= 0) /* a chunk twice (so another one is missing) */
+            rc = mcdc_error_set(err, MCDC_E_CORRUPT,
+                                "%s: wave %lld of snapshot %s holds chunk %lld twice: the plans "
+                                "table is damaged",
+                                b->plans_name, (long long)n, b->s, (long long)r->chunk);
+        c->chunk = r->chunk;
+        if (rc == MCDC_OK) rc = mcdc_pos_bound_text(&c->lo, json_object_get(r->detail, "lo"), err);
+        if (rc == MCDC_OK) rc = mcdc_pos_bound_text(&c->hi, json_object_get(r->detail, "hi"), err);
     }
-    json_decref(list);
-    *start = json_pack("{s:I}", "chunk", (json_int_t)first);
-    *end = json_pack("{s:I, s:o}", "chunk", (json_int_t)(last + 1), "chunks", sorted);
-    if (*start == NULL || *end == NULL) return nomem(err);
+    if (rc) {
+        mcdc_pos_free(end);
+        return rc;
+    }
+    wave_start(start, end);
     *found = true;
     return MCDC_OK;
 }
 
 /* A wave bronze holds without plans rows (another program appended it
  * first): its chunks from the commit's userMetadata. */
-static int wave_from_bronze(mcdc_backfill *b, int64_t n, json_t **start, json_t **end,
+static int wave_from_bronze(mcdc_backfill *b, int64_t n, mcdc_pos *start, mcdc_pos *end,
                             bool *found, mcdc_error *err) {
     *found = false;
     char *um = NULL;
@@ -385,28 +389,31 @@ static int wave_from_bronze(mcdc_backfill *b, int64_t n, json_t **start, json_t 
     json_error_t je;
     json_t *meta = um ? json_loads(um, 0, &je) : NULL;
     mcdc_free(um);
-    json_t *chunks = json_object_get(meta, "chunks"), *list = json_array();
-    int64_t first = -1, last = -1;
+    json_t *chunks = json_object_get(meta, "chunks");
+    int32_t m = 0;
     size_t i;
     json_t *c;
+    json_array_foreach(chunks, i, c) m += jint(c, "chunk", -1) >= 0;
+    rc = m ? mcdc_pos_wave_alloc(end, 0, m, err)
+           : mcdc_error_set(err, MCDC_E_CORRUPT,
+                            "%s: the commit of wave %lld of snapshot %s names no chunks",
+                            mcdc_table_name(b->bronze), (long long)n, b->s);
+    int32_t k = 0;
     json_array_foreach(chunks, i, c) {
         int64_t id = jint(c, "chunk", -1);
-        if (id < 0) continue;
-        json_array_append_new(list, json_pack("[I, O?, O?]", (json_int_t)id,
-                                              json_object_get(c, "lo"), json_object_get(c, "hi")));
-        if (first < 0) first = id;
-        last = id;
+        if (rc || id < 0) continue;
+        mcdc_pos_chunk *pc = &end->wave.chunks[k++];
+        pc->chunk = id;
+        rc = mcdc_pos_bound_text(&pc->lo, json_object_get(c, "lo"), err);
+        if (rc == MCDC_OK) rc = mcdc_pos_bound_text(&pc->hi, json_object_get(c, "hi"), err);
+        end->wave.chunk = id + 1;
     }
     json_decref(meta);
-    if (first < 0) {
-        json_decref(list);
-        return mcdc_error_set(err, MCDC_E_CORRUPT,
-                              "%s: the commit of wave %lld of snapshot %s names no chunks",
-                              mcdc_table_name(b->bronze), (long long)n, b->s);
+    if (rc) {
+        mcdc_pos_free(end);
+        return rc;
     }
-    *start = json_pack("{s:I}", "chunk", (json_int_t)first);
-    *end = json_pack("{s:I, s:o}", "chunk", (json_int_t)(last + 1), "chunks", list);
-    if (*start == NULL || *end == NULL) return nomem(err);
+    wave_start(start, end);
     *found = true;
     return MCDC_OK;
 }
@@ -414,11 +421,7 @@ static int wave_from_bronze(mcdc_backfill *b, int64_t n, json_t **start, json_t 
 static const char *l_id(void *self) { return ((mcdc_backfill *)self)->ledger_id; }
 static const char *l_name(void *self) { return ((mcdc_backfill *)self)->ledger_name; }
 static bool l_fresh(void *self) { (void)self; return false; }
-static int l_bind(void *self, const json_t *start, mcdc_error *err) {
-    (void)self, (void)start, (void)err;
-    return MCDC_OK;
-}
-static const json_t *l_start(void *self) { return ((mcdc_backfill *)self)->first_pos; }
+static const mcdc_pos *l_start(void *self) { return &((mcdc_backfill *)self)->first_pos; }
 
 static int l_last(void *self, int64_t *planned, int64_t *committed, mcdc_error *err) {
     mcdc_backfill *b = self;
@@ -442,9 +445,8 @@ static int l_last(void *self, int64_t *planned, int64_t *committed, mcdc_error *
     return MCDC_OK;
 }
 
-static int l_read_plan(void *self, int64_t n, json_t **start, json_t **end, mcdc_error *err) {
+static int l_read_plan(void *self, int64_t n, mcdc_pos *start, mcdc_pos *end, mcdc_error *err) {
     mcdc_backfill *b = self;
-    *start = *end = NULL;
     bool found;
     int rc = wave_from_plans(b, n, start, end, &found, err);
     /* Another backfill planned it after this run read the plans table:
@@ -459,23 +461,25 @@ static int l_read_plan(void *self, int64_t n, json_t **start, json_t **end, mcdc
 }
 
 /* The plans rows of a wave: its chunks whole, as its facts rows' txn. */
-static int l_write_plan(void *self, int64_t n, const json_t *start, const json_t *end,
+static int l_write_plan(void *self, int64_t n, const mcdc_pos *start, const mcdc_pos *end,
                         mcdc_error *err) {
     (void)start;
     mcdc_backfill *b = self;
-    json_t *chunks = json_object_get(end, "chunks");
-    size_t m = json_array_size(chunks);
-    MCDC_ASSERT(m >= 1);
+    size_t m = (size_t)end->wave.n;
+    MCDC_ASSERT(end->kind == MCDC_POS_WAVE && m >= 1);
     json_t **details = mcdc_calloc(m, sizeof *details);
     if (details == NULL) return nomem(err);
     int64_t total = chunk_count(b);
     int rc = MCDC_OK;
     for (size_t i = 0; i < m && rc == MCDC_OK; i++) {
-        json_t *c = json_array_get(chunks, i);
-        int64_t id = json_integer_value(json_array_get(c, 0));
-        details[i] = json_pack("{s:s, s:I, s:I, s:O?, s:O?, s:b}", "snapshot", b->s, "chunk",
-                               (json_int_t)id, "wave", (json_int_t)n, "lo", json_array_get(c, 1),
-                               "hi", json_array_get(c, 2), "last", id == total - 1);
+        const mcdc_pos_chunk *c = &end->wave.chunks[i];
+        json_t *lo = mcdc_pos_bound_json(c->lo), *hi = mcdc_pos_bound_json(c->hi);
+        details[i] = lo && hi ? json_pack("{s:s, s:I, s:I, s:O, s:O, s:b}", "snapshot", b->s,
+                                          "chunk", (json_int_t)c->chunk, "wave", (json_int_t)n,
+                                          "lo", lo, "hi", hi, "last", c->chunk == total - 1)
+                              : NULL;
+        json_decref(lo);
+        json_decref(hi);
         if (details[i] == NULL) rc = nomem(err);
     }
     bool skipped = false;
@@ -490,17 +494,17 @@ static int l_write_plan(void *self, int64_t n, const json_t *start, const json_t
     }
     if (rc == MCDC_OK && skipped) {
         /* Another run planned this wave first: only the same plan is ours. */
-        json_t *s2 = NULL, *e2 = NULL;
+        mcdc_pos s2 = {0}, e2 = {0};
         bool found;
         rc = wave_from_plans(b, n, &s2, &e2, &found, err);
-        if (rc == MCDC_OK && !(found && json_equal(json_object_get(e2, "chunks"), chunks)))
+        if (rc == MCDC_OK && !(found && mcdc_pos_eq(&e2, end)))
             rc = mcdc_error_set(err, MCDC_E_FOREIGN_WRITER,
                                 "another backfill of snapshot %s (app id %s) planned wave %lld "
                                 "first, with other chunks: run one backfill per snapshot. "
                                 "Nothing of this wave was written; the other run reads it",
                                 b->s, b->cfg.app_id, (long long)n);
-        json_decref(s2);
-        json_decref(e2);
+        mcdc_pos_free(&s2);
+        mcdc_pos_free(&e2);
     }
     return rc;
 }
@@ -520,38 +524,34 @@ static int l_read_commit(void *self, int64_t n, mcdc_ckpt_commit *out, mcdc_erro
     return MCDC_OK;
 }
 
-static int l_write_commit(void *self, int64_t n, const mcdc_ckpt_commit *m, mcdc_error *err) {
-    (void)self, (void)n, (void)m, (void)err;
-    return MCDC_OK; /* the facts rows are the record */
-}
 
 /* A wave commit without our binding (the reference's): ours when it is the
  * same snapshot's wave with the planned chunks. */
-static bool l_owns(void *self, const json_t *meta, const mcdc_unit *u) {
+static bool l_owns(void *self, const char *um, const mcdc_unit *u) {
     mcdc_backfill *b = self;
+    json_error_t je;
+    json_t *meta = um ? json_loads(um, 0, &je) : NULL;
     const char *key = json_string_value(json_object_get(meta, "backfill"));
-    if (key == NULL || strcmp(key, b->ledger_id) != 0 || jint(meta, "wave", -1) != u->id)
-        return false;
-    json_t *theirs = json_object_get(meta, "chunks"), *ours = json_object_get(u->end, "chunks");
-    if (json_array_size(theirs) != json_array_size(ours)) return false;
-    for (size_t i = 0; i < json_array_size(ours); i++)
-        if (jint(json_array_get(theirs, i), "chunk", -1) !=
-            json_integer_value(json_array_get(json_array_get(ours, i), 0)))
-            return false;
-    return true;
+    json_t *theirs = json_object_get(meta, "chunks");
+    const mcdc_pos_wave *ours = &u->end->wave;
+    bool same = key && strcmp(key, b->ledger_id) == 0 && jint(meta, "wave", -1) == u->id &&
+                json_array_size(theirs) == (size_t)ours->n;
+    for (int32_t i = 0; same && i < ours->n; i++)
+        same = jint(json_array_get(theirs, (size_t)i), "chunk", -1) == ours->chunks[i].chunk;
+    json_decref(meta);
+    return same;
 }
 
 static const mcdc_ledger_ops LAKE_LEDGER = {
     .id = l_id,
     .name = l_name,
     .fresh = l_fresh,
-    .bind = l_bind,
     .start = l_start,
     .last = l_last,
     .read_plan = l_read_plan,
     .write_plan = l_write_plan,
     .read_commit = l_read_commit,
-    .write_commit = l_write_commit,
+    /* no write_commit: the facts rows are the record */
     .owns = l_owns,
 };
 
@@ -573,11 +573,11 @@ static int64_t wave_width(const mcdc_backfill *b) {
     return (int64_t)b->k * (rounds >= 1 ? (int64_t)rounds : 1);
 }
 
-static int job_plan(void *job, const json_t *last_end, json_t **start, json_t **end, bool *idle,
-                    mcdc_error *err) {
+static int job_plan(void *job, const mcdc_pos *last_end, mcdc_pos *start, mcdc_pos *end,
+                    bool *idle, mcdc_error *err) {
     mcdc_backfill *b = job;
     *idle = false;
-    int64_t first = jint(last_end, "chunk", 0), total = chunk_count(b);
+    int64_t first = last_end ? last_end->wave.chunk : 0, total = chunk_count(b);
     if (first >= total) {
         *idle = true;
         return MCDC_OK;
@@ -595,8 +595,8 @@ static int job_plan(void *job, const json_t *last_end, json_t **start, json_t **
     }
     int64_t stop = first + wave_width(b);
     if (stop > total) stop = total;
-    json_t *list = json_array();
-    for (int64_t i = first; list && i < stop; i++) {
+    rc = mcdc_pos_wave_alloc(end, stop, (int32_t)(stop - first), err);
+    for (int64_t i = first; rc == MCDC_OK && i < stop; i++) {
         json_t *c = json_array_get(plan_chunks(b), (size_t)i);
         json_t *lo = json_array_get(c, 0), *hi = json_array_get(c, 1);
         json_t *found_end = NULL;
@@ -611,37 +611,46 @@ static int job_plan(void *job, const json_t *last_end, json_t **start, json_t **
                                          json_object_get(extent, "max"), b->iso, &found_end, err);
             if (rc) break;
         }
-        json_t *one = json_pack("[I, O?, O?]", (json_int_t)i, lo, found_end ? found_end : hi);
+        mcdc_pos_chunk *pc = &end->wave.chunks[i - first];
+        pc->chunk = i;
+        rc = mcdc_pos_bound_text(&pc->lo, lo, err);
+        if (rc == MCDC_OK) rc = mcdc_pos_bound_text(&pc->hi, found_end ? found_end : hi, err);
         json_decref(found_end);
-        if (one == NULL || json_array_append_new(list, one)) rc = nomem(err);
     }
-    if (list == NULL && rc == MCDC_OK) rc = nomem(err);
     if (rc) {
-        json_decref(list);
+        mcdc_pos_free(end);
         return rc;
     }
-    *start = json_pack("{s:I}", "chunk", (json_int_t)first);
-    *end = json_pack("{s:I, s:o}", "chunk", (json_int_t)stop, "chunks", list);
-    if (*start == NULL || *end == NULL) return nomem(err);
+    wave_start(start, end);
     mcdc_log(MCDC_LOG_INFO, "backfill of %s (snapshot %s, %s): chunks %lld to %lld of %lld",
              b->cfg.target, b->s, b->sink_id, (long long)first, (long long)(stop - 1),
              (long long)total);
     return MCDC_OK;
 }
 
+static void wave_end(mcdc_backfill *b) {
+    for (int i = 0; b->w && i < b->nw; i++) {
+        json_decref(b->w[i].lo);
+        json_decref(b->w[i].hi);
+    }
+    mcdc_free(b->w);
+    b->w = NULL;
+    b->nw = 0;
+}
+
 /* The wave's chunks, from the unit's end position. */
 static int wave_begin(mcdc_backfill *b, const mcdc_unit *u, mcdc_error *err) {
-    mcdc_free(b->w);
-    json_t *chunks = json_object_get(u->end, "chunks");
-    b->nw = (int)json_array_size(chunks);
-    b->w = mcdc_calloc((size_t)(b->nw ? b->nw : 1), sizeof *b->w);
+    wave_end(b);
+    const mcdc_pos_wave *pw = &u->end->wave;
+    b->w = mcdc_calloc((size_t)(pw->n ? pw->n : 1), sizeof *b->w);
     if (b->w == NULL) return nomem(err);
+    b->nw = pw->n;
     int64_t total = chunk_count(b);
     for (int i = 0; i < b->nw; i++) {
-        json_t *c = json_array_get(chunks, (size_t)i);
-        b->w[i].chunk = json_integer_value(json_array_get(c, 0));
-        b->w[i].lo = json_array_get(c, 1);
-        b->w[i].hi = json_array_get(c, 2);
+        b->w[i].chunk = pw->chunks[i].chunk;
+        b->w[i].lo = mcdc_pos_bound_json(pw->chunks[i].lo);
+        b->w[i].hi = mcdc_pos_bound_json(pw->chunks[i].hi);
+        if (b->w[i].lo == NULL || b->w[i].hi == NULL) return nomem(err);
         b->w[i].last = b->w[i].chunk == total - 1;
     }
     b->started_us = mcdc_now_utc_us();
@@ -969,6 +978,7 @@ static void job_done(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
 
 static const mcdc_job_ops BACKFILL_OPS = {
     .kind = "backfill",
+    .pos_kind = MCDC_POS_WAVE,
     .plan = job_plan,
     .run = job_run,
     .facts = job_facts,
@@ -997,9 +1007,13 @@ static int complete(mcdc_backfill *b, mcdc_error *err) {
     const char *kind = json_string_value(json_object_get(b->info, "kind"));
     if (kind == NULL) kind = gen ? "resnapshot" : "bootstrap";
     bool switched = json_object_get(b->info, "switch_batch_id") != NULL;
-    char txn[MCDC_APP_ID_BYTES_MAX + 48];
-    if (switched) snprintf(txn, sizeof txn, "%s#snapdone.%s", b->cfg.app_id, b->s);
-    else snprintf(txn, sizeof txn, "%s#events", b->cfg.app_id);
+    char txn[MCDC_TXN_APP_ID_MAX];
+    int rc = switched ? mcdc_txn_app_id(txn, sizeof txn, MCDC_TXN_SNAPDONE, b->cfg.app_id, 0, b->s, err)
+                      : mcdc_txn_app_id(txn, sizeof txn, MCDC_TXN_EVENTS, b->cfg.app_id, 0, NULL, err);
+    if (rc) {
+        free(detail);
+        return rc;
+    }
     const mcdc_snap_row *o = b->top;
     int64_t now = mcdc_now_utc_us();
     mcdc_facts_event ev = {.app_id = b->sink_id, .target = b->cfg.target, .event = kind,
@@ -1010,7 +1024,7 @@ static int complete(mcdc_backfill *b, mcdc_error *err) {
                            .has_timing = o->has_written, .started_us = o->written_us,
                            .duration_ms = o->has_written ? (now - o->written_us) / 1000 : 0};
     bool skipped;
-    int rc = mcdc_facts_write_event(b->facts, &ev, txn, switched ? 0 : gen, &skipped, err);
+    rc = mcdc_facts_write_event(b->facts, &ev, txn, switched ? 0 : gen, &skipped, err);
     free(detail);
     if (rc == MCDC_OK)
         mcdc_log(MCDC_LOG_INFO, "backfill of %s: snapshot %s complete, %lld chunks, %lld rows; "
@@ -1155,9 +1169,10 @@ static int prepare(mcdc_backfill *b, bool *go, mcdc_error *err) {
     if (rc == MCDC_OK) rc = mcdc_table_open_env(&b->facts, env, c->facts_table, c->warehouse, err);
     if (rc == MCDC_OK) rc = mcdc_plans_name(&b->plans_name, c->target, err);
     if (rc == MCDC_OK) rc = mcdc_table_open_env(&b->plans, env, b->plans_name, c->warehouse, err);
-    if (rc == MCDC_OK) rc = mcdc_table_check_kind(b->bronze, MCDC_KIND_BRONZE, "target", err);
-    if (rc == MCDC_OK) rc = mcdc_table_check_kind(b->facts, MCDC_KIND_FACTS, "facts table", err);
-    if (rc == MCDC_OK) rc = mcdc_table_check_kind(b->plans, MCDC_KIND_PLANS, "plans table", err);
+    const mcdc_frame_role tables[3] = {{b->bronze, MCDC_KIND_BRONZE, "target"},
+                                       {b->facts, MCDC_KIND_FACTS, "facts table"},
+                                       {b->plans, MCDC_KIND_PLANS, "plans table"}};
+    if (rc == MCDC_OK) rc = mcdc_frame_check_roles(tables, 3, err);
     if (rc == MCDC_OK) rc = mcdc_snapfacts_load(&b->sf, b->facts, c->target, c->warehouse, c->app_id, err);
     /* One mode while a snapshot is open: a full one of the stream still
      * being read refuses any wave (and any plan). */
@@ -1183,11 +1198,15 @@ static int prepare(mcdc_backfill *b, bool *go, mcdc_error *err) {
     snprintf(b->s, sizeof b->s, "%s", b->top->min_lsn);
     snprintf(b->st.snapshot, sizeof b->st.snapshot, "%s", b->s);
     b->sink_id = b->top->app_id;
-    snprintf(b->ledger_id, sizeof b->ledger_id, "%s#snap.%s", c->app_id, b->s);
-    snprintf(b->chunks_id, sizeof b->chunks_id, "%s#snapchunks.%s", c->app_id, b->s);
+    rc = mcdc_txn_app_id(b->ledger_id, sizeof b->ledger_id, MCDC_TXN_SNAP, c->app_id, 0, b->s, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_txn_app_id(b->chunks_id, sizeof b->chunks_id, MCDC_TXN_SNAPCHUNKS, c->app_id, 0,
+                             b->s, err);
+    if (rc) return rc;
     snprintf(b->ledger_name, sizeof b->ledger_name, "the backfill of snapshot %s (app id %s)",
              b->s, c->app_id);
-    if ((b->first_pos = json_pack("{s:i}", "chunk", 0)) == NULL) return nomem(err);
+    mcdc_pos_free(&b->first_pos);
+    b->first_pos.kind = MCDC_POS_WAVE; /* {"chunk": 0} */
     rc = mcdc_plans_load(&b->prows, b->plans, b->s, err);
     const json_t *info = rc ? NULL : mcdc_plans_whole(&b->prows, b->plans_name, "snapshot_open",
                                                        b->top->detail, err);
@@ -1262,11 +1281,10 @@ static void release_run(mcdc_backfill *b) {
     mcdc_plan_rows_free(&b->prows);
     json_decref(b->info);
     json_decref(b->plan);
-    json_decref(b->first_pos);
-    b->first_pos = NULL;
+    mcdc_pos_free(&b->first_pos);
     mcdc_free(b->plans_name);
     mcdc_free(b->done);
-    mcdc_free(b->w);
+    wave_end(b);
     b->changes = NULL;
     b->bronze = b->facts = b->plans = NULL;
     b->bronze_schema = NULL;
@@ -1307,6 +1325,7 @@ int mcdc_backfill_run(mcdc_backfill *b, mcdc_backfill_status *status, mcdc_error
             .ctx = &b->ctx,
             .ledger = &led,
             .target = b->bronze,
+            .target_kind = MCDC_KIND_BRONZE,
             .app_id = b->ledger_id,
             .facts = b->facts,
             .facts_app_id = b->chunks_id,

@@ -19,7 +19,8 @@ struct mcdc_checkpoint {
     char id[64];
     mcdc_ckpt_binding b; /* borrowed from the caller of open */
     bool fresh;
-    json_t *start;       /* metadata's "start", or NULL */
+    mcdc_pos_kind kind;  /* of its positions */
+    mcdc_pos start;      /* metadata's "start" (NONE: none) */
 };
 
 static int put_json(mcdc_checkpoint *c, const char *key, json_t *j, mcdc_error *err) {
@@ -116,13 +117,12 @@ static int check_binding(mcdc_checkpoint *c, const json_t *m, mcdc_error *err) {
                               "mssql-cdc knows (%d): upgrade mssql-cdc",
                               c->dir, (long long)format, CKPT_FORMAT);
     json_t *start = json_object_get(m, "start");
-    if (start && !json_is_object(start))
+    mcdc_pos_free(&c->start);
+    if (start && mcdc_pos_parse(&c->start, c->kind, start, NULL) != MCDC_OK)
         return mcdc_error_set(err, MCDC_E_CORRUPT,
                               "checkpoint %s: metadata's \"start\" is not a position; the "
                               "checkpoint is damaged: restore it from a backup",
                               c->dir);
-    json_decref(c->start);
-    c->start = json_incref(start);
     const char *id = jstr(m, "id");
     /* The first builds had no id: their creation time names the checkpoint. */
     snprintf(c->id, sizeof c->id, "%s%s", id ? "" : "v0:", id ? id : jstr(m, "created") ? jstr(m, "created") : "?");
@@ -130,8 +130,9 @@ static int check_binding(mcdc_checkpoint *c, const json_t *m, mcdc_error *err) {
 }
 
 int mcdc_checkpoint_open(mcdc_checkpoint **out, const mcdc_storage_env *env, const char *dir,
-                         const mcdc_ckpt_binding *b, bool *fresh, mcdc_error *err) {
-    MCDC_ASSERT(dir && b && b->job && b->app_id && b->target);
+                         const mcdc_ckpt_binding *b, mcdc_pos_kind kind, bool *fresh,
+                         mcdc_error *err) {
+    MCDC_ASSERT(dir && b && b->job && b->app_id && b->target && kind != MCDC_POS_NONE);
     *out = NULL;
     mcdc_checkpoint *c = mcdc_calloc(1, sizeof *c);
     if (c == NULL || (c->dir = mcdc_strdup(dir)) == NULL) {
@@ -139,6 +140,7 @@ int mcdc_checkpoint_open(mcdc_checkpoint **out, const mcdc_storage_env *env, con
         return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     }
     c->b = *b;
+    c->kind = kind;
     size_t cap = strlen(dir) + sizeof "checkpoint ";
     if ((c->name = mcdc_malloc(cap)) == NULL) {
         mcdc_checkpoint_free(c);
@@ -166,7 +168,7 @@ int mcdc_checkpoint_open(mcdc_checkpoint **out, const mcdc_storage_env *env, con
 
 void mcdc_checkpoint_free(mcdc_checkpoint *c) {
     if (c == NULL) return;
-    json_decref(c->start);
+    mcdc_pos_free(&c->start);
     mcdc_storage_free(c->st);
     mcdc_free(c->dir);
     mcdc_free(c->name);
@@ -176,9 +178,11 @@ void mcdc_checkpoint_free(mcdc_checkpoint *c) {
 const char *mcdc_checkpoint_dir(const mcdc_checkpoint *c) { return c->dir; }
 const char *mcdc_checkpoint_id(const mcdc_checkpoint *c) { return c->id; }
 
-const json_t *mcdc_checkpoint_start(const mcdc_checkpoint *c) { return c->start; }
+const mcdc_pos *mcdc_checkpoint_start(const mcdc_checkpoint *c) {
+    return c->start.kind != MCDC_POS_NONE ? &c->start : NULL;
+}
 
-int mcdc_checkpoint_bind(mcdc_checkpoint *c, const json_t *start, mcdc_error *err) {
+int mcdc_checkpoint_bind(mcdc_checkpoint *c, const mcdc_pos *start, mcdc_error *err) {
     if (!c->fresh) return MCDC_OK;
     char now[32], id[37];
     mcdc_format_ts_us(mcdc_now_utc_us(), 3, now);
@@ -188,7 +192,11 @@ int mcdc_checkpoint_bind(mcdc_checkpoint *c, const json_t *start, mcdc_error *er
     if (m && c->b.capture_instance)
         json_object_set_new(m, "capture_instance", json_string(c->b.capture_instance));
     if (m && c->b.facts_table) json_object_set_new(m, "facts_table", json_string(c->b.facts_table));
-    if (m && start) json_object_set(m, "start", (json_t *)start);
+    json_t *sj = start ? mcdc_pos_json(start) : NULL;
+    if (m && start && (sj == NULL || json_object_set_new(m, "start", sj))) {
+        json_decref(m);
+        m = NULL;
+    }
     int rc = put_json(c, "metadata", m, err);
     if (rc == MCDC_E_CONFLICT) {
         /* Another run bound it first: hold ourselves to what it wrote. */
@@ -197,8 +205,7 @@ int mcdc_checkpoint_bind(mcdc_checkpoint *c, const json_t *start, mcdc_error *er
         json_decref(theirs);
     } else if (rc == MCDC_OK) {
         snprintf(c->id, sizeof c->id, "%s", id);
-        json_decref(c->start);
-        c->start = start ? json_incref((json_t *)start) : NULL;
+        rc = mcdc_pos_copy(&c->start, start, err);
     }
     if (rc == MCDC_OK) c->fresh = false;
     return rc;
@@ -209,7 +216,7 @@ static int last_in(mcdc_checkpoint *c, const char *dir, int64_t *out, mcdc_error
 int mcdc_checkpoint_peek_instances(const mcdc_storage_env *env, const char *dir, char **bound,
                                    char **last_read, mcdc_error *err) {
     *bound = *last_read = NULL;
-    mcdc_checkpoint c = {.dir = (char *)dir};
+    mcdc_checkpoint c = {.dir = (char *)dir, .kind = MCDC_POS_OFFSET};
     int rc = mcdc_storage_open_env(&c.st, env, dir, err);
     mcdc_error e = MCDC_ERROR_INIT;
     json_t *m = rc == MCDC_OK ? get_json(&c, "metadata", &e) : NULL;
@@ -220,13 +227,13 @@ int mcdc_checkpoint_peek_instances(const mcdc_storage_env *env, const char *dir,
     json_decref(m);
     int64_t n = -1;
     if (rc == MCDC_OK) rc = last_in(&c, "offsets/", &n, err);
-    json_t *start = NULL, *end = NULL;
+    mcdc_pos start = {0}, end = {0};
     if (rc == MCDC_OK && n >= 0) rc = mcdc_checkpoint_read_plan(&c, n, &start, &end, err);
-    const char *l = jstr(end, "capture_instance");
+    const char *l = end.kind == MCDC_POS_OFFSET && end.offset.ci[0] ? end.offset.ci : NULL;
     if (rc == MCDC_OK && l && (*last_read = mcdc_strdup(l)) == NULL)
         rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    json_decref(start);
-    json_decref(end);
+    mcdc_pos_free(&start);
+    mcdc_pos_free(&end);
     mcdc_storage_free(c.st);
     if (rc) {
         mcdc_free(*bound);
@@ -264,39 +271,45 @@ int mcdc_checkpoint_last(mcdc_checkpoint *c, int64_t *planned, int64_t *committe
     return rc;
 }
 
-int mcdc_checkpoint_read_plan(mcdc_checkpoint *c, int64_t n, json_t **start, json_t **end,
+int mcdc_checkpoint_read_plan(mcdc_checkpoint *c, int64_t n, mcdc_pos *start, mcdc_pos *end,
                               mcdc_error *err) {
-    *start = *end = NULL;
+    mcdc_pos_free(start);
+    mcdc_pos_free(end);
     char key[64];
     snprintf(key, sizeof key, "offsets/%lld", (long long)n);
     json_t *j = get_json(c, key, err);
     if (j == NULL) return err ? err->code : MCDC_E_CORRUPT;
-    json_t *s = json_object_get(j, "start"), *e = json_object_get(j, "end");
-    int rc = MCDC_OK;
-    if (!json_is_object(s) || !json_is_object(e) ||
-        json_integer_value(json_object_get(j, "batch_id")) != n)
+    mcdc_error why = MCDC_ERROR_INIT;
+    int rc = json_integer_value(json_object_get(j, "batch_id")) == n ? MCDC_OK : MCDC_E_CORRUPT;
+    if (rc == MCDC_OK) rc = mcdc_pos_parse(start, c->kind, json_object_get(j, "start"), &why);
+    if (rc == MCDC_OK) rc = mcdc_pos_parse(end, c->kind, json_object_get(j, "end"), &why);
+    if (rc) {
+        mcdc_pos_free(start);
+        mcdc_pos_free(end);
         rc = mcdc_error_set(err, MCDC_E_CORRUPT,
-                            "%s/%s lacks \"start\", \"end\" or the matching \"batch_id\"; the "
-                            "checkpoint is damaged: restore it from a backup",
-                            c->dir, key);
-    if (rc == MCDC_OK) {
-        *start = json_incref(s);
-        *end = json_incref(e);
+                            "%s/%s lacks a valid \"start\", \"end\" or the matching "
+                            "\"batch_id\"%s%s; the checkpoint is damaged: restore it from a backup",
+                            c->dir, key, why.message[0] ? ": " : "", why.message);
     }
     json_decref(j);
     return rc;
 }
 
-int mcdc_checkpoint_write_plan(mcdc_checkpoint *c, int64_t n, const json_t *start,
-                               const json_t *end, mcdc_error *err) {
+int mcdc_checkpoint_write_plan(mcdc_checkpoint *c, int64_t n, const mcdc_pos *start,
+                               const mcdc_pos *end, mcdc_error *err) {
+    MCDC_ASSERT(start->kind == c->kind && end->kind == c->kind);
     char key[64];
     snprintf(key, sizeof key, "offsets/%lld", (long long)n);
+    json_t *s = mcdc_pos_json(start), *e = mcdc_pos_json(end);
+    json_t *j = s && e ? json_pack("{s:I, s:o, s:o}", "batch_id", (json_int_t)n, "start", s, "end", e)
+                       : NULL;
+    if (!(s && e)) {
+        json_decref(s);
+        json_decref(e);
+    }
     /* MCDC_E_CONFLICT: another process planned unit n first (the frame
      * says so). */
-    return put_json(c, key,
-                    json_pack("{s:I, s:O, s:O}", "batch_id", (json_int_t)n, "start", start, "end",
-                              end),
-                    err);
+    return put_json(c, key, j, err);
 }
 
 int mcdc_checkpoint_read_commit(mcdc_checkpoint *c, int64_t n, mcdc_ckpt_commit *out,
@@ -430,17 +443,17 @@ static const char *l_name(void *self) {
     return c->name;
 }
 static bool l_fresh(void *c) { return ((mcdc_checkpoint *)c)->fresh; }
-static int l_bind(void *c, const json_t *start, mcdc_error *err) {
+static int l_bind(void *c, const mcdc_pos *start, mcdc_error *err) {
     return mcdc_checkpoint_bind(c, start, err);
 }
-static const json_t *l_start(void *c) { return mcdc_checkpoint_start(c); }
+static const mcdc_pos *l_start(void *c) { return mcdc_checkpoint_start(c); }
 static int l_last(void *c, int64_t *planned, int64_t *committed, mcdc_error *err) {
     return mcdc_checkpoint_last(c, planned, committed, err);
 }
-static int l_read_plan(void *c, int64_t n, json_t **start, json_t **end, mcdc_error *err) {
+static int l_read_plan(void *c, int64_t n, mcdc_pos *start, mcdc_pos *end, mcdc_error *err) {
     return mcdc_checkpoint_read_plan(c, n, start, end, err);
 }
-static int l_write_plan(void *c, int64_t n, const json_t *start, const json_t *end,
+static int l_write_plan(void *c, int64_t n, const mcdc_pos *start, const mcdc_pos *end,
                         mcdc_error *err) {
     return mcdc_checkpoint_write_plan(c, n, start, end, err);
 }

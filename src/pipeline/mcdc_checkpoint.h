@@ -13,8 +13,8 @@
  *                 it before every unit without reading older markers
  *
  * The layout is Spark's (offsets/, commits/, metadata), as the reference's
- * checkpoints are. A position is a JSON document the job owns (the stream's
- * is the offset {"lsn", "commit_ts"}). Every file is created put-if-absent
+ * checkpoints are. A position is the job's, typed (mcdc_position.h: the
+ * stream's is the offset {"lsn", "commit_ts"}) and kept as its JSON. Every file is created put-if-absent
  * on the storage seam, so two runs on one checkpoint cannot both plan a unit.
  *
  * The binding: the first unit planned writes metadata naming the app id,
@@ -26,11 +26,11 @@
 #ifndef MCDC_CHECKPOINT_H
 #define MCDC_CHECKPOINT_H
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "mcdc_ledger.h"
+#include "mcdc_position.h"
 #include "mcdc_storage.h"
 #include "mcdc_util.h"
 
@@ -53,9 +53,11 @@ typedef struct mcdc_ckpt_binding {
 
 /* Opens the directory (nothing is written). A metadata file already there
  * (a path, or mem:// through env, which may be NULL) is read and compared with b: any difference is MCDC_E_MISMATCH naming the
- * field, both values and what to do. *fresh tells that there is none yet. */
+ * field, both values and what to do. *fresh tells that there is none yet.
+ * Its positions are of kind `kind` (the job's). */
 int mcdc_checkpoint_open(mcdc_checkpoint **out, const mcdc_storage_env *env, const char *dir,
-                         const mcdc_ckpt_binding *b, bool *fresh, mcdc_error *err);
+                         const mcdc_ckpt_binding *b, mcdc_pos_kind kind, bool *fresh,
+                         mcdc_error *err);
 void mcdc_checkpoint_free(mcdc_checkpoint *c);
 const char *mcdc_checkpoint_dir(const mcdc_checkpoint *c);
 /* The checkpoint's UUID ("" while fresh). Borrowed. */
@@ -75,19 +77,20 @@ int mcdc_checkpoint_peek_instances(const mcdc_storage_env *env, const char *dir,
  * planned: a run that fails its checks leaves the directory untouched.
  * start (may be NULL) is the position before unit 0 (a bootstrap
  * snapshot's), kept in metadata as "start". */
-int mcdc_checkpoint_bind(mcdc_checkpoint *c, const json_t *start, mcdc_error *err);
+int mcdc_checkpoint_bind(mcdc_checkpoint *c, const mcdc_pos *start, mcdc_error *err);
 /* The position metadata records before unit 0 (NULL: none). Borrowed. */
-const json_t *mcdc_checkpoint_start(const mcdc_checkpoint *c);
+const mcdc_pos *mcdc_checkpoint_start(const mcdc_checkpoint *c);
 
 /* The highest unit planned and committed (-1 when none). */
 int mcdc_checkpoint_last(mcdc_checkpoint *c, int64_t *planned, int64_t *committed,
                          mcdc_error *err);
-/* Unit n's planned positions (owned JSON, json_decref them). */
-int mcdc_checkpoint_read_plan(mcdc_checkpoint *c, int64_t n, json_t **start, json_t **end,
+/* Unit n's planned positions (*start and *end, NONE on entry, owned by the
+ * caller: mcdc_pos_free). */
+int mcdc_checkpoint_read_plan(mcdc_checkpoint *c, int64_t n, mcdc_pos *start, mcdc_pos *end,
                               mcdc_error *err);
 /* Writes offsets/n. MCDC_E_CONFLICT: another run planned it first. */
-int mcdc_checkpoint_write_plan(mcdc_checkpoint *c, int64_t n, const json_t *start,
-                               const json_t *end, mcdc_error *err);
+int mcdc_checkpoint_write_plan(mcdc_checkpoint *c, int64_t n, const mcdc_pos *start,
+                               const mcdc_pos *end, mcdc_error *err);
 
 /* Unit n's commit marker (mcdc_ckpt_commit: mcdc_ledger.h). Markers of older builds lack data_txn: it is
  * derived from their row counts (a unit with rows committed data). */

@@ -24,6 +24,7 @@ struct mcdc_frame {
 
 #define L_ID(f) ((f)->led.ops->id((f)->led.self))
 #define L_NAME(f) ((f)->led.ops->name((f)->led.self))
+#define TARGET_ROLE(f) ((f)->cfg->target_role ? (f)->cfg->target_role : "target")
 
 const mcdc_ctx *mcdc_frame_ctx(const mcdc_frame *f) { return f->cfg->ctx; }
 mcdc_table *mcdc_frame_target(const mcdc_frame *f) { return f->cfg->target; }
@@ -31,8 +32,14 @@ mcdc_table *mcdc_frame_target(const mcdc_frame *f) { return f->cfg->target; }
 /* ---- the binding stamped on commits ------------------------------------------ */
 
 static json_t *binding_meta(const mcdc_frame *f, const mcdc_unit *u) {
-    return json_pack("{s:{s:O, s:O}, s:s}", "planned", "start", u->start, "end", u->end,
-                     "checkpoint_id", L_ID(f));
+    json_t *s = mcdc_pos_json(u->start), *e = mcdc_pos_json(u->end);
+    if (s == NULL || e == NULL) {
+        json_decref(s);
+        json_decref(e);
+        return NULL;
+    }
+    return json_pack("{s:{s:o, s:o}, s:s}", "planned", "start", s, "end", e, "checkpoint_id",
+                     L_ID(f));
 }
 
 /* Compact JSON of j for messages (static buffer per call site). */
@@ -41,6 +48,25 @@ static const char *text_of(const json_t *j, char *buf, size_t cap) {
     snprintf(buf, cap, "%s", t ? t : "(none)");
     free(t);
     return buf;
+}
+
+int mcdc_frame_planned_of(const char *um, mcdc_pos_kind k, mcdc_pos *start, mcdc_pos *end,
+                          mcdc_error *err) {
+    mcdc_pos_free(start);
+    mcdc_pos_free(end);
+    json_error_t je;
+    json_t *m = um ? json_loads(um, 0, &je) : NULL;
+    json_t *p = json_object_get(m, "planned");
+    int rc = p ? MCDC_OK
+               : mcdc_error_set(err, MCDC_E_NOTFOUND, "the commit names no planned positions");
+    if (rc == MCDC_OK) rc = mcdc_pos_parse(start, k, json_object_get(p, "start"), err);
+    if (rc == MCDC_OK) rc = mcdc_pos_parse(end, k, json_object_get(p, "end"), err);
+    if (rc) {
+        mcdc_pos_free(start);
+        mcdc_pos_free(end);
+    }
+    json_decref(m);
+    return rc;
 }
 
 typedef enum { COMMIT_OURS, COMMIT_OTHER_RANGE, COMMIT_OTHER_CHECKPOINT, COMMIT_UNKNOWN } commit_owner;
@@ -58,24 +84,23 @@ static int commit_owner_of(mcdc_frame *f, mcdc_table *t, const char *app_id, int
     if (rc) return rc;
     json_error_t je;
     *meta = um ? json_loads(um, 0, &je) : NULL;
-    mcdc_free(um);
     const char *id = json_string_value(json_object_get(*meta, "checkpoint_id"));
-    if (planned && f->led.ops->owns && f->led.ops->owns(f->led.self, *meta, planned)) {
+    if (planned && f->led.ops->owns && f->led.ops->owns(f->led.self, um, planned)) {
         *owner = COMMIT_OURS;
-        return MCDC_OK;
-    }
-    if (id == NULL) return MCDC_OK;
-    if (strcmp(id, L_ID(f)) != 0) {
+    } else if (id == NULL) {
+        *owner = COMMIT_UNKNOWN;
+    } else if (strcmp(id, L_ID(f)) != 0) {
         *owner = COMMIT_OTHER_CHECKPOINT;
-        return MCDC_OK;
-    }
-    *owner = COMMIT_OURS;
-    if (planned) {
-        json_t *p = json_object_get(*meta, "planned");
-        if (!json_equal(json_object_get(p, "start"), (json_t *)planned->start) ||
-            !json_equal(json_object_get(p, "end"), (json_t *)planned->end))
+    } else {
+        *owner = COMMIT_OURS;
+        mcdc_pos s = {0}, e = {0};
+        if (planned && (mcdc_frame_planned_of(um, f->ops->pos_kind, &s, &e, NULL) != MCDC_OK ||
+                        !mcdc_pos_eq(&s, planned->start) || !mcdc_pos_eq(&e, planned->end)))
             *owner = COMMIT_OTHER_RANGE;
+        mcdc_pos_free(&s);
+        mcdc_pos_free(&e);
     }
+    mcdc_free(um);
     return MCDC_OK;
 }
 
@@ -94,8 +119,8 @@ static int verify_replay(mcdc_frame *f, mcdc_table *t, const char *role, const c
     char theirs[512], ours_s[256], ours_e[256];
     json_t *p = json_object_get(meta, "planned");
     text_of(p, theirs, sizeof theirs);
-    text_of(u->start, ours_s, sizeof ours_s);
-    text_of(u->end, ours_e, sizeof ours_e);
+    mcdc_pos_text(u->start, ours_s, sizeof ours_s);
+    mcdc_pos_text(u->end, ours_e, sizeof ours_e);
     const char *whose = owner == COMMIT_OTHER_RANGE ? "this checkpoint, for another range"
                         : owner == COMMIT_OTHER_CHECKPOINT ? "another checkpoint"
                                                            : "a writer that recorded no range";
@@ -114,6 +139,42 @@ static int verify_replay(mcdc_frame *f, mcdc_table *t, const char *role, const c
                         L_NAME(f), L_ID(f), (long long)u->id, ours_s, ours_e, app_id);
     json_decref(meta);
     return rc;
+}
+
+/* ---- the checks every job shares ----------------------------------------------- */
+
+int mcdc_frame_check_roles(const mcdc_frame_role *roles, int n, mcdc_error *err) {
+    MCDC_ASSERT(roles && n >= 0 && n <= MCDC_ROLES_MAX);
+    mcdc_table *t[MCDC_ROLES_MAX] = {NULL};
+    const char *role[MCDC_ROLES_MAX] = {NULL};
+    for (int i = 0; i < n; i++) {
+        t[i] = roles[i].table;
+        role[i] = roles[i].role;
+    }
+    int rc = mcdc_roles_check_tables(t, role, n, err);
+    for (int i = 0; i < n && rc == MCDC_OK; i++)
+        if (roles[i].table && roles[i].kind != MCDC_KIND_NONE)
+            rc = mcdc_table_check_kind(roles[i].table, roles[i].kind, roles[i].role, err);
+    return rc;
+}
+
+int mcdc_frame_check_once(mcdc_table *t, const char *role, const char *app_id, int64_t version,
+                          const char *state, bool *done, mcdc_error *err) {
+    if (done) *done = false;
+    int64_t have;
+    int rc = mcdc_table_txn_version(t, app_id, &have, err);
+    if (rc || have < version) return rc;
+    if (have == version) {
+        if (done) *done = true;
+        return MCDC_OK;
+    }
+    return mcdc_error_set(
+        err, MCDC_E_REWOUND,
+        "%s %s holds app id '%s' up to version %lld, past the version %lld that %s would write "
+        "now: that state was deleted, rewound or restored from an older copy, and the table has "
+        "moved on without it. Nothing was written. Restore it; or start over with a new "
+        "checkpoint, a new app id and a new (or rebuilt) target",
+        role, mcdc_table_name(t), app_id, (long long)have, (long long)version, state);
 }
 
 /* ---- another process on the same ledger -------------------------------------- */
@@ -230,7 +291,7 @@ static int check_table(mcdc_frame *f, mcdc_table *t, const char *role, const cha
  * and hold by then was written by another process. */
 static int check_integrity(mcdc_frame *f, mcdc_unit *replay, mcdc_error *err) {
     bool data_done = false, facts_done = false;
-    int rc = check_table(f, f->cfg->target, "target", f->cfg->app_id, false, replay, &data_done,
+    int rc = check_table(f, f->cfg->target, TARGET_ROLE(f), f->cfg->app_id, false, replay, &data_done,
                          err);
     if (rc == MCDC_OK && f->cfg->facts)
         rc = check_table(f, f->cfg->facts, "facts table", f->cfg->facts_app_id, true, replay,
@@ -313,8 +374,8 @@ int mcdc_frame_commit_data(mcdc_frame *f, const mcdc_unit *u, mcdc_appender *a, 
 int mcdc_frame_commit_data_with(mcdc_frame *f, const mcdc_unit *u, mcdc_appender *a, json_t *meta,
                                 const mcdc_table_commit *c, bool *skipped, mcdc_error *err) {
     MCDC_ASSERT(!u->data_done);
-    int rc = commit_verified(f, f->cfg->target, "target", f->cfg->app_id, u, a, meta, c, false,
-                             skipped, err);
+    int rc = commit_verified(f, f->cfg->target, TARGET_ROLE(f), f->cfg->app_id, u, a, meta, c,
+                             false, skipped, err);
     if (rc) mcdc_error_wrap(err, "committing unit %lld to %s", (long long)u->id,
                             mcdc_table_name(f->cfg->target));
     return rc;
@@ -368,24 +429,31 @@ static bool advance_verdict(mcdc_frame *f, int64_t end_us, const char *end_lsn, 
 /* ---- the loop --------------------------------------------------------------------- */
 
 /* The state the last committed unit left (expected txns, its end). */
-static int load_position(mcdc_frame *f, int64_t committed, json_t **last_end, mcdc_error *err) {
-    *last_end = NULL;
+static int load_position(mcdc_frame *f, int64_t committed, mcdc_pos *last_end, mcdc_error *err) {
+    mcdc_pos_free(last_end);
     f->expected_data = -1;
     f->expected_facts = committed;
     if (committed < 0) return MCDC_OK;
-    mcdc_ckpt_commit m;
-    int rc = f->led.ops->read_commit(f->led.self, committed, &m, err);
+    /* a ledger that keeps no marker: the unit committed its data */
+    mcdc_ckpt_commit m = {0, committed};
+    int rc = f->led.ops->read_commit ? f->led.ops->read_commit(f->led.self, committed, &m, err)
+                                     : MCDC_OK;
     if (rc) return rc;
     f->expected_data = m.data_txn;
-    json_t *start;
+    mcdc_pos start = {0};
     rc = f->led.ops->read_plan(f->led.self, committed, &start, last_end, err);
-    json_decref(start);
+    mcdc_pos_free(&start);
     return rc;
 }
 
 /* Crash points (tests): true when the job "dies" here, leaving the disk as
  * a kill would. */
 static bool crashed(const mcdc_frame *f, const char *point, int64_t id, mcdc_error *err) {
+    char named[64];
+    if (f->cfg->crash_prefix) {
+        snprintf(named, sizeof named, "%s%s", f->cfg->crash_prefix, point);
+        point = named;
+    }
     if (!mcdc_ctx_crash(f->cfg->ctx, point, id)) return false;
     mcdc_error_set(err, MCDC_E_CANCELLED, "killed at crash point %s of unit %lld (test hook)",
                    point, (long long)id);
@@ -407,7 +475,7 @@ static int run_unit(mcdc_frame *f, mcdc_unit *u, mcdc_error *err) {
     }
     bool has_data = res.data_committed || u->data_done;
     mcdc_ckpt_commit m = {res.rows, has_data ? u->id : f->expected_data};
-    rc = f->led.ops->write_commit(f->led.self, u->id, &m, err);
+    if (f->led.ops->write_commit) rc = f->led.ops->write_commit(f->led.self, u->id, &m, err);
     if (rc) return rc;
     f->expected_data = m.data_txn;
     f->expected_facts = u->id;
@@ -426,47 +494,59 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
                    mcdc_error *err) {
     MCDC_ASSERT(cfg && ops && ops->plan && ops->run && cfg->target && cfg->app_id);
     MCDC_ASSERT(cfg->facts == NULL || (ops->facts && cfg->facts_app_id));
+    MCDC_ASSERT(ops->pos_kind != MCDC_POS_NONE);
+    MCDC_ASSERT(cfg->first_unit >= 0);
     mcdc_frame f = {.cfg = cfg, .ops = ops, .job = job};
-    int rc = MCDC_OK;
+    const mcdc_frame_role roles[2] = {
+        {cfg->target, cfg->target_kind, cfg->target_role ? cfg->target_role : "target"},
+        {cfg->facts, MCDC_KIND_FACTS, "facts table"}};
+    int rc = mcdc_frame_check_roles(roles, 2, err);
+    if (rc) return rc;
     if (cfg->ledger) {
         f.led = *cfg->ledger;
     } else {
         rc = mcdc_checkpoint_open(&f.ckpt, cfg->ctx->storage_env, cfg->checkpoint, &cfg->binding,
-                                  &f.fresh, err);
+                                  ops->pos_kind, &f.fresh, err);
         if (rc) return rc;
         f.led = mcdc_checkpoint_ledger(f.ckpt);
     }
     f.fresh = f.led.ops->fresh(f.led.self);
     int64_t planned, committed;
-    json_t *last_end = NULL, *start = NULL, *end = NULL;
+    /* Positions: the last committed unit's end, and the unit's own. */
+    mcdc_pos last_end = {0}, start = {0}, end = {0};
     rc = f.led.ops->last(f.led.self, &planned, &committed, err);
     if (rc == MCDC_OK) rc = load_position(&f, committed, &last_end, err);
-    mcdc_unit u = {.id = committed + 1};
+    mcdc_unit u = {.id = committed + 1 > cfg->first_unit ? committed + 1 : cfg->first_unit};
     u.replay = rc == MCDC_OK && planned > committed;
+    MCDC_ASSERT(rc != MCDC_OK || !u.replay || planned == u.id);
     if (rc == MCDC_OK && u.replay)
         rc = f.led.ops->read_plan(f.led.self, planned, &start, &end, err);
-    u.start = start;
-    u.end = end;
+    u.start = &start;
+    u.end = &end;
     if (rc == MCDC_OK) rc = check_integrity(&f, u.replay ? &u : NULL, err);
     /* No unit yet: the position recorded before unit 0, or the job's own
      * first one (bootstrap), which binds the checkpoint at once. */
-    if (rc == MCDC_OK && planned < 0 && f.led.ops->start(f.led.self))
-        last_end = json_deep_copy(f.led.ops->start(f.led.self));
+    const mcdc_pos *recorded = f.led.ops->start ? f.led.ops->start(f.led.self) : NULL;
+    if (rc == MCDC_OK && planned < 0 && recorded)
+        rc = mcdc_pos_copy(&last_end, recorded, err);
     else if (rc == MCDC_OK && planned < 0 && ops->before_first) {
         rc = ops->before_first(job, &last_end, err);
-        if (rc == MCDC_OK && last_end && f.fresh && ops->check_fresh)
-            rc = ops->check_fresh(job, last_end, err);
-        if (rc == MCDC_OK && last_end) rc = f.led.ops->bind(f.led.self, last_end, err);
-        if (rc == MCDC_OK && last_end) f.fresh = false;
+        bool has = last_end.kind != MCDC_POS_NONE;
+        MCDC_ASSERT(!has || last_end.kind == ops->pos_kind);
+        if (rc == MCDC_OK && has && f.fresh && ops->check_fresh)
+            rc = ops->check_fresh(job, &last_end, err);
+        if (rc == MCDC_OK && has && f.led.ops->bind)
+            rc = f.led.ops->bind(f.led.self, &last_end, err);
+        if (rc == MCDC_OK && has) f.fresh = false;
     }
     /* A run killed between a unit's commit and its verdict left the verdict
      * behind: bring it up to the last committed unit now (only a committed
      * unit moves it: a bootstrap's start does not). */
     int64_t at_us;
     char at_lsn[32];
-    if (rc == MCDC_OK && cfg->control_table && committed >= 0 && last_end && !u.replay &&
-        ops->position_time &&
-        ops->position_time(job, last_end, &at_us, at_lsn)) {
+    if (rc == MCDC_OK && cfg->control_table && committed >= 0 &&
+        last_end.kind != MCDC_POS_NONE && !u.replay && ops->position_time &&
+        ops->position_time(job, &last_end, &at_us, at_lsn)) {
         mcdc_verdict v;
         advance_verdict(&f, at_us, at_lsn, &v);
     }
@@ -476,19 +556,18 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
         int64_t tick = mcdc_monotonic_us();
         if (!u.replay) {
             bool idle = false;
-            json_decref(start);
-            json_decref(end);
-            start = end = NULL;
-            rc = ops->plan(job, last_end, &start, &end, &idle, err);
+            const mcdc_pos *last = last_end.kind != MCDC_POS_NONE ? &last_end : NULL;
+            mcdc_pos_free(&start);
+            mcdc_pos_free(&end);
+            rc = ops->plan(job, last, &start, &end, &idle, err);
             /* Nothing new for a ledger without a unit yet: its first unit
              * runs all the same, empty (mcdc_job_ops.empty_first). */
             if (rc == MCDC_OK && idle && u.id == 0 && ops->empty_first) {
-                json_decref(start);
-                json_decref(end);
-                start = end = NULL;
-                rc = ops->empty_first(job, last_end, &start, &end, err);
-                idle = start == NULL;
-                MCDC_ASSERT(rc != MCDC_OK || idle || end != NULL);
+                mcdc_pos_free(&start);
+                mcdc_pos_free(&end);
+                rc = ops->empty_first(job, last, &start, &end, err);
+                idle = start.kind == MCDC_POS_NONE;
+                MCDC_ASSERT(rc != MCDC_OK || idle || end.kind != MCDC_POS_NONE);
             }
             if (rc) break;
             if (idle) {
@@ -497,14 +576,14 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
                 mcdc_ctx_sleep_until(cfg->ctx, tick + cfg->idle_poll_ms * 1000);
                 continue;
             }
-            MCDC_ASSERT(start && end);
+            MCDC_ASSERT(start.kind == ops->pos_kind && end.kind == ops->pos_kind);
             /* Cheap (the newest commits of each table): before every unit. */
             if (!checked) rc = check_integrity(&f, NULL, err);
             if (rc == MCDC_OK && f.fresh && ops->check_fresh)
-                rc = ops->check_fresh(job, start, err);
-            if (rc == MCDC_OK) rc = f.led.ops->bind(f.led.self, NULL, err);
+                rc = ops->check_fresh(job, &start, err);
+            if (rc == MCDC_OK && f.led.ops->bind) rc = f.led.ops->bind(f.led.self, NULL, err);
             if (rc == MCDC_OK) f.fresh = false;
-            if (rc == MCDC_OK) rc = f.led.ops->write_plan(f.led.self, u.id, start, end, err);
+            if (rc == MCDC_OK) rc = f.led.ops->write_plan(f.led.self, u.id, &start, &end, err);
             if (rc == MCDC_E_CONFLICT) {
                 char what[96];
                 snprintf(what, sizeof what, "it planned unit %lld first", (long long)u.id);
@@ -517,13 +596,13 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
                 break;
             }
         }
-        u.start = start;
-        u.end = end;
         rc = run_unit(&f, &u, err);
         if (rc) break;
         checked = false;
-        json_decref(last_end);
-        last_end = json_incref(end);
+        /* the unit's end is where the next one starts */
+        mcdc_pos_free(&last_end);
+        last_end = end;
+        memset(&end, 0, sizeof end);
         u.id++;
         u.replay = false;
         units++;
@@ -531,9 +610,9 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
         if (cfg->min_interval_ms > 0)
             mcdc_ctx_sleep_until(cfg->ctx, tick + cfg->min_interval_ms * 1000);
     }
-    json_decref(start);
-    json_decref(end);
-    json_decref(last_end);
+    mcdc_pos_free(&start);
+    mcdc_pos_free(&end);
+    mcdc_pos_free(&last_end);
     mcdc_table_close(f.control);
     mcdc_checkpoint_free(f.ckpt);
     return rc;

@@ -1,10 +1,11 @@
 /*
  * mcdc_frame.h - the job frame: the one protocol every job runs on.
  *
- * A job (the stream, a chunked snapshot's backfill waves; later silver)
- * produces units, numbered 0, 1, 2... The frame runs them one after the
- * other, recording each in the job's ledger (mcdc_ledger.h: a checkpoint
- * directory, or the lake itself):
+ * A job (the stream, a chunked snapshot's backfill waves, apply's passes; a
+ * repair and a reconcile report, jobs of one unit) produces units, numbered
+ * 0, 1, 2... The frame runs them one after the other, recording each in
+ * the job's ledger (mcdc_ledger.h: a checkpoint directory, or the lake
+ * itself):
  *
  *   check   the checkpoint, the target's txn for the job's app id and the
  *           facts' txn agree (at start, and again before every unit: one
@@ -27,9 +28,15 @@
  * checkpoint planned and this checkpoint's id; anything else stops the job
  * with an error naming both.
  *
+ * Positions are typed (mcdc_position.h: one shape per kind of job); the
+ * ledger stores them as their JSON, and the frame compares them field by
+ * field.
+ *
  * Integrity (what stops a job before it writes anything wrong):
  *   MCDC_E_MISMATCH        checkpoint bound to other arguments, a table of
  *                          another kind, one table in two roles
+ *                          (mcdc_frame_check_roles: at start, and by every
+ *                          job before it asks its source anything)
  *   MCDC_E_TARGET_BEHIND   the target lacks a unit the checkpoint committed
  *   MCDC_E_FACTS_BEHIND    the facts lack a committed unit's row
  *   MCDC_E_REWOUND         a table holds units of this app id that the
@@ -45,6 +52,10 @@
  * One process per checkpoint: the stream holds its checkpoint's lock
  * (mcdc_checkpoint_lock) for the whole run, so the last three are caught
  * here only where the storage has no locks.
+ *
+ * Ledgers (mcdc_ledger.h): a checkpoint directory (the stream's), the lake
+ * (backfill's waves, apply's passes), or a job of one unit whose records
+ * are its own commits (mcdc_once.h: a repair, a reconcile report).
  */
 #ifndef MCDC_FRAME_H
 #define MCDC_FRAME_H
@@ -57,14 +68,15 @@
 #include "mcdc_ledger.h"
 #include "mcdc_context.h"
 #include "mcdc_lake.h"
+#include "mcdc_position.h"
 
 typedef struct mcdc_frame mcdc_frame;
 
 typedef struct mcdc_unit {
     int64_t id;
-    bool replay;         /* planned by an earlier run that did not commit it */
-    const json_t *start; /* the position after the previous unit (borrowed) */
-    const json_t *end;   /* the position this unit reaches (borrowed) */
+    bool replay;           /* planned by an earlier run that did not commit it */
+    const mcdc_pos *start; /* the position after the previous unit (borrowed) */
+    const mcdc_pos *end;   /* the position this unit reaches (borrowed) */
     bool data_done;      /* the target already holds this unit's commit (verified) */
     bool facts_done;     /* the facts already hold its row (verified): a replay's
                             facts commit is skipped by the txn rule */
@@ -79,30 +91,31 @@ typedef struct mcdc_unit_result {
 } mcdc_unit_result;
 
 typedef struct mcdc_job_ops {
-    const char *kind; /* recorded in the checkpoint: "stream" */
+    const char *kind;       /* recorded in the checkpoint: "stream" */
+    mcdc_pos_kind pos_kind; /* the shape of its positions */
     /* The unit after last_end (NULL: nothing committed yet; *start is then
      * the job's first position, else a copy of last_end). *idle: nothing to
-     * do now. *start and *end are owned by the caller. */
-    int (*plan)(void *job, const json_t *last_end, json_t **start, json_t **end, bool *idle,
+     * do now. *start and *end (NONE on entry) are owned by the caller. */
+    int (*plan)(void *job, const mcdc_pos *last_end, mcdc_pos *start, mcdc_pos *end, bool *idle,
                 mcdc_error *err);
     /* Optional: the unit a ledger's first runs as when plan finds nothing
      * new (*start and *end, owned by the caller, equal: it reads nothing),
-     * from last_end as plan has it; *start left NULL: the job knows no
+     * from last_end as plan has it; *start left NONE: the job knows no
      * position yet, and stays idle. The reference's batch 0 of a new
      * checkpoint: Spark runs it whatever its source says, and every batch
      * writes its facts row, so batch ids, txn versions and facts rows
      * agree with it from the first batch on. Later idle plans run nothing. */
-    int (*empty_first)(void *job, const json_t *last_end, json_t **start, json_t **end,
+    int (*empty_first)(void *job, const mcdc_pos *last_end, mcdc_pos *start, mcdc_pos *end,
                        mcdc_error *err);
     /* Optional: runs at start when the checkpoint holds no unit and no
      * start position yet, after the tables were checked (a stream's
-     * bootstrap snapshot). *start (owned by the caller; may stay NULL) is
+     * bootstrap snapshot). *start (owned by the caller; may stay NONE) is
      * the position before unit 0: the checkpoint is bound with it, and
      * later runs start from it. */
-    int (*before_first)(void *job, json_t **start, mcdc_error *err);
+    int (*before_first)(void *job, mcdc_pos *start, mcdc_error *err);
     /* Optional: a fresh checkpoint's first unit, before anything is written:
      * refuse state the job cannot continue from (MCDC_E_MISMATCH). */
-    int (*check_fresh)(void *job, const json_t *start, mcdc_error *err);
+    int (*check_fresh)(void *job, const mcdc_pos *start, mcdc_error *err);
     /* Reads and writes the unit's data (mcdc_frame_commit_data), unless
      * u->data_done, and fills res. */
     int (*run)(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_result *res,
@@ -112,7 +125,7 @@ typedef struct mcdc_job_ops {
                  mcdc_error *err);
     /* The commit time and LSN a committed position reaches (verdict
      * catch-up at start); false when it has none. */
-    bool (*position_time)(void *job, const json_t *pos, int64_t *commit_us, char lsn[32]);
+    bool (*position_time)(void *job, const mcdc_pos *pos, int64_t *commit_us, char lsn[32]);
     /* After the unit committed and the verdict moved (v NULL: no control
      * table, or the advance failed). */
     void (*done)(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
@@ -120,13 +133,15 @@ typedef struct mcdc_job_ops {
 } mcdc_job_ops;
 
 typedef struct mcdc_frame_cfg {
-    mcdc_ctx *ctx;
+    const mcdc_ctx *ctx;
     /* Where units are planned and committed: the job's own ledger, or (NULL)
      * the checkpoint directory below, opened with the binding. */
     const mcdc_ledger *ledger;
     const char *checkpoint;   /* directory */
     mcdc_ckpt_binding binding;
     mcdc_table *target;       /* borrowed; the job's data goes here */
+    mcdc_table_kind target_kind; /* what the target must be (NONE: any) */
+    const char *target_role;  /* for messages: "target" (NULL), "bronze", "report table" */
     const char *app_id;       /* txn app id of the target's commits */
     mcdc_table *facts;        /* borrowed; NULL: no facts */
     const char *facts_app_id; /* txn app id of the facts commits */
@@ -139,7 +154,39 @@ typedef struct mcdc_frame_cfg {
     int64_t idle_poll_ms;     /* how often an idle job plans again */
     int64_t min_interval_ms;  /* processingTime: a unit at most this often; 0 none */
     int64_t max_units;        /* 0: no limit */
+    /* The number of the job's first unit: 0, but for a job of one unit
+     * numbered by what it is (mcdc_once.h: the txn version its commits
+     * carry, a reconcile report's mark). */
+    int64_t first_unit;
+    /* Test hooks: the crash points are named "<crash_prefix>after_plan"...
+     * (NULL: as they are), for a job that runs on the frame next to another
+     * one in the same process (a reconcile report, then its repair). */
+    const char *crash_prefix;
 } mcdc_frame_cfg;
+
+/* ---- the checks every job shares ------------------------------------------------- */
+
+/* A table and the role a job gives it. */
+typedef struct mcdc_frame_role {
+    mcdc_table *table;     /* NULL: the job has none in this role */
+    mcdc_table_kind kind;  /* what it must be (NONE: any) */
+    const char *role;      /* "target", "facts table", "control table"... */
+} mcdc_frame_role;
+
+/* MCDC_E_MISMATCH, naming both, when two roles name one table (one
+ * location, or one inside the other) or a table is of another kind than
+ * its role's. A job calls it before it asks its source anything; the
+ * frame again at start for its target and facts. */
+int mcdc_frame_check_roles(const mcdc_frame_role *roles, int n, mcdc_error *err);
+
+/* For a record a job writes once, outside a unit, with txn(app_id,
+ * version) in t (a re-snapshot's completion row, whose version is the
+ * generation the job's state names): MCDC_E_REWOUND when t holds a later
+ * version of app_id (that state is older than the table: restored or
+ * deleted; `state` names it for the message). *done (may be NULL): t
+ * holds this very version already (a rerun cut short after it). */
+int mcdc_frame_check_once(mcdc_table *t, const char *role, const char *app_id, int64_t version,
+                          const char *state, bool *done, mcdc_error *err);
 
 /* Runs units until the job is idle and stop_when_idle, max_units, a stop
  * request, or an error. */
@@ -161,6 +208,12 @@ int mcdc_frame_commit_data(mcdc_frame *f, const mcdc_unit *u, mcdc_appender *a, 
 int mcdc_frame_commit_data_with(mcdc_frame *f, const mcdc_unit *u, mcdc_appender *a, json_t *meta,
                                 const mcdc_table_commit *c, bool *skipped, mcdc_error *err);
 const mcdc_ctx *mcdc_frame_ctx(const mcdc_frame *f);
+/* The positions a commit's userMetadata (um, its text) says its unit was
+ * planned with, as kind k ("planned" {start, end}, which the frame stamps
+ * on every commit it makes). MCDC_E_NOTFOUND when it names none;
+ * MCDC_E_CORRUPT when they are no positions of kind k. */
+int mcdc_frame_planned_of(const char *um, mcdc_pos_kind k, mcdc_pos *start, mcdc_pos *end,
+                          mcdc_error *err);
 /* The table the job's data goes to (borrowed). */
 mcdc_table *mcdc_frame_target(const mcdc_frame *f);
 

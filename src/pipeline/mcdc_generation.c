@@ -8,9 +8,11 @@
 #include <string.h>
 
 #include "mcdc_facts.h"
+#include "mcdc_frame.h"
 #include "mcdc_offset.h"
 #include "mcdc_snapfacts.h"
 #include "mcdc_snapshot_job.h"
+#include "mcdc_txn.h"
 
 /* The state file is a few hundred bytes; anything larger is damage. */
 #define STATE_BYTES_MAX (64 * 1024)
@@ -131,14 +133,15 @@ int mcdc_generation_names(char **checkpoint, char **app_id, const char *base_che
     }
     size_t len = strlen(base_checkpoint);
     while (len > 1 && base_checkpoint[len - 1] == '/') len--;
-    if (n == 0) {
-        snprintf(*checkpoint, cn, "%.*s", (int)len, base_checkpoint);
-        snprintf(*app_id, an, "%s", base_app_id);
-    } else {
-        snprintf(*checkpoint, cn, "%.*s/_generations/%lld", (int)len, base_checkpoint, (long long)n);
-        snprintf(*app_id, an, "%s.g%lld", base_app_id, (long long)n);
+    if (n == 0) snprintf(*checkpoint, cn, "%.*s", (int)len, base_checkpoint);
+    else snprintf(*checkpoint, cn, "%.*s/_generations/%lld", (int)len, base_checkpoint, (long long)n);
+    int rc = mcdc_txn_app_id(*app_id, an, MCDC_TXN_STREAM, base_app_id, n, NULL, err);
+    if (rc) {
+        mcdc_free(*checkpoint);
+        mcdc_free(*app_id);
+        *checkpoint = *app_id = NULL;
     }
-    return MCDC_OK;
+    return rc;
 }
 
 /* ---- the recovery ------------------------------------------------------------------ */
@@ -156,23 +159,29 @@ static int position_of(mcdc_offset *out, char ci[MCDC_IDENT_BYTES_MAX + 1], bool
     b.app_id = sink;
     mcdc_checkpoint *c = NULL;
     bool fresh = true;
-    if (rc == MCDC_OK) rc = mcdc_checkpoint_open(&c, r->ctx->storage_env, dir, &b, &fresh, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_checkpoint_open(&c, r->ctx->storage_env, dir, &b, MCDC_POS_OFFSET, &fresh, err);
     int64_t planned = -1, committed = -1;
     if (rc == MCDC_OK && !fresh) rc = mcdc_checkpoint_last(c, &planned, &committed, err);
-    json_t *start = NULL, *end = NULL;
+    mcdc_pos start = {0}, end = {0};
+    const mcdc_pos *at = NULL;
     if (rc == MCDC_OK && committed >= 0) {
         rc = mcdc_checkpoint_read_plan(c, committed, &start, &end, err);
-        if (rc == MCDC_OK) rc = mcdc_offset_parse(out, end, err);
-        const char *read = json_string_value(json_object_get(end, "capture_instance"));
-        if (read) snprintf(ci, MCDC_IDENT_BYTES_MAX + 1, "%s", read);
-        *found = rc == MCDC_OK;
-    } else if (rc == MCDC_OK && !fresh && mcdc_checkpoint_start(c)) {
-        rc = mcdc_offset_parse(out, mcdc_checkpoint_start(c), err);
-        *found = rc == MCDC_OK;
+        at = &end;
+    } else if (rc == MCDC_OK && !fresh) {
+        at = mcdc_checkpoint_start(c);
+    }
+    if (rc == MCDC_OK && at) {
+        memset(out, 0, sizeof *out);
+        mcdc_lsn_format(&at->offset.lsn, out->lsn);
+        out->has_commit_ts = at->offset.has_ts;
+        out->commit_us = at->offset.commit_us;
+        snprintf(ci, MCDC_IDENT_BYTES_MAX + 1, "%s", at->offset.ci);
+        *found = true;
     }
     if (rc) mcdc_error_wrap(err, "reading the position of generation %lld in %s", (long long)n, dir);
-    json_decref(start);
-    json_decref(end);
+    mcdc_pos_free(&start);
+    mcdc_pos_free(&end);
     mcdc_checkpoint_free(c);
     mcdc_free(dir);
     mcdc_free(sink);
@@ -229,10 +238,11 @@ static int write_event(const mcdc_recovery *r, const char *event, const char *si
                            .has_timing = started_us > 0,
                            .started_us = started_us,
                            .duration_ms = started_us > 0 ? (mcdc_now_utc_us() - started_us) / 1000 : 0};
-    char events[MCDC_APP_ID_BYTES_MAX + 8];
-    snprintf(events, sizeof events, "%s#events", r->app_id);
+    char events[MCDC_TXN_APP_ID_MAX];
     bool skipped;
-    return mcdc_facts_write_event(r->facts, &ev, txn ? events : NULL, gen, &skipped, err);
+    int rc = mcdc_txn_app_id(events, sizeof events, MCDC_TXN_EVENTS, r->app_id, 0, NULL, err);
+    if (rc == MCDC_OK) rc = mcdc_facts_write_event(r->facts, &ev, txn ? events : NULL, gen, &skipped, err);
+    return rc;
 }
 
 /* The snapshot_open row of a full re-snapshot, written once its LSN is
@@ -361,6 +371,17 @@ int mcdc_generation_recover(mcdc_generation *g, const mcdc_recovery *r, bool *re
              "capture instance %s: CDC no longer holds the changes after %s that the stream has "
              "not read (min_lsn is %s): cleanup purged them",
              mcdc_changes_capture_instance(r->changes), start.lsn, low_text);
+    /* The re-snapshot row of a later generation than n + 1 must not be in
+     * the facts (the frame's check of a record written once): if it is,
+     * this state file is older than they are, and the generation the
+     * stream would enter has run before. */
+    char events[MCDC_TXN_APP_ID_MAX], state[256];
+    snprintf(state, sizeof state, "the generation state of checkpoint %s (generation %lld)",
+             r->checkpoint, (long long)n);
+    if (rc == MCDC_OK)
+        rc = mcdc_txn_app_id(events, sizeof events, MCDC_TXN_EVENTS, r->app_id, 0, NULL, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_frame_check_once(r->facts, "facts table", events, n + 1, state, NULL, err);
     /* The anti-loop rule: a second loss soon after the last re-snapshot
      * (or a failed one) means the stream cannot keep up. */
     int64_t now = mcdc_now_utc_us();

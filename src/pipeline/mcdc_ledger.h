@@ -2,17 +2,21 @@
  * mcdc_ledger.h - where a job's units are planned and committed: the
  * frame's write-ahead log (mcdc_frame.h), behind one seam.
  *
- * Two ledgers exist:
+ * The ledgers:
  *   - a checkpoint directory (mcdc_checkpoint.h): a stream's offsets/ and
  *     commits/, bound to its arguments;
  *   - the lake itself (mcdc_backfill.c): a chunked snapshot's waves, planned
  *     by their rows in the plans table and committed by their facts rows,
- *     as the reference keeps them (no directory of its own).
+ *     as the reference keeps them (no directory of its own);
+ *   - the lake for apply (mcdc_silver_position.c): silver's txn plans a
+ *     pass, the control row commits it;
+ *   - the lake for a job of one unit (mcdc_once.h): its own commits, the
+ *     target's and then its facts row (a repair, a reconcile report).
  *
  * Contract, whatever the ledger:
  *   - last() never reports committed > planned;
  *   - read_plan(n) returns, for a unit n that write_plan(n) recorded, the
- *     same positions (json_equal): the frame compares them with the
+ *     same positions (mcdc_pos_eq): the frame compares them with the
  *     "planned" a commit carries;
  *   - write_plan(n) is put-if-absent: a second writer of n fails
  *     (MCDC_E_CONFLICT) or, when the ledger's record is a Delta txn, leaves
@@ -23,10 +27,10 @@
 #ifndef MCDC_LEDGER_H
 #define MCDC_LEDGER_H
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "mcdc_position.h"
 #include "mcdc_util.h"
 
 /* What a committed unit left: its rows, and the newest unit (<= it) whose
@@ -43,22 +47,29 @@ typedef struct mcdc_ledger_ops {
     const char *(*name)(void *self); /* for messages: "checkpoint /x" */
     /* Nothing recorded yet (no binding, no unit). */
     bool (*fresh)(void *self);
-    /* Records the binding before the first unit is planned (start: the
-     * position before unit 0, may be NULL). A bound ledger ignores it. */
-    int (*bind)(void *self, const json_t *start, mcdc_error *err);
-    /* The position recorded before unit 0, or NULL. Borrowed. */
-    const json_t *(*start)(void *self);
+    /* Optional: records the binding before the first unit is planned
+     * (start: the position before unit 0, may be NULL). A bound ledger
+     * ignores it; NULL: the ledger binds nothing (the lake's). */
+    int (*bind)(void *self, const mcdc_pos *start, mcdc_error *err);
+    /* Optional: the position recorded before unit 0, or NULL. Borrowed.
+     * NULL: none is ever recorded. */
+    const mcdc_pos *(*start)(void *self);
     int (*last)(void *self, int64_t *planned, int64_t *committed, mcdc_error *err);
-    int (*read_plan)(void *self, int64_t n, json_t **start, json_t **end, mcdc_error *err);
-    int (*write_plan)(void *self, int64_t n, const json_t *start, const json_t *end,
+    /* *start and *end (NONE on entry) are owned by the caller. */
+    int (*read_plan)(void *self, int64_t n, mcdc_pos *start, mcdc_pos *end, mcdc_error *err);
+    int (*write_plan)(void *self, int64_t n, const mcdc_pos *start, const mcdc_pos *end,
                       mcdc_error *err);
+    /* Optional: unit n's commit marker. NULL: the ledger keeps none, and a
+     * committed unit committed its data (data_txn n). */
     int (*read_commit)(void *self, int64_t n, mcdc_ckpt_commit *out, mcdc_error *err);
+    /* Optional: records that unit n committed. NULL: the job's own record
+     * (a facts row, a control row) is the commit. */
     int (*write_commit)(void *self, int64_t n, const mcdc_ckpt_commit *m, mcdc_error *err);
-    /* Optional: a commit whose userMetadata (meta) lacks this ledger's id
-     * but is still unit u's, as the ledger planned it (a wave another
-     * program appended first). NULL: only the id and the planned range
-     * tell. */
-    bool (*owns)(void *self, const json_t *meta, const struct mcdc_unit *u);
+    /* Optional: a commit whose userMetadata (um, its text; may be NULL)
+     * lacks this ledger's id but is still unit u's, as the ledger planned
+     * it (a wave another program appended first). NULL: only the id and the
+     * planned range tell. */
+    bool (*owns)(void *self, const char *um, const struct mcdc_unit *u);
 } mcdc_ledger_ops;
 
 typedef struct mcdc_ledger {

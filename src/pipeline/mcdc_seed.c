@@ -21,6 +21,7 @@
 
 #include "mcdc_cfg.h"
 #include "mcdc_facts.h"
+#include "mcdc_frame.h"
 #include "mcdc_keycheck.h"
 #include "mcdc_options.h"
 #include "mcdc_parquet.h"
@@ -28,6 +29,7 @@
 #include "mcdc_snapfacts.h"
 #include "mcdc_snapshot_job.h"
 #include "mcdc_tables.h"
+#include "mcdc_txn.h"
 
 /* Where a seed spills the hashes of its copy's keys, under bronze (readers
  * and VACUUM leave '_' directories alone). */
@@ -423,10 +425,13 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
     mcdc_schema *bronze = NULL;
     rc = mcdc_ctx_progress_create(&ctx.progress, &ctx, "seed", err);
     if (rc == MCDC_OK) rc = mcdc_table_open(&target, cfg->target, cfg->warehouse, err);
-    if (rc == MCDC_OK) rc = mcdc_table_check_kind(target, MCDC_KIND_BRONZE, "target", err);
     if (rc == MCDC_OK && cfg->facts_table)
         rc = mcdc_table_open(&facts, cfg->facts_table, cfg->warehouse, err);
-    if (rc == MCDC_OK && facts) rc = mcdc_table_check_kind(facts, MCDC_KIND_FACTS, "facts table", err);
+    /* The frame's check of the tables' roles: a seed is no unit of the frame
+     * (mcdc_snapshot_job.h says why), but it writes to the same tables */
+    const mcdc_frame_role tables[2] = {{target, MCDC_KIND_BRONZE, "target"},
+                                      {facts, MCDC_KIND_FACTS, "facts table"}};
+    if (rc == MCDC_OK) rc = mcdc_frame_check_roles(tables, 2, err);
     if (rc == MCDC_OK) rc = mcdc_changes_open(&changes, opts, NULL, err);
     if (rc == MCDC_OK) rc = mcdc_snapshot_check_table(target, cfg->target, changes, err);
     if (rc == MCDC_OK) rc = mcdc_bronze_schema(&bronze, mcdc_changes_schema(changes), err);
@@ -510,10 +515,10 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
         mcdc_facts_event ev = {.app_id = cfg->app_id, .target = cfg->target, .event = "bootstrap",
                                .rows = same ? -1 : j.rows, .lsn = lsn_text,
                                .has_commit_ts = j.has_ts, .commit_us = j.commit_us};
-        char events[MCDC_APP_ID_BYTES_MAX + 8];
-        snprintf(events, sizeof events, "%s#events", cfg->app_id);
+        char events[MCDC_TXN_APP_ID_MAX];
         bool skipped;
-        rc = mcdc_facts_write_event(facts, &ev, events, 0, &skipped, err);
+        rc = mcdc_txn_app_id(events, sizeof events, MCDC_TXN_EVENTS, cfg->app_id, 0, NULL, err);
+        if (rc == MCDC_OK) rc = mcdc_facts_write_event(facts, &ev, events, 0, &skipped, err);
     }
     mcdc_keycheck_free(j.keys);
     mcdc_schema_unref(j.key_schema);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "mcdc_tables.h"
+#include "mcdc_txn.h"
 
 static const char *const EVENT_NAMES[] = {"snapshot_open", "snapshot_plan", "snapshot_chunk",
                                           "bootstrap", "resnapshot",
@@ -23,7 +24,6 @@ static const char *const COLUMNS[C_COUNT] = {
 typedef struct {
     mcdc_snapfacts *sf;
     const char *app_id;
-    size_t app_len;
     const char *target;
     const char *warehouse;
     char *target_canon;   /* target resolved, NULL when it cannot be */
@@ -36,17 +36,12 @@ static bool cell_is(mcdc_cell c, const char *s) {
     return c.kind == MCDC_CELL_TEXT && (size_t)c.i == strlen(s) && memcmp(c.s, s, (size_t)c.i) == 0;
 }
 
-/* app_id itself, or app_id.g<digits>: a generation of the stream. */
+/* A sink app id of the stream: app_id itself, or app_id.g<n>, a
+ * generation of it (mcdc_txn.h). */
 static bool in_family(const load_acc *a, mcdc_cell c) {
     if (a->app_id == NULL) return true; /* every stream's */
-    if (c.kind != MCDC_CELL_TEXT || (size_t)c.i < a->app_len || memcmp(c.s, a->app_id, a->app_len))
-        return false;
-    size_t n = (size_t)c.i, i = a->app_len;
-    if (i == n) return true;
-    if (n < i + 3 || c.s[i] != '.' || c.s[i + 1] != 'g') return false;
-    for (i += 2; i < n; i++)
-        if (c.s[i] < '0' || c.s[i] > '9') return false;
-    return true;
+    return c.kind == MCDC_CELL_TEXT &&
+           mcdc_txn_match(c.s, (size_t)c.i, MCDC_TXN_STREAM, a->app_id, NULL, NULL, NULL);
 }
 
 static char *resolved(const char *name, const char *warehouse) {
@@ -150,7 +145,7 @@ int mcdc_snapfacts_load(mcdc_snapfacts *out, mcdc_table *facts, const char *targ
     MCDC_ASSERT(out && target);
     memset(out, 0, sizeof *out);
     if (facts == NULL) return MCDC_OK;
-    load_acc a = {.sf = out, .app_id = app_id, .app_len = app_id ? strlen(app_id) : 0, .target = target,
+    load_acc a = {.sf = out, .app_id = app_id, .target = target,
                   .warehouse = warehouse};
     a.target_canon = resolved(target, warehouse);
     mcdc_table_scan sc = MCDC_TABLE_SCAN_INIT;

@@ -10,10 +10,12 @@
 #include "mcdc_cfg.h"
 #include "mcdc_facts.h"
 #include "mcdc_fanin.h"
+#include "mcdc_frame.h"
 #include "mcdc_plans.h"
 #include "mcdc_snapfacts.h"
 #include "mcdc_stream.h"
 #include "mcdc_tables.h"
+#include "mcdc_txn.h"
 
 int mcdc_snapshot_purged(void *changes_ctx, const char *lsn, bool *purged, mcdc_error *err) {
     return mcdc_snapshot_purged_after(changes_ctx, lsn, NULL, purged, err);
@@ -396,8 +398,8 @@ int mcdc_snapshot_open_chunked(mcdc_offset *s, const mcdc_chunked_open *o, mcdc_
         json_object_set(d, "keys", keys);
         json_object_set(d, "plan", extent);
     }
-    char txn[MCDC_APP_ID_BYTES_MAX + 48];
-    snprintf(txn, sizeof txn, "%s#snapopen.%s", o->app_id, s->lsn);
+    char txn[MCDC_TXN_APP_ID_MAX] = "";
+    if (rc == MCDC_OK) rc = mcdc_txn_app_id(txn, sizeof txn, MCDC_TXN_SNAPOPEN, o->app_id, 0, s->lsn, err);
     char *plans_name = NULL;
     mcdc_table *plans = NULL;
     bool skipped = false;
@@ -413,7 +415,8 @@ int mcdc_snapshot_open_chunked(mcdc_offset *s, const mcdc_chunked_open *o, mcdc_
     if (rc == MCDC_OK && o->at && o->ctx &&
         mcdc_ctx_crash(o->ctx, "switch_snapshot_opened", o->switch_batch_id))
         rc = mcdc_error_set(err, MCDC_E_CANCELLED, "killed after the plans row (test hook)");
-    if (o->at == NULL) snprintf(txn, sizeof txn, "%s#snapshots", o->app_id);
+    if (rc == MCDC_OK && o->at == NULL)
+        rc = mcdc_txn_app_id(txn, sizeof txn, MCDC_TXN_SNAPSHOTS, o->app_id, 0, NULL, err);
     if (rc == MCDC_OK) {
         mcdc_facts_event ev = {.app_id = o->sink, .target = o->target, .event = "snapshot_open",
                                .rows = 0, .lsn = s->lsn, .has_commit_ts = s->has_commit_ts,
@@ -494,8 +497,14 @@ int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcdc_
     mcdc_changes *changes = NULL;
     mcdc_schema *bronze = NULL;
     int control = 0;
+    mcdc_table *facts = NULL;
     rc = mcdc_table_open(&target, cfg->target, cfg->warehouse, err);
-    if (rc == MCDC_OK) rc = mcdc_table_check_kind(target, MCDC_KIND_BRONZE, "target", err);
+    if (rc == MCDC_OK && facts_name) rc = mcdc_table_open(&facts, facts_name, cfg->warehouse, err);
+    /* The frame's check of the tables' roles: a whole snapshot is no unit of
+     * the frame (the header says why), but it writes to the stream's bronze */
+    const mcdc_frame_role tables[2] = {{target, MCDC_KIND_BRONZE, "target"},
+                                      {facts, MCDC_KIND_FACTS, "facts table"}};
+    if (rc == MCDC_OK) rc = mcdc_frame_check_roles(tables, 2, err);
     if (rc == MCDC_OK)
         rc = mcdc_budget_acquire(ctx.budget, MCDC_PERMIT_CONNECTION, 1, 1, 1, &ctx.stop, &control, err);
     if (rc == MCDC_OK) rc = mcdc_changes_open(&changes, opts, NULL, err);
@@ -504,10 +513,7 @@ int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcdc_
     mcdc_snap_env e = {.ctx = &ctx, .changes = changes, .target = target, .bronze = bronze,
                        .num_partitions = mcdc_opt_num_partitions(opts)};
     /* A chunked snapshot of the stream still open: this would be a full one. */
-    mcdc_table *facts = NULL;
     mcdc_snapfacts sf = {0};
-    if (rc == MCDC_OK && facts_name) rc = mcdc_table_open(&facts, facts_name, cfg->warehouse, err);
-    if (rc == MCDC_OK && facts) rc = mcdc_table_check_kind(facts, MCDC_KIND_FACTS, "facts table", err);
     if (rc == MCDC_OK && facts)
         rc = mcdc_snapfacts_load(&sf, facts, cfg->target, cfg->warehouse, app_id, err);
     if (rc == MCDC_OK && facts)

@@ -8,6 +8,23 @@
  *
  * Used by mcdc_snapshot_take (the snapshot command) and by the stream's
  * bootstrap.
+ *
+ * Why a whole snapshot (and a seed, and the re-snapshot of a generation) is
+ * no unit of the job frame, though its snapshot_open row reads like a plan
+ * and its bootstrap or resnapshot row like a commit: the frame's replay
+ * runs a planned unit again with the same positions and tells it done by a
+ * txn of its own on the target, and neither holds here. Its bronze commit
+ * carries no txn (the reference's carries none, and both find a whole
+ * snapshot by its rows: mcdc_snapshot_find), its full open row none either
+ * (the reference writes one per run, at that run's own LSN), and a killed
+ * run's open is not replayed: the next run takes a new LSN, as the
+ * reference's does (a re-snapshot keeps the open row a killed run wrote,
+ * mcdc_generation.c). Their completion rows share one app id
+ * (<app_id>#events, mcdc_txn.h) across the stream's generations, the
+ * bootstrap and a seed. So they call the frame's shared checks instead:
+ * the tables' roles (mcdc_frame_check_roles) before the source is asked,
+ * and the re-snapshot the check of a record written once
+ * (mcdc_frame_check_once) before its state moves.
  */
 #ifndef MCDC_SNAPSHOT_JOB_H
 #define MCDC_SNAPSHOT_JOB_H

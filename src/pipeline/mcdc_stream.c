@@ -60,37 +60,19 @@
 #include "mcdc_snapfacts.h"
 #include "mcdc_snapshot_job.h"
 #include "mcdc_tables.h"
+#include "mcdc_txn.h"
 
 /* ---- offsets ---------------------------------------------------------------
- * {"lsn": "0x...", "commit_ts": "YYYY-MM-DDTHH:MM:SS.mmm" or ""}: the last
- * processed commit and its UTC commit time (reference offset contract). */
-typedef struct {
-    mcdc_lsn lsn;
-    int64_t commit_us;
-    bool has_ts;
-    char ci[MCDC_IDENT_BYTES_MAX + 1]; /* the capture instance read up to lsn ("": unknown) */
-} offset_t;
+ * The stream's position (mcdc_position.h's OFFSET): the last processed
+ * commit, its UTC commit time (reference offset contract) and the capture
+ * instance read up to it. */
+typedef mcdc_pos_offset offset_t;
 
-static json_t *offset_json(const offset_t *o) {
-    mcdc_offset x = {.has_commit_ts = o->has_ts, .commit_us = o->commit_us};
-    mcdc_lsn_format(&o->lsn, x.lsn);
-    json_t *j = mcdc_offset_json(&x);
-    if (j && o->ci[0] && json_object_set_new(j, "capture_instance", json_string(o->ci))) {
-        json_decref(j);
-        return NULL;
-    }
-    return j;
-}
-
-static int offset_parse(offset_t *o, const json_t *j, mcdc_error *err) {
-    mcdc_offset x;
-    int rc = mcdc_offset_parse(&x, j, err);
-    if (rc == MCDC_OK) rc = mcdc_lsn_parse_cstr(&o->lsn, x.lsn, err);
-    o->has_ts = x.has_commit_ts;
-    o->commit_us = x.commit_us;
-    const char *ci = json_string_value(json_object_get(j, "capture_instance"));
-    snprintf(o->ci, sizeof o->ci, "%s", ci ? ci : "");
-    return rc;
+/* An offset as the frame's position. */
+static void pos_of(mcdc_pos *p, const offset_t *o) {
+    memset(p, 0, sizeof *p);
+    p->kind = MCDC_POS_OFFSET;
+    p->offset = *o;
 }
 
 /* ---- the handle ------------------------------------------------------------ */
@@ -108,8 +90,8 @@ struct mcdc_stream {
      * sink app id, the one its commits and facts rows carry. */
     mcdc_generation gen;
     char *gen_checkpoint;
-    char sink_id[MCDC_APP_ID_BYTES_MAX + 24];
-    char facts_app_id[MCDC_APP_ID_BYTES_MAX + 32];
+    char sink_id[MCDC_TXN_APP_ID_MAX];
+    char facts_app_id[MCDC_TXN_APP_ID_MAX];
     /* While running: */
     mcdc_changes *changes;
     mcdc_schema *bronze_schema;
@@ -243,7 +225,7 @@ static int next_end(mcdc_stream *s, const offset_t *start, offset_t *end, bool *
     return rc;
 }
 
-static int job_plan(void *job, const json_t *last_end, json_t **start_j, json_t **end_j,
+static int job_plan(void *job, const mcdc_pos *last_end, mcdc_pos *start_p, mcdc_pos *end_p,
                     bool *idle, mcdc_error *err) {
     mcdc_stream *s = job;
     offset_t start, end;
@@ -261,7 +243,7 @@ static int job_plan(void *job, const json_t *last_end, json_t **start_j, json_t 
             s->has_initial = true;
         }
     } else {
-        rc = offset_parse(&start, last_end, err);
+        start = last_end->offset;
     }
     if (rc || *idle) return rc;
     rc = next_end(s, &start, &end, idle, err);
@@ -273,21 +255,20 @@ static int job_plan(void *job, const json_t *last_end, json_t **start_j, json_t 
     if (rc == MCDC_OK && cut)
         rc = mcdc_changes_commit_time(s->changes, &end.lsn, &end.commit_us, &end.has_ts, err);
     if (rc) return rc;
-    *start_j = offset_json(&start);
-    *end_j = offset_json(&end);
-    if (*start_j == NULL || *end_j == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    pos_of(start_p, &start);
+    pos_of(end_p, &end);
     return MCDC_OK;
 }
 
 /* A new checkpoint's batch 0 when nothing is new: from where the stream
  * starts to the same offset, reading nothing (mcdc_job_ops.empty_first).
  * The offset names the capture instance a batch ending there would. */
-static int job_empty_first(void *job, const json_t *last_end, json_t **start_j, json_t **end_j,
-                           mcdc_error *err) {
+static int job_empty_first(void *job, const mcdc_pos *last_end, mcdc_pos *start_p,
+                           mcdc_pos *end_p, mcdc_error *err) {
     mcdc_stream *s = job;
     offset_t start;
     int rc = MCDC_OK;
-    if (last_end) rc = offset_parse(&start, last_end, err);
+    if (last_end) start = last_end->offset;
     else if (s->has_initial) start = s->initial;
     else return MCDC_OK; /* no position yet (capture has not reached the instance) */
     offset_t end = start;
@@ -297,9 +278,8 @@ static int job_empty_first(void *job, const json_t *last_end, json_t **start_j, 
                                      err);
     if (rc) return rc;
     MCDC_ASSERT(!cut && mcdc_lsn_cmp(&end.lsn, &start.lsn) == 0);
-    *start_j = offset_json(&start);
-    *end_j = offset_json(&end);
-    if (*start_j == NULL || *end_j == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    pos_of(start_p, &start);
+    pos_of(end_p, &end);
     return MCDC_OK;
 }
 
@@ -349,16 +329,14 @@ static int change_rows_max_lsn(mcdc_table *t, char *max, size_t cap, bool *rows,
  * start would write them a second time (the advice "new app id, new
  * checkpoint" followed on the same target). Refused unless the rows all lie
  * at or before the start (startingLsn set past them, or a snapshot at it). */
-static int job_check_fresh(void *job, const json_t *start_j, mcdc_error *err) {
+static int job_check_fresh(void *job, const mcdc_pos *start_p, mcdc_error *err) {
     mcdc_stream *s = job;
-    offset_t start;
-    int rc = offset_parse(&start, start_j, err);
-    if (rc) return rc;
+    const offset_t *start = &start_p->offset;
     char max[64], from[MCDC_LSN_TEXT_LEN + 1];
     bool rows, known;
-    rc = change_rows_max_lsn(s->bronze, max, sizeof max, &rows, &known, err);
+    int rc = change_rows_max_lsn(s->bronze, max, sizeof max, &rows, &known, err);
     if (rc || !rows) return rc;
-    mcdc_lsn_format(&start.lsn, from);
+    mcdc_lsn_format(&start->lsn, from);
     /* LSN texts are fixed width: string order is LSN order. */
     if (known && strlen(max) == MCDC_LSN_TEXT_LEN && strcmp(max, from) <= 0) return MCDC_OK;
     return mcdc_error_set(
@@ -578,11 +556,10 @@ static int job_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_resul
     s->warnings = s->pending; /* the unit's row carries them */
     s->pending = json_array();
     pthread_mutex_unlock(&s->warnings_mu);
-    int rc = offset_parse(&s->start, u->start, err);
-    if (rc == MCDC_OK) rc = offset_parse(&s->end, u->end, err);
-    if (rc) return rc;
+    s->start = u->start->offset;
+    s->end = u->end->offset;
     /* The schema checks come first: a batch that fails them reads nothing. */
-    rc = mcdc_changes_batch_plan(s->changes, &s->start.lsn, s->start.ci, &s->end.lsn, &s->batch,
+    int rc = mcdc_changes_batch_plan(s->changes, &s->start.lsn, s->start.ci, &s->end.lsn, &s->batch,
                                  err);
     if (rc == MCDC_OK && switch_crash(s, u, "switch_planned", err)) return MCDC_E_CANCELLED;
     mcdc_appender *app = NULL;
@@ -709,12 +686,12 @@ static int job_facts(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
     return rc;
 }
 
-static bool job_position_time(void *job, const json_t *pos, int64_t *commit_us, char lsn[32]) {
+static bool job_position_time(void *job, const mcdc_pos *pos, int64_t *commit_us, char lsn[32]) {
     (void)job;
-    offset_t o;
-    if (offset_parse(&o, pos, NULL) != MCDC_OK || !o.has_ts) return false;
-    *commit_us = o.commit_us;
-    mcdc_lsn_format(&o.lsn, lsn);
+    const offset_t *o = &pos->offset;
+    if (!o->has_ts) return false;
+    *commit_us = o->commit_us;
+    mcdc_lsn_format(&o->lsn, lsn);
     return true;
 }
 
@@ -771,8 +748,9 @@ static int write_open(void *ctx, const mcdc_offset *stamp, mcdc_error *err) {
     if (s->facts == NULL) return MCDC_OK;
     bool sw = oc->switch_batch >= 0;
     /* A switch's by its LSN, as its completion (a full one per attempt). */
-    char txn[MCDC_APP_ID_BYTES_MAX + 48];
-    snprintf(txn, sizeof txn, "%s#snapopen.%s", s->cfg.app_id, stamp->lsn);
+    char txn[MCDC_TXN_APP_ID_MAX];
+    int rc = mcdc_txn_app_id(txn, sizeof txn, MCDC_TXN_SNAPOPEN, s->cfg.app_id, 0, stamp->lsn, err);
+    if (rc) return rc;
     json_t *d = sw ? mcdc_snap_switch_detail("full", s->gen.n, oc->switch_batch)
                    : mcdc_snap_open_detail("full", "bootstrap", 0, false, 0, false, 0);
     char *detail = d ? json_dumps(d, JSON_COMPACT) : NULL;
@@ -787,7 +765,7 @@ static int write_open(void *ctx, const mcdc_offset *stamp, mcdc_error *err) {
                            .commit_us = stamp->commit_us,
                            .detail = detail};
     bool skipped;
-    int rc = mcdc_facts_write_event(s->facts, &ev, sw ? txn : NULL, 0, &skipped, err);
+    rc = mcdc_facts_write_event(s->facts, &ev, sw ? txn : NULL, 0, &skipped, err);
     free(detail);
     if (rc == MCDC_OK && sw && mcdc_ctx_crash(&s->ctx, "switch_snapshot_opened", oc->switch_batch))
         rc = mcdc_error_set(err, MCDC_E_CANCELLED, "killed after the open row (test hook)");
@@ -869,11 +847,14 @@ static int reusable_open(mcdc_stream *s, mcdc_offset *off, bool *found, mcdc_err
 
 /* A new checkpoint with bootstrap: the target's snapshot of the table (taken
  * now when it holds none), its bootstrap row, then the stream from its LSN. */
-static int job_before_first(void *job, json_t **start, mcdc_error *err) {
+static int job_before_first(void *job, mcdc_pos *start, mcdc_error *err) {
     mcdc_stream *s = job;
     if (s->gen.n > 0) { /* a later generation starts at its snapshot, whatever startingLsn says */
-        *start = mcdc_offset_json(&s->gen.snapshot);
-        return *start ? MCDC_OK : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        offset_t o = {.has_ts = s->gen.snapshot.has_commit_ts,
+                      .commit_us = s->gen.snapshot.commit_us};
+        int rc = mcdc_lsn_parse_cstr(&o.lsn, s->gen.snapshot.lsn, err);
+        if (rc == MCDC_OK) pos_of(start, &o);
+        return rc;
     }
     if (!s->cfg.bootstrap) return MCDC_OK;
     mcdc_snap_env e = {.ctx = &s->ctx,
@@ -897,15 +878,14 @@ static int job_before_first(void *job, json_t **start, mcdc_error *err) {
         rc = mcdc_snapshot_append(&off, &rows, &e, write_open, &oc, err);
     }
     if (rc == MCDC_OK && s->facts && !opened) {
-        char events[MCDC_APP_ID_BYTES_MAX + 8];
-        snprintf(events, sizeof events, "%s#events", s->cfg.app_id);
-        rc = write_bootstrap_row(s, &off, rows, !found, started, events, err);
+        char events[MCDC_TXN_APP_ID_MAX];
+        rc = mcdc_txn_app_id(events, sizeof events, MCDC_TXN_EVENTS, s->cfg.app_id, 0, NULL, err);
+        if (rc == MCDC_OK) rc = write_bootstrap_row(s, &off, rows, !found, started, events, err);
     }
     if (rc) return rc;
     offset_t o = {.has_ts = off.has_commit_ts, .commit_us = off.commit_us};
     rc = mcdc_lsn_parse_cstr(&o.lsn, off.lsn, err);
-    if (rc == MCDC_OK && (*start = offset_json(&o)) == NULL)
-        rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    if (rc == MCDC_OK) pos_of(start, &o);
     /* availableNow reads up to max_lsn at its start: after a snapshot that
      * took a while, the start is now. */
     if (rc == MCDC_OK && s->has_ceiling) rc = mcdc_changes_max_lsn(s->changes, &s->ceiling, err);
@@ -947,9 +927,9 @@ static int switch_full(mcdc_stream *s, int64_t batch, const mcdc_offset *earlier
     if (rc == MCDC_OK && mcdc_ctx_crash(&s->ctx, "switch_snapshot_read", batch))
         rc = mcdc_error_set(err, MCDC_E_CANCELLED, "killed before the bootstrap row (test hook)");
     if (rc) return rc;
-    char txn[MCDC_APP_ID_BYTES_MAX + 48];
-    snprintf(txn, sizeof txn, "%s#snapdone.%s", s->cfg.app_id, off.lsn);
-    rc = write_bootstrap_row(s, &off, rows, !there, started, txn, err);
+    char txn[MCDC_TXN_APP_ID_MAX];
+    rc = mcdc_txn_app_id(txn, sizeof txn, MCDC_TXN_SNAPDONE, s->cfg.app_id, 0, off.lsn, err);
+    if (rc == MCDC_OK) rc = write_bootstrap_row(s, &off, rows, !there, started, txn, err);
     if (rc == MCDC_OK)
         mcdc_log(MCDC_LOG_INFO, "snapshot on switch: %s %s the table at %s after batch %lld "
                                 "(%lld rows); downstream rebuilds from it",
@@ -981,7 +961,7 @@ static int snapshot_on_switch(mcdc_stream *s, mcdc_error *err) {
     int64_t batch = sw ? sw->batch_id : -1;
     mcdc_offset at, earlier, old;
     const mcdc_snap_row *open = sw && chunked ? mcdc_snapfacts_open_chunked(&sf) : NULL;
-    char old_sink[MCDC_APP_ID_BYTES_MAX + 24] = "";
+    char old_sink[MCDC_TXN_APP_ID_MAX] = "";
     if (sw) offset_of_row(&at, sw);
     if (full) offset_of_row(&earlier, full);
     if (open) {
@@ -1020,6 +1000,7 @@ static int snapshot_on_switch(mcdc_stream *s, mcdc_error *err) {
 
 static const mcdc_job_ops STREAM_OPS = {
     .kind = "stream",
+    .pos_kind = MCDC_POS_OFFSET,
     .before_first = job_before_first,
     .plan = job_plan,
     .empty_first = job_empty_first,
@@ -1323,12 +1304,12 @@ static int enter_generation(mcdc_stream *s, mcdc_error *err) {
     if (rc == MCDC_OK)
         rc = mcdc_generation_names(&s->gen_checkpoint, &app, cfg->checkpoint, cfg->app_id,
                                    s->gen.n, err);
-    if (rc == MCDC_OK && strlen(app) >= sizeof s->sink_id)
-        rc = mcdc_error_set(err, MCDC_E_LIMIT, "app id %s is too long", app);
-    if (rc == MCDC_OK) {
-        snprintf(s->sink_id, sizeof s->sink_id, "%s", app);
-        snprintf(s->facts_app_id, sizeof s->facts_app_id, "%s#facts", app);
-    }
+    if (rc == MCDC_OK)
+        rc = mcdc_txn_app_id(s->sink_id, sizeof s->sink_id, MCDC_TXN_STREAM, cfg->app_id, s->gen.n,
+                             NULL, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_txn_app_id(s->facts_app_id, sizeof s->facts_app_id, MCDC_TXN_STREAM_FACTS,
+                             cfg->app_id, s->gen.n, NULL, err);
     if (rc == MCDC_OK && s->gen.n > 0)
         mcdc_log(MCDC_LOG_INFO, "%s: generation %lld (app id %s, checkpoint %s)", cfg->target,
                  (long long)s->gen.n, s->sink_id, s->gen_checkpoint);
@@ -1374,16 +1355,14 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     int rc = mcdc_table_open_env(&s->bronze, s->ctx.storage_env, cfg->target, cfg->warehouse, err);
     if (rc == MCDC_OK && cfg->facts_table)
         rc = mcdc_table_open_env(&s->facts, s->ctx.storage_env, cfg->facts_table, cfg->warehouse, err);
-    if (rc == MCDC_OK) rc = mcdc_table_check_kind(s->bronze, MCDC_KIND_BRONZE, "target", err);
-    if (rc == MCDC_OK && s->facts)
-        rc = mcdc_table_check_kind(s->facts, MCDC_KIND_FACTS, "facts table", err);
-    if (rc == MCDC_OK && cfg->control_table) {
-        mcdc_table *control = NULL;
-        rc = mcdc_table_open_env(&control, s->ctx.storage_env, cfg->control_table, cfg->warehouse, err);
-        if (rc == MCDC_OK)
-            rc = mcdc_table_check_kind(control, MCDC_KIND_CONTROL, "control table", err);
-        mcdc_table_close(control);
-    }
+    mcdc_table *verdicts = NULL;
+    if (rc == MCDC_OK && cfg->control_table)
+        rc = mcdc_table_open_env(&verdicts, s->ctx.storage_env, cfg->control_table, cfg->warehouse, err);
+    const mcdc_frame_role roles[3] = {{s->bronze, MCDC_KIND_BRONZE, "target"},
+                                      {s->facts, MCDC_KIND_FACTS, "facts table"},
+                                      {verdicts, MCDC_KIND_CONTROL, "control table"}};
+    if (rc == MCDC_OK) rc = mcdc_frame_check_roles(roles, 3, err);
+    mcdc_table_close(verdicts);
     /* One process on a checkpoint at a time, held for the whole run: its
      * generations, the state file and every batch. A second one stops here,
      * before it asks the source anything. */
@@ -1441,6 +1420,7 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
             .checkpoint = s->gen_checkpoint,
             .binding = stream_binding(s, s->sink_id),
             .target = s->bronze,
+            .target_kind = MCDC_KIND_BRONZE,
             .app_id = s->sink_id,
             .facts = s->facts,
             .facts_app_id = s->facts_app_id,

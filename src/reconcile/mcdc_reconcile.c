@@ -37,7 +37,9 @@
 #include "mcdc_cfg.h"
 #include "mcdc_changes.h"
 #include "mcdc_context.h"
+#include "mcdc_frame.h"
 #include "mcdc_lake.h"
+#include "mcdc_once.h"
 #include "mcdc_options.h"
 #include "mcdc_plans.h"
 #include "mcdc_reconcile.h"
@@ -45,6 +47,7 @@
 #include "mcdc_silver.h"
 #include "mcdc_snapfacts.h"
 #include "mcdc_tables.h"
+#include "mcdc_txn.h"
 #include "mcdc_value_text.h"
 
 static const uint8_t ZERO_LSN[10];
@@ -1469,21 +1472,70 @@ static int build_report(mcdc_reconcile *r, mcdc_batch **out, mcdc_error *err) {
     return MCDC_OK;
 }
 
-static int write_report(mcdc_reconcile *r, const mcdc_batch *b, mcdc_error *err) {
-    char app[sizeof REC_APP_PREFIX + 40];
-    snprintf(app, sizeof app, REC_APP_PREFIX "%s", r->res.run_id);
-    /* a run that repairs marks its report so (txn version 2): a rerun after
-     * a kill before the repair commits finds it (rec_repair_unfinished) */
-    int64_t txn = r->cfg.repair && r->n_out_diffs > 0 ? REC_TXN_REPAIRS : REC_TXN_REPORT;
+/* ---- the report: a job of one unit on the job frame (mcdc_once.h) -----------------------
+ * Its unit is numbered by what the report is (MCDC_TXN_RECONCILE_REPORT, or
+ * _REPAIRS for a run that goes on to repair keys: the mark a later run
+ * finds an unfinished repair by), its plan is the source LSN it compared
+ * at, and its one commit to the report table, txn(RECONCILE, that
+ * number), is its record: there are no facts. The smallest job on the
+ * frame: copy it for a new one. */
+
+typedef struct {
+    mcdc_reconcile *r;
+    const mcdc_batch *rows;
+} report_job;
+
+static int report_plan(void *job, const mcdc_pos *last_end, mcdc_pos *start, mcdc_pos *end,
+                       bool *idle, mcdc_error *err) {
+    report_job *j = job;
+    (void)err;
+    *idle = last_end != NULL; /* written already */
+    if (*idle) return MCDC_OK;
+    start->kind = end->kind = MCDC_POS_STAMP;
+    end->stamp.has_lsn = mcdc_lsn_parse_cstr(&end->stamp.lsn, j->r->source_lsn, NULL) == MCDC_OK;
+    return MCDC_OK;
+}
+
+static int report_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_result *res,
+                      mcdc_error *err) {
+    report_job *j = job;
+    res->rows = j->rows->rows;
+    if (u->data_done) return MCDC_OK;
     mcdc_table_props props = {.kind = MCDC_KIND_RECONCILE};
     mcdc_appender *ap = NULL;
-    bool skipped = false;
-    int64_t version;
-    int rc = mcdc_appender_open(&ap, r->report, b->schema, &props, err);
-    if (rc == MCDC_OK) rc = mcdc_appender_write(ap, b, err);
-    if (rc == MCDC_OK && mcdc_ctx_crash(&r->ctx, "before_report_commit", 0)) rc = MCDC_E_CANCELLED;
-    if (rc == MCDC_OK) rc = mcdc_appender_commit(ap, app, txn, NULL, &skipped, &version, err);
+    int rc = mcdc_appender_open(&ap, j->r->report, j->rows->schema, &props, err);
+    if (rc == MCDC_OK) rc = mcdc_appender_write(ap, j->rows, err);
+    if (rc == MCDC_OK && mcdc_ctx_crash(&j->r->ctx, "before_report_commit", 0)) rc = MCDC_E_CANCELLED;
+    json_t *meta = rc == MCDC_OK ? json_object() : NULL;
+    if (rc == MCDC_OK) rc = meta ? mcdc_frame_commit_data(f, u, ap, meta, NULL, err) : nomem(err);
+    res->data_committed = rc == MCDC_OK;
     mcdc_appender_free(ap);
+    return rc;
+}
+
+static const mcdc_job_ops REPORT_OPS = {
+    .kind = "reconcile report",
+    .pos_kind = MCDC_POS_STAMP,
+    .plan = report_plan,
+    .run = report_run,
+};
+
+static int write_report(mcdc_reconcile *r, const mcdc_batch *b, mcdc_error *err) {
+    char app[MCDC_TXN_APP_ID_MAX], name[MCDC_TXN_APP_ID_MAX + 16];
+    int rc = mcdc_txn_app_id(app, sizeof app, MCDC_TXN_RECONCILE, r->res.run_id, 0, NULL, err);
+    snprintf(name, sizeof name, "the report of run %s", r->res.run_id);
+    report_job j = {.r = r, .rows = b};
+    mcdc_once_cfg oc = {.ctx = &r->ctx,
+                        .id = app,
+                        .name = name,
+                        .unit = r->cfg.repair && r->n_out_diffs > 0 ? MCDC_TXN_RECONCILE_REPAIRS
+                                                                    : MCDC_TXN_RECONCILE_REPORT,
+                        .target = r->report,
+                        .target_kind = MCDC_KIND_RECONCILE,
+                        .target_role = "report table",
+                        .app_id = app,
+                        .crash_prefix = "report_"};
+    if (rc == MCDC_OK) rc = mcdc_once_run(&oc, &REPORT_OPS, &j, err);
     if (rc) return mcdc_error_wrap(err, "writing the report to %s", r->cfg.report_table), rc;
     r->res.report_written = true;
     return MCDC_OK;
@@ -1613,12 +1665,12 @@ static int open_tables(mcdc_reconcile *r, mcdc_error *err) {
     if (rc == MCDC_OK && r->cfg.facts_table) rc = mcdc_table_open(&r->facts, r->cfg.facts_table, wh, err);
     if (rc == MCDC_OK && r->cfg.report_table)
         rc = mcdc_table_open(&r->report, r->cfg.report_table, wh, err);
-    if (rc == MCDC_OK) rc = mcdc_table_check_kind(r->silver, MCDC_KIND_SILVER, "silver", err);
-    if (rc == MCDC_OK) rc = mcdc_table_check_kind(r->bronze, MCDC_KIND_BRONZE, "bronze", err);
-    if (rc == MCDC_OK) rc = mcdc_table_check_kind(r->control, MCDC_KIND_CONTROL, "control table", err);
-    if (rc == MCDC_OK && r->facts) rc = mcdc_table_check_kind(r->facts, MCDC_KIND_FACTS, "facts table", err);
-    if (rc == MCDC_OK && r->report)
-        rc = mcdc_table_check_kind(r->report, MCDC_KIND_RECONCILE, "report table", err);
+    const mcdc_frame_role tables[5] = {{r->silver, MCDC_KIND_SILVER, "silver"},
+                                      {r->bronze, MCDC_KIND_BRONZE, "bronze"},
+                                      {r->control, MCDC_KIND_CONTROL, "control table"},
+                                      {r->facts, MCDC_KIND_FACTS, "facts table"},
+                                      {r->report, MCDC_KIND_RECONCILE, "report table"}};
+    if (rc == MCDC_OK) rc = mcdc_frame_check_roles(tables, 5, err);
     return rc;
 }
 

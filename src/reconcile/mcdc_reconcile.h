@@ -241,13 +241,6 @@ void rec_pending_clear(rec_pending *p);
  * freed. The keys that differ are the result's diffs. */
 const char *const *mcdc_reconcile_keys(const mcdc_reconcile *r, int32_t *n);
 
-/* A run's report commit: txn(REC_APP_PREFIX <run_id>, REC_TXN_REPORT), or
- * REC_TXN_REPAIRS when the run goes on to repair keys (--repair): the mark
- * a later run finds a repair by that a kill kept from committing. */
-#define REC_APP_PREFIX "mssql-cdc.reconcile."
-#define REC_TXN_REPORT 1
-#define REC_TXN_REPAIRS 2
-
 /* reconcile --repair (mcdc_reconcile_repair.c): the keys diffs[0..n)
  * repaired under run_id after the run's report. *repaired: res holds the
  * repair's result (false, res untouched, when n is 0). */

@@ -23,10 +23,12 @@
 #include <jansson.h>
 
 #include "mcdc_changes.h"
+#include "mcdc_frame.h"
 #include "mcdc_lake.h"
 #include "mcdc_reconcile.h"
 #include "mcdc_silver.h"
 #include "mcdc_tables.h"
+#include "mcdc_txn.h"
 
 static int nomem(mcdc_error *err) { return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory"); }
 
@@ -166,9 +168,9 @@ int rec_bronze_from(mcdc_table *bronze, const char *const *cols, int32_t n, cons
 }
 
 
-/* Apply's app id in silver (mcdc_silver_apply.c): its commits' userMetadata
- * has planned.end.facts_version, the facts version the pass read. */
-#define REC_APPLY_APP_ID "mssql-cdc.apply"
+/* Apply's app id in silver (mcdc_txn.h): its commits' userMetadata has
+ * planned.end.facts_version, the facts version the pass read. */
+#define REC_APPLY_APP_ID mcdc_txn_fixed(MCDC_TXN_APPLY)
 
 void rec_pending_clear(rec_pending *p) {
     if (p == NULL) return;
@@ -203,12 +205,12 @@ static int last_facts_version(mcdc_table *silver, int64_t version, int64_t *fv, 
             mcdc_free(um);
             continue;
         }
-        json_error_t je;
-        json_t *m = um ? json_loads(um, 0, &je) : NULL;
-        json_t *v = json_object_get(json_object_get(json_object_get(m, "planned"), "end"),
-                                    "facts_version");
-        if (json_is_integer(v) && json_integer_value(v) >= 0) *fv = (int64_t)json_integer_value(v);
-        json_decref(m);
+        mcdc_pos start = {0}, end = {0};
+        if (mcdc_frame_planned_of(um, MCDC_POS_APPLY, &start, &end, NULL) == MCDC_OK &&
+            end.apply.has_versions && end.apply.facts_version >= 0)
+            *fv = end.apply.facts_version;
+        mcdc_pos_free(&start);
+        mcdc_pos_free(&end);
         mcdc_free(um);
         break;
     }

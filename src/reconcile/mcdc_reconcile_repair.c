@@ -8,7 +8,7 @@
  * answers, or rows in bronze that apply does not take until their facts
  * row is written. So a --repair run with a report table first looks at the
  * runs the report holds: each that marked its report as one that repairs
- * (txn version REC_TXN_REPAIRS) and whose repair bronze lacks, or whose
+ * (txn version MCDC_TXN_RECONCILE_REPAIRS) and whose repair bronze lacks, or whose
  * repair bronze holds and the facts table does not, has its repair
  * completed under its own run id, with the keys its report names. Those
  * keys are then pending apply: the run that goes on finds them IN_FLIGHT
@@ -23,6 +23,7 @@
 #include "mcdc_repair.h"
 #include "mcdc_silver.h"
 #include "mcdc_tables.h"
+#include "mcdc_txn.h"
 
 /* The distinct run ids of the report (other than self), owned. */
 typedef struct {
@@ -103,39 +104,33 @@ static int report_runs(const mcdc_ctx *ctx, const mcdc_reconcile_cfg *cfg, runs_
 }
 
 /* Keeps in a only the runs whose repair did not finish: its report marks
- * it a repairing run (txn version REC_TXN_REPAIRS) and bronze lacks the
- * repair's commit (killed after the report), or bronze holds the commit
- * and the facts table lacks its row (killed between the two; any run, as
- * reports written before the mark have none). */
+ * it a repairing run (txn version MCDC_TXN_RECONCILE_REPAIRS) and the
+ * repair's ledger holds nothing of it (killed after the report), or holds
+ * its bronze commit but not its facts row (killed between the two; any
+ * run, as reports written before the mark have none). */
 static int keep_unfinished(const mcdc_ctx *ctx, const mcdc_reconcile_cfg *cfg, runs_acc *a,
                            mcdc_error *err) {
     mcdc_table *bronze = NULL, *facts = NULL, *report = NULL;
-    silver_repairs rp = {0};
-    int64_t v;
     const mcdc_storage_env *env = ctx->storage_env;
     int rc = mcdc_table_open_env(&bronze, env, cfg->bronze, cfg->warehouse, err);
     if (rc == MCDC_OK) rc = mcdc_table_open_env(&facts, env, cfg->facts_table, cfg->warehouse, err);
     if (rc == MCDC_OK) rc = mcdc_table_open_env(&report, env, cfg->report_table, cfg->warehouse, err);
-    if (rc == MCDC_OK) rc = silver_repairs_load(&rp, facts, cfg->bronze, -1, &v, err);
     size_t k = 0;
     for (size_t j = 0; j < a->n; j++) {
-        char app[sizeof MCDC_REPAIR_APP_PREFIX + MCDC_REPAIR_RUN_ID_MAX + 1];
-        char mark[sizeof REC_APP_PREFIX + MCDC_REPAIR_RUN_ID_MAX + 1];
-        snprintf(app, sizeof app, "%s%s", MCDC_REPAIR_APP_PREFIX, a->v[j]);
-        snprintf(mark, sizeof mark, "%s%s", REC_APP_PREFIX, a->v[j]);
-        int64_t have = -1, marked = -1;
-        bool keep = false;
+        char mark[MCDC_TXN_APP_ID_MAX];
+        int64_t marked = -1;
+        bool keep = false, written = false, recorded = false;
         if (rc == MCDC_OK && mcdc_repair_run_id_check(a->v[j], NULL) == MCDC_OK) {
-            rc = mcdc_table_txn_version(bronze, app, &have, err);
-            if (rc == MCDC_OK && have < 0) rc = mcdc_table_txn_version(report, mark, &marked, err);
-            keep = rc == MCDC_OK && (have >= 0 ? !silver_repairs_has(&rp, a->v[j])
-                                               : marked == REC_TXN_REPAIRS);
+            rc = mcdc_repair_state(bronze, facts, a->v[j], &written, &recorded, err);
+            if (rc == MCDC_OK && !written)
+                rc = mcdc_txn_app_id(mark, sizeof mark, MCDC_TXN_RECONCILE, a->v[j], 0, NULL, err);
+            if (rc == MCDC_OK && !written) rc = mcdc_table_txn_version(report, mark, &marked, err);
+            keep = rc == MCDC_OK && (written ? !recorded : marked == MCDC_TXN_RECONCILE_REPAIRS);
         }
         if (keep) a->v[k++] = a->v[j];
         else mcdc_free(a->v[j]);
     }
     a->n = k;
-    silver_repairs_free(&rp);
     mcdc_table_close(report);
     mcdc_table_close(facts);
     mcdc_table_close(bronze);

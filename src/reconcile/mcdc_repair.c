@@ -1,16 +1,19 @@
 /*
  * mcdc_repair.c - mssql-cdc repair (mcdc_repair.h, docs/repair.md).
  *
- * A repair is one unit, on bronze's txn of its own app id
- * (mssql-cdc.repair.<run id>, version 0) and the facts row after it:
+ * A repair is a job of one unit on the job frame, its ledger the lake
+ * (mcdc_once.h): bronze's txn of its own app id (mssql-cdc.repair.<run
+ * id>, version 0) and the facts row after it:
  *   plan    the keys checked and typed, L = max_lsn and its commit time
  *   read    the keys' rows, MCDC_POINT_READ_KEYS a query
  *   commit  bronze: the images (operation 4) and deletes (1), stamped L,
  *           in one commit with the txn                      after_bronze
- *   facts   the 'repair' row, with txn(<app id>#facts, 0)
+ *   facts   the 'repair' row, with txn(<app id>#facts, 0)   after_facts
  * A run that finds the bronze txn (killed after the commit, or run again)
- * reads what it wrote from the commit's userMetadata and writes only the
- * facts row, which its own txn keeps to one. The stream's txn and verdict
+ * replays the unit: the frame verifies the commit is this run's (its
+ * binding, or an earlier build's repair record naming the run), its
+ * counts come from the commit's userMetadata, and only the facts row is
+ * written, which its own txn keeps to one. The stream's txn and verdict
  * are not touched: the app id is not the stream's, and the control table
  * is not written.
  */
@@ -21,8 +24,10 @@
 #include "mcdc_cfg.h"
 #include "mcdc_changes.h"
 #include "mcdc_facts.h"
+#include "mcdc_once.h"
 #include "mcdc_repair.h"
 #include "mcdc_tables.h"
+#include "mcdc_txn.h"
 
 static int nomem(mcdc_error *err) { return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory"); }
 
@@ -102,10 +107,23 @@ static void keyset_free(keyset *s) {
 
 typedef struct {
     const mcdc_ctx *ctx;
+    const mcdc_opts *opts;
     const char *bronze_name, *facts_name, *warehouse, *run_id;
-    char app_id[sizeof MCDC_REPAIR_APP_PREFIX + MCDC_REPAIR_RUN_ID_MAX + 8];
-    char facts_app[sizeof MCDC_REPAIR_APP_PREFIX + MCDC_REPAIR_RUN_ID_MAX + 16];
+    const char *const *keys_json; /* the keys asked for (borrowed) */
+    size_t n_json;
+    char app_id[MCDC_TXN_APP_ID_MAX];
+    char facts_app[MCDC_TXN_APP_ID_MAX];
+    char name[MCDC_REPAIR_RUN_ID_MAX + 16]; /* "repair <run id>" */
     mcdc_table *bronze, *facts;
+    /* the plan: the keys typed, the distinct ones, the stamp */
+    bool planned;
+    mcdc_batch *keys;          /* one row per key asked for */
+    json_t **bounds;           /* each key as a point read's bound (owned) */
+    keyset asked;
+    const json_t **points;     /* the distinct keys' bounds (borrowed from bounds) */
+    int64_t *uniq;             /* the distinct keys' rows in keys */
+    size_t n_uniq;
+    mcdc_lsn stamp;
     mcdc_changes *changes;
     const mcdc_schema *out;    /* the reader's output schema (borrowed from changes) */
     int32_t c_ci, c_lsn, c_seq, c_op, c_cmd, c_ts;
@@ -247,7 +265,8 @@ static int read_commit(repair_run *r, mcdc_error *err) {
     return MCDC_OK;
 }
 
-static int write_facts(repair_run *r, mcdc_error *err) {
+/* Its 'repair' facts row: the unit's record. */
+static int append_facts(repair_run *r, mcdc_batch *rows, mcdc_error *err) {
     const mcdc_repair_result *res = r->res;
     json_t *d = json_pack("{s:s, s:s, s:I, s:I, s:I}", "run_id", r->run_id, "lsn", res->lsn, "images",
                           (json_int_t)res->images, "deletes", (json_int_t)res->deletes, "keys",
@@ -259,20 +278,17 @@ static int write_facts(repair_run *r, mcdc_error *err) {
                            .rows = res->images + res->deletes, .lsn = res->lsn,
                            .has_commit_ts = res->has_commit_ts, .commit_us = res->commit_us,
                            .detail = detail};
-    bool skipped = false;
-    int rc = mcdc_facts_write_event(r->facts, &ev, r->facts_app, 0, &skipped, err);
+    int rc = mcdc_facts_append_event(rows, &ev, err);
     free(detail);
-    if (rc) mcdc_error_wrap(err, "recording repair %s in %s", r->run_id, r->facts_name);
-    else if (!skipped)
-        mcdc_log(MCDC_LOG_INFO, "repair %s recorded in %s", r->run_id, r->facts_name);
     return rc;
 }
 
-/* Checks, reads and appends: the unit's plan, read and commit. */
-static int repair_fresh(repair_run *r, const mcdc_opts *opts, const char *const *keys_json,
-                        size_t n, mcdc_error *err) {
+/* The plan: the keys checked, typed and made distinct, every one before
+ * anything is read; then the stamp L = max_lsn and its commit time. */
+static int repair_plan(repair_run *r, mcdc_error *err) {
     mcdc_repair_result *res = r->res;
-    int rc = open_source(r, opts, err);
+    size_t n = r->n_json;
+    int rc = open_source(r, r->opts, err);
     mcdc_schema *bs = NULL;
     if (rc == MCDC_OK) rc = mcdc_table_schema(r->bronze, &bs, err);
     if (rc == MCDC_OK && bs == NULL)
@@ -284,91 +300,96 @@ static int repair_fresh(repair_run *r, const mcdc_opts *opts, const char *const 
             rc = mcdc_error_set(err, MCDC_E_MISMATCH, "bronze %s has no key column '%s'",
                                 r->bronze_name, r->key_names[k]);
     mcdc_schema_unref(bs);
-    /* every key checked before anything is read */
-    mcdc_batch *keys = NULL;
-    json_t **bounds = NULL;
-    if (rc == MCDC_OK) rc = mcdc_batch_create(&keys, r->key_schema, (int64_t)n, err);
-    if (rc == MCDC_OK && (bounds = mcdc_calloc(n ? n : 1, sizeof *bounds)) == NULL) rc = nomem(err);
+    if (rc == MCDC_OK) rc = mcdc_batch_create(&r->keys, r->key_schema, (int64_t)n, err);
+    if (rc == MCDC_OK && (r->bounds = mcdc_calloc(n ? n : 1, sizeof *r->bounds)) == NULL)
+        rc = nomem(err);
     for (size_t i = 0; rc == MCDC_OK && i < n; i++) {
-        const char *t = keys_json[i] ? keys_json[i] : "";
-        rc = mcdc_repair_key_parse(t, strlen(t), i, r->out, r->key_names, r->n_keys, keys, &bounds[i], err);
+        const char *t = r->keys_json[i] ? r->keys_json[i] : "";
+        rc = mcdc_repair_key_parse(t, strlen(t), i, r->out, r->key_names, r->n_keys, r->keys,
+                                   &r->bounds[i], err);
     }
-    if (rc == MCDC_OK) rc = mcdc_batch_seal(keys, err);
+    if (rc == MCDC_OK) rc = mcdc_batch_seal(r->keys, err);
     /* distinct keys */
-    keyset asked = {0};
-    size_t *order = NULL;
     const mcdc_column *kc[SILVER_KEYS_MAX];
-    for (int32_t k = 0; rc == MCDC_OK && k < r->n_keys; k++) kc[k] = &keys->columns[k];
-    for (size_t i = 0; rc == MCDC_OK && i < n; i++) rc = keyset_add(&asked, kc, r->n_keys, (int64_t)i, err);
-    if (rc == MCDC_OK && (order = keyset_order(&asked, err)) == NULL) rc = MCDC_E_NOMEM;
-    const json_t **points = NULL;
-    int64_t *uniq = NULL;
-    size_t n_uniq = 0;
+    for (int32_t k = 0; rc == MCDC_OK && k < r->n_keys; k++) kc[k] = &r->keys->columns[k];
+    for (size_t i = 0; rc == MCDC_OK && i < n; i++) rc = keyset_add(&r->asked, kc, r->n_keys, (int64_t)i, err);
+    size_t *order = NULL;
+    if (rc == MCDC_OK && (order = keyset_order(&r->asked, err)) == NULL) rc = MCDC_E_NOMEM;
     if (rc == MCDC_OK) {
-        points = mcdc_calloc(n ? n : 1, sizeof *points);
-        uniq = mcdc_calloc(n ? n : 1, sizeof *uniq);
-        if (!points || !uniq) rc = nomem(err);
+        r->points = mcdc_calloc(n ? n : 1, sizeof *r->points);
+        r->uniq = mcdc_calloc(n ? n : 1, sizeof *r->uniq);
+        if (!r->points || !r->uniq) rc = nomem(err);
     }
+    const keyset *asked = &r->asked;
     for (size_t i = 0; rc == MCDC_OK && i < n; i++) {
         size_t j = order[i];
         if (i > 0) {
             size_t p = order[i - 1];
-            if (silver_key_cmp(asked.bytes.data + asked.off[p], asked.len[p],
-                               asked.bytes.data + asked.off[j], asked.len[j]) == 0)
+            if (silver_key_cmp(asked->bytes.data + asked->off[p], asked->len[p],
+                               asked->bytes.data + asked->off[j], asked->len[j]) == 0)
                 continue;
         }
-        uniq[n_uniq] = asked.row[j];
-        points[n_uniq++] = bounds[asked.row[j]];
+        r->uniq[r->n_uniq] = asked->row[j];
+        r->points[r->n_uniq++] = r->bounds[asked->row[j]];
     }
-    res->keys = (int64_t)n_uniq;
+    mcdc_free(order);
+    res->keys = (int64_t)r->n_uniq;
     /* the stamp, before the read */
-    mcdc_lsn L;
-    char lsn[MCDC_LSN_TEXT_LEN + 1] = "";
-    bool has_ts = false;
-    int64_t us = 0;
-    if (rc == MCDC_OK && n_uniq > 0) rc = mcdc_changes_max_lsn(r->changes, &L, err);
-    if (rc == MCDC_OK && n_uniq > 0) rc = mcdc_changes_commit_time(r->changes, &L, &us, &has_ts, err);
-    if (rc == MCDC_OK && n_uniq > 0) {
-        mcdc_lsn_format(&L, lsn);
+    if (rc == MCDC_OK && r->n_uniq > 0) rc = mcdc_changes_max_lsn(r->changes, &r->stamp, err);
+    if (rc == MCDC_OK && r->n_uniq > 0)
+        rc = mcdc_changes_commit_time(r->changes, &r->stamp, &res->commit_us, &res->has_commit_ts, err);
+    if (rc == MCDC_OK && r->n_uniq > 0) {
+        mcdc_lsn_format(&r->stamp, res->lsn);
         res->has_lsn = true;
-        snprintf(res->lsn, sizeof res->lsn, "%s", lsn);
-        res->has_commit_ts = has_ts;
-        res->commit_us = us;
-        json_t *names = json_array();
-        for (int32_t k = 0; names && k < r->n_keys; k++) json_array_append_new(names, json_string(r->key_names[k]));
-        rc = names ? mcdc_changes_point_read(r->changes, names, (const json_t *const *)points, n_uniq, &L,
-                                             has_ts, us, got_rows, r, err)
-                   : nomem(err);
-        json_decref(names);
     }
+    return rc;
+}
+
+/* The run: the keys' rows read at the stamp, the ones the source lacks as
+ * deletes, all in one bronze commit through the frame. */
+static int repair_write(repair_run *r, mcdc_frame *f, const mcdc_unit *u, mcdc_error *err) {
+    mcdc_repair_result *res = r->res;
+    const keyset *asked = &r->asked;
+    size_t n = r->n_json, n_uniq = r->n_uniq;
+    const char *lsn = res->lsn;
+    bool has_ts = res->has_commit_ts;
+    int64_t us = res->commit_us;
+    json_t *names = json_array();
+    for (int32_t k = 0; names && k < r->n_keys; k++) json_array_append_new(names, json_string(r->key_names[k]));
+    int rc = names ? mcdc_changes_point_read(r->changes, names, (const json_t *const *)r->points, n_uniq,
+                                             &r->stamp, has_ts, us, got_rows, r, err)
+                   : nomem(err);
+    json_decref(names);
     /* the keys the source lacks: deletes */
+    const mcdc_column *kc[SILVER_KEYS_MAX];
+    for (int32_t k = 0; k < r->n_keys; k++) kc[k] = &r->keys->columns[k];
     size_t *found_order = NULL;
     int64_t *gone = NULL;
     size_t n_gone = 0;
-    if (rc == MCDC_OK && n_uniq > 0 && (found_order = keyset_order(&r->found, err)) == NULL) rc = MCDC_E_NOMEM;
-    if (rc == MCDC_OK && n_uniq > 0 && (gone = mcdc_calloc(n_uniq, sizeof *gone)) == NULL) rc = nomem(err);
+    if (rc == MCDC_OK && (found_order = keyset_order(&r->found, err)) == NULL) rc = MCDC_E_NOMEM;
+    if (rc == MCDC_OK && (gone = mcdc_calloc(n_uniq, sizeof *gone)) == NULL) rc = nomem(err);
     mcdc_buf one = {0};
     for (size_t i = 0; rc == MCDC_OK && i < n_uniq; i++) {
         mcdc_buf_reset(&one);
-        rc = silver_key_append(&one, kc, r->n_keys, uniq[i], err);
-        if (rc == MCDC_OK && !keyset_find(&r->found, found_order, one.data, one.len)) gone[n_gone++] = uniq[i];
+        rc = silver_key_append(&one, kc, r->n_keys, r->uniq[i], err);
+        if (rc == MCDC_OK && !keyset_find(&r->found, found_order, one.data, one.len)) gone[n_gone++] = r->uniq[i];
     }
     mcdc_buf_free(&one);
     /* Two source rows of one key as bronze holds it (a datetime2(7) key
      * whose values differ below the microsecond, or a collation that
      * compares unlike the lake): which one silver should hold is not
      * knowable here, so the key is refused, and nothing is written. */
-    for (size_t i = 1; rc == MCDC_OK && n_uniq > 0 && i < r->found.n; i++) {
+    for (size_t i = 1; rc == MCDC_OK && i < r->found.n; i++) {
         size_t p = found_order[i - 1], q = found_order[i];
         if (silver_key_cmp(r->found.bytes.data + r->found.off[p], r->found.len[p],
                            r->found.bytes.data + r->found.off[q], r->found.len[q]) != 0)
             continue;
-        char *kj = NULL;
-        for (size_t u = 0; kj == NULL && u < n; u++)
-            if (asked.len[u] == r->found.len[q] &&
-                memcmp(asked.bytes.data + asked.off[u], r->found.bytes.data + r->found.off[q],
-                       asked.len[u]) == 0)
-                kj = (char *)keys_json[asked.row[u]];
+        const char *kj = NULL;
+        for (size_t k = 0; kj == NULL && k < n; k++)
+            if (asked->len[k] == r->found.len[q] &&
+                memcmp(asked->bytes.data + asked->off[k], r->found.bytes.data + r->found.off[q],
+                       asked->len[k]) == 0)
+                kj = r->keys_json[asked->row[k]];
         rc = mcdc_error_set(err, MCDC_E_INVALID,
                             "key %.200s: the source has more than one row that bronze holds as "
                             "this key (values that differ below the microsecond of a datetime2(7) "
@@ -379,45 +400,192 @@ static int repair_fresh(repair_run *r, const mcdc_opts *opts, const char *const 
                             kj ? kj : "?");
     }
     mcdc_batch *dels = NULL;
-    if (rc == MCDC_OK && n_gone > 0) rc = delete_rows(r, keys, gone, n_gone, lsn, has_ts, us, &dels, err);
+    if (rc == MCDC_OK && n_gone > 0) rc = delete_rows(r, r->keys, gone, n_gone, lsn, has_ts, us, &dels, err);
     res->deletes = (int64_t)n_gone;
     /* one commit */
     mcdc_appender *ap = NULL;
     mcdc_table_props props = {.kind = MCDC_KIND_BRONZE};
-    if (rc == MCDC_OK && n_uniq > 0) rc = mcdc_appender_open(&ap, r->bronze, (mcdc_schema *)r->out, &props, err);
-    for (size_t i = 0; rc == MCDC_OK && ap && i < r->n_got; i++) rc = mcdc_appender_write(ap, r->got[i], err);
-    if (rc == MCDC_OK && ap && dels) rc = mcdc_appender_write(ap, dels, err);
-    if (rc == MCDC_OK && ap) {
+    if (rc == MCDC_OK) rc = mcdc_appender_open(&ap, r->bronze, (mcdc_schema *)r->out, &props, err);
+    for (size_t i = 0; rc == MCDC_OK && i < r->n_got; i++) rc = mcdc_appender_write(ap, r->got[i], err);
+    if (rc == MCDC_OK && dels) rc = mcdc_appender_write(ap, dels, err);
+    bool skipped = false;
+    if (rc == MCDC_OK) {
         json_t *m = json_pack("{s:{s:s, s:s, s:o, s:I, s:I, s:I}}", "repair", "run_id", r->run_id, "lsn", lsn,
                               "commit_us", has_ts ? json_integer(us) : json_null(), "keys",
                               (json_int_t)res->keys, "images", (json_int_t)res->images, "deletes",
                               (json_int_t)res->deletes);
-        char *um = m ? json_dumps(m, JSON_COMPACT) : NULL;
-        json_decref(m);
-        bool skipped = false;
-        int64_t version = -1;
-        mcdc_table_commit c = {.app_id = r->app_id, .txn_version = 0, .operation = "WRITE",
-                               .user_metadata = um, .read_version = -1};
-        rc = um ? mcdc_appender_commit_with(ap, &c, &skipped, &version, err) : nomem(err);
-        free(um);
-        res->bronze_version = version;
-        if (rc == MCDC_OK && skipped) {
-            /* another run of this id committed first: its rows stand */
-            res->already = true;
-            rc = read_commit(r, err);
-        }
+        mcdc_table_commit c = {.operation = "WRITE", .read_version = -1};
+        rc = m ? mcdc_frame_commit_data_with(f, u, ap, m, &c, &skipped, err) : nomem(err);
+    }
+    /* what bronze holds now: this commit, or (skipped) the one another run
+     * of this id committed first, whose rows stand */
+    if (rc == MCDC_OK) {
+        res->already = skipped;
+        rc = read_commit(r, err);
     }
     mcdc_appender_free(ap);
     mcdc_batch_free(dels);
     mcdc_free(gone);
     mcdc_free(found_order);
-    mcdc_free(points);
-    mcdc_free(uniq);
-    mcdc_free(order);
-    keyset_free(&asked);
-    for (size_t i = 0; bounds && i < n; i++) json_decref(bounds[i]);
-    mcdc_free(bounds);
-    mcdc_batch_free(keys);
+    return rc;
+}
+
+/* ---- the job: one unit on the lake (mcdc_once.h) --------------------------------------
+ * Its stamp L is its plan; bronze's commit, txn(REPAIR, 0), its data; the
+ * 'repair' facts row, txn(REPAIR_FACTS, 0), its record. */
+
+static void stamp_of(mcdc_pos *p, const mcdc_repair_result *res) {
+    mcdc_pos_free(p);
+    p->kind = MCDC_POS_STAMP;
+    p->stamp.has_lsn = mcdc_lsn_parse_cstr(&p->stamp.lsn, res->lsn, NULL) == MCDC_OK;
+    p->stamp.has_ts = res->has_commit_ts;
+    p->stamp.commit_us = res->commit_us;
+}
+
+static void log_held(const repair_run *r) {
+    mcdc_log(MCDC_LOG_INFO, "repair %s: bronze %s holds its rows (version %lld): nothing is "
+                            "appended again", r->run_id, r->bronze_name,
+             (long long)r->res->bronze_version);
+}
+
+static int j_plan(void *job, const mcdc_pos *last_end, mcdc_pos *start, mcdc_pos *end, bool *idle,
+                  mcdc_error *err) {
+    repair_run *r = job;
+    *idle = true;
+    if (last_end) { /* recorded: run again, it reports what it wrote */
+        r->res->already = true;
+        int rc = read_commit(r, err);
+        if (rc == MCDC_OK) log_held(r);
+        return rc;
+    }
+    int rc = repair_plan(r, err);
+    if (rc || r->n_uniq == 0) return rc; /* no key: nothing to write */
+    *idle = false;
+    r->planned = true;
+    start->kind = MCDC_POS_STAMP;
+    stamp_of(end, r->res);
+    return MCDC_OK;
+}
+
+static int j_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_result *res,
+                 mcdc_error *err) {
+    repair_run *r = job;
+    int rc;
+    if (u->data_done) { /* written before: killed before its facts row */
+        r->res->already = true;
+        rc = read_commit(r, err);
+        if (rc == MCDC_OK) log_held(r);
+    } else if (!r->planned) {
+        rc = mcdc_error_set(err, MCDC_E_CORRUPT,
+                            "repair %s: its unit is planned, but bronze %s holds no commit of it",
+                            r->run_id, r->bronze_name);
+    } else {
+        rc = repair_write(r, f, u, err);
+        res->data_committed = rc == MCDC_OK;
+    }
+    res->rows = r->res->images + r->res->deletes;
+    return rc;
+}
+
+static int j_facts(void *job, const mcdc_unit *u, const mcdc_unit_result *res, mcdc_batch *rows,
+                   mcdc_error *err) {
+    (void)u, (void)res;
+    return append_facts(job, rows, err);
+}
+
+static void j_done(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
+                   const mcdc_verdict *v) {
+    (void)u, (void)res, (void)v;
+    repair_run *r = job;
+    mcdc_log(MCDC_LOG_INFO, "repair %s recorded in %s", r->run_id, r->facts_name);
+}
+
+static const mcdc_job_ops REPAIR_OPS = {
+    .kind = "repair",
+    .pos_kind = MCDC_POS_STAMP,
+    .plan = j_plan,
+    .run = j_run,
+    .facts = j_facts,
+    .done = j_done,
+};
+
+/* A commit of this run an earlier build wrote (no binding): its repair
+ * record names the run, and its stamp. */
+static bool legacy_owns(void *job, const char *um) {
+    repair_run *r = job;
+    json_error_t je;
+    json_t *m = um ? json_loads(um, 0, &je) : NULL;
+    const char *run = json_string_value(json_object_get(json_object_get(m, "repair"), "run_id"));
+    bool ours = run && strcmp(run, r->run_id) == 0;
+    json_decref(m);
+    return ours;
+}
+
+static bool legacy_end(void *job, const char *um, mcdc_pos *end) {
+    repair_run *r = job;
+    json_error_t je;
+    json_t *m = um ? json_loads(um, 0, &je) : NULL;
+    json_t *rp = json_object_get(m, "repair");
+    const char *lsn = json_string_value(json_object_get(rp, "lsn"));
+    json_t *ts = json_object_get(rp, "commit_us");
+    bool ok = legacy_owns(r, um) && lsn;
+    if (ok) {
+        end->kind = MCDC_POS_STAMP;
+        end->stamp.has_lsn = mcdc_lsn_parse_cstr(&end->stamp.lsn, lsn, NULL) == MCDC_OK;
+        end->stamp.has_ts = json_is_integer(ts);
+        end->stamp.commit_us = json_is_integer(ts) ? (int64_t)json_integer_value(ts) : 0;
+    }
+    json_decref(m);
+    return ok;
+}
+
+/* The ledger of run r (its tables open). */
+static mcdc_once_cfg once_cfg(repair_run *r) {
+    return (mcdc_once_cfg){.ctx = r->ctx,
+                           .id = r->app_id,
+                           .name = r->name,
+                           .unit = 0,
+                           .target = r->bronze,
+                           .target_kind = MCDC_KIND_BRONZE,
+                           .target_role = "bronze",
+                           .app_id = r->app_id,
+                           .facts = r->facts,
+                           .facts_app_id = r->facts_app,
+                           .owns = legacy_owns,
+                           .legacy_end = legacy_end};
+}
+
+static void run_free(repair_run *r) {
+    for (size_t i = 0; i < r->n_got; i++) mcdc_batch_free(r->got[i]);
+    mcdc_free(r->got);
+    keyset_free(&r->found);
+    keyset_free(&r->asked);
+    for (size_t i = 0; r->bounds && i < r->n_json; i++) json_decref(r->bounds[i]);
+    mcdc_free(r->bounds);
+    mcdc_free(r->points);
+    mcdc_free(r->uniq);
+    mcdc_batch_free(r->keys);
+    mcdc_schema_unref(r->key_schema);
+    mcdc_changes_close(r->changes);
+    mcdc_table_close(r->bronze);
+    mcdc_table_close(r->facts);
+}
+
+/* Opens run_id's repair of bronze (its tables, its app ids). */
+static int run_open(repair_run *r, const mcdc_ctx *ctx, const char *bronze, const char *facts_table,
+                    const char *warehouse, const char *run_id, mcdc_repair_result *res,
+                    mcdc_error *err) {
+    static const mcdc_ctx none = {0};
+    *r = (repair_run){.ctx = ctx ? ctx : &none, .bronze_name = bronze, .facts_name = facts_table,
+                      .warehouse = warehouse, .run_id = run_id, .res = res};
+    snprintf(r->name, sizeof r->name, "repair %s", run_id);
+    int rc = mcdc_txn_app_id(r->app_id, sizeof r->app_id, MCDC_TXN_REPAIR, run_id, 0, NULL, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_txn_app_id(r->facts_app, sizeof r->facts_app, MCDC_TXN_REPAIR_FACTS, run_id, 0,
+                             NULL, err);
+    const mcdc_storage_env *env = r->ctx->storage_env;
+    if (rc == MCDC_OK) rc = mcdc_table_open_env(&r->bronze, env, bronze, warehouse, err);
+    if (rc == MCDC_OK) rc = mcdc_table_open_env(&r->facts, env, facts_table, warehouse, err);
     return rc;
 }
 
@@ -437,43 +605,30 @@ int mcdc_repair_keys(const mcdc_ctx *ctx, const mcdc_opts *opts, const char *bro
         return mcdc_error_set(err, MCDC_E_INVALID,
                               "repair reads the keys' rows from SQL Server: give the stream's source "
                               "options (connectionString, captureInstance)");
-    mcdc_ctx none = {0};
-    repair_run r = {.ctx = ctx ? ctx : &none, .bronze_name = bronze, .facts_name = facts_table,
-                    .warehouse = warehouse, .run_id = run_id, .res = res};
     snprintf(res->run_id, sizeof res->run_id, "%s", run_id);
-    snprintf(r.app_id, sizeof r.app_id, "%s%s", MCDC_REPAIR_APP_PREFIX, run_id);
-    snprintf(r.facts_app, sizeof r.facts_app, "%s#facts", r.app_id);
-    const mcdc_storage_env *env = r.ctx->storage_env;
-    rc = mcdc_table_open_env(&r.bronze, env, bronze, warehouse, err);
-    if (rc == MCDC_OK) rc = mcdc_table_open_env(&r.facts, env, facts_table, warehouse, err);
-    if (rc == MCDC_OK && strcmp(mcdc_table_path(r.bronze), mcdc_table_path(r.facts)) == 0)
-        rc = mcdc_error_set(err, MCDC_E_MISMATCH, "bronze and the facts table are one table (%s)",
-                            mcdc_table_path(r.bronze));
-    if (rc == MCDC_OK) rc = mcdc_table_check_kind(r.bronze, MCDC_KIND_BRONZE, "bronze", err);
-    if (rc == MCDC_OK) rc = mcdc_table_check_kind(r.facts, MCDC_KIND_FACTS, "facts table", err);
-    int64_t have = -1;
-    if (rc == MCDC_OK) rc = mcdc_table_txn_version(r.bronze, r.app_id, &have, err);
-    if (rc == MCDC_OK && have >= 0) {
-        /* written before (killed before its facts row, or run again) */
-        res->already = true;
-        rc = read_commit(&r, err);
-        if (rc == MCDC_OK)
-            mcdc_log(MCDC_LOG_INFO, "repair %s: bronze %s holds its rows (version %lld): nothing is "
-                                    "appended again", run_id, bronze, (long long)res->bronze_version);
-    } else if (rc == MCDC_OK) {
-        rc = repair_fresh(&r, opts, keys_json, n, err);
-    }
-    bool wrote = rc == MCDC_OK && res->has_lsn;
-    if (wrote && mcdc_ctx_crash(r.ctx, "after_bronze", 0)) rc = MCDC_E_CANCELLED;
-    if (wrote && rc == MCDC_OK) rc = write_facts(&r, err);
-    for (size_t i = 0; i < r.n_got; i++) mcdc_batch_free(r.got[i]);
-    mcdc_free(r.got);
-    keyset_free(&r.found);
-    mcdc_schema_unref(r.key_schema);
-    mcdc_changes_close(r.changes);
-    mcdc_table_close(r.bronze);
-    mcdc_table_close(r.facts);
+    repair_run r;
+    rc = run_open(&r, ctx, bronze, facts_table, warehouse, run_id, res, err);
+    r.opts = opts;
+    r.keys_json = keys_json;
+    r.n_json = n;
+    mcdc_once_cfg oc = once_cfg(&r);
+    if (rc == MCDC_OK) rc = mcdc_once_run(&oc, &REPAIR_OPS, &r, err);
+    run_free(&r);
     if (rc && rc != MCDC_E_CANCELLED) mcdc_error_wrap(err, "repair %s of %s", run_id, bronze);
+    return rc;
+}
+
+int mcdc_repair_state(mcdc_table *bronze, mcdc_table *facts, const char *run_id, bool *written,
+                      bool *recorded, mcdc_error *err) {
+    *written = *recorded = false;
+    repair_run r = {.run_id = run_id, .bronze = bronze, .facts = facts};
+    int rc = mcdc_txn_app_id(r.app_id, sizeof r.app_id, MCDC_TXN_REPAIR, run_id, 0, NULL, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_txn_app_id(r.facts_app, sizeof r.facts_app, MCDC_TXN_REPAIR_FACTS, run_id, 0,
+                             NULL, err);
+    snprintf(r.name, sizeof r.name, "repair %s", run_id);
+    mcdc_once_cfg oc = once_cfg(&r);
+    if (rc == MCDC_OK) rc = mcdc_once_state(&oc, written, recorded, err);
     return rc;
 }
 

@@ -18,15 +18,20 @@
  * wrong type: MCDC_E_INVALID naming the key (its place in the list), the
  * column and what was wrong. Every key is checked before anything is read.
  *
- * One repair: L = max_lsn, taken before the read, and its commit time; the
- * keys' rows read from the source (point reads, READ COMMITTED, never
- * NOLOCK); one bronze commit with txn(mssql-cdc.repair.<run id>, 0): an
+ * One repair, a job of one unit on the lake (mcdc_once.h): L = max_lsn,
+ * taken before the read, and its commit time (its plan); the keys' rows
+ * read from the source (point reads, READ COMMITTED, never NOLOCK); one
+ * bronze commit with txn(mssql-cdc.repair.<run id>, 0): an
  * operation 4 row (the image) for each key the source has, an operation 1
  * row (the key, other columns NULL) for each it lacks, all stamped
  * _start_lsn L, _commit_ts L's commit time, _seqval, _command_id and
  * _batch_id NULL; then a facts row of event 'repair'. A run killed between
  * the two finds the bronze txn and writes only the facts row; a run whose
- * facts row is there does nothing.
+ * facts row is there does nothing. The frame's checks stand before any
+ * write: bronze's commit of the run lost while its facts row stands
+ * (MCDC_E_TARGET_BEHIND), a commit of its app id that is no repair's of
+ * this run (MCDC_E_FOREIGN_WRITER), bronze and facts not what their roles
+ * say (MCDC_E_MISMATCH).
  */
 #ifndef MCDC_REPAIR_H
 #define MCDC_REPAIR_H
@@ -42,10 +47,8 @@
 #include "mcdc_silver.h"
 #include "mcdc_util.h"
 
-/* The txn app id of a repair's bronze commit is this + the run id, and its
- * facts row's that + "#facts". */
-#define MCDC_REPAIR_APP_PREFIX "mssql-cdc.repair."
-/* A run id: 1 to this many characters of [A-Za-z0-9._:-] (a UUID fits). */
+/* A repair's bronze commit and facts row carry the txn app ids REPAIR and
+ * REPAIR_FACTS of mcdc_txn.h, of its run id. A run id: 1 to this many characters of [A-Za-z0-9._:-] (a UUID fits). */
 #define MCDC_REPAIR_RUN_ID_MAX 128
 /* Keys one repair takes, and the bytes of one key's JSON. */
 #define MCDC_REPAIR_KEYS_MAX 10000000
@@ -77,6 +80,11 @@ int mcdc_repair_keys(const mcdc_ctx *ctx, const mcdc_opts *opts, const char *bro
                      const char *facts_table, const char *warehouse, const char *run_id,
                      const char *const *keys_json, size_t n, mcdc_repair_result *res,
                      mcdc_error *err);
+
+/* Where the repair run_id stands in bronze and facts (open), read only:
+ * *written (bronze holds its commit), *recorded (facts hold its row). */
+int mcdc_repair_state(mcdc_table *bronze, mcdc_table *facts, const char *run_id, bool *written,
+                      bool *recorded, mcdc_error *err);
 
 /* The differing keys of run_id in report table (rows whose failure_type is
  * MISSING_TARGET, MISSING_SOURCE, RECORD_DIFF or DUPLICATE_TARGET with a

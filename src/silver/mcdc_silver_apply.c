@@ -41,20 +41,8 @@
 
 /* ---- the job ------------------------------------------------------------------------------ */
 
-static json_t *end_json(const apply_plan *pl) {
-    json_t *j = apply_state_json(&pl->end);
-    if (j == NULL) return NULL;
-    json_object_set_new(j, "bronze_version", json_integer(pl->bronze_version));
-    json_object_set_new(j, "facts_version", json_integer(pl->facts_version));
-    if (pl->has_verdict) {
-        json_object_set_new(j, "verdict_lsn", json_string(pl->verdict_lsn));
-        json_object_set_new(j, "verdict_us", json_integer(pl->verdict_us));
-    }
-    return j;
-}
-
-static int j_plan(void *job, const json_t *last_end, json_t **start, json_t **end, bool *idle,
-                  mcdc_error *err) {
+static int j_plan(void *job, const mcdc_pos *last_end, mcdc_pos *start, mcdc_pos *end,
+                  bool *idle, mcdc_error *err) {
     mcdc_apply *a = job;
     if (a->cfg.trigger == MCDC_TRIGGER_ONCE && a->fresh_passes > 0) {
         *idle = true; /* one pass (a replay of a pass killed before does not count) */
@@ -63,25 +51,32 @@ static int j_plan(void *job, const json_t *last_end, json_t **start, json_t **en
     int rc = apply_plan_pass(a, last_end, idle, err);
     if (rc || *idle) return rc;
     a->planned = true;
-    *start = apply_state_json(&a->plan.start);
-    *end = end_json(&a->plan);
-    if (*start == NULL || *end == NULL) return apply_nomem(err);
+    const apply_plan *pl = &a->plan;
+    start->kind = end->kind = MCDC_POS_APPLY;
+    start->apply.cells = pl->start;
+    end->apply.cells = pl->end;
+    end->apply.has_versions = true;
+    end->apply.bronze_version = pl->bronze_version;
+    end->apply.facts_version = pl->facts_version;
+    end->apply.has_verdict = pl->has_verdict;
+    if (pl->has_verdict) {
+        snprintf(end->apply.verdict_lsn, sizeof end->apply.verdict_lsn, "%s", pl->verdict_lsn);
+        end->apply.verdict_us = pl->verdict_us;
+    }
     return MCDC_OK;
 }
 
-static bool verdict_of(const json_t *end, int64_t *us, char lsn[32]) {
-    const char *l = json_string_value(json_object_get(end, "verdict_lsn"));
-    json_t *t = json_object_get(end, "verdict_us");
-    if (l == NULL || !json_is_integer(t)) return false;
-    *us = (int64_t)json_integer_value(t);
-    snprintf(lsn, 32, "%s", l);
+static bool verdict_of(const mcdc_pos *end, int64_t *us, char lsn[32]) {
+    if (!end->apply.has_verdict) return false;
+    *us = end->apply.verdict_us;
+    snprintf(lsn, 32, "%s", end->apply.verdict_lsn);
     return true;
 }
 
 static int j_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_result *res,
                  mcdc_error *err) {
     mcdc_apply *a = job;
-    apply_state_of_json(&a->commit_end, u->end);
+    a->commit_end = u->end->apply.cells;
     int rc = MCDC_OK;
     if (!u->data_done) {
         MCDC_ASSERT(a->planned);
@@ -93,7 +88,7 @@ static int j_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_result 
     return rc;
 }
 
-static bool j_position_time(void *job, const json_t *pos, int64_t *commit_us, char lsn[32]) {
+static bool j_position_time(void *job, const mcdc_pos *pos, int64_t *commit_us, char lsn[32]) {
     (void)job;
     return verdict_of(pos, commit_us, lsn);
 }
@@ -121,6 +116,7 @@ static void j_done(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
 
 static const mcdc_job_ops APPLY_OPS = {
     .kind = "apply",
+    .pos_kind = MCDC_POS_APPLY,
     .plan = j_plan,
     .run = j_run,
     .position_time = j_position_time,
@@ -262,14 +258,13 @@ static void close_run(mcdc_apply *a) {
     for (int32_t i = 0; i < a->n_others; i++) mcdc_free(a->others[i]);
     mcdc_free(a->ours);
     mcdc_free(a->others);
-    json_decref(a->mem_start);
-    json_decref(a->mem_end);
+    mcdc_pos_free(&a->mem_start);
+    mcdc_pos_free(&a->mem_end);
     a->bronze = a->silver = a->control = a->facts = a->plans = NULL;
     a->changes = NULL;
     a->plans_name = NULL;
     a->ours = a->others = NULL;
     a->n_ours = a->n_others = 0;
-    a->mem_start = a->mem_end = NULL;
 }
 
 /* Opens the run's tables and checks that each is what its role says. */
@@ -289,10 +284,12 @@ static int open_tables(mcdc_apply *a, mcdc_error *err) {
         rc = mcdc_table_open_env(&a->facts, env, a->cfg.facts_table, wh, err);
     if (rc == MCDC_OK) rc = mcdc_plans_name(&a->plans_name, a->cfg.bronze, err);
     if (rc == MCDC_OK) rc = mcdc_table_open_env(&a->plans, env, a->plans_name, wh, err);
-    if (rc == MCDC_OK) rc = mcdc_table_check_kind(a->bronze, MCDC_KIND_BRONZE, "bronze", err);
-    if (rc == MCDC_OK) rc = mcdc_table_check_kind(a->silver, MCDC_KIND_SILVER, "target", err);
-    if (rc == MCDC_OK) rc = mcdc_table_check_kind(a->control, MCDC_KIND_CONTROL, "control table", err);
-    if (rc == MCDC_OK && a->facts) rc = mcdc_table_check_kind(a->facts, MCDC_KIND_FACTS, "facts table", err);
+    /* one table in two roles, each of its kind */
+    const mcdc_frame_role tables[4] = {{a->bronze, MCDC_KIND_BRONZE, "bronze"},
+                                      {a->silver, MCDC_KIND_SILVER, "target"},
+                                      {a->control, MCDC_KIND_CONTROL, "control table"},
+                                      {a->facts, MCDC_KIND_FACTS, "facts table"}};
+    if (rc == MCDC_OK) rc = mcdc_frame_check_roles(tables, 4, err);
     return rc;
 }
 
@@ -357,6 +354,7 @@ int mcdc_apply_run(mcdc_apply *a, mcdc_apply_fn fn, void *ctx, mcdc_apply_result
             .ctx = &a->ctx,
             .ledger = &led,
             .target = a->silver,
+            .target_kind = MCDC_KIND_SILVER,
             .app_id = APPLY_APP_ID,
             .control_table = a->cfg.control_table,
             .warehouse = a->cfg.warehouse,

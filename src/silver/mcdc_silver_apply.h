@@ -29,12 +29,14 @@
 #include "mcdc_frame.h"
 #include "mcdc_ledger.h"
 #include "mcdc_lsn.h"
+#include "mcdc_position.h"
 #include "mcdc_silver.h"
 #include "mcdc_snapfacts.h"
+#include "mcdc_txn.h"
 
-/* Silver's txn app id, and the ledger id stamped on its commits: one job
- * per silver table, whatever runs it. */
-#define APPLY_APP_ID "mssql-cdc.apply"
+/* Silver's txn app id (mcdc_txn.h), and the ledger id stamped on its
+ * commits: one job per silver table, whatever runs it. */
+#define APPLY_APP_ID mcdc_txn_fixed(MCDC_TXN_APPLY)
 #define APPLY_LEDGER_ID "mssql-cdc apply"
 /* Where the sorters spill, in silver's directory (emptied at every run). */
 #define APPLY_SPILL_DIR "_mssql_cdc_spill/"
@@ -49,10 +51,7 @@ static inline int apply_nomem(mcdc_error *err) {
 /* ---- LSNs that may be absent ---------------------------------------------------------
  * A position, a snapshot, a bound: the project's LSN, or none yet (a
  * position never recorded). None is lower than every LSN. */
-typedef struct apply_lsn {
-    bool set;
-    mcdc_lsn v;
-} apply_lsn;
+typedef mcdc_lsn_opt apply_lsn;
 
 /* text (n bytes) as bronze and the control table hold an LSN: "0x" and 20
  * hex digits. Anything else is none. */
@@ -81,16 +80,14 @@ static inline void apply_lsn_text(const apply_lsn *o, char out[MCDC_LSN_TEXT_LEN
     else out[0] = 0;
 }
 
-/* ---- silver's cells of its control row (mcdc_silver_position.c) ------------------------ */
-typedef struct apply_state {
-    apply_lsn applied, snapshot, open;
-    bool has_wave;
-    int64_t wave;
-} apply_state;
+/* ---- silver's cells of its control row (mcdc_silver_position.c) ------------------------
+ * Apply's position (mcdc_position.h's APPLY) holds them, as its pass plans
+ * them. */
+typedef mcdc_apply_cells apply_state;
 
-bool apply_state_eq(const apply_state *a, const apply_state *b);
-json_t *apply_state_json(const apply_state *s);
-void apply_state_of_json(apply_state *s, const json_t *j);
+static inline bool apply_state_eq(const apply_state *a, const apply_state *b) {
+    return mcdc_apply_cells_eq(a, b);
+}
 
 /* What the control table says, read before the facts and bronze: bronze's
  * verdict (the control row named as --bronze) and silver's row. */
@@ -153,7 +150,7 @@ struct mcdc_apply {
     apply_plan plan;
     bool planned;
     int64_t mem_unit;               /* the unit this run planned (the ledger's memory) */
-    json_t *mem_start, *mem_end;
+    mcdc_pos mem_start, mem_end;
     apply_state commit_end;         /* what write_commit writes */
     mcdc_apply_result res;
     mcdc_apply_fn fn;
@@ -165,8 +162,8 @@ struct mcdc_apply {
 /* ---- mcdc_silver_plan.c ---------------------------------------------------------------- */
 /* Plans the next pass into a->plan: *idle when there is nothing to merge
  * (only the verdict may have moved, which it then moves). last_end: the
- * last unit's planned end (its facts version). */
-int apply_plan_pass(mcdc_apply *a, const json_t *last_end, bool *idle, mcdc_error *err);
+ * last unit's planned end (its facts version; NULL: none). */
+int apply_plan_pass(mcdc_apply *a, const mcdc_pos *last_end, bool *idle, mcdc_error *err);
 void apply_plan_clear(apply_plan *pl);
 /* The result's position fields from a state. */
 void apply_result_state(mcdc_apply *a, const apply_state *s);
@@ -242,7 +239,7 @@ typedef struct apply_facts {
     char (*rep_stamps)[MCDC_LSN_TEXT_LEN + 1]; /* repairs recorded since the last pass */
     int32_t n_rep;
 } apply_facts;
-int apply_read_facts(mcdc_apply *a, const control_view *cv, const json_t *last_end,
+int apply_read_facts(mcdc_apply *a, const control_view *cv, const mcdc_pos *last_end,
                      apply_facts *out, int64_t *facts_version, mcdc_error *err);
 void apply_facts_free(apply_facts *f);
 

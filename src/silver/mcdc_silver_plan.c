@@ -209,7 +209,7 @@ static int foreign_fold(mcdc_apply *a, bool *fold, mcdc_error *err) {
     return rc;
 }
 
-int apply_plan_pass(mcdc_apply *a, const json_t *last_end, bool *idle, mcdc_error *err) {
+int apply_plan_pass(mcdc_apply *a, const mcdc_pos *last_end, bool *idle, mcdc_error *err) {
     *idle = false;
     apply_plan_clear(&a->plan);
     apply_plan *pl = &a->plan;

@@ -1,49 +1,17 @@
 /*
  * mcdc_silver_position.c - silver's position (mcdc_silver_apply.h): its
  * cells of the control table (applied_lsn, snapshot_lsn, open_snapshot_lsn,
- * snapshot_wave), as they are read, planned (JSON in the merge commit's
- * userMetadata) and written; and apply's ledger for the job frame: a pass
- * is planned by silver's txn (mssql-cdc.apply, n) and committed by the
- * control row holding its "after" cells.
+ * snapshot_wave), as they are read, planned (an APPLY position,
+ * mcdc_position.h, in the merge commit's userMetadata) and written; and
+ * apply's ledger for the job frame: a pass is planned by silver's txn
+ * (mssql-cdc.apply, n) and committed by the control row holding its
+ * "after" cells.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "mcdc_silver_apply.h"
 #include "mcdc_tables.h"
-
-/* ---- the state ------------------------------------------------------------------------- */
-
-bool apply_state_eq(const apply_state *a, const apply_state *b) {
-    return apply_lsn_cmp(&a->applied, &b->applied) == 0 &&
-           apply_lsn_cmp(&a->snapshot, &b->snapshot) == 0 && apply_lsn_cmp(&a->open, &b->open) == 0 &&
-           a->has_wave == b->has_wave && (!a->has_wave || a->wave == b->wave);
-}
-
-static json_t *lsn_json(const apply_lsn *o) {
-    char t[MCDC_LSN_TEXT_LEN + 1];
-    apply_lsn_text(o, t);
-    return o->set ? json_string(t) : json_null();
-}
-
-json_t *apply_state_json(const apply_state *s) {
-    return json_pack("{s:o, s:o, s:o, s:o}", "applied_lsn", lsn_json(&s->applied), "snapshot_lsn",
-                     lsn_json(&s->snapshot), "open_snapshot_lsn", lsn_json(&s->open),
-                     "snapshot_wave", s->has_wave ? json_integer(s->wave) : json_null());
-}
-
-void apply_state_of_json(apply_state *s, const json_t *j) {
-    memset(s, 0, sizeof *s);
-    const char *names[3] = {"applied_lsn", "snapshot_lsn", "open_snapshot_lsn"};
-    apply_lsn *dst[3] = {&s->applied, &s->snapshot, &s->open};
-    for (int i = 0; i < 3; i++) {
-        const char *t = json_string_value(json_object_get(j, names[i]));
-        if (t) *dst[i] = apply_lsn_of(t, strlen(t));
-    }
-    json_t *w = json_object_get(j, "snapshot_wave");
-    s->has_wave = json_is_integer(w);
-    s->wave = s->has_wave ? (int64_t)json_integer_value(w) : 0;
-}
 
 /* ---- the control table ------------------------------------------------------------------ */
 
@@ -85,21 +53,28 @@ int apply_read_control(mcdc_apply *a, control_view *cv, mcdc_error *err) {
 
 /* ---- the ledger: silver's txn plans a pass, the control row commits it --------------------- */
 
-/* The userMetadata of silver's commit of unit n, parsed; NULL when the log
- * no longer has it. */
-static json_t *unit_meta(mcdc_apply *a, int64_t n, mcdc_error *err, int *rc) {
+/* The positions silver's commit of unit n planned: *found false when the
+ * log no longer has the commit, or it names none (an APPLY position without
+ * cells then). */
+static int unit_planned(mcdc_apply *a, int64_t n, mcdc_pos *start, mcdc_pos *end, bool *found,
+                        mcdc_error *err) {
     char *um = NULL;
     int64_t version;
-    *rc = mcdc_table_txn_commit(a->silver, APPLY_APP_ID, n, &um, &version, err);
-    if (*rc == MCDC_E_NOTFOUND) {
-        *rc = MCDC_OK;
+    *found = false;
+    int rc = mcdc_table_txn_commit(a->silver, APPLY_APP_ID, n, &um, &version, err);
+    if (rc == MCDC_E_NOTFOUND) {
         mcdc_error_clear(err);
-        return NULL;
+        rc = MCDC_OK;
+    } else if (rc == MCDC_OK) {
+        *found = mcdc_frame_planned_of(um, MCDC_POS_APPLY, start, end, NULL) == MCDC_OK;
     }
-    json_error_t je;
-    json_t *m = *rc == MCDC_OK && um ? json_loads(um, 0, &je) : NULL;
     mcdc_free(um);
-    return m;
+    if (rc == MCDC_OK && !*found) {
+        mcdc_pos_free(start);
+        mcdc_pos_free(end);
+        start->kind = end->kind = MCDC_POS_APPLY;
+    }
+    return rc;
 }
 
 static const char *l_id(void *self) {
@@ -114,14 +89,6 @@ static bool l_fresh(void *self) {
     mcdc_table_txn_version(a->silver, APPLY_APP_ID, &have, &e);
     return have < 0;
 }
-static int l_bind(void *self, const json_t *start, mcdc_error *err) {
-    (void)self, (void)start, (void)err;
-    return MCDC_OK;
-}
-static const json_t *l_start(void *self) {
-    (void)self;
-    return NULL;
-}
 
 static int l_last(void *self, int64_t *planned, int64_t *committed, mcdc_error *err) {
     mcdc_apply *a = self;
@@ -129,57 +96,40 @@ static int l_last(void *self, int64_t *planned, int64_t *committed, mcdc_error *
     int rc = mcdc_table_txn_version(a->silver, APPLY_APP_ID, &have, err);
     *planned = *committed = have;
     if (rc || have < 0) return rc;
-    json_t *m = unit_meta(a, have, err, &rc);
-    json_t *p = json_object_get(m, "planned");
-    if (rc == MCDC_OK && p) {
-        apply_state s, e;
-        apply_state_of_json(&s, json_object_get(p, "start"));
-        apply_state_of_json(&e, json_object_get(p, "end"));
+    mcdc_pos s = {0}, e = {0};
+    bool found;
+    rc = unit_planned(a, have, &s, &e, &found, err);
+    if (rc == MCDC_OK && found) {
         control_view cv;
         rc = apply_read_control(a, &cv, err);
         /* merged, but the control row still holds the state before it */
-        if (rc == MCDC_OK && apply_state_eq(&cv.silver, &s) && !apply_state_eq(&s, &e))
+        if (rc == MCDC_OK && apply_state_eq(&cv.silver, &s.apply.cells) &&
+            !apply_state_eq(&s.apply.cells, &e.apply.cells))
             *committed = have - 1;
     }
-    json_decref(m);
+    mcdc_pos_free(&s);
+    mcdc_pos_free(&e);
     return rc;
 }
 
-static int l_read_plan(void *self, int64_t n, json_t **start, json_t **end, mcdc_error *err) {
+static int l_read_plan(void *self, int64_t n, mcdc_pos *start, mcdc_pos *end, mcdc_error *err) {
     mcdc_apply *a = self;
-    *start = *end = NULL;
-    if (n == a->mem_unit && a->mem_start) {
-        *start = json_incref(a->mem_start);
-        *end = json_incref(a->mem_end);
-        return MCDC_OK;
+    if (n == a->mem_unit && a->mem_start.kind != MCDC_POS_NONE) {
+        int rc = mcdc_pos_copy(start, &a->mem_start, err);
+        if (rc == MCDC_OK) rc = mcdc_pos_copy(end, &a->mem_end, err);
+        return rc;
     }
-    int rc;
-    json_t *m = unit_meta(a, n, err, &rc);
-    json_t *p = json_object_get(m, "planned");
-    *start = json_incref(json_object_get(p, "start"));
-    *end = json_incref(json_object_get(p, "end"));
-    json_decref(m);
-    if (rc == MCDC_OK && *start == NULL) *start = json_object();
-    if (rc == MCDC_OK && *end == NULL) *end = json_object();
-    return rc;
+    bool found;
+    return unit_planned(a, n, start, end, &found, err);
 }
 
-static int l_write_plan(void *self, int64_t n, const json_t *start, const json_t *end,
+static int l_write_plan(void *self, int64_t n, const mcdc_pos *start, const mcdc_pos *end,
                         mcdc_error *err) {
     mcdc_apply *a = self;
-    json_decref(a->mem_start);
-    json_decref(a->mem_end);
     a->mem_unit = n;
-    a->mem_start = json_deep_copy(start);
-    a->mem_end = json_deep_copy(end);
-    return a->mem_start && a->mem_end ? MCDC_OK : apply_nomem(err);
-}
-
-static int l_read_commit(void *self, int64_t n, mcdc_ckpt_commit *out, mcdc_error *err) {
-    (void)self, (void)err;
-    out->rows = 0;
-    out->data_txn = n;
-    return MCDC_OK;
+    int rc = mcdc_pos_copy(&a->mem_start, start, err);
+    if (rc == MCDC_OK) rc = mcdc_pos_copy(&a->mem_end, end, err);
+    return rc;
 }
 
 /* The cells a state writes, with the texts they point at. */
@@ -217,12 +167,10 @@ const mcdc_ledger_ops apply_ledger = {
     .id = l_id,
     .name = l_name,
     .fresh = l_fresh,
-    .bind = l_bind,
-    .start = l_start,
     .last = l_last,
     .read_plan = l_read_plan,
     .write_plan = l_write_plan,
-    .read_commit = l_read_commit,
+    /* no read_commit: a committed pass committed its merge */
     .write_commit = l_write_commit,
     .owns = NULL,
 };

@@ -86,21 +86,22 @@ static int read_chunks(mcdc_apply *a, const mcdc_snapfacts *sf, const mcdc_snap_
 /* The stamps of the repairs the facts record now that they did not at the
  * version the last pass read (all of them when it read none, or that
  * version is gone): applying a repair again only costs a rewrite. */
-static int new_repairs(mcdc_apply *a, const json_t *last_end, char (**stamps)[MCDC_LSN_TEXT_LEN + 1],
-                       int32_t *n, int64_t *facts_version, mcdc_error *err) {
+static int new_repairs(mcdc_apply *a, const mcdc_pos *last_end,
+                       char (**stamps)[MCDC_LSN_TEXT_LEN + 1], int32_t *n, int64_t *facts_version,
+                       mcdc_error *err) {
     *stamps = NULL;
     *n = 0;
     silver_repairs now = {0}, before = {0};
     int rc = silver_repairs_load(&now, a->facts, a->cfg.bronze, -1, facts_version, err);
-    json_t *fv = json_object_get(last_end, "facts_version");
-    if (rc == MCDC_OK && now.n > 0 && json_is_integer(fv) && json_integer_value(fv) >= 0) {
+    bool known = last_end && last_end->apply.has_versions && last_end->apply.facts_version >= 0;
+    int64_t fv = known ? last_end->apply.facts_version : -1;
+    if (rc == MCDC_OK && now.n > 0 && known) {
         int64_t got;
         mcdc_error e2 = MCDC_ERROR_INIT;
-        if (silver_repairs_load(&before, a->facts, a->cfg.bronze, (int64_t)json_integer_value(fv),
-                                &got, &e2) != MCDC_OK)
+        if (silver_repairs_load(&before, a->facts, a->cfg.bronze, fv, &got, &e2) != MCDC_OK)
             mcdc_log(MCDC_LOG_INFO, "%s: the facts at version %lld are gone (%s): every repair "
                                     "recorded is applied again",
-                     a->cfg.target, (long long)json_integer_value(fv), e2.message);
+                     a->cfg.target, (long long)fv, e2.message);
     }
     if (rc == MCDC_OK && now.n > 0) {
         *stamps = mcdc_calloc((size_t)now.n, sizeof **stamps);
@@ -113,7 +114,7 @@ static int new_repairs(mcdc_apply *a, const json_t *last_end, char (**stamps)[MC
     return rc;
 }
 
-int apply_read_facts(mcdc_apply *a, const control_view *cv, const json_t *last_end,
+int apply_read_facts(mcdc_apply *a, const control_view *cv, const mcdc_pos *last_end,
                      apply_facts *out, int64_t *facts_version, mcdc_error *err) {
     memset(out, 0, sizeof *out);
     *facts_version = -1;

@@ -65,7 +65,8 @@
 #define MCDC_RETRY_BACKOFF_MS_MAX 60000
 
 /* A Delta txn appId is any string; ours carry suffixes (#facts, #snap.<lsn>,
- * .g<n>) and land in every commit and facts row, so 256 bytes is plenty. */
+ * .g<n>: the table in src/pipeline/mcdc_txn.h) and land in every commit and
+ * facts row, so 256 bytes is plenty. */
 #define MCDC_APP_ID_BYTES_MAX 256
 
 /* processingTime triggers: a week between batches is already absurd; more

@@ -18,7 +18,7 @@ import subprocess
 from decimal import Decimal
 
 import pyarrow as pa
-from deltalake import DeltaTable, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from apply_jobs import apply, assert_silver_equals_source, control_row, silver_of
 from conftest import CLI, run_cli
@@ -249,3 +249,43 @@ def test_composite_keys_many_at_once_and_bad_keys(sim, workdir):
     assert DeltaTable(job.bronze).version() == version
     p = repair(job, "--keys-file", keys, "--run-id", "no spaces", check=False)
     assert p.returncode == 2 and "run id" in p.stderr, p.stderr
+
+
+def test_a_repair_whose_bronze_commit_is_gone_or_is_another_writers_is_refused(sim, workdir):
+    """A repair runs on the job frame (a job of one unit on the lake), so its
+    state is checked as a stream's is before anything is written: bronze
+    restored from an older copy without the repair's commit while its facts
+    row stands (exit 8: a rerun would stamp new rows the row does not
+    describe), and a commit under a run's app id by another program (exit
+    12)."""
+    spec = Items(key_space=600)
+    job, w = new_job(sim, workdir, spec, preload=0, seed=9)
+    w.preload(100)
+    job.stream()
+    ids = sorted({r["id"] for r in delta_rows(job.bronze, ["id"])})
+    keys = os.path.join(workdir, "keys.jsonl")
+    with open(keys, "w") as fh:
+        fh.write(f'{{"id": {ids[1]}}}\n{{"id": {ids[2]}}}\n')
+    first = repair(job, "--keys-file", keys, "--run-id", "r1")
+    assert not first["already"] and len(repair_facts(job)) == 1
+    # what restoring an older backup of bronze does: its last commit, the repair's, goes
+    log = os.path.join(job.bronze, "_delta_log")
+    last = max(n for n in os.listdir(log) if n.endswith(".json"))
+    assert "mssql-cdc.repair.r1" in open(os.path.join(log, last)).read()
+    os.remove(os.path.join(log, last))
+    version = DeltaTable(job.bronze).version()
+    p = repair(job, "--keys-file", keys, "--run-id", "r1", check=False)
+    assert p.returncode == 8, (p.returncode, p.stderr)
+    assert "mssql-cdc.repair.r1" in p.stderr and "are gone" in p.stderr, p.stderr
+    assert DeltaTable(job.bronze).version() == version and repair_rows(job) == []
+    assert len(repair_facts(job)) == 1
+    # another program commits under the app id of run r2 first
+    bronze = DeltaTable(job.bronze)
+    write_deltalake(job.bronze, bronze.to_pyarrow_table().slice(0, 0), mode="append",
+                    commit_properties=CommitProperties(
+                        app_transactions=[Transaction(app_id="mssql-cdc.repair.r2", version=0)]))
+    version = DeltaTable(job.bronze).version()
+    p = repair(job, "--keys-file", keys, "--run-id", "r2", check=False)
+    assert p.returncode == 12, (p.returncode, p.stderr)
+    assert "mssql-cdc.repair.r2" in p.stderr, p.stderr
+    assert DeltaTable(job.bronze).version() == version and len(repair_facts(job)) == 1

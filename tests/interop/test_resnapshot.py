@@ -209,3 +209,29 @@ def test_killed_while_reading_the_rerun_leaves_one_open_row_which_its_resnapshot
     changes(sim, 3000, 3)
     run_cli(*stream_args(sim, workdir, *RESNAP, "--snapshot", "chunked"))
     assert rebuild(os.path.join(workdir, "bronze")) == source_rows(sim)
+
+
+def test_a_state_file_older_than_the_facts_is_refused_before_anything_is_written(sim, workdir):
+    """The generation state file deleted after two re-snapshots: the stream
+    would take generation 0's checkpoint for its position and re-enter
+    generation 1, whose checkpoint and rows are there already, next to
+    generation 2's. The facts hold generation 2's resnapshot row: the state
+    is older than they are, and the run stops (exit 9) with nothing
+    written, as a rewound checkpoint does."""
+    make_db(sim, before_cdc=20)
+    run_cli(*stream_args(sim, workdir, "--bootstrap", *RESNAP))
+    for gen, first in ((1, 1000), (2, 2000)):
+        changes(sim, first, 4)
+        purge(sim)
+        run_cli(*stream_args(sim, workdir, *RESNAP, "--resnapshot-interval-days", "0"))
+        assert state(workdir)["generation"] == gen
+    changes(sim, 3000, 4)
+    purge(sim)
+    os.remove(os.path.join(workdir, "ckpt", "_mssql_cdc_generation.json"))
+    bronze, facts_dir = os.path.join(workdir, "bronze"), os.path.join(workdir, "facts")
+    versions = (DeltaTable(bronze).version(), DeltaTable(facts_dir).version())
+    p = run_cli(*stream_args(sim, workdir, *RESNAP, "--resnapshot-interval-days", "0"), check=False)
+    assert p.returncode == 9, (p.returncode, p.stderr)
+    assert "orders-v1#events" in p.stderr and "generation 0" in p.stderr, p.stderr
+    assert (DeltaTable(bronze).version(), DeltaTable(facts_dir).version()) == versions
+    assert not os.path.exists(os.path.join(workdir, "ckpt", "_mssql_cdc_generation.json"))

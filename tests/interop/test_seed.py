@@ -294,3 +294,25 @@ def test_a_table_without_a_unique_key_is_seeded_unchecked(sim, workdir):
 
 CDC_HEAP = """EXEC sys.sp_cdc_enable_db;
 EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'orders', @role_name = NULL;"""
+
+
+def test_one_table_as_target_and_facts_table_is_refused_before_anything_is_written(sim, workdir):
+    """The frame's check of the tables' roles holds for a seed and a snapshot
+    too: one location as --target and --facts-table (or one inside the
+    other) would mix bronze rows and facts rows in one table (exit 7)."""
+    make_db(sim, before_cdc=5)
+    insert(sim, 100, 2)
+    settle(sim)
+    as_of = max_lsn(sim)
+    copy = os.path.join(workdir, "copy")
+    write_deltalake(copy, copy_of_source(sim))
+    bronze = os.path.join(workdir, "bronze")
+    for facts in (bronze, os.path.join(bronze, "facts")):
+        p = run_cli(*seed_args(sim, workdir, copy, as_of, "--app-id", "orders-v1",
+                               "--facts-table", facts), check=False)
+        assert not os.path.exists(bronze), (os.listdir(bronze), p.stderr)
+        assert p.returncode == 7 and "a place of its own" in p.stderr, (p.returncode, p.stderr)
+        p = run_cli(*snapshot_args_for(sim, workdir), "--app-id", "orders-v1", "--facts-table",
+                    facts, check=False)
+        assert not os.path.exists(bronze), (os.listdir(bronze), p.stderr)
+        assert p.returncode == 7 and "a place of its own" in p.stderr, (p.returncode, p.stderr)

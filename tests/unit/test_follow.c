@@ -325,13 +325,15 @@ TEST(follow_a_checkpoint_bound_to_the_older_instance_takes_the_newer_name) {
     mcdc_checkpoint *c = NULL;
     bool fresh = false;
     mcdc_error e = MCDC_ERROR_INIT;
-    CHECK_EQ_INT(mcdc_checkpoint_open(&c, &env, "mem://ck/ckpt", &b, &fresh, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_checkpoint_open(&c, &env, "mem://ck/ckpt", &b, MCDC_POS_OFFSET, &fresh, &e),
+                 MCDC_OK);
     CHECK(fresh);
-    json_t *start = json_pack("{s:s, s:s}", "lsn", "0x00000000000000000010", "commit_ts", "");
-    json_t *end = json_pack("{s:s, s:s, s:s}", "lsn", "0x00000000000000000020", "commit_ts", "",
-                            "capture_instance", "dbo_t_v2");
+    mcdc_pos start = {.kind = MCDC_POS_OFFSET}, end = {.kind = MCDC_POS_OFFSET};
+    start.offset.lsn = L(0x10);
+    end.offset.lsn = L(0x20);
+    snprintf(end.offset.ci, sizeof end.offset.ci, "dbo_t_v2");
     CHECK_EQ_INT(mcdc_checkpoint_bind(c, NULL, &e), MCDC_OK);
-    CHECK_EQ_INT(mcdc_checkpoint_write_plan(c, 0, start, end, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_checkpoint_write_plan(c, 0, &start, &end, &e), MCDC_OK);
     mcdc_checkpoint_free(c);
     char *bound = NULL, *last = NULL;
     CHECK_EQ_INT(mcdc_checkpoint_peek_instances(&env, "mem://ck/ckpt", &bound, &last, &e), MCDC_OK);
@@ -341,20 +343,18 @@ TEST(follow_a_checkpoint_bound_to_the_older_instance_takes_the_newer_name) {
     mcdc_free(last);
     /* another name is another stream... */
     b.capture_instance = "dbo_t_v2";
-    CHECK_EQ_INT(mcdc_checkpoint_open(&c, &env, "mem://ck/ckpt", &b, &fresh, &e), MCDC_E_MISMATCH);
+    CHECK_EQ_INT(mcdc_checkpoint_open(&c, &env, "mem://ck/ckpt", &b, MCDC_POS_OFFSET, &fresh, &e), MCDC_E_MISMATCH);
     CHECK(strstr(e.message, "capture instance 'dbo_t'") != NULL);
     /* ...unless the job knows both name its table */
     b.capture_instance_alias = "DBO_T";
-    CHECK_EQ_INT(mcdc_checkpoint_open(&c, &env, "mem://ck/ckpt", &b, &fresh, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_checkpoint_open(&c, &env, "mem://ck/ckpt", &b, MCDC_POS_OFFSET, &fresh, &e), MCDC_OK);
     CHECK(!fresh);
     mcdc_checkpoint_free(c);
     b.capture_instance = "dbo_other";
     b.capture_instance_alias = "dbo_t_v3";
-    CHECK_EQ_INT(mcdc_checkpoint_open(&c, &env, "mem://ck/ckpt", &b, &fresh, &e), MCDC_E_MISMATCH);
+    CHECK_EQ_INT(mcdc_checkpoint_open(&c, &env, "mem://ck/ckpt", &b, MCDC_POS_OFFSET, &fresh, &e), MCDC_E_MISMATCH);
     /* a fresh directory names nothing */
     CHECK_EQ_INT(mcdc_checkpoint_peek_instances(&env, "mem://ck/none", &bound, &last, &e), MCDC_OK);
     CHECK(bound == NULL && last == NULL);
-    json_decref(start);
-    json_decref(end);
     mcdc_storage_mem_release(mem);
 }

@@ -12,6 +12,7 @@
 
 #include "mcdc_facts.h"
 #include "mcdc_frame.h"
+#include "mcdc_once.h"
 #include "mcdc_tables.h"
 #include "mcdc_test.h"
 
@@ -31,15 +32,25 @@ typedef struct {
     void *meanwhile_arg;
 } toy_job;
 
-static int toy_plan(void *job, const json_t *last, json_t **start, json_t **end, bool *idle,
+/* The toy's position: an offset at LSN n (its last byte). */
+static void toy_pos(mcdc_pos *p, int64_t n) {
+    mcdc_pos_free(p);
+    p->kind = MCDC_POS_OFFSET;
+    p->offset.lsn = mcdc_lsn_zero();
+    p->offset.lsn.b[MCDC_LSN_BYTES - 1] = (uint8_t)n;
+}
+
+static int64_t toy_n(const mcdc_pos *p) { return p ? p->offset.lsn.b[MCDC_LSN_BYTES - 1] : 0; }
+
+static int toy_plan(void *job, const mcdc_pos *last, mcdc_pos *start, mcdc_pos *end, bool *idle,
                     mcdc_error *err) {
     (void)job;
     (void)err;
-    json_int_t n = last ? json_integer_value(json_object_get(last, "n")) : 0;
+    int64_t n = toy_n(last);
     *idle = n >= UNITS;
     if (*idle) return MCDC_OK;
-    *start = json_pack("{s:I}", "n", n);
-    *end = json_pack("{s:I}", "n", n + 1);
+    toy_pos(start, n);
+    toy_pos(end, n + 1);
     return MCDC_OK;
 }
 
@@ -47,7 +58,7 @@ static int toy_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_resul
                    mcdc_error *err) {
     toy_job *t = job;
     t->units_run++;
-    json_int_t n = json_integer_value(json_object_get(u->start, "n"));
+    int64_t n = toy_n(u->start);
     res->rows = KEYS_PER_UNIT;
     if (u->data_done) return MCDC_OK;
     mcdc_batch *b = NULL;
@@ -86,8 +97,8 @@ static bool toy_crash(void *user, const char *point, int64_t unit) {
     return t->crash_point && unit == t->crash_unit && strcmp(point, t->crash_point) == 0;
 }
 
-static const mcdc_job_ops TOY_OPS = {.kind = "toy", .plan = toy_plan, .run = toy_run,
-                                     .facts = toy_facts};
+static const mcdc_job_ops TOY_OPS = {.kind = "toy", .pos_kind = MCDC_POS_OFFSET,
+                                     .plan = toy_plan, .run = toy_run, .facts = toy_facts};
 
 typedef struct {
     mcdc_storage_mem *mem;
@@ -266,6 +277,26 @@ TEST(frame_lost_writes_are_target_or_facts_behind_never_a_gap) {
     world_free(&w);
 }
 
+/* Another program commits one row under txn(app, v) to the target. */
+static void foreign_commit(toy_world *w, const char *app, int64_t v) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_table *t = NULL;
+    mcdc_appender *a = NULL;
+    mcdc_batch *b = NULL;
+    CHECK_EQ_INT(mcdc_table_open_env(&t, &w->env, "mem://lake/target", NULL, &e), MCDC_OK);
+    mcdc_batch_create(&b, w->job.schema, 1, &e);
+    mcdc_col_append_int(&b->columns[0], 999, &e);
+    mcdc_batch_seal(b, &e);
+    CHECK_EQ_INT(mcdc_appender_open(&a, t, w->job.schema, NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_appender_write(a, b, &e), MCDC_OK);
+    bool skipped;
+    int64_t version;
+    CHECK_EQ_INT(mcdc_appender_commit(a, app, v, NULL, &skipped, &version, &e), MCDC_OK);
+    mcdc_appender_free(a);
+    mcdc_batch_free(b);
+    mcdc_table_close(t);
+}
+
 TEST(frame_refuses_a_foreign_writer_and_a_rewound_checkpoint) {
     toy_world w;
     world_init(&w);
@@ -275,21 +306,7 @@ TEST(frame_refuses_a_foreign_writer_and_a_rewound_checkpoint) {
     CHECK_EQ_INT(run_frame(&w, "toy", &e), MCDC_E_CANCELLED);
     w.job.crash_point = NULL;
     /* another program commits unit 5 of the same app id */
-    mcdc_table *t = NULL;
-    mcdc_appender *a = NULL;
-    mcdc_batch *b = NULL;
-    CHECK_EQ_INT(mcdc_table_open_env(&t, &w.env, "mem://lake/target", NULL, &e), MCDC_OK);
-    mcdc_batch_create(&b, w.job.schema, 1, &e);
-    mcdc_col_append_int(&b->columns[0], 999, &e);
-    mcdc_batch_seal(b, &e);
-    CHECK_EQ_INT(mcdc_appender_open(&a, t, w.job.schema, NULL, &e), MCDC_OK);
-    CHECK_EQ_INT(mcdc_appender_write(a, b, &e), MCDC_OK);
-    bool skipped;
-    int64_t v;
-    CHECK_EQ_INT(mcdc_appender_commit(a, "toy", 5, NULL, &skipped, &v, &e), MCDC_OK);
-    mcdc_appender_free(a);
-    mcdc_batch_free(b);
-    mcdc_table_close(t);
+    foreign_commit(&w, "toy", 5);
     CHECK_EQ_INT(run_frame(&w, "toy", &e), MCDC_E_FOREIGN_WRITER);
     world_free(&w);
 
@@ -368,8 +385,8 @@ typedef struct {
     int plans;
 } idle_job;
 
-static int idle_then_foreign_plan(void *job, const json_t *last, json_t **start, json_t **end,
-                                  bool *idle, mcdc_error *err) {
+static int idle_then_foreign_plan(void *job, const mcdc_pos *last, mcdc_pos *start,
+                                  mcdc_pos *end, bool *idle, mcdc_error *err) {
     idle_job *j = job;
     if (j->plans++ == 0) {
         mcdc_table *t = NULL;
@@ -393,7 +410,7 @@ static int idle_then_foreign_plan(void *job, const json_t *last, json_t **start,
     return toy_plan(&j->w->job, last, start, end, idle, err);
 }
 
-static int fresh_ok(void *job, const json_t *start, mcdc_error *err) {
+static int fresh_ok(void *job, const mcdc_pos *start, mcdc_error *err) {
     (void)job;
     (void)start;
     (void)err;
@@ -425,7 +442,8 @@ TEST(frame_integrity_failure_after_an_idle_poll_of_a_fresh_checkpoint_stops_the_
                           .facts_app_id = "toy#facts",
                           .idle_poll_ms = 1,
                           .max_units = 1};
-    mcdc_job_ops ops = {.kind = "toy", .plan = idle_then_foreign_plan, .check_fresh = fresh_ok,
+    mcdc_job_ops ops = {.kind = "toy", .pos_kind = MCDC_POS_OFFSET,
+                        .plan = idle_then_foreign_plan, .check_fresh = fresh_ok,
                         .run = idle_run, .facts = toy_facts};
     int rc = mcdc_frame_run(&cfg, &ops, &j, &e);
     CHECK_EQ_INT(rc, MCDC_E_REWOUND);
@@ -438,5 +456,256 @@ TEST(frame_integrity_failure_after_an_idle_poll_of_a_fresh_checkpoint_stops_the_
     mcdc_storage_free(st);
     mcdc_table_close(target);
     mcdc_table_close(facts);
+    world_free(&w);
+}
+
+/* A checkpoint and the commits of its units as an earlier build wrote them
+ * (the JSON texts of mcdc_checkpoint.c and of the frame's userMetadata,
+ * with the toy's offsets as positions): unit 0 committed, unit 1 planned
+ * and in the target, killed before its facts row. The frame reads both,
+ * takes unit 1's commit for its own replay (not another writer's) and
+ * finishes the job with every key once. */
+static void put_text(mcdc_storage *st, const char *key, const char *text) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_storage_put(st, key, text, strlen(text), &e), MCDC_OK);
+}
+
+static void put_unit(toy_world *w, const char *table, const char *app, int64_t n,
+                     const char *um) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    char path[64];
+    snprintf(path, sizeof path, "mem://lake/%s", table);
+    mcdc_table *t = NULL;
+    mcdc_appender *a = NULL;
+    mcdc_batch *b = NULL;
+    bool skipped;
+    int64_t v;
+    bool facts = strcmp(table, "facts") == 0;
+    mcdc_schema *fs = NULL;
+    if (facts) mcdc_facts_schema(&fs, &e);
+    mcdc_schema *s = facts ? fs : w->job.schema;
+    CHECK_EQ_INT(mcdc_table_open_env(&t, &w->env, path, NULL, &e), MCDC_OK);
+    mcdc_batch_create(&b, s, KEYS_PER_UNIT, &e);
+    if (facts) {
+        mcdc_unit u = {.id = n};
+        mcdc_unit_result r = {.rows = KEYS_PER_UNIT};
+        CHECK_EQ_INT(toy_facts(&w->job, &u, &r, b, &e), MCDC_OK);
+    } else {
+        for (int i = 0; i < KEYS_PER_UNIT; i++) mcdc_col_append_int(&b->columns[0], n * KEYS_PER_UNIT + i, &e);
+    }
+    mcdc_batch_seal(b, &e);
+    mcdc_table_props props = {.kind = facts ? MCDC_KIND_FACTS : MCDC_KIND_NONE};
+    CHECK_EQ_INT(mcdc_appender_open(&a, t, s, &props, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_appender_write(a, b, &e), MCDC_OK);
+    mcdc_table_commit c = {.app_id = app, .txn_version = n, .user_metadata = um, .read_version = -1};
+    CHECK_EQ_INT(mcdc_appender_commit_with(a, &c, &skipped, &v, &e), MCDC_OK);
+    mcdc_appender_free(a);
+    mcdc_batch_free(b);
+    mcdc_schema_unref(fs);
+    mcdc_table_close(t);
+}
+
+TEST(frame_continues_a_checkpoint_and_commits_an_earlier_build_wrote) {
+    toy_world w;
+    world_init(&w);
+    mcdc_storage *st = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_storage_mem_open(&st, w.mem, "ckpt", &e), MCDC_OK);
+    put_text(st, "metadata",
+             "{\"app_id\":\"toy\",\"created\":\"2026-12-01T14:00:00.000\",\"facts_table\":"
+             "\"mem://lake/facts\",\"format\":1,\"id\":\"0f6c1e0e-5b8e-4c4e-9d3e-2a1b3c4d5e6f\","
+             "\"job\":\"toy\",\"target\":\"mem://lake/target\"}");
+    put_text(st, "offsets/0",
+             "{\"batch_id\":0,\"end\":{\"commit_ts\":\"\",\"lsn\":\"0x00000000000000000001\"},"
+             "\"start\":{\"commit_ts\":\"\",\"lsn\":\"0x00000000000000000000\"}}");
+    put_text(st, "commits/0", "{\"batch_id\":0,\"data_txn\":0,\"rows\":10}");
+    put_text(st, "offsets/1",
+             "{\"batch_id\":1,\"end\":{\"commit_ts\":\"\",\"lsn\":\"0x00000000000000000002\"},"
+             "\"start\":{\"commit_ts\":\"\",\"lsn\":\"0x00000000000000000001\"}}");
+    mcdc_storage_free(st);
+    put_unit(&w, "target", "toy", 0,
+             "{\"rows\":10,\"planned\":{\"start\":{\"lsn\":\"0x00000000000000000000\",\"commit_ts\":"
+             "\"\"},\"end\":{\"lsn\":\"0x00000000000000000001\",\"commit_ts\":\"\"}},"
+             "\"checkpoint_id\":\"0f6c1e0e-5b8e-4c4e-9d3e-2a1b3c4d5e6f\"}");
+    put_unit(&w, "facts", "toy#facts", 0,
+             "{\"app_id\":\"toy\",\"batch_id\":0,\"planned\":{\"start\":{\"lsn\":"
+             "\"0x00000000000000000000\",\"commit_ts\":\"\"},\"end\":{\"lsn\":"
+             "\"0x00000000000000000001\",\"commit_ts\":\"\"}},\"checkpoint_id\":"
+             "\"0f6c1e0e-5b8e-4c4e-9d3e-2a1b3c4d5e6f\"}");
+    put_unit(&w, "target", "toy", 1,
+             "{\"rows\":10,\"planned\":{\"start\":{\"lsn\":\"0x00000000000000000001\",\"commit_ts\":"
+             "\"\"},\"end\":{\"lsn\":\"0x00000000000000000002\",\"commit_ts\":\"\"}},"
+             "\"checkpoint_id\":\"0f6c1e0e-5b8e-4c4e-9d3e-2a1b3c4d5e6f\"}");
+    w.job.units_run = 0;
+    int rc = run_frame(&w, "toy", &e);
+    CHECK_EQ_INT(rc, MCDC_OK);
+    if (rc) printf("  %s\n", e.message);
+    CHECK_EQ_INT(w.job.units_run, UNITS - 1); /* unit 1 again (its data held), then 2 and 3 */
+    check_exactly_once(&w, UNITS);
+    world_free(&w);
+}
+
+/* ---- a job of one unit on a lake ledger (mcdc_once.h) ------------------------------ */
+
+typedef struct {
+    toy_world *w;
+    int plans, runs, idle_plans;
+} once_job;
+
+static int once_plan(void *job, const mcdc_pos *last, mcdc_pos *start, mcdc_pos *end, bool *idle,
+                     mcdc_error *err) {
+    once_job *j = job;
+    (void)err;
+    j->plans++;
+    *idle = last != NULL; /* recorded: done */
+    j->idle_plans += *idle;
+    if (*idle) return MCDC_OK;
+    start->kind = end->kind = MCDC_POS_STAMP;
+    end->stamp.has_lsn = true;
+    end->stamp.lsn.b[MCDC_LSN_BYTES - 1] = 5;
+    return MCDC_OK;
+}
+
+static int once_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_result *res,
+                    mcdc_error *err) {
+    once_job *j = job;
+    j->runs++;
+    /* the toy's keys 0..9, in one commit of the unit */
+    res->rows = KEYS_PER_UNIT;
+    if (u->data_done) return MCDC_OK;
+    mcdc_batch *b = NULL;
+    int rc = mcdc_batch_create(&b, j->w->job.schema, KEYS_PER_UNIT, err);
+    for (int i = 0; rc == MCDC_OK && i < KEYS_PER_UNIT; i++)
+        rc = mcdc_col_append_int(&b->columns[0], i, err);
+    if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
+    mcdc_appender *a = NULL;
+    if (rc == MCDC_OK) rc = mcdc_appender_open(&a, mcdc_frame_target(f), j->w->job.schema, NULL, err);
+    if (rc == MCDC_OK) rc = mcdc_appender_write(a, b, err);
+    if (rc == MCDC_OK) rc = mcdc_frame_commit_data(f, u, a, json_object(), NULL, err);
+    res->data_committed = rc == MCDC_OK;
+    mcdc_appender_free(a);
+    mcdc_batch_free(b);
+    return rc;
+}
+
+static int once_facts(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
+                      mcdc_batch *rows, mcdc_error *err) {
+    once_job *j = job;
+    return toy_facts(&j->w->job, u, res, rows, err);
+}
+
+static const mcdc_job_ops ONCE_OPS = {.kind = "once", .pos_kind = MCDC_POS_STAMP,
+                                      .plan = once_plan, .run = once_run, .facts = once_facts};
+
+static int run_once(toy_world *w, once_job *j, int64_t unit, mcdc_error *err) {
+    mcdc_ctx ctx = {.storage_env = &w->env, .crash_fn = toy_crash, .crash_user = &w->job};
+    mcdc_table *target = NULL, *facts = NULL;
+    int rc = mcdc_table_open_env(&target, &w->env, "mem://lake/target", NULL, err);
+    if (rc == MCDC_OK) rc = mcdc_table_open_env(&facts, &w->env, "mem://lake/facts", NULL, err);
+    mcdc_once_cfg cfg = {.ctx = &ctx, .id = "once.r1", .name = "once r1", .unit = unit,
+                         .target = target, .app_id = "once.r1", .facts = facts,
+                         .facts_app_id = "once.r1#facts"};
+    if (rc == MCDC_OK) rc = mcdc_once_run(&cfg, &ONCE_OPS, j, err);
+    mcdc_table_close(target);
+    mcdc_table_close(facts);
+    return rc;
+}
+
+/* The target's rows and the facts rows now, and their txn versions. */
+static void once_state(toy_world *w, int64_t *rows, int64_t *facts_rows, int64_t *txn,
+                       int64_t *facts_txn) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    const char *names[2] = {"mem://lake/target", "mem://lake/facts"};
+    const char *apps[2] = {"once.r1", "once.r1#facts"};
+    int64_t *counts[2] = {rows, facts_rows}, *txns[2] = {txn, facts_txn};
+    for (int i = 0; i < 2; i++) {
+        mcdc_table *t = NULL;
+        mcdc_batch *all = NULL;
+        int64_t v;
+        CHECK_EQ_INT(mcdc_table_open_env(&t, &w->env, names[i], NULL, &e), MCDC_OK);
+        CHECK_EQ_INT(mcdc_table_read_all(t, &all, &v, &e), MCDC_OK);
+        *counts[i] = all ? all->rows : 0;
+        CHECK_EQ_INT(mcdc_table_txn_version(t, apps[i], txns[i], &e), MCDC_OK);
+        mcdc_batch_free(all);
+        mcdc_table_close(t);
+    }
+}
+
+TEST(frame_runs_a_job_of_one_unit_on_its_commits_once_whatever_kills_it) {
+    static const char *const points[] = {"after_plan", "after_bronze", "after_facts",
+                                         "after_commit"};
+    for (size_t p = 0; p < sizeof points / sizeof points[0]; p++) {
+        toy_world w;
+        world_init(&w);
+        once_job j = {.w = &w};
+        mcdc_error e = MCDC_ERROR_INIT;
+        w.job.crash_point = points[p];
+        w.job.crash_unit = 2;
+        CHECK_EQ_INT(run_once(&w, &j, 2, &e), MCDC_E_CANCELLED);
+        w.job.crash_point = NULL;
+        CHECK_EQ_INT(run_once(&w, &j, 2, &e), MCDC_OK);
+        /* and once more: recorded, nothing is written */
+        once_job again = {.w = &w};
+        CHECK_EQ_INT(run_once(&w, &again, 2, &e), MCDC_OK);
+        CHECK_EQ_INT(again.runs, 0);
+        CHECK_EQ_INT(again.idle_plans, 1);
+        int64_t rows, facts_rows, txn, facts_txn;
+        once_state(&w, &rows, &facts_rows, &txn, &facts_txn);
+        CHECK_EQ_INT(rows, KEYS_PER_UNIT);
+        CHECK_EQ_INT(facts_rows, 1);
+        CHECK_EQ_INT(txn, 2);       /* the unit's number is its commits' version */
+        CHECK_EQ_INT(facts_txn, 2);
+        world_free(&w);
+    }
+}
+
+TEST(frame_refuses_a_job_of_one_unit_whose_target_lost_its_commit_or_holds_another_writers) {
+    /* the target restored from an older copy: its last commit, the unit's,
+     * gone (after another program's), the facts row stands */
+    toy_world w;
+    world_init(&w);
+    once_job j = {.w = &w};
+    mcdc_error e = MCDC_ERROR_INIT;
+    put_unit(&w, "target", "another", 0, NULL);
+    CHECK_EQ_INT(run_once(&w, &j, 0, &e), MCDC_OK);
+    mcdc_storage *st = NULL;
+    CHECK_EQ_INT(mcdc_storage_mem_open(&st, w.mem, "target", &e), MCDC_OK);
+    mcdc_storage_listing l = {0};
+    CHECK_EQ_INT(mcdc_storage_list(st, "_delta_log/", &l, &e), MCDC_OK);
+    char last[96] = "";
+    for (size_t i = 0; i < l.count; i++)
+        if (strcmp(l.entries[i].name, last + 11) > 0)
+            snprintf(last, sizeof last, "_delta_log/%s", l.entries[i].name);
+    mcdc_storage_listing_free(&l);
+    CHECK_EQ_INT(mcdc_storage_delete(st, last, &e), MCDC_OK);
+    mcdc_storage_free(st);
+    j = (once_job){.w = &w};
+    CHECK_EQ_INT(run_once(&w, &j, 0, &e), MCDC_E_TARGET_BEHIND);
+    CHECK(strstr(e.message, "once r1") != NULL);
+    CHECK_EQ_INT(j.runs, 0);
+    world_free(&w);
+
+    /* another program committed under the unit's app id first */
+    world_init(&w);
+    foreign_commit(&w, "once.r1", 0);
+    j = (once_job){.w = &w};
+    CHECK_EQ_INT(run_once(&w, &j, 0, &e), MCDC_E_FOREIGN_WRITER);
+    CHECK_EQ_INT(j.runs, 0);
+    int64_t rows, facts_rows, txn, facts_txn;
+    once_state(&w, &rows, &facts_rows, &txn, &facts_txn);
+    CHECK_EQ_INT(facts_rows, 0);
+    world_free(&w);
+
+    /* the target and the facts one table */
+    world_init(&w);
+    mcdc_ctx ctx = {.storage_env = &w.env};
+    mcdc_table *one = NULL;
+    CHECK_EQ_INT(mcdc_table_open_env(&one, &w.env, "mem://lake/target", NULL, &e), MCDC_OK);
+    mcdc_once_cfg cfg = {.ctx = &ctx, .id = "once.r1", .name = "once r1", .target = one,
+                         .app_id = "once.r1", .facts = one, .facts_app_id = "once.r1#facts"};
+    j = (once_job){.w = &w};
+    CHECK_EQ_INT(mcdc_once_run(&cfg, &ONCE_OPS, &j, &e), MCDC_E_MISMATCH);
+    CHECK(strstr(e.message, "a place of its own") != NULL);
+    mcdc_table_close(one);
     world_free(&w);
 }
