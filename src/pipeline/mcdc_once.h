@@ -24,7 +24,7 @@
  *
  * Its jobs: repair (bronze, and its 'repair' facts row), the reconcile
  * report (the report table, no facts). The smallest to copy is the
- * report's (write_report in src/reconcile/mcdc_reconcile.c).
+ * report's (rec_write_report in src/reconcile/mcdc_reconcile_report.c).
  */
 #ifndef MCDC_ONCE_H
 #define MCDC_ONCE_H

@@ -25,8 +25,12 @@
  * --repair, the repairs of runs killed after their report completed.
  * Nothing is written to SQL Server; the source is read under READ
  * COMMITTED (Tier 2: the isolationLevel option), never NOLOCK.
+ *
+ * This file is the job: its handle, the tables, the source, E, Tier 1 and
+ * the choice of what Tier 2 compares, the keys in flight, settling, the
+ * chunk checks, the run and its result. Tier 2 is mcdc_reconcile_tier2.c,
+ * the report mcdc_reconcile_report.c.
  */
-#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +43,6 @@
 #include "mcdc_context.h"
 #include "mcdc_frame.h"
 #include "mcdc_lake.h"
-#include "mcdc_once.h"
 #include "mcdc_options.h"
 #include "mcdc_plans.h"
 #include "mcdc_reconcile.h"
@@ -47,95 +50,9 @@
 #include "mcdc_silver.h"
 #include "mcdc_snapfacts.h"
 #include "mcdc_tables.h"
-#include "mcdc_txn.h"
 #include "mcdc_value_text.h"
 
 static const uint8_t ZERO_LSN[10];
-
-/* A key that differs in Tier 2 (or a chunk failure). */
-typedef struct rec_diff {
-    mcdc_reconcile_failure failure; /* before IN_FLIGHT is decided */
-    int64_t bucket;                 /* its bucket's (or range's) index */
-    char *key_json;                 /* owned */
-    int64_t key_off, key_len;       /* its encoded key in r->diff_keys */
-    char *detail;                   /* owned JSON */
-    bool chunk;                     /* a chunk row: bounds in lo/hi */
-    char *lo, *hi;                  /* chunk rows: owned JSON, NULL: open */
-    int32_t round;                  /* the check that found it */
-} rec_diff;
-
-/* What one check read: the first (Tier 1's counts, Tier 2's rows) and each
- * re-check of what was in flight (settle_seconds). A report row names the
- * reads of the check it is of. */
-typedef struct rec_round {
-    int64_t version;                /* silver's, pinned */
-    bool has_e;
-    char silver_lsn[24];            /* E */
-    char bucket_lsn[24];            /* bucket rows' source_lsn: M (the first), M' (a re-check) */
-    char read_lsn[24];              /* key rows': M', before the rows */
-} rec_round;
-
-/* A key the source held twice in one read: refused (not unique) unless it
- * changed in flight, which a read under READ COMMITTED may see twice. */
-typedef struct rec_twice {
-    bool ordinal;                   /* ord holds it; else its encoded key */
-    int64_t ord;
-    int64_t key_off, key_len;       /* in the holder's twice_keys */
-    char *json;                     /* owned: the key object */
-} rec_twice;
-
-struct mcdc_reconcile {
-    mcdc_reconcile_cfg cfg;
-    char **strings;
-    int n_strings;
-    char **keys;
-    int32_t n_keys;
-    const mcdc_opts *opts;
-    mcdc_ctx ctx;
-    mcdc_log_sink sink;
-    /* the run */
-    mcdc_table *silver, *bronze, *control, *facts, *report;
-    mcdc_changes *changes;
-    rec_flight flight;           /* the change tables past bronze's position */
-    rec_pending pending;         /* the repairs apply has not taken */
-    mcdc_table_view *sview;
-    int64_t version;
-    mcdc_schema *out_schema;     /* the source's output schema (borrowed from changes) */
-    int32_t first_captured;      /* its first captured column */
-    int32_t n_cols;              /* captured columns compared */
-    const char **col_names;      /* owned array, borrowed names */
-    int32_t key_in_cols[SILVER_KEYS_MAX]; /* each key's index among the compared columns */
-    bool ordinal;                /* one integer or date key */
-    bool date_key;
-    bool has_e;
-    uint8_t e_lsn[10];
-    char silver_lsn[24], source_lsn[24], read_lsn[24];
-    /* tier 1 */
-    rec_bucket *buckets;
-    int64_t n_buckets;
-    int64_t width;
-    json_t *ranges;              /* other keys: the ranges Tier 2 samples */
-    json_t *range_keys;          /* and the columns their bounds are of (the snapshot's keys) */
-    int64_t *chosen;
-    int64_t n_chosen;
-    /* tier 2 */
-    rec_diff *diffs;
-    int64_t n_diffs, cap_diffs;
-    mcdc_buf diff_keys;
-    int64_t keys_equal;          /* keys Tier 2 found equal, every check */
-    rec_twice twice[REC_TWICE_MAX]; /* keys the source held twice */
-    int32_t n_twice;
-    mcdc_buf twice_keys;
-    /* the checks: the first, then the re-checks of what was in flight */
-    rec_round *rounds;
-    int64_t n_rounds, cap_rounds;
-    int32_t round;               /* the check under way */
-    /* the result's list */
-    mcdc_reconcile_diff *out_diffs;
-    int64_t n_out_diffs;
-    mcdc_reconcile_result res;
-    int64_t run_at_us;
-};
 
 static int nomem(mcdc_error *err) { return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory"); }
 
@@ -153,14 +70,14 @@ static bool lsn_bytes(uint8_t out[10], const char *s) {
 }
 
 /* The older of two LSN texts (NULL or unset: zero). */
-static void lsn_min(uint8_t out[10], const char *a, const uint8_t *b) {
+void rec_lsn_min(uint8_t out[10], const char *a, const uint8_t *b) {
     uint8_t x[10] = {0};
     lsn_bytes(x, a);
     if (b && memcmp(b, x, 10) < 0) memcpy(x, b, 10);
     memcpy(out, x, 10);
 }
 
-static int col_index(const mcdc_schema *s, const char *name) {
+int rec_col_index(const mcdc_schema *s, const char *name) {
     int32_t i = mcdc_schema_find(s, name);
     if (i >= 0) return i;
     for (int32_t k = 0; k < s->n_fields; k++)
@@ -168,36 +85,9 @@ static int col_index(const mcdc_schema *s, const char *name) {
     return -1;
 }
 
-/* b as a string into *out (owned) when rc is MCDC_OK; else b is freed. */
-static int buf_take(char **out, mcdc_buf *b, int rc, mcdc_error *err) {
-    if (rc == MCDC_OK) rc = mcdc_buf_cstr(b, err);
-    if (rc) {
-        mcdc_buf_free(b);
-        return rc;
-    }
-    *out = (char *)b->data;
-    return MCDC_OK;
-}
-
-/* The key JSON object of row `row`: {"k": value, ...}. */
-static int key_json(char **out, const mcdc_reconcile *r, const mcdc_column *const *kc, int64_t row,
-                    mcdc_error *err) {
-    mcdc_buf b = {0};
-    int rc = mcdc_buf_append_byte(&b, '{', err);
-    for (int32_t k = 0; rc == MCDC_OK && k < r->n_keys; k++) {
-        if (k) rc = mcdc_buf_append_byte(&b, ',', err);
-        if (rc == MCDC_OK)
-            rc = mcdc_text_json_string(&b, (const uint8_t *)r->keys[k], strlen(r->keys[k]), err);
-        if (rc == MCDC_OK) rc = mcdc_buf_append_byte(&b, ':', err);
-        if (rc == MCDC_OK) rc = mcdc_text_cell_json(&b, kc[k], row, err);
-    }
-    if (rc == MCDC_OK) rc = mcdc_buf_append_byte(&b, '}', err);
-    return buf_take(out, &b, rc, err);
-}
-
 /* An ordinal bound as JSON text: an integer, or a date "YYYY-MM-DD" within
  * SQL Server's range (below it its first day; above it open). NULL: open. */
-static int bound_json(char **out, const mcdc_reconcile *r, bool has, int64_t v, mcdc_error *err) {
+int rec_bound_json(char **out, const mcdc_reconcile *r, bool has, int64_t v, mcdc_error *err) {
     *out = NULL;
     if (!has) return MCDC_OK;
     char t[64];
@@ -216,7 +106,7 @@ static int bound_json(char **out, const mcdc_reconcile *r, bool has, int64_t v, 
     return *out ? MCDC_OK : nomem(err);
 }
 
-static int add_diff(mcdc_reconcile *r, rec_diff *d, mcdc_error *err) {
+int rec_add_diff(mcdc_reconcile *r, rec_diff *d, mcdc_error *err) {
     int rc = rec_grow(&r->diffs, &r->cap_diffs, r->n_diffs + 1, sizeof *r->diffs, err);
     if (rc) return rc;
     r->diffs[r->n_diffs++] = *d;
@@ -263,7 +153,7 @@ static int moved_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
     const mcdc_column *kc[SILVER_KEYS_MAX];
     int rc = MCDC_OK;
     for (int32_t k = 0; k < r->n_keys; k++) {
-        int i = col_index(b->schema, r->keys[k]);
+        int i = rec_col_index(b->schema, r->keys[k]);
         if (i < 0) {
             rc = mcdc_error_set(err, MCDC_E_CORRUPT, "%s: no key column %s in its rows",
                                 m->bronze ? "bronze" : "the change table", r->keys[k]);
@@ -271,9 +161,9 @@ static int moved_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
         }
         kc[k] = &b->columns[i];
     }
-    int ls = col_index(b->schema, "_start_lsn"), op = col_index(b->schema, "_operation");
-    int ch = col_index(b->schema, "_chunk"), sn = col_index(b->schema, "_snapshot");
-    int ci = m->bronze ? col_index(b->schema, "_capture_instance") : -1;
+    int ls = rec_col_index(b->schema, "_start_lsn"), op = rec_col_index(b->schema, "_operation");
+    int ch = rec_col_index(b->schema, "_chunk"), sn = rec_col_index(b->schema, "_snapshot");
+    int ci = m->bronze ? rec_col_index(b->schema, "_capture_instance") : -1;
     if (ls < 0 || op < 0) {
         rc = mcdc_error_set(err, MCDC_E_CORRUPT, "bronze rows without _start_lsn or _operation");
         goto done;
@@ -325,7 +215,7 @@ done:
     return rc;
 }
 
-static int moved_keys(mcdc_reconcile *r, const uint8_t lower[10], rec_keyset *set, mcdc_error *err) {
+int rec_moved_keys(mcdc_reconcile *r, const uint8_t lower[10], rec_keyset *set, mcdc_error *err) {
     moved_ctx m = {.r = r, .set = set, .bronze = true};
     memcpy(m.lower, lower, 10);
     mcdc_schema *bs = NULL;
@@ -493,8 +383,8 @@ static int tier1(mcdc_reconcile *r, rec_keyset *moved, mcdc_error *err) {
     }
     /* after the count: every change it may have seen */
     uint8_t lower[10];
-    lsn_min(lower, r->source_lsn, r->has_e ? r->e_lsn : ZERO_LSN);
-    if (rc == MCDC_OK) rc = moved_keys(r, lower, moved, err);
+    rec_lsn_min(lower, r->source_lsn, r->has_e ? r->e_lsn : ZERO_LSN);
+    if (rc == MCDC_OK) rc = rec_moved_keys(r, lower, moved, err);
     if (rc == MCDC_OK) rc = silver_counts(r, &sil, err);
     if (rc == MCDC_OK && r->ordinal) {
         src = mcdc_malloc(((size_t)nsb + 1) * sizeof *src);
@@ -564,983 +454,6 @@ static int choose(mcdc_reconcile *r, mcdc_error *err) {
     if (rc == MCDC_OK && r->n_buckets) r->buckets[0].hashed = r->n_chosen > 0;
     return rc;
 }
-
-/* ---- tier 2 ---------------------------------------------------------------------------
- * One bucket at a time, in memory flat in the rows' width: the source's rows
- * are hashed as they stream in and dropped, each leaving an entry (its
- * key's ordinal, or its encoded key in a key set, and its hash); then
- * silver's rows of the bucket, each hashed and looked up. An integer or date
- * key is looked up by its ordinal among the entries sorted once (both sides
- * come in key order, so each lookup starts where the one before ended: a
- * merge); any other key, and a NULL one, through the key set. The few keys
- * that differ are named by their rows again: a RECORD_DIFF keeps silver's
- * cells' hashes, and a second read of the bucket's source rows (only when a
- * key differs) gives the columns that differ and the MISSING_TARGET keys. */
-/* A RECORD_DIFF whose columns the second read names. */
-typedef struct rec_pend {
-    int64_t diff;    /* its index in r->diffs */
-    char *lsn;       /* silver's _start_lsn (owned), NULL when NULL */
-    size_t lsn_len;
-    int64_t dup_rows; /* > 0: silver holds the key this many times (a DUPLICATE_TARGET) */
-} rec_pend;
-
-typedef struct src_side {
-    mcdc_reconcile *r;
-    rec_entry *ent;
-    int64_t n_ent, cap_ent;
-    int64_t n_ord;      /* ordinal keys: entries [0, n_ord) sorted by ord */
-    int64_t finger;
-    rec_keyset keys;    /* encoded key -> entry (other keys; NULL ordinal keys) */
-    mcdc_buf key;
-    rec_hash *tmp;
-    int64_t cap_tmp;
-    const mcdc_column **cols;  /* a batch's compared columns (n_cols) */
-    int64_t rows;       /* rows read */
-    int64_t read_us;
-    rec_pend *pend;
-    int64_t n_pend, cap_pend;
-    rec_hash *pend_h;   /* silver's cells' hashes, n_cols a RECORD_DIFF */
-    int64_t cap_pend_h;
-    int64_t missing;    /* entries no silver row matched */
-    /* ordinal keys: the bucket's rows with a key and their sum (a re-check's counts) */
-    int64_t ord_rows;
-    rec_i128 ord_sum;
-    /* keys the read held twice (the first few) */
-    rec_twice twice[REC_TWICE_MAX];
-    int32_t n_twice;
-    mcdc_buf twice_keys;
-} src_side;
-
-static void side_cols(const mcdc_reconcile *r, const mcdc_batch *b, const mcdc_column **cols) {
-    for (int32_t k = 0; k < r->n_cols; k++) {
-        int i = col_index(b->schema, r->col_names[k]);
-        cols[k] = i >= 0 ? &b->columns[i] : NULL;
-    }
-}
-
-/* The key columns of a source batch. */
-static void key_cols(const mcdc_reconcile *r, const mcdc_batch *b, const mcdc_column **kc) {
-    for (int32_t k = 0; k < r->n_keys; k++) kc[k] = &b->columns[col_index(b->schema, r->keys[k])];
-}
-
-static int side_cols_alloc(src_side *s, mcdc_error *err) {
-    if (s->cols == NULL &&
-        (s->cols = mcdc_malloc((size_t)(s->r->n_cols + 1) * sizeof *s->cols)) == NULL)
-        return nomem(err);
-    return MCDC_OK;
-}
-
-/* The entry of a source row's key, or -1 (ordinal keys: once sorted). */
-static int64_t src_find(src_side *s, const mcdc_column *const *kc, int64_t row, int *rc,
-                        mcdc_error *err) {
-    int64_t v;
-    if (s->r->ordinal && silver_range_value(kc[0], row, &v)) return rec_entries_find(s->ent, s->n_ord, &s->finger, v);
-    s->key.len = 0;
-    *rc = silver_key_append(&s->key, kc, s->r->n_keys, row, err);
-    if (*rc) return -1;
-    int64_t k = rec_keyset_find(&s->keys, s->key.data, s->key.len);
-    return k < 0 ? -1 : s->keys.val[k];
-}
-
-/* A key the source's read held twice: kept (the first few) to be decided on
- * once the keys in flight are known. The key is s->key's bytes (other
- * keys), or ordinal ord. */
-static int twice_add(src_side *s, bool ordinal, int64_t ord, char *json, mcdc_error *err) {
-    if (s->n_twice == REC_TWICE_MAX) {
-        mcdc_free(json);
-        return MCDC_OK;
-    }
-    rec_twice t = {.ordinal = ordinal, .ord = ord, .key_off = (int64_t)s->twice_keys.len,
-                   .json = json};
-    int rc = ordinal ? MCDC_OK : mcdc_buf_append(&s->twice_keys, s->key.data, s->key.len, err);
-    if (rc) {
-        mcdc_free(json);
-        return rc;
-    }
-    t.key_len = (int64_t)s->twice_keys.len - t.key_off;
-    s->twice[s->n_twice++] = t;
-    return MCDC_OK;
-}
-
-/* A source batch: its rows hashed into entries, the batch dropped. */
-static int src_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
-    src_side *s = ctx;
-    mcdc_reconcile *r = s->r;
-    int rc = side_cols_alloc(s, err);
-    const mcdc_column *kc[SILVER_KEYS_MAX];
-    if (rc == MCDC_OK) {
-        side_cols(r, b, s->cols);
-        key_cols(r, b, kc);
-        rc = rec_grow(&s->tmp, &s->cap_tmp, b->rows, sizeof *s->tmp, err);
-    }
-    if (rc == MCDC_OK) rc = rec_hash_rows(s->tmp, s->cols, r->n_cols, 0, b->rows, err);
-    if (rc == MCDC_OK) rc = rec_grow(&s->ent, &s->cap_ent, s->n_ent + b->rows, sizeof *s->ent, err);
-    if (rc == MCDC_OK && r->ctx.progress) /* the prefetch thread's: counted at once */
-        mcdc_progress_add(r->ctx.progress, b->rows, mcdc_batch_bytes(b));
-    for (int64_t i = 0; rc == MCDC_OK && i < b->rows; i++) {
-        rec_entry e = {.seq = s->rows + i, .h = s->tmp[i], .pend = -1};
-        if (r->ordinal) {
-            e.null_key = !silver_range_value(kc[0], i, &e.ord);
-            if (!e.null_key) { /* sorted once all are in */
-                s->ord_rows++;
-                s->ord_sum += e.ord;
-                s->ent[s->n_ent++] = e;
-                continue;
-            }
-        }
-        s->key.len = 0;
-        rc = silver_key_append(&s->key, kc, r->n_keys, i, err);
-        int64_t idx;
-        bool added;
-        if (rc == MCDC_OK) rc = rec_keyset_add(&s->keys, s->key.data, s->key.len, &idx, &added, err);
-        if (rc == MCDC_OK && !added && s->n_twice < REC_TWICE_MAX) {
-            /* a key twice in the source: its first row stands for it */
-            char *json = NULL;
-            rc = key_json(&json, r, kc, i, err);
-            if (rc == MCDC_OK) rc = twice_add(s, false, 0, json, err);
-        }
-        if (rc || !added) continue;
-        s->keys.val[idx] = s->n_ent;
-        if (r->ordinal) e.ord = idx; /* its entry's place is set once sorted */
-        s->ent[s->n_ent++] = e;
-    }
-    if (rc == MCDC_OK) s->rows += b->rows;
-    mcdc_batch_free(b);
-    return rc;
-}
-
-/* Ordinal keys, once the source is read: entries sorted by ordinal (a key
- * twice keeps its first row, and is kept as one the read held twice), NULL
- * keys after them, found through the key set. */
-static int src_finish(src_side *s, mcdc_error *err) {
-    mcdc_reconcile *r = s->r;
-    if (!r->ordinal) return MCDC_OK;
-    int64_t repeats = 0;
-    s->n_ord = rec_entries_order(s->ent, s->n_ent, &repeats);
-    for (int64_t i = s->n_ord; i < s->n_ent; i++) s->keys.val[s->ent[i].ord] = i;
-    int rc = MCDC_OK;
-    for (int64_t i = 1; rc == MCDC_OK && repeats > 0 && i < s->n_ord && s->n_twice < REC_TWICE_MAX;
-         i++) {
-        if (s->ent[i].ord != s->ent[i - 1].ord || (i > 1 && s->ent[i - 2].ord == s->ent[i].ord))
-            continue; /* not a key's second row */
-        char *v = NULL, *json = NULL;
-        mcdc_buf b = {0};
-        rc = bound_json(&v, r, true, s->ent[i].ord, err);
-        if (rc == MCDC_OK) rc = mcdc_buf_append_byte(&b, '{', err);
-        if (rc == MCDC_OK)
-            rc = mcdc_text_json_string(&b, (const uint8_t *)r->keys[0], strlen(r->keys[0]), err);
-        if (rc == MCDC_OK) rc = mcdc_buf_append_byte(&b, ':', err);
-        if (rc == MCDC_OK) rc = mcdc_buf_append_str(&b, v ? v : "null", err);
-        if (rc == MCDC_OK) rc = mcdc_buf_append_byte(&b, '}', err);
-        mcdc_free(v);
-        rc = buf_take(&json, &b, rc, err);
-        if (rc == MCDC_OK) rc = twice_add(s, true, s->ent[i].ord, json, err);
-    }
-    return rc;
-}
-
-static void src_side_clear(src_side *s) {
-    mcdc_free(s->ent);
-    rec_keyset_clear(&s->keys);
-    mcdc_free(s->tmp);
-    mcdc_buf_free(&s->key);
-    mcdc_free(s->cols);
-    for (int64_t i = 0; i < s->n_pend; i++) mcdc_free(s->pend[i].lsn);
-    mcdc_free(s->pend);
-    mcdc_free(s->pend_h);
-    for (int32_t i = 0; i < s->n_twice; i++) mcdc_free(s->twice[i].json);
-    mcdc_buf_free(&s->twice_keys);
-    memset(s, 0, sizeof *s);
-}
-
-typedef struct sil_side {
-    mcdc_reconcile *r;
-    src_side *src;
-    int64_t bucket;
-    bool filter;        /* ordinal: only rows in [lo, hi) */
-    bool has_lo, has_hi;
-    int64_t lo, hi;
-    bool left;          /* other keys: silver's rows of the source's keys only */
-    rec_hash *tmp;
-    int64_t cap_tmp;
-    mcdc_buf key;
-    rec_keyset gone;    /* the keys named MISSING_SOURCE: each once */
-    int64_t ord_rows;   /* ordinal keys: the bucket's rows with a key, their sum */
-    rec_i128 ord_sum;
-} sil_side;
-
-/* detail: {"silver_start_lsn": ..., "columns": ...}, either left out when
- * NULL (Spark's to_json drops NULL fields). */
-static int detail_json(char **out, const char *lsn, size_t lsn_len, const char *columns,
-                       mcdc_error *err) {
-    mcdc_buf b = {0};
-    int rc = mcdc_buf_append_byte(&b, '{', err);
-    if (rc == MCDC_OK && lsn) {
-        rc = mcdc_buf_append_str(&b, "\"silver_start_lsn\":", err);
-        if (rc == MCDC_OK) rc = mcdc_text_json_string(&b, (const uint8_t *)lsn, lsn_len, err);
-    }
-    if (rc == MCDC_OK && columns) {
-        rc = mcdc_buf_append_str(&b, lsn ? ",\"columns\":" : "\"columns\":", err);
-        if (rc == MCDC_OK) rc = mcdc_text_json_string(&b, (const uint8_t *)columns, strlen(columns), err);
-    }
-    if (rc == MCDC_OK) rc = mcdc_buf_append_byte(&b, '}', err);
-    return buf_take(out, &b, rc, err);
-}
-
-/* A key of a repair apply has not taken: detail gains "repair_pending",
- * the repair's run id (its change is pending apply, as a change in flight
- * is pending the stream). */
-static int detail_pending(char **detail, const char *run_id, mcdc_error *err) {
-    const char *d = *detail ? *detail : "{}";
-    size_t n = strlen(d);
-    MCDC_ASSERT(n >= 2 && d[0] == '{' && d[n - 1] == '}');
-    mcdc_buf b = {0};
-    int rc = mcdc_buf_append(&b, d, n - 1, err);
-    if (rc == MCDC_OK) rc = mcdc_buf_append_str(&b, n > 2 ? ",\"repair_pending\":" : "\"repair_pending\":", err);
-    if (rc == MCDC_OK) rc = mcdc_text_json_string(&b, (const uint8_t *)run_id, strlen(run_id), err);
-    if (rc == MCDC_OK) rc = mcdc_buf_append_byte(&b, '}', err);
-    char *out = NULL;
-    rc = buf_take(&out, &b, rc, err);
-    if (rc == MCDC_OK) {
-        mcdc_free(*detail);
-        *detail = out;
-    }
-    return rc;
-}
-
-/* A differing key: its encoded key (for IN_FLIGHT), key JSON and detail. */
-static int record(mcdc_reconcile *r, mcdc_reconcile_failure f, int64_t bucket,
-                  const mcdc_column *const *kc, int64_t row, const char *lsn, size_t lsn_len,
-                  const char *columns, mcdc_error *err) {
-    rec_diff d = {.failure = f, .bucket = bucket, .key_off = (int64_t)r->diff_keys.len,
-                  .round = r->round};
-    int rc = silver_key_append(&r->diff_keys, kc, r->n_keys, row, err);
-    d.key_len = (int64_t)r->diff_keys.len - d.key_off;
-    if (rc == MCDC_OK) rc = key_json(&d.key_json, r, kc, row, err);
-    if (rc == MCDC_OK) rc = detail_json(&d.detail, lsn, lsn_len, columns, err);
-    if (rc == MCDC_OK) rc = add_diff(r, &d, err);
-    if (rc) {
-        mcdc_free(d.key_json);
-        mcdc_free(d.detail);
-    }
-    return rc;
-}
-
-/* A key of entry e that differs on silver's side (its row `row`, cells
- * cols): recorded now as failure f, its detail completed later (a
- * RECORD_DIFF's columns by the second read, a DUPLICATE_TARGET's rows once
- * silver's rows of the bucket are read). */
-static int record_pending(mcdc_reconcile *r, src_side *src, rec_entry *e, int64_t bucket,
-                          mcdc_reconcile_failure f, const mcdc_column *const *kc,
-                          const mcdc_column *const *cols, int64_t row, const char *lsn,
-                          size_t lsn_len, mcdc_error *err) {
-    int rc = rec_grow(&src->pend, &src->cap_pend, src->n_pend + 1, sizeof *src->pend, err);
-    if (rc == MCDC_OK)
-        rc = rec_grow(&src->pend_h, &src->cap_pend_h, (src->n_pend + 1) * r->n_cols,
-                      sizeof *src->pend_h, err);
-    if (rc == MCDC_OK)
-        rc = rec_hash_cells(src->pend_h + src->n_pend * r->n_cols, cols, r->n_cols, row, err);
-    rec_pend p = {.diff = r->n_diffs, .lsn_len = lsn_len,
-                  .dup_rows = f == MCDC_RECONCILE_DUPLICATE_TARGET ? 2 : 0};
-    if (rc == MCDC_OK && lsn) {
-        if ((p.lsn = mcdc_malloc(lsn_len + 1)) == NULL) return nomem(err);
-        memcpy(p.lsn, lsn, lsn_len);
-        p.lsn[lsn_len] = 0;
-    }
-    if (rc == MCDC_OK) rc = record(r, f, bucket, kc, row, lsn, lsn_len, NULL, err);
-    if (rc) {
-        mcdc_free(p.lsn);
-        return rc;
-    }
-    e->pend = (int32_t)src->n_pend;
-    src->pend[src->n_pend++] = p;
-    return MCDC_OK;
-}
-
-/* Another silver row of a key a silver row matched before: silver holds
- * the key twice (or more), which apply never writes (another writer
- * appended it). Named DUPLICATE_TARGET once, its RECORD_DIFF (if the
- * first row differed) becoming that. */
-static int record_twice(mcdc_reconcile *r, src_side *src, rec_entry *e, int64_t bucket,
-                        const mcdc_column *const *kc, const mcdc_column *const *cols, int64_t row,
-                        const char *lsn, size_t lsn_len, mcdc_error *err) {
-    if (e->pend >= 0) {
-        rec_pend *p = &src->pend[e->pend];
-        p->dup_rows = p->dup_rows ? p->dup_rows + 1 : 2;
-        r->diffs[p->diff].failure = MCDC_RECONCILE_DUPLICATE_TARGET;
-        return MCDC_OK;
-    }
-    return record_pending(r, src, e, bucket, MCDC_RECONCILE_DUPLICATE_TARGET, kc, cols, row, lsn,
-                          lsn_len, err);
-}
-
-/* A DUPLICATE_TARGET's detail: {"silver_rows": n}. */
-static int detail_twice(char **detail, int64_t rows, mcdc_error *err) {
-    char t[64];
-    snprintf(t, sizeof t, "{\"silver_rows\":%lld}", (long long)rows);
-    char *d = mcdc_strdup(t);
-    if (d == NULL) return nomem(err);
-    mcdc_free(*detail);
-    *detail = d;
-    return MCDC_OK;
-}
-
-static int sil_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
-    sil_side *s = ctx;
-    mcdc_reconcile *r = s->r;
-    src_side *src = s->src;
-    const mcdc_column **cols = mcdc_malloc((size_t)(r->n_cols + 1) * sizeof *cols);
-    if (cols == NULL) {
-        mcdc_batch_free(b);
-        return nomem(err);
-    }
-    side_cols(r, b, cols);
-    const mcdc_column *kc[SILVER_KEYS_MAX];
-    int rc = MCDC_OK;
-    for (int32_t k = 0; k < r->n_keys; k++) {
-        kc[k] = cols[r->key_in_cols[k]];
-        if (kc[k] == NULL) rc = mcdc_error_set(err, MCDC_E_INVALID, "silver has no key column %s",
-                                                r->keys[k]);
-    }
-    int lsn_col = col_index(b->schema, "_start_lsn");
-    int64_t hashed = r->res.silver_rows_hashed; /* the batch's rows of the bucket: progress */
-    if (rc == MCDC_OK) rc = rec_grow(&s->tmp, &s->cap_tmp, b->rows, sizeof *s->tmp, err);
-    if (rc == MCDC_OK) rc = rec_hash_rows(s->tmp, cols, r->n_cols, 0, b->rows, err);
-    for (int64_t i = 0; rc == MCDC_OK && i < b->rows; i++) {
-        int64_t v = 0;
-        bool has_v = r->ordinal && silver_range_value(kc[0], i, &v);
-        /* NULL sorts first: the first bucket's, as the source's read of it
-         * has them (Tier 1 counts them in none) */
-        if (s->filter && !has_v && s->has_lo) continue;
-        if (s->filter && has_v && ((s->has_lo && v < s->lo) || (s->has_hi && v >= s->hi))) continue;
-        int64_t idx = src_find(src, kc, i, &rc, err);
-        if (rc) break;
-        if (idx < 0 && s->left) continue;
-        r->res.silver_rows_hashed++;
-        if (has_v) {
-            s->ord_rows++;
-            s->ord_sum += v;
-        }
-        mcdc_cell l = lsn_col >= 0 ? mcdc_row_get(b, i, lsn_col) : mcdc_cell_null();
-        const char *lsn = l.kind == MCDC_CELL_TEXT ? l.s : NULL;
-        size_t lsn_len = lsn ? (size_t)l.i : 0;
-        if (idx < 0) { /* once a key, however many rows of it silver holds */
-            int64_t at;
-            bool added;
-            s->key.len = 0;
-            rc = silver_key_append(&s->key, kc, r->n_keys, i, err);
-            if (rc == MCDC_OK) rc = rec_keyset_add(&s->gone, s->key.data, s->key.len, &at, &added, err);
-            if (rc == MCDC_OK && added)
-                rc = record(r, MCDC_RECONCILE_MISSING_SOURCE, s->bucket, kc, i, lsn, lsn_len, NULL, err);
-            continue;
-        }
-        rec_entry *e = &src->ent[idx];
-        if (e->seen) { /* the key again: silver holds it twice */
-            rc = record_twice(r, src, e, s->bucket, kc, cols, i, lsn, lsn_len, err);
-            continue;
-        }
-        e->seen = true;
-        if (rec_hash_eq(e->h, s->tmp[i])) {
-            r->keys_equal++;
-            continue;
-        }
-        rc = record_pending(r, src, e, s->bucket, MCDC_RECONCILE_RECORD_DIFF, kc, cols, i, lsn,
-                            lsn_len, err);
-    }
-    if (rc == MCDC_OK && r->ctx.progress)
-        mcdc_progress_add(r->ctx.progress, r->res.silver_rows_hashed - hashed, 0);
-    mcdc_free(cols);
-    mcdc_batch_free(b);
-    return rc;
-}
-
-/* The source's rows of one bucket (or range) to fn. */
-static int read_bucket(mcdc_reconcile *r, int64_t bucket, mcdc_batch_fn fn, void *ctx,
-                       mcdc_error *err) {
-    const rec_bucket *bk = r->ordinal ? &r->buckets[bucket] : NULL;
-    json_t *keys = bk ? json_array() : json_incref(r->range_keys), *range = NULL;
-    char *lo = NULL, *hi = NULL;
-    int rc = keys ? MCDC_OK : nomem(err);
-    for (int32_t k = 0; rc == MCDC_OK && bk && k < r->n_keys; k++)
-        if (json_array_append_new(keys, json_string(r->keys[k])) != 0) rc = nomem(err);
-    if (rc == MCDC_OK && bk) {
-        rc = bound_json(&lo, r, bk->has_lo, bk->lo, err);
-        if (rc == MCDC_OK) rc = bound_json(&hi, r, bk->has_hi, bk->hi, err);
-        if (rc == MCDC_OK) {
-            json_error_t je;
-            json_t *a = lo ? json_loads(lo, JSON_DECODE_ANY, &je) : json_null();
-            json_t *z = hi ? json_loads(hi, JSON_DECODE_ANY, &je) : json_null();
-            range = a && z ? json_pack("[oo]", a, z) : NULL;
-            if (range == NULL) rc = nomem(err);
-        }
-    } else if (rc == MCDC_OK) {
-        range = json_incref(json_array_get(r->ranges, (size_t)bucket));
-    }
-    mcdc_lsn at;
-    if (rc == MCDC_OK) rc = mcdc_lsn_parse_cstr(&at, r->read_lsn, err);
-    if (rc == MCDC_OK)
-        rc = mcdc_changes_snapshot_read(r->changes, keys, range, MCDC_ISO_OPTION, &at, false, 0, fn,
-                                        ctx, NULL, err);
-    if (rc) mcdc_error_wrap(err, "reading the source's rows of bucket [%s, %s)", lo ? lo : "open",
-                            hi ? hi : "open");
-    json_decref(range);
-    json_decref(keys);
-    mcdc_free(lo);
-    mcdc_free(hi);
-    return rc;
-}
-
-/* The source's rows of one bucket (or range) into src's entries. Runs on a
- * thread of its own while the bucket before is compared: it uses nothing of
- * r that changes until then. */
-static int read_source(mcdc_reconcile *r, int64_t bucket, src_side *src, mcdc_error *err) {
-    int64_t t0 = mcdc_monotonic_us();
-    /* room for the rows Tier 1 counted (and a few more changed since), at once */
-    int64_t expect = r->ordinal ? r->buckets[bucket].src_rows
-                                : (r->n_buckets ? r->buckets[0].src_rows : 0) /
-                                      (int64_t)(json_array_size(r->ranges) ? json_array_size(r->ranges) : 1);
-    int rc = rec_grow(&src->ent, &src->cap_ent, expect + expect / 64 + 16, sizeof *src->ent, err);
-    if (rc == MCDC_OK) rc = read_bucket(r, bucket, src_rows, src, err);
-    if (rc == MCDC_OK) rc = src_finish(src, err);
-    src->read_us = mcdc_monotonic_us() - t0;
-    return rc;
-}
-
-/* The second read: the source's rows of the keys that differ. */
-typedef struct name_ctx {
-    mcdc_reconcile *r;
-    src_side *src;
-    int64_t bucket;
-    rec_hash *cells;   /* n_cols */
-} name_ctx;
-
-/* The columns whose cells differ: "a, b". */
-static int differing(char **out, const mcdc_reconcile *r, const rec_hash *a, const rec_hash *b,
-                     mcdc_error *err) {
-    mcdc_buf t = {0};
-    int rc = MCDC_OK;
-    for (int32_t k = 0; k < r->n_cols && rc == MCDC_OK; k++) {
-        if (rec_hash_eq(a[k], b[k])) continue;
-        if (t.len) rc = mcdc_buf_append_str(&t, ", ", err);
-        if (rc == MCDC_OK) rc = mcdc_buf_append_str(&t, r->col_names[k], err);
-    }
-    return buf_take(out, &t, rc, err);
-}
-
-static int name_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
-    name_ctx *n = ctx;
-    mcdc_reconcile *r = n->r;
-    src_side *s = n->src;
-    const mcdc_column *kc[SILVER_KEYS_MAX];
-    key_cols(r, b, kc);
-    side_cols(r, b, s->cols);
-    int rc = MCDC_OK;
-    for (int64_t i = 0; i < b->rows && rc == MCDC_OK; i++) {
-        int64_t idx = src_find(s, kc, i, &rc, err);
-        if (rc || idx < 0 || s->ent[idx].named) continue;
-        rec_entry *e = &s->ent[idx];
-        if (!e->seen) {
-            e->named = true;
-            rc = record(r, MCDC_RECONCILE_MISSING_TARGET, n->bucket, kc, i, NULL, 0, NULL, err);
-            continue;
-        }
-        if (e->pend < 0) continue;
-        e->named = true;
-        const rec_pend *p = &s->pend[e->pend];
-        if (p->dup_rows) continue; /* a DUPLICATE_TARGET: no columns to name */
-        char *columns = NULL, *detail = NULL;
-        rc = rec_hash_cells(n->cells, s->cols, r->n_cols, i, err);
-        if (rc == MCDC_OK) rc = differing(&columns, r, n->cells, s->pend_h + e->pend * r->n_cols, err);
-        if (rc == MCDC_OK) rc = detail_json(&detail, p->lsn, p->lsn_len, columns, err);
-        if (rc == MCDC_OK) {
-            rec_diff *d = &r->diffs[p->diff];
-            mcdc_free(d->detail);
-            d->detail = detail;
-        }
-        mcdc_free(columns);
-    }
-    mcdc_batch_free(b);
-    return rc;
-}
-
-/* Does the bucket hold a key that differs on the source's side? */
-static bool needs_names(const src_side *s) {
-    for (int64_t i = 0; i < s->n_pend; i++)
-        if (s->pend[i].dup_rows == 0) return true;
-    for (int64_t i = 0; i < s->n_ent; i++)
-        if (!s->ent[i].seen) return true;
-    return false;
-}
-
-/* The second read of a bucket: MISSING_TARGET keys, and the columns of the
- * RECORD_DIFFs (a key changed since the first read, and so in flight, may
- * be named differently or not at all). */
-static int name_keys(mcdc_reconcile *r, int64_t bucket, src_side *src, mcdc_error *err) {
-    int rc = side_cols_alloc(src, err);
-    name_ctx n = {.r = r, .src = src, .bucket = bucket};
-    if (rc == MCDC_OK && (n.cells = mcdc_malloc((size_t)(r->n_cols + 1) * sizeof *n.cells)) == NULL)
-        rc = nomem(err);
-    src->finger = 0;
-    if (rc == MCDC_OK) rc = read_bucket(r, bucket, name_rows, &n, err);
-    mcdc_free(n.cells);
-    return rc;
-}
-
-/* Silver's rows of the bucket, looked up among the source's; counts: the
- * bucket's counts set from both sides' reads (a re-check's). */
-static int compare_silver(mcdc_reconcile *r, int64_t bucket, src_side *src, bool counts,
-                          mcdc_error *err) {
-    const rec_bucket *bk = r->ordinal ? &r->buckets[bucket] : NULL;
-    int rc = MCDC_OK;
-    int64_t t0 = mcdc_monotonic_us(), before = r->res.silver_rows_hashed;
-    sil_side sil = {.r = r, .src = src, .bucket = bucket, .left = !r->ordinal};
-    mcdc_table_scan sc = MCDC_TABLE_SCAN_INIT;
-    sc.version = r->version;
-    char lo_t[16], hi_t[16];
-    if (bk) {
-        sil.filter = true;
-        sil.has_lo = bk->has_lo;
-        sil.has_hi = bk->has_hi;
-        sil.lo = bk->lo;
-        sil.hi = bk->hi;
-        sc.prune_column = r->keys[0];
-        if (r->date_key) {
-            /* dates' statistics are their text, which orders as they do */
-            if (bk->has_lo && bk->lo >= 0 && bk->lo < 2932897) {
-                lo_t[mcdc_text_date(lo_t, bk->lo)] = 0;
-                sc.lo = (mcdc_scan_bound){true, lo_t, 0};
-            }
-            if (bk->has_hi && bk->hi >= 0 && bk->hi < 2932897) {
-                hi_t[mcdc_text_date(hi_t, bk->hi)] = 0;
-                sc.hi = (mcdc_scan_bound){true, hi_t, 0};
-            }
-        } else {
-            sc.lo = (mcdc_scan_bound){bk->has_lo, NULL, bk->lo};
-            sc.hi = (mcdc_scan_bound){bk->has_hi, NULL, bk->hi};
-        }
-    }
-    /* silver's columns: the compared ones it has, and _start_lsn */
-    const char **cols = mcdc_malloc((size_t)(r->n_cols + 1) * sizeof *cols);
-    mcdc_schema *ss = NULL;
-    if (cols == NULL) rc = nomem(err);
-    if (rc == MCDC_OK) rc = mcdc_table_schema(r->silver, &ss, err);
-    int32_t nc = 0;
-    for (int32_t k = 0; rc == MCDC_OK && k < r->n_cols; k++)
-        if (mcdc_schema_find(ss, r->col_names[k]) >= 0) cols[nc++] = r->col_names[k];
-    if (rc == MCDC_OK && mcdc_schema_find(ss, "_start_lsn") >= 0) cols[nc++] = "_start_lsn";
-    sc.columns = cols;
-    sc.n_columns = nc;
-    int64_t v;
-    if (rc == MCDC_OK) rc = mcdc_table_scan_run(r->silver, &sc, sil_rows, &sil, &v, NULL, err);
-    if (rc) mcdc_error_wrap(err, "reading silver %s", r->cfg.silver);
-    /* the keys silver holds twice: how many rows each */
-    for (int64_t i = 0; rc == MCDC_OK && i < src->n_pend; i++)
-        if (src->pend[i].dup_rows)
-            rc = detail_twice(&r->diffs[src->pend[i].diff].detail, src->pend[i].dup_rows, err);
-    if (rc == MCDC_OK && counts && bk) {
-        rec_bucket *w = &r->buckets[bucket];
-        w->src_rows = src->ord_rows;
-        w->src_sum = src->ord_sum;
-        w->sil_rows = sil.ord_rows;
-        w->sil_sum = sil.ord_sum;
-    }
-    mcdc_log(MCDC_LOG_INFO,
-             "bucket %lld: %lld source rows read in %.3f s, %lld of silver's compared in %.3f s",
-             (long long)bucket, (long long)src->rows, (double)src->read_us / 1e6,
-             (long long)(r->res.silver_rows_hashed - before),
-             (double)(mcdc_monotonic_us() - t0) / 1e6);
-    mcdc_schema_unref(ss);
-    mcdc_free(cols);
-    mcdc_free(sil.tmp);
-    mcdc_buf_free(&sil.key);
-    rec_keyset_clear(&sil.gone);
-    return rc;
-}
-
-/* The next bucket's source rows, read while the one before is compared
- * (two buckets' entries are held at most). */
-typedef struct prefetch {
-    mcdc_reconcile *r;
-    int64_t bucket;
-    src_side src;
-    int rc;
-    mcdc_error err;
-    const mcdc_log_sink *sink;
-    pthread_t th;
-    bool started;
-} prefetch;
-
-static void *prefetch_main(void *p) {
-    prefetch *f = p;
-    mcdc_log_use(f->sink);
-    f->rc = read_source(f->r, f->bucket, &f->src, &f->err);
-    return NULL;
-}
-
-static int prefetch_start(prefetch *f, mcdc_reconcile *r, int64_t bucket, mcdc_error *err) {
-    memset(f, 0, sizeof *f);
-    f->r = r;
-    f->bucket = bucket;
-    f->src.r = r;
-    f->sink = mcdc_log_current();
-    if (pthread_create(&f->th, NULL, prefetch_main, f) != 0)
-        return mcdc_error_set(err, MCDC_E_NOMEM, "reconcile: no thread to read the source with");
-    f->started = true;
-    return MCDC_OK;
-}
-
-/* The read's end and its result (again after it has ended). */
-static int prefetch_join(prefetch *f, mcdc_error *err) {
-    if (f->started) {
-        pthread_join(f->th, NULL);
-        f->started = false;
-    }
-    if (f->rc && err) *err = f->err;
-    return f->rc;
-}
-
-/* The keys the source's read of a bucket held twice, kept by the run (the
- * first few). */
-static int twice_take(mcdc_reconcile *r, src_side *s, mcdc_error *err) {
-    int rc = MCDC_OK;
-    for (int32_t i = 0; i < s->n_twice; i++) {
-        rec_twice t = s->twice[i];
-        s->twice[i].json = NULL;
-        if (rc || r->n_twice == REC_TWICE_MAX) {
-            mcdc_free(t.json);
-            continue;
-        }
-        int64_t off = (int64_t)r->twice_keys.len;
-        rc = mcdc_buf_append(&r->twice_keys, s->twice_keys.data + t.key_off, (size_t)t.key_len, err);
-        t.key_off = off;
-        if (rc == MCDC_OK) r->twice[r->n_twice++] = t;
-        else mcdc_free(t.json);
-    }
-    s->n_twice = 0;
-    return rc;
-}
-
-/* Is a key the source held twice one that changed in flight (or whose
- * repair is pending apply)? Then the read may have seen it twice as it
- * moved; else the key is not unique. */
-static bool twice_in_flight(const mcdc_reconcile *r, const rec_twice *t, const rec_keyset *moved) {
-    if (!t->ordinal) {
-        const uint8_t *k = r->twice_keys.data + t->key_off;
-        return rec_keyset_find(moved, k, (size_t)t->key_len) >= 0 ||
-               rec_pending_find(&r->pending, k, (size_t)t->key_len) != NULL;
-    }
-    const rec_keyset *sets[2] = {moved, &r->pending.keys};
-    for (int s = 0; s < 2; s++)
-        for (int64_t i = 0; i < sets[s]->n; i++)
-            if (sets[s]->val[i] == t->ord) return true;
-    return false;
-}
-
-static void twice_clear(mcdc_reconcile *r) {
-    for (int32_t i = 0; i < r->n_twice; i++) mcdc_free(r->twice[i].json);
-    r->n_twice = 0;
-    mcdc_buf_free(&r->twice_keys);
-}
-
-/* The key columns as "'a', 'b'". */
-static void key_names(char *out, size_t cap, const mcdc_reconcile *r) {
-    size_t n = 0;
-    out[0] = 0;
-    for (int32_t k = 0; k < r->n_keys && n < cap; k++)
-        n += (size_t)snprintf(out + n, cap - n, "%s'%s'", k ? ", " : "", r->keys[k]);
-}
-
-/* Tier 2 over the buckets (other keys: ranges) list[0..n): M' read, each
- * one's source rows read (the next one's while one is compared), silver's
- * looked up, the keys that differ named; then the keys changed after
- * min(M', E) make the keys found IN_FLIGHT (and are left in *moved), and a
- * key the source held twice that is not among them is refused
- * (MCDC_E_NOT_UNIQUE). counts: each bucket's counts set from the reads (a
- * re-check's); need_moved: the keys in flight read even when no key
- * differs (a re-check decides its buckets by them). */
-static int compare_buckets(mcdc_reconcile *r, const int64_t *list, int64_t n, bool counts,
-                           bool need_moved, rec_keyset *moved, mcdc_error *err) {
-    if (n == 0 && !need_moved) return MCDC_OK;
-    int64_t first = r->n_diffs; /* the diffs this check finds */
-    mcdc_lsn m;
-    int rc = mcdc_changes_max_lsn(r->changes, &m, err); /* M again, before the rows */
-    if (rc) return rc;
-    mcdc_lsn_format(&m, r->read_lsn);
-    prefetch f[2];
-    memset(f, 0, sizeof f);
-    if (n > 0) rc = prefetch_start(&f[0], r, list[0], err);
-    for (int64_t i = 0; rc == MCDC_OK && i < n; i++) {
-        prefetch *cur = &f[i % 2], *next = &f[(i + 1) % 2];
-        rc = prefetch_join(cur, err);
-        if (rc == MCDC_OK && i + 1 < n) rc = prefetch_start(next, r, list[i + 1], err);
-        if (rc == MCDC_OK) rc = twice_take(r, &cur->src, err);
-        if (rc == MCDC_OK) {
-            r->res.source_rows_hashed += cur->src.rows;
-            rc = compare_silver(r, cur->bucket, &cur->src, counts, err);
-        }
-        if (rc == MCDC_OK && needs_names(&cur->src)) {
-            /* one read of the source at a time: the next bucket's ends first
-             * (its result is taken at the loop's next turn) */
-            prefetch_join(next, NULL);
-            rc = name_keys(r, cur->bucket, &cur->src, err);
-        }
-        src_side_clear(&cur->src);
-        if (rc == MCDC_OK) mcdc_progress_part_done(r->ctx.progress);
-    }
-    for (int k = 0; k < 2; k++) { /* after an error: the read under way ends first */
-        prefetch_join(&f[k], NULL);
-        src_side_clear(&f[k].src);
-    }
-    if (rc || (r->n_diffs == first && r->n_twice == 0 && !need_moved)) return rc;
-    /* after the rows: what they may have seen */
-    uint8_t lower[10];
-    lsn_min(lower, r->read_lsn, r->has_e ? r->e_lsn : ZERO_LSN);
-    rec_keyset_clear(moved);
-    rc = moved_keys(r, lower, moved, err);
-    for (int32_t i = 0; rc == MCDC_OK && i < r->n_twice; i++) {
-        if (twice_in_flight(r, &r->twice[i], moved)) continue;
-        char names[256];
-        key_names(names, sizeof names, r);
-        rc = mcdc_error_set(err, MCDC_E_NOT_UNIQUE,
-                            "the key %s is not unique in the source table %s.%s: it holds more "
-                            "than one row of key %.300s%s. Reconcile compares one row a key and "
-                            "cannot tell which of them silver should hold; nothing was written. "
-                            "Give --keys the columns of a unique index of the table (or leave "
-                            "--keys out: the capture instance's unique index), and apply silver "
-                            "by the same key",
-                            names, mcdc_changes_source_schema(r->changes),
-                            mcdc_changes_source_table(r->changes), r->twice[i].json,
-                            r->n_twice > 1 ? " (and others)" : "");
-    }
-    twice_clear(r); /* in flight: a read under READ COMMITTED may see a moving key twice */
-    for (int64_t i = first; rc == MCDC_OK && i < r->n_diffs; i++) {
-        rec_diff *d = &r->diffs[i];
-        const uint8_t *k = r->diff_keys.data + d->key_off;
-        const char *run = rec_pending_find(&r->pending, k, (size_t)d->key_len);
-        if (run) rc = detail_pending(&d->detail, run, err);
-        if (run || rec_keyset_find(moved, k, (size_t)d->key_len) >= 0)
-            d->failure = MCDC_RECONCILE_IN_FLIGHT;
-    }
-    return rc;
-}
-
-/* Tier 2's rows: both sides' of the buckets chosen, by Tier 1's counts
- * (all ranges of another key: the whole table's); -1: not known. */
-static int64_t tier2_rows(const mcdc_reconcile *r) {
-    int64_t rows = 0;
-    if (!r->ordinal)
-        return r->n_buckets && r->n_chosen == (int64_t)json_array_size(r->ranges)
-                   ? r->buckets[0].src_rows + r->buckets[0].sil_rows
-                   : -1;
-    for (int64_t i = 0; i < r->n_chosen; i++)
-        rows += r->buckets[r->chosen[i]].src_rows + r->buckets[r->chosen[i]].sil_rows;
-    return rows;
-}
-
-static int tier2(mcdc_reconcile *r, rec_keyset *moved, mcdc_error *err) {
-    mcdc_progress_phase(r->ctx.progress, "comparing", "buckets", r->n_chosen, tier2_rows(r), true);
-    return compare_buckets(r, r->chosen, r->n_chosen, false, false, moved, err);
-}
-
-/* ---- the report --------------------------------------------------------------------- */
-enum {
-    R_RUN_ID, R_RUN_AT, R_SILVER, R_SILVER_VERSION, R_SILVER_LSN, R_SOURCE_LSN, R_BUCKET_LO,
-    R_BUCKET_HI, R_SOURCE_ROWS, R_SOURCE_KEY_SUM, R_SILVER_ROWS, R_SILVER_KEY_SUM, R_STATUS,
-    R_HASHED, R_KEY, R_FAILURE_TYPE, R_DETAIL, R_COUNT
-};
-
-int mcdc_reconcile_report_schema(mcdc_schema **out, mcdc_error *err);
-int mcdc_reconcile_report_schema(mcdc_schema **out, mcdc_error *err) {
-    static const struct {
-        const char *name;
-        mcdc_type_id t;
-    } cols[R_COUNT] = {
-        {"run_id", MCDC_TYPE_UTF8},        {"run_at", MCDC_TYPE_TIMESTAMP_NTZ},
-        {"silver", MCDC_TYPE_UTF8},        {"silver_version", MCDC_TYPE_INT64},
-        {"silver_lsn", MCDC_TYPE_UTF8},    {"source_lsn", MCDC_TYPE_UTF8},
-        {"bucket_lo", MCDC_TYPE_UTF8},     {"bucket_hi", MCDC_TYPE_UTF8},
-        {"source_rows", MCDC_TYPE_INT64},  {"source_key_sum", MCDC_TYPE_DECIMAL},
-        {"silver_rows", MCDC_TYPE_INT64},  {"silver_key_sum", MCDC_TYPE_DECIMAL},
-        {"status", MCDC_TYPE_UTF8},        {"hashed", MCDC_TYPE_BOOL},
-        {"key", MCDC_TYPE_UTF8},           {"failure_type", MCDC_TYPE_UTF8},
-        {"detail", MCDC_TYPE_UTF8},
-    };
-    mcdc_schema *s;
-    int rc = mcdc_schema_create(&s, R_COUNT, err);
-    for (int i = 0; rc == MCDC_OK && i < R_COUNT; i++)
-        rc = mcdc_schema_set(s, i, cols[i].name, cols[i].t, cols[i].t == MCDC_TYPE_DECIMAL ? 38 : 0, 0,
-                             0, true, err);
-    if (rc) {
-        mcdc_schema_unref(s);
-        return rc;
-    }
-    *out = s;
-    return MCDC_OK;
-}
-
-static int put_text(mcdc_column *c, const char *s, mcdc_error *err) {
-    return s ? mcdc_col_append_bytes(c, s, (int64_t)strlen(s), err) : mcdc_col_append_null(c, err);
-}
-
-/* The columns every row has: run_id .. silver_lsn, of the check `round`. */
-static int put_common(mcdc_reconcile *r, mcdc_batch *b, const rec_round *round, mcdc_error *err) {
-    int rc = put_text(&b->columns[R_RUN_ID], r->res.run_id, err);
-    if (rc == MCDC_OK) rc = mcdc_col_append_int(&b->columns[R_RUN_AT], r->run_at_us, err);
-    if (rc == MCDC_OK) rc = put_text(&b->columns[R_SILVER], r->cfg.silver, err);
-    if (rc == MCDC_OK) rc = mcdc_col_append_int(&b->columns[R_SILVER_VERSION], round->version, err);
-    if (rc == MCDC_OK)
-        rc = put_text(&b->columns[R_SILVER_LSN], round->has_e ? round->silver_lsn : NULL, err);
-    return rc;
-}
-
-static int put_sum(mcdc_column *c, bool has, rec_i128 v, mcdc_error *err) {
-    if (!has) return mcdc_col_append_null(c, err);
-    uint64_t lo;
-    int64_t hi;
-    rec_i128_parts(v, &lo, &hi);
-    return mcdc_col_append_decimal(c, lo, hi, err);
-}
-
-static int bucket_row(mcdc_reconcile *r, mcdc_batch *b, int64_t i, mcdc_error *err) {
-    const rec_bucket *k = &r->buckets[i];
-    const rec_round *round = &r->rounds[k->round];
-    char *lo = NULL, *hi = NULL;
-    int rc = put_common(r, b, round, err);
-    if (rc == MCDC_OK && r->ordinal) rc = bound_json(&lo, r, k->rep_has_lo, k->rep_lo, err);
-    if (rc == MCDC_OK && r->ordinal) rc = bound_json(&hi, r, k->rep_has_hi, k->rep_hi, err);
-    if (rc == MCDC_OK) rc = put_text(&b->columns[R_SOURCE_LSN], round->bucket_lsn, err);
-    if (rc == MCDC_OK) rc = put_text(&b->columns[R_BUCKET_LO], lo, err);
-    if (rc == MCDC_OK) rc = put_text(&b->columns[R_BUCKET_HI], hi, err);
-    if (rc == MCDC_OK) rc = mcdc_col_append_int(&b->columns[R_SOURCE_ROWS], k->src_rows, err);
-    if (rc == MCDC_OK) rc = put_sum(&b->columns[R_SOURCE_KEY_SUM], r->ordinal, k->src_sum, err);
-    if (rc == MCDC_OK) rc = mcdc_col_append_int(&b->columns[R_SILVER_ROWS], k->sil_rows, err);
-    if (rc == MCDC_OK) rc = put_sum(&b->columns[R_SILVER_KEY_SUM], r->ordinal, k->sil_sum, err);
-    if (rc == MCDC_OK) rc = put_text(&b->columns[R_STATUS], rec_status_name(k->status), err);
-    if (rc == MCDC_OK) rc = mcdc_col_append_bool(&b->columns[R_HASHED], k->hashed, err);
-    for (int c = R_KEY; rc == MCDC_OK && c <= R_DETAIL; c++) rc = mcdc_col_append_null(&b->columns[c], err);
-    mcdc_free(lo);
-    mcdc_free(hi);
-    return rc;
-}
-
-static int diff_row(mcdc_reconcile *r, mcdc_batch *b, const rec_diff *d, mcdc_error *err) {
-    const rec_round *round = &r->rounds[d->round];
-    char *lo = NULL, *hi = NULL;
-    int rc = put_common(r, b, round, err);
-    if (rc == MCDC_OK && !d->chunk && r->ordinal) {
-        const rec_bucket *k = &r->buckets[d->bucket];
-        rc = bound_json(&lo, r, k->rep_has_lo, k->rep_lo, err);
-        if (rc == MCDC_OK) rc = bound_json(&hi, r, k->rep_has_hi, k->rep_hi, err);
-    } else if (rc == MCDC_OK && !d->chunk) {
-        const json_t *g = json_array_get(r->ranges, (size_t)d->bucket);
-        for (int e = 0; rc == MCDC_OK && e < 2; e++) {
-            const json_t *v = json_array_get(g, (size_t)e);
-            char *t = v && !json_is_null(v) ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
-            if (v && !json_is_null(v) && t == NULL) rc = nomem(err);
-            *(e ? &hi : &lo) = t ? mcdc_strdup(t) : NULL;
-            free(t);
-        }
-    }
-    if (rc == MCDC_OK)
-        rc = put_text(&b->columns[R_SOURCE_LSN], d->chunk ? NULL : round->read_lsn, err);
-    if (rc == MCDC_OK) rc = put_text(&b->columns[R_BUCKET_LO], d->chunk ? d->lo : lo, err);
-    if (rc == MCDC_OK) rc = put_text(&b->columns[R_BUCKET_HI], d->chunk ? d->hi : hi, err);
-    for (int c = R_SOURCE_ROWS; rc == MCDC_OK && c <= R_HASHED; c++)
-        rc = mcdc_col_append_null(&b->columns[c], err);
-    if (rc == MCDC_OK) rc = put_text(&b->columns[R_KEY], d->key_json, err);
-    if (rc == MCDC_OK) rc = put_text(&b->columns[R_FAILURE_TYPE], FAILURES[d->failure], err);
-    if (rc == MCDC_OK) rc = put_text(&b->columns[R_DETAIL], d->detail, err);
-    mcdc_free(lo);
-    mcdc_free(hi);
-    return rc;
-}
-
-static int build_report(mcdc_reconcile *r, mcdc_batch **out, mcdc_error *err) {
-    mcdc_schema *s = NULL;
-    mcdc_batch *b = NULL;
-    int rc = mcdc_reconcile_report_schema(&s, err);
-    if (rc == MCDC_OK) rc = mcdc_batch_create(&b, s, r->n_buckets + r->n_diffs + 1, err);
-    mcdc_schema_unref(s);
-    for (int64_t i = 0; rc == MCDC_OK && i < r->n_buckets; i++) rc = bucket_row(r, b, i, err);
-    for (int64_t i = 0; rc == MCDC_OK && i < r->n_diffs; i++) rc = diff_row(r, b, &r->diffs[i], err);
-    if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
-    if (rc) {
-        mcdc_batch_free(b);
-        return rc;
-    }
-    *out = b;
-    return MCDC_OK;
-}
-
-/* ---- the report: a job of one unit on the job frame (mcdc_once.h) -----------------------
- * Its unit is numbered by what the report is (MCDC_TXN_RECONCILE_REPORT, or
- * _REPAIRS for a run that goes on to repair keys: the mark a later run
- * finds an unfinished repair by), its plan is the source LSN it compared
- * at, and its one commit to the report table, txn(RECONCILE, that
- * number), is its record: there are no facts. The smallest job on the
- * frame: copy it for a new one. */
-
-typedef struct {
-    mcdc_reconcile *r;
-    const mcdc_batch *rows;
-} report_job;
-
-static int report_plan(void *job, const mcdc_pos *last_end, mcdc_pos *start, mcdc_pos *end,
-                       bool *idle, mcdc_error *err) {
-    report_job *j = job;
-    (void)err;
-    *idle = last_end != NULL; /* written already */
-    if (*idle) return MCDC_OK;
-    start->kind = end->kind = MCDC_POS_STAMP;
-    end->stamp.has_lsn = mcdc_lsn_parse_cstr(&end->stamp.lsn, j->r->source_lsn, NULL) == MCDC_OK;
-    return MCDC_OK;
-}
-
-static int report_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_result *res,
-                      mcdc_error *err) {
-    report_job *j = job;
-    res->rows = j->rows->rows;
-    if (u->data_done) return MCDC_OK;
-    mcdc_table_props props = {.kind = MCDC_KIND_RECONCILE};
-    mcdc_appender *ap = NULL;
-    int rc = mcdc_appender_open(&ap, j->r->report, j->rows->schema, &props, err);
-    if (rc == MCDC_OK) rc = mcdc_appender_write(ap, j->rows, err);
-    if (rc == MCDC_OK && mcdc_ctx_crash(&j->r->ctx, "before_report_commit", 0)) rc = MCDC_E_CANCELLED;
-    json_t *meta = rc == MCDC_OK ? json_object() : NULL;
-    if (rc == MCDC_OK) rc = meta ? mcdc_frame_commit_data(f, u, ap, meta, NULL, err) : nomem(err);
-    res->data_committed = rc == MCDC_OK;
-    mcdc_appender_free(ap);
-    return rc;
-}
-
-static const mcdc_job_ops REPORT_OPS = {
-    .kind = "reconcile report",
-    .pos_kind = MCDC_POS_STAMP,
-    .plan = report_plan,
-    .run = report_run,
-};
-
-static int write_report(mcdc_reconcile *r, const mcdc_batch *b, mcdc_error *err) {
-    char app[MCDC_TXN_APP_ID_MAX], name[MCDC_TXN_APP_ID_MAX + 16];
-    int rc = mcdc_txn_app_id(app, sizeof app, MCDC_TXN_RECONCILE, r->res.run_id, 0, NULL, err);
-    snprintf(name, sizeof name, "the report of run %s", r->res.run_id);
-    report_job j = {.r = r, .rows = b};
-    mcdc_once_cfg oc = {.ctx = &r->ctx,
-                        .id = app,
-                        .name = name,
-                        .unit = r->cfg.repair && r->n_out_diffs > 0 ? MCDC_TXN_RECONCILE_REPAIRS
-                                                                    : MCDC_TXN_RECONCILE_REPORT,
-                        .target = r->report,
-                        .target_kind = MCDC_KIND_RECONCILE,
-                        .target_role = "report table",
-                        .app_id = app,
-                        .crash_prefix = "report_"};
-    if (rc == MCDC_OK) rc = mcdc_once_run(&oc, &REPORT_OPS, &j, err);
-    if (rc) return mcdc_error_wrap(err, "writing the report to %s", r->cfg.report_table), rc;
-    r->res.report_written = true;
-    return MCDC_OK;
-}
-
 /* ---- the run ----------------------------------------------------------------------------- */
 static int copy_str(mcdc_reconcile *r, const char **s, mcdc_error *err) {
     if (*s == NULL) return MCDC_OK;
@@ -1907,7 +820,7 @@ static int recheck(mcdc_reconcile *r, rec_keyset *moved, mcdc_error *err) {
         mcdc_free(sil.v);
         rec_keyset_clear(&sil.ids);
     }
-    if (rc == MCDC_OK) rc = compare_buckets(r, list, n, r->ordinal, true, moved, err);
+    if (rc == MCDC_OK) rc = rec_compare_buckets(r, list, n, r->ordinal, true, moved, err);
     if (rc == MCDC_OK && r->ordinal) {
         for (int64_t i = 0; i < n; i++) r->buckets[list[i]].moved = false;
         mark_moved(r, moved);
@@ -1973,8 +886,8 @@ typedef struct held_acc {
 static int held_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
     held_acc *h = ctx;
     int rc = MCDC_OK;
-    int op = col_index(b->schema, "_operation"), sn = col_index(b->schema, "_snapshot");
-    int ch = col_index(b->schema, "_chunk"), ls = col_index(b->schema, "_start_lsn");
+    int op = rec_col_index(b->schema, "_operation"), sn = rec_col_index(b->schema, "_snapshot");
+    int ch = rec_col_index(b->schema, "_chunk"), ls = rec_col_index(b->schema, "_start_lsn");
     for (int64_t i = 0; i < b->rows && rc == MCDC_OK && op >= 0 && sn >= 0 && ch >= 0 && ls >= 0; i++) {
         mcdc_cell o = mcdc_row_get(b, i, op), s = mcdc_row_get(b, i, sn), c = mcdc_row_get(b, i, ch);
         mcdc_cell l = mcdc_row_get(b, i, ls);
@@ -2072,7 +985,7 @@ static int chunk_checks(mcdc_reconcile *r, mcdc_error *err) {
         fv[i].detail = NULL;
         d.lo = fv[i].lo ? mcdc_strdup(fv[i].lo) : NULL;
         d.hi = fv[i].hi ? mcdc_strdup(fv[i].hi) : NULL;
-        rc = add_diff(r, &d, err);
+        rc = rec_add_diff(r, &d, err);
         if (rc) {
             mcdc_free(d.detail);
             mcdc_free(d.lo);
@@ -2100,7 +1013,7 @@ int mcdc_reconcile_run(mcdc_reconcile *r, mcdc_reconcile_result *result, mcdc_er
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_reconcile_run: a NULL argument");
     const mcdc_log_sink *host = mcdc_log_use(&r->sink);
     diffs_clear(r);
-    twice_clear(r);
+    rec_twice_clear(r);
     mcdc_free(r->out_diffs);
     r->out_diffs = NULL;
     r->n_out_diffs = 0;
@@ -2138,15 +1051,15 @@ int mcdc_reconcile_run(mcdc_reconcile *r, mcdc_reconcile_result *result, mcdc_er
         rc = tier1(r, &moved, err);
     }
     if (rc == MCDC_OK) rc = choose(r, err);
-    if (rc == MCDC_OK) rc = tier2(r, &moved, err);
+    if (rc == MCDC_OK) rc = rec_tier2(r, &moved, err);
     if (rc == MCDC_OK) rc = round_push(r, r->source_lsn, err);
     if (rc == MCDC_OK && r->facts) rc = chunk_checks(r, err);
     if (rc == MCDC_OK) rc = settle(r, &moved, err);
     if (rc == MCDC_OK) rc = result_lists(r, err);
     if (rc == MCDC_OK && r->report) {
-        rc = build_report(r, &report, err);
+        rc = rec_build_report(r, &report, err);
         if (rc == MCDC_OK && mcdc_ctx_crash(&r->ctx, "before_report", 0)) rc = MCDC_E_CANCELLED;
-        if (rc == MCDC_OK) rc = write_report(r, report, err);
+        if (rc == MCDC_OK) rc = rec_write_report(r, report, err);
         if (rc == MCDC_OK && mcdc_ctx_crash(&r->ctx, "after_report", 0)) rc = MCDC_E_CANCELLED;
     }
     if (rc == MCDC_OK && r->cfg.repair) {
@@ -2200,7 +1113,7 @@ void mcdc_reconcile_free(mcdc_reconcile *r) {
     if (r == NULL) return;
     close_run(r);
     diffs_clear(r);
-    twice_clear(r);
+    rec_twice_clear(r);
     mcdc_free(r->rounds);
     mcdc_free(r->out_diffs);
     for (int i = 0; i < r->n_strings; i++) mcdc_free(r->strings[i]);

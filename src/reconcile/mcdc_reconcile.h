@@ -16,13 +16,17 @@
  *   verdict  a bucket's status and a key's failure type
  *   keyset   a hash set of encoded keys (silver_key_append's bytes)
  * The job (mcdc_reconcile.c): the reads in the order the reference fixes,
- * Tier 1, Tier 2, IN_FLIGHT, the chunk checks, the report.
+ * Tier 1, IN_FLIGHT, the chunk checks, settling; Tier 2, the row-by-row
+ * comparison of buckets (mcdc_reconcile_tier2.c); the report
+ * (mcdc_reconcile_report.c).
  */
 #ifndef MCDC_RECONCILE_H
 #define MCDC_RECONCILE_H
 
 #include <stdbool.h>
 #include <stdint.h>
+
+#include <jansson.h>
 
 #include "mcdc_batch.h"
 #include "mcdc_changes.h"
@@ -292,5 +296,117 @@ int rec_tiling_failures(rec_chunk_failure **out, int64_t *n_out, const char *s, 
                         const rec_chunk *found, int64_t n_found, const rec_held *held,
                         int64_t n_held, mcdc_error *err);
 void rec_chunk_failures_free(rec_chunk_failure *v, int64_t n);
+
+/* ---- the job (mcdc_reconcile.c, mcdc_reconcile_tier2.c, mcdc_reconcile_report.c) --------- */
+/* A key that differs in Tier 2 (or a chunk failure). */
+typedef struct rec_diff {
+    mcdc_reconcile_failure failure; /* before IN_FLIGHT is decided */
+    int64_t bucket;                 /* its bucket's (or range's) index */
+    char *key_json;                 /* owned */
+    int64_t key_off, key_len;       /* its encoded key in r->diff_keys */
+    char *detail;                   /* owned JSON */
+    bool chunk;                     /* a chunk row: bounds in lo/hi */
+    char *lo, *hi;                  /* chunk rows: owned JSON, NULL: open */
+    int32_t round;                  /* the check that found it */
+} rec_diff;
+
+/* What one check read: the first (Tier 1's counts, Tier 2's rows) and each
+ * re-check of what was in flight (settle_seconds). A report row names the
+ * reads of the check it is of. */
+typedef struct rec_round {
+    int64_t version;                /* silver's, pinned */
+    bool has_e;
+    char silver_lsn[24];            /* E */
+    char bucket_lsn[24];            /* bucket rows' source_lsn: M (the first), M' (a re-check) */
+    char read_lsn[24];              /* key rows': M', before the rows */
+} rec_round;
+
+/* A key the source held twice in one read: refused (not unique) unless it
+ * changed in flight, which a read under READ COMMITTED may see twice. */
+typedef struct rec_twice {
+    bool ordinal;                   /* ord holds it; else its encoded key */
+    int64_t ord;
+    int64_t key_off, key_len;       /* in the holder's twice_keys */
+    char *json;                     /* owned: the key object */
+} rec_twice;
+
+/* The job's handle (mssqlcdc.h's mcdc_reconcile): its config, and what one
+ * run reads, finds and reports. */
+struct mcdc_reconcile {
+    mcdc_reconcile_cfg cfg;
+    char **strings;
+    int n_strings;
+    char **keys;
+    int32_t n_keys;
+    const mcdc_opts *opts;
+    mcdc_ctx ctx;
+    mcdc_log_sink sink;
+    /* the run */
+    mcdc_table *silver, *bronze, *control, *facts, *report;
+    mcdc_changes *changes;
+    rec_flight flight;           /* the change tables past bronze's position */
+    rec_pending pending;         /* the repairs apply has not taken */
+    mcdc_table_view *sview;
+    int64_t version;
+    mcdc_schema *out_schema;     /* the source's output schema (borrowed from changes) */
+    int32_t first_captured;      /* its first captured column */
+    int32_t n_cols;              /* captured columns compared */
+    const char **col_names;      /* owned array, borrowed names */
+    int32_t key_in_cols[SILVER_KEYS_MAX]; /* each key's index among the compared columns */
+    bool ordinal;                /* one integer or date key */
+    bool date_key;
+    bool has_e;
+    uint8_t e_lsn[10];
+    char silver_lsn[24], source_lsn[24], read_lsn[24];
+    /* tier 1 */
+    rec_bucket *buckets;
+    int64_t n_buckets;
+    int64_t width;
+    json_t *ranges;              /* other keys: the ranges Tier 2 samples */
+    json_t *range_keys;          /* and the columns their bounds are of (the snapshot's keys) */
+    int64_t *chosen;
+    int64_t n_chosen;
+    /* tier 2 */
+    rec_diff *diffs;
+    int64_t n_diffs, cap_diffs;
+    mcdc_buf diff_keys;
+    int64_t keys_equal;          /* keys Tier 2 found equal, every check */
+    rec_twice twice[REC_TWICE_MAX]; /* keys the source held twice */
+    int32_t n_twice;
+    mcdc_buf twice_keys;
+    /* the checks: the first, then the re-checks of what was in flight */
+    rec_round *rounds;
+    int64_t n_rounds, cap_rounds;
+    int32_t round;               /* the check under way */
+    /* the result's list */
+    mcdc_reconcile_diff *out_diffs;
+    int64_t n_out_diffs;
+    mcdc_reconcile_result res;
+    int64_t run_at_us;
+};
+
+/* The older of LSN text a (NULL or unparsable: zero) and b (NULL: a's), into out. */
+void rec_lsn_min(uint8_t out[10], const char *a, const uint8_t *b);
+/* The field of s named name (exactly, else ignoring case), or -1. */
+int rec_col_index(const mcdc_schema *s, const char *name);
+/* An ordinal bound as JSON text into *out (owned; NULL: open, or !has). */
+int rec_bound_json(char **out, const mcdc_reconcile *r, bool has, int64_t v, mcdc_error *err);
+/* Appends *d to r's diffs, which own its strings once it returns MCDC_OK. */
+int rec_add_diff(mcdc_reconcile *r, rec_diff *d, mcdc_error *err);
+/* The keys changed after lower (bronze's, then the change tables') into set. */
+int rec_moved_keys(mcdc_reconcile *r, const uint8_t lower[10], rec_keyset *set, mcdc_error *err);
+
+/* Tier 2 over the buckets (other keys: ranges) list[0..n), the keys in flight left in *moved. */
+int rec_compare_buckets(mcdc_reconcile *r, const int64_t *list, int64_t n, bool counts,
+                        bool need_moved, rec_keyset *moved, mcdc_error *err);
+/* Tier 2 of the run's first check: the buckets Tier 1 chose. */
+int rec_tier2(mcdc_reconcile *r, rec_keyset *moved, mcdc_error *err);
+/* Frees the keys the source held twice that the run kept. */
+void rec_twice_clear(mcdc_reconcile *r);
+
+/* The report's rows, every bucket then every diff, into *out (owned). */
+int rec_build_report(mcdc_reconcile *r, mcdc_batch **out, mcdc_error *err);
+/* Commits rows b to the report table once (a job of one unit on the frame). */
+int rec_write_report(mcdc_reconcile *r, const mcdc_batch *b, mcdc_error *err);
 
 #endif /* MCDC_RECONCILE_H */
