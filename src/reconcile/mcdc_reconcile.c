@@ -766,8 +766,6 @@ static int round_push(mcdc_reconcile *r, const char *bucket_lsn, mcdc_error *err
     return MCDC_OK;
 }
 
-static int read_position(mcdc_reconcile *r, mcdc_error *err);
-
 static int recheck(mcdc_reconcile *r, rec_keyset *moved, mcdc_error *err) {
     int64_t n_units = r->ordinal ? r->n_buckets : (int64_t)json_array_size(r->ranges);
     bool *again = mcdc_calloc((size_t)n_units + 1, sizeof *again);
