@@ -34,7 +34,7 @@ WARN    := -Wall -Wextra -Wpedantic -Wconversion -Wshadow -Werror
 CLI_INCLUDES := -Iinclude -Isrc/cli
 CFLAGS  += -std=c17 $(WARN) $(OPT) -D_GNU_SOURCE -fPIC -fvisibility=hidden -pthread $(INCLUDES)
 # libroaring-dev ships no .pc file: -lroaring (deletion vectors, src/delta/mcdc_delta_dv.c).
-LDLIBS  := -lsybdb -lgnutls -lsqlite3 -ljansson -lroaring -lzstd -lsnappy -llz4 -lz -lpthread -lm
+LDLIBS  := -lsybdb -lcurl -lgnutls -lsqlite3 -ljansson -lroaring -lzstd -lsnappy -llz4 -lz -lpthread -lm
 LDFLAGS += $(filter -fsanitize%,$(OPT)) -pthread
 
 LIB_SRC := $(foreach m,$(MODULES),$(wildcard src/$(m)/*.c))

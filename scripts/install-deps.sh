@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # Installs what the build and the tests need and is missing: Debian packages
-# (as root, or with sudo) and the Python virtual environment used by the
-# interop tests and benchmarks (.venv, from tests/requirements.txt).
+# (as root, or with sudo), the Python virtual environment used by the
+# interop tests and benchmarks (.venv, from tests/requirements.txt; moto's S3
+# server among them) and Azurite, the Azure Storage emulator the object-store
+# tests start (.node, from npm; the version pinned below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS=(build-essential pkg-config clang libclang-rt-14-dev llvm
       freetds-dev freetds-bin libgnutls28-dev libsqlite3-dev libjansson-dev
-      libzstd-dev libsnappy-dev liblz4-dev zlib1g-dev libroaring-dev tzdata
-      python3-venv valgrind time bc)
+      libzstd-dev libsnappy-dev liblz4-dev zlib1g-dev libroaring-dev libcurl4-gnutls-dev
+      tzdata python3-venv valgrind time bc)
 # Spark (pyspark + delta-spark, interop tests) needs a Java 17+ runtime.
 command -v java >/dev/null 2>&1 || PKGS+=(openjdk-17-jre-headless)
+# Azurite (the Azure tests' emulator) runs on Node.js; npm installs it.
+command -v npm >/dev/null 2>&1 || PKGS+=(nodejs npm)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -42,4 +46,13 @@ configure_spark_with_delta_pip(b).getOrCreate().stop()
 PY
     echo "install-deps: warning: Spark with delta-spark did not start (see .venv/spark-warmup.log)"
   cp "$REQ" "$STAMP"
+fi
+
+# Azurite (npm) for the Azure Blob tests: a local install under .node, kept
+# out of the system's node_modules.
+AZURITE=3.37.0
+if [ ! -x .node/node_modules/.bin/azurite ] ||
+   ! grep -q "\"version\": \"$AZURITE\"" .node/node_modules/azurite/package.json 2>/dev/null; then
+  echo "install-deps: installing azurite $AZURITE under .node"
+  npm install --silent --no-save --no-audit --no-fund --prefix .node "azurite@$AZURITE" >/dev/null
 fi

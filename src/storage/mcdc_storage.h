@@ -166,6 +166,15 @@ typedef struct mcdc_storage_env {
      * own reference). NULL: no memory stores. */
     mcdc_storage_mem *(*mem_store)(void *ctx, const char *name, size_t name_len);
     void *ctx;
+    /* Storage options: endpoints, regions and credentials under the names
+     * delta-rs gives them ("AWS_REGION", "AZURE_STORAGE_ACCOUNT_KEY"...).
+     * Returns the value of name (upper case, as in that list), or NULL when
+     * it was not given; borrowed, valid while the env is. NULL: no options.
+     * The library never reads the process's environment: whoever builds the
+     * env decides what the object-store backends see (the CLI: environment
+     * variables, then the options file, then --storage-option). */
+    const char *(*option)(void *octx, const char *name);
+    void *octx;
 } mcdc_storage_env;
 
 /* Opens the storage at location (see the header comment): a path or file:

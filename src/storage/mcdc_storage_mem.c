@@ -516,7 +516,7 @@ static mcdc_storage_mem *env_lookup(void *ctx, const char *name, size_t name_len
 }
 
 mcdc_storage_env mcdc_storage_mem_env(mcdc_storage_mem *m) {
-    return (mcdc_storage_env){env_lookup, m};
+    return (mcdc_storage_env){.mem_store = env_lookup, .ctx = m};
 }
 
 void mcdc_storage_mem_fail_nth(mcdc_storage_mem *m, mcdc_storage_op op, int64_t nth, int code) {
