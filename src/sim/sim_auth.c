@@ -120,6 +120,18 @@ static int migrate_plaintext(sqlite3 *w, int *converted, mcdc_error *err) {
     return rc;
 }
 
+/* An older build's table has no is_disabled column: every login enabled. */
+static int add_disabled_column(sqlite3 *w, mcdc_error *err) {
+    sqlite3_stmt *st;
+    bool has = false;
+    if (sqlite3_prepare_v2(w, "SELECT 1 FROM pragma_table_info('__sim_logins') WHERE name = 'is_disabled'", -1, &st,
+                           NULL) != SQLITE_OK)
+        return sim_sqlite_err(w, SQLITE_ERROR, err);
+    has = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return has ? MCDC_OK : sim_sql(w, err, "ALTER TABLE __sim_logins ADD COLUMN is_disabled INT NOT NULL DEFAULT 0");
+}
+
 int sim_logins_open(sim_db *m, const char *sa_password, mcdc_error *err) {
     sqlite3 *w = m->w;
     int rc = sim_sql(w, err, "PRAGMA secure_delete = ON;"
@@ -127,6 +139,7 @@ int sim_logins_open(sim_db *m, const char *sa_password, mcdc_error *err) {
                              " is_admin INT, password_hash BLOB)");
     int converted = 0;
     if (rc == MCDC_OK) rc = migrate_plaintext(w, &converted, err);
+    if (rc == MCDC_OK) rc = add_disabled_column(w, err);
     /* 'sa' takes the password it was started with (kept when it is the same) */
     bool same = false;
     sqlite3_stmt *st;
@@ -147,21 +160,50 @@ int sim_logins_open(sim_db *m, const char *sa_password, mcdc_error *err) {
     return rc;
 }
 
-bool sim_logins_check(sim_db *m, const char *user, const char *password, bool *admin) {
+/* The login's row: checks password when it is not NULL. */
+static bool login_row(sim_db *m, const char *user, const char *password, bool *admin, bool *disabled) {
     sqlite3_stmt *st;
     bool ok = false;
-    *admin = false;
-    if (!user || !password ||
-        sqlite3_prepare_v2(m->w, "SELECT password_hash, is_admin FROM __sim_logins WHERE name = ? COLLATE NOCASE", -1, &st,
-                           NULL) != SQLITE_OK)
+    *admin = *disabled = false;
+    if (!user ||
+        sqlite3_prepare_v2(m->w, "SELECT password_hash, is_admin, is_disabled FROM __sim_logins WHERE name = ? COLLATE NOCASE",
+                           -1, &st, NULL) != SQLITE_OK)
         return false;
     sqlite3_bind_text(st, 1, user, -1, SQLITE_STATIC);
     if (sqlite3_step(st) == SQLITE_ROW) {
-        ok = sim_pw_matches(password, sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0));
+        ok = password == NULL ||
+             sim_pw_matches(password, sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0));
         *admin = sqlite3_column_int(st, 1) != 0;
+        *disabled = sqlite3_column_int(st, 2) != 0;
     }
     sqlite3_finalize(st);
     return ok;
+}
+
+bool sim_logins_check(sim_db *m, const char *user, const char *password, bool *admin, bool *disabled) {
+    if (!password) {
+        *admin = *disabled = false;
+        return false;
+    }
+    return login_row(m, user, password, admin, disabled);
+}
+
+bool sim_logins_find(sim_db *m, const char *user, bool *admin, bool *disabled) {
+    return login_row(m, user, NULL, admin, disabled);
+}
+
+int sim_logins_alter(sim_db *m, const char *name, int disable, const char *password, mcdc_error *err) {
+    bool admin, disabled;
+    if (!sim_logins_find(m, name, &admin, &disabled))
+        return sim_err(err, 15151, "Cannot alter the login '%s', because it does not exist or you do not have"
+                                   " permission.", name);
+    int rc = MCDC_OK;
+    if (password) rc = put_login(m->w, name, password, admin, true, err);
+    /* a replaced row starts enabled: keep what it was unless told */
+    if (rc == MCDC_OK && (disable >= 0 || (password && disabled)))
+        rc = sim_sql(m->w, err, "UPDATE __sim_logins SET is_disabled = %d WHERE name = %Q COLLATE NOCASE",
+                     disable >= 0 ? disable : 1, name);
+    return rc;
 }
 
 int sim_logins_create(sim_db *m, const char *name, const char *password, mcdc_error *err) {

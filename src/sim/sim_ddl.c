@@ -354,6 +354,30 @@ static int need_admin(sim_stmt *x, const char *what, mcdc_error *err) {
     return sim_err(err, 262, "%s permission denied in database '%s'.", what, x->s->db->name);
 }
 
+int sim_do_alter_login(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
+    char name[SIM_NAME_MAX], pw[SIM_PASSWORD_BYTES_MAX + 1] = "";
+    int rc = need_admin(x, "ALTER LOGIN", err);
+    if (rc != MCDC_OK) return rc;
+    int k = i + 2, disable = -1;
+    if (k >= end || sim_tok_ident(&t[k], name, sizeof name) != 0) return sim_syntax_err(err, t, k, end);
+    k++;
+    if (k + 1 == end && tsql_tok_is(&t[k], "DISABLE")) disable = 1;
+    else if (k + 1 == end && tsql_tok_is(&t[k], "ENABLE")) disable = 0;
+    else if (k + 4 == end && tsql_tok_is(&t[k], "WITH") && tsql_tok_is(&t[k + 1], "PASSWORD") &&
+             tsql_tok_op(&t[k + 2], "=") && (t[k + 3].t == TK_STR || t[k + 3].t == TK_NSTR))
+        tsql_tok_text(&t[k + 3], pw, sizeof pw);
+    else
+        return sim_err(err, 50000, "the simulator supports ALTER LOGIN <name> DISABLE, ENABLE or WITH PASSWORD = '...'"
+                                   " only");
+    sim_server *srv = x->s->srv;
+    pthread_mutex_lock(&srv->mu);
+    rc = sim_logins_alter(sim_master_db(srv), name, disable, disable < 0 ? pw : NULL, err);
+    pthread_mutex_unlock(&srv->mu);
+    explicit_bzero(pw, sizeof pw);
+    if (rc == MCDC_OK) sim_send_done(x, 0, false, false);
+    return rc;
+}
+
 int sim_do_create(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
     sim_session *s = x->s;
     sim_server *srv = s->srv;

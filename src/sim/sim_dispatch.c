@@ -123,6 +123,7 @@ static int run_statement(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_er
             return sim_do_alter_table(x, t, i, end, NULL, err);
         }
         if (i + 1 < end && tsql_tok_is(&t[i + 1], "DATABASE")) return sim_do_alter_database(x, t, i, end, err);
+        if (i + 1 < end && tsql_tok_is(&t[i + 1], "LOGIN")) return sim_do_alter_login(x, t, i, end, err);
         sim_send_done(x, 0, false, false); /* ALTER ROLE ...: accepted */
         return MCDC_OK;
     }

@@ -388,10 +388,17 @@ bool sim_pw_matches(const char *pw, const void *stored, size_t n);
 /* master's __sim_logins: created, an older build's text passwords hashed
  * (the file then rewritten), 'sa' given sa_password. */
 int sim_logins_open(sim_db *m, const char *sa_password, mcdc_error *err);
-/* The login's password matches; *admin whether it is an administrator. */
-bool sim_logins_check(sim_db *m, const char *user, const char *password, bool *admin);
+/* The login's password matches; *admin whether it is an administrator,
+ * *disabled whether ALTER LOGIN ... DISABLE turned it off (the password is
+ * still checked first, as SQL Server does: a wrong one says nothing more). */
+bool sim_logins_check(sim_db *m, const char *user, const char *password, bool *admin, bool *disabled);
+/* Whether a login of that name exists (*disabled: turned off). */
+bool sim_logins_find(sim_db *m, const char *user, bool *admin, bool *disabled);
 /* CREATE LOGIN (error 15025 when it exists). */
 int sim_logins_create(sim_db *m, const char *name, const char *password, mcdc_error *err);
+/* ALTER LOGIN: disable (1), enable (0) or keep (-1); a new password or NULL.
+ * Error 15151 when there is no such login. */
+int sim_logins_alter(sim_db *m, const char *name, int disable, const char *password, mcdc_error *err);
 
 /* ---- sim_sqlfn.c --------------------------------------------------------- */
 /* Busy timeout, identifier quoting and every function the engine uses. */
@@ -534,6 +541,8 @@ const char *sim_snap_state_desc(int state);
 /* ALTER DATABASE <db> SET ALLOW_SNAPSHOT_ISOLATION ON | OFF (other options
  * of ALTER DATABASE are accepted, READ_COMMITTED_SNAPSHOT ON refused). */
 int sim_do_alter_database(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err);
+/* ALTER LOGIN name DISABLE | ENABLE | WITH PASSWORD = '...' (administrators). */
+int sim_do_alter_login(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err);
 /* A read of user tables under SNAPSHOT: the statement's view. */
 typedef struct sim_snap_table {
     char name[SIM_NAME_MAX * 2]; /* SQLite table ("dbo.t") */

@@ -99,17 +99,26 @@ static int session_open(sim_server *srv, sim_session **out, const char *user, bo
     return MCDC_OK;
 }
 
+/* SQL Server's answer to a login that ALTER LOGIN ... DISABLE turned off. */
+static int login_disabled(const char *user, mcdc_error *err) {
+    int rc = sim_err(err, 18470, "Login failed for user '%s'. Reason: The account is disabled.", user);
+    if (err) err->server_class = 14;
+    return rc;
+}
+
 int sim_login(sim_server *srv, sim_session **out, const char *user, const char *password, const char *database,
               const char *app_name, mcdc_error *err) {
     (void)app_name;
     *out = NULL;
     pthread_mutex_lock(&srv->mu);
-    bool admin = false;
+    bool admin = false, disabled = false;
     int rc;
-    if (!sim_logins_check(sim_master_db(srv), user, password, &admin)) {
+    if (!sim_logins_check(sim_master_db(srv), user, password, &admin, &disabled)) {
         sim_err(err, 18456, "Login failed for user '%s'.", user ? user : "");
         if (err) { err->code = MCDC_E_PERMISSION; err->server_class = 14; }
         rc = MCDC_E_PERMISSION;
+    } else if (disabled) {
+        rc = login_disabled(user, err);
     } else {
         rc = session_open(srv, out, user, admin, database, err);
     }
@@ -120,16 +129,11 @@ int sim_login(sim_server *srv, sim_session **out, const char *user, const char *
 int sim_login_trusted(sim_server *srv, sim_session **out, const char *user, const char *database, mcdc_error *err) {
     *out = NULL;
     pthread_mutex_lock(&srv->mu);
-    sqlite3_stmt *st;
-    int admin = -1;
-    if (sqlite3_prepare_v2(sim_master_db(srv)->w, "SELECT is_admin FROM __sim_logins WHERE name = ? COLLATE NOCASE", -1,
-                           &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_text(st, 1, user, -1, SQLITE_STATIC);
-        if (sqlite3_step(st) == SQLITE_ROW) admin = sqlite3_column_int(st, 0) != 0;
-        sqlite3_finalize(st);
-    }
-    int rc = admin < 0 ? sim_err(err, 18456, "Login failed for user '%s'.", user)
-                       : session_open(srv, out, user, admin != 0, database, err);
+    bool admin = false, disabled = false;
+    int rc = !sim_logins_find(sim_master_db(srv), user, &admin, &disabled)
+                 ? sim_err(err, 18456, "Login failed for user '%s'.", user)
+             : disabled ? login_disabled(user, err)
+                        : session_open(srv, out, user, admin, database, err);
     pthread_mutex_unlock(&srv->mu);
     return rc;
 }

@@ -296,7 +296,24 @@ int mcdc_driver_classify(int msgno, int severity) {
 
 void mcdc_driver_wrap_login(mcdc_error *err, int rc, const char *server, const mcdc_connstr *cs) {
     const char *user = cs->user ? cs->user : "", *db = cs->database ? cs->database : "master";
-    if (rc == MCDC_E_LOGIN)
+    int number = err ? err->server_number : 0;
+    if (rc == MCDC_E_LOGIN && number == 18470)
+        mcdc_error_wrap(err,
+                        "connecting to %s as '%s' (the login is disabled on the server: an "
+                        "administrator enables it with ALTER LOGIN [%s] ENABLE)",
+                        server, user, user);
+    else if (rc == MCDC_E_LOGIN && number == 18486)
+        mcdc_error_wrap(err,
+                        "connecting to %s as '%s' (the login is locked out after failed "
+                        "attempts: an administrator unlocks it with ALTER LOGIN [%s] WITH "
+                        "PASSWORD = '...' UNLOCK)",
+                        server, user, user);
+    else if (rc == MCDC_E_LOGIN && (number == 18487 || number == 18488))
+        mcdc_error_wrap(err,
+                        "connecting to %s as '%s' (the login's password expired or must be "
+                        "changed: change it, then put the new one in PWD)",
+                        server, user);
+    else if (rc == MCDC_E_LOGIN)
         mcdc_error_wrap(err,
                         "connecting to %s as '%s' (check UID and PWD in the connection string, "
                         "and that the login may open database '%s')",

@@ -40,8 +40,9 @@ from conftest import CLI, PASSWORD, ROOT, start_sim  # noqa: E402
 TABLE = os.path.join(ROOT, "tests", "refusals.tsv")
 DB = "shop"
 NOGRANT_PASSWORD = "NoGrant-Passw0rd1"
+DISABLED_PASSWORD = "Disabled-Passw0rd1"
 WRONG_PASSWORD = "Wrong-Passw0rd9"
-SECRETS = (PASSWORD, NOGRANT_PASSWORD, WRONG_PASSWORD)
+SECRETS = (PASSWORD, NOGRANT_PASSWORD, DISABLED_PASSWORD, WRONG_PASSWORD)
 # A row may take this long: the unreachable server's retries wait 1 ms each
 # (MCDC_RETRY_BACKOFF_MS), everything else fails before or at its first query.
 ROW_SECONDS = 10
@@ -90,7 +91,10 @@ EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'heap', @r
 EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'gone', @role_name = NULL;
 CREATE LOGIN nogrant WITH PASSWORD = '%s';
 CREATE USER nogrant FOR LOGIN nogrant;
-""" % NOGRANT_PASSWORD
+CREATE LOGIN offline WITH PASSWORD = '%s';
+CREATE USER offline FOR LOGIN offline;
+ALTER LOGIN offline DISABLE;
+""" % (NOGRANT_PASSWORD, DISABLED_PASSWORD)
 CAPTURE = "EXEC sim.run_capture @ignore_latency = 1;"
 # What a command could have changed on the server: the tables, their change
 # tables, the capture instances. (Not max_lsn: capture adds an idle mapping
@@ -237,6 +241,7 @@ class World:
             "CS": self.cs,
             "CS_BADPW": self.sim.connection_string(DB, password=WRONG_PASSWORD),
             "CS_NOGRANT": self.sim.connection_string(DB, user="nogrant", password=NOGRANT_PASSWORD),
+            "CS_DISABLED": self.sim.connection_string(DB, user="offline", password=DISABLED_PASSWORD),
             "CS_NODB": self.sim.connection_string("nosuch"),
             "CS_DOWN": self.sim.connection_string(DB).replace(f",{port};", f",{free_port()};"),
             "RUN": self.run_id,
