@@ -4,10 +4,11 @@ pyarrow and DuckDB) with the library `make python-lib` copies into it, and
 run from a directory outside the repository, against the simulator.
 
 read_changes and read_snapshot equal what SQL Server holds; DuckDB reads
-the reader; stream, apply_changes and reconcile return the reference's
-typed results and the finalization readers read the verdict; a purge gives
-DataLossError where the CLI exits 3; a KeyboardInterrupt stops a running
-stream cleanly; the library's messages reach `logging`."""
+the reader; stream, apply_changes, reconcile, snapshot, backfill, seed and
+repair return the reference's typed results and the finalization readers
+read the verdict; a purge gives DataLossError where the CLI exits 3; a
+KeyboardInterrupt stops a running stream cleanly (and waits for a job that
+has no stop); the library's messages reach `logging`."""
 import json
 import os
 import shutil
@@ -44,16 +45,18 @@ def venv(tmp_path_factory):
                     ignore=shutil.ignore_patterns("__pycache__", "libmssqlcdc.so*"))
     subprocess.run(["make", "-s", "--no-print-directory", "-C", ROOT, f"BUILD={BUILD}",
                     "python-lib", f"PYTHON_PKG={src / 'src' / 'mssql_cdc'}"], check=True)
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(d / "venv")],
-                   check=True)
+    # without pip of its own (ensurepip takes seconds): .venv's pip installs into it
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages",
+                    str(d / "venv")], check=True)
     python = str(d / "venv" / "bin" / "python")
     purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                              capture_output=True, text=True, check=True).stdout.strip()
     # on top of .venv: its packages (pyarrow, duckdb...) after the new venv's own
     with open(os.path.join(purelib, "_on_top_of_venv.pth"), "w") as f:
         f.write("\n".join(site.getsitepackages()) + "\n")
-    p = subprocess.run([python, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
-                        "--no-index", str(src)], capture_output=True, text=True)
+    p = subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps",
+                        "--no-build-isolation", "--no-index", str(src)],
+                       capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
     work = d / "work"
     work.mkdir()
@@ -339,3 +342,87 @@ out(mssql_cdc.stream(OPTS, f"{d}/bronze", "orders-ki", f"{d}/ckpt", f"{d}/facts"
     ct = sim.run("SELECT CONVERT(varchar(22), __$start_lsn, 1), CONVERT(varchar(22), __$seqval, 1),"
                  " __$operation FROM cdc.dbo_orders_CT", database="shop")
     assert got == sorted(tuple(x) for x in ct) and len(got) > 20
+
+
+OTHER_JOBS = r"""
+import pyarrow.parquet as pq
+d = P["dir"]
+snap = mssql_cdc.snapshot(OPTS, f"{d}/whole")
+again = mssql_cdc.snapshot(OPTS, f"{d}/whole")
+# a chunked bootstrap, read by backfill in waves
+mssql_cdc.stream(OPTS, f"{d}/bronze", "orders-ch", f"{d}/ckpt", f"{d}/facts", trigger="once",
+                 bootstrap=True, snapshot="chunked")
+progress = []
+status = mssql_cdc.backfill(OPTS, f"{d}/bronze", app_id="orders-ch", facts_table=f"{d}/facts",
+                            chunk_rows=40, progress=progress.append)
+# a copy of the table (read with read_snapshot), seeded as of the LSN recorded before it
+reader = mssql_cdc.read_snapshot(OPTS)
+copy = reader.read_all()
+pq.write_table(copy.select(P["columns"]), f"{d}/copy.parquet")
+seeded = mssql_cdc.seed(OPTS, f"{d}/seeded", f"{d}/copy.parquet",
+                        copy.schema.metadata[b"mssql_cdc.snapshot_lsn"].decode())
+fixed = mssql_cdc.repair(OPTS, f"{d}/bronze", facts_table=f"{d}/facts",
+                         keys=[{"order_id": 5}, {"order_id": 999999}])
+out({"snap": snap, "again": again, "status": status, "progress": progress[-1],
+     "seeded": seeded, "seed_lsn": copy.schema.metadata[b"mssql_cdc.snapshot_lsn"].decode(),
+     "repair": fixed})
+"""
+
+
+def test_snapshot_backfill_seed_and_repair_with_typed_results(venv, sim, workdir):
+    make_db(sim, before_cdc=150)
+    changes(sim, 1000, 5)
+    r, _ = run_py(venv, OTHER_JOBS, connstr=sim.connection_string("shop"), dir=workdir,
+                  columns=COLUMNS)
+    max_lsn = sim.run("SELECT CONVERT(varchar(22), sys.fn_cdc_get_max_lsn(), 1)",
+                      database="shop")[0][0]
+    assert set(r["snap"]) == {"lsn", "commit_ts"} and r["snap"]["lsn"] == max_lsn
+    assert r["again"] == r["snap"] and len(r["snap"]["commit_ts"]) == 23
+    whole = DeltaTable(os.path.join(workdir, "whole")).to_pyarrow_table().to_pylist()
+    assert sorted(tuple(x[c] for c in COLUMNS) for x in whole) == source_rows(sim)
+    st = r["status"]
+    assert set(st) == {"snapshot", "chunks_done", "chunks_total", "done", "paused", "state",
+                       "reason"}
+    assert st["state"] == "done" and st["done"] and st["chunks_done"] == st["chunks_total"] > 1
+    assert r["progress"]["job"] == "backfill" and r["progress"]["done"]
+    assert rebuild(os.path.join(workdir, "bronze")) == source_rows(sim)
+    assert r["seeded"]["lsn"] == r["seed_lsn"]
+    seeded = DeltaTable(os.path.join(workdir, "seeded")).to_pyarrow_table().to_pylist()
+    assert sorted(tuple(x[c] for c in COLUMNS) for x in seeded) == source_rows(sim)
+    fixed = r["repair"]
+    assert fixed["keys"] == 2 and fixed["images"] == 1 and fixed["deletes"] == 1, fixed
+    assert fixed["lsn"] == max_lsn and not fixed["already"]
+
+
+def test_an_interrupt_waits_for_a_job_without_a_stop_and_a_second_abandons_it(venv):
+    """snapshot, seed, reconcile and repair have no request_stop: the first
+    KeyboardInterrupt waits for the job, the second stops waiting. Jobs
+    stand in for them here (a Python call in the worker thread)."""
+    code = r"""
+import signal, threading, time
+from mssql_cdc._core import run_job
+def interrupt(*after):
+    for t in after:
+        threading.Timer(t, os.kill, (os.getpid(), signal.SIGINT)).start()
+def timed(call, stop=None):
+    t0 = time.monotonic()
+    try:
+        rc, interrupted = run_job("job", call, stop, [])  # the job's caller raises it then
+        return ["returned, interrupted" if interrupted else "returned", time.monotonic() - t0]
+    except KeyboardInterrupt:
+        return ["interrupted", time.monotonic() - t0]
+interrupt(0.2)
+waited = timed(lambda: (time.sleep(1.0), 0)[1])
+interrupt(0.2, 0.4)
+abandoned = timed(lambda: (time.sleep(3.0), 0)[1])
+ended, stops = threading.Event(), []
+interrupt(0.2)
+stopped = timed(lambda: (ended.wait(10), 0)[1], lambda: (stops.append(1), ended.set()))
+out({"waited": waited, "abandoned": abandoned, "stopped": stopped, "stops": stops})
+"""
+    r, stderr = run_py(venv, code)
+    assert r["waited"][0] == "returned, interrupted" and r["waited"][1] >= 1.0, r
+    assert r["abandoned"][0] == "interrupted" and r["abandoned"][1] < 2.0, r
+    assert r["stopped"][0] == "returned, interrupted" and r["stopped"][1] < 5, r
+    assert r["stops"] == [1], r
+    assert "cannot be stopped midway; waiting for it to end" in stderr, stderr
