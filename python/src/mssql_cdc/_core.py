@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
 import threading
 import weakref
 from collections.abc import Callable, Mapping
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from . import _cfg, _native
@@ -29,7 +30,6 @@ def text(value: Any) -> bytes | None:
     """A string parameter as the library takes it (None stays NULL)."""
     if value is None:
         return None
-    import os
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
     if not isinstance(value, str):
@@ -49,7 +49,6 @@ def us_to_datetime(us: int) -> datetime:
 
 def datetime_to_us(value: datetime) -> int:
     """A datetime (naive: UTC; aware: converted) as UTC microseconds."""
-    from datetime import timezone
     if value.tzinfo is not None:
         value = value.astimezone(timezone.utc).replace(tzinfo=None)
     delta = value - _EPOCH
