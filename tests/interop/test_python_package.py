@@ -313,7 +313,7 @@ except KeyboardInterrupt:
         seen = 0
         first = 1000
         deadline = time.time() + 60
-        while seen < 3 and time.time() < deadline:
+        while seen < 3 and time.time() < deadline and proc.poll() is None:
             changes(sim, first)
             first += 100
             line = proc.stdout.readline()
