@@ -63,7 +63,7 @@ SO_LDFLAGS := -shared -Wl,-soname,$(SONAME) $(if $(findstring -fsanitize,$(OPT))
 SIMLIB := $(BUILD)/libmcdcsim.a
 BINS := $(BUILD)/mssql-cdc $(BUILD)/mssql-cdc-sim $(BUILD)/unit-tests $(SOLIB) $(SOLINKS)
 
-.PHONY: all deps test soak test-unit test-san demo bench bench-programs bench-smoke bench-reader bench-table bench-parquet bench-lake bench-stream bench-snapshot bench-silver fuzz clean headercheck install
+.PHONY: all deps test soak test-unit test-san demo bench bench-programs bench-smoke bench-reader bench-table bench-parquet bench-lake bench-stream bench-snapshot bench-silver fuzz clean headercheck install python-lib
 all: $(BINS)
 
 $(CLI_OBJ): private INCLUDES := $(CLI_INCLUDES)
@@ -114,6 +114,13 @@ install: $(LIB) $(SOLIB) $(SOLINKS)
 	    -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS_PRIVATE@|$(LDLIBS)|' mssqlcdc.pc.in \
 	    > $(DESTDIR)$(LIBDIR)/pkgconfig/mssqlcdc.pc
 	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/mssqlcdc.pc
+
+# The Python package's own copy of the library (python/README.md): copied
+# into the package folder (PYTHON_PKG) under its SONAME, so that
+# `pip install ./python` installs it with the package.
+PYTHON_PKG ?= python/src/mssql_cdc
+python-lib: $(SOLIB)
+	cp $(SOLIB) $(PYTHON_PKG)/$(SONAME)
 
 $(SIMLIB): $(SIM_OBJ)
 	@mkdir -p $(dir $@)

@@ -1,100 +1,29 @@
 """The configs' defaults as a binding sees them: build/libmssqlcdc.so loaded
 with ctypes, which cannot see the header's _INIT macros, and each
 mcdc_<name>_cfg_init called for every version the library knows. The
-structs below are the header's, as a binding would declare them."""
+structs are the Python package's mirrors of the header's."""
 import ctypes
+import importlib.util
 import os
 
 import pytest
 
 from conftest import BUILD, ROOT
 
-c_int, c_bool, c_double, c_int32, c_int64, c_uint64, c_void_p, c_char_p = (
-    ctypes.c_int, ctypes.c_bool, ctypes.c_double, ctypes.c_int32, ctypes.c_int64,
-    ctypes.c_uint64, ctypes.c_void_p, ctypes.c_char_p)
+# The structs are the Python package's (python/src/mssql_cdc/_cfg.py), the
+# one copy of them in the repository, loaded by path: the package's name is
+# the reference's, which .venv holds.
+_spec = importlib.util.spec_from_file_location(
+    "mcdc_python_cfg", os.path.join(ROOT, "python", "src", "mssql_cdc", "_cfg.py"))
+_cfg = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_cfg)
+Error, StreamCfg, SnapshotCfg, SeedCfg, BackfillCfg, ApplyCfg, ReconcileCfg, RepairCfg = (
+    _cfg.Error, _cfg.StreamCfg, _cfg.SnapshotCfg, _cfg.SeedCfg, _cfg.BackfillCfg, _cfg.ApplyCfg,
+    _cfg.ReconcileCfg, _cfg.RepairCfg)
+c_int, c_char_p, c_void_p = ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p
 
 MCDC_E_INVALID = -1
-LOG_WARN = 1
-
-
-class Error(ctypes.Structure):
-    _fields_ = [("code", c_int), ("server_number", c_int), ("server_state", c_int),
-                ("server_class", c_int), ("server_line", c_int),
-                ("message", ctypes.c_char * 1024)]
-
-
-class StreamCfg(ctypes.Structure):
-    _fields_ = [("version", c_int), ("target", c_char_p), ("app_id", c_char_p),
-                ("checkpoint", c_char_p), ("facts_table", c_char_p),
-                ("control_table", c_char_p), ("warehouse", c_char_p), ("query_name", c_char_p),
-                ("trigger", c_int), ("processing_time_ms", c_int64), ("granularity", c_int),
-                ("max_batches", c_int64),
-                ("budget", c_void_p), ("reserved1", c_void_p), ("reserved2", c_int64),
-                ("log_fn", c_void_p), ("log_user", c_void_p), ("log_level", c_int),
-                ("bootstrap", c_bool), ("snapshot", c_int),
-                ("on_data_loss", c_int), ("resnapshot_interval_days", c_double),
-                ("snapshot_on_switch", c_bool), ("progress_fn", c_void_p),
-                ("progress_user", c_void_p)]
-
-
-class SnapshotCfg(ctypes.Structure):
-    _fields_ = [("version", c_int), ("target", c_char_p), ("warehouse", c_char_p),
-                ("resnapshot", c_bool), ("budget", c_void_p), ("log_fn", c_void_p),
-                ("log_user", c_void_p), ("log_level", c_int),
-                ("app_id", c_char_p), ("facts_table", c_char_p), ("progress_fn", c_void_p),
-                ("progress_user", c_void_p)]
-
-
-class SeedCfg(ctypes.Structure):
-    _fields_ = [("version", c_int), ("target", c_char_p), ("warehouse", c_char_p),
-                ("from_", c_char_p), ("as_of", c_char_p), ("allow_missing_columns", c_bool),
-                ("reseed", c_bool), ("app_id", c_char_p), ("facts_table", c_char_p),
-                ("log_fn", c_void_p), ("log_user", c_void_p), ("log_level", c_int),
-                ("allow_empty", c_bool), ("progress_fn", c_void_p), ("progress_user", c_void_p)]
-
-
-class BackfillCfg(ctypes.Structure):
-    _fields_ = [("version", c_int), ("target", c_char_p), ("app_id", c_char_p),
-                ("facts_table", c_char_p), ("warehouse", c_char_p), ("chunk_rows", c_int64),
-                ("max_waves", c_int64), ("max_seconds", c_double),
-                ("target_wave_seconds", c_double), ("has_min_headroom", c_bool),
-                ("min_headroom_hours", c_double), ("isolation", c_char_p),
-                ("budget", c_void_p), ("reserved1", c_void_p), ("log_fn", c_void_p),
-                ("log_user", c_void_p), ("log_level", c_int), ("progress_fn", c_void_p),
-                ("progress_user", c_void_p)]
-
-
-class ApplyCfg(ctypes.Structure):
-    _fields_ = [("version", c_int), ("bronze", c_char_p), ("target", c_char_p),
-                ("control_table", c_char_p), ("facts_table", c_char_p),
-                ("warehouse", c_char_p), ("capture_instance", c_char_p), ("keys", c_void_p),
-                ("n_keys", c_int32), ("granularity", c_int), ("trigger", c_int),
-                ("processing_time_ms", c_int64), ("max_passes", c_int64),
-                ("memory_mb", c_int64), ("file_rows", c_int64), ("reserved1", c_void_p),
-                ("log_fn", c_void_p), ("log_user", c_void_p), ("log_level", c_int),
-                ("scd_type", c_int32), ("track_history_columns", c_void_p),
-                ("n_track_history_columns", c_int32),
-                ("deletion_vectors", c_int32), ("progress_fn", c_void_p),
-                ("progress_user", c_void_p)]
-
-
-class ReconcileCfg(ctypes.Structure):
-    _fields_ = [("version", c_int), ("silver", c_char_p), ("bronze", c_char_p),
-                ("control_table", c_char_p), ("facts_table", c_char_p),
-                ("report_table", c_char_p), ("warehouse", c_char_p), ("keys", c_void_p),
-                ("n_keys", c_int32), ("bucket_rows", c_int64), ("sample", c_double),
-                ("has_sample_seed", c_bool), ("sample_seed", c_uint64),
-                ("reserved1", c_void_p), ("log_fn", c_void_p), ("log_user", c_void_p),
-                ("log_level", c_int), ("repair", c_bool), ("settle_seconds", c_int64),
-                ("progress_fn", c_void_p), ("progress_user", c_void_p)]
-
-
-class RepairCfg(ctypes.Structure):
-    _fields_ = [("version", c_int), ("bronze", c_char_p), ("facts_table", c_char_p),
-                ("warehouse", c_char_p), ("run_id", c_char_p), ("keys_json", c_void_p),
-                ("n_keys", ctypes.c_size_t), ("report_table", c_char_p),
-                ("reserved1", c_void_p), ("log_fn", c_void_p), ("log_user", c_void_p),
-                ("log_level", c_int)]
+LOG_WARN = _cfg.LOG_WARN
 
 
 # name: (struct, newest version, the first field of each later version,
@@ -176,3 +105,16 @@ def test_the_test_hooks_are_exported_but_not_in_the_configs(lib):
     assert hasattr(lib, "mcdc_opts_set_retry_backoff_ms")
     header = open(os.path.join(ROOT, "include", "mssqlcdc.h")).read()
     assert "crash_at;" not in header and "retry_backoff_ms;" not in header
+
+
+def test_the_package_mirrors_the_header_s_newest_versions():
+    """A struct, a config version or the API version the header moves on
+    to is mirrored in python/src/mssql_cdc/_cfg.py too (and the version its
+    cfg_init asks for)."""
+    import re
+    header = open(os.path.join(ROOT, "include", "mssqlcdc.h")).read()
+    api = re.search(r"#define MCDC_API_VERSION (\d+)", header)
+    assert api and int(api.group(1)) == _cfg.API_VERSION
+    for name, struct in _cfg.CONFIGS.items():
+        m = re.search(rf"#define MCDC_{name.upper()}_CFG_VERSION (\d+)", header)
+        assert m and int(m.group(1)) == struct.VERSION == CONFIGS[name][1], name

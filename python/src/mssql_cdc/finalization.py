@@ -1,0 +1,85 @@
+"""The completeness verdict per table (the reference's ``finalization``
+module), read from and written to a control table given as a path. The
+reference's functions take a SparkSession first; these take the control
+table first (Spark's will come with ``register``). Times are naive UTC
+datetimes, as the reference's."""
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from . import _cfg, _native
+from ._cfg import Error
+from ._core import (check, datetime_to_us, granularity as _granularity, text, us_to_datetime)
+from .types import Freshness, Granularity
+
+
+def _verdict(control_table: str, table_name: str, warehouse: str | None) -> _cfg.Verdict:
+    v, err = _cfg.Verdict(), Error()
+    check(_native.lib().mcdc_verdict_read(ctypes.byref(v), text(control_table), text(warehouse),
+                                          text(table_name), ctypes.byref(err)), err)
+    return v
+
+
+def finalized_until(control_table: str, table_name: str, *,
+                    warehouse: str | None = None) -> datetime | None:
+    """``table_name``'s verdict: every period ending at or before it is
+    complete; None before the first."""
+    v = _verdict(control_table, table_name, warehouse)
+    return us_to_datetime(v.finalized_until_us) if v.found else None
+
+
+def is_final(control_table: str, table_name: str, period_end: datetime, *,
+             warehouse: str | None = None) -> bool:
+    """Whether the period ending at ``period_end`` (exclusive; naive UTC, or
+    aware and converted) is complete: no source commit in it can still
+    arrive."""
+    out, err = ctypes.c_bool(False), Error()
+    check(_native.lib().mcdc_verdict_is_final(ctypes.byref(out), text(control_table),
+                                              text(warehouse), text(table_name),
+                                              datetime_to_us(period_end), ctypes.byref(err)), err)
+    return bool(out.value)
+
+
+def freshness(control_table: str, table_name: str, *,
+              warehouse: str | None = None) -> Freshness:
+    """How old ``table_name``'s verdict is now, by this machine's clock, and
+    the chunked snapshot that holds it (silver tables), if one does. Reads
+    the control table only."""
+    lib = _native.lib()
+    v = _verdict(control_table, table_name, warehouse)
+    has, lsn, err = ctypes.c_bool(False), ctypes.create_string_buffer(24), Error()
+    check(lib.mcdc_verdict_open_snapshot(ctypes.byref(has), lsn, text(control_table),
+                                         text(warehouse), text(table_name), ctypes.byref(err)),
+          err)
+    until = us_to_datetime(v.finalized_until_us) if v.found else None
+    moved = us_to_datetime(v.updated_at_us) if v.found else None
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    return {
+        "table_name": table_name,
+        "finalized_until": until,
+        "updated_at": moved,
+        "age_seconds": None if until is None else (now - until).total_seconds(),
+        "seconds_since_update": None if moved is None else (now - moved).total_seconds(),
+        "open_snapshot_lsn": lsn.value.decode() if has.value else None,
+    }
+
+
+def advance(control_table: str, table_name: str, end_offset: Mapping[str, Any] | None, *,
+            granularity: Granularity = "hour", warehouse: str | None = None) -> datetime | None:
+    """Moves ``table_name``'s verdict to ``end_offset``'s commit time
+    truncated to ``granularity``, when later (never backwards), and returns
+    the verdict. Call it only after the batch ending at ``end_offset``
+    ({"lsn", "commit_ts"}) is committed. An offset without a commit time
+    moves nothing."""
+    if not end_offset or not end_offset.get("commit_ts"):
+        return finalized_until(control_table, table_name, warehouse=warehouse)
+    commit = datetime.fromisoformat(str(end_offset["commit_ts"]).rstrip("Z"))
+    v, err = _cfg.Verdict(), Error()
+    check(_native.lib().mcdc_verdict_advance(ctypes.byref(v), text(control_table),
+                                             text(warehouse), text(table_name),
+                                             text(end_offset["lsn"]), datetime_to_us(commit),
+                                             _granularity(granularity), ctypes.byref(err)), err)
+    return us_to_datetime(v.finalized_until_us) if v.found else None
