@@ -44,8 +44,11 @@ extern "C" {
  * 4: progress (mcdc_progress, mcdc_progress_fn): progress_fn and
  *    progress_user at the end of the stream (version 5), snapshot (3), seed
  *    (3), backfill (2), apply (4) and reconcile (4) configs.
+ * 5: storage options on mcdc_opts (mcdc_opts_storage_names), and the calls
+ *    that open tables without a job taking opts: mcdc_verdict_*_opts,
+ *    mcdc_table_rows_json_opts; the apply config's version 5 (scratch_dir).
  */
-#define MCDC_API_VERSION 4
+#define MCDC_API_VERSION 5
 
 #if defined(__GNUC__) || defined(__clang__)
 #define MCDC_API __attribute__((visibility("default")))
@@ -223,13 +226,27 @@ MCDC_API void mcdc_opts_free(mcdc_opts *o);
 /* *unknown (may be NULL) tells whether the name is not a known option. */
 MCDC_API int mcdc_opts_set(mcdc_opts *o, const char *name, const char *value, bool *unknown,
                            mcdc_error *err);
-/* "name = value" lines, '#' comments. */
+/* "name = value" lines, '#' comments; a "[storage]" line starts the
+ * storage options (and "[source]" the source options again). */
 MCDC_API int mcdc_opts_load_file(mcdc_opts *o, const char *path, mcdc_error *err);
 /* Value as set, else the default, else NULL. Borrowed. */
 MCDC_API const char *mcdc_opts_get(const mcdc_opts *o, const char *name);
 MCDC_API int mcdc_opts_check_required(const mcdc_opts *o, mcdc_error *err);
 /* Every known option name, NULL-terminated. */
 MCDC_API const char *const *mcdc_opts_known_names(void);
+/* Storage options: endpoints, regions and credentials of object stores,
+ * under the names delta-rs reads from the environment (AWS_REGION,
+ * AWS_SECRET_ACCESS_KEY, AZURE_STORAGE_ACCOUNT_KEY...), set with
+ * mcdc_opts_set like the source options. Their names ignore case and are
+ * kept in upper case; an empty value, or an AWS_... or AZURE_... name not
+ * in this list, is MCDC_E_INVALID (a misspelt credential must not be
+ * dropped); values of keys, tokens and connection strings never appear in
+ * a message. Every job opens its tables, checkpoint and files with the
+ * storage options of the opts it was given. The library reads no
+ * environment: the host passes what it wants the stores to see (the CLI:
+ * its environment, then the options file, then --storage-option). Every
+ * name, NULL-terminated (static). */
+MCDC_API const char *const *mcdc_opts_storage_names(void);
 
 /* ------------------------------------------------------------------------
  * Finalization: finalized_until, the completeness verdict per table.
@@ -256,8 +273,8 @@ typedef struct mcdc_verdict {
 /* Tables (here and in every config) are paths (holding a '/': "./bronze")
  * or file: URIs, or schema.table names, <warehouse>/<schema>.db/<table>
  * (warehouse NULL: ./warehouse). A bare name ("bronze": ./bronze or a table
- * under the warehouse?) and an object store URI (s3://, abfss://, az://,
- * gs://: not built yet) are MCDC_E_INVALID. */
+ * under the warehouse?) and an object store URI whose backend is not built
+ * (s3://, abfss://, az://, gs://) are MCDC_E_INVALID. */
 MCDC_API int mcdc_verdict_read(mcdc_verdict *out, const char *control_table,
                                const char *warehouse, const char *table_name, mcdc_error *err);
 /* Moves the verdict to truncate(end_commit_us) when later; never backwards.
@@ -284,6 +301,25 @@ MCDC_API int mcdc_verdict_open_snapshot(bool *has, char out_lsn[24], const char 
 MCDC_API int mcdc_verdict_is_final(bool *out_final, const char *control_table,
                                    const char *warehouse, const char *table_name,
                                    int64_t period_end_us, mcdc_error *err);
+
+/* The four verdict calls above with storage options (opts: its storage
+ * options are used, the source options ignored; NULL: none), for control
+ * tables on object stores. The calls above are these with opts NULL. */
+MCDC_API int mcdc_verdict_read_opts(mcdc_verdict *out, const mcdc_opts *opts,
+                                    const char *control_table, const char *warehouse,
+                                    const char *table_name, mcdc_error *err);
+MCDC_API int mcdc_verdict_advance_opts(mcdc_verdict *out, const mcdc_opts *opts,
+                                       const char *control_table, const char *warehouse,
+                                       const char *table_name, const char *end_lsn,
+                                       int64_t end_commit_us, mcdc_granularity g,
+                                       mcdc_error *err);
+MCDC_API int mcdc_verdict_open_snapshot_opts(bool *has, char out_lsn[24], const mcdc_opts *opts,
+                                             const char *control_table, const char *warehouse,
+                                             const char *table_name, mcdc_error *err);
+MCDC_API int mcdc_verdict_is_final_opts(bool *out_final, const mcdc_opts *opts,
+                                        const char *control_table, const char *warehouse,
+                                        const char *table_name, int64_t period_end_us,
+                                        mcdc_error *err);
 
 /* ------------------------------------------------------------------------
  * The stream (the reference's stream(...).to_delta(...)).
@@ -529,6 +565,11 @@ typedef int (*mcdc_line_fn)(void *ctx, const char *line);
  * (MCDC_E_NOTFOUND). */
 MCDC_API int mcdc_table_rows_json(const char *table, const char *warehouse, mcdc_line_fn fn,
                                   void *ctx, mcdc_error *err);
+/* The same with storage options (opts may be NULL: none), for a table on an
+ * object store. */
+MCDC_API int mcdc_table_rows_json_opts(const mcdc_opts *opts, const char *table,
+                                       const char *warehouse, mcdc_line_fn fn, void *ctx,
+                                       mcdc_error *err);
 
 /* ------------------------------------------------------------------------
  * Backfill (the reference's backfill()): reads the newest chunked snapshot

@@ -230,6 +230,7 @@ int mcdc_apply_create(mcdc_apply **out, const mcdc_opts *opts, const mcdc_apply_
         }
     }
     mcdc_ctx_take_test_hooks(&a->ctx, opts);
+    mcdc_ctx_take_storage(&a->ctx, opts);
     a->ctx.progress_fn = cfg->progress_fn;
     a->ctx.progress_user = cfg->progress_user;
     a->sink = (mcdc_log_sink){log_to_host, a, cfg->log_level};

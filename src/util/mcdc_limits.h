@@ -46,6 +46,11 @@
 
 /* Connection strings users write are well under 1 KiB; 8 KiB stops abuse. */
 #define MCDC_CONNSTR_BYTES_MAX 8192
+/* A storage option's value (a key, a session token, a SAS token, an Azure
+ * connection string): STS session tokens run to ~2 KiB, connection strings
+ * with a SAS to a few; 8 KiB bounds them as it does a connection string
+ * (and an options file line holds one). */
+#define MCDC_STORAGE_OPTION_BYTES_MAX 8192
 /* An options file holds a few lines; 1 MiB is far past any real one and
  * bounds what a wrong path (a log, a device) makes us read. */
 #define MCDC_OPTIONS_FILE_BYTES_MAX (1024 * 1024)
