@@ -247,6 +247,9 @@ MCDC_API const char *const *mcdc_opts_known_names(void);
  * its environment, then the options file, then --storage-option). Every
  * name, NULL-terminated (static). */
 MCDC_API const char *const *mcdc_opts_storage_names(void);
+/* Whether the storage option name (any case) holds a secret (keys, tokens,
+ * connection strings): a host echoing options shows it redacted. */
+MCDC_API bool mcdc_opts_storage_secret(const char *name);
 
 /* ------------------------------------------------------------------------
  * Finalization: finalized_until, the completeness verdict per table.

@@ -43,7 +43,8 @@ static const char APPLY_HELP_MORE[] =
     "date or timestamp key) the open versions of keys its range lacks are closed at L.\n"
     "T keeps the type it was created with (table property mssql_cdc.scd_type); another\n"
     "is refused.\n"
-    "\n"
+    "\n";
+static const char APPLY_FLAGS[] =
     "  --bronze B           the stream's target, named as the stream was given it\n"
     "  --target T           silver: a path (./silver), or schema.table under --warehouse\n"
     "  --control-table C    the position and the verdicts (B's must be there too)\n"
@@ -79,6 +80,7 @@ static const char APPLY_HELP_MORE[] =
     "                       files that hold them; an existing T follows its property\n"
     "                       (SCD type 1 only: refused with --scd-type 2)\n"
     "  --warehouse W        directory holding schema.table names (default ./warehouse)\n"
+    CLI_STORAGE_HELP
     "  --verbose            what each pass read, ranked and merged, and how long it took\n"
     CLI_PROGRESS_HELP
     "                       (phases of each pass that reads rows: reading bronze, its\n"
@@ -144,6 +146,7 @@ int cmd_apply(int argc, char **argv) {
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(APPLY_HELP, stdout);
             fputs(APPLY_HELP_MORE, stdout);
+            fputs(APPLY_FLAGS, stdout);
             fputs(APPLY_HELP_END, stdout);
             goto out;
         } else if (strcmp(a, "--bronze") == 0) {
@@ -235,7 +238,7 @@ int cmd_apply(int argc, char **argv) {
         rc = cli_usage_error("apply needs %s", "--bronze, --target and --control-table");
         goto out;
     }
-    if ((rc = cli_source_env(opts)) != EXIT_OK) goto out;
+    if ((rc = cli_source_env(opts, argc, argv)) != EXIT_OK) goto out;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;

@@ -783,6 +783,8 @@ bool mcdc_opt_storage_secret(const char *name) {
     return s && s->k == S_SECRET;
 }
 
+bool mcdc_opts_storage_secret(const char *name) { return mcdc_opt_storage_secret(name); }
+
 const char *const *mcdc_opts_storage_names(void) {
     static const char *names[NSTORAGE + 1];
     for (size_t i = 0; i < NSTORAGE; i++) names[i] = STORAGE[i].name;
