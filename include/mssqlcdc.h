@@ -696,8 +696,9 @@ MCDC_API int mcdc_backfill_status_json(char *out, size_t cap, const mcdc_backfil
  * property mssql_cdc.scd_type) and another is refused (MCDC_E_MISMATCH).
  * docs/silver.md says the rules.
  * ---------------------------------------------------------------------- */
-#define MCDC_APPLY_CFG_VERSION 4 /* 1: the fields up to log_level (scd_type 1); 2: up to
-                                    n_track_history_columns; 3: deletion_vectors */
+#define MCDC_APPLY_CFG_VERSION 5 /* 1: the fields up to log_level (scd_type 1); 2: up to
+                                    n_track_history_columns; 3: deletion_vectors; 4:
+                                    progress_fn, progress_user */
 typedef struct mcdc_apply_cfg {
     int version;                  /* MCDC_APPLY_CFG_VERSION */
     const char *bronze;           /* the stream's target, named as the stream was given it */
@@ -739,10 +740,18 @@ typedef struct mcdc_apply_cfg {
      * "merging", or "rebuilding", parts silver's files); NULL: none */
     mcdc_progress_fn progress_fn;
     void *progress_user;
+    /* version 5: a local directory for the sorted runs a pass spills (under
+     * its mssql-cdc-spill/, names unique to the run, removed as they are
+     * merged). NULL: silver's own _mssql_cdc_spill/ when silver is local;
+     * a silver on an object store needs one (MCDC_E_INVALID without it:
+     * runs are scratch, written and read back at once, not objects to
+     * upload). The CLI gives the system's temp directory by default. */
+    const char *scratch_dir;
 } mcdc_apply_cfg;
 #define MCDC_APPLY_CFG_INIT \
     {MCDC_APPLY_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, MCDC_GRANULARITY_HOUR, \
-     MCDC_TRIGGER_ONCE, 0, 0, 0, 0, NULL, NULL, NULL, MCDC_LOG_WARN, 0, NULL, 0, 0, NULL, NULL}
+     MCDC_TRIGGER_ONCE, 0, 0, 0, 0, NULL, NULL, NULL, MCDC_LOG_WARN, 0, NULL, 0, 0, NULL, NULL, \
+     NULL}
 /* As mcdc_stream_cfg_init, for this config. */
 MCDC_API int mcdc_apply_cfg_init(mcdc_apply_cfg *out, int version, mcdc_error *err);
 

@@ -152,6 +152,10 @@ int cli_storage_env(mcdc_opts *opts, int argc, char **argv);
  * (mssqlcdc_testing.h), where every job takes them; then cli_storage_env.
  * Returns an exit code. */
 int cli_source_env(mcdc_opts *opts, int argc, char **argv);
+/* Whether a table argument (a path, a URI, or schema.table under
+ * warehouse, NULL: ./warehouse) lies on an object store, not on the local
+ * filesystem (a path or a file: URI), as the library resolves it. */
+bool cli_location_remote(const char *table, const char *warehouse);
 /* The --storage-option lines of every --help that opens tables. */
 #define CLI_STORAGE_HELP                                                                        \
     "  --storage-option NAME=VALUE  an object store's setting or credential, by the name\n"     \

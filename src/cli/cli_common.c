@@ -99,6 +99,23 @@ static int storage_usage(const char *what, const char *name, int name_len) {
     return EXIT_USAGE;
 }
 
+/* "<scheme>://" other than file: (a path or file: URI is local). */
+static bool uri_remote(const char *s) {
+    if (strncasecmp(s, "file:", 5) == 0) return false;
+    const char *p = s;
+    while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+           *p == '+' || *p == '-' || *p == '.')
+        p++;
+    return p > s && strncmp(p, "://", 3) == 0;
+}
+
+bool cli_location_remote(const char *table, const char *warehouse) {
+    if (table == NULL) return false;
+    /* the library's rule: a '/' or ':' makes a location, else schema.table */
+    if (strchr(table, '/') || strchr(table, ':')) return uri_remote(table);
+    return warehouse && uri_remote(warehouse);
+}
+
 /* --storage-option NAME=VALUE. The value may be a secret: no message shows
  * it, nor an argument that lacks its '=' (a secret pasted alone). */
 static int set_storage_pair(mcdc_opts *opts, const char *v) {
