@@ -775,7 +775,8 @@ typedef struct mcdc_apply_result {
 
 typedef struct mcdc_apply mcdc_apply;
 /* Validates cfg (nothing is read or written). opts (the stream's source
- * options, may be NULL) is borrowed and must outlive the handle. */
+ * options and the storage options, may be NULL: none) is borrowed and must
+ * outlive the handle. */
 MCDC_API int mcdc_apply_create(mcdc_apply **out, const mcdc_opts *opts, const mcdc_apply_cfg *cfg,
                                mcdc_error *err);
 /* Runs passes as the trigger says; *result is the run's (fn, may be NULL,
