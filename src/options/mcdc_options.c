@@ -125,6 +125,7 @@ static const struct storage_spec {
     {"AZURE_STORAGE_USE_EMULATOR", S_BOOL},
     {"AZURE_STORAGE_ENDPOINT", S_TEXT},
     {"AZURE_STORAGE_ALLOW_HTTP", S_BOOL},
+    {"AZURE_ALLOW_HTTP", S_BOOL}, /* object_store's spelling of the same */
     {"AZURE_CLIENT_ID", S_TEXT},
     {"AZURE_CLIENT_SECRET", S_SECRET},
     {"AZURE_TENANT_ID", S_TEXT},
