@@ -287,8 +287,11 @@ class World:
         shutil.copytree(self.pristine, self.lake, symlinks=True)
 
     def run(self, row):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MCDC_")}
+        # no credentials of the host's for the object stores either (its
+        # variables, its ~/.aws)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("MCDC_", "AWS_", "AZURE_"))}
         env["MCDC_RETRY_BACKOFF_MS"] = "1"
+        env["HOME"] = self.root
         t0 = time.monotonic()
         try:
             p = subprocess.run([CLI, *self.argv(row.command)], capture_output=True, text=True,

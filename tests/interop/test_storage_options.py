@@ -146,7 +146,7 @@ def test_the_options_file_section_refuses_source_options_and_warns_when_readable
 
 
 def test_a_uri_target_is_still_refused_until_its_backend_lands(tmp_path):
-    p = cli("table-rows", "s3a://bucket/t", "--storage-option", "AWS_SECRET_ACCESS_KEY=" + SECRET,
+    p = cli("table-rows", "gs://bucket/t", "--storage-option", "AWS_SECRET_ACCESS_KEY=" + SECRET,
             "--verbose", cwd=tmp_path)
     assert p.returncode == 2 and "not built yet" in p.stderr
     assert SECRET not in p.stderr + p.stdout
