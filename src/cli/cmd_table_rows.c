@@ -31,24 +31,27 @@ int cmd_table_rows(int argc, char **argv) {
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_opts *opts = NULL;
     if (mcdc_opts_create(&opts, &e)) return cli_fail(&e);
-    const char *warehouse = NULL;
+    const char *warehouse = NULL, *table = NULL;
     bool verbose = false;
     int rc = EXIT_OK;
-    for (int i = 1; i < argc && rc == EXIT_OK; i++) {
+    /* TABLE is the one argument that is no flag, wherever it stands */
+    for (int i = 0; i < argc && rc == EXIT_OK; i++) {
         if (strcmp(argv[i], "--warehouse") == 0 && i + 1 >= argc)
             rc = cli_usage_error("%s needs a value", argv[i]);
         else if (strcmp(argv[i], "--warehouse") == 0) warehouse = argv[++i];
         else if (strcmp(argv[i], "--verbose") == 0) verbose = true;
-        else if (!cli_storage_option(opts, argc, argv, &i, &rc))
-            rc = cli_usage_error("table-rows: unknown argument '%s' (it reads one table)", argv[i]);
+        else if (cli_storage_option(opts, argc, argv, &i, &rc)) continue;
+        else if (table == NULL && strncmp(argv[i], "--", 2) != 0) table = argv[i];
+        else rc = cli_usage_error("table-rows: unknown argument '%s' (it reads one table)", argv[i]);
     }
+    if (rc == EXIT_OK && table == NULL) rc = cli_usage_error("table-rows needs a TABLE%s", "");
     if (rc == EXIT_OK) rc = cli_storage_env(opts, argc, argv);
     int64_t rows = 0;
-    if (rc == EXIT_OK && mcdc_table_rows_json_opts(opts, argv[0], warehouse, line_out, &rows, &e))
+    if (rc == EXIT_OK && mcdc_table_rows_json_opts(opts, table, warehouse, line_out, &rows, &e))
         rc = cli_fail(&e);
     if (rc == EXIT_OK && verbose) {
         fflush(stdout);
-        fprintf(stderr, "mssql-cdc: %lld rows of %s\n", (long long)rows, argv[0]);
+        fprintf(stderr, "mssql-cdc: %lld rows of %s\n", (long long)rows, table);
     }
     mcdc_opts_free(opts);
     return rc;
