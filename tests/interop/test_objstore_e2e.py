@@ -115,3 +115,67 @@ def test_stream_and_apply_with_every_table_and_the_checkpoint_on_s3(sim, workdir
     outs.append(p.stdout + p.stderr)
     for out in outs:
         assert secret not in out and WRONG not in out
+
+
+def test_apply_on_s3_spills_to_the_temp_directory_and_reconciles(sim, workdir, moto):
+    """A silver on S3 spills its sorted runs to the system's temp directory
+    ($TMPDIR here), never to the bucket, and removes them; the silver equals
+    one built on local disk; reconcile writes its report on S3 too, and
+    finalization reads the control table there."""
+    from snapshot_jobs import new_job
+    from workload import Items
+
+    spec = Items()
+    job, _ = new_job(sim, workdir, spec, preload=0)
+    sim.run(f"EXEC sim.bulk_load @capture_instance = N'{spec.capture_instance}', "
+            "@transactions = 300, @rows_per_tx = 100, @seed = 3;", database="shop")
+    tmp = os.path.join(workdir, "tmp")
+    os.makedirs(tmp)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "AZURE_"))}
+    env.update(moto.options)
+    env.update({"HOME": workdir, "TMPDIR": tmp})
+    src = ["--captureInstance", spec.capture_instance, "--connectionString",
+           sim.connection_string("shop")]
+    s3 = "s3://lake/items"
+    run(workdir, env, "stream", *src, "--target", f"{s3}/bronze", "--app-id", "i-v1",
+        "--checkpoint", f"{s3}/ckpt", "--facts-table", f"{s3}/facts", "--control-table",
+        f"{s3}/control", "--trigger", "availableNow", "--maxCommitsPerBatch", "100")
+    seen = set()
+
+    def apply(silver, *extra):
+        p = run(workdir, env, "apply", *src, "--bronze", f"{s3}/bronze", "--target", silver,
+                "--control-table", f"{s3}/control", "--facts-table", f"{s3}/facts",
+                "--memory-mb", "1", "--verbose", *extra)
+        spilled = int(p.stderr.split(" runs spilled")[0].rsplit("(", 1)[1])
+        d = os.path.join(tmp, "mssql-cdc-spill")
+        seen.update(os.listdir(d) if os.path.isdir(d) else ())
+        return spilled
+
+    assert apply(f"{s3}/silver") > 0
+    assert os.path.isdir(os.path.join(tmp, "mssql-cdc-spill"))  # where the runs went
+    local = os.path.join(workdir, "silver_local")
+    assert apply(local) > 0
+    keys = [o["Key"] for o in moto.s3().list_objects_v2(Bucket="lake")["Contents"]]
+    assert not any("spill" in k for k in keys), [k for k in keys if "spill" in k]
+    assert seen == set()  # each run removed its runs from the temp directory
+    assert not os.path.exists(os.path.join(local, "_mssql_cdc_spill")) or \
+        not os.listdir(os.path.join(local, "_mssql_cdc_spill"))
+    remote = DeltaTable(f"{s3}/silver", storage_options=moto.options).to_pyarrow_table()
+    here = DeltaTable(local).to_pyarrow_table()
+    assert remote.num_rows > 1000
+    assert remote.sort_by("id").equals(here.sort_by("id"))
+    p = subprocess.run([CLI, "reconcile", *src, "--silver", f"{s3}/silver", "--bronze",
+                        f"{s3}/bronze", "--control-table", f"{s3}/control", "--facts-table",
+                        f"{s3}/facts", "--report-table", f"{s3}/report"],
+                       capture_output=True, text=True, cwd=workdir, env=env, timeout=300)
+    # sim.bulk_load writes change rows only, so the source table differs
+    # from them: 19, and the report (on S3) names this run's keys
+    assert p.returncode == 19, (p.returncode, p.stdout[-2000:], p.stderr[-3000:])
+    result = json.loads(p.stdout.strip().splitlines()[-1])
+    assert "run_id" in result
+    report = DeltaTable(f"{s3}/report", storage_options=moto.options).to_pyarrow_table()
+    assert report.num_rows > 0
+    assert set(report.column("run_id").to_pylist()) == {result["run_id"]}
+    p = run(workdir, env, "finalization", "freshness", "--control-table", f"{s3}/control",
+            "--table", f"{s3}/silver", "--json")
+    assert json.loads(p.stdout)["finalized_until"] is not None
