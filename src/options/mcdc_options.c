@@ -94,48 +94,60 @@ _Static_assert(sizeof SPECS / sizeof SPECS[0] == MCDC_OPT_COUNT, "one spec per m
  * existing settings carry over. Matched ignoring case (delta-rs takes
  * aws_region and AWS_REGION), kept in the upper case written here. */
 typedef enum { S_TEXT, S_SECRET, S_BOOL } storage_kind;
+/* One row per option: X(NAME, kind). The names' list below is a constant
+ * of its own (mcdc_opts_storage_names), so that no call writes state. */
+#define STORAGE_OPTIONS(X) \
+    X(AWS_ACCESS_KEY_ID, S_TEXT) \
+    X(AWS_SECRET_ACCESS_KEY, S_SECRET) \
+    X(AWS_SESSION_TOKEN, S_SECRET) \
+    X(AWS_REGION, S_TEXT) \
+    X(AWS_DEFAULT_REGION, S_TEXT) \
+    X(AWS_ENDPOINT_URL, S_TEXT) \
+    X(AWS_ALLOW_HTTP, S_BOOL) \
+    X(AWS_PROFILE, S_TEXT) \
+    X(AWS_SHARED_CREDENTIALS_FILE, S_TEXT) \
+    X(AWS_CONFIG_FILE, S_TEXT) \
+    X(AWS_VIRTUAL_HOSTED_STYLE_REQUEST, S_BOOL) \
+    X(AWS_S3_ADDRESSING_STYLE, S_TEXT) \
+    X(AWS_WEB_IDENTITY_TOKEN_FILE, S_TEXT) \
+    X(AWS_ROLE_ARN, S_TEXT) \
+    X(AWS_ROLE_SESSION_NAME, S_TEXT) \
+    X(AWS_EC2_METADATA_DISABLED, S_BOOL) \
+    X(AWS_CONTAINER_CREDENTIALS_RELATIVE_URI, S_TEXT) \
+    X(AWS_CONTAINER_CREDENTIALS_FULL_URI, S_TEXT) \
+    X(AWS_CONTAINER_AUTHORIZATION_TOKEN, S_SECRET) \
+    X(AZURE_STORAGE_ACCOUNT_NAME, S_TEXT) \
+    X(AZURE_STORAGE_ACCOUNT_KEY, S_SECRET) \
+    X(AZURE_STORAGE_SAS_TOKEN, S_SECRET) \
+    X(AZURE_STORAGE_CONNECTION_STRING, S_SECRET) \
+    X(AZURE_STORAGE_TOKEN, S_SECRET) \
+    X(AZURE_STORAGE_USE_EMULATOR, S_BOOL) \
+    X(AZURE_STORAGE_ENDPOINT, S_TEXT) \
+    X(AZURE_STORAGE_ALLOW_HTTP, S_BOOL) \
+    /* object_store's spelling of the same */ \
+    X(AZURE_ALLOW_HTTP, S_BOOL) \
+    X(AZURE_CLIENT_ID, S_TEXT) \
+    X(AZURE_CLIENT_SECRET, S_SECRET) \
+    X(AZURE_TENANT_ID, S_TEXT) \
+    X(AZURE_FEDERATED_TOKEN_FILE, S_TEXT) \
+    X(AZURE_AUTHORITY_HOST, S_TEXT) \
+    X(AZURE_MSI_ENDPOINT, S_TEXT) \
+    /* where ~/.aws/credentials and ~/.aws/config are (the library reads    \
+     * no environment, so the host passes it on) */                         \
+    X(HOME, S_TEXT)
 static const struct storage_spec {
     const char *name;
     storage_kind k;
 } STORAGE[] = {
-    {"AWS_ACCESS_KEY_ID", S_TEXT},
-    {"AWS_SECRET_ACCESS_KEY", S_SECRET},
-    {"AWS_SESSION_TOKEN", S_SECRET},
-    {"AWS_REGION", S_TEXT},
-    {"AWS_DEFAULT_REGION", S_TEXT},
-    {"AWS_ENDPOINT_URL", S_TEXT},
-    {"AWS_ALLOW_HTTP", S_BOOL},
-    {"AWS_PROFILE", S_TEXT},
-    {"AWS_SHARED_CREDENTIALS_FILE", S_TEXT},
-    {"AWS_CONFIG_FILE", S_TEXT},
-    {"AWS_VIRTUAL_HOSTED_STYLE_REQUEST", S_BOOL},
-    {"AWS_S3_ADDRESSING_STYLE", S_TEXT},
-    {"AWS_WEB_IDENTITY_TOKEN_FILE", S_TEXT},
-    {"AWS_ROLE_ARN", S_TEXT},
-    {"AWS_ROLE_SESSION_NAME", S_TEXT},
-    {"AWS_EC2_METADATA_DISABLED", S_BOOL},
-    {"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", S_TEXT},
-    {"AWS_CONTAINER_CREDENTIALS_FULL_URI", S_TEXT},
-    {"AWS_CONTAINER_AUTHORIZATION_TOKEN", S_SECRET},
-    {"AZURE_STORAGE_ACCOUNT_NAME", S_TEXT},
-    {"AZURE_STORAGE_ACCOUNT_KEY", S_SECRET},
-    {"AZURE_STORAGE_SAS_TOKEN", S_SECRET},
-    {"AZURE_STORAGE_CONNECTION_STRING", S_SECRET},
-    {"AZURE_STORAGE_TOKEN", S_SECRET},
-    {"AZURE_STORAGE_USE_EMULATOR", S_BOOL},
-    {"AZURE_STORAGE_ENDPOINT", S_TEXT},
-    {"AZURE_STORAGE_ALLOW_HTTP", S_BOOL},
-    {"AZURE_ALLOW_HTTP", S_BOOL}, /* object_store's spelling of the same */
-    {"AZURE_CLIENT_ID", S_TEXT},
-    {"AZURE_CLIENT_SECRET", S_SECRET},
-    {"AZURE_TENANT_ID", S_TEXT},
-    {"AZURE_FEDERATED_TOKEN_FILE", S_TEXT},
-    {"AZURE_AUTHORITY_HOST", S_TEXT},
-    {"AZURE_MSI_ENDPOINT", S_TEXT},
-    /* where ~/.aws/credentials and ~/.aws/config are (the library reads
-     * no environment, so the host passes it on) */
-    {"HOME", S_TEXT},
+#define STORAGE_SPEC(n, k) {#n, k},
+    STORAGE_OPTIONS(STORAGE_SPEC)
+#undef STORAGE_SPEC
 };
+static const char *const STORAGE_NAMES[] = {
+#define STORAGE_NAME(n, k) #n,
+    STORAGE_OPTIONS(STORAGE_NAME)
+#undef STORAGE_NAME
+    NULL};
 #define NSTORAGE (sizeof STORAGE / sizeof STORAGE[0])
 /* An entry's id for a storage option: STORAGE_ID0 + its index in STORAGE. */
 #define STORAGE_ID0 1000
@@ -175,7 +187,7 @@ static bool storage_looking(const char *name) {
     return mcdc_str_nieq(name, "AWS_", 4) || mcdc_str_nieq(name, "AZURE_", 6);
 }
 
-/* The storage option names, comma-separated, for messages. */
+/* The storage option names, space-separated, for messages. */
 static void storage_names_text(char *out, size_t cap) {
     size_t at = 0;
     out[0] = 0;
@@ -786,12 +798,7 @@ bool mcdc_opt_storage_secret(const char *name) {
 
 bool mcdc_opts_storage_secret(const char *name) { return mcdc_opt_storage_secret(name); }
 
-const char *const *mcdc_opts_storage_names(void) {
-    static const char *names[NSTORAGE + 1];
-    for (size_t i = 0; i < NSTORAGE; i++) names[i] = STORAGE[i].name;
-    names[NSTORAGE] = NULL;
-    return names;
-}
+const char *const *mcdc_opts_storage_names(void) { return STORAGE_NAMES; }
 
 const char *mcdc_opts_unknown(const mcdc_opts *o) {
     return o->unknown.len ? (const char *)o->unknown.data : "";
