@@ -179,3 +179,36 @@ def test_apply_on_s3_spills_to_the_temp_directory_and_reconciles(sim, workdir, m
     p = run(workdir, env, "finalization", "freshness", "--control-table", f"{s3}/control",
             "--table", f"{s3}/silver", "--json")
     assert json.loads(p.stdout)["finalized_until"] is not None
+
+
+def test_seed_from_a_copy_on_s3_into_bronze_on_s3(sim, workdir, moto):
+    """seed --from reads a copy on S3 (a directory of Parquet files, and a
+    glob of them) into a bronze on S3, through the job's storage options."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from test_seed import copy_of_source, max_lsn, settle
+    from test_snapshot import insert, make_db
+
+    make_db(sim, before_cdc=30)
+    insert(sim, 100, 4)
+    settle(sim)
+    as_of = max_lsn(sim)
+    copy = copy_of_source(sim)
+    s3 = moto.s3()
+    for i, part in enumerate((copy.slice(0, 20), copy.slice(20))):
+        buf = io.BytesIO()
+        pq.write_table(part, buf)
+        s3.put_object(Bucket="lake", Key=f"copy/part-{i}.parquet", Body=buf.getvalue())
+    s3.put_object(Bucket="lake", Key="copy/_SUCCESS", Body=b"")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "AZURE_"))}
+    env.update(moto.options)
+    env["HOME"] = workdir
+    for n, src in ((1, "s3://lake/copy"), (2, "s3a://lake/copy/part-*.parquet")):
+        p = run(workdir, env, "seed", "--captureInstance", "dbo_orders", "--connectionString",
+                sim.connection_string("shop"), "--target", f"s3://lake/seeded{n}/bronze",
+                "--from", src, "--as-of", as_of)
+        assert json.loads(p.stdout)["lsn"] == as_of
+        bronze = DeltaTable(f"s3://lake/seeded{n}/bronze", storage_options=moto.options)
+        assert bronze.to_pyarrow_table().num_rows == copy.num_rows == 34
