@@ -44,8 +44,11 @@ extern "C" {
  * 4: progress (mcdc_progress, mcdc_progress_fn): progress_fn and
  *    progress_user at the end of the stream (version 5), snapshot (3), seed
  *    (3), backfill (2), apply (4) and reconcile (4) configs.
+ * 5: storage options on mcdc_opts (mcdc_opts_storage_names), and the calls
+ *    that open tables without a job taking opts: mcdc_verdict_*_opts,
+ *    mcdc_table_rows_json_opts; the apply config's version 5 (scratch_dir).
  */
-#define MCDC_API_VERSION 4
+#define MCDC_API_VERSION 5
 
 #if defined(__GNUC__) || defined(__clang__)
 #define MCDC_API __attribute__((visibility("default")))
@@ -223,13 +226,30 @@ MCDC_API void mcdc_opts_free(mcdc_opts *o);
 /* *unknown (may be NULL) tells whether the name is not a known option. */
 MCDC_API int mcdc_opts_set(mcdc_opts *o, const char *name, const char *value, bool *unknown,
                            mcdc_error *err);
-/* "name = value" lines, '#' comments. */
+/* "name = value" lines, '#' comments; a "[storage]" line starts the
+ * storage options (and "[source]" the source options again). */
 MCDC_API int mcdc_opts_load_file(mcdc_opts *o, const char *path, mcdc_error *err);
 /* Value as set, else the default, else NULL. Borrowed. */
 MCDC_API const char *mcdc_opts_get(const mcdc_opts *o, const char *name);
 MCDC_API int mcdc_opts_check_required(const mcdc_opts *o, mcdc_error *err);
 /* Every known option name, NULL-terminated. */
 MCDC_API const char *const *mcdc_opts_known_names(void);
+/* Storage options: endpoints, regions and credentials of object stores,
+ * under the names delta-rs reads from the environment (AWS_REGION,
+ * AWS_SECRET_ACCESS_KEY, AZURE_STORAGE_ACCOUNT_KEY...), set with
+ * mcdc_opts_set like the source options. Their names ignore case and are
+ * kept in upper case; an empty value, or an AWS_... or AZURE_... name not
+ * in this list, is MCDC_E_INVALID (a misspelt credential must not be
+ * dropped); values of keys, tokens and connection strings never appear in
+ * a message. Every job opens its tables, checkpoint and files with the
+ * storage options of the opts it was given. The library reads no
+ * environment: the host passes what it wants the stores to see (the CLI:
+ * its environment, then the options file, then --storage-option). Every
+ * name, NULL-terminated (static). */
+MCDC_API const char *const *mcdc_opts_storage_names(void);
+/* Whether the storage option name (any case) holds a secret (keys, tokens,
+ * connection strings): a host echoing options shows it redacted. */
+MCDC_API bool mcdc_opts_storage_secret(const char *name);
 
 /* ------------------------------------------------------------------------
  * Finalization: finalized_until, the completeness verdict per table.
@@ -256,8 +276,8 @@ typedef struct mcdc_verdict {
 /* Tables (here and in every config) are paths (holding a '/': "./bronze")
  * or file: URIs, or schema.table names, <warehouse>/<schema>.db/<table>
  * (warehouse NULL: ./warehouse). A bare name ("bronze": ./bronze or a table
- * under the warehouse?) and an object store URI (s3://, abfss://, az://,
- * gs://: not built yet) are MCDC_E_INVALID. */
+ * under the warehouse?) and an object store URI whose backend is not built
+ * (s3://, abfss://, az://, gs://) are MCDC_E_INVALID. */
 MCDC_API int mcdc_verdict_read(mcdc_verdict *out, const char *control_table,
                                const char *warehouse, const char *table_name, mcdc_error *err);
 /* Moves the verdict to truncate(end_commit_us) when later; never backwards.
@@ -284,6 +304,25 @@ MCDC_API int mcdc_verdict_open_snapshot(bool *has, char out_lsn[24], const char 
 MCDC_API int mcdc_verdict_is_final(bool *out_final, const char *control_table,
                                    const char *warehouse, const char *table_name,
                                    int64_t period_end_us, mcdc_error *err);
+
+/* The four verdict calls above with storage options (opts: its storage
+ * options are used, the source options ignored; NULL: none), for control
+ * tables on object stores. The calls above are these with opts NULL. */
+MCDC_API int mcdc_verdict_read_opts(mcdc_verdict *out, const mcdc_opts *opts,
+                                    const char *control_table, const char *warehouse,
+                                    const char *table_name, mcdc_error *err);
+MCDC_API int mcdc_verdict_advance_opts(mcdc_verdict *out, const mcdc_opts *opts,
+                                       const char *control_table, const char *warehouse,
+                                       const char *table_name, const char *end_lsn,
+                                       int64_t end_commit_us, mcdc_granularity g,
+                                       mcdc_error *err);
+MCDC_API int mcdc_verdict_open_snapshot_opts(bool *has, char out_lsn[24], const mcdc_opts *opts,
+                                             const char *control_table, const char *warehouse,
+                                             const char *table_name, mcdc_error *err);
+MCDC_API int mcdc_verdict_is_final_opts(bool *out_final, const mcdc_opts *opts,
+                                        const char *control_table, const char *warehouse,
+                                        const char *table_name, int64_t period_end_us,
+                                        mcdc_error *err);
 
 /* ------------------------------------------------------------------------
  * The stream (the reference's stream(...).to_delta(...)).
@@ -529,6 +568,11 @@ typedef int (*mcdc_line_fn)(void *ctx, const char *line);
  * (MCDC_E_NOTFOUND). */
 MCDC_API int mcdc_table_rows_json(const char *table, const char *warehouse, mcdc_line_fn fn,
                                   void *ctx, mcdc_error *err);
+/* The same with storage options (opts may be NULL: none), for a table on an
+ * object store. */
+MCDC_API int mcdc_table_rows_json_opts(const mcdc_opts *opts, const char *table,
+                                       const char *warehouse, mcdc_line_fn fn, void *ctx,
+                                       mcdc_error *err);
 
 /* ------------------------------------------------------------------------
  * Backfill (the reference's backfill()): reads the newest chunked snapshot
@@ -652,8 +696,9 @@ MCDC_API int mcdc_backfill_status_json(char *out, size_t cap, const mcdc_backfil
  * property mssql_cdc.scd_type) and another is refused (MCDC_E_MISMATCH).
  * docs/silver.md says the rules.
  * ---------------------------------------------------------------------- */
-#define MCDC_APPLY_CFG_VERSION 4 /* 1: the fields up to log_level (scd_type 1); 2: up to
-                                    n_track_history_columns; 3: deletion_vectors */
+#define MCDC_APPLY_CFG_VERSION 5 /* 1: the fields up to log_level (scd_type 1); 2: up to
+                                    n_track_history_columns; 3: deletion_vectors; 4:
+                                    progress_fn, progress_user */
 typedef struct mcdc_apply_cfg {
     int version;                  /* MCDC_APPLY_CFG_VERSION */
     const char *bronze;           /* the stream's target, named as the stream was given it */
@@ -695,10 +740,18 @@ typedef struct mcdc_apply_cfg {
      * "merging", or "rebuilding", parts silver's files); NULL: none */
     mcdc_progress_fn progress_fn;
     void *progress_user;
+    /* version 5: a local directory for the sorted runs a pass spills (under
+     * its mssql-cdc-spill/, names unique to the run, removed as they are
+     * merged). NULL: silver's own _mssql_cdc_spill/ when silver is local;
+     * a silver on an object store needs one (MCDC_E_INVALID without it:
+     * runs are scratch, written and read back at once, not objects to
+     * upload). The CLI gives the system's temp directory by default. */
+    const char *scratch_dir;
 } mcdc_apply_cfg;
 #define MCDC_APPLY_CFG_INIT \
     {MCDC_APPLY_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, MCDC_GRANULARITY_HOUR, \
-     MCDC_TRIGGER_ONCE, 0, 0, 0, 0, NULL, NULL, NULL, MCDC_LOG_WARN, 0, NULL, 0, 0, NULL, NULL}
+     MCDC_TRIGGER_ONCE, 0, 0, 0, 0, NULL, NULL, NULL, MCDC_LOG_WARN, 0, NULL, 0, 0, NULL, NULL, \
+     NULL}
 /* As mcdc_stream_cfg_init, for this config. */
 MCDC_API int mcdc_apply_cfg_init(mcdc_apply_cfg *out, int version, mcdc_error *err);
 
@@ -722,7 +775,8 @@ typedef struct mcdc_apply_result {
 
 typedef struct mcdc_apply mcdc_apply;
 /* Validates cfg (nothing is read or written). opts (the stream's source
- * options, may be NULL) is borrowed and must outlive the handle. */
+ * options and the storage options, may be NULL: none) is borrowed and must
+ * outlive the handle. */
 MCDC_API int mcdc_apply_create(mcdc_apply **out, const mcdc_opts *opts, const mcdc_apply_cfg *cfg,
                                mcdc_error *err);
 /* Runs passes as the trigger says; *result is the run's (fn, may be NULL,

@@ -130,14 +130,40 @@ const char *cli_value(int argc, char **argv, int *i);
         }                                                                \
     } while (0)
 
-/* A source option at argv[*i]: --options-file FILE, -o name=value or
- * --<option name> VALUE (the reference's names, any case). Returns 1 when it
- * was one (its value consumed; *rc set to an exit code on a bad one), else 0. */
+/* A source option at argv[*i]: --options-file FILE, -o name=value,
+ * --<option name> VALUE (the reference's names, any case) or a storage
+ * option (cli_storage_option). Returns 1 when it was one (its value
+ * consumed; *rc set to an exit code on a bad one), else 0. */
 int cli_source_option(mcdc_opts *opts, int argc, char **argv, int *i, int *rc);
+/* A storage option at argv[*i]: --storage-option NAME=VALUE (NAME one of
+ * mcdc_opts_storage_names, any case) or --options-file FILE (its [storage]
+ * section; the commands that read no source ignore its source options).
+ * A value is never echoed: it may be a secret. Returns as
+ * cli_source_option. */
+int cli_storage_option(mcdc_opts *opts, int argc, char **argv, int *i, int *rc);
+/* After the arguments, once: the storage options from the environment
+ * variables of their names, where neither the options file nor a flag gave
+ * one, then every --storage-option of argv again (so that it wins over an
+ * options file given after it). Priority: --storage-option, the options
+ * file, the environment. Returns an exit code. */
+int cli_storage_env(mcdc_opts *opts, int argc, char **argv);
 /* Test hooks (the library reads no environment): MCDC_TDS_BACKEND overrides
  * the backend option; MCDC_CRASH_AT and MCDC_RETRY_BACKOFF_MS go on opts
- * (mssqlcdc_testing.h), where every job takes them. Returns an exit code. */
-int cli_source_env(mcdc_opts *opts);
+ * (mssqlcdc_testing.h), where every job takes them; then cli_storage_env.
+ * Returns an exit code. */
+int cli_source_env(mcdc_opts *opts, int argc, char **argv);
+/* Whether a table argument (a path, a URI, or schema.table under
+ * warehouse, NULL: ./warehouse) lies on an object store, not on the local
+ * filesystem (a path or a file: URI), as the library resolves it. */
+bool cli_location_remote(const char *table, const char *warehouse);
+/* The --storage-option lines of every --help that opens tables. */
+#define CLI_STORAGE_HELP                                                                        \
+    "  --storage-option NAME=VALUE  an object store's setting or credential, by the name\n"     \
+    "                       delta-rs gives it (AWS_REGION, AWS_ENDPOINT_URL, AWS_PROFILE,\n"  \
+    "                       AZURE_STORAGE_ACCOUNT_NAME, AZURE_STORAGE_SAS_TOKEN...; any\n"   \
+    "                       case; repeatable); else the options file's [storage] section,\n" \
+    "                       else the environment variable of that name. Secrets are never\n" \
+    "                       printed\n"
 
 /* Numeric flag values, parsed strictly: an optional '-', decimal digits and
  * (cli_parse_number) an optional fraction, nothing else (no spaces, '+',

@@ -74,18 +74,88 @@ static bool is_option_name(const char *name) {
     return false;
 }
 
-int cli_source_option(mcdc_opts *opts, int argc, char **argv, int *i, int *rc) {
+static bool is_storage_name(const char *name, size_t n) {
+    for (const char *const *s = mcdc_opts_storage_names(); *s; s++)
+        if (strlen(*s) == n && strncasecmp(*s, name, n) == 0) return true;
+    return false;
+}
+
+/* The refusal of a --storage-option, with the names there are. */
+static int storage_usage(const char *what, const char *name, int name_len) {
+    fprintf(stderr, "mssql-cdc: --storage-option ");
+    fprintf(stderr, what, name_len, name);
+    fprintf(stderr, "\nThe storage options (any case) are:");
+    int col = 80;
+    for (const char *const *s = mcdc_opts_storage_names(); *s; s++) {
+        int n = (int)strlen(*s) + 1;
+        if (col + n > 78) {
+            fprintf(stderr, "\n ");
+            col = 1;
+        }
+        fprintf(stderr, " %s", *s);
+        col += n;
+    }
+    fprintf(stderr, "\n(see 'mssql-cdc --help')\n");
+    return EXIT_USAGE;
+}
+
+/* "<scheme>://" other than file: (a path or file: URI is local). */
+static bool uri_remote(const char *s) {
+    if (strncasecmp(s, "file:", 5) == 0) return false;
+    const char *p = s;
+    while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+           *p == '+' || *p == '-' || *p == '.')
+        p++;
+    return p > s && strncmp(p, "://", 3) == 0;
+}
+
+bool cli_location_remote(const char *table, const char *warehouse) {
+    if (table == NULL) return false;
+    /* the library's rule: a '/' or ':' makes a location, else schema.table */
+    if (strchr(table, '/') || strchr(table, ':')) return uri_remote(table);
+    return warehouse && uri_remote(warehouse);
+}
+
+/* --storage-option NAME=VALUE. The value may be a secret: no message shows
+ * it, nor an argument that lacks its '=' (a secret pasted alone). */
+static int set_storage_pair(mcdc_opts *opts, const char *v) {
+    const char *eq = strchr(v, '=');
+    if (eq == NULL)
+        return storage_usage("expects NAME=VALUE, and its argument has no '=' (not shown: it "
+                             "may be a secret)%.*s",
+                             "", 0);
+    int n = (int)(eq - v);
+    if (n == 0) return storage_usage("expects NAME=VALUE, and the name before '=' is empty%.*s", "", 0);
+    if (n > 64 || !is_storage_name(v, (size_t)n))
+        return storage_usage("'%.*s=...': no storage option has that name", v, n > 64 ? 64 : n);
+    char name[72];
+    snprintf(name, sizeof name, "%.*s", n, v);
+    mcdc_error e = MCDC_ERROR_INIT;
+    return mcdc_opts_set(opts, name, eq + 1, NULL, &e) ? cli_fail(&e) : EXIT_OK;
+}
+
+int cli_storage_option(mcdc_opts *opts, int argc, char **argv, int *i, int *rc) {
     const char *a = argv[*i];
     bool file = strcmp(a, "--options-file") == 0;
+    if (!file && strcmp(a, "--storage-option") != 0) return 0;
+    const char *v = cli_value(argc, argv, i);
+    mcdc_error e = MCDC_ERROR_INIT;
+    if (v == NULL) *rc = cli_usage_error("%s needs a value", a);
+    else if (file && mcdc_opts_load_file(opts, v, &e)) *rc = cli_fail(&e);
+    else if (!file) *rc = set_storage_pair(opts, v);
+    return 1;
+}
+
+int cli_source_option(mcdc_opts *opts, int argc, char **argv, int *i, int *rc) {
+    if (cli_storage_option(opts, argc, argv, i, rc)) return 1;
+    const char *a = argv[*i];
     bool pair = strcmp(a, "-o") == 0 || strcmp(a, "--option") == 0;
     bool named = strncmp(a, "--", 2) == 0 && is_option_name(a + 2);
-    if (!file && !pair && !named) return 0;
+    if (!pair && !named) return 0;
     const char *v = cli_value(argc, argv, i);
     mcdc_error e = MCDC_ERROR_INIT;
     if (v == NULL) {
         *rc = cli_usage_error("%s needs a value", a);
-    } else if (file) {
-        if (mcdc_opts_load_file(opts, v, &e)) *rc = cli_fail(&e);
     } else if (pair) {
         const char *eq = strchr(v, '=');
         char name[128];
@@ -101,7 +171,62 @@ int cli_source_option(mcdc_opts *opts, int argc, char **argv, int *i, int *rc) {
     return 1;
 }
 
-int cli_source_env(mcdc_opts *opts) {
+/* Where a storage option came from, for --verbose. */
+typedef enum { FROM_NONE, FROM_FILE, FROM_ENV, FROM_FLAG } storage_from;
+
+/* --verbose: the storage options the job gets and where each came from;
+ * a secret's value redacted. */
+static void say_storage(const mcdc_opts *opts, const storage_from *from) {
+    static const char *const WHERE[] = {"", "options file or -o", "environment",
+                                        "--storage-option"};
+    const char *const *names = mcdc_opts_storage_names();
+    for (size_t k = 0; names[k]; k++) {
+        const char *v = mcdc_opts_get(opts, names[k]);
+        /* HOME is every process's: said when someone set it for the stores */
+        if (v == NULL || (from[k] == FROM_ENV && strcmp(names[k], "HOME") == 0)) continue;
+        fprintf(stderr, "mssql-cdc: storage option %s=%s (%s)\n", names[k],
+                mcdc_opts_storage_secret(names[k]) ? "<redacted>" : v, WHERE[from[k]]);
+    }
+}
+
+int cli_storage_env(mcdc_opts *opts, int argc, char **argv) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    storage_from from[128] = {FROM_NONE};
+    const char *const *names = mcdc_opts_storage_names();
+    for (size_t k = 0; names[k] && k < sizeof from / sizeof from[0]; k++) {
+        if (mcdc_opts_get(opts, names[k]) != NULL) {
+            from[k] = FROM_FILE;
+            continue;
+        }
+        const char *v = getenv(names[k]);
+        if (v == NULL || *v == 0) continue;
+        if (mcdc_opts_set(opts, names[k], v, NULL, &e)) {
+            fprintf(stderr, "mssql-cdc: error: the environment variable %s: %s (fix or unset "
+                            "it)\n",
+                    names[k], e.message);
+            return EXIT_USAGE;
+        }
+        from[k] = FROM_ENV;
+    }
+    bool verbose = false;
+    for (int i = 0; i < argc; i++) {
+        verbose |= strcmp(argv[i], "--verbose") == 0;
+        if (strcmp(argv[i], "--storage-option") != 0 || i + 1 >= argc) continue;
+        int rc = set_storage_pair(opts, argv[++i]);
+        if (rc != EXIT_OK) return rc;
+        const char *eq = strchr(argv[i], '=');
+        for (size_t k = 0; names[k] && k < sizeof from / sizeof from[0]; k++)
+            if (strlen(names[k]) == (size_t)(eq - argv[i]) &&
+                strncasecmp(names[k], argv[i], (size_t)(eq - argv[i])) == 0)
+                from[k] = FROM_FLAG;
+    }
+    if (verbose) say_storage(opts, from);
+    return EXIT_OK;
+}
+
+int cli_source_env(mcdc_opts *opts, int argc, char **argv) {
+    int rc = cli_storage_env(opts, argc, argv);
+    if (rc != EXIT_OK) return rc;
     const char *backend = getenv("MCDC_TDS_BACKEND");
     mcdc_error e = MCDC_ERROR_INIT;
     if (backend && *backend && mcdc_opts_set(opts, "backend", backend, NULL, &e)) return cli_fail(&e);

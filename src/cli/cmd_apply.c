@@ -43,7 +43,8 @@ static const char APPLY_HELP_MORE[] =
     "date or timestamp key) the open versions of keys its range lacks are closed at L.\n"
     "T keeps the type it was created with (table property mssql_cdc.scd_type); another\n"
     "is refused.\n"
-    "\n"
+    "\n";
+static const char APPLY_FLAGS[] =
     "  --bronze B           the stream's target, named as the stream was given it\n"
     "  --target T           silver: a path (./silver), or schema.table under --warehouse\n"
     "  --control-table C    the position and the verdicts (B's must be there too)\n"
@@ -67,10 +68,15 @@ static const char APPLY_HELP_MORE[] =
     "                       pass.\n"
     "  --max-passes N       stop after N passes (1 to 2147483647)\n"
     "  --memory-mb N        memory the changes are sorted in (1 to 1048576; default 64):\n"
-    "                       they spill to runs in T's _mssql_cdc_spill/ before they would\n"
-    "                       pass it (about their uncompressed size on disk: twice their\n"
-    "                       Parquet size). Decoding B and the merge's buffers come on top\n"
-    "                       (docs/silver.md, \"Bounded memory\")\n"
+    "                       they spill to runs in T's _mssql_cdc_spill/ (or --scratch-dir)\n"
+    "                       before they would pass it (about their uncompressed size on\n"
+    "                       disk: twice their Parquet size). Decoding B and the merge's\n"
+    "                       buffers come on top (docs/silver.md, \"Bounded memory\")\n"
+    "  --scratch-dir DIR    a local directory for the spilled runs (under its\n"
+    "                       mssql-cdc-spill/, each run's own names, removed when merged):\n"
+    "                       always used when T is on an object store (default there: the\n"
+    "                       system's temp directory, $TMPDIR or /tmp); for a local T, when\n"
+    "                       given (default: T's _mssql_cdc_spill/)\n"
     "  --file-rows N        rows a silver file holds, about (1 to 1073741824; default\n"
     "                       1048576)\n"
     "  --deletion-vectors   create T merged on read (delta.enableDeletionVectors): rows a\n"
@@ -79,6 +85,7 @@ static const char APPLY_HELP_MORE[] =
     "                       files that hold them; an existing T follows its property\n"
     "                       (SCD type 1 only: refused with --scd-type 2)\n"
     "  --warehouse W        directory holding schema.table names (default ./warehouse)\n"
+    CLI_STORAGE_HELP
     "  --verbose            what each pass read, ranked and merged, and how long it took\n"
     CLI_PROGRESS_HELP
     "                       (phases of each pass that reads rows: reading bronze, its\n"
@@ -144,6 +151,7 @@ int cmd_apply(int argc, char **argv) {
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(APPLY_HELP, stdout);
             fputs(APPLY_HELP_MORE, stdout);
+            fputs(APPLY_FLAGS, stdout);
             fputs(APPLY_HELP_END, stdout);
             goto out;
         } else if (strcmp(a, "--bronze") == 0) {
@@ -212,6 +220,14 @@ int cmd_apply(int argc, char **argv) {
             NEEDV();
             if ((rc = cli_parse_int(a, v, 1, APPLY_MEMORY_MB_MAX, &cfg.memory_mb)) != EXIT_OK)
                 goto out;
+        } else if (strcmp(a, "--scratch-dir") == 0) {
+            NEEDV();
+            if (*v == 0) {
+                rc = cli_usage_error("--scratch-dir is empty%s: give a local directory, such as /tmp",
+                                     "");
+                goto out;
+            }
+            cfg.scratch_dir = v;
         } else if (strcmp(a, "--file-rows") == 0) {
             NEEDV();
             if ((rc = cli_parse_int(a, v, 1, APPLY_FILE_ROWS_MAX, &cfg.file_rows)) != EXIT_OK)
@@ -235,7 +251,12 @@ int cmd_apply(int argc, char **argv) {
         rc = cli_usage_error("apply needs %s", "--bronze, --target and --control-table");
         goto out;
     }
-    if ((rc = cli_source_env(opts)) != EXIT_OK) goto out;
+    if ((rc = cli_source_env(opts, argc, argv)) != EXIT_OK) goto out;
+    /* the library reads no environment: the temp directory a silver on an
+     * object store spills to, unless --scratch-dir says */
+    const char *tmp = getenv("TMPDIR");
+    if (cfg.scratch_dir == NULL && cli_location_remote(cfg.target, cfg.warehouse))
+        cfg.scratch_dir = tmp && *tmp ? tmp : "/tmp";
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;

@@ -29,6 +29,7 @@ static const char BACKFILL_HELP[] =
     "  --app-id A           the stream's app id (its generations' snapshots too)\n"
     "  --facts-table F      the stream's facts table\n"
     "  --warehouse W        directory holding schema.table names (default ./warehouse)\n"
+    CLI_STORAGE_HELP
     "  --chunk-rows N       rows a chunk holds at most, about (default 1000000); a\n"
     "                       later run's other value is ignored with a warning\n"
     "  --max-waves N        stop after N waves\n"
@@ -149,7 +150,7 @@ int cmd_backfill(int argc, char **argv) {
         rc = cli_usage_error("backfill needs %s", "--target, --app-id and --facts-table");
         goto out;
     }
-    if ((rc = cli_source_env(opts)) != EXIT_OK) goto out;
+    if ((rc = cli_source_env(opts, argc, argv)) != EXIT_OK) goto out;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;

@@ -22,6 +22,8 @@ static const char FINAL_HELP[] =
     "            a silver table open_snapshot_lsn: the chunked snapshot holding its verdict\n"
     "\n"
     "  --warehouse W   directory holding schema.table names (default ./warehouse)\n"
+    CLI_STORAGE_HELP
+    "  --options-file FILE  its [storage] section: storage options (other lines ignored)\n"
     "  --json          print JSON\n"
     "  --verbose       say on stderr which row of the control table was read and what it\n"
     "                  holds (is-final: the row as read again after the answer)\n"
@@ -44,15 +46,27 @@ static void say_verdict(const char *control, const char *table, const mcdc_verdi
             control, table, a, b, vd->end_lsn, vd->moved ? " (moved by this call)" : "");
 }
 
+static int finalization(int argc, char **argv, mcdc_opts *opts);
+
 int cmd_finalization(int argc, char **argv) {
     if (argc < 1 || strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0) {
         fputs(FINAL_HELP, argc < 1 ? stderr : stdout);
         return argc < 1 ? EXIT_USAGE : EXIT_OK;
     }
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_opts *opts = NULL;
+    if (mcdc_opts_create(&opts, &e)) return cli_fail(&e);
+    int rc = finalization(argc, argv, opts);
+    mcdc_opts_free(opts);
+    return rc;
+}
+
+/* The command, with opts holding the storage options given. */
+static int finalization(int argc, char **argv, mcdc_opts *opts) {
     const char *sub = argv[0], *control = NULL, *table = NULL, *warehouse = NULL;
     const char *end_lsn = NULL, *end_ts = NULL, *period_end = NULL;
     mcdc_granularity g = MCDC_GRANULARITY_HOUR;
-    int json = 0, verbose = 0;
+    int json = 0, verbose = 0, rc = EXIT_OK;
     mcdc_error e = MCDC_ERROR_INIT;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -65,6 +79,10 @@ int cmd_finalization(int argc, char **argv) {
         else if (strcmp(a, "--period-end") == 0) slot = &period_end;
         else if (strcmp(a, "--json") == 0) { json = 1; continue; }
         else if (strcmp(a, "--verbose") == 0) { verbose = 1; continue; }
+        else if (cli_storage_option(opts, argc, argv, &i, &rc)) {
+            if (rc) return rc;
+            continue;
+        }
         else if (strcmp(a, "--granularity") == 0) {
             const char *v = cli_value(argc, argv, &i);
             if (v == NULL) return cli_usage_error("%s needs a value", a);
@@ -78,6 +96,7 @@ int cmd_finalization(int argc, char **argv) {
     }
     if (control == NULL || table == NULL)
         return cli_usage_error("finalization %s needs --control-table and --table", sub);
+    if ((rc = cli_storage_env(opts, argc, argv)) != EXIT_OK) return rc;
     mcdc_verdict vd;
     char a[MCDC_TS_TEXT_SIZE], b[MCDC_TS_TEXT_SIZE];
     if (strcmp(sub, "advance") == 0) {
@@ -87,7 +106,7 @@ int cmd_finalization(int argc, char **argv) {
         if (cli_parse_ts(end_ts, &us))
             return cli_usage_error("--end-commit-ts: expected YYYY-MM-DDTHH:MM:SS[.fff] (UTC), not '%s'",
                                end_ts);
-        if (mcdc_verdict_advance(&vd, control, warehouse, table, end_lsn, us, g, &e))
+        if (mcdc_verdict_advance_opts(&vd, opts, control, warehouse, table, end_lsn, us, g, &e))
             return cli_fail(&e);
         if (verbose) say_verdict(control, table, &vd);
         cli_format_ts(vd.finalized_until_us, a);
@@ -101,13 +120,14 @@ int cmd_finalization(int argc, char **argv) {
         if (period_end == NULL) return cli_usage_error("finalization %s needs --period-end", sub);
         if (cli_parse_ts(period_end, &pe))
             return cli_usage_error("--period-end: expected YYYY-MM-DDTHH:MM:SS (UTC), not '%s'", period_end);
-        if (mcdc_verdict_is_final(&final, control, warehouse, table, pe, &e)) return cli_fail(&e);
-        if (verbose && mcdc_verdict_read(&vd, control, warehouse, table, &e) == MCDC_OK)
+        if (mcdc_verdict_is_final_opts(&final, opts, control, warehouse, table, pe, &e))
+            return cli_fail(&e);
+        if (verbose && mcdc_verdict_read_opts(&vd, opts, control, warehouse, table, &e) == MCDC_OK)
             say_verdict(control, table, &vd);
         printf(json ? "{\"is_final\":%s}\n" : "%s\n", final ? "true" : "false");
         return final ? EXIT_OK : EXIT_NOT_FINAL;
     }
-    if (mcdc_verdict_read(&vd, control, warehouse, table, &e)) return cli_fail(&e);
+    if (mcdc_verdict_read_opts(&vd, opts, control, warehouse, table, &e)) return cli_fail(&e);
     if (verbose) say_verdict(control, table, &vd);
     if (strcmp(sub, "show") == 0) {
         if (!vd.found) {
@@ -129,7 +149,7 @@ int cmd_finalization(int argc, char **argv) {
         int64_t now = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
         bool has_open = false;
         char open[24], open_json[32] = "null";
-        if (mcdc_verdict_open_snapshot(&has_open, open, control, warehouse, table, &e))
+        if (mcdc_verdict_open_snapshot_opts(&has_open, open, opts, control, warehouse, table, &e))
             return cli_fail(&e);
         if (has_open) snprintf(open_json, sizeof open_json, "\"%s\"", open);
         if (!vd.found) {

@@ -71,6 +71,7 @@ static const char RECONCILE_HELP_OPTIONS[] =
     "                       run killed after its report (under that run's id, its\n"
     "                       report's keys), then goes on: those keys are IN_FLIGHT\n"
     "  --warehouse W        directory holding schema.table names (default ./warehouse)\n"
+    CLI_STORAGE_HELP
     "  --verbose            what the run read\n"
     CLI_PROGRESS_HELP
     "                       (phases: counting, Tier 1, silver's rows; comparing, Tier\n"
@@ -173,7 +174,7 @@ int cmd_reconcile(int argc, char **argv) {
                              "--facts-table (the stream's: apply finds repairs there)");
         goto out;
     }
-    if ((rc = cli_source_env(opts)) != EXIT_OK) goto out;
+    if ((rc = cli_source_env(opts, argc, argv)) != EXIT_OK) goto out;
     mcdc_reconcile *r = NULL;
     mcdc_reconcile_result res;
     rc = cli_progress_start(&prog, mode, &cfg.progress_fn, &cfg.progress_user, &cfg.log_fn,

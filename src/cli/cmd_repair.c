@@ -43,6 +43,7 @@ static const char REPAIR_HELP[] =
     "                       id (default: a new UUID); letters, digits and ._:-\n"
     "  --keys-file FILE     one key object a line (blank lines skipped; - for stdin)\n"
     "  --warehouse W        directory holding schema.table names (default ./warehouse)\n"
+    CLI_STORAGE_HELP
     "  --verbose            what the repair read and wrote\n"
     "\n"
     "Source options as for stream (captureInstance, connectionString, ...). A\n"
@@ -165,7 +166,7 @@ int cmd_repair(int argc, char **argv) {
         cfg.n_keys = n_keys;
         if (keys == NULL) cfg.keys_json = (const char *const *)&keys_file; /* no keys: n_keys 0 */
     }
-    if ((rc = cli_source_env(opts)) != EXIT_OK) goto out;
+    if ((rc = cli_source_env(opts, argc, argv)) != EXIT_OK) goto out;
     mcdc_repair_result res;
     if (mcdc_repair_run(opts, &cfg, &res, &e) != MCDC_OK) {
         rc = cli_fail(&e);

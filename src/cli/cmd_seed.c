@@ -33,6 +33,7 @@ static const char SEED_HELP[] =
     "                           the stream's: a bootstrap row records the seed, and a\n"
     "                           snapshot of that stream still open is refused\n"
     "  --warehouse W            directory holding schema.table names (default ./warehouse)\n"
+    CLI_STORAGE_HELP
     "  --verbose                say what was checked (the key, or that there is none)\n"
     CLI_PROGRESS_HELP
     "                       (phases: checking keys, reading, each of the copy's rows\n"
@@ -97,7 +98,7 @@ int cmd_seed(int argc, char **argv) {
         rc = cli_usage_error("seed needs %s", "--target, --from and --as-of");
         goto out;
     }
-    if ((rc = cli_source_env(opts)) != EXIT_OK) goto out;
+    if ((rc = cli_source_env(opts, argc, argv)) != EXIT_OK) goto out;
     mcdc_offset off;
     int64_t rows = 0;
     bool written = false;

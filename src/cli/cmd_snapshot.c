@@ -21,6 +21,7 @@ static const char SNAPSHOT_HELP[] =
     "                       the stream's: a chunked snapshot of it still open in T is\n"
     "                       refused (exit 18), as one snapshot mode holds while one is open\n"
     "  --warehouse W        directory holding schema.table names (default ./warehouse)\n"
+    CLI_STORAGE_HELP
     CLI_PROGRESS_HELP
     "                       (phases: reading, its rows of the server's estimate\n"
     "                       (sp_spaceused) and its key ranges; committing)\n"
@@ -93,7 +94,7 @@ int cmd_snapshot(int argc, char **argv) {
         rc = cli_usage_error("snapshot needs %s", "--target");
         goto out;
     }
-    if ((rc = cli_source_env(opts)) != EXIT_OK) goto out;
+    if ((rc = cli_source_env(opts, argc, argv)) != EXIT_OK) goto out;
     mcdc_offset off;
     int64_t rows = 0;
     bool taken = false;

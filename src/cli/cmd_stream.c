@@ -65,6 +65,10 @@ static const char STREAM_HELP[] =
     "  --verbose            what the stream read and decided (snapshots, capture\n"
     "                       instances, DDL), besides the line per batch\n"
     "\n";
+static const char STREAM_HELP_STORAGE[] =
+    "Object stores (T, the facts and control tables and DIR on s3://, abfss://...):\n"
+    CLI_STORAGE_HELP
+    "\n";
 static const char STREAM_HELP_SOURCE[] =
     "Source options (reference names, any case), as --<name> VALUE, -o name=value,\n"
     "or name = value lines in --options-file FILE:\n"
@@ -176,6 +180,7 @@ int cmd_stream(int argc, char **argv) {
         const char *v = NULL;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(STREAM_HELP, stdout);
+            fputs(STREAM_HELP_STORAGE, stdout);
             fputs(STREAM_HELP_SOURCE, stdout);
             goto out;
         } else if (strcmp(a, "--target") == 0) { NEEDV(); cfg.target = v; }
@@ -250,7 +255,7 @@ int cmd_stream(int argc, char **argv) {
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    if ((rc = cli_source_env(opts)) != EXIT_OK) goto out;
+    if ((rc = cli_source_env(opts, argc, argv)) != EXIT_OK) goto out;
     mcdc_stream *stream = NULL;
     if (pc.quiet && mode == CLI_PROGRESS_AUTO) mode = CLI_PROGRESS_NONE;
     rc = cli_progress_start(&prog, mode, &cfg.progress_fn, &cfg.progress_user, &cfg.log_fn,

@@ -59,7 +59,12 @@ int mcdc_delta_resolve_path(char **out_path, const char *name_or_path, const cha
         if (!rc) rc = check_name_part(dot + 1, strlen(dot + 1), s, err);
         if (!rc) rc = mcdc_storage_check_location(warehouse, err);
         if (rc) return rc;
-        *out_path = mcdc_asprintf("%s/%.*s.db/%s", warehouse, (int)(dot - s), s, dot + 1);
+        /* s3://b/wh/ and s3://b/wh are one warehouse: on an object store
+         * "wh//x.db" would be another key than "wh/x.db" */
+        size_t wl = strlen(warehouse);
+        while (wl > 1 && warehouse[wl - 1] == '/') wl--;
+        *out_path = mcdc_asprintf("%.*s/%.*s.db/%s", (int)wl, warehouse, (int)(dot - s), s,
+                                  dot + 1);
     }
     if (*out_path == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     return MCDC_OK;

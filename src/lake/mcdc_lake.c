@@ -233,6 +233,9 @@ static int kind_mismatch(const mcdc_table *t, mcdc_table_kind want, const char *
 bool mcdc_table_is_file(const mcdc_table *t) { return mcdc_location_is_file(mcdc_table_path(t)); }
 
 bool mcdc_location_is_file(const char *location) {
+    /* An object store has no directories: an object at a table's prefix
+     * neither hides nor blocks the keys below it. */
+    if (!mcdc_location_is_local(location)) return false;
     size_t n = strlen(location);
     while (n > 1 && location[n - 1] == '/') n--;
     size_t cut = n;

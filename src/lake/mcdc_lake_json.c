@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "mcdc_lake.h"
+#include "mcdc_options.h"
 #include "mcdc_storage.h"
 #include "mcdc_value_text.h"
 
@@ -37,10 +38,16 @@ static int no_table(mcdc_table *t, bool found, int rc, mcdc_error *err) {
 
 int mcdc_table_rows_json(const char *table, const char *warehouse, mcdc_line_fn fn, void *ctx,
                          mcdc_error *err) {
+    return mcdc_table_rows_json_opts(NULL, table, warehouse, fn, ctx, err);
+}
+
+int mcdc_table_rows_json_opts(const mcdc_opts *opts, const char *table, const char *warehouse,
+                              mcdc_line_fn fn, void *ctx, mcdc_error *err) {
     if (table == NULL || fn == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_table_rows_json: table and fn are required");
     mcdc_table *t;
-    int rc = mcdc_table_open(&t, table, warehouse, err);
+    mcdc_storage_env env = mcdc_opts_storage_env(opts, NULL);
+    int rc = mcdc_table_open_env(&t, &env, table, warehouse, err);
     if (rc) return rc;
     mcdc_batch *b = NULL;
     int64_t version;

@@ -4,12 +4,10 @@
 
 #include "mcdc_lake.h"
 
-/* Where a location lies, as one is compared with another: a local path in
- * its canonical form, a URI (mem://) as given. Owned. */
+/* Where a location lies, as one is compared with another (a local path in
+ * its canonical form, a URI with its store's aliases folded). Owned. */
 static int place_of(char **out, const char *path, mcdc_error *err) {
-    if (strstr(path, "://") == NULL) return mcdc_path_canonical(out, path, err);
-    *out = mcdc_strdup(path);
-    return *out ? MCDC_OK : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    return mcdc_location_place(out, path, err);
 }
 
 /* No two of the n places (NULL: none) are one or lie inside one another;

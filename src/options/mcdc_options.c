@@ -88,6 +88,71 @@ static const spec SPECS[] = {
 _Static_assert(sizeof SPECS / sizeof SPECS[0] == MCDC_OPT_COUNT, "one spec per mcdc_opt");
 #define NSPECS (sizeof SPECS / sizeof SPECS[0])
 
+/* Storage options: what the object-store backends read through the job's
+ * storage env (mcdc_storage_env.option), under the names delta-rs and its
+ * object_store give them as environment variables, so that a user's
+ * existing settings carry over. Matched ignoring case (delta-rs takes
+ * aws_region and AWS_REGION), kept in the upper case written here. */
+typedef enum { S_TEXT, S_SECRET, S_BOOL } storage_kind;
+/* One row per option: X(NAME, kind). The names' list below is a constant
+ * of its own (mcdc_opts_storage_names), so that no call writes state. */
+#define STORAGE_OPTIONS(X) \
+    X(AWS_ACCESS_KEY_ID, S_TEXT) \
+    X(AWS_SECRET_ACCESS_KEY, S_SECRET) \
+    X(AWS_SESSION_TOKEN, S_SECRET) \
+    X(AWS_REGION, S_TEXT) \
+    X(AWS_DEFAULT_REGION, S_TEXT) \
+    X(AWS_ENDPOINT_URL, S_TEXT) \
+    X(AWS_ALLOW_HTTP, S_BOOL) \
+    X(AWS_PROFILE, S_TEXT) \
+    X(AWS_SHARED_CREDENTIALS_FILE, S_TEXT) \
+    X(AWS_CONFIG_FILE, S_TEXT) \
+    X(AWS_VIRTUAL_HOSTED_STYLE_REQUEST, S_BOOL) \
+    X(AWS_S3_ADDRESSING_STYLE, S_TEXT) \
+    X(AWS_WEB_IDENTITY_TOKEN_FILE, S_TEXT) \
+    X(AWS_ROLE_ARN, S_TEXT) \
+    X(AWS_ROLE_SESSION_NAME, S_TEXT) \
+    X(AWS_EC2_METADATA_DISABLED, S_BOOL) \
+    X(AWS_CONTAINER_CREDENTIALS_RELATIVE_URI, S_TEXT) \
+    X(AWS_CONTAINER_CREDENTIALS_FULL_URI, S_TEXT) \
+    X(AWS_CONTAINER_AUTHORIZATION_TOKEN, S_SECRET) \
+    X(AZURE_STORAGE_ACCOUNT_NAME, S_TEXT) \
+    X(AZURE_STORAGE_ACCOUNT_KEY, S_SECRET) \
+    X(AZURE_STORAGE_SAS_TOKEN, S_SECRET) \
+    X(AZURE_STORAGE_CONNECTION_STRING, S_SECRET) \
+    X(AZURE_STORAGE_TOKEN, S_SECRET) \
+    X(AZURE_STORAGE_USE_EMULATOR, S_BOOL) \
+    X(AZURE_STORAGE_ENDPOINT, S_TEXT) \
+    X(AZURE_STORAGE_ALLOW_HTTP, S_BOOL) \
+    /* object_store's spelling of the same */ \
+    X(AZURE_ALLOW_HTTP, S_BOOL) \
+    X(AZURE_CLIENT_ID, S_TEXT) \
+    X(AZURE_CLIENT_SECRET, S_SECRET) \
+    X(AZURE_TENANT_ID, S_TEXT) \
+    X(AZURE_FEDERATED_TOKEN_FILE, S_TEXT) \
+    X(AZURE_AUTHORITY_HOST, S_TEXT) \
+    X(AZURE_MSI_ENDPOINT, S_TEXT) \
+    /* where ~/.aws/credentials and ~/.aws/config are (the library reads    \
+     * no environment, so the host passes it on) */                         \
+    X(HOME, S_TEXT)
+static const struct storage_spec {
+    const char *name;
+    storage_kind k;
+} STORAGE[] = {
+#define STORAGE_SPEC(n, k) {#n, k},
+    STORAGE_OPTIONS(STORAGE_SPEC)
+#undef STORAGE_SPEC
+};
+static const char *const STORAGE_NAMES[] = {
+#define STORAGE_NAME(n, k) #n,
+    STORAGE_OPTIONS(STORAGE_NAME)
+#undef STORAGE_NAME
+    NULL};
+#define NSTORAGE (sizeof STORAGE / sizeof STORAGE[0])
+/* An entry's id for a storage option: STORAGE_ID0 + its index in STORAGE. */
+#define STORAGE_ID0 1000
+_Static_assert(MCDC_OPT_COUNT < STORAGE_ID0, "storage ids after the source options");
+
 typedef struct {
     char *name;
     char *value;
@@ -107,6 +172,72 @@ static const spec *find_spec(const char *name) {
     for (size_t i = 0; i < NSPECS; i++)
         if (mcdc_str_ieq(SPECS[i].name, name)) return &SPECS[i];
     return NULL;
+}
+
+static int parse_bool(const char *v, bool *out);
+
+static const struct storage_spec *find_storage(const char *name) {
+    for (size_t i = 0; i < NSTORAGE; i++)
+        if (mcdc_str_ieq(STORAGE[i].name, name)) return &STORAGE[i];
+    return NULL;
+}
+
+/* A name that can only be meant as a storage option (AWS_..., AZURE_...). */
+static bool storage_looking(const char *name) {
+    return mcdc_str_nieq(name, "AWS_", 4) || mcdc_str_nieq(name, "AZURE_", 6);
+}
+
+/* The storage option names, space-separated, for messages. */
+static void storage_names_text(char *out, size_t cap) {
+    size_t at = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < NSTORAGE && at < cap; i++) {
+        int n = snprintf(out + at, cap - at, "%s%s", i ? " " : "", STORAGE[i].name);
+        if (n < 0) break;
+        at += (size_t)n;
+    }
+}
+
+/* A storage option's value, checked (and a boolean written as true or
+ * false, the form every backend reads); *norm points at value or a static
+ * text. A secret's value is never echoed. */
+static int validate_storage(const struct storage_spec *s, const char *value, const char **norm,
+                            mcdc_error *err) {
+    *norm = value;
+    if (*value == 0)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "storage option %s is empty: give it a value, or leave it out",
+                              s->name);
+    if (strlen(value) > MCDC_STORAGE_OPTION_BYTES_MAX)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "storage option %s is %zu bytes long; at most %d are accepted",
+                              s->name, strlen(value), MCDC_STORAGE_OPTION_BYTES_MAX);
+    for (const unsigned char *p = (const unsigned char *)value; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "storage option %s holds a control character (byte 0x%02X at "
+                                  "%zu): values are one line of text",
+                                  s->name, *p, (size_t)(p - (const unsigned char *)value));
+    if (s->k == S_BOOL) {
+        bool b;
+        if (parse_bool(value, &b))
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "storage option %s must be true or false (or 1/0, yes/no), "
+                                  "not '%s'",
+                                  s->name, value);
+        *norm = b ? "true" : "false";
+    }
+    return MCDC_OK;
+}
+
+/* The refusal of an AWS_/AZURE_ name no backend reads: a typo there would
+ * silently drop a credential or an endpoint. */
+static int unknown_storage(const char *name, mcdc_error *err) {
+    char names[MCDC_ERROR_MESSAGE_MAX];
+    storage_names_text(names, sizeof names);
+    return mcdc_error_set(err, MCDC_E_INVALID,
+                          "unknown storage option '%s': the storage options (any case) are %s",
+                          name, names);
 }
 
 int mcdc_opts_create(mcdc_opts **out, mcdc_error *err) {
@@ -255,12 +386,20 @@ int mcdc_opts_set(mcdc_opts *o, const char *name, const char *value, bool *unkno
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_opts_set: %s is NULL",
                               o == NULL ? "the options handle" : name == NULL ? "name" : "value");
     const spec *s = find_spec(name);
-    if (unknown) *unknown = s == NULL;
+    const struct storage_spec *ss = s ? NULL : find_storage(name);
+    if (unknown) *unknown = s == NULL && ss == NULL;
     if (*name == 0) return mcdc_error_set(err, MCDC_E_INVALID, "an option name is empty: write -o name=value");
+    int id = s ? (int)(s - SPECS) : ss ? STORAGE_ID0 + (int)(ss - STORAGE) : -1;
     if (s) {
         int rc = validate(s, value, err);
         if (rc) return rc;
         name = s->name;
+    } else if (ss) {
+        int rc = validate_storage(ss, value, &value, err);
+        if (rc) return rc;
+        name = ss->name;
+    } else if (storage_looking(name)) {
+        return unknown_storage(name, err);
     } else {
         mcdc_log(MCDC_LOG_WARN, "unknown option '%s' is ignored (known options: see "
                                 "'mssql-cdc stream --help')", name);
@@ -291,7 +430,7 @@ int mcdc_opts_set(mcdc_opts *o, const char *name, const char *value, bool *unkno
         mcdc_free(v);
         return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     }
-    o->items[o->n++] = (entry){nm, v, s ? (int)(s - SPECS) : -1};
+    o->items[o->n++] = (entry){nm, v, id};
     return MCDC_OK;
 }
 
@@ -373,7 +512,7 @@ int mcdc_opts_load_file(mcdc_opts *o, const char *path, mcdc_error *err) {
                               path, line, (size_t)(nul - text));
     }
     int lineno = 0;
-    bool secret = false;
+    bool secret = false, in_storage = false;
     for (char *line = text, *next; rc == MCDC_OK && line && *line; line = next) {
         lineno++;
         next = strchr(line, '\n');
@@ -385,6 +524,20 @@ int mcdc_opts_load_file(mcdc_opts *o, const char *path, mcdc_error *err) {
         }
         char *t = trim(line);
         if (*t == 0 || *t == '#') continue;
+        if (*t == '[') {
+            /* [storage]: the lines after it are storage options; [source]:
+             * source options again (the lines before any section may hold
+             * either: their names tell them apart) */
+            if (mcdc_str_ieq(t, "[storage]") || mcdc_str_ieq(t, "[source]")) {
+                in_storage = mcdc_str_ieq(t, "[storage]");
+                continue;
+            }
+            rc = mcdc_error_set(err, MCDC_E_INVALID,
+                                "%s:%d: unknown section '%.64s': an options file has source "
+                                "options, then optionally [storage] and its storage options",
+                                path, lineno, t);
+            break;
+        }
         char *eq = strchr(t, '=');
         if (eq == NULL) {
             rc = mcdc_error_set(err, MCDC_E_INVALID,
@@ -394,14 +547,24 @@ int mcdc_opts_load_file(mcdc_opts *o, const char *path, mcdc_error *err) {
         *eq = 0;
         const char *name = trim(t);
         const spec *sp = find_spec(name);
-        secret |= sp && sp->k == K_SECRET;
+        secret |= (sp && sp->k == K_SECRET) || mcdc_opt_storage_secret(name);
+        if (in_storage && find_storage(name) == NULL) {
+            rc = sp ? mcdc_error_set(err, MCDC_E_INVALID,
+                                     "%s:%d: %s is a source option, not a storage option: put "
+                                     "it above the [storage] section (or after [source])",
+                                     path, lineno, sp->name)
+                    : unknown_storage(name, err);
+            if (sp == NULL) mcdc_error_wrap(err, "%s:%d", path, lineno);
+            break;
+        }
         rc = mcdc_opts_set(o, name, trim(eq + 1), NULL, err);
         if (rc) mcdc_error_wrap(err, "%s:%d", path, lineno);
     }
     mcdc_buf_free(&b);
     if (rc == MCDC_OK && secret && others_read)
-        mcdc_log(MCDC_LOG_WARN, "options file %s holds a connection string and others than its "
-                                "owner may read it: chmod 600 %s", path, path);
+        mcdc_log(MCDC_LOG_WARN, "options file %s holds a connection string or a storage "
+                                "secret and others than its owner may read it: chmod 600 %s",
+                 path, path);
     return rc;
 }
 
@@ -591,13 +754,51 @@ int mcdc_opts_clone(mcdc_opts **out, const mcdc_opts *o, mcdc_error *err) {
     return MCDC_OK;
 }
 
+/* Whether the entry's value is a secret (never echoed). */
+static bool entry_secret(const entry *e) {
+    if (e->id >= STORAGE_ID0) return STORAGE[e->id - STORAGE_ID0].k == S_SECRET;
+    return e->id >= 0 && SPECS[e->id].k == K_SECRET;
+}
+
 void mcdc_opts_each(const mcdc_opts *o, void (*fn)(void *, const char *, const char *),
                     void *ctx) {
-    for (int i = 0; i < o->n; i++) {
-        int id = o->items[i].id;
-        fn(ctx, o->items[i].name, id >= 0 && SPECS[id].k == K_SECRET ? "<redacted>" : o->items[i].value);
-    }
+    for (int i = 0; i < o->n; i++)
+        fn(ctx, o->items[i].name, entry_secret(&o->items[i]) ? "<redacted>" : o->items[i].value);
 }
+
+const char *mcdc_opt_storage(const mcdc_opts *o, const char *name) {
+    if (o == NULL || name == NULL) return NULL;
+    for (int i = 0; i < o->n; i++)
+        if (o->items[i].id >= STORAGE_ID0 && strcmp(o->items[i].name, name) == 0)
+            return o->items[i].value;
+    return NULL;
+}
+
+static const char *env_option(void *octx, const char *name) {
+    return mcdc_opt_storage(octx, name);
+}
+
+mcdc_storage_env mcdc_opts_storage_env(const mcdc_opts *opts, const mcdc_storage_env *mem) {
+    mcdc_storage_env env = {0};
+    if (mem) {
+        env.mem_store = mem->mem_store;
+        env.ctx = mem->ctx;
+    }
+    if (opts) {
+        env.option = env_option;
+        env.octx = (void *)opts; /* read only: env_option takes it back as const */
+    }
+    return env;
+}
+
+bool mcdc_opt_storage_secret(const char *name) {
+    const struct storage_spec *s = name ? find_storage(name) : NULL;
+    return s && s->k == S_SECRET;
+}
+
+bool mcdc_opts_storage_secret(const char *name) { return mcdc_opt_storage_secret(name); }
+
+const char *const *mcdc_opts_storage_names(void) { return STORAGE_NAMES; }
 
 const char *mcdc_opts_unknown(const mcdc_opts *o) {
     return o->unknown.len ? (const char *)o->unknown.data : "";

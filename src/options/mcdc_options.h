@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "mcdc_storage.h"
 #include "mcdc_util.h"
 
 /* The options the engine reads, in the order of mcdc_opts_known_names. */
@@ -113,8 +114,22 @@ bool mcdc_opt_snapshot_isolation(const mcdc_opts *o);
 const char *mcdc_opt_crash_at(const mcdc_opts *o);
 int64_t mcdc_opt_retry_backoff_ms(const mcdc_opts *o);
 
+/* Storage options (AWS_REGION, AZURE_STORAGE_ACCOUNT_KEY...: the names are
+ * mcdc_opts_storage_names): the value of name (upper case, exactly as in
+ * that list) or NULL when it was not given. Borrowed. What a job's storage
+ * env answers (mcdc_ctx_take_storage). */
+const char *mcdc_opt_storage(const mcdc_opts *o, const char *name);
+/* A storage env whose option() answers opts' storage options (opts is
+ * borrowed and must outlive the env; NULL: no options) and whose memory
+ * stores are mem's (NULL: none; a test's env). Every opener of a job or of
+ * a call given opts goes through one of these. */
+mcdc_storage_env mcdc_opts_storage_env(const mcdc_opts *opts, const mcdc_storage_env *mem);
+/* Whether name (any case) is a storage option whose value is a secret
+ * (keys, tokens, connection strings): never echoed. */
+bool mcdc_opt_storage_secret(const char *name);
+
 /* Calls fn for each option that was set, in the order set; values of secret
- * options (connectionString) are given redacted. */
+ * options (connectionString, storage keys and tokens) are given redacted. */
 void mcdc_opts_each(const mcdc_opts *o, void (*fn)(void *ctx, const char *name, const char *value),
                     void *ctx);
 /* A copy of o (its unknown names too, without warning again). Caller frees

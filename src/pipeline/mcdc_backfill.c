@@ -1107,6 +1107,7 @@ int mcdc_backfill_create(mcdc_backfill **out, const mcdc_opts *opts, const mcdc_
     b->ctx.progress_fn = cfg->progress_fn;
     b->ctx.progress_user = cfg->progress_user;
     mcdc_ctx_take_test_hooks(&b->ctx, opts);
+    mcdc_ctx_take_storage(&b->ctx, opts);
     b->sink = (mcdc_log_sink){backfill_log, b, cfg->log_level};
     *out = b;
     return MCDC_OK;

@@ -101,6 +101,11 @@ int mcdc_budget_peak(const mcdc_budget *b, mcdc_permit kind) {
     return p;
 }
 
+void mcdc_ctx_take_storage(mcdc_ctx *ctx, const mcdc_opts *opts) {
+    ctx->storage_own = mcdc_opts_storage_env(opts, ctx->storage_env);
+    ctx->storage_env = &ctx->storage_own;
+}
+
 void mcdc_ctx_take_test_hooks(mcdc_ctx *ctx, const mcdc_opts *opts) {
     _Static_assert(sizeof ctx->crash_at > MCDC_CRASH_AT_BYTES_MAX, "a crash point fits");
     snprintf(ctx->crash_at, sizeof ctx->crash_at, "%s", mcdc_opt_crash_at(opts));

@@ -45,7 +45,12 @@ typedef bool (*mcdc_crash_fn)(void *user, const char *point, int64_t unit);
 typedef struct mcdc_ctx {
     atomic_int stop;          /* request_stop: finish the unit, then return */
     mcdc_budget *budget;      /* borrowed; NULL: no limit */
-    const mcdc_storage_env *storage_env; /* mem:// locations (tests); NULL: none */
+    /* What every table, checkpoint and file of the job is opened through:
+     * storage_own (mcdc_ctx_take_storage), whose options are the job's
+     * storage options and whose memory stores are those of an env a test
+     * set here before; NULL: no options, no memory stores. */
+    const mcdc_storage_env *storage_env;
+    mcdc_storage_env storage_own;
     /* Test hooks (mssqlcdc_testing.h: the CLI sets them on the source
      * options from MCDC_* environment variables; the library never reads the
      * environment). */
@@ -67,6 +72,13 @@ typedef struct mcdc_ctx {
 int mcdc_ctx_progress_create(mcdc_progress_tracker **out, const mcdc_ctx *ctx, const char *job,
                              mcdc_error *err);
 
+/* Points ctx->storage_env at ctx->storage_own, which answers the storage
+ * options of opts (borrowed: a job's opts outlive it; NULL: none) and the
+ * memory stores of the env ctx->storage_env pointed at before (a test's; NULL:
+ * none). Each job's create calls it: every opener of the job then takes
+ * ctx->storage_env. The ctx must not be copied after (the pointer is into
+ * it). */
+void mcdc_ctx_take_storage(mcdc_ctx *ctx, const mcdc_opts *opts);
 /* Takes the test hooks the host set on opts (mssqlcdc_testing.h; opts may
  * be NULL: none). Each job's create calls it. */
 void mcdc_ctx_take_test_hooks(mcdc_ctx *ctx, const mcdc_opts *opts);

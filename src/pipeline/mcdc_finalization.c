@@ -14,6 +14,7 @@
 
 #include "mcdc_lake.h"
 #include "mcdc_lsn.h"
+#include "mcdc_options.h"
 #include "mcdc_tables.h"
 
 /* The arguments every verdict function needs: a bad one is the caller's
@@ -37,9 +38,10 @@ static int check_args(const char *fn, const void *out, const char *control_table
 
 /* The control table, refused when it is of another kind (a file, a
  * bronze table...): its rows would be read or written as verdicts. */
-static int open_control(mcdc_table **out, const char *control_table, const char *warehouse,
-                        mcdc_error *err) {
-    int rc = mcdc_table_open(out, control_table, warehouse, err);
+static int open_control(mcdc_table **out, const mcdc_opts *opts, const char *control_table,
+                        const char *warehouse, mcdc_error *err) {
+    mcdc_storage_env env = mcdc_opts_storage_env(opts, NULL);
+    int rc = mcdc_table_open_env(out, &env, control_table, warehouse, err);
     if (rc == MCDC_OK) rc = mcdc_table_check_kind(*out, MCDC_KIND_CONTROL, "control table", err);
     if (rc && *out) {
         mcdc_table_close(*out);
@@ -48,13 +50,13 @@ static int open_control(mcdc_table **out, const char *control_table, const char 
     return rc;
 }
 
-int mcdc_verdict_read(mcdc_verdict *out, const char *control_table, const char *warehouse,
-                      const char *table_name, mcdc_error *err) {
+int mcdc_verdict_read_opts(mcdc_verdict *out, const mcdc_opts *opts, const char *control_table,
+                           const char *warehouse, const char *table_name, mcdc_error *err) {
     int rc = check_args("mcdc_verdict_read", out, control_table, table_name, err);
     if (rc) return rc;
     memset(out, 0, sizeof *out);
     mcdc_table *t = NULL;
-    rc = open_control(&t, control_table, warehouse, err);
+    rc = open_control(&t, opts, control_table, warehouse, err);
     if (rc) return rc;
     mcdc_batch *b = NULL;
     int64_t version;
@@ -77,8 +79,9 @@ int mcdc_verdict_read(mcdc_verdict *out, const char *control_table, const char *
     return rc;
 }
 
-int mcdc_verdict_open_snapshot(bool *has, char out_lsn[24], const char *control_table,
-                               const char *warehouse, const char *table_name, mcdc_error *err) {
+int mcdc_verdict_open_snapshot_opts(bool *has, char out_lsn[24], const mcdc_opts *opts,
+                                    const char *control_table, const char *warehouse,
+                                    const char *table_name, mcdc_error *err) {
     int rc = check_args("mcdc_verdict_open_snapshot", has, control_table, table_name, err);
     if (rc == MCDC_OK && out_lsn == NULL)
         rc = mcdc_error_set(err, MCDC_E_INVALID, "mcdc_verdict_open_snapshot: out_lsn is NULL");
@@ -86,7 +89,7 @@ int mcdc_verdict_open_snapshot(bool *has, char out_lsn[24], const char *control_
     *has = false;
     out_lsn[0] = 0;
     mcdc_table *t = NULL;
-    rc = open_control(&t, control_table, warehouse, err);
+    rc = open_control(&t, opts, control_table, warehouse, err);
     if (rc) return rc;
     mcdc_batch *b = NULL;
     int64_t version;
@@ -154,9 +157,10 @@ int mcdc_verdict_advance_table(mcdc_verdict *out, mcdc_table *control, const cha
     return rc;
 }
 
-int mcdc_verdict_advance(mcdc_verdict *out, const char *control_table, const char *warehouse,
-                         const char *table_name, const char *end_lsn, int64_t end_commit_us,
-                         mcdc_granularity g, mcdc_error *err) {
+int mcdc_verdict_advance_opts(mcdc_verdict *out, const mcdc_opts *opts,
+                              const char *control_table, const char *warehouse,
+                              const char *table_name, const char *end_lsn, int64_t end_commit_us,
+                              mcdc_granularity g, mcdc_error *err) {
     int rc = check_args("mcdc_verdict_advance", out, control_table, table_name, err);
     if (rc) return rc;
     if (end_lsn == NULL)
@@ -180,23 +184,50 @@ int mcdc_verdict_advance(mcdc_verdict *out, const char *control_table, const cha
                               "finalized_until would claim periods not over yet. Give the "
                               "commit time of the batch's end (UTC)");
     mcdc_table *t = NULL;
-    rc = open_control(&t, control_table, warehouse, err);
+    rc = open_control(&t, opts, control_table, warehouse, err);
     if (rc) return rc;
     rc = mcdc_verdict_advance_table(out, t, table_name, end_lsn, end_commit_us, g, err);
     mcdc_table_close(t);
     return rc;
 }
 
-int mcdc_verdict_is_final(bool *out_final, const char *control_table, const char *warehouse,
-                          const char *table_name, int64_t period_end_us, mcdc_error *err) {
+int mcdc_verdict_is_final_opts(bool *out_final, const mcdc_opts *opts, const char *control_table,
+                               const char *warehouse, const char *table_name,
+                               int64_t period_end_us, mcdc_error *err) {
     int rc = check_args("mcdc_verdict_is_final", out_final, control_table, table_name, err);
     if (rc) return rc;
     *out_final = false;
     mcdc_verdict v;
-    rc = mcdc_verdict_read(&v, control_table, warehouse, table_name, err);
+    rc = mcdc_verdict_read_opts(&v, opts, control_table, warehouse, table_name, err);
     if (rc) return rc;
     /* The period [start, period_end) is complete when no commit before its
      * end can still arrive: everything up to finalized_until has. */
     *out_final = v.found && period_end_us <= v.finalized_until_us;
     return MCDC_OK;
+}
+
+/* ---- the same without storage options (local tables) ------------------------------- */
+
+int mcdc_verdict_read(mcdc_verdict *out, const char *control_table, const char *warehouse,
+                      const char *table_name, mcdc_error *err) {
+    return mcdc_verdict_read_opts(out, NULL, control_table, warehouse, table_name, err);
+}
+
+int mcdc_verdict_open_snapshot(bool *has, char out_lsn[24], const char *control_table,
+                               const char *warehouse, const char *table_name, mcdc_error *err) {
+    return mcdc_verdict_open_snapshot_opts(has, out_lsn, NULL, control_table, warehouse,
+                                           table_name, err);
+}
+
+int mcdc_verdict_advance(mcdc_verdict *out, const char *control_table, const char *warehouse,
+                         const char *table_name, const char *end_lsn, int64_t end_commit_us,
+                         mcdc_granularity g, mcdc_error *err) {
+    return mcdc_verdict_advance_opts(out, NULL, control_table, warehouse, table_name, end_lsn,
+                                     end_commit_us, g, err);
+}
+
+int mcdc_verdict_is_final(bool *out_final, const char *control_table, const char *warehouse,
+                          const char *table_name, int64_t period_end_us, mcdc_error *err) {
+    return mcdc_verdict_is_final_opts(out_final, NULL, control_table, warehouse, table_name,
+                                      period_end_us, err);
 }

@@ -409,24 +409,26 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
                                 {"--from", cfg->from, false}};
     if (rc == MCDC_OK) rc = mcdc_roles_check(roles, 3, cfg->warehouse, NULL, err);
     if (rc) return rc;
+    mcdc_ctx ctx = {.progress_fn = cfg->progress_fn, .progress_user = cfg->progress_user};
+    mcdc_ctx_take_storage(&ctx, opts);
     /* The copy first: a path that holds none is the cheapest mistake to
      * tell, before the server is asked anything. */
     mcdc_seed_copy copy;
-    rc = mcdc_seed_copy_find(&copy, cfg->from, err);
+    rc = mcdc_seed_copy_find(&copy, ctx.storage_env, cfg->from, err);
     if (rc) {
         mcdc_seed_copy_close(&copy);
         return rc;
     }
     mcdc_log_sink sink = {cfg->log_fn, cfg->log_user, cfg->log_level};
     const mcdc_log_sink *host = mcdc_log_use(&sink);
-    mcdc_ctx ctx = {.progress_fn = cfg->progress_fn, .progress_user = cfg->progress_user};
     mcdc_table *target = NULL, *facts = NULL;
     mcdc_changes *changes = NULL;
     mcdc_schema *bronze = NULL;
     rc = mcdc_ctx_progress_create(&ctx.progress, &ctx, "seed", err);
-    if (rc == MCDC_OK) rc = mcdc_table_open(&target, cfg->target, cfg->warehouse, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_table_open_env(&target, ctx.storage_env, cfg->target, cfg->warehouse, err);
     if (rc == MCDC_OK && cfg->facts_table)
-        rc = mcdc_table_open(&facts, cfg->facts_table, cfg->warehouse, err);
+        rc = mcdc_table_open_env(&facts, ctx.storage_env, cfg->facts_table, cfg->warehouse, err);
     /* The frame's check of the tables' roles: a seed is no unit of the frame
      * (mcdc_snapshot_job.h says why), but it writes to the same tables */
     const mcdc_frame_role tables[2] = {{target, MCDC_KIND_BRONZE, "target"},

@@ -54,9 +54,11 @@ static int copy_list(mcdc_seed_copy *c, const char *pattern, mcdc_error *err) {
     return rc;
 }
 
-int mcdc_seed_copy_find(mcdc_seed_copy *c, const char *from, mcdc_error *err) {
+int mcdc_seed_copy_find(mcdc_seed_copy *c, const mcdc_storage_env *env, const char *from,
+                        mcdc_error *err) {
     memset(c, 0, sizeof *c);
     c->from = from;
+    c->env = env;
     c->version = -1;
     size_t len = strlen(from);
     while (len > 1 && from[len - 1] == '/') len--; /* dir/ is dir */
@@ -72,7 +74,7 @@ int mcdc_seed_copy_find(mcdc_seed_copy *c, const char *from, mcdc_error *err) {
                             "--from %s: a wildcard may only be in the file name (the last "
                             "part of the path): " COPY_FORMS,
                             from);
-    if (rc == MCDC_OK) rc = mcdc_storage_open(&c->st, c->dir, err);
+    if (rc == MCDC_OK) rc = mcdc_storage_open_env(&c->st, c->env, c->dir, err);
     if (rc == MCDC_OK && has_glob(name, base_len)) {
         rc = copy_list(c, name, err);
         if (rc == MCDC_OK && c->n_files == 0)
@@ -100,7 +102,7 @@ int mcdc_seed_copy_find(mcdc_seed_copy *c, const char *from, mcdc_error *err) {
     /* a path, never a schema.table name under the warehouse */
     bool plain = memchr(from, '/', len) == NULL && memchr(from, ':', len) == NULL;
     c->dir = plain ? mcdc_asprintf("./%.*s", (int)len, from) : mcdc_strndup(from, len);
-    rc = c->dir ? mcdc_storage_open(&c->st, c->dir, err)
+    rc = c->dir ? mcdc_storage_open_env(&c->st, c->env, c->dir, err)
                 : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     mcdc_storage_listing logs = {0};
     if (rc == MCDC_OK) rc = mcdc_storage_list(c->st, "_delta_log/", &logs, err);
@@ -139,7 +141,7 @@ static int read_delta(mcdc_seed_copy *c, const char *warehouse, const char *cons
     int64_t v;
     mcdc_table_scan sc = MCDC_TABLE_SCAN_INIT;
     sc.version = c->version; /* every read of one seed reads one version */
-    int rc = mcdc_table_open(&t, c->dir, warehouse, err);
+    int rc = mcdc_table_open_env(&t, c->env, c->dir, warehouse, err);
     if (rc == MCDC_OK && want) rc = mcdc_table_schema(t, &theirs, err);
     if (rc == MCDC_OK && want && theirs) {
         project(theirs, want, n_want, names, &sc.n_columns);
@@ -160,7 +162,7 @@ int mcdc_seed_copy_each_schema(mcdc_seed_copy *c, const char *warehouse,
     if (c->delta) {
         mcdc_table *t = NULL;
         mcdc_schema *s = NULL;
-        int rc = mcdc_table_open(&t, c->dir, warehouse, err);
+        int rc = mcdc_table_open_env(&t, c->env, c->dir, warehouse, err);
         if (rc == MCDC_OK) rc = mcdc_table_schema(t, &s, err);
         if (rc == MCDC_OK && s) rc = fn(ctx, NULL, s, err);
         mcdc_schema_unref(s);
@@ -194,7 +196,7 @@ int mcdc_seed_copy_rows(mcdc_seed_copy *c, const char *warehouse, int64_t *rows,
     if (c->delta) {
         mcdc_table *t = NULL;
         mcdc_table_view *v = NULL;
-        rc = mcdc_table_open(&t, c->dir, warehouse, err);
+        rc = mcdc_table_open_env(&t, c->env, c->dir, warehouse, err);
         if (rc == MCDC_OK) rc = mcdc_table_view_open(&v, t, c->version, err);
         if (rc == MCDC_OK && v) c->version = mcdc_table_view_version(v);
         if (rc == MCDC_OK && v) *rows = mcdc_table_view_rows(v);

@@ -19,6 +19,7 @@
 
 typedef struct mcdc_seed_copy {
     const char *from;  /* as given */
+    const mcdc_storage_env *env; /* borrowed: what every read opens through */
     bool delta;
     int64_t version;   /* a Delta copy's version read first (-1: none yet): read again the same */
     char *dir;         /* the Parquet files' directory (or the Delta table's path) */
@@ -27,9 +28,10 @@ typedef struct mcdc_seed_copy {
     size_t n_files;
 } mcdc_seed_copy;
 
-/* Finds what `from` names (borrowed: it must outlive c). Close c whatever
- * the result. */
-int mcdc_seed_copy_find(mcdc_seed_copy *c, const char *from, mcdc_error *err);
+/* Finds what `from` names (borrowed, as env, the job's storage env: both
+ * must outlive c). Close c whatever the result. */
+int mcdc_seed_copy_find(mcdc_seed_copy *c, const mcdc_storage_env *env, const char *from,
+                        mcdc_error *err);
 /* Reads the copy batch by batch into fn (which takes each batch): a Delta
  * table through the table scan (its live files only), else its Parquet
  * files in name order; a Delta copy is read at the version its first read

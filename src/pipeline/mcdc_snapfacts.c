@@ -48,8 +48,7 @@ static char *resolved(const char *name, const char *warehouse) {
     char *path = NULL, *canon = NULL;
     mcdc_error e = MCDC_ERROR_INIT;
     if (mcdc_table_resolve(&path, name, warehouse, &e) != MCDC_OK) return NULL;
-    if (strstr(path, "://")) return path;
-    if (mcdc_path_canonical(&canon, path, &e) != MCDC_OK) canon = NULL;
+    if (mcdc_location_place(&canon, path, &e) != MCDC_OK) canon = NULL;
     mcdc_free(path);
     return canon;
 }

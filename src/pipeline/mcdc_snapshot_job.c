@@ -489,6 +489,7 @@ int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcdc_
     if (rc) return rc;
     mcdc_ctx ctx = {.budget = cfg->budget, .progress_fn = cfg->progress_fn,
                     .progress_user = cfg->progress_user};
+    mcdc_ctx_take_storage(&ctx, opts);
     rc = mcdc_ctx_progress_create(&ctx.progress, &ctx, "snapshot", err);
     if (rc) return rc;
     mcdc_log_sink sink = {cfg->log_fn, cfg->log_user, cfg->log_level};
@@ -498,8 +499,9 @@ int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcdc_
     mcdc_schema *bronze = NULL;
     int control = 0;
     mcdc_table *facts = NULL;
-    rc = mcdc_table_open(&target, cfg->target, cfg->warehouse, err);
-    if (rc == MCDC_OK && facts_name) rc = mcdc_table_open(&facts, facts_name, cfg->warehouse, err);
+    rc = mcdc_table_open_env(&target, ctx.storage_env, cfg->target, cfg->warehouse, err);
+    if (rc == MCDC_OK && facts_name)
+        rc = mcdc_table_open_env(&facts, ctx.storage_env, facts_name, cfg->warehouse, err);
     /* The frame's check of the tables' roles: a whole snapshot is no unit of
      * the frame (the header says why), but it writes to the stream's bronze */
     const mcdc_frame_role tables[2] = {{target, MCDC_KIND_BRONZE, "target"},

@@ -1132,6 +1132,7 @@ int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stre
     s->ctx.progress_fn = cfg->progress_fn; /* each snapshot makes a tracker of its own */
     s->ctx.progress_user = cfg->progress_user;
     mcdc_ctx_take_test_hooks(&s->ctx, opts);
+    mcdc_ctx_take_storage(&s->ctx, opts);
     *out = s;
     return MCDC_OK;
 }

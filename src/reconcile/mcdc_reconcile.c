@@ -525,6 +525,7 @@ int mcdc_reconcile_create(mcdc_reconcile **out, const mcdc_opts *opts,
         }
     }
     mcdc_ctx_take_test_hooks(&r->ctx, opts);
+    mcdc_ctx_take_storage(&r->ctx, opts);
     r->ctx.progress_fn = cfg->progress_fn;
     r->ctx.progress_user = cfg->progress_user;
     r->sink = (mcdc_log_sink){log_to_host, r, cfg->log_level};
@@ -572,12 +573,14 @@ static int open_tables(mcdc_reconcile *r, mcdc_error *err) {
                                 {"--facts-table", r->cfg.facts_table, true},
                                 {"--report-table", r->cfg.report_table, true}};
     int rc = mcdc_roles_check(roles, 5, wh, NULL, err);
-    if (rc == MCDC_OK) rc = mcdc_table_open(&r->silver, r->cfg.silver, wh, err);
-    if (rc == MCDC_OK) rc = mcdc_table_open(&r->bronze, r->cfg.bronze, wh, err);
-    if (rc == MCDC_OK) rc = mcdc_table_open(&r->control, r->cfg.control_table, wh, err);
-    if (rc == MCDC_OK && r->cfg.facts_table) rc = mcdc_table_open(&r->facts, r->cfg.facts_table, wh, err);
+    const mcdc_storage_env *env = r->ctx.storage_env;
+    if (rc == MCDC_OK) rc = mcdc_table_open_env(&r->silver, env, r->cfg.silver, wh, err);
+    if (rc == MCDC_OK) rc = mcdc_table_open_env(&r->bronze, env, r->cfg.bronze, wh, err);
+    if (rc == MCDC_OK) rc = mcdc_table_open_env(&r->control, env, r->cfg.control_table, wh, err);
+    if (rc == MCDC_OK && r->cfg.facts_table)
+        rc = mcdc_table_open_env(&r->facts, env, r->cfg.facts_table, wh, err);
     if (rc == MCDC_OK && r->cfg.report_table)
-        rc = mcdc_table_open(&r->report, r->cfg.report_table, wh, err);
+        rc = mcdc_table_open_env(&r->report, env, r->cfg.report_table, wh, err);
     const mcdc_frame_role tables[5] = {{r->silver, MCDC_KIND_SILVER, "silver"},
                                       {r->bronze, MCDC_KIND_BRONZE, "bronze"},
                                       {r->control, MCDC_KIND_CONTROL, "control table"},
@@ -937,7 +940,8 @@ static int chunk_checks(mcdc_reconcile *r, mcdc_error *err) {
     mcdc_table *plans = NULL;
     mcdc_plan_rows pr = {0};
     rc = mcdc_plans_name(&pname, r->cfg.bronze, err);
-    if (rc == MCDC_OK) rc = mcdc_table_open(&plans, pname, r->cfg.warehouse, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_table_open_env(&plans, r->ctx.storage_env, pname, r->cfg.warehouse, err);
     if (rc == MCDC_OK) rc = mcdc_plans_load(&pr, plans, s, err);
     rec_chunk *found = NULL;
     int64_t nf = 0;

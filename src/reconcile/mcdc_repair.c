@@ -840,6 +840,7 @@ int mcdc_repair_run(const mcdc_opts *opts, const mcdc_repair_cfg *cfg, mcdc_repa
         return mcdc_error_set(err, MCDC_E_INVALID, "the report's keys need the reconcile run's id");
     mcdc_ctx ctx = {0};
     mcdc_ctx_take_test_hooks(&ctx, opts);
+    mcdc_ctx_take_storage(&ctx, opts);
     mcdc_log_sink sink = {log_to_host, (void *)cfg, cfg->log_level};
     const mcdc_log_sink *host = mcdc_log_use(&sink);
     char uuid[37];

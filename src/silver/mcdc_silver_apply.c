@@ -205,7 +205,7 @@ int mcdc_apply_create(mcdc_apply **out, const mcdc_opts *opts, const mcdc_apply_
     a->opts = can_connect ? opts : NULL;
     if (a->cfg.memory_mb == 0) a->cfg.memory_mb = SILVER_SORT_BYTES_DEFAULT / (1024 * 1024);
     const char **strs[] = {&a->cfg.bronze, &a->cfg.target, &a->cfg.control_table, &a->cfg.facts_table,
-                           &a->cfg.warehouse, &a->cfg.capture_instance};
+                           &a->cfg.warehouse, &a->cfg.capture_instance, &a->cfg.scratch_dir};
     for (size_t i = 0; rc == MCDC_OK && i < sizeof strs / sizeof strs[0]; i++) rc = copy_str(a, strs[i], err);
     a->cfg.keys = NULL;
     if (rc == MCDC_OK && cfg->keys && cfg->n_keys > 0) {
@@ -230,6 +230,7 @@ int mcdc_apply_create(mcdc_apply **out, const mcdc_opts *opts, const mcdc_apply_
         }
     }
     mcdc_ctx_take_test_hooks(&a->ctx, opts);
+    mcdc_ctx_take_storage(&a->ctx, opts);
     a->ctx.progress_fn = cfg->progress_fn;
     a->ctx.progress_user = cfg->progress_user;
     a->sink = (mcdc_log_sink){log_to_host, a, cfg->log_level};
@@ -247,6 +248,9 @@ void mcdc_apply_request_stop(mcdc_apply *a) {
 
 static void close_run(mcdc_apply *a) {
     apply_plan_clear(&a->plan);
+    if (a->scratch) apply_empty_spill(a); /* this run's own runs, in a shared directory */
+    mcdc_storage_free(a->scratch);
+    a->scratch = a->spill = NULL;
     mcdc_table_close(a->bronze);
     mcdc_table_close(a->silver);
     mcdc_table_close(a->control);
@@ -265,6 +269,42 @@ static void close_run(mcdc_apply *a) {
     a->plans_name = NULL;
     a->ours = a->others = NULL;
     a->n_ours = a->n_others = 0;
+}
+
+/* Where the sorters spill: silver's own _mssql_cdc_spill/ (a local silver
+ * without a scratch directory), else the scratch directory, which must be
+ * local: spilled runs are written and read back at once, as scratch, and an
+ * object store would bill, and wait for, every one of them. */
+static int open_spill(mcdc_apply *a, mcdc_error *err) {
+    const char *dir = a->cfg.scratch_dir;
+    if (dir == NULL && mcdc_location_is_local(mcdc_table_path(a->silver))) {
+        a->spill = mcdc_table_storage(a->silver);
+        snprintf(a->spill_prefix, sizeof a->spill_prefix, "%s", APPLY_SPILL_DIR);
+        return MCDC_OK;
+    }
+    if (dir == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "target %s is on an object store: give a local scratch directory "
+                              "for the runs a pass spills (--scratch-dir DIR; the CLI's default "
+                              "is the system's temp directory)",
+                              a->cfg.target);
+    if (*dir == 0 || !mcdc_location_is_local(dir))
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "--scratch-dir %s is %s: spilled runs go to a local directory "
+                              "(give a path, such as /tmp)",
+                              dir, *dir ? "not a local path" : "empty");
+    if (mcdc_location_is_file(dir))
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "--scratch-dir %s is a file: give a directory (a new path creates "
+                              "one)",
+                              dir);
+    char uuid[37];
+    mcdc_uuid4(uuid);
+    snprintf(a->spill_prefix, sizeof a->spill_prefix, "%s%s-", APPLY_SCRATCH_SPILL_DIR, uuid);
+    int rc = mcdc_storage_open_env(&a->scratch, NULL, dir, err);
+    if (rc) return mcdc_error_wrap(err, "--scratch-dir %s", dir), rc;
+    a->spill = a->scratch;
+    return MCDC_OK;
 }
 
 /* Opens the run's tables and checks that each is what its role says. */
@@ -290,6 +330,7 @@ static int open_tables(mcdc_apply *a, mcdc_error *err) {
                                       {a->control, MCDC_KIND_CONTROL, "control table"},
                                       {a->facts, MCDC_KIND_FACTS, "facts table"}};
     if (rc == MCDC_OK) rc = mcdc_frame_check_roles(tables, 4, err);
+    if (rc == MCDC_OK) rc = open_spill(a, err);
     return rc;
 }
 

@@ -40,6 +40,10 @@
 #define APPLY_LEDGER_ID "mssql-cdc apply"
 /* Where the sorters spill, in silver's directory (emptied at every run). */
 #define APPLY_SPILL_DIR "_mssql_cdc_spill/"
+/* Or, with a scratch directory (cfg.scratch_dir, needed by a silver on an
+ * object store), under it: "mssql-cdc-spill/<run's uuid>-" (a shared temp
+ * directory holds the runs of several applies; each empties only its own). */
+#define APPLY_SCRATCH_SPILL_DIR "mssql-cdc-spill/"
 /* A merge that loses to another writer's commit is done again on the new
  * version this many times. */
 #define APPLY_CONFLICT_RETRIES 10
@@ -141,6 +145,10 @@ struct mcdc_apply {
     mcdc_log_sink sink;
     /* one run */
     mcdc_table *bronze, *silver, *control, *facts, *plans;
+    /* where the sorters spill: silver's storage (borrowed) or the scratch
+     * directory's (scratch, owned), under spill_prefix */
+    mcdc_storage *spill, *scratch;
+    char spill_prefix[64];
     char *plans_name;
     mcdc_changes *changes;          /* with a connection string */
     char **ours, **others;          /* capture instance names seen, lower-cased */
@@ -279,7 +287,8 @@ int apply_check_scd_type(const mcdc_apply *a, const mcdc_table_view *sv, mcdc_er
  * committed in between). */
 int apply_merge_pass(mcdc_apply *a, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_result *res,
                      mcdc_error *err);
-/* Deletes the runs a killed pass left in silver's spill directory. */
+/* Deletes the runs a killed pass left in silver's spill directory (or,
+ * with a scratch directory, this run's own runs). */
 void apply_empty_spill(mcdc_apply *a);
 
 #endif /* MCDC_SILVER_APPLY_H */

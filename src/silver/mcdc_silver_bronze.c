@@ -612,7 +612,7 @@ int apply_bronze_rank(mcdc_apply *a, apply_plan *pl, const mcdc_schema *bs,
                             .keep_tags = SILVER_TAG_BASE | SILVER_TAG_WAVE | SILVER_TAG_REPAIR,
                             .unique_keys = true,
                             .memory_bytes = a->cfg.memory_mb * 1024 * 1024,
-                            .spill = mcdc_table_storage(a->silver), .spill_prefix = APPLY_SPILL_DIR};
+                            .spill = a->spill, .spill_prefix = a->spill_prefix};
     if (rc == MCDC_OK) rc = silver_sorter_create(&pl->changes, &so, err);
     mcdc_table_scan sc = MCDC_TABLE_SCAN_INIT;
     sc.version = pl->bronze_version;

@@ -160,13 +160,17 @@ static int out_columns(const mcdc_apply *a, const mcdc_table_view *sv, mcdc_sche
 }
 
 void apply_empty_spill(mcdc_apply *a) {
-    mcdc_storage *st = mcdc_table_storage(a->silver);
+    if (a->spill == NULL) return;
     mcdc_storage_listing l = {0};
-    if (mcdc_storage_list(st, APPLY_SPILL_DIR, &l, NULL) == MCDC_OK)
+    /* the listing's names are the keys' last segments: the directory part
+     * of the prefix goes in front again */
+    const char *slash = strrchr(a->spill_prefix, '/');
+    int dir = slash ? (int)(slash - a->spill_prefix) + 1 : 0;
+    if (mcdc_storage_list(a->spill, a->spill_prefix, &l, NULL) == MCDC_OK)
         for (size_t i = 0; i < l.count; i++) {
             char key[512];
-            snprintf(key, sizeof key, "%s%s", APPLY_SPILL_DIR, l.entries[i].name);
-            mcdc_storage_delete(st, key, NULL);
+            snprintf(key, sizeof key, "%.*s%s", dir, a->spill_prefix, l.entries[i].name);
+            mcdc_storage_delete(a->spill, key, NULL);
         }
     mcdc_storage_listing_free(&l);
 }
@@ -230,7 +234,7 @@ int apply_merge_pass(mcdc_apply *a, mcdc_frame *f, const mcdc_unit *u, mcdc_unit
                               .ranges = pl->ranges, .n_ranges = pl->n_ranges,
                               .file_rows = a->cfg.file_rows, .has_position = pl->start.applied.set,
                               .memory_bytes = a->cfg.memory_mb * 1024 * 1024,
-                              .spill = mcdc_table_storage(a->silver), .spill_prefix = APPLY_SPILL_DIR,
+                              .spill = a->spill, .spill_prefix = a->spill_prefix,
                               .props = &props, .ctx = &a->ctx, .unit = u->id};
         memcpy(in.position, pl->start.applied.v.b, sizeof in.position);
         if (rc == MCDC_OK && !pl->merged) {

@@ -8,11 +8,12 @@
  * Opening. mcdc_storage_open takes a location: a plain path or a file: URI
  * is the local filesystem (mcdc_storage_local.c); mem://<name>[/<prefix>]
  * is an in-memory store the caller created and handed in through an
- * mcdc_storage_env (mcdc_storage_mem.c); s3://, abfss://, az://, gs:// and
- * the other object stores are refused (MCDC_E_INVALID: a usage error, said
- * as "not built yet") until their backends land, each as one file plugged
- * into the scheme table of mcdc_storage_uri.c (the only place that knows
- * schemes).
+ * mcdc_storage_env (mcdc_storage_mem.c); s3:// and s3a:// are Amazon S3
+ * (mcdc_storage_s3.c, its settings and credentials from the env's
+ * options); abfss://, az://, gs:// and the other object stores are refused
+ * (MCDC_E_INVALID: a usage error, said as "not built yet") until their
+ * backends land, each as one file plugged into the scheme table of
+ * mcdc_storage_uri.c (the only place that knows schemes).
  *
  * Keys are relative '/'-separated paths below the storage's root
  * ("_delta_log/00000000000000000003.json"), without empty, "." or ".."

@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "mcdc_storage.h"
+#include "mcdc_storage_s3.h"
 
 typedef int (*scheme_open_fn)(mcdc_storage **out, const mcdc_storage_env *env,
                               const char *location, const char *rest, mcdc_error *err);
@@ -27,8 +28,8 @@ static const struct scheme {
 } k_schemes[] = {
     {"file:", open_file, "the local filesystem"},
     {"mem://", open_mem, "an in-memory store"},
-    {"s3://", NULL, "Amazon S3"},
-    {"s3a://", NULL, "Amazon S3"},
+    {"s3://", mcdc_storage_s3_open, "Amazon S3"},
+    {"s3a://", mcdc_storage_s3_open, "Amazon S3"},
     {"abfss://", NULL, "Azure Data Lake Storage"},
     {"abfs://", NULL, "Azure Data Lake Storage"},
     {"az://", NULL, "Azure Blob Storage"},

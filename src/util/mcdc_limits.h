@@ -46,6 +46,11 @@
 
 /* Connection strings users write are well under 1 KiB; 8 KiB stops abuse. */
 #define MCDC_CONNSTR_BYTES_MAX 8192
+/* A storage option's value (a key, a session token, a SAS token, an Azure
+ * connection string): STS session tokens run to ~2 KiB, connection strings
+ * with a SAS to a few; 8 KiB bounds them as it does a connection string
+ * (and an options file line holds one). */
+#define MCDC_STORAGE_OPTION_BYTES_MAX 8192
 /* An options file holds a few lines; 1 MiB is far past any real one and
  * bounds what a wrong path (a log, a device) makes us read. */
 #define MCDC_OPTIONS_FILE_BYTES_MAX (1024 * 1024)
@@ -153,6 +158,42 @@
  * test can lose them after the fact (mcdc_storage_mem_lose_last). */
 #define MCDC_STORAGE_MEM_OBJECT_BYTES_MAX (1024u * 1024u * 1024u)
 #define MCDC_STORAGE_MEM_JOURNAL_MAX 1024
+
+/* The HTTP layer of the object stores (src/storage/mcdc_http.c). Request
+ * headers: a signed S3 request carries about ten. Response headers kept
+ * whole: ETags, request ids and error codes are short; longer values are
+ * cut. An error answer's body is a small XML document; more is dropped.
+ * Easy handles kept per pool: connections come from the pool's shared
+ * cache, so this bounds idle handles, not connections. */
+#define MCDC_HTTP_HEADERS_MAX 24
+#define MCDC_HTTP_CAPTURE_MAX 4
+#define MCDC_HTTP_HEADER_VALUE_MAX 160
+#define MCDC_HTTP_ERROR_BODY_MAX (64u * 1024u)
+#define MCDC_HTTP_POOL_HANDLES_MAX 16
+/* Defaults of a pool (mcdc_http_config): a connection within 10 s, no
+ * attempt silent for 30 s, a request (every attempt and wait) within 5
+ * minutes, at most 8 attempts, waits of 100 ms doubling up to 10 s with
+ * full jitter (AWS's advice for throttling), a Retry-After honoured up to
+ * 30 s. */
+#define MCDC_HTTP_CONNECT_TIMEOUT_MS_DEFAULT 10000
+#define MCDC_HTTP_STALL_TIMEOUT_MS_DEFAULT 30000
+#define MCDC_HTTP_DEADLINE_MS_DEFAULT (5 * 60 * 1000)
+#define MCDC_HTTP_ATTEMPTS_DEFAULT 8
+#define MCDC_HTTP_BACKOFF_BASE_MS_DEFAULT 100
+#define MCDC_HTTP_BACKOFF_MAX_MS_DEFAULT 10000
+#define MCDC_HTTP_RETRY_AFTER_MS_MAX 30000
+/* S3: a writer holds one part in memory; an object up to this size goes
+ * as one PutObject, a larger one as a multipart upload of parts this size
+ * (S3 wants at least 5 MiB a part but the last, and at most 10,000 parts:
+ * 80 GB at 8 MiB). MCDC_S3_PART_BYTES (a storage option) sets it within
+ * the bounds. AWS profile files larger than 1 MiB are refused. */
+#define MCDC_S3_PART_BYTES_DEFAULT (8u * 1024u * 1024u)
+#define MCDC_S3_PART_BYTES_MIN (5u * 1024u * 1024u)
+#define MCDC_S3_PART_BYTES_MAX (512u * 1024u * 1024u)
+#define MCDC_S3_PARTS_MAX 10000
+/* One page of a listing (1,000 keys of up to 1 KiB each, in XML). */
+#define MCDC_S3_LIST_PAGE_BYTES_MAX (16u * 1024u * 1024u)
+#define MCDC_AWS_PROFILE_FILE_BYTES_MAX (1024u * 1024u)
 
 /* Simulator: sessions at once, and T-SQL text nesting. */
 #define MCDC_SIM_SESSIONS_MAX 256

@@ -1,8 +1,10 @@
 /* mcdc_path.c - canonical local paths, to tell whether two locations are one. */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "mcdc_util.h"
@@ -73,4 +75,68 @@ bool mcdc_path_within(const char *outer, const char *inner) {
     size_t n = strlen(outer);
     if (strncmp(outer, inner, n) != 0) return false;
     return inner[n] == 0 || inner[n] == '/' || (n == 1 && outer[0] == '/');
+}
+
+/* The length of location's "<scheme>:" when it has a "<scheme>://" (RFC
+ * 3986: a letter, then letters, digits, '+', '-', '.'), else 0. */
+static size_t scheme_len(const char *location) {
+    const char *p = location;
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'))) return 0;
+    while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+           *p == '+' || *p == '-' || *p == '.')
+        p++;
+    return strncmp(p, "://", 3) == 0 ? (size_t)(p - location) + 1 : 0;
+}
+
+bool mcdc_location_is_local(const char *location) {
+    return strncasecmp(location, "file:", 5) == 0 || scheme_len(location) == 0;
+}
+
+/* file:/x, file:///x and file://localhost/x are /x; file:x is x (the local
+ * backend's reading); a remote host stays as given (it opens nowhere). */
+static const char *file_uri_path(const char *location) {
+    const char *rest = location + 5;
+    if (strncmp(rest, "//", 2) != 0) return rest;
+    rest += 2;
+    if (strncasecmp(rest, "localhost/", 10) == 0) return rest + 9;
+    return rest[0] == '/' ? rest : location;
+}
+
+/* Scheme aliases that name one store. */
+static const char *const SCHEME_FOLD[][2] = {
+    {"s3a:", "s3:"}, {"s3n:", "s3:"}, {"abfs:", "abfss:"}, {"wasb:", "wasbs:"}};
+
+int mcdc_location_place(char **out, const char *location, mcdc_error *err) {
+    *out = NULL;
+    if (location == NULL || *location == 0)
+        return mcdc_error_set(err, MCDC_E_INVALID, "an empty location");
+    if (strncasecmp(location, "file:", 5) == 0) {
+        const char *path = file_uri_path(location);
+        if (path != location) return mcdc_path_canonical(out, path, err);
+    } else if (scheme_len(location) == 0) {
+        return mcdc_path_canonical(out, location, err);
+    }
+    size_t sl = scheme_len(location);
+    char *p = mcdc_malloc(strlen(location) + 8);
+    if (p == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    bool store = false; /* an object store: its bucket is compared in lower case */
+    size_t at = 0;
+    for (size_t i = 0; i < sl; i++) p[at++] = (char)tolower((unsigned char)location[i]);
+    p[at] = 0;
+    for (size_t i = 0; i < sizeof SCHEME_FOLD / sizeof SCHEME_FOLD[0]; i++)
+        if (strcmp(p, SCHEME_FOLD[i][0]) == 0) {
+            strcpy(p, SCHEME_FOLD[i][1]);
+            at = strlen(p);
+        }
+    store = strcmp(p, "s3:") == 0 || strcmp(p, "gs:") == 0 || strcmp(p, "abfss:") == 0 ||
+            strcmp(p, "wasbs:") == 0 || strcmp(p, "az:") == 0;
+    const char *in = location + sl + 2; /* after "//" */
+    memcpy(p + at, "//", 2);
+    at += 2;
+    for (; *in && *in != '/'; in++) p[at++] = store ? (char)tolower((unsigned char)*in) : *in;
+    for (; *in; in++)
+        if (!(*in == '/' && (in[1] == '/' || in[1] == 0))) p[at++] = *in;
+    p[at] = 0;
+    *out = p;
+    return MCDC_OK;
 }

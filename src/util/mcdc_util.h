@@ -133,6 +133,17 @@ int mcdc_parse_ts_us(const char *s, size_t n, int64_t *out_us, mcdc_error *err);
 int mcdc_path_canonical(char **out, const char *path, mcdc_error *err);
 /* inner is outer or lies below it (both canonical). */
 bool mcdc_path_within(const char *outer, const char *inner);
+/* Whether location is on the local filesystem: a plain path or a file:
+ * URI; not mem://, s3:// or any other "<scheme>://". */
+bool mcdc_location_is_local(const char *location);
+/* Where location lies, as one location is compared with another (then
+ * mcdc_path_within tells nesting): a local path or file: URI as the
+ * canonical path; an object store URI with its scheme in lower case and
+ * aliases of one store folded (s3a:// is s3://, abfs:// is abfss://,
+ * wasb:// is wasbs://) and its bucket or container@account in lower case
+ * (both are lower case on the stores); another URI (mem://) as given; in
+ * every URI doubled and trailing '/' dropped. *out owned. */
+int mcdc_location_place(char **out, const char *location, mcdc_error *err);
 
 /* A random (version 4) UUID, lowercase "8-4-4-4-12", NUL-terminated. */
 void mcdc_uuid4(char out[37]);

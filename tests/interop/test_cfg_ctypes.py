@@ -39,7 +39,7 @@ CONFIGS = {
     "backfill": (BackfillCfg, 2, ["progress_fn"],
                  {"chunk_rows": 0, "target_wave_seconds": -1.0, "max_seconds": 0.0,
                   "log_level": LOG_WARN}),
-    "apply": (ApplyCfg, 4, ["scd_type", "deletion_vectors", "progress_fn"],
+    "apply": (ApplyCfg, 5, ["scd_type", "deletion_vectors", "progress_fn", "scratch_dir"],
               {"trigger": 3, "granularity": 0, "memory_mb": 0, "file_rows": 0,
                "log_level": LOG_WARN, "scd_type": 0, "deletion_vectors": 0}),
     "reconcile": (ReconcileCfg, 4, ["repair", "settle_seconds", "progress_fn"],

@@ -42,7 +42,9 @@ DB = "shop"
 NOGRANT_PASSWORD = "NoGrant-Passw0rd1"
 DISABLED_PASSWORD = "Disabled-Passw0rd1"
 WRONG_PASSWORD = "Wrong-Passw0rd9"
-SECRETS = (PASSWORD, NOGRANT_PASSWORD, DISABLED_PASSWORD, WRONG_PASSWORD)
+# a storage secret some rows pass (tests/refusals.tsv): never shown either
+STORAGE_SECRET = "wJalrXUtnFEMI-K7MDENG-refusalKEY"
+SECRETS = (PASSWORD, NOGRANT_PASSWORD, DISABLED_PASSWORD, WRONG_PASSWORD, STORAGE_SECRET)
 # A row may take this long: the unreachable server's retries wait 1 ms each
 # (MCDC_RETRY_BACKOFF_MS), everything else fails before or at its first query.
 ROW_SECONDS = 10
@@ -227,6 +229,9 @@ class World:
         write_file(j("noeq.conf"), conf + "numPartitions 2\n")
         write_file(j("badvalue.conf"), conf + "numPartitions = zero\n")
         write_file(j("locked.conf"), conf, 0o000)
+        write_file(j("storage_section.conf"), conf + "[storage]\nmaxCommitsPerBatch = 4\n")
+        write_file(j("unknown_section.conf"), conf + "[azure]\nAZURE_STORAGE_ACCOUNT_NAME = a\n")
+        write_file(j("storage_misspelt.conf"), f"[storage]\nAWS_SECRET_KEY = {STORAGE_SECRET}\n")
         write_file(j("keys.jsonl"), '{"id": 1}\n')
         write_file(j("keys_badjson.jsonl"), '{"id": 1\n')
         write_file(j("keys_unknown.jsonl"), '{"nosuch": 1}\n')
@@ -287,8 +292,11 @@ class World:
         shutil.copytree(self.pristine, self.lake, symlinks=True)
 
     def run(self, row):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MCDC_")}
+        # no credentials of the host's for the object stores either (its
+        # variables, its ~/.aws)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("MCDC_", "AWS_", "AZURE_"))}
         env["MCDC_RETRY_BACKOFF_MS"] = "1"
+        env["HOME"] = self.root
         t0 = time.monotonic()
         try:
             p = subprocess.run([CLI, *self.argv(row.command)], capture_output=True, text=True,

@@ -277,7 +277,8 @@ static size_t header_bytes(mcdc_cfg_kind kind, int version) {
     case MCDC_CFG_APPLY: {
         const size_t b[] = {offsetof(mcdc_apply_cfg, scd_type),
                             offsetof(mcdc_apply_cfg, deletion_vectors),
-                            offsetof(mcdc_apply_cfg, progress_fn), sizeof(mcdc_apply_cfg)};
+                            offsetof(mcdc_apply_cfg, progress_fn),
+                            offsetof(mcdc_apply_cfg, scratch_dir), sizeof(mcdc_apply_cfg)};
         return b[version - 1];
     }
     case MCDC_CFG_RECONCILE: {

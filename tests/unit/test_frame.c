@@ -709,3 +709,34 @@ TEST(frame_refuses_a_job_of_one_unit_whose_target_lost_its_commit_or_holds_anoth
     mcdc_table_close(one);
     world_free(&w);
 }
+
+/* A job's context: every opener goes through ctx->storage_env, which answers
+ * the job's storage options and keeps the memory stores of the env a test
+ * put there; a table opened through it lands in that store. */
+TEST(frame_ctx_storage_env_has_the_options_and_the_tests_stores) {
+    mcdc_storage_mem *m = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_storage_mem_create(&m, "ctxenv", &e);
+    mcdc_storage_env test_env = mcdc_storage_mem_env(m);
+    mcdc_opts *o = NULL;
+    mcdc_opts_create(&o, &e);
+    mcdc_opts_set(o, "AZURE_STORAGE_ACCOUNT_NAME", "devstoreaccount1", NULL, &e);
+    mcdc_ctx ctx = {.storage_env = &test_env};
+    mcdc_ctx_take_storage(&ctx, o);
+    CHECK(ctx.storage_env == &ctx.storage_own);
+    CHECK_EQ_STR(ctx.storage_env->option(ctx.storage_env->octx, "AZURE_STORAGE_ACCOUNT_NAME"),
+                 "devstoreaccount1");
+    mcdc_table *t = NULL;
+    CHECK_EQ_INT(mcdc_table_open_env(&t, ctx.storage_env, "mem://ctxenv/t", NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_storage_put(mcdc_table_storage(t), "k", "v", 1, &e), MCDC_OK);
+    CHECK_EQ_INT((int)mcdc_storage_mem_count(m), 1);
+    mcdc_table_close(t);
+    /* without a test's env: no memory stores, the options all the same */
+    mcdc_ctx plain = {0};
+    mcdc_ctx_take_storage(&plain, o);
+    CHECK_EQ_INT(mcdc_table_open_env(&t, plain.storage_env, "mem://ctxenv/t", NULL, &e),
+                 MCDC_E_NOTFOUND);
+    CHECK(plain.storage_env->option(plain.storage_env->octx, "AWS_REGION") == NULL);
+    mcdc_opts_free(o);
+    mcdc_storage_mem_release(m);
+}

@@ -669,3 +669,62 @@ TEST(lake_roles_each_their_own_place) {
     CHECK(strncmp(e.message, "--target orders", 15) == 0);
     rmrf(d);
 }
+
+/* Places of URIs: a scheme's aliases and a bucket's case name one store,
+ * a prefix below another lies inside it, a sibling with a longer name does
+ * not; a file: URI is its path. */
+TEST(lake_places_of_object_store_uris) {
+    static const char *const same[][3] = {
+        {"s3a://Bucket/lake/bronze/", "s3://bucket/lake/bronze", "s3://bucket/lake/bronze"},
+        {"S3://b//lake///t", "s3://b/lake/t", "s3://b/lake/t"},
+        {"abfs://c@acct.dfs.core.windows.net/t", "abfss://c@acct.dfs.core.windows.net/t/",
+         "abfss://c@acct.dfs.core.windows.net/t"},
+        {"mem://Store/t/", "mem://Store/t", "mem://Store/t"},
+    };
+    mcdc_error e = MCDC_ERROR_INIT;
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
+        char *a = NULL, *b = NULL;
+        CHECK_EQ_INT(mcdc_location_place(&a, same[i][0], &e), MCDC_OK);
+        CHECK_EQ_INT(mcdc_location_place(&b, same[i][1], &e), MCDC_OK);
+        CHECK_EQ_STR(a, same[i][2]);
+        CHECK_EQ_STR(b, same[i][2]);
+        mcdc_free(a);
+        mcdc_free(b);
+    }
+    char *p = NULL, *q = NULL;
+    CHECK_EQ_INT(mcdc_location_place(&p, "file:///tmp/./x/", &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_location_place(&q, "/tmp/x", &e), MCDC_OK);
+    CHECK_EQ_STR(p, q);
+    mcdc_free(p);
+    mcdc_free(q);
+    CHECK(mcdc_path_within("s3://b/a", "s3://b/a/x"));
+    CHECK(!mcdc_path_within("s3://b/a", "s3://b/ab"));
+    CHECK(mcdc_location_is_local("./bronze") && mcdc_location_is_local("file:///x") &&
+          mcdc_location_is_local("FILE:x"));
+    CHECK(!mcdc_location_is_local("s3://b/x") && !mcdc_location_is_local("mem://m/x"));
+    CHECK(!mcdc_location_is_file("s3://b/x")); /* no stat of a URI */
+    /* the roles check on them: nested, one place by two spellings, apart */
+    mcdc_role r[2] = {{"--checkpoint", "s3://b/lake/ckpt", false},
+                      {"--from", "s3a://B/lake/ckpt/copy", false}};
+    CHECK_EQ_INT(mcdc_roles_check(r, 2, NULL, NULL, &e), MCDC_E_MISMATCH);
+    CHECK(strstr(e.message, "lie inside one another") != NULL);
+    r[1].given = "s3a://b/lake/ckpt/";
+    CHECK_EQ_INT(mcdc_roles_check(r, 2, NULL, NULL, &e), MCDC_E_MISMATCH);
+    CHECK(strstr(e.message, "are one location") != NULL);
+    r[1].given = "s3://b/lake/ckpt2";
+    CHECK_EQ_INT(mcdc_roles_check(r, 2, NULL, NULL, &e), MCDC_OK);
+    r[1].given = "gs://b/lake/ckpt/x"; /* another store */
+    CHECK_EQ_INT(mcdc_roles_check(r, 2, NULL, NULL, &e), MCDC_OK);
+    /* tables named under a warehouse on a store (mem:// here: its backend
+     * is built), trailing '/' or not */
+    mcdc_role t[2] = {{"--target", "lake.orders", true},
+                      {"--facts-table", "mem://m/wh/lake.db/orders/", true}};
+    CHECK_EQ_INT(mcdc_roles_check(t, 2, "mem://m/wh/", NULL, &e), MCDC_E_MISMATCH);
+    CHECK(strstr(e.message, "are one location") != NULL);
+    t[1].given = "mem://m/wh/lake.db/facts";
+    char *canon[2] = {NULL, NULL};
+    CHECK_EQ_INT(mcdc_roles_check(t, 2, "mem://m/wh/", canon, &e), MCDC_OK);
+    CHECK_EQ_STR(canon[0], "mem://m/wh/lake.db/orders");
+    mcdc_free(canon[0]);
+    mcdc_free(canon[1]);
+}

@@ -168,14 +168,20 @@ static void collect(void *ctx, const char *name, const char *value) {
     strcat(out, ";");
 }
 
-TEST(options_file_and_redaction) {
-    char path[] = "/tmp/mcdc_opts_XXXXXX";
+/* A temporary options file holding text; path is its name. */
+static void temp_options_file(char path[32], const char *text) {
+    snprintf(path, 32, "/tmp/mcdc_opts_XXXXXX");
     int fd = mkstemp(path);
     CHECK(fd >= 0);
     FILE *f = fdopen(fd, "w");
-    fputs("# stream options\ncaptureInstance = dbo_orders\n\nconnectionString = Server=h;PWD=s3cret\n"
-          "maxCommitsPerBatch = -4\n", f);
+    fputs(text, f);
     fclose(f);
+}
+
+TEST(options_file_and_redaction) {
+    char path[32];
+    temp_options_file(path, "# stream options\ncaptureInstance = dbo_orders\n\nconnectionString = "
+                            "Server=h;PWD=s3cret\nmaxCommitsPerBatch = -4\n");
     mcdc_opts *o;
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_opts_create(&o, &e);
@@ -192,5 +198,129 @@ TEST(options_file_and_redaction) {
     CHECK(strncmp(e.message, "missing required options: captureInstance, connectionString (give "
                   "each as --<name> VALUE", 88) == 0);
     mcdc_opts_free(o);
+    remove(path);
+}
+
+/* Storage options: the names delta-rs reads, any case, kept in upper case;
+ * booleans written as true/false; secrets never echoed; a misspelt AWS_ or
+ * AZURE_ name refused with the names that exist. */
+TEST(options_storage_names_case_and_values) {
+    mcdc_opts *o;
+    mcdc_error e = MCDC_ERROR_INIT;
+    bool unknown = true;
+    mcdc_opts_create(&o, &e);
+    CHECK_EQ_INT(mcdc_opts_set(o, "aws_region", "eu-west-1", &unknown, &e), MCDC_OK);
+    CHECK(!unknown);
+    CHECK_EQ_STR(mcdc_opt_storage(o, "AWS_REGION"), "eu-west-1");
+    CHECK(mcdc_opt_storage(o, "aws_region") == NULL); /* the env asks in upper case */
+    CHECK_EQ_STR(mcdc_opts_get(o, "Aws_Region"), "eu-west-1");
+    CHECK_EQ_INT(mcdc_opts_set(o, "AWS_REGION", "us-east-2", NULL, &e), MCDC_OK); /* one entry */
+    CHECK_EQ_STR(mcdc_opt_storage(o, "AWS_REGION"), "us-east-2");
+    CHECK_EQ_INT(mcdc_opts_set(o, "aws_allow_http", "YES", NULL, &e), MCDC_OK);
+    CHECK_EQ_STR(mcdc_opt_storage(o, "AWS_ALLOW_HTTP"), "true");
+    CHECK_EQ_INT(mcdc_opts_set(o, "AZURE_STORAGE_USE_EMULATOR", "0", NULL, &e), MCDC_OK);
+    CHECK_EQ_STR(mcdc_opt_storage(o, "AZURE_STORAGE_USE_EMULATOR"), "false");
+    CHECK_EQ_INT(mcdc_opts_set(o, "AWS_ALLOW_HTTP", "maybe", NULL, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "AWS_ALLOW_HTTP") && strstr(e.message, "'maybe'"));
+    CHECK_EQ_INT(mcdc_opts_set(o, "aws_secret_access_key", "wJalrXUtnFEMI/K7MDENG", NULL, &e),
+                 MCDC_OK);
+    CHECK_EQ_STR(mcdc_opt_storage(o, "AWS_SECRET_ACCESS_KEY"), "wJalrXUtnFEMI/K7MDENG");
+    CHECK(mcdc_opt_storage_secret("aws_secret_access_key"));
+    CHECK(mcdc_opt_storage_secret("AZURE_STORAGE_CONNECTION_STRING"));
+    CHECK(!mcdc_opt_storage_secret("AWS_REGION"));
+    /* a misspelt name: refused, naming the real ones, never echoing the value */
+    CHECK_EQ_INT(mcdc_opts_set(o, "AWS_SECRET_ACESS_KEY", "wJalrXUtnFEMI/K7MDENG", &unknown, &e),
+                 MCDC_E_INVALID);
+    CHECK(unknown);
+    CHECK(strstr(e.message, "unknown storage option 'AWS_SECRET_ACESS_KEY'") != NULL);
+    CHECK(strstr(e.message, "AWS_SECRET_ACCESS_KEY") && strstr(e.message, "AZURE_STORAGE_SAS_TOKEN"));
+    CHECK(strstr(e.message, "wJalr") == NULL);
+    CHECK_EQ_INT(mcdc_opts_set(o, "azure_storage_acount_key", "x", NULL, &e), MCDC_E_INVALID);
+    CHECK_EQ_STR(mcdc_opts_unknown(o), ""); /* refused, not kept */
+    /* empty, or a secret with a control character: refused without the value */
+    CHECK_EQ_INT(mcdc_opts_set(o, "AWS_SESSION_TOKEN", "", NULL, &e), MCDC_E_INVALID);
+    CHECK_EQ_INT(mcdc_opts_set(o, "AWS_SESSION_TOKEN", "FwoGZX\ttail", NULL, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "AWS_SESSION_TOKEN") && strstr(e.message, "FwoGZX") == NULL);
+    /* echoed: names and plain values, secrets redacted */
+    char out[512] = {0};
+    mcdc_opts_each(o, collect, out);
+    CHECK(strstr(out, "AWS_REGION=us-east-2;") != NULL);
+    CHECK(strstr(out, "AWS_SECRET_ACCESS_KEY=<redacted>;") != NULL);
+    CHECK(strstr(out, "wJalr") == NULL);
+    /* a clone keeps them */
+    mcdc_opts *c = NULL;
+    CHECK_EQ_INT(mcdc_opts_clone(&c, o, &e), MCDC_OK);
+    CHECK_EQ_STR(mcdc_opt_storage(c, "AWS_SECRET_ACCESS_KEY"), "wJalrXUtnFEMI/K7MDENG");
+    mcdc_opts_free(c);
+    /* the list: upper case, NULL-terminated, each one settable */
+    int n = 0;
+    for (const char *const *p = mcdc_opts_storage_names(); *p; p++, n++)
+        for (const char *q = *p; *q; q++) CHECK(!(*q >= 'a' && *q <= 'z'));
+    CHECK(n >= 30);
+    mcdc_opts_free(o);
+}
+
+/* The env a job opens storage through answers the storage options of its
+ * opts by name, and keeps a test's memory stores. */
+static mcdc_storage_mem *one_store(void *ctx, const char *name, size_t n) {
+    (void)name;
+    (void)n;
+    return ctx;
+}
+
+TEST(options_storage_env_answers_the_options) {
+    mcdc_opts *o;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_opts_create(&o, &e);
+    mcdc_opts_set(o, "aws_endpoint_url", "http://127.0.0.1:9000", NULL, &e);
+    mcdc_opts_set(o, "captureInstance", "dbo_t", NULL, &e);
+    mcdc_storage_env env = mcdc_opts_storage_env(o, NULL);
+    CHECK(env.option != NULL && env.mem_store == NULL);
+    CHECK_EQ_STR(env.option(env.octx, "AWS_ENDPOINT_URL"), "http://127.0.0.1:9000");
+    CHECK(env.option(env.octx, "AWS_REGION") == NULL);
+    CHECK(env.option(env.octx, "captureInstance") == NULL); /* source options are not storage's */
+    int marker = 0;
+    mcdc_storage_env mem = {.mem_store = one_store, .ctx = &marker};
+    env = mcdc_opts_storage_env(o, &mem);
+    CHECK(env.mem_store == one_store && env.ctx == &marker);
+    CHECK_EQ_STR(env.option(env.octx, "AWS_ENDPOINT_URL"), "http://127.0.0.1:9000");
+    env = mcdc_opts_storage_env(NULL, &mem);
+    CHECK(env.option == NULL && env.mem_store == one_store);
+    mcdc_opts_free(o);
+}
+
+/* The options file: [storage] holds storage options only; [source] goes
+ * back; any other section is refused; a secret's line never echoes it. */
+TEST(options_file_storage_section) {
+    char path[32];
+    temp_options_file(path, "captureInstance = dbo_orders\naws_region = eu-west-1\n[storage]\n"
+                            "AWS_ACCESS_KEY_ID = AKIDEXAMPLE\naws_secret_access_key = s3cretKEY\n"
+                            "[source]\nmaxCommitsPerBatch = 4\n");
+    mcdc_opts *o;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_opts_create(&o, &e);
+    CHECK_EQ_INT(mcdc_opts_load_file(o, path, &e), MCDC_OK);
+    CHECK_EQ_STR(mcdc_opt_storage(o, "AWS_REGION"), "eu-west-1");
+    CHECK_EQ_STR(mcdc_opt_storage(o, "AWS_ACCESS_KEY_ID"), "AKIDEXAMPLE");
+    CHECK_EQ_STR(mcdc_opt_storage(o, "AWS_SECRET_ACCESS_KEY"), "s3cretKEY");
+    CHECK_EQ_INT(mcdc_opt_max_commits_per_batch(o), 4);
+    mcdc_opts_free(o);
+    static const char *const bad[][2] = {
+        {"[storage]\nmaxCommitsPerBatch = 4\n", ":2: maxCommitsPerBatch is a source option"},
+        {"[storage]\nAWS_SECRET_KEY = s3cretKEY\n", ":2: unknown storage option 'AWS_SECRET_KEY'"},
+        {"[storage]\nFOO = 1\n", ":2: unknown storage option 'FOO'"},
+        {"[azure]\nAZURE_STORAGE_ACCOUNT_NAME = a\n", ":1: unknown section '[azure]'"},
+        {"AWS_SECRET_ACCESS_KEY = \n", "storage option AWS_SECRET_ACCESS_KEY is empty"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        FILE *f = fopen(path, "w");
+        fputs(bad[i][0], f);
+        fclose(f);
+        mcdc_opts_create(&o, &e);
+        CHECK_EQ_INT(mcdc_opts_load_file(o, path, &e), MCDC_E_INVALID);
+        CHECK(strstr(e.message, bad[i][1]) != NULL);
+        CHECK(strstr(e.message, "s3cretKEY") == NULL);
+        mcdc_opts_free(o);
+    }
     remove(path);
 }

@@ -2755,3 +2755,49 @@ TEST(silver_bronze_instances_newest_first_from_stats_and_rows) {
     CHECK_EQ_INT(system(cmd), 0);
     free(d);
 }
+
+#include "mcdc_silver_apply.h"
+
+/* One apply run of cfg whose tables are in the test's memory store. */
+static int apply_in_store(const mcdc_apply_cfg *cfg, const mcdc_storage_env *store,
+                          mcdc_apply_result *r, mcdc_error *e) {
+    mcdc_apply *a = NULL;
+    int rc = mcdc_apply_create(&a, NULL, cfg, e);
+    if (rc == MCDC_OK) {
+        a->ctx.storage_own.mem_store = store->mem_store;
+        a->ctx.storage_own.ctx = store->ctx;
+        rc = mcdc_apply_run(a, NULL, NULL, r, e);
+    }
+    mcdc_apply_free(a);
+    return rc;
+}
+
+/* A silver on a store other than the local disk (mem:// standing in for
+ * one) spills to a local scratch directory: without one apply refuses
+ * before it writes; with one the run goes on; a scratch directory that is
+ * not local is refused. */
+TEST(silver_apply_on_a_remote_silver_needs_a_scratch_dir) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_storage_mem *m = NULL;
+    mcdc_storage_mem_create(&m, "remote", &e);
+    mcdc_storage_env store = mcdc_storage_mem_env(m);
+    static const char *const keys[1] = {"id"};
+    mcdc_apply_cfg cfg = {.version = MCDC_APPLY_CFG_VERSION, .bronze = "mem://remote/bronze",
+                          .target = "mem://remote/silver", .control_table = "mem://remote/control",
+                          .capture_instance = "dbo_t", .keys = keys, .n_keys = 1,
+                          .trigger = MCDC_TRIGGER_ONCE, .log_level = MCDC_LOG_ERROR};
+    mcdc_apply_result r;
+    CHECK_EQ_INT(apply_in_store(&cfg, &store, &r, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "mem://remote/silver is on an object store") != NULL);
+    CHECK(strstr(e.message, "--scratch-dir") != NULL);
+    CHECK_EQ_INT((int)mcdc_storage_mem_count(m), 0); /* nothing written */
+    cfg.scratch_dir = "s3://bucket/tmp";
+    CHECK_EQ_INT(apply_in_store(&cfg, &store, &r, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "not a local path") != NULL);
+    char *dir = silver_dir();
+    cfg.scratch_dir = dir;
+    CHECK_EQ_INT(apply_in_store(&cfg, &store, &r, &e), MCDC_OK);
+    CHECK(!r.bronze_found);
+    rm_dir(dir);
+    mcdc_storage_mem_release(m);
+}

@@ -17,7 +17,7 @@ c_int, c_bool, c_double, c_int32, c_int64, c_uint64, c_void_p, c_char_p, c_size_
     ctypes.c_uint64, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t)
 
 # MCDC_API_VERSION of the header these structs were written for.
-API_VERSION = 4
+API_VERSION = 5
 ERROR_MESSAGE_MAX = 1024
 
 # mcdc_log_level
@@ -83,7 +83,7 @@ class BackfillCfg(ctypes.Structure):
 
 
 class ApplyCfg(ctypes.Structure):
-    VERSION = 4
+    VERSION = 5
     _fields_ = [("version", c_int), ("bronze", c_char_p), ("target", c_char_p),
                 ("control_table", c_char_p), ("facts_table", c_char_p),
                 ("warehouse", c_char_p), ("capture_instance", c_char_p), ("keys", c_void_p),
@@ -94,7 +94,9 @@ class ApplyCfg(ctypes.Structure):
                 ("scd_type", c_int32), ("track_history_columns", c_void_p),
                 ("n_track_history_columns", c_int32),
                 ("deletion_vectors", c_int32), ("progress_fn", c_void_p),
-                ("progress_user", c_void_p)]
+                ("progress_user", c_void_p),
+                # version 5
+                ("scratch_dir", c_char_p)]
 
 
 class ReconcileCfg(ctypes.Structure):

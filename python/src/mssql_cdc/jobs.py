@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import json
 import re
+import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -311,15 +312,18 @@ def apply_changes(bronze: str, target: str, *, control_table: str,
                   granularity: str = "hour", trigger: Any = "once", max_passes: int | None = None,
                   scd_type: int = 1, track_history_columns: Iterable[str] | None = None,
                   deletion_vectors: bool = False, memory_mb: int | None = None,
-                  warehouse: str | None = None,
+                  warehouse: str | None = None, scratch_dir: str | None = None,
                   progress: Callable[[dict], Any] | None = None) -> ApplyResult:
     """Applies what ``bronze`` holds beyond silver's position to ``target``
     (silver: the current state, one row per key; ``scd_type=2``: a
     history), then silver's position and verdict to ``control_table``; one
     pass by default (``trigger="availableNow"``: passes until bronze holds
     nothing new). Keys: ``keys``, else the capture instance's unique index
-    read through ``options``. A KeyboardInterrupt finishes the current
-    pass."""
+    read through ``options``. Sorted runs that do not fit ``memory_mb``
+    spill to ``scratch_dir`` (a local directory), else into silver's own
+    folder; a silver on an object store spills to the system's temporary
+    directory unless ``scratch_dir`` says otherwise. A KeyboardInterrupt
+    finishes the current pass."""
     lib = _native.lib()
     cfg = _native.init_cfg(_cfg.ApplyCfg)
     cfg.bronze, cfg.target = text(bronze), text(target)
@@ -335,6 +339,9 @@ def apply_changes(bronze: str, target: str, *, control_table: str,
     hist_array = _set_strings(cfg, "track_history_columns", "n_track_history_columns",
                               track_history_columns, "track_history_columns")
     cfg.deletion_vectors = 1 if deletion_vectors else 0
+    if scratch_dir is None and "://" in target and not target.lower().startswith("file:"):
+        scratch_dir = tempfile.gettempdir()
+    cfg.scratch_dir = text(scratch_dir)
     callbacks = Callbacks(progress)
     callbacks.fill(cfg)
     result = ctypes.create_string_buffer(_RESULT_BYTES)

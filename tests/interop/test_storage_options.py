@@ -1,0 +1,207 @@
+"""Storage options from the user to the jobs (issue 23): --storage-option
+NAME=VALUE on every command that opens tables or a checkpoint, an options
+file's [storage] section, the environment variables of those names; the
+priority flag > file > environment (shown by --verbose, which names where
+each came from); the malformed forms refused with exit 2 and the names
+there are; a secret never printed (stdout, stderr, --verbose, errors) nor
+written into the lake."""
+import os
+import subprocess
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+from conftest import CLI, run_cli
+
+# Every command that opens a table or a checkpoint.
+COMMANDS = ("stream", "snapshot", "seed", "backfill", "apply", "reconcile", "repair",
+            "finalization", "table-rows")
+SECRET = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY"
+TOKEN = "sv=2024-08-04&sig=c2VjcmV0LXNhcy1zaWduYXR1cmU"
+
+
+def cli(*args, env=None, cwd=None):
+    """The CLI with a clean environment (no AWS_/AZURE_ variables of the
+    host leak in) plus env."""
+    e = {k: v for k, v in os.environ.items()
+         if not k.startswith(("AWS_", "AZURE_"))}
+    e.update(env or {})
+    return subprocess.run([CLI, *args], capture_output=True, text=True, env=e, cwd=cwd,
+                          timeout=120)
+
+
+def small_table(path):
+    write_deltalake(path, pa.table({"id": pa.array([1, 2], pa.int32())}))
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_names_the_flag_in_its_help(command):
+    p = cli(command, "--help")
+    assert p.returncode == 0
+    assert "--storage-option NAME=VALUE" in p.stdout
+    assert "[storage]" in p.stdout
+
+
+BAD = [
+    # (argument, what the message says)
+    ("AWS_SECRET_ACCESS_KEY", "has no '='"),
+    ("=" + SECRET, "the name before '=' is empty"),
+    ("AWS_SECRET_KEY=" + SECRET, "'AWS_SECRET_KEY=...': no storage option has that name"),
+    ("FOO=" + SECRET, "'FOO=...': no storage option has that name"),
+    ("aws_session_token=", "storage option AWS_SESSION_TOKEN is empty"),
+    ("AWS_ALLOW_HTTP=maybe", "AWS_ALLOW_HTTP must be true or false"),
+]
+
+
+@pytest.mark.parametrize("arg,says", BAD)
+@pytest.mark.parametrize("command", ("stream", "apply", "table-rows", "finalization"))
+def test_a_malformed_storage_option_is_exit_2_and_shows_no_secret(tmp_path, command, arg, says):
+    args = {
+        "stream": ["stream", "--captureInstance", "dbo_t", "--connectionString",
+                   "Server=127.0.0.1,1;UID=sa;PWD=x;Encrypt=no", "--target", "./b", "--app-id",
+                   "a", "--checkpoint", "./c"],
+        "apply": ["apply", "--bronze", "./b", "--target", "./s", "--control-table", "./c",
+                  "--keys", "id"],
+        "table-rows": ["table-rows", "./b"],
+        "finalization": ["finalization", "show", "--control-table", "./c", "--table", "t"],
+    }[command]
+    p = cli(*args, "--storage-option", arg, cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert says in p.stderr
+    if "no storage option" in says or "'='" in says:
+        assert "AZURE_STORAGE_SAS_TOKEN" in p.stderr  # the names there are
+    assert SECRET not in p.stdout + p.stderr
+    assert os.listdir(tmp_path) == []  # nothing written
+
+
+def test_the_flag_without_a_value_is_a_usage_error(tmp_path):
+    p = cli("table-rows", "./b", "--storage-option", cwd=tmp_path)
+    assert p.returncode == 2 and "--storage-option needs a value" in p.stderr
+
+
+def verbose_sources(stderr):
+    """{NAME: (value, where)} from --verbose's storage option lines."""
+    out = {}
+    for line in stderr.splitlines():
+        if line.startswith("mssql-cdc: storage option "):
+            pair, where = line[len("mssql-cdc: storage option "):].rsplit(" (", 1)
+            name, value = pair.split("=", 1)
+            out[name] = (value, where.rstrip(")"))
+    return out
+
+
+def test_priority_flag_over_file_over_environment(tmp_path):
+    small_table(str(tmp_path / "t"))
+    conf = tmp_path / "store.conf"
+    conf.write_text("[storage]\naws_region = eu-west-1\nAWS_ENDPOINT_URL = http://from-file\n"
+                    "AWS_SESSION_TOKEN = " + TOKEN + "\n")
+    conf.chmod(0o600)
+    env = {"AWS_REGION": "env-region", "AWS_ENDPOINT_URL": "http://from-env",
+           "AWS_PROFILE": "env-profile", "AWS_SECRET_ACCESS_KEY": SECRET,
+           "AWS_ALLOW_HTTP": "", "HOME": str(tmp_path)}
+    # the flag comes before the file on the line, and still wins over it
+    p = cli("table-rows", "./t", "--storage-option", "Aws_Region=flag-region",
+            "--options-file", str(conf), "--verbose", env=env, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert len(p.stdout.splitlines()) == 2
+    got = verbose_sources(p.stderr)
+    assert got["AWS_REGION"] == ("flag-region", "--storage-option")
+    assert got["AWS_ENDPOINT_URL"] == ("http://from-file", "options file or -o")
+    assert got["AWS_PROFILE"] == ("env-profile", "environment")
+    assert got["AWS_SECRET_ACCESS_KEY"] == ("<redacted>", "environment")
+    assert got["AWS_SESSION_TOKEN"] == ("<redacted>", "options file or -o")
+    assert "HOME" not in got  # every process's: not worth a line
+    p = cli("table-rows", "./t", "--storage-option", "home=/srv/lake", "--verbose", env=env,
+            cwd=tmp_path)
+    assert verbose_sources(p.stderr)["HOME"] == ("/srv/lake", "--storage-option")
+    assert "AWS_ALLOW_HTTP" not in got  # an empty variable is no value
+    assert SECRET not in p.stderr + p.stdout and TOKEN not in p.stderr + p.stdout
+
+
+def test_a_bad_environment_value_is_exit_2_naming_the_variable(tmp_path):
+    small_table(str(tmp_path / "t"))
+    p = cli("table-rows", "./t", env={"AZURE_STORAGE_USE_EMULATOR": "perhaps"}, cwd=tmp_path)
+    assert p.returncode == 2
+    assert "environment variable AZURE_STORAGE_USE_EMULATOR" in p.stderr
+    assert "fix or unset it" in p.stderr
+    # given by a flag, the variable is not read at all
+    p = cli("table-rows", "./t", "--storage-option", "azure_storage_use_emulator=true",
+            env={"AZURE_STORAGE_USE_EMULATOR": "perhaps"}, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+
+
+def test_the_options_file_section_refuses_source_options_and_warns_when_readable(tmp_path):
+    small_table(str(tmp_path / "t"))
+    conf = tmp_path / "bad.conf"
+    conf.write_text("[storage]\nmaxCommitsPerBatch = 4\n")
+    p = cli("table-rows", "./t", "--options-file", str(conf), cwd=tmp_path)
+    assert p.returncode == 2 and "maxCommitsPerBatch is a source option" in p.stderr
+    conf.write_text("[storage]\nAZURE_STORAGE_ACCOUNT_KEY = " + SECRET + "\n")
+    conf.chmod(0o644)
+    p = cli("table-rows", "./t", "--options-file", str(conf), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "storage secret and others than its owner may read it" in p.stderr
+    assert SECRET not in p.stderr + p.stdout
+
+
+def test_a_uri_target_is_still_refused_until_its_backend_lands(tmp_path):
+    p = cli("table-rows", "gs://bucket/t", "--storage-option", "AWS_SECRET_ACCESS_KEY=" + SECRET,
+            "--verbose", cwd=tmp_path)
+    assert p.returncode == 2 and "not built yet" in p.stderr
+    assert SECRET not in p.stderr + p.stdout
+
+
+def test_stream_and_finalization_carry_secrets_nowhere(sim, workdir):
+    """A whole run with storage secrets given every way: none of them in any
+    output (--verbose included) nor in any file of the lake."""
+    sim.run("CREATE DATABASE shop;")
+    sim.run("CREATE TABLE dbo.t (id INT NOT NULL PRIMARY KEY, v INT NULL);"
+            "EXEC sys.sp_cdc_enable_db;"
+            "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N't', "
+            "@role_name = NULL;"
+            "INSERT INTO dbo.t VALUES (1, 1), (2, 2);"
+            "EXEC sim.run_capture @ignore_latency = 1;", database="shop")
+    lake = os.path.join(workdir, "lake")
+    os.makedirs(lake)
+    conf = os.path.join(workdir, "src.conf")
+    with open(conf, "w") as f:
+        f.write(f"captureInstance = dbo_t\nconnectionString = {sim.connection_string('shop')}\n"
+                f"[storage]\nAZURE_STORAGE_SAS_TOKEN = {TOKEN}\n")
+    os.chmod(conf, 0o600)
+    env = {"AZURE_STORAGE_ACCOUNT_KEY": SECRET + "-env"}
+    outs = []
+    p = cli("stream", "--options-file", conf, "--target", "./bronze", "--app-id", "t-v1",
+            "--checkpoint", "./ckpt", "--facts-table", "./facts", "--control-table", "./control",
+            "--trigger", "availableNow", "--verbose",
+            "--storage-option", "aws_secret_access_key=" + SECRET, env=env, cwd=lake)
+    assert p.returncode == 0, p.stderr
+    outs.append(p.stdout + p.stderr)
+    assert verbose_sources(p.stderr)["AWS_SECRET_ACCESS_KEY"] == ("<redacted>", "--storage-option")
+    p = cli("apply", "--options-file", conf, "--bronze", "./bronze", "--target", "./silver",
+            "--control-table", "./control", "--facts-table", "./facts", "--verbose",
+            "--storage-option", "AWS_SECRET_ACCESS_KEY=" + SECRET, env=env, cwd=lake)
+    assert p.returncode == 0, p.stderr
+    outs.append(p.stdout + p.stderr)
+    p = cli("finalization", "show", "--control-table", "./control", "--table", "./bronze",
+            "--verbose", "--storage-option", "AWS_SECRET_ACCESS_KEY=" + SECRET, env=env, cwd=lake)
+    assert p.returncode == 0, p.stderr
+    outs.append(p.stdout + p.stderr)
+    p = cli("table-rows", "./silver", "--options-file", conf, "--verbose", env=env, cwd=lake)
+    assert p.returncode == 0 and len(p.stdout.splitlines()) == 2, p.stderr
+    outs.append(p.stdout + p.stderr)
+    # and an error on the way out of a job: a secret in no message
+    p = cli("apply", "--options-file", conf, "--bronze", "./bronze", "--target", "./bronze",
+            "--control-table", "./control", "--verbose",
+            "--storage-option", "AWS_SECRET_ACCESS_KEY=" + SECRET, env=env, cwd=lake)
+    assert p.returncode == 7, p.stderr
+    outs.append(p.stdout + p.stderr)
+    for out in outs:
+        for secret in (SECRET, TOKEN):
+            assert secret not in out
+    for root, _, files in os.walk(lake):
+        for name in files:
+            with open(os.path.join(root, name), "rb") as f:
+                data = f.read()
+            for secret in (SECRET, TOKEN):
+                assert secret.encode() not in data, os.path.join(root, name)
