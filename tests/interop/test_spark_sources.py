@@ -210,3 +210,67 @@ def test_the_snapshot_source_equals_the_table(streamed):
     # cut on other keys, in 3 ranges: the same rows
     assert streamed["ours"]["keyed_partitions"] == 3
     assert streamed["ours"]["keyed"] == sorted(r[0] for r in streamed["table"])
+
+
+READER_LOGIC = r"""
+import json
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+from mssql_cdc import spark as s
+
+L = ["0x%020X" % n for n in range(10)]  # commits at L[1..9]
+
+class FakePositions:
+    max = L[9]
+    def max_lsn(self): return self.max
+    def nth_commit_after(self, lsn, n):
+        i = L.index(lsn) + n
+        return L[i] if i < len(L) else None
+    def offset(self, lsn): return {"lsn": lsn, "commit_ts": "2026-01-01T00:00:0%d.000" % L.index(lsn)}
+    def close(self): pass
+
+opts = {"captureInstance": "dbo_orders", "maxCommitsPerBatch": "3"}
+r = s.MssqlCdcStreamReader(opts, None, 2)
+r._positions = FakePositions()
+out = {"limit": repr(r.getDefaultReadLimit())}
+out["capped"] = r.latestOffset({"lsn": L[1]}, ReadMaxRows(3))["lsn"]
+out["all"] = r.latestOffset({"lsn": L[1]}, ReadAllAvailable())["lsn"]
+r.prepareForTriggerAvailableNow()
+r._positions.max = L[9]
+r._target = L[5]  # as if max_lsn was L[5] when the trigger started
+ends, start = [], {"lsn": L[1]}
+while True:
+    end = r.latestOffset(start, ReadMaxRows(3))
+    if end == start:
+        break
+    ends.append(end["lsn"])
+    start = end
+out["available_now"] = ends
+out["no_partitions_when_equal"] = r.partitions({"lsn": L[4]}, {"lsn": L[4]})
+out["pickled_without_connection"] = r.__getstate__()["_positions"] is None
+legacy = s.MssqlCdcLegacyStreamReader(opts, None, 2)
+legacy._positions = FakePositions()
+out["legacy"] = legacy.latestOffset()
+out["json"] = json.dumps(legacy.latestOffset())
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_admission_control_available_now_and_the_legacy_reader(installed_wheel):
+    """The stream reader's offsets without Spark running: maxCommitsPerBatch
+    as ReadMaxRows(n) commits, AvailableNow never past its target and ending
+    on the start, and the 4.0/4.1 reader up to max_lsn."""
+    path = os.path.join(installed_wheel["work"], "reader_logic.py")
+    with open(path, "w") as f:
+        f.write(READER_LOGIC)
+    p = subprocess.run([installed_wheel["python"], path], cwd=installed_wheel["work"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")][-1][7:])
+    lsn = ["0x%020X" % n for n in range(10)]
+    assert "ReadMaxRows" in r["limit"] and "3" in r["limit"]
+    assert r["capped"] == lsn[4] and r["all"] == lsn[9]
+    assert r["available_now"] == [lsn[4], lsn[5]]
+    assert r["no_partitions_when_equal"] == []
+    assert r["pickled_without_connection"]
+    assert r["legacy"] == {"lsn": lsn[9], "commit_ts": "2026-01-01T00:00:09.000"}
+    assert r["json"] == '{"lsn": "%s", "commit_ts": "2026-01-01T00:00:09.000"}' % lsn[9]
