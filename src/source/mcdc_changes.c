@@ -576,6 +576,13 @@ int mcdc_changes_commit_time(mcdc_changes *c, const mcdc_lsn *lsn, int64_t *utc_
     return rc;
 }
 
+int mcdc_changes_commit_time_exact(mcdc_changes *c, const mcdc_lsn *lsn, int64_t *utc_us,
+                                   bool *found, mcdc_error *err) {
+    int rc;
+    CONTROL_CALL(rc, c, err, mcdc_cdc_lsn_to_time(utc_us, found, c->client, lsn, false, err));
+    return rc;
+}
+
 static int initial(mcdc_changes *c, const char *starting_lsn, mcdc_lsn *out, mcdc_error *err) {
     int rc = MCDC_OK;
     mcdc_lsn first_start;

@@ -69,6 +69,10 @@ int mcdc_changes_nth_commit_after(mcdc_changes *c, const mcdc_lsn *start, int64_
 /* UTC commit time of an LSN (the mapping entry at or before it), microseconds. */
 int mcdc_changes_commit_time(mcdc_changes *c, const mcdc_lsn *lsn, int64_t *utc_us, bool *found,
                              mcdc_error *err);
+/* The same of the mapping entry at lsn exactly (*found false when lsn is
+ * no commit's), as sys.fn_cdc_map_lsn_to_time reads it. */
+int mcdc_changes_commit_time_exact(mcdc_changes *c, const mcdc_lsn *lsn, int64_t *utc_us,
+                                   bool *found, mcdc_error *err);
 /* The largest commit LSN at or before a UTC time, to the second, on the
  * server's clock (sys.fn_cdc_map_time_to_lsn); *found false when no commit
  * is at or before it (any more). */

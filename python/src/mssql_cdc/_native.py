@@ -5,8 +5,8 @@ FreeTDS state must be set up in the process that uses it).
 Where it is looked for, in order:
 1. the path given to ``load_library(path)`` before the first use;
 2. the environment variable ``MSSQL_CDC_LIBRARY`` (a path);
-3. the copy the package carries next to its modules (``make python-lib``
-   puts ``libmssqlcdc.so.<major>`` there; a wheel carries it);
+3. the copy the package carries next to its modules,
+   ``libmssqlcdc.so.<major>`` (a wheel puts it there: python/hatch_build.py);
 4. a development fallback: ``build/libmssqlcdc.so.<major>`` of the source
    tree the package was imported from (``python/src/mssql_cdc`` in the repo),
    then the system's loader path (``make install``).
@@ -94,6 +94,14 @@ _PROTOTYPES = {
     "mcdc_snapshot_plan_schema": (c_int, [ctypes.POINTER(_cfg.ArrowSchema), c_void_p, _E]),
     "mcdc_snapshot_read": (c_int, [ctypes.POINTER(_cfg.ArrowArrayStream), c_void_p, c_char_p,
                                    c_char_p, _E]),
+    "mcdc_source_open": (c_int, [_VP, c_void_p, _E]),
+    "mcdc_source_free": (None, [c_void_p]),
+    "mcdc_source_initial_lsn": (c_int, [c_void_p, c_char_p, c_void_p, _E]),
+    "mcdc_source_max_lsn": (c_int, [c_void_p, c_void_p, _E]),
+    "mcdc_source_nth_commit_after": (c_int, [c_void_p, c_void_p, c_int64, c_void_p,
+                                             ctypes.POINTER(c_bool), _E]),
+    "mcdc_source_commit_time": (c_int, [c_void_p, c_void_p, ctypes.POINTER(c_int64),
+                                        ctypes.POINTER(c_bool), _E]),
 }
 for _name in _cfg.CONFIGS:
     _PROTOTYPES[f"mcdc_{_name}_cfg_init"] = (c_int, [c_void_p, c_int, _E])
@@ -167,8 +175,8 @@ def lib() -> ctypes.CDLL:
             _lib, _path = handle, _resolved(handle, path)
             return _lib
         raise OSError("mssql_cdc: libmssqlcdc not found. Tried:\n  " + "\n  ".join(tried) +
-                      "\nInstall the package with its library (make python-lib, then pip install "
-                      "./python), call mssql_cdc.load_library(path), or set MSSQL_CDC_LIBRARY")
+                      "\nInstall the package with its library (the wheel make python-wheel builds, "
+                      "or make then pip install ./python), call mssql_cdc.load_library(path), or set MSSQL_CDC_LIBRARY")
 
 
 def _resolved(handle: ctypes.CDLL, path: str) -> str:
