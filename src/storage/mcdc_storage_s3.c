@@ -239,6 +239,8 @@ static int s3_get(void *self, const char *key, size_t max_bytes, mcdc_buf *out, 
     if (rc == MCDC_E_LIMIT && ours)
         rc = mcdc_error_set(err, MCDC_E_LIMIT, "%s/%s is larger than the %zu bytes allowed",
                             s->root, key, max_bytes);
+    else if (rc == MCDC_E_LIMIT)
+        mcdc_error_wrap(err, "reading %s/%s", s->root, key);
     if (rc == MCDC_OK && r.status != 200) rc = fail_resp(s, "s3:GetObject", key, &r, err);
     if (rc) out->len = start;
     mcdc_http_response_free(&r);
@@ -374,7 +376,8 @@ static int s3_list(void *self, const char *prefix, mcdc_storage_listing *out, mc
         mcdc_http_response_free(&r);
         if (rc == MCDC_OK) rc = take_page(s, &page, dir_len, full, out, &cap, &token, err);
     } while (rc == MCDC_OK && token.len);
-    if (rc == MCDC_OK) qsort(out->entries, out->count, sizeof *out->entries, cmp_entry);
+    if (rc == MCDC_OK && out->count > 1)
+        qsort(out->entries, out->count, sizeof *out->entries, cmp_entry);
     if (rc) mcdc_storage_listing_free(out);
     mcdc_buf_free(&q);
     mcdc_buf_free(&page);
@@ -620,8 +623,12 @@ static int complete_upload(s3_writer *w, bool if_absent, mcdc_error *err) {
         if (rc == MCDC_OK && if_absent)
             rc = mcdc_http_headers_set(&c.hdrs, "If-None-Match", "*", err);
         mcdc_http_response r;
-        if (rc == MCDC_OK) rc = s3_do(w->s, &c, &r, err);
-        else memset(&r, 0, sizeof r), mcdc_http_headers_free(&c.hdrs);
+        if (rc == MCDC_OK) {
+            rc = s3_do(w->s, &c, &r, err);
+        } else {
+            memset(&r, 0, sizeof r);
+            mcdc_http_headers_free(&c.hdrs);
+        }
         s3_err e = {{0}, {0}, {0}};
         bool error_in_ok = rc == MCDC_OK && r.status == 200 &&
                            mcdc_xml_text_fixed(e.code, sizeof e.code, (const char *)answer.data,

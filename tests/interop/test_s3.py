@@ -86,3 +86,25 @@ def test_errors_name_the_key_id_and_the_bucket_never_the_secret(moto):
     assert "S3 refused the signature of access key id " + moto.key_id in out
     assert "not-the-secret-91" not in out
     assert moto.secret not in out
+
+
+def test_a_delta_table_on_s3_is_read_by_delta_rs(moto):
+    """The library writes a Delta table on s3:// (twelve commits, a
+    checkpoint at 10, through storage_s3_delta_table_round_trip); delta-rs
+    reads its log and checkpoint with its own S3 client."""
+    from deltalake import DeltaTable
+    opts = dict(moto.options, MCDC_S3_PART_BYTES=str(PART_BYTES))
+    env = unit_env("MCDC_TEST_S3", "s3://lake/t", opts)
+    env["MCDC_TEST_S3_DELTA"] = "s3://lake/delta/orders"
+    p = subprocess.run([UNIT, "storage_s3_delta_table_round_trip"], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "on s3: s3://lake/delta/orders" in p.stderr
+    # our option names are delta-rs's: the same options open it there
+    dt = DeltaTable("s3://lake/delta/orders", storage_options=moto.options)
+    assert dt.version() == 12
+    assert sorted(u.rsplit("/", 1)[-1] for u in dt.file_uris()) == \
+        ["part-%05d.parquet" % n for n in range(1, 13)]
+    names = [o["Key"].split("/")[-1] for o in keys(moto, "delta/orders/_delta_log/")]
+    assert "00000000000000000010.checkpoint.parquet" in names
+    assert "_last_checkpoint" in names
