@@ -12,6 +12,8 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +31,7 @@ typedef struct step {
     const char *response; /* ANSWER: the whole answer (status line, headers, body) */
 } step;
 
-enum { SEEN_MAX = 8 };
+enum { SEEN_MAX = 10 };
 
 typedef struct server {
     int fd;
@@ -42,6 +44,7 @@ typedef struct server {
     char seen_body[SEEN_MAX][32];
     char seen_line[SEEN_MAX][128]; /* the request line */
     char seen_req[SEEN_MAX][2048]; /* the request's head and body (cut) */
+    int64_t seen_bytes[SEEN_MAX];  /* the request's whole size, head and body */
     int served;
     char url[96]; /* http://127.0.0.1:<port><path> */
 } server;
@@ -58,24 +61,40 @@ static inline void header_value(const char *req, const char *name, char *out, si
     out[n] = 0;
 }
 
-/* Reads one request (headers, then Content-Length bytes of body). */
-static inline int read_request(int c, char *buf, size_t room) {
-    size_t len = 0;
-    char *end = NULL;
-    while (len + 1 < room) {
-        ssize_t k = recv(c, buf + len, room - 1 - len, 0);
+/* Reads one request (its head, then Content-Length bytes of body): the
+ * first room - 1 bytes are kept in buf, the rest read and dropped (parts
+ * of megabytes). Returns the bytes kept, -1 when the client went away. */
+static inline int read_request(int c, char *buf, size_t room, int64_t *total_out) {
+    static __thread char sink[65536];
+    size_t len = 0, head = 0, want = 0;
+    int64_t total = 0;
+    bool have_head = false;
+    for (;;) {
+        if (have_head && (size_t)total >= head + want) break;
+        bool keep = len + 1 < room;
+        char *dst = keep ? buf + len : sink;
+        size_t cap = keep ? room - 1 - len : sizeof sink;
+        ssize_t k = recv(c, dst, cap, 0);
         if (k <= 0) return -1;
-        len += (size_t)k;
-        buf[len] = 0;
-        if (end == NULL && (end = strstr(buf, "\r\n\r\n")) != NULL) end += 4;
-        if (end) {
-            char cl[32];
-            header_value(buf, "Content-Length:", cl, sizeof cl);
-            size_t want = (size_t)atol(cl);
-            if (len >= (size_t)(end - buf) + want) return (int)len;
+        if (keep) {
+            len += (size_t)k;
+            buf[len] = 0;
+        }
+        total += k;
+        if (!have_head) {
+            char *end = strstr(buf, "\r\n\r\n");
+            if (end == NULL && !(len + 1 < room)) return -1;
+            if (end) {
+                char cl[32];
+                have_head = true;
+                head = (size_t)(end + 4 - buf);
+                header_value(buf, "Content-Length:", cl, sizeof cl);
+                want = (size_t)atol(cl);
+            }
         }
     }
-    return -1;
+    *total_out = total;
+    return (int)len;
 }
 
 static inline void *server_main(void *arg) {
@@ -84,7 +103,9 @@ static inline void *server_main(void *arg) {
         int c = accept(s->fd, NULL, NULL);
         if (c < 0) break;
         char req[8192];
-        int n = read_request(c, req, sizeof req);
+        int64_t total = 0;
+        int n = read_request(c, req, sizeof req, &total);
+        if (i < SEEN_MAX) s->seen_bytes[i] = total;
         if (n > 0 && i < SEEN_MAX) {
             header_value(req, "X-Sig:", s->seen_sig[i], sizeof s->seen_sig[i]);
             const char *body = strstr(req, "\r\n\r\n");
@@ -108,6 +129,8 @@ static inline void *server_main(void *arg) {
         }
         close(c);
     }
+    /* script done: later connections are refused, not left hanging */
+    shutdown(s->fd, SHUT_RDWR);
     return NULL;
 }
 

@@ -6,6 +6,8 @@
  * is retried; the region S3 names, a clock skew and throttling are said;
  * and the little XML reader the errors and listings go through.
  */
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -339,4 +341,126 @@ TEST(s3_container_endpoint_gives_keys) {
     opts[5] = "http://10.1.2.3/creds";
     CHECK_EQ_INT(mcdc_storage_open_env(&st, &env, "s3://bkt/t", &e), MCDC_E_INVALID);
     CHECK(strstr(e.message, "AWS_CONTAINER_CREDENTIALS_FULL_URI") != NULL);
+}
+
+/* ---- multipart commits on the scripted server ------------------------------------------- */
+
+#define PART_A "0123456789abcdef0123456789abcdef"
+#define PART_B "fedcba9876543210fedcba9876543210"
+#define MP_BYTES (5 * 1024 * 1024 + 10) /* two parts at the smallest part size */
+
+/* Writes MP_BYTES to "big" and commits it put-if-absent. */
+static int write_big(mcdc_storage *st, mcdc_error *e) {
+    static uint8_t chunk[1 << 20];
+    mcdc_storage_writer *w = NULL;
+    int rc = mcdc_storage_writer_open(&w, st, "big", e);
+    for (int i = 0; rc == MCDC_OK && i < 5; i++) rc = mcdc_storage_writer_write(w, chunk, sizeof chunk, e);
+    if (rc == MCDC_OK) rc = mcdc_storage_writer_write(w, chunk, 10, e);
+    if (rc) {
+        mcdc_storage_writer_abort(w);
+        return rc;
+    }
+    return mcdc_storage_writer_commit(w, MCDC_STORAGE_PUT_IF_ABSENT, e);
+}
+
+/* The multipart ETag S3 gives the object of parts PART_A and PART_B. */
+static void composite_etag(char out[48]) {
+    uint8_t md5s[32], d[16];
+    for (int i = 0; i < 16; i++) {
+        unsigned a, b;
+        sscanf(&PART_A[2 * i], "%2x", &a);
+        sscanf(&PART_B[2 * i], "%2x", &b);
+        md5s[i] = (uint8_t)a;
+        md5s[16 + i] = (uint8_t)b;
+    }
+    gnutls_hash_fast(GNUTLS_DIG_MD5, md5s, sizeof md5s, d);
+    int k = snprintf(out, 48, "\"");
+    for (int i = 0; i < 16; i++) k += snprintf(out + k, (size_t)(48 - k), "%02x", d[i]);
+    snprintf(out + k, (size_t)(48 - k), "-2\"");
+}
+
+static mcdc_storage *s3_parts_at(server *s, const step *steps, int n) {
+    server_start(s, steps, n);
+    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
+    static const char *opts[] = {"AWS_ACCESS_KEY_ID", "AKIDLOCAL", "AWS_SECRET_ACCESS_KEY",
+                                 "local-secret-5", "AWS_ENDPOINT_URL", NULL, "AWS_ALLOW_HTTP",
+                                 "true", "MCDC_S3_PART_BYTES", "5242880", NULL};
+    opts[5] = s->url;
+    mcdc_storage_env env = {.option = opt_of, .octx = opts};
+    mcdc_storage *st = NULL;
+    CHECK_EQ_INT(mcdc_storage_open_env(&st, &env, "s3://bkt/t", NULL), MCDC_OK);
+    return st;
+}
+
+#define MP_START                                                                              \
+    {ANSWER, ANSWER_XML("200 OK", "<InitiateMultipartUploadResult><UploadId>UP/1+x</UploadId>" \
+                                  "</InitiateMultipartUploadResult>")},                       \
+    {ANSWER, "HTTP/1.1 200 OK\r\nETag: \"" PART_A "\"\r\nContent-Length: 0\r\n"               \
+             "Connection: close\r\n\r\n"},                                                    \
+    {ANSWER, "HTTP/1.1 200 OK\r\nETag: \"" PART_B "\"\r\nContent-Length: 0\r\n"               \
+             "Connection: close\r\n\r\n"}
+
+TEST(s3_multipart_commit_after_an_ambiguous_failure_reads_the_object_back) {
+    static char head_ours[256], head_theirs[256];
+    char etag[48];
+    composite_etag(etag);
+    snprintf(head_ours, sizeof head_ours, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nETag: %s\r\n"
+             "Connection: close\r\n\r\n", MP_BYTES, etag);
+    snprintf(head_theirs, sizeof head_theirs, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nETag: "
+             "\"00000000000000000000000000000000-2\"\r\nConnection: close\r\n\r\n", MP_BYTES);
+    /* the completion was reset, its retry finds the upload gone: the
+     * object there is ours (size and multipart ETag) */
+    const step ours[] = {
+        MP_START,
+        {RESET, NULL},
+        {ANSWER, ANSWER_XML("404 Not Found", "<Error><Code>NoSuchUpload</Code></Error>")},
+        {ANSWER, head_ours},
+    };
+    server s;
+    mcdc_storage *st = s3_parts_at(&s, ours, 6);
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(write_big(st, &e), MCDC_OK);
+    server_stop(&s);
+    CHECK_EQ_STR(s.seen_line[0], "POST /bkt/t/big?uploads= HTTP/1.1");
+    CHECK_EQ_STR(s.seen_line[1], "PUT /bkt/t/big?partNumber=1&uploadId=UP%2F1%2Bx HTTP/1.1");
+    CHECK(s.seen_bytes[1] > 5 * 1024 * 1024); /* a whole part */
+    CHECK(s.seen_bytes[2] < 4096);             /* the 10 bytes left */
+    CHECK_EQ_STR(s.seen_line[3], "POST /bkt/t/big?uploadId=UP%2F1%2Bx HTTP/1.1");
+    CHECK(strstr(s.seen_req[3], "If-None-Match: *") != NULL);
+    CHECK(strstr(s.seen_req[3], "<Part><ETag>&quot;" PART_B "&quot;</ETag><PartNumber>2"
+                                "</PartNumber></Part>") != NULL);
+    CHECK_EQ_STR(s.seen_line[5], "HEAD /bkt/t/big HTTP/1.1");
+    mcdc_storage_free(st);
+    /* the object there is another writer's: a lost race, our upload aborted */
+    const step theirs[] = {
+        MP_START,
+        {RESET, NULL},
+        {ANSWER, ANSWER_XML("412 Precondition Failed", "<Error><Code>PreconditionFailed</Code>"
+                                                       "</Error>")},
+        {ANSWER, head_theirs},
+        {ANSWER, ANSWER_EMPTY("204 No Content")},
+    };
+    st = s3_parts_at(&s, theirs, 7);
+    CHECK_EQ_INT(write_big(st, &e), MCDC_E_CONFLICT);
+    server_stop(&s);
+    CHECK_EQ_STR(s.seen_line[6], "DELETE /bkt/t/big?uploadId=UP%2F1%2Bx HTTP/1.1");
+    mcdc_storage_free(st);
+}
+
+TEST(s3_multipart_completion_with_an_error_in_its_200_is_retried) {
+    const step steps[] = {
+        MP_START,
+        {ANSWER, ANSWER_XML("200 OK", "<Error><Code>InternalError</Code><Message>We encountered "
+                                      "an internal error</Message></Error>")},
+        {ANSWER, ANSWER_XML("200 OK", "<CompleteMultipartUploadResult><Key>t/big</Key>"
+                                      "</CompleteMultipartUploadResult>")},
+    };
+    server s;
+    mcdc_storage *st = s3_parts_at(&s, steps, 5);
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(write_big(st, &e), MCDC_OK);
+    server_stop(&s);
+    CHECK_EQ_INT(s.served, 5); /* completed the second time; nothing to abort */
+    CHECK_EQ_STR(s.seen_line[4], "POST /bkt/t/big?uploadId=UP%2F1%2Bx HTTP/1.1");
+    mcdc_storage_free(st);
 }
