@@ -464,3 +464,45 @@ TEST(s3_multipart_completion_with_an_error_in_its_200_is_retried) {
     CHECK_EQ_STR(s.seen_line[4], "POST /bkt/t/big?uploadId=UP%2F1%2Bx HTTP/1.1");
     mcdc_storage_free(st);
 }
+
+/* Virtual-hosted addressing puts the bucket in the host name (curl
+ * resolves *.localhost to this machine), path style in the path. */
+TEST(s3_addressing_styles) {
+    static const step steps[] = {
+        {ANSWER, ANSWER_EMPTY("200 OK")},
+        {ANSWER, ANSWER_XML("200 OK", "<ListBucketResult><IsTruncated>false</IsTruncated>"
+                                      "</ListBucketResult>")},
+        {ANSWER, ANSWER_EMPTY("200 OK")},
+    };
+    server s;
+    server_start(&s, steps, 3);
+    char ep[64];
+    snprintf(ep, sizeof ep, "http://localhost:%d", s.port);
+    const char *opts[] = {"AWS_ACCESS_KEY_ID", "AKIDLOCAL", "AWS_SECRET_ACCESS_KEY", "x",
+                          "AWS_ENDPOINT_URL", ep, "AWS_ALLOW_HTTP", "true",
+                          "AWS_VIRTUAL_HOSTED_STYLE_REQUEST", "true", NULL};
+    mcdc_storage_env env = {.option = opt_of, .octx = opts};
+    mcdc_storage *st = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_storage_open_env(&st, &env, "s3://bkt/t", &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_storage_put(st, "d/k 1", "v", 1, &e), MCDC_OK);
+    mcdc_storage_listing l;
+    CHECK_EQ_INT(mcdc_storage_list(st, "d/", &l, &e), MCDC_OK);
+    CHECK_EQ_INT(l.count, 0);
+    mcdc_storage_listing_free(&l);
+    mcdc_storage_free(st);
+    opts[8] = "AWS_S3_ADDRESSING_STYLE";
+    opts[9] = "path";
+    CHECK_EQ_INT(mcdc_storage_open_env(&st, &env, "s3://bkt/t", &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_storage_put(st, "d/k", "v", 1, &e), MCDC_OK);
+    mcdc_storage_free(st);
+    server_stop(&s);
+    char host[64];
+    snprintf(host, sizeof host, "Host: bkt.localhost:%d\r\n", s.port);
+    CHECK_EQ_STR(s.seen_line[0], "PUT /t/d/k%201 HTTP/1.1");
+    CHECK(strstr(s.seen_req[0], host) != NULL);
+    CHECK_EQ_STR(s.seen_line[1], "GET /?delimiter=%2F&list-type=2&prefix=t%2Fd%2F HTTP/1.1");
+    CHECK_EQ_STR(s.seen_line[2], "PUT /bkt/t/d/k HTTP/1.1");
+    snprintf(host, sizeof host, "Host: localhost:%d\r\n", s.port);
+    CHECK(strstr(s.seen_req[2], host) != NULL);
+}
