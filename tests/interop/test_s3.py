@@ -7,6 +7,7 @@ bucket is checked here with boto3, an independent client.
 The CLI does not take storage options yet (--storage-option comes with the
 plumbing of issue 23), so the commands themselves are not run on s3:// here.
 """
+import re
 import subprocess
 
 import pytest
@@ -108,3 +109,16 @@ def test_a_delta_table_on_s3_is_read_by_delta_rs(moto):
     names = [o["Key"].split("/")[-1] for o in keys(moto, "delta/orders/_delta_log/")]
     assert "00000000000000000010.checkpoint.parquet" in names
     assert "_last_checkpoint" in names
+
+
+def test_two_processes_append_to_one_delta_table_on_s3(moto):
+    rc, out = run_unit(moto, "storage_s3_two_processes_append_to_one_table", uri="s3://lake/two")
+    assert rc == 0, out
+    assert "on s3: s3://lake/two/race-" in out
+    # thirty commits, each one object, and no temporary objects beside them
+    log = [o["Key"] for o in keys(moto, "two/") if "/_delta_log/" in o["Key"]]
+    commits = [k for k in log if k.endswith(".json")]
+    assert len(commits) == 31  # the create and thirty appends
+    names = [k.rsplit("/", 1)[1] for k in log]
+    assert all(re.fullmatch(r"\d{20}\.(json|checkpoint\.parquet)|_last_checkpoint", n)
+               for n in names), names
