@@ -29,7 +29,9 @@ def run_unit(moto, name, uri="s3://lake/t", **over):
     opts = dict(moto.options, MCDC_S3_PART_BYTES=str(PART_BYTES), **over)
     p = subprocess.run([UNIT, name], env=unit_env("MCDC_TEST_S3", uri, opts),
                        capture_output=True, text=True, timeout=600)
-    return p.returncode, p.stdout + p.stderr
+    out = p.stdout + p.stderr
+    assert moto.secret not in out  # whatever happened, the secret was never printed
+    return p.returncode, out
 
 
 def keys(moto, prefix=""):
@@ -100,6 +102,7 @@ def test_a_delta_table_on_s3_is_read_by_delta_rs(moto):
     p = subprocess.run([UNIT, "storage_s3_delta_table_round_trip"], env=env,
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
+    assert moto.secret not in p.stdout + p.stderr
     assert "on s3: s3://lake/delta/orders" in p.stderr
     # our option names are delta-rs's: the same options open it there
     dt = DeltaTable("s3://lake/delta/orders", storage_options=moto.options)
