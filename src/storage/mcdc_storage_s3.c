@@ -37,12 +37,14 @@
  */
 #include "mcdc_storage_s3.h"
 
+#include <errno.h>
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "mcdc_aws_creds.h"
 #include "mcdc_http.h"
@@ -825,6 +827,21 @@ static int configure(s3 *s, const mcdc_storage_env *env, const char *profile_reg
     return MCDC_OK;
 }
 
+/* The connection pool, with the CA bundle and proxy the options name. */
+static int open_pool(s3 *s, const mcdc_storage_env *env, mcdc_error *err) {
+    mcdc_http_config cfg = {0};
+    cfg.ca_file = mcdc_storage_option(env, "AWS_CA_BUNDLE");
+    bool https = strncasecmp(s->base, "https://", 8) == 0;
+    cfg.proxy_url = mcdc_storage_option(env, https ? "HTTPS_PROXY" : "HTTP_PROXY");
+    cfg.no_proxy = mcdc_storage_option(env, "NO_PROXY");
+    if (cfg.ca_file && access(cfg.ca_file, R_OK) != 0)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "AWS_CA_BUNDLE %s cannot be read: %s; name a PEM file of the "
+                              "certificates to trust",
+                              cfg.ca_file, strerror(errno));
+    return mcdc_http_create(&s->http, &cfg, err);
+}
+
 int mcdc_storage_s3_open(mcdc_storage **out, const mcdc_storage_env *env, const char *location,
                          const char *rest, mcdc_error *err) {
     *out = NULL;
@@ -860,7 +877,7 @@ int mcdc_storage_s3_open(mcdc_storage **out, const mcdc_storage_env *env, const 
         if (rc) mcdc_error_wrap(err, "opening %s", st->root);
     }
     if (rc == MCDC_OK) rc = configure(s, env, profile_region, location, err);
-    if (rc == MCDC_OK) rc = mcdc_http_create(&s->http, NULL, err);
+    if (rc == MCDC_OK) rc = open_pool(s, env, err);
     mcdc_free(profile_region);
     mcdc_free(pfx);
     if (rc) {

@@ -22,10 +22,15 @@ static const char *opt_of(void *octx, const char *name) {
     return NULL;
 }
 
+/* Starts the scripted server; s->url is "http://<host>:<port>". */
+static void start_at(server *s, const step *steps, int n, const char *host) {
+    server_start(s, steps, n);
+    snprintf(s->url, sizeof s->url, "http://%s:%d", host, s->port);
+}
+
 /* A storage on s3://bkt/t at the scripted server (path style). */
 static mcdc_storage *s3_at(server *s, const step *steps, int n) {
-    server_start(s, steps, n);
-    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
+    start_at(s, steps, n, "127.0.0.1");
     static const char *opts[] = {"AWS_ACCESS_KEY_ID", "AKIDLOCAL", "AWS_SECRET_ACCESS_KEY",
                                  "local-secret-5", "AWS_ENDPOINT_URL", NULL,
                                  "AWS_ALLOW_HTTP", "true", "AWS_REGION", "us-east-1", NULL};
@@ -177,8 +182,7 @@ TEST(s3_xml_reader) {
  * pairs, at most 8). */
 static int s3_with(mcdc_storage **st, server *s, const step *steps, int n, const char **opts,
                    mcdc_error *e) {
-    server_start(s, steps, n);
-    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
+    start_at(s, steps, n, "127.0.0.1");
     const char *all[24] = {"AWS_ENDPOINT_URL", s->url, "AWS_ALLOW_HTTP", "true",
                            "AWS_EC2_METADATA_SERVICE_ENDPOINT", s->url, "AWS_ENDPOINT_URL_STS",
                            s->url};
@@ -318,10 +322,9 @@ TEST(s3_container_endpoint_gives_keys) {
     creds_json(answer, sizeof answer, "ASIACT", "CTSESSION", 3600);
     const step steps[] = {{ANSWER, answer}, {ANSWER, ANSWER_EMPTY("204 No Content")}};
     server s;
-    server_start(&s, steps, 2);
-    char full[64];
-    snprintf(full, sizeof full, "http://127.0.0.1:%d/v2/creds", s.port);
-    snprintf(s.url, sizeof s.url, "http://127.0.0.1:%d", s.port);
+    start_at(&s, steps, 2, "127.0.0.1");
+    char full[128];
+    snprintf(full, sizeof full, "%s/v2/creds", s.url);
     const char *opts[] = {"AWS_ENDPOINT_URL", s.url, "AWS_ALLOW_HTTP", "true",
                           "AWS_CONTAINER_CREDENTIALS_FULL_URI", full,
                           "AWS_CONTAINER_AUTHORIZATION_TOKEN", "ct-auth-9", NULL};
@@ -380,8 +383,7 @@ static void composite_etag(char out[48]) {
 }
 
 static mcdc_storage *s3_parts_at(server *s, const step *steps, int n) {
-    server_start(s, steps, n);
-    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
+    start_at(s, steps, n, "127.0.0.1");
     static const char *opts[] = {"AWS_ACCESS_KEY_ID", "AKIDLOCAL", "AWS_SECRET_ACCESS_KEY",
                                  "local-secret-5", "AWS_ENDPOINT_URL", NULL, "AWS_ALLOW_HTTP",
                                  "true", "MCDC_S3_PART_BYTES", "5242880", NULL};
@@ -475,11 +477,9 @@ TEST(s3_addressing_styles) {
         {ANSWER, ANSWER_EMPTY("200 OK")},
     };
     server s;
-    server_start(&s, steps, 3);
-    char ep[64];
-    snprintf(ep, sizeof ep, "http://localhost:%d", s.port);
+    start_at(&s, steps, 3, "localhost"); /* the endpoint */
     const char *opts[] = {"AWS_ACCESS_KEY_ID", "AKIDLOCAL", "AWS_SECRET_ACCESS_KEY", "x",
-                          "AWS_ENDPOINT_URL", ep, "AWS_ALLOW_HTTP", "true",
+                          "AWS_ENDPOINT_URL", s.url, "AWS_ALLOW_HTTP", "true",
                           "AWS_VIRTUAL_HOSTED_STYLE_REQUEST", "true", NULL};
     mcdc_storage_env env = {.option = opt_of, .octx = opts};
     mcdc_storage *st = NULL;
@@ -505,4 +505,41 @@ TEST(s3_addressing_styles) {
     CHECK_EQ_STR(s.seen_line[2], "PUT /bkt/t/d/k HTTP/1.1");
     snprintf(host, sizeof host, "Host: localhost:%d\r\n", s.port);
     CHECK(strstr(s.seen_req[2], host) != NULL);
+}
+
+/* A proxy named by the options carries the requests (the environment's
+ * is never used); NO_PROXY bypasses it; a CA bundle that cannot be read is
+ * said at open. */
+TEST(s3_proxy_and_ca_bundle_options) {
+    static const step steps[] = {
+        {ANSWER, ANSWER_EMPTY("200 OK")},
+        {ANSWER, ANSWER_EMPTY("200 OK")},
+    };
+    server s;
+    start_at(&s, steps, 2, "127.0.0.1"); /* the proxy */
+    const char *proxy = s.url;
+    const char *opts[] = {"AWS_ACCESS_KEY_ID", "AKIDLOCAL", "AWS_SECRET_ACCESS_KEY", "x",
+                          "AWS_ENDPOINT_URL", "http://s3.example.invalid:9000",
+                          "AWS_ALLOW_HTTP", "true", "HTTP_PROXY", proxy, NULL, NULL, NULL};
+    mcdc_storage_env env = {.option = opt_of, .octx = opts};
+    mcdc_storage *st = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_storage_open_env(&st, &env, "s3://bkt/t", &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_storage_put(st, "k", "v", 1, &e), MCDC_OK);
+    mcdc_storage_free(st);
+    /* the endpoint itself, with the proxy bypassed for it */
+    opts[5] = proxy;
+    opts[9] = "http://127.0.0.1:1";
+    opts[10] = "NO_PROXY";
+    opts[11] = "127.0.0.1";
+    CHECK_EQ_INT(mcdc_storage_open_env(&st, &env, "s3://bkt/t", &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_storage_put(st, "k2", "v", 1, &e), MCDC_OK);
+    mcdc_storage_free(st);
+    server_stop(&s);
+    CHECK_EQ_STR(s.seen_line[0], "PUT http://s3.example.invalid:9000/bkt/t/k HTTP/1.1");
+    CHECK_EQ_STR(s.seen_line[1], "PUT /bkt/t/k2 HTTP/1.1");
+    opts[10] = "AWS_CA_BUNDLE";
+    opts[11] = "/nonexistent/ca.pem";
+    CHECK_EQ_INT(mcdc_storage_open_env(&st, &env, "s3://bkt/t", &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "AWS_CA_BUNDLE /nonexistent/ca.pem") != NULL);
 }
