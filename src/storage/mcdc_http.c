@@ -88,7 +88,8 @@ void mcdc_http_headers_free(mcdc_http_headers *h) {
 /* ---- the pool ------------------------------------------------------------------------- */
 
 struct mcdc_http {
-    mcdc_http_config cfg;
+    mcdc_http_config cfg; /* its strings point at the copies below */
+    char *ca_file, *proxy_url, *no_proxy; /* owned, or NULL */
     pthread_mutex_t mu; /* the idle handles */
     CURL *idle[MCDC_HTTP_POOL_HANDLES_MAX];
     size_t n_idle;
@@ -130,6 +131,15 @@ int mcdc_http_create(mcdc_http **out, const mcdc_http_config *cfg, mcdc_error *e
     h->cfg.backoff_max_ms = or_default(c.backoff_max_ms, MCDC_HTTP_BACKOFF_MAX_MS_DEFAULT);
     pthread_mutex_init(&h->mu, NULL);
     for (int i = 0; i < CURL_LOCK_DATA_LAST; i++) pthread_mutex_init(&h->share_mu[i], NULL);
+    if ((c.ca_file && (h->ca_file = mcdc_strdup(c.ca_file)) == NULL) ||
+        (c.proxy_url && (h->proxy_url = mcdc_strdup(c.proxy_url)) == NULL) ||
+        (c.no_proxy && (h->no_proxy = mcdc_strdup(c.no_proxy)) == NULL)) {
+        mcdc_http_free(h);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (HTTP pool)");
+    }
+    h->cfg.ca_file = h->ca_file;
+    h->cfg.proxy_url = h->proxy_url;
+    h->cfg.no_proxy = h->no_proxy;
     h->share = curl_share_init();
     if (h->share == NULL) {
         mcdc_http_free(h);
@@ -151,6 +161,9 @@ void mcdc_http_free(mcdc_http *h) {
     if (h->share) curl_share_cleanup(h->share);
     for (int i = 0; i < CURL_LOCK_DATA_LAST; i++) pthread_mutex_destroy(&h->share_mu[i]);
     pthread_mutex_destroy(&h->mu);
+    mcdc_free(h->ca_file);
+    mcdc_free(h->proxy_url);
+    mcdc_free(h->no_proxy);
     mcdc_free(h);
 }
 
@@ -356,8 +369,11 @@ static void set_options(CURL *c, mcdc_http *h, attempt *a, struct curl_slist *hl
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_NOPROGRESS, 1L);
-    /* No proxy from the process's environment: the library reads none. */
-    curl_easy_setopt(c, CURLOPT_PROXY, "");
+    /* No proxy from the process's environment (the library reads none):
+     * the pool's own, or none at all. */
+    curl_easy_setopt(c, CURLOPT_PROXY, h->cfg.proxy_url ? h->cfg.proxy_url : "");
+    if (h->cfg.no_proxy) curl_easy_setopt(c, CURLOPT_NOPROXY, h->cfg.no_proxy);
+    if (h->cfg.ca_file) curl_easy_setopt(c, CURLOPT_CAINFO, h->cfg.ca_file);
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);

@@ -73,6 +73,11 @@ typedef struct mcdc_http_config {
     int attempts_max;           /* attempts of one request; 0: the default */
     int64_t backoff_base_ms;    /* first wait before a retry; 0: the default */
     int64_t backoff_max_ms;     /* longest wait; 0: the default */
+    /* Copied into the pool; NULL: none. The process's environment is never
+     * read (no http_proxy from it): the host passes these as options. */
+    const char *ca_file;   /* PEM bundle to trust instead of the system's */
+    const char *proxy_url; /* "http://proxy:3128" for every request */
+    const char *no_proxy;  /* hosts that bypass the proxy ("localhost,.internal") */
 } mcdc_http_config;
 
 typedef struct mcdc_http mcdc_http;

@@ -37,12 +37,14 @@
  */
 #include "mcdc_storage_s3.h"
 
+#include <errno.h>
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "mcdc_aws_creds.h"
 #include "mcdc_http.h"
@@ -239,6 +241,8 @@ static int s3_get(void *self, const char *key, size_t max_bytes, mcdc_buf *out, 
     if (rc == MCDC_E_LIMIT && ours)
         rc = mcdc_error_set(err, MCDC_E_LIMIT, "%s/%s is larger than the %zu bytes allowed",
                             s->root, key, max_bytes);
+    else if (rc == MCDC_E_LIMIT)
+        mcdc_error_wrap(err, "reading %s/%s", s->root, key);
     if (rc == MCDC_OK && r.status != 200) rc = fail_resp(s, "s3:GetObject", key, &r, err);
     if (rc) out->len = start;
     mcdc_http_response_free(&r);
@@ -374,7 +378,8 @@ static int s3_list(void *self, const char *prefix, mcdc_storage_listing *out, mc
         mcdc_http_response_free(&r);
         if (rc == MCDC_OK) rc = take_page(s, &page, dir_len, full, out, &cap, &token, err);
     } while (rc == MCDC_OK && token.len);
-    if (rc == MCDC_OK) qsort(out->entries, out->count, sizeof *out->entries, cmp_entry);
+    if (rc == MCDC_OK && out->count > 1)
+        qsort(out->entries, out->count, sizeof *out->entries, cmp_entry);
     if (rc) mcdc_storage_listing_free(out);
     mcdc_buf_free(&q);
     mcdc_buf_free(&page);
@@ -620,8 +625,12 @@ static int complete_upload(s3_writer *w, bool if_absent, mcdc_error *err) {
         if (rc == MCDC_OK && if_absent)
             rc = mcdc_http_headers_set(&c.hdrs, "If-None-Match", "*", err);
         mcdc_http_response r;
-        if (rc == MCDC_OK) rc = s3_do(w->s, &c, &r, err);
-        else memset(&r, 0, sizeof r), mcdc_http_headers_free(&c.hdrs);
+        if (rc == MCDC_OK) {
+            rc = s3_do(w->s, &c, &r, err);
+        } else {
+            memset(&r, 0, sizeof r);
+            mcdc_http_headers_free(&c.hdrs);
+        }
         s3_err e = {{0}, {0}, {0}};
         bool error_in_ok = rc == MCDC_OK && r.status == 200 &&
                            mcdc_xml_text_fixed(e.code, sizeof e.code, (const char *)answer.data,
@@ -818,6 +827,21 @@ static int configure(s3 *s, const mcdc_storage_env *env, const char *profile_reg
     return MCDC_OK;
 }
 
+/* The connection pool, with the CA bundle and proxy the options name. */
+static int open_pool(s3 *s, const mcdc_storage_env *env, mcdc_error *err) {
+    mcdc_http_config cfg = {0};
+    cfg.ca_file = mcdc_storage_option(env, "AWS_CA_BUNDLE");
+    bool https = strncasecmp(s->base, "https://", 8) == 0;
+    cfg.proxy_url = mcdc_storage_option(env, https ? "HTTPS_PROXY" : "HTTP_PROXY");
+    cfg.no_proxy = mcdc_storage_option(env, "NO_PROXY");
+    if (cfg.ca_file && access(cfg.ca_file, R_OK) != 0)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "AWS_CA_BUNDLE %s cannot be read: %s; name a PEM file of the "
+                              "certificates to trust",
+                              cfg.ca_file, strerror(errno));
+    return mcdc_http_create(&s->http, &cfg, err);
+}
+
 int mcdc_storage_s3_open(mcdc_storage **out, const mcdc_storage_env *env, const char *location,
                          const char *rest, mcdc_error *err) {
     *out = NULL;
@@ -853,7 +877,7 @@ int mcdc_storage_s3_open(mcdc_storage **out, const mcdc_storage_env *env, const 
         if (rc) mcdc_error_wrap(err, "opening %s", st->root);
     }
     if (rc == MCDC_OK) rc = configure(s, env, profile_region, location, err);
-    if (rc == MCDC_OK) rc = mcdc_http_create(&s->http, NULL, err);
+    if (rc == MCDC_OK) rc = open_pool(s, env, err);
     mcdc_free(profile_region);
     mcdc_free(pfx);
     if (rc) {

@@ -10,9 +10,11 @@
 /* Opens s3://bucket[/prefix] (location; rest is what follows the scheme)
  * with the settings and credentials of env's options: AWS_REGION /
  * AWS_DEFAULT_REGION, AWS_ENDPOINT_URL(_S3), AWS_ALLOW_HTTP,
- * AWS_VIRTUAL_HOSTED_STYLE_REQUEST, AWS_S3_ADDRESSING_STYLE,
- * MCDC_S3_PART_BYTES and those of mcdc_aws_creds.h. Nothing is sent until
- * the first operation. */
+ * AWS_VIRTUAL_HOSTED_STYLE_REQUEST, AWS_S3_ADDRESSING_STYLE, AWS_CA_BUNDLE,
+ * HTTPS_PROXY / HTTP_PROXY, NO_PROXY, MCDC_S3_PART_BYTES and those of
+ * mcdc_aws_creds.h (docs/object-stores.md lists them all). Nothing is sent
+ * to the bucket until the first operation (credentials from a service are
+ * fetched at once). */
 int mcdc_storage_s3_open(mcdc_storage **out, const mcdc_storage_env *env, const char *location,
                          const char *rest, mcdc_error *err);
 

@@ -7,6 +7,7 @@ bucket is checked here with boto3, an independent client.
 The CLI does not take storage options yet (--storage-option comes with the
 plumbing of issue 23), so the commands themselves are not run on s3:// here.
 """
+import re
 import subprocess
 
 import pytest
@@ -28,7 +29,9 @@ def run_unit(moto, name, uri="s3://lake/t", **over):
     opts = dict(moto.options, MCDC_S3_PART_BYTES=str(PART_BYTES), **over)
     p = subprocess.run([UNIT, name], env=unit_env("MCDC_TEST_S3", uri, opts),
                        capture_output=True, text=True, timeout=600)
-    return p.returncode, p.stdout + p.stderr
+    out = p.stdout + p.stderr
+    assert moto.secret not in out  # whatever happened, the secret was never printed
+    return p.returncode, out
 
 
 def keys(moto, prefix=""):
@@ -86,3 +89,39 @@ def test_errors_name_the_key_id_and_the_bucket_never_the_secret(moto):
     assert "S3 refused the signature of access key id " + moto.key_id in out
     assert "not-the-secret-91" not in out
     assert moto.secret not in out
+
+
+def test_a_delta_table_on_s3_is_read_by_delta_rs(moto):
+    """The library writes a Delta table on s3:// (twelve commits, a
+    checkpoint at 10, through storage_s3_delta_table_round_trip); delta-rs
+    reads its log and checkpoint with its own S3 client."""
+    from deltalake import DeltaTable
+    opts = dict(moto.options, MCDC_S3_PART_BYTES=str(PART_BYTES))
+    env = unit_env("MCDC_TEST_S3", "s3://lake/t", opts)
+    env["MCDC_TEST_S3_DELTA"] = "s3://lake/delta/orders"
+    p = subprocess.run([UNIT, "storage_s3_delta_table_round_trip"], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert moto.secret not in p.stdout + p.stderr
+    assert "on s3: s3://lake/delta/orders" in p.stderr
+    # our option names are delta-rs's: the same options open it there
+    dt = DeltaTable("s3://lake/delta/orders", storage_options=moto.options)
+    assert dt.version() == 12
+    assert sorted(u.rsplit("/", 1)[-1] for u in dt.file_uris()) == \
+        ["part-%05d.parquet" % n for n in range(1, 13)]
+    names = [o["Key"].split("/")[-1] for o in keys(moto, "delta/orders/_delta_log/")]
+    assert "00000000000000000010.checkpoint.parquet" in names
+    assert "_last_checkpoint" in names
+
+
+def test_two_processes_append_to_one_delta_table_on_s3(moto):
+    rc, out = run_unit(moto, "storage_s3_two_processes_append_to_one_table", uri="s3://lake/two")
+    assert rc == 0, out
+    assert "on s3: s3://lake/two/race-" in out
+    # thirty commits, each one object, and no temporary objects beside them
+    log = [o["Key"] for o in keys(moto, "two/") if "/_delta_log/" in o["Key"]]
+    commits = [k for k in log if k.endswith(".json")]
+    assert len(commits) == 31  # the create and thirty appends
+    names = [k.rsplit("/", 1)[1] for k in log]
+    assert all(re.fullmatch(r"\d{20}\.(json|checkpoint\.parquet)|_last_checkpoint", n)
+               for n in names), names
