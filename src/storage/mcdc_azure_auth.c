@@ -158,7 +158,7 @@ static int cmp_param_names(const void *a, const void *b) {
 
 /* The request's x-ms-* headers and its parameters are a handful: a
  * request with more is a programming error. */
-enum { AZ_SIGNED_MAX = 16 };
+enum { AZ_SIGNED_MAX = 32 };
 
 int mcdc_az_string_to_sign(mcdc_buf *out, const char *method, const char *account,
                            const char *path, const mcdc_az_param *params, size_t nparams,
@@ -207,46 +207,90 @@ int mcdc_az_sign(char out[MCDC_AZ_SIGNATURE_CHARS], const uint8_t *key, size_t k
 
 /* ---- error bodies, redaction, SAS ------------------------------------------------------- */
 
-/* The text of <tag>...</tag> in body, entities decoded, up to the first
- * line break. */
-static void xml_element(const char *body, size_t n, const char *tag, char *out, size_t cap) {
-    out[0] = 0;
-    char open[32], close[32];
-    snprintf(open, sizeof open, "<%s>", tag);
-    snprintf(close, sizeof close, "</%s>", tag);
-    const char *end = body + n;
-    const char *p = memmem(body, n, open, strlen(open));
-    if (p == NULL) return;
-    p += strlen(open);
-    const char *q = memmem(p, (size_t)(end - p), close, strlen(close));
-    if (q == NULL) q = end;
-    size_t o = 0;
+static int hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+const char *mcdc_az_xml_next(const char *p, const char *end, const char *tag, mcdc_buf *out,
+                             int *rc, mcdc_error *err) {
     static const struct {
         const char *ent;
         char c;
     } ents[] = {{"&lt;", '<'}, {"&gt;", '>'}, {"&amp;", '&'}, {"&quot;", '"'}, {"&apos;", '\''}};
-    while (p < q && o + 1 < cap && *p != '\n' && *p != '\r') {
-        char c = *p++;
+    size_t tl = strlen(tag);
+    *rc = MCDC_OK;
+    for (;;) { /* <tag> or <tag attributes>, not <tagmore> */
+        p = memmem(p, (size_t)(end - p), "<", 1);
+        if (p == NULL || (size_t)(end - p) < tl + 2) return NULL;
+        p++;
+        if (strncmp(p, tag, tl) == 0 && (p[tl] == '>' || p[tl] == ' ')) break;
+    }
+    const char *gt = memchr(p, '>', (size_t)(end - p));
+    if (gt == NULL) return NULL;
+    bool encoded = memmem(p, (size_t)(gt - p), "Encoded=\"true\"", 14) != NULL;
+    const char *q = gt + 1;
+    char close[40];
+    snprintf(close, sizeof close, "</%s>", tag);
+    const char *stop = memmem(q, (size_t)(end - q), close, strlen(close));
+    if (stop == NULL) return NULL;
+    size_t start_len = out->len;
+    while (q < stop && *rc == MCDC_OK) {
+        char c = *q++;
         if (c == '&')
             for (size_t i = 0; i < sizeof ents / sizeof ents[0]; i++) {
                 size_t len = strlen(ents[i].ent);
-                if ((size_t)(q - (p - 1)) >= len && memcmp(p - 1, ents[i].ent, len) == 0) {
+                if ((size_t)(stop - (q - 1)) >= len && memcmp(q - 1, ents[i].ent, len) == 0) {
                     c = ents[i].c;
-                    p += len - 1;
+                    q += len - 1;
                     break;
                 }
             }
-        out[o++] = (unsigned char)c < 0x20 ? ' ' : c;
+        *rc = mcdc_buf_append_byte(out, (uint8_t)c, err);
     }
+    if (*rc == MCDC_OK && encoded) { /* the service percent-encodes names XML cannot carry */
+        char *t = (char *)out->data + start_len, *o = t;
+        size_t len = out->len - start_len;
+        for (size_t i = 0; i < len; i++) {
+            int hi, lo;
+            if (t[i] == '%' && i + 2 < len &&
+                (hi = hex_value(t[i + 1])) >= 0 && (lo = hex_value(t[i + 2])) >= 0) {
+                *o++ = (char)(hi << 4 | lo);
+                i += 2;
+            } else {
+                *o++ = t[i];
+            }
+        }
+        out->len = (size_t)(o - (char *)out->data);
+    }
+    if (*rc == MCDC_OK) *rc = mcdc_buf_cstr(out, err);
+    return *rc == MCDC_OK ? stop + strlen(close) : NULL;
+}
+
+/* The first line of the text of <tag>, control characters as spaces. */
+static void xml_line(const char *body, size_t n, const char *tag, char *out, size_t cap) {
+    mcdc_buf b = {0};
+    int rc;
+    out[0] = 0;
+    if (mcdc_az_xml_next(body, body + n, tag, &b, &rc, NULL) == NULL || b.data == NULL) {
+        mcdc_buf_free(&b);
+        return;
+    }
+    size_t o = 0;
+    for (const char *p = (const char *)b.data; *p && *p != '\n' && *p != '\r' && o + 1 < cap; p++)
+        out[o++] = (unsigned char)*p < 0x20 ? ' ' : *p;
     out[o] = 0;
+    mcdc_buf_free(&b);
 }
 
 void mcdc_az_error_parse(const char *body, size_t n, char *code, size_t code_cap, char *message,
                          size_t message_cap) {
     code[0] = message[0] = 0;
     if (body == NULL || n == 0) return;
-    xml_element(body, n, "Code", code, code_cap);
-    xml_element(body, n, "Message", message, message_cap);
+    xml_line(body, n, "Code", code, code_cap);
+    xml_line(body, n, "Message", message, message_cap);
 }
 
 void mcdc_az_redact(char *s, size_t cap) {
@@ -490,7 +534,10 @@ static int make_prefix(mcdc_az_config *c, const char *location, const char *path
         rc = mcdc_error_set(err, MCDC_E_INVALID, "a path with '?' or '#'");
     if (rc == MCDC_OK) c->prefix = mcdc_asprintf("%s/", p);
     mcdc_free(p);
-    if (rc) return mcdc_error_wrap(err, "location \"%s\": ", location);
+    if (rc) {
+        mcdc_error_wrap(err, "location \"%s\"", location);
+        return rc;
+    }
     return c->prefix ? MCDC_OK : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
 }
 

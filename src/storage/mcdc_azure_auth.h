@@ -115,6 +115,13 @@ int mcdc_az_base64_decode(uint8_t *dst, size_t cap, size_t *got, const char *s, 
 /* Appends s percent-encoded for a URL path (unreserved characters and,
  * when keep_slash, '/' are kept) or a query value. */
 int mcdc_az_url_encode(mcdc_buf *out, const char *s, bool keep_slash, mcdc_error *err);
+/* The text of the next <tag>...</tag> (or <tag attributes>) in [p, end),
+ * XML entities decoded (and percent-decoding undone where the element says
+ * Encoded="true", as List Blobs does for names XML cannot carry), appended
+ * to out (NUL-terminated). Returns the end of the element, or NULL when
+ * there is none (or *rc is not MCDC_OK: out of memory, over out's limit). */
+const char *mcdc_az_xml_next(const char *p, const char *end, const char *tag, mcdc_buf *out,
+                             int *rc, mcdc_error *err);
 /* The service's error body (<Error><Code>..</Code><Message>..</Message>):
  * the code and the message's first line (its RequestId and the
  * authentication detail, which may quote a signature, are left out), XML

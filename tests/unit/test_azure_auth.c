@@ -167,7 +167,28 @@ TEST(azure_error_bodies_redaction_and_sas_permissions) {
     mcdc_az_error_parse("", 0, code, sizeof code, msg, sizeof msg);
     CHECK_EQ_STR(code, "");
     mcdc_az_error_parse("<Error><Code>Cut", 16, code, sizeof code, msg, 4);
-    CHECK_EQ_STR(code, "Cut");
+    CHECK_EQ_STR(code, ""); /* cut short: nothing trusted */
+    mcdc_az_error_parse("<Code>C</Code><Message>four or more</Message>", 45, code, sizeof code,
+                        msg, 5);
+    CHECK_EQ_STR(code, "C");
+    CHECK_EQ_STR(msg, "four");
+    /* list entries: names as XML carries them, percent-encoded where it cannot */
+    static const char list[] = "<Blobs><Blob><Name>a&amp;b</Name></Blob><Blob><Name "
+                               "Encoded=\"true\">x%01y%zz</Name></Blob><BlobPrefix><Name>d/"
+                               "</Name></BlobPrefix></Blobs><NameX>no</NameX>";
+    mcdc_buf b = {0};
+    int rc;
+    const char *p = mcdc_az_xml_next(list, list + sizeof list - 1, "Name", &b, &rc, NULL);
+    CHECK(p != NULL && rc == MCDC_OK);
+    CHECK_EQ_STR((const char *)b.data, "a&b");
+    mcdc_buf_reset(&b);
+    p = mcdc_az_xml_next(p, list + sizeof list - 1, "Name", &b, &rc, NULL);
+    CHECK(p != NULL && b.len == 6 && memcmp(b.data, "x\001y%zz", 6) == 0);
+    mcdc_buf_reset(&b);
+    p = mcdc_az_xml_next(p, list + sizeof list - 1, "Name", &b, &rc, NULL);
+    CHECK_EQ_STR((const char *)b.data, "d/");
+    CHECK(mcdc_az_xml_next(p, list + sizeof list - 1, "Name", &b, &rc, NULL) == NULL);
+    mcdc_buf_free(&b);
     char s[160] = "GET http://h/c/k?sv=2025&sig=abc%2Bdef%3D&sp=r failed; "
                   "\"sig=zzz\" and design=keep";
     mcdc_az_redact(s, sizeof s);
