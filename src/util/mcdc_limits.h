@@ -154,6 +154,30 @@
 #define MCDC_STORAGE_MEM_OBJECT_BYTES_MAX (1024u * 1024u * 1024u)
 #define MCDC_STORAGE_MEM_JOURNAL_MAX 1024
 
+/* The HTTP layer of the object stores (src/storage/mcdc_http.c). Request
+ * headers: a signed S3 request carries about ten. Response headers kept
+ * whole: ETags, request ids and error codes are short; longer values are
+ * cut. An error answer's body is a small XML document; more is dropped.
+ * Easy handles kept per pool: connections come from the pool's shared
+ * cache, so this bounds idle handles, not connections. */
+#define MCDC_HTTP_HEADERS_MAX 24
+#define MCDC_HTTP_CAPTURE_MAX 4
+#define MCDC_HTTP_HEADER_VALUE_MAX 160
+#define MCDC_HTTP_ERROR_BODY_MAX (64u * 1024u)
+#define MCDC_HTTP_POOL_HANDLES_MAX 16
+/* Defaults of a pool (mcdc_http_config): a connection within 10 s, no
+ * attempt silent for 30 s, a request (every attempt and wait) within 5
+ * minutes, at most 8 attempts, waits of 100 ms doubling up to 10 s with
+ * full jitter (AWS's advice for throttling), a Retry-After honoured up to
+ * 30 s. */
+#define MCDC_HTTP_CONNECT_TIMEOUT_MS_DEFAULT 10000
+#define MCDC_HTTP_STALL_TIMEOUT_MS_DEFAULT 30000
+#define MCDC_HTTP_DEADLINE_MS_DEFAULT (5 * 60 * 1000)
+#define MCDC_HTTP_ATTEMPTS_DEFAULT 8
+#define MCDC_HTTP_BACKOFF_BASE_MS_DEFAULT 100
+#define MCDC_HTTP_BACKOFF_MAX_MS_DEFAULT 10000
+#define MCDC_HTTP_RETRY_AFTER_MS_MAX 30000
+
 /* Simulator: sessions at once, and T-SQL text nesting. */
 #define MCDC_SIM_SESSIONS_MAX 256
 #define MCDC_TSQL_DEPTH_MAX 64
