@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 /* Azurite's account key: published with the emulator (not a secret). */
 static const char k_emulator_key[] =
@@ -90,52 +89,6 @@ int mcdc_az_base64_decode(uint8_t *dst, size_t cap, size_t *got, const char *s, 
     }
     *got = o;
     return 0;
-}
-
-int mcdc_az_url_encode(mcdc_buf *out, const char *s, bool keep_slash, mcdc_error *err) {
-    int rc = MCDC_OK;
-    for (const unsigned char *p = (const unsigned char *)s; *p && rc == MCDC_OK; p++) {
-        unsigned char c = *p;
-        bool plain = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                     c == '-' || c == '_' || c == '.' || c == '~' || (keep_slash && c == '/');
-        if (plain) rc = mcdc_buf_append_byte(out, c, err);
-        else rc = mcdc_buf_printf(out, err, "%%%c%c", mcdc_hex_pairs[2 * c], mcdc_hex_pairs[2 * c + 1]);
-    }
-    return rc == MCDC_OK ? mcdc_buf_cstr(out, err) : rc;
-}
-
-/* ---- dates ---------------------------------------------------------------------------- */
-
-static const char *const k_days[7] = {"Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"};
-static const char *const k_months[12] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
-                                         "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
-
-void mcdc_az_http_date(int64_t us, char out[32]) {
-    int64_t s = us / 1000000;
-    int64_t days = s / 86400, sod = s % 86400;
-    int64_t y;
-    unsigned m, d;
-    mcdc_civil_from_days(days, &y, &m, &d);
-    snprintf(out, 32, "%s, %02u %s %04lld %02d:%02d:%02d GMT", k_days[days % 7], d,
-             k_months[m - 1], (long long)y, (int)(sod / 3600), (int)(sod / 60 % 60),
-             (int)(sod % 60));
-}
-
-int64_t mcdc_az_parse_http_date(const char *s) {
-    char wd[4], mon[4];
-    int d, y, hh, mm, ss;
-    if (s == NULL ||
-        sscanf(s, "%3s, %d %3s %d %d:%d:%d GMT", wd, &d, mon, &y, &hh, &mm, &ss) != 7)
-        return -1;
-    for (unsigned m = 0; m < 12; m++) {
-        if (strcmp(mon, k_months[m]) != 0) continue;
-        if (d < 1 || d > 31 || y < 1970 || hh > 23 || mm > 59 || ss > 60 || hh < 0 || mm < 0 ||
-            ss < 0)
-            return -1;
-        int64_t days = mcdc_days_from_civil(y, m + 1, (unsigned)d);
-        return ((days * 86400) + hh * 3600 + mm * 60 + ss) * 1000;
-    }
-    return -1;
 }
 
 /* ---- Shared Key ----------------------------------------------------------------------- */

@@ -97,13 +97,6 @@ int mcdc_az_string_to_sign(mcdc_buf *out, const char *method, const char *accoun
 #define MCDC_AZ_SIGNATURE_CHARS 45
 int mcdc_az_sign(char out[MCDC_AZ_SIGNATURE_CHARS], const uint8_t *key, size_t key_len,
                  const char *sts, size_t sts_len, mcdc_error *err);
-/* An RFC 1123 date ("Sun, 06 Dec 2026 20:41:01 GMT") of microseconds since
- * 1970, for x-ms-date. */
-void mcdc_az_http_date(int64_t us, char out[32]);
-/* Parses an RFC 1123 date (Last-Modified) into ms since 1970; -1 when it
- * is not one. */
-int64_t mcdc_az_parse_http_date(const char *s);
-
 /* ---- bytes and text ----------------------------------------------------------------- */
 
 /* Standard base64 with padding of n bytes, appended to out (NUL-terminated,
@@ -112,9 +105,6 @@ int mcdc_az_base64_encode(mcdc_buf *out, const void *data, size_t n, mcdc_error 
 /* Strict decoding (length a multiple of 4, padding only at the end) into
  * dst of room cap; *got bytes. -1 when s is not base64 or does not fit. */
 int mcdc_az_base64_decode(uint8_t *dst, size_t cap, size_t *got, const char *s, size_t n);
-/* Appends s percent-encoded for a URL path (unreserved characters and,
- * when keep_slash, '/' are kept) or a query value. */
-int mcdc_az_url_encode(mcdc_buf *out, const char *s, bool keep_slash, mcdc_error *err);
 /* The text of the next <tag>...</tag> (or <tag attributes>) in [p, end),
  * XML entities decoded (and percent-decoding undone where the element says
  * Encoded="true", as List Blobs does for names XML cannot carry), appended

@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "mcdc_storage.h"
+#include "mcdc_storage_azure.h"
 
 typedef int (*scheme_open_fn)(mcdc_storage **out, const mcdc_storage_env *env,
                               const char *location, const char *rest, mcdc_error *err);
@@ -29,9 +30,11 @@ static const struct scheme {
     {"mem://", open_mem, "an in-memory store"},
     {"s3://", NULL, "Amazon S3"},
     {"s3a://", NULL, "Amazon S3"},
-    {"abfss://", NULL, "Azure Data Lake Storage"},
-    {"abfs://", NULL, "Azure Data Lake Storage"},
-    {"az://", NULL, "Azure Blob Storage"},
+    {"abfss://", mcdc_storage_azure_open, "Azure Data Lake Storage"},
+    {"abfs://", mcdc_storage_azure_open, "Azure Data Lake Storage"},
+    {"az://", mcdc_storage_azure_open, "Azure Blob Storage"},
+    {"wasbs://", mcdc_storage_azure_open, "Azure Blob Storage"},
+    {"wasb://", mcdc_storage_azure_open, "Azure Blob Storage"},
     {"gs://", NULL, "Google Cloud Storage"},
 };
 

@@ -35,6 +35,29 @@ static void cleanup_local(backend *b) { td_rmrf(b->dir); }
 static mcdc_storage *make_mem(backend *b) { return td_mem_storage(&b->mem, "contract", "root"); }
 static void cleanup_mem(backend *b) { mcdc_storage_mem_release(b->mem); }
 
+/* An object store the interop tests start (tests/interop/test_azure.py):
+ * MCDC_TEST_STORAGE_LOCATION names it, its options come from the process's
+ * environment (the tests set them), and each use works below a fresh
+ * prefix. Unset: the suite runs on the local backends only. */
+static const char *remote_location(void) { return getenv("MCDC_TEST_STORAGE_LOCATION"); }
+static const char *env_option(void *octx, const char *name) {
+    (void)octx;
+    return getenv(name);
+}
+static mcdc_storage *make_remote(backend *b) {
+    (void)b;
+    char uuid[37], location[512];
+    mcdc_uuid4(uuid);
+    snprintf(location, sizeof location, "%s/%s", remote_location(), uuid);
+    mcdc_storage_env env = {NULL, NULL, env_option, NULL};
+    mcdc_storage *s = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    if (mcdc_storage_open_env(&s, &env, location, &e) != MCDC_OK)
+        fprintf(stderr, "  %s: %s\n", location, e.message);
+    return s;
+}
+static void cleanup_remote(backend *b) { (void)b; }
+
 /* The whole content of key as a string ("<missing>" when absent). */
 static const char *content(mcdc_storage *s, const char *key) {
     static char out[256];
@@ -192,9 +215,11 @@ static void on_every_backend(void (*fn)(mcdc_storage *s, const char *backend_nam
     backend backends[] = {
         {"local", make_local, cleanup_local, {0}, NULL},
         {"mem", make_mem, cleanup_mem, {0}, NULL},
+        {"remote", make_remote, cleanup_remote, {0}, NULL},
     };
     for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++) {
         backend *b = &backends[i];
+        if (b->make == make_remote && remote_location() == NULL) continue;
         mcdc_storage *s = b->make(b);
         CHECK(s != NULL);
         if (s) fn(s, b->name);
@@ -226,9 +251,7 @@ TEST(storage_open_by_scheme) {
         mcdc_storage_free(s);
     }
     /* object stores and unknown schemes: a usage error, checked without opening */
-    static const char *const later[] = {"s3://bucket/t", "S3A://bucket/t",
-                                        "abfss://c@acct.dfs.core.windows.net/t",
-                                        "az://container/t", "gs://bucket/t"};
+    static const char *const later[] = {"s3://bucket/t", "S3A://bucket/t", "gs://bucket/t"};
     for (size_t i = 0; i < sizeof later / sizeof later[0]; i++) {
         CHECK_EQ_INT(mcdc_storage_open(&s, later[i], &e), MCDC_E_INVALID);
         CHECK(strstr(e.message, "object stores are not built yet") != NULL);
@@ -433,10 +456,14 @@ TEST(storage_put_if_absent_excludes_across_threads) { on_every_backend(race); }
 /* One holder at a time, others read its note; given back, the key is free
  * again, and nothing of the hold is left in the storage. */
 static void holds(mcdc_storage *s, const char *backend_name) {
-    (void)backend_name;
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_storage_lock *a = NULL, *b = NULL;
     mcdc_buf who = {0};
+    if (strcmp(backend_name, "remote") == 0) { /* object stores: no holds yet (a lease later) */
+        CHECK_EQ_INT(mcdc_storage_lock_key(&a, s, "ckpt/_lock", "x", 1, &who, &e),
+                     MCDC_E_UNSUPPORTED);
+        return;
+    }
     CHECK_EQ_INT(mcdc_storage_lock_key(&a, s, "ckpt/_lock", "{\"pid\":1}", 9, &who, &e), MCDC_OK);
     CHECK(a != NULL && who.len == 0);
     CHECK_EQ_INT(mcdc_storage_lock_key(&b, s, "ckpt/_lock", "{\"pid\":2}", 9, &who, &e),
