@@ -204,29 +204,31 @@ static int answer_error(const az_call *call, const mcdc_http_response *r, mcdc_e
     if (r->status == 404)
         return mcdc_error_set(err, MCDC_E_NOTFOUND, "%s: no such object (%s)", at,
                               code[0] ? code : "404");
-    if (r->status == 403 && strcmp(code, "AuthenticationFailed") == 0)
+    /* A credential Azure did not accept: AuthenticationFailed (Azurite says
+     * AuthorizationFailure, as Azure does for a network rule) */
+    bool authn = strcmp(code, "AuthenticationFailed") == 0 ||
+                 strcmp(code, "AuthorizationFailure") == 0;
+    if (r->status == 403 && (authn || !sas))
         return mcdc_error_set(err, MCDC_E_PERMISSION,
-                              "%s: %s: Azure did not accept the %s of storage account \"%s\" "
-                              "(AuthenticationFailed: %s); check %s%s",
-                              at, call->doing, mcdc_az_cred_name(s->c.cred), s->c.account, msg,
-                              s->c.cred_source,
-                              sas ? " (its signature, its start and expiry times, and that "
-                                    "it was made for this account)"
-                                  : " (the key of this account, and this machine's clock)");
-    if (r->status == 403 && sas) {
+                              "%s: %s: storage account \"%s\" refused the %s (%s: %s); check "
+                              "%s%s%s",
+                              at, call->doing, s->c.account, mcdc_az_cred_name(s->c.cred),
+                              code[0] ? code : "403", msg, s->c.cred_source,
+                              sas ? " (its signature, its start and expiry times, and that it "
+                                    "was made for this account)"
+                                  : " (this account's key, and this machine's clock)",
+                              strcmp(code, "AuthorizationFailure") == 0
+                                  ? ", and the account's network rules"
+                                  : "");
+    if (r->status == 403) {
         char sp[32];
         mcdc_az_sas_permissions(s->c.sas, sp, sizeof sp);
         return mcdc_error_set(err, MCDC_E_PERMISSION,
                               "%s: %s: the SAS token of %s (permissions sp=%s) does not allow "
                               "it (%s: %s): it needs the %s permission on container \"%s\"",
-                              at, call->doing, s->c.cred_source, sp[0] ? sp : "none", code, msg,
-                              perm_name(call->perm), s->c.container);
+                              at, call->doing, s->c.cred_source, sp[0] ? sp : "none",
+                              code[0] ? code : "403", msg, perm_name(call->perm), s->c.container);
     }
-    if (r->status == 403)
-        return mcdc_error_set(err, MCDC_E_PERMISSION,
-                              "%s: %s: storage account \"%s\" refused it (%s: %s); check the "
-                              "account's network rules and the key's rights",
-                              at, call->doing, s->c.account, code[0] ? code : "403", msg);
     return mcdc_error_set(err, MCDC_E_IO, "%s: %s: Azure answered HTTP %ld (%s: %s)", at,
                           call->doing, r->status, code[0] ? code : "no code", msg);
 }

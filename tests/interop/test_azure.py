@@ -1,0 +1,109 @@
+"""The Azure Blob backend against Azurite (strict: signatures checked), with
+Shared Key and with a SAS token: the storage contract suite and the
+put-if-absent race of tests/unit/test_storage.c, block-list objects and the
+errors of tests/unit/test_storage_azure.c, and a Delta table we wrote read
+by deltalake. Azurite is started on a free loopback port and stopped after.
+"""
+import os
+import re
+import subprocess
+
+import pytest
+from deltalake import DeltaTable
+
+from azurite import KEY, Azurite
+from conftest import BUILD
+
+UNIT = os.path.join(BUILD, "unit-tests")
+CONTRACT = ("storage_contract_on_every_backend|storage_put_if_absent_excludes_across_threads|"
+            "storage_holds_a_key")
+
+
+@pytest.fixture(scope="module")
+def azurite():
+    a = Azurite()
+    try:
+        a.create_container("lake")
+        yield a
+    finally:
+        a.stop()
+
+
+def unit(azurite, filter_, location, **options):
+    """Runs the unit tests matching filter_ with location as the remote
+    store and options as the environment the storage reads."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("AZURE_", "MCDC_TEST_", "MCDC_AZURE_"))}
+    env.update(MCDC_TEST_STORAGE_LOCATION=location, AZURE_STORAGE_USE_EMULATOR="true",
+               AZURE_STORAGE_ENDPOINT="http://127.0.0.1:%d" % azurite.port, **options)
+    return subprocess.run([UNIT, filter_], env=env, capture_output=True, text=True, timeout=300)
+
+
+def secrets_of(*tokens):
+    """What must never be printed: the key, and each token's signature."""
+    out = [KEY, KEY[:16]]
+    for t in tokens:
+        sig = re.search(r"sig=([^&]+)", t).group(1)
+        out += [sig, sig[:12]]
+    return out
+
+
+def assert_passed(p, remote_runs, *secrets):
+    text = p.stdout + p.stderr
+    assert p.returncode == 0 and " 0 failed" in p.stdout, text[-4000:]
+    assert text.count("contract on remote (az://") == remote_runs, text[-4000:]
+    for s in secrets:
+        assert s not in text
+
+
+def test_storage_contract_and_race_with_a_shared_key(azurite):
+    p = unit(azurite, CONTRACT, "az://lake/shared-key")
+    assert_passed(p, 1, *secrets_of())
+
+
+def test_storage_contract_and_race_with_a_sas_token(azurite):
+    sas = azurite.account_sas("rwdlac")
+    p = unit(azurite, CONTRACT, "az://lake/sas", AZURE_STORAGE_SAS_TOKEN="?" + sas)
+    assert_passed(p, 1, *secrets_of(sas))
+    # the token is what authorizes: one with a wrong signature is refused,
+    # named by the option that gave it, its signature never shown
+    bad = re.sub(r"sig=[^&]+", "sig=AAAAbm90LWEtc2lnbmF0dXJlLWF0LWFsbA%3D%3D", sas)
+    p = unit(azurite, "storage_contract_on_every_backend", "az://lake/sas",
+             AZURE_STORAGE_SAS_TOKEN=bad)
+    assert p.returncode != 0
+    assert 'storage account "devstoreaccount1" refused the SAS token' in p.stderr, p.stderr
+    assert "AZURE_STORAGE_SAS_TOKEN" in p.stderr
+    assert "AAAAbm90" not in p.stderr + p.stdout and "sig=" not in p.stderr + p.stdout
+
+
+def test_block_lists_errors_and_a_read_only_token(azurite):
+    rl = azurite.account_sas("rl")
+    p = unit(azurite, "azure_remote_block_lists|azure_remote_errors", "az://lake/remote",
+             MCDC_TEST_AZURE_SAS_READ_LIST=rl)
+    text = p.stdout + p.stderr
+    assert p.returncode == 0 and "2 passed, 0 failed" in p.stdout, text[-4000:]
+    assert 'container "nosuchcontainer" does not exist' in p.stderr
+    assert "it needs the write (w) permission" in p.stderr
+    assert 'storage account "devstoreaccount1" refused the shared key' in p.stderr
+    for s in secrets_of(rl):
+        assert s not in text
+    # what a block list published is one object, read back equal by anyone
+    names = azurite.request("GET", "/lake", {"restype": "container", "comp": "list",
+                                             "prefix": "remote/blocks-"})[1].decode()
+    assert names.count("<Name>") >= 3 and "/d/aborted" not in names
+
+
+def test_deltalake_reads_a_table_we_wrote(azurite, monkeypatch):
+    p = unit(azurite, "azure_remote_delta_table_for_readers", "az://lake/unused",
+             MCDC_TEST_AZURE_DELTA_LOCATION="az://lake/delta/orders")
+    assert p.returncode == 0 and "1 passed, 0 failed" in p.stdout, p.stdout + p.stderr
+    # delta-rs finds Azurite the way object_store does: the emulator flag and
+    # AZURITE_BLOB_STORAGE_URL for a port other than 10000
+    monkeypatch.setenv("AZURITE_BLOB_STORAGE_URL", "http://127.0.0.1:%d" % azurite.port)
+    for uri in ("az://lake/delta/orders",
+                "abfs://lake@devstoreaccount1.dfs.core.windows.net/delta/orders"):
+        t = DeltaTable(uri, storage_options={"AZURE_STORAGE_USE_EMULATOR": "true"})
+        rows = t.to_pyarrow_table()
+        assert rows.num_rows == 100
+        assert sorted(rows.column("k").to_pylist()) == list(range(100))
+        assert set(rows.column("name").to_pylist()) == {"azure"}
