@@ -11,6 +11,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "mcdc_http.h"
+#include "mcdc_xml.h"
+
 /* Azurite's account key: published with the emulator (not a secret). */
 static const char k_emulator_key[] =
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
@@ -160,82 +163,13 @@ int mcdc_az_sign(char out[MCDC_AZ_SIGNATURE_CHARS], const uint8_t *key, size_t k
 
 /* ---- error bodies, redaction, SAS ------------------------------------------------------- */
 
-static int hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-const char *mcdc_az_xml_next(const char *p, const char *end, const char *tag, mcdc_buf *out,
-                             int *rc, mcdc_error *err) {
-    static const struct {
-        const char *ent;
-        char c;
-    } ents[] = {{"&lt;", '<'}, {"&gt;", '>'}, {"&amp;", '&'}, {"&quot;", '"'}, {"&apos;", '\''}};
-    size_t tl = strlen(tag);
-    *rc = MCDC_OK;
-    for (;;) { /* <tag> or <tag attributes>, not <tagmore> */
-        p = memmem(p, (size_t)(end - p), "<", 1);
-        if (p == NULL || (size_t)(end - p) < tl + 2) return NULL;
-        p++;
-        if (strncmp(p, tag, tl) == 0 && (p[tl] == '>' || p[tl] == ' ')) break;
-    }
-    const char *gt = memchr(p, '>', (size_t)(end - p));
-    if (gt == NULL) return NULL;
-    bool encoded = memmem(p, (size_t)(gt - p), "Encoded=\"true\"", 14) != NULL;
-    const char *q = gt + 1;
-    char close[40];
-    snprintf(close, sizeof close, "</%s>", tag);
-    const char *stop = memmem(q, (size_t)(end - q), close, strlen(close));
-    if (stop == NULL) return NULL;
-    size_t start_len = out->len;
-    while (q < stop && *rc == MCDC_OK) {
-        char c = *q++;
-        if (c == '&')
-            for (size_t i = 0; i < sizeof ents / sizeof ents[0]; i++) {
-                size_t len = strlen(ents[i].ent);
-                if ((size_t)(stop - (q - 1)) >= len && memcmp(q - 1, ents[i].ent, len) == 0) {
-                    c = ents[i].c;
-                    q += len - 1;
-                    break;
-                }
-            }
-        *rc = mcdc_buf_append_byte(out, (uint8_t)c, err);
-    }
-    if (*rc == MCDC_OK && encoded) { /* the service percent-encodes names XML cannot carry */
-        char *t = (char *)out->data + start_len, *o = t;
-        size_t len = out->len - start_len;
-        for (size_t i = 0; i < len; i++) {
-            int hi, lo;
-            if (t[i] == '%' && i + 2 < len &&
-                (hi = hex_value(t[i + 1])) >= 0 && (lo = hex_value(t[i + 2])) >= 0) {
-                *o++ = (char)(hi << 4 | lo);
-                i += 2;
-            } else {
-                *o++ = t[i];
-            }
-        }
-        out->len = (size_t)(o - (char *)out->data);
-    }
-    if (*rc == MCDC_OK) *rc = mcdc_buf_cstr(out, err);
-    return *rc == MCDC_OK ? stop + strlen(close) : NULL;
-}
-
-/* The first line of the text of <tag>, control characters as spaces. */
+/* The first line of the text of <tag>, control characters as spaces: an
+ * error's Message goes on with its RequestId and time. */
 static void xml_line(const char *body, size_t n, const char *tag, char *out, size_t cap) {
-    mcdc_buf b = {0};
-    int rc;
-    out[0] = 0;
-    if (mcdc_az_xml_next(body, body + n, tag, &b, &rc, NULL) == NULL || b.data == NULL) {
-        mcdc_buf_free(&b);
-        return;
-    }
-    size_t o = 0;
-    for (const char *p = (const char *)b.data; *p && *p != '\n' && *p != '\r' && o + 1 < cap; p++)
-        out[o++] = (unsigned char)*p < 0x20 ? ' ' : *p;
-    out[o] = 0;
-    mcdc_buf_free(&b);
+    mcdc_xml_text_fixed(out, cap, body, n, tag);
+    out[strcspn(out, "\r\n")] = 0;
+    for (char *p = out; *p; p++)
+        if ((unsigned char)*p < 0x20) *p = ' ';
 }
 
 void mcdc_az_error_parse(const char *body, size_t n, char *code, size_t code_cap, char *message,
@@ -244,6 +178,40 @@ void mcdc_az_error_parse(const char *body, size_t n, char *code, size_t code_cap
     if (body == NULL || n == 0) return;
     xml_line(body, n, "Code", code, code_cap);
     xml_line(body, n, "Message", message, message_cap);
+}
+
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+int mcdc_az_blob_name(const char *blob, const char *end, mcdc_buf *out, bool *found,
+                     mcdc_error *err) {
+    const char *pos = blob, *content;
+    size_t len;
+    mcdc_buf_reset(out);
+    if (!(*found = mcdc_xml_next(&pos, end, "Name", &content, &len))) return MCDC_OK;
+    const char *open = content;
+    while (open > blob && *open != '<') open--;
+    bool encoded = memmem(open, (size_t)(content - open), "Encoded=\"true\"", 14) != NULL;
+    int rc = mcdc_xml_unescape(out, content, len, err);
+    if (rc == MCDC_OK && encoded) {
+        char *t = (char *)out->data, *o = t;
+        for (size_t i = 0; i < out->len; i++) {
+            int hi, lo;
+            if (t[i] == '%' && i + 2 < out->len && (hi = hex_digit(t[i + 1])) >= 0 &&
+                (lo = hex_digit(t[i + 2])) >= 0) {
+                *o++ = (char)(hi << 4 | lo);
+                i += 2;
+            } else {
+                *o++ = t[i];
+            }
+        }
+        out->len = (size_t)(o - t);
+    }
+    return rc == MCDC_OK ? mcdc_buf_cstr(out, err) : rc;
 }
 
 void mcdc_az_redact(char *s, size_t cap) {
@@ -374,24 +342,6 @@ static int connstr_parse(connstr *cs, const char *s, mcdc_error *err) {
 }
 
 /* ---- the configuration ------------------------------------------------------------------ */
-
-static const char *option(const mcdc_storage_env *env, const char *name) {
-    const char *v = env && env->option ? env->option(env->octx, name) : NULL;
-    return v && v[0] ? v : NULL;
-}
-
-static int parse_bool(const char *name, const char *v, bool *out, mcdc_error *err) {
-    static const char *const yes[] = {"true", "1", "yes", "on"}, *const no[] = {"false", "0",
-                                                                               "no", "off"};
-    *out = false;
-    if (v == NULL) return MCDC_OK;
-    for (size_t i = 0; i < 4; i++) {
-        if (strcasecmp(v, yes[i]) == 0) return *out = true, MCDC_OK;
-        if (strcasecmp(v, no[i]) == 0) return MCDC_OK;
-    }
-    return mcdc_error_set(err, MCDC_E_INVALID, "storage option %s=\"%.40s\" is not true or false",
-                          name, v);
-}
 
 /* Storage account names: 3 to 24 lower-case letters and digits (they
  * become a host name). */
@@ -533,10 +483,10 @@ static int pick_account(mcdc_az_config *c, const char *location, const az_uri *u
  * a SAS token (the same order), else the emulator's key. */
 static int pick_credential(mcdc_az_config *c, const char *location, const mcdc_storage_env *env,
                            const connstr *cs, bool emulator, mcdc_error *err) {
-    const char *key = option(env, MCDC_AZ_OPT_KEY);
+    const char *key = mcdc_storage_option(env, MCDC_AZ_OPT_KEY);
     const char *key_from = MCDC_AZ_OPT_KEY;
     if (key == NULL && cs->key) key = cs->key, key_from = "the connection string's AccountKey";
-    if (key == NULL && emulator && option(env, MCDC_AZ_OPT_SAS) == NULL && cs->sas == NULL)
+    if (key == NULL && emulator && mcdc_storage_option(env, MCDC_AZ_OPT_SAS) == NULL && cs->sas == NULL)
         key = k_emulator_key, key_from = "the emulator's well-known key";
     if (key) {
         c->cred = MCDC_AZ_CRED_SHARED_KEY;
@@ -549,7 +499,7 @@ static int pick_credential(mcdc_az_config *c, const char *location, const mcdc_s
                                   key_from);
         return MCDC_OK;
     }
-    const char *sas = option(env, MCDC_AZ_OPT_SAS);
+    const char *sas = mcdc_storage_option(env, MCDC_AZ_OPT_SAS);
     const char *sas_from = MCDC_AZ_OPT_SAS;
     if (sas == NULL && cs->sas) sas = cs->sas, sas_from = "the connection string's SharedAccessSignature";
     if (sas == NULL)
@@ -578,12 +528,12 @@ static int pick_credential(mcdc_az_config *c, const char *location, const mcdc_s
  * connection string that says http. */
 static int pick_endpoint(mcdc_az_config *c, const mcdc_storage_env *env, const az_uri *u,
                          const connstr *cs, bool emulator, mcdc_error *err) {
-    const char *ep = option(env, MCDC_AZ_OPT_ENDPOINT);
+    const char *ep = mcdc_storage_option(env, MCDC_AZ_OPT_ENDPOINT);
     const char *from = MCDC_AZ_OPT_ENDPOINT;
     bool cs_http = cs->protocol && strcasecmp(cs->protocol, "http") == 0;
     if (ep == NULL && cs->blob_endpoint) ep = cs->blob_endpoint, from = "the connection string's BlobEndpoint";
-    bool allow_http;
-    int rc = parse_bool(MCDC_AZ_OPT_ALLOW_HTTP, option(env, MCDC_AZ_OPT_ALLOW_HTTP), &allow_http, err);
+    bool allow_http = false;
+    int rc = mcdc_storage_option_bool(env, MCDC_AZ_OPT_ALLOW_HTTP, &allow_http, err);
     if (rc) return rc;
     if (ep == NULL && emulator) ep = MCDC_AZ_EMULATOR_ENDPOINT, from = "the emulator's endpoint";
     if (ep) {
@@ -620,7 +570,7 @@ static int pick_endpoint(mcdc_az_config *c, const mcdc_storage_env *env, const a
 }
 
 static int pick_block_bytes(mcdc_az_config *c, const mcdc_storage_env *env, mcdc_error *err) {
-    const char *v = option(env, MCDC_AZ_OPT_BLOCK_BYTES);
+    const char *v = mcdc_storage_option(env, MCDC_AZ_OPT_BLOCK_BYTES);
     c->block_bytes = MCDC_AZ_BLOCK_BYTES;
     if (v == NULL) return MCDC_OK;
     int64_t n;
@@ -640,13 +590,13 @@ int mcdc_az_config_load(mcdc_az_config *c, const mcdc_storage_env *env, const ch
     connstr cs = {0};
     int rc = parse_uri(&u, location, err);
     if (rc == MCDC_OK) rc = make_prefix(c, location, u.path, err);
-    const char *s = option(env, MCDC_AZ_OPT_CONNSTR);
+    const char *s = mcdc_storage_option(env, MCDC_AZ_OPT_CONNSTR);
     if (rc == MCDC_OK && s) rc = connstr_parse(&cs, s, err);
     bool emulator = false;
     if (rc == MCDC_OK)
-        rc = parse_bool(MCDC_AZ_OPT_EMULATOR, option(env, MCDC_AZ_OPT_EMULATOR), &emulator, err);
+        rc = mcdc_storage_option_bool(env, MCDC_AZ_OPT_EMULATOR, &emulator, err);
     emulator = emulator || cs.dev;
-    if (rc == MCDC_OK) rc = pick_account(c, location, &u, option(env, MCDC_AZ_OPT_ACCOUNT), &cs, emulator, err);
+    if (rc == MCDC_OK) rc = pick_account(c, location, &u, mcdc_storage_option(env, MCDC_AZ_OPT_ACCOUNT), &cs, emulator, err);
     if (rc == MCDC_OK && (c->container = mcdc_strndup(u.container, u.container_len)) == NULL)
         rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     if (rc == MCDC_OK) rc = pick_credential(c, location, env, &cs, emulator, err);

@@ -105,13 +105,12 @@ int mcdc_az_base64_encode(mcdc_buf *out, const void *data, size_t n, mcdc_error 
 /* Strict decoding (length a multiple of 4, padding only at the end) into
  * dst of room cap; *got bytes. -1 when s is not base64 or does not fit. */
 int mcdc_az_base64_decode(uint8_t *dst, size_t cap, size_t *got, const char *s, size_t n);
-/* The text of the next <tag>...</tag> (or <tag attributes>) in [p, end),
- * XML entities decoded (and percent-decoding undone where the element says
- * Encoded="true", as List Blobs does for names XML cannot carry), appended
- * to out (NUL-terminated). Returns the end of the element, or NULL when
- * there is none (or *rc is not MCDC_OK: out of memory, over out's limit). */
-const char *mcdc_az_xml_next(const char *p, const char *end, const char *tag, mcdc_buf *out,
-                             int *rc, mcdc_error *err);
+/* A List Blobs <Blob> element's name (the text of its <Name>, entities
+ * undone, percent-decoded where the element says Encoded="true", as the
+ * service does for names XML cannot carry) into out (reset first,
+ * NUL-terminated). *found is false when there is none. */
+int mcdc_az_blob_name(const char *blob, const char *end, mcdc_buf *out, bool *found,
+                      mcdc_error *err);
 /* The service's error body (<Error><Code>..</Code><Message>..</Message>):
  * the code and the message's first line (its RequestId and the
  * authentication detail, which may quote a signature, are left out), XML

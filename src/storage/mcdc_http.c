@@ -599,3 +599,21 @@ void mcdc_http_format_date(int64_t ms, char out[30]) {
              k_months[m - 1], (long long)y, (int)(rem / 3600), (int)(rem / 60 % 60),
              (int)(rem % 60));
 }
+
+const char *mcdc_storage_option(const mcdc_storage_env *env, const char *name) {
+    const char *v = env && env->option ? env->option(env->octx, name) : NULL;
+    return v && v[0] ? v : NULL;
+}
+
+int mcdc_storage_option_bool(const mcdc_storage_env *env, const char *name, bool *out,
+                             mcdc_error *err) {
+    const char *v = mcdc_storage_option(env, name);
+    if (v == NULL) return MCDC_OK;
+    if (mcdc_str_ieq(v, "true") || mcdc_str_ieq(v, "1") || mcdc_str_ieq(v, "yes")) *out = true;
+    else if (mcdc_str_ieq(v, "false") || mcdc_str_ieq(v, "0") || mcdc_str_ieq(v, "no"))
+        *out = false;
+    else
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "storage option %s is \"%s\"; give true or false", name, v);
+    return MCDC_OK;
+}

@@ -34,6 +34,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "mcdc_storage.h"
 #include "mcdc_util.h"
 
 /* ---- headers ------------------------------------------------------------------ */
@@ -171,5 +172,13 @@ int mcdc_http_append_encoded(mcdc_buf *b, const char *s, size_t n, bool keep_sla
 int64_t mcdc_http_parse_date_ms(const char *s);
 /* ms since 1970 as an HTTP date; out holds 30 bytes. */
 void mcdc_http_format_date(int64_t ms, char out[30]);
+
+/* A storage option's value (env->option), NULL when not given or empty. */
+const char *mcdc_storage_option(const mcdc_storage_env *env, const char *name);
+/* A boolean option ("true"/"false", "1"/"0", "yes"/"no", any case): *out
+ * keeps its value when the option is not given; anything else is
+ * MCDC_E_INVALID naming the option. */
+int mcdc_storage_option_bool(const mcdc_storage_env *env, const char *name, bool *out,
+                             mcdc_error *err);
 
 #endif /* MCDC_HTTP_H */

@@ -40,6 +40,7 @@
 
 #include "mcdc_azure_auth.h"
 #include "mcdc_http.h"
+#include "mcdc_xml.h"
 
 typedef struct az_storage {
     mcdc_az_config c;
@@ -353,8 +354,8 @@ static int cmp_entries(const void *a, const void *b) {
     return strcmp(((const mcdc_storage_entry *)a)->name, ((const mcdc_storage_entry *)b)->name);
 }
 
-/* One page's <Blob> elements into out; *marker gets NextMarker ("" at the
- * end). skip: the bytes of every name before the entry's own (the
+/* One page's <Blob> elements into out; marker gets NextMarker (empty at
+ * the end). skip: the bytes of every name before the entry's own (the
  * storage's prefix and the listed directory). */
 static int list_page(const az_call *call, const mcdc_buf *page, size_t skip,
                      mcdc_storage_listing *out, size_t *cap, mcdc_buf *marker,
@@ -364,47 +365,35 @@ static int list_page(const az_call *call, const mcdc_buf *page, size_t skip,
     int rc = MCDC_OK;
     char at[600];
     where(call, at, sizeof at);
-    const char *blobs_end = memmem(p, page->len, "</Blobs>", 8);
-    for (const char *b = p; rc == MCDC_OK && blobs_end;) {
-        const char *blob = memmem(b, (size_t)(blobs_end - b), "<Blob>", 6);
-        if (blob == NULL) break;
-        const char *blob_end = memmem(blob, (size_t)(blobs_end - blob), "</Blob>", 7);
-        if (blob_end == NULL) break;
-        b = blob_end + 7;
-        mcdc_buf_reset(&name);
-        if (mcdc_az_xml_next(blob, blob_end, "Name", &name, &rc, err) == NULL || rc) {
-            if (rc == MCDC_OK)
-                rc = mcdc_error_set(err, MCDC_E_PROTOCOL, "%s: listing: a blob without a name",
-                                    at);
-            break;
-        }
-        mcdc_buf_reset(&text);
-        if (mcdc_az_xml_next(blob, blob_end, "ResourceType", &text, &rc, err) && rc == MCDC_OK &&
-            strcmp((const char *)text.data, "directory") == 0)
-            continue; /* a hierarchical account's directory: never listed */
-        int64_t bytes = -1, mtime_ms = -1;
-        mcdc_buf_reset(&text);
-        if (rc == MCDC_OK && mcdc_az_xml_next(blob, blob_end, "Content-Length", &text, &rc, err))
-            mcdc_parse_i64((const char *)text.data, &bytes);
-        mcdc_buf_reset(&text);
-        if (rc == MCDC_OK && mcdc_az_xml_next(blob, blob_end, "Last-Modified", &text, &rc, err))
-            mtime_ms = mcdc_http_parse_date_ms((const char *)text.data);
-        if (rc) break;
+    const char *pos = p, *blob;
+    size_t blob_len;
+    while (rc == MCDC_OK && mcdc_xml_next(&pos, end, "Blob", &blob, &blob_len)) {
+        const char *blob_end = blob + blob_len;
+        bool found;
+        rc = mcdc_az_blob_name(blob, blob_end, &name, &found, err);
+        if (rc == MCDC_OK && !found)
+            rc = mcdc_error_set(err, MCDC_E_PROTOCOL, "%s: listing: a blob without a name", at);
+        char kind[32], length[32], modified[64];
+        mcdc_xml_text_fixed(kind, sizeof kind, blob, blob_len, "ResourceType");
+        mcdc_xml_text_fixed(length, sizeof length, blob, blob_len, "Content-Length");
+        mcdc_xml_text_fixed(modified, sizeof modified, blob, blob_len, "Last-Modified");
+        if (rc || strcmp(kind, "directory") == 0) continue; /* an HNS directory: not listed */
         const char *full = (const char *)name.data;
         if (name.len <= skip || strchr(full + skip, '/')) continue; /* not directly under */
-        if (bytes < 0 || mtime_ms < 0) {
+        int64_t bytes = -1, mtime_ms = mcdc_http_parse_date_ms(modified);
+        if (mcdc_parse_i64(length, &bytes) != MCDC_OK || bytes < 0 || mtime_ms < 0)
             rc = mcdc_error_set(err, MCDC_E_PROTOCOL,
                                 "%s: listing: blob \"%s\" came without a size or a "
                                 "Last-Modified time",
                                 at, full);
-            break;
-        }
-        rc = mcdc_storage_listing_add(out, cap, full + skip, bytes, mtime_ms, err);
+        else rc = mcdc_storage_listing_add(out, cap, full + skip, bytes, mtime_ms, err);
     }
     mcdc_buf_reset(marker);
-    if (rc == MCDC_OK && mcdc_az_xml_next(p, end, "NextMarker", marker, &rc, err) == NULL &&
-        rc == MCDC_OK)
-        mcdc_buf_reset(marker);
+    if (rc == MCDC_OK) {
+        rc = mcdc_xml_text(marker, p, page->len, "NextMarker", err);
+        if (rc == MCDC_E_NOTFOUND) rc = MCDC_OK, mcdc_buf_reset(marker);
+        if (rc) mcdc_buf_reset(marker);
+    }
     mcdc_buf_free(&name);
     mcdc_buf_free(&text);
     return rc;

@@ -12,6 +12,7 @@
 
 #include "mcdc_storage.h"
 #include "mcdc_storage_azure.h"
+#include "mcdc_storage_s3.h"
 
 typedef int (*scheme_open_fn)(mcdc_storage **out, const mcdc_storage_env *env,
                               const char *location, const char *rest, mcdc_error *err);
@@ -28,8 +29,8 @@ static const struct scheme {
 } k_schemes[] = {
     {"file:", open_file, "the local filesystem"},
     {"mem://", open_mem, "an in-memory store"},
-    {"s3://", NULL, "Amazon S3"},
-    {"s3a://", NULL, "Amazon S3"},
+    {"s3://", mcdc_storage_s3_open, "Amazon S3"},
+    {"s3a://", mcdc_storage_s3_open, "Amazon S3"},
     {"abfss://", mcdc_storage_azure_open, "Azure Data Lake Storage"},
     {"abfs://", mcdc_storage_azure_open, "Azure Data Lake Storage"},
     {"az://", mcdc_storage_azure_open, "Azure Blob Storage"},

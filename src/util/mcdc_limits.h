@@ -177,6 +177,18 @@
 #define MCDC_HTTP_BACKOFF_BASE_MS_DEFAULT 100
 #define MCDC_HTTP_BACKOFF_MAX_MS_DEFAULT 10000
 #define MCDC_HTTP_RETRY_AFTER_MS_MAX 30000
+/* S3: a writer holds one part in memory; an object up to this size goes
+ * as one PutObject, a larger one as a multipart upload of parts this size
+ * (S3 wants at least 5 MiB a part but the last, and at most 10,000 parts:
+ * 80 GB at 8 MiB). MCDC_S3_PART_BYTES (a storage option) sets it within
+ * the bounds. AWS profile files larger than 1 MiB are refused. */
+#define MCDC_S3_PART_BYTES_DEFAULT (8u * 1024u * 1024u)
+#define MCDC_S3_PART_BYTES_MIN (5u * 1024u * 1024u)
+#define MCDC_S3_PART_BYTES_MAX (512u * 1024u * 1024u)
+#define MCDC_S3_PARTS_MAX 10000
+/* One page of a listing (1,000 keys of up to 1 KiB each, in XML). */
+#define MCDC_S3_LIST_PAGE_BYTES_MAX (16u * 1024u * 1024u)
+#define MCDC_AWS_PROFILE_FILE_BYTES_MAX (1024u * 1024u)
 
 /* Simulator: sessions at once, and T-SQL text nesting. */
 #define MCDC_SIM_SESSIONS_MAX 256

@@ -1,8 +1,14 @@
-"""The Azure Blob backend against Azurite (strict: signatures checked), with
-Shared Key and with a SAS token: the storage contract suite and the
-put-if-absent race of tests/unit/test_storage.c, block-list objects and the
-errors of tests/unit/test_storage_azure.c, and a Delta table we wrote read
-by deltalake. Azurite is started on a free loopback port and stopped after.
+"""The Azure Blob backend against Azurite (tests/interop/objstore.py; strict:
+signatures checked), with Shared Key and with a SAS token: the storage
+contract suite and the put-if-absent race of tests/unit/test_storage.c
+(which opens the store from MCDC_TEST_AZURE_URI and MCDC_TEST_AZURE_OPT_*
+options), block-list objects and the errors of
+tests/unit/test_storage_azure.c, and a Delta table we wrote read by
+deltalake. What they leave in the container is checked with requests of the
+fixture's own.
+
+The CLI does not take storage options yet (--storage-option comes with the
+plumbing of issue 23), so the commands themselves are not run on az:// here.
 """
 import os
 import re
@@ -11,8 +17,8 @@ import subprocess
 import pytest
 from deltalake import DeltaTable
 
-from azurite import KEY, Azurite
 from conftest import BUILD
+from objstore import Azurite, unit_env
 
 UNIT = os.path.join(BUILD, "unit-tests")
 CONTRACT = ("storage_contract_on_every_backend|storage_put_if_absent_excludes_across_threads|"
@@ -21,27 +27,21 @@ CONTRACT = ("storage_contract_on_every_backend|storage_put_if_absent_excludes_ac
 
 @pytest.fixture(scope="module")
 def azurite():
-    a = Azurite()
-    try:
-        a.create_container("lake")
+    with Azurite(container="lake") as a:
         yield a
-    finally:
-        a.stop()
 
 
-def unit(azurite, filter_, location, **options):
-    """Runs the unit tests matching filter_ with location as the remote
-    store and options as the environment the storage reads."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("AZURE_", "MCDC_TEST_", "MCDC_AZURE_"))}
-    env.update(MCDC_TEST_STORAGE_LOCATION=location, AZURE_STORAGE_USE_EMULATOR="true",
-               AZURE_STORAGE_ENDPOINT="http://127.0.0.1:%d" % azurite.port, **options)
+def unit(azurite, filter_, location, test_env=None, **options):
+    """Runs the unit tests matching filter_ on the Azure store at location,
+    with Azurite's options and these."""
+    env = unit_env("MCDC_TEST_AZURE", location, dict(azurite.options, **options))
+    env.update(test_env or {})
     return subprocess.run([UNIT, filter_], env=env, capture_output=True, text=True, timeout=300)
 
 
 def secrets_of(*tokens):
     """What must never be printed: the key, and each token's signature."""
-    out = [KEY, KEY[:16]]
+    out = [Azurite.KEY, Azurite.KEY[:16]]
     for t in tokens:
         sig = re.search(r"sig=([^&]+)", t).group(1)
         out += [sig, sig[:12]]
@@ -51,7 +51,7 @@ def secrets_of(*tokens):
 def assert_passed(p, remote_runs, *secrets):
     text = p.stdout + p.stderr
     assert p.returncode == 0 and " 0 failed" in p.stdout, text[-4000:]
-    assert text.count("contract on remote (az://") == remote_runs, text[-4000:]
+    assert text.count("contract on azure (az://") == remote_runs, text[-4000:]
     for s in secrets:
         assert s not in text
 
@@ -79,7 +79,7 @@ def test_storage_contract_and_race_with_a_sas_token(azurite):
 def test_block_lists_errors_and_a_read_only_token(azurite):
     rl = azurite.account_sas("rl")
     p = unit(azurite, "azure_remote_block_lists|azure_remote_errors", "az://lake/remote",
-             MCDC_TEST_AZURE_SAS_READ_LIST=rl)
+             {"MCDC_TEST_AZURE_SAS_READ_LIST": rl})
     text = p.stdout + p.stderr
     assert p.returncode == 0 and "2 passed, 0 failed" in p.stdout, text[-4000:]
     assert 'container "nosuchcontainer" does not exist' in p.stderr
@@ -88,14 +88,14 @@ def test_block_lists_errors_and_a_read_only_token(azurite):
     for s in secrets_of(rl):
         assert s not in text
     # what a block list published is one object, read back equal by anyone
-    names = azurite.request("GET", "/lake", {"restype": "container", "comp": "list",
-                                             "prefix": "remote/blocks-"})[1].decode()
-    assert names.count("<Name>") >= 3 and "/d/aborted" not in names
+    names = [n.split("/", 2)[2] for n in azurite.names("remote/blocks-")]
+    assert sorted(n for n in names if n.startswith("d/")) == ["d/big", "d/one", "d/two"], names
+    assert "p=1/\u00e9t\u00e9&x?y#z" in names  # the key that needs encoding, as written
 
 
 def test_deltalake_reads_a_table_we_wrote(azurite, monkeypatch):
     p = unit(azurite, "azure_remote_delta_table_for_readers", "az://lake/unused",
-             MCDC_TEST_AZURE_DELTA_LOCATION="az://lake/delta/orders")
+             {"MCDC_TEST_AZURE_DELTA_LOCATION": "az://lake/delta/orders"})
     assert p.returncode == 0 and "1 passed, 0 failed" in p.stdout, p.stdout + p.stderr
     # delta-rs finds Azurite the way object_store does: the emulator flag and
     # AZURITE_BLOB_STORAGE_URL for a port other than 10000

@@ -80,7 +80,7 @@ TEST(delta_resolve_names_and_paths) {
     CHECK_EQ_STR(t ? mcdc_delta_table_location(t) : NULL, "/data/t");
     mcdc_delta_table_free(t);
     /* an object store is refused as the name is resolved, as a usage error */
-    CHECK_EQ_INT(mcdc_delta_table_open(&t, "s3://bucket/t", NULL, &e), MCDC_E_INVALID);
+    CHECK_EQ_INT(mcdc_delta_table_open(&t, "gs://bucket/t", NULL, &e), MCDC_E_INVALID);
     CHECK(strstr(e.message, "not built yet") != NULL);
     CHECK(t == NULL);
     /* Azure Blob is built: its locations resolve as they are */

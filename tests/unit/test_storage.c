@@ -21,6 +21,7 @@ typedef struct backend {
     void (*cleanup)(struct backend *b);
     char dir[64];
     mcdc_storage_mem *mem;
+    const char *env; /* a remote backend: the test environment's variables */
 } backend;
 
 static mcdc_storage *make_local(backend *b) {
@@ -35,25 +36,33 @@ static void cleanup_local(backend *b) { td_rmrf(b->dir); }
 static mcdc_storage *make_mem(backend *b) { return td_mem_storage(&b->mem, "contract", "root"); }
 static void cleanup_mem(backend *b) { mcdc_storage_mem_release(b->mem); }
 
-/* An object store the interop tests start (tests/interop/test_azure.py):
- * MCDC_TEST_STORAGE_LOCATION names it, its options come from the process's
- * environment (the tests set them), and each use works below a fresh
- * prefix. Unset: the suite runs on the local backends only. */
-static const char *remote_location(void) { return getenv("MCDC_TEST_STORAGE_LOCATION"); }
-static const char *env_option(void *octx, const char *name) {
-    (void)octx;
-    return getenv(name);
+/* Remote backends run when the test's environment names one (the library
+ * reads no environment; a test may): <env>_URI is a location, under which
+ * each run takes a fresh prefix, and <env>_OPT_<NAME> gives the storage
+ * option NAME (tests/interop/test_s3.py sets them against moto). Their
+ * objects stay: the test server goes with them. */
+static const char *remote_option(void *octx, const char *name) {
+    char var[192];
+    snprintf(var, sizeof var, "%s_OPT_%s", (const char *)octx, name);
+    return getenv(var);
 }
+
+static bool remote_configured(const backend *b) {
+    char var[96];
+    snprintf(var, sizeof var, "%s_URI", b->env);
+    return getenv(var) != NULL;
+}
+
 static mcdc_storage *make_remote(backend *b) {
-    (void)b;
-    char uuid[37], location[512];
+    char var[96], loc[1024], uuid[37];
+    snprintf(var, sizeof var, "%s_URI", b->env);
     mcdc_uuid4(uuid);
-    snprintf(location, sizeof location, "%s/%s", remote_location(), uuid);
-    mcdc_storage_env env = {NULL, NULL, env_option, NULL};
+    snprintf(loc, sizeof loc, "%s/run-%s", getenv(var), uuid);
+    mcdc_storage_env env = {.option = remote_option, .octx = (void *)b->env};
     mcdc_storage *s = NULL;
     mcdc_error e = MCDC_ERROR_INIT;
-    if (mcdc_storage_open_env(&s, &env, location, &e) != MCDC_OK)
-        fprintf(stderr, "  %s: %s\n", location, e.message);
+    if (mcdc_storage_open_env(&s, &env, loc, &e) != MCDC_OK)
+        fprintf(stderr, "  cannot open %s: %s\n", b->name, e.message);
     return s;
 }
 static void cleanup_remote(backend *b) { (void)b; }
@@ -213,13 +222,14 @@ static void contract(mcdc_storage *s, const char *backend_name) {
 /* Runs fn on a fresh storage of every backend. */
 static void on_every_backend(void (*fn)(mcdc_storage *s, const char *backend_name)) {
     backend backends[] = {
-        {"local", make_local, cleanup_local, {0}, NULL},
-        {"mem", make_mem, cleanup_mem, {0}, NULL},
-        {"remote", make_remote, cleanup_remote, {0}, NULL},
+        {"local", make_local, cleanup_local, {0}, NULL, NULL},
+        {"mem", make_mem, cleanup_mem, {0}, NULL, NULL},
+        {"s3", make_remote, cleanup_remote, {0}, NULL, "MCDC_TEST_S3"},
+        {"azure", make_remote, cleanup_remote, {0}, NULL, "MCDC_TEST_AZURE"},
     };
     for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++) {
         backend *b = &backends[i];
-        if (b->make == make_remote && remote_location() == NULL) continue;
+        if (b->env && !remote_configured(b)) continue;
         mcdc_storage *s = b->make(b);
         CHECK(s != NULL);
         if (s) fn(s, b->name);
@@ -251,7 +261,7 @@ TEST(storage_open_by_scheme) {
         mcdc_storage_free(s);
     }
     /* object stores and unknown schemes: a usage error, checked without opening */
-    static const char *const later[] = {"s3://bucket/t", "S3A://bucket/t", "gs://bucket/t"};
+    static const char *const later[] = {"gs://bucket/t"};
     for (size_t i = 0; i < sizeof later / sizeof later[0]; i++) {
         CHECK_EQ_INT(mcdc_storage_open(&s, later[i], &e), MCDC_E_INVALID);
         CHECK(strstr(e.message, "object stores are not built yet") != NULL);
@@ -291,6 +301,107 @@ TEST(storage_open_by_scheme) {
     CHECK(bad == NULL);
     mcdc_storage_mem_release(m);
     mcdc_storage_mem_release(NULL);
+}
+
+/* S3 opens from its options alone (nothing is sent until an operation):
+ * what is wrong with them is said at once. */
+static const char *opt_table(void *octx, const char *name) {
+    for (const char *const *p = octx; *p; p += 2)
+        if (strcmp(p[0], name) == 0) return p[1];
+    return NULL;
+}
+
+TEST(storage_s3_opens_from_its_options) {
+    const char *good[] = {"AWS_ACCESS_KEY_ID", "AKIDTEST", "AWS_SECRET_ACCESS_KEY", "s3cr3t",
+                          "AWS_REGION", "eu-west-1", NULL};
+    mcdc_storage_env env = {.option = opt_table, .octx = good};
+    mcdc_storage *s = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_storage_open_env(&s, &env, "s3://my-bucket/lake/bronze/", &e), MCDC_OK);
+    CHECK_EQ_STR(s ? s->root : NULL, "s3://my-bucket/lake/bronze");
+    mcdc_storage_free(s);
+    CHECK_EQ_INT(mcdc_storage_open_env(&s, &env, "S3A://my-bucket", &e), MCDC_OK);
+    CHECK_EQ_STR(s ? s->root : NULL, "S3A://my-bucket");
+    mcdc_storage_free(s);
+    CHECK_EQ_INT(mcdc_storage_check_location("s3://my-bucket/t", &e), MCDC_OK);
+    /* bad names and paths */
+    static const char *const bad[] = {"s3://", "s3://Bad_Bucket/t", "s3://ab/t",
+                                      "s3://b-/t", "s3://bucket/a//b", "s3://bucket/../x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_EQ_INT(mcdc_storage_open_env(&s, &env, bad[i], &e), MCDC_E_INVALID);
+        CHECK(strstr(e.message, bad[i]) != NULL);
+    }
+    /* no credentials at all: says where it looked, and what to give */
+    CHECK_EQ_INT(mcdc_storage_open(&s, "s3://my-bucket/t", &e), MCDC_E_PERMISSION);
+    CHECK(strstr(e.message, "AWS_ACCESS_KEY_ID") != NULL);
+    CHECK(strstr(e.message, "s3://my-bucket/t") != NULL);
+    const char *half[] = {"AWS_ACCESS_KEY_ID", "AKIDTEST", NULL};
+    env.octx = half;
+    CHECK_EQ_INT(mcdc_storage_open_env(&s, &env, "s3://my-bucket/t", &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "AWS_SECRET_ACCESS_KEY") != NULL);
+    /* an http endpoint needs AWS_ALLOW_HTTP; settings that are not what they say */
+    const char *http[] = {"AWS_ACCESS_KEY_ID", "AKIDTEST", "AWS_SECRET_ACCESS_KEY", "s3cr3t",
+                          "AWS_ENDPOINT_URL", "http://127.0.0.1:9", NULL, NULL, NULL, NULL, NULL};
+    env.octx = http;
+    CHECK_EQ_INT(mcdc_storage_open_env(&s, &env, "s3://my-bucket/t", &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "AWS_ALLOW_HTTP") != NULL);
+    http[6] = "AWS_ALLOW_HTTP";
+    http[7] = "yes";
+    CHECK_EQ_INT(mcdc_storage_open_env(&s, &env, "s3://my-bucket/t", &e), MCDC_OK);
+    mcdc_storage_free(s);
+    http[7] = "maybe";
+    CHECK_EQ_INT(mcdc_storage_open_env(&s, &env, "s3://my-bucket/t", &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "AWS_ALLOW_HTTP") != NULL);
+    http[7] = "true";
+    http[8] = "MCDC_S3_PART_BYTES";
+    http[9] = "1024";
+    CHECK_EQ_INT(mcdc_storage_open_env(&s, &env, "s3://my-bucket/t", &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "MCDC_S3_PART_BYTES") != NULL);
+    http[8] = "AWS_REGION";
+    http[9] = "eu west";
+    CHECK_EQ_INT(mcdc_storage_open_env(&s, &env, "s3://my-bucket/t", &e), MCDC_E_INVALID);
+    /* the secret never shows */
+    CHECK(strstr(e.message, "s3cr3t") == NULL);
+}
+
+/* A profile from the shared files: named by AWS_PROFILE or "default", its
+ * region from the config file; a named profile that is missing, or one
+ * that needs what this build cannot do, is said. */
+TEST(storage_s3_reads_profiles) {
+    char dir[64], cred[128], conf[128];
+    td_mkdtemp(dir);
+    snprintf(cred, sizeof cred, "%s/credentials", dir);
+    snprintf(conf, sizeof conf, "%s/config", dir);
+    FILE *f = fopen(cred, "w");
+    fputs("# keys\n[default]\naws_access_key_id = AKIDDEFAULT\naws_secret_access_key = sd\n"
+          "\n[dev]\r\n aws_access_key_id=AKIDDEV \r\naws_secret_access_key= sv\r\n"
+          "aws_session_token = tok\r\n",
+          f);
+    fclose(f);
+    f = fopen(conf, "w");
+    fputs("[default]\nregion = us-west-2\n[profile dev]\nregion = eu-central-1\n"
+          "[profile sso]\nsso_start_url = https://x\n",
+          f);
+    fclose(f);
+    const char *opts[] = {"AWS_SHARED_CREDENTIALS_FILE", cred, "AWS_CONFIG_FILE", conf,
+                          "AWS_PROFILE", "dev", NULL};
+    mcdc_storage_env env = {.option = opt_table, .octx = opts};
+    mcdc_storage *s = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_storage_open_env(&s, &env, "s3://bkt/t", &e), MCDC_OK);
+    mcdc_storage_free(s);
+    opts[5] = "nope";
+    CHECK_EQ_INT(mcdc_storage_open_env(&s, &env, "s3://bkt/t", &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "\"nope\"") != NULL);
+    opts[5] = "sso";
+    CHECK_EQ_INT(mcdc_storage_open_env(&s, &env, "s3://bkt/t", &e), MCDC_E_UNSUPPORTED);
+    CHECK(strstr(e.message, "sso_start_url") != NULL);
+    /* HOME alone finds ~/.aws/credentials (none here: no credentials) */
+    const char *home[] = {"HOME", dir, NULL};
+    env.octx = home;
+    CHECK_EQ_INT(mcdc_storage_open_env(&s, &env, "s3://bkt/t", &e), MCDC_E_PERMISSION);
+    CHECK(strstr(e.message, ".aws/credentials") != NULL);
+    td_rmrf(dir);
 }
 
 /* ---- the memory backend: faults and lost writes ------------------------------------ */
@@ -459,8 +570,9 @@ static void holds(mcdc_storage *s, const char *backend_name) {
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_storage_lock *a = NULL, *b = NULL;
     mcdc_buf who = {0};
-    if (strcmp(backend_name, "remote") == 0) { /* object stores: no holds yet (a lease later) */
-        CHECK_EQ_INT(mcdc_storage_lock_key(&a, s, "ckpt/_lock", "x", 1, &who, &e),
+    if (s->ops->lock == NULL) { /* object stores: no holds until the lease */
+        fprintf(stderr, "  %s holds no keys\n", backend_name);
+        CHECK_EQ_INT(mcdc_storage_lock_key(&a, s, "ckpt/_lock", "x", 1, NULL, &e),
                      MCDC_E_UNSUPPORTED);
         return;
     }
@@ -517,4 +629,138 @@ TEST(storage_local_hold_leaves_no_directory_it_made) {
     CHECK(stat(p, &st) == 0 && S_ISDIR(st.st_mode));
     mcdc_storage_free(s);
     td_rmrf(dir);
+}
+
+/* ---- S3 on a test server (tests/interop/test_s3.py runs these) ---------------------- */
+
+/* The options of MCDC_TEST_S3_OPT_*, some replaced (pairs, NULL-ended). */
+typedef struct over_env {
+    const char *const *over;
+} over_env;
+
+static const char *over_option(void *octx, const char *name) {
+    const over_env *o = octx;
+    for (const char *const *p = o->over; p && *p; p += 2)
+        if (strcmp(p[0], name) == 0) return p[1];
+    return remote_option((void *)"MCDC_TEST_S3", name);
+}
+
+/* A storage on a fresh prefix of MCDC_TEST_S3_URI's bucket (or of bucket
+ * when given), or NULL when the environment names no S3 server. */
+static mcdc_storage *s3_under_test(const char *bucket, const char *const *over, mcdc_error *e) {
+    const char *uri = getenv("MCDC_TEST_S3_URI");
+    if (uri == NULL) {
+        fprintf(stderr, "  MCDC_TEST_S3_URI not set: no S3 to test on\n");
+        CHECK(1);
+        return NULL;
+    }
+    static over_env o;
+    o.over = over;
+    char loc[1024], uuid[37];
+    mcdc_uuid4(uuid);
+    if (bucket) snprintf(loc, sizeof loc, "s3://%s/run-%s", bucket, uuid);
+    else snprintf(loc, sizeof loc, "%s/run-%s", uri, uuid);
+    mcdc_storage_env env = {.option = over_option, .octx = &o};
+    mcdc_storage *s = NULL;
+    CHECK_EQ_INT(mcdc_storage_open_env(&s, &env, loc, e), MCDC_OK);
+    if (s) fprintf(stderr, "  on s3: %s\n", s->root);
+    return s;
+}
+
+/* Above the part size a writer streams a multipart upload: read back
+ * equal; a second put-if-absent of the key, multipart too, is refused and
+ * changes nothing (tests/interop/test_s3.py checks that no upload is left
+ * behind and that the object's ETag is a multipart one). */
+TEST(storage_s3_multipart_upload) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_storage *s = s3_under_test(NULL, NULL, &e);
+    if (s == NULL) return;
+    enum { CHUNK = 1 << 20, CHUNKS = 11 }; /* 11 MiB: 3 parts of at most 5 MiB */
+    uint8_t *chunk = malloc(CHUNK);
+    for (int pass = 0; pass < 2; pass++) {
+        mcdc_storage_writer *w = NULL;
+        CHECK_EQ_INT(mcdc_storage_writer_open(&w, s, "big/part-0.parquet", &e), MCDC_OK);
+        for (int c = 0; w && c < CHUNKS; c++) {
+            for (int i = 0; i < CHUNK; i++) chunk[i] = (uint8_t)(i * 7 + c + pass * 13);
+            CHECK_EQ_INT(mcdc_storage_writer_write(w, chunk, CHUNK, &e), MCDC_OK);
+        }
+        if (pass == 0) CHECK_EQ_STR(content(s, "big/part-0.parquet"), "<missing>");
+        int rc = mcdc_storage_writer_commit(w, MCDC_STORAGE_PUT_IF_ABSENT, &e);
+        CHECK_EQ_INT(rc, pass == 0 ? MCDC_OK : MCDC_E_CONFLICT);
+        if (pass) CHECK(strstr(e.message, "big/part-0.parquet") != NULL);
+    }
+    /* what the first pass wrote, by ranges across the part boundaries */
+    int64_t size = 0;
+    CHECK_EQ_INT(mcdc_storage_size(s, "big/part-0.parquet", &size, &e), MCDC_OK);
+    CHECK_EQ_INT(size, (int64_t)CHUNK * CHUNKS);
+    bool same = true;
+    for (int c = 0; c < CHUNKS; c++) {
+        size_t got = 0;
+        CHECK_EQ_INT(mcdc_storage_get_range(s, "big/part-0.parquet", (int64_t)c * CHUNK, CHUNK,
+                                            chunk, &got, &size, &e),
+                     MCDC_OK);
+        same = same && got == CHUNK;
+        for (int i = 0; same && i < CHUNK; i++) same = chunk[i] == (uint8_t)(i * 7 + c);
+    }
+    CHECK(same);
+    /* a writer dropped mid-upload publishes nothing */
+    mcdc_storage_writer *w = NULL;
+    CHECK_EQ_INT(mcdc_storage_writer_open(&w, s, "big/dropped.parquet", &e), MCDC_OK);
+    for (int c = 0; w && c < 6; c++) CHECK_EQ_INT(mcdc_storage_writer_write(w, chunk, CHUNK, &e), 0);
+    mcdc_storage_writer_abort(w);
+    CHECK_EQ_STR(names(s, "big/"), "part-0.parquet");
+    free(chunk);
+    mcdc_storage_free(s);
+}
+
+/* A log listed by a prefix with a name part starts there: the names that
+ * start with it, from S3's own prefix search, sorted. */
+TEST(storage_s3_lists_a_log_from_a_version) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_storage *s = s3_under_test(NULL, NULL, &e);
+    if (s == NULL) return;
+    for (int v = 0; v <= 12; v++) {
+        char key[64];
+        snprintf(key, sizeof key, "_delta_log/%020d.json", v);
+        CHECK_EQ_INT(mcdc_storage_put_if_absent(s, key, "{}", 2, &e), MCDC_OK);
+    }
+    CHECK_EQ_INT(mcdc_storage_put(s, "_delta_log/00000000000000000010.checkpoint.parquet", "c", 1,
+                                  &e),
+                 MCDC_OK);
+    CHECK_EQ_STR(names(s, "_delta_log/0000000000000000001"),
+                 "00000000000000000010.checkpoint.parquet,00000000000000000010.json,"
+                 "00000000000000000011.json,00000000000000000012.json");
+    mcdc_storage_listing l;
+    CHECK_EQ_INT(mcdc_storage_list(s, "_delta_log/", &l, &e), MCDC_OK);
+    CHECK_EQ_INT(l.count, 14);
+    mcdc_storage_listing_free(&l);
+    mcdc_storage_free(s);
+}
+
+/* What the store refuses is said clearly: a wrong secret names the access
+ * key id (never the secret), a missing bucket is named. */
+TEST(storage_s3_errors_are_clear) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    static const char *const wrong[] = {"AWS_SECRET_ACCESS_KEY", "wrong-secret-Xq9", NULL};
+    mcdc_storage *s = s3_under_test(NULL, wrong, &e);
+    if (s == NULL) return;
+    const char *key_id = getenv("MCDC_TEST_S3_OPT_AWS_ACCESS_KEY_ID");
+    CHECK_EQ_INT(mcdc_storage_put(s, "k", "v", 1, &e), MCDC_E_PERMISSION);
+    CHECK(strstr(e.message, "signature") != NULL);
+    CHECK(key_id && strstr(e.message, key_id) != NULL);
+    CHECK(strstr(e.message, "wrong-secret-Xq9") == NULL);
+    mcdc_buf b = {0};
+    CHECK_EQ_INT(mcdc_storage_get(s, "k", 10, &b, &e), MCDC_E_PERMISSION);
+    CHECK(strstr(e.message, "wrong-secret-Xq9") == NULL);
+    mcdc_storage_free(s);
+    s = s3_under_test("no-such-bucket-7", NULL, &e);
+    CHECK_EQ_INT(mcdc_storage_get(s, "k", 10, &b, &e), MCDC_E_NOTFOUND);
+    CHECK(strstr(e.message, "\"no-such-bucket-7\" does not exist") != NULL);
+    mcdc_storage_listing l;
+    CHECK_EQ_INT(mcdc_storage_list(s, "_delta_log/", &l, &e), MCDC_E_NOTFOUND);
+    CHECK(strstr(e.message, "no-such-bucket-7") != NULL);
+    CHECK_EQ_INT(mcdc_storage_put_if_absent(s, "k", "v", 1, &e), MCDC_E_NOTFOUND);
+    CHECK(strstr(e.message, "no-such-bucket-7") != NULL);
+    mcdc_buf_free(&b);
+    mcdc_storage_free(s);
 }

@@ -1,8 +1,9 @@
 /*
  * test_storage_azure.c - the Azure backend beyond the contract suite:
  * every location form opens without sending a byte; and, against the
- * Azurite that tests/interop/test_azure.py starts (MCDC_TEST_STORAGE_LOCATION
- * an az:// location, options from the environment), block-list objects,
+ * Azurite that tests/interop/test_azure.py starts (MCDC_TEST_AZURE_URI, the
+ * options as MCDC_TEST_AZURE_OPT_<NAME>, as tests/unit/test_storage.c
+ * takes them), block-list objects,
  * keys that need encoding, the errors of a wrong key, a missing container
  * and a SAS token lacking a permission, and a Delta table for deltalake to
  * read (MCDC_TEST_AZURE_DELTA_LOCATION). Without Azurite the remote tests
@@ -17,20 +18,19 @@
 #include "mcdc_storage.h"
 #include "mcdc_test.h"
 
-/* "NAME=value" pairs first ("NAME=" hides the environment's), then the
- * environment. */
+/* "NAME=value" pairs first ("NAME=" hides the test's option), then the
+ * test's MCDC_TEST_AZURE_OPT_<NAME>. */
 static const char *opt_lookup(void *octx, const char *name) {
     size_t n = strlen(name);
     for (const char *const *o = octx; o && *o; o++)
         if (strncmp(*o, name, n) == 0 && (*o)[n] == '=') return (*o)[n + 1] ? *o + n + 1 : NULL;
-    return getenv(name);
+    char var[160];
+    snprintf(var, sizeof var, "MCDC_TEST_AZURE_OPT_%s", name);
+    return getenv(var);
 }
 
 /* The Azurite location of the interop run, or NULL. */
-static const char *azurite(void) {
-    const char *l = getenv("MCDC_TEST_STORAGE_LOCATION");
-    return l && strncmp(l, "az://", 5) == 0 ? l : NULL;
-}
+static const char *azurite(void) { return getenv("MCDC_TEST_AZURE_URI"); }
 
 /* A storage on location/<sub>-<uuid> with the overrides (NULL on failure,
  * the message in e). */

@@ -1,0 +1,48 @@
+/*
+ * mcdc_aws_creds.h - the credentials an S3 storage signs with, found the
+ * way AWS's own tools find them, from the storage options only (the library
+ * reads no environment: the host passes the variables as options):
+ *
+ *   1. AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN);
+ *   2. the profile AWS_PROFILE (else "default") of the shared credentials
+ *      file (AWS_SHARED_CREDENTIALS_FILE, else <HOME>/.aws/credentials)
+ *      and of the config file (AWS_CONFIG_FILE, else <HOME>/.aws/config),
+ *      which also gives the region; a profile named by AWS_PROFILE that
+ *      neither file has is an error, the default one is only looked for.
+ *
+ * Not built yet (a clear error names them when nothing else is found):
+ * web identity (AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN), EC2/ECS
+ * instance metadata, and profiles that assume a role, use SSO or a
+ * credential process.
+ *
+ * The secret and the session token stay inside the credentials: signing
+ * happens here (under a lock, so a later refresh can swap them), and only
+ * the access key id and where it came from are given out, for messages.
+ */
+#ifndef MCDC_AWS_CREDS_H
+#define MCDC_AWS_CREDS_H
+
+#include "mcdc_http.h"
+#include "mcdc_storage.h"
+
+typedef struct mcdc_aws_creds mcdc_aws_creds;
+
+/* Finds credentials through env's options (see above). *region_out gets
+ * the profile's region when one was read (owned; NULL otherwise). *out is
+ * owned. MCDC_E_PERMISSION when none are found, MCDC_E_INVALID for a file
+ * or profile that is not what it should be. */
+int mcdc_aws_creds_create(mcdc_aws_creds **out, char **region_out, const mcdc_storage_env *env,
+                          mcdc_error *err);
+void mcdc_aws_creds_free(mcdc_aws_creds *c);
+
+/* Signs one attempt (see mcdc_sigv4_sign) with the current key. */
+int mcdc_aws_creds_sign(mcdc_aws_creds *c, mcdc_http_headers *hdrs, mcdc_http_method method,
+                        const char *url, const char *payload_hash, const char *region,
+                        mcdc_error *err);
+/* The access key id in use, copied into out (room bytes): for messages. */
+void mcdc_aws_creds_key_id(mcdc_aws_creds *c, char *out, size_t room);
+/* Where the key came from ("AWS_ACCESS_KEY_ID", "profile dev of
+ * /home/u/.aws/credentials"); borrowed, for messages. */
+const char *mcdc_aws_creds_source(const mcdc_aws_creds *c);
+
+#endif /* MCDC_AWS_CREDS_H */
