@@ -617,10 +617,14 @@ static int w_commit(void *self, mcdc_storage_commit_mode mode, mcdc_error *err) 
     rc = publish(w, if_absent, m, &resp, &call, err);
     bool exists = resp.status == 409 || resp.status == 412;
     bool bad_list = resp.status == 400 && strcmp(resp.error_code, "InvalidBlockList") == 0;
-    /* an "exists" (or no answer) after an attempt that may have been
-     * carried out, or a list whose blocks a Put Blob of another writer
-     * dropped: what is there now decides */
-    if (if_absent && (((rc != MCDC_OK || exists) && resp.ambiguous) || (rc == MCDC_OK && bad_list))) {
+    /* "exists", a list whose blocks are gone (a Put Blob of another
+     * writer, or our own list that landed, drops them), or no answer after
+     * an attempt that may have been carried out: what is there now
+     * decides. "exists" is read back even when no attempt failed that the
+     * layer saw: libcurl sends a request again by itself when a reused
+     * connection dies before an answer, so our own commit may be what
+     * exists. */
+    if (if_absent && (exists || bad_list || (rc != MCDC_OK && resp.ambiguous))) {
         bool ours = false, there = false;
         int rc2 = landed(w, m, &ours, &there, NULL);
         if (rc2 == MCDC_OK && ours) {

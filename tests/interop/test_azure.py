@@ -18,7 +18,7 @@ import pytest
 from deltalake import DeltaTable
 
 from conftest import BUILD
-from objstore import Azurite, unit_env
+from objstore import Azurite, LostAnswerProxy, unit_env
 
 UNIT = os.path.join(BUILD, "unit-tests")
 CONTRACT = ("storage_contract_on_every_backend|storage_put_if_absent_excludes_across_threads|"
@@ -107,3 +107,19 @@ def test_deltalake_reads_a_table_we_wrote(azurite, monkeypatch):
         assert rows.num_rows == 100
         assert sorted(rows.column("k").to_pylist()) == list(range(100))
         assert set(rows.column("name").to_pylist()) == {"azure"}
+
+
+def test_a_commit_whose_answer_was_lost_reads_the_blob_back(azurite):
+    proxy = LostAnswerProxy(azurite.port)
+    try:
+        p = unit(azurite, "azure_remote_lost_commit_answers", "az://lake/lost",
+                 {"MCDC_TEST_AZURE_LOST_ANSWERS": "1"},
+                 AZURE_STORAGE_ENDPOINT="http://127.0.0.1:%d" % proxy.port)
+    finally:
+        proxy.stop()
+    assert p.returncode == 0 and "1 passed, 0 failed" in p.stdout, p.stdout + p.stderr
+    # d/small, d/taken and d/large each lost the answer of their first
+    # conditional write (the second writer of d/small came after)
+    assert proxy.dropped == 3
+    names = sorted(n.split("/", 2)[2] for n in azurite.names("lost/"))
+    assert names == ["d/large", "d/small", "d/taken"], names

@@ -324,3 +324,36 @@ TEST(azure_remote_delta_table_for_readers) {
     mcdc_batch_free(all);
     mcdc_table_close(t);
 }
+
+/* Behind tests/interop/objstore.py's LostAnswerProxy (MCDC_TEST_AZURE_LOST_ANSWERS
+ * set): the first answer to each conditional write is lost after the write
+ * landed. A commit then reads the blob back: ours (same size and MD5) is
+ * success, another's is a lost race. */
+TEST(azure_remote_lost_commit_answers_are_read_back) {
+    const char *loc = azurite();
+    mcdc_error e = MCDC_ERROR_INIT;
+    if (loc == NULL || getenv("MCDC_TEST_AZURE_LOST_ANSWERS") == NULL) {
+        refused_offline("AZURE_ALLOW_HTTP=perhaps", NULL);
+        return;
+    }
+    static const char *const small[] = {"MCDC_AZURE_BLOCK_BYTES=1024", NULL};
+    mcdc_storage *s = open_at(loc, "lost", small, &e);
+    CHECK(s != NULL);
+    if (s == NULL) return;
+    static uint8_t big[3000];
+    for (size_t i = 0; i < sizeof big; i++) big[i] = (uint8_t)(i * 31);
+    /* one Put Blob, its answer lost: ours */
+    CHECK_EQ_INT(mcdc_storage_put_if_absent(s, "d/small", "abc", 3, &e), MCDC_OK);
+    CHECK(holds(s, "d/small", (const uint8_t *)"abc", 3));
+    /* another writer afterwards: the key exists (its answer is not lost) */
+    CHECK_EQ_INT(mcdc_storage_put_if_absent(s, "d/small", "xyz", 3, &e), MCDC_E_CONFLICT);
+    /* the answer "exists" lost, and what exists is another's: a lost race */
+    CHECK_EQ_INT(mcdc_storage_put(s, "d/taken", "other", 5, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_storage_put_if_absent(s, "d/taken", "mine!", 5, &e), MCDC_E_CONFLICT);
+    CHECK(holds(s, "d/taken", (const uint8_t *)"other", 5));
+    /* a block list, its answer lost: ours (the MD5 it set) */
+    CHECK_EQ_INT(write_parts(s, "d/large", big, sizeof big, 700, MCDC_STORAGE_PUT_IF_ABSENT, &e),
+                 MCDC_OK);
+    CHECK(holds(s, "d/large", big, sizeof big));
+    mcdc_storage_free(s);
+}
