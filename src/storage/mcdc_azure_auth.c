@@ -502,8 +502,8 @@ static int pick_credential(mcdc_az_config *c, const char *location, const mcdc_s
     const char *sas = mcdc_storage_option(env, MCDC_AZ_OPT_SAS);
     const char *sas_from = MCDC_AZ_OPT_SAS;
     if (sas == NULL && cs->sas) sas = cs->sas, sas_from = "the connection string's SharedAccessSignature";
-    if (sas == NULL)
-        return mcdc_error_set(err, MCDC_E_INVALID,
+    if (sas == NULL) /* as S3 says "no AWS credentials": a PermissionError */
+        return mcdc_error_set(err, MCDC_E_PERMISSION,
                               "location \"%s\": no credential for account \"%s\": set %s, %s or "
                               "%s (or %s=true for Azurite)",
                               location, c->account, MCDC_AZ_OPT_KEY, MCDC_AZ_OPT_SAS,

@@ -13,7 +13,7 @@
  * location (rest: what follows "<scheme>://") with the env's options
  * (NULL: none, so only what the location says). Sends nothing: a wrong key or a missing container shows on the
  * first request. MCDC_E_INVALID: the location or an option is wrong (the
- * message says which). */
+ * message says which); MCDC_E_PERMISSION: no credential was given. */
 int mcdc_storage_azure_open(mcdc_storage **out, const mcdc_storage_env *env,
                             const char *location, const char *rest, mcdc_error *err);
 

@@ -69,15 +69,16 @@ def test_an_object_store_target_is_a_usage_error_saying_it_is_not_built(sim, wor
         assert not os.path.exists(os.path.join(workdir, "ckpt")), url
     p = cli(workdir, "table-rows", "gs://bucket/bronze")
     assert p.returncode == 2 and "not built yet" in p.stderr, p.stderr
-    # Azure is built: a location without an account or a credential is a
-    # usage error saying what to set, before anything is written
-    for url, needle in (("abfss://lake@acct1.dfs.core.windows.net/bronze",
-                         'no credential for account "acct1"'),
-                        ("az://lake/bronze", "names no storage account"),
-                        ("abfss://c@acct1.dfs.core.windows.net/bronze",
-                         '"c" is not a container name')):
+    # Azure is built: a location without an account (a usage error) or a
+    # credential (a PermissionError, as S3's) says what to set, before
+    # anything is written
+    for url, code, needle in (("abfss://lake@acct1.dfs.core.windows.net/bronze", 5,
+                               'no credential for account "acct1"'),
+                              ("az://lake/bronze", 2, "names no storage account"),
+                              ("abfss://c@acct1.dfs.core.windows.net/bronze", 2,
+                               '"c" is not a container name')):
         p = stream(sim, workdir, url)
-        assert p.returncode == 2, (url, p.returncode, p.stderr)
+        assert p.returncode == code, (url, p.returncode, p.stderr)
         assert needle in p.stderr, p.stderr
         assert not os.path.exists(os.path.join(workdir, "ckpt")), url
 

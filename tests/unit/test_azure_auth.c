@@ -325,7 +325,6 @@ TEST(azure_credentials_from_options_connection_strings_and_the_emulator) {
         const char *opts[4];
         const char *needle;
     } bad[] = {
-        {{"AZURE_STORAGE_ACCOUNT_NAME=acct4", NULL}, "no credential for account \"acct4\""},
         {{"AZURE_STORAGE_ACCOUNT_NAME=acct4", "AZURE_STORAGE_ACCOUNT_KEY=SECRET!KEY", NULL},
          "AZURE_STORAGE_ACCOUNT_KEY is not an account key"},
         {{"AZURE_STORAGE_ACCOUNT_NAME=acct4", "AZURE_STORAGE_SAS_TOKEN=sv=1&SECRETSIG", NULL},
@@ -349,6 +348,11 @@ TEST(azure_credentials_from_options_connection_strings_and_the_emulator) {
         CHECK(strstr(e.message, "SECRET") == NULL);
         mcdc_az_config_free(&c);
     }
+    /* no credential at all: refused as S3 refuses "no AWS credentials" */
+    const char *none[] = {"AZURE_STORAGE_ACCOUNT_NAME=acct4", NULL};
+    CHECK_EQ_INT(load(&c, "az://lake/t", none, &e), MCDC_E_PERMISSION);
+    CHECK(strstr(e.message, "no credential for account \"acct4\"") != NULL);
+    mcdc_az_config_free(&c);
     /* plain http allowed when asked for */
     const char *http[] = {"AZURE_STORAGE_ACCOUNT_NAME=acct4", "AZURE_STORAGE_ACCOUNT_KEY=Zm9v",
                           "AZURE_STORAGE_ENDPOINT=http://10.0.0.1:1/acct4",
