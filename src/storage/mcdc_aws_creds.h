@@ -1,19 +1,29 @@
 /*
  * mcdc_aws_creds.h - the credentials an S3 storage signs with, found the
  * way AWS's own tools find them, from the storage options only (the library
- * reads no environment: the host passes the variables as options):
+ * reads no environment: the host passes the variables as options), in
+ * this order:
  *
  *   1. AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN);
- *   2. the profile AWS_PROFILE (else "default") of the shared credentials
+ *   2. web identity: AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN
+ *      (+ AWS_ROLE_SESSION_NAME), exchanged by STS AssumeRoleWithWebIdentity
+ *      (AWS_ENDPOINT_URL_STS, else the region's STS endpoint);
+ *   3. the profile AWS_PROFILE (else "default") of the shared credentials
  *      file (AWS_SHARED_CREDENTIALS_FILE, else <HOME>/.aws/credentials)
  *      and of the config file (AWS_CONFIG_FILE, else <HOME>/.aws/config),
  *      which also gives the region; a profile named by AWS_PROFILE that
- *      neither file has is an error, the default one is only looked for.
+ *      neither file has is an error, the default one is only looked for; a
+ *      profile that assumes a role, uses SSO or a credential process is
+ *      refused as not supported;
+ *   4. the container credentials endpoint (ECS, EKS Pod Identity):
+ *      AWS_CONTAINER_CREDENTIALS_RELATIVE_URI or _FULL_URI, with
+ *      AWS_CONTAINER_AUTHORIZATION_TOKEN or _TOKEN_FILE;
+ *   5. EC2 instance metadata, IMDSv2 (AWS_EC2_METADATA_SERVICE_ENDPOINT,
+ *      else 169.254.169.254), unless AWS_EC2_METADATA_DISABLED=true.
  *
- * Not built yet (a clear error names them when nothing else is found):
- * web identity (AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN), EC2/ECS
- * instance metadata, and profiles that assume a role, use SSO or a
- * credential process.
+ * Keys from 2, 4 and 5 expire: they are renewed when a request is signed
+ * within 5 minutes of their expiry (a failed renewal keeps the old keys
+ * while they last, with a warning).
  *
  * The secret and the session token stay inside the credentials: signing
  * happens here (under a lock, so a later refresh can swap them), and only

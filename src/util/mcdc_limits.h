@@ -189,6 +189,11 @@
 /* One page of a listing (1,000 keys of up to 1 KiB each, in XML). */
 #define MCDC_S3_LIST_PAGE_BYTES_MAX (16u * 1024u * 1024u)
 #define MCDC_AWS_PROFILE_FILE_BYTES_MAX (1024u * 1024u)
+/* AWS credentials from a service (STS, the container endpoint, instance
+ * metadata): an answer is a few KiB; keys are renewed 5 minutes before
+ * they expire (AWS's tools renew 5 to 15 minutes ahead). */
+#define MCDC_AWS_CREDS_ANSWER_BYTES_MAX (64u * 1024u)
+#define MCDC_AWS_CREDS_RENEW_AHEAD_MS (5 * 60 * 1000)
 
 /* Simulator: sessions at once, and T-SQL text nesting. */
 #define MCDC_SIM_SESSIONS_MAX 256

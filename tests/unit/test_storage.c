@@ -331,8 +331,12 @@ TEST(storage_s3_opens_from_its_options) {
         CHECK_EQ_INT(mcdc_storage_open_env(&s, &env, bad[i], &e), MCDC_E_INVALID);
         CHECK(strstr(e.message, bad[i]) != NULL);
     }
-    /* no credentials at all: says where it looked, and what to give */
-    CHECK_EQ_INT(mcdc_storage_open(&s, "s3://my-bucket/t", &e), MCDC_E_PERMISSION);
+    /* no credentials at all (and no instance metadata to ask): says where
+     * it looked, and what to give */
+    const char *none[] = {"AWS_EC2_METADATA_DISABLED", "true", NULL};
+    env.octx = none;
+    CHECK_EQ_INT(mcdc_storage_open_env(&s, &env, "s3://my-bucket/t", &e), MCDC_E_PERMISSION);
+    CHECK(strstr(e.message, "AWS_EC2_METADATA_DISABLED") != NULL);
     CHECK(strstr(e.message, "AWS_ACCESS_KEY_ID") != NULL);
     CHECK(strstr(e.message, "s3://my-bucket/t") != NULL);
     const char *half[] = {"AWS_ACCESS_KEY_ID", "AKIDTEST", NULL};
@@ -397,7 +401,7 @@ TEST(storage_s3_reads_profiles) {
     CHECK_EQ_INT(mcdc_storage_open_env(&s, &env, "s3://bkt/t", &e), MCDC_E_UNSUPPORTED);
     CHECK(strstr(e.message, "sso_start_url") != NULL);
     /* HOME alone finds ~/.aws/credentials (none here: no credentials) */
-    const char *home[] = {"HOME", dir, NULL};
+    const char *home[] = {"HOME", dir, "AWS_EC2_METADATA_DISABLED", "1", NULL};
     env.octx = home;
     CHECK_EQ_INT(mcdc_storage_open_env(&s, &env, "s3://bkt/t", &e), MCDC_E_PERMISSION);
     CHECK(strstr(e.message, ".aws/credentials") != NULL);
