@@ -447,7 +447,7 @@ static int az_list(void *self, const char *prefix, mcdc_storage_listing *out, mc
         mcdc_storage_listing_free(out);
         return rc;
     }
-    qsort(out->entries, out->count, sizeof out->entries[0], cmp_entries);
+    if (out->count > 1) qsort(out->entries, out->count, sizeof out->entries[0], cmp_entries);
     return MCDC_OK;
 }
 
