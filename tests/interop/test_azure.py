@@ -14,8 +14,9 @@ import os
 import re
 import subprocess
 
+import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 
 from conftest import BUILD
 from objstore import Azurite, LostAnswerProxy, unit_env
@@ -123,3 +124,29 @@ def test_a_commit_whose_answer_was_lost_reads_the_blob_back(azurite):
     assert proxy.dropped == 3
     names = sorted(n.split("/", 2)[2] for n in azurite.names("lost/"))
     assert names == ["d/large", "d/small", "d/taken"], names
+
+
+def test_deltalake_and_we_take_turns_on_one_table_without_overwriting(azurite, monkeypatch):
+    """delta-rs commits on Azure by a conditional copy, we by a conditional
+    Put Blob: our commits after delta-rs's, and a delta-rs writer whose
+    snapshot is behind ours, replace nothing."""
+    monkeypatch.setenv("AZURITE_BLOB_STORAGE_URL", "http://127.0.0.1:%d" % azurite.port)
+    so = {"AZURE_STORAGE_USE_EMULATOR": "true"}
+    uri = "az://lake/mixed/orders"
+    write_deltalake(uri, pa.table({"k": pa.array([1000, 1001], pa.int64()),
+                                   "name": ["rs", "rs"]}), storage_options=so)
+    stale = DeltaTable(uri, storage_options=so)  # version 0, before our commits
+    p = unit(azurite, "azure_remote_delta_table_for_readers", "az://lake/unused",
+             {"MCDC_TEST_AZURE_DELTA_LOCATION": uri, "MCDC_TEST_AZURE_DELTA_ROWS_BEFORE": "2"})
+    assert p.returncode == 0 and "1 passed, 0 failed" in p.stdout, p.stdout + p.stderr
+    # delta-rs, its snapshot behind our two commits, commits after them
+    write_deltalake(stale, pa.table({"k": pa.array([2000], pa.int64()), "name": ["rs2"]}),
+                    mode="append")
+    t = DeltaTable(uri, storage_options=so)
+    assert t.version() == 3
+    writers = {h["version"]: h.get("engineInfo") or h.get("clientVersion", "")
+               for h in t.history()}
+    assert writers[0].startswith("delta-rs") and writers[3].startswith("delta-rs"), writers
+    assert writers[1].startswith("mssql-cdc") and writers[2].startswith("mssql-cdc"), writers
+    keys = sorted(t.to_pyarrow_table().column("k").to_pylist())
+    assert keys == [k for k in range(100)] + [1000, 1001, 2000]

@@ -295,8 +295,10 @@ static int64_t append_rows(mcdc_table *t, int64_t first, int n, mcdc_error *e) {
     return rc == MCDC_OK ? v : -1;
 }
 
-/* A Delta table of 100 rows in two commits at MCDC_TEST_AZURE_DELTA_LOCATION,
- * read back here; test_azure.py then reads it with deltalake. */
+/* 100 rows in two commits appended to the Delta table at
+ * MCDC_TEST_AZURE_DELTA_LOCATION (created by the first, or one deltalake
+ * made with MCDC_TEST_AZURE_DELTA_ROWS_BEFORE rows), read back here;
+ * test_azure.py then reads it with deltalake. */
 TEST(azure_remote_delta_table_for_readers) {
     const char *loc = getenv("MCDC_TEST_AZURE_DELTA_LOCATION");
     mcdc_error e = MCDC_ERROR_INIT;
@@ -320,7 +322,8 @@ TEST(azure_remote_delta_table_for_readers) {
     int64_t version = -1;
     CHECK_EQ_INT(mcdc_table_read_all(t, &all, &version, &e), MCDC_OK);
     CHECK_EQ_INT(version, first + 1);
-    CHECK_EQ_INT(all ? all->rows : -1, 100);
+    const char *before = getenv("MCDC_TEST_AZURE_DELTA_ROWS_BEFORE");
+    CHECK_EQ_INT(all ? all->rows : -1, 100 + (before ? atoi(before) : 0));
     mcdc_batch_free(all);
     mcdc_table_close(t);
 }
