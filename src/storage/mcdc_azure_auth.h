@@ -97,6 +97,7 @@ int mcdc_az_string_to_sign(mcdc_buf *out, const char *method, const char *accoun
 #define MCDC_AZ_SIGNATURE_CHARS 45
 int mcdc_az_sign(char out[MCDC_AZ_SIGNATURE_CHARS], const uint8_t *key, size_t key_len,
                  const char *sts, size_t sts_len, mcdc_error *err);
+
 /* ---- bytes and text ----------------------------------------------------------------- */
 
 /* Standard base64 with padding of n bytes, appended to out (NUL-terminated,
