@@ -12,8 +12,9 @@
  * Table names. A table is addressed by a location or by a name:
  *   - a string containing '/' or ':' is a location, opened by the storage's
  *     scheme table (mcdc_storage_open_env): a path, a file: URI, mem://
- *     (with an env); object store URIs are refused when the name is
- *     resolved (MCDC_E_INVALID, "not built yet") until their backends land;
+ *     (with an env), s3:// and the Azure forms; an object store without a
+ *     backend (gs://) is refused when the name is resolved (MCDC_E_INVALID,
+ *     "not built yet");
  *   - "schema.table" resolves to <warehouse>/<schema>.db/<table> (Spark's
  *     convention for a database's default location);
  *   - a bare "table" is MCDC_E_INVALID: it could mean ./table or a table

@@ -31,7 +31,7 @@ int mcdc_delta_resolve_path(char **out_path, const char *name_or_path, const cha
     const char *s = name_or_path;
     if (strchr(s, '/') || strchr(s, ':')) {
         /* A location: the storage's scheme table judges it now, before a
-         * command writes anything (an object store is not built yet). */
+         * command writes anything (an object store without a backend). */
         int rc = mcdc_storage_check_location(s, err);
         if (rc) return rc;
         *out_path = mcdc_strdup(s);

@@ -9,11 +9,12 @@
  * is the local filesystem (mcdc_storage_local.c); mem://<name>[/<prefix>]
  * is an in-memory store the caller created and handed in through an
  * mcdc_storage_env (mcdc_storage_mem.c); s3:// and s3a:// are Amazon S3
- * (mcdc_storage_s3.c, its settings and credentials from the env's
- * options); abfss://, az://, gs:// and the other object stores are refused
- * (MCDC_E_INVALID: a usage error, said as "not built yet") until their
- * backends land, each as one file plugged into the scheme table of
- * mcdc_storage_uri.c (the only place that knows schemes).
+ * (mcdc_storage_s3.c), abfss://, abfs://, az://, wasbs:// and wasb://
+ * Azure Blob Storage (mcdc_storage_azure.c), each with its settings and
+ * credentials from the env's options; gs:// and the other object stores
+ * are refused (MCDC_E_INVALID: a usage error, said as "not built yet")
+ * until their backends land, each as one file plugged into the scheme
+ * table of mcdc_storage_uri.c (the only place that knows schemes).
  *
  * Keys are relative '/'-separated paths below the storage's root
  * ("_delta_log/00000000000000000003.json"), without empty, "." or ".."
@@ -180,16 +181,17 @@ typedef struct mcdc_storage_env {
 
 /* Opens the storage at location (see the header comment): a path or file:
  * URI, mem://<name>[/<prefix>] resolved through env (which may be NULL:
- * then mem:// is MCDC_E_NOTFOUND). An object store URI (s3://, abfss://,
- * az://, gs://...: not built yet) or an unknown scheme is MCDC_E_INVALID.
- * The local directory need not exist. */
+ * then mem:// is MCDC_E_NOTFOUND), or an object store built (s3://,
+ * abfss://, az://... with their options from env). An object store not
+ * built yet (gs://...) or an unknown scheme is MCDC_E_INVALID. The local
+ * directory need not exist. */
 int mcdc_storage_open_env(mcdc_storage **out, const mcdc_storage_env *env,
                           const char *location, mcdc_error *err);
 /* The same without memory stores. */
 int mcdc_storage_open(mcdc_storage **out, const char *location, mcdc_error *err);
 /* What open says of location's scheme, without opening anything: MCDC_OK
- * for a path, file: or mem://, MCDC_E_INVALID for an object store that is
- * not built yet or an unknown scheme. */
+ * for a path, file:, mem:// or a built object store, MCDC_E_INVALID for an
+ * object store that is not built yet or an unknown scheme. */
 int mcdc_storage_check_location(const char *location, mcdc_error *err);
 /* A storage over the local directory root (created, with parents, on the
  * first write). */

@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "mcdc_storage.h"
+#include "mcdc_storage_azure.h"
 #include "mcdc_storage_s3.h"
 
 typedef int (*scheme_open_fn)(mcdc_storage **out, const mcdc_storage_env *env,
@@ -30,9 +31,11 @@ static const struct scheme {
     {"mem://", open_mem, "an in-memory store"},
     {"s3://", mcdc_storage_s3_open, "Amazon S3"},
     {"s3a://", mcdc_storage_s3_open, "Amazon S3"},
-    {"abfss://", NULL, "Azure Data Lake Storage"},
-    {"abfs://", NULL, "Azure Data Lake Storage"},
-    {"az://", NULL, "Azure Blob Storage"},
+    {"abfss://", mcdc_storage_azure_open, "Azure Data Lake Storage"},
+    {"abfs://", mcdc_storage_azure_open, "Azure Data Lake Storage"},
+    {"az://", mcdc_storage_azure_open, "Azure Blob Storage"},
+    {"wasbs://", mcdc_storage_azure_open, "Azure Blob Storage"},
+    {"wasb://", mcdc_storage_azure_open, "Azure Blob Storage"},
     {"gs://", NULL, "Google Cloud Storage"},
 };
 
@@ -97,8 +100,8 @@ static int scheme_of(const struct scheme **row, const char *location, mcdc_error
         if (s->open == NULL)
             return mcdc_error_set(err, MCDC_E_INVALID,
                                   "location \"%s\" is on %s: object stores are not built yet "
-                                  "(the next milestone builds them); use a local path or a "
-                                  "file: URI",
+                                  "for it (S3 and Azure Blob are); use a local path, a file: "
+                                  "URI, s3:// or an Azure location",
                                   location, s->what);
         *row = s;
         return MCDC_OK;

@@ -222,4 +222,16 @@
  * as damage before anything is allocated. */
 #define MCDC_DV_BYTES_MAX (256u * 1024u * 1024u)
 
+/* Azure Blob (mcdc_storage_azure.c): a writer buffers one block; an object
+ * up to a block goes as one Put Blob, a larger one as Put Block + Put Block
+ * List. Azure takes up to 4000 MiB a block and 50,000 blocks a blob; 8 MiB
+ * keeps a writer's memory small and still allows 400 GB objects (a data
+ * file rolls at 128 MiB). MCDC_AZURE_BLOCK_BYTES may set 1 KiB to 256 MiB. */
+#define MCDC_AZ_BLOCK_BYTES (8u * 1024u * 1024u)
+#define MCDC_AZ_BLOCK_BYTES_MAX (256u * 1024u * 1024u)
+#define MCDC_AZ_BLOCKS_MAX 50000
+/* One page of List Blobs (5,000 entries at most by the service) is about
+ * 2 MiB of XML. */
+#define MCDC_AZ_LIST_PAGE_BYTES_MAX (16u * 1024u * 1024u)
+
 #endif /* MCDC_LIMITS_H */

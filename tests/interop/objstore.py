@@ -5,18 +5,33 @@ Moto: moto's S3 server (moto[server], pinned in tests/requirements.txt) with
 IAM access control on, so that every request's SigV4 signature is checked
 (moto lets the first few requests through unchecked, which the fixture
 spends creating the user, its policy, its access key and the bucket). Other
-stores (Azurite) add their own class here, with the same shape: start(),
-stop(), options (the storage options our backend takes) and a context
-manager.
+stores add their own class here, with the same shape: start(), stop(),
+options (the storage options our backend takes) and a context manager.
+
+Azurite: its blob service only, strict (signatures checked), with requests
+of the tests' own (Shared Key written here, apart from the C code) to create
+containers and read what the backend wrote, and account SAS tokens made by
+the documented algorithm. Its account (devstoreaccount1) and key are
+published with the emulator: they are not secrets.
 """
+import base64
+import datetime
+import hashlib
+import hmac
+import html
 import json
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 
 VENV_BIN = os.path.dirname(sys.executable)
@@ -129,6 +144,225 @@ class Moto:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class Azurite:
+    """azurite-blob (npm, under .node) on a free loopback port in a fresh
+    directory; .options are the storage options of its account
+    (AZURE_* names, as delta-rs takes them)."""
+
+    BIN = os.path.join(ROOT, ".node", "node_modules", ".bin", "azurite-blob")
+    ACCOUNT = "devstoreaccount1"
+    KEY = ("Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/"
+           "K1SZFPTOtr/KBHBeksoGMGw==")
+    VERSION = "2025-01-05"
+
+    def __init__(self, container="lake"):
+        self.container = container
+        self.port = None
+        self.proc = None
+
+    def start(self):
+        if not os.path.exists(self.BIN):
+            raise RuntimeError("Azurite is not installed: run scripts/install-deps.sh")
+        self.dir = tempfile.mkdtemp(prefix="azurite-")
+        self.log_path = os.path.join(self.dir, "azurite.log")
+        debug = os.environ.get("AZURITE_DEBUG_LOG")  # its string to sign, when a test fails
+        for _ in range(3):  # a free port can be taken between the probe and the bind
+            self.port = free_port()
+            self.log = open(self.log_path, "w")
+            self.proc = subprocess.Popen(
+                [self.BIN, "--blobHost", "127.0.0.1", "--blobPort", str(self.port),
+                 "--location", self.dir, "--skipApiVersionCheck", "--disableTelemetry"] +
+                (["--debug", debug] if debug else []),
+                stdout=self.log, stderr=subprocess.STDOUT)
+            try:
+                wait_http(self.endpoint, self.proc, self.log_path)
+                break
+            except RuntimeError:
+                self.stop()
+        else:
+            raise RuntimeError("Azurite did not start")
+        self.create_container(self.container)
+        return self
+
+    @property
+    def endpoint(self):
+        """The blob endpoint: the account's path below the host, as Azurite
+        serves accounts."""
+        return "http://127.0.0.1:%d/%s" % (self.port, self.ACCOUNT)
+
+    @property
+    def options(self):
+        """Shared Key through the emulator's well-known account, on this port."""
+        return {"AZURE_STORAGE_USE_EMULATOR": "true",
+                "AZURE_STORAGE_ENDPOINT": "http://127.0.0.1:%d" % self.port}
+
+    def request(self, method, path, query=None, headers=None, body=b""):
+        """A Shared Key request on the account; (status, body)."""
+        query = dict(query or {})
+        headers = dict(headers or {})
+        headers["x-ms-date"] = datetime.datetime.now(datetime.timezone.utc).strftime(
+            "%a, %d %b %Y %H:%M:%S GMT")
+        headers["x-ms-version"] = self.VERSION
+        if method in ("PUT", "POST"):  # urllib would add a form type of its own
+            headers.setdefault("Content-Type", "application/octet-stream")
+        url_path = "/%s%s" % (self.ACCOUNT, urllib.parse.quote(path))
+        # the eleven standard headers (Content-Length empty for no body)
+        std = ["", "", str(len(body)) if body else "", "", headers.get("Content-Type", ""),
+               "", "", "", headers.get("If-None-Match", ""), "", ""]
+        ms = "".join("%s:%s\n" % (k.lower(), v)
+                     for k, v in sorted(headers.items(), key=lambda kv: kv[0].lower())
+                     if k.lower().startswith("x-ms-"))
+        resource = "/%s%s" % (self.ACCOUNT, url_path) + "".join(
+            "\n%s:%s" % (k, v) for k, v in sorted(query.items()))
+        sts = method + "\n" + "\n".join(std) + "\n" + ms + resource
+        headers["Authorization"] = "SharedKey %s:%s" % (self.ACCOUNT, self._sign(sts))
+        url = "http://127.0.0.1:%d%s" % (self.port, url_path)
+        if query:
+            url += "?" + urllib.parse.urlencode(query)
+        req = urllib.request.Request(url, data=body if method in ("PUT", "POST") else None,
+                                     method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    def _sign(self, text):
+        return base64.b64encode(hmac.new(base64.b64decode(self.KEY), text.encode(),
+                                         hashlib.sha256).digest()).decode()
+
+    def create_container(self, name):
+        status, body = self.request("PUT", "/" + name, {"restype": "container"})
+        assert status == 201, (status, body)
+
+    def names(self, prefix):
+        """The committed blob names under prefix in the container."""
+        status, body = self.request("GET", "/" + self.container,
+                                    {"restype": "container", "comp": "list", "prefix": prefix})
+        assert status == 200, (status, body)
+        return [html.unescape(n.decode()) for n in re.findall(rb"<Name>([^<]*)</Name>", body)]
+
+    def account_sas(self, permissions, hours=2):
+        """An account SAS for the blob service (version 2025-01-05: the
+        string to sign of versions since 2020-12-06, encryption scope line
+        included)."""
+        expiry = (datetime.datetime.now(datetime.timezone.utc) +
+                  datetime.timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        fields = {"sv": self.VERSION, "ss": "b", "srt": "sco", "sp": permissions, "se": expiry,
+                  "spr": "https,http"}
+        fields["sig"] = self._sign("\n".join(
+            [self.ACCOUNT, permissions, "b", "sco", "", expiry, "", "https,http", self.VERSION,
+             "", ""]))
+        return urllib.parse.urlencode(fields)
+
+    def stop(self):
+        if self.proc:
+            stop_process(self.proc)
+            self.log.close()
+        self.proc = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class LostAnswerProxy:
+    """An HTTP proxy of the tests' own on loopback in front of a store: it
+    passes every request on, but the first time it sees a conditional
+    write (If-None-Match) to a target it drops the store's answer and
+    closes the client's connection, as a network would that fails after
+    the request went out. The write has happened; the client cannot know.
+    .dropped counts the answers dropped."""
+
+    def __init__(self, upstream_port):
+        self.upstream_port = upstream_port
+        self.seen = set()
+        self.dropped = 0
+        self.lock = threading.Lock()
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    @staticmethod
+    def _read(conn, buf, head_only_body=False):
+        """One HTTP message from conn (buf: bytes already read): (message,
+        rest), or (None, b"") at the end."""
+        while b"\r\n\r\n" not in buf:
+            more = conn.recv(65536)
+            if not more:
+                return None, b""
+            buf += more
+        head, rest = buf.split(b"\r\n\r\n", 1)
+        lower = head.lower()
+        m = re.search(rb"\r\ncontent-length:\s*(\d+)", lower)
+        if head_only_body:
+            return head + b"\r\n\r\n", rest
+        if m:
+            n = int(m.group(1))
+            while len(rest) < n:
+                more = conn.recv(65536)
+                if not more:
+                    return None, b""
+                rest += more
+            return head + b"\r\n\r\n" + rest[:n], rest[n:]
+        if b"\r\ntransfer-encoding: chunked" in lower:
+            while not rest.endswith(b"0\r\n\r\n"):
+                more = conn.recv(65536)
+                if not more:
+                    return None, b""
+                rest += more
+            return head + b"\r\n\r\n" + rest, b""
+        return head + b"\r\n\r\n", rest
+
+    def _serve(self, c):
+        up = socket.create_connection(("127.0.0.1", self.upstream_port))
+        buf = b""
+        try:
+            while True:
+                req, buf = self._read(c, buf)
+                if req is None:
+                    return
+                head = req.split(b"\r\n", 1)[0].decode("latin1").split(" ")
+                up.sendall(req)
+                resp, _ = self._read(up, b"", head_only_body=head[0] == "HEAD")
+                if resp is None:
+                    return
+                conditional = b"\r\nif-none-match:" in req.split(b"\r\n\r\n", 1)[0].lower()
+                with self.lock:
+                    first = conditional and (head[0], head[1]) not in self.seen
+                    if first:
+                        self.seen.add((head[0], head[1]))
+                        self.dropped += 1
+                if first:
+                    return  # the write went through; its answer is lost
+                c.sendall(resp)
+        except OSError:
+            return
+        finally:
+            c.close()
+            up.close()
+
+    def stop(self):
+        self.sock.close()
 
 
 def unit_env(prefix, uri, options):

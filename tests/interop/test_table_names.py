@@ -61,15 +61,26 @@ def test_a_bare_table_name_is_refused_a_path_or_schema_table_is_taken(sim, workd
 
 
 def test_an_object_store_target_is_a_usage_error_saying_it_is_not_built(sim, workdir):
-    for url in ("abfss://c@acct.dfs.core.windows.net/bronze",
-                "az://container/bronze", "gs://bucket/bronze"):
+    for url in ("gs://bucket/bronze",):
         p = stream(sim, workdir, url)
         assert p.returncode == 2, (url, p.returncode, p.stderr)
         assert "object stores are not built yet" in p.stderr, p.stderr
-        assert "next milestone" in p.stderr, p.stderr
+        assert "S3 and Azure Blob are" in p.stderr, p.stderr
         assert not os.path.exists(os.path.join(workdir, "ckpt")), url
     p = cli(workdir, "table-rows", "gs://bucket/bronze")
     assert p.returncode == 2 and "not built yet" in p.stderr, p.stderr
+    # Azure is built: a location without an account (a usage error) or a
+    # credential (a PermissionError, as S3's) says what to set, before
+    # anything is written
+    for url, code, needle in (("abfss://lake@acct1.dfs.core.windows.net/bronze", 5,
+                               'no credential for account "acct1"'),
+                              ("az://lake/bronze", 2, "names no storage account"),
+                              ("abfss://c@acct1.dfs.core.windows.net/bronze", 2,
+                               '"c" is not a container name')):
+        p = stream(sim, workdir, url)
+        assert p.returncode == code, (url, p.returncode, p.stderr)
+        assert needle in p.stderr, p.stderr
+        assert not os.path.exists(os.path.join(workdir, "ckpt")), url
 
 
 def test_table_rows_says_what_is_at_a_path_that_holds_no_delta_table(workdir):
