@@ -241,3 +241,40 @@ def test_sigterm_stops_every_stream_after_its_batch_and_a_rerun_continues_once(s
     write(sim, TABLES, 5000, 1)
     run_cli(*many_args(sim, lake))
     assert_exactly_once(sim, lake, INSTANCES)
+
+
+def test_a_grant_revoked_mid_run_stops_that_table_while_the_others_keep_up(sim, workdir):
+    make_db(sim)
+    grants = "".join(f"GRANT SELECT ON dbo.{t} TO reader; GRANT SELECT ON cdc.dbo_{t}_CT TO reader;"
+                     for t in TABLES)
+    sim.run(f"CREATE LOGIN reader WITH PASSWORD = '{READER_PASSWORD}';")
+    sim.run(f"CREATE USER reader FOR LOGIN reader; {grants}", database=DB)
+    cs = sim.connection_string(DB, user="reader", password=READER_PASSWORD)
+    write(sim, TABLES, 1, 1)
+    lake = os.path.join(workdir, "lake")
+    proc = subprocess.Popen([CLI, *many_args(sim, lake, cs=cs, trigger="processingTime=100ms",
+                                             extra=("--json",))],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.5)
+        sim.run("REVOKE SELECT ON cdc.dbo_t3_CT FROM reader;", database=DB)
+        for k in range(6):  # t3 fails on its next read; the others keep committing
+            write(sim, TABLES, 100 + 2 * k, 1)
+            time.sleep(0.3)
+        others = [ci for ci in INSTANCES if ci != "dbo_t3"]
+        deadline = time.time() + 30
+        while time.time() < deadline and any(
+                bronze_keys(lake, ci) != change_rows(sim, ci) for ci in others):
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 5, err
+    result = json.loads(out)
+    assert list(result["errors"]) == ["dbo_t3"] and \
+        result["errors"]["dbo_t3"]["kind"] == "PermissionError", result
+    states = {t["capture_instance"]: t["state"] for t in result["tables"]}
+    assert states == {**{ci: "stopped" for ci in INSTANCES}, "dbo_t3": "failed"}, states
+    assert_exactly_once(sim, lake, others)  # every change, the last ones too
