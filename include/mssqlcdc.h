@@ -468,6 +468,31 @@ MCDC_API void mcdc_stream_request_stop(mcdc_stream *s);
 MCDC_API void mcdc_stream_free(mcdc_stream *s);
 
 /* ------------------------------------------------------------------------
+ * Many tables (the reference's start_many): what a host running a stream
+ * per capture instance in one process does once before starting them.
+ * ---------------------------------------------------------------------- */
+typedef enum mcdc_instance_found {
+    MCDC_INSTANCE_UNKNOWN = 0,   /* no capture instance of that name */
+    MCDC_INSTANCE_LISTED = 1,    /* this login sees it (the name exactly, else the one
+                                    instance matching it ignoring case) */
+    MCDC_INSTANCE_UNREADABLE = 2 /* its change table exists and this login may not SELECT
+                                    it: a stream on it stops with MCDC_E_PERMISSION */
+} mcdc_instance_found;
+/* Asks the source of opts (its connectionString; captureInstance ignored)
+ * once which of names[0..n) are capture instances: found[i] is a
+ * mcdc_instance_found. The source's errors as a stream's (MCDC_E_LOGIN,
+ * MCDC_E_TRANSIENT after retries...). */
+MCDC_API int mcdc_capture_instances_find(const mcdc_opts *opts, const char *const *names,
+                                         size_t n, int *found, mcdc_error *err);
+/* Creates the facts table when missing (no rows; the storage options of
+ * opts, which may be NULL), so that streams starting together append to
+ * one table rather than race to create it. A table of another kind is
+ * MCDC_E_MISMATCH. Each stream's facts rows carry its own txn app id
+ * (<app_id>#facts): streams append to one facts table safely. */
+MCDC_API int mcdc_facts_table_create(const mcdc_opts *opts, const char *facts_table,
+                                     const char *warehouse, mcdc_error *err);
+
+/* ------------------------------------------------------------------------
  * Snapshots (the reference's snapshot()): the tracked table's current rows
  * appended to bronze as operation 0, stamped with an LSN recorded before
  * the read; a stream started at that LSN loses and doubles nothing.

@@ -99,6 +99,8 @@ int cli_progress_option(int argc, char **argv, int *i, cli_progress_mode *mode, 
     "                       rows/s, time left), json ({\"progress\": {...}} every 5 s, at\n" \
     "                       each phase and at the end), none\n"
 
+/* The exit code of a status code (the README's table). */
+int cli_exit_code(int status);
 /* Prints "mssql-cdc: error (Kind): message" on stderr; returns the exit code
  * for e->code. */
 int cli_fail(const mcdc_error *e);
@@ -182,6 +184,23 @@ int cli_parse_number(const char *flag, const char *v, double min, double max, do
  * v is neither. */
 int cli_parse_keys(const char *v, char *buf, size_t cap, const char **keys, int32_t *n);
 
+/* A flag that configures a stream job, for 'stream' and 'start-many':
+ * --facts-table, --control-table, --warehouse, --granularity, --trigger,
+ * --max-batches, --bootstrap, --snapshot, --snapshot-on-switch,
+ * --on-data-loss, --resnapshot-interval-days, --verbose. Returns 1 when
+ * argv[*i] was one (its value consumed; *rc set to an exit code on a bad
+ * one), else 0. Strings point into argv. */
+int cli_stream_flag(mcdc_stream_cfg *cfg, int argc, char **argv, int *i, int *rc);
+/* Where a stream's committed batches are told: a line on stderr each (none
+ * when quiet), or (json) a JSON object on stdout each; name leads both. */
+typedef struct cli_batch_out {
+    int quiet;
+    int json;
+    const char *name;
+} cli_batch_out;
+/* An mcdc_report_fn with a cli_batch_out as its ctx; one write per line. */
+void cli_batch_report(void *ctx, const mcdc_batch_report *r);
+
 /* The commands: argv holds the arguments after the command's name. */
 int cmd_stream(int argc, char **argv);
 int cmd_finalization(int argc, char **argv);
@@ -192,5 +211,6 @@ int cmd_backfill(int argc, char **argv);
 int cmd_apply(int argc, char **argv);
 int cmd_reconcile(int argc, char **argv);
 int cmd_repair(int argc, char **argv);
+int cmd_start_many(int argc, char **argv);
 
 #endif /* MCDC_CLI_H */

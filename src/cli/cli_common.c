@@ -10,7 +10,7 @@
 #include "cli.h"
 #include "mssqlcdc_testing.h"
 
-static int exit_code_for(int status) {
+int cli_exit_code(int status) {
     switch (status) {
     case MCDC_OK: return EXIT_OK;
     case MCDC_E_INVALID:
@@ -36,7 +36,7 @@ int cli_fail(const mcdc_error *e) {
     const char *kind = mcdc_status_kind(e->code);
     fprintf(stderr, "mssql-cdc: error%s%s%s: %s\n", *kind ? " (" : "", kind, *kind ? ")" : "",
             e->message);
-    return exit_code_for(e->code);
+    return cli_exit_code(e->code);
 }
 
 int cli_usage_error(const char *fmt, const char *arg) {

@@ -118,42 +118,6 @@ static const char STREAM_HELP_SOURCE[] =
     "DIR/_mssql_cdc_lock, which a killed process does not keep), 13 the server\n"
     "refused the login.\n";
 
-typedef struct {
-    int quiet;
-    int json;
-    const char *name;
-} progress_ctx;
-
-static void on_batch(void *vctx, const mcdc_batch_report *r) {
-    progress_ctx *p = vctx;
-    char end_ts[64] = "", verdict[64] = "";
-    if (r->has_end_commit) cli_format_ts(r->end_commit_us, end_ts);
-    if (r->has_verdict) cli_format_ts(r->finalized_until_us, verdict);
-    if (p->json) {
-        printf("{\"query\":\"%s\",\"batch_id\":%lld,\"rows\":%lld,\"inserts\":%lld,"
-               "\"updates\":%lld,\"deletes\":%lld,\"start_lsn\":\"%s\",\"end_lsn\":\"%s\","
-               "\"end_commit_ts\":\"%s\",\"duration_ms\":%.1f,\"rows_per_s\":%.0f,"
-               "\"replayed\":%s,\"bronze_skipped\":%s,\"finalized_until\":%s%s%s}\n",
-               p->name, (long long)r->batch_id, (long long)r->rows, (long long)r->inserts,
-               (long long)r->updates, (long long)r->deletes, r->start_lsn, r->end_lsn, end_ts,
-               r->duration_ms, r->rows_per_s, r->replayed ? "true" : "false",
-               r->bronze_skipped ? "true" : "false", r->has_verdict ? "\"" : "",
-               r->has_verdict ? verdict : "null", r->has_verdict ? "\"" : "");
-        fflush(stdout);
-        return;
-    }
-    if (p->quiet) return;
-    fprintf(stderr, "%s: batch %lld: %lld rows (+%lld ~%lld -%lld) in %.0f ms, %.0f rows/s, end %s",
-            p->name, (long long)r->batch_id, (long long)r->rows, (long long)r->inserts,
-            (long long)r->updates, (long long)r->deletes, r->duration_ms, r->rows_per_s,
-            r->end_lsn);
-    if (*end_ts) fprintf(stderr, " @ %s", end_ts);
-    if (r->ingestion_lag_seconds >= 0) fprintf(stderr, ", lag %.1f s", r->ingestion_lag_seconds);
-    if (r->has_verdict) fprintf(stderr, ", finalized_until %s", verdict);
-    if (r->replayed) fprintf(stderr, " (replayed%s)", r->bronze_skipped ? ", bronze already had it" : "");
-    fputc('\n', stderr);
-}
-
 /* The stream a signal stops (set while it runs). */
 static mcdc_stream *volatile g_running;
 
@@ -162,16 +126,12 @@ static void on_signal(int sig) {
     mcdc_stream_request_stop(g_running);
 }
 
-static int parse_trigger(const char *v, mcdc_stream_cfg *cfg) {
-    return cli_parse_trigger(v, &cfg->trigger, &cfg->processing_time_ms);
-}
-
 int cmd_stream(int argc, char **argv) {
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_opts *opts;
     if (mcdc_opts_create(&opts, &e)) return cli_fail(&e);
     mcdc_stream_cfg cfg = MCDC_STREAM_CFG_INIT;
-    progress_ctx pc = {0, 0, NULL};
+    cli_batch_out pc = {0, 0, NULL};
     cli_progress_mode mode = CLI_PROGRESS_AUTO;
     cli_progress prog;
     int rc = EXIT_OK;
@@ -186,57 +146,14 @@ int cmd_stream(int argc, char **argv) {
         } else if (strcmp(a, "--target") == 0) { NEEDV(); cfg.target = v; }
         else if (strcmp(a, "--app-id") == 0) { NEEDV(); cfg.app_id = v; }
         else if (strcmp(a, "--checkpoint") == 0) { NEEDV(); cfg.checkpoint = v; }
-        else if (strcmp(a, "--facts-table") == 0) { NEEDV(); cfg.facts_table = v; }
-        else if (strcmp(a, "--control-table") == 0) { NEEDV(); cfg.control_table = v; }
-        else if (strcmp(a, "--warehouse") == 0) { NEEDV(); cfg.warehouse = v; }
         else if (strcmp(a, "--query-name") == 0) { NEEDV(); cfg.query_name = v; }
         else if (strcmp(a, "--quiet") == 0) pc.quiet = 1;
-        else if (strcmp(a, "--verbose") == 0) cfg.log_level = MCDC_LOG_INFO;
         else if (cli_progress_option(argc, argv, &i, &mode, &rc)) {
             if (rc) goto out;
         }
         else if (strcmp(a, "--json") == 0) pc.json = 1;
-        else if (strcmp(a, "--granularity") == 0) {
-            NEEDV();
-            if (mcdc_granularity_parse(v, &cfg.granularity, &e)) { rc = cli_fail(&e); goto out; }
-        } else if (strcmp(a, "--trigger") == 0) {
-            NEEDV();
-            if (parse_trigger(v, &cfg)) {
-                rc = cli_usage_error("--trigger: expected default, availableNow, once or "
-                                     "processingTime=<n>[ms|s|m] between 1 ms and 7 days, not "
-                                     "'%s'",
-                                     v);
-                goto out;
-            }
-        } else if (strcmp(a, "--max-batches") == 0) {
-            NEEDV();
-            if ((rc = cli_parse_int(a, v, 1, CLI_COUNT_MAX, &cfg.max_batches)) != EXIT_OK) goto out;
-        } else if (strcmp(a, "--bootstrap") == 0) {
-            cfg.bootstrap = true;
-        } else if (strcmp(a, "--snapshot-on-switch") == 0) {
-            cfg.snapshot_on_switch = true;
-        } else if (strcmp(a, "--snapshot") == 0) {
-            NEEDV();
-            if (strcasecmp(v, "full") == 0) cfg.snapshot = MCDC_SNAPSHOT_FULL;
-            else if (strcasecmp(v, "chunked") == 0) cfg.snapshot = MCDC_SNAPSHOT_CHUNKED;
-            else {
-                rc = cli_usage_error("--snapshot: expected full or chunked, not '%s'", v);
-                goto out;
-            }
-        } else if (strcmp(a, "--on-data-loss") == 0) {
-            NEEDV();
-            if (strcasecmp(v, "fail") == 0) cfg.on_data_loss = MCDC_ON_DATA_LOSS_FAIL;
-            else if (strcasecmp(v, "resnapshot") == 0) cfg.on_data_loss = MCDC_ON_DATA_LOSS_RESNAPSHOT;
-            else {
-                rc = cli_usage_error("--on-data-loss: expected fail or resnapshot, not '%s'", v);
-                goto out;
-            }
-        } else if (strcmp(a, "--resnapshot-interval-days") == 0) {
-            NEEDV();
-            /* ten years: CDC keeps changes 100 years at most, and a stream
-             * that loses them more than once a decade needs no interval */
-            if ((rc = cli_parse_number(a, v, 0, 3650, &cfg.resnapshot_interval_days)) != EXIT_OK)
-                goto out;
+        else if (cli_stream_flag(&cfg, argc, argv, &i, &rc)) {
+            if (rc) goto out;
         } else if (cli_source_option(opts, argc, argv, &i, &rc)) {
             if (rc) goto out;
         } else {
@@ -264,7 +181,7 @@ int cmd_stream(int argc, char **argv) {
     int st = mcdc_stream_create(&stream, opts, &cfg, &e);
     if (st == MCDC_OK) {
         g_running = stream;
-        st = mcdc_stream_run(stream, on_batch, &pc, &e);
+        st = mcdc_stream_run(stream, cli_batch_report, &pc, &e);
         g_running = NULL;
     }
     mcdc_stream_free(stream);

@@ -828,6 +828,18 @@ static int ensure_table(mcdc_table *t, mcdc_schema *ours, const mcdc_table_props
     return rc;
 }
 
+int mcdc_appender_ensure(mcdc_appender *a, mcdc_error *err) {
+    MCDC_ASSERT(!a->committed && a->nfiles == 0);
+    mcdc_schema *evolved = NULL;
+    const char **evolved_phys = NULL;
+    int rc = a->layout.decided ? MCDC_OK : plan_layout(&a->layout, a->t, a->schema, &a->props, err);
+    if (rc == MCDC_OK)
+        rc = ensure_table(a->t, a->schema, &a->props, &a->layout, &evolved, &evolved_phys, err);
+    mcdc_schema_unref(evolved);
+    mcdc_free(evolved_phys);
+    return rc;
+}
+
 static int commit_files(mcdc_appender *a, const mcdc_delta_file *removes, size_t n_removes,
                         const mcdc_delta_file *readds, size_t n_readds, const mcdc_table_commit *c,
                         bool *skipped, int64_t *version, mcdc_error *err) {

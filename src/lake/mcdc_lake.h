@@ -189,6 +189,10 @@ int mcdc_appender_commit_with(mcdc_appender *a, const mcdc_table_commit *c, bool
  * when no file was open. */
 int mcdc_appender_roll(mcdc_appender *a, const char **path, mcdc_error *err);
 /* Frees; an uncommitted appender deletes the files it wrote. NULL-safe. */
+/* Creates the table when missing (with its kind and schema, no rows), as
+ * the first write would; an existing one is checked for its kind, and a
+ * creator that won a race is no error. Call before any write. */
+int mcdc_appender_ensure(mcdc_appender *a, mcdc_error *err);
 void mcdc_appender_free(mcdc_appender *a);
 int64_t mcdc_appender_rows(const mcdc_appender *a);
 

@@ -353,22 +353,18 @@ void mcdc_changes_close(mcdc_changes *c) {
     mcdc_free(c);
 }
 
-int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
-                      const mcdc_changes_settings *settings, mcdc_error *err) {
-    MCDC_ASSERT(out != NULL && opts != NULL);
-    *out = NULL;
-    const char *ci = mcdc_opt_capture_instance(opts);
+/* A handle that has its connector and retry settings and nothing read
+ * yet (its control connection opens on the first CONTROL_CALL); *out is set
+ * even on failure when allocated (close it). */
+static int changes_new(mcdc_changes **out, const mcdc_opts *opts,
+                       const mcdc_changes_settings *settings, mcdc_error *err) {
     const char *cs = mcdc_opt_connection_string(opts);
-    if (ci == NULL || cs == NULL)
-        return mcdc_error_set(err, MCDC_E_INVALID,
-                              "captureInstance and connectionString are required");
-    int rc = mcdc_validate_capture_instance(ci, err);
-    if (rc != MCDC_OK) return rc;
     mcdc_changes *c = mcdc_calloc(1, sizeof *c);
+    *out = c;
     if (c == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     pthread_mutex_init(&c->mu, NULL);
     c->opts = opts;
-    rc = mcdc_connstr_parse(&c->connstr, cs, err);
+    int rc = mcdc_connstr_parse(&c->connstr, cs, err);
     if (rc == MCDC_OK) {
         c->connector.connstr = c->connstr;
         c->connector.options = (mcdc_conn_options)MCDC_CONN_OPTIONS_INIT;
@@ -394,6 +390,25 @@ int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
     int64_t backoff = settings && settings->retry_backoff_ms > 0 ? settings->retry_backoff_ms
                                                                  : mcdc_opt_retry_backoff_ms(opts);
     if (backoff > 0 && backoff <= 60000) c->backoff_ms_first = (int)backoff;
+    return rc;
+}
+
+int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
+                      const mcdc_changes_settings *settings, mcdc_error *err) {
+    MCDC_ASSERT(out != NULL && opts != NULL);
+    *out = NULL;
+    const char *ci = mcdc_opt_capture_instance(opts);
+    if (ci == NULL || mcdc_opt_connection_string(opts) == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "captureInstance and connectionString are required");
+    int rc = mcdc_validate_capture_instance(ci, err);
+    if (rc != MCDC_OK) return rc;
+    mcdc_changes *c = NULL;
+    rc = changes_new(&c, opts, settings, err);
+    if (rc != MCDC_OK) {
+        mcdc_changes_close(c);
+        return rc;
+    }
     bool follow = settings && settings->follow;
     /* An instance disabled after a newer one took over still names its
      * table, by its default name (reference §2.1.1) or through the names
@@ -663,4 +678,41 @@ int mcdc_changes_read(mcdc_changes *c, const mcdc_lsn_range *r, mcdc_batch_fn fn
     mcdc_reader_options o = mcdc_changes__range_options(c, r);
     return mcdc_reader_read_range(m ? m : &scratch, &o, mcdc_connect_connstr, &conn, &r->from,
                                   &r->to, r->last, fn, ctx, err);
+}
+
+/* The verdicts of find_instances, on the control connection. */
+static int find_on_client(mcdc_changes *c, const char *const *names, size_t n, int *found,
+                          mcdc_error *err) {
+    mcdc_capture_instance *v = NULL;
+    int nv = 0;
+    int rc = mcdc_cdc_capture_instances(&v, &nv, c->client, NULL, NULL, err);
+    for (size_t i = 0; rc == MCDC_OK && i < n; i++) {
+        int exact = 0, folded = 0;
+        for (int k = 0; k < nv; k++) {
+            exact += strcmp(v[k].name, names[i]) == 0;
+            folded += mcdc_str_ieq(v[k].name, names[i]);
+        }
+        found[i] = exact || folded == 1 ? MCDC_INSTANCE_LISTED : MCDC_INSTANCE_UNKNOWN;
+        if (found[i] == MCDC_INSTANCE_LISTED || folded > 1) continue;
+        /* the list holds only what this login may read: one it may not read
+         * exists (a grant to ask for), one without an object does not */
+        int may = -1;
+        rc = mcdc_validate_capture_instance(names[i], err);
+        if (rc == MCDC_OK) rc = mcdc_cdc_may_read(&may, c->client, names[i], err);
+        if (rc == MCDC_OK && may == 0) found[i] = MCDC_INSTANCE_UNREADABLE;
+    }
+    mcdc_capture_instances_free(v, nv);
+    return rc;
+}
+
+int mcdc_changes_find_instances(const mcdc_opts *opts, const char *const *names, size_t n,
+                                int *found, mcdc_error *err) {
+    MCDC_ASSERT(opts != NULL && (names != NULL || n == 0) && (found != NULL || n == 0));
+    if (mcdc_opt_connection_string(opts) == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "connectionString is required");
+    mcdc_changes *c = NULL;
+    int rc = changes_new(&c, opts, NULL, err);
+    if (rc == MCDC_OK) CONTROL_CALL(rc, c, err, find_on_client(c, names, n, found, err));
+    mcdc_changes_close(c);
+    return rc;
 }

@@ -44,6 +44,12 @@ typedef struct mcdc_changes_settings {
 int mcdc_changes_open(mcdc_changes **out, const mcdc_opts *opts,
                       const mcdc_changes_settings *settings, mcdc_error *err);
 void mcdc_changes_close(mcdc_changes *c);
+/* Which of names[0..n) are capture instances of the source (one
+ * connection, retried as a control call): found[i] is a
+ * mcdc_instance_found (include/mssqlcdc.h). */
+int mcdc_changes_find_instances(const mcdc_opts *opts, const char *const *names, size_t n,
+                                int *found, mcdc_error *err);
+
 /* The reader's output schema (reference §2.2); borrowed. */
 mcdc_schema *mcdc_changes_schema(mcdc_changes *c);
 const char *mcdc_changes_capture_instance(const mcdc_changes *c);

@@ -25,6 +25,6 @@ def test_every_option_is_in_the_help_and_the_readme():
 def test_every_command_has_help():
     for cmd in (["--help"], ["stream", "--help"], ["finalization", "--help"],
                 ["table-rows", "--help"], ["apply", "--help"], ["reconcile", "--help"],
-                ["repair", "--help"]):
+                ["repair", "--help"], ["start-many", "--help"]):
         p = subprocess.run([CLI, *cmd], capture_output=True, text=True)
         assert p.returncode == 0 and "usage" in p.stdout, cmd

@@ -1,0 +1,674 @@
+/*
+ * cmd_start_many.c - mssql-cdc start-many: a stream per capture instance,
+ * all in this process on one budget of connections and encoder threads
+ * (the reference's start_many, await_all and stop_all in one command).
+ *
+ * Everything is proved before the first side effect: the templates, the
+ * list or file of instances, every stream's configuration (created, not
+ * run), the places they write, and (one question to the source) that each
+ * instance exists. Then the facts table is created once, every stream runs
+ * on its own thread, and the command waits for all of them: one table's
+ * error stops that table only. SIGINT/SIGTERM are taken by a thread of
+ * their own (sigwait), which asks every stream to finish its batch.
+ */
+#include <assert.h>
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+
+static const char MANY_HELP[] =
+    "usage: mssql-cdc start-many [source options] (--capture-instances A,B,C |\n"
+    "         --capture-instances-file FILE) --target T --app-id A --checkpoint DIR\n"
+    "         [stream flags]\n"
+    "\n"
+    "Streams many capture instances of one database in this one process: a stream\n"
+    "per instance, as 'mssql-cdc stream' runs it, each on its own thread, all on one\n"
+    "budget of connections and encoder threads (the reference's start_many, await_all\n"
+    "and stop_all). A rerun with the same templates resumes every table from its\n"
+    "checkpoint.\n"
+    "\n"
+    "Tables:\n"
+    "  --capture-instances A,B,C   the capture instances, in the order they start\n"
+    "  --capture-instances-file FILE\n"
+    "                       a JSON object: capture instance -> its own source options,\n"
+    "                       which replace the shared ones for it, e.g.\n"
+    "                       {\"dbo_orders\": {\"numPartitions\": 4}, \"dbo_items\": {}}\n"
+    "                       (strings, numbers or booleans; not connectionString or\n"
+    "                       captureInstance: one source for all)\n"
+    "  --target T, --app-id A, --checkpoint DIR\n"
+    "                       templates in which {ci} is the capture instance, e.g.\n"
+    "                       ./lake/bronze_{ci}, {ci}-v1, ./ckpt/{ci}; each must hold {ci}\n"
+    "  --facts-table F      one facts table for all (created before the first starts;\n"
+    "                       each row carries its stream's app id)\n"
+    "  --max-connections N  connections to SQL Server all streams hold together (default:\n"
+    "                       one per table and 4 to read with; at least tables + 1)\n"
+    "  --encoder-threads N  Parquet encoder threads all streams share (default: the cores)\n"
+    "  --json               the result on stdout at the end: every table with its\n"
+    "                       batches, rows, state and error, and the errors by capture\n"
+    "                       instance (await_all's result)\n"
+    "  --quiet              errors and the summary only\n"
+    "Every flag of 'mssql-cdc stream' applies to all the streams: --control-table,\n"
+    "--granularity, --warehouse, --trigger, --max-batches, --bootstrap, --snapshot,\n"
+    "--snapshot-on-switch, --on-data-loss, --resnapshot-interval-days, --verbose (see\n"
+    "'mssql-cdc stream --help'); the source options are stream's, captureInstance\n"
+    "aside. Object stores: --storage-option, as stream takes it.\n"
+    "\n"
+    "Refused before anything starts (exit 2): a template without {ci}, neither or both\n"
+    "of --capture-instances and --capture-instances-file, an empty or repeated name (in\n"
+    "any case), a malformed file (named with its line or instance), a capture instance\n"
+    "the source does not have, two tables writing to one place; a configuration a\n"
+    "stream refuses exits as stream would.\n"
+    "\n"
+    "Running: the streams start in the order given, at once, each on its own thread;\n"
+    "each takes its own bootstrap or re-snapshot before its first batch, and the\n"
+    "budget decides how many read at a time. Every log line and batch line names its\n"
+    "table. One table's error (data loss, a schema change, a missing grant...) stops\n"
+    "that table only; the others go on. With --trigger availableNow each stream ends\n"
+    "once it has caught up; SIGINT/SIGTERM ask every stream to finish its batch and\n"
+    "stop.\n"
+    "\n"
+    "At the end, a line per table on stderr: capture instance, batches, rows, state\n"
+    "(done, stopped by a signal, failed) and the error's kind and message.\n"
+    "\n"
+    "Exit codes: 0 when every table ended well; else the exit code 'mssql-cdc stream'\n"
+    "gives the error of the first table, in the order given, that failed (3 data\n"
+    "loss, 4 schema changed, 5 permission, 6 source unreachable, 7-13 state that\n"
+    "cannot be trusted; see 'mssql-cdc stream --help'); 2 bad usage, as above.\n";
+
+/* More tables than this in one process is a typo or a job for 'serve'. */
+#define MANY_TABLES_MAX 4096
+/* Connections beyond one per table, by default: readers the tables share. */
+#define MANY_READ_CONNECTIONS 4
+/* A capture instance is a SQL Server identifier: at most 128 characters. */
+#define MANY_NAME_MAX 128
+
+typedef enum { TABLE_DONE = 0, TABLE_STOPPED, TABLE_FAILED } table_state;
+
+typedef struct table_job {
+    const char *ci;       /* as given (argv, or the file's key: owned by the JSON) */
+    json_t *own;          /* the file's options for it (borrowed), or NULL */
+    mcdc_opts *opts;
+    char *target, *app_id, *checkpoint;
+    mcdc_stream_cfg cfg;
+    mcdc_stream *stream;
+    cli_batch_out out;
+    pthread_t thread;
+    bool running;         /* the thread was started */
+    atomic_bool finished; /* its run returned */
+    atomic_bool stop_asked; /* a signal asked it to stop while it ran */
+    /* written by the job's thread, read after it is joined */
+    int64_t batches, rows;
+    int status;
+    mcdc_error err;
+} table_job;
+
+typedef struct many {
+    table_job *t;
+    size_t n, cap;
+    json_t *file;          /* --capture-instances-file, parsed */
+    char *list;            /* --capture-instances, split in place */
+    atomic_int stopping;   /* a signal asked every stream to stop */
+} many;
+
+/* ---- inputs ------------------------------------------------------------------- */
+
+static int add_table(many *m, const char *ci, json_t *own) {
+    assert(m->n < m->cap); /* cap: the entries of the list or file */
+    if (m->n >= MANY_TABLES_MAX) {
+        char max[24];
+        snprintf(max, sizeof max, "%d", MANY_TABLES_MAX);
+        return cli_usage_error("start-many: at most %s capture instances in one process", max);
+    }
+    size_t len = strlen(ci);
+    if (len == 0 || len > MANY_NAME_MAX)
+        return cli_usage_error("start-many: capture instance '%s' is empty or longer than 128 "
+                               "characters",
+                               ci);
+    for (size_t k = 0; k < m->n; k++)
+        if (strcasecmp(m->t[k].ci, ci) == 0)
+            return cli_usage_error("start-many: capture instance '%s' is listed twice (names "
+                                   "match ignoring case): each table once",
+                                   ci);
+    table_job *t = &m->t[m->n++];
+    memset(t, 0, sizeof *t);
+    atomic_init(&t->finished, false);
+    atomic_init(&t->stop_asked, false);
+    t->ci = ci;
+    t->own = own;
+    return EXIT_OK;
+}
+
+/* --capture-instances a,b,c (spaces around names ignored). */
+static int parse_list(many *m, const char *v) {
+    size_t commas = 0;
+    for (const char *c = v; *c; c++) commas += *c == ',';
+    m->list = strdup(v);
+    m->cap = commas + 1;
+    m->t = calloc(m->cap, sizeof *m->t);
+    if (m->list == NULL || m->t == NULL) return cli_usage_error("start-many: %s", "out of memory");
+    char *save = NULL, *p = m->list;
+    int rc = EXIT_OK;
+    size_t seen = 0;
+    for (char *tok = strtok_r(p, ",", &save); tok && rc == EXIT_OK;
+         tok = strtok_r(NULL, ",", &save)) {
+        while (isspace((unsigned char)*tok)) tok++;
+        char *e = tok + strlen(tok);
+        while (e > tok && isspace((unsigned char)e[-1])) *--e = 0;
+        rc = add_table(m, tok, NULL);
+        seen++;
+    }
+    if (rc == EXIT_OK && seen != commas + 1)
+        rc = cli_usage_error("--capture-instances '%s' has an empty name (two commas, or one "
+                             "at an end)",
+                             v);
+    return rc;
+}
+
+/* A file option's value as text (strings, integers, reals, booleans). */
+static int option_text(const json_t *v, char *out, size_t cap) {
+    if (json_is_string(v)) return snprintf(out, cap, "%s", json_string_value(v)) < (int)cap ? 0 : -1;
+    if (json_is_integer(v)) return snprintf(out, cap, "%lld", (long long)json_integer_value(v)), 0;
+    if (json_is_real(v)) return snprintf(out, cap, "%.17g", json_real_value(v)), 0;
+    if (json_is_boolean(v)) return snprintf(out, cap, "%s", json_is_true(v) ? "true" : "false"), 0;
+    return -1;
+}
+
+static int file_error(const char *path, const char *what, const char *ci, const char *key) {
+    fprintf(stderr, "mssql-cdc: --capture-instances-file %s: ", path);
+    fprintf(stderr, what, ci, key);
+    fprintf(stderr, "\n(see 'mssql-cdc start-many --help')\n");
+    return EXIT_USAGE;
+}
+
+/* --capture-instances-file FILE: {"ci": {"option": value, ...}, ...}. */
+static int parse_file(many *m, const char *path) {
+    json_error_t je;
+    m->file = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (m->file == NULL) {
+        fprintf(stderr, "mssql-cdc: --capture-instances-file %s: line %d, column %d: %s (a JSON "
+                        "object of capture instance -> options)\n",
+                path, je.line, je.column, je.text);
+        return EXIT_USAGE;
+    }
+    if (!json_is_object(m->file))
+        return file_error(path, "is not a JSON object of capture instance -> options%s%s", "", "");
+    if (json_object_size(m->file) == 0)
+        return file_error(path, "names no capture instance%s%s", "", "");
+    m->cap = json_object_size(m->file);
+    m->t = calloc(m->cap, sizeof *m->t);
+    if (m->t == NULL) return cli_usage_error("start-many: %s", "out of memory");
+    const char *ci;
+    json_t *own;
+    json_object_foreach(m->file, ci, own) {
+        if (!json_is_object(own))
+            return file_error(path, "'%s': its options must be a JSON object (or {})%s", ci, "");
+        const char *key;
+        json_t *v;
+        json_object_foreach(own, key, v) {
+            char text[8];
+            if (strcasecmp(key, "captureInstance") == 0 || strcasecmp(key, "connectionString") == 0)
+                return file_error(path, "'%s': option '%s' cannot differ by table (the key names "
+                                        "the instance; one source for all)",
+                                  ci, key);
+            if (!json_is_string(v) && option_text(v, text, sizeof text) != 0)
+                return file_error(path, "'%s': option '%s' must be a string, number or boolean",
+                                  ci, key);
+        }
+        int rc = add_table(m, ci, own);
+        if (rc) return rc;
+    }
+    return EXIT_OK;
+}
+
+/* The template with every {ci} replaced. */
+static char *expand(const char *tpl, const char *ci) {
+    size_t n = 0, lc = strlen(ci);
+    for (const char *p = tpl; *p;) {
+        if (strncmp(p, "{ci}", 4) == 0) {
+            n += lc;
+            p += 4;
+        } else {
+            n++;
+            p++;
+        }
+    }
+    char *out = malloc(n + 1), *o = out;
+    if (out == NULL) return NULL;
+    for (const char *p = tpl; *p;) {
+        if (strncmp(p, "{ci}", 4) == 0) {
+            memcpy(o, ci, lc);
+            o += lc;
+            p += 4;
+        } else {
+            *o++ = *p++;
+        }
+    }
+    *o = 0;
+    return out;
+}
+
+/* A location as a place: a local path made absolute with its '.', '..' and
+ * repeated '/' resolved (as text: links are not followed); a URI or a
+ * schema.table name as written. Two tables must not share one. */
+static char *place_of(const char *loc) {
+    bool path = (strchr(loc, '/') || strchr(loc, ':')) && !strstr(loc, "://") &&
+                strncasecmp(loc, "file:", 5) != 0;
+    if (!path) return strdup(loc);
+    char cwd[PATH_MAX] = "";
+    if (loc[0] != '/' && getcwd(cwd, sizeof cwd) == NULL) return strdup(loc);
+    size_t cap = strlen(cwd) + strlen(loc) + 3;
+    char *in = malloc(cap), *out = malloc(cap);
+    if (in == NULL || out == NULL) {
+        free(in);
+        free(out);
+        return NULL;
+    }
+    snprintf(in, cap, "%s/%s", cwd, loc);
+    size_t o = 0;
+    char *save = NULL;
+    for (char *seg = strtok_r(in, "/", &save); seg; seg = strtok_r(NULL, "/", &save)) {
+        if (strcmp(seg, ".") == 0) continue;
+        if (strcmp(seg, "..") == 0) {
+            while (o > 0 && out[o - 1] != '/') o--;
+            if (o > 0) o--;
+            continue;
+        }
+        out[o++] = '/';
+        size_t l = strlen(seg);
+        memcpy(out + o, seg, l);
+        o += l;
+    }
+    if (o == 0) out[o++] = '/';
+    out[o] = 0;
+    free(in);
+    return out;
+}
+
+/* No two tables write to one place: targets, checkpoints and app ids
+ * distinct, and none of them another's (or the facts or control table). */
+static int check_places(const many *m, const mcdc_stream_cfg *shared) {
+    size_t n = m->n * 2 + 2, k = 0;
+    char **place = calloc(n, sizeof *place);
+    const char **who = calloc(n, sizeof *who);
+    int rc = place && who ? EXIT_OK : cli_usage_error("start-many: %s", "out of memory");
+    for (size_t i = 0; rc == EXIT_OK && i < m->n; i++) {
+        place[k] = place_of(m->t[i].target);
+        who[k++] = m->t[i].ci;
+        place[k] = place_of(m->t[i].checkpoint);
+        who[k++] = m->t[i].ci;
+    }
+    if (rc == EXIT_OK && shared->facts_table) {
+        place[k] = place_of(shared->facts_table);
+        who[k++] = "--facts-table";
+    }
+    if (rc == EXIT_OK && shared->control_table) {
+        place[k] = place_of(shared->control_table);
+        who[k++] = "--control-table";
+    }
+    for (size_t i = 0; rc == EXIT_OK && i < k; i++)
+        if (place[i] == NULL) rc = cli_usage_error("start-many: %s", "out of memory");
+    for (size_t i = 0; rc == EXIT_OK && i < k; i++)
+        for (size_t j = i + 1; rc == EXIT_OK && j < k; j++) {
+            if (strcmp(place[i], place[j]) != 0 || who[i] == who[j]) continue;
+            char msg[1024];
+            snprintf(msg, sizeof msg,
+                     "start-many: %s and %s would both write to %s: give each table its own "
+                     "target and checkpoint ({ci} in a part of the path that is not undone by "
+                     "'..')",
+                     who[i], who[j], place[i]);
+            rc = cli_usage_error("%s", msg);
+        }
+    for (size_t i = 0; i < k && place; i++) free(place[i]);
+    free(place);
+    free(who);
+    return rc;
+}
+
+/* ---- running -------------------------------------------------------------------- */
+
+static void table_log(void *user, mcdc_log_level level, const char *message) {
+    static const char *const NAMES[] = {"error", "warning", "info", "debug"};
+    const table_job *t = user;
+    fprintf(stderr, "mssql-cdc: %s: %s: %s\n", t->ci,
+            (int)level >= 0 && (int)level < 4 ? NAMES[level] : "", message);
+}
+
+static void table_report(void *ctx, const mcdc_batch_report *r) {
+    table_job *t = ctx;
+    t->batches++;
+    t->rows += r->rows;
+    cli_batch_report(&t->out, r);
+}
+
+static void *table_run(void *arg) {
+    table_job *t = arg;
+    t->status = mcdc_stream_run(t->stream, table_report, t, &t->err);
+    atomic_store(&t->finished, true);
+    return NULL;
+}
+
+/* The signal thread: SIGINT/SIGTERM stop every stream; SIGUSR1 (sent by
+ * the command once all are joined) ends it. */
+static void *signal_run(void *arg) {
+    many *m = arg;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGUSR1);
+    for (;;) {
+        int sig = 0;
+        if (sigwait(&set, &sig) != 0 || sig == SIGUSR1) return NULL;
+        if (atomic_exchange(&m->stopping, 1) == 0)
+            fprintf(stderr, "mssql-cdc: %s: every stream finishes its batch and stops\n",
+                    strsignal(sig));
+        for (size_t i = 0; i < m->n; i++) {
+            table_job *t = &m->t[i];
+            if (!atomic_load(&t->finished)) atomic_store(&t->stop_asked, true);
+            mcdc_stream_request_stop(t->stream);
+        }
+    }
+}
+
+static table_state state_of(const table_job *t) {
+    if (t->status != MCDC_OK && t->status != MCDC_E_CANCELLED) return TABLE_FAILED;
+    return atomic_load(&t->stop_asked) || t->status == MCDC_E_CANCELLED ? TABLE_STOPPED
+                                                                         : TABLE_DONE;
+}
+
+static const char *state_name(table_state s) {
+    static const char *const NAMES[] = {"done", "stopped", "failed"};
+    return NAMES[s];
+}
+
+static void summary(const many *m, int json) {
+    size_t failed = 0, stopped = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        table_state s = state_of(&m->t[i]);
+        failed += s == TABLE_FAILED;
+        stopped += s == TABLE_STOPPED;
+    }
+    fprintf(stderr, "mssql-cdc: start-many: %zu tables: %zu done, %zu stopped, %zu failed\n",
+            m->n, m->n - failed - stopped, stopped, failed);
+    for (size_t i = 0; i < m->n; i++) {
+        const table_job *t = &m->t[i];
+        table_state s = state_of(t);
+        fprintf(stderr, "  %s: %lld batches, %lld rows, %s", t->ci, (long long)t->batches,
+                (long long)t->rows, state_name(s));
+        if (s == TABLE_FAILED)
+            fprintf(stderr, " (%s, exit %d): %s", mcdc_status_kind(t->status),
+                    cli_exit_code(t->status), t->err.message);
+        fputc('\n', stderr);
+    }
+    if (!json) return;
+    json_t *tables = json_array(), *errors = json_object();
+    for (size_t i = 0; i < m->n && tables && errors; i++) {
+        const table_job *t = &m->t[i];
+        table_state s = state_of(t);
+        json_t *err = json_null();
+        if (s == TABLE_FAILED) {
+            err = json_pack("{s:s, s:s, s:i, s:s}", "kind", mcdc_status_kind(t->status), "status",
+                            mcdc_status_name(t->status), "exit_code", cli_exit_code(t->status),
+                            "message", t->err.message);
+            json_object_set(errors, t->ci, err);
+        }
+        json_array_append_new(tables, json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:o}",
+                                                "capture_instance", t->ci, "target", t->target,
+                                                "app_id", t->app_id, "checkpoint", t->checkpoint,
+                                                "batches", (json_int_t)t->batches, "rows",
+                                                (json_int_t)t->rows, "state", state_name(s),
+                                                "error", err));
+    }
+    json_t *out = json_pack("{s:o, s:o}", "errors", errors, "tables", tables);
+    char *text = out ? json_dumps(out, JSON_COMPACT) : NULL;
+    if (text) printf("%s\n", text);
+    else fprintf(stderr, "mssql-cdc: start-many: out of memory writing the result\n");
+    free(text);
+    json_decref(out);
+}
+
+/* ---- the command ------------------------------------------------------------------ */
+
+/* The source options of argv (their positions in *src) onto a table's opts,
+ * then its own from the file, then captureInstance. */
+static int table_opts(table_job *t, const int *src, size_t n_src, int argc, char **argv,
+                      const char *file) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    if (mcdc_opts_create(&t->opts, &e)) return cli_fail(&e);
+    int rc = EXIT_OK;
+    for (size_t k = 0; k < n_src && rc == EXIT_OK; k++) {
+        int i = src[k];
+        cli_source_option(t->opts, argc, argv, &i, &rc);
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(t->own, key, v) {
+        if (rc) break;
+        char text[4096];
+        bool unknown = false;
+        if (option_text(v, text, sizeof text) != 0)
+            rc = file_error(file, "'%s': option '%s' is longer than 4095 characters", t->ci, key);
+        else if (mcdc_opts_set(t->opts, key, text, &unknown, &e))
+            rc = cli_fail(&e);
+        else if (unknown)
+            rc = file_error(file, "'%s': '%s' is no source option (see 'mssql-cdc stream --help')",
+                            t->ci, key);
+    }
+    if (rc == EXIT_OK && mcdc_opts_set(t->opts, "captureInstance", t->ci, NULL, &e))
+        rc = cli_fail(&e);
+    if (rc == EXIT_OK && mcdc_opts_check_required(t->opts, &e)) rc = cli_fail(&e);
+    if (rc == EXIT_OK) rc = cli_source_env(t->opts, argc, argv);
+    return rc;
+}
+
+/* Asks the source once whether every instance exists. */
+static int check_instances(const many *m) {
+    const char **names = calloc(m->n, sizeof *names);
+    int *found = calloc(m->n, sizeof *found);
+    mcdc_error e = MCDC_ERROR_INIT;
+    int rc = names && found ? EXIT_OK : cli_usage_error("start-many: %s", "out of memory");
+    for (size_t i = 0; rc == EXIT_OK && i < m->n; i++) names[i] = m->t[i].ci;
+    if (rc == EXIT_OK && mcdc_capture_instances_find(m->t[0].opts, names, m->n, found, &e))
+        rc = cli_fail(&e);
+    size_t unknown = 0;
+    for (size_t i = 0; rc == EXIT_OK && i < m->n; i++) {
+        if (found[i] == MCDC_INSTANCE_UNREADABLE)
+            fprintf(stderr, "mssql-cdc: %s: warning: this login may not read its change table; "
+                            "its stream will stop with PermissionError naming the GRANT\n",
+                    names[i]);
+        if (found[i] != MCDC_INSTANCE_UNKNOWN) continue;
+        fprintf(stderr, "mssql-cdc: start-many: the source has no capture instance '%s'\n",
+                names[i]);
+        unknown++;
+    }
+    if (rc == EXIT_OK && unknown)
+        rc = cli_usage_error("start-many: %s: check the names against "
+                             "sys.sp_cdc_help_change_data_capture; nothing was started",
+                             unknown == 1 ? "a capture instance is unknown"
+                                          : "capture instances are unknown");
+    free(names);
+    free(found);
+    return rc;
+}
+
+/* Starts every stream, waits for all; the exit code of the first that
+ * failed, in the order given. */
+static int run_all(many *m, int json) {
+    sigset_t set, old;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGUSR1);
+    /* every thread started from here on (streams' too) leaves them to sigwait */
+    pthread_sigmask(SIG_BLOCK, &set, &old);
+    pthread_t sig_thread;
+    bool sig_ok = pthread_create(&sig_thread, NULL, signal_run, m) == 0;
+    for (size_t i = 0; i < m->n; i++) {
+        table_job *t = &m->t[i];
+        if (atomic_load(&m->stopping)) {
+            t->status = MCDC_E_CANCELLED; /* stopped before it started */
+            continue;
+        }
+        if (pthread_create(&t->thread, NULL, table_run, t) == 0) {
+            t->running = true;
+        } else {
+            t->status = t->err.code = MCDC_E_NOMEM;
+            snprintf(t->err.message, sizeof t->err.message, "no thread could be started for it");
+        }
+    }
+    for (size_t i = 0; i < m->n; i++)
+        if (m->t[i].running) pthread_join(m->t[i].thread, NULL);
+    if (sig_ok) {
+        pthread_kill(sig_thread, SIGUSR1);
+        pthread_join(sig_thread, NULL);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    summary(m, json);
+    for (size_t i = 0; i < m->n; i++)
+        if (state_of(&m->t[i]) == TABLE_FAILED) return cli_exit_code(m->t[i].status);
+    return EXIT_OK;
+}
+
+int cmd_start_many(int argc, char **argv) {
+    many m;
+    memset(&m, 0, sizeof m);
+    atomic_init(&m.stopping, 0);
+    mcdc_stream_cfg shared = MCDC_STREAM_CFG_INIT;
+    const char *list = NULL, *file = NULL;
+    int json = 0, quiet = 0;
+    int64_t connections = 0, encoders = 0;
+    int *src = calloc((size_t)(argc > 0 ? argc : 1), sizeof *src);
+    size_t n_src = 0;
+    mcdc_budget *budget = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    int rc = src ? EXIT_OK : cli_usage_error("start-many: %s", "out of memory");
+    /* a scratch opts that proves each source option once, as stream would */
+    mcdc_opts *probe = NULL;
+    if (rc == EXIT_OK && mcdc_opts_create(&probe, &e)) rc = cli_fail(&e);
+    for (int i = 0; i < argc && rc == EXIT_OK; i++) {
+        const char *a = argv[i];
+        const char *v = NULL;
+        int at = i;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(MANY_HELP, stdout);
+            goto out;
+        } else if (strcmp(a, "--capture-instances") == 0) { NEEDV(); list = v; }
+        else if (strcmp(a, "--capture-instances-file") == 0) { NEEDV(); file = v; }
+        else if (strcmp(a, "--target") == 0) { NEEDV(); shared.target = v; }
+        else if (strcmp(a, "--app-id") == 0) { NEEDV(); shared.app_id = v; }
+        else if (strcmp(a, "--checkpoint") == 0) { NEEDV(); shared.checkpoint = v; }
+        else if (strcmp(a, "--json") == 0) json = 1;
+        else if (strcmp(a, "--quiet") == 0) quiet = 1;
+        else if (strcmp(a, "--max-connections") == 0) {
+            NEEDV();
+            rc = cli_parse_int(a, v, 2, 100000, &connections);
+        } else if (strcmp(a, "--encoder-threads") == 0) {
+            NEEDV();
+            rc = cli_parse_int(a, v, 1, 4096, &encoders);
+        } else if (cli_stream_flag(&shared, argc, argv, &i, &rc)) {
+            continue; /* rc ends the loop when bad */
+        } else if (cli_source_option(probe, argc, argv, &i, &rc)) {
+            src[n_src++] = at;
+        } else {
+            rc = cli_usage_error("start-many: unknown argument '%s'", a);
+        }
+    }
+    if (rc) goto out;
+    static const char *const WHAT[] = {"--target", "--app-id", "--checkpoint"};
+    const char *tpl[] = {shared.target, shared.app_id, shared.checkpoint};
+    for (int k = 0; k < 3 && rc == EXIT_OK; k++) {
+        if (tpl[k] == NULL)
+            rc = cli_usage_error("start-many needs %s (templates holding {ci})",
+                                 "--target, --app-id and --checkpoint");
+        else if (strstr(tpl[k], "{ci}") == NULL) {
+            char msg[600];
+            snprintf(msg, sizeof msg, "%s '%.400s' must contain {ci}: every table needs its own",
+                     WHAT[k], tpl[k]);
+            rc = cli_usage_error("start-many: %s", msg);
+        }
+    }
+    if (rc) goto out;
+    if ((list == NULL) == (file == NULL)) {
+        rc = cli_usage_error("start-many needs %s",
+                             "one of --capture-instances and --capture-instances-file");
+        goto out;
+    }
+    rc = list ? parse_list(&m, list) : parse_file(&m, file);
+    if (rc) goto out;
+    if (connections == 0) connections = (int64_t)m.n + MANY_READ_CONNECTIONS;
+    if (connections < (int64_t)m.n + 1) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "--max-connections %lld is too few for %zu tables: each holds "
+                                  "one for its life, and one more reads",
+                 (long long)connections, m.n);
+        rc = cli_usage_error("start-many: %s", msg);
+        goto out;
+    }
+    if (encoders == 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        encoders = cores > 0 ? cores : 1;
+    }
+    if (mcdc_budget_create(&budget, (int)connections, (int)encoders, &e)) {
+        rc = cli_fail(&e);
+        goto out;
+    }
+    for (size_t i = 0; i < m.n && rc == EXIT_OK; i++) {
+        table_job *t = &m.t[i];
+        t->target = expand(shared.target, t->ci);
+        t->app_id = expand(shared.app_id, t->ci);
+        t->checkpoint = expand(shared.checkpoint, t->ci);
+        if (!t->target || !t->app_id || !t->checkpoint)
+            rc = cli_usage_error("start-many: %s", "out of memory");
+    }
+    if (rc == EXIT_OK) rc = check_places(&m, &shared);
+    for (size_t i = 0; i < m.n && rc == EXIT_OK; i++) {
+        table_job *t = &m.t[i];
+        rc = table_opts(t, src, n_src, argc, argv, file);
+        t->cfg = shared;
+        t->cfg.target = t->target;
+        t->cfg.app_id = t->app_id;
+        t->cfg.checkpoint = t->checkpoint;
+        t->cfg.query_name = t->ci;
+        t->cfg.budget = budget;
+        t->cfg.log_fn = table_log;
+        t->cfg.log_user = t;
+        t->out = (cli_batch_out){quiet, 0, t->ci};
+        if (rc == EXIT_OK && mcdc_stream_create(&t->stream, t->opts, &t->cfg, &e)) {
+            fprintf(stderr, "mssql-cdc: %s: ", t->ci);
+            rc = cli_fail(&e);
+        }
+    }
+    if (rc == EXIT_OK) rc = check_instances(&m);
+    /* the first side effect: the one facts table, before any stream */
+    if (rc == EXIT_OK && shared.facts_table &&
+        mcdc_facts_table_create(m.t[0].opts, shared.facts_table, shared.warehouse, &e))
+        rc = cli_fail(&e);
+    if (rc == EXIT_OK) rc = run_all(&m, json);
+out:
+    for (size_t i = 0; i < m.n; i++) {
+        mcdc_stream_free(m.t[i].stream);
+        mcdc_opts_free(m.t[i].opts);
+        free(m.t[i].target);
+        free(m.t[i].app_id);
+        free(m.t[i].checkpoint);
+    }
+    mcdc_budget_free(budget);
+    mcdc_opts_free(probe);
+    json_decref(m.file);
+    free(m.list);
+    free(m.t);
+    free(src);
+    return rc;
+}
