@@ -49,7 +49,8 @@ extern "C" {
  *    mcdc_table_rows_json_opts; the apply config's version 5 (scratch_dir);
  *    a source's positions (mcdc_source: max_lsn, the n-th commit after an
  *    LSN, commit times, startingLsn) for engines that plan their own
- *    batches.
+ *    batches; for many tables in one process, mcdc_capture_instances_find
+ *    and mcdc_facts_table_create.
  */
 #define MCDC_API_VERSION 5
 

@@ -22,14 +22,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAYERS = {
     "util": [],
     "lsn": ["util"],
-    "options": ["util"],
     "storage": ["util"],
+    # options hold the user's storage options too, and answer a storage
+    # env from them (mcdc_opts_storage_env): they build on storage's types
+    "options": ["util", "storage"],
     "batch": ["util"],
     "tds": ["util", "lsn", "options", "batch"],
     "parquet": ["util", "batch", "storage"],
     "delta": ["util", "batch", "parquet", "storage"],
     "source": ["tds", "batch", "lsn", "options", "util"],
-    "lake": ["delta", "parquet", "batch", "util"],
+    # lake's public table-rows call takes the user's options (their
+    # storage options reach the table's store)
+    "lake": ["delta", "parquet", "batch", "util", "options"],
     "pipeline": ["util", "lsn", "options", "storage", "batch", "tds", "parquet", "delta",
                  "source", "lake"],
     # silver (apply, the merge engine) builds on the pipeline's frame, facts
