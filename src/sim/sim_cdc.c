@@ -527,6 +527,18 @@ static void retention(sim_server *srv, sim_db *d) {
 /* One scan of every CDC database; housekeeping adds idle entries and
  * retention. Returns true when work is left (queued transactions, a
  * database that was busy). */
+/* Has the database a capture instance (SQL Server creates the capture job
+ * with the first)? */
+static bool has_instances(sqlite3 *w) {
+    sqlite3_stmt *st;
+    bool yes = false;
+    if (sqlite3_prepare_v2(w, "SELECT 1 FROM \"cdc.change_tables\" LIMIT 1", -1, &st, NULL) == SQLITE_OK) {
+        yes = sqlite3_step(st) == SQLITE_ROW;
+        sqlite3_finalize(st);
+    }
+    return yes;
+}
+
 /* The first queued commit LSN (0: none). */
 static uint64_t first_pending(sqlite3 *w) {
     sqlite3_stmt *st;
@@ -574,7 +586,7 @@ static bool scan(sim_server *srv, bool ignore_latency, bool housekeeping) {
         d->auth.trusted = true; /* harvest and retention tell the change store themselves */
         /* a stopped capture job scans nothing, writes no idle entries and
          * no session; a stopped cleanup job applies no retention */
-        int n = d->capture_stopped ? -1 : capture_session(srv, d, ignore_latency);
+        int n = d->capture_stopped ? -1 : has_instances(d->w) ? capture_session(srv, d, ignore_latency) : 0;
         bool empty = pending_empty(d->w);
         if (!empty && !d->capture_stopped) left = true;
         if (housekeeping && n == 0 && empty) idle_entries(srv, d);
