@@ -183,3 +183,12 @@ def test_fifty_tables_and_a_workload_across_them_in_seconds(hsim):
     assert time.time() - t0 < 20
     with pytest.raises(pymssql.Error, match="@count must be"):
         hsim.run("EXEC sim.create_tables @count = 0;", "h")
+
+
+def test_no_sessions_before_the_first_capture_instance(sim):
+    sim.run("CREATE DATABASE e;")
+    sim.run("EXEC sys.sp_cdc_enable_db; EXEC sim.run_capture;", "e")
+    assert query(sim, "SELECT * FROM sys.dm_cdc_log_scan_sessions", database="e") == []
+    sim.run("EXEC sim.create_tables @count = 1; EXEC sim.run_capture;", "e")
+    assert [r["session_id"] for r in query(sim, "SELECT session_id FROM sys.dm_cdc_log_scan_sessions",
+                                           database="e")][:2] == [0, 1]
