@@ -1118,7 +1118,9 @@ static int help_jobs(sim_session *s, const sim_sink *sink, mcdc_error *err) {
                          {"maxscans", T("int"), true}, {"continuous", T("bit"), true},
                          {"pollinginterval", T("bigint"), true}, {"retention", T("bigint"), true},
                          {"threshold", T("bigint"), true}};
+    pthread_mutex_lock(&s->srv->mu); /* maxtrans and retention are written under it */
     char *q = sim_caplog_jobs_sql(s);
+    pthread_mutex_unlock(&s->srv->mu);
     rc = q ? emit_sql(s, sink, q, NULL, NULL, cols, (int)(sizeof cols / sizeof cols[0]), err)
            : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     sqlite3_free(q);

@@ -726,7 +726,7 @@ void sim_caplog_session(sim_server *srv, sim_db *d, const sim_scan_stats *x);
 int sim_caplog_check_perm(sim_session *s, mcdc_error *err);
 /* Under mu: sys.sp_cdc_start_job (start) / sys.sp_cdc_stop_job. */
 int sim_caplog_job(sim_session *s, const sim_proc_args *a, bool start, mcdc_error *err);
-/* sys.sp_cdc_help_jobs' query (sqlite3_free it). */
+/* Under mu: sys.sp_cdc_help_jobs' query (sqlite3_free it). */
 char *sim_caplog_jobs_sql(sim_session *s);
 
 /* ---- sim_faults.c -------------------------------------------------------- */
