@@ -164,6 +164,42 @@ static void aggregate_add(sqlite3 *w, int64_t id, bool new_row, int latency) {
     sqlite3_finalize(st);
 }
 
+/* The failed session's row of sys.dm_cdc_errors (phase 2; the LSNs the
+ * first queued commit's, or zeros). */
+static void record_error(sim_server *srv, sqlite3 *w, int64_t id, const sim_scan_stats *x, int64_t now) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(w, "INSERT INTO \"sys.dm_cdc_errors\" VALUES (?1, 2, ?2, ?3, 16, 1, ?4, ?5, ?6, ?7)", -1, &st,
+                           NULL) != SQLITE_OK)
+        return;
+    sqlite3_bind_int64(st, 1, id);
+    bind_time(st, 2, srv, now);
+    sqlite3_bind_int(st, 3, x->error_number);
+    sqlite3_bind_text(st, 4, x->error_message, -1, SQLITE_STATIC);
+    char z[24];
+    lsn_text(0, z);
+    for (int k = 5; k <= 7; k++) {
+        if (x->failed_lsn) bind_lsn(st, k, x->failed_lsn);
+        else sqlite3_bind_text(st, k, z, -1, SQLITE_TRANSIENT);
+    }
+    sqlite3_step(st);
+    sqlite3_finalize(st);
+}
+
+/* Another empty scan after an empty one: the last row counts it. */
+static void fold_empty(sim_server *srv, sim_db *d, int64_t id, int64_t now) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(d->w, "UPDATE \"sys.dm_cdc_log_scan_sessions\" SET end_time = ?2, current_lsn = ?3, end_lsn = ?3,"
+                                 " empty_scan_count = empty_scan_count + 1 WHERE session_id = ?1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return;
+    sqlite3_bind_int64(st, 1, id);
+    bind_time(st, 2, srv, now);
+    bind_lsn(st, 3, d->lsn);
+    sqlite3_step(st);
+    sqlite3_finalize(st);
+    aggregate_add(d->w, id, false, 0);
+}
+
 void sim_caplog_session(sim_server *srv, sim_db *d, const sim_scan_stats *x) {
     sqlite3 *w = d->w;
     int64_t now = sim_srv_utc_us(srv);
@@ -171,25 +207,11 @@ void sim_caplog_session(sim_server *srv, sim_db *d, const sim_scan_stats *x) {
     int64_t last = last_session(w, &last_empty);
     bool empty = x->tran_count == 0 && !x->failed;
     aggregate_start(srv, w, x->start_utc_us);
-    sqlite3_stmt *st;
-    int64_t id;
-    bool new_row = !(empty && last_empty);
-    if (!new_row) {
-        /* consecutive empty scans: the last row counts them */
-        id = last;
-        if (sqlite3_prepare_v2(w, "UPDATE \"sys.dm_cdc_log_scan_sessions\" SET end_time = ?2, current_lsn = ?3, end_lsn = ?3,"
-                                  " empty_scan_count = empty_scan_count + 1 WHERE session_id = ?1",
-                               -1, &st, NULL) != SQLITE_OK)
-            return;
-        sqlite3_bind_int64(st, 1, id);
-        bind_time(st, 2, srv, now);
-        bind_lsn(st, 3, d->lsn);
-        sqlite3_step(st);
-        sqlite3_finalize(st);
-        aggregate_add(w, id, false, 0);
+    if (empty && last_empty) {
+        fold_empty(srv, d, last, now);
         return;
     }
-    id = last + 1;
+    int64_t id = last + 1;
     int latency = 0;
     if (x->tran_count > 0 && x->last_commit_utc_us != INT64_MIN)
         latency = (int)((now - x->last_commit_utc_us) / 1000000);
@@ -197,6 +219,7 @@ void sim_caplog_session(sim_server *srv, sim_db *d, const sim_scan_stats *x) {
     int64_t duration = x->tran_count > 0 ? (now - x->start_utc_us) / 1000000 : 0;
     uint64_t start_lsn = x->tran_count > 0 ? x->first_begin_lsn : d->lsn;
     uint64_t end_lsn = x->tran_count > 0 ? x->last_commit_lsn : d->lsn;
+    sqlite3_stmt *st;
     if (sqlite3_prepare_v2(w, "INSERT INTO \"sys.dm_cdc_log_scan_sessions\" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
                               " ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
                            -1, &st, NULL) != SQLITE_OK)
@@ -225,21 +248,7 @@ void sim_caplog_session(sim_server *srv, sim_db *d, const sim_scan_stats *x) {
     sqlite3_bind_int(st, 21, x->failed ? 1 : 0);
     if (sqlite3_step(st) != SQLITE_DONE) mcdc_log(MCDC_LOG_WARN, "sim: capture log: %s", sqlite3_errmsg(w));
     sqlite3_finalize(st);
-    if (x->failed && sqlite3_prepare_v2(w, "INSERT INTO \"sys.dm_cdc_errors\" VALUES (?1, 2, ?2, ?3, 16, 1, ?4, ?5, ?6, ?7)",
-                                        -1, &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, id);
-        bind_time(st, 2, srv, now);
-        sqlite3_bind_int(st, 3, x->error_number);
-        sqlite3_bind_text(st, 4, x->error_message, -1, SQLITE_STATIC);
-        char z[24];
-        lsn_text(0, z);
-        for (int k = 5; k <= 7; k++) {
-            if (x->failed_lsn) bind_lsn(st, k, x->failed_lsn);
-            else sqlite3_bind_text(st, k, z, -1, SQLITE_TRANSIENT);
-        }
-        sqlite3_step(st);
-        sqlite3_finalize(st);
-    }
+    if (x->failed) record_error(srv, w, id, x, now);
     aggregate_add(w, id, true, latency);
     sim_sql(w, NULL, "DELETE FROM \"sys.dm_cdc_log_scan_sessions\" WHERE session_id > 0 AND session_id <= %lld;"
                      "DELETE FROM \"sys.dm_cdc_errors\" WHERE session_id > 0 AND session_id <= %lld",
@@ -251,7 +260,9 @@ int sim_caplog_check_perm(sim_session *s, mcdc_error *err) {
     if (s->admin) return MCDC_OK;
     char user[SIM_NAME_MAX];
     sim_db_user_name(s, user, sizeof user);
-    if (sim_has_scope_grant(s->rd, s->login, "VIEW DATABASE STATE") || sim_has_scope_grant(s->rd, user, "VIEW DATABASE STATE")) return MCDC_OK;
+    if (sim_has_scope_grant(s->rd, s->login, "VIEW DATABASE STATE") ||
+        sim_has_scope_grant(s->rd, user, "VIEW DATABASE STATE"))
+        return MCDC_OK;
     bool server = false;
     pthread_mutex_lock(&s->srv->mu);
     sim_db *m = sim_find_db(s->srv, "master");
