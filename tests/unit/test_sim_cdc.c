@@ -432,6 +432,16 @@ TEST(sim_cdc_capture_health_views) {
     CHECK_EQ_INT(cm->nerrors, 2);
     CHECK_EQ_STR(cm->err_text, "VIEW DATABASE STATE permission denied in database 'lab'.");
     CHECK_EQ_STR(scalar(m, cm, "SELECT HAS_PERMS_BY_NAME(DB_NAME(), 'DATABASE', 'VIEW DATABASE STATE')"), "0");
+    /* VIEW SERVER STATE: granted in master only, and it covers every database */
+    run(f.s, c, "GRANT VIEW SERVER STATE TO mon");
+    CHECK_EQ_INT(c->err_number, 4621);
+    run(f.s, c, "USE master; GRANT VIEW SERVER STATE TO mon; USE lab");
+    CHECK_EQ_INT(c->nerrors, 0);
+    run(m, cm, "SELECT COUNT(*) FROM sys.dm_cdc_errors");
+    CHECK_EQ_INT(cm->nerrors, 0);
+    run(f.s, c, "USE master; REVOKE VIEW SERVER STATE FROM mon; USE lab");
+    run(m, cm, "SELECT COUNT(*) FROM sys.dm_cdc_errors");
+    CHECK_EQ_INT(cm->err_number, 262);
     run(f.s, c, "GRANT VIEW DATABASE STATE TO mon");
     CHECK_EQ_STR(scalar(m, cm, "SELECT HAS_PERMS_BY_NAME(DB_NAME(), 'DATABASE', 'VIEW DATABASE STATE')"), "1");
     CHECK_EQ_STR(scalar(m, cm, "SELECT tran_count FROM sys.dm_cdc_log_scan_sessions WHERE session_id = 0"), "1");
