@@ -44,18 +44,25 @@ bool sim_table_exists(sqlite3 *c, const char *name) {
     return ok;
 }
 
-bool sim_has_grant(sqlite3 *c, const char *user, const char *obj) {
+/* A grant of perm on obj ('' for the database or server) to who. */
+static bool has_grant_row(sqlite3 *c, const char *who, const char *obj, const char *perm) {
     sqlite3_stmt *st;
     bool ok = false;
-    if (sqlite3_prepare_v2(c, "SELECT 1 FROM __sim_grants WHERE principal = ? COLLATE NOCASE AND object = ? COLLATE NOCASE AND perm = 'SELECT'",
-                           -1, &st, NULL) != SQLITE_OK)
+    if (!who || !who[0] ||
+        sqlite3_prepare_v2(c, "SELECT 1 FROM __sim_grants WHERE principal = ? COLLATE NOCASE AND object = ? COLLATE NOCASE"
+                              " AND perm = ?", -1, &st, NULL) != SQLITE_OK)
         return false;
-    sqlite3_bind_text(st, 1, user, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 1, who, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, obj, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, perm, -1, SQLITE_STATIC);
     ok = sqlite3_step(st) == SQLITE_ROW;
     sqlite3_finalize(st);
     return ok;
 }
+
+bool sim_has_grant(sqlite3 *c, const char *user, const char *obj) { return has_grant_row(c, user, obj, "SELECT"); }
+
+bool sim_has_scope_grant(sqlite3 *c, const char *who, const char *perm) { return has_grant_row(c, who, "", perm); }
 
 static const char *DB_SCHEMA =
     "PRAGMA journal_mode=WAL;"

@@ -88,7 +88,8 @@ int sim_cdc_init_db(sim_db *d, mcdc_error *err) {
         sqlite3_finalize(st);
     }
     int rc = old_queue ? sim_sql(d->w, err, "ALTER TABLE __sim_pending_tx ADD COLUMN no_map INT DEFAULT 0") : MCDC_OK;
-    return rc == MCDC_OK ? sim_sql(d->w, err, "%s", CDC_SCHEMA) : rc;
+    if (rc == MCDC_OK) rc = sim_sql(d->w, err, "%s", CDC_SCHEMA);
+    return rc == MCDC_OK ? sim_caplog_init_db(d, err) : rc;
 }
 
 static void local_text(sim_server *srv, int64_t utc_us, char out[48]) {
@@ -346,24 +347,37 @@ static void post_ddl(sim_server *srv, sim_db *d, const uint8_t hi[10]) {
 
 /* Moves eligible pending transactions into the change tables (under mu, in
  * a SQLite transaction). Returns the number harvested. */
-static int harvest(sim_server *srv, sim_db *d, bool ignore_latency) {
+static int harvest(sim_server *srv, sim_db *d, bool ignore_latency, sim_scan_stats *x) {
     sqlite3 *w = d->w;
     int64_t now = sim_srv_utc_us(srv);
     int64_t limit = ignore_latency ? INT64_MAX : now - (int64_t)srv->capture_latency_ms * 1000;
     sqlite3_stmt *st;
     int n = 0;
     uint8_t hi[10], lo[10];
-    if (sqlite3_prepare_v2(w, "SELECT commit_lsn, end_utc_us FROM __sim_pending_tx ORDER BY commit_lsn LIMIT ?", -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(w, "SELECT commit_lsn, end_utc_us, begin_lsn FROM __sim_pending_tx ORDER BY commit_lsn LIMIT ?", -1,
+                           &st, NULL) != SQLITE_OK)
         return 0;
     sqlite3_bind_int(st, 1, srv->capture_maxtrans > 0 ? srv->capture_maxtrans : 500);
     while (sqlite3_step(st) == SQLITE_ROW) {
         if (sqlite3_column_int64(st, 1) > limit) break;
         memcpy(hi, sqlite3_column_blob(st, 0), 10);
-        if (n == 0) memcpy(lo, hi, 10);
+        if (n == 0) {
+            memcpy(lo, hi, 10);
+            x->first_begin_lsn = sim_lsn_value(sqlite3_column_blob(st, 2), sqlite3_column_bytes(st, 2));
+        }
+        x->last_commit_utc_us = sqlite3_column_int64(st, 1);
         n++;
     }
     sqlite3_finalize(st);
     if (n == 0) return 0;
+    x->tran_count = n;
+    x->last_commit_lsn = sim_lsn_value(hi, 10);
+    if (sqlite3_prepare_v2(w, "SELECT count(*) FROM __sim_pending_ddl p JOIN \"cdc.change_tables\" t ON t.capture_instance ="
+                              " p.capture_instance WHERE p.commit_lsn <= ?1", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_blob(st, 1, hi, 10, SQLITE_STATIC);
+        if (sqlite3_step(st) == SQLITE_ROW) x->schema_changes = sqlite3_column_int(st, 0);
+        sqlite3_finalize(st);
+    }
     /* every instance: move rows up to hi */
     sqlite3_stmt *ci;
     if (sqlite3_prepare_v2(w, "SELECT capture_instance FROM \"cdc.change_tables\"", -1, &ci, NULL) == SQLITE_OK) {
@@ -386,6 +400,7 @@ static int harvest(sim_server *srv, sim_db *d, bool ignore_latency) {
                 /* the change store appends what lands after its last row
                  * on the next read; rows before it make it rebuild */
                 if (moved > 0) sim_store_inserted(srv->stores, d->name, name, lo);
+                x->commands += moved;
                 q = sqlite3_mprintf("DELETE FROM \"__sim_pending.%w\" WHERE \"__$start_lsn\" <= ?1", name);
                 if (q && sqlite3_prepare_v2(w, q, -1, &mv, NULL) == SQLITE_OK) {
                     sqlite3_bind_blob(mv, 1, hi, 10, SQLITE_STATIC);
@@ -512,22 +527,70 @@ static void retention(sim_server *srv, sim_db *d) {
 /* One scan of every CDC database; housekeeping adds idle entries and
  * retention. Returns true when work is left (queued transactions, a
  * database that was busy). */
+/* Has the database a capture instance (SQL Server creates the capture job
+ * with the first)? */
+static bool has_instances(sqlite3 *w) {
+    sqlite3_stmt *st;
+    bool yes = false;
+    if (sqlite3_prepare_v2(w, "SELECT 1 FROM \"cdc.change_tables\" LIMIT 1", -1, &st, NULL) == SQLITE_OK) {
+        yes = sqlite3_step(st) == SQLITE_ROW;
+        sqlite3_finalize(st);
+    }
+    return yes;
+}
+
+/* The first queued commit LSN (0: none). */
+static uint64_t first_pending(sqlite3 *w) {
+    sqlite3_stmt *st;
+    uint64_t v = 0;
+    if (sqlite3_prepare_v2(w, "SELECT min(commit_lsn) FROM __sim_pending_tx", -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_bytes(st, 0) == 10) v = sim_lsn_value(sqlite3_column_blob(st, 0), 10);
+        sqlite3_finalize(st);
+    }
+    return v;
+}
+
+/* One capture session of database d (its capture job running): an
+ * injected capture_error fails it before anything moves. Returns the
+ * transactions moved. */
+static int capture_session(sim_server *srv, sim_db *d, bool ignore_latency) {
+    sim_scan_stats x = {0};
+    x.start_utc_us = sim_srv_utc_us(srv);
+    x.last_commit_utc_us = INT64_MIN;
+    int n = 0;
+    if (sim_fault_capture_error(srv, &x.error_number)) {
+        x.failed = true;
+        x.failed_lsn = first_pending(d->w);
+        x.error_message = x.error_number == 22859
+                              ? "Log Scan process failed in processing log records. Refer to previous errors in the current"
+                                " session to identify the cause and correct any associated problems."
+                              : "The capture job failed (sim.fault capture_error).";
+    } else {
+        /* the capture process picks up new instances: min_lsn becomes their enable LSN */
+        sqlite3_exec(d->w, "UPDATE \"cdc.change_tables\" SET start_lsn = enable_lsn WHERE start_lsn IS NULL", NULL, NULL, NULL);
+        n = harvest(srv, d, ignore_latency, &x);
+    }
+    sim_caplog_session(srv, d, &x);
+    return x.failed ? -1 : n;
+}
+
 static bool scan(sim_server *srv, bool ignore_latency, bool housekeeping) {
     bool left = false;
     for (sim_db *d = srv->dbs; d; d = d->next) {
         if (!d->cdc_enabled) continue;
+        if (d->capture_stopped && (d->cleanup_stopped || !housekeeping)) continue;
         if (sqlite3_exec(d->w, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
             left = true;
             continue;
         }
         d->auth.trusted = true; /* harvest and retention tell the change store themselves */
-        /* the capture process picks up new instances: min_lsn becomes their enable LSN */
-        sqlite3_exec(d->w, "UPDATE \"cdc.change_tables\" SET start_lsn = enable_lsn WHERE start_lsn IS NULL", NULL, NULL, NULL);
-        int n = harvest(srv, d, ignore_latency);
+        /* a stopped capture job scans nothing, writes no idle entries and
+         * no session; a stopped cleanup job applies no retention */
+        int n = d->capture_stopped ? -1 : has_instances(d->w) ? capture_session(srv, d, ignore_latency) : 0;
         bool empty = pending_empty(d->w);
-        if (!empty) left = true;
+        if (!empty && !d->capture_stopped) left = true;
         if (housekeeping && n == 0 && empty) idle_entries(srv, d);
-        if (housekeeping) retention(srv, d);
+        if (housekeeping && !d->cleanup_stopped) retention(srv, d);
         d->auth.trusted = false;
         sqlite3_exec(d->w, "COMMIT", NULL, NULL, NULL);
     }
@@ -535,6 +598,11 @@ static bool scan(sim_server *srv, bool ignore_latency, bool housekeeping) {
 }
 
 void sim_cdc_scan(sim_server *srv, bool ignore_latency) { (void)scan(srv, ignore_latency, true); }
+
+void sim_cdc_wake(sim_server *srv) {
+    atomic_fetch_add(&capture_work, 1);
+    if (srv->cap_started) pthread_cond_broadcast(&srv->cap_cv);
+}
 
 void *sim_cdc_thread(void *arg) {
     mcdc_log_use(&g_sim_log_sink);
@@ -652,7 +720,7 @@ static sim_type T(const char *s) {
     return t;
 }
 
-static int need_db_cdc(sim_session *s, mcdc_error *err) {
+int sim_cdc_need_db(sim_session *s, mcdc_error *err) {
     if (s->db->cdc_enabled) return MCDC_OK;
     return sim_err(err, 22901,
                    "The database '%s' is not enabled for Change Data Capture. Ensure that the correct database context is set and retry the operation. To report on the databases enabled for Change Data Capture, query the is_cdc_enabled column in the sys.databases catalog view.",
@@ -706,7 +774,7 @@ static int enable_table(sim_session *s, const sim_proc_args *a, mcdc_error *err)
     const char *cols_arg = sim_arg_text(a, "@captured_column_list", -1), *index = sim_arg_text(a, "@index_name", -1);
     const char *net = sim_arg_text(a, "@supports_net_changes", -1);
     if (!schema || !table) return sim_err(err, 201, "Procedure or function 'sp_cdc_enable_table' expects parameter '@source_schema', which was not supplied.");
-    int rc = need_db_cdc(s, err);
+    int rc = sim_cdc_need_db(s, err);
     if (rc != MCDC_OK) return rc;
     char tbl[SIM_NAME_MAX * 2], ci[SIM_NAME_MAX];
     snprintf(tbl, sizeof tbl, "%s.%s", schema, table);
@@ -903,7 +971,7 @@ static int disable_table(sim_session *s, const sim_proc_args *a, mcdc_error *err
     const char *schema = sim_arg_text(a, "@source_schema", 0), *table = sim_arg_text(a, "@source_name", 1);
     const char *ci = sim_arg_text(a, "@capture_instance", 2);
     if (!schema || !table || !ci) return sim_err(err, 201, "Procedure or function 'sp_cdc_disable_table' expects parameters '@source_schema', '@source_name' and '@capture_instance'.");
-    int rc = need_db_cdc(s, err);
+    int rc = sim_cdc_need_db(s, err);
     if (rc != MCDC_OK) return rc;
     char tbl[SIM_NAME_MAX * 2];
     snprintf(tbl, sizeof tbl, "%s.%s", schema, table);
@@ -1041,6 +1109,24 @@ static int fast_path_stats(sim_session *s, const sim_sink *sink, mcdc_error *err
     return rc;
 }
 
+/* sys.sp_cdc_help_jobs: the capture and cleanup jobs of the database. */
+static int help_jobs(sim_session *s, const sim_sink *sink, mcdc_error *err) {
+    int rc = sim_cdc_need_db(s, err);
+    if (rc != MCDC_OK) return rc;
+    sim_column cols[] = {{"job_id", T("uniqueidentifier"), false}, {"job_type", T("nvarchar(20)"), false},
+                         {"job_name", T("nvarchar(128)"), false}, {"maxtrans", T("int"), true},
+                         {"maxscans", T("int"), true}, {"continuous", T("bit"), true},
+                         {"pollinginterval", T("bigint"), true}, {"retention", T("bigint"), true},
+                         {"threshold", T("bigint"), true}};
+    pthread_mutex_lock(&s->srv->mu); /* maxtrans and retention are written under it */
+    char *q = sim_caplog_jobs_sql(s);
+    pthread_mutex_unlock(&s->srv->mu);
+    rc = q ? emit_sql(s, sink, q, NULL, NULL, cols, (int)(sizeof cols / sizeof cols[0]), err)
+           : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    sqlite3_free(q);
+    return rc;
+}
+
 static int cleanup_proc(sim_session *s, const sim_proc_args *a, mcdc_error *err) {
     const char *ci = sim_arg_text(a, "@capture_instance", 0);
     sqlite3_value *low = sim_arg(a, "@low_water_mark", 1);
@@ -1087,7 +1173,8 @@ int sim_cdc_proc(sim_session *s, const char *proc, const sim_proc_args *a, const
     bool admin_only = sim_proc || mcdc_str_ieq(p, "sp_cdc_enable_db") || mcdc_str_ieq(p, "sp_cdc_disable_db") ||
                       mcdc_str_ieq(p, "sp_cdc_enable_table") || mcdc_str_ieq(p, "sp_cdc_disable_table") ||
                       mcdc_str_ieq(p, "sp_cdc_cleanup_change_table") || mcdc_str_ieq(p, "sp_cdc_change_job") ||
-                      mcdc_str_ieq(p, "sp_cdc_start_job") || mcdc_str_ieq(p, "sp_cdc_stop_job");
+                      mcdc_str_ieq(p, "sp_cdc_start_job") || mcdc_str_ieq(p, "sp_cdc_stop_job") ||
+                      mcdc_str_ieq(p, "sp_cdc_help_jobs");
     if (admin_only && !s->admin)
         return sim_err(err, 229, "The EXECUTE permission was denied on the object '%s', database '%s', schema '%s'.",
                        sim_proc ? p + 4 : p, s->db->name, sim_proc ? "sim" : "sys");
@@ -1098,6 +1185,8 @@ int sim_cdc_proc(sim_session *s, const char *proc, const sim_proc_args *a, const
     if (mcdc_str_ieq(p, "sp_cdc_get_ddl_history")) return ddl_history(s, a, sink, err);
     if (mcdc_str_ieq(p, "sp_spaceused")) return spaceused(s, a, sink, err);
     if (mcdc_str_ieq(p, "sim.fast_path_stats")) return fast_path_stats(s, sink, err);
+    if (mcdc_str_ieq(p, "sp_cdc_help_jobs")) return help_jobs(s, sink, err);
+    if (mcdc_str_ieq(p, "sim.create_tables")) return sim_work_create_tables(s, a, err);
     if (mcdc_str_ieq(p, "sim.workload")) return sim_work_start(s, a, err);
     if (mcdc_str_ieq(p, "sim.stop_workload")) { sim_work_stop_all(srv); return MCDC_OK; }
     if (mcdc_str_ieq(p, "sim.bulk_load") || mcdc_str_ieq(p, "sim.bulk_load_table")) {
@@ -1145,7 +1234,7 @@ int sim_cdc_proc(sim_session *s, const char *proc, const sim_proc_args *a, const
         if (ret >= 0) { s->db->retention_min = ret; sim_db_state_put(s->db, "retention_min", ret); }
         if (mt > 0) srv->capture_maxtrans = (int)mt;
     } else if (mcdc_str_ieq(p, "sp_cdc_start_job") || mcdc_str_ieq(p, "sp_cdc_stop_job")) {
-        /* accepted */
+        rc = sim_caplog_job(s, a, mcdc_str_ieq(p, "sp_cdc_start_job"), err);
     } else if (mcdc_str_ieq(p, "sim.advance_clock")) {
         sqlite3_value *v = sim_arg(a, "@seconds", 0);
         double sec = v ? sqlite3_value_double(v) : 0;

@@ -721,6 +721,34 @@ int sim_do_drop(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err)
     return sim_err(err, 50000, "DROP %.*s is not supported by the simulator", i < end ? t[i].n : 0, i < end ? t[i].s : "");
 }
 
+/* GRANT / REVOKE VIEW DATABASE STATE (kept in the database) or VIEW SERVER
+ * STATE (kept in master, for a login) TO who: a grant without an object. */
+static int state_grant(sim_session *s, const char *who, const char *perm, bool revoke, mcdc_error *err) {
+    bool server = strcmp(perm, "VIEW SERVER STATE") == 0;
+    if (server && !mcdc_str_ieq(s->db->name, "master"))
+        return sim_err(err, 4621, "Permissions at the server scope can only be granted when the current database is master");
+    sqlite3 *w = s->db->w;
+    bool had = sim_has_scope_grant(w, who, perm);
+    char *add = sqlite3_mprintf("INSERT OR IGNORE INTO __sim_grants VALUES (%Q, '', %Q)", who, perm);
+    char *del = sqlite3_mprintf("DELETE FROM __sim_grants WHERE principal = %Q AND object = '' AND perm = %Q", who, perm);
+    if (!add || !del) {
+        sqlite3_free(add);
+        sqlite3_free(del);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    int rc = sim_sql(w, err, "%s", revoke ? del : add);
+    char *undo = NULL; /* ROLLBACK puts it back as it was */
+    if (rc == MCDC_OK && s->trancount > 0 && had != !revoke) {
+        undo = had ? add : del;
+        if (had) add = NULL;
+        else del = NULL;
+    }
+    if (undo) sim_undo_push(s, undo);
+    sqlite3_free(add);
+    sqlite3_free(del);
+    return rc;
+}
+
 int sim_do_grant(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err) {
     sim_session *s = x->s;
     bool revoke = !tsql_tok_is(&t[i], "GRANT");
@@ -728,8 +756,13 @@ int sim_do_grant(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err
     if (rc != MCDC_OK) return rc;
     i++;
     bool select = false;
-    while (i < end && !tsql_tok_is(&t[i], "ON") && !tsql_tok_is(&t[i], "TO")) {
+    const char *state = NULL; /* VIEW DATABASE STATE / VIEW SERVER STATE (no ON) */
+    while (i < end && !tsql_tok_is(&t[i], "ON") && !tsql_tok_is(&t[i], "TO") && !tsql_tok_is(&t[i], "FROM")) {
         if (tsql_tok_is(&t[i], "SELECT")) select = true;
+        if (i + 2 < end && tsql_tok_is(&t[i], "VIEW") && tsql_tok_is(&t[i + 2], "STATE")) {
+            if (tsql_tok_is(&t[i + 1], "DATABASE")) state = "VIEW DATABASE STATE";
+            else if (tsql_tok_is(&t[i + 1], "SERVER")) state = "VIEW SERVER STATE";
+        }
         i++;
     }
     char obj[SIM_NAME_MAX * 2] = "";
@@ -752,6 +785,7 @@ int sim_do_grant(sim_stmt *x, const tsql_tok *t, int i, int end, mcdc_error *err
         if (tsql_tok_op(&t[i], ",")) { i++; continue; }
         if (sim_tok_ident(&t[i], who, sizeof who) != 0) break;
         i++;
+        if (state && !obj[0]) rc = state_grant(s, who, state, revoke, err);
         if (select && obj[0]) {
             bool had = sim_has_grant(s->db->w, who, obj);
             if (revoke) rc = sim_sql(s->db->w, err, "DELETE FROM __sim_grants WHERE principal = %Q AND object = %Q", who, obj);

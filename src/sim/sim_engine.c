@@ -33,8 +33,9 @@
  * REPLICATE, CONCAT), DECLARE/SET/SELECT @v, IF/ELSE, WHILE/BREAK/CONTINUE,
  * BEGIN...END blocks, EXEC with named or positional arguments, SET options
  * (NOCOUNT honoured; the rest accepted), CREATE LOGIN/USER, GRANT/REVOKE
- * SELECT, sys.columns/sys.tables/sys.objects/sys.databases,
- * sys.dm_exec_session_wait_stats, sp_spaceused, sp_executesql (RPC or EXEC,
+ * SELECT and VIEW DATABASE/SERVER STATE, sys.columns/sys.tables/sys.objects/
+ * sys.databases, sys.dm_exec_session_wait_stats, sys.dm_cdc_log_scan_sessions
+ * and sys.dm_cdc_errors (sim_capture_log.c), sp_spaceused, sp_executesql (RPC or EXEC,
  * with OUTPUT parameters); hierarchyid, geography, geometry, xml and
  * sql_variant with their methods, static methods (type::Method) and
  * SQL_VARIANT_PROPERTY (sim_udt.c, sim_udt_fn.c).

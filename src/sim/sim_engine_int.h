@@ -47,6 +47,9 @@ typedef struct sim_db {
     int snap_state;
     bool snap_loaded;
     uint64_t snap_serial;
+    /* EXEC sys.sp_cdc_stop_job (under srv->mu; not kept across restarts,
+     * as SQL Server Agent starts the capture job when it starts) */
+    bool capture_stopped, cleanup_stopped;
     struct sim_db *next;
 } sim_db;
 
@@ -60,7 +63,14 @@ typedef struct sim_var {
     size_t n;
 } sim_var;
 
-typedef enum { FAULT_DROP_AFTER_ROWS = 1, FAULT_DROP_AT_QUERY, FAULT_DELAY, FAULT_STALL, FAULT_REFUSE_LOGIN } fault_kind;
+typedef enum {
+    FAULT_DROP_AFTER_ROWS = 1,
+    FAULT_DROP_AT_QUERY,
+    FAULT_DELAY,
+    FAULT_STALL,
+    FAULT_REFUSE_LOGIN,
+    FAULT_CAPTURE_ERROR
+} fault_kind;
 
 typedef struct sim_fault {
     fault_kind kind;
@@ -202,6 +212,10 @@ void sim_cdc_rollback(sim_session *s);
 /* One capture scan over every database (under mu). */
 void sim_cdc_scan(sim_server *srv, bool ignore_latency);
 void *sim_cdc_thread(void *arg);
+/* Error 22901 unless the session's database is enabled for CDC. */
+int sim_cdc_need_db(sim_session *s, mcdc_error *err);
+/* Something for capture to do (a job started): the thread scans soon. */
+void sim_cdc_wake(sim_server *srv);
 int sim_cdc_init_db(sim_db *d, mcdc_error *err);
 /* A column DDL (ADD/DROP/ALTER COLUMN) on table tbl, in the session's
  * transaction: one cdc.ddl_history row per capture instance of the table
@@ -343,6 +357,8 @@ void sim_result_columns_as(sqlite3 *c, sqlite3_stmt *st, const xl_result *items,
 
 /* ---- sim_work.c -------------------------------------------------------- */
 int sim_work_start(sim_session *s, const sim_proc_args *a, mcdc_error *err);
+/* sim.create_tables (sim_create_tables.c). */
+int sim_work_create_tables(sim_session *s, const sim_proc_args *a, mcdc_error *err);
 int sim_work_bulk_load(sim_session *s, const sim_proc_args *a, int64_t *rows, mcdc_error *err);
 /* sim.bulk_load_table: rows appended to a base table (no change rows). */
 int sim_work_bulk_load_table(sim_session *s, const sim_proc_args *a, int64_t *rows, mcdc_error *err);
@@ -380,6 +396,8 @@ bool sim_col_type(sqlite3 *c, const char *tbl, const char *col, sim_type *out, b
 bool sim_table_exists(sqlite3 *c, const char *name);
 /* user was granted SELECT on obj ("dbo.t"). */
 bool sim_has_grant(sqlite3 *c, const char *user, const char *obj);
+/* A grant without an object (perm "VIEW DATABASE STATE", "VIEW SERVER STATE") to who. */
+bool sim_has_scope_grant(sqlite3 *c, const char *who, const char *perm);
 
 /* ---- sim_auth.c: logins, passwords as salted SHA-512 hashes ------------- */
 #define SIM_PW_HASH_BYTES 70 /* 0x0200, 4-byte salt, SHA-512: SQL Server's layout */
@@ -683,9 +701,39 @@ int sim_run_fast(sim_stmt *x, const xl_env *env, const sim_fast_plan *fp, const 
 int sim_run_split(sim_stmt *x, const xl_env *env, const sim_fast_split *sp, sqlite3_stmt *orig, const xl_result *res,
                   bool *done, mcdc_error *err);
 
+/* ---- sim_capture_log.c: the capture job's DMVs and jobs --------------- */
+/* What one capture scan of a database did. */
+typedef struct sim_scan_stats {
+    int64_t start_utc_us;
+    int tran_count;            /* transactions moved */
+    int64_t commands;          /* change rows moved */
+    int schema_changes;        /* DDL posted to cdc.ddl_history */
+    uint64_t first_begin_lsn;  /* begin LSN of the first transaction */
+    uint64_t last_commit_lsn;  /* commit LSN of the last */
+    int64_t last_commit_utc_us; /* its commit time; INT64_MIN: none */
+    bool failed;               /* an injected capture error: nothing moved */
+    int error_number;
+    const char *error_message; /* static */
+    uint64_t failed_lsn;       /* the first queued commit LSN when it failed, 0: none */
+} sim_scan_stats;
+/* The views' tables, emptied (the server starts). */
+int sim_caplog_init_db(sim_db *d, mcdc_error *err);
+/* Is name (sys.x) one of the capture DMVs? */
+bool sim_caplog_view(const char *name);
+/* Under mu, in the scan's SQLite transaction: records the session. */
+void sim_caplog_session(sim_server *srv, sim_db *d, const sim_scan_stats *x);
+/* VIEW DATABASE STATE (or VIEW SERVER STATE) for the DMVs: error 262. */
+int sim_caplog_check_perm(sim_session *s, mcdc_error *err);
+/* Under mu: sys.sp_cdc_start_job (start) / sys.sp_cdc_stop_job. */
+int sim_caplog_job(sim_session *s, const sim_proc_args *a, bool start, mcdc_error *err);
+/* Under mu: sys.sp_cdc_help_jobs' query (sqlite3_free it). */
+char *sim_caplog_jobs_sql(sim_session *s);
+
 /* ---- sim_faults.c -------------------------------------------------------- */
 int sim_fault_add(sim_server *srv, uint64_t setter_serial, const char *kind, int count, int ms, int times,
                   mcdc_error *err);
 void sim_fault_clear(sim_server *srv);
+/* Under mu: does a capture_error fault fire now? (*number: its error) */
+bool sim_fault_capture_error(sim_server *srv, int *number);
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * sim_faults.c - injected faults (EXEC sim.fault): drop a connection
- * after rows or at a query, delay, stall, refuse logins.
+ * after rows or at a query, delay, stall, refuse logins, fail capture scans.
  */
 #include "sim_engine_int.h"
 
@@ -14,7 +14,9 @@ int sim_fault_add(sim_server *srv, uint64_t setter_serial, const char *kind, int
     else if (mcdc_str_ieq(kind, "delay")) k = FAULT_DELAY;
     else if (mcdc_str_ieq(kind, "stall")) k = FAULT_STALL;
     else if (mcdc_str_ieq(kind, "refuse_login")) k = FAULT_REFUSE_LOGIN;
-    else return sim_err(err, 50000, "sim.fault: unknown @kind '%s' (drop_after_rows, drop_at_query, delay, stall, refuse_login)", kind);
+    else if (mcdc_str_ieq(kind, "capture_error")) k = FAULT_CAPTURE_ERROR;
+    else return sim_err(err, 50000, "sim.fault: unknown @kind '%s' (drop_after_rows, drop_at_query, delay, stall,"
+                                    " refuse_login, capture_error)", kind);
     pthread_mutex_lock(&srv->mu);
     if (srv->nfaults >= SIM_FAULTS_MAX) {
         pthread_mutex_unlock(&srv->mu);
@@ -42,6 +44,16 @@ static void fault_fired(sim_server *srv, int k) {
         memmove(&srv->faults[k], &srv->faults[k + 1], (size_t)(srv->nfaults - k - 1) * sizeof srv->faults[0]);
         srv->nfaults--;
     }
+}
+
+bool sim_fault_capture_error(sim_server *srv, int *number) {
+    for (int k = 0; k < srv->nfaults; k++) {
+        if (srv->faults[k].kind != FAULT_CAPTURE_ERROR) continue;
+        *number = srv->faults[k].count > 0 ? srv->faults[k].count : 22859;
+        fault_fired(srv, k);
+        return true;
+    }
+    return false;
 }
 
 void sim_fault_check(sim_server *srv, sim_session *s, sim_fault_point point, sim_fault_action *out) {

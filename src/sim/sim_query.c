@@ -155,6 +155,11 @@ int sim_check_select_perms(sim_session *s, sqlite3 *c, const xl_result *r, mcdc_
     if (s->admin) return MCDC_OK;
     for (int k = 0; k < r->ntables; k++) {
         const char *n = r->tables[k].name;
+        if (sim_caplog_view(n)) {
+            int rc = sim_caplog_check_perm(s, err);
+            if (rc != MCDC_OK) return rc;
+            continue;
+        }
         if (sim_ci_prefix(n, "sys.") || mcdc_str_ieq(n, "cdc.lsn_time_mapping")) continue;
         if (!sim_has_grant(c, s->login, n)) {
             char user[SIM_NAME_MAX];

@@ -52,6 +52,12 @@ static void fn_has_perms(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     const char *user = (const char *)sqlite3_value_text(argv[3]);
     int admin = sqlite3_value_int(argv[4]);
     if (!s || !cls) { sqlite3_result_null(ctx); return; }
+    if (mcdc_str_ieq(cls, "DATABASE") && !admin && perm && mcdc_str_ieq(perm, "VIEW DATABASE STATE")) {
+        /* a database-scope grant (GRANT VIEW DATABASE STATE TO user) */
+        int yes = sim_has_scope_grant(sqlite3_context_db_handle(ctx), user, perm);
+        sqlite3_result_int(ctx, yes);
+        return;
+    }
     if (!mcdc_str_ieq(cls, "OBJECT")) { sqlite3_result_int(ctx, admin ? 1 : 0); return; }
     char schema[SIM_NAME_MAX], name[SIM_NAME_MAX], full[2 * SIM_NAME_MAX + 2];
     parse_objname(s, schema, name, sizeof schema);

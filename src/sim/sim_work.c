@@ -36,6 +36,7 @@
 #include <string.h>
 
 #define WORK_STATEMENTS_MAX 64
+#define WORK_TABLES_MAX 1024 /* tables of one workload */
 #define BULK_ROWS_MAX MCDC_SIM_BULK_ROWS_MAX
 
 typedef struct rng { uint64_t s; } rng;
@@ -767,12 +768,21 @@ int sim_work_bulk_load_table(sim_session *s, const sim_proc_args *a, int64_t *ro
 }
 
 /* ---- workload -------------------------------------------------------------- */
+/* One table of a workload: its columns and key range. */
+typedef struct wtable {
+    char table[SIM_NAME_MAX * 2];
+    char qtable[SIM_NAME_MAX * 2 + 8]; /* [schema].[name] for the T-SQL text */
+    struct wcol { char name[SIM_NAME_MAX]; sim_type t; bool pk; } *cols; /* owned */
+    int nc, key;
+    int64_t kmin, knext;
+} wtable;
+
 typedef struct sim_worker {
     pthread_t th;
     sim_server *srv;
     char db[SIM_NAME_MAX];
-    char table[SIM_NAME_MAX * 2];
-    char qtable[SIM_NAME_MAX * 2 + 8]; /* [schema].[name] for the T-SQL text */
+    wtable *tables; /* owned; transactions go to them in turn */
+    int ntables;
     double tps, seconds, p_ins, p_upd;
     int max_statements;
     uint64_t seed;
@@ -846,6 +856,75 @@ static void gen_literal(mcdc_buf *b, const sim_type *t, rng *r, int64_t key) {
     }
 }
 
+/* Loads table t's columns and key range (under mu); false: no integer key. */
+static bool wtable_load(sqlite3 *w, wtable *t) {
+    sqlite3_stmt *st;
+    t->key = -1;
+    t->kmin = t->knext = 1;
+    t->cols = mcdc_calloc(MCDC_COLUMNS_MAX, sizeof *t->cols);
+    if (!t->cols) return false;
+    /* computed columns are never written */
+    if (sqlite3_prepare_v2(w, "SELECT name, type, pk_ordinal FROM __sim_columns c WHERE tbl = ?1 AND NOT EXISTS"
+                              " (SELECT 1 FROM __sim_computed k WHERE k.tbl = ?1 AND k.name = c.name) ORDER BY column_id",
+                           -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, t->table, -1, SQLITE_STATIC);
+        while (sqlite3_step(st) == SQLITE_ROW && t->nc < MCDC_COLUMNS_MAX) {
+            struct wcol *c = &t->cols[t->nc];
+            snprintf(c->name, SIM_NAME_MAX, "%s", (const char *)sqlite3_column_text(st, 0));
+            const char *ty = (const char *)sqlite3_column_text(st, 1);
+            sim_type_parse(&c->t, ty, strlen(ty));
+            c->pk = sqlite3_column_int(st, 2) == 1;
+            if (c->pk) t->key = t->nc;
+            t->nc++;
+        }
+        sqlite3_finalize(st);
+    }
+    if (t->key < 0) return false;
+    const char *k = t->cols[t->key].name;
+    char *q = sqlite3_mprintf("SELECT coalesce(min(\"%w\"), 1), coalesce(max(\"%w\"), 0) + 1 FROM \"%w\"", k, k, t->table);
+    if (q && sqlite3_prepare_v2(w, q, -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW) {
+            t->kmin = sqlite3_column_int64(st, 0);
+            t->knext = sqlite3_column_int64(st, 1);
+        }
+        sqlite3_finalize(st);
+    }
+    sqlite3_free(q);
+    return true;
+}
+
+/* Appends one transaction's statements on table t to b. */
+static void gen_tx(const sim_worker *wk, wtable *t, rng *r, mcdc_buf *b) {
+    int nst = 1 + (int)(rnd(r) % (uint64_t)(wk->max_statements > 0 ? wk->max_statements : 1));
+    for (int k = 0; k < nst; k++) {
+        double x = rnd01(r);
+        if (x < wk->p_ins || t->knext <= t->kmin) {
+            int64_t id = t->knext++;
+            mcdc_buf_printf(b, NULL, " INSERT INTO %s (", t->qtable);
+            for (int c = 0; c < t->nc; c++) mcdc_buf_printf(b, NULL, "%s[%s]", c ? ", " : "", t->cols[c].name);
+            mcdc_buf_append_str(b, ") VALUES (", NULL);
+            for (int c = 0; c < t->nc; c++) {
+                if (c) mcdc_buf_append_str(b, ", ", NULL);
+                if (c == t->key) mcdc_buf_printf(b, NULL, "%lld", (long long)id);
+                else gen_literal(b, &t->cols[c].t, r, id);
+            }
+            mcdc_buf_append_str(b, ");", NULL);
+            continue;
+        }
+        int64_t id = t->kmin + (int64_t)(rnd(r) % (uint64_t)(t->knext - t->kmin));
+        const char *key = t->cols[t->key].name;
+        if (x < wk->p_ins + wk->p_upd && t->nc > 1) {
+            int c = (int)(rnd(r) % (uint64_t)t->nc);
+            if (c == t->key) c = (c + 1) % t->nc;
+            mcdc_buf_printf(b, NULL, " UPDATE %s SET [%s] = ", t->qtable, t->cols[c].name);
+            gen_literal(b, &t->cols[c].t, r, id);
+            mcdc_buf_printf(b, NULL, " WHERE [%s] = %lld;", key, (long long)id);
+        } else {
+            mcdc_buf_printf(b, NULL, " DELETE FROM %s WHERE [%s] = %lld;", t->qtable, key, (long long)id);
+        }
+    }
+}
+
 static void *worker_main(void *arg) {
     mcdc_log_use(&g_sim_log_sink);
     sim_worker *wk = arg;
@@ -857,46 +936,18 @@ static void *worker_main(void *arg) {
         wk->done = 1;
         return NULL;
     }
-    /* table columns */
-
-    typedef struct { char name[SIM_NAME_MAX]; sim_type t; bool pk; } wcol;
-    wcol *cols = mcdc_calloc(MCDC_COLUMNS_MAX, sizeof *cols);
-    int nc = 0, key = -1;
-    int64_t kmin = 1, knext = 1;
+    bool ok = true;
     pthread_mutex_lock(&srv->mu);
-    sqlite3_stmt *st;
-    /* computed columns are never written */
-    if (cols && sqlite3_prepare_v2(s->db->w, "SELECT name, type, pk_ordinal FROM __sim_columns c WHERE tbl = ?1 AND NOT EXISTS"
-                                             " (SELECT 1 FROM __sim_computed k WHERE k.tbl = ?1 AND k.name = c.name) ORDER BY column_id",
-                                   -1, &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_text(st, 1, wk->table, -1, SQLITE_STATIC);
-        while (sqlite3_step(st) == SQLITE_ROW && nc < MCDC_COLUMNS_MAX) {
-            snprintf(cols[nc].name, SIM_NAME_MAX, "%s", (const char *)sqlite3_column_text(st, 0));
-            const char *ty = (const char *)sqlite3_column_text(st, 1);
-            sim_type_parse(&cols[nc].t, ty, strlen(ty));
-            cols[nc].pk = sqlite3_column_int(st, 2) == 1;
-            if (cols[nc].pk) key = nc;
-            nc++;
+    for (int k = 0; k < wk->ntables && ok; k++)
+        if (!wtable_load(s->db->w, &wk->tables[k])) {
+            mcdc_log(MCDC_LOG_ERROR, "sim.workload: table %s needs an integer primary key", wk->tables[k].table);
+            ok = false;
         }
-        sqlite3_finalize(st);
-    }
-    if (key >= 0) {
-        char *q = sqlite3_mprintf("SELECT coalesce(min(\"%w\"), 1), coalesce(max(\"%w\"), 0) + 1 FROM \"%w\"", cols[key].name, cols[key].name, wk->table);
-        if (q && sqlite3_prepare_v2(s->db->w, q, -1, &st, NULL) == SQLITE_OK) {
-            if (sqlite3_step(st) == SQLITE_ROW) { kmin = sqlite3_column_int64(st, 0); knext = sqlite3_column_int64(st, 1); }
-            sqlite3_finalize(st);
-        }
-        sqlite3_free(q);
-    }
     pthread_mutex_unlock(&srv->mu);
-    if (key < 0 || !cols) {
-        mcdc_log(MCDC_LOG_ERROR, "sim.workload: table %s needs an integer primary key", wk->table);
-        goto out;
-    }
     rng r = {wk->seed};
     sim_sink sink = {NULL, null_columns, null_row, null_done, null_msg, null_db, NULL, NULL, NULL, NULL, NULL};
     int64_t start = mcdc_monotonic_us(), ntx = 0;
-    int64_t total = (int64_t)(wk->tps * wk->seconds);
+    int64_t total = ok ? (int64_t)(wk->tps * wk->seconds) : 0;
     mcdc_buf b = {0};
     while (!wk->stop && ntx < total) {
         int64_t due = start + (int64_t)((double)ntx * 1e6 / wk->tps);
@@ -904,43 +955,21 @@ static void *worker_main(void *arg) {
         if (due > now) mcdc_sleep_ms((due - now) / 1000);
         mcdc_buf_reset(&b);
         mcdc_buf_append_str(&b, "BEGIN TRAN;", NULL);
-        int nst = 1 + (int)(rnd(&r) % (uint64_t)(wk->max_statements > 0 ? wk->max_statements : 1));
-        for (int k = 0; k < nst; k++) {
-            double x = rnd01(&r);
-            if (x < wk->p_ins || knext <= kmin) {
-                int64_t id = knext++;
-                mcdc_buf_printf(&b, NULL, " INSERT INTO %s (", wk->qtable);
-                for (int c = 0; c < nc; c++) mcdc_buf_printf(&b, NULL, "%s[%s]", c ? ", " : "", cols[c].name);
-                mcdc_buf_append_str(&b, ") VALUES (", NULL);
-                for (int c = 0; c < nc; c++) {
-                    if (c) mcdc_buf_append_str(&b, ", ", NULL);
-                    if (c == key) mcdc_buf_printf(&b, NULL, "%lld", (long long)id);
-                    else gen_literal(&b, &cols[c].t, &r, id);
-                }
-                mcdc_buf_append_str(&b, ");", NULL);
-            } else {
-                int64_t id = kmin + (int64_t)(rnd(&r) % (uint64_t)(knext - kmin));
-                if (x < wk->p_ins + wk->p_upd && nc > 1) {
-                    int c = (int)(rnd(&r) % (uint64_t)nc);
-                    if (c == key) c = (c + 1) % nc;
-                    mcdc_buf_printf(&b, NULL, " UPDATE %s SET [%s] = ", wk->qtable, cols[c].name);
-                    gen_literal(&b, &cols[c].t, &r, id);
-                    mcdc_buf_printf(&b, NULL, " WHERE [%s] = %lld;", cols[key].name, (long long)id);
-                } else {
-                    mcdc_buf_printf(&b, NULL, " DELETE FROM %s WHERE [%s] = %lld;", wk->qtable, cols[key].name, (long long)id);
-                }
-            }
-        }
+        gen_tx(wk, &wk->tables[ntx % wk->ntables], &r, &b);
         mcdc_buf_append_str(&b, " COMMIT;", NULL);
         sim_exec_batch(s, (const char *)b.data, b.len, &sink);
         ntx++;
     }
     mcdc_buf_free(&b);
-out:
-    mcdc_free(cols);
     sim_session_close(s);
     wk->done = 1;
     return NULL;
+}
+
+static void worker_free(sim_worker *w) {
+    for (int k = 0; k < w->ntables; k++) mcdc_free(w->tables[k].cols);
+    mcdc_free(w->tables);
+    mcdc_free(w);
 }
 
 static void reap(sim_server *srv, bool all) {
@@ -951,28 +980,78 @@ static void reap(sim_server *srv, bool all) {
         if (all || w->done) {
             pthread_join(w->th, NULL);
             *pp = w->next;
-            mcdc_free(w);
+            worker_free(w);
         } else pp = &w->next;
     }
 }
 
+/* Adds table name ("dbo.t", "[dbo].[t]") to w's tables. */
+static int add_table(sim_worker *w, const char *name, mcdc_error *err) {
+    tsql_tok *t = NULL;
+    int n = 0, i = 0;
+    char parts[4][MCDC_IDENT_BYTES_MAX];
+    if (tsql_lex(&t, &n, name, strlen(name), err) != MCDC_OK) return MCDC_E_SERVER;
+    int np = xl_name_parts(t, &i, n, parts);
+    mcdc_free(t);
+    if (np == 0) return sim_err(err, 208, "Invalid object name '%s'.", name);
+    if (w->ntables >= WORK_TABLES_MAX)
+        return sim_err(err, 50000, "sim.workload: more than %d tables", WORK_TABLES_MAX);
+    wtable *nt = mcdc_realloc(w->tables, (size_t)(w->ntables + 1) * sizeof *nt);
+    if (!nt) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    w->tables = nt;
+    wtable *tb = &nt[w->ntables++];
+    memset(tb, 0, sizeof *tb);
+    xl_table_name(parts, np, tb->table, sizeof tb->table);
+    snprintf(tb->qtable, sizeof tb->qtable, "[%.*s].[%.*s]", 200, np >= 2 && parts[np - 2][0] ? parts[np - 2] : "dbo", 200,
+             parts[np - 1]);
+    return MCDC_OK;
+}
+
+/* @tables: names separated by commas, or one LIKE pattern ('dbo.t%')
+ * matched against the database's tables in name order. */
+static int add_tables(sim_session *s, sim_worker *w, const char *list, mcdc_error *err) {
+    int rc = MCDC_OK;
+    if (strchr(list, '%')) {
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(s->rd, "SELECT name FROM __sim_tables WHERE schema_name <> 'cdc' AND name LIKE ?1 ORDER BY name",
+                               -1, &st, NULL) != SQLITE_OK)
+            return sim_sqlite_err(s->rd, SQLITE_ERROR, err);
+        sqlite3_bind_text(st, 1, list, -1, SQLITE_STATIC);
+        while (rc == MCDC_OK && sqlite3_step(st) == SQLITE_ROW) rc = add_table(w, (const char *)sqlite3_column_text(st, 0), err);
+        sqlite3_finalize(st);
+        if (rc == MCDC_OK && w->ntables == 0) rc = sim_err(err, 208, "sim.workload: no table matches '%s'", list);
+        return rc;
+    }
+    const char *p = list;
+    while (rc == MCDC_OK && *p) {
+        while (*p == ' ' || *p == ',') p++;
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        while (len > 0 && p[len - 1] == ' ') len--;
+        if (len > 0) {
+            char one[SIM_NAME_MAX * 2 + 8];
+            if (len >= sizeof one) return sim_err(err, 208, "Invalid object name '%.*s'.", (int)len, p);
+            memcpy(one, p, len);
+            one[len] = 0;
+            rc = add_table(w, one, err);
+        }
+        p = e ? e + 1 : p + strlen(p);
+    }
+    return rc;
+}
+
 int sim_work_start(sim_session *s, const sim_proc_args *a, mcdc_error *err) {
-    const char *table = sim_arg_text(a, "@table", 0), *mix = sim_arg_text(a, "@mix", 3);
-    if (!table) return sim_err(err, 201, "sim.workload expects @table");
+    const char *table = sim_arg_text(a, "@table", 0), *tables = sim_arg_text(a, "@tables", -1), *mix = sim_arg_text(a, "@mix", 3);
+    if (!table == !tables) return sim_err(err, 201, "sim.workload expects @table or @tables (one of them)");
     sim_worker *w = mcdc_calloc(1, sizeof *w);
     if (!w) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     w->srv = s->srv;
     snprintf(w->db, sizeof w->db, "%s", s->db->name);
-    tsql_tok *t = NULL;
-    int n = 0, i = 0;
-    char parts[4][MCDC_IDENT_BYTES_MAX];
-    if (tsql_lex(&t, &n, table, strlen(table), err) != MCDC_OK) { mcdc_free(w); return MCDC_E_SERVER; }
-    int np = xl_name_parts(t, &i, n, parts);
-    mcdc_free(t);
-    if (np == 0) { mcdc_free(w); return sim_err(err, 208, "Invalid object name '%s'.", table); }
-    xl_table_name(parts, np, w->table, sizeof w->table);
-    snprintf(w->qtable, sizeof w->qtable, "[%.*s].[%.*s]", 200, np >= 2 && parts[np - 2][0] ? parts[np - 2] : "dbo", 200,
-             parts[np - 1]);
+    int rc = table ? add_table(w, table, err) : add_tables(s, w, tables, err);
+    if (rc != MCDC_OK) {
+        worker_free(w);
+        return rc;
+    }
     sqlite3_value *v = sim_arg(a, "@tps", 1);
     w->tps = v ? sqlite3_value_double(v) : 10;
     v = sim_arg(a, "@seconds", 2);
@@ -987,16 +1066,16 @@ int sim_work_start(sim_session *s, const sim_proc_args *a, mcdc_error *err) {
         if ((p = strstr(mix, "insert="))) w->p_ins = atof(p + 7);
         if ((p = strstr(mix, "update="))) w->p_upd = atof(p + 7);
     }
-    if (w->tps <= 0 || w->seconds < 0) { mcdc_free(w); return sim_err(err, 50000, "sim.workload: @tps must be > 0 and @seconds >= 0"); }
+    if (w->tps <= 0 || w->seconds < 0) { worker_free(w); return sim_err(err, 50000, "sim.workload: @tps must be > 0 and @seconds >= 0"); }
     if (arg_i64(a, "@wait", 6, 0)) {
         worker_main(w);
-        mcdc_free(w);
+        worker_free(w);
         return MCDC_OK;
     }
     pthread_mutex_lock(&s->srv->mu);
     reap(s->srv, false);
     pthread_mutex_unlock(&s->srv->mu);
-    if (pthread_create(&w->th, NULL, worker_main, w) != 0) { mcdc_free(w); return sim_err(err, 50000, "sim.workload: cannot start a thread"); }
+    if (pthread_create(&w->th, NULL, worker_main, w) != 0) { worker_free(w); return sim_err(err, 50000, "sim.workload: cannot start a thread"); }
     pthread_mutex_lock(&s->srv->mu);
     w->next = s->srv->workers;
     s->srv->workers = w;
@@ -1016,7 +1095,7 @@ void sim_work_stop_all(sim_server *srv) {
         sim_worker *w = list;
         list = w->next;
         pthread_join(w->th, NULL);
-        mcdc_free(w);
+        worker_free(w);
     }
     while (ck) {
         sim_ckpt *k = ck;

@@ -216,6 +216,8 @@
 /* Simulator bulk loaders (sim.bulk_load, sim.bulk_load_table): rows of one
  * call; a billion-row table is past what a test or benchmark needs. */
 #define MCDC_SIM_BULK_ROWS_MAX (100LL * 1000 * 1000)
+/* Simulator: tables one EXEC sim.create_tables makes. */
+#define MCDC_SIM_CREATE_TABLES_MAX 10000
 
 /* One deletion vector's serialized bitmap (sizeInBytes). A DV of a file of
  * 2^31 rows, every row deleted and no runs, is 256 MiB; larger is refused

@@ -27,8 +27,9 @@ def sections():
 
 
 # The procedures whose dispatch hands the arguments to a function elsewhere.
-DELEGATED = {"sim.workload": "sim_work_start", "sim.bulk_load": "sim_work_bulk_load",
-             "sim.bulk_load_table": "sim_work_bulk_load_table"}
+DELEGATED = {"sim.workload": ("sim_work.c", "sim_work_start"), "sim.bulk_load": ("sim_work.c", "sim_work_bulk_load"),
+             "sim.bulk_load_table": ("sim_work.c", "sim_work_bulk_load_table"),
+             "sim.create_tables": ("sim_create_tables.c", "sim_work_create_tables")}
 
 
 def parameters(name):
@@ -39,11 +40,11 @@ def parameters(name):
                   src, flags=re.S)
     assert m, f"{name}: its statement in sim_cdc.c's dispatch is not where the test looks"
     body = m.group(1)
-    fn = DELEGATED.get(name)
-    if fn:
-        text = open(os.path.join(ROOT, "src", "sim", "sim_work.c")).read()
+    if name in DELEGATED:
+        file, fn = DELEGATED[name]
+        text = open(os.path.join(ROOT, "src", "sim", file)).read()
         d = re.search(r"^int %s\(.*?^}" % fn, text, flags=re.S | re.M)
-        assert d, f"{name}: {fn} not found in sim_work.c"
+        assert d, f"{name}: {fn} not found in {file}"
         body = d.group(0)
     return set(re.findall(r'"(@\w+)"', body))
 

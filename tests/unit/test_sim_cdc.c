@@ -411,3 +411,51 @@ TEST(sim_rollback_and_restart) {
     CHECK(strcmp(c->rows[0], max1) > 0);
     fx_close(&f);
 }
+
+/* sys.dm_cdc_log_scan_sessions and sys.dm_cdc_errors: a login without VIEW
+ * DATABASE STATE gets 262 then 297, as SQL Server; the grant lets it read
+ * (HAS_PERMS_BY_NAME tells); both views start empty when the server starts,
+ * and a stopped capture job runs again. */
+TEST(sim_cdc_capture_health_views) {
+    fx f;
+    fx_open(&f, "UTC");
+    coll *c = f.c;
+    run(f.s, c, "CREATE LOGIN mon WITH PASSWORD = 'M0n!pw'; CREATE USER mon FOR LOGIN mon;"
+                " INSERT INTO dbo.t (id) VALUES (1); EXEC sim.run_capture");
+    CHECK_EQ_INT(c->nerrors, 0);
+    CHECK_EQ_STR(scalar(f.s, c, "SELECT COUNT(*) FROM sys.dm_cdc_log_scan_sessions WHERE session_id > 0"), "2");
+    sim_session *m = test_login(f.srv, "mon", "M0n!pw", "lab");
+    CHECK(m != NULL);
+    coll *cm = calloc(1, sizeof *cm);
+    run(m, cm, "SELECT * FROM sys.dm_cdc_log_scan_sessions");
+    CHECK_EQ_INT(cm->err_number, 262);
+    CHECK_EQ_INT(cm->nerrors, 2);
+    CHECK_EQ_STR(cm->err_text, "VIEW DATABASE STATE permission denied in database 'lab'.");
+    CHECK_EQ_STR(scalar(m, cm, "SELECT HAS_PERMS_BY_NAME(DB_NAME(), 'DATABASE', 'VIEW DATABASE STATE')"), "0");
+    /* VIEW SERVER STATE: granted in master only, and it covers every database */
+    run(f.s, c, "GRANT VIEW SERVER STATE TO mon");
+    CHECK_EQ_INT(c->err_number, 4621);
+    run(f.s, c, "USE master; GRANT VIEW SERVER STATE TO mon; USE lab");
+    CHECK_EQ_INT(c->nerrors, 0);
+    run(m, cm, "SELECT COUNT(*) FROM sys.dm_cdc_errors");
+    CHECK_EQ_INT(cm->nerrors, 0);
+    run(f.s, c, "USE master; REVOKE VIEW SERVER STATE FROM mon; USE lab");
+    run(m, cm, "SELECT COUNT(*) FROM sys.dm_cdc_errors");
+    CHECK_EQ_INT(cm->err_number, 262);
+    run(f.s, c, "GRANT VIEW DATABASE STATE TO mon");
+    CHECK_EQ_STR(scalar(m, cm, "SELECT HAS_PERMS_BY_NAME(DB_NAME(), 'DATABASE', 'VIEW DATABASE STATE')"), "1");
+    CHECK_EQ_STR(scalar(m, cm, "SELECT tran_count FROM sys.dm_cdc_log_scan_sessions WHERE session_id = 0"), "1");
+    run(m, cm, "SELECT * FROM sys.dm_cdc_errors");
+    CHECK_EQ_INT(cm->nerrors, 0);
+    CHECK_EQ_INT(cm->nrows, 0);
+    sim_session_close(m);
+    free(cm);
+    run(f.s, c, "EXEC sys.sp_cdc_stop_job");
+    CHECK_EQ_INT(c->nerrors, 0);
+    fx_restart(&f);
+    CHECK_EQ_STR(scalar(f.s, c, "SELECT COUNT(*) FROM sys.dm_cdc_log_scan_sessions"), "0");
+    run(f.s, c, "INSERT INTO dbo.t (id) VALUES (2); EXEC sim.run_capture");
+    CHECK_EQ_STR(scalar(f.s, c, "SELECT COUNT(*) FROM cdc.dbo_t_CT"), "2");
+    CHECK_EQ_STR(scalar(f.s, c, "SELECT session_id, tran_count FROM sys.dm_cdc_log_scan_sessions WHERE session_id > 0"), "1|1");
+    fx_close(&f);
+}
