@@ -1,0 +1,222 @@
+"""start-many --metrics-listen: /metrics parses as OpenMetrics and its rows
+agree with the facts table, the capture job stopped in the simulator shows in
+the capture health, a login without VIEW DATABASE STATE degrades to a metric,
+/healthz and /readyz answer, /status.json and the status page list every
+table with a failed one first."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+from conftest import CLI
+from test_start_many import (DB, INSTANCES, TABLES, bronze_keys, change_rows, facts, make_db,
+                             many_args, reader, write)
+
+OM_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+
+
+def get(port, path):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return r.status, r.headers.get("Content-Type"), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Content-Type"), e.read().decode()
+
+
+def scrape(port):
+    status, ctype, body = get(port, "/metrics")
+    assert status == 200 and ctype == OM_TYPE, (status, ctype)
+    assert body.endswith("# EOF\n")
+    out = {}
+    for fam in text_string_to_metric_families(body):  # raises on a malformed exposition
+        for s in fam.samples:
+            out.setdefault(s.name, []).append((s.labels, s.value))
+    return out
+
+
+def per_table(m, name, **labels):
+    return {lab["capture_instance"]: v for lab, v in m.get(name, [])
+            if all(lab.get(k) == x for k, x in labels.items())}
+
+
+def one(m, name):
+    [(labels, v)] = m[name]
+    assert labels == {"database": DB}
+    return v
+
+
+def wait_for(pred, timeout=30, what=""):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Service:
+    """start-many with a continuous trigger and a workload on every table."""
+
+    def __init__(self, sim, workdir, cs=None):
+        self.sim, self.lake = sim, os.path.join(workdir, "lake")
+        ready = os.path.join(workdir, "port")
+        args = many_args(sim, self.lake, cs=cs, trigger="processingTime=100ms",
+                         extra=("--metrics-listen", "127.0.0.1:0", "--ready-file", ready,
+                                "--metrics-poll-seconds", "0.5", "--lag-problem-seconds", "60"))
+        self.stop_w = threading.Event()
+        self.proc = subprocess.Popen([CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        self.port = int(wait_for(lambda: os.path.exists(ready) and open(ready).read().strip(),
+                                 10, "the ready file"))
+        self.writer = threading.Thread(target=self.workload)
+        self.writer.start()
+
+    def workload(self):
+        i = 1000
+        while not self.stop_w.is_set():
+            write(self.sim, TABLES, i, 1)
+            i += 2
+            time.sleep(0.1)
+
+    def quiesce(self):
+        self.stop_w.set()
+        self.writer.join()
+
+    def stop(self):
+        self.quiesce()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.communicate(timeout=60)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+
+
+def test_metrics_agree_with_facts_and_capture_stopped_shows(sim, workdir):
+    make_db(sim)
+    write(sim, TABLES, 1, 1)
+    svc = Service(sim, workdir)
+    try:
+        assert get(svc.port, "/healthz")[0] == 200
+        wait_for(lambda: get(svc.port, "/readyz")[0] == 200, 30, "/readyz 200")
+        m = wait_for(lambda: (lambda x: x if "mssql_cdc_capture_last_scan_end_timestamp_seconds"
+                              in x else None)(scrape(svc.port)), 10, "capture health")
+        assert one(m, "mssql_cdc_capture_health_visible") == 1
+        assert one(m, "mssql_cdc_capture_probe_up") == 1
+        states = per_table(m, "mssql_cdc_table_state", mssql_cdc_table_state="running")
+        assert states == {ci: 1 for ci in INSTANCES}, m["mssql_cdc_table_state"]
+        # the capture job stopped: its newest scan ends no more, within one poll
+        sim.run("EXEC sys.sp_cdc_stop_job @job_type = N'capture';", database=DB)
+        time.sleep(1.2)  # two polls
+        end1 = one(scrape(svc.port), "mssql_cdc_capture_last_scan_end_timestamp_seconds")
+        time.sleep(1.5)
+        m = scrape(svc.port)
+        assert one(m, "mssql_cdc_capture_last_scan_end_timestamp_seconds") == end1
+        assert one(m, "mssql_cdc_capture_last_scan_age_seconds") >= 1.4
+        sim.run("EXEC sys.sp_cdc_start_job @job_type = N'capture';", database=DB)
+        wait_for(lambda: one(scrape(svc.port),
+                             "mssql_cdc_capture_last_scan_end_timestamp_seconds") > end1,
+                 10, "scans again")
+        # quiet source: every table catches up, lag 0, rows = the facts table's
+        svc.quiesce()
+        sim.run("EXEC sim.run_capture @ignore_latency = 1;", database=DB)
+        wait_for(lambda: all(bronze_keys(svc.lake, ci) == change_rows(sim, ci) for ci in INSTANCES),
+                 30, "bronze equal to the change tables")
+        time.sleep(1.2)
+        m = scrape(svc.port)
+        rows = per_table(m, "mssql_cdc_rows_total")
+        by_facts = {ci: sum(r["rows"] for r in facts(svc.lake)
+                            if r["app_id"] == f"{ci}-v1" and r["event"] is None)
+                    for ci in INSTANCES}
+        assert rows == by_facts and all(v > 0 for v in rows.values()), (rows, by_facts)
+        batches = per_table(m, "mssql_cdc_batches_total")
+        assert set(batches) == set(INSTANCES) and all(v >= 1 for v in batches.values())
+        assert per_table(m, "mssql_cdc_ingestion_lag_seconds") == {ci: 0 for ci in INSTANCES}
+        assert all(v >= 0 for v in per_table(m, "mssql_cdc_retention_headroom_hours").values())
+    finally:
+        out, err = svc.stop()
+    assert svc.proc.returncode == 0, err
+    assert "metrics: listening on http://127.0.0.1:" in err
+
+
+CHROMIUM = shutil.which("chromium")
+
+
+def test_no_view_database_state_degrades_and_a_failed_table_shows_first(sim, workdir):
+    make_db(sim)
+    cs = reader(sim)
+    write(sim, TABLES, 1, 1)
+    svc = Service(sim, workdir, cs=cs)
+    try:
+        wait_for(lambda: get(svc.port, "/readyz")[0] == 200, 30, "/readyz 200")
+        m = wait_for(lambda: (lambda x: x if "mssql_cdc_capture_health_visible" in x else None)(
+            scrape(svc.port)), 10, "a poll")
+        assert one(m, "mssql_cdc_capture_health_visible") == 0
+        assert one(m, "mssql_cdc_capture_probe_up") == 1  # no error: the probe answers
+        assert "mssql_cdc_capture_latency_seconds" not in m
+        assert "mssql_cdc_source_max_commit_timestamp_seconds" in m
+        sim.run("REVOKE SELECT ON cdc.dbo_t3_CT FROM reader;", database=DB)
+        status = wait_for(lambda: (lambda s: s if any(t["state"] == "failed" for t in s["tables"])
+                                   else None)(json.loads(get(svc.port, "/status.json")[2])),
+                          30, "dbo_t3 failed")
+        tables = {t["capture_instance"]: t for t in status["tables"]}
+        assert list(tables) == INSTANCES
+        assert tables["dbo_t3"]["state"] == "failed"
+        assert tables["dbo_t3"]["error"]["kind"] == "PermissionError"
+        assert all(tables[ci]["state"] == "running" and tables[ci]["error"] is None
+                   for ci in INSTANCES if ci != "dbo_t3"), tables
+        assert status["capture"]["visible"] is False
+        code, _, body = get(svc.port, "/readyz")
+        assert code == 503 and "1 stopped or failed" in body
+        m = scrape(svc.port)
+        assert per_table(m, "mssql_cdc_errors_total") == {"dbo_t3": 1}
+        assert per_table(m, "mssql_cdc_table_state", mssql_cdc_table_state="failed")["dbo_t3"] == 1
+        # the others go on
+        before = per_table(m, "mssql_cdc_rows_total")
+        wait_for(lambda: all(per_table(scrape(svc.port), "mssql_cdc_rows_total")[ci] > before[ci]
+                             for ci in INSTANCES if ci != "dbo_t3"), 30, "the others go on")
+        code, ctype, page = get(svc.port, "/")
+        assert code == 200 and ctype.startswith("text/html") and "status.json" in page
+        assert "http://" not in page and "https://" not in page  # nothing external
+        if CHROMIUM:
+            dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                                  "--virtual-time-budget=5000", "--dump-dom",
+                                  f"http://127.0.0.1:{svc.port}/"],
+                                 capture_output=True, text=True, timeout=60).stdout
+            rows = [seg.split('"', 1)[0] for seg in dom.split('<tr data-ci="')[1:]]
+            assert sorted(rows) == sorted(INSTANCES), dom[-2000:]
+            assert rows[0] == "dbo_t3", rows  # the failed table first
+            assert 'class="problem"' in dom.split('<tr data-ci="')[1]
+    finally:
+        out, err = svc.stop()
+    assert svc.proc.returncode == 5, err
+
+
+def test_a_bad_listen_address_is_refused_before_anything_starts(sim, workdir):
+    make_db(sim)
+    lake = os.path.join(workdir, "lake")
+    for bad in ("localhost:9464", "127.0.0.1", "127.0.0.1:99999"):
+        p = subprocess.run([CLI, *many_args(sim, lake, extra=("--metrics-listen", bad))],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2 and "--metrics-listen" in p.stderr, p.stderr
+    assert not os.path.exists(lake)
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Debian: prometheus) absent")
+def test_the_alert_rules_in_docs_pass_promtool(workdir):
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "metrics.md")).read()
+    rules = os.path.join(workdir, "rules.yml")
+    with open(rules, "w") as f:
+        f.write(doc.split("```yaml\n", 1)[1].split("```", 1)[0])
+    p = subprocess.run(["promtool", "check", "rules", rules], capture_output=True, text=True)
+    assert p.returncode == 0 and "SUCCESS: 6 rules found" in p.stdout, p.stdout + p.stderr
