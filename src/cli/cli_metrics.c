@@ -210,6 +210,7 @@ void cli_metrics_ended(cli_metrics *m, size_t i, const char *state, int status,
 static void *poll_run(void *arg) {
     cli_metrics *m = arg;
     mcdc_capture_probe *probe = NULL;
+    size_t next = 0; /* the table whose options the probe opens with next */
     bool was_up = true;
     pthread_mutex_lock(&m->mu);
     while (!m->stopping) {
@@ -217,7 +218,11 @@ static void *poll_run(void *arg) {
         mcdc_error e = MCDC_ERROR_INIT;
         mcdc_capture_health h;
         memset(&h, 0, sizeof h);
-        int rc = probe ? MCDC_OK : mcdc_capture_probe_open(&probe, m->cfg.probe_opts, &e);
+        int rc = MCDC_OK;
+        /* a table's instance this login may not resolve is not the probe's
+         * end: the next poll opens it with the next table's */
+        if (probe == NULL && (rc = mcdc_capture_probe_open(&probe, m->cfg.opts[next], &e)))
+            next = (next + 1) % m->cfg.n;
         if (rc == MCDC_OK) rc = mcdc_capture_probe_read(probe, &h, &e);
         if (rc && was_up)
             fprintf(stderr, "mssql-cdc: metrics: the capture probe failed (%s): %s; the "

@@ -19,7 +19,9 @@ typedef struct cli_metrics_cfg {
     const char *ready_file;  /* NULL, or where the bound port is written once listening */
     double poll_seconds;     /* the capture probe's interval */
     double lag_problem_s;    /* the status page's lag threshold */
-    const mcdc_opts *probe_opts; /* the source (borrowed; outlives the listener) */
+    const mcdc_opts *const *opts; /* every table's source options, n of them (borrowed;
+                                     outlive the listener): the probe opens on the first
+                                     whose instance it can resolve */
     const char *database;    /* the label */
     const char *const *names; /* the capture instances, n of them (borrowed) */
     size_t n;

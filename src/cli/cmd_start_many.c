@@ -141,6 +141,7 @@ typedef struct many {
     char *list;            /* --capture-instances, split in place */
     atomic_int stopping;   /* a signal asked every stream to stop */
     const char **names;    /* the listener's labels (capture instances) */
+    const mcdc_opts **opts; /* and the tables' options, for its probe */
     char database[256];    /* the connection string's, for the listener's label */
 } many;
 
@@ -551,16 +552,20 @@ static int parse_seconds(const char *flag, const char *v, double lo, double hi, 
     return EXIT_OK;
 }
 
-/* The listener, before the first stream starts (a port in use is refused
- * before any stream runs). */
+/* The listener (serving the tables as pending until they start). */
 static int start_metrics(many *m, cli_metrics **out, const char *listen, const char *ready_file,
                          double poll_s, double lag_problem_s) {
     m->names = calloc(m->n, sizeof *m->names);
-    if (m->names == NULL) return cli_usage_error("start-many: %s", "out of memory");
-    for (size_t i = 0; i < m->n; i++) m->names[i] = m->t[i].ci;
+    m->opts = calloc(m->n, sizeof *m->opts);
+    if (m->names == NULL || m->opts == NULL)
+        return cli_usage_error("start-many: %s", "out of memory");
+    for (size_t i = 0; i < m->n; i++) {
+        m->names[i] = m->t[i].ci;
+        m->opts[i] = m->t[i].opts;
+    }
     cli_metrics_database(mcdc_opts_get(m->t[0].opts, "connectionString"), m->database,
                          sizeof m->database);
-    cli_metrics_cfg cfg = {listen, ready_file, poll_s, lag_problem_s, m->t[0].opts, m->database,
+    cli_metrics_cfg cfg = {listen, ready_file, poll_s, lag_problem_s, m->opts, m->database,
                            m->names, m->n};
     int rc = cli_metrics_start(out, &cfg);
     for (size_t i = 0; rc == EXIT_OK && i < m->n; i++) {
@@ -736,12 +741,14 @@ int cmd_start_many(int argc, char **argv) {
         }
     }
     if (rc == EXIT_OK) rc = check_instances(&m);
+    /* the listener is bound before the first side effect: a port in use is
+     * refused with nothing written */
+    if (rc == EXIT_OK && listen)
+        rc = start_metrics(&m, &metrics, listen, ready_file, poll_s, lag_problem_s);
     /* the first side effect: the one facts table, before any stream */
     if (rc == EXIT_OK && shared.facts_table &&
         mcdc_facts_table_create(m.t[0].opts, shared.facts_table, shared.warehouse, &e))
         rc = cli_fail(&e);
-    if (rc == EXIT_OK && listen)
-        rc = start_metrics(&m, &metrics, listen, ready_file, poll_s, lag_problem_s);
     if (rc == EXIT_OK) rc = run_all(&m, json);
 out:
     cli_metrics_stop(metrics);
@@ -757,6 +764,7 @@ out:
     json_decref(m.file);
     free(m.list);
     free(m.names);
+    free(m.opts);
     free(m.t);
     free(src);
     return rc;

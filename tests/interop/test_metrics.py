@@ -127,6 +127,13 @@ def test_metrics_agree_with_facts_and_capture_stopped_shows(sim, workdir):
         wait_for(lambda: one(scrape(svc.port),
                              "mssql_cdc_capture_last_scan_end_timestamp_seconds") > end1,
                  10, "scans again")
+        # a failed scan: in the session counts and sys.dm_cdc_errors' rows
+        assert one(scrape(svc.port), "mssql_cdc_capture_errors_listed") == 0
+        sim.run("EXEC sim.fault @kind = 'capture_error';")
+        m = wait_for(lambda: (lambda x: x if one(x, "mssql_cdc_capture_errors_listed") == 1
+                              else None)(scrape(svc.port)), 10, "the capture error")
+        assert one(m, "mssql_cdc_capture_session_errors") == 1
+        assert one(m, "mssql_cdc_capture_failed_sessions") == 1
         # quiet source: every table catches up, lag 0, rows = the facts table's
         svc.quiesce()
         sim.run("EXEC sim.run_capture @ignore_latency = 1;", database=DB)
@@ -220,3 +227,40 @@ def test_the_alert_rules_in_docs_pass_promtool(workdir):
         f.write(doc.split("```yaml\n", 1)[1].split("```", 1)[0])
     p = subprocess.run(["promtool", "check", "rules", rules], capture_output=True, text=True)
     assert p.returncode == 0 and "SUCCESS: 6 rules found" in p.stdout, p.stdout + p.stderr
+
+
+def test_a_port_in_use_is_refused_before_anything_is_written(sim, workdir):
+    import socket
+    make_db(sim)
+    lake = os.path.join(workdir, "lake")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        p = subprocess.run([CLI, *many_args(sim, lake, extra=(
+            "--metrics-listen", f"127.0.0.1:{port}"))], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in p.stderr, p.stderr
+    assert not os.path.exists(lake)  # not even the facts table
+
+
+def test_the_probe_opens_on_a_table_it_can_read_when_the_first_is_not(sim, workdir):
+    make_db(sim)
+    cs = reader(sim)
+    # without SELECT on the table and its change table the login does not see
+    # the instance: a probe on dbo_t1's options cannot open
+    sim.run("REVOKE SELECT ON cdc.dbo_t1_CT FROM reader; REVOKE SELECT ON dbo.t1 FROM reader;",
+            database=DB)
+    write(sim, TABLES, 1, 1)
+    svc = Service(sim, workdir, cs=cs)
+    try:
+        m = wait_for(lambda: (lambda x: x if one(x, "mssql_cdc_capture_probe_up") == 1 else None)(
+            scrape(svc.port)), 15, "the probe up on another table's options")
+        assert one(m, "mssql_cdc_capture_health_visible") == 0
+        assert "mssql_cdc_source_max_commit_timestamp_seconds" in m
+        failed = {"dbo_t1": 1, **{ci: 0 for ci in INSTANCES[1:]}}
+        wait_for(lambda: per_table(scrape(svc.port), "mssql_cdc_table_state",
+                                   mssql_cdc_table_state="failed") == failed, 15, "dbo_t1 failed")
+    finally:
+        out, err = svc.stop()
+    assert svc.proc.returncode == 5, err
+    assert err.count("metrics: the capture probe failed") == 1, err  # logged once, not per poll
