@@ -159,6 +159,51 @@ def test_metrics_agree_with_facts_and_capture_stopped_shows(sim, workdir):
 CHROMIUM = shutil.which("chromium")
 
 
+def five_hundred_tables(page, workdir):
+    """The page over 500 tables (served with a status.json made up here):
+    every row rendered, failed and stopped first, then those lagging more
+    than the threshold, then by name."""
+    import http.server
+    import socketserver
+    d = os.path.join(workdir, "page")
+    os.makedirs(d)
+    tables = [{"capture_instance": f"dbo_x{i:03d}", "state": "running", "rows": i, "batches": 1,
+               "lag_seconds": 0, "headroom_hours": 70, "last_batch_seconds": 0.1,
+               "verdict_age_seconds": None, "error": None, "snapshot": None} for i in range(500)]
+    tables[321]["state"] = "stopped"
+    tables[7].update(state="failed", error={"kind": "PermissionError", "message": "<grant>"})
+    tables[250]["lag_seconds"] = 61
+    tables[42]["snapshot"] = {"rows_done": 50, "rows_total": 200}
+    status = {"database": "db", "now": 0, "ready": False, "lag_problem_seconds": 60,
+              "capture": {"probe_up": True, "visible": False}, "tables": tables}
+    with open(os.path.join(d, "index.html"), "w") as f:
+        f.write(page)
+    with open(os.path.join(d, "status.json"), "w") as f:
+        json.dump(status, f)
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *a, **k):
+            super().__init__(*a, directory=d, **k)
+
+        def log_message(self, *a):
+            pass
+
+    with socketserver.TCPServer(("127.0.0.1", 0), Quiet) as httpd:
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        t0 = time.time()
+        dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                              "--virtual-time-budget=5000", "--dump-dom",
+                              f"http://127.0.0.1:{httpd.server_address[1]}/index.html"],
+                             capture_output=True, text=True, timeout=60).stdout
+        httpd.shutdown()
+    rows = [seg.split('"', 1)[0] for seg in dom.split('<tr data-ci="')[1:]]
+    assert len(rows) == 500 and rows[:3] == ["dbo_x007", "dbo_x321", "dbo_x250"], rows[:5]
+    assert rows[3:] == sorted(rows[3:])
+    assert "&lt;grant&gt;" in dom and "<grant>" not in dom  # messages escaped
+    assert "25%" in dom and "500 tables (500 shown)" in dom
+    assert time.time() - t0 < 30
+
+
 def test_no_view_database_state_degrades_and_a_failed_table_shows_first(sim, workdir):
     make_db(sim)
     cs = reader(sim)
@@ -204,6 +249,7 @@ def test_no_view_database_state_degrades_and_a_failed_table_shows_first(sim, wor
             assert sorted(rows) == sorted(INSTANCES), dom[-2000:]
             assert rows[0] == "dbo_t3", rows  # the failed table first
             assert 'class="problem"' in dom.split('<tr data-ci="')[1]
+            five_hundred_tables(page, workdir)
     finally:
         out, err = svc.stop()
     assert svc.proc.returncode == 5, err
