@@ -403,11 +403,14 @@ static void render_tables(FILE *f, const cli_metrics *m, const snap *s) {
         fputc('"', f);
         value_i(f, 1);
     }
-    family(f, "mssql_cdc_table_state", "stateset", "The table's stream state.");
+    /* a gauge per state rather than a stateset: one Prometheus' text
+     * format (and promtool check metrics) reads as well */
+    family(f, "mssql_cdc_table_state", "gauge",
+           "1 for the table's stream state (label state), 0 for the others.");
     for (size_t i = 0; i < s->n; i++)
         for (int k = 0; k < ST_COUNT; k++) {
             sample(f, m, "mssql_cdc_table_state", s->t[i].ci);
-            fprintf(f, ",mssql_cdc_table_state=\"%s\"", STATE_NAMES[k]);
+            fprintf(f, ",state=\"%s\"", STATE_NAMES[k]);
             value_i(f, s->t[i].state == (tstate)k);
         }
     family(f, "mssql_cdc_ready", "gauge", "1 when every table has started and runs (/readyz).");
