@@ -66,12 +66,13 @@ def wait_for(pred, timeout=30, what=""):
 class Service:
     """start-many with a continuous trigger and a workload on every table."""
 
-    def __init__(self, sim, workdir, cs=None):
+    def __init__(self, sim, workdir, cs=None, extra=()):
         self.sim, self.lake = sim, os.path.join(workdir, "lake")
         ready = os.path.join(workdir, "port")
         args = many_args(sim, self.lake, cs=cs, trigger="processingTime=100ms",
                          extra=("--metrics-listen", "127.0.0.1:0", "--ready-file", ready,
-                                "--metrics-poll-seconds", "0.5", "--lag-problem-seconds", "60"))
+                                "--metrics-poll-seconds", "0.5", "--lag-problem-seconds", "60",
+                                *extra))
         self.stop_w = threading.Event()
         self.proc = subprocess.Popen([CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True)
@@ -105,7 +106,7 @@ class Service:
 def test_metrics_agree_with_facts_and_capture_stopped_shows(sim, workdir):
     make_db(sim)
     write(sim, TABLES, 1, 1)
-    svc = Service(sim, workdir)
+    svc = Service(sim, workdir, extra=("--control-table", os.path.join(workdir, "lake", "control")))
     try:
         assert get(svc.port, "/healthz")[0] == 200
         wait_for(lambda: get(svc.port, "/readyz")[0] == 200, 30, "/readyz 200")
@@ -160,7 +161,27 @@ def test_metrics_agree_with_facts_and_capture_stopped_shows(sim, workdir):
         batches = per_table(m, "mssql_cdc_batches_total")
         assert set(batches) == set(INSTANCES) and all(v >= 1 for v in batches.values())
         assert per_table(m, "mssql_cdc_ingestion_lag_seconds") == {ci: 0 for ci in INSTANCES}
-        assert all(v >= 0 for v in per_table(m, "mssql_cdc_retention_headroom_hours").values())
+        # a new instance's min_lsn has no commit time: no headroom known yet
+        # (as the facts rows have none), so none is exported
+        assert "mssql_cdc_retention_headroom_hours" not in m or \
+            per_table(m, "mssql_cdc_retention_headroom_hours") == {}
+        # with a control table: the verdict's age and how long it stood
+        age = per_table(m, "mssql_cdc_verdict_age_seconds")
+        still = per_table(m, "mssql_cdc_verdict_unmoved_seconds")
+        assert set(age) == set(still) == set(INSTANCES), m.keys()
+        assert all(v >= 0 for v in list(age.values()) + list(still.values()))
+        # cleanup moves dbo_t1's min_lsn to a commit (it has read everything
+        # up to it): its next batch knows its headroom, as its facts row does
+        sim.run("DECLARE @m binary(10) = sys.fn_cdc_get_max_lsn(); "
+                "EXEC sys.sp_cdc_cleanup_change_table @capture_instance = N'dbo_t1', "
+                "@low_water_mark = @m, @threshold = 100000;", database=DB)
+        write(sim, TABLES[:1], 9000, 1)
+        headroom = wait_for(lambda: per_table(scrape(svc.port), "mssql_cdc_retention_headroom_hours"),
+                            15, "dbo_t1's headroom")
+        last = max((r for r in facts(svc.lake) if r["app_id"] == "dbo_t1-v1" and r["event"] is None
+                    and r["retention_headroom_hours"] is not None), key=lambda r: r["batch_id"])
+        assert list(headroom) == ["dbo_t1"] and headroom["dbo_t1"] >= 0, headroom
+        assert abs(headroom["dbo_t1"] - last["retention_headroom_hours"]) < 0.01, (headroom, last)
     finally:
         out, err = svc.stop()
     assert svc.proc.returncode == 0, err
