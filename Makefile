@@ -35,6 +35,9 @@ CLI_INCLUDES := -Iinclude -Isrc/cli
 CFLAGS  += -std=c17 $(WARN) $(OPT) -D_GNU_SOURCE -fPIC -fvisibility=hidden -pthread $(INCLUDES)
 # libroaring-dev ships no .pc file: -lroaring (deletion vectors, src/delta/mcdc_delta_dv.c).
 LDLIBS  := -lsybdb -lcurl -lgnutls -lsqlite3 -ljansson -lroaring -lzstd -lsnappy -llz4 -lz -lpthread -lm
+# The CLI alone serves HTTP (start-many --metrics-listen, src/cli/cli_metrics.c):
+# libmicrohttpd links into mssql-cdc, not into libmssqlcdc or its .pc file.
+CLI_LDLIBS := -lmicrohttpd
 LDFLAGS += $(filter -fsanitize%,$(OPT)) -pthread
 
 LIB_SRC := $(foreach m,$(MODULES),$(wildcard src/$(m)/*.c))
@@ -138,7 +141,7 @@ $(SIMLIB): $(SIM_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/mssql-cdc: $(CLI_OBJ) $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(CLI_LDLIBS) $(LDLIBS)
 
 $(BUILD)/mssql-cdc-sim: $(call obj,src/sim/sim_main.c) $(SIMLIB) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)

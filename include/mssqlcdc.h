@@ -50,7 +50,9 @@ extern "C" {
  *    a source's positions (mcdc_source: max_lsn, the n-th commit after an
  *    LSN, commit times, startingLsn) for engines that plan their own
  *    batches; for many tables in one process, mcdc_capture_instances_find
- *    and mcdc_facts_table_create.
+ *    and mcdc_facts_table_create; the capture probe (mcdc_capture_probe_*,
+ *    mcdc_capture_health) and the batch report's retention headroom (added
+ *    at its end) came with start-many's metrics.
  */
 #define MCDC_API_VERSION 5
 
@@ -448,6 +450,10 @@ typedef struct mcdc_batch_report {
     double ingestion_lag_seconds; /* < 0: unknown */
     bool has_verdict;
     int64_t finalized_until_us;
+    /* end_commit minus the commit time of the instance's min_lsn (what CDC
+     * cleanup keeps), in hours, as the facts row's retention_headroom_hours */
+    double retention_headroom_hours;
+    bool has_retention_headroom;
 } mcdc_batch_report;
 
 typedef void (*mcdc_report_fn)(void *ctx, const mcdc_batch_report *r);
@@ -492,6 +498,40 @@ MCDC_API int mcdc_capture_instances_find(const mcdc_opts *opts, const char *cons
  * (<app_id>#facts): streams append to one facts table safely. */
 MCDC_API int mcdc_facts_table_create(const mcdc_opts *opts, const char *facts_table,
                                      const char *warehouse, mcdc_error *err);
+
+/* The health of a database's capture job and its newest commit, read by a
+ * probe on a connection of its own (a service's metrics): one poll asks
+ * max_lsn, its commit time and the capture DMVs (sys.dm_cdc_log_scan_sessions,
+ * sys.dm_cdc_errors). Times are UTC microseconds. */
+typedef struct mcdc_capture_health {
+    char max_lsn[24];            /* sys.fn_cdc_get_max_lsn(), 0x... ("" when NULL) */
+    bool has_max_commit;
+    int64_t max_commit_us;       /* its commit time: the source's newest commit */
+    int64_t server_now_us;       /* SYSUTCDATETIME() */
+    /* The DMVs need VIEW DATABASE STATE: without it visible is false, the
+     * fields below are 0 and the read is no error. */
+    bool visible;
+    bool has_sessions;           /* a scan session since the server started */
+    double latency_seconds;      /* session 0's latency: the last non-zero one */
+    int64_t error_count;         /* session 0's: errors of every session */
+    int64_t failed_sessions;     /* session 0's failed_sessions_count */
+    int64_t transactions;        /* session 0's tran_count */
+    int64_t empty_scans;         /* the newest session's empty_scan_count (in a row) */
+    bool has_last_scan_end;
+    int64_t last_scan_end_us;    /* the newest session's end */
+    int64_t errors_listed;       /* rows of sys.dm_cdc_errors (the last 32 sessions') */
+} mcdc_capture_health;
+typedef struct mcdc_capture_probe mcdc_capture_probe;
+/* Opens a probe on the source of opts (its connectionString and
+ * captureInstance, which names one instance of the database: the probe
+ * reads commit times on its clock). Nothing is read until the first read. */
+MCDC_API int mcdc_capture_probe_open(mcdc_capture_probe **out, const mcdc_opts *opts,
+                                     mcdc_error *err);
+/* One poll (three queries; retried as a stream's control queries are). A
+ * login without VIEW DATABASE STATE reads visible = false, not an error. */
+MCDC_API int mcdc_capture_probe_read(mcdc_capture_probe *p, mcdc_capture_health *out,
+                                     mcdc_error *err);
+MCDC_API void mcdc_capture_probe_free(mcdc_capture_probe *p);
 
 /* ------------------------------------------------------------------------
  * Snapshots (the reference's snapshot()): the tracked table's current rows

@@ -27,6 +27,7 @@
 #include <jansson.h>
 
 #include "cli.h"
+#include "cli_metrics.h"
 
 static const char MANY_HELP[] =
     "usage: mssql-cdc start-many [source options] (--capture-instances A,B,C |\n"
@@ -58,7 +59,24 @@ static const char MANY_HELP[] =
     "  --json               the result on stdout at the end: every table with its\n"
     "                       batches, rows, state and error, and the errors by capture\n"
     "                       instance (await_all's result)\n"
-    "  --quiet              errors and the summary only\n"
+    "  --quiet              errors and the summary only\n";
+
+static const char MANY_HELP_METRICS[] =
+    "\n"
+    "Metrics (docs/metrics.md):\n"
+    "  --metrics-listen ADDR:PORT\n"
+    "                       serve /metrics (OpenMetrics), /status.json, /healthz,\n"
+    "                       /readyz and a status page at / on this IPv4 address (e.g.\n"
+    "                       127.0.0.1:9464; port 0: a free one, printed on stderr)\n"
+    "  --metrics-poll-seconds S\n"
+    "                       how often the capture job's health and the source's newest\n"
+    "                       commit are read, on a connection of their own (default 15)\n"
+    "  --lag-problem-seconds S\n"
+    "                       the status page shows a table lagging more as a problem\n"
+    "                       (default 300)\n"
+    "  --ready-file FILE    once listening, the port is written to FILE\n";
+
+static const char MANY_HELP_REST[] =
     "Every flag of 'mssql-cdc stream' applies to all the streams: --control-table,\n"
     "--granularity, --warehouse, --trigger, --max-batches, --bootstrap, --snapshot,\n"
     "--snapshot-on-switch, --on-data-loss, --resnapshot-interval-days, --verbose (see\n"
@@ -108,6 +126,8 @@ typedef struct table_job {
     bool running;         /* the thread was started */
     atomic_bool finished; /* its run returned */
     atomic_bool stop_asked; /* a signal asked it to stop while it ran */
+    struct cli_metrics *metrics; /* NULL: no --metrics-listen */
+    size_t index;
     /* written by the job's thread, read after it is joined */
     int64_t batches, rows;
     int status;
@@ -120,6 +140,9 @@ typedef struct many {
     json_t *file;          /* --capture-instances-file, parsed */
     char *list;            /* --capture-instances, split in place */
     atomic_int stopping;   /* a signal asked every stream to stop */
+    const char **names;    /* the listener's labels (capture instances) */
+    const mcdc_opts **opts; /* and the tables' options, for its probe */
+    char database[256];    /* the connection string's, for the listener's label */
 } many;
 
 /* ---- inputs ------------------------------------------------------------------- */
@@ -349,13 +372,24 @@ static void table_report(void *ctx, const mcdc_batch_report *r) {
     table_job *t = ctx;
     t->batches++;
     t->rows += r->rows;
+    cli_metrics_batch(t->metrics, t->index, r);
     cli_batch_report(&t->out, r);
 }
 
+static void table_progress(void *user, const mcdc_progress *p) {
+    const table_job *t = user;
+    cli_metrics_progress(t->metrics, t->index, p);
+}
+
+static table_state state_of(const table_job *t);
+static const char *state_name(table_state s);
+
 static void *table_run(void *arg) {
     table_job *t = arg;
+    cli_metrics_started(t->metrics, t->index);
     t->status = mcdc_stream_run(t->stream, table_report, t, &t->err);
     atomic_store(&t->finished, true);
+    cli_metrics_ended(t->metrics, t->index, state_name(state_of(t)), t->status, t->err.message);
     return NULL;
 }
 
@@ -503,6 +537,44 @@ static int check_instances(const many *m) {
     return rc;
 }
 
+/* A number of seconds within [lo, hi]. */
+static int parse_seconds(const char *flag, const char *v, double lo, double hi, double *out) {
+    char *end = NULL;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (errno || end == v || *end || !(d >= lo && d <= hi)) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "%s '%.40s' is not a number of seconds from %g to %g", flag, v,
+                 lo, hi);
+        return cli_usage_error("start-many: %s", msg);
+    }
+    *out = d;
+    return EXIT_OK;
+}
+
+/* The listener (serving the tables as pending until they start). */
+static int start_metrics(many *m, cli_metrics **out, const char *listen, const char *ready_file,
+                         double poll_s, double lag_problem_s) {
+    m->names = calloc(m->n, sizeof *m->names);
+    m->opts = calloc(m->n, sizeof *m->opts);
+    if (m->names == NULL || m->opts == NULL)
+        return cli_usage_error("start-many: %s", "out of memory");
+    for (size_t i = 0; i < m->n; i++) {
+        m->names[i] = m->t[i].ci;
+        m->opts[i] = m->t[i].opts;
+    }
+    cli_metrics_database(mcdc_opts_get(m->t[0].opts, "connectionString"), m->database,
+                         sizeof m->database);
+    cli_metrics_cfg cfg = {listen, ready_file, poll_s, lag_problem_s, m->opts, m->database,
+                           m->names, m->n};
+    int rc = cli_metrics_start(out, &cfg);
+    for (size_t i = 0; rc == EXIT_OK && i < m->n; i++) {
+        m->t[i].metrics = *out;
+        m->t[i].index = i;
+    }
+    return rc;
+}
+
 /* Starts every stream, waits for all; the exit code of the first that
  * failed, in the order given. */
 static int run_all(many *m, int json) {
@@ -546,7 +618,9 @@ int cmd_start_many(int argc, char **argv) {
     memset(&m, 0, sizeof m);
     atomic_init(&m.stopping, 0);
     mcdc_stream_cfg shared = MCDC_STREAM_CFG_INIT;
-    const char *list = NULL, *file = NULL;
+    const char *list = NULL, *file = NULL, *listen = NULL, *ready_file = NULL;
+    double poll_s = 15, lag_problem_s = 300;
+    cli_metrics *metrics = NULL;
     int json = 0, quiet = 0;
     int64_t connections = 0, encoders = 0;
     int *src = calloc((size_t)(argc > 0 ? argc : 1), sizeof *src);
@@ -563,6 +637,8 @@ int cmd_start_many(int argc, char **argv) {
         int at = i;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(MANY_HELP, stdout);
+            fputs(MANY_HELP_METRICS, stdout);
+            fputs(MANY_HELP_REST, stdout);
             goto out;
         } else if (strcmp(a, "--capture-instances") == 0) { NEEDV(); list = v; }
         else if (strcmp(a, "--capture-instances-file") == 0) { NEEDV(); file = v; }
@@ -571,6 +647,18 @@ int cmd_start_many(int argc, char **argv) {
         else if (strcmp(a, "--checkpoint") == 0) { NEEDV(); shared.checkpoint = v; }
         else if (strcmp(a, "--json") == 0) json = 1;
         else if (strcmp(a, "--quiet") == 0) quiet = 1;
+        else if (strcmp(a, "--metrics-listen") == 0) {
+            NEEDV();
+            listen = v;
+            rc = cli_metrics_check_listen(v);
+        } else if (strcmp(a, "--ready-file") == 0) { NEEDV(); ready_file = v; }
+        else if (strcmp(a, "--metrics-poll-seconds") == 0) {
+            NEEDV();
+            rc = parse_seconds(a, v, 0.1, 3600, &poll_s);
+        } else if (strcmp(a, "--lag-problem-seconds") == 0) {
+            NEEDV();
+            rc = parse_seconds(a, v, 0, 31536000, &lag_problem_s);
+        }
         else if (strcmp(a, "--max-connections") == 0) {
             NEEDV();
             rc = cli_parse_int(a, v, 2, 100000, &connections);
@@ -644,6 +732,8 @@ int cmd_start_many(int argc, char **argv) {
         t->cfg.budget = budget;
         t->cfg.log_fn = table_log;
         t->cfg.log_user = t;
+        t->cfg.progress_fn = listen ? table_progress : NULL;
+        t->cfg.progress_user = t;
         t->out = (cli_batch_out){quiet, 0, t->ci};
         if (rc == EXIT_OK && mcdc_stream_create(&t->stream, t->opts, &t->cfg, &e)) {
             fprintf(stderr, "mssql-cdc: %s: ", t->ci);
@@ -651,12 +741,17 @@ int cmd_start_many(int argc, char **argv) {
         }
     }
     if (rc == EXIT_OK) rc = check_instances(&m);
+    /* the listener is bound before the first side effect: a port in use is
+     * refused with nothing written */
+    if (rc == EXIT_OK && listen)
+        rc = start_metrics(&m, &metrics, listen, ready_file, poll_s, lag_problem_s);
     /* the first side effect: the one facts table, before any stream */
     if (rc == EXIT_OK && shared.facts_table &&
         mcdc_facts_table_create(m.t[0].opts, shared.facts_table, shared.warehouse, &e))
         rc = cli_fail(&e);
     if (rc == EXIT_OK) rc = run_all(&m, json);
 out:
+    cli_metrics_stop(metrics);
     for (size_t i = 0; i < m.n; i++) {
         mcdc_stream_free(m.t[i].stream);
         mcdc_opts_free(m.t[i].opts);
@@ -668,6 +763,8 @@ out:
     mcdc_opts_free(probe);
     json_decref(m.file);
     free(m.list);
+    free(m.names);
+    free(m.opts);
     free(m.t);
     free(src);
     return rc;

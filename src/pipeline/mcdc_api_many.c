@@ -2,7 +2,8 @@
  * mcdc_api_many.c - what a host running many streams in one process does
  * once before it starts them (include/mssqlcdc.h, "Many tables"): ask the
  * source which of the capture instances it was given exist, and create the
- * facts table they share.
+ * facts table they share; and what it polls while they run: the capture
+ * job's health (mcdc_capture_probe).
  */
 #include <stdio.h>
 
@@ -41,4 +42,37 @@ int mcdc_facts_table_create(const mcdc_opts *opts, const char *facts_table,
     mcdc_schema_unref(fs);
     mcdc_table_close(t);
     return rc;
+}
+
+/* ---- the capture probe ---------------------------------------------------------- */
+
+struct mcdc_capture_probe {
+    mcdc_changes *changes;
+};
+
+int mcdc_capture_probe_open(mcdc_capture_probe **out, const mcdc_opts *opts, mcdc_error *err) {
+    if (out == NULL || opts == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_capture_probe_open: out and opts are required");
+    *out = NULL;
+    mcdc_capture_probe *p = mcdc_calloc(1, sizeof *p);
+    if (p == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    int rc = mcdc_changes_open(&p->changes, opts, NULL, err);
+    if (rc) {
+        mcdc_capture_probe_free(p);
+        return mcdc_error_wrap(err, "opening the capture probe");
+    }
+    *out = p;
+    return MCDC_OK;
+}
+
+int mcdc_capture_probe_read(mcdc_capture_probe *p, mcdc_capture_health *out, mcdc_error *err) {
+    if (p == NULL || out == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_capture_probe_read: p and out are required");
+    return mcdc_changes_capture_health(p->changes, out, err);
+}
+
+void mcdc_capture_probe_free(mcdc_capture_probe *p) {
+    if (p == NULL) return;
+    mcdc_changes_close(p->changes);
+    mcdc_free(p);
 }

@@ -729,6 +729,13 @@ static void job_done(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
             (double)(s->fm.last.source_max_commit_ts_us - s->end.commit_us) / 1e6;
     rep.has_verdict = v && v->found;
     rep.finalized_until_us = v ? v->finalized_until_us : 0;
+    /* the facts row's headroom: from the batch end, else its newest change */
+    if (s->fm.has_last && s->fm.last.retention_watermark_known) {
+        int64_t ref = s->end.has_ts ? s->end.commit_us : s->st.max_ts;
+        rep.has_retention_headroom = true;
+        rep.retention_headroom_hours =
+            (double)(ref - s->fm.last.retention_watermark_ts_us) / 3600e6;
+    }
     s->report(s->report_ctx, &rep);
 }
 

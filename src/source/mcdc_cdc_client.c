@@ -1058,6 +1058,74 @@ int mcdc_cdc_may_read(int *out, mcdc_cdc_client *c, const char *ci, mcdc_error *
     return change_table_perm(out, c, ci, false, err);
 }
 
+/* ---- the capture job's health ------------------------------------------------------- */
+
+/* Session 0 sums every session; the newest session's empty_scan_count
+ * counts the empty scans in a row; its end on the server's clock, and that
+ * clock now next to UTC now, make the end UTC whatever the zone. */
+static const char CAPTURE_HEALTH_SQL[] =
+    "SELECT (SELECT latency FROM sys.dm_cdc_log_scan_sessions WHERE session_id = 0) AS latency, "
+    "(SELECT error_count FROM sys.dm_cdc_log_scan_sessions WHERE session_id = 0) AS error_count, "
+    "(SELECT failed_sessions_count FROM sys.dm_cdc_log_scan_sessions WHERE session_id = 0) "
+    "AS failed_sessions, "
+    "(SELECT tran_count FROM sys.dm_cdc_log_scan_sessions WHERE session_id = 0) AS transactions, "
+    "(SELECT MAX(session_id) FROM sys.dm_cdc_log_scan_sessions) AS newest, "
+    "(SELECT empty_scan_count FROM sys.dm_cdc_log_scan_sessions WHERE session_id = "
+    "(SELECT MAX(session_id) FROM sys.dm_cdc_log_scan_sessions)) AS empty_scans, "
+    "(SELECT end_time FROM sys.dm_cdc_log_scan_sessions WHERE session_id = "
+    "(SELECT MAX(session_id) FROM sys.dm_cdc_log_scan_sessions)) AS last_end, "
+    "(SELECT COUNT(*) FROM sys.dm_cdc_errors) AS errors_listed, "
+    "SYSDATETIME() AS now_local, SYSUTCDATETIME() AS now_utc";
+
+static bool cell_i64(const mcdc_batch *b, const char *name, int64_t *out) {
+    char t[64];
+    return cell(b, name, 0, t, sizeof t) && mcdc_parse_i64(t, out) == MCDC_OK;
+}
+
+static bool cell_ts(const mcdc_batch *b, const char *name, int64_t *out) {
+    char t[64];
+    return cell(b, name, 0, t, sizeof t) && mcdc_parse_ts_us(t, strlen(t), out, NULL) == MCDC_OK;
+}
+
+int mcdc_cdc_capture_health(mcdc_capture_health *out, mcdc_cdc_client *c, mcdc_error *err) {
+    out->visible = false;
+    mcdc_result *r = NULL;
+    mcdc_error why = MCDC_ERROR_INIT;
+    int rc = mcdc_conn_exec(&r, c->conn, CAPTURE_HEALTH_SQL, NULL, 0, &why);
+    if (rc == MCDC_E_PERMISSION) return MCDC_OK; /* no VIEW DATABASE STATE: not visible */
+    if (rc != MCDC_OK) {
+        if (err) *err = why;
+        return mcdc_error_wrap(err, "reading the capture job's sessions");
+    }
+    mcdc_batch *b = NULL;
+    rc = mcdc_result_next_batch(&b, r, 1, err);
+    if (rc == MCDC_OK && (b == NULL || b->rows < 1))
+        rc = mcdc_error_set(err, MCDC_E_PROTOCOL, "the capture health query returned no row");
+    if (rc == MCDC_OK) {
+        char t[64];
+        int64_t newest = 0, end_local = 0, now_local = 0, now_utc = 0;
+        out->visible = true;
+        out->has_sessions = cell_i64(b, "newest", &newest) && newest > 0;
+        out->latency_seconds = cell(b, "latency", 0, t, sizeof t) ? strtod(t, NULL) : 0;
+        if (!cell_i64(b, "error_count", &out->error_count)) out->error_count = 0;
+        if (!cell_i64(b, "failed_sessions", &out->failed_sessions)) out->failed_sessions = 0;
+        if (!cell_i64(b, "transactions", &out->transactions)) out->transactions = 0;
+        if (!cell_i64(b, "empty_scans", &out->empty_scans)) out->empty_scans = 0;
+        if (!cell_i64(b, "errors_listed", &out->errors_listed)) out->errors_listed = 0;
+        out->has_last_scan_end = out->has_sessions && cell_ts(b, "last_end", &end_local) &&
+                                 cell_ts(b, "now_local", &now_local) &&
+                                 cell_ts(b, "now_utc", &now_utc);
+        /* zones are whole minutes from UTC: the two clocks read a moment
+         * apart give the offset rounded, and the end reads the same each poll */
+        int64_t minute = 60 * 1000000LL, off = now_utc - now_local;
+        off = (off >= 0 ? off + minute / 2 : off - minute / 2) / minute * minute;
+        out->last_scan_end_us = out->has_last_scan_end ? end_local + off : 0;
+    }
+    mcdc_batch_free(b);
+    mcdc_result_free(r);
+    return rc == MCDC_OK ? MCDC_OK : mcdc_error_wrap(err, "reading the capture job's sessions");
+}
+
 int mcdc_cdc_user_name(char **out, mcdc_cdc_client *c, mcdc_error *err) {
     return mcdc_conn_scalar(out, c->conn, "SELECT USER_NAME()", NULL, 0, err);
 }

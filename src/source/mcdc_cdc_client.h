@@ -191,6 +191,10 @@ int mcdc_cdc_has_select(int *out, mcdc_cdc_client *c, const char *ci, mcdc_error
  * out), -1 when there is no such table. */
 int mcdc_cdc_may_read(int *out, mcdc_cdc_client *c, const char *ci, mcdc_error *err);
 /* SUSER_SNAME()/USER_NAME() for GRANT messages; *out owned (mcdc_free). */
+/* The capture DMVs' numbers into out's visible...errors_listed (one
+ * query); a permission error (no VIEW DATABASE STATE) is visible = false
+ * and MCDC_OK. */
+int mcdc_cdc_capture_health(mcdc_capture_health *out, mcdc_cdc_client *c, mcdc_error *err);
 int mcdc_cdc_user_name(char **out, mcdc_cdc_client *c, mcdc_error *err);
 
 /* A captured column as the SELECTs read it (without AS): alias.[name] as it

@@ -584,6 +584,27 @@ int mcdc_changes_server_now(mcdc_changes *c, int64_t *utc_us, mcdc_error *err) {
     return rc;
 }
 
+static int capture_health(mcdc_changes *c, mcdc_capture_health *out, mcdc_error *err) {
+    memset(out, 0, sizeof *out);
+    mcdc_lsn max;
+    bool was_null = false;
+    int rc = mcdc_cdc_max_lsn(&max, &was_null, c->client, err);
+    if (rc == MCDC_OK && !was_null) {
+        mcdc_lsn_format(&max, out->max_lsn);
+        rc = mcdc_cdc_lsn_to_time(&out->max_commit_us, &out->has_max_commit, c->client, &max, true,
+                                  err);
+    }
+    if (rc == MCDC_OK) rc = mcdc_cdc_capture_health(out, c->client, err);
+    if (rc == MCDC_OK) rc = mcdc_cdc_utc_now(&out->server_now_us, c->client, err);
+    return rc;
+}
+
+int mcdc_changes_capture_health(mcdc_changes *c, mcdc_capture_health *out, mcdc_error *err) {
+    int rc;
+    CONTROL_CALL(rc, c, err, capture_health(c, out, err));
+    return rc;
+}
+
 int mcdc_changes_commit_time(mcdc_changes *c, const mcdc_lsn *lsn, int64_t *utc_us, bool *found,
                              mcdc_error *err) {
     int rc;

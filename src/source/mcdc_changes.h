@@ -84,6 +84,9 @@ int mcdc_changes_commit_time_exact(mcdc_changes *c, const mcdc_lsn *lsn, int64_t
  * is at or before it (any more). */
 int mcdc_changes_time_to_lsn(mcdc_changes *c, int64_t utc_us, mcdc_lsn *out, bool *found,
                              mcdc_error *err);
+/* The capture job's health and the source's newest commit (one poll of
+ * mcdc_capture_probe_read) on the control connection. */
+int mcdc_changes_capture_health(mcdc_changes *c, mcdc_capture_health *out, mcdc_error *err);
 /* The server's clock now, UTC microseconds. */
 int mcdc_changes_server_now(mcdc_changes *c, int64_t *utc_us, mcdc_error *err);
 /* startingLsn resolved: earliest = decrement(min_lsn), latest = max_lsn, or

@@ -31,6 +31,16 @@ def make_db(sim):
     sim.run(sql, database=DB)
 
 
+def reader(sim):
+    """A login that may read every table and change table (no VIEW DATABASE
+    STATE); its connection string."""
+    grants = "".join(f"GRANT SELECT ON dbo.{t} TO reader; GRANT SELECT ON cdc.dbo_{t}_CT TO reader;"
+                     for t in TABLES)
+    sim.run(f"CREATE LOGIN reader WITH PASSWORD = '{READER_PASSWORD}';")
+    sim.run(f"CREATE USER reader FOR LOGIN reader; {grants}", database=DB)
+    return sim.connection_string(DB, user="reader", password=READER_PASSWORD)
+
+
 def write(sim, tables, first, n):
     """n transactions on each table: an insert of two rows, an update, a delete."""
     for t in tables:
@@ -119,11 +129,7 @@ def test_a_lost_grant_stops_that_table_only(sim, workdir, revoked):
     without SELECT on its source table too it is not, and the source says it
     exists all the same: neither is refused as unknown, both stop alone."""
     make_db(sim)
-    grants = "".join(f"GRANT SELECT ON dbo.{t} TO reader; GRANT SELECT ON cdc.dbo_{t}_CT TO reader;"
-                     for t in TABLES)
-    sim.run(f"CREATE LOGIN reader WITH PASSWORD = '{READER_PASSWORD}';")
-    sim.run(f"CREATE USER reader FOR LOGIN reader; {grants}", database=DB)
-    cs = sim.connection_string(DB, user="reader", password=READER_PASSWORD)
+    cs = reader(sim)
     write(sim, TABLES, 1, 2)
     lake = os.path.join(workdir, "lake")
     run_cli(*many_args(sim, lake, cs=cs))
@@ -245,11 +251,7 @@ def test_sigterm_stops_every_stream_after_its_batch_and_a_rerun_continues_once(s
 
 def test_a_grant_revoked_mid_run_stops_that_table_while_the_others_keep_up(sim, workdir):
     make_db(sim)
-    grants = "".join(f"GRANT SELECT ON dbo.{t} TO reader; GRANT SELECT ON cdc.dbo_{t}_CT TO reader;"
-                     for t in TABLES)
-    sim.run(f"CREATE LOGIN reader WITH PASSWORD = '{READER_PASSWORD}';")
-    sim.run(f"CREATE USER reader FOR LOGIN reader; {grants}", database=DB)
-    cs = sim.connection_string(DB, user="reader", password=READER_PASSWORD)
+    cs = reader(sim)
     write(sim, TABLES, 1, 1)
     lake = os.path.join(workdir, "lake")
     proc = subprocess.Popen([CLI, *many_args(sim, lake, cs=cs, trigger="processingTime=100ms",
