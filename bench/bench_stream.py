@@ -60,8 +60,9 @@ def timed_child(args, env=None):
     return run.secs, run.rss_mb, run.out
 
 
-def main():
-    work = tempfile.mkdtemp(prefix="mcdc-bench-")
+def loaded_sim(work, rows):
+    """A simulator on work/sim whose database bench holds dbo.bench with
+    `rows` change rows of sim.bulk_load; (sim, the load's seconds)."""
     data = os.path.join(work, "sim")
     os.makedirs(data)
     sim = Sim(data, ["--capture-poll-ms", "20", "--capture-latency-ms", "0"])
@@ -69,8 +70,17 @@ def main():
         sim.run("CREATE DATABASE bench;")
         sim.run(table_sql("bench"), database="bench")
         t0 = time.perf_counter()
-        bulk_load(sim, "bench", ROWS)
-        load_s = time.perf_counter() - t0
+        bulk_load(sim, "bench", rows)
+        return sim, time.perf_counter() - t0
+    except BaseException:
+        sim.stop()
+        raise
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="mcdc-bench-")
+    sim, load_s = loaded_sim(work, ROWS)
+    try:
         print(f"bulk_load_rows: {ROWS}")
         print(f"bulk_load_rows_per_s: {ROWS / load_s:.0f}")
         cs = sim.connection_string("bench")

@@ -40,5 +40,8 @@ step bench-snapshot backfill_rows_per_s env BENCH_SNAPSHOT_ROWS=2000 \
   BENCH_SNAPSHOT_BASELINE_SECONDS=1 BENCH_SNAPSHOT_WORKLOAD_TPS=5 "$PYTHON" bench/bench_snapshot.py
 step bench-silver reconcile_tier2_rows_per_s env BENCH_SILVER_ROWS=2000 BENCH_SILVER_CHANGES=200 \
   "$PYTHON" bench/bench_silver.py
+# S3's side only: Azurite's start and deltalake's second run would double it
+step bench-object-store s3_vs_deltalake_ratio env BENCH_OBJSTORE_ROWS=1000 \
+  BENCH_OBJSTORE_BATCH_ROWS=500 BENCH_OBJSTORE_STORES=s3 "$PYTHON" bench/bench_object_store.py
 echo "bench: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
