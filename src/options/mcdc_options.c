@@ -116,6 +116,19 @@ typedef enum { S_TEXT, S_SECRET, S_BOOL } storage_kind;
     X(AWS_CONTAINER_CREDENTIALS_RELATIVE_URI, S_TEXT) \
     X(AWS_CONTAINER_CREDENTIALS_FULL_URI, S_TEXT) \
     X(AWS_CONTAINER_AUTHORIZATION_TOKEN, S_SECRET) \
+    X(AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE, S_TEXT) \
+    X(AWS_EC2_METADATA_SERVICE_ENDPOINT, S_TEXT) \
+    X(AWS_ENDPOINT_URL_S3, S_TEXT) \
+    X(AWS_ENDPOINT_URL_STS, S_TEXT) \
+    X(AWS_CA_BUNDLE, S_TEXT) \
+    /* the HTTP layer reads these as options, never from the environment    \
+     * itself; a proxy URL may carry a password, so they are kept secret */ \
+    X(HTTPS_PROXY, S_SECRET) \
+    X(HTTP_PROXY, S_SECRET) \
+    X(NO_PROXY, S_TEXT) \
+    /* tuning: the S3 multipart part and the Azure block sizes, in bytes */ \
+    X(MCDC_S3_PART_BYTES, S_TEXT) \
+    X(MCDC_AZURE_BLOCK_BYTES, S_TEXT) \
     X(AZURE_STORAGE_ACCOUNT_NAME, S_TEXT) \
     X(AZURE_STORAGE_ACCOUNT_KEY, S_SECRET) \
     X(AZURE_STORAGE_SAS_TOKEN, S_SECRET) \

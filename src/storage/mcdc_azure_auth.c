@@ -479,10 +479,26 @@ static int pick_account(mcdc_az_config *c, const char *location, const az_uri *u
     return c->account ? MCDC_OK : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
 }
 
+/* Entra ID credentials (a bearer token, a service principal, workload or
+ * managed identity) are options users set for delta-rs that this backend
+ * cannot use yet: refused, never passed over for another credential. */
+static const char *const k_entra_options[] = {
+    "AZURE_STORAGE_TOKEN", "AZURE_CLIENT_ID",      "AZURE_CLIENT_SECRET", "AZURE_TENANT_ID",
+    "AZURE_FEDERATED_TOKEN_FILE", "AZURE_AUTHORITY_HOST", "AZURE_MSI_ENDPOINT",
+};
+
 /* The credential: an account key (option, then connection string), else
  * a SAS token (the same order), else the emulator's key. */
 static int pick_credential(mcdc_az_config *c, const char *location, const mcdc_storage_env *env,
                            const connstr *cs, bool emulator, mcdc_error *err) {
+    for (size_t i = 0; i < sizeof k_entra_options / sizeof k_entra_options[0]; i++)
+        if (mcdc_storage_option(env, k_entra_options[i]) != NULL)
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "location \"%s\": %s is given, but Entra ID credentials "
+                                  "(tokens, service principals, workload and managed identity) "
+                                  "are not built yet; use %s, %s or %s, and remove %s",
+                                  location, k_entra_options[i], MCDC_AZ_OPT_KEY, MCDC_AZ_OPT_SAS,
+                                  MCDC_AZ_OPT_CONNSTR, k_entra_options[i]);
     const char *key = mcdc_storage_option(env, MCDC_AZ_OPT_KEY);
     const char *key_from = MCDC_AZ_OPT_KEY;
     if (key == NULL && cs->key) key = cs->key, key_from = "the connection string's AccountKey";
@@ -532,9 +548,14 @@ static int pick_endpoint(mcdc_az_config *c, const mcdc_storage_env *env, const a
     const char *from = MCDC_AZ_OPT_ENDPOINT;
     bool cs_http = cs->protocol && strcasecmp(cs->protocol, "http") == 0;
     if (ep == NULL && cs->blob_endpoint) ep = cs->blob_endpoint, from = "the connection string's BlobEndpoint";
-    bool allow_http = false;
+    bool allow_http = false, allow_http_too = false;
     int rc = mcdc_storage_option_bool(env, MCDC_AZ_OPT_ALLOW_HTTP, &allow_http, err);
+    /* AZURE_STORAGE_ALLOW_HTTP: the same, under the name of the other
+     * AZURE_STORAGE_* options (both are accepted) */
+    if (rc == MCDC_OK)
+        rc = mcdc_storage_option_bool(env, "AZURE_STORAGE_ALLOW_HTTP", &allow_http_too, err);
     if (rc) return rc;
+    allow_http = allow_http || allow_http_too;
     if (ep == NULL && emulator) ep = MCDC_AZ_EMULATOR_ENDPOINT, from = "the emulator's endpoint";
     if (ep) {
         size_t n = strlen(ep);

@@ -621,6 +621,13 @@ const char *mcdc_storage_option(const mcdc_storage_env *env, const char *name) {
     return v && v[0] ? v : NULL;
 }
 
+void mcdc_http_config_proxy(mcdc_http_config *cfg, const mcdc_storage_env *env,
+                            const char *base_url) {
+    bool https = base_url != NULL && strncasecmp(base_url, "https://", 8) == 0;
+    cfg->proxy_url = mcdc_storage_option(env, https ? "HTTPS_PROXY" : "HTTP_PROXY");
+    cfg->no_proxy = mcdc_storage_option(env, "NO_PROXY");
+}
+
 int mcdc_storage_option_bool(const mcdc_storage_env *env, const char *name, bool *out,
                              mcdc_error *err) {
     const char *v = mcdc_storage_option(env, name);

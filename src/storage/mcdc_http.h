@@ -185,5 +185,10 @@ const char *mcdc_storage_option(const mcdc_storage_env *env, const char *name);
  * MCDC_E_INVALID naming the option. */
 int mcdc_storage_option_bool(const mcdc_storage_env *env, const char *name, bool *out,
                              mcdc_error *err);
+/* The proxy the options name for a store at base_url (HTTPS_PROXY for an
+ * https:// one, else HTTP_PROXY) and NO_PROXY, set on cfg (borrowed from
+ * env): every store reaches its proxy the same way. */
+void mcdc_http_config_proxy(mcdc_http_config *cfg, const mcdc_storage_env *env,
+                            const char *base_url);
 
 #endif /* MCDC_HTTP_H */

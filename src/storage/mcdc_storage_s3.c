@@ -831,9 +831,7 @@ static int configure(s3 *s, const mcdc_storage_env *env, const char *profile_reg
 static int open_pool(s3 *s, const mcdc_storage_env *env, mcdc_error *err) {
     mcdc_http_config cfg = {0};
     cfg.ca_file = mcdc_storage_option(env, "AWS_CA_BUNDLE");
-    bool https = strncasecmp(s->base, "https://", 8) == 0;
-    cfg.proxy_url = mcdc_storage_option(env, https ? "HTTPS_PROXY" : "HTTP_PROXY");
-    cfg.no_proxy = mcdc_storage_option(env, "NO_PROXY");
+    mcdc_http_config_proxy(&cfg, env, s->base);
     if (cfg.ca_file && access(cfg.ca_file, R_OK) != 0)
         return mcdc_error_set(err, MCDC_E_INVALID,
                               "AWS_CA_BUNDLE %s cannot be read: %s; name a PEM file of the "

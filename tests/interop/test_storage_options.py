@@ -145,6 +145,37 @@ def test_the_options_file_section_refuses_source_options_and_warns_when_readable
     assert SECRET not in p.stderr + p.stdout
 
 
+def test_every_option_a_backend_reads_is_accepted_and_proxies_are_kept_secret(tmp_path):
+    """The names the S3 and Azure backends read beyond delta-rs's list (the
+    CA bundle, the S3 and STS endpoints, the metadata endpoint, proxies,
+    part and block sizes) are storage options like the others: a backend
+    reading a name the CLI refuses would be a documented setting nobody can
+    set. A proxy URL may hold a password: --verbose shows it redacted."""
+    small_table(str(tmp_path / "t"))
+    proxy = "http://user:" + SECRET + "@proxy.example:3128"
+    names = {"AWS_CA_BUNDLE": "/etc/ssl/certs/ca-certificates.crt",
+             "AWS_ENDPOINT_URL_S3": "http://127.0.0.1:9", "AWS_ENDPOINT_URL_STS":
+             "http://127.0.0.1:9", "AWS_EC2_METADATA_SERVICE_ENDPOINT": "http://127.0.0.1:9",
+             "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": "/dev/null", "NO_PROXY": "localhost",
+             "MCDC_S3_PART_BYTES": "5242880", "MCDC_AZURE_BLOCK_BYTES": "1048576",
+             "HTTPS_PROXY": proxy, "HTTP_PROXY": proxy}
+    args = []
+    for k, v in names.items():
+        args += ["--storage-option", f"{k}={v}"]
+    p = cli("table-rows", "./t", *args, "--verbose", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    got = verbose_sources(p.stderr)
+    for k in names:
+        assert k in got, (k, p.stderr)
+    assert got["HTTPS_PROXY"][0] == "<redacted>" and got["HTTP_PROXY"][0] == "<redacted>"
+    assert got["MCDC_S3_PART_BYTES"][0] == "5242880"
+    assert SECRET not in p.stderr + p.stdout
+    # from the environment too, as curl users set them
+    p = cli("table-rows", "./t", "--verbose", env={"HTTPS_PROXY": proxy}, cwd=tmp_path)
+    assert p.returncode == 0 and verbose_sources(p.stderr)["HTTPS_PROXY"] == \
+        ("<redacted>", "environment"), p.stderr
+
+
 def test_a_uri_target_is_still_refused_until_its_backend_lands(tmp_path):
     p = cli("table-rows", "gs://bucket/t", "--storage-option", "AWS_SECRET_ACCESS_KEY=" + SECRET,
             "--verbose", cwd=tmp_path)
