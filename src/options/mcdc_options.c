@@ -132,6 +132,12 @@ typedef enum { S_TEXT, S_SECRET, S_BOOL } storage_kind;
     X(AZURE_FEDERATED_TOKEN_FILE, S_TEXT) \
     X(AZURE_AUTHORITY_HOST, S_TEXT) \
     X(AZURE_MSI_ENDPOINT, S_TEXT) \
+    /* ours: sizes and time limits of the object stores (docs/object-stores.md) */ \
+    X(MCDC_S3_PART_BYTES, S_TEXT) \
+    X(MCDC_AZURE_BLOCK_BYTES, S_TEXT) \
+    X(MCDC_HTTP_CONNECT_TIMEOUT_MS, S_TEXT) \
+    X(MCDC_HTTP_TIMEOUT_MS, S_TEXT) \
+    X(MCDC_HTTP_DEADLINE_MS, S_TEXT) \
     /* where ~/.aws/credentials and ~/.aws/config are (the library reads    \
      * no environment, so the host passes it on) */                         \
     X(HOME, S_TEXT)

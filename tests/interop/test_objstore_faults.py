@@ -1,0 +1,174 @@
+"""Faults, kills and racing writers on object stores (issue 23): the CLI's
+stream with bronze, facts and the checkpoint on s3:// (moto) and az://
+(Azurite), behind tests/interop/faultproxy.py, which answers 503 SlowDown
+or 500, resets a connection after a commit went through, answers 412 to a
+commit that landed, or stalls past the client's timeout. Whatever happens
+the run exits 0 or with a clear error, and then the lake is whole: bronze
+holds each change of the change table once (read back by deltalake), no
+two commits of the Delta log carry one batch (txn app id and version), and
+a rerun completes."""
+import json
+import os
+import re
+import subprocess
+
+import pytest
+from deltalake import DeltaTable
+
+from conftest import CLI
+from faultproxy import FaultProxy
+from objstore import Azurite, Moto
+
+TABLE = ("CREATE TABLE dbo.t (id INT NOT NULL PRIMARY KEY, v INT NULL, note NVARCHAR(20) NULL);"
+         "EXEC sys.sp_cdc_enable_db;"
+         "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N't', "
+         "@role_name = NULL;")
+CAPTURE = "EXEC sim.run_capture @ignore_latency = 1;"
+COMMIT = r"_delta_log/\d{20}\.json"
+
+
+@pytest.fixture(scope="module")
+def moto():
+    with Moto(bucket="lake") as m:
+        yield m
+
+
+@pytest.fixture(scope="module")
+def azurite():
+    with Azurite(container="lake") as a:
+        yield a
+
+
+class Lake:
+    """A lake under root on one store, reached by the CLI through a fault
+    proxy and by deltalake directly; log(name) is the table's Delta log
+    read with the store's own client: {version: [action, ...]}."""
+
+    def __init__(self, root, cli_options, reader_options, proxy, objects):
+        self.root, self.cli_options, self.reader_options = root, cli_options, reader_options
+        self.proxy, self.objects = proxy, objects
+
+    def table(self, name):
+        return DeltaTable(f"{self.root}/{name}", storage_options=self.reader_options)
+
+    def log(self, name):
+        prefix = self.root.split("/", 3)[3] + f"/{name}/_delta_log/"
+        return {int(k.rsplit("/", 1)[1][:20]): [json.loads(ln) for ln in body.splitlines()
+                                                if ln.strip()]
+                for k, body in self.objects(prefix) if re.search(r"/\d{20}\.json$", k)}
+
+
+def s3_objects(m):
+    def objects(prefix):
+        s3 = m.s3()
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket="lake", Prefix=prefix):
+            for o in page.get("Contents", []):
+                yield o["Key"], s3.get_object(Bucket="lake", Key=o["Key"])["Body"].read()
+    return objects
+
+
+def azure_objects(a):
+    def objects(prefix):
+        for n in a.names(prefix):
+            status, body = a.request("GET", "/lake/" + n)
+            assert status == 200, (n, status)
+            yield n, body
+    return objects
+
+
+@pytest.fixture(params=["s3", "azure"])
+def lake(request, workdir, monkeypatch):
+    name = "t%d" % (abs(hash(request.node.name)) % 10**8)
+    if request.param == "s3":
+        m = request.getfixturevalue("moto")
+        with FaultProxy(m.port) as proxy:
+            yield Lake(f"s3://lake/{name}", dict(m.options, AWS_ENDPOINT_URL=proxy.url),
+                       m.options, proxy, s3_objects(m))
+    else:
+        a = request.getfixturevalue("azurite")
+        monkeypatch.setenv("AZURITE_BLOB_STORAGE_URL", "http://127.0.0.1:%d" % a.port)
+        with FaultProxy(a.port) as proxy:
+            yield Lake(f"az://lake/{name}",
+                       {"AZURE_STORAGE_USE_EMULATOR": "true",
+                        "AZURE_STORAGE_ENDPOINT": proxy.url},
+                       {"AZURE_STORAGE_USE_EMULATOR": "true"}, proxy, azure_objects(a))
+
+
+def source(sim, rows):
+    """The source table with rows inserted and captured."""
+    sim.run("CREATE DATABASE shop;")
+    values = ", ".join(f"({i}, {i * 10}, N'n{i}')" for i in range(1, rows + 1))
+    sim.run(TABLE + f"INSERT INTO dbo.t VALUES {values};" + CAPTURE, database="shop")
+
+
+def more_changes(sim, first, rows):
+    values = ", ".join(f"({i}, {i * 10}, N'n{i}')" for i in range(first, first + rows))
+    sim.run(f"INSERT INTO dbo.t VALUES {values}; UPDATE dbo.t SET v = v + 1 WHERE id = 1;" +
+            CAPTURE, database="shop")
+
+
+def stream(sim, workdir, lake, *extra, env=None, timeout=120):
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "AZURE_"))}
+    e["HOME"] = workdir
+    e.update(env or {})
+    opts = []
+    for k, v in lake.cli_options.items():
+        opts += ["--storage-option", f"{k}={v}"]
+    r = lake.root
+    return subprocess.run(
+        [CLI, "stream", "--captureInstance", "dbo_t", "--connectionString",
+         sim.connection_string("shop"), "--target", f"{r}/bronze", "--app-id", "t-v1",
+         "--checkpoint", f"{r}/ckpt", "--facts-table", f"{r}/facts", "--trigger", "availableNow",
+         "--maxCommitsPerBatch", "1", *opts, *extra],
+        capture_output=True, text=True, cwd=workdir, env=e, timeout=timeout)
+
+
+def hexed(v):
+    return (v.hex() if isinstance(v, bytes) else v).upper().removeprefix("0X")
+
+
+def change_rows(sim):
+    return sorted((hexed(s), op, i) for s, op, i in sim.run(
+        "SELECT __$seqval, __$operation, id FROM cdc.dbo_t_CT", database="shop"))
+
+
+def assert_whole(sim, lake):
+    """Bronze holds each change once, and no two commits of a table's log
+    carry one batch."""
+    bronze = lake.table("bronze").to_pyarrow_table().to_pylist()
+    got = sorted((hexed(r["_seqval"]), r["_operation"], r["id"]) for r in bronze)
+    assert got == change_rows(sim)
+    for name in ("bronze", "facts"):
+        seen = {}
+        for v, actions in sorted(lake.log(name).items()):
+            for a in actions:
+                if "txn" in a:
+                    key = (a["txn"]["appId"], a["txn"]["version"])
+                    assert key not in seen, f"{name}: batch {key} in versions {seen[key]} and {v}"
+                    seen[key] = v
+
+
+def run_ok(sim, workdir, lake, **kw):
+    p = stream(sim, workdir, lake, **kw)
+    assert p.returncode == 0, f"stream exited {p.returncode}:\n{p.stderr[-3000:]}"
+    return p
+
+
+@pytest.mark.parametrize("fault", [{"reset": True}, {"after": 412}])
+def test_a_commit_that_landed_unanswered_is_not_made_twice(sim, workdir, lake, fault):
+    """The bronze commit of batch 1 reaches the store, but its answer does
+    not: the connection (a reused one) is reset after the store took it,
+    which libcurl answers by sending the request again by itself, or a
+    412 comes back. The commit is ours: read back, taken as made, never
+    made again at the next version."""
+    source(sim, 3)
+    run_ok(sim, workdir, lake)
+    more_changes(sim, 10, 2)
+    f = lake.proxy.arm("PUT", r"/bronze/_delta_log/0+2\.json$", **fault)
+    run_ok(sim, workdir, lake)
+    assert f.fired == 1
+    assert_whole(sim, lake)
+    assert lake.table("bronze").version() == 3  # the create and three batches
+    more_changes(sim, 20, 1)
+    run_ok(sim, workdir, lake)
+    assert_whole(sim, lake)
