@@ -19,7 +19,8 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from conftest import BUILD
-from objstore import Azurite, LostAnswerProxy, unit_env
+from faultproxy import FaultProxy
+from objstore import Azurite, unit_env
 
 UNIT = os.path.join(BUILD, "unit-tests")
 CONTRACT = ("storage_contract_on_every_backend|storage_put_if_absent_excludes_across_threads|"
@@ -111,17 +112,16 @@ def test_deltalake_reads_a_table_we_wrote(azurite, monkeypatch):
 
 
 def test_a_commit_whose_answer_was_lost_reads_the_blob_back(azurite):
-    proxy = LostAnswerProxy(azurite.port)
-    try:
+    with FaultProxy(azurite.port) as proxy:
+        # the first conditional write of each blob reaches Azurite, its
+        # answer is dropped and the connection closed
+        lost = proxy.arm(None, header="If-None-Match", per_path=True, times=None, reset=True)
         p = unit(azurite, "azure_remote_lost_commit_answers", "az://lake/lost",
-                 {"MCDC_TEST_AZURE_LOST_ANSWERS": "1"},
-                 AZURE_STORAGE_ENDPOINT="http://127.0.0.1:%d" % proxy.port)
-    finally:
-        proxy.stop()
+                 {"MCDC_TEST_AZURE_LOST_ANSWERS": "1"}, AZURE_STORAGE_ENDPOINT=proxy.url)
     assert p.returncode == 0 and "1 passed, 0 failed" in p.stdout, p.stdout + p.stderr
     # d/small, d/taken and d/large each lost the answer of their first
     # conditional write (the second writer of d/small came after)
-    assert proxy.dropped == 3
+    assert lost.fired == 3
     names = sorted(n.split("/", 2)[2] for n in azurite.names("lost/"))
     assert names == ["d/large", "d/small", "d/taken"], names
 
