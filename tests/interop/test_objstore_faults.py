@@ -172,3 +172,42 @@ def test_a_commit_that_landed_unanswered_is_not_made_twice(sim, workdir, lake, f
     more_changes(sim, 20, 1)
     run_ok(sim, workdir, lake)
     assert_whole(sim, lake)
+
+
+# Faults armed together on one run: (method, path, action, times).
+THROTTLED = [("PUT", r"/bronze/part-[^/]*\.parquet", {"status": 503}, 2),
+             ("PUT", r"/bronze/" + COMMIT, {"status": 500}, 1),
+             ("PUT", r"/facts/" + COMMIT, {"status": 503}, 1),
+             ("PUT", r"/facts/part-[^/]*\.parquet", {"reset_before": True}, 1),
+             ("PUT", r"/ckpt/commits/", {"status": 500}, 1),
+             ("PUT", r"/ckpt/offsets/", {"reset": True}, 1)]
+STALLED = [("PUT", r"/bronze/" + COMMIT, {"stall": 2.5}, 1),
+           ("PUT", r"/facts/part-[^/]*\.parquet", {"stall": 2.5}, 1)]
+
+
+@pytest.mark.parametrize("faults", [THROTTLED, STALLED], ids=["throttled", "stalled"])
+def test_retried_faults_leave_each_change_once(sim, workdir, lake, faults):
+    """503 SlowDown, 500 and resets on data files, commits and the
+    checkpoint, and stalls past a 1 s timeout: retried, the run ends well
+    and bronze holds each change once; a rerun goes on from there."""
+    source(sim, 3)
+    more_changes(sim, 10, 2)
+    armed = [lake.proxy.arm(m, rx, times=n, **a) for m, rx, a, n in faults]
+    run_ok(sim, workdir, lake, env={"MCDC_HTTP_TIMEOUT_MS": "1000"})
+    assert [f.fired for f in armed] == [n for _, _, _, n in faults]
+    assert_whole(sim, lake)
+    more_changes(sim, 20, 1)
+    run_ok(sim, workdir, lake)
+    assert_whole(sim, lake)
+
+
+def test_a_store_down_throughout_is_a_clear_error_and_a_rerun_completes(sim, workdir, lake):
+    source(sim, 3)
+    down = lake.proxy.arm("PUT", r"/bronze/" + COMMIT, times=None, status=503)
+    p = stream(sim, workdir, lake, env={"MCDC_HTTP_DEADLINE_MS": "1500"})
+    assert p.returncode == 6, p.stderr[-3000:]
+    assert "failed after" in p.stderr and "/bronze/_delta_log/" in p.stderr, p.stderr[-3000:]
+    assert down.fired >= 2
+    lake.proxy.clear()
+    run_ok(sim, workdir, lake)
+    assert_whole(sim, lake)
