@@ -63,6 +63,7 @@ class Fault:
         self.seen = set() if per_path else None  # (method, path) already hit
         self.action = action
         self.fired = 0
+        self.hits = []           # the paths hit, in order
 
     def matches(self, method, path, headers):
         return ((self.method is None or self.method == method) and
@@ -114,7 +115,7 @@ class FaultProxy:
     def arm(self, method=None, path_re=None, nth=1, times=1, header=None, per_path=False,
             **action):
         """Arms a fault (see the module's comment); returns it (its .fired
-        counts hits). header: only requests carrying it; per_path: each
+        counts hits, .hits lists their paths, as they arrive). header: only requests carrying it; per_path: each
         (method, path) is hit once at most; times=None: no limit."""
         assert len(action) == 1 and next(iter(action)) in (
             "status", "after", "reset", "reset_before", "stall"), action
@@ -152,6 +153,7 @@ class FaultProxy:
                     if f.seen is not None:
                         f.seen.add((method, path))
                     f.fired += 1
+                    f.hits.append(path)
                     return f.action
         return None
 

@@ -9,8 +9,12 @@ two commits of the Delta log carry one batch (txn app id and version), and
 a rerun completes."""
 import json
 import os
+import random
 import re
+import signal
+import string
 import subprocess
+import time
 
 import pytest
 from deltalake import DeltaTable
@@ -19,7 +23,7 @@ from conftest import CLI
 from faultproxy import FaultProxy
 from objstore import Azurite, Moto
 
-TABLE = ("CREATE TABLE dbo.t (id INT NOT NULL PRIMARY KEY, v INT NULL, note NVARCHAR(20) NULL);"
+TABLE = ("CREATE TABLE dbo.t (id INT NOT NULL PRIMARY KEY, v INT NULL, note NVARCHAR(MAX) NULL);"
          "EXEC sys.sp_cdc_enable_db;"
          "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N't', "
          "@role_name = NULL;")
@@ -107,7 +111,7 @@ def more_changes(sim, first, rows):
             CAPTURE, database="shop")
 
 
-def stream(sim, workdir, lake, *extra, env=None, timeout=120):
+def stream(sim, workdir, lake, *extra, env=None, timeout=120, spawn=False):
     e = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "AZURE_"))}
     e["HOME"] = workdir
     e.update(env or {})
@@ -115,6 +119,13 @@ def stream(sim, workdir, lake, *extra, env=None, timeout=120):
     for k, v in lake.cli_options.items():
         opts += ["--storage-option", f"{k}={v}"]
     r = lake.root
+    if spawn:
+        return subprocess.Popen(
+            [CLI, "stream", "--captureInstance", "dbo_t", "--connectionString",
+             sim.connection_string("shop"), "--target", f"{r}/bronze", "--app-id", "t-v1",
+             "--checkpoint", f"{r}/ckpt", "--facts-table", f"{r}/facts", "--trigger",
+             "availableNow", "--maxCommitsPerBatch", "1", *opts, *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=workdir, env=e)
     return subprocess.run(
         [CLI, "stream", "--captureInstance", "dbo_t", "--connectionString",
          sim.connection_string("shop"), "--target", f"{r}/bronze", "--app-id", "t-v1",
@@ -211,3 +222,74 @@ def test_a_store_down_throughout_is_a_clear_error_and_a_rerun_completes(sim, wor
     lake.proxy.clear()
     run_ok(sim, workdir, lake)
     assert_whole(sim, lake)
+
+
+def killed_when(proc, fault, timeout=60):
+    """SIGKILL proc once fault has hit a request (the request is then
+    held by the proxy: the process is waiting on it)."""
+    end = time.monotonic() + timeout
+    while fault.fired == 0 and proc.poll() is None and time.monotonic() < end:
+        time.sleep(0.05)
+    assert fault.fired == 1, proc.communicate(timeout=30)[1][-3000:] if proc.poll() is not None \
+        else "the fault never hit"
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+
+
+def rerun_is_whole(sim, workdir, lake):
+    """After a kill: a rerun completes, every table opens, each change once."""
+    lake.proxy.clear()
+    run_ok(sim, workdir, lake)
+    for name in ("bronze", "facts"):
+        lake.table(name).to_pyarrow_table()
+    assert_whole(sim, lake)
+
+
+def big_rows(sim, first, n, size):
+    """n rows of size random letters each: Parquet cannot shrink them much."""
+    rnd = random.Random(first)
+    values = ", ".join(
+        f"({i}, {i}, N'{''.join(rnd.choices(string.ascii_letters + string.digits, k=size))}')"
+        for i in range(first, first + n))
+    sim.run(f"INSERT INTO dbo.t VALUES {values};" + CAPTURE, database="shop")
+
+
+def test_killed_mid_upload_leaves_no_object_and_a_rerun_is_whole(sim, workdir, lake):
+    """kill -9 while a data file's multipart upload (S3) or block list
+    (Azure) is half sent: its object never appears; the rerun writes the
+    batch once."""
+    source(sim, 3)
+    if lake.root.startswith("s3://"):
+        big_rows(sim, 100, 7, 1024 * 1024)  # one ~7 MB data file: two parts of 5 MiB
+        env, part = {"MCDC_S3_PART_BYTES": str(5 * 1024 * 1024)}, r"partNumber=2"
+    else:
+        env, part = {"MCDC_AZURE_BLOCK_BYTES": "1024"}, r"comp=block&"
+    f = lake.proxy.arm("PUT", r"/bronze/part-[^/]*\.parquet\?.*" + part, stall=30)
+    proc = stream(sim, workdir, lake, env=env, spawn=True)
+    killed_when(proc, f)
+    key = re.sub(r"\?.*", "", f.hits[0]).split("/bronze/")[1]
+    names = [k for k, _ in lake.objects(lake.root.split("/", 3)[3] + "/bronze/")]
+    assert not any(n.endswith(key) for n in names), (key, names)
+    rerun_is_whole(sim, workdir, lake)
+
+
+def test_killed_during_a_commit_that_lands_after_a_rerun_is_whole(sim, workdir, lake):
+    """kill -9 while the bronze commit PUT is held; the proxy sends it on
+    after the process died (it lands): the rerun finds its batch committed
+    and does not write it again."""
+    source(sim, 3)
+    f = lake.proxy.arm("PUT", r"/bronze/_delta_log/0+1\.json$", stall=1.0)
+    killed_when(stream(sim, workdir, lake, spawn=True), f)
+    time.sleep(1.5)  # the held commit reaches the store
+    assert 1 in lake.log("bronze")
+    rerun_is_whole(sim, workdir, lake)
+
+
+def test_killed_between_a_bronze_commit_and_its_facts_row(sim, workdir, lake):
+    source(sim, 3)
+    more_changes(sim, 10, 1)
+    p = stream(sim, workdir, lake, env={"MCDC_CRASH_AT": "after_bronze:1"})
+    assert p.returncode == -signal.SIGKILL, p.stderr[-3000:]
+    assert len(lake.log("bronze")) == len(lake.log("facts")) + 1
+    rerun_is_whole(sim, workdir, lake)
