@@ -150,3 +150,18 @@ def test_deltalake_and_we_take_turns_on_one_table_without_overwriting(azurite, m
     assert writers[1].startswith("mssql-cdc") and writers[2].startswith("mssql-cdc"), writers
     keys = sorted(t.to_pyarrow_table().column("k").to_pylist())
     assert keys == [k for k in range(100)] + [1000, 1001, 2000]
+
+
+def test_two_processes_append_to_one_delta_table_on_azure(azurite):
+    """Two processes commit thirty appends to one table at once: each
+    version is won by one conditional Put Blob, the other rebases; every
+    batch is there once (checked in the test program) and the log holds
+    nothing but commits and the checkpoint."""
+    p = unit(azurite, "storage_azure_two_processes_append_to_one_table", "az://lake/two")
+    assert p.returncode == 0 and "1 passed, 0 failed" in p.stdout, p.stdout + p.stderr
+    assert "on azure: az://lake/two/race-" in p.stderr
+    log = [n for n in azurite.names("two/") if "/_delta_log/" in n]
+    assert len([n for n in log if n.endswith(".json")]) == 31  # the create and thirty appends
+    names = [n.rsplit("/", 1)[1] for n in log]
+    assert all(re.fullmatch(r"\d{20}\.(json|checkpoint\.parquet)|_last_checkpoint", n)
+               for n in names), names
