@@ -15,6 +15,7 @@ import signal
 import string
 import subprocess
 import time
+import uuid
 
 import pytest
 from deltalake import DeltaTable
@@ -82,7 +83,7 @@ def azure_objects(a):
 
 @pytest.fixture(params=["s3", "azure"])
 def lake(request, workdir, monkeypatch):
-    name = "t%d" % (abs(hash(request.node.name)) % 10**8)
+    name = "t" + uuid.uuid4().hex[:12]
     if request.param == "s3":
         m = request.getfixturevalue("moto")
         with FaultProxy(m.port) as proxy:
