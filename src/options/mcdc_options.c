@@ -126,9 +126,6 @@ typedef enum { S_TEXT, S_SECRET, S_BOOL } storage_kind;
     X(HTTPS_PROXY, S_SECRET) \
     X(HTTP_PROXY, S_SECRET) \
     X(NO_PROXY, S_TEXT) \
-    /* tuning: the S3 multipart part and the Azure block sizes, in bytes */ \
-    X(MCDC_S3_PART_BYTES, S_TEXT) \
-    X(MCDC_AZURE_BLOCK_BYTES, S_TEXT) \
     X(AZURE_STORAGE_ACCOUNT_NAME, S_TEXT) \
     X(AZURE_STORAGE_ACCOUNT_KEY, S_SECRET) \
     X(AZURE_STORAGE_SAS_TOKEN, S_SECRET) \
@@ -145,6 +142,12 @@ typedef enum { S_TEXT, S_SECRET, S_BOOL } storage_kind;
     X(AZURE_FEDERATED_TOKEN_FILE, S_TEXT) \
     X(AZURE_AUTHORITY_HOST, S_TEXT) \
     X(AZURE_MSI_ENDPOINT, S_TEXT) \
+    /* ours: sizes and time limits of the object stores (docs/object-stores.md) */ \
+    X(MCDC_S3_PART_BYTES, S_TEXT) \
+    X(MCDC_AZURE_BLOCK_BYTES, S_TEXT) \
+    X(MCDC_HTTP_CONNECT_TIMEOUT_MS, S_TEXT) \
+    X(MCDC_HTTP_TIMEOUT_MS, S_TEXT) \
+    X(MCDC_HTTP_DEADLINE_MS, S_TEXT) \
     /* where ~/.aws/credentials and ~/.aws/config are (the library reads    \
      * no environment, so the host passes it on) */                         \
     X(HOME, S_TEXT)

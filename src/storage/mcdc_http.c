@@ -640,3 +640,31 @@ int mcdc_storage_option_bool(const mcdc_storage_env *env, const char *name, bool
                               "storage option %s is \"%s\"; give true or false", name, v);
     return MCDC_OK;
 }
+
+/* One time option: a whole number of ms from 1 to max, else refused naming it. */
+static int option_ms(const mcdc_storage_env *env, const char *name, int64_t max, int64_t *out,
+                     mcdc_error *err) {
+    const char *v = mcdc_storage_option(env, name);
+    if (v == NULL) return MCDC_OK;
+    int64_t ms = 0;
+    if (mcdc_parse_i64(v, &ms) != MCDC_OK || ms < 1 || ms > max)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "storage option %s is \"%s\"; give a number of milliseconds "
+                              "from 1 to %lld",
+                              name, v, (long long)max);
+    *out = ms;
+    return MCDC_OK;
+}
+
+int mcdc_http_config_options(mcdc_http_config *cfg, const mcdc_storage_env *env,
+                             mcdc_error *err) {
+    int rc = option_ms(env, "MCDC_HTTP_CONNECT_TIMEOUT_MS", MCDC_HTTP_TIMEOUT_MS_MAX,
+                       &cfg->connect_timeout_ms, err);
+    if (rc == MCDC_OK)
+        rc = option_ms(env, "MCDC_HTTP_TIMEOUT_MS", MCDC_HTTP_TIMEOUT_MS_MAX,
+                       &cfg->stall_timeout_ms, err);
+    if (rc == MCDC_OK)
+        rc = option_ms(env, "MCDC_HTTP_DEADLINE_MS", MCDC_HTTP_TIMEOUT_MS_MAX, &cfg->deadline_ms,
+                       err);
+    return rc;
+}

@@ -191,4 +191,14 @@ int mcdc_storage_option_bool(const mcdc_storage_env *env, const char *name, bool
 void mcdc_http_config_proxy(mcdc_http_config *cfg, const mcdc_storage_env *env,
                             const char *base_url);
 
+/* The time limits of the pool from the storage options every store takes
+ * (each a whole number of ms, 1 to MCDC_HTTP_TIMEOUT_MS_MAX; not given:
+ * cfg keeps its value): MCDC_HTTP_CONNECT_TIMEOUT_MS (connect_timeout_ms),
+ * MCDC_HTTP_TIMEOUT_MS (stall_timeout_ms: no byte moving this long fails an
+ * attempt; whole seconds on the wire) and MCDC_HTTP_DEADLINE_MS
+ * (deadline_ms: one request, every attempt and wait). Anything else is
+ * MCDC_E_INVALID naming the option. */
+int mcdc_http_config_options(mcdc_http_config *cfg, const mcdc_storage_env *env,
+                             mcdc_error *err);
+
 #endif /* MCDC_HTTP_H */

@@ -712,11 +712,12 @@ int mcdc_storage_azure_open(mcdc_storage **out, const mcdc_storage_env *env,
     while (n > 0 && location[n - 1] == '/') n--;
     if (rc == MCDC_OK && (s->root = mcdc_strndup(location, n)) == NULL)
         rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    mcdc_http_config cfg = {0};
     if (rc == MCDC_OK) {
-        mcdc_http_config hc = {0};
-        mcdc_http_config_proxy(&hc, env, s->c.endpoint);
-        rc = mcdc_http_create(&s->http, &hc, err);
+        mcdc_http_config_proxy(&cfg, env, s->c.endpoint);
+        rc = mcdc_http_config_options(&cfg, env, err);
     }
+    if (rc == MCDC_OK) rc = mcdc_http_create(&s->http, &cfg, err);
     mcdc_storage *st = rc == MCDC_OK ? mcdc_calloc(1, sizeof *st) : NULL;
     if (rc == MCDC_OK && (st == NULL || (st->root = mcdc_strdup(s->root)) == NULL)) {
         mcdc_free(st);

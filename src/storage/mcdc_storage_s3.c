@@ -17,9 +17,10 @@
  * and never a visible object. Scratch commits are plain puts.
  *
  * A commit whose request may have reached S3 without its answer reaching
- * us (a reset, a timeout, a 5xx) is sent again; if the retry then finds the
- * key taken (412) or the upload gone (404 NoSuchUpload), the key is read
- * back: the same bytes (PutObject), or the same size and multipart ETag
+ * us (a reset, a timeout, a 5xx) is sent again. A put-if-absent that finds
+ * the key taken (412) or the upload gone (404 NoSuchUpload) reads the key
+ * back, whether or not we saw an earlier attempt fail (libcurl resends on
+ * a reused connection that died, unseen): the same bytes (PutObject), or the same size and multipart ETag
  * (CompleteMultipartUpload), mean the first attempt published it and the
  * commit succeeded; anything else is a lost race.
  *
@@ -572,7 +573,11 @@ static int conflict(s3_writer *w, mcdc_error *err) {
 }
 
 /* The answer to a commit: r after rc; same() reads the key back when an
- * earlier attempt may have published it. */
+ * earlier attempt may have published it. A put-if-absent answered 412 (or
+ * NoSuchUpload) is always read back, not only when the HTTP layer saw an
+ * ambiguous attempt: libcurl sends a request again by itself when a reused
+ * connection dies before the answer, so the first, silent attempt may be
+ * what now exists (resp->attempts 1, resp->ambiguous false). */
 static int judge_commit(s3_writer *w, bool if_absent, int rc, const mcdc_http_response *r,
                         bool (*same)(s3_writer *), mcdc_error *err) {
     if (rc == MCDC_OK && r->status == 200) return MCDC_OK;
@@ -581,7 +586,7 @@ static int judge_commit(s3_writer *w, bool if_absent, int rc, const mcdc_http_re
                                                                   ? r->error_body.data
                                                                   : (const uint8_t *)""),
                                                               "NoSuchUpload")));
-    if ((lost || rc == MCDC_E_TRANSIENT) && r->ambiguous) {
+    if ((lost && (if_absent || r->ambiguous)) || (rc == MCDC_E_TRANSIENT && r->ambiguous)) {
         if (same(w)) {
             mcdc_log(MCDC_LOG_INFO, "%s/%s: an earlier attempt of the commit published it",
                      w->s->root, w->key);
@@ -832,6 +837,8 @@ static int open_pool(s3 *s, const mcdc_storage_env *env, mcdc_error *err) {
     mcdc_http_config cfg = {0};
     cfg.ca_file = mcdc_storage_option(env, "AWS_CA_BUNDLE");
     mcdc_http_config_proxy(&cfg, env, s->base);
+    int rc = mcdc_http_config_options(&cfg, env, err);
+    if (rc) return rc;
     if (cfg.ca_file && access(cfg.ca_file, R_OK) != 0)
         return mcdc_error_set(err, MCDC_E_INVALID,
                               "AWS_CA_BUNDLE %s cannot be read: %s; name a PEM file of the "

@@ -182,6 +182,8 @@
 #define MCDC_HTTP_BACKOFF_BASE_MS_DEFAULT 100
 #define MCDC_HTTP_BACKOFF_MAX_MS_DEFAULT 10000
 #define MCDC_HTTP_RETRY_AFTER_MS_MAX 30000
+/* The largest MCDC_HTTP_*_MS storage option (one hour). */
+#define MCDC_HTTP_TIMEOUT_MS_MAX (60 * 60 * 1000)
 /* S3: a writer holds one part in memory; an object up to this size goes
  * as one PutObject, a larger one as a multipart upload of parts this size
  * (S3 wants at least 5 MiB a part but the last, and at most 10,000 parts:

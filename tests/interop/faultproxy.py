@@ -6,7 +6,8 @@ signature the client computed for the proxy's address still verifies at the
 server behind it. Every request is counted (method and path), which is how
 the tests and the benchmark count requests per commit. A test arms faults;
 each names the requests it hits (a method, a regular expression on the path
-and query, the nth match from now, how many times) and what happens to them:
+and query, a header the request carries, the nth match from now, how many
+times, or only the first time each path is seen) and what happens to them:
 
   status       answer with this status and body without asking the server
                (503 SlowDown, 500 InternalError...); nothing reaches it
@@ -22,6 +23,8 @@ Use:
     with FaultProxy(upstream_port) as proxy:
         endpoint = proxy.url
         proxy.arm("PUT", r"_delta_log/0+3\\.json", after=412)
+        # every conditional write loses its answer, once per path
+        proxy.arm(None, header="If-None-Match", per_path=True, times=None, reset=True)
         ...
         proxy.count("PUT", r"_delta_log/")
 """
@@ -51,17 +54,22 @@ HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te"
 
 
 class Fault:
-    def __init__(self, method, path_re, nth, times, **action):
+    def __init__(self, method, path_re, nth, times, header, per_path, **action):
         self.method = method.upper() if method else None
         self.path_re = re.compile(path_re) if path_re else None
+        self.header = header     # a header name the request must carry, or None
         self.skip = nth - 1      # matches to let through first
-        self.left = times        # matches to hit
+        self.left = times        # matches to hit (None: no end)
+        self.seen = set() if per_path else None  # (method, path) already hit
         self.action = action
         self.fired = 0
+        self.hits = []           # the paths hit, in order
 
-    def matches(self, method, path):
+    def matches(self, method, path, headers):
         return ((self.method is None or self.method == method) and
-                (self.path_re is None or self.path_re.search(path) is not None))
+                (self.path_re is None or self.path_re.search(path) is not None) and
+                (self.header is None or headers.get(self.header) is not None) and
+                (self.seen is None or (method, path) not in self.seen))
 
 
 class FaultProxy:
@@ -108,11 +116,14 @@ class FaultProxy:
         self.server.shutdown()
         self.server.server_close()
 
-    def arm(self, method=None, path_re=None, nth=1, times=1, **action):
-        """Arms a fault (see the module's comment); returns it (its .fired counts hits)."""
+    def arm(self, method=None, path_re=None, nth=1, times=1, header=None, per_path=False,
+            **action):
+        """Arms a fault (see the module's comment); returns it (its .fired
+        counts hits, .hits lists their paths, as they arrive). header: only requests carrying it; per_path: each
+        (method, path) is hit once at most; times=None: no limit."""
         assert len(action) == 1 and next(iter(action)) in (
             "status", "after", "reset", "reset_before", "stall"), action
-        f = Fault(method, path_re, nth, times, **action)
+        f = Fault(method, path_re, nth, times, header, per_path, **action)
         with self.lock:
             self.faults.append(f)
         return f
@@ -134,15 +145,19 @@ class FaultProxy:
             self.log.clear()
 
     # ---- the proxy ---------------------------------------------------------------
-    def _fault_for(self, method, path):
+    def _fault_for(self, method, path, headers):
         with self.lock:
             for f in self.faults:
-                if f.left > 0 and f.matches(method, path):
+                if (f.left is None or f.left > 0) and f.matches(method, path, headers):
                     if f.skip > 0:
                         f.skip -= 1
                         continue
-                    f.left -= 1
+                    if f.left is not None:
+                        f.left -= 1
+                    if f.seen is not None:
+                        f.seen.add((method, path))
                     f.fired += 1
+                    f.hits.append(path)
                     return f.action
         return None
 
@@ -154,7 +169,7 @@ class FaultProxy:
         method, path = h.command, h.path
         n = int(h.headers.get("Content-Length") or 0)
         body = h.rfile.read(n) if n else b""
-        action = self._fault_for(method, path) or {}
+        action = self._fault_for(method, path, h.headers) or {}
         if "status" in action:
             self._note(method, path, action["status"])
             return self._answer(h, action["status"], BODIES.get(action["status"], b""), {})

@@ -28,7 +28,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.parse
@@ -272,97 +271,6 @@ class Azurite:
     def __exit__(self, *exc):
         self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-class LostAnswerProxy:
-    """An HTTP proxy of the tests' own on loopback in front of a store: it
-    passes every request on, but the first time it sees a conditional
-    write (If-None-Match) to a target it drops the store's answer and
-    closes the client's connection, as a network would that fails after
-    the request went out. The write has happened; the client cannot know.
-    .dropped counts the answers dropped."""
-
-    def __init__(self, upstream_port):
-        self.upstream_port = upstream_port
-        self.seen = set()
-        self.dropped = 0
-        self.lock = threading.Lock()
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    def _accept(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
-
-    @staticmethod
-    def _read(conn, buf, head_only_body=False):
-        """One HTTP message from conn (buf: bytes already read): (message,
-        rest), or (None, b"") at the end."""
-        while b"\r\n\r\n" not in buf:
-            more = conn.recv(65536)
-            if not more:
-                return None, b""
-            buf += more
-        head, rest = buf.split(b"\r\n\r\n", 1)
-        lower = head.lower()
-        m = re.search(rb"\r\ncontent-length:\s*(\d+)", lower)
-        if head_only_body:
-            return head + b"\r\n\r\n", rest
-        if m:
-            n = int(m.group(1))
-            while len(rest) < n:
-                more = conn.recv(65536)
-                if not more:
-                    return None, b""
-                rest += more
-            return head + b"\r\n\r\n" + rest[:n], rest[n:]
-        if b"\r\ntransfer-encoding: chunked" in lower:
-            while not rest.endswith(b"0\r\n\r\n"):
-                more = conn.recv(65536)
-                if not more:
-                    return None, b""
-                rest += more
-            return head + b"\r\n\r\n" + rest, b""
-        return head + b"\r\n\r\n", rest
-
-    def _serve(self, c):
-        up = socket.create_connection(("127.0.0.1", self.upstream_port))
-        buf = b""
-        try:
-            while True:
-                req, buf = self._read(c, buf)
-                if req is None:
-                    return
-                head = req.split(b"\r\n", 1)[0].decode("latin1").split(" ")
-                up.sendall(req)
-                resp, _ = self._read(up, b"", head_only_body=head[0] == "HEAD")
-                if resp is None:
-                    return
-                conditional = b"\r\nif-none-match:" in req.split(b"\r\n\r\n", 1)[0].lower()
-                with self.lock:
-                    first = conditional and (head[0], head[1]) not in self.seen
-                    if first:
-                        self.seen.add((head[0], head[1]))
-                        self.dropped += 1
-                if first:
-                    return  # the write went through; its answer is lost
-                c.sendall(resp)
-        except OSError:
-            return
-        finally:
-            c.close()
-            up.close()
-
-    def stop(self):
-        self.sock.close()
 
 
 def unit_env(prefix, uri, options):

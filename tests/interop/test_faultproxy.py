@@ -56,10 +56,10 @@ def pair():
     up.close()
 
 
-def request(proxy, method, path, body=b"", timeout=10):
+def request(proxy, method, path, body=b"", timeout=10, headers=None):
     c = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=timeout)
     try:
-        c.request(method, path, body=body, headers={"Host": "bucket.example:9"})
+        c.request(method, path, body=body, headers={"Host": "bucket.example:9", **(headers or {})})
         r = c.getresponse()
         return r.status, r.getheader("ETag"), r.read()
     finally:
@@ -117,3 +117,16 @@ def test_nth_lets_earlier_matches_through_and_stall_outlasts_a_timeout(pair):
         request(proxy, "DELETE", "/b/slow", timeout=0.3)
     proxy.clear()
     assert request(proxy, "DELETE", "/b/quick")[0] == 200
+
+
+def test_a_header_and_the_first_time_per_path_choose_what_is_hit(pair):
+    up, proxy = pair
+    f = proxy.arm("PUT", None, header="If-None-Match", per_path=True, times=None, reset=True)
+    cond = {"If-None-Match": "*"}
+    assert request(proxy, "PUT", "/b/plain", b"p")[0] == 200  # no header: passed
+    for path in ("/b/5.json", "/b/6.json"):
+        with pytest.raises((http.client.HTTPException, ConnectionError)):
+            request(proxy, "PUT", path, b"c", headers=cond)
+        assert request(proxy, "PUT", path, b"c", headers=cond)[0] == 200  # its second time
+    assert f.fired == 2
+    assert [s[1] for s in up.seen] == ["/b/plain"] + ["/b/5.json"] * 2 + ["/b/6.json"] * 2

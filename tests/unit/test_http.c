@@ -211,3 +211,39 @@ TEST(http_helpers_encode_and_date) {
     CHECK_EQ_STR(mcdc_http_headers_get(&hs, "RANGE"), "bytes=2-3");
     mcdc_http_headers_free(&hs);
 }
+
+/* The options a test gives: "NAME=value" strings, NULL-terminated. */
+static const char *opt_of(void *octx, const char *name) {
+    for (const char *const *p = octx; *p; p++) {
+        size_t n = strlen(name);
+        if (strncmp(*p, name, n) == 0 && (*p)[n] == '=') return *p + n + 1;
+    }
+    return NULL;
+}
+
+TEST(http_time_limits_come_from_storage_options) {
+    static const char *const given[] = {"MCDC_HTTP_TIMEOUT_MS=1500",
+                                        "MCDC_HTTP_CONNECT_TIMEOUT_MS=200",
+                                        "MCDC_HTTP_DEADLINE_MS=4000", NULL};
+    mcdc_storage_env env = {.option = opt_of, .octx = (void *)given};
+    mcdc_http_config cfg = {.stall_timeout_ms = 7};
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_http_config_options(&cfg, &env, &e), MCDC_OK);
+    CHECK(cfg.stall_timeout_ms == 1500 && cfg.connect_timeout_ms == 200 &&
+          cfg.deadline_ms == 4000);
+    /* none given: the config keeps its values */
+    static const char *const none[] = {NULL};
+    env.octx = (void *)none;
+    CHECK_EQ_INT(mcdc_http_config_options(&cfg, &env, &e), MCDC_OK);
+    CHECK(cfg.stall_timeout_ms == 1500);
+    static const char *const bad[][2] = {{"MCDC_HTTP_TIMEOUT_MS=0", NULL},
+                                         {"MCDC_HTTP_DEADLINE_MS=2s", NULL},
+                                         {"MCDC_HTTP_CONNECT_TIMEOUT_MS=3600001", NULL}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        env.octx = (void *)bad[i];
+        mcdc_error_clear(&e);
+        CHECK_EQ_INT(mcdc_http_config_options(&cfg, &env, &e), MCDC_E_INVALID);
+        size_t n = strcspn(bad[i][0], "=");
+        CHECK(strncmp(strstr(e.message, "storage option ") + 15, bad[i][0], n) == 0);
+    }
+}

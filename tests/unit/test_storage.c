@@ -826,26 +826,28 @@ TEST(storage_s3_delta_table_round_trip) {
     mcdc_delta_table_free(t);
 }
 
-/* Two processes append to one Delta table on S3 at once: every commit is
- * one conditional PUT, the loser of each version rebases, and the table
- * ends with every batch of both exactly once. */
-TEST(storage_s3_two_processes_append_to_one_table) {
-    const char *uri = getenv("MCDC_TEST_S3_URI");
+/* Two processes append to one Delta table on a remote store at once (the
+ * store of <prefix>_URI and <prefix>_OPT_*): every commit is one
+ * conditional PUT, the loser of each version rebases, and the table ends
+ * with every batch of both exactly once. */
+static void two_processes_append(const char *prefix, const char *store) {
+    char var[64];
+    snprintf(var, sizeof var, "%s_URI", prefix);
+    const char *uri = getenv(var);
     if (uri == NULL) {
-        fprintf(stderr, "  MCDC_TEST_S3_URI not set: no S3 to test on\n");
+        fprintf(stderr, "  %s not set: no %s to test on\n", var, store);
         CHECK(1);
         return;
     }
     char loc[1024], uuid[37];
     mcdc_uuid4(uuid);
     snprintf(loc, sizeof loc, "%s/race-%s/orders", uri, uuid);
-    static over_env o;
-    mcdc_storage_env env = {.option = over_option, .octx = &o};
+    mcdc_storage_env env = {.option = remote_option, .octx = (void *)prefix};
     mcdc_delta_table *t = NULL;
     mcdc_error e = MCDC_ERROR_INIT;
     CHECK_EQ_INT(mcdc_delta_table_open_env(&t, &env, loc, NULL, &e), MCDC_OK);
     mcdc_delta_table_free(td_create_on(t));
-    fprintf(stderr, "  on s3: %s\n", loc);
+    fprintf(stderr, "  on %s: %s\n", store, loc);
     enum { N = 15 };
     pid_t pids[2];
     for (int k = 0; k < 2; k++) {
@@ -884,4 +886,10 @@ TEST(storage_s3_two_processes_append_to_one_table) {
     CHECK_EQ_INT(s ? mcdc_delta_snapshot_txn_version(s, "proc-1") : -1, N);
     mcdc_delta_snapshot_free(s);
     mcdc_delta_table_free(t);
+}
+
+TEST(storage_s3_two_processes_append_to_one_table) { two_processes_append("MCDC_TEST_S3", "s3"); }
+
+TEST(storage_azure_two_processes_append_to_one_table) {
+    two_processes_append("MCDC_TEST_AZURE", "azure");
 }

@@ -328,8 +328,8 @@ TEST(azure_remote_delta_table_for_readers) {
     mcdc_table_close(t);
 }
 
-/* Behind tests/interop/objstore.py's LostAnswerProxy (MCDC_TEST_AZURE_LOST_ANSWERS
- * set): the first answer to each conditional write is lost after the write
+/* Behind tests/interop/faultproxy.py (MCDC_TEST_AZURE_LOST_ANSWERS set),
+ * armed to reset after forwarding: the first answer to each conditional write is lost after the write
  * landed. A commit then reads the blob back: ours (same size and MD5) is
  * success, another's is a lost race. */
 TEST(azure_remote_lost_commit_answers_are_read_back) {
