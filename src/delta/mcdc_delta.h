@@ -254,6 +254,10 @@ int mcdc_delta_append(mcdc_delta_commit_result *out, mcdc_delta_table *t,
  * protocol or feature we cannot read. */
 int mcdc_delta_snapshot_load(mcdc_delta_snapshot **out, mcdc_delta_table *t, int64_t version,
                              mcdc_error *err);
+/* The latest version with one listing of the log; *out NULL (MCDC_OK) when
+ * the log has no commit and no checkpoint. */
+int mcdc_delta_snapshot_load_latest(mcdc_delta_snapshot **out, mcdc_delta_table *t,
+                                    mcdc_error *err);
 void mcdc_delta_snapshot_free(mcdc_delta_snapshot *s);
 int64_t mcdc_delta_snapshot_version(const mcdc_delta_snapshot *s);
 void mcdc_delta_snapshot_protocol(const mcdc_delta_snapshot *s, int32_t *min_reader,

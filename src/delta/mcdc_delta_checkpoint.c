@@ -387,8 +387,9 @@ int mcdc_delta__checkpoint_parse(mcdc_delta_actions *out, const void *data, size
     return rc;
 }
 
-/* The same for a Parquet part in the storage, read by ranges (a checkpoint
- * is never held whole). missing: the message when the key is not there. */
+/* The same for a Parquet part in the storage, read by ranges (a part or
+ * sidecar whose size is unknown, or a checkpoint too large to hold whole).
+ * missing: the message when the key is not there. */
 static int read_parquet_key(mcdc_delta_actions *out, mcdc_storage *st, const char *key,
                             const char *label, const char *missing, mcdc_error *err) {
     mcdc_parquet_reader *r = NULL;
@@ -486,18 +487,27 @@ int mcdc_delta__read_checkpoint(mcdc_delta_actions *out, mcdc_storage *st,
         char label[1024];
         snprintf(label, sizeof label, "%s/%s (checkpoint of version %lld)", st->root, key,
                  (long long)cp->version);
-        if (!cp->is_json) {
+        /* A small single file comes in one GET: one round trip on an object
+         * store instead of one per column chunk; the same decoder reads it. */
+        bool whole = cp->is_json || (cp->n_parts == 1 && cp->bytes > 0 &&
+                                     cp->bytes <= (int64_t)MCDC_DELTA_CHECKPOINT_WHOLE_READ_MAX);
+        if (!whole) {
             rc = read_parquet_key(out, st, key, label, "vanished while reading", err);
             continue;
         }
+        size_t max = cp->is_json ? MCDC_DELTA_COMMIT_BYTES_MAX
+                                 : MCDC_DELTA_CHECKPOINT_WHOLE_READ_MAX;
         mcdc_buf b = {0};
-        b.limit = MCDC_DELTA_COMMIT_BYTES_MAX + 1u;
-        rc = mcdc_storage_get(st, key, MCDC_DELTA_COMMIT_BYTES_MAX, &b, err);
+        b.limit = max + 1u;
+        rc = mcdc_storage_get(st, key, max, &b, err);
         if (rc == MCDC_E_NOTFOUND)
             rc = mcdc_error_set(err, MCDC_E_CORRUPT, "%s vanished while reading", label);
-        if (rc == MCDC_OK)
+        if (rc == MCDC_OK && cp->is_json)
             rc = mcdc_delta_actions_parse(out, b.data ? (const char *)b.data : "", b.len, label,
                                           err);
+        else if (rc == MCDC_OK)
+            rc = mcdc_delta__checkpoint_parse(out, b.data ? b.data : (const void *)"", b.len,
+                                              label, err);
         mcdc_buf_free(&b);
     }
     /* V2: file actions may live in sidecar files under _delta_log/_sidecars. */

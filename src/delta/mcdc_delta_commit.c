@@ -138,8 +138,10 @@ int mcdc_delta_table_latest_version(int64_t *out_version, mcdc_delta_table *t,
 /* Brings the cached latest snapshot up to date (loading it the first time).
  * A cached version whose commit file is gone means the log was rewound
  * under us (a restored backup): the cache is dropped and the log replayed
- * again, so that a commit never leaves a gap after the rewound end. */
-static int refresh_cache(mcdc_delta_table *t, mcdc_error *err) {
+ * again, so that a commit never leaves a gap after the rewound end.
+ * absent_ok: an empty log leaves the cache NULL with MCDC_OK (else
+ * MCDC_E_NOTFOUND). */
+static int refresh_cache(mcdc_delta_table *t, bool absent_ok, mcdc_error *err) {
     int rc = MCDC_OK;
     if (t->latest) {
         char key[64];
@@ -153,7 +155,8 @@ static int refresh_cache(mcdc_delta_table *t, mcdc_error *err) {
         }
         if (rc) return rc;
     }
-    if (t->latest == NULL) rc = mcdc_delta_snapshot_load(&t->latest, t, -1, err);
+    if (t->latest == NULL && absent_ok) rc = mcdc_delta_snapshot_load_latest(&t->latest, t, err);
+    else if (t->latest == NULL) rc = mcdc_delta_snapshot_load(&t->latest, t, -1, err);
     else rc = mcdc_delta__snapshot_refresh(t->latest, t->storage, err);
     if (rc && t->latest) {
         mcdc_delta_snapshot_free(t->latest); /* maybe half applied: drop it */
@@ -162,20 +165,15 @@ static int refresh_cache(mcdc_delta_table *t, mcdc_error *err) {
     return rc;
 }
 
+/* No listing of its own: the first load lists the log once, and a cached
+ * snapshot is checked by its own commit's size and brought forward by
+ * reading the next commits (refresh_cache). On an object store every
+ * request is a round trip, and this runs before each commit. */
 int mcdc_delta_table_latest(const mcdc_delta_snapshot **out, mcdc_delta_table *t,
                             mcdc_error *err) {
     *out = NULL;
-    int64_t v;
-    int rc = mcdc_delta_table_latest_version(&v, t, err);
-    if (rc || v < 0) {
-        if (rc == MCDC_OK && t->latest) { /* the whole log is gone */
-            mcdc_delta_snapshot_free(t->latest);
-            t->latest = NULL;
-        }
-        return rc;
-    }
-    rc = refresh_cache(t, err);
-    if (rc == MCDC_OK) *out = t->latest;
+    int rc = refresh_cache(t, true, err);
+    if (rc == MCDC_OK) *out = t->latest; /* NULL: no commit in _delta_log */
     return rc;
 }
 
@@ -544,7 +542,7 @@ static json_t *protocol_for(const json_t *from, bool ntz, bool cm, bool dv) {
 /* The table exists: it is fine when its schema holds ours. */
 static int check_existing(mcdc_delta_commit_result *out, mcdc_delta_table *t,
                           const mcdc_schema *want, mcdc_error *err) {
-    int rc = refresh_cache(t, err);
+    int rc = refresh_cache(t, false, err);
     if (rc) return rc;
     mcdc_schema *have;
     rc = mcdc_delta_snapshot_schema(&have, NULL, t->latest, err);
@@ -692,7 +690,7 @@ int mcdc_delta_create(mcdc_delta_commit_result *out, mcdc_delta_table *t,
         } else if (rc == MCDC_OK) {
             out->version = 0;
             mcdc_error re = MCDC_ERROR_INIT; /* version 0 stands (see append) */
-            if (refresh_cache(t, &re) == MCDC_OK)
+            if (refresh_cache(t, false, &re) == MCDC_OK)
                 MCDC_ASSERT(mcdc_delta_snapshot_version(t->latest) >= 0);
             else
                 mcdc_log(MCDC_LOG_WARN, "table %s version 0 is created; reading it back "
@@ -991,7 +989,7 @@ int mcdc_delta_append(mcdc_delta_commit_result *out, mcdc_delta_table *t,
                               "append: txn needs a non-empty app_id and a version >= 0");
     if ((o->n_adds && o->adds == NULL) || (o->n_removes && o->removes == NULL))
         return mcdc_error_set(err, MCDC_E_INVALID, "append: action count without actions");
-    int rc = refresh_cache(t, err);
+    int rc = refresh_cache(t, false, err);
     if (rc) return rc;
     char where[600];
     snprintf(where, sizeof where, "table %s version %lld", t->storage->root,
@@ -1051,7 +1049,7 @@ int mcdc_delta_append(mcdc_delta_commit_result *out, mcdc_delta_table *t,
              * re-read it (out of memory, I/O) must not report it as not made,
              * or the caller would delete the data files it references. */
             mcdc_error re = MCDC_ERROR_INIT;
-            if (refresh_cache(t, &re) == MCDC_OK) {
+            if (refresh_cache(t, false, &re) == MCDC_OK) {
                 MCDC_ASSERT(mcdc_delta_snapshot_version(t->latest) >= v);
                 MCDC_ASSERT(o->app_id == NULL ||
                             mcdc_delta_snapshot_txn_version(t->latest, o->app_id) >=

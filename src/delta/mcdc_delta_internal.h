@@ -47,6 +47,7 @@ typedef struct delta_checkpoint_ref {
     int32_t n_parts;  /* 1, or the part count of a multi-part checkpoint */
     char uuid[64];    /* V2 UUID-named checkpoint, "" for classic */
     bool is_json;     /* V2 JSON checkpoint */
+    int64_t bytes;    /* the listed size of a single-file checkpoint; -1 unknown */
 } delta_checkpoint_ref;
 
 /* Reads a checkpoint into the action lists a commit would give (MCDC_E_CORRUPT

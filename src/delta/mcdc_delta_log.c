@@ -806,7 +806,7 @@ static int list_log(log_listing *out, mcdc_storage *st, int64_t target, mcdc_err
             v < out->cp.version)
             continue;
         rest += 11;
-        delta_checkpoint_ref ref = {v, 1, "", false};
+        delta_checkpoint_ref ref = {v, 1, "", false, l.entries[i].size};
         int32_t o, p;
         size_t n = strlen(rest);
         if (strcmp(rest, "parquet") == 0) {
@@ -821,6 +821,7 @@ static int list_log(log_listing *out, mcdc_storage *st, int64_t target, mcdc_err
             mp_seen = o;
             if (mp_seen != mp_total) continue;
             ref.n_parts = p;
+            ref.bytes = -1;
         } else if (n > 8 && n < sizeof ref.uuid + 8 &&
                    (strcmp(rest + n - 8, ".parquet") == 0 || strcmp(rest + n - 5, ".json") == 0)) {
             ref.is_json = strcmp(rest + n - 5, ".json") == 0;
@@ -930,8 +931,10 @@ static bool commits_from_zero(const log_listing *ll, int64_t target) {
            ll->commits[target] == target;
 }
 
-int mcdc_delta_snapshot_load(mcdc_delta_snapshot **out, mcdc_delta_table *t, int64_t version,
-                             mcdc_error *err) {
+/* absent_ok: an empty log is *out NULL and MCDC_OK (a listing's own
+ * NOTFOUND, a missing bucket, stays an error). */
+static int snapshot_load(mcdc_delta_snapshot **out, mcdc_delta_table *t, int64_t version,
+                         bool absent_ok, mcdc_error *err) {
     *out = NULL;
     mcdc_storage *st = t->storage;
     log_listing ll;
@@ -940,10 +943,11 @@ int mcdc_delta_snapshot_load(mcdc_delta_snapshot **out, mcdc_delta_table *t, int
     mcdc_delta_snapshot *s = NULL;
     int64_t latest = -1, target = -1;
     if (ll.n_commits == 0 && ll.cp.version < 0) {
-        rc = mcdc_error_set(err, MCDC_E_NOTFOUND,
-                            "no Delta table at %s (no commit in %s/_delta_log)", st->root,
-                            st->root);
-        goto done;
+        mcdc_free(ll.commits);
+        if (absent_ok) return MCDC_OK;
+        return mcdc_error_set(err, MCDC_E_NOTFOUND,
+                              "no Delta table at %s (no commit in %s/_delta_log)", st->root,
+                              st->root);
     }
     latest = ll.n_commits ? ll.commits[ll.n_commits - 1] : ll.cp.version;
     if (ll.cp.version > latest) latest = ll.cp.version;
@@ -997,6 +1001,16 @@ done:
     MCDC_ASSERT(s->version == target);
     *out = s;
     return MCDC_OK;
+}
+
+int mcdc_delta_snapshot_load(mcdc_delta_snapshot **out, mcdc_delta_table *t, int64_t version,
+                             mcdc_error *err) {
+    return snapshot_load(out, t, version, false, err);
+}
+
+int mcdc_delta_snapshot_load_latest(mcdc_delta_snapshot **out, mcdc_delta_table *t,
+                                    mcdc_error *err) {
+    return snapshot_load(out, t, -1, true, err);
 }
 
 int mcdc_delta__snapshot_refresh(mcdc_delta_snapshot *s, mcdc_storage *st, mcdc_error *err) {

@@ -87,13 +87,11 @@ int mcdc_table_version(mcdc_table *t, int64_t *version, mcdc_error *err) {
     return mcdc_delta_table_latest_version(version, t->dt, err);
 }
 
-/* The latest snapshot, or NULL (MCDC_OK) when the table does not exist. */
+/* The latest snapshot, or NULL (MCDC_OK) when the table does not exist.
+ * The load lists the log itself: no listing of our own before it (on an
+ * object store each listing is a round trip, and this runs per batch). */
 static int load_latest(mcdc_delta_snapshot **out, mcdc_table *t, mcdc_error *err) {
-    *out = NULL;
-    int64_t v;
-    int rc = mcdc_delta_table_latest_version(&v, t->dt, err);
-    if (rc || v < 0) return rc;
-    return mcdc_delta_snapshot_load(out, t->dt, v, err);
+    return mcdc_delta_snapshot_load_latest(out, t->dt, err);
 }
 
 int mcdc_table_txn_version(mcdc_table *t, const char *app_id, int64_t *version, mcdc_error *err) {
@@ -417,8 +415,8 @@ static int64_t max_column_id(const mcdc_delta_snapshot *s, const mcdc_schema *th
 static int plan_layout(lake_layout *l, mcdc_table *t, const mcdc_schema *ours,
                        const mcdc_table_props *props, mcdc_error *err) {
     memset(l, 0, sizeof *l);
-    mcdc_delta_snapshot *s;
-    int rc = load_latest(&s, t, err);
+    const mcdc_delta_snapshot *s; /* the handle's, brought up to date: no fresh replay */
+    int rc = mcdc_delta_table_latest(&s, t->dt, err);
     if (rc) return rc;
     mcdc_schema *theirs = NULL;
     mcdc_delta_field_meta *meta = NULL;
@@ -430,7 +428,6 @@ static int plan_layout(lake_layout *l, mcdc_table *t, const mcdc_schema *ours,
     rc = layout_codec(&l->codec, t, s, props, err);
     if (rc == MCDC_OK && s) rc = mcdc_delta_snapshot_schema(&theirs, &meta, s, err);
     if (rc == MCDC_OK && s && l->mapped) max = max_column_id(s, theirs, meta);
-    mcdc_delta_snapshot_free(s);
     int32_t n = ours->n_fields;
     /* Refused before any data is written: an unmapped table (or one about
      * to be created with mode "none") cannot take such a name. */
@@ -692,8 +689,8 @@ static int ensure_table(mcdc_table *t, mcdc_schema *ours, const mcdc_table_props
                         const char ***evolved_phys, mcdc_error *err) {
     *evolved = NULL;
     *evolved_phys = NULL;
-    mcdc_delta_snapshot *s;
-    int rc = load_latest(&s, t, err);
+    const mcdc_delta_snapshot *s; /* the handle's, brought up to date: no fresh replay */
+    int rc = mcdc_delta_table_latest(&s, t->dt, err);
     if (rc) return rc;
     if (s == NULL) {
         if (l->exists) return layout_moved(t, "the table was dropped", err);
@@ -735,7 +732,7 @@ static int ensure_table(mcdc_table *t, mcdc_schema *ours, const mcdc_table_props
         mcdc_free(comments);
         if (rc || !skipped) return rc;
         /* A concurrent creator won: hold our files against its table. */
-        rc = load_latest(&s, t, err);
+        rc = mcdc_delta_table_latest(&s, t->dt, err);
         if (rc) return rc;
         if (s == NULL) return layout_moved(t, "the table was dropped", err);
     }
@@ -745,26 +742,19 @@ static int ensure_table(mcdc_table *t, mcdc_schema *ours, const mcdc_table_props
         rc = snapshot_kind(s, &have, &prop, err);
         if (rc == MCDC_OK && have != props->kind)
             rc = kind_mismatch(t, props->kind, "table", have, prop, err);
-        if (rc) {
-            mcdc_delta_snapshot_free(s);
-            return rc;
-        }
+        if (rc) return rc;
     }
     mcdc_schema *theirs = NULL;
     mcdc_delta_field_meta *meta = NULL;
     bool mapped = mcdc_delta_snapshot_column_mapping(s);
     rc = mcdc_delta_snapshot_schema(&theirs, &meta, s, err);
-    if (rc) {
-        mcdc_delta_snapshot_free(s);
-        return rc;
-    }
+    if (rc) return rc;
     if (mapped != l->mapped)
         rc = layout_moved(t,
                           mapped ? "the table is (now) column-mapped"
                                  : "the table is (now) without column mapping",
                           err);
     int64_t next_id = mapped && rc == MCDC_OK ? max_column_id(s, theirs, meta) : 0;
-    mcdc_delta_snapshot_free(s);
     int32_t extra = 0;
     for (int32_t i = 0; rc == MCDC_OK && i < ours->n_fields; i++) {
         int32_t j = mcdc_schema_find(theirs, ours->fields[i].name);

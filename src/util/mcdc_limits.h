@@ -150,6 +150,11 @@
 /* Delta: one commit file. Checkpoints carry the bulk; a commit of ours holds
  * a few actions. Foreign commits with many adds fit in 256 MiB. */
 #define MCDC_DELTA_COMMIT_BYTES_MAX (256u * 1024u * 1024u)
+/* A single-file Parquet checkpoint at most this large (its size known from
+ * the listing) is read with one GET and decoded in memory, instead of one
+ * ranged GET per column chunk: on an object store each request costs a round
+ * trip, and a checkpoint of ours is a few KiB to a few MiB. */
+#define MCDC_DELTA_CHECKPOINT_WHOLE_READ_MAX (8u * 1024u * 1024u)
 /* Concurrent writers: retries of a lost put-if-absent race. */
 #define MCDC_DELTA_COMMIT_RETRIES_MAX 50
 
