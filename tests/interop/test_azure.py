@@ -7,8 +7,7 @@ tests/unit/test_storage_azure.c, and a Delta table we wrote read by
 deltalake. What they leave in the container is checked with requests of the
 fixture's own.
 
-The CLI does not take storage options yet (--storage-option comes with the
-plumbing of issue 23), so the commands themselves are not run on az:// here.
+The commands themselves run on az:// in test_objstore_faults.py.
 """
 import os
 import re

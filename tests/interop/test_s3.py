@@ -4,8 +4,7 @@ build/unit-tests run on s3:// (the suite opens the store from
 MCDC_TEST_S3_URI and MCDC_TEST_S3_OPT_* options); what they leave in the
 bucket is checked here with boto3, an independent client.
 
-The CLI does not take storage options yet (--storage-option comes with the
-plumbing of issue 23), so the commands themselves are not run on s3:// here.
+The commands themselves run on s3:// in test_objstore_e2e.py and test_objstore_faults.py.
 """
 import re
 import subprocess
