@@ -667,26 +667,17 @@ int mcdc_aws_creds_create(mcdc_aws_creds **out, char **region_out, const mcdc_st
     return rc;
 }
 
+static int renew_cb(void *c, mcdc_error *err) { return renew(c, err); }
+
 int mcdc_aws_creds_sign(mcdc_aws_creds *c, mcdc_http_headers *hdrs, mcdc_http_method method,
                         const char *url, const char *payload_hash, const char *region,
                         mcdc_error *err) {
     pthread_mutex_lock(&c->mu);
     int64_t now = mcdc_now_utc_us() / 1000;
-    int rc = MCDC_OK;
-    /* renewed ahead of expiry: a request signed now may take a while */
-    if (c->expires_ms && now >= c->expires_ms - MCDC_AWS_CREDS_RENEW_AHEAD_MS) {
-        mcdc_error e = MCDC_ERROR_INIT;
-        rc = renew(c, &e);
-        if (rc && now < c->expires_ms) {
-            mcdc_log(MCDC_LOG_WARN, "renewing the AWS credentials from %s failed (%s); the "
-                     "current ones are good for %lld s more",
-                     c->source, e.message, (long long)((c->expires_ms - now) / 1000));
-            rc = MCDC_OK;
-        } else if (rc) {
-            rc = mcdc_error_set(err, rc, "the AWS credentials from %s expired and could not be "
-                                "renewed: %s", c->source, e.message);
-        }
-    }
+    char what[600];
+    snprintf(what, sizeof what, "the AWS credentials from %s", c->source);
+    int rc = mcdc_creds_renew_if_due(now, c->expires_ms, MCDC_AWS_CREDS_RENEW_AHEAD_MS,
+                                     renew_cb, c, what, err);
     mcdc_sigv4_key k = {c->key_id, c->secret, c->token};
     if (rc == MCDC_OK)
         rc = mcdc_sigv4_sign(hdrs, method, url, payload_hash, &k, region, "s3", now, err);

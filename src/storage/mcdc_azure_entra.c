@@ -311,25 +311,16 @@ int mcdc_az_entra_create(mcdc_az_entra **out, const mcdc_az_config *c,
     return MCDC_OK;
 }
 
+static int renew_cb(void *t, mcdc_error *err) { return renew(t, err); }
+
 int mcdc_az_entra_authorize(mcdc_az_entra *t, mcdc_http_headers *hdrs, mcdc_error *err) {
     pthread_mutex_lock(&t->mu);
     int64_t now = mcdc_now_utc_us() / 1000;
-    int rc = MCDC_OK;
-    /* renewed ahead of expiry: a request authorized now may take a while */
-    if (t->expires_ms && now >= t->expires_ms - MCDC_AZ_TOKEN_RENEW_AHEAD_MS) {
-        mcdc_error e = MCDC_ERROR_INIT;
-        rc = renew(t, &e);
-        if (rc && now < t->expires_ms) {
-            mcdc_log(MCDC_LOG_WARN, "renewing the Entra ID token (%s, %s) failed (%s); the "
-                     "current one is good for %lld s more",
-                     mcdc_az_cred_name(t->kind), t->source, e.message,
-                     (long long)((t->expires_ms - now) / 1000));
-            rc = MCDC_OK;
-        } else if (rc) {
-            rc = mcdc_error_set(err, rc, "the Entra ID token (%s, %s) expired and could not be "
-                                "renewed: %s", mcdc_az_cred_name(t->kind), t->source, e.message);
-        }
-    }
+    char what[300];
+    snprintf(what, sizeof what, "the Entra ID token (%s, %s)", mcdc_az_cred_name(t->kind),
+             t->source);
+    int rc = mcdc_creds_renew_if_due(now, t->expires_ms, MCDC_AZ_TOKEN_RENEW_AHEAD_MS, renew_cb,
+                                     t, what, err);
     char *auth = rc == MCDC_OK ? mcdc_asprintf("Bearer %s", t->token) : NULL;
     pthread_mutex_unlock(&t->mu);
     if (rc == MCDC_OK)

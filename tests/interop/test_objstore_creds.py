@@ -22,14 +22,10 @@ import pytest
 from deltalake import DeltaTable
 
 from conftest import CLI
+from test_objstore_e2e import CAPTURE, TABLE
 
 objstore = pytest.importorskip("objstore")
 
-TABLE = ("CREATE TABLE dbo.t (id INT NOT NULL PRIMARY KEY, v INT NULL, note NVARCHAR(20) NULL);"
-         "EXEC sys.sp_cdc_enable_db;"
-         "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N't', "
-         "@role_name = NULL;")
-CAPTURE = "EXEC sim.run_capture @ignore_latency = 1;"
 ROLE = "arn:aws:iam::123456789012:role/lake-role"
 ALLOW = lambda *actions: json.dumps({  # noqa: E731
     "Version": "2012-10-17",
