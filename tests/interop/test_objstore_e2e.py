@@ -286,8 +286,9 @@ def engine_rows(dt):
 
 
 def test_every_flow_on_the_store_equals_local_disk(sim, workdir, store):
-    """Chunked snapshot and its backfill, the stream, apply copy-on-write and
-    merge-on-read (deletion vectors), and reconcile, with every table and the
+    """Chunked snapshot and its backfill, a whole snapshot (`snapshot`), the
+    stream, apply copy-on-write and merge-on-read (deletion vectors), and
+    reconcile, with every table and the
     checkpoint on the store, then each table read by delta-rs from the store
     equal to the same commands' tables on local disk; the source's rows in
     both silvers; the checkpoint in the store, nothing of the lake on local
@@ -336,9 +337,13 @@ def test_every_flow_on_the_store_equals_local_disk(sim, workdir, store):
 
     local = os.path.join(workdir, "local")
     roots = (store.root, local)
+    snaps = []
     for root in roots:
         stream(root)  # opens the chunked snapshot, streams from it
         backfill(root)
+        # and a whole snapshot of its own into another bronze
+        snaps.append(json.loads(cli("snapshot", *src, "--target", f"{root}/snapshot").stdout))
+    assert snaps[0]["lsn"] == snaps[1]["lsn"], snaps
     sim.run("UPDATE dbo.t SET v = 11 WHERE id = 1; DELETE FROM dbo.t WHERE id = 2;"
             "INSERT INTO dbo.t VALUES (41, 410, N'd');" + CAPTURE, database="shop")
     results = {}
@@ -354,7 +359,7 @@ def test_every_flow_on_the_store_equals_local_disk(sim, workdir, store):
         assert a["applied_lsn"] == b["applied_lsn"] and a["rebuilt"] == b["rebuilt"], (a, b)
     want = sorted(tuple(r) for r in sim.run("SELECT id, v, note FROM dbo.t", database="shop"))
     assert len(want) == 40
-    for name in ("bronze", "facts", "control", "silver", "silver_dv", "report"):
+    for name in ("bronze", "snapshot", "facts", "control", "silver", "silver_dv", "report"):
         remote = DeltaTable(f"{store.root}/{name}", storage_options=store.reader)
         here = DeltaTable(f"{local}/{name}")
         assert remote.version() == here.version(), name
@@ -365,7 +370,7 @@ def test_every_flow_on_the_store_equals_local_disk(sim, workdir, store):
             # every column, _start_lsn and _commit_ts too
             assert (sorted(rt.to_pylist(), key=lambda d: d["id"]) ==
                     sorted(ht.to_pylist(), key=lambda d: d["id"])), name
-        if name == "bronze":
+        if name in ("bronze", "snapshot"):
             cols = ["id", "v", "note", "_operation", "_start_lsn"]
 
             def proj(t):
