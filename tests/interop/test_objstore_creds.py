@@ -6,7 +6,9 @@ credentials endpoint of the test's own whose first keys have already
 expired (renewed before the first request: the expired session token is
 never sent); on Azure, Entra ID's client secret, workload identity and
 managed identity against token and blob endpoints of the test's own on
-loopback (Azurite takes bearer tokens only over https). Every output, every
+loopback, and the client secret's tokens on Azurite (--oauth basic, over
+https behind a relay of the test's own), which checks each request's bearer
+token while stream and apply write every table. Every output, every
 file the runs left and every object of the lake is scanned for every
 secret: 0 hits."""
 import datetime
@@ -62,7 +64,7 @@ class Endpoint:
     body) for each request, which it keeps in .seen (method, path, headers,
     body)."""
 
-    def __init__(self, answer):
+    def __init__(self, answer, latin1=False):
         self.seen = []
         outer = self
 
@@ -72,7 +74,7 @@ class Endpoint:
 
             def _any(self):
                 n = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(n).decode() if n else ""
+                body = self.rfile.read(n).decode("latin-1" if latin1 else "utf-8") if n else ""
                 outer.seen.append((self.command, self.path, dict(self.headers), body))
                 status, headers, out = answer(self, body)
                 self.send_response(status)
@@ -307,3 +309,138 @@ def test_azure_entra_id_through_the_cli(workdir, kind):
     assert blob_ep.seen and all(h.get("Authorization") == "Bearer " + tokens[0] and
                                 h.get("x-ms-version") for _, _, h, _ in blob_ep.seen)
     scan([secret, tokens[0], "federated-assertion-3d4e"], [out], workdir, {fed})
+
+
+# ---- Entra ID against Azurite: bearer tokens checked by the emulator --------------------
+
+class AzuriteOAuth(objstore.Azurite):
+    """Azurite with --oauth basic, which takes bearer tokens only over https
+    (a self-signed certificate here), behind a plain-http relay of the
+    test's own: the backend and the fixture's Shared Key requests reach
+    Azurite through it, so .port and .endpoint are the relay's. Azurite
+    checks a token's audience, issuer and times, not its signature."""
+
+    def start(self):
+        import http.client
+        import ssl
+        self.dir = __import__("tempfile").mkdtemp(prefix="azurite-oauth-")
+        cert, key = os.path.join(self.dir, "cert.pem"), os.path.join(self.dir, "key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                        "-subj", "/CN=127.0.0.1", "-keyout", key, "-out", cert],
+                       check=True, capture_output=True)
+        self.log_path = os.path.join(self.dir, "azurite.log")
+        self.log = open(self.log_path, "w")
+        tls_port = objstore.free_port()
+        self.proc = subprocess.Popen(
+            [self.BIN, "--blobHost", "127.0.0.1", "--blobPort", str(tls_port), "--location",
+             self.dir, "--skipApiVersionCheck", "--disableTelemetry", "--cert", cert, "--key",
+             key, "--oauth", "basic"], stdout=self.log, stderr=subprocess.STDOUT)
+        ctx = ssl.create_default_context()
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+
+        def relay(handler, body):
+            c = http.client.HTTPSConnection("127.0.0.1", tls_port, context=ctx, timeout=30)
+            headers = {k: v for k, v in handler.headers.items()
+                       if k.lower() not in ("connection", "keep-alive")}
+            c.request(handler.command, handler.path, body=body.encode("latin-1") or None,
+                      headers=headers)
+            r = c.getresponse()
+            out = r.read()
+            keep = {k: v for k, v in r.getheaders()
+                    if k.lower() not in ("transfer-encoding", "connection", "content-length")}
+            c.close()
+            return r.status, keep, out
+
+        for _ in range(100):  # until Azurite answers through TLS
+            try:
+                http.client.HTTPSConnection("127.0.0.1", tls_port, context=ctx,
+                                            timeout=1).request("GET", "/")
+                break
+            except OSError:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(open(self.log_path).read()[-2000:])
+                __import__("time").sleep(0.2)
+        self.relay = Endpoint(relay, latin1=True)
+        self.port = int(self.relay.url.rsplit(":", 1)[1])
+        self.create_container(self.container)
+        return self
+
+    def stop(self):
+        if getattr(self, "relay", None):
+            self.relay.close()
+            self.relay = None
+        super().stop()
+        __import__("shutil").rmtree(self.dir, ignore_errors=True)
+
+
+def jwt(**claims):
+    import base64
+
+    def b64(d):
+        return base64.urlsafe_b64encode(json.dumps(d).encode()).rstrip(b"=").decode()
+    return b64({"alg": "RS256", "typ": "JWT"}) + "." + b64(claims) + ".c2lnbmF0dXJl"
+
+
+def test_entra_client_secret_on_azurite_every_table_and_the_checkpoint(sim, workdir):
+    """stream and apply with every table and the checkpoint on az:// with a
+    client secret only: Azurite takes each request's bearer token; a token
+    for another audience is refused (exit 5, what to check said)."""
+    import time
+    sim.run("CREATE DATABASE shop;")
+    sim.run(TABLE + "INSERT INTO dbo.t VALUES (1, 10, N'a'), (2, 20, N'b');" + CAPTURE,
+            database="shop")
+    src = ["--captureInstance", "dbo_t", "--connectionString", sim.connection_string("shop")]
+    audience = ["https://storage.azure.com"]
+    issued = []
+
+    def token(handler, body):
+        now = int(time.time())
+        t = jwt(aud=audience[0], iss="https://sts.windows.net/tenant1/", nbf=now - 60,
+                exp=now + 3600, iat=now - 60, appid="cid", tid="tenant1")
+        issued.append(t)
+        return 200, {"Content-Type": "application/json"}, json.dumps(
+            {"token_type": "Bearer", "expires_in": 3600, "access_token": t}).encode()
+
+    secret = "entra-azurite-secret-6a7b"
+    tok_ep = Endpoint(token)
+    outs = []
+    a = AzuriteOAuth(container="lake")
+    try:
+        a.start()
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "AZURE_"))}
+        env.update({"AZURE_STORAGE_ACCOUNT_NAME": a.ACCOUNT, "AZURE_STORAGE_ENDPOINT": a.endpoint,
+                    "AZURE_ALLOW_HTTP": "true", "AZURE_CLIENT_ID": "cid",
+                    "AZURE_TENANT_ID": "tenant1", "AZURE_AUTHORITY_HOST": tok_ep.url,
+                    "AZURE_CLIENT_SECRET": secret})
+        r = "az://lake/oauth"
+
+        def cli(*args, ok=0):
+            p = subprocess.run([CLI, *args], capture_output=True, text=True, env=env,
+                               cwd=workdir, timeout=180)
+            outs.append(p.stdout + p.stderr)
+            assert p.returncode == ok, (args[0], p.stderr[-3000:])
+            return p
+
+        cli("stream", *src, "--target", f"{r}/bronze", "--app-id", "t-v1", "--checkpoint",
+            f"{r}/ckpt", "--facts-table", f"{r}/facts", "--control-table", f"{r}/control",
+            "--trigger", "availableNow")
+        cli("apply", *src, "--bronze", f"{r}/bronze", "--target", f"{r}/silver",
+            "--control-table", f"{r}/control", "--facts-table", f"{r}/facts")
+        p = cli("table-rows", f"{r}/silver")
+        assert sorted((x["id"], x["v"]) for x in map(json.loads, p.stdout.splitlines())) == \
+            [(1, 10), (2, 20)]
+        # a token per table or checkpoint a command opens (each storage has
+        # its own), not per request
+        assert 3 <= len(issued) <= 24, len(issued)
+        names = a.names("oauth/")
+        assert any(n.startswith("oauth/ckpt/") for n in names), names
+        assert any(n.startswith("oauth/silver/_delta_log/") for n in names), names
+        # a token for another audience: Azurite refuses it, and we say what to check
+        audience[0] = "https://vault.azure.net"
+        p = cli("table-rows", f"{r}/silver", ok=5)
+        assert "refused the client secret" in p.stderr and "AZURE_CLIENT_SECRET" in p.stderr, \
+            p.stderr
+    finally:
+        a.stop()
+        tok_ep.close()
+    scan([secret] + issued, outs, workdir, set())
