@@ -297,6 +297,9 @@ int mcdc_az_entra_create(mcdc_az_entra **out, const mcdc_az_config *c,
         /* the proxy and CA of the storage; time limits of a token request:
          * an identity endpoint that is not there fails fast */
         mcdc_http_config tc = *cfg;
+        /* an identity endpoint is the host's own (link-local or loopback):
+         * never through the storage's proxy */
+        if (t->kind == MCDC_AZ_CRED_MANAGED) tc.proxy_url = NULL;
         tc.connect_timeout_ms = t->kind == MCDC_AZ_CRED_MANAGED ? 2000 : 5000;
         tc.deadline_ms = t->kind == MCDC_AZ_CRED_MANAGED ? 10000 : 30000;
         tc.attempts_max = 3;
