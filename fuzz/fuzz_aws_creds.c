@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "mcdc_aws_creds.h"
+#include "fuzz_quiet.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -20,12 +21,6 @@ static void check_message(const mcdc_error *e, const char *input) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static int quiet;
-    if (!quiet) {
-        static const mcdc_log_sink sink = {NULL, NULL, MCDC_LOG_ERROR};
-        mcdc_log_use(&sink);
-        quiet = 1;
-    }
     if (size < 1 || size > 64 * 1024) return 0;
     char *s = malloc(size);
     if (!s) return 0;

@@ -8,16 +8,11 @@
 #include <string.h>
 
 #include "mcdc_azure_entra.h"
+#include "fuzz_quiet.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static int quiet;
-    if (!quiet) {
-        static const mcdc_log_sink sink = {NULL, NULL, MCDC_LOG_ERROR};
-        mcdc_log_use(&sink);
-        quiet = 1;
-    }
     if (size > 64 * 1024) return 0;
     const char *body = (const char *)data;
     mcdc_error e = MCDC_ERROR_INIT;
