@@ -263,6 +263,8 @@ def azure_store(workdir, monkeypatch, sas):
     # delta-rs finds Azurite on another port than 10000 by this variable
     monkeypatch.setenv("AZURITE_BLOB_STORAGE_URL", "http://127.0.0.1:%d" % a.port)
     s.reader = {"AZURE_STORAGE_USE_EMULATOR": "true"}
+    if sas:  # delta-rs reads with the same token
+        s.reader["AZURE_STORAGE_SAS_TOKEN"] = s.flag_opts["AZURE_STORAGE_SAS_TOKEN"]
     s.keys = a.names
     return s
 
