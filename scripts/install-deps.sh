@@ -38,12 +38,18 @@ if [ ! -f "$STAMP" ] || ! cmp -s "$REQ" "$STAMP"; then
   .venv/bin/pip install -q -r "$REQ"
   # delta-spark's jars come from Maven Central on a SparkSession's first
   # start (ivy cache ~/.ivy2*): fetch them now, not in the middle of a test.
-  echo "install-deps: fetching delta-spark's jars"
+  # hadoop-aws (s3a, at the version of pyspark's hadoop client) with them:
+  # tests/interop/test_objstore_spark.py reads our tables on S3 through it.
+  echo "install-deps: fetching delta-spark's and hadoop-aws' jars"
   .venv/bin/python - >/dev/null 2>.venv/spark-warmup.log <<'PY' ||
+import glob, os, re
+import pyspark
 from delta import configure_spark_with_delta_pip
 from pyspark.sql import SparkSession
+api = glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "hadoop-client-api-*.jar"))
+extra = ["org.apache.hadoop:hadoop-aws:" + re.search(r"api-(.+)\.jar$", api[0]).group(1)] if api else []
 b = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
-configure_spark_with_delta_pip(b).getOrCreate().stop()
+configure_spark_with_delta_pip(b, extra_packages=extra).getOrCreate().stop()
 PY
     echo "install-deps: warning: Spark with delta-spark did not start (see .venv/spark-warmup.log)"
   cp "$REQ" "$STAMP"

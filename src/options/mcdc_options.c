@@ -142,6 +142,14 @@ typedef enum { S_TEXT, S_SECRET, S_BOOL } storage_kind;
     X(AZURE_FEDERATED_TOKEN_FILE, S_TEXT) \
     X(AZURE_AUTHORITY_HOST, S_TEXT) \
     X(AZURE_MSI_ENDPOINT, S_TEXT) \
+    X(AZURE_MSI_RESOURCE_ID, S_TEXT) \
+    X(AZURE_OBJECT_ID, S_TEXT) \
+    /* what Azure's hosts set for their managed identity (App Service,   \
+     * Functions; MSI_ENDPOINT on older ones); the header is a secret */  \
+    X(IDENTITY_ENDPOINT, S_TEXT) \
+    X(IDENTITY_HEADER, S_SECRET) \
+    X(MSI_ENDPOINT, S_TEXT) \
+    X(MCDC_AZURE_MANAGED_IDENTITY, S_BOOL) \
     /* ours: sizes and time limits of the object stores (docs/object-stores.md) */ \
     X(MCDC_S3_PART_BYTES, S_TEXT) \
     X(MCDC_AZURE_BLOCK_BYTES, S_TEXT) \

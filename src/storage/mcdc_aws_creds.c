@@ -109,13 +109,7 @@ static int read_file(mcdc_buf *out, const char *path, mcdc_error *err) {
     return rc;
 }
 
-typedef struct profile {
-    char *key_id, *secret, *token, *region; /* owned, NULL when absent */
-    const char *unsupported;                /* a setting we cannot follow, or NULL */
-    bool found;
-} profile;
-
-static void profile_free(profile *p) {
+void mcdc_aws_profile_free(mcdc_aws_profile *p) {
     mcdc_free(p->key_id);
     wipe_free(p->secret);
     wipe_free(p->token);
@@ -128,9 +122,8 @@ static void trim(const char **s, const char **e) {
     while (*e > *s && ((*e)[-1] == ' ' || (*e)[-1] == '\t' || (*e)[-1] == '\r')) (*e)--;
 }
 
-/* Takes the settings of section `section` (as written between the
- * brackets) of an INI text into p; settings already set are kept. */
-static int read_section(profile *p, const char *text, const char *section, mcdc_error *err) {
+int mcdc_aws_profile_read(mcdc_aws_profile *p, const char *text, const char *section,
+                          mcdc_error *err) {
     static const char *const foreign[] = {"role_arn", "sso_start_url", "sso_session",
                                           "credential_process", "web_identity_token_file"};
     bool in = false;
@@ -171,13 +164,13 @@ static int read_section(profile *p, const char *text, const char *section, mcdc_
 
 /* Reads the profile from the credentials file ([name]) and the config file
  * ([profile name], or [default]). */
-static int read_profile(profile *p, const char *name, const char *cred_path, const char *conf_path,
+static int read_profile(mcdc_aws_profile *p, const char *name, const char *cred_path, const char *conf_path,
                         mcdc_error *err) {
     mcdc_buf text = {0};
     int rc = MCDC_OK;
     if (cred_path) {
         rc = read_file(&text, cred_path, err);
-        if (rc == MCDC_OK) rc = read_section(p, (const char *)text.data, name, err);
+        if (rc == MCDC_OK) rc = mcdc_aws_profile_read(p, (const char *)text.data, name, err);
         if (rc == MCDC_E_NOTFOUND) rc = MCDC_OK;
         mcdc_buf_free(&text);
     }
@@ -186,7 +179,7 @@ static int read_profile(profile *p, const char *name, const char *cred_path, con
                                                      : mcdc_asprintf("profile %s", name);
         rc = section ? read_file(&text, conf_path, err)
                      : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-        if (rc == MCDC_OK) rc = read_section(p, (const char *)text.data, section, err);
+        if (rc == MCDC_OK) rc = mcdc_aws_profile_read(p, (const char *)text.data, section, err);
         if (rc == MCDC_E_NOTFOUND) rc = MCDC_OK;
         mcdc_free(section);
         mcdc_buf_free(&text);
@@ -196,12 +189,7 @@ static int read_profile(profile *p, const char *name, const char *cred_path, con
 
 /* ---- keys that expire: web identity, container and instance metadata --------------------- */
 
-typedef struct fetched {
-    char *key_id, *secret, *token; /* owned */
-    int64_t expires_ms;
-} fetched;
-
-static void fetched_free(fetched *f) {
+void mcdc_aws_temp_keys_free(mcdc_aws_temp_keys *f) {
     mcdc_free(f->key_id);
     wipe_free(f->secret);
     wipe_free(f->token);
@@ -218,7 +206,7 @@ static int parse_expiration(const char *s, int64_t *ms, const char *what, mcdc_e
     return MCDC_OK;
 }
 
-static int fetched_check(const fetched *f, const char *what, mcdc_error *err) {
+static int keys_check(const mcdc_aws_temp_keys *f, const char *what, mcdc_error *err) {
     if (f->key_id == NULL || f->key_id[0] == 0 || f->secret == NULL || f->secret[0] == 0)
         return mcdc_error_set(err, MCDC_E_PROTOCOL, "%s gave credentials without a key", what);
     return MCDC_OK;
@@ -248,9 +236,30 @@ static int creds_call(mcdc_aws_creds *c, mcdc_http_method m, const char *url,
     return rc;
 }
 
+int mcdc_aws_sts_parse(mcdc_aws_temp_keys *f, const char *body, size_t n, const char *what,
+                       mcdc_error *err) {
+    mcdc_buf v = {0};
+    char **slots[3] = {&f->key_id, &f->secret, &f->token};
+    static const char *const tags[3] = {"AccessKeyId", "SecretAccessKey", "SessionToken"};
+    int rc = MCDC_OK;
+    for (int i = 0; rc == MCDC_OK && i < 3; i++) {
+        mcdc_buf_reset(&v);
+        if (mcdc_xml_text(&v, body, n, tags[i], NULL) == MCDC_OK &&
+            (*slots[i] = mcdc_strndup((const char *)v.data, v.len)) == NULL)
+            rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
+    char exp[64];
+    mcdc_xml_text_fixed(exp, sizeof exp, body, n, "Expiration");
+    if (rc == MCDC_OK) rc = keys_check(f, what, err);
+    if (rc == MCDC_OK) rc = parse_expiration(exp, &f->expires_ms, what, err);
+    if (v.data) memset(v.data, 0, v.len);
+    mcdc_buf_free(&v);
+    return rc;
+}
+
 /* STS AssumeRoleWithWebIdentity with the token file's token (read anew
  * each time: the platform rotates it). */
-static int fetch_web_identity(mcdc_aws_creds *c, fetched *f, mcdc_error *err) {
+static int fetch_web_identity(mcdc_aws_creds *c, mcdc_aws_temp_keys *f, mcdc_error *err) {
     mcdc_buf tok = {0}, body = {0}, ans = {0};
     mcdc_http_headers h = {0};
     int rc = read_file(&tok, c->token_file, err);
@@ -283,26 +292,7 @@ static int fetch_web_identity(mcdc_aws_creds *c, fetched *f, mcdc_error *err) {
     if (rc == MCDC_OK)
         rc = creds_call(c, MCDC_HTTP_POST, c->sts_url, &h, (const char *)body.data, &ans, what,
                         err);
-    if (rc == MCDC_OK) {
-        const char *d = (const char *)ans.data;
-        mcdc_buf v = {0};
-        char *slots[3] = {NULL, NULL, NULL};
-        static const char *const tags[3] = {"AccessKeyId", "SecretAccessKey", "SessionToken"};
-        for (int i = 0; rc == MCDC_OK && i < 3; i++) {
-            mcdc_buf_reset(&v);
-            if (mcdc_xml_text(&v, d, ans.len, tags[i], NULL) == MCDC_OK)
-                slots[i] = mcdc_strndup((const char *)v.data, v.len);
-        }
-        f->key_id = slots[0];
-        f->secret = slots[1];
-        f->token = slots[2];
-        char exp[64];
-        mcdc_xml_text_fixed(exp, sizeof exp, d, ans.len, "Expiration");
-        rc = fetched_check(f, what, err);
-        if (rc == MCDC_OK) rc = parse_expiration(exp, &f->expires_ms, what, err);
-        if (v.data) memset(v.data, 0, v.len);
-        mcdc_buf_free(&v);
-    }
+    if (rc == MCDC_OK) rc = mcdc_aws_sts_parse(f, (const char *)ans.data, ans.len, what, err);
     if (tok.data) memset(tok.data, 0, tok.len);
     if (body.data) memset(body.data, 0, body.len);
     if (ans.data) memset(ans.data, 0, ans.len);
@@ -313,11 +303,10 @@ static int fetch_web_identity(mcdc_aws_creds *c, fetched *f, mcdc_error *err) {
     return rc;
 }
 
-/* The JSON the container endpoint and IMDS answer: AccessKeyId,
- * SecretAccessKey, Token, Expiration. */
-static int take_json(fetched *f, const mcdc_buf *ans, const char *what, mcdc_error *err) {
+int mcdc_aws_creds_json_parse(mcdc_aws_temp_keys *f, const char *body, size_t n,
+                              const char *what, mcdc_error *err) {
     json_error_t je;
-    json_t *j = json_loadb((const char *)ans->data, ans->len, 0, &je);
+    json_t *j = json_loadb(body, n, 0, &je);
     if (j == NULL || !json_is_object(j)) {
         json_decref(j);
         return mcdc_error_set(err, MCDC_E_PROTOCOL, "%s answered with something other than "
@@ -330,20 +319,20 @@ static int take_json(fetched *f, const mcdc_buf *ans, const char *what, mcdc_err
     f->key_id = id ? mcdc_strdup(id) : NULL;
     f->secret = sec ? mcdc_strdup(sec) : NULL;
     f->token = tok ? mcdc_strdup(tok) : NULL;
-    int rc = fetched_check(f, what, err);
+    int rc = keys_check(f, what, err);
     if (rc == MCDC_OK) rc = parse_expiration(exp, &f->expires_ms, what, err);
     json_decref(j);
     return rc;
 }
 
-static int fetch_container(mcdc_aws_creds *c, fetched *f, mcdc_error *err) {
+static int fetch_container(mcdc_aws_creds *c, mcdc_aws_temp_keys *f, mcdc_error *err) {
     mcdc_http_headers h = {0};
     mcdc_buf ans = {0};
     int rc = c->md_auth ? mcdc_http_headers_set(&h, "Authorization", c->md_auth, err) : MCDC_OK;
     char what[512];
     snprintf(what, sizeof what, "the container credentials endpoint %s", c->md_url);
     if (rc == MCDC_OK) rc = creds_call(c, MCDC_HTTP_GET, c->md_url, &h, NULL, &ans, what, err);
-    if (rc == MCDC_OK) rc = take_json(f, &ans, what, err);
+    if (rc == MCDC_OK) rc = mcdc_aws_creds_json_parse(f, (const char *)ans.data, ans.len, what, err);
     if (ans.data) memset(ans.data, 0, ans.len);
     mcdc_buf_free(&ans);
     mcdc_http_headers_free(&h);
@@ -351,7 +340,7 @@ static int fetch_container(mcdc_aws_creds *c, fetched *f, mcdc_error *err) {
 }
 
 /* IMDSv2: a session token (PUT), the instance profile's role, its keys. */
-static int fetch_imds(mcdc_aws_creds *c, fetched *f, mcdc_error *err) {
+static int fetch_imds(mcdc_aws_creds *c, mcdc_aws_temp_keys *f, mcdc_error *err) {
     mcdc_http_headers h = {0};
     mcdc_buf tok = {0}, role = {0}, ans = {0};
     char what[512], *url = mcdc_asprintf("%s/latest/api/token", c->md_url);
@@ -382,7 +371,7 @@ static int fetch_imds(mcdc_aws_creds *c, fetched *f, mcdc_error *err) {
                                            &ans, what, err);
         mcdc_buf_free(&u);
     }
-    if (rc == MCDC_OK) rc = take_json(f, &ans, what, err);
+    if (rc == MCDC_OK) rc = mcdc_aws_creds_json_parse(f, (const char *)ans.data, ans.len, what, err);
     if (ans.data) memset(ans.data, 0, ans.len);
     if (tok.data) memset(tok.data, 0, tok.len);
     mcdc_buf_free(&tok);
@@ -396,7 +385,7 @@ static int fetch_imds(mcdc_aws_creds *c, fetched *f, mcdc_error *err) {
 /* Fetches a fresh key and puts it in place (the lock held, or c not yet
  * shared). */
 static int renew(mcdc_aws_creds *c, mcdc_error *err) {
-    fetched f = {0};
+    mcdc_aws_temp_keys f = {0};
     int rc = c->kind == CREDS_WEB_IDENTITY ? fetch_web_identity(c, &f, err)
              : c->kind == CREDS_CONTAINER  ? fetch_container(c, &f, err)
                                            : fetch_imds(c, &f, err);
@@ -410,7 +399,7 @@ static int renew(mcdc_aws_creds *c, mcdc_error *err) {
         c->expires_ms = f.expires_ms;
         memset(&f, 0, sizeof f);
     }
-    fetched_free(&f);
+    mcdc_aws_temp_keys_free(&f);
     return rc;
 }
 
@@ -612,7 +601,7 @@ int mcdc_aws_creds_create(mcdc_aws_creds **out, char **region_out, const mcdc_st
     const char *fp = mcdc_storage_option(env, "AWS_CONFIG_FILE");
     cred_path = cp ? mcdc_strdup(cp) : home ? mcdc_asprintf("%s/.aws/credentials", home) : NULL;
     conf_path = fp ? mcdc_strdup(fp) : home ? mcdc_asprintf("%s/.aws/config", home) : NULL;
-    profile p = {0};
+    mcdc_aws_profile p = {0};
     const char *name = named ? named : "default";
     rc = read_profile(&p, name, cred_path, conf_path, err);
     if (rc == MCDC_OK && named && !p.found)
@@ -672,32 +661,23 @@ int mcdc_aws_creds_create(mcdc_aws_creds **out, char **region_out, const mcdc_st
         mcdc_free(*region_out);
         *region_out = NULL;
     }
-    profile_free(&p);
+    mcdc_aws_profile_free(&p);
     mcdc_free(cred_path);
     mcdc_free(conf_path);
     return rc;
 }
+
+static int renew_cb(void *c, mcdc_error *err) { return renew(c, err); }
 
 int mcdc_aws_creds_sign(mcdc_aws_creds *c, mcdc_http_headers *hdrs, mcdc_http_method method,
                         const char *url, const char *payload_hash, const char *region,
                         mcdc_error *err) {
     pthread_mutex_lock(&c->mu);
     int64_t now = mcdc_now_utc_us() / 1000;
-    int rc = MCDC_OK;
-    /* renewed ahead of expiry: a request signed now may take a while */
-    if (c->expires_ms && now >= c->expires_ms - MCDC_AWS_CREDS_RENEW_AHEAD_MS) {
-        mcdc_error e = MCDC_ERROR_INIT;
-        rc = renew(c, &e);
-        if (rc && now < c->expires_ms) {
-            mcdc_log(MCDC_LOG_WARN, "renewing the AWS credentials from %s failed (%s); the "
-                     "current ones are good for %lld s more",
-                     c->source, e.message, (long long)((c->expires_ms - now) / 1000));
-            rc = MCDC_OK;
-        } else if (rc) {
-            rc = mcdc_error_set(err, rc, "the AWS credentials from %s expired and could not be "
-                                "renewed: %s", c->source, e.message);
-        }
-    }
+    char what[600];
+    snprintf(what, sizeof what, "the AWS credentials from %s", c->source);
+    int rc = mcdc_creds_renew_if_due(now, c->expires_ms, MCDC_AWS_CREDS_RENEW_AHEAD_MS,
+                                     renew_cb, c, what, err);
     mcdc_sigv4_key k = {c->key_id, c->secret, c->token};
     if (rc == MCDC_OK)
         rc = mcdc_sigv4_sign(hdrs, method, url, payload_hash, &k, region, "s3", now, err);

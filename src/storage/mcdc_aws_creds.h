@@ -55,4 +55,38 @@ void mcdc_aws_creds_key_id(mcdc_aws_creds *c, char *out, size_t room);
  * /home/u/.aws/credentials"); borrowed, for messages. */
 const char *mcdc_aws_creds_source(const mcdc_aws_creds *c);
 
+/* ---- the parsers (exposed for the unit tests and the fuzzers) ----------------------------- */
+
+/* One profile's settings from a shared credentials or config file. */
+typedef struct mcdc_aws_profile {
+    char *key_id, *secret, *token, *region; /* owned, NULL when absent */
+    const char *unsupported;                /* static: a setting we cannot follow, or NULL */
+    bool found;                             /* the section was there */
+} mcdc_aws_profile;
+
+/* Takes the settings of section `section` (as written between the
+ * brackets: "dev", "profile dev") of an INI text into p; settings already
+ * set are kept (the credentials file is read before the config file). */
+int mcdc_aws_profile_read(mcdc_aws_profile *p, const char *text, const char *section,
+                          mcdc_error *err);
+void mcdc_aws_profile_free(mcdc_aws_profile *p);
+
+/* Keys that expire, as a credentials service gives them. */
+typedef struct mcdc_aws_temp_keys {
+    char *key_id, *secret, *token; /* owned */
+    int64_t expires_ms;
+} mcdc_aws_temp_keys;
+
+/* The JSON of the container endpoint and of instance metadata
+ * (AccessKeyId, SecretAccessKey, Token, Expiration) into f (zeroed by the
+ * caller; free it either way). MCDC_E_PROTOCOL naming what, never quoting
+ * the answer. */
+int mcdc_aws_creds_json_parse(mcdc_aws_temp_keys *f, const char *body, size_t n,
+                              const char *what, mcdc_error *err);
+/* STS's AssumeRoleWithWebIdentity answer (XML: AccessKeyId,
+ * SecretAccessKey, SessionToken, Expiration), the same way. */
+int mcdc_aws_sts_parse(mcdc_aws_temp_keys *f, const char *body, size_t n, const char *what,
+                       mcdc_error *err);
+void mcdc_aws_temp_keys_free(mcdc_aws_temp_keys *f);
+
 #endif /* MCDC_AWS_CREDS_H */

@@ -22,7 +22,21 @@ static const char k_emulator_key[] =
 #define AZ_BLOCK_BYTES_MIN 1024u
 
 const char *mcdc_az_cred_name(mcdc_az_cred cred) {
-    return cred == MCDC_AZ_CRED_SAS ? "SAS token" : "shared key";
+    switch (cred) {
+    case MCDC_AZ_CRED_SAS: return "SAS token";
+    case MCDC_AZ_CRED_TOKEN: return "bearer token";
+    case MCDC_AZ_CRED_CLIENT_SECRET: return "client secret";
+    case MCDC_AZ_CRED_WORKLOAD: return "workload identity";
+    case MCDC_AZ_CRED_MANAGED: return "managed identity";
+    default: return "shared key";
+    }
+}
+
+/* Frees s after overwriting it (a secret). */
+static void wipe_free(char *s) {
+    if (s == NULL) return;
+    gnutls_memset(s, 0, strlen(s));
+    mcdc_free(s);
 }
 
 /* ---- base64, percent-encoding --------------------------------------------------------- */
@@ -479,31 +493,206 @@ static int pick_account(mcdc_az_config *c, const char *location, const az_uri *u
     return c->account ? MCDC_OK : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
 }
 
-/* Entra ID credentials (a bearer token, a service principal, workload or
- * managed identity) are options users set for delta-rs that this backend
- * cannot use yet: refused, never passed over for another credential. */
-static const char *const k_entra_options[] = {
-    "AZURE_STORAGE_TOKEN", "AZURE_CLIENT_ID",      "AZURE_CLIENT_SECRET", "AZURE_TENANT_ID",
-    "AZURE_FEDERATED_TOKEN_FILE", "AZURE_AUTHORITY_HOST", "AZURE_MSI_ENDPOINT",
-};
+/* AZURE_ALLOW_HTTP, or AZURE_STORAGE_ALLOW_HTTP (the same, under the name
+ * of the other AZURE_STORAGE_* options: both are accepted). */
+static int allow_http_option(const mcdc_storage_env *env, bool *out, mcdc_error *err) {
+    bool a = false, b = false;
+    int rc = mcdc_storage_option_bool(env, MCDC_AZ_OPT_ALLOW_HTTP, &a, err);
+    if (rc == MCDC_OK) rc = mcdc_storage_option_bool(env, "AZURE_STORAGE_ALLOW_HTTP", &b, err);
+    *out = a || b;
+    return rc;
+}
+
+/* A value that goes into a header or a URL as it is: printable ASCII, no
+ * space. */
+static bool token_chars_ok(const char *v) {
+    for (; *v; v++)
+        if ((unsigned char)*v <= ' ' || (unsigned char)*v >= 0x7f) return false;
+    return true;
+}
+
+/* An Entra ID endpoint option: https; plain http when allowed, or (local)
+ * to the link-local or loopback address the identity services listen on.
+ * No user info, query or fragment; kept without its trailing '/'. */
+static int entra_url(char **out, const char *v, const char *from, bool allow_http, bool local,
+                     mcdc_error *err) {
+    static const char *const near[] = {"169.254.169.254", "127.0.0.1", "localhost", "[::1]"};
+    bool https = strncasecmp(v, "https://", 8) == 0, http = strncasecmp(v, "http://", 7) == 0;
+    const char *host = v + (https ? 8 : 7);
+    size_t host_n = strcspn(host, ":/");
+    bool near_ok = false;
+    for (size_t i = 0; http && local && i < sizeof near / sizeof near[0]; i++)
+        near_ok = near_ok || (host_n == strlen(near[i]) && memcmp(host, near[i], host_n) == 0);
+    if ((!https && !http) || host_n == 0 || strpbrk(v, "@?# \t\r\n") || !token_chars_ok(v))
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "%s \"%.200s\" is not an endpoint URL (https://host[:port][/path], "
+                              "no query)",
+                              from, v);
+    if (http && !allow_http && !near_ok)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "%s \"%.200s\" is plain http, which would send a credential "
+                              "unencrypted: use https (or set %s=true, for tests only)",
+                              from, v, MCDC_AZ_OPT_ALLOW_HTTP);
+    size_t n = strlen(v);
+    while (n > 0 && v[n - 1] == '/') n--;
+    return (*out = mcdc_strndup(v, n)) ? MCDC_OK : mcdc_error_set(err, MCDC_E_NOMEM,
+                                                                   "out of memory");
+}
+
+/* A tenant as it goes into the token URL's path: a GUID or a domain name. */
+static bool tenant_ok(const char *t) {
+    size_t n = strlen(t);
+    if (n == 0 || n > 100) return false;
+    for (; *t; t++)
+        if (!((*t >= 'a' && *t <= 'z') || (*t >= 'A' && *t <= 'Z') || (*t >= '0' && *t <= '9') ||
+              *t == '-' || *t == '.'))
+            return false;
+    return true;
+}
+
+/* A service principal: its secret, or a federated token file (workload
+ * identity). Both need the client and the tenant. */
+static int pick_principal(mcdc_az_config *c, const mcdc_storage_env *env, bool allow_http,
+                          mcdc_error *err) {
+    mcdc_az_entra_config *e = &c->entra;
+    const char *secret = mcdc_storage_option(env, MCDC_AZ_OPT_CLIENT_SECRET);
+    const char *file = mcdc_storage_option(env, MCDC_AZ_OPT_FEDERATED_TOKEN_FILE);
+    const char *id = mcdc_storage_option(env, MCDC_AZ_OPT_CLIENT_ID);
+    const char *tenant = mcdc_storage_option(env, MCDC_AZ_OPT_TENANT_ID);
+    const char *given = secret ? MCDC_AZ_OPT_CLIENT_SECRET : MCDC_AZ_OPT_FEDERATED_TOKEN_FILE;
+    if (id == NULL || tenant == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "%s is given without %s: a service principal needs %s and %s "
+                              "(the application's client id and its directory's tenant id)",
+                              given, id == NULL ? MCDC_AZ_OPT_CLIENT_ID : MCDC_AZ_OPT_TENANT_ID,
+                              MCDC_AZ_OPT_CLIENT_ID, MCDC_AZ_OPT_TENANT_ID);
+    if (!tenant_ok(tenant))
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "%s \"%.120s\" is not a tenant id (a GUID or a domain such as "
+                              "contoso.onmicrosoft.com)",
+                              MCDC_AZ_OPT_TENANT_ID, tenant);
+    if (!token_chars_ok(id) || (secret && !token_chars_ok(secret)))
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "%s holds a space or a control character; copy it again",
+                              !token_chars_ok(id) ? MCDC_AZ_OPT_CLIENT_ID
+                                                  : MCDC_AZ_OPT_CLIENT_SECRET);
+    const char *authority = mcdc_storage_option(env, MCDC_AZ_OPT_AUTHORITY_HOST);
+    char *host = NULL;
+    int rc = entra_url(&host, authority ? authority : MCDC_AZ_AUTHORITY_DEFAULT,
+                       MCDC_AZ_OPT_AUTHORITY_HOST, allow_http, false, err);
+    if (rc) return rc;
+    e->token_url = mcdc_asprintf("%s/%s/oauth2/v2.0/token", host, tenant);
+    mcdc_free(host);
+    e->client_id = mcdc_strdup(id);
+    if (secret) {
+        c->cred = MCDC_AZ_CRED_CLIENT_SECRET;
+        c->cred_source = MCDC_AZ_OPT_CLIENT_SECRET;
+        e->client_secret = mcdc_strdup(secret);
+    } else {
+        c->cred = MCDC_AZ_CRED_WORKLOAD;
+        c->cred_source = MCDC_AZ_OPT_FEDERATED_TOKEN_FILE;
+        e->token_file = mcdc_strdup(file);
+    }
+    if (!e->token_url || !e->client_id || (secret ? !e->client_secret : !e->token_file))
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    return MCDC_OK;
+}
+
+/* A managed identity, when the options name one: its endpoint (IMDS unless
+ * the host's own is given) and which identity (a user-assigned one by
+ * client id, resource id or object id; else the system-assigned one).
+ * *used is false when nothing asks for one. */
+static int pick_managed(mcdc_az_config *c, const mcdc_storage_env *env, bool allow_http,
+                        bool *used, mcdc_error *err) {
+    mcdc_az_entra_config *e = &c->entra;
+    static const char *const ep_names[] = {MCDC_AZ_OPT_MSI_ENDPOINT, "IDENTITY_ENDPOINT",
+                                           "MSI_ENDPOINT"};
+    const char *ep = NULL, *ep_from = NULL;
+    for (size_t i = 0; ep == NULL && i < sizeof ep_names / sizeof ep_names[0]; i++)
+        if ((ep = mcdc_storage_option(env, ep_names[i])) != NULL) ep_from = ep_names[i];
+    const char *id = mcdc_storage_option(env, MCDC_AZ_OPT_CLIENT_ID);
+    const char *res = mcdc_storage_option(env, MCDC_AZ_OPT_MSI_RESOURCE_ID);
+    const char *obj = mcdc_storage_option(env, MCDC_AZ_OPT_OBJECT_ID);
+    bool asked = false;
+    int rc = mcdc_storage_option_bool(env, MCDC_AZ_OPT_MANAGED_IDENTITY, &asked, err);
+    *used = rc == MCDC_OK && (ep || id || res || obj || asked);
+    if (rc || !*used) return rc;
+    if ((id != NULL) + (res != NULL) + (obj != NULL) > 1)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "a managed identity is named by at most one of %s, %s and %s",
+                              MCDC_AZ_OPT_CLIENT_ID, MCDC_AZ_OPT_MSI_RESOURCE_ID,
+                              MCDC_AZ_OPT_OBJECT_ID);
+    const char *header = mcdc_storage_option(env, "IDENTITY_HEADER");
+    const char *which = id ? id : res ? res : obj;
+    if ((which && !token_chars_ok(which)) || (header && !token_chars_ok(header)))
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "%s holds a space or a control character; copy it again",
+                              which && !token_chars_ok(which)
+                                  ? (id ? MCDC_AZ_OPT_CLIENT_ID
+                                        : res ? MCDC_AZ_OPT_MSI_RESOURCE_ID : MCDC_AZ_OPT_OBJECT_ID)
+                                  : "IDENTITY_HEADER");
+    rc = entra_url(&e->msi_url, ep ? ep : MCDC_AZ_IMDS_DEFAULT, ep ? ep_from : "IMDS", allow_http,
+                   true, err);
+    if (rc) return rc;
+    if (which) {
+        mcdc_buf b = {0};
+        rc = mcdc_buf_append_str(&b, id ? "client_id=" : res ? "msi_res_id=" : "object_id=", err);
+        if (rc == MCDC_OK) rc = mcdc_http_append_encoded(&b, which, strlen(which), false, err);
+        if (rc == MCDC_OK) rc = mcdc_buf_cstr(&b, err);
+        if (rc == MCDC_OK) e->msi_id_param = (char *)b.data;
+        else mcdc_buf_free(&b);
+        if (rc) return rc;
+    }
+    if (header && (e->msi_header = mcdc_strdup(header)) == NULL)
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    c->cred = MCDC_AZ_CRED_MANAGED;
+    c->cred_source = ep ? ep_from : "the machine's managed identity";
+    return MCDC_OK;
+}
+
+/* Entra ID, when the options give it: a token as it is, a service
+ * principal, or a managed identity. *used is false when they give none. */
+static int pick_entra(mcdc_az_config *c, const mcdc_storage_env *env, bool *used,
+                      mcdc_error *err) {
+    bool allow_http = false;
+    int rc = allow_http_option(env, &allow_http, err);
+    if (rc) return rc;
+    const char *token = mcdc_storage_option(env, MCDC_AZ_OPT_TOKEN);
+    *used = true;
+    if (token) {
+        if (strncasecmp(token, "Bearer ", 7) == 0) token += 7;
+        if (token[0] == 0 || !token_chars_ok(token))
+            return mcdc_error_set(err, MCDC_E_INVALID,
+                                  "%s is not a bearer token (one word of printable characters)",
+                                  MCDC_AZ_OPT_TOKEN);
+        c->cred = MCDC_AZ_CRED_TOKEN;
+        c->cred_source = MCDC_AZ_OPT_TOKEN;
+        return (c->entra.token = mcdc_strdup(token)) ? MCDC_OK
+                                                     : mcdc_error_set(err, MCDC_E_NOMEM,
+                                                                      "out of memory");
+    }
+    if (mcdc_storage_option(env, MCDC_AZ_OPT_CLIENT_SECRET) ||
+        mcdc_storage_option(env, MCDC_AZ_OPT_FEDERATED_TOKEN_FILE))
+        return pick_principal(c, env, allow_http, err);
+    return pick_managed(c, env, allow_http, used, err);
+}
 
 /* The credential: an account key (option, then connection string), else
- * a SAS token (the same order), else the emulator's key. */
+ * a SAS token (the same order), else Entra ID, else the emulator's key. */
 static int pick_credential(mcdc_az_config *c, const char *location, const mcdc_storage_env *env,
                            const connstr *cs, bool emulator, mcdc_error *err) {
-    for (size_t i = 0; i < sizeof k_entra_options / sizeof k_entra_options[0]; i++)
-        if (mcdc_storage_option(env, k_entra_options[i]) != NULL)
-            return mcdc_error_set(err, MCDC_E_INVALID,
-                                  "location \"%s\": %s is given, but Entra ID credentials "
-                                  "(tokens, service principals, workload and managed identity) "
-                                  "are not built yet; use %s, %s or %s, and remove %s",
-                                  location, k_entra_options[i], MCDC_AZ_OPT_KEY, MCDC_AZ_OPT_SAS,
-                                  MCDC_AZ_OPT_CONNSTR, k_entra_options[i]);
     const char *key = mcdc_storage_option(env, MCDC_AZ_OPT_KEY);
     const char *key_from = MCDC_AZ_OPT_KEY;
     if (key == NULL && cs->key) key = cs->key, key_from = "the connection string's AccountKey";
-    if (key == NULL && emulator && mcdc_storage_option(env, MCDC_AZ_OPT_SAS) == NULL && cs->sas == NULL)
-        key = k_emulator_key, key_from = "the emulator's well-known key";
+    const char *sas = mcdc_storage_option(env, MCDC_AZ_OPT_SAS);
+    const char *sas_from = MCDC_AZ_OPT_SAS;
+    if (sas == NULL && cs->sas) sas = cs->sas, sas_from = "the connection string's SharedAccessSignature";
+    if (key == NULL && sas == NULL) {
+        bool entra = false;
+        int rc = pick_entra(c, env, &entra, err);
+        if (rc || entra) return rc;
+        if (emulator) key = k_emulator_key, key_from = "the emulator's well-known key";
+    }
     if (key) {
         c->cred = MCDC_AZ_CRED_SHARED_KEY;
         c->cred_source = key_from;
@@ -515,15 +704,17 @@ static int pick_credential(mcdc_az_config *c, const char *location, const mcdc_s
                                   key_from);
         return MCDC_OK;
     }
-    const char *sas = mcdc_storage_option(env, MCDC_AZ_OPT_SAS);
-    const char *sas_from = MCDC_AZ_OPT_SAS;
-    if (sas == NULL && cs->sas) sas = cs->sas, sas_from = "the connection string's SharedAccessSignature";
     if (sas == NULL) /* as S3 says "no AWS credentials": a PermissionError */
         return mcdc_error_set(err, MCDC_E_PERMISSION,
                               "location \"%s\": no credential for account \"%s\": set %s, %s or "
-                              "%s (or %s=true for Azurite)",
+                              "%s (or %s=true for Azurite), or Entra ID: %s, %s + %s + %s, %s "
+                              "(workload identity), or a managed identity (%s, %s or %s=true)",
                               location, c->account, MCDC_AZ_OPT_KEY, MCDC_AZ_OPT_SAS,
-                              MCDC_AZ_OPT_CONNSTR, MCDC_AZ_OPT_EMULATOR);
+                              MCDC_AZ_OPT_CONNSTR, MCDC_AZ_OPT_EMULATOR, MCDC_AZ_OPT_TOKEN,
+                              MCDC_AZ_OPT_CLIENT_ID, MCDC_AZ_OPT_CLIENT_SECRET,
+                              MCDC_AZ_OPT_TENANT_ID, MCDC_AZ_OPT_FEDERATED_TOKEN_FILE,
+                              MCDC_AZ_OPT_MSI_ENDPOINT, MCDC_AZ_OPT_CLIENT_ID,
+                              MCDC_AZ_OPT_MANAGED_IDENTITY);
     if (sas[0] == '?') sas++;
     size_t n;
     bool clean = strpbrk(sas, " \t\r\n#?") == NULL;
@@ -548,14 +739,9 @@ static int pick_endpoint(mcdc_az_config *c, const mcdc_storage_env *env, const a
     const char *from = MCDC_AZ_OPT_ENDPOINT;
     bool cs_http = cs->protocol && strcasecmp(cs->protocol, "http") == 0;
     if (ep == NULL && cs->blob_endpoint) ep = cs->blob_endpoint, from = "the connection string's BlobEndpoint";
-    bool allow_http = false, allow_http_too = false;
-    int rc = mcdc_storage_option_bool(env, MCDC_AZ_OPT_ALLOW_HTTP, &allow_http, err);
-    /* AZURE_STORAGE_ALLOW_HTTP: the same, under the name of the other
-     * AZURE_STORAGE_* options (both are accepted) */
-    if (rc == MCDC_OK)
-        rc = mcdc_storage_option_bool(env, "AZURE_STORAGE_ALLOW_HTTP", &allow_http_too, err);
+    bool allow_http = false;
+    int rc = allow_http_option(env, &allow_http, err);
     if (rc) return rc;
-    allow_http = allow_http || allow_http_too;
     if (ep == NULL && emulator) ep = MCDC_AZ_EMULATOR_ENDPOINT, from = "the emulator's endpoint";
     if (ep) {
         size_t n = strlen(ep);
@@ -633,10 +819,16 @@ void mcdc_az_config_free(mcdc_az_config *c) {
     mcdc_free(c->container);
     mcdc_free(c->prefix);
     mcdc_free(c->endpoint);
-    if (c->sas) {
-        memset(c->sas, 0, strlen(c->sas));
-        mcdc_free(c->sas);
-    }
+    wipe_free(c->sas);
+    mcdc_az_entra_config *e = &c->entra;
+    wipe_free(e->token);
+    mcdc_free(e->client_id);
+    wipe_free(e->client_secret);
+    mcdc_free(e->token_url);
+    mcdc_free(e->token_file);
+    mcdc_free(e->msi_url);
+    wipe_free(e->msi_header);
+    mcdc_free(e->msi_id_param);
     gnutls_memset(c->key, 0, sizeof c->key);
     memset(c, 0, sizeof *c);
 }

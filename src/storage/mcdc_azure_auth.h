@@ -12,8 +12,19 @@
  * hierarchical-namespace accounts alike: one Put Blob with If-None-Match is
  * a correct commit on both, so the DFS API is never used.
  *
+ * Credentials, first found wins: an account key (option, then connection
+ * string), a SAS token (the same), AZURE_STORAGE_TOKEN, a client secret
+ * (AZURE_CLIENT_ID + AZURE_CLIENT_SECRET + AZURE_TENANT_ID), workload
+ * identity (AZURE_FEDERATED_TOKEN_FILE + client id + tenant), a managed
+ * identity when one is named (AZURE_MSI_ENDPOINT / IDENTITY_ENDPOINT /
+ * MSI_ENDPOINT, AZURE_CLIENT_ID alone, AZURE_MSI_RESOURCE_ID,
+ * AZURE_OBJECT_ID or MCDC_AZURE_MANAGED_IDENTITY=true), then the
+ * emulator's key. Loading only checks and copies them; mcdc_azure_entra.h
+ * gets the tokens.
+ *
  * Nothing here reads the environment: options come from the storage env.
- * Secrets (the account key, a SAS signature) never enter a message.
+ * Secrets (the account key, a SAS signature, a client secret, a token)
+ * never enter a message.
  */
 #ifndef MCDC_AZURE_AUTH_H
 #define MCDC_AZURE_AUTH_H
@@ -39,11 +50,51 @@
 #define MCDC_AZ_OPT_ALLOW_HTTP "AZURE_ALLOW_HTTP"
 /* Ours: the block size of large writes (bytes; tests make it small). */
 #define MCDC_AZ_OPT_BLOCK_BYTES "MCDC_AZURE_BLOCK_BYTES"
+/* Entra ID (delta-rs / object_store's names, and the variables Azure's own
+ * hosts set: IDENTITY_ENDPOINT and IDENTITY_HEADER on App Service and
+ * Functions, MSI_ENDPOINT on older ones). */
+#define MCDC_AZ_OPT_TOKEN "AZURE_STORAGE_TOKEN"
+#define MCDC_AZ_OPT_CLIENT_ID "AZURE_CLIENT_ID"
+#define MCDC_AZ_OPT_CLIENT_SECRET "AZURE_CLIENT_SECRET"
+#define MCDC_AZ_OPT_TENANT_ID "AZURE_TENANT_ID"
+#define MCDC_AZ_OPT_AUTHORITY_HOST "AZURE_AUTHORITY_HOST"
+#define MCDC_AZ_OPT_FEDERATED_TOKEN_FILE "AZURE_FEDERATED_TOKEN_FILE"
+#define MCDC_AZ_OPT_MSI_ENDPOINT "AZURE_MSI_ENDPOINT"
+#define MCDC_AZ_OPT_MSI_RESOURCE_ID "AZURE_MSI_RESOURCE_ID"
+#define MCDC_AZ_OPT_OBJECT_ID "AZURE_OBJECT_ID"
+/* Ours: "true" asks for the machine's own (system-assigned) managed
+ * identity when nothing else names one. delta-rs falls back to it
+ * silently; we ask first, so that a machine without one fails at once. */
+#define MCDC_AZ_OPT_MANAGED_IDENTITY "MCDC_AZURE_MANAGED_IDENTITY"
+/* Where Entra ID is, and what tokens are for. */
+#define MCDC_AZ_AUTHORITY_DEFAULT "https://login.microsoftonline.com"
+#define MCDC_AZ_IMDS_DEFAULT "http://169.254.169.254/metadata/identity/oauth2/token"
+#define MCDC_AZ_TOKEN_RESOURCE "https://storage.azure.com/"
+/* The identity endpoint's version (IMDS, App Service and Functions). */
+#define MCDC_AZ_MSI_API_VERSION "2019-08-01"
 
 typedef enum mcdc_az_cred {
     MCDC_AZ_CRED_SHARED_KEY = 1, /* Authorization: SharedKey account:signature */
-    MCDC_AZ_CRED_SAS = 2         /* the token's query on every URL, no signing */
+    MCDC_AZ_CRED_SAS = 2,        /* the token's query on every URL, no signing */
+    /* Entra ID: Authorization: Bearer <token> (mcdc_azure_entra.h) */
+    MCDC_AZ_CRED_TOKEN = 3,         /* AZURE_STORAGE_TOKEN as given: never renewed */
+    MCDC_AZ_CRED_CLIENT_SECRET = 4, /* a service principal's secret */
+    MCDC_AZ_CRED_WORKLOAD = 5,      /* a federated token file (client assertion) */
+    MCDC_AZ_CRED_MANAGED = 6        /* managed identity: IMDS or the host's endpoint */
 } mcdc_az_cred;
+
+/* What an Entra ID credential needs (the fields its kind uses; the rest
+ * NULL). Secrets: token, client_secret, msi_header. */
+typedef struct mcdc_az_entra_config {
+    char *token;         /* owned (TOKEN) */
+    char *client_id;     /* owned (CLIENT_SECRET, WORKLOAD; MANAGED: a user-assigned one) */
+    char *client_secret; /* owned (CLIENT_SECRET) */
+    char *token_url;     /* owned: <authority>/<tenant>/oauth2/v2.0/token */
+    char *token_file;    /* owned (WORKLOAD): read anew at each renewal */
+    char *msi_url;       /* owned (MANAGED): the endpoint, no query */
+    char *msi_header;    /* owned (MANAGED): IDENTITY_HEADER's value, or NULL */
+    char *msi_id_param;  /* owned (MANAGED): "msi_res_id=..." or "object_id=...", or NULL */
+} mcdc_az_entra_config;
 
 /* Where a storage lives and how it proves who it is. */
 typedef struct mcdc_az_config {
@@ -60,6 +111,7 @@ typedef struct mcdc_az_config {
     uint8_t key[64];         /* the decoded account key (SHARED_KEY) */
     size_t key_len;
     char *sas; /* owned (SAS): the token's query, no leading '?' */
+    mcdc_az_entra_config entra; /* the Entra ID kinds */
     size_t block_bytes; /* a writer's block: objects larger go as Put Block + list */
 } mcdc_az_config;
 
@@ -70,7 +122,7 @@ int mcdc_az_config_load(mcdc_az_config *c, const mcdc_storage_env *env, const ch
                         mcdc_error *err);
 /* Frees c's strings and wipes the key. NULL-safe. */
 void mcdc_az_config_free(mcdc_az_config *c);
-/* "shared key" or "SAS token". */
+/* "shared key", "SAS token", "client secret"... */
 const char *mcdc_az_cred_name(mcdc_az_cred cred);
 
 /* ---- Shared Key --------------------------------------------------------------------- */

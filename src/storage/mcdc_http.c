@@ -668,3 +668,19 @@ int mcdc_http_config_options(mcdc_http_config *cfg, const mcdc_storage_env *env,
                        err);
     return rc;
 }
+
+int mcdc_creds_renew_if_due(int64_t now_ms, int64_t expires_ms, int64_t ahead_ms,
+                            int (*renew)(void *ctx, mcdc_error *err), void *ctx,
+                            const char *what, mcdc_error *err) {
+    /* renewed ahead of expiry: a request signed now may take a while */
+    if (expires_ms == 0 || now_ms < expires_ms - ahead_ms) return MCDC_OK;
+    mcdc_error e = MCDC_ERROR_INIT;
+    int rc = renew(ctx, &e);
+    if (rc == MCDC_OK) return MCDC_OK;
+    if (now_ms < expires_ms) {
+        mcdc_log(MCDC_LOG_WARN, "renewing %s failed (%s); the current one is good for %lld s "
+                 "more", what, e.message, (long long)((expires_ms - now_ms) / 1000));
+        return MCDC_OK;
+    }
+    return mcdc_error_set(err, rc, "%s expired and could not be renewed: %s", what, e.message);
+}

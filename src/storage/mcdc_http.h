@@ -201,4 +201,15 @@ void mcdc_http_config_proxy(mcdc_http_config *cfg, const mcdc_storage_env *env,
 int mcdc_http_config_options(mcdc_http_config *cfg, const mcdc_storage_env *env,
                              mcdc_error *err);
 
+/* A credential that expires at expires_ms (0: never) is renewed by
+ * renew(ctx, ...) when now_ms is within ahead_ms of that. A renewal that
+ * fails while the credential still holds is a warning naming what, and
+ * MCDC_OK (the caller keeps using it); once it has expired the failure is
+ * the result: "<what> expired and could not be renewed: ...". Every
+ * credential that expires (AWS keys from a service, Entra ID tokens) is
+ * renewed this one way. */
+int mcdc_creds_renew_if_due(int64_t now_ms, int64_t expires_ms, int64_t ahead_ms,
+                            int (*renew)(void *ctx, mcdc_error *err), void *ctx,
+                            const char *what, mcdc_error *err);
+
 #endif /* MCDC_HTTP_H */

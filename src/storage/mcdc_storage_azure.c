@@ -39,12 +39,14 @@
 #include <string.h>
 
 #include "mcdc_azure_auth.h"
+#include "mcdc_azure_entra.h"
 #include "mcdc_http.h"
 #include "mcdc_xml.h"
 
 typedef struct az_storage {
     mcdc_az_config c;
     mcdc_http *http;
+    mcdc_az_entra *entra; /* owned: the bearer tokens of an Entra ID credential, or NULL */
     char *root; /* owned: the location, for messages */
 } az_storage;
 
@@ -96,16 +98,18 @@ static void call_param(az_call *call, const char *name, const char *value) {
 }
 
 /* Shared Key: x-ms-date and Authorization on every attempt (the date moves
- * with each). A SAS token signs nothing: it rides in the URL. */
+ * with each). Entra ID: x-ms-date and the bearer token (renewed near its
+ * expiry). A SAS token signs nothing: it rides in the URL. */
 static int sign_attempt(void *ctx, const mcdc_http_request *req, mcdc_http_headers *hdrs,
                         mcdc_error *err) {
     const az_call *call = ctx;
     const az_storage *s = call->s;
-    if (s->c.cred != MCDC_AZ_CRED_SHARED_KEY) return MCDC_OK;
+    if (s->c.cred == MCDC_AZ_CRED_SAS) return MCDC_OK;
     char date[32];
     mcdc_http_format_date(mcdc_now_utc_us() / 1000, date);
     int rc = mcdc_http_headers_set(hdrs, "x-ms-date", date, err);
     if (rc) return rc;
+    if (s->entra) return mcdc_az_entra_authorize(s->entra, hdrs, err);
     mcdc_az_header h[MCDC_HTTP_HEADERS_MAX + 1];
     size_t n = 0;
     for (size_t i = 0; i < hdrs->count; i++)
@@ -217,7 +221,10 @@ static int answer_error(const az_call *call, const mcdc_http_response *r, mcdc_e
                               code[0] ? code : "403", msg, s->c.cred_source,
                               sas ? " (its signature, its start and expiry times, and that it "
                                     "was made for this account)"
-                                  : " (this account's key, and this machine's clock)",
+                              : s->entra ? " (the identity needs a Storage Blob Data role on the "
+                                           "account or container: Reader to read, Contributor "
+                                           "to write)"
+                                         : " (this account's key, and this machine's clock)",
                               strcmp(code, "AuthorizationFailure") == 0
                                   ? ", and the account's network rules"
                                   : "");
@@ -691,6 +698,7 @@ static int az_open_writer(void *self, const char *key, mcdc_storage_writer *sw,
 static void az_destroy(void *self) {
     az_storage *s = self;
     if (s == NULL) return;
+    mcdc_az_entra_free(s->entra);
     mcdc_http_free(s->http);
     mcdc_az_config_free(&s->c);
     mcdc_free(s->root);
@@ -718,6 +726,10 @@ int mcdc_storage_azure_open(mcdc_storage **out, const mcdc_storage_env *env,
         rc = mcdc_http_config_options(&cfg, env, err);
     }
     if (rc == MCDC_OK) rc = mcdc_http_create(&s->http, &cfg, err);
+    if (rc == MCDC_OK && s->c.cred >= MCDC_AZ_CRED_TOKEN) {
+        rc = mcdc_az_entra_create(&s->entra, &s->c, &cfg, err);
+        if (rc) mcdc_error_wrap(err, "location \"%s\"", s->root);
+    }
     mcdc_storage *st = rc == MCDC_OK ? mcdc_calloc(1, sizeof *st) : NULL;
     if (rc == MCDC_OK && (st == NULL || (st->root = mcdc_strdup(s->root)) == NULL)) {
         mcdc_free(st);

@@ -206,6 +206,11 @@
  * they expire (AWS's tools renew 5 to 15 minutes ahead). */
 #define MCDC_AWS_CREDS_ANSWER_BYTES_MAX (64u * 1024u)
 #define MCDC_AWS_CREDS_RENEW_AHEAD_MS (5 * 60 * 1000)
+/* Entra ID tokens (Azure): an answer or a federated token file is a few
+ * KiB; tokens are renewed 5 minutes before they expire (they last an hour
+ * or more). */
+#define MCDC_AZ_TOKEN_ANSWER_BYTES_MAX (64u * 1024u)
+#define MCDC_AZ_TOKEN_RENEW_AHEAD_MS (5 * 60 * 1000)
 
 /* Simulator: sessions at once, and T-SQL text nesting. */
 #define MCDC_SIM_SESSIONS_MAX 256
