@@ -212,5 +212,6 @@ int cmd_apply(int argc, char **argv);
 int cmd_reconcile(int argc, char **argv);
 int cmd_repair(int argc, char **argv);
 int cmd_start_many(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 #endif /* MCDC_CLI_H */

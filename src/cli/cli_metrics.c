@@ -30,6 +30,10 @@
 
 extern const char *const CLI_STATUS_PAGE[]; /* cli_status_page.c: its lines */
 
+/* A label's value: a database or capture instance name (128 characters at
+ * most in SQL Server) or serve's db.ci. */
+#define CLI_METRICS_LABEL_MAX 272
+
 /* What the page and the JSON call a table's state. */
 typedef enum {
     ST_PENDING = 0, /* its thread has not started */
@@ -45,7 +49,9 @@ static const char *const STATE_NAMES[ST_COUNT] = {"pending", "starting", "snapsh
                                                   "running", "done",    "stopped", "failed"};
 
 typedef struct tstat {
-    const char *ci;
+    char ci[CLI_METRICS_LABEL_MAX];
+    char database[CLI_METRICS_LABEL_MAX];
+    bool removed; /* a reload removed it: not served */
     tstate state;
     int64_t rows, batches;
     double last_duration_s;
@@ -72,6 +78,7 @@ struct cli_metrics {
     size_t page_len;
     pthread_mutex_t mu;
     tstat *t;
+    size_t n, cap; /* rows of t, and room for */
     /* the probe's (under mu) */
     bool polled, probe_up, has_health;
     mcdc_capture_health health;
@@ -147,15 +154,48 @@ void cli_metrics_database(const char *cs, char *out, size_t cap) {
 
 /* ---- the streams' events ------------------------------------------------------------ */
 
+static void label_copy(char out[CLI_METRICS_LABEL_MAX], const char *v) {
+    snprintf(out, CLI_METRICS_LABEL_MAX, "%s", v ? v : "");
+}
+
+size_t cli_metrics_add(cli_metrics *m, const char *database, const char *name) {
+    if (m == NULL) return (size_t)-1;
+    size_t i = (size_t)-1;
+    pthread_mutex_lock(&m->mu);
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 16;
+        tstat *t = realloc(m->t, cap * sizeof *t);
+        if (t) {
+            m->t = t;
+            m->cap = cap;
+        }
+    }
+    if (m->n < m->cap) {
+        i = m->n++;
+        memset(&m->t[i], 0, sizeof m->t[i]);
+        label_copy(m->t[i].database, database);
+        label_copy(m->t[i].ci, name);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return i;
+}
+
+void cli_metrics_remove(cli_metrics *m, size_t i) {
+    if (m == NULL || i == (size_t)-1) return;
+    pthread_mutex_lock(&m->mu);
+    m->t[i].removed = true;
+    pthread_mutex_unlock(&m->mu);
+}
+
 void cli_metrics_started(cli_metrics *m, size_t i) {
-    if (m == NULL) return;
+    if (m == NULL || i == (size_t)-1) return;
     pthread_mutex_lock(&m->mu);
     if (m->t[i].state == ST_PENDING) m->t[i].state = ST_STARTING;
     pthread_mutex_unlock(&m->mu);
 }
 
 void cli_metrics_batch(cli_metrics *m, size_t i, const mcdc_batch_report *r) {
-    if (m == NULL) return;
+    if (m == NULL || i == (size_t)-1) return;
     pthread_mutex_lock(&m->mu);
     tstat *t = &m->t[i];
     t->state = ST_RUNNING;
@@ -179,7 +219,8 @@ void cli_metrics_batch(cli_metrics *m, size_t i, const mcdc_batch_report *r) {
 }
 
 void cli_metrics_progress(cli_metrics *m, size_t i, const mcdc_progress *p) {
-    if (m == NULL || p->job == NULL || strcmp(p->job, "snapshot") != 0) return;
+    if (m == NULL || i == (size_t)-1 || p->job == NULL || strcmp(p->job, "snapshot") != 0)
+        return;
     pthread_mutex_lock(&m->mu);
     tstat *t = &m->t[i];
     t->snap_active = !p->done;
@@ -191,7 +232,7 @@ void cli_metrics_progress(cli_metrics *m, size_t i, const mcdc_progress *p) {
 
 void cli_metrics_ended(cli_metrics *m, size_t i, const char *state, int status,
                        const char *message) {
-    if (m == NULL) return;
+    if (m == NULL || i == (size_t)-1) return;
     pthread_mutex_lock(&m->mu);
     tstat *t = &m->t[i];
     t->state = strcmp(state, "failed") == 0 ? ST_FAILED
@@ -222,7 +263,7 @@ static void *poll_run(void *arg) {
         /* a table's instance this login may not resolve is not the probe's
          * end: the next poll opens it with the next table's */
         if (probe == NULL && (rc = mcdc_capture_probe_open(&probe, m->cfg.opts[next], &e)))
-            next = (next + 1) % m->cfg.n;
+            next = (next + 1) % m->cfg.n_opts;
         if (rc == MCDC_OK) rc = mcdc_capture_probe_read(probe, &h, &e);
         if (rc && was_up)
             fprintf(stderr, "mssql-cdc: metrics: the capture probe failed (%s): %s; the "
@@ -264,11 +305,16 @@ typedef struct snap {
 } snap;
 
 static bool take(cli_metrics *m, snap *s) {
-    s->t = malloc(sizeof *s->t * (m->cfg.n ? m->cfg.n : 1));
-    if (s->t == NULL) return false;
     pthread_mutex_lock(&m->mu);
-    memcpy(s->t, m->t, sizeof *s->t * m->cfg.n);
-    s->n = m->cfg.n;
+    s->t = malloc(sizeof *s->t * (m->n ? m->n : 1));
+    if (s->t == NULL) {
+        pthread_mutex_unlock(&m->mu);
+        return false;
+    }
+    /* the rows a reload removed are not served */
+    s->n = 0;
+    for (size_t i = 0; i < m->n; i++)
+        if (!m->t[i].removed) s->t[s->n++] = m->t[i];
     s->polled = m->polled;
     s->probe_up = m->probe_up;
     s->has_health = m->has_health;
@@ -320,13 +366,14 @@ static void family(FILE *f, const char *name, const char *type, const char *help
     fprintf(f, "# TYPE %s %s\n# HELP %s %s\n", name, type, name, help);
 }
 
-/* name{database="..",capture_instance=".."<extra>} */
-static void sample(FILE *f, const cli_metrics *m, const char *name, const char *ci) {
+/* name{database="..",capture_instance=".."<extra>}: a table's (t) or the
+ * probe's database's (t NULL) */
+static void sample(FILE *f, const cli_metrics *m, const char *name, const tstat *t) {
     fprintf(f, "%s{database=\"", name);
-    label_value(f, m->cfg.database);
-    if (ci) {
+    label_value(f, t ? t->database : m->cfg.database);
+    if (t) {
         fputs("\",capture_instance=\"", f);
-        label_value(f, ci);
+        label_value(f, t->ci);
     }
     fputc('"', f);
 }
@@ -389,7 +436,7 @@ static void render_tables(FILE *f, const cli_metrics *m, const snap *s) {
         for (size_t i = 0; i < s->n; i++) {
             double v;
             if (!table_value(s, &s->t[i], (table_gauge)g, &v)) continue;
-            sample(f, m, name, s->t[i].ci);
+            sample(f, m, name, &s->t[i]);
             if (counter) value_i(f, (int64_t)v);
             else value_d(f, v);
         }
@@ -397,7 +444,7 @@ static void render_tables(FILE *f, const cli_metrics *m, const snap *s) {
     family(f, "mssql_cdc_errors", "counter", "Errors that stopped the table, by kind.");
     for (size_t i = 0; i < s->n; i++) {
         if (s->t[i].state != ST_FAILED) continue;
-        sample(f, m, "mssql_cdc_errors_total", s->t[i].ci);
+        sample(f, m, "mssql_cdc_errors_total", &s->t[i]);
         fputs(",kind=\"", f);
         label_value(f, s->t[i].kind);
         fputc('"', f);
@@ -409,7 +456,7 @@ static void render_tables(FILE *f, const cli_metrics *m, const snap *s) {
            "1 for the table's stream state (label state), 0 for the others.");
     for (size_t i = 0; i < s->n; i++)
         for (int k = 0; k < ST_COUNT; k++) {
-            sample(f, m, "mssql_cdc_table_state", s->t[i].ci);
+            sample(f, m, "mssql_cdc_table_state", &s->t[i]);
             fprintf(f, ",state=\"%s\"", STATE_NAMES[k]);
             value_i(f, s->t[i].state == (tstate)k);
         }
@@ -528,6 +575,8 @@ static char *render_status(cli_metrics *m, size_t *len) {
             bool has_lag = lag_of(&s, t, &lag);
             fputs(i ? ",{\"capture_instance\":" : "{\"capture_instance\":", f);
             json_str(f, t->ci);
+            fputs(",\"database\":", f);
+            json_str(f, t->database);
             fputs(",\"state\":", f);
             json_str(f, STATE_NAMES[t->state]);
             fprintf(f, ",\"rows\":%lld,\"batches\":%lld", (long long)t->rows,
@@ -646,6 +695,8 @@ int cli_metrics_start(cli_metrics **out, const cli_metrics_cfg *cfg) {
         free(t);
         return cli_usage_error("start-many: %s", "out of memory");
     }
+    m->n = cfg->n;
+    m->cap = cfg->n ? cfg->n : 1;
     m->cfg = *cfg;
     m->t = t;
     for (size_t k = 0; CLI_STATUS_PAGE[k]; k++) m->page_len += strlen(CLI_STATUS_PAGE[k]);
@@ -661,7 +712,10 @@ int cli_metrics_start(cli_metrics **out, const cli_metrics_cfg *cfg) {
         at += l;
     }
     m->page[m->page_len] = 0;
-    for (size_t i = 0; i < cfg->n; i++) t[i].ci = cfg->names[i];
+    for (size_t i = 0; i < cfg->n; i++) {
+        label_copy(t[i].ci, cfg->names[i]);
+        label_copy(t[i].database, cfg->database);
+    }
     pthread_mutex_init(&m->mu, NULL);
     pthread_cond_init(&m->wake, NULL);
     /* the listener's threads leave SIGINT/SIGTERM/SIGUSR1 to start-many's

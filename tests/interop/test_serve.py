@@ -1,0 +1,319 @@
+"""mssql-cdc serve: the tables of a config file (two databases of the
+simulator) as one service. availableNow brings every bronze equal to its
+change table; a table added to the file and SIGHUP starts it, one removed
+stops it, a file that is refused on SIGHUP keeps the running set; bad
+config lines are refused before anything starts, naming the line; kill -9
+and a restart lose and double nothing; the systemd unit is valid."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+from deltalake import DeltaTable
+
+from conftest import CLI, ROOT, run_cli
+
+DBS = {"shop": ["t1", "t2", "t3"], "crm": ["c1", "c2"]}
+
+
+def make_dbs(sim, dbs=DBS):
+    for db, tables in dbs.items():
+        sim.run(f"CREATE DATABASE {db};")
+        sql = "".join(f"CREATE TABLE dbo.{t} (id INT NOT NULL PRIMARY KEY, v NVARCHAR(40) NULL);"
+                      for t in tables)
+        sql += "EXEC sys.sp_cdc_enable_db;"
+        sql += "".join(f"EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', "
+                       f"@source_name = N'{t}', @role_name = NULL;" for t in tables)
+        sim.run(sql, database=db)
+
+
+def write(sim, db, tables, first, n):
+    """n transactions on each table: an insert of two rows, an update, a delete."""
+    for t in tables:
+        for k in range(n):
+            i = first + 2 * k
+            sim.run(f"BEGIN TRAN; INSERT INTO dbo.{t} (id, v) VALUES ({i}, N'{t}-{i}'), "
+                    f"({i + 1}, N'{t}-{i + 1}'); UPDATE dbo.{t} SET v = N'upd' WHERE id = {i}; "
+                    f"DELETE FROM dbo.{t} WHERE id = {i + 1}; COMMIT;", database=db)
+    sim.run("EXEC sim.run_capture @ignore_latency = 1;", database=db)
+
+
+def change_rows(sim, db, ci):
+    rows = sim.run(f"SELECT CONVERT(varchar(22), __$start_lsn, 1), "
+                   f"CONVERT(varchar(22), __$seqval, 1), __$operation FROM cdc.{ci}_CT",
+                   database=db)
+    return sorted(tuple(r) for r in rows)
+
+
+def bronze_keys(lake, db, ci):
+    path = os.path.join(lake, db, f"bronze_{ci}")
+    if not os.path.exists(os.path.join(path, "_delta_log")):
+        return []
+    t = DeltaTable(path).to_pyarrow_table()
+    return sorted(zip(t["_start_lsn"].to_pylist(), t["_seqval"].to_pylist(),
+                      t["_operation"].to_pylist()))
+
+
+def assert_equal(sim, lake, tables):
+    for db, ci in tables:
+        bronze = bronze_keys(lake, db, ci)
+        assert len(bronze) == len(set(bronze)), f"{db}.{ci}: bronze holds a change twice"
+        assert bronze == change_rows(sim, db, ci), f"{db}.{ci}: bronze differs from its CT"
+
+
+def config(sim, workdir, tables, trigger="availableNow", extra_service="", extra=""):
+    """The config file for tables [(db, ci)], mode 600 (it holds passwords)."""
+    lake = os.path.join(workdir, "lake")
+    lines = ["# a service over two databases", "[service]",
+             f"target = {lake}/{{db}}/bronze_{{ci}}", "app_id = {db}-{ci}",
+             f"checkpoint = {workdir}/ckpt/{{db}}/{{ci}}", f"trigger = {trigger}",
+             f"facts_table = {lake}/facts", extra_service, ""]
+    for db in sorted({db for db, _ in tables}):
+        lines += [f"[database {db}]", f"connectionString = {sim.connection_string(db)}", ""]
+    for db, ci in tables:
+        lines += [f"[table {db}.{ci}]", ""]
+    path = os.path.join(workdir, "serve.ini")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + extra)
+    os.chmod(path, 0o600)
+    return path, lake
+
+
+ALL = [(db, f"dbo_{t}") for db, ts in DBS.items() for t in ts]
+
+
+def test_available_now_brings_every_table_of_two_databases_to_its_change_table(sim, workdir):
+    make_dbs(sim)
+    write(sim, "shop", DBS["shop"], 1, 2)
+    write(sim, "crm", DBS["crm"], 1, 3)
+    path, lake = config(sim, workdir, ALL)
+    p = run_cli("serve", "--config", path, "--json", "--log-format", "json")
+    result = json.loads(p.stdout.strip().splitlines()[-1])
+    assert result["errors"] == {}, result
+    names = [t["name"] for t in result["tables"]]
+    assert names == [f"{db}.{ci}" for db, ci in ALL], names
+    assert all(t["state"] == "done" for t in result["tables"]), result
+    assert_equal(sim, lake, ALL)
+    # every batch is a JSON line on stdout naming its table
+    batches = [json.loads(line) for line in p.stdout.splitlines()[:-1]]
+    assert {b["query"] for b in batches} == set(names), batches
+    # the service's own lines are JSON objects too
+    for line in p.stderr.splitlines():
+        if line.startswith("{"):
+            assert "table" in json.loads(line), line
+    # a rerun resumes: the new changes once
+    write(sim, "crm", ["c1"], 100, 2)
+    p = run_cli("serve", "--config", path, "--json")
+    again = {t["name"]: t for t in json.loads(p.stdout.strip().splitlines()[-1])["tables"]}
+    assert again["crm.dbo_c1"]["rows"] == 10, again
+    assert all(again[n]["rows"] == 0 for n in names if n != "crm.dbo_c1"), again
+    assert_equal(sim, lake, ALL)
+
+
+def wait_for(pred, what, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def status(port):
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/status.json", timeout=5) as r:
+        return {t["capture_instance"]: t for t in json.loads(r.read())["tables"]}
+
+
+def test_sighup_adds_and_removes_tables_and_a_bad_file_keeps_the_running_set(sim, workdir):
+    make_dbs(sim)
+    write(sim, "shop", DBS["shop"], 1, 1)
+    write(sim, "crm", DBS["crm"], 1, 1)
+    first = [("shop", "dbo_t1"), ("shop", "dbo_t2"), ("crm", "dbo_c1")]
+    path, lake = config(sim, workdir, first, trigger="processingTime=100ms",
+                        extra_service="metrics_listen = 127.0.0.1:0")
+    ready = os.path.join(workdir, "port")
+    log = open(os.path.join(workdir, "serve.log"), "w+")
+    proc = subprocess.Popen([CLI, "serve", "--config", path, "--ready-file", ready, "--json"],
+                            stdout=subprocess.PIPE, stderr=log, text=True)
+    try:
+        wait_for(lambda: os.path.exists(ready) and open(ready).read().strip(), "the listener")
+        port = int(open(ready).read())
+        wait_for(lambda: all(bronze_keys(lake, db, ci) == change_rows(sim, db, ci)
+                             for db, ci in first), "the first tables to catch up")
+        assert set(status(port)) == {"shop.dbo_t1", "shop.dbo_t2", "crm.dbo_c1"}
+        # a bad file on SIGHUP: refused, naming its line; the running set goes on
+        good = open(path).read()
+        with open(path, "a") as f:
+            f.write("[table shop.dbo_t3]\nnumPartitons = 4\n")
+        proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "refused" in open(log.name).read(), "the refusal")
+        text = open(log.name).read()
+        bad_line = len(good.splitlines()) + 2
+        assert f"{path}:{bad_line}: 'numPartitons' is no key" in text, text
+        write(sim, "shop", ["t1"], 100, 1)
+        wait_for(lambda: bronze_keys(lake, "shop", "dbo_t1") == change_rows(sim, "shop", "dbo_t1"),
+                 "shop.dbo_t1 to go on after the refused file")
+        assert bronze_keys(lake, "shop", "dbo_t3") == []
+        # add shop.dbo_t3 and crm.dbo_c2, remove shop.dbo_t2
+        second = [("shop", "dbo_t1"), ("crm", "dbo_c1"), ("shop", "dbo_t3"), ("crm", "dbo_c2")]
+        config(sim, workdir, second, trigger="processingTime=100ms",
+               extra_service="metrics_listen = 127.0.0.1:0")
+        batches_t1 = status(port)["shop.dbo_t1"]["batches"]
+        proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: all(bronze_keys(lake, db, ci) == change_rows(sim, db, ci)
+                             for db, ci in second), "the added tables to catch up")
+        wait_for(lambda: "shop.dbo_t2" not in status(port), "shop.dbo_t2 to leave the page")
+        text = open(log.name).read()
+        assert "shop.dbo_t2: stopped (removed from the file)" in text, text
+        assert "2 tables started, 1 stopped, 2 running on" in text, text
+        # the kept tables were not restarted: their counts go on
+        assert status(port)["shop.dbo_t1"]["batches"] >= batches_t1
+        # the removed table writes no more
+        write(sim, "shop", ["t2", "t3"], 200, 1)
+        wait_for(lambda: bronze_keys(lake, "shop", "dbo_t3") == change_rows(sim, "shop", "dbo_t3"),
+                 "shop.dbo_t3 to go on")
+        assert bronze_keys(lake, "shop", "dbo_t2") != change_rows(sim, "shop", "dbo_t2")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+        log.close()
+    assert proc.returncode == 0, open(log.name).read()
+    result = json.loads(out.strip().splitlines()[-1])
+    assert [t["name"] for t in result["tables"]] == [f"{db}.{ci}" for db, ci in second]
+    assert all(t["state"] == "stopped" for t in result["tables"]), result
+
+
+def test_kill_9_and_a_restart_lose_and_double_nothing(sim, workdir):
+    make_dbs(sim)
+    tables = [("shop", "dbo_t1"), ("shop", "dbo_t2"), ("crm", "dbo_c1")]
+    path, lake = config(sim, workdir, tables, trigger="processingTime=10ms",
+                        extra_service="max_batches = 1000")
+    path_once, _ = path, lake
+    for round_ in range(3):
+        write(sim, "shop", ["t1", "t2"], 1000 * (round_ + 1), 3)
+        write(sim, "crm", ["c1"], 1000 * (round_ + 1), 3)
+        proc = subprocess.Popen([CLI, "serve", "--config", path_once],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.3 + 0.25 * round_)
+        proc.kill()
+        proc.wait()
+    config(sim, workdir, tables, trigger="availableNow")
+    run_cli("serve", "--config", path)
+    assert_equal(sim, lake, tables)
+    rows = DeltaTable(os.path.join(lake, "facts")).to_pyarrow_table().to_pylist()
+    for db, ci in tables:
+        mine = [r for r in rows if r["app_id"] == f"{db}-{ci}" and r["event"] is None]
+        ids = [r["batch_id"] for r in mine]
+        assert len(ids) == len(set(ids)), f"{db}.{ci}: a batch has two facts rows"
+
+
+BAD = [
+    ("unknown key", "[service]\nbogus = 1\n", 2, "'bogus' is no key of [service]"),
+    ("key twice", "[service]\ntrigger = once\ntrigger = once\n", 3, "'trigger' is given twice"),
+    ("no section", "trigger = once\n", 1, "before any section"),
+    ("bad section", "[tables shop.x]\n", 1, "is no section"),
+    ("bad value", "[service]\nmax_batches = lots\n", 2, "max_batches"),
+    ("inline comment", "[service]\ntrigger = once ; now\n", 2, "a ';' after a space"),
+    ("table without database", "[table nowhere.dbo_t1]\n", 1, "no [database nowhere]"),
+    ("captureInstance in a table", "[table shop.dbo_t1]\ncaptureInstance = x\n", 2,
+     "'captureInstance' is no key of [table shop.dbo_t1]"),
+]
+
+
+@pytest.mark.parametrize("case,text,line,says", BAD, ids=[b[0] for b in BAD])
+def test_a_bad_config_line_is_refused_naming_it(sim, workdir, case, text, line, says):
+    make_dbs(sim, {"shop": ["t1"]})
+    path, lake = config(sim, workdir, [("shop", "dbo_t1")])
+    base = open(path).read()
+    with open(path, "w") as f:
+        f.write(text + base)
+    p = run_cli("serve", "--config", path, check=False)
+    assert p.returncode == 2, p.stderr
+    assert f"{path}:{line}: " in p.stderr and says in p.stderr, p.stderr
+    assert "nothing was started" in p.stderr
+    assert not os.path.exists(lake), "a refused config wrote something"
+    assert "Sim-Passw0rd" not in p.stderr + p.stdout
+
+
+def test_config_errors_found_after_parsing_are_refused_too(sim, workdir):
+    make_dbs(sim, {"shop": ["t1", "t2"]})
+    lake = os.path.join(workdir, "lake")
+    # a template without {ci}: the tables would share a target
+    path, _ = config(sim, workdir, [("shop", "dbo_t1"), ("shop", "dbo_t2")])
+    text = open(path).read().replace("bronze_{ci}", "bronze")
+    open(path, "w").write(text)
+    p = run_cli("serve", "--config", path, check=False)
+    assert p.returncode == 2 and "must contain {ci}" in p.stderr, p.stderr
+    # two tables at one target (their own templates)
+    path, _ = config(sim, workdir, [("shop", "dbo_t1"), ("shop", "dbo_t2")])
+    text = open(path).read().replace("[table shop.dbo_t2]\n",
+                                     f"[table shop.dbo_t2]\ntarget = {lake}/shop/bronze_dbo_t1\n")
+    open(path, "w").write(text)
+    p = run_cli("serve", "--config", path, check=False)
+    assert p.returncode == 2 and "would both write to" in p.stderr, p.stderr
+    # an unknown capture instance: the source is asked before anything starts
+    path, _ = config(sim, workdir, [("shop", "dbo_t1"), ("shop", "dbo_nope")])
+    p = run_cli("serve", "--config", path, check=False)
+    assert p.returncode == 2 and "no capture instance 'dbo_nope'" in p.stderr, p.stderr
+    # the connection string in a file others may read
+    path, _ = config(sim, workdir, [("shop", "dbo_t1")])
+    os.chmod(path, 0o644)
+    p = run_cli("serve", "--config", path, check=False)
+    assert p.returncode == 2 and "chmod 600" in p.stderr, p.stderr
+    assert "Sim-Passw0rd" not in p.stderr
+    assert not os.path.exists(lake)
+
+
+def test_the_connection_string_from_the_environment_or_a_file(sim, workdir):
+    make_dbs(sim, {"shop": ["t1"], "crm": ["c1"]})
+    write(sim, "shop", ["t1"], 1, 1)
+    write(sim, "crm", ["c1"], 1, 1)
+    path, lake = config(sim, workdir, [("shop", "dbo_t1"), ("crm", "dbo_c1")])
+    secret = os.path.join(workdir, "crm.cs")
+    with open(secret, "w") as f:
+        f.write(sim.connection_string("crm") + "\n")
+    os.chmod(secret, 0o600)
+    text = open(path).read()
+    text = text.replace(f"connectionString = {sim.connection_string('shop')}",
+                        "connectionString_env = SHOP_CS")
+    text = text.replace(f"connectionString = {sim.connection_string('crm')}",
+                        f"connectionString_file = {secret}")
+    open(path, "w").write(text)
+    os.chmod(path, 0o644)  # no secret in it now: others may read it
+    p = run_cli("serve", "--config", path, check=False)
+    assert p.returncode == 2 and "SHOP_CS" in p.stderr, p.stderr
+    run_cli("serve", "--config", path, env={"SHOP_CS": sim.connection_string("shop")})
+    assert_equal(sim, lake, [("shop", "dbo_t1"), ("crm", "dbo_c1")])
+
+
+def test_the_systemd_unit_is_valid(workdir):
+    unit = os.path.join(ROOT, "docs", "mssql-cdc.service")
+    text = open(unit).read()
+    sections = {line.strip() for line in text.splitlines() if line.startswith("[")}
+    assert {"[Unit]", "[Service]", "[Install]"} <= sections
+    assert "ExecReload=/bin/kill -HUP $MAINPID" in text
+    assert "serve --config" in text
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        return
+    # verify with the program at the path the unit names (a copy of ours)
+    exec_start = next(line for line in text.splitlines() if line.startswith("ExecStart="))
+    program = exec_start.split("=", 1)[1].split()[0]
+    copy = os.path.join(workdir, "mssql-cdc.service")
+    shutil.copy(unit, copy)
+    p = subprocess.run([analyze, "verify", "--man=no", copy], capture_output=True, text=True)
+    # the program is not installed here: that line is the only complaint allowed
+    errors = [line for line in (p.stdout + p.stderr).splitlines()
+              if line.strip() and not (program in line and "is not executable" in line)]
+    assert not errors, p.stdout + p.stderr
+
+
+def test_help_names_serve():
+    p = run_cli("serve", "--help")
+    assert "--config FILE" in p.stdout and "SIGHUP" in p.stdout
+    p = run_cli("--help", check=False)
+    assert "serve" in p.stdout + p.stderr
