@@ -149,7 +149,9 @@ typedef void (*mcdc_log_fn)(void *user, mcdc_log_level level, const char *messag
 #define MCDC_PROGRESS_VERSION 2
 typedef struct mcdc_progress {
     int version;            /* MCDC_PROGRESS_VERSION of the library that fills it */
-    const char *job;        /* "snapshot", "seed", "backfill", "apply", "reconcile" */
+    const char *job;        /* "snapshot", "seed", "backfill", "apply", "reconcile";
+                               "stream": one report, phase "streaming", once a stream
+                               has resumed or bootstrapped and streams */
     const char *phase;      /* what it does now: "reading", "sorting", "merging", "hashing"... */
     int64_t rows_done;      /* rows of this phase finished */
     int64_t rows_total;     /* rows the phase will handle; -1: unknown */

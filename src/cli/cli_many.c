@@ -117,7 +117,8 @@ void cli_table_wire(cli_table *t, bool quiet) {
     t->cfg.query_name = t->name;
     t->cfg.log_fn = table_log;
     t->cfg.log_user = t;
-    t->cfg.progress_fn = t->metrics ? table_progress : NULL;
+    /* the metrics a host may attach before the run hear it (none: nothing) */
+    t->cfg.progress_fn = table_progress;
     t->cfg.progress_user = t;
     /* json logs: the batch lines are JSON objects too, on stderr's stream
      * of lines (stdout stays free for the result) */

@@ -50,7 +50,8 @@ void cli_table_init(cli_table *t, const char *name, const char *ci);
  * NULL when out of memory. Owned by the caller. */
 char *cli_many_expand(const char *tpl, const char *ci, const char *db);
 /* The job's callbacks on its cfg: its log lines and batch lines name it,
- * its metrics (when any) hear its batches and progress. */
+ * its metrics (when any, set before its run) hear its batches and
+ * progress. */
 void cli_table_wire(cli_table *t, bool quiet);
 /* Starts its thread: false (its status set to MCDC_E_NOMEM) when none
  * could be. */

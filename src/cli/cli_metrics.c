@@ -39,7 +39,7 @@ typedef enum {
     ST_PENDING = 0, /* its thread has not started */
     ST_STARTING,    /* started: bootstrap or resume, no batch yet */
     ST_SNAPSHOT,    /* taking a snapshot (bootstrap, re-snapshot, switch) */
-    ST_RUNNING,     /* committed a batch in this run */
+    ST_RUNNING,     /* streaming: resumed (or bootstrapped), or committed a batch */
     ST_DONE,
     ST_STOPPED,
     ST_FAILED,
@@ -68,7 +68,8 @@ typedef struct tstat {
     char kind[40];
     char message[512];
     bool snap_active;
-    int64_t snap_done, snap_total;
+    int64_t snap_done, snap_total; /* rows; total -1: unknown */
+    int64_t snap_parts_done, snap_parts_total; /* ranges or chunks; total -1: unknown */
 } tstat;
 
 struct cli_metrics {
@@ -219,13 +220,24 @@ void cli_metrics_batch(cli_metrics *m, size_t i, const mcdc_batch_report *r) {
 }
 
 void cli_metrics_progress(cli_metrics *m, size_t i, const mcdc_progress *p) {
-    if (m == NULL || i == (size_t)-1 || p->job == NULL || strcmp(p->job, "snapshot") != 0)
+    if (m == NULL || i == (size_t)-1 || p->job == NULL) return;
+    if (strcmp(p->job, "stream") == 0) {
+        /* resumed and streaming: ready, though an idle table commits no batch */
+        pthread_mutex_lock(&m->mu);
+        if (m->t[i].state < ST_RUNNING) m->t[i].state = ST_RUNNING;
+        m->t[i].snap_active = false;
+        pthread_mutex_unlock(&m->mu);
         return;
+    }
+    if (strcmp(p->job, "snapshot") != 0) return;
     pthread_mutex_lock(&m->mu);
     tstat *t = &m->t[i];
     t->snap_active = !p->done;
     t->snap_done = p->rows_done;
     t->snap_total = p->rows_total;
+    /* a chunked snapshot's chunks across its waves, else the phase's parts */
+    t->snap_parts_done = p->job_parts_name ? p->job_parts_done : p->parts_done;
+    t->snap_parts_total = p->job_parts_name ? p->job_parts_total : p->parts_total;
     if (t->state == ST_STARTING && !p->done) t->state = ST_SNAPSHOT;
     pthread_mutex_unlock(&m->mu);
 }
@@ -387,7 +399,8 @@ static void value_i(FILE *f, int64_t v) {
 }
 
 typedef enum { G_ROWS, G_BATCHES, G_DURATION, G_LAG, G_HEADROOM, G_PROCESSED, G_VERDICT_AGE,
-               G_VERDICT_STILL, G_SNAPSHOT } table_gauge;
+               G_VERDICT_STILL, G_SNAPSHOT, G_SNAPSHOT_TOTAL, G_SNAPSHOT_PARTS,
+               G_SNAPSHOT_PARTS_TOTAL } table_gauge;
 
 static const struct {
     const char *name, *type, *help;
@@ -407,6 +420,11 @@ static const struct {
     {"mssql_cdc_verdict_unmoved_seconds", "gauge",
      "Seconds since the verdict last moved in this run."},
     {"mssql_cdc_snapshot_rows_done", "gauge", "Rows of the running snapshot read so far."},
+    {"mssql_cdc_snapshot_rows_total", "gauge",
+     "Rows the running snapshot will read (a count or the server's estimate)."},
+    {"mssql_cdc_snapshot_parts_done", "gauge",
+     "Parts of the running snapshot done: its chunks (chunked, across waves) or ranges."},
+    {"mssql_cdc_snapshot_parts_total", "gauge", "Parts the running snapshot has."},
 };
 
 /* One table's sample of family g; false: none (unknown). */
@@ -423,12 +441,19 @@ static bool table_value(const snap *s, const tstat *t, table_gauge g, double *v)
         *v = (double)(s->now_mono_us - t->verdict_moved_mono_us) / 1e6;
         return t->has_verdict;
     case G_SNAPSHOT: *v = (double)t->snap_done; return t->snap_active;
+    case G_SNAPSHOT_TOTAL: *v = (double)t->snap_total; return t->snap_active && t->snap_total >= 0;
+    case G_SNAPSHOT_PARTS:
+        *v = (double)t->snap_parts_done;
+        return t->snap_active && t->snap_parts_total > 0;
+    case G_SNAPSHOT_PARTS_TOTAL:
+        *v = (double)t->snap_parts_total;
+        return t->snap_active && t->snap_parts_total > 0;
     }
     return false;
 }
 
 static void render_tables(FILE *f, const cli_metrics *m, const snap *s) {
-    for (int g = 0; g <= G_SNAPSHOT; g++) {
+    for (int g = 0; g <= G_SNAPSHOT_PARTS_TOTAL; g++) {
         bool counter = g == G_ROWS || g == G_BATCHES;
         family(f, TABLE_FAMILIES[g].name, TABLE_FAMILIES[g].type, TABLE_FAMILIES[g].help);
         char name[96];
@@ -482,10 +507,15 @@ static void render_database(FILE *f, const cli_metrics *m, const snap *s) {
              s->probe_up, true);
     if (!s->has_health) return;
     const mcdc_capture_health *h = &s->h;
-    if (h->has_max_commit)
+    if (h->has_max_commit) {
         db_gauge(f, m, "mssql_cdc_source_max_commit_timestamp_seconds",
                  "Commit time (UTC) of the source's max_lsn.", (double)h->max_commit_us / 1e6,
                  false);
+        db_gauge(f, m, "mssql_cdc_capture_lag_seconds",
+                 "The server's clock minus the commit time of its max_lsn, at the last poll "
+                 "(how far capture is behind the log; up to minutes on a quiet database).",
+                 (double)(h->server_now_us - h->max_commit_us) / 1e6, false);
+    }
     db_gauge(f, m, "mssql_cdc_capture_health_visible",
              "1 when the login may read the capture DMVs (VIEW DATABASE STATE); 0: the "
              "capture health metrics are absent.",
@@ -598,8 +628,10 @@ static char *render_status(cli_metrics *m, size_t *len) {
             }
             fputs(",\"snapshot\":", f);
             if (t->snap_active)
-                fprintf(f, "{\"rows_done\":%lld,\"rows_total\":%lld}", (long long)t->snap_done,
-                        (long long)t->snap_total);
+                fprintf(f, "{\"rows_done\":%lld,\"rows_total\":%lld,\"parts_done\":%lld,"
+                           "\"parts_total\":%lld}",
+                        (long long)t->snap_done, (long long)t->snap_total,
+                        (long long)t->snap_parts_done, (long long)t->snap_parts_total);
             else
                 fputs("null", f);
             fputc('}', f);

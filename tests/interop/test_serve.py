@@ -317,3 +317,63 @@ def test_help_names_serve():
     assert "--config FILE" in p.stdout and "SIGHUP" in p.stdout
     p = run_cli("--help", check=False)
     assert "serve" in p.stdout + p.stderr
+
+
+def test_readyz_for_resumed_idle_tables_and_every_dashboard_metric_is_served(sim, workdir):
+    """A restart with nothing new: every table resumes and is ready without
+    a batch. The Grafana dashboard's every metric is one /metrics serves."""
+    import re
+    import urllib.error
+    import urllib.request
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+    make_dbs(sim)
+    write(sim, "shop", DBS["shop"], 1, 1)
+    write(sim, "crm", DBS["crm"], 1, 1)
+    path, lake = config(sim, workdir, ALL,
+                        extra_service=f"control_table = {workdir}/lake/control")
+    run_cli("serve", "--config", path)
+    config(sim, workdir, ALL, trigger="processingTime=200ms",
+           extra_service=f"control_table = {workdir}/lake/control\nmetrics_poll_seconds = 0.2")
+    ready = os.path.join(workdir, "port")
+    proc = subprocess.Popen([CLI, "serve", "--config", path, "--metrics-listen", "127.0.0.1:0",
+                             "--ready-file", ready], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+
+    def get(p):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{p}", timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+    try:
+        wait_for(lambda: os.path.exists(ready) and open(ready).read().strip(), "the listener")
+        port = int(open(ready).read())
+        wait_for(lambda: get("/readyz")[0] == 200, "/readyz 200 with nothing new")
+        tables = status(port)
+        assert set(tables) == {f"{db}.{ci}" for db, ci in ALL}
+        assert all(t["state"] == "running" and t["batches"] == 0 for t in tables.values()), tables
+        assert {t["database"] for t in tables.values()} == set(DBS)
+        wait_for(lambda: "mssql_cdc_capture_last_scan_age_seconds" in get("/metrics")[1],
+                 "the capture probe's first poll")
+        body = get("/metrics")[1]
+        served = set()
+        for fam in text_string_to_metric_families(body):
+            served.add(fam.name)
+            served.update(s.name for s in fam.samples)
+        dash = json.load(open(os.path.join(ROOT, "docs", "grafana-dashboard.json")))
+        assert dash["panels"], "a dashboard of no panels"
+        for panel in dash["panels"]:
+            exprs = [t["expr"] for t in panel["targets"]]
+            names = set(re.findall(r"\bmssql_cdc_[a-z_]+", " ".join(exprs)))
+            assert names, f"panel {panel['title']!r} reads no metric"
+            for name in names:
+                family = name[:-len("_total")] if name.endswith("_total") else name
+                assert name in served or family in served, \
+                    f"panel {panel['title']!r}: {name} is not in /metrics"
+        lag = [line for line in body.splitlines()
+               if line.startswith("mssql_cdc_capture_lag_seconds{")]
+        assert lag and float(lag[0].split()[-1]) >= -5, lag
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
