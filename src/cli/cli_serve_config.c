@@ -682,8 +682,9 @@ int serve_config_load(serve_config **out, const char *path, mcdc_budget **budget
     parse p = {c, NULL, 0, 0, SEC_NONE, NULL};
     p.f = fopen(path, "r");
     if (p.f == NULL) {
-        fprintf(stderr, "mssql-cdc: serve: --config %s cannot be read: %s\n", path,
-                strerror(errno));
+        fprintf(stderr, "mssql-cdc: serve: --config %s cannot be read: %s (give the path of "
+                        "the service's INI file, see docs/service.md)\n",
+                path, strerror(errno));
         serve_config_free(c);
         return EXIT_USAGE;
     }
