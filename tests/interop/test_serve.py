@@ -15,6 +15,8 @@ import pytest
 from deltalake import DeltaTable
 
 from conftest import CLI, ROOT, run_cli
+from test_start_many import change_rows as many_change_rows
+from test_start_many import write as many_write
 
 DBS = {"shop": ["t1", "t2", "t3"], "crm": ["c1", "c2"]}
 
@@ -31,21 +33,11 @@ def make_dbs(sim, dbs=DBS):
 
 
 def write(sim, db, tables, first, n):
-    """n transactions on each table: an insert of two rows, an update, a delete."""
-    for t in tables:
-        for k in range(n):
-            i = first + 2 * k
-            sim.run(f"BEGIN TRAN; INSERT INTO dbo.{t} (id, v) VALUES ({i}, N'{t}-{i}'), "
-                    f"({i + 1}, N'{t}-{i + 1}'); UPDATE dbo.{t} SET v = N'upd' WHERE id = {i}; "
-                    f"DELETE FROM dbo.{t} WHERE id = {i + 1}; COMMIT;", database=db)
-    sim.run("EXEC sim.run_capture @ignore_latency = 1;", database=db)
+    many_write(sim, tables, first, n, database=db)
 
 
 def change_rows(sim, db, ci):
-    rows = sim.run(f"SELECT CONVERT(varchar(22), __$start_lsn, 1), "
-                   f"CONVERT(varchar(22), __$seqval, 1), __$operation FROM cdc.{ci}_CT",
-                   database=db)
-    return sorted(tuple(r) for r in rows)
+    return many_change_rows(sim, ci, database=db)
 
 
 def bronze_keys(lake, db, ci):

@@ -41,21 +41,21 @@ def reader(sim):
     return sim.connection_string(DB, user="reader", password=READER_PASSWORD)
 
 
-def write(sim, tables, first, n):
+def write(sim, tables, first, n, database=DB):
     """n transactions on each table: an insert of two rows, an update, a delete."""
     for t in tables:
         for k in range(n):
             i = first + 2 * k
             sim.run(f"BEGIN TRAN; INSERT INTO dbo.{t} (id, v) VALUES ({i}, N'{t}-{i}'), "
                     f"({i + 1}, N'{t}-{i + 1}'); UPDATE dbo.{t} SET v = N'upd' WHERE id = {i}; "
-                    f"DELETE FROM dbo.{t} WHERE id = {i + 1}; COMMIT;", database=DB)
-    sim.run("EXEC sim.run_capture @ignore_latency = 1;", database=DB)
+                    f"DELETE FROM dbo.{t} WHERE id = {i + 1}; COMMIT;", database=database)
+    sim.run("EXEC sim.run_capture @ignore_latency = 1;", database=database)
 
 
-def change_rows(sim, ci):
+def change_rows(sim, ci, database=DB):
     rows = sim.run(f"SELECT CONVERT(varchar(22), __$start_lsn, 1), "
                    f"CONVERT(varchar(22), __$seqval, 1), __$operation FROM cdc.{ci}_CT",
-                   database=DB)
+                   database=database)
     return sorted(tuple(r) for r in rows)
 
 
