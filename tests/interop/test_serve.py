@@ -56,15 +56,17 @@ def assert_equal(sim, lake, tables):
         assert bronze == change_rows(sim, db, ci), f"{db}.{ci}: bronze differs from its CT"
 
 
-def config(sim, workdir, tables, trigger="availableNow", extra_service="", extra=""):
-    """The config file for tables [(db, ci)], mode 600 (it holds passwords)."""
+def config(sim, workdir, tables, trigger="availableNow", extra_service="", extra="", cs=None):
+    """The config file for tables [(db, ci)], mode 600 (it holds passwords);
+    cs: the connection string of each database (default sa's)."""
     lake = os.path.join(workdir, "lake")
     lines = ["# a service over two databases", "[service]",
              f"target = {lake}/{{db}}/bronze_{{ci}}", "app_id = {db}-{ci}",
              f"checkpoint = {workdir}/ckpt/{{db}}/{{ci}}", f"trigger = {trigger}",
              f"facts_table = {lake}/facts", extra_service, ""]
     for db in sorted({db for db, _ in tables}):
-        lines += [f"[database {db}]", f"connectionString = {sim.connection_string(db)}", ""]
+        conn = cs(db) if cs else sim.connection_string(db)
+        lines += [f"[database {db}]", f"connectionString = {conn}", ""]
     for db, ci in tables:
         lines += [f"[table {db}.{ci}]", ""]
     path = os.path.join(workdir, "serve.ini")
@@ -369,3 +371,121 @@ def test_readyz_for_resumed_idle_tables_and_every_dashboard_metric_is_served(sim
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
+
+
+class DevTools:
+    """Headless Chromium driven over its DevTools protocol (a websocket)."""
+
+    def __init__(self, url, workdir):
+        import websocket
+        profile = os.path.join(workdir, "chromium")
+        self.proc = subprocess.Popen(
+            [shutil.which("chromium"), "--headless", "--no-sandbox", "--disable-gpu",
+             f"--user-data-dir={profile}", "--remote-debugging-port=0",
+             "--remote-allow-origins=*", "--window-size=1200,900", url],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        active = os.path.join(profile, "DevToolsActivePort")
+        wait_for(lambda: os.path.exists(active) and len(open(active).read().split()) == 2,
+                 "Chromium's DevTools port")
+        port = int(open(active).read().split()[0])
+        import urllib.request
+
+        def page():
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=5) as r:
+                pages = [t for t in json.loads(r.read()) if t["type"] == "page"]
+            return pages[0]["webSocketDebuggerUrl"] if pages else None
+        wait_for(page, "the page's target")
+        self.ws = websocket.create_connection(page(), timeout=10, suppress_origin=True)
+        self.next_id = 0
+
+    def call(self, method, **params):
+        self.next_id += 1
+        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        while True:
+            msg = json.loads(self.ws.recv())
+            if msg.get("id") == self.next_id:
+                assert "error" not in msg, msg
+                return msg.get("result", {})
+
+    def eval(self, expr):
+        r = self.call("Runtime.evaluate", expression=expr, returnByValue=True)
+        assert "exceptionDetails" not in r, r
+        return r["result"].get("value")
+
+    def rows(self):
+        return self.eval("Array.from(document.querySelectorAll('#rows tr'))"
+                         ".map(r => [r.dataset.ci, r.className])")
+
+    def click(self, selector):
+        box = self.eval(f"(() => {{ const b = document.querySelector({json.dumps(selector)})"
+                        ".getBoundingClientRect(); return [b.x + b.width / 2, b.y + b.height / 2]; })()")
+        for kind in ("mousePressed", "mouseReleased"):
+            self.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left",
+                      clickCount=1)
+
+    def close(self):
+        try:
+            self.ws.close()
+        finally:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium (Debian) absent")
+def test_the_status_page_filters_sorts_and_shows_a_failed_table_without_a_reload(sim, workdir):
+    make_dbs(sim, {"shop": ["t1", "t2", "t3"]})
+    password = "Reader_Passw0rd1"
+    sim.run(f"CREATE LOGIN reader WITH PASSWORD = '{password}';")
+    sim.run("CREATE USER reader FOR LOGIN reader; " + "".join(
+        f"GRANT SELECT ON dbo.{t} TO reader; GRANT SELECT ON cdc.dbo_{t}_CT TO reader;"
+        for t in ("t1", "t2", "t3")), database="shop")
+    # rows differ by table, so that sorting by rows is not the names' order
+    write(sim, "shop", ["t1"], 1, 3)
+    write(sim, "shop", ["t2"], 1, 1)
+    write(sim, "shop", ["t3"], 1, 2)
+    tables = [("shop", "dbo_t1"), ("shop", "dbo_t2"), ("shop", "dbo_t3")]
+    path, lake = config(sim, workdir, tables, trigger="processingTime=100ms",
+                        cs=lambda db: sim.connection_string(db, user="reader", password=password))
+    ready = os.path.join(workdir, "port")
+    proc = subprocess.Popen([CLI, "serve", "--config", path, "--metrics-listen", "127.0.0.1:0",
+                             "--ready-file", ready], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    browser = None
+    try:
+        wait_for(lambda: os.path.exists(ready) and open(ready).read().strip(), "the listener")
+        port = int(open(ready).read())
+        wait_for(lambda: all(t["rows"] > 0 for t in status(port).values()), "every table's rows")
+        browser = DevTools(f"http://127.0.0.1:{port}/", workdir)
+        names = ["shop.dbo_t1", "shop.dbo_t2", "shop.dbo_t3"]
+        wait_for(lambda: [ci for ci, _ in browser.rows()] == names, "the rows, by name")
+        browser.eval("window.notReloaded = true")
+        # typing into the filter narrows the rows
+        browser.eval("document.getElementById('filter').focus()")
+        browser.call("Input.insertText", text="t2")
+        assert [ci for ci, _ in browser.rows()] == ["shop.dbo_t2"]
+        browser.eval("document.getElementById('filter').select()")
+        browser.call("Input.dispatchKeyEvent", type="keyDown", key="Backspace",
+                     windowsVirtualKeyCode=8)
+        browser.call("Input.dispatchKeyEvent", type="keyUp", key="Backspace",
+                     windowsVirtualKeyCode=8)
+        wait_for(lambda: len(browser.rows()) == 3, "every row back")
+        # a click on the rows header sorts by rows (t2: 5, t3: 10, t1: 15), again: reversed
+        browser.click('th[data-k="rows"]')
+        assert [ci for ci, _ in browser.rows()] == ["shop.dbo_t2", "shop.dbo_t3", "shop.dbo_t1"]
+        browser.click('th[data-k="rows"]')
+        assert [ci for ci, _ in browser.rows()] == ["shop.dbo_t1", "shop.dbo_t3", "shop.dbo_t2"]
+        assert all(cls == "" for _, cls in browser.rows())
+        # a table stops (its grant revoked): the page shows it first, as a problem
+        sim.run("REVOKE SELECT ON cdc.dbo_t3_CT FROM reader;", database="shop")
+        write(sim, "shop", ["t3"], 100, 1)
+        wait_for(lambda: browser.rows()[0] == ["shop.dbo_t3", "problem"], "dbo_t3 as a problem",
+                 timeout=40)
+        assert browser.eval("window.notReloaded") is True  # the same page, not reloaded
+        text = browser.eval("document.querySelector('#rows tr').innerText")
+        assert "failed" in text and "PermissionError" in text, text
+    finally:
+        if browser:
+            browser.close()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 5, err
