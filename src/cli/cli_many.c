@@ -108,6 +108,8 @@ static void table_report(void *ctx, const mcdc_batch_report *r) {
 static void table_progress(void *user, const mcdc_progress *p) {
     const cli_table *t = user;
     cli_metrics_progress(t->metrics, t->index, p);
+    if (t->progress && t->progress->mode != CLI_PROGRESS_NONE)
+        cli_progress_report(t->progress, p);
 }
 
 void cli_table_wire(cli_table *t, bool quiet) {
@@ -117,7 +119,8 @@ void cli_table_wire(cli_table *t, bool quiet) {
     t->cfg.query_name = t->name;
     t->cfg.log_fn = table_log;
     t->cfg.log_user = t;
-    /* the metrics a host may attach before the run hear it (none: nothing) */
+    /* the metrics and progress a host may attach before the run hear it
+     * (none: nothing) */
     t->cfg.progress_fn = table_progress;
     t->cfg.progress_user = t;
     /* json logs: the batch lines are JSON objects too, on stderr's stream

@@ -37,6 +37,7 @@ typedef struct cli_table {
     atomic_bool finished; /* its run returned */
     atomic_bool stop_asked; /* a signal or a reload asked it to stop while it ran */
     cli_metrics *metrics; /* NULL: no --metrics-listen */
+    cli_progress *progress; /* NULL: none (start-many --progress: its own, named) */
     size_t index;         /* its row in metrics */
     /* written by the job's thread, read after it is joined */
     int64_t batches, rows;

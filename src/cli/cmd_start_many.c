@@ -60,7 +60,10 @@ static const char MANY_HELP[] =
     "  --json               the result on stdout at the end: every table with its\n"
     "                       batches, rows, state and error, and the errors by capture\n"
     "                       instance (await_all's result)\n"
-    "  --quiet              errors and the summary only\n";
+    "  --quiet              errors and the summary only\n"
+    CLI_PROGRESS_HELP
+    "                       (each table's own, its name leading the line or as \"table\"\n"
+    "                       in the JSON: the snapshots its bootstrap or re-snapshot takes)\n";
 
 static const char MANY_HELP_METRICS[] =
     "\n"
@@ -112,6 +115,7 @@ static const char MANY_HELP_REST[] =
 typedef struct table_job {
     cli_table job;        /* its name and capture instance: argv's or the file's key */
     json_t *own;          /* the file's options for it (borrowed), or NULL */
+    cli_progress progress; /* --progress: its own (named), started when job.progress is set */
 } table_job;
 
 typedef struct many {
@@ -368,6 +372,7 @@ int cmd_start_many(int argc, char **argv) {
     double poll_s = 15, lag_problem_s = 300;
     cli_metrics *metrics = NULL;
     int json = 0, quiet = 0;
+    cli_progress_mode progress_mode = CLI_PROGRESS_AUTO;
     int64_t connections = 0, encoders = 0;
     int *src = calloc((size_t)(argc > 0 ? argc : 1), sizeof *src);
     size_t n_src = 0;
@@ -393,6 +398,7 @@ int cmd_start_many(int argc, char **argv) {
         else if (strcmp(a, "--checkpoint") == 0) { NEEDV(); shared.checkpoint = v; }
         else if (strcmp(a, "--json") == 0) json = 1;
         else if (strcmp(a, "--quiet") == 0) quiet = 1;
+        else if (cli_progress_option(argc, argv, &i, &progress_mode, &rc)) continue;
         else if (strcmp(a, "--metrics-listen") == 0) {
             NEEDV();
             listen = v;
@@ -476,7 +482,14 @@ int cmd_start_many(int argc, char **argv) {
         t->cfg = shared;
         t->cfg.budget = budget;
         cli_table_wire(t, quiet);
-        if (!listen) t->cfg.progress_fn = NULL;
+        if (rc == EXIT_OK && progress_mode != CLI_PROGRESS_NONE) {
+            rc = cli_progress_init(&m.t[i].progress, progress_mode);
+            if (rc == EXIT_OK) {
+                m.t[i].progress.name = t->name;
+                t->progress = &m.t[i].progress;
+            }
+        }
+        if (!listen && t->progress == NULL) t->cfg.progress_fn = NULL;
         if (rc == EXIT_OK && mcdc_stream_create(&t->stream, t->opts, &t->cfg, &e)) {
             fprintf(stderr, "mssql-cdc: %s: ", t->ci);
             rc = cli_fail(&e);
@@ -494,7 +507,10 @@ int cmd_start_many(int argc, char **argv) {
     if (rc == EXIT_OK) rc = run_all(&m, json);
 out:
     cli_metrics_stop(metrics);
-    for (size_t i = 0; i < m.n; i++) cli_table_release(&m.t[i].job);
+    for (size_t i = 0; i < m.n; i++) {
+        cli_table_release(&m.t[i].job);
+        if (m.t[i].job.progress) cli_progress_end(m.t[i].job.progress);
+    }
     free(m.jobs);
     mcdc_budget_free(budget);
     mcdc_opts_free(probe);
