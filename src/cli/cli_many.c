@@ -23,38 +23,40 @@ void cli_table_init(cli_table *t, const char *name, const char *ci) {
     t->ci = ci;
 }
 
-char *cli_many_expand(const char *tpl, const char *ci, const char *db) {
-    size_t n = 0, lc = strlen(ci), ld = db ? strlen(db) : 0;
-    for (const char *p = tpl; *p;) {
-        if (strncmp(p, "{ci}", 4) == 0) {
-            n += lc;
-            p += 4;
-        } else if (db && strncmp(p, "{db}", 4) == 0) {
-            n += ld;
-            p += 4;
-        } else {
-            n++;
-            p++;
+char *cli_many_fill(const char *tpl, const char *const *names, const char *const *values,
+                    size_t n) {
+    /* two passes: the length, then the text */
+    char *out = NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        size_t o = 0;
+        for (const char *p = tpl; *p;) {
+            size_t k = 0;
+            for (; k < n; k++)
+                if (values[k] && strncmp(p, names[k], strlen(names[k])) == 0) break;
+            if (k < n) {
+                size_t lv = strlen(values[k]);
+                if (out) memcpy(out + o, values[k], lv);
+                o += lv;
+                p += strlen(names[k]);
+            } else {
+                if (out) out[o] = *p;
+                o++;
+                p++;
+            }
         }
-    }
-    char *out = malloc(n + 1), *o = out;
-    if (out == NULL) return NULL;
-    for (const char *p = tpl; *p;) {
-        if (strncmp(p, "{ci}", 4) == 0) {
-            memcpy(o, ci, lc);
-            o += lc;
-            p += 4;
-        } else if (db && strncmp(p, "{db}", 4) == 0) {
-            memcpy(o, db, ld);
-            o += ld;
-            p += 4;
-        } else {
-            *o++ = *p++;
+        if (out) {
+            out[o] = 0;
+            break;
         }
+        if ((out = malloc(o + 1)) == NULL) return NULL;
     }
-    *o = 0;
-    assert((size_t)(o - out) == n);
     return out;
+}
+
+char *cli_many_expand(const char *tpl, const char *ci, const char *db) {
+    static const char *const NAMES[] = {"{ci}", "{db}"};
+    const char *values[] = {ci, db};
+    return cli_many_fill(tpl, NAMES, values, 2);
 }
 
 /* ---- the job's callbacks ------------------------------------------------------------- */

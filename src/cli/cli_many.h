@@ -47,9 +47,13 @@ typedef struct cli_table {
 
 /* Resets t for a job labelled name on capture instance ci (both borrowed). */
 void cli_table_init(cli_table *t, const char *name, const char *ci);
-/* The template with every {ci} (and, when db is not NULL, {db]) replaced;
+/* The template with every {ci} (and, when db is not NULL, {db}) replaced;
  * NULL when out of memory. Owned by the caller. */
 char *cli_many_expand(const char *tpl, const char *ci, const char *db);
+/* The template with every names[k] (such as "{ci}") replaced by values[k]
+ * (NULL: left as written); NULL when out of memory. Owned by the caller. */
+char *cli_many_fill(const char *tpl, const char *const *names, const char *const *values,
+                    size_t n);
 /* The job's callbacks on its cfg: its log lines and batch lines name it,
  * its metrics (when any, set before its run) hear its batches and
  * progress. */

@@ -11,6 +11,7 @@
  * as 'mssql-cdc stream' would.
  */
 #include "cli_serve_config.h"
+#include "cli_serve_schedule.h"
 
 #include <assert.h>
 #include <ctype.h>
@@ -34,6 +35,9 @@ typedef struct parse {
     int errors;
     int section_kind;     /* what the current section is */
     serve_kvs *cur;       /* where its keys go */
+    bool indented;        /* the line read last starts with a space or tab */
+    serve_kvs *last_in;   /* the key handled last: in which section's keys, */
+    size_t last_at;       /* at which index */
 } parse;
 
 enum { SEC_NONE = 0, SEC_SERVICE, SEC_STORAGE, SEC_DATABASE, SEC_TABLE };
@@ -91,10 +95,12 @@ static char *reader(char *str, int num, void *stream) {
     parse *p = stream;
     if (fgets(str, num, p->f) == NULL) return NULL;
     p->line++;
+    p->indented = str[0] == ' ' || str[0] == '\t';
     size_t len = strlen(str);
     if (len == (size_t)num - 1 && str[len - 1] != '\n' && !feof(p->f)) {
-        say(p, p->line, "the line is longer than %d characters (a longer value, such as a "
-                        "connection string, goes in a file: connectionString_file)",
+        say(p, p->line, "the line is longer than %d characters: continue a long value on "
+                        "lines starting with a space (joined by a space), or put a connection "
+                        "string in a file (connectionString_file)",
             num - 2);
         /* the rest of the line is skipped, not parsed as a line of its own */
         int ch;
@@ -127,7 +133,9 @@ static const char *const SERVICE_KEYS[] = {
     "max_connections", "encoder_threads", "metrics_listen", "metrics_poll_seconds",
     "lag_problem_seconds", "log_format", "quiet", "target", "app_id", "checkpoint",
     "facts_table", "control_table", "warehouse", NULL};
-static const char *const TABLE_KEYS[] = {"target", "app_id", "checkpoint", NULL};
+static const char *const TABLE_KEYS[] = {"target", "app_id", "checkpoint", "apply",
+                                         "apply_every", "reconcile", "reconcile_every", NULL};
+const char *const SERVE_SCHEDULE_NAMES[2] = {"apply", "reconcile"};
 
 static bool among(const char *key, const char *const *names) {
     for (size_t k = 0; names[k]; k++)
@@ -154,6 +162,22 @@ static int handler(void *user, const char *section, const char *name, const char
             say(p, p->line, "'%s = ...' before any section: it belongs in [service], [storage], "
                             "[database NAME] or [table DB.CAPTURE_INSTANCE]",
                 name);
+        return 1;
+    }
+    /* an indented line under a key continues its value (inih hands it over
+     * as the same key again): the words joined by a space */
+    if (p->indented && p->last_in == p->cur && p->last_at < p->cur->n &&
+        strcasecmp(p->cur->kv[p->last_at].key, name) == 0) {
+        serve_kv *kv = &p->cur->kv[p->last_at];
+        size_t a = strlen(kv->value), b = strlen(value);
+        char *v = realloc(kv->value, a + b + 2);
+        if (v == NULL) {
+            say(p, p->line, "out of memory");
+            return 0;
+        }
+        v[a] = ' ';
+        memcpy(v + a + 1, value, b + 1);
+        kv->value = v;
         return 1;
     }
     if (kvs_get(p->cur, name)) {
@@ -193,6 +217,8 @@ static int handler(void *user, const char *section, const char *name, const char
         say(p, p->line, "out of memory");
         return 0;
     }
+    p->last_in = p->cur;
+    p->last_at = p->cur->n - 1;
     return 1;
 }
 
@@ -522,6 +548,55 @@ static void fingerprint_add(FILE *f, const char *a, const char *b) {
     fprintf(f, "%s\x1f%s\x1e", a, b ? b : "");
 }
 
+/* apply = FLAGS with apply_every = SECONDS, and the same for reconcile:
+ * its placeholders filled ({ci}, {db}, the table's {target}, {app_id},
+ * {checkpoint}, the service's {facts_table}, {control_table},
+ * {warehouse}) and its words proved. */
+static int schedules(parse *p, serve_table *t) {
+    static const char *const NAMES[] = {"{ci}",         "{db}",           "{target}",
+                                        "{app_id}",     "{checkpoint}",   "{facts_table}",
+                                        "{control_table}", "{warehouse}"};
+    const cli_table *j = &t->job;
+    const char *values[] = {t->ci,          t->db,         j->target,
+                            j->app_id,      j->checkpoint, t->facts_table,
+                            t->control_table, t->warehouse};
+    for (int k = 0; k < 2; k++) {
+        const char *what = SERVE_SCHEDULE_NAMES[k];
+        char every_key[32];
+        snprintf(every_key, sizeof every_key, "%s_every", what);
+        const serve_kv *flags = kvs_get(&t->kv, what), *every = kvs_get(&t->kv, every_key);
+        if (!flags && !every) continue;
+        if (!flags || !every) {
+            say(p, (flags ? flags : every)->line, "[table %s]: %s and %s go together: the "
+                                                  "flags of 'mssql-cdc %s' and how many "
+                                                  "seconds apart it runs",
+                t->name, what, every_key, what);
+            return -1;
+        }
+        if (kv_seconds(p, every, SERVE_SCHEDULE_SECONDS_MIN, 31536000, &t->every_s[k]))
+            return -1;
+        t->schedule[k] = cli_many_fill(flags->value, NAMES, values, sizeof NAMES / sizeof *NAMES);
+        char **words = NULL;
+        int n = 0;
+        if (t->schedule[k] == NULL || cli_words_split(t->schedule[k], &words, &n) != 0) {
+            say(p, flags->line, "[table %s]: %s = %s: no flags, or a quote not closed (words "
+                                "split at spaces; '...' or \"...\" keep spaces)",
+                t->name, what, flags->value);
+            return -1;
+        }
+        bool any_placeholder_left = strchr(t->schedule[k], '{') && strchr(t->schedule[k], '}');
+        cli_words_free(words);
+        if (any_placeholder_left) {
+            say(p, flags->line, "[table %s]: %s = %s: a {placeholder} that is not one of "
+                                "{ci} {db} {target} {app_id} {checkpoint} {facts_table} "
+                                "{control_table} {warehouse}, or one whose setting is not given",
+                t->name, what, flags->value);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static void table_prepare(parse *p, serve_table *t, mcdc_budget *budget) {
     serve_config *c = p->c;
     const serve_db *d = db_of(c, t);
@@ -594,6 +669,7 @@ static void table_prepare(parse *p, serve_table *t, mcdc_budget *budget) {
         say(p, t->line, "[table %s]: %s: %s", t->name, mcdc_status_kind(e.code), e.message);
         return;
     }
+    if (schedules(p, t)) return;
     /* what it runs with, for a reload to compare */
     size_t len = 0;
     FILE *f = open_memstream(&t->fingerprint, &len);
@@ -679,7 +755,7 @@ int serve_config_load(serve_config **out, const char *path, mcdc_budget **budget
         free(c);
         return cli_usage_error("serve: %s", "out of memory");
     }
-    parse p = {c, NULL, 0, 0, SEC_NONE, NULL};
+    parse p = {c, NULL, 0, 0, SEC_NONE, NULL, false, NULL, 0};
     p.f = fopen(path, "r");
     if (p.f == NULL) {
         fprintf(stderr, "mssql-cdc: serve: --config %s cannot be read: %s (give the path of "
@@ -751,6 +827,10 @@ int serve_config_check_instances(const serve_config *c, const bool *fresh) {
 
 void serve_table_free(serve_table *t) {
     if (t == NULL) return;
+    for (int k = 0; k < 2; k++) {
+        serve_schedule_stop(t->running[k]);
+        t->running[k] = NULL;
+    }
     cli_table_release(&t->job);
     kvs_free(&t->kv);
     for (int i = 0; i < t->argc; i++) free(t->argv[i]);
@@ -760,6 +840,7 @@ void serve_table_free(serve_table *t) {
         for (size_t k = 0; v[k]; k++) v[k] = 0;
     }
     free(t->fingerprint);
+    for (int k = 0; k < 2; k++) free(t->schedule[k]);
     free(t->facts_table);
     free(t->control_table);
     free(t->warehouse);

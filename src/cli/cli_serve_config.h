@@ -41,6 +41,10 @@ typedef struct serve_table {
                           command-line words; owned, argc of them */
     int argc;
     char *facts_table, *control_table, *warehouse; /* the service's, its own copies */
+    char *schedule[2]; /* apply's and reconcile's flags, placeholders filled (NULL:
+                          none); owned */
+    double every_s[2]; /* and how often they run */
+    struct serve_schedule *running[2]; /* while the table runs (cmd_serve.c) */
     char *fingerprint; /* every setting it runs with, in one string: a reload
                           restarts it when this changes (holds secrets: never
                           printed) */
@@ -54,6 +58,8 @@ typedef struct serve_table {
 
 /* A schedule's interval is at least this (a shorter one is a busy loop). */
 #define SERVE_SCHEDULE_SECONDS_MIN 1.0
+/* The schedules a table may have: [0] apply, [1] reconcile. */
+extern const char *const SERVE_SCHEDULE_NAMES[2];
 
 typedef struct serve_config {
     char *path;

@@ -23,6 +23,7 @@
 #include "cli_many.h"
 #include "cli_metrics.h"
 #include "cli_serve_config.h"
+#include "cli_serve_schedule.h"
 
 static const char SERVE_HELP[] =
     "usage: mssql-cdc serve --config FILE [--metrics-listen ADDR:PORT] [--ready-file FILE]\n"
@@ -40,7 +41,9 @@ static const char SERVE_HELP[] =
     "                       options), [database NAME] (connectionString, or\n"
     "                       connectionString_env / connectionString_file, and source\n"
     "                       options), [table NAME.CAPTURE_INSTANCE] (its own places,\n"
-    "                       flags and source options)\n"
+    "                       flags, source options, and apply / reconcile schedules:\n"
+    "                       apply = FLAGS with apply_every = SECONDS runs 'mssql-cdc\n"
+    "                       apply FLAGS' on a timer, and so does reconcile)\n"
     "  --metrics-listen ADDR:PORT\n"
     "                       serve /metrics, /status.json, /healthz, /readyz and the status\n"
     "                       page at / (wins over [service] metrics_listen; port 0: a free\n"
@@ -120,17 +123,48 @@ static void serve_log(const serve *s, const char *level, const char *table, cons
     free(line);
 }
 
+/* A table's apply and reconcile schedules stop (a run in progress
+ * finishes its pass). */
+static void schedules_stop(serve_table *t) {
+    for (int k = 0; k < 2; k++) {
+        serve_schedule_stop(t->running[k]);
+        t->running[k] = NULL;
+    }
+}
+
 static void table_start(serve *s, serve_table *t) {
     cli_table *j = &t->job;
     j->metrics = s->metrics;
     j->index = cli_metrics_add(s->metrics, t->db, t->name);
     j->out.json = s->log_json;
-    cli_table_start(j);
+    if (!cli_table_start(j)) return;
+    for (int k = 0; k < 2; k++) {
+        if (t->schedule[k] == NULL) continue;
+        char **flags = NULL, **words = NULL;
+        int n = 0;
+        /* the command's name, then its flags (proved when the file was read) */
+        if (cli_words_split(t->schedule[k], &flags, &n) == 0 &&
+            (words = calloc((size_t)n + 2, sizeof *words)) != NULL &&
+            (words[0] = strdup(SERVE_SCHEDULE_NAMES[k])) != NULL) {
+            memcpy(words + 1, flags, (size_t)n * sizeof *flags);
+            free(flags); /* its words now words' */
+            flags = NULL;
+            if (serve_schedule_start(&t->running[k], SERVE_SCHEDULE_NAMES[k], words,
+                                     t->every_s[k], j->cfg.log_fn, j->cfg.log_user) == 0)
+                continue;
+            words = NULL; /* freed by serve_schedule_start */
+        }
+        cli_words_free(flags);
+        cli_words_free(words);
+        serve_log(s, "error", t->name, "its %s schedule could not start (out of memory)",
+                  SERVE_SCHEDULE_NAMES[k]);
+    }
 }
 
 /* Asks t to stop after its batch, waits for it, takes its row off the
  * metrics. */
 static void table_stop(serve *s, serve_table *t, const char *why) {
+    schedules_stop(t);
     cli_table_request_stop(&t->job);
     if (t->job.running) {
         pthread_join(t->job.thread, NULL);
@@ -320,6 +354,7 @@ int cmd_serve(int argc, char **argv) {
             serve_log(&s, "info", NULL, "%s: every table finishes its batch and stops",
                       strsignal(sig));
             for (size_t i = 0; i < s.cfg->n_t; i++) cli_table_request_stop(&s.cfg->t[i]->job);
+            for (size_t i = 0; i < s.cfg->n_t; i++) schedules_stop(s.cfg->t[i]);
             break;
         }
         if (sig < 0 && errno != EAGAIN && errno != EINTR) break;

@@ -215,6 +215,12 @@ BAD = [
     ("table without database", "[table nowhere.dbo_t1]\n", 1, "no [database nowhere]"),
     ("captureInstance in a table", "[table shop.dbo_t1]\ncaptureInstance = x\n", 2,
      "'captureInstance' is no key of [table shop.dbo_t1]"),
+    ("schedule without interval", "[table shop.dbo_t2]\napply = --keys id\n", 2,
+     "apply and apply_every go together"),
+    ("schedule placeholder", "[table shop.dbo_t2]\napply = --target {nope}\napply_every = 5\n",
+     2, "a {placeholder} that is not one of"),
+    ("schedule too often", "[table shop.dbo_t2]\nreconcile = --x\nreconcile_every = 0.5\n", 3,
+     "'reconcile_every = 0.5': a number of seconds from 1"),
 ]
 
 
@@ -489,3 +495,63 @@ def test_the_status_page_filters_sorts_and_shows_a_failed_table_without_a_reload
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 5, err
+
+
+def test_apply_and_reconcile_schedules_keep_silver_current_and_proven(sim, workdir):
+    make_dbs(sim, {"shop": ["t1"]})
+    write(sim, "shop", ["t1"], 1, 2)
+    opts = os.path.join(workdir, "shop.conf")
+    with open(opts, "w") as f:
+        f.write(f"connectionString = {sim.connection_string('shop')}\n")
+    os.chmod(opts, 0o600)
+    lake = os.path.join(workdir, "lake")
+    silver = f"{lake}/{{db}}/silver_{{ci}}"
+    path, _ = config(sim, workdir, [("shop", "dbo_t1")], trigger="processingTime=100ms",
+                     extra_service=f"control_table = {lake}/control", extra=(
+                         # long values go on indented lines that continue them
+                         f"apply = --bronze {{target}} --target {silver}\n"
+                         "  --control-table {control_table} --facts-table {facts_table}\n"
+                         "  --keys id --capture-instance {ci} --progress none\n"
+                         "apply_every = 1\n"
+                         f"reconcile = --silver {silver} --bronze {{target}}\n"
+                         "  --control-table {control_table} --captureInstance {ci}\n"
+                         f"  --options-file '{opts}' --progress none\n"
+                         "reconcile_every = 1\n"))
+    log = open(os.path.join(workdir, "serve.log"), "w+")
+    proc = subprocess.Popen([CLI, "serve", "--config", path, "--log-format", "json"],
+                            stdout=subprocess.DEVNULL, stderr=log, text=True)
+
+    def silver_rows():
+        p = os.path.join(lake, "shop", "silver_dbo_t1")
+        if not os.path.exists(os.path.join(p, "_delta_log")):
+            return None
+        t = DeltaTable(p).to_pyarrow_table()
+        return sorted(zip(t["id"].to_pylist(), t["v"].to_pylist()))
+
+    def source_rows():
+        return sorted(tuple(r) for r in sim.run("SELECT id, v FROM dbo.t1", database="shop"))
+
+    def proven():
+        # complete lines only: the service may be writing the last one
+        for line in open(log.name).read().split("\n")[:-1]:
+            entry = json.loads(line) if line.startswith("{") else {}
+            msg = entry.get("message", "")
+            if entry.get("table") == "shop.dbo_t1" and msg.startswith("reconcile: {"):
+                result = json.loads(msg[len("reconcile: "):])
+                if result.get("differs") is False and result.get("verified") is True:
+                    return True
+        return False
+    try:
+        wait_for(lambda: silver_rows() == source_rows(), "silver equal to the source")
+        write(sim, "shop", ["t1"], 100, 2)
+        wait_for(lambda: silver_rows() == source_rows(), "silver current again")
+        wait_for(proven, "a reconcile run proving silver", timeout=60)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+        log.close()
+        print(open(log.name).read()[-3000:])
+    text = open(log.name).read()
+    assert proc.returncode == 0, text
+    assert '"message":"apply: done"' in text, text
+    assert "Sim-Passw0rd" not in text
