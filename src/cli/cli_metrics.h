@@ -23,7 +23,13 @@ typedef struct cli_metrics_cfg {
                                      the listener): the probe opens on the first whose
                                      instance it can resolve */
     size_t n_opts;
-    const char *database;    /* the label of the tables named here and of the probe */
+    const size_t *opts_database; /* the database (of databases[]) each options are of;
+                                    NULL: all of the one database */
+    const char *const *databases; /* the probe's databases' labels, n_databases of them
+                                     (copied); 0: one, labelled database */
+    size_t n_databases;
+    const char *database;    /* the label of the tables named here (and, without
+                                databases, of the probe) */
     const char *const *names; /* the capture instances, n of them (copied); more may
                                  come with cli_metrics_add */
     size_t n;

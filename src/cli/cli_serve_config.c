@@ -604,6 +604,14 @@ static void table_prepare(parse *p, serve_table *t, mcdc_budget *budget) {
         say(p, t->line, "[table %s]: there is no [database %s] section", t->name, t->db);
         return;
     }
+    /* the database as its section names it (the metrics' label) */
+    char *db = strdup(d->name);
+    if (db == NULL) {
+        say(p, t->line, "out of memory");
+        return;
+    }
+    free(t->db);
+    t->db = db;
     cli_table *j = &t->job;
     mcdc_error e = MCDC_ERROR_INIT;
     if (mcdc_opts_create(&j->opts, &e)) {

@@ -76,10 +76,12 @@ typedef struct serve {
     mcdc_budget *budget;
     int64_t connections;
     cli_metrics *metrics;
-    mcdc_opts **probe_opts; /* the capture probe's (outlive every reload) */
+    mcdc_opts **probe_opts; /* the capture probe's, a database each (outlive every reload) */
+    const char **probe_dbs; /* their labels (the first config's database names: borrowed
+                               until the listener copied them) */
+    size_t *probe_of;       /* probe_opts[k] is of database k */
     size_t n_probe;
     bool log_json;
-    char probe_db[CLI_MANY_NAME_MAX + 1];
 } serve;
 
 /* The service's own lines (not a table's): text or a JSON object. */
@@ -266,19 +268,28 @@ static bool all_ended(const serve *s) {
 static int start_metrics(serve *s, const char *listen, const char *ready_file) {
     s->n_probe = s->cfg->n_db;
     s->probe_opts = calloc(s->n_probe, sizeof *s->probe_opts);
-    if (s->probe_opts == NULL) return cli_usage_error("serve: %s", "out of memory");
-    for (size_t k = 0; k < s->n_probe; k++)
+    s->probe_dbs = calloc(s->n_probe, sizeof *s->probe_dbs);
+    s->probe_of = calloc(s->n_probe, sizeof *s->probe_of);
+    if (s->probe_opts == NULL || s->probe_dbs == NULL || s->probe_of == NULL)
+        return cli_usage_error("serve: %s", "out of memory");
+    /* a probe per database, with its first table's options (a copy: they
+     * outlive every reload) */
+    for (size_t k = 0; k < s->n_probe; k++) {
         if ((s->probe_opts[k] = serve_config_probe_opts(s->cfg, k)) == NULL)
             return cli_usage_error("serve: %s", "out of memory");
-    /* the probe reads the first database's capture job (docs/service.md) */
-    snprintf(s->probe_db, sizeof s->probe_db, "%s", s->cfg->db[0].name);
+        s->probe_dbs[k] = s->cfg->db[k].name;
+        s->probe_of[k] = k;
+    }
     cli_metrics_cfg mc = {listen,
                           ready_file,
                           s->cfg->metrics_poll_seconds,
                           s->cfg->lag_problem_seconds,
                           (const mcdc_opts *const *)s->probe_opts,
-                          1,
-                          s->probe_db,
+                          s->n_probe,
+                          s->probe_of,
+                          s->probe_dbs,
+                          s->n_probe,
+                          "",
                           NULL,
                           0};
     return cli_metrics_start(&s->metrics, &mc);
@@ -377,6 +388,8 @@ out:
     serve_config_free(s.cfg);
     for (size_t k = 0; k < s.n_probe && s.probe_opts; k++) mcdc_opts_free(s.probe_opts[k]);
     free(s.probe_opts);
+    free(s.probe_dbs);
+    free(s.probe_of);
     mcdc_budget_free(s.budget);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return rc;

@@ -42,8 +42,8 @@ def change_rows(sim, db, ci):
 
 def bronze_keys(lake, db, ci):
     path = os.path.join(lake, db, f"bronze_{ci}")
-    if not os.path.exists(os.path.join(path, "_delta_log")):
-        return []
+    if not os.path.exists(os.path.join(path, "_delta_log", "00000000000000000000.json")):
+        return []  # not yet created (its first commit may be on its way)
     t = DeltaTable(path).to_pyarrow_table()
     return sorted(zip(t["_start_lsn"].to_pylist(), t["_seqval"].to_pylist(),
                       t["_operation"].to_pylist()))
@@ -370,9 +370,22 @@ def test_readyz_for_resumed_idle_tables_and_every_dashboard_metric_is_served(sim
                 family = name[:-len("_total")] if name.endswith("_total") else name
                 assert name in served or family in served, \
                     f"panel {panel['title']!r}: {name} is not in /metrics"
-        lag = [line for line in body.splitlines()
-               if line.startswith("mssql_cdc_capture_lag_seconds{")]
-        assert lag and float(lag[0].split()[-1]) >= -5, lag
+        # a probe per database: each its own capture health and lag
+        by_name = {}
+        for fam in text_string_to_metric_families(body):
+            for smp in fam.samples:
+                if "capture_instance" not in smp.labels and "database" in smp.labels:
+                    by_name.setdefault(smp.name, {})[smp.labels["database"]] = smp.value
+        assert by_name["mssql_cdc_capture_probe_up"] == {"shop": 1, "crm": 1}, by_name
+        assert set(by_name["mssql_cdc_capture_lag_seconds"]) == {"shop", "crm"}
+        assert all(v >= -5 for v in by_name["mssql_cdc_capture_lag_seconds"].values())
+        # each table's lag against its own database's max_lsn: 0 once caught up
+        write(sim, "crm", ["c1"], 100, 2)
+        write(sim, "shop", ["t1"], 100, 1)
+        wait_for(lambda: all(bronze_keys(lake, db, ci) == change_rows(sim, db, ci)
+                             for db, ci in ALL), "the new changes")
+        wait_for(lambda: all(status(port)[n]["lag_seconds"] == 0
+                             for n in ("crm.dbo_c1", "shop.dbo_t1")), "lag 0 in both databases")
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
