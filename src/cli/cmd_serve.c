@@ -82,6 +82,7 @@ typedef struct serve {
     size_t *probe_of;       /* probe_opts[k] is of database k */
     size_t n_probe;
     bool log_json;
+    int log_json_flag; /* --log-format: 1 json, 0 text, -1 not given (the file says) */
 } serve;
 
 /* The service's own lines (not a table's): text or a JSON object. */
@@ -177,6 +178,12 @@ static void table_stop(serve *s, serve_table *t, const char *why) {
     cli_metrics_remove(s->metrics, t->job.index);
 }
 
+/* --log-format wins over the file's log_format, for every table. */
+static void use_log_flag(serve_config *c, bool json) {
+    c->log_json = json;
+    for (size_t i = 0; i < c->n_t; i++) c->t[i]->job.json_log = json;
+}
+
 /* SIGHUP: the file again. Nothing changes unless all of it is accepted. */
 static void reload(serve *s) {
     serve_log(s, "info", NULL, "SIGHUP: rereading %s", s->cfg->path);
@@ -187,6 +194,7 @@ static void reload(serve *s) {
                   s->cfg->path, s->cfg->n_t);
         return;
     }
+    if (s->log_json_flag >= 0) use_log_flag(n, s->log_json_flag == 1);
     const char *fixed = serve_config_fixed_differs(s->cfg, n);
     if (fixed) {
         serve_log(s, "error", NULL, "%s is refused: [service] %s changed, which needs a "
@@ -221,6 +229,7 @@ static void reload(serve *s) {
         return;
     }
     /* the file is accepted: stop what goes or changes, then start what is new */
+    s->log_json = n->log_json;
     size_t stopped = 0, started = 0, kept = 0;
     for (size_t k = 0; k < s->cfg->n_t; k++) {
         serve_table *old = s->cfg->t[k];
@@ -332,12 +341,9 @@ int cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &set, &old);
     rc = serve_config_load(&s.cfg, config, &s.budget, &s.connections);
     if (rc) goto out;
-    s.log_json = log_format ? strcasecmp(log_format, "json") == 0 : s.cfg->log_json;
-    if (log_format) {
-        /* the flag wins over the file, for every table */
-        s.cfg->log_json = s.log_json;
-        for (size_t i = 0; i < s.cfg->n_t; i++) s.cfg->t[i]->job.json_log = s.log_json;
-    }
+    s.log_json_flag = log_format ? strcasecmp(log_format, "json") == 0 : -1;
+    if (s.log_json_flag >= 0) use_log_flag(s.cfg, s.log_json_flag == 1);
+    s.log_json = s.cfg->log_json;
     rc = serve_config_check_instances(s.cfg, NULL);
     if (rc) goto out;
     if (listen == NULL) listen = s.cfg->metrics_listen;
