@@ -171,6 +171,18 @@ def test_sighup_adds_and_removes_tables_and_a_bad_file_keeps_the_running_set(sim
         wait_for(lambda: bronze_keys(lake, "shop", "dbo_t3") == change_rows(sim, "shop", "dbo_t3"),
                  "shop.dbo_t3 to go on")
         assert bronze_keys(lake, "shop", "dbo_t2") != change_rows(sim, "shop", "dbo_t2")
+        # a table whose settings change restarts; the others run on
+        text = open(path).read().replace("[table crm.dbo_c2]\n",
+                                          "[table crm.dbo_c2]\nmaxCommitsPerBatch = 7\n")
+        with open(path, "w") as f:
+            f.write(text)
+        proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "1 tables started, 1 stopped, 3 running on" in open(log.name).read(),
+                 "the changed table's restart")
+        assert "crm.dbo_c2: stopped (its settings changed" in open(log.name).read()
+        write(sim, "crm", ["c2"], 300, 1)
+        wait_for(lambda: bronze_keys(lake, "crm", "dbo_c2") == change_rows(sim, "crm", "dbo_c2"),
+                 "crm.dbo_c2 to go on after its restart")
     finally:
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=60)
