@@ -52,7 +52,9 @@ extern "C" {
  *    batches; for many tables in one process, mcdc_capture_instances_find
  *    and mcdc_facts_table_create; the capture probe (mcdc_capture_probe_*,
  *    mcdc_capture_health) and the batch report's retention headroom (added
- *    at its end) came with start-many's metrics.
+ *    at its end) came with start-many's metrics; a stream's progress
+ *    function hears one report of job "stream" once it streams (serve's
+ *    readiness; no layout changed).
  */
 #define MCDC_API_VERSION 5
 

@@ -60,6 +60,8 @@ ALLOW = [
      "refusing a connectionString_file others may read"),
     ("src/cli/cli_serve_config.c", "stat", "stat(p->c->path, &st)",
      "refusing a config file others may read that holds a connection string"),
+    ("src/cli/cli_serve_schedule.c", "fdopen", 'fdopen(fd[0], "r")',
+     "the output of serve's scheduled apply/reconcile child, through a pipe, to its log"),
 ]
 
 
