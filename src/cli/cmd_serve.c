@@ -195,23 +195,20 @@ static void reload(serve *s) {
         return;
     }
     if (s->log_json_flag >= 0) use_log_flag(n, s->log_json_flag == 1);
+    bool *fresh = NULL, *keep = NULL;
     const char *fixed = serve_config_fixed_differs(s->cfg, n);
     if (fixed) {
         serve_log(s, "error", NULL, "%s is refused: [service] %s changed, which needs a "
                                     "restart of the service; nothing was changed",
                   s->cfg->path, fixed);
-        serve_config_free(n);
-        return;
+        goto refused;
     }
-    bool *fresh = calloc(n->n_t ? n->n_t : 1, sizeof *fresh);
-    bool *keep = calloc(s->cfg->n_t ? s->cfg->n_t : 1, sizeof *keep);
+    fresh = calloc(n->n_t ? n->n_t : 1, sizeof *fresh);
+    keep = calloc(s->cfg->n_t ? s->cfg->n_t : 1, sizeof *keep);
     if (fresh == NULL || keep == NULL) {
         serve_log(s, "error", NULL, "out of memory rereading %s; nothing was changed",
                   s->cfg->path);
-        free(fresh);
-        free(keep);
-        serve_config_free(n);
-        return;
+        goto refused;
     }
     for (size_t i = 0; i < n->n_t; i++) {
         long k = serve_config_find(s->cfg, n->t[i]->name);
@@ -223,10 +220,7 @@ static void reload(serve *s) {
     if (serve_config_check_instances(n, fresh) != EXIT_OK) {
         serve_log(s, "error", NULL, "%s is refused (the reasons above); nothing was changed",
                   s->cfg->path);
-        free(fresh);
-        free(keep);
-        serve_config_free(n);
-        return;
+        goto refused;
     }
     /* the file is accepted: stop what goes or changes, then start what is new */
     s->log_json = n->log_json;
@@ -258,6 +252,11 @@ static void reload(serve *s) {
               n->path, started, stopped, kept);
     free(fresh);
     free(keep);
+    return;
+refused:
+    free(fresh);
+    free(keep);
+    serve_config_free(n);
 }
 
 /* Whether the service is done: every table ended and none runs on a
