@@ -148,6 +148,12 @@ def test_sighup_adds_and_removes_tables_and_a_bad_file_keeps_the_running_set(sim
         text = open(log.name).read()
         bad_line = len(good.splitlines()) + 2
         assert f"{path}:{bad_line}: 'numPartitons' is no key" in text, text
+        # a budget change needs a restart: refused as well
+        with open(path, "w") as f:
+            f.write(good.replace("[service]\n", "[service]\nmax_connections = 50\n"))
+        proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "[service] max_connections changed, which needs a restart"
+                 in open(log.name).read(), "the budget's refusal")
         write(sim, "shop", ["t1"], 100, 1)
         wait_for(lambda: bronze_keys(lake, "shop", "dbo_t1") == change_rows(sim, "shop", "dbo_t1"),
                  "shop.dbo_t1 to go on after the refused file")
