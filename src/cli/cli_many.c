@@ -257,16 +257,18 @@ int cli_many_check_places(const char *cmd, cli_table *const *tables, size_t n,
     return rc;
 }
 
-int cli_many_check_instances(const char *cmd, const mcdc_opts *opts, cli_table *const *tables,
-                             size_t n) {
+int cli_many_check_instances(const char *cmd, const char *where, const mcdc_opts *opts,
+                             cli_table *const *tables, size_t n) {
     const char **names = calloc(n ? n : 1, sizeof *names);
     int *found = calloc(n ? n : 1, sizeof *found);
     mcdc_error e = MCDC_ERROR_INIT;
     int rc = names && found ? EXIT_OK : cli_usage_error("%s: out of memory", cmd);
     for (size_t i = 0; rc == EXIT_OK && i < n; i++) names[i] = tables[i]->ci;
     if (rc == EXIT_OK && mcdc_capture_instances_find(opts, names, n, found, &e)) {
-        fprintf(stderr, "mssql-cdc: %s: ", cmd);
         rc = cli_fail(&e);
+        fprintf(stderr, "mssql-cdc: %s: %s%sthe source could not be asked which capture "
+                        "instances it has (above); nothing was started\n",
+                cmd, where ? where : "", where ? ": " : "");
     }
     size_t unknown = 0;
     for (size_t i = 0; rc == EXIT_OK && i < n; i++) {

@@ -75,9 +75,10 @@ const char *cli_table_state_name(cli_table_state s);
 int cli_many_check_places(const char *cmd, cli_table *const *tables, size_t n,
                           const mcdc_stream_cfg *shared);
 /* Asks the source of opts once whether every table's instance exists;
- * EXIT_OK, or a usage error naming the unknown ones (cmd leads it). */
-int cli_many_check_instances(const char *cmd, const mcdc_opts *opts, cli_table *const *tables,
-                             size_t n);
+ * EXIT_OK, or a usage error naming the unknown ones (cmd leads it), or the
+ * source's error (where, when not NULL, says which source). */
+int cli_many_check_instances(const char *cmd, const char *where, const mcdc_opts *opts,
+                             cli_table *const *tables, size_t n);
 /* The end: a line per table on stderr and (json) await_all's result on
  * stdout. */
 void cli_many_summary(const char *cmd, cli_table *const *tables, size_t n, bool json);

@@ -827,7 +827,10 @@ int serve_config_check_instances(const serve_config *c, const bool *fresh) {
         for (size_t k = 0; k < c->n_t; k++)
             if ((fresh == NULL || fresh[k]) && strcasecmp(c->t[k]->db, c->db[i].name) == 0)
                 jobs[n++] = &c->t[k]->job;
-        if (n) rc = cli_many_check_instances("serve", jobs[0]->opts, jobs, n);
+        char where[600];
+        snprintf(where, sizeof where, "%s:%d: [database %s]", c->path, c->db[i].line,
+                 c->db[i].name);
+        if (n) rc = cli_many_check_instances("serve", where, jobs[0]->opts, jobs, n);
     }
     free(jobs);
     return rc;

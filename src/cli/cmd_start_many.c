@@ -495,7 +495,8 @@ int cmd_start_many(int argc, char **argv) {
             rc = cli_fail(&e);
         }
     }
-    if (rc == EXIT_OK) rc = cli_many_check_instances("start-many", m.t[0].job.opts, m.jobs, m.n);
+    if (rc == EXIT_OK) rc = cli_many_check_instances("start-many", NULL, m.t[0].job.opts, m.jobs,
+                                                          m.n);
     /* the listener is bound before the first side effect: a port in use is
      * refused with nothing written */
     if (rc == EXIT_OK && listen)
