@@ -109,7 +109,9 @@ static char *reader(char *str, int num, void *stream) {
         str[0] = 0;
         return str;
     }
-    const char *eq = strchr(str, '=');
+    const char *first = str + strspn(str, " \t");
+    bool comment = *first == '#' || *first == ';';
+    const char *eq = comment ? NULL : strchr(str, '=');
     for (const char *s = eq; s && *s; s++)
         if (*s == ';' && (s[-1] == ' ' || s[-1] == '\t')) {
             say(p, p->line, "a ';' after a space in a value (the INI syntax takes it as the "

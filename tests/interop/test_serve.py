@@ -60,7 +60,8 @@ def config(sim, workdir, tables, trigger="availableNow", extra_service="", extra
     """The config file for tables [(db, ci)], mode 600 (it holds passwords);
     cs: the connection string of each database (default sa's)."""
     lake = os.path.join(workdir, "lake")
-    lines = ["# a service over two databases", "[service]",
+    lines = ["# a service over two databases; a = b ; c in a comment is a comment",
+             "  ; so is this", "[service]",
              f"target = {lake}/{{db}}/bronze_{{ci}}", "app_id = {db}-{ci}",
              f"checkpoint = {workdir}/ckpt/{{db}}/{{ci}}", f"trigger = {trigger}",
              f"facts_table = {lake}/facts", extra_service, ""]
