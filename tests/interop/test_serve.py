@@ -228,6 +228,7 @@ BAD = [
     ("unknown key", "[service]\nbogus = 1\n", 2, "'bogus' is no key of [service]"),
     ("key twice", "[service]\ntrigger = once\ntrigger = once\n", 3, "'trigger' is given twice"),
     ("no section", "trigger = once\n", 1, "before any section"),
+    ("not ini", "[service]\nno equals sign here\n", 2, "not INI syntax"),
     ("bad section", "[tables shop.x]\n", 1, "is no section"),
     ("bad value", "[service]\nmax_batches = lots\n", 2, "max_batches"),
     ("inline comment", "[service]\ntrigger = once ; now\n", 2, "a ';' after a space"),
