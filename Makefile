@@ -38,6 +38,8 @@ LDLIBS  := -lsybdb -lcurl -lgnutls -lsqlite3 -ljansson -lroaring -lzstd -lsnappy
 # The CLI alone serves HTTP (start-many --metrics-listen, src/cli/cli_metrics.c):
 # libmicrohttpd links into mssql-cdc, not into libmssqlcdc or its .pc file.
 CLI_LDLIBS := -lmicrohttpd
+# serve's config file is INI, read by inih (libinih-dev): the CLI's alone too.
+CLI_LDLIBS += -linih
 LDFLAGS += $(filter -fsanitize%,$(OPT)) -pthread
 
 LIB_SRC := $(foreach m,$(MODULES),$(wildcard src/$(m)/*.c))

@@ -52,7 +52,9 @@ extern "C" {
  *    batches; for many tables in one process, mcdc_capture_instances_find
  *    and mcdc_facts_table_create; the capture probe (mcdc_capture_probe_*,
  *    mcdc_capture_health) and the batch report's retention headroom (added
- *    at its end) came with start-many's metrics.
+ *    at its end) came with start-many's metrics; a stream's progress
+ *    function hears one report of job "stream" once it streams (serve's
+ *    readiness; no layout changed).
  */
 #define MCDC_API_VERSION 5
 
@@ -149,7 +151,9 @@ typedef void (*mcdc_log_fn)(void *user, mcdc_log_level level, const char *messag
 #define MCDC_PROGRESS_VERSION 2
 typedef struct mcdc_progress {
     int version;            /* MCDC_PROGRESS_VERSION of the library that fills it */
-    const char *job;        /* "snapshot", "seed", "backfill", "apply", "reconcile" */
+    const char *job;        /* "snapshot", "seed", "backfill", "apply", "reconcile";
+                               "stream": one report, phase "streaming", once a stream
+                               has resumed or bootstrapped and streams */
     const char *phase;      /* what it does now: "reading", "sorting", "merging", "hashing"... */
     int64_t rows_done;      /* rows of this phase finished */
     int64_t rows_total;     /* rows the phase will handle; -1: unknown */

@@ -52,6 +52,16 @@ ALLOW = [
      "the --keys-file the user names (key objects, one a line); not a table file"),
     ("src/cli/cli_metrics.c", "fopen", 'fopen(cfg->ready_file, "w")',
      "start-many's --ready-file: the metrics listener's port, for tests; not a table file"),
+    ("src/cli/cli_serve_config.c", "fopen", 'fopen(path, "r")',
+     "serve's --config file (INI: the service's settings and tables); not a table file"),
+    ("src/cli/cli_serve_config.c", "fopen", 'fopen(file->value, "r")',
+     "serve's connectionString_file: a secret the config names; not a table file"),
+    ("src/cli/cli_serve_config.c", "fstat", "fstat(fileno(f), &st)",
+     "refusing a connectionString_file others may read"),
+    ("src/cli/cli_serve_config.c", "stat", "stat(p->c->path, &st)",
+     "refusing a config file others may read that holds a connection string"),
+    ("src/cli/cli_serve_schedule.c", "fdopen", 'fdopen(fd[0], "r")',
+     "the output of serve's scheduled apply/reconcile child, through a pipe, to its log"),
 ]
 
 

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 PKGS=(build-essential pkg-config clang libclang-rt-14-dev llvm
       freetds-dev freetds-bin libgnutls28-dev libsqlite3-dev libjansson-dev
       libzstd-dev libsnappy-dev liblz4-dev zlib1g-dev libroaring-dev libcurl4-gnutls-dev
-      libmicrohttpd-dev chromium prometheus
+      libmicrohttpd-dev chromium prometheus libinih-dev
       tzdata python3-venv valgrind time bc)
 # Spark (pyspark + delta-spark, interop tests) needs a Java 17+ runtime.
 command -v java >/dev/null 2>&1 || PKGS+=(openjdk-17-jre-headless)

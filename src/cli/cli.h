@@ -64,6 +64,8 @@ typedef struct cli_progress {
     bool line_open;         /* a line is drawn and not ended */
     bool job_seen;          /* the job's parts at their first report, for the time left */
     int64_t job_parts0, job_ms0;
+    const char *name;       /* NULL, or the table it is of (start-many: its line and JSON
+                               name it; borrowed) */
 } cli_progress;
 /* 0, or -1 when v is no mode. */
 int cli_parse_progress(const char *v, cli_progress_mode *out);
@@ -212,5 +214,6 @@ int cmd_apply(int argc, char **argv);
 int cmd_reconcile(int argc, char **argv);
 int cmd_repair(int argc, char **argv);
 int cmd_start_many(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 #endif /* MCDC_CLI_H */

@@ -30,12 +30,16 @@
 
 extern const char *const CLI_STATUS_PAGE[]; /* cli_status_page.c: its lines */
 
+/* A label's value: a database or capture instance name (128 characters at
+ * most in SQL Server) or serve's db.ci. */
+#define CLI_METRICS_LABEL_MAX 272
+
 /* What the page and the JSON call a table's state. */
 typedef enum {
     ST_PENDING = 0, /* its thread has not started */
     ST_STARTING,    /* started: bootstrap or resume, no batch yet */
     ST_SNAPSHOT,    /* taking a snapshot (bootstrap, re-snapshot, switch) */
-    ST_RUNNING,     /* committed a batch in this run */
+    ST_RUNNING,     /* streaming: resumed (or bootstrapped), or committed a batch */
     ST_DONE,
     ST_STOPPED,
     ST_FAILED,
@@ -45,7 +49,10 @@ static const char *const STATE_NAMES[ST_COUNT] = {"pending", "starting", "snapsh
                                                   "running", "done",    "stopped", "failed"};
 
 typedef struct tstat {
-    const char *ci;
+    char ci[CLI_METRICS_LABEL_MAX];
+    char database[CLI_METRICS_LABEL_MAX];
+    bool removed; /* a reload removed it: not served */
+    size_t db;    /* its database's row in db[] (the probe's), or (size_t)-1: none */
     tstate state;
     int64_t rows, batches;
     double last_duration_s;
@@ -62,8 +69,17 @@ typedef struct tstat {
     char kind[40];
     char message[512];
     bool snap_active;
-    int64_t snap_done, snap_total;
+    int64_t snap_done, snap_total; /* rows; total -1: unknown */
+    int64_t snap_parts_done, snap_parts_total; /* ranges or chunks; total -1: unknown */
 } tstat;
+
+/* What the capture probe read of one database. */
+typedef struct dbstat {
+    char label[CLI_METRICS_LABEL_MAX];
+    bool polled, probe_up, has_health;
+    mcdc_capture_health health;
+    int64_t probe_errors;
+} dbstat;
 
 struct cli_metrics {
     cli_metrics_cfg cfg;
@@ -72,10 +88,10 @@ struct cli_metrics {
     size_t page_len;
     pthread_mutex_t mu;
     tstat *t;
-    /* the probe's (under mu) */
-    bool polled, probe_up, has_health;
-    mcdc_capture_health health;
-    int64_t probe_errors;
+    size_t n, cap; /* rows of t, and room for */
+    /* the probe's, a row per database (under mu) */
+    dbstat *db;
+    size_t n_db;
     /* the probe's thread */
     pthread_t poller;
     bool poller_started;
@@ -147,15 +163,56 @@ void cli_metrics_database(const char *cs, char *out, size_t cap) {
 
 /* ---- the streams' events ------------------------------------------------------------ */
 
+static void label_copy(char out[CLI_METRICS_LABEL_MAX], const char *v) {
+    snprintf(out, CLI_METRICS_LABEL_MAX, "%s", v ? v : "");
+}
+
+/* The row of the database labelled label, or (size_t)-1. */
+static size_t db_index(const cli_metrics *m, const char *label) {
+    for (size_t k = 0; label && k < m->n_db; k++)
+        if (strcmp(m->db[k].label, label) == 0) return k;
+    return (size_t)-1;
+}
+
+size_t cli_metrics_add(cli_metrics *m, const char *database, const char *name) {
+    if (m == NULL) return (size_t)-1;
+    size_t i = (size_t)-1;
+    pthread_mutex_lock(&m->mu);
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 16;
+        tstat *t = realloc(m->t, cap * sizeof *t);
+        if (t) {
+            m->t = t;
+            m->cap = cap;
+        }
+    }
+    if (m->n < m->cap) {
+        i = m->n++;
+        memset(&m->t[i], 0, sizeof m->t[i]);
+        label_copy(m->t[i].database, database);
+        label_copy(m->t[i].ci, name);
+        m->t[i].db = db_index(m, database);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return i;
+}
+
+void cli_metrics_remove(cli_metrics *m, size_t i) {
+    if (m == NULL || i == (size_t)-1) return;
+    pthread_mutex_lock(&m->mu);
+    m->t[i].removed = true;
+    pthread_mutex_unlock(&m->mu);
+}
+
 void cli_metrics_started(cli_metrics *m, size_t i) {
-    if (m == NULL) return;
+    if (m == NULL || i == (size_t)-1) return;
     pthread_mutex_lock(&m->mu);
     if (m->t[i].state == ST_PENDING) m->t[i].state = ST_STARTING;
     pthread_mutex_unlock(&m->mu);
 }
 
 void cli_metrics_batch(cli_metrics *m, size_t i, const mcdc_batch_report *r) {
-    if (m == NULL) return;
+    if (m == NULL || i == (size_t)-1) return;
     pthread_mutex_lock(&m->mu);
     tstat *t = &m->t[i];
     t->state = ST_RUNNING;
@@ -179,19 +236,31 @@ void cli_metrics_batch(cli_metrics *m, size_t i, const mcdc_batch_report *r) {
 }
 
 void cli_metrics_progress(cli_metrics *m, size_t i, const mcdc_progress *p) {
-    if (m == NULL || p->job == NULL || strcmp(p->job, "snapshot") != 0) return;
+    if (m == NULL || i == (size_t)-1 || p->job == NULL) return;
+    if (strcmp(p->job, "stream") == 0) {
+        /* resumed and streaming: ready, though an idle table commits no batch */
+        pthread_mutex_lock(&m->mu);
+        if (m->t[i].state < ST_RUNNING) m->t[i].state = ST_RUNNING;
+        m->t[i].snap_active = false;
+        pthread_mutex_unlock(&m->mu);
+        return;
+    }
+    if (strcmp(p->job, "snapshot") != 0) return;
     pthread_mutex_lock(&m->mu);
     tstat *t = &m->t[i];
     t->snap_active = !p->done;
     t->snap_done = p->rows_done;
     t->snap_total = p->rows_total;
+    /* a chunked snapshot's chunks across its waves, else the phase's parts */
+    t->snap_parts_done = p->job_parts_name ? p->job_parts_done : p->parts_done;
+    t->snap_parts_total = p->job_parts_name ? p->job_parts_total : p->parts_total;
     if (t->state == ST_STARTING && !p->done) t->state = ST_SNAPSHOT;
     pthread_mutex_unlock(&m->mu);
 }
 
 void cli_metrics_ended(cli_metrics *m, size_t i, const char *state, int status,
                        const char *message) {
-    if (m == NULL) return;
+    if (m == NULL || i == (size_t)-1) return;
     pthread_mutex_lock(&m->mu);
     tstat *t = &m->t[i];
     t->state = strcmp(state, "failed") == 0 ? ST_FAILED
@@ -207,37 +276,63 @@ void cli_metrics_ended(cli_metrics *m, size_t i, const char *state, int status,
 
 /* ---- the capture probe's thread ------------------------------------------------------ */
 
+/* The database of the probe's options i. */
+static size_t opts_db(const cli_metrics *m, size_t i) {
+    return m->cfg.opts_database ? m->cfg.opts_database[i] : 0;
+}
+
 static void *poll_run(void *arg) {
     cli_metrics *m = arg;
-    mcdc_capture_probe *probe = NULL;
-    size_t next = 0; /* the table whose options the probe opens with next */
-    bool was_up = true;
+    /* a probe per database, opened with the first of its options whose
+     * instance this login may resolve (else the next at the next poll) */
+    mcdc_capture_probe **probe = calloc(m->n_db, sizeof *probe);
+    size_t *next = calloc(m->n_db, sizeof *next);
+    bool *was_up = calloc(m->n_db, sizeof *was_up);
+    if (probe == NULL || next == NULL || was_up == NULL) {
+        fprintf(stderr, "mssql-cdc: metrics: out of memory: the capture probe does not run\n");
+        free(probe);
+        free(next);
+        free(was_up);
+        return NULL;
+    }
+    for (size_t k = 0; k < m->n_db; k++) {
+        was_up[k] = true;
+        while (next[k] < m->cfg.n_opts && opts_db(m, next[k]) != k) next[k]++;
+    }
     pthread_mutex_lock(&m->mu);
     while (!m->stopping) {
         pthread_mutex_unlock(&m->mu);
-        mcdc_error e = MCDC_ERROR_INIT;
-        mcdc_capture_health h;
-        memset(&h, 0, sizeof h);
-        int rc = MCDC_OK;
-        /* a table's instance this login may not resolve is not the probe's
-         * end: the next poll opens it with the next table's */
-        if (probe == NULL && (rc = mcdc_capture_probe_open(&probe, m->cfg.opts[next], &e)))
-            next = (next + 1) % m->cfg.n;
-        if (rc == MCDC_OK) rc = mcdc_capture_probe_read(probe, &h, &e);
-        if (rc && was_up)
-            fprintf(stderr, "mssql-cdc: metrics: the capture probe failed (%s): %s; the "
-                            "streams go on, mssql_cdc_capture_probe_up is 0 until it answers\n",
-                    mcdc_status_kind(rc), e.message);
-        was_up = rc == MCDC_OK;
-        pthread_mutex_lock(&m->mu);
-        m->polled = true;
-        m->probe_up = rc == MCDC_OK;
-        if (rc == MCDC_OK) {
-            m->health = h;
-            m->has_health = true;
-        } else {
-            m->probe_errors++;
+        for (size_t k = 0; k < m->n_db; k++) {
+            if (next[k] >= m->cfg.n_opts) continue; /* no options of that database */
+            mcdc_error e = MCDC_ERROR_INIT;
+            mcdc_capture_health h;
+            memset(&h, 0, sizeof h);
+            int rc = MCDC_OK;
+            if (probe[k] == NULL &&
+                (rc = mcdc_capture_probe_open(&probe[k], m->cfg.opts[next[k]], &e))) {
+                do next[k] = (next[k] + 1) % m->cfg.n_opts;
+                while (opts_db(m, next[k]) != k);
+            }
+            if (rc == MCDC_OK) rc = mcdc_capture_probe_read(probe[k], &h, &e);
+            if (rc && was_up[k])
+                fprintf(stderr, "mssql-cdc: metrics: the capture probe failed (%s, database "
+                                "'%s'): %s; the streams go on, mssql_cdc_capture_probe_up is 0 "
+                                "until it answers\n",
+                        mcdc_status_kind(rc), m->db[k].label, e.message);
+            was_up[k] = rc == MCDC_OK;
+            pthread_mutex_lock(&m->mu);
+            dbstat *d = &m->db[k];
+            d->polled = true;
+            d->probe_up = rc == MCDC_OK;
+            if (rc == MCDC_OK) {
+                d->health = h;
+                d->has_health = true;
+            } else {
+                d->probe_errors++;
+            }
+            pthread_mutex_unlock(&m->mu);
         }
+        pthread_mutex_lock(&m->mu);
         if (m->stopping) break;
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
@@ -248,7 +343,10 @@ static void *poll_run(void *arg) {
         }
     }
     pthread_mutex_unlock(&m->mu);
-    mcdc_capture_probe_free(probe);
+    for (size_t k = 0; k < m->n_db; k++) mcdc_capture_probe_free(probe[k]);
+    free(probe);
+    free(next);
+    free(was_up);
     return NULL;
 }
 
@@ -257,23 +355,27 @@ static void *poll_run(void *arg) {
 typedef struct snap {
     tstat *t;
     size_t n;
-    bool polled, probe_up, has_health;
-    mcdc_capture_health h;
-    int64_t probe_errors;
+    dbstat *db;
+    size_t n_db;
     int64_t now_us, now_mono_us;
 } snap;
 
 static bool take(cli_metrics *m, snap *s) {
-    s->t = malloc(sizeof *s->t * (m->cfg.n ? m->cfg.n : 1));
-    if (s->t == NULL) return false;
     pthread_mutex_lock(&m->mu);
-    memcpy(s->t, m->t, sizeof *s->t * m->cfg.n);
-    s->n = m->cfg.n;
-    s->polled = m->polled;
-    s->probe_up = m->probe_up;
-    s->has_health = m->has_health;
-    s->h = m->health;
-    s->probe_errors = m->probe_errors;
+    s->t = malloc(sizeof *s->t * (m->n ? m->n : 1));
+    s->db = malloc(sizeof *s->db * (m->n_db ? m->n_db : 1));
+    if (s->t == NULL || s->db == NULL) {
+        pthread_mutex_unlock(&m->mu);
+        free(s->t);
+        free(s->db);
+        return false;
+    }
+    memcpy(s->db, m->db, sizeof *s->db * m->n_db);
+    s->n_db = m->n_db;
+    /* the rows a reload removed are not served */
+    s->n = 0;
+    for (size_t i = 0; i < m->n; i++)
+        if (!m->t[i].removed) s->t[s->n++] = m->t[i];
     pthread_mutex_unlock(&m->mu);
     s->now_us = utc_us();
     s->now_mono_us = mono_us();
@@ -283,14 +385,16 @@ static bool take(cli_metrics *m, snap *s) {
 /* The table's ingestion lag in seconds; false: unknown (no batch yet). */
 static bool lag_of(const snap *s, const tstat *t, double *out) {
     if (!t->has_batch) return false;
-    if (s->has_health && s->h.max_lsn[0]) {
-        if (strcasecmp(t->end_lsn, s->h.max_lsn) >= 0) { /* fixed-width hex: text order */
+    /* its own database's max_lsn: LSNs of two databases do not compare */
+    const dbstat *d = t->db < s->n_db ? &s->db[t->db] : NULL;
+    if (d && d->has_health && d->health.max_lsn[0]) {
+        if (strcasecmp(t->end_lsn, d->health.max_lsn) >= 0) { /* fixed-width hex: text order */
             *out = 0;
             return true;
         }
-        if (s->h.has_max_commit && t->has_end_commit) {
-            double d = (double)(s->h.max_commit_us - t->end_commit_us) / 1e6;
-            *out = d > 0 ? d : 0;
+        if (d->health.has_max_commit && t->has_end_commit) {
+            double dl = (double)(d->health.max_commit_us - t->end_commit_us) / 1e6;
+            *out = dl > 0 ? dl : 0;
             return true;
         }
     }
@@ -320,13 +424,14 @@ static void family(FILE *f, const char *name, const char *type, const char *help
     fprintf(f, "# TYPE %s %s\n# HELP %s %s\n", name, type, name, help);
 }
 
-/* name{database="..",capture_instance=".."<extra>} */
-static void sample(FILE *f, const cli_metrics *m, const char *name, const char *ci) {
+/* name{database="..",capture_instance=".."<extra>}: a table's (t), else
+ * the database db's */
+static void sample(FILE *f, const char *name, const tstat *t, const dbstat *db) {
     fprintf(f, "%s{database=\"", name);
-    label_value(f, m->cfg.database);
-    if (ci) {
+    label_value(f, t ? t->database : db->label);
+    if (t) {
         fputs("\",capture_instance=\"", f);
-        label_value(f, ci);
+        label_value(f, t->ci);
     }
     fputc('"', f);
 }
@@ -340,7 +445,8 @@ static void value_i(FILE *f, int64_t v) {
 }
 
 typedef enum { G_ROWS, G_BATCHES, G_DURATION, G_LAG, G_HEADROOM, G_PROCESSED, G_VERDICT_AGE,
-               G_VERDICT_STILL, G_SNAPSHOT } table_gauge;
+               G_VERDICT_STILL, G_SNAPSHOT, G_SNAPSHOT_TOTAL, G_SNAPSHOT_PARTS,
+               G_SNAPSHOT_PARTS_TOTAL } table_gauge;
 
 static const struct {
     const char *name, *type, *help;
@@ -360,6 +466,11 @@ static const struct {
     {"mssql_cdc_verdict_unmoved_seconds", "gauge",
      "Seconds since the verdict last moved in this run."},
     {"mssql_cdc_snapshot_rows_done", "gauge", "Rows of the running snapshot read so far."},
+    {"mssql_cdc_snapshot_rows_total", "gauge",
+     "Rows the running snapshot will read (a count or the server's estimate)."},
+    {"mssql_cdc_snapshot_parts_done", "gauge",
+     "Parts of the running snapshot done: its chunks (chunked, across waves) or ranges."},
+    {"mssql_cdc_snapshot_parts_total", "gauge", "Parts the running snapshot has."},
 };
 
 /* One table's sample of family g; false: none (unknown). */
@@ -376,12 +487,19 @@ static bool table_value(const snap *s, const tstat *t, table_gauge g, double *v)
         *v = (double)(s->now_mono_us - t->verdict_moved_mono_us) / 1e6;
         return t->has_verdict;
     case G_SNAPSHOT: *v = (double)t->snap_done; return t->snap_active;
+    case G_SNAPSHOT_TOTAL: *v = (double)t->snap_total; return t->snap_active && t->snap_total >= 0;
+    case G_SNAPSHOT_PARTS:
+        *v = (double)t->snap_parts_done;
+        return t->snap_active && t->snap_parts_total > 0;
+    case G_SNAPSHOT_PARTS_TOTAL:
+        *v = (double)t->snap_parts_total;
+        return t->snap_active && t->snap_parts_total > 0;
     }
     return false;
 }
 
-static void render_tables(FILE *f, const cli_metrics *m, const snap *s) {
-    for (int g = 0; g <= G_SNAPSHOT; g++) {
+static void render_tables(FILE *f, const snap *s) {
+    for (int g = 0; g <= G_SNAPSHOT_PARTS_TOTAL; g++) {
         bool counter = g == G_ROWS || g == G_BATCHES;
         family(f, TABLE_FAMILIES[g].name, TABLE_FAMILIES[g].type, TABLE_FAMILIES[g].help);
         char name[96];
@@ -389,7 +507,7 @@ static void render_tables(FILE *f, const cli_metrics *m, const snap *s) {
         for (size_t i = 0; i < s->n; i++) {
             double v;
             if (!table_value(s, &s->t[i], (table_gauge)g, &v)) continue;
-            sample(f, m, name, s->t[i].ci);
+            sample(f, name, &s->t[i], NULL);
             if (counter) value_i(f, (int64_t)v);
             else value_d(f, v);
         }
@@ -397,7 +515,7 @@ static void render_tables(FILE *f, const cli_metrics *m, const snap *s) {
     family(f, "mssql_cdc_errors", "counter", "Errors that stopped the table, by kind.");
     for (size_t i = 0; i < s->n; i++) {
         if (s->t[i].state != ST_FAILED) continue;
-        sample(f, m, "mssql_cdc_errors_total", s->t[i].ci);
+        sample(f, "mssql_cdc_errors_total", &s->t[i], NULL);
         fputs(",kind=\"", f);
         label_value(f, s->t[i].kind);
         fputc('"', f);
@@ -409,67 +527,94 @@ static void render_tables(FILE *f, const cli_metrics *m, const snap *s) {
            "1 for the table's stream state (label state), 0 for the others.");
     for (size_t i = 0; i < s->n; i++)
         for (int k = 0; k < ST_COUNT; k++) {
-            sample(f, m, "mssql_cdc_table_state", s->t[i].ci);
+            sample(f, "mssql_cdc_table_state", &s->t[i], NULL);
             fprintf(f, ",state=\"%s\"", STATE_NAMES[k]);
             value_i(f, s->t[i].state == (tstate)k);
         }
     family(f, "mssql_cdc_ready", "gauge", "1 when every table has started and runs (/readyz).");
-    sample(f, m, "mssql_cdc_ready", NULL);
-    value_i(f, ready_all(s));
+    fputs("mssql_cdc_ready", f);
+    fprintf(f, " %d\n", ready_all(s) ? 1 : 0);
 }
 
-static void db_gauge(FILE *f, const cli_metrics *m, const char *name, const char *help, double v,
-                     bool integer) {
-    family(f, name, "gauge", help);
-    sample(f, m, name, NULL);
-    if (integer) value_i(f, (int64_t)v);
-    else value_d(f, v);
-}
+typedef enum { D_PROBE_ERRORS, D_PROBE_UP, D_MAX_COMMIT, D_CAPTURE_LAG, D_VISIBLE, D_LATENCY,
+               D_SCAN_END, D_SCAN_AGE, D_SESSION_ERRORS, D_FAILED_SESSIONS, D_TRANSACTIONS,
+               D_EMPTY_SCANS, D_ERRORS_LISTED, D_COUNT } db_gauge;
 
-static void render_database(FILE *f, const cli_metrics *m, const snap *s) {
-    family(f, "mssql_cdc_capture_probe_errors", "counter",
-           "Capture probe polls that failed (connection, query).");
-    sample(f, m, "mssql_cdc_capture_probe_errors_total", NULL);
-    value_i(f, s->probe_errors);
-    db_gauge(f, m, "mssql_cdc_capture_probe_up", "1 when the last capture probe poll answered.",
-             s->probe_up, true);
-    if (!s->has_health) return;
-    const mcdc_capture_health *h = &s->h;
-    if (h->has_max_commit)
-        db_gauge(f, m, "mssql_cdc_source_max_commit_timestamp_seconds",
-                 "Commit time (UTC) of the source's max_lsn.", (double)h->max_commit_us / 1e6,
-                 false);
-    db_gauge(f, m, "mssql_cdc_capture_health_visible",
-             "1 when the login may read the capture DMVs (VIEW DATABASE STATE); 0: the "
-             "capture health metrics are absent.",
-             h->visible, true);
-    if (!h->visible) return;
-    db_gauge(f, m, "mssql_cdc_capture_latency_seconds",
-             "sys.dm_cdc_log_scan_sessions session 0 latency: the last non-zero one.",
-             h->latency_seconds, false);
-    if (h->has_last_scan_end) {
-        db_gauge(f, m, "mssql_cdc_capture_last_scan_end_timestamp_seconds",
-                 "End (UTC) of the capture job's newest log scan session.",
-                 (double)h->last_scan_end_us / 1e6, false);
-        db_gauge(f, m, "mssql_cdc_capture_last_scan_age_seconds",
-                 "The server's clock now minus the newest scan session's end (grows while the "
-                 "capture job is stopped).",
-                 (double)(h->server_now_us - h->last_scan_end_us) / 1e6, false);
+static const struct {
+    const char *name, *help;
+} DB_FAMILIES[D_COUNT] = {
+    {"mssql_cdc_capture_probe_errors", "Capture probe polls that failed (connection, query)."},
+    {"mssql_cdc_capture_probe_up", "1 when the last capture probe poll answered."},
+    {"mssql_cdc_source_max_commit_timestamp_seconds", "Commit time (UTC) of the source's max_lsn."},
+    {"mssql_cdc_capture_lag_seconds",
+     "The server's clock minus the commit time of its max_lsn, at the last poll (how far "
+     "capture is behind the log; up to minutes on a quiet database)."},
+    {"mssql_cdc_capture_health_visible",
+     "1 when the login may read the capture DMVs (VIEW DATABASE STATE); 0: the capture health "
+     "metrics are absent."},
+    {"mssql_cdc_capture_latency_seconds",
+     "sys.dm_cdc_log_scan_sessions session 0 latency: the last non-zero one."},
+    {"mssql_cdc_capture_last_scan_end_timestamp_seconds",
+     "End (UTC) of the capture job's newest log scan session."},
+    {"mssql_cdc_capture_last_scan_age_seconds",
+     "The server's clock now minus the newest scan session's end (grows while the capture job "
+     "is stopped)."},
+    {"mssql_cdc_capture_session_errors",
+     "Session 0 error_count: errors of every scan since the instance started."},
+    {"mssql_cdc_capture_failed_sessions", "Session 0 failed_sessions_count."},
+    {"mssql_cdc_capture_transactions",
+     "Session 0 tran_count: transactions captured since the instance started."},
+    {"mssql_cdc_capture_empty_scans", "The newest session's empty_scan_count: empty scans in a row."},
+    {"mssql_cdc_capture_errors_listed", "Rows of sys.dm_cdc_errors (errors of the last 32 sessions)."},
+};
+
+/* A database's sample of family g; false: none (unknown, or not visible). */
+static bool db_value(const dbstat *d, db_gauge g, double *v) {
+    const mcdc_capture_health *h = &d->health;
+    bool health = d->has_health, dmv = health && h->visible;
+    switch (g) {
+    case D_PROBE_ERRORS: *v = (double)d->probe_errors; return true;
+    case D_PROBE_UP: *v = d->probe_up; return true;
+    case D_MAX_COMMIT: *v = (double)h->max_commit_us / 1e6; return health && h->has_max_commit;
+    case D_CAPTURE_LAG:
+        *v = (double)(h->server_now_us - h->max_commit_us) / 1e6;
+        return health && h->has_max_commit;
+    case D_VISIBLE: *v = h->visible; return health;
+    case D_LATENCY: *v = h->latency_seconds; return dmv;
+    case D_SCAN_END: *v = (double)h->last_scan_end_us / 1e6; return dmv && h->has_last_scan_end;
+    case D_SCAN_AGE:
+        *v = (double)(h->server_now_us - h->last_scan_end_us) / 1e6;
+        return dmv && h->has_last_scan_end;
+    case D_SESSION_ERRORS: *v = (double)h->error_count; return dmv;
+    case D_FAILED_SESSIONS: *v = (double)h->failed_sessions; return dmv;
+    case D_TRANSACTIONS: *v = (double)h->transactions; return dmv;
+    case D_EMPTY_SCANS: *v = (double)h->empty_scans; return dmv;
+    case D_ERRORS_LISTED: *v = (double)h->errors_listed; return dmv;
+    case D_COUNT: break;
     }
-    db_gauge(f, m, "mssql_cdc_capture_session_errors",
-             "Session 0 error_count: errors of every scan since the instance started.",
-             (double)h->error_count, true);
-    db_gauge(f, m, "mssql_cdc_capture_failed_sessions",
-             "Session 0 failed_sessions_count.", (double)h->failed_sessions, true);
-    db_gauge(f, m, "mssql_cdc_capture_transactions",
-             "Session 0 tran_count: transactions captured since the instance started.",
-             (double)h->transactions, true);
-    db_gauge(f, m, "mssql_cdc_capture_empty_scans",
-             "The newest session's empty_scan_count: empty scans in a row.",
-             (double)h->empty_scans, true);
-    db_gauge(f, m, "mssql_cdc_capture_errors_listed",
-             "Rows of sys.dm_cdc_errors (errors of the last 32 sessions).",
-             (double)h->errors_listed, true);
+    return false;
+}
+
+/* Every family with a sample per database that has one (a family is
+ * declared only when some database has a sample of it). */
+static void render_database(FILE *f, const snap *s) {
+    for (int g = 0; g < D_COUNT; g++) {
+        bool counter = g == D_PROBE_ERRORS, integer = counter || g == D_PROBE_UP ||
+                                                      g == D_VISIBLE || g >= D_SESSION_ERRORS;
+        bool declared = false;
+        for (size_t k = 0; k < s->n_db; k++) {
+            double v;
+            if (!db_value(&s->db[k], (db_gauge)g, &v)) continue;
+            if (!declared)
+                family(f, DB_FAMILIES[g].name, counter ? "counter" : "gauge", DB_FAMILIES[g].help);
+            declared = true;
+            char name[96];
+            snprintf(name, sizeof name, "%s%s", DB_FAMILIES[g].name, counter ? "_total" : "");
+            sample(f, name, NULL, &s->db[k]);
+            if (integer) value_i(f, (int64_t)v);
+            else value_d(f, v);
+        }
+    }
 }
 
 static char *render_metrics(cli_metrics *m, size_t *len) {
@@ -478,12 +623,13 @@ static char *render_metrics(cli_metrics *m, size_t *len) {
     char *buf = NULL;
     FILE *f = open_memstream(&buf, len);
     if (f) {
-        render_tables(f, m, &s);
-        render_database(f, m, &s);
+        render_tables(f, &s);
+        render_database(f, &s);
         fputs("# EOF\n", f);
         fclose(f);
     }
     free(s.t);
+    free(s.db);
     return buf;
 }
 
@@ -505,29 +651,55 @@ static void json_num(FILE *f, const char *key, bool known, double v) {
     else fputs("null", f);
 }
 
+/* {"database", "probe_up", "visible", "latency_seconds", ...} of d. */
+static void capture_json(FILE *f, const dbstat *d) {
+    const mcdc_capture_health *h = &d->health;
+    fputs("{\"database\":", f);
+    json_str(f, d->label);
+    fprintf(f, ",\"probe_up\":%s,\"visible\":%s", d->probe_up ? "true" : "false",
+            d->has_health && h->visible ? "true" : "false");
+    json_num(f, "latency_seconds", d->has_health && h->visible, h->latency_seconds);
+    json_num(f, "last_scan_age_seconds", d->has_health && h->visible && h->has_last_scan_end,
+             (double)(h->server_now_us - h->last_scan_end_us) / 1e6);
+    json_num(f, "errors_listed", d->has_health && h->visible, (double)h->errors_listed);
+    json_num(f, "capture_lag_seconds", d->has_health && h->has_max_commit,
+             (double)(h->server_now_us - h->max_commit_us) / 1e6);
+    fputc('}', f);
+}
+
 static char *render_status(cli_metrics *m, size_t *len) {
     snap s;
     if (!take(m, &s)) return NULL;
     char *buf = NULL;
     FILE *f = open_memstream(&buf, len);
     if (f) {
+        /* "database": every database's label; "capture": the first's (the
+         * page's line), "databases": each one's */
+        char names[1024] = "";
+        for (size_t k = 0, o = 0; k < s.n_db && o < sizeof names; k++)
+            o += (size_t)snprintf(names + o, sizeof names - o, "%s%s", k ? ", " : "",
+                                  s.db[k].label);
         fputs("{\"database\":", f);
-        json_str(f, m->cfg.database);
-        fprintf(f, ",\"now\":%.3f,\"ready\":%s,\"lag_problem_seconds\":%.17g,\"capture\":{",
+        json_str(f, names);
+        fprintf(f, ",\"now\":%.3f,\"ready\":%s,\"lag_problem_seconds\":%.17g,\"capture\":",
                 (double)s.now_us / 1e6, ready_all(&s) ? "true" : "false", m->cfg.lag_problem_s);
-        fprintf(f, "\"probe_up\":%s,\"visible\":%s", s.probe_up ? "true" : "false",
-                s.has_health && s.h.visible ? "true" : "false");
-        json_num(f, "latency_seconds", s.has_health && s.h.visible, s.h.latency_seconds);
-        json_num(f, "last_scan_age_seconds", s.has_health && s.h.has_last_scan_end,
-                 (double)(s.h.server_now_us - s.h.last_scan_end_us) / 1e6);
-        json_num(f, "errors_listed", s.has_health && s.h.visible, (double)s.h.errors_listed);
-        fputs("},\"tables\":[", f);
+        dbstat none;
+        memset(&none, 0, sizeof none);
+        capture_json(f, s.n_db ? &s.db[0] : &none);
+        fputs(",\"databases\":[", f);
+        for (size_t k = 0; k < s.n_db; k++) {
+            if (k) fputc(',', f);
+            capture_json(f, &s.db[k]);
+        }
+        fputs("],\"tables\":[", f);
         for (size_t i = 0; i < s.n; i++) {
             const tstat *t = &s.t[i];
             double lag = 0;
             bool has_lag = lag_of(&s, t, &lag);
             fputs(i ? ",{\"capture_instance\":" : "{\"capture_instance\":", f);
             json_str(f, t->ci);
+            fputs(",\"database\":", f);
+            json_str(f, t->database);
             fputs(",\"state\":", f);
             json_str(f, STATE_NAMES[t->state]);
             fprintf(f, ",\"rows\":%lld,\"batches\":%lld", (long long)t->rows,
@@ -549,8 +721,10 @@ static char *render_status(cli_metrics *m, size_t *len) {
             }
             fputs(",\"snapshot\":", f);
             if (t->snap_active)
-                fprintf(f, "{\"rows_done\":%lld,\"rows_total\":%lld}", (long long)t->snap_done,
-                        (long long)t->snap_total);
+                fprintf(f, "{\"rows_done\":%lld,\"rows_total\":%lld,\"parts_done\":%lld,"
+                           "\"parts_total\":%lld}",
+                        (long long)t->snap_done, (long long)t->snap_total,
+                        (long long)t->snap_parts_done, (long long)t->snap_parts_total);
             else
                 fputs("null", f);
             fputc('}', f);
@@ -559,6 +733,7 @@ static char *render_status(cli_metrics *m, size_t *len) {
         fclose(f);
     }
     free(s.t);
+    free(s.db);
     return buf;
 }
 
@@ -618,6 +793,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
             failed += s.t[i].state > ST_DONE;
         }
         free(s.t);
+    free(s.db);
         if (waiting == 0 && failed == 0) return text(c, MHD_HTTP_OK, "ready: every table runs\n");
         char msg[160];
         snprintf(msg, sizeof msg, "not ready: %zu tables not started yet, %zu stopped or failed\n",
@@ -646,6 +822,8 @@ int cli_metrics_start(cli_metrics **out, const cli_metrics_cfg *cfg) {
         free(t);
         return cli_usage_error("start-many: %s", "out of memory");
     }
+    m->n = cfg->n;
+    m->cap = cfg->n ? cfg->n : 1;
     m->cfg = *cfg;
     m->t = t;
     for (size_t k = 0; CLI_STATUS_PAGE[k]; k++) m->page_len += strlen(CLI_STATUS_PAGE[k]);
@@ -661,7 +839,22 @@ int cli_metrics_start(cli_metrics **out, const cli_metrics_cfg *cfg) {
         at += l;
     }
     m->page[m->page_len] = 0;
-    for (size_t i = 0; i < cfg->n; i++) t[i].ci = cfg->names[i];
+    size_t n_db = cfg->n_databases ? cfg->n_databases : 1;
+    m->db = calloc(n_db, sizeof *m->db);
+    if (m->db == NULL) {
+        free(m->page);
+        free(m);
+        free(t);
+        return cli_usage_error("start-many: %s", "out of memory");
+    }
+    m->n_db = n_db;
+    for (size_t k = 0; k < n_db; k++)
+        label_copy(m->db[k].label, cfg->n_databases ? cfg->databases[k] : cfg->database);
+    for (size_t i = 0; i < cfg->n; i++) {
+        label_copy(t[i].ci, cfg->names[i]);
+        label_copy(t[i].database, cfg->database);
+        t[i].db = 0;
+    }
     pthread_mutex_init(&m->mu, NULL);
     pthread_cond_init(&m->wake, NULL);
     /* the listener's threads leave SIGINT/SIGTERM/SIGUSR1 to start-many's
@@ -715,6 +908,7 @@ void cli_metrics_stop(cli_metrics *m) {
     pthread_cond_destroy(&m->wake);
     pthread_mutex_destroy(&m->mu);
     free(m->t);
+    free(m->db);
     free(m->page);
     free(m);
 }

@@ -19,11 +19,19 @@ typedef struct cli_metrics_cfg {
     const char *ready_file;  /* NULL, or where the bound port is written once listening */
     double poll_seconds;     /* the capture probe's interval */
     double lag_problem_s;    /* the status page's lag threshold */
-    const mcdc_opts *const *opts; /* every table's source options, n of them (borrowed;
-                                     outlive the listener): the probe opens on the first
-                                     whose instance it can resolve */
-    const char *database;    /* the label */
-    const char *const *names; /* the capture instances, n of them (borrowed) */
+    const mcdc_opts *const *opts; /* source options, n_opts of them (borrowed; outlive
+                                     the listener): the probe opens on the first whose
+                                     instance it can resolve */
+    size_t n_opts;
+    const size_t *opts_database; /* the database (of databases[]) each options are of;
+                                    NULL: all of the one database */
+    const char *const *databases; /* the probe's databases' labels, n_databases of them
+                                     (copied); 0: one, labelled database */
+    size_t n_databases;
+    const char *database;    /* the label of the tables named here (and, without
+                                databases, of the probe) */
+    const char *const *names; /* the capture instances, n of them (copied); more may
+                                 come with cli_metrics_add */
     size_t n;
 } cli_metrics_cfg;
 
@@ -32,6 +40,12 @@ int cli_metrics_check_listen(const char *listen);
 /* Binds and starts serving and polling; an exit code (a usage error or
  * EXIT_IO when the address cannot be bound), the port on stderr. */
 int cli_metrics_start(cli_metrics **out, const cli_metrics_cfg *cfg);
+/* A table more (serve's tables come and go): its row's index, or
+ * (size_t)-1 when out of memory (its events then go nowhere). database and
+ * name are its labels (copied). */
+size_t cli_metrics_add(cli_metrics *m, const char *database, const char *name);
+/* Table i is gone (a reload removed it): its row is no longer served. */
+void cli_metrics_remove(cli_metrics *m, size_t i);
 /* The streams' events for table i. */
 void cli_metrics_started(cli_metrics *m, size_t i);
 void cli_metrics_batch(cli_metrics *m, size_t i, const mcdc_batch_report *r);

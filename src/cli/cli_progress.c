@@ -139,7 +139,8 @@ static void print_line(cli_progress *p, const mcdc_progress *r, double rate, dou
     char text[256], done[16], total[16], speed[16], left[48];
     size_t n = 0;
     human(done, sizeof done, (double)r->rows_done);
-    n += (size_t)snprintf(text + n, sizeof text - n, "%s, %s: %s", r->job, r->phase, done);
+    n += (size_t)snprintf(text + n, sizeof text - n, "%s%s%s, %s: %s", p->name ? p->name : "",
+                          p->name ? ": " : "", r->job, r->phase, done);
     if (r->rows_total >= 0) {
         human(total, sizeof total, (double)r->rows_total);
         n += (size_t)snprintf(text + n, sizeof text - n, " of %s%s rows", r->rows_estimated ? "~" : "",
@@ -195,14 +196,15 @@ static void print_json(cli_progress *p, const mcdc_progress *r, double rate, dou
         if (r->job_parts_total >= 0)
             snprintf(job_total, sizeof job_total, "%lld", (long long)r->job_parts_total);
     }
+    if (p->name) fprintf(stderr, "{\"table\":\"%s\",", p->name); /* an identifier */
     fprintf(stderr,
-            "{\"progress\":{\"job\":\"%s\",\"phase\":\"%s\",\"phase_number\":%lld,"
+            "%s\"progress\":{\"job\":\"%s\",\"phase\":\"%s\",\"phase_number\":%lld,"
             "\"rows\":%lld,\"rows_total\":%s,"
             "\"rows_estimated\":%s,\"parts_name\":%s,\"parts\":%lld,\"parts_total\":%s,"
             "\"job_parts_name\":%s,\"job_parts\":%s,\"job_parts_total\":%s,"
             "\"bytes\":%lld,\"rows_per_s\":%.1f,\"phase_s\":%.3f,\"elapsed_s\":%.3f,"
             "\"eta_s\":%s,\"done\":%s}}\n",
-            r->job, r->phase, (long long)(r->version >= 2 ? r->phase_number : 0),
+            p->name ? "" : "{", r->job, r->phase, (long long)(r->version >= 2 ? r->phase_number : 0),
             (long long)r->rows_done, total, r->rows_estimated ? "true" : "false",
             parts_name, (long long)r->parts_done, parts_total, job_name, job_done, job_total,
             (long long)r->bytes_done, rate, (double)r->phase_ms / 1000.0,
@@ -236,6 +238,9 @@ static double time_left(cli_progress *p, const mcdc_progress *r, double rate) {
 
 void cli_progress_report(void *user, const mcdc_progress *r) {
     cli_progress *p = user;
+    /* a stream's "streaming" report says it resumed (readiness), not how
+     * far a long job is */
+    if (r->job && strcmp(r->job, "stream") == 0) return;
     pthread_mutex_lock(&p->mu);
     bool new_phase = starts_phase(p, r);
     double rate = update_rate(p, r, new_phase);

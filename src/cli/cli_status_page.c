@@ -1,5 +1,6 @@
 /*
- * cli_status_page.c - the status page start-many serves at / (cli_metrics.c):
+ * cli_status_page.c - the status page start-many and serve serve at /
+ * (cli_metrics.c):
  * one self-contained HTML page (inline CSS and JS, nothing fetched but
  * status.json every 3 s) listing every table, problems first (failed or
  * stopped, then lag above the threshold), with a filter and sortable
@@ -11,7 +12,7 @@
 extern const char *const CLI_STATUS_PAGE[];
 const char *const CLI_STATUS_PAGE[] = {
     "<!doctype html>\n",
-    "<html lang=\"en\"><head><meta charset=\"utf-8\"><title>mssql-cdc start-many</title>\n",
+    "<html lang=\"en\"><head><meta charset=\"utf-8\"><title>mssql-cdc</title>\n",
     "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n",
     "<style>\n",
     "body{font:14px system-ui,sans-serif;margin:1em;color:#222}\n",
@@ -27,7 +28,7 @@ const char *const CLI_STATUS_PAGE[] = {
     "tr.problem td.state{font-weight:bold;color:#a00}\n",
     ".cap-bad{color:#a00;font-weight:bold}\n",
     "</style></head><body>\n",
-    "<h1>mssql-cdc start-many <span id=\"db\"></span></h1>\n",
+    "<h1>mssql-cdc <span id=\"db\"></span></h1>\n",
     "<div id=\"bar\"><input id=\"filter\" placeholder=\"filter tables\" autofocus>\n",
     "<div id=\"summary\"></div><div id=\"capture\"></div><div id=\"updated\"></div></div>\n",
     "<table><thead><tr>\n",

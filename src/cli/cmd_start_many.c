@@ -27,6 +27,7 @@
 #include <jansson.h>
 
 #include "cli.h"
+#include "cli_many.h"
 #include "cli_metrics.h"
 
 static const char MANY_HELP[] =
@@ -59,7 +60,10 @@ static const char MANY_HELP[] =
     "  --json               the result on stdout at the end: every table with its\n"
     "                       batches, rows, state and error, and the errors by capture\n"
     "                       instance (await_all's result)\n"
-    "  --quiet              errors and the summary only\n";
+    "  --quiet              errors and the summary only\n"
+    CLI_PROGRESS_HELP
+    "                       (each table's own, its name leading the line or as \"table\"\n"
+    "                       in the JSON: the snapshots its bootstrap or re-snapshot takes)\n";
 
 static const char MANY_HELP_METRICS[] =
     "\n"
@@ -105,37 +109,18 @@ static const char MANY_HELP_REST[] =
     "loss, 4 schema changed, 5 permission, 6 source unreachable, 7-13 state that\n"
     "cannot be trusted; see 'mssql-cdc stream --help'); 2 bad usage, as above.\n";
 
-/* More tables than this in one process is a typo or a job for 'serve'. */
-#define MANY_TABLES_MAX 4096
 /* Connections beyond one per table, by default: readers the tables share. */
 #define MANY_READ_CONNECTIONS 4
-/* A capture instance is a SQL Server identifier: at most 128 characters. */
-#define MANY_NAME_MAX 128
-
-typedef enum { TABLE_DONE = 0, TABLE_STOPPED, TABLE_FAILED } table_state;
 
 typedef struct table_job {
-    const char *ci;       /* as given (argv, or the file's key: owned by the JSON) */
+    cli_table job;        /* its name and capture instance: argv's or the file's key */
     json_t *own;          /* the file's options for it (borrowed), or NULL */
-    mcdc_opts *opts;
-    char *target, *app_id, *checkpoint;
-    mcdc_stream_cfg cfg;
-    mcdc_stream *stream;
-    cli_batch_out out;
-    pthread_t thread;
-    bool running;         /* the thread was started */
-    atomic_bool finished; /* its run returned */
-    atomic_bool stop_asked; /* a signal asked it to stop while it ran */
-    struct cli_metrics *metrics; /* NULL: no --metrics-listen */
-    size_t index;
-    /* written by the job's thread, read after it is joined */
-    int64_t batches, rows;
-    int status;
-    mcdc_error err;
+    cli_progress progress; /* --progress: its own (named), started when job.progress is set */
 } table_job;
 
 typedef struct many {
     table_job *t;
+    cli_table **jobs;      /* &t[i].job, for what cli_many.h takes */
     size_t n, cap;
     json_t *file;          /* --capture-instances-file, parsed */
     char *list;            /* --capture-instances, split in place */
@@ -149,26 +134,23 @@ typedef struct many {
 
 static int add_table(many *m, const char *ci, json_t *own) {
     assert(m->n < m->cap); /* cap: the entries of the list or file */
-    if (m->n >= MANY_TABLES_MAX) {
+    if (m->n >= CLI_MANY_TABLES_MAX) {
         char max[24];
-        snprintf(max, sizeof max, "%d", MANY_TABLES_MAX);
+        snprintf(max, sizeof max, "%d", CLI_MANY_TABLES_MAX);
         return cli_usage_error("start-many: at most %s capture instances in one process", max);
     }
     size_t len = strlen(ci);
-    if (len == 0 || len > MANY_NAME_MAX)
+    if (len == 0 || len > CLI_MANY_NAME_MAX)
         return cli_usage_error("start-many: capture instance '%s' is empty or longer than 128 "
                                "characters",
                                ci);
     for (size_t k = 0; k < m->n; k++)
-        if (strcasecmp(m->t[k].ci, ci) == 0)
+        if (strcasecmp(m->t[k].job.ci, ci) == 0)
             return cli_usage_error("start-many: capture instance '%s' is listed twice (names "
                                    "match ignoring case): each table once",
                                    ci);
     table_job *t = &m->t[m->n++];
-    memset(t, 0, sizeof *t);
-    atomic_init(&t->finished, false);
-    atomic_init(&t->stop_asked, false);
-    t->ci = ci;
+    cli_table_init(&t->job, ci, ci);
     t->own = own;
     return EXIT_OK;
 }
@@ -255,143 +237,7 @@ static int parse_file(many *m, const char *path) {
     return EXIT_OK;
 }
 
-/* The template with every {ci} replaced. */
-static char *expand(const char *tpl, const char *ci) {
-    size_t n = 0, lc = strlen(ci);
-    for (const char *p = tpl; *p;) {
-        if (strncmp(p, "{ci}", 4) == 0) {
-            n += lc;
-            p += 4;
-        } else {
-            n++;
-            p++;
-        }
-    }
-    char *out = malloc(n + 1), *o = out;
-    if (out == NULL) return NULL;
-    for (const char *p = tpl; *p;) {
-        if (strncmp(p, "{ci}", 4) == 0) {
-            memcpy(o, ci, lc);
-            o += lc;
-            p += 4;
-        } else {
-            *o++ = *p++;
-        }
-    }
-    *o = 0;
-    return out;
-}
-
-/* A location as a place: a local path made absolute with its '.', '..' and
- * repeated '/' resolved (as text: links are not followed); a URI or a
- * schema.table name as written. Two tables must not share one. */
-static char *place_of(const char *loc) {
-    bool path = (strchr(loc, '/') || strchr(loc, ':')) && !strstr(loc, "://") &&
-                strncasecmp(loc, "file:", 5) != 0;
-    if (!path) return strdup(loc);
-    char cwd[PATH_MAX] = "";
-    if (loc[0] != '/' && getcwd(cwd, sizeof cwd) == NULL) return strdup(loc);
-    size_t cap = strlen(cwd) + strlen(loc) + 3;
-    char *in = malloc(cap), *out = malloc(cap);
-    if (in == NULL || out == NULL) {
-        free(in);
-        free(out);
-        return NULL;
-    }
-    snprintf(in, cap, "%s/%s", cwd, loc);
-    size_t o = 0;
-    char *save = NULL;
-    for (char *seg = strtok_r(in, "/", &save); seg; seg = strtok_r(NULL, "/", &save)) {
-        if (strcmp(seg, ".") == 0) continue;
-        if (strcmp(seg, "..") == 0) {
-            while (o > 0 && out[o - 1] != '/') o--;
-            if (o > 0) o--;
-            continue;
-        }
-        out[o++] = '/';
-        size_t l = strlen(seg);
-        memcpy(out + o, seg, l);
-        o += l;
-    }
-    if (o == 0) out[o++] = '/';
-    out[o] = 0;
-    free(in);
-    return out;
-}
-
-/* No two tables write to one place: targets, checkpoints and app ids
- * distinct, and none of them another's (or the facts or control table). */
-static int check_places(const many *m, const mcdc_stream_cfg *shared) {
-    size_t n = m->n * 2 + 2, k = 0;
-    char **place = calloc(n, sizeof *place);
-    const char **who = calloc(n, sizeof *who);
-    int rc = place && who ? EXIT_OK : cli_usage_error("start-many: %s", "out of memory");
-    for (size_t i = 0; rc == EXIT_OK && i < m->n; i++) {
-        place[k] = place_of(m->t[i].target);
-        who[k++] = m->t[i].ci;
-        place[k] = place_of(m->t[i].checkpoint);
-        who[k++] = m->t[i].ci;
-    }
-    if (rc == EXIT_OK && shared->facts_table) {
-        place[k] = place_of(shared->facts_table);
-        who[k++] = "--facts-table";
-    }
-    if (rc == EXIT_OK && shared->control_table) {
-        place[k] = place_of(shared->control_table);
-        who[k++] = "--control-table";
-    }
-    for (size_t i = 0; rc == EXIT_OK && i < k; i++)
-        if (place[i] == NULL) rc = cli_usage_error("start-many: %s", "out of memory");
-    for (size_t i = 0; rc == EXIT_OK && i < k; i++)
-        for (size_t j = i + 1; rc == EXIT_OK && j < k; j++) {
-            if (strcmp(place[i], place[j]) != 0 || who[i] == who[j]) continue;
-            char msg[1024];
-            snprintf(msg, sizeof msg,
-                     "start-many: %s and %s would both write to %s: give each table its own "
-                     "target and checkpoint ({ci} in a part of the path that is not undone by "
-                     "'..')",
-                     who[i], who[j], place[i]);
-            rc = cli_usage_error("%s", msg);
-        }
-    for (size_t i = 0; i < k && place; i++) free(place[i]);
-    free(place);
-    free(who);
-    return rc;
-}
-
 /* ---- running -------------------------------------------------------------------- */
-
-static void table_log(void *user, mcdc_log_level level, const char *message) {
-    static const char *const NAMES[] = {"error", "warning", "info", "debug"};
-    const table_job *t = user;
-    fprintf(stderr, "mssql-cdc: %s: %s: %s\n", t->ci,
-            (int)level >= 0 && (int)level < 4 ? NAMES[level] : "", message);
-}
-
-static void table_report(void *ctx, const mcdc_batch_report *r) {
-    table_job *t = ctx;
-    t->batches++;
-    t->rows += r->rows;
-    cli_metrics_batch(t->metrics, t->index, r);
-    cli_batch_report(&t->out, r);
-}
-
-static void table_progress(void *user, const mcdc_progress *p) {
-    const table_job *t = user;
-    cli_metrics_progress(t->metrics, t->index, p);
-}
-
-static table_state state_of(const table_job *t);
-static const char *state_name(table_state s);
-
-static void *table_run(void *arg) {
-    table_job *t = arg;
-    cli_metrics_started(t->metrics, t->index);
-    t->status = mcdc_stream_run(t->stream, table_report, t, &t->err);
-    atomic_store(&t->finished, true);
-    cli_metrics_ended(t->metrics, t->index, state_name(state_of(t)), t->status, t->err.message);
-    return NULL;
-}
 
 /* The signal thread: SIGINT/SIGTERM stop every stream; SIGUSR1 (sent by
  * the command once all are joined) ends it. */
@@ -408,69 +254,8 @@ static void *signal_run(void *arg) {
         if (atomic_exchange(&m->stopping, 1) == 0)
             fprintf(stderr, "mssql-cdc: %s: every stream finishes its batch and stops\n",
                     strsignal(sig));
-        for (size_t i = 0; i < m->n; i++) {
-            table_job *t = &m->t[i];
-            if (!atomic_load(&t->finished)) atomic_store(&t->stop_asked, true);
-            mcdc_stream_request_stop(t->stream);
-        }
+        for (size_t i = 0; i < m->n; i++) cli_table_request_stop(&m->t[i].job);
     }
-}
-
-static table_state state_of(const table_job *t) {
-    if (t->status != MCDC_OK && t->status != MCDC_E_CANCELLED) return TABLE_FAILED;
-    return atomic_load(&t->stop_asked) || t->status == MCDC_E_CANCELLED ? TABLE_STOPPED
-                                                                         : TABLE_DONE;
-}
-
-static const char *state_name(table_state s) {
-    static const char *const NAMES[] = {"done", "stopped", "failed"};
-    return NAMES[s];
-}
-
-static void summary(const many *m, int json) {
-    size_t failed = 0, stopped = 0;
-    for (size_t i = 0; i < m->n; i++) {
-        table_state s = state_of(&m->t[i]);
-        failed += s == TABLE_FAILED;
-        stopped += s == TABLE_STOPPED;
-    }
-    fprintf(stderr, "mssql-cdc: start-many: %zu tables: %zu done, %zu stopped, %zu failed\n",
-            m->n, m->n - failed - stopped, stopped, failed);
-    for (size_t i = 0; i < m->n; i++) {
-        const table_job *t = &m->t[i];
-        table_state s = state_of(t);
-        fprintf(stderr, "  %s: %lld batches, %lld rows, %s", t->ci, (long long)t->batches,
-                (long long)t->rows, state_name(s));
-        if (s == TABLE_FAILED)
-            fprintf(stderr, " (%s, exit %d): %s", mcdc_status_kind(t->status),
-                    cli_exit_code(t->status), t->err.message);
-        fputc('\n', stderr);
-    }
-    if (!json) return;
-    json_t *tables = json_array(), *errors = json_object();
-    for (size_t i = 0; i < m->n && tables && errors; i++) {
-        const table_job *t = &m->t[i];
-        table_state s = state_of(t);
-        json_t *err = json_null();
-        if (s == TABLE_FAILED) {
-            err = json_pack("{s:s, s:s, s:i, s:s}", "kind", mcdc_status_kind(t->status), "status",
-                            mcdc_status_name(t->status), "exit_code", cli_exit_code(t->status),
-                            "message", t->err.message);
-            json_object_set(errors, t->ci, err);
-        }
-        json_array_append_new(tables, json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:o}",
-                                                "capture_instance", t->ci, "target", t->target,
-                                                "app_id", t->app_id, "checkpoint", t->checkpoint,
-                                                "batches", (json_int_t)t->batches, "rows",
-                                                (json_int_t)t->rows, "state", state_name(s),
-                                                "error", err));
-    }
-    json_t *out = json_pack("{s:o, s:o}", "errors", errors, "tables", tables);
-    char *text = out ? json_dumps(out, JSON_COMPACT) : NULL;
-    if (text) printf("%s\n", text);
-    else fprintf(stderr, "mssql-cdc: start-many: out of memory writing the result\n");
-    free(text);
-    json_decref(out);
 }
 
 /* ---- the command ------------------------------------------------------------------ */
@@ -480,11 +265,11 @@ static void summary(const many *m, int json) {
 static int table_opts(table_job *t, const int *src, size_t n_src, int argc, char **argv,
                       const char *file) {
     mcdc_error e = MCDC_ERROR_INIT;
-    if (mcdc_opts_create(&t->opts, &e)) return cli_fail(&e);
+    if (mcdc_opts_create(&t->job.opts, &e)) return cli_fail(&e);
     int rc = EXIT_OK;
     for (size_t k = 0; k < n_src && rc == EXIT_OK; k++) {
         int i = src[k];
-        cli_source_option(t->opts, argc, argv, &i, &rc);
+        cli_source_option(t->job.opts, argc, argv, &i, &rc);
     }
     const char *key;
     json_t *v;
@@ -493,47 +278,17 @@ static int table_opts(table_job *t, const int *src, size_t n_src, int argc, char
         char text[4096];
         bool unknown = false;
         if (option_text(v, text, sizeof text) != 0)
-            rc = file_error(file, "'%s': option '%s' is longer than 4095 characters", t->ci, key);
-        else if (mcdc_opts_set(t->opts, key, text, &unknown, &e))
+            rc = file_error(file, "'%s': option '%s' is longer than 4095 characters", t->job.ci, key);
+        else if (mcdc_opts_set(t->job.opts, key, text, &unknown, &e))
             rc = cli_fail(&e);
         else if (unknown)
             rc = file_error(file, "'%s': '%s' is no source option (see 'mssql-cdc stream --help')",
-                            t->ci, key);
+                            t->job.ci, key);
     }
-    if (rc == EXIT_OK && mcdc_opts_set(t->opts, "captureInstance", t->ci, NULL, &e))
+    if (rc == EXIT_OK && mcdc_opts_set(t->job.opts, "captureInstance", t->job.ci, NULL, &e))
         rc = cli_fail(&e);
-    if (rc == EXIT_OK && mcdc_opts_check_required(t->opts, &e)) rc = cli_fail(&e);
-    if (rc == EXIT_OK) rc = cli_source_env(t->opts, argc, argv);
-    return rc;
-}
-
-/* Asks the source once whether every instance exists. */
-static int check_instances(const many *m) {
-    const char **names = calloc(m->n, sizeof *names);
-    int *found = calloc(m->n, sizeof *found);
-    mcdc_error e = MCDC_ERROR_INIT;
-    int rc = names && found ? EXIT_OK : cli_usage_error("start-many: %s", "out of memory");
-    for (size_t i = 0; rc == EXIT_OK && i < m->n; i++) names[i] = m->t[i].ci;
-    if (rc == EXIT_OK && mcdc_capture_instances_find(m->t[0].opts, names, m->n, found, &e))
-        rc = cli_fail(&e);
-    size_t unknown = 0;
-    for (size_t i = 0; rc == EXIT_OK && i < m->n; i++) {
-        if (found[i] == MCDC_INSTANCE_UNREADABLE)
-            fprintf(stderr, "mssql-cdc: %s: warning: this login may not read its change table; "
-                            "its stream will stop with PermissionError naming the GRANT\n",
-                    names[i]);
-        if (found[i] != MCDC_INSTANCE_UNKNOWN) continue;
-        fprintf(stderr, "mssql-cdc: start-many: the source has no capture instance '%s'\n",
-                names[i]);
-        unknown++;
-    }
-    if (rc == EXIT_OK && unknown)
-        rc = cli_usage_error("start-many: %s: check the names against "
-                             "sys.sp_cdc_help_change_data_capture; nothing was started",
-                             unknown == 1 ? "a capture instance is unknown"
-                                          : "capture instances are unknown");
-    free(names);
-    free(found);
+    if (rc == EXIT_OK && mcdc_opts_check_required(t->job.opts, &e)) rc = cli_fail(&e);
+    if (rc == EXIT_OK) rc = cli_source_env(t->job.opts, argc, argv);
     return rc;
 }
 
@@ -560,17 +315,17 @@ static int start_metrics(many *m, cli_metrics **out, const char *listen, const c
     if (m->names == NULL || m->opts == NULL)
         return cli_usage_error("start-many: %s", "out of memory");
     for (size_t i = 0; i < m->n; i++) {
-        m->names[i] = m->t[i].ci;
-        m->opts[i] = m->t[i].opts;
+        m->names[i] = m->t[i].job.ci;
+        m->opts[i] = m->t[i].job.opts;
     }
-    cli_metrics_database(mcdc_opts_get(m->t[0].opts, "connectionString"), m->database,
+    cli_metrics_database(mcdc_opts_get(m->t[0].job.opts, "connectionString"), m->database,
                          sizeof m->database);
-    cli_metrics_cfg cfg = {listen, ready_file, poll_s, lag_problem_s, m->opts, m->database,
-                           m->names, m->n};
+    cli_metrics_cfg cfg = {listen,  ready_file, poll_s,      lag_problem_s, m->opts, m->n,
+                           NULL,    NULL,       0,           m->database,   m->names, m->n};
     int rc = cli_metrics_start(out, &cfg);
     for (size_t i = 0; rc == EXIT_OK && i < m->n; i++) {
-        m->t[i].metrics = *out;
-        m->t[i].index = i;
+        m->t[i].job.metrics = *out;
+        m->t[i].job.index = i;
     }
     return rc;
 }
@@ -588,29 +343,24 @@ static int run_all(many *m, int json) {
     pthread_t sig_thread;
     bool sig_ok = pthread_create(&sig_thread, NULL, signal_run, m) == 0;
     for (size_t i = 0; i < m->n; i++) {
-        table_job *t = &m->t[i];
-        if (atomic_load(&m->stopping)) {
+        cli_table *t = &m->t[i].job;
+        if (atomic_load(&m->stopping))
             t->status = MCDC_E_CANCELLED; /* stopped before it started */
-            continue;
-        }
-        if (pthread_create(&t->thread, NULL, table_run, t) == 0) {
-            t->running = true;
-        } else {
-            t->status = t->err.code = MCDC_E_NOMEM;
-            snprintf(t->err.message, sizeof t->err.message, "no thread could be started for it");
-        }
+        else
+            cli_table_start(t);
     }
     for (size_t i = 0; i < m->n; i++)
-        if (m->t[i].running) pthread_join(m->t[i].thread, NULL);
+        if (m->t[i].job.running) {
+            pthread_join(m->t[i].job.thread, NULL);
+            m->t[i].job.running = false;
+        }
     if (sig_ok) {
         pthread_kill(sig_thread, SIGUSR1);
         pthread_join(sig_thread, NULL);
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    summary(m, json);
-    for (size_t i = 0; i < m->n; i++)
-        if (state_of(&m->t[i]) == TABLE_FAILED) return cli_exit_code(m->t[i].status);
-    return EXIT_OK;
+    cli_many_summary("start-many", m->jobs, m->n, json);
+    return cli_many_exit_code(m->jobs, m->n);
 }
 
 int cmd_start_many(int argc, char **argv) {
@@ -622,6 +372,7 @@ int cmd_start_many(int argc, char **argv) {
     double poll_s = 15, lag_problem_s = 300;
     cli_metrics *metrics = NULL;
     int json = 0, quiet = 0;
+    cli_progress_mode progress_mode = CLI_PROGRESS_AUTO;
     int64_t connections = 0, encoders = 0;
     int *src = calloc((size_t)(argc > 0 ? argc : 1), sizeof *src);
     size_t n_src = 0;
@@ -647,6 +398,7 @@ int cmd_start_many(int argc, char **argv) {
         else if (strcmp(a, "--checkpoint") == 0) { NEEDV(); shared.checkpoint = v; }
         else if (strcmp(a, "--json") == 0) json = 1;
         else if (strcmp(a, "--quiet") == 0) quiet = 1;
+        else if (cli_progress_option(argc, argv, &i, &progress_mode, &rc)) continue;
         else if (strcmp(a, "--metrics-listen") == 0) {
             NEEDV();
             listen = v;
@@ -712,53 +464,55 @@ int cmd_start_many(int argc, char **argv) {
         rc = cli_fail(&e);
         goto out;
     }
+    m.jobs = calloc(m.n, sizeof *m.jobs);
+    if (m.jobs == NULL) rc = cli_usage_error("start-many: %s", "out of memory");
     for (size_t i = 0; i < m.n && rc == EXIT_OK; i++) {
-        table_job *t = &m.t[i];
-        t->target = expand(shared.target, t->ci);
-        t->app_id = expand(shared.app_id, t->ci);
-        t->checkpoint = expand(shared.checkpoint, t->ci);
+        cli_table *t = &m.t[i].job;
+        m.jobs[i] = t;
+        t->target = cli_many_expand(shared.target, t->ci, NULL);
+        t->app_id = cli_many_expand(shared.app_id, t->ci, NULL);
+        t->checkpoint = cli_many_expand(shared.checkpoint, t->ci, NULL);
         if (!t->target || !t->app_id || !t->checkpoint)
             rc = cli_usage_error("start-many: %s", "out of memory");
     }
-    if (rc == EXIT_OK) rc = check_places(&m, &shared);
+    if (rc == EXIT_OK) rc = cli_many_check_places("start-many", m.jobs, m.n, &shared);
     for (size_t i = 0; i < m.n && rc == EXIT_OK; i++) {
-        table_job *t = &m.t[i];
-        rc = table_opts(t, src, n_src, argc, argv, file);
+        rc = table_opts(&m.t[i], src, n_src, argc, argv, file);
+        cli_table *t = &m.t[i].job;
         t->cfg = shared;
-        t->cfg.target = t->target;
-        t->cfg.app_id = t->app_id;
-        t->cfg.checkpoint = t->checkpoint;
-        t->cfg.query_name = t->ci;
         t->cfg.budget = budget;
-        t->cfg.log_fn = table_log;
-        t->cfg.log_user = t;
-        t->cfg.progress_fn = listen ? table_progress : NULL;
-        t->cfg.progress_user = t;
-        t->out = (cli_batch_out){quiet, 0, t->ci};
+        cli_table_wire(t, quiet);
+        if (rc == EXIT_OK && progress_mode != CLI_PROGRESS_NONE) {
+            rc = cli_progress_init(&m.t[i].progress, progress_mode);
+            if (rc == EXIT_OK) {
+                m.t[i].progress.name = t->name;
+                t->progress = &m.t[i].progress;
+            }
+        }
+        if (!listen && t->progress == NULL) t->cfg.progress_fn = NULL;
         if (rc == EXIT_OK && mcdc_stream_create(&t->stream, t->opts, &t->cfg, &e)) {
             fprintf(stderr, "mssql-cdc: %s: ", t->ci);
             rc = cli_fail(&e);
         }
     }
-    if (rc == EXIT_OK) rc = check_instances(&m);
+    if (rc == EXIT_OK) rc = cli_many_check_instances("start-many", NULL, m.t[0].job.opts, m.jobs,
+                                                          m.n);
     /* the listener is bound before the first side effect: a port in use is
      * refused with nothing written */
     if (rc == EXIT_OK && listen)
         rc = start_metrics(&m, &metrics, listen, ready_file, poll_s, lag_problem_s);
     /* the first side effect: the one facts table, before any stream */
     if (rc == EXIT_OK && shared.facts_table &&
-        mcdc_facts_table_create(m.t[0].opts, shared.facts_table, shared.warehouse, &e))
+        mcdc_facts_table_create(m.t[0].job.opts, shared.facts_table, shared.warehouse, &e))
         rc = cli_fail(&e);
     if (rc == EXIT_OK) rc = run_all(&m, json);
 out:
     cli_metrics_stop(metrics);
     for (size_t i = 0; i < m.n; i++) {
-        mcdc_stream_free(m.t[i].stream);
-        mcdc_opts_free(m.t[i].opts);
-        free(m.t[i].target);
-        free(m.t[i].app_id);
-        free(m.t[i].checkpoint);
+        cli_table_release(&m.t[i].job);
+        if (m.t[i].job.progress) cli_progress_end(m.t[i].job.progress);
     }
+    free(m.jobs);
     mcdc_budget_free(budget);
     mcdc_opts_free(probe);
     json_decref(m.file);

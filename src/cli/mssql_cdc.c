@@ -4,6 +4,7 @@
  *
  *   mssql-cdc stream ...          stream CDC changes into bronze (to_delta)
  *   mssql-cdc start-many ...      a stream per capture instance, in one process
+ *   mssql-cdc serve --config F    the tables of a config file, as a service
  *   mssql-cdc snapshot ...        the table's rows into bronze (snapshot)
  *   mssql-cdc seed ...            a copy of the table into bronze (seed)
  *   mssql-cdc backfill ...        a chunked snapshot in waves (backfill)
@@ -28,6 +29,8 @@ static const char HELP[] =
     "Commands:\n"
     "  stream         stream a capture instance into bronze, with facts and the verdict\n"
     "  start-many     stream many capture instances in one process, on one budget\n"
+    "  serve          the tables of a config file as a long-running service (SIGHUP\n"
+    "                 rereads it)\n"
     "  snapshot       append the table's current rows to bronze, print the offset\n"
     "  seed           append a copy of the table you have to bronze as its snapshot\n"
     "  backfill       read a chunked snapshot in waves next to the running stream\n"
@@ -73,6 +76,7 @@ int main(int argc, char **argv) {
     }
     if (strcmp(cmd, "stream") == 0) return cmd_stream(argc - 2, argv + 2);
     if (strcmp(cmd, "start-many") == 0) return cmd_start_many(argc - 2, argv + 2);
+    if (strcmp(cmd, "serve") == 0) return cmd_serve(argc - 2, argv + 2);
     if (strcmp(cmd, "snapshot") == 0) return cmd_snapshot(argc - 2, argv + 2);
     if (strcmp(cmd, "seed") == 0) return cmd_seed(argc - 2, argv + 2);
     if (strcmp(cmd, "backfill") == 0) return cmd_backfill(argc - 2, argv + 2);

@@ -57,6 +57,7 @@
 #include "mcdc_lake.h"
 #include "mcdc_lsn.h"
 #include "mcdc_offset.h"
+#include "mcdc_progress.h"
 #include "mcdc_snapfacts.h"
 #include "mcdc_snapshot_job.h"
 #include "mcdc_tables.h"
@@ -1422,6 +1423,18 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
         json_decref(keys);
     }
     if (rc == MCDC_OK) rc = enter_generation(s, err);
+    /* Resumed (or bootstrapped) and streaming from here: told to a host's
+     * progress function as job "stream", phase "streaming", since a table
+     * with nothing new commits no batch that would say so (a service's
+     * readiness). */
+    if (rc == MCDC_OK && cfg->progress_fn) {
+        mcdc_progress_tracker *started = NULL;
+        mcdc_error ignored = MCDC_ERROR_INIT;
+        if (mcdc_progress_create(&started, "stream", cfg->progress_fn, cfg->progress_user, 1000,
+                                 &ignored) == MCDC_OK)
+            mcdc_progress_phase(started, "streaming", NULL, -1, -1, false);
+        mcdc_progress_free(started);
+    }
     if (rc == MCDC_OK) {
         mcdc_frame_cfg fc = {
             .ctx = &s->ctx,

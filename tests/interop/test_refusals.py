@@ -232,6 +232,29 @@ class World:
         write_file(j("storage_section.conf"), conf + "[storage]\nmaxCommitsPerBatch = 4\n")
         write_file(j("unknown_section.conf"), conf + "[azure]\nAZURE_STORAGE_ACCOUNT_NAME = a\n")
         write_file(j("storage_misspelt.conf"), f"[storage]\nAWS_SECRET_KEY = {STORAGE_SECRET}\n")
+        # serve's configuration files (tests/refusals.tsv's serve-* rows)
+        svc = ("[service]\ntarget = ./sv_{ci}\napp_id = sv-{ci}\ncheckpoint = ./sv_ckpt/{ci}\n"
+               "trigger = availableNow\n")
+        sdb = f"[database shop]\nconnectionString = {self.cs}\n"
+        write_file(j("serve_badkey.ini"), svc + sdb + "[table shop.dbo_orders]\nbogus = 1\n")
+        write_file(j("serve_twice.ini"), svc + "trigger = once\n" + sdb + "[table shop.dbo_orders]\n")
+        write_file(j("serve_nockpt.ini"), svc.replace("checkpoint = ./sv_ckpt/{ci}\n", "") + sdb
+                   + "[table shop.dbo_orders]\n")
+        write_file(j("serve_noci.ini"), svc.replace("./sv_{ci}", "./sv") + sdb
+                   + "[table shop.dbo_orders]\n[table shop.dbo_lines]\n")
+        write_file(j("serve_onetarget.ini"), svc + sdb + "[table shop.dbo_orders]\n"
+                   "[table shop.dbo_lines]\ntarget = ./sv_dbo_orders\n")
+        write_file(j("serve_unknown_ci.ini"), svc + sdb + "[table shop.dbo_nope]\n")
+        write_file(j("serve_badtrigger.ini"), svc + sdb + "[table shop.dbo_orders]\n"
+                   "trigger = sometimes\n")
+        write_file(j("serve_readable.ini"), svc + sdb + "[table shop.dbo_orders]\n", 0o644)
+        write_file(j("serve_comment.ini"), svc + f"[database shop]\nconnectionString = "
+                   f"{self.cs} ; the shop\n[table shop.dbo_orders]\n")
+        write_file(j("serve_notables.ini"), svc + sdb)
+        write_file(j("serve_nodb.ini"), svc + sdb + "[table shop.dbo_orders]\n[table crm.dbo_x]\n")
+        write_file(j("serve_noenv.ini"), svc + "[database shop]\nconnectionString_env = "
+                   "MCDC_NO_SUCH_VARIABLE\n[table shop.dbo_orders]\n")
+        write_file(j("serve_ok.ini"), svc + sdb + "[table shop.dbo_orders]\n")
         write_file(j("keys.jsonl"), '{"id": 1}\n')
         write_file(j("keys_badjson.jsonl"), '{"id": 1\n')
         write_file(j("keys_unknown.jsonl"), '{"nosuch": 1}\n')

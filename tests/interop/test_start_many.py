@@ -41,21 +41,21 @@ def reader(sim):
     return sim.connection_string(DB, user="reader", password=READER_PASSWORD)
 
 
-def write(sim, tables, first, n):
+def write(sim, tables, first, n, database=DB):
     """n transactions on each table: an insert of two rows, an update, a delete."""
     for t in tables:
         for k in range(n):
             i = first + 2 * k
             sim.run(f"BEGIN TRAN; INSERT INTO dbo.{t} (id, v) VALUES ({i}, N'{t}-{i}'), "
                     f"({i + 1}, N'{t}-{i + 1}'); UPDATE dbo.{t} SET v = N'upd' WHERE id = {i}; "
-                    f"DELETE FROM dbo.{t} WHERE id = {i + 1}; COMMIT;", database=DB)
-    sim.run("EXEC sim.run_capture @ignore_latency = 1;", database=DB)
+                    f"DELETE FROM dbo.{t} WHERE id = {i + 1}; COMMIT;", database=database)
+    sim.run("EXEC sim.run_capture @ignore_latency = 1;", database=database)
 
 
-def change_rows(sim, ci):
+def change_rows(sim, ci, database=DB):
     rows = sim.run(f"SELECT CONVERT(varchar(22), __$start_lsn, 1), "
                    f"CONVERT(varchar(22), __$seqval, 1), __$operation FROM cdc.{ci}_CT",
-                   database=DB)
+                   database=database)
     return sorted(tuple(r) for r in rows)
 
 
@@ -280,3 +280,25 @@ def test_a_grant_revoked_mid_run_stops_that_table_while_the_others_keep_up(sim, 
     states = {t["capture_instance"]: t["state"] for t in result["tables"]}
     assert states == {**{ci: "stopped" for ci in INSTANCES}, "dbo_t3": "failed"}, states
     assert_exactly_once(sim, lake, others)  # every change, the last ones too
+
+
+def test_progress_names_each_tables_snapshot(sim, workdir):
+    """--progress json: each table's bootstrap snapshot reports as the other
+    commands' do, its line naming the table; none for a table's readiness."""
+    make_db(sim)
+    write(sim, TABLES[:3], 1, 2)
+    lake = os.path.join(workdir, "lake")
+    p = run_cli(*many_args(sim, lake, instances=INSTANCES[:3],
+                           extra=("--bootstrap", "--progress", "json")),
+                env={"MCDC_PROGRESS_JSON_MS": "1"})
+    lines = [json.loads(line) for line in p.stderr.splitlines() if line.startswith('{"table"')]
+    assert {r["table"] for r in lines} == set(INSTANCES[:3]), p.stderr
+    assert all(r["progress"]["job"] == "snapshot" for r in lines), lines
+    for ci in INSTANCES[:3]:
+        ends = [r for r in lines if r["table"] == ci and r["progress"]["done"]]
+        assert ends and ends[-1]["progress"]["rows"] == 2, (ci, ends)
+    p = run_cli(*many_args(sim, lake, instances=INSTANCES[:3], extra=("--progress", "none")))
+    assert '"progress"' not in p.stderr
+    p = run_cli(*many_args(sim, lake, instances=INSTANCES[:1], extra=("--progress", "loud")),
+                check=False)
+    assert p.returncode == 2 and "--progress: expected auto, line, json or none" in p.stderr
