@@ -143,6 +143,7 @@ int mcdc_delta_table_latest_version(int64_t *out_version, mcdc_delta_table *t,
  * MCDC_E_NOTFOUND). */
 static int refresh_cache(mcdc_delta_table *t, bool absent_ok, mcdc_error *err) {
     int rc = MCDC_OK;
+    if (t->latest && t->keep_snapshot) return MCDC_OK; /* see keep_snapshot */
     if (t->latest) {
         char key[64];
         mcdc_delta__commit_key(mcdc_delta_snapshot_version(t->latest), key);
@@ -164,6 +165,8 @@ static int refresh_cache(mcdc_delta_table *t, bool absent_ok, mcdc_error *err) {
     }
     return rc;
 }
+
+void mcdc_delta_table_keep_snapshot(mcdc_delta_table *t) { t->keep_snapshot = true; }
 
 /* No listing of its own: the first load lists the log once, and a cached
  * snapshot is checked by its own commit's size and brought forward by
@@ -1045,24 +1048,38 @@ int mcdc_delta_append(mcdc_delta_commit_result *out, mcdc_delta_table *t,
         rc = mcdc_storage_put_if_absent(t->storage, key, b.data, b.len, err);
         if (rc == MCDC_OK) {
             out->version = v;
-            /* Read back our own commit. The commit is durable now: failing to
-             * re-read it (out of memory, I/O) must not report it as not made,
-             * or the caller would delete the data files it references. */
+            /* Our own commit joins the cached snapshot from the bytes we
+             * wrote: the put-if-absent of v succeeding proves that the log
+             * ended at v - 1, the cache's version, so nothing is read back
+             * (on an object store that is a request per commit saved). The
+             * commit is durable now: failing to apply it (out of memory)
+             * must not report it as not made, or the caller would delete the
+             * data files it references; the cache is dropped instead and the
+             * next read loads the log again. */
             mcdc_error re = MCDC_ERROR_INIT;
-            if (refresh_cache(t, false, &re) == MCDC_OK) {
+            if (mcdc_delta__snapshot_apply_own(t->latest, (const char *)b.data, b.len,
+                                               t->storage->root, &re) != MCDC_OK) {
+                mcdc_delta_snapshot_free(t->latest);
+                t->latest = NULL;
+            }
+            if (t->latest != NULL) {
                 MCDC_ASSERT(mcdc_delta_snapshot_version(t->latest) >= v);
                 MCDC_ASSERT(o->app_id == NULL ||
                             mcdc_delta_snapshot_txn_version(t->latest, o->app_id) >=
                                 o->txn_version);
                 maybe_checkpoint(t, v);
             } else {
-                mcdc_log(MCDC_LOG_WARN, "table %s version %lld is committed; reading it back "
-                         "failed: %s", t->storage->root, (long long)v, re.message);
+                mcdc_log(MCDC_LOG_WARN, "table %s version %lld is committed; applying it to "
+                         "the cached snapshot failed: %s", t->storage->root, (long long)v,
+                         re.message);
             }
             break;
         }
         if (rc != MCDC_E_CONFLICT) break;
         if (o->read_version >= 0) { /* a rewrite of what another writer has changed */
+            /* the cache is behind the log now: a keeper loads it again */
+            mcdc_delta_snapshot_free(t->latest);
+            t->latest = NULL;
             mcdc_error_set(err, MCDC_E_CONFLICT,
                            "table %s: another writer committed version %lld first", t->storage->root,
                            (long long)v);

@@ -1363,6 +1363,11 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     int rc = mcdc_table_open_env(&s->bronze, s->ctx.storage_env, cfg->target, cfg->warehouse, err);
     if (rc == MCDC_OK && cfg->facts_table)
         rc = mcdc_table_open_env(&s->facts, s->ctx.storage_env, cfg->facts_table, cfg->warehouse, err);
+    /* The stream is the writer of its batches: between its commits it reads
+     * what it wrote, so each commit is one conditional put (a lost race
+     * still reads the winners and applies the exactly-once rules). */
+    if (s->bronze) mcdc_table_keep_snapshot(s->bronze);
+    if (s->facts) mcdc_table_keep_snapshot(s->facts);
     mcdc_table *verdicts = NULL;
     if (rc == MCDC_OK && cfg->control_table)
         rc = mcdc_table_open_env(&verdicts, s->ctx.storage_env, cfg->control_table, cfg->warehouse, err);
