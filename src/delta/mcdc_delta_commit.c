@@ -113,14 +113,11 @@ const char *mcdc_delta_table_location(const mcdc_delta_table *t) { return t->sto
 
 mcdc_storage *mcdc_delta_table_storage(mcdc_delta_table *t) { return t->storage; }
 
-int mcdc_delta_table_latest_version(int64_t *out_version, mcdc_delta_table *t,
-                                    mcdc_error *err) {
-    *out_version = -1;
-    mcdc_storage_listing l = {0};
-    int rc = mcdc_storage_list(t->storage, MCDC_DELTA_LOG_DIR "/", &l, err);
-    if (rc) return rc;
-    for (size_t i = 0; i < l.count; i++) {
-        const char *n = l.entries[i].name;
+/* The newest commit of a listing of the log; -1 when it has none. */
+static int64_t newest_commit(const mcdc_storage_listing *l) {
+    int64_t newest = -1;
+    for (size_t i = 0; i < l->count; i++) {
+        const char *n = l->entries[i].name;
         size_t len = strlen(n);
         if (len != 25 || strcmp(n + 20, ".json") != 0) continue;
         char digits[21];
@@ -128,9 +125,36 @@ int mcdc_delta_table_latest_version(int64_t *out_version, mcdc_delta_table *t,
         digits[20] = 0;
         int64_t v;
         if (strspn(digits, "0123456789") == 20 && mcdc_parse_i64(digits, &v) == MCDC_OK &&
-            v > *out_version)
-            *out_version = v;
+            v > newest)
+            newest = v;
     }
+    return newest;
+}
+
+int mcdc_delta_table_latest_version(int64_t *out_version, mcdc_delta_table *t,
+                                    mcdc_error *err) {
+    *out_version = -1;
+    mcdc_storage_listing l = {0};
+    int rc;
+    /* With a cached snapshot at version c > 0 the log is listed from c on
+     * (names after "<c - 1>~", which sorts after every name of version
+     * c - 1 and before c's): one page however long the log is. c's own
+     * commit must be in it; when it is not (a log rewound under us), the
+     * whole log is listed. */
+    int64_t c = t->latest ? mcdc_delta_snapshot_version(t->latest) : -1;
+    if (c > 0) {
+        char after[32];
+        snprintf(after, sizeof after, "%020lld~", (long long)(c - 1));
+        rc = mcdc_storage_list_after(t->storage, MCDC_DELTA_LOG_DIR "/", after, &l, err);
+        if (rc) return rc;
+        *out_version = newest_commit(&l);
+        mcdc_storage_listing_free(&l);
+        if (*out_version >= c) return MCDC_OK;
+        *out_version = -1;
+    }
+    rc = mcdc_storage_list(t->storage, MCDC_DELTA_LOG_DIR "/", &l, err);
+    if (rc) return rc;
+    *out_version = newest_commit(&l);
     mcdc_storage_listing_free(&l);
     return MCDC_OK;
 }

@@ -86,6 +86,7 @@ struct mcdc_stream {
     char *strings[8];         /* owned copies of the cfg's strings */
     const mcdc_opts *opts;    /* borrowed */
     char *target_path, *facts_path; /* canonical locations (owned) */
+    mcdc_ckpt_lock *held;     /* the checkpoint's hold for the run (owned by run) */
     /* The live generation (mcdc_generation.h): its checkpoint directory and
      * sink app id, the one its commits and facts rows carry. */
     mcdc_generation gen;
@@ -578,6 +579,7 @@ static int job_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_resul
     }
     if (rc == MCDC_OK) mcdc_unit_metrics_fold(&s->fm, s->rm, s->n_rm);
     if (rc == MCDC_OK && switch_crash(s, u, "switch_read", err)) rc = MCDC_E_CANCELLED;
+    if (rc == MCDC_OK && app) rc = mcdc_checkpoint_lock_check(s->held, err);
     if (rc == MCDC_OK && app) {
         rc = mcdc_frame_commit_data(f, u, app, bronze_meta(s, u->id), NULL, err);
         res->data_committed = rc == MCDC_OK;
@@ -1384,6 +1386,7 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     if (rc == MCDC_OK)
         rc = mcdc_checkpoint_lock(&held, s->ctx.storage_env, cfg->checkpoint, STREAM_OPS.kind,
                                   cfg->app_id, err);
+    s->held = held;
     /* The control connection, held for the stream's life, leaves one
      * connection of the budget for some job's reader. */
     int control = 0;
@@ -1473,6 +1476,7 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     s->bronze = s->facts = NULL;
     s->bronze_schema = NULL;
     s->changes = NULL;
+    s->held = NULL;
     mcdc_checkpoint_unlock(held);
     mcdc_log_use(host_sink);
     return rc;
