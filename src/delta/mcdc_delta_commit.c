@@ -142,6 +142,10 @@ int mcdc_delta_table_latest_version(int64_t *out_version, mcdc_delta_table *t,
      * commit must be in it; when it is not (a log rewound under us), the
      * whole log is listed. */
     int64_t c = t->latest ? mcdc_delta_snapshot_version(t->latest) : -1;
+    if (t->keep_snapshot && (t->latest || t->known_absent)) { /* trusted: see keep_snapshot */
+        *out_version = c;
+        return MCDC_OK;
+    }
     if (c > 0) {
         char after[32];
         snprintf(after, sizeof after, "%020lld~", (long long)(c - 1));
@@ -167,7 +171,8 @@ int mcdc_delta_table_latest_version(int64_t *out_version, mcdc_delta_table *t,
  * MCDC_E_NOTFOUND). */
 static int refresh_cache(mcdc_delta_table *t, bool absent_ok, mcdc_error *err) {
     int rc = MCDC_OK;
-    if (t->latest && t->keep_snapshot) return MCDC_OK; /* see keep_snapshot */
+    if (t->keep_snapshot && (t->latest || (t->known_absent && absent_ok)))
+        return MCDC_OK; /* see keep_snapshot */
     if (t->latest) {
         char key[64];
         mcdc_delta__commit_key(mcdc_delta_snapshot_version(t->latest), key);
@@ -187,6 +192,7 @@ static int refresh_cache(mcdc_delta_table *t, bool absent_ok, mcdc_error *err) {
         mcdc_delta_snapshot_free(t->latest); /* maybe half applied: drop it */
         t->latest = NULL;
     }
+    t->known_absent = t->keep_snapshot && rc == MCDC_OK && t->latest == NULL;
     return rc;
 }
 
@@ -717,7 +723,23 @@ int mcdc_delta_create(mcdc_delta_commit_result *out, mcdc_delta_table *t,
         } else if (rc == MCDC_OK) {
             out->version = 0;
             mcdc_error re = MCDC_ERROR_INIT; /* version 0 stands (see append) */
-            if (refresh_cache(t, false, &re) == MCDC_OK)
+            int rr = MCDC_OK;
+            if (t->keep_snapshot) { /* from the bytes written, as an append does */
+                t->known_absent = false;
+                mcdc_delta_snapshot_free(t->latest);
+                t->latest = NULL;
+                rr = mcdc_delta__snapshot_new(&t->latest, &re);
+                if (rr == MCDC_OK)
+                    rr = mcdc_delta__snapshot_apply_own(t->latest, (const char *)b.data, b.len,
+                                                        t->storage->root, &re);
+                if (rr) {
+                    mcdc_delta_snapshot_free(t->latest);
+                    t->latest = NULL;
+                }
+            } else {
+                rr = refresh_cache(t, false, &re);
+            }
+            if (rr == MCDC_OK)
                 MCDC_ASSERT(mcdc_delta_snapshot_version(t->latest) >= 0);
             else
                 mcdc_log(MCDC_LOG_WARN, "table %s version 0 is created; reading it back "

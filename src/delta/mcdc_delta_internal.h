@@ -122,6 +122,9 @@ struct mcdc_delta_table {
      * commit race reads, never re-checked against the log before a read or
      * a commit. */
     bool keep_snapshot;
+    /* For a keeper: the log was found empty (no table yet); until its own
+     * create, reads say so without listing the log again */
+    bool known_absent;
     /* For a keeper: the version of the _last_checkpoint it wrote last */
     bool last_checkpoint_known;
     int64_t last_checkpoint;
