@@ -106,6 +106,20 @@ int mcdc_delta_table_latest_version(int64_t *out_version, mcdc_delta_table *t,
 int mcdc_delta_table_latest(const mcdc_delta_snapshot **out, mcdc_delta_table *t,
                             mcdc_error *err);
 
+/* Makes t the keeper of its own snapshot: once loaded, the cached snapshot
+ * is trusted as the table's latest and brought forward only by t's own
+ * commits (applied from the bytes written) and by the commits a lost
+ * commit race reads; reads (mcdc_delta_table_latest) and appends no longer
+ * check the log first. An append then costs one request on an object
+ * store, the conditional put of version N + 1: a put that finds the version
+ * taken reads the newer commits and applies the usual exactly-once and
+ * conflict rules to them, so nothing is lost or doubled when the trust was
+ * misplaced. For a writer that is its table's only writer for a run (the
+ * stream on bronze, facts and control, under its checkpoint's hold): what
+ * it reads between its commits is then what it wrote. A log rewound under
+ * a running keeper (a restored backup) is seen at the next open only. */
+void mcdc_delta_table_keep_snapshot(mcdc_delta_table *t);
+
 /* ---- file actions --------------------------------------------------------- */
 
 /* A deletion vector descriptor (PROTOCOL.md "Deletion Vector Descriptor

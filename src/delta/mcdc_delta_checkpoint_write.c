@@ -569,10 +569,33 @@ static int64_t retention_ms(const mcdc_delta_snapshot *s) {
     return week;
 }
 
+/* The version _last_checkpoint names (-1: none or unreadable). A keeper of
+ * its snapshot (the only writer of its table for the run) reads it once and
+ * then remembers what it wrote. */
+static int64_t last_checkpoint_version(mcdc_delta_table *t) {
+    if (t->keep_snapshot && t->last_checkpoint_known) return t->last_checkpoint;
+    mcdc_buf old = {0};
+    int64_t old_version = -1;
+    if (mcdc_storage_get(t->storage, MCDC_DELTA_LOG_DIR "/_last_checkpoint", 1u << 20, &old,
+                         NULL) == MCDC_OK) {
+        json_t *j = json_loadb(old.data ? (const char *)old.data : "", old.len, 0, NULL);
+        json_t *v = json_object_get(j, "version");
+        if (json_is_integer(v)) old_version = (int64_t)json_integer_value(v);
+        json_decref(j);
+    }
+    mcdc_buf_free(&old);
+    return old_version;
+}
+
 int mcdc_delta_checkpoint(mcdc_delta_table *t, int64_t version, mcdc_error *err) {
-    mcdc_delta_snapshot *s = NULL;
-    int rc = mcdc_delta_snapshot_load(&s, t, version, err);
-    if (rc) return rc;
+    /* The cached snapshot when it is at that version (a writer checkpointing
+     * what it just committed): no replay of the log. Borrowed then. */
+    mcdc_delta_snapshot *s = NULL, *loaded = NULL;
+    int rc = MCDC_OK;
+    if (t->latest && mcdc_delta_snapshot_version(t->latest) == version) s = t->latest;
+    else if ((rc = mcdc_delta_snapshot_load(&loaded, t, version, err)) != MCDC_OK) return rc;
+    else s = loaded;
+    MCDC_ASSERT(version < 0 || mcdc_delta_snapshot_version(s) == version);
     size_t n_files = mcdc_delta_snapshot_file_count(s);
     size_t n_tomb = mcdc_delta_snapshot_tombstone_count(s);
     size_t cap = 2 + n_files + n_tomb + 64;
@@ -664,23 +687,16 @@ int mcdc_delta_checkpoint(mcdc_delta_table *t, int64_t version, mcdc_error *err)
                  "{\"version\":%lld,\"size\":%zu,\"sizeInBytes\":%zu,\"numOfAddFiles\":%zu}",
                  (long long)mcdc_delta_snapshot_version(s), n, file.len, n_adds);
         /* _last_checkpoint only moves forward. */
-        mcdc_buf old = {0};
-        int64_t old_version = -1;
-        if (mcdc_storage_get(t->storage, MCDC_DELTA_LOG_DIR "/_last_checkpoint", 1u << 20, &old,
-                             NULL) == MCDC_OK) {
-            json_t *j = json_loadb(old.data ? (const char *)old.data : "", old.len, 0, NULL);
-            json_t *v = json_object_get(j, "version");
-            if (json_is_integer(v)) old_version = (int64_t)json_integer_value(v);
-            json_decref(j);
-        }
-        mcdc_buf_free(&old);
-        if (old_version < mcdc_delta_snapshot_version(s))
+        if (last_checkpoint_version(t) < mcdc_delta_snapshot_version(s)) {
             rc = mcdc_storage_put(t->storage, MCDC_DELTA_LOG_DIR "/_last_checkpoint", last,
                                   strlen(last), err);
+            t->last_checkpoint_known = rc == MCDC_OK;
+            t->last_checkpoint = mcdc_delta_snapshot_version(s);
+        }
     }
     mcdc_buf_free(&file);
     for (size_t i = 0; rows && i < n; i++) json_decref(rows[i]);
     mcdc_free(rows);
-    mcdc_delta_snapshot_free(s);
+    mcdc_delta_snapshot_free(loaded);
     return rc;
 }

@@ -113,14 +113,11 @@ const char *mcdc_delta_table_location(const mcdc_delta_table *t) { return t->sto
 
 mcdc_storage *mcdc_delta_table_storage(mcdc_delta_table *t) { return t->storage; }
 
-int mcdc_delta_table_latest_version(int64_t *out_version, mcdc_delta_table *t,
-                                    mcdc_error *err) {
-    *out_version = -1;
-    mcdc_storage_listing l = {0};
-    int rc = mcdc_storage_list(t->storage, MCDC_DELTA_LOG_DIR "/", &l, err);
-    if (rc) return rc;
-    for (size_t i = 0; i < l.count; i++) {
-        const char *n = l.entries[i].name;
+/* The newest commit of a listing of the log; -1 when it has none. */
+static int64_t newest_commit(const mcdc_storage_listing *l) {
+    int64_t newest = -1;
+    for (size_t i = 0; i < l->count; i++) {
+        const char *n = l->entries[i].name;
         size_t len = strlen(n);
         if (len != 25 || strcmp(n + 20, ".json") != 0) continue;
         char digits[21];
@@ -128,9 +125,40 @@ int mcdc_delta_table_latest_version(int64_t *out_version, mcdc_delta_table *t,
         digits[20] = 0;
         int64_t v;
         if (strspn(digits, "0123456789") == 20 && mcdc_parse_i64(digits, &v) == MCDC_OK &&
-            v > *out_version)
-            *out_version = v;
+            v > newest)
+            newest = v;
     }
+    return newest;
+}
+
+int mcdc_delta_table_latest_version(int64_t *out_version, mcdc_delta_table *t,
+                                    mcdc_error *err) {
+    *out_version = -1;
+    mcdc_storage_listing l = {0};
+    int rc;
+    /* With a cached snapshot at version c > 0 the log is listed from c on
+     * (names after "<c - 1>~", which sorts after every name of version
+     * c - 1 and before c's): one page however long the log is. c's own
+     * commit must be in it; when it is not (a log rewound under us), the
+     * whole log is listed. */
+    int64_t c = t->latest ? mcdc_delta_snapshot_version(t->latest) : -1;
+    if (t->keep_snapshot && (t->latest || t->known_absent)) { /* trusted: see keep_snapshot */
+        *out_version = c;
+        return MCDC_OK;
+    }
+    if (c > 0) {
+        char after[32];
+        snprintf(after, sizeof after, "%020lld~", (long long)(c - 1));
+        rc = mcdc_storage_list_after(t->storage, MCDC_DELTA_LOG_DIR "/", after, &l, err);
+        if (rc) return rc;
+        *out_version = newest_commit(&l);
+        mcdc_storage_listing_free(&l);
+        if (*out_version >= c) return MCDC_OK;
+        *out_version = -1;
+    }
+    rc = mcdc_storage_list(t->storage, MCDC_DELTA_LOG_DIR "/", &l, err);
+    if (rc) return rc;
+    *out_version = newest_commit(&l);
     mcdc_storage_listing_free(&l);
     return MCDC_OK;
 }
@@ -143,6 +171,8 @@ int mcdc_delta_table_latest_version(int64_t *out_version, mcdc_delta_table *t,
  * MCDC_E_NOTFOUND). */
 static int refresh_cache(mcdc_delta_table *t, bool absent_ok, mcdc_error *err) {
     int rc = MCDC_OK;
+    if (t->keep_snapshot && (t->latest || (t->known_absent && absent_ok)))
+        return MCDC_OK; /* see keep_snapshot */
     if (t->latest) {
         char key[64];
         mcdc_delta__commit_key(mcdc_delta_snapshot_version(t->latest), key);
@@ -162,8 +192,11 @@ static int refresh_cache(mcdc_delta_table *t, bool absent_ok, mcdc_error *err) {
         mcdc_delta_snapshot_free(t->latest); /* maybe half applied: drop it */
         t->latest = NULL;
     }
+    t->known_absent = t->keep_snapshot && rc == MCDC_OK && t->latest == NULL;
     return rc;
 }
+
+void mcdc_delta_table_keep_snapshot(mcdc_delta_table *t) { t->keep_snapshot = true; }
 
 /* No listing of its own: the first load lists the log once, and a cached
  * snapshot is checked by its own commit's size and brought forward by
@@ -690,7 +723,23 @@ int mcdc_delta_create(mcdc_delta_commit_result *out, mcdc_delta_table *t,
         } else if (rc == MCDC_OK) {
             out->version = 0;
             mcdc_error re = MCDC_ERROR_INIT; /* version 0 stands (see append) */
-            if (refresh_cache(t, false, &re) == MCDC_OK)
+            int rr = MCDC_OK;
+            if (t->keep_snapshot) { /* from the bytes written, as an append does */
+                t->known_absent = false;
+                mcdc_delta_snapshot_free(t->latest);
+                t->latest = NULL;
+                rr = mcdc_delta__snapshot_new(&t->latest, &re);
+                if (rr == MCDC_OK)
+                    rr = mcdc_delta__snapshot_apply_own(t->latest, (const char *)b.data, b.len,
+                                                        t->storage->root, &re);
+                if (rr) {
+                    mcdc_delta_snapshot_free(t->latest);
+                    t->latest = NULL;
+                }
+            } else {
+                rr = refresh_cache(t, false, &re);
+            }
+            if (rr == MCDC_OK)
                 MCDC_ASSERT(mcdc_delta_snapshot_version(t->latest) >= 0);
             else
                 mcdc_log(MCDC_LOG_WARN, "table %s version 0 is created; reading it back "
@@ -1045,24 +1094,38 @@ int mcdc_delta_append(mcdc_delta_commit_result *out, mcdc_delta_table *t,
         rc = mcdc_storage_put_if_absent(t->storage, key, b.data, b.len, err);
         if (rc == MCDC_OK) {
             out->version = v;
-            /* Read back our own commit. The commit is durable now: failing to
-             * re-read it (out of memory, I/O) must not report it as not made,
-             * or the caller would delete the data files it references. */
+            /* Our own commit joins the cached snapshot from the bytes we
+             * wrote: the put-if-absent of v succeeding proves that the log
+             * ended at v - 1, the cache's version, so nothing is read back
+             * (on an object store that is a request per commit saved). The
+             * commit is durable now: failing to apply it (out of memory)
+             * must not report it as not made, or the caller would delete the
+             * data files it references; the cache is dropped instead and the
+             * next read loads the log again. */
             mcdc_error re = MCDC_ERROR_INIT;
-            if (refresh_cache(t, false, &re) == MCDC_OK) {
+            if (mcdc_delta__snapshot_apply_own(t->latest, (const char *)b.data, b.len,
+                                               t->storage->root, &re) != MCDC_OK) {
+                mcdc_delta_snapshot_free(t->latest);
+                t->latest = NULL;
+            }
+            if (t->latest != NULL) {
                 MCDC_ASSERT(mcdc_delta_snapshot_version(t->latest) >= v);
                 MCDC_ASSERT(o->app_id == NULL ||
                             mcdc_delta_snapshot_txn_version(t->latest, o->app_id) >=
                                 o->txn_version);
                 maybe_checkpoint(t, v);
             } else {
-                mcdc_log(MCDC_LOG_WARN, "table %s version %lld is committed; reading it back "
-                         "failed: %s", t->storage->root, (long long)v, re.message);
+                mcdc_log(MCDC_LOG_WARN, "table %s version %lld is committed; applying it to "
+                         "the cached snapshot failed: %s", t->storage->root, (long long)v,
+                         re.message);
             }
             break;
         }
         if (rc != MCDC_E_CONFLICT) break;
         if (o->read_version >= 0) { /* a rewrite of what another writer has changed */
+            /* the cache is behind the log now: a keeper loads it again */
+            mcdc_delta_snapshot_free(t->latest);
+            t->latest = NULL;
             mcdc_error_set(err, MCDC_E_CONFLICT,
                            "table %s: another writer committed version %lld first", t->storage->root,
                            (long long)v);

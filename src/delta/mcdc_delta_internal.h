@@ -96,6 +96,10 @@ int mcdc_delta__snapshot_apply(mcdc_delta_snapshot *s, const mcdc_delta_actions 
                                int64_t version, mcdc_error *err);
 /* Brings s up to the latest version (reading only newer commits). */
 int mcdc_delta__snapshot_refresh(mcdc_delta_snapshot *s, mcdc_storage *st, mcdc_error *err);
+/* Applies the commit whose bytes (data, n) were just published as version
+ * s->version + 1 by this process, without reading it from the store. */
+int mcdc_delta__snapshot_apply_own(mcdc_delta_snapshot *s, const char *data, size_t n,
+                                   const char *root, mcdc_error *err);
 const json_t *mcdc_delta__snapshot_protocol_json(const mcdc_delta_snapshot *s);
 const json_t *mcdc_delta__snapshot_metadata_json(const mcdc_delta_snapshot *s);
 size_t mcdc_delta__snapshot_txn_count(const mcdc_delta_snapshot *s);
@@ -113,6 +117,17 @@ bool mcdc_delta__schema_contains(const mcdc_schema *have, const mcdc_schema *wan
 struct mcdc_delta_table {
     mcdc_storage *storage;        /* owned */
     mcdc_delta_snapshot *latest;  /* cached, refreshed incrementally; NULL */
+    /* mcdc_delta_table_keep_snapshot: once loaded, latest is brought
+     * forward only by this handle's own commits and by the winners a lost
+     * commit race reads, never re-checked against the log before a read or
+     * a commit. */
+    bool keep_snapshot;
+    /* For a keeper: the log was found empty (no table yet); until its own
+     * create, reads say so without listing the log again */
+    bool known_absent;
+    /* For a keeper: the version of the _last_checkpoint it wrote last */
+    bool last_checkpoint_known;
+    int64_t last_checkpoint;
 };
 
 #endif /* MCDC_DELTA_INTERNAL_H */

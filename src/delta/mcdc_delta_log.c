@@ -1028,6 +1028,22 @@ int mcdc_delta__snapshot_refresh(mcdc_delta_snapshot *s, mcdc_storage *st, mcdc_
     return changed ? snapshot_finish(s, st->root, err) : MCDC_OK;
 }
 
+int mcdc_delta__snapshot_apply_own(mcdc_delta_snapshot *s, const char *data, size_t n,
+                                   const char *root, mcdc_error *err) {
+    int64_t v = s->version + 1;
+    char label[600];
+    snprintf(label, sizeof label, "%s/_delta_log/%020lld.json (version %lld, as written)", root,
+             (long long)v, (long long)v);
+    mcdc_delta_actions a;
+    int rc = mcdc_delta_actions_parse(&a, data, n, label, err);
+    if (rc) return rc;
+    rc = mcdc_delta__snapshot_apply(s, &a, v, err);
+    mcdc_delta_actions_clear(&a);
+    if (rc == MCDC_OK) rc = snapshot_finish(s, root, err);
+    MCDC_ASSERT(rc != MCDC_OK || s->version == v);
+    return rc;
+}
+
 const json_t *mcdc_delta__snapshot_protocol_json(const mcdc_delta_snapshot *s) {
     return s->protocol;
 }

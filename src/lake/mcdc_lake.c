@@ -64,6 +64,8 @@ void mcdc_table_close(mcdc_table *t) {
     mcdc_free(t);
 }
 
+void mcdc_table_keep_snapshot(mcdc_table *t) { mcdc_delta_table_keep_snapshot(t->dt); }
+
 const char *mcdc_table_path(const mcdc_table *t) { return mcdc_delta_table_location(t->dt); }
 const char *mcdc_table_name(const mcdc_table *t) { return t->name; }
 mcdc_storage *mcdc_table_storage(mcdc_table *t) { return mcdc_delta_table_storage(t->dt); }

@@ -48,6 +48,10 @@ int mcdc_table_open(mcdc_table **out, const char *name_or_path, const char *ware
 int mcdc_table_open_env(mcdc_table **out, const mcdc_storage_env *env, const char *name_or_path,
                         const char *warehouse, mcdc_error *err);
 void mcdc_table_close(mcdc_table *t);
+/* t is its table's only writer for this run: its reads and commits trust
+ * the snapshot it holds (mcdc_delta_table_keep_snapshot), so a commit is
+ * one conditional put on an object store. */
+void mcdc_table_keep_snapshot(mcdc_table *t);
 /* Where name_or_path lives (see mcdc_table_open), without opening it.
  * *out owned. */
 int mcdc_table_resolve(char **out, const char *name_or_path, const char *warehouse,

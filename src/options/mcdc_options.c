@@ -156,6 +156,7 @@ typedef enum { S_TEXT, S_SECRET, S_BOOL } storage_kind;
     X(MCDC_HTTP_CONNECT_TIMEOUT_MS, S_TEXT) \
     X(MCDC_HTTP_TIMEOUT_MS, S_TEXT) \
     X(MCDC_HTTP_DEADLINE_MS, S_TEXT) \
+    X(MCDC_LEASE_TTL_MS, S_TEXT) \
     /* where ~/.aws/credentials and ~/.aws/config are (the library reads    \
      * no environment, so the host passes it on) */                         \
     X(HOME, S_TEXT)

@@ -365,6 +365,16 @@ struct mcdc_ckpt_lock {
     mcdc_storage_lock *hold;
 };
 
+int mcdc_checkpoint_lock_check(mcdc_ckpt_lock *l, mcdc_error *err) {
+    if (l == NULL) return MCDC_OK;
+    int rc = mcdc_storage_lock_check(l->hold, err);
+    if (rc)
+        mcdc_error_wrap(err, "checkpoint %s: this run no longer holds it and stops before its "
+                             "next commit (what it committed stands)",
+                        l->st->root);
+    return rc;
+}
+
 void mcdc_checkpoint_unlock(mcdc_ckpt_lock *l) {
     if (l == NULL) return;
     mcdc_storage_unlock(l->hold);

@@ -123,6 +123,11 @@ int mcdc_checkpoint_lock(mcdc_ckpt_lock **out, const mcdc_storage_env *env, cons
                          const char *job, const char *app_id, mcdc_error *err);
 /* Gives the hold back (NULL-safe). */
 void mcdc_checkpoint_unlock(mcdc_ckpt_lock *l);
+/* MCDC_OK while the hold is still this process's (NULL: no hold, OK); on
+ * an object store, whose hold is a lease, MCDC_E_FOREIGN_WRITER once
+ * another process took it over or it could not be renewed: the run stops
+ * before its next commit. */
+int mcdc_checkpoint_lock_check(mcdc_ckpt_lock *l, mcdc_error *err);
 
 /* The checkpoint as the frame's ledger (mcdc_ledger.h); c stays owned by
  * the caller and must outlive it. */

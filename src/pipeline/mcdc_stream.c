@@ -87,6 +87,7 @@ struct mcdc_stream {
     char *strings[8];         /* owned copies of the cfg's strings */
     const mcdc_opts *opts;    /* borrowed */
     char *target_path, *facts_path; /* canonical locations (owned) */
+    mcdc_ckpt_lock *held;     /* the checkpoint's hold for the run (owned by run) */
     /* The live generation (mcdc_generation.h): its checkpoint directory and
      * sink app id, the one its commits and facts rows carry. */
     mcdc_generation gen;
@@ -579,6 +580,7 @@ static int job_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_resul
     }
     if (rc == MCDC_OK) mcdc_unit_metrics_fold(&s->fm, s->rm, s->n_rm);
     if (rc == MCDC_OK && switch_crash(s, u, "switch_read", err)) rc = MCDC_E_CANCELLED;
+    if (rc == MCDC_OK && app) rc = mcdc_checkpoint_lock_check(s->held, err);
     if (rc == MCDC_OK && app) {
         rc = mcdc_frame_commit_data(f, u, app, bronze_meta(s, u->id), NULL, err);
         res->data_committed = rc == MCDC_OK;
@@ -1364,6 +1366,11 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     int rc = mcdc_table_open_env(&s->bronze, s->ctx.storage_env, cfg->target, cfg->warehouse, err);
     if (rc == MCDC_OK && cfg->facts_table)
         rc = mcdc_table_open_env(&s->facts, s->ctx.storage_env, cfg->facts_table, cfg->warehouse, err);
+    /* The stream is the writer of its batches: between its commits it reads
+     * what it wrote, so each commit is one conditional put (a lost race
+     * still reads the winners and applies the exactly-once rules). */
+    if (s->bronze) mcdc_table_keep_snapshot(s->bronze);
+    if (s->facts) mcdc_table_keep_snapshot(s->facts);
     mcdc_table *verdicts = NULL;
     if (rc == MCDC_OK && cfg->control_table)
         rc = mcdc_table_open_env(&verdicts, s->ctx.storage_env, cfg->control_table, cfg->warehouse, err);
@@ -1380,6 +1387,7 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     if (rc == MCDC_OK)
         rc = mcdc_checkpoint_lock(&held, s->ctx.storage_env, cfg->checkpoint, STREAM_OPS.kind,
                                   cfg->app_id, err);
+    s->held = held;
     /* The control connection, held for the stream's life, leaves one
      * connection of the budget for some job's reader. */
     int control = 0;
@@ -1481,6 +1489,7 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     s->bronze = s->facts = NULL;
     s->bronze_schema = NULL;
     s->changes = NULL;
+    s->held = NULL;
     mcdc_checkpoint_unlock(held);
     mcdc_log_use(host_sink);
     return rc;

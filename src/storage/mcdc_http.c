@@ -641,9 +641,8 @@ int mcdc_storage_option_bool(const mcdc_storage_env *env, const char *name, bool
     return MCDC_OK;
 }
 
-/* One time option: a whole number of ms from 1 to max, else refused naming it. */
-static int option_ms(const mcdc_storage_env *env, const char *name, int64_t max, int64_t *out,
-                     mcdc_error *err) {
+int mcdc_storage_option_ms(const mcdc_storage_env *env, const char *name, int64_t max,
+                           int64_t *out, mcdc_error *err) {
     const char *v = mcdc_storage_option(env, name);
     if (v == NULL) return MCDC_OK;
     int64_t ms = 0;
@@ -658,14 +657,14 @@ static int option_ms(const mcdc_storage_env *env, const char *name, int64_t max,
 
 int mcdc_http_config_options(mcdc_http_config *cfg, const mcdc_storage_env *env,
                              mcdc_error *err) {
-    int rc = option_ms(env, "MCDC_HTTP_CONNECT_TIMEOUT_MS", MCDC_HTTP_TIMEOUT_MS_MAX,
-                       &cfg->connect_timeout_ms, err);
+    int rc = mcdc_storage_option_ms(env, "MCDC_HTTP_CONNECT_TIMEOUT_MS",
+                                    MCDC_HTTP_TIMEOUT_MS_MAX, &cfg->connect_timeout_ms, err);
     if (rc == MCDC_OK)
-        rc = option_ms(env, "MCDC_HTTP_TIMEOUT_MS", MCDC_HTTP_TIMEOUT_MS_MAX,
-                       &cfg->stall_timeout_ms, err);
+        rc = mcdc_storage_option_ms(env, "MCDC_HTTP_TIMEOUT_MS", MCDC_HTTP_TIMEOUT_MS_MAX,
+                                    &cfg->stall_timeout_ms, err);
     if (rc == MCDC_OK)
-        rc = option_ms(env, "MCDC_HTTP_DEADLINE_MS", MCDC_HTTP_TIMEOUT_MS_MAX, &cfg->deadline_ms,
-                       err);
+        rc = mcdc_storage_option_ms(env, "MCDC_HTTP_DEADLINE_MS", MCDC_HTTP_TIMEOUT_MS_MAX,
+                                    &cfg->deadline_ms, err);
     return rc;
 }
 

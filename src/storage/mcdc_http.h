@@ -178,6 +178,10 @@ int64_t mcdc_http_parse_date_ms(const char *s);
 /* ms since 1970 as an HTTP date; out holds 30 bytes. */
 void mcdc_http_format_date(int64_t ms, char out[30]);
 
+/* A time option: a whole number of ms from 1 to max into *out (kept when
+ * the option is not given), else MCDC_E_INVALID naming it. */
+int mcdc_storage_option_ms(const mcdc_storage_env *env, const char *name, int64_t max,
+                           int64_t *out, mcdc_error *err);
 /* A storage option's value (env->option), NULL when not given or empty. */
 const char *mcdc_storage_option(const mcdc_storage_env *env, const char *name);
 /* A boolean option ("true"/"false", "1"/"0", "yes"/"no", any case): *out

@@ -2,6 +2,8 @@
  * by every backend, and the whole-object calls built on the writer. */
 #include "mcdc_storage.h"
 
+#include "mcdc_limits.h"
+
 #include <string.h>
 
 void mcdc_storage_listing_free(mcdc_storage_listing *l) {
@@ -10,6 +12,15 @@ void mcdc_storage_listing_free(mcdc_storage_listing *l) {
     mcdc_free(l->entries);
     l->entries = NULL;
     l->count = 0;
+}
+
+void mcdc_storage_listing_drop_upto(mcdc_storage_listing *l, const char *after) {
+    if (after == NULL) return;
+    size_t n = 0;
+    while (n < l->count && strcmp(l->entries[n].name, after) <= 0) mcdc_free(l->entries[n++].name);
+    if (n == 0) return;
+    memmove(l->entries, l->entries + n, (l->count - n) * sizeof *l->entries);
+    l->count -= n;
 }
 
 int mcdc_storage_listing_add(mcdc_storage_listing *l, size_t *cap, const char *name,
@@ -183,8 +194,18 @@ int mcdc_storage_size(mcdc_storage *s, const char *key, int64_t *out_bytes, mcdc
 
 int mcdc_storage_list(mcdc_storage *s, const char *prefix, mcdc_storage_listing *out,
                       mcdc_error *err) {
+    return mcdc_storage_list_after(s, prefix, NULL, out, err);
+}
+
+int mcdc_storage_list_after(mcdc_storage *s, const char *prefix, const char *after,
+                            mcdc_storage_listing *out, mcdc_error *err) {
     out->entries = NULL;
     out->count = 0;
+    if (after && (after[0] == 0 || strchr(after, '/') != NULL))
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "%s: listing %s after \"%s\": the name to list after must be a "
+                              "non-empty name without '/'",
+                              s->root, prefix, after);
     const char *slash = strrchr(prefix, '/');
     if (slash) { /* the directory part must be a valid key (with its '/') */
         char *k = mcdc_strndup(prefix, (size_t)(slash - prefix) + 1);
@@ -192,9 +213,11 @@ int mcdc_storage_list(mcdc_storage *s, const char *prefix, mcdc_storage_listing 
         mcdc_free(k);
         if (rc) return rc;
     }
-    int rc = s->ops->list(s->self, prefix, out, err);
+    int rc = s->ops->list(s->self, prefix, after, out, err);
     for (size_t i = 1; rc == MCDC_OK && i < out->count; i++)
         MCDC_ASSERT(strcmp(out->entries[i - 1].name, out->entries[i].name) < 0);
+    MCDC_ASSERT(rc != MCDC_OK || after == NULL || out->count == 0 ||
+                strcmp(out->entries[0].name, after) > 0);
     return rc;
 }
 
@@ -206,36 +229,63 @@ int mcdc_storage_delete(mcdc_storage *s, const char *key, mcdc_error *err) {
 /* ---- holding a key ---------------------------------------------------------------- */
 
 struct mcdc_storage_lock {
-    const mcdc_storage_ops *ops;
-    void *hold; /* the backend's */
+    void (*unlock)(void *hold);
+    int (*check)(void *hold, mcdc_error *err); /* NULL: a lock, always held */
+    void *hold; /* the backend's, or the lease's */
 };
 
-int mcdc_storage_lock_key(mcdc_storage_lock **out, mcdc_storage *s, const char *key,
-                          const void *note, size_t n, mcdc_buf *holder, mcdc_error *err) {
+static int hold_key(mcdc_storage_lock **out, mcdc_storage *s, const char *key, const void *note,
+                    size_t n, int64_t ttl_ms, mcdc_buf *holder, mcdc_error *err) {
     MCDC_ASSERT(out != NULL && (note != NULL || n == 0));
     *out = NULL;
     int rc = check_key(key, false, err);
     if (rc) return rc;
-    if (s->ops->lock == NULL || s->ops->unlock == NULL)
+    bool lease = ttl_ms > 0 || (s->ops->lock == NULL && s->ops->lease);
+    if (!lease && (s->ops->lock == NULL || s->ops->unlock == NULL))
         return mcdc_error_set(err, MCDC_E_UNSUPPORTED, "%s cannot hold %s: its storage has no "
                                                        "locks", s->root, key);
     mcdc_storage_lock *l = mcdc_calloc(1, sizeof *l);
     if (l == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     mcdc_buf scratch = {0};
-    rc = s->ops->lock(s->self, key, note, n, &l->hold, holder ? holder : &scratch, err);
+    if (lease) {
+        int64_t ttl = ttl_ms > 0 ? ttl_ms : s->lease_ttl_ms > 0 ? s->lease_ttl_ms
+                                                               : MCDC_LEASE_TTL_MS_DEFAULT;
+        rc = mcdc_storage__lease_take(&l->hold, s, key, note, n, ttl, holder ? holder : &scratch,
+                                      err);
+        l->unlock = mcdc_storage__lease_release;
+        l->check = mcdc_storage__lease_check;
+    } else {
+        rc = s->ops->lock(s->self, key, note, n, &l->hold, holder ? holder : &scratch, err);
+        l->unlock = s->ops->unlock;
+    }
     mcdc_buf_free(&scratch);
     MCDC_ASSERT(rc != MCDC_OK || l->hold != NULL);
     if (rc) {
         mcdc_free(l);
         return rc;
     }
-    l->ops = s->ops;
     *out = l;
     return MCDC_OK;
 }
 
+int mcdc_storage_lock_key(mcdc_storage_lock **out, mcdc_storage *s, const char *key,
+                          const void *note, size_t n, mcdc_buf *holder, mcdc_error *err) {
+    return hold_key(out, s, key, note, n, 0, holder, err);
+}
+
+int mcdc_storage_lease_key(mcdc_storage_lock **out, mcdc_storage *s, const char *key,
+                           const void *note, size_t n, int64_t ttl_ms, mcdc_buf *holder,
+                           mcdc_error *err) {
+    MCDC_ASSERT(ttl_ms > 0);
+    return hold_key(out, s, key, note, n, ttl_ms, holder, err);
+}
+
+int mcdc_storage_lock_check(mcdc_storage_lock *l, mcdc_error *err) {
+    return l && l->check ? l->check(l->hold, err) : MCDC_OK;
+}
+
 void mcdc_storage_unlock(mcdc_storage_lock *l) {
     if (l == NULL) return;
-    l->ops->unlock(l->hold);
+    l->unlock(l->hold);
     mcdc_free(l);
 }

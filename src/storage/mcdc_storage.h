@@ -81,6 +81,9 @@ typedef struct mcdc_storage_listing {
 
 /* Frees the entries and zeroes the list. NULL-safe. */
 void mcdc_storage_listing_free(mcdc_storage_listing *l);
+/* For backends: drops the entries of a sorted listing whose name sorts at
+ * or before after (NULL: none), for a store that returned them anyway. */
+void mcdc_storage_listing_drop_upto(mcdc_storage_listing *l, const char *after);
 /* For backends: appends an entry (name copied); *cap is the entries' room. */
 int mcdc_storage_listing_add(mcdc_storage_listing *l, size_t *cap, const char *name,
                              int64_t size, int64_t mtime_ms, mcdc_error *err);
@@ -134,8 +137,11 @@ typedef struct mcdc_storage_ops {
                      size_t *got, int64_t *size, mcdc_error *err);
     /* Lists the objects directly under the directory part of prefix whose name
      * starts with the rest of it ("_delta_log/" lists the log; "_delta_log/000"
-     * the commits). A missing directory is an empty list, not an error. */
-    int (*list)(void *self, const char *prefix, mcdc_storage_listing *out, mcdc_error *err);
+     * the commits) and, when after is not NULL, sorts after it (bytewise:
+     * "list from this name on"; after is a name, no '/'). A missing directory
+     * is an empty list, not an error. */
+    int (*list)(void *self, const char *prefix, const char *after, mcdc_storage_listing *out,
+                mcdc_error *err);
     int (*del)(void *self, const char *key, mcdc_error *err);
     void (*destroy)(void *self);
     /* Optional (NULL: MCDC_E_UNSUPPORTED): takes the exclusive hold of key
@@ -145,6 +151,10 @@ typedef struct mcdc_storage_ops {
                 mcdc_buf *holder, mcdc_error *err);
     /* Gives a hold back (cannot fail; NULL-safe). */
     void (*unlock)(void *hold);
+    /* true (with lock NULL): holds are leases made of this storage's own
+     * calls (mcdc_storage_lease.c), for stores without locks that die with
+     * a process (S3, Azure Blob). */
+    bool lease;
 } mcdc_storage_ops;
 
 typedef struct mcdc_storage {
@@ -152,6 +162,8 @@ typedef struct mcdc_storage {
     void *self;
     char *root; /* owned: the location, for messages ("/lake/bronze.db/orders",
                    "mem://lake/bronze") */
+    int64_t lease_ttl_ms; /* a lease's life unless renewed (0: the default);
+                             the storage option MCDC_LEASE_TTL_MS */
 } mcdc_storage;
 
 /* ---- opening -------------------------------------------------------------------- */
@@ -236,6 +248,14 @@ int mcdc_storage_get_range(mcdc_storage *s, const char *key, int64_t offset, siz
 int mcdc_storage_size(mcdc_storage *s, const char *key, int64_t *out_bytes, mcdc_error *err);
 int mcdc_storage_list(mcdc_storage *s, const char *prefix, mcdc_storage_listing *out,
                       mcdc_error *err);
+/* The same, only the names that sort after `after` (a name below the
+ * listed directory, without '/'; NULL: all): a Delta log listed from a
+ * version on, not from zero. The stores skip what comes before it on their
+ * side (S3: ListObjectsV2's start-after; Azure: List Blobs' startFrom, the
+ * rest filtered here where a service ignores it), so a long log costs no
+ * more pages than its tail. */
+int mcdc_storage_list_after(mcdc_storage *s, const char *prefix, const char *after,
+                            mcdc_storage_listing *out, mcdc_error *err);
 int mcdc_storage_delete(mcdc_storage *s, const char *key, mcdc_error *err);
 
 /* ---- holding a key: one process at a time ---------------------------------------
@@ -252,15 +272,18 @@ int mcdc_storage_delete(mcdc_storage *s, const char *key, mcdc_error *err);
  * are threads there: two storages on one store exclude each other).
  *
  * Object stores have no locks that die with a process; there the same hold
- * will be a lease: an object at key created put-if-absent with the note and
- * an expiry, renewed by its holder (a conditional put on the version it
- * wrote) well before it expires, taken over by another process only once
- * expired and only by a conditional put (so two successors cannot both
- * win), and a holder that fails to renew in time stops before its next
- * commit. A killed holder's lease then expires instead of vanishing with
- * it. Callers need not change: lock/unlock keep their meaning, and a
- * backend without either answers MCDC_E_UNSUPPORTED, which callers treat as
- * "no hold here" (the commit-time checks still catch a second writer).
+ * is a lease (mcdc_storage_lease.c): a chain of small objects next to the
+ * key, each link created put-if-absent with the note, a ttl and a state;
+ * renewed by its holder every third of the ttl (the next link), taken over
+ * by another process only once the newest link has expired and only by
+ * creating the next link put-if-absent (so two successors cannot both win),
+ * given back by a "released" link. A killed holder's lease expires instead
+ * of vanishing with it (the next process waits out the ttl). A holder that
+ * finds its lease taken over, or cannot renew it for a whole ttl, has lost
+ * it: mcdc_storage_lock_check says so, and the holder stops before its next
+ * commit. A backend with neither locks nor leases answers
+ * MCDC_E_UNSUPPORTED, which callers treat as "no hold here" (the
+ * commit-time checks still catch a second writer).
  *
  * note (n bytes, who holds it: pid, host, since) is kept with the hold for
  * whoever finds it held. */
@@ -275,6 +298,20 @@ int mcdc_storage_lock_key(mcdc_storage_lock **out, mcdc_storage *s, const char *
                           const void *note, size_t n, mcdc_buf *holder, mcdc_error *err);
 /* Gives the hold back (NULL-safe). */
 void mcdc_storage_unlock(mcdc_storage_lock *l);
+/* MCDC_OK while the hold is ours; a lease taken over by another process
+ * or not renewed for its whole ttl is MCDC_E_FOREIGN_WRITER saying so (a
+ * lock always answers MCDC_OK). Call it before each commit. */
+int mcdc_storage_lock_check(mcdc_storage_lock *l, mcdc_error *err);
+/* A lease on key of any storage with the given ttl (what lock_key takes on
+ * a lease backend with the storage's ttl): for tests, on memory stores. */
+int mcdc_storage_lease_key(mcdc_storage_lock **out, mcdc_storage *s, const char *key,
+                           const void *note, size_t n, int64_t ttl_ms, mcdc_buf *holder,
+                           mcdc_error *err);
+/* For the seam (mcdc_storage_lease.c). */
+int mcdc_storage__lease_take(void **out, mcdc_storage *s, const char *key, const void *note,
+                             size_t n, int64_t ttl_ms, mcdc_buf *holder, mcdc_error *err);
+int mcdc_storage__lease_check(void *hold, mcdc_error *err);
+void mcdc_storage__lease_release(void *hold);
 
 /* ---- the in-memory backend (tests: same semantics, plus fault injection) -------- */
 

@@ -52,7 +52,7 @@ typedef struct az_storage {
 
 /* ---- one request ------------------------------------------------------------------ */
 
-enum { AZ_PARAMS_MAX = 6 };
+enum { AZ_PARAMS_MAX = 8, AZ_PARAM_NAME_MAX = 32 };
 
 /* A request's resource and what its signature needs; the sign callback's
  * context. */
@@ -119,11 +119,22 @@ static int sign_attempt(void *ctx, const mcdc_http_request *req, mcdc_http_heade
         snprintf(len, sizeof len, "%zu", req->body_len);
         h[n++] = (mcdc_az_header){"Content-Length", len};
     }
+    /* The canonical resource names the query's parameters in lower case
+     * (List Blobs' startFrom is signed as startfrom). */
+    mcdc_az_param ps[AZ_PARAMS_MAX];
+    char lower[AZ_PARAMS_MAX][AZ_PARAM_NAME_MAX];
+    for (size_t i = 0; i < call->nparams; i++) {
+        const char *nm = call->params[i].name;
+        size_t k = 0;
+        MCDC_ASSERT(strlen(nm) < AZ_PARAM_NAME_MAX);
+        for (; nm[k]; k++) lower[i][k] = (char)(nm[k] >= 'A' && nm[k] <= 'Z' ? nm[k] + 32 : nm[k]);
+        lower[i][k] = 0;
+        ps[i] = (mcdc_az_param){lower[i], call->params[i].value};
+    }
     mcdc_buf sts = {0};
     char sig[MCDC_AZ_SIGNATURE_CHARS];
     rc = mcdc_az_string_to_sign(&sts, mcdc_http_method_name(req->method), s->c.account,
-                                (const char *)call->path.data, call->params, call->nparams, h,
-                                n, err);
+                                (const char *)call->path.data, ps, call->nparams, h, n, err);
     if (rc == MCDC_OK)
         rc = mcdc_az_sign(sig, s->c.key, s->c.key_len, (const char *)sts.data, sts.len, err);
     mcdc_buf_free(&sts);
@@ -406,11 +417,20 @@ static int list_page(const az_call *call, const mcdc_buf *page, size_t skip,
     return rc;
 }
 
-static int az_list(void *self, const char *prefix, mcdc_storage_listing *out, mcdc_error *err) {
+static int az_list(void *self, const char *prefix, const char *after, mcdc_storage_listing *out,
+                   mcdc_error *err) {
     az_storage *s = self;
     const char *slash = strrchr(prefix, '/');
     size_t skip = strlen(s->c.prefix) + (slash ? (size_t)(slash - prefix) + 1 : 0);
     char *full = mcdc_asprintf("%s%s", s->c.prefix, prefix);
+    /* startFrom (inclusive) at the full name of `after`: the service starts
+     * there; one that does not know it (service versions before 2026-02-06)
+     * lists from the prefix, and drop_upto below keeps the contract */
+    char *start = after && full ? mcdc_asprintf("%.*s%s", (int)skip, full, after) : NULL;
+    if (after && start == NULL) {
+        mcdc_free(full);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
     mcdc_buf page = {0}, marker = {0};
     size_t cap = 0;
     int rc = full ? MCDC_OK : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
@@ -428,6 +448,7 @@ static int az_list(void *self, const char *prefix, mcdc_storage_listing *out, mc
             call_param(&call, "delimiter", "/");
             call_param(&call, "maxresults", "5000");
             if (full[0]) call_param(&call, "prefix", full);
+            if (start) call_param(&call, "startFrom", start);
             if (marker.len) {
                 m = mcdc_strndup((const char *)marker.data, marker.len);
                 if (m == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
@@ -449,12 +470,14 @@ static int az_list(void *self, const char *prefix, mcdc_storage_listing *out, mc
     } while (rc == MCDC_OK && marker.len > 0);
     mcdc_buf_free(&page);
     mcdc_buf_free(&marker);
+    mcdc_free(start);
     mcdc_free(full);
     if (rc) {
         mcdc_storage_listing_free(out);
         return rc;
     }
     if (out->count > 1) qsort(out->entries, out->count, sizeof out->entries[0], cmp_entries);
+    mcdc_storage_listing_drop_upto(out, after);
     return MCDC_OK;
 }
 
@@ -706,7 +729,7 @@ static void az_destroy(void *self) {
 }
 
 static const mcdc_storage_ops k_ops = {
-    az_open_writer, az_get, az_get_range, az_list, az_del, az_destroy, NULL, NULL,
+    az_open_writer, az_get, az_get_range, az_list, az_del, az_destroy, NULL, NULL, true,
 };
 
 int mcdc_storage_azure_open(mcdc_storage **out, const mcdc_storage_env *env,

@@ -266,7 +266,8 @@ static int cmp_entry(const void *a, const void *b) {
     return strcmp(((const mcdc_storage_entry *)a)->name, ((const mcdc_storage_entry *)b)->name);
 }
 
-static int local_list(void *self, const char *prefix, mcdc_storage_listing *out, mcdc_error *err) {
+static int local_list(void *self, const char *prefix, const char *after,
+                      mcdc_storage_listing *out, mcdc_error *err) {
     local_storage *ls = self;
     out->entries = NULL;
     out->count = 0;
@@ -288,6 +289,7 @@ static int local_list(void *self, const char *prefix, mcdc_storage_listing *out,
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         if (strncmp(e->d_name, name_prefix, npre) != 0) continue;
+        if (after && strcmp(e->d_name, after) <= 0) continue;
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
         if (is_temp_name(e->d_name)) continue; /* a writer's, not an object */
         struct stat st;
@@ -446,7 +448,7 @@ static const mcdc_storage_writer_ops local_writer_ops = {
 
 static const mcdc_storage_ops local_ops = {
     local_open_writer, local_get, local_get_range, local_list, local_del, local_destroy,
-    local_lock,        local_unlock,
+    local_lock,        local_unlock,      false,
 };
 
 int mcdc_storage_local_create(mcdc_storage **out, const char *root, mcdc_error *err) {

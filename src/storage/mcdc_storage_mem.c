@@ -349,7 +349,8 @@ static int mem_get_range(void *self, const char *key, int64_t offset, size_t len
     return rc;
 }
 
-static int mem_list(void *self, const char *prefix, mcdc_storage_listing *out, mcdc_error *err) {
+static int mem_list(void *self, const char *prefix, const char *after, mcdc_storage_listing *out,
+                    mcdc_error *err) {
     mem_storage *ms = self;
     char *fp = full_key(ms, prefix);
     if (fp == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
@@ -364,6 +365,7 @@ static int mem_list(void *self, const char *prefix, mcdc_storage_listing *out, m
         const mem_obj *o = &m->objs[i];
         if (strncmp(o->key, fp, fp_len) != 0) break; /* sorted: past the prefix */
         if (strchr(o->key + dir_len, '/')) continue;  /* in a "subdirectory" */
+        if (after && strcmp(o->key + dir_len, after) <= 0) continue;
         rc = mcdc_storage_listing_add(out, &cap, o->key + dir_len, (int64_t)o->blob->len,
                                       o->mtime_ms, err);
         if (rc) mcdc_error_wrap(err, "mem://%s", m->name);
@@ -447,6 +449,7 @@ static void mem_unlock(void *hold) {
 
 static const mcdc_storage_ops mem_ops = {
     mem_open_writer, mem_get, mem_get_range, mem_list, mem_del, mem_destroy, mem_lock, mem_unlock,
+    false,
 };
 
 /* ---- the store's API -------------------------------------------------------------- */

@@ -349,12 +349,20 @@ static int take_page(s3 *s, const mcdc_buf *page, size_t dir_len, const char *fu
     return rc;
 }
 
-static int s3_list(void *self, const char *prefix, mcdc_storage_listing *out, mcdc_error *err) {
+static int s3_list(void *self, const char *prefix, const char *after, mcdc_storage_listing *out,
+                   mcdc_error *err) {
     s3 *s = self;
     char *full = mcdc_asprintf("%s%s", s->prefix, prefix);
     if (full == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     const char *slash = strrchr(full, '/');
     size_t dir_len = slash ? (size_t)(slash - full) + 1 : 0, cap = 0;
+    /* start-after: the full key of `after` in the listed directory; S3 starts
+     * the listing past it (the first page; the token carries on from there) */
+    char *start = after ? mcdc_asprintf("%.*s%s", (int)dir_len, full, after) : NULL;
+    if (after && start == NULL) {
+        mcdc_free(full);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    }
     mcdc_buf q = {0}, page = {0}, token = {0};
     page.limit = MCDC_S3_LIST_PAGE_BYTES_MAX;
     int rc = MCDC_OK;
@@ -369,6 +377,11 @@ static int s3_list(void *self, const char *prefix, mcdc_storage_listing *out, mc
         }
         if (rc == MCDC_OK) rc = mcdc_buf_append_str(&q, "delimiter=%2F&list-type=2&prefix=", err);
         if (rc == MCDC_OK) rc = mcdc_http_append_encoded(&q, full, strlen(full), false, err);
+        if (rc == MCDC_OK && start && token.len == 0) { /* sorted: after prefix */
+            rc = mcdc_buf_append_str(&q, "&start-after=", err);
+            if (rc == MCDC_OK)
+                rc = mcdc_http_append_encoded(&q, start, strlen(start), false, err);
+        }
         if (rc == MCDC_OK) rc = mcdc_buf_cstr(&q, err);
         if (rc) break;
         s3_call c = {.method = MCDC_HTTP_GET, .query = (const char *)q.data, .body_out = &page,
@@ -381,10 +394,12 @@ static int s3_list(void *self, const char *prefix, mcdc_storage_listing *out, mc
     } while (rc == MCDC_OK && token.len);
     if (rc == MCDC_OK && out->count > 1)
         qsort(out->entries, out->count, sizeof *out->entries, cmp_entry);
+    if (rc == MCDC_OK) mcdc_storage_listing_drop_upto(out, after); /* a store without it */
     if (rc) mcdc_storage_listing_free(out);
     mcdc_buf_free(&q);
     mcdc_buf_free(&page);
     mcdc_buf_free(&token);
+    mcdc_free(start);
     mcdc_free(full);
     return rc;
 }
@@ -733,7 +748,7 @@ static void s3_destroy(void *self) {
 }
 
 static const mcdc_storage_ops s3_ops = {
-    s3_open_writer, s3_get, s3_get_range, s3_list, s3_del, s3_destroy, NULL, NULL,
+    s3_open_writer, s3_get, s3_get_range, s3_list, s3_del, s3_destroy, NULL, NULL, true,
 };
 
 /* S3's bucket names: 3 to 63 of a-z 0-9 . -, starting and ending with a

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "mcdc_http.h"
+#include "mcdc_limits.h"
 #include "mcdc_storage.h"
 #include "mcdc_storage_azure.h"
 #include "mcdc_storage_s3.h"
@@ -126,8 +128,25 @@ int mcdc_storage_open_env(mcdc_storage **out, const mcdc_storage_env *env,
     const struct scheme *s;
     int rc = scheme_of(&s, location, err);
     if (rc) return rc;
-    if (s) return s->open(out, env, location, location + strlen(s->prefix), err);
-    return mcdc_storage_local_create(out, location, err);
+    if (s == NULL) return mcdc_storage_local_create(out, location, err);
+    rc = s->open(out, env, location, location + strlen(s->prefix), err);
+    /* the life of the store's leases (the checkpoint's hold), when it has any */
+    if (rc == MCDC_OK && (*out)->ops->lease) {
+        int64_t ttl = MCDC_LEASE_TTL_MS_DEFAULT;
+        rc = mcdc_storage_option_ms(env, "MCDC_LEASE_TTL_MS", MCDC_LEASE_TTL_MS_MAX, &ttl, err);
+        if (rc == MCDC_OK && ttl < 1000)
+            rc = mcdc_error_set(err, MCDC_E_INVALID,
+                                "storage option MCDC_LEASE_TTL_MS is %lld; give at least 1000 "
+                                "(a lease is renewed every third of it)",
+                                (long long)ttl);
+        if (rc) {
+            mcdc_storage_free(*out);
+            *out = NULL;
+        } else {
+            (*out)->lease_ttl_ms = ttl;
+        }
+    }
+    return rc;
 }
 
 int mcdc_storage_open(mcdc_storage **out, const char *location, mcdc_error *err) {

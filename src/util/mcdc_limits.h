@@ -248,4 +248,23 @@
  * 2 MiB of XML. */
 #define MCDC_AZ_LIST_PAGE_BYTES_MAX (16u * 1024u * 1024u)
 
+/* Leases (mcdc_storage_lease.c: the hold of a key on an object store). A
+ * lease lives 60 s unless renewed, and is renewed every third of that: a
+ * holder must miss two renewals in a row before anyone can take over, and a
+ * killed holder's lease is taken over about a minute later. The storage
+ * option MCDC_LEASE_TTL_MS sets 1 s to an hour. The grace covers clocks
+ * that disagree (expiry is the store's write time + ttl, judged by ours). */
+#define MCDC_LEASE_TTL_MS_DEFAULT 60000
+#define MCDC_LEASE_TTL_MS_MAX 3600000
+#define MCDC_LEASE_GRACE_MS 5000
+/* A lease link's key ("<key>.lease.<20 digits>") and body (a header line
+ * and the holder's note: pid, host, since, app id). */
+#define MCDC_STORAGE_LEASE_KEY_MAX 1024
+#define MCDC_STORAGE_LEASE_BYTES_MAX (64u * 1024u)
+/* Older links deleted after a take (a chain is one or two links; more are
+ * leftovers of holders killed between a renewal and its delete). */
+#define MCDC_STORAGE_LEASE_LINKS_MAX 64
+/* Rounds of list + read + put-if-absent a take makes while others race it. */
+#define MCDC_STORAGE_LEASE_TAKE_ROUNDS 4
+
 #endif /* MCDC_LIMITS_H */

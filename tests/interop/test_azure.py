@@ -23,7 +23,7 @@ from objstore import Azurite, unit_env
 
 UNIT = os.path.join(BUILD, "unit-tests")
 CONTRACT = ("storage_contract_on_every_backend|storage_put_if_absent_excludes_across_threads|"
-            "storage_holds_a_key")
+            "storage_holds_a_key|storage_lists_after")
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +53,7 @@ def assert_passed(p, remote_runs, *secrets):
     text = p.stdout + p.stderr
     assert p.returncode == 0 and " 0 failed" in p.stdout, text[-4000:]
     assert text.count("contract on azure (az://") == remote_runs, text[-4000:]
+    assert text.count("lists after on azure (az://") == remote_runs, text[-4000:]
     for s in secrets:
         assert s not in text
 

@@ -256,10 +256,20 @@ def killed_when(proc, fault, timeout=60):
     assert proc.returncode == -signal.SIGKILL
 
 
+# A killed run's checkpoint lease (docs/object-stores.md) expires instead of
+# vanishing with it: the killed runs take a short one, and the rerun waits
+# it out (ttl, grace, and a second for the stores' whole-second times).
+KILLED = {"MCDC_LEASE_TTL_MS": "2000"}
+LEASE_WAIT_S = 5.0
+
+
 def rerun_is_whole(sim, workdir, lake):
-    """After a kill: a rerun completes, every table opens, each change once."""
+    """After a kill: once the killed run's lease has expired, a rerun
+    completes (taking the lease over), every table opens, each change once."""
     lake.proxy.clear()
-    run_ok(sim, workdir, lake)
+    time.sleep(LEASE_WAIT_S)
+    p = run_ok(sim, workdir, lake)
+    assert "taken over" in p.stderr, p.stderr[-3000:]
     for name in ("bronze", "facts"):
         lake.table(name).to_pyarrow_table()
     assert_whole(sim, lake)
@@ -281,9 +291,9 @@ def test_killed_mid_upload_leaves_no_object_and_a_rerun_is_whole(sim, workdir, l
     source(sim, 3)
     if lake.root.startswith("s3://"):
         big_rows(sim, 100, 7, 1024 * 1024)  # one ~7 MB data file: two parts of 5 MiB
-        env, part = {"MCDC_S3_PART_BYTES": str(5 * 1024 * 1024)}, r"partNumber=2"
+        env, part = {"MCDC_S3_PART_BYTES": str(5 * 1024 * 1024), **KILLED}, r"partNumber=2"
     else:
-        env, part = {"MCDC_AZURE_BLOCK_BYTES": "1024"}, r"comp=block&"
+        env, part = {"MCDC_AZURE_BLOCK_BYTES": "1024", **KILLED}, r"comp=block&"
     f = lake.proxy.arm("PUT", r"/bronze/part-[^/]*\.parquet\?.*" + part, stall=30)
     proc = stream(sim, workdir, lake, env=env, spawn=True)
     killed_when(proc, f)
@@ -299,7 +309,7 @@ def test_killed_during_a_commit_that_lands_after_a_rerun_is_whole(sim, workdir, 
     and does not write it again."""
     source(sim, 3)
     f = lake.proxy.arm("PUT", r"/bronze/_delta_log/0+1\.json$", stall=1.0)
-    killed_when(stream(sim, workdir, lake, spawn=True), f)
+    killed_when(stream(sim, workdir, lake, env=KILLED, spawn=True), f)
     time.sleep(1.5)  # the held commit reaches the store
     assert 1 in lake.log("bronze")
     rerun_is_whole(sim, workdir, lake)
@@ -309,7 +319,7 @@ def test_killed_between_a_bronze_commit_and_its_facts_row(sim, workdir, lake):
     source(sim, 3)
     run_ok(sim, workdir, lake)
     more_changes(sim, 10, 1)
-    p = stream(sim, workdir, lake, env={"MCDC_CRASH_AT": "after_bronze:1"})
+    p = stream(sim, workdir, lake, env={"MCDC_CRASH_AT": "after_bronze:1", **KILLED})
     assert p.returncode == -signal.SIGKILL, p.stderr[-3000:]
     assert len(lake.log("bronze")) == len(lake.log("facts")) + 1
     rerun_is_whole(sim, workdir, lake)

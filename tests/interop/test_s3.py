@@ -48,6 +48,14 @@ def test_contract_suite_on_s3(moto):
     assert "1 passed, 0 failed" in out
 
 
+def test_listing_after_a_name_on_s3(moto):
+    """start-after: the names after the one given, S3 skipping the rest."""
+    rc, out = run_unit(moto, "storage_lists_after_a_name_on_every_backend")
+    assert rc == 0, out
+    assert "lists after on s3 (s3://lake/t/run-" in out
+    assert "1 passed, 0 failed" in out
+
+
 def test_put_if_absent_race_has_one_winner_per_key(moto):
     before = {o["Key"] for o in keys(moto)}
     rc, out = run_unit(moto, "storage_put_if_absent_excludes_across_threads", uri="s3://lake/race")

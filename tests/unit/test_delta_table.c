@@ -535,9 +535,10 @@ static int racing_get_range(void *self, const char *k, int64_t off, size_t len, 
     racing *rc = self;
     return mcdc_storage_get_range(rc->inner, k, off, len, dst, got, size, err);
 }
-static int racing_list(void *self, const char *p, mcdc_storage_listing *o, mcdc_error *err) {
+static int racing_list(void *self, const char *p, const char *after, mcdc_storage_listing *o,
+                       mcdc_error *err) {
     racing *rc = self;
-    return mcdc_storage_list(rc->inner, p, o, err);
+    return mcdc_storage_list_after(rc->inner, p, after, o, err);
 }
 static int racing_del(void *self, const char *k, mcdc_error *err) {
     racing *rc = self;
@@ -550,7 +551,7 @@ static void racing_destroy(void *self) {
 }
 static const mcdc_storage_ops racing_ops = {racing_open_writer, racing_get, racing_get_range,
                                             racing_list,        racing_del, racing_destroy,
-                                            NULL,               NULL};
+                                            NULL,               NULL,       false};
 
 static mcdc_delta_table *racing_table(const char *dir, const char *const *bodies, int n) {
     mcdc_storage *inner = NULL, *st = mcdc_calloc(1, sizeof *st);

@@ -567,6 +567,72 @@ static void race(mcdc_storage *s, const char *backend_name) {
 
 TEST(storage_put_if_absent_excludes_across_threads) { on_every_backend(race); }
 
+/* ---- listing from a name ------------------------------------------------------------ */
+
+/* The names listed under prefix after `after`, joined by ','. */
+static const char *names_after(mcdc_storage *s, const char *prefix, const char *after) {
+    static char out[512];
+    out[0] = 0;
+    mcdc_storage_listing l;
+    mcdc_error e = MCDC_ERROR_INIT;
+    if (mcdc_storage_list_after(s, prefix, after, &l, &e) != MCDC_OK) {
+        snprintf(out, sizeof out, "<error: %.400s>", e.message);
+        return out;
+    }
+    for (size_t i = 0; i < l.count; i++) {
+        if (i) strcat(out, ",");
+        strncat(out, l.entries[i].name, sizeof out - strlen(out) - 2);
+    }
+    mcdc_storage_listing_free(&l);
+    return out;
+}
+
+/* A log of commits 0..12 (put-if-absent) and a checkpoint at 10. */
+static void put_log_0_to_12(mcdc_storage *s) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    for (int v = 0; v <= 12; v++) {
+        char key[64];
+        snprintf(key, sizeof key, "_delta_log/%020d.json", v);
+        CHECK_EQ_INT(mcdc_storage_put_if_absent(s, key, "{}", 2, &e), MCDC_OK);
+    }
+    CHECK_EQ_INT(mcdc_storage_put(s, "_delta_log/00000000000000000010.checkpoint.parquet", "c", 1,
+                                  &e),
+                 MCDC_OK);
+}
+
+/* Only the names after the one given, in order, on every backend (the
+ * object stores skip the rest on their side: S3's start-after, Azure's
+ * startFrom); a Delta log listed from version 11 on. */
+static void lists_after(mcdc_storage *s, const char *backend_name) {
+    fprintf(stderr, "  lists after on %s (%s)\n", backend_name, s->root);
+    mcdc_error e = MCDC_ERROR_INIT;
+    const char *keys[] = {"d/a", "d/b", "d/c10", "d/c2", "d/sub/deep", "e/x"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        CHECK_EQ_INT(mcdc_storage_put(s, keys[i], "v", 1, &e), MCDC_OK);
+    CHECK_EQ_STR(names_after(s, "d/", NULL), "a,b,c10,c2");
+    CHECK_EQ_STR(names_after(s, "d/", "b"), "c10,c2");
+    CHECK_EQ_STR(names_after(s, "d/", "a0"), "b,c10,c2"); /* a name that is not there */
+    CHECK_EQ_STR(names_after(s, "d/", "0"), "a,b,c10,c2");
+    CHECK_EQ_STR(names_after(s, "d/", "c2"), "");
+    CHECK_EQ_STR(names_after(s, "d/", "zz"), "");
+    CHECK_EQ_STR(names_after(s, "d/c", "c10"), "c2");   /* with a name prefix */
+    CHECK_EQ_STR(names_after(s, "d/sub/", "a"), "deep");
+    CHECK_EQ_STR(names_after(s, "nothere/", "a"), "");
+    mcdc_storage_listing l;
+    CHECK_EQ_INT(mcdc_storage_list_after(s, "d/", "sub/deep", &l, &e), MCDC_E_INVALID);
+    CHECK_EQ_INT(mcdc_storage_list_after(s, "d/", "", &l, &e), MCDC_E_INVALID);
+    put_log_0_to_12(s);
+    CHECK_EQ_INT(mcdc_storage_put(s, "_delta_log/_last_checkpoint", "{}", 2, &e), MCDC_OK);
+    /* after "<v - 1>~": every name of version v on */
+    CHECK_EQ_STR(names_after(s, "_delta_log/", "00000000000000000009~"),
+                 "00000000000000000010.checkpoint.parquet,00000000000000000010.json,"
+                 "00000000000000000011.json,00000000000000000012.json,_last_checkpoint");
+    CHECK_EQ_STR(names_after(s, "_delta_log/0", "00000000000000000010.json"),
+                 "00000000000000000011.json,00000000000000000012.json");
+}
+
+TEST(storage_lists_after_a_name_on_every_backend) { on_every_backend(lists_after); }
+
 /* ---- holding a key ------------------------------------------------------------------ */
 
 /* One holder at a time, others read its note; given back, the key is free
@@ -575,12 +641,7 @@ static void holds(mcdc_storage *s, const char *backend_name) {
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_storage_lock *a = NULL, *b = NULL;
     mcdc_buf who = {0};
-    if (s->ops->lock == NULL) { /* object stores: no holds until the lease */
-        fprintf(stderr, "  %s holds no keys\n", backend_name);
-        CHECK_EQ_INT(mcdc_storage_lock_key(&a, s, "ckpt/_lock", "x", 1, NULL, &e),
-                     MCDC_E_UNSUPPORTED);
-        return;
-    }
+    (void)backend_name;
     CHECK_EQ_INT(mcdc_storage_lock_key(&a, s, "ckpt/_lock", "{\"pid\":1}", 9, &who, &e), MCDC_OK);
     CHECK(a != NULL && who.len == 0);
     CHECK_EQ_INT(mcdc_storage_lock_key(&b, s, "ckpt/_lock", "{\"pid\":2}", 9, &who, &e),
@@ -592,16 +653,89 @@ static void holds(mcdc_storage *s, const char *backend_name) {
     b = NULL;
     mcdc_storage_unlock(a);
     CHECK_EQ_INT(mcdc_storage_lock_key(&b, s, "ckpt/_lock", "{\"pid\":2}", 9, NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_storage_lock_check(b, &e), MCDC_OK);
     mcdc_storage_unlock(b);
     mcdc_storage_listing l;
     CHECK_EQ_INT(mcdc_storage_list(s, "ckpt/", &l, NULL), MCDC_OK);
-    CHECK_EQ_INT(l.count, 0);
+    if (s->ops->lease) { /* a lease given back leaves its "released" link */
+        CHECK_EQ_INT(l.count, 1);
+        CHECK(l.count == 1 && strncmp(l.entries[0].name, "_lock.lease.", 12) == 0);
+    } else {
+        CHECK_EQ_INT(l.count, 0);
+    }
     mcdc_storage_listing_free(&l);
     CHECK_EQ_INT(mcdc_storage_lock_key(&a, s, "../x", "", 0, NULL, &e), MCDC_E_INVALID);
     mcdc_buf_free(&who);
 }
 
 TEST(storage_holds_a_key_for_one_holder_at_a_time) { on_every_backend(holds); }
+
+/* ---- leases ------------------------------------------------------------------------- */
+
+/* The newest lease link of key "ck/_l" and its state line. */
+static const char *lease_links(mcdc_storage *s) { return names(s, "ck/_l.lease."); }
+
+/* A lease on a store without locks (here a memory store, short ttls): held
+ * against others while renewed, taken over once a killed holder's link has
+ * expired, lost by a holder whose chain another process moved on, and
+ * given back with a "released" link the next holder goes past. */
+TEST(storage_lease_is_held_renewed_taken_over_and_lost) {
+    mcdc_storage_mem *m = NULL;
+    mcdc_storage *s = td_mem_storage(&m, "lease", "root");
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_storage_lock *a = NULL, *b = NULL;
+    mcdc_buf who = {0};
+    CHECK_EQ_INT(mcdc_storage_lease_key(&a, s, "ck/_l", "A", 1, 600, &who, &e), MCDC_OK);
+    CHECK_EQ_STR(lease_links(s), "_l.lease.00000000000000000000");
+    /* renewed every 200 ms: after 3 ttls another still finds it held */
+    mcdc_sleep_ms(1800);
+    CHECK_EQ_INT(mcdc_storage_lease_key(&b, s, "ck/_l", "B", 1, 600, &who, &e), MCDC_E_CONFLICT);
+    CHECK(b == NULL && who.len == 1 && who.data[0] == 'A');
+    CHECK(strstr(e.message, "held by another process") != NULL);
+    CHECK_EQ_INT(mcdc_storage_lock_check(a, &e), MCDC_OK);
+    const char *links = lease_links(s);
+    CHECK(strlen(links) == 29 && strcmp(links, "_l.lease.00000000000000000004") >= 0);
+    /* given back: a "released" link; the next holder takes the one after */
+    mcdc_storage_unlock(a);
+    char rel[64];
+    snprintf(rel, sizeof rel, "%s", lease_links(s));
+    CHECK_EQ_STR(content(s, "ck/_l.lease.00000000000000000000"), "<missing>");
+    mcdc_buf_reset(&who);
+    CHECK_EQ_INT(mcdc_storage_lease_key(&b, s, "ck/_l", "B", 1, 3000, &who, &e), MCDC_OK);
+    CHECK(strcmp(lease_links(s), rel) > 0); /* past the released link, which is gone */
+    /* lost: another process moved the chain on (took it over while B was
+     * late): B's next renewal (1 s on) finds its link taken and says so */
+    long long seq = strtoll(lease_links(s) + 9, NULL, 10);
+    char next[64];
+    snprintf(next, sizeof next, "ck/_l.lease.%020lld", seq + 1);
+    const char *other = "{\"state\":\"held\",\"ttl_ms\":600}\nC";
+    CHECK_EQ_INT(mcdc_storage_put_if_absent(s, next, other, strlen(other), &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_storage_lock_check(b, &e), MCDC_OK);
+    mcdc_sleep_ms(1500);
+    CHECK_EQ_INT(mcdc_storage_lock_check(b, &e), MCDC_E_FOREIGN_WRITER);
+    CHECK(strstr(e.message, "took the lease") != NULL);
+    mcdc_storage_unlock(b); /* lost: gives nothing back */
+    /* a holder killed (its link never renewed): refused until the link is
+     * past its ttl and the grace, then taken over at the next seq */
+    const char *killed = "{\"state\":\"held\",\"ttl_ms\":300}\nK";
+    CHECK_EQ_INT(mcdc_storage_put(s, "ck/_k.lease.00000000000000000007", killed, strlen(killed),
+                                  &e),
+                 MCDC_OK);
+    mcdc_buf_reset(&who);
+    CHECK_EQ_INT(mcdc_storage_lease_key(&a, s, "ck/_k", "D", 1, 300, &who, &e), MCDC_E_CONFLICT);
+    CHECK(who.len == 1 && who.data[0] == 'K');
+    mcdc_sleep_ms(700);
+    CHECK_EQ_INT(mcdc_storage_lease_key(&a, s, "ck/_k", "D", 1, 300, &who, &e), MCDC_OK);
+    CHECK_EQ_STR(names(s, "ck/_k.lease."), "_k.lease.00000000000000000008");
+    mcdc_storage_unlock(a);
+    /* not ours: refused as such, never taken over */
+    CHECK_EQ_INT(mcdc_storage_put(s, "ck/_j.lease.00000000000000000001", "junk\n", 5, &e),
+                 MCDC_OK);
+    CHECK_EQ_INT(mcdc_storage_lease_key(&a, s, "ck/_j", "D", 1, 300, NULL, &e), MCDC_E_CORRUPT);
+    mcdc_buf_free(&who);
+    mcdc_storage_free(s);
+    mcdc_storage_mem_release(m);
+}
 
 /* A local hold's directories: those it created go when it is given back and
  * nothing else is in them (a run that stops before it writes leaves no
@@ -724,14 +858,7 @@ TEST(storage_s3_lists_a_log_from_a_version) {
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_storage *s = s3_under_test(NULL, NULL, &e);
     if (s == NULL) return;
-    for (int v = 0; v <= 12; v++) {
-        char key[64];
-        snprintf(key, sizeof key, "_delta_log/%020d.json", v);
-        CHECK_EQ_INT(mcdc_storage_put_if_absent(s, key, "{}", 2, &e), MCDC_OK);
-    }
-    CHECK_EQ_INT(mcdc_storage_put(s, "_delta_log/00000000000000000010.checkpoint.parquet", "c", 1,
-                                  &e),
-                 MCDC_OK);
+    put_log_0_to_12(s);
     CHECK_EQ_STR(names(s, "_delta_log/0000000000000000001"),
                  "00000000000000000010.checkpoint.parquet,00000000000000000010.json,"
                  "00000000000000000011.json,00000000000000000012.json");
