@@ -17,6 +17,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mcdc_parquet_int.h"
@@ -229,6 +230,8 @@ typedef struct wcol {
     mcdc_error err;
     bool has_field_id;
     int32_t field_id;
+    int64_t *prof;         /* MCDC_PARQUET_STAGES ns, or NULL: profile off */
+    int64_t prof_t;        /* the thread's CPU clock at the last lap */
 } wcol;
 
 struct mcdc_parquet_writer {
@@ -253,7 +256,27 @@ struct mcdc_parquet_writer {
     int32_t n_rgs, rgs_cap;
     mcdc_parquet_file_info info;
     mcdc_parquet_column_stats *stats;
+    int64_t *prof;         /* n * MCDC_PARQUET_STAGES ns (the columns' profiles) */
 };
+
+/* ---- profile (mcdc_parquet_writer_profile_enable) ------------------------------- */
+
+static int64_t prof_clock(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+/* Starts timing c's work on this thread. */
+static inline void prof_begin(wcol *c) {
+    if (c->prof) c->prof_t = prof_clock();
+}
+/* Charges the CPU time since the last lap to stage s of c. */
+static inline void prof_lap(wcol *c, mcdc_parquet_stage s) {
+    if (c->prof == NULL) return;
+    int64_t now = prof_clock();
+    c->prof[s] += now - c->prof_t;
+    c->prof_t = now;
+}
 
 /* ---- type mapping --------------------------------------------------------------- */
 
@@ -849,12 +872,14 @@ static int emit_page(wcol *c, mcdc_parquet_writer *w, int type, const uint8_t *l
     /* v1: levels are part of the compressed body. v2: levels stay raw. */
     const uint8_t *payload = body;
     size_t payload_n = body_n, comp_n;
+    prof_lap(c, MCDC_PARQUET_STAGE_ENCODE);
     if (c->codec != MCDC_PARQUET_UNCOMPRESSED) {
         rc = mcdc_pq_compress(codec_ctx(c, w), c->codec, o->level, body, body_n, &c->comp,
                               &c->err);
         if (rc) return rc;
         payload = c->comp.data;
         payload_n = c->comp.len;
+        prof_lap(c, MCDC_PARQUET_STAGE_COMPRESS);
     }
     comp_n = payload_n + levels_n;
     size_t uncomp_n = body_n + levels_n;
@@ -892,11 +917,13 @@ static int emit_page(wcol *c, mcdc_parquet_writer *w, int type, const uint8_t *l
     }
     mcdc_thrift_struct_end(&tw);
     if (tw.rc) return tw.rc;
+    prof_lap(c, MCDC_PARQUET_STAGE_ENCODE);
     mcdc_buf *dst = type == PQ_DICTIONARY_PAGE ? &c->dictpage : &c->chunk;
     rc = mcdc_buf_append(dst, c->hdr.data, c->hdr.len, &c->err);
     if (!rc && levels_n) rc = mcdc_buf_append(dst, levels, levels_n, &c->err);
     if (!rc) rc = mcdc_buf_append(dst, payload, payload_n, &c->err);
     if (rc) return rc;
+    prof_lap(c, MCDC_PARQUET_STAGE_COPY);
     c->chunk_uncomp += (int64_t)(c->hdr.len + uncomp_n);
     return MCDC_OK;
 }
@@ -918,6 +945,7 @@ static int flush_page(wcol *c, mcdc_parquet_writer *w) {
         if (!v2) pq_put_le32(e->data, (uint32_t)(e->len - 4));
         else levels_n = e->len;
         set_enc(c, PQ_RLE);
+        prof_lap(c, MCDC_PARQUET_STAGE_LEVELS);
     }
     int encoding;
     if (c->page_is_dict) {
@@ -1177,6 +1205,7 @@ static int encode_slice_dict_input(wcol *c, mcdc_parquet_writer *w, const mcdc_c
     int rc = dict_reserve(c, nv);
     if (!rc) rc = dict_encode_input(c, in, r0, sel, nv);
     if (rc) return rc;
+    prof_lap(c, MCDC_PARQUET_STAGE_DICT);
     if (c->dict_plain.len > (size_t)w->opts.dict_bytes_max) {
         c->dict_keep = false; /* too many distinct values: not again in this file */
         c->dict_on = false;
@@ -1210,6 +1239,7 @@ static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, 
         if (nv < n) sel = c->sel;
     }
     if (c->optional && (rc = page_valid_append(c, in, r0, r1))) return rc;
+    prof_lap(c, MCDC_PARQUET_STAGE_LEVELS);
     c->page_rows += n;
     c->page_nulls += n - nv;
     c->chunk_nulls += n - nv;
@@ -1223,11 +1253,13 @@ static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, 
     if ((rc = to_phys(c, o, in, r0, sel, nv))) return rc;
     c->pv = o->data + o0;
     c->pv_len = o->len - o0;
+    prof_lap(c, MCDC_PARQUET_STAGE_CONVERT);
     /* Dictionary-encoded values get their statistics from the dictionary
      * when the chunk ends (each distinct value once: task_finish); floats
      * count NaNs per value, so they are taken here. */
     bool stats_later = c->page_is_dict && !c->is_float;
     if (!stats_later && (rc = slice_stats(c, nv))) return rc;
+    prof_lap(c, MCDC_PARQUET_STAGE_STATS);
     if (c->page_is_dict) {
         /* Choosing: only the sample is hashed before the choice, so a column
          * that gives its dictionary up never hashes the rest. */
@@ -1247,6 +1279,7 @@ static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, 
         }
         if (c->dict_keep && c->dict_plain.len > (size_t)w->opts.dict_bytes_max)
             c->dict_keep = false; /* too many distinct values: not again in this file */
+        prof_lap(c, MCDC_PARQUET_STAGE_DICT);
         if (!c->dict_keep && alone) {
             /* The page holds only this slice: redo it as PLAIN, no dictionary. */
             c->dict_on = c->page_is_dict = false;
@@ -1263,6 +1296,7 @@ static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, 
     } else {
         if (!c->chosen && nv >= PQ_CHOOSE_VALUES_MIN && (rc = choose_encoding(c, w, nv)))
             return rc;
+        prof_lap(c, MCDC_PARQUET_STAGE_DICT);
     }
     if (c->page_bytes >= w->opts.page_bytes && (rc = flush_page(c, w))) return rc;
     return MCDC_OK;
@@ -1273,6 +1307,7 @@ static void task_encode(void *ctx, int i, int worker) {
     mcdc_parquet_writer *w = ctx;
     wcol *c = &w->cols[i];
     c->worker = worker;
+    prof_begin(c);
     const mcdc_column *in = c->in;
     int64_t r = c->r0;
     while (r < c->r1 && !c->rc) {
@@ -1287,6 +1322,7 @@ static void task_finish(void *ctx, int i, int worker) {
     mcdc_parquet_writer *w = ctx;
     wcol *c = &w->cols[i];
     c->worker = worker;
+    prof_begin(c);
     c->rc = flush_page(c, w);
     if (c->rc) return;
     c->dictpage.len = 0;
@@ -1297,6 +1333,7 @@ static void task_finish(void *ctx, int i, int worker) {
             c->pv = c->dict_plain.data;
             c->pv_len = c->dict_plain.len;
             if ((c->rc = slice_stats(c, c->dict_n))) return;
+            prof_lap(c, MCDC_PARQUET_STAGE_STATS);
         }
         c->rc = emit_page(c, w, PQ_DICTIONARY_PAGE, NULL, 0, c->dict_plain.data,
                           c->dict_plain.len, (int32_t)c->dict_n, PQ_PLAIN);
@@ -1388,8 +1425,10 @@ static int flush_row_group(mcdc_parquet_writer *w, mcdc_error *err) {
         int64_t start = w->offset;
         cr->dict_offset = c->dictpage.len ? start : 0;
         cr->data_offset = start + (int64_t)c->dictpage.len;
+        prof_begin(c);
         if ((rc = write_all(w, c->dictpage.data, c->dictpage.len, err))) return rc;
         if ((rc = write_all(w, c->chunk.data, c->chunk.len, err))) return rc;
+        prof_lap(c, MCDC_PARQUET_STAGE_WRITE);
         cr->comp_bytes = w->offset - start;
         cr->uncomp_bytes = c->chunk_uncomp;
         cr->num_values = c->chunk_values;
@@ -1477,7 +1516,8 @@ static int writer_open(mcdc_parquet_writer **out, mcdc_storage_writer *sw, const
     w->n = schema->n_fields;
     w->path = mcdc_strdup(name);
     w->cols = mcdc_calloc((size_t)w->n, sizeof *w->cols);
-    if (w->path == NULL || w->cols == NULL) {
+    w->prof = mcdc_calloc((size_t)w->n * MCDC_PARQUET_STAGES, sizeof *w->prof);
+    if (w->path == NULL || w->cols == NULL || w->prof == NULL) {
         mcdc_parquet_writer_free(w);
         return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (writer)");
     }
@@ -1856,6 +1896,23 @@ int mcdc_parquet_writer_close(mcdc_parquet_writer *w, mcdc_error *err) {
     return MCDC_OK;
 }
 
+const char *mcdc_parquet_stage_name(mcdc_parquet_stage s) {
+    static const char *const names[MCDC_PARQUET_STAGES] = {
+        "levels", "convert", "stats", "dict", "encode", "compress", "copy", "write"};
+    return (unsigned)s < MCDC_PARQUET_STAGES ? names[s] : "unknown";
+}
+
+void mcdc_parquet_writer_profile_enable(mcdc_parquet_writer *w) {
+    MCDC_ASSERT(w != NULL && w->rows_total == 0);
+    for (int32_t i = 0; i < w->n; i++)
+        if (w->cols[i].prof == NULL) w->cols[i].prof = w->prof + (size_t)i * MCDC_PARQUET_STAGES;
+}
+
+const int64_t *mcdc_parquet_writer_profile(const mcdc_parquet_writer *w, int32_t column) {
+    MCDC_ASSERT(w != NULL && column >= 0 && column < w->n);
+    return w->cols[column].prof;
+}
+
 const mcdc_parquet_file_info *mcdc_parquet_writer_info(const mcdc_parquet_writer *w) {
     return w->stats ? &w->info : NULL;
 }
@@ -1878,6 +1935,7 @@ void mcdc_parquet_writer_free(mcdc_parquet_writer *w) {
     }
     mcdc_free(w->rgs);
     mcdc_free(w->stats);
+    mcdc_free(w->prof);
     mcdc_free(w->path);
     mcdc_schema_unref(w->schema);
     mcdc_free(w);

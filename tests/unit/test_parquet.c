@@ -1196,3 +1196,35 @@ TEST(parquet_plain_strings_every_length_round_trip) {
         mcdc_schema_unref(s);
     }
 }
+
+/* The writer's profile: off by default; on, it charges CPU to the stages a
+ * column goes through (a compressed string column: convert, compress,
+ * write), and none to compress in an uncompressed file. */
+TEST(parquet_writer_profile_charges_the_stages_a_column_uses) {
+    mcdc_batch *b = make_batch(50000, 0);
+    for (int codec = 0; codec < 2; codec++) {
+        mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
+        o.codec = codec ? MCDC_PARQUET_ZSTD : MCDC_PARQUET_UNCOMPRESSED;
+        o.dictionary = false;
+        const char *p = tmp_path("profile");
+        mcdc_parquet_writer *w = NULL;
+        mcdc_error e = MCDC_ERROR_INIT;
+        CHECK_EQ_INT(mcdc_parquet_writer_open_path(&w, p, b->schema, &o, &e), MCDC_OK);
+        CHECK(mcdc_parquet_writer_profile(w, 0) == NULL);
+        mcdc_parquet_writer_profile_enable(w);
+        CHECK_EQ_INT(mcdc_parquet_writer_write(w, b, &e), MCDC_OK);
+        CHECK_EQ_INT(mcdc_parquet_writer_close(w, &e), MCDC_OK);
+        const int64_t *s = mcdc_parquet_writer_profile(w, 10); /* "s", a string column */
+        CHECK(s != NULL);
+        CHECK(s[MCDC_PARQUET_STAGE_CONVERT] > 0);
+        CHECK(s[MCDC_PARQUET_STAGE_WRITE] > 0);
+        if (codec) CHECK(s[MCDC_PARQUET_STAGE_COMPRESS] > 0);
+        else CHECK_EQ_INT(s[MCDC_PARQUET_STAGE_COMPRESS], 0);
+        mcdc_parquet_writer_free(w);
+        CHECK_EQ_INT(compare_file(p, b, 0), 50000);
+        unlink(p);
+    }
+    CHECK_EQ_STR(mcdc_parquet_stage_name(MCDC_PARQUET_STAGE_COMPRESS), "compress");
+    CHECK_EQ_STR(mcdc_parquet_stage_name(MCDC_PARQUET_STAGES), "unknown");
+    mcdc_batch_free(b);
+}
