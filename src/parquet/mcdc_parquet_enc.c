@@ -408,3 +408,54 @@ int mcdc_pq_delta_encode_plain(mcdc_buf *out, const uint8_t *plain, int64_t n, i
 int mcdc_pq_delta_encode(mcdc_buf *out, const int64_t *v, int64_t n, mcdc_error *err) {
     return mcdc_pq_delta_encode_plain(out, (const uint8_t *)v, n, 8, err);
 }
+
+/* Bytes the a and b (an, bn bytes) start with in common: 8 bytes a step
+ * (the first differing byte is the lowest set byte of the words' XOR). */
+static size_t common_prefix(const uint8_t *a, size_t an, const uint8_t *b, size_t bn) {
+    size_t m = an < bn ? an : bn, i = 0;
+    for (; i + 8 <= m; i += 8) {
+        uint64_t x = pq_le64(a + i) ^ pq_le64(b + i);
+        if (x) return i + (size_t)(__builtin_ctzll(x) >> 3);
+    }
+    while (i < m && a[i] == b[i]) i++;
+    return i;
+}
+
+int mcdc_pq_delta_strings_encode(mcdc_buf *out, const uint8_t *plain, size_t plain_n, int64_t n,
+                                 bool prefix, mcdc_buf *scratch, mcdc_error *err) {
+    MCDC_ASSERT(n >= 0 && (uint64_t)n * 4 <= plain_n);
+    scratch->len = 0;
+    int rc = mcdc_buf_reserve(scratch, (size_t)n * 8 + 8, err);
+    if (rc) return rc;
+    uint8_t *pre = scratch->data, *suf = scratch->data + (size_t)n * 4;
+    /* pass 1: the prefix and suffix lengths */
+    const uint8_t *q = plain, *prev = NULL;
+    size_t prev_n = 0, suffix_bytes = 0;
+    for (int64_t i = 0; i < n; i++) {
+        size_t len = pq_le32(q);
+        const uint8_t *v = q + 4;
+        size_t pl = prefix && prev ? common_prefix(prev, prev_n, v, len) : 0;
+        pq_put_le32(pre + (size_t)i * 4, (uint32_t)pl);
+        pq_put_le32(suf + (size_t)i * 4, (uint32_t)(len - pl));
+        suffix_bytes += len - pl;
+        prev = v;
+        prev_n = len;
+        q = v + len;
+    }
+    MCDC_ASSERT(q == plain + plain_n);
+    if (prefix && (rc = mcdc_pq_delta_encode_plain(out, pre, n, 4, err))) return rc;
+    if ((rc = mcdc_pq_delta_encode_plain(out, suf, n, 4, err))) return rc;
+    if ((rc = mcdc_buf_reserve(out, suffix_bytes, err))) return rc;
+    /* pass 2: the suffixes, one after the other */
+    uint8_t *d = out->data + out->len;
+    q = plain;
+    for (int64_t i = 0; i < n; i++) {
+        size_t len = pq_le32(q), pl = pq_le32(pre + (size_t)i * 4);
+        memcpy(d, q + 4 + pl, len - pl);
+        d += len - pl;
+        q += 4 + len;
+    }
+    MCDC_ASSERT(d == out->data + out->len + suffix_bytes);
+    out->len += suffix_bytes;
+    return MCDC_OK;
+}

@@ -108,6 +108,14 @@ int mcdc_pq_delta_encode(mcdc_buf *out, const int64_t *v, int64_t n, mcdc_error 
 int mcdc_pq_delta_encode_plain(mcdc_buf *out, const uint8_t *plain, int64_t n, int width,
                                mcdc_error *err);
 
+/* DELTA_LENGTH_BYTE_ARRAY (prefix false) or DELTA_BYTE_ARRAY (prefix true:
+ * each value stored as the length of the prefix it shares with the value
+ * before and the rest) of the n PLAIN BYTE_ARRAY values at plain (plain_n
+ * bytes: a 4-byte length, then the bytes, per value), appended to out.
+ * scratch holds the lengths (2 * n int32). */
+int mcdc_pq_delta_strings_encode(mcdc_buf *out, const uint8_t *plain, size_t plain_n, int64_t n,
+                                 bool prefix, mcdc_buf *scratch, mcdc_error *err);
+
 /* ---- codecs ---------------------------------------------------------------- */
 typedef struct mcdc_pq_codec_ctx {
     void *zstd_c; /* ZSTD_CCtx*, created on first use */

@@ -179,7 +179,9 @@ typedef struct wcol {
     bool dict_on;          /* current mode */
     bool chosen;           /* encoding chosen for this file */
     bool dict_keep;        /* dictionary chosen (or not yet decided) */
-    bool delta;            /* non-dictionary pages are DELTA_BINARY_PACKED */
+    bool delta;            /* non-dictionary pages are DELTA_BINARY_PACKED (ints) or
+                            * DELTA_LENGTH_BYTE_ARRAY (strings) */
+    bool delta_prefix;     /* strings: DELTA_BYTE_ARRAY (prefixes shared) instead */
     int codec;             /* of the current chunk: the file's, or none when */
     int codec_next;        /* compressing does not pay (from the next chunk on) */
     bool page_is_dict;
@@ -221,6 +223,7 @@ typedef struct wcol {
     size_t pv_len;
     int64_t *sel;
     mcdc_buf enc, comp, hdr;
+    mcdc_buf lens;         /* DELTA_*BYTE_ARRAY's lengths */
     int worker;            /* of the task running on this column (pq_pool) */
 
     /* task in/out */
@@ -963,6 +966,13 @@ static int flush_page(wcol *c, mcdc_parquet_writer *w) {
         for (int64_t i = 0; i < n; i++) d[i >> 3] |= (uint8_t)(v[i] << (i & 7));
         e->len += nb;
         encoding = PQ_PLAIN;
+    } else if (c->delta && c->phys == PQ_BYTE_ARRAY) {
+        if ((rc = mcdc_pq_delta_strings_encode(e, c->page_vals.data + c->head,
+                                               c->page_vals.len - c->head,
+                                               c->page_rows - c->page_nulls, c->delta_prefix,
+                                               &c->lens, &c->err)))
+            return rc;
+        encoding = c->delta_prefix ? PQ_DELTA_BYTE_ARRAY : PQ_DELTA_LENGTH_BYTE_ARRAY;
     } else if (c->delta) {
         int64_t n = (int64_t)(c->page_vals.len - c->head) / c->width;
         if ((rc = mcdc_pq_delta_encode_plain(e, c->page_vals.data + c->head, n, c->width,
@@ -1144,8 +1154,9 @@ static int choose_encoding(wcol *c, mcdc_parquet_writer *w, int64_t nv) {
     c->chosen = true;
     int64_t k = nv < PQ_CHOOSE_SAMPLE ? nv : PQ_CHOOSE_SAMPLE;
     bool ints = c->phys == PQ_INT32 || c->phys == PQ_INT64;
+    bool strs = c->phys == PQ_BYTE_ARRAY;
     bool dict = c->page_is_dict && c->dict_keep;
-    if (!ints && !dict) return MCDC_OK;
+    if (!ints && !strs && !dict) return MCDC_OK;
     const uint32_t *ix = dict ? c->idx + (c->idx_n - nv) : NULL;
     uint32_t mx = 0;
     if (dict) {
@@ -1167,6 +1178,23 @@ static int choose_encoding(wcol *c, mcdc_parquet_writer *w, int64_t nv) {
         delta_raw = e->len;
         if ((rc = trial_size(c, w, e->data, e->len, &delta_c))) return rc;
     }
+    /* strings: their lengths apart (DELTA_LENGTH_BYTE_ARRAY), and each
+     * without the prefix it shares with the one before (DELTA_BYTE_ARRAY:
+     * LSNs, keys, sorted codes) */
+    for (int prefix = 0; strs && prefix < 2; prefix++) {
+        size_t raw_n, comp_n;
+        e->len = 0;
+        if ((rc = mcdc_pq_delta_strings_encode(e, c->pv, sample_n, k, prefix, &c->lens,
+                                               &c->err)))
+            return rc;
+        raw_n = e->len;
+        if ((rc = trial_size(c, w, e->data, e->len, &comp_n))) return rc;
+        if (comp_n < delta_c) {
+            delta_c = comp_n;
+            delta_raw = raw_n;
+            c->delta_prefix = prefix;
+        }
+    }
     if (dict) {
         int width = pq_bit_width(mx > 0 ? mx : 1);
         e->len = 0;
@@ -1182,7 +1210,7 @@ static int choose_encoding(wcol *c, mcdc_parquet_writer *w, int64_t nv) {
         dict_c = idx_c + ent_c;
     }
     size_t best = plain_c < delta_c ? plain_c : delta_c;
-    c->delta = ints && delta_c < plain_c;
+    c->delta = (ints || strs) && delta_c < plain_c;
     c->dict_keep = dict && (double)dict_c * PQ_CHOOSE_DICT_MARGIN <= (double)best;
     /* Values that do not compress (random ids, hashes, DELTA-packed noise)
      * are stored uncompressed: the codec is per column chunk, so readers
@@ -1371,6 +1399,7 @@ static void wcol_free(wcol *c) {
     mcdc_buf_free(&c->enc);
     mcdc_buf_free(&c->comp);
     mcdc_buf_free(&c->hdr);
+    mcdc_buf_free(&c->lens);
 }
 
 /* ---- file I/O ------------------------------------------------------------------- */

@@ -715,17 +715,19 @@ TEST(parquet_writer_publishes_at_close_and_created_by) {
 
 TEST(parquet_encoding_chosen_once_per_file) {
     /* ts: increasing timestamps -> DELTA_BINARY_PACKED; u: all distinct
-     * strings -> PLAIN without ever a dictionary; k: 5 distinct strings ->
-     * dictionary; w: int32 alternating extremes (deltas wrap in 32 bits);
-     * r: random int64, stored uncompressed in a zstd file.
+     * random strings -> DELTA_LENGTH_BYTE_ARRAY without ever a dictionary;
+     * k: 5 distinct strings -> dictionary; w: int32 alternating extremes
+     * (deltas wrap in 32 bits); r: random int64, stored uncompressed in a
+     * zstd file; lsn: increasing hex texts (LSNs) -> DELTA_BYTE_ARRAY.
      * The choice holds in every row group of the file. */
     mcdc_schema *s = NULL;
-    CHECK_EQ_INT(mcdc_schema_create(&s, 5, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_schema_create(&s, 6, NULL), MCDC_OK);
     mcdc_schema_set(s, 0, "ts", MCDC_TYPE_TIMESTAMP_NTZ, 0, 0, 0, true, NULL);
     mcdc_schema_set(s, 1, "u", MCDC_TYPE_UTF8, 0, 0, 0, false, NULL);
     mcdc_schema_set(s, 2, "k", MCDC_TYPE_UTF8, 0, 0, 0, false, NULL);
     mcdc_schema_set(s, 3, "w", MCDC_TYPE_INT32, 0, 0, 0, false, NULL);
     mcdc_schema_set(s, 4, "r", MCDC_TYPE_INT64, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, 5, "lsn", MCDC_TYPE_UTF8, 0, 0, 0, true, NULL);
     enum { ROWS = 60000 };
     mcdc_batch *b = NULL;
     CHECK_EQ_INT(mcdc_batch_create(&b, s, ROWS, NULL), MCDC_OK);
@@ -741,6 +743,9 @@ TEST(parquet_encoding_chosen_once_per_file) {
         mcdc_col_append_bytes(&b->columns[2], t, n, NULL);
         mcdc_col_append_int(&b->columns[3], r % 2 ? INT32_MAX - (int32_t)(r % 3) : INT32_MIN + (int32_t)(r % 5), NULL);
         mcdc_col_append_int(&b->columns[4], (int64_t)(x * 0x9E3779B97F4A7C15ull), NULL);
+        n = snprintf(t, sizeof t, "0x%020llX", 0x12345600ull + (unsigned long long)(r / 2));
+        if (r % 13 == 7) mcdc_col_append_null(&b->columns[5], NULL);
+        else mcdc_col_append_bytes(&b->columns[5], t, n, NULL);
     }
     CHECK_EQ_INT(mcdc_batch_seal(b, NULL), MCDC_OK);
     mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
@@ -756,7 +761,9 @@ TEST(parquet_encoding_chosen_once_per_file) {
         CHECK(c[0].encodings & (1u << PQ_DELTA_BINARY_PACKED));
         CHECK(!(c[0].encodings & (1u << PQ_RLE_DICTIONARY)) && c[0].dict_page_offset == 0);
         CHECK(!(c[1].encodings & (1u << PQ_RLE_DICTIONARY)) && c[1].dict_page_offset == 0);
-        CHECK(c[1].encodings & (1u << PQ_PLAIN));
+        CHECK(c[1].encodings & (1u << PQ_DELTA_LENGTH_BYTE_ARRAY));
+        CHECK(!(c[5].encodings & (1u << PQ_RLE_DICTIONARY)) && c[5].dict_page_offset == 0);
+        CHECK(c[5].encodings & (1u << PQ_DELTA_BYTE_ARRAY));
         CHECK(c[2].encodings & (1u << PQ_RLE_DICTIONARY));
         CHECK(c[2].dict_page_offset > 0);
         /* random 64-bit values do not compress: that chunk is stored raw */
@@ -772,6 +779,7 @@ TEST(parquet_encoding_chosen_once_per_file) {
     CHECK_EQ_INT(compare_file(p, b, 0), ROWS);
     CHECK_EQ_INT(read_meta(p, &m), MCDC_OK);
     CHECK(m.row_groups[m.n_row_groups - 1].columns[0].encodings & (1u << PQ_DELTA_BINARY_PACKED));
+    CHECK(m.row_groups[m.n_row_groups - 1].columns[5].encodings & (1u << PQ_DELTA_BYTE_ARRAY));
     mcdc_pq_meta_free(&m);
     unlink(p);
     mcdc_batch_free(b);
