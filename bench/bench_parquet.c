@@ -4,6 +4,7 @@
  *   bench_parquet OUT_DIR [rows] [threads] [codecs]
  *
  * codecs: the codecs to write, e.g. "zstd,uncompressed" (default all three).
+ * BENCH_ZSTD_LEVEL: the zstd level to write (default: the writer's).
  * Builds 16 distinct batches of 65536 rows once (not timed), then writes
  * `rows` rows (default 10M) per codec (uncompressed, snappy, zstd) and
  * reads the zstd file back. Prints `name: value` lines; input_mb is the
@@ -176,6 +177,7 @@ int main(int argc, char **argv) {
         mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
         o.codec = codecs[k].c;
         o.threads = threads;
+        if (getenv("BENCH_ZSTD_LEVEL")) o.level = atoi(getenv("BENCH_ZSTD_LEVEL"));
         mcdc_parquet_writer *w = NULL;
         mcdc_error e = MCDC_ERROR_INIT;
         double c0 = cpu_seconds();

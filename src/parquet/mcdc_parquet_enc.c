@@ -322,6 +322,19 @@ int mcdc_pq_delta_decode(const uint8_t *p, size_t n, int64_t *out, int64_t count
 
 /* Packs the 32 values x[0..32) (each < 2^w) LSB-first: 4*w bytes at dst. */
 static void pack_miniblock(uint8_t *dst, const uint64_t *x, int w) {
+    if (w == 0) return;
+    if (w <= 8) {
+        /* 8 values of w bits are w whole bytes: one word each, no branch
+         * per value (lengths, small deltas) */
+        for (int g = 0; g < 4; g++, x += 8) {
+            uint64_t acc = 0;
+            for (int j = 0; j < 8; j++) acc |= x[j] << (j * w);
+            uint8_t tmp[8];
+            pq_put_le64(tmp, acc);
+            memcpy(dst + g * w, tmp, (size_t)w);
+        }
+        return;
+    }
     uint64_t acc = 0;
     int nb = 0;
     size_t o = 0;
@@ -417,6 +430,12 @@ static size_t common_prefix(const uint8_t *a, size_t an, const uint8_t *b, size_
         uint64_t x = pq_le64(a + i) ^ pq_le64(b + i);
         if (x) return i + (size_t)(__builtin_ctzll(x) >> 3);
     }
+    if (i < m && m >= 8) {
+        /* the last 8 bytes, overlapping those compared: the bytes before
+         * i are equal, so a difference lies at i or after */
+        uint64_t x = pq_le64(a + m - 8) ^ pq_le64(b + m - 8);
+        return x ? m - 8 + (size_t)(__builtin_ctzll(x) >> 3) : m;
+    }
     while (i < m && a[i] == b[i]) i++;
     return i;
 }
@@ -445,14 +464,24 @@ int mcdc_pq_delta_strings_encode(mcdc_buf *out, const uint8_t *plain, size_t pla
     MCDC_ASSERT(q == plain + plain_n);
     if (prefix && (rc = mcdc_pq_delta_encode_plain(out, pre, n, 4, err))) return rc;
     if ((rc = mcdc_pq_delta_encode_plain(out, suf, n, 4, err))) return rc;
-    if ((rc = mcdc_buf_reserve(out, suffix_bytes, err))) return rc;
+    /* 16 bytes of room past the suffixes: short ones are copied in 16-byte
+     * pieces (inline, no call), which may write past their end */
+    if ((rc = mcdc_buf_reserve(out, suffix_bytes + 16, err))) return rc;
     /* pass 2: the suffixes, one after the other */
     uint8_t *d = out->data + out->len;
+    const uint8_t *end = plain + plain_n;
     q = plain;
     for (int64_t i = 0; i < n; i++) {
-        size_t len = pq_le32(q), pl = pq_le32(pre + (size_t)i * 4);
-        memcpy(d, q + 4 + pl, len - pl);
-        d += len - pl;
+        size_t len = pq_le32(q), pl = pq_le32(pre + (size_t)i * 4), m = len - pl;
+        const uint8_t *v = q + 4 + pl;
+        if (m <= 32 && (size_t)(end - v) >= 32) {
+            /* the pieces read at most 32 bytes from v, all within plain */
+            memcpy(d, v, 16);
+            if (m > 16) memcpy(d + 16, v + 16, 16);
+        } else {
+            memcpy(d, v, m);
+        }
+        d += m;
         q += 4 + len;
     }
     MCDC_ASSERT(d == out->data + out->len + suffix_bytes);

@@ -120,6 +120,8 @@ int mcdc_pq_delta_strings_encode(mcdc_buf *out, const uint8_t *plain, size_t pla
 typedef struct mcdc_pq_codec_ctx {
     void *zstd_c; /* ZSTD_CCtx*, created on first use */
     void *zstd_d; /* ZSTD_DCtx* */
+    bool zstd_set;  /* zstd_c's parameters are those of zstd_level */
+    int zstd_level;
 } mcdc_pq_codec_ctx;
 void mcdc_pq_codec_ctx_free(mcdc_pq_codec_ctx *c);
 /* Replaces out's content with the compressed bytes of src. */
