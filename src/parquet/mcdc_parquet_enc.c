@@ -422,69 +422,60 @@ int mcdc_pq_delta_encode(mcdc_buf *out, const int64_t *v, int64_t n, mcdc_error 
     return mcdc_pq_delta_encode_plain(out, (const uint8_t *)v, n, 8, err);
 }
 
-/* Bytes the a and b (an, bn bytes) start with in common: 8 bytes a step
- * (the first differing byte is the lowest set byte of the words' XOR). */
-static size_t common_prefix(const uint8_t *a, size_t an, const uint8_t *b, size_t bn) {
-    size_t m = an < bn ? an : bn, i = 0;
-    for (; i + 8 <= m; i += 8) {
-        uint64_t x = pq_le64(a + i) ^ pq_le64(b + i);
-        if (x) return i + (size_t)(__builtin_ctzll(x) >> 3);
-    }
-    if (i < m && m >= 8) {
-        /* the last 8 bytes, overlapping those compared: the bytes before
-         * i are equal, so a difference lies at i or after */
-        uint64_t x = pq_le64(a + m - 8) ^ pq_le64(b + m - 8);
-        return x ? m - 8 + (size_t)(__builtin_ctzll(x) >> 3) : m;
-    }
-    while (i < m && a[i] == b[i]) i++;
-    return i;
+int mcdc_pq_strs_reserve(pq_strs *s, int64_t n, size_t bytes, mcdc_error *err) {
+    /* pre and len are written by index (s->n); their len stays 0 */
+    size_t need = (size_t)(s->n + n) * 4;
+    int rc = mcdc_buf_reserve(&s->len, need, err);
+    if (!rc && s->prefix) rc = mcdc_buf_reserve(&s->pre, need, err);
+    /* room past the suffixes for the 16-byte pieces (at most 16 past
+     * their end, 32 to be plain about it) */
+    if (!rc) rc = mcdc_buf_reserve(&s->bytes, bytes + 32, err);
+    return rc;
+}
+
+int mcdc_pq_strs_keep_last(pq_strs *s, mcdc_error *err) {
+    if (s->prev == NULL || s->prev == s->last.data) return MCDC_OK;
+    s->last.len = 0;
+    int rc = mcdc_buf_append(&s->last, s->prev, s->prev_n, err);
+    if (!rc) rc = mcdc_buf_reserve(&s->last, 8, err);
+    if (rc) return rc;
+    s->prev = s->last.data;
+    return MCDC_OK;
+}
+
+int mcdc_pq_strs_emit(pq_strs *s, mcdc_buf *out, mcdc_error *err) {
+    int rc = MCDC_OK;
+    if (s->prefix) rc = mcdc_pq_delta_encode_plain(out, s->pre.data, s->n, 4, err);
+    if (!rc) rc = mcdc_pq_delta_encode_plain(out, s->len.data, s->n, 4, err);
+    if (!rc) rc = mcdc_buf_append(out, s->bytes.data, s->bytes.len, err);
+    s->n = 0;
+    s->pre.len = s->len.len = s->bytes.len = 0;
+    s->prev = NULL;
+    return rc;
+}
+
+void mcdc_pq_strs_free(pq_strs *s) {
+    mcdc_buf_free(&s->pre);
+    mcdc_buf_free(&s->len);
+    mcdc_buf_free(&s->bytes);
+    mcdc_buf_free(&s->last);
 }
 
 int mcdc_pq_delta_strings_encode(mcdc_buf *out, const uint8_t *plain, size_t plain_n, int64_t n,
-                                 bool prefix, mcdc_buf *scratch, mcdc_error *err) {
+                                 bool prefix, pq_strs *s, mcdc_error *err) {
     MCDC_ASSERT(n >= 0 && (uint64_t)n * 4 <= plain_n);
-    scratch->len = 0;
-    int rc = mcdc_buf_reserve(scratch, (size_t)n * 8 + 8, err);
+    s->prefix = prefix;
+    s->n = 0;
+    s->pre.len = s->len.len = s->bytes.len = 0;
+    s->prev = NULL;
+    int rc = mcdc_pq_strs_reserve(s, n, plain_n, err);
     if (rc) return rc;
-    uint8_t *pre = scratch->data, *suf = scratch->data + (size_t)n * 4;
-    /* pass 1: the prefix and suffix lengths */
-    const uint8_t *q = plain, *prev = NULL;
-    size_t prev_n = 0, suffix_bytes = 0;
+    const uint8_t *q = plain, *end = plain + plain_n;
     for (int64_t i = 0; i < n; i++) {
         size_t len = pq_le32(q);
-        const uint8_t *v = q + 4;
-        size_t pl = prefix && prev ? common_prefix(prev, prev_n, v, len) : 0;
-        pq_put_le32(pre + (size_t)i * 4, (uint32_t)pl);
-        pq_put_le32(suf + (size_t)i * 4, (uint32_t)(len - pl));
-        suffix_bytes += len - pl;
-        prev = v;
-        prev_n = len;
-        q = v + len;
-    }
-    MCDC_ASSERT(q == plain + plain_n);
-    if (prefix && (rc = mcdc_pq_delta_encode_plain(out, pre, n, 4, err))) return rc;
-    if ((rc = mcdc_pq_delta_encode_plain(out, suf, n, 4, err))) return rc;
-    /* 16 bytes of room past the suffixes: short ones are copied in 16-byte
-     * pieces (inline, no call), which may write past their end */
-    if ((rc = mcdc_buf_reserve(out, suffix_bytes + 16, err))) return rc;
-    /* pass 2: the suffixes, one after the other */
-    uint8_t *d = out->data + out->len;
-    const uint8_t *end = plain + plain_n;
-    q = plain;
-    for (int64_t i = 0; i < n; i++) {
-        size_t len = pq_le32(q), pl = pq_le32(pre + (size_t)i * 4), m = len - pl;
-        const uint8_t *v = q + 4 + pl;
-        if (m <= 32 && (size_t)(end - v) >= 32) {
-            /* the pieces read at most 32 bytes from v, all within plain */
-            memcpy(d, v, 16);
-            if (m > 16) memcpy(d + 16, v + 16, 16);
-        } else {
-            memcpy(d, v, m);
-        }
-        d += m;
+        mcdc_pq_strs_add(s, q + 4, len, (size_t)(end - q) >= len + 4 + 32);
         q += 4 + len;
     }
-    MCDC_ASSERT(d == out->data + out->len + suffix_bytes);
-    out->len += suffix_bytes;
-    return MCDC_OK;
+    MCDC_ASSERT(q == end);
+    return mcdc_pq_strs_emit(s, out, err);
 }

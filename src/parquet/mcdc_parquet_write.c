@@ -223,7 +223,9 @@ typedef struct wcol {
     size_t pv_len;
     int64_t *sel;
     mcdc_buf enc, comp, hdr;
-    mcdc_buf lens;         /* DELTA_*BYTE_ARRAY's lengths */
+    pq_strs strs;          /* the page's strings once DELTA_*BYTE_ARRAY is chosen: built
+                            * straight from the batches (encode_slice_strs) */
+    pq_strs trial;         /* scratch of choose_encoding */
     int worker;            /* of the task running on this column (pq_pool) */
 
     /* task in/out */
@@ -396,6 +398,39 @@ static uint64_t ba_prefix(const uint8_t *s, size_t n) {
     return v;
 }
 
+/* Running min/max of byte arrays: unsigned byte-wise order, shorter prefix
+ * first; the first 8 bytes as a big-endian number (zero-padded) decide
+ * without memcmp when they differ. */
+typedef struct ba_minmax {
+    const uint8_t *lo, *hi;
+    size_t lo_n, hi_n;
+    uint64_t lo_p, hi_p;
+} ba_minmax;
+
+static inline void ba_minmax_first(ba_minmax *m, const uint8_t *s, size_t len) {
+    m->lo = m->hi = s;
+    m->lo_n = m->hi_n = len;
+    m->lo_p = m->hi_p = ba_prefix(s, len);
+}
+
+static inline void ba_minmax_add(ba_minmax *m, const uint8_t *s, size_t len) {
+    uint64_t sp = ba_prefix(s, len);
+    if (sp > m->lo_p && sp < m->hi_p) return;
+    if (sp <= m->lo_p) {
+        size_t k = len < m->lo_n ? len : m->lo_n;
+        int r = sp < m->lo_p ? -1 : k ? memcmp(s, m->lo, k) : 0;
+        if (r < 0 || (r == 0 && len < m->lo_n)) {
+            m->lo = s, m->lo_n = len, m->lo_p = sp;
+            return;
+        }
+    }
+    if (sp >= m->hi_p) {
+        size_t k = len < m->hi_n ? len : m->hi_n;
+        int r = sp > m->hi_p ? 1 : k ? memcmp(s, m->hi, k) : 0;
+        if (r > 0 || (r == 0 && len > m->hi_n)) m->hi = s, m->hi_n = len, m->hi_p = sp;
+    }
+}
+
 /* Min/max of the n physical values in c->phys; merged into chunk stats. */
 static int slice_stats(wcol *c, int64_t n) {
     if (n == 0) return MCDC_OK;
@@ -486,32 +521,14 @@ static int slice_stats(wcol *c, int64_t n) {
     }
     case PQ_BYTE_ARRAY: {
         const uint8_t *q = p;
-        lo = hi = q + 4;
-        lo_n = hi_n = pq_le32(q);
-        /* unsigned byte-wise order, shorter prefix first; the first 8 bytes
-         * as a big-endian number (zero-padded) decide without memcmp when
-         * they differ */
-        uint64_t lo_p = ba_prefix(lo, lo_n), hi_p = lo_p;
+        ba_minmax m;
+        ba_minmax_first(&m, q + 4, pq_le32(q));
         for (int64_t i = 0; i < n; i++) {
             size_t len = pq_le32(q);
-            const uint8_t *s = q + 4;
-            q = s + len;
-            uint64_t sp = ba_prefix(s, len);
-            if (sp > lo_p && sp < hi_p) continue;
-            if (sp <= lo_p) {
-                size_t m = len < lo_n ? len : lo_n;
-                int r = sp < lo_p ? -1 : m ? memcmp(s, lo, m) : 0;
-                if (r < 0 || (r == 0 && len < lo_n)) {
-                    lo = s, lo_n = len, lo_p = sp;
-                    continue;
-                }
-            }
-            if (sp >= hi_p) {
-                size_t m = len < hi_n ? len : hi_n;
-                int r = sp > hi_p ? 1 : m ? memcmp(s, hi, m) : 0;
-                if (r > 0 || (r == 0 && len > hi_n)) hi = s, hi_n = len, hi_p = sp;
-            }
+            ba_minmax_add(&m, q + 4, len);
+            q += 4 + len;
         }
+        lo = m.lo, lo_n = m.lo_n, hi = m.hi, hi_n = m.hi_n;
         break;
     }
     case PQ_FLBA: {
@@ -967,11 +984,14 @@ static int flush_page(wcol *c, mcdc_parquet_writer *w) {
         e->len += nb;
         encoding = PQ_PLAIN;
     } else if (c->delta && c->phys == PQ_BYTE_ARRAY) {
-        if ((rc = mcdc_pq_delta_strings_encode(e, c->page_vals.data + c->head,
+        /* the values are in c->strs, or (the page began before the
+         * choice) PLAIN in page_vals */
+        if (c->strs.n > 0) rc = mcdc_pq_strs_emit(&c->strs, e, &c->err);
+        else rc = mcdc_pq_delta_strings_encode(e, c->page_vals.data + c->head,
                                                c->page_vals.len - c->head,
                                                c->page_rows - c->page_nulls, c->delta_prefix,
-                                               &c->lens, &c->err)))
-            return rc;
+                                               &c->trial, &c->err);
+        if (rc) return rc;
         encoding = c->delta_prefix ? PQ_DELTA_BYTE_ARRAY : PQ_DELTA_LENGTH_BYTE_ARRAY;
     } else if (c->delta) {
         int64_t n = (int64_t)(c->page_vals.len - c->head) / c->width;
@@ -1184,7 +1204,7 @@ static int choose_encoding(wcol *c, mcdc_parquet_writer *w, int64_t nv) {
     for (int prefix = 0; strs && prefix < 2; prefix++) {
         size_t raw_n, comp_n;
         e->len = 0;
-        if ((rc = mcdc_pq_delta_strings_encode(e, c->pv, sample_n, k, prefix, &c->lens,
+        if ((rc = mcdc_pq_delta_strings_encode(e, c->pv, sample_n, k, prefix, &c->trial,
                                                &c->err)))
             return rc;
         raw_n = e->len;
@@ -1256,6 +1276,34 @@ static int encode_slice_dict_input(wcol *c, mcdc_parquet_writer *w, const mcdc_c
     return MCDC_OK;
 }
 
+/* The rest of encode_slice for a string column that chose DELTA_BYTE_ARRAY
+ * or DELTA_LENGTH_BYTE_ARRAY: one pass over the batch's values adds each
+ * to the page's streams and to the statistics; no PLAIN copy. */
+static int encode_slice_strs(wcol *c, const mcdc_column *in, int64_t r0, const int64_t *sel,
+                             int64_t nv) {
+    if (nv == 0) return MCDC_OK;
+    const int32_t *off = in->offsets;
+    int64_t first = sel ? sel[0] : r0, last = sel ? sel[nv - 1] : r0 + nv - 1;
+    pq_strs *s = &c->strs;
+    s->prefix = c->delta_prefix;
+    int rc = mcdc_pq_strs_reserve(s, nv, (size_t)(off[last + 1] - off[first]), &c->err);
+    if (rc) return rc;
+    const int64_t safe_end = in->data_cap - 32; /* 16-byte pieces read up to 32 past */
+    ba_minmax m;
+    ba_minmax_first(&m, in->data + off[first], (size_t)(off[first + 1] - off[first]));
+    for (int64_t k = 0; k < nv; k++) {
+        int64_t r = sel ? sel[k] : r0 + k;
+        const uint8_t *v = in->data + off[r];
+        size_t len = (size_t)(off[r + 1] - off[r]);
+        ba_minmax_add(&m, v, len);
+        mcdc_pq_strs_add(s, v, len, off[r + 1] <= safe_end);
+    }
+    prof_lap(c, MCDC_PARQUET_STAGE_ENCODE);
+    if ((rc = mcdc_pq_strs_keep_last(s, &c->err))) return rc;
+    return stat_merge(c, &c->st_has, &c->st_min, &c->st_max, m.lo, m.lo_n, m.hi, m.hi_n,
+                      &c->err);
+}
+
 static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, int64_t r0,
                         int64_t r1) {
     int rc;
@@ -1275,6 +1323,12 @@ static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, 
     c->page_bytes += plain_bytes(c, in, r0, r1);
     if (c->page_is_dict && c->chosen && c->dict_keep && c->phys == PQ_BYTE_ARRAY)
         return encode_slice_dict_input(c, w, in, r0, sel, nv);
+    if (!c->page_is_dict && c->chosen && c->delta && c->phys == PQ_BYTE_ARRAY &&
+        c->page_vals.len == c->head) {
+        if ((rc = encode_slice_strs(c, in, r0, sel, nv))) return rc;
+        if (c->page_bytes >= w->opts.page_bytes && (rc = flush_page(c, w))) return rc;
+        return MCDC_OK;
+    }
     mcdc_buf *o = c->page_is_dict ? &c->pbuf : &c->page_vals;
     if (c->page_is_dict) c->pbuf.len = 0;
     size_t o0 = o->len;
@@ -1399,7 +1453,8 @@ static void wcol_free(wcol *c) {
     mcdc_buf_free(&c->enc);
     mcdc_buf_free(&c->comp);
     mcdc_buf_free(&c->hdr);
-    mcdc_buf_free(&c->lens);
+    mcdc_pq_strs_free(&c->strs);
+    mcdc_pq_strs_free(&c->trial);
 }
 
 /* ---- file I/O ------------------------------------------------------------------- */
