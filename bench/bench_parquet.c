@@ -1,13 +1,18 @@
 /*
  * bench_parquet - our Parquet writer on bronze-shaped CDC rows.
  *
- *   bench_parquet OUT_DIR [rows] [threads]
+ *   bench_parquet OUT_DIR [rows] [threads] [codecs]
  *
+ * codecs: the codecs to write, e.g. "zstd,uncompressed" (default all three).
+ * BENCH_ZSTD_LEVEL: the zstd level to write (default: the writer's).
  * Builds 16 distinct batches of 65536 rows once (not timed), then writes
  * `rows` rows (default 10M) per codec (uncompressed, snappy, zstd) and
  * reads the zstd file back. Prints `name: value` lines; input_mb is the
  * PLAIN size of the values (what "uncompressed column data" means here).
- * Leaves OUT_DIR/bench_zstd.parquet for the pyarrow comparison.
+ * Leaves OUT_DIR/bench_zstd.parquet for the pyarrow comparison. Each write
+ * ends with the writer's profile: CPU seconds per stage (summed over the
+ * columns) and per column (with its stages), from the writer's own
+ * per-thread CPU clock.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,6 +109,35 @@ static int64_t plain_bytes(const mcdc_batch *b) {
     return total;
 }
 
+/* The writer's profile (mcdc_parquet_writer_profile) as `name: value` lines:
+ * per stage over all columns, then per column with its stages. */
+static void print_profile(const mcdc_parquet_writer *w, const mcdc_schema *s, const char *codec) {
+    double stage[MCDC_PARQUET_STAGES] = {0}, total = 0;
+    for (int32_t i = 0; i < s->n_fields; i++) {
+        const int64_t *p = mcdc_parquet_writer_profile(w, i);
+        if (p == NULL) return;
+        for (int k = 0; k < MCDC_PARQUET_STAGES; k++) stage[k] += (double)p[k] / 1e9;
+    }
+    for (int k = 0; k < MCDC_PARQUET_STAGES; k++) total += stage[k];
+    for (int k = 0; k < MCDC_PARQUET_STAGES; k++)
+        printf("profile_%s_%s_cpu_s: %.3f (%.0f%%)\n", codec,
+               mcdc_parquet_stage_name((mcdc_parquet_stage)k), stage[k],
+               total > 0 ? 100 * stage[k] / total : 0.0);
+    for (int32_t i = 0; i < s->n_fields; i++) {
+        const int64_t *p = mcdc_parquet_writer_profile(w, i);
+        double t = 0;
+        for (int k = 0; k < MCDC_PARQUET_STAGES; k++) t += (double)p[k] / 1e9;
+        printf("profile_%s_col_%s_cpu_s: %.3f (", codec, s->fields[i].name, t);
+        for (int k = 0, first = 1; k < MCDC_PARQUET_STAGES; k++) {
+            if (p[k] < 1000000) continue; /* under a millisecond */
+            printf("%s%s %.3f", first ? "" : ", ", mcdc_parquet_stage_name((mcdc_parquet_stage)k),
+                   (double)p[k] / 1e9);
+            first = 0;
+        }
+        printf(")\n");
+    }
+}
+
 /* User + system CPU seconds of the process so far: on a shared machine a
  * steadier figure than the wall clock. */
 static double cpu_seconds(void) {
@@ -136,16 +170,20 @@ int main(int argc, char **argv) {
     printf("rows: %lld\n", (long long)rows);
     printf("threads: %d\n", threads);
     char path[1024];
+    const char *only = argc > 4 ? argv[4] : NULL;
     for (size_t k = 0; k < sizeof codecs / sizeof codecs[0]; k++) {
+        if (only && strstr(only, codecs[k].name) == NULL) continue;
         snprintf(path, sizeof path, "%s/bench_%s.parquet", argv[1], codecs[k].name);
         mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
         o.codec = codecs[k].c;
         o.threads = threads;
+        if (getenv("BENCH_ZSTD_LEVEL")) o.level = atoi(getenv("BENCH_ZSTD_LEVEL"));
         mcdc_parquet_writer *w = NULL;
         mcdc_error e = MCDC_ERROR_INIT;
         double c0 = cpu_seconds();
         int64_t t0 = mcdc_monotonic_us(), input = 0, done = 0;
         int rc = mcdc_parquet_writer_open_path(&w, path, s, &o, &e);
+        if (!rc) mcdc_parquet_writer_profile_enable(w);
         for (int i = 0; !rc && done < rows; i = (i + 1) % N_BATCHES) {
             rc = mcdc_parquet_writer_write(w, batches[i], &e);
             done += BATCH_ROWS;
@@ -160,18 +198,23 @@ int main(int argc, char **argv) {
         const mcdc_parquet_file_info *fi = mcdc_parquet_writer_info(w);
         double secs = (double)us / 1e6;
         if (k == 0) printf("input_mb: %.1f\n", (double)input / 1e6);
+        double cpu = cpu_seconds() - c0;
         printf("write_%s_seconds: %.3f\n", codecs[k].name, secs);
-        printf("write_%s_cpu_seconds: %.3f\n", codecs[k].name, cpu_seconds() - c0);
+        printf("write_%s_cpu_seconds: %.3f\n", codecs[k].name, cpu);
+        printf("parquet_write_rows_per_cpu_s_%s: %.0f\n", codecs[k].name, (double)done / cpu);
         printf("write_%s_mb_per_s: %.1f\n", codecs[k].name, (double)input / 1e6 / secs);
         printf("write_%s_rows_per_s: %.0f\n", codecs[k].name, (double)done / secs);
         printf("write_%s_file_mb: %.1f\n", codecs[k].name, (double)fi->file_bytes / 1e6);
+        print_profile(w, s, codecs[k].name);
         mcdc_parquet_writer_free(w);
         if (codecs[k].c != MCDC_PARQUET_ZSTD) remove(path);
     }
-    /* read the zstd file back */
+    /* read the zstd file back (when written) */
+    int64_t n = 0;
+    if (only && strstr(only, "zstd") == NULL) goto done;
     snprintf(path, sizeof path, "%s/bench_zstd.parquet", argv[1]);
     double c0 = cpu_seconds();
-    int64_t t0 = mcdc_monotonic_us(), n = 0;
+    int64_t t0 = mcdc_monotonic_us();
     mcdc_parquet_reader *r = NULL;
     mcdc_error e = MCDC_ERROR_INIT;
     int rc = mcdc_parquet_reader_open_path(&r, path, NULL, &e);
@@ -189,6 +232,7 @@ int main(int argc, char **argv) {
     printf("read_zstd_seconds: %.3f\n", secs);
     printf("read_zstd_cpu_seconds: %.3f\n", cpu_seconds() - c0);
     printf("read_zstd_rows_per_s: %.0f\n", (double)n / secs);
+done:
     for (int i = 0; i < N_BATCHES; i++) mcdc_batch_free(batches[i]);
     mcdc_schema_unref(s);
     return 0;

@@ -148,6 +148,26 @@ int mcdc_parquet_writer_write(mcdc_parquet_writer *w, const mcdc_batch *b, mcdc_
 int mcdc_parquet_writer_close(mcdc_parquet_writer *w, mcdc_error *err);
 /* Valid after a successful close, until free. */
 const mcdc_parquet_file_info *mcdc_parquet_writer_info(const mcdc_parquet_writer *w);
+/* Where the writer's CPU time goes (bench-parquet's profile): the CPU time
+ * of the thread doing each stage, per column, summed over the file. */
+typedef enum mcdc_parquet_stage {
+    MCDC_PARQUET_STAGE_LEVELS = 0, /* validity: non-null rows listed, page bitmap, RLE levels */
+    MCDC_PARQUET_STAGE_CONVERT,    /* values to their PLAIN form (the page's copy) */
+    MCDC_PARQUET_STAGE_STATS,      /* min/max */
+    MCDC_PARQUET_STAGE_DICT,       /* dictionary lookups and the encoding choice */
+    MCDC_PARQUET_STAGE_ENCODE,     /* page values: RLE indices, DELTA, booleans; headers */
+    MCDC_PARQUET_STAGE_COMPRESS,   /* the codec */
+    MCDC_PARQUET_STAGE_COPY,       /* pages appended to their column chunk */
+    MCDC_PARQUET_STAGE_WRITE,      /* column chunks handed to the storage writer */
+    MCDC_PARQUET_STAGES
+} mcdc_parquet_stage;
+const char *mcdc_parquet_stage_name(mcdc_parquet_stage s);
+/* Turns the profile on (before the first write; off by default: it reads
+ * the thread's CPU clock twice per stage, per slice of a page). */
+void mcdc_parquet_writer_profile_enable(mcdc_parquet_writer *w);
+/* Nanoseconds of CPU per stage for column i (MCDC_PARQUET_STAGES entries,
+ * owned by the writer), or NULL when the profile is off. */
+const int64_t *mcdc_parquet_writer_profile(const mcdc_parquet_writer *w, int32_t column);
 /* Frees; an unclosed writer publishes nothing (its storage writer is
  * aborted). NULL-safe. */
 void mcdc_parquet_writer_free(mcdc_parquet_writer *w);

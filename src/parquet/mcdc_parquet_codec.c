@@ -5,6 +5,7 @@
 #include <lz4.h>
 #include <snappy-c.h>
 #include <zlib.h>
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_c_literalCompressionMode */
 #include <zstd.h>
 
 #include "mcdc_parquet_int.h"
@@ -15,6 +16,7 @@ void mcdc_pq_codec_ctx_free(mcdc_pq_codec_ctx *c) {
     ZSTD_freeDCtx(c->zstd_d);
     c->zstd_c = NULL;
     c->zstd_d = NULL;
+    c->zstd_set = false;
 }
 
 const char *mcdc_parquet_codec_name(mcdc_parquet_codec c) {
@@ -82,10 +84,26 @@ int mcdc_pq_compress(mcdc_pq_codec_ctx *ctx, int codec, int level, const uint8_t
     case MCDC_PARQUET_ZSTD: {
         if (ctx->zstd_c == NULL) ctx->zstd_c = ZSTD_createCCtx();
         if (ctx->zstd_c == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "zstd: no context");
+        if (level == 0) level = 1;
+        if (!ctx->zstd_set || ctx->zstd_level != level) {
+            /* Parameters stick to the context: set once, not per page.
+             * Negative (fast) levels keep Huffman-coded literals, which
+             * they would otherwise drop. */
+            ZSTD_CCtx_reset(ctx->zstd_c, ZSTD_reset_parameters);
+            size_t r = ZSTD_CCtx_setParameter(ctx->zstd_c, ZSTD_c_compressionLevel, level);
+            if (!ZSTD_isError(r) && level < 0)
+                r = ZSTD_CCtx_setParameter(ctx->zstd_c, ZSTD_c_literalCompressionMode,
+                                           ZSTD_ps_enable);
+            if (ZSTD_isError(r))
+                return mcdc_error_set(err, MCDC_E_INVALID, "zstd level %d: %s", level,
+                                      ZSTD_getErrorName(r));
+            ctx->zstd_set = true;
+            ctx->zstd_level = level;
+        }
         size_t bound = ZSTD_compressBound(n);
         rc = mcdc_buf_reserve(out, bound, err);
         if (rc) return rc;
-        size_t z = ZSTD_compressCCtx(ctx->zstd_c, out->data, bound, src, n, level ? level : 1);
+        size_t z = ZSTD_compress2(ctx->zstd_c, out->data, bound, src, n);
         if (ZSTD_isError(z))
             return mcdc_error_set(err, MCDC_E_IO, "zstd: %s", ZSTD_getErrorName(z));
         out->len = z;

@@ -322,6 +322,19 @@ int mcdc_pq_delta_decode(const uint8_t *p, size_t n, int64_t *out, int64_t count
 
 /* Packs the 32 values x[0..32) (each < 2^w) LSB-first: 4*w bytes at dst. */
 static void pack_miniblock(uint8_t *dst, const uint64_t *x, int w) {
+    if (w == 0) return;
+    if (w <= 8) {
+        /* 8 values of w bits are w whole bytes: one word each, no branch
+         * per value (lengths, small deltas) */
+        for (int g = 0; g < 4; g++, x += 8) {
+            uint64_t acc = 0;
+            for (int j = 0; j < 8; j++) acc |= x[j] << (j * w);
+            uint8_t tmp[8];
+            pq_put_le64(tmp, acc);
+            memcpy(dst + g * w, tmp, (size_t)w);
+        }
+        return;
+    }
     uint64_t acc = 0;
     int nb = 0;
     size_t o = 0;
@@ -407,4 +420,62 @@ int mcdc_pq_delta_encode_plain(mcdc_buf *out, const uint8_t *plain, int64_t n, i
 
 int mcdc_pq_delta_encode(mcdc_buf *out, const int64_t *v, int64_t n, mcdc_error *err) {
     return mcdc_pq_delta_encode_plain(out, (const uint8_t *)v, n, 8, err);
+}
+
+int mcdc_pq_strs_reserve(pq_strs *s, int64_t n, size_t bytes, mcdc_error *err) {
+    /* pre and len are written by index (s->n); their len stays 0 */
+    size_t need = (size_t)(s->n + n) * 4;
+    int rc = mcdc_buf_reserve(&s->len, need, err);
+    if (!rc && s->prefix) rc = mcdc_buf_reserve(&s->pre, need, err);
+    /* room past the suffixes for the 16-byte pieces (at most 16 past
+     * their end, 32 to be plain about it) */
+    if (!rc) rc = mcdc_buf_reserve(&s->bytes, bytes + 32, err);
+    return rc;
+}
+
+int mcdc_pq_strs_keep_last(pq_strs *s, mcdc_error *err) {
+    if (s->prev == NULL || s->prev == s->last.data) return MCDC_OK;
+    s->last.len = 0;
+    int rc = mcdc_buf_append(&s->last, s->prev, s->prev_n, err);
+    if (!rc) rc = mcdc_buf_reserve(&s->last, 8, err);
+    if (rc) return rc;
+    s->prev = s->last.data;
+    return MCDC_OK;
+}
+
+int mcdc_pq_strs_emit(pq_strs *s, mcdc_buf *out, mcdc_error *err) {
+    int rc = MCDC_OK;
+    if (s->prefix) rc = mcdc_pq_delta_encode_plain(out, s->pre.data, s->n, 4, err);
+    if (!rc) rc = mcdc_pq_delta_encode_plain(out, s->len.data, s->n, 4, err);
+    if (!rc) rc = mcdc_buf_append(out, s->bytes.data, s->bytes.len, err);
+    s->n = 0;
+    s->pre.len = s->len.len = s->bytes.len = 0;
+    s->prev = NULL;
+    return rc;
+}
+
+void mcdc_pq_strs_free(pq_strs *s) {
+    mcdc_buf_free(&s->pre);
+    mcdc_buf_free(&s->len);
+    mcdc_buf_free(&s->bytes);
+    mcdc_buf_free(&s->last);
+}
+
+int mcdc_pq_delta_strings_encode(mcdc_buf *out, const uint8_t *plain, size_t plain_n, int64_t n,
+                                 bool prefix, pq_strs *s, mcdc_error *err) {
+    MCDC_ASSERT(n >= 0 && (uint64_t)n * 4 <= plain_n);
+    s->prefix = prefix;
+    s->n = 0;
+    s->pre.len = s->len.len = s->bytes.len = 0;
+    s->prev = NULL;
+    int rc = mcdc_pq_strs_reserve(s, n, plain_n, err);
+    if (rc) return rc;
+    const uint8_t *q = plain, *end = plain + plain_n;
+    for (int64_t i = 0; i < n; i++) {
+        size_t len = pq_le32(q);
+        mcdc_pq_strs_add(s, q + 4, len, (size_t)(end - q) >= len + 4 + 32);
+        q += 4 + len;
+    }
+    MCDC_ASSERT(q == end);
+    return mcdc_pq_strs_emit(s, out, err);
 }

@@ -108,10 +108,79 @@ int mcdc_pq_delta_encode(mcdc_buf *out, const int64_t *v, int64_t n, mcdc_error 
 int mcdc_pq_delta_encode_plain(mcdc_buf *out, const uint8_t *plain, int64_t n, int width,
                                mcdc_error *err);
 
+/* ---- DELTA_LENGTH_BYTE_ARRAY / DELTA_BYTE_ARRAY ----------------------------
+ * A page's strings as three streams built value by value (straight from a
+ * batch or from PLAIN values): with prefix, the length of the prefix each
+ * value shares with the one before (DELTA_BYTE_ARRAY), then the lengths of
+ * the rest and the rest's bytes (without prefix: DELTA_LENGTH_BYTE_ARRAY). */
+typedef struct pq_strs {
+    bool prefix;
+    int64_t n;
+    mcdc_buf pre, len, bytes; /* int32 LE, int32 LE, the suffixes */
+    const uint8_t *prev;      /* the value before (NULL: none in this page) */
+    size_t prev_n;
+    mcdc_buf last;            /* a copy of it across batches (pq_strs_keep_last) */
+} pq_strs;
+
+/* Bytes a and b (an, bn bytes) start with in common. */
+static inline size_t pq_common_prefix(const uint8_t *a, size_t an, const uint8_t *b, size_t bn) {
+    size_t m = an < bn ? an : bn, i = 0;
+    for (; i + 8 <= m; i += 8) {
+        uint64_t x = pq_le64(a + i) ^ pq_le64(b + i);
+        if (x) return i + (size_t)(__builtin_ctzll(x) >> 3);
+    }
+    if (i < m && m >= 8) {
+        /* the last 8 bytes, overlapping those compared: the bytes before
+         * i are equal, so a difference lies at i or after */
+        uint64_t x = pq_le64(a + m - 8) ^ pq_le64(b + m - 8);
+        return x ? m - 8 + (size_t)(__builtin_ctzll(x) >> 3) : m;
+    }
+    while (i < m && a[i] == b[i]) i++;
+    return i;
+}
+
+/* Room for n more values of at most `bytes` bytes in all. */
+int mcdc_pq_strs_reserve(pq_strs *s, int64_t n, size_t bytes, mcdc_error *err);
+
+/* Adds one value (room reserved). safe: v may be read 32 bytes past its
+ * prefix (the value's buffer extends that far), so a short suffix is
+ * copied in 16-byte pieces instead of a call to memcpy. */
+static inline void mcdc_pq_strs_add(pq_strs *s, const uint8_t *v, size_t len, bool safe) {
+    size_t pl = s->prefix && s->prev ? pq_common_prefix(s->prev, s->prev_n, v, len) : 0;
+    size_t m = len - pl;
+    uint8_t *d = s->bytes.data + s->bytes.len;
+    if (s->prefix) pq_put_le32(s->pre.data + (size_t)s->n * 4, (uint32_t)pl);
+    pq_put_le32(s->len.data + (size_t)s->n * 4, (uint32_t)m);
+    if (m <= 32 && safe) {
+        memcpy(d, v + pl, 16);
+        if (m > 16) memcpy(d + 16, v + pl + 16, 16);
+    } else if (m) {
+        memcpy(d, v + pl, m);
+    }
+    s->bytes.len += m;
+    s->n++;
+    s->prev = v;
+    s->prev_n = len;
+}
+
+/* Copies the last value added (its buffer may go away) for the next add. */
+int mcdc_pq_strs_keep_last(pq_strs *s, mcdc_error *err);
+/* Appends the page's encoded streams to out and starts a new page. */
+int mcdc_pq_strs_emit(pq_strs *s, mcdc_buf *out, mcdc_error *err);
+void mcdc_pq_strs_free(pq_strs *s);
+
+/* DELTA_LENGTH_BYTE_ARRAY (prefix false) or DELTA_BYTE_ARRAY of the n PLAIN
+ * BYTE_ARRAY values at plain (plain_n bytes: a 4-byte length, then the
+ * bytes, per value), appended to out; s is scratch. */
+int mcdc_pq_delta_strings_encode(mcdc_buf *out, const uint8_t *plain, size_t plain_n, int64_t n,
+                                 bool prefix, pq_strs *s, mcdc_error *err);
+
 /* ---- codecs ---------------------------------------------------------------- */
 typedef struct mcdc_pq_codec_ctx {
     void *zstd_c; /* ZSTD_CCtx*, created on first use */
     void *zstd_d; /* ZSTD_DCtx* */
+    bool zstd_set;  /* zstd_c's parameters are those of zstd_level */
+    int zstd_level;
 } mcdc_pq_codec_ctx;
 void mcdc_pq_codec_ctx_free(mcdc_pq_codec_ctx *c);
 /* Replaces out's content with the compressed bytes of src. */

@@ -17,6 +17,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mcdc_parquet_int.h"
@@ -178,7 +179,9 @@ typedef struct wcol {
     bool dict_on;          /* current mode */
     bool chosen;           /* encoding chosen for this file */
     bool dict_keep;        /* dictionary chosen (or not yet decided) */
-    bool delta;            /* non-dictionary pages are DELTA_BINARY_PACKED */
+    bool delta;            /* non-dictionary pages are DELTA_BINARY_PACKED (ints) or
+                            * DELTA_LENGTH_BYTE_ARRAY (strings) */
+    bool delta_prefix;     /* strings: DELTA_BYTE_ARRAY (prefixes shared) instead */
     int codec;             /* of the current chunk: the file's, or none when */
     int codec_next;        /* compressing does not pay (from the next chunk on) */
     bool page_is_dict;
@@ -220,6 +223,9 @@ typedef struct wcol {
     size_t pv_len;
     int64_t *sel;
     mcdc_buf enc, comp, hdr;
+    pq_strs strs;          /* the page's strings once DELTA_*BYTE_ARRAY is chosen: built
+                            * straight from the batches (encode_slice_strs) */
+    pq_strs trial;         /* scratch of choose_encoding */
     int worker;            /* of the task running on this column (pq_pool) */
 
     /* task in/out */
@@ -229,6 +235,8 @@ typedef struct wcol {
     mcdc_error err;
     bool has_field_id;
     int32_t field_id;
+    int64_t *prof;         /* MCDC_PARQUET_STAGES ns, or NULL: profile off */
+    int64_t prof_t;        /* the thread's CPU clock at the last lap */
 } wcol;
 
 struct mcdc_parquet_writer {
@@ -253,7 +261,27 @@ struct mcdc_parquet_writer {
     int32_t n_rgs, rgs_cap;
     mcdc_parquet_file_info info;
     mcdc_parquet_column_stats *stats;
+    int64_t *prof;         /* n * MCDC_PARQUET_STAGES ns (the columns' profiles) */
 };
+
+/* ---- profile (mcdc_parquet_writer_profile_enable) ------------------------------- */
+
+static int64_t prof_clock(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+/* Starts timing c's work on this thread. */
+static inline void prof_begin(wcol *c) {
+    if (c->prof) c->prof_t = prof_clock();
+}
+/* Charges the CPU time since the last lap to stage s of c. */
+static inline void prof_lap(wcol *c, mcdc_parquet_stage s) {
+    if (c->prof == NULL) return;
+    int64_t now = prof_clock();
+    c->prof[s] += now - c->prof_t;
+    c->prof_t = now;
+}
 
 /* ---- type mapping --------------------------------------------------------------- */
 
@@ -370,6 +398,42 @@ static uint64_t ba_prefix(const uint8_t *s, size_t n) {
     return v;
 }
 
+/* Running min/max of byte arrays: unsigned byte-wise order, shorter prefix
+ * first; the first 8 bytes as a big-endian number (zero-padded) decide
+ * without memcmp when they differ. */
+typedef struct ba_minmax {
+    const uint8_t *lo, *hi;
+    size_t lo_n, hi_n;
+    uint64_t lo_p, hi_p;
+} ba_minmax;
+
+static inline void ba_minmax_first(ba_minmax *m, const uint8_t *s, size_t len) {
+    m->lo = m->hi = s;
+    m->lo_n = m->hi_n = len;
+    m->lo_p = m->hi_p = ba_prefix(s, len);
+}
+
+/* Byte-wise order of a and b (shorter first when one is the other's
+ * prefix), for values whose first 8 bytes are equal (LSN texts, keys with
+ * a common head): the bytes after the shared prefix decide, found 8 bytes
+ * a step, without a call to memcmp. */
+static inline int ba_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn) {
+    size_t m = an < bn ? an : bn, i = pq_common_prefix(a, an, b, bn);
+    if (i < m) return a[i] < b[i] ? -1 : 1;
+    return (an > bn) - (an < bn);
+}
+
+static inline void ba_minmax_add(ba_minmax *m, const uint8_t *s, size_t len) {
+    uint64_t sp = ba_prefix(s, len);
+    if (sp > m->lo_p && sp < m->hi_p) return;
+    if (sp <= m->lo_p && (sp < m->lo_p || ba_cmp(s, len, m->lo, m->lo_n) < 0)) {
+        m->lo = s, m->lo_n = len, m->lo_p = sp;
+        return;
+    }
+    if (sp >= m->hi_p && (sp > m->hi_p || ba_cmp(s, len, m->hi, m->hi_n) > 0))
+        m->hi = s, m->hi_n = len, m->hi_p = sp;
+}
+
 /* Min/max of the n physical values in c->phys; merged into chunk stats. */
 static int slice_stats(wcol *c, int64_t n) {
     if (n == 0) return MCDC_OK;
@@ -460,32 +524,14 @@ static int slice_stats(wcol *c, int64_t n) {
     }
     case PQ_BYTE_ARRAY: {
         const uint8_t *q = p;
-        lo = hi = q + 4;
-        lo_n = hi_n = pq_le32(q);
-        /* unsigned byte-wise order, shorter prefix first; the first 8 bytes
-         * as a big-endian number (zero-padded) decide without memcmp when
-         * they differ */
-        uint64_t lo_p = ba_prefix(lo, lo_n), hi_p = lo_p;
+        ba_minmax m;
+        ba_minmax_first(&m, q + 4, pq_le32(q));
         for (int64_t i = 0; i < n; i++) {
             size_t len = pq_le32(q);
-            const uint8_t *s = q + 4;
-            q = s + len;
-            uint64_t sp = ba_prefix(s, len);
-            if (sp > lo_p && sp < hi_p) continue;
-            if (sp <= lo_p) {
-                size_t m = len < lo_n ? len : lo_n;
-                int r = sp < lo_p ? -1 : m ? memcmp(s, lo, m) : 0;
-                if (r < 0 || (r == 0 && len < lo_n)) {
-                    lo = s, lo_n = len, lo_p = sp;
-                    continue;
-                }
-            }
-            if (sp >= hi_p) {
-                size_t m = len < hi_n ? len : hi_n;
-                int r = sp > hi_p ? 1 : m ? memcmp(s, hi, m) : 0;
-                if (r > 0 || (r == 0 && len > hi_n)) hi = s, hi_n = len, hi_p = sp;
-            }
+            ba_minmax_add(&m, q + 4, len);
+            q += 4 + len;
         }
+        lo = m.lo, lo_n = m.lo_n, hi = m.hi, hi_n = m.hi_n;
         break;
     }
     case PQ_FLBA: {
@@ -849,12 +895,14 @@ static int emit_page(wcol *c, mcdc_parquet_writer *w, int type, const uint8_t *l
     /* v1: levels are part of the compressed body. v2: levels stay raw. */
     const uint8_t *payload = body;
     size_t payload_n = body_n, comp_n;
+    prof_lap(c, MCDC_PARQUET_STAGE_ENCODE);
     if (c->codec != MCDC_PARQUET_UNCOMPRESSED) {
         rc = mcdc_pq_compress(codec_ctx(c, w), c->codec, o->level, body, body_n, &c->comp,
                               &c->err);
         if (rc) return rc;
         payload = c->comp.data;
         payload_n = c->comp.len;
+        prof_lap(c, MCDC_PARQUET_STAGE_COMPRESS);
     }
     comp_n = payload_n + levels_n;
     size_t uncomp_n = body_n + levels_n;
@@ -892,11 +940,13 @@ static int emit_page(wcol *c, mcdc_parquet_writer *w, int type, const uint8_t *l
     }
     mcdc_thrift_struct_end(&tw);
     if (tw.rc) return tw.rc;
+    prof_lap(c, MCDC_PARQUET_STAGE_ENCODE);
     mcdc_buf *dst = type == PQ_DICTIONARY_PAGE ? &c->dictpage : &c->chunk;
     rc = mcdc_buf_append(dst, c->hdr.data, c->hdr.len, &c->err);
     if (!rc && levels_n) rc = mcdc_buf_append(dst, levels, levels_n, &c->err);
     if (!rc) rc = mcdc_buf_append(dst, payload, payload_n, &c->err);
     if (rc) return rc;
+    prof_lap(c, MCDC_PARQUET_STAGE_COPY);
     c->chunk_uncomp += (int64_t)(c->hdr.len + uncomp_n);
     return MCDC_OK;
 }
@@ -918,6 +968,7 @@ static int flush_page(wcol *c, mcdc_parquet_writer *w) {
         if (!v2) pq_put_le32(e->data, (uint32_t)(e->len - 4));
         else levels_n = e->len;
         set_enc(c, PQ_RLE);
+        prof_lap(c, MCDC_PARQUET_STAGE_LEVELS);
     }
     int encoding;
     if (c->page_is_dict) {
@@ -935,6 +986,16 @@ static int flush_page(wcol *c, mcdc_parquet_writer *w) {
         for (int64_t i = 0; i < n; i++) d[i >> 3] |= (uint8_t)(v[i] << (i & 7));
         e->len += nb;
         encoding = PQ_PLAIN;
+    } else if (c->delta && c->phys == PQ_BYTE_ARRAY) {
+        /* the values are in c->strs, or (the page began before the
+         * choice) PLAIN in page_vals */
+        if (c->strs.n > 0) rc = mcdc_pq_strs_emit(&c->strs, e, &c->err);
+        else rc = mcdc_pq_delta_strings_encode(e, c->page_vals.data + c->head,
+                                               c->page_vals.len - c->head,
+                                               c->page_rows - c->page_nulls, c->delta_prefix,
+                                               &c->trial, &c->err);
+        if (rc) return rc;
+        encoding = c->delta_prefix ? PQ_DELTA_BYTE_ARRAY : PQ_DELTA_LENGTH_BYTE_ARRAY;
     } else if (c->delta) {
         int64_t n = (int64_t)(c->page_vals.len - c->head) / c->width;
         if ((rc = mcdc_pq_delta_encode_plain(e, c->page_vals.data + c->head, n, c->width,
@@ -1116,8 +1177,9 @@ static int choose_encoding(wcol *c, mcdc_parquet_writer *w, int64_t nv) {
     c->chosen = true;
     int64_t k = nv < PQ_CHOOSE_SAMPLE ? nv : PQ_CHOOSE_SAMPLE;
     bool ints = c->phys == PQ_INT32 || c->phys == PQ_INT64;
+    bool strs = c->phys == PQ_BYTE_ARRAY;
     bool dict = c->page_is_dict && c->dict_keep;
-    if (!ints && !dict) return MCDC_OK;
+    if (!ints && !strs && !dict) return MCDC_OK;
     const uint32_t *ix = dict ? c->idx + (c->idx_n - nv) : NULL;
     uint32_t mx = 0;
     if (dict) {
@@ -1139,6 +1201,23 @@ static int choose_encoding(wcol *c, mcdc_parquet_writer *w, int64_t nv) {
         delta_raw = e->len;
         if ((rc = trial_size(c, w, e->data, e->len, &delta_c))) return rc;
     }
+    /* strings: their lengths apart (DELTA_LENGTH_BYTE_ARRAY), and each
+     * without the prefix it shares with the one before (DELTA_BYTE_ARRAY:
+     * LSNs, keys, sorted codes) */
+    for (int prefix = 0; strs && prefix < 2; prefix++) {
+        size_t raw_n, comp_n;
+        e->len = 0;
+        if ((rc = mcdc_pq_delta_strings_encode(e, c->pv, sample_n, k, prefix, &c->trial,
+                                               &c->err)))
+            return rc;
+        raw_n = e->len;
+        if ((rc = trial_size(c, w, e->data, e->len, &comp_n))) return rc;
+        if (comp_n < delta_c) {
+            delta_c = comp_n;
+            delta_raw = raw_n;
+            c->delta_prefix = prefix;
+        }
+    }
     if (dict) {
         int width = pq_bit_width(mx > 0 ? mx : 1);
         e->len = 0;
@@ -1154,7 +1233,7 @@ static int choose_encoding(wcol *c, mcdc_parquet_writer *w, int64_t nv) {
         dict_c = idx_c + ent_c;
     }
     size_t best = plain_c < delta_c ? plain_c : delta_c;
-    c->delta = ints && delta_c < plain_c;
+    c->delta = (ints || strs) && delta_c < plain_c;
     c->dict_keep = dict && (double)dict_c * PQ_CHOOSE_DICT_MARGIN <= (double)best;
     /* Values that do not compress (random ids, hashes, DELTA-packed noise)
      * are stored uncompressed: the codec is per column chunk, so readers
@@ -1177,6 +1256,7 @@ static int encode_slice_dict_input(wcol *c, mcdc_parquet_writer *w, const mcdc_c
     int rc = dict_reserve(c, nv);
     if (!rc) rc = dict_encode_input(c, in, r0, sel, nv);
     if (rc) return rc;
+    prof_lap(c, MCDC_PARQUET_STAGE_DICT);
     if (c->dict_plain.len > (size_t)w->opts.dict_bytes_max) {
         c->dict_keep = false; /* too many distinct values: not again in this file */
         c->dict_on = false;
@@ -1199,6 +1279,34 @@ static int encode_slice_dict_input(wcol *c, mcdc_parquet_writer *w, const mcdc_c
     return MCDC_OK;
 }
 
+/* The rest of encode_slice for a string column that chose DELTA_BYTE_ARRAY
+ * or DELTA_LENGTH_BYTE_ARRAY: one pass over the batch's values adds each
+ * to the page's streams and to the statistics; no PLAIN copy. */
+static int encode_slice_strs(wcol *c, const mcdc_column *in, int64_t r0, const int64_t *sel,
+                             int64_t nv) {
+    if (nv == 0) return MCDC_OK;
+    const int32_t *off = in->offsets;
+    int64_t first = sel ? sel[0] : r0, last = sel ? sel[nv - 1] : r0 + nv - 1;
+    pq_strs *s = &c->strs;
+    s->prefix = c->delta_prefix;
+    int rc = mcdc_pq_strs_reserve(s, nv, (size_t)(off[last + 1] - off[first]), &c->err);
+    if (rc) return rc;
+    const int64_t safe_end = in->data_cap - 32; /* 16-byte pieces read up to 32 past */
+    ba_minmax m;
+    ba_minmax_first(&m, in->data + off[first], (size_t)(off[first + 1] - off[first]));
+    for (int64_t k = 0; k < nv; k++) {
+        int64_t r = sel ? sel[k] : r0 + k;
+        const uint8_t *v = in->data + off[r];
+        size_t len = (size_t)(off[r + 1] - off[r]);
+        ba_minmax_add(&m, v, len);
+        mcdc_pq_strs_add(s, v, len, off[r + 1] <= safe_end);
+    }
+    prof_lap(c, MCDC_PARQUET_STAGE_ENCODE);
+    if ((rc = mcdc_pq_strs_keep_last(s, &c->err))) return rc;
+    return stat_merge(c, &c->st_has, &c->st_min, &c->st_max, m.lo, m.lo_n, m.hi, m.hi_n,
+                      &c->err);
+}
+
 static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, int64_t r0,
                         int64_t r1) {
     int rc;
@@ -1210,6 +1318,7 @@ static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, 
         if (nv < n) sel = c->sel;
     }
     if (c->optional && (rc = page_valid_append(c, in, r0, r1))) return rc;
+    prof_lap(c, MCDC_PARQUET_STAGE_LEVELS);
     c->page_rows += n;
     c->page_nulls += n - nv;
     c->chunk_nulls += n - nv;
@@ -1217,17 +1326,25 @@ static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, 
     c->page_bytes += plain_bytes(c, in, r0, r1);
     if (c->page_is_dict && c->chosen && c->dict_keep && c->phys == PQ_BYTE_ARRAY)
         return encode_slice_dict_input(c, w, in, r0, sel, nv);
+    if (!c->page_is_dict && c->chosen && c->delta && c->phys == PQ_BYTE_ARRAY &&
+        c->page_vals.len == c->head) {
+        if ((rc = encode_slice_strs(c, in, r0, sel, nv))) return rc;
+        if (c->page_bytes >= w->opts.page_bytes && (rc = flush_page(c, w))) return rc;
+        return MCDC_OK;
+    }
     mcdc_buf *o = c->page_is_dict ? &c->pbuf : &c->page_vals;
     if (c->page_is_dict) c->pbuf.len = 0;
     size_t o0 = o->len;
     if ((rc = to_phys(c, o, in, r0, sel, nv))) return rc;
     c->pv = o->data + o0;
     c->pv_len = o->len - o0;
+    prof_lap(c, MCDC_PARQUET_STAGE_CONVERT);
     /* Dictionary-encoded values get their statistics from the dictionary
      * when the chunk ends (each distinct value once: task_finish); floats
      * count NaNs per value, so they are taken here. */
     bool stats_later = c->page_is_dict && !c->is_float;
     if (!stats_later && (rc = slice_stats(c, nv))) return rc;
+    prof_lap(c, MCDC_PARQUET_STAGE_STATS);
     if (c->page_is_dict) {
         /* Choosing: only the sample is hashed before the choice, so a column
          * that gives its dictionary up never hashes the rest. */
@@ -1247,6 +1364,7 @@ static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, 
         }
         if (c->dict_keep && c->dict_plain.len > (size_t)w->opts.dict_bytes_max)
             c->dict_keep = false; /* too many distinct values: not again in this file */
+        prof_lap(c, MCDC_PARQUET_STAGE_DICT);
         if (!c->dict_keep && alone) {
             /* The page holds only this slice: redo it as PLAIN, no dictionary. */
             c->dict_on = c->page_is_dict = false;
@@ -1263,6 +1381,7 @@ static int encode_slice(wcol *c, mcdc_parquet_writer *w, const mcdc_column *in, 
     } else {
         if (!c->chosen && nv >= PQ_CHOOSE_VALUES_MIN && (rc = choose_encoding(c, w, nv)))
             return rc;
+        prof_lap(c, MCDC_PARQUET_STAGE_DICT);
     }
     if (c->page_bytes >= w->opts.page_bytes && (rc = flush_page(c, w))) return rc;
     return MCDC_OK;
@@ -1273,6 +1392,7 @@ static void task_encode(void *ctx, int i, int worker) {
     mcdc_parquet_writer *w = ctx;
     wcol *c = &w->cols[i];
     c->worker = worker;
+    prof_begin(c);
     const mcdc_column *in = c->in;
     int64_t r = c->r0;
     while (r < c->r1 && !c->rc) {
@@ -1287,6 +1407,7 @@ static void task_finish(void *ctx, int i, int worker) {
     mcdc_parquet_writer *w = ctx;
     wcol *c = &w->cols[i];
     c->worker = worker;
+    prof_begin(c);
     c->rc = flush_page(c, w);
     if (c->rc) return;
     c->dictpage.len = 0;
@@ -1297,6 +1418,7 @@ static void task_finish(void *ctx, int i, int worker) {
             c->pv = c->dict_plain.data;
             c->pv_len = c->dict_plain.len;
             if ((c->rc = slice_stats(c, c->dict_n))) return;
+            prof_lap(c, MCDC_PARQUET_STAGE_STATS);
         }
         c->rc = emit_page(c, w, PQ_DICTIONARY_PAGE, NULL, 0, c->dict_plain.data,
                           c->dict_plain.len, (int32_t)c->dict_n, PQ_PLAIN);
@@ -1334,6 +1456,8 @@ static void wcol_free(wcol *c) {
     mcdc_buf_free(&c->enc);
     mcdc_buf_free(&c->comp);
     mcdc_buf_free(&c->hdr);
+    mcdc_pq_strs_free(&c->strs);
+    mcdc_pq_strs_free(&c->trial);
 }
 
 /* ---- file I/O ------------------------------------------------------------------- */
@@ -1388,8 +1512,10 @@ static int flush_row_group(mcdc_parquet_writer *w, mcdc_error *err) {
         int64_t start = w->offset;
         cr->dict_offset = c->dictpage.len ? start : 0;
         cr->data_offset = start + (int64_t)c->dictpage.len;
+        prof_begin(c);
         if ((rc = write_all(w, c->dictpage.data, c->dictpage.len, err))) return rc;
         if ((rc = write_all(w, c->chunk.data, c->chunk.len, err))) return rc;
+        prof_lap(c, MCDC_PARQUET_STAGE_WRITE);
         cr->comp_bytes = w->offset - start;
         cr->uncomp_bytes = c->chunk_uncomp;
         cr->num_values = c->chunk_values;
@@ -1477,7 +1603,8 @@ static int writer_open(mcdc_parquet_writer **out, mcdc_storage_writer *sw, const
     w->n = schema->n_fields;
     w->path = mcdc_strdup(name);
     w->cols = mcdc_calloc((size_t)w->n, sizeof *w->cols);
-    if (w->path == NULL || w->cols == NULL) {
+    w->prof = mcdc_calloc((size_t)w->n * MCDC_PARQUET_STAGES, sizeof *w->prof);
+    if (w->path == NULL || w->cols == NULL || w->prof == NULL) {
         mcdc_parquet_writer_free(w);
         return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (writer)");
     }
@@ -1856,6 +1983,23 @@ int mcdc_parquet_writer_close(mcdc_parquet_writer *w, mcdc_error *err) {
     return MCDC_OK;
 }
 
+const char *mcdc_parquet_stage_name(mcdc_parquet_stage s) {
+    static const char *const names[MCDC_PARQUET_STAGES] = {
+        "levels", "convert", "stats", "dict", "encode", "compress", "copy", "write"};
+    return (unsigned)s < MCDC_PARQUET_STAGES ? names[s] : "unknown";
+}
+
+void mcdc_parquet_writer_profile_enable(mcdc_parquet_writer *w) {
+    MCDC_ASSERT(w != NULL && w->rows_total == 0);
+    for (int32_t i = 0; i < w->n; i++)
+        if (w->cols[i].prof == NULL) w->cols[i].prof = w->prof + (size_t)i * MCDC_PARQUET_STAGES;
+}
+
+const int64_t *mcdc_parquet_writer_profile(const mcdc_parquet_writer *w, int32_t column) {
+    MCDC_ASSERT(w != NULL && column >= 0 && column < w->n);
+    return w->cols[column].prof;
+}
+
 const mcdc_parquet_file_info *mcdc_parquet_writer_info(const mcdc_parquet_writer *w) {
     return w->stats ? &w->info : NULL;
 }
@@ -1878,6 +2022,7 @@ void mcdc_parquet_writer_free(mcdc_parquet_writer *w) {
     }
     mcdc_free(w->rgs);
     mcdc_free(w->stats);
+    mcdc_free(w->prof);
     mcdc_free(w->path);
     mcdc_schema_unref(w->schema);
     mcdc_free(w);

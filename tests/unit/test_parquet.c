@@ -715,17 +715,19 @@ TEST(parquet_writer_publishes_at_close_and_created_by) {
 
 TEST(parquet_encoding_chosen_once_per_file) {
     /* ts: increasing timestamps -> DELTA_BINARY_PACKED; u: all distinct
-     * strings -> PLAIN without ever a dictionary; k: 5 distinct strings ->
-     * dictionary; w: int32 alternating extremes (deltas wrap in 32 bits);
-     * r: random int64, stored uncompressed in a zstd file.
+     * random strings -> DELTA_LENGTH_BYTE_ARRAY without ever a dictionary;
+     * k: 5 distinct strings -> dictionary; w: int32 alternating extremes
+     * (deltas wrap in 32 bits); r: random int64, stored uncompressed in a
+     * zstd file; lsn: increasing hex texts (LSNs) -> DELTA_BYTE_ARRAY.
      * The choice holds in every row group of the file. */
     mcdc_schema *s = NULL;
-    CHECK_EQ_INT(mcdc_schema_create(&s, 5, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_schema_create(&s, 6, NULL), MCDC_OK);
     mcdc_schema_set(s, 0, "ts", MCDC_TYPE_TIMESTAMP_NTZ, 0, 0, 0, true, NULL);
     mcdc_schema_set(s, 1, "u", MCDC_TYPE_UTF8, 0, 0, 0, false, NULL);
     mcdc_schema_set(s, 2, "k", MCDC_TYPE_UTF8, 0, 0, 0, false, NULL);
     mcdc_schema_set(s, 3, "w", MCDC_TYPE_INT32, 0, 0, 0, false, NULL);
     mcdc_schema_set(s, 4, "r", MCDC_TYPE_INT64, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, 5, "lsn", MCDC_TYPE_UTF8, 0, 0, 0, true, NULL);
     enum { ROWS = 60000 };
     mcdc_batch *b = NULL;
     CHECK_EQ_INT(mcdc_batch_create(&b, s, ROWS, NULL), MCDC_OK);
@@ -741,6 +743,9 @@ TEST(parquet_encoding_chosen_once_per_file) {
         mcdc_col_append_bytes(&b->columns[2], t, n, NULL);
         mcdc_col_append_int(&b->columns[3], r % 2 ? INT32_MAX - (int32_t)(r % 3) : INT32_MIN + (int32_t)(r % 5), NULL);
         mcdc_col_append_int(&b->columns[4], (int64_t)(x * 0x9E3779B97F4A7C15ull), NULL);
+        n = snprintf(t, sizeof t, "0x%020llX", 0x12345600ull + (unsigned long long)(r / 2));
+        if (r % 13 == 7) mcdc_col_append_null(&b->columns[5], NULL);
+        else mcdc_col_append_bytes(&b->columns[5], t, n, NULL);
     }
     CHECK_EQ_INT(mcdc_batch_seal(b, NULL), MCDC_OK);
     mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
@@ -756,7 +761,9 @@ TEST(parquet_encoding_chosen_once_per_file) {
         CHECK(c[0].encodings & (1u << PQ_DELTA_BINARY_PACKED));
         CHECK(!(c[0].encodings & (1u << PQ_RLE_DICTIONARY)) && c[0].dict_page_offset == 0);
         CHECK(!(c[1].encodings & (1u << PQ_RLE_DICTIONARY)) && c[1].dict_page_offset == 0);
-        CHECK(c[1].encodings & (1u << PQ_PLAIN));
+        CHECK(c[1].encodings & (1u << PQ_DELTA_LENGTH_BYTE_ARRAY));
+        CHECK(!(c[5].encodings & (1u << PQ_RLE_DICTIONARY)) && c[5].dict_page_offset == 0);
+        CHECK(c[5].encodings & (1u << PQ_DELTA_BYTE_ARRAY));
         CHECK(c[2].encodings & (1u << PQ_RLE_DICTIONARY));
         CHECK(c[2].dict_page_offset > 0);
         /* random 64-bit values do not compress: that chunk is stored raw */
@@ -772,6 +779,7 @@ TEST(parquet_encoding_chosen_once_per_file) {
     CHECK_EQ_INT(compare_file(p, b, 0), ROWS);
     CHECK_EQ_INT(read_meta(p, &m), MCDC_OK);
     CHECK(m.row_groups[m.n_row_groups - 1].columns[0].encodings & (1u << PQ_DELTA_BINARY_PACKED));
+    CHECK(m.row_groups[m.n_row_groups - 1].columns[5].encodings & (1u << PQ_DELTA_BYTE_ARRAY));
     mcdc_pq_meta_free(&m);
     unlink(p);
     mcdc_batch_free(b);
@@ -1195,4 +1203,115 @@ TEST(parquet_plain_strings_every_length_round_trip) {
         mcdc_batch_free(b);
         mcdc_schema_unref(s);
     }
+}
+
+/* The writer's profile: off by default; on, it charges CPU to the stages a
+ * column goes through (a compressed string column: convert, compress,
+ * write), and none to compress in an uncompressed file. */
+TEST(parquet_writer_profile_charges_the_stages_a_column_uses) {
+    mcdc_batch *b = make_batch(50000, 0);
+    for (int codec = 0; codec < 2; codec++) {
+        mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
+        o.codec = codec ? MCDC_PARQUET_ZSTD : MCDC_PARQUET_UNCOMPRESSED;
+        o.dictionary = false;
+        const char *p = tmp_path("profile");
+        mcdc_parquet_writer *w = NULL;
+        mcdc_error e = MCDC_ERROR_INIT;
+        CHECK_EQ_INT(mcdc_parquet_writer_open_path(&w, p, b->schema, &o, &e), MCDC_OK);
+        CHECK(mcdc_parquet_writer_profile(w, 0) == NULL);
+        mcdc_parquet_writer_profile_enable(w);
+        CHECK_EQ_INT(mcdc_parquet_writer_write(w, b, &e), MCDC_OK);
+        CHECK_EQ_INT(mcdc_parquet_writer_close(w, &e), MCDC_OK);
+        const int64_t *s = mcdc_parquet_writer_profile(w, 10); /* "s", a string column */
+        CHECK(s != NULL);
+        CHECK(s[MCDC_PARQUET_STAGE_CONVERT] > 0);
+        CHECK(s[MCDC_PARQUET_STAGE_WRITE] > 0);
+        if (codec) CHECK(s[MCDC_PARQUET_STAGE_COMPRESS] > 0);
+        else CHECK_EQ_INT(s[MCDC_PARQUET_STAGE_COMPRESS], 0);
+        mcdc_parquet_writer_free(w);
+        CHECK_EQ_INT(compare_file(p, b, 0), 50000);
+        unlink(p);
+    }
+    CHECK_EQ_STR(mcdc_parquet_stage_name(MCDC_PARQUET_STAGE_COMPRESS), "compress");
+    CHECK_EQ_STR(mcdc_parquet_stage_name(MCDC_PARQUET_STAGES), "unknown");
+    mcdc_batch_free(b);
+}
+
+/* Strings written as DELTA_BYTE_ARRAY / DELTA_LENGTH_BYTE_ARRAY straight
+ * from many small batches (the value before the first of a batch is kept
+ * across batches; each page starts again from no value), with NULLs, small
+ * pages, v1 and v2 pages, in every codec: read back row for row. */
+static void strs_rows(mcdc_batch *b, int64_t r0, int64_t n) {
+    for (int64_t r = r0; r < r0 + n; r++) {
+        char t[64];
+        int len = snprintf(t, sizeof t, "0x%020llX", 0xABC000ull + (unsigned long long)(r / 3));
+        if (r % 17 == 5) mcdc_col_append_null(&b->columns[0], NULL);
+        else mcdc_col_append_bytes(&b->columns[0], t, len, NULL);
+        uint64_t x = (uint64_t)r * 0x9E3779B97F4A7C15ull;
+        len = snprintf(t, sizeof t, "%016llx%s", (unsigned long long)x, r % 7 ? "" : "-tail");
+        len = (int)(3 + x % (uint64_t)(len - 3));
+        if (r % 11 == 2) mcdc_col_append_null(&b->columns[1], NULL);
+        else mcdc_col_append_bytes(&b->columns[1], t, len, NULL);
+    }
+}
+
+TEST(parquet_delta_strings_across_batches_and_pages_round_trip) {
+    mcdc_schema *s = NULL;
+    CHECK_EQ_INT(mcdc_schema_create(&s, 2, NULL), MCDC_OK);
+    mcdc_schema_set(s, 0, "lsn", MCDC_TYPE_UTF8, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, 1, "u", MCDC_TYPE_UTF8, 0, 0, 0, true, NULL);
+    enum { BATCH = 2502, BATCHES = 12 }; /* a multiple of 3: batches start a new LSN */
+    mcdc_batch *all = NULL;
+    CHECK_EQ_INT(mcdc_batch_create(&all, s, BATCH * BATCHES, NULL), MCDC_OK);
+    strs_rows(all, 0, BATCH * BATCHES);
+    CHECK_EQ_INT(mcdc_batch_seal(all, NULL), MCDC_OK);
+    int codecs[] = {MCDC_PARQUET_UNCOMPRESSED, MCDC_PARQUET_ZSTD, MCDC_PARQUET_SNAPPY};
+    for (int k = 0; k < 3; k++) {
+        for (int v2 = 0; v2 < 2; v2++) {
+            mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
+            o.codec = (mcdc_parquet_codec)codecs[k];
+            o.data_page_v2 = v2;
+            o.page_bytes = 32768; /* a slice of >= 1024 values: the choice */
+            o.row_group_bytes = 200 * 1024;
+            const char *p = tmp_path("strs");
+            mcdc_parquet_writer *w = NULL;
+            mcdc_error e = MCDC_ERROR_INIT;
+            CHECK_EQ_INT(mcdc_parquet_writer_open_path(&w, p, s, &o, &e), MCDC_OK);
+            mcdc_batch *bs[BATCHES];
+            for (int i = 0; i < BATCHES; i++) {
+                CHECK_EQ_INT(mcdc_batch_create(&bs[i], s, BATCH, NULL), MCDC_OK);
+                strs_rows(bs[i], (int64_t)i * BATCH, BATCH);
+                CHECK_EQ_INT(mcdc_batch_seal(bs[i], NULL), MCDC_OK);
+            }
+            for (int i = 0; i < BATCHES; i++) {
+                CHECK_EQ_INT(mcdc_parquet_writer_write(w, bs[i], &e), MCDC_OK);
+                /* the writer keeps nothing of a batch: its LSN texts (22
+                 * bytes each) overwritten by the next batch's first one
+                 * would show as that value's prefix if it read them */
+                const mcdc_column *nx = &bs[i + 1 < BATCHES ? i + 1 : i]->columns[0];
+                const uint8_t *first = nx->data + nx->offsets[nx->offsets[1] ? 0 : 1];
+                mcdc_column *c0 = &bs[i]->columns[0];
+                for (int64_t at = 0; at + 22 <= c0->data_len; at += 22)
+                    memcpy(c0->data + at, first, 22);
+            }
+            for (int i = 0; i < BATCHES; i++) mcdc_batch_free(bs[i]);
+            CHECK_EQ_INT(mcdc_parquet_writer_close(w, &e), MCDC_OK);
+            const mcdc_parquet_file_info *fi = mcdc_parquet_writer_info(w);
+            CHECK(fi->columns[0].has_min_max);
+            CHECK_EQ_INT(fi->columns[0].min.len, 22);
+            CHECK(memcmp(fi->columns[0].min.bytes, "0x00000000000000ABC000", 22) == 0);
+            mcdc_parquet_writer_free(w);
+            CHECK_EQ_INT(compare_file(p, all, 1000), BATCH * BATCHES);
+            pq_file_meta m;
+            CHECK_EQ_INT(read_meta(p, &m), MCDC_OK);
+            CHECK(m.n_row_groups > 1);
+            const pq_chunk_meta *c = m.row_groups[m.n_row_groups - 1].columns;
+            CHECK(c[0].encodings & (1u << PQ_DELTA_BYTE_ARRAY));
+            CHECK(c[1].encodings & ((1u << PQ_DELTA_LENGTH_BYTE_ARRAY) | (1u << PQ_PLAIN)));
+            mcdc_pq_meta_free(&m);
+            unlink(p);
+        }
+    }
+    mcdc_batch_free(all);
+    mcdc_schema_unref(s);
 }
