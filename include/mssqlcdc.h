@@ -52,7 +52,10 @@ extern "C" {
  *    batches; for many tables in one process, mcdc_capture_instances_find
  *    and mcdc_facts_table_create; the capture probe (mcdc_capture_probe_*,
  *    mcdc_capture_health) and the batch report's retention headroom (added
- *    at its end) came with start-many's metrics.
+ *    at its end) came with start-many's metrics. Later, in the same
+ *    version: the runtime (mcdc_runtime_create/destroy, mcdc_runtime_cfg,
+ *    mcdc_runtime_cfg_init, mcdc_runtime_get_stats) and the stream
+ *    config's version 6 (runtime).
  */
 #define MCDC_API_VERSION 5
 
@@ -350,6 +353,69 @@ MCDC_API int mcdc_budget_create(mcdc_budget **out, int connections_max, int enco
                                 mcdc_error *err);
 MCDC_API void mcdc_budget_free(mcdc_budget *b);
 
+/* ------------------------------------------------------------------------
+ * The runtime: what the jobs of one host share. One handle owns the
+ * allocator's accounting (live and peak bytes, a ceiling, fault injection in
+ * tests), the default log sink, the budget of connections and encoder
+ * threads, and the probe each database is polled with (one max_lsn and one
+ * "which change tables moved" query per database and poll, however many
+ * streams follow it). A job takes it in its config (mcdc_stream_cfg's
+ * runtime); a job given none behaves as with a private runtime of its own:
+ * no budget but its config's, its own log fields, and its allocations
+ * charged to the accounting of the thread that created it.
+ *
+ * How allocations find their runtime: the library has no process-wide
+ * allocator state. A job binds its runtime's accounting to its thread while
+ * it runs (create, run, free), and every thread it starts inherits the
+ * binding; a block remembers the accounting that took it and is given back
+ * there whichever thread frees it. An allocation on a thread with nothing
+ * bound (the library called outside any job) is not counted and never
+ * fails on purpose. Two runtimes in one process therefore count and fail
+ * independently.
+ *
+ * Created before, destroyed after every job that names it (and after every
+ * block those jobs handed out has been freed). Thread-safe: its jobs run on
+ * any threads at once.
+ * ---------------------------------------------------------------------- */
+typedef struct mcdc_runtime mcdc_runtime;
+#define MCDC_RUNTIME_CFG_VERSION 1
+typedef struct mcdc_runtime_cfg {
+    int version;                /* MCDC_RUNTIME_CFG_VERSION */
+    /* The budget shared by the runtime's jobs (a job whose config names a
+     * budget of its own uses that one). Connections: 0 no limit, else at
+     * least 2; each reader thread holds one, so they bound the readers too.
+     * Encoder threads: 0 no limit, else at least 1. */
+    int connections_max;
+    int encoder_threads_max;
+    /* Bytes the runtime's jobs may hold at once through the library's
+     * allocator; an allocation past it fails (MCDC_E_NOMEM). 0: no ceiling. */
+    int64_t memory_bytes_max;
+    /* The log sink of jobs whose config sets no log_fn; NULL: stderr. */
+    mcdc_log_fn log_fn;
+    void *log_user;
+    /* A database's probe answers from its last poll for this long: streams
+     * of one database polling within it share one round of queries.
+     * 0: 10 ms (a default stream's idle poll). */
+    int64_t probe_interval_ms;
+} mcdc_runtime_cfg;
+#define MCDC_RUNTIME_CFG_INIT {MCDC_RUNTIME_CFG_VERSION, 0, 0, 0, NULL, NULL, 0}
+MCDC_API int mcdc_runtime_cfg_init(mcdc_runtime_cfg *out, int version, mcdc_error *err);
+/* cfg NULL: the defaults. MCDC_E_INVALID for a budget below its minimum or
+ * a negative figure. */
+MCDC_API int mcdc_runtime_create(mcdc_runtime **out, const mcdc_runtime_cfg *cfg,
+                                 mcdc_error *err);
+MCDC_API void mcdc_runtime_destroy(mcdc_runtime *rt);
+
+/* What the runtime's allocator accounting says. */
+typedef struct mcdc_runtime_stats {
+    int64_t alloc_calls;      /* successful allocations */
+    int64_t live_bytes;       /* held now */
+    int64_t peak_bytes;       /* the most held at once */
+    int64_t probe_rounds;     /* rounds of probe queries sent (all databases) */
+    int64_t probe_queries;    /* queries those rounds sent */
+} mcdc_runtime_stats;
+MCDC_API void mcdc_runtime_get_stats(const mcdc_runtime *rt, mcdc_runtime_stats *out);
+
 /* A position in the change log, as a stream's offsets hold it: the last
  * processed commit and its UTC commit time. */
 typedef struct mcdc_offset {
@@ -371,7 +437,7 @@ typedef enum mcdc_on_data_loss {
     MCDC_ON_DATA_LOSS_RESNAPSHOT = 1 /* re-snapshot into a new generation, then go on */
 } mcdc_on_data_loss;
 
-#define MCDC_STREAM_CFG_VERSION 5
+#define MCDC_STREAM_CFG_VERSION 6
 typedef struct mcdc_stream_cfg {
     int version;               /* MCDC_STREAM_CFG_VERSION */
     const char *target;        /* bronze: a path, or schema.table under warehouse */
@@ -423,11 +489,14 @@ typedef struct mcdc_stream_cfg {
      * progress_fn (job "snapshot", done once it is committed); NULL: none */
     mcdc_progress_fn progress_fn;
     void *progress_user;
+    /* version 6: the runtime the stream runs in (borrowed; outlives the
+     * stream); NULL: a private one (see "The runtime") */
+    mcdc_runtime *runtime;
 } mcdc_stream_cfg;
 #define MCDC_STREAM_CFG_INIT \
     {MCDC_STREAM_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, MCDC_TRIGGER_DEFAULT, 0, \
      MCDC_GRANULARITY_HOUR, 0, NULL, NULL, 0, NULL, NULL, MCDC_LOG_WARN, false, MCDC_SNAPSHOT_FULL, \
-     MCDC_ON_DATA_LOSS_FAIL, 7.0, false, NULL, NULL}
+     MCDC_ON_DATA_LOSS_FAIL, 7.0, false, NULL, NULL, NULL}
 /* The defaults of a config for bindings, which cannot see macros: writes
  * the fields version holds (what MCDC_STREAM_CFG_INIT gives them, nothing
  * past that version's end) into *out, with out->version = version. Pass the

@@ -57,6 +57,7 @@
 #include "mcdc_lake.h"
 #include "mcdc_lsn.h"
 #include "mcdc_offset.h"
+#include "mcdc_runtime.h"
 #include "mcdc_snapfacts.h"
 #include "mcdc_snapshot_job.h"
 #include "mcdc_tables.h"
@@ -82,6 +83,9 @@ static void pos_of(mcdc_pos *p, const offset_t *o) {
 
 struct mcdc_stream {
     mcdc_ctx ctx;
+    /* The accounting its allocations are charged to, bound on every
+     * thread while it is created, run and freed (mcdc_runtime.h). */
+    mcdc_alloc_acct *acct;
     mcdc_stream_cfg cfg;      /* strings point into `strings` */
     char *strings[8];         /* owned copies of the cfg's strings */
     const mcdc_opts *opts;    /* borrowed */
@@ -1057,17 +1061,11 @@ static int check_roles(mcdc_stream *s, mcdc_error *err) {
     return rc;
 }
 
-int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stream_cfg *cfg,
-                       mcdc_error *err) {
-    if (out == NULL) return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_stream_create: out is NULL");
-    *out = NULL;
-    if (opts == NULL || cfg == NULL)
-        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_stream_create: opts and cfg are required");
-    /* the caller's version's fields, the defaults after them */
-    mcdc_stream_cfg given;
-    int rc = mcdc_cfg_copy(&given, sizeof given, MCDC_CFG_STREAM, cfg, err);
-    if (rc) return rc;
-    cfg = &given;
+static void stream_free(mcdc_stream *s);
+
+static int stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stream_cfg *cfg,
+                         mcdc_alloc_acct *acct, mcdc_error *err) {
+    int rc = MCDC_OK;
     if (cfg->target == NULL || cfg->app_id == NULL || cfg->checkpoint == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "a stream needs a target, an app id and a "
                                                    "checkpoint");
@@ -1119,6 +1117,7 @@ int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stre
     if (s == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     s->cfg = *cfg;
     s->opts = opts;
+    s->acct = acct;
     const char **fields[] = {&s->cfg.target,        &s->cfg.app_id,    &s->cfg.checkpoint,
                              &s->cfg.facts_table,   &s->cfg.control_table,
                              &s->cfg.warehouse,     &s->cfg.query_name};
@@ -1130,12 +1129,13 @@ int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stre
     }
     if (rc == MCDC_OK) rc = check_roles(s, err);
     if (rc) {
-        mcdc_stream_free(s);
+        stream_free(s);
         return rc;
     }
     pthread_mutex_init(&s->warnings_mu, NULL);
+    if (s->cfg.log_fn == NULL) s->cfg.log_fn = mcdc_runtime_log_fn(cfg->runtime, &s->cfg.log_user);
     s->sink = (mcdc_log_sink){stream_log, s, cfg->log_level};
-    s->ctx.budget = cfg->budget;
+    s->ctx.budget = mcdc_runtime_budget_or(cfg->runtime, cfg->budget);
     s->ctx.progress_fn = cfg->progress_fn; /* each snapshot makes a tracker of its own */
     s->ctx.progress_user = cfg->progress_user;
     mcdc_ctx_take_test_hooks(&s->ctx, opts);
@@ -1144,12 +1144,35 @@ int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stre
     return MCDC_OK;
 }
 
+int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stream_cfg *cfg,
+                       mcdc_error *err) {
+    if (out == NULL) return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_stream_create: out is NULL");
+    *out = NULL;
+    if (opts == NULL || cfg == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_stream_create: opts and cfg are required");
+    /* the caller's version's fields, the defaults after them */
+    mcdc_stream_cfg given;
+    int rc = mcdc_cfg_copy(&given, sizeof given, MCDC_CFG_STREAM, cfg, err);
+    if (rc) return rc;
+    mcdc_alloc_acct *acct = mcdc_runtime_acct_or_bound(given.runtime);
+    mcdc_alloc_acct *host = mcdc_alloc_bind(acct);
+    rc = stream_create(out, opts, &given, acct, err);
+    mcdc_alloc_bind(host);
+    return rc;
+}
+
 void mcdc_stream_request_stop(mcdc_stream *s) {
     if (s) atomic_store(&s->ctx.stop, 1);
 }
 
 void mcdc_stream_free(mcdc_stream *s) {
     if (s == NULL) return;
+    mcdc_alloc_acct *host = mcdc_alloc_bind(s->acct);
+    stream_free(s);
+    mcdc_alloc_bind(host);
+}
+
+static void stream_free(mcdc_stream *s) {
     if (s->sink.fn) pthread_mutex_destroy(&s->warnings_mu);
     for (size_t i = 0; i < sizeof s->strings / sizeof s->strings[0]; i++) mcdc_free(s->strings[i]);
     mcdc_free(s->target_path);
@@ -1332,6 +1355,7 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     s->report_ctx = ctx;
     s->pending = json_array();
     const mcdc_log_sink *host_sink = mcdc_log_use(&s->sink);
+    mcdc_alloc_acct *host_acct = mcdc_alloc_bind(s->acct);
     /* Unknown options were warned about when set; the first batch's row
      * records them too. */
     const char *unknown = mcdc_opts_unknown(s->opts);
@@ -1469,6 +1493,7 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     s->bronze_schema = NULL;
     s->changes = NULL;
     mcdc_checkpoint_unlock(held);
+    mcdc_alloc_bind(host_acct);
     mcdc_log_use(host_sink);
     return rc;
 }
