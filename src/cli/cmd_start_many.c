@@ -626,6 +626,7 @@ int cmd_start_many(int argc, char **argv) {
     int *src = calloc((size_t)(argc > 0 ? argc : 1), sizeof *src);
     size_t n_src = 0;
     mcdc_budget *budget = NULL;
+    mcdc_runtime *runtime = NULL;
     mcdc_error e = MCDC_ERROR_INIT;
     int rc = src ? EXIT_OK : cli_usage_error("start-many: %s", "out of memory");
     /* a scratch opts that proves each source option once, as stream would */
@@ -708,7 +709,8 @@ int cmd_start_many(int argc, char **argv) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         encoders = cores > 0 ? cores : 1;
     }
-    if (mcdc_budget_create(&budget, (int)connections, (int)encoders, &e)) {
+    if (mcdc_budget_create(&budget, (int)connections, (int)encoders, &e) ||
+        mcdc_runtime_create(&runtime, NULL, &e)) {
         rc = cli_fail(&e);
         goto out;
     }
@@ -730,6 +732,7 @@ int cmd_start_many(int argc, char **argv) {
         t->cfg.checkpoint = t->checkpoint;
         t->cfg.query_name = t->ci;
         t->cfg.budget = budget;
+        t->cfg.runtime = runtime; /* one probe per database for the idle polls */
         t->cfg.log_fn = table_log;
         t->cfg.log_user = t;
         t->cfg.progress_fn = listen ? table_progress : NULL;
@@ -759,6 +762,7 @@ out:
         free(m.t[i].app_id);
         free(m.t[i].checkpoint);
     }
+    mcdc_runtime_destroy(runtime);
     mcdc_budget_free(budget);
     mcdc_opts_free(probe);
     json_decref(m.file);

@@ -2,15 +2,33 @@
  * its allocator accounting, its budget and its default log sink. */
 #include "mcdc_runtime.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #include "mcdc_cfg.h"
 #include "mssqlcdc_testing.h"
+
+/* A database's probe: its members (one item each) and its last round. */
+struct mcdc_db_probe {
+    struct mcdc_db_probe *next;
+    char *key;                  /* the connection string (owned; never logged) */
+    pthread_mutex_t mu;         /* members, items and the round's answer */
+    const void **owners;        /* n members, cap slots (owned) */
+    mcdc_probe_item *items;     /* one per member: its ci, the position asked, its answer */
+    int n, cap;
+    int64_t round_us;           /* monotonic time of the last round; 0: none */
+    mcdc_lsn max;
+    bool unusable;              /* a round was refused: members poll on their own */
+};
 
 struct mcdc_runtime {
     mcdc_alloc_acct acct;       /* what its jobs hold; the handle itself is outside it */
     mcdc_runtime_cfg cfg;
     mcdc_budget *budget;        /* owned; NULL: no limit */
+    pthread_mutex_t probes_mu;  /* the list of probes */
+    mcdc_db_probe *probes;
+    _Atomic int64_t probe_rounds, probe_queries;
 };
 
 int mcdc_runtime_create(mcdc_runtime **out, const mcdc_runtime_cfg *cfg, mcdc_error *err) {
@@ -34,6 +52,7 @@ int mcdc_runtime_create(mcdc_runtime **out, const mcdc_runtime_cfg *cfg, mcdc_er
     mcdc_alloc_bind(host);
     if (rt == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     mcdc_alloc_acct_init(&rt->acct, given.memory_bytes_max);
+    pthread_mutex_init(&rt->probes_mu, NULL);
     rt->cfg = given;
     if (rt->cfg.probe_interval_ms == 0) rt->cfg.probe_interval_ms = 10;
     if (given.connections_max > 0 || given.encoder_threads_max > 0) {
@@ -54,6 +73,18 @@ int mcdc_runtime_create(mcdc_runtime **out, const mcdc_runtime_cfg *cfg, mcdc_er
 
 void mcdc_runtime_destroy(mcdc_runtime *rt) {
     if (rt == NULL) return;
+    mcdc_alloc_acct *host = mcdc_alloc_bind(&rt->acct);
+    for (mcdc_db_probe *p = rt->probes, *next; p; p = next) {
+        next = p->next;
+        MCDC_ASSERT(p->n == 0); /* every stream left before the runtime goes */
+        pthread_mutex_destroy(&p->mu);
+        mcdc_free(p->key);
+        mcdc_free(p->owners);
+        mcdc_free(p->items);
+        mcdc_free(p);
+    }
+    mcdc_alloc_bind(host);
+    pthread_mutex_destroy(&rt->probes_mu);
     mcdc_budget_free(rt->budget);
     mcdc_free(rt);
 }
@@ -62,7 +93,9 @@ void mcdc_runtime_get_stats(const mcdc_runtime *rt, mcdc_runtime_stats *out) {
     MCDC_ASSERT(rt != NULL && out != NULL);
     mcdc_alloc_stats a;
     mcdc_alloc_acct_stats(&rt->acct, &a);
-    *out = (mcdc_runtime_stats){a.calls, a.live_bytes, a.peak_bytes, 0, 0};
+    mcdc_runtime *m = (mcdc_runtime *)rt; /* atomic loads take non-const */
+    *out = (mcdc_runtime_stats){a.calls, a.live_bytes, a.peak_bytes, atomic_load(&m->probe_rounds),
+                                atomic_load(&m->probe_queries)};
 }
 
 void mcdc_runtime_fail_alloc_at(mcdc_runtime *rt, int64_t nth) {
@@ -81,4 +114,130 @@ mcdc_budget *mcdc_runtime_budget_or(mcdc_runtime *rt, mcdc_budget *own) {
 mcdc_log_fn mcdc_runtime_log_fn(const mcdc_runtime *rt, void **user) {
     *user = rt ? rt->cfg.log_user : NULL;
     return rt ? rt->cfg.log_fn : NULL;
+}
+
+/* ---- one probe per database ------------------------------------------------------ */
+
+/* The probe of key, made when missing; NULL when out of memory. The
+ * probes live as long as the runtime (a database's, once made, stays). */
+static mcdc_db_probe *probe_of(mcdc_runtime *rt, const char *key) {
+    pthread_mutex_lock(&rt->probes_mu);
+    mcdc_db_probe *p = rt->probes;
+    while (p && strcmp(p->key, key) != 0) p = p->next;
+    if (p == NULL && (p = mcdc_calloc(1, sizeof *p)) != NULL) {
+        if ((p->key = mcdc_strdup(key)) == NULL) {
+            mcdc_free(p);
+            p = NULL;
+        } else {
+            pthread_mutex_init(&p->mu, NULL);
+            p->next = rt->probes;
+            rt->probes = p;
+        }
+    }
+    pthread_mutex_unlock(&rt->probes_mu);
+    return p;
+}
+
+int mcdc_runtime_probe_join(mcdc_runtime *rt, const char *db_key, const void *owner,
+                            const char *ci, mcdc_db_probe **out, mcdc_error *err) {
+    MCDC_ASSERT(rt && db_key && owner && ci && out);
+    *out = NULL;
+    if (strlen(ci) > MCDC_IDENT_BYTES_MAX)
+        return mcdc_error_set(err, MCDC_E_INVALID, "capture instance name longer than %d bytes",
+                              MCDC_IDENT_BYTES_MAX);
+    mcdc_db_probe *p = probe_of(rt, db_key);
+    if (p == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    int rc = MCDC_OK;
+    pthread_mutex_lock(&p->mu);
+    if (p->n == p->cap) {
+        int cap = p->cap ? p->cap * 2 : 16;
+        const void **o = mcdc_realloc(p->owners, (size_t)cap * sizeof *o);
+        if (o) p->owners = o;
+        mcdc_probe_item *it = o ? mcdc_realloc(p->items, (size_t)cap * sizeof *it) : NULL;
+        if (it) {
+            p->items = it;
+            p->cap = cap;
+        } else {
+            rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        }
+    }
+    if (rc == MCDC_OK) {
+        p->owners[p->n] = owner;
+        memset(&p->items[p->n], 0, sizeof p->items[p->n]);
+        snprintf(p->items[p->n].ci, sizeof p->items[p->n].ci, "%s", ci);
+        p->n++;
+        *out = p;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return rc;
+}
+
+void mcdc_runtime_probe_leave(mcdc_runtime *rt, mcdc_db_probe *p, const void *owner) {
+    (void)rt;
+    if (p == NULL) return;
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < p->n; i++) {
+        if (p->owners[i] != owner) continue;
+        p->n--;
+        p->owners[i] = p->owners[p->n];
+        p->items[i] = p->items[p->n];
+        break;
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+static int member(const mcdc_db_probe *p, const void *owner) {
+    for (int i = 0; i < p->n; i++)
+        if (p->owners[i] == owner) return i;
+    MCDC_ASSERT(!"a stream polls a probe it did not join");
+    return -1;
+}
+
+int mcdc_runtime_probe_poll(mcdc_runtime *rt, mcdc_db_probe *p, const void *owner,
+                            mcdc_changes *changes, const mcdc_lsn *from, mcdc_lsn *max,
+                            bool *moved, bool *usable, mcdc_error *err) {
+    MCDC_ASSERT(rt && p && owner && changes && from && max && moved && usable);
+    int rc = MCDC_OK;
+    pthread_mutex_lock(&p->mu);
+    int me = member(p, owner);
+    /* A member's answer holds for the position the round asked about. */
+    mcdc_probe_item *it = &p->items[me];
+    if (mcdc_lsn_cmp(&it->from, from) != 0) {
+        it->from = *from;
+        it->ask = false;
+    }
+    /* Rounds fall in fixed slots of the interval: one per slot however
+     * many members poll in it, and one more for a member whose position
+     * moved since (a busy table after its batch, a new one) while it is
+     * behind the database. */
+    int64_t now = mcdc_monotonic_us(), slot_us = rt->cfg.probe_interval_ms * 1000;
+    bool fresh = p->round_us != 0 && now / slot_us == p->round_us / slot_us;
+    if (!p->unusable && (!fresh || (!it->ask && mcdc_lsn_cmp(from, &p->max) < 0))) {
+        for (int i = 0; i < p->n; i++) p->items[i].ask = true;
+        bool was_null = false;
+        int queries = 0;
+        rc = mcdc_changes_probe_round(changes, p->items, p->n, &p->max, &was_null, &queries, err);
+        atomic_fetch_add(&rt->probe_rounds, 1);
+        atomic_fetch_add(&rt->probe_queries, queries);
+        if (rc == MCDC_E_PERMISSION || rc == MCDC_E_SERVER) {
+            mcdc_log(MCDC_LOG_WARN,
+                     "the shared probe of this database was refused (%s); each stream polls "
+                     "max_lsn on its own from now on (GRANT SELECT on cdc.change_tables and the "
+                     "change tables lets one probe serve them all)",
+                     err ? err->message : mcdc_status_name(rc));
+            p->unusable = true;
+            rc = MCDC_OK;
+        } else if (rc == MCDC_OK) {
+            p->round_us = now;
+        } else {
+            for (int i = 0; i < p->n; i++) p->items[i].ask = false;
+        }
+    }
+    *usable = !p->unusable;
+    if (rc == MCDC_OK && *usable) {
+        *max = p->max;
+        *moved = it->ask ? it->moved : mcdc_lsn_cmp(from, &p->max) < 0;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return rc;
 }

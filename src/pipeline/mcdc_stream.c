@@ -86,6 +86,10 @@ struct mcdc_stream {
     /* The accounting its allocations are charged to, bound on every
      * thread while it is created, run and freed (mcdc_runtime.h). */
     mcdc_alloc_acct *acct;
+    /* Its database's shared probe (a runtime's, continuous triggers), and
+     * when it last planned a batch (monotonic us). */
+    mcdc_db_probe *probe;
+    int64_t last_plan_us;
     mcdc_stream_cfg cfg;      /* strings point into `strings` */
     char *strings[8];         /* owned copies of the cfg's strings */
     const mcdc_opts *opts;    /* borrowed */
@@ -205,12 +209,42 @@ static int initial_offset(mcdc_stream *s, offset_t *start, bool *idle, mcdc_erro
     return MCDC_OK;
 }
 
-/* Where the next batch ends, or *idle when nothing is new. */
-static int next_end(mcdc_stream *s, const offset_t *start, offset_t *end, bool *idle,
-                    mcdc_error *err) {
+/* The shared probe's answer for a stream past its first batch: *idle when
+ * its change table has no row past start (it plans nothing, unless it has
+ * planned nothing for MCDC_PROBE_IDLE_ADVANCE_MS while the database moved:
+ * then it plans, and its position keeps up with the database), else *max,
+ * the database's max_lsn, from the round. *known false: no answer (the
+ * stream has no probe, or reads an older instance than the probe asks). */
+static int probe_poll(mcdc_stream *s, const offset_t *start, mcdc_lsn *max, bool *known,
+                      bool *idle, mcdc_error *err) {
+    *known = *idle = false;
+    if (s->probe == NULL || (start->ci[0] && strcmp(start->ci, mcdc_changes_capture_instance(s->changes))))
+        return MCDC_OK;
+    bool moved = false, usable = true;
+    int rc = mcdc_runtime_probe_poll(s->cfg.runtime, s->probe, s, s->changes, &start->lsn, max,
+                                     &moved, &usable, err);
+    if (rc || !usable) {
+        if (!usable) {
+            mcdc_runtime_probe_leave(s->cfg.runtime, s->probe, s);
+            s->probe = NULL;
+        }
+        return rc;
+    }
+    *known = true;
+    bool due = mcdc_lsn_cmp(&start->lsn, max) < 0 &&
+               mcdc_monotonic_us() - s->last_plan_us >= (int64_t)MCDC_PROBE_IDLE_ADVANCE_MS * 1000;
+    *idle = !moved && !due;
+    return MCDC_OK;
+}
+
+/* Where the next batch ends, or *idle when nothing is new. known_max: the
+ * database's max_lsn when the probe read it (NULL: read it here). */
+static int next_end(mcdc_stream *s, const offset_t *start, const mcdc_lsn *known_max,
+                    offset_t *end, bool *idle, mcdc_error *err) {
     mcdc_lsn upper;
-    int rc = mcdc_changes_max_lsn(s->changes, &upper, err);
+    int rc = known_max ? MCDC_OK : mcdc_changes_max_lsn(s->changes, &upper, err);
     if (rc) return rc;
+    if (known_max) upper = *known_max;
     if (s->has_ceiling && mcdc_lsn_cmp(&s->ceiling, &upper) < 0) upper = s->ceiling;
     *idle = mcdc_lsn_cmp(&upper, &start->lsn) <= 0;
     if (*idle) return MCDC_OK;
@@ -250,8 +284,14 @@ static int job_plan(void *job, const mcdc_pos *last_end, mcdc_pos *start_p, mcdc
         start = last_end->offset;
     }
     if (rc || *idle) return rc;
-    rc = next_end(s, &start, &end, idle, err);
+    mcdc_lsn max;
+    bool known = false;
+    if (last_end != NULL && (rc = probe_poll(s, &start, &max, &known, idle, err)) != MCDC_OK)
+        return rc;
+    if (*idle) return MCDC_OK;
+    rc = next_end(s, &start, known ? &max : NULL, &end, idle, err);
     if (rc || *idle) return rc;
+    s->last_plan_us = mcdc_monotonic_us();
     /* A newer capture instance whose columns the schema lacks: this batch
      * ends just before its start, the next one stops there. */
     bool cut = false;
@@ -1430,6 +1470,12 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     mcdc_free(bound);
     mcdc_free(last_read);
     if (rc == MCDC_OK) rc = check_reserved(mcdc_changes_schema(s->changes), err);
+    /* Continuous streams of a runtime poll through their database's probe. */
+    if (rc == MCDC_OK && cfg->runtime &&
+        (cfg->trigger == MCDC_TRIGGER_DEFAULT || cfg->trigger == MCDC_TRIGGER_PROCESSING_TIME))
+        rc = mcdc_runtime_probe_join(cfg->runtime, mcdc_opt_connection_string(s->opts), s,
+                                     mcdc_changes_capture_instance(s->changes), &s->probe, err);
+    s->last_plan_us = mcdc_monotonic_us();
     if (rc == MCDC_OK) rc = mcdc_bronze_schema(&s->bronze_schema, mcdc_changes_schema(s->changes), err);
     if (rc == MCDC_OK) rc = check_bronze_types(s, err);
     if (rc == MCDC_OK && cfg->trigger == MCDC_TRIGGER_AVAILABLE_NOW) {
@@ -1484,6 +1530,8 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     s->n_rm = s->cap_rm = 0;
     mcdc_free(s->ci_alias);
     s->ci_alias = NULL;
+    mcdc_runtime_probe_leave(cfg->runtime, s->probe, s);
+    s->probe = NULL;
     mcdc_changes_close(s->changes);
     mcdc_budget_release(s->ctx.budget, MCDC_PERMIT_CONNECTION, control);
     mcdc_table_close(s->bronze);

@@ -243,4 +243,13 @@
  * 2 MiB of XML. */
 #define MCDC_AZ_LIST_PAGE_BYTES_MAX (16u * 1024u * 1024u)
 
+/* A stream polling through its database's shared probe plans no batch
+ * while its change table has nothing new; but at least this often while
+ * the database moves it plans one anyway (an empty batch), so that its
+ * position, facts and verdict keep up with the database rather than stay
+ * where its table last changed (CDC cleanup moves min_lsn on the database's
+ * clock). A minute: idle tables of a busy database cost one empty batch a
+ * minute each, not one per commit. */
+#define MCDC_PROBE_IDLE_ADVANCE_MS 60000
+
 #endif /* MCDC_LIMITS_H */
