@@ -29,7 +29,8 @@ LOG_WARN = _cfg.LOG_WARN
 # name: (struct, newest version, the first field of each later version,
 #        the defaults the header's _INIT macro gives)
 CONFIGS = {
-    "stream": (StreamCfg, 5, ["budget", "on_data_loss", "snapshot_on_switch", "progress_fn"],
+    "stream": (StreamCfg, 6, ["budget", "on_data_loss", "snapshot_on_switch", "progress_fn",
+                              "runtime"],
                {"trigger": 0, "granularity": 0, "log_level": LOG_WARN, "snapshot": 0,
                 "on_data_loss": 0, "resnapshot_interval_days": 7.0, "bootstrap": False}),
     "snapshot": (SnapshotCfg, 3, ["app_id", "progress_fn"],

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "mcdc_context.h"
 #include "mcdc_runtime.h"
 #include "mcdc_test.h"
 #include "mcdc_util.h"
@@ -177,4 +178,76 @@ TEST(runtime_stream_with_a_runtime_charges_it) {
     mcdc_stream_free(s);
     mcdc_opts_free(o);
     mcdc_runtime_destroy(rt);
+}
+
+/* ---- the budget's fairness ------------------------------------------------------- */
+typedef struct {
+    mcdc_budget *b;
+    int min, want;
+    int got;
+    _Atomic int order; /* when it was served: 1 first */
+    _Atomic int *served;
+} taker;
+
+static void *take(void *arg) {
+    taker *t = arg;
+    mcdc_error e = MCDC_ERROR_INIT;
+    if (mcdc_budget_acquire(t->b, MCDC_PERMIT_ENCODER, t->min, t->want, 0, NULL, &t->got, &e) ==
+        MCDC_OK)
+        atomic_store(&t->order, atomic_fetch_add(t->served, 1) + 1);
+    return NULL;
+}
+
+static void wait_waiting(mcdc_budget *b, int n) {
+    for (int i = 0; i < 2000 && mcdc_budget_waiting(b, MCDC_PERMIT_ENCODER) != n; i++)
+        mcdc_sleep_ms(1);
+}
+
+/* A job that needs many permits is served before one that asked later for
+ * few, even when the few are free first (no starvation behind small
+ * ones); while others wait, a job wanting many takes an equal share. */
+TEST(runtime_budget_serves_in_order_and_shares) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_budget *b = NULL;
+    CHECK_EQ_INT(mcdc_budget_create(&b, 2, 4, &e), MCDC_OK);
+    int held = 0;
+    CHECK_EQ_INT(mcdc_budget_acquire(b, MCDC_PERMIT_ENCODER, 4, 4, 0, NULL, &held, &e), MCDC_OK);
+    CHECK_EQ_INT(held, 4);
+    _Atomic int served = 0;
+    taker big = {b, 2, 2, 0, 0, &served}, small = {b, 1, 1, 0, 0, &served};
+    pthread_t tb, ts;
+    CHECK(pthread_create(&tb, NULL, take, &big) == 0);
+    wait_waiting(b, 1);
+    CHECK(pthread_create(&ts, NULL, take, &small) == 0);
+    wait_waiting(b, 2);
+    /* one free: enough for small, not for big, which asked first */
+    mcdc_budget_release(b, MCDC_PERMIT_ENCODER, 1);
+    mcdc_sleep_ms(100);
+    CHECK_EQ_INT(atomic_load(&small.order), 0);
+    CHECK_EQ_INT(atomic_load(&big.order), 0);
+    /* two free: big first, then small once one more is free */
+    mcdc_budget_release(b, MCDC_PERMIT_ENCODER, 1);
+    pthread_join(tb, NULL);
+    CHECK_EQ_INT(atomic_load(&big.order), 1);
+    CHECK_EQ_INT(big.got, 2);
+    mcdc_budget_release(b, MCDC_PERMIT_ENCODER, 1);
+    pthread_join(ts, NULL);
+    CHECK_EQ_INT(atomic_load(&small.order), 2);
+    mcdc_budget_release(b, MCDC_PERMIT_ENCODER, 1 + big.got + small.got);
+
+    /* 4 free, a job wanting 4 with another queued behind it: 2 each */
+    CHECK_EQ_INT(mcdc_budget_acquire(b, MCDC_PERMIT_ENCODER, 4, 4, 0, NULL, &held, &e), MCDC_OK);
+    taker greedy = {b, 1, 4, 0, 0, &served}, other = {b, 1, 4, 0, 0, &served};
+    pthread_t tg, to;
+    CHECK(pthread_create(&tg, NULL, take, &greedy) == 0);
+    wait_waiting(b, 1);
+    CHECK(pthread_create(&to, NULL, take, &other) == 0);
+    wait_waiting(b, 2);
+    mcdc_budget_release(b, MCDC_PERMIT_ENCODER, 4);
+    pthread_join(tg, NULL);
+    pthread_join(to, NULL);
+    CHECK_EQ_INT(greedy.got, 2);
+    CHECK_EQ_INT(other.got, 2);
+    mcdc_budget_release(b, MCDC_PERMIT_ENCODER, 4);
+    mcdc_budget_free(b);
 }

@@ -38,7 +38,7 @@ class Error(ctypes.Structure):
 
 
 class StreamCfg(ctypes.Structure):
-    VERSION = 5
+    VERSION = 6
     _fields_ = [("version", c_int), ("target", c_char_p), ("app_id", c_char_p),
                 ("checkpoint", c_char_p), ("facts_table", c_char_p),
                 ("control_table", c_char_p), ("warehouse", c_char_p), ("query_name", c_char_p),
@@ -49,7 +49,7 @@ class StreamCfg(ctypes.Structure):
                 ("bootstrap", c_bool), ("snapshot", c_int),
                 ("on_data_loss", c_int), ("resnapshot_interval_days", c_double),
                 ("snapshot_on_switch", c_bool), ("progress_fn", c_void_p),
-                ("progress_user", c_void_p)]
+                ("progress_user", c_void_p), ("runtime", c_void_p)]
 
 
 class SnapshotCfg(ctypes.Structure):
