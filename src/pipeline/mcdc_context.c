@@ -121,20 +121,21 @@ void mcdc_budget_release(mcdc_budget *b, mcdc_permit kind, int n) {
     pthread_mutex_unlock(&b->mu);
 }
 
-int mcdc_budget_waiting(const mcdc_budget *b, mcdc_permit kind) {
-    mcdc_budget *m = (mcdc_budget *)b;
+/* One of b's counters, read under its lock. */
+static int budget_read(const mcdc_budget *b, const int *counter) {
+    mcdc_budget *m = (mcdc_budget *)b; /* the lock is not part of its value */
     pthread_mutex_lock(&m->mu);
-    int n = m->waiting[kind];
+    int v = *counter;
     pthread_mutex_unlock(&m->mu);
-    return n;
+    return v;
+}
+
+int mcdc_budget_waiting(const mcdc_budget *b, mcdc_permit kind) {
+    return budget_read(b, &b->waiting[kind]);
 }
 
 int mcdc_budget_peak(const mcdc_budget *b, mcdc_permit kind) {
-    mcdc_budget *m = (mcdc_budget *)b;
-    pthread_mutex_lock(&m->mu);
-    int p = m->peak[kind];
-    pthread_mutex_unlock(&m->mu);
-    return p;
+    return budget_read(b, &b->peak[kind]);
 }
 
 void mcdc_ctx_take_storage(mcdc_ctx *ctx, const mcdc_opts *opts) {

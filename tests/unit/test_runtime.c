@@ -203,6 +203,15 @@ static void wait_waiting(mcdc_budget *b, int n) {
         mcdc_sleep_ms(1);
 }
 
+/* first asks, then second: both queued in that order */
+static bool queue_two(mcdc_budget *b, taker *first, taker *second, pthread_t th[2]) {
+    if (pthread_create(&th[0], NULL, take, first) != 0) return false;
+    wait_waiting(b, 1);
+    if (pthread_create(&th[1], NULL, take, second) != 0) return false;
+    wait_waiting(b, 2);
+    return mcdc_budget_waiting(b, MCDC_PERMIT_ENCODER) == 2;
+}
+
 /* A job that needs many permits is served before one that asked later for
  * few, even when the few are free first (no starvation behind small
  * ones); while others wait, a job wanting many takes an equal share. */
@@ -215,11 +224,8 @@ TEST(runtime_budget_serves_in_order_and_shares) {
     CHECK_EQ_INT(held, 4);
     _Atomic int served = 0;
     taker big = {b, 2, 2, 0, 0, &served}, small = {b, 1, 1, 0, 0, &served};
-    pthread_t tb, ts;
-    CHECK(pthread_create(&tb, NULL, take, &big) == 0);
-    wait_waiting(b, 1);
-    CHECK(pthread_create(&ts, NULL, take, &small) == 0);
-    wait_waiting(b, 2);
+    pthread_t th[2];
+    CHECK(queue_two(b, &big, &small, th));
     /* one free: enough for small, not for big, which asked first */
     mcdc_budget_release(b, MCDC_PERMIT_ENCODER, 1);
     mcdc_sleep_ms(100);
@@ -227,25 +233,21 @@ TEST(runtime_budget_serves_in_order_and_shares) {
     CHECK_EQ_INT(atomic_load(&big.order), 0);
     /* two free: big first, then small once one more is free */
     mcdc_budget_release(b, MCDC_PERMIT_ENCODER, 1);
-    pthread_join(tb, NULL);
+    pthread_join(th[0], NULL);
     CHECK_EQ_INT(atomic_load(&big.order), 1);
     CHECK_EQ_INT(big.got, 2);
     mcdc_budget_release(b, MCDC_PERMIT_ENCODER, 1);
-    pthread_join(ts, NULL);
+    pthread_join(th[1], NULL);
     CHECK_EQ_INT(atomic_load(&small.order), 2);
     mcdc_budget_release(b, MCDC_PERMIT_ENCODER, 1 + big.got + small.got);
 
     /* 4 free, a job wanting 4 with another queued behind it: 2 each */
     CHECK_EQ_INT(mcdc_budget_acquire(b, MCDC_PERMIT_ENCODER, 4, 4, 0, NULL, &held, &e), MCDC_OK);
     taker greedy = {b, 1, 4, 0, 0, &served}, other = {b, 1, 4, 0, 0, &served};
-    pthread_t tg, to;
-    CHECK(pthread_create(&tg, NULL, take, &greedy) == 0);
-    wait_waiting(b, 1);
-    CHECK(pthread_create(&to, NULL, take, &other) == 0);
-    wait_waiting(b, 2);
+    CHECK(queue_two(b, &greedy, &other, th));
     mcdc_budget_release(b, MCDC_PERMIT_ENCODER, 4);
-    pthread_join(tg, NULL);
-    pthread_join(to, NULL);
+    pthread_join(th[0], NULL);
+    pthread_join(th[1], NULL);
     CHECK_EQ_INT(greedy.got, 2);
     CHECK_EQ_INT(other.got, 2);
     mcdc_budget_release(b, MCDC_PERMIT_ENCODER, 4);
