@@ -48,6 +48,9 @@ BUSY = int(os.environ.get("BENCH_MANY_BUSY", "10"))
 ROWS = int(os.environ.get("BENCH_MANY_ROWS", "20000"))
 PROCESSES = min(TABLES, int(os.environ.get("BENCH_MANY_PROCESSES", "50")))
 IDLE_S = float(os.environ.get("BENCH_MANY_IDLE_SECONDS", "10"))
+# start-many's --max-connections; "" leaves its default (a connection per
+# table and 4 to read with)
+CONNECTIONS = os.environ.get("BENCH_MANY_CONNECTIONS", "")
 DB = "bench"
 BATCH = re.compile(r"^(dbo_t\d+): batch \d+: \d+ rows .* end (0x[0-9A-F]{20})", re.M)
 
@@ -204,8 +207,9 @@ def main():
         every = [ci(i) for i in range(TABLES)]
 
         def one(way):
+            budget = ["--max-connections", CONNECTIONS] if CONNECTIONS else []
             way.start([CLI, "start-many", *common(cs, way.work), "--capture-instances",
-                       ",".join(every), "--app-id", "{ci}-many"])
+                       ",".join(every), "--app-id", "{ci}-many", *budget])
 
         mq, mcpu, mrss, msecs = run_way(sim, work, "many", every, one)
         print(f"many_tables: {TABLES}")

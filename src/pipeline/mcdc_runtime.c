@@ -20,6 +20,10 @@ struct mcdc_db_probe {
     int64_t round_us;           /* monotonic time of the last round; 0: none */
     mcdc_lsn max;
     bool unusable;              /* a round was refused: members poll on their own */
+    bool running;               /* a member runs a round (outside mu) */
+    mcdc_probe_item *round;     /* its copy of the items and their owners (owned) */
+    const void **round_owners;
+    int round_cap;
 };
 
 struct mcdc_runtime {
@@ -81,6 +85,8 @@ void mcdc_runtime_destroy(mcdc_runtime *rt) {
         mcdc_free(p->key);
         mcdc_free(p->owners);
         mcdc_free(p->items);
+        mcdc_free(p->round);
+        mcdc_free(p->round_owners);
         mcdc_free(p);
     }
     mcdc_alloc_bind(host);
@@ -193,6 +199,68 @@ static int member(const mcdc_db_probe *p, const void *owner) {
     return -1;
 }
 
+/* Room for a round's copy of the items: cap of them. */
+static bool round_room(mcdc_db_probe *p, int n) {
+    if (n <= p->round_cap) return true;
+    mcdc_probe_item *r = mcdc_realloc(p->round, (size_t)n * sizeof *r);
+    const void **o = r ? mcdc_realloc(p->round_owners, (size_t)n * sizeof *o) : NULL;
+    if (r) p->round = r;
+    if (o == NULL) return false;
+    p->round_owners = o;
+    p->round_cap = n;
+    return true;
+}
+
+/* Runs a round on a copy of the items, outside the lock (held on entry and
+ * on return): the other members keep reading the last round meanwhile
+ * rather than queue behind the server. Publishes the answers of the
+ * members whose positions did not move during it. */
+static int run_round(mcdc_runtime *rt, mcdc_db_probe *p, mcdc_changes *changes, int64_t now,
+                     mcdc_error *err) {
+    int n = p->n;
+    if (!round_room(p, n)) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    for (int i = 0; i < n; i++) {
+        p->round[i] = p->items[i];
+        p->round[i].ask = true;
+        p->round_owners[i] = p->owners[i];
+    }
+    p->running = true;
+    pthread_mutex_unlock(&p->mu);
+    mcdc_lsn max = mcdc_lsn_zero();
+    bool was_null = false;
+    int queries = 0;
+    int rc = mcdc_changes_probe_round(changes, p->round, n, &max, &was_null, &queries, err);
+    atomic_fetch_add(&rt->probe_rounds, 1);
+    atomic_fetch_add(&rt->probe_queries, queries);
+    pthread_mutex_lock(&p->mu);
+    p->running = false;
+    if (rc == MCDC_E_PERMISSION || rc == MCDC_E_SERVER) {
+        mcdc_log(MCDC_LOG_WARN,
+                 "the shared probe of this database was refused (%s); each stream polls "
+                 "max_lsn on its own from now on (GRANT SELECT on cdc.change_tables and the "
+                 "change tables lets one probe serve them all)",
+                 err ? err->message : mcdc_status_name(rc));
+        p->unusable = true;
+        return MCDC_OK;
+    }
+    if (rc) return rc;
+    p->max = max;
+    p->round_us = now;
+    for (int k = 0; k < n; k++) {
+        /* members keep their places unless one left during the round */
+        int i = k < p->n && p->owners[k] == p->round_owners[k] ? k : -1;
+        for (int j = 0; i < 0 && j < p->n; j++)
+            if (p->owners[j] == p->round_owners[k]) i = j;
+        if (i >= 0 && mcdc_lsn_cmp(&p->items[i].from, &p->round[k].from) == 0) {
+            p->items[i].moved = p->round[k].moved;
+            p->items[i].ask = true;
+        } else if (i >= 0) {
+            p->items[i].ask = false; /* asked about a position it has left */
+        }
+    }
+    return MCDC_OK;
+}
+
 int mcdc_runtime_probe_poll(mcdc_runtime *rt, mcdc_db_probe *p, const void *owner,
                             mcdc_changes *changes, const mcdc_lsn *from, mcdc_lsn *max,
                             bool *moved, bool *usable, mcdc_error *err) {
@@ -201,40 +269,25 @@ int mcdc_runtime_probe_poll(mcdc_runtime *rt, mcdc_db_probe *p, const void *owne
     pthread_mutex_lock(&p->mu);
     int me = member(p, owner);
     /* A member's answer holds for the position the round asked about. */
-    mcdc_probe_item *it = &p->items[me];
-    if (mcdc_lsn_cmp(&it->from, from) != 0) {
-        it->from = *from;
-        it->ask = false;
+    if (mcdc_lsn_cmp(&p->items[me].from, from) != 0) {
+        p->items[me].from = *from;
+        p->items[me].ask = false;
     }
     /* Rounds fall in fixed slots of the interval: one per slot however
      * many members poll in it, and one more for a member whose position
      * moved since (a busy table after its batch, a new one) while it is
-     * behind the database. */
+     * behind the database; never two at once (a member that would need one
+     * while one runs reads the last one's). */
     int64_t now = mcdc_monotonic_us(), slot_us = rt->cfg.probe_interval_ms * 1000;
     bool fresh = p->round_us != 0 && now / slot_us == p->round_us / slot_us;
-    if (!p->unusable && (!fresh || (!it->ask && mcdc_lsn_cmp(from, &p->max) < 0))) {
-        for (int i = 0; i < p->n; i++) p->items[i].ask = true;
-        bool was_null = false;
-        int queries = 0;
-        rc = mcdc_changes_probe_round(changes, p->items, p->n, &p->max, &was_null, &queries, err);
-        atomic_fetch_add(&rt->probe_rounds, 1);
-        atomic_fetch_add(&rt->probe_queries, queries);
-        if (rc == MCDC_E_PERMISSION || rc == MCDC_E_SERVER) {
-            mcdc_log(MCDC_LOG_WARN,
-                     "the shared probe of this database was refused (%s); each stream polls "
-                     "max_lsn on its own from now on (GRANT SELECT on cdc.change_tables and the "
-                     "change tables lets one probe serve them all)",
-                     err ? err->message : mcdc_status_name(rc));
-            p->unusable = true;
-            rc = MCDC_OK;
-        } else if (rc == MCDC_OK) {
-            p->round_us = now;
-        } else {
-            for (int i = 0; i < p->n; i++) p->items[i].ask = false;
-        }
+    if (!p->unusable && !p->running &&
+        (!fresh || (!p->items[me].ask && mcdc_lsn_cmp(from, &p->max) < 0))) {
+        rc = run_round(rt, p, changes, now, err);
+        me = member(p, owner); /* others may have joined or left meanwhile */
     }
     *usable = !p->unusable;
     if (rc == MCDC_OK && *usable) {
+        const mcdc_probe_item *it = &p->items[me];
         *max = p->max;
         *moved = it->ask ? it->moved : mcdc_lsn_cmp(from, &p->max) < 0;
     }
