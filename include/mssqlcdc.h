@@ -54,8 +54,9 @@ extern "C" {
  *    mcdc_capture_health) and the batch report's retention headroom (added
  *    at its end) came with start-many's metrics. Later, in the same
  *    version: the runtime (mcdc_runtime_create/destroy, mcdc_runtime_cfg,
- *    mcdc_runtime_cfg_init, mcdc_runtime_get_stats) and the stream
- *    config's version 6 (runtime).
+ *    mcdc_runtime_cfg_init, mcdc_runtime_get_stats) and the runtime field
+ *    of the stream config (version 6), the backfill config (3) and the
+ *    apply config (6).
  */
 #define MCDC_API_VERSION 5
 
@@ -746,7 +747,7 @@ typedef struct mcdc_backfill_status {
     char reason[512];         /* the state in words; "" when done or running */
 } mcdc_backfill_status;
 
-#define MCDC_BACKFILL_CFG_VERSION 2
+#define MCDC_BACKFILL_CFG_VERSION 3
 typedef struct mcdc_backfill_cfg {
     int version;                 /* MCDC_BACKFILL_CFG_VERSION */
     const char *target;          /* bronze, as the stream was given it */
@@ -772,10 +773,14 @@ typedef struct mcdc_backfill_cfg {
      * chunks); NULL: none */
     mcdc_progress_fn progress_fn;
     void *progress_user;
+    /* version 3: the runtime the backfill runs in (borrowed; its budget
+     * when budget is NULL, its log sink when log_fn is); NULL: a private
+     * one (see "The runtime") */
+    mcdc_runtime *runtime;
 } mcdc_backfill_cfg;
 #define MCDC_BACKFILL_CFG_INIT \
     {MCDC_BACKFILL_CFG_VERSION, NULL, NULL, NULL, NULL, 0, 0, 0, -1, false, 0, NULL, NULL, NULL, \
-     NULL, NULL, MCDC_LOG_WARN, NULL, NULL}
+     NULL, NULL, MCDC_LOG_WARN, NULL, NULL, NULL}
 /* As mcdc_stream_cfg_init, for this config. */
 MCDC_API int mcdc_backfill_cfg_init(mcdc_backfill_cfg *out, int version, mcdc_error *err);
 
@@ -834,9 +839,9 @@ MCDC_API int mcdc_backfill_status_json(char *out, size_t cap, const mcdc_backfil
  * property mssql_cdc.scd_type) and another is refused (MCDC_E_MISMATCH).
  * docs/silver.md says the rules.
  * ---------------------------------------------------------------------- */
-#define MCDC_APPLY_CFG_VERSION 5 /* 1: the fields up to log_level (scd_type 1); 2: up to
+#define MCDC_APPLY_CFG_VERSION 6 /* 1: the fields up to log_level (scd_type 1); 2: up to
                                     n_track_history_columns; 3: deletion_vectors; 4:
-                                    progress_fn, progress_user */
+                                    progress_fn, progress_user; 5: scratch_dir; 6: runtime */
 typedef struct mcdc_apply_cfg {
     int version;                  /* MCDC_APPLY_CFG_VERSION */
     const char *bronze;           /* the stream's target, named as the stream was given it */
@@ -885,11 +890,14 @@ typedef struct mcdc_apply_cfg {
      * runs are scratch, written and read back at once, not objects to
      * upload). The CLI gives the system's temp directory by default. */
     const char *scratch_dir;
+    /* version 6: the runtime the apply runs in (borrowed; its log sink when
+     * log_fn is NULL); NULL: a private one (see "The runtime") */
+    mcdc_runtime *runtime;
 } mcdc_apply_cfg;
 #define MCDC_APPLY_CFG_INIT \
     {MCDC_APPLY_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, MCDC_GRANULARITY_HOUR, \
      MCDC_TRIGGER_ONCE, 0, 0, 0, 0, NULL, NULL, NULL, MCDC_LOG_WARN, 0, NULL, 0, 0, NULL, NULL, \
-     NULL}
+     NULL, NULL}
 /* As mcdc_stream_cfg_init, for this config. */
 MCDC_API int mcdc_apply_cfg_init(mcdc_apply_cfg *out, int version, mcdc_error *err);
 

@@ -38,8 +38,8 @@ static const mcdc_runtime_cfg RUNTIME_DEFAULTS = MCDC_RUNTIME_CFG_INIT;
 /* A version added to a config adds its end here (the offset of its first
  * field closes the version before it) and moves the assertion below. */
 _Static_assert(MCDC_STREAM_CFG_VERSION == 6 && MCDC_SNAPSHOT_CFG_VERSION == 3 &&
-                   MCDC_SEED_CFG_VERSION == 3 && MCDC_BACKFILL_CFG_VERSION == 2 &&
-                   MCDC_APPLY_CFG_VERSION == 5 && MCDC_RECONCILE_CFG_VERSION == 4 &&
+                   MCDC_SEED_CFG_VERSION == 3 && MCDC_BACKFILL_CFG_VERSION == 3 &&
+                   MCDC_APPLY_CFG_VERSION == 6 && MCDC_RECONCILE_CFG_VERSION == 4 &&
                    MCDC_REPAIR_CFG_VERSION == 1 && MCDC_RUNTIME_CFG_VERSION == 1,
                "a new config version needs its end in LAYOUTS");
 
@@ -63,13 +63,15 @@ static const cfg_layout LAYOUTS[MCDC_CFG_KINDS] = {
                         offsetof(mcdc_seed_cfg, progress_fn), sizeof(mcdc_seed_cfg)},
                        {{0, 0}}},
     [MCDC_CFG_BACKFILL] = {LAYOUT(mcdc_backfill_cfg, BACKFILL_DEFAULTS, MCDC_BACKFILL_CFG_VERSION),
-                           {offsetof(mcdc_backfill_cfg, progress_fn), sizeof(mcdc_backfill_cfg)},
+                           {offsetof(mcdc_backfill_cfg, progress_fn),
+                            offsetof(mcdc_backfill_cfg, runtime), sizeof(mcdc_backfill_cfg)},
                            {SPAN(mcdc_backfill_cfg, reserved1)}},
     [MCDC_CFG_APPLY] = {LAYOUT(mcdc_apply_cfg, APPLY_DEFAULTS, MCDC_APPLY_CFG_VERSION),
                         {offsetof(mcdc_apply_cfg, scd_type),
                          offsetof(mcdc_apply_cfg, deletion_vectors),
                          offsetof(mcdc_apply_cfg, progress_fn),
-                         offsetof(mcdc_apply_cfg, scratch_dir), sizeof(mcdc_apply_cfg)},
+                         offsetof(mcdc_apply_cfg, scratch_dir),
+                         offsetof(mcdc_apply_cfg, runtime), sizeof(mcdc_apply_cfg)},
                         {SPAN(mcdc_apply_cfg, reserved1)}},
     [MCDC_CFG_RECONCILE] = {LAYOUT(mcdc_reconcile_cfg, RECONCILE_DEFAULTS,
                                    MCDC_RECONCILE_CFG_VERSION),

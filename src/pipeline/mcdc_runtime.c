@@ -113,6 +113,15 @@ mcdc_alloc_acct *mcdc_runtime_acct_or_bound(mcdc_runtime *rt) {
     return rt ? &rt->acct : mcdc_alloc_bound();
 }
 
+mcdc_job_scope mcdc_runtime_enter_cfg(int kind, const void *cfg, size_t runtime_at) {
+    mcdc_runtime *rt = NULL;
+    int version = 0;
+    if (cfg) memcpy(&version, cfg, sizeof version);
+    size_t n = cfg ? mcdc_cfg_version_bytes((mcdc_cfg_kind)kind, version) : 0;
+    if (n >= runtime_at + sizeof rt) memcpy(&rt, (const char *)cfg + runtime_at, sizeof rt);
+    return mcdc_job_enter(mcdc_runtime_acct_or_bound(rt), mcdc_log_current());
+}
+
 mcdc_budget *mcdc_runtime_budget_or(mcdc_runtime *rt, mcdc_budget *own) {
     return own ? own : rt ? rt->budget : NULL;
 }

@@ -15,6 +15,10 @@
 /* The accounting a job charges: the runtime's, or without one the creating
  * thread's (whatever its host bound; NULL: uncounted). */
 mcdc_alloc_acct *mcdc_runtime_acct_or_bound(mcdc_runtime *rt);
+/* Enters a job's create (mcdc_job_enter) with the accounting of the
+ * runtime its config (of kind, the caller's version) names at byte
+ * runtime_at: NULL when that version does not hold it. */
+mcdc_job_scope mcdc_runtime_enter_cfg(int kind, const void *cfg, size_t runtime_at);
 /* The budget a job uses: its own config's when set, else the runtime's
  * (NULL: no limit). */
 mcdc_budget *mcdc_runtime_budget_or(mcdc_runtime *rt, mcdc_budget *own);

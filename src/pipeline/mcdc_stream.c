@@ -1195,9 +1195,9 @@ int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stre
     int rc = mcdc_cfg_copy(&given, sizeof given, MCDC_CFG_STREAM, cfg, err);
     if (rc) return rc;
     mcdc_alloc_acct *acct = mcdc_runtime_acct_or_bound(given.runtime);
-    mcdc_alloc_acct *host = mcdc_alloc_bind(acct);
+    mcdc_job_scope host = mcdc_job_enter(acct, mcdc_log_current());
     rc = stream_create(out, opts, &given, acct, err);
-    mcdc_alloc_bind(host);
+    mcdc_job_leave(host);
     return rc;
 }
 
@@ -1207,9 +1207,9 @@ void mcdc_stream_request_stop(mcdc_stream *s) {
 
 void mcdc_stream_free(mcdc_stream *s) {
     if (s == NULL) return;
-    mcdc_alloc_acct *host = mcdc_alloc_bind(s->acct);
+    mcdc_job_scope host = mcdc_job_enter(s->acct, mcdc_log_current());
     stream_free(s);
-    mcdc_alloc_bind(host);
+    mcdc_job_leave(host);
 }
 
 static void stream_free(mcdc_stream *s) {
@@ -1394,8 +1394,7 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     s->report = fn;
     s->report_ctx = ctx;
     s->pending = json_array();
-    const mcdc_log_sink *host_sink = mcdc_log_use(&s->sink);
-    mcdc_alloc_acct *host_acct = mcdc_alloc_bind(s->acct);
+    mcdc_job_scope host = mcdc_job_enter(s->acct, &s->sink);
     /* Unknown options were warned about when set; the first batch's row
      * records them too. */
     const char *unknown = mcdc_opts_unknown(s->opts);
@@ -1541,7 +1540,6 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     s->bronze_schema = NULL;
     s->changes = NULL;
     mcdc_checkpoint_unlock(held);
-    mcdc_alloc_bind(host_acct);
-    mcdc_log_use(host_sink);
+    mcdc_job_leave(host);
     return rc;
 }

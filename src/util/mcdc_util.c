@@ -378,6 +378,19 @@ void mcdc_log_stderr(mcdc_log_level level, const char *msg) {
     fprintf(stderr, "mssql-cdc: %s: %s\n", names[level], msg);
 }
 
+/* ---- a job's frame --------------------------------------------------------------- */
+mcdc_job_scope mcdc_job_enter(mcdc_alloc_acct *acct, const mcdc_log_sink *sink) {
+    mcdc_job_scope host = {tl_sink, tl_acct};
+    mcdc_alloc_bind(acct);
+    tl_sink = sink;
+    return host;
+}
+
+void mcdc_job_leave(mcdc_job_scope host) {
+    mcdc_alloc_bind(host.acct);
+    tl_sink = host.sink;
+}
+
 /* ---- threads -------------------------------------------------------------- */
 typedef struct {
     void *(*fn)(void *);

@@ -140,6 +140,18 @@ typedef struct mcdc_log_sink {
 const mcdc_log_sink *mcdc_log_use(const mcdc_log_sink *sink);
 /* The calling thread's sink (NULL: the default). */
 const mcdc_log_sink *mcdc_log_current(void);
+
+/* ---- a job's frame ----------------------------------------------------------
+ * What a job binds to the calling thread while it runs (its create, run
+ * and free): its allocator accounting and its log sink; leave restores the
+ * host's. One mechanism for every job, so that no job forgets either. */
+typedef struct mcdc_job_scope {
+    const mcdc_log_sink *sink;
+    mcdc_alloc_acct *acct;
+} mcdc_job_scope;
+mcdc_job_scope mcdc_job_enter(mcdc_alloc_acct *acct, const mcdc_log_sink *sink);
+void mcdc_job_leave(mcdc_job_scope host);
+
 void mcdc_log(mcdc_log_level level, const char *fmt, ...) MCDC_PRINTF(2, 3);
 /* The default sink's line on stderr (for sinks that pass messages on). */
 void mcdc_log_stderr(mcdc_log_level level, const char *msg);

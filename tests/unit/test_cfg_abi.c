@@ -279,7 +279,8 @@ static size_t header_bytes(mcdc_cfg_kind kind, int version) {
         const size_t b[] = {offsetof(mcdc_apply_cfg, scd_type),
                             offsetof(mcdc_apply_cfg, deletion_vectors),
                             offsetof(mcdc_apply_cfg, progress_fn),
-                            offsetof(mcdc_apply_cfg, scratch_dir), sizeof(mcdc_apply_cfg)};
+                            offsetof(mcdc_apply_cfg, scratch_dir),
+                            offsetof(mcdc_apply_cfg, runtime), sizeof(mcdc_apply_cfg)};
         return b[version - 1];
     }
     case MCDC_CFG_RECONCILE: {
@@ -294,7 +295,8 @@ static size_t header_bytes(mcdc_cfg_kind kind, int version) {
         return b[version - 1];
     }
     case MCDC_CFG_BACKFILL: {
-        const size_t b[] = {offsetof(mcdc_backfill_cfg, progress_fn), sizeof(mcdc_backfill_cfg)};
+        const size_t b[] = {offsetof(mcdc_backfill_cfg, progress_fn),
+                            offsetof(mcdc_backfill_cfg, runtime), sizeof(mcdc_backfill_cfg)};
         return b[version - 1];
     }
     case MCDC_CFG_REPAIR: return sizeof(mcdc_repair_cfg);

@@ -253,3 +253,56 @@ TEST(runtime_budget_serves_in_order_and_shares) {
     mcdc_budget_release(b, MCDC_PERMIT_ENCODER, 4);
     mcdc_budget_free(b);
 }
+
+/* Backfill and apply given a runtime charge it too, not their creator. */
+TEST(runtime_backfill_and_apply_charge_their_runtime) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_runtime *rt = NULL;
+    CHECK_EQ_INT(mcdc_runtime_create(&rt, NULL, &e), MCDC_OK);
+    mcdc_opts *o = NULL;
+    CHECK_EQ_INT(mcdc_opts_create(&o, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_opts_set(o, "connectionString", "Server=127.0.0.1,1;UID=sa;PWD=x", NULL, &e),
+                 MCDC_OK);
+    CHECK_EQ_INT(mcdc_opts_set(o, "captureInstance", "dbo_t", NULL, &e), MCDC_OK);
+    mcdc_alloc_stats host0, host1;
+    mcdc_runtime_stats st;
+    mcdc_alloc_get_stats(&host0);
+
+    mcdc_backfill_cfg bc = MCDC_BACKFILL_CFG_INIT;
+    bc.target = "/tmp/mcdc-runtime-test/bronze";
+    bc.app_id = "rt";
+    bc.facts_table = "/tmp/mcdc-runtime-test/facts";
+    bc.runtime = rt;
+    mcdc_backfill *b = NULL;
+    CHECK_EQ_INT(mcdc_backfill_create(&b, o, &bc, &e), MCDC_OK);
+    mcdc_runtime_get_stats(rt, &st);
+    int64_t after_backfill = st.live_bytes;
+    CHECK(after_backfill > 0);
+
+    mcdc_apply_cfg ac = MCDC_APPLY_CFG_INIT;
+    ac.bronze = "/tmp/mcdc-runtime-test/bronze";
+    ac.target = "/tmp/mcdc-runtime-test/silver";
+    ac.control_table = "/tmp/mcdc-runtime-test/control";
+    ac.runtime = rt;
+    mcdc_apply *a = NULL;
+    CHECK_EQ_INT(mcdc_apply_create(&a, o, &ac, &e), MCDC_OK);
+    mcdc_runtime_get_stats(rt, &st);
+    CHECK(st.live_bytes > after_backfill);
+    mcdc_alloc_get_stats(&host1);
+    CHECK_EQ_INT(host1.live_bytes, host0.live_bytes);
+
+    /* an older caller's struct (before the runtime field) charges the creator */
+    bc.version = 2;
+    mcdc_backfill *b2 = NULL;
+    CHECK_EQ_INT(mcdc_backfill_create(&b2, o, &bc, &e), MCDC_OK);
+    mcdc_alloc_get_stats(&host1);
+    CHECK(host1.live_bytes > host0.live_bytes);
+    mcdc_backfill_free(b2);
+
+    mcdc_backfill_free(b);
+    mcdc_apply_free(a);
+    mcdc_runtime_get_stats(rt, &st);
+    CHECK_EQ_INT(st.live_bytes, 0);
+    mcdc_opts_free(o);
+    mcdc_runtime_destroy(rt);
+}

@@ -71,7 +71,7 @@ class SeedCfg(ctypes.Structure):
 
 
 class BackfillCfg(ctypes.Structure):
-    VERSION = 2
+    VERSION = 3
     _fields_ = [("version", c_int), ("target", c_char_p), ("app_id", c_char_p),
                 ("facts_table", c_char_p), ("warehouse", c_char_p), ("chunk_rows", c_int64),
                 ("max_waves", c_int64), ("max_seconds", c_double),
@@ -79,11 +79,11 @@ class BackfillCfg(ctypes.Structure):
                 ("min_headroom_hours", c_double), ("isolation", c_char_p),
                 ("budget", c_void_p), ("reserved1", c_void_p), ("log_fn", c_void_p),
                 ("log_user", c_void_p), ("log_level", c_int), ("progress_fn", c_void_p),
-                ("progress_user", c_void_p)]
+                ("progress_user", c_void_p), ("runtime", c_void_p)]
 
 
 class ApplyCfg(ctypes.Structure):
-    VERSION = 5
+    VERSION = 6
     _fields_ = [("version", c_int), ("bronze", c_char_p), ("target", c_char_p),
                 ("control_table", c_char_p), ("facts_table", c_char_p),
                 ("warehouse", c_char_p), ("capture_instance", c_char_p), ("keys", c_void_p),
@@ -96,7 +96,7 @@ class ApplyCfg(ctypes.Structure):
                 ("deletion_vectors", c_int32), ("progress_fn", c_void_p),
                 ("progress_user", c_void_p),
                 # version 5
-                ("scratch_dir", c_char_p)]
+                ("scratch_dir", c_char_p), ("runtime", c_void_p)]
 
 
 class ReconcileCfg(ctypes.Structure):
