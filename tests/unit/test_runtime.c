@@ -138,17 +138,27 @@ TEST(runtime_memory_ceiling_refuses_growth_past_it) {
     CHECK(strstr(e.message, "at least 2 connections") != NULL);
 }
 
+/* Source options for a job's create (nothing connects before its run). */
+static mcdc_opts *source_opts(void) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_opts *o = NULL;
+    if (mcdc_opts_create(&o, &e) ||
+        mcdc_opts_set(o, "connectionString", "Server=127.0.0.1,1;UID=sa;PWD=x", NULL, &e) ||
+        mcdc_opts_set(o, "captureInstance", "dbo_t", NULL, &e)) {
+        mcdc_opts_free(o);
+        return NULL;
+    }
+    return o;
+}
+
 /* A stream given a runtime charges its handle to it, not to the thread
  * that creates it; a stream given none charges the creating thread's. */
 TEST(runtime_stream_with_a_runtime_charges_it) {
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_runtime *rt = NULL;
     CHECK_EQ_INT(mcdc_runtime_create(&rt, NULL, &e), MCDC_OK);
-    mcdc_opts *o = NULL;
-    CHECK_EQ_INT(mcdc_opts_create(&o, &e), MCDC_OK);
-    CHECK_EQ_INT(mcdc_opts_set(o, "connectionString", "Server=127.0.0.1,1;UID=sa;PWD=x", NULL, &e),
-                 MCDC_OK);
-    CHECK_EQ_INT(mcdc_opts_set(o, "captureInstance", "dbo_t", NULL, &e), MCDC_OK);
+    mcdc_opts *o = source_opts();
+    CHECK(o != NULL);
     mcdc_stream_cfg cfg = MCDC_STREAM_CFG_INIT;
     cfg.target = "/tmp/mcdc-runtime-test/bronze";
     cfg.app_id = "rt";
@@ -259,11 +269,8 @@ TEST(runtime_backfill_and_apply_charge_their_runtime) {
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_runtime *rt = NULL;
     CHECK_EQ_INT(mcdc_runtime_create(&rt, NULL, &e), MCDC_OK);
-    mcdc_opts *o = NULL;
-    CHECK_EQ_INT(mcdc_opts_create(&o, &e), MCDC_OK);
-    CHECK_EQ_INT(mcdc_opts_set(o, "connectionString", "Server=127.0.0.1,1;UID=sa;PWD=x", NULL, &e),
-                 MCDC_OK);
-    CHECK_EQ_INT(mcdc_opts_set(o, "captureInstance", "dbo_t", NULL, &e), MCDC_OK);
+    mcdc_opts *o = source_opts();
+    CHECK(o != NULL);
     mcdc_alloc_stats host0, host1;
     mcdc_runtime_stats st;
     mcdc_alloc_get_stats(&host0);
