@@ -201,11 +201,12 @@ void mcdc_runtime_probe_leave(mcdc_runtime *rt, mcdc_db_probe *p, const void *ow
     pthread_mutex_unlock(&p->mu);
 }
 
+/* owner's place among p's members; a stream polls only a probe it joined */
 static int member(const mcdc_db_probe *p, const void *owner) {
-    for (int i = 0; i < p->n; i++)
-        if (p->owners[i] == owner) return i;
-    MCDC_ASSERT(!"a stream polls a probe it did not join");
-    return -1;
+    int i = 0;
+    while (i < p->n && p->owners[i] != owner) i++;
+    MCDC_ASSERT(i < p->n);
+    return i;
 }
 
 /* Room for a round's copy of the items: cap of them. */
