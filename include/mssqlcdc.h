@@ -56,7 +56,7 @@ extern "C" {
  *    version: the runtime (mcdc_runtime_create/destroy, mcdc_runtime_cfg,
  *    mcdc_runtime_cfg_init, mcdc_runtime_get_stats) and the runtime field
  *    of the stream config (version 6), the backfill config (3) and the
- *    apply config (6).
+ *    apply config (6); mcdc_stream_caught_up.
  */
 #define MCDC_API_VERSION 5
 
@@ -542,6 +542,14 @@ MCDC_API int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_
 /* Async-signal-safe, from any thread: finish the current batch, then
  * return from mcdc_stream_run. */
 MCDC_API void mcdc_stream_request_stop(mcdc_stream *s);
+/* A stream of a runtime that polls through its database's probe plans no
+ * batch while its change table has nothing new, so its last batch's end
+ * stays behind the database's max_lsn although it has read everything: true
+ * and *lsn (0x + 20 hex digits) the newest max_lsn up to which its probe
+ * found nothing past its position, since its last batch; false: none (its
+ * last batch's end is its position). From any thread; a host's lag uses
+ * it. */
+MCDC_API bool mcdc_stream_caught_up(mcdc_stream *s, char lsn[24]);
 MCDC_API void mcdc_stream_free(mcdc_stream *s);
 
 /* ------------------------------------------------------------------------

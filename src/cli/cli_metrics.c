@@ -63,6 +63,7 @@ typedef struct tstat {
     char message[512];
     bool snap_active;
     int64_t snap_done, snap_total;
+    char caught_up_lsn[24]; /* a copy's: cfg.caught_up's answer ("": none) */
 } tstat;
 
 struct cli_metrics {
@@ -277,6 +278,9 @@ static bool take(cli_metrics *m, snap *s) {
     pthread_mutex_unlock(&m->mu);
     s->now_us = utc_us();
     s->now_mono_us = mono_us();
+    for (size_t i = 0; i < s->n; i++)
+        if (!m->cfg.caught_up || !m->cfg.caught_up(m->cfg.caught_up_user, i, s->t[i].caught_up_lsn))
+            s->t[i].caught_up_lsn[0] = 0;
     return true;
 }
 
@@ -284,7 +288,8 @@ static bool take(cli_metrics *m, snap *s) {
 static bool lag_of(const snap *s, const tstat *t, double *out) {
     if (!t->has_batch) return false;
     if (s->has_health && s->h.max_lsn[0]) {
-        if (strcasecmp(t->end_lsn, s->h.max_lsn) >= 0) { /* fixed-width hex: text order */
+        if (strcasecmp(t->end_lsn, s->h.max_lsn) >= 0 || /* fixed-width hex: text order */
+            (t->caught_up_lsn[0] && strcasecmp(t->caught_up_lsn, s->h.max_lsn) >= 0)) {
             *out = 0;
             return true;
         }

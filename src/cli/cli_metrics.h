@@ -25,6 +25,11 @@ typedef struct cli_metrics_cfg {
     const char *database;    /* the label */
     const char *const *names; /* the capture instances, n of them (borrowed) */
     size_t n;
+    /* NULL, or table i's mcdc_stream_caught_up (read at each scrape: a table
+     * whose change table has nothing new is caught up although its last
+     * batch's end is behind max_lsn) */
+    bool (*caught_up)(void *user, size_t i, char lsn[24]);
+    void *caught_up_user;
 } cli_metrics_cfg;
 
 /* Checks cfg->listen: EXIT_OK or a usage error printed. */

@@ -553,6 +553,10 @@ static int parse_seconds(const char *flag, const char *v, double lo, double hi, 
 }
 
 /* The listener (serving the tables as pending until they start). */
+static bool table_caught_up(void *user, size_t i, char lsn[24]) {
+    return mcdc_stream_caught_up(((many *)user)->t[i].stream, lsn);
+}
+
 static int start_metrics(many *m, cli_metrics **out, const char *listen, const char *ready_file,
                          double poll_s, double lag_problem_s) {
     m->names = calloc(m->n, sizeof *m->names);
@@ -566,7 +570,7 @@ static int start_metrics(many *m, cli_metrics **out, const char *listen, const c
     cli_metrics_database(mcdc_opts_get(m->t[0].opts, "connectionString"), m->database,
                          sizeof m->database);
     cli_metrics_cfg cfg = {listen, ready_file, poll_s, lag_problem_s, m->opts, m->database,
-                           m->names, m->n};
+                           m->names, m->n, table_caught_up, m};
     int rc = cli_metrics_start(out, &cfg);
     for (size_t i = 0; rc == EXIT_OK && i < m->n; i++) {
         m->t[i].metrics = *out;

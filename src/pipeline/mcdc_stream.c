@@ -90,6 +90,11 @@ struct mcdc_stream {
      * when it last planned a batch (monotonic us). */
     mcdc_db_probe *probe;
     int64_t last_plan_us;
+    /* The newest max_lsn the probe found nothing past the stream's
+     * position up to (zero: none since its last plan), for its host's lag
+     * (mcdc_stream_caught_up); under caught_up_mu. */
+    pthread_mutex_t caught_up_mu;
+    mcdc_lsn caught_up;
     mcdc_stream_cfg cfg;      /* strings point into `strings` */
     char *strings[8];         /* owned copies of the cfg's strings */
     const mcdc_opts *opts;    /* borrowed */
@@ -209,6 +214,23 @@ static int initial_offset(mcdc_stream *s, offset_t *start, bool *idle, mcdc_erro
     return MCDC_OK;
 }
 
+static void set_caught_up(mcdc_stream *s, const mcdc_lsn *lsn) {
+    pthread_mutex_lock(&s->caught_up_mu);
+    s->caught_up = *lsn;
+    pthread_mutex_unlock(&s->caught_up_mu);
+}
+
+bool mcdc_stream_caught_up(mcdc_stream *s, char lsn[24]) {
+    if (s == NULL || lsn == NULL) return false;
+    pthread_mutex_lock(&s->caught_up_mu);
+    mcdc_lsn l = s->caught_up;
+    pthread_mutex_unlock(&s->caught_up_mu);
+    if (mcdc_lsn_is_zero(&l)) return false;
+    _Static_assert(MCDC_LSN_TEXT_LEN < 24, "an LSN's text fits");
+    mcdc_lsn_format(&l, lsn);
+    return true;
+}
+
 /* The shared probe's answer for a stream past its first batch: *idle when
  * its change table has no row past start (it plans nothing, unless it has
  * planned nothing for MCDC_PROBE_IDLE_ADVANCE_MS while the database moved:
@@ -231,9 +253,11 @@ static int probe_poll(mcdc_stream *s, const offset_t *start, mcdc_lsn *max, bool
         return rc;
     }
     *known = true;
-    bool due = mcdc_lsn_cmp(&start->lsn, max) < 0 &&
-               mcdc_monotonic_us() - s->last_plan_us >= (int64_t)MCDC_PROBE_IDLE_ADVANCE_MS * 1000;
+    bool behind = mcdc_lsn_cmp(&start->lsn, max) < 0;
+    bool due = behind && mcdc_monotonic_us() - s->last_plan_us >=
+                             (int64_t)MCDC_PROBE_IDLE_ADVANCE_MS * 1000;
     *idle = !moved && !due;
+    if (*idle && behind) set_caught_up(s, max);
     return MCDC_OK;
 }
 
@@ -292,6 +316,7 @@ static int job_plan(void *job, const mcdc_pos *last_end, mcdc_pos *start_p, mcdc
     rc = next_end(s, &start, known ? &max : NULL, &end, idle, err);
     if (rc || *idle) return rc;
     s->last_plan_us = mcdc_monotonic_us();
+    set_caught_up(s, &(mcdc_lsn){0}); /* its batch's end says it from now on */
     /* A newer capture instance whose columns the schema lacks: this batch
      * ends just before its start, the next one stops there. */
     bool cut = false;
@@ -1173,6 +1198,7 @@ static int stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_st
         return rc;
     }
     pthread_mutex_init(&s->warnings_mu, NULL);
+    pthread_mutex_init(&s->caught_up_mu, NULL);
     if (s->cfg.log_fn == NULL) s->cfg.log_fn = mcdc_runtime_log_fn(cfg->runtime, &s->cfg.log_user);
     s->sink = (mcdc_log_sink){stream_log, s, cfg->log_level};
     s->ctx.budget = mcdc_runtime_budget_or(cfg->runtime, cfg->budget);
@@ -1213,7 +1239,10 @@ void mcdc_stream_free(mcdc_stream *s) {
 }
 
 static void stream_free(mcdc_stream *s) {
-    if (s->sink.fn) pthread_mutex_destroy(&s->warnings_mu);
+    if (s->sink.fn) {
+        pthread_mutex_destroy(&s->warnings_mu);
+        pthread_mutex_destroy(&s->caught_up_mu);
+    }
     for (size_t i = 0; i < sizeof s->strings / sizeof s->strings[0]; i++) mcdc_free(s->strings[i]);
     mcdc_free(s->target_path);
     mcdc_free(s->facts_path);

@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import time
+import urllib.request
 
 from conftest import CLI
 
@@ -28,13 +29,21 @@ def make_db(sim, n):
     sim.run("EXEC sim.run_capture @ignore_latency = 1;", database=DB)
 
 
-def start_many(sim, lake, n):
+def start_many(sim, lake, n, extra=()):
     return subprocess.Popen(
         [CLI, "start-many", "--connectionString", sim.connection_string(DB),
          "--capture-instances", ",".join(f"dbo_t{i}" for i in range(n)),
          "--target", os.path.join(lake, "bronze_{ci}"), "--app-id", "{ci}-v1",
-         "--checkpoint", os.path.join(lake, "ckpt", "{ci}")],
+         "--checkpoint", os.path.join(lake, "ckpt", "{ci}"), *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def lags(port):
+    """Every table's mssql_cdc_ingestion_lag_seconds from /metrics."""
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    return {m.group(1): float(m.group(2)) for m in re.finditer(
+        r'^mssql_cdc_ingestion_lag_seconds\{[^}]*capture_instance="([^"]+)"[^}]*\} (\S+)$', body,
+        re.M)}
 
 
 def requests(sim):
@@ -91,7 +100,9 @@ def test_only_the_tables_with_new_rows_plan_a_batch(sim, workdir):
     n = 20
     make_db(sim, n)
     lake = os.path.join(workdir, "lake")
-    proc = start_many(sim, lake, n)
+    ready = os.path.join(workdir, "port")
+    proc = start_many(sim, lake, n, ("--metrics-listen", "127.0.0.1:0", "--ready-file", ready,
+                                     "--metrics-poll-seconds", "0.2"))
     try:
         wait_started(lake, n, proc)
         # max_lsn moves for the whole database; only t3 and t7 change
@@ -104,6 +115,15 @@ def test_only_the_tables_with_new_rows_plan_a_batch(sim, workdir):
                 for t in ("t3", "t7")):
             time.sleep(0.1)
         time.sleep(0.5)  # a round's worth more for the others to (not) plan
+        # the idle tables planned nothing, yet they are caught up: lag 0
+        # for every table (their probe found nothing past their positions)
+        with open(ready) as f:
+            port = int(f.read().strip())
+        deadline = time.time() + 10
+        while time.time() < deadline and set(lags(port).values()) != {0.0}:
+            time.sleep(0.2)
+        got = lags(port)
+        assert len(got) == n and set(got.values()) == {0.0}, got
     finally:
         err = stop(proc)
     batches = {m.group(1): int(m.group(2))
