@@ -56,7 +56,7 @@ extern "C" {
  *    version: the runtime (mcdc_runtime_create/destroy, mcdc_runtime_cfg,
  *    mcdc_runtime_cfg_init, mcdc_runtime_get_stats) and the runtime field
  *    of the stream config (version 6), the backfill config (3) and the
- *    apply config (6); mcdc_stream_caught_up.
+ *    apply config (6) and the reconcile config (5); mcdc_stream_caught_up.
  */
 #define MCDC_API_VERSION 5
 
@@ -989,7 +989,8 @@ MCDC_API int mcdc_apply_result_json(char *out, size_t cap, const mcdc_apply_resu
  * With settle_seconds (version 3): what is IN_FLIGHT is re-checked until
  * it settles or the time passes.
  * ---------------------------------------------------------------------- */
-#define MCDC_RECONCILE_CFG_VERSION 4 /* 2: up to repair; 3: settle_seconds; 4: progress */
+#define MCDC_RECONCILE_CFG_VERSION 5 /* 2: up to repair; 3: settle_seconds; 4: progress;
+                                        5: runtime */
 typedef struct mcdc_reconcile_cfg {
     int version;                  /* MCDC_RECONCILE_CFG_VERSION */
     const char *silver;           /* required: a path, or schema.table under warehouse */
@@ -1024,10 +1025,13 @@ typedef struct mcdc_reconcile_cfg {
      * "settling", the re-checks); NULL: none */
     mcdc_progress_fn progress_fn;
     void *progress_user;
+    /* version 5: the runtime the reconcile runs in (borrowed; its log sink
+     * when log_fn is NULL); NULL: a private one (see "The runtime") */
+    mcdc_runtime *runtime;
 } mcdc_reconcile_cfg;
 #define MCDC_RECONCILE_CFG_INIT \
     {MCDC_RECONCILE_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, -1.0, false, 0, \
-     NULL, NULL, NULL, MCDC_LOG_WARN, false, 0, NULL, NULL}
+     NULL, NULL, NULL, MCDC_LOG_WARN, false, 0, NULL, NULL, NULL}
 /* As mcdc_stream_cfg_init, for this config. */
 MCDC_API int mcdc_reconcile_cfg_init(mcdc_reconcile_cfg *out, int version, mcdc_error *err);
 

@@ -39,7 +39,7 @@ static const mcdc_runtime_cfg RUNTIME_DEFAULTS = MCDC_RUNTIME_CFG_INIT;
  * field closes the version before it) and moves the assertion below. */
 _Static_assert(MCDC_STREAM_CFG_VERSION == 6 && MCDC_SNAPSHOT_CFG_VERSION == 3 &&
                    MCDC_SEED_CFG_VERSION == 3 && MCDC_BACKFILL_CFG_VERSION == 3 &&
-                   MCDC_APPLY_CFG_VERSION == 6 && MCDC_RECONCILE_CFG_VERSION == 4 &&
+                   MCDC_APPLY_CFG_VERSION == 6 && MCDC_RECONCILE_CFG_VERSION == 5 &&
                    MCDC_REPAIR_CFG_VERSION == 1 && MCDC_RUNTIME_CFG_VERSION == 1,
                "a new config version needs its end in LAYOUTS");
 
@@ -77,7 +77,8 @@ static const cfg_layout LAYOUTS[MCDC_CFG_KINDS] = {
                                    MCDC_RECONCILE_CFG_VERSION),
                             {offsetof(mcdc_reconcile_cfg, repair),
                              offsetof(mcdc_reconcile_cfg, settle_seconds),
-                             offsetof(mcdc_reconcile_cfg, progress_fn), sizeof(mcdc_reconcile_cfg)},
+                             offsetof(mcdc_reconcile_cfg, progress_fn),
+                             offsetof(mcdc_reconcile_cfg, runtime), sizeof(mcdc_reconcile_cfg)},
                             {SPAN(mcdc_reconcile_cfg, reserved1)}},
     [MCDC_CFG_REPAIR] = {LAYOUT(mcdc_repair_cfg, REPAIR_DEFAULTS, MCDC_REPAIR_CFG_VERSION),
                          {sizeof(mcdc_repair_cfg)},

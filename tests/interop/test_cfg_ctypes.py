@@ -44,7 +44,7 @@ CONFIGS = {
                             "runtime"],
               {"trigger": 3, "granularity": 0, "memory_mb": 0, "file_rows": 0,
                "log_level": LOG_WARN, "scd_type": 0, "deletion_vectors": 0}),
-    "reconcile": (ReconcileCfg, 4, ["repair", "settle_seconds", "progress_fn"],
+    "reconcile": (ReconcileCfg, 5, ["repair", "settle_seconds", "progress_fn", "runtime"],
                   {"sample": -1.0, "bucket_rows": 0, "log_level": LOG_WARN, "repair": False,
                    "settle_seconds": 0}),
     "repair": (RepairCfg, 1, [], {"log_level": LOG_WARN, "n_keys": 0}),

@@ -286,7 +286,8 @@ static size_t header_bytes(mcdc_cfg_kind kind, int version) {
     case MCDC_CFG_RECONCILE: {
         const size_t b[] = {offsetof(mcdc_reconcile_cfg, repair),
                             offsetof(mcdc_reconcile_cfg, settle_seconds),
-                            offsetof(mcdc_reconcile_cfg, progress_fn), sizeof(mcdc_reconcile_cfg)};
+                            offsetof(mcdc_reconcile_cfg, progress_fn),
+                            offsetof(mcdc_reconcile_cfg, runtime), sizeof(mcdc_reconcile_cfg)};
         return b[version - 1];
     }
     case MCDC_CFG_SEED: {

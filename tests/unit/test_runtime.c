@@ -264,8 +264,9 @@ TEST(runtime_budget_serves_in_order_and_shares) {
     mcdc_budget_free(b);
 }
 
-/* Backfill and apply given a runtime charge it too, not their creator. */
-TEST(runtime_backfill_and_apply_charge_their_runtime) {
+/* Backfill, apply and reconcile given a runtime charge it too, not their
+ * creator. */
+TEST(runtime_backfill_apply_and_reconcile_charge_their_runtime) {
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_runtime *rt = NULL;
     CHECK_EQ_INT(mcdc_runtime_create(&rt, NULL, &e), MCDC_OK);
@@ -295,6 +296,17 @@ TEST(runtime_backfill_and_apply_charge_their_runtime) {
     CHECK_EQ_INT(mcdc_apply_create(&a, o, &ac, &e), MCDC_OK);
     mcdc_runtime_get_stats(rt, &st);
     CHECK(st.live_bytes > after_backfill);
+    int64_t after_apply = st.live_bytes;
+
+    mcdc_reconcile_cfg rc = MCDC_RECONCILE_CFG_INIT;
+    rc.silver = "/tmp/mcdc-runtime-test/silver";
+    rc.bronze = "/tmp/mcdc-runtime-test/bronze";
+    rc.control_table = "/tmp/mcdc-runtime-test/control";
+    rc.runtime = rt;
+    mcdc_reconcile *r = NULL;
+    CHECK_EQ_INT(mcdc_reconcile_create(&r, o, &rc, &e), MCDC_OK);
+    mcdc_runtime_get_stats(rt, &st);
+    CHECK(st.live_bytes > after_apply);
     mcdc_alloc_get_stats(&host1);
     CHECK_EQ_INT(host1.live_bytes, host0.live_bytes);
 
@@ -308,6 +320,7 @@ TEST(runtime_backfill_and_apply_charge_their_runtime) {
 
     mcdc_backfill_free(b);
     mcdc_apply_free(a);
+    mcdc_reconcile_free(r);
     mcdc_runtime_get_stats(rt, &st);
     CHECK_EQ_INT(st.live_bytes, 0);
     mcdc_opts_free(o);

@@ -100,7 +100,7 @@ class ApplyCfg(ctypes.Structure):
 
 
 class ReconcileCfg(ctypes.Structure):
-    VERSION = 4
+    VERSION = 5
     _fields_ = [("version", c_int), ("silver", c_char_p), ("bronze", c_char_p),
                 ("control_table", c_char_p), ("facts_table", c_char_p),
                 ("report_table", c_char_p), ("warehouse", c_char_p), ("keys", c_void_p),
@@ -108,7 +108,7 @@ class ReconcileCfg(ctypes.Structure):
                 ("has_sample_seed", c_bool), ("sample_seed", c_uint64),
                 ("reserved1", c_void_p), ("log_fn", c_void_p), ("log_user", c_void_p),
                 ("log_level", c_int), ("repair", c_bool), ("settle_seconds", c_int64),
-                ("progress_fn", c_void_p), ("progress_user", c_void_p)]
+                ("progress_fn", c_void_p), ("progress_user", c_void_p), ("runtime", c_void_p)]
 
 
 class RepairCfg(ctypes.Structure):
