@@ -95,6 +95,10 @@ struct mcdc_stream {
      * (mcdc_stream_caught_up); under caught_up_mu. */
     pthread_mutex_t caught_up_mu;
     mcdc_lsn caught_up;
+    /* What caught_up was when the current batch was planned: its change
+     * table provably has no row in (start, proven_empty_to] (zero: no such
+     * knowledge), so CDC cleanup up to there lost it nothing. */
+    mcdc_lsn proven_empty_to;
     mcdc_stream_cfg cfg;      /* strings point into `strings` */
     char *strings[8];         /* owned copies of the cfg's strings */
     const mcdc_opts *opts;    /* borrowed */
@@ -316,7 +320,11 @@ static int job_plan(void *job, const mcdc_pos *last_end, mcdc_pos *start_p, mcdc
     rc = next_end(s, &start, known ? &max : NULL, &end, idle, err);
     if (rc || *idle) return rc;
     s->last_plan_us = mcdc_monotonic_us();
-    set_caught_up(s, &(mcdc_lsn){0}); /* its batch's end says it from now on */
+    /* its batch's end says it from now on; the batch keeps what was proven */
+    pthread_mutex_lock(&s->caught_up_mu);
+    s->proven_empty_to = last_end != NULL ? s->caught_up : mcdc_lsn_zero();
+    s->caught_up = mcdc_lsn_zero();
+    pthread_mutex_unlock(&s->caught_up_mu);
     /* A newer capture instance whose columns the schema lacks: this batch
      * ends just before its start, the next one stops there. */
     bool cut = false;
@@ -530,6 +538,17 @@ static int retention_guard(mcdc_stream *s, mcdc_changes_piece *p, mcdc_error *er
     char f[MCDC_LSN_TEXT_LEN + 1], m[MCDC_LSN_TEXT_LEN + 1], gone[512] = "";
     mcdc_lsn_format(&p->from, f);
     mcdc_lsn_format(&min_lsn, m);
+    /* An idle table the database's probe found empty past its position up
+     * to proven_empty_to lost nothing to a cleanup below that (LSNs only
+     * grow: no row can appear there later). */
+    if (!mcdc_lsn_is_zero(&s->proven_empty_to) && mcdc_lsn_cmp(&min_lsn, &s->proven_empty_to) <= 0 &&
+        mcdc_str_ieq(p->ci, mcdc_changes_capture_instance(s->changes))) {
+        mcdc_log(MCDC_LOG_INFO, "capture instance %s: CDC cleanup moved min_lsn to %s, past %s, "
+                                "where its change table had no rows (the database's probe found "
+                                "none): nothing lost", p->ci, m, f);
+        p->from = min_lsn;
+        return MCDC_OK;
+    }
     if (p->oldest) mcdc_changes_gone(s->changes, gone, sizeof gone);
     if (mcdc_opt_fail_on_data_loss(s->opts))
         return mcdc_error_set(err, MCDC_E_DATALOSS,
