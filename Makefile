@@ -68,7 +68,7 @@ SO_LDFLAGS := -shared -Wl,-soname,$(SONAME) $(if $(findstring -fsanitize,$(OPT))
 SIMLIB := $(BUILD)/libmcdcsim.a
 BINS := $(BUILD)/mssql-cdc $(BUILD)/mssql-cdc-sim $(BUILD)/unit-tests $(SOLIB) $(SOLINKS)
 
-.PHONY: all deps test soak test-unit test-san demo bench bench-programs bench-smoke bench-reader bench-table bench-parquet bench-lake bench-stream bench-snapshot bench-silver bench-object-store fuzz clean headercheck install python-wheel
+.PHONY: all deps test soak test-unit test-san demo bench bench-programs bench-smoke bench-reader bench-table bench-parquet bench-lake bench-stream bench-snapshot bench-silver bench-object-store bench-many fuzz clean headercheck install python-wheel
 all: $(BINS)
 
 $(CLI_OBJ): private INCLUDES := $(CLI_INCLUDES)
@@ -243,6 +243,12 @@ bench-snapshot: all
 # to deltalake's merge, and the rebuild of 10M snapshot rows.
 bench-silver: all
 	@.venv/bin/python bench/bench_silver.py
+
+# 200 capture instances (BENCH_MANY_TABLES), 10 with a backlog: one start-many
+# process against a stream process per table (BENCH_MANY_PROCESSES, scaled):
+# idle queries/s, idle CPU, peak RSS and the busy tables' catch-up.
+bench-many: all
+	@.venv/bin/python bench/bench_many.py
 
 # 3M change rows (BENCH_OBJSTORE_ROWS) streamed into bronze on moto's S3 and
 # on Azurite, by us and by read_changes + deltalake's write_deltalake, with

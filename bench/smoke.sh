@@ -43,5 +43,7 @@ step bench-silver reconcile_tier2_rows_per_s env BENCH_SILVER_ROWS=2000 BENCH_SI
 # S3's side only: Azurite's start and deltalake's second run would double it
 step bench-object-store s3_vs_deltalake_ratio env BENCH_OBJSTORE_ROWS=1000 \
   BENCH_OBJSTORE_BATCH_ROWS=500 BENCH_OBJSTORE_STORES=s3 "$PYTHON" bench/bench_object_store.py
+step bench-many many_vs_processes_rss_ratio env BENCH_MANY_TABLES=6 BENCH_MANY_BUSY=2 \
+  BENCH_MANY_ROWS=500 BENCH_MANY_PROCESSES=4 BENCH_MANY_IDLE_SECONDS=1 "$PYTHON" bench/bench_many.py
 echo "bench: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

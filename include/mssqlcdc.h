@@ -54,7 +54,11 @@ extern "C" {
  *    mcdc_capture_health) and the batch report's retention headroom (added
  *    at its end) came with start-many's metrics; a stream's progress
  *    function hears one report of job "stream" once it streams (serve's
- *    readiness; no layout changed).
+ *    readiness; no layout changed). Later, in the same version: the
+ *    runtime (mcdc_runtime_create/destroy, mcdc_runtime_cfg,
+ *    mcdc_runtime_cfg_init, mcdc_runtime_get_stats) and the runtime field
+ *    of the stream config (version 6), the backfill config (3) and the
+ *    apply config (6) and the reconcile config (5); mcdc_stream_caught_up.
  */
 #define MCDC_API_VERSION 5
 
@@ -354,6 +358,69 @@ MCDC_API int mcdc_budget_create(mcdc_budget **out, int connections_max, int enco
                                 mcdc_error *err);
 MCDC_API void mcdc_budget_free(mcdc_budget *b);
 
+/* ------------------------------------------------------------------------
+ * The runtime: what the jobs of one host share. One handle owns the
+ * allocator's accounting (live and peak bytes, a ceiling, fault injection in
+ * tests), the default log sink, the budget of connections and encoder
+ * threads, and the probe each database is polled with (one max_lsn and one
+ * "which change tables moved" query per database and poll, however many
+ * streams follow it). A job takes it in its config (mcdc_stream_cfg's
+ * runtime); a job given none behaves as with a private runtime of its own:
+ * no budget but its config's, its own log fields, and its allocations
+ * charged to the accounting of the thread that created it.
+ *
+ * How allocations find their runtime: the library has no process-wide
+ * allocator state. A job binds its runtime's accounting to its thread while
+ * it runs (create, run, free), and every thread it starts inherits the
+ * binding; a block remembers the accounting that took it and is given back
+ * there whichever thread frees it. An allocation on a thread with nothing
+ * bound (the library called outside any job) is not counted and never
+ * fails on purpose. Two runtimes in one process therefore count and fail
+ * independently.
+ *
+ * Created before, destroyed after every job that names it (and after every
+ * block those jobs handed out has been freed). Thread-safe: its jobs run on
+ * any threads at once.
+ * ---------------------------------------------------------------------- */
+typedef struct mcdc_runtime mcdc_runtime;
+#define MCDC_RUNTIME_CFG_VERSION 1
+typedef struct mcdc_runtime_cfg {
+    int version;                /* MCDC_RUNTIME_CFG_VERSION */
+    /* The budget shared by the runtime's jobs (a job whose config names a
+     * budget of its own uses that one). Connections: 0 no limit, else at
+     * least 2; each reader thread holds one, so they bound the readers too.
+     * Encoder threads: 0 no limit, else at least 1. */
+    int connections_max;
+    int encoder_threads_max;
+    /* Bytes the runtime's jobs may hold at once through the library's
+     * allocator; an allocation past it fails (MCDC_E_NOMEM). 0: no ceiling. */
+    int64_t memory_bytes_max;
+    /* The log sink of jobs whose config sets no log_fn; NULL: stderr. */
+    mcdc_log_fn log_fn;
+    void *log_user;
+    /* A database's probe answers from its last poll for this long: streams
+     * of one database polling within it share one round of queries.
+     * 0: 10 ms (a default stream's idle poll). */
+    int64_t probe_interval_ms;
+} mcdc_runtime_cfg;
+#define MCDC_RUNTIME_CFG_INIT {MCDC_RUNTIME_CFG_VERSION, 0, 0, 0, NULL, NULL, 0}
+MCDC_API int mcdc_runtime_cfg_init(mcdc_runtime_cfg *out, int version, mcdc_error *err);
+/* cfg NULL: the defaults. MCDC_E_INVALID for a budget below its minimum or
+ * a negative figure. */
+MCDC_API int mcdc_runtime_create(mcdc_runtime **out, const mcdc_runtime_cfg *cfg,
+                                 mcdc_error *err);
+MCDC_API void mcdc_runtime_destroy(mcdc_runtime *rt);
+
+/* What the runtime's allocator accounting says. */
+typedef struct mcdc_runtime_stats {
+    int64_t alloc_calls;      /* successful allocations */
+    int64_t live_bytes;       /* held now */
+    int64_t peak_bytes;       /* the most held at once */
+    int64_t probe_rounds;     /* rounds of probe queries sent (all databases) */
+    int64_t probe_queries;    /* queries those rounds sent */
+} mcdc_runtime_stats;
+MCDC_API void mcdc_runtime_get_stats(const mcdc_runtime *rt, mcdc_runtime_stats *out);
+
 /* A position in the change log, as a stream's offsets hold it: the last
  * processed commit and its UTC commit time. */
 typedef struct mcdc_offset {
@@ -375,7 +442,7 @@ typedef enum mcdc_on_data_loss {
     MCDC_ON_DATA_LOSS_RESNAPSHOT = 1 /* re-snapshot into a new generation, then go on */
 } mcdc_on_data_loss;
 
-#define MCDC_STREAM_CFG_VERSION 5
+#define MCDC_STREAM_CFG_VERSION 6
 typedef struct mcdc_stream_cfg {
     int version;               /* MCDC_STREAM_CFG_VERSION */
     const char *target;        /* bronze: a path, or schema.table under warehouse */
@@ -427,11 +494,14 @@ typedef struct mcdc_stream_cfg {
      * progress_fn (job "snapshot", done once it is committed); NULL: none */
     mcdc_progress_fn progress_fn;
     void *progress_user;
+    /* version 6: the runtime the stream runs in (borrowed; outlives the
+     * stream); NULL: a private one (see "The runtime") */
+    mcdc_runtime *runtime;
 } mcdc_stream_cfg;
 #define MCDC_STREAM_CFG_INIT \
     {MCDC_STREAM_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, MCDC_TRIGGER_DEFAULT, 0, \
      MCDC_GRANULARITY_HOUR, 0, NULL, NULL, 0, NULL, NULL, MCDC_LOG_WARN, false, MCDC_SNAPSHOT_FULL, \
-     MCDC_ON_DATA_LOSS_FAIL, 7.0, false, NULL, NULL}
+     MCDC_ON_DATA_LOSS_FAIL, 7.0, false, NULL, NULL, NULL}
 /* The defaults of a config for bindings, which cannot see macros: writes
  * the fields version holds (what MCDC_STREAM_CFG_INIT gives them, nothing
  * past that version's end) into *out, with out->version = version. Pass the
@@ -476,6 +546,14 @@ MCDC_API int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_
 /* Async-signal-safe, from any thread: finish the current batch, then
  * return from mcdc_stream_run. */
 MCDC_API void mcdc_stream_request_stop(mcdc_stream *s);
+/* A stream of a runtime that polls through its database's probe plans no
+ * batch while its change table has nothing new, so its last batch's end
+ * stays behind the database's max_lsn although it has read everything: true
+ * and *lsn (0x + 20 hex digits) the newest max_lsn up to which its probe
+ * found nothing past its position, since its last batch; false: none (its
+ * last batch's end is its position). From any thread; a host's lag uses
+ * it. */
+MCDC_API bool mcdc_stream_caught_up(mcdc_stream *s, char lsn[24]);
 MCDC_API void mcdc_stream_free(mcdc_stream *s);
 
 /* ------------------------------------------------------------------------
@@ -681,7 +759,7 @@ typedef struct mcdc_backfill_status {
     char reason[512];         /* the state in words; "" when done or running */
 } mcdc_backfill_status;
 
-#define MCDC_BACKFILL_CFG_VERSION 2
+#define MCDC_BACKFILL_CFG_VERSION 3
 typedef struct mcdc_backfill_cfg {
     int version;                 /* MCDC_BACKFILL_CFG_VERSION */
     const char *target;          /* bronze, as the stream was given it */
@@ -707,10 +785,14 @@ typedef struct mcdc_backfill_cfg {
      * chunks); NULL: none */
     mcdc_progress_fn progress_fn;
     void *progress_user;
+    /* version 3: the runtime the backfill runs in (borrowed; its budget
+     * when budget is NULL, its log sink when log_fn is); NULL: a private
+     * one (see "The runtime") */
+    mcdc_runtime *runtime;
 } mcdc_backfill_cfg;
 #define MCDC_BACKFILL_CFG_INIT \
     {MCDC_BACKFILL_CFG_VERSION, NULL, NULL, NULL, NULL, 0, 0, 0, -1, false, 0, NULL, NULL, NULL, \
-     NULL, NULL, MCDC_LOG_WARN, NULL, NULL}
+     NULL, NULL, MCDC_LOG_WARN, NULL, NULL, NULL}
 /* As mcdc_stream_cfg_init, for this config. */
 MCDC_API int mcdc_backfill_cfg_init(mcdc_backfill_cfg *out, int version, mcdc_error *err);
 
@@ -769,9 +851,9 @@ MCDC_API int mcdc_backfill_status_json(char *out, size_t cap, const mcdc_backfil
  * property mssql_cdc.scd_type) and another is refused (MCDC_E_MISMATCH).
  * docs/silver.md says the rules.
  * ---------------------------------------------------------------------- */
-#define MCDC_APPLY_CFG_VERSION 5 /* 1: the fields up to log_level (scd_type 1); 2: up to
+#define MCDC_APPLY_CFG_VERSION 6 /* 1: the fields up to log_level (scd_type 1); 2: up to
                                     n_track_history_columns; 3: deletion_vectors; 4:
-                                    progress_fn, progress_user */
+                                    progress_fn, progress_user; 5: scratch_dir; 6: runtime */
 typedef struct mcdc_apply_cfg {
     int version;                  /* MCDC_APPLY_CFG_VERSION */
     const char *bronze;           /* the stream's target, named as the stream was given it */
@@ -820,11 +902,14 @@ typedef struct mcdc_apply_cfg {
      * runs are scratch, written and read back at once, not objects to
      * upload). The CLI gives the system's temp directory by default. */
     const char *scratch_dir;
+    /* version 6: the runtime the apply runs in (borrowed; its log sink when
+     * log_fn is NULL); NULL: a private one (see "The runtime") */
+    mcdc_runtime *runtime;
 } mcdc_apply_cfg;
 #define MCDC_APPLY_CFG_INIT \
     {MCDC_APPLY_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, MCDC_GRANULARITY_HOUR, \
      MCDC_TRIGGER_ONCE, 0, 0, 0, 0, NULL, NULL, NULL, MCDC_LOG_WARN, 0, NULL, 0, 0, NULL, NULL, \
-     NULL}
+     NULL, NULL}
 /* As mcdc_stream_cfg_init, for this config. */
 MCDC_API int mcdc_apply_cfg_init(mcdc_apply_cfg *out, int version, mcdc_error *err);
 
@@ -908,7 +993,8 @@ MCDC_API int mcdc_apply_result_json(char *out, size_t cap, const mcdc_apply_resu
  * With settle_seconds (version 3): what is IN_FLIGHT is re-checked until
  * it settles or the time passes.
  * ---------------------------------------------------------------------- */
-#define MCDC_RECONCILE_CFG_VERSION 4 /* 2: up to repair; 3: settle_seconds; 4: progress */
+#define MCDC_RECONCILE_CFG_VERSION 5 /* 2: up to repair; 3: settle_seconds; 4: progress;
+                                        5: runtime */
 typedef struct mcdc_reconcile_cfg {
     int version;                  /* MCDC_RECONCILE_CFG_VERSION */
     const char *silver;           /* required: a path, or schema.table under warehouse */
@@ -943,10 +1029,13 @@ typedef struct mcdc_reconcile_cfg {
      * "settling", the re-checks); NULL: none */
     mcdc_progress_fn progress_fn;
     void *progress_user;
+    /* version 5: the runtime the reconcile runs in (borrowed; its log sink
+     * when log_fn is NULL); NULL: a private one (see "The runtime") */
+    mcdc_runtime *runtime;
 } mcdc_reconcile_cfg;
 #define MCDC_RECONCILE_CFG_INIT \
     {MCDC_RECONCILE_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, -1.0, false, 0, \
-     NULL, NULL, NULL, MCDC_LOG_WARN, false, 0, NULL, NULL}
+     NULL, NULL, NULL, MCDC_LOG_WARN, false, 0, NULL, NULL, NULL}
 /* As mcdc_stream_cfg_init, for this config. */
 MCDC_API int mcdc_reconcile_cfg_init(mcdc_reconcile_cfg *out, int version, mcdc_error *err);
 

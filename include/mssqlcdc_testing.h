@@ -38,6 +38,11 @@ extern "C" {
  * MCDC_CRASH_AT_BYTES_MAX is MCDC_E_INVALID. */
 MCDC_API int mcdc_opts_set_crash_at(mcdc_opts *o, const char *point, mcdc_error *err);
 
+/* Fault injection on one runtime: its nth allocation from now on (1 = the
+ * next) fails, on whichever of its jobs' threads it falls; 0 disables. The
+ * other runtimes of the process are not touched. */
+MCDC_API void mcdc_runtime_fail_alloc_at(mcdc_runtime *rt, int64_t nth);
+
 /* The stream's backoff before the first retry of a transient error
  * (doubling after), 1 to 60000 ms; 0: the default, 1 s. Anything else is
  * MCDC_E_INVALID. */

@@ -197,7 +197,7 @@ int mcdc_batch_stream_start(struct ArrowArrayStream *out, const mcdc_batch_strea
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    int prc = pthread_create(&s->thread, NULL, run, s);
+    int prc = mcdc_thread_start(&s->thread, run, s);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (prc != 0) {
         s->count = 0;

@@ -132,7 +132,7 @@ void cli_table_wire(cli_table *t, bool quiet) {
 
 static void *table_run(void *arg) {
     cli_table *t = arg;
-    cli_metrics_started(t->metrics, t->index);
+    cli_metrics_started(t->metrics, t->index, t->stream);
     t->status = mcdc_stream_run(t->stream, table_report, t, &t->err);
     atomic_store(&t->finished, true);
     cli_metrics_ended(t->metrics, t->index, cli_table_state_name(cli_table_state_of(t)),

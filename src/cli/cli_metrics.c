@@ -71,6 +71,8 @@ typedef struct tstat {
     bool snap_active;
     int64_t snap_done, snap_total; /* rows; total -1: unknown */
     int64_t snap_parts_done, snap_parts_total; /* ranges or chunks; total -1: unknown */
+    mcdc_stream *stream; /* while it runs (borrowed: started to ended), else NULL */
+    char caught_up_lsn[24]; /* a copy's: mcdc_stream_caught_up's answer ("": none) */
 } tstat;
 
 /* What the capture probe read of one database. */
@@ -204,9 +206,10 @@ void cli_metrics_remove(cli_metrics *m, size_t i) {
     pthread_mutex_unlock(&m->mu);
 }
 
-void cli_metrics_started(cli_metrics *m, size_t i) {
+void cli_metrics_started(cli_metrics *m, size_t i, mcdc_stream *stream) {
     if (m == NULL || i == (size_t)-1) return;
     pthread_mutex_lock(&m->mu);
+    m->t[i].stream = stream;
     if (m->t[i].state == ST_PENDING) m->t[i].state = ST_STARTING;
     pthread_mutex_unlock(&m->mu);
 }
@@ -263,6 +266,7 @@ void cli_metrics_ended(cli_metrics *m, size_t i, const char *state, int status,
     if (m == NULL || i == (size_t)-1) return;
     pthread_mutex_lock(&m->mu);
     tstat *t = &m->t[i];
+    t->stream = NULL; /* its run returned: it may be freed from now on */
     t->state = strcmp(state, "failed") == 0 ? ST_FAILED
                : strcmp(state, "stopped") == 0 ? ST_STOPPED
                                                : ST_DONE;
@@ -375,7 +379,16 @@ static bool take(cli_metrics *m, snap *s) {
     /* the rows a reload removed are not served */
     s->n = 0;
     for (size_t i = 0; i < m->n; i++)
-        if (!m->t[i].removed) s->t[s->n++] = m->t[i];
+        if (!m->t[i].removed) {
+            tstat *c = &s->t[s->n++];
+            *c = m->t[i];
+            /* a table whose change table has nothing new is caught up
+             * although its last batch ended behind max_lsn (a short lock of
+             * the stream's; its pointer is good until ended, under m->mu) */
+            if (c->stream == NULL || !mcdc_stream_caught_up(c->stream, c->caught_up_lsn))
+                c->caught_up_lsn[0] = 0;
+            c->stream = NULL;
+        }
     pthread_mutex_unlock(&m->mu);
     s->now_us = utc_us();
     s->now_mono_us = mono_us();
@@ -388,7 +401,8 @@ static bool lag_of(const snap *s, const tstat *t, double *out) {
     /* its own database's max_lsn: LSNs of two databases do not compare */
     const dbstat *d = t->db < s->n_db ? &s->db[t->db] : NULL;
     if (d && d->has_health && d->health.max_lsn[0]) {
-        if (strcasecmp(t->end_lsn, d->health.max_lsn) >= 0) { /* fixed-width hex: text order */
+        if (strcasecmp(t->end_lsn, d->health.max_lsn) >= 0 || /* fixed-width hex: text order */
+            (t->caught_up_lsn[0] && strcasecmp(t->caught_up_lsn, d->health.max_lsn) >= 0)) {
             *out = 0;
             return true;
         }

@@ -47,7 +47,11 @@ size_t cli_metrics_add(cli_metrics *m, const char *database, const char *name);
 /* Table i is gone (a reload removed it): its row is no longer served. */
 void cli_metrics_remove(cli_metrics *m, size_t i);
 /* The streams' events for table i. */
-void cli_metrics_started(cli_metrics *m, size_t i);
+/* Table i's run started on stream, which the listener asks whether it is
+ * caught up (mcdc_stream_caught_up) until cli_metrics_ended: a table whose
+ * change table has nothing new has lag 0 though its last batch ended behind
+ * max_lsn. */
+void cli_metrics_started(cli_metrics *m, size_t i, mcdc_stream *stream);
 void cli_metrics_batch(cli_metrics *m, size_t i, const mcdc_batch_report *r);
 void cli_metrics_progress(cli_metrics *m, size_t i, const mcdc_progress *p);
 /* state: "done", "stopped" or "failed" (then status and message say why). */

@@ -196,6 +196,8 @@ static void print_json(cli_progress *p, const mcdc_progress *r, double rate, dou
         if (r->job_parts_total >= 0)
             snprintf(job_total, sizeof job_total, "%lld", (long long)r->job_parts_total);
     }
+    /* one line, whole, though many tables' threads report (start-many, serve) */
+    flockfile(stderr);
     if (p->name) fprintf(stderr, "{\"table\":\"%s\",", p->name); /* an identifier */
     fprintf(stderr,
             "%s\"progress\":{\"job\":\"%s\",\"phase\":\"%s\",\"phase_number\":%lld,"
@@ -210,6 +212,7 @@ static void print_json(cli_progress *p, const mcdc_progress *r, double rate, dou
             (long long)r->bytes_done, rate, (double)r->phase_ms / 1000.0,
             (double)r->elapsed_ms / 1000.0, left, r->done ? "true" : "false");
     fflush(stderr);
+    funlockfile(stderr);
     p->last_json_ms = r->elapsed_ms;
 }
 

@@ -599,7 +599,8 @@ static int schedules(parse *p, serve_table *t) {
     return 0;
 }
 
-static void table_prepare(parse *p, serve_table *t, mcdc_budget *budget) {
+static void table_prepare(parse *p, serve_table *t, mcdc_budget *budget,
+                          mcdc_runtime *runtime) {
     serve_config *c = p->c;
     const serve_db *d = db_of(c, t);
     if (d == NULL) {
@@ -672,6 +673,7 @@ static void table_prepare(parse *p, serve_table *t, mcdc_budget *budget) {
         }
     }
     cfg.budget = budget;
+    cfg.runtime = runtime; /* one probe per database for the idle polls */
     j->cfg = cfg;
     j->json_log = c->log_json;
     cli_table_wire(j, c->quiet);
@@ -758,7 +760,7 @@ mcdc_opts *serve_config_probe_opts(const serve_config *c, size_t k) {
 }
 
 int serve_config_load(serve_config **out, const char *path, mcdc_budget **budget,
-                      int64_t *budget_connections) {
+                      int64_t *budget_connections, mcdc_runtime *runtime) {
     *out = NULL;
     serve_config *c = calloc(1, sizeof *c);
     if (c == NULL || (c->path = strdup(path)) == NULL) {
@@ -797,7 +799,8 @@ int serve_config_load(serve_config **out, const char *path, mcdc_budget **budget
         }
     }
     if (p.errors == 0) budget_of(&p, budget, budget_connections);
-    for (size_t i = 0; p.errors == 0 && i < c->n_t; i++) table_prepare(&p, c->t[i], *budget);
+    for (size_t i = 0; p.errors == 0 && i < c->n_t; i++)
+        table_prepare(&p, c->t[i], *budget, runtime);
     if (p.errors == 0) {
         cli_table **jobs = calloc(c->n_t ? c->n_t : 1, sizeof *jobs);
         mcdc_stream_cfg shared = MCDC_STREAM_CFG_INIT;

@@ -85,10 +85,11 @@ typedef struct serve_config {
  * run) with *budget: when NULL, it is created from [service]
  * (max_connections, else one per table, 4 to read with and room for
  * SERVE_RELOAD_ROOM tables more; *budget_connections set), else the tables
- * must fit *budget_connections. The instances are not checked
+ * must fit *budget_connections. Every table's stream is on runtime (the
+ * service's one, which outlives every reload). The instances are not checked
  * (serve_config_check_instances asks the source). */
 int serve_config_load(serve_config **out, const char *path, mcdc_budget **budget,
-                      int64_t *budget_connections);
+                      int64_t *budget_connections, mcdc_runtime *runtime);
 /* A fresh copy of the source options of database k's first table (the
  * capture probe's, which outlive every reload); NULL when out of memory. */
 mcdc_opts *serve_config_probe_opts(const serve_config *c, size_t k);

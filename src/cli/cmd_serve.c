@@ -74,6 +74,7 @@ static const char SERVE_HELP[] =
 typedef struct serve {
     serve_config *cfg;
     mcdc_budget *budget;
+    mcdc_runtime *runtime; /* every table's (their shared probe per database) */
     int64_t connections;
     cli_metrics *metrics;
     mcdc_opts **probe_opts; /* the capture probe's, a database each (outlive every reload) */
@@ -188,7 +189,8 @@ static void use_log_flag(serve_config *c, bool json) {
 static void reload(serve *s) {
     serve_log(s, "info", NULL, "SIGHUP: rereading %s", s->cfg->path);
     serve_config *n = NULL;
-    if (serve_config_load(&n, s->cfg->path, &s->budget, &s->connections) != EXIT_OK) {
+    if (serve_config_load(&n, s->cfg->path, &s->budget, &s->connections, s->runtime) !=
+        EXIT_OK) {
         serve_log(s, "error", NULL, "%s is refused (the reasons above); the %zu tables "
                                     "running are kept as they were",
                   s->cfg->path, s->cfg->n_t);
@@ -338,7 +340,12 @@ int cmd_serve(int argc, char **argv) {
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, &old);
-    rc = serve_config_load(&s.cfg, config, &s.budget, &s.connections);
+    mcdc_error re = MCDC_ERROR_INIT;
+    if (mcdc_runtime_create(&s.runtime, NULL, &re)) {
+        rc = cli_fail(&re);
+        goto out;
+    }
+    rc = serve_config_load(&s.cfg, config, &s.budget, &s.connections, s.runtime);
     if (rc) goto out;
     s.log_json_flag = log_format ? strcasecmp(log_format, "json") == 0 : -1;
     if (s.log_json_flag >= 0) use_log_flag(s.cfg, s.log_json_flag == 1);
@@ -396,6 +403,7 @@ out:
     free(s.probe_dbs);
     free(s.probe_of);
     mcdc_budget_free(s.budget);
+    mcdc_runtime_destroy(s.runtime);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return rc;
 }

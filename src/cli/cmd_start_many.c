@@ -377,6 +377,7 @@ int cmd_start_many(int argc, char **argv) {
     int *src = calloc((size_t)(argc > 0 ? argc : 1), sizeof *src);
     size_t n_src = 0;
     mcdc_budget *budget = NULL;
+    mcdc_runtime *runtime = NULL;
     mcdc_error e = MCDC_ERROR_INIT;
     int rc = src ? EXIT_OK : cli_usage_error("start-many: %s", "out of memory");
     /* a scratch opts that proves each source option once, as stream would */
@@ -460,7 +461,8 @@ int cmd_start_many(int argc, char **argv) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         encoders = cores > 0 ? cores : 1;
     }
-    if (mcdc_budget_create(&budget, (int)connections, (int)encoders, &e)) {
+    if (mcdc_budget_create(&budget, (int)connections, (int)encoders, &e) ||
+        mcdc_runtime_create(&runtime, NULL, &e)) {
         rc = cli_fail(&e);
         goto out;
     }
@@ -481,6 +483,7 @@ int cmd_start_many(int argc, char **argv) {
         cli_table *t = &m.t[i].job;
         t->cfg = shared;
         t->cfg.budget = budget;
+        t->cfg.runtime = runtime; /* one probe per database for the idle polls */
         cli_table_wire(t, quiet);
         if (rc == EXIT_OK && progress_mode != CLI_PROGRESS_NONE) {
             rc = cli_progress_init(&m.t[i].progress, progress_mode);
@@ -513,6 +516,7 @@ out:
         if (m.t[i].job.progress) cli_progress_end(m.t[i].job.progress);
     }
     free(m.jobs);
+    mcdc_runtime_destroy(runtime);
     mcdc_budget_free(budget);
     mcdc_opts_free(probe);
     json_decref(m.file);

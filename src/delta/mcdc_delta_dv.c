@@ -30,15 +30,11 @@ void mcdc_z85_encode(char *out, const uint8_t *in, size_t n) {
 }
 
 bool mcdc_z85_decode(uint8_t *out, const char *in, size_t n) {
-    static int8_t rev[256];
-    static bool ready;
-    if (!ready) { /* idempotent: racing threads write the same bytes */
-        int8_t t[256];
-        memset(t, -1, sizeof t);
-        for (int i = 0; i < 85; i++) t[(unsigned char)k_z85[i]] = (int8_t)i;
-        memcpy(rev, t, sizeof rev);
-        ready = true;
-    }
+    /* The reverse table, built per call (85 stores): a table shared by
+     * every caller would be process-wide state written by racing threads. */
+    int8_t rev[256];
+    memset(rev, -1, sizeof rev);
+    for (int i = 0; i < 85; i++) rev[(unsigned char)k_z85[i]] = (int8_t)i;
     if (n % 5 != 0) return false;
     for (size_t i = 0, o = 0; i < n; i += 5, o += 4) {
         uint64_t v = 0;

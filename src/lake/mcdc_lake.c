@@ -1463,7 +1463,7 @@ static int scan_files(scan_ahead *s, bool ahead, mcdc_batch_fn fn, void *ctx, in
         sigset_t all, old;
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);
-        threaded = pthread_create(&th, NULL, ahead_main, s) == 0;
+        threaded = mcdc_thread_start(&th, ahead_main, s) == 0;
         pthread_sigmask(SIG_SETMASK, &old, NULL);
     }
     int rc = MCDC_OK;

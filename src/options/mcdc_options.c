@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -829,11 +830,19 @@ const char *mcdc_opts_unknown(const mcdc_opts *o) {
     return o->unknown.len ? (const char *)o->unknown.data : "";
 }
 
+/* The names, filled once (a table rewritten on every call raced between
+ * threads); constant afterwards. */
+static const char *g_known_names[NSPECS + 1];
+static pthread_once_t g_known_names_once = PTHREAD_ONCE_INIT;
+
+static void fill_known_names(void) {
+    for (size_t i = 0; i < NSPECS; i++) g_known_names[i] = SPECS[i].name;
+    g_known_names[NSPECS] = NULL;
+}
+
 const char *const *mcdc_opts_known_names(void) {
-    static const char *names[NSPECS + 1];
-    for (size_t i = 0; i < NSPECS; i++) names[i] = SPECS[i].name;
-    names[NSPECS] = NULL;
-    return names;
+    pthread_once(&g_known_names_once, fill_known_names);
+    return g_known_names;
 }
 
 /* ---- test hooks -------------------------------------------------------------------- */

@@ -98,7 +98,7 @@ static int pool_start(pq_pool *p, int n_threads, mcdc_error *err) {
     p->threads = mcdc_calloc((size_t)n_threads, sizeof *p->threads);
     if (p->threads == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (threads)");
     for (int i = 0; i < n_threads - 1; i++) {
-        if (pthread_create(&p->threads[i], NULL, pool_main, p) != 0)
+        if (mcdc_thread_start(&p->threads[i], pool_main, p) != 0)
             return mcdc_error_set(err, MCDC_E_NOMEM, "cannot start Parquet encoder thread");
         p->n_threads++;
     }

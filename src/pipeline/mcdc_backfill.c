@@ -36,6 +36,7 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,7 @@
 #include "mcdc_ledger.h"
 #include "mcdc_offset.h"
 #include "mcdc_plans.h"
+#include "mcdc_runtime.h"
 #include "mcdc_snapfacts.h"
 #include "mcdc_snapshot_job.h"
 #include "mcdc_tables.h"
@@ -1071,8 +1073,8 @@ static void backfill_log(void *user, mcdc_log_level level, const char *msg) {
     else fprintf(stderr, "mssql-cdc: %s%s\n", level == MCDC_LOG_WARN ? "warning: " : "", msg);
 }
 
-int mcdc_backfill_create(mcdc_backfill **out, const mcdc_opts *opts, const mcdc_backfill_cfg *cfg,
-                         mcdc_error *err) {
+static int backfill_create(mcdc_backfill **out, const mcdc_opts *opts, const mcdc_backfill_cfg *cfg,
+                           mcdc_error *err) {
     if (out == NULL || opts == NULL || cfg == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_backfill_create: a NULL argument");
     *out = NULL;
@@ -1103,7 +1105,8 @@ int mcdc_backfill_create(mcdc_backfill **out, const mcdc_opts *opts, const mcdc_
         mcdc_backfill_free(b);
         return rc;
     }
-    b->ctx.budget = cfg->budget;
+    b->ctx.budget = mcdc_runtime_budget_or(cfg->runtime, cfg->budget);
+    if (b->cfg.log_fn == NULL) b->cfg.log_fn = mcdc_runtime_log_fn(cfg->runtime, &b->cfg.log_user);
     b->ctx.progress_fn = cfg->progress_fn;
     b->ctx.progress_user = cfg->progress_user;
     mcdc_ctx_take_test_hooks(&b->ctx, opts);
@@ -1115,6 +1118,15 @@ int mcdc_backfill_create(mcdc_backfill **out, const mcdc_opts *opts, const mcdc_
 
 void mcdc_backfill_request_stop(mcdc_backfill *b) {
     if (b) atomic_store(&b->ctx.stop, 1);
+}
+
+/* Created with its runtime's accounting bound (mcdc_runtime.h). */
+int mcdc_backfill_create(mcdc_backfill **out, const mcdc_opts *opts, const mcdc_backfill_cfg *cfg,
+                         mcdc_error *err) {
+    mcdc_job_scope host = mcdc_runtime_enter_cfg(MCDC_CFG_BACKFILL, cfg, offsetof(mcdc_backfill_cfg, runtime));
+    int rc = backfill_create(out, opts, cfg, err);
+    mcdc_job_leave(host);
+    return rc;
 }
 
 void mcdc_backfill_free(mcdc_backfill *b) {
@@ -1301,7 +1313,7 @@ static void release_run(mcdc_backfill *b) {
 int mcdc_backfill_run(mcdc_backfill *b, mcdc_backfill_status *status, mcdc_error *err) {
     if (b == NULL || status == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_backfill_run: a NULL argument");
-    const mcdc_log_sink *host = mcdc_log_use(&b->sink);
+    mcdc_job_scope host = mcdc_job_enter(mcdc_runtime_acct_or_bound(b->cfg.runtime), &b->sink);
     memset(&b->st, 0, sizeof b->st);
     b->st.chunks_total = -1;
     b->t0_us = mcdc_monotonic_us();
@@ -1351,6 +1363,6 @@ int mcdc_backfill_run(mcdc_backfill *b, mcdc_backfill_status *status, mcdc_error
     release_run(b);
     mcdc_progress_end(b->ctx.progress);
     b->ctx.progress = NULL;
-    mcdc_log_use(host);
+    mcdc_job_leave(host);
     return rc;
 }

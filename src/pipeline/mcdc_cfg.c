@@ -8,7 +8,7 @@
 #include "mssqlcdc.h"
 
 /* Every version of a config has at most this many versions before it. */
-#define CFG_VERSIONS_MAX 5
+#define CFG_VERSIONS_MAX 6
 /* Reserved slots of a config (fields no longer used, kept in place). */
 #define CFG_RESERVED_MAX 2
 
@@ -33,13 +33,14 @@ static const mcdc_backfill_cfg BACKFILL_DEFAULTS = MCDC_BACKFILL_CFG_INIT;
 static const mcdc_apply_cfg APPLY_DEFAULTS = MCDC_APPLY_CFG_INIT;
 static const mcdc_reconcile_cfg RECONCILE_DEFAULTS = MCDC_RECONCILE_CFG_INIT;
 static const mcdc_repair_cfg REPAIR_DEFAULTS = MCDC_REPAIR_CFG_INIT;
+static const mcdc_runtime_cfg RUNTIME_DEFAULTS = MCDC_RUNTIME_CFG_INIT;
 
 /* A version added to a config adds its end here (the offset of its first
  * field closes the version before it) and moves the assertion below. */
-_Static_assert(MCDC_STREAM_CFG_VERSION == 5 && MCDC_SNAPSHOT_CFG_VERSION == 3 &&
-                   MCDC_SEED_CFG_VERSION == 3 && MCDC_BACKFILL_CFG_VERSION == 2 &&
-                   MCDC_APPLY_CFG_VERSION == 5 && MCDC_RECONCILE_CFG_VERSION == 4 &&
-                   MCDC_REPAIR_CFG_VERSION == 1,
+_Static_assert(MCDC_STREAM_CFG_VERSION == 6 && MCDC_SNAPSHOT_CFG_VERSION == 3 &&
+                   MCDC_SEED_CFG_VERSION == 3 && MCDC_BACKFILL_CFG_VERSION == 3 &&
+                   MCDC_APPLY_CFG_VERSION == 6 && MCDC_RECONCILE_CFG_VERSION == 5 &&
+                   MCDC_REPAIR_CFG_VERSION == 1 && MCDC_RUNTIME_CFG_VERSION == 1,
                "a new config version needs its end in LAYOUTS");
 
 #define SPAN(type, field) {offsetof(type, field), sizeof(((type *)0)->field)}
@@ -50,7 +51,8 @@ static const cfg_layout LAYOUTS[MCDC_CFG_KINDS] = {
                          {offsetof(mcdc_stream_cfg, budget),
                           offsetof(mcdc_stream_cfg, on_data_loss),
                           offsetof(mcdc_stream_cfg, snapshot_on_switch),
-                          offsetof(mcdc_stream_cfg, progress_fn), sizeof(mcdc_stream_cfg)},
+                          offsetof(mcdc_stream_cfg, progress_fn),
+                          offsetof(mcdc_stream_cfg, runtime), sizeof(mcdc_stream_cfg)},
                          {SPAN(mcdc_stream_cfg, reserved1), SPAN(mcdc_stream_cfg, reserved2)}},
     [MCDC_CFG_SNAPSHOT] = {LAYOUT(mcdc_snapshot_cfg, SNAPSHOT_DEFAULTS, MCDC_SNAPSHOT_CFG_VERSION),
                            {offsetof(mcdc_snapshot_cfg, app_id),
@@ -61,23 +63,29 @@ static const cfg_layout LAYOUTS[MCDC_CFG_KINDS] = {
                         offsetof(mcdc_seed_cfg, progress_fn), sizeof(mcdc_seed_cfg)},
                        {{0, 0}}},
     [MCDC_CFG_BACKFILL] = {LAYOUT(mcdc_backfill_cfg, BACKFILL_DEFAULTS, MCDC_BACKFILL_CFG_VERSION),
-                           {offsetof(mcdc_backfill_cfg, progress_fn), sizeof(mcdc_backfill_cfg)},
+                           {offsetof(mcdc_backfill_cfg, progress_fn),
+                            offsetof(mcdc_backfill_cfg, runtime), sizeof(mcdc_backfill_cfg)},
                            {SPAN(mcdc_backfill_cfg, reserved1)}},
     [MCDC_CFG_APPLY] = {LAYOUT(mcdc_apply_cfg, APPLY_DEFAULTS, MCDC_APPLY_CFG_VERSION),
                         {offsetof(mcdc_apply_cfg, scd_type),
                          offsetof(mcdc_apply_cfg, deletion_vectors),
                          offsetof(mcdc_apply_cfg, progress_fn),
-                         offsetof(mcdc_apply_cfg, scratch_dir), sizeof(mcdc_apply_cfg)},
+                         offsetof(mcdc_apply_cfg, scratch_dir),
+                         offsetof(mcdc_apply_cfg, runtime), sizeof(mcdc_apply_cfg)},
                         {SPAN(mcdc_apply_cfg, reserved1)}},
     [MCDC_CFG_RECONCILE] = {LAYOUT(mcdc_reconcile_cfg, RECONCILE_DEFAULTS,
                                    MCDC_RECONCILE_CFG_VERSION),
                             {offsetof(mcdc_reconcile_cfg, repair),
                              offsetof(mcdc_reconcile_cfg, settle_seconds),
-                             offsetof(mcdc_reconcile_cfg, progress_fn), sizeof(mcdc_reconcile_cfg)},
+                             offsetof(mcdc_reconcile_cfg, progress_fn),
+                             offsetof(mcdc_reconcile_cfg, runtime), sizeof(mcdc_reconcile_cfg)},
                             {SPAN(mcdc_reconcile_cfg, reserved1)}},
     [MCDC_CFG_REPAIR] = {LAYOUT(mcdc_repair_cfg, REPAIR_DEFAULTS, MCDC_REPAIR_CFG_VERSION),
                          {sizeof(mcdc_repair_cfg)},
                          {SPAN(mcdc_repair_cfg, reserved1)}},
+    [MCDC_CFG_RUNTIME] = {LAYOUT(mcdc_runtime_cfg, RUNTIME_DEFAULTS, MCDC_RUNTIME_CFG_VERSION),
+                          {sizeof(mcdc_runtime_cfg)},
+                          {{0, 0}}},
 };
 
 /* Every config starts with its int version. */
@@ -86,7 +94,8 @@ _Static_assert(offsetof(mcdc_stream_cfg, version) == 0 && offsetof(mcdc_apply_cf
                    offsetof(mcdc_seed_cfg, version) == 0 &&
                    offsetof(mcdc_backfill_cfg, version) == 0 &&
                    offsetof(mcdc_reconcile_cfg, version) == 0 &&
-                   offsetof(mcdc_repair_cfg, version) == 0,
+                   offsetof(mcdc_repair_cfg, version) == 0 &&
+                   offsetof(mcdc_runtime_cfg, version) == 0,
                "a config's version is its first field");
 
 size_t mcdc_cfg_version_bytes(mcdc_cfg_kind kind, int version) {
@@ -172,4 +181,8 @@ int mcdc_reconcile_cfg_init(mcdc_reconcile_cfg *out, int version, mcdc_error *er
 
 int mcdc_repair_cfg_init(mcdc_repair_cfg *out, int version, mcdc_error *err) {
     return cfg_init(out, MCDC_CFG_REPAIR, version, err);
+}
+
+int mcdc_runtime_cfg_init(mcdc_runtime_cfg *out, int version, mcdc_error *err) {
+    return cfg_init(out, MCDC_CFG_RUNTIME, version, err);
 }

@@ -25,6 +25,7 @@ typedef enum mcdc_cfg_kind {
     MCDC_CFG_APPLY,
     MCDC_CFG_RECONCILE,
     MCDC_CFG_REPAIR,
+    MCDC_CFG_RUNTIME,
     MCDC_CFG_KINDS
 } mcdc_cfg_kind;
 

@@ -9,12 +9,22 @@
 #include "mcdc_options.h"
 #include "mssqlcdc_testing.h"
 
+/* A job waiting for permits: a node of its kind's queue, on its stack. */
+typedef struct budget_waiter {
+    struct budget_waiter *next;
+} budget_waiter;
+
+/* Jobs take permits in the order they asked (a queue per kind): a job
+ * that needs many is not passed forever by jobs that need few, and one
+ * that wants many takes no more than an equal share while others wait. */
 struct mcdc_budget {
     pthread_mutex_t mu;
     pthread_cond_t freed;
     int max[MCDC_PERMIT_KINDS];
     int used[MCDC_PERMIT_KINDS];
     int peak[MCDC_PERMIT_KINDS];
+    budget_waiter *head[MCDC_PERMIT_KINDS], *tail[MCDC_PERMIT_KINDS];
+    int waiting[MCDC_PERMIT_KINDS];
 };
 
 int mcdc_budget_create(mcdc_budget **out, int connections_max, int encoder_threads_max,
@@ -56,11 +66,19 @@ int mcdc_budget_acquire(mcdc_budget *b, mcdc_permit kind, int min, int want, int
                               "the budget has %d %s, fewer than the %d this job needs",
                               b->max[kind], kind == MCDC_PERMIT_CONNECTION ? "connections" : "encoder threads",
                               min + reserve);
+    budget_waiter me = {NULL};
     pthread_mutex_lock(&b->mu);
+    if (b->tail[kind]) b->tail[kind]->next = &me;
+    else b->head[kind] = &me;
+    b->tail[kind] = &me;
+    b->waiting[kind]++;
     for (;;) {
         int free_now = b->max[kind] - b->used[kind];
-        if (free_now >= min + reserve) {
+        if (b->head[kind] == &me && free_now >= min + reserve) {
             int take = free_now - reserve < want ? free_now - reserve : want;
+            /* others queued behind: an equal share of what is free */
+            int share = (free_now - reserve) / b->waiting[kind];
+            if (b->waiting[kind] > 1 && take > share) take = share;
             if (take < min) take = min;
             b->used[kind] += take;
             if (b->used[kind] > b->peak[kind]) b->peak[kind] = b->used[kind];
@@ -79,6 +97,16 @@ int mcdc_budget_acquire(mcdc_budget *b, mcdc_permit kind, int min, int want, int
         }
         pthread_cond_timedwait(&b->freed, &b->mu, &ts);
     }
+    /* out of the queue (served or stopped): the next one may go */
+    budget_waiter **at = &b->head[kind], *prev = NULL;
+    while (*at != &me) {
+        prev = *at;
+        at = &(*at)->next;
+    }
+    *at = me.next;
+    if (b->tail[kind] == &me) b->tail[kind] = prev;
+    b->waiting[kind]--;
+    pthread_cond_broadcast(&b->freed);
     pthread_mutex_unlock(&b->mu);
     if (*got == 0) return mcdc_error_set(err, MCDC_E_CANCELLED, "stopped while waiting for the budget");
     return MCDC_OK;
@@ -93,12 +121,21 @@ void mcdc_budget_release(mcdc_budget *b, mcdc_permit kind, int n) {
     pthread_mutex_unlock(&b->mu);
 }
 
-int mcdc_budget_peak(const mcdc_budget *b, mcdc_permit kind) {
-    mcdc_budget *m = (mcdc_budget *)b;
+/* One of b's counters, read under its lock. */
+static int budget_read(const mcdc_budget *b, const int *counter) {
+    mcdc_budget *m = (mcdc_budget *)b; /* the lock is not part of its value */
     pthread_mutex_lock(&m->mu);
-    int p = m->peak[kind];
+    int v = *counter;
     pthread_mutex_unlock(&m->mu);
-    return p;
+    return v;
+}
+
+int mcdc_budget_waiting(const mcdc_budget *b, mcdc_permit kind) {
+    return budget_read(b, &b->waiting[kind]);
+}
+
+int mcdc_budget_peak(const mcdc_budget *b, mcdc_permit kind) {
+    return budget_read(b, &b->peak[kind]);
 }
 
 void mcdc_ctx_take_storage(mcdc_ctx *ctx, const mcdc_opts *opts) {

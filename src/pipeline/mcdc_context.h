@@ -28,10 +28,15 @@ typedef enum { MCDC_PERMIT_CONNECTION = 0, MCDC_PERMIT_ENCODER = 1, MCDC_PERMIT_
  * until at least min are free, and leaving `reserve` free for others when
  * it can only take min (a job's long-lived control connection takes 1 with
  * reserve 1, so that some reader can always run). *got: how many.
- * MCDC_E_CANCELLED when stopped while waiting. A budget of NULL grants want. */
+ * MCDC_E_CANCELLED when stopped while waiting. A budget of NULL grants want.
+ * Fair: jobs are served in the order they asked (one needing many is not
+ * passed by later ones needing few), and while others wait a job takes no
+ * more than an equal share of the free permits (at least min). */
 int mcdc_budget_acquire(mcdc_budget *b, mcdc_permit kind, int min, int want, int reserve,
                         const atomic_int *stop, int *got, mcdc_error *err);
 void mcdc_budget_release(mcdc_budget *b, mcdc_permit kind, int n);
+/* Jobs waiting for permits of kind now (tests). */
+int mcdc_budget_waiting(const mcdc_budget *b, mcdc_permit kind);
 /* The most permits of kind held at once since creation (tests). */
 int mcdc_budget_peak(const mcdc_budget *b, mcdc_permit kind);
 

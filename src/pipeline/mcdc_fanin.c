@@ -73,7 +73,7 @@ int mcdc_fanin_start(mcdc_fanin **out, int n, mcdc_fanin_producer fn, void *cons
     int rc = MCDC_OK;
     for (int i = 0; i < n; i++) {
         p[i] = (producer){.f = f, .fn = fn, .arg = args[i]};
-        if (pthread_create(&p[i].thread, NULL, run, &p[i]) != 0) {
+        if (mcdc_thread_start(&p[i].thread, run, &p[i]) != 0) {
             pthread_mutex_lock(&f->mu);
             f->running -= n - i;
             f->failed = true;

@@ -58,6 +58,7 @@
 #include "mcdc_lsn.h"
 #include "mcdc_offset.h"
 #include "mcdc_progress.h"
+#include "mcdc_runtime.h"
 #include "mcdc_snapfacts.h"
 #include "mcdc_snapshot_job.h"
 #include "mcdc_tables.h"
@@ -83,6 +84,22 @@ static void pos_of(mcdc_pos *p, const offset_t *o) {
 
 struct mcdc_stream {
     mcdc_ctx ctx;
+    /* The accounting its allocations are charged to, bound on every
+     * thread while it is created, run and freed (mcdc_runtime.h). */
+    mcdc_alloc_acct *acct;
+    /* Its database's shared probe (a runtime's, continuous triggers), and
+     * when it last planned a batch (monotonic us). */
+    mcdc_db_probe *probe;
+    int64_t last_plan_us;
+    /* The newest max_lsn the probe found nothing past the stream's
+     * position up to (zero: none since its last plan), for its host's lag
+     * (mcdc_stream_caught_up); under caught_up_mu. */
+    pthread_mutex_t caught_up_mu;
+    mcdc_lsn caught_up;
+    /* What caught_up was when the current batch was planned: its change
+     * table provably has no row in (start, proven_empty_to] (zero: no such
+     * knowledge), so CDC cleanup up to there lost it nothing. */
+    mcdc_lsn proven_empty_to;
     mcdc_stream_cfg cfg;      /* strings point into `strings` */
     char *strings[8];         /* owned copies of the cfg's strings */
     const mcdc_opts *opts;    /* borrowed */
@@ -203,12 +220,61 @@ static int initial_offset(mcdc_stream *s, offset_t *start, bool *idle, mcdc_erro
     return MCDC_OK;
 }
 
-/* Where the next batch ends, or *idle when nothing is new. */
-static int next_end(mcdc_stream *s, const offset_t *start, offset_t *end, bool *idle,
-                    mcdc_error *err) {
+static void set_caught_up(mcdc_stream *s, const mcdc_lsn *lsn) {
+    pthread_mutex_lock(&s->caught_up_mu);
+    s->caught_up = *lsn;
+    pthread_mutex_unlock(&s->caught_up_mu);
+}
+
+bool mcdc_stream_caught_up(mcdc_stream *s, char lsn[24]) {
+    if (s == NULL || lsn == NULL) return false;
+    pthread_mutex_lock(&s->caught_up_mu);
+    mcdc_lsn l = s->caught_up;
+    pthread_mutex_unlock(&s->caught_up_mu);
+    if (mcdc_lsn_is_zero(&l)) return false;
+    _Static_assert(MCDC_LSN_TEXT_LEN < 24, "an LSN's text fits");
+    mcdc_lsn_format(&l, lsn);
+    return true;
+}
+
+/* The shared probe's answer for a stream past its first batch: *idle when
+ * its change table has no row past start (it plans nothing, unless it has
+ * planned nothing for MCDC_PROBE_IDLE_ADVANCE_MS while the database moved:
+ * then it plans, and its position keeps up with the database), else *max,
+ * the database's max_lsn, from the round. *known false: no answer (the
+ * stream has no probe, or reads an older instance than the probe asks). */
+static int probe_poll(mcdc_stream *s, const offset_t *start, mcdc_lsn *max, bool *known,
+                      bool *idle, mcdc_error *err) {
+    *known = *idle = false;
+    if (s->probe == NULL || (start->ci[0] && strcmp(start->ci, mcdc_changes_capture_instance(s->changes))))
+        return MCDC_OK;
+    bool moved = false, usable = true;
+    int rc = mcdc_runtime_probe_poll(s->cfg.runtime, s->probe, s, s->changes, &start->lsn, max,
+                                     &moved, &usable, err);
+    if (rc || !usable) {
+        if (!usable) {
+            mcdc_runtime_probe_leave(s->cfg.runtime, s->probe, s);
+            s->probe = NULL;
+        }
+        return rc;
+    }
+    *known = true;
+    bool behind = mcdc_lsn_cmp(&start->lsn, max) < 0;
+    bool due = behind && mcdc_monotonic_us() - s->last_plan_us >=
+                             (int64_t)MCDC_PROBE_IDLE_ADVANCE_MS * 1000;
+    *idle = !moved && !due;
+    if (*idle && behind) set_caught_up(s, max);
+    return MCDC_OK;
+}
+
+/* Where the next batch ends, or *idle when nothing is new. known_max: the
+ * database's max_lsn when the probe read it (NULL: read it here). */
+static int next_end(mcdc_stream *s, const offset_t *start, const mcdc_lsn *known_max,
+                    offset_t *end, bool *idle, mcdc_error *err) {
     mcdc_lsn upper;
-    int rc = mcdc_changes_max_lsn(s->changes, &upper, err);
+    int rc = known_max ? MCDC_OK : mcdc_changes_max_lsn(s->changes, &upper, err);
     if (rc) return rc;
+    if (known_max) upper = *known_max;
     if (s->has_ceiling && mcdc_lsn_cmp(&s->ceiling, &upper) < 0) upper = s->ceiling;
     *idle = mcdc_lsn_cmp(&upper, &start->lsn) <= 0;
     if (*idle) return MCDC_OK;
@@ -248,8 +314,19 @@ static int job_plan(void *job, const mcdc_pos *last_end, mcdc_pos *start_p, mcdc
         start = last_end->offset;
     }
     if (rc || *idle) return rc;
-    rc = next_end(s, &start, &end, idle, err);
+    mcdc_lsn max;
+    bool known = false;
+    if (last_end != NULL && (rc = probe_poll(s, &start, &max, &known, idle, err)) != MCDC_OK)
+        return rc;
+    if (*idle) return MCDC_OK;
+    rc = next_end(s, &start, known ? &max : NULL, &end, idle, err);
     if (rc || *idle) return rc;
+    s->last_plan_us = mcdc_monotonic_us();
+    /* its batch's end says it from now on; the batch keeps what was proven */
+    pthread_mutex_lock(&s->caught_up_mu);
+    s->proven_empty_to = last_end != NULL ? s->caught_up : mcdc_lsn_zero();
+    s->caught_up = mcdc_lsn_zero();
+    pthread_mutex_unlock(&s->caught_up_mu);
     /* A newer capture instance whose columns the schema lacks: this batch
      * ends just before its start, the next one stops there. */
     bool cut = false;
@@ -463,6 +540,17 @@ static int retention_guard(mcdc_stream *s, mcdc_changes_piece *p, mcdc_error *er
     char f[MCDC_LSN_TEXT_LEN + 1], m[MCDC_LSN_TEXT_LEN + 1], gone[512] = "";
     mcdc_lsn_format(&p->from, f);
     mcdc_lsn_format(&min_lsn, m);
+    /* An idle table the database's probe found empty past its position up
+     * to proven_empty_to lost nothing to a cleanup below that (LSNs only
+     * grow: no row can appear there later). */
+    if (!mcdc_lsn_is_zero(&s->proven_empty_to) && mcdc_lsn_cmp(&min_lsn, &s->proven_empty_to) <= 0 &&
+        mcdc_str_ieq(p->ci, mcdc_changes_capture_instance(s->changes))) {
+        mcdc_log(MCDC_LOG_INFO, "capture instance %s: CDC cleanup moved min_lsn to %s, past %s, "
+                                "where its change table had no rows (the database's probe found "
+                                "none): nothing lost", p->ci, m, f);
+        p->from = min_lsn;
+        return MCDC_OK;
+    }
     if (p->oldest) mcdc_changes_gone(s->changes, gone, sizeof gone);
     if (mcdc_opt_fail_on_data_loss(s->opts))
         return mcdc_error_set(err, MCDC_E_DATALOSS,
@@ -1060,17 +1148,11 @@ static int check_roles(mcdc_stream *s, mcdc_error *err) {
     return rc;
 }
 
-int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stream_cfg *cfg,
-                       mcdc_error *err) {
-    if (out == NULL) return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_stream_create: out is NULL");
-    *out = NULL;
-    if (opts == NULL || cfg == NULL)
-        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_stream_create: opts and cfg are required");
-    /* the caller's version's fields, the defaults after them */
-    mcdc_stream_cfg given;
-    int rc = mcdc_cfg_copy(&given, sizeof given, MCDC_CFG_STREAM, cfg, err);
-    if (rc) return rc;
-    cfg = &given;
+static void stream_free(mcdc_stream *s);
+
+static int stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stream_cfg *cfg,
+                         mcdc_alloc_acct *acct, mcdc_error *err) {
+    int rc = MCDC_OK;
     if (cfg->target == NULL || cfg->app_id == NULL || cfg->checkpoint == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "a stream needs a target, an app id and a "
                                                    "checkpoint");
@@ -1122,6 +1204,7 @@ int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stre
     if (s == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     s->cfg = *cfg;
     s->opts = opts;
+    s->acct = acct;
     const char **fields[] = {&s->cfg.target,        &s->cfg.app_id,    &s->cfg.checkpoint,
                              &s->cfg.facts_table,   &s->cfg.control_table,
                              &s->cfg.warehouse,     &s->cfg.query_name};
@@ -1133,12 +1216,14 @@ int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stre
     }
     if (rc == MCDC_OK) rc = check_roles(s, err);
     if (rc) {
-        mcdc_stream_free(s);
+        stream_free(s);
         return rc;
     }
     pthread_mutex_init(&s->warnings_mu, NULL);
+    pthread_mutex_init(&s->caught_up_mu, NULL);
+    if (s->cfg.log_fn == NULL) s->cfg.log_fn = mcdc_runtime_log_fn(cfg->runtime, &s->cfg.log_user);
     s->sink = (mcdc_log_sink){stream_log, s, cfg->log_level};
-    s->ctx.budget = cfg->budget;
+    s->ctx.budget = mcdc_runtime_budget_or(cfg->runtime, cfg->budget);
     s->ctx.progress_fn = cfg->progress_fn; /* each snapshot makes a tracker of its own */
     s->ctx.progress_user = cfg->progress_user;
     mcdc_ctx_take_test_hooks(&s->ctx, opts);
@@ -1147,13 +1232,39 @@ int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stre
     return MCDC_OK;
 }
 
+int mcdc_stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_stream_cfg *cfg,
+                       mcdc_error *err) {
+    if (out == NULL) return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_stream_create: out is NULL");
+    *out = NULL;
+    if (opts == NULL || cfg == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_stream_create: opts and cfg are required");
+    /* the caller's version's fields, the defaults after them */
+    mcdc_stream_cfg given;
+    int rc = mcdc_cfg_copy(&given, sizeof given, MCDC_CFG_STREAM, cfg, err);
+    if (rc) return rc;
+    mcdc_alloc_acct *acct = mcdc_runtime_acct_or_bound(given.runtime);
+    mcdc_job_scope host = mcdc_job_enter(acct, mcdc_log_current());
+    rc = stream_create(out, opts, &given, acct, err);
+    mcdc_job_leave(host);
+    return rc;
+}
+
 void mcdc_stream_request_stop(mcdc_stream *s) {
     if (s) atomic_store(&s->ctx.stop, 1);
 }
 
 void mcdc_stream_free(mcdc_stream *s) {
     if (s == NULL) return;
-    if (s->sink.fn) pthread_mutex_destroy(&s->warnings_mu);
+    mcdc_job_scope host = mcdc_job_enter(s->acct, mcdc_log_current());
+    stream_free(s);
+    mcdc_job_leave(host);
+}
+
+static void stream_free(mcdc_stream *s) {
+    if (s->sink.fn) {
+        pthread_mutex_destroy(&s->warnings_mu);
+        pthread_mutex_destroy(&s->caught_up_mu);
+    }
     for (size_t i = 0; i < sizeof s->strings / sizeof s->strings[0]; i++) mcdc_free(s->strings[i]);
     mcdc_free(s->target_path);
     mcdc_free(s->facts_path);
@@ -1334,7 +1445,7 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     s->report = fn;
     s->report_ctx = ctx;
     s->pending = json_array();
-    const mcdc_log_sink *host_sink = mcdc_log_use(&s->sink);
+    mcdc_job_scope host = mcdc_job_enter(s->acct, &s->sink);
     /* Unknown options were warned about when set; the first batch's row
      * records them too. */
     const char *unknown = mcdc_opts_unknown(s->opts);
@@ -1415,6 +1526,12 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     mcdc_free(bound);
     mcdc_free(last_read);
     if (rc == MCDC_OK) rc = check_reserved(mcdc_changes_schema(s->changes), err);
+    /* Continuous streams of a runtime poll through their database's probe. */
+    if (rc == MCDC_OK && cfg->runtime &&
+        (cfg->trigger == MCDC_TRIGGER_DEFAULT || cfg->trigger == MCDC_TRIGGER_PROCESSING_TIME))
+        rc = mcdc_runtime_probe_join(cfg->runtime, mcdc_opt_connection_string(s->opts), s,
+                                     mcdc_changes_capture_instance(s->changes), &s->probe, err);
+    s->last_plan_us = mcdc_monotonic_us();
     if (rc == MCDC_OK) rc = mcdc_bronze_schema(&s->bronze_schema, mcdc_changes_schema(s->changes), err);
     if (rc == MCDC_OK) rc = check_bronze_types(s, err);
     if (rc == MCDC_OK && cfg->trigger == MCDC_TRIGGER_AVAILABLE_NOW) {
@@ -1481,6 +1598,8 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     s->n_rm = s->cap_rm = 0;
     mcdc_free(s->ci_alias);
     s->ci_alias = NULL;
+    mcdc_runtime_probe_leave(cfg->runtime, s->probe, s);
+    s->probe = NULL;
     mcdc_changes_close(s->changes);
     mcdc_budget_release(s->ctx.budget, MCDC_PERMIT_CONNECTION, control);
     mcdc_table_close(s->bronze);
@@ -1491,6 +1610,6 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     s->changes = NULL;
     s->held = NULL;
     mcdc_checkpoint_unlock(held);
-    mcdc_log_use(host_sink);
+    mcdc_job_leave(host);
     return rc;
 }

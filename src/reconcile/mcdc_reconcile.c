@@ -47,6 +47,7 @@
 #include "mcdc_plans.h"
 #include "mcdc_reconcile.h"
 #include "mcdc_repair.h"
+#include "mcdc_runtime.h"
 #include "mcdc_silver.h"
 #include "mcdc_snapfacts.h"
 #include "mcdc_tables.h"
@@ -471,8 +472,8 @@ static void log_to_host(void *user, mcdc_log_level level, const char *msg) {
     else mcdc_log_stderr(level, msg);
 }
 
-int mcdc_reconcile_create(mcdc_reconcile **out, const mcdc_opts *opts,
-                          const mcdc_reconcile_cfg *cfg, mcdc_error *err) {
+static int reconcile_create(mcdc_reconcile **out, const mcdc_opts *opts,
+                            const mcdc_reconcile_cfg *cfg, mcdc_error *err) {
     if (out == NULL || cfg == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_reconcile_create: a NULL argument");
     *out = NULL;
@@ -507,6 +508,7 @@ int mcdc_reconcile_create(mcdc_reconcile **out, const mcdc_opts *opts,
     mcdc_reconcile *r = mcdc_calloc(1, sizeof *r);
     if (r == NULL) return nomem(err);
     r->cfg = *cfg;
+    if (r->cfg.log_fn == NULL) r->cfg.log_fn = mcdc_runtime_log_fn(cfg->runtime, &r->cfg.log_user);
     r->opts = opts;
     if (r->cfg.bucket_rows == 0) r->cfg.bucket_rows = REC_BUCKET_ROWS_DEFAULT;
     if (r->cfg.sample < 0) r->cfg.sample = REC_SAMPLE_DEFAULT;
@@ -1013,7 +1015,7 @@ static int chunk_checks(mcdc_reconcile *r, mcdc_error *err) {
 int mcdc_reconcile_run(mcdc_reconcile *r, mcdc_reconcile_result *result, mcdc_error *err) {
     if (r == NULL || result == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_reconcile_run: a NULL argument");
-    const mcdc_log_sink *host = mcdc_log_use(&r->sink);
+    mcdc_job_scope host = mcdc_job_enter(mcdc_runtime_acct_or_bound(r->cfg.runtime), &r->sink);
     diffs_clear(r);
     rec_twice_clear(r);
     mcdc_free(r->out_diffs);
@@ -1094,7 +1096,7 @@ int mcdc_reconcile_run(mcdc_reconcile *r, mcdc_reconcile_result *result, mcdc_er
     close_run(r);
     mcdc_progress_end(r->ctx.progress);
     r->ctx.progress = NULL;
-    mcdc_log_use(host);
+    mcdc_job_leave(host);
     return rc;
 }
 
@@ -1109,6 +1111,16 @@ bool mcdc_reconcile_differs(const mcdc_reconcile_result *r) {
     for (int f = 0; f < MCDC_RECONCILE_FAILURE_COUNT; f++)
         if (f != MCDC_RECONCILE_IN_FLIGHT && r->failures[f] > 0) return true;
     return false;
+}
+
+/* Created with its runtime's accounting bound (mcdc_runtime.h). */
+int mcdc_reconcile_create(mcdc_reconcile **out, const mcdc_opts *opts,
+                          const mcdc_reconcile_cfg *cfg, mcdc_error *err) {
+    mcdc_job_scope host =
+        mcdc_runtime_enter_cfg(MCDC_CFG_RECONCILE, cfg, offsetof(mcdc_reconcile_cfg, runtime));
+    int rc = reconcile_create(out, opts, cfg, err);
+    mcdc_job_leave(host);
+    return rc;
 }
 
 void mcdc_reconcile_free(mcdc_reconcile *r) {

@@ -676,7 +676,7 @@ static int prefetch_start(prefetch *f, mcdc_reconcile *r, int64_t bucket, mcdc_e
     f->bucket = bucket;
     f->src.r = r;
     f->sink = mcdc_log_current();
-    if (pthread_create(&f->th, NULL, prefetch_main, f) != 0)
+    if (mcdc_thread_start(&f->th, prefetch_main, f) != 0)
         return mcdc_error_set(err, MCDC_E_NOMEM, "reconcile: no thread to read the source with");
     f->started = true;
     return MCDC_OK;

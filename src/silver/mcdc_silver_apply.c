@@ -37,6 +37,7 @@
 #include "mcdc_changes.h"
 #include "mcdc_options.h"
 #include "mcdc_plans.h"
+#include "mcdc_runtime.h"
 #include "mcdc_silver_apply.h"
 
 /* ---- the job ------------------------------------------------------------------------------ */
@@ -141,8 +142,8 @@ static void log_to_host(void *user, mcdc_log_level level, const char *msg) {
     else mcdc_log_stderr(level, msg);
 }
 
-int mcdc_apply_create(mcdc_apply **out, const mcdc_opts *opts, const mcdc_apply_cfg *cfg,
-                      mcdc_error *err) {
+static int apply_create(mcdc_apply **out, const mcdc_opts *opts, const mcdc_apply_cfg *cfg,
+                        mcdc_error *err) {
     if (out == NULL || cfg == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_apply_create: a NULL argument");
     *out = NULL;
@@ -198,6 +199,7 @@ int mcdc_apply_create(mcdc_apply **out, const mcdc_opts *opts, const mcdc_apply_
     mcdc_apply *a = mcdc_calloc(1, sizeof *a);
     if (a == NULL) return apply_nomem(err);
     a->cfg = *cfg;
+    if (a->cfg.log_fn == NULL) a->cfg.log_fn = mcdc_runtime_log_fn(cfg->runtime, &a->cfg.log_user);
     a->cfg.version = MCDC_APPLY_CFG_VERSION;
     if (a->cfg.scd_type == 0) a->cfg.scd_type = 1;
     a->cfg.track_history_columns = NULL;
@@ -368,7 +370,7 @@ int mcdc_apply_run(mcdc_apply *a, mcdc_apply_fn fn, void *ctx, mcdc_apply_result
                    mcdc_error *err) {
     if (a == NULL || result == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_apply_run: a NULL argument");
-    const mcdc_log_sink *host = mcdc_log_use(&a->sink);
+    mcdc_job_scope host = mcdc_job_enter(mcdc_runtime_acct_or_bound(a->cfg.runtime), &a->sink);
     memset(&a->res, 0, sizeof a->res);
     a->res.silver_version = -1;
     a->res.snapshot_wave = -1;
@@ -419,7 +421,16 @@ int mcdc_apply_run(mcdc_apply *a, mcdc_apply_fn fn, void *ctx, mcdc_apply_result
     close_run(a);
     mcdc_progress_end(a->ctx.progress);
     a->ctx.progress = NULL;
-    mcdc_log_use(host);
+    mcdc_job_leave(host);
+    return rc;
+}
+
+/* Created with its runtime's accounting bound (mcdc_runtime.h). */
+int mcdc_apply_create(mcdc_apply **out, const mcdc_opts *opts, const mcdc_apply_cfg *cfg,
+                      mcdc_error *err) {
+    mcdc_job_scope host = mcdc_runtime_enter_cfg(MCDC_CFG_APPLY, cfg, offsetof(mcdc_apply_cfg, runtime));
+    int rc = apply_create(out, opts, cfg, err);
+    mcdc_job_leave(host);
     return rc;
 }
 

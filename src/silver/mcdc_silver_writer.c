@@ -61,7 +61,7 @@ int silver_writer_start(silver_writer *w, mcdc_appender *a, mcdc_error *err) {
     w->sink = mcdc_log_current();
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
-    if (pthread_create(&w->th, NULL, writer_main, w) != 0)
+    if (mcdc_thread_start(&w->th, writer_main, w) != 0)
         return mcdc_error_set(err, MCDC_E_NOMEM, "cannot start the merge's writing thread");
     w->started = true;
     return MCDC_OK;

@@ -1109,6 +1109,16 @@ static int fast_path_stats(sim_session *s, const sim_sink *sink, mcdc_error *err
     return rc;
 }
 
+/* sim.request_stats: the client requests (SQL batches and RPCs, this one
+ * included) the server received since it started. */
+static int request_stats(sim_session *s, const sim_sink *sink, mcdc_error *err) {
+    sim_column cols[] = {{"requests", T("bigint"), false}};
+    char *q = sqlite3_mprintf("SELECT %lld", (long long)atomic_load(&s->srv->requests));
+    int rc = q ? emit_sql(s, sink, q, NULL, NULL, cols, 1, err) : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    sqlite3_free(q);
+    return rc;
+}
+
 /* sys.sp_cdc_help_jobs: the capture and cleanup jobs of the database. */
 static int help_jobs(sim_session *s, const sim_sink *sink, mcdc_error *err) {
     int rc = sim_cdc_need_db(s, err);
@@ -1185,6 +1195,7 @@ int sim_cdc_proc(sim_session *s, const char *proc, const sim_proc_args *a, const
     if (mcdc_str_ieq(p, "sp_cdc_get_ddl_history")) return ddl_history(s, a, sink, err);
     if (mcdc_str_ieq(p, "sp_spaceused")) return spaceused(s, a, sink, err);
     if (mcdc_str_ieq(p, "sim.fast_path_stats")) return fast_path_stats(s, sink, err);
+    if (mcdc_str_ieq(p, "sim.request_stats")) return request_stats(s, sink, err);
     if (mcdc_str_ieq(p, "sp_cdc_help_jobs")) return help_jobs(s, sink, err);
     if (mcdc_str_ieq(p, "sim.create_tables")) return sim_work_create_tables(s, a, err);
     if (mcdc_str_ieq(p, "sim.workload")) return sim_work_start(s, a, err);

@@ -227,6 +227,10 @@ void sim_session_add_network_wait(sim_session *s, int64_t ms);
  * in one statement behaves as SQL Server's (most errors end the statement,
  * the batch goes on; see the engine's docs). Returns SIM_EXEC_OK or
  * SIM_EXEC_ABORTED. */
+/* Counts one client request (a SQL batch or an RPC) of s, as the TDS
+ * front end receives it: sim.request_stats reports them (tests count what
+ * an idle client sends per poll). */
+void sim_session_count_request(sim_session *s);
 int sim_exec_batch(sim_session *s, const char *sql, size_t len, const sim_sink *sink);
 
 /* One RPC parameter as decoded by the TDS layer. */

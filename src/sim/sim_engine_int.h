@@ -176,6 +176,7 @@ struct sim_server {
     _Atomic int64_t fast_cache_hits; /* of which from a session's prepared statements */
     _Atomic int64_t store_queries; /* of which from the change store (sim_store.h) */
     _Atomic int64_t table_queries; /* base-table reads served from the table store (sim_fast_table.c) */
+    _Atomic int64_t requests; /* client requests (SQL batches and RPCs) received */
     struct sim_vstore *vers; /* row versions for SNAPSHOT isolation (sim_snapshot.c), under mu */
     _Atomic int nfaults; /* changed under mu; read lock-free on the per-row path */
     sim_clock_src clk;

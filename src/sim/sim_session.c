@@ -154,6 +154,7 @@ void sim_session_close(sim_session *s) {
 }
 
 int sim_session_spid(const sim_session *s) { return s->spid; }
+void sim_session_count_request(sim_session *s) { atomic_fetch_add(&s->srv->requests, 1); }
 const char *sim_session_database(const sim_session *s) { return s->db->name; }
 void sim_session_set_packet_size(sim_session *s, int bytes) { s->packet_size = bytes; }
 

@@ -310,6 +310,7 @@ static int handle_batch(conn *c) {
         return -1;
     }
     if (query_faults(c)) return -1;
+    sim_session_count_request(c->sess);
     sim_tds_result_begin(&c->res, false, true);
     if (reset_ack(c)) return -1;
     sim_sink sink;
@@ -322,6 +323,7 @@ static int handle_batch(conn *c) {
 
 static int handle_rpc(conn *c) {
     mcdc_error err = MCDC_ERROR_INIT;
+    sim_session_count_request(c->sess);
     const uint8_t *p = c->msg.payload.data;
     size_t n = c->msg.payload.len, pos;
     if (sim_tds_skip_all_headers(p, n, &pos, &err)) {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mcdc_changes.h"  /* mcdc_probe_item */
 #include "mcdc_options.h" /* mcdc_validate_capture_instance */
 
 struct mcdc_cdc_client {
@@ -1877,5 +1878,88 @@ int mcdc_cdc_row_count(int64_t *rows, mcdc_cdc_client *c, const char *source_sch
         mcdc_source_read_hint(err);
         mcdc_error_wrap(err, "counting the rows of %s.%s", source_schema, source_table);
     }
+    return rc;
+}
+
+/* ---- the probe of many capture instances ------------------------------------- */
+typedef struct {
+    mcdc_probe_item *items;
+    int n;
+} probe_acc;
+
+static mcdc_probe_item *probe_find(probe_acc *a, const char *ci) {
+    for (int i = 0; i < a->n; i++)
+        if (strcmp(a->items[i].ci, ci) == 0) return &a->items[i];
+    return NULL;
+}
+
+static int min_row(void *ctx, const mcdc_batch *b, int64_t row, mcdc_error *err) {
+    char ci[MCDC_IDENT_BYTES_MAX + 1], lsn[64];
+    if (!cell(b, "capture_instance", row, ci, sizeof ci) || !cell(b, "start_lsn", row, lsn, sizeof lsn))
+        return MCDC_OK;
+    mcdc_probe_item *it = probe_find(ctx, ci);
+    if (it == NULL) return MCDC_OK;
+    if (mcdc_lsn_parse_cstr(&it->min_lsn, lsn, err) != MCDC_OK) return MCDC_E_PROTOCOL;
+    it->has_min = true;
+    return MCDC_OK;
+}
+
+int mcdc_cdc_probe_min_lsns(mcdc_cdc_client *c, mcdc_probe_item *items, int n, mcdc_error *err) {
+    for (int i = 0; i < n; i++) items[i].has_min = false;
+    probe_acc a = {items, n};
+    int rc = for_each_row(c,
+                          "SELECT capture_instance, CONVERT(varchar(22), start_lsn, 1) AS start_lsn "
+                          "FROM cdc.change_tables",
+                          NULL, 0, min_row, &a, err);
+    return rc ? mcdc_error_wrap(err, "reading every capture instance's min_lsn") : MCDC_OK;
+}
+
+static int moved_row(void *ctx, const mcdc_batch *b, int64_t row, mcdc_error *err) {
+    (void)err;
+    char ci[MCDC_IDENT_BYTES_MAX + 1];
+    if (!cell(b, "ci", row, ci, sizeof ci)) return MCDC_OK;
+    mcdc_probe_item *it = probe_find(ctx, ci);
+    if (it) it->moved = true;
+    return MCDC_OK;
+}
+
+/* One branch per asked instance behind max: its name (a parameter, so any
+ * name is a literal) when its change table has a row past its position.
+ * TOP (1) lets the server stop at the first row of the clustered index
+ * (__$start_lsn leads it); the table name is bracketed, ] doubled. */
+int mcdc_cdc_probe_moved(mcdc_cdc_client *c, mcdc_probe_item *items, int n, const mcdc_lsn *max,
+                         mcdc_error *err) {
+    mcdc_buf sql = {0};
+    const char **p = mcdc_calloc((size_t)n * 3 + 1, sizeof *p);
+    char(*hex)[MCDC_LSN_TEXT_LEN + 1] = mcdc_calloc((size_t)n + 1, sizeof *hex);
+    int rc = p && hex ? MCDC_OK : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    int np = 0, branches = 0;
+    if (rc == MCDC_OK) mcdc_lsn_format(max, hex[n]);
+    for (int i = 0; i < n && rc == MCDC_OK; i++) {
+        items[i].moved = false;
+        if (!items[i].ask || mcdc_lsn_cmp(&items[i].from, max) >= 0) continue;
+        mcdc_lsn_format(&items[i].from, hex[i]);
+        if (branches++) rc = mcdc_buf_append_str(&sql, " UNION ALL ", err);
+        if (rc == MCDC_OK)
+            rc = mcdc_buf_printf(&sql, err, "SELECT p%d.ci FROM (SELECT TOP (1) CONVERT(nvarchar(%d), ?) "
+                                            "AS ci FROM cdc.[", i, MCDC_SYSNAME_CHARS_MAX);
+        for (const char *q = items[i].ci; *q && rc == MCDC_OK; q++)
+            rc = *q == ']' ? mcdc_buf_append_str(&sql, "]]", err) : mcdc_buf_append_byte(&sql, (uint8_t)*q, err);
+        if (rc == MCDC_OK)
+            rc = mcdc_buf_printf(&sql, err, "_CT] WHERE __$start_lsn > CONVERT(binary(10), ?, 1) AND "
+                                            "__$start_lsn <= CONVERT(binary(10), ?, 1)) AS p%d", i);
+        p[np++] = items[i].ci;
+        p[np++] = hex[i];
+        p[np++] = hex[n];
+    }
+    if (rc == MCDC_OK && branches > 0) rc = mcdc_buf_cstr(&sql, err);
+    if (rc == MCDC_OK && branches > 0) {
+        probe_acc a = {items, n};
+        rc = for_each_row(c, (const char *)sql.data, p, np, moved_row, &a, err);
+        if (rc) mcdc_error_wrap(err, "asking which of %d change tables have new rows", branches);
+    }
+    mcdc_buf_free(&sql);
+    mcdc_free(p);
+    mcdc_free(hex);
     return rc;
 }

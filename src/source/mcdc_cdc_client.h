@@ -341,4 +341,13 @@ int mcdc_cdc_table_columns(mcdc_table_column **out, int *out_n, mcdc_cdc_client 
                            const char *source_schema, const char *source_table, mcdc_error *err);
 void mcdc_table_columns_free(mcdc_table_column *v, int n);
 
+/* The probe of many capture instances (mcdc_changes_probe_round): every
+ * item's start_lsn from cdc.change_tables (has_min false when not listed),
+ * and which asked items have a change-table row in (from, max]. */
+struct mcdc_probe_item;
+int mcdc_cdc_probe_min_lsns(mcdc_cdc_client *c, struct mcdc_probe_item *items, int n,
+                            mcdc_error *err);
+int mcdc_cdc_probe_moved(mcdc_cdc_client *c, struct mcdc_probe_item *items, int n,
+                         const mcdc_lsn *max, mcdc_error *err);
+
 #endif /* MCDC_CDC_CLIENT_H */

@@ -605,6 +605,34 @@ int mcdc_changes_capture_health(mcdc_changes *c, mcdc_capture_health *out, mcdc_
     return rc;
 }
 
+static int probe_round(mcdc_changes *c, mcdc_probe_item *items, int n, mcdc_lsn *max,
+                       bool *max_null, int *queries, mcdc_error *err) {
+    (*queries)++;
+    int rc = mcdc_cdc_max_lsn(max, max_null, c->client, err);
+    if (rc == MCDC_OK) {
+        (*queries)++;
+        rc = mcdc_cdc_probe_min_lsns(c->client, items, n, err);
+    }
+    for (int i = 0; i < n; i++) items[i].moved = false;
+    bool any = false;
+    for (int i = 0; i < n && rc == MCDC_OK; i++)
+        any |= items[i].ask && mcdc_lsn_cmp(&items[i].from, max) < 0;
+    if (rc == MCDC_OK && any) {
+        (*queries)++;
+        rc = mcdc_cdc_probe_moved(c->client, items, n, max, err);
+    }
+    return rc;
+}
+
+int mcdc_changes_probe_round(mcdc_changes *c, mcdc_probe_item *items, int n, mcdc_lsn *max,
+                             bool *max_null, int *queries, mcdc_error *err) {
+    MCDC_ASSERT(n >= 0 && (n == 0 || items != NULL));
+    int rc;
+    *queries = 0; /* a retried round counts every statement it sent */
+    CONTROL_CALL(rc, c, err, probe_round(c, items, n, max, max_null, queries, err));
+    return rc;
+}
+
 int mcdc_changes_commit_time(mcdc_changes *c, const mcdc_lsn *lsn, int64_t *utc_us, bool *found,
                              mcdc_error *err) {
     int rc;

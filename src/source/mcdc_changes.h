@@ -87,6 +87,26 @@ int mcdc_changes_time_to_lsn(mcdc_changes *c, int64_t utc_us, mcdc_lsn *out, boo
 /* The capture job's health and the source's newest commit (one poll of
  * mcdc_capture_probe_read) on the control connection. */
 int mcdc_changes_capture_health(mcdc_changes *c, mcdc_capture_health *out, mcdc_error *err);
+
+/* ---- one probe for a database's many capture instances --------------------
+ * What a runtime asks once per poll for every stream of a database
+ * (mcdc_runtime.h), on the connection of whichever stream runs the round. */
+typedef struct mcdc_probe_item {
+    char ci[MCDC_IDENT_BYTES_MAX + 1]; /* the capture instance */
+    mcdc_lsn from;     /* its position: rows after it count */
+    bool ask;          /* in the round's "which change tables moved" query */
+    bool moved;        /* out (when asked): its change table has a row in (from, max] */
+    bool has_min;      /* out: cdc.change_tables lists it */
+    mcdc_lsn min_lsn;  /* out: its start_lsn there (what cleanup keeps) */
+} mcdc_probe_item;
+/* One round on c's control connection: *max = sys.fn_cdc_get_max_lsn()
+ * (zero, *max_null, when capture never wrote); every item's min_lsn from
+ * cdc.change_tables in one query; and, when some item is asked and from <
+ * max, one UNION ALL of a TOP (1) read of each asked change table past its
+ * position (items not asked or already at max: moved = false). *queries:
+ * the statements sent (2 or 3). Retried as c's control queries are. */
+int mcdc_changes_probe_round(mcdc_changes *c, mcdc_probe_item *items, int n, mcdc_lsn *max,
+                             bool *max_null, int *queries, mcdc_error *err);
 /* The server's clock now, UTC microseconds. */
 int mcdc_changes_server_now(mcdc_changes *c, int64_t *utc_us, mcdc_error *err);
 /* startingLsn resolved: earliest = decrement(min_lsn), latest = max_lsn, or

@@ -266,5 +266,13 @@
 #define MCDC_STORAGE_LEASE_LINKS_MAX 64
 /* Rounds of list + read + put-if-absent a take makes while others race it. */
 #define MCDC_STORAGE_LEASE_TAKE_ROUNDS 4
+/* A stream polling through its database's shared probe plans no batch
+ * while its change table has nothing new; but at least this often while
+ * the database moves it plans one anyway (an empty batch), so that its
+ * position, facts and verdict keep up with the database rather than stay
+ * where its table last changed (CDC cleanup moves min_lsn on the database's
+ * clock). A minute: idle tables of a busy database cost one empty batch a
+ * minute each, not one per commit. */
+#define MCDC_PROBE_IDLE_ADVANCE_MS 60000
 
 #endif /* MCDC_LIMITS_H */

@@ -108,44 +108,88 @@ void mcdc_error_clear(mcdc_error *err) {
 }
 
 /* ---- allocator ----------------------------------------------------------
- * A 16-byte header in front of each block records its size, so that frees
- * can be accounted without the caller passing sizes. */
+ * A 16-byte header in front of each block records its size and the
+ * accounting it was charged to, so that a free (on any thread) gives the
+ * bytes back to the accounting that took them, without the caller passing
+ * sizes. Accounting is per runtime, never per process: each thread carries
+ * the accounting of the job it runs for (mcdc_alloc_bind); a thread with
+ * none charges the blocks to UNACCOUNTED, a constant object nothing writes,
+ * so the library keeps no mutable process-wide allocator state. */
+#define ACCT_MAGIC ((size_t)0x6d636463u)
+
 typedef struct {
     size_t size;
-    size_t magic;
+    const mcdc_alloc_acct *acct; /* NULL once freed: a second free asserts */
 } alloc_hdr;
 _Static_assert(sizeof(alloc_hdr) == 16, "allocation header keeps 16-byte alignment");
-#define ALLOC_MAGIC ((size_t)0x6d636463u)
 
-static _Atomic int64_t g_calls;
-static _Atomic int64_t g_live;
-static _Atomic int64_t g_peak;
-static _Atomic int64_t g_fail_at;
+/* Charged when no accounting is bound: never counted, never failed. */
+static const mcdc_alloc_acct UNACCOUNTED = {ACCT_MAGIC, 0, 0, 0, 0, 0};
 
-static bool alloc_should_fail(void) {
-    int64_t at = atomic_load(&g_fail_at);
-    if (at <= 0) return false;
-    int64_t left = atomic_fetch_sub(&g_fail_at, 1);
-    if (left == 1) return true;
-    return false;
+static _Thread_local mcdc_alloc_acct *tl_acct;
+
+void mcdc_alloc_acct_init(mcdc_alloc_acct *a, int64_t live_bytes_max) {
+    MCDC_ASSERT(a != NULL && live_bytes_max >= 0);
+    a->magic = ACCT_MAGIC;
+    atomic_init(&a->calls, 0);
+    atomic_init(&a->live, 0);
+    atomic_init(&a->peak, 0);
+    atomic_init(&a->fail_at, 0);
+    a->live_max = live_bytes_max;
 }
 
-static void account(int64_t delta) {
-    int64_t live = atomic_fetch_add(&g_live, delta) + delta;
-    int64_t peak = atomic_load(&g_peak);
-    while (live > peak && !atomic_compare_exchange_weak(&g_peak, &peak, live)) {
+mcdc_alloc_acct *mcdc_alloc_bind(mcdc_alloc_acct *a) {
+    MCDC_ASSERT(a == NULL || a->magic == ACCT_MAGIC);
+    mcdc_alloc_acct *old = tl_acct;
+    tl_acct = a;
+    return old;
+}
+
+mcdc_alloc_acct *mcdc_alloc_bound(void) { return tl_acct; }
+
+static bool alloc_should_fail(mcdc_alloc_acct *a) {
+    if (a == NULL) return false;
+    int64_t at = atomic_load(&a->fail_at);
+    if (at <= 0) return false;
+    return atomic_fetch_sub(&a->fail_at, 1) == 1;
+}
+
+/* Charges delta bytes to a; a growth past its ceiling is refused (the
+ * charge undone) and answers false. */
+static bool account(const mcdc_alloc_acct *acct, int64_t delta) {
+    if (acct == &UNACCOUNTED) return true;
+    mcdc_alloc_acct *a = (mcdc_alloc_acct *)acct; /* every other one is mutable */
+    int64_t live = atomic_fetch_add(&a->live, delta) + delta;
+    if (delta > 0 && a->live_max > 0 && live > a->live_max) {
+        atomic_fetch_sub(&a->live, delta);
+        return false;
     }
+    int64_t peak = atomic_load(&a->peak);
+    while (live > peak && !atomic_compare_exchange_weak(&a->peak, &peak, live)) {
+    }
+    return true;
+}
+
+static alloc_hdr *hdr_of(void *p) {
+    alloc_hdr *h = (alloc_hdr *)p - 1;
+    MCDC_ASSERT(h->acct != NULL && h->acct->magic == ACCT_MAGIC);
+    return h;
 }
 
 void *mcdc_malloc(size_t n) {
-    if (alloc_should_fail()) return NULL;
-    if (n > SIZE_MAX - sizeof(alloc_hdr)) return NULL;
+    mcdc_alloc_acct *a = tl_acct;
+    if (alloc_should_fail(a)) return NULL;
+    if (n > SIZE_MAX - sizeof(alloc_hdr) || n > (size_t)INT64_MAX) return NULL;
+    const mcdc_alloc_acct *charged = a ? a : &UNACCOUNTED;
+    if (!account(charged, (int64_t)n)) return NULL;
     alloc_hdr *h = malloc(sizeof *h + n);
-    if (h == NULL) return NULL;
+    if (h == NULL) {
+        account(charged, -(int64_t)n);
+        return NULL;
+    }
     h->size = n;
-    h->magic = ALLOC_MAGIC;
-    atomic_fetch_add(&g_calls, 1);
-    account((int64_t)n);
+    h->acct = charged;
+    if (a) atomic_fetch_add(&a->calls, 1);
     return h + 1;
 }
 
@@ -156,27 +200,33 @@ void *mcdc_calloc(size_t count, size_t size) {
     return p;
 }
 
+/* A block keeps the accounting that first took it: its growth is charged
+ * there too, whichever thread grows it. */
 void *mcdc_realloc(void *p, size_t n) {
     if (p == NULL) return mcdc_malloc(n);
-    if (alloc_should_fail()) return NULL;
-    if (n > SIZE_MAX - sizeof(alloc_hdr)) return NULL;
-    alloc_hdr *h = (alloc_hdr *)p - 1;
-    MCDC_ASSERT(h->magic == ALLOC_MAGIC);
-    size_t old = h->size;
+    mcdc_alloc_acct *a = tl_acct;
+    if (alloc_should_fail(a)) return NULL;
+    if (n > SIZE_MAX - sizeof(alloc_hdr) || n > (size_t)INT64_MAX) return NULL;
+    alloc_hdr *h = hdr_of(p);
+    const mcdc_alloc_acct *charged = h->acct;
+    int64_t delta = (int64_t)n - (int64_t)h->size;
+    if (delta > 0 && !account(charged, delta)) return NULL;
     alloc_hdr *nh = realloc(h, sizeof *nh + n);
-    if (nh == NULL) return NULL;
+    if (nh == NULL) {
+        if (delta > 0) account(charged, -delta);
+        return NULL;
+    }
+    if (delta < 0) account(charged, delta);
     nh->size = n;
-    atomic_fetch_add(&g_calls, 1);
-    account((int64_t)n - (int64_t)old);
+    if (a) atomic_fetch_add(&a->calls, 1);
     return nh + 1;
 }
 
 void mcdc_free(void *p) {
     if (p == NULL) return;
-    alloc_hdr *h = (alloc_hdr *)p - 1;
-    MCDC_ASSERT(h->magic == ALLOC_MAGIC);
-    h->magic = 0;
-    account(-(int64_t)h->size);
+    alloc_hdr *h = hdr_of(p);
+    account(h->acct, -(int64_t)h->size);
+    h->acct = NULL;
     free(h);
 }
 
@@ -206,13 +256,27 @@ char *mcdc_asprintf(const char *fmt, ...) {
     return r;
 }
 
-void mcdc_alloc_get_stats(mcdc_alloc_stats *out) {
-    out->calls = atomic_load(&g_calls);
-    out->live_bytes = atomic_load(&g_live);
-    out->peak_bytes = atomic_load(&g_peak);
+void mcdc_alloc_acct_stats(const mcdc_alloc_acct *a, mcdc_alloc_stats *out) {
+    MCDC_ASSERT(a != NULL && a->magic == ACCT_MAGIC);
+    mcdc_alloc_acct *m = (mcdc_alloc_acct *)a; /* atomic loads take non-const */
+    out->calls = atomic_load(&m->calls);
+    out->live_bytes = atomic_load(&m->live);
+    out->peak_bytes = atomic_load(&m->peak);
 }
 
-void mcdc_alloc_fail_at(int64_t nth) { atomic_store(&g_fail_at, nth); }
+void mcdc_alloc_acct_fail_at(mcdc_alloc_acct *a, int64_t nth) {
+    MCDC_ASSERT(a != NULL && a->magic == ACCT_MAGIC);
+    atomic_store(&a->fail_at, nth);
+}
+
+void mcdc_alloc_get_stats(mcdc_alloc_stats *out) {
+    if (tl_acct) mcdc_alloc_acct_stats(tl_acct, out);
+    else *out = (mcdc_alloc_stats){0, 0, 0};
+}
+
+void mcdc_alloc_fail_at(int64_t nth) {
+    if (tl_acct) mcdc_alloc_acct_fail_at(tl_acct, nth);
+}
 
 /* ---- buffers ------------------------------------------------------------ */
 int mcdc_buf_reserve(mcdc_buf *b, size_t extra, mcdc_error *err) {
@@ -312,6 +376,45 @@ void mcdc_log_stderr(mcdc_log_level level, const char *msg) {
     MCDC_ASSERT((int)level >= 0 && (int)level < 4);
     /* One fprintf per line: stdio locks the stream, lines do not interleave. */
     fprintf(stderr, "mssql-cdc: %s: %s\n", names[level], msg);
+}
+
+/* ---- a job's frame --------------------------------------------------------------- */
+mcdc_job_scope mcdc_job_enter(mcdc_alloc_acct *acct, const mcdc_log_sink *sink) {
+    mcdc_job_scope host = {tl_sink, tl_acct};
+    mcdc_alloc_bind(acct);
+    tl_sink = sink;
+    return host;
+}
+
+void mcdc_job_leave(mcdc_job_scope host) {
+    mcdc_alloc_bind(host.acct);
+    tl_sink = host.sink;
+}
+
+/* ---- threads -------------------------------------------------------------- */
+typedef struct {
+    void *(*fn)(void *);
+    void *arg;
+    mcdc_alloc_acct *acct;
+    const mcdc_log_sink *sink;
+} thread_start;
+
+static void *thread_main(void *arg) {
+    thread_start st = *(thread_start *)arg;
+    mcdc_alloc_bind(st.acct);
+    mcdc_free(arg); /* charged to st.acct by the starting thread: given back there */
+    mcdc_log_use(st.sink);
+    return st.fn(st.arg);
+}
+
+int mcdc_thread_start(pthread_t *th, void *(*fn)(void *), void *arg) {
+    MCDC_ASSERT(th != NULL && fn != NULL);
+    thread_start *st = mcdc_malloc(sizeof *st);
+    if (st == NULL) return ENOMEM;
+    *st = (thread_start){fn, arg, tl_acct, tl_sink};
+    int rc = pthread_create(th, NULL, thread_main, st);
+    if (rc != 0) mcdc_free(st);
+    return rc;
 }
 
 /* ---- time --------------------------------------------------------------- */

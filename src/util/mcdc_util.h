@@ -9,7 +9,9 @@
 #ifndef MCDC_UTIL_H
 #define MCDC_UTIL_H
 
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -52,8 +54,13 @@ int mcdc_error_wrap(mcdc_error *err, const char *fmt, ...) MCDC_PRINTF(2, 3);
 void mcdc_error_clear(mcdc_error *err);
 
 /* ---- the allocator ------------------------------------------------------
- * Every library allocation goes through these. They count live and peak
- * bytes and can be told to fail the Nth call (fault injection, tests). */
+ * Every library allocation goes through these. They charge the calling
+ * thread's accounting (mcdc_alloc_bind: a runtime's, bound by the job
+ * frame on entry and by each thread a job starts), which counts live and
+ * peak bytes, can refuse growth past a ceiling and can be told to fail the
+ * Nth call (fault injection, tests). A block is given back to the
+ * accounting that took it, whichever thread frees it. A thread with no
+ * accounting bound allocates uncounted and never fails on purpose. */
 void *mcdc_malloc(size_t n);
 void *mcdc_calloc(size_t count, size_t size);
 void *mcdc_realloc(void *p, size_t n);
@@ -68,10 +75,34 @@ typedef struct mcdc_alloc_stats {
     int64_t live_bytes;  /* bytes allocated and not yet freed */
     int64_t peak_bytes;  /* high-water mark of live_bytes */
 } mcdc_alloc_stats;
+
+/* One accounting (a runtime embeds one). Its fields are the allocator's. */
+typedef struct mcdc_alloc_acct {
+    size_t magic;
+    _Atomic int64_t calls, live, peak;
+    _Atomic int64_t fail_at; /* > 0: the fail_at-th allocation from now fails */
+    int64_t live_max;        /* 0: no ceiling; else growth past it fails */
+} mcdc_alloc_acct;
+void mcdc_alloc_acct_init(mcdc_alloc_acct *a, int64_t live_bytes_max);
+/* Binds a (NULL: none) to the calling thread; returns the one it replaces,
+ * to restore when the job's frame or thread ends. */
+mcdc_alloc_acct *mcdc_alloc_bind(mcdc_alloc_acct *a);
+mcdc_alloc_acct *mcdc_alloc_bound(void);
+void mcdc_alloc_acct_stats(const mcdc_alloc_acct *a, mcdc_alloc_stats *out);
+/* Fail a's nth allocation from now on (1 = the next one); 0 disables.
+ * Only threads bound to a see it. */
+void mcdc_alloc_acct_fail_at(mcdc_alloc_acct *a, int64_t nth);
+/* The same on the calling thread's accounting (zeros / nothing when none
+ * is bound): what the unit tests, which bind one for the run, use. */
 void mcdc_alloc_get_stats(mcdc_alloc_stats *out);
-/* Fail the nth allocation from now on (1 = the next one); 0 disables.
- * Affects every thread: tests use it single-threaded. */
 void mcdc_alloc_fail_at(int64_t nth);
+
+/* ---- threads --------------------------------------------------------------
+ * Every thread the library starts goes through this: the new thread runs
+ * fn(arg) bound to the starting thread's allocator accounting and log sink
+ * (a job's threads charge and log where the job does). Returns
+ * pthread_create's code (ENOMEM when its small start record cannot be had). */
+int mcdc_thread_start(pthread_t *th, void *(*fn)(void *), void *arg);
 
 /* ---- growable byte buffer with a ceiling ------------------------------ */
 typedef struct mcdc_buf {
@@ -109,6 +140,18 @@ typedef struct mcdc_log_sink {
 const mcdc_log_sink *mcdc_log_use(const mcdc_log_sink *sink);
 /* The calling thread's sink (NULL: the default). */
 const mcdc_log_sink *mcdc_log_current(void);
+
+/* ---- a job's frame ----------------------------------------------------------
+ * What a job binds to the calling thread while it runs (its create, run
+ * and free): its allocator accounting and its log sink; leave restores the
+ * host's. One mechanism for every job, so that no job forgets either. */
+typedef struct mcdc_job_scope {
+    const mcdc_log_sink *sink;
+    mcdc_alloc_acct *acct;
+} mcdc_job_scope;
+mcdc_job_scope mcdc_job_enter(mcdc_alloc_acct *acct, const mcdc_log_sink *sink);
+void mcdc_job_leave(mcdc_job_scope host);
+
 void mcdc_log(mcdc_log_level level, const char *fmt, ...) MCDC_PRINTF(2, 3);
 /* The default sink's line on stderr (for sinks that pass messages on). */
 void mcdc_log_stderr(mcdc_log_level level, const char *msg);

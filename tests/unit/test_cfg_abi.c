@@ -266,7 +266,8 @@ static size_t header_bytes(mcdc_cfg_kind kind, int version) {
     case MCDC_CFG_STREAM: {
         const size_t b[] = {offsetof(mcdc_stream_cfg, budget), offsetof(mcdc_stream_cfg, on_data_loss),
                             offsetof(mcdc_stream_cfg, snapshot_on_switch),
-                            offsetof(mcdc_stream_cfg, progress_fn), sizeof(mcdc_stream_cfg)};
+                            offsetof(mcdc_stream_cfg, progress_fn),
+                            offsetof(mcdc_stream_cfg, runtime), sizeof(mcdc_stream_cfg)};
         return b[version - 1];
     }
     case MCDC_CFG_SNAPSHOT: {
@@ -278,13 +279,15 @@ static size_t header_bytes(mcdc_cfg_kind kind, int version) {
         const size_t b[] = {offsetof(mcdc_apply_cfg, scd_type),
                             offsetof(mcdc_apply_cfg, deletion_vectors),
                             offsetof(mcdc_apply_cfg, progress_fn),
-                            offsetof(mcdc_apply_cfg, scratch_dir), sizeof(mcdc_apply_cfg)};
+                            offsetof(mcdc_apply_cfg, scratch_dir),
+                            offsetof(mcdc_apply_cfg, runtime), sizeof(mcdc_apply_cfg)};
         return b[version - 1];
     }
     case MCDC_CFG_RECONCILE: {
         const size_t b[] = {offsetof(mcdc_reconcile_cfg, repair),
                             offsetof(mcdc_reconcile_cfg, settle_seconds),
-                            offsetof(mcdc_reconcile_cfg, progress_fn), sizeof(mcdc_reconcile_cfg)};
+                            offsetof(mcdc_reconcile_cfg, progress_fn),
+                            offsetof(mcdc_reconcile_cfg, runtime), sizeof(mcdc_reconcile_cfg)};
         return b[version - 1];
     }
     case MCDC_CFG_SEED: {
@@ -293,10 +296,12 @@ static size_t header_bytes(mcdc_cfg_kind kind, int version) {
         return b[version - 1];
     }
     case MCDC_CFG_BACKFILL: {
-        const size_t b[] = {offsetof(mcdc_backfill_cfg, progress_fn), sizeof(mcdc_backfill_cfg)};
+        const size_t b[] = {offsetof(mcdc_backfill_cfg, progress_fn),
+                            offsetof(mcdc_backfill_cfg, runtime), sizeof(mcdc_backfill_cfg)};
         return b[version - 1];
     }
     case MCDC_CFG_REPAIR: return sizeof(mcdc_repair_cfg);
+    case MCDC_CFG_RUNTIME: return sizeof(mcdc_runtime_cfg);
     case MCDC_CFG_KINDS: break;
     }
     return 0;
@@ -316,6 +321,7 @@ static const mcdc_backfill_cfg D_BACKFILL = MCDC_BACKFILL_CFG_INIT;
 static const mcdc_apply_cfg D_APPLY = MCDC_APPLY_CFG_INIT;
 static const mcdc_reconcile_cfg D_RECONCILE = MCDC_RECONCILE_CFG_INIT;
 static const mcdc_repair_cfg D_REPAIR = MCDC_REPAIR_CFG_INIT;
+static const mcdc_runtime_cfg D_RUNTIME = MCDC_RUNTIME_CFG_INIT;
 
 static const kind_case KINDS[MCDC_CFG_KINDS] = {
     {MCDC_CFG_STREAM, MCDC_STREAM_CFG_VERSION, sizeof D_STREAM, &D_STREAM},
@@ -325,6 +331,7 @@ static const kind_case KINDS[MCDC_CFG_KINDS] = {
     {MCDC_CFG_APPLY, MCDC_APPLY_CFG_VERSION, sizeof D_APPLY, &D_APPLY},
     {MCDC_CFG_RECONCILE, MCDC_RECONCILE_CFG_VERSION, sizeof D_RECONCILE, &D_RECONCILE},
     {MCDC_CFG_REPAIR, MCDC_REPAIR_CFG_VERSION, sizeof D_REPAIR, &D_REPAIR},
+    {MCDC_CFG_RUNTIME, MCDC_RUNTIME_CFG_VERSION, sizeof D_RUNTIME, &D_RUNTIME},
 };
 
 #define CFG_BYTES_MAX 1024
@@ -446,6 +453,8 @@ TEST(cfg_init_functions_give_the_init_macros_defaults_version_by_version) {
                    MCDC_RECONCILE_CFG_VERSION, D_RECONCILE);
     CHECK_CFG_INIT(mcdc_repair_cfg, mcdc_repair_cfg_init, MCDC_CFG_REPAIR, MCDC_REPAIR_CFG_VERSION,
                    D_REPAIR);
+    CHECK_CFG_INIT(mcdc_runtime_cfg, mcdc_runtime_cfg_init, MCDC_CFG_RUNTIME,
+                   MCDC_RUNTIME_CFG_VERSION, D_RUNTIME);
     /* a few defaults by name, as the header states them */
     mcdc_stream_cfg s;
     mcdc_error e = MCDC_ERROR_INIT;

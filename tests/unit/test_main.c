@@ -77,6 +77,12 @@ int main(int argc, char **argv) {
         }
         mcdc_test_fault_step = (int)v;
     }
+    /* The tests' allocations (and those of the jobs they run, which bind
+     * the caller's accounting when they have no runtime) are counted here:
+     * leaks and fault injection (mcdc_alloc_fail_at) go through it. */
+    mcdc_alloc_acct acct;
+    mcdc_alloc_acct_init(&acct, 0);
+    mcdc_alloc_bind(&acct);
     qsort(g_tests, (size_t)g_count, sizeof g_tests[0], by_name);
     for (int i = 0; i < g_count; i++) {
         if (i % shards != shard) continue;

@@ -38,7 +38,7 @@ class Error(ctypes.Structure):
 
 
 class StreamCfg(ctypes.Structure):
-    VERSION = 5
+    VERSION = 6
     _fields_ = [("version", c_int), ("target", c_char_p), ("app_id", c_char_p),
                 ("checkpoint", c_char_p), ("facts_table", c_char_p),
                 ("control_table", c_char_p), ("warehouse", c_char_p), ("query_name", c_char_p),
@@ -49,7 +49,7 @@ class StreamCfg(ctypes.Structure):
                 ("bootstrap", c_bool), ("snapshot", c_int),
                 ("on_data_loss", c_int), ("resnapshot_interval_days", c_double),
                 ("snapshot_on_switch", c_bool), ("progress_fn", c_void_p),
-                ("progress_user", c_void_p)]
+                ("progress_user", c_void_p), ("runtime", c_void_p)]
 
 
 class SnapshotCfg(ctypes.Structure):
@@ -71,7 +71,7 @@ class SeedCfg(ctypes.Structure):
 
 
 class BackfillCfg(ctypes.Structure):
-    VERSION = 2
+    VERSION = 3
     _fields_ = [("version", c_int), ("target", c_char_p), ("app_id", c_char_p),
                 ("facts_table", c_char_p), ("warehouse", c_char_p), ("chunk_rows", c_int64),
                 ("max_waves", c_int64), ("max_seconds", c_double),
@@ -79,11 +79,11 @@ class BackfillCfg(ctypes.Structure):
                 ("min_headroom_hours", c_double), ("isolation", c_char_p),
                 ("budget", c_void_p), ("reserved1", c_void_p), ("log_fn", c_void_p),
                 ("log_user", c_void_p), ("log_level", c_int), ("progress_fn", c_void_p),
-                ("progress_user", c_void_p)]
+                ("progress_user", c_void_p), ("runtime", c_void_p)]
 
 
 class ApplyCfg(ctypes.Structure):
-    VERSION = 5
+    VERSION = 6
     _fields_ = [("version", c_int), ("bronze", c_char_p), ("target", c_char_p),
                 ("control_table", c_char_p), ("facts_table", c_char_p),
                 ("warehouse", c_char_p), ("capture_instance", c_char_p), ("keys", c_void_p),
@@ -96,11 +96,11 @@ class ApplyCfg(ctypes.Structure):
                 ("deletion_vectors", c_int32), ("progress_fn", c_void_p),
                 ("progress_user", c_void_p),
                 # version 5
-                ("scratch_dir", c_char_p)]
+                ("scratch_dir", c_char_p), ("runtime", c_void_p)]
 
 
 class ReconcileCfg(ctypes.Structure):
-    VERSION = 4
+    VERSION = 5
     _fields_ = [("version", c_int), ("silver", c_char_p), ("bronze", c_char_p),
                 ("control_table", c_char_p), ("facts_table", c_char_p),
                 ("report_table", c_char_p), ("warehouse", c_char_p), ("keys", c_void_p),
@@ -108,7 +108,7 @@ class ReconcileCfg(ctypes.Structure):
                 ("has_sample_seed", c_bool), ("sample_seed", c_uint64),
                 ("reserved1", c_void_p), ("log_fn", c_void_p), ("log_user", c_void_p),
                 ("log_level", c_int), ("repair", c_bool), ("settle_seconds", c_int64),
-                ("progress_fn", c_void_p), ("progress_user", c_void_p)]
+                ("progress_fn", c_void_p), ("progress_user", c_void_p), ("runtime", c_void_p)]
 
 
 class RepairCfg(ctypes.Structure):

@@ -1,0 +1,306 @@
+/* mcdc_runtime.c - the runtime the jobs of one host share (mcdc_runtime.h):
+ * its allocator accounting, its budget and its default log sink. */
+#include "mcdc_runtime.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "mcdc_cfg.h"
+#include "mssqlcdc_testing.h"
+
+/* A database's probe: its members (one item each) and its last round. */
+struct mcdc_db_probe {
+    struct mcdc_db_probe *next;
+    char *key;                  /* the connection string (owned; never logged) */
+    pthread_mutex_t mu;         /* members, items and the round's answer */
+    const void **owners;        /* n members, cap slots (owned) */
+    mcdc_probe_item *items;     /* one per member: its ci, the position asked, its answer */
+    int n, cap;
+    int64_t round_us;           /* monotonic time of the last round; 0: none */
+    mcdc_lsn max;
+    bool unusable;              /* a round was refused: members poll on their own */
+    bool running;               /* a member runs a round (outside mu) */
+    mcdc_probe_item *round;     /* its copy of the items and their owners (owned) */
+    const void **round_owners;
+    int round_cap;
+};
+
+struct mcdc_runtime {
+    mcdc_alloc_acct acct;       /* what its jobs hold; the handle itself is outside it */
+    mcdc_runtime_cfg cfg;
+    mcdc_budget *budget;        /* owned; NULL: no limit */
+    pthread_mutex_t probes_mu;  /* the list of probes */
+    mcdc_db_probe *probes;
+    _Atomic int64_t probe_rounds, probe_queries;
+};
+
+int mcdc_runtime_create(mcdc_runtime **out, const mcdc_runtime_cfg *cfg, mcdc_error *err) {
+    if (out == NULL) return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_runtime_create: out is NULL");
+    *out = NULL;
+    mcdc_runtime_cfg given = MCDC_RUNTIME_CFG_INIT;
+    int rc = cfg ? mcdc_cfg_copy(&given, sizeof given, MCDC_CFG_RUNTIME, cfg, err) : MCDC_OK;
+    if (rc) return rc;
+    if (given.connections_max < 0 || given.encoder_threads_max < 0 ||
+        given.memory_bytes_max < 0 || given.probe_interval_ms < 0)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "a runtime's connections (%d), encoder threads (%d), memory "
+                              "(%lld bytes) and probe interval (%lld ms) cannot be negative: "
+                              "0 means no limit (the default interval)",
+                              given.connections_max, given.encoder_threads_max,
+                              (long long)given.memory_bytes_max,
+                              (long long)given.probe_interval_ms);
+    /* The handle is the host's, not its jobs': charged to no runtime. */
+    mcdc_alloc_acct *host = mcdc_alloc_bind(NULL);
+    mcdc_runtime *rt = mcdc_calloc(1, sizeof *rt);
+    mcdc_alloc_bind(host);
+    if (rt == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    mcdc_alloc_acct_init(&rt->acct, given.memory_bytes_max);
+    pthread_mutex_init(&rt->probes_mu, NULL);
+    rt->cfg = given;
+    if (rt->cfg.probe_interval_ms == 0) rt->cfg.probe_interval_ms = 10;
+    if (given.connections_max > 0 || given.encoder_threads_max > 0) {
+        /* A limit on one kind only: the other as good as unlimited. */
+        int conns = given.connections_max > 0 ? given.connections_max : 1 << 20;
+        int enc = given.encoder_threads_max > 0 ? given.encoder_threads_max : 1 << 20;
+        host = mcdc_alloc_bind(NULL);
+        rc = mcdc_budget_create(&rt->budget, conns, enc, err);
+        mcdc_alloc_bind(host);
+        if (rc) {
+            mcdc_runtime_destroy(rt);
+            return mcdc_error_wrap(err, "creating the runtime's budget");
+        }
+    }
+    *out = rt;
+    return MCDC_OK;
+}
+
+void mcdc_runtime_destroy(mcdc_runtime *rt) {
+    if (rt == NULL) return;
+    mcdc_alloc_acct *host = mcdc_alloc_bind(&rt->acct);
+    for (mcdc_db_probe *p = rt->probes, *next; p; p = next) {
+        next = p->next;
+        MCDC_ASSERT(p->n == 0); /* every stream left before the runtime goes */
+        pthread_mutex_destroy(&p->mu);
+        mcdc_free(p->key);
+        mcdc_free(p->owners);
+        mcdc_free(p->items);
+        mcdc_free(p->round);
+        mcdc_free(p->round_owners);
+        mcdc_free(p);
+    }
+    mcdc_alloc_bind(host);
+    pthread_mutex_destroy(&rt->probes_mu);
+    mcdc_budget_free(rt->budget);
+    mcdc_free(rt);
+}
+
+void mcdc_runtime_get_stats(const mcdc_runtime *rt, mcdc_runtime_stats *out) {
+    MCDC_ASSERT(rt != NULL && out != NULL);
+    mcdc_alloc_stats a;
+    mcdc_alloc_acct_stats(&rt->acct, &a);
+    mcdc_runtime *m = (mcdc_runtime *)rt; /* atomic loads take non-const */
+    *out = (mcdc_runtime_stats){a.calls, a.live_bytes, a.peak_bytes, atomic_load(&m->probe_rounds),
+                                atomic_load(&m->probe_queries)};
+}
+
+void mcdc_runtime_fail_alloc_at(mcdc_runtime *rt, int64_t nth) {
+    MCDC_ASSERT(rt != NULL);
+    mcdc_alloc_acct_fail_at(&rt->acct, nth);
+}
+
+mcdc_alloc_acct *mcdc_runtime_acct_or_bound(mcdc_runtime *rt) {
+    return rt ? &rt->acct : mcdc_alloc_bound();
+}
+
+mcdc_job_scope mcdc_runtime_enter_cfg(int kind, const void *cfg, size_t runtime_at) {
+    mcdc_runtime *rt = NULL;
+    int version = 0;
+    if (cfg) memcpy(&version, cfg, sizeof version);
+    size_t n = cfg ? mcdc_cfg_version_bytes((mcdc_cfg_kind)kind, version) : 0;
+    if (n >= runtime_at + sizeof rt) memcpy(&rt, (const char *)cfg + runtime_at, sizeof rt);
+    return mcdc_job_enter(mcdc_runtime_acct_or_bound(rt), mcdc_log_current());
+}
+
+mcdc_budget *mcdc_runtime_budget_or(mcdc_runtime *rt, mcdc_budget *own) {
+    return own ? own : rt ? rt->budget : NULL;
+}
+
+mcdc_log_fn mcdc_runtime_log_fn(const mcdc_runtime *rt, void **user) {
+    *user = rt ? rt->cfg.log_user : NULL;
+    return rt ? rt->cfg.log_fn : NULL;
+}
+
+/* ---- one probe per database ------------------------------------------------------ */
+
+/* The probe of key, made when missing; NULL when out of memory. The
+ * probes live as long as the runtime (a database's, once made, stays). */
+static mcdc_db_probe *probe_of(mcdc_runtime *rt, const char *key) {
+    pthread_mutex_lock(&rt->probes_mu);
+    mcdc_db_probe *p = rt->probes;
+    while (p && strcmp(p->key, key) != 0) p = p->next;
+    if (p == NULL && (p = mcdc_calloc(1, sizeof *p)) != NULL) {
+        if ((p->key = mcdc_strdup(key)) == NULL) {
+            mcdc_free(p);
+            p = NULL;
+        } else {
+            pthread_mutex_init(&p->mu, NULL);
+            p->next = rt->probes;
+            rt->probes = p;
+        }
+    }
+    pthread_mutex_unlock(&rt->probes_mu);
+    return p;
+}
+
+int mcdc_runtime_probe_join(mcdc_runtime *rt, const char *db_key, const void *owner,
+                            const char *ci, mcdc_db_probe **out, mcdc_error *err) {
+    MCDC_ASSERT(rt && db_key && owner && ci && out);
+    *out = NULL;
+    if (strlen(ci) > MCDC_IDENT_BYTES_MAX)
+        return mcdc_error_set(err, MCDC_E_INVALID, "capture instance name longer than %d bytes",
+                              MCDC_IDENT_BYTES_MAX);
+    mcdc_db_probe *p = probe_of(rt, db_key);
+    if (p == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    int rc = MCDC_OK;
+    pthread_mutex_lock(&p->mu);
+    if (p->n == p->cap) {
+        int cap = p->cap ? p->cap * 2 : 16;
+        const void **o = mcdc_realloc(p->owners, (size_t)cap * sizeof *o);
+        if (o) p->owners = o;
+        mcdc_probe_item *it = o ? mcdc_realloc(p->items, (size_t)cap * sizeof *it) : NULL;
+        if (it) {
+            p->items = it;
+            p->cap = cap;
+        } else {
+            rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        }
+    }
+    if (rc == MCDC_OK) {
+        p->owners[p->n] = owner;
+        memset(&p->items[p->n], 0, sizeof p->items[p->n]);
+        snprintf(p->items[p->n].ci, sizeof p->items[p->n].ci, "%s", ci);
+        p->n++;
+        *out = p;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return rc;
+}
+
+void mcdc_runtime_probe_leave(mcdc_runtime *rt, mcdc_db_probe *p, const void *owner) {
+    (void)rt;
+    if (p == NULL) return;
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < p->n; i++) {
+        if (p->owners[i] != owner) continue;
+        p->n--;
+        p->owners[i] = p->owners[p->n];
+        p->items[i] = p->items[p->n];
+        break;
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* owner's place among p's members; a stream polls only a probe it joined */
+static int member(const mcdc_db_probe *p, const void *owner) {
+    int i = 0;
+    while (i < p->n && p->owners[i] != owner) i++;
+    MCDC_ASSERT(i < p->n);
+    return i;
+}
+
+/* Room for a round's copy of the items: cap of them. */
+static bool round_room(mcdc_db_probe *p, int n) {
+    if (n <= p->round_cap) return true;
+    mcdc_probe_item *r = mcdc_realloc(p->round, (size_t)n * sizeof *r);
+    const void **o = r ? mcdc_realloc(p->round_owners, (size_t)n * sizeof *o) : NULL;
+    if (r) p->round = r;
+    if (o == NULL) return false;
+    p->round_owners = o;
+    p->round_cap = n;
+    return true;
+}
+
+/* Runs a round on a copy of the items, outside the lock (held on entry and
+ * on return): the other members keep reading the last round meanwhile
+ * rather than queue behind the server. Publishes the answers of the
+ * members whose positions did not move during it. */
+static int run_round(mcdc_runtime *rt, mcdc_db_probe *p, mcdc_changes *changes, int64_t now,
+                     mcdc_error *err) {
+    int n = p->n;
+    if (!round_room(p, n)) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    for (int i = 0; i < n; i++) {
+        p->round[i] = p->items[i];
+        p->round[i].ask = true;
+        p->round_owners[i] = p->owners[i];
+    }
+    p->running = true;
+    pthread_mutex_unlock(&p->mu);
+    mcdc_lsn max = mcdc_lsn_zero();
+    bool was_null = false;
+    int queries = 0;
+    int rc = mcdc_changes_probe_round(changes, p->round, n, &max, &was_null, &queries, err);
+    atomic_fetch_add(&rt->probe_rounds, 1);
+    atomic_fetch_add(&rt->probe_queries, queries);
+    pthread_mutex_lock(&p->mu);
+    p->running = false;
+    if (rc == MCDC_E_PERMISSION || rc == MCDC_E_SERVER) {
+        mcdc_log(MCDC_LOG_WARN,
+                 "the shared probe of this database was refused (%s); each stream polls "
+                 "max_lsn on its own from now on (GRANT SELECT on cdc.change_tables and the "
+                 "change tables lets one probe serve them all)",
+                 err ? err->message : mcdc_status_name(rc));
+        p->unusable = true;
+        return MCDC_OK;
+    }
+    if (rc) return rc;
+    p->max = max;
+    p->round_us = now;
+    for (int k = 0; k < n; k++) {
+        /* members keep their places unless one left during the round */
+        int i = k < p->n && p->owners[k] == p->round_owners[k] ? k : -1;
+        for (int j = 0; i < 0 && j < p->n; j++)
+            if (p->owners[j] == p->round_owners[k]) i = j;
+        if (i >= 0 && mcdc_lsn_cmp(&p->items[i].from, &p->round[k].from) == 0) {
+            p->items[i].moved = p->round[k].moved;
+            p->items[i].ask = true;
+        } else if (i >= 0) {
+            p->items[i].ask = false; /* asked about a position it has left */
+        }
+    }
+    return MCDC_OK;
+}
+
+int mcdc_runtime_probe_poll(mcdc_runtime *rt, mcdc_db_probe *p, const void *owner,
+                            mcdc_changes *changes, const mcdc_lsn *from, mcdc_lsn *max,
+                            bool *moved, bool *usable, mcdc_error *err) {
+    MCDC_ASSERT(rt && p && owner && changes && from && max && moved && usable);
+    int rc = MCDC_OK;
+    pthread_mutex_lock(&p->mu);
+    int me = member(p, owner);
+    /* A member's answer holds for the position the round asked about. */
+    if (mcdc_lsn_cmp(&p->items[me].from, from) != 0) {
+        p->items[me].from = *from;
+        p->items[me].ask = false;
+    }
+    /* Rounds fall in fixed slots of the interval: one per slot however
+     * many members poll in it, and one more for a member whose position
+     * moved since (a busy table after its batch, a new one) while it is
+     * behind the database; never two at once (a member that would need one
+     * while one runs reads the last one's). */
+    int64_t now = mcdc_monotonic_us(), slot_us = rt->cfg.probe_interval_ms * 1000;
+    bool fresh = p->round_us != 0 && now / slot_us == p->round_us / slot_us;
+    if (!p->unusable && !p->running &&
+        (!fresh || (!p->items[me].ask && mcdc_lsn_cmp(from, &p->max) < 0))) {
+        rc = run_round(rt, p, changes, now, err);
+        me = member(p, owner); /* others may have joined or left meanwhile */
+    }
+    *usable = !p->unusable;
+    if (rc == MCDC_OK && *usable) {
+        const mcdc_probe_item *it = &p->items[me];
+        *max = p->max;
+        *moved = it->ask ? it->moved : mcdc_lsn_cmp(from, &p->max) < 0;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return rc;
+}

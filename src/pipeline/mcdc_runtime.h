@@ -1,0 +1,53 @@
+/*
+ * mcdc_runtime.h - what the jobs of one host share (include/mssqlcdc.h,
+ * "The runtime"): the allocator's accounting, the log sink, the budget and
+ * the probe of each database. The jobs reach it through these calls; a job
+ * given no runtime takes the defaults each call states.
+ */
+#ifndef MCDC_RUNTIME_H
+#define MCDC_RUNTIME_H
+
+#include "mcdc_changes.h"
+#include "mcdc_context.h"
+#include "mcdc_lsn.h"
+#include "mcdc_util.h"
+
+/* The accounting a job charges: the runtime's, or without one the creating
+ * thread's (whatever its host bound; NULL: uncounted). */
+mcdc_alloc_acct *mcdc_runtime_acct_or_bound(mcdc_runtime *rt);
+/* Enters a job's create (mcdc_job_enter) with the accounting of the
+ * runtime its config (of kind, the caller's version) names at byte
+ * runtime_at: NULL when that version does not hold it. */
+mcdc_job_scope mcdc_runtime_enter_cfg(int kind, const void *cfg, size_t runtime_at);
+/* The budget a job uses: its own config's when set, else the runtime's
+ * (NULL: no limit). */
+mcdc_budget *mcdc_runtime_budget_or(mcdc_runtime *rt, mcdc_budget *own);
+/* The runtime's log function when a job has none of its own (NULL: none;
+ * then the job logs to stderr). */
+mcdc_log_fn mcdc_runtime_log_fn(const mcdc_runtime *rt, void **user);
+
+/* ---- one probe per database ----------------------------------------------
+ * The streams of a runtime that read one database (one connection string)
+ * share its probe: a poll within the runtime's probe interval of the last
+ * round is answered from it; else the polling stream runs a round on its
+ * own control connection for all of them (max_lsn, every instance's
+ * min_lsn, which change tables have rows past their positions: at most 3
+ * queries, however many streams). Polls of one database wait for each
+ * other while a round runs, then read it. */
+typedef struct mcdc_db_probe mcdc_db_probe;
+/* Joins owner (a stream, reading capture instance ci) to the probe of
+ * db_key, made on first use; owner leaves before the runtime is destroyed. */
+int mcdc_runtime_probe_join(mcdc_runtime *rt, const char *db_key, const void *owner,
+                            const char *ci, mcdc_db_probe **out, mcdc_error *err);
+void mcdc_runtime_probe_leave(mcdc_runtime *rt, mcdc_db_probe *p, const void *owner);
+/* owner's poll from its position from: *max the database's max_lsn and
+ * *moved whether its change table has a row in (from, max] (when the
+ * round that answers asked about another position: from < max). A round
+ * the login may not run (cdc.change_tables or a change table refused) makes
+ * the probe unusable: *usable false, and the stream polls on its own from
+ * then on. */
+int mcdc_runtime_probe_poll(mcdc_runtime *rt, mcdc_db_probe *p, const void *owner,
+                            mcdc_changes *changes, const mcdc_lsn *from, mcdc_lsn *max,
+                            bool *moved, bool *usable, mcdc_error *err);
+
+#endif

@@ -1,0 +1,152 @@
+"""One probe per database: an idle start-many sends per poll one max_lsn,
+one min_lsn query for every instance and (when some table is behind) one
+query telling which change tables moved, whatever the number of tables;
+only the tables with new rows plan a batch. The simulator counts the
+requests it receives (EXEC sim.request_stats)."""
+import os
+import re
+import signal
+import subprocess
+import time
+import urllib.request
+
+from conftest import CLI
+
+DB = "shop"
+N_MAX = 50
+
+
+def make_db(sim, n):
+    sim.run(f"CREATE DATABASE {DB};")
+    tables = [f"t{i}" for i in range(n)]
+    sql = "".join(f"CREATE TABLE dbo.{t} (id INT NOT NULL PRIMARY KEY, v INT NULL);" for t in tables)
+    sql += "EXEC sys.sp_cdc_enable_db;"
+    sql += "".join(f"EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'{t}', "
+                   "@role_name = NULL;" for t in tables)
+    sim.run(sql, database=DB)
+    # one change, so that max_lsn is not NULL and every stream starts
+    sim.run("INSERT INTO dbo.t0 VALUES (1, 1);", database=DB)
+    sim.run("EXEC sim.run_capture @ignore_latency = 1;", database=DB)
+
+
+def start_many(sim, lake, n, extra=()):
+    return subprocess.Popen(
+        [CLI, "start-many", "--connectionString", sim.connection_string(DB),
+         "--capture-instances", ",".join(f"dbo_t{i}" for i in range(n)),
+         "--target", os.path.join(lake, "bronze_{ci}"), "--app-id", "{ci}-v1",
+         "--checkpoint", os.path.join(lake, "ckpt", "{ci}"), *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def lags(port):
+    """Every table's mssql_cdc_ingestion_lag_seconds from /metrics."""
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    return {m.group(1): float(m.group(2)) for m in re.finditer(
+        r'^mssql_cdc_ingestion_lag_seconds\{[^}]*capture_instance="([^"]+)"[^}]*\} (\S+)$', body,
+        re.M)}
+
+
+def requests(sim):
+    return sim.run("EXEC sim.request_stats;")[0][0]
+
+
+def wait_started(lake, n, proc, timeout=60):
+    """Until every stream committed its first batch (its checkpoint's
+    commits/0 exists)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        done = sum(os.path.exists(os.path.join(lake, "ckpt", f"dbo_t{i}", "commits", "0"))
+                   for i in range(n))
+        if done == n:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"only {done} of {n} streams started")
+
+
+def stop(proc):
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    return err
+
+
+def idle_rate(sim, lake, n, seconds=2.0):
+    proc = start_many(sim, lake, n)
+    try:
+        wait_started(lake, n, proc)
+        time.sleep(0.5)
+        r0, t0 = requests(sim), time.time()
+        time.sleep(seconds)
+        r1, t1 = requests(sim), time.time()
+    finally:
+        stop(proc)
+    return (r1 - r0 - 1) / (t1 - t0)  # the second stats request counts itself
+
+
+def test_idle_queries_do_not_grow_with_the_number_of_tables(sim, workdir):
+    make_db(sim, N_MAX)
+    q20 = idle_rate(sim, os.path.join(workdir, "lake20"), 20)
+    q50 = idle_rate(sim, os.path.join(workdir, "lake50"), N_MAX)
+    # a default trigger polls every 10 ms: a max_lsn per table and poll
+    # would be about 100 queries a second per table (2,000 and 5,000); one
+    # probe per database is at most 3 queries per 10 ms slot
+    assert q20 <= 400, q20
+    assert q50 <= 400, q50
+    assert q50 <= 1.5 * q20 + 20, (q20, q50)
+
+
+def test_only_the_tables_with_new_rows_plan_a_batch(sim, workdir):
+    n = 20
+    make_db(sim, n)
+    lake = os.path.join(workdir, "lake")
+    ready = os.path.join(workdir, "port")
+    proc = start_many(sim, lake, n, ("--metrics-listen", "127.0.0.1:0", "--ready-file", ready,
+                                     "--metrics-poll-seconds", "0.2"))
+    try:
+        wait_started(lake, n, proc)
+        # max_lsn moves for the whole database; only t3 and t7 change
+        for t in ("t3", "t7"):
+            sim.run(f"INSERT INTO dbo.{t} VALUES (10, 10), (11, 11);", database=DB)
+        sim.run("EXEC sim.run_capture @ignore_latency = 1;", database=DB)
+        deadline = time.time() + 30
+        while time.time() < deadline and not all(
+                os.path.exists(os.path.join(lake, "ckpt", f"dbo_{t}", "commits", "1"))
+                for t in ("t3", "t7")):
+            time.sleep(0.1)
+        time.sleep(0.5)  # a round's worth more for the others to (not) plan
+        # the idle tables planned nothing, yet they are caught up: lag 0
+        # for every table (their probe found nothing past their positions)
+        with open(ready) as f:
+            port = int(f.read().strip())
+        deadline = time.time() + 10
+        while time.time() < deadline and set(lags(port).values()) != {0.0}:
+            time.sleep(0.2)
+        got = lags(port)
+        assert len(got) == n and set(got.values()) == {0.0}, got
+        # CDC cleanup up to max_lsn passes t5's position, behind max_lsn
+        # since it planned nothing: its probe found no row there, so nothing
+        # was lost, and its next change is read (no DataLossError)
+        sim.run("DECLARE @m binary(10) = sys.fn_cdc_get_max_lsn(); "
+                "EXEC sys.sp_cdc_cleanup_change_table @capture_instance = N'dbo_t5', "
+                "@low_water_mark = @m, @threshold = 100000;", database=DB)
+        sim.run("INSERT INTO dbo.t5 VALUES (20, 20);", database=DB)
+        sim.run("EXEC sim.run_capture @ignore_latency = 1;", database=DB)
+        deadline = time.time() + 30
+        while time.time() < deadline and not os.path.exists(
+                os.path.join(lake, "ckpt", "dbo_t5", "commits", "1")):
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.1)
+    finally:
+        err = stop(proc)
+    batches = {m.group(1): int(m.group(2))
+               for m in re.finditer(r"(dbo_t\d+): (\d+) batches", err)}
+    assert len(batches) == n, err
+    assert batches["dbo_t3"] == 2 and batches["dbo_t7"] == 2 and batches["dbo_t5"] == 2, batches
+    # t0 holds the first change, read by its first batch; the others' max
+    # moved past them, and their change tables have nothing new: no batch
+    assert all(b == 1 for ci, b in batches.items() if ci not in ("dbo_t3", "dbo_t5", "dbo_t7")), \
+        batches
+    for t in ("t3", "t7"):
+        rows = sim.run(f"SELECT COUNT(*) FROM cdc.dbo_{t}_CT", database=DB)[0][0]
+        assert rows == 2

@@ -1,0 +1,333 @@
+/*
+ * test_runtime.c - the runtime jobs share (mcdc_runtime.h): two runtimes in
+ * one process keep separate allocator accounting and fault injection, on
+ * the threads their jobs start too; a stream given a runtime charges it.
+ * Named runtime_* so that tests/run_all.sh runs them under TSan as well.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "mcdc_context.h"
+#include "mcdc_runtime.h"
+#include "mcdc_test.h"
+#include "mcdc_util.h"
+#include "mssqlcdc.h"
+#include "mssqlcdc_testing.h"
+
+#define WORKER_BLOCKS 64
+
+typedef struct {
+    mcdc_runtime *rt;
+    int64_t block_bytes;
+    int failures;      /* allocations that came back NULL */
+    void *kept[WORKER_BLOCKS];
+} worker;
+
+/* A job's thread: bound to its runtime as a job frame binds it, it
+ * allocates WORKER_BLOCKS blocks, and a thread it starts allocates one
+ * more (inherited binding). */
+static void *grandchild(void *arg) {
+    worker *w = arg;
+    w->kept[WORKER_BLOCKS - 1] = mcdc_malloc((size_t)w->block_bytes);
+    if (w->kept[WORKER_BLOCKS - 1] == NULL) w->failures++;
+    return NULL;
+}
+
+static void *work(void *arg) {
+    worker *w = arg;
+    mcdc_alloc_acct *host = mcdc_alloc_bind(mcdc_runtime_acct_or_bound(w->rt));
+    for (int i = 0; i < WORKER_BLOCKS - 1; i++) {
+        w->kept[i] = mcdc_malloc((size_t)w->block_bytes);
+        if (w->kept[i] == NULL) w->failures++;
+    }
+    pthread_t th;
+    if (mcdc_thread_start(&th, grandchild, w) == 0) pthread_join(th, NULL);
+    mcdc_alloc_bind(host);
+    return NULL;
+}
+
+static void free_kept(worker *w) {
+    for (int i = 0; i < WORKER_BLOCKS; i++) mcdc_free(w->kept[i]);
+    memset(w->kept, 0, sizeof w->kept);
+}
+
+TEST(runtime_two_runtimes_count_and_fail_apart) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_runtime *a = NULL, *b = NULL;
+    CHECK_EQ_INT(mcdc_runtime_create(&a, NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_runtime_create(&b, NULL, &e), MCDC_OK);
+    mcdc_alloc_stats host_before, host_after;
+    mcdc_alloc_get_stats(&host_before);
+
+    /* Both at once on their own threads: a fails its 10th allocation. */
+    mcdc_runtime_fail_alloc_at(a, 10);
+    worker wa = {.rt = a, .block_bytes = 100}, wb = {.rt = b, .block_bytes = 1000};
+    pthread_t ta, tb;
+    CHECK(pthread_create(&ta, NULL, work, &wa) == 0);
+    CHECK(pthread_create(&tb, NULL, work, &wb) == 0);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    CHECK_EQ_INT(wa.failures, 1);
+    CHECK_EQ_INT(wb.failures, 0);
+    CHECK(wa.kept[9] == NULL && wa.kept[8] != NULL && wa.kept[10] != NULL);
+
+    mcdc_runtime_stats sa, sb;
+    mcdc_runtime_get_stats(a, &sa);
+    mcdc_runtime_get_stats(b, &sb);
+    /* each runtime holds exactly its own blocks (the grandchild's too);
+     * a's failed one is not counted */
+    CHECK_EQ_INT(sa.live_bytes, 100 * (WORKER_BLOCKS - 1));
+    CHECK_EQ_INT(sb.live_bytes, 1000 * WORKER_BLOCKS);
+    CHECK(sa.alloc_calls >= WORKER_BLOCKS - 1 && sb.alloc_calls >= WORKER_BLOCKS);
+    /* the test's own accounting saw none of it */
+    mcdc_alloc_get_stats(&host_after);
+    CHECK_EQ_INT(host_after.live_bytes, host_before.live_bytes);
+
+    /* freed from this (differently bound) thread: each block goes back to
+     * the runtime that took it */
+    free_kept(&wa);
+    mcdc_runtime_get_stats(a, &sa);
+    mcdc_runtime_get_stats(b, &sb);
+    CHECK_EQ_INT(sa.live_bytes, 0);
+    CHECK_EQ_INT(sa.peak_bytes, 100 * (WORKER_BLOCKS - 1));
+    CHECK_EQ_INT(sb.live_bytes, 1000 * WORKER_BLOCKS);
+    free_kept(&wb);
+    mcdc_runtime_get_stats(b, &sb);
+    CHECK_EQ_INT(sb.live_bytes, 0);
+    CHECK_EQ_INT(sb.peak_bytes, 1000 * WORKER_BLOCKS);
+
+    /* the fault was used up in a: a second round fails nothing */
+    worker wa2 = {.rt = a, .block_bytes = 10};
+    work(&wa2);
+    CHECK_EQ_INT(wa2.failures, 0);
+    free_kept(&wa2);
+    mcdc_runtime_destroy(a);
+    mcdc_runtime_destroy(b);
+}
+
+TEST(runtime_memory_ceiling_refuses_growth_past_it) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_runtime_cfg cfg = MCDC_RUNTIME_CFG_INIT;
+    cfg.memory_bytes_max = 4096;
+    mcdc_runtime *rt = NULL;
+    CHECK_EQ_INT(mcdc_runtime_create(&rt, &cfg, &e), MCDC_OK);
+    mcdc_alloc_acct *host = mcdc_alloc_bind(mcdc_runtime_acct_or_bound(rt));
+    void *p = mcdc_malloc(3000);
+    void *q = mcdc_malloc(2000); /* 5000 > 4096 */
+    void *r = mcdc_realloc(p, 5000);
+    void *s = mcdc_malloc(1000);
+    mcdc_alloc_bind(host);
+    CHECK(p != NULL);
+    CHECK(q == NULL);
+    CHECK(r == NULL); /* p stays valid */
+    CHECK(s != NULL);
+    mcdc_runtime_stats st;
+    mcdc_runtime_get_stats(rt, &st);
+    CHECK_EQ_INT(st.live_bytes, 4000);
+    mcdc_free(p);
+    mcdc_free(s);
+    mcdc_runtime_destroy(rt);
+    /* and nonsense is refused */
+    cfg.memory_bytes_max = -1;
+    CHECK_EQ_INT(mcdc_runtime_create(&rt, &cfg, &e), MCDC_E_INVALID);
+    CHECK(rt == NULL);
+    cfg.memory_bytes_max = 0;
+    cfg.connections_max = 1;
+    CHECK_EQ_INT(mcdc_runtime_create(&rt, &cfg, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "at least 2 connections") != NULL);
+}
+
+/* Source options for a job's create (nothing connects before its run). */
+static mcdc_opts *source_opts(void) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_opts *o = NULL;
+    if (mcdc_opts_create(&o, &e) ||
+        mcdc_opts_set(o, "connectionString", "Server=127.0.0.1,1;UID=sa;PWD=x", NULL, &e) ||
+        mcdc_opts_set(o, "captureInstance", "dbo_t", NULL, &e)) {
+        mcdc_opts_free(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* A stream given a runtime charges its handle to it, not to the thread
+ * that creates it; a stream given none charges the creating thread's. */
+TEST(runtime_stream_with_a_runtime_charges_it) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_runtime *rt = NULL;
+    CHECK_EQ_INT(mcdc_runtime_create(&rt, NULL, &e), MCDC_OK);
+    mcdc_opts *o = source_opts();
+    CHECK(o != NULL);
+    mcdc_stream_cfg cfg = MCDC_STREAM_CFG_INIT;
+    cfg.target = "/tmp/mcdc-runtime-test/bronze";
+    cfg.app_id = "rt";
+    cfg.checkpoint = "/tmp/mcdc-runtime-test/ckpt";
+    cfg.runtime = rt;
+    mcdc_alloc_stats host0, host1;
+    mcdc_alloc_get_stats(&host0);
+    mcdc_stream *s = NULL;
+    CHECK_EQ_INT(mcdc_stream_create(&s, o, &cfg, &e), MCDC_OK);
+    mcdc_runtime_stats st;
+    mcdc_runtime_get_stats(rt, &st);
+    mcdc_alloc_get_stats(&host1);
+    CHECK(st.live_bytes > 0);
+    CHECK_EQ_INT(host1.live_bytes, host0.live_bytes);
+    /* a fault in the runtime reaches the stream's create */
+    mcdc_runtime_fail_alloc_at(rt, 1);
+    mcdc_stream *s2 = NULL;
+    CHECK_EQ_INT(mcdc_stream_create(&s2, o, &cfg, &e), MCDC_E_NOMEM);
+    mcdc_stream_free(s);
+    mcdc_runtime_get_stats(rt, &st);
+    CHECK_EQ_INT(st.live_bytes, 0);
+    /* without one: the caller's accounting */
+    cfg.runtime = NULL;
+    CHECK_EQ_INT(mcdc_stream_create(&s, o, &cfg, &e), MCDC_OK);
+    mcdc_alloc_get_stats(&host1);
+    CHECK(host1.live_bytes > host0.live_bytes);
+    mcdc_stream_free(s);
+    mcdc_opts_free(o);
+    mcdc_runtime_destroy(rt);
+}
+
+/* ---- the budget's fairness ------------------------------------------------------- */
+typedef struct {
+    mcdc_budget *b;
+    int min, want;
+    int got;
+    _Atomic int order; /* when it was served: 1 first */
+    _Atomic int *served;
+} taker;
+
+static void *take(void *arg) {
+    taker *t = arg;
+    mcdc_error e = MCDC_ERROR_INIT;
+    if (mcdc_budget_acquire(t->b, MCDC_PERMIT_ENCODER, t->min, t->want, 0, NULL, &t->got, &e) ==
+        MCDC_OK)
+        atomic_store(&t->order, atomic_fetch_add(t->served, 1) + 1);
+    return NULL;
+}
+
+static void wait_waiting(mcdc_budget *b, int n) {
+    for (int i = 0; i < 2000 && mcdc_budget_waiting(b, MCDC_PERMIT_ENCODER) != n; i++)
+        mcdc_sleep_ms(1);
+}
+
+/* first asks, then second: both queued in that order */
+static bool queue_two(mcdc_budget *b, taker *first, taker *second, pthread_t th[2]) {
+    if (pthread_create(&th[0], NULL, take, first) != 0) return false;
+    wait_waiting(b, 1);
+    if (pthread_create(&th[1], NULL, take, second) != 0) return false;
+    wait_waiting(b, 2);
+    return mcdc_budget_waiting(b, MCDC_PERMIT_ENCODER) == 2;
+}
+
+/* A job that needs many permits is served before one that asked later for
+ * few, even when the few are free first (no starvation behind small
+ * ones); while others wait, a job wanting many takes an equal share. */
+TEST(runtime_budget_serves_in_order_and_shares) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_budget *b = NULL;
+    CHECK_EQ_INT(mcdc_budget_create(&b, 2, 4, &e), MCDC_OK);
+    int held = 0;
+    CHECK_EQ_INT(mcdc_budget_acquire(b, MCDC_PERMIT_ENCODER, 4, 4, 0, NULL, &held, &e), MCDC_OK);
+    CHECK_EQ_INT(held, 4);
+    _Atomic int served = 0;
+    taker big = {b, 2, 2, 0, 0, &served}, small = {b, 1, 1, 0, 0, &served};
+    pthread_t th[2];
+    CHECK(queue_two(b, &big, &small, th));
+    /* one free: enough for small, not for big, which asked first */
+    mcdc_budget_release(b, MCDC_PERMIT_ENCODER, 1);
+    mcdc_sleep_ms(100);
+    CHECK_EQ_INT(atomic_load(&small.order), 0);
+    CHECK_EQ_INT(atomic_load(&big.order), 0);
+    /* two free: big first, then small once one more is free */
+    mcdc_budget_release(b, MCDC_PERMIT_ENCODER, 1);
+    pthread_join(th[0], NULL);
+    CHECK_EQ_INT(atomic_load(&big.order), 1);
+    CHECK_EQ_INT(big.got, 2);
+    mcdc_budget_release(b, MCDC_PERMIT_ENCODER, 1);
+    pthread_join(th[1], NULL);
+    CHECK_EQ_INT(atomic_load(&small.order), 2);
+    mcdc_budget_release(b, MCDC_PERMIT_ENCODER, 1 + big.got + small.got);
+
+    /* 4 free, a job wanting 4 with another queued behind it: 2 each */
+    CHECK_EQ_INT(mcdc_budget_acquire(b, MCDC_PERMIT_ENCODER, 4, 4, 0, NULL, &held, &e), MCDC_OK);
+    taker greedy = {b, 1, 4, 0, 0, &served}, other = {b, 1, 4, 0, 0, &served};
+    CHECK(queue_two(b, &greedy, &other, th));
+    mcdc_budget_release(b, MCDC_PERMIT_ENCODER, 4);
+    pthread_join(th[0], NULL);
+    pthread_join(th[1], NULL);
+    CHECK_EQ_INT(greedy.got, 2);
+    CHECK_EQ_INT(other.got, 2);
+    mcdc_budget_release(b, MCDC_PERMIT_ENCODER, 4);
+    mcdc_budget_free(b);
+}
+
+/* rt holds more than *live bytes; *live becomes what it holds. */
+static bool charged_more(const mcdc_runtime *rt, int64_t *live) {
+    mcdc_runtime_stats st;
+    mcdc_runtime_get_stats(rt, &st);
+    bool more = st.live_bytes > *live;
+    *live = st.live_bytes;
+    return more;
+}
+
+/* Backfill, apply and reconcile given a runtime charge it too, not their
+ * creator. */
+TEST(runtime_backfill_apply_and_reconcile_charge_their_runtime) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_runtime *rt = NULL;
+    CHECK_EQ_INT(mcdc_runtime_create(&rt, NULL, &e), MCDC_OK);
+    mcdc_opts *o = source_opts();
+    CHECK(o != NULL);
+    mcdc_alloc_stats host0, host1;
+    mcdc_runtime_stats st;
+    mcdc_alloc_get_stats(&host0);
+
+    mcdc_backfill_cfg bc = MCDC_BACKFILL_CFG_INIT;
+    bc.target = "/tmp/mcdc-runtime-test/bronze";
+    bc.app_id = "rt";
+    bc.facts_table = "/tmp/mcdc-runtime-test/facts";
+    bc.runtime = rt;
+    mcdc_backfill *b = NULL;
+    int64_t live = 0;
+    CHECK_EQ_INT(mcdc_backfill_create(&b, o, &bc, &e), MCDC_OK);
+    CHECK(charged_more(rt, &live));
+
+    mcdc_apply_cfg ac = MCDC_APPLY_CFG_INIT;
+    ac.bronze = "/tmp/mcdc-runtime-test/bronze";
+    ac.target = "/tmp/mcdc-runtime-test/silver";
+    ac.control_table = "/tmp/mcdc-runtime-test/control";
+    ac.runtime = rt;
+    mcdc_apply *a = NULL;
+    CHECK_EQ_INT(mcdc_apply_create(&a, o, &ac, &e), MCDC_OK);
+    CHECK(charged_more(rt, &live));
+
+    mcdc_reconcile_cfg rc = MCDC_RECONCILE_CFG_INIT;
+    rc.silver = "/tmp/mcdc-runtime-test/silver";
+    rc.bronze = "/tmp/mcdc-runtime-test/bronze";
+    rc.control_table = "/tmp/mcdc-runtime-test/control";
+    rc.runtime = rt;
+    mcdc_reconcile *r = NULL;
+    CHECK_EQ_INT(mcdc_reconcile_create(&r, o, &rc, &e), MCDC_OK);
+    CHECK(charged_more(rt, &live));
+    mcdc_alloc_get_stats(&host1);
+    CHECK_EQ_INT(host1.live_bytes, host0.live_bytes);
+
+    /* an older caller's struct (before the runtime field) charges the creator */
+    bc.version = 2;
+    mcdc_backfill *b2 = NULL;
+    CHECK_EQ_INT(mcdc_backfill_create(&b2, o, &bc, &e), MCDC_OK);
+    mcdc_alloc_get_stats(&host1);
+    CHECK(host1.live_bytes > host0.live_bytes);
+    mcdc_backfill_free(b2);
+
+    mcdc_backfill_free(b);
+    mcdc_apply_free(a);
+    mcdc_reconcile_free(r);
+    mcdc_runtime_get_stats(rt, &st);
+    CHECK_EQ_INT(st.live_bytes, 0);
+    mcdc_opts_free(o);
+    mcdc_runtime_destroy(rt);
+}
