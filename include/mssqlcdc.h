@@ -52,7 +52,12 @@ extern "C" {
  *    batches; for many tables in one process, mcdc_capture_instances_find
  *    and mcdc_facts_table_create; the capture probe (mcdc_capture_probe_*,
  *    mcdc_capture_health) and the batch report's retention headroom (added
- *    at its end) came with start-many's metrics.
+ *    at its end) came with start-many's metrics; batches planned with the
+ *    stream's guards for engines that plan their own (the capture-instance
+ *    cut, DDL checks, retention guard): mcdc_source_schema,
+ *    mcdc_source_batch_end, mcdc_source_plan_batch and
+ *    mcdc_range_plan_events_json (their tokens are range tokens of version
+ *    2, which an older library refuses).
  */
 #define MCDC_API_VERSION 5
 
@@ -1231,7 +1236,8 @@ MCDC_API int mcdc_range_read(struct ArrowArrayStream *out, const mcdc_opts *opts
 typedef struct mcdc_source mcdc_source;
 
 /* Connects with opts (connectionString, captureInstance...) and resolves
- * the capture instance; the handle keeps a copy of opts. */
+ * the capture instance, and every capture instance of its table, as the
+ * stream follows them; the handle keeps a copy of opts. */
 MCDC_API int mcdc_source_open(mcdc_source **out, const mcdc_opts *opts, mcdc_error *err);
 MCDC_API void mcdc_source_free(mcdc_source *s);
 /* The last LSN processed before the first batch, as the startingLsn option
@@ -1252,6 +1258,47 @@ MCDC_API int mcdc_source_nth_commit_after(mcdc_source *s, const mcdc_lsn_value *
  * just before min_lsn, say). */
 MCDC_API int mcdc_source_commit_time(mcdc_source *s, const mcdc_lsn_value *lsn, int64_t *utc_us,
                                      bool *found, mcdc_error *err);
+
+/* ---- A batch planned with the stream's guards (the Spark stream source's
+ * driver; reference §2.5, ADR 0023 of the reference, invariants 3 and 4).
+ * The handle follows the table's capture instances as `mssql-cdc stream`
+ * does: the union of their columns is its schema, and a batch crossing a
+ * newer instance's start S reads the older one below S and the newer one
+ * from S. */
+
+/* The stream's output schema (the union of the instances' columns): the
+ * schema of every range mcdc_source_plan_batch plans. The caller releases
+ * it. */
+MCDC_API int mcdc_source_schema(struct ArrowSchema *out, mcdc_source *s, mcdc_error *err);
+/* Where a batch after start should end at most, given the end the
+ * positions allow (*end, lowered in place): just before the start S of a
+ * newer capture instance whose columns the schema does not hold (*cut
+ * true), so that the batch before S is read whole; the next batch, from S,
+ * is then refused by mcdc_source_plan_batch (MCDC_E_SCHEMA: restart to take
+ * the new schema). */
+MCDC_API int mcdc_source_batch_end(mcdc_source *s, const mcdc_lsn_value *start,
+                                   mcdc_lsn_value *end, bool *cut, mcdc_error *err);
+/* Plans the batch (start, end] (start: the last LSN processed) as the
+ * stream plans one, before anything is read: the DDL the instances
+ * recorded inside it is classified (a type the schema cannot hold, or any
+ * DDL under schemaChangePolicy=fail: MCDC_E_SCHEMA), a newer instance read
+ * for the first time must be one the schema holds (MCDC_E_SCHEMA), and the
+ * retention guard runs per instance: changes purged past the batch's start
+ * are MCDC_E_DATALOSS, or with failOnDataLoss=false skipped (a warning and
+ * a data_skipped event). Then each instance's part is cut into ranges
+ * (ranges_max in all, 0: numPartitions; at least one per part), whose
+ * tokens mcdc_range_read reads (in this schema). end at or before start:
+ * a plan of no range. The plan's events are in mcdc_range_plan_events_json. */
+MCDC_API int mcdc_source_plan_batch(mcdc_range_plan **out, mcdc_source *s,
+                                    const mcdc_lsn_value *start, const mcdc_lsn_value *end,
+                                    int ranges_max, mcdc_error *err);
+/* What the planning of a batch met, as JSON text: an array of objects
+ * {"event", "capture_instance", "lsn", "commit_ts" (absent: no commit maps
+ * to it), "detail"}, event one of "schema_change" (detail: the DDL),
+ * "capture_instance_switched" (detail: JSON of the switch) and
+ * "data_skipped" (detail: JSON of the gap's from_lsn and to_lsn). "[]" for
+ * a plan of mcdc_range_plan_create. Borrowed; NULL for NULL. */
+MCDC_API const char *mcdc_range_plan_events_json(const mcdc_range_plan *p);
 
 /* ------------------------------------------------------------------------
  * Snapshots as Arrow streams: the tracked table's current rows cut into

@@ -102,6 +102,10 @@ _PROTOTYPES = {
                                              ctypes.POINTER(c_bool), _E]),
     "mcdc_source_commit_time": (c_int, [c_void_p, c_void_p, ctypes.POINTER(c_int64),
                                         ctypes.POINTER(c_bool), _E]),
+    "mcdc_source_schema": (c_int, [ctypes.POINTER(_cfg.ArrowSchema), c_void_p, _E]),
+    "mcdc_source_batch_end": (c_int, [c_void_p, c_void_p, c_void_p, ctypes.POINTER(c_bool), _E]),
+    "mcdc_source_plan_batch": (c_int, [_VP, c_void_p, c_void_p, c_void_p, c_int, _E]),
+    "mcdc_range_plan_events_json": (c_char_p, [c_void_p]),
 }
 for _name in _cfg.CONFIGS:
     _PROTOTYPES[f"mcdc_{_name}_cfg_init"] = (c_int, [c_void_p, c_int, _E])
