@@ -57,7 +57,8 @@ extern "C" {
  *    cut, DDL checks, retention guard): mcdc_source_schema,
  *    mcdc_source_batch_end, mcdc_source_plan_batch and
  *    mcdc_range_plan_events_json (their tokens are range tokens of version
- *    2, which an older library refuses).
+ *    2, which an older library refuses); mcdc_log_to_thread (messages of
+ *    calls outside jobs to a log function).
  */
 #define MCDC_API_VERSION 5
 
@@ -143,6 +144,15 @@ typedef enum mcdc_log_level {
     MCDC_LOG_DEBUG = 3
 } mcdc_log_level;
 typedef void (*mcdc_log_fn)(void *user, mcdc_log_level level, const char *message);
+/* Where the calling thread's messages go outside a job: those of the calls
+ * it makes itself (a source's positions and batch plans, range and snapshot
+ * plans, opening a range or chunk stream, the verdict calls) at or above
+ * level go to fn, one call per message, never a secret in them; fn NULL
+ * puts back the default (warnings and errors on stderr). Per thread, so
+ * two hosts' threads in one process keep their own; a job's log_fn takes
+ * the messages of the thread it runs on while it runs, and the threads a
+ * job or a stream starts have their own. */
+MCDC_API void mcdc_log_to_thread(mcdc_log_fn fn, void *user, mcdc_log_level level);
 
 /* How far a long job is (a snapshot, a seed, a backfill, apply, reconcile),
  * told to a job given a progress function: at most once per interval while

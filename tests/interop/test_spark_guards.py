@@ -143,6 +143,10 @@ emit()
     # failOnDataLoss=false: from what cleanup left, and a warning says what was skipped
     assert [tuple(x) for x in out["skipped"]] == want
     assert "data_skipped" in err and "failOnDataLoss=false skips it" in err, err
+    # the library's warning outside a job went to the "mssql_cdc" logger
+    # (mcdc_log_to_thread), not to the library's own stderr line
+    assert "LOG capture instance dbo_orders: change data from" in err, err
+    assert "mssql-cdc: warning:" not in err, err
 
 
 def test_ddl_the_schema_cannot_hold_fails_the_batch_before_any_read(sim):

@@ -168,6 +168,21 @@ def _library_level() -> int:
 
 
 
+_THREAD_LOG_FN = None  # the callback every thread's messages outside jobs go to
+
+
+def route_log(lib) -> int:
+    """Sends the calling thread's library messages outside jobs to the
+    "mssql_cdc" logger, at the level it keeps (taken now); returns a true
+    value (the level + 1)."""
+    global _THREAD_LOG_FN
+    if _THREAD_LOG_FN is None:
+        _THREAD_LOG_FN = _cfg.LOG_FN(_on_log)
+    level = _library_level()
+    lib.mcdc_log_to_thread(ctypes.cast(_THREAD_LOG_FN, ctypes.c_void_p), None, level)
+    return level + 1
+
+
 def progress_dict(p) -> dict[str, Any]:
     v2 = p.version >= 2
     s = (lambda b: b.decode("utf-8", errors="replace") if b is not None else None)

@@ -38,6 +38,7 @@ _PROTOTYPES = {
     "mcdc_version": (c_char_p, []),
     "mcdc_status_name": (c_char_p, [c_int]),
     "mcdc_status_kind": (c_char_p, [c_int]),
+    "mcdc_log_to_thread": (None, [c_void_p, c_void_p, c_int]),
     "mcdc_opts_create": (c_int, [_VP, _E]),
     "mcdc_opts_free": (None, [c_void_p]),
     "mcdc_opts_set": (c_int, [c_void_p, c_char_p, c_char_p, ctypes.POINTER(c_bool), _E]),
@@ -154,8 +155,23 @@ def _candidates() -> list[tuple[str, str]]:
     return out
 
 
+# The threads whose messages outside jobs (positions, plans, verdicts) the
+# library passes to the "mssql_cdc" logger (mcdc_log_to_thread is per thread).
+_routed = threading.local()
+
+
 def lib() -> ctypes.CDLL:
-    """The loaded library, loaded and checked on the first call."""
+    """The loaded library, loaded and checked on the first call; the
+    calling thread's messages outside jobs go to the "mssql_cdc" logger."""
+    if _lib is None:
+        _load()
+    if not getattr(_routed, "level", None):
+        from ._core import route_log
+        _routed.level = route_log(_lib)
+    return _lib  # type: ignore[return-value]
+
+
+def _load() -> ctypes.CDLL:
     global _lib, _path
     if _lib is not None:
         return _lib
