@@ -58,7 +58,9 @@ extern "C" {
  *    mcdc_source_batch_end, mcdc_source_plan_batch and
  *    mcdc_range_plan_events_json (their tokens are range tokens of version
  *    2, which an older library refuses); mcdc_log_to_thread (messages of
- *    calls outside jobs to a log function).
+ *    calls outside jobs to a log function); stop requests for the jobs
+ *    without a handle (mcdc_stop_*: the snapshot config's version 4, the
+ *    seed's 4, the repair's 2) and mcdc_reconcile_request_stop.
  */
 #define MCDC_API_VERSION 5
 
@@ -549,11 +551,26 @@ MCDC_API int mcdc_capture_probe_read(mcdc_capture_probe *p, mcdc_capture_health 
 MCDC_API void mcdc_capture_probe_free(mcdc_capture_probe *p);
 
 /* ------------------------------------------------------------------------
+ * A stop request for the jobs that are one call (a snapshot, a seed, a
+ * repair): create one, give it in the job's config, and request the stop
+ * from any thread (a signal handler too: it is one atomic store) while the
+ * call runs. The job then returns MCDC_E_CANCELLED at its next batch,
+ * before its commit: nothing of it is in the table (files it wrote and did
+ * not commit are left, as a kill leaves them, and never read). A stop
+ * requested once stays requested; one per call.
+ * ---------------------------------------------------------------------- */
+typedef struct mcdc_stop mcdc_stop;
+MCDC_API int mcdc_stop_create(mcdc_stop **out, mcdc_error *err);
+MCDC_API void mcdc_stop_request(mcdc_stop *s);
+MCDC_API bool mcdc_stop_requested(const mcdc_stop *s);
+MCDC_API void mcdc_stop_free(mcdc_stop *s);
+
+/* ------------------------------------------------------------------------
  * Snapshots (the reference's snapshot()): the tracked table's current rows
  * appended to bronze as operation 0, stamped with an LSN recorded before
  * the read; a stream started at that LSN loses and doubles nothing.
  * ---------------------------------------------------------------------- */
-#define MCDC_SNAPSHOT_CFG_VERSION 3
+#define MCDC_SNAPSHOT_CFG_VERSION 4
 typedef struct mcdc_snapshot_cfg {
     int version;               /* MCDC_SNAPSHOT_CFG_VERSION */
     const char *target;        /* bronze: a path, or schema.table under warehouse */
@@ -573,10 +590,12 @@ typedef struct mcdc_snapshot_cfg {
      * none */
     mcdc_progress_fn progress_fn;
     void *progress_user;
+    /* version 4: a stop request (mcdc_stop_create); NULL: none */
+    mcdc_stop *stop;
 } mcdc_snapshot_cfg;
 #define MCDC_SNAPSHOT_CFG_INIT \
     {MCDC_SNAPSHOT_CFG_VERSION, NULL, NULL, false, NULL, NULL, NULL, MCDC_LOG_WARN, NULL, NULL, \
-     NULL, NULL}
+     NULL, NULL, NULL}
 /* As mcdc_stream_cfg_init, for this config. */
 MCDC_API int mcdc_snapshot_cfg_init(mcdc_snapshot_cfg *out, int version, mcdc_error *err);
 
@@ -597,7 +616,7 @@ MCDC_API int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken,
  * (a Delta table, or Parquet files) appended to bronze as its snapshot,
  * stamped with the LSN of as_of.
  * ---------------------------------------------------------------------- */
-#define MCDC_SEED_CFG_VERSION 3
+#define MCDC_SEED_CFG_VERSION 4
 typedef struct mcdc_seed_cfg {
     int version;                  /* MCDC_SEED_CFG_VERSION */
     const char *target;           /* bronze: a path, or schema.table under warehouse */
@@ -622,10 +641,12 @@ typedef struct mcdc_seed_cfg {
      * NULL: none */
     mcdc_progress_fn progress_fn;
     void *progress_user;
+    /* version 4: a stop request (mcdc_stop_create); NULL: none */
+    mcdc_stop *stop;
 } mcdc_seed_cfg;
 #define MCDC_SEED_CFG_INIT \
     {MCDC_SEED_CFG_VERSION, NULL, NULL, NULL, NULL, false, false, NULL, NULL, NULL, NULL, \
-     MCDC_LOG_WARN, false, NULL, NULL}
+     MCDC_LOG_WARN, false, NULL, NULL, NULL}
 /* As mcdc_stream_cfg_init, for this config. */
 MCDC_API int mcdc_seed_cfg_init(mcdc_seed_cfg *out, int version, mcdc_error *err);
 
@@ -1049,6 +1070,10 @@ MCDC_API int mcdc_reconcile_run(mcdc_reconcile *r, mcdc_reconcile_result *result
 /* Does the result say something differs (a MISMATCH bucket, or a failure
  * other than IN_FLIGHT)? A version-3 result's duplicate_target counts. */
 MCDC_API bool mcdc_reconcile_differs(const mcdc_reconcile_result *r);
+/* Asks a running mcdc_reconcile_run (from another thread) to stop: it
+ * returns MCDC_E_CANCELLED at its next batch, before its report is
+ * written (nothing of the run is recorded). */
+MCDC_API void mcdc_reconcile_request_stop(mcdc_reconcile *r);
 MCDC_API void mcdc_reconcile_free(mcdc_reconcile *r);
 /* The result as the reference's ReconcileResult JSON ({"run_id",
  * "silver_version", "silver_lsn", "source_lsn", "buckets", "match",
@@ -1070,7 +1095,7 @@ MCDC_API int mcdc_reconcile_result_json(char *out, size_t cap, const mcdc_reconc
  * _start_lsn L, _commit_ts L's commit time, _seqval NULL; then a facts row
  * of event 'repair'. Again with the same run id, nothing is appended twice.
  * ---------------------------------------------------------------------- */
-#define MCDC_REPAIR_CFG_VERSION 1
+#define MCDC_REPAIR_CFG_VERSION 2
 typedef struct mcdc_repair_cfg {
     int version;                  /* MCDC_REPAIR_CFG_VERSION */
     const char *bronze;           /* the stream's target, named as the stream was given it */
@@ -1088,9 +1113,12 @@ typedef struct mcdc_repair_cfg {
     mcdc_log_fn log_fn;           /* NULL: stderr */
     void *log_user;
     mcdc_log_level log_level;
+    /* version 2: a stop request (mcdc_stop_create); NULL: none */
+    mcdc_stop *stop;
 } mcdc_repair_cfg;
 #define MCDC_REPAIR_CFG_INIT \
-    {MCDC_REPAIR_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, MCDC_LOG_WARN}
+    {MCDC_REPAIR_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, \
+     MCDC_LOG_WARN, NULL}
 /* As mcdc_stream_cfg_init, for this config. */
 MCDC_API int mcdc_repair_cfg_init(mcdc_repair_cfg *out, int version, mcdc_error *err);
 
