@@ -3,7 +3,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 status=0
-for b in reader table parquet lake stream snapshot silver object-store; do
+for b in reader table parquet lake stream snapshot silver object-store spark; do
   echo "== bench-$b"
   make --no-print-directory "bench-$b" || status=1
 done

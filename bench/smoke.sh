@@ -43,5 +43,8 @@ step bench-silver reconcile_tier2_rows_per_s env BENCH_SILVER_ROWS=2000 BENCH_SI
 # S3's side only: Azurite's start and deltalake's second run would double it
 step bench-object-store s3_vs_deltalake_ratio env BENCH_OBJSTORE_ROWS=1000 \
   BENCH_OBJSTORE_BATCH_ROWS=500 BENCH_OBJSTORE_STORES=s3 "$PYTHON" bench/bench_object_store.py
+# the reference skipped: a Spark of ours only
+step bench-spark spark_binding_rows_per_s env BENCH_SPARK_ROWS=2000 BENCH_SPARK_SNAPSHOT_ROWS=2000 \
+  BENCH_SPARK_REFERENCE_ROWS=0 "$PYTHON" bench/bench_spark.py
 echo "bench: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -260,3 +260,46 @@ emit()
     assert out["regions"] == {"300": "north", "301": None}
     assert out["old_regions"] == ["None"]
     assert "capture_instance_switched" in err, err
+
+
+def test_spark_before_4_2_gets_the_legacy_reader_which_reads_to_max_lsn(sim):
+    """The version switch (Spark 4.0/4.1 lack pyspark.sql.streaming.datasource's
+    admission control): with those names missing, the source hands Spark
+    the legacy reader, whose latestOffset() takes no start and reads up to
+    max_lsn, guards included. pyspark 4.0/4.1 themselves are not installed
+    here (a second Spark of some 400 MB): the switch is what is tested."""
+    make_db(sim)
+    insert(sim, 1, 10)
+    capture(sim)
+    start = max_lsn(sim)
+    insert(sim, 100, 7)
+    capture(sim)
+    out, _ = run_py(r"""
+import importlib, types
+import pyspark.sql.streaming.datasource as real
+# Spark 4.0/4.1: the module exists without admission control's names
+old = types.ModuleType(real.__name__)
+sys.modules[real.__name__] = old
+S = importlib.reload(S)
+out["has_admission_control"] = S.HAS_ADMISSION_CONTROL
+options = dict(OPTS)
+source = S.MssqlCdcDataSource(options)
+r = source.streamReader(source.schema())
+out["reader"] = type(r).__name__
+start = {"lsn": P["start"], "commit_ts": ""}
+end = r.latestOffset()
+out["end"] = end
+out["rows"] = sorted(x["order_id"] for x in rows(r, r.partitions(start, end)))
+out["again"] = r.latestOffset() is end  # an idle poll: the same offset, no new query result
+sys.modules[real.__name__] = real
+S = importlib.reload(S)
+out["back"] = [S.HAS_ADMISSION_CONTROL,
+               type(S.MssqlCdcDataSource(options).streamReader(source.schema())).__name__]
+emit()
+""", connstr=sim.connection_string("shop"), start=start)
+    assert out["has_admission_control"] is False
+    assert out["reader"] == "MssqlCdcLegacyStreamReader"
+    assert out["end"]["lsn"] == max_lsn(sim) and len(out["end"]["commit_ts"]) == 23
+    assert out["rows"] == list(range(100, 107))
+    assert out["again"] is True
+    assert out["back"] == [True, "MssqlCdcStreamReader"]
