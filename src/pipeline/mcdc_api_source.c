@@ -152,31 +152,28 @@ static int add_event(json_t *events, const char *kind, const char *ci, const mcd
  * with failOnDataLoss=false, the piece starts at min_lsn and the gap is a
  * data_skipped event (and a warning). */
 static int guard_piece(mcdc_source *s, mcdc_changes_piece *p, json_t *events, mcdc_error *err) {
-    mcdc_lsn min_lsn;
-    int rc = mcdc_changes_piece_min_lsn(s->changes, p, &min_lsn, err);
-    if (rc || mcdc_lsn_is_zero(&min_lsn) || mcdc_lsn_cmp(&p->from, &min_lsn) >= 0) return rc;
-    char f[MCDC_LSN_TEXT_LEN + 1], m[MCDC_LSN_TEXT_LEN + 1], gone[512] = "";
-    mcdc_lsn_format(&p->from, f);
-    mcdc_lsn_format(&min_lsn, m);
-    if (p->oldest) mcdc_changes_gone(s->changes, gone, sizeof gone);
+    mcdc_piece_loss l;
+    int rc = mcdc_changes_piece_loss(s->changes, p, &l, err);
+    if (rc || !l.lost) return rc;
     if (mcdc_opt_fail_on_data_loss(s->opts))
         return mcdc_error_set(err, MCDC_E_DATALOSS,
                               "capture instance %s: change data from %s is gone (min_lsn is now "
                               "%s): purged by CDC cleanup%s%s%s before the stream read it. A "
                               "re-snapshot is required. Set failOnDataLoss=false to skip ahead "
                               "(loses changes)",
-                              p->ci, f, m, gone[0] ? ", or held only by capture instance " : "",
-                              gone, gone[0] ? ", disabled too early" : "");
+                              p->ci, l.from, l.min,
+                              l.gone[0] ? ", or held only by capture instance " : "",
+                              l.gone, l.gone[0] ? ", disabled too early" : "");
     mcdc_log(MCDC_LOG_WARN, "capture instance %s: change data from %s up to min_lsn %s is gone; "
                             "failOnDataLoss=false skips it, and those changes are lost",
-             p->ci, f, m);
+             p->ci, l.from, l.min);
     char detail[128];
-    snprintf(detail, sizeof detail, "{\"from_lsn\":\"%s\",\"to_lsn\":\"%s\"}", f, m);
+    snprintf(detail, sizeof detail, "{\"from_lsn\":\"%s\",\"to_lsn\":\"%s\"}", l.from, l.min);
     int64_t us = 0;
     bool found = false;
-    rc = mcdc_changes_commit_time(s->changes, &min_lsn, &us, &found, err);
+    rc = mcdc_changes_commit_time(s->changes, &l.min_lsn, &us, &found, err);
     if (rc == MCDC_OK) rc = add_event(events, "data_skipped", p->ci, &p->from, found, us, detail, err);
-    p->from = min_lsn;
+    p->from = l.min_lsn;
     return rc;
 }
 
