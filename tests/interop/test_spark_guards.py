@@ -241,6 +241,14 @@ got = rows(r, r.partitions(start, end))
 out["rows"] = sorted((x["_start_lsn"], x["_operation"], x["order_id"]) for x in got)
 out["regions"] = {str(x["order_id"]): x["region"] for x in got if x["order_id"] >= 300}
 out["old_regions"] = sorted({str(x["region"]) for x in got if x["order_id"] < 300})
+# the snapshot source reads the table as its configured instance captures it
+snap = S.MssqlCdcSnapshotDataSource(dict(OPTS))
+sr = snap.reader(snap.schema())
+names = set()
+for p in sr.partitions():
+    for b in sr.read(p):
+        names.add(tuple(b.schema.names))
+out["snapshot"] = [list(snap.schema().fieldNames()), [list(n) for n in names]]
 emit()
 """, switch, connstr=sim.connection_string("shop"), start=start)
     old = [r for r in change_rows(sim) if start < r[0] < s]
@@ -260,6 +268,8 @@ emit()
     assert out["regions"] == {"300": "north", "301": None}
     assert out["old_regions"] == ["None"]
     assert "capture_instance_switched" in err, err
+    fields, read = out["snapshot"]
+    assert read == [fields] and "region" not in fields, out["snapshot"]
 
 
 def test_spark_before_4_2_gets_the_legacy_reader_which_reads_to_max_lsn(sim):

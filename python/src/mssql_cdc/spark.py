@@ -90,6 +90,35 @@ def _spark_schema(options: Mapping[str, Any]):
     return from_arrow_schema(schema, prefer_timestamp_ntz=True)
 
 
+def _instance_schema(options: Mapping[str, Any]):
+    """The snapshot source's Spark schema: the capture instance's own
+    columns (a snapshot reads the table as that instance captures it),
+    read from a plan of no range."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from . import _cfg, _native
+    from ._cfg import Error
+    from ._core import Options, check
+    from ._positions import lsn_value
+
+    lib = _native.lib()
+    opts = Options(options)
+    plan = ctypes.c_void_p()
+    try:
+        err = Error()
+        check(lib.mcdc_range_plan_create(ctypes.byref(plan), opts.handle, lsn_value(_LAST_LSN),
+                                         lsn_value(_NO_LSN), 1, ctypes.byref(err)), err)
+        c_schema = _cfg.ArrowSchema()
+        err = Error()
+        check(lib.mcdc_range_plan_schema(ctypes.byref(c_schema), plan, ctypes.byref(err)), err)
+        schema = pa.Schema._import_from_c(ctypes.addressof(c_schema))
+    finally:
+        lib.mcdc_range_plan_free(plan)
+        opts.free()
+    return from_arrow_schema(schema, prefer_timestamp_ntz=True)
+
+
 def _arrow_target(schema):
     from pyspark.sql.pandas.types import to_arrow_schema
     return to_arrow_schema(schema, timezone="UTC")
@@ -163,6 +192,9 @@ class MssqlCdcSnapshotDataSource(MssqlCdcDataSource):
     @classmethod
     def name(cls) -> str:
         return "mssql_cdc_snapshot"
+
+    def schema(self):
+        return _instance_schema(_source_options(self.options))
 
     def reader(self, schema) -> DataSourceReader:
         return MssqlCdcSnapshotReader(_source_options(self.options), schema,
