@@ -13,10 +13,13 @@ Our package runs from the source tree (python/src on PYTHONPATH, which
 Spark's Python workers inherit; the library from build/); the reference is
 .venv's `mssql_cdc`. The two share that import name, so each runs in a
 Spark process of its own, which first runs the same small stream and
-snapshot untimed (the JVM's and Delta's first use). The reference is slow: it reads a table of fewer
-rows (BENCH_SPARK_REFERENCE_ROWS, BENCH_SPARK_REFERENCE_SNAPSHOT_ROWS), which
-ours reads too in the same process, and the ratios compare the two on those
-same rows. A Spark's time runs from start() (or the read) to the end of the
+snapshot untimed (the JVM's and Delta's first use). The reference is slow:
+it reads a table of fewer rows (BENCH_SPARK_REFERENCE_ROWS,
+BENCH_SPARK_REFERENCE_SNAPSHOT_ROWS), which ours reads too in the same
+process, and the ratios compare the two on those same rows. Where the time
+goes: the same streams with a sink that only counts each batch (no Delta
+write) give the sources' own rates (spark_binding_count_only_rows_per_s;
+spark_binding_source_only_vs_reference_ratio on the reference's rows). A Spark's time runs from start() (or the read) to the end of the
 query, without the SparkSession's start.
 
 Prints `name: value` lines. Not a test: nothing here asserts a goal.
@@ -185,7 +188,8 @@ def main():
                 ["count", "count", "dbo_bench"]]
         if why is None:
             jobs += [["stream_ref", "stream", "dbo_bench_ref"],
-                     ["snapshot_ref", "snapshot", "dbo_snap_ref"]]
+                     ["snapshot_ref", "snapshot", "dbo_snap_ref"],
+                     ["count_ref", "count", "dbo_bench_ref"]]
         ours, _ = child(SPARK, {"bench": HERE, "work": os.path.join(work, "ours"), "jobs": jobs,
                                 "options": {"connectionString": cs}}, True, work, "ours")
         secs, got, batches = ours["stream"]
@@ -221,7 +225,8 @@ def main():
                       f"{str(e).splitlines()[0][:300]})")
             if ref:
                 for kind, figure in (("stream", "spark_binding_vs_reference_ratio"),
-                                     ("snapshot", "spark_snapshot_vs_reference_ratio")):
+                                     ("snapshot", "spark_snapshot_vs_reference_ratio"),
+                                     ("count", "spark_binding_source_only_vs_reference_ratio")):
                     o_secs, o_rows = ours[f"{kind}_ref"][:2]
                     r_secs, r_rows = ref[f"{kind}_ref"][:2]
                     print(f"reference_{kind}_rows: {r_rows}")
