@@ -215,7 +215,7 @@ def main():
                       "Encrypt=yes;TrustServerCertificate=yes")
             try:
                 ref, _ = child(SPARK, {"bench": HERE, "work": os.path.join(work, "ref"),
-                                       "jobs": jobs[2:],
+                                       "jobs": [j for j in jobs if j[0].endswith("_ref")],
                                        "options": {"connectionString": ref_cs,
                                                    "backend": "mssql-python"}},
                                False, work, "reference")
