@@ -68,7 +68,7 @@ SO_LDFLAGS := -shared -Wl,-soname,$(SONAME) $(if $(findstring -fsanitize,$(OPT))
 SIMLIB := $(BUILD)/libmcdcsim.a
 BINS := $(BUILD)/mssql-cdc $(BUILD)/mssql-cdc-sim $(BUILD)/unit-tests $(SOLIB) $(SOLINKS)
 
-.PHONY: all deps test soak test-unit test-san demo bench bench-programs bench-smoke bench-reader bench-table bench-parquet bench-lake bench-stream bench-snapshot bench-silver bench-object-store bench-many fuzz clean headercheck install python-wheel
+.PHONY: all deps test soak test-unit test-san demo bench bench-programs bench-smoke bench-reader bench-table bench-parquet bench-lake bench-stream bench-snapshot bench-silver bench-object-store bench-many bench-spark fuzz clean headercheck install python-wheel
 all: $(BINS)
 
 $(CLI_OBJ): private INCLUDES := $(CLI_INCLUDES)
@@ -255,6 +255,13 @@ bench-many: all
 # the requests per commit counted by a proxy, and on local disk.
 bench-object-store: all
 	@.venv/bin/python bench/bench_object_store.py
+
+# 3M change rows (BENCH_SPARK_ROWS) streamed into bronze in local Spark by our
+# package's data source and by the reference's (fewer rows), and by `mssql-cdc
+# stream`; a 5M-row snapshot (BENCH_SPARK_SNAPSHOT_ROWS) the same way; the
+# plain-Python read_changes next to the C reader.
+bench-spark: all $(BUILD)/mcdc-bench-reader
+	@.venv/bin/python bench/bench_spark.py
 
 fuzz:
 	@scripts/fuzz.sh

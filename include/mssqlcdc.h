@@ -58,7 +58,16 @@ extern "C" {
  *    runtime (mcdc_runtime_create/destroy, mcdc_runtime_cfg,
  *    mcdc_runtime_cfg_init, mcdc_runtime_get_stats) and the runtime field
  *    of the stream config (version 6), the backfill config (3) and the
- *    apply config (6) and the reconcile config (5); mcdc_stream_caught_up.
+ *    apply config (6) and the reconcile config (5); mcdc_stream_caught_up;
+ *    batches planned with the
+ *    stream's guards for engines that plan their own (the capture-instance
+ *    cut, DDL checks, retention guard): mcdc_source_schema,
+ *    mcdc_source_batch_end, mcdc_source_plan_batch and
+ *    mcdc_range_plan_events_json (their tokens are range tokens of version
+ *    2, which an older library refuses); mcdc_log_to_thread (messages of
+ *    calls outside jobs to a log function); stop requests for the jobs
+ *    without a handle (mcdc_stop_*: the snapshot config's version 4, the
+ *    seed's 4, the repair's 2) and mcdc_reconcile_request_stop.
  */
 #define MCDC_API_VERSION 5
 
@@ -144,6 +153,15 @@ typedef enum mcdc_log_level {
     MCDC_LOG_DEBUG = 3
 } mcdc_log_level;
 typedef void (*mcdc_log_fn)(void *user, mcdc_log_level level, const char *message);
+/* Where the calling thread's messages go outside a job: those of the calls
+ * it makes itself (a source's positions and batch plans, range and snapshot
+ * plans, opening a range or chunk stream, the verdict calls) at or above
+ * level go to fn, one call per message, never a secret in them; fn NULL
+ * puts back the default (warnings and errors on stderr). Per thread, so
+ * two hosts' threads in one process keep their own; a job's log_fn takes
+ * the messages of the thread it runs on while it runs, and the threads a
+ * job or a stream starts have their own. */
+MCDC_API void mcdc_log_to_thread(mcdc_log_fn fn, void *user, mcdc_log_level level);
 
 /* How far a long job is (a snapshot, a seed, a backfill, apply, reconcile),
  * told to a job given a progress function: at most once per interval while
@@ -616,11 +634,26 @@ MCDC_API int mcdc_capture_probe_read(mcdc_capture_probe *p, mcdc_capture_health 
 MCDC_API void mcdc_capture_probe_free(mcdc_capture_probe *p);
 
 /* ------------------------------------------------------------------------
+ * A stop request for the jobs that are one call (a snapshot, a seed, a
+ * repair): create one, give it in the job's config, and request the stop
+ * from any thread (a signal handler too: it is one atomic store) while the
+ * call runs. The job then returns MCDC_E_CANCELLED at its next batch,
+ * before its commit: nothing of it is in the table (files it wrote and did
+ * not commit are left, as a kill leaves them, and never read). A stop
+ * requested once stays requested; one per call.
+ * ---------------------------------------------------------------------- */
+typedef struct mcdc_stop mcdc_stop;
+MCDC_API int mcdc_stop_create(mcdc_stop **out, mcdc_error *err);
+MCDC_API void mcdc_stop_request(mcdc_stop *s);
+MCDC_API bool mcdc_stop_requested(const mcdc_stop *s);
+MCDC_API void mcdc_stop_free(mcdc_stop *s);
+
+/* ------------------------------------------------------------------------
  * Snapshots (the reference's snapshot()): the tracked table's current rows
  * appended to bronze as operation 0, stamped with an LSN recorded before
  * the read; a stream started at that LSN loses and doubles nothing.
  * ---------------------------------------------------------------------- */
-#define MCDC_SNAPSHOT_CFG_VERSION 3
+#define MCDC_SNAPSHOT_CFG_VERSION 4
 typedef struct mcdc_snapshot_cfg {
     int version;               /* MCDC_SNAPSHOT_CFG_VERSION */
     const char *target;        /* bronze: a path, or schema.table under warehouse */
@@ -640,10 +673,12 @@ typedef struct mcdc_snapshot_cfg {
      * none */
     mcdc_progress_fn progress_fn;
     void *progress_user;
+    /* version 4: a stop request (mcdc_stop_create); NULL: none */
+    mcdc_stop *stop;
 } mcdc_snapshot_cfg;
 #define MCDC_SNAPSHOT_CFG_INIT \
     {MCDC_SNAPSHOT_CFG_VERSION, NULL, NULL, false, NULL, NULL, NULL, MCDC_LOG_WARN, NULL, NULL, \
-     NULL, NULL}
+     NULL, NULL, NULL}
 /* As mcdc_stream_cfg_init, for this config. */
 MCDC_API int mcdc_snapshot_cfg_init(mcdc_snapshot_cfg *out, int version, mcdc_error *err);
 
@@ -664,7 +699,7 @@ MCDC_API int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken,
  * (a Delta table, or Parquet files) appended to bronze as its snapshot,
  * stamped with the LSN of as_of.
  * ---------------------------------------------------------------------- */
-#define MCDC_SEED_CFG_VERSION 3
+#define MCDC_SEED_CFG_VERSION 4
 typedef struct mcdc_seed_cfg {
     int version;                  /* MCDC_SEED_CFG_VERSION */
     const char *target;           /* bronze: a path, or schema.table under warehouse */
@@ -689,10 +724,12 @@ typedef struct mcdc_seed_cfg {
      * NULL: none */
     mcdc_progress_fn progress_fn;
     void *progress_user;
+    /* version 4: a stop request (mcdc_stop_create); NULL: none */
+    mcdc_stop *stop;
 } mcdc_seed_cfg;
 #define MCDC_SEED_CFG_INIT \
     {MCDC_SEED_CFG_VERSION, NULL, NULL, NULL, NULL, false, false, NULL, NULL, NULL, NULL, \
-     MCDC_LOG_WARN, false, NULL, NULL}
+     MCDC_LOG_WARN, false, NULL, NULL, NULL}
 /* As mcdc_stream_cfg_init, for this config. */
 MCDC_API int mcdc_seed_cfg_init(mcdc_seed_cfg *out, int version, mcdc_error *err);
 
@@ -1127,6 +1164,10 @@ MCDC_API int mcdc_reconcile_run(mcdc_reconcile *r, mcdc_reconcile_result *result
 /* Does the result say something differs (a MISMATCH bucket, or a failure
  * other than IN_FLIGHT)? A version-3 result's duplicate_target counts. */
 MCDC_API bool mcdc_reconcile_differs(const mcdc_reconcile_result *r);
+/* Asks a running mcdc_reconcile_run (from another thread) to stop: it
+ * returns MCDC_E_CANCELLED at its next batch, before its report is
+ * written (nothing of the run is recorded). */
+MCDC_API void mcdc_reconcile_request_stop(mcdc_reconcile *r);
 MCDC_API void mcdc_reconcile_free(mcdc_reconcile *r);
 /* The result as the reference's ReconcileResult JSON ({"run_id",
  * "silver_version", "silver_lsn", "source_lsn", "buckets", "match",
@@ -1148,7 +1189,7 @@ MCDC_API int mcdc_reconcile_result_json(char *out, size_t cap, const mcdc_reconc
  * _start_lsn L, _commit_ts L's commit time, _seqval NULL; then a facts row
  * of event 'repair'. Again with the same run id, nothing is appended twice.
  * ---------------------------------------------------------------------- */
-#define MCDC_REPAIR_CFG_VERSION 1
+#define MCDC_REPAIR_CFG_VERSION 2
 typedef struct mcdc_repair_cfg {
     int version;                  /* MCDC_REPAIR_CFG_VERSION */
     const char *bronze;           /* the stream's target, named as the stream was given it */
@@ -1166,9 +1207,12 @@ typedef struct mcdc_repair_cfg {
     mcdc_log_fn log_fn;           /* NULL: stderr */
     void *log_user;
     mcdc_log_level log_level;
+    /* version 2: a stop request (mcdc_stop_create); NULL: none */
+    mcdc_stop *stop;
 } mcdc_repair_cfg;
 #define MCDC_REPAIR_CFG_INIT \
-    {MCDC_REPAIR_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, MCDC_LOG_WARN}
+    {MCDC_REPAIR_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, \
+     MCDC_LOG_WARN, NULL}
 /* As mcdc_stream_cfg_init, for this config. */
 MCDC_API int mcdc_repair_cfg_init(mcdc_repair_cfg *out, int version, mcdc_error *err);
 
@@ -1324,7 +1368,8 @@ MCDC_API int mcdc_range_read(struct ArrowArrayStream *out, const mcdc_opts *opts
 typedef struct mcdc_source mcdc_source;
 
 /* Connects with opts (connectionString, captureInstance...) and resolves
- * the capture instance; the handle keeps a copy of opts. */
+ * the capture instance, and every capture instance of its table, as the
+ * stream follows them; the handle keeps a copy of opts. */
 MCDC_API int mcdc_source_open(mcdc_source **out, const mcdc_opts *opts, mcdc_error *err);
 MCDC_API void mcdc_source_free(mcdc_source *s);
 /* The last LSN processed before the first batch, as the startingLsn option
@@ -1345,6 +1390,47 @@ MCDC_API int mcdc_source_nth_commit_after(mcdc_source *s, const mcdc_lsn_value *
  * just before min_lsn, say). */
 MCDC_API int mcdc_source_commit_time(mcdc_source *s, const mcdc_lsn_value *lsn, int64_t *utc_us,
                                      bool *found, mcdc_error *err);
+
+/* ---- A batch planned with the stream's guards (the Spark stream source's
+ * driver; reference §2.5, ADR 0023 of the reference, invariants 3 and 4).
+ * The handle follows the table's capture instances as `mssql-cdc stream`
+ * does: the union of their columns is its schema, and a batch crossing a
+ * newer instance's start S reads the older one below S and the newer one
+ * from S. */
+
+/* The stream's output schema (the union of the instances' columns): the
+ * schema of every range mcdc_source_plan_batch plans. The caller releases
+ * it. */
+MCDC_API int mcdc_source_schema(struct ArrowSchema *out, mcdc_source *s, mcdc_error *err);
+/* Where a batch after start should end at most, given the end the
+ * positions allow (*end, lowered in place): just before the start S of a
+ * newer capture instance whose columns the schema does not hold (*cut
+ * true), so that the batch before S is read whole; the next batch, from S,
+ * is then refused by mcdc_source_plan_batch (MCDC_E_SCHEMA: restart to take
+ * the new schema). */
+MCDC_API int mcdc_source_batch_end(mcdc_source *s, const mcdc_lsn_value *start,
+                                   mcdc_lsn_value *end, bool *cut, mcdc_error *err);
+/* Plans the batch (start, end] (start: the last LSN processed) as the
+ * stream plans one, before anything is read: the DDL the instances
+ * recorded inside it is classified (a type the schema cannot hold, or any
+ * DDL under schemaChangePolicy=fail: MCDC_E_SCHEMA), a newer instance read
+ * for the first time must be one the schema holds (MCDC_E_SCHEMA), and the
+ * retention guard runs per instance: changes purged past the batch's start
+ * are MCDC_E_DATALOSS, or with failOnDataLoss=false skipped (a warning and
+ * a data_skipped event). Then each instance's part is cut into ranges
+ * (ranges_max in all, 0: numPartitions; at least one per part), whose
+ * tokens mcdc_range_read reads (in this schema). end at or before start:
+ * a plan of no range. The plan's events are in mcdc_range_plan_events_json. */
+MCDC_API int mcdc_source_plan_batch(mcdc_range_plan **out, mcdc_source *s,
+                                    const mcdc_lsn_value *start, const mcdc_lsn_value *end,
+                                    int ranges_max, mcdc_error *err);
+/* What the planning of a batch met, as JSON text: an array of objects
+ * {"event", "capture_instance", "lsn", "commit_ts" (absent: no commit maps
+ * to it), "detail"}, event one of "schema_change" (detail: the DDL),
+ * "capture_instance_switched" (detail: JSON of the switch) and
+ * "data_skipped" (detail: JSON of the gap's from_lsn and to_lsn). "[]" for
+ * a plan of mcdc_range_plan_create. Borrowed; NULL for NULL. */
+MCDC_API const char *mcdc_range_plan_events_json(const mcdc_range_plan *p);
 
 /* ------------------------------------------------------------------------
  * Snapshots as Arrow streams: the tracked table's current rows cut into

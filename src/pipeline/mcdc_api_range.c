@@ -14,12 +14,14 @@
 #include "mcdc_batch_stream.h"
 #include "mcdc_changes.h"
 #include "mcdc_options.h"
+#include "mcdc_range_plan.h"
 #include "mcdc_range_token.h"
 
 struct mcdc_range_plan {
     char **tokens; /* n, owned */
     size_t n;
     mcdc_schema *schema; /* the output schema, one reference */
+    char *events;        /* JSON array of the batch's events, owned; NULL: none */
 };
 
 void mcdc_range_plan_free(mcdc_range_plan *p) {
@@ -27,6 +29,7 @@ void mcdc_range_plan_free(mcdc_range_plan *p) {
     for (size_t i = 0; i < p->n; i++) mcdc_free(p->tokens[i]);
     mcdc_free(p->tokens);
     mcdc_schema_unref(p->schema);
+    mcdc_free(p->events);
     mcdc_free(p);
 }
 
@@ -34,6 +37,11 @@ size_t mcdc_range_plan_count(const mcdc_range_plan *p) { return p ? p->n : 0; }
 
 const char *mcdc_range_plan_token(const mcdc_range_plan *p, size_t i) {
     return p && i < p->n ? p->tokens[i] : NULL;
+}
+
+const char *mcdc_range_plan_events_json(const mcdc_range_plan *p) {
+    if (p == NULL) return NULL;
+    return p->events ? p->events : "[]";
 }
 
 int mcdc_range_plan_schema(struct ArrowSchema *out, const mcdc_range_plan *p, mcdc_error *err) {
@@ -54,17 +62,18 @@ static int ranges_wanted(int *out, const mcdc_opts *opts, int ranges_max, mcdc_e
     return MCDC_OK;
 }
 
-static int encode_plan(mcdc_range_plan *p, mcdc_changes *c, const mcdc_lsn_range *r, int n,
-                       mcdc_error *err) {
+static int encode_plan(mcdc_range_plan *p, bool follow, const char *const *cis,
+                       const mcdc_lsn_range *r, int n, mcdc_error *err) {
+    MCDC_ASSERT(n >= 0 && n <= MCDC_PARTITIONS_MAX);
     p->tokens = n ? mcdc_calloc((size_t)n, sizeof *p->tokens) : NULL;
     if (n && p->tokens == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory planning");
     mcdc_range_token t;
     memset(&t, 0, sizeof t);
-    snprintf(t.capture_instance, sizeof t.capture_instance, "%s",
-             mcdc_changes_capture_instance(c));
     mcdc_range_schema_id(t.schema_id, p->schema);
     t.count = n;
+    t.follow = follow;
     for (int i = 0; i < n; i++) {
+        snprintf(t.capture_instance, sizeof t.capture_instance, "%s", cis[i]);
         t.from = r[i].from;
         t.to = r[i].to;
         t.rows_estimate = r[i].rows_estimate > 0 ? r[i].rows_estimate : 0;
@@ -73,6 +82,27 @@ static int encode_plan(mcdc_range_plan *p, mcdc_changes *c, const mcdc_lsn_range
         if (rc) return rc;
         p->n = (size_t)i + 1;
     }
+    return MCDC_OK;
+}
+
+int mcdc_range_plan_build(mcdc_range_plan **out, mcdc_schema *schema, bool follow,
+                          const char *const *cis, const mcdc_lsn_range *r, int n, char *events,
+                          mcdc_error *err) {
+    MCDC_ASSERT(out != NULL && schema != NULL && (n == 0 || (cis != NULL && r != NULL)));
+    *out = NULL;
+    mcdc_range_plan *p = mcdc_calloc(1, sizeof *p);
+    if (p == NULL) {
+        mcdc_free(events);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory planning");
+    }
+    p->schema = mcdc_schema_ref(schema);
+    p->events = events;
+    int rc = encode_plan(p, follow, cis, r, n, err);
+    if (rc) {
+        mcdc_range_plan_free(p);
+        return rc;
+    }
+    *out = p;
     return MCDC_OK;
 }
 
@@ -98,24 +128,18 @@ int mcdc_range_plan_create(mcdc_range_plan **out, const mcdc_opts *opts,
     mcdc_lsn_range *r = NULL;
     int n = 0;
     if (rc == MCDC_OK) rc = mcdc_changes_plan(c, &lo, &hi, n_max, &r, &n, err);
-    mcdc_range_plan *p = NULL;
+    const char *ci = mcdc_changes_capture_instance(c);
+    const char **cis = n ? mcdc_calloc((size_t)n, sizeof *cis) : NULL;
+    if (rc == MCDC_OK && n && cis == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory planning");
+    for (int i = 0; rc == MCDC_OK && i < n; i++) cis[i] = ci;
     if (rc == MCDC_OK) {
         MCDC_ASSERT(n >= 0 && n <= n_max);
-        p = mcdc_calloc(1, sizeof *p);
-        if (p == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory planning");
+        rc = mcdc_range_plan_build(out, mcdc_changes_schema(c), false, cis, r, n, NULL, err);
     }
-    if (rc == MCDC_OK) {
-        p->schema = mcdc_schema_ref(mcdc_changes_schema(c));
-        rc = encode_plan(p, c, r, n, err);
-    }
+    mcdc_free(cis);
     mcdc_free(r);
     mcdc_changes_close(c);
-    if (rc) {
-        mcdc_range_plan_free(p);
-        return rc;
-    }
-    *out = p;
-    return MCDC_OK;
+    return rc;
 }
 
 int mcdc_range_token_parse(mcdc_range_info *out, const char *token, mcdc_error *err) {
@@ -159,6 +183,38 @@ static void range_read_free(void *ctx) {
     mcdc_free(r);
 }
 
+static bool planned_schema(mcdc_changes *c, const mcdc_range_token *t) {
+    char id[MCDC_RANGE_HASH_TEXT_SIZE];
+    mcdc_range_schema_id(id, mcdc_changes_schema(c));
+    return strcmp(id, t->schema_id) == 0;
+}
+
+/* The change feed that reads the token's range in the schema it was
+ * planned with. A batch's range across the table's instances reads in the
+ * union of their columns (its own instance's taken, the others' NULL); when
+ * the planner's handle was opened before a newer instance appeared, that
+ * union was its instance's columns alone, which it reads as one. */
+static int open_for_token(mcdc_changes **out, const mcdc_opts *o, const mcdc_range_token *t,
+                          mcdc_error *err) {
+    mcdc_changes_settings follow = {.follow = true};
+    int rc = mcdc_changes_open(out, o, t->follow ? &follow : NULL, err);
+    if (rc || planned_schema(*out, t)) return rc;
+    mcdc_changes_close(*out);
+    *out = NULL;
+    if (t->follow) {
+        rc = mcdc_changes_open(out, o, NULL, err);
+        if (rc || planned_schema(*out, t)) return rc;
+        mcdc_changes_close(*out);
+        *out = NULL;
+    }
+    return mcdc_error_set(err, MCDC_E_SCHEMA,
+                          "mcdc_range_read: the output schema of capture instance '%s' is not "
+                          "the one the range was planned with (its captured columns changed, or "
+                          "the options columns/includeCommandId differ from the planner's): "
+                          "plan again",
+                          t->capture_instance);
+}
+
 int mcdc_range_read(struct ArrowArrayStream *out, const mcdc_opts *opts, const char *token,
                     mcdc_error *err) {
     if (out == NULL || opts == NULL || token == NULL)
@@ -168,27 +224,29 @@ int mcdc_range_read(struct ArrowArrayStream *out, const mcdc_opts *opts, const c
     mcdc_range_token t;
     int rc = mcdc_range_token_decode(&t, token, strlen(token), err);
     mcdc_opts *o = NULL;
-    if (rc == MCDC_OK) rc = mcdc_token_options(&o, opts, t.capture_instance, "mcdc_range_read", err);
+    /* A batch's range may read another instance of the table than the
+     * options name (the stream's configured one): checked once connected. */
+    const char *given = mcdc_opt_capture_instance(opts);
+    bool other = rc == MCDC_OK && t.follow && given && !mcdc_str_ieq(given, t.capture_instance);
+    if (rc == MCDC_OK)
+        rc = mcdc_token_options(&o, opts, other ? given : t.capture_instance, "mcdc_range_read", err);
+    if (rc == MCDC_OK && other) rc = mcdc_opts_set(o, "captureInstance", t.capture_instance, NULL, err);
     if (rc == MCDC_OK && mcdc_opt_connection_string(o) == NULL)
         rc = mcdc_error_set(err, MCDC_E_INVALID,
                             "mcdc_range_read: the options have no connectionString");
     mcdc_changes *c = NULL;
-    if (rc == MCDC_OK) rc = mcdc_changes_open(&c, o, NULL, err);
+    if (rc == MCDC_OK) rc = open_for_token(&c, o, &t, err);
+    if (rc == MCDC_OK && other && !mcdc_changes_is_table_name(c, given)) {
+        rc = mcdc_error_set(err, MCDC_E_INVALID,
+                            "mcdc_range_read: the token reads capture instance '%s' but the "
+                            "options name '%s', no capture instance of its table; leave "
+                            "captureInstance out or name one of the table's",
+                            t.capture_instance, given);
+        mcdc_changes_close(c);
+    }
     if (rc) {
         mcdc_opts_free(o);
         return rc;
-    }
-    char id[MCDC_RANGE_HASH_TEXT_SIZE];
-    mcdc_range_schema_id(id, mcdc_changes_schema(c));
-    if (strcmp(id, t.schema_id) != 0) {
-        mcdc_changes_close(c);
-        mcdc_opts_free(o);
-        return mcdc_error_set(err, MCDC_E_SCHEMA,
-                              "mcdc_range_read: the output schema of capture instance '%s' is "
-                              "not the one the range was planned with (its captured columns "
-                              "changed, or the options columns/includeCommandId differ from "
-                              "the planner's): plan again",
-                              t.capture_instance);
     }
     range_read *r = mcdc_calloc(1, sizeof *r);
     if (r == NULL) {

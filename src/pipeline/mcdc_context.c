@@ -179,3 +179,34 @@ void mcdc_ctx_sleep_until(const mcdc_ctx *ctx, int64_t deadline_us) {
         mcdc_sleep_ms(left > 50000 ? 50 : (left + 999) / 1000);
     }
 }
+
+/* ---- the host's stop requests (mcdc_stop, include/mssqlcdc.h) ----------------------- */
+struct mcdc_stop {
+    atomic_int requested;
+};
+
+int mcdc_stop_create(mcdc_stop **out, mcdc_error *err) {
+    if (out == NULL) return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_stop_create: out is NULL");
+    *out = mcdc_calloc(1, sizeof **out);
+    if (*out == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    atomic_init(&(*out)->requested, 0);
+    return MCDC_OK;
+}
+
+void mcdc_stop_request(mcdc_stop *s) {
+    if (s) atomic_store(&s->requested, 1);
+}
+
+bool mcdc_stop_requested(const mcdc_stop *s) {
+    return s != NULL && atomic_load(&s->requested) != 0;
+}
+
+void mcdc_stop_free(mcdc_stop *s) { mcdc_free(s); }
+
+int mcdc_ctx_check_stop(const mcdc_ctx *ctx, const char *what, mcdc_error *err) {
+    if (!mcdc_ctx_stopping(ctx)) return MCDC_OK;
+    return mcdc_error_set(err, MCDC_E_CANCELLED,
+                          "stopped on request before %s was committed: nothing of it was "
+                          "written to the table (run it again to take it)",
+                          what);
+}

@@ -49,6 +49,7 @@ typedef bool (*mcdc_crash_fn)(void *user, const char *point, int64_t unit);
 
 typedef struct mcdc_ctx {
     atomic_int stop;          /* request_stop: finish the unit, then return */
+    const mcdc_stop *host_stop; /* the host's stop request (a config's stop); NULL: none */
     mcdc_budget *budget;      /* borrowed; NULL: no limit */
     /* What every table, checkpoint and file of the job is opened through:
      * storage_own (mcdc_ctx_take_storage), whose options are the job's
@@ -91,8 +92,12 @@ void mcdc_ctx_take_test_hooks(mcdc_ctx *ctx, const mcdc_opts *opts);
  * in-process hook says the job dies here. */
 bool mcdc_ctx_crash(const mcdc_ctx *ctx, const char *point, int64_t unit);
 static inline bool mcdc_ctx_stopping(const mcdc_ctx *ctx) {
-    return atomic_load(&ctx->stop) != 0;
+    return atomic_load(&ctx->stop) != 0 || mcdc_stop_requested(ctx->host_stop);
 }
+/* MCDC_E_CANCELLED when a stop is requested (what: the job's work that is
+ * then not committed, for the message), else MCDC_OK. Checked between
+ * batches by the jobs that stop before their commit. */
+int mcdc_ctx_check_stop(const mcdc_ctx *ctx, const char *what, mcdc_error *err);
 /* Sleeps until deadline (monotonic µs) or a stop request. */
 void mcdc_ctx_sleep_until(const mcdc_ctx *ctx, int64_t deadline_us);
 

@@ -12,12 +12,16 @@ void mcdc_range_schema_id(char out[MCDC_RANGE_HASH_TEXT_SIZE], const mcdc_schema
     mcdc_token_schema_id(out, s);
 }
 
+static int token_version(const mcdc_range_token *t) {
+    return t->follow ? MCDC_RANGE_TOKEN_VERSION_FOLLOW : MCDC_RANGE_TOKEN_VERSION;
+}
+
 /* The check over every other field, in a fixed order and form. */
 static void token_check(char out[MCDC_RANGE_HASH_TEXT_SIZE], const mcdc_range_token *t) {
     char f[MCDC_LSN_TEXT_LEN + 1], to[MCDC_LSN_TEXT_LEN + 1], nums[96];
     mcdc_lsn_format(&t->from, f);
     mcdc_lsn_format(&t->to, to);
-    snprintf(nums, sizeof nums, "%d\n%lld\n%d\n%d\n", MCDC_RANGE_TOKEN_VERSION,
+    snprintf(nums, sizeof nums, "%d\n%lld\n%d\n%d\n", token_version(t),
              (long long)t->rows_estimate, (int)t->index, (int)t->count);
     uint64_t h = mcdc_token_fnv1a(MCDC_TOKEN_FNV_OFFSET, nums, strlen(nums));
     h = mcdc_token_fnv1a(h, t->capture_instance, strlen(t->capture_instance) + 1);
@@ -39,7 +43,7 @@ int mcdc_range_token_encode(char **out, const mcdc_range_token *t, mcdc_error *e
     token_check(check, t);
     /* Insertion order is the text's order (JSON_PRESERVE_ORDER). */
     json_t *j = json_pack("{s:i, s:s, s:s, s:s, s:I, s:i, s:i, s:s, s:s}", "mssqlcdc_range",
-                          MCDC_RANGE_TOKEN_VERSION, "capture_instance", t->capture_instance,
+                          token_version(t), "capture_instance", t->capture_instance,
                           "from_lsn", f, "to_lsn", to, "rows_estimate",
                           (json_int_t)t->rows_estimate, "index", (int)t->index, "count",
                           (int)t->count, "schema", t->schema_id, "check", check);
@@ -79,8 +83,14 @@ static int get_lsn(const json_t *j, const char *key, mcdc_lsn *out, mcdc_error *
 
 static int decode_fields(mcdc_range_token *t, const json_t *j, mcdc_error *err) {
     int64_t rows, index, count;
-    int rc = mcdc_token_version(&KIND, j, "mssqlcdc_range", MCDC_RANGE_TOKEN_VERSION, err);
-    if (rc) return rc;
+    /* version 1, or 2 for a range of a batch planned following the
+     * table's instances (the same fields) */
+    int rc = mcdc_token_version(&KIND, j, "mssqlcdc_range", MCDC_RANGE_TOKEN_VERSION, NULL);
+    if (rc) {
+        rc = mcdc_token_version(&KIND, j, "mssqlcdc_range", MCDC_RANGE_TOKEN_VERSION_FOLLOW, err);
+        if (rc) return rc;
+        t->follow = true;
+    }
     if ((rc = mcdc_token_capture_instance(&KIND, j, t->capture_instance, err))) return rc;
     if ((rc = get_lsn(j, "from_lsn", &t->from, err))) return rc;
     if ((rc = get_lsn(j, "to_lsn", &t->to, err))) return rc;

@@ -17,6 +17,7 @@
 #ifndef MCDC_RANGE_TOKEN_H
 #define MCDC_RANGE_TOKEN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,6 +26,11 @@
 #include "mcdc_token.h"
 
 #define MCDC_RANGE_TOKEN_VERSION 1
+/* A range of a batch planned across the table's capture instances
+ * (mcdc_source_plan_batch): read in the union of their columns. The same
+ * fields; the version alone tells it, so a library that knows only
+ * version 1 refuses it instead of reading another shape. */
+#define MCDC_RANGE_TOKEN_VERSION_FOLLOW 2
 /* 16 hex digits and the NUL. */
 #define MCDC_RANGE_HASH_TEXT_SIZE MCDC_TOKEN_HASH_TEXT_SIZE
 
@@ -34,6 +40,7 @@ typedef struct mcdc_range_token {
     int64_t rows_estimate; /* >= 0 */
     int32_t index, count;  /* 0 <= index < count <= MCDC_PARTITIONS_MAX */
     char schema_id[MCDC_RANGE_HASH_TEXT_SIZE];
+    bool follow;           /* version 2: read following the table's instances */
 } mcdc_range_token;
 
 /* The fingerprint of an output schema: 16 lowercase hex digits

@@ -57,6 +57,7 @@ typedef struct {
     int64_t key_rows;         /* rows read so far (the key's pass) */
     char dup_key[256];        /* a key the copy holds twice; "" while none */
     mcdc_progress_tracker *progress; /* NULL: nobody listens */
+    const mcdc_ctx *ctx;             /* its stop request */
 } seed_job;
 
 /* Integer types convert to each other when the value fits; the rest must
@@ -174,6 +175,7 @@ static int seed_batch(void *ctx, mcdc_batch *in, mcdc_error *err) {
     if (rc == MCDC_OK) j->rows += b->rows;
     if (rc == MCDC_OK && j->progress) mcdc_progress_add(j->progress, b->rows, mcdc_batch_bytes(b));
     mcdc_batch_free(b);
+    if (rc == MCDC_OK) rc = mcdc_ctx_check_stop(j->ctx, "the seed", err);
     return rc;
 }
 
@@ -189,6 +191,7 @@ static int key_batch(void *ctx, mcdc_batch *in, mcdc_error *err) {
     if (rc == MCDC_OK) j->key_rows += b->rows;
     if (rc == MCDC_OK && j->progress) mcdc_progress_add(j->progress, b->rows, mcdc_batch_bytes(b));
     mcdc_batch_free(b);
+    if (rc == MCDC_OK) rc = mcdc_ctx_check_stop(j->ctx, "the seed", err);
     return rc;
 }
 
@@ -409,7 +412,8 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
                                 {"--from", cfg->from, false}};
     if (rc == MCDC_OK) rc = mcdc_roles_check(roles, 3, cfg->warehouse, NULL, err);
     if (rc) return rc;
-    mcdc_ctx ctx = {.progress_fn = cfg->progress_fn, .progress_user = cfg->progress_user};
+    mcdc_ctx ctx = {.progress_fn = cfg->progress_fn, .progress_user = cfg->progress_user,
+                    .host_stop = cfg->stop};
     mcdc_ctx_take_storage(&ctx, opts);
     /* The copy first: a path that holds none is the cheapest mistake to
      * tell, before the server is asked anything. */
@@ -438,7 +442,7 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
     if (rc == MCDC_OK) rc = mcdc_snapshot_check_table(target, cfg->target, changes, err);
     if (rc == MCDC_OK) rc = mcdc_bronze_schema(&bronze, mcdc_changes_schema(changes), err);
     seed_job j = {.changes = changes, .bronze = bronze, .cfg = cfg, .opts = opts,
-                  .progress = ctx.progress};
+                  .progress = ctx.progress, .ctx = &ctx};
     mcdc_lsn lsn;
     if (rc == MCDC_OK) rc = check_as_of(&lsn, &j, changes, cfg->as_of, err);
     char lsn_text[MCDC_LSN_TEXT_LEN + 1] = "";
@@ -503,6 +507,7 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
         json_decref(meta);
         bool skipped;
         int64_t version;
+        if (rc == MCDC_OK) rc = mcdc_ctx_check_stop(&ctx, "the seed", err);
         if (rc == MCDC_OK) mcdc_progress_phase(j.progress, "committing", NULL, -1, j.rows, false);
         if (rc == MCDC_OK)
             rc = text ? mcdc_appender_commit(j.app, NULL, 0, text, &skipped, &version, err)

@@ -295,6 +295,7 @@ static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
         if (rc == MCDC_OK) rc = mcdc_appender_write(app, b, err);
         if (rc == MCDC_OK && t) mcdc_progress_add(t, b->rows, mcdc_batch_bytes(b));
         mcdc_batch_free(b);
+        if (rc == MCDC_OK) rc = mcdc_ctx_check_stop(e->ctx, "the snapshot", err);
         /* Crash tests: killed while the table is read (reference crash point 10). */
         if (rc == MCDC_OK && mcdc_ctx_crash(e->ctx, "during_snapshot", 0))
             rc = mcdc_error_set(err, MCDC_E_CANCELLED, "killed while reading the snapshot (test hook)");
@@ -317,6 +318,7 @@ static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
                             "numPartitions reads faster), or keep CDC's retention longer",
                             mcdc_changes_capture_instance(e->changes), m, out->lsn);
     }
+    if (rc == MCDC_OK) rc = mcdc_ctx_check_stop(e->ctx, "the snapshot", err);
     if (rc == MCDC_OK) {
         char ts[32];
         mcdc_offset_commit_text(out, ts);
@@ -488,7 +490,7 @@ int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcdc_
     if (rc == MCDC_OK) rc = mcdc_roles_check(roles, 2, cfg->warehouse, NULL, err);
     if (rc) return rc;
     mcdc_ctx ctx = {.budget = cfg->budget, .progress_fn = cfg->progress_fn,
-                    .progress_user = cfg->progress_user};
+                    .progress_user = cfg->progress_user, .host_stop = cfg->stop};
     mcdc_ctx_take_storage(&ctx, opts);
     rc = mcdc_ctx_progress_create(&ctx.progress, &ctx, "snapshot", err);
     if (rc) return rc;

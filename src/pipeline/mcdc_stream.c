@@ -534,24 +534,21 @@ static int read_ranges(mcdc_stream *s, const mcdc_unit *u, const mcdc_lsn_range 
  * per capture instance). A gap before the oldest instance's min_lsn may be
  * a dropped older instance's: the message names it ("disabled too early"). */
 static int retention_guard(mcdc_stream *s, mcdc_changes_piece *p, mcdc_error *err) {
-    mcdc_lsn min_lsn;
-    int rc = mcdc_changes_piece_min_lsn(s->changes, p, &min_lsn, err);
-    if (rc || mcdc_lsn_is_zero(&min_lsn) || mcdc_lsn_cmp(&p->from, &min_lsn) >= 0) return rc;
-    char f[MCDC_LSN_TEXT_LEN + 1], m[MCDC_LSN_TEXT_LEN + 1], gone[512] = "";
-    mcdc_lsn_format(&p->from, f);
-    mcdc_lsn_format(&min_lsn, m);
+    mcdc_piece_loss l;
+    int rc = mcdc_changes_piece_loss(s->changes, p, &l, err);
+    if (rc || !l.lost) return rc;
     /* An idle table the database's probe found empty past its position up
      * to proven_empty_to lost nothing to a cleanup below that (LSNs only
      * grow: no row can appear there later). */
-    if (!mcdc_lsn_is_zero(&s->proven_empty_to) && mcdc_lsn_cmp(&min_lsn, &s->proven_empty_to) <= 0 &&
+    if (!mcdc_lsn_is_zero(&s->proven_empty_to) &&
+        mcdc_lsn_cmp(&l.min_lsn, &s->proven_empty_to) <= 0 &&
         mcdc_str_ieq(p->ci, mcdc_changes_capture_instance(s->changes))) {
         mcdc_log(MCDC_LOG_INFO, "capture instance %s: CDC cleanup moved min_lsn to %s, past %s, "
                                 "where its change table had no rows (the database's probe found "
-                                "none): nothing lost", p->ci, m, f);
-        p->from = min_lsn;
+                                "none): nothing lost", p->ci, l.min, l.from);
+        p->from = l.min_lsn;
         return MCDC_OK;
     }
-    if (p->oldest) mcdc_changes_gone(s->changes, gone, sizeof gone);
     if (mcdc_opt_fail_on_data_loss(s->opts))
         return mcdc_error_set(err, MCDC_E_DATALOSS,
                               "capture instance %s: changes from %s on were purged by CDC "
@@ -561,28 +558,28 @@ static int retention_guard(mcdc_stream *s, mcdc_changes_piece *p, mcdc_error *er
                               "checkpoint and the stream goes on from it. Or set "
                               "failOnDataLoss=false to skip the gap (recorded as a data_skipped "
                               "event)",
-                              p->ci, f, m,
-                              gone[0] ? ", or were held only by capture instance " : "", gone,
-                              gone[0] ? ", disabled too early (an older instance may be "
-                                        "disabled only once every stream has switched: "
-                                        "docs/schema-changes.md)"
-                                      : "");
+                              p->ci, l.from, l.min,
+                              l.gone[0] ? ", or were held only by capture instance " : "", l.gone,
+                              l.gone[0] ? ", disabled too early (an older instance may be "
+                                          "disabled only once every stream has switched: "
+                                          "docs/schema-changes.md)"
+                                        : "");
     if (s->n_skips >= MCDC_STREAM_SKIPS_MAX)
         return mcdc_error_set(err, MCDC_E_LIMIT, "more than %d skipped gaps in one batch",
                               MCDC_STREAM_SKIPS_MAX);
     mcdc_log(MCDC_LOG_WARN, "capture instance %s: skipping purged changes %s..%s "
-                            "(failOnDataLoss=false)", p->ci, f, m);
+                            "(failOnDataLoss=false)", p->ci, l.from, l.min);
     mcdc_facts_skip *k = &s->skips[s->n_skips++];
     memset(k, 0, sizeof *k);
     k->from = p->from;
     k->certain = true;
-    mcdc_lsn_decrement(&k->to, &min_lsn, NULL);
+    mcdc_lsn_decrement(&k->to, &l.min_lsn, NULL);
     k->has_lost_from = s->start.has_ts;
     k->lost_from_us = s->start.commit_us;
     bool found = false;
-    if (mcdc_changes_commit_time(s->changes, &min_lsn, &k->lost_to_us, &found, err) == MCDC_OK)
+    if (mcdc_changes_commit_time(s->changes, &l.min_lsn, &k->lost_to_us, &found, err) == MCDC_OK)
         k->has_lost_to = found;
-    p->from = min_lsn;
+    p->from = l.min_lsn;
     return MCDC_OK;
 }
 

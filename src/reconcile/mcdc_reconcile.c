@@ -276,6 +276,7 @@ static int fine_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
     a->rows += b->rows;
     if (!a->extent_only && a->r->ctx.progress)
         mcdc_progress_add(a->r->ctx.progress, b->rows, mcdc_batch_bytes(b));
+    rc = mcdc_ctx_check_stop(&a->r->ctx, "the reconcile run's report", err);
     for (int64_t i = 0; i < b->rows && rc == MCDC_OK; i++) {
         int64_t v;
         if (a->r->ordinal && !silver_range_value(c, i, &v)) continue; /* NULL keys in none */
@@ -1121,6 +1122,10 @@ int mcdc_reconcile_create(mcdc_reconcile **out, const mcdc_opts *opts,
     int rc = reconcile_create(out, opts, cfg, err);
     mcdc_job_leave(host);
     return rc;
+}
+
+void mcdc_reconcile_request_stop(mcdc_reconcile *r) {
+    if (r) atomic_store(&r->ctx.stop, 1);
 }
 
 void mcdc_reconcile_free(mcdc_reconcile *r) {

@@ -167,6 +167,7 @@ static int src_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
     if (rc == MCDC_OK) rc = rec_grow(&s->ent, &s->cap_ent, s->n_ent + b->rows, sizeof *s->ent, err);
     if (rc == MCDC_OK && r->ctx.progress) /* the prefetch thread's: counted at once */
         mcdc_progress_add(r->ctx.progress, b->rows, mcdc_batch_bytes(b));
+    if (rc == MCDC_OK) rc = mcdc_ctx_check_stop(&r->ctx, "the reconcile run's report", err);
     for (int64_t i = 0; rc == MCDC_OK && i < b->rows; i++) {
         rec_entry e = {.seq = s->rows + i, .h = s->tmp[i], .pend = -1};
         if (r->ordinal) {

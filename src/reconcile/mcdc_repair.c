@@ -139,6 +139,11 @@ typedef struct {
 
 static int got_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
     repair_run *r = ctx;
+    int stop = mcdc_ctx_check_stop(r->ctx, "the repair", err);
+    if (stop) {
+        mcdc_batch_free(b);
+        return stop;
+    }
     if (r->n_got == r->cap_got) {
         size_t cap = r->cap_got ? r->cap_got * 2 : 16;
         mcdc_batch **v = mcdc_realloc(r->got, cap * sizeof *v);
@@ -838,7 +843,7 @@ int mcdc_repair_run(const mcdc_opts *opts, const mcdc_repair_cfg *cfg, mcdc_repa
                               "list of key objects: one of the two");
     if (from_report && cfg->run_id == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "the report's keys need the reconcile run's id");
-    mcdc_ctx ctx = {0};
+    mcdc_ctx ctx = {.host_stop = cfg->stop};
     mcdc_ctx_take_test_hooks(&ctx, opts);
     mcdc_ctx_take_storage(&ctx, opts);
     mcdc_log_sink sink = {log_to_host, (void *)cfg, cfg->log_level};

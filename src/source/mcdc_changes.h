@@ -182,6 +182,18 @@ void mcdc_changes_batch_free(mcdc_changes_batch *b);
 /* sys.fn_cdc_get_min_lsn of the piece's instance. */
 int mcdc_changes_piece_min_lsn(mcdc_changes *c, const mcdc_changes_piece *p, mcdc_lsn *out,
                                mcdc_error *err);
+/* The retention guard's finding for a piece (invariant 4, per instance):
+ * lost when cleanup moved its instance's min_lsn past p->from; then the
+ * two LSNs as text, and (p the table's oldest) the instances seen that the
+ * table no longer lists, whose changes the gap may have held. */
+typedef struct mcdc_piece_loss {
+    bool lost;
+    mcdc_lsn min_lsn;
+    char from[MCDC_LSN_TEXT_LEN + 1], min[MCDC_LSN_TEXT_LEN + 1];
+    char gone[512]; /* mcdc_changes_gone's; "" when none */
+} mcdc_piece_loss;
+int mcdc_changes_piece_loss(mcdc_changes *c, const mcdc_changes_piece *p, mcdc_piece_loss *out,
+                            mcdc_error *err);
 /* Before the first read of a piece's instance this run: the stream's
  * schema must hold what it captures (MCDC_E_SCHEMA: the stream stops at
  * its start), and the login must be allowed to read its change table

@@ -728,6 +728,19 @@ int mcdc_changes_piece_min_lsn(mcdc_changes *c, const mcdc_changes_piece *p, mcd
     return rc;
 }
 
+int mcdc_changes_piece_loss(mcdc_changes *c, const mcdc_changes_piece *p, mcdc_piece_loss *out,
+                            mcdc_error *err) {
+    memset(out, 0, sizeof *out);
+    int rc = mcdc_changes_piece_min_lsn(c, p, &out->min_lsn, err);
+    if (rc || mcdc_lsn_is_zero(&out->min_lsn) || mcdc_lsn_cmp(&p->from, &out->min_lsn) >= 0)
+        return rc;
+    out->lost = true;
+    mcdc_lsn_format(&p->from, out->from);
+    mcdc_lsn_format(&out->min_lsn, out->min);
+    if (p->oldest) mcdc_changes_gone(c, out->gone, sizeof out->gone);
+    return MCDC_OK;
+}
+
 /* A missing SELECT on the instance's change table, asked before the read
  * (HAS_PERMS_BY_NAME: independent of the server's language). */
 static int check_grant(mcdc_changes *c, const char *ci, mcdc_error *err) {

@@ -359,6 +359,13 @@ const mcdc_log_sink *mcdc_log_use(const mcdc_log_sink *sink) {
 
 const mcdc_log_sink *mcdc_log_current(void) { return tl_sink; }
 
+static _Thread_local mcdc_log_sink tl_own;
+
+void mcdc_log_to_thread(mcdc_log_fn fn, void *user, mcdc_log_level level) {
+    tl_own = (mcdc_log_sink){fn, user, level};
+    tl_sink = fn ? &tl_own : NULL;
+}
+
 void mcdc_log(mcdc_log_level level, const char *fmt, ...) {
     const mcdc_log_sink *s = tl_sink;
     if ((int)level > (int)(s ? s->level : MCDC_LOG_WARN)) return;

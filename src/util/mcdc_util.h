@@ -138,6 +138,8 @@ typedef struct mcdc_log_sink {
 /* Installs sink (borrowed; NULL: the stderr default) as the calling
  * thread's; returns the one it replaces, to restore. */
 const mcdc_log_sink *mcdc_log_use(const mcdc_log_sink *sink);
+/* mcdc_log_to_thread (mssqlcdc.h) sets the calling thread's own sink, a
+ * copy kept per thread, which mcdc_log_use replaces while a job runs. */
 /* The calling thread's sink (NULL: the default). */
 const mcdc_log_sink *mcdc_log_current(void);
 

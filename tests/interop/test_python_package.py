@@ -373,10 +373,106 @@ def test_snapshot_backfill_seed_and_repair_with_typed_results(venv, sim, workdir
     assert fixed["lsn"] == max_lsn and not fixed["already"]
 
 
+STOPPED_JOBS = r"""
+import signal, time
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+d = P["dir"]
+def rows_of(path):
+    try:
+        return DeltaTable(path).to_pyarrow_table().num_rows
+    except Exception:  # no commit: no table
+        return 0
+def interrupt_at(phase):
+    # a KeyboardInterrupt once the job reports that phase (from its thread,
+    # which then waits a little: the main thread takes the interrupt while
+    # the job is still reading, on a busy machine too)
+    fired = []
+    def progress(p):
+        if not fired and p["phase"] == phase:
+            fired.append(p["phase"])
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.5)
+    return progress
+def interrupted(call):
+    t0 = time.monotonic()
+    try:
+        call()
+        return ["returned", time.monotonic() - t0]
+    except KeyboardInterrupt:
+        return ["interrupted", time.monotonic() - t0]
+r = {}
+r["snapshot"] = interrupted(lambda: mssql_cdc.snapshot(OPTS, f"{d}/whole",
+                                                       progress=interrupt_at("reading")))
+r["snapshot_rows"] = rows_of(f"{d}/whole")
+copy = mssql_cdc.read_snapshot(OPTS).read_all()
+pq.write_table(copy.select(P["columns"]), f"{d}/copy.parquet")
+lsn = copy.schema.metadata[b"mssql_cdc.snapshot_lsn"].decode()
+r["seed"] = interrupted(lambda: mssql_cdc.seed(OPTS, f"{d}/seeded", f"{d}/copy.parquet", lsn,
+                                               progress=interrupt_at("reading")))
+r["seed_rows"] = rows_of(f"{d}/seeded")
+mssql_cdc.stream(OPTS, f"{d}/bronze", "orders-st", f"{d}/ckpt", f"{d}/facts",
+                 trigger="availableNow", bootstrap=True, control_table=f"{d}/control")
+mssql_cdc.apply_changes(f"{d}/bronze", f"{d}/silver", control_table=f"{d}/control",
+                        facts_table=f"{d}/facts", options=OPTS)
+phases = []
+def first_phase(p):
+    phases.append(p["phase"])
+    if len(phases) == 1:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.5)
+r["reconcile"] = interrupted(lambda: mssql_cdc.reconcile(
+    OPTS, f"{d}/silver", bronze=f"{d}/bronze", control_table=f"{d}/control",
+    facts_table=f"{d}/facts", report_table=f"{d}/report", sample=1.0, progress=first_phase))
+r["report_rows"] = rows_of(f"{d}/report")
+bronze_before = rows_of(f"{d}/bronze")
+import threading
+def when_running(name):
+    # a KeyboardInterrupt once the job's worker thread runs (repair reports no progress)
+    while not any(t.name == name for t in threading.enumerate()):
+        time.sleep(0.005)
+    time.sleep(0.05)
+    os.kill(os.getpid(), signal.SIGINT)
+threading.Thread(target=when_running, args=("mssql_cdc repair",), daemon=True).start()
+r["repair"] = interrupted(lambda: mssql_cdc.repair(
+    OPTS, f"{d}/bronze", facts_table=f"{d}/facts",
+    keys=[{"order_id": k} for k in range(1, P["keys"] + 1)]))
+r["repair_added"] = rows_of(f"{d}/bronze") - bronze_before
+# nothing half-done: each runs again to its end
+r["again"] = [mssql_cdc.snapshot(OPTS, f"{d}/whole")["lsn"] == lsn,
+              mssql_cdc.seed(OPTS, f"{d}/seeded", f"{d}/copy.parquet", lsn)["lsn"] == lsn]
+r["whole_rows"], r["seeded_rows"] = rows_of(f"{d}/whole"), rows_of(f"{d}/seeded")
+rec = mssql_cdc.reconcile(OPTS, f"{d}/silver", bronze=f"{d}/bronze", control_table=f"{d}/control",
+                          facts_table=f"{d}/facts", report_table=f"{d}/report")
+r["reconciled"] = rec["mismatch"] == 0 and len(rec["report"]) >= 1
+out(r)
+"""
+
+
+def test_a_keyboard_interrupt_stops_snapshot_seed_reconcile_and_repair_before_their_commit(
+        venv, sim, workdir):
+    """The jobs that are one call (snapshot, seed, repair: a stop request
+    in their config) and reconcile (mcdc_reconcile_request_stop) stop at
+    their next batch on the first KeyboardInterrupt, before their commit:
+    nothing of them is in the tables, and each runs again to its end."""
+    make_db(sim, before_cdc=40000)
+    changes(sim, 100000, 5)
+    r, stderr = run_py(venv, STOPPED_JOBS, timeout=300, connstr=sim.connection_string("shop"),
+                       dir=workdir, columns=COLUMNS, keys=40000)
+    for job in ("snapshot", "seed", "reconcile", "repair"):
+        assert r[job][0] == "interrupted", (job, r, stderr[-3000:])
+    assert r["snapshot_rows"] == 0 and r["seed_rows"] == 0, r
+    assert r["report_rows"] == 0 and r["repair_added"] == 0, r
+    assert stderr.count("stopping on KeyboardInterrupt") == 4, stderr[-3000:]
+    assert r["again"] == [True, True], r
+    assert r["whole_rows"] == r["seeded_rows"] == len(source_rows(sim)), r
+    assert r["reconciled"], r
+
+
 def test_an_interrupt_waits_for_a_job_without_a_stop_and_a_second_abandons_it(venv):
-    """snapshot, seed, reconcile and repair have no request_stop: the first
-    KeyboardInterrupt waits for the job, the second stops waiting. Jobs
-    stand in for them here (a Python call in the worker thread)."""
+    """A job without a stop request (every job of the package has one now:
+    stand-ins here, a Python call in the worker thread): the first
+    KeyboardInterrupt waits for the job, the second stops waiting."""
     code = r"""
 import signal, threading, time
 from mssql_cdc._core import run_job

@@ -226,6 +226,10 @@ class FakePositions:
         i = L.index(lsn) + n
         return L[i] if i < len(L) else None
     def offset(self, lsn): return {"lsn": lsn, "commit_ts": "2026-01-01T00:00:0%d.000" % L.index(lsn)}
+    cut = None  # a newer capture instance's start the schema cannot read
+    def batch_end(self, start, end):  # as the library: cut when the batch spans both sides
+        before = L[L.index(self.cut) - 1] if self.cut else None
+        return before if before and start < before and self.cut <= end else end
     def close(self): pass
 
 opts = {"captureInstance": "dbo_orders", "maxCommitsPerBatch": "3"}
@@ -247,6 +251,10 @@ while True:
 out["available_now"] = ends
 out["no_partitions_when_equal"] = r.partitions({"lsn": L[4]}, {"lsn": L[4]})
 out["pickled_without_connection"] = r.__getstate__()["_positions"] is None
+# a batch ends just before such a start, then the next one begins there
+r._target, r._positions.cut = None, L[7]
+out["cut"] = [r.latestOffset({"lsn": L[5]}, ReadAllAvailable())["lsn"],
+              r.latestOffset({"lsn": L[6]}, ReadAllAvailable())["lsn"]]
 legacy = s.MssqlCdcLegacyStreamReader(opts, None, 2)
 legacy._positions = FakePositions()
 out["legacy"] = legacy.latestOffset()
@@ -273,4 +281,6 @@ def test_admission_control_available_now_and_the_legacy_reader(installed_wheel):
     assert r["no_partitions_when_equal"] == []
     assert r["pickled_without_connection"]
     assert r["legacy"] == {"lsn": lsn[9], "commit_ts": "2026-01-01T00:00:09.000"}
+    # the capture-instance cut: the batch ends before S, the next reads from S on
+    assert r["cut"] == [lsn[6], lsn[9]]
     assert r["json"] == '{"lsn": "%s", "commit_ts": "2026-01-01T00:00:09.000"}' % lsn[9]

@@ -188,7 +188,7 @@ static size_t header_bytes(mcdc_cfg_kind kind, int version);
  * that header allocates it (the fields up to the first one a later version
  * added), guarded: the job reads that prefix and nothing past it. */
 typedef struct {
-    int stream, backfill, apply, reconcile, snapshot, seed;
+    int stream, backfill, apply, reconcile, snapshot, seed, repair;
 } cfg_versions;
 
 static void check_guarded_jobs(const cfg_versions *ver) {
@@ -242,19 +242,26 @@ static void check_guarded_jobs(const cfg_versions *ver) {
                       MCDC_E_INVALID));
 
     mcdc_repair_cfg pc = MCDC_REPAIR_CFG_INIT;
-    CHECK(run_guarded("repair", &pc, sizeof pc, repair_call, &v, MCDC_E_INVALID));
+    pc.version = ver->repair;
+    CHECK(run_guarded("repair", &pc, header_bytes(MCDC_CFG_REPAIR, ver->repair), repair_call, &v,
+                      MCDC_E_INVALID));
     env_free(&v);
 }
 
 TEST(cfg_version_1_structs_are_read_to_their_end_and_no_further) {
-    check_guarded_jobs(&(cfg_versions){1, 1, 1, 1, 1, 1});
+    check_guarded_jobs(&(cfg_versions){1, 1, 1, 1, 1, 1, 1});
 }
 
 /* The version before progress_fn of each config that has one: the job
  * reads no byte of the progress fields it lacks. */
 TEST(cfg_structs_before_progress_are_read_to_their_end_and_no_further) {
     check_guarded_jobs(&(cfg_versions){.stream = 4, .backfill = 1, .apply = 3, .reconcile = 3,
-                                       .snapshot = 2, .seed = 2});
+                                       .snapshot = 2, .seed = 2, .repair = 1});
+}
+
+TEST(cfg_structs_before_the_stop_request_are_read_to_their_end_and_no_further) {
+    check_guarded_jobs(&(cfg_versions){.stream = 5, .backfill = 2, .apply = 5, .reconcile = 4,
+                                       .snapshot = 3, .seed = 3, .repair = 1});
 }
 
 /* ---- the versions' sizes, the copy and the init functions ------------------------- */
@@ -272,7 +279,8 @@ static size_t header_bytes(mcdc_cfg_kind kind, int version) {
     }
     case MCDC_CFG_SNAPSHOT: {
         const size_t b[] = {offsetof(mcdc_snapshot_cfg, app_id),
-                            offsetof(mcdc_snapshot_cfg, progress_fn), sizeof(mcdc_snapshot_cfg)};
+                            offsetof(mcdc_snapshot_cfg, progress_fn),
+                            offsetof(mcdc_snapshot_cfg, stop), sizeof(mcdc_snapshot_cfg)};
         return b[version - 1];
     }
     case MCDC_CFG_APPLY: {
@@ -292,7 +300,8 @@ static size_t header_bytes(mcdc_cfg_kind kind, int version) {
     }
     case MCDC_CFG_SEED: {
         const size_t b[] = {offsetof(mcdc_seed_cfg, allow_empty),
-                            offsetof(mcdc_seed_cfg, progress_fn), sizeof(mcdc_seed_cfg)};
+                            offsetof(mcdc_seed_cfg, progress_fn), offsetof(mcdc_seed_cfg, stop),
+                            sizeof(mcdc_seed_cfg)};
         return b[version - 1];
     }
     case MCDC_CFG_BACKFILL: {
@@ -300,7 +309,10 @@ static size_t header_bytes(mcdc_cfg_kind kind, int version) {
                             offsetof(mcdc_backfill_cfg, runtime), sizeof(mcdc_backfill_cfg)};
         return b[version - 1];
     }
-    case MCDC_CFG_REPAIR: return sizeof(mcdc_repair_cfg);
+    case MCDC_CFG_REPAIR: {
+        const size_t b[] = {offsetof(mcdc_repair_cfg, stop), sizeof(mcdc_repair_cfg)};
+        return b[version - 1];
+    }
     case MCDC_CFG_RUNTIME: return sizeof(mcdc_runtime_cfg);
     case MCDC_CFG_KINDS: break;
     }

@@ -1,6 +1,7 @@
 /* The public functions added for bindings (values, is_final, ranges) and
  * every public function's answer to a bad argument: MCDC_E_INVALID with a
  * message, never an abort of the host. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -196,5 +197,59 @@ TEST(api_bad_arguments_are_invalid_not_aborts) {
     CHECK_INVALID(mcdc_source_nth_commit_after(NULL, &lsn, 1, &nth, &found, &e_),
                   "the source is NULL");
     CHECK_INVALID(mcdc_source_commit_time(NULL, &lsn, &us, &found, &e_), "the source is NULL");
+    /* A batch with the stream's guards. */
+    bool cut = true;
+    CHECK_INVALID(mcdc_source_schema(&sc, NULL, &e_), "the source is NULL");
+    CHECK_INVALID(mcdc_source_batch_end(NULL, &lsn, &nth, &cut, &e_), "the source is NULL");
+    CHECK_INVALID(mcdc_source_plan_batch(&p, NULL, &lsn, &nth, 0, &e_), "the source is NULL");
+    CHECK(mcdc_range_plan_events_json(NULL) == NULL);
     mcdc_opts_free(o);
+}
+
+/* mcdc_log_to_thread: the calling thread's messages outside jobs go to
+ * the host's function at its level; another thread keeps the default; NULL
+ * puts the default back. The message is a library call's own: a range
+ * plan refused for its ranges_max. */
+typedef struct {
+    int calls;
+    mcdc_log_level level;
+    char last[256];
+} log_seen;
+
+static void seen_log(void *user, mcdc_log_level level, const char *message) {
+    log_seen *s = user;
+    s->calls++;
+    s->level = level;
+    snprintf(s->last, sizeof s->last, "%s", message);
+}
+
+static void *log_elsewhere(void *arg) {
+    (void)arg;
+    mcdc_log(MCDC_LOG_WARN, "from another thread"); /* the default: stderr */
+    return NULL;
+}
+
+TEST(api_log_to_thread_takes_the_calling_threads_messages) {
+    log_seen s = {0};
+    mcdc_log_to_thread(seen_log, &s, MCDC_LOG_INFO);
+    mcdc_log(MCDC_LOG_INFO, "planned %d", 3);
+    mcdc_log(MCDC_LOG_DEBUG, "below the level");
+    CHECK_EQ_INT(s.calls, 1);
+    CHECK(s.level == MCDC_LOG_INFO && strcmp(s.last, "planned 3") == 0);
+    pthread_t t;
+    CHECK_EQ_INT(pthread_create(&t, NULL, log_elsewhere, NULL), 0);
+    pthread_join(t, NULL);
+    CHECK_EQ_INT(s.calls, 1);
+    /* a job's sink replaces it while it runs, and gives it back */
+    log_seen job = {0};
+    mcdc_log_sink sink = {seen_log, &job, MCDC_LOG_WARN};
+    const mcdc_log_sink *host = mcdc_log_use(&sink);
+    mcdc_log(MCDC_LOG_WARN, "the job's");
+    mcdc_log_use(host);
+    mcdc_log(MCDC_LOG_WARN, "the host's");
+    CHECK(job.calls == 1 && s.calls == 2 && strcmp(s.last, "the host's") == 0);
+    mcdc_log_to_thread(NULL, NULL, MCDC_LOG_WARN);
+    CHECK(mcdc_log_current() == NULL);
+    mcdc_log(MCDC_LOG_INFO, "dropped");
+    CHECK_EQ_INT(s.calls, 2);
 }

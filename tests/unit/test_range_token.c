@@ -66,6 +66,30 @@ TEST(range_token_round_trips) {
     CHECK_EQ_INT(bad, 0);
 }
 
+TEST(range_token_of_a_followed_batch_is_version_2_and_checked) {
+    mcdc_range_token t = sample(), back;
+    t.follow = true;
+    char *s = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_range_token_encode(&s, &t, &e), MCDC_OK);
+    CHECK(strncmp(s, "{\"mssqlcdc_range\":2,", 20) == 0);
+    CHECK_EQ_INT(mcdc_range_token_decode(&back, s, strlen(s), &e), MCDC_OK);
+    CHECK(same(&t, &back) && back.follow);
+    /* the version is under the check: 2 made 1 (or 1 made 2) is an edit */
+    s[18] = '1';
+    CHECK_EQ_INT(mcdc_range_token_decode(&back, s, strlen(s), &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "check does not match") != NULL);
+    s[18] = '3';
+    CHECK_EQ_INT(mcdc_range_token_decode(&back, s, strlen(s), &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "version 3") != NULL);
+    mcdc_free(s);
+    t.follow = false;
+    CHECK_EQ_INT(mcdc_range_token_encode(&s, &t, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_range_token_decode(&back, s, strlen(s), &e), MCDC_OK);
+    CHECK(!back.follow);
+    mcdc_free(s);
+}
+
 TEST(range_token_every_byte_change_and_cut_is_invalid) {
     mcdc_range_token t = sample();
     char *s = NULL;
@@ -110,7 +134,7 @@ TEST(range_token_malformed_says_what_is_wrong) {
         {"not json", "not JSON"},
         {"[1,2]", "not a JSON object"},
         {"{\"mssqlcdc_range\":1}", "'capture_instance' is missing"},
-        {"{\"mssqlcdc_range\":2,\"capture_instance\":\"x\"}", "version 2"},
+        {"{\"mssqlcdc_range\":3,\"capture_instance\":\"x\"}", "version 3"},
         {"{\"mssqlcdc_range\":\"1\"}", "'mssqlcdc_range' is not an integer"},
         {"{\"mssqlcdc_range\":1,\"mssqlcdc_range\":1}", "not JSON"}, /* duplicate key */
         {"{\"mssqlcdc_range\":1,\"extra\":0}", "unknown field 'extra'"},

@@ -79,11 +79,14 @@ def granularity(value: str) -> int:
 
 
 class Options:
-    """Source options (the reference's names, any case) set on a library
-    handle; values are validated as they are set. Unknown names are refused
-    (a typo would otherwise leave the default in place)."""
+    """Source options (the reference's names, any case) and storage options
+    (object stores' endpoints and credentials: mcdc_opts_storage_names) set
+    on a library handle; values are validated as they are set. Unknown names
+    are refused (a typo would otherwise leave the default in place).
+    storage_only: only storage options are taken (a call that opens tables
+    and reads no source)."""
 
-    def __init__(self, options: Mapping[str, Any] | None):
+    def __init__(self, options: Mapping[str, Any] | None, storage_only: bool = False):
         lib = _native.lib()
         if options is not None and not isinstance(options, Mapping):
             raise TypeError(f"options must be a dict of option names to values, not "
@@ -93,13 +96,18 @@ class Options:
         check(lib.mcdc_opts_create(ctypes.byref(handle), ctypes.byref(err)), err)
         self.handle = handle
         self._finalizer = weakref.finalize(self, lib.mcdc_opts_free, handle)
-        known = {n.lower() for n in known_option_names()}
+        known = {n.lower() for n in (known_option_names() if not storage_only else [])}
+        stores = {n.lower() for n in storage_option_names()}
         for name, value in (options or {}).items():
             if not isinstance(name, str):
                 raise TypeError(f"an option name must be a string, not {name!r}")
-            if name.lower() not in known:
+            if name.lower() not in known and name.lower() not in stores:
+                if storage_only:
+                    raise ValueError(f"unknown storage option '{name}' (the storage options, "
+                                     f"any case: {', '.join(storage_option_names())})")
                 raise ValueError(f"unknown option '{name}' (the options, any case: "
-                                 f"{', '.join(known_option_names())})")
+                                 f"{', '.join(known_option_names())}; and the storage options "
+                                 f"{', '.join(storage_option_names())})")
             if isinstance(value, bool):
                 value = "true" if value else "false"
             elif isinstance(value, (list, tuple, dict)):
@@ -121,7 +129,14 @@ class Options:
 
 
 def known_option_names() -> list[str]:
-    names = _native.lib().mcdc_opts_known_names()
+    return _names(_native.lib().mcdc_opts_known_names())
+
+
+def storage_option_names() -> list[str]:
+    return _names(_native.lib().mcdc_opts_storage_names())
+
+
+def _names(names) -> list[str]:
     out = []
     i = 0
     while names[i] is not None:
@@ -151,6 +166,21 @@ def _library_level() -> int:
         return _cfg.LOG_INFO
     return _cfg.LOG_WARN
 
+
+
+_THREAD_LOG_FN = None  # the callback every thread's messages outside jobs go to
+
+
+def route_log(lib) -> int:
+    """Sends the calling thread's library messages outside jobs to the
+    "mssql_cdc" logger, at the level it keeps (taken now); returns a true
+    value (the level + 1)."""
+    global _THREAD_LOG_FN
+    if _THREAD_LOG_FN is None:
+        _THREAD_LOG_FN = _cfg.LOG_FN(_on_log)
+    level = _library_level()
+    lib.mcdc_log_to_thread(ctypes.cast(_THREAD_LOG_FN, ctypes.c_void_p), None, level)
+    return level + 1
 
 
 def progress_dict(p) -> dict[str, Any]:

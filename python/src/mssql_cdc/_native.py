@@ -38,22 +38,25 @@ _PROTOTYPES = {
     "mcdc_version": (c_char_p, []),
     "mcdc_status_name": (c_char_p, [c_int]),
     "mcdc_status_kind": (c_char_p, [c_int]),
+    "mcdc_log_to_thread": (None, [c_void_p, c_void_p, c_int]),
     "mcdc_opts_create": (c_int, [_VP, _E]),
     "mcdc_opts_free": (None, [c_void_p]),
     "mcdc_opts_set": (c_int, [c_void_p, c_char_p, c_char_p, ctypes.POINTER(c_bool), _E]),
     "mcdc_opts_check_required": (c_int, [c_void_p, _E]),
     "mcdc_opts_known_names": (ctypes.POINTER(c_char_p), []),
+    "mcdc_opts_storage_names": (ctypes.POINTER(c_char_p), []),
     "mcdc_lsn_value_parse": (c_int, [c_void_p, c_char_p, _E]),
     "mcdc_ts_parse": (c_int, [ctypes.POINTER(c_int64), c_char_p, _E]),
     "mcdc_ts_format": (c_int, [c_char_p, c_size_t, c_int64, c_int, _E]),
     "mcdc_granularity_parse": (c_int, [c_char_p, ctypes.POINTER(c_int), _E]),
-    "mcdc_verdict_read": (c_int, [ctypes.POINTER(_cfg.Verdict), c_char_p, c_char_p, c_char_p, _E]),
-    "mcdc_verdict_advance": (c_int, [ctypes.POINTER(_cfg.Verdict), c_char_p, c_char_p, c_char_p,
-                                     c_char_p, c_int64, c_int, _E]),
-    "mcdc_verdict_open_snapshot": (c_int, [ctypes.POINTER(c_bool), c_char_p, c_char_p, c_char_p,
-                                           c_char_p, _E]),
-    "mcdc_verdict_is_final": (c_int, [ctypes.POINTER(c_bool), c_char_p, c_char_p, c_char_p,
-                                      c_int64, _E]),
+    "mcdc_verdict_read_opts": (c_int, [ctypes.POINTER(_cfg.Verdict), c_void_p, c_char_p,
+                                       c_char_p, c_char_p, _E]),
+    "mcdc_verdict_advance_opts": (c_int, [ctypes.POINTER(_cfg.Verdict), c_void_p, c_char_p,
+                                          c_char_p, c_char_p, c_char_p, c_int64, c_int, _E]),
+    "mcdc_verdict_open_snapshot_opts": (c_int, [ctypes.POINTER(c_bool), c_char_p, c_void_p,
+                                                c_char_p, c_char_p, c_char_p, _E]),
+    "mcdc_verdict_is_final_opts": (c_int, [ctypes.POINTER(c_bool), c_void_p, c_char_p, c_char_p,
+                                           c_char_p, c_int64, _E]),
     "mcdc_stream_create": (c_int, [_VP, c_void_p, ctypes.POINTER(_cfg.StreamCfg), _E]),
     "mcdc_stream_run": (c_int, [c_void_p, c_void_p, c_void_p, _E]),
     "mcdc_stream_request_stop": (None, [c_void_p]),
@@ -75,7 +78,11 @@ _PROTOTYPES = {
     "mcdc_apply_result_json": (c_int, [c_char_p, c_size_t, c_void_p, _E]),
     "mcdc_reconcile_create": (c_int, [_VP, c_void_p, ctypes.POINTER(_cfg.ReconcileCfg), _E]),
     "mcdc_reconcile_run": (c_int, [c_void_p, c_void_p, _E]),
+    "mcdc_reconcile_request_stop": (None, [c_void_p]),
     "mcdc_reconcile_free": (None, [c_void_p]),
+    "mcdc_stop_create": (c_int, [_VP, _E]),
+    "mcdc_stop_request": (None, [c_void_p]),
+    "mcdc_stop_free": (None, [c_void_p]),
     "mcdc_reconcile_result_json": (c_int, [c_char_p, c_size_t, c_void_p, _E]),
     "mcdc_repair_run": (c_int, [c_void_p, ctypes.POINTER(_cfg.RepairCfg), c_void_p, _E]),
     "mcdc_repair_result_json": (c_int, [c_char_p, c_size_t, c_void_p, _E]),
@@ -102,6 +109,10 @@ _PROTOTYPES = {
                                              ctypes.POINTER(c_bool), _E]),
     "mcdc_source_commit_time": (c_int, [c_void_p, c_void_p, ctypes.POINTER(c_int64),
                                         ctypes.POINTER(c_bool), _E]),
+    "mcdc_source_schema": (c_int, [ctypes.POINTER(_cfg.ArrowSchema), c_void_p, _E]),
+    "mcdc_source_batch_end": (c_int, [c_void_p, c_void_p, c_void_p, ctypes.POINTER(c_bool), _E]),
+    "mcdc_source_plan_batch": (c_int, [_VP, c_void_p, c_void_p, c_void_p, c_int, _E]),
+    "mcdc_range_plan_events_json": (c_char_p, [c_void_p]),
 }
 for _name in _cfg.CONFIGS:
     _PROTOTYPES[f"mcdc_{_name}_cfg_init"] = (c_int, [c_void_p, c_int, _E])
@@ -148,8 +159,23 @@ def _candidates() -> list[tuple[str, str]]:
     return out
 
 
+# The threads whose messages outside jobs (positions, plans, verdicts) the
+# library passes to the "mssql_cdc" logger (mcdc_log_to_thread is per thread).
+_routed = threading.local()
+
+
 def lib() -> ctypes.CDLL:
-    """The loaded library, loaded and checked on the first call."""
+    """The loaded library, loaded and checked on the first call; the
+    calling thread's messages outside jobs go to the "mssql_cdc" logger."""
+    if _lib is None:
+        _load()
+    if not getattr(_routed, "level", None):
+        from ._core import route_log
+        _routed.level = route_log(_lib)
+    return _lib  # type: ignore[return-value]
+
+
+def _load() -> ctypes.CDLL:
     global _lib, _path
     if _lib is not None:
         return _lib

@@ -1,12 +1,15 @@
 """A source's positions on one open connection (the library's mcdc_source):
 max_lsn, the n-th commit after an LSN, commit times and startingLsn, as a
-stream that plans its own batches needs them. Offsets are the reference's
+stream that plans its own batches needs them; and its batches planned with
+the stream's guards (the capture-instance cut, the DDL checks, the
+retention guard) into range tokens. Offsets are the reference's
 ``{"lsn", "commit_ts"}``: the LSN as "0x" + 20 uppercase hex digits, the
 commit time of that LSN in UTC to the millisecond ("" when the LSN is no
 commit's)."""
 from __future__ import annotations
 
 import ctypes
+import json
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -101,3 +104,42 @@ class Positions:
     def offset(self, lsn: str) -> dict[str, str]:
         """The reference's offset of ``lsn``: keys in its order."""
         return {"lsn": lsn, "commit_ts": self.commit_ts(lsn)}
+
+    def schema(self):
+        """The stream's schema (pyarrow): the union of the table's capture
+        instances' columns, the schema of every planned range."""
+        import pyarrow as pa
+
+        from ._cfg import ArrowSchema
+        c_schema = ArrowSchema()
+        err = Error()
+        check(_native.lib().mcdc_source_schema(ctypes.byref(c_schema), self._source(),
+                                               ctypes.byref(err)), err)
+        return pa.Schema._import_from_c(ctypes.addressof(c_schema))
+
+    def batch_end(self, start: str, end: str) -> str:
+        """``end`` lowered to just before a newer capture instance whose
+        columns the stream's schema lacks (the next batch fails there)."""
+        value = lsn_value(end)
+        cut = ctypes.c_bool(False)
+        err = Error()
+        check(_native.lib().mcdc_source_batch_end(self._source(), lsn_value(start), value,
+                                                  ctypes.byref(cut), ctypes.byref(err)), err)
+        return lsn_text(value)
+
+    def plan_batch(self, start: str, end: str, ranges_max: int) -> tuple[list[str], list[dict]]:
+        """The batch (start, end] as range tokens and the events its
+        planning met (DataLossError, SchemaChangedError before any read)."""
+        lib = _native.lib()
+        plan = ctypes.c_void_p()
+        err = Error()
+        try:
+            check(lib.mcdc_source_plan_batch(ctypes.byref(plan), self._source(), lsn_value(start),
+                                             lsn_value(end), int(ranges_max), ctypes.byref(err)),
+                  err)
+            tokens = [lib.mcdc_range_plan_token(plan, i).decode()
+                      for i in range(lib.mcdc_range_plan_count(plan))]
+            events = json.loads(lib.mcdc_range_plan_events_json(plan).decode())
+        finally:
+            lib.mcdc_range_plan_free(plan)
+        return tokens, events

@@ -3,7 +3,9 @@
 ``warehouse``). Each blocks until its job ends; its messages go to the
 "mssql_cdc" logger, its progress to an optional callable; a
 KeyboardInterrupt stops a stream, an apply or a backfill once its current
-batch, pass or wave is committed, and then propagates."""
+batch, pass or wave is committed, and a snapshot, a seed, a reconcile run
+or a repair before its commit (nothing of it is written), and then
+propagates."""
 from __future__ import annotations
 
 import ctypes
@@ -120,6 +122,31 @@ def _finish(rc: int, err: Error, interrupted: bool) -> None:
         raise KeyboardInterrupt
 
 
+class _Stop:
+    """A stop request (mcdc_stop) for a job that is one call; set in its
+    config's ``stop``; request() from the waiting thread."""
+
+    def __init__(self, cfg):
+        lib = _native.lib()
+        self._handle, err = ctypes.c_void_p(), Error()
+        check(lib.mcdc_stop_create(ctypes.byref(self._handle), ctypes.byref(err)), err)
+        cfg.stop = self._handle
+
+    def request(self) -> None:
+        _native.lib().mcdc_stop_request(self._handle)
+
+    def free(self) -> None:
+        _native.lib().mcdc_stop_free(self._handle)
+
+
+def _one_call_job(what: str, call: Callable[[], int], cfg, keep: list[Any]) -> tuple[int, bool]:
+    """run_job for a job that is one call, stoppable through its config."""
+    stop = _Stop(cfg)
+    rc, interrupted = run_job(what, call, stop.request, [*keep, stop])
+    stop.free()
+    return rc, interrupted
+
+
 def _handle_job(name: str, opts: Options | None, cfg, run: Callable[[Any, Error], int],
                 result_json: Callable | None, result: Any, keep: list[Any],
                 stoppable: bool = True) -> dict[str, Any] | None:
@@ -209,9 +236,8 @@ def snapshot(options: Mapping[str, Any], target: str, *, resnapshot: bool = Fals
     ``target`` holds a snapshot of the table already (and not
     ``resnapshot``), returns that one's offset and reads nothing. With
     ``app_id`` and ``facts_table`` (both or neither) a chunked snapshot of
-    that stream still open is refused. Not stoppable midway: a
-    KeyboardInterrupt waits for its one commit (or, given twice, abandons
-    it as a kill would: nothing of it is committed)."""
+    that stream still open is refused. A KeyboardInterrupt stops it before
+    its one commit (nothing of it is in ``target``)."""
     lib = _native.lib()
     cfg = _native.init_cfg(_cfg.SnapshotCfg)
     cfg.target, cfg.warehouse = text(target), text(warehouse)
@@ -221,11 +247,11 @@ def snapshot(options: Mapping[str, Any], target: str, *, resnapshot: bool = Fals
     callbacks.fill(cfg)
     opts = Options(options)
     off, rows, taken, err = _cfg.Offset(), ctypes.c_int64(0), ctypes.c_bool(False), Error()
-    rc, interrupted = run_job(
+    rc, interrupted = _one_call_job(
         "snapshot", lambda: lib.mcdc_snapshot_take(ctypes.byref(off), ctypes.byref(rows),
                                                    ctypes.byref(taken), opts.handle,
                                                    ctypes.byref(cfg), ctypes.byref(err)),
-        None, [opts, cfg, callbacks, off, rows, taken, err])
+        cfg, [opts, cfg, callbacks, off, rows, taken, err])
     opts.free()
     _finish(rc, err, interrupted)
     log.info("%s: %s", target, f"snapshot taken: {rows.value} rows at {off.lsn.decode()}"
@@ -258,10 +284,10 @@ def seed(options: Mapping[str, Any], target: str, source: str, as_of: str | date
     callbacks.fill(cfg)
     opts = Options(options)
     off, rows, written, err = _cfg.Offset(), ctypes.c_int64(0), ctypes.c_bool(False), Error()
-    rc, interrupted = run_job(
+    rc, interrupted = _one_call_job(
         "seed", lambda: lib.mcdc_seed(ctypes.byref(off), ctypes.byref(rows), ctypes.byref(written),
                                       opts.handle, ctypes.byref(cfg), ctypes.byref(err)),
-        None, [opts, cfg, callbacks, off, rows, written, err])
+        cfg, [opts, cfg, callbacks, off, rows, written, err])
     opts.free()
     _finish(rc, err, interrupted)
     return offset_dict(off)
@@ -382,8 +408,9 @@ def reconcile(options: Mapping[str, Any], silver: str, *, bronze: str, control_t
     ``sample`` of the others row by row (Tier 2), classifies what differs,
     and (with ``report_table``) appends the run's report. ``repair=True``
     (needs ``facts_table``) appends the differing keys' current rows to
-    bronze for the next apply. Nothing is written to SQL Server. Not
-    stoppable midway (a KeyboardInterrupt waits for the run)."""
+    bronze for the next apply. Nothing is written to SQL Server. A
+    KeyboardInterrupt stops the run before its report (nothing of it is
+    recorded)."""
     lib = _native.lib()
     cfg = _native.init_cfg(_cfg.ReconcileCfg)
     cfg.silver, cfg.bronze = text(silver), text(bronze)
@@ -401,11 +428,9 @@ def reconcile(options: Mapping[str, Any], silver: str, *, bronze: str, control_t
     callbacks = Callbacks(progress)
     callbacks.fill(cfg)
     result = ctypes.create_string_buffer(_RESULT_BYTES)
-    # no request_stop: a reconcile runs to its end
     out = _handle_job("reconcile", Options(options), cfg,
                       lambda h, err: lib.mcdc_reconcile_run(h, result, ctypes.byref(err)),
-                      lib.mcdc_reconcile_result_json, result, [callbacks, key_array],
-                      stoppable=False)
+                      lib.mcdc_reconcile_result_json, result, [callbacks, key_array])
     assert out is not None
     out["report"] = ([r for r in _rows_json(report_table, warehouse)
                       if r.get("run_id") == out["run_id"]] if report_table else None)
@@ -432,10 +457,10 @@ def repair(options: Mapping[str, Any], bronze: str, *, facts_table: str,
     callbacks.fill(cfg, with_progress=False)
     opts = Options(options)
     result, err = ctypes.create_string_buffer(_RESULT_BYTES), Error()
-    rc, interrupted = run_job(
+    rc, interrupted = _one_call_job(
         "repair", lambda: lib.mcdc_repair_run(opts.handle, ctypes.byref(cfg), result,
                                               ctypes.byref(err)),
-        None, [opts, cfg, callbacks, result, key_array])
+        cfg, [opts, cfg, callbacks, result, key_array])
     opts.free()
     _finish(rc, err, interrupted)
     return _json(lib.mcdc_repair_result_json, result)  # type: ignore[return-value]

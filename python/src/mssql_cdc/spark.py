@@ -24,6 +24,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import logging
+
 from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader,
                                     InputPartition)
 
@@ -36,6 +38,8 @@ except ImportError:  # Spark 4.0/4.1
 
     class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
         pass
+
+_log = logging.getLogger("mssql_cdc")
 
 # the library plans at most this many ranges per batch (MCDC_PARTITIONS_MAX)
 PARTITIONS_MAX = 64
@@ -72,8 +76,24 @@ def _num_partitions(options: Mapping[str, Any], default: int | None) -> int:
 
 def _spark_schema(options: Mapping[str, Any]):
     """The source's Spark schema: the one the library's streams have
-    (columns, includeCommandId and the capture instance decide it), read
-    from a plan of no range."""
+    (columns, includeCommandId and the table's capture instances decide it:
+    the union of their columns, as the stream reads them)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from ._positions import Positions
+
+    positions = Positions(options)
+    try:
+        schema = positions.schema()
+    finally:
+        positions.close()
+    return from_arrow_schema(schema, prefer_timestamp_ntz=True)
+
+
+def _instance_schema(options: Mapping[str, Any]):
+    """The snapshot source's Spark schema: the capture instance's own
+    columns (a snapshot reads the table as that instance captures it),
+    read from a plan of no range."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -173,6 +193,9 @@ class MssqlCdcSnapshotDataSource(MssqlCdcDataSource):
     def name(cls) -> str:
         return "mssql_cdc_snapshot"
 
+    def schema(self):
+        return _instance_schema(_source_options(self.options))
+
     def reader(self, schema) -> DataSourceReader:
         return MssqlCdcSnapshotReader(_source_options(self.options), schema,
                                       self.default_num_partitions)
@@ -189,6 +212,7 @@ class _Reader:
         self.schema = schema
         self.num_partitions = _num_partitions(options, default_num_partitions)
         self._positions = None
+        self._schema_checked = False
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -216,28 +240,37 @@ class _StreamReader(_Reader, DataSourceStreamReader):
 
     def partitions(self, start: dict, end: dict) -> list[ChangeRange]:
         """(start, end]: the changes after the last LSN read up to the
-        batch's end, in commit-aligned ranges the library plans."""
+        batch's end, planned by the library as the stream plans a batch,
+        before any read: the DDL inside it classified (SchemaChangedError),
+        a newer capture instance checked against the schema
+        (SchemaChangedError), the retention guard (DataLossError, or with
+        failOnDataLoss=false a skip logged as a warning), then
+        commit-aligned ranges per instance."""
         if end["lsn"] <= start["lsn"]:
             return []
-        from . import _native
-        from ._cfg import Error
-        from ._core import Options, check
-        from ._positions import lsn_after, lsn_value
+        self._check_schema()
+        tokens, events = self.positions.plan_batch(start["lsn"], end["lsn"], self.num_partitions)
+        for e in events:  # as the reference: each one a warning of the driver's
+            _log.warning("mssql_cdc: %s on %s at %s: %s", e["event"], e["capture_instance"],
+                         e["lsn"], e.get("detail") or "")
+        return [ChangeRange(t) for t in tokens]
 
-        lib = _native.lib()
-        opts = Options(self.options)
-        plan = ctypes.c_void_p()
-        try:
-            err = Error()
-            check(lib.mcdc_range_plan_create(ctypes.byref(plan), opts.handle,
-                                             lsn_value(lsn_after(start["lsn"])),
-                                             lsn_value(end["lsn"]), self.num_partitions,
-                                             ctypes.byref(err)), err)
-            return [ChangeRange(lib.mcdc_range_plan_token(plan, i).decode())
-                    for i in range(lib.mcdc_range_plan_count(plan))]
-        finally:
-            lib.mcdc_range_plan_free(plan)
-            opts.free()
+    def _check_schema(self) -> None:
+        """The query's schema (load() inferred it) against the stream's
+        now: a capture instance added meanwhile with columns the query
+        lacks would make every range another shape. Once per run."""
+        if self._schema_checked:
+            return
+        from .errors import SchemaChangedError
+        now = [f.name for f in self.positions.schema()]
+        have = list(self.schema.fieldNames())
+        if now != have:
+            raise SchemaChangedError(
+                f"{_opt(self.options, 'captureInstance')}: the table's capture instances now "
+                f"capture columns {', '.join(c for c in now if c not in have) or '(fewer)'} "
+                f"that the query's schema (inferred at load()) does not have: restart the query "
+                f"to infer the schema again; it resumes where it stopped")
+        self._schema_checked = True
 
     def read(self, partition: ChangeRange) -> Iterator:
         def open_stream(lib, out, opts, token, err):
@@ -291,6 +324,11 @@ class MssqlCdcStreamReader(_StreamReader, SupportsTriggerAvailableNow):
             nth = self.positions.nth_commit_after(start["lsn"], limit.max_rows)
             if nth is not None and nth < upper:
                 upper = nth
+        # a newer capture instance the schema cannot read: this batch ends
+        # before its start, the next one fails there (SchemaChangedError)
+        upper = self.positions.batch_end(start["lsn"], upper)
+        if upper <= start["lsn"]:
+            return start
         return self.positions.offset(upper)
 
     def reportLatestOffset(self) -> dict[str, str]:
@@ -302,7 +340,10 @@ class MssqlCdcStreamReader(_StreamReader, SupportsTriggerAvailableNow):
 
 class MssqlCdcLegacyStreamReader(_StreamReader):
     """Spark 4.0/4.1, without admission control: each batch reads up to
-    max_lsn (maxCommitsPerBatch has no effect there)."""
+    max_lsn (maxCommitsPerBatch has no effect there). latestOffset is not
+    told the batch's start there, so a batch is not cut before a newer
+    capture instance: the batch that reaches one the schema cannot read
+    fails whole in partitions() (SchemaChangedError), as the reference's."""
 
     _last: dict[str, str] | None = None
 
