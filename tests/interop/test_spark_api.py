@@ -1,0 +1,341 @@
+"""The reference's streaming API on Spark (python/src/mssql_cdc/spark_stream.py,
+spark_jobs.py): stream(spark, options).to_delta with facts and
+finalization.track, a restart from the Spark checkpoint, bootstrap full and
+chunked with backfill, start_many over five tables; then what Spark wrote
+against what `mssql-cdc stream` wrote for the same capture instance and
+workload (bronze, every column and batch; facts but timings), and the
+reference's readers (finalized_until, is_final, apply_changes, reconcile)
+on the tables Spark wrote.
+
+Our package runs from the source tree (PYTHONPATH python/src, the library
+build/ built) in one Spark process (local[2]); the reference, which has the
+same import name, in another. One simulator for the module.
+
+Run: .venv/bin/python -m pytest tests/interop/test_spark_api.py
+"""
+import collections
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+from deltalake import DeltaTable
+
+from conftest import BUILD, ROOT, run_cli, start_sim
+from test_start_many import DB, INSTANCES, TABLES, make_db, write
+
+pytest.importorskip("pyspark")
+pytest.importorskip("delta")
+
+PRELUDE = r"""
+import json, os, sys, time
+P = json.loads(os.environ["MCDC_PARAMS"])
+sys.path.insert(0, P["bench"])
+from benchlib import local_spark
+spark = local_spark("mcdc-spark-api")
+import mssql_cdc
+out = {"module": mssql_cdc.__file__}
+"""
+
+OURS = r"""
+from mssql_cdc import finalization
+opts = lambda ci, **kw: {"captureInstance": ci, "connectionString": P["conn"], **kw}
+d = P["work"]
+
+def t1(ckpt_runs):
+    q = mssql_cdc.stream(spark, opts("dbo_t1", maxCommitsPerBatch="1")).to_delta(
+        d + "/t1", "t1-app", d + "/t1_ckpt", d + "/facts", trigger={"availableNow": True})
+    tracker = finalization.track(spark, q, d + "/control", "t1", granularity="minute")
+    q.awaitTermination()
+    assert q.exception() is None, q.exception()
+    assert tracker.join(timeout=60)
+    return {"finalized_until": str(finalization.finalized_until(spark, d + "/control", "t1")),
+            "is_final_past": finalization.is_final(spark, d + "/control", "t1",
+                                                   __import__("datetime").datetime(2000, 1, 1)),
+            "freshness": {k: str(v) for k, v in
+                          finalization.freshness(spark, d + "/control", "t1").items()},
+            "tracker_error": str(tracker.last_error) if tracker.last_error else None}
+
+stage = P["stage"]
+if stage == "first":
+    out["t1"] = t1(1)
+    print("t1 done", time.time(), flush=True)
+    # bootstrap full on t2: its rows as snapshot rows, the stream from the snapshot's LSN
+    q = mssql_cdc.stream(spark, opts("dbo_t2")).to_delta(
+        d + "/t2", "t2-app", d + "/t2_ckpt", d + "/facts", trigger={"availableNow": True},
+        bootstrap=True)
+    q.awaitTermination()
+    assert q.exception() is None, q.exception()
+    print("t2 done", time.time(), flush=True)
+    # bootstrap chunked on t3, read by backfill in 2 chunks next to the stream
+    cdc = mssql_cdc.stream(spark, opts("dbo_t3", numPartitions="2", snapshotKeys='["id"]'))
+    q = cdc.to_delta(d + "/t3", "t3-app", d + "/t3_ckpt", d + "/facts",
+                     trigger={"availableNow": True}, bootstrap=True, snapshot="chunked")
+    out["backfill"] = cdc.backfill(d + "/t3", app_id="t3-app", facts_table=d + "/facts")
+    out["backfill_again"] = cdc.backfill(d + "/t3", app_id="t3-app", facts_table=d + "/facts")
+    q.awaitTermination()
+    assert q.exception() is None, q.exception()
+    print("t3 done", time.time(), flush=True)
+    # five tables at once
+    qs = mssql_cdc.start_many(spark, opts("unused"), P["instances"], target=d + "/many/{ci}",
+                              app_id="{ci}-many", checkpoint=d + "/many_ckpt/{ci}",
+                              facts_table=d + "/many_facts", trigger={"availableNow": True})
+    out["many_errors"] = {k: str(v) for k, v in mssql_cdc.await_all(qs).items()}
+    out["many_names"] = {k: q.name for k, q in qs.items()}
+else:
+    out["t1"] = t1(2)  # the same checkpoint, after more changes
+print("RESULT " + json.dumps(out, default=str), flush=True)
+"""
+
+REFERENCE = r"""
+from mssql_cdc import apply_changes, finalization, reconcile
+d = P["work"]
+ctl = d + "/control"
+out["finalized_until"] = str(finalization.finalized_until(spark, ctl, "t1"))
+out["is_final"] = finalization.is_final(spark, ctl, "t1", __import__("datetime").datetime(2000, 1, 1))
+opts = {"captureInstance": "dbo_t1", "connectionString": P["conn"], "backend": "mssql-python"}
+out["apply"] = apply_changes(spark, d + "/t1", d + "/t1_silver", capture_instance="dbo_t1",
+                             control_table=ctl, facts_table=d + "/facts", options=opts)
+out["silver"] = sorted([r.asDict() for r in spark.read.format("delta").load(d + "/t1_silver")
+                        .select("id", "v").collect()], key=lambda r: r["id"])
+out["reconcile"] = reconcile(spark, opts, d + "/t1_silver", bronze=d + "/t1",
+                             control_table=ctl, facts_table=d + "/facts")
+print("RESULT " + json.dumps(out, default=str), flush=True)
+"""
+
+
+def lib_path():
+    for name in sorted(os.listdir(BUILD)):
+        if name.startswith("libmssqlcdc.so."):
+            return os.path.join(BUILD, name)
+    pytest.skip("no build/libmssqlcdc.so.* (make all)")
+
+
+def run_spark(code, params, ours=True, timeout=1500):
+    python = sys.executable
+    env = dict(os.environ, MCDC_PARAMS=json.dumps(params), PYSPARK_PYTHON=python,
+               PYSPARK_DRIVER_PYTHON=python, TZ="UTC", SPARK_AUTH_SOCKET_TIMEOUT="120")
+    env.pop("PYTHONPATH", None)
+    if ours:  # before site-packages, where the reference's mssql_cdc is
+        env["PYTHONPATH"] = os.path.join(ROOT, "python", "src")
+        env["MSSQL_CDC_LIBRARY"] = lib_path()
+    path = os.path.join(params["work"], f"run-{params.get('stage', 'ref')}.py")
+    with open(path, "w") as f:
+        f.write(PRELUDE + code)
+    started = time.monotonic()
+    p = subprocess.run([python, path], cwd=params["work"], capture_output=True, text=True,
+                       env=env, timeout=timeout)
+    print(f"Spark ran {time.monotonic() - started:.1f} s")
+    with open(path + ".log", "w") as f:  # for a failure's whole story
+        f.write(p.stdout + "\n----\n" + p.stderr)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-8000:]
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert lines, p.stdout[-3000:] + p.stderr[-3000:]
+    return json.loads(lines[-1][7:])
+
+
+def table(path, where=None):
+    rows = DeltaTable(path).to_pyarrow_table().to_pylist()
+    return [r for r in rows if where is None or where(r)]
+
+
+def change_rows(sim, ci):
+    return sorted(tuple(r) for r in sim.run(
+        f"SELECT CONVERT(varchar(22), __$start_lsn, 1), CONVERT(varchar(22), __$seqval, 1), "
+        f"__$operation FROM cdc.{ci}_CT", database=DB))
+
+
+def keys(rows):
+    return sorted((r["_start_lsn"], r["_seqval"], r["_operation"]) for r in rows
+                  if r["_operation"] != 0)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    if shutil.which("java") is None:
+        pytest.skip("no java on PATH (scripts/install-deps.sh installs openjdk-17-jre-headless)")
+    d = str(tmp_path_factory.mktemp("spark-api"))
+    sim = start_sim(d)
+    try:
+        make_db(sim)
+        write(sim, TABLES, 1, 3)  # three transactions per table
+        params = {"bench": os.path.join(ROOT, "bench"), "work": d, "stage": "first",
+                  "conn": sim.connection_string(DB), "instances": INSTANCES}
+        # the CLI on the same capture instance and workload, for item 5
+        run_cli("stream", "--captureInstance", "dbo_t1", "--connectionString", params["conn"],
+                "--maxCommitsPerBatch", "1", "--target", d + "/cli_t1", "--app-id", "t1-app",
+                "--checkpoint", d + "/cli_ckpt", "--facts-table", d + "/cli_facts",
+                "--trigger", "availableNow", "--quiet", timeout=180)
+        first = run_spark(OURS, params)
+        at_first = {"t1": table(d + "/t1"), "facts": table(d + "/facts"),
+                    "changes_t1": change_rows(sim, "dbo_t1")}
+        write(sim, ["t1"], 100, 2)  # two more, then a restart from the same checkpoint
+        second = run_spark(OURS, dict(params, stage="second"))
+        at_second = {"t1": keys(table(d + "/t1")), "changes_t1": change_rows(sim, "dbo_t1"),
+                     "t1_source": sorted(tuple(r) for r in sim.run("SELECT id, v FROM dbo.t1",
+                                                                   database=DB))}
+        tls = params["conn"] + ";Encrypt=yes;TrustServerCertificate=yes"
+        ref = run_spark(REFERENCE, dict(params, stage="ref", conn=tls), ours=False)
+        # the table moves to the CLI: a new app id and checkpoint, from bronze's last LSN
+        last = max(r["_start_lsn"] for r in table(d + "/t1"))
+        write(sim, ["t1"], 200, 2)
+        run_cli("stream", "--captureInstance", "dbo_t1", "--connectionString", params["conn"],
+                "--startingLsn", last, "--target", d + "/t1", "--app-id", "t1-cli",
+                "--checkpoint", d + "/t1_cli_ckpt", "--facts-table", d + "/facts",
+                "--trigger", "availableNow", "--quiet", timeout=180)
+        yield {"dir": d, "moved_from": last, "first": first, "second": second, "ref": ref, "at_first": at_first,
+               "changes": {ci: change_rows(sim, ci) for ci in INSTANCES},
+               "at_second": at_second,
+               "sources": {t: sorted(tuple(r) for r in sim.run(f"SELECT id, v FROM dbo.{t}",
+                                                               database=DB)) for t in TABLES}}
+    finally:
+        sim.stop()
+
+
+def test_ours_ran_from_the_source_tree(run):
+    assert run["first"]["module"].startswith(os.path.join(ROOT, "python", "src"))
+    assert not run["ref"]["module"].startswith(os.path.join(ROOT, "python", "src"))
+
+
+def test_to_delta_writes_bronze_and_a_facts_row_per_batch(run):
+    d = run["dir"]
+    bronze = run["at_first"]["t1"]
+    assert keys(bronze) == run["at_first"]["changes_t1"]
+    facts = [r for r in run["at_first"]["facts"] if r["app_id"] == "t1-app"]
+    assert facts and all(r["event"] is None for r in facts)
+    # maxCommitsPerBatch=1: one commit per batch with rows, and its counts are bronze's
+    by_batch = collections.defaultdict(list)
+    for r in bronze:
+        by_batch[r["_batch_id"]].append(r)
+    for f in facts:
+        rows = by_batch.get(f["batch_id"], [])
+        assert f["rows"] == len(rows), f
+        assert len({r["_start_lsn"] for r in rows}) <= 1
+        if rows:
+            assert f["min_lsn"] == min(r["_start_lsn"] for r in rows)
+            assert f["inserts"] == sum(r["_operation"] == 2 for r in rows)
+            assert f["deletes"] == sum(r["_operation"] == 1 for r in rows)
+            assert f["updates"] == sum(r["_operation"] == 4 for r in rows)
+            # the executors' metrics reached the facts
+            assert f["end_lsn"] == rows[0]["_start_lsn"], f
+            assert f["end_commit_ts"] == rows[0]["_commit_ts"]
+            assert f["read_seconds"] is not None and f["read_mb"] > 0
+            assert f["source_max_commit_ts"] is not None
+            assert f["target"] == d + "/t1"
+    # the metrics directory is emptied after each batch
+    assert not [n for n in os.listdir(os.path.join(d, "t1_ckpt", "_mssql_cdc_metrics"))
+                if n.endswith(".json")]
+    # Delta's idempotent writes carry the app id and batch id
+    txns = [json.loads(a["userMetadata"])["batch_id"]
+            for a in DeltaTable(d + "/t1").history() if a.get("userMetadata")]
+    assert sorted(txns) == sorted(by_batch)
+
+
+def test_track_advanced_the_verdict(run):
+    t1 = run["first"]["t1"]
+    assert t1["tracker_error"] is None
+    last = max(r["_commit_ts"] for r in run["at_first"]["t1"])
+    assert t1["finalized_until"] == str(last.replace(second=0, microsecond=0))
+    assert t1["is_final_past"] is True
+    assert t1["freshness"]["finalized_until"] == t1["finalized_until"]
+
+
+def test_a_restart_from_the_checkpoint_loses_and_doubles_nothing(run):
+    got = run["at_second"]["t1"]
+    assert len(got) == len(set(got))
+    assert got == run["at_second"]["changes_t1"]
+    assert len(got) > len(run["at_first"]["changes_t1"])
+    assert run["second"]["t1"]["finalized_until"] >= run["first"]["t1"]["finalized_until"]
+
+
+def test_bootstrap_full_writes_the_table_then_streams_from_its_lsn(run):
+    rows = table(run["dir"] + "/t2")
+    snap = [r for r in rows if r["_operation"] == 0]
+    assert sorted((r["id"], r["v"]) for r in snap) == run["sources"]["t2"]
+    s = {r["_snapshot"] for r in snap}
+    assert len(s) == 1 and all(r["_start_lsn"] == r["_snapshot"] for r in snap)
+    # the stream starts after S: no change at or before it in bronze
+    assert all(r["_start_lsn"] > next(iter(s)) for r in rows if r["_operation"] != 0)
+    facts = [r for r in table(run["dir"] + "/facts") if r["app_id"] == "t2-app"]
+    events = sorted(r["event"] for r in facts if r["event"])
+    assert events == ["bootstrap", "snapshot_open"]
+    assert [r["rows"] for r in facts if r["event"] == "bootstrap"] == [len(snap)]
+
+
+def test_bootstrap_chunked_and_backfill(run):
+    st = run["first"]["backfill"]
+    assert st["state"] == "done" and st["done"] and st["chunks_total"] == 2, st
+    assert run["first"]["backfill_again"]["state"] == "no_snapshot"
+    rows = table(run["dir"] + "/t3")
+    snap = [r for r in rows if r["_operation"] == 0]
+    assert sorted((r["id"], r["v"]) for r in snap) == run["sources"]["t3"]
+    assert {r["_chunk"] for r in snap} <= {0, 1} and {r["_snapshot"] for r in snap} == {st["snapshot"]}
+    facts = [r for r in table(run["dir"] + "/facts") if r["app_id"] == "t3-app" and r["event"]]
+    assert collections.Counter(r["event"] for r in facts) == {
+        "snapshot_open": 1, "snapshot_plan": 1, "snapshot_chunk": 2, "bootstrap": 1}
+    plans = table(run["dir"] + "/t3_snapshot_plans")
+    assert [r["event"] for r in plans] == ["snapshot_open"]
+
+
+def test_start_many_over_five_tables(run):
+    assert run["first"]["many_errors"] == {}
+    assert run["first"]["many_names"] == {ci: f"{ci}-many" for ci in INSTANCES}
+    for ci in INSTANCES:
+        got = keys(table(f"{run['dir']}/many/{ci}"))
+        if ci == "dbo_t1":
+            assert got == run["at_first"]["changes_t1"]
+        else:
+            assert got == run["changes"][ci], ci
+    apps = {r["app_id"] for r in table(run["dir"] + "/many_facts")}
+    assert apps == {f"{ci}-many" for ci in INSTANCES}
+
+
+TIMINGS = {"started_at", "duration_ms", "source_rtt_ms", "read_seconds", "written_at",
+           "capture_lag_seconds", "network_wait_ms", "read_mb"}
+
+
+def test_spark_bronze_and_facts_equal_the_clis(run):
+    d = run["dir"]
+    ours = run["at_first"]["t1"]
+    cli = table(d + "/cli_t1")
+    assert list(DeltaTable(d + "/cli_t1").schema().to_arrow().names) == \
+        list(DeltaTable(d + "/t1").schema().to_arrow().names)
+
+    def canon(rows):
+        return sorted((tuple(sorted(r.items())) for r in rows), key=repr)
+    assert canon(ours) == canon(cli)  # every column, _batch_id (the batch boundaries) too
+    ours_f = [r for r in run["at_first"]["facts"] if r["app_id"] == "t1-app"]
+    cli_f = table(d + "/cli_facts")
+    assert sorted(DeltaTable(d + "/cli_facts").schema().to_arrow().names) == \
+        sorted(DeltaTable(d + "/facts").schema().to_arrow().names)
+
+    def facts(rows):
+        return sorted(({k: v for k, v in r.items() if k not in TIMINGS | {"target"}}
+                       for r in rows if r["rows"]), key=lambda r: r["batch_id"])
+    assert facts(ours_f) == facts(cli_f)
+
+
+def test_the_table_moves_from_spark_to_the_cli_without_gap_or_duplicate(run):
+    rows = table(run["dir"] + "/t1")
+    got = keys(rows)
+    assert got == run["changes"]["dbo_t1"]  # every change once, Spark's then the CLI's
+    assert len(got) > len(run["at_second"]["t1"])
+    assert {r["_batch_id"] is not None for r in rows} == {True}
+    facts = [r for r in table(run["dir"] + "/facts") if r["app_id"] == "t1-cli" and r["rows"]]
+    assert facts and min(r["min_lsn"] for r in facts) > run["moved_from"]
+
+
+def test_the_references_readers_take_what_spark_wrote(run):
+    ref = run["ref"]
+    assert ref["finalized_until"] == run["second"]["t1"]["finalized_until"]
+    assert ref["is_final"] is True
+    assert [(r["id"], r["v"]) for r in ref["silver"]] == run["at_second"]["t1_source"]
+    assert ref["reconcile"]["status"] in ("ok", "match", "consistent") or \
+        not ref["reconcile"].get("mismatches"), ref["reconcile"]
+
+
+_ = datetime
