@@ -317,7 +317,10 @@ class CdcStream:
                     "reason": f"no chunked snapshot of {app_id} is open in {facts_table}"}
         extra = {} if isolation is None else {"snapshotIsolation": str(isolation)}
         df = self._snapshot_source(lsn, **extra)
-        total = df.rdd.getNumPartitions() if hasattr(df, "rdd") else None
+        try:
+            total: int | None = df.rdd.getNumPartitions()  # the planned chunks, empty ones too
+        except Exception:  # noqa: BLE001 - Spark Connect has no RDDs: the chunks that read rows
+            total = None
         out = bronze_rows(df, None, lsn, F.spark_partition_id()).persist()
         try:
             counts = dict(out.groupBy("_chunk").count().collect())
