@@ -397,3 +397,42 @@ def test_the_stream_through_spark_connect(run):
     assert sum(r["rows"] for r in facts) == len(rows)
     last = max(r["_commit_ts"] for r in rows)
     assert run["connect"]["t4_finalized_until"] == str(last.replace(second=0, microsecond=0))
+
+
+def metrics_module():
+    """python/src/mssql_cdc/_spark_metrics.py alone (the reference's mssql_cdc is the one
+    this interpreter imports by name)."""
+    import importlib.util
+    path = os.path.join(ROOT, "python", "src", "mssql_cdc", "_spark_metrics.py")
+    spec = importlib.util.spec_from_file_location("mcdc_spark_metrics", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("uri", [False, True])
+def test_metrics_files_fold_into_the_batch_facts(tmp_path, uri):
+    m = metrics_module()
+    base = ("file://" if uri else "") + str(tmp_path / "m")
+    d = m.join(base, "orders-v1")
+    assert d == base + "/orders-v1"
+    assert m.join("s3://b/m?region=x", "a") == "s3://b/m/a?region=x"
+    assert m.list_files(d) == [] and m.fold(d) == ({}, [])
+    first = {"from_lsn": "0x01", "to_lsn": "0x05", "rows": 3, "bytes": 2_000_000,
+             "seconds": 0.5}
+    last = {"from_lsn": "0x06", "to_lsn": "0x09", "rows": 0, "bytes": 500_000, "seconds": 0.25,
+            "to_commit_ts": "2026-01-02T03:04:05.678", "retention_watermark_ts": "",
+            "source_max_commit_ts": "2026-01-02T03:04:06.000", "capture_lag_seconds": 1.5}
+    m.write_json(d, "range-0x05-0.json", first)
+    m.write_json(d, "range-0x09-1.json", last)
+    m.write_json(d, "range-0x09-1.json", last)  # a retried task rewrites its own file
+    folded, files = m.fold(d)
+    assert len(files) == 2
+    assert folded["end_lsn"] == "0x09"
+    assert str(folded["end_commit_ts"]) == "2026-01-02 03:04:05.678000"
+    assert folded["retention_watermark_ts"] is None
+    assert str(folded["source_max_commit_ts"]) == "2026-01-02 03:04:06"
+    assert folded["read_seconds"] == 0.75 and folded["read_mb"] == 2.5
+    assert folded["capture_lag_seconds"] == 1.5 and folded["source_rtt_ms"] is None
+    m.remove(d, files)
+    assert m.list_files(d) == []
