@@ -73,6 +73,8 @@ def start_many(spark, options: Mapping[str, Any],
     names = [ci for ci, _ in items]
     if len(set(names)) != len(names):
         raise ValueError(f"a capture instance is named twice in {names}")
+    if facts_table:  # shared by every stream: created once, before they race to
+        tables.ensure(spark, facts_table, "facts", tables.FACTS_DDL)
     queries: dict[str, Any] = {}
     try:
         for ci, own in items:

@@ -68,9 +68,15 @@ def ensure(spark, table: str, kind: str, ddl: str) -> None:
     if not exists(spark, table):
         props = (f"'mssql_cdc.kind' = '{kind}', "
                  f"'mssql_cdc.schema_version' = '{SCHEMA_VERSION[kind]}'")
-        spark.sql(f"CREATE TABLE IF NOT EXISTS {ident(table)} ({ddl}) USING delta "
-                  f"TBLPROPERTIES ({props})")
-        return
+        try:
+            spark.sql(f"CREATE TABLE IF NOT EXISTS {ident(table)} ({ddl}) USING delta "
+                      f"TBLPROPERTIES ({props})")
+            return
+        except Exception:
+            # streams sharing a table (start_many's facts) may create it at once: the
+            # loser's commit conflicts; the table the winner created is checked below
+            if not exists(spark, table):
+                raise
     row = spark.sql(f"DESCRIBE DETAIL {ident(table)}").select("properties").first()
     found = (row[0] or {}).get("mssql_cdc.kind") if row else None
     if found is not None and found != kind:
