@@ -108,11 +108,16 @@ q = mssql_cdc.stream(spark, {"captureInstance": "dbo_t4", "connectionString": P[
                              "maxCommitsPerBatch": "2"}).to_delta(
     d + "/t4", "t4-connect", d + "/t4_ckpt", d + "/facts", trigger={"availableNow": True})
 tracker = mssql_cdc.finalization.track(spark, q, d + "/control", "t4", granularity="minute")
-q.awaitTermination()
+deadline = time.time() + 900  # polled: a Connect client's awaitTermination was seen to hang
+while q.isActive and time.time() < deadline:
+    time.sleep(1)
+out["t4_active"] = q.isActive
 assert q.exception() is None, q.exception()
+q.stop()
 tracker.join(timeout=120)
 out["t4_finalized_until"] = str(mssql_cdc.finalization.finalized_until(spark, d + "/control", "t4"))
 print("RESULT " + json.dumps(out, default=str), flush=True)
+os._exit(0)  # the Connect client's threads can keep the interpreter from exiting
 """
 
 REFERENCE = r"""
@@ -405,6 +410,7 @@ def test_the_stream_through_spark_connect(run):
                     "grpcio-status, googleapis-common-protos, zstandard; tests/requirements.txt) "
                     "are not installed in this Python, nor in MCDC_CONNECT_PYTHON's")
     assert run["connect"]["connect_session"].startswith("pyspark.sql.connect")
+    assert run["connect"]["t4_active"] is False  # availableNow ended the query by itself
     rows = table(run["dir"] + "/t4")
     assert keys(rows) == run["changes"]["dbo_t4"]
     facts = [r for r in table(run["dir"] + "/facts") if r["app_id"] == "t4-connect"]
