@@ -122,16 +122,18 @@ os._exit(0)  # the Connect client's threads can keep the interpreter from exitin
 
 REFERENCE = r"""
 from mssql_cdc import apply_changes, finalization, reconcile
+mssql_cdc.register(spark)  # the reference's reconcile reads the source through its snapshot source
 d = P["work"]
 ctl = d + "/control"
 out["finalized_until"] = str(finalization.finalized_until(spark, ctl, "t1"))
 out["is_final"] = finalization.is_final(spark, ctl, "t1", __import__("datetime").datetime(2000, 1, 1))
-opts = {"captureInstance": "dbo_t1", "connectionString": P["conn"], "backend": "mssql-python"}
-out["apply"] = apply_changes(spark, d + "/t1", d + "/t1_silver", capture_instance="dbo_t1",
+# t2: the bronze our to_delta bootstrapped (a snapshot, then its stream)
+opts = {"captureInstance": "dbo_t2", "connectionString": P["conn"], "backend": "mssql-python"}
+out["apply"] = apply_changes(spark, d + "/t2", d + "/t2_silver", capture_instance="dbo_t2",
                              control_table=ctl, facts_table=d + "/facts", options=opts)
-out["silver"] = sorted([r.asDict() for r in spark.read.format("delta").load(d + "/t1_silver")
+out["silver"] = sorted([r.asDict() for r in spark.read.format("delta").load(d + "/t2_silver")
                         .select("id", "v").collect()], key=lambda r: r["id"])
-out["reconcile"] = reconcile(spark, opts, d + "/t1_silver", bronze=d + "/t1",
+out["reconcile"] = reconcile(spark, opts, d + "/t2_silver", bronze=d + "/t2",
                              control_table=ctl, facts_table=d + "/facts")
 print("RESULT " + json.dumps(out, default=str), flush=True)
 """
@@ -398,7 +400,7 @@ def test_the_references_readers_take_what_spark_wrote(run):
     ref = run["ref"]
     assert ref["finalized_until"] == run["second"]["t1"]["finalized_until"]
     assert ref["is_final"] is True
-    assert [(r["id"], r["v"]) for r in ref["silver"]] == run["at_second"]["t1_source"]
+    assert [(r["id"], r["v"]) for r in ref["silver"]] == run["sources"]["t2"]
     rec = ref["reconcile"]
     assert rec["buckets"] > 0 and rec["mismatch"] == 0 and rec["match"] == rec["buckets"], rec
 
