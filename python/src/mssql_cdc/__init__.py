@@ -14,9 +14,13 @@ Importing the package loads nothing: the library is loaded on first use
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from . import finalization
 from .arrow import read_changes, read_snapshot
-from .jobs import apply_changes, backfill, reconcile, repair, seed, snapshot, stream
+
+from .jobs import apply_changes, backfill, reconcile, repair, seed, snapshot
+from .jobs import stream as _jobs_stream
 from ._native import library_path, load_library, version as library_version
 from .errors import (CdcPermissionError, CdcRuntimeError, CdcValueError, DataLossError,
                      MssqlCdcError, SchemaChangedError, is_data_loss, is_schema_changed)
@@ -25,6 +29,50 @@ from .types import (ApplyResult, BackfillState, BackfillStatus, BatchReport, Fre
                     RepairResult, SnapshotMode, StreamResult)
 
 __version__ = "0.1.0"
+
+
+def stream(*args, **kwargs):
+    """``stream(spark, options)``, the reference's: a ``CdcStream`` whose
+    ``to_delta`` starts the stream on Spark (mssql_cdc.spark_stream);
+    ``stream(options, target, app_id, checkpoint, ...)`` runs the library's
+    stream job in this process (mssql_cdc.jobs.stream)."""
+    first = args[0] if args else kwargs.get("spark", kwargs.get("options"))
+    if isinstance(first, Mapping):
+        return _jobs_stream(*args, **kwargs)
+    from .spark_stream import stream as spark_stream
+    return spark_stream(*args, **kwargs)
+
+
+def delta_sink(target: str, app_id: str, facts_table: str | None = None, *,
+               metrics_path: str | None = None):
+    """A ``foreachBatch`` function writing bronze and facts through Spark
+    (mssql_cdc.spark_stream.delta_sink)."""
+    from .spark_stream import delta_sink as sink
+    return sink(target, app_id, facts_table, metrics_path=metrics_path)
+
+
+def get_spark(app_name: str = "mssql-cdc", master: str = "local[*]", *, delta: bool = True):
+    """The active SparkSession, else a local one with Delta (spark_jobs)."""
+    from .spark_jobs import get_spark as get
+    return get(app_name, master, delta=delta)
+
+
+def start_many(spark, options, capture_instances, **kwargs):
+    """One ``to_delta`` stream per capture instance (spark_jobs.start_many)."""
+    from .spark_jobs import start_many as start
+    return start(spark, options, capture_instances, **kwargs)
+
+
+def await_all(queries, *, timeout: float | None = None):
+    """Waits for every query; their errors by capture instance (spark_jobs)."""
+    from .spark_jobs import await_all as wait
+    return wait(queries, timeout=timeout)
+
+
+def stop_all(queries) -> None:
+    """Stops every query still running (spark_jobs.stop_all)."""
+    from .spark_jobs import stop_all as stop
+    stop(queries)
 
 
 def register(spark) -> None:
@@ -43,5 +91,6 @@ __all__ = [
     "library_version", "load_library", "read_changes", "read_snapshot", "reconcile", "register",
     "repair",
     "seed", "snapshot", "stream",
+    "await_all", "delta_sink", "get_spark", "start_many", "stop_all",
 ]
 

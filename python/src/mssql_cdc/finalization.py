@@ -103,3 +103,32 @@ def advance(control_table: str, table_name: str, end_offset: Mapping[str, Any] |
           text(control_table), text(warehouse), text(table_name), text(end_offset["lsn"]),
           datetime_to_us(commit), _granularity(granularity))
     return us_to_datetime(v.finalized_until_us) if v.found else None
+
+
+def _or_on_spark(plain):
+    """``plain``, or with a SparkSession first (the reference's form) the
+    same function on a control table kept through Spark (spark_jobs)."""
+    import functools
+    import os
+
+    @functools.wraps(plain)
+    def call(first, *args, **kwargs):
+        if isinstance(first, (str, os.PathLike)):
+            return plain(first, *args, **kwargs)
+        from . import spark_jobs
+        return getattr(spark_jobs, plain.__name__)(first, *args, **kwargs)
+    return call
+
+
+finalized_until = _or_on_spark(finalized_until)
+is_final = _or_on_spark(is_final)
+freshness = _or_on_spark(freshness)
+advance = _or_on_spark(advance)
+
+
+def track(spark, query, control_table: str, table_name: str, *, granularity: Granularity = "hour"):
+    """Advances ``table_name``'s verdict after every batch of ``query`` (a
+    started StreamingQuery writing it) until it terminates; returns the
+    tracker, whose ``join()`` waits for the last verdict (spark_jobs.track)."""
+    from . import spark_jobs
+    return spark_jobs.track(spark, query, control_table, table_name, granularity=granularity)

@@ -275,8 +275,13 @@ class _StreamReader(_Reader, DataSourceStreamReader):
     def read(self, partition: ChangeRange) -> Iterator:
         def open_stream(lib, out, opts, token, err):
             return lib.mcdc_range_read(out, opts, token, err)
-        return _batches(_arrow_target(self.schema),
-                        _read_tokens(self.options, [partition.token], open_stream))
+        batches = _batches(_arrow_target(self.schema),
+                           _read_tokens(self.options, [partition.token], open_stream))
+        metrics = _opt(self.options, "metricsPath")
+        if not metrics:
+            return batches
+        from ._spark_metrics import measured  # the sink's side channel (spark_stream.py)
+        return measured(str(metrics), self.options, partition.token, batches)
 
     def commit(self, end: dict) -> None:
         pass  # CDC retention is time-based: nothing to acknowledge

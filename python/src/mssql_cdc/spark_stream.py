@@ -1,0 +1,432 @@
+"""The reference's streaming API on Spark: ``stream(spark, options)`` gives a
+``CdcStream`` whose ``to_delta(target, app_id, checkpoint, facts_table,
+...)`` starts ``readStream.format("mssql_cdc")`` into bronze through
+``delta_sink``, a ``foreachBatch`` function; ``snapshot``, ``seed`` and
+``backfill`` write snapshots next to it. Every table is written by Spark's
+Delta writer (delta-spark); the library only reads the source, on the
+executors (mssql_cdc.spark).
+
+The sink appends a batch with ``txnAppId`` = app_id and ``txnVersion`` =
+the batch id, so a replayed batch is skipped by Delta; its facts row goes in
+one commit under ``<app_id>#facts`` and the same version. The read metrics
+come from the executors through ``metricsPath`` (mssql_cdc._spark_metrics):
+one directory per stream, emptied before each batch is read.
+
+What the Spark binding does not do (yet): ``on_data_loss="resnapshot"``
+(generations) and ``snapshot_on_switch``; use ``mssql-cdc stream`` for
+those. ``backfill`` reads an open chunked snapshot in one wave."""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from . import _spark_metrics as metrics
+from . import spark_tables as tables
+from .types import BackfillStatus, Offset
+
+log = logging.getLogger("mssql_cdc")
+
+_NO_ROWS: dict[str, Any] = {"rows": 0, "min_lsn": None, "max_lsn": None, "min_commit_ts": None,
+                            "max_commit_ts": None, "deletes": 0, "inserts": 0, "updates": 0}
+
+
+def _opt(options: Mapping[str, Any], name: str, default: Any = None) -> Any:
+    return {str(k).lower(): v for k, v in options.items()}.get(name.lower(), default)
+
+
+def _without(options: Mapping[str, Any], *names: str) -> dict[str, Any]:
+    drop = {n.lower() for n in names}
+    return {k: v for k, v in options.items() if str(k).lower() not in drop}
+
+
+def bronze_rows(df, batch_id: int | None, snapshot: str | None = None, chunk=None):
+    """``df`` with the columns every bronze writer adds last: ``_batch_id``,
+    ``_snapshot`` and ``_chunk`` (a Column, or NULL)."""
+    from pyspark.sql import functions as F
+    return df.select(
+        *(F.col("`" + c.replace("`", "``") + "`") for c in df.columns),
+        F.lit(batch_id).cast("int").alias("_batch_id"),
+        F.lit(snapshot).cast("string").alias("_snapshot"),
+        (F.lit(None) if chunk is None else chunk).cast("int").alias("_chunk"))
+
+
+def batch_facts(df) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+    op = F.col("_operation")
+    row = df.agg(F.count(F.lit(1)).alias("rows"), F.min("_start_lsn").alias("min_lsn"),
+                 F.max("_start_lsn").alias("max_lsn"), F.min("_commit_ts").alias("min_commit_ts"),
+                 F.max("_commit_ts").alias("max_commit_ts"),
+                 F.count(F.when(op == 1, 1)).alias("deletes"),
+                 F.count(F.when(op == 2, 1)).alias("inserts"),
+                 F.count(F.when(op == 4, 1)).alias("updates")).first()
+    return row.asDict()
+
+
+def _hours(later: datetime | None, earlier: datetime | None) -> float | None:
+    if later is None or earlier is None:
+        return None
+    return round((later - earlier).total_seconds() / 3600, 2)
+
+
+def _seconds(later: datetime | None, earlier: datetime | None) -> float | None:
+    if later is None or earlier is None:
+        return None
+    return round((later - earlier).total_seconds(), 3)
+
+
+def _last_batch(spark, facts_table: str, app_id: str) -> int | None:
+    from pyspark.sql import functions as F
+    row = (tables.read(spark, facts_table)
+           .where((F.col("app_id") == app_id) & F.col("event").isNull())
+           .agg(F.max("batch_id")).first())
+    return None if row is None else row[0]
+
+
+def _write_bronze(df, target: str, app_id: str | None, version: int | None,
+                  meta: str | None = None, checked: set[str] | None = None) -> None:
+    """Appends to bronze; ``checked``: the tables this run has checked (or
+    created) already, which are not checked again."""
+    if checked is None or target not in checked:
+        tables.ensure(df.sparkSession, target, "bronze", tables.ddl_of(df.schema))
+        if checked is not None:
+            checked.add(target)
+    tables.write(df, target, app_id, version, meta, merge_schema=True)
+
+
+def delta_sink(target: str, app_id: str, facts_table: str | None = None, *,
+               metrics_path: str | None = None) -> Callable[[Any, int], None]:
+    """A ``foreachBatch`` function appending each batch to ``target`` (bronze)
+    and, with ``facts_table``, its facts row; ``metrics_path`` is the
+    stream's own metrics directory (the reader's ``metricsPath``), emptied
+    before each batch and folded into its facts. ``app_id`` must stay the
+    same for the checkpoint's life: a checkpoint older than what app_id
+    wrote in the facts table (deleted or rewound) raises ValueError."""
+    state = {"resumed": False}
+    checked: set[str] = set()  # tables checked or created in this query run
+
+    def write_batch(df, batch_id: int) -> None:
+        started_at, t0 = tables.utc_now(), time.monotonic()
+        spark = df.sparkSession
+        if facts_table and not state["resumed"]:
+            tables.ensure(spark, facts_table, "facts", tables.FACTS_DDL)
+            checked.add(facts_table)
+            last = _last_batch(spark, facts_table, app_id)
+            if last is not None and batch_id < last:
+                raise ValueError(
+                    f"{facts_table} holds batch {last} of app_id {app_id!r}, but this run's "
+                    f"checkpoint starts at batch {batch_id}: the checkpoint was deleted or "
+                    "rewound while app_id stayed the same, so Delta would skip every write up "
+                    f"to batch {last} as done. Use a new app_id, or restore the checkpoint.")
+            state["resumed"] = True
+        if metrics_path:  # nothing is read yet: any file there is a dead attempt's
+            metrics.remove(metrics_path, metrics.list_files(metrics_path))
+        kept = df.persist()
+        try:
+            facts = {**batch_facts(kept), "batch_id": batch_id, "app_id": app_id}
+            if facts["rows"]:  # a batch without rows writes facts only
+                _write_bronze(bronze_rows(kept, batch_id), target, app_id, batch_id,
+                              tables.metadata(facts), checked)
+            duration_ms = round((time.monotonic() - t0) * 1000)
+            folded, files = metrics.fold(metrics_path) if metrics_path else ({}, [])
+            if facts_table:
+                position = folded.get("end_commit_ts") or facts["max_commit_ts"]
+                facts.update(folded, started_at=started_at, duration_ms=duration_ms,
+                             retention_headroom_hours=_hours(
+                                 position, folded.get("retention_watermark_ts")),
+                             ingestion_lag_seconds=_seconds(
+                                 folded.get("source_max_commit_ts"), position),
+                             target=target)
+                tables.write_facts(spark, facts_table, [facts], f"{app_id}#facts", batch_id,
+                                   checked)
+            if metrics_path:
+                metrics.remove(metrics_path, files)
+        finally:
+            kept.unpersist()
+
+    return write_batch
+
+
+class CdcStream:
+    """What ``stream(spark, options)`` returns."""
+
+    def __init__(self, spark, options: Mapping[str, Any]):
+        from . import register
+        self.spark = spark
+        self.options: dict[str, Any] = dict(options)
+        if not _opt(self.options, "captureInstance"):
+            raise ValueError("option 'captureInstance' is required (e.g. 'dbo_orders')")
+        register(spark)
+
+    # ---- positions, on the caller's side --------------------------------
+    def _offset(self, lsn: str) -> Offset:
+        from ._positions import Positions
+        p = Positions(_without(self.options, "metricsPath"))
+        try:
+            return {"lsn": lsn, "commit_ts": p.commit_ts(lsn)}  # type: ignore[return-value]
+        finally:
+            p.close()
+
+    def _max_lsn(self) -> str:
+        from ._positions import Positions
+        p = Positions(_without(self.options, "metricsPath"))
+        try:
+            return p.max_lsn()
+        finally:
+            p.close()
+
+    def _ci(self) -> str:
+        return str(_opt(self.options, "captureInstance"))
+
+    def _snapshot_source(self, lsn: str, **extra: str):
+        opts = {**_without(self.options, "metricsPath", "startingLsn", "snapshotLsn"),
+                "snapshotLsn": lsn, **extra}
+        return self.spark.read.format("mssql_cdc_snapshot").options(**opts).load()
+
+    def _held_snapshot(self, target: str) -> str | None:
+        """The newest snapshot LSN ``target`` holds (any capture instance of
+        the table writes the same _snapshot), or None."""
+        if not tables.exists(self.spark, target):
+            return None
+        df = tables.read(self.spark, target)
+        if "_snapshot" not in df.columns:
+            return None
+        from pyspark.sql import functions as F
+        return df.agg(F.max("_snapshot")).first()[0]
+
+    def _event(self, facts_table: str | None, app_id: str | None, event: str, lsn: str,
+               target: str, txn: str, version: int, rows: int = 0,
+               detail: Mapping[str, Any] | None = None) -> None:
+        if not facts_table or not app_id:
+            return
+        import json
+        commit = self._offset(lsn)["commit_ts"]
+        at = datetime.fromisoformat(commit) if commit else None
+        tables.write_facts(self.spark, facts_table, [{
+            "app_id": app_id, "rows": rows, "min_lsn": lsn, "max_lsn": lsn, "end_lsn": lsn,
+            "min_commit_ts": at, "max_commit_ts": at, "end_commit_ts": at, "event": event,
+            "deletes": 0, "inserts": 0, "updates": 0,
+            "detail": json.dumps(dict(detail)) if detail else None, "target": target}],
+            txn, version)
+
+    # ---- snapshots -------------------------------------------------------
+    def snapshot(self, target: str, *, resnapshot: bool = False, app_id: str | None = None,
+                 facts_table: str | None = None) -> Offset:
+        """Appends the table's current rows to ``target`` (operation 0,
+        stamped with an LSN recorded before the read) and returns that
+        offset. A target that holds a snapshot already returns its offset
+        and reads nothing, unless ``resnapshot``."""
+        held = None if resnapshot else self._held_snapshot(target)
+        if held:
+            return self._offset(held)
+        lsn = self._max_lsn()
+        kind = "resnapshot" if resnapshot else "bootstrap"
+        self._event(facts_table, app_id, "snapshot_open", lsn, target, f"{app_id}#open.{lsn}", 0,
+                    detail={"mode": "full", "kind": kind, "generation": 0})
+        df = bronze_rows(self._snapshot_source(lsn), None, lsn).persist()  # read once
+        try:
+            rows = df.count()
+            _write_bronze(df, target, f"{app_id or self._ci()}#snapshot.{lsn}", 0)
+        finally:
+            df.unpersist()
+        self._event(facts_table, app_id, kind, lsn, target, f"{app_id}#events", 0, rows)
+        return self._offset(lsn)
+
+    def seed(self, target: str, df, as_of: str | datetime, *, app_id: str | None = None,
+             facts_table: str | None = None, allow_missing_columns: bool = False,
+             reseed: bool = False) -> Offset:
+        """Appends ``df``, a copy of the table read after ``as_of`` (an LSN,
+        "0x..."), to ``target`` as its snapshot; returns its offset."""
+        from pyspark.sql import functions as F
+
+        from .spark import _spark_schema
+        if isinstance(as_of, datetime):
+            raise ValueError("the Spark binding's seed takes as_of as an LSN ('0x...'): map the "
+                             "time with sys.fn_cdc_map_time_to_lsn, or use mssql-cdc seed")
+        lsn = str(as_of).strip()
+        held = None if reseed else self._held_snapshot(target)
+        if held:
+            return self._offset(held)
+        offset = self._offset(lsn)
+        schema = _spark_schema(_without(self.options, "metricsPath"))
+        given = {c.lower(): c for c in df.columns}
+        cols = []
+        stamp = datetime.fromisoformat(offset["commit_ts"]) if offset["commit_ts"] else None
+        fixed = {"_capture_instance": F.lit(self._ci()), "_start_lsn": F.lit(lsn),
+                 "_seqval": F.lit(None), "_operation": F.lit(0), "_command_id": F.lit(None),
+                 "_commit_ts": F.lit(stamp)}
+        for f in schema.fields:
+            if f.name in fixed:
+                cols.append(fixed[f.name].cast(f.dataType).alias(f.name))
+            elif f.name.lower() in given:
+                cols.append(F.col("`" + given[f.name.lower()] + "`").cast(f.dataType)
+                            .alias(f.name))
+            elif allow_missing_columns:
+                cols.append(F.lit(None).cast(f.dataType).alias(f.name))
+            else:
+                raise ValueError(f"the seed has no column {f.name!r} of the capture instance "
+                                 f"{self._ci()}; pass allow_missing_columns=True to write NULL")
+        self._event(facts_table, app_id, "snapshot_open", lsn, target, f"{app_id}#open.{lsn}", 0,
+                    detail={"mode": "full", "kind": "bootstrap", "generation": 0})
+        out = bronze_rows(df.select(*cols), None, lsn)
+        _write_bronze(out, target, f"{app_id or self._ci()}#snapshot.{lsn}", 0)
+        rows = out.count() if facts_table else 0
+        self._event(facts_table, app_id, "bootstrap", lsn, target, f"{app_id}#events", 0, rows)
+        return offset
+
+    def _open_chunked(self, target: str, app_id: str, facts_table: str) -> str:
+        """Opens a chunked snapshot at S = max_lsn now (a 'snapshot_open'
+        row and its plans row), or returns the one still open."""
+        import json
+        found = _open_snapshot(self.spark, facts_table, app_id)
+        if found is not None:
+            return found
+        lsn = self._max_lsn()
+        detail = {"mode": "chunked", "kind": "bootstrap", "generation": 0}
+        plans = f"{target}_snapshot_plans"
+        tables.ensure(self.spark, plans, "plans", tables.PLANS_DDL)
+        tables.write(self.spark.createDataFrame([(lsn, "snapshot_open", json.dumps(detail))],
+                                                tables.PLANS_DDL),
+                     plans, f"{app_id}#snapshots", 0)
+        self._event(facts_table, app_id, "snapshot_open", lsn, target, f"{app_id}#snapshots", 0,
+                    detail=detail)
+        return _open_snapshot(self.spark, facts_table, app_id) or lsn
+
+    def backfill(self, target: str, *, app_id: str, facts_table: str,
+                 chunk_rows: int | None = None, max_waves: int | None = None,
+                 max_seconds: float | None = None, target_wave_seconds: float | None = None,
+                 min_headroom_hours: float | None = None,
+                 isolation: str | None = None) -> BackfillStatus:
+        """Reads the open chunked snapshot of ``app_id`` (opened by
+        ``to_delta(..., snapshot="chunked")``) through the snapshot source,
+        its ``numPartitions`` key ranges being the chunks, stamped with S;
+        appends them to ``target`` (``_snapshot`` S, ``_chunk``), records a
+        'snapshot_plan' row, one 'snapshot_chunk' row per chunk and the
+        closing 'bootstrap' row. One wave: call it once, or again (a no-op
+        once done)."""
+        import json
+
+        from pyspark.sql import functions as F
+        lsn = _open_snapshot(self.spark, facts_table, app_id)
+        if lsn is None:
+            return {"snapshot": None, "chunks_done": 0, "chunks_total": None, "done": False,
+                    "paused": False, "state": "no_snapshot",
+                    "reason": f"no chunked snapshot of {app_id} is open in {facts_table}"}
+        extra = {} if isolation is None else {"snapshotIsolation": str(isolation)}
+        df = self._snapshot_source(lsn, **extra)
+        try:
+            total: int | None = df.rdd.getNumPartitions()  # the planned chunks, empty ones too
+        except Exception:  # noqa: BLE001 - Spark Connect has no RDDs: the chunks that read rows
+            total = None
+        out = bronze_rows(df, None, lsn, F.spark_partition_id()).persist()
+        try:
+            counts = dict(out.groupBy("_chunk").count().collect())
+            total = total or (max(counts) + 1 if counts else 1)
+            keys = {"snapshot": lsn, "kind": "bootstrap", "chunk_count": total}
+            self._event(facts_table, app_id, "snapshot_plan", lsn, target,
+                        f"{app_id}#snapplan.{lsn}", 0, detail=keys)
+            _write_bronze(out, target, f"{app_id}#snapshot.{lsn}", 0)
+            rows = sum(counts.values())
+            now = tables.utc_now()
+            top = self._offset(self._max_lsn())
+            at = self._offset(lsn)["commit_ts"]
+            stamp = datetime.fromisoformat(at) if at else None
+            chunk_rows_ = [{
+                "app_id": app_id, "rows": int(counts.get(i, 0)), "min_lsn": lsn,
+                "max_lsn": top["lsn"], "end_lsn": lsn, "min_commit_ts": stamp,
+                "max_commit_ts": stamp, "end_commit_ts": stamp, "event": "snapshot_chunk",
+                "deletes": 0, "inserts": 0, "updates": 0, "target": target, "written_at": now,
+                "detail": json.dumps({"snapshot": lsn, "wave": 0, "chunk": i,
+                                      "last": i == total - 1})} for i in range(total)]
+            tables.write_facts(self.spark, facts_table, chunk_rows_, f"{app_id}#snapchunks.{lsn}",
+                               0)
+            self._event(facts_table, app_id, "bootstrap", lsn, target, f"{app_id}#events", 0,
+                        rows, detail={"snapshot": lsn, "chunks": total, "rows": rows,
+                                      "last_lsn": lsn})
+        finally:
+            out.unpersist()
+        return {"snapshot": lsn, "chunks_done": total, "chunks_total": total, "done": True,
+                "paused": False, "state": "done", "reason": None}
+
+    # ---- the stream ------------------------------------------------------
+    def to_delta(self, target: str, app_id: str, checkpoint: str,
+                 facts_table: str | None = None, *, trigger: dict[str, Any] | None = None,
+                 query_name: str | None = None, bootstrap: bool = False,
+                 on_data_loss: str = "fail", resnapshot_interval_days: float = 7.0,
+                 snapshot_on_switch: bool = False, snapshot: str = "full"):
+        """Starts the stream into ``target`` through ``delta_sink`` and
+        returns the StreamingQuery (named ``query_name``, else ``app_id``).
+        ``trigger``: keyword arguments of ``DataStreamWriter.trigger``, e.g.
+        ``{"availableNow": True}``. ``bootstrap``: snapshot the table first
+        (``snapshot="full"`` reads it now; ``"chunked"`` opens one at S and
+        starts the stream there, ``backfill()`` reads it). Metrics default
+        to ``<checkpoint>/_mssql_cdc_metrics`` (a local or FUSE
+        checkpoint); an explicit ``metricsPath`` gets ``/<app_id>``."""
+        if on_data_loss not in ("fail", "resnapshot"):
+            raise ValueError(f"on_data_loss must be 'fail' or 'resnapshot', not {on_data_loss!r}")
+        if snapshot not in ("full", "chunked"):
+            raise ValueError(f"snapshot must be 'full' or 'chunked', not {snapshot!r}")
+        if on_data_loss == "resnapshot" or snapshot_on_switch:
+            raise ValueError("the Spark binding does not re-snapshot yet (on_data_loss="
+                             "'resnapshot', snapshot_on_switch=True): run this stream with "
+                             "mssql-cdc stream, which does, or leave them at their defaults")
+        if snapshot == "chunked" and not facts_table:
+            raise ValueError("snapshot='chunked' needs a facts_table: its event rows record "
+                             "the snapshot and its chunks")
+        if bootstrap and _opt(self.options, "startingLsn"):
+            raise ValueError("bootstrap=True sets startingLsn itself; pass one or the other")
+        options = dict(self.options)
+        if bootstrap and not _has_offsets(checkpoint):
+            if snapshot == "chunked":
+                assert facts_table is not None
+                start = self._open_chunked(target, app_id, facts_table)
+            else:
+                start = self.snapshot(target, app_id=app_id, facts_table=facts_table)["lsn"]
+            options["startingLsn"] = start
+            log.info("mssql_cdc: %s starts at its snapshot %s", app_id, start)
+        given = _opt(options, "metricsPath")
+        path = metrics.join(str(given), app_id) if given else (
+            os.path.join(checkpoint, "_mssql_cdc_metrics")
+            if facts_table and not metrics.URI.match(checkpoint) else None)
+        if path:
+            options = {**_without(options, "metricsPath"), "metricsPath": path}
+        writer = (self.spark.readStream.format("mssql_cdc").options(**options).load()
+                  .writeStream.foreachBatch(delta_sink(target, app_id, facts_table,
+                                                       metrics_path=path))
+                  .option("checkpointLocation", checkpoint))
+        if trigger:
+            writer = writer.trigger(**trigger)
+        return writer.queryName(query_name or app_id).start()
+
+
+def _has_offsets(checkpoint: str) -> bool:
+    """Whether a local checkpoint has planned a batch (a URI one: unknown,
+    taken as new, so bootstrap's own check on the target decides)."""
+    if metrics.URI.match(checkpoint):
+        return False
+    d = os.path.join(checkpoint, "offsets")
+    return os.path.isdir(d) and any(n.isdigit() for n in os.listdir(d))
+
+
+def _open_snapshot(spark, facts_table: str, app_id: str) -> str | None:
+    """The newest chunked snapshot of ``app_id`` opened and not closed."""
+    if not tables.exists(spark, facts_table):
+        return None
+    from pyspark.sql import functions as F
+    facts = tables.read(spark, facts_table).where(F.col("app_id") == app_id)
+    opened = [r[0] for r in facts.where((F.col("event") == "snapshot_open")
+                                        & F.col("detail").contains('"chunked"'))
+              .select("min_lsn").collect()]
+    closed = {r[0] for r in facts.where(F.col("event").isin("bootstrap", "resnapshot"))
+              .select("min_lsn").collect()}
+    still = sorted(s for s in opened if s not in closed)
+    return still[-1] if still else None
+
+
+def stream(spark, options: Mapping[str, Any]) -> CdcStream:
+    """The CDC stream the data source ``options`` describe."""
+    return CdcStream(spark, options)
+

@@ -1,0 +1,467 @@
+"""The reference's streaming API on Spark (python/src/mssql_cdc/spark_stream.py,
+spark_jobs.py): stream(spark, options).to_delta with facts and
+finalization.track, a restart from the Spark checkpoint, bootstrap full and
+chunked with backfill, start_many over five tables; then what Spark wrote
+against what `mssql-cdc stream` wrote for the same capture instance and
+workload (bronze, every column and batch; facts but timings), and the
+reference's readers (finalized_until, is_final, apply_changes, reconcile)
+on the tables Spark wrote.
+
+Our package runs from the source tree (PYTHONPATH python/src, the library
+build/ built) in one Spark process (local[2]); the reference, which has the
+same import name, in another. One simulator for the module.
+
+Run: MCDC_SPARK_API=1 .venv/bin/python -m pytest tests/interop/test_spark_api.py
+(`make soak` runs it). The Spark runs behind the `run` fixture start four
+Spark processes and took 27 minutes on the two shared cores where they were
+written; they have not yet passed as one whole run, so `make test` runs only
+the metrics channel's tests here and skips the rest, saying why.
+"""
+import collections
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+from deltalake import DeltaTable
+
+from conftest import BUILD, PASSWORD, ROOT, run_cli, start_sim
+from test_start_many import DB, INSTANCES, TABLES, make_db, write
+
+pytest.importorskip("pyspark")
+pytest.importorskip("delta")
+
+PRELUDE = r"""
+import json, os, sys, time
+P = json.loads(os.environ["MCDC_PARAMS"])
+sys.path.insert(0, P["bench"])
+from benchlib import local_spark
+spark = local_spark("mcdc-spark-api") if P.get("stage") != "connect" else None
+import mssql_cdc
+out = {"module": mssql_cdc.__file__}
+"""
+
+OURS = r"""
+from mssql_cdc import finalization
+opts = lambda ci, **kw: {"captureInstance": ci, "connectionString": P["conn"], **kw}
+d = P["work"]
+
+def t1(ckpt_runs):
+    q = mssql_cdc.stream(spark, opts("dbo_t1", maxCommitsPerBatch="1")).to_delta(
+        d + "/t1", "t1-app", d + "/t1_ckpt", d + "/facts", trigger={"availableNow": True})
+    tracker = finalization.track(spark, q, d + "/control", "t1", granularity="minute")
+    q.awaitTermination()
+    assert q.exception() is None, q.exception()
+    assert tracker.join(timeout=60)
+    return {"finalized_until": str(finalization.finalized_until(spark, d + "/control", "t1")),
+            "is_final_past": finalization.is_final(spark, d + "/control", "t1",
+                                                   __import__("datetime").datetime(2000, 1, 1)),
+            "freshness": {k: str(v) for k, v in
+                          finalization.freshness(spark, d + "/control", "t1").items()},
+            "tracker_error": str(tracker.last_error) if tracker.last_error else None}
+
+stage = P["stage"]
+if stage == "first":
+    out["t1"] = t1(1)
+    print("t1 done", time.time(), flush=True)
+    # bootstrap full on t2: its rows as snapshot rows, the stream from the snapshot's LSN
+    q = mssql_cdc.stream(spark, opts("dbo_t2")).to_delta(
+        d + "/t2", "t2-app", d + "/t2_ckpt", d + "/facts", trigger={"availableNow": True},
+        bootstrap=True)
+    q.awaitTermination()
+    assert q.exception() is None, q.exception()
+    print("t2 done", time.time(), flush=True)
+    # bootstrap chunked on t3, read by backfill in 2 chunks next to the stream
+    cdc = mssql_cdc.stream(spark, opts("dbo_t3", numPartitions="2", snapshotKeys='["id"]'))
+    q = cdc.to_delta(d + "/t3", "t3-app", d + "/t3_ckpt", d + "/facts",
+                     trigger={"availableNow": True}, bootstrap=True, snapshot="chunked")
+    out["backfill"] = cdc.backfill(d + "/t3", app_id="t3-app", facts_table=d + "/facts")
+    out["backfill_again"] = cdc.backfill(d + "/t3", app_id="t3-app", facts_table=d + "/facts")
+    q.awaitTermination()
+    assert q.exception() is None, q.exception()
+    print("t3 done", time.time(), flush=True)
+    # five tables at once
+    qs = mssql_cdc.start_many(spark, opts("unused"), P["instances"], target=d + "/many/{ci}",
+                              app_id="{ci}-many", checkpoint=d + "/many_ckpt/{ci}",
+                              facts_table=d + "/many_facts", trigger={"availableNow": True})
+    out["many_errors"] = {k: str(v) for k, v in mssql_cdc.await_all(qs).items()}
+    out["many_names"] = {k: q.name for k, q in qs.items()}
+else:
+    out["t1"] = t1(2)  # the same checkpoint, after more changes
+print("RESULT " + json.dumps(out, default=str), flush=True)
+"""
+
+CONNECT = r"""
+# the same stream through a Spark Connect session: a local Connect server
+# (pyspark's remote("local[2]")) with Delta; the sources and the
+# foreachBatch sink run in the server's Python workers
+from delta import configure_spark_with_delta_pip
+from pyspark.sql import SparkSession
+b = (SparkSession.builder.remote("local[2]")
+     .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+     .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+     .config("spark.sql.session.timeZone", "UTC").config("spark.ui.enabled", "false")
+     .config("spark.sql.shuffle.partitions", "2"))
+spark = configure_spark_with_delta_pip(b).getOrCreate()
+out["connect_session"] = type(spark).__module__
+d = P["work"]
+q = mssql_cdc.stream(spark, {"captureInstance": "dbo_t4", "connectionString": P["conn"],
+                             "maxCommitsPerBatch": "2"}).to_delta(
+    d + "/t4", "t4-connect", d + "/t4_ckpt", d + "/facts", trigger={"availableNow": True})
+tracker = mssql_cdc.finalization.track(spark, q, d + "/control", "t4", granularity="minute")
+deadline = time.time() + 900  # polled: a Connect client's awaitTermination was seen to hang
+while q.isActive and time.time() < deadline:
+    time.sleep(1)
+out["t4_active"] = q.isActive
+assert q.exception() is None, q.exception()
+q.stop()
+tracker.join(timeout=120)
+out["t4_finalized_until"] = str(mssql_cdc.finalization.finalized_until(spark, d + "/control", "t4"))
+print("RESULT " + json.dumps(out, default=str), flush=True)
+os._exit(0)  # the Connect client's threads can keep the interpreter from exiting
+"""
+
+REFERENCE = r"""
+from mssql_cdc import apply_changes, finalization, reconcile
+mssql_cdc.register(spark)  # the reference's reconcile reads the source through its snapshot source
+d = P["work"]
+ctl = d + "/control"
+out["finalized_until"] = str(finalization.finalized_until(spark, ctl, "t1"))
+out["is_final"] = finalization.is_final(spark, ctl, "t1", __import__("datetime").datetime(2000, 1, 1))
+# t2: the bronze our to_delta bootstrapped (a snapshot, then its stream)
+opts = {"captureInstance": "dbo_t2", "connectionString": P["conn"], "backend": "mssql-python"}
+out["apply"] = apply_changes(spark, d + "/t2", d + "/t2_silver", capture_instance="dbo_t2",
+                             control_table=ctl, facts_table=d + "/facts", options=opts)
+out["silver"] = sorted([r.asDict() for r in spark.read.format("delta").load(d + "/t2_silver")
+                        .select("id", "v").collect()], key=lambda r: r["id"])
+out["reconcile"] = reconcile(spark, opts, d + "/t2_silver", bronze=d + "/t2",
+                             control_table=ctl, facts_table=d + "/facts")
+print("RESULT " + json.dumps(out, default=str), flush=True)
+"""
+
+
+def lib_path():
+    for name in sorted(os.listdir(BUILD)):
+        if name.startswith("libmssqlcdc.so."):
+            return os.path.join(BUILD, name)
+    pytest.skip("no build/libmssqlcdc.so.* (make all)")
+
+
+def connect_python():
+    """A Python with pyspark's Spark Connect client (pyspark[connect]: pandas, grpcio...):
+    MCDC_CONNECT_PYTHON, else this one; None without."""
+    python = os.environ.get("MCDC_CONNECT_PYTHON") or sys.executable
+    ok = subprocess.run([python, "-c", "import pyspark.sql.connect.session"],
+                        capture_output=True).returncode == 0
+    return python if ok else None
+
+
+def run_spark(code, params, ours=True, timeout=1500, python=None):
+    python = python or sys.executable
+    env = dict(os.environ, MCDC_PARAMS=json.dumps(params), PYSPARK_PYTHON=python,
+               PYSPARK_DRIVER_PYTHON=python, TZ="UTC", SPARK_AUTH_SOCKET_TIMEOUT="120")
+    # a loaded machine (2 cores, CI or a shared one) can take longer than Spark's 15 s for a
+    # Python worker to connect back: Spark's defaults file raises it for every process
+    conf = os.path.join(params["work"], "spark-conf")
+    os.makedirs(conf, exist_ok=True)
+    with open(os.path.join(conf, "spark-defaults.conf"), "w") as f:
+        f.write("spark.python.authenticate.socketTimeout 180s\n")
+    env["SPARK_CONF_DIR"] = conf
+    env.pop("PYTHONPATH", None)
+    if ours:  # before site-packages, where the reference's mssql_cdc is
+        env["PYTHONPATH"] = os.path.join(ROOT, "python", "src")
+        env["MSSQL_CDC_LIBRARY"] = lib_path()
+    path = os.path.join(params["work"], f"run-{params.get('stage', 'ref')}.py")
+    with open(path, "w") as f:
+        f.write(PRELUDE + code)
+    started = time.monotonic()
+    p = subprocess.run([python, path], cwd=params["work"], capture_output=True, text=True,
+                       env=env, timeout=timeout)
+    print(f"Spark ran {time.monotonic() - started:.1f} s")
+    with open(path + ".log", "w") as f:  # for a failure's whole story
+        f.write(p.stdout + "\n----\n" + p.stderr)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-8000:]
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert lines, p.stdout[-3000:] + p.stderr[-3000:]
+    return json.loads(lines[-1][7:])
+
+
+def table(path, where=None):
+    rows = DeltaTable(path).to_pyarrow_table().to_pylist()
+    return [r for r in rows if where is None or where(r)]
+
+
+def change_rows(sim, ci):
+    return sorted(tuple(r) for r in sim.run(
+        f"SELECT CONVERT(varchar(22), __$start_lsn, 1), CONVERT(varchar(22), __$seqval, 1), "
+        f"__$operation FROM cdc.{ci}_CT", database=DB))
+
+
+def keys(rows):
+    return sorted((r["_start_lsn"], r["_seqval"], r["_operation"]) for r in rows
+                  if r["_operation"] != 0)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    if os.environ.get("MCDC_SPARK_API") != "1":
+        pytest.skip("the Spark runs of the streaming API go in `make soak` "
+                    "(MCDC_SPARK_API=1): four Spark processes, too long for make test")
+    if shutil.which("java") is None:
+        pytest.skip("no java on PATH (scripts/install-deps.sh installs openjdk-17-jre-headless)")
+    d = str(tmp_path_factory.mktemp("spark-api"))
+    sim = start_sim(d)
+    try:
+        make_db(sim)
+        # three transactions on t1, then one on each other table: every commit of the
+        # database counts in maxCommitsPerBatch, so few commits keep the batches few
+        write(sim, ["t1"], 1, 3)
+        write(sim, TABLES[1:], 1, 1)
+        params = {"bench": os.path.join(ROOT, "bench"), "work": d, "stage": "first",
+                  "conn": sim.connection_string(DB), "instances": INSTANCES}
+        # the CLI on the same capture instance and workload, for item 5
+        run_cli("stream", "--captureInstance", "dbo_t1", "--connectionString", params["conn"],
+                "--maxCommitsPerBatch", "1", "--target", d + "/cli_t1", "--app-id", "t1-app",
+                "--checkpoint", d + "/cli_ckpt", "--facts-table", d + "/cli_facts",
+                "--trigger", "availableNow", "--quiet", timeout=180)
+        first = run_spark(OURS, params)
+        at_first = {"t1": table(d + "/t1"), "facts": table(d + "/facts"),
+                    "changes_t1": change_rows(sim, "dbo_t1")}
+        write(sim, ["t1"], 100, 2)  # two more, then a restart from the same checkpoint
+        second = run_spark(OURS, dict(params, stage="second"))
+        py = connect_python()
+        connect = run_spark(CONNECT, dict(params, stage="connect"), python=py) if py else None
+        at_second = {"t1": keys(table(d + "/t1")), "changes_t1": change_rows(sim, "dbo_t1"),
+                     "t1_source": sorted(tuple(r) for r in sim.run("SELECT id, v FROM dbo.t1",
+                                                                   database=DB))}
+        tls = (f"Server=127.0.0.1,{sim.port};Database={DB};UID=sa;PWD={PASSWORD};"
+               "Encrypt=yes;TrustServerCertificate=yes")  # the reference's driver wants TLS
+        ref = run_spark(REFERENCE, dict(params, stage="ref", conn=tls), ours=False)
+        # the table moves to the CLI: a new app id and checkpoint, from bronze's last LSN
+        last = max(r["_start_lsn"] for r in table(d + "/t1"))
+        write(sim, ["t1"], 200, 2)
+        run_cli("stream", "--captureInstance", "dbo_t1", "--connectionString", params["conn"],
+                "--startingLsn", last, "--target", d + "/t1", "--app-id", "t1-cli",
+                "--checkpoint", d + "/t1_cli_ckpt", "--facts-table", d + "/facts",
+                "--trigger", "availableNow", "--quiet", timeout=180)
+        yield {"dir": d, "moved_from": last, "first": first, "second": second, "connect": connect, "ref": ref, "at_first": at_first,
+               "changes": {ci: change_rows(sim, ci) for ci in INSTANCES},
+               "at_second": at_second,
+               "sources": {t: sorted(tuple(r) for r in sim.run(f"SELECT id, v FROM dbo.{t}",
+                                                               database=DB)) for t in TABLES}}
+    finally:
+        sim.stop()
+
+
+def test_ours_ran_from_the_source_tree(run):
+    assert run["first"]["module"].startswith(os.path.join(ROOT, "python", "src"))
+    assert not run["ref"]["module"].startswith(os.path.join(ROOT, "python", "src"))
+
+
+def test_to_delta_writes_bronze_and_a_facts_row_per_batch(run):
+    d = run["dir"]
+    bronze = run["at_first"]["t1"]
+    assert keys(bronze) == run["at_first"]["changes_t1"]
+    facts = [r for r in run["at_first"]["facts"] if r["app_id"] == "t1-app"]
+    assert facts and all(r["event"] is None for r in facts)
+    # maxCommitsPerBatch=1: one commit per batch with rows, and its counts are bronze's
+    by_batch = collections.defaultdict(list)
+    for r in bronze:
+        by_batch[r["_batch_id"]].append(r)
+    for f in facts:
+        rows = by_batch.get(f["batch_id"], [])
+        assert f["rows"] == len(rows), f
+        assert len({r["_start_lsn"] for r in rows}) <= 1
+        if rows:
+            assert f["min_lsn"] == min(r["_start_lsn"] for r in rows)
+            assert f["inserts"] == sum(r["_operation"] == 2 for r in rows)
+            assert f["deletes"] == sum(r["_operation"] == 1 for r in rows)
+            assert f["updates"] == sum(r["_operation"] == 4 for r in rows)
+            # the executors' metrics reached the facts
+            assert f["end_lsn"] == rows[0]["_start_lsn"], f
+            assert f["end_commit_ts"] == rows[0]["_commit_ts"]
+            assert f["read_seconds"] is not None and f["read_mb"] > 0
+            assert f["source_max_commit_ts"] is not None
+            assert f["target"] == d + "/t1"
+    # the metrics directory is emptied after each batch
+    assert not [n for n in os.listdir(os.path.join(d, "t1_ckpt", "_mssql_cdc_metrics"))
+                if n.endswith(".json")]
+    # each commit of a batch with rows says which (its userMetadata), once
+    metas = [json.loads(a["userMetadata"]) for a in DeltaTable(d + "/t1").history()
+             if a.get("userMetadata")]
+    ours = sorted(m["batch_id"] for m in metas if m.get("app_id") == "t1-app")
+    assert ours == sorted(f["batch_id"] for f in table(d + "/facts")
+                          if f["app_id"] == "t1-app" and f["event"] is None and f["rows"])
+    assert set(by_batch) <= set(ours)
+
+
+def test_track_advanced_the_verdict(run):
+    t1 = run["first"]["t1"]
+    assert t1["tracker_error"] is None
+    last = max(r["_commit_ts"] for r in run["at_first"]["t1"])
+    assert t1["finalized_until"] == str(last.replace(second=0, microsecond=0))
+    assert t1["is_final_past"] is True
+    assert t1["freshness"]["finalized_until"] == t1["finalized_until"]
+
+
+def test_a_restart_from_the_checkpoint_loses_and_doubles_nothing(run):
+    got = run["at_second"]["t1"]
+    assert len(got) == len(set(got))
+    assert got == run["at_second"]["changes_t1"]
+    assert len(got) > len(run["at_first"]["changes_t1"])
+    assert run["second"]["t1"]["finalized_until"] >= run["first"]["t1"]["finalized_until"]
+
+
+def test_bootstrap_full_writes_the_table_then_streams_from_its_lsn(run):
+    rows = table(run["dir"] + "/t2")
+    snap = [r for r in rows if r["_operation"] == 0]
+    assert sorted((r["id"], r["v"]) for r in snap) == run["sources"]["t2"]
+    s = {r["_snapshot"] for r in snap}
+    assert len(s) == 1 and all(r["_start_lsn"] == r["_snapshot"] for r in snap)
+    # the stream starts after S: no change at or before it in bronze
+    assert all(r["_start_lsn"] > next(iter(s)) for r in rows if r["_operation"] != 0)
+    facts = [r for r in table(run["dir"] + "/facts") if r["app_id"] == "t2-app"]
+    events = sorted(r["event"] for r in facts if r["event"])
+    assert events == ["bootstrap", "snapshot_open"]
+    assert [r["rows"] for r in facts if r["event"] == "bootstrap"] == [len(snap)]
+
+
+def test_bootstrap_chunked_and_backfill(run):
+    st = run["first"]["backfill"]
+    assert st["state"] == "done" and st["done"] and st["chunks_total"] == 2, st
+    assert run["first"]["backfill_again"]["state"] == "no_snapshot"
+    rows = table(run["dir"] + "/t3")
+    snap = [r for r in rows if r["_operation"] == 0]
+    assert sorted((r["id"], r["v"]) for r in snap) == run["sources"]["t3"]
+    assert {r["_chunk"] for r in snap} <= {0, 1} and {r["_snapshot"] for r in snap} == {st["snapshot"]}
+    facts = [r for r in table(run["dir"] + "/facts") if r["app_id"] == "t3-app" and r["event"]]
+    assert collections.Counter(r["event"] for r in facts) == {
+        "snapshot_open": 1, "snapshot_plan": 1, "snapshot_chunk": 2, "bootstrap": 1}
+    plans = table(run["dir"] + "/t3_snapshot_plans")
+    assert [r["event"] for r in plans] == ["snapshot_open"]
+
+
+def test_start_many_over_five_tables(run):
+    assert run["first"]["many_errors"] == {}
+    assert run["first"]["many_names"] == {ci: f"{ci}-many" for ci in INSTANCES}
+    for ci in INSTANCES:
+        got = keys(table(f"{run['dir']}/many/{ci}"))
+        if ci == "dbo_t1":
+            assert got == run["at_first"]["changes_t1"]
+        else:
+            assert got == run["changes"][ci], ci
+    apps = {r["app_id"] for r in table(run["dir"] + "/many_facts")}
+    assert apps == {f"{ci}-many" for ci in INSTANCES}
+
+
+# timings, and what a batch measures of the source when it reads (the simulator's capture
+# job adds idle mapping entries as time passes, moving max_lsn between the two runs)
+TIMINGS = {"started_at", "duration_ms", "source_rtt_ms", "read_seconds", "written_at",
+           "capture_lag_seconds", "network_wait_ms", "read_mb", "source_max_commit_ts",
+           "ingestion_lag_seconds"}
+
+
+def test_spark_bronze_and_facts_equal_the_clis(run):
+    d = run["dir"]
+    ours = run["at_first"]["t1"]
+    cli = table(d + "/cli_t1")
+    assert list(DeltaTable(d + "/cli_t1").schema().to_arrow().names) == \
+        list(DeltaTable(d + "/t1").schema().to_arrow().names)
+
+    def canon(rows):
+        return sorted((tuple(sorted(r.items())) for r in rows), key=repr)
+    assert canon(ours) == canon(cli)  # every column, _batch_id (the batch boundaries) too
+    ours_f = [r for r in run["at_first"]["facts"] if r["app_id"] == "t1-app"]
+    cli_f = table(d + "/cli_facts")
+    def columns(path):
+        return [(f.name, str(f.type), f.nullable) for f in DeltaTable(path).schema().to_arrow()]
+    assert columns(d + "/cli_facts") == columns(d + "/facts")
+    assert columns(d + "/cli_t1") == columns(d + "/t1")
+    for path in ("/facts", "/t1"):
+        assert DeltaTable(d + path).metadata().configuration == \
+            DeltaTable(d + "/cli" + path.replace("/", "_")).metadata().configuration
+
+    def facts(rows):
+        return sorted(({k: v for k, v in r.items() if k not in TIMINGS | {"target"}}
+                       for r in rows if r["rows"]), key=lambda r: r["batch_id"])
+    assert facts(ours_f) == facts(cli_f)
+    # ours read the source later: never an earlier max commit than the CLI saw
+    top = {r["batch_id"]: r["source_max_commit_ts"] for r in cli_f if r["rows"]}
+    assert all(r["source_max_commit_ts"] >= top[r["batch_id"]] for r in ours_f if r["rows"])
+
+
+def test_the_table_moves_from_spark_to_the_cli_without_gap_or_duplicate(run):
+    rows = table(run["dir"] + "/t1")
+    got = keys(rows)
+    assert got == run["changes"]["dbo_t1"]  # every change once, Spark's then the CLI's
+    assert len(got) > len(run["at_second"]["t1"])
+    assert {r["_batch_id"] is not None for r in rows} == {True}
+    facts = [r for r in table(run["dir"] + "/facts") if r["app_id"] == "t1-cli" and r["rows"]]
+    assert facts and min(r["min_lsn"] for r in facts) > run["moved_from"]
+
+
+def test_the_references_readers_take_what_spark_wrote(run):
+    ref = run["ref"]
+    assert ref["finalized_until"] == run["second"]["t1"]["finalized_until"]
+    assert ref["is_final"] is True
+    assert [(r["id"], r["v"]) for r in ref["silver"]] == run["sources"]["t2"]
+    rec = ref["reconcile"]
+    assert rec["buckets"] > 0 and rec["mismatch"] == 0 and rec["match"] == rec["buckets"], rec
+
+
+
+def test_the_stream_through_spark_connect(run):
+    if run["connect"] is None:
+        pytest.skip("no Spark Connect client: pyspark[connect]'s packages (pandas, grpcio, "
+                    "grpcio-status, googleapis-common-protos, zstandard; tests/requirements.txt) "
+                    "are not installed in this Python, nor in MCDC_CONNECT_PYTHON's")
+    assert run["connect"]["connect_session"].startswith("pyspark.sql.connect")
+    assert run["connect"]["t4_active"] is False  # availableNow ended the query by itself
+    rows = table(run["dir"] + "/t4")
+    assert keys(rows) == run["changes"]["dbo_t4"]
+    facts = [r for r in table(run["dir"] + "/facts") if r["app_id"] == "t4-connect"]
+    assert sum(r["rows"] for r in facts) == len(rows)
+    last = max(r["_commit_ts"] for r in rows)
+    assert run["connect"]["t4_finalized_until"] == str(last.replace(second=0, microsecond=0))
+
+
+def metrics_module():
+    """python/src/mssql_cdc/_spark_metrics.py alone (the reference's mssql_cdc is the one
+    this interpreter imports by name)."""
+    import importlib.util
+    path = os.path.join(ROOT, "python", "src", "mssql_cdc", "_spark_metrics.py")
+    spec = importlib.util.spec_from_file_location("mcdc_spark_metrics", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("uri", [False, True])
+def test_metrics_files_fold_into_the_batch_facts(tmp_path, uri):
+    m = metrics_module()
+    base = ("file://" if uri else "") + str(tmp_path / "m")
+    d = m.join(base, "orders-v1")
+    assert d == base + "/orders-v1"
+    assert m.join("s3://b/m?region=x", "a") == "s3://b/m/a?region=x"
+    assert m.list_files(d) == [] and m.fold(d) == ({}, [])
+    first = {"from_lsn": "0x01", "to_lsn": "0x05", "rows": 3, "bytes": 2_000_000,
+             "seconds": 0.5}
+    last = {"from_lsn": "0x06", "to_lsn": "0x09", "rows": 0, "bytes": 500_000, "seconds": 0.25,
+            "to_commit_ts": "2026-01-02T03:04:05.678", "retention_watermark_ts": "",
+            "source_max_commit_ts": "2026-01-02T03:04:06.000", "capture_lag_seconds": 1.5}
+    m.write_json(d, "range-0x05-0.json", first)
+    m.write_json(d, "range-0x09-1.json", last)
+    m.write_json(d, "range-0x09-1.json", last)  # a retried task rewrites its own file
+    folded, files = m.fold(d)
+    assert len(files) == 2
+    assert folded["end_lsn"] == "0x09"
+    assert str(folded["end_commit_ts"]) == "2026-01-02 03:04:05.678000"
+    assert folded["retention_watermark_ts"] is None
+    assert str(folded["source_max_commit_ts"]) == "2026-01-02 03:04:06"
+    assert folded["read_seconds"] == 0.75 and folded["read_mb"] == 2.5
+    assert folded["capture_lag_seconds"] == 1.5 and folded["source_rtt_ms"] is None
+    m.remove(d, files)
+    assert m.list_files(d) == []
