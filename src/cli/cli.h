@@ -106,6 +106,11 @@ int cli_exit_code(int status);
 /* Prints "mssql-cdc: error (Kind): message" on stderr; returns the exit code
  * for e->code. */
 int cli_fail(const mcdc_error *e);
+/* Until cli_stop_signals_end: SIGINT and SIGTERM ask the job that holds
+ * stop to stop (mcdc_stop_request, one atomic store: safe in a handler).
+ * The job then returns MCDC_E_CANCELLED before its next commit. */
+void cli_stop_signals_begin(mcdc_stop *stop);
+void cli_stop_signals_end(void);
 /* Prints "mssql-cdc: <fmt with arg>" and the --help hint; returns EXIT_USAGE. */
 int cli_usage_error(const char *fmt, const char *arg);
 

@@ -2,6 +2,7 @@
  * by the commands (cli.h). */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,30 @@ int cli_exit_code(int status) {
     case MCDC_E_NOT_READY: return EXIT_NOT_READY;
     default: return EXIT_ERROR;
     }
+}
+
+/* The stop SIGINT/SIGTERM request (the command's one job: the CLI's own
+ * state, not the library's). */
+static mcdc_stop *volatile g_stop;
+
+static void stop_on_signal(int sig) {
+    (void)sig;
+    mcdc_stop_request(g_stop);
+}
+
+void cli_stop_signals_begin(mcdc_stop *stop) {
+    g_stop = stop;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = stop_on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+void cli_stop_signals_end(void) {
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    g_stop = NULL;
 }
 
 int cli_fail(const mcdc_error *e) {

@@ -1,5 +1,6 @@
 /* cmd_reconcile.c - mssql-cdc reconcile: is silver equal to its SQL Server
  * table? (the reference's reconcile). */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +82,10 @@ static const char RECONCILE_HELP_OPTIONS[] =
     "Source options as for stream (captureInstance, connectionString, isolationLevel,\n"
     "lockTimeoutMs, ...). Tier 1 counts under READ COMMITTED; Tier 2 reads under\n"
     "isolationLevel. A gone captureInstance is found through bronze (docs/reconcile.md).\n"
+    "\n";
+
+static const char RECONCILE_HELP_EXIT[] =
+    "SIGINT/SIGTERM stop it before it commits its rows (exit 1, stopped on request; rerun it).\n"
     "\n"
     "Exit codes: 0 nothing differs and something was verified (IN_FLIGHT alone is no\n"
     "difference: run again later); 19 something differs (a MISMATCH bucket,\n"
@@ -93,6 +98,14 @@ static const char RECONCILE_HELP_OPTIONS[] =
     "kind, one table in two roles, or options of another capture instance than B's;\n"
     "others as for stream.\n";
 
+
+/* The run SIGINT/SIGTERM ask to stop (before its report is written). */
+static mcdc_reconcile *volatile g_running;
+
+static void on_signal(int sig) {
+    (void)sig;
+    if (g_running) mcdc_reconcile_request_stop(g_running);
+}
 
 int cmd_reconcile(int argc, char **argv) {
     mcdc_error e = MCDC_ERROR_INIT;
@@ -109,6 +122,7 @@ int cmd_reconcile(int argc, char **argv) {
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(RECONCILE_HELP, stdout);
             fputs(RECONCILE_HELP_OPTIONS, stdout);
+            fputs(RECONCILE_HELP_EXIT, stdout);
             goto out;
         } else if (strcmp(a, "--silver") == 0) {
             NEEDV();
@@ -181,7 +195,18 @@ int cmd_reconcile(int argc, char **argv) {
                             &cfg.log_user);
     if (rc != EXIT_OK) goto out;
     int st = mcdc_reconcile_create(&r, opts, &cfg, &e);
-    if (st == MCDC_OK) st = mcdc_reconcile_run(r, &res, &e);
+    if (st == MCDC_OK) {
+        g_running = r;
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        st = mcdc_reconcile_run(r, &res, &e);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        g_running = NULL;
+    }
     cli_progress_end(&prog);
     if (st) {
         mcdc_reconcile_free(r);

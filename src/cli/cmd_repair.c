@@ -51,6 +51,8 @@ static const char REPAIR_HELP[] =
     "B's rows name (exit 4 when none of its table is left); one that is not B's table's\n"
     "is refused before anything is read (exit 7).\n"
     "\n"
+    "SIGINT/SIGTERM stop it before it commits its rows (exit 1, stopped on request; rerun it).\n"
+    "\n"
     "Exit codes: 0 repaired (or nothing to repair, or done before under this ID);\n"
     "2 bad usage, a bad key, bronze or R missing, a run ID R does not hold, a table\n"
     "without a unique index, or a key with more than one source row;\n"
@@ -168,7 +170,16 @@ int cmd_repair(int argc, char **argv) {
     }
     if ((rc = cli_source_env(opts, argc, argv)) != EXIT_OK) goto out;
     mcdc_repair_result res;
-    if (mcdc_repair_run(opts, &cfg, &res, &e) != MCDC_OK) {
+    mcdc_stop *stop = NULL;
+    int st = mcdc_stop_create(&stop, &e);
+    if (st == MCDC_OK) {
+        cfg.stop = stop;
+        cli_stop_signals_begin(stop);
+        st = mcdc_repair_run(opts, &cfg, &res, &e);
+        cli_stop_signals_end();
+    }
+    mcdc_stop_free(stop);
+    if (st != MCDC_OK) {
         rc = cli_fail(&e);
         goto out;
     }

@@ -44,7 +44,9 @@ static const char SEED_HELP[] =
     "key refused (the key: the capture instance's unique index; a table without one is not\n"
     "checked). The seed first waits, up to captureWaitSeconds (default\n"
     "600), for capture to record the capture instance's start LSN when it has not yet.\n"
-    "A rerun with the same --as-of prints the seed already written. Exit codes: 0 done,\n"
+    "A rerun with the same --as-of prints the seed already written. SIGINT/SIGTERM\n"
+    "stop it before it commits its rows (exit 1, stopped on request; rerun it).\n"
+    "Exit codes: 0 done,\n"
     "2 bad usage, options or copy (none at --from, no row without --allow-empty, a missing\n"
     "column, an as-of in the future, another snapshot in T), 3 the as-of's changes are\n"
     "not held (DataLossError), 7 T is not a bronze table or holds another table's rows,\n"
@@ -105,7 +107,15 @@ int cmd_seed(int argc, char **argv) {
     rc = cli_progress_start(&prog, mode, &cfg.progress_fn, &cfg.progress_user, &cfg.log_fn,
                             &cfg.log_user);
     if (rc != EXIT_OK) goto out;
-    int st = mcdc_seed(&off, &rows, &written, opts, &cfg, &e);
+    mcdc_stop *stop = NULL;
+    int st = mcdc_stop_create(&stop, &e);
+    if (st == MCDC_OK) {
+        cfg.stop = stop;
+        cli_stop_signals_begin(stop);
+        st = mcdc_seed(&off, &rows, &written, opts, &cfg, &e);
+        cli_stop_signals_end();
+    }
+    mcdc_stop_free(stop);
     cli_progress_end(&prog);
     if (st) {
         rc = cli_fail(&e);

@@ -47,6 +47,8 @@ static const char SNAPSHOT_HELP[] =
     "for it, saying so on stderr every few seconds. A snapshot of an empty table\n"
     "writes no row, and a rerun, a seed and a bootstrap find it all the same.\n"
     "\n"
+    "SIGINT/SIGTERM stop it before it commits its rows (exit 1, stopped on request; rerun it).\n"
+    "\n"
     "Exit codes as for stream: 0 done, 2 bad usage or options, 3 data loss (cleanup\n"
     "passed the snapshot's LSN while it was read), 7 T is not a bronze table or holds\n"
     "another table's rows, or T and F are one, 18 a\n"
@@ -101,7 +103,15 @@ int cmd_snapshot(int argc, char **argv) {
     rc = cli_progress_start(&prog, mode, &cfg.progress_fn, &cfg.progress_user, &cfg.log_fn,
                             &cfg.log_user);
     if (rc != EXIT_OK) goto out;
-    int st = mcdc_snapshot_take(&off, &rows, &taken, opts, &cfg, &e);
+    mcdc_stop *stop = NULL;
+    int st = mcdc_stop_create(&stop, &e);
+    if (st == MCDC_OK) {
+        cfg.stop = stop;
+        cli_stop_signals_begin(stop);
+        st = mcdc_snapshot_take(&off, &rows, &taken, opts, &cfg, &e);
+        cli_stop_signals_end();
+    }
+    mcdc_stop_free(stop);
     cli_progress_end(&prog);
     if (st) {
         rc = cli_fail(&e);
