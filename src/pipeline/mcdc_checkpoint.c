@@ -424,8 +424,10 @@ int mcdc_checkpoint_lock(mcdc_ckpt_lock **out, const mcdc_storage_env *env, cons
                             "another process is running on checkpoint %s (%s): a checkpoint "
                             "serves one process at a time, so this run wrote nothing. Wait for "
                             "it to end, or stop it (SIGINT or SIGTERM end it after its current "
-                            "batch), then run again; two jobs need two checkpoints and two app "
-                            "ids",
+                            "batch), then run again (on S3 or Azure a killed process keeps it "
+                            "until its lease expires, 60 s after its last renewal unless "
+                            "MCDC_LEASE_TTL_MS says otherwise); two jobs need two checkpoints "
+                            "and two app ids",
                             dir, who);
     } else if (rc == MCDC_E_UNSUPPORTED) {
         mcdc_log(MCDC_LOG_WARN, "checkpoint %s cannot be locked (%s): a second process on it is "
