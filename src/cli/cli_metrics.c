@@ -78,6 +78,10 @@ typedef struct tstat {
 /* What the capture probe read of one database. */
 typedef struct dbstat {
     char label[CLI_METRICS_LABEL_MAX];
+    bool removed;       /* a reload removed it: not polled, not served (its row stays:
+                           the probe's thread and the tables keep its index) */
+    mcdc_opts *added;   /* added after start (cli_metrics_add_database): its options
+                           (owned, freed at stop); NULL: cfg's */
     bool polled, probe_up, has_health;
     mcdc_capture_health health;
     int64_t probe_errors;
@@ -91,7 +95,7 @@ struct cli_metrics {
     pthread_mutex_t mu;
     tstat *t;
     size_t n, cap; /* rows of t, and room for */
-    /* the probe's, a row per database (under mu) */
+    /* the probe's, a row per database (under mu); rows are only appended */
     dbstat *db;
     size_t n_db;
     /* the probe's thread */
@@ -169,11 +173,43 @@ static void label_copy(char out[CLI_METRICS_LABEL_MAX], const char *v) {
     snprintf(out, CLI_METRICS_LABEL_MAX, "%s", v ? v : "");
 }
 
-/* The row of the database labelled label, or (size_t)-1. */
+/* The row of the database labelled label (not removed), or (size_t)-1. */
 static size_t db_index(const cli_metrics *m, const char *label) {
     for (size_t k = 0; label && k < m->n_db; k++)
-        if (strcmp(m->db[k].label, label) == 0) return k;
+        if (!m->db[k].removed && strcmp(m->db[k].label, label) == 0) return k;
     return (size_t)-1;
+}
+
+bool cli_metrics_add_database(cli_metrics *m, const char *label, mcdc_opts *opts) {
+    if (m == NULL) {
+        mcdc_opts_free(opts);
+        return false;
+    }
+    bool added = false;
+    pthread_mutex_lock(&m->mu);
+    dbstat *db = db_index(m, label) == (size_t)-1 && opts
+                     ? realloc(m->db, (m->n_db + 1) * sizeof *m->db)
+                     : NULL;
+    if (db) {
+        m->db = db;
+        dbstat *d = &m->db[m->n_db++];
+        memset(d, 0, sizeof *d);
+        label_copy(d->label, label);
+        d->added = opts;
+        opts = NULL;
+        added = true;
+    }
+    pthread_mutex_unlock(&m->mu);
+    mcdc_opts_free(opts); /* known already, or out of memory */
+    return added;
+}
+
+void cli_metrics_remove_database(cli_metrics *m, const char *label) {
+    if (m == NULL) return;
+    pthread_mutex_lock(&m->mu);
+    size_t k = db_index(m, label);
+    if (k != (size_t)-1) m->db[k].removed = true; /* the probe's thread closes its probe */
+    pthread_mutex_unlock(&m->mu);
 }
 
 size_t cli_metrics_add(cli_metrics *m, const char *database, const char *name) {
@@ -285,45 +321,81 @@ static size_t opts_db(const cli_metrics *m, size_t i) {
     return m->cfg.opts_database ? m->cfg.opts_database[i] : 0;
 }
 
+/* The probe's thread's own state of one database (its row of m->db). */
+typedef struct dbprobe {
+    mcdc_capture_probe *probe;
+    size_t next; /* the cfg options it opens with next (n_opts: none of cfg's) */
+    bool was_up;
+} dbprobe;
+
+/* Grows *p to n rows (databases added since), each new one set to its
+ * database's first cfg options; false: out of memory (*p as it was). */
+static bool probes_grow(const cli_metrics *m, dbprobe **p, size_t *have, size_t n) {
+    if (n <= *have) return true;
+    dbprobe *q = realloc(*p, n * sizeof *q);
+    if (q == NULL) return false;
+    for (size_t k = *have; k < n; k++) {
+        q[k].probe = NULL;
+        q[k].was_up = true;
+        q[k].next = 0;
+        while (q[k].next < m->cfg.n_opts && opts_db(m, q[k].next) != k) q[k].next++;
+    }
+    *p = q;
+    *have = n;
+    return true;
+}
+
 static void *poll_run(void *arg) {
     cli_metrics *m = arg;
-    /* a probe per database, opened with the first of its options whose
-     * instance this login may resolve (else the next at the next poll) */
-    mcdc_capture_probe **probe = calloc(m->n_db, sizeof *probe);
-    size_t *next = calloc(m->n_db, sizeof *next);
-    bool *was_up = calloc(m->n_db, sizeof *was_up);
-    if (probe == NULL || next == NULL || was_up == NULL) {
-        fprintf(stderr, "mssql-cdc: metrics: out of memory: the capture probe does not run\n");
-        free(probe);
-        free(next);
-        free(was_up);
-        return NULL;
-    }
-    for (size_t k = 0; k < m->n_db; k++) {
-        was_up[k] = true;
-        while (next[k] < m->cfg.n_opts && opts_db(m, next[k]) != k) next[k]++;
-    }
+    /* a probe per database, opened with the options it was added with, or
+     * the first of cfg's options of its database whose instance this login
+     * may resolve (else the next at the next poll) */
+    dbprobe *p = NULL;
+    size_t have = 0;
+    bool told_oom = false;
     pthread_mutex_lock(&m->mu);
     while (!m->stopping) {
+        size_t n_db = m->n_db; /* rows are only appended: 0..n_db stay */
         pthread_mutex_unlock(&m->mu);
-        for (size_t k = 0; k < m->n_db; k++) {
-            if (next[k] >= m->cfg.n_opts) continue; /* no options of that database */
+        if (!probes_grow(m, &p, &have, n_db)) {
+            if (!told_oom)
+                fprintf(stderr, "mssql-cdc: metrics: out of memory: the databases added last "
+                                "are not probed\n");
+            told_oom = true;
+            n_db = have;
+        }
+        for (size_t k = 0; k < n_db; k++) {
+            char label[CLI_METRICS_LABEL_MAX];
+            pthread_mutex_lock(&m->mu);
+            bool removed = m->db[k].removed;
+            const mcdc_opts *added = m->db[k].added; /* freed only after this thread */
+            memcpy(label, m->db[k].label, sizeof label);
+            pthread_mutex_unlock(&m->mu);
+            if (removed) { /* a reload removed it: no more polls */
+                mcdc_capture_probe_free(p[k].probe);
+                p[k].probe = NULL;
+                continue;
+            }
+            const mcdc_opts *o = added                       ? added
+                                 : p[k].next < m->cfg.n_opts ? m->cfg.opts[p[k].next]
+                                                             : NULL;
+            if (o == NULL) continue; /* no options of that database */
             mcdc_error e = MCDC_ERROR_INIT;
             mcdc_capture_health h;
             memset(&h, 0, sizeof h);
             int rc = MCDC_OK;
-            if (probe[k] == NULL &&
-                (rc = mcdc_capture_probe_open(&probe[k], m->cfg.opts[next[k]], &e))) {
-                do next[k] = (next[k] + 1) % m->cfg.n_opts;
-                while (opts_db(m, next[k]) != k);
+            if (p[k].probe == NULL && (rc = mcdc_capture_probe_open(&p[k].probe, o, &e)) &&
+                added == NULL) {
+                do p[k].next = (p[k].next + 1) % m->cfg.n_opts;
+                while (opts_db(m, p[k].next) != k);
             }
-            if (rc == MCDC_OK) rc = mcdc_capture_probe_read(probe[k], &h, &e);
-            if (rc && was_up[k])
+            if (rc == MCDC_OK) rc = mcdc_capture_probe_read(p[k].probe, &h, &e);
+            if (rc && p[k].was_up)
                 fprintf(stderr, "mssql-cdc: metrics: the capture probe failed (%s, database "
                                 "'%s'): %s; the streams go on, mssql_cdc_capture_probe_up is 0 "
                                 "until it answers\n",
-                        mcdc_status_kind(rc), m->db[k].label, e.message);
-            was_up[k] = rc == MCDC_OK;
+                        mcdc_status_kind(rc), label, e.message);
+            p[k].was_up = rc == MCDC_OK;
             pthread_mutex_lock(&m->mu);
             dbstat *d = &m->db[k];
             d->polled = true;
@@ -347,10 +419,8 @@ static void *poll_run(void *arg) {
         }
     }
     pthread_mutex_unlock(&m->mu);
-    for (size_t k = 0; k < m->n_db; k++) mcdc_capture_probe_free(probe[k]);
-    free(probe);
-    free(next);
-    free(was_up);
+    for (size_t k = 0; k < have; k++) mcdc_capture_probe_free(p[k].probe);
+    free(p);
     return NULL;
 }
 
@@ -368,20 +438,27 @@ static bool take(cli_metrics *m, snap *s) {
     pthread_mutex_lock(&m->mu);
     s->t = malloc(sizeof *s->t * (m->n ? m->n : 1));
     s->db = malloc(sizeof *s->db * (m->n_db ? m->n_db : 1));
-    if (s->t == NULL || s->db == NULL) {
+    size_t *db_at = malloc(sizeof *db_at * (m->n_db ? m->n_db : 1)); /* m's row -> s's */
+    if (s->t == NULL || s->db == NULL || db_at == NULL) {
         pthread_mutex_unlock(&m->mu);
         free(s->t);
         free(s->db);
+        free(db_at);
         return false;
     }
-    memcpy(s->db, m->db, sizeof *s->db * m->n_db);
-    s->n_db = m->n_db;
+    /* the databases a reload removed are not served */
+    s->n_db = 0;
+    for (size_t k = 0; k < m->n_db; k++) {
+        db_at[k] = m->db[k].removed ? (size_t)-1 : s->n_db;
+        if (!m->db[k].removed) s->db[s->n_db++] = m->db[k];
+    }
     /* the rows a reload removed are not served */
     s->n = 0;
     for (size_t i = 0; i < m->n; i++)
         if (!m->t[i].removed) {
             tstat *c = &s->t[s->n++];
             *c = m->t[i];
+            c->db = c->db < m->n_db ? db_at[c->db] : (size_t)-1;
             /* a table whose change table has nothing new is caught up
              * although its last batch ended behind max_lsn (a short lock of
              * the stream's; its pointer is good until ended, under m->mu) */
@@ -390,6 +467,7 @@ static bool take(cli_metrics *m, snap *s) {
             c->stream = NULL;
         }
     pthread_mutex_unlock(&m->mu);
+    free(db_at);
     s->now_us = utc_us();
     s->now_mono_us = mono_us();
     return true;
@@ -921,6 +999,7 @@ void cli_metrics_stop(cli_metrics *m) {
     if (m->daemon) MHD_stop_daemon(m->daemon);
     pthread_cond_destroy(&m->wake);
     pthread_mutex_destroy(&m->mu);
+    for (size_t k = 0; k < m->n_db; k++) mcdc_opts_free(m->db[k].added);
     free(m->t);
     free(m->db);
     free(m->page);

@@ -8,6 +8,7 @@
 #ifndef CLI_METRICS_H
 #define CLI_METRICS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "mssqlcdc.h"
@@ -46,6 +47,15 @@ int cli_metrics_start(cli_metrics **out, const cli_metrics_cfg *cfg);
 size_t cli_metrics_add(cli_metrics *m, const char *database, const char *name);
 /* Table i is gone (a reload removed it): its row is no longer served. */
 void cli_metrics_remove(cli_metrics *m, size_t i);
+/* A database more (a reload added its section): the probe polls it from its
+ * next round with opts (owned by m from this call on, also when it returns
+ * false), and tables added with its label from now on get its lag. false:
+ * a database of that label is polled already, or out of memory (NULL m:
+ * false). */
+bool cli_metrics_add_database(cli_metrics *m, const char *label, mcdc_opts *opts);
+/* The database labelled label is gone (a reload removed it): no more polls,
+ * its rows are no longer served. A later add of that label starts afresh. */
+void cli_metrics_remove_database(cli_metrics *m, const char *label);
 /* The streams' events for table i. */
 /* Table i's run started on stream, which the listener asks whether it is
  * caught up (mcdc_stream_caught_up) until cli_metrics_ended: a table whose

@@ -185,6 +185,27 @@ static void use_log_flag(serve_config *c, bool json) {
     for (size_t i = 0; i < c->n_t; i++) c->t[i]->job.json_log = json;
 }
 
+/* The listener's databases follow an accepted file n: one new to it is
+ * probed from now on (with its first table's options), one gone from it no
+ * more. A database kept goes on with the options it was first probed with. */
+static void metrics_databases(serve *s, const serve_config *n) {
+    if (s->metrics == NULL) return;
+    for (size_t k = 0; k < s->cfg->n_db; k++) {
+        bool kept = false;
+        for (size_t j = 0; j < n->n_db && !kept; j++)
+            kept = strcmp(n->db[j].name, s->cfg->db[k].name) == 0;
+        if (!kept) {
+            cli_metrics_remove_database(s->metrics, s->cfg->db[k].name);
+            serve_log(s, "info", NULL, "database %s: removed from the file, no longer probed",
+                      s->cfg->db[k].name);
+        }
+    }
+    for (size_t j = 0; j < n->n_db; j++)
+        if (cli_metrics_add_database(s->metrics, n->db[j].name, serve_config_probe_opts(n, j)))
+            serve_log(s, "info", NULL, "database %s: added, its capture probe starts",
+                      n->db[j].name);
+}
+
 /* SIGHUP: the file again. Nothing changes unless all of it is accepted. */
 static void reload(serve *s) {
     serve_log(s, "info", NULL, "SIGHUP: rereading %s", s->cfg->path);
@@ -242,6 +263,7 @@ static void reload(serve *s) {
         n->t[i] = serve_config_take(s->cfg, (size_t)k);
         kept++;
     }
+    metrics_databases(s, n); /* before the tables start: they find their database's row */
     for (size_t i = 0; i < n->n_t; i++)
         if (fresh[i]) {
             table_start(s, n->t[i]);

@@ -412,6 +412,72 @@ def test_readyz_for_resumed_idle_tables_and_every_dashboard_metric_is_served(sim
     assert proc.returncode == 0, err
 
 
+def test_a_database_added_by_sighup_is_probed_and_one_removed_is_not(sim, workdir):
+    """A [database] section added by a reload gets its capture probe (its
+    capture-health metrics, its tables' lag against its own max_lsn) without
+    a restart; removed again, its metrics go."""
+    import urllib.request
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+    make_dbs(sim)
+    write(sim, "shop", ["t1"], 1, 1)
+    write(sim, "crm", ["c1"], 1, 2)
+    service = "metrics_poll_seconds = 0.2"
+    one = [("shop", "dbo_t1")]
+    path, lake = config(sim, workdir, one, trigger="processingTime=100ms", extra_service=service)
+    ready = os.path.join(workdir, "port")
+    log = open(os.path.join(workdir, "serve.log"), "w+")
+    proc = subprocess.Popen([CLI, "serve", "--config", path, "--metrics-listen", "127.0.0.1:0",
+                             "--ready-file", ready], stdout=subprocess.DEVNULL, stderr=log)
+
+    def probed():
+        """{family: {database: value}} of the per-database samples of /metrics."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            body = r.read().decode()
+        out = {}
+        for fam in text_string_to_metric_families(body):
+            for smp in fam.samples:
+                if "capture_instance" not in smp.labels and "database" in smp.labels:
+                    out.setdefault(smp.name, {})[smp.labels["database"]] = smp.value
+        return out
+    try:
+        wait_for(lambda: os.path.exists(ready) and open(ready).read().strip(), "the listener")
+        port = int(open(ready).read())
+        wait_for(lambda: probed().get("mssql_cdc_capture_probe_up") == {"shop": 1},
+                 "shop's probe")
+        # crm and a table of it added: probed from the reload on
+        two = one + [("crm", "dbo_c1")]
+        config(sim, workdir, two, trigger="processingTime=100ms", extra_service=service)
+        proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: probed().get("mssql_cdc_capture_probe_up") == {"shop": 1, "crm": 1},
+                 "the added database's probe")
+        wait_for(lambda: "crm" in probed().get("mssql_cdc_capture_lag_seconds", {}),
+                 "the added database's capture lag")
+        assert "crm" in probed()["mssql_cdc_source_max_commit_timestamp_seconds"]
+        write(sim, "crm", ["c1"], 100, 2)
+        wait_for(lambda: bronze_keys(lake, "crm", "dbo_c1") == change_rows(sim, "crm", "dbo_c1"),
+                 "crm.dbo_c1 to catch up")
+        wait_for(lambda: status(port).get("crm.dbo_c1", {}).get("lag_seconds") == 0,
+                 "crm.dbo_c1's lag 0 against crm's max_lsn")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status.json", timeout=5) as r:
+            dbs = {d["database"]: d for d in json.loads(r.read())["databases"]}
+        assert set(dbs) == {"shop", "crm"} and dbs["crm"]["probe_up"], dbs
+        # removed again: its rows go, shop's stay
+        config(sim, workdir, one, trigger="processingTime=100ms", extra_service=service)
+        proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: probed().get("mssql_cdc_capture_probe_up") == {"shop": 1},
+                 "the removed database's rows to go")
+        assert all(set(v) == {"shop"} for v in probed().values()), probed()
+        assert "crm.dbo_c1" not in status(port)
+        text = open(log.name).read()
+        assert "database crm: added, its capture probe starts" in text, text
+        assert "database crm: removed from the file, no longer probed" in text, text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+        log.close()
+    assert proc.returncode == 0, open(log.name).read()
+
+
 class DevTools:
     """Headless Chromium driven over its DevTools protocol (a websocket)."""
 
