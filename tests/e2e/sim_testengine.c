@@ -79,6 +79,7 @@ int sim_login(sim_server *srv, sim_session **out, const char *user, const char *
 
 void sim_session_close(sim_session *s) { mcdc_free(s); }
 int sim_session_spid(const sim_session *s) { return s->spid; }
+void sim_session_count_request(sim_session *s) { (void)s; } /* sim.request_stats is the engine's */
 const char *sim_session_database(const sim_session *s) { return s->db; }
 void sim_session_set_packet_size(sim_session *s, int bytes) { s->packet_size = bytes; }
 void sim_session_add_network_wait(sim_session *s, int64_t ms) { s->net_wait_ms += ms; }
