@@ -602,6 +602,41 @@ TEST(cdc_probe_moved_chunks_many_tables) {
     fx_close(&x);
 }
 
+/* Every change table's row count in one query; without VIEW DATABASE
+ * STATE (or SELECT on cdc.change_tables) not visible and no error; a count
+ * that is not one is a protocol error, nothing returned. */
+TEST(cdc_change_table_rows_one_query_and_degrades) {
+    fx x = fx_open();
+    fake_reply(x.f, "dm_db_partition_stats", "capture_instance:utf8,row_count:i64",
+               "dbo_a|12\ndbo_b|0");
+    fake_error(x.f, "dm_db_partition_stats", MCDC_E_PERMISSION, 297,
+               "The user does not have permission to perform this action.");
+    fake_reply(x.f, "dm_db_partition_stats", "capture_instance:utf8,row_count:i64", "dbo_a|-1");
+    mcdc_change_table_rows *v = NULL;
+    size_t n = 9;
+    bool visible = false;
+    CHECK_EQ_INT(mcdc_cdc_change_table_rows(&v, &n, &visible, x.c, NULL), MCDC_OK);
+    CHECK(visible);
+    CHECK_EQ_INT((int)n, 2);
+    if (v && n == 2) {
+        CHECK_EQ_STR(v[0].capture_instance, "dbo_a");
+        CHECK(v[0].rows == 12);
+        CHECK_EQ_STR(v[1].capture_instance, "dbo_b");
+        CHECK(v[1].rows == 0);
+    }
+    CHECK(strstr(fake_sql(x.f, 0), "JOIN sys.dm_db_partition_stats AS ps ON ps.object_id = "
+                                   "ct.object_id AND ps.index_id IN (0, 1)") != NULL);
+    mcdc_change_table_rows_free(v);
+    CHECK_EQ_INT(mcdc_cdc_change_table_rows(&v, &n, &visible, x.c, NULL), MCDC_OK);
+    CHECK(!visible && v == NULL && n == 0);
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_cdc_change_table_rows(&v, &n, &visible, x.c, &e), MCDC_E_PROTOCOL);
+    CHECK(!visible && v == NULL && n == 0);
+    CHECK(strstr(e.message, "row count") != NULL);
+    CHECK_EQ_INT(fake_exec_count(x.f), 3);
+    fx_close(&x);
+}
+
 TEST(cdc_ddl_history_is_filtered_to_the_range) {
     fx x = fx_open();
     fake_reply(x.f, "sp_cdc_get_ddl_history",
