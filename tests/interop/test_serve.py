@@ -423,6 +423,13 @@ def serve_listening(path, workdir):
     return proc, log, ready
 
 
+def stop_serve(proc, log):
+    """SIGTERM, the exit awaited, the log closed."""
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    log.close()
+
+
 def metrics_samples(port):
     """Every sample of /metrics, parsed as OpenMetrics."""
     import urllib.request
@@ -484,9 +491,7 @@ def test_a_database_added_by_sighup_is_probed_and_one_removed_is_not(sim, workdi
         assert "database crm: added, its capture probe starts" in text, text
         assert "database crm: removed from the file, no longer probed" in text, text
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=60)
-        log.close()
+        stop_serve(proc, log)
     assert proc.returncode == 0, open(log.name).read()
 
 
@@ -587,9 +592,7 @@ def test_a_kept_database_whose_options_change_is_probed_with_the_new_ones(sim, w
         text = open(log.name).read()
         assert "database shop: its options changed, its capture probe opens again" in text, text
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=60)
-        log.close()
+        stop_serve(proc, log)
     assert proc.returncode == 0, open(log.name).read()
 
 
