@@ -67,7 +67,8 @@ extern "C" {
  *    2, which an older library refuses); mcdc_log_to_thread (messages of
  *    calls outside jobs to a log function); stop requests for the jobs
  *    without a handle (mcdc_stop_*: the snapshot config's version 4, the
- *    seed's 4, the repair's 2) and mcdc_reconcile_request_stop.
+ *    seed's 4, the repair's 2) and mcdc_reconcile_request_stop; the change
+ *    tables' row counts (mcdc_capture_probe_change_rows).
  */
 #define MCDC_API_VERSION 5
 
@@ -632,6 +633,22 @@ MCDC_API int mcdc_capture_probe_open(mcdc_capture_probe **out, const mcdc_opts *
 MCDC_API int mcdc_capture_probe_read(mcdc_capture_probe *p, mcdc_capture_health *out,
                                      mcdc_error *err);
 MCDC_API void mcdc_capture_probe_free(mcdc_capture_probe *p);
+/* A change table's rows: sys.dm_db_partition_stats' row_count of its
+ * clustered index, summed over its partitions. */
+#define MCDC_SYSNAME_BYTES 513 /* a sysname in UTF-8 (128 characters) and its NUL */
+typedef struct mcdc_change_table_rows {
+    char capture_instance[MCDC_SYSNAME_BYTES];
+    int64_t rows;
+} mcdc_change_table_rows;
+/* Every change table of the probe's database with its row count, in one
+ * query (retried as a stream's control queries are), ordered by capture
+ * instance. The DMV needs VIEW DATABASE STATE (and the query SELECT on
+ * cdc.change_tables): without either *visible is false, *out NULL and *n 0,
+ * and the read is no error. *out owned
+ * (mcdc_change_table_rows_free). */
+MCDC_API int mcdc_capture_probe_change_rows(mcdc_capture_probe *p, mcdc_change_table_rows **out,
+                                            size_t *n, bool *visible, mcdc_error *err);
+MCDC_API void mcdc_change_table_rows_free(mcdc_change_table_rows *rows);
 
 /* ------------------------------------------------------------------------
  * A stop request for the jobs that are one call (a snapshot, a seed, a

@@ -82,6 +82,8 @@ typedef struct dbstat {
                            the probe's thread and the tables keep its index) */
     mcdc_opts *added;   /* added after start (cli_metrics_add_database): its options
                            (owned, freed at stop); NULL: cfg's */
+    mcdc_opts *update;  /* a reload's new options (cli_metrics_update_database), owned
+                           until the probe's thread makes them its added ones */
     bool polled, probe_up, has_health;
     mcdc_capture_health health;
     int64_t probe_errors;
@@ -98,6 +100,10 @@ struct cli_metrics {
     /* the probe's, a row per database (under mu); rows are only appended */
     dbstat *db;
     size_t n_db;
+    /* the change tables' row counts, a row per row of db[] (under mu;
+     * change_rows_poll, render_change_rows) */
+    struct dbrows *rows;
+    size_t n_rows;
     /* the probe's thread */
     pthread_t poller;
     bool poller_started;
@@ -210,6 +216,25 @@ void cli_metrics_remove_database(cli_metrics *m, const char *label) {
     size_t k = db_index(m, label);
     if (k != (size_t)-1) m->db[k].removed = true; /* the probe's thread closes its probe */
     pthread_mutex_unlock(&m->mu);
+}
+
+bool cli_metrics_update_database(cli_metrics *m, const char *label, mcdc_opts *opts) {
+    if (m == NULL || opts == NULL) {
+        mcdc_opts_free(opts);
+        return false;
+    }
+    pthread_mutex_lock(&m->mu);
+    size_t k = db_index(m, label);
+    mcdc_opts *old = NULL;
+    if (k != (size_t)-1) {
+        old = m->db[k].update; /* two reloads before a poll: the newer wins */
+        m->db[k].update = opts;
+        opts = NULL;
+    }
+    pthread_mutex_unlock(&m->mu);
+    mcdc_opts_free(old);
+    mcdc_opts_free(opts);
+    return k != (size_t)-1;
 }
 
 size_t cli_metrics_add(cli_metrics *m, const char *database, const char *name) {
@@ -345,6 +370,59 @@ static bool probes_grow(const cli_metrics *m, dbprobe **p, size_t *have, size_t 
     return true;
 }
 
+/* ---- the change tables' row counts ------------------------------------------------------ */
+
+/* What the probe read of one database's change tables. */
+typedef struct dbrows {
+    bool polled;  /* the last read answered */
+    bool visible; /* the login may read sys.dm_db_partition_stats */
+    mcdc_change_table_rows *v;
+    size_t n;
+    bool was_ok; /* the probe's thread's: the read before answered (a failure is told once) */
+} dbrows;
+
+/* Reads database k's change tables' row counts on its probe (one query)
+ * and keeps them in m->rows[k]; a failure leaves none served (the capture
+ * health goes on). */
+static void change_rows_poll(cli_metrics *m, size_t k, mcdc_capture_probe *probe,
+                             const char *label) {
+    mcdc_change_table_rows *v = NULL;
+    size_t n = 0;
+    bool visible = false;
+    mcdc_error e = MCDC_ERROR_INIT;
+    int rc = mcdc_capture_probe_change_rows(probe, &v, &n, &visible, &e);
+    pthread_mutex_lock(&m->mu);
+    if (k >= m->n_rows) { /* the databases added since: their rows, zeroed */
+        dbrows *r = realloc(m->rows, (k + 1) * sizeof *r);
+        if (r) {
+            memset(r + m->n_rows, 0, (k + 1 - m->n_rows) * sizeof *r);
+            for (size_t j = m->n_rows; j <= k; j++) r[j].was_ok = true;
+            m->rows = r;
+            m->n_rows = k + 1;
+        }
+    }
+    bool told = false, was_ok = true;
+    if (k < m->n_rows) {
+        dbrows *r = &m->rows[k];
+        mcdc_change_table_rows_free(r->v);
+        r->v = rc == MCDC_OK ? v : NULL;
+        r->n = rc == MCDC_OK ? n : 0;
+        r->visible = visible;
+        r->polled = rc == MCDC_OK;
+        was_ok = r->was_ok;
+        r->was_ok = rc == MCDC_OK;
+        v = rc == MCDC_OK ? NULL : v;
+        told = true;
+    }
+    pthread_mutex_unlock(&m->mu);
+    mcdc_change_table_rows_free(v); /* not kept: out of memory, or the read failed */
+    if (told && rc && was_ok)
+        fprintf(stderr, "mssql-cdc: metrics: reading the change tables' row counts failed (%s, "
+                        "database '%s'): %s; mssql_cdc_change_table_rows is absent until it "
+                        "answers\n",
+                mcdc_status_kind(rc), label, e.message);
+}
+
 static void *poll_run(void *arg) {
     cli_metrics *m = arg;
     /* a probe per database, opened with the options it was added with, or
@@ -368,9 +446,24 @@ static void *poll_run(void *arg) {
             char label[CLI_METRICS_LABEL_MAX];
             pthread_mutex_lock(&m->mu);
             bool removed = m->db[k].removed;
+            /* a reload's options replace the ones it probes with (only this
+             * thread reads added: the old ones go after the unlock) */
+            mcdc_opts *retired = NULL;
+            bool reopen = m->db[k].update != NULL;
+            if (reopen) {
+                retired = m->db[k].added;
+                m->db[k].added = m->db[k].update;
+                m->db[k].update = NULL;
+            }
             const mcdc_opts *added = m->db[k].added; /* freed only after this thread */
             memcpy(label, m->db[k].label, sizeof label);
             pthread_mutex_unlock(&m->mu);
+            mcdc_opts_free(retired);
+            if (reopen) { /* opened with the options before: again with the new ones */
+                mcdc_capture_probe_free(p[k].probe);
+                p[k].probe = NULL;
+                p[k].was_up = true;
+            }
             if (removed) { /* a reload removed it: no more polls */
                 mcdc_capture_probe_free(p[k].probe);
                 p[k].probe = NULL;
@@ -390,6 +483,7 @@ static void *poll_run(void *arg) {
                 while (opts_db(m, p[k].next) != k);
             }
             if (rc == MCDC_OK) rc = mcdc_capture_probe_read(p[k].probe, &h, &e);
+            if (rc == MCDC_OK) change_rows_poll(m, k, p[k].probe, label);
             if (rc && p[k].was_up)
                 fprintf(stderr, "mssql-cdc: metrics: the capture probe failed (%s, database "
                                 "'%s'): %s; the streams go on, mssql_cdc_capture_probe_up is 0 "
@@ -709,6 +803,51 @@ static void render_database(FILE *f, const snap *s) {
     }
 }
 
+/* The rows' families, for the databases served (under m->mu: the rows are
+ * the probe's, replaced at each poll). */
+static void render_change_rows(FILE *f, cli_metrics *m) {
+    pthread_mutex_lock(&m->mu);
+    size_t n = m->n_rows < m->n_db ? m->n_rows : m->n_db;
+    bool declared = false;
+    for (size_t k = 0; k < n; k++) {
+        if (m->db[k].removed || !m->rows[k].polled) continue;
+        if (!declared)
+            family(f, "mssql_cdc_change_table_rows_visible", "gauge",
+                   "1 when the login may read sys.dm_db_partition_stats (VIEW DATABASE STATE) "
+                   "and cdc.change_tables; 0: mssql_cdc_change_table_rows is absent.");
+        declared = true;
+        sample(f, "mssql_cdc_change_table_rows_visible", NULL, &m->db[k]);
+        value_i(f, m->rows[k].visible);
+    }
+    declared = false;
+    for (size_t k = 0; k < n; k++) {
+        if (m->db[k].removed || !m->rows[k].polled) continue;
+        for (size_t i = 0; i < m->rows[k].n; i++) {
+            if (!declared)
+                family(f, "mssql_cdc_change_table_rows", "gauge",
+                       "Rows in the capture instance's change table (sys.dm_db_partition_stats "
+                       "row_count of its clustered index), every change table of the database.");
+            declared = true;
+            fputs("mssql_cdc_change_table_rows{database=\"", f);
+            label_value(f, m->db[k].label);
+            fputs("\",capture_instance=\"", f);
+            if (m->cfg.qualified_names) { /* as serve names its tables */
+                label_value(f, m->db[k].label);
+                fputc('.', f);
+            }
+            label_value(f, m->rows[k].v[i].capture_instance);
+            fputc('"', f);
+            value_i(f, m->rows[k].v[i].rows);
+        }
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
+static void change_rows_free(cli_metrics *m) {
+    for (size_t k = 0; k < m->n_rows; k++) mcdc_change_table_rows_free(m->rows[k].v);
+    free(m->rows);
+}
+
 static char *render_metrics(cli_metrics *m, size_t *len) {
     snap s;
     if (!take(m, &s)) return NULL;
@@ -717,6 +856,7 @@ static char *render_metrics(cli_metrics *m, size_t *len) {
     if (f) {
         render_tables(f, &s);
         render_database(f, &s);
+        render_change_rows(f, m);
         fputs("# EOF\n", f);
         fclose(f);
     }
@@ -999,7 +1139,11 @@ void cli_metrics_stop(cli_metrics *m) {
     if (m->daemon) MHD_stop_daemon(m->daemon);
     pthread_cond_destroy(&m->wake);
     pthread_mutex_destroy(&m->mu);
-    for (size_t k = 0; k < m->n_db; k++) mcdc_opts_free(m->db[k].added);
+    for (size_t k = 0; k < m->n_db; k++) {
+        mcdc_opts_free(m->db[k].added);
+        mcdc_opts_free(m->db[k].update);
+    }
+    change_rows_free(m);
     free(m->t);
     free(m->db);
     free(m->page);

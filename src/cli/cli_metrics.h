@@ -34,6 +34,8 @@ typedef struct cli_metrics_cfg {
     const char *const *names; /* the capture instances, n of them (copied); more may
                                  come with cli_metrics_add */
     size_t n;
+    bool qualified_names;    /* serve's: tables are named DATABASE.CAPTURE_INSTANCE, and
+                                so are the change tables' row counts */
 } cli_metrics_cfg;
 
 /* Checks cfg->listen: EXIT_OK or a usage error printed. */
@@ -56,6 +58,11 @@ bool cli_metrics_add_database(cli_metrics *m, const char *label, mcdc_opts *opts
 /* The database labelled label is gone (a reload removed it): no more polls,
  * its rows are no longer served. A later add of that label starts afresh. */
 void cli_metrics_remove_database(cli_metrics *m, const char *label);
+/* The database labelled label is kept but its options changed (a reload):
+ * its probe closes and opens again with opts (owned by m from this call on,
+ * also when it returns false) at its next poll. false: no such database
+ * (NULL m: false). */
+bool cli_metrics_update_database(cli_metrics *m, const char *label, mcdc_opts *opts);
 /* The streams' events for table i. */
 /* Table i's run started on stream, which the listener asks whether it is
  * caught up (mcdc_stream_caught_up) until cli_metrics_ended: a table whose

@@ -737,10 +737,28 @@ static void budget_of(parse *p, mcdc_budget **budget, int64_t *connections) {
     *connections = conns;
 }
 
+const char *serve_config_first_ci(const serve_config *c, size_t k) {
+    for (size_t i = 0; i < c->n_t; i++)
+        if (c->t[i] && strcasecmp(c->t[i]->db, c->db[k].name) == 0) return c->t[i]->ci;
+    return NULL;
+}
+
+bool serve_config_probe_same(const serve_config *a, size_t ka, const serve_config *b, size_t kb) {
+    const char *ca = serve_config_first_ci(a, ka), *cb = serve_config_first_ci(b, kb);
+    const serve_kvs *x = &a->db[ka].kv, *y = &b->db[kb].kv;
+    if (ca == NULL || cb == NULL || strcmp(ca, cb) != 0 || x->n != y->n) return false;
+    for (size_t i = 0; i < x->n; i++) {
+        bool found = false;
+        for (size_t j = 0; j < y->n && !found; j++)
+            found = strcasecmp(x->kv[i].key, y->kv[j].key) == 0 &&
+                    strcmp(x->kv[i].value, y->kv[j].value) == 0;
+        if (!found) return false;
+    }
+    return true;
+}
+
 mcdc_opts *serve_config_probe_opts(const serve_config *c, size_t k) {
-    const serve_table *first = NULL;
-    for (size_t i = 0; i < c->n_t && first == NULL; i++)
-        if (c->t[i] && strcasecmp(c->t[i]->db, c->db[k].name) == 0) first = c->t[i];
+    const char *first = serve_config_first_ci(c, k);
     mcdc_opts *o = NULL;
     mcdc_error e = MCDC_ERROR_INIT;
     if (first == NULL || mcdc_opts_create(&o, &e)) return NULL;
@@ -750,7 +768,7 @@ mcdc_opts *serve_config_probe_opts(const serve_config *c, size_t k) {
         if (strncasecmp(kv->key, "connectionString_", 17) == 0) continue;
         bad |= mcdc_opts_set(o, kv->key, kv->value, NULL, &e);
     }
-    bad |= mcdc_opts_set(o, "captureInstance", first->ci, NULL, &e);
+    bad |= mcdc_opts_set(o, "captureInstance", first, NULL, &e);
     bad |= cli_source_env(o, 0, NULL);
     if (bad) {
         mcdc_opts_free(o);

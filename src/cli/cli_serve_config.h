@@ -93,6 +93,11 @@ int serve_config_load(serve_config **out, const char *path, mcdc_budget **budget
 /* A fresh copy of the source options of database k's first table (the
  * capture probe's, which outlive every reload); NULL when out of memory. */
 mcdc_opts *serve_config_probe_opts(const serve_config *c, size_t k);
+/* Database k's first table's capture instance (NULL: it has none). */
+const char *serve_config_first_ci(const serve_config *c, size_t k);
+/* Whether database ka of a and kb of b are probed with the same options:
+ * the same source keys and values (in any order) and the same first table. */
+bool serve_config_probe_same(const serve_config *a, size_t ka, const serve_config *b, size_t kb);
 /* Asks each database once whether its tables' instances exist: EXIT_OK or
  * the exit code of the refusal (printed). Only tables whose fresh is true
  * are asked about (NULL: all). */

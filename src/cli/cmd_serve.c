@@ -187,7 +187,8 @@ static void use_log_flag(serve_config *c, bool json) {
 
 /* The listener's databases follow an accepted file n: one new to it is
  * probed from now on (with its first table's options), one gone from it no
- * more. A database kept goes on with the options it was first probed with. */
+ * more, one kept with other options (its connection string, its source
+ * keys, its first table) is probed with the new ones from its next poll. */
 static void metrics_databases(serve *s, const serve_config *n) {
     if (s->metrics == NULL) return;
     for (size_t k = 0; k < s->cfg->n_db; k++) {
@@ -200,6 +201,14 @@ static void metrics_databases(serve *s, const serve_config *n) {
                       s->cfg->db[k].name);
         }
     }
+    for (size_t j = 0; j < n->n_db; j++)
+        for (size_t k = 0; k < s->cfg->n_db; k++)
+            if (strcmp(n->db[j].name, s->cfg->db[k].name) == 0 &&
+                !serve_config_probe_same(s->cfg, k, n, j) &&
+                cli_metrics_update_database(s->metrics, n->db[j].name,
+                                            serve_config_probe_opts(n, j)))
+                serve_log(s, "info", NULL, "database %s: its options changed, its capture probe "
+                          "opens again with them", n->db[j].name);
     for (size_t j = 0; j < n->n_db; j++)
         if (cli_metrics_add_database(s->metrics, n->db[j].name, serve_config_probe_opts(n, j)))
             serve_log(s, "info", NULL, "database %s: added, its capture probe starts",
@@ -323,7 +332,8 @@ static int start_metrics(serve *s, const char *listen, const char *ready_file) {
                           s->n_probe,
                           "",
                           NULL,
-                          0};
+                          0,
+                          true};
     return cli_metrics_start(&s->metrics, &mc);
 }
 

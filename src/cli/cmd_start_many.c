@@ -321,7 +321,8 @@ static int start_metrics(many *m, cli_metrics **out, const char *listen, const c
     cli_metrics_database(mcdc_opts_get(m->t[0].job.opts, "connectionString"), m->database,
                          sizeof m->database);
     cli_metrics_cfg cfg = {listen,  ready_file, poll_s,      lag_problem_s, m->opts, m->n,
-                           NULL,    NULL,       0,           m->database,   m->names, m->n};
+                           NULL,    NULL,       0,           m->database,   m->names, m->n,
+                           false};
     int rc = cli_metrics_start(out, &cfg);
     for (size_t i = 0; rc == EXIT_OK && i < m->n; i++) {
         m->t[i].job.metrics = *out;

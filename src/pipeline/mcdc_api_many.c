@@ -71,6 +71,16 @@ int mcdc_capture_probe_read(mcdc_capture_probe *p, mcdc_capture_health *out, mcd
     return mcdc_changes_capture_health(p->changes, out, err);
 }
 
+int mcdc_capture_probe_change_rows(mcdc_capture_probe *p, mcdc_change_table_rows **out,
+                                   size_t *n, bool *visible, mcdc_error *err) {
+    if (p == NULL || out == NULL || n == NULL || visible == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "mcdc_capture_probe_change_rows: p, out, n and visible are required");
+    return mcdc_changes_change_table_rows(p->changes, out, n, visible, err);
+}
+
+void mcdc_change_table_rows_free(mcdc_change_table_rows *rows) { mcdc_free(rows); }
+
 void mcdc_capture_probe_free(mcdc_capture_probe *p) {
     if (p == NULL) return;
     mcdc_changes_close(p->changes);

@@ -67,7 +67,8 @@ static const char *CAPLOG_SCHEMA =
 int sim_caplog_init_db(sim_db *d, mcdc_error *err) { return sim_sql(d->w, err, "%s", CAPLOG_SCHEMA); }
 
 bool sim_caplog_view(const char *name) {
-    return mcdc_str_ieq(name, "sys.dm_cdc_log_scan_sessions") || mcdc_str_ieq(name, "sys.dm_cdc_errors");
+    return mcdc_str_ieq(name, "sys.dm_cdc_log_scan_sessions") || mcdc_str_ieq(name, "sys.dm_cdc_errors") ||
+           mcdc_str_ieq(name, "sys.dm_db_partition_stats"); /* sim_catalog.c's, needing the same */
 }
 
 /* SQL Server's text of an LSN: VLF, block, slot in hex. */

@@ -91,6 +91,18 @@ static const char *DB_SCHEMA =
     "CREATE VIEW IF NOT EXISTS \"sys.objects\" AS SELECT object_id, table_name AS name, CASE schema_name WHEN 'dbo'"
     " THEN 1 WHEN 'cdc' THEN 5 ELSE 7 END AS schema_id, 'U' AS type, 'USER_TABLE' AS type_desc, create_date"
     " FROM __sim_tables;"
+    /* sys.dm_db_partition_stats: a row per table and partition (one here) of
+     * its heap (index_id 0) or clustered index (1: a key, and every cdc
+     * table), row_count counted when read; SQL Server's page counts are left
+     * out (the simulator keeps no pages: a query reading them fails rather
+     * than reads a made-up number). Needs VIEW DATABASE STATE
+     * (sim_caplog_view). */
+    "DROP VIEW IF EXISTS \"sys.dm_db_partition_stats\";"
+    "CREATE VIEW \"sys.dm_db_partition_stats\" AS SELECT object_id * 65536 + index_id AS partition_id,"
+    " object_id, index_id, 1 AS partition_number, row_count FROM (SELECT t.object_id AS object_id,"
+    " CASE WHEN t.schema_name = 'cdc' OR EXISTS (SELECT 1 FROM __sim_columns c WHERE c.tbl = t.name AND"
+    " c.pk_ordinal > 0) THEN 1 ELSE 0 END AS index_id, sim_row_count(t.name) AS row_count FROM __sim_tables t)"
+    " WHERE row_count IS NOT NULL;"
     /* the views' column types, as SQL Server's catalog views declare them
      * (a computed column has no origin: without these its type would come
      * from the first row's value, an int for a NULL) */
@@ -103,7 +115,12 @@ static const char *DB_SCHEMA =
     " ('sys.tables', 5, 'is_tracked_by_cdc', 'bit', 1, 0),"
     " ('sys.objects', 1, 'object_id', 'int', 0, 0), ('sys.objects', 2, 'name', 'nvarchar(128)', 0, 0),"
     " ('sys.objects', 3, 'schema_id', 'int', 0, 0), ('sys.objects', 4, 'type', 'char(2)', 1, 0),"
-    " ('sys.objects', 5, 'type_desc', 'nvarchar(60)', 1, 0), ('sys.objects', 6, 'create_date', 'datetime', 0, 0);";
+    " ('sys.objects', 5, 'type_desc', 'nvarchar(60)', 1, 0), ('sys.objects', 6, 'create_date', 'datetime', 0, 0),"
+    " ('sys.dm_db_partition_stats', 1, 'partition_id', 'bigint', 0, 0),"
+    " ('sys.dm_db_partition_stats', 2, 'object_id', 'int', 0, 0),"
+    " ('sys.dm_db_partition_stats', 3, 'index_id', 'int', 0, 0),"
+    " ('sys.dm_db_partition_stats', 4, 'partition_number', 'int', 0, 0),"
+    " ('sys.dm_db_partition_stats', 14, 'row_count', 'bigint', 0, 0);";
 
 /* ---- data dirs of older builds ------------------------------------------- */
 /* Appends the column list of table tbl ("a", "b") in its physical order. */

@@ -719,7 +719,8 @@ typedef struct sim_scan_stats {
 } sim_scan_stats;
 /* The views' tables, emptied (the server starts). */
 int sim_caplog_init_db(sim_db *d, mcdc_error *err);
-/* Is name (sys.x) one of the capture DMVs? */
+/* Is name (sys.x) one of the DMVs needing VIEW DATABASE STATE (the capture
+ * ones, sys.dm_db_partition_stats)? */
 bool sim_caplog_view(const char *name);
 /* Under mu, in the scan's SQLite transaction: records the session. */
 void sim_caplog_session(sim_server *srv, sim_db *d, const sim_scan_stats *x);

@@ -1,7 +1,8 @@
 /*
  * sim_sqlfn.c - the SQLite functions the engine registers on every
  * connection besides sim_val.c's: OBJECT_ID and HAS_PERMS_BY_NAME (they read
- * the catalog), CHARINDEX, REPLICATE, LEN, DATALENGTH.
+ * the catalog), CHARINDEX, REPLICATE, LEN, DATALENGTH, and sim_row_count
+ * (sys.dm_db_partition_stats' row_count).
  */
 #include "sim_engine_int.h"
 
@@ -139,6 +140,22 @@ static void fn_datalength(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
     sqlite3_result_int64(ctx, sqlite3_value_int(argv[1]) == 2 ? units * 2 : units);
 }
 
+/* sim_row_count(name): the rows of the table "name" on this connection
+ * (what its transaction sees), NULL when there is no such table. */
+static void fn_row_count(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    const char *name = (const char *)sqlite3_value_text(argv[0]);
+    char *sql = name ? sqlite3_mprintf("SELECT count(*) FROM \"%w\"", name) : NULL;
+    sqlite3_stmt *st = NULL;
+    if (sql && sqlite3_prepare_v2(sqlite3_context_db_handle(ctx), sql, -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        sqlite3_result_int64(ctx, sqlite3_column_int64(st, 0));
+    else
+        sqlite3_result_null(ctx);
+    sqlite3_finalize(st);
+    sqlite3_free(sql);
+}
+
 int sim_conn_setup(sqlite3 *c, const sim_clock_src *clk) {
     sqlite3_busy_timeout(c, 10000);
     /* "x" is an identifier, never a string (SQLite's legacy fallback off) */
@@ -147,6 +164,7 @@ int sim_conn_setup(sqlite3 *c, const sim_clock_src *clk) {
     if (sim_val_register(c, clk) != MCDC_OK) return MCDC_E_IO;
     sqlite3_create_function(c, "sim_object_id", 1, SQLITE_UTF8, NULL, fn_object_id, NULL, NULL);
     sqlite3_create_function(c, "sim_has_perms", 5, SQLITE_UTF8, NULL, fn_has_perms, NULL, NULL);
+    sqlite3_create_function(c, "sim_row_count", 1, SQLITE_UTF8, NULL, fn_row_count, NULL, NULL);
     sqlite3_create_function(c, "sim_charindex", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, fn_charindex, NULL, NULL);
     sqlite3_create_function(c, "sim_charindex", 3, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, fn_charindex, NULL, NULL);
     sqlite3_create_function(c, "sim_replicate", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, fn_replicate, NULL, NULL);

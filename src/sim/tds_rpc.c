@@ -59,9 +59,15 @@ void sim_tds_rpc_free(sim_tds_rpc *rpc) {
 
 static int grow(sim_tds_rpc *rpc, mcdc_error *err) {
     if (rpc->nparams < rpc->params_cap) return MCDC_OK;
-    if (rpc->nparams >= TDS_RPC_PARAMS_MAX)
-        return mcdc_error_set(err, MCDC_E_LIMIT, "RPC has more than %d parameters",
-                              TDS_RPC_PARAMS_MAX);
+    if (rpc->nparams >= TDS_RPC_PARAMS_MAX) { /* SQL Server's error 8003, word for word */
+        mcdc_error_set(err, MCDC_E_LIMIT,
+                       "The incoming request has too many parameters. The server supports a "
+                       "maximum of %d parameters. Reduce the number of parameters and resend the "
+                       "request.",
+                       TDS_RPC_PARAMS_MAX);
+        if (err) err->server_number = TDS_ERR_TOO_MANY_PARAMS;
+        return MCDC_E_LIMIT;
+    }
     int cap = rpc->params_cap ? rpc->params_cap * 2 : 8;
     if (cap > TDS_RPC_PARAMS_MAX) cap = TDS_RPC_PARAMS_MAX;
     sim_param *np = mcdc_realloc(rpc->params, (size_t)cap * sizeof *np);

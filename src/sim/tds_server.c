@@ -340,7 +340,8 @@ static int handle_rpc(conn *c) {
         if (rc == MCDC_E_UNSUPPORTED || rc == MCDC_E_LIMIT) {
             /* valid TDS we do not serve: answer with an error, keep the session */
             sim_tds_result_begin(&c->res, true, false);
-            if (sim_tds_tok_message(&c->out, true, 8016, 1, 16, err.message, c->rpc.proc_name, 1))
+            int number = err.server_number == TDS_ERR_TOO_MANY_PARAMS ? TDS_ERR_TOO_MANY_PARAMS : 8016;
+            if (sim_tds_tok_message(&c->out, true, number, 1, 16, err.message, c->rpc.proc_name, 1))
                 return -1;
             c->res.any_error = true;
             return sim_tds_result_end_rpc(&c->res, true);

@@ -28,6 +28,9 @@
 
 /* SQL Server accepts at most 2100 parameters in one request. */
 #define TDS_RPC_PARAMS_MAX 2100
+/* What it answers a request with more (severity 16), counting every
+ * parameter of the RPC (sp_executesql's @stmt and @params too). */
+#define TDS_ERR_TOO_MANY_PARAMS 8003
 
 /* Largest region of packets sent in one write (sim_tds_out_hold): beyond a
  * few hundred KiB a bigger write saves no more system calls worth having. */

@@ -1127,6 +1127,49 @@ int mcdc_cdc_capture_health(mcdc_capture_health *out, mcdc_cdc_client *c, mcdc_e
     return rc == MCDC_OK ? MCDC_OK : mcdc_error_wrap(err, "reading the capture job's sessions");
 }
 
+/* Each change table's rows: its clustered index's (index_id 1) row_count
+ * over its partitions; the nonclustered indexes of net changes hold the same
+ * rows again, so only the heap or clustered one counts. */
+static const char CHANGE_ROWS_SQL[] =
+    "SELECT ct.capture_instance AS capture_instance, SUM(ps.row_count) AS row_count "
+    "FROM cdc.change_tables AS ct JOIN sys.dm_db_partition_stats AS ps "
+    "ON ps.object_id = ct.object_id AND ps.index_id IN (0, 1) "
+    "GROUP BY ct.capture_instance ORDER BY ct.capture_instance";
+
+static int change_rows_row(void *ctx, const mcdc_batch *b, int64_t row, mcdc_error *err) {
+    mcdc_change_table_rows r;
+    memset(&r, 0, sizeof r);
+    char t[64];
+    if (!cell(b, "capture_instance", row, r.capture_instance, sizeof r.capture_instance) ||
+        !cell(b, "row_count", row, t, sizeof t) || mcdc_parse_i64(t, &r.rows) != MCDC_OK ||
+        r.rows < 0)
+        return mcdc_error_set(err, MCDC_E_PROTOCOL, "a change table's row count is not a count");
+    return mcdc_buf_append(ctx, &r, sizeof r, err);
+}
+
+int mcdc_cdc_change_table_rows(mcdc_change_table_rows **out, size_t *n, bool *visible,
+                               mcdc_cdc_client *c, mcdc_error *err) {
+    *out = NULL;
+    *n = 0;
+    *visible = false;
+    mcdc_buf rows = {0};
+    mcdc_error why = MCDC_ERROR_INIT;
+    int rc = for_each_row(c, CHANGE_ROWS_SQL, NULL, 0, change_rows_row, &rows, &why);
+    if (rc == MCDC_E_PERMISSION) { /* no VIEW DATABASE STATE: not visible */
+        mcdc_buf_free(&rows);
+        return MCDC_OK;
+    }
+    if (rc != MCDC_OK) {
+        mcdc_buf_free(&rows);
+        if (err) *err = why;
+        return mcdc_error_wrap(err, "reading the change tables' row counts");
+    }
+    *visible = true;
+    *n = rows.len / sizeof **out;
+    *out = (mcdc_change_table_rows *)(void *)rows.data; /* mcdc_alloc'd, aligned as malloc's */
+    return MCDC_OK;
+}
+
 int mcdc_cdc_user_name(char **out, mcdc_cdc_client *c, mcdc_error *err) {
     return mcdc_conn_scalar(out, c->conn, "SELECT USER_NAME()", NULL, 0, err);
 }
@@ -1923,38 +1966,55 @@ static int moved_row(void *ctx, const mcdc_batch *b, int64_t row, mcdc_error *er
     return MCDC_OK;
 }
 
-/* One branch per asked instance behind max: its name (a parameter, so any
- * name is a literal) when its change table has a row past its position.
- * TOP (1) lets the server stop at the first row of the clustered index
- * (__$start_lsn leads it); the table name is bracketed, ] doubled. */
-int mcdc_cdc_probe_moved(mcdc_cdc_client *c, mcdc_probe_item *items, int n, const mcdc_lsn *max,
-                         mcdc_error *err) {
-    mcdc_buf sql = {0};
-    const char **p = mcdc_calloc((size_t)n * 3 + 1, sizeof *p);
-    char(*hex)[MCDC_LSN_TEXT_LEN + 1] = mcdc_calloc((size_t)n + 1, sizeof *hex);
-    int rc = p && hex ? MCDC_OK : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    int np = 0, branches = 0;
-    if (rc == MCDC_OK) mcdc_lsn_format(max, hex[n]);
-    for (int i = 0; i < n && rc == MCDC_OK; i++) {
+/* One query's UNION ALL over the asked instances behind max in
+ * items[*next..n): one branch each, its name (a parameter, so any name is a
+ * literal) when its change table has a row past its position. TOP (1) lets
+ * the server stop at the first row of the clustered index (__$start_lsn
+ * leads it); the table name is bracketed, ] doubled. At most
+ * MCDC_PROBE_BRANCHES_MAX branches; *next is left at the first item not
+ * taken, *branches says how many were. */
+static int probe_chunk(mcdc_buf *sql, const char **p, int *np, char (*hex)[MCDC_LSN_TEXT_LEN + 1],
+                       mcdc_probe_item *items, int n, const mcdc_lsn *max, int *next,
+                       int *branches, mcdc_error *err) {
+    int rc = MCDC_OK, i = *next;
+    *np = 0;
+    *branches = 0;
+    for (; i < n && *branches < MCDC_PROBE_BRANCHES_MAX && rc == MCDC_OK; i++) {
         items[i].moved = false;
         if (!items[i].ask || mcdc_lsn_cmp(&items[i].from, max) >= 0) continue;
         mcdc_lsn_format(&items[i].from, hex[i]);
-        if (branches++) rc = mcdc_buf_append_str(&sql, " UNION ALL ", err);
+        if ((*branches)++) rc = mcdc_buf_append_str(sql, " UNION ALL ", err);
         if (rc == MCDC_OK)
-            rc = mcdc_buf_printf(&sql, err, "SELECT p%d.ci FROM (SELECT TOP (1) CONVERT(nvarchar(%d), ?) "
-                                            "AS ci FROM cdc.[", i, MCDC_SYSNAME_CHARS_MAX);
+            rc = mcdc_buf_printf(sql, err, "SELECT p%d.ci FROM (SELECT TOP (1) CONVERT(nvarchar(%d), ?) "
+                                           "AS ci FROM cdc.[", i, MCDC_SYSNAME_CHARS_MAX);
         for (const char *q = items[i].ci; *q && rc == MCDC_OK; q++)
-            rc = *q == ']' ? mcdc_buf_append_str(&sql, "]]", err) : mcdc_buf_append_byte(&sql, (uint8_t)*q, err);
+            rc = *q == ']' ? mcdc_buf_append_str(sql, "]]", err) : mcdc_buf_append_byte(sql, (uint8_t)*q, err);
         if (rc == MCDC_OK)
-            rc = mcdc_buf_printf(&sql, err, "_CT] WHERE __$start_lsn > CONVERT(binary(10), ?, 1) AND "
-                                            "__$start_lsn <= CONVERT(binary(10), ?, 1)) AS p%d", i);
-        p[np++] = items[i].ci;
-        p[np++] = hex[i];
-        p[np++] = hex[n];
+            rc = mcdc_buf_printf(sql, err, "_CT] WHERE __$start_lsn > CONVERT(binary(10), ?, 1) AND "
+                                           "__$start_lsn <= CONVERT(binary(10), ?, 1)) AS p%d", i);
+        p[(*np)++] = items[i].ci;
+        p[(*np)++] = hex[i];
+        p[(*np)++] = hex[n];
     }
-    if (rc == MCDC_OK && branches > 0) rc = mcdc_buf_cstr(&sql, err);
-    if (rc == MCDC_OK && branches > 0) {
-        probe_acc a = {items, n};
+    *next = i;
+    if (rc == MCDC_OK && *branches > 0) rc = mcdc_buf_cstr(sql, err);
+    return rc;
+}
+
+int mcdc_cdc_probe_moved(mcdc_cdc_client *c, mcdc_probe_item *items, int n, const mcdc_lsn *max,
+                         int *queries, mcdc_error *err) {
+    mcdc_buf sql = {0};
+    const char **p = mcdc_calloc((size_t)MCDC_PROBE_BRANCHES_MAX * 3, sizeof *p);
+    char(*hex)[MCDC_LSN_TEXT_LEN + 1] = mcdc_calloc((size_t)n + 1, sizeof *hex);
+    int rc = p && hex ? MCDC_OK : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    if (rc == MCDC_OK) mcdc_lsn_format(max, hex[n]);
+    probe_acc a = {items, n};
+    for (int next = 0; next < n && rc == MCDC_OK;) {
+        int np = 0, branches = 0;
+        mcdc_buf_reset(&sql);
+        rc = probe_chunk(&sql, p, &np, hex, items, n, max, &next, &branches, err);
+        if (rc != MCDC_OK || branches == 0) break;
+        (*queries)++;
         rc = for_each_row(c, (const char *)sql.data, p, np, moved_row, &a, err);
         if (rc) mcdc_error_wrap(err, "asking which of %d change tables have new rows", branches);
     }

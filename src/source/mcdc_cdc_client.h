@@ -196,6 +196,11 @@ int mcdc_cdc_may_read(int *out, mcdc_cdc_client *c, const char *ci, mcdc_error *
  * and MCDC_OK. */
 int mcdc_cdc_capture_health(mcdc_capture_health *out, mcdc_cdc_client *c, mcdc_error *err);
 int mcdc_cdc_user_name(char **out, mcdc_cdc_client *c, mcdc_error *err);
+/* Every change table's row count (sys.dm_db_partition_stats, one query);
+ * a permission error (no VIEW DATABASE STATE) is *visible false and
+ * MCDC_OK. *out owned (mcdc_free), NULL when none. */
+int mcdc_cdc_change_table_rows(mcdc_change_table_rows **out, size_t *n, bool *visible,
+                               mcdc_cdc_client *c, mcdc_error *err);
 
 /* A captured column as the SELECTs read it (without AS): alias.[name] as it
  * is, or through the expression of its type's mcdc_sql_read
@@ -343,11 +348,17 @@ void mcdc_table_columns_free(mcdc_table_column *v, int n);
 
 /* The probe of many capture instances (mcdc_changes_probe_round): every
  * item's start_lsn from cdc.change_tables (has_min false when not listed),
- * and which asked items have a change-table row in (from, max]. */
+ * and which asked items have a change-table row in (from, max]: one query
+ * per MCDC_PROBE_BRANCHES_MAX asked items behind max, *queries counting
+ * them. Each branch takes 3 parameters: 600 keep a query at 1,800, under
+ * SQL Server's 2,100 per request should they ever travel as RPC
+ * parameters (they are inlined today), and its UNION ALL small enough to
+ * compile quickly. */
+#define MCDC_PROBE_BRANCHES_MAX 600
 struct mcdc_probe_item;
 int mcdc_cdc_probe_min_lsns(mcdc_cdc_client *c, struct mcdc_probe_item *items, int n,
                             mcdc_error *err);
 int mcdc_cdc_probe_moved(mcdc_cdc_client *c, struct mcdc_probe_item *items, int n,
-                         const mcdc_lsn *max, mcdc_error *err);
+                         const mcdc_lsn *max, int *queries, mcdc_error *err);
 
 #endif /* MCDC_CDC_CLIENT_H */

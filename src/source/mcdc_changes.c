@@ -605,6 +605,13 @@ int mcdc_changes_capture_health(mcdc_changes *c, mcdc_capture_health *out, mcdc_
     return rc;
 }
 
+int mcdc_changes_change_table_rows(mcdc_changes *c, mcdc_change_table_rows **out, size_t *n,
+                                   bool *visible, mcdc_error *err) {
+    int rc;
+    CONTROL_CALL(rc, c, err, mcdc_cdc_change_table_rows(out, n, visible, c->client, err));
+    return rc;
+}
+
 static int probe_round(mcdc_changes *c, mcdc_probe_item *items, int n, mcdc_lsn *max,
                        bool *max_null, int *queries, mcdc_error *err) {
     (*queries)++;
@@ -617,10 +624,7 @@ static int probe_round(mcdc_changes *c, mcdc_probe_item *items, int n, mcdc_lsn 
     bool any = false;
     for (int i = 0; i < n && rc == MCDC_OK; i++)
         any |= items[i].ask && mcdc_lsn_cmp(&items[i].from, max) < 0;
-    if (rc == MCDC_OK && any) {
-        (*queries)++;
-        rc = mcdc_cdc_probe_moved(c->client, items, n, max, err);
-    }
+    if (rc == MCDC_OK && any) rc = mcdc_cdc_probe_moved(c->client, items, n, max, queries, err);
     return rc;
 }
 

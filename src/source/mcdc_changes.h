@@ -87,6 +87,9 @@ int mcdc_changes_time_to_lsn(mcdc_changes *c, int64_t utc_us, mcdc_lsn *out, boo
 /* The capture job's health and the source's newest commit (one poll of
  * mcdc_capture_probe_read) on the control connection. */
 int mcdc_changes_capture_health(mcdc_changes *c, mcdc_capture_health *out, mcdc_error *err);
+/* Every change table's row count (mcdc_capture_probe_change_rows). */
+int mcdc_changes_change_table_rows(mcdc_changes *c, mcdc_change_table_rows **out, size_t *n,
+                                   bool *visible, mcdc_error *err);
 
 /* ---- one probe for a database's many capture instances --------------------
  * What a runtime asks once per poll for every stream of a database
@@ -102,9 +105,10 @@ typedef struct mcdc_probe_item {
 /* One round on c's control connection: *max = sys.fn_cdc_get_max_lsn()
  * (zero, *max_null, when capture never wrote); every item's min_lsn from
  * cdc.change_tables in one query; and, when some item is asked and from <
- * max, one UNION ALL of a TOP (1) read of each asked change table past its
- * position (items not asked or already at max: moved = false). *queries:
- * the statements sent (2 or 3). Retried as c's control queries are. */
+ * max, a UNION ALL of a TOP (1) read of each asked change table past its
+ * position, one query per MCDC_PROBE_BRANCHES_MAX of them (items not asked
+ * or already at max: moved = false). *queries: the statements sent (2, or
+ * 3 with up to 600 tables behind). Retried as c's control queries are. */
 int mcdc_changes_probe_round(mcdc_changes *c, mcdc_probe_item *items, int n, mcdc_lsn *max,
                              bool *max_null, int *queries, mcdc_error *err);
 /* The server's clock now, UTC microseconds. */

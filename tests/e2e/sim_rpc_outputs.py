@@ -4,7 +4,8 @@ usage: sim_rpc_outputs.py PORT PASSWORD (run by sim_fidelity.sh). Raw TDS
 RPCs by ProcID (sp_prepare, sp_execute, sp_prepexec, sp_unprepare) check the
 RETURNVALUE tokens byte by byte (ordinal = position in the RPC as sent,
 0-based; the handle before the output parameters); python-tds and pymssql
-read OUTPUT parameters of sp_executesql through callproc.
+read OUTPUT parameters of sp_executesql through callproc. An RPC of more than
+2,100 parameters is refused as SQL Server does (8003).
 Ends with "N passed, N failed".
 """
 import struct
@@ -100,6 +101,47 @@ def raw_checks():
     s.close()
 
 
+def message(reply):
+    """The first ERROR token's number, class and text."""
+    i = reply.find(b"\xaa")
+    if i < 0:
+        return None, None, None
+    number, _state, cls, n = struct.unpack("<iBBH", reply[i + 3:i + 11])
+    return number, cls, reply[i + 11:i + 11 + 2 * n].decode("utf-16-le")
+
+
+def split_rpc(payload):
+    """An RPC message over 4096-byte packets (the size the login agreed)."""
+    parts = [payload[k:k + 4088] for k in range(0, len(payload), 4088)]
+    return b"".join(pkt(0x03, p, status=1 if k == len(parts) - 1 else 0) for k, p in enumerate(parts))
+
+
+def param_limit_checks():
+    """SQL Server takes up to 2,100 parameters in one RPC (sp_executesql's
+    @stmt and @params count) and refuses more with error 8003, severity 16;
+    the session goes on."""
+    s = raw_session(PORT)
+    raw_login(s, PASSWORD)
+    hdr = struct.pack("<IIHQI", 22, 18, 2, 0, 1)
+    stmt = p_nvarchar("@stmt", "SELECT 7 AS n")
+    for n, refused in ((2100, False), (2101, True)):
+        body = hdr + struct.pack("<HHH", 0xFFFF, 10, 0) + stmt + p_int("", 1) * (n - 1)
+        s.sendall(split_rpc(body))
+        number, cls, text = message(read_msg(s))
+        if refused:
+            check(f"{n} parameters: error 8003, severity 16", (number, cls) == (8003, 16),
+                  (number, cls, text))
+            check(f"{n} parameters: SQL Server's message", text ==
+                  "The incoming request has too many parameters. The server supports a maximum of "
+                  "2100 parameters. Reduce the number of parameters and resend the request.", text)
+        else:
+            check(f"{n} parameters: not refused for their number", number != 8003, (number, text))
+    s.sendall(rpc(10, p_nvarchar("@stmt", "SELECT 7 AS n")))
+    r = read_msg(s)
+    check("the session goes on after 8003", message(r)[0] is None and struct.pack("<i", 7) in r, r.hex())
+    s.close()
+
+
 def client_checks():
     c = pytds.connect("127.0.0.1", port=PORT, user="sa", password=PASSWORD, autocommit=True)
     cur = c.cursor()
@@ -118,4 +160,4 @@ def client_checks():
     p.close()
 
 
-C.run(raw_checks, client_checks)
+C.run(raw_checks, param_limit_checks, client_checks)

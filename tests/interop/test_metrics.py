@@ -1,6 +1,7 @@
 """start-many --metrics-listen: /metrics parses as OpenMetrics and its rows
 agree with the facts table, the capture job stopped in the simulator shows in
-the capture health, a login without VIEW DATABASE STATE degrades to a metric,
+the capture health, the change tables' row counts agree with the tables, a
+login without VIEW DATABASE STATE degrades to a metric,
 /healthz and /readyz answer, /status.json and the status page list every
 table with a failed one first."""
 import json
@@ -161,6 +162,16 @@ def test_metrics_agree_with_facts_and_capture_stopped_shows(sim, workdir):
         batches = per_table(m, "mssql_cdc_batches_total")
         assert set(batches) == set(INSTANCES) and all(v >= 1 for v in batches.values())
         assert per_table(m, "mssql_cdc_ingestion_lag_seconds") == {ci: 0 for ci in INSTANCES}
+        # every change table's rows, as sys.dm_db_partition_stats counts them
+        # (one query per database and poll), equal to a count of the table
+        assert one(m, "mssql_cdc_change_table_rows_visible") == 1
+        counts = {ci: len(change_rows(sim, ci)) for ci in INSTANCES}
+        assert all(v > 0 for v in counts.values())
+        assert wait_for(lambda: per_table(scrape(svc.port), "mssql_cdc_change_table_rows")
+                        == counts, 5, "the change tables' row counts"), counts
+        [(labels, _)] = [x for x in scrape(svc.port)["mssql_cdc_change_table_rows"]
+                         if x[0]["capture_instance"] == "dbo_t1"]
+        assert labels == {"database": DB, "capture_instance": "dbo_t1"}
         # a new instance's min_lsn has no commit time: no headroom known yet
         # (as the facts rows have none), so none is exported
         assert "mssql_cdc_retention_headroom_hours" not in m or \
@@ -249,6 +260,11 @@ def test_no_view_database_state_degrades_and_a_failed_table_shows_first(sim, wor
         assert one(m, "mssql_cdc_capture_probe_up") == 1  # no error: the probe answers
         assert "mssql_cdc_capture_latency_seconds" not in m
         assert "mssql_cdc_source_max_commit_timestamp_seconds" in m
+        # the change tables' row counts degrade the same way
+        m = wait_for(lambda: (lambda x: x if "mssql_cdc_change_table_rows_visible" in x else None)(
+            scrape(svc.port)), 10, "a row count poll")
+        assert one(m, "mssql_cdc_change_table_rows_visible") == 0
+        assert "mssql_cdc_change_table_rows" not in m
         sim.run("REVOKE SELECT ON cdc.dbo_t3_CT FROM reader;", database=DB)
         status = wait_for(lambda: (lambda s: s if any(t["state"] == "failed" for t in s["tables"])
                                    else None)(json.loads(get(svc.port, "/status.json")[2])),
@@ -285,6 +301,45 @@ def test_no_view_database_state_degrades_and_a_failed_table_shows_first(sim, wor
     finally:
         out, err = svc.stop()
     assert svc.proc.returncode == 5, err
+
+
+def test_the_simulator_counts_rows_in_dm_db_partition_stats(sim):
+    """sys.dm_db_partition_stats as SQL Server has it: a row per table and
+    partition of its heap (index_id 0) or clustered index (1), row_count its
+    rows now; VIEW DATABASE STATE needed."""
+    make_db(sim)
+    sim.run("CREATE TABLE dbo.heap (a INT NULL); INSERT INTO dbo.heap VALUES (1), (2), (3);",
+            database=DB)
+    write(sim, TABLES[:1], 1, 2)  # dbo.t1: 2 rows left
+    ct = len(change_rows(sim, "dbo_t1"))
+    assert ct > 2
+    q = ("SELECT o.name, ps.index_id, ps.partition_number, ps.row_count "
+         "FROM sys.dm_db_partition_stats AS ps JOIN sys.objects AS o ON o.object_id = ps.object_id "
+         "WHERE o.name IN (N't1', N't2', N'heap', N'dbo_t1_CT') ORDER BY o.name")
+    assert [tuple(r) for r in sim.run(q, database=DB)] == [
+        ("dbo_t1_CT", 1, 1, ct), ("heap", 0, 1, 3), ("t1", 1, 1, 2), ("t2", 1, 1, 0)]
+    reader(sim)
+    import pymssql
+    from test_start_many import READER_PASSWORD
+    conn = sim.connect(DB, user="reader", password=READER_PASSWORD)
+    try:
+        with pytest.raises(pymssql.Error) as e:
+            conn.cursor().execute("SELECT COUNT(*) FROM sys.dm_db_partition_stats")
+        assert e.value.args[0] == 297, e.value  # SQL Server's last message after 262
+    finally:
+        conn.close()
+    # the metrics' query joins cdc.change_tables, which needs its own grant
+    sim.run("GRANT VIEW DATABASE STATE TO reader; GRANT SELECT ON cdc.change_tables TO reader;",
+            database=DB)
+    conn = sim.connect(DB, user="reader", password=READER_PASSWORD)
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT ps.row_count FROM sys.dm_db_partition_stats AS ps "
+                    "JOIN cdc.change_tables AS ct ON ct.object_id = ps.object_id "
+                    "WHERE ct.capture_instance = N'dbo_t1'")
+        assert cur.fetchall() == [(ct,)]
+    finally:
+        conn.close()
 
 
 def test_a_bad_listen_address_is_refused_before_anything_starts(sim, workdir):

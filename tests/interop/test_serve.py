@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import time
+import urllib.request
 
 import pytest
 from deltalake import DeltaTable
@@ -412,32 +413,50 @@ def test_readyz_for_resumed_idle_tables_and_every_dashboard_metric_is_served(sim
     assert proc.returncode == 0, err
 
 
+def serve_listening(path, workdir):
+    """serve with a metrics listener on a free port: the process, its log
+    (stderr) and the ready file that will hold the port."""
+    ready = os.path.join(workdir, "port")
+    log = open(os.path.join(workdir, "serve.log"), "w+")
+    proc = subprocess.Popen([CLI, "serve", "--config", path, "--metrics-listen", "127.0.0.1:0",
+                             "--ready-file", ready], stdout=subprocess.DEVNULL, stderr=log)
+    return proc, log, ready
+
+
+def stop_serve(proc, log):
+    """SIGTERM, the exit awaited, the log closed."""
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    log.close()
+
+
+def metrics_samples(port):
+    """Every sample of /metrics, parsed as OpenMetrics."""
+    import urllib.request
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        body = r.read().decode()
+    return [smp for fam in text_string_to_metric_families(body) for smp in fam.samples]
+
+
 def test_a_database_added_by_sighup_is_probed_and_one_removed_is_not(sim, workdir):
     """A [database] section added by a reload gets its capture probe (its
     capture-health metrics, its tables' lag against its own max_lsn) without
     a restart; removed again, its metrics go."""
-    import urllib.request
-    from prometheus_client.openmetrics.parser import text_string_to_metric_families
     make_dbs(sim)
     write(sim, "shop", ["t1"], 1, 1)
     write(sim, "crm", ["c1"], 1, 2)
     service = "metrics_poll_seconds = 0.2"
     one = [("shop", "dbo_t1")]
     path, lake = config(sim, workdir, one, trigger="processingTime=100ms", extra_service=service)
-    ready = os.path.join(workdir, "port")
-    log = open(os.path.join(workdir, "serve.log"), "w+")
-    proc = subprocess.Popen([CLI, "serve", "--config", path, "--metrics-listen", "127.0.0.1:0",
-                             "--ready-file", ready], stdout=subprocess.DEVNULL, stderr=log)
+    proc, log, ready = serve_listening(path, workdir)
 
     def probed():
         """{family: {database: value}} of the per-database samples of /metrics."""
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-            body = r.read().decode()
         out = {}
-        for fam in text_string_to_metric_families(body):
-            for smp in fam.samples:
-                if "capture_instance" not in smp.labels and "database" in smp.labels:
-                    out.setdefault(smp.name, {})[smp.labels["database"]] = smp.value
+        for smp in metrics_samples(port):
+            if "capture_instance" not in smp.labels and "database" in smp.labels:
+                out.setdefault(smp.name, {})[smp.labels["database"]] = smp.value
         return out
     try:
         wait_for(lambda: os.path.exists(ready) and open(ready).read().strip(), "the listener")
@@ -472,9 +491,7 @@ def test_a_database_added_by_sighup_is_probed_and_one_removed_is_not(sim, workdi
         assert "database crm: added, its capture probe starts" in text, text
         assert "database crm: removed from the file, no longer probed" in text, text
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=60)
-        log.close()
+        stop_serve(proc, log)
     assert proc.returncode == 0, open(log.name).read()
 
 
@@ -537,6 +554,48 @@ class DevTools:
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium (Debian) absent")
+def test_a_kept_database_whose_options_change_is_probed_with_the_new_ones(sim, workdir):
+    """A reload that keeps a [database] but changes its connection string:
+    the capture probe opens again with the new one (a login without VIEW
+    DATABASE STATE, then sa's: the capture health becomes visible)."""
+    make_dbs(sim, {"shop": ["t1"]})
+    write(sim, "shop", ["t1"], 1, 1)
+    sim.run("CREATE LOGIN reader WITH PASSWORD = 'Reader_Passw0rd1';")
+    sim.run("CREATE USER reader FOR LOGIN reader; GRANT SELECT ON dbo.t1 TO reader; "
+            "GRANT SELECT ON cdc.dbo_t1_CT TO reader;", database="shop")
+    service = "metrics_poll_seconds = 0.2"
+    one = [("shop", "dbo_t1")]
+    as_reader = lambda db: sim.connection_string(db, user="reader", password="Reader_Passw0rd1")
+    path, lake = config(sim, workdir, one, trigger="processingTime=100ms", extra_service=service,
+                        cs=as_reader)
+    proc, log, ready = serve_listening(path, workdir)
+
+    def visible():
+        return {smp.name: smp.value for smp in metrics_samples(port)
+                if smp.name in ("mssql_cdc_capture_health_visible",
+                                "mssql_cdc_change_table_rows_visible")}
+    try:
+        wait_for(lambda: os.path.exists(ready) and open(ready).read().strip(), "the listener")
+        port = int(open(ready).read())
+        wait_for(lambda: len(visible()) == 2, "the reader's probe")
+        assert visible() == {"mssql_cdc_capture_health_visible": 0,
+                             "mssql_cdc_change_table_rows_visible": 0}
+        config(sim, workdir, one, trigger="processingTime=100ms", extra_service=service)  # sa's
+        proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: visible() == {"mssql_cdc_capture_health_visible": 1,
+                                       "mssql_cdc_change_table_rows_visible": 1},
+                 "the probe on the new connection string")
+        # the change tables' row counts, named as serve names its tables
+        rows = {smp.labels["capture_instance"]: smp.value for smp in metrics_samples(port)
+                if smp.name == "mssql_cdc_change_table_rows"}
+        assert rows == {"shop.dbo_t1": len(change_rows(sim, "shop", "dbo_t1"))}, rows
+        text = open(log.name).read()
+        assert "database shop: its options changed, its capture probe opens again" in text, text
+    finally:
+        stop_serve(proc, log)
+    assert proc.returncode == 0, open(log.name).read()
+
+
 def test_the_status_page_filters_sorts_and_shows_a_failed_table_without_a_reload(sim, workdir):
     make_dbs(sim, {"shop": ["t1", "t2", "t3"]})
     password = "Reader_Passw0rd1"

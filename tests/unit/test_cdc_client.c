@@ -1,4 +1,7 @@
+#include <stdlib.h>
+
 #include "mcdc_cdc_client.h"
+#include "mcdc_changes.h" /* mcdc_probe_item */
 #include "mcdc_test.h"
 #include "mcdc_options.h"
 #include "test_driver_fake.h"
@@ -544,6 +547,93 @@ TEST(cdc_metrics_and_permission_probe) {
                  "'OBJECT', 'SELECT') END");
     CHECK_EQ_INT(mcdc_cdc_has_select(&has, x.c, "dbo_orders", NULL), MCDC_OK);
     CHECK_EQ_INT(has, -1);
+    fx_close(&x);
+}
+
+/* More tables behind than one query's chunk holds: the probe splits them
+ * over queries of at most MCDC_PROBE_BRANCHES_MAX branches (3 parameters
+ * each, under SQL Server's 2,100), asks every behind table exactly once and
+ * maps each query's answer back to its own items. */
+TEST(cdc_probe_moved_chunks_many_tables) {
+    enum { N = 2000 };
+    fx x = fx_open();
+    mcdc_probe_item *it = calloc(N, sizeof *it);
+    mcdc_lsn max, behind;
+    mcdc_lsn_parse_cstr(&max, L2, NULL);
+    mcdc_lsn_parse_cstr(&behind, L1, NULL);
+    int asked = 0;
+    for (int i = 0; i < N; i++) {
+        snprintf(it[i].ci, sizeof it[i].ci, "dbo_t%d", i);
+        it[i].ask = i % 7 != 0;
+        it[i].from = i % 11 == 0 ? max : behind;
+        it[i].moved = true; /* cleared for every item the probe does not find moved */
+        asked += it[i].ask && i % 11 != 0;
+    }
+    CHECK(asked > MCDC_PROBE_BRANCHES_MAX * 2 && asked <= MCDC_PROBE_BRANCHES_MAX * 3);
+    fake_reply(x.f, "TOP (1) CONVERT(nvarchar", "ci:utf8", "dbo_t1\ndbo_t600");
+    fake_reply(x.f, "TOP (1) CONVERT(nvarchar", "ci:utf8", "dbo_t1000");
+    fake_reply(x.f, "TOP (1) CONVERT(nvarchar", "ci:utf8", "dbo_t1999");
+    int queries = 0;
+    CHECK_EQ_INT(mcdc_cdc_probe_moved(x.c, it, N, &max, &queries, NULL), MCDC_OK);
+    CHECK_EQ_INT(queries, 3);
+    CHECK_EQ_INT(fake_exec_count(x.f), 3);
+    CHECK_EQ_INT(fake_unused_replies(x.f), 0);
+    /* every behind table in exactly one query, no query over the chunk */
+    static int seen[N];
+    int total = 0;
+    for (int q = 0; q < 3; q++) {
+        const char *sql = fake_sql(x.f, q);
+        int branches = 0;
+        for (const char *s = sql; (s = strstr(s, "TOP (1)")) != NULL; s++) branches++;
+        CHECK(branches > 0 && branches <= MCDC_PROBE_BRANCHES_MAX);
+        total += branches;
+        for (const char *s = sql; (s = strstr(s, "FROM cdc.[dbo_t")) != NULL; s++) {
+            int i = atoi(s + strlen("FROM cdc.[dbo_t"));
+            CHECK(i >= 0 && i < N);
+            if (i >= 0 && i < N) seen[i]++;
+        }
+    }
+    CHECK_EQ_INT(total, asked);
+    for (int i = 0; i < N; i++) {
+        CHECK_EQ_INT(seen[i], it[i].ask && i % 11 != 0 ? 1 : 0);
+        CHECK_EQ_INT(it[i].moved, i == 1 || i == 600 || i == 1000 || i == 1999);
+    }
+    free(it);
+    fx_close(&x);
+}
+
+/* Every change table's row count in one query; without VIEW DATABASE
+ * STATE (or SELECT on cdc.change_tables) not visible and no error; a count
+ * that is not one is a protocol error, nothing returned. */
+TEST(cdc_change_table_rows_one_query_and_degrades) {
+    fx x = fx_open();
+    fake_reply(x.f, "dm_db_partition_stats", "capture_instance:utf8,row_count:i64",
+               "dbo_a|12\ndbo_b|0");
+    fake_error(x.f, "dm_db_partition_stats", MCDC_E_PERMISSION, 297,
+               "The user does not have permission to perform this action.");
+    fake_reply(x.f, "dm_db_partition_stats", "capture_instance:utf8,row_count:i64", "dbo_a|-1");
+    mcdc_change_table_rows *v = NULL;
+    size_t n = 9;
+    bool visible = false;
+    CHECK_EQ_INT(mcdc_cdc_change_table_rows(&v, &n, &visible, x.c, NULL), MCDC_OK);
+    CHECK(visible);
+    CHECK_EQ_INT((int)n, 2);
+    if (v && n == 2) {
+        CHECK_EQ_STR(v[0].capture_instance, "dbo_a");
+        CHECK(v[0].rows == 12);
+        CHECK_EQ_STR(v[1].capture_instance, "dbo_b");
+        CHECK(v[1].rows == 0);
+    }
+    CHECK(strstr(fake_sql(x.f, 0), "JOIN sys.dm_db_partition_stats AS ps ON ps.object_id = "
+                                   "ct.object_id AND ps.index_id IN (0, 1)") != NULL);
+    mcdc_change_table_rows_free(v);
+    CHECK_EQ_INT(mcdc_cdc_change_table_rows(&v, &n, &visible, x.c, NULL), MCDC_OK);
+    CHECK(!visible && v == NULL && n == 0);
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_cdc_change_table_rows(&v, &n, &visible, x.c, &e), MCDC_E_PROTOCOL);
+    CHECK(!visible && v == NULL && n == 0);
+    CHECK(strstr(e.message, "row count") != NULL);
+    CHECK_EQ_INT(fake_exec_count(x.f), 3);
     fx_close(&x);
 }
 
