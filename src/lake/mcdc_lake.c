@@ -483,6 +483,24 @@ static int plan_layout(lake_layout *l, mcdc_table *t, const mcdc_schema *ours,
     return rc;
 }
 
+/* A full file's close (its last row group, its footer, fsync and
+ * publication) runs on a thread of its own while the next file is written,
+ * so that the writing thread does not wait on the disk while the readers
+ * that feed it wait on it. At most one file closes behind the one open (its
+ * last row group is the memory this holds); it is recorded in the
+ * appender's files, in order, when it is joined: before the next file is
+ * closed, and by commit, roll and free. */
+typedef struct {
+    const mcdc_appender *a;  /* its layout and schema, read-only meanwhile */
+    mcdc_parquet_writer *w;  /* owned by the thread until joined */
+    char *path;
+    pthread_t thread;
+    bool running;
+    int rc;
+    mcdc_error err;
+    lake_file done;          /* the file when rc is MCDC_OK */
+} lake_closer;
+
 struct mcdc_appender {
     mcdc_table *t;
     mcdc_schema *schema;
@@ -491,6 +509,8 @@ struct mcdc_appender {
     mcdc_parquet_writer *w;
     char *cur;           /* relative path of the open file */
     int64_t cur_bytes;   /* uncompressed bytes written to it */
+    int opened;          /* files opened so far (their names' numbers) */
+    lake_closer closer;
     lake_file *files;
     int nfiles, capfiles;
     int64_t rows;
@@ -518,11 +538,12 @@ static void to_delta_value(mcdc_delta_value *d, const mcdc_parquet_value *p) {
     d->len = (size_t)p->len;
 }
 
-/* Closes the open file and records it with its statistics. */
-static int finish_file(mcdc_appender *a, mcdc_error *err) {
-    if (a->w == NULL) return MCDC_OK;
-    int rc = mcdc_parquet_writer_close(a->w, err);
-    const mcdc_parquet_file_info *info = rc == MCDC_OK ? mcdc_parquet_writer_info(a->w) : NULL;
+/* Closes w (the file at path) and gives its record: path (taken over, on
+ * success only) with its size and statistics. Frees w either way. */
+static int close_file(const mcdc_appender *a, mcdc_parquet_writer *w, char *path,
+                      lake_file *out, mcdc_error *err) {
+    int rc = mcdc_parquet_writer_close(w, err);
+    const mcdc_parquet_file_info *info = rc == MCDC_OK ? mcdc_parquet_writer_info(w) : NULL;
     char *stats = NULL;
     if (info) {
         int32_t n = info->n_columns;
@@ -541,24 +562,85 @@ static int finish_file(mcdc_appender *a, mcdc_error *err) {
                                        info->rows, cs, -1, err);
         mcdc_free(cs);
     }
-    if (rc == MCDC_OK && a->nfiles == a->capfiles) {
-        int cap = a->capfiles ? a->capfiles * 2 : 4;
-        lake_file *f = mcdc_realloc(a->files, (size_t)cap * sizeof *f);
-        if (f == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-        else {
-            a->files = f;
-            a->capfiles = cap;
-        }
-    }
-    if (rc == MCDC_OK) {
-        a->files[a->nfiles++] = (lake_file){a->cur, info->file_bytes, stats};
-        a->cur = NULL;
-        stats = NULL;
-    }
-    mcdc_free(stats);
-    mcdc_parquet_writer_free(a->w);
-    a->w = NULL;
+    if (rc == MCDC_OK) *out = (lake_file){path, info->file_bytes, stats};
+    else mcdc_free(stats);
+    mcdc_parquet_writer_free(w);
     return rc;
+}
+
+/* Adds a closed file to the appender's (taken over; freed on failure). */
+static int record_file(mcdc_appender *a, lake_file f, mcdc_error *err) {
+    if (a->nfiles == a->capfiles) {
+        int cap = a->capfiles ? a->capfiles * 2 : 4;
+        lake_file *v = mcdc_realloc(a->files, (size_t)cap * sizeof *v);
+        if (v == NULL) {
+            mcdc_free(f.path);
+            mcdc_free(f.stats);
+            return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        }
+        a->files = v;
+        a->capfiles = cap;
+    }
+    a->files[a->nfiles++] = f;
+    return MCDC_OK;
+}
+
+static void *closer_main(void *arg) {
+    lake_closer *c = arg;
+    c->rc = close_file(c->a, c->w, c->path, &c->done, &c->err);
+    return NULL;
+}
+
+/* Waits for the file closing behind (if any) and records it. Its failure
+ * is returned (err may be NULL: the appender is being freed). */
+static int join_closer(mcdc_appender *a, mcdc_error *err) {
+    lake_closer *c = &a->closer;
+    if (!c->running) return MCDC_OK;
+    pthread_join(c->thread, NULL);
+    c->running = false;
+    int rc = c->rc;
+    if (rc == MCDC_OK) {
+        rc = record_file(a, c->done, err);
+    } else {
+        mcdc_free(c->path); /* not published: the writer discarded it */
+        if (err) *err = c->err;
+    }
+    c->w = NULL;
+    c->path = NULL;
+    return rc;
+}
+
+/* Closes the open file and records it with its statistics, after the one
+ * closing behind. */
+static int finish_file(mcdc_appender *a, mcdc_error *err) {
+    int rc = join_closer(a, err);
+    if (rc || a->w == NULL) return rc;
+    lake_file f;
+    rc = close_file(a, a->w, a->cur, &f, err);
+    a->w = NULL;
+    if (rc == MCDC_OK) {
+        a->cur = NULL;
+        rc = record_file(a, f, err);
+    }
+    return rc;
+}
+
+/* Hands the open (full) file to the closer thread, once the one before is
+ * recorded; closes it here when no thread can be started. */
+static int finish_file_behind(mcdc_appender *a, mcdc_error *err) {
+    int rc = join_closer(a, err);
+    if (rc) return rc;
+    lake_closer *c = &a->closer;
+    *c = (lake_closer){.a = a, .w = a->w, .path = a->cur};
+    if (mcdc_thread_start(&c->thread, closer_main, c) != 0) {
+        c->w = NULL;
+        c->path = NULL;
+        return finish_file(a, err);
+    }
+    c->running = true;
+    a->w = NULL;
+    a->cur = NULL;
+    return MCDC_OK;
 }
 
 static void delete_file(mcdc_appender *a, const char *rel) {
@@ -590,14 +672,14 @@ int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err) 
         mcdc_uuid4(uuid);
         if (!a->layout.decided) rc = plan_layout(&a->layout, a->t, a->schema, &a->props, err);
         if (rc) return rc;
-        a->cur = mcdc_asprintf("part-%05d-%s-c000%s.parquet", a->nfiles, uuid,
+        a->cur = mcdc_asprintf("part-%05d-%s-c000%s.parquet", a->opened, uuid,
                                codec_suffix(a->layout.codec));
         if (a->cur == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
         /* A new table is created before its first data file is written: a
          * kill in between leaves an empty table (and an unreferenced file),
          * never a directory of files without a log, which no run could
          * tell from someone else's. */
-        if (rc == MCDC_OK && !a->layout.exists && a->nfiles == 0) {
+        if (rc == MCDC_OK && !a->layout.exists && a->opened == 0) {
             mcdc_schema *evolved = NULL;
             const char **evolved_phys = NULL;
             rc = ensure_table(a->t, a->schema, &a->props, &a->layout, &evolved, &evolved_phys, err);
@@ -618,13 +700,15 @@ int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err) 
             a->cur = NULL;
             return rc;
         }
+        a->opened++;
         a->cur_bytes = 0;
     }
     rc = mcdc_parquet_writer_write(a->w, b, err);
     if (rc) return rc;
     a->rows += b->rows;
     a->cur_bytes += mcdc_batch_bytes(b);
-    if (a->cur_bytes >= LAKE_FILE_BYTES_TARGET) rc = finish_file(a, err);
+    int64_t target = a->props.file_bytes > 0 ? a->props.file_bytes : LAKE_FILE_BYTES_TARGET;
+    if (a->cur_bytes >= target) rc = finish_file_behind(a, err);
     return rc;
 }
 
@@ -888,7 +972,7 @@ static int commit_files(mcdc_appender *a, const mcdc_delta_file *removes, size_t
 int mcdc_appender_roll(mcdc_appender *a, const char **path, mcdc_error *err) {
     MCDC_ASSERT(!a->committed);
     if (path) *path = NULL;
-    if (a->w == NULL) return MCDC_OK;
+    if (a->w == NULL) return join_closer(a, err);
     int rc = finish_file(a, err);
     if (rc == MCDC_OK && path) *path = a->files[a->nfiles - 1].path;
     return rc;
@@ -985,6 +1069,7 @@ int mcdc_appender_commit(mcdc_appender *a, const char *app_id, int64_t txn_versi
 
 void mcdc_appender_free(mcdc_appender *a) {
     if (a == NULL) return;
+    join_closer(a, NULL); /* a file it published is deleted below */
     mcdc_parquet_writer_free(a->w); /* an open file was never published */
     for (int i = 0; i < a->nfiles; i++) {
         if (!a->committed) delete_file(a, a->files[i].path);
