@@ -483,22 +483,21 @@ static int plan_layout(lake_layout *l, mcdc_table *t, const mcdc_schema *ours,
     return rc;
 }
 
-/* A full file's close (its last row group, its footer, fsync and
- * publication) runs on a thread of its own while the next file is written,
- * so that the writing thread does not wait on the disk while the readers
- * that feed it wait on it. At most one file closes behind the one open (its
- * last row group is the memory this holds); it is recorded in the
- * appender's files, in order, when it is joined: before the next file is
- * closed, and by commit, roll and free. */
+/* A full file is finished (its last row group and footer written, its
+ * statistics taken, its writer freed) on the writing thread, and published
+ * (fsync, then visible) on a thread of its own while the next file is
+ * written: the writing thread does not wait on the disk while the readers
+ * that feed it wait on it, and no second writer's buffers are held. At most
+ * one file publishes behind the one open; it is recorded in the appender's
+ * files, in order, when it is joined: before the next one is handed over,
+ * and by commit, roll and free. */
 typedef struct {
-    const mcdc_appender *a;  /* its layout and schema, read-only meanwhile */
-    mcdc_parquet_writer *w;  /* owned by the thread until joined */
-    char *path;
+    mcdc_storage_writer *out; /* the whole file, owned by the thread until joined */
+    lake_file file;           /* its record, kept for the join */
     pthread_t thread;
     bool running;
     int rc;
     mcdc_error err;
-    lake_file done;          /* the file when rc is MCDC_OK */
 } lake_closer;
 
 struct mcdc_appender {
@@ -538,33 +537,25 @@ static void to_delta_value(mcdc_delta_value *d, const mcdc_parquet_value *p) {
     d->len = (size_t)p->len;
 }
 
-/* Closes w (the file at path) and gives its record: path (taken over, on
- * success only) with its size and statistics. Frees w either way. */
-static int close_file(const mcdc_appender *a, mcdc_parquet_writer *w, char *path,
-                      lake_file *out, mcdc_error *err) {
-    int rc = mcdc_parquet_writer_close(w, err);
-    const mcdc_parquet_file_info *info = rc == MCDC_OK ? mcdc_parquet_writer_info(w) : NULL;
-    char *stats = NULL;
-    if (info) {
-        int32_t n = info->n_columns;
-        mcdc_delta_col_stats *cs = mcdc_calloc((size_t)(n ? n : 1), sizeof *cs);
-        if (cs == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-        for (int32_t i = 0; rc == MCDC_OK && i < n; i++) {
-            cs[i].has_min_max = info->columns[i].has_min_max;
-            cs[i].null_count = info->columns[i].null_count;
-            to_delta_value(&cs[i].min, &info->columns[i].min);
-            to_delta_value(&cs[i].max, &info->columns[i].max);
-        }
-        /* Statistics name the columns as the file does (physical names). */
-        if (rc == MCDC_OK)
-            rc = mcdc_delta_stats_json(&stats,
-                                       a->layout.mapped ? a->layout.phys_schema : a->schema,
-                                       info->rows, cs, -1, err);
-        mcdc_free(cs);
+/* The record of a closed file at path (taken over on success): its size
+ * and its statistics as Delta wants them. */
+static int file_record(const mcdc_appender *a, const mcdc_parquet_file_info *info, char *path,
+                       lake_file *out, mcdc_error *err) {
+    int32_t n = info->n_columns;
+    mcdc_delta_col_stats *cs = mcdc_calloc((size_t)(n ? n : 1), sizeof *cs);
+    if (cs == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    for (int32_t i = 0; i < n; i++) {
+        cs[i].has_min_max = info->columns[i].has_min_max;
+        cs[i].null_count = info->columns[i].null_count;
+        to_delta_value(&cs[i].min, &info->columns[i].min);
+        to_delta_value(&cs[i].max, &info->columns[i].max);
     }
+    char *stats = NULL;
+    /* Statistics name the columns as the file does (physical names). */
+    int rc = mcdc_delta_stats_json(&stats, a->layout.mapped ? a->layout.phys_schema : a->schema,
+                                   info->rows, cs, -1, err);
+    mcdc_free(cs);
     if (rc == MCDC_OK) *out = (lake_file){path, info->file_bytes, stats};
-    else mcdc_free(stats);
-    mcdc_parquet_writer_free(w);
     return rc;
 }
 
@@ -587,60 +578,65 @@ static int record_file(mcdc_appender *a, lake_file f, mcdc_error *err) {
 
 static void *closer_main(void *arg) {
     lake_closer *c = arg;
-    c->rc = close_file(c->a, c->w, c->path, &c->done, &c->err);
+    c->rc = mcdc_storage_writer_commit(c->out, MCDC_STORAGE_PUT, &c->err);
+    if (c->rc) mcdc_error_wrap(&c->err, "publishing Parquet file %s", c->file.path);
+    c->out = NULL;
     return NULL;
 }
 
-/* Waits for the file closing behind (if any) and records it. Its failure
- * is returned (err may be NULL: the appender is being freed). */
-static int join_closer(mcdc_appender *a, mcdc_error *err) {
+/* Records the closer's file once published; its failure is returned (err
+ * may be NULL: the appender is being freed). */
+static int closer_done(mcdc_appender *a, mcdc_error *err) {
     lake_closer *c = &a->closer;
-    if (!c->running) return MCDC_OK;
-    pthread_join(c->thread, NULL);
-    c->running = false;
     int rc = c->rc;
     if (rc == MCDC_OK) {
-        rc = record_file(a, c->done, err);
-    } else {
-        mcdc_free(c->path); /* not published: the writer discarded it */
+        rc = record_file(a, c->file, err);
+    } else { /* nothing published */
+        mcdc_free(c->file.path);
+        mcdc_free(c->file.stats);
         if (err) *err = c->err;
     }
-    c->w = NULL;
-    c->path = NULL;
+    c->file = (lake_file){0};
     return rc;
 }
 
-/* Closes the open file and records it with its statistics, after the one
- * closing behind. */
-static int finish_file(mcdc_appender *a, mcdc_error *err) {
+/* Waits for the file publishing behind (if any) and records it. */
+static int join_closer(mcdc_appender *a, mcdc_error *err) {
+    if (!a->closer.running) return MCDC_OK;
+    pthread_join(a->closer.thread, NULL);
+    a->closer.running = false;
+    return closer_done(a, err);
+}
+
+/* Finishes the open file (after the one publishing behind): its last row
+ * group, footer and record; then publishes it here, or (behind) hands its
+ * publication to the closer thread. */
+static int finish_file_as(mcdc_appender *a, bool behind, mcdc_error *err) {
     int rc = join_closer(a, err);
     if (rc || a->w == NULL) return rc;
-    lake_file f;
-    rc = close_file(a, a->w, a->cur, &f, err);
+    mcdc_storage_writer *out = NULL;
+    lake_file f = {0};
+    rc = mcdc_parquet_writer_close_unpublished(a->w, &out, err);
+    if (rc == MCDC_OK) rc = file_record(a, mcdc_parquet_writer_info(a->w), a->cur, &f, err);
+    mcdc_parquet_writer_free(a->w); /* its buffers go before the next file's come */
     a->w = NULL;
-    if (rc == MCDC_OK) {
-        a->cur = NULL;
-        rc = record_file(a, f, err);
+    if (rc) {
+        mcdc_storage_writer_abort(out);
+        return rc;
     }
-    return rc;
+    a->cur = NULL;
+    lake_closer *c = &a->closer;
+    *c = (lake_closer){.out = out, .file = f};
+    if (behind && mcdc_thread_start(&c->thread, closer_main, c) == 0) {
+        c->running = true;
+        return MCDC_OK;
+    }
+    closer_main(c); /* here: asked to, or no thread could start */
+    return closer_done(a, err);
 }
 
-/* Hands the open (full) file to the closer thread, once the one before is
- * recorded; closes it here when no thread can be started. */
-static int finish_file_behind(mcdc_appender *a, mcdc_error *err) {
-    int rc = join_closer(a, err);
-    if (rc) return rc;
-    lake_closer *c = &a->closer;
-    *c = (lake_closer){.a = a, .w = a->w, .path = a->cur};
-    if (mcdc_thread_start(&c->thread, closer_main, c) != 0) {
-        c->w = NULL;
-        c->path = NULL;
-        return finish_file(a, err);
-    }
-    c->running = true;
-    a->w = NULL;
-    a->cur = NULL;
-    return MCDC_OK;
+static int finish_file(mcdc_appender *a, mcdc_error *err) {
+    return finish_file_as(a, false, err);
 }
 
 static void delete_file(mcdc_appender *a, const char *rel) {
@@ -708,7 +704,7 @@ int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err) 
     a->rows += b->rows;
     a->cur_bytes += mcdc_batch_bytes(b);
     int64_t target = a->props.file_bytes > 0 ? a->props.file_bytes : LAKE_FILE_BYTES_TARGET;
-    if (a->cur_bytes >= target) rc = finish_file_behind(a, err);
+    if (a->cur_bytes >= target) rc = finish_file_as(a, true, err);
     return rc;
 }
 

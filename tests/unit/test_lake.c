@@ -589,15 +589,15 @@ static int roll_attempt(mcdc_table *t, bool *skipped, mcdc_error *e) {
     return rc;
 }
 
-/* Every full file closes on the appender's thread while the next is
- * written: the commit names all of them, in the order written. A write
- * (about 16 of them, spread over the files) and each publication of a data
- * file failing in turn (on the closing thread, but for the last file's),
- * and each opening of one (on the writing thread, while the file before
- * closes), fails the attempt with its error (at the write after a failed
- * close, or at the commit); a failed attempt leaves no data file behind
- * (free waits for the close and deletes what it published), and the rerun
- * commits every row once. */
+/* Every full file is published (fsync, then visible) on the appender's
+ * thread while the next one is written: the commit names all of them, in
+ * the order written. A write (about 16 of them, spread over the files) and
+ * the opening of a file failing in turn (on the writing thread, while the
+ * file before may be publishing), and each publication (on the publishing
+ * thread, but for the last file's), fails the attempt with its error (at
+ * the write after a failed publication, or at the commit); a failed attempt
+ * leaves no data file behind (free waits for the publication and deletes
+ * what it published), and the rerun commits every row once. */
 TEST(lake_append_closes_full_files_behind) {
     mcdc_storage_mem *mem = NULL;
     mcdc_error e = MCDC_ERROR_INIT;
