@@ -145,9 +145,10 @@ typedef struct mcdc_appender mcdc_appender;
 int mcdc_appender_open(mcdc_appender **out, mcdc_table *t, mcdc_schema *schema,
                        const mcdc_table_props *props, mcdc_error *err);
 /* Appends b's rows to the open data file (opening one when none is). A
- * file that reaches its size is closed (fsynced and published) on a thread
- * of the appender's while the next one is written; at most one closes
- * behind, and a failure of its close is the next call's. */
+ * file that reaches its size is finished here and published (fsync, then
+ * visible) on a thread of the appender's while the next one is written; at
+ * most one publishes behind, and a failure of its publication is the next
+ * call's. */
 int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err);
 /* One commit: the files written, txn(app_id, txn_version) when app_id is
  * not NULL, commitInfo with operation and user_metadata (may be NULL). The
