@@ -56,7 +56,7 @@ run_suite unit-asan-ubsan scripts/unit_shards.sh "$JOBS" build-san/unit-tests
 # encoders, the batch pool, the verdict's racers, storage and Delta commit
 # races, the simulator's capture thread and concurrent writers, the API.
 # (All 399 take 2.5 minutes under TSan; these take seconds.)
-TSAN_TESTS="lake_scan|parquet_streaming|batch_pool|finalization|storage_put_if_absent|progress_"
+TSAN_TESTS="lake_scan|lake_append_closes|parquet_streaming|batch_pool|finalization|storage_put_if_absent|progress_"
 TSAN_TESTS="$TSAN_TESTS|delta_append_race|sim_capture_thread|sim_snapshot_under|api_|runtime_"
 run_suite unit-tsan env TSAN_OPTIONS="exitcode=66 ${TSAN_OPTIONS:-}" build-tsan/unit-tests "$TSAN_TESTS"
 # Under valgrind the exhaustive fault sweeps try every 4th storage call

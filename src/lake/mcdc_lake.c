@@ -483,6 +483,23 @@ static int plan_layout(lake_layout *l, mcdc_table *t, const mcdc_schema *ours,
     return rc;
 }
 
+/* A full file is finished (its last row group and footer written, its
+ * statistics taken, its writer freed) on the writing thread, and published
+ * (fsync, then visible) on a thread of its own while the next file is
+ * written: the writing thread does not wait on the disk while the readers
+ * that feed it wait on it, and no second writer's buffers are held. At most
+ * one file publishes behind the one open; it is recorded in the appender's
+ * files, in order, when it is joined: before the next one is handed over,
+ * and by commit, roll and free. */
+typedef struct {
+    mcdc_storage_writer *out; /* the whole file, owned by the thread until joined */
+    lake_file file;           /* its record, kept for the join */
+    pthread_t thread;
+    bool running;
+    int rc;
+    mcdc_error err;
+} lake_closer;
+
 struct mcdc_appender {
     mcdc_table *t;
     mcdc_schema *schema;
@@ -491,6 +508,8 @@ struct mcdc_appender {
     mcdc_parquet_writer *w;
     char *cur;           /* relative path of the open file */
     int64_t cur_bytes;   /* uncompressed bytes written to it */
+    int opened;          /* files opened so far (their names' numbers) */
+    lake_closer closer;
     lake_file *files;
     int nfiles, capfiles;
     int64_t rows;
@@ -518,47 +537,106 @@ static void to_delta_value(mcdc_delta_value *d, const mcdc_parquet_value *p) {
     d->len = (size_t)p->len;
 }
 
-/* Closes the open file and records it with its statistics. */
-static int finish_file(mcdc_appender *a, mcdc_error *err) {
-    if (a->w == NULL) return MCDC_OK;
-    int rc = mcdc_parquet_writer_close(a->w, err);
-    const mcdc_parquet_file_info *info = rc == MCDC_OK ? mcdc_parquet_writer_info(a->w) : NULL;
+/* The record of a closed file at path (taken over on success): its size
+ * and its statistics as Delta wants them. */
+static int file_record(const mcdc_appender *a, const mcdc_parquet_file_info *info, char *path,
+                       lake_file *out, mcdc_error *err) {
+    int32_t n = info->n_columns;
+    mcdc_delta_col_stats *cs = mcdc_calloc((size_t)(n ? n : 1), sizeof *cs);
+    if (cs == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    for (int32_t i = 0; i < n; i++) {
+        cs[i].has_min_max = info->columns[i].has_min_max;
+        cs[i].null_count = info->columns[i].null_count;
+        to_delta_value(&cs[i].min, &info->columns[i].min);
+        to_delta_value(&cs[i].max, &info->columns[i].max);
+    }
     char *stats = NULL;
-    if (info) {
-        int32_t n = info->n_columns;
-        mcdc_delta_col_stats *cs = mcdc_calloc((size_t)(n ? n : 1), sizeof *cs);
-        if (cs == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-        for (int32_t i = 0; rc == MCDC_OK && i < n; i++) {
-            cs[i].has_min_max = info->columns[i].has_min_max;
-            cs[i].null_count = info->columns[i].null_count;
-            to_delta_value(&cs[i].min, &info->columns[i].min);
-            to_delta_value(&cs[i].max, &info->columns[i].max);
-        }
-        /* Statistics name the columns as the file does (physical names). */
-        if (rc == MCDC_OK)
-            rc = mcdc_delta_stats_json(&stats,
-                                       a->layout.mapped ? a->layout.phys_schema : a->schema,
-                                       info->rows, cs, -1, err);
-        mcdc_free(cs);
-    }
-    if (rc == MCDC_OK && a->nfiles == a->capfiles) {
-        int cap = a->capfiles ? a->capfiles * 2 : 4;
-        lake_file *f = mcdc_realloc(a->files, (size_t)cap * sizeof *f);
-        if (f == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-        else {
-            a->files = f;
-            a->capfiles = cap;
-        }
-    }
-    if (rc == MCDC_OK) {
-        a->files[a->nfiles++] = (lake_file){a->cur, info->file_bytes, stats};
-        a->cur = NULL;
-        stats = NULL;
-    }
-    mcdc_free(stats);
-    mcdc_parquet_writer_free(a->w);
-    a->w = NULL;
+    /* Statistics name the columns as the file does (physical names). */
+    int rc = mcdc_delta_stats_json(&stats, a->layout.mapped ? a->layout.phys_schema : a->schema,
+                                   info->rows, cs, -1, err);
+    mcdc_free(cs);
+    if (rc == MCDC_OK) *out = (lake_file){path, info->file_bytes, stats};
     return rc;
+}
+
+/* Adds a closed file to the appender's (taken over; freed on failure). */
+static int record_file(mcdc_appender *a, lake_file f, mcdc_error *err) {
+    if (a->nfiles == a->capfiles) {
+        int cap = a->capfiles ? a->capfiles * 2 : 4;
+        lake_file *v = mcdc_realloc(a->files, (size_t)cap * sizeof *v);
+        if (v == NULL) {
+            mcdc_free(f.path);
+            mcdc_free(f.stats);
+            return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+        }
+        a->files = v;
+        a->capfiles = cap;
+    }
+    a->files[a->nfiles++] = f;
+    return MCDC_OK;
+}
+
+static void *closer_main(void *arg) {
+    lake_closer *c = arg;
+    c->rc = mcdc_storage_writer_commit(c->out, MCDC_STORAGE_PUT, &c->err);
+    if (c->rc) mcdc_error_wrap(&c->err, "publishing Parquet file %s", c->file.path);
+    c->out = NULL;
+    return NULL;
+}
+
+/* Records the closer's file once published; its failure is returned (err
+ * may be NULL: the appender is being freed). */
+static int closer_done(mcdc_appender *a, mcdc_error *err) {
+    lake_closer *c = &a->closer;
+    int rc = c->rc;
+    if (rc == MCDC_OK) {
+        rc = record_file(a, c->file, err);
+    } else { /* nothing published */
+        mcdc_free(c->file.path);
+        mcdc_free(c->file.stats);
+        if (err) *err = c->err;
+    }
+    c->file = (lake_file){0};
+    return rc;
+}
+
+/* Waits for the file publishing behind (if any) and records it. */
+static int join_closer(mcdc_appender *a, mcdc_error *err) {
+    if (!a->closer.running) return MCDC_OK;
+    pthread_join(a->closer.thread, NULL);
+    a->closer.running = false;
+    return closer_done(a, err);
+}
+
+/* Finishes the open file (after the one publishing behind): its last row
+ * group, footer and record; then publishes it here, or (behind) hands its
+ * publication to the closer thread. */
+static int finish_file_as(mcdc_appender *a, bool behind, mcdc_error *err) {
+    int rc = join_closer(a, err);
+    if (rc || a->w == NULL) return rc;
+    mcdc_storage_writer *out = NULL;
+    lake_file f = {0};
+    rc = mcdc_parquet_writer_close_unpublished(a->w, &out, err);
+    if (rc == MCDC_OK) rc = file_record(a, mcdc_parquet_writer_info(a->w), a->cur, &f, err);
+    mcdc_parquet_writer_free(a->w); /* its buffers go before the next file's come */
+    a->w = NULL;
+    if (rc) {
+        mcdc_storage_writer_abort(out);
+        return rc;
+    }
+    a->cur = NULL;
+    lake_closer *c = &a->closer;
+    *c = (lake_closer){.out = out, .file = f};
+    if (behind && mcdc_thread_start(&c->thread, closer_main, c) == 0) {
+        c->running = true;
+        return MCDC_OK;
+    }
+    closer_main(c); /* here: asked to, or no thread could start */
+    return closer_done(a, err);
+}
+
+static int finish_file(mcdc_appender *a, mcdc_error *err) {
+    return finish_file_as(a, false, err);
 }
 
 static void delete_file(mcdc_appender *a, const char *rel) {
@@ -590,14 +668,14 @@ int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err) 
         mcdc_uuid4(uuid);
         if (!a->layout.decided) rc = plan_layout(&a->layout, a->t, a->schema, &a->props, err);
         if (rc) return rc;
-        a->cur = mcdc_asprintf("part-%05d-%s-c000%s.parquet", a->nfiles, uuid,
+        a->cur = mcdc_asprintf("part-%05d-%s-c000%s.parquet", a->opened, uuid,
                                codec_suffix(a->layout.codec));
         if (a->cur == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
         /* A new table is created before its first data file is written: a
          * kill in between leaves an empty table (and an unreferenced file),
          * never a directory of files without a log, which no run could
          * tell from someone else's. */
-        if (rc == MCDC_OK && !a->layout.exists && a->nfiles == 0) {
+        if (rc == MCDC_OK && !a->layout.exists && a->opened == 0) {
             mcdc_schema *evolved = NULL;
             const char **evolved_phys = NULL;
             rc = ensure_table(a->t, a->schema, &a->props, &a->layout, &evolved, &evolved_phys, err);
@@ -618,13 +696,15 @@ int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err) 
             a->cur = NULL;
             return rc;
         }
+        a->opened++;
         a->cur_bytes = 0;
     }
     rc = mcdc_parquet_writer_write(a->w, b, err);
     if (rc) return rc;
     a->rows += b->rows;
     a->cur_bytes += mcdc_batch_bytes(b);
-    if (a->cur_bytes >= LAKE_FILE_BYTES_TARGET) rc = finish_file(a, err);
+    int64_t target = a->props.file_bytes > 0 ? a->props.file_bytes : LAKE_FILE_BYTES_TARGET;
+    if (a->cur_bytes >= target) rc = finish_file_as(a, true, err);
     return rc;
 }
 
@@ -888,7 +968,7 @@ static int commit_files(mcdc_appender *a, const mcdc_delta_file *removes, size_t
 int mcdc_appender_roll(mcdc_appender *a, const char **path, mcdc_error *err) {
     MCDC_ASSERT(!a->committed);
     if (path) *path = NULL;
-    if (a->w == NULL) return MCDC_OK;
+    if (a->w == NULL) return join_closer(a, err);
     int rc = finish_file(a, err);
     if (rc == MCDC_OK && path) *path = a->files[a->nfiles - 1].path;
     return rc;
@@ -985,6 +1065,7 @@ int mcdc_appender_commit(mcdc_appender *a, const char *app_id, int64_t txn_versi
 
 void mcdc_appender_free(mcdc_appender *a) {
     if (a == NULL) return;
+    join_closer(a, NULL); /* a file it published is deleted below */
     mcdc_parquet_writer_free(a->w); /* an open file was never published */
     for (int i = 0; i < a->nfiles; i++) {
         if (!a->committed) delete_file(a, a->files[i].path);

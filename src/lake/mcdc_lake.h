@@ -134,6 +134,9 @@ typedef struct mcdc_table_props {
      * property); an existing table of another kind is MCDC_E_MISMATCH at
      * commit, before anything is published. */
     mcdc_table_kind kind;
+    /* A data file is closed once this many uncompressed bytes were written
+     * to it (0: 128 MiB; tests roll small files with it). */
+    int64_t file_bytes;
 } mcdc_table_props;
 
 /* Appends batches as Parquet files (bounded memory: files roll at the row
@@ -141,6 +144,11 @@ typedef struct mcdc_table_props {
 typedef struct mcdc_appender mcdc_appender;
 int mcdc_appender_open(mcdc_appender **out, mcdc_table *t, mcdc_schema *schema,
                        const mcdc_table_props *props, mcdc_error *err);
+/* Appends b's rows to the open data file (opening one when none is). A
+ * file that reaches its size is finished here and published (fsync, then
+ * visible) on a thread of the appender's while the next one is written; at
+ * most one publishes behind, and a failure of its publication is the next
+ * call's. */
 int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err);
 /* One commit: the files written, txn(app_id, txn_version) when app_id is
  * not NULL, commitInfo with operation and user_metadata (may be NULL). The

@@ -146,6 +146,14 @@ int mcdc_parquet_writer_write(mcdc_parquet_writer *w, const mcdc_batch *b, mcdc_
  * storage writer's commit: durable, then visible). On failure nothing is
  * published. After success, mcdc_parquet_writer_info is valid. */
 int mcdc_parquet_writer_close(mcdc_parquet_writer *w, mcdc_error *err);
+/* The same but for the publication: *out gets the storage writer holding
+ * the whole file, for the caller to commit (MCDC_STORAGE_PUT: durable, then
+ * visible) or abort, on any thread; after the writer is freed only when
+ * it was opened on the caller's storage (not open_path's own). On
+ * failure *out is NULL and nothing is published. mcdc_parquet_writer_info
+ * is valid after success. */
+int mcdc_parquet_writer_close_unpublished(mcdc_parquet_writer *w, mcdc_storage_writer **out,
+                                          mcdc_error *err);
 /* Valid after a successful close, until free. */
 const mcdc_parquet_file_info *mcdc_parquet_writer_info(const mcdc_parquet_writer *w);
 /* Where the writer's CPU time goes (bench-parquet's profile): the CPU time

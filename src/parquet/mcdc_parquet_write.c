@@ -1948,21 +1948,8 @@ static void typed_value(const wcol *c, const mcdc_buf *b, mcdc_parquet_value *v)
     }
 }
 
-int mcdc_parquet_writer_close(mcdc_parquet_writer *w, mcdc_error *err) {
-    MCDC_ASSERT(w != NULL);
-    if (w->closed) return mcdc_error_set(err, MCDC_E_INVALID, "Parquet file %s is closed", w->path);
-    int rc = flush_row_group(w, err);
-    if (!rc) rc = write_footer(w, err);
-    /* Published whole or not at all: a failed write leaves nothing. */
-    if (!rc) {
-        rc = mcdc_storage_writer_commit(w->out, MCDC_STORAGE_PUT, err);
-        if (rc) mcdc_error_wrap(err, "publishing Parquet file %s", w->path);
-    } else {
-        mcdc_storage_writer_abort(w->out);
-    }
-    w->out = NULL;
-    w->closed = true;
-    if (rc) return rc;
+/* The file's statistics and sizes, for mcdc_parquet_writer_info. */
+static int fill_info(mcdc_parquet_writer *w, mcdc_error *err) {
     w->stats = mcdc_calloc((size_t)w->n, sizeof *w->stats);
     if (w->stats == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (stats)");
     for (int32_t i = 0; i < w->n; i++) {
@@ -1981,6 +1968,36 @@ int mcdc_parquet_writer_close(mcdc_parquet_writer *w, mcdc_error *err) {
     w->info.n_columns = w->n;
     w->info.columns = w->stats;
     return MCDC_OK;
+}
+
+int mcdc_parquet_writer_close_unpublished(mcdc_parquet_writer *w, mcdc_storage_writer **out,
+                                          mcdc_error *err) {
+    MCDC_ASSERT(w != NULL && out != NULL);
+    *out = NULL;
+    if (w->closed) return mcdc_error_set(err, MCDC_E_INVALID, "Parquet file %s is closed", w->path);
+    int rc = flush_row_group(w, err);
+    if (!rc) rc = write_footer(w, err);
+    if (!rc) rc = fill_info(w, err);
+    if (rc) mcdc_storage_writer_abort(w->out);
+    else *out = w->out;
+    w->out = NULL;
+    w->closed = true;
+    return rc;
+}
+
+int mcdc_parquet_writer_close(mcdc_parquet_writer *w, mcdc_error *err) {
+    mcdc_storage_writer *out = NULL;
+    int rc = mcdc_parquet_writer_close_unpublished(w, &out, err);
+    /* Published whole or not at all: a failed write leaves nothing. */
+    if (!rc) {
+        rc = mcdc_storage_writer_commit(out, MCDC_STORAGE_PUT, err);
+        if (rc) mcdc_error_wrap(err, "publishing Parquet file %s", w->path);
+    }
+    if (rc) { /* no info for a file not published */
+        mcdc_free(w->stats);
+        w->stats = NULL;
+    }
+    return rc;
 }
 
 const char *mcdc_parquet_stage_name(mcdc_parquet_stage s) {

@@ -554,6 +554,103 @@ TEST(lake_scan_small_files_on_the_calling_thread) {
     mcdc_storage_mem_release(mem);
 }
 
+/* ---- appends closing full files behind ------------------------------------ */
+#define ROLL_FILES 5
+
+/* Data files (part-*.parquet) in the mem store's table t. */
+static int64_t roll_objects(mcdc_table *t) {
+    mcdc_storage_listing l = {0};
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_storage_list(mcdc_table_storage(t), "", &l, &e), MCDC_OK);
+    int64_t n = 0;
+    for (size_t i = 0; i < l.count; i++)
+        n += strstr(l.entries[i].name, ".parquet") != NULL &&
+             strstr(l.entries[i].name, "_delta_log") == NULL;
+    mcdc_storage_listing_free(&l);
+    return n;
+}
+
+/* One attempt: ROLL_FILES batches of 3 facts rows (batch_id i), each
+ * filling a file (file_bytes 1), committed as txn(app, 0). */
+static int roll_attempt(mcdc_table *t, bool *skipped, mcdc_error *e) {
+    mcdc_table_props props = {.file_bytes = 1};
+    mcdc_appender *a = NULL;
+    mcdc_batch *first = facts_rows(0, 3);
+    int rc = mcdc_appender_open(&a, t, first->schema, &props, e);
+    mcdc_batch_free(first);
+    for (int i = 0; rc == MCDC_OK && i < ROLL_FILES; i++) {
+        mcdc_batch *b = facts_rows(i, 3);
+        rc = mcdc_appender_write(a, b, e);
+        mcdc_batch_free(b);
+    }
+    int64_t v = -1;
+    if (rc == MCDC_OK) rc = mcdc_appender_commit(a, "app", 0, NULL, skipped, &v, e);
+    mcdc_appender_free(a);
+    return rc;
+}
+
+/* Every full file is published (fsync, then visible) on the appender's
+ * thread while the next one is written: the commit names all of them, in
+ * the order written. A write (about 16 of them, spread over the files) and
+ * the opening of a file failing in turn (on the writing thread, while the
+ * file before may be publishing), and each publication (on the publishing
+ * thread, but for the last file's), fails the attempt with its error (at
+ * the write after a failed publication, or at the commit); a failed attempt
+ * leaves no data file behind (free waits for the publication and deletes
+ * what it published), and the rerun commits every row once. */
+TEST(lake_append_closes_full_files_behind) {
+    mcdc_storage_mem *mem = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_storage_mem_create(&mem, "roll", &e), MCDC_OK);
+    mcdc_storage_env env = mcdc_storage_mem_env(mem);
+    const mcdc_storage_op ops[] = {MCDC_STORAGE_OP_WRITE, MCDC_STORAGE_OP_COMMIT_PUT,
+                                   MCDC_STORAGE_OP_WRITER_OPEN};
+    int tables = 0, failed = 0;
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+        int64_t calls = 0, step = 1;
+        /* writes: a Parquet file makes dozens; about 16 of them, spread */
+        for (int64_t nth = 0; nth <= calls; nth += nth ? step : 1) {
+            char where[64];
+            snprintf(where, sizeof where, "mem://roll/t%d", tables++);
+            mcdc_table *t = NULL;
+            CHECK_EQ_INT(mcdc_table_open_env(&t, &env, where, NULL, &e), MCDC_OK);
+            if (t == NULL) break;
+            int64_t c0 = mcdc_storage_mem_calls(mem, ops[k]);
+            if (nth > 0) mcdc_storage_mem_fail_nth(mem, ops[k], nth, MCDC_E_IO);
+            bool skipped = false;
+            int rc = roll_attempt(t, &skipped, &e);
+            if (nth == 0) {
+                calls = mcdc_storage_mem_calls(mem, ops[k]) - c0;
+                step = calls / 16 > 1 ? calls / 16 : 1;
+            }
+            bool fired = nth > 0 && mcdc_storage_mem_fault_fired(mem);
+            mcdc_storage_mem_fail_nth(mem, ops[k], 0, MCDC_OK);
+            CHECK(nth == 0 || fired);
+            CHECK(nth == 0 || rc != MCDC_OK); /* a data file's write or publication */
+            if (rc != MCDC_OK) {
+                failed++;
+                CHECK(strstr(e.message, "injected fault") != NULL);
+                CHECK_EQ_INT(roll_objects(t), 0);
+                rc = roll_attempt(t, &skipped, &e); /* the rerun */
+            }
+            CHECK_EQ_INT(rc, MCDC_OK);
+            CHECK(!skipped);
+            CHECK_EQ_INT(roll_objects(t), ROLL_FILES);
+            mcdc_batch *all = NULL;
+            int64_t version;
+            CHECK_EQ_INT(mcdc_table_read_all(t, &all, &version, &e), MCDC_OK);
+            CHECK_EQ_INT(all ? all->rows : 0, ROLL_FILES * 3);
+            for (int64_t r = 0; all && r < all->rows; r++)
+                CHECK_EQ_INT(mcdc_row_get(all, r, MCDC_F_BATCH_ID).i, r / 3);
+            mcdc_batch_free(all);
+            mcdc_table_close(t);
+        }
+        CHECK(calls >= ROLL_FILES);
+    }
+    CHECK(failed >= 16 + ROLL_FILES);
+    mcdc_storage_mem_release(mem);
+}
+
 /* Each storage call of a scan fails in turn: a failure while the decoder
  * thread reads a later file reaches the caller once, wrapped as on one
  * thread, after fn saw every batch before it; no batch leaks. */
