@@ -175,16 +175,19 @@ test: deps
 	@tests/run_all.sh
 
 # The crash tests with more kills than `make test` has time for (the snapshot
-# suites with 60 random kills of backfill and stream, the stream's with 300),
+# suites with 60 random kills of backfill and stream, the stream's with 300,
+# serve's over 60 tables with 40),
 # and the Spark runs of the streaming API (test_spark_api.py: four Spark
 # processes; make test runs only its metrics-channel tests).
 SOAK_TESTS := tests/interop/test_snapshot_modes.py tests/interop/test_snapshot_kills.py \
 	tests/interop/test_snapshot_bad_input.py \
 	tests/interop/test_stream_e2e.py::test_random_kills_under_a_running_workload \
+	tests/interop/test_many_tables.py::test_kill_9_at_random_moments_under_a_workload_loses_and_doubles_nothing \
 	tests/interop/test_spark_api.py
 soak: deps
 	@$(MAKE) --no-print-directory all
 	MCDC_SNAPSHOT_KILLS=$${MCDC_SNAPSHOT_KILLS:-60} MCDC_RANDOM_KILLS=$${MCDC_RANDOM_KILLS:-300} MCDC_SPARK_API=1 \
+	    MCDC_MANY_KILLS=$${MCDC_MANY_KILLS:-40} \
 	    .venv/bin/python -m pytest -q $(SOAK_TESTS)
 
 test-unit: all

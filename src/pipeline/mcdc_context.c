@@ -27,6 +27,9 @@ struct mcdc_budget {
     int waiting[MCDC_PERMIT_KINDS];
 };
 
+static const char *const PERMIT_NAMES[MCDC_PERMIT_KINDS] = {"connections", "encoder threads",
+                                                               "facts turns"};
+
 int mcdc_budget_create(mcdc_budget **out, int connections_max, int encoder_threads_max,
                        mcdc_error *err) {
     if (out == NULL) return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_budget_create: out is NULL");
@@ -42,6 +45,7 @@ int mcdc_budget_create(mcdc_budget **out, int connections_max, int encoder_threa
     pthread_cond_init(&b->freed, NULL);
     b->max[MCDC_PERMIT_CONNECTION] = connections_max;
     b->max[MCDC_PERMIT_ENCODER] = encoder_threads_max;
+    b->max[MCDC_PERMIT_FACTS] = 1;
     *out = b;
     return MCDC_OK;
 }
@@ -64,8 +68,7 @@ int mcdc_budget_acquire(mcdc_budget *b, mcdc_permit kind, int min, int want, int
     if (min + reserve > b->max[kind])
         return mcdc_error_set(err, MCDC_E_INVALID,
                               "the budget has %d %s, fewer than the %d this job needs",
-                              b->max[kind], kind == MCDC_PERMIT_CONNECTION ? "connections" : "encoder threads",
-                              min + reserve);
+                              b->max[kind], PERMIT_NAMES[kind], min + reserve);
     budget_waiter me = {NULL};
     pthread_mutex_lock(&b->mu);
     if (b->tail[kind]) b->tail[kind]->next = &me;

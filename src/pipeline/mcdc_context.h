@@ -21,8 +21,16 @@
  * Counting permits shared by jobs. Connections: every connection a job opens
  * to SQL Server holds one (its control connection for its whole life, each
  * range reader while it reads). Encoder threads: Parquet encoding threads of
- * a unit's writer. */
-typedef enum { MCDC_PERMIT_CONNECTION = 0, MCDC_PERMIT_ENCODER = 1, MCDC_PERMIT_KINDS } mcdc_permit;
+ * a unit's writer. The facts turn: one permit, held while a job commits its
+ * unit's row to a facts table. The jobs of one process share their facts
+ * table; racing each other's optimistic commits, 60 of them starved some
+ * past the commit's retries, taking turns nobody fails. */
+typedef enum {
+    MCDC_PERMIT_CONNECTION = 0,
+    MCDC_PERMIT_ENCODER = 1,
+    MCDC_PERMIT_FACTS = 2,
+    MCDC_PERMIT_KINDS
+} mcdc_permit;
 
 /* Takes between min and want permits of kind, waiting (while *stop stays 0)
  * until at least min are free, and leaving `reserve` free for others when

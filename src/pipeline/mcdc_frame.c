@@ -395,11 +395,18 @@ static int write_facts(mcdc_frame *f, const mcdc_unit *u, const mcdc_unit_result
     if (rc == MCDC_OK) rc = mcdc_appender_open(&a, f->cfg->facts, fs, &props, err);
     if (rc == MCDC_OK) rc = mcdc_appender_write(a, rows, err);
     json_t *meta = json_pack("{s:s, s:I}", "app_id", f->cfg->app_id, "batch_id", (json_int_t)u->id);
+    /* The facts turn of the jobs sharing the budget (mcdc_context.h); not
+     * given up on a stop request: the unit's data is committed, its facts
+     * row finishes it. Held for one commit, so the wait is short. */
+    int turn = 0;
+    if (rc == MCDC_OK)
+        rc = mcdc_budget_acquire(f->cfg->ctx->budget, MCDC_PERMIT_FACTS, 1, 1, 0, NULL, &turn, err);
     if (rc == MCDC_OK)
         rc = commit_verified(f, f->cfg->facts, "facts table", f->cfg->facts_app_id, u, a, meta,
                              NULL, u->facts_done, NULL, err);
     else
         json_decref(meta);
+    mcdc_budget_release(f->cfg->ctx->budget, MCDC_PERMIT_FACTS, turn);
     mcdc_appender_free(a);
     mcdc_batch_free(rows);
     mcdc_schema_unref(fs);

@@ -17,6 +17,7 @@ from deltalake import DeltaTable
 
 from conftest import CLI, ROOT, run_cli
 from test_start_many import change_rows as many_change_rows
+from test_start_many import reader
 from test_start_many import write as many_write
 
 DBS = {"shop": ["t1", "t2", "t3"], "crm": ["c1", "c2"]}
@@ -598,18 +599,14 @@ def test_a_kept_database_whose_options_change_is_probed_with_the_new_ones(sim, w
 
 def test_the_status_page_filters_sorts_and_shows_a_failed_table_without_a_reload(sim, workdir):
     make_dbs(sim, {"shop": ["t1", "t2", "t3"]})
-    password = "Reader_Passw0rd1"
-    sim.run(f"CREATE LOGIN reader WITH PASSWORD = '{password}';")
-    sim.run("CREATE USER reader FOR LOGIN reader; " + "".join(
-        f"GRANT SELECT ON dbo.{t} TO reader; GRANT SELECT ON cdc.dbo_{t}_CT TO reader;"
-        for t in ("t1", "t2", "t3")), database="shop")
+    cs = reader(sim, "shop", ["t1", "t2", "t3"])
     # rows differ by table, so that sorting by rows is not the names' order
     write(sim, "shop", ["t1"], 1, 3)
     write(sim, "shop", ["t2"], 1, 1)
     write(sim, "shop", ["t3"], 1, 2)
     tables = [("shop", "dbo_t1"), ("shop", "dbo_t2"), ("shop", "dbo_t3")]
     path, lake = config(sim, workdir, tables, trigger="processingTime=100ms",
-                        cs=lambda db: sim.connection_string(db, user="reader", password=password))
+                        cs=lambda db: cs)
     ready = os.path.join(workdir, "port")
     proc = subprocess.Popen([CLI, "serve", "--config", path, "--metrics-listen", "127.0.0.1:0",
                              "--ready-file", ready], stdout=subprocess.DEVNULL,

@@ -31,14 +31,16 @@ def make_db(sim):
     sim.run(sql, database=DB)
 
 
-def reader(sim):
-    """A login that may read every table and change table (no VIEW DATABASE
-    STATE); its connection string."""
+def reader(sim, database=DB, tables=TABLES, login=True):
+    """A login that may read every table and change table of database (no
+    VIEW DATABASE STATE), created unless login is False (a second database
+    gives the login its user); its connection string."""
     grants = "".join(f"GRANT SELECT ON dbo.{t} TO reader; GRANT SELECT ON cdc.dbo_{t}_CT TO reader;"
-                     for t in TABLES)
-    sim.run(f"CREATE LOGIN reader WITH PASSWORD = '{READER_PASSWORD}';")
-    sim.run(f"CREATE USER reader FOR LOGIN reader; {grants}", database=DB)
-    return sim.connection_string(DB, user="reader", password=READER_PASSWORD)
+                     for t in tables)
+    if login:
+        sim.run(f"CREATE LOGIN reader WITH PASSWORD = '{READER_PASSWORD}';")
+    sim.run(f"CREATE USER reader FOR LOGIN reader; {grants}", database=database)
+    return sim.connection_string(database, user="reader", password=READER_PASSWORD)
 
 
 def write(sim, tables, first, n, database=DB):

@@ -7,6 +7,7 @@
  * the run stops with the documented error before writing anything wrong.
  */
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -106,6 +107,7 @@ typedef struct {
     toy_job job;
     int64_t max_units;    /* 0: every unit */
     int64_t second_units; /* the second process's max_units */
+    mcdc_budget *budget;  /* shared with other jobs; NULL: none */
 } toy_world;
 
 static void world_init(toy_world *w) {
@@ -124,7 +126,8 @@ static void world_free(toy_world *w) {
 
 /* One run of the frame over mem://lake/{target,facts,ckpt}. */
 static int run_frame(toy_world *w, const char *app_id, mcdc_error *err) {
-    mcdc_ctx ctx = {.storage_env = &w->env, .crash_fn = toy_crash, .crash_user = &w->job};
+    mcdc_ctx ctx = {.storage_env = &w->env, .budget = w->budget, .crash_fn = toy_crash,
+                    .crash_user = &w->job};
     mcdc_table *target = NULL, *facts = NULL;
     int rc = mcdc_table_open_env(&target, &w->env, "mem://lake/target", NULL, err);
     if (rc == MCDC_OK) rc = mcdc_table_open_env(&facts, &w->env, "mem://lake/facts", NULL, err);
@@ -201,6 +204,48 @@ TEST(frame_killed_at_every_crash_point_of_every_unit_replays_exactly_once) {
             check_exactly_once(&w, UNITS);
             world_free(&w);
         }
+}
+
+typedef struct {
+    toy_world *w;
+    int rc;
+    mcdc_error e;
+} frame_thread;
+
+static void *run_frame_thread(void *arg) {
+    frame_thread *t = arg;
+    t->rc = run_frame(t->w, "toy", &t->e);
+    return NULL;
+}
+
+/* A job sharing a budget commits its facts rows in the budget's facts
+ * turn: while another job holds it, the frame waits (its facts row is not
+ * written), and goes on once it is free. */
+TEST(frame_commits_its_facts_in_the_budgets_facts_turn) {
+    toy_world w;
+    world_init(&w);
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_budget_create(&w.budget, 4, 2, &e), MCDC_OK);
+    int held = 0;
+    CHECK_EQ_INT(mcdc_budget_acquire(w.budget, MCDC_PERMIT_FACTS, 1, 1, 0, NULL, &held, &e),
+                 MCDC_OK);
+    frame_thread t = {&w, -1, MCDC_ERROR_INIT};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, run_frame_thread, &t) == 0);
+    for (int i = 0; i < 5000 && mcdc_budget_waiting(w.budget, MCDC_PERMIT_FACTS) != 1; i++)
+        mcdc_sleep_ms(1);
+    CHECK_EQ_INT(mcdc_budget_waiting(w.budget, MCDC_PERMIT_FACTS), 1);
+    mcdc_budget_release(w.budget, MCDC_PERMIT_FACTS, held);
+    pthread_join(th, NULL);
+    CHECK_EQ_INT(t.rc, MCDC_OK);
+    check_exactly_once(&w, UNITS);
+    /* one at a time, and each turn given back */
+    CHECK_EQ_INT(mcdc_budget_peak(w.budget, MCDC_PERMIT_FACTS), 1);
+    CHECK_EQ_INT(mcdc_budget_acquire(w.budget, MCDC_PERMIT_FACTS, 1, 1, 0, NULL, &held, &e),
+                 MCDC_OK);
+    mcdc_budget_release(w.budget, MCDC_PERMIT_FACTS, held);
+    mcdc_budget_free(w.budget);
+    world_free(&w);
 }
 
 /* Fail the nth storage call of a run, for every n until a run passes

@@ -264,6 +264,46 @@ TEST(runtime_budget_serves_in_order_and_shares) {
     mcdc_budget_free(b);
 }
 
+/* A job waiting for the facts turn (facts_taker): served once it is free. */
+static void *take_facts_turn(void *arg) {
+    taker *t = arg;
+    mcdc_error e = MCDC_ERROR_INIT;
+    if (mcdc_budget_acquire(t->b, MCDC_PERMIT_FACTS, 1, 1, 0, NULL, &t->got, &e) == MCDC_OK)
+        atomic_store(&t->order, atomic_fetch_add(t->served, 1) + 1);
+    return NULL;
+}
+
+/* The facts turn is one permit whatever the budget's size: while one job
+ * commits its facts row, another waits for it (they would race each
+ * other's optimistic commits on the one facts table otherwise). */
+TEST(runtime_budget_gives_one_facts_turn_at_a_time) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_budget *b = NULL;
+    CHECK_EQ_INT(mcdc_budget_create(&b, 64, 8, &e), MCDC_OK);
+    int held = 0;
+    CHECK_EQ_INT(mcdc_budget_acquire(b, MCDC_PERMIT_FACTS, 1, 1, 0, NULL, &held, &e), MCDC_OK);
+    CHECK_EQ_INT(held, 1);
+    _Atomic int served = 0;
+    taker next = {b, 1, 1, 0, 0, &served};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, take_facts_turn, &next) == 0);
+    for (int i = 0; i < 2000 && mcdc_budget_waiting(b, MCDC_PERMIT_FACTS) != 1; i++)
+        mcdc_sleep_ms(1);
+    CHECK_EQ_INT(mcdc_budget_waiting(b, MCDC_PERMIT_FACTS), 1);
+    mcdc_sleep_ms(50);
+    CHECK_EQ_INT(atomic_load(&next.order), 0);
+    mcdc_budget_release(b, MCDC_PERMIT_FACTS, held);
+    pthread_join(th, NULL);
+    CHECK_EQ_INT(atomic_load(&next.order), 1);
+    CHECK_EQ_INT(next.got, 1);
+    mcdc_budget_release(b, MCDC_PERMIT_FACTS, next.got);
+    CHECK_EQ_INT(mcdc_budget_peak(b, MCDC_PERMIT_FACTS), 1);
+    /* two at once is more than there is */
+    CHECK_EQ_INT(mcdc_budget_acquire(b, MCDC_PERMIT_FACTS, 2, 2, 0, NULL, &held, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "1 facts turns, fewer than the 2") != NULL);
+    mcdc_budget_free(b);
+}
+
 /* rt holds more than *live bytes; *live becomes what it holds. */
 static bool charged_more(const mcdc_runtime *rt, int64_t *live) {
     mcdc_runtime_stats st;
