@@ -23,6 +23,52 @@ void mcdc_storage_listing_drop_upto(mcdc_storage_listing *l, const char *after) 
     l->count -= n;
 }
 
+/* ---- parts sent in the background ---------------------------------------------- */
+
+void mcdc_part_sender_init(mcdc_part_sender *ps, mcdc_part_send_fn send, void *ctx) {
+    memset(ps, 0, sizeof *ps);
+    ps->send = send;
+    ps->ctx = ctx;
+}
+
+static void *part_sender_main(void *arg) {
+    mcdc_part_sender *ps = arg;
+    mcdc_error_clear(&ps->err);
+    ps->rc = ps->send(ps->ctx, &ps->part, &ps->err);
+    mcdc_buf_reset(&ps->part);
+    return NULL;
+}
+
+int mcdc_part_sender_wait(mcdc_part_sender *ps, mcdc_error *err) {
+    if (ps->running) {
+        pthread_join(ps->thread, NULL);
+        ps->running = false;
+    }
+    if (ps->rc && err) *err = ps->err;
+    return ps->rc;
+}
+
+int mcdc_part_sender_send(mcdc_part_sender *ps, mcdc_buf *full, mcdc_error *err) {
+    int rc = mcdc_part_sender_wait(ps, err);
+    if (rc) return rc;
+    mcdc_buf spare = ps->part; /* emptied by the last send, its room kept */
+    ps->part = *full;
+    *full = spare;
+    full->limit = ps->part.limit;
+    if (mcdc_thread_start(&ps->thread, part_sender_main, ps) == 0) {
+        ps->running = true;
+        return MCDC_OK;
+    }
+    part_sender_main(ps); /* no thread to be had: sent here */
+    return mcdc_part_sender_wait(ps, err);
+}
+
+void mcdc_part_sender_free(mcdc_part_sender *ps) {
+    if (ps == NULL) return;
+    mcdc_part_sender_wait(ps, NULL);
+    mcdc_buf_free(&ps->part);
+}
+
 int mcdc_storage_listing_add(mcdc_storage_listing *l, size_t *cap, const char *name,
                              int64_t size, int64_t mtime_ms, mcdc_error *err) {
     if (l->count == *cap) {

@@ -64,6 +64,8 @@
 #ifndef MCDC_STORAGE_H
 #define MCDC_STORAGE_H
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "mcdc_util.h"
@@ -87,6 +89,36 @@ void mcdc_storage_listing_drop_upto(mcdc_storage_listing *l, const char *after);
 /* For backends: appends an entry (name copied); *cap is the entries' room. */
 int mcdc_storage_listing_add(mcdc_storage_listing *l, size_t *cap, const char *name,
                              int64_t size, int64_t mtime_ms, mcdc_error *err);
+
+/* For backends: the parts of a streamed upload (S3's multipart parts,
+ * Azure's blocks) sent on a thread of their own while the writer fills the
+ * next, so the upload overlaps the Parquet writer's encoding. At most one
+ * part is in flight: a writer holds at most two parts in memory. Parts are
+ * sent in the order handed over; send runs on the sender's thread and may
+ * use the writer's upload state (the caller does not touch it until
+ * mcdc_part_sender_wait). Zero-initialised it is idle. */
+typedef int (*mcdc_part_send_fn)(void *ctx, const mcdc_buf *part, mcdc_error *err);
+
+typedef struct mcdc_part_sender {
+    mcdc_part_send_fn send;
+    void *ctx;
+    mcdc_buf part;     /* the part in flight (emptied once sent) */
+    pthread_t thread;
+    bool running;      /* thread started and not yet joined */
+    int rc;            /* the first failure, kept: every later call returns it */
+    mcdc_error err;
+} mcdc_part_sender;
+
+void mcdc_part_sender_init(mcdc_part_sender *ps, mcdc_part_send_fn send, void *ctx);
+/* Waits for the part in flight, then sends *full's bytes on the sender's
+ * thread; *full comes back empty (the sent part's buffer, for the next).
+ * A failure of an earlier part is returned here. */
+int mcdc_part_sender_send(mcdc_part_sender *ps, mcdc_buf *full, mcdc_error *err);
+/* Waits for the part in flight: MCDC_OK when every part handed over was
+ * sent, else the first failure. */
+int mcdc_part_sender_wait(mcdc_part_sender *ps, mcdc_error *err);
+/* Waits, then frees the buffer. NULL-safe. */
+void mcdc_part_sender_free(mcdc_part_sender *ps);
 
 /* How a writer publishes its object. */
 typedef enum mcdc_storage_commit_mode {

@@ -427,6 +427,7 @@ typedef struct s3_writer {
     s3 *s;
     char *key;      /* owned, below the root */
     mcdc_buf part;  /* the part being filled */
+    mcdc_part_sender sender; /* full parts, sent while the next fills */
     char *upload_id; /* owned: the multipart upload, once started */
     char *upload_q;  /* owned: "uploadId=<encoded>" */
     mcdc_buf parts_xml; /* the <Part> elements of CompleteMultipartUpload */
@@ -480,8 +481,10 @@ static int start_upload(s3_writer *w, mcdc_error *err) {
     return rc;
 }
 
-/* Sends the part buffered as the next part of the upload (started first). */
-static int send_part(s3_writer *w, mcdc_error *err) {
+/* Sends part as the next part of the upload (started first): on the
+ * writer's part sender, or at the commit for the last. */
+static int send_part(void *ctx, const mcdc_buf *part, mcdc_error *err) {
+    s3_writer *w = ctx;
     s3 *s = w->s;
     if (w->n_parts == MCDC_S3_PARTS_MAX)
         return mcdc_error_set(err, MCDC_E_LIMIT,
@@ -492,8 +495,8 @@ static int send_part(s3_writer *w, mcdc_error *err) {
     if (rc) return rc;
     char *q = mcdc_asprintf("partNumber=%d&%s", w->n_parts + 1, w->upload_q);
     if (q == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    s3_call c = {.method = MCDC_HTTP_PUT, .key = w->key, .query = q, .body = w->part.data,
-                 .body_len = w->part.len, .retry_ambiguous = true};
+    s3_call c = {.method = MCDC_HTTP_PUT, .key = w->key, .query = q, .body = part->data,
+                 .body_len = part->len, .retry_ambiguous = true};
     mcdc_http_response r;
     rc = s3_do(s, &c, &r, err);
     if (rc == MCDC_OK && r.status != 200) rc = fail_resp(s, "s3:PutObject", w->key, &r, err);
@@ -518,10 +521,7 @@ static int send_part(s3_writer *w, mcdc_error *err) {
             rc = mcdc_buf_printf(&w->parts_xml, err, "</ETag><PartNumber>%d</PartNumber></Part>",
                                  w->n_parts + 1);
     }
-    if (rc == MCDC_OK) {
-        w->n_parts++;
-        w->part.len = 0;
-    }
+    if (rc == MCDC_OK) w->n_parts++;
     mcdc_http_response_free(&r);
     mcdc_free(q);
     return rc;
@@ -534,7 +534,7 @@ static int s3_writer_write(void *wself, const void *data, size_t n, mcdc_error *
         /* a full part goes once more data comes: an object of exactly one
          * part stays a single PutObject */
         if (w->part.len == w->s->part_bytes) {
-            int rc = send_part(w, err);
+            int rc = mcdc_part_sender_send(&w->sender, &w->part, err);
             if (rc) return rc;
         }
         size_t room = w->s->part_bytes - w->part.len, k = n < room ? n : room;
@@ -680,14 +680,17 @@ static int complete_upload(s3_writer *w, bool if_absent, mcdc_error *err) {
 static int s3_writer_commit(void *wself, mcdc_storage_commit_mode mode, mcdc_error *err) {
     s3_writer *w = wself;
     bool if_absent = mode == MCDC_STORAGE_PUT_IF_ABSENT;
+    int rc = mcdc_part_sender_wait(&w->sender, err);
+    if (rc) return rc;
     if (w->upload_id == NULL) return put_single(w, if_absent, err);
-    int rc = w->part.len ? send_part(w, err) : MCDC_OK;
+    rc = w->part.len ? send_part(w, &w->part, err) : MCDC_OK;
     return rc ? rc : complete_upload(w, if_absent, err);
 }
 
 static void s3_writer_discard(void *wself) {
     s3_writer *w = wself;
     if (w == NULL) return;
+    mcdc_part_sender_free(&w->sender); /* the part in flight ends first */
     if (w->upload_id && !w->completed) {
         s3_call c = {.method = MCDC_HTTP_DELETE, .key = w->key, .query = w->upload_q,
                      .retry_ambiguous = true};
@@ -727,6 +730,7 @@ static int s3_open_writer(void *self, const char *key, mcdc_storage_writer *w, m
     sw->s = s;
     sw->md5_ok = true;
     sw->part.limit = s->part_bytes;
+    mcdc_part_sender_init(&sw->sender, send_part, sw);
     w->ops = &s3_writer_ops;
     w->self = sw;
     return MCDC_OK;

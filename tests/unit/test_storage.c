@@ -409,6 +409,61 @@ TEST(storage_s3_reads_profiles) {
     td_rmrf(dir);
 }
 
+/* ---- parts sent in the background (the S3 and Azure writers' sender) --------------- */
+
+typedef struct sent_parts {
+    char got[64]; /* each part's first byte, in the order sent */
+    size_t n;
+    int fail_at; /* the part (1-based) that fails; 0: none */
+    pthread_t caller;
+    bool off_caller; /* a part was sent on another thread than the caller's */
+} sent_parts;
+
+static int send_recorded(void *ctx, const mcdc_buf *part, mcdc_error *err) {
+    sent_parts *sp = ctx;
+    if (!pthread_equal(pthread_self(), sp->caller)) sp->off_caller = true;
+    if (++sp->n == (size_t)sp->fail_at)
+        return mcdc_error_set(err, MCDC_E_IO, "part %zu refused", sp->n);
+    sp->got[sp->n - 1] = part->len ? (char)part->data[0] : '?';
+    return MCDC_OK;
+}
+
+TEST(storage_part_sender_keeps_order_and_reports_a_failure) {
+    sent_parts sp = {.caller = pthread_self()};
+    mcdc_part_sender ps;
+    mcdc_part_sender_init(&ps, send_recorded, &sp);
+    mcdc_buf part = {0};
+    part.limit = 4;
+    mcdc_error e = MCDC_ERROR_INIT;
+    for (char c = 'a'; c <= 'e'; c++) {
+        CHECK_EQ_INT(mcdc_buf_append(&part, &c, 1, &e), MCDC_OK);
+        CHECK_EQ_INT(mcdc_part_sender_send(&ps, &part, &e), MCDC_OK);
+        CHECK_EQ_INT((int)part.len, 0); /* handed over: the caller fills a fresh part */
+        CHECK_EQ_INT((int)part.limit, 4);
+    }
+    CHECK_EQ_INT(mcdc_part_sender_wait(&ps, &e), MCDC_OK);
+    CHECK_EQ_STR(sp.got, "abcde");
+    CHECK(sp.off_caller);
+    /* the third part fails on the sender's thread: the next hand-over says
+     * so, and so does every later call */
+    sent_parts bad = {.caller = pthread_self(), .fail_at = 3};
+    mcdc_part_sender_free(&ps);
+    mcdc_part_sender_init(&ps, send_recorded, &bad);
+    int rc = MCDC_OK;
+    for (char c = 'a'; c <= 'e' && rc == MCDC_OK; c++) {
+        CHECK_EQ_INT(mcdc_buf_append(&part, &c, 1, &e), MCDC_OK);
+        rc = mcdc_part_sender_send(&ps, &part, &e);
+    }
+    CHECK_EQ_INT(rc, MCDC_E_IO);
+    CHECK(strstr(e.message, "part 3 refused") != NULL);
+    CHECK_EQ_INT((int)bad.n, 3); /* nothing after the failed part was sent */
+    mcdc_error_clear(&e);
+    CHECK_EQ_INT(mcdc_part_sender_wait(&ps, &e), MCDC_E_IO);
+    CHECK(strstr(e.message, "part 3 refused") != NULL);
+    mcdc_part_sender_free(&ps);
+    mcdc_buf_free(&part);
+}
+
 /* ---- the memory backend: faults and lost writes ------------------------------------ */
 
 TEST(storage_mem_fails_the_nth_call) {
