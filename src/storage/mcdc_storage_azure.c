@@ -527,20 +527,18 @@ static int block_id(const az_writer *w, uint32_t n, mcdc_buf *out, mcdc_error *e
     return mcdc_az_base64_encode(out, raw, (size_t)len, err);
 }
 
-/* Put Block: stages part as the writer's next block (on its part
- * sender, or at the commit for the last). */
-static int stage_block(void *ctx, const mcdc_buf *part, mcdc_error *err) {
+/* Put Block: stages part as block index of the writer, on a sender
+ * thread. */
+static int stage_block(void *ctx, int64_t index, const mcdc_buf *part,
+                       char note[MCDC_HTTP_HEADER_VALUE_MAX], mcdc_error *err) {
     az_writer *w = ctx;
-    if (w->blocks >= MCDC_AZ_BLOCKS_MAX)
-        return mcdc_error_set(err, MCDC_E_LIMIT,
-                              "%s/%s: more than %d blocks of %zu bytes (Azure's limit per blob)",
-                              w->s->root, w->key, MCDC_AZ_BLOCKS_MAX, w->s->c.block_bytes);
+    (void)note;
     az_call call;
     mcdc_http_request req = {0};
     mcdc_http_response resp;
     mcdc_buf id = {0};
     int rc = call_init(&call, w->s, w->key, "writing a block", 'w', err);
-    if (rc == MCDC_OK) rc = block_id(w, w->blocks, &id, err);
+    if (rc == MCDC_OK) rc = block_id(w, (uint32_t)index, &id, err);
     if (rc == MCDC_OK) {
         call_param(&call, "comp", "block");
         call_param(&call, "blockid", (const char *)id.data);
@@ -554,8 +552,26 @@ static int stage_block(void *ctx, const mcdc_buf *part, mcdc_error *err) {
     }
     mcdc_buf_free(&id);
     call_free(&call);
-    if (rc == MCDC_OK) w->blocks++;
     return rc;
+}
+
+/* A block staged (on the caller's thread, in order). */
+static int block_staged(void *ctx, int64_t index, const char *note, mcdc_error *err) {
+    az_writer *w = ctx;
+    (void)note;
+    (void)err;
+    MCDC_ASSERT(index == (int64_t)w->blocks);
+    w->blocks++;
+    return MCDC_OK;
+}
+
+/* Hands the full block to the sender. */
+static int hand_block(az_writer *w, mcdc_error *err) {
+    if (w->sender.handed >= MCDC_AZ_BLOCKS_MAX)
+        return mcdc_error_set(err, MCDC_E_LIMIT,
+                              "%s/%s: more than %d blocks of %zu bytes (Azure's limit per blob)",
+                              w->s->root, w->key, MCDC_AZ_BLOCKS_MAX, w->s->c.block_bytes);
+    return mcdc_part_sender_send(&w->sender, &w->block, err);
 }
 
 static int w_write(void *self, const void *data, size_t n, mcdc_error *err) {
@@ -574,7 +590,7 @@ static int w_write(void *self, const void *data, size_t n, mcdc_error *err) {
         /* a full block goes out once more follows: the last one may be the
          * whole object (one Put Blob) */
         if (w->block.len == w->s->c.block_bytes && n > 0 &&
-            (rc = mcdc_part_sender_send(&w->sender, &w->block, err)) != 0)
+            (rc = hand_block(w, err)) != 0)
             return rc;
     }
     return MCDC_OK;
@@ -637,11 +653,8 @@ static int w_commit(void *self, mcdc_storage_commit_mode mode, mcdc_error *err) 
     gnutls_hash_output(w->md5, digest);
     mcdc_buf md5 = {0};
     int rc = mcdc_az_base64_encode(&md5, digest, sizeof digest, err);
+    if (rc == MCDC_OK && w->sender.handed > 0 && w->block.len > 0) rc = hand_block(w, err);
     if (rc == MCDC_OK) rc = mcdc_part_sender_wait(&w->sender, err);
-    if (rc == MCDC_OK && w->blocks > 0 && w->block.len > 0) {
-        rc = stage_block(w, &w->block, err);
-        if (rc == MCDC_OK) mcdc_buf_reset(&w->block);
-    }
     if (rc) {
         mcdc_buf_free(&md5);
         return rc;
@@ -716,7 +729,7 @@ static int az_open_writer(void *self, const char *key, mcdc_storage_writer *sw,
     }
     w->s = s;
     w->block.limit = s->c.block_bytes;
-    mcdc_part_sender_init(&w->sender, stage_block, w);
+    mcdc_part_sender_init(&w->sender, stage_block, block_staged, w, s->c.block_bytes);
     mcdc_uuid4(w->uuid);
     sw->ops = &k_writer_ops;
     sw->self = w;

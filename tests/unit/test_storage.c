@@ -4,6 +4,7 @@
  * injection, lost writes and thread safety.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -412,54 +413,80 @@ TEST(storage_s3_reads_profiles) {
 /* ---- parts sent in the background (the S3 and Azure writers' sender) --------------- */
 
 typedef struct sent_parts {
-    char got[64]; /* each part's first byte, in the order sent */
-    size_t n;
-    int fail_at; /* the part (1-based) that fails; 0: none */
+    char got[64];     /* each part's first byte, in the order the sent callbacks ran */
+    size_t n;         /* sent callbacks run */
+    int64_t fail_at;  /* the index of the part that fails; -1: none */
     pthread_t caller;
-    bool off_caller; /* a part was sent on another thread than the caller's */
+    atomic_int sends, off_caller; /* sends run; of them on another thread than the caller's */
+    bool sent_off_caller;         /* a sent callback ran off the caller's thread */
 } sent_parts;
 
-static int send_recorded(void *ctx, const mcdc_buf *part, mcdc_error *err) {
+static int send_recorded(void *ctx, int64_t index, const mcdc_buf *part,
+                         char note[MCDC_HTTP_HEADER_VALUE_MAX], mcdc_error *err) {
     sent_parts *sp = ctx;
-    if (!pthread_equal(pthread_self(), sp->caller)) sp->off_caller = true;
-    if (++sp->n == (size_t)sp->fail_at)
-        return mcdc_error_set(err, MCDC_E_IO, "part %zu refused", sp->n);
-    sp->got[sp->n - 1] = part->len ? (char)part->data[0] : '?';
+    atomic_fetch_add(&sp->sends, 1);
+    if (!pthread_equal(pthread_self(), sp->caller)) atomic_fetch_add(&sp->off_caller, 1);
+    if (index == sp->fail_at) return mcdc_error_set(err, MCDC_E_IO, "part %lld refused", (long long)index);
+    /* a later part may finish first: the order seen is the callbacks' */
+    if (index == 0) mcdc_sleep_ms(20);
+    note[0] = part->len ? (char)part->data[0] : '?';
+    note[1] = 0;
+    return MCDC_OK;
+}
+
+static int sent_recorded(void *ctx, int64_t index, const char *note, mcdc_error *err) {
+    sent_parts *sp = ctx;
+    if (!pthread_equal(pthread_self(), sp->caller)) sp->sent_off_caller = true;
+    if ((size_t)index != sp->n) return mcdc_error_set(err, MCDC_E_PROTOCOL, "out of order");
+    sp->got[sp->n++] = note[0];
     return MCDC_OK;
 }
 
 TEST(storage_part_sender_keeps_order_and_reports_a_failure) {
-    sent_parts sp = {.caller = pthread_self()};
+    sent_parts sp = {.caller = pthread_self(), .fail_at = -1};
     mcdc_part_sender ps;
-    mcdc_part_sender_init(&ps, send_recorded, &sp);
+    mcdc_part_sender_init(&ps, send_recorded, sent_recorded, &sp, 1024);
+    CHECK_EQ_INT(ps.in_flight, MCDC_PARTS_IN_FLIGHT_MAX);
     mcdc_buf part = {0};
     part.limit = 4;
     mcdc_error e = MCDC_ERROR_INIT;
-    for (char c = 'a'; c <= 'e'; c++) {
+    for (char c = 'a'; c <= 'j'; c++) {
         CHECK_EQ_INT(mcdc_buf_append(&part, &c, 1, &e), MCDC_OK);
         CHECK_EQ_INT(mcdc_part_sender_send(&ps, &part, &e), MCDC_OK);
         CHECK_EQ_INT((int)part.len, 0); /* handed over: the caller fills a fresh part */
         CHECK_EQ_INT((int)part.limit, 4);
+        CHECK(ps.handed - ps.done <= MCDC_PARTS_IN_FLIGHT_MAX);
     }
     CHECK_EQ_INT(mcdc_part_sender_wait(&ps, &e), MCDC_OK);
-    CHECK_EQ_STR(sp.got, "abcde");
-    CHECK(sp.off_caller);
-    /* the third part fails on the sender's thread: the next hand-over says
-     * so, and so does every later call */
-    sent_parts bad = {.caller = pthread_self(), .fail_at = 3};
+    CHECK_EQ_STR(sp.got, "abcdefghij");
+    CHECK_EQ_INT(atomic_load(&sp.off_caller), 10); /* every part on a sender thread */
+    CHECK(!sp.sent_off_caller);
     mcdc_part_sender_free(&ps);
-    mcdc_part_sender_init(&ps, send_recorded, &bad);
-    int rc = MCDC_OK;
-    for (char c = 'a'; c <= 'e' && rc == MCDC_OK; c++) {
+    /* parts of 16 MiB: two in flight at most */
+    mcdc_part_sender_init(&ps, send_recorded, sent_recorded, &sp, 16u * 1024u * 1024u);
+    CHECK_EQ_INT(ps.in_flight, 2);
+    mcdc_part_sender_free(&ps);
+    mcdc_part_sender_init(&ps, send_recorded, sent_recorded, &sp, 512u * 1024u * 1024u);
+    CHECK_EQ_INT(ps.in_flight, 1);
+    mcdc_part_sender_free(&ps);
+    /* the third part fails on its thread: a later hand-over says so (once
+     * the sender waits for it), nothing after it is reported sent, and
+     * every later call returns the failure */
+    sent_parts bad = {.caller = pthread_self(), .fail_at = 2};
+    mcdc_part_sender_init(&ps, send_recorded, sent_recorded, &bad, 1024);
+    int rc = MCDC_OK, handed = 0;
+    for (char c = 'a'; c <= 'j' && rc == MCDC_OK; c++, handed++) {
         CHECK_EQ_INT(mcdc_buf_append(&part, &c, 1, &e), MCDC_OK);
         rc = mcdc_part_sender_send(&ps, &part, &e);
     }
     CHECK_EQ_INT(rc, MCDC_E_IO);
-    CHECK(strstr(e.message, "part 3 refused") != NULL);
-    CHECK_EQ_INT((int)bad.n, 3); /* nothing after the failed part was sent */
+    CHECK(strstr(e.message, "part 2 refused") != NULL);
+    CHECK_EQ_INT(handed, MCDC_PARTS_IN_FLIGHT_MAX + 3); /* noticed when part 2 was the oldest */
+    CHECK_EQ_STR(bad.got, "ab");
     mcdc_error_clear(&e);
     CHECK_EQ_INT(mcdc_part_sender_wait(&ps, &e), MCDC_E_IO);
-    CHECK(strstr(e.message, "part 3 refused") != NULL);
+    CHECK(strstr(e.message, "part 2 refused") != NULL);
+    CHECK_EQ_STR(bad.got, "ab");
     mcdc_part_sender_free(&ps);
     mcdc_buf_free(&part);
 }
