@@ -934,6 +934,53 @@ TEST(storage_s3_multipart_upload) {
     mcdc_storage_free(s);
 }
 
+/* The peak RSS of this process, in KiB: VmHWM, this program's own
+ * (getrusage's ru_maxrss starts at the peak of the program exec replaced:
+ * the test runner's). -1 when it cannot be read. */
+static long peak_rss_kib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
+    if (f) fclose(f);
+    return kib;
+}
+
+/* A large upload holds a few parts, whatever the object's size: 96 MiB
+ * written in parts of 5 MiB (MCDC_PARTS_IN_FLIGHT_MAX in flight and the one
+ * filling: 25 MiB) grows the peak RSS by far less than the object. */
+TEST(storage_s3_large_upload_holds_a_few_parts) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_storage *s = s3_under_test(NULL, NULL, &e);
+    if (s == NULL) return;
+    enum { CHUNK = 1 << 20, CHUNKS = 96 };
+    uint8_t *chunk = malloc(CHUNK);
+    CHECK(chunk != NULL);
+    for (int i = 0; i < CHUNK; i++) chunk[i] = (uint8_t)(i * 31);
+    long before = peak_rss_kib();
+    mcdc_storage_writer *w = NULL;
+    CHECK_EQ_INT(mcdc_storage_writer_open(&w, s, "huge/part-0.parquet", &e), MCDC_OK);
+    for (int c = 0; w && c < CHUNKS; c++) {
+        chunk[0] = (uint8_t)c;
+        CHECK_EQ_INT(mcdc_storage_writer_write(w, chunk, CHUNK, &e), MCDC_OK);
+    }
+    CHECK_EQ_INT(mcdc_storage_writer_commit(w, MCDC_STORAGE_PUT, &e), MCDC_OK); /* frees w */
+    long grew_mib = (peak_rss_kib() - before) / 1024;
+    fprintf(stderr, "  a %d MiB upload grew the peak RSS by %ld MiB\n", CHUNKS, grew_mib);
+    CHECK(before > 0 && grew_mib < 48);
+    int64_t size = 0;
+    CHECK_EQ_INT(mcdc_storage_size(s, "huge/part-0.parquet", &size, &e), MCDC_OK);
+    CHECK_EQ_INT(size, (int64_t)CHUNK * CHUNKS);
+    size_t got = 0;
+    CHECK_EQ_INT(mcdc_storage_get_range(s, "huge/part-0.parquet", (int64_t)77 * CHUNK, 4, chunk,
+                                        &got, &size, &e),
+                 MCDC_OK);
+    CHECK(got == 4 && chunk[0] == 77 && chunk[1] == 31 && chunk[2] == 62);
+    free(chunk);
+    mcdc_storage_free(s);
+}
+
 /* A log listed by a prefix with a name part starts there: the names that
  * start with it, from S3's own prefix search, sorted. */
 TEST(storage_s3_lists_a_log_from_a_version) {
