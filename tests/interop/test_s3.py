@@ -85,7 +85,9 @@ def test_a_large_upload_holds_a_few_parts_in_memory(moto):
     rc, out = run_unit(moto, "storage_s3_large_upload_holds_a_few_parts", uri="s3://lake/huge")
     assert rc == 0, out
     grew = re.search(r"a 96 MiB upload grew the peak RSS by (\d+) MiB", out)
-    assert grew and int(grew.group(1)) < 48, out
+    # (an ASan build keeps freed parts in its quarantine: its figure is higher
+    # and its unit test does not check it)
+    assert grew and ("build-san" in UNIT or int(grew.group(1)) < 48), out
     print(grew.group(0))
     big = keys(moto, "huge/")
     assert len(big) == 1 and big[0]["Size"] == 96 * 1024 * 1024

@@ -968,7 +968,11 @@ TEST(storage_s3_large_upload_holds_a_few_parts) {
     CHECK_EQ_INT(mcdc_storage_writer_commit(w, MCDC_STORAGE_PUT, &e), MCDC_OK); /* frees w */
     long grew_mib = (peak_rss_kib() - before) / 1024;
     fprintf(stderr, "  a %d MiB upload grew the peak RSS by %ld MiB\n", CHUNKS, grew_mib);
+#if defined(__SANITIZE_ADDRESS__)
+    (void)grew_mib; /* ASan's quarantine keeps freed parts resident: no bound to check */
+#else
     CHECK(before > 0 && grew_mib < 48);
+#endif
     int64_t size = 0;
     CHECK_EQ_INT(mcdc_storage_size(s, "huge/part-0.parquet", &size, &e), MCDC_OK);
     CHECK_EQ_INT(size, (int64_t)CHUNK * CHUNKS);
