@@ -23,6 +23,78 @@ void mcdc_storage_listing_drop_upto(mcdc_storage_listing *l, const char *after) 
     l->count -= n;
 }
 
+/* ---- parts sent in the background ---------------------------------------------- */
+
+void mcdc_part_sender_init(mcdc_part_sender *ps, mcdc_part_send_fn send, mcdc_part_sent_fn sent,
+                           void *ctx, size_t part_bytes) {
+    memset(ps, 0, sizeof *ps);
+    ps->send = send;
+    ps->sent = sent;
+    ps->ctx = ctx;
+    size_t n = part_bytes ? MCDC_PARTS_IN_FLIGHT_BYTES / part_bytes : 1;
+    ps->in_flight = n < 1 ? 1 : n > MCDC_PARTS_IN_FLIGHT_MAX ? MCDC_PARTS_IN_FLIGHT_MAX : (int)n;
+    for (int i = 0; i < MCDC_PARTS_IN_FLIGHT_MAX; i++) ps->slots[i].ps = ps;
+}
+
+static void *part_slot_main(void *arg) {
+    mcdc_part_slot *sl = arg;
+    mcdc_error_clear(&sl->err);
+    sl->note[0] = 0;
+    sl->rc = sl->ps->send(sl->ps->ctx, sl->index, &sl->part, sl->note, &sl->err);
+    mcdc_buf_reset(&sl->part);
+    return NULL;
+}
+
+/* Waits for the oldest part out; its sent callback, in order. */
+static void part_sender_reap(mcdc_part_sender *ps) {
+    mcdc_part_slot *sl = &ps->slots[ps->done % ps->in_flight];
+    if (sl->running) {
+        pthread_join(sl->thread, NULL);
+        sl->running = false;
+    }
+    ps->done++;
+    if (ps->rc) return; /* the first failure is the one kept */
+    if (sl->rc) {
+        ps->rc = sl->rc;
+        ps->err = sl->err;
+    } else if (ps->sent) {
+        mcdc_error_clear(&ps->err);
+        ps->rc = ps->sent(ps->ctx, sl->index, sl->note, &ps->err);
+    }
+}
+
+int mcdc_part_sender_wait(mcdc_part_sender *ps, mcdc_error *err) {
+    while (ps->done < ps->handed) part_sender_reap(ps);
+    if (ps->rc && err) *err = ps->err;
+    return ps->rc;
+}
+
+int mcdc_part_sender_send(mcdc_part_sender *ps, mcdc_buf *full, mcdc_error *err) {
+    if (ps->handed - ps->done == ps->in_flight) part_sender_reap(ps);
+    if (ps->rc) {
+        if (err) *err = ps->err;
+        return ps->rc;
+    }
+    mcdc_part_slot *sl = &ps->slots[ps->handed % ps->in_flight];
+    mcdc_buf spare = sl->part; /* emptied by its last send, its room kept */
+    sl->part = *full;
+    *full = spare;
+    full->limit = sl->part.limit;
+    sl->index = ps->handed++;
+    if (mcdc_thread_start(&sl->thread, part_slot_main, sl) == 0) {
+        sl->running = true;
+        return MCDC_OK;
+    }
+    part_slot_main(sl); /* no thread to be had: sent here */
+    return MCDC_OK;     /* its result comes with the wait for it */
+}
+
+void mcdc_part_sender_free(mcdc_part_sender *ps) {
+    if (ps == NULL) return;
+    while (ps->done < ps->handed) part_sender_reap(ps);
+    for (int i = 0; i < MCDC_PARTS_IN_FLIGHT_MAX; i++) mcdc_buf_free(&ps->slots[i].part);
+}
+
 int mcdc_storage_listing_add(mcdc_storage_listing *l, size_t *cap, const char *name,
                              int64_t size, int64_t mtime_ms, mcdc_error *err) {
     if (l->count == *cap) {

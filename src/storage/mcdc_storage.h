@@ -64,8 +64,11 @@
 #ifndef MCDC_STORAGE_H
 #define MCDC_STORAGE_H
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 
+#include "mcdc_limits.h"
 #include "mcdc_util.h"
 
 typedef struct mcdc_storage_entry {
@@ -87,6 +90,58 @@ void mcdc_storage_listing_drop_upto(mcdc_storage_listing *l, const char *after);
 /* For backends: appends an entry (name copied); *cap is the entries' room. */
 int mcdc_storage_listing_add(mcdc_storage_listing *l, size_t *cap, const char *name,
                              int64_t size, int64_t mtime_ms, mcdc_error *err);
+
+/* For backends: the parts of a streamed upload (S3's multipart parts,
+ * Azure's blocks) sent on threads of their own while the writer fills the
+ * next, so the upload overlaps the Parquet writer's work. Up to in_flight
+ * parts go at once; a writer holds those and the one it fills. Each part
+ * handed over gets the next index (0, 1...); send runs on a sender thread
+ * and may read the writer's fixed upload state (its key, upload id) but
+ * writes only note, the part's result (S3: its ETag); sent then runs on
+ * the caller's thread, in index order, when the caller next waits for the
+ * part (the oldest, when all slots are taken, or every one in
+ * mcdc_part_sender_wait). Zero-initialised and unused it is idle. */
+typedef int (*mcdc_part_send_fn)(void *ctx, int64_t index, const mcdc_buf *part,
+                                 char note[MCDC_HTTP_HEADER_VALUE_MAX], mcdc_error *err);
+typedef int (*mcdc_part_sent_fn)(void *ctx, int64_t index, const char *note, mcdc_error *err);
+
+typedef struct mcdc_part_sender mcdc_part_sender;
+
+typedef struct mcdc_part_slot {
+    mcdc_part_sender *ps;
+    mcdc_buf part; /* the part in flight (emptied once sent) */
+    int64_t index;
+    pthread_t thread;
+    bool running; /* thread started and not yet joined */
+    int rc;
+    mcdc_error err;
+    char note[MCDC_HTTP_HEADER_VALUE_MAX];
+} mcdc_part_slot;
+
+struct mcdc_part_sender {
+    mcdc_part_send_fn send;
+    mcdc_part_sent_fn sent; /* may be NULL */
+    void *ctx;
+    int in_flight; /* 1..MCDC_PARTS_IN_FLIGHT_MAX */
+    mcdc_part_slot slots[MCDC_PARTS_IN_FLIGHT_MAX];
+    int64_t handed, done; /* parts handed over; parts waited for */
+    int rc;               /* the first failure, kept: every later call returns it */
+    mcdc_error err;
+};
+
+/* in_flight for parts of part_bytes: MCDC_PARTS_IN_FLIGHT_BYTES of them,
+ * at least 1, at most MCDC_PARTS_IN_FLIGHT_MAX. */
+void mcdc_part_sender_init(mcdc_part_sender *ps, mcdc_part_send_fn send, mcdc_part_sent_fn sent,
+                           void *ctx, size_t part_bytes);
+/* Sends *full's bytes as the next part on a sender thread (waiting for
+ * the oldest part first when in_flight are out); *full comes back empty,
+ * with its limit. A failure of an earlier part is returned here. */
+int mcdc_part_sender_send(mcdc_part_sender *ps, mcdc_buf *full, mcdc_error *err);
+/* Waits for every part handed over: MCDC_OK when all were sent (and their
+ * sent callbacks passed), else the first failure. */
+int mcdc_part_sender_wait(mcdc_part_sender *ps, mcdc_error *err);
+/* Waits, then frees the buffers. NULL-safe. */
+void mcdc_part_sender_free(mcdc_part_sender *ps);
 
 /* How a writer publishes its object. */
 typedef enum mcdc_storage_commit_mode {

@@ -510,6 +510,7 @@ typedef struct az_writer {
     az_storage *s;
     char *key;              /* owned */
     mcdc_buf block;         /* bytes not staged yet: at most one block */
+    mcdc_part_sender sender; /* full blocks, staged while the next fills */
     gnutls_hash_hd_t md5;   /* of every byte written */
     uint32_t blocks;        /* staged */
     char uuid[37];          /* this writer's part of its block ids */
@@ -526,24 +527,24 @@ static int block_id(const az_writer *w, uint32_t n, mcdc_buf *out, mcdc_error *e
     return mcdc_az_base64_encode(out, raw, (size_t)len, err);
 }
 
-/* Put Block: stages what the writer holds. */
-static int stage_block(az_writer *w, mcdc_error *err) {
-    if (w->blocks >= MCDC_AZ_BLOCKS_MAX)
-        return mcdc_error_set(err, MCDC_E_LIMIT,
-                              "%s/%s: more than %d blocks of %zu bytes (Azure's limit per blob)",
-                              w->s->root, w->key, MCDC_AZ_BLOCKS_MAX, w->s->c.block_bytes);
+/* Put Block: stages part as block index of the writer, on a sender
+ * thread. */
+static int stage_block(void *ctx, int64_t index, const mcdc_buf *part,
+                       char note[MCDC_HTTP_HEADER_VALUE_MAX], mcdc_error *err) {
+    az_writer *w = ctx;
+    (void)note;
     az_call call;
     mcdc_http_request req = {0};
     mcdc_http_response resp;
     mcdc_buf id = {0};
     int rc = call_init(&call, w->s, w->key, "writing a block", 'w', err);
-    if (rc == MCDC_OK) rc = block_id(w, w->blocks, &id, err);
+    if (rc == MCDC_OK) rc = block_id(w, (uint32_t)index, &id, err);
     if (rc == MCDC_OK) {
         call_param(&call, "comp", "block");
         call_param(&call, "blockid", (const char *)id.data);
         req.method = MCDC_HTTP_PUT;
-        req.body = w->block.data;
-        req.body_len = w->block.len;
+        req.body = part->data;
+        req.body_len = part->len;
         req.retry_ambiguous = true; /* staging again replaces the same block */
         rc = call_run(&call, &req, &resp, err);
         if (rc == MCDC_OK && resp.status != 201) rc = answer_error(&call, &resp, err);
@@ -551,11 +552,26 @@ static int stage_block(az_writer *w, mcdc_error *err) {
     }
     mcdc_buf_free(&id);
     call_free(&call);
-    if (rc == MCDC_OK) {
-        w->blocks++;
-        mcdc_buf_reset(&w->block);
-    }
     return rc;
+}
+
+/* A block staged (on the caller's thread, in order). */
+static int block_staged(void *ctx, int64_t index, const char *note, mcdc_error *err) {
+    az_writer *w = ctx;
+    (void)note;
+    (void)err;
+    MCDC_ASSERT(index == (int64_t)w->blocks);
+    w->blocks++;
+    return MCDC_OK;
+}
+
+/* Hands the full block to the sender. */
+static int hand_block(az_writer *w, mcdc_error *err) {
+    if (w->sender.handed >= MCDC_AZ_BLOCKS_MAX)
+        return mcdc_error_set(err, MCDC_E_LIMIT,
+                              "%s/%s: more than %d blocks of %zu bytes (Azure's limit per blob)",
+                              w->s->root, w->key, MCDC_AZ_BLOCKS_MAX, w->s->c.block_bytes);
+    return mcdc_part_sender_send(&w->sender, &w->block, err);
 }
 
 static int w_write(void *self, const void *data, size_t n, mcdc_error *err) {
@@ -573,7 +589,8 @@ static int w_write(void *self, const void *data, size_t n, mcdc_error *err) {
         w->bytes += (int64_t)take;
         /* a full block goes out once more follows: the last one may be the
          * whole object (one Put Blob) */
-        if (w->block.len == w->s->c.block_bytes && n > 0 && (rc = stage_block(w, err)) != 0)
+        if (w->block.len == w->s->c.block_bytes && n > 0 &&
+            (rc = hand_block(w, err)) != 0)
             return rc;
     }
     return MCDC_OK;
@@ -636,7 +653,8 @@ static int w_commit(void *self, mcdc_storage_commit_mode mode, mcdc_error *err) 
     gnutls_hash_output(w->md5, digest);
     mcdc_buf md5 = {0};
     int rc = mcdc_az_base64_encode(&md5, digest, sizeof digest, err);
-    if (rc == MCDC_OK && w->blocks > 0 && w->block.len > 0) rc = stage_block(w, err);
+    if (rc == MCDC_OK && w->sender.handed > 0 && w->block.len > 0) rc = hand_block(w, err);
+    if (rc == MCDC_OK) rc = mcdc_part_sender_wait(&w->sender, err);
     if (rc) {
         mcdc_buf_free(&md5);
         return rc;
@@ -686,6 +704,7 @@ static void w_discard(void *self) {
     az_writer *w = self;
     if (w == NULL) return;
     /* staged blocks never listed are dropped by the service: nothing to send */
+    mcdc_part_sender_free(&w->sender);
     gnutls_hash_deinit(w->md5, NULL);
     mcdc_buf_free(&w->block);
     mcdc_free(w->key);
@@ -710,6 +729,7 @@ static int az_open_writer(void *self, const char *key, mcdc_storage_writer *sw,
     }
     w->s = s;
     w->block.limit = s->c.block_bytes;
+    mcdc_part_sender_init(&w->sender, stage_block, block_staged, w, s->c.block_bytes);
     mcdc_uuid4(w->uuid);
     sw->ops = &k_writer_ops;
     sw->self = w;

@@ -427,6 +427,7 @@ typedef struct s3_writer {
     s3 *s;
     char *key;      /* owned, below the root */
     mcdc_buf part;  /* the part being filled */
+    mcdc_part_sender sender; /* full parts, sent while the next fills */
     char *upload_id; /* owned: the multipart upload, once started */
     char *upload_q;  /* owned: "uploadId=<encoded>" */
     mcdc_buf parts_xml; /* the <Part> elements of CompleteMultipartUpload */
@@ -480,51 +481,63 @@ static int start_upload(s3_writer *w, mcdc_error *err) {
     return rc;
 }
 
-/* Sends the part buffered as the next part of the upload (started first). */
-static int send_part(s3_writer *w, mcdc_error *err) {
+/* Sends part as part index + 1 of the started upload, on a sender thread:
+ * its ETag into note. */
+static int send_part(void *ctx, int64_t index, const mcdc_buf *part,
+                     char note[MCDC_HTTP_HEADER_VALUE_MAX], mcdc_error *err) {
+    s3_writer *w = ctx;
     s3 *s = w->s;
-    if (w->n_parts == MCDC_S3_PARTS_MAX)
+    char *q = mcdc_asprintf("partNumber=%lld&%s", (long long)index + 1, w->upload_q);
+    if (q == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    s3_call c = {.method = MCDC_HTTP_PUT, .key = w->key, .query = q, .body = part->data,
+                 .body_len = part->len, .retry_ambiguous = true};
+    mcdc_http_response r;
+    int rc = s3_do(s, &c, &r, err);
+    if (rc == MCDC_OK && r.status != 200) rc = fail_resp(s, "s3:PutObject", w->key, &r, err);
+    if (rc == MCDC_OK && r.etag[0] == 0)
+        rc = mcdc_error_set(err, MCDC_E_PROTOCOL, "S3 took part %lld of %s/%s without an ETag",
+                            (long long)index + 1, s->root, w->key);
+    if (rc == MCDC_OK) snprintf(note, MCDC_HTTP_HEADER_VALUE_MAX, "%s", r.etag);
+    mcdc_http_response_free(&r);
+    mcdc_free(q);
+    return rc;
+}
+
+/* A part sent (on the caller's thread, in order): its ETag joins the
+ * completion's list and the parts' MD5s. */
+static int part_sent(void *ctx, int64_t index, const char *etag, mcdc_error *err) {
+    s3_writer *w = ctx;
+    MCDC_ASSERT(index == w->n_parts);
+    const char *e = etag[0] == '"' ? etag + 1 : etag;
+    size_t en = strcspn(e, "\"");
+    uint8_t md5[16];
+    bool hex = en == 32;
+    for (int i = 0; hex && i < 16; i++) {
+        int v = hex_byte(e + 2 * i);
+        hex = v >= 0;
+        md5[i] = (uint8_t)(v & 0xFF);
+    }
+    if (!hex) w->md5_ok = false;
+    int rc = mcdc_buf_append(&w->md5s, md5, sizeof md5, err);
+    if (rc == MCDC_OK) rc = mcdc_buf_printf(&w->parts_xml, err, "<Part><ETag>");
+    if (rc == MCDC_OK) rc = mcdc_xml_escape(&w->parts_xml, etag, strlen(etag), err);
+    if (rc == MCDC_OK)
+        rc = mcdc_buf_printf(&w->parts_xml, err, "</ETag><PartNumber>%d</PartNumber></Part>",
+                             w->n_parts + 1);
+    if (rc == MCDC_OK) w->n_parts++;
+    return rc;
+}
+
+/* Hands the full part to the sender (the upload started first). */
+static int hand_part(s3_writer *w, mcdc_error *err) {
+    s3 *s = w->s;
+    if (w->sender.handed == MCDC_S3_PARTS_MAX)
         return mcdc_error_set(err, MCDC_E_LIMIT,
                               "%s/%s: an S3 object has at most %d parts of %zu bytes; set "
                               "MCDC_S3_PART_BYTES higher",
                               s->root, w->key, MCDC_S3_PARTS_MAX, s->part_bytes);
     int rc = w->upload_id ? MCDC_OK : start_upload(w, err);
-    if (rc) return rc;
-    char *q = mcdc_asprintf("partNumber=%d&%s", w->n_parts + 1, w->upload_q);
-    if (q == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    s3_call c = {.method = MCDC_HTTP_PUT, .key = w->key, .query = q, .body = w->part.data,
-                 .body_len = w->part.len, .retry_ambiguous = true};
-    mcdc_http_response r;
-    rc = s3_do(s, &c, &r, err);
-    if (rc == MCDC_OK && r.status != 200) rc = fail_resp(s, "s3:PutObject", w->key, &r, err);
-    if (rc == MCDC_OK && r.etag[0] == 0)
-        rc = mcdc_error_set(err, MCDC_E_PROTOCOL, "S3 took part %d of %s/%s without an ETag",
-                            w->n_parts + 1, s->root, w->key);
-    if (rc == MCDC_OK) {
-        const char *e = r.etag[0] == '"' ? r.etag + 1 : r.etag;
-        size_t en = strcspn(e, "\"");
-        uint8_t md5[16];
-        bool hex = en == 32;
-        for (int i = 0; hex && i < 16; i++) {
-            int v = hex_byte(e + 2 * i);
-            hex = v >= 0;
-            md5[i] = (uint8_t)(v & 0xFF);
-        }
-        if (!hex) w->md5_ok = false;
-        rc = mcdc_buf_append(&w->md5s, md5, sizeof md5, err);
-        if (rc == MCDC_OK) rc = mcdc_buf_printf(&w->parts_xml, err, "<Part><ETag>");
-        if (rc == MCDC_OK) rc = mcdc_xml_escape(&w->parts_xml, r.etag, strlen(r.etag), err);
-        if (rc == MCDC_OK)
-            rc = mcdc_buf_printf(&w->parts_xml, err, "</ETag><PartNumber>%d</PartNumber></Part>",
-                                 w->n_parts + 1);
-    }
-    if (rc == MCDC_OK) {
-        w->n_parts++;
-        w->part.len = 0;
-    }
-    mcdc_http_response_free(&r);
-    mcdc_free(q);
-    return rc;
+    return rc ? rc : mcdc_part_sender_send(&w->sender, &w->part, err);
 }
 
 static int s3_writer_write(void *wself, const void *data, size_t n, mcdc_error *err) {
@@ -534,7 +547,7 @@ static int s3_writer_write(void *wself, const void *data, size_t n, mcdc_error *
         /* a full part goes once more data comes: an object of exactly one
          * part stays a single PutObject */
         if (w->part.len == w->s->part_bytes) {
-            int rc = send_part(w, err);
+            int rc = hand_part(w, err);
             if (rc) return rc;
         }
         size_t room = w->s->part_bytes - w->part.len, k = n < room ? n : room;
@@ -681,13 +694,15 @@ static int s3_writer_commit(void *wself, mcdc_storage_commit_mode mode, mcdc_err
     s3_writer *w = wself;
     bool if_absent = mode == MCDC_STORAGE_PUT_IF_ABSENT;
     if (w->upload_id == NULL) return put_single(w, if_absent, err);
-    int rc = w->part.len ? send_part(w, err) : MCDC_OK;
+    int rc = w->part.len ? hand_part(w, err) : MCDC_OK;
+    if (rc == MCDC_OK) rc = mcdc_part_sender_wait(&w->sender, err);
     return rc ? rc : complete_upload(w, if_absent, err);
 }
 
 static void s3_writer_discard(void *wself) {
     s3_writer *w = wself;
     if (w == NULL) return;
+    mcdc_part_sender_free(&w->sender); /* the part in flight ends first */
     if (w->upload_id && !w->completed) {
         s3_call c = {.method = MCDC_HTTP_DELETE, .key = w->key, .query = w->upload_q,
                      .retry_ambiguous = true};
@@ -727,6 +742,7 @@ static int s3_open_writer(void *self, const char *key, mcdc_storage_writer *w, m
     sw->s = s;
     sw->md5_ok = true;
     sw->part.limit = s->part_bytes;
+    mcdc_part_sender_init(&sw->sender, send_part, part_sent, sw, s->part_bytes);
     w->ops = &s3_writer_ops;
     w->self = sw;
     return MCDC_OK;

@@ -189,7 +189,13 @@
 #define MCDC_HTTP_RETRY_AFTER_MS_MAX 30000
 /* The largest MCDC_HTTP_*_MS storage option (one hour). */
 #define MCDC_HTTP_TIMEOUT_MS_MAX (60 * 60 * 1000)
-/* S3: a writer holds one part in memory; an object up to this size goes
+/* S3 and Azure writers: full parts (blocks) go out on threads of their own
+ * while the writer fills the next, at most this many at once and at most
+ * this many bytes of them (a part larger than that: one at a time); the
+ * writer then waits for the oldest. */
+#define MCDC_PARTS_IN_FLIGHT_MAX 4
+#define MCDC_PARTS_IN_FLIGHT_BYTES (32u * 1024u * 1024u)
+/* S3: a writer holds the parts in flight and the one it fills; an object up to this size goes
  * as one PutObject, a larger one as a multipart upload of parts this size
  * (S3 wants at least 5 MiB a part but the last, and at most 10,000 parts:
  * 80 GB at 8 MiB). MCDC_S3_PART_BYTES (a storage option) sets it within
@@ -236,7 +242,8 @@
  * as damage before anything is allocated. */
 #define MCDC_DV_BYTES_MAX (256u * 1024u * 1024u)
 
-/* Azure Blob (mcdc_storage_azure.c): a writer buffers one block; an object
+/* Azure Blob (mcdc_storage_azure.c): a writer buffers one block (and the
+ * blocks in flight: MCDC_PARTS_IN_FLIGHT_MAX); an object
  * up to a block goes as one Put Blob, a larger one as Put Block + Put Block
  * List. Azure takes up to 4000 MiB a block and 50,000 blocks a blob; 8 MiB
  * keeps a writer's memory small and still allows 400 GB objects (a data
