@@ -67,7 +67,9 @@ extern "C" {
  *    2, which an older library refuses); mcdc_log_to_thread (messages of
  *    calls outside jobs to a log function); stop requests for the jobs
  *    without a handle (mcdc_stop_*: the snapshot config's version 4, the
- *    seed's 4, the repair's 2) and mcdc_reconcile_request_stop.
+ *    seed's 4, the repair's 2) and mcdc_reconcile_request_stop; the
+ *    runtime field of the snapshot config (version 5), the seed config (5)
+ *    and the repair config (3).
  */
 #define MCDC_API_VERSION 5
 
@@ -382,8 +384,8 @@ MCDC_API void mcdc_budget_free(mcdc_budget *b);
  * tests), the default log sink, the budget of connections and encoder
  * threads, and the probe each database is polled with (one max_lsn and one
  * "which change tables moved" query per database and poll, however many
- * streams follow it). A job takes it in its config (mcdc_stream_cfg's
- * runtime); a job given none behaves as with a private runtime of its own:
+ * streams follow it). Every job takes it in its config (the runtime field
+ * of each mcdc_*_cfg); a job given none behaves as with a private runtime of its own:
  * no budget but its config's, its own log fields, and its allocations
  * charged to the accounting of the thread that created it.
  *
@@ -653,7 +655,7 @@ MCDC_API void mcdc_stop_free(mcdc_stop *s);
  * appended to bronze as operation 0, stamped with an LSN recorded before
  * the read; a stream started at that LSN loses and doubles nothing.
  * ---------------------------------------------------------------------- */
-#define MCDC_SNAPSHOT_CFG_VERSION 4
+#define MCDC_SNAPSHOT_CFG_VERSION 5
 typedef struct mcdc_snapshot_cfg {
     int version;               /* MCDC_SNAPSHOT_CFG_VERSION */
     const char *target;        /* bronze: a path, or schema.table under warehouse */
@@ -675,10 +677,14 @@ typedef struct mcdc_snapshot_cfg {
     void *progress_user;
     /* version 4: a stop request (mcdc_stop_create); NULL: none */
     mcdc_stop *stop;
+    /* version 5: the runtime the snapshot runs in (borrowed; its budget
+     * when budget is NULL, its log sink when log_fn is, its storage
+     * options, its metrics); NULL: a private one (see "The runtime") */
+    mcdc_runtime *runtime;
 } mcdc_snapshot_cfg;
 #define MCDC_SNAPSHOT_CFG_INIT \
     {MCDC_SNAPSHOT_CFG_VERSION, NULL, NULL, false, NULL, NULL, NULL, MCDC_LOG_WARN, NULL, NULL, \
-     NULL, NULL, NULL}
+     NULL, NULL, NULL, NULL}
 /* As mcdc_stream_cfg_init, for this config. */
 MCDC_API int mcdc_snapshot_cfg_init(mcdc_snapshot_cfg *out, int version, mcdc_error *err);
 
@@ -699,7 +705,7 @@ MCDC_API int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken,
  * (a Delta table, or Parquet files) appended to bronze as its snapshot,
  * stamped with the LSN of as_of.
  * ---------------------------------------------------------------------- */
-#define MCDC_SEED_CFG_VERSION 4
+#define MCDC_SEED_CFG_VERSION 5
 typedef struct mcdc_seed_cfg {
     int version;                  /* MCDC_SEED_CFG_VERSION */
     const char *target;           /* bronze: a path, or schema.table under warehouse */
@@ -726,10 +732,14 @@ typedef struct mcdc_seed_cfg {
     void *progress_user;
     /* version 4: a stop request (mcdc_stop_create); NULL: none */
     mcdc_stop *stop;
+    /* version 5: the runtime the seed runs in (borrowed; its log sink when
+     * log_fn is NULL, its storage options, its metrics); NULL: a private
+     * one (see "The runtime") */
+    mcdc_runtime *runtime;
 } mcdc_seed_cfg;
 #define MCDC_SEED_CFG_INIT \
     {MCDC_SEED_CFG_VERSION, NULL, NULL, NULL, NULL, false, false, NULL, NULL, NULL, NULL, \
-     MCDC_LOG_WARN, false, NULL, NULL, NULL}
+     MCDC_LOG_WARN, false, NULL, NULL, NULL, NULL}
 /* As mcdc_stream_cfg_init, for this config. */
 MCDC_API int mcdc_seed_cfg_init(mcdc_seed_cfg *out, int version, mcdc_error *err);
 
@@ -1189,7 +1199,7 @@ MCDC_API int mcdc_reconcile_result_json(char *out, size_t cap, const mcdc_reconc
  * _start_lsn L, _commit_ts L's commit time, _seqval NULL; then a facts row
  * of event 'repair'. Again with the same run id, nothing is appended twice.
  * ---------------------------------------------------------------------- */
-#define MCDC_REPAIR_CFG_VERSION 2
+#define MCDC_REPAIR_CFG_VERSION 3
 typedef struct mcdc_repair_cfg {
     int version;                  /* MCDC_REPAIR_CFG_VERSION */
     const char *bronze;           /* the stream's target, named as the stream was given it */
@@ -1209,10 +1219,14 @@ typedef struct mcdc_repair_cfg {
     mcdc_log_level log_level;
     /* version 2: a stop request (mcdc_stop_create); NULL: none */
     mcdc_stop *stop;
+    /* version 3: the runtime the repair runs in (borrowed; its log sink
+     * when log_fn is NULL, its storage options, its metrics); NULL: a
+     * private one (see "The runtime") */
+    mcdc_runtime *runtime;
 } mcdc_repair_cfg;
 #define MCDC_REPAIR_CFG_INIT \
     {MCDC_REPAIR_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, \
-     MCDC_LOG_WARN, NULL}
+     MCDC_LOG_WARN, NULL, NULL}
 /* As mcdc_stream_cfg_init, for this config. */
 MCDC_API int mcdc_repair_cfg_init(mcdc_repair_cfg *out, int version, mcdc_error *err);
 

@@ -25,6 +25,7 @@
 #include "mcdc_keycheck.h"
 #include "mcdc_options.h"
 #include "mcdc_parquet.h"
+#include "mcdc_runtime.h"
 #include "mcdc_seed_copy.h"
 #include "mcdc_snapfacts.h"
 #include "mcdc_snapshot_job.h"
@@ -386,8 +387,8 @@ static int check_as_of(mcdc_lsn *lsn, seed_job *j, mcdc_changes *c, const char *
     return rc;
 }
 
-int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *opts,
-              const mcdc_seed_cfg *cfg, mcdc_error *err) {
+static int seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *opts,
+                const mcdc_seed_cfg *cfg, mcdc_error *err) {
     if (out == NULL || rows == NULL || written == NULL || opts == NULL || cfg == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_seed: a NULL argument");
     /* the caller's version's fields, the defaults after them */
@@ -423,6 +424,7 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
         mcdc_seed_copy_close(&copy);
         return rc;
     }
+    if (given.log_fn == NULL) given.log_fn = mcdc_runtime_log_fn(cfg->runtime, &given.log_user);
     mcdc_log_sink sink = {cfg->log_fn, cfg->log_user, cfg->log_level};
     const mcdc_log_sink *host = mcdc_log_use(&sink);
     mcdc_table *target = NULL, *facts = NULL;
@@ -536,5 +538,15 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
     mcdc_seed_copy_close(&copy);
     mcdc_progress_end(ctx.progress);
     mcdc_log_use(host);
+    return rc;
+}
+
+/* Seeded with its runtime's accounting bound (mcdc_runtime.h). */
+int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *opts,
+              const mcdc_seed_cfg *cfg, mcdc_error *err) {
+    mcdc_job_scope host =
+        mcdc_runtime_enter_cfg(MCDC_CFG_SEED, cfg, offsetof(mcdc_seed_cfg, runtime));
+    int rc = seed(out, rows, written, opts, cfg, err);
+    mcdc_job_leave(host);
     return rc;
 }

@@ -26,6 +26,7 @@
 #include "mcdc_facts.h"
 #include "mcdc_once.h"
 #include "mcdc_repair.h"
+#include "mcdc_runtime.h"
 #include "mcdc_tables.h"
 #include "mcdc_txn.h"
 
@@ -823,8 +824,8 @@ static void log_to_host(void *user, mcdc_log_level level, const char *msg) {
     else mcdc_log_stderr(level, msg);
 }
 
-int mcdc_repair_run(const mcdc_opts *opts, const mcdc_repair_cfg *cfg, mcdc_repair_result *result,
-                    mcdc_error *err) {
+static int repair_job(const mcdc_opts *opts, const mcdc_repair_cfg *cfg,
+                      mcdc_repair_result *result, mcdc_error *err) {
     if (cfg == NULL || result == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_repair_run: a NULL argument");
     memset(result, 0, sizeof *result);
@@ -834,6 +835,7 @@ int mcdc_repair_run(const mcdc_opts *opts, const mcdc_repair_cfg *cfg, mcdc_repa
     int rc = mcdc_cfg_copy(&given, sizeof given, MCDC_CFG_REPAIR, cfg, err);
     if (rc) return rc;
     cfg = &given;
+    if (given.log_fn == NULL) given.log_fn = mcdc_runtime_log_fn(cfg->runtime, &given.log_user);
     if (cfg->bronze == NULL || cfg->facts_table == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "repair needs bronze and the facts table");
     bool from_report = cfg->report_table != NULL;
@@ -868,6 +870,16 @@ int mcdc_repair_run(const mcdc_opts *opts, const mcdc_repair_cfg *cfg, mcdc_repa
     snprintf(result->run_id, sizeof result->run_id, "%s", run_id);
     mcdc_repair_keys_free(keys, n);
     mcdc_log_use(host);
+    return rc;
+}
+
+/* Run with its runtime's accounting bound (mcdc_runtime.h). */
+int mcdc_repair_run(const mcdc_opts *opts, const mcdc_repair_cfg *cfg, mcdc_repair_result *result,
+                    mcdc_error *err) {
+    mcdc_job_scope host =
+        mcdc_runtime_enter_cfg(MCDC_CFG_REPAIR, cfg, offsetof(mcdc_repair_cfg, runtime));
+    int rc = repair_job(opts, cfg, result, err);
+    mcdc_job_leave(host);
     return rc;
 }
 
