@@ -69,7 +69,8 @@ extern "C" {
  *    without a handle (mcdc_stop_*: the snapshot config's version 4, the
  *    seed's 4, the repair's 2) and mcdc_reconcile_request_stop; the
  *    runtime field of the snapshot config (version 5), the seed config (5)
- *    and the repair config (3).
+ *    and the repair config (3); storage options per scheme on the runtime
+ *    (mcdc_runtime_set_storage_options).
  */
 #define MCDC_API_VERSION 5
 
@@ -430,6 +431,22 @@ MCDC_API int mcdc_runtime_cfg_init(mcdc_runtime_cfg *out, int version, mcdc_erro
 MCDC_API int mcdc_runtime_create(mcdc_runtime **out, const mcdc_runtime_cfg *cfg,
                                  mcdc_error *err);
 MCDC_API void mcdc_runtime_destroy(mcdc_runtime *rt);
+
+/* Storage options for the stores of one scheme, for the runtime's jobs
+ * whose opts hold no storage option of their own (a job given any uses
+ * only its own, for every location). scheme: "s3" (s3:// and s3a://),
+ * "azure" (abfss://, abfs://, az://, wasbs://, wasb://), "file" (paths and
+ * file:), "mem", or one of those URI schemes (any case), which names its
+ * family: "s3a" sets "s3"'s. names[i] = values[i], n of them, are checked
+ * as mcdc_opts_set checks storage options (a name that is no storage
+ * option, an empty value: MCDC_E_INVALID, quoting no value). A call
+ * replaces the family's whole set (n 0: none) for the stores opened after
+ * it; the runtime keeps copies, and an earlier set until it is destroyed.
+ * Thread-safe. */
+MCDC_API int mcdc_runtime_set_storage_options(mcdc_runtime *rt, const char *scheme,
+                                              const char *const *names,
+                                              const char *const *values, size_t n,
+                                              mcdc_error *err);
 
 /* What the runtime's allocator accounting says. */
 typedef struct mcdc_runtime_stats {

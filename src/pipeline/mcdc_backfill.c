@@ -1110,7 +1110,7 @@ static int backfill_create(mcdc_backfill **out, const mcdc_opts *opts, const mcd
     b->ctx.progress_fn = cfg->progress_fn;
     b->ctx.progress_user = cfg->progress_user;
     mcdc_ctx_take_test_hooks(&b->ctx, opts);
-    mcdc_ctx_take_storage(&b->ctx, opts);
+    mcdc_ctx_take_storage(&b->ctx, opts, cfg->runtime);
     b->sink = (mcdc_log_sink){backfill_log, b, cfg->log_level};
     *out = b;
     return MCDC_OK;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "mcdc_options.h"
+#include "mcdc_runtime.h"
 #include "mssqlcdc_testing.h"
 
 /* A job waiting for permits: a node of its kind's queue, on its stack. */
@@ -138,8 +139,10 @@ int mcdc_budget_peak(const mcdc_budget *b, mcdc_permit kind) {
     return budget_read(b, &b->peak[kind]);
 }
 
-void mcdc_ctx_take_storage(mcdc_ctx *ctx, const mcdc_opts *opts) {
-    ctx->storage_own = mcdc_opts_storage_env(opts, ctx->storage_env);
+void mcdc_ctx_take_storage(mcdc_ctx *ctx, const mcdc_opts *opts, mcdc_runtime *rt) {
+    bool own = mcdc_opts_has_storage(opts);
+    ctx->storage_own = mcdc_opts_storage_env(own ? opts : NULL, ctx->storage_env);
+    if (!own) mcdc_runtime_storage_fallback(rt, &ctx->storage_own);
     ctx->storage_env = &ctx->storage_own;
 }
 

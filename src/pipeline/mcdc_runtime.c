@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "mcdc_cfg.h"
+#include "mcdc_options.h"
 #include "mssqlcdc_testing.h"
 
 /* A database's probe: its members (one item each) and its last round. */
@@ -26,8 +27,18 @@ struct mcdc_db_probe {
     int round_cap;
 };
 
+/* Storage options given for one scheme family: immutable once published, and
+ * kept until the runtime goes (an open in flight may read a replaced one). */
+typedef struct rt_storage_set {
+    struct rt_storage_set *next; /* older sets */
+    const char *family;          /* static: mcdc_storage_family's */
+    mcdc_opts *opts;             /* the storage options alone (owned) */
+} rt_storage_set;
+
 struct mcdc_runtime {
     mcdc_alloc_acct acct;       /* what its jobs hold; the handle itself is outside it */
+    pthread_mutex_t storage_mu; /* storage: newest first */
+    rt_storage_set *storage;
     mcdc_runtime_cfg cfg;
     mcdc_budget *budget;        /* owned; NULL: no limit */
     pthread_mutex_t probes_mu;  /* the list of probes */
@@ -57,6 +68,7 @@ int mcdc_runtime_create(mcdc_runtime **out, const mcdc_runtime_cfg *cfg, mcdc_er
     if (rt == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     mcdc_alloc_acct_init(&rt->acct, given.memory_bytes_max);
     pthread_mutex_init(&rt->probes_mu, NULL);
+    pthread_mutex_init(&rt->storage_mu, NULL);
     rt->cfg = given;
     if (rt->cfg.probe_interval_ms == 0) rt->cfg.probe_interval_ms = 10;
     if (given.connections_max > 0 || given.encoder_threads_max > 0) {
@@ -90,6 +102,14 @@ void mcdc_runtime_destroy(mcdc_runtime *rt) {
         mcdc_free(p);
     }
     mcdc_alloc_bind(host);
+    host = mcdc_alloc_bind(NULL); /* the sets are the host's, as the handle is */
+    for (rt_storage_set *st = rt->storage, *next; st; st = next) {
+        next = st->next;
+        mcdc_opts_free(st->opts);
+        mcdc_free(st);
+    }
+    mcdc_alloc_bind(host);
+    pthread_mutex_destroy(&rt->storage_mu);
     pthread_mutex_destroy(&rt->probes_mu);
     mcdc_budget_free(rt->budget);
     mcdc_free(rt);
@@ -129,6 +149,71 @@ mcdc_budget *mcdc_runtime_budget_or(mcdc_runtime *rt, mcdc_budget *own) {
 mcdc_log_fn mcdc_runtime_log_fn(const mcdc_runtime *rt, void **user) {
     *user = rt ? rt->cfg.log_user : NULL;
     return rt ? rt->cfg.log_fn : NULL;
+}
+
+/* ---- storage options per scheme ---------------------------------------------------- */
+
+int mcdc_runtime_set_storage_options(mcdc_runtime *rt, const char *scheme,
+                                     const char *const *names, const char *const *values,
+                                     size_t n, mcdc_error *err) {
+    if (rt == NULL || scheme == NULL || (n > 0 && (names == NULL || values == NULL)))
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "mcdc_runtime_set_storage_options: a NULL argument");
+    const char *family = mcdc_storage_family(scheme);
+    if (family == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "storage options for scheme \"%.64s\": no store of that scheme "
+                              "(s3, s3a, abfss, abfs, az, wasbs, wasb, azure, file, mem, gs)",
+                              scheme);
+    mcdc_alloc_acct *host = mcdc_alloc_bind(NULL);
+    mcdc_opts *o = NULL;
+    int rc = mcdc_opts_create(&o, err);
+    for (size_t i = 0; rc == MCDC_OK && i < n; i++) {
+        if (names[i] == NULL || values[i] == NULL)
+            rc = mcdc_error_set(err, MCDC_E_INVALID, "storage option %zu: a NULL name or value", i);
+        else if (!mcdc_opt_is_storage(names[i]))
+            rc = mcdc_error_set(err, MCDC_E_INVALID,
+                                "\"%.64s\" is not a storage option (mcdc_opts_storage_names "
+                                "lists them)",
+                                names[i]);
+        else
+            rc = mcdc_opts_set(o, names[i], values[i], NULL, err); /* never quotes a secret */
+    }
+    rt_storage_set *st = rc == MCDC_OK ? mcdc_calloc(1, sizeof *st) : NULL;
+    if (rc == MCDC_OK && st == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    mcdc_alloc_bind(host);
+    if (rc) {
+        mcdc_opts_free(o);
+        return rc;
+    }
+    st->family = family;
+    st->opts = o;
+    pthread_mutex_lock(&rt->storage_mu);
+    st->next = rt->storage;
+    rt->storage = st;
+    pthread_mutex_unlock(&rt->storage_mu);
+    return MCDC_OK;
+}
+
+/* The newest set of family; a set given with no options is none. */
+static const void *family_set(void *fctx, const char *family) {
+    mcdc_runtime *rt = fctx;
+    pthread_mutex_lock(&rt->storage_mu);
+    const rt_storage_set *st = rt->storage;
+    while (st && strcmp(st->family, family) != 0) st = st->next;
+    pthread_mutex_unlock(&rt->storage_mu);
+    return st && mcdc_opts_has_storage(st->opts) ? st->opts : NULL;
+}
+
+static const char *set_option(const void *set, const char *name) {
+    return mcdc_opt_storage(set, name);
+}
+
+void mcdc_runtime_storage_fallback(mcdc_runtime *rt, mcdc_storage_env *env) {
+    if (rt == NULL) return;
+    env->family_set = family_set;
+    env->set_option = set_option;
+    env->fctx = rt;
 }
 
 /* ---- one probe per database ------------------------------------------------------ */

@@ -26,6 +26,11 @@ mcdc_budget *mcdc_runtime_budget_or(mcdc_runtime *rt, mcdc_budget *own);
  * then the job logs to stderr). */
 mcdc_log_fn mcdc_runtime_log_fn(const mcdc_runtime *rt, void **user);
 
+/* Makes env answer, for a location of each scheme family, the storage
+ * options rt was given for it (mcdc_runtime_set_storage_options); rt NULL:
+ * nothing changes. */
+void mcdc_runtime_storage_fallback(mcdc_runtime *rt, mcdc_storage_env *env);
+
 /* ---- one probe per database ----------------------------------------------
  * The streams of a runtime that read one database (one connection string)
  * share its probe: a poll within the runtime's probe interval of the last

@@ -415,7 +415,7 @@ static int seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts 
     if (rc) return rc;
     mcdc_ctx ctx = {.progress_fn = cfg->progress_fn, .progress_user = cfg->progress_user,
                     .host_stop = cfg->stop};
-    mcdc_ctx_take_storage(&ctx, opts);
+    mcdc_ctx_take_storage(&ctx, opts, cfg->runtime);
     /* The copy first: a path that holds none is the cheapest mistake to
      * tell, before the server is asked anything. */
     mcdc_seed_copy copy;

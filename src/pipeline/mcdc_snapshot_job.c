@@ -493,7 +493,7 @@ static int snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcd
     mcdc_ctx ctx = {.budget = mcdc_runtime_budget_or(cfg->runtime, cfg->budget),
                     .progress_fn = cfg->progress_fn, .progress_user = cfg->progress_user,
                     .host_stop = cfg->stop};
-    mcdc_ctx_take_storage(&ctx, opts);
+    mcdc_ctx_take_storage(&ctx, opts, cfg->runtime);
     rc = mcdc_ctx_progress_create(&ctx.progress, &ctx, "snapshot", err);
     if (rc) return rc;
     if (given.log_fn == NULL) given.log_fn = mcdc_runtime_log_fn(cfg->runtime, &given.log_user);

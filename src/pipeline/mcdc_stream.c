@@ -1224,7 +1224,7 @@ static int stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_st
     s->ctx.progress_fn = cfg->progress_fn; /* each snapshot makes a tracker of its own */
     s->ctx.progress_user = cfg->progress_user;
     mcdc_ctx_take_test_hooks(&s->ctx, opts);
-    mcdc_ctx_take_storage(&s->ctx, opts);
+    mcdc_ctx_take_storage(&s->ctx, opts, cfg->runtime);
     *out = s;
     return MCDC_OK;
 }

@@ -528,7 +528,7 @@ static int reconcile_create(mcdc_reconcile **out, const mcdc_opts *opts,
         }
     }
     mcdc_ctx_take_test_hooks(&r->ctx, opts);
-    mcdc_ctx_take_storage(&r->ctx, opts);
+    mcdc_ctx_take_storage(&r->ctx, opts, cfg->runtime);
     r->ctx.progress_fn = cfg->progress_fn;
     r->ctx.progress_user = cfg->progress_user;
     r->sink = (mcdc_log_sink){log_to_host, r, cfg->log_level};

@@ -847,7 +847,7 @@ static int repair_job(const mcdc_opts *opts, const mcdc_repair_cfg *cfg,
         return mcdc_error_set(err, MCDC_E_INVALID, "the report's keys need the reconcile run's id");
     mcdc_ctx ctx = {.host_stop = cfg->stop};
     mcdc_ctx_take_test_hooks(&ctx, opts);
-    mcdc_ctx_take_storage(&ctx, opts);
+    mcdc_ctx_take_storage(&ctx, opts, cfg->runtime);
     mcdc_log_sink sink = {log_to_host, (void *)cfg, cfg->log_level};
     const mcdc_log_sink *host = mcdc_log_use(&sink);
     char uuid[37];

@@ -232,7 +232,7 @@ static int apply_create(mcdc_apply **out, const mcdc_opts *opts, const mcdc_appl
         }
     }
     mcdc_ctx_take_test_hooks(&a->ctx, opts);
-    mcdc_ctx_take_storage(&a->ctx, opts);
+    mcdc_ctx_take_storage(&a->ctx, opts, cfg->runtime);
     a->ctx.progress_fn = cfg->progress_fn;
     a->ctx.progress_user = cfg->progress_user;
     a->sink = (mcdc_log_sink){log_to_host, a, cfg->log_level};

@@ -385,3 +385,73 @@ TEST(runtime_snapshot_seed_and_repair_run_in_their_runtime) {
     mcdc_opts_free(o);
     mcdc_runtime_destroy(rt);
 }
+
+/* A job's stores of one scheme take its runtime's options for that scheme
+ * unless the job's own opts hold storage options; a later set replaces
+ * the scheme's; names are checked, values never quoted. */
+TEST(runtime_storage_options_per_scheme_reach_jobs_without_their_own) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_runtime *rt = NULL;
+    CHECK_EQ_INT(mcdc_runtime_create(&rt, NULL, &e), MCDC_OK);
+    static const char *const names[] = {"AWS_ACCESS_KEY_ID", "aws_secret_access_key",
+                                        "AWS_ENDPOINT_URL", "AWS_ALLOW_HTTP", "AWS_REGION",
+                                        "MCDC_LEASE_TTL_MS"};
+    const char *values[] = {"AKIDRUNTIME", "runtime-secret-9", "http://127.0.0.1:1", "true",
+                            "us-east-1", "4321"};
+    CHECK_EQ_INT(mcdc_runtime_set_storage_options(rt, "s3", names, values, 6, &e), MCDC_OK);
+    static const char *const az[] = {"MCDC_LEASE_TTL_MS"};
+    static const char *const az_v[] = {"9999"};
+    CHECK_EQ_INT(mcdc_runtime_set_storage_options(rt, "abfss", az, az_v, 1, &e), MCDC_OK);
+
+    /* a job without storage options: s3:// and s3a:// take the runtime's */
+    mcdc_opts *bare = source_opts();
+    mcdc_ctx ctx = {0};
+    mcdc_ctx_take_storage(&ctx, bare, rt);
+    mcdc_storage *st = NULL;
+    CHECK_EQ_INT(mcdc_storage_open_env(&st, ctx.storage_env, "s3a://bkt/t", &e), MCDC_OK);
+    CHECK(st != NULL && st->lease_ttl_ms == 4321);
+    mcdc_storage_free(st);
+    /* without the runtime: no credentials at all */
+    mcdc_ctx none = {0};
+    mcdc_ctx_take_storage(&none, bare, NULL);
+    static const char *const off[] = {"AWS_EC2_METADATA_DISABLED"};
+    static const char *const off_v[] = {"true"};
+    mcdc_runtime *empty = NULL;
+    CHECK_EQ_INT(mcdc_runtime_create(&empty, NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_runtime_set_storage_options(empty, "S3", off, off_v, 1, &e), MCDC_OK);
+    mcdc_ctx_take_storage(&none, bare, empty);
+    CHECK_EQ_INT(mcdc_storage_open_env(&st, none.storage_env, "s3://bkt/t", &e),
+                 MCDC_E_PERMISSION);
+    mcdc_runtime_destroy(empty);
+
+    /* a job with a storage option of its own uses its own alone */
+    mcdc_opts *own = source_opts();
+    CHECK_EQ_INT(mcdc_opts_set(own, "AWS_EC2_METADATA_DISABLED", "true", NULL, &e), MCDC_OK);
+    mcdc_ctx mine = {0};
+    mcdc_ctx_take_storage(&mine, own, rt);
+    CHECK_EQ_INT(mcdc_storage_open_env(&st, mine.storage_env, "s3://bkt/t", &e),
+                 MCDC_E_PERMISSION);
+    CHECK(strstr(e.message, "AKIDRUNTIME") == NULL);
+
+    /* a later set replaces the scheme's for the opens after it */
+    values[5] = "5";
+    CHECK_EQ_INT(mcdc_runtime_set_storage_options(rt, "s3", names, values, 6, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_storage_open_env(&st, ctx.storage_env, "s3://bkt/t", &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "MCDC_LEASE_TTL_MS") != NULL);
+
+    /* refused: an unknown scheme, a name that is no storage option (its
+     * value not quoted), an empty value */
+    CHECK_EQ_INT(mcdc_runtime_set_storage_options(rt, "ftp", az, az_v, 1, &e), MCDC_E_INVALID);
+    static const char *const src[] = {"connectionString"};
+    static const char *const src_v[] = {"Server=x;PWD=hunter2"};
+    CHECK_EQ_INT(mcdc_runtime_set_storage_options(rt, "s3", src, src_v, 1, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "hunter2") == NULL);
+    static const char *const key[] = {"AWS_SECRET_ACCESS_KEY"};
+    static const char *const key_v[] = {""};
+    CHECK_EQ_INT(mcdc_runtime_set_storage_options(rt, "s3", key, key_v, 1, &e), MCDC_E_INVALID);
+    /* the refused sets changed nothing: still the "5" */
+    CHECK_EQ_INT(mcdc_storage_open_env(&st, ctx.storage_env, "s3://bkt/t", &e), MCDC_E_INVALID);
+    mcdc_opts_free(own);
+    mcdc_opts_free(bare);
+    mcdc_runtime_destroy(rt);
+}
