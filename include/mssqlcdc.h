@@ -70,7 +70,9 @@ extern "C" {
  *    seed's 4, the repair's 2) and mcdc_reconcile_request_stop; the
  *    runtime field of the snapshot config (version 5), the seed config (5)
  *    and the repair config (3); storage options per scheme on the runtime
- *    (mcdc_runtime_set_storage_options).
+ *    (mcdc_runtime_set_storage_options); the runtime's metrics registry
+ *    (mcdc_job_metrics, mcdc_runtime_metrics, mcdc_runtime_job_metrics,
+ *    mcdc_job_state_name).
  */
 #define MCDC_API_VERSION 5
 
@@ -457,6 +459,77 @@ typedef struct mcdc_runtime_stats {
     int64_t probe_queries;    /* queries those rounds sent */
 } mcdc_runtime_stats;
 MCDC_API void mcdc_runtime_get_stats(const mcdc_runtime *rt, mcdc_runtime_stats *out);
+
+/* The runtime's metrics registry: each job of the runtime publishes its
+ * figures there while it exists (a stream, backfill, apply or reconcile
+ * from its create to its free; a snapshot, seed or repair during its
+ * call), so that a host reads what `serve`'s /metrics shows without
+ * collecting the jobs' reports itself. */
+typedef enum mcdc_job_state {
+    MCDC_JOB_STARTING = 0,     /* created, or running before it works (resume, bootstrap) */
+    MCDC_JOB_SNAPSHOTTING = 1, /* a stream taking a whole snapshot */
+    MCDC_JOB_RUNNING = 2,      /* working: a stream that resumed and streams */
+    MCDC_JOB_DONE = 3,         /* its run returned MCDC_OK */
+    MCDC_JOB_STOPPED = 4,      /* its run was stopped (MCDC_E_CANCELLED) */
+    MCDC_JOB_FAILED = 5        /* its run returned another error (last_status) */
+} mcdc_job_state;
+/* "starting", "snapshotting", "running", "done", "stopped", "failed". */
+MCDC_API const char *mcdc_job_state_name(mcdc_job_state s);
+
+/* Slots of mcdc_job_metrics.errors: one per status code (errors[-code]). */
+#define MCDC_JOB_ERROR_SLOTS 32
+#define MCDC_JOB_NAME_SIZE 272
+#define MCDC_JOB_METRICS_VERSION 1
+typedef struct mcdc_job_metrics {
+    int version;               /* MCDC_JOB_METRICS_VERSION of the library that fills it */
+    int64_t id;                /* the runtime's number for the job: 1, 2, ... in order */
+    const void *handle;        /* the job's handle (mcdc_stream *, mcdc_backfill *, mcdc_apply *,
+                                  mcdc_reconcile *); NULL for a snapshot, seed or repair */
+    const char *job;           /* "stream", "snapshot", "seed", "backfill", "apply",
+                                  "reconcile", "repair" (static) */
+    char name[MCDC_JOB_NAME_SIZE]; /* a stream's query name (else its app id); the others'
+                                      target (apply: silver; reconcile: silver; repair:
+                                      bronze), truncated */
+    mcdc_job_state state;
+    int64_t runs;              /* runs started (a stream's mcdc_stream_run calls) */
+    /* A stream's committed batches, over its runs, and the last one's report. */
+    int64_t rows, batches;
+    bool has_batch;
+    double last_batch_seconds;
+    char end_lsn[24];
+    bool has_end_commit;
+    int64_t end_commit_us;
+    double ingestion_lag_seconds;  /* the last batch's own; < 0 unknown */
+    bool has_retention_headroom;
+    double retention_headroom_hours;
+    bool has_verdict;
+    int64_t finalized_until_us;
+    int64_t verdict_moved_us;  /* UTC time the job last saw the verdict move (or first saw it) */
+    /* Runs that ended with an error, by status: errors[-status] (MCDC_E_CANCELLED counted
+     * too); last_status and last_error: the last run's (0, "": none or MCDC_OK). */
+    int64_t errors[MCDC_JOB_ERROR_SLOTS];
+    int last_status;
+    char last_error[512];
+    /* Its progress (a snapshot's, a backfill's...), from the job's progress reports: the
+     * last report's job and phase (static strings; NULL: none yet) and figures. */
+    bool progress_active;      /* a report came and the job has not reported done */
+    const char *progress_job, *progress_phase;
+    int64_t progress_rows_done, progress_rows_total;   /* total -1: unknown */
+    int64_t progress_parts_done, progress_parts_total; /* the job's parts when it counts
+                                                          them across phases, else the
+                                                          phase's; total -1: unknown */
+} mcdc_job_metrics;
+/* Returns non-zero to stop the iteration. m is valid during the call. */
+typedef int (*mcdc_job_metrics_fn)(void *user, const mcdc_job_metrics *m);
+/* Calls fn for each job the runtime holds now, oldest first, with a copy
+ * taken under the registry's lock (fn runs outside it and may call into the
+ * library). Returns what fn returned to stop, else the number of jobs (0 or
+ * more), or MCDC_E_NOMEM / MCDC_E_INVALID (rt or fn NULL). */
+MCDC_API int mcdc_runtime_metrics(mcdc_runtime *rt, mcdc_job_metrics_fn fn, void *user);
+/* The job of handle (a stream's...), into *out: false when the runtime
+ * holds none. */
+MCDC_API bool mcdc_runtime_job_metrics(mcdc_runtime *rt, const void *handle,
+                                       mcdc_job_metrics *out);
 
 /* A position in the change log, as a stream's offsets hold it: the last
  * processed commit and its UTC commit time. */

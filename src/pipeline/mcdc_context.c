@@ -169,10 +169,21 @@ bool mcdc_ctx_crash(const mcdc_ctx *ctx, const char *point, int64_t unit) {
     return true;
 }
 
+/* A report to the job's metrics entry, then to its host. */
+static void ctx_progress(void *user, const mcdc_progress *p) {
+    const mcdc_ctx *ctx = user;
+    mcdc_runtime_job_progress(ctx->metrics, p);
+    if (ctx->progress_fn) ctx->progress_fn(ctx->progress_user, p);
+}
+
 int mcdc_ctx_progress_create(mcdc_progress_tracker **out, const mcdc_ctx *ctx, const char *job,
                              mcdc_error *err) {
-    return mcdc_progress_create(out, job, ctx->progress_fn, ctx->progress_user,
-                                MCDC_PROGRESS_INTERVAL_MS, err);
+    if (ctx->metrics == NULL)
+        return mcdc_progress_create(out, job, ctx->progress_fn, ctx->progress_user,
+                                    MCDC_PROGRESS_INTERVAL_MS, err);
+    /* read only: the tracker's user pointer is not const */
+    return mcdc_progress_create(out, job, ctx_progress, (void *)ctx, MCDC_PROGRESS_INTERVAL_MS,
+                                err);
 }
 
 void mcdc_ctx_sleep_until(const mcdc_ctx *ctx, int64_t deadline_us) {

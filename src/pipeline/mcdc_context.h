@@ -70,11 +70,15 @@ typedef struct mcdc_ctx {
     mcdc_progress_tracker *progress;
     mcdc_progress_fn progress_fn;
     void *progress_user;
+    /* The job's entry in its runtime's metrics registry (mcdc_runtime.h;
+     * NULL: none): its trackers report there too. */
+    struct mcdc_job_entry *metrics;
 } mcdc_ctx;
 
 /* How often a job's tracker tells its caller, at most. */
 #define MCDC_PROGRESS_INTERVAL_MS 200
-/* A tracker for a job of ctx, from its progress function (none: *out NULL). */
+/* A tracker for a job of ctx, reporting to its progress function and its
+ * metrics entry (neither: *out NULL). ctx outlives the tracker. */
 int mcdc_ctx_progress_create(mcdc_progress_tracker **out, const mcdc_ctx *ctx, const char *job,
                              mcdc_error *err);
 

@@ -388,7 +388,7 @@ static int check_as_of(mcdc_lsn *lsn, seed_job *j, mcdc_changes *c, const char *
 }
 
 static int seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *opts,
-                const mcdc_seed_cfg *cfg, mcdc_error *err) {
+                const mcdc_seed_cfg *cfg, mcdc_job_entry *metrics, mcdc_error *err) {
     if (out == NULL || rows == NULL || written == NULL || opts == NULL || cfg == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_seed: a NULL argument");
     /* the caller's version's fields, the defaults after them */
@@ -414,7 +414,7 @@ static int seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts 
     if (rc == MCDC_OK) rc = mcdc_roles_check(roles, 3, cfg->warehouse, NULL, err);
     if (rc) return rc;
     mcdc_ctx ctx = {.progress_fn = cfg->progress_fn, .progress_user = cfg->progress_user,
-                    .host_stop = cfg->stop};
+                    .host_stop = cfg->stop, .metrics = metrics};
     mcdc_ctx_take_storage(&ctx, opts, cfg->runtime);
     /* The copy first: a path that holds none is the cheapest mistake to
      * tell, before the server is asked anything. */
@@ -544,9 +544,13 @@ static int seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts 
 /* Seeded with its runtime's accounting bound (mcdc_runtime.h). */
 int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *opts,
               const mcdc_seed_cfg *cfg, mcdc_error *err) {
-    mcdc_job_scope host =
-        mcdc_runtime_enter_cfg(MCDC_CFG_SEED, cfg, offsetof(mcdc_seed_cfg, runtime));
-    int rc = seed(out, rows, written, opts, cfg, err);
+    size_t at = offsetof(mcdc_seed_cfg, runtime);
+    mcdc_job_scope host = mcdc_runtime_enter_cfg(MCDC_CFG_SEED, cfg, at);
+    mcdc_job_entry *metrics = mcdc_runtime_job_join(mcdc_runtime_of_cfg(MCDC_CFG_SEED, cfg, at),
+                                                    "seed", cfg ? cfg->target : NULL, NULL);
+    mcdc_runtime_job_started(metrics);
+    int rc = seed(out, rows, written, opts, cfg, metrics, err);
+    mcdc_runtime_job_leave(metrics);
     mcdc_job_leave(host);
     return rc;
 }

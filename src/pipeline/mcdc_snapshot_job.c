@@ -466,7 +466,8 @@ int mcdc_snapshot_open_chunked(mcdc_offset *s, const mcdc_chunked_open *o, mcdc_
 
 /* ---- the snapshot command ------------------------------------------------------- */
 static int snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcdc_opts *opts,
-                         const mcdc_snapshot_cfg *cfg, mcdc_error *err) {
+                         const mcdc_snapshot_cfg *cfg, mcdc_job_entry *metrics,
+                         mcdc_error *err) {
     if (out == NULL || rows == NULL || taken == NULL || opts == NULL || cfg == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_snapshot_take: a NULL argument");
     /* the caller's version's fields, the defaults after them */
@@ -492,7 +493,7 @@ static int snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcd
     if (rc) return rc;
     mcdc_ctx ctx = {.budget = mcdc_runtime_budget_or(cfg->runtime, cfg->budget),
                     .progress_fn = cfg->progress_fn, .progress_user = cfg->progress_user,
-                    .host_stop = cfg->stop};
+                    .host_stop = cfg->stop, .metrics = metrics};
     mcdc_ctx_take_storage(&ctx, opts, cfg->runtime);
     rc = mcdc_ctx_progress_create(&ctx.progress, &ctx, "snapshot", err);
     if (rc) return rc;
@@ -545,9 +546,13 @@ static int snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcd
 /* Taken with its runtime's accounting bound (mcdc_runtime.h). */
 int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcdc_opts *opts,
                        const mcdc_snapshot_cfg *cfg, mcdc_error *err) {
-    mcdc_job_scope host =
-        mcdc_runtime_enter_cfg(MCDC_CFG_SNAPSHOT, cfg, offsetof(mcdc_snapshot_cfg, runtime));
-    int rc = snapshot_take(out, rows, taken, opts, cfg, err);
+    size_t at = offsetof(mcdc_snapshot_cfg, runtime);
+    mcdc_job_scope host = mcdc_runtime_enter_cfg(MCDC_CFG_SNAPSHOT, cfg, at);
+    mcdc_job_entry *metrics = mcdc_runtime_job_join(
+        mcdc_runtime_of_cfg(MCDC_CFG_SNAPSHOT, cfg, at), "snapshot", cfg ? cfg->target : NULL, NULL);
+    mcdc_runtime_job_started(metrics);
+    int rc = snapshot_take(out, rows, taken, opts, cfg, metrics, err);
+    mcdc_runtime_job_leave(metrics);
     mcdc_job_leave(host);
     return rc;
 }

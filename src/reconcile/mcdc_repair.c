@@ -825,7 +825,7 @@ static void log_to_host(void *user, mcdc_log_level level, const char *msg) {
 }
 
 static int repair_job(const mcdc_opts *opts, const mcdc_repair_cfg *cfg,
-                      mcdc_repair_result *result, mcdc_error *err) {
+                      mcdc_repair_result *result, mcdc_job_entry *metrics, mcdc_error *err) {
     if (cfg == NULL || result == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_repair_run: a NULL argument");
     memset(result, 0, sizeof *result);
@@ -845,7 +845,7 @@ static int repair_job(const mcdc_opts *opts, const mcdc_repair_cfg *cfg,
                               "list of key objects: one of the two");
     if (from_report && cfg->run_id == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "the report's keys need the reconcile run's id");
-    mcdc_ctx ctx = {.host_stop = cfg->stop};
+    mcdc_ctx ctx = {.host_stop = cfg->stop, .metrics = metrics};
     mcdc_ctx_take_test_hooks(&ctx, opts);
     mcdc_ctx_take_storage(&ctx, opts, cfg->runtime);
     mcdc_log_sink sink = {log_to_host, (void *)cfg, cfg->log_level};
@@ -876,9 +876,13 @@ static int repair_job(const mcdc_opts *opts, const mcdc_repair_cfg *cfg,
 /* Run with its runtime's accounting bound (mcdc_runtime.h). */
 int mcdc_repair_run(const mcdc_opts *opts, const mcdc_repair_cfg *cfg, mcdc_repair_result *result,
                     mcdc_error *err) {
-    mcdc_job_scope host =
-        mcdc_runtime_enter_cfg(MCDC_CFG_REPAIR, cfg, offsetof(mcdc_repair_cfg, runtime));
-    int rc = repair_job(opts, cfg, result, err);
+    size_t at = offsetof(mcdc_repair_cfg, runtime);
+    mcdc_job_scope host = mcdc_runtime_enter_cfg(MCDC_CFG_REPAIR, cfg, at);
+    mcdc_job_entry *metrics = mcdc_runtime_job_join(
+        mcdc_runtime_of_cfg(MCDC_CFG_REPAIR, cfg, at), "repair", cfg ? cfg->bronze : NULL, NULL);
+    mcdc_runtime_job_started(metrics);
+    int rc = repair_job(opts, cfg, result, metrics, err);
+    mcdc_runtime_job_leave(metrics);
     mcdc_job_leave(host);
     return rc;
 }

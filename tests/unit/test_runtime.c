@@ -6,6 +6,7 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "mcdc_context.h"
@@ -453,5 +454,126 @@ TEST(runtime_storage_options_per_scheme_reach_jobs_without_their_own) {
     CHECK_EQ_INT(mcdc_storage_open_env(&st, ctx.storage_env, "s3://bkt/t", &e), MCDC_E_INVALID);
     mcdc_opts_free(own);
     mcdc_opts_free(bare);
+    mcdc_runtime_destroy(rt);
+}
+
+typedef struct {
+    int n;
+    mcdc_job_metrics seen[4];
+} metrics_seen;
+
+static int collect(void *user, const mcdc_job_metrics *m) {
+    metrics_seen *s = user;
+    if (s->n < 4) s->seen[s->n] = *m;
+    s->n++;
+    return 0;
+}
+
+static int stop_at_first(void *user, const mcdc_job_metrics *m) {
+    (void)user;
+    (void)m;
+    return 7;
+}
+
+/* The registry: a job of the runtime is listed from its create to its
+ * free, with what it published (batches, progress, how its run ended);
+ * a job without a runtime is not. */
+TEST(runtime_metrics_registry_lists_jobs_and_what_they_published) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_runtime *rt = NULL;
+    CHECK_EQ_INT(mcdc_runtime_create(&rt, NULL, &e), MCDC_OK);
+    mcdc_opts *o = source_opts();
+    metrics_seen seen = {0};
+    CHECK_EQ_INT(mcdc_runtime_metrics(rt, collect, &seen), 0);
+
+    /* a target that is a file: the run fails before it connects */
+    FILE *f = fopen("/tmp/mcdc-runtime-test-file", "w");
+    CHECK(f != NULL);
+    if (f) fclose(f);
+    mcdc_stream_cfg sc = MCDC_STREAM_CFG_INIT;
+    sc.target = "/tmp/mcdc-runtime-test-file";
+    sc.app_id = "orders-app";
+    sc.checkpoint = "/tmp/mcdc-runtime-test/ckpt";
+    sc.runtime = rt;
+    mcdc_stream *s = NULL;
+    CHECK_EQ_INT(mcdc_stream_create(&s, o, &sc, &e), MCDC_OK);
+    sc.runtime = NULL;
+    mcdc_stream *alone = NULL;
+    CHECK_EQ_INT(mcdc_stream_create(&alone, o, &sc, &e), MCDC_OK);
+    mcdc_apply_cfg ac = MCDC_APPLY_CFG_INIT;
+    ac.bronze = "/tmp/mcdc-runtime-test/bronze";
+    ac.target = "/tmp/mcdc-runtime-test/silver";
+    ac.control_table = "/tmp/mcdc-runtime-test/control";
+    ac.runtime = rt;
+    mcdc_apply *a = NULL;
+    CHECK_EQ_INT(mcdc_apply_create(&a, o, &ac, &e), MCDC_OK);
+
+    CHECK_EQ_INT(mcdc_runtime_metrics(rt, collect, &seen), 2);
+    CHECK_EQ_STR(seen.seen[0].job, "stream");
+    CHECK_EQ_STR(seen.seen[0].name, "orders-app");
+    CHECK(seen.seen[0].handle == s);
+    CHECK_EQ_INT(seen.seen[0].state, MCDC_JOB_STARTING);
+    CHECK_EQ_STR(seen.seen[1].job, "apply");
+    CHECK_EQ_STR(seen.seen[1].name, "/tmp/mcdc-runtime-test/silver");
+    CHECK(seen.seen[1].id > seen.seen[0].id);
+    CHECK_EQ_INT(mcdc_runtime_metrics(rt, stop_at_first, NULL), 7);
+
+    mcdc_error run_e = MCDC_ERROR_INIT;
+    int rc = mcdc_stream_run(s, NULL, NULL, &run_e);
+    CHECK(rc != MCDC_OK && rc != MCDC_E_CANCELLED);
+    mcdc_job_metrics m;
+    CHECK(mcdc_runtime_job_metrics(rt, s, &m));
+    CHECK_EQ_INT(m.state, MCDC_JOB_FAILED);
+    CHECK_EQ_STR(mcdc_job_state_name(m.state), "failed");
+    CHECK_EQ_INT(m.runs, 1);
+    CHECK_EQ_INT(m.last_status, rc);
+    CHECK_EQ_INT(m.errors[-rc], 1);
+    CHECK(m.last_error[0] != 0 && strncmp(m.last_error, run_e.message, 100) == 0);
+    CHECK(!mcdc_runtime_job_metrics(rt, alone, &m));
+
+    /* what a stream publishes after each batch and while it snapshots
+     * (through the entry a job holds, as the stream does) */
+    mcdc_job_entry *je = mcdc_runtime_job_join(rt, "stream", "direct", &seen);
+    mcdc_runtime_job_started(je);
+    mcdc_progress p = {.version = MCDC_PROGRESS_VERSION, .job = "snapshot", .phase = "reading",
+                       .rows_done = 40, .rows_total = 100, .parts_done = 1, .parts_total = 4,
+                       .job_parts_name = "chunks", .job_parts_done = 3, .job_parts_total = 9};
+    mcdc_runtime_job_progress(je, &p);
+    CHECK(mcdc_runtime_job_metrics(rt, &seen, &m));
+    CHECK_EQ_INT(m.state, MCDC_JOB_SNAPSHOTTING);
+    CHECK(m.progress_active);
+    CHECK_EQ_INT(m.progress_rows_done, 40);
+    CHECK_EQ_INT(m.progress_parts_done, 3);
+    CHECK_EQ_INT(m.progress_parts_total, 9);
+    mcdc_batch_report r = {.rows = 5, .duration_ms = 250, .has_verdict = true,
+                           .finalized_until_us = 3600000000, .ingestion_lag_seconds = 2.5};
+    snprintf(r.end_lsn, sizeof r.end_lsn, "0x0000002A000000100001");
+    mcdc_runtime_job_batch(je, &r);
+    r.rows = 7;
+    mcdc_runtime_job_batch(je, &r);
+    CHECK(mcdc_runtime_job_metrics(rt, &seen, &m));
+    CHECK_EQ_INT(m.state, MCDC_JOB_RUNNING);
+    CHECK(!m.progress_active);
+    CHECK_EQ_INT(m.rows, 12);
+    CHECK_EQ_INT(m.batches, 2);
+    CHECK(m.last_batch_seconds == 0.25);
+    CHECK_EQ_STR(m.end_lsn, "0x0000002A000000100001");
+    CHECK(m.has_verdict && m.finalized_until_us == 3600000000 && m.verdict_moved_us > 0);
+    mcdc_runtime_job_ended(je, MCDC_E_CANCELLED, NULL);
+    CHECK(mcdc_runtime_job_metrics(rt, &seen, &m));
+    CHECK_EQ_INT(m.state, MCDC_JOB_STOPPED);
+    CHECK_EQ_INT(m.errors[-MCDC_E_CANCELLED], 1);
+    mcdc_runtime_job_leave(je);
+
+    mcdc_stream_free(s);
+    mcdc_stream_free(alone);
+    CHECK(!mcdc_runtime_job_metrics(rt, s, &m));
+    seen.n = 0;
+    CHECK_EQ_INT(mcdc_runtime_metrics(rt, collect, &seen), 1);
+    mcdc_apply_free(a);
+    CHECK_EQ_INT(mcdc_runtime_metrics(rt, collect, &seen), 0);
+    CHECK_EQ_INT(mcdc_runtime_metrics(NULL, collect, &seen), MCDC_E_INVALID);
+    remove("/tmp/mcdc-runtime-test-file");
+    mcdc_opts_free(o);
     mcdc_runtime_destroy(rt);
 }
