@@ -265,6 +265,16 @@ mcdc_job_entry *mcdc_runtime_job_join(mcdc_runtime *rt, const char *job, const c
     return e;
 }
 
+mcdc_job_entry *mcdc_runtime_job_join_cfg(int kind, const void *cfg, size_t runtime_at,
+                                          const char *job, size_t name_at) {
+    mcdc_runtime *rt = mcdc_runtime_of_cfg(kind, cfg, runtime_at);
+    const char *name = NULL;
+    if (rt) memcpy(&name, (const char *)cfg + name_at, sizeof name); /* in every version */
+    mcdc_job_entry *e = mcdc_runtime_job_join(rt, job, name, NULL);
+    mcdc_runtime_job_started(e);
+    return e;
+}
+
 void mcdc_runtime_job_leave(mcdc_job_entry *e) {
     if (e == NULL) return;
     mcdc_runtime *rt = e->rt;

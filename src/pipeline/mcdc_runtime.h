@@ -43,6 +43,12 @@ typedef struct mcdc_job_entry mcdc_job_entry;
  * (the job runs unpublished). */
 mcdc_job_entry *mcdc_runtime_job_join(mcdc_runtime *rt, const char *job, const char *name,
                                       const void *handle);
+/* The entry of a one-call job (snapshot, seed, repair) from its caller's
+ * config (of kind, its runtime at byte runtime_at, its name's string at
+ * name_at, read as mcdc_runtime_of_cfg reads: the struct may be unaligned),
+ * its run started. */
+mcdc_job_entry *mcdc_runtime_job_join_cfg(int kind, const void *cfg, size_t runtime_at,
+                                          const char *job, size_t name_at);
 void mcdc_runtime_job_leave(mcdc_job_entry *e);
 /* A run starts: runs + 1, state starting, its progress cleared. */
 void mcdc_runtime_job_started(mcdc_job_entry *e);

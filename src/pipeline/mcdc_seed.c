@@ -546,9 +546,8 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
               const mcdc_seed_cfg *cfg, mcdc_error *err) {
     size_t at = offsetof(mcdc_seed_cfg, runtime);
     mcdc_job_scope host = mcdc_runtime_enter_cfg(MCDC_CFG_SEED, cfg, at);
-    mcdc_job_entry *metrics = mcdc_runtime_job_join(mcdc_runtime_of_cfg(MCDC_CFG_SEED, cfg, at),
-                                                    "seed", cfg ? cfg->target : NULL, NULL);
-    mcdc_runtime_job_started(metrics);
+    mcdc_job_entry *metrics = mcdc_runtime_job_join_cfg(MCDC_CFG_SEED, cfg, at, "seed",
+                                                        offsetof(mcdc_seed_cfg, target));
     int rc = seed(out, rows, written, opts, cfg, metrics, err);
     mcdc_runtime_job_leave(metrics);
     mcdc_job_leave(host);

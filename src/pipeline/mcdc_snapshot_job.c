@@ -548,9 +548,8 @@ int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcdc_
                        const mcdc_snapshot_cfg *cfg, mcdc_error *err) {
     size_t at = offsetof(mcdc_snapshot_cfg, runtime);
     mcdc_job_scope host = mcdc_runtime_enter_cfg(MCDC_CFG_SNAPSHOT, cfg, at);
-    mcdc_job_entry *metrics = mcdc_runtime_job_join(
-        mcdc_runtime_of_cfg(MCDC_CFG_SNAPSHOT, cfg, at), "snapshot", cfg ? cfg->target : NULL, NULL);
-    mcdc_runtime_job_started(metrics);
+    mcdc_job_entry *metrics = mcdc_runtime_job_join_cfg(MCDC_CFG_SNAPSHOT, cfg, at, "snapshot",
+                                                        offsetof(mcdc_snapshot_cfg, target));
     int rc = snapshot_take(out, rows, taken, opts, cfg, metrics, err);
     mcdc_runtime_job_leave(metrics);
     mcdc_job_leave(host);

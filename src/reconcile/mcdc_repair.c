@@ -878,9 +878,8 @@ int mcdc_repair_run(const mcdc_opts *opts, const mcdc_repair_cfg *cfg, mcdc_repa
                     mcdc_error *err) {
     size_t at = offsetof(mcdc_repair_cfg, runtime);
     mcdc_job_scope host = mcdc_runtime_enter_cfg(MCDC_CFG_REPAIR, cfg, at);
-    mcdc_job_entry *metrics = mcdc_runtime_job_join(
-        mcdc_runtime_of_cfg(MCDC_CFG_REPAIR, cfg, at), "repair", cfg ? cfg->bronze : NULL, NULL);
-    mcdc_runtime_job_started(metrics);
+    mcdc_job_entry *metrics = mcdc_runtime_job_join_cfg(MCDC_CFG_REPAIR, cfg, at, "repair",
+                                                        offsetof(mcdc_repair_cfg, bronze));
     int rc = repair_job(opts, cfg, result, metrics, err);
     mcdc_runtime_job_leave(metrics);
     mcdc_job_leave(host);
