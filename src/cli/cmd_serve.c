@@ -323,7 +323,8 @@ static int start_metrics(serve *s, const char *listen, const char *ready_file) {
                           s->n_probe,
                           "",
                           NULL,
-                          0};
+                          0,
+                          s->runtime};
     return cli_metrics_start(&s->metrics, &mc);
 }
 
