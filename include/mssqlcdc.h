@@ -385,9 +385,11 @@ MCDC_API void mcdc_budget_free(mcdc_budget *b);
  * The runtime: what the jobs of one host share. One handle owns the
  * allocator's accounting (live and peak bytes, a ceiling, fault injection in
  * tests), the default log sink, the budget of connections and encoder
- * threads, and the probe each database is polled with (one max_lsn and one
+ * threads, the probe each database is polled with (one max_lsn and one
  * "which change tables moved" query per database and poll, however many
- * streams follow it). Every job takes it in its config (the runtime field
+ * streams follow it), storage options per scheme for the jobs that bring
+ * none (mcdc_runtime_set_storage_options) and a registry of its jobs'
+ * metrics (mcdc_runtime_metrics). Every job takes it in its config (the runtime field
  * of each mcdc_*_cfg); a job given none behaves as with a private runtime of its own:
  * no budget but its config's, its own log fields, and its allocations
  * charged to the accounting of the thread that created it.
@@ -444,7 +446,10 @@ MCDC_API void mcdc_runtime_destroy(mcdc_runtime *rt);
  * option, an empty value: MCDC_E_INVALID, quoting no value). A call
  * replaces the family's whole set (n 0: none) for the stores opened after
  * it; the runtime keeps copies, and an earlier set until it is destroyed.
- * Thread-safe. */
+ * Credentials a set leads to that are fetched (S3's from STS, a container
+ * endpoint or instance metadata) are found once per set and shared by
+ * every store its jobs open, renewals too; a job with options of its own
+ * finds its own. Thread-safe. */
 MCDC_API int mcdc_runtime_set_storage_options(mcdc_runtime *rt, const char *scheme,
                                               const char *const *names,
                                               const char *const *values, size_t n,

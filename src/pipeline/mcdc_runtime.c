@@ -30,9 +30,10 @@ struct mcdc_db_probe {
 /* Storage options given for one scheme family: immutable once published, and
  * kept until the runtime goes (an open in flight may read a replaced one). */
 typedef struct rt_storage_set {
+    mcdc_opts *opts;             /* first: the set family_set gives out (owned) */
     struct rt_storage_set *next; /* older sets */
     const char *family;          /* static: mcdc_storage_family's */
-    mcdc_opts *opts;             /* the storage options alone (owned) */
+    mcdc_cred_share share;       /* the credentials its stores found once */
 } rt_storage_set;
 
 /* A job's entry in the registry: a node of the runtime's list. */
@@ -116,6 +117,7 @@ void mcdc_runtime_destroy(mcdc_runtime *rt) {
     host = mcdc_alloc_bind(NULL); /* the sets are the host's, as the handle is */
     for (rt_storage_set *st = rt->storage, *next; st; st = next) {
         next = st->next;
+        mcdc_cred_share_free(&st->share);
         mcdc_opts_free(st->opts);
         mcdc_free(st);
     }
@@ -206,6 +208,7 @@ int mcdc_runtime_set_storage_options(mcdc_runtime *rt, const char *scheme,
     }
     st->family = family;
     st->opts = o;
+    pthread_mutex_init(&st->share.mu, NULL);
     pthread_mutex_lock(&rt->storage_mu);
     st->next = rt->storage;
     rt->storage = st;
@@ -220,17 +223,23 @@ static const void *family_set(void *fctx, const char *family) {
     const rt_storage_set *st = rt->storage;
     while (st && strcmp(st->family, family) != 0) st = st->next;
     pthread_mutex_unlock(&rt->storage_mu);
-    return st && mcdc_opts_has_storage(st->opts) ? st->opts : NULL;
+    return st && mcdc_opts_has_storage(st->opts) ? st : NULL;
 }
 
 static const char *set_option(const void *set, const char *name) {
-    return mcdc_opt_storage(set, name);
+    return mcdc_opt_storage(((const rt_storage_set *)set)->opts, name);
+}
+
+/* The share lives in the set, which is never freed before the runtime. */
+static mcdc_cred_share *set_share(const void *set) {
+    return &((rt_storage_set *)set)->share;
 }
 
 void mcdc_runtime_storage_fallback(mcdc_runtime *rt, mcdc_storage_env *env) {
     if (rt == NULL) return;
     env->family_set = family_set;
     env->set_option = set_option;
+    env->set_share = set_share;
     env->fctx = rt;
 }
 

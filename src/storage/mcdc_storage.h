@@ -64,6 +64,7 @@
 #ifndef MCDC_STORAGE_H
 #define MCDC_STORAGE_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "mcdc_util.h"
@@ -170,6 +171,18 @@ typedef struct mcdc_storage {
 
 typedef struct mcdc_storage_mem mcdc_storage_mem;
 
+/* Credentials the stores opened with one set of options share (a runtime's
+ * set: mcdc_runtime_set_storage_options), found once: S3's (its region from
+ * a profile too). Zeroed, its mutex initialised, by its owner, who frees it
+ * with mcdc_cred_share_free after every store opened with it. */
+struct mcdc_aws_creds;
+typedef struct mcdc_cred_share {
+    pthread_mutex_t mu;
+    struct mcdc_aws_creds *aws;
+    char *aws_region;
+} mcdc_cred_share;
+void mcdc_cred_share_free(mcdc_cred_share *sh);
+
 /* What a location may refer to besides the filesystem: the in-memory stores
  * of a test or of a job. The library keeps no registry of its own; whoever
  * opens tables (a test now, a job context later) carries one of these and
@@ -197,7 +210,11 @@ typedef struct mcdc_storage_env {
      * from a set (borrowed, valid while the runtime is). NULL: none. */
     const void *(*family_set)(void *fctx, const char *family);
     const char *(*set_option)(const void *set, const char *name);
+    mcdc_cred_share *(*set_share)(const void *set);
     void *fctx;
+    /* The credentials share of the options option answers (set for an
+     * open from family_set's set); NULL: each store finds its own. */
+    mcdc_cred_share *share;
 } mcdc_storage_env;
 
 /* Opens the storage at location (see the header comment): a path or file:

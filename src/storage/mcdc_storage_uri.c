@@ -161,6 +161,7 @@ int mcdc_storage_open_env(mcdc_storage **out, const mcdc_storage_env *env,
         scoped = *env;
         scoped.option = family_option;
         scoped.octx = &fam;
+        scoped.share = fam.set && env->set_share ? env->set_share(fam.set) : NULL;
         env = &scoped;
     }
     if (s == NULL) return mcdc_storage_local_create(out, location, err);

@@ -12,6 +12,7 @@
 #include "mcdc_context.h"
 #include "mcdc_runtime.h"
 #include "mcdc_test.h"
+#include "test_http_server.h"
 #include "mcdc_util.h"
 #include "mssqlcdc.h"
 #include "mssqlcdc_testing.h"
@@ -575,5 +576,48 @@ TEST(runtime_metrics_registry_lists_jobs_and_what_they_published) {
     CHECK_EQ_INT(mcdc_runtime_metrics(NULL, collect, &seen), MCDC_E_INVALID);
     remove("/tmp/mcdc-runtime-test-file");
     mcdc_opts_free(o);
+    mcdc_runtime_destroy(rt);
+}
+
+/* Credentials a runtime's S3 options lead to are found once per runtime:
+ * two jobs' stores (two opens) fetch the container endpoint's keys once
+ * and sign with them both; the token never shows in a message. */
+TEST(runtime_s3_credentials_are_fetched_once_for_its_jobs) {
+    char ts[32], body[512], answer[1024];
+    mcdc_format_ts_us(mcdc_now_utc_us() + 3600 * (int64_t)1000000, 0, ts);
+    int n = snprintf(body, sizeof body,
+                     "{\"Code\":\"Success\",\"AccessKeyId\":\"ASIART\",\"SecretAccessKey\":"
+                     "\"sec-rt\",\"Token\":\"RTSESSION\",\"Expiration\":\"%sZ\"}",
+                     ts);
+    snprintf(answer, sizeof answer,
+             "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", n, body);
+    const step steps[] = {{ANSWER, answer}};
+    server s;
+    server_start(&s, steps, 1);
+    char base[64], full[96];
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", s.port);
+    snprintf(full, sizeof full, "%s/v2/creds", base);
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_runtime *rt = NULL;
+    CHECK_EQ_INT(mcdc_runtime_create(&rt, NULL, &e), MCDC_OK);
+    const char *names[] = {"AWS_ENDPOINT_URL", "AWS_ALLOW_HTTP", "AWS_REGION",
+                           "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                           "AWS_CONTAINER_AUTHORIZATION_TOKEN"};
+    const char *values[] = {base, "true", "us-east-1", full, "rt-auth-7"};
+    CHECK_EQ_INT(mcdc_runtime_set_storage_options(rt, "s3", names, values, 5, &e), MCDC_OK);
+    mcdc_opts *bare = source_opts();
+    mcdc_ctx one = {0}, two = {0};
+    mcdc_ctx_take_storage(&one, bare, rt);
+    mcdc_ctx_take_storage(&two, bare, rt);
+    mcdc_storage *a = NULL, *b = NULL;
+    CHECK_EQ_INT(mcdc_storage_open_env(&a, one.storage_env, "s3://bkt/orders", &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_storage_open_env(&b, two.storage_env, "s3://bkt/customers", &e), MCDC_OK);
+    server_stop(&s);
+    CHECK_EQ_INT(s.served, 1);
+    CHECK_EQ_STR(s.seen_line[0], "GET /v2/creds HTTP/1.1");
+    /* the first store freed, the second still signs with the shared keys */
+    mcdc_storage_free(a);
+    mcdc_storage_free(b);
+    mcdc_opts_free(bare);
     mcdc_runtime_destroy(rt);
 }
