@@ -67,8 +67,13 @@ extern "C" {
  *    2, which an older library refuses); mcdc_log_to_thread (messages of
  *    calls outside jobs to a log function); stop requests for the jobs
  *    without a handle (mcdc_stop_*: the snapshot config's version 4, the
- *    seed's 4, the repair's 2) and mcdc_reconcile_request_stop; the change
- *    tables' row counts (mcdc_capture_probe_change_rows).
+ *    seed's 4, the repair's 2) and mcdc_reconcile_request_stop; the
+ *    runtime field of the snapshot config (version 5), the seed config (5)
+ *    and the repair config (3); storage options per scheme on the runtime
+ *    (mcdc_runtime_set_storage_options); the runtime's metrics registry
+ *    (mcdc_job_metrics, mcdc_runtime_metrics, mcdc_runtime_job_metrics,
+ *    mcdc_job_state_name); the change tables' row counts
+ *    (mcdc_capture_probe_change_rows).
  */
 #define MCDC_API_VERSION 5
 
@@ -381,10 +386,12 @@ MCDC_API void mcdc_budget_free(mcdc_budget *b);
  * The runtime: what the jobs of one host share. One handle owns the
  * allocator's accounting (live and peak bytes, a ceiling, fault injection in
  * tests), the default log sink, the budget of connections and encoder
- * threads, and the probe each database is polled with (one max_lsn and one
+ * threads, the probe each database is polled with (one max_lsn and one
  * "which change tables moved" query per database and poll, however many
- * streams follow it). A job takes it in its config (mcdc_stream_cfg's
- * runtime); a job given none behaves as with a private runtime of its own:
+ * streams follow it), storage options per scheme for the jobs that bring
+ * none (mcdc_runtime_set_storage_options) and a registry of its jobs'
+ * metrics (mcdc_runtime_metrics). Every job takes it in its config (the runtime field
+ * of each mcdc_*_cfg); a job given none behaves as with a private runtime of its own:
  * no budget but its config's, its own log fields, and its allocations
  * charged to the accounting of the thread that created it.
  *
@@ -430,6 +437,25 @@ MCDC_API int mcdc_runtime_create(mcdc_runtime **out, const mcdc_runtime_cfg *cfg
                                  mcdc_error *err);
 MCDC_API void mcdc_runtime_destroy(mcdc_runtime *rt);
 
+/* Storage options for the stores of one scheme, for the runtime's jobs
+ * whose opts hold no storage option of their own (a job given any uses
+ * only its own, for every location). scheme: "s3" (s3:// and s3a://),
+ * "azure" (abfss://, abfs://, az://, wasbs://, wasb://), "file" (paths and
+ * file:), "mem", or one of those URI schemes (any case), which names its
+ * family: "s3a" sets "s3"'s. names[i] = values[i], n of them, are checked
+ * as mcdc_opts_set checks storage options (a name that is no storage
+ * option, an empty value: MCDC_E_INVALID, quoting no value). A call
+ * replaces the family's whole set (n 0: none) for the stores opened after
+ * it; the runtime keeps copies, and an earlier set until it is destroyed.
+ * Credentials a set leads to that are fetched (S3's from STS, a container
+ * endpoint or instance metadata) are found once per set and shared by
+ * every store its jobs open, renewals too; a job with options of its own
+ * finds its own. Thread-safe. */
+MCDC_API int mcdc_runtime_set_storage_options(mcdc_runtime *rt, const char *scheme,
+                                              const char *const *names,
+                                              const char *const *values, size_t n,
+                                              mcdc_error *err);
+
 /* What the runtime's allocator accounting says. */
 typedef struct mcdc_runtime_stats {
     int64_t alloc_calls;      /* successful allocations */
@@ -439,6 +465,77 @@ typedef struct mcdc_runtime_stats {
     int64_t probe_queries;    /* queries those rounds sent */
 } mcdc_runtime_stats;
 MCDC_API void mcdc_runtime_get_stats(const mcdc_runtime *rt, mcdc_runtime_stats *out);
+
+/* The runtime's metrics registry: each job of the runtime publishes its
+ * figures there while it exists (a stream, backfill, apply or reconcile
+ * from its create to its free; a snapshot, seed or repair during its
+ * call), so that a host reads what `serve`'s /metrics shows without
+ * collecting the jobs' reports itself. */
+typedef enum mcdc_job_state {
+    MCDC_JOB_STARTING = 0,     /* created, or running before it works (resume, bootstrap) */
+    MCDC_JOB_SNAPSHOTTING = 1, /* a stream taking a whole snapshot */
+    MCDC_JOB_RUNNING = 2,      /* working: a stream that resumed and streams */
+    MCDC_JOB_DONE = 3,         /* its run returned MCDC_OK */
+    MCDC_JOB_STOPPED = 4,      /* its run was stopped (MCDC_E_CANCELLED) */
+    MCDC_JOB_FAILED = 5        /* its run returned another error (last_status) */
+} mcdc_job_state;
+/* "starting", "snapshotting", "running", "done", "stopped", "failed". */
+MCDC_API const char *mcdc_job_state_name(mcdc_job_state s);
+
+/* Slots of mcdc_job_metrics.errors: one per status code (errors[-code]). */
+#define MCDC_JOB_ERROR_SLOTS 32
+#define MCDC_JOB_NAME_SIZE 272
+#define MCDC_JOB_METRICS_VERSION 1
+typedef struct mcdc_job_metrics {
+    int version;               /* MCDC_JOB_METRICS_VERSION of the library that fills it */
+    int64_t id;                /* the runtime's number for the job: 1, 2, ... in order */
+    const void *handle;        /* the job's handle (mcdc_stream *, mcdc_backfill *, mcdc_apply *,
+                                  mcdc_reconcile *); NULL for a snapshot, seed or repair */
+    const char *job;           /* "stream", "snapshot", "seed", "backfill", "apply",
+                                  "reconcile", "repair" (static) */
+    char name[MCDC_JOB_NAME_SIZE]; /* a stream's query name (else its app id); the others'
+                                      target (apply: silver; reconcile: silver; repair:
+                                      bronze), truncated */
+    mcdc_job_state state;
+    int64_t runs;              /* runs started (a stream's mcdc_stream_run calls) */
+    /* A stream's committed batches, over its runs, and the last one's report. */
+    int64_t rows, batches;
+    bool has_batch;
+    double last_batch_seconds;
+    char end_lsn[24];
+    bool has_end_commit;
+    int64_t end_commit_us;
+    double ingestion_lag_seconds;  /* the last batch's own; < 0 unknown */
+    bool has_retention_headroom;
+    double retention_headroom_hours;
+    bool has_verdict;
+    int64_t finalized_until_us;
+    int64_t verdict_moved_us;  /* UTC time the job last saw the verdict move (or first saw it) */
+    /* Runs that ended with an error, by status: errors[-status] (MCDC_E_CANCELLED counted
+     * too); last_status and last_error: the last run's (0, "": none or MCDC_OK). */
+    int64_t errors[MCDC_JOB_ERROR_SLOTS];
+    int last_status;
+    char last_error[512];
+    /* Its progress (a snapshot's, a backfill's...), from the job's progress reports: the
+     * last report's job and phase (static strings; NULL: none yet) and figures. */
+    bool progress_active;      /* a report came and the job has not reported done */
+    const char *progress_job, *progress_phase;
+    int64_t progress_rows_done, progress_rows_total;   /* total -1: unknown */
+    int64_t progress_parts_done, progress_parts_total; /* the job's parts when it counts
+                                                          them across phases, else the
+                                                          phase's; total -1: unknown */
+} mcdc_job_metrics;
+/* Returns non-zero to stop the iteration. m is valid during the call. */
+typedef int (*mcdc_job_metrics_fn)(void *user, const mcdc_job_metrics *m);
+/* Calls fn for each job the runtime holds now, oldest first, with a copy
+ * taken under the registry's lock (fn runs outside it and may call into the
+ * library). Returns what fn returned to stop, else the number of jobs (0 or
+ * more), or MCDC_E_NOMEM / MCDC_E_INVALID (rt or fn NULL). */
+MCDC_API int mcdc_runtime_metrics(mcdc_runtime *rt, mcdc_job_metrics_fn fn, void *user);
+/* The job of handle (a stream's...), into *out: false when the runtime
+ * holds none. */
+MCDC_API bool mcdc_runtime_job_metrics(mcdc_runtime *rt, const void *handle,
+                                       mcdc_job_metrics *out);
 
 /* A position in the change log, as a stream's offsets hold it: the last
  * processed commit and its UTC commit time. */
@@ -670,7 +767,7 @@ MCDC_API void mcdc_stop_free(mcdc_stop *s);
  * appended to bronze as operation 0, stamped with an LSN recorded before
  * the read; a stream started at that LSN loses and doubles nothing.
  * ---------------------------------------------------------------------- */
-#define MCDC_SNAPSHOT_CFG_VERSION 4
+#define MCDC_SNAPSHOT_CFG_VERSION 5
 typedef struct mcdc_snapshot_cfg {
     int version;               /* MCDC_SNAPSHOT_CFG_VERSION */
     const char *target;        /* bronze: a path, or schema.table under warehouse */
@@ -692,10 +789,14 @@ typedef struct mcdc_snapshot_cfg {
     void *progress_user;
     /* version 4: a stop request (mcdc_stop_create); NULL: none */
     mcdc_stop *stop;
+    /* version 5: the runtime the snapshot runs in (borrowed; its budget
+     * when budget is NULL, its log sink when log_fn is, its storage
+     * options, its metrics); NULL: a private one (see "The runtime") */
+    mcdc_runtime *runtime;
 } mcdc_snapshot_cfg;
 #define MCDC_SNAPSHOT_CFG_INIT \
     {MCDC_SNAPSHOT_CFG_VERSION, NULL, NULL, false, NULL, NULL, NULL, MCDC_LOG_WARN, NULL, NULL, \
-     NULL, NULL, NULL}
+     NULL, NULL, NULL, NULL}
 /* As mcdc_stream_cfg_init, for this config. */
 MCDC_API int mcdc_snapshot_cfg_init(mcdc_snapshot_cfg *out, int version, mcdc_error *err);
 
@@ -716,7 +817,7 @@ MCDC_API int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken,
  * (a Delta table, or Parquet files) appended to bronze as its snapshot,
  * stamped with the LSN of as_of.
  * ---------------------------------------------------------------------- */
-#define MCDC_SEED_CFG_VERSION 4
+#define MCDC_SEED_CFG_VERSION 5
 typedef struct mcdc_seed_cfg {
     int version;                  /* MCDC_SEED_CFG_VERSION */
     const char *target;           /* bronze: a path, or schema.table under warehouse */
@@ -743,10 +844,14 @@ typedef struct mcdc_seed_cfg {
     void *progress_user;
     /* version 4: a stop request (mcdc_stop_create); NULL: none */
     mcdc_stop *stop;
+    /* version 5: the runtime the seed runs in (borrowed; its log sink when
+     * log_fn is NULL, its storage options, its metrics); NULL: a private
+     * one (see "The runtime") */
+    mcdc_runtime *runtime;
 } mcdc_seed_cfg;
 #define MCDC_SEED_CFG_INIT \
     {MCDC_SEED_CFG_VERSION, NULL, NULL, NULL, NULL, false, false, NULL, NULL, NULL, NULL, \
-     MCDC_LOG_WARN, false, NULL, NULL, NULL}
+     MCDC_LOG_WARN, false, NULL, NULL, NULL, NULL}
 /* As mcdc_stream_cfg_init, for this config. */
 MCDC_API int mcdc_seed_cfg_init(mcdc_seed_cfg *out, int version, mcdc_error *err);
 
@@ -1206,7 +1311,7 @@ MCDC_API int mcdc_reconcile_result_json(char *out, size_t cap, const mcdc_reconc
  * _start_lsn L, _commit_ts L's commit time, _seqval NULL; then a facts row
  * of event 'repair'. Again with the same run id, nothing is appended twice.
  * ---------------------------------------------------------------------- */
-#define MCDC_REPAIR_CFG_VERSION 2
+#define MCDC_REPAIR_CFG_VERSION 3
 typedef struct mcdc_repair_cfg {
     int version;                  /* MCDC_REPAIR_CFG_VERSION */
     const char *bronze;           /* the stream's target, named as the stream was given it */
@@ -1226,10 +1331,14 @@ typedef struct mcdc_repair_cfg {
     mcdc_log_level log_level;
     /* version 2: a stop request (mcdc_stop_create); NULL: none */
     mcdc_stop *stop;
+    /* version 3: the runtime the repair runs in (borrowed; its log sink
+     * when log_fn is NULL, its storage options, its metrics); NULL: a
+     * private one (see "The runtime") */
+    mcdc_runtime *runtime;
 } mcdc_repair_cfg;
 #define MCDC_REPAIR_CFG_INIT \
     {MCDC_REPAIR_CFG_VERSION, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, \
-     MCDC_LOG_WARN, NULL}
+     MCDC_LOG_WARN, NULL, NULL}
 /* As mcdc_stream_cfg_init, for this config. */
 MCDC_API int mcdc_repair_cfg_init(mcdc_repair_cfg *out, int version, mcdc_error *err);
 

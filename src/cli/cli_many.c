@@ -103,7 +103,6 @@ static void table_report(void *ctx, const mcdc_batch_report *r) {
     cli_table *t = ctx;
     t->batches++;
     t->rows += r->rows;
-    cli_metrics_batch(t->metrics, t->index, r);
     cli_batch_report(&t->out, r);
 }
 

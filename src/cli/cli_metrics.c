@@ -275,28 +275,29 @@ void cli_metrics_started(cli_metrics *m, size_t i, mcdc_stream *stream) {
     pthread_mutex_unlock(&m->mu);
 }
 
-void cli_metrics_batch(cli_metrics *m, size_t i, const mcdc_batch_report *r) {
-    if (m == NULL || i == (size_t)-1) return;
-    pthread_mutex_lock(&m->mu);
-    tstat *t = &m->t[i];
+/* The batches table t's stream committed, as its runtime's registry holds
+ * them (under m->mu; the stream is good until ended). */
+static void pull_batches(const cli_metrics *m, tstat *t) {
+    mcdc_job_metrics j;
+    if (t->stream == NULL || !mcdc_runtime_job_metrics(m->cfg.runtime, t->stream, &j) ||
+        j.batches == t->batches)
+        return;
     t->state = ST_RUNNING;
-    t->rows += r->rows;
-    t->batches++;
-    t->has_batch = true;
-    t->last_duration_s = r->duration_ms / 1000.0;
-    snprintf(t->end_lsn, sizeof t->end_lsn, "%s", r->end_lsn);
-    t->has_end_commit = r->has_end_commit;
-    t->end_commit_us = r->end_commit_us;
-    t->report_lag_s = r->ingestion_lag_seconds;
-    t->has_headroom = r->has_retention_headroom;
-    t->headroom_h = r->retention_headroom_hours;
-    if (r->has_verdict && (!t->has_verdict || r->finalized_until_us != t->verdict_us)) {
-        t->verdict_us = r->finalized_until_us;
-        t->verdict_moved_mono_us = mono_us();
-    }
-    t->has_verdict = r->has_verdict;
+    t->rows = j.rows;
+    t->batches = j.batches;
+    t->has_batch = j.has_batch;
+    t->last_duration_s = j.last_batch_seconds;
+    snprintf(t->end_lsn, sizeof t->end_lsn, "%s", j.end_lsn);
+    t->has_end_commit = j.has_end_commit;
+    t->end_commit_us = j.end_commit_us;
+    t->report_lag_s = j.ingestion_lag_seconds;
+    t->has_headroom = j.has_retention_headroom;
+    t->headroom_h = j.retention_headroom_hours;
+    t->has_verdict = j.has_verdict;
+    t->verdict_us = j.finalized_until_us;
+    /* when it moved, on the monotonic clock the scrape measures with */
+    t->verdict_moved_mono_us = mono_us() - (utc_us() - j.verdict_moved_us);
     t->snap_active = false;
-    pthread_mutex_unlock(&m->mu);
 }
 
 void cli_metrics_progress(cli_metrics *m, size_t i, const mcdc_progress *p) {
@@ -327,6 +328,7 @@ void cli_metrics_ended(cli_metrics *m, size_t i, const char *state, int status,
     if (m == NULL || i == (size_t)-1) return;
     pthread_mutex_lock(&m->mu);
     tstat *t = &m->t[i];
+    pull_batches(m, t); /* its last figures, kept once the stream is freed */
     t->stream = NULL; /* its run returned: it may be freed from now on */
     t->state = strcmp(state, "failed") == 0 ? ST_FAILED
                : strcmp(state, "stopped") == 0 ? ST_STOPPED
@@ -550,6 +552,7 @@ static bool take(cli_metrics *m, snap *s) {
     s->n = 0;
     for (size_t i = 0; i < m->n; i++)
         if (!m->t[i].removed) {
+            pull_batches(m, &m->t[i]);
             tstat *c = &s->t[s->n++];
             *c = m->t[i];
             c->db = c->db < m->n_db ? db_at[c->db] : (size_t)-1;

@@ -36,6 +36,8 @@ typedef struct cli_metrics_cfg {
     size_t n;
     bool qualified_names;    /* serve's: tables are named DATABASE.CAPTURE_INSTANCE, and
                                 so are the change tables' row counts */
+    mcdc_runtime *runtime;   /* the streams' (borrowed; outlives the listener): each
+                                table's batch figures are read from its registry */
 } cli_metrics_cfg;
 
 /* Checks cfg->listen: EXIT_OK or a usage error printed. */
@@ -69,7 +71,6 @@ bool cli_metrics_update_database(cli_metrics *m, const char *label, mcdc_opts *o
  * change table has nothing new has lag 0 though its last batch ended behind
  * max_lsn. */
 void cli_metrics_started(cli_metrics *m, size_t i, mcdc_stream *stream);
-void cli_metrics_batch(cli_metrics *m, size_t i, const mcdc_batch_report *r);
 void cli_metrics_progress(cli_metrics *m, size_t i, const mcdc_progress *p);
 /* state: "done", "stopped" or "failed" (then status and message say why). */
 void cli_metrics_ended(cli_metrics *m, size_t i, const char *state, int status,

@@ -333,7 +333,8 @@ static int start_metrics(serve *s, const char *listen, const char *ready_file) {
                           "",
                           NULL,
                           0,
-                          true};
+                          true,
+                          s->runtime};
     return cli_metrics_start(&s->metrics, &mc);
 }
 

@@ -309,7 +309,7 @@ static int parse_seconds(const char *flag, const char *v, double lo, double hi, 
 
 /* The listener (serving the tables as pending until they start). */
 static int start_metrics(many *m, cli_metrics **out, const char *listen, const char *ready_file,
-                         double poll_s, double lag_problem_s) {
+                         double poll_s, double lag_problem_s, mcdc_runtime *runtime) {
     m->names = calloc(m->n, sizeof *m->names);
     m->opts = calloc(m->n, sizeof *m->opts);
     if (m->names == NULL || m->opts == NULL)
@@ -322,7 +322,8 @@ static int start_metrics(many *m, cli_metrics **out, const char *listen, const c
                          sizeof m->database);
     cli_metrics_cfg cfg = {listen,  ready_file, poll_s,      lag_problem_s, m->opts, m->n,
                            NULL,    NULL,       0,           m->database,   m->names, m->n,
-                           false};
+                           false,
+                           runtime};
     int rc = cli_metrics_start(out, &cfg);
     for (size_t i = 0; rc == EXIT_OK && i < m->n; i++) {
         m->t[i].job.metrics = *out;
@@ -504,7 +505,7 @@ int cmd_start_many(int argc, char **argv) {
     /* the listener is bound before the first side effect: a port in use is
      * refused with nothing written */
     if (rc == EXIT_OK && listen)
-        rc = start_metrics(&m, &metrics, listen, ready_file, poll_s, lag_problem_s);
+        rc = start_metrics(&m, &metrics, listen, ready_file, poll_s, lag_problem_s, runtime);
     /* the first side effect: the one facts table, before any stream */
     if (rc == EXIT_OK && shared.facts_table &&
         mcdc_facts_table_create(m.t[0].job.opts, shared.facts_table, shared.warehouse, &e))

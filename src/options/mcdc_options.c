@@ -817,6 +817,14 @@ mcdc_storage_env mcdc_opts_storage_env(const mcdc_opts *opts, const mcdc_storage
     return env;
 }
 
+bool mcdc_opts_has_storage(const mcdc_opts *o) {
+    for (int i = 0; o && i < o->n; i++)
+        if (o->items[i].id >= STORAGE_ID0) return true;
+    return false;
+}
+
+bool mcdc_opt_is_storage(const char *name) { return name && find_storage(name) != NULL; }
+
 bool mcdc_opt_storage_secret(const char *name) {
     const struct storage_spec *s = name ? find_storage(name) : NULL;
     return s && s->k == S_SECRET;

@@ -124,6 +124,11 @@ const char *mcdc_opt_storage(const mcdc_opts *o, const char *name);
  * stores are mem's (NULL: none; a test's env). Every opener of a job or of
  * a call given opts goes through one of these. */
 mcdc_storage_env mcdc_opts_storage_env(const mcdc_opts *opts, const mcdc_storage_env *mem);
+/* Whether o holds any storage option (a job given some uses only its own,
+ * not its runtime's). o may be NULL. */
+bool mcdc_opts_has_storage(const mcdc_opts *o);
+/* Whether name (any case) is a storage option's name. */
+bool mcdc_opt_is_storage(const char *name);
 /* Whether name (any case) is a storage option whose value is a secret
  * (keys, tokens, connection strings): never echoed. */
 bool mcdc_opt_storage_secret(const char *name);

@@ -1110,7 +1110,7 @@ static int backfill_create(mcdc_backfill **out, const mcdc_opts *opts, const mcd
     b->ctx.progress_fn = cfg->progress_fn;
     b->ctx.progress_user = cfg->progress_user;
     mcdc_ctx_take_test_hooks(&b->ctx, opts);
-    mcdc_ctx_take_storage(&b->ctx, opts);
+    mcdc_ctx_take_storage(&b->ctx, opts, cfg->runtime);
     b->sink = (mcdc_log_sink){backfill_log, b, cfg->log_level};
     *out = b;
     return MCDC_OK;
@@ -1125,12 +1125,16 @@ int mcdc_backfill_create(mcdc_backfill **out, const mcdc_opts *opts, const mcdc_
                          mcdc_error *err) {
     mcdc_job_scope host = mcdc_runtime_enter_cfg(MCDC_CFG_BACKFILL, cfg, offsetof(mcdc_backfill_cfg, runtime));
     int rc = backfill_create(out, opts, cfg, err);
+    if (rc == MCDC_OK)
+        (*out)->ctx.metrics = mcdc_runtime_job_join((*out)->cfg.runtime, "backfill",
+                                                    (*out)->cfg.target, *out);
     mcdc_job_leave(host);
     return rc;
 }
 
 void mcdc_backfill_free(mcdc_backfill *b) {
     if (b == NULL) return;
+    mcdc_runtime_job_leave(b->ctx.metrics);
     for (size_t i = 0; i < sizeof b->strings / sizeof b->strings[0]; i++) mcdc_free(b->strings[i]);
     mcdc_free(b);
 }
@@ -1314,6 +1318,7 @@ int mcdc_backfill_run(mcdc_backfill *b, mcdc_backfill_status *status, mcdc_error
     if (b == NULL || status == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_backfill_run: a NULL argument");
     mcdc_job_scope host = mcdc_job_enter(mcdc_runtime_acct_or_bound(b->cfg.runtime), &b->sink);
+    mcdc_runtime_job_started(b->ctx.metrics);
     memset(&b->st, 0, sizeof b->st);
     b->st.chunks_total = -1;
     b->t0_us = mcdc_monotonic_us();
@@ -1363,6 +1368,7 @@ int mcdc_backfill_run(mcdc_backfill *b, mcdc_backfill_status *status, mcdc_error
     release_run(b);
     mcdc_progress_end(b->ctx.progress);
     b->ctx.progress = NULL;
+    mcdc_runtime_job_ended(b->ctx.metrics, rc, err);
     mcdc_job_leave(host);
     return rc;
 }

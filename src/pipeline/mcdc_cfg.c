@@ -37,10 +37,10 @@ static const mcdc_runtime_cfg RUNTIME_DEFAULTS = MCDC_RUNTIME_CFG_INIT;
 
 /* A version added to a config adds its end here (the offset of its first
  * field closes the version before it) and moves the assertion below. */
-_Static_assert(MCDC_STREAM_CFG_VERSION == 6 && MCDC_SNAPSHOT_CFG_VERSION == 4 &&
-                   MCDC_SEED_CFG_VERSION == 4 && MCDC_BACKFILL_CFG_VERSION == 3 &&
+_Static_assert(MCDC_STREAM_CFG_VERSION == 6 && MCDC_SNAPSHOT_CFG_VERSION == 5 &&
+                   MCDC_SEED_CFG_VERSION == 5 && MCDC_BACKFILL_CFG_VERSION == 3 &&
                    MCDC_APPLY_CFG_VERSION == 6 && MCDC_RECONCILE_CFG_VERSION == 5 &&
-                   MCDC_REPAIR_CFG_VERSION == 2 && MCDC_RUNTIME_CFG_VERSION == 1,
+                   MCDC_REPAIR_CFG_VERSION == 3 && MCDC_RUNTIME_CFG_VERSION == 1,
                "a new config version needs its end in LAYOUTS");
 
 #define SPAN(type, field) {offsetof(type, field), sizeof(((type *)0)->field)}
@@ -57,12 +57,13 @@ static const cfg_layout LAYOUTS[MCDC_CFG_KINDS] = {
     [MCDC_CFG_SNAPSHOT] = {LAYOUT(mcdc_snapshot_cfg, SNAPSHOT_DEFAULTS, MCDC_SNAPSHOT_CFG_VERSION),
                            {offsetof(mcdc_snapshot_cfg, app_id),
                             offsetof(mcdc_snapshot_cfg, progress_fn),
-                            offsetof(mcdc_snapshot_cfg, stop), sizeof(mcdc_snapshot_cfg)},
+                            offsetof(mcdc_snapshot_cfg, stop),
+                            offsetof(mcdc_snapshot_cfg, runtime), sizeof(mcdc_snapshot_cfg)},
                            {{0, 0}}},
     [MCDC_CFG_SEED] = {LAYOUT(mcdc_seed_cfg, SEED_DEFAULTS, MCDC_SEED_CFG_VERSION),
                        {offsetof(mcdc_seed_cfg, allow_empty),
                         offsetof(mcdc_seed_cfg, progress_fn), offsetof(mcdc_seed_cfg, stop),
-                        sizeof(mcdc_seed_cfg)},
+                        offsetof(mcdc_seed_cfg, runtime), sizeof(mcdc_seed_cfg)},
                        {{0, 0}}},
     [MCDC_CFG_BACKFILL] = {LAYOUT(mcdc_backfill_cfg, BACKFILL_DEFAULTS, MCDC_BACKFILL_CFG_VERSION),
                            {offsetof(mcdc_backfill_cfg, progress_fn),
@@ -83,7 +84,8 @@ static const cfg_layout LAYOUTS[MCDC_CFG_KINDS] = {
                              offsetof(mcdc_reconcile_cfg, runtime), sizeof(mcdc_reconcile_cfg)},
                             {SPAN(mcdc_reconcile_cfg, reserved1)}},
     [MCDC_CFG_REPAIR] = {LAYOUT(mcdc_repair_cfg, REPAIR_DEFAULTS, MCDC_REPAIR_CFG_VERSION),
-                         {offsetof(mcdc_repair_cfg, stop), sizeof(mcdc_repair_cfg)},
+                         {offsetof(mcdc_repair_cfg, stop), offsetof(mcdc_repair_cfg, runtime),
+                          sizeof(mcdc_repair_cfg)},
                          {SPAN(mcdc_repair_cfg, reserved1)}},
     [MCDC_CFG_RUNTIME] = {LAYOUT(mcdc_runtime_cfg, RUNTIME_DEFAULTS, MCDC_RUNTIME_CFG_VERSION),
                           {sizeof(mcdc_runtime_cfg)},

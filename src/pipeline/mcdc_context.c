@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "mcdc_options.h"
+#include "mcdc_runtime.h"
 #include "mssqlcdc_testing.h"
 
 /* A job waiting for permits: a node of its kind's queue, on its stack. */
@@ -141,8 +142,10 @@ int mcdc_budget_peak(const mcdc_budget *b, mcdc_permit kind) {
     return budget_read(b, &b->peak[kind]);
 }
 
-void mcdc_ctx_take_storage(mcdc_ctx *ctx, const mcdc_opts *opts) {
-    ctx->storage_own = mcdc_opts_storage_env(opts, ctx->storage_env);
+void mcdc_ctx_take_storage(mcdc_ctx *ctx, const mcdc_opts *opts, mcdc_runtime *rt) {
+    bool own = mcdc_opts_has_storage(opts);
+    ctx->storage_own = mcdc_opts_storage_env(own ? opts : NULL, ctx->storage_env);
+    if (!own) mcdc_runtime_storage_fallback(rt, &ctx->storage_own);
     ctx->storage_env = &ctx->storage_own;
 }
 
@@ -169,10 +172,21 @@ bool mcdc_ctx_crash(const mcdc_ctx *ctx, const char *point, int64_t unit) {
     return true;
 }
 
+/* A report to the job's metrics entry, then to its host. */
+static void ctx_progress(void *user, const mcdc_progress *p) {
+    const mcdc_ctx *ctx = user;
+    mcdc_runtime_job_progress(ctx->metrics, p);
+    if (ctx->progress_fn) ctx->progress_fn(ctx->progress_user, p);
+}
+
 int mcdc_ctx_progress_create(mcdc_progress_tracker **out, const mcdc_ctx *ctx, const char *job,
                              mcdc_error *err) {
-    return mcdc_progress_create(out, job, ctx->progress_fn, ctx->progress_user,
-                                MCDC_PROGRESS_INTERVAL_MS, err);
+    if (ctx->metrics == NULL)
+        return mcdc_progress_create(out, job, ctx->progress_fn, ctx->progress_user,
+                                    MCDC_PROGRESS_INTERVAL_MS, err);
+    /* read only: the tracker's user pointer is not const */
+    return mcdc_progress_create(out, job, ctx_progress, (void *)ctx, MCDC_PROGRESS_INTERVAL_MS,
+                                err);
 }
 
 void mcdc_ctx_sleep_until(const mcdc_ctx *ctx, int64_t deadline_us) {

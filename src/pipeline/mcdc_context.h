@@ -78,21 +78,26 @@ typedef struct mcdc_ctx {
     mcdc_progress_tracker *progress;
     mcdc_progress_fn progress_fn;
     void *progress_user;
+    /* The job's entry in its runtime's metrics registry (mcdc_runtime.h;
+     * NULL: none): its trackers report there too. */
+    struct mcdc_job_entry *metrics;
 } mcdc_ctx;
 
 /* How often a job's tracker tells its caller, at most. */
 #define MCDC_PROGRESS_INTERVAL_MS 200
-/* A tracker for a job of ctx, from its progress function (none: *out NULL). */
+/* A tracker for a job of ctx, reporting to its progress function and its
+ * metrics entry (neither: *out NULL). ctx outlives the tracker. */
 int mcdc_ctx_progress_create(mcdc_progress_tracker **out, const mcdc_ctx *ctx, const char *job,
                              mcdc_error *err);
 
 /* Points ctx->storage_env at ctx->storage_own, which answers the storage
  * options of opts (borrowed: a job's opts outlive it; NULL: none) and the
  * memory stores of the env ctx->storage_env pointed at before (a test's; NULL:
- * none). Each job's create calls it: every opener of the job then takes
- * ctx->storage_env. The ctx must not be copied after (the pointer is into
- * it). */
-void mcdc_ctx_take_storage(mcdc_ctx *ctx, const mcdc_opts *opts);
+ * none). opts holding no storage option: the options rt was given for each
+ * location's scheme (rt NULL: none). Each job's create calls it: every
+ * opener of the job then takes ctx->storage_env. The ctx must not be copied
+ * after (the pointer is into it). */
+void mcdc_ctx_take_storage(mcdc_ctx *ctx, const mcdc_opts *opts, mcdc_runtime *rt);
 /* Takes the test hooks the host set on opts (mssqlcdc_testing.h; opts may
  * be NULL: none). Each job's create calls it. */
 void mcdc_ctx_take_test_hooks(mcdc_ctx *ctx, const mcdc_opts *opts);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "mcdc_cfg.h"
+#include "mcdc_options.h"
 #include "mssqlcdc_testing.h"
 
 /* A database's probe: its members (one item each) and its last round. */
@@ -26,8 +27,29 @@ struct mcdc_db_probe {
     int round_cap;
 };
 
+/* Storage options given for one scheme family: immutable once published, and
+ * kept until the runtime goes (an open in flight may read a replaced one). */
+typedef struct rt_storage_set {
+    mcdc_opts *opts;             /* first: the set family_set gives out (owned) */
+    struct rt_storage_set *next; /* older sets */
+    const char *family;          /* static: mcdc_storage_family's */
+    mcdc_cred_share share;       /* the credentials its stores found once */
+} rt_storage_set;
+
+/* A job's entry in the registry: a node of the runtime's list. */
+struct mcdc_job_entry {
+    struct mcdc_job_entry *prev, *next;
+    mcdc_runtime *rt;
+    mcdc_job_metrics m;         /* under rt->metrics_mu */
+};
+
 struct mcdc_runtime {
     mcdc_alloc_acct acct;       /* what its jobs hold; the handle itself is outside it */
+    pthread_mutex_t metrics_mu; /* the registry: jobs (oldest first), their figures */
+    mcdc_job_entry *jobs_head, *jobs_tail;
+    int64_t jobs_made;
+    pthread_mutex_t storage_mu; /* storage: newest first */
+    rt_storage_set *storage;
     mcdc_runtime_cfg cfg;
     mcdc_budget *budget;        /* owned; NULL: no limit */
     pthread_mutex_t probes_mu;  /* the list of probes */
@@ -57,6 +79,8 @@ int mcdc_runtime_create(mcdc_runtime **out, const mcdc_runtime_cfg *cfg, mcdc_er
     if (rt == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     mcdc_alloc_acct_init(&rt->acct, given.memory_bytes_max);
     pthread_mutex_init(&rt->probes_mu, NULL);
+    pthread_mutex_init(&rt->storage_mu, NULL);
+    pthread_mutex_init(&rt->metrics_mu, NULL);
     rt->cfg = given;
     if (rt->cfg.probe_interval_ms == 0) rt->cfg.probe_interval_ms = 10;
     if (given.connections_max > 0 || given.encoder_threads_max > 0) {
@@ -90,6 +114,17 @@ void mcdc_runtime_destroy(mcdc_runtime *rt) {
         mcdc_free(p);
     }
     mcdc_alloc_bind(host);
+    host = mcdc_alloc_bind(NULL); /* the sets are the host's, as the handle is */
+    for (rt_storage_set *st = rt->storage, *next; st; st = next) {
+        next = st->next;
+        mcdc_cred_share_free(&st->share);
+        mcdc_opts_free(st->opts);
+        mcdc_free(st);
+    }
+    mcdc_alloc_bind(host);
+    MCDC_ASSERT(rt->jobs_head == NULL); /* every job left before the runtime goes */
+    pthread_mutex_destroy(&rt->metrics_mu);
+    pthread_mutex_destroy(&rt->storage_mu);
     pthread_mutex_destroy(&rt->probes_mu);
     mcdc_budget_free(rt->budget);
     mcdc_free(rt);
@@ -113,12 +148,17 @@ mcdc_alloc_acct *mcdc_runtime_acct_or_bound(mcdc_runtime *rt) {
     return rt ? &rt->acct : mcdc_alloc_bound();
 }
 
-mcdc_job_scope mcdc_runtime_enter_cfg(int kind, const void *cfg, size_t runtime_at) {
+mcdc_runtime *mcdc_runtime_of_cfg(int kind, const void *cfg, size_t runtime_at) {
     mcdc_runtime *rt = NULL;
     int version = 0;
     if (cfg) memcpy(&version, cfg, sizeof version);
     size_t n = cfg ? mcdc_cfg_version_bytes((mcdc_cfg_kind)kind, version) : 0;
     if (n >= runtime_at + sizeof rt) memcpy(&rt, (const char *)cfg + runtime_at, sizeof rt);
+    return rt;
+}
+
+mcdc_job_scope mcdc_runtime_enter_cfg(int kind, const void *cfg, size_t runtime_at) {
+    mcdc_runtime *rt = mcdc_runtime_of_cfg(kind, cfg, runtime_at);
     return mcdc_job_enter(mcdc_runtime_acct_or_bound(rt), mcdc_log_current());
 }
 
@@ -129,6 +169,238 @@ mcdc_budget *mcdc_runtime_budget_or(mcdc_runtime *rt, mcdc_budget *own) {
 mcdc_log_fn mcdc_runtime_log_fn(const mcdc_runtime *rt, void **user) {
     *user = rt ? rt->cfg.log_user : NULL;
     return rt ? rt->cfg.log_fn : NULL;
+}
+
+/* ---- storage options per scheme ---------------------------------------------------- */
+
+int mcdc_runtime_set_storage_options(mcdc_runtime *rt, const char *scheme,
+                                     const char *const *names, const char *const *values,
+                                     size_t n, mcdc_error *err) {
+    if (rt == NULL || scheme == NULL || (n > 0 && (names == NULL || values == NULL)))
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "mcdc_runtime_set_storage_options: a NULL argument");
+    const char *family = mcdc_storage_family(scheme);
+    if (family == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "storage options for scheme \"%.64s\": no store of that scheme "
+                              "(s3, s3a, abfss, abfs, az, wasbs, wasb, azure, file, mem, gs)",
+                              scheme);
+    mcdc_alloc_acct *host = mcdc_alloc_bind(NULL);
+    mcdc_opts *o = NULL;
+    int rc = mcdc_opts_create(&o, err);
+    for (size_t i = 0; rc == MCDC_OK && i < n; i++) {
+        if (names[i] == NULL || values[i] == NULL)
+            rc = mcdc_error_set(err, MCDC_E_INVALID, "storage option %zu: a NULL name or value", i);
+        else if (!mcdc_opt_is_storage(names[i]))
+            rc = mcdc_error_set(err, MCDC_E_INVALID,
+                                "\"%.64s\" is not a storage option (mcdc_opts_storage_names "
+                                "lists them)",
+                                names[i]);
+        else
+            rc = mcdc_opts_set(o, names[i], values[i], NULL, err); /* never quotes a secret */
+    }
+    rt_storage_set *st = rc == MCDC_OK ? mcdc_calloc(1, sizeof *st) : NULL;
+    if (rc == MCDC_OK && st == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    mcdc_alloc_bind(host);
+    if (rc) {
+        mcdc_opts_free(o);
+        return rc;
+    }
+    st->family = family;
+    st->opts = o;
+    pthread_mutex_init(&st->share.mu, NULL);
+    pthread_mutex_lock(&rt->storage_mu);
+    st->next = rt->storage;
+    rt->storage = st;
+    pthread_mutex_unlock(&rt->storage_mu);
+    return MCDC_OK;
+}
+
+/* The newest set of family; a set given with no options is none. */
+static const void *family_set(void *fctx, const char *family) {
+    mcdc_runtime *rt = fctx;
+    pthread_mutex_lock(&rt->storage_mu);
+    const rt_storage_set *st = rt->storage;
+    while (st && strcmp(st->family, family) != 0) st = st->next;
+    pthread_mutex_unlock(&rt->storage_mu);
+    return st && mcdc_opts_has_storage(st->opts) ? st : NULL;
+}
+
+static const char *set_option(const void *set, const char *name) {
+    return mcdc_opt_storage(((const rt_storage_set *)set)->opts, name);
+}
+
+/* The share lives in the set, which is never freed before the runtime. */
+static mcdc_cred_share *set_share(const void *set) {
+    return &((rt_storage_set *)set)->share;
+}
+
+void mcdc_runtime_storage_fallback(mcdc_runtime *rt, mcdc_storage_env *env) {
+    if (rt == NULL) return;
+    env->family_set = family_set;
+    env->set_option = set_option;
+    env->set_share = set_share;
+    env->fctx = rt;
+}
+
+/* ---- the metrics registry ------------------------------------------------------- */
+
+const char *mcdc_job_state_name(mcdc_job_state st) {
+    static const char *const NAMES[] = {"starting", "snapshotting", "running",
+                                        "done",     "stopped",      "failed"};
+    return (unsigned)st < sizeof NAMES / sizeof NAMES[0] ? NAMES[st] : "unknown";
+}
+
+mcdc_job_entry *mcdc_runtime_job_join(mcdc_runtime *rt, const char *job, const char *name,
+                                      const void *handle) {
+    if (rt == NULL) return NULL;
+    mcdc_alloc_acct *host = mcdc_alloc_bind(NULL); /* the registry's, as the handle is */
+    mcdc_job_entry *e = mcdc_calloc(1, sizeof *e);
+    mcdc_alloc_bind(host);
+    if (e == NULL) return NULL;
+    e->rt = rt;
+    e->m.version = MCDC_JOB_METRICS_VERSION;
+    e->m.handle = handle;
+    e->m.job = job;
+    snprintf(e->m.name, sizeof e->m.name, "%s", name ? name : "");
+    e->m.ingestion_lag_seconds = -1;
+    pthread_mutex_lock(&rt->metrics_mu);
+    e->m.id = ++rt->jobs_made;
+    e->prev = rt->jobs_tail;
+    if (rt->jobs_tail) rt->jobs_tail->next = e;
+    else rt->jobs_head = e;
+    rt->jobs_tail = e;
+    pthread_mutex_unlock(&rt->metrics_mu);
+    return e;
+}
+
+mcdc_job_entry *mcdc_runtime_job_join_cfg(int kind, const void *cfg, size_t runtime_at,
+                                          const char *job, size_t name_at) {
+    mcdc_runtime *rt = mcdc_runtime_of_cfg(kind, cfg, runtime_at);
+    const char *name = NULL;
+    if (rt) memcpy(&name, (const char *)cfg + name_at, sizeof name); /* in every version */
+    mcdc_job_entry *e = mcdc_runtime_job_join(rt, job, name, NULL);
+    mcdc_runtime_job_started(e);
+    return e;
+}
+
+void mcdc_runtime_job_leave(mcdc_job_entry *e) {
+    if (e == NULL) return;
+    mcdc_runtime *rt = e->rt;
+    pthread_mutex_lock(&rt->metrics_mu);
+    if (e->prev) e->prev->next = e->next;
+    else rt->jobs_head = e->next;
+    if (e->next) e->next->prev = e->prev;
+    else rt->jobs_tail = e->prev;
+    pthread_mutex_unlock(&rt->metrics_mu);
+    mcdc_free(e);
+}
+
+void mcdc_runtime_job_started(mcdc_job_entry *e) {
+    if (e == NULL) return;
+    pthread_mutex_lock(&e->rt->metrics_mu);
+    e->m.runs++;
+    e->m.state = MCDC_JOB_STARTING;
+    e->m.progress_active = false;
+    pthread_mutex_unlock(&e->rt->metrics_mu);
+}
+
+void mcdc_runtime_job_state(mcdc_job_entry *e, mcdc_job_state state) {
+    if (e == NULL) return;
+    pthread_mutex_lock(&e->rt->metrics_mu);
+    e->m.state = state;
+    if (state == MCDC_JOB_RUNNING) e->m.progress_active = false;
+    pthread_mutex_unlock(&e->rt->metrics_mu);
+}
+
+void mcdc_runtime_job_batch(mcdc_job_entry *e, const mcdc_batch_report *r) {
+    if (e == NULL) return;
+    pthread_mutex_lock(&e->rt->metrics_mu);
+    mcdc_job_metrics *m = &e->m;
+    m->state = MCDC_JOB_RUNNING;
+    m->rows += r->rows;
+    m->batches++;
+    m->has_batch = true;
+    m->last_batch_seconds = r->duration_ms / 1000.0;
+    snprintf(m->end_lsn, sizeof m->end_lsn, "%s", r->end_lsn);
+    m->has_end_commit = r->has_end_commit;
+    m->end_commit_us = r->end_commit_us;
+    m->ingestion_lag_seconds = r->ingestion_lag_seconds;
+    m->has_retention_headroom = r->has_retention_headroom;
+    m->retention_headroom_hours = r->retention_headroom_hours;
+    if (r->has_verdict && (!m->has_verdict || r->finalized_until_us != m->finalized_until_us))
+        m->verdict_moved_us = mcdc_now_utc_us();
+    m->has_verdict = r->has_verdict;
+    m->finalized_until_us = r->finalized_until_us;
+    m->progress_active = false;
+    pthread_mutex_unlock(&e->rt->metrics_mu);
+}
+
+void mcdc_runtime_job_progress(mcdc_job_entry *e, const mcdc_progress *p) {
+    if (e == NULL || p == NULL) return;
+    pthread_mutex_lock(&e->rt->metrics_mu);
+    mcdc_job_metrics *m = &e->m;
+    m->progress_active = !p->done;
+    m->progress_job = p->job;
+    m->progress_phase = p->phase;
+    m->progress_rows_done = p->rows_done;
+    m->progress_rows_total = p->rows_total;
+    bool whole = p->version >= 2 && p->job_parts_name != NULL;
+    m->progress_parts_done = whole ? p->job_parts_done : p->parts_done;
+    m->progress_parts_total = whole ? p->job_parts_total : p->parts_total;
+    /* a stream's snapshot (its bootstrap, a re-snapshot, on a switch) */
+    if (m->state == MCDC_JOB_STARTING && !p->done && strcmp(m->job, "stream") == 0 &&
+        p->job && strcmp(p->job, "snapshot") == 0)
+        m->state = MCDC_JOB_SNAPSHOTTING;
+    pthread_mutex_unlock(&e->rt->metrics_mu);
+}
+
+void mcdc_runtime_job_ended(mcdc_job_entry *e, int status, const mcdc_error *err) {
+    if (e == NULL) return;
+    pthread_mutex_lock(&e->rt->metrics_mu);
+    mcdc_job_metrics *m = &e->m;
+    m->state = status == MCDC_OK              ? MCDC_JOB_DONE
+               : status == MCDC_E_CANCELLED ? MCDC_JOB_STOPPED
+                                              : MCDC_JOB_FAILED;
+    m->last_status = status;
+    m->last_error[0] = 0;
+    if (status < 0 && -status < MCDC_JOB_ERROR_SLOTS) m->errors[-status]++;
+    if (status != MCDC_OK)
+        snprintf(m->last_error, sizeof m->last_error, "%.*s", (int)sizeof m->last_error - 1,
+                 err && err->message[0] ? err->message : mcdc_status_name(status));
+    m->progress_active = false;
+    pthread_mutex_unlock(&e->rt->metrics_mu);
+}
+
+int mcdc_runtime_metrics(mcdc_runtime *rt, mcdc_job_metrics_fn fn, void *user) {
+    if (rt == NULL || fn == NULL) return MCDC_E_INVALID;
+    mcdc_alloc_acct *host = mcdc_alloc_bind(NULL);
+    pthread_mutex_lock(&rt->metrics_mu);
+    size_t n = 0;
+    for (const mcdc_job_entry *e = rt->jobs_head; e; e = e->next) n++;
+    mcdc_job_metrics *copy = mcdc_malloc((n ? n : 1) * sizeof *copy);
+    size_t k = 0;
+    for (const mcdc_job_entry *e = rt->jobs_head; copy && e; e = e->next) copy[k++] = e->m;
+    pthread_mutex_unlock(&rt->metrics_mu);
+    mcdc_alloc_bind(host);
+    if (copy == NULL) return MCDC_E_NOMEM;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) rc = fn(user, &copy[i]);
+    host = mcdc_alloc_bind(NULL);
+    mcdc_free(copy);
+    mcdc_alloc_bind(host);
+    if (rc) return rc;
+    return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
+bool mcdc_runtime_job_metrics(mcdc_runtime *rt, const void *handle, mcdc_job_metrics *out) {
+    if (rt == NULL || handle == NULL || out == NULL) return false;
+    pthread_mutex_lock(&rt->metrics_mu);
+    const mcdc_job_entry *e = rt->jobs_head;
+    while (e && e->m.handle != handle) e = e->next;
+    if (e) *out = e->m;
+    pthread_mutex_unlock(&rt->metrics_mu);
+    return e != NULL;
 }
 
 /* ---- one probe per database ------------------------------------------------------ */

@@ -19,12 +19,45 @@ mcdc_alloc_acct *mcdc_runtime_acct_or_bound(mcdc_runtime *rt);
  * runtime its config (of kind, the caller's version) names at byte
  * runtime_at: NULL when that version does not hold it. */
 mcdc_job_scope mcdc_runtime_enter_cfg(int kind, const void *cfg, size_t runtime_at);
+/* The runtime that config names, as mcdc_runtime_enter_cfg reads it. */
+mcdc_runtime *mcdc_runtime_of_cfg(int kind, const void *cfg, size_t runtime_at);
 /* The budget a job uses: its own config's when set, else the runtime's
  * (NULL: no limit). */
 mcdc_budget *mcdc_runtime_budget_or(mcdc_runtime *rt, mcdc_budget *own);
 /* The runtime's log function when a job has none of its own (NULL: none;
  * then the job logs to stderr). */
 mcdc_log_fn mcdc_runtime_log_fn(const mcdc_runtime *rt, void **user);
+
+/* Makes env answer, for a location of each scheme family, the storage
+ * options rt was given for it (mcdc_runtime_set_storage_options); rt NULL:
+ * nothing changes. */
+void mcdc_runtime_storage_fallback(mcdc_runtime *rt, mcdc_storage_env *env);
+
+/* ---- the metrics registry ----------------------------------------------------------
+ * A job of a runtime publishes into its entry (include/mssqlcdc.h,
+ * mcdc_job_metrics). Every call takes NULL (a job without a runtime, or
+ * whose entry could not be made) and then does nothing. */
+typedef struct mcdc_job_entry mcdc_job_entry;
+/* The entry of a job (job: static; name copied, truncated; handle: the
+ * job's, NULL for a one-call job); NULL when rt is NULL or out of memory
+ * (the job runs unpublished). */
+mcdc_job_entry *mcdc_runtime_job_join(mcdc_runtime *rt, const char *job, const char *name,
+                                      const void *handle);
+/* The entry of a one-call job (snapshot, seed, repair) from its caller's
+ * config (of kind, its runtime at byte runtime_at, its name's string at
+ * name_at, read as mcdc_runtime_of_cfg reads: the struct may be unaligned),
+ * its run started. */
+mcdc_job_entry *mcdc_runtime_job_join_cfg(int kind, const void *cfg, size_t runtime_at,
+                                          const char *job, size_t name_at);
+void mcdc_runtime_job_leave(mcdc_job_entry *e);
+/* A run starts: runs + 1, state starting, its progress cleared. */
+void mcdc_runtime_job_started(mcdc_job_entry *e);
+void mcdc_runtime_job_state(mcdc_job_entry *e, mcdc_job_state state);
+/* A committed batch: counted, its report kept; state running. */
+void mcdc_runtime_job_batch(mcdc_job_entry *e, const mcdc_batch_report *r);
+void mcdc_runtime_job_progress(mcdc_job_entry *e, const mcdc_progress *p);
+/* The run returned status (err's message when it failed). */
+void mcdc_runtime_job_ended(mcdc_job_entry *e, int status, const mcdc_error *err);
 
 /* ---- one probe per database ----------------------------------------------
  * The streams of a runtime that read one database (one connection string)

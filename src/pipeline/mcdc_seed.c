@@ -25,6 +25,7 @@
 #include "mcdc_keycheck.h"
 #include "mcdc_options.h"
 #include "mcdc_parquet.h"
+#include "mcdc_runtime.h"
 #include "mcdc_seed_copy.h"
 #include "mcdc_snapfacts.h"
 #include "mcdc_snapshot_job.h"
@@ -386,8 +387,8 @@ static int check_as_of(mcdc_lsn *lsn, seed_job *j, mcdc_changes *c, const char *
     return rc;
 }
 
-int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *opts,
-              const mcdc_seed_cfg *cfg, mcdc_error *err) {
+static int seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *opts,
+                const mcdc_seed_cfg *cfg, mcdc_job_entry *metrics, mcdc_error *err) {
     if (out == NULL || rows == NULL || written == NULL || opts == NULL || cfg == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_seed: a NULL argument");
     /* the caller's version's fields, the defaults after them */
@@ -413,8 +414,8 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
     if (rc == MCDC_OK) rc = mcdc_roles_check(roles, 3, cfg->warehouse, NULL, err);
     if (rc) return rc;
     mcdc_ctx ctx = {.progress_fn = cfg->progress_fn, .progress_user = cfg->progress_user,
-                    .host_stop = cfg->stop};
-    mcdc_ctx_take_storage(&ctx, opts);
+                    .host_stop = cfg->stop, .metrics = metrics};
+    mcdc_ctx_take_storage(&ctx, opts, cfg->runtime);
     /* The copy first: a path that holds none is the cheapest mistake to
      * tell, before the server is asked anything. */
     mcdc_seed_copy copy;
@@ -423,6 +424,7 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
         mcdc_seed_copy_close(&copy);
         return rc;
     }
+    if (given.log_fn == NULL) given.log_fn = mcdc_runtime_log_fn(cfg->runtime, &given.log_user);
     mcdc_log_sink sink = {cfg->log_fn, cfg->log_user, cfg->log_level};
     const mcdc_log_sink *host = mcdc_log_use(&sink);
     mcdc_table *target = NULL, *facts = NULL;
@@ -536,5 +538,18 @@ int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *o
     mcdc_seed_copy_close(&copy);
     mcdc_progress_end(ctx.progress);
     mcdc_log_use(host);
+    return rc;
+}
+
+/* Seeded with its runtime's accounting bound (mcdc_runtime.h). */
+int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *opts,
+              const mcdc_seed_cfg *cfg, mcdc_error *err) {
+    size_t at = offsetof(mcdc_seed_cfg, runtime);
+    mcdc_job_scope host = mcdc_runtime_enter_cfg(MCDC_CFG_SEED, cfg, at);
+    mcdc_job_entry *metrics = mcdc_runtime_job_join_cfg(MCDC_CFG_SEED, cfg, at, "seed",
+                                                        offsetof(mcdc_seed_cfg, target));
+    int rc = seed(out, rows, written, opts, cfg, metrics, err);
+    mcdc_runtime_job_leave(metrics);
+    mcdc_job_leave(host);
     return rc;
 }

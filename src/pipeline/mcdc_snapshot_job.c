@@ -1,4 +1,5 @@
 /* mcdc_snapshot_job.c - whole snapshots into bronze (see mcdc_snapshot_job.h). */
+#include "mcdc_runtime.h"
 #include "mcdc_snapshot_job.h"
 
 #include <jansson.h>
@@ -464,8 +465,9 @@ int mcdc_snapshot_open_chunked(mcdc_offset *s, const mcdc_chunked_open *o, mcdc_
 }
 
 /* ---- the snapshot command ------------------------------------------------------- */
-int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcdc_opts *opts,
-                       const mcdc_snapshot_cfg *cfg, mcdc_error *err) {
+static int snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcdc_opts *opts,
+                         const mcdc_snapshot_cfg *cfg, mcdc_job_entry *metrics,
+                         mcdc_error *err) {
     if (out == NULL || rows == NULL || taken == NULL || opts == NULL || cfg == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_snapshot_take: a NULL argument");
     /* the caller's version's fields, the defaults after them */
@@ -489,11 +491,13 @@ int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcdc_
                                 {"--facts-table", facts_name, true}};
     if (rc == MCDC_OK) rc = mcdc_roles_check(roles, 2, cfg->warehouse, NULL, err);
     if (rc) return rc;
-    mcdc_ctx ctx = {.budget = cfg->budget, .progress_fn = cfg->progress_fn,
-                    .progress_user = cfg->progress_user, .host_stop = cfg->stop};
-    mcdc_ctx_take_storage(&ctx, opts);
+    mcdc_ctx ctx = {.budget = mcdc_runtime_budget_or(cfg->runtime, cfg->budget),
+                    .progress_fn = cfg->progress_fn, .progress_user = cfg->progress_user,
+                    .host_stop = cfg->stop, .metrics = metrics};
+    mcdc_ctx_take_storage(&ctx, opts, cfg->runtime);
     rc = mcdc_ctx_progress_create(&ctx.progress, &ctx, "snapshot", err);
     if (rc) return rc;
+    if (given.log_fn == NULL) given.log_fn = mcdc_runtime_log_fn(cfg->runtime, &given.log_user);
     mcdc_log_sink sink = {cfg->log_fn, cfg->log_user, cfg->log_level};
     const mcdc_log_sink *host = mcdc_log_use(&sink); /* log_fn NULL: stderr, at log_level */
     mcdc_table *target = NULL;
@@ -536,5 +540,18 @@ int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcdc_
     mcdc_table_close(target);
     mcdc_progress_end(ctx.progress);
     mcdc_log_use(host);
+    return rc;
+}
+
+/* Taken with its runtime's accounting bound (mcdc_runtime.h). */
+int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcdc_opts *opts,
+                       const mcdc_snapshot_cfg *cfg, mcdc_error *err) {
+    size_t at = offsetof(mcdc_snapshot_cfg, runtime);
+    mcdc_job_scope host = mcdc_runtime_enter_cfg(MCDC_CFG_SNAPSHOT, cfg, at);
+    mcdc_job_entry *metrics = mcdc_runtime_job_join_cfg(MCDC_CFG_SNAPSHOT, cfg, at, "snapshot",
+                                                        offsetof(mcdc_snapshot_cfg, target));
+    int rc = snapshot_take(out, rows, taken, opts, cfg, metrics, err);
+    mcdc_runtime_job_leave(metrics);
+    mcdc_job_leave(host);
     return rc;
 }

@@ -794,7 +794,7 @@ static void job_done(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
      * hook: killed here, before the next batch is planned. */
     if (s->batch.switches) (void)mcdc_ctx_crash(&s->ctx, "switch_done", u->id);
     if (s->batch.switches && s->cfg.snapshot_on_switch) s->switch_check = true;
-    if (s->report == NULL) return;
+    if (s->report == NULL && s->ctx.metrics == NULL) return;
     MCDC_ASSERT(res->rows == s->st.rows);
     mcdc_batch_report rep;
     memset(&rep, 0, sizeof rep);
@@ -824,7 +824,8 @@ static void job_done(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
         rep.retention_headroom_hours =
             (double)(ref - s->fm.last.retention_watermark_ts_us) / 3600e6;
     }
-    s->report(s->report_ctx, &rep);
+    mcdc_runtime_job_batch(s->ctx.metrics, &rep);
+    if (s->report) s->report(s->report_ctx, &rep);
 }
 
 /* ---- bootstrap (reference §2.4.1) ---------------------------------------------------- */
@@ -1224,7 +1225,9 @@ static int stream_create(mcdc_stream **out, const mcdc_opts *opts, const mcdc_st
     s->ctx.progress_fn = cfg->progress_fn; /* each snapshot makes a tracker of its own */
     s->ctx.progress_user = cfg->progress_user;
     mcdc_ctx_take_test_hooks(&s->ctx, opts);
-    mcdc_ctx_take_storage(&s->ctx, opts);
+    mcdc_ctx_take_storage(&s->ctx, opts, cfg->runtime);
+    s->ctx.metrics = mcdc_runtime_job_join(
+        cfg->runtime, "stream", s->cfg.query_name ? s->cfg.query_name : s->cfg.app_id, s);
     *out = s;
     return MCDC_OK;
 }
@@ -1258,6 +1261,7 @@ void mcdc_stream_free(mcdc_stream *s) {
 }
 
 static void stream_free(mcdc_stream *s) {
+    mcdc_runtime_job_leave(s->ctx.metrics);
     if (s->sink.fn) {
         pthread_mutex_destroy(&s->warnings_mu);
         pthread_mutex_destroy(&s->caught_up_mu);
@@ -1443,6 +1447,7 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     s->report_ctx = ctx;
     s->pending = json_array();
     mcdc_job_scope host = mcdc_job_enter(s->acct, &s->sink);
+    mcdc_runtime_job_started(s->ctx.metrics);
     /* Unknown options were warned about when set; the first batch's row
      * records them too. */
     const char *unknown = mcdc_opts_unknown(s->opts);
@@ -1549,6 +1554,7 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
      * progress function as job "stream", phase "streaming", since a table
      * with nothing new commits no batch that would say so (a service's
      * readiness). */
+    if (rc == MCDC_OK) mcdc_runtime_job_state(s->ctx.metrics, MCDC_JOB_RUNNING);
     if (rc == MCDC_OK && cfg->progress_fn) {
         mcdc_progress_tracker *started = NULL;
         mcdc_error ignored = MCDC_ERROR_INIT;
@@ -1607,6 +1613,7 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     s->changes = NULL;
     s->held = NULL;
     mcdc_checkpoint_unlock(held);
+    mcdc_runtime_job_ended(s->ctx.metrics, rc, err);
     mcdc_job_leave(host);
     return rc;
 }

@@ -528,7 +528,7 @@ static int reconcile_create(mcdc_reconcile **out, const mcdc_opts *opts,
         }
     }
     mcdc_ctx_take_test_hooks(&r->ctx, opts);
-    mcdc_ctx_take_storage(&r->ctx, opts);
+    mcdc_ctx_take_storage(&r->ctx, opts, cfg->runtime);
     r->ctx.progress_fn = cfg->progress_fn;
     r->ctx.progress_user = cfg->progress_user;
     r->sink = (mcdc_log_sink){log_to_host, r, cfg->log_level};
@@ -1017,6 +1017,7 @@ int mcdc_reconcile_run(mcdc_reconcile *r, mcdc_reconcile_result *result, mcdc_er
     if (r == NULL || result == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_reconcile_run: a NULL argument");
     mcdc_job_scope host = mcdc_job_enter(mcdc_runtime_acct_or_bound(r->cfg.runtime), &r->sink);
+    mcdc_runtime_job_started(r->ctx.metrics);
     diffs_clear(r);
     rec_twice_clear(r);
     mcdc_free(r->out_diffs);
@@ -1097,6 +1098,7 @@ int mcdc_reconcile_run(mcdc_reconcile *r, mcdc_reconcile_result *result, mcdc_er
     close_run(r);
     mcdc_progress_end(r->ctx.progress);
     r->ctx.progress = NULL;
+    mcdc_runtime_job_ended(r->ctx.metrics, rc, err);
     mcdc_job_leave(host);
     return rc;
 }
@@ -1120,6 +1122,9 @@ int mcdc_reconcile_create(mcdc_reconcile **out, const mcdc_opts *opts,
     mcdc_job_scope host =
         mcdc_runtime_enter_cfg(MCDC_CFG_RECONCILE, cfg, offsetof(mcdc_reconcile_cfg, runtime));
     int rc = reconcile_create(out, opts, cfg, err);
+    if (rc == MCDC_OK)
+        (*out)->ctx.metrics = mcdc_runtime_job_join((*out)->cfg.runtime, "reconcile",
+                                                    (*out)->cfg.silver, *out);
     mcdc_job_leave(host);
     return rc;
 }
@@ -1130,6 +1135,7 @@ void mcdc_reconcile_request_stop(mcdc_reconcile *r) {
 
 void mcdc_reconcile_free(mcdc_reconcile *r) {
     if (r == NULL) return;
+    mcdc_runtime_job_leave(r->ctx.metrics);
     close_run(r);
     diffs_clear(r);
     rec_twice_clear(r);

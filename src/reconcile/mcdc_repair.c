@@ -26,6 +26,7 @@
 #include "mcdc_facts.h"
 #include "mcdc_once.h"
 #include "mcdc_repair.h"
+#include "mcdc_runtime.h"
 #include "mcdc_tables.h"
 #include "mcdc_txn.h"
 
@@ -823,8 +824,8 @@ static void log_to_host(void *user, mcdc_log_level level, const char *msg) {
     else mcdc_log_stderr(level, msg);
 }
 
-int mcdc_repair_run(const mcdc_opts *opts, const mcdc_repair_cfg *cfg, mcdc_repair_result *result,
-                    mcdc_error *err) {
+static int repair_job(const mcdc_opts *opts, const mcdc_repair_cfg *cfg,
+                      mcdc_repair_result *result, mcdc_job_entry *metrics, mcdc_error *err) {
     if (cfg == NULL || result == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_repair_run: a NULL argument");
     memset(result, 0, sizeof *result);
@@ -834,6 +835,7 @@ int mcdc_repair_run(const mcdc_opts *opts, const mcdc_repair_cfg *cfg, mcdc_repa
     int rc = mcdc_cfg_copy(&given, sizeof given, MCDC_CFG_REPAIR, cfg, err);
     if (rc) return rc;
     cfg = &given;
+    if (given.log_fn == NULL) given.log_fn = mcdc_runtime_log_fn(cfg->runtime, &given.log_user);
     if (cfg->bronze == NULL || cfg->facts_table == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "repair needs bronze and the facts table");
     bool from_report = cfg->report_table != NULL;
@@ -843,9 +845,9 @@ int mcdc_repair_run(const mcdc_opts *opts, const mcdc_repair_cfg *cfg, mcdc_repa
                               "list of key objects: one of the two");
     if (from_report && cfg->run_id == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "the report's keys need the reconcile run's id");
-    mcdc_ctx ctx = {.host_stop = cfg->stop};
+    mcdc_ctx ctx = {.host_stop = cfg->stop, .metrics = metrics};
     mcdc_ctx_take_test_hooks(&ctx, opts);
-    mcdc_ctx_take_storage(&ctx, opts);
+    mcdc_ctx_take_storage(&ctx, opts, cfg->runtime);
     mcdc_log_sink sink = {log_to_host, (void *)cfg, cfg->log_level};
     const mcdc_log_sink *host = mcdc_log_use(&sink);
     char uuid[37];
@@ -868,6 +870,19 @@ int mcdc_repair_run(const mcdc_opts *opts, const mcdc_repair_cfg *cfg, mcdc_repa
     snprintf(result->run_id, sizeof result->run_id, "%s", run_id);
     mcdc_repair_keys_free(keys, n);
     mcdc_log_use(host);
+    return rc;
+}
+
+/* Run with its runtime's accounting bound (mcdc_runtime.h). */
+int mcdc_repair_run(const mcdc_opts *opts, const mcdc_repair_cfg *cfg, mcdc_repair_result *result,
+                    mcdc_error *err) {
+    size_t at = offsetof(mcdc_repair_cfg, runtime);
+    mcdc_job_scope host = mcdc_runtime_enter_cfg(MCDC_CFG_REPAIR, cfg, at);
+    mcdc_job_entry *metrics = mcdc_runtime_job_join_cfg(MCDC_CFG_REPAIR, cfg, at, "repair",
+                                                        offsetof(mcdc_repair_cfg, bronze));
+    int rc = repair_job(opts, cfg, result, metrics, err);
+    mcdc_runtime_job_leave(metrics);
+    mcdc_job_leave(host);
     return rc;
 }
 

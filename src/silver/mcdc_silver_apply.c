@@ -232,7 +232,7 @@ static int apply_create(mcdc_apply **out, const mcdc_opts *opts, const mcdc_appl
         }
     }
     mcdc_ctx_take_test_hooks(&a->ctx, opts);
-    mcdc_ctx_take_storage(&a->ctx, opts);
+    mcdc_ctx_take_storage(&a->ctx, opts, cfg->runtime);
     a->ctx.progress_fn = cfg->progress_fn;
     a->ctx.progress_user = cfg->progress_user;
     a->sink = (mcdc_log_sink){log_to_host, a, cfg->log_level};
@@ -371,6 +371,7 @@ int mcdc_apply_run(mcdc_apply *a, mcdc_apply_fn fn, void *ctx, mcdc_apply_result
     if (a == NULL || result == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_apply_run: a NULL argument");
     mcdc_job_scope host = mcdc_job_enter(mcdc_runtime_acct_or_bound(a->cfg.runtime), &a->sink);
+    mcdc_runtime_job_started(a->ctx.metrics);
     memset(&a->res, 0, sizeof a->res);
     a->res.silver_version = -1;
     a->res.snapshot_wave = -1;
@@ -421,6 +422,7 @@ int mcdc_apply_run(mcdc_apply *a, mcdc_apply_fn fn, void *ctx, mcdc_apply_result
     close_run(a);
     mcdc_progress_end(a->ctx.progress);
     a->ctx.progress = NULL;
+    mcdc_runtime_job_ended(a->ctx.metrics, rc, err);
     mcdc_job_leave(host);
     return rc;
 }
@@ -430,12 +432,16 @@ int mcdc_apply_create(mcdc_apply **out, const mcdc_opts *opts, const mcdc_apply_
                       mcdc_error *err) {
     mcdc_job_scope host = mcdc_runtime_enter_cfg(MCDC_CFG_APPLY, cfg, offsetof(mcdc_apply_cfg, runtime));
     int rc = apply_create(out, opts, cfg, err);
+    if (rc == MCDC_OK)
+        (*out)->ctx.metrics = mcdc_runtime_job_join((*out)->cfg.runtime, "apply",
+                                                    (*out)->cfg.target, *out);
     mcdc_job_leave(host);
     return rc;
 }
 
 void mcdc_apply_free(mcdc_apply *a) {
     if (a == NULL) return;
+    mcdc_runtime_job_leave(a->ctx.metrics);
     close_run(a);
     for (int i = 0; i < a->n_strings; i++) mcdc_free(a->strings[i]);
     mcdc_free(a->strings);

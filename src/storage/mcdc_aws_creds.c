@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -26,6 +27,7 @@ typedef enum creds_kind {
 } creds_kind;
 
 struct mcdc_aws_creds {
+    atomic_int refs;    /* the stores signing with it, and a share's hold (0: one) */
     pthread_mutex_t mu; /* the key: a refresh replaces it while others sign */
     char *key_id, *secret, *token; /* owned; token may be NULL */
     int64_t expires_ms;            /* 0: does not expire */
@@ -48,7 +50,7 @@ static void wipe_free(char *s) {
 }
 
 void mcdc_aws_creds_free(mcdc_aws_creds *c) {
-    if (c == NULL) return;
+    if (c == NULL || atomic_fetch_sub(&c->refs, 1) > 0) return;
     mcdc_free(c->key_id);
     wipe_free(c->secret);
     wipe_free(c->token);
@@ -577,6 +579,34 @@ static int try_imds(mcdc_aws_creds **out, bool *used, const mcdc_storage_env *en
     mcdc_http_config cfg = {.connect_timeout_ms = 1000, .deadline_ms = 4000, .attempts_max = 2};
     return creds_remote(out, CREDS_IMDS, mcdc_asprintf("instance metadata at %s", f.md_url), &cfg,
                         &f, err);
+}
+
+void mcdc_cred_share_free(mcdc_cred_share *sh) {
+    if (sh == NULL) return;
+    mcdc_aws_creds_free(sh->aws);
+    mcdc_free(sh->aws_region);
+    sh->aws = NULL;
+    sh->aws_region = NULL;
+    pthread_mutex_destroy(&sh->mu);
+}
+
+int mcdc_aws_creds_shared(mcdc_aws_creds **out, char **region_out, const mcdc_storage_env *env,
+                          mcdc_error *err) {
+    mcdc_cred_share *sh = env ? env->share : NULL;
+    if (sh == NULL) return mcdc_aws_creds_create(out, region_out, env, err);
+    *out = NULL;
+    *region_out = NULL;
+    int rc = MCDC_OK;
+    pthread_mutex_lock(&sh->mu);
+    if (sh->aws == NULL) rc = mcdc_aws_creds_create(&sh->aws, &sh->aws_region, env, err);
+    if (rc == MCDC_OK && sh->aws_region && (*region_out = mcdc_strdup(sh->aws_region)) == NULL)
+        rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    if (rc == MCDC_OK) {
+        atomic_fetch_add(&sh->aws->refs, 1);
+        *out = sh->aws;
+    }
+    pthread_mutex_unlock(&sh->mu);
+    return rc;
 }
 
 int mcdc_aws_creds_create(mcdc_aws_creds **out, char **region_out, const mcdc_storage_env *env,

@@ -43,7 +43,14 @@ typedef struct mcdc_aws_creds mcdc_aws_creds;
  * or profile that is not what it should be. */
 int mcdc_aws_creds_create(mcdc_aws_creds **out, char **region_out, const mcdc_storage_env *env,
                           mcdc_error *err);
+/* Gives back one hold of c (the last frees it). */
 void mcdc_aws_creds_free(mcdc_aws_creds *c);
+/* As mcdc_aws_creds_create, but through env's share (a runtime's, for the
+ * stores opened with one set of its options) when it has one: the first
+ * open finds the credentials (fetching them from STS or a metadata
+ * endpoint), later ones take a hold of the same (their renewals too). */
+int mcdc_aws_creds_shared(mcdc_aws_creds **out, char **region_out, const mcdc_storage_env *env,
+                          mcdc_error *err);
 
 /* Signs one attempt (see mcdc_sigv4_sign) with the current key. */
 int mcdc_aws_creds_sign(mcdc_aws_creds *c, mcdc_http_headers *hdrs, mcdc_http_method method,

@@ -225,6 +225,18 @@ typedef struct mcdc_storage {
 
 typedef struct mcdc_storage_mem mcdc_storage_mem;
 
+/* Credentials the stores opened with one set of options share (a runtime's
+ * set: mcdc_runtime_set_storage_options), found once: S3's (its region from
+ * a profile too). Zeroed, its mutex initialised, by its owner, who frees it
+ * with mcdc_cred_share_free after every store opened with it. */
+struct mcdc_aws_creds;
+typedef struct mcdc_cred_share {
+    pthread_mutex_t mu;
+    struct mcdc_aws_creds *aws;
+    char *aws_region;
+} mcdc_cred_share;
+void mcdc_cred_share_free(mcdc_cred_share *sh);
+
 /* What a location may refer to besides the filesystem: the in-memory stores
  * of a test or of a job. The library keeps no registry of its own; whoever
  * opens tables (a test now, a job context later) carries one of these and
@@ -244,6 +256,19 @@ typedef struct mcdc_storage_env {
      * variables, then the options file, then --storage-option). */
     const char *(*option)(void *octx, const char *name);
     void *octx;
+    /* Options by scheme (a runtime's: mcdc_runtime_set_storage_options),
+     * for an env whose option is NULL (a job given no storage options of
+     * its own): the set given for the family of the location being opened
+     * (mcdc_storage_family: "file", "mem", "s3", "azure"), or NULL; asked
+     * once per open, so one open reads one set. set_option answers name
+     * from a set (borrowed, valid while the runtime is). NULL: none. */
+    const void *(*family_set)(void *fctx, const char *family);
+    const char *(*set_option)(const void *set, const char *name);
+    mcdc_cred_share *(*set_share)(const void *set);
+    void *fctx;
+    /* The credentials share of the options option answers (set for an
+     * open from family_set's set); NULL: each store finds its own. */
+    mcdc_cred_share *share;
 } mcdc_storage_env;
 
 /* Opens the storage at location (see the header comment): a path or file:
@@ -256,6 +281,11 @@ int mcdc_storage_open_env(mcdc_storage **out, const mcdc_storage_env *env,
                           const char *location, mcdc_error *err);
 /* The same without memory stores. */
 int mcdc_storage_open(mcdc_storage **out, const char *location, mcdc_error *err);
+/* The family of a scheme's stores, as runtimes key their storage options:
+ * "file" (a path, file:), "mem", "s3" (s3, s3a), "azure" (abfss, abfs, az,
+ * wasbs, wasb; "azure" itself), "gs"; a family's own name maps to itself.
+ * scheme is a name without "://" (any case). NULL: no scheme we know. */
+const char *mcdc_storage_family(const char *scheme);
 /* What open says of location's scheme, without opening anything: MCDC_OK
  * for a path, file:, mem:// or a built object store, MCDC_E_INVALID for an
  * object store that is not built yet or an unknown scheme. */

@@ -909,7 +909,7 @@ int mcdc_storage_s3_open(mcdc_storage **out, const mcdc_storage_env *env, const 
     char *profile_region = NULL;
     if (rc == MCDC_OK) {
         s->root = st->root;
-        rc = mcdc_aws_creds_create(&s->creds, &profile_region, env, err);
+        rc = mcdc_aws_creds_shared(&s->creds, &profile_region, env, err);
         if (rc) mcdc_error_wrap(err, "opening %s", st->root);
     }
     if (rc == MCDC_OK) rc = configure(s, env, profile_region, location, err);

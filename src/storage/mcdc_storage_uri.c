@@ -28,18 +28,43 @@ static const struct scheme {
     const char *prefix; /* matched case-insensitively, as RFC 3986 schemes are */
     scheme_open_fn open; /* NULL: the backend is not built yet */
     const char *what;
+    const char *family; /* mcdc_storage_family */
 } k_schemes[] = {
-    {"file:", open_file, "the local filesystem"},
-    {"mem://", open_mem, "an in-memory store"},
-    {"s3://", mcdc_storage_s3_open, "Amazon S3"},
-    {"s3a://", mcdc_storage_s3_open, "Amazon S3"},
-    {"abfss://", mcdc_storage_azure_open, "Azure Data Lake Storage"},
-    {"abfs://", mcdc_storage_azure_open, "Azure Data Lake Storage"},
-    {"az://", mcdc_storage_azure_open, "Azure Blob Storage"},
-    {"wasbs://", mcdc_storage_azure_open, "Azure Blob Storage"},
-    {"wasb://", mcdc_storage_azure_open, "Azure Blob Storage"},
-    {"gs://", NULL, "Google Cloud Storage"},
+    {"file:", open_file, "the local filesystem", "file"},
+    {"mem://", open_mem, "an in-memory store", "mem"},
+    {"s3://", mcdc_storage_s3_open, "Amazon S3", "s3"},
+    {"s3a://", mcdc_storage_s3_open, "Amazon S3", "s3"},
+    {"abfss://", mcdc_storage_azure_open, "Azure Data Lake Storage", "azure"},
+    {"abfs://", mcdc_storage_azure_open, "Azure Data Lake Storage", "azure"},
+    {"az://", mcdc_storage_azure_open, "Azure Blob Storage", "azure"},
+    {"wasbs://", mcdc_storage_azure_open, "Azure Blob Storage", "azure"},
+    {"wasb://", mcdc_storage_azure_open, "Azure Blob Storage", "azure"},
+    {"gs://", NULL, "Google Cloud Storage", "gs"},
 };
+
+const char *mcdc_storage_family(const char *scheme) {
+    if (scheme == NULL) return NULL;
+    size_t n = strlen(scheme);
+    for (size_t i = 0; i < sizeof k_schemes / sizeof k_schemes[0]; i++) {
+        const struct scheme *s = &k_schemes[i];
+        size_t len = strcspn(s->prefix, ":");
+        if ((n == len && strncasecmp(scheme, s->prefix, n) == 0) || strcasecmp(scheme, s->family) == 0)
+            return s->family;
+    }
+    return NULL;
+}
+
+/* An open's options from the set its env gives for the location's family
+ * (mcdc_storage_env.family_set): the set is taken once, at the open. */
+typedef struct {
+    const mcdc_storage_env *env;
+    const void *set;
+} family_options;
+
+static const char *family_option(void *octx, const char *name) {
+    const family_options *f = octx;
+    return f->set ? f->env->set_option(f->set, name) : NULL;
+}
 
 /* file:/x, file:///x and file://localhost/x are /x; file:x is the relative x. */
 static int open_file(mcdc_storage **out, const mcdc_storage_env *env, const char *location,
@@ -128,6 +153,17 @@ int mcdc_storage_open_env(mcdc_storage **out, const mcdc_storage_env *env,
     const struct scheme *s;
     int rc = scheme_of(&s, location, err);
     if (rc) return rc;
+    /* a job without options of its own: its runtime's for this family */
+    mcdc_storage_env scoped;
+    family_options fam;
+    if (env && env->option == NULL && env->family_set) {
+        fam = (family_options){env, env->family_set(env->fctx, s ? s->family : "file")};
+        scoped = *env;
+        scoped.option = family_option;
+        scoped.octx = &fam;
+        scoped.share = fam.set && env->set_share ? env->set_share(fam.set) : NULL;
+        env = &scoped;
+    }
     if (s == NULL) return mcdc_storage_local_create(out, location, err);
     rc = s->open(out, env, location, location + strlen(s->prefix), err);
     /* the life of the store's leases (the checkpoint's hold), when it has any */

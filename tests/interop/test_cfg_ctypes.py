@@ -33,9 +33,9 @@ CONFIGS = {
                               "runtime"],
                {"trigger": 0, "granularity": 0, "log_level": LOG_WARN, "snapshot": 0,
                 "on_data_loss": 0, "resnapshot_interval_days": 7.0, "bootstrap": False}),
-    "snapshot": (SnapshotCfg, 4, ["app_id", "progress_fn", "stop"],
+    "snapshot": (SnapshotCfg, 5, ["app_id", "progress_fn", "stop", "runtime"],
                  {"resnapshot": False, "log_level": LOG_WARN}),
-    "seed": (SeedCfg, 4, ["allow_empty", "progress_fn", "stop"],
+    "seed": (SeedCfg, 5, ["allow_empty", "progress_fn", "stop", "runtime"],
              {"log_level": LOG_WARN, "reseed": False, "allow_empty": False}),
     "backfill": (BackfillCfg, 3, ["progress_fn", "runtime"],
                  {"chunk_rows": 0, "target_wave_seconds": -1.0, "max_seconds": 0.0,
@@ -47,7 +47,7 @@ CONFIGS = {
     "reconcile": (ReconcileCfg, 5, ["repair", "settle_seconds", "progress_fn", "runtime"],
                   {"sample": -1.0, "bucket_rows": 0, "log_level": LOG_WARN, "repair": False,
                    "settle_seconds": 0}),
-    "repair": (RepairCfg, 2, ["stop"], {"log_level": LOG_WARN, "n_keys": 0}),
+    "repair": (RepairCfg, 3, ["stop", "runtime"], {"log_level": LOG_WARN, "n_keys": 0}),
 }
 
 

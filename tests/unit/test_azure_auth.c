@@ -197,7 +197,7 @@ static const char *opt_lookup(void *octx, const char *name) {
 
 static int load(mcdc_az_config *c, const char *location, const char *const *opts,
                 mcdc_error *e) {
-    mcdc_storage_env env = {NULL, NULL, opt_lookup, (void *)opts};
+    mcdc_storage_env env = {.option = opt_lookup, .octx = (void *)opts};
     return mcdc_az_config_load(c, &env, location, e);
 }
 

@@ -30,7 +30,7 @@ static const char *entra_opt(void *octx, const char *name) {
 }
 
 static int open_with(mcdc_storage **s, const char *const *opts, mcdc_error *e) {
-    mcdc_storage_env env = {NULL, NULL, entra_opt, (void *)opts};
+    mcdc_storage_env env = {.option = entra_opt, .octx = (void *)opts};
     *s = NULL;
     return mcdc_storage_open_env(s, &env, "az://lake/t", e);
 }
@@ -308,7 +308,7 @@ TEST(azure_entra_a_given_token_is_sent_as_it_is_and_keys_win) {
     mcdc_az_config c;
     const char *both[] = {"AZURE_STORAGE_ACCOUNT_NAME=acct1", "AZURE_STORAGE_ACCOUNT_KEY=Zm9v",
                           "AZURE_CLIENT_ID=c", "AZURE_CLIENT_SECRET=" SECRET, NULL};
-    mcdc_storage_env env = {NULL, NULL, entra_opt, (void *)both};
+    mcdc_storage_env env = {.option = entra_opt, .octx = (void *)both};
     CHECK_EQ_INT(mcdc_az_config_load(&c, &env, "az://lake/t", &e), MCDC_OK);
     CHECK_EQ_INT(c.cred, MCDC_AZ_CRED_SHARED_KEY);
     mcdc_az_config_free(&c);

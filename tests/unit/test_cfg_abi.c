@@ -264,6 +264,13 @@ TEST(cfg_structs_before_the_stop_request_are_read_to_their_end_and_no_further) {
                                        .snapshot = 3, .seed = 3, .repair = 1});
 }
 
+/* The version before the runtime of each config that has one: the job
+ * reads no byte of the runtime field it lacks. */
+TEST(cfg_structs_before_the_runtime_are_read_to_their_end_and_no_further) {
+    check_guarded_jobs(&(cfg_versions){.stream = 5, .backfill = 2, .apply = 5, .reconcile = 4,
+                                       .snapshot = 4, .seed = 4, .repair = 2});
+}
+
 /* ---- the versions' sizes, the copy and the init functions ------------------------- */
 
 /* What the header says each version holds: the fields up to the first one a
@@ -280,7 +287,8 @@ static size_t header_bytes(mcdc_cfg_kind kind, int version) {
     case MCDC_CFG_SNAPSHOT: {
         const size_t b[] = {offsetof(mcdc_snapshot_cfg, app_id),
                             offsetof(mcdc_snapshot_cfg, progress_fn),
-                            offsetof(mcdc_snapshot_cfg, stop), sizeof(mcdc_snapshot_cfg)};
+                            offsetof(mcdc_snapshot_cfg, stop),
+                            offsetof(mcdc_snapshot_cfg, runtime), sizeof(mcdc_snapshot_cfg)};
         return b[version - 1];
     }
     case MCDC_CFG_APPLY: {
@@ -301,7 +309,7 @@ static size_t header_bytes(mcdc_cfg_kind kind, int version) {
     case MCDC_CFG_SEED: {
         const size_t b[] = {offsetof(mcdc_seed_cfg, allow_empty),
                             offsetof(mcdc_seed_cfg, progress_fn), offsetof(mcdc_seed_cfg, stop),
-                            sizeof(mcdc_seed_cfg)};
+                            offsetof(mcdc_seed_cfg, runtime), sizeof(mcdc_seed_cfg)};
         return b[version - 1];
     }
     case MCDC_CFG_BACKFILL: {
@@ -310,7 +318,8 @@ static size_t header_bytes(mcdc_cfg_kind kind, int version) {
         return b[version - 1];
     }
     case MCDC_CFG_REPAIR: {
-        const size_t b[] = {offsetof(mcdc_repair_cfg, stop), sizeof(mcdc_repair_cfg)};
+        const size_t b[] = {offsetof(mcdc_repair_cfg, stop), offsetof(mcdc_repair_cfg, runtime),
+                            sizeof(mcdc_repair_cfg)};
         return b[version - 1];
     }
     case MCDC_CFG_RUNTIME: return sizeof(mcdc_runtime_cfg);

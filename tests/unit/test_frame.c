@@ -767,7 +767,7 @@ TEST(frame_ctx_storage_env_has_the_options_and_the_tests_stores) {
     mcdc_opts_create(&o, &e);
     mcdc_opts_set(o, "AZURE_STORAGE_ACCOUNT_NAME", "devstoreaccount1", NULL, &e);
     mcdc_ctx ctx = {.storage_env = &test_env};
-    mcdc_ctx_take_storage(&ctx, o);
+    mcdc_ctx_take_storage(&ctx, o, NULL);
     CHECK(ctx.storage_env == &ctx.storage_own);
     CHECK_EQ_STR(ctx.storage_env->option(ctx.storage_env->octx, "AZURE_STORAGE_ACCOUNT_NAME"),
                  "devstoreaccount1");
@@ -778,7 +778,7 @@ TEST(frame_ctx_storage_env_has_the_options_and_the_tests_stores) {
     mcdc_table_close(t);
     /* without a test's env: no memory stores, the options all the same */
     mcdc_ctx plain = {0};
-    mcdc_ctx_take_storage(&plain, o);
+    mcdc_ctx_take_storage(&plain, o, NULL);
     CHECK_EQ_INT(mcdc_table_open_env(&t, plain.storage_env, "mem://ctxenv/t", NULL, &e),
                  MCDC_E_NOTFOUND);
     CHECK(plain.storage_env->option(plain.storage_env->octx, "AWS_REGION") == NULL);

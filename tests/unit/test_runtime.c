@@ -6,11 +6,13 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "mcdc_context.h"
 #include "mcdc_runtime.h"
 #include "mcdc_test.h"
+#include "test_http_server.h"
 #include "mcdc_util.h"
 #include "mssqlcdc.h"
 #include "mssqlcdc_testing.h"
@@ -369,5 +371,293 @@ TEST(runtime_backfill_apply_and_reconcile_charge_their_runtime) {
     mcdc_runtime_get_stats(rt, &st);
     CHECK_EQ_INT(st.live_bytes, 0);
     mcdc_opts_free(o);
+    mcdc_runtime_destroy(rt);
+}
+
+/* The one-call jobs (snapshot, seed, repair) given a runtime run with its
+ * accounting bound: its fault injection fails their first allocation
+ * (before anything connects), which a job on the host's accounting would
+ * not see; they leave nothing charged to it. */
+TEST(runtime_snapshot_seed_and_repair_run_in_their_runtime) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_runtime *rt = NULL;
+    CHECK_EQ_INT(mcdc_runtime_create(&rt, NULL, &e), MCDC_OK);
+    mcdc_opts *o = source_opts();
+    CHECK(o != NULL);
+    mcdc_runtime_stats st;
+    mcdc_offset off;
+    int64_t rows = 0;
+    bool done = false;
+
+    mcdc_snapshot_cfg nc = MCDC_SNAPSHOT_CFG_INIT;
+    nc.target = "/tmp/mcdc-runtime-test/bronze";
+    nc.runtime = rt;
+    mcdc_runtime_fail_alloc_at(rt, 1);
+    CHECK_EQ_INT(mcdc_snapshot_take(&off, &rows, &done, o, &nc, &e), MCDC_E_NOMEM);
+
+    mcdc_seed_cfg dc = MCDC_SEED_CFG_INIT;
+    dc.target = "/tmp/mcdc-runtime-test/bronze";
+    dc.from = "/tmp/mcdc-runtime-test/no-such-copy";
+    dc.as_of = "2026-12-01T10:00:00Z";
+    dc.runtime = rt;
+    mcdc_runtime_fail_alloc_at(rt, 1);
+    CHECK_EQ_INT(mcdc_seed(&off, &rows, &done, o, &dc, &e), MCDC_E_NOMEM);
+
+    static const char *const keys[] = {"{\"id\": 1}"};
+    mcdc_repair_cfg pc = MCDC_REPAIR_CFG_INIT;
+    pc.bronze = "/tmp/mcdc-runtime-test/bronze";
+    pc.facts_table = "/tmp/mcdc-runtime-test/facts";
+    pc.keys_json = keys;
+    pc.n_keys = 1;
+    pc.runtime = rt;
+    mcdc_repair_result res;
+    mcdc_runtime_fail_alloc_at(rt, 1);
+    CHECK_EQ_INT(mcdc_repair_run(o, &pc, &res, &e), MCDC_E_NOMEM);
+
+    /* without the fault: the seed finds no copy at from (nothing connects), and
+     * what it took from its runtime it gave back */
+    mcdc_runtime_fail_alloc_at(rt, 0);
+    mcdc_runtime_get_stats(rt, &st);
+    int64_t calls = st.alloc_calls;
+    CHECK_EQ_INT(mcdc_seed(&off, &rows, &done, o, &dc, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "no-such-copy") != NULL);
+    mcdc_runtime_get_stats(rt, &st);
+    CHECK(st.alloc_calls > calls);
+    CHECK_EQ_INT(st.live_bytes, 0);
+    mcdc_opts_free(o);
+    mcdc_runtime_destroy(rt);
+}
+
+/* A job's stores of one scheme take its runtime's options for that scheme
+ * unless the job's own opts hold storage options; a later set replaces
+ * the scheme's; names are checked, values never quoted. */
+TEST(runtime_storage_options_per_scheme_reach_jobs_without_their_own) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_runtime *rt = NULL;
+    CHECK_EQ_INT(mcdc_runtime_create(&rt, NULL, &e), MCDC_OK);
+    static const char *const names[] = {"AWS_ACCESS_KEY_ID", "aws_secret_access_key",
+                                        "AWS_ENDPOINT_URL", "AWS_ALLOW_HTTP", "AWS_REGION",
+                                        "MCDC_LEASE_TTL_MS"};
+    const char *values[] = {"AKIDRUNTIME", "runtime-secret-9", "http://127.0.0.1:1", "true",
+                            "us-east-1", "4321"};
+    CHECK_EQ_INT(mcdc_runtime_set_storage_options(rt, "s3", names, values, 6, &e), MCDC_OK);
+    static const char *const az[] = {"MCDC_LEASE_TTL_MS"};
+    static const char *const az_v[] = {"9999"};
+    CHECK_EQ_INT(mcdc_runtime_set_storage_options(rt, "abfss", az, az_v, 1, &e), MCDC_OK);
+
+    /* a job without storage options: s3:// and s3a:// take the runtime's */
+    mcdc_opts *bare = source_opts();
+    mcdc_ctx ctx = {0};
+    mcdc_ctx_take_storage(&ctx, bare, rt);
+    mcdc_storage *st = NULL;
+    CHECK_EQ_INT(mcdc_storage_open_env(&st, ctx.storage_env, "s3a://bkt/t", &e), MCDC_OK);
+    CHECK(st != NULL && st->lease_ttl_ms == 4321);
+    mcdc_storage_free(st);
+    /* without the runtime: no credentials at all */
+    mcdc_ctx none = {0};
+    mcdc_ctx_take_storage(&none, bare, NULL);
+    static const char *const off[] = {"AWS_EC2_METADATA_DISABLED"};
+    static const char *const off_v[] = {"true"};
+    mcdc_runtime *empty = NULL;
+    CHECK_EQ_INT(mcdc_runtime_create(&empty, NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_runtime_set_storage_options(empty, "S3", off, off_v, 1, &e), MCDC_OK);
+    mcdc_ctx_take_storage(&none, bare, empty);
+    CHECK_EQ_INT(mcdc_storage_open_env(&st, none.storage_env, "s3://bkt/t", &e),
+                 MCDC_E_PERMISSION);
+    mcdc_runtime_destroy(empty);
+
+    /* a job with a storage option of its own uses its own alone */
+    mcdc_opts *own = source_opts();
+    CHECK_EQ_INT(mcdc_opts_set(own, "AWS_EC2_METADATA_DISABLED", "true", NULL, &e), MCDC_OK);
+    mcdc_ctx mine = {0};
+    mcdc_ctx_take_storage(&mine, own, rt);
+    CHECK_EQ_INT(mcdc_storage_open_env(&st, mine.storage_env, "s3://bkt/t", &e),
+                 MCDC_E_PERMISSION);
+    CHECK(strstr(e.message, "AKIDRUNTIME") == NULL);
+
+    /* a later set replaces the scheme's for the opens after it */
+    values[5] = "5";
+    CHECK_EQ_INT(mcdc_runtime_set_storage_options(rt, "s3", names, values, 6, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_storage_open_env(&st, ctx.storage_env, "s3://bkt/t", &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "MCDC_LEASE_TTL_MS") != NULL);
+
+    /* refused: an unknown scheme, a name that is no storage option (its
+     * value not quoted), an empty value */
+    CHECK_EQ_INT(mcdc_runtime_set_storage_options(rt, "ftp", az, az_v, 1, &e), MCDC_E_INVALID);
+    static const char *const src[] = {"connectionString"};
+    static const char *const src_v[] = {"Server=x;PWD=hunter2"};
+    CHECK_EQ_INT(mcdc_runtime_set_storage_options(rt, "s3", src, src_v, 1, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "hunter2") == NULL);
+    static const char *const key[] = {"AWS_SECRET_ACCESS_KEY"};
+    static const char *const key_v[] = {""};
+    CHECK_EQ_INT(mcdc_runtime_set_storage_options(rt, "s3", key, key_v, 1, &e), MCDC_E_INVALID);
+    /* the refused sets changed nothing: still the "5" */
+    CHECK_EQ_INT(mcdc_storage_open_env(&st, ctx.storage_env, "s3://bkt/t", &e), MCDC_E_INVALID);
+    mcdc_opts_free(own);
+    mcdc_opts_free(bare);
+    mcdc_runtime_destroy(rt);
+}
+
+typedef struct {
+    int n;
+    mcdc_job_metrics seen[4];
+} metrics_seen;
+
+static int collect(void *user, const mcdc_job_metrics *m) {
+    metrics_seen *s = user;
+    if (s->n < 4) s->seen[s->n] = *m;
+    s->n++;
+    return 0;
+}
+
+static int stop_at_first(void *user, const mcdc_job_metrics *m) {
+    (void)user;
+    (void)m;
+    return 7;
+}
+
+/* The registry: a job of the runtime is listed from its create to its
+ * free, with what it published (batches, progress, how its run ended);
+ * a job without a runtime is not. */
+TEST(runtime_metrics_registry_lists_jobs_and_what_they_published) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_runtime *rt = NULL;
+    CHECK_EQ_INT(mcdc_runtime_create(&rt, NULL, &e), MCDC_OK);
+    mcdc_opts *o = source_opts();
+    metrics_seen seen = {0};
+    CHECK_EQ_INT(mcdc_runtime_metrics(rt, collect, &seen), 0);
+
+    /* a target that is a file: the run fails before it connects */
+    FILE *f = fopen("/tmp/mcdc-runtime-test-file", "w");
+    CHECK(f != NULL);
+    if (f) fclose(f);
+    mcdc_stream_cfg sc = MCDC_STREAM_CFG_INIT;
+    sc.target = "/tmp/mcdc-runtime-test-file";
+    sc.app_id = "orders-app";
+    sc.checkpoint = "/tmp/mcdc-runtime-test/ckpt";
+    sc.runtime = rt;
+    mcdc_stream *s = NULL;
+    CHECK_EQ_INT(mcdc_stream_create(&s, o, &sc, &e), MCDC_OK);
+    sc.runtime = NULL;
+    mcdc_stream *alone = NULL;
+    CHECK_EQ_INT(mcdc_stream_create(&alone, o, &sc, &e), MCDC_OK);
+    mcdc_apply_cfg ac = MCDC_APPLY_CFG_INIT;
+    ac.bronze = "/tmp/mcdc-runtime-test/bronze";
+    ac.target = "/tmp/mcdc-runtime-test/silver";
+    ac.control_table = "/tmp/mcdc-runtime-test/control";
+    ac.runtime = rt;
+    mcdc_apply *a = NULL;
+    CHECK_EQ_INT(mcdc_apply_create(&a, o, &ac, &e), MCDC_OK);
+
+    CHECK_EQ_INT(mcdc_runtime_metrics(rt, collect, &seen), 2);
+    CHECK_EQ_STR(seen.seen[0].job, "stream");
+    CHECK_EQ_STR(seen.seen[0].name, "orders-app");
+    CHECK(seen.seen[0].handle == s);
+    CHECK_EQ_INT(seen.seen[0].state, MCDC_JOB_STARTING);
+    CHECK_EQ_STR(seen.seen[1].job, "apply");
+    CHECK_EQ_STR(seen.seen[1].name, "/tmp/mcdc-runtime-test/silver");
+    CHECK(seen.seen[1].id > seen.seen[0].id);
+    CHECK_EQ_INT(mcdc_runtime_metrics(rt, stop_at_first, NULL), 7);
+
+    mcdc_error run_e = MCDC_ERROR_INIT;
+    int rc = mcdc_stream_run(s, NULL, NULL, &run_e);
+    CHECK(rc != MCDC_OK && rc != MCDC_E_CANCELLED);
+    mcdc_job_metrics m;
+    CHECK(mcdc_runtime_job_metrics(rt, s, &m));
+    CHECK_EQ_INT(m.state, MCDC_JOB_FAILED);
+    CHECK_EQ_STR(mcdc_job_state_name(m.state), "failed");
+    CHECK_EQ_INT(m.runs, 1);
+    CHECK_EQ_INT(m.last_status, rc);
+    CHECK_EQ_INT(m.errors[-rc], 1);
+    CHECK(m.last_error[0] != 0 && strncmp(m.last_error, run_e.message, 100) == 0);
+    CHECK(!mcdc_runtime_job_metrics(rt, alone, &m));
+
+    /* what a stream publishes after each batch and while it snapshots
+     * (through the entry a job holds, as the stream does) */
+    mcdc_job_entry *je = mcdc_runtime_job_join(rt, "stream", "direct", &seen);
+    mcdc_runtime_job_started(je);
+    mcdc_progress p = {.version = MCDC_PROGRESS_VERSION, .job = "snapshot", .phase = "reading",
+                       .rows_done = 40, .rows_total = 100, .parts_done = 1, .parts_total = 4,
+                       .job_parts_name = "chunks", .job_parts_done = 3, .job_parts_total = 9};
+    mcdc_runtime_job_progress(je, &p);
+    CHECK(mcdc_runtime_job_metrics(rt, &seen, &m));
+    CHECK_EQ_INT(m.state, MCDC_JOB_SNAPSHOTTING);
+    CHECK(m.progress_active);
+    CHECK_EQ_INT(m.progress_rows_done, 40);
+    CHECK_EQ_INT(m.progress_parts_done, 3);
+    CHECK_EQ_INT(m.progress_parts_total, 9);
+    mcdc_batch_report r = {.rows = 5, .duration_ms = 250, .has_verdict = true,
+                           .finalized_until_us = 3600000000, .ingestion_lag_seconds = 2.5};
+    snprintf(r.end_lsn, sizeof r.end_lsn, "0x0000002A000000100001");
+    mcdc_runtime_job_batch(je, &r);
+    r.rows = 7;
+    mcdc_runtime_job_batch(je, &r);
+    CHECK(mcdc_runtime_job_metrics(rt, &seen, &m));
+    CHECK_EQ_INT(m.state, MCDC_JOB_RUNNING);
+    CHECK(!m.progress_active);
+    CHECK_EQ_INT(m.rows, 12);
+    CHECK_EQ_INT(m.batches, 2);
+    CHECK(m.last_batch_seconds == 0.25);
+    CHECK_EQ_STR(m.end_lsn, "0x0000002A000000100001");
+    CHECK(m.has_verdict && m.finalized_until_us == 3600000000 && m.verdict_moved_us > 0);
+    mcdc_runtime_job_ended(je, MCDC_E_CANCELLED, NULL);
+    CHECK(mcdc_runtime_job_metrics(rt, &seen, &m));
+    CHECK_EQ_INT(m.state, MCDC_JOB_STOPPED);
+    CHECK_EQ_INT(m.errors[-MCDC_E_CANCELLED], 1);
+    mcdc_runtime_job_leave(je);
+
+    mcdc_stream_free(s);
+    mcdc_stream_free(alone);
+    CHECK(!mcdc_runtime_job_metrics(rt, s, &m));
+    seen.n = 0;
+    CHECK_EQ_INT(mcdc_runtime_metrics(rt, collect, &seen), 1);
+    mcdc_apply_free(a);
+    CHECK_EQ_INT(mcdc_runtime_metrics(rt, collect, &seen), 0);
+    CHECK_EQ_INT(mcdc_runtime_metrics(NULL, collect, &seen), MCDC_E_INVALID);
+    remove("/tmp/mcdc-runtime-test-file");
+    mcdc_opts_free(o);
+    mcdc_runtime_destroy(rt);
+}
+
+/* Credentials a runtime's S3 options lead to are found once per runtime:
+ * two jobs' stores (two opens) fetch the container endpoint's keys once
+ * and sign with them both; the token never shows in a message. */
+TEST(runtime_s3_credentials_are_fetched_once_for_its_jobs) {
+    char ts[32], body[512], answer[1024];
+    mcdc_format_ts_us(mcdc_now_utc_us() + 3600 * (int64_t)1000000, 0, ts);
+    int n = snprintf(body, sizeof body,
+                     "{\"Code\":\"Success\",\"AccessKeyId\":\"ASIART\",\"SecretAccessKey\":"
+                     "\"sec-rt\",\"Token\":\"RTSESSION\",\"Expiration\":\"%sZ\"}",
+                     ts);
+    snprintf(answer, sizeof answer,
+             "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", n, body);
+    const step steps[] = {{ANSWER, answer}};
+    server s;
+    server_start(&s, steps, 1);
+    char base[64], full[96];
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", s.port);
+    snprintf(full, sizeof full, "%s/v2/creds", base);
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_runtime *rt = NULL;
+    CHECK_EQ_INT(mcdc_runtime_create(&rt, NULL, &e), MCDC_OK);
+    const char *names[] = {"AWS_ENDPOINT_URL", "AWS_ALLOW_HTTP", "AWS_REGION",
+                           "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                           "AWS_CONTAINER_AUTHORIZATION_TOKEN"};
+    const char *values[] = {base, "true", "us-east-1", full, "rt-auth-7"};
+    CHECK_EQ_INT(mcdc_runtime_set_storage_options(rt, "s3", names, values, 5, &e), MCDC_OK);
+    mcdc_opts *bare = source_opts();
+    mcdc_ctx one = {0}, two = {0};
+    mcdc_ctx_take_storage(&one, bare, rt);
+    mcdc_ctx_take_storage(&two, bare, rt);
+    mcdc_storage *a = NULL, *b = NULL;
+    CHECK_EQ_INT(mcdc_storage_open_env(&a, one.storage_env, "s3://bkt/orders", &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_storage_open_env(&b, two.storage_env, "s3://bkt/customers", &e), MCDC_OK);
+    server_stop(&s);
+    CHECK_EQ_INT(s.served, 1);
+    CHECK_EQ_STR(s.seen_line[0], "GET /v2/creds HTTP/1.1");
+    /* the first store freed, the second still signs with the shared keys */
+    mcdc_storage_free(a);
+    mcdc_storage_free(b);
+    mcdc_opts_free(bare);
     mcdc_runtime_destroy(rt);
 }

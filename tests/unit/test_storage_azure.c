@@ -39,7 +39,7 @@ static mcdc_storage *open_at(const char *location, const char *sub, const char *
     char uuid[37], full[512];
     mcdc_uuid4(uuid);
     snprintf(full, sizeof full, "%s/%s-%s", location, sub, uuid);
-    mcdc_storage_env env = {NULL, NULL, opt_lookup, (void *)over};
+    mcdc_storage_env env = {.option = opt_lookup, .octx = (void *)over};
     mcdc_storage *s = NULL;
     return mcdc_storage_open_env(&s, &env, full, e) == MCDC_OK ? s : NULL;
 }
@@ -60,7 +60,7 @@ TEST(azure_every_location_form_opens_without_sending) {
         "az://lake/t",
     };
     mcdc_error e = MCDC_ERROR_INIT;
-    mcdc_storage_env env = {NULL, NULL, opt_lookup, (void *)emu};
+    mcdc_storage_env env = {.option = opt_lookup, .octx = (void *)emu};
     for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
         mcdc_storage *s = NULL;
         char loc[160];
@@ -74,7 +74,7 @@ TEST(azure_every_location_form_opens_without_sending) {
     mcdc_storage *s = NULL;
     static const char *const none[] = {"AZURE_STORAGE_USE_EMULATOR=", "AZURE_STORAGE_ACCOUNT_NAME=",
                                        "AZURE_STORAGE_CONNECTION_STRING=", NULL};
-    mcdc_storage_env bare = {NULL, NULL, opt_lookup, (void *)none};
+    mcdc_storage_env bare = {.option = opt_lookup, .octx = (void *)none};
     CHECK_EQ_INT(mcdc_storage_open_env(&s, &bare, "az://lake/t", &e), MCDC_E_INVALID);
     CHECK(strstr(e.message, "names no storage account") != NULL);
     CHECK(s == NULL);
@@ -302,7 +302,7 @@ static int64_t append_rows(mcdc_table *t, int64_t first, int n, mcdc_error *e) {
 TEST(azure_remote_delta_table_for_readers) {
     const char *loc = getenv("MCDC_TEST_AZURE_DELTA_LOCATION");
     mcdc_error e = MCDC_ERROR_INIT;
-    mcdc_storage_env env = {NULL, NULL, opt_lookup, NULL};
+    mcdc_storage_env env = {.option = opt_lookup, .octx = NULL};
     mcdc_table *t = NULL;
     if (loc == NULL) { /* offline: a table location on Azure resolves as it is */
         char *path = NULL;

@@ -53,22 +53,22 @@ class StreamCfg(ctypes.Structure):
 
 
 class SnapshotCfg(ctypes.Structure):
-    VERSION = 4
+    VERSION = 5
     _fields_ = [("version", c_int), ("target", c_char_p), ("warehouse", c_char_p),
                 ("resnapshot", c_bool), ("budget", c_void_p), ("log_fn", c_void_p),
                 ("log_user", c_void_p), ("log_level", c_int),
                 ("app_id", c_char_p), ("facts_table", c_char_p), ("progress_fn", c_void_p),
-                ("progress_user", c_void_p), ("stop", c_void_p)]
+                ("progress_user", c_void_p), ("stop", c_void_p), ("runtime", c_void_p)]
 
 
 class SeedCfg(ctypes.Structure):
-    VERSION = 4
+    VERSION = 5
     _fields_ = [("version", c_int), ("target", c_char_p), ("warehouse", c_char_p),
                 ("from_", c_char_p), ("as_of", c_char_p), ("allow_missing_columns", c_bool),
                 ("reseed", c_bool), ("app_id", c_char_p), ("facts_table", c_char_p),
                 ("log_fn", c_void_p), ("log_user", c_void_p), ("log_level", c_int),
                 ("allow_empty", c_bool), ("progress_fn", c_void_p), ("progress_user", c_void_p),
-                ("stop", c_void_p)]
+                ("stop", c_void_p), ("runtime", c_void_p)]
 
 
 class BackfillCfg(ctypes.Structure):
@@ -113,12 +113,12 @@ class ReconcileCfg(ctypes.Structure):
 
 
 class RepairCfg(ctypes.Structure):
-    VERSION = 2
+    VERSION = 3
     _fields_ = [("version", c_int), ("bronze", c_char_p), ("facts_table", c_char_p),
                 ("warehouse", c_char_p), ("run_id", c_char_p), ("keys_json", c_void_p),
                 ("n_keys", c_size_t), ("report_table", c_char_p),
                 ("reserved1", c_void_p), ("log_fn", c_void_p), ("log_user", c_void_p),
-                ("log_level", c_int), ("stop", c_void_p)]
+                ("log_level", c_int), ("stop", c_void_p), ("runtime", c_void_p)]
 
 
 # name (mcdc_<name>_cfg_init): struct
