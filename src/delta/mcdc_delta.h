@@ -105,6 +105,13 @@ int mcdc_delta_table_latest_version(int64_t *out_version, mcdc_delta_table *t,
  * borrowed until the next call on t; NULL (MCDC_OK) when there is no table. */
 int mcdc_delta_table_latest(const mcdc_delta_snapshot **out, mcdc_delta_table *t,
                             mcdc_error *err);
+/* A copy of the latest snapshot, *out NULL when there is no table: the
+ * handle's cache brought up to date (mcdc_delta_table_latest) and copied,
+ * so that a reader of the latest version costs a check of the log's end,
+ * not a replay of the log, and keeps its own snapshot however the cache
+ * moves. A keeper (mcdc_delta_table_keep_snapshot) loads the log instead. */
+int mcdc_delta_table_latest_copy(mcdc_delta_snapshot **out, mcdc_delta_table *t,
+                                 mcdc_error *err);
 
 /* Makes t the keeper of its own snapshot: once loaded, the cached snapshot
  * is trusted as the table's latest and brought forward only by t's own
@@ -273,6 +280,10 @@ int mcdc_delta_snapshot_load(mcdc_delta_snapshot **out, mcdc_delta_table *t, int
 int mcdc_delta_snapshot_load_latest(mcdc_delta_snapshot **out, mcdc_delta_table *t,
                                     mcdc_error *err);
 void mcdc_delta_snapshot_free(mcdc_delta_snapshot *s);
+/* A copy of s that owns all it holds, for a reader that must not see s
+ * change under it. */
+int mcdc_delta_snapshot_copy(mcdc_delta_snapshot **out, const mcdc_delta_snapshot *s,
+                             mcdc_error *err);
 int64_t mcdc_delta_snapshot_version(const mcdc_delta_snapshot *s);
 void mcdc_delta_snapshot_protocol(const mcdc_delta_snapshot *s, int32_t *min_reader,
                                   int32_t *min_writer);

@@ -210,6 +210,21 @@ int mcdc_delta_table_latest(const mcdc_delta_snapshot **out, mcdc_delta_table *t
     return rc;
 }
 
+int mcdc_delta_table_latest_copy(mcdc_delta_snapshot **out, mcdc_delta_table *t,
+                                 mcdc_error *err) {
+    *out = NULL;
+    /* A keeper's cache is trusted for its own commits only: its readers
+     * load the log as it is, as before. */
+    if (t->keep_snapshot) return mcdc_delta_snapshot_load_latest(out, t, err);
+    /* the refresh's probe past the end is a miss it expects: its message
+     * must not reach a caller whose read goes on */
+    mcdc_error e = MCDC_ERROR_INIT;
+    int rc = refresh_cache(t, true, &e);
+    if (rc && err) *err = e;
+    if (rc || t->latest == NULL) return rc;
+    return mcdc_delta_snapshot_copy(out, t->latest, err);
+}
+
 /* ------------------------------------------------------------------------ */
 /* building commit lines                                                    */
 /* ------------------------------------------------------------------------ */

@@ -575,6 +575,97 @@ void mcdc_delta_snapshot_free(mcdc_delta_snapshot *s) {
     mcdc_free(s);
 }
 
+/* Duplicates str into *dst; false only when str was not NULL and the copy
+ * failed (out of memory). */
+static bool copy_str(const char **dst, const char *str) {
+    *dst = str ? mcdc_strdup(str) : NULL;
+    return str == NULL || *dst != NULL;
+}
+
+static bool copy_file_strings(mcdc_delta_file *dst, const mcdc_delta_file *src) {
+    *dst = *src;
+    dst->path = dst->stats_json = dst->partition_values_json = dst->dv_unique_id = NULL;
+    dst->dv.path_or_inline = NULL;
+    bool ok = copy_str(&dst->path, src->path);
+    ok = ok && copy_str(&dst->stats_json, src->stats_json);
+    ok = ok && copy_str(&dst->partition_values_json, src->partition_values_json);
+    ok = ok && copy_str(&dst->dv_unique_id, src->dv_unique_id);
+    return ok && copy_str(&dst->dv.path_or_inline, src->dv.path_or_inline);
+}
+
+/* Every array of s sized as in s (the counts set only once the copies are
+ * made, so that a failure half way frees exactly what was made). */
+static bool copy_arrays(mcdc_delta_snapshot *c, const mcdc_delta_snapshot *s) {
+    size_t nf = s->n_files ? s->n_files : 1;
+    c->files = mcdc_calloc(nf, sizeof *c->files);
+    c->slots = s->n_slots ? mcdc_malloc(s->n_slots * sizeof *c->slots) : NULL;
+    c->live_order = mcdc_malloc(nf * sizeof *c->live_order);
+    c->tomb_order = mcdc_malloc(nf * sizeof *c->tomb_order);
+    c->txns = mcdc_calloc(s->n_txns ? s->n_txns : 1, sizeof *c->txns);
+    c->domains = mcdc_calloc(s->n_domains ? s->n_domains : 1, sizeof *c->domains);
+    if (!c->files || (s->n_slots && !c->slots) || !c->live_order || !c->tomb_order ||
+        !c->txns || !c->domains)
+        return false;
+    c->cap_files = nf;
+    for (; c->n_files < s->n_files; c->n_files++) {
+        file_entry *d = &c->files[c->n_files];
+        const file_entry *e = &s->files[c->n_files];
+        d->live = e->live;
+        bool ok = copy_file_strings(&d->f, &e->f);
+        d->key = mcdc_strdup(e->key);
+        if (!ok || d->key == NULL) {
+            c->n_files++; /* its strings made so far are freed with the copy */
+            return false;
+        }
+    }
+    for (; c->n_txns < s->n_txns; c->n_txns++) {
+        c->txns[c->n_txns] = s->txns[c->n_txns];
+        if ((c->txns[c->n_txns].app_id = mcdc_strdup(s->txns[c->n_txns].app_id)) == NULL)
+            return false;
+    }
+    for (; c->n_domains < s->n_domains; c->n_domains++) {
+        const delta_domain *e = &s->domains[c->n_domains];
+        delta_domain *d = &c->domains[c->n_domains];
+        d->removed = e->removed;
+        d->domain = mcdc_strdup(e->domain);
+        d->configuration = e->configuration ? mcdc_strdup(e->configuration) : NULL;
+        if (d->domain == NULL || (e->configuration && d->configuration == NULL)) {
+            c->n_domains++;
+            return false;
+        }
+    }
+    if (s->n_slots) memcpy(c->slots, s->slots, s->n_slots * sizeof *c->slots);
+    c->n_slots = s->n_slots;
+    for (size_t i = 0; i < s->n_live; i++) /* the same order, pointing into the copy */
+        c->live_order[i] = &c->files[s->live_order[i] - s->files];
+    c->n_live = s->n_live;
+    if (s->n_tomb) memcpy(c->tomb_order, s->tomb_order, s->n_tomb * sizeof *c->tomb_order);
+    c->n_tomb = s->n_tomb;
+    return true;
+}
+
+int mcdc_delta_snapshot_copy(mcdc_delta_snapshot **out, const mcdc_delta_snapshot *s,
+                             mcdc_error *err) {
+    *out = NULL;
+    mcdc_delta_snapshot *c;
+    int rc = mcdc_delta__snapshot_new(&c, err);
+    if (rc) return rc;
+    c->version = s->version;
+    /* deep copies: the copy may be read on other threads while the
+     * original's JSON is released or replaced */
+    c->protocol = s->protocol ? json_deep_copy(s->protocol) : NULL;
+    c->metadata = s->metadata ? json_deep_copy(s->metadata) : NULL;
+    if ((s->protocol && !c->protocol) || (s->metadata && !c->metadata) || !copy_arrays(c, s)) {
+        mcdc_delta_snapshot_free(c);
+        return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory copying a snapshot of version %lld",
+                              (long long)s->version);
+    }
+    MCDC_ASSERT(c->n_files == s->n_files && c->n_live == s->n_live);
+    MCDC_ASSERT(c->n_txns == s->n_txns && c->n_domains == s->n_domains);
+    *out = c;
+    return MCDC_OK;
+}
+
 static int rehash(mcdc_delta_snapshot *s, mcdc_error *err) {
     size_t n = s->n_slots ? s->n_slots * 2 : 256;
     uint32_t *slots = mcdc_calloc(n, sizeof *slots);

@@ -89,11 +89,12 @@ int mcdc_table_version(mcdc_table *t, int64_t *version, mcdc_error *err) {
     return mcdc_delta_table_latest_version(version, t->dt, err);
 }
 
-/* The latest snapshot, or NULL (MCDC_OK) when the table does not exist.
- * The load lists the log itself: no listing of our own before it (on an
- * object store each listing is a round trip, and this runs per batch). */
+/* The latest snapshot, or NULL (MCDC_OK) when the table does not exist:
+ * a copy of the handle's cached snapshot brought up to date, so that the
+ * reads of one run (views, scans, replaces) replay the log once and then
+ * only check its end (on an object store each request is a round trip). */
 static int load_latest(mcdc_delta_snapshot **out, mcdc_table *t, mcdc_error *err) {
-    return mcdc_delta_snapshot_load_latest(out, t->dt, err);
+    return mcdc_delta_table_latest_copy(out, t->dt, err);
 }
 
 int mcdc_table_txn_version(mcdc_table *t, const char *app_id, int64_t *version, mcdc_error *err) {

@@ -188,12 +188,16 @@ typedef struct mcdc_parquet_reader mcdc_parquet_reader;
 typedef struct mcdc_parquet_read_options {
     int32_t version;      /* MCDC_PARQUET_READ_OPTIONS_VERSION */
     int64_t batch_rows;   /* rows per batch of _next, 0 = MCDC_BATCH_ROWS_DEFAULT */
+    /* a file up to this size is read whole at open; 0 =
+     * MCDC_PARQUET_READ_WHOLE_BYTES, -1 = never (ranged reads only) */
+    int64_t whole_bytes;
 } mcdc_parquet_read_options;
-#define MCDC_PARQUET_READ_OPTIONS_INIT {MCDC_PARQUET_READ_OPTIONS_VERSION, 0}
+#define MCDC_PARQUET_READ_OPTIONS_INIT {MCDC_PARQUET_READ_OPTIONS_VERSION, 0, 0}
 
 /* Opens the file key of storage st (borrowed: it must outlive the reader)
- * and decodes its footer. Everything is read by ranged reads: the footer,
- * then each selected column chunk of the row group being read. opts may be
+ * and decodes its footer. A small file (opts->whole_bytes) is read whole by
+ * the first read; else everything is read by ranged reads: the footer, then
+ * each selected column chunk of the row group being read. opts may be
  * NULL. A missing key is MCDC_E_NOTFOUND. */
 int mcdc_parquet_reader_open(mcdc_parquet_reader **out, mcdc_storage *st, const char *key,
                              const mcdc_parquet_read_options *opts, mcdc_error *err);

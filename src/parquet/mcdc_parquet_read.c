@@ -80,6 +80,7 @@ struct mcdc_parquet_reader {
     char *key;             /* owned */
     mcdc_storage *own_st;  /* the local storage of open_path, else NULL */
     const uint8_t *mem;
+    uint8_t *own_mem;      /* a small file read whole at open (mem points at it) */
     int64_t file_len;
     uint8_t *footer;
     pq_file_meta meta;
@@ -421,14 +422,28 @@ int mcdc_parquet_reader_open(mcdc_parquet_reader **out, mcdc_storage *st, const 
     int rc = MCDC_OK;
     if (r->key == NULL || r->name == NULL)
         rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (reader)");
-    /* The first ranged read brings the size and the leading magic. */
-    uint8_t head[4];
+    /* The first ranged read brings the size and the leading magic, and a
+     * small file whole: its footer and column chunks are then read from
+     * memory, not by a request each (on an object store a round trip). */
+    int64_t whole = opts && opts->whole_bytes ? opts->whole_bytes
+                                               : (int64_t)MCDC_PARQUET_READ_WHOLE_BYTES;
+    size_t want = whole > 4 ? (size_t)whole : 4;
+    uint8_t *first = rc ? NULL : mcdc_malloc(want);
     size_t got = 0;
+    if (rc == MCDC_OK && first == NULL)
+        rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (reader)");
     if (rc == MCDC_OK) {
-        rc = mcdc_storage_get_range(st, key, 0, sizeof head, head, &got, &r->file_len, err);
+        rc = mcdc_storage_get_range(st, key, 0, want, first, &got, &r->file_len, err);
         if (rc) mcdc_error_wrap(err, "cannot open Parquet file %s", r->name);
     }
-    if (rc == MCDC_OK) rc = reader_init(r, opts, got == sizeof head ? head : NULL, err);
+    if (rc == MCDC_OK && whole > 0 && (int64_t)got == r->file_len) {
+        r->own_mem = first;
+        r->mem = first;
+        first = NULL;
+    }
+    const uint8_t *head = r->mem ? r->mem : first;
+    if (rc == MCDC_OK) rc = reader_init(r, opts, got >= 4 ? head : NULL, err);
+    mcdc_free(first);
     if (rc) {
         mcdc_parquet_reader_free(r);
         return rc;
@@ -511,6 +526,7 @@ void mcdc_parquet_reader_free(mcdc_parquet_reader *r) {
     mcdc_free(r->name);
     mcdc_free(r->key);
     mcdc_storage_free(r->own_st);
+    mcdc_free(r->own_mem);
     mcdc_free(r);
 }
 

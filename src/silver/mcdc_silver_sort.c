@@ -381,32 +381,57 @@ static const mcdc_batch *acc_open(const silver_sorter *s) {
     return acc->columns[0].length < ACC_ROWS ? acc : NULL;
 }
 
-/* What copying n rows of b (about the average row of b) into the
- * accumulation batch adds to its buffers as allocated: its row capacity
- * doubles (from 4096, a new batch's) until they fit, and each text
- * column's bytes double (from 256) until theirs do. */
-static int64_t copy_cost(const silver_sorter *s, const mcdc_batch *b, int64_t n) {
-    const mcdc_batch *acc = acc_open(s);
-    int64_t have = acc ? acc->columns[0].length : 0, cap = acc ? acc->columns[0].capacity : 0;
-    int64_t rows = cap ? cap : 4096;
-    while (rows < have + n) rows *= 2;
+/* A new accumulation batch, the last held one (a full one before it is
+ * shrunk to its rows). */
+static int acc_new(silver_sorter *s, mcdc_error *err) {
+    if (s->n_acc > 0 && !s->last_owned) mcdc_batch_shrink(s->acc[s->n_acc - 1]); /* full */
+    mcdc_batch *nb = NULL;
+    int rc = mcdc_batch_create(&nb, s->schema, 4096, err);
+    if (rc == MCDC_OK && (rc = add_acc(s, nb, err)) != MCDC_OK) mcdc_batch_free(nb);
+    if (rc == MCDC_OK) s->last_owned = false;
+    return rc;
+}
+
+/* Bytes of text or binary column c's values at rows[0..n). */
+static int64_t rows_bytes(const mcdc_column *c, const int32_t *rows, int64_t n) {
+    int64_t bytes = 0;
+    for (int64_t i = 0; i < n; i++) bytes += c->offsets[rows[i] + 1] - c->offsets[rows[i]];
+    return bytes;
+}
+
+/* What copying rows[0..n) of b into accumulation batch acc adds to its
+ * buffers as allocated, grown as mcdc_col_reserve grows them: the row
+ * capacity doubles until the rows fit (counted with a byte of validity a
+ * row, more than the bitmap takes), a bitmap is made for a column that
+ * gets its first NULLs, and each text column's bytes double (from 256)
+ * until the rows' own bytes fit. Exact, not an average of b's rows: one
+ * doubling missed near the budget passes it by the buffer's size. */
+static int64_t copy_cost(const silver_sorter *s, const mcdc_batch *acc, const mcdc_batch *b,
+                         const int32_t *rows, int64_t n) {
+    int64_t have = acc->columns[0].length, cap = acc->columns[0].capacity;
+    int64_t grown = cap ? cap : 64;
+    while (grown < have + n) grown *= 2;
     int64_t cost = 0;
     for (int32_t c = 0; c < s->n_cols; c++) {
-        const mcdc_column *src = &b->columns[c], *dst = acc ? &acc->columns[c] : NULL;
+        const mcdc_column *src = &b->columns[c], *dst = &acc->columns[c];
         int64_t per_row = mcdc_type_width(src->field) + 1 + (src->offsets ? 4 : 0);
-        cost += (rows - cap) * per_row;
-        if (src->offsets == NULL || b->rows == 0) continue;
-        int64_t len = dst ? dst->data_len : 0, dcap = dst && dst->data ? dst->data_cap : 0;
-        int64_t need = len + n * (src->data_len / b->rows + 1), grown = dcap ? dcap : 256;
-        while (grown < need) grown *= 2;
-        cost += need > dcap ? grown - dcap : 0;
+        cost += (grown - cap) * per_row;
+        if (dst->validity == NULL && src->validity && src->null_count > 0) cost += (grown + 7) / 8;
+        if (src->offsets == NULL || n == 0) continue;
+        int64_t dcap = dst->data ? dst->data_cap : 0;
+        int64_t need = dst->data_len + rows_bytes(src, rows, n), bytes = dcap ? dcap : 256;
+        if (need <= dcap) continue;
+        while (bytes < need) bytes *= 2;
+        if (bytes > (int64_t)MCDC_BATCH_BYTES_MAX) bytes = (int64_t)MCDC_BATCH_BYTES_MAX;
+        cost += bytes - dcap;
     }
     return cost;
 }
 
-/* Is there room in the budget for copying n rows of b? */
-static bool room_to_copy(silver_sorter *s, const mcdc_batch *b, int64_t n) {
-    return held_bytes(s) + add_cost(s, n, copy_cost(s, b, n)) <= s->cfg.memory_bytes;
+/* Is there room in the budget for copying rows[0..n) of b into acc? */
+static bool room_to_copy(silver_sorter *s, const mcdc_batch *acc, const mcdc_batch *b,
+                         const int32_t *rows, int64_t n) {
+    return held_bytes(s) + add_cost(s, n, copy_cost(s, acc, b, rows, n)) <= s->cfg.memory_bytes;
 }
 
 int silver_sorter_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows, int64_t n,
@@ -423,40 +448,33 @@ int silver_sorter_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows
         rows = all;
     }
     while (rc == MCDC_OK && done < n) {
+        /* the batch the rows go to first, held and counted: a new batch
+         * of the schema may come with the buffers of one freed before
+         * (the schema's pool), which the room below must see */
+        if (acc_open(s) == NULL && (rc = acc_new(s, err)) != MCDC_OK) break;
+        mcdc_batch *acc = s->acc[s->n_acc - 1];
         /* as many rows as the budget has room for; none: spill first. A
          * budget without room for a row when nothing is held (below what
          * the first rows' buffers take, about 2 MB) holds an accumulation
          * batch's worth at a time */
-        const mcdc_batch *acc0 = acc_open(s);
-        int64_t most = n - done, left = ACC_ROWS - (acc0 ? acc0->columns[0].length : 0);
+        int64_t first = acc->columns[0].length;
+        int64_t most = n - done, left = ACC_ROWS - first;
         if (most > left) most = left;
         int64_t fit = most;
-        while (fit > 1 && !room_to_copy(s, b, fit)) fit /= 2;
-        if (!room_to_copy(s, b, fit)) {
+        while (fit > 1 && !room_to_copy(s, acc, b, rows + done, fit)) fit /= 2;
+        if (!room_to_copy(s, acc, b, rows + done, fit)) {
             if (s->n_ents > 0) {
                 rc = spill_run(s, err);
                 continue;
             }
             fit = most;
         }
-        if (s->n_acc == 0 || s->last_owned || s->acc[s->n_acc - 1]->columns[0].length >= ACC_ROWS) {
-            if (s->n_acc > 0 && !s->last_owned) mcdc_batch_shrink(s->acc[s->n_acc - 1]); /* full */
-            mcdc_batch *nb = NULL;
-            rc = mcdc_batch_create(&nb, s->schema, 4096, err);
-            if (rc == MCDC_OK && (rc = add_acc(s, nb, err)) != MCDC_OK) mcdc_batch_free(nb);
-            if (rc) break;
-            s->last_owned = false;
-        }
-        mcdc_batch *acc = s->acc[s->n_acc - 1];
-        int64_t first = acc->columns[0].length;
-        int64_t take = fit;
-        if (take > ACC_ROWS - first) take = ACC_ROWS - first;
         for (int32_t c = 0; rc == MCDC_OK && c < s->n_cols; c++)
-            rc = mcdc_col_take(&acc->columns[c], &b->columns[c], rows + done, take, err);
+            rc = mcdc_col_take(&acc->columns[c], &b->columns[c], rows + done, fit, err);
         if (rc == MCDC_OK)
-            rc = key_rows(s, s->n_acc - 1, first, b, rows + done, take, tags ? tags + done : NULL, err);
-        done += take;
-        s->rows_added += take;
+            rc = key_rows(s, s->n_acc - 1, first, b, rows + done, fit, tags ? tags + done : NULL, err);
+        done += fit;
+        s->rows_added += fit;
         if (rc == MCDC_OK && over_budget(s)) rc = spill_run(s, err);
     }
     mcdc_free(all);

@@ -282,4 +282,10 @@
  * minute each, not one per commit. */
 #define MCDC_PROBE_IDLE_ADVANCE_MS 60000
 
+/* A Parquet file this size or smaller is read whole by the ranged read
+ * that opens it (mcdc_parquet_reader_open): small tables (facts, control)
+ * then cost one request per file on an object store, not one per footer
+ * and column chunk. Larger files pay this much read at open, then ranges. */
+#define MCDC_PARQUET_READ_WHOLE_BYTES ((size_t)128u * 1024u)
+
 #endif /* MCDC_LIMITS_H */

@@ -250,6 +250,54 @@ static int64_t append_k(mcdc_table *t, int64_t first, int n, bool extra) {
     return v;
 }
 
+/* A view of the latest version is the handle's cached snapshot, copied: it
+ * keeps its version and files while the handle commits, a later view sees
+ * that commit and another writer's, and the copy owns its strings. */
+TEST(lake_views_copy_the_handles_snapshot) {
+    char *d = tmpdir();
+    char path[600];
+    snprintf(path, sizeof path, "%s/t", d);
+    mcdc_table *t = NULL, *other = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_table_open(&t, path, NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_table_open(&other, path, NULL, &e), MCDC_OK);
+    append_k(t, 0, 10, false);
+    int64_t v2 = append_k(t, 10, 10, false);
+    mcdc_table_view *a = NULL, *b = NULL, *c = NULL, *x = NULL;
+    CHECK_EQ_INT(mcdc_table_view_open(&a, t, -1, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_table_view_open(&b, t, -1, &e), MCDC_OK);
+    CHECK(a && b && a != b);
+    CHECK_EQ_INT(mcdc_table_view_version(a), v2);
+    CHECK_EQ_INT((int64_t)mcdc_table_view_file_count(a), 2);
+    int64_t v3 = append_k(t, 20, 10, false);
+    CHECK_EQ_INT(v3, v2 + 1);
+    CHECK_EQ_INT(mcdc_table_view_version(a), v2); /* the copy did not move */
+    CHECK_EQ_INT((int64_t)mcdc_table_view_file_count(a), 2);
+    for (size_t i = 0; i < 2; i++) {
+        mcdc_table_file fa = mcdc_table_view_file(a, i), fb = mcdc_table_view_file(b, i);
+        CHECK_EQ_STR(fa.path, fb.path);
+        CHECK(fa.path != fb.path); /* each its own */
+        CHECK_EQ_INT(fa.bytes, fb.bytes);
+    }
+    CHECK_EQ_INT(mcdc_table_view_open(&c, t, -1, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_table_view_version(c), v3);
+    CHECK_EQ_INT((int64_t)mcdc_table_view_file_count(c), 3);
+    int64_t v4 = append_k(other, 30, 10, false); /* another writer */
+    CHECK_EQ_INT(v4, v3 + 1);
+    CHECK_EQ_INT(mcdc_table_view_open(&x, t, -1, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_table_view_version(x), v4);
+    CHECK_EQ_INT((int64_t)mcdc_table_view_file_count(x), 4);
+    CHECK_EQ_STR(e.message, "");
+    mcdc_table_view_free(a);
+    mcdc_table_view_free(b);
+    CHECK_EQ_INT(mcdc_table_view_version(c), v3); /* the others' frees leave it whole */
+    mcdc_table_view_free(c);
+    mcdc_table_view_free(x);
+    mcdc_table_close(t);
+    mcdc_table_close(other);
+    rmrf(d);
+}
+
 TEST(lake_scan_projects_renames_fills_and_prunes) {
     char *d = tmpdir();
     char path[600];

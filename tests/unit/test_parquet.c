@@ -871,15 +871,18 @@ TEST(parquet_every_storage_failure_is_clean) {
         done = rc == MCDC_OK;
     }
     CHECK(done && failures > 10);
-    /* reading: every ranged read in turn fails cleanly */
+    /* reading: every ranged read in turn fails cleanly (ranged reads only:
+     * this small file would else be read whole by its first) */
     mcdc_batch *three = repeat_batch(b, 3);
+    mcdc_parquet_read_options ranged = MCDC_PARQUET_READ_OPTIONS_INIT;
+    ranged.whole_bytes = -1;
     done = false;
     failures = 0;
     for (int64_t nth = 1; nth < 2000 && !done; nth++) {
         mcdc_error e = MCDC_ERROR_INIT;
         mcdc_storage_mem_fail_nth(m, MCDC_STORAGE_OP_GET_RANGE, nth, MCDC_E_IO);
         mcdc_parquet_reader *r = NULL;
-        int rc = mcdc_parquet_reader_open(&r, st, "f.parquet", NULL, &e);
+        int rc = mcdc_parquet_reader_open(&r, st, "f.parquet", &ranged, &e);
         int64_t rows = 0;
         mcdc_batch *x = NULL;
         while (rc == MCDC_OK && (rc = mcdc_parquet_reader_next(&x, r, &e)) == MCDC_OK && x) {
@@ -898,9 +901,21 @@ TEST(parquet_every_storage_failure_is_clean) {
         done = rc == MCDC_OK;
     }
     CHECK(done && failures > 10);
+    /* by default a file this small is one ranged read, all of it read back
+     * from memory; with a limit below its size, ranged reads as above */
+    int64_t size = -1;
+    CHECK_EQ_INT(mcdc_storage_size(st, "f.parquet", &size, NULL), MCDC_OK);
+    CHECK(size > 0 && size <= (int64_t)MCDC_PARQUET_READ_WHOLE_BYTES);
+    int64_t before = mcdc_storage_mem_calls(m, MCDC_STORAGE_OP_GET_RANGE);
     mcdc_parquet_reader *r = NULL;
     CHECK_EQ_INT(mcdc_parquet_reader_open(&r, st, "f.parquet", NULL, NULL), MCDC_OK);
     CHECK_EQ_INT(r ? compare_reader(r, three) : -1, 1500);
+    CHECK_EQ_INT(mcdc_storage_mem_calls(m, MCDC_STORAGE_OP_GET_RANGE) - before, 1);
+    ranged.whole_bytes = size - 1;
+    before = mcdc_storage_mem_calls(m, MCDC_STORAGE_OP_GET_RANGE);
+    CHECK_EQ_INT(mcdc_parquet_reader_open(&r, st, "f.parquet", &ranged, NULL), MCDC_OK);
+    CHECK_EQ_INT(r ? compare_reader(r, three) : -1, 1500);
+    CHECK(mcdc_storage_mem_calls(m, MCDC_STORAGE_OP_GET_RANGE) - before > 2);
     mcdc_batch_free(three);
     mcdc_batch_free(b);
     mcdc_storage_free(st);

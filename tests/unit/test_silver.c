@@ -930,6 +930,81 @@ static int drain_sorter(silver_sorter *x, bool keys_only, int64_t *rows, mcdc_er
     return rc;
 }
 
+/* The sorter spills before what it holds would pass its budget, whatever
+ * the rows picked from a batch are like: here the rows added are the long
+ * values of batches whose other rows are nearly empty (an average of the
+ * batch's rows would say half of what they take), of lengths that wander,
+ * added in parts over many spills (each run's batches come back through
+ * the schema's pool with the buffers of the last). Budgets from 2 MB: below
+ * that, the first rows' buffers alone pass it (mcdc_silver.h). */
+TEST(silver_sorter_holds_at_most_its_budget_whatever_rows_are_picked) {
+    mcdc_storage_mem *m;
+    mcdc_storage *st;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_storage_mem_create(&m, "sorter-budget", &e);
+    mcdc_storage_mem_open(&st, m, NULL, &e);
+    mcdc_schema *s = change_schema();
+    static const int32_t key[1] = {0};
+    for (int budget_mb = 2; budget_mb <= 4; budget_mb++) {
+        int64_t mem = (int64_t)budget_mb * 1024 * 1024;
+        silver_sorter_cfg c = {.schema = s, .key_cols = key, .n_keys = 1, .ranked = true,
+                               .lsn_col = 2, .op_col = 3, .cmd_col = 4, .seq_col = 5,
+                               .held_cols = 4, .keep_tags = 1, .memory_bytes = mem,
+                               .spill = st, .spill_prefix = "_mssql_cdc_spill/b-"};
+        silver_sorter *x = NULL;
+        CHECK_EQ_INT(silver_sorter_create(&x, &c, &e), MCDC_OK);
+        enum { ROWS = 3000, PARTS = 60 };
+        uint32_t *tags = malloc(ROWS * sizeof *tags);
+        int32_t *picked = malloc(ROWS * sizeof *picked);
+        char *v = malloc(1024);
+        uint32_t seed = 12345u + (uint32_t)budget_mb;
+        int64_t over = 0, added = 0;
+        for (int p = 0; p < PARTS && x && tags && picked && v; p++) {
+            mcdc_batch *b;
+            mcdc_batch_create(&b, s, ROWS, &e);
+            int32_t n = 0;
+            for (int i = 0; i < ROWS; i++) {
+                seed = seed * 1103515245u + 12345u;
+                bool pick = i % 2 == 0;
+                size_t len = pick ? 40 + (seed >> 16) % 400 : 1;
+                memset(v, 'a' + (char)(i % 26), len);
+                v[len] = 0;
+                add_change(b, p * ROWS + i, v, 1 + p * ROWS + i, 2, 0, 1);
+                tags[i] = 1u;
+                if (pick) picked[n++] = i;
+            }
+            mcdc_batch_seal(b, &e);
+            /* in parts of varying size, as a scan's rows come */
+            for (int32_t at = 0; at < n;) {
+                int32_t k = 100 + (int32_t)((seed >> 8) % 900);
+                if (k > n - at) k = n - at;
+                CHECK_EQ_INT(silver_sorter_add(x, b, picked + at, k, tags, &e), MCDC_OK);
+                over += silver_sorter_held_max(x) > mem;
+                added += k;
+                at += k;
+                seed = seed * 1103515245u + 12345u;
+            }
+            mcdc_batch_free(b);
+        }
+        CHECK_EQ_INT(over, 0);
+        if (over || getenv("SHOW"))
+            fprintf(stderr, "  budget %d MB: held at most %lld bytes, %lld runs\n", budget_mb,
+                    (long long)silver_sorter_held_max(x), (long long)silver_sorter_runs(x));
+        CHECK(silver_sorter_runs(x) >= 4); /* the case needs runs, and batches coming back */
+        CHECK_EQ_INT(silver_sorter_finish(x, &e), MCDC_OK);
+        int64_t rows = 0;
+        CHECK_EQ_INT(drain_sorter(x, true, &rows, &e), MCDC_OK);
+        CHECK_EQ_INT(rows, added);
+        free(tags);
+        free(picked);
+        free(v);
+        silver_sorter_free(x);
+    }
+    mcdc_schema_unref(s);
+    mcdc_storage_free(st);
+    mcdc_storage_mem_release(m);
+}
+
 /* A spilled run is a file like any other: damaged, cut short or replaced,
  * it is refused as corrupt, naming the file and the frame pair; never read
  * as rows. */
