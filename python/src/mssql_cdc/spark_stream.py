@@ -379,6 +379,8 @@ class CdcStream:
         if bootstrap and _opt(self.options, "startingLsn"):
             raise ValueError("bootstrap=True sets startingLsn itself; pass one or the other")
         options = dict(self.options)
+        if facts_table:  # a wrong table is refused now, before the query starts
+            tables.ensure(self.spark, facts_table, "facts", tables.FACTS_DDL)
         if bootstrap and not _has_offsets(checkpoint):
             if snapshot == "chunked":
                 assert facts_table is not None
@@ -399,7 +401,22 @@ class CdcStream:
                   .option("checkpointLocation", checkpoint))
         if trigger:
             writer = writer.trigger(**trigger)
-        return writer.queryName(query_name or app_id).start()
+        query = writer.queryName(query_name or app_id).start()
+        _await_sources(query)
+        return query
+
+
+def _await_sources(query, timeout: float = 600.0) -> None:
+    """Returns once ``query`` created its source (or stopped). Spark gives the
+    source's Python runner a fixed 10 s to connect back; on a busy driver
+    (other streams starting, a Delta commit next to it) it missed that, so
+    the caller's next work (track's control table, start_many's next stream)
+    waits until the runner is up."""
+    deadline = time.monotonic() + timeout
+    while query.isActive and time.monotonic() < deadline:
+        if not str((query.status or {}).get("message", "")).startswith("Initializing"):
+            return
+        time.sleep(0.05)
 
 
 def _has_offsets(checkpoint: str) -> bool:
