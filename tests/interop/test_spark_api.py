@@ -127,14 +127,21 @@ else:
     out["many_names"] = {k: q.name for k, q in qs.items()}
 """
 
+EVENTS = r"""
+# t5 after an ADD COLUMN: the batch that reads past the DDL writes a schema_change row
+d = P["work"]
+q = mssql_cdc.stream(spark, {"captureInstance": "dbo_t5", "connectionString": P["conn"]}).to_delta(
+    d + "/t5_ev", "t5-ev", d + "/t5_ev_ckpt", d + "/facts_ev", trigger={"availableNow": True})
+q.awaitTermination()
+assert q.exception() is None, q.exception()
+"""
+
 CONNECT = r"""
 # the same stream through a Spark Connect session: the Connect service started
 # in this Spark (its Delta extension and catalog hold for its sessions); the
 # sources and the foreachBatch sink run in its Python workers. Last stage:
 # pyspark's functions follow Connect in this process from here on.
-import uuid
 from pyspark.sql.connect.session import SparkSession as ConnectSession
-os.environ.setdefault("SPARK_CONNECT_AUTHENTICATE_TOKEN", str(uuid.uuid4()))
 spark._jvm.org.apache.spark.sql.connect.service.SparkConnectService.start(spark._jsc.sc())
 os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
 cspark = ConnectSession.builder.remote(f"sc://localhost:{P['connect_port']}").getOrCreate()
@@ -355,6 +362,14 @@ def run(tmp_path_factory):
         at_second = {"t1": keys(table(d + "/t1")), "changes_t1": change_rows(sim, "dbo_t1")}
         write(sim, TABLES[1:], 1, 1)
         rest = spark.run(OURS, STAGE_SECONDS, stage="rest")
+        # DDL on t5, then a change: the CLI and Spark each stream t5 past it
+        sim.run("ALTER TABLE dbo.t5 ADD note INT NULL;", database=DB)
+        write(sim, ["t5"], 300, 1)
+        run_cli("stream", "--captureInstance", "dbo_t5", "--connectionString", params["conn"],
+                "--target", d + "/cli_t5_ev", "--app-id", "t5-ev", "--checkpoint",
+                d + "/cli_t5_ev_ckpt", "--facts-table", d + "/cli_facts_ev",
+                "--trigger", "availableNow", "--quiet", timeout=180)
+        spark.run(EVENTS, STAGE_SECONDS, stage="events")
         connected = spark.run(CONNECT, STAGE_SECONDS, stage="connect") if connect else None
         spark.close()
         spark = None
@@ -559,6 +574,20 @@ def test_the_stream_through_spark_connect(run):
     assert run["connect"]["t4_finalized_until"] == str(last.replace(second=0, microsecond=0))
 
 
+def test_schema_change_events_in_facts_equal_the_clis(run):
+    """The DDL the planner met is a schema_change facts row in the batch's
+    facts commit, as the CLI writes it (its columns but timings)."""
+    d = run["dir"]
+
+    def events(path):
+        return sorted(({k: v for k, v in r.items() if k not in TIMINGS | {"target"}}
+                       for r in table(path) if r["event"]), key=repr)
+    cli, ours = events(d + "/cli_facts_ev"), events(d + "/facts_ev")
+    assert [r["event"] for r in cli] == ["schema_change"], cli
+    assert "ADD note" in cli[0]["detail"]
+    assert ours == cli
+
+
 def metrics_module():
     """python/src/mssql_cdc/_spark_metrics.py alone (the reference's mssql_cdc is the one
     this interpreter imports by name)."""
@@ -596,3 +625,52 @@ def test_metrics_files_fold_into_the_batch_facts(tmp_path, uri):
     assert folded["capture_lag_seconds"] == 1.5 and folded["source_rtt_ms"] is None
     m.remove(d, files)
     assert m.list_files(d) == []
+
+
+def test_planner_events_become_the_clis_facts_rows(tmp_path):
+    """The events the driver's planner meets (DDL, a newer capture instance,
+    a purged gap skipped with failOnDataLoss=false) go through metricsPath
+    and come out as the facts rows `mssql-cdc stream` writes for them
+    (src/pipeline/mcdc_facts.c): same event kinds, LSNs, times and detail."""
+    m = metrics_module()
+    d = str(tmp_path / "m")
+    start = {"lsn": "0x0000002A000000100001", "commit_ts": "2026-01-02T03:04:00.000"}
+    stale = [{"event": "schema_change", "capture_instance": "dbo_t", "lsn": "0x0000002A000000080001",
+              "commit_ts": "2026-01-02T03:03:00.000", "detail": "ALTER TABLE dbo.t ADD x INT"}]
+    m.write_events(d, {"lsn": "0x01"}, {"lsn": "0x0000002A000000090001"}, stale)
+    events = [
+        {"event": "data_skipped", "capture_instance": "dbo_t", "lsn": "0x0000002A000000100001",
+         "commit_ts": "2026-01-02T03:05:00.500",
+         "detail": '{"from_lsn":"0x0000002A000000100001","to_lsn":"0x0000002A000000200001"}'},
+        {"event": "schema_change", "capture_instance": "dbo_t", "lsn": "0x0000002A000000300001",
+         "commit_ts": "2026-01-02T03:06:00.250", "detail": "ALTER TABLE dbo.t ADD note INT"},
+        {"event": "capture_instance_switched", "capture_instance": "dbo_t",
+         "lsn": "0x0000002A000000400001", "commit_ts": "2026-01-02T03:07:00.000",
+         "detail": "dbo_t -> dbo_t_v2"}]
+    end = {"lsn": "0x0000002A000000500001"}
+    m.write_events(d, start, end, events)
+    m.write_events(d, start, end, events)  # a replanned batch rewrites its own files
+    assert len(m.list_files(d, "event-")) == 4 and m.list_files(d) == []  # not range files
+    rows, files = m.fold_events(d, end["lsn"])
+    assert len(files) == 4
+    assert [r["event"] for r in rows] == ["data_skipped", "schema_change",
+                                          "capture_instance_switched"]
+    skip, ddl, switch = rows
+    assert skip == {"rows": 0, "min_lsn": "0x0000002A000000100001",
+                    "max_lsn": "0x0000002A000000200000", "end_lsn": "0x0000002A000000200000",
+                    "event": "data_skipped",
+                    "lost_from_ts": m._iso("2026-01-02T03:04:00.000"),
+                    "lost_to_ts": m._iso("2026-01-02T03:05:00.500"),
+                    "detail": '{"certain":true,"from":"0x0000002A000000100001",'
+                              '"to":"0x0000002A000000200000"}'}
+    at = m._iso("2026-01-02T03:06:00.250")
+    assert ddl == {"rows": 0, "min_lsn": "0x0000002A000000300001",
+                   "max_lsn": "0x0000002A000000300001", "end_lsn": "0x0000002A000000300001",
+                   "min_commit_ts": at, "max_commit_ts": at, "end_commit_ts": at,
+                   "deletes": 0, "inserts": 0, "updates": 0, "event": "schema_change",
+                   "detail": "ALTER TABLE dbo.t ADD note INT"}
+    assert switch["detail"] == "dbo_t -> dbo_t_v2" and switch["min_lsn"] == switch["end_lsn"]
+    # a batch whose ranges did not say its end takes the newest batch end's events
+    assert [r["event"] for r in m.fold_events(d, None)[0]] == [r["event"] for r in rows]
+    m.remove(d, files)
+    assert m.fold_events(d, end["lsn"]) == ([], [])
