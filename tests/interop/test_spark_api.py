@@ -444,8 +444,12 @@ def test_to_delta_writes_bronze_and_a_facts_row_per_batch(run):
 def test_track_advanced_the_verdict(run):
     t1 = run["first"]["t1"]
     assert t1["tracker_error"] is None
-    last = max(r["_commit_ts"] for r in run["at_first"]["t1"])
-    assert t1["finalized_until"] == str(last.replace(second=0, microsecond=0))
+    # the last batch's end (an idle commit of the source's after the last row, on a slow
+    # run), truncated to the minute: never before the last row
+    facts = [r for r in run["at_first"]["facts"] if r["app_id"] == "t1-app"]
+    end = max(r["end_commit_ts"] for r in facts if r["end_commit_ts"])
+    assert end >= max(r["_commit_ts"] for r in run["at_first"]["t1"])
+    assert t1["finalized_until"] == str(end.replace(second=0, microsecond=0))
     assert t1["is_final_past"] is True
     assert t1["freshness"]["finalized_until"] == t1["finalized_until"]
 
@@ -570,8 +574,9 @@ def test_the_stream_through_spark_connect(run):
     assert keys(rows) == run["changes"]["dbo_t4"]
     facts = [r for r in table(run["dir"] + "/facts") if r["app_id"] == "t4-connect"]
     assert sum(r["rows"] for r in facts) == len(rows)
-    last = max(r["_commit_ts"] for r in rows)
-    assert run["connect"]["t4_finalized_until"] == str(last.replace(second=0, microsecond=0))
+    end = max(r["end_commit_ts"] for r in facts if r["end_commit_ts"])
+    assert end >= max(r["_commit_ts"] for r in rows)
+    assert run["connect"]["t4_finalized_until"] == str(end.replace(second=0, microsecond=0))
 
 
 def test_schema_change_events_in_facts_equal_the_clis(run):
@@ -635,8 +640,9 @@ def test_planner_events_become_the_clis_facts_rows(tmp_path):
     m = metrics_module()
     d = str(tmp_path / "m")
     start = {"lsn": "0x0000002A000000100001", "commit_ts": "2026-01-02T03:04:00.000"}
-    stale = [{"event": "schema_change", "capture_instance": "dbo_t", "lsn": "0x0000002A000000080001",
-              "commit_ts": "2026-01-02T03:03:00.000", "detail": "ALTER TABLE dbo.t ADD x INT"}]
+    stale = [{"event": "schema_change", "capture_instance": "dbo_t",
+              "lsn": "0x0000002A000000080001", "commit_ts": "2026-01-02T03:03:00.000",
+              "detail": "ALTER TABLE dbo.t ADD x INT"}]
     m.write_events(d, {"lsn": "0x01"}, {"lsn": "0x0000002A000000090001"}, stale)
     events = [
         {"event": "data_skipped", "capture_instance": "dbo_t", "lsn": "0x0000002A000000100001",
