@@ -361,6 +361,7 @@ def run(tmp_path_factory):
         second = spark.run(OURS, STAGE_SECONDS, stage="second")
         at_second = {"t1": keys(table(d + "/t1")), "changes_t1": change_rows(sim, "dbo_t1")}
         write(sim, TABLES[1:], 1, 1)
+        write(sim, ["t3"], 10, 1)  # a second row on t3: its two chunks hold one each
         rest = spark.run(OURS, STAGE_SECONDS, stage="rest")
         # DDL on t5, then a change: the CLI and Spark each stream t5 past it
         sim.run("ALTER TABLE dbo.t5 ADD note INT NULL;", database=DB)
