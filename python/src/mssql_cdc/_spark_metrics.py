@@ -34,6 +34,7 @@ log = logging.getLogger("mssql_cdc")
 
 URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")
 _PREFIX = "range-"
+_EVENT = "event-"
 
 
 def join(base: str, name: str) -> str:
@@ -67,8 +68,9 @@ def write_json(directory: str, name: str, value: Mapping[str, Any]) -> None:
         f.write(data)
 
 
-def list_files(directory: str) -> list[str]:
-    """The metrics files in ``directory`` (full paths or URIs' inner paths)."""
+def list_files(directory: str, prefix: str = _PREFIX) -> list[str]:
+    """The metrics files in ``directory`` (full paths or URIs' inner paths);
+    ``prefix`` "event-": the planner's event files."""
     filesystem, where = _fs(directory)
     if filesystem is None:
         try:
@@ -76,11 +78,11 @@ def list_files(directory: str) -> list[str]:
         except FileNotFoundError:
             return []
         return [os.path.join(where, n) for n in sorted(names)
-                if n.startswith(_PREFIX) and n.endswith(".json")]
+                if n.startswith(prefix) and n.endswith(".json")]
     from pyarrow import fs
     infos = filesystem.get_file_info(fs.FileSelector(where, allow_not_found=True))
     return sorted(i.path for i in infos
-                  if i.base_name.startswith(_PREFIX) and i.base_name.endswith(".json"))
+                  if i.base_name.startswith(prefix) and i.base_name.endswith(".json"))
 
 
 def read_json(directory: str, path: str) -> dict[str, Any]:
@@ -145,21 +147,29 @@ def _position(options: Mapping[str, Any], to_lsn: str) -> dict[str, Any]:
         p.close()
 
 
+def _read_all(directory: str, prefix: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The files of ``prefix`` in ``directory``: those read (a torn or
+    vanished one is left out) and every path listed (none if the listing
+    failed: it is logged, and nothing is folded)."""
+    try:
+        paths = list_files(directory, prefix)
+    except Exception as exc:  # noqa: BLE001 - a listing that fails folds nothing
+        log.warning("mssql_cdc: could not list %s in %s: %s", prefix, directory, exc)
+        return [], []
+    found = []
+    for path in paths:
+        try:
+            found.append(read_json(directory, path))
+        except (OSError, ValueError):
+            continue
+    return found, paths
+
+
 def fold(directory: str) -> tuple[dict[str, Any], list[str]]:
     """Every file in ``directory`` (all are the current batch's: the sink
     emptied it before the batch was read) folded into facts values, and the
     files read."""
-    try:
-        paths = list_files(directory)
-    except Exception as exc:  # noqa: BLE001 - a listing that fails folds nothing
-        log.warning("mssql_cdc: could not list the metrics in %s: %s", directory, exc)
-        return {}, []
-    picked = []
-    for path in paths:
-        try:
-            picked.append(read_json(directory, path))
-        except (OSError, ValueError):
-            continue
+    picked, paths = _read_all(directory, _PREFIX)
     if not picked:
         return {}, paths
     end = max(picked, key=lambda m: m["to_lsn"])
@@ -175,3 +185,65 @@ def fold(directory: str) -> tuple[dict[str, Any], list[str]]:
         "read_mb": round(sum(m["bytes"] for m in picked) / 1e6, 6),
         "network_wait_ms": None,  # the library does not report the session's wait to Python
     }, paths
+
+
+# ---- the planner's events -------------------------------------------------
+# The driver's planner (partitions() of the stream source) meets the batch's
+# DDL, a newer capture instance and, with failOnDataLoss=false, purged gaps;
+# `mssql-cdc stream` writes each as a facts row inside the batch's facts
+# commit. Here each goes into one file of the stream's metrics directory,
+# named by the batch's end LSN and its place in the plan (a replanned batch
+# rewrites its own), and the sink turns those of its batch into facts rows.
+# Spark may plan a batch before its foreachBatch function runs, so the sink
+# does not empty event files first: it takes the files of the newest batch
+# end (the batch's end when its ranges say it) and removes every one read.
+
+
+def write_events(directory: str, start: Mapping[str, Any], end: Mapping[str, Any],
+                 events: list[Mapping[str, Any]]) -> None:
+    try:
+        for i, e in enumerate(events):
+            write_json(directory, f"{_EVENT}{end['lsn']}-{i}.json",
+                       {**e, "batch_start_commit_ts": start.get("commit_ts") or "",
+                        "batch_end": end["lsn"]})
+    except Exception as exc:  # noqa: BLE001 - the warning was logged; metrics never fail a plan
+        log.warning("mssql_cdc: no event file in %s: %s", directory, exc)
+
+
+def _lsn_before(lsn: str) -> str:
+    return "0x" + format(int(lsn, 16) - 1, "020X")
+
+
+def _event_row(e: Mapping[str, Any]) -> dict[str, Any]:
+    """An event as `mssql-cdc stream` writes its facts row (the batch's
+    app_id, batch_id and target added by the sink)."""
+    at = _iso(e.get("commit_ts") or "")
+    if e["event"] == "data_skipped":  # detail {from_lsn, to_lsn}: to_lsn is the new min_lsn
+        gap = json.loads(e.get("detail") or "{}")
+        first, last = gap.get("from_lsn", e["lsn"]), _lsn_before(gap["to_lsn"])
+        return {"rows": 0, "min_lsn": first, "max_lsn": last, "end_lsn": last,
+                "event": "data_skipped",
+                "lost_from_ts": _iso(e.get("batch_start_commit_ts") or ""),
+                "lost_to_ts": at,
+                "detail": json.dumps({"certain": True, "from": first, "to": last},
+                                     separators=(",", ":"), sort_keys=True)}
+    return {"rows": 0, "min_lsn": e["lsn"], "max_lsn": e["lsn"], "end_lsn": e["lsn"],
+            "min_commit_ts": at, "max_commit_ts": at, "end_commit_ts": at, "deletes": 0,
+            "inserts": 0, "updates": 0, "event": e["event"], "detail": e.get("detail")}
+
+
+def fold_events(directory: str, batch_end: str | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """The facts rows of the batch's events (those of ``batch_end``, else of
+    the newest batch end found), in plan order, and every event file read."""
+    found, paths = _read_all(directory, _EVENT)
+    ends = {e.get("batch_end") for e in found}
+    pick = batch_end if batch_end in ends else max((x for x in ends if x), default=None)
+    mine = [e for e in found if e.get("batch_end") == pick]
+    mine.sort(key=lambda e: e.get("lsn", ""))
+    rows = []
+    for e in mine:
+        try:
+            rows.append(_event_row(e))
+        except (KeyError, ValueError) as exc:
+            log.warning("mssql_cdc: an event file in %s was not understood: %s", directory, exc)
+    return rows, paths

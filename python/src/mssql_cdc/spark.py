@@ -253,6 +253,10 @@ class _StreamReader(_Reader, DataSourceStreamReader):
         for e in events:  # as the reference: each one a warning of the driver's
             _log.warning("mssql_cdc: %s on %s at %s: %s", e["event"], e["capture_instance"],
                          e["lsn"], e.get("detail") or "")
+        metrics = _opt(self.options, "metricsPath")
+        if events and metrics:  # and a facts row each, written by the sink (spark_stream.py)
+            from ._spark_metrics import write_events
+            write_events(str(metrics), start, end, events)
         return [ChangeRange(t) for t in tokens]
 
     def _check_schema(self) -> None:

@@ -10,7 +10,9 @@ The sink appends a batch with ``txnAppId`` = app_id and ``txnVersion`` =
 the batch id, so a replayed batch is skipped by Delta; its facts row goes in
 one commit under ``<app_id>#facts`` and the same version. The read metrics
 come from the executors through ``metricsPath`` (mssql_cdc._spark_metrics):
-one directory per stream, emptied before each batch is read.
+one directory per stream, emptied before each batch is read; the events the
+driver's planner met (DDL, a capture instance switch, a skipped gap) come
+the same way and are written as the CLI's facts rows in the batch's commit.
 
 What the Spark binding does not do (yet): ``on_data_loss="resnapshot"``
 (generations) and ``snapshot_on_switch``; use ``mssql-cdc stream`` for
@@ -132,6 +134,8 @@ def delta_sink(target: str, app_id: str, facts_table: str | None = None, *,
                               tables.metadata(facts), checked)
             duration_ms = round((time.monotonic() - t0) * 1000)
             folded, files = metrics.fold(metrics_path) if metrics_path else ({}, [])
+            events, event_files = (metrics.fold_events(metrics_path, folded.get("end_lsn"))
+                                   if metrics_path else ([], []))
             if facts_table:
                 position = folded.get("end_commit_ts") or facts["max_commit_ts"]
                 facts.update(folded, started_at=started_at, duration_ms=duration_ms,
@@ -140,10 +144,13 @@ def delta_sink(target: str, app_id: str, facts_table: str | None = None, *,
                              ingestion_lag_seconds=_seconds(
                                  folded.get("source_max_commit_ts"), position),
                              target=target)
-                tables.write_facts(spark, facts_table, [facts], f"{app_id}#facts", batch_id,
-                                   checked)
+                # the DDL, switch and skipped gaps its planning met, in the same commit
+                events = [{**e, "app_id": app_id, "batch_id": batch_id, "target": target}
+                          for e in events]
+                tables.write_facts(spark, facts_table, [facts, *events], f"{app_id}#facts",
+                                   batch_id, checked)
             if metrics_path:
-                metrics.remove(metrics_path, files)
+                metrics.remove(metrics_path, files + event_files)
         finally:
             kept.unpersist()
 
@@ -379,6 +386,8 @@ class CdcStream:
         if bootstrap and _opt(self.options, "startingLsn"):
             raise ValueError("bootstrap=True sets startingLsn itself; pass one or the other")
         options = dict(self.options)
+        if facts_table:  # a wrong table is refused now, before the query starts
+            tables.ensure(self.spark, facts_table, "facts", tables.FACTS_DDL)
         if bootstrap and not _has_offsets(checkpoint):
             if snapshot == "chunked":
                 assert facts_table is not None
@@ -399,7 +408,22 @@ class CdcStream:
                   .option("checkpointLocation", checkpoint))
         if trigger:
             writer = writer.trigger(**trigger)
-        return writer.queryName(query_name or app_id).start()
+        query = writer.queryName(query_name or app_id).start()
+        _await_sources(query)
+        return query
+
+
+def _await_sources(query, timeout: float = 600.0) -> None:
+    """Returns once ``query`` created its source (or stopped). Spark gives the
+    source's Python runner a fixed 10 s to connect back; on a busy driver
+    (other streams starting, a Delta commit next to it) it missed that, so
+    the caller's next work (track's control table, start_many's next stream)
+    waits until the runner is up."""
+    deadline = time.monotonic() + timeout
+    while query.isActive and time.monotonic() < deadline:
+        if not str((query.status or {}).get("message", "")).startswith("Initializing"):
+            return
+        time.sleep(0.05)
 
 
 def _has_offsets(checkpoint: str) -> bool:
