@@ -58,6 +58,7 @@ run_suite unit-asan-ubsan scripts/unit_shards.sh "$JOBS" build-san/unit-tests
 # (All 399 take 2.5 minutes under TSan; these take seconds.)
 TSAN_TESTS="lake_scan|lake_append_closes|parquet_streaming|batch_pool|finalization|storage_put_if_absent|progress_"
 TSAN_TESTS="$TSAN_TESTS|delta_append_race|sim_capture_thread|sim_snapshot_under|api_|runtime_"
+TSAN_TESTS="$TSAN_TESTS|storage_part_sender|s3_multipart"
 run_suite unit-tsan env TSAN_OPTIONS="exitcode=66 ${TSAN_OPTIONS:-}" build-tsan/unit-tests "$TSAN_TESTS"
 # Under valgrind the exhaustive fault sweeps try every 4th storage call
 # (MCDC_TEST_FAULT_STEP; they took 3 of its minutes), ASan's run every one.
