@@ -73,7 +73,8 @@ extern "C" {
  *    (mcdc_runtime_set_storage_options); the runtime's metrics registry
  *    (mcdc_job_metrics, mcdc_runtime_metrics, mcdc_runtime_job_metrics,
  *    mcdc_job_state_name); the change tables' row counts
- *    (mcdc_capture_probe_change_rows).
+ *    (mcdc_capture_probe_change_rows); delta-rs's other spellings of the
+ *    storage options (mcdc_opts_storage_name).
  */
 #define MCDC_API_VERSION 5
 
@@ -285,6 +286,13 @@ MCDC_API const char *const *mcdc_opts_known_names(void);
  * its environment, then the options file, then --storage-option). Every
  * name, NULL-terminated (static). */
 MCDC_API const char *const *mcdc_opts_storage_names(void);
+/* The option a storage option name means (any case): itself in upper case,
+ * or for another spelling delta-rs (object_store) accepts, such as
+ * access_key_id, account_key, sas_key or use_emulator, the name in the list
+ * above it stands for. NULL for any other name; the bare names that mean one
+ * thing on S3 and another on Azure (endpoint, token, allow_http) are NULL
+ * too, and mcdc_opts_set refuses them saying which to write. */
+MCDC_API const char *mcdc_opts_storage_name(const char *name);
 /* Whether the storage option name (any case) holds a secret (keys, tokens,
  * connection strings): a host echoing options shows it redacted. */
 MCDC_API bool mcdc_opts_storage_secret(const char *name);

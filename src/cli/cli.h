@@ -167,9 +167,9 @@ int cli_source_env(mcdc_opts *opts, int argc, char **argv);
 bool cli_location_remote(const char *table, const char *warehouse);
 /* The --storage-option lines of every --help that opens tables. */
 #define CLI_STORAGE_HELP                                                                        \
-    "  --storage-option NAME=VALUE  an object store's setting or credential, by the name\n"     \
-    "                       delta-rs gives it (AWS_REGION, AWS_ENDPOINT_URL, AWS_PROFILE,\n"  \
-    "                       AZURE_STORAGE_ACCOUNT_NAME, AZURE_STORAGE_SAS_TOKEN...; any\n"   \
+    "  --storage-option NAME=VALUE  an object store's setting or credential, by a name\n"       \
+    "                       delta-rs gives it (AWS_REGION, AWS_ENDPOINT_URL, access_key_id,\n" \
+    "                       AZURE_STORAGE_ACCOUNT_NAME, sas_key...; any\n"                   \
     "                       case; repeatable); else the options file's [storage] section,\n" \
     "                       else the environment variable of that name. Secrets are never\n" \
     "                       printed\n"

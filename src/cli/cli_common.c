@@ -67,7 +67,9 @@ int cli_fail(const mcdc_error *e) {
 int cli_usage_error(const char *fmt, const char *arg) {
     fprintf(stderr, "mssql-cdc: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n(see 'mssql-cdc --help')\n");
+    fprintf(stderr, "\nand delta-rs's other spellings of them (access_key_id, account_key, "
+                    "sas_key, use_emulator...;\nnot endpoint, token or allow_http, which "
+                    "name an S3 and an Azure option alike)\n(see 'mssql-cdc --help')\n");
     return EXIT_USAGE;
 }
 
@@ -99,10 +101,12 @@ static bool is_option_name(const char *name) {
     return false;
 }
 
+/* A storage option's name or another spelling of it delta-rs accepts. */
 static bool is_storage_name(const char *name, size_t n) {
-    for (const char *const *s = mcdc_opts_storage_names(); *s; s++)
-        if (strlen(*s) == n && strncasecmp(*s, name, n) == 0) return true;
-    return false;
+    char buf[72];
+    if (n >= sizeof buf) return false;
+    snprintf(buf, sizeof buf, "%.*s", (int)n, name);
+    return mcdc_opts_storage_name(buf) != NULL;
 }
 
 /* The refusal of a --storage-option, with the names there are. */
@@ -120,7 +124,9 @@ static int storage_usage(const char *what, const char *name, int name_len) {
         fprintf(stderr, " %s", *s);
         col += n;
     }
-    fprintf(stderr, "\n(see 'mssql-cdc --help')\n");
+    fprintf(stderr, "\nand delta-rs's other spellings of them (access_key_id, account_key, "
+                    "sas_key, use_emulator...;\nnot endpoint, token or allow_http, which "
+                    "name an S3 and an Azure option alike)\n(see 'mssql-cdc --help')\n");
     return EXIT_USAGE;
 }
 
@@ -239,11 +245,11 @@ int cli_storage_env(mcdc_opts *opts, int argc, char **argv) {
         if (strcmp(argv[i], "--storage-option") != 0 || i + 1 >= argc) continue;
         int rc = set_storage_pair(opts, argv[++i]);
         if (rc != EXIT_OK) return rc;
-        const char *eq = strchr(argv[i], '=');
-        for (size_t k = 0; names[k] && k < sizeof from / sizeof from[0]; k++)
-            if (strlen(names[k]) == (size_t)(eq - argv[i]) &&
-                strncasecmp(names[k], argv[i], (size_t)(eq - argv[i])) == 0)
-                from[k] = FROM_FLAG;
+        char given[72]; /* set_storage_pair took it: a name or alias of at most 64 bytes */
+        snprintf(given, sizeof given, "%.*s", (int)(strchr(argv[i], '=') - argv[i]), argv[i]);
+        const char *name = mcdc_opts_storage_name(given);
+        for (size_t k = 0; name && names[k] && k < sizeof from / sizeof from[0]; k++)
+            if (strcmp(names[k], name) == 0) from[k] = FROM_FLAG;
     }
     if (verbose) say_storage(opts, from);
     return EXIT_OK;

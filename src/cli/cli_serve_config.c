@@ -146,7 +146,7 @@ static bool among(const char *key, const char *const *names) {
 }
 
 static bool storage_name(const char *key) {
-    return among(key, mcdc_opts_storage_names());
+    return mcdc_opts_storage_name(key) != NULL;
 }
 
 static bool source_name(const char *key) {

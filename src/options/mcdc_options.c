@@ -202,10 +202,80 @@ static const spec *find_spec(const char *name) {
 
 static int parse_bool(const char *v, bool *out);
 
+/* The other spellings delta-rs users write in storage_options (object_store's
+ * keys), each meaning the option named on its right. A bare name that means
+ * one thing on S3 and another on Azure is in STORAGE_AMBIGUOUS instead. The
+ * environment is never read for these: the CLI scans only the names above. */
+static const struct storage_alias {
+    const char *alias, *name;
+} STORAGE_ALIASES[] = {
+    {"ACCESS_KEY_ID", "AWS_ACCESS_KEY_ID"},
+    {"SECRET_ACCESS_KEY", "AWS_SECRET_ACCESS_KEY"},
+    {"AWS_TOKEN", "AWS_SESSION_TOKEN"},
+    {"SESSION_TOKEN", "AWS_SESSION_TOKEN"},
+    {"REGION", "AWS_REGION"},
+    {"DEFAULT_REGION", "AWS_DEFAULT_REGION"},
+    {"AWS_ENDPOINT", "AWS_ENDPOINT_URL"},
+    {"ENDPOINT_URL", "AWS_ENDPOINT_URL"},
+    {"VIRTUAL_HOSTED_STYLE_REQUEST", "AWS_VIRTUAL_HOSTED_STYLE_REQUEST"},
+    {"AWS_METADATA_ENDPOINT", "AWS_EC2_METADATA_SERVICE_ENDPOINT"},
+    {"METADATA_ENDPOINT", "AWS_EC2_METADATA_SERVICE_ENDPOINT"},
+    {"ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT_NAME"},
+    {"AZURE_STORAGE_ACCESS_KEY", "AZURE_STORAGE_ACCOUNT_KEY"},
+    {"AZURE_STORAGE_MASTER_KEY", "AZURE_STORAGE_ACCOUNT_KEY"},
+    {"ACCOUNT_KEY", "AZURE_STORAGE_ACCOUNT_KEY"},
+    {"ACCESS_KEY", "AZURE_STORAGE_ACCOUNT_KEY"},
+    {"MASTER_KEY", "AZURE_STORAGE_ACCOUNT_KEY"},
+    {"AZURE_STORAGE_SAS_KEY", "AZURE_STORAGE_SAS_TOKEN"},
+    {"SAS_KEY", "AZURE_STORAGE_SAS_TOKEN"},
+    {"SAS_TOKEN", "AZURE_STORAGE_SAS_TOKEN"},
+    {"BEARER_TOKEN", "AZURE_STORAGE_TOKEN"},
+    {"USE_EMULATOR", "AZURE_STORAGE_USE_EMULATOR"},
+    {"AZURE_ENDPOINT", "AZURE_STORAGE_ENDPOINT"},
+    {"AZURE_STORAGE_CLIENT_ID", "AZURE_CLIENT_ID"},
+    {"CLIENT_ID", "AZURE_CLIENT_ID"},
+    {"AZURE_STORAGE_CLIENT_SECRET", "AZURE_CLIENT_SECRET"},
+    {"CLIENT_SECRET", "AZURE_CLIENT_SECRET"},
+    {"AZURE_STORAGE_TENANT_ID", "AZURE_TENANT_ID"},
+    {"AZURE_STORAGE_AUTHORITY_ID", "AZURE_TENANT_ID"},
+    {"AZURE_AUTHORITY_ID", "AZURE_TENANT_ID"},
+    {"TENANT_ID", "AZURE_TENANT_ID"},
+    {"AUTHORITY_ID", "AZURE_TENANT_ID"},
+    {"FEDERATED_TOKEN_FILE", "AZURE_FEDERATED_TOKEN_FILE"},
+    {"OBJECT_ID", "AZURE_OBJECT_ID"},
+    {"MSI_RESOURCE_ID", "AZURE_MSI_RESOURCE_ID"},
+};
+/* Bare names object_store reads for whichever store it builds; here one set
+ * of options can serve both kinds of store, so they are refused by name. */
+static const struct storage_alias STORAGE_AMBIGUOUS[] = {
+    {"ENDPOINT", "AWS_ENDPOINT_URL or AZURE_STORAGE_ENDPOINT"},
+    {"TOKEN", "AWS_SESSION_TOKEN or AZURE_STORAGE_TOKEN"},
+    {"ALLOW_HTTP", "AWS_ALLOW_HTTP or AZURE_STORAGE_ALLOW_HTTP"},
+};
+
 static const struct storage_spec *find_storage(const char *name) {
     for (size_t i = 0; i < NSTORAGE; i++)
         if (mcdc_str_ieq(STORAGE[i].name, name)) return &STORAGE[i];
+    for (size_t a = 0; a < sizeof STORAGE_ALIASES / sizeof STORAGE_ALIASES[0]; a++) {
+        if (!mcdc_str_ieq(STORAGE_ALIASES[a].alias, name)) continue;
+        for (size_t i = 0; i < NSTORAGE; i++)
+            if (strcmp(STORAGE[i].name, STORAGE_ALIASES[a].name) == 0) return &STORAGE[i];
+    }
     return NULL;
+}
+
+/* The options a bare name could mean, or NULL when it is not one of those. */
+static const char *storage_ambiguous(const char *name) {
+    for (size_t a = 0; a < sizeof STORAGE_AMBIGUOUS / sizeof STORAGE_AMBIGUOUS[0]; a++)
+        if (mcdc_str_ieq(STORAGE_AMBIGUOUS[a].alias, name)) return STORAGE_AMBIGUOUS[a].name;
+    return NULL;
+}
+
+static int ambiguous_storage(const char *name, const char *means, mcdc_error *err) {
+    return mcdc_error_set(err, MCDC_E_INVALID,
+                          "storage option '%s' is ambiguous: delta-rs reads it for S3 and for "
+                          "Azure alike; write %s",
+                          name, means);
 }
 
 /* A name that can only be meant as a storage option (AWS_..., AZURE_...). */
@@ -426,6 +496,8 @@ int mcdc_opts_set(mcdc_opts *o, const char *name, const char *value, bool *unkno
         name = ss->name;
     } else if (storage_looking(name)) {
         return unknown_storage(name, err);
+    } else if (storage_ambiguous(name)) {
+        return ambiguous_storage(name, storage_ambiguous(name), err);
     } else {
         mcdc_log(MCDC_LOG_WARN, "unknown option '%s' is ignored (known options: see "
                                 "'mssql-cdc stream --help')", name);
@@ -574,6 +646,11 @@ int mcdc_opts_load_file(mcdc_opts *o, const char *path, mcdc_error *err) {
         const char *name = trim(t);
         const spec *sp = find_spec(name);
         secret |= (sp && sp->k == K_SECRET) || mcdc_opt_storage_secret(name);
+        if (in_storage && find_storage(name) == NULL && storage_ambiguous(name)) {
+            rc = ambiguous_storage(name, storage_ambiguous(name), err);
+            mcdc_error_wrap(err, "%s:%d", path, lineno);
+            break;
+        }
         if (in_storage && find_storage(name) == NULL) {
             rc = sp ? mcdc_error_set(err, MCDC_E_INVALID,
                                      "%s:%d: %s is a source option, not a storage option: put "
@@ -833,6 +910,11 @@ bool mcdc_opt_storage_secret(const char *name) {
 bool mcdc_opts_storage_secret(const char *name) { return mcdc_opt_storage_secret(name); }
 
 const char *const *mcdc_opts_storage_names(void) { return STORAGE_NAMES; }
+
+const char *mcdc_opts_storage_name(const char *name) {
+    const struct storage_spec *s = name ? find_storage(name) : NULL;
+    return s ? s->name : NULL;
+}
 
 const char *mcdc_opts_unknown(const mcdc_opts *o) {
     return o->unknown.len ? (const char *)o->unknown.data : "";

@@ -119,6 +119,36 @@ def test_priority_flag_over_file_over_environment(tmp_path):
     assert SECRET not in p.stderr + p.stdout and TOKEN not in p.stderr + p.stdout
 
 
+def test_delta_rs_spellings_set_the_option_they_stand_for(tmp_path):
+    small_table(str(tmp_path / "t"))
+    conf = tmp_path / "store.conf"
+    conf.write_text("[storage]\nsas_key = " + TOKEN + "\naccount_name = devstoreaccount1\n")
+    conf.chmod(0o600)
+    p = cli("table-rows", "./t", "--storage-option", "region=eu-north-1", "--storage-option",
+            "Secret_Access_Key=" + SECRET, "--storage-option", "use_emulator=yes",
+            "--options-file", str(conf), "--verbose", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    got = verbose_sources(p.stderr)
+    assert got["AWS_REGION"] == ("eu-north-1", "--storage-option")
+    assert got["AWS_SECRET_ACCESS_KEY"] == ("<redacted>", "--storage-option")
+    assert got["AZURE_STORAGE_USE_EMULATOR"] == ("true", "--storage-option")
+    assert got["AZURE_STORAGE_SAS_TOKEN"] == ("<redacted>", "options file or -o")
+    assert got["AZURE_STORAGE_ACCOUNT_NAME"] == ("devstoreaccount1", "options file or -o")
+    assert SECRET not in p.stderr + p.stdout and TOKEN not in p.stderr + p.stdout
+    # a bare name that is an S3 option and an Azure one alike: refused, saying so
+    for bare in ("endpoint=http://127.0.0.1:9000", "token=" + SECRET, "ALLOW_HTTP=true"):
+        p = cli("table-rows", "./t", "--storage-option", bare, cwd=tmp_path)
+        assert p.returncode == 2, p.stderr
+        assert "no storage option has that name" in p.stderr
+        assert "not endpoint, token or allow_http" in p.stderr
+        assert SECRET not in p.stderr + p.stdout
+    conf.write_text("[storage]\ntoken = " + TOKEN + "\n")
+    p = cli("table-rows", "./t", "--options-file", str(conf), cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert "'token' is ambiguous" in p.stderr and "AZURE_STORAGE_TOKEN" in p.stderr
+    assert TOKEN not in p.stderr + p.stdout
+
+
 def test_a_bad_environment_value_is_exit_2_naming_the_variable(tmp_path):
     small_table(str(tmp_path / "t"))
     p = cli("table-rows", "./t", env={"AZURE_STORAGE_USE_EMULATOR": "perhaps"}, cwd=tmp_path)

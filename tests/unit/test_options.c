@@ -260,6 +260,67 @@ TEST(options_storage_names_case_and_values) {
     mcdc_opts_free(o);
 }
 
+/* delta-rs's other spellings (object_store's keys) set the option they stand
+ * for, secrets stay secret, and the bare names that mean an S3 option and an
+ * Azure one alike are refused saying which to write. */
+TEST(options_storage_aliases_of_delta_rs) {
+    mcdc_opts *o;
+    mcdc_error e = MCDC_ERROR_INIT;
+    bool unknown = true;
+    mcdc_opts_create(&o, &e);
+    static const char *const pairs[][3] = {
+        {"access_key_id", "AKIDALIAS", "AWS_ACCESS_KEY_ID"},
+        {"Secret_Access_Key", "s3cretALIAS", "AWS_SECRET_ACCESS_KEY"},
+        {"aws_endpoint", "http://127.0.0.1:9000", "AWS_ENDPOINT_URL"},
+        {"region", "eu-central-1", "AWS_REGION"},
+        {"session_token", "tokALIAS", "AWS_SESSION_TOKEN"},
+        {"account_name", "devstoreaccount1", "AZURE_STORAGE_ACCOUNT_NAME"},
+        {"azure_storage_access_key", "a2V5QUxJQVM=", "AZURE_STORAGE_ACCOUNT_KEY"},
+        {"sas_key", "sv=2024&sig=ALIAS", "AZURE_STORAGE_SAS_TOKEN"},
+        {"use_emulator", "yes", "AZURE_STORAGE_USE_EMULATOR"},
+        {"tenant_id", "tenant-1", "AZURE_TENANT_ID"},
+        {"bearer_token", "eyALIAS", "AZURE_STORAGE_TOKEN"},
+    };
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        CHECK_EQ_INT(mcdc_opts_set(o, pairs[i][0], pairs[i][1], &unknown, &e), MCDC_OK);
+        CHECK(!unknown);
+        CHECK_EQ_STR(mcdc_opts_storage_name(pairs[i][0]), pairs[i][2]);
+        const char *want = strcmp(pairs[i][1], "yes") == 0 ? "true" : pairs[i][1];
+        CHECK_EQ_STR(mcdc_opt_storage(o, pairs[i][2]), want);
+    }
+    CHECK_EQ_STR(mcdc_opts_storage_name("aws_region"), "AWS_REGION"); /* a name is itself */
+    CHECK(mcdc_opts_storage_name("captureInstance") == NULL);
+    CHECK(mcdc_opts_storage_name("endpoint") == NULL);
+    CHECK(mcdc_opt_storage_secret("sas_key") && mcdc_opt_storage_secret("master_key"));
+    CHECK(!mcdc_opt_storage_secret("account_name"));
+    char out[1024] = {0};
+    mcdc_opts_each(o, collect, out); /* kept under the option's own name, secrets redacted */
+    CHECK(strstr(out, "AZURE_STORAGE_SAS_TOKEN=<redacted>;") != NULL);
+    CHECK(strstr(out, "AWS_ACCESS_KEY_ID=AKIDALIAS;") != NULL);
+    CHECK(strstr(out, "sas_key") == NULL && strstr(out, "s3cretALIAS") == NULL);
+    CHECK(strstr(out, "tokALIAS") == NULL && strstr(out, "sig=ALIAS") == NULL);
+    CHECK(strstr(out, "a2V5QUxJQVM=") == NULL && strstr(out, "eyALIAS") == NULL);
+    static const char *const bare[][2] = {{"endpoint", "AWS_ENDPOINT_URL or AZURE_STORAGE_ENDPOINT"},
+                                          {"TOKEN", "AWS_SESSION_TOKEN or AZURE_STORAGE_TOKEN"},
+                                          {"allow_http", "AWS_ALLOW_HTTP or AZURE_STORAGE_ALLOW_HTTP"}};
+    for (size_t i = 0; i < 3; i++) {
+        CHECK_EQ_INT(mcdc_opts_set(o, bare[i][0], "s3cretBARE", NULL, &e), MCDC_E_INVALID);
+        CHECK(strstr(e.message, "ambiguous") && strstr(e.message, bare[i][1]));
+        CHECK(strstr(e.message, "s3cretBARE") == NULL);
+    }
+    CHECK_EQ_STR(mcdc_opts_unknown(o), "");
+    mcdc_opts_free(o);
+    /* the options file's [storage] takes them too, and refuses the bare ones */
+    char path[32];
+    temp_options_file(path, "[storage]\naccess_key = a2V5\nendpoint = http://x\n");
+    mcdc_opts_create(&o, &e);
+    CHECK_EQ_INT(mcdc_opts_load_file(o, path, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, ":3:") && strstr(e.message, "ambiguous"));
+    CHECK_EQ_STR(mcdc_opt_storage(o, "AZURE_STORAGE_ACCOUNT_KEY"), "a2V5");
+    mcdc_opts_free(o);
+    remove(path);
+}
+
 /* The env a job opens storage through answers the storage options of its
  * opts by name, and keeps a test's memory stores. */
 static mcdc_storage_mem *one_store(void *ctx, const char *name, size_t n) {
