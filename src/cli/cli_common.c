@@ -67,9 +67,7 @@ int cli_fail(const mcdc_error *e) {
 int cli_usage_error(const char *fmt, const char *arg) {
     fprintf(stderr, "mssql-cdc: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nand delta-rs's other spellings of them (access_key_id, account_key, "
-                    "sas_key, use_emulator...;\nnot endpoint, token or allow_http, which "
-                    "name an S3 and an Azure option alike)\n(see 'mssql-cdc --help')\n");
+    fprintf(stderr, "\n(see 'mssql-cdc --help')\n");
     return EXIT_USAGE;
 }
 

@@ -142,6 +142,8 @@ def test_delta_rs_spellings_set_the_option_they_stand_for(tmp_path):
         assert "no storage option has that name" in p.stderr
         assert "not endpoint, token or allow_http" in p.stderr
         assert SECRET not in p.stderr + p.stdout
+    p = cli("snapshot", "--bogus", cwd=tmp_path)  # other usage errors do not list them
+    assert p.returncode == 2 and "other spellings" not in p.stderr, p.stderr
     conf.write_text("[storage]\ntoken = " + TOKEN + "\n")
     p = cli("table-rows", "./t", "--options-file", str(conf), cwd=tmp_path)
     assert p.returncode == 2, p.stderr
