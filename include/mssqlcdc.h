@@ -293,6 +293,11 @@ MCDC_API const char *const *mcdc_opts_storage_names(void);
  * thing on S3 and another on Azure (endpoint, token, allow_http) are NULL
  * too, and mcdc_opts_set refuses them saying which to write. */
 MCDC_API const char *mcdc_opts_storage_name(const char *name);
+/* For a bare name that delta-rs reads for S3 and for Azure alike (endpoint,
+ * token, allow_http; any case): the options it could mean, as text for a
+ * message ("AWS_ENDPOINT_URL or AZURE_STORAGE_ENDPOINT"; static). NULL for
+ * any other name. What mcdc_opts_set's refusal of such a name says. */
+MCDC_API const char *mcdc_opts_storage_ambiguous(const char *name);
 /* Whether the storage option name (any case) holds a secret (keys, tokens,
  * connection strings): a host echoing options shows it redacted. */
 MCDC_API bool mcdc_opts_storage_secret(const char *name);

@@ -155,10 +155,17 @@ static int set_storage_pair(mcdc_opts *opts, const char *v) {
                              "", 0);
     int n = (int)(eq - v);
     if (n == 0) return storage_usage("expects NAME=VALUE, and the name before '=' is empty%.*s", "", 0);
+    char name[72];
+    snprintf(name, sizeof name, "%.*s", n > 64 ? 64 : n, v);
+    const char *means = n > 64 ? NULL : mcdc_opts_storage_ambiguous(name);
+    if (means) { /* the library's words for it (an options file's [storage] gets the same) */
+        char why[200];
+        snprintf(why, sizeof why, "'%s=...' is ambiguous: delta-rs reads it for S3 and for "
+                 "Azure alike; write %s", name, means);
+        return storage_usage("%.*s", why, (int)strlen(why));
+    }
     if (n > 64 || !is_storage_name(v, (size_t)n))
         return storage_usage("'%.*s=...': no storage option has that name", v, n > 64 ? 64 : n);
-    char name[72];
-    snprintf(name, sizeof name, "%.*s", n, v);
     mcdc_error e = MCDC_ERROR_INIT;
     return mcdc_opts_set(opts, name, eq + 1, NULL, &e) ? cli_fail(&e) : EXIT_OK;
 }

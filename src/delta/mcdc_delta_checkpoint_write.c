@@ -574,17 +574,9 @@ static int64_t retention_ms(const mcdc_delta_snapshot *s) {
  * then remembers what it wrote. */
 static int64_t last_checkpoint_version(mcdc_delta_table *t) {
     if (t->keep_snapshot && t->last_checkpoint_known) return t->last_checkpoint;
-    mcdc_buf old = {0};
-    int64_t old_version = -1;
-    if (mcdc_storage_get(t->storage, MCDC_DELTA_LOG_DIR "/_last_checkpoint", 1u << 20, &old,
-                         NULL) == MCDC_OK) {
-        json_t *j = json_loadb(old.data ? (const char *)old.data : "", old.len, 0, NULL);
-        json_t *v = json_object_get(j, "version");
-        if (json_is_integer(v)) old_version = (int64_t)json_integer_value(v);
-        json_decref(j);
-    }
-    mcdc_buf_free(&old);
-    return old_version;
+    delta_last_checkpoint hint;
+    return mcdc_delta__last_checkpoint_read(&hint, t->storage, NULL) == MCDC_OK ? hint.version
+                                                                                 : -1;
 }
 
 int mcdc_delta_checkpoint(mcdc_delta_table *t, int64_t version, mcdc_error *err) {

@@ -50,6 +50,27 @@ typedef struct delta_checkpoint_ref {
     int64_t bytes;    /* the listed size of a single-file checkpoint; -1 unknown */
 } delta_checkpoint_ref;
 
+/* _delta_log/_last_checkpoint: a hint naming the newest checkpoint, written
+ * after it (formats.md A8). Only ever a hint: a reader lists the log from its
+ * version and uses it only when the listing shows that checkpoint. */
+typedef struct delta_last_checkpoint {
+    int64_t version;     /* >= 0 */
+    int64_t size;        /* actions in the checkpoint; -1 when not given */
+    int64_t size_bytes;  /* sizeInBytes; -1 when not given */
+    int32_t parts;       /* a multi-part checkpoint's part count; 0 when not given */
+} delta_last_checkpoint;
+
+/* Parses and proves the hint's content (fuzzed): a JSON object whose
+ * "version" is an integer >= 0 and whose "size", "sizeInBytes",
+ * "numOfAddFiles" (at most size) and "parts" (>= 1), when given, are
+ * integers in range. Anything else is MCDC_E_CORRUPT saying what. */
+int mcdc_delta__last_checkpoint_parse(delta_last_checkpoint *out, const void *data, size_t len,
+                                      mcdc_error *err);
+/* Reads and parses the table's hint: MCDC_E_NOTFOUND when there is none,
+ * MCDC_E_CORRUPT when it is unusable, or the storage's error. */
+int mcdc_delta__last_checkpoint_read(delta_last_checkpoint *out, mcdc_storage *st,
+                                     mcdc_error *err);
+
 /* Reads a checkpoint into the action lists a commit would give (MCDC_E_CORRUPT
  * / MCDC_E_UNSUPPORTED for sidecars, naming the file). */
 /* Appends the actions of one checkpoint Parquet file held in memory (fuzzed). */

@@ -868,11 +868,18 @@ static bool parse_part(const char *rest, int32_t *o, int32_t *p) {
     return *o >= 1 && *p >= 1 && *o <= *p;
 }
 
-static int list_log(log_listing *out, mcdc_storage *st, int64_t target, mcdc_error *err) {
+/* Lists the log into out: every name when from < 1, else only the names of
+ * versions from `from` on (after "<from - 1>~", which sorts after every name
+ * of version from - 1 and before from's): one page for a long log's tail. */
+static int list_log(log_listing *out, mcdc_storage *st, int64_t target, int64_t from,
+                    mcdc_error *err) {
     memset(out, 0, sizeof *out);
     out->cp.version = -1;
     mcdc_storage_listing l = {0};
-    int rc = mcdc_storage_list(st, MCDC_DELTA_LOG_DIR "/", &l, err);
+    char after[32];
+    if (from > 0) snprintf(after, sizeof after, "%020lld~", (long long)(from - 1));
+    int rc = mcdc_storage_list_after(st, MCDC_DELTA_LOG_DIR "/", from > 0 ? after : NULL, &l,
+                                     err);
     if (rc) return rc;
     if (l.count) {
         out->commits = mcdc_malloc(l.count * sizeof *out->commits);
@@ -930,6 +937,68 @@ static int list_log(log_listing *out, mcdc_storage *st, int64_t target, mcdc_err
     return MCDC_OK;
 }
 
+/* An optional non-negative integer member: -1 when absent; false when it is
+ * there but not such an integer. */
+static bool hint_count(const json_t *o, const char *name, int64_t *out) {
+    const json_t *v = json_object_get(o, name);
+    *out = -1;
+    if (v == NULL || json_is_null(v)) return true;
+    if (!json_is_integer(v) || json_integer_value(v) < 0) return false;
+    *out = (int64_t)json_integer_value(v);
+    return true;
+}
+
+int mcdc_delta__last_checkpoint_parse(delta_last_checkpoint *out, const void *data, size_t len,
+                                      mcdc_error *err) {
+    out->version = out->size = out->size_bytes = -1;
+    out->parts = 0;
+    json_error_t je;
+    json_t *j = json_loadb(len ? (const char *)data : "", len, JSON_REJECT_DUPLICATES, &je);
+    int rc = MCDC_OK;
+    int64_t version = -1, size = -1, size_bytes = -1, adds = -1, parts = -1;
+    if (j == NULL || !json_is_object(j))
+        rc = mcdc_error_set(err, MCDC_E_CORRUPT, "not a JSON object%s%s",
+                            j == NULL ? ": " : "", j == NULL ? je.text : "");
+    else if (!json_is_integer(json_object_get(j, "version")) ||
+             !hint_count(j, "version", &version))
+        rc = mcdc_error_set(err, MCDC_E_CORRUPT, "no \"version\" that is an integer >= 0");
+    else if (!hint_count(j, "size", &size) || !hint_count(j, "sizeInBytes", &size_bytes) ||
+             !hint_count(j, "numOfAddFiles", &adds) || !hint_count(j, "parts", &parts))
+        rc = mcdc_error_set(err, MCDC_E_CORRUPT,
+                            "\"size\", \"sizeInBytes\", \"numOfAddFiles\" or \"parts\" is not "
+                            "an integer >= 0");
+    else if (parts == 0 || parts > INT32_MAX)
+        rc = mcdc_error_set(err, MCDC_E_CORRUPT, "\"parts\" is %lld, not 1 to %d",
+                            (long long)parts, INT32_MAX);
+    else if (size >= 0 && adds > size)
+        rc = mcdc_error_set(err, MCDC_E_CORRUPT,
+                            "\"numOfAddFiles\" (%lld) exceeds the checkpoint's \"size\" (%lld)",
+                            (long long)adds, (long long)size);
+    if (rc == MCDC_OK) {
+        out->version = version;
+        out->size = size;
+        out->size_bytes = size_bytes;
+        out->parts = parts < 0 ? 0 : (int32_t)parts;
+    }
+    json_decref(j);
+    return rc;
+}
+
+int mcdc_delta__last_checkpoint_read(delta_last_checkpoint *out, mcdc_storage *st,
+                                     mcdc_error *err) {
+    out->version = -1;
+    mcdc_buf b = {0};
+    int rc = mcdc_storage_get(st, MCDC_DELTA_LOG_DIR "/_last_checkpoint",
+                              MCDC_DELTA_LAST_CHECKPOINT_BYTES_MAX, &b, err);
+    if (rc == MCDC_E_LIMIT)
+        rc = mcdc_error_set(err, MCDC_E_CORRUPT, "%s/_delta_log/_last_checkpoint is over %u bytes",
+                            st->root, MCDC_DELTA_LAST_CHECKPOINT_BYTES_MAX);
+    else if (rc == MCDC_OK && (rc = mcdc_delta__last_checkpoint_parse(out, b.data, b.len, err)))
+        mcdc_error_wrap(err, "%s/_delta_log/_last_checkpoint", st->root);
+    mcdc_buf_free(&b);
+    return rc;
+}
+
 /* _last_checkpoint is only a hint (formats.md A8): never fail because of it.
  * A hint that differs from the checkpoints listed is what another writer
  * leaves while it checkpoints (it writes the checkpoint, then the hint; a
@@ -947,38 +1016,29 @@ static bool log_has_commit(mcdc_storage *st, const log_listing *ll, int64_t v) {
     return mcdc_storage_size(st, key, &bytes, NULL) == MCDC_OK;
 }
 
-static void check_last_checkpoint(mcdc_storage *st, const log_listing *ll) {
+/* hint_rc: what reading the hint gave (hint filled when MCDC_OK). Called
+ * after a listing of the whole log. */
+static void check_last_checkpoint(mcdc_storage *st, const log_listing *ll, int hint_rc,
+                                  const delta_last_checkpoint *hint, const mcdc_error *hint_err) {
     int64_t newest = ll->cp.version;
-    mcdc_buf b = {0};
-    mcdc_error e = MCDC_ERROR_INIT;
-    int rc = mcdc_storage_get(st, MCDC_DELTA_LOG_DIR "/_last_checkpoint", 1u << 20, &b, &e);
-    if (rc == MCDC_OK) {
-        json_error_t je;
-        json_t *j = json_loadb(b.data ? (const char *)b.data : "", b.len, 0, &je);
-        json_t *v = j ? json_object_get(j, "version") : NULL;
-        int64_t hint = v && json_is_integer(v) ? (int64_t)json_integer_value(v) : -1;
-        if (v == NULL || !json_is_integer(v) || hint < 0) {
-            mcdc_log(MCDC_LOG_WARN, "%s/_delta_log/_last_checkpoint is unparsable; ignored, the "
-                                    "log is listed instead", st->root);
-        } else if (hint > newest && !log_has_commit(st, ll, hint)) {
-            mcdc_log(MCDC_LOG_WARN,
-                     "%s/_delta_log/_last_checkpoint points to version %lld, which the log does "
-                     "not have (its newest checkpoint is version %lld): the hint is damaged; "
-                     "ignored, the log is listed instead (the next checkpoint rewrites it)",
-                     st->root, (long long)hint, (long long)newest);
-        } else if (hint != newest) {
-            mcdc_log(MCDC_LOG_DEBUG,
-                     "%s/_delta_log/_last_checkpoint points to version %lld, the checkpoint "
-                     "listed is version %lld (another writer checkpointing meanwhile); read "
-                     "from the listing",
-                     st->root, (long long)hint, (long long)newest);
-        }
-        json_decref(j);
+    if (hint_rc == MCDC_E_CORRUPT) {
+        mcdc_log(MCDC_LOG_WARN, "%s; ignored, the log is listed instead", hint_err->message);
+    } else if (hint_rc != MCDC_OK) {
+        return; /* none, or unreadable now: the listing decides */
+    } else if (hint->version > newest && !log_has_commit(st, ll, hint->version)) {
+        mcdc_log(MCDC_LOG_WARN,
+                 "%s/_delta_log/_last_checkpoint points to version %lld, which the log does "
+                 "not have (its newest checkpoint is version %lld): the hint is damaged; "
+                 "ignored, the log is listed instead (the next checkpoint rewrites it)",
+                 st->root, (long long)hint->version, (long long)newest);
+    } else if (hint->version != newest) {
+        mcdc_log(MCDC_LOG_DEBUG,
+                 "%s/_delta_log/_last_checkpoint points to version %lld, the checkpoint "
+                 "listed is version %lld (another writer checkpointing meanwhile, or its "
+                 "checkpoint unreadable); read from the listing",
+                 st->root, (long long)hint->version, (long long)newest);
     }
-    mcdc_buf_free(&b);
 }
-
-
 
 static int snapshot_finish(mcdc_delta_snapshot *s, const char *root, mcdc_error *err) {
     char where[600];
@@ -1022,17 +1082,33 @@ static bool commits_from_zero(const log_listing *ll, int64_t target) {
            ll->commits[target] == target;
 }
 
-/* absent_ok: an empty log is *out NULL and MCDC_OK (a listing's own
- * NOTFOUND, a missing bucket, stays an error). */
-static int snapshot_load(mcdc_delta_snapshot **out, mcdc_delta_table *t, int64_t version,
-                         bool absent_ok, mcdc_error *err) {
+/* One reading of the log: listed whole (from 0) or, from > 0, listed from
+ * version `from` (the checkpoint _last_checkpoint names). A listing from the
+ * hint that does not bear it out (no complete checkpoint at `from` or later:
+ * a lying or stale hint, a checkpoint deleted) or whose checkpoint is bad
+ * sets *fallback and returns MCDC_OK with nothing loaded: the caller lists
+ * the whole log instead, never trusting the hint. absent_ok: an empty log
+ * is *out NULL and MCDC_OK (a listing's own NOTFOUND, a missing bucket,
+ * stays an error). */
+static int snapshot_load_listed(mcdc_delta_snapshot **out, mcdc_storage *st, int64_t version,
+                                bool absent_ok, int64_t from_hint, bool *fallback, int hint_rc,
+                                const delta_last_checkpoint *hint, const mcdc_error *hint_err,
+                                mcdc_error *err) {
     *out = NULL;
-    mcdc_storage *st = t->storage;
+    *fallback = false;
     log_listing ll;
-    int rc = list_log(&ll, st, version, err);
+    int rc = list_log(&ll, st, version, from_hint, err);
     if (rc) return rc;
     mcdc_delta_snapshot *s = NULL;
     int64_t latest = -1, target = -1;
+    if (from_hint > 0 && ll.cp.version < from_hint) {
+        mcdc_log(MCDC_LOG_DEBUG,
+                 "%s/_delta_log/_last_checkpoint names version %lld, but the log lists no "
+                 "complete checkpoint there or later; the whole log is listed instead",
+                 st->root, (long long)from_hint);
+        *fallback = true;
+        goto done;
+    }
     if (ll.n_commits == 0 && ll.cp.version < 0) {
         mcdc_free(ll.commits);
         if (absent_ok) return MCDC_OK;
@@ -1049,7 +1125,7 @@ static int snapshot_load(mcdc_delta_snapshot **out, mcdc_delta_table *t, int64_t
                             (long long)target, (long long)latest);
         goto done;
     }
-    if (ll.cp.version >= 0) check_last_checkpoint(st, &ll);
+    if (from_hint <= 0 && ll.cp.version >= 0) check_last_checkpoint(st, &ll, hint_rc, hint, hint_err);
     rc = mcdc_delta__snapshot_new(&s, err);
     if (rc) goto done;
     int64_t from = 0;
@@ -1063,10 +1139,20 @@ static int snapshot_load(mcdc_delta_snapshot **out, mcdc_delta_table *t, int64_t
         }
         /* Only a checkpoint that is bad (not an out-of-memory or I/O error)
          * is worth replaying around. */
-        if ((rc == MCDC_E_CORRUPT || rc == MCDC_E_UNSUPPORTED) && commits_from_zero(&ll, target)) {
+        bool bad = rc == MCDC_E_CORRUPT || rc == MCDC_E_UNSUPPORTED;
+        if (bad && from_hint > 0) {
+            /* The whole listing decides what replaces it. */
+            mcdc_log(MCDC_LOG_DEBUG, "%s; the whole log is listed instead",
+                     err ? err->message : "unreadable checkpoint");
+            *fallback = true;
+            rc = MCDC_OK;
+            goto done;
+        }
+        if (bad && commits_from_zero(&ll, target)) {
             /* The JSON commits are all still there: the table does not need
              * the checkpoint, so a bad one costs time, not correctness. */
-            mcdc_log(MCDC_LOG_WARN, "%s; replaying the JSON commits instead", err ? err->message : "unreadable checkpoint");
+            mcdc_log(MCDC_LOG_WARN, "%s; replaying the JSON commits instead",
+                     err ? err->message : "unreadable checkpoint");
             mcdc_delta_snapshot_free(s);
             s = NULL;
             rc = mcdc_delta__snapshot_new(&s, err);
@@ -1085,13 +1171,41 @@ static int snapshot_load(mcdc_delta_snapshot **out, mcdc_delta_table *t, int64_t
     rc = snapshot_finish(s, st->root, err);
 done:
     mcdc_free(ll.commits);
-    if (rc) {
+    if (rc || *fallback) {
         mcdc_delta_snapshot_free(s);
         return rc;
     }
     MCDC_ASSERT(s->version == target);
     *out = s;
     return MCDC_OK;
+}
+
+/* The log is listed from the checkpoint _last_checkpoint names when there is
+ * one (at or before the version asked for), so opening a long table costs
+ * the listing of its tail, not of every commit since version 0. */
+static int snapshot_load(mcdc_delta_snapshot **out, mcdc_delta_table *t, int64_t version,
+                         bool absent_ok, mcdc_error *err) {
+    mcdc_storage *st = t->storage;
+    delta_last_checkpoint hint;
+    mcdc_error hint_err = MCDC_ERROR_INIT;
+    int hint_rc = mcdc_delta__last_checkpoint_read(&hint, st, &hint_err);
+    /* An out-of-memory or I/O error reading the hint is the store's trouble,
+     * and the listing would meet it too: said as it is. */
+    if (hint_rc != MCDC_OK && hint_rc != MCDC_E_NOTFOUND && hint_rc != MCDC_E_CORRUPT) {
+        if (err) *err = hint_err;
+        return hint_rc;
+    }
+    int64_t from_hint = hint_rc == MCDC_OK && (version < 0 || hint.version <= version)
+                            ? hint.version
+                            : -1;
+    bool fallback = false;
+    int rc = snapshot_load_listed(out, st, version, absent_ok, from_hint, &fallback, hint_rc,
+                                  &hint, &hint_err, err);
+    if (rc == MCDC_OK && fallback)
+        rc = snapshot_load_listed(out, st, version, absent_ok, -1, &fallback, hint_rc, &hint,
+                                  &hint_err, err);
+    MCDC_ASSERT(rc != MCDC_OK || !fallback);
+    return rc;
 }
 
 int mcdc_delta_snapshot_load(mcdc_delta_snapshot **out, mcdc_delta_table *t, int64_t version,

@@ -916,6 +916,10 @@ const char *mcdc_opts_storage_name(const char *name) {
     return s ? s->name : NULL;
 }
 
+const char *mcdc_opts_storage_ambiguous(const char *name) {
+    return name ? storage_ambiguous(name) : NULL;
+}
+
 const char *mcdc_opts_unknown(const mcdc_opts *o) {
     return o->unknown.len ? (const char *)o->unknown.data : "";
 }

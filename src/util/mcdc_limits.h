@@ -155,6 +155,9 @@
  * ranged GET per column chunk: on an object store each request costs a round
  * trip, and a checkpoint of ours is a few KiB to a few MiB. */
 #define MCDC_DELTA_CHECKPOINT_WHOLE_READ_MAX (8u * 1024u * 1024u)
+/* Delta: _delta_log/_last_checkpoint, a one-line JSON hint of a few dozen
+ * bytes (more with a checkpoint schema in it); a larger one is damage. */
+#define MCDC_DELTA_LAST_CHECKPOINT_BYTES_MAX (1u * 1024u * 1024u)
 /* Concurrent writers: retries of a lost put-if-absent race. */
 #define MCDC_DELTA_COMMIT_RETRIES_MAX 50
 

@@ -31,8 +31,10 @@ from test_objstore_log_requests import moto  # noqa: E402,F401 (the fixture)
 
 BATCHES = 4
 # the idle apply's requests, all kinds together: 86 measured (237 before),
-# a bound that fails when the count grows back
-IDLE_APPLY_REQUESTS_MAX = 90
+# 93 since a table loaded from its log reads _last_checkpoint first (7 loads
+# here, each a 404 on these short logs; on a long one it saves a page of the
+# listing per 1000 versions); a bound that fails when the count grows back
+IDLE_APPLY_REQUESTS_MAX = 97
 # a Parquet file of facts or control: one request per read of it (was 11-17)
 PARQUET_GETS_PER_FILE_MAX = 4
 

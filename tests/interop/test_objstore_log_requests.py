@@ -6,7 +6,8 @@ probe of the next one, no read-back of its own commit. Counted by the fault
 proxy (no fault armed) in front of moto.
 
 Measured when written: 1 request on the log per batch, the same at every
-batch, and one listing at the start of the run. Before: 12 (at each of the stream's five reads of the table a size
+batch, and one listing at the start of the run (since the log is listed
+from _last_checkpoint's version, preceded by the read of that hint). Before: 12 (at each of the stream's five reads of the table a size
 check of the cached version and a read of the next one, then the commit's
 read-back); before that the log was listed and replayed per batch, 16 at the
 first batch and two more per batch after."""
@@ -65,9 +66,12 @@ def test_log_requests_per_batch_do_not_grow_with_the_log(sim, workdir, moto):
     commits = [path for method, path in seen
                if method == "PUT" and "t/bronze/_delta_log/" in path]
     assert len(commits) == BATCHES + 1, commits  # version 0 and one per batch
-    # the whole run: those commits and one listing of the log at the start
-    # (the handle then knows the table is new and lists nothing more)
+    # the whole run: those commits, and at the start one read of
+    # _last_checkpoint (none yet) and one listing of the log (the handle then
+    # knows the table is new and lists nothing more)
     log = [(method, path) for method, path in seen if "t/bronze/_delta_log" in path]
-    assert len(log) == len(commits) + 1, log
+    assert log[0] == ("GET", "/lake/t/bronze/_delta_log/_last_checkpoint"), log
+    assert "list-type=2" in log[1][1], log
+    assert len(log) == len(commits) + 2, log
     # the same cost at the last batch as at the second: nothing replays the log
     assert per_batch[-1] <= per_batch[1], per_batch

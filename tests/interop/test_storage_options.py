@@ -136,11 +136,17 @@ def test_delta_rs_spellings_set_the_option_they_stand_for(tmp_path):
     assert got["AZURE_STORAGE_ACCOUNT_NAME"] == ("devstoreaccount1", "options file or -o")
     assert SECRET not in p.stderr + p.stdout and TOKEN not in p.stderr + p.stdout
     # a bare name that is an S3 option and an Azure one alike: refused, saying so
-    for bare in ("endpoint=http://127.0.0.1:9000", "token=" + SECRET, "ALLOW_HTTP=true"):
+    # (in the words an options file's [storage] gets, below)
+    for bare, means in (("endpoint=http://127.0.0.1:9000", "AWS_ENDPOINT_URL or "
+                         "AZURE_STORAGE_ENDPOINT"),
+                        ("token=" + SECRET, "AWS_SESSION_TOKEN or AZURE_STORAGE_TOKEN"),
+                        ("ALLOW_HTTP=true", "AWS_ALLOW_HTTP or AZURE_STORAGE_ALLOW_HTTP")):
         p = cli("table-rows", "./t", "--storage-option", bare, cwd=tmp_path)
         assert p.returncode == 2, p.stderr
-        assert "no storage option has that name" in p.stderr
-        assert "not endpoint, token or allow_http" in p.stderr
+        name = bare.split("=")[0]
+        assert "'%s=...' is ambiguous" % name in p.stderr, p.stderr
+        assert "for S3 and for Azure alike; write " + means in p.stderr, p.stderr
+        assert "no storage option has that name" not in p.stderr
         assert SECRET not in p.stderr + p.stdout
     p = cli("snapshot", "--bogus", cwd=tmp_path)  # other usage errors do not list them
     assert p.returncode == 2 and "other spellings" not in p.stderr, p.stderr
@@ -148,6 +154,8 @@ def test_delta_rs_spellings_set_the_option_they_stand_for(tmp_path):
     p = cli("table-rows", "./t", "--options-file", str(conf), cwd=tmp_path)
     assert p.returncode == 2, p.stderr
     assert "'token' is ambiguous" in p.stderr and "AZURE_STORAGE_TOKEN" in p.stderr
+    assert "for S3 and for Azure alike; write AWS_SESSION_TOKEN or AZURE_STORAGE_TOKEN" \
+        in p.stderr, p.stderr
     assert TOKEN not in p.stderr + p.stdout
 
 

@@ -206,3 +206,189 @@ TEST(delta_checkpoint_written_every_interval_and_read_back) {
     mcdc_delta_table_free(t);
     td_rmrf(dir);
 }
+
+/* ---- _last_checkpoint: the log listed from the checkpoint it names ---------------- */
+
+/* The memory storage with its listing watched: how often the log was listed
+ * and from which name on ("" for the whole log). */
+static int (*lc_inner_list)(void *, const char *, const char *, mcdc_storage_listing *,
+                            mcdc_error *);
+static char lc_after[4][64];
+static int lc_lists;
+
+static int lc_list(void *self, const char *prefix, const char *after, mcdc_storage_listing *out,
+                   mcdc_error *err) {
+    if (lc_lists < 4) snprintf(lc_after[lc_lists], sizeof lc_after[0], "%s", after ? after : "");
+    lc_lists++;
+    return lc_inner_list(self, prefix, after, out, err);
+}
+
+static mcdc_storage_ops lc_ops;
+
+static mcdc_delta_table *lc_open(mcdc_storage_mem *m) {
+    mcdc_storage *st = NULL;
+    mcdc_delta_table *t = NULL;
+    if (mcdc_storage_mem_open(&st, m, "t", NULL) != MCDC_OK) return NULL;
+    lc_ops = *st->ops;
+    lc_inner_list = st->ops->list;
+    lc_ops.list = lc_list;
+    st->ops = &lc_ops;
+    if (mcdc_delta_table_open_storage(&t, &st, NULL) != MCDC_OK) return NULL;
+    lc_lists = 0;
+    return t;
+}
+
+/* A table of 25 commits after its creation: checkpoints 10 and 20, the
+ * hint naming 20. */
+static mcdc_storage_mem *lc_table(void) {
+    mcdc_storage_mem *m = NULL;
+    if (mcdc_storage_mem_create(&m, "lc", NULL) != MCDC_OK) return NULL;
+    mcdc_delta_table *t = td_create_on(lc_open(m));
+    mcdc_delta_commit_result r;
+    char path[32];
+    for (int i = 1; t && i <= 25; i++) {
+        snprintf(path, sizeof path, "f%02d.parquet", i);
+        td_append(t, path, "app", i, &r, NULL);
+    }
+    mcdc_delta_table_free(t);
+    return m;
+}
+
+/* Loads the latest snapshot on a fresh handle: its version and file count
+ * (-1 and the error's code in *rc when it fails). */
+static int64_t lc_load(mcdc_storage_mem *m, size_t *files, int *rc) {
+    mcdc_delta_table *t = lc_open(m);
+    mcdc_delta_snapshot *s = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    *rc = mcdc_delta_snapshot_load(&s, t, -1, &e);
+    int64_t v = s ? mcdc_delta_snapshot_version(s) : -1;
+    *files = s ? mcdc_delta_snapshot_file_count(s) : 0;
+    mcdc_delta_snapshot_free(s);
+    mcdc_delta_table_free(t);
+    return v;
+}
+
+static void lc_put(mcdc_storage_mem *m, const char *key, const char *content) {
+    mcdc_storage *st = NULL;
+    mcdc_storage_mem_open(&st, m, "t", NULL);
+    mcdc_storage_put(st, key, content, strlen(content), NULL);
+    mcdc_storage_free(st);
+}
+
+#define LC_CP20 "_delta_log/00000000000000000020.checkpoint.parquet"
+
+TEST(delta_last_checkpoint_parse_proves_its_fields) {
+    delta_last_checkpoint h;
+    mcdc_error e = MCDC_ERROR_INIT;
+    const char *ok = "{\"version\":20,\"size\":23,\"sizeInBytes\":4096,\"numOfAddFiles\":20}";
+    CHECK_EQ_INT(mcdc_delta__last_checkpoint_parse(&h, ok, strlen(ok), &e), MCDC_OK);
+    CHECK_EQ_INT(h.version, 20);
+    CHECK_EQ_INT(h.size, 23);
+    CHECK_EQ_INT(h.size_bytes, 4096);
+    CHECK_EQ_INT(h.parts, 0);
+    const char *parts = "{\"version\":0,\"parts\":3}";
+    CHECK_EQ_INT(mcdc_delta__last_checkpoint_parse(&h, parts, strlen(parts), &e), MCDC_OK);
+    CHECK_EQ_INT(h.version, 0);
+    CHECK_EQ_INT(h.parts, 3);
+    CHECK_EQ_INT(h.size, -1);
+    static const char *const bad[] = {
+        "",
+        "garbage",
+        "[20]",
+        "{}",
+        "{\"version\":-1}",
+        "{\"version\":\"20\"}",
+        "{\"version\":20.0}",
+        "{\"version\":20,\"parts\":0}",
+        "{\"version\":20,\"parts\":4294967296}",
+        "{\"version\":20,\"size\":-3}",
+        "{\"version\":20,\"sizeInBytes\":\"big\"}",
+        "{\"version\":20,\"size\":2,\"numOfAddFiles\":5}",
+        "{\"version\":20,\"version\":21}",
+        "{\"version\":20}{",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        mcdc_error_clear(&e);
+        CHECK_EQ_INT(mcdc_delta__last_checkpoint_parse(&h, bad[i], strlen(bad[i]), &e),
+                     MCDC_E_CORRUPT);
+        CHECK(e.message[0] != 0);
+        CHECK_EQ_INT(h.version, -1);
+    }
+}
+
+TEST(delta_last_checkpoint_lists_the_log_from_its_version) {
+    mcdc_storage_mem *m = lc_table();
+    CHECK(m != NULL);
+    size_t files = 0;
+    int rc;
+    CHECK_EQ_INT(lc_load(m, &files, &rc), 25);
+    CHECK_EQ_INT(rc, MCDC_OK);
+    CHECK_EQ_INT(files, 25);
+    /* one listing, of the names from version 20 on */
+    CHECK_EQ_INT(lc_lists, 1);
+    CHECK_EQ_STR(lc_after[0], "00000000000000000019~");
+    /* a version before the hint's (time travel) lists the whole log */
+    mcdc_delta_table *t = lc_open(m);
+    mcdc_delta_snapshot *s = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_delta_snapshot_load(&s, t, 15, &e), MCDC_OK);
+    CHECK(s && mcdc_delta_snapshot_version(s) == 15 && mcdc_delta_snapshot_file_count(s) == 15);
+    CHECK_EQ_INT(lc_lists, 1);
+    CHECK_EQ_STR(lc_after[0], "");
+    mcdc_delta_snapshot_free(s);
+    mcdc_delta_table_free(t);
+    mcdc_storage_mem_release(m);
+}
+
+/* A hint that lies (a version past the log, a checkpoint it names that is
+ * missing or corrupt, content that is not a hint) is never trusted: the
+ * whole log is listed and the table read as it is. */
+TEST(delta_last_checkpoint_lying_missing_or_corrupt_falls_back_to_the_listing) {
+    const mcdc_log_sink *lvl = mcdc_log_use(&mcdc_test_quiet); /* the damage is warned of */
+    size_t files = 0;
+    int rc;
+    /* past the log's end */
+    mcdc_storage_mem *m = lc_table();
+    lc_put(m, "_delta_log/_last_checkpoint", "{\"version\":40,\"size\":3}");
+    CHECK_EQ_INT(lc_load(m, &files, &rc), 25);
+    CHECK_EQ_INT(files, 25);
+    CHECK_EQ_INT(lc_lists, 2);
+    CHECK_EQ_STR(lc_after[0], "00000000000000000039~");
+    CHECK_EQ_STR(lc_after[1], "");
+    /* unparsable: the whole log at once */
+    lc_put(m, "_delta_log/_last_checkpoint", "{\"version\":20,\"parts\":0}");
+    CHECK_EQ_INT(lc_load(m, &files, &rc), 25);
+    CHECK_EQ_INT(files, 25);
+    CHECK_EQ_INT(lc_lists, 1);
+    CHECK_EQ_STR(lc_after[0], "");
+    /* the checkpoint it names is missing: read from checkpoint 10 */
+    lc_put(m, "_delta_log/_last_checkpoint", "{\"version\":20}");
+    CHECK_EQ_INT(mcdc_storage_mem_drop(m, "t/" LC_CP20, NULL), MCDC_OK);
+    CHECK_EQ_INT(lc_load(m, &files, &rc), 25);
+    CHECK_EQ_INT(rc, MCDC_OK);
+    CHECK_EQ_INT(files, 25);
+    CHECK_EQ_INT(lc_lists, 2);
+    CHECK_EQ_STR(lc_after[0], "00000000000000000019~");
+    CHECK_EQ_STR(lc_after[1], "");
+    mcdc_storage_mem_release(m);
+    /* the checkpoint it names is corrupt: the JSON commits replace it */
+    m = lc_table();
+    lc_put(m, LC_CP20, "PAR1 not a checkpoint PAR1");
+    CHECK_EQ_INT(lc_load(m, &files, &rc), 25);
+    CHECK_EQ_INT(rc, MCDC_OK);
+    CHECK_EQ_INT(files, 25);
+    CHECK_EQ_INT(lc_lists, 2);
+    CHECK_EQ_STR(lc_after[1], "");
+    /* ... and with those commits gone too, the table is corrupt, not
+     * silently read from the hint */
+    char key[64];
+    for (int v = 0; v < 20; v++) {
+        snprintf(key, sizeof key, "t/_delta_log/%020d.json", v);
+        mcdc_storage_mem_drop(m, key, NULL);
+    }
+    mcdc_storage_mem_drop(m, "t/_delta_log/00000000000000000010.checkpoint.parquet", NULL);
+    CHECK_EQ_INT(lc_load(m, &files, &rc), -1);
+    CHECK_EQ_INT(rc, MCDC_E_CORRUPT);
+    mcdc_storage_mem_release(m);
+    mcdc_log_use(lvl);
+}
