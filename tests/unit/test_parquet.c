@@ -789,13 +789,15 @@ TEST(parquet_encoding_chosen_once_per_file) {
 TEST(parquet_next_file_starts_from_the_last_ones_choices) {
     /* File A's rows choose DELTA for both columns; file B's rows alone
      * choose a dictionary (5 distinct strings) and PLAIN stored raw (random
-     * int64). B written with A's choices keeps A's encodings and codec and
-     * reads back; with another codec the choices do not fit and B chooses
+     * int64); its third column the other way round (A's random int64 is
+     * stored raw, B's increasing ones would be DELTA and compressed). B
+     * written with A's choices keeps A's encodings and codecs and reads back; with another codec the choices do not fit and B chooses
      * for itself, as it does without them. */
     mcdc_schema *s = NULL;
-    CHECK_EQ_INT(mcdc_schema_create(&s, 2, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_schema_create(&s, 3, NULL), MCDC_OK);
     mcdc_schema_set(s, 0, "s", MCDC_TYPE_UTF8, 0, 0, 0, false, NULL);
     mcdc_schema_set(s, 1, "v", MCDC_TYPE_INT64, 0, 0, 0, false, NULL);
+    mcdc_schema_set(s, 2, "r", MCDC_TYPE_INT64, 0, 0, 0, false, NULL);
     enum { ROWS = 20000 };
     mcdc_batch *a = NULL, *b = NULL;
     CHECK_EQ_INT(mcdc_batch_create(&a, s, ROWS, NULL), MCDC_OK);
@@ -810,6 +812,8 @@ TEST(parquet_next_file_starts_from_the_last_ones_choices) {
         n = snprintf(t, sizeof t, "kind-%d", (int)(x % 5));
         mcdc_col_append_bytes(&b->columns[0], t, n, NULL);
         mcdc_col_append_int(&b->columns[1], (int64_t)(x * 0x9E3779B97F4A7C15ull), NULL);
+        mcdc_col_append_int(&a->columns[2], (int64_t)(x * 0x9E3779B97F4A7C15ull), NULL);
+        mcdc_col_append_int(&b->columns[2], 1000000 + r * 3, NULL);
     }
     CHECK_EQ_INT(mcdc_batch_seal(a, NULL), MCDC_OK);
     CHECK_EQ_INT(mcdc_batch_seal(b, NULL), MCDC_OK);
@@ -834,6 +838,8 @@ TEST(parquet_next_file_starts_from_the_last_ones_choices) {
         CHECK_EQ_INT(!!(c[0].encodings & (1u << PQ_RLE_DICTIONARY)), !kept);
         CHECK_EQ_INT(!!(c[1].encodings & (1u << PQ_DELTA_BINARY_PACKED)), kept);
         CHECK_EQ_INT(c[1].codec, kept ? MCDC_PARQUET_ZSTD : MCDC_PARQUET_UNCOMPRESSED);
+        CHECK_EQ_INT(!!(c[2].encodings & (1u << PQ_DELTA_BINARY_PACKED)), !kept);
+        CHECK_EQ_INT(c[2].codec, kept ? MCDC_PARQUET_UNCOMPRESSED : (int)o.codec);
         mcdc_pq_meta_free(&m);
     }
     mcdc_parquet_choices_free(ch);
