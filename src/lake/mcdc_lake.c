@@ -22,6 +22,10 @@
  * delta-rs's targets are 128 MiB-1 GiB; 128 MiB keeps files few and reads
  * parallel. */
 #define LAKE_FILE_BYTES_TARGET (128LL * 1024 * 1024)
+/* A data file's writer starts from the previous file's encoding choices
+ * (trial compression of each column's first values is ~6% of the writer's
+ * CPU on a 600K-row file) except every this many files, which choose anew. */
+#define LAKE_CHOOSE_EVERY 8
 
 struct mcdc_table {
     char *name;
@@ -507,6 +511,7 @@ struct mcdc_appender {
     lake_layout layout;
     mcdc_table_props props;
     mcdc_parquet_writer *w;
+    mcdc_parquet_choices *choices; /* the last file's encoding choices, or NULL */
     char *cur;           /* relative path of the open file */
     int64_t cur_bytes;   /* uncompressed bytes written to it */
     int opened;          /* files opened so far (their names' numbers) */
@@ -619,6 +624,8 @@ static int finish_file_as(mcdc_appender *a, bool behind, mcdc_error *err) {
     lake_file f = {0};
     rc = mcdc_parquet_writer_close_unpublished(a->w, &out, err);
     if (rc == MCDC_OK) rc = file_record(a, mcdc_parquet_writer_info(a->w), a->cur, &f, err);
+    mcdc_parquet_choices_free(a->choices);
+    a->choices = rc ? NULL : mcdc_parquet_writer_choices(a->w); /* NULL: the next one chooses */
     mcdc_parquet_writer_free(a->w); /* its buffers go before the next file's come */
     a->w = NULL;
     if (rc) {
@@ -688,6 +695,9 @@ int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err) 
             po.field_ids = a->layout.mapped ? a->layout.ids : NULL;
             po.threads = a->props.parquet_threads;
             po.codec = a->layout.codec;
+            /* the columns keep the last file's encodings, chosen afresh
+             * every LAKE_CHOOSE_EVERY files in case the rows changed */
+            if (a->opened % LAKE_CHOOSE_EVERY != 0) po.choices = a->choices;
             rc = mcdc_parquet_writer_open(&a->w, mcdc_delta_table_storage(a->t->dt), a->cur,
                                           a->layout.mapped ? a->layout.phys_schema : a->schema,
                                           &po, err);
@@ -1068,6 +1078,7 @@ void mcdc_appender_free(mcdc_appender *a) {
     if (a == NULL) return;
     join_closer(a, NULL); /* a file it published is deleted below */
     mcdc_parquet_writer_free(a->w); /* an open file was never published */
+    mcdc_parquet_choices_free(a->choices);
     for (int i = 0; i < a->nfiles; i++) {
         if (!a->committed) delete_file(a, a->files[i].path);
         mcdc_free(a->files[i].path);

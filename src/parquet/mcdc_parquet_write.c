@@ -1550,6 +1550,59 @@ static int flush_row_group(mcdc_parquet_writer *w, mcdc_error *err) {
     return MCDC_OK;
 }
 
+/* ---- encoding choices carried to the next file (options.choices) -------------- */
+
+typedef struct pq_choice {
+    int phys;              /* the column's physical type and width: the choice fits only them */
+    int32_t width;
+    bool chosen, dict_keep, delta, delta_prefix;
+    bool uncompressed;     /* compressing did not pay */
+} pq_choice;
+
+struct mcdc_parquet_choices {
+    int32_t n;
+    int codec;             /* the file's codec */
+    pq_choice *cols;
+};
+
+mcdc_parquet_choices *mcdc_parquet_writer_choices(const mcdc_parquet_writer *w) {
+    mcdc_parquet_choices *ch = mcdc_calloc(1, sizeof *ch);
+    if (ch == NULL) return NULL;
+    ch->cols = mcdc_calloc((size_t)(w->n > 0 ? w->n : 1), sizeof *ch->cols);
+    if (ch->cols == NULL) {
+        mcdc_free(ch);
+        return NULL;
+    }
+    ch->n = w->n;
+    ch->codec = (int)w->opts.codec;
+    for (int32_t i = 0; i < w->n; i++) {
+        const wcol *c = &w->cols[i];
+        ch->cols[i] = (pq_choice){.phys = c->phys, .width = c->width, .chosen = c->chosen,
+                                  .dict_keep = c->dict_keep, .delta = c->delta,
+                                  .delta_prefix = c->delta_prefix,
+                                  .uncompressed = c->codec_next == MCDC_PARQUET_UNCOMPRESSED};
+    }
+    return ch;
+}
+
+void mcdc_parquet_choices_free(mcdc_parquet_choices *ch) {
+    if (ch == NULL) return;
+    mcdc_free(ch->cols);
+    mcdc_free(ch);
+}
+
+/* Column c starts with the previous file's choice for it, when that fits. */
+static void choice_apply(wcol *c, const mcdc_parquet_choices *ch, int codec) {
+    if (ch == NULL || ch->codec != codec || c->index >= ch->n) return;
+    const pq_choice *h = &ch->cols[c->index];
+    if (!h->chosen || h->phys != c->phys || h->width != c->width) return;
+    c->chosen = true;
+    c->dict_keep = h->dict_keep;
+    c->delta = h->delta;
+    c->delta_prefix = h->delta_prefix;
+    if (h->uncompressed) c->codec_next = MCDC_PARQUET_UNCOMPRESSED;
+}
+
 /* ---- public API ---------------------------------------------------------------- */
 
 /* Takes sw (aborted on failure). */
@@ -1599,6 +1652,7 @@ static int writer_open(mcdc_parquet_writer **out, mcdc_storage_writer *sw, const
     w->out = sw;
     w->opts = o;
     w->opts.field_ids = NULL; /* copied into the columns below */
+    w->opts.choices = NULL;   /* likewise */
     w->schema = mcdc_schema_ref(schema);
     w->n = schema->n_fields;
     w->path = mcdc_strdup(name);
@@ -1620,6 +1674,7 @@ static int writer_open(mcdc_parquet_writer **out, mcdc_storage_writer *sw, const
         c->dict_enabled = o.dictionary && c->phys != PQ_BOOLEAN;
         c->dict_keep = true;
         c->codec_next = (int)o.codec;
+        if (o.choices && o.choices->n == w->n) choice_apply(c, o.choices, (int)o.codec);
         c->sel = mcdc_malloc(PQ_SLICE_ROWS_MAX * sizeof *c->sel);
         if (c->sel == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (writer)");
         if (!rc && c->optional && c->phys != PQ_BOOLEAN && !o.data_page_v2) {

@@ -786,6 +786,70 @@ TEST(parquet_encoding_chosen_once_per_file) {
     mcdc_schema_unref(s);
 }
 
+TEST(parquet_next_file_starts_from_the_last_ones_choices) {
+    /* File A's rows choose DELTA for both columns; file B's rows alone
+     * choose a dictionary (5 distinct strings) and PLAIN stored raw (random
+     * int64); its third column the other way round (A's random int64 is
+     * stored raw, B's increasing ones would be DELTA and compressed). B
+     * written with A's choices keeps A's encodings and codecs and reads back; with another codec the choices do not fit and B chooses
+     * for itself, as it does without them. */
+    mcdc_schema *s = NULL;
+    CHECK_EQ_INT(mcdc_schema_create(&s, 3, NULL), MCDC_OK);
+    mcdc_schema_set(s, 0, "s", MCDC_TYPE_UTF8, 0, 0, 0, false, NULL);
+    mcdc_schema_set(s, 1, "v", MCDC_TYPE_INT64, 0, 0, 0, false, NULL);
+    mcdc_schema_set(s, 2, "r", MCDC_TYPE_INT64, 0, 0, 0, false, NULL);
+    enum { ROWS = 20000 };
+    mcdc_batch *a = NULL, *b = NULL;
+    CHECK_EQ_INT(mcdc_batch_create(&a, s, ROWS, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_batch_create(&b, s, ROWS, NULL), MCDC_OK);
+    uint64_t x = 88172645463325252ull;
+    for (int64_t r = 0; r < ROWS; r++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        char t[64];
+        int n = snprintf(t, sizeof t, "%016llx", (unsigned long long)x);
+        mcdc_col_append_bytes(&a->columns[0], t, n, NULL);
+        mcdc_col_append_int(&a->columns[1], 1000000 + r * 3, NULL);
+        n = snprintf(t, sizeof t, "kind-%d", (int)(x % 5));
+        mcdc_col_append_bytes(&b->columns[0], t, n, NULL);
+        mcdc_col_append_int(&b->columns[1], (int64_t)(x * 0x9E3779B97F4A7C15ull), NULL);
+        mcdc_col_append_int(&a->columns[2], (int64_t)(x * 0x9E3779B97F4A7C15ull), NULL);
+        mcdc_col_append_int(&b->columns[2], 1000000 + r * 3, NULL);
+    }
+    CHECK_EQ_INT(mcdc_batch_seal(a, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_batch_seal(b, NULL), MCDC_OK);
+    mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
+    const char *pa = tmp_path("choices_a"), *pb = tmp_path("choices_b");
+    mcdc_parquet_writer *w = NULL;
+    CHECK_EQ_INT(write_file(pa, a, &o, 1, NULL, &w), MCDC_OK);
+    mcdc_parquet_choices *ch = mcdc_parquet_writer_choices(w);
+    mcdc_parquet_writer_free(w);
+    CHECK(ch != NULL);
+    pq_file_meta m;
+    for (int k = 0; k < 3; k++) {
+        /* 0: with A's choices; 1: the same under another codec; 2: none */
+        o.codec = k == 1 ? MCDC_PARQUET_SNAPPY : MCDC_PARQUET_ZSTD;
+        o.choices = k == 2 ? NULL : ch;
+        CHECK_EQ_INT(write_file(pb, b, &o, 1, NULL, NULL), MCDC_OK);
+        CHECK_EQ_INT(compare_file(pb, b, 0), ROWS);
+        CHECK_EQ_INT(read_meta(pb, &m), MCDC_OK);
+        const pq_chunk_meta *c = m.row_groups[0].columns;
+        bool kept = k == 0;
+        CHECK_EQ_INT(!!(c[0].encodings & (1u << PQ_DELTA_LENGTH_BYTE_ARRAY)), kept);
+        CHECK_EQ_INT(!!(c[0].encodings & (1u << PQ_RLE_DICTIONARY)), !kept);
+        CHECK_EQ_INT(!!(c[1].encodings & (1u << PQ_DELTA_BINARY_PACKED)), kept);
+        CHECK_EQ_INT(c[1].codec, kept ? MCDC_PARQUET_ZSTD : MCDC_PARQUET_UNCOMPRESSED);
+        CHECK_EQ_INT(!!(c[2].encodings & (1u << PQ_DELTA_BINARY_PACKED)), !kept);
+        CHECK_EQ_INT(c[2].codec, kept ? MCDC_PARQUET_UNCOMPRESSED : (int)o.codec);
+        mcdc_pq_meta_free(&m);
+    }
+    mcdc_parquet_choices_free(ch);
+    unlink(pa);
+    unlink(pb);
+    mcdc_batch_free(a);
+    mcdc_batch_free(b);
+    mcdc_schema_unref(s);
+}
+
 /* b's rows k times over, in one new batch. */
 static mcdc_batch *repeat_batch(const mcdc_batch *b, int k) {
     mcdc_batch *out = NULL;
