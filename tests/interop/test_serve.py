@@ -727,7 +727,7 @@ def test_a_backfill_schedule_publishes_the_chunked_snapshots_progress(sim, workd
     path, lake = config(sim, workdir, [("shop", "dbo_t1")], trigger="processingTime=200ms",
                         extra_service="bootstrap = true\nsnapshot = chunked",
                         extra="backfill = 1 --chunk-rows 4 --max-waves 1 "
-                              "--target-wave-seconds 0\n")
+                              "--target-wave-seconds 0 --isolation snapshot\n")
     proc, log, ready = serve_listening(path, workdir)
 
     def figures():
@@ -737,6 +737,17 @@ def test_a_backfill_schedule_publishes_the_chunked_snapshots_progress(sim, workd
     try:
         wait_for(lambda: os.path.exists(ready) and open(ready).read().strip(), "the listener")
         port = int(open(ready).read())
+        # snapshot isolation is off: the runs fail, counted; the figures stay
+        # as the last valid status left them (none, or a run before the
+        # stream opened the snapshot: nothing read)
+        wait_for(lambda: figures().get(("mssql_cdc_schedule_errors_total", "backfill"), 0) >= 1,
+                 "a failed backfill run")
+        before = figures()
+        assert before.get(("mssql_cdc_backfill_chunks_done", None), 0) == 0, before
+        assert before.get(("mssql_cdc_backfill_done", None), 0) == 0, before
+        shown = status(port)["shop.dbo_t1"]["backfill"]
+        assert shown is None or shown["state"] == "no_snapshot", shown
+        sim.run("ALTER DATABASE shop SET ALLOW_SNAPSHOT_ISOLATION ON;", database="shop")
         wait_for(lambda: figures().get(("mssql_cdc_backfill_done", None)) == 1,
                  "the backfill done", timeout=90)
         served = figures()
@@ -755,7 +766,12 @@ def test_a_backfill_schedule_publishes_the_chunked_snapshots_progress(sim, workd
     assert served[("mssql_cdc_backfill_chunks_total", None)] == own["chunks_total"], served
     assert served[("mssql_cdc_backfill_paused", None)] == 0, served
     assert served[("mssql_cdc_schedule_runs_total", "backfill")] >= 1, served
-    assert served[("mssql_cdc_schedule_errors_total", "backfill")] == 0, served
+    # the failed runs: counted, each a warning naming the table
+    assert served[("mssql_cdc_schedule_errors_total", "backfill")] >= 1, served
+    assert served[("mssql_cdc_schedule_runs_total", "backfill")] > \
+        served[("mssql_cdc_schedule_errors_total", "backfill")], served
+    assert any(line.startswith("mssql-cdc: shop.dbo_t1: ") and
+               "backfill: it failed (exit " in line for line in text.splitlines()), text
     assert shown["snapshot"] == own["snapshot"] and shown["state"] == "done", shown
     assert shown["chunks_done"] == own["chunks_done"], shown
     # each run's status is logged under the table's name
