@@ -456,8 +456,10 @@ MCDC_API void mcdc_runtime_destroy(mcdc_runtime *rt);
  * replaces the family's whole set (n 0: none) for the stores opened after
  * it; the runtime keeps copies, and an earlier set until it is destroyed.
  * Credentials a set leads to that are fetched (S3's from STS, a container
- * endpoint or instance metadata) are found once per set and shared by
- * every store its jobs open, renewals too; a job with options of its own
+ * endpoint or instance metadata; Azure's Entra ID token from a managed
+ * identity's endpoint, workload identity or a client secret) are found
+ * once per set and shared by every store its jobs open, renewals too (one
+ * renewal, under a lock, before expiry); a job with options of its own
  * finds its own. Thread-safe. */
 MCDC_API int mcdc_runtime_set_storage_options(mcdc_runtime *rt, const char *scheme,
                                               const char *const *names,
