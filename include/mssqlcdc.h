@@ -480,7 +480,12 @@ MCDC_API void mcdc_runtime_get_stats(const mcdc_runtime *rt, mcdc_runtime_stats 
  * figures there while it exists (a stream, backfill, apply or reconcile
  * from its create to its free; a snapshot, seed or repair during its
  * call), so that a host reads what `serve`'s /metrics shows without
- * collecting the jobs' reports itself. */
+ * collecting the jobs' reports itself. It holds the jobs that exist, not
+ * the figures of jobs gone: a job with a handle leaves it at its free, a
+ * one-call job when its call returns (whatever it returned), and nothing of
+ * theirs stays; a host that wants a job's last figures reads them
+ * (mcdc_runtime_job_metrics) before the free, as `serve` does when a
+ * table's run ends. */
 typedef enum mcdc_job_state {
     MCDC_JOB_STARTING = 0,     /* created, or running before it works (resume, bootstrap) */
     MCDC_JOB_SNAPSHOTTING = 1, /* a stream taking a whole snapshot */

@@ -725,3 +725,67 @@ TEST(runtime_azure_entra_token_is_fetched_once_for_its_jobs) {
     mcdc_storage_free(b);
     mcdc_opts_free(bare);
 }
+
+/* The registry holds the jobs that exist, not the last figures of those
+ * gone: a one-call job (snapshot, seed, repair) is in it during its call
+ * and out of it when the call returns, whatever it returned (here each
+ * fails: no copy, or the runtime's allocation fault), and a job with a
+ * handle leaves it at its free (mssqlcdc.h: read the figures before). */
+TEST(runtime_one_call_jobs_leave_the_registry_when_they_return) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_runtime *rt = NULL;
+    CHECK_EQ_INT(mcdc_runtime_create(&rt, NULL, &e), MCDC_OK);
+    mcdc_opts *o = source_opts();
+    metrics_seen seen = {0};
+    mcdc_offset off;
+    int64_t rows = 0;
+    bool done = false;
+
+    mcdc_seed_cfg dc = MCDC_SEED_CFG_INIT;
+    dc.target = "/tmp/mcdc-runtime-test/bronze";
+    dc.from = "/tmp/mcdc-runtime-test/no-such-copy";
+    dc.as_of = "2026-12-01T10:00:00Z";
+    dc.runtime = rt;
+    CHECK_EQ_INT(mcdc_seed(&off, &rows, &done, o, &dc, &e), MCDC_E_INVALID);
+    CHECK_EQ_INT(mcdc_runtime_metrics(rt, collect, &seen), 0);
+
+    mcdc_snapshot_cfg nc = MCDC_SNAPSHOT_CFG_INIT;
+    nc.target = "/tmp/mcdc-runtime-test/bronze";
+    nc.runtime = rt;
+    mcdc_runtime_fail_alloc_at(rt, 1);
+    CHECK_EQ_INT(mcdc_snapshot_take(&off, &rows, &done, o, &nc, &e), MCDC_E_NOMEM);
+    CHECK_EQ_INT(mcdc_runtime_metrics(rt, collect, &seen), 0);
+
+    static const char *const keys[] = {"{\"id\": 1}"};
+    mcdc_repair_cfg pc = MCDC_REPAIR_CFG_INIT;
+    pc.bronze = "/tmp/mcdc-runtime-test/bronze";
+    pc.facts_table = "/tmp/mcdc-runtime-test/facts";
+    pc.keys_json = keys;
+    pc.n_keys = 1;
+    pc.runtime = rt;
+    mcdc_repair_result res;
+    mcdc_runtime_fail_alloc_at(rt, 1);
+    CHECK_EQ_INT(mcdc_repair_run(o, &pc, &res, &e), MCDC_E_NOMEM);
+    mcdc_runtime_fail_alloc_at(rt, 0);
+    CHECK_EQ_INT(mcdc_runtime_metrics(rt, collect, &seen), 0);
+
+    /* each of the three was in the registry during its call: the next job
+     * is the runtime's fourth */
+    mcdc_stream_cfg sc = MCDC_STREAM_CFG_INIT;
+    sc.target = "/tmp/mcdc-runtime-test/bronze";
+    sc.app_id = "orders-app";
+    sc.checkpoint = "/tmp/mcdc-runtime-test/ckpt";
+    sc.runtime = rt;
+    mcdc_stream *s = NULL;
+    CHECK_EQ_INT(mcdc_stream_create(&s, o, &sc, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_runtime_metrics(rt, collect, &seen), 1);
+    CHECK_EQ_INT(seen.seen[0].id, 4);
+    mcdc_job_metrics m;
+    CHECK(mcdc_runtime_job_metrics(rt, s, &m));
+    mcdc_stream_free(s);
+    CHECK(!mcdc_runtime_job_metrics(rt, s, &m));
+    seen.n = 0;
+    CHECK_EQ_INT(mcdc_runtime_metrics(rt, collect, &seen), 0);
+    mcdc_opts_free(o);
+    mcdc_runtime_destroy(rt);
+}
