@@ -461,8 +461,10 @@ MCDC_API void mcdc_runtime_destroy(mcdc_runtime *rt);
  * replaces the family's whole set (n 0: none) for the stores opened after
  * it; the runtime keeps copies, and an earlier set until it is destroyed.
  * Credentials a set leads to that are fetched (S3's from STS, a container
- * endpoint or instance metadata) are found once per set and shared by
- * every store its jobs open, renewals too; a job with options of its own
+ * endpoint or instance metadata; Azure's Entra ID token from a managed
+ * identity's endpoint, workload identity or a client secret) are found
+ * once per set and shared by every store its jobs open, renewals too (one
+ * renewal, under a lock, before expiry); a job with options of its own
  * finds its own. Thread-safe. */
 MCDC_API int mcdc_runtime_set_storage_options(mcdc_runtime *rt, const char *scheme,
                                               const char *const *names,
@@ -483,7 +485,12 @@ MCDC_API void mcdc_runtime_get_stats(const mcdc_runtime *rt, mcdc_runtime_stats 
  * figures there while it exists (a stream, backfill, apply or reconcile
  * from its create to its free; a snapshot, seed or repair during its
  * call), so that a host reads what `serve`'s /metrics shows without
- * collecting the jobs' reports itself. */
+ * collecting the jobs' reports itself. It holds the jobs that exist, not
+ * the figures of jobs gone: a job with a handle leaves it at its free, a
+ * one-call job when its call returns (whatever it returned), and nothing of
+ * theirs stays; a host that wants a job's last figures reads them
+ * (mcdc_runtime_job_metrics) before the free, as `serve` does when a
+ * table's run ends. */
 typedef enum mcdc_job_state {
     MCDC_JOB_STARTING = 0,     /* created, or running before it works (resume, bootstrap) */
     MCDC_JOB_SNAPSHOTTING = 1, /* a stream taking a whole snapshot */

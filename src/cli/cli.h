@@ -106,6 +106,8 @@ int cli_exit_code(int status);
 /* Prints "mssql-cdc: error (Kind): message" on stderr; returns the exit code
  * for e->code. */
 int cli_fail(const mcdc_error *e);
+/* The exit code 'mssql-cdc backfill' gives a state (0, 14 to 17). */
+int cli_backfill_exit(mcdc_backfill_state s);
 /* Until cli_stop_signals_end: SIGINT and SIGTERM ask the job that holds
  * stop to stop (mcdc_stop_request, one atomic store: safe in a handler).
  * The job then returns MCDC_E_CANCELLED before its next commit. */

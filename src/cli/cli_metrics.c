@@ -34,6 +34,11 @@ extern const char *const CLI_STATUS_PAGE[]; /* cli_status_page.c: its lines */
  * most in SQL Server) or serve's db.ci. */
 #define CLI_METRICS_LABEL_MAX 272
 
+/* serve's schedules, as the schedule label says them */
+#define CLI_METRICS_SCHEDULES 3
+static const char *const SCHEDULE_NAMES[CLI_METRICS_SCHEDULES] = {"apply", "reconcile",
+                                                                  "backfill"};
+
 /* What the page and the JSON call a table's state. */
 typedef enum {
     ST_PENDING = 0, /* its thread has not started */
@@ -71,6 +76,9 @@ typedef struct tstat {
     bool snap_active;
     int64_t snap_done, snap_total; /* rows; total -1: unknown */
     int64_t snap_parts_done, snap_parts_total; /* ranges or chunks; total -1: unknown */
+    bool has_backfill; /* a backfill run's status was read (cli_metrics_backfill) */
+    mcdc_backfill_status backfill;
+    int64_t sched_runs[CLI_METRICS_SCHEDULES], sched_errors[CLI_METRICS_SCHEDULES];
     mcdc_stream *stream; /* while it runs (borrowed: started to ended), else NULL */
     char caught_up_lsn[24]; /* a copy's: mcdc_stream_caught_up's answer ("": none) */
 } tstat;
@@ -339,6 +347,25 @@ void cli_metrics_ended(cli_metrics *m, size_t i, const char *state, int status,
         snprintf(t->message, sizeof t->message, "%s", message ? message : "");
     }
     pthread_mutex_unlock(&m->mu);
+}
+
+void cli_metrics_backfill(cli_metrics *m, size_t i, const mcdc_backfill_status *st) {
+    if (m == NULL || i == (size_t)-1) return;
+    pthread_mutex_lock(&m->mu);
+    m->t[i].backfill = *st;
+    m->t[i].has_backfill = true;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void cli_metrics_schedule_ran(cli_metrics *m, size_t i, const char *schedule, bool ok) {
+    if (m == NULL || i == (size_t)-1) return;
+    for (int k = 0; k < CLI_METRICS_SCHEDULES; k++) {
+        if (strcmp(schedule, SCHEDULE_NAMES[k]) != 0) continue;
+        pthread_mutex_lock(&m->mu);
+        m->t[i].sched_runs[k]++;
+        if (!ok) m->t[i].sched_errors[k]++;
+        pthread_mutex_unlock(&m->mu);
+    }
 }
 
 /* ---- the capture probe's thread ------------------------------------------------------ */
@@ -635,7 +662,8 @@ static void value_i(FILE *f, int64_t v) {
 
 typedef enum { G_ROWS, G_BATCHES, G_DURATION, G_LAG, G_HEADROOM, G_PROCESSED, G_VERDICT_AGE,
                G_VERDICT_STILL, G_SNAPSHOT, G_SNAPSHOT_TOTAL, G_SNAPSHOT_PARTS,
-               G_SNAPSHOT_PARTS_TOTAL } table_gauge;
+               G_SNAPSHOT_PARTS_TOTAL, G_BACKFILL_DONE, G_BACKFILL_TOTAL, G_BACKFILL_FINISHED,
+               G_BACKFILL_PAUSED } table_gauge;
 
 static const struct {
     const char *name, *type, *help;
@@ -660,6 +688,14 @@ static const struct {
     {"mssql_cdc_snapshot_parts_done", "gauge",
      "Parts of the running snapshot done: its chunks (chunked, across waves) or ranges."},
     {"mssql_cdc_snapshot_parts_total", "gauge", "Parts the running snapshot has."},
+    {"mssql_cdc_backfill_chunks_done", "gauge",
+     "Chunks of the table's chunked snapshot read in, as its last backfill run said."},
+    {"mssql_cdc_backfill_chunks_total", "gauge",
+     "Chunks the chunked snapshot's plan has, as the last backfill run said."},
+    {"mssql_cdc_backfill_done", "gauge",
+     "1 when the last backfill run said every chunk is in, else 0."},
+    {"mssql_cdc_backfill_paused", "gauge",
+     "1 when the last backfill run paused (the stream's retention headroom), else 0."},
 };
 
 /* One table's sample of family g; false: none (unknown). */
@@ -683,12 +719,18 @@ static bool table_value(const snap *s, const tstat *t, table_gauge g, double *v)
     case G_SNAPSHOT_PARTS_TOTAL:
         *v = (double)t->snap_parts_total;
         return t->snap_active && t->snap_parts_total > 0;
+    case G_BACKFILL_DONE: *v = (double)t->backfill.chunks_done; return t->has_backfill;
+    case G_BACKFILL_TOTAL:
+        *v = (double)t->backfill.chunks_total;
+        return t->has_backfill && t->backfill.chunks_total >= 0;
+    case G_BACKFILL_FINISHED: *v = t->backfill.done; return t->has_backfill;
+    case G_BACKFILL_PAUSED: *v = t->backfill.paused; return t->has_backfill;
     }
     return false;
 }
 
 static void render_tables(FILE *f, const snap *s) {
-    for (int g = 0; g <= G_SNAPSHOT_PARTS_TOTAL; g++) {
+    for (int g = 0; g <= G_BACKFILL_PAUSED; g++) {
         bool counter = g == G_ROWS || g == G_BATCHES;
         family(f, TABLE_FAMILIES[g].name, TABLE_FAMILIES[g].type, TABLE_FAMILIES[g].help);
         char name[96];
@@ -709,6 +751,25 @@ static void render_tables(FILE *f, const snap *s) {
         label_value(f, s->t[i].kind);
         fputc('"', f);
         value_i(f, 1);
+    }
+    /* serve's schedules: runs, and those that failed (a backfill run's
+     * output that is not a status too); a table's schedule once it ran */
+    static const char *const SCHEDULE_FAMILIES[2][2] = {
+        {"mssql_cdc_schedule_runs",
+         "Runs of the table's apply, reconcile or backfill schedule (label schedule)."},
+        {"mssql_cdc_schedule_errors",
+         "Runs of the schedule that failed, or (backfill) printed no valid status."}};
+    for (int e = 0; e < 2; e++) {
+        family(f, SCHEDULE_FAMILIES[e][0], "counter", SCHEDULE_FAMILIES[e][1]);
+        char name[64];
+        snprintf(name, sizeof name, "%s_total", SCHEDULE_FAMILIES[e][0]);
+        for (size_t i = 0; i < s->n; i++)
+            for (int k = 0; k < CLI_METRICS_SCHEDULES; k++) {
+                if (s->t[i].sched_runs[k] == 0) continue;
+                sample(f, name, &s->t[i], NULL);
+                fprintf(f, ",schedule=\"%s\"", SCHEDULE_NAMES[k]);
+                value_i(f, e ? s->t[i].sched_errors[k] : s->t[i].sched_runs[k]);
+            }
     }
     /* a gauge per state rather than a stateset: one Prometheus' text
      * format (and promtool check metrics) reads as well */
@@ -962,6 +1023,27 @@ static char *render_status(cli_metrics *m, size_t *len) {
                         (long long)t->snap_parts_done, (long long)t->snap_parts_total);
             else
                 fputs("null", f);
+            fputs(",\"backfill\":", f);
+            if (t->has_backfill) {
+                const mcdc_backfill_status *b = &t->backfill;
+                fputs("{\"snapshot\":", f);
+                if (b->snapshot[0]) json_str(f, b->snapshot);
+                else fputs("null", f);
+                fprintf(f, ",\"chunks_done\":%lld", (long long)b->chunks_done);
+                if (b->chunks_total >= 0)
+                    fprintf(f, ",\"chunks_total\":%lld", (long long)b->chunks_total);
+                else
+                    fputs(",\"chunks_total\":null", f);
+                fprintf(f, ",\"done\":%s,\"paused\":%s,\"state\":", b->done ? "true" : "false",
+                        b->paused ? "true" : "false");
+                json_str(f, mcdc_backfill_state_name(b->state));
+                fputs(",\"reason\":", f);
+                if (b->reason[0]) json_str(f, b->reason);
+                else fputs("null", f);
+                fputc('}', f);
+            } else {
+                fputs("null", f);
+            }
             fputc('}', f);
         }
         fputs("]}\n", f);

@@ -75,6 +75,12 @@ void cli_metrics_progress(cli_metrics *m, size_t i, const mcdc_progress *p);
 /* state: "done", "stopped" or "failed" (then status and message say why). */
 void cli_metrics_ended(cli_metrics *m, size_t i, const char *state, int status,
                        const char *message);
+/* Table i's last backfill run's status (serve's backfill schedule): its
+ * chunks, done and paused are served from now on. */
+void cli_metrics_backfill(cli_metrics *m, size_t i, const mcdc_backfill_status *st);
+/* One run of table i's schedule ("apply", "reconcile" or "backfill"; others
+ * are not counted) ended, well or not. */
+void cli_metrics_schedule_ran(cli_metrics *m, size_t i, const char *schedule, bool ok);
 /* Stops serving and polling, frees m (NULL: nothing). */
 void cli_metrics_stop(cli_metrics *m);
 

@@ -135,9 +135,10 @@ static const char *const SERVICE_KEYS[] = {
     "max_connections", "encoder_threads", "metrics_listen", "metrics_poll_seconds",
     "lag_problem_seconds", "log_format", "quiet", "target", "app_id", "checkpoint",
     "facts_table", "control_table", "warehouse", NULL};
-static const char *const TABLE_KEYS[] = {"target", "app_id", "checkpoint", "apply",
-                                         "apply_every", "reconcile", "reconcile_every", NULL};
-const char *const SERVE_SCHEDULE_NAMES[2] = {"apply", "reconcile"};
+static const char *const TABLE_KEYS[] = {"target",    "app_id",          "checkpoint",
+                                         "apply",     "apply_every",     "reconcile",
+                                         "reconcile_every", "backfill", NULL};
+const char *const SERVE_SCHEDULE_NAMES[SERVE_SCHEDULES] = {"apply", "reconcile", "backfill"};
 
 static bool among(const char *key, const char *const *names) {
     for (size_t k = 0; names[k]; k++)
@@ -562,7 +563,7 @@ static int schedules(parse *p, serve_table *t) {
     const char *values[] = {t->ci,          t->db,         j->target,
                             j->app_id,      j->checkpoint, t->facts_table,
                             t->control_table, t->warehouse};
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < SERVE_SCHEDULE_BACKFILL; k++) {
         const char *what = SERVE_SCHEDULE_NAMES[k];
         char every_key[32];
         snprintf(every_key, sizeof every_key, "%s_every", what);
@@ -597,6 +598,129 @@ static int schedules(parse *p, serve_table *t) {
         }
     }
     return 0;
+}
+
+/* The flags backfill = EVERY FLAGS may give ('=': it takes a value); the
+ * places and the source are the table's. */
+static const char *const BACKFILL_FLAGS[] = {"--chunk-rows=",        "--max-waves=",
+                                             "--max-seconds=",       "--target-wave-seconds=",
+                                             "--min-headroom-hours=", "--isolation=",
+                                             "--verbose",            NULL};
+
+/* An options file's text for backfill's runs: the table's source options
+ * (its database's, its own, its capture instance) and [storage]; NULL when
+ * out of memory. */
+static char *backfill_options(const serve_config *c, const serve_db *d, const serve_table *t) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (f == NULL) return NULL;
+    for (size_t i = 0; i < d->kv.n; i++)
+        if (strncasecmp(d->kv.kv[i].key, "connectionString_", 17) != 0)
+            fprintf(f, "%s = %s\n", d->kv.kv[i].key, d->kv.kv[i].value);
+    for (size_t i = 0; i < t->kv.n; i++)
+        if (source_name(t->kv.kv[i].key))
+            fprintf(f, "%s = %s\n", t->kv.kv[i].key, t->kv.kv[i].value);
+    fprintf(f, "captureInstance = %s\n[storage]\n", t->ci);
+    for (size_t i = 0; i < c->storage.n; i++)
+        fprintf(f, "%s = %s\n", c->storage.kv[i].key, c->storage.kv[i].value);
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+/* backfill = EVERY FLAGS: 'mssql-cdc backfill' of the table's chunked
+ * snapshot every EVERY seconds, with the table's target, app_id, the
+ * service's facts_table and warehouse, its source and storage options (an
+ * options file at fd 3), and FLAGS (BACKFILL_FLAGS only, their numbers
+ * proved here). */
+static int backfill_schedule(parse *p, serve_table *t, const serve_db *d) {
+    const serve_kv *kv = kvs_get(&t->kv, "backfill");
+    if (kv == NULL) return 0;
+    char **w = NULL;
+    int n = 0;
+    if (cli_words_split(kv->value, &w, &n) != 0) {
+        say(p, kv->line, "[table %s]: backfill = %s: give the seconds between runs, then "
+                         "backfill's flags if any (a quote not closed?)",
+            t->name, kv->value);
+        return -1;
+    }
+    serve_kv every = {(char *)"backfill", w[0], kv->line};
+    int bad = kv_seconds(p, &every, SERVE_SCHEDULE_SECONDS_MIN, 31536000,
+                         &t->every_s[SERVE_SCHEDULE_BACKFILL]);
+    if (!bad && t->facts_table == NULL) {
+        say(p, kv->line, "[table %s]: backfill needs the stream's facts table: give [service] "
+                         "facts_table",
+            t->name);
+        bad = 1;
+    }
+    for (int i = 1; i < n && !bad; i++) {
+        const char *flag = NULL;
+        for (size_t k = 0; BACKFILL_FLAGS[k] && !flag; k++) {
+            size_t fl = strcspn(BACKFILL_FLAGS[k], "=");
+            if (strlen(w[i]) == fl && strncmp(w[i], BACKFILL_FLAGS[k], fl) == 0)
+                flag = BACKFILL_FLAGS[k];
+        }
+        if (flag == NULL) {
+            say(p, kv->line, "[table %s]: backfill = %s: '%s' is not a flag backfill takes here "
+                             "(serve gives it the table's target, app_id, source and storage "
+                             "options and the service's facts_table and warehouse); after the "
+                             "seconds: --chunk-rows N, --max-waves N, --max-seconds S, "
+                             "--target-wave-seconds S, --min-headroom-hours H, --isolation L, "
+                             "--verbose",
+                t->name, kv->value, w[i]);
+            bad = 1;
+            break;
+        }
+        if (flag[strlen(flag) - 1] != '=') continue;
+        if (i + 1 == n) {
+            say(p, kv->line, "[table %s]: backfill = %s: %s needs a value", t->name, kv->value,
+                w[i]);
+            bad = 1;
+            break;
+        }
+        const char *v = w[++i];
+        int64_t count;
+        double number;
+        bool whole = strcmp(flag, "--chunk-rows=") == 0 || strcmp(flag, "--max-waves=") == 0;
+        bool ok = strcmp(flag, "--isolation=") == 0
+                      ? strcasecmp(v, "snapshot") == 0 || strcasecmp(v, "readCommitted") == 0
+                  : whole ? cli_parse_int(w[i - 1], v, 1, CLI_COUNT_MAX, &count) == EXIT_OK
+                          : cli_parse_number(w[i - 1], v, 0, 31536000, &number) == EXIT_OK;
+        if (!ok) {
+            say(p, kv->line, "[table %s]: backfill = %s: '%s %s': %s", t->name, kv->value,
+                w[i - 1], v,
+                strcmp(flag, "--isolation=") == 0 ? "snapshot or readCommitted"
+                : whole                           ? "a whole number from 1"
+                                                  : "a number from 0");
+            bad = 1;
+        }
+    }
+    if (bad) {
+        cli_words_free(w);
+        return -1;
+    }
+    /* backfill, its places, then the flags after the seconds */
+    const cli_table *j = &t->job;
+    const char *head[] = {"backfill",    "--options-file", "/dev/fd/3",  "--target",
+                          j->target,     "--app-id",       j->app_id,    "--facts-table",
+                          t->facts_table, "--progress",    "none",       "--warehouse",
+                          t->warehouse};
+    size_t nh = sizeof head / sizeof *head - (t->warehouse ? 0 : 2);
+    t->backfill = calloc(nh + (size_t)n, sizeof *t->backfill);
+    bool oom = t->backfill == NULL;
+    for (size_t i = 0; i < nh && !oom; i++) oom = (t->backfill[i] = strdup(head[i])) == NULL;
+    for (int i = 1; i < n && !oom; i++) {
+        t->backfill[nh + (size_t)i - 1] = w[i];
+        w[i] = NULL;
+    }
+    for (int i = 0; i < n; i++) free(w[i]); /* those not moved */
+    free(w);
+    if (!oom) oom = (t->backfill_options = backfill_options(p->c, d, t)) == NULL;
+    if (oom) say(p, kv->line, "out of memory");
+    return oom ? -1 : 0;
 }
 
 static void table_prepare(parse *p, serve_table *t, mcdc_budget *budget,
@@ -681,7 +805,7 @@ static void table_prepare(parse *p, serve_table *t, mcdc_budget *budget,
         say(p, t->line, "[table %s]: %s: %s", t->name, mcdc_status_kind(e.code), e.message);
         return;
     }
-    if (schedules(p, t)) return;
+    if (schedules(p, t) || backfill_schedule(p, t, d)) return;
     /* what it runs with, for a reload to compare */
     size_t len = 0;
     FILE *f = open_memstream(&t->fingerprint, &len);
@@ -861,11 +985,14 @@ int serve_config_check_instances(const serve_config *c, const bool *fresh) {
 
 void serve_table_free(serve_table *t) {
     if (t == NULL) return;
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < SERVE_SCHEDULES; k++) {
         serve_schedule_stop(t->running[k]);
         t->running[k] = NULL;
     }
     cli_table_release(&t->job);
+    cli_words_free(t->backfill);
+    if (t->backfill_options) explicit_bzero(t->backfill_options, strlen(t->backfill_options));
+    free(t->backfill_options);
     kvs_free(&t->kv);
     for (int i = 0; i < t->argc; i++) free(t->argv[i]);
     free(t->argv);
@@ -874,7 +1001,7 @@ void serve_table_free(serve_table *t) {
         for (size_t k = 0; v[k]; k++) v[k] = 0;
     }
     free(t->fingerprint);
-    for (int k = 0; k < 2; k++) free(t->schedule[k]);
+    for (int k = 0; k < SERVE_SCHEDULES; k++) free(t->schedule[k]);
     free(t->facts_table);
     free(t->control_table);
     free(t->warehouse);

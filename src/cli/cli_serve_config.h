@@ -25,6 +25,12 @@ typedef struct serve_kvs {
     size_t n, cap;
 } serve_kvs;
 
+/* The schedules a table may have: [0] apply, [1] reconcile (each FLAGS with
+ * NAME_every = SECONDS), [2] backfill (EVERY FLAGS). */
+#define SERVE_SCHEDULES 3
+#define SERVE_SCHEDULE_BACKFILL 2
+extern const char *const SERVE_SCHEDULE_NAMES[SERVE_SCHEDULES];
+
 typedef struct serve_db {
     char *name;        /* [database NAME] */
     int line;
@@ -41,10 +47,15 @@ typedef struct serve_table {
                           command-line words; owned, argc of them */
     int argc;
     char *facts_table, *control_table, *warehouse; /* the service's, its own copies */
-    char *schedule[2]; /* apply's and reconcile's flags, placeholders filled (NULL:
-                          none); owned */
-    double every_s[2]; /* and how often they run */
-    struct serve_schedule *running[2]; /* while the table runs (cmd_serve.c) */
+    char *schedule[SERVE_SCHEDULES]; /* apply's and reconcile's flags, placeholders
+                          filled (NULL: none); owned. Backfill's: NULL, see below */
+    double every_s[SERVE_SCHEDULES]; /* and how often they run */
+    char **backfill;   /* backfill's words ("backfill", the table's places, then the
+                          flags backfill = EVERY FLAGS gives; NULL: none); owned */
+    char *backfill_options; /* the options file backfill reads (the table's source
+                          and storage options: holds secrets, never printed); owned */
+    struct serve_schedule *running[SERVE_SCHEDULES]; /* while the table runs
+                                                         (cmd_serve.c) */
     char *fingerprint; /* every setting it runs with, in one string: a reload
                           restarts it when this changes (holds secrets: never
                           printed) */
@@ -58,8 +69,6 @@ typedef struct serve_table {
 
 /* A schedule's interval is at least this (a shorter one is a busy loop). */
 #define SERVE_SCHEDULE_SECONDS_MIN 1.0
-/* The schedules a table may have: [0] apply, [1] reconcile. */
-extern const char *const SERVE_SCHEDULE_NAMES[2];
 
 typedef struct serve_config {
     char *path;

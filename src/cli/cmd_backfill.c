@@ -71,7 +71,7 @@ static void on_signal(int sig) {
 #define BACKFILL_SECONDS_MAX 31536000.0
 #define BACKFILL_HEADROOM_HOURS_MAX 874914.0
 
-static int exit_for(mcdc_backfill_state s) {
+int cli_backfill_exit(mcdc_backfill_state s) {
     switch (s) {
     case MCDC_BACKFILL_DONE: return EXIT_OK;
     case MCDC_BACKFILL_RUNNING: return EXIT_BACKFILL_RUNNING;
@@ -179,7 +179,7 @@ int cmd_backfill(int argc, char **argv) {
         goto out;
     }
     printf("%s\n", json);
-    rc = exit_for(st.state);
+    rc = cli_backfill_exit(st.state);
 out:
     mcdc_opts_free(opts);
     return rc;

@@ -43,7 +43,10 @@ static const char SERVE_HELP[] =
     "                       options), [table NAME.CAPTURE_INSTANCE] (its own places,\n"
     "                       flags, source options, and apply / reconcile schedules:\n"
     "                       apply = FLAGS with apply_every = SECONDS runs 'mssql-cdc\n"
-    "                       apply FLAGS' on a timer, and so does reconcile)\n"
+    "                       apply FLAGS' on a timer, and so does reconcile;\n"
+    "                       backfill = SECONDS [FLAGS] runs 'mssql-cdc backfill' of the\n"
+    "                       table's chunked snapshot with its places and options, its\n"
+    "                       status served as the mssql_cdc_backfill_* metrics)\n"
     "  --metrics-listen ADDR:PORT\n"
     "                       serve /metrics, /status.json, /healthz, /readyz and the status\n"
     "                       page at / (wins over [service] metrics_listen; port 0: a free\n"
@@ -127,13 +130,53 @@ static void serve_log(const serve *s, const char *level, const char *table, cons
     free(line);
 }
 
-/* A table's apply and reconcile schedules stop (a run in progress
- * finishes its pass). */
+/* A table's schedules stop (a run in progress finishes its pass). */
 static void schedules_stop(serve_table *t) {
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < SERVE_SCHEDULES; k++) {
         serve_schedule_stop(t->running[k]);
         t->running[k] = NULL;
     }
+}
+
+/* A schedule's run of table user ended: counted on its row. */
+static void schedule_ran(void *user, const char *what, bool ok) {
+    const cli_table *j = &((serve_table *)user)->job;
+    cli_metrics_schedule_ran(j->metrics, j->index, what, ok);
+}
+
+/* A backfill run's stdout: a valid status is logged and becomes the
+ * table's figures; anything else leaves them as they were, with a warning
+ * naming the table (its log's). */
+static bool backfill_ran(void *user, int code, const char *out, size_t len) {
+    const cli_table *j = &((serve_table *)user)->job;
+    mcdc_backfill_status st;
+    char why[200], line[MCDC_BACKFILL_STATUS_JSON_SIZE + 16];
+    mcdc_error e = MCDC_ERROR_INIT;
+    if (!serve_backfill_result(code, out, len, &st, why, sizeof why)) {
+        snprintf(line, sizeof line, "backfill: %s; its figures are kept as they were", why);
+        j->cfg.log_fn(j->cfg.log_user, MCDC_LOG_WARN, line);
+        return false;
+    }
+    cli_metrics_backfill(j->metrics, j->index, &st);
+    char json[MCDC_BACKFILL_STATUS_JSON_SIZE];
+    if (mcdc_backfill_status_json(json, sizeof json, &st, &e) == MCDC_OK) {
+        snprintf(line, sizeof line, "backfill: %s", json);
+        j->cfg.log_fn(j->cfg.log_user, MCDC_LOG_INFO, line);
+    }
+    return true;
+}
+
+/* A copy of a NULL-terminated list of words (NULL when out of memory). */
+static char **words_dup(char *const *w) {
+    size_t n = 0;
+    while (w[n]) n++;
+    char **c = calloc(n + 1, sizeof *c);
+    for (size_t i = 0; c && i < n; i++)
+        if ((c[i] = strdup(w[i])) == NULL) {
+            cli_words_free(c);
+            return NULL;
+        }
+    return c;
 }
 
 static void table_start(serve *s, serve_table *t) {
@@ -142,24 +185,37 @@ static void table_start(serve *s, serve_table *t) {
     j->index = cli_metrics_add(s->metrics, t->db, t->name);
     j->out.json = s->log_json;
     if (!cli_table_start(j)) return;
-    for (int k = 0; k < 2; k++) {
-        if (t->schedule[k] == NULL) continue;
-        char **flags = NULL, **words = NULL;
-        int n = 0;
-        /* the command's name, then its flags (proved when the file was read) */
-        if (cli_words_split(t->schedule[k], &flags, &n) == 0 &&
-            (words = calloc((size_t)n + 2, sizeof *words)) != NULL &&
-            (words[0] = strdup(SERVE_SCHEDULE_NAMES[k])) != NULL) {
-            memcpy(words + 1, flags, (size_t)n * sizeof *flags);
-            free(flags); /* its words now words' */
-            flags = NULL;
-            if (serve_schedule_start(&t->running[k], SERVE_SCHEDULE_NAMES[k], words,
-                                     t->every_s[k], j->cfg.log_fn, j->cfg.log_user) == 0)
+    for (int k = 0; k < SERVE_SCHEDULES; k++) {
+        serve_schedule_cfg sc = {SERVE_SCHEDULE_NAMES[k], NULL, t->every_s[k], j->cfg.log_fn,
+                                 j->cfg.log_user, NULL, NULL, schedule_ran, t};
+        if (k == SERVE_SCHEDULE_BACKFILL) {
+            if (t->backfill == NULL) continue;
+            sc.words = words_dup(t->backfill);
+            sc.options_text = strdup(t->backfill_options);
+            sc.result = backfill_ran;
+            if (sc.words && sc.options_text && serve_schedule_start(&t->running[k], &sc) == 0)
                 continue;
-            words = NULL; /* freed by serve_schedule_start */
+            if (sc.words && sc.options_text) sc.words = NULL, sc.options_text = NULL; /* freed */
+            cli_words_free(sc.words);
+            if (sc.options_text) explicit_bzero(sc.options_text, strlen(sc.options_text));
+            free(sc.options_text);
+        } else {
+            if (t->schedule[k] == NULL) continue;
+            char **flags = NULL;
+            int n = 0;
+            /* the command's name, then its flags (proved when the file was read) */
+            if (cli_words_split(t->schedule[k], &flags, &n) == 0 &&
+                (sc.words = calloc((size_t)n + 2, sizeof *sc.words)) != NULL &&
+                (sc.words[0] = strdup(SERVE_SCHEDULE_NAMES[k])) != NULL) {
+                memcpy(sc.words + 1, flags, (size_t)n * sizeof *flags);
+                free(flags); /* its words now sc.words' */
+                flags = NULL;
+                if (serve_schedule_start(&t->running[k], &sc) == 0) continue;
+                sc.words = NULL; /* freed by serve_schedule_start */
+            }
+            cli_words_free(flags);
+            cli_words_free(sc.words);
         }
-        cli_words_free(flags);
-        cli_words_free(words);
         serve_log(s, "error", t->name, "its %s schedule could not start (out of memory)",
                   SERVE_SCHEDULE_NAMES[k]);
     }

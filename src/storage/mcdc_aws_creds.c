@@ -4,6 +4,8 @@
  */
 #include "mcdc_aws_creds.h"
 
+#include "mcdc_azure_entra.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -584,7 +586,9 @@ static int try_imds(mcdc_aws_creds **out, bool *used, const mcdc_storage_env *en
 void mcdc_cred_share_free(mcdc_cred_share *sh) {
     if (sh == NULL) return;
     mcdc_aws_creds_free(sh->aws);
+    mcdc_az_entra_free(sh->azure);
     mcdc_free(sh->aws_region);
+    sh->azure = NULL;
     sh->aws = NULL;
     sh->aws_region = NULL;
     pthread_mutex_destroy(&sh->mu);

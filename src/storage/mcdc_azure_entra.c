@@ -7,11 +7,13 @@
 #include <gnutls/gnutls.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 struct mcdc_az_entra {
+    atomic_int refs;    /* its stores and the share holding it */
     pthread_mutex_t mu; /* the token: a renewal replaces it while others use it */
     char *token;        /* owned (a secret) */
     int64_t expires_ms; /* 0: does not expire (AZURE_STORAGE_TOKEN) */
@@ -34,7 +36,7 @@ static void wipe_buf(mcdc_buf *b) {
 }
 
 void mcdc_az_entra_free(mcdc_az_entra *t) {
-    if (t == NULL) return;
+    if (t == NULL || atomic_fetch_sub(&t->refs, 1) > 1) return;
     wipe_free(t->token);
     wipe_free(t->c.token);
     mcdc_free(t->c.client_id);
@@ -275,6 +277,7 @@ int mcdc_az_entra_create(mcdc_az_entra **out, const mcdc_az_config *c,
     *out = NULL;
     mcdc_az_entra *t = mcdc_calloc(1, sizeof *t);
     if (t == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    atomic_init(&t->refs, 1);
     pthread_mutex_init(&t->mu, NULL);
     t->kind = c->cred;
     t->source = c->cred_source;
@@ -312,6 +315,48 @@ int mcdc_az_entra_create(mcdc_az_entra **out, const mcdc_az_config *c,
     }
     *out = t;
     return MCDC_OK;
+}
+
+static bool same_str(const char *a, const char *b) {
+    return (a == NULL && b == NULL) || (a && b && strcmp(a, b) == 0);
+}
+
+/* Whether t was made for the credential c says (the same kind, client,
+ * secret, endpoints...): only then may a store of c use it. */
+static bool same_credential(const mcdc_az_entra *t, const mcdc_az_config *c) {
+    const mcdc_az_entra_config *e = &c->entra;
+    /* a given token: t keeps it as its token, not in its config */
+    return t->kind == c->cred && same_str(t->source, c->cred_source) &&
+           same_str(t->kind == MCDC_AZ_CRED_TOKEN ? t->token : t->c.token, e->token) &&
+           same_str(t->c.client_id, e->client_id) &&
+           same_str(t->c.client_secret, e->client_secret) &&
+           same_str(t->c.token_url, e->token_url) && same_str(t->c.token_file, e->token_file) &&
+           same_str(t->c.msi_url, e->msi_url) && same_str(t->c.msi_header, e->msi_header) &&
+           same_str(t->c.msi_id_param, e->msi_id_param);
+}
+
+int mcdc_az_entra_shared(mcdc_az_entra **out, const mcdc_az_config *c,
+                         const mcdc_http_config *cfg, mcdc_cred_share *sh, mcdc_error *err) {
+    if (sh == NULL) return mcdc_az_entra_create(out, c, cfg, err);
+    *out = NULL;
+    int rc = MCDC_OK;
+    pthread_mutex_lock(&sh->mu);
+    if (sh->azure == NULL) {
+        /* the first store of the set: its token is fetched now, once */
+        rc = mcdc_az_entra_create(&sh->azure, c, cfg, err);
+        if (rc == MCDC_OK) {
+            atomic_fetch_add(&sh->azure->refs, 1);
+            *out = sh->azure;
+        }
+    } else if (same_credential(sh->azure, c)) {
+        atomic_fetch_add(&sh->azure->refs, 1);
+        *out = sh->azure;
+    } else {
+        /* another credential from the same set (a location's own): its own */
+        rc = mcdc_az_entra_create(out, c, cfg, err);
+    }
+    pthread_mutex_unlock(&sh->mu);
+    return rc;
 }
 
 static int renew_cb(void *t, mcdc_error *err) { return renew(t, err); }

@@ -19,6 +19,7 @@
 
 #include "mcdc_azure_auth.h"
 #include "mcdc_http.h"
+#include "mcdc_storage.h"
 
 typedef struct mcdc_az_entra mcdc_az_entra;
 
@@ -31,7 +32,16 @@ typedef struct mcdc_az_entra mcdc_az_entra;
  * *out is owned. */
 int mcdc_az_entra_create(mcdc_az_entra **out, const mcdc_az_config *c,
                          const mcdc_http_config *cfg, mcdc_error *err);
+/* Drops one reference (the last frees it). */
 void mcdc_az_entra_free(mcdc_az_entra *t);
+/* As mcdc_az_entra_create, through sh (a runtime's set of storage options:
+ * mcdc_storage_env.share): the set's first store creates the source (its
+ * first token fetched then) and sh keeps it; the next stores of the set
+ * take a reference to it, so the jobs of one runtime fetch and renew one
+ * token between them (renewals under its lock). A store whose credential
+ * differs from the kept one's gets its own. sh NULL: its own. */
+int mcdc_az_entra_shared(mcdc_az_entra **out, const mcdc_az_config *c,
+                         const mcdc_http_config *cfg, mcdc_cred_share *sh, mcdc_error *err);
 
 /* Sets "Authorization: Bearer <token>" on hdrs, renewing the token first
  * when it is near its expiry. Any thread. */

@@ -227,13 +227,17 @@ typedef struct mcdc_storage_mem mcdc_storage_mem;
 
 /* Credentials the stores opened with one set of options share (a runtime's
  * set: mcdc_runtime_set_storage_options), found once: S3's (its region from
- * a profile too). Zeroed, its mutex initialised, by its owner, who frees it
- * with mcdc_cred_share_free after every store opened with it. */
+ * a profile too) and Azure's Entra ID token source (one token fetched and
+ * renewed for every store of the set). Zeroed, its mutex initialised, by
+ * its owner, who frees it with mcdc_cred_share_free (which drops the
+ * share's references: a store still open keeps what it uses). */
 struct mcdc_aws_creds;
+struct mcdc_az_entra;
 typedef struct mcdc_cred_share {
     pthread_mutex_t mu;
     struct mcdc_aws_creds *aws;
     char *aws_region;
+    struct mcdc_az_entra *azure;
 } mcdc_cred_share;
 void mcdc_cred_share_free(mcdc_cred_share *sh);
 

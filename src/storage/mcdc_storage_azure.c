@@ -770,7 +770,7 @@ int mcdc_storage_azure_open(mcdc_storage **out, const mcdc_storage_env *env,
     }
     if (rc == MCDC_OK) rc = mcdc_http_create(&s->http, &cfg, err);
     if (rc == MCDC_OK && s->c.cred >= MCDC_AZ_CRED_TOKEN) {
-        rc = mcdc_az_entra_create(&s->entra, &s->c, &cfg, err);
+        rc = mcdc_az_entra_shared(&s->entra, &s->c, &cfg, env ? env->share : NULL, err);
         if (rc) mcdc_error_wrap(err, "location \"%s\"", s->root);
     }
     mcdc_storage *st = rc == MCDC_OK ? mcdc_calloc(1, sizeof *st) : NULL;

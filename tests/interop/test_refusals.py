@@ -255,6 +255,10 @@ class World:
         write_file(j("serve_noenv.ini"), svc + "[database shop]\nconnectionString_env = "
                    "MCDC_NO_SUCH_VARIABLE\n[table shop.dbo_orders]\n")
         write_file(j("serve_ok.ini"), svc + sdb + "[table shop.dbo_orders]\n")
+        write_file(j("serve_backfill_flag.ini"), svc + "facts_table = ./sv_facts\n" + sdb
+                   + "[table shop.dbo_orders]\nbackfill = 60 --target ./x\n")
+        write_file(j("serve_backfill_nofacts.ini"), svc + sdb + "[table shop.dbo_orders]\n"
+                   "backfill = 60 --max-waves 1\n")
         write_file(j("keys.jsonl"), '{"id": 1}\n')
         write_file(j("keys_badjson.jsonl"), '{"id": 1\n')
         write_file(j("keys_unknown.jsonl"), '{"nosuch": 1}\n')

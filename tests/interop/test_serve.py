@@ -243,6 +243,12 @@ BAD = [
      2, "a {placeholder} that is not one of"),
     ("schedule too often", "[table shop.dbo_t2]\nreconcile = --x\nreconcile_every = 0.5\n", 3,
      "'reconcile_every = 0.5': a number of seconds from 1"),
+    ("backfill too often", "[table shop.dbo_t2]\nbackfill = 0.5\n", 2,
+     "'backfill = 0.5': a number of seconds from 1"),
+    ("backfill's own place", "[table shop.dbo_t2]\nbackfill = 60 --target ./x\n", 2,
+     "'--target' is not a flag backfill takes here"),
+    ("backfill bad number", "[table shop.dbo_t2]\nbackfill = 60 --max-waves 0\n", 2,
+     "'--max-waves 0': a whole number from 1"),
 ]
 
 
@@ -710,3 +716,65 @@ def test_apply_and_reconcile_schedules_keep_silver_current_and_proven(sim, workd
     assert proc.returncode == 0, text
     assert '"message":"apply: done"' in text, text
     assert "Sim-Passw0rd" not in text
+
+
+def test_a_backfill_schedule_publishes_the_chunked_snapshots_progress(sim, workdir):
+    """backfill = EVERY FLAGS runs 'mssql-cdc backfill' of the table's chunked
+    snapshot on a timer; its status becomes the table's backfill figures,
+    which agree with what backfill itself says when run afterwards."""
+    make_dbs(sim, {"shop": ["t1"]})
+    write(sim, "shop", ["t1"], 1, 20)
+    path, lake = config(sim, workdir, [("shop", "dbo_t1")], trigger="processingTime=200ms",
+                        extra_service="bootstrap = true\nsnapshot = chunked",
+                        extra="backfill = 1 --chunk-rows 4 --max-waves 1 "
+                              "--target-wave-seconds 0 --isolation snapshot\n")
+    proc, log, ready = serve_listening(path, workdir)
+
+    def figures():
+        return {(s.name, s.labels.get("schedule")): s.value for s in metrics_samples(port)
+                if s.labels.get("capture_instance") == "shop.dbo_t1"
+                and s.name.startswith(("mssql_cdc_backfill_", "mssql_cdc_schedule_"))}
+    try:
+        wait_for(lambda: os.path.exists(ready) and open(ready).read().strip(), "the listener")
+        port = int(open(ready).read())
+        # snapshot isolation is off: the runs fail, counted; the figures stay
+        # as the last valid status left them (none, or a run before the
+        # stream opened the snapshot: nothing read)
+        wait_for(lambda: figures().get(("mssql_cdc_schedule_errors_total", "backfill"), 0) >= 1,
+                 "a failed backfill run")
+        before = figures()
+        assert before.get(("mssql_cdc_backfill_chunks_done", None), 0) == 0, before
+        assert before.get(("mssql_cdc_backfill_done", None), 0) == 0, before
+        shown = status(port)["shop.dbo_t1"]["backfill"]
+        assert shown is None or shown["state"] == "no_snapshot", shown
+        sim.run("ALTER DATABASE shop SET ALLOW_SNAPSHOT_ISOLATION ON;", database="shop")
+        wait_for(lambda: figures().get(("mssql_cdc_backfill_done", None)) == 1,
+                 "the backfill done", timeout=90)
+        served = figures()
+        shown = status(port)["shop.dbo_t1"]["backfill"]
+    finally:
+        stop_serve(proc, log)
+    text = open(log.name).read()
+    assert proc.returncode == 0, text[-3000:]
+    assert "Sim-Passw0rd" not in text
+    own = json.loads(run_cli(
+        "backfill", "--captureInstance", "dbo_t1", "--connectionString",
+        sim.connection_string("shop"), "--target", f"{lake}/shop/bronze_dbo_t1", "--app-id",
+        "shop-dbo_t1", "--facts-table", f"{lake}/facts").stdout)
+    assert own["done"] is True and own["chunks_total"] > 1, own
+    assert served[("mssql_cdc_backfill_chunks_done", None)] == own["chunks_done"], served
+    assert served[("mssql_cdc_backfill_chunks_total", None)] == own["chunks_total"], served
+    assert served[("mssql_cdc_backfill_paused", None)] == 0, served
+    assert served[("mssql_cdc_schedule_runs_total", "backfill")] >= 1, served
+    # the failed runs: counted, each a warning naming the table
+    assert served[("mssql_cdc_schedule_errors_total", "backfill")] >= 1, served
+    assert served[("mssql_cdc_schedule_runs_total", "backfill")] > \
+        served[("mssql_cdc_schedule_errors_total", "backfill")], served
+    assert any(line.startswith("mssql-cdc: shop.dbo_t1: ") and
+               "backfill: it failed (exit " in line for line in text.splitlines()), text
+    assert shown["snapshot"] == own["snapshot"] and shown["state"] == "done", shown
+    assert shown["chunks_done"] == own["chunks_done"], shown
+    # each run's status is logged under the table's name
+    logged = [json.loads(line.split(": backfill: ", 1)[1]) for line in text.splitlines()
+              if line.startswith("mssql-cdc: shop.dbo_t1: info: backfill: {")]
+    assert logged and logged[-1] == own, (logged, own)

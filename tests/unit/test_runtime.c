@@ -661,3 +661,131 @@ TEST(runtime_s3_credentials_are_fetched_once_for_its_jobs) {
     mcdc_opts_free(bare);
     mcdc_runtime_destroy(rt);
 }
+
+/* Azure's Entra ID token a runtime's options lead to is shared the same
+ * way: two jobs' stores (two opens) fetch one token from the managed
+ * identity's endpoint; a renewal near its expiry, made through one store,
+ * serves the other too (no fetch of its own); the share's reference ends
+ * with the runtime while a store still open keeps the token it uses. */
+TEST(runtime_azure_entra_token_is_fetched_once_for_its_jobs) {
+    static const char b1[] = "{\"token_type\":\"Bearer\",\"expires_in\":60,\"access_token\":\"rt-tok-1\"}";
+    static const char b2[] = "{\"token_type\":\"Bearer\",\"expires_in\":3600,\"access_token\":\"rt-tok-2\"}";
+    char a1[256], a2[256];
+    snprintf(a1, sizeof a1, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: "
+                            "close\r\nContent-Length: %zu\r\n\r\n%s", strlen(b1), b1);
+    snprintf(a2, sizeof a2, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: "
+                            "close\r\nContent-Length: %zu\r\n\r\n%s", strlen(b2), b2);
+    static const char not_found[] =
+        "HTTP/1.1 404 The specified blob does not exist.\r\nx-ms-error-code: BlobNotFound\r\n"
+        "Connection: close\r\nContent-Length: 0\r\n\r\n";
+    const step tok_steps[] = {{ANSWER, a1}, {ANSWER, a2}};
+    const step blob_steps[] = {{ANSWER, not_found}, {ANSWER, not_found}, {ANSWER, not_found}};
+    server tok, blob;
+    server_start(&tok, tok_steps, 2);
+    server_start(&blob, blob_steps, 3);
+    char ep[64], msi[96];
+    snprintf(ep, sizeof ep, "http://127.0.0.1:%d", blob.port);
+    snprintf(msi, sizeof msi, "http://127.0.0.1:%d/msi/token", tok.port);
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_runtime *rt = NULL;
+    CHECK_EQ_INT(mcdc_runtime_create(&rt, NULL, &e), MCDC_OK);
+    const char *names[] = {"AZURE_STORAGE_ACCOUNT_NAME", "AZURE_ALLOW_HTTP",
+                           "AZURE_STORAGE_ENDPOINT", "IDENTITY_ENDPOINT", "IDENTITY_HEADER"};
+    const char *values[] = {"acct1", "true", ep, msi, "rt-identity-header"};
+    CHECK_EQ_INT(mcdc_runtime_set_storage_options(rt, "azure", names, values, 5, &e), MCDC_OK);
+    mcdc_opts *bare = source_opts();
+    mcdc_ctx one = {0}, two = {0};
+    mcdc_ctx_take_storage(&one, bare, rt);
+    mcdc_ctx_take_storage(&two, bare, rt);
+    mcdc_storage *a = NULL, *b = NULL;
+    CHECK_EQ_INT(mcdc_storage_open_env(&a, one.storage_env, "az://lake/orders", &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_storage_open_env(&b, two.storage_env, "az://lake/customers", &e), MCDC_OK);
+    CHECK_EQ_INT(tok.served, 1); /* the second open fetched nothing */
+    mcdc_buf got = {0};
+    /* rt-tok-1 lasts 60 s, inside the renewal margin: a's request renews it */
+    CHECK_EQ_INT(mcdc_storage_get(a, "k", 100, &got, &e), MCDC_E_NOTFOUND);
+    CHECK_EQ_INT(tok.served, 2);
+    /* b uses the renewed token, fetching none (the server has no answer left) */
+    CHECK_EQ_INT(mcdc_storage_get(b, "k", 100, &got, &e), MCDC_E_NOTFOUND);
+    /* the runtime (and its share) gone first: b keeps its token */
+    mcdc_storage_free(a);
+    mcdc_runtime_destroy(rt);
+    CHECK_EQ_INT(mcdc_storage_get(b, "k", 100, &got, &e), MCDC_E_NOTFOUND);
+    server_stop(&tok);
+    server_stop(&blob);
+    CHECK_EQ_INT(tok.served, 2);
+    CHECK_EQ_INT(blob.served, 3);
+    char v[96];
+    for (int i = 0; i < 3; i++) {
+        header_value(blob.seen_req[i], "Authorization:", v, sizeof v);
+        CHECK_EQ_STR(v, "Bearer rt-tok-2");
+    }
+    CHECK(strstr(e.message, "rt-tok") == NULL && strstr(e.message, "rt-identity") == NULL);
+    mcdc_buf_free(&got);
+    mcdc_storage_free(b);
+    mcdc_opts_free(bare);
+}
+
+/* The registry holds the jobs that exist, not the last figures of those
+ * gone: a one-call job (snapshot, seed, repair) is in it during its call
+ * and out of it when the call returns, whatever it returned (here each
+ * fails: no copy, or the runtime's allocation fault), and a job with a
+ * handle leaves it at its free (mssqlcdc.h: read the figures before). */
+TEST(runtime_one_call_jobs_leave_the_registry_when_they_return) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_runtime *rt = NULL;
+    CHECK_EQ_INT(mcdc_runtime_create(&rt, NULL, &e), MCDC_OK);
+    mcdc_opts *o = source_opts();
+    metrics_seen seen = {0};
+    mcdc_offset off;
+    int64_t rows = 0;
+    bool done = false;
+
+    mcdc_seed_cfg dc = MCDC_SEED_CFG_INIT;
+    dc.target = "/tmp/mcdc-runtime-test/bronze";
+    dc.from = "/tmp/mcdc-runtime-test/no-such-copy";
+    dc.as_of = "2026-12-01T10:00:00Z";
+    dc.runtime = rt;
+    CHECK_EQ_INT(mcdc_seed(&off, &rows, &done, o, &dc, &e), MCDC_E_INVALID);
+    CHECK_EQ_INT(mcdc_runtime_metrics(rt, collect, &seen), 0);
+
+    mcdc_snapshot_cfg nc = MCDC_SNAPSHOT_CFG_INIT;
+    nc.target = "/tmp/mcdc-runtime-test/bronze";
+    nc.runtime = rt;
+    mcdc_runtime_fail_alloc_at(rt, 1);
+    CHECK_EQ_INT(mcdc_snapshot_take(&off, &rows, &done, o, &nc, &e), MCDC_E_NOMEM);
+    CHECK_EQ_INT(mcdc_runtime_metrics(rt, collect, &seen), 0);
+
+    static const char *const keys[] = {"{\"id\": 1}"};
+    mcdc_repair_cfg pc = MCDC_REPAIR_CFG_INIT;
+    pc.bronze = "/tmp/mcdc-runtime-test/bronze";
+    pc.facts_table = "/tmp/mcdc-runtime-test/facts";
+    pc.keys_json = keys;
+    pc.n_keys = 1;
+    pc.runtime = rt;
+    mcdc_repair_result res;
+    mcdc_runtime_fail_alloc_at(rt, 1);
+    CHECK_EQ_INT(mcdc_repair_run(o, &pc, &res, &e), MCDC_E_NOMEM);
+    mcdc_runtime_fail_alloc_at(rt, 0);
+    CHECK_EQ_INT(mcdc_runtime_metrics(rt, collect, &seen), 0);
+
+    /* each of the three was in the registry during its call: the next job
+     * is the runtime's fourth */
+    mcdc_stream_cfg sc = MCDC_STREAM_CFG_INIT;
+    sc.target = "/tmp/mcdc-runtime-test/bronze";
+    sc.app_id = "orders-app";
+    sc.checkpoint = "/tmp/mcdc-runtime-test/ckpt";
+    sc.runtime = rt;
+    mcdc_stream *s = NULL;
+    CHECK_EQ_INT(mcdc_stream_create(&s, o, &sc, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_runtime_metrics(rt, collect, &seen), 1);
+    CHECK_EQ_INT(seen.seen[0].id, 4);
+    mcdc_job_metrics m;
+    CHECK(mcdc_runtime_job_metrics(rt, s, &m));
+    mcdc_stream_free(s);
+    CHECK(!mcdc_runtime_job_metrics(rt, s, &m));
+    seen.n = 0;
+    CHECK_EQ_INT(mcdc_runtime_metrics(rt, collect, &seen), 0);
+    mcdc_opts_free(o);
+    mcdc_runtime_destroy(rt);
+}
