@@ -464,8 +464,11 @@ MCDC_API void mcdc_runtime_destroy(mcdc_runtime *rt);
  * endpoint or instance metadata; Azure's Entra ID token from a managed
  * identity's endpoint, workload identity or a client secret) are found
  * once per set and shared by every store its jobs open, renewals too (one
- * renewal, under a lock, before expiry); a job with options of its own
- * finds its own. Thread-safe. */
+ * renewal, under a lock, before expiry). The runtime's jobs given storage
+ * options of their own share them the same way with every job given the
+ * same options (each name, each value): serve's tables, each given the
+ * config's [storage]; a job with options unlike any other's finds its own.
+ * Thread-safe. */
 MCDC_API int mcdc_runtime_set_storage_options(mcdc_runtime *rt, const char *scheme,
                                               const char *const *names,
                                               const char *const *values, size_t n,

@@ -146,6 +146,7 @@ void mcdc_ctx_take_storage(mcdc_ctx *ctx, const mcdc_opts *opts, mcdc_runtime *r
     bool own = mcdc_opts_has_storage(opts);
     ctx->storage_own = mcdc_opts_storage_env(own ? opts : NULL, ctx->storage_env);
     if (!own) mcdc_runtime_storage_fallback(rt, &ctx->storage_own);
+    else if (ctx->storage_own.share == NULL) ctx->storage_own.share = mcdc_runtime_own_share(rt, opts);
     ctx->storage_env = &ctx->storage_own;
 }
 

@@ -36,6 +36,15 @@ typedef struct rt_storage_set {
     mcdc_cred_share share;       /* the credentials its stores found once */
 } rt_storage_set;
 
+/* Credentials shared by the jobs whose own storage options are one same set
+ * (serve gives each table the config's [storage]): keyed by the set's text,
+ * kept until the runtime goes, the key wiped when it is freed. */
+typedef struct rt_own_share {
+    struct rt_own_share *next;
+    char *key;                   /* "NAME=value\n"... in mcdc_opts_storage_names' order */
+    mcdc_cred_share share;
+} rt_own_share;
+
 /* A job's entry in the registry: a node of the runtime's list. */
 struct mcdc_job_entry {
     struct mcdc_job_entry *prev, *next;
@@ -50,6 +59,7 @@ struct mcdc_runtime {
     int64_t jobs_made;
     pthread_mutex_t storage_mu; /* storage: newest first */
     rt_storage_set *storage;
+    rt_own_share *own_shares;   /* under storage_mu */
     mcdc_runtime_cfg cfg;
     mcdc_budget *budget;        /* owned; NULL: no limit */
     pthread_mutex_t probes_mu;  /* the list of probes */
@@ -120,6 +130,13 @@ void mcdc_runtime_destroy(mcdc_runtime *rt) {
         mcdc_cred_share_free(&st->share);
         mcdc_opts_free(st->opts);
         mcdc_free(st);
+    }
+    for (rt_own_share *o = rt->own_shares, *next; o; o = next) {
+        next = o->next;
+        mcdc_cred_share_free(&o->share); /* its mutex too */
+        explicit_bzero(o->key, strlen(o->key));
+        mcdc_free(o->key);
+        mcdc_free(o);
     }
     mcdc_alloc_bind(host);
     MCDC_ASSERT(rt->jobs_head == NULL); /* every job left before the runtime goes */
@@ -233,6 +250,52 @@ static const char *set_option(const void *set, const char *name) {
 /* The share lives in the set, which is never freed before the runtime. */
 static mcdc_cred_share *set_share(const void *set) {
     return &((rt_storage_set *)set)->share;
+}
+
+/* The text that keys a set of own storage options (NULL: out of memory). */
+static char *own_key(const mcdc_opts *opts) {
+    mcdc_buf b = {0};
+    mcdc_error e = MCDC_ERROR_INIT;
+    int rc = MCDC_OK;
+    for (const char *const *name = mcdc_opts_storage_names(); *name && rc == MCDC_OK; name++) {
+        const char *v = mcdc_opt_storage(opts, *name);
+        if (v) rc = mcdc_buf_printf(&b, &e, "%s=%s\n", *name, v);
+    }
+    if (rc == MCDC_OK) rc = mcdc_buf_cstr(&b, &e);
+    if (rc) {
+        if (b.data) explicit_bzero(b.data, b.cap);
+        mcdc_buf_free(&b);
+        return NULL;
+    }
+    return (char *)b.data; /* the buffer's block, handed over */
+}
+
+mcdc_cred_share *mcdc_runtime_own_share(mcdc_runtime *rt, const mcdc_opts *opts) {
+    if (rt == NULL || !mcdc_opts_has_storage(opts)) return NULL;
+    mcdc_alloc_acct *host = mcdc_alloc_bind(NULL); /* the host's, as the sets are */
+    char *key = own_key(opts);
+    mcdc_cred_share *out = NULL;
+    if (key) {
+        pthread_mutex_lock(&rt->storage_mu);
+        for (rt_own_share *o = rt->own_shares; o && out == NULL; o = o->next)
+            if (strcmp(o->key, key) == 0) out = &o->share;
+        rt_own_share *o = out ? NULL : mcdc_calloc(1, sizeof *o);
+        if (o) {
+            pthread_mutex_init(&o->share.mu, NULL);
+            o->key = key;
+            key = NULL;
+            o->next = rt->own_shares;
+            rt->own_shares = o;
+            out = &o->share;
+        }
+        pthread_mutex_unlock(&rt->storage_mu);
+    }
+    if (key) {
+        explicit_bzero(key, strlen(key));
+        mcdc_free(key);
+    }
+    mcdc_alloc_bind(host);
+    return out; /* NULL (out of memory): each store finds its own, as without a runtime */
 }
 
 void mcdc_runtime_storage_fallback(mcdc_runtime *rt, mcdc_storage_env *env) {

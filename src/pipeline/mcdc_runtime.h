@@ -32,6 +32,11 @@ mcdc_log_fn mcdc_runtime_log_fn(const mcdc_runtime *rt, void **user);
  * options rt was given for it (mcdc_runtime_set_storage_options); rt NULL:
  * nothing changes. */
 void mcdc_runtime_storage_fallback(mcdc_runtime *rt, mcdc_storage_env *env);
+/* The credentials share of the runtime's jobs whose own storage options are
+ * the same as opts' (every name and value): credentials fetched once for
+ * all of them. NULL: rt NULL, opts without storage options, or out of
+ * memory (then each store finds its own). Lives as long as rt. */
+mcdc_cred_share *mcdc_runtime_own_share(mcdc_runtime *rt, const mcdc_opts *opts);
 
 /* ---- the metrics registry ----------------------------------------------------------
  * A job of a runtime publishes into its entry (include/mssqlcdc.h,

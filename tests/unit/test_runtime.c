@@ -662,36 +662,51 @@ TEST(runtime_s3_credentials_are_fetched_once_for_its_jobs) {
     mcdc_runtime_destroy(rt);
 }
 
+/* A scripted managed-identity endpoint answering two tokens, tok1 lasting
+ * expires1 seconds and tok2 an hour, and a blob endpoint answering three
+ * 404s; f->ep and f->msi are their URLs. */
+typedef struct entra_fixture {
+    char a1[256], a2[256], ep[64], msi[96];
+    step tok_steps[2], blob_steps[3];
+    server tok, blob;
+} entra_fixture;
+
+static void entra_start(entra_fixture *f, const char *tok1, int expires1, const char *tok2) {
+    static const char answer[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                 "Connection: close\r\nContent-Length: %d\r\n\r\n%s";
+    static const char not_found[] =
+        "HTTP/1.1 404 The specified blob does not exist.\r\nx-ms-error-code: BlobNotFound\r\n"
+        "Connection: close\r\nContent-Length: 0\r\n\r\n";
+    char b[160];
+    int n = snprintf(b, sizeof b, "{\"token_type\":\"Bearer\",\"expires_in\":%d,"
+                                  "\"access_token\":\"%s\"}", expires1, tok1);
+    snprintf(f->a1, sizeof f->a1, answer, n, b);
+    n = snprintf(b, sizeof b, "{\"token_type\":\"Bearer\",\"expires_in\":3600,"
+                              "\"access_token\":\"%s\"}", tok2);
+    snprintf(f->a2, sizeof f->a2, answer, n, b);
+    f->tok_steps[0] = (step){ANSWER, f->a1};
+    f->tok_steps[1] = (step){ANSWER, f->a2};
+    for (int i = 0; i < 3; i++) f->blob_steps[i] = (step){ANSWER, not_found};
+    server_start(&f->tok, f->tok_steps, 2);
+    server_start(&f->blob, f->blob_steps, 3);
+    snprintf(f->ep, sizeof f->ep, "http://127.0.0.1:%d", f->blob.port);
+    snprintf(f->msi, sizeof f->msi, "http://127.0.0.1:%d/msi/token", f->tok.port);
+}
+
 /* Azure's Entra ID token a runtime's options lead to is shared the same
  * way: two jobs' stores (two opens) fetch one token from the managed
  * identity's endpoint; a renewal near its expiry, made through one store,
  * serves the other too (no fetch of its own); the share's reference ends
  * with the runtime while a store still open keeps the token it uses. */
 TEST(runtime_azure_entra_token_is_fetched_once_for_its_jobs) {
-    static const char b1[] = "{\"token_type\":\"Bearer\",\"expires_in\":60,\"access_token\":\"rt-tok-1\"}";
-    static const char b2[] = "{\"token_type\":\"Bearer\",\"expires_in\":3600,\"access_token\":\"rt-tok-2\"}";
-    char a1[256], a2[256];
-    snprintf(a1, sizeof a1, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: "
-                            "close\r\nContent-Length: %zu\r\n\r\n%s", strlen(b1), b1);
-    snprintf(a2, sizeof a2, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: "
-                            "close\r\nContent-Length: %zu\r\n\r\n%s", strlen(b2), b2);
-    static const char not_found[] =
-        "HTTP/1.1 404 The specified blob does not exist.\r\nx-ms-error-code: BlobNotFound\r\n"
-        "Connection: close\r\nContent-Length: 0\r\n\r\n";
-    const step tok_steps[] = {{ANSWER, a1}, {ANSWER, a2}};
-    const step blob_steps[] = {{ANSWER, not_found}, {ANSWER, not_found}, {ANSWER, not_found}};
-    server tok, blob;
-    server_start(&tok, tok_steps, 2);
-    server_start(&blob, blob_steps, 3);
-    char ep[64], msi[96];
-    snprintf(ep, sizeof ep, "http://127.0.0.1:%d", blob.port);
-    snprintf(msi, sizeof msi, "http://127.0.0.1:%d/msi/token", tok.port);
+    entra_fixture f;
+    entra_start(&f, "rt-tok-1", 60, "rt-tok-2");
     mcdc_error e = MCDC_ERROR_INIT;
     mcdc_runtime *rt = NULL;
     CHECK_EQ_INT(mcdc_runtime_create(&rt, NULL, &e), MCDC_OK);
     const char *names[] = {"AZURE_STORAGE_ACCOUNT_NAME", "AZURE_ALLOW_HTTP",
                            "AZURE_STORAGE_ENDPOINT", "IDENTITY_ENDPOINT", "IDENTITY_HEADER"};
-    const char *values[] = {"acct1", "true", ep, msi, "rt-identity-header"};
+    const char *values[] = {"acct1", "true", f.ep, f.msi, "rt-identity-header"};
     CHECK_EQ_INT(mcdc_runtime_set_storage_options(rt, "azure", names, values, 5, &e), MCDC_OK);
     mcdc_opts *bare = source_opts();
     mcdc_ctx one = {0}, two = {0};
@@ -700,30 +715,77 @@ TEST(runtime_azure_entra_token_is_fetched_once_for_its_jobs) {
     mcdc_storage *a = NULL, *b = NULL;
     CHECK_EQ_INT(mcdc_storage_open_env(&a, one.storage_env, "az://lake/orders", &e), MCDC_OK);
     CHECK_EQ_INT(mcdc_storage_open_env(&b, two.storage_env, "az://lake/customers", &e), MCDC_OK);
-    CHECK_EQ_INT(tok.served, 1); /* the second open fetched nothing */
+    CHECK_EQ_INT(f.tok.served, 1); /* the second open fetched nothing */
     mcdc_buf got = {0};
     /* rt-tok-1 lasts 60 s, inside the renewal margin: a's request renews it */
     CHECK_EQ_INT(mcdc_storage_get(a, "k", 100, &got, &e), MCDC_E_NOTFOUND);
-    CHECK_EQ_INT(tok.served, 2);
+    CHECK_EQ_INT(f.tok.served, 2);
     /* b uses the renewed token, fetching none (the server has no answer left) */
     CHECK_EQ_INT(mcdc_storage_get(b, "k", 100, &got, &e), MCDC_E_NOTFOUND);
     /* the runtime (and its share) gone first: b keeps its token */
     mcdc_storage_free(a);
     mcdc_runtime_destroy(rt);
     CHECK_EQ_INT(mcdc_storage_get(b, "k", 100, &got, &e), MCDC_E_NOTFOUND);
-    server_stop(&tok);
-    server_stop(&blob);
-    CHECK_EQ_INT(tok.served, 2);
-    CHECK_EQ_INT(blob.served, 3);
+    server_stop(&f.tok);
+    server_stop(&f.blob);
+    CHECK_EQ_INT(f.tok.served, 2);
+    CHECK_EQ_INT(f.blob.served, 3);
     char v[96];
     for (int i = 0; i < 3; i++) {
-        header_value(blob.seen_req[i], "Authorization:", v, sizeof v);
+        header_value(f.blob.seen_req[i], "Authorization:", v, sizeof v);
         CHECK_EQ_STR(v, "Bearer rt-tok-2");
     }
     CHECK(strstr(e.message, "rt-tok") == NULL && strstr(e.message, "rt-identity") == NULL);
     mcdc_buf_free(&got);
     mcdc_storage_free(b);
     mcdc_opts_free(bare);
+}
+
+/* Jobs given storage options of their own (serve's tables, each with the
+ * config's [storage]) share their credentials when the options are the
+ * same, name for name and value for value: two such jobs' stores fetch one
+ * token; a third whose identity header differs fetches its own. */
+TEST(runtime_jobs_with_the_same_own_storage_options_fetch_one_token) {
+    entra_fixture f;
+    entra_start(&f, "own-tok-1", 3600, "own-tok-2");
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_runtime *rt = NULL;
+    CHECK_EQ_INT(mcdc_runtime_create(&rt, NULL, &e), MCDC_OK);
+    const char *names[] = {"AZURE_STORAGE_ACCOUNT_NAME", "AZURE_ALLOW_HTTP",
+                           "AZURE_STORAGE_ENDPOINT", "IDENTITY_ENDPOINT", "IDENTITY_HEADER"};
+    const char *values[] = {"acct1", "true", f.ep, f.msi, "own-identity-header"};
+    mcdc_opts *o[3];
+    for (int k = 0; k < 3; k++) {
+        o[k] = source_opts();
+        for (int i = 0; i < 5; i++)
+            CHECK_EQ_INT(mcdc_opts_set(o[k], names[i],
+                                       k == 2 && i == 4 ? "other-identity-header" : values[i],
+                                       NULL, &e), MCDC_OK);
+    }
+    mcdc_ctx ctx[3] = {{0}};
+    mcdc_storage *st[3] = {NULL};
+    for (int k = 0; k < 3; k++) {
+        mcdc_ctx_take_storage(&ctx[k], o[k], rt);
+        CHECK(ctx[k].storage_env->share != NULL);
+        CHECK_EQ_INT(mcdc_storage_open_env(&st[k], ctx[k].storage_env, "az://lake/t", &e), MCDC_OK);
+        CHECK_EQ_INT(f.tok.served, k < 2 ? 1 : 2); /* the second job fetched nothing */
+    }
+    CHECK(ctx[0].storage_env->share == ctx[1].storage_env->share);
+    CHECK(ctx[0].storage_env->share != ctx[2].storage_env->share);
+    mcdc_buf got = {0};
+    for (int k = 0; k < 3; k++) CHECK_EQ_INT(mcdc_storage_get(st[k], "k", 100, &got, &e), MCDC_E_NOTFOUND);
+    for (int k = 0; k < 3; k++) mcdc_storage_free(st[k]);
+    mcdc_runtime_destroy(rt);
+    server_stop(&f.tok);
+    server_stop(&f.blob);
+    CHECK_EQ_INT(f.tok.served, 2);
+    char v[96];
+    for (int i = 0; i < 3; i++) {
+        header_value(f.blob.seen_req[i], "Authorization:", v, sizeof v);
+        CHECK_EQ_STR(v, i < 2 ? "Bearer own-tok-1" : "Bearer own-tok-2");
+    }
+    mcdc_buf_free(&got);
+    for (int k = 0; k < 3; k++) mcdc_opts_free(o[k]);
 }
 
 /* The registry holds the jobs that exist, not the last figures of those
