@@ -171,6 +171,11 @@ print-ldlibs:
 deps:
 	@scripts/install-deps.sh
 
+# Spark 4.0 beside .venv's 4.2 (.venv-spark40, from tests/requirements-spark40.txt)
+# for tests/interop/test_spark40.py; make soak prepares it.
+deps-spark40:
+	@MCDC_DEPS_SPARK40=1 scripts/install-deps.sh
+
 test: deps
 	@tests/run_all.sh
 
@@ -184,8 +189,8 @@ SOAK_TESTS := tests/interop/test_snapshot_modes.py tests/interop/test_snapshot_k
 	tests/interop/test_snapshot_bad_input.py \
 	tests/interop/test_stream_e2e.py::test_random_kills_under_a_running_workload \
 	tests/interop/test_many_tables.py::test_kill_9_at_random_moments_under_a_workload_loses_and_doubles_nothing \
-	tests/interop/test_spark_api.py
-soak: deps
+	tests/interop/test_spark_api.py tests/interop/test_spark40.py
+soak: deps deps-spark40
 	@$(MAKE) --no-print-directory all
 	MCDC_SNAPSHOT_KILLS=$${MCDC_SNAPSHOT_KILLS:-60} MCDC_RANDOM_KILLS=$${MCDC_RANDOM_KILLS:-300} MCDC_SPARK_API=1 \
 	    MCDC_MANY_KILLS=$${MCDC_MANY_KILLS:-40} \

@@ -63,3 +63,19 @@ if [ ! -x .node/node_modules/.bin/azurite ] ||
   echo "install-deps: installing azurite $AZURITE under .node"
   npm install --silent --no-save --no-audit --no-fund --prefix .node "azurite@$AZURITE" >/dev/null
 fi
+
+# Spark 4.0 in a virtual environment of its own (.venv-spark40), next to
+# .venv's Spark 4.2, for tests/interop/test_spark40.py: the stream source's
+# reader for Spark before 4.2. Only when asked (make deps-spark40, which
+# make soak runs): pyspark's source package is large and slow to build.
+if [ -n "${MCDC_DEPS_SPARK40:-}" ]; then
+  REQ40=tests/requirements-spark40.txt
+  STAMP40=.venv-spark40/.installed
+  if [ ! -f "$STAMP40" ] || ! cmp -s "$REQ40" "$STAMP40"; then
+    echo "install-deps: preparing .venv-spark40 from $REQ40"
+    python3 -m venv .venv-spark40
+    .venv-spark40/bin/pip install -q --upgrade pip
+    .venv-spark40/bin/pip install -q -r "$REQ40"
+    cp "$REQ40" "$STAMP40"
+  fi
+fi

@@ -121,7 +121,10 @@ def _instance_schema(options: Mapping[str, Any]):
 
 def _arrow_target(schema):
     from pyspark.sql.pandas.types import to_arrow_schema
-    return to_arrow_schema(schema, timezone="UTC")
+    try:  # Spark 4.1+: the zone is named
+        return to_arrow_schema(schema, timezone="UTC")
+    except TypeError:  # Spark 4.0: a flag for UTC instead
+        return to_arrow_schema(schema, timestamp_utc=True)
 
 
 def _batches(target, batches) -> Iterator:
