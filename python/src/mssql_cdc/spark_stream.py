@@ -426,10 +426,15 @@ class CdcStream:
         if trigger:
             writer = writer.trigger(**trigger)
         for attempt in range(1, _RUNNER_STARTS + 1):
-            query = writer.queryName(query_name or app_id).start()
-            _await_sources(query)
-            if attempt == _RUNNER_STARTS or not _runner_missed(query):
-                return query
+            try:  # Spark Connect starts foreachBatch's Python runner in start()
+                query = writer.queryName(query_name or app_id).start()
+            except Exception as exc:  # noqa: BLE001 - only that miss is tried again
+                if attempt == _RUNNER_STARTS or _RUNNER_MISS not in str(exc):
+                    raise
+            else:
+                _await_sources(query)
+                if attempt == _RUNNER_STARTS or not _runner_missed(query):
+                    return query
             # nothing was planned (the source never started): the same start again
             log.warning("mssql_cdc: %s: Spark's Python source runner did not connect back "
                         "in its 10 s (a busy driver); starting the query again (%d of %d)",
@@ -438,6 +443,7 @@ class CdcStream:
 
 
 _RUNNER_STARTS = 3  # tries of a query whose source runner missed Spark's start deadline
+_RUNNER_MISS = "Python worker failed to connect back"
 
 
 def _runner_missed(query) -> bool:
@@ -451,7 +457,7 @@ def _runner_missed(query) -> bool:
         err = query.exception()
     except Exception:  # noqa: BLE001 - a client that cannot tell: not retried
         return False
-    return err is not None and "Python worker failed to connect back" in str(err)
+    return err is not None and _RUNNER_MISS in str(err)
 
 
 def _await_sources(query, timeout: float = 600.0) -> None:
