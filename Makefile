@@ -182,9 +182,9 @@ test: deps
 # The crash tests with more kills than `make test` has time for (the snapshot
 # suites with 60 random kills of backfill and stream, the stream's with 300,
 # serve's over 60 tables with 40), and the Spark runs of the streaming API
-# (test_spark_api.py: one Spark process for ours, one for the reference's
-# readers; make test runs only its metrics-channel tests until the lean run,
-# MCDC_SPARK_API=lean, is green).
+# with the reference's readers (test_spark_api.py, MCDC_SPARK_API=1: a second
+# Spark process with the reference's package; make test runs its lean set,
+# our package's Spark process only).
 SOAK_TESTS := tests/interop/test_snapshot_modes.py tests/interop/test_snapshot_kills.py \
 	tests/interop/test_snapshot_bad_input.py \
 	tests/interop/test_stream_e2e.py::test_random_kills_under_a_running_workload \

@@ -149,8 +149,15 @@ def advance(spark, control_table: str, table_name: str, end_offset: Mapping[str,
     time truncated to ``granularity`` when later (never backwards); call it
     only after the batch ending there is committed. A MERGE that loses to
     a concurrent commit is retried for up to a minute."""
-    cand = _candidate(end_offset, granularity)
     ensure_control_table(spark, control_table)
+    _merge_verdict(spark, control_table, table_name, end_offset, granularity)
+    return finalized_until(spark, control_table, table_name)
+
+
+def _merge_verdict(spark, control_table: str, table_name: str,
+                   end_offset: Mapping[str, Any] | None, granularity: str) -> None:
+    """advance's MERGE alone, on a control table known to exist."""
+    cand = _candidate(end_offset, granularity)
     if cand is not None:
         assert end_offset is not None
         commit = datetime.fromisoformat(str(end_offset["commit_ts"]).rstrip("Z"))
@@ -175,7 +182,6 @@ def advance(spark, control_table: str, table_name: str, end_offset: Mapping[str,
                         time.monotonic() > deadline:
                     raise
                 time.sleep(0.5)
-    return finalized_until(spark, control_table, table_name)
 
 
 def _control_row(spark, control_table: str, table_name: str):
@@ -285,8 +291,9 @@ class FinalizationTracker:
                 end = _end_offset(progress)
                 cand = _candidate(end, self._granularity)
                 if cand is not None and (last is None or cand > last):
-                    advance(self._spark, self._control, self._table, end,
-                            granularity=self._granularity)
+                    # track() created the control table: the MERGE alone, nothing read back
+                    _merge_verdict(self._spark, self._control, self._table, end,
+                                   self._granularity)
                     last = cand
                     self.last_error, self.failures = None, 0
             except Exception as exc:  # noqa: BLE001 - the worker outlives a failed verdict

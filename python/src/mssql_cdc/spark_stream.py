@@ -107,15 +107,23 @@ def delta_sink(target: str, app_id: str, facts_table: str | None = None, *,
     before each batch and folded into its facts. ``app_id`` must stay the
     same for the checkpoint's life: a checkpoint older than what app_id
     wrote in the facts table (deleted or rewound) raises ValueError."""
+    return _sink(target, app_id, facts_table, metrics_path, set())
+
+
+def _sink(target: str, app_id: str, facts_table: str | None, metrics_path: str | None,
+          checked: set[str]) -> Callable[[Any, int], None]:
+    """delta_sink's function; ``checked``: the tables checked (or created)
+    already for this query run (to_delta's, just before it starts), which
+    are not looked at again."""
     state = {"resumed": False}
-    checked: set[str] = set()  # tables checked or created in this query run
 
     def write_batch(df, batch_id: int) -> None:
         started_at, t0 = tables.utc_now(), time.monotonic()
         spark = df.sparkSession
         if facts_table and not state["resumed"]:
-            tables.ensure(spark, facts_table, "facts", tables.FACTS_DDL)
-            checked.add(facts_table)
+            if facts_table not in checked:
+                tables.ensure(spark, facts_table, "facts", tables.FACTS_DDL)
+                checked.add(facts_table)
             last = _last_batch(spark, facts_table, app_id)
             if last is not None and batch_id < last:
                 raise ValueError(
@@ -206,7 +214,8 @@ class CdcStream:
 
     def _event(self, facts_table: str | None, app_id: str | None, event: str, lsn: str,
                target: str, txn: str, version: int, rows: int = 0,
-               detail: Mapping[str, Any] | None = None) -> None:
+               detail: Mapping[str, Any] | None = None,
+               checked: set[str] | None = None) -> None:
         if not facts_table or not app_id:
             return
         import json
@@ -217,7 +226,7 @@ class CdcStream:
             "min_commit_ts": at, "max_commit_ts": at, "end_commit_ts": at, "event": event,
             "deletes": 0, "inserts": 0, "updates": 0,
             "detail": json.dumps(dict(detail)) if detail else None, "target": target}],
-            txn, version)
+            txn, version, checked)
 
     # ---- snapshots -------------------------------------------------------
     def snapshot(self, target: str, *, resnapshot: bool = False, app_id: str | None = None,
@@ -226,20 +235,27 @@ class CdcStream:
         stamped with an LSN recorded before the read) and returns that
         offset. A target that holds a snapshot already returns its offset
         and reads nothing, unless ``resnapshot``."""
+        return self._snapshot(target, resnapshot, app_id, facts_table, None)
+
+    def _snapshot(self, target: str, resnapshot: bool, app_id: str | None,
+                  facts_table: str | None, checked: set[str] | None) -> Offset:
+        """snapshot(); ``checked``: tables to_delta checked already."""
         held = None if resnapshot else self._held_snapshot(target)
         if held:
             return self._offset(held)
         lsn = self._max_lsn()
         kind = "resnapshot" if resnapshot else "bootstrap"
         self._event(facts_table, app_id, "snapshot_open", lsn, target, f"{app_id}#open.{lsn}", 0,
-                    detail={"mode": "full", "kind": kind, "generation": 0})
+                    detail={"mode": "full", "kind": kind, "generation": 0}, checked=checked)
         df = bronze_rows(self._snapshot_source(lsn), None, lsn).persist()  # read once
         try:
             rows = df.count()
-            _write_bronze(df, target, f"{app_id or self._ci()}#snapshot.{lsn}", 0)
+            _write_bronze(df, target, f"{app_id or self._ci()}#snapshot.{lsn}", 0,
+                          checked=checked)
         finally:
             df.unpersist()
-        self._event(facts_table, app_id, kind, lsn, target, f"{app_id}#events", 0, rows)
+        self._event(facts_table, app_id, kind, lsn, target, f"{app_id}#events", 0, rows,
+                    checked=checked)
         return self._offset(lsn)
 
     def seed(self, target: str, df, as_of: str | datetime, *, app_id: str | None = None,
@@ -386,14 +402,16 @@ class CdcStream:
         if bootstrap and _opt(self.options, "startingLsn"):
             raise ValueError("bootstrap=True sets startingLsn itself; pass one or the other")
         options = dict(self.options)
+        checked: set[str] = set()  # the tables looked at here, not again by the sink
         if facts_table:  # a wrong table is refused now, before the query starts
             tables.ensure(self.spark, facts_table, "facts", tables.FACTS_DDL)
+            checked.add(facts_table)
         if bootstrap and not _has_offsets(checkpoint):
             if snapshot == "chunked":
                 assert facts_table is not None
                 start = self._open_chunked(target, app_id, facts_table)
             else:
-                start = self.snapshot(target, app_id=app_id, facts_table=facts_table)["lsn"]
+                start = self._snapshot(target, False, app_id, facts_table, checked)["lsn"]
             options["startingLsn"] = start
             log.info("mssql_cdc: %s starts at its snapshot %s", app_id, start)
         given = _opt(options, "metricsPath")
@@ -403,14 +421,43 @@ class CdcStream:
         if path:
             options = {**_without(options, "metricsPath"), "metricsPath": path}
         writer = (self.spark.readStream.format("mssql_cdc").options(**options).load()
-                  .writeStream.foreachBatch(delta_sink(target, app_id, facts_table,
-                                                       metrics_path=path))
+                  .writeStream.foreachBatch(_sink(target, app_id, facts_table, path, checked))
                   .option("checkpointLocation", checkpoint))
         if trigger:
             writer = writer.trigger(**trigger)
-        query = writer.queryName(query_name or app_id).start()
-        _await_sources(query)
-        return query
+        for attempt in range(1, _RUNNER_STARTS + 1):
+            try:  # Spark Connect starts foreachBatch's Python runner in start()
+                query = writer.queryName(query_name or app_id).start()
+            except Exception as exc:  # noqa: BLE001 - only that miss is tried again
+                if attempt == _RUNNER_STARTS or _RUNNER_MISS not in str(exc):
+                    raise
+            else:
+                _await_sources(query)
+                if attempt == _RUNNER_STARTS or not _runner_missed(query):
+                    return query
+            # nothing was planned (the source never started): the same start again
+            log.warning("mssql_cdc: %s: Spark's Python source runner did not connect back "
+                        "in its 10 s (a busy driver); starting the query again (%d of %d)",
+                        app_id, attempt + 1, _RUNNER_STARTS)
+        raise AssertionError("unreachable")
+
+
+_RUNNER_STARTS = 3  # tries of a query whose source runner missed Spark's start deadline
+_RUNNER_MISS = "Python worker failed to connect back"
+
+
+def _runner_missed(query) -> bool:
+    """Whether ``query`` stopped before its source existed because Spark's
+    Python source runner did not connect back in time (Spark waits a fixed
+    10 s for that process: on a loaded driver its Python start can take
+    longer)."""
+    if query.isActive:
+        return False
+    try:
+        err = query.exception()
+    except Exception:  # noqa: BLE001 - a client that cannot tell: not retried
+        return False
+    return err is not None and _RUNNER_MISS in str(err)
 
 
 def _await_sources(query, timeout: float = 600.0) -> None:
@@ -418,7 +465,8 @@ def _await_sources(query, timeout: float = 600.0) -> None:
     source's Python runner a fixed 10 s to connect back; on a busy driver
     (other streams starting, a Delta commit next to it) it missed that, so
     the caller's next work (track's control table, start_many's next stream)
-    waits until the runner is up."""
+    waits until the runner is up (to_delta starts a query that missed it
+    again)."""
     deadline = time.monotonic() + timeout
     while query.isActive and time.monotonic() < deadline:
         if not str((query.status or {}).get("message", "")).startswith("Initializing"):

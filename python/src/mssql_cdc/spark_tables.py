@@ -51,34 +51,44 @@ def utc_now() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
+def _properties(spark, table: str) -> dict[str, str] | None:
+    """The table's properties, or None when it is no table (yet)."""
+    if not is_path(table) and not spark.catalog.tableExists(table):
+        return None
+    try:
+        row = spark.sql(f"DESCRIBE DETAIL {ident(table)}").select("properties").first()
+    except Exception:  # noqa: BLE001 - not a Delta table (yet): no directory, or no log
+        if is_path(table):
+            return None
+        raise
+    return dict((row[0] or {}) if row else {})
+
+
 def exists(spark, table: str) -> bool:
     if is_path(table):
-        try:
-            spark.sql(f"DESCRIBE DETAIL {ident(table)}").collect()
-            return True
-        except Exception:  # noqa: BLE001 - not a Delta table (yet): no directory, or no log
-            return False
+        return _properties(spark, table) is not None
     return bool(spark.catalog.tableExists(table))
 
 
 def ensure(spark, table: str, kind: str, ddl: str) -> None:
     """Creates ``table`` with ``ddl``'s columns and the kind's properties
     unless it exists; an existing table of another kind is refused before
-    anything is written to it."""
-    if not exists(spark, table):
-        props = (f"'mssql_cdc.kind' = '{kind}', "
-                 f"'mssql_cdc.schema_version' = '{SCHEMA_VERSION[kind]}'")
+    anything is written to it. One look at the table when it exists."""
+    props = _properties(spark, table)
+    if props is None:
+        create = (f"'mssql_cdc.kind' = '{kind}', "
+                  f"'mssql_cdc.schema_version' = '{SCHEMA_VERSION[kind]}'")
         try:
             spark.sql(f"CREATE TABLE IF NOT EXISTS {ident(table)} ({ddl}) USING delta "
-                      f"TBLPROPERTIES ({props})")
+                      f"TBLPROPERTIES ({create})")
             return
         except Exception:
             # streams sharing a table (start_many's facts) may create it at once: the
             # loser's commit conflicts; the table the winner created is checked below
-            if not exists(spark, table):
+            props = _properties(spark, table)
+            if props is None:
                 raise
-    row = spark.sql(f"DESCRIBE DETAIL {ident(table)}").select("properties").first()
-    found = (row[0] or {}).get("mssql_cdc.kind") if row else None
+    found = props.get("mssql_cdc.kind")
     if found is not None and found != kind:
         raise ValueError(f"{table} is a {found} table (its mssql_cdc.kind property), not a {kind} "
                          f"table: give the {kind} role a table of its own")
