@@ -17,7 +17,7 @@ c_int, c_bool, c_double, c_int32, c_int64, c_uint64, c_void_p, c_char_p, c_size_
     ctypes.c_uint64, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t)
 
 # MCDC_API_VERSION of the header these structs were written for.
-API_VERSION = 5
+API_VERSION = 6
 ERROR_MESSAGE_MAX = 1024
 
 # mcdc_log_level

@@ -22,7 +22,7 @@ from ._cfg import Error, c_bool, c_char_p, c_int, c_int64, c_size_t, c_void_p
 
 # The SONAME's major (libmssqlcdc.so.<major>): another major changed a layout
 # or a signature this package relies on.
-ABI_MAJOR = 0
+ABI_MAJOR = 1
 SONAME = f"libmssqlcdc.so.{ABI_MAJOR}"
 
 _lock = threading.Lock()

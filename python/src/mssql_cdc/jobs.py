@@ -29,6 +29,16 @@ _RESULT_BYTES = 8192  # a result struct's room: larger than any version of one
 _JSON_BYTES = 8192
 
 
+def _result_buffer():
+    """Room for a result the library fills (mcdc_apply_result,
+    mcdc_backfill_status, mcdc_reconcile_result, mcdc_repair_result): their
+    first field, size_t size, says how many bytes it holds, so that the
+    library writes no more; the JSON calls read it back as the library's."""
+    buf = ctypes.create_string_buffer(_RESULT_BYTES)
+    ctypes.c_size_t.from_buffer(buf).value = _RESULT_BYTES
+    return buf
+
+
 def _trigger(trigger: Any) -> tuple[int, int]:
     """(mcdc_trigger, processing_time_ms) of a trigger given as the
     reference's dict, or a word."""
@@ -345,7 +355,7 @@ def backfill(options: Mapping[str, Any], target: str, *, app_id: str, facts_tabl
         cfg.has_min_headroom, cfg.min_headroom_hours = True, float(min_headroom_hours)
     callbacks = Callbacks(progress)
     callbacks.fill(cfg)
-    status = ctypes.create_string_buffer(_RESULT_BYTES)
+    status = _result_buffer()
     return _handle_job("backfill", Options(options), cfg,
                        lambda h, err: lib.mcdc_backfill_run(h, status, ctypes.byref(err)),
                        lib.mcdc_backfill_status_json, status, [callbacks],
@@ -398,7 +408,7 @@ def apply_changes(bronze: str, target: str, *, control_table: str,
     cfg.scratch_dir = text(scratch_dir)
     callbacks = Callbacks(progress)
     callbacks.fill(cfg)
-    result = ctypes.create_string_buffer(_RESULT_BYTES)
+    result = _result_buffer()
     out = _handle_job("apply", Options(options) if options is not None else None, cfg,
                       lambda h, err: lib.mcdc_apply_run(h, None, None, result, ctypes.byref(err)),
                       lib.mcdc_apply_result_json, result, [callbacks, key_array, hist_array],
@@ -457,7 +467,7 @@ def reconcile(options: Mapping[str, Any], silver: str, *, bronze: str, control_t
     cfg.settle_seconds = int(settle_seconds)
     callbacks = Callbacks(progress)
     callbacks.fill(cfg)
-    result = ctypes.create_string_buffer(_RESULT_BYTES)
+    result = _result_buffer()
     out = _handle_job("reconcile", Options(options), cfg,
                       lambda h, err: lib.mcdc_reconcile_run(h, result, ctypes.byref(err)),
                       lib.mcdc_reconcile_result_json, result, [callbacks, key_array], runtime)
@@ -487,7 +497,7 @@ def repair(options: Mapping[str, Any], bronze: str, *, facts_table: str,
     callbacks = Callbacks(None)
     callbacks.fill(cfg, with_progress=False)
     opts = Options(options)
-    result, err = ctypes.create_string_buffer(_RESULT_BYTES), Error()
+    result, err = _result_buffer(), Error()
     rc, interrupted = _one_call_job(
         "repair", lambda: lib.mcdc_repair_run(opts.handle, ctypes.byref(cfg), result,
                                               ctypes.byref(err)),
