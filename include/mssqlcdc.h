@@ -1260,9 +1260,10 @@ typedef struct mcdc_reconcile_diff {
 } mcdc_reconcile_diff;
 
 /* What one repair did (mcdc_repair_run below; also reconcile's repair): a
- * sized result (see "Results"). Inside mcdc_reconcile_result its size is
- * the library's, and it keeps its place there: fields added to it later
- * are filled for mcdc_repair_run only. */
+ * sized result (see "Results"). It sits whole inside mcdc_reconcile_result
+ * (its size there the library's), so it cannot grow without moving that
+ * result's later fields: more of a repair's figures would go at the
+ * reconcile result's end and in a struct of their own. */
 typedef struct mcdc_repair_result {
     size_t size;                  /* sizeof(mcdc_repair_result), set by the caller */
     char run_id[132];

@@ -607,8 +607,10 @@ static int repair_fill_call(const void *res, void *user) {
     mcdc_error e = MCDC_ERROR_INIT;
     int rc = mcdc_repair_run(o, &cfg, (mcdc_repair_result *)res, &e);
     mcdc_opts_free(o);
-    const mcdc_repair_result *r = res;
-    if (rc == MCDC_E_INVALID && (r->size != REPAIR_FIRST || r->bronze_version != -1)) return -100;
+    /* read by memcpy: a struct ending at a page's end may be unaligned */
+    mcdc_repair_result r;
+    memcpy(&r, res, REPAIR_FIRST);
+    if (rc == MCDC_E_INVALID && (r.size != REPAIR_FIRST || r.bronze_version != -1)) return -100;
     return rc;
 }
 

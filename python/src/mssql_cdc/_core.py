@@ -245,9 +245,10 @@ def run_job(what: str, call: Callable[[], int], stop: Callable[[], None] | None,
     which leaves the lake as a kill would: the library's jobs are crash-safe)
     and propagates; what the job borrows (keep) is never freed then."""
     box: dict[str, Any] = {}
-    done = threading.Event()
+    began, done = threading.Event(), threading.Event()
 
     def target() -> None:
+        began.set()
         try:
             box["rc"] = call()
         except BaseException as e:  # noqa: BLE001 - handed to the caller
@@ -256,11 +257,16 @@ def run_job(what: str, call: Callable[[], int], stop: Callable[[], None] | None,
             done.set()
 
     thread = threading.Thread(target=target, name=f"mssql_cdc {what}", daemon=True)
-    thread.start()
     interrupted = False
     try:
+        # inside the try: an interrupt while start() waits for the thread to
+        # run (a loaded machine can take a while) must stop the job too
+        thread.start()
         _wait(done)
     except KeyboardInterrupt:
+        # an interrupt that came before start() made the thread: nothing runs
+        if not began.wait(5):
+            raise
         interrupted = True
         if stop is not None:
             stop()
