@@ -22,10 +22,10 @@
 extern "C" {
 #endif
 
-#define MCDC_VERSION_MAJOR 0
-#define MCDC_VERSION_MINOR 1
+#define MCDC_VERSION_MAJOR 1
+#define MCDC_VERSION_MINOR 0
 #define MCDC_VERSION_PATCH 0
-#define MCDC_VERSION_STRING "0.1.0"
+#define MCDC_VERSION_STRING "1.0.0"
 /*
  * Bumped whenever a public struct, signature or function set changes. The
  * binary interface keeps older callers working: a configuration struct only
@@ -75,8 +75,15 @@ extern "C" {
  *    mcdc_job_state_name); the change tables' row counts
  *    (mcdc_capture_probe_change_rows); delta-rs's other spellings of the
  *    storage options (mcdc_opts_storage_name).
+ * 6: the results a caller hands a job carry their size (see "Results"
+ *    below): size_t size, the first field of mcdc_apply_result,
+ *    mcdc_backfill_status, mcdc_reconcile_result and mcdc_repair_result
+ *    (the one inside mcdc_reconcile_result too), every other field moved
+ *    after it. An older caller cannot survive that move, so the SONAME's
+ *    number went from 0 to 1 (MCDC_VERSION_STRING 1.0.0); from here on
+ *    these results grow at their end as the configs do.
  */
-#define MCDC_API_VERSION 5
+#define MCDC_API_VERSION 6
 
 #if defined(__GNUC__) || defined(__clang__)
 #define MCDC_API __attribute__((visibility("default")))
@@ -147,6 +154,21 @@ typedef struct mcdc_error {
 } mcdc_error;
 
 #define MCDC_ERROR_INIT {0, 0, 0, 0, 0, {0}}
+
+/* Results. A result struct a caller hands a job to fill (mcdc_apply_result,
+ * mcdc_backfill_status, mcdc_reconcile_result, mcdc_repair_result) starts
+ * with size_t size: set it to sizeof the struct before the call
+ * (`mcdc_apply_result res = {.size = sizeof res};` in C, or zero it and
+ * then set size).
+ * Fields are only ever added at a result's end. The library writes only the
+ * bytes the caller's size holds (the fields of the header it was built
+ * with; the rest of a larger struct, from a newer header, is left as it
+ * was), and the calls that read a result (mcdc_*_result_json,
+ * mcdc_reconcile_differs) read only those bytes, taking zero for later
+ * fields. A size smaller than the first sized version's fields
+ * (MCDC_API_VERSION 6) is MCDC_E_INVALID before anything runs: for a job,
+ * before it reads or writes anything. The size itself is left as the
+ * caller set it. */
 
 /* Messages of the library. A job passes those at or above its log_level
  * (by default MCDC_LOG_WARN: warnings and errors) to its log function, from
@@ -931,8 +953,9 @@ typedef enum mcdc_backfill_state {
     MCDC_BACKFILL_NO_SNAPSHOT = 4        /* no chunked snapshot opened by the stream in the target */
 } mcdc_backfill_state;
 
-/* The reference's BackfillStatus. */
+/* The reference's BackfillStatus (a sized result: see "Results"). */
 typedef struct mcdc_backfill_status {
+    size_t size;              /* sizeof(mcdc_backfill_status), set by the caller */
     char snapshot[24];        /* S; "" when there is none */
     int64_t chunks_done;
     int64_t chunks_total;     /* the plan's; < 0 before a run planned it */
@@ -1095,8 +1118,10 @@ typedef struct mcdc_apply_cfg {
 /* As mcdc_stream_cfg_init, for this config. */
 MCDC_API int mcdc_apply_cfg_init(mcdc_apply_cfg *out, int version, mcdc_error *err);
 
-/* The reference's ApplyResult, and what the pass did (append-only). */
+/* The reference's ApplyResult, and what the pass did (a sized result: see
+ * "Results"; apply's fn gets the library's own, its size the library's). */
 typedef struct mcdc_apply_result {
+    size_t size;                  /* sizeof(mcdc_apply_result), set by the caller */
     bool rebuilt;                 /* a pass of this run rebuilt silver from a snapshot */
     bool has_applied_lsn;         /* applied_lsn: silver's position after the run */
     char applied_lsn[24];
@@ -1249,8 +1274,13 @@ typedef struct mcdc_reconcile_diff {
     const char *key_json;
 } mcdc_reconcile_diff;
 
-/* What one repair did (mcdc_repair_run below; also reconcile's repair). */
+/* What one repair did (mcdc_repair_run below; also reconcile's repair): a
+ * sized result (see "Results"). It sits whole inside mcdc_reconcile_result
+ * (its size there the library's), so it cannot grow without moving that
+ * result's later fields: more of a repair's figures would go at the
+ * reconcile result's end and in a struct of their own. */
 typedef struct mcdc_repair_result {
+    size_t size;                  /* sizeof(mcdc_repair_result), set by the caller */
     char run_id[132];
     bool has_lsn;                 /* lsn: the stamp L (false: no keys, nothing done) */
     char lsn[24];
@@ -1262,8 +1292,10 @@ typedef struct mcdc_repair_result {
     bool already;                 /* a run of this id had appended them: nothing appended now */
 } mcdc_repair_result;
 
-/* The reference's ReconcileResult (without its DataFrame), and ours. */
+/* The reference's ReconcileResult (without its DataFrame), and ours: a
+ * sized result (see "Results"). */
 typedef struct mcdc_reconcile_result {
+    size_t size;                  /* sizeof(mcdc_reconcile_result), set by the caller */
     char run_id[37];              /* a UUID */
     int64_t silver_version;       /* the version compared; -1: no silver table */
     bool has_silver_lsn;          /* silver's applied_lsn, read before that version */
@@ -1280,13 +1312,13 @@ typedef struct mcdc_reconcile_result {
      * until its next run or its free. */
     const mcdc_reconcile_diff *diffs;
     int64_t n_diffs;
-    /* Filled only for a cfg of version 2 or later (a version-1 caller's
-     * struct ends before them): the repair that ran (cfg.repair; none
-     * when no key needed one). */
+    /* The repair that ran (cfg.repair, version 2; none when no key needed
+     * one). */
     bool repaired;
     mcdc_repair_result repair;
-    /* Filled only for a cfg of version 3 or later: */
-    int64_t duplicate_target;     /* report rows of DUPLICATE_TARGET */
+    /* Report rows of DUPLICATE_TARGET, for a cfg of version 3 or later (an
+     * older cfg's run counts them as RECORD_DIFF in failures[]). */
+    int64_t duplicate_target;
     /* Something was verified: a bucket MATCH or MISMATCH, a key compared
      * equal, or a failure other than IN_FLIGHT. False when every bucket and
      * key compared was IN_FLIGHT (and there was one): nothing could be
@@ -1307,7 +1339,8 @@ MCDC_API int mcdc_reconcile_create(mcdc_reconcile **out, const mcdc_opts *opts,
 MCDC_API int mcdc_reconcile_run(mcdc_reconcile *r, mcdc_reconcile_result *result,
                                 mcdc_error *err);
 /* Does the result say something differs (a MISMATCH bucket, or a failure
- * other than IN_FLIGHT)? A version-3 result's duplicate_target counts. */
+ * other than IN_FLIGHT, duplicate_target included)? False for NULL or a
+ * result whose size is below the first sized version's. */
 MCDC_API bool mcdc_reconcile_differs(const mcdc_reconcile_result *r);
 /* Asks a running mcdc_reconcile_run (from another thread) to stop: it
  * returns MCDC_E_CANCELLED at its next batch, before its report is

@@ -17,7 +17,7 @@ import sysconfig
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-SONAME = "libmssqlcdc.so.0"
+SONAME = "libmssqlcdc.so.1"
 
 
 class LibraryHook(BuildHookInterface):

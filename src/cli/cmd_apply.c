@@ -265,7 +265,7 @@ int cmd_apply(int argc, char **argv) {
     bool long_running = cfg.trigger == MCDC_TRIGGER_DEFAULT ||
                         cfg.trigger == MCDC_TRIGGER_PROCESSING_TIME;
     mcdc_apply *ap = NULL;
-    mcdc_apply_result res;
+    mcdc_apply_result res = {.size = sizeof res};
     rc = cli_progress_start(&prog, mode, &cfg.progress_fn, &cfg.progress_user, &cfg.log_fn,
                             &cfg.log_user);
     if (rc != EXIT_OK) goto out;

@@ -157,7 +157,7 @@ int cmd_backfill(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     mcdc_backfill *b = NULL;
-    mcdc_backfill_status st;
+    mcdc_backfill_status st = {.size = sizeof st};
     rc = cli_progress_start(&prog, mode, &cfg.progress_fn, &cfg.progress_user, &cfg.log_fn,
                             &cfg.log_user);
     if (rc != EXIT_OK) goto out;

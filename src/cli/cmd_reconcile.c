@@ -190,7 +190,7 @@ int cmd_reconcile(int argc, char **argv) {
     }
     if ((rc = cli_source_env(opts, argc, argv)) != EXIT_OK) goto out;
     mcdc_reconcile *r = NULL;
-    mcdc_reconcile_result res;
+    mcdc_reconcile_result res = {.size = sizeof res};
     rc = cli_progress_start(&prog, mode, &cfg.progress_fn, &cfg.progress_user, &cfg.log_fn,
                             &cfg.log_user);
     if (rc != EXIT_OK) goto out;

@@ -169,7 +169,7 @@ int cmd_repair(int argc, char **argv) {
         if (keys == NULL) cfg.keys_json = (const char *const *)&keys_file; /* no keys: n_keys 0 */
     }
     if ((rc = cli_source_env(opts, argc, argv)) != EXIT_OK) goto out;
-    mcdc_repair_result res;
+    mcdc_repair_result res = {.size = sizeof res};
     mcdc_stop *stop = NULL;
     int st = mcdc_stop_create(&stop, &e);
     if (st == MCDC_OK) {

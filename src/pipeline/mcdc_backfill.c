@@ -1150,10 +1150,14 @@ const char *mcdc_backfill_state_name(mcdc_backfill_state s) {
     return "unknown";
 }
 
-int mcdc_backfill_status_json(char *out, size_t cap, const mcdc_backfill_status *st,
+int mcdc_backfill_status_json(char *out, size_t cap, const mcdc_backfill_status *given,
                               mcdc_error *err) {
-    if (out == NULL || st == NULL || cap == 0)
+    if (out == NULL || given == NULL || cap == 0)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_backfill_status_json: a NULL argument");
+    mcdc_backfill_status full;
+    int rc = mcdc_result_in(MCDC_RESULT_BACKFILL, &full, given, "mcdc_backfill_status_json", err);
+    if (rc) return rc;
+    const mcdc_backfill_status *st = &full;
     json_t *j = json_pack("{s:o, s:I, s:o, s:b, s:b, s:s, s:o}", "snapshot",
                           st->snapshot[0] ? json_string(st->snapshot) : json_null(), "chunks_done",
                           (json_int_t)st->chunks_done, "chunks_total",
@@ -1165,9 +1169,9 @@ int mcdc_backfill_status_json(char *out, size_t cap, const mcdc_backfill_status 
     json_decref(j);
     if (text == NULL) return nomem(err);
     size_t n = strlen(text);
-    int rc = n < cap ? MCDC_OK
-                     : mcdc_error_set(err, MCDC_E_LIMIT, "the status needs %zu bytes, not %zu",
-                                      n + 1, cap);
+    rc = n < cap ? MCDC_OK
+                 : mcdc_error_set(err, MCDC_E_LIMIT, "the status needs %zu bytes, not %zu", n + 1,
+                                  cap);
     if (rc == MCDC_OK) memcpy(out, text, n + 1);
     free(text);
     return rc;
@@ -1317,16 +1321,19 @@ static void release_run(mcdc_backfill *b) {
 int mcdc_backfill_run(mcdc_backfill *b, mcdc_backfill_status *status, mcdc_error *err) {
     if (b == NULL || status == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_backfill_run: a NULL argument");
+    int rc = mcdc_result_check(MCDC_RESULT_BACKFILL, status, "mcdc_backfill_run", err);
+    if (rc) return rc;
     mcdc_job_scope host = mcdc_job_enter(mcdc_runtime_acct_or_bound(b->cfg.runtime), &b->sink);
     mcdc_runtime_job_started(b->ctx.metrics);
     memset(&b->st, 0, sizeof b->st);
+    b->st.size = sizeof b->st;
     b->st.chunks_total = -1;
     b->t0_us = mcdc_monotonic_us();
     const char *iso = b->cfg.isolation;
     b->iso = iso == NULL ? MCDC_ISO_OPTION
              : mcdc_str_ieq(iso, "snapshot") ? MCDC_ISO_SNAPSHOT : MCDC_ISO_READ_COMMITTED;
     bool go = false;
-    int rc = mcdc_ctx_progress_create(&b->ctx.progress, &b->ctx, "backfill", err);
+    rc = mcdc_ctx_progress_create(&b->ctx.progress, &b->ctx, "backfill", err);
     if (rc == MCDC_OK) rc = prepare(b, &go, err);
     if (rc == MCDC_OK && go && b->plan == NULL) {
         bool paused;
@@ -1364,7 +1371,7 @@ int mcdc_backfill_run(mcdc_backfill *b, mcdc_backfill_status *status, mcdc_error
                        "stopped by --max-waves, --max-seconds or a stop request: run again");
         }
     }
-    *status = b->st;
+    mcdc_result_out(MCDC_RESULT_BACKFILL, status, &b->st);
     release_run(b);
     mcdc_progress_end(b->ctx.progress);
     b->ctx.progress = NULL;

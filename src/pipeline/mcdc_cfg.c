@@ -147,6 +147,76 @@ int mcdc_cfg_copy(void *out, size_t out_size, mcdc_cfg_kind kind, const void *cf
     return MCDC_OK;
 }
 
+/* ---- sized results ---------------------------------------------------------------- */
+
+typedef struct {
+    const char *name;   /* the C type, for messages */
+    size_t size;        /* sizeof the newest layout */
+    size_t first;       /* the bytes of the first sized version's fields (API version 6) */
+} result_layout;
+
+#define FIELD_END(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
+
+/* A field added to a result is appended; its first version's end stays. */
+static const result_layout RESULTS[MCDC_RESULT_KINDS] = {
+    [MCDC_RESULT_APPLY] = {"mcdc_apply_result", sizeof(mcdc_apply_result),
+                           FIELD_END(mcdc_apply_result, snapshot_wave)},
+    [MCDC_RESULT_BACKFILL] = {"mcdc_backfill_status", sizeof(mcdc_backfill_status),
+                              FIELD_END(mcdc_backfill_status, reason)},
+    [MCDC_RESULT_RECONCILE] = {"mcdc_reconcile_result", sizeof(mcdc_reconcile_result),
+                               FIELD_END(mcdc_reconcile_result, rechecks)},
+    [MCDC_RESULT_REPAIR] = {"mcdc_repair_result", sizeof(mcdc_repair_result),
+                            FIELD_END(mcdc_repair_result, already)},
+};
+
+/* Every result starts with its size_t size. */
+_Static_assert(offsetof(mcdc_apply_result, size) == 0 &&
+                   offsetof(mcdc_backfill_status, size) == 0 &&
+                   offsetof(mcdc_reconcile_result, size) == 0 &&
+                   offsetof(mcdc_repair_result, size) == 0,
+               "a result's size is its first field");
+
+static size_t result_size(const void *caller) {
+    size_t n;
+    memcpy(&n, caller, sizeof n);
+    return n;
+}
+
+int mcdc_result_check(mcdc_result_kind kind, const void *caller, const char *what,
+                      mcdc_error *err) {
+    MCDC_ASSERT(kind >= 0 && kind < MCDC_RESULT_KINDS && caller != NULL);
+    const result_layout *l = &RESULTS[kind];
+    size_t n = result_size(caller);
+    if (n < l->first)
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "%s: the %s's size is %zu, below the %zu bytes of its first "
+                              "version: set its size field to sizeof(%s) before the call",
+                              what, l->name, n, l->first, l->name);
+    return MCDC_OK;
+}
+
+void mcdc_result_out(mcdc_result_kind kind, void *caller, const void *full) {
+    MCDC_ASSERT(kind >= 0 && kind < MCDC_RESULT_KINDS && caller != NULL && full != NULL);
+    const result_layout *l = &RESULTS[kind];
+    size_t n = result_size(caller);
+    MCDC_ASSERT(n >= l->first);
+    if (n > l->size) n = l->size;
+    memcpy((char *)caller + sizeof n, (const char *)full + sizeof n, n - sizeof n);
+}
+
+int mcdc_result_in(mcdc_result_kind kind, void *full, const void *caller, const char *what,
+                   mcdc_error *err) {
+    int rc = mcdc_result_check(kind, caller, what, err);
+    if (rc) return rc;
+    const result_layout *l = &RESULTS[kind];
+    size_t n = result_size(caller);
+    if (n > l->size) n = l->size;
+    memset(full, 0, l->size);
+    memcpy(full, caller, n);
+    memcpy(full, &l->size, sizeof l->size);
+    return MCDC_OK;
+}
+
 /* The defaults of version, its bytes only. */
 static int cfg_init(void *out, mcdc_cfg_kind kind, int version, mcdc_error *err) {
     const cfg_layout *l = &LAYOUTS[kind];

@@ -1016,6 +1016,8 @@ static int chunk_checks(mcdc_reconcile *r, mcdc_error *err) {
 int mcdc_reconcile_run(mcdc_reconcile *r, mcdc_reconcile_result *result, mcdc_error *err) {
     if (r == NULL || result == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_reconcile_run: a NULL argument");
+    int rc = mcdc_result_check(MCDC_RESULT_RECONCILE, result, "mcdc_reconcile_run", err);
+    if (rc) return rc;
     mcdc_job_scope host = mcdc_job_enter(mcdc_runtime_acct_or_bound(r->cfg.runtime), &r->sink);
     mcdc_runtime_job_started(r->ctx.metrics);
     diffs_clear(r);
@@ -1027,6 +1029,8 @@ int mcdc_reconcile_run(mcdc_reconcile *r, mcdc_reconcile_result *result, mcdc_er
     r->round = 0;
     r->keys_equal = 0;
     memset(&r->res, 0, sizeof r->res);
+    r->res.size = sizeof r->res;
+    r->res.repair.size = sizeof r->res.repair;
     r->res.silver_version = -1;
     mcdc_uuid4(r->res.run_id);
     r->run_at_us = mcdc_now_utc_us();
@@ -1034,7 +1038,7 @@ int mcdc_reconcile_run(mcdc_reconcile *r, mcdc_reconcile_result *result, mcdc_er
     r->silver_lsn[0] = r->source_lsn[0] = r->read_lsn[0] = 0;
     rec_keyset moved = {0};
     mcdc_batch *report = NULL;
-    int rc = mcdc_ctx_progress_create(&r->ctx.progress, &r->ctx, "reconcile", err);
+    rc = mcdc_ctx_progress_create(&r->ctx.progress, &r->ctx, "reconcile", err);
     if (rc == MCDC_OK) rc = open_tables(r, err);
     if (rc == MCDC_OK) rc = resolve_source(r, err);
     if (rc == MCDC_OK && r->cfg.repair && r->report) {
@@ -1086,11 +1090,7 @@ int mcdc_reconcile_run(mcdc_reconcile *r, mcdc_reconcile_result *result, mcdc_er
         r->res.has_silver_lsn = first->has_e;
         snprintf(r->res.silver_lsn, sizeof r->res.silver_lsn, "%s", first->silver_lsn);
         snprintf(r->res.source_lsn, sizeof r->res.source_lsn, "%s", first->bucket_lsn);
-        /* an older caller's result ends before the fields of later versions */
-        memcpy(result, &r->res,
-               r->cfg.version >= 3   ? sizeof *result
-               : r->cfg.version == 2 ? offsetof(mcdc_reconcile_result, duplicate_target)
-                                     : offsetof(mcdc_reconcile_result, repaired));
+        mcdc_result_out(MCDC_RESULT_RECONCILE, result, &r->res);
     }
     if (rc && rc != MCDC_E_CANCELLED) mcdc_error_wrap(err, "reconcile of %s", r->cfg.silver);
     mcdc_batch_free(report);
@@ -1108,8 +1108,12 @@ const char *const *mcdc_reconcile_keys(const mcdc_reconcile *r, int32_t *n) {
     return r ? (const char *const *)r->keys : NULL;
 }
 
-bool mcdc_reconcile_differs(const mcdc_reconcile_result *r) {
-    if (r == NULL) return false;
+bool mcdc_reconcile_differs(const mcdc_reconcile_result *given) {
+    mcdc_reconcile_result full;
+    if (given == NULL ||
+        mcdc_result_in(MCDC_RESULT_RECONCILE, &full, given, "mcdc_reconcile_differs", NULL))
+        return false;
+    const mcdc_reconcile_result *r = &full;
     if (r->mismatch > 0 || r->duplicate_target > 0) return true;
     for (int f = 0; f < MCDC_RECONCILE_FAILURE_COUNT; f++)
         if (f != MCDC_RECONCILE_IN_FLIGHT && r->failures[f] > 0) return true;
@@ -1148,10 +1152,14 @@ void mcdc_reconcile_free(mcdc_reconcile *r) {
     mcdc_free(r);
 }
 
-int mcdc_reconcile_result_json(char *out, size_t cap, const mcdc_reconcile_result *r,
+int mcdc_reconcile_result_json(char *out, size_t cap, const mcdc_reconcile_result *given,
                                mcdc_error *err) {
-    if (out == NULL || r == NULL)
+    if (out == NULL || given == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_reconcile_result_json: a NULL argument");
+    mcdc_reconcile_result full;
+    int rc = mcdc_result_in(MCDC_RESULT_RECONCILE, &full, given, "mcdc_reconcile_result_json", err);
+    if (rc) return rc;
+    const mcdc_reconcile_result *r = &full;
     char lsn[32] = "null", fail[640] = "";
     if (r->has_silver_lsn) snprintf(lsn, sizeof lsn, "\"%.22s\"", r->silver_lsn);
     size_t n = 0;
@@ -1178,7 +1186,9 @@ int mcdc_reconcile_result_json(char *out, size_t cap, const mcdc_reconcile_resul
     if (r->repaired) {
         /* ...,"rechecks":n} -> ...,"rechecks":n,"repair":{...}} */
         char rj[MCDC_REPAIR_RESULT_JSON_SIZE];
-        int rc = mcdc_repair_result_json(rj, sizeof rj, &r->repair, err);
+        mcdc_repair_result rp = r->repair; /* inside the result: its layout's size */
+        rp.size = sizeof rp;
+        rc = mcdc_repair_result_json(rj, sizeof rj, &rp, err);
         if (rc) return rc;
         int k = snprintf(out + w - 1, cap - (size_t)w + 1, ",\"repair\":%s}", rj);
         if (k < 0 || (size_t)k >= cap - (size_t)w + 1)

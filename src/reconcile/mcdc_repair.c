@@ -602,6 +602,7 @@ int mcdc_repair_keys(const mcdc_ctx *ctx, const mcdc_opts *opts, const char *bro
     if (res == NULL || bronze == NULL || facts_table == NULL || (n > 0 && keys_json == NULL))
         return mcdc_error_set(err, MCDC_E_INVALID, "repair needs bronze, the facts table and the keys");
     memset(res, 0, sizeof *res);
+    res->size = sizeof *res;
     res->bronze_version = -1;
     int rc = mcdc_repair_run_id_check(run_id, err);
     if (rc) return rc;
@@ -824,11 +825,11 @@ static void log_to_host(void *user, mcdc_log_level level, const char *msg) {
     else mcdc_log_stderr(level, msg);
 }
 
+/* Fills *result, the library's own (the caller's gets what its size holds). */
 static int repair_job(const mcdc_opts *opts, const mcdc_repair_cfg *cfg,
                       mcdc_repair_result *result, mcdc_job_entry *metrics, mcdc_error *err) {
-    if (cfg == NULL || result == NULL)
-        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_repair_run: a NULL argument");
     memset(result, 0, sizeof *result);
+    result->size = sizeof *result;
     result->bronze_version = -1;
     /* the caller's version's fields, the defaults after them */
     mcdc_repair_cfg given;
@@ -876,19 +877,30 @@ static int repair_job(const mcdc_opts *opts, const mcdc_repair_cfg *cfg,
 /* Run with its runtime's accounting bound (mcdc_runtime.h). */
 int mcdc_repair_run(const mcdc_opts *opts, const mcdc_repair_cfg *cfg, mcdc_repair_result *result,
                     mcdc_error *err) {
+    if (cfg == NULL || result == NULL)
+        return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_repair_run: a NULL argument");
+    int rc = mcdc_result_check(MCDC_RESULT_REPAIR, result, "mcdc_repair_run", err);
+    if (rc) return rc;
     size_t at = offsetof(mcdc_repair_cfg, runtime);
     mcdc_job_scope host = mcdc_runtime_enter_cfg(MCDC_CFG_REPAIR, cfg, at);
     mcdc_job_entry *metrics = mcdc_runtime_job_join_cfg(MCDC_CFG_REPAIR, cfg, at, "repair",
                                                         offsetof(mcdc_repair_cfg, bronze));
-    int rc = repair_job(opts, cfg, result, metrics, err);
+    mcdc_repair_result res;
+    rc = repair_job(opts, cfg, &res, metrics, err);
+    mcdc_result_out(MCDC_RESULT_REPAIR, result, &res);
     mcdc_runtime_job_leave(metrics);
     mcdc_job_leave(host);
     return rc;
 }
 
-int mcdc_repair_result_json(char *out, size_t cap, const mcdc_repair_result *r, mcdc_error *err) {
-    if (out == NULL || r == NULL)
+int mcdc_repair_result_json(char *out, size_t cap, const mcdc_repair_result *given,
+                            mcdc_error *err) {
+    if (out == NULL || given == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_repair_result_json: a NULL argument");
+    mcdc_repair_result full;
+    int rc = mcdc_result_in(MCDC_RESULT_REPAIR, &full, given, "mcdc_repair_result_json", err);
+    if (rc) return rc;
+    const mcdc_repair_result *r = &full;
     char ts[MCDC_TS_TEXT_SIZE + 2] = "null";
     if (r->has_commit_ts) {
         char t[32];

@@ -370,9 +370,12 @@ int mcdc_apply_run(mcdc_apply *a, mcdc_apply_fn fn, void *ctx, mcdc_apply_result
                    mcdc_error *err) {
     if (a == NULL || result == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_apply_run: a NULL argument");
+    int rc = mcdc_result_check(MCDC_RESULT_APPLY, result, "mcdc_apply_run", err);
+    if (rc) return rc;
     mcdc_job_scope host = mcdc_job_enter(mcdc_runtime_acct_or_bound(a->cfg.runtime), &a->sink);
     mcdc_runtime_job_started(a->ctx.metrics);
     memset(&a->res, 0, sizeof a->res);
+    a->res.size = sizeof a->res;
     a->res.silver_version = -1;
     a->res.snapshot_wave = -1;
     a->fn = fn;
@@ -380,7 +383,7 @@ int mcdc_apply_run(mcdc_apply *a, mcdc_apply_fn fn, void *ctx, mcdc_apply_result
     a->fresh_passes = 0;
     a->mem_unit = -1;
     a->has_fin = false;
-    int rc = mcdc_ctx_progress_create(&a->ctx.progress, &a->ctx, "apply", err);
+    rc = mcdc_ctx_progress_create(&a->ctx.progress, &a->ctx, "apply", err);
     if (rc == MCDC_OK) rc = open_tables(a, err);
     if (rc == MCDC_OK) rc = resolve_source(a, err);
     if (rc == MCDC_OK && a->facts == NULL && !a->warned_no_facts) {
@@ -417,7 +420,7 @@ int mcdc_apply_run(mcdc_apply *a, mcdc_apply_fn fn, void *ctx, mcdc_apply_result
         int64_t ver;
         if (mcdc_table_version(a->silver, &ver, NULL) == MCDC_OK) a->res.silver_version = ver;
     }
-    *result = a->res;
+    mcdc_result_out(MCDC_RESULT_APPLY, result, &a->res);
     if (rc && rc != MCDC_E_CANCELLED) mcdc_error_wrap(err, "apply into %s", a->cfg.target);
     close_run(a);
     mcdc_progress_end(a->ctx.progress);
@@ -452,9 +455,14 @@ void mcdc_apply_free(mcdc_apply *a) {
     mcdc_free(a);
 }
 
-int mcdc_apply_result_json(char *out, size_t cap, const mcdc_apply_result *r, mcdc_error *err) {
-    if (out == NULL || r == NULL)
+int mcdc_apply_result_json(char *out, size_t cap, const mcdc_apply_result *given,
+                           mcdc_error *err) {
+    if (out == NULL || given == NULL)
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_apply_result_json: a NULL argument");
+    mcdc_apply_result full;
+    int rc = mcdc_result_in(MCDC_RESULT_APPLY, &full, given, "mcdc_apply_result_json", err);
+    if (rc) return rc;
+    const mcdc_apply_result *r = &full;
     char fin[MCDC_TS_TEXT_SIZE + 2] = "null";
     if (r->has_finalized_until) {
         char t[MCDC_TS_TEXT_SIZE];

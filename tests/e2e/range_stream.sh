@@ -31,8 +31,8 @@ if out=$(make -s --no-print-directory BUILD="$BUILD" install PREFIX="$P" 2>&1); 
   for f in include/mssqlcdc.h lib/libmssqlcdc.a "lib/libmssqlcdc.so.$ver" lib/pkgconfig/mssqlcdc.pc; do
     [ -f "$P/$f" ] || missing="$missing $f"
   done
-  [ "$(readlink "$P/lib/libmssqlcdc.so.0")" = "libmssqlcdc.so.$ver" ] || missing="$missing libmssqlcdc.so.0"
-  [ "$(readlink "$P/lib/libmssqlcdc.so")" = "libmssqlcdc.so.0" ] || missing="$missing libmssqlcdc.so"
+  [ "$(readlink "$P/lib/libmssqlcdc.so.1")" = "libmssqlcdc.so.$ver" ] || missing="$missing libmssqlcdc.so.1"
+  [ "$(readlink "$P/lib/libmssqlcdc.so")" = "libmssqlcdc.so.1" ] || missing="$missing libmssqlcdc.so"
   if [ -z "$missing" ]; then ok "make install PREFIX: header, .a, .so.$ver with its links, mssqlcdc.pc"
   else ko "make install PREFIX: header, .a, .so with its links, mssqlcdc.pc" "missing:$missing"; fi
 else
@@ -61,8 +61,8 @@ else ko "a program builds with only pkg-config --cflags --libs mssqlcdc" "$(cat 
   echo "$pass passed, $fail failed"; exit 1; fi
 export LD_LIBRARY_PATH=$P/lib
 deps=$(ldd "$RR" 2>&1)
-if grep -qF "$P/lib/libmssqlcdc.so.0" <<<"$deps"; then ok "it runs on the installed libmssqlcdc.so.0"
-else ko "it runs on the installed libmssqlcdc.so.0" "$deps"; fi
+if grep -qF "$P/lib/libmssqlcdc.so.1" <<<"$deps"; then ok "it runs on the installed libmssqlcdc.so.1"
+else ko "it runs on the installed libmssqlcdc.so.1" "$deps"; fi
 
 # ---- the simulator and a change table --------------------------------------------
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -141,7 +141,7 @@ if [ $? -eq 2 ] && grep -q '^ERROR ValueError: invalid range token: its check do
 else ko "C: an altered token" "$out"; fi
 
 # ---- the same through pyarrow ---------------------------------------------------------
-out=$("$PY" tests/e2e/range_arrow.py "$P/lib/libmssqlcdc.so.0" "$CS" "$PORT" "$PW" dbo_orders \
+out=$("$PY" tests/e2e/range_arrow.py "$P/lib/libmssqlcdc.so.1" "$CS" "$PORT" "$PW" dbo_orders \
       "$TMP/tokens.txt" "$TMP/c_rows_" 2>&1)
 echo "$out"
 p=$(grep -c '^ok ' <<<"$out") f=$(grep -c '^FAIL ' <<<"$out")

@@ -20,6 +20,7 @@ _spec.loader.exec_module(_cfg)
 Error, StreamCfg, SnapshotCfg, SeedCfg, BackfillCfg, ApplyCfg, ReconcileCfg, RepairCfg = (
     _cfg.Error, _cfg.StreamCfg, _cfg.SnapshotCfg, _cfg.SeedCfg, _cfg.BackfillCfg, _cfg.ApplyCfg,
     _cfg.ReconcileCfg, _cfg.RepairCfg)
+RuntimeCfg = _cfg.RuntimeCfg
 c_int, c_char_p, c_void_p = ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p
 
 MCDC_E_INVALID = -1
@@ -48,6 +49,8 @@ CONFIGS = {
                   {"sample": -1.0, "bucket_rows": 0, "log_level": LOG_WARN, "repair": False,
                    "settle_seconds": 0}),
     "repair": (RepairCfg, 3, ["stop", "runtime"], {"log_level": LOG_WARN, "n_keys": 0}),
+    "runtime": (RuntimeCfg, 1, [], {"connections_max": 0, "encoder_threads_max": 0,
+                                    "memory_bytes_max": 0, "probe_interval_ms": 0}),
 }
 
 

@@ -104,7 +104,7 @@ out({"trigger": trigger, "file": mssql_cdc.__file__, "loaded_at_import": loaded_
     r, _ = run_py(venv, code)
     assert r["file"].startswith(venv["purelib"]) and not r["file"].startswith(ROOT), r
     assert not r["loaded_at_import"]
-    assert r["path"] == os.path.join(venv["purelib"], "mssql_cdc", "libmssqlcdc.so.0"), r
+    assert r["path"] == os.path.join(venv["purelib"], "mssql_cdc", "libmssqlcdc.so.1"), r
     header = open(os.path.join(ROOT, "include", "mssqlcdc.h")).read()
     assert f'#define MCDC_VERSION_STRING "{r["version"]}"' in header
     assert "unknown option 'connectionStrin'" in r["unknown"] and "connectionString" in r["unknown"]

@@ -62,7 +62,7 @@ def test_the_wheel_runs_in_a_clean_venv_on_the_libraries_it_carries(python_wheel
     r = json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")][-1][7:])
     pkg = os.path.join(env["purelib"], "mssql_cdc")
     assert r["file"] == os.path.join(pkg, "__init__.py") and not r["file"].startswith(ROOT)
-    assert r["path"] == os.path.join(pkg, "libmssqlcdc.so.0")
+    assert r["path"] == os.path.join(pkg, "libmssqlcdc.so.1")
     assert r["rows"] == 7
     # nothing of .venv's on the path but the folder holding pyarrow
     assert not [d for d in r["sys_path"] if ".venv" in d or "/work/main" in d], r["sys_path"]

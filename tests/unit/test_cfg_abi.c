@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -175,7 +176,7 @@ static int seed_call(const void *cfg, void *user) {
 static int repair_call(const void *cfg, void *user) {
     (void)user;
     mcdc_opts *o = source_opts();
-    mcdc_repair_result res;
+    mcdc_repair_result res = {.size = sizeof res};
     mcdc_error e = MCDC_ERROR_INIT;
     int rc = mcdc_repair_run(o, cfg, &res, &e);
     mcdc_opts_free(o);
@@ -520,4 +521,182 @@ TEST(cfg_test_hooks_are_set_on_the_options_and_checked) {
     CHECK_EQ_STR(ctx.crash_at, "");
     mcdc_opts_free(c);
     mcdc_opts_free(o);
+}
+
+/* ---- results that carry their size ------------------------------------------------ */
+
+/* The bytes of each result's first sized version (MCDC_API_VERSION 6): up to
+ * the end of its last field, trailing padding left out. */
+#define END_OF(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
+#define APPLY_FIRST END_OF(mcdc_apply_result, snapshot_wave)
+#define BACKFILL_FIRST END_OF(mcdc_backfill_status, reason)
+#define RECONCILE_FIRST END_OF(mcdc_reconcile_result, rechecks)
+#define REPAIR_FIRST END_OF(mcdc_repair_result, already)
+
+/* A zeroed result of sizeof bytes whose size says n. */
+#define SIZED(var, type, n) \
+    type var;               \
+    memset(&var, 0, sizeof var); \
+    var.size = (n)
+
+static int apply_json_call(const void *res, void *user) {
+    (void)user;
+    char out[MCDC_APPLY_RESULT_JSON_SIZE];
+    return mcdc_apply_result_json(out, sizeof out, res, NULL);
+}
+
+static int backfill_json_call(const void *res, void *user) {
+    (void)user;
+    char out[MCDC_BACKFILL_STATUS_JSON_SIZE];
+    return mcdc_backfill_status_json(out, sizeof out, res, NULL);
+}
+
+static int reconcile_json_call(const void *res, void *user) {
+    (void)user;
+    char out[MCDC_RECONCILE_RESULT_JSON_SIZE];
+    int rc = mcdc_reconcile_result_json(out, sizeof out, res, NULL);
+    /* differs reads the same bytes: a mismatch set in them counts */
+    return rc == MCDC_OK && !mcdc_reconcile_differs(res) ? -100 : rc;
+}
+
+static int repair_json_call(const void *res, void *user) {
+    (void)user;
+    char out[MCDC_REPAIR_RESULT_JSON_SIZE];
+    return mcdc_repair_result_json(out, sizeof out, res, NULL);
+}
+
+TEST(results_are_read_to_the_size_their_caller_set_and_no_further) {
+    /* each placed so that its first version's last byte is the last readable one */
+    SIZED(ap, mcdc_apply_result, APPLY_FIRST);
+    CHECK(run_guarded("apply result", &ap, APPLY_FIRST, apply_json_call, NULL, MCDC_OK));
+    SIZED(bf, mcdc_backfill_status, BACKFILL_FIRST);
+    CHECK(run_guarded("backfill status", &bf, BACKFILL_FIRST, backfill_json_call, NULL, MCDC_OK));
+    SIZED(rc, mcdc_reconcile_result, RECONCILE_FIRST);
+    rc.mismatch = 1;
+    CHECK(run_guarded("reconcile result", &rc, RECONCILE_FIRST, reconcile_json_call, NULL,
+                      MCDC_OK));
+    SIZED(rp, mcdc_repair_result, REPAIR_FIRST);
+    CHECK(run_guarded("repair result", &rp, REPAIR_FIRST, repair_json_call, NULL, MCDC_OK));
+    /* a size below the first version's is refused, naming the struct and what to set */
+    mcdc_error e = MCDC_ERROR_INIT;
+    char out[MCDC_BACKFILL_STATUS_JSON_SIZE];
+    ap.size = APPLY_FIRST - 1;
+    CHECK_EQ_INT(mcdc_apply_result_json(out, sizeof out, &ap, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "sizeof(mcdc_apply_result)") != NULL);
+    bf.size = 0; /* a caller that never set it */
+    CHECK_EQ_INT(mcdc_backfill_status_json(out, sizeof out, &bf, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "mcdc_backfill_status's size is 0") != NULL);
+    rp.size = sizeof rp - sizeof(int64_t);
+    CHECK_EQ_INT(mcdc_repair_result_json(out, sizeof out, &rp, &e), MCDC_E_INVALID);
+    rc.size = 8;
+    CHECK_EQ_INT(mcdc_reconcile_result_json(out, sizeof out, &rc, &e), MCDC_E_INVALID);
+    CHECK(!mcdc_reconcile_differs(&rc)); /* it says nothing it cannot read */
+    rc.size = sizeof rc;
+    CHECK(mcdc_reconcile_differs(&rc));
+}
+
+/* A repair that fails on its config (no bronze) after its size is checked:
+ * its result is written, the caller's size kept. */
+static int repair_fill_call(const void *res, void *user) {
+    (void)user;
+    mcdc_opts *o = source_opts();
+    mcdc_repair_cfg cfg = MCDC_REPAIR_CFG_INIT;
+    const char *keys[] = {"{\"id\": 1}"};
+    cfg.keys_json = keys;
+    cfg.n_keys = 1;
+    mcdc_error e = MCDC_ERROR_INIT;
+    int rc = mcdc_repair_run(o, &cfg, (mcdc_repair_result *)res, &e);
+    mcdc_opts_free(o);
+    /* read by memcpy: a struct ending at a page's end may be unaligned */
+    mcdc_repair_result r;
+    memcpy(&r, res, REPAIR_FIRST);
+    if (rc == MCDC_E_INVALID && (r.size != REPAIR_FIRST || r.bronze_version != -1)) return -100;
+    return rc;
+}
+
+TEST(results_are_written_to_the_size_their_caller_set_and_no_further) {
+    SIZED(rp, mcdc_repair_result, REPAIR_FIRST);
+    rp.bronze_version = 5;
+    CHECK(run_guarded("repair run", &rp, REPAIR_FIRST, repair_fill_call, NULL, MCDC_E_INVALID));
+    /* a caller of a newer header, whose result is longer: the bytes past the
+     * library's struct are left as they were, and its size as it set it */
+    union {
+        mcdc_repair_result r;
+        unsigned char b[sizeof(mcdc_repair_result) + 64];
+    } big;
+    memset(&big, 0xA5, sizeof big);
+    big.r.size = sizeof big;
+    mcdc_opts *o = source_opts();
+    mcdc_repair_cfg cfg = MCDC_REPAIR_CFG_INIT;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_repair_run(o, &cfg, &big.r, &e), MCDC_E_INVALID);
+    CHECK_EQ_INT(big.r.size, sizeof big);
+    CHECK_EQ_INT(big.r.bronze_version, -1);
+    CHECK_EQ_INT(big.r.keys, 0);
+    size_t past = 0;
+    for (size_t i = sizeof(mcdc_repair_result); i < sizeof big; i++) past += big.b[i] != 0xA5;
+    CHECK_EQ_INT(past, 0);
+    /* too small: refused before the job, the struct untouched */
+    mcdc_repair_result small;
+    memset(&small, 0x5A, sizeof small);
+    small.size = REPAIR_FIRST - 1;
+    CHECK_EQ_INT(mcdc_repair_run(o, &cfg, &small, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "mcdc_repair_run") != NULL &&
+          strstr(e.message, "sizeof(mcdc_repair_result)") != NULL);
+    CHECK_EQ_INT(small.keys, 0x5A5A5A5A5A5A5A5A);
+    mcdc_opts_free(o);
+}
+
+TEST(jobs_refuse_a_result_too_small_before_they_read_or_write) {
+    cfg_env v;
+    env_init(&v);
+    CHECK(v.dir[0] != 0);
+    mcdc_error e = MCDC_ERROR_INIT;
+    /* apply: the control table and silver are not created */
+    mcdc_apply_cfg ac = MCDC_APPLY_CFG_INIT;
+    char silver[160];
+    snprintf(silver, sizeof silver, "%s/silver", v.dir);
+    ac.bronze = v.target;
+    ac.target = silver;
+    ac.control_table = v.control;
+    const char *keys[] = {"id"};
+    ac.keys = keys;
+    ac.n_keys = 1;
+    ac.capture_instance = "dbo_t";
+    mcdc_apply *a = NULL;
+    CHECK_EQ_INT(mcdc_apply_create(&a, NULL, &ac, &e), MCDC_OK);
+    mcdc_apply_result ar = {.size = 0};
+    CHECK_EQ_INT(mcdc_apply_run(a, NULL, NULL, &ar, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "mcdc_apply_run") != NULL);
+    mcdc_apply_free(a);
+    /* reconcile: no connection is tried (the options name no reachable server) */
+    mcdc_opts *o = source_opts();
+    mcdc_reconcile_cfg rc = MCDC_RECONCILE_CFG_INIT;
+    rc.silver = silver;
+    rc.bronze = v.target;
+    rc.control_table = v.control;
+    mcdc_reconcile *r = NULL;
+    CHECK_EQ_INT(mcdc_reconcile_create(&r, o, &rc, &e), MCDC_OK);
+    mcdc_reconcile_result rr = {.size = RECONCILE_FIRST - 1};
+    CHECK_EQ_INT(mcdc_reconcile_run(r, &rr, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "mcdc_reconcile_run") != NULL);
+    CHECK(rr.run_id[0] == 0);
+    mcdc_reconcile_free(r);
+    /* backfill */
+    mcdc_backfill_cfg bc = MCDC_BACKFILL_CFG_INIT;
+    bc.target = v.target;
+    bc.app_id = "a";
+    bc.facts_table = v.facts;
+    mcdc_backfill *b = NULL;
+    CHECK_EQ_INT(mcdc_backfill_create(&b, o, &bc, &e), MCDC_OK);
+    mcdc_backfill_status bs = {.size = 1};
+    CHECK_EQ_INT(mcdc_backfill_run(b, &bs, &e), MCDC_E_INVALID);
+    CHECK(strstr(e.message, "mcdc_backfill_run") != NULL);
+    mcdc_backfill_free(b);
+    mcdc_opts_free(o);
+    /* nothing was written */
+    struct stat st;
+    CHECK(stat(silver, &st) != 0 && stat(v.control, &st) != 0 && stat(v.target, &st) != 0 &&
+          stat(v.facts, &st) != 0);
+    env_free(&v);
 }

@@ -109,6 +109,7 @@ TEST(reconcile_failure_types_and_names) {
     /* differs: a MISMATCH or any failure but IN_FLIGHT */
     mcdc_reconcile_result r;
     memset(&r, 0, sizeof r);
+    r.size = sizeof r;
     r.in_flight = 3;
     r.failures[MCDC_RECONCILE_IN_FLIGHT] = 5;
     CHECK(!mcdc_reconcile_differs(&r));
@@ -384,6 +385,7 @@ TEST(reconcile_api_refuses_bad_configs_and_prints_the_result) {
     /* the JSON: the reference's keys first, failures by type */
     mcdc_reconcile_result res;
     memset(&res, 0, sizeof res);
+    res.size = sizeof res;
     snprintf(res.run_id, sizeof res.run_id, "0b7c6c36-7c4c-4b5e-9d4e-1a2b3c4d5e6f");
     snprintf(res.source_lsn, sizeof res.source_lsn, "0x00000010000000100001");
     res.silver_version = 4;

@@ -410,7 +410,7 @@ TEST(runtime_snapshot_seed_and_repair_run_in_their_runtime) {
     pc.keys_json = keys;
     pc.n_keys = 1;
     pc.runtime = rt;
-    mcdc_repair_result res;
+    mcdc_repair_result res = {.size = sizeof res};
     mcdc_runtime_fail_alloc_at(rt, 1);
     CHECK_EQ_INT(mcdc_repair_run(o, &pc, &res, &e), MCDC_E_NOMEM);
 

@@ -1988,7 +1988,7 @@ TEST(silver_apply_ranks_every_kind_of_change_and_takes_new_columns) {
         {4, 1, 2, 1, INT32_MIN, "n1"}, {5, 1, 4, 1, INT32_MIN, "n2"},
     };
     append_bronze(bronze, first, (int)(sizeof first / sizeof first[0]), NULL);
-    mcdc_apply_result r;
+    mcdc_apply_result r = {.size = sizeof r};
     mcdc_error e = MCDC_ERROR_INIT;
     CHECK_EQ_INT(run_apply(dir, false, &r, &e), MCDC_OK);
     CHECK(r.bronze_found && r.rebuilt && r.has_applied_lsn);
@@ -2059,7 +2059,7 @@ TEST(silver_apply_refuses_what_it_cannot_apply) {
     snprintf(bronze, sizeof bronze, "%s/bronze", dir);
     const brow rows[] = {{1, 1, 2, 1, 1, "a"}};
     append_bronze(bronze, rows, 1, NULL);
-    mcdc_apply_result r;
+    mcdc_apply_result r = {.size = sizeof r};
     CHECK_EQ_INT(run_apply(dir, false, &r, &e), MCDC_OK);
     char silver[600], control[600];
     snprintf(silver, sizeof silver, "%s/silver", dir);
@@ -2311,7 +2311,7 @@ TEST(silver_history_keeps_a_version_per_change_and_closes_deleted_keys) {
         {7, 2, 1, 1, 4, "d3"}, {7, 3, 2, 2, 4, "d3"},
     };
     append_bronze(bronze, first, (int)(sizeof first / sizeof first[0]), NULL);
-    mcdc_apply_result r;
+    mcdc_apply_result r = {.size = sizeof r};
     mcdc_error e = MCDC_ERROR_INIT;
     CHECK_EQ_INT(run_apply_scd(dir, false, 2, NULL, 0, &r, &e), MCDC_OK);
     CHECK_EQ_STR(r.applied_lsn, "0x00000000000000000007");
@@ -2358,7 +2358,7 @@ TEST(silver_history_refuses_another_type_and_bad_columns) {
     snprintf(bronze, sizeof bronze, "%s/bronze", dir);
     const brow rows[] = {{1, 1, 2, 1, 1, "a"}};
     append_bronze(bronze, rows, 1, NULL);
-    mcdc_apply_result r;
+    mcdc_apply_result r = {.size = sizeof r};
     mcdc_error e = MCDC_ERROR_INIT;
     CHECK_EQ_INT(run_apply(dir, false, &r, &e), MCDC_OK); /* a type 1 silver */
     CHECK_EQ_INT(run_apply_scd(dir, false, 2, NULL, 0, &r, &e), MCDC_E_MISMATCH);
@@ -2405,7 +2405,7 @@ TEST(silver_history_tracks_only_the_columns_given) {
         append_bronze(bronze, one, 2, "E1");
         append_bronze(bronze, two, 1, "E2");
         append_bronze(bronze, three, 2, "E2");
-        mcdc_apply_result r;
+        mcdc_apply_result r = {.size = sizeof r};
         mcdc_error e = MCDC_ERROR_INIT;
         CHECK_EQ_INT(run_apply_scd(dir, false, 2, tracked ? track : NULL, tracked, &r, &e), MCDC_OK);
         char text[512];
@@ -2427,7 +2427,7 @@ TEST(silver_history_rebuild_closes_keys_a_newer_snapshot_lacks) {
     const brow first[] = {{1, 1, 2, 1, 1, "a"}, {1, 2, 2, 1, 2, "b"}, {1, 3, 2, 1, 3, "c"},
                           {1, 4, 2, 1, 7, "g"}};
     append_bronze(bronze, first, 4, NULL);
-    mcdc_apply_result r;
+    mcdc_apply_result r = {.size = sizeof r};
     mcdc_error e = MCDC_ERROR_INIT;
     CHECK_EQ_INT(run_apply_scd(dir, false, 2, NULL, 0, &r, &e), MCDC_OK);
     /* changes silver has not applied yet, then a re-snapshot at 10 (1 as it
@@ -2482,7 +2482,7 @@ TEST(silver_history_versions_of_a_key_stay_in_one_file) {
     cfg.scd_type = 2;
     cfg.file_rows = 37;
     mcdc_apply *a = NULL;
-    mcdc_apply_result r;
+    mcdc_apply_result r = {.size = sizeof r};
     mcdc_error e = MCDC_ERROR_INIT;
     CHECK_EQ_INT(mcdc_apply_create(&a, NULL, &cfg, &e), MCDC_OK);
     CHECK_EQ_INT(mcdc_apply_run(a, NULL, NULL, &r, &e), MCDC_OK);
@@ -2548,7 +2548,7 @@ TEST(silver_history_counts_a_transaction_by_its_last_change_across_chunks) {
     rows[n - 1] = (brow){2, 2, 4, 2, 70000, "y"};
     append_bronze(bronze, rows, n, NULL);
     free(rows);
-    mcdc_apply_result r;
+    mcdc_apply_result r = {.size = sizeof r};
     mcdc_error e = MCDC_ERROR_INIT;
     CHECK_EQ_INT(run_apply_scd(dir, false, 2, NULL, 0, &r, &e), MCDC_OK);
     CHECK_EQ_INT(r.inserted, n - 1);
@@ -2861,7 +2861,7 @@ TEST(silver_apply_on_a_remote_silver_needs_a_scratch_dir) {
                           .target = "mem://remote/silver", .control_table = "mem://remote/control",
                           .capture_instance = "dbo_t", .keys = keys, .n_keys = 1,
                           .trigger = MCDC_TRIGGER_ONCE, .log_level = MCDC_LOG_ERROR};
-    mcdc_apply_result r;
+    mcdc_apply_result r = {.size = sizeof r};
     CHECK_EQ_INT(apply_in_store(&cfg, &store, &r, &e), MCDC_E_INVALID);
     CHECK(strstr(e.message, "mem://remote/silver is on an object store") != NULL);
     CHECK(strstr(e.message, "--scratch-dir") != NULL);

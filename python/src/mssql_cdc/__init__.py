@@ -5,7 +5,10 @@ the ``mssql-cdc`` CLI), with the API of the reference library
 Plain Python, no Spark needed: ``read_changes`` and ``read_snapshot`` give
 a ``pyarrow.RecordBatchReader``; ``stream``, ``snapshot``, ``seed``,
 ``backfill``, ``apply_changes``, ``reconcile`` and ``repair`` run the
-library's jobs in this process; ``finalization`` reads and moves verdicts.
+library's jobs in this process, each in a ``Runtime`` when given one
+(``runtime=``: jobs sharing one budget, probe, storage options and metrics
+registry, as ``mssql-cdc serve`` runs them); ``finalization`` reads and
+moves verdicts.
 On Spark, ``register(spark)`` adds the data sources ``mssql_cdc`` (the
 change stream) and ``mssql_cdc_snapshot`` (mssql_cdc.spark).
 
@@ -21,12 +24,14 @@ from .arrow import read_changes, read_snapshot
 
 from .jobs import apply_changes, backfill, reconcile, repair, seed, snapshot
 from .jobs import stream as _jobs_stream
+from ._core import Runtime
 from ._native import library_path, load_library, version as library_version
 from .errors import (CdcPermissionError, CdcRuntimeError, CdcValueError, DataLossError,
                      MssqlCdcError, SchemaChangedError, is_data_loss, is_schema_changed)
 from .types import (ApplyResult, BackfillState, BackfillStatus, BatchReport, Freshness,
-                    Granularity, Isolation, Offset, OnDataLoss, Progress, ReconcileResult,
-                    RepairResult, SnapshotMode, StreamResult)
+                    Granularity, Isolation, JobMetrics, JobProgress, JobState, Offset,
+                    OnDataLoss, Progress, ReconcileResult, RepairResult, RuntimeStats,
+                    SnapshotMode, StreamResult)
 
 __version__ = "0.1.0"
 
@@ -85,8 +90,9 @@ def register(spark) -> None:
 __all__ = [
     "ApplyResult", "BackfillState", "BackfillStatus", "BatchReport", "CdcPermissionError",
     "CdcRuntimeError", "CdcValueError", "DataLossError", "Freshness", "Granularity",
-    "Isolation", "MssqlCdcError", "Offset", "OnDataLoss", "Progress", "ReconcileResult",
-    "RepairResult", "SchemaChangedError", "SnapshotMode", "StreamResult", "apply_changes",
+    "Isolation", "JobMetrics", "JobProgress", "JobState", "MssqlCdcError", "Offset",
+    "OnDataLoss", "Progress", "ReconcileResult", "RepairResult", "Runtime", "RuntimeStats",
+    "SchemaChangedError", "SnapshotMode", "StreamResult", "apply_changes",
     "backfill", "finalization", "is_data_loss", "is_schema_changed", "library_path",
     "library_version", "load_library", "read_changes", "read_snapshot", "reconcile", "register",
     "repair",

@@ -17,7 +17,7 @@ c_int, c_bool, c_double, c_int32, c_int64, c_uint64, c_void_p, c_char_p, c_size_
     ctypes.c_uint64, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t)
 
 # MCDC_API_VERSION of the header these structs were written for.
-API_VERSION = 5
+API_VERSION = 6
 ERROR_MESSAGE_MAX = 1024
 
 # mcdc_log_level
@@ -121,10 +121,44 @@ class RepairCfg(ctypes.Structure):
                 ("log_level", c_int), ("stop", c_void_p), ("runtime", c_void_p)]
 
 
+class RuntimeCfg(ctypes.Structure):
+    VERSION = 1
+    _fields_ = [("version", c_int), ("connections_max", c_int), ("encoder_threads_max", c_int),
+                ("memory_bytes_max", c_int64), ("log_fn", c_void_p), ("log_user", c_void_p),
+                ("probe_interval_ms", c_int64)]
+
+
 # name (mcdc_<name>_cfg_init): struct
 CONFIGS = {"stream": StreamCfg, "snapshot": SnapshotCfg, "seed": SeedCfg,
            "backfill": BackfillCfg, "apply": ApplyCfg, "reconcile": ReconcileCfg,
-           "repair": RepairCfg}
+           "repair": RepairCfg, "runtime": RuntimeCfg}
+
+
+# mcdc_job_metrics (version 1: the fields below; the library fills its own
+# version, which only grows at the end). MCDC_JOB_ERROR_SLOTS slots of errors.
+JOB_ERROR_SLOTS = 32
+
+
+class JobMetrics(ctypes.Structure):
+    VERSION = 1
+    _fields_ = [("version", c_int), ("id", c_int64), ("handle", c_void_p), ("job", c_char_p),
+                ("name", ctypes.c_char * 272), ("state", c_int), ("runs", c_int64),
+                ("rows", c_int64), ("batches", c_int64), ("has_batch", c_bool),
+                ("last_batch_seconds", c_double), ("end_lsn", ctypes.c_char * 24),
+                ("has_end_commit", c_bool), ("end_commit_us", c_int64),
+                ("ingestion_lag_seconds", c_double), ("has_retention_headroom", c_bool),
+                ("retention_headroom_hours", c_double), ("has_verdict", c_bool),
+                ("finalized_until_us", c_int64), ("verdict_moved_us", c_int64),
+                ("errors", c_int64 * JOB_ERROR_SLOTS), ("last_status", c_int),
+                ("last_error", ctypes.c_char * 512), ("progress_active", c_bool),
+                ("progress_job", c_char_p), ("progress_phase", c_char_p),
+                ("progress_rows_done", c_int64), ("progress_rows_total", c_int64),
+                ("progress_parts_done", c_int64), ("progress_parts_total", c_int64)]
+
+
+class RuntimeStats(ctypes.Structure):
+    _fields_ = [("alloc_calls", c_int64), ("live_bytes", c_int64), ("peak_bytes", c_int64),
+                ("probe_rounds", c_int64), ("probe_queries", c_int64)]
 
 
 class Offset(ctypes.Structure):
@@ -172,3 +206,4 @@ class ArrowSchema(ctypes.Structure):
 LOG_FN = ctypes.CFUNCTYPE(None, c_void_p, c_int, c_char_p)
 PROGRESS_FN = ctypes.CFUNCTYPE(None, c_void_p, ctypes.POINTER(Progress))
 REPORT_FN = ctypes.CFUNCTYPE(None, c_void_p, ctypes.POINTER(BatchReport))
+JOB_METRICS_FN = ctypes.CFUNCTYPE(c_int, c_void_p, ctypes.POINTER(JobMetrics))

@@ -22,7 +22,7 @@ from ._cfg import Error, c_bool, c_char_p, c_int, c_int64, c_size_t, c_void_p
 
 # The SONAME's major (libmssqlcdc.so.<major>): another major changed a layout
 # or a signature this package relies on.
-ABI_MAJOR = 0
+ABI_MAJOR = 1
 SONAME = f"libmssqlcdc.so.{ABI_MAJOR}"
 
 _lock = threading.Lock()
@@ -113,6 +113,14 @@ _PROTOTYPES = {
     "mcdc_source_batch_end": (c_int, [c_void_p, c_void_p, c_void_p, ctypes.POINTER(c_bool), _E]),
     "mcdc_source_plan_batch": (c_int, [_VP, c_void_p, c_void_p, c_void_p, c_int, _E]),
     "mcdc_range_plan_events_json": (c_char_p, [c_void_p]),
+    "mcdc_runtime_create": (c_int, [_VP, ctypes.POINTER(_cfg.RuntimeCfg), _E]),
+    "mcdc_runtime_destroy": (None, [c_void_p]),
+    "mcdc_runtime_set_storage_options": (c_int, [c_void_p, c_char_p, ctypes.POINTER(c_char_p),
+                                                 ctypes.POINTER(c_char_p), c_size_t, _E]),
+    "mcdc_runtime_get_stats": (None, [c_void_p, ctypes.POINTER(_cfg.RuntimeStats)]),
+    "mcdc_runtime_metrics": (c_int, [c_void_p, c_void_p, c_void_p]),
+    "mcdc_runtime_job_metrics": (c_bool, [c_void_p, c_void_p, c_void_p]),
+    "mcdc_job_state_name": (c_char_p, [c_int]),
 }
 for _name in _cfg.CONFIGS:
     _PROTOTYPES[f"mcdc_{_name}_cfg_init"] = (c_int, [c_void_p, c_int, _E])

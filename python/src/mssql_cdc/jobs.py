@@ -18,8 +18,8 @@ from typing import Any
 
 from . import _cfg, _native
 from ._cfg import Error
-from ._core import (MCDC_E_CANCELLED, Callbacks, Options, check, iso_ms, log,
-                    offset_dict, parse_time, run_job, text, us_to_datetime)
+from ._core import (MCDC_E_CANCELLED, Callbacks, Options, Runtime, check, iso_ms, log,
+                    offset_dict, parse_time, run_job, runtime_handle, text, us_to_datetime)
 from ._core import granularity as _granularity
 from .errors import raise_error
 from .types import (ApplyResult, BackfillStatus, Offset, ReconcileResult, RepairResult,
@@ -27,6 +27,16 @@ from .types import (ApplyResult, BackfillStatus, Offset, ReconcileResult, Repair
 
 _RESULT_BYTES = 8192  # a result struct's room: larger than any version of one
 _JSON_BYTES = 8192
+
+
+def _result_buffer():
+    """Room for a result the library fills (mcdc_apply_result,
+    mcdc_backfill_status, mcdc_reconcile_result, mcdc_repair_result): their
+    first field, size_t size, says how many bytes it holds, so that the
+    library writes no more; the JSON calls read it back as the library's."""
+    buf = ctypes.create_string_buffer(_RESULT_BYTES)
+    ctypes.c_size_t.from_buffer(buf).value = _RESULT_BYTES
+    return buf
 
 
 def _trigger(trigger: Any) -> tuple[int, int]:
@@ -139,30 +149,51 @@ class _Stop:
         _native.lib().mcdc_stop_free(self._handle)
 
 
-def _one_call_job(what: str, call: Callable[[], int], cfg, keep: list[Any]) -> tuple[int, bool]:
-    """run_job for a job that is one call, stoppable through its config."""
-    stop = _Stop(cfg)
-    rc, interrupted = run_job(what, call, stop.request, [*keep, stop])
+def _one_call_job(what: str, call: Callable[[], int], cfg, keep: list[Any],
+                  runtime: Runtime | None) -> tuple[int, bool]:
+    """run_job for a job that is one call, stoppable through its config, in
+    runtime (None: a private one)."""
+    cfg.runtime = runtime_handle(runtime)
+    try:
+        stop = _Stop(cfg)
+    except BaseException:
+        if runtime is not None:
+            runtime._release()
+        raise
+    # abandoned (a second KeyboardInterrupt), the job still runs in the
+    # runtime: it stays borrowed, and run_job keeps the Runtime alive
+    rc, interrupted = run_job(what, call, stop.request, [*keep, stop, runtime])
     stop.free()
+    if runtime is not None:
+        runtime._release()
     return rc, interrupted
 
 
 def _handle_job(name: str, opts: Options | None, cfg, run: Callable[[Any, Error], int],
                 result_json: Callable | None, result: Any, keep: list[Any],
-                stoppable: bool = True) -> dict[str, Any] | None:
+                runtime: Runtime | None, stoppable: bool = True) -> dict[str, Any] | None:
     """A job with a handle (mcdc_<name>_create, _run, _request_stop, _free):
-    created from opts and cfg, run by run(handle, err) in a worker thread,
-    its result (result_json of result) taken before the handle is freed."""
+    created from opts and cfg in runtime (None: a private one), run by
+    run(handle, err) in a worker thread, its result (result_json of result)
+    and its last metrics taken before the handle is freed."""
     lib = _native.lib()
     handle, err = ctypes.c_void_p(), Error()
-    check(getattr(lib, f"mcdc_{name}_create")(ctypes.byref(handle),
-                                               opts.handle if opts is not None else None,
-                                               ctypes.byref(cfg), ctypes.byref(err)), err)
+    cfg.runtime = runtime_handle(runtime)
+    rc = getattr(lib, f"mcdc_{name}_create")(ctypes.byref(handle),
+                                              opts.handle if opts is not None else None,
+                                              ctypes.byref(cfg), ctypes.byref(err))
+    if rc and runtime is not None:
+        runtime._release()
+    check(rc, err)
     stop = getattr(lib, f"mcdc_{name}_request_stop") if stoppable else None
+    # abandoned (a second KeyboardInterrupt), the job still runs in the
+    # runtime: it stays borrowed, and run_job keeps the Runtime alive
     rc, interrupted = run_job(name, lambda: run(handle, err),
                               (lambda: stop(handle)) if stop is not None else None,
-                              [opts, cfg, handle, result, *keep])
+                              [opts, cfg, handle, result, runtime, *keep])
     out = _json(result_json, result) if rc == 0 and result_json is not None else None
+    if runtime is not None:
+        runtime._release(handle)
     getattr(lib, f"mcdc_{name}_free")(handle)
     if opts is not None:
         opts.free()
@@ -177,7 +208,8 @@ def stream(options: Mapping[str, Any], target: str, app_id: str, checkpoint: str
            snapshot: str = "full", control_table: str | None = None, granularity: str = "hour",
            max_batches: int | None = None, warehouse: str | None = None,
            progress: Callable[[dict], Any] | None = None,
-           on_batch: Callable[[dict], Any] | None = None) -> StreamResult:
+           on_batch: Callable[[dict], Any] | None = None,
+           runtime: Runtime | None = None) -> StreamResult:
     """Streams the changes of ``options``' capture instance into ``target``
     (bronze) exactly once, as the reference's ``stream(spark,
     options).to_delta(...)`` does, until its trigger says stop: ``None`` or
@@ -188,7 +220,8 @@ def stream(options: Mapping[str, Any], target: str, app_id: str, checkpoint: str
     ``control_table`` advances ``target``'s verdict after each batch (at
     ``granularity``). ``on_batch`` gets a ``BatchReport`` dict after each
     committed batch; ``progress`` the progress of each whole snapshot the
-    stream takes."""
+    stream takes. ``runtime``: the ``Runtime`` it runs in (its budget,
+    probe, storage options and metrics), else a private one."""
     lib = _native.lib()
     cfg = _native.init_cfg(_cfg.StreamCfg)
     cfg.target, cfg.app_id, cfg.checkpoint = text(target), text(app_id), text(checkpoint)
@@ -221,7 +254,7 @@ def stream(options: Mapping[str, Any], target: str, app_id: str, checkpoint: str
     _handle_job("stream", Options(options), cfg,
                 lambda h, err: lib.mcdc_stream_run(h, ctypes.cast(report_fn, ctypes.c_void_p),
                                                    None, ctypes.byref(err)),
-                None, None, [callbacks, report_fn])
+                None, None, [callbacks, report_fn], runtime)
     return {"batches": totals["batches"], "rows": totals["rows"],
             "end_offset": totals["end_offset"]}
 
@@ -229,7 +262,8 @@ def stream(options: Mapping[str, Any], target: str, app_id: str, checkpoint: str
 def snapshot(options: Mapping[str, Any], target: str, *, resnapshot: bool = False,
              app_id: str | None = None, facts_table: str | None = None,
              warehouse: str | None = None,
-             progress: Callable[[dict], Any] | None = None) -> Offset:
+             progress: Callable[[dict], Any] | None = None,
+             runtime: Runtime | None = None) -> Offset:
     """Appends a snapshot of the table (its current rows as operation 0,
     stamped with an LSN recorded before the read) to ``target`` in one
     commit and returns its ``Offset``, for a stream's ``startingLsn``. When
@@ -251,7 +285,7 @@ def snapshot(options: Mapping[str, Any], target: str, *, resnapshot: bool = Fals
         "snapshot", lambda: lib.mcdc_snapshot_take(ctypes.byref(off), ctypes.byref(rows),
                                                    ctypes.byref(taken), opts.handle,
                                                    ctypes.byref(cfg), ctypes.byref(err)),
-        cfg, [opts, cfg, callbacks, off, rows, taken, err])
+        cfg, [opts, cfg, callbacks, off, rows, taken, err], runtime)
     opts.free()
     _finish(rc, err, interrupted)
     log.info("%s: %s", target, f"snapshot taken: {rows.value} rows at {off.lsn.decode()}"
@@ -262,7 +296,8 @@ def snapshot(options: Mapping[str, Any], target: str, *, resnapshot: bool = Fals
 def seed(options: Mapping[str, Any], target: str, source: str, as_of: str | datetime, *,
          app_id: str | None = None, facts_table: str | None = None,
          allow_missing_columns: bool = False, reseed: bool = False, allow_empty: bool = False,
-         warehouse: str | None = None, progress: Callable[[dict], Any] | None = None) -> Offset:
+         warehouse: str | None = None, progress: Callable[[dict], Any] | None = None,
+         runtime: Runtime | None = None) -> Offset:
     """Appends a copy of the table the user already has (``source``: a Delta
     table, a .parquet file, a directory or a glob of them; the reference
     takes a DataFrame) to ``target`` as its snapshot, stamped with the LSN
@@ -287,7 +322,7 @@ def seed(options: Mapping[str, Any], target: str, source: str, as_of: str | date
     rc, interrupted = _one_call_job(
         "seed", lambda: lib.mcdc_seed(ctypes.byref(off), ctypes.byref(rows), ctypes.byref(written),
                                       opts.handle, ctypes.byref(cfg), ctypes.byref(err)),
-        cfg, [opts, cfg, callbacks, off, rows, written, err])
+        cfg, [opts, cfg, callbacks, off, rows, written, err], runtime)
     opts.free()
     _finish(rc, err, interrupted)
     return offset_dict(off)
@@ -298,7 +333,8 @@ def backfill(options: Mapping[str, Any], target: str, *, app_id: str, facts_tabl
              max_seconds: float | None = None, min_headroom_hours: float | None = None,
              isolation: str | None = None, target_wave_seconds: float | None = None,
              warehouse: str | None = None,
-             progress: Callable[[dict], Any] | None = None) -> BackfillStatus:
+             progress: Callable[[dict], Any] | None = None,
+             runtime: Runtime | None = None) -> BackfillStatus:
     """Reads the newest chunked snapshot ``app_id``'s stream opened in
     ``target``, in waves of chunks, until it is done, a limit, a pause or a
     KeyboardInterrupt (which finishes the current wave: state "running");
@@ -319,10 +355,11 @@ def backfill(options: Mapping[str, Any], target: str, *, app_id: str, facts_tabl
         cfg.has_min_headroom, cfg.min_headroom_hours = True, float(min_headroom_hours)
     callbacks = Callbacks(progress)
     callbacks.fill(cfg)
-    status = ctypes.create_string_buffer(_RESULT_BYTES)
+    status = _result_buffer()
     return _handle_job("backfill", Options(options), cfg,
                        lambda h, err: lib.mcdc_backfill_run(h, status, ctypes.byref(err)),
-                       lib.mcdc_backfill_status_json, status, [callbacks])  # type: ignore
+                       lib.mcdc_backfill_status_json, status, [callbacks],
+                       runtime)  # type: ignore
 
 
 def _json(fn, result) -> dict[str, Any]:
@@ -339,7 +376,8 @@ def apply_changes(bronze: str, target: str, *, control_table: str,
                   scd_type: int = 1, track_history_columns: Iterable[str] | None = None,
                   deletion_vectors: bool = False, memory_mb: int | None = None,
                   warehouse: str | None = None, scratch_dir: str | None = None,
-                  progress: Callable[[dict], Any] | None = None) -> ApplyResult:
+                  progress: Callable[[dict], Any] | None = None,
+                  runtime: Runtime | None = None) -> ApplyResult:
     """Applies what ``bronze`` holds beyond silver's position to ``target``
     (silver: the current state, one row per key; ``scd_type=2``: a
     history), then silver's position and verdict to ``control_table``; one
@@ -370,10 +408,11 @@ def apply_changes(bronze: str, target: str, *, control_table: str,
     cfg.scratch_dir = text(scratch_dir)
     callbacks = Callbacks(progress)
     callbacks.fill(cfg)
-    result = ctypes.create_string_buffer(_RESULT_BYTES)
+    result = _result_buffer()
     out = _handle_job("apply", Options(options) if options is not None else None, cfg,
                       lambda h, err: lib.mcdc_apply_run(h, None, None, result, ctypes.byref(err)),
-                      lib.mcdc_apply_result_json, result, [callbacks, key_array, hist_array])
+                      lib.mcdc_apply_result_json, result, [callbacks, key_array, hist_array],
+                      runtime)
     assert out is not None
     out["finalized_until"] = parse_time(out.get("finalized_until"))
     return out  # type: ignore[return-value]
@@ -402,7 +441,8 @@ def reconcile(options: Mapping[str, Any], silver: str, *, bronze: str, control_t
               bucket_rows: int | None = None, sample: float | None = None,
               report_table: str | None = None, seed: int | None = None, repair: bool = False,
               settle_seconds: int = 0, warehouse: str | None = None,
-              progress: Callable[[dict], Any] | None = None) -> ReconcileResult:
+              progress: Callable[[dict], Any] | None = None,
+              runtime: Runtime | None = None) -> ReconcileResult:
     """Is ``silver`` equal to its SQL Server table? Counts buckets of the
     key on both sides (Tier 1), compares the mismatched buckets and a
     ``sample`` of the others row by row (Tier 2), classifies what differs,
@@ -427,10 +467,10 @@ def reconcile(options: Mapping[str, Any], silver: str, *, bronze: str, control_t
     cfg.settle_seconds = int(settle_seconds)
     callbacks = Callbacks(progress)
     callbacks.fill(cfg)
-    result = ctypes.create_string_buffer(_RESULT_BYTES)
+    result = _result_buffer()
     out = _handle_job("reconcile", Options(options), cfg,
                       lambda h, err: lib.mcdc_reconcile_run(h, result, ctypes.byref(err)),
-                      lib.mcdc_reconcile_result_json, result, [callbacks, key_array])
+                      lib.mcdc_reconcile_result_json, result, [callbacks, key_array], runtime)
     assert out is not None
     out["report"] = ([r for r in _rows_json(report_table, warehouse)
                       if r.get("run_id") == out["run_id"]] if report_table else None)
@@ -439,7 +479,8 @@ def reconcile(options: Mapping[str, Any], silver: str, *, bronze: str, control_t
 
 def repair(options: Mapping[str, Any], bronze: str, *, facts_table: str,
            keys: Iterable[Mapping[str, Any] | str] | None = None, run_id: str | None = None,
-           report_table: str | None = None, warehouse: str | None = None) -> RepairResult:
+           report_table: str | None = None, warehouse: str | None = None,
+           runtime: Runtime | None = None) -> RepairResult:
     """Appends the current source row of each key (``keys``: dicts such as
     ``{"id": 42}``, or JSON text; or the differing keys of reconcile run
     ``run_id`` in ``report_table``) to ``bronze`` as a recorded repair, so
@@ -456,11 +497,11 @@ def repair(options: Mapping[str, Any], bronze: str, *, facts_table: str,
     callbacks = Callbacks(None)
     callbacks.fill(cfg, with_progress=False)
     opts = Options(options)
-    result, err = ctypes.create_string_buffer(_RESULT_BYTES), Error()
+    result, err = _result_buffer(), Error()
     rc, interrupted = _one_call_job(
         "repair", lambda: lib.mcdc_repair_run(opts.handle, ctypes.byref(cfg), result,
                                               ctypes.byref(err)),
-        cfg, [opts, cfg, callbacks, result, key_array])
+        cfg, [opts, cfg, callbacks, result, key_array], runtime)
     opts.free()
     _finish(rc, err, interrupted)
     return _json(lib.mcdc_repair_result_json, result)  # type: ignore[return-value]

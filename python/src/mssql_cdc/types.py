@@ -176,3 +176,67 @@ class Progress(TypedDict):
     phase_ms: int
     elapsed_ms: int
     done: bool
+
+
+JobState = Literal["starting", "snapshotting", "running", "done", "stopped", "failed"]
+"""A job's state in its runtime's registry (mcdc_job_state_name)."""
+
+
+class JobProgress(TypedDict):
+    """A job's last progress report, as its runtime's registry keeps it."""
+
+    job: str
+    phase: str
+    active: bool
+    """A report came and the job has not reported done."""
+    rows_done: int
+    rows_total: int | None
+    parts_done: int
+    """The job's parts when it counts them across phases (a backfill's
+    chunks), else the phase's."""
+    parts_total: int | None
+
+
+class JobMetrics(TypedDict):
+    """One job's figures in ``Runtime.metrics()`` (ours: what ``mssql-cdc
+    serve``'s /metrics shows per table, include/mssqlcdc.h's
+    mcdc_job_metrics)."""
+
+    id: int
+    """The runtime's number for the job: 1, 2, ... in the order they began."""
+    job: str
+    """"stream", "snapshot", "seed", "backfill", "apply", "reconcile" or "repair"."""
+    name: str
+    """A stream's query name (else its app id); the others' target."""
+    state: JobState
+    runs: int
+    rows: int
+    """A stream's change rows committed, over its batches."""
+    batches: int
+    last_batch_seconds: float | None
+    end_lsn: str | None
+    """The last batch's end LSN."""
+    end_commit_ts: str | None
+    """Its commit time, UTC ISO-8601 to the millisecond."""
+    ingestion_lag_seconds: float | None
+    retention_headroom_hours: float | None
+    finalized_until: datetime | None
+    verdict_moved_at: datetime | None
+    """When the job last saw the verdict move, naive UTC."""
+    errors: dict[str, int]
+    """Runs that ended with an error, by status name ("data loss", "cancelled"...)."""
+    last_status: str | None
+    """The last run's status name when it was not ok."""
+    last_error: str | None
+    progress: JobProgress | None
+
+
+class RuntimeStats(TypedDict):
+    """What ``Runtime.stats()`` returns: the runtime's allocator accounting
+    and its probes' queries."""
+
+    alloc_calls: int
+    live_bytes: int
+    peak_bytes: int
+    probe_rounds: int
+    probe_queries: int
