@@ -81,7 +81,8 @@ extern "C" {
  *    (the one inside mcdc_reconcile_result too), every other field moved
  *    after it. An older caller cannot survive that move, so the SONAME's
  *    number went from 0 to 1 (MCDC_VERSION_STRING 1.0.0); from here on
- *    these results grow at their end as the configs do.
+ *    these results grow at their end as the configs do. With them,
+ *    mcdc_runtime_job_metrics takes the size of the caller's struct.
  */
 #define MCDC_API_VERSION 6
 
@@ -577,10 +578,13 @@ typedef int (*mcdc_job_metrics_fn)(void *user, const mcdc_job_metrics *m);
  * library). Returns what fn returned to stop, else the number of jobs (0 or
  * more), or MCDC_E_NOMEM / MCDC_E_INVALID (rt or fn NULL). */
 MCDC_API int mcdc_runtime_metrics(mcdc_runtime *rt, mcdc_job_metrics_fn fn, void *user);
-/* The job of handle (a stream's...), into *out: false when the runtime
- * holds none. */
+/* The job of handle (a stream's...), into *out, whose size out_size the
+ * caller gives (sizeof its mcdc_job_metrics: a library with a larger one
+ * fills only what fits; its version field says which fields it knows):
+ * false when the runtime holds none, or out_size is below the first
+ * version's struct. */
 MCDC_API bool mcdc_runtime_job_metrics(mcdc_runtime *rt, const void *handle,
-                                       mcdc_job_metrics *out);
+                                       mcdc_job_metrics *out, size_t out_size);
 
 /* A position in the change log, as a stream's offsets hold it: the last
  * processed commit and its UTC commit time. */

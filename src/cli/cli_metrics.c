@@ -287,7 +287,7 @@ void cli_metrics_started(cli_metrics *m, size_t i, mcdc_stream *stream) {
  * them (under m->mu; the stream is good until ended). */
 static void pull_batches(const cli_metrics *m, tstat *t) {
     mcdc_job_metrics j;
-    if (t->stream == NULL || !mcdc_runtime_job_metrics(m->cfg.runtime, t->stream, &j) ||
+    if (t->stream == NULL || !mcdc_runtime_job_metrics(m->cfg.runtime, t->stream, &j, sizeof j) ||
         j.batches == t->batches)
         return;
     t->state = ST_RUNNING;

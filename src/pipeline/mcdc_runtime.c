@@ -456,12 +456,15 @@ int mcdc_runtime_metrics(mcdc_runtime *rt, mcdc_job_metrics_fn fn, void *user) {
     return n > INT32_MAX ? INT32_MAX : (int)n;
 }
 
-bool mcdc_runtime_job_metrics(mcdc_runtime *rt, const void *handle, mcdc_job_metrics *out) {
-    if (rt == NULL || handle == NULL || out == NULL) return false;
+bool mcdc_runtime_job_metrics(mcdc_runtime *rt, const void *handle, mcdc_job_metrics *out,
+                             size_t out_size) {
+    /* version 1's struct is today's whole struct: a smaller one is no caller's */
+    if (rt == NULL || handle == NULL || out == NULL || out_size < sizeof(mcdc_job_metrics))
+        return false;
     pthread_mutex_lock(&rt->metrics_mu);
     const mcdc_job_entry *e = rt->jobs_head;
     while (e && e->m.handle != handle) e = e->next;
-    if (e) *out = e->m;
+    if (e) memcpy(out, &e->m, sizeof e->m); /* what this library knows; a newer caller's tail stays */
     pthread_mutex_unlock(&rt->metrics_mu);
     return e != NULL;
 }

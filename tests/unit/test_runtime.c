@@ -563,14 +563,19 @@ TEST(runtime_metrics_registry_lists_jobs_and_what_they_published) {
     int rc = mcdc_stream_run(s, NULL, NULL, &run_e);
     CHECK(rc != MCDC_OK && rc != MCDC_E_CANCELLED);
     mcdc_job_metrics m;
-    CHECK(mcdc_runtime_job_metrics(rt, s, &m));
+    CHECK(!mcdc_runtime_job_metrics(rt, s, &m, sizeof m - 1)); /* below any version's */
+    struct { mcdc_job_metrics m; char tail[16]; } newer; /* a later header's, larger */
+    memset(newer.tail, 0x5a, sizeof newer.tail);
+    CHECK(mcdc_runtime_job_metrics(rt, s, &newer.m, sizeof newer));
+    CHECK(newer.tail[0] == 0x5a && newer.tail[15] == 0x5a); /* its tail left alone */
+    CHECK(mcdc_runtime_job_metrics(rt, s, &m, sizeof m));
     CHECK_EQ_INT(m.state, MCDC_JOB_FAILED);
     CHECK_EQ_STR(mcdc_job_state_name(m.state), "failed");
     CHECK_EQ_INT(m.runs, 1);
     CHECK_EQ_INT(m.last_status, rc);
     CHECK_EQ_INT(m.errors[-rc], 1);
     CHECK(m.last_error[0] != 0 && strncmp(m.last_error, run_e.message, 100) == 0);
-    CHECK(!mcdc_runtime_job_metrics(rt, alone, &m));
+    CHECK(!mcdc_runtime_job_metrics(rt, alone, &m, sizeof m));
 
     /* what a stream publishes after each batch and while it snapshots
      * (through the entry a job holds, as the stream does) */
@@ -580,7 +585,7 @@ TEST(runtime_metrics_registry_lists_jobs_and_what_they_published) {
                        .rows_done = 40, .rows_total = 100, .parts_done = 1, .parts_total = 4,
                        .job_parts_name = "chunks", .job_parts_done = 3, .job_parts_total = 9};
     mcdc_runtime_job_progress(je, &p);
-    CHECK(mcdc_runtime_job_metrics(rt, &seen, &m));
+    CHECK(mcdc_runtime_job_metrics(rt, &seen, &m, sizeof m));
     CHECK_EQ_INT(m.state, MCDC_JOB_SNAPSHOTTING);
     CHECK(m.progress_active);
     CHECK_EQ_INT(m.progress_rows_done, 40);
@@ -592,7 +597,7 @@ TEST(runtime_metrics_registry_lists_jobs_and_what_they_published) {
     mcdc_runtime_job_batch(je, &r);
     r.rows = 7;
     mcdc_runtime_job_batch(je, &r);
-    CHECK(mcdc_runtime_job_metrics(rt, &seen, &m));
+    CHECK(mcdc_runtime_job_metrics(rt, &seen, &m, sizeof m));
     CHECK_EQ_INT(m.state, MCDC_JOB_RUNNING);
     CHECK(!m.progress_active);
     CHECK_EQ_INT(m.rows, 12);
@@ -601,14 +606,14 @@ TEST(runtime_metrics_registry_lists_jobs_and_what_they_published) {
     CHECK_EQ_STR(m.end_lsn, "0x0000002A000000100001");
     CHECK(m.has_verdict && m.finalized_until_us == 3600000000 && m.verdict_moved_us > 0);
     mcdc_runtime_job_ended(je, MCDC_E_CANCELLED, NULL);
-    CHECK(mcdc_runtime_job_metrics(rt, &seen, &m));
+    CHECK(mcdc_runtime_job_metrics(rt, &seen, &m, sizeof m));
     CHECK_EQ_INT(m.state, MCDC_JOB_STOPPED);
     CHECK_EQ_INT(m.errors[-MCDC_E_CANCELLED], 1);
     mcdc_runtime_job_leave(je);
 
     mcdc_stream_free(s);
     mcdc_stream_free(alone);
-    CHECK(!mcdc_runtime_job_metrics(rt, s, &m));
+    CHECK(!mcdc_runtime_job_metrics(rt, s, &m, sizeof m));
     seen.n = 0;
     CHECK_EQ_INT(mcdc_runtime_metrics(rt, collect, &seen), 1);
     mcdc_apply_free(a);
@@ -825,7 +830,7 @@ TEST(runtime_one_call_jobs_leave_the_registry_when_they_return) {
     pc.keys_json = keys;
     pc.n_keys = 1;
     pc.runtime = rt;
-    mcdc_repair_result res;
+    mcdc_repair_result res = {.size = sizeof res};
     mcdc_runtime_fail_alloc_at(rt, 1);
     CHECK_EQ_INT(mcdc_repair_run(o, &pc, &res, &e), MCDC_E_NOMEM);
     mcdc_runtime_fail_alloc_at(rt, 0);
@@ -843,9 +848,9 @@ TEST(runtime_one_call_jobs_leave_the_registry_when_they_return) {
     CHECK_EQ_INT(mcdc_runtime_metrics(rt, collect, &seen), 1);
     CHECK_EQ_INT(seen.seen[0].id, 4);
     mcdc_job_metrics m;
-    CHECK(mcdc_runtime_job_metrics(rt, s, &m));
+    CHECK(mcdc_runtime_job_metrics(rt, s, &m, sizeof m));
     mcdc_stream_free(s);
-    CHECK(!mcdc_runtime_job_metrics(rt, s, &m));
+    CHECK(!mcdc_runtime_job_metrics(rt, s, &m, sizeof m));
     seen.n = 0;
     CHECK_EQ_INT(mcdc_runtime_metrics(rt, collect, &seen), 0);
     mcdc_opts_free(o);

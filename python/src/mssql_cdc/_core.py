@@ -500,7 +500,8 @@ class Runtime:
         if handle is not None:
             buf = ctypes.create_string_buffer(_METRICS_BYTES)
             try:
-                if _native.lib().mcdc_runtime_job_metrics(self._handle, handle, buf):
+                if _native.lib().mcdc_runtime_job_metrics(self._handle, handle, buf,
+                                                           len(buf)):
                     last = job_metrics_dict(_cfg.JobMetrics.from_buffer(buf))
             except Exception:  # noqa: BLE001 - the job is released all the same
                 log.exception("reading a job's last metrics")

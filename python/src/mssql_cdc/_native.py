@@ -119,7 +119,7 @@ _PROTOTYPES = {
                                                  ctypes.POINTER(c_char_p), c_size_t, _E]),
     "mcdc_runtime_get_stats": (None, [c_void_p, ctypes.POINTER(_cfg.RuntimeStats)]),
     "mcdc_runtime_metrics": (c_int, [c_void_p, c_void_p, c_void_p]),
-    "mcdc_runtime_job_metrics": (c_bool, [c_void_p, c_void_p, c_void_p]),
+    "mcdc_runtime_job_metrics": (c_bool, [c_void_p, c_void_p, c_void_p, c_size_t]),
     "mcdc_job_state_name": (c_char_p, [c_int]),
 }
 for _name in _cfg.CONFIGS:
