@@ -335,6 +335,7 @@ bool serve_backfill_result(int code, const char *out, size_t len, mcdc_backfill_
            *reason = json_object_get(j, "reason");
     mcdc_backfill_status s;
     memset(&s, 0, sizeof s);
+    s.size = sizeof s; /* what mcdc_backfill_status_json reads it as */
     const char *bad = NULL;
     mcdc_backfill_state k = MCDC_BACKFILL_DONE;
     if (!json_is_object(j))

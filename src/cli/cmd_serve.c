@@ -162,6 +162,10 @@ static bool backfill_ran(void *user, int code, const char *out, size_t len) {
     if (mcdc_backfill_status_json(json, sizeof json, &st, &e) == MCDC_OK) {
         snprintf(line, sizeof line, "backfill: %s", json);
         j->cfg.log_fn(j->cfg.log_user, MCDC_LOG_INFO, line);
+    } else {
+        snprintf(line, sizeof line, "backfill: its status (read, published) could not be "
+                                    "logged: %.200s", e.message);
+        j->cfg.log_fn(j->cfg.log_user, MCDC_LOG_WARN, line);
     }
     return true;
 }
