@@ -320,7 +320,11 @@ def test_a_pass_past_the_runs_read_at_once_gives_the_same_silver(sim, workdir):
         assert runs > 64 and merges >= 1, (runs, merges, SPILL_LOG)
         assert spilled.num_rows == whole.num_rows > 1000
         assert spilled.equals(whole), extra
+        if extra:
+            continue
         # a budget the sorter keeps: it spills before what it holds would pass it
-        within, runs, _ = built("within" + "".join(extra), "--memory-mb", "4", *extra)
+        # (the sorter is the same for both SCD types: shown once; the unit test
+        # silver_sorter_holds_at_most_its_budget_whatever_rows_are_picked has more)
+        within, runs, _ = built("within", "--memory-mb", "4")
         assert runs >= 2 and HELD[0] <= HELD[1] == 4, (HELD, SPILL_LOG)
-        assert within.equals(whole), extra
+        assert within.equals(whole)
