@@ -184,7 +184,8 @@ test: deps
 # serve's over 60 tables with 40), and the Spark runs of the streaming API
 # with the reference's readers (test_spark_api.py, MCDC_SPARK_API=1: a second
 # Spark process with the reference's package; make test runs its lean set,
-# our package's Spark process only).
+# our package's Spark process only), and the stream source on Spark 4.0
+# (test_spark40.py, in .venv-spark40: deps-spark40).
 SOAK_TESTS := tests/interop/test_snapshot_modes.py tests/interop/test_snapshot_kills.py \
 	tests/interop/test_snapshot_bad_input.py \
 	tests/interop/test_stream_e2e.py::test_random_kills_under_a_running_workload \
