@@ -347,6 +347,19 @@ mcdc_job_entry *mcdc_runtime_job_join_cfg(int kind, const void *cfg, size_t runt
     return e;
 }
 
+mcdc_call_scope mcdc_runtime_call_enter(int kind, const void *cfg, size_t runtime_at,
+                                        const char *job, size_t name_at) {
+    mcdc_call_scope scope;
+    scope.host = mcdc_runtime_enter_cfg(kind, cfg, runtime_at);
+    scope.metrics = mcdc_runtime_job_join_cfg(kind, cfg, runtime_at, job, name_at);
+    return scope;
+}
+
+void mcdc_runtime_call_leave(mcdc_call_scope scope) {
+    mcdc_runtime_job_leave(scope.metrics);
+    mcdc_job_leave(scope.host);
+}
+
 void mcdc_runtime_job_leave(mcdc_job_entry *e) {
     if (e == NULL) return;
     mcdc_runtime *rt = e->rt;

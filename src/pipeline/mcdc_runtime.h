@@ -55,6 +55,16 @@ mcdc_job_entry *mcdc_runtime_job_join(mcdc_runtime *rt, const char *job, const c
 mcdc_job_entry *mcdc_runtime_job_join_cfg(int kind, const void *cfg, size_t runtime_at,
                                           const char *job, size_t name_at);
 void mcdc_runtime_job_leave(mcdc_job_entry *e);
+/* A one-call job's time in its runtime: its accounting bound
+ * (mcdc_runtime_enter_cfg) and its registry entry
+ * (mcdc_runtime_job_join_cfg), entered before the job and left after it. */
+typedef struct mcdc_call_scope {
+    mcdc_job_scope host;
+    mcdc_job_entry *metrics;
+} mcdc_call_scope;
+mcdc_call_scope mcdc_runtime_call_enter(int kind, const void *cfg, size_t runtime_at,
+                                        const char *job, size_t name_at);
+void mcdc_runtime_call_leave(mcdc_call_scope scope);
 /* A run starts: runs + 1, state starting, its progress cleared. */
 void mcdc_runtime_job_started(mcdc_job_entry *e);
 void mcdc_runtime_job_state(mcdc_job_entry *e, mcdc_job_state state);

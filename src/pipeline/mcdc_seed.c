@@ -544,12 +544,9 @@ static int seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts 
 /* Seeded with its runtime's accounting bound (mcdc_runtime.h). */
 int mcdc_seed(mcdc_offset *out, int64_t *rows, bool *written, const mcdc_opts *opts,
               const mcdc_seed_cfg *cfg, mcdc_error *err) {
-    size_t at = offsetof(mcdc_seed_cfg, runtime);
-    mcdc_job_scope host = mcdc_runtime_enter_cfg(MCDC_CFG_SEED, cfg, at);
-    mcdc_job_entry *metrics = mcdc_runtime_job_join_cfg(MCDC_CFG_SEED, cfg, at, "seed",
-                                                        offsetof(mcdc_seed_cfg, target));
-    int rc = seed(out, rows, written, opts, cfg, metrics, err);
-    mcdc_runtime_job_leave(metrics);
-    mcdc_job_leave(host);
+    mcdc_call_scope in = mcdc_runtime_call_enter(MCDC_CFG_SEED, cfg, offsetof(mcdc_seed_cfg, runtime),
+                                                 "seed", offsetof(mcdc_seed_cfg, target));
+    int rc = seed(out, rows, written, opts, cfg, in.metrics, err);
+    mcdc_runtime_call_leave(in);
     return rc;
 }

@@ -546,12 +546,10 @@ static int snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcd
 /* Taken with its runtime's accounting bound (mcdc_runtime.h). */
 int mcdc_snapshot_take(mcdc_offset *out, int64_t *rows, bool *taken, const mcdc_opts *opts,
                        const mcdc_snapshot_cfg *cfg, mcdc_error *err) {
-    size_t at = offsetof(mcdc_snapshot_cfg, runtime);
-    mcdc_job_scope host = mcdc_runtime_enter_cfg(MCDC_CFG_SNAPSHOT, cfg, at);
-    mcdc_job_entry *metrics = mcdc_runtime_job_join_cfg(MCDC_CFG_SNAPSHOT, cfg, at, "snapshot",
-                                                        offsetof(mcdc_snapshot_cfg, target));
-    int rc = snapshot_take(out, rows, taken, opts, cfg, metrics, err);
-    mcdc_runtime_job_leave(metrics);
-    mcdc_job_leave(host);
+    mcdc_call_scope in = mcdc_runtime_call_enter(MCDC_CFG_SNAPSHOT, cfg,
+                                                 offsetof(mcdc_snapshot_cfg, runtime), "snapshot",
+                                                 offsetof(mcdc_snapshot_cfg, target));
+    int rc = snapshot_take(out, rows, taken, opts, cfg, in.metrics, err);
+    mcdc_runtime_call_leave(in);
     return rc;
 }

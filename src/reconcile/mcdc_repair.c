@@ -881,15 +881,13 @@ int mcdc_repair_run(const mcdc_opts *opts, const mcdc_repair_cfg *cfg, mcdc_repa
         return mcdc_error_set(err, MCDC_E_INVALID, "mcdc_repair_run: a NULL argument");
     int rc = mcdc_result_check(MCDC_RESULT_REPAIR, result, "mcdc_repair_run", err);
     if (rc) return rc;
-    size_t at = offsetof(mcdc_repair_cfg, runtime);
-    mcdc_job_scope host = mcdc_runtime_enter_cfg(MCDC_CFG_REPAIR, cfg, at);
-    mcdc_job_entry *metrics = mcdc_runtime_job_join_cfg(MCDC_CFG_REPAIR, cfg, at, "repair",
-                                                        offsetof(mcdc_repair_cfg, bronze));
+    mcdc_call_scope in = mcdc_runtime_call_enter(MCDC_CFG_REPAIR, cfg,
+                                                 offsetof(mcdc_repair_cfg, runtime), "repair",
+                                                 offsetof(mcdc_repair_cfg, bronze));
     mcdc_repair_result res;
-    rc = repair_job(opts, cfg, &res, metrics, err);
+    rc = repair_job(opts, cfg, &res, in.metrics, err);
     mcdc_result_out(MCDC_RESULT_REPAIR, result, &res);
-    mcdc_runtime_job_leave(metrics);
-    mcdc_job_leave(host);
+    mcdc_runtime_call_leave(in);
     return rc;
 }
 

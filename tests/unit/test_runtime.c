@@ -378,31 +378,31 @@ TEST(runtime_backfill_apply_and_reconcile_charge_their_runtime) {
  * accounting bound: its fault injection fails their first allocation
  * (before anything connects), which a job on the host's accounting would
  * not see; they leave nothing charged to it. */
-TEST(runtime_snapshot_seed_and_repair_run_in_their_runtime) {
-    mcdc_error e = MCDC_ERROR_INIT;
-    mcdc_runtime *rt = NULL;
-    CHECK_EQ_INT(mcdc_runtime_create(&rt, NULL, &e), MCDC_OK);
-    mcdc_opts *o = source_opts();
-    CHECK(o != NULL);
-    mcdc_runtime_stats st;
-    mcdc_offset off;
-    int64_t rows = 0;
-    bool done = false;
-
-    mcdc_snapshot_cfg nc = MCDC_SNAPSHOT_CFG_INIT;
-    nc.target = "/tmp/mcdc-runtime-test/bronze";
-    nc.runtime = rt;
-    mcdc_runtime_fail_alloc_at(rt, 1);
-    CHECK_EQ_INT(mcdc_snapshot_take(&off, &rows, &done, o, &nc, &e), MCDC_E_NOMEM);
-
+/* The one-call jobs as the runtime tests run them in rt: each fails before
+ * it reads anything (no copy to seed from, nothing to connect to). */
+static int seed_in(mcdc_runtime *rt, const mcdc_opts *o, mcdc_error *e) {
     mcdc_seed_cfg dc = MCDC_SEED_CFG_INIT;
     dc.target = "/tmp/mcdc-runtime-test/bronze";
     dc.from = "/tmp/mcdc-runtime-test/no-such-copy";
     dc.as_of = "2026-12-01T10:00:00Z";
     dc.runtime = rt;
-    mcdc_runtime_fail_alloc_at(rt, 1);
-    CHECK_EQ_INT(mcdc_seed(&off, &rows, &done, o, &dc, &e), MCDC_E_NOMEM);
+    mcdc_offset off;
+    int64_t rows = 0;
+    bool done = false;
+    return mcdc_seed(&off, &rows, &done, o, &dc, e);
+}
 
+static int snapshot_in(mcdc_runtime *rt, const mcdc_opts *o, mcdc_error *e) {
+    mcdc_snapshot_cfg nc = MCDC_SNAPSHOT_CFG_INIT;
+    nc.target = "/tmp/mcdc-runtime-test/bronze";
+    nc.runtime = rt;
+    mcdc_offset off;
+    int64_t rows = 0;
+    bool done = false;
+    return mcdc_snapshot_take(&off, &rows, &done, o, &nc, e);
+}
+
+static int repair_in(mcdc_runtime *rt, const mcdc_opts *o, mcdc_error *e) {
     static const char *const keys[] = {"{\"id\": 1}"};
     mcdc_repair_cfg pc = MCDC_REPAIR_CFG_INIT;
     pc.bronze = "/tmp/mcdc-runtime-test/bronze";
@@ -411,15 +411,29 @@ TEST(runtime_snapshot_seed_and_repair_run_in_their_runtime) {
     pc.n_keys = 1;
     pc.runtime = rt;
     mcdc_repair_result res = {.size = sizeof res};
+    return mcdc_repair_run(o, &pc, &res, e);
+}
+
+TEST(runtime_snapshot_seed_and_repair_run_in_their_runtime) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_runtime *rt = NULL;
+    CHECK_EQ_INT(mcdc_runtime_create(&rt, NULL, &e), MCDC_OK);
+    mcdc_opts *o = source_opts();
+    CHECK(o != NULL);
+    mcdc_runtime_stats st;
     mcdc_runtime_fail_alloc_at(rt, 1);
-    CHECK_EQ_INT(mcdc_repair_run(o, &pc, &res, &e), MCDC_E_NOMEM);
+    CHECK_EQ_INT(snapshot_in(rt, o, &e), MCDC_E_NOMEM);
+    mcdc_runtime_fail_alloc_at(rt, 1);
+    CHECK_EQ_INT(seed_in(rt, o, &e), MCDC_E_NOMEM);
+    mcdc_runtime_fail_alloc_at(rt, 1);
+    CHECK_EQ_INT(repair_in(rt, o, &e), MCDC_E_NOMEM);
 
     /* without the fault: the seed finds no copy at from (nothing connects), and
      * what it took from its runtime it gave back */
     mcdc_runtime_fail_alloc_at(rt, 0);
     mcdc_runtime_get_stats(rt, &st);
     int64_t calls = st.alloc_calls;
-    CHECK_EQ_INT(mcdc_seed(&off, &rows, &done, o, &dc, &e), MCDC_E_INVALID);
+    CHECK_EQ_INT(seed_in(rt, o, &e), MCDC_E_INVALID);
     CHECK(strstr(e.message, "no-such-copy") != NULL);
     mcdc_runtime_get_stats(rt, &st);
     CHECK(st.alloc_calls > calls);
@@ -804,35 +818,13 @@ TEST(runtime_one_call_jobs_leave_the_registry_when_they_return) {
     CHECK_EQ_INT(mcdc_runtime_create(&rt, NULL, &e), MCDC_OK);
     mcdc_opts *o = source_opts();
     metrics_seen seen = {0};
-    mcdc_offset off;
-    int64_t rows = 0;
-    bool done = false;
-
-    mcdc_seed_cfg dc = MCDC_SEED_CFG_INIT;
-    dc.target = "/tmp/mcdc-runtime-test/bronze";
-    dc.from = "/tmp/mcdc-runtime-test/no-such-copy";
-    dc.as_of = "2026-12-01T10:00:00Z";
-    dc.runtime = rt;
-    CHECK_EQ_INT(mcdc_seed(&off, &rows, &done, o, &dc, &e), MCDC_E_INVALID);
+    CHECK_EQ_INT(seed_in(rt, o, &e), MCDC_E_INVALID);
     CHECK_EQ_INT(mcdc_runtime_metrics(rt, collect, &seen), 0);
-
-    mcdc_snapshot_cfg nc = MCDC_SNAPSHOT_CFG_INIT;
-    nc.target = "/tmp/mcdc-runtime-test/bronze";
-    nc.runtime = rt;
     mcdc_runtime_fail_alloc_at(rt, 1);
-    CHECK_EQ_INT(mcdc_snapshot_take(&off, &rows, &done, o, &nc, &e), MCDC_E_NOMEM);
+    CHECK_EQ_INT(snapshot_in(rt, o, &e), MCDC_E_NOMEM);
     CHECK_EQ_INT(mcdc_runtime_metrics(rt, collect, &seen), 0);
-
-    static const char *const keys[] = {"{\"id\": 1}"};
-    mcdc_repair_cfg pc = MCDC_REPAIR_CFG_INIT;
-    pc.bronze = "/tmp/mcdc-runtime-test/bronze";
-    pc.facts_table = "/tmp/mcdc-runtime-test/facts";
-    pc.keys_json = keys;
-    pc.n_keys = 1;
-    pc.runtime = rt;
-    mcdc_repair_result res = {.size = sizeof res};
     mcdc_runtime_fail_alloc_at(rt, 1);
-    CHECK_EQ_INT(mcdc_repair_run(o, &pc, &res, &e), MCDC_E_NOMEM);
+    CHECK_EQ_INT(repair_in(rt, o, &e), MCDC_E_NOMEM);
     mcdc_runtime_fail_alloc_at(rt, 0);
     CHECK_EQ_INT(mcdc_runtime_metrics(rt, collect, &seen), 0);
 
