@@ -824,26 +824,33 @@ static int check_winner(append_ctx *c, mcdc_delta_table *t, const mcdc_delta_act
 /* Reads and checks every commit after the cache, applying them. */
 static int absorb_winners(append_ctx *c, mcdc_delta_table *t, int64_t *skip_version,
                           mcdc_error *err) {
+    int rc;
     for (;;) {
         int64_t v = mcdc_delta_snapshot_version(t->latest) + 1;
         mcdc_delta_actions a;
-        int rc = mcdc_delta__read_commit(&a, t->storage, v, err);
-        if (rc == MCDC_E_NOTFOUND) return MCDC_OK;
-        if (rc) return rc;
-        rc = check_winner(c, t, &a, v, err);
-        if (rc == 1) *skip_version = v;
-        if (rc >= 0) {
-            int rc2 = mcdc_delta__snapshot_apply(t->latest, &a, v, err);
-            if (rc2) rc = rc2;
+        rc = mcdc_delta__read_commit(&a, t->storage, v, err);
+        if (rc == MCDC_E_NOTFOUND) rc = MCDC_OK;
+        else if (rc == MCDC_OK) {
+            rc = check_winner(c, t, &a, v, err);
+            if (rc == 1) *skip_version = v;
+            if (rc >= 0) {
+                int rc2 = mcdc_delta__snapshot_apply(t->latest, &a, v, err);
+                if (rc2) rc = rc2;
+            }
+            mcdc_delta_actions_clear(&a);
+            if (rc == 0) continue;
+            if (rc == 1) rc = MCDC_OK;
         }
-        mcdc_delta_actions_clear(&a);
-        if (rc < 0) {
-            mcdc_delta_snapshot_free(t->latest);
-            t->latest = NULL;
-            return rc;
-        }
-        if (rc == 1) return MCDC_OK;
+        break;
     }
+    /* The winners' files join the cache's live order before anything reads
+     * it: a skipped commit's caller reads the winner's rows next. */
+    if (rc == MCDC_OK) rc = mcdc_delta__snapshot_settle(t->latest, t->storage->root, err);
+    if (rc) {
+        mcdc_delta_snapshot_free(t->latest); /* maybe half applied: drop it */
+        t->latest = NULL;
+    }
+    return rc;
 }
 
 /* The evolved schemaString of a table without column mapping: existing

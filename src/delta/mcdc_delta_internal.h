@@ -115,6 +115,10 @@ void mcdc_delta__uuid(char out[37]);
 int mcdc_delta__snapshot_new(mcdc_delta_snapshot **out, mcdc_error *err);
 int mcdc_delta__snapshot_apply(mcdc_delta_snapshot *s, const mcdc_delta_actions *a,
                                int64_t version, mcdc_error *err);
+/* Rebuilds s's live-file order after mcdc_delta__snapshot_apply (which
+ * leaves it stale) and checks the protocol; a no-op when nothing was applied.
+ * Every reader of a snapshot's files needs it settled (asserted). */
+int mcdc_delta__snapshot_settle(mcdc_delta_snapshot *s, const char *root, mcdc_error *err);
 /* Brings s up to the latest version (reading only newer commits). */
 int mcdc_delta__snapshot_refresh(mcdc_delta_snapshot *s, mcdc_storage *st, mcdc_error *err);
 /* Applies the commit whose bytes (data, n) were just published as version

@@ -531,6 +531,8 @@ struct mcdc_delta_snapshot {
     uint32_t *slots; /* open addressing: files index + 1, 0 = empty */
     size_t n_slots;
     file_entry **live_order; /* live files sorted by path (built by finalize) */
+    bool unsettled;          /* actions applied since the last finalize: live_order is stale
+                                (its pointers may point into a moved files array) */
     size_t n_live;
     size_t *tomb_order; /* tombstones in file order */
     size_t n_tomb;
@@ -647,6 +649,7 @@ static bool copy_arrays(mcdc_delta_snapshot *c, const mcdc_delta_snapshot *s) {
 int mcdc_delta_snapshot_copy(mcdc_delta_snapshot **out, const mcdc_delta_snapshot *s,
                              mcdc_error *err) {
     *out = NULL;
+    MCDC_ASSERT(!s->unsettled);
     mcdc_delta_snapshot *c;
     int rc = mcdc_delta__snapshot_new(&c, err);
     if (rc) return rc;
@@ -760,6 +763,7 @@ static int apply_file(mcdc_delta_snapshot *s, const mcdc_delta_file *f, bool liv
 int mcdc_delta__snapshot_apply(mcdc_delta_snapshot *s, const mcdc_delta_actions *a,
                                int64_t version, mcdc_error *err) {
     MCDC_ASSERT(version == s->version + 1 || (s->version < 0 && version >= 0));
+    s->unsettled = true;
     if (version == 0 && (a->protocol == NULL || a->metadata == NULL))
         return mcdc_error_set(err, MCDC_E_CORRUPT,
                               "version 0 lacks a %s action: not a Delta table creation",
@@ -818,6 +822,7 @@ static int cmp_live(const void *a, const void *b) {
 }
 
 static int finalize(mcdc_delta_snapshot *s, mcdc_error *err) {
+    s->unsettled = true; /* until the orders below are whole */
     mcdc_free(s->live_order);
     mcdc_free(s->tomb_order);
     s->live_order = NULL;
@@ -834,6 +839,7 @@ static int finalize(mcdc_delta_snapshot *s, mcdc_error *err) {
         else s->tomb_order[s->n_tomb++] = i;
     }
     if (s->n_live > 1) qsort(s->live_order, s->n_live, sizeof *s->live_order, cmp_live);
+    s->unsettled = false;
     return MCDC_OK;
 }
 
@@ -1233,6 +1239,10 @@ int mcdc_delta__snapshot_refresh(mcdc_delta_snapshot *s, mcdc_storage *st, mcdc_
     return changed ? snapshot_finish(s, st->root, err) : MCDC_OK;
 }
 
+int mcdc_delta__snapshot_settle(mcdc_delta_snapshot *s, const char *root, mcdc_error *err) {
+    return s->unsettled ? snapshot_finish(s, root, err) : MCDC_OK;
+}
+
 int mcdc_delta__snapshot_apply_own(mcdc_delta_snapshot *s, const char *data, size_t n,
                                    const char *root, mcdc_error *err) {
     int64_t v = s->version + 1;
@@ -1324,14 +1334,19 @@ bool mcdc_delta_snapshot_column_mapping(const mcdc_delta_snapshot *s) {
     return mode != NULL && strcmp(mode, "name") == 0;
 }
 
-size_t mcdc_delta_snapshot_file_count(const mcdc_delta_snapshot *s) { return s->n_live; }
+size_t mcdc_delta_snapshot_file_count(const mcdc_delta_snapshot *s) {
+    MCDC_ASSERT(!s->unsettled);
+    return s->n_live;
+}
 
 const mcdc_delta_file *mcdc_delta_snapshot_file(const mcdc_delta_snapshot *s, size_t i) {
+    MCDC_ASSERT(!s->unsettled);
     MCDC_ASSERT(i < s->n_live);
     return &s->live_order[i]->f;
 }
 
 int64_t mcdc_delta_snapshot_total_bytes(const mcdc_delta_snapshot *s) {
+    MCDC_ASSERT(!s->unsettled);
     int64_t sum = 0;
     for (size_t i = 0; i < s->n_live; i++) sum += s->live_order[i]->f.size_bytes;
     return sum;
@@ -1355,6 +1370,7 @@ int64_t mcdc_delta_stats_records(const char *stats_json) {
 }
 
 int64_t mcdc_delta_snapshot_total_records(const mcdc_delta_snapshot *s) {
+    MCDC_ASSERT(!s->unsettled);
     int64_t sum = 0;
     for (size_t i = 0; i < s->n_live; i++) {
         int64_t n = mcdc_delta_stats_records(s->live_order[i]->f.stats_json);
@@ -1365,9 +1381,13 @@ int64_t mcdc_delta_snapshot_total_records(const mcdc_delta_snapshot *s) {
     return sum;
 }
 
-size_t mcdc_delta_snapshot_tombstone_count(const mcdc_delta_snapshot *s) { return s->n_tomb; }
+size_t mcdc_delta_snapshot_tombstone_count(const mcdc_delta_snapshot *s) {
+    MCDC_ASSERT(!s->unsettled);
+    return s->n_tomb;
+}
 
 const mcdc_delta_file *mcdc_delta_snapshot_tombstone(const mcdc_delta_snapshot *s, size_t i) {
+    MCDC_ASSERT(!s->unsettled);
     MCDC_ASSERT(i < s->n_tomb);
     return &s->files[s->tomb_order[i]].f;
 }
@@ -1387,6 +1407,7 @@ const char *mcdc_delta_snapshot_domain(const mcdc_delta_snapshot *s, const char 
 
 int mcdc_delta_snapshot_verify_files(const mcdc_delta_snapshot *s, mcdc_delta_table *t,
                                      mcdc_error *err) {
+    MCDC_ASSERT(!s->unsettled);
     for (size_t i = 0; i < s->n_live; i++) {
         const mcdc_delta_file *f = &s->live_order[i]->f;
         if (strchr(f->path, ':') != NULL || f->path[0] == '/')

@@ -1183,6 +1183,44 @@ TEST(delta_on_memory_storage_create_append_replay_checkpoint) {
     mcdc_storage_mem_release(m);
 }
 
+/* A writer whose cached snapshot is behind loses the race for version 10 to
+ * another handle that committed the same txn: its append is skipped, and its
+ * cache then holds the winner's file (the caller reads the winner's rows
+ * next: the backfill's plan). A winner of another txn is absorbed the same
+ * way before the loser's own commit goes in after it. */
+TEST(delta_a_writer_that_lost_the_race_sees_the_winners_files) {
+    mcdc_storage_mem *m = mem_table_at_9();
+    mcdc_delta_table *winner = td_open_mem(m, "t"), *loser = td_open_mem(m, "t");
+    mcdc_delta_table_keep_snapshot(loser); /* trusts its cache: no read before the put */
+    mcdc_error e = MCDC_ERROR_INIT;
+    const mcdc_delta_snapshot *s = NULL;
+    CHECK_EQ_INT(mcdc_delta_table_latest(&s, loser, &e), MCDC_OK);
+    CHECK(s != NULL && mcdc_delta_snapshot_version(s) == 9);
+    CHECK_EQ_INT(s ? mcdc_delta_snapshot_file_count(s) : 0, 9);
+    mcdc_delta_commit_result r;
+    CHECK_EQ_INT(mem_append(winner, 10, &r, &e), MCDC_OK);
+    CHECK(!r.skipped && r.version == 10);
+    CHECK_EQ_INT(td_append(loser, "part-00010-lost.parquet", "app", 10, &r, &e), MCDC_OK);
+    CHECK(r.skipped && r.version == 10 && r.attempts == 1);
+    CHECK_EQ_INT(mcdc_delta_table_latest(&s, loser, &e), MCDC_OK);
+    CHECK(s != NULL && mcdc_delta_snapshot_version(s) == 10);
+    CHECK_EQ_INT(s ? mcdc_delta_snapshot_file_count(s) : 0, 10);
+    bool found = false;
+    for (size_t i = 0; s && i < mcdc_delta_snapshot_file_count(s); i++)
+        found = found || strcmp(mcdc_delta_snapshot_file(s, i)->path, "part-00010.parquet") == 0;
+    CHECK(found);
+    /* another txn wins 11; the loser's 12 goes in after it, both files live */
+    CHECK_EQ_INT(td_append(winner, "part-00011.parquet", "other", 0, &r, &e), MCDC_OK);
+    CHECK(!r.skipped && r.version == 11);
+    CHECK_EQ_INT(td_append(loser, "part-00012.parquet", "app", 12, &r, &e), MCDC_OK);
+    CHECK(!r.skipped && r.version == 12 && r.attempts == 2);
+    CHECK_EQ_INT(mcdc_delta_table_latest(&s, loser, &e), MCDC_OK);
+    CHECK_EQ_INT(s ? mcdc_delta_snapshot_file_count(s) : 0, 12);
+    mcdc_delta_table_free(winner);
+    mcdc_delta_table_free(loser);
+    mcdc_storage_mem_release(m);
+}
+
 /* Fails the Nth storage call of an append due for a checkpoint, for N = 1,
  * 2, ... until the append goes through untouched. Each failure is a clean
  * injected I/O error; afterwards the table replays whole (the commit is there
