@@ -355,11 +355,12 @@ void cli_metrics_ended(cli_metrics *m, size_t i, const char *state, int status,
     pthread_mutex_unlock(&m->mu);
 }
 
-void cli_metrics_backfill(cli_metrics *m, size_t i, const mcdc_backfill_status *st) {
+void cli_metrics_backfill(cli_metrics *m, size_t i, const mcdc_backfill_status *st, bool idle) {
     if (m == NULL || i == (size_t)-1) return;
     pthread_mutex_lock(&m->mu);
     m->t[i].backfill = *st;
     m->t[i].has_backfill = true;
+    m->t[i].backfill_idle = idle;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -1070,8 +1071,9 @@ static char *render_status(cli_metrics *m, size_t *len) {
                     fprintf(f, ",\"chunks_total\":%lld", (long long)b->chunks_total);
                 else
                     fputs(",\"chunks_total\":null", f);
-                fprintf(f, ",\"done\":%s,\"paused\":%s,\"state\":", b->done ? "true" : "false",
-                        b->paused ? "true" : "false");
+                fprintf(f, ",\"done\":%s,\"paused\":%s,\"idle\":%s,\"state\":",
+                        b->done ? "true" : "false", b->paused ? "true" : "false",
+                        t->backfill_idle ? "true" : "false");
                 json_str(f, mcdc_backfill_state_name(b->state));
                 fputs(",\"reason\":", f);
                 if (b->reason[0]) json_str(f, b->reason);

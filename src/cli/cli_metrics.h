@@ -76,8 +76,9 @@ void cli_metrics_progress(cli_metrics *m, size_t i, const mcdc_progress *p);
 void cli_metrics_ended(cli_metrics *m, size_t i, const char *state, int status,
                        const char *message);
 /* Table i's last backfill run's status (serve's backfill schedule): its
- * chunks, done and paused are served from now on. */
-void cli_metrics_backfill(cli_metrics *m, size_t i, const mcdc_backfill_status *st);
+ * chunks, done and paused are served from now on; idle: the schedule runs
+ * no more until there is something new to read. */
+void cli_metrics_backfill(cli_metrics *m, size_t i, const mcdc_backfill_status *st, bool idle);
 /* One run of table i's schedule ("apply", "reconcile" or "backfill"; others
  * are not counted) ended, well or not. */
 void cli_metrics_schedule_ran(cli_metrics *m, size_t i, const char *schedule, bool ok);

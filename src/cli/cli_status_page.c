@@ -56,7 +56,7 @@ const char *const CLI_STATUS_PAGE[] = {
     "  var s = t.snapshot, b = t.backfill;\n",
     "  if (s) return s.rows_total > 0 ? Math.floor(100 * s.rows_done / s.rows_total) + \"%\" : s.rows_done + \" rows\";\n",
     "  if (!b) return \"\";\n",
-    "  if (b.done) return \"backfill done\";\n",
+    "  if (b.done) return b.idle ? \"backfill done (idle until a new snapshot)\" : \"backfill done\";\n",
     "  var c = b.chunks_total === null ? Number(b.chunks_done) + \" chunks\" : Number(b.chunks_done) + \"/\" + Number(b.chunks_total) + \" chunks\";\n",
     "  return \"backfill \" + c + (b.paused ? \" (paused)\" : \"\");\n",
     "}\n",

@@ -46,7 +46,9 @@ static const char SERVE_HELP[] =
     "                       apply FLAGS' on a timer, and so does reconcile;\n"
     "                       backfill = SECONDS [FLAGS] runs 'mssql-cdc backfill' of the\n"
     "                       table's chunked snapshot with its places and options, its\n"
-    "                       status served as the mssql_cdc_backfill_* metrics)\n"
+    "                       status served as the mssql_cdc_backfill_* metrics; once it\n"
+    "                       says done, no more runs until the stream opens another\n"
+    "                       chunked snapshot or a SIGHUP)\n"
     "  --metrics-listen ADDR:PORT\n"
     "                       serve /metrics, /status.json, /healthz, /readyz and the status\n"
     "                       page at / (wins over [service] metrics_listen; port 0: a free\n"
@@ -148,7 +150,8 @@ static void schedule_ran(void *user, const char *what, bool ok) {
  * table's figures; anything else leaves them as they were, with a warning
  * naming the table (its log's). */
 static bool backfill_ran(void *user, int code, const char *out, size_t len) {
-    const cli_table *j = &((serve_table *)user)->job;
+    serve_table *t = user;
+    const cli_table *j = &t->job;
     mcdc_backfill_status st;
     char why[200], line[MCDC_BACKFILL_STATUS_JSON_SIZE + 16];
     mcdc_error e = MCDC_ERROR_INIT;
@@ -157,7 +160,10 @@ static bool backfill_ran(void *user, int code, const char *out, size_t len) {
         j->cfg.log_fn(j->cfg.log_user, MCDC_LOG_WARN, line);
         return false;
     }
-    cli_metrics_backfill(j->metrics, j->index, &st);
+    /* done: no more runs until there is something new to read */
+    bool newly_done = st.done && strcmp(t->backfill_done_at, st.snapshot) != 0;
+    snprintf(t->backfill_done_at, sizeof t->backfill_done_at, "%s", st.done ? st.snapshot : "");
+    cli_metrics_backfill(j->metrics, j->index, &st, st.done);
     char json[MCDC_BACKFILL_STATUS_JSON_SIZE];
     if (mcdc_backfill_status_json(json, sizeof json, &st, &e) == MCDC_OK) {
         snprintf(line, sizeof line, "backfill: %s", json);
@@ -167,6 +173,31 @@ static bool backfill_ran(void *user, int code, const char *out, size_t len) {
                                     "logged: %.200s", e.message);
         j->cfg.log_fn(j->cfg.log_user, MCDC_LOG_WARN, line);
     }
+    if (newly_done) {
+        snprintf(line, sizeof line, "backfill: the snapshot at %s is in; no run more until the "
+                                    "stream opens another chunked snapshot or a reload",
+                 st.snapshot);
+        j->cfg.log_fn(j->cfg.log_user, MCDC_LOG_INFO, line);
+    }
+    return true;
+}
+
+/* A backfill run is due unless the last status said done and neither has
+ * the stream opened another chunked snapshot since (its registry entry
+ * says which it opened last) nor has a reload asked for a run. On the
+ * schedule's thread, as backfill_ran. */
+static bool backfill_due(void *user) {
+    serve_table *t = user;
+    if (atomic_exchange(&t->backfill_rearm, false) || t->backfill_done_at[0] == 0) return true;
+    mcdc_job_metrics m;
+    if (!mcdc_runtime_job_metrics(t->job.cfg.runtime, t->job.stream, &m, sizeof m) ||
+        m.version < 2 || m.chunked_snapshot[0] == 0 ||
+        strcmp(m.chunked_snapshot, t->backfill_done_at) == 0)
+        return false;
+    char line[160];
+    snprintf(line, sizeof line, "backfill: the stream opened a chunked snapshot at %s: reading it",
+             m.chunked_snapshot);
+    t->job.cfg.log_fn(t->job.cfg.log_user, MCDC_LOG_INFO, line);
     return true;
 }
 
@@ -191,12 +222,15 @@ static void table_start(serve *s, serve_table *t) {
     if (!cli_table_start(j)) return;
     for (int k = 0; k < SERVE_SCHEDULES; k++) {
         serve_schedule_cfg sc = {SERVE_SCHEDULE_NAMES[k], NULL, t->every_s[k], j->cfg.log_fn,
-                                 j->cfg.log_user, NULL, NULL, schedule_ran, t};
+                                 j->cfg.log_user, NULL, NULL, schedule_ran, NULL, t};
         if (k == SERVE_SCHEDULE_BACKFILL) {
             if (t->backfill == NULL) continue;
             sc.words = words_dup(t->backfill);
             sc.options_text = strdup(t->backfill_options);
             sc.result = backfill_ran;
+            sc.due = backfill_due;
+            t->backfill_done_at[0] = 0;
+            atomic_store(&t->backfill_rearm, false);
             if (sc.words && sc.options_text && serve_schedule_start(&t->running[k], &sc) == 0)
                 continue;
             if (sc.words && sc.options_text) sc.words = NULL, sc.options_text = NULL; /* freed */
@@ -330,6 +364,11 @@ static void reload(serve *s) {
         long k = serve_config_find(s->cfg, n->t[i]->name);
         serve_table_free(n->t[i]);
         n->t[i] = serve_config_take(s->cfg, (size_t)k);
+        /* a backfill that said done runs once more: the file was reloaded */
+        if (n->t[i]->running[SERVE_SCHEDULE_BACKFILL]) {
+            atomic_store(&n->t[i]->backfill_rearm, true);
+            serve_schedule_kick(n->t[i]->running[SERVE_SCHEDULE_BACKFILL]);
+        }
         kept++;
     }
     metrics_databases(s, n); /* before the tables start: they find their database's row */
