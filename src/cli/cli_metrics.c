@@ -280,6 +280,18 @@ void cli_metrics_remove(cli_metrics *m, size_t i) {
     pthread_mutex_unlock(&m->mu);
 }
 
+void cli_metrics_restart(cli_metrics *m, size_t i) {
+    if (m == NULL || i == (size_t)-1) return;
+    pthread_mutex_lock(&m->mu);
+    tstat *t = &m->t[i];
+    t->stream = NULL;
+    t->state = ST_PENDING;
+    t->rows_before = t->rows;
+    t->batches_before = t->batches;
+    t->probe = MCDC_JOB_PROBE_NONE;
+    pthread_mutex_unlock(&m->mu);
+}
+
 void cli_metrics_started(cli_metrics *m, size_t i, mcdc_stream *stream) {
     if (m == NULL || i == (size_t)-1) return;
     pthread_mutex_lock(&m->mu);

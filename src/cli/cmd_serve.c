@@ -60,11 +60,11 @@ static const char SERVE_HELP[] =
     "  --json               at the end, every table's result on stdout (await_all's)\n"
     "\n"
     "Signals: SIGHUP rereads FILE: tables added start, tables removed stop after their\n"
-    "batch, tables whose settings changed restart, tables that had ended start again,\n"
-    "the others are not disturbed. A file that is refused is logged with its reasons\n"
-    "and changes nothing. max_connections, encoder_threads, the metrics settings and\n"
-    "facts_table need a restart. SIGINT/SIGTERM: every table finishes its batch and\n"
-    "the service exits.\n"
+    "batch, tables whose settings changed restart (their metrics afresh), tables that\n"
+    "had ended start again (their metrics go on), the others are not disturbed. A file\n"
+    "that is refused is logged with its reasons and changes nothing. max_connections,\n"
+    "encoder_threads, the metrics settings and facts_table need a restart.\n"
+    "SIGINT/SIGTERM: every table finishes its batch and the service exits.\n"
     "\n"
     "Refused before anything starts (exit 2), each naming the file and line: a key a\n"
     "section does not know, a key given twice, a table without a target, app_id or\n"
@@ -214,10 +214,13 @@ static char **words_dup(char *const *w) {
     return c;
 }
 
-static void table_start(serve *s, serve_table *t) {
+/* Starts t: on a row of its own in the metrics, or on row (not (size_t)-1:
+ * the row of the same table before it ended, whose figures go on). */
+static void table_start(serve *s, serve_table *t, size_t row) {
     cli_table *j = &t->job;
     j->metrics = s->metrics;
-    j->index = cli_metrics_add(s->metrics, t->db, t->name);
+    if (row != (size_t)-1) cli_metrics_restart(s->metrics, row);
+    j->index = row != (size_t)-1 ? row : cli_metrics_add(s->metrics, t->db, t->name);
     j->out.json = s->log_json;
     if (!cli_table_start(j)) return;
     for (int k = 0; k < SERVE_SCHEDULES; k++) {
@@ -260,8 +263,8 @@ static void table_start(serve *s, serve_table *t) {
 }
 
 /* Asks t to stop after its batch, waits for it, takes its row off the
- * metrics. */
-static void table_stop(serve *s, serve_table *t, const char *why) {
+ * metrics unless its row goes on (the same table starting again). */
+static void table_stop(serve *s, serve_table *t, const char *why, bool row_goes_on) {
     schedules_stop(t);
     cli_table_request_stop(&t->job);
     if (t->job.running) {
@@ -270,7 +273,7 @@ static void table_stop(serve *s, serve_table *t, const char *why) {
         serve_log(s, "info", t->name, "stopped (%s) after %lld batches, %lld rows", why,
                   (long long)t->job.batches, (long long)t->job.rows);
     }
-    cli_metrics_remove(s->metrics, t->job.index);
+    if (!row_goes_on) cli_metrics_remove(s->metrics, t->job.index);
 }
 
 /* --log-format wins over the file's log_format, for every table. */
@@ -322,6 +325,7 @@ static void reload(serve *s) {
     }
     if (s->log_json_flag >= 0) use_log_flag(n, s->log_json_flag == 1);
     bool *fresh = NULL, *keep = NULL;
+    size_t *row = NULL; /* a fresh table's metrics row when it is the same one starting again */
     const char *fixed = serve_config_fixed_differs(s->cfg, n);
     if (fixed) {
         serve_log(s, "error", NULL, "%s is refused: [service] %s changed, which needs a "
@@ -331,7 +335,8 @@ static void reload(serve *s) {
     }
     fresh = calloc(n->n_t ? n->n_t : 1, sizeof *fresh);
     keep = calloc(s->cfg->n_t ? s->cfg->n_t : 1, sizeof *keep);
-    if (fresh == NULL || keep == NULL) {
+    row = malloc((n->n_t ? n->n_t : 1) * sizeof *row);
+    if (fresh == NULL || keep == NULL || row == NULL) {
         serve_log(s, "error", NULL, "out of memory rereading %s; nothing was changed",
                   s->cfg->path);
         goto refused;
@@ -339,9 +344,11 @@ static void reload(serve *s) {
     for (size_t i = 0; i < n->n_t; i++) {
         long k = serve_config_find(s->cfg, n->t[i]->name);
         const serve_table *old = k >= 0 ? s->cfg->t[k] : NULL;
-        fresh[i] = old == NULL || strcmp(old->fingerprint, n->t[i]->fingerprint) != 0 ||
-                   atomic_load(&old->job.finished);
+        bool same = old && strcmp(old->fingerprint, n->t[i]->fingerprint) == 0;
+        fresh[i] = !same || atomic_load(&old->job.finished);
         if (!fresh[i]) keep[k] = true;
+        /* one that had ended starts again as it was: its figures go on */
+        row[i] = same && fresh[i] ? old->job.index : (size_t)-1;
     }
     if (serve_config_check_instances(n, fresh) != EXIT_OK) {
         serve_log(s, "error", NULL, "%s is refused (the reasons above); nothing was changed",
@@ -354,9 +361,10 @@ static void reload(serve *s) {
     for (size_t k = 0; k < s->cfg->n_t; k++) {
         serve_table *old = s->cfg->t[k];
         if (keep[k]) continue;
-        bool changed = serve_config_find(n, old->name) >= 0;
-        table_stop(s, old, changed ? "its settings changed, or it had ended" : "removed from "
-                                                                              "the file");
+        long i = serve_config_find(n, old->name);
+        table_stop(s, old, i >= 0 ? "its settings changed, or it had ended" : "removed from "
+                                                                             "the file",
+                   i >= 0 && row[i] != (size_t)-1);
         stopped++;
     }
     for (size_t i = 0; i < n->n_t; i++) {
@@ -374,7 +382,7 @@ static void reload(serve *s) {
     metrics_databases(s, n); /* before the tables start: they find their database's row */
     for (size_t i = 0; i < n->n_t; i++)
         if (fresh[i]) {
-            table_start(s, n->t[i]);
+            table_start(s, n->t[i], row[i]);
             serve_log(s, "info", n->t[i]->name, "started");
             started++;
         }
@@ -384,10 +392,12 @@ static void reload(serve *s) {
               n->path, started, stopped, kept);
     free(fresh);
     free(keep);
+    free(row);
     return;
 refused:
     free(fresh);
     free(keep);
+    free(row);
     serve_config_free(n);
 }
 
@@ -494,7 +504,7 @@ int cmd_serve(int argc, char **argv) {
         rc = cli_fail(&e);
         goto out;
     }
-    for (size_t i = 0; i < s.cfg->n_t; i++) table_start(&s, s.cfg->t[i]);
+    for (size_t i = 0; i < s.cfg->n_t; i++) table_start(&s, s.cfg->t[i], (size_t)-1);
     serve_log(&s, "info", NULL, "serving %zu tables of %zu databases from %s", s.cfg->n_t,
               s.cfg->n_db, config);
     for (;;) {
