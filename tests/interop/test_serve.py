@@ -4,10 +4,12 @@ change table; a table added to the file and SIGHUP starts it, one removed
 stops it, a file that is refused on SIGHUP keeps the running set; bad
 config lines are refused before anything starts, naming the line; kill -9
 and a restart lose and double nothing; the systemd unit is valid."""
+import base64
 import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import time
 import urllib.request
@@ -650,6 +652,16 @@ def test_the_status_page_filters_sorts_and_shows_a_failed_table_without_a_reload
         assert browser.eval("window.notReloaded") is True  # the same page, not reloaded
         text = browser.eval("document.querySelector('#rows tr').innerText")
         assert "failed" in text and "PermissionError" in text, text
+        # as drawn: the problem row's cells in the problem colour, and a
+        # screenshot of the page (kept in the test's directory)
+        assert browser.eval("getComputedStyle(document.querySelector('#rows tr td'))"
+                            ".backgroundColor") == "rgb(253, 236, 234)"
+        png = base64.b64decode(browser.call("Page.captureScreenshot", format="png")["data"])
+        with open(os.path.join(workdir, "status-page.png"), "wb") as f:
+            f.write(png)
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR", png[:16]
+        assert list(struct.unpack(">II", png[16:24])) == \
+            browser.eval("[window.innerWidth, window.innerHeight]")
     finally:
         if browser:
             browser.close()
