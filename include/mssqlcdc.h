@@ -83,6 +83,8 @@ extern "C" {
  *    number went from 0 to 1 (MCDC_VERSION_STRING 1.0.0); from here on
  *    these results grow at their end as the configs do. With them,
  *    mcdc_runtime_job_metrics takes the size of the caller's struct.
+ *    Later, in the same version: mcdc_job_metrics version 2 (a stream's
+ *    probe and chunked_snapshot, at its end).
  */
 #define MCDC_API_VERSION 6
 
@@ -531,7 +533,17 @@ MCDC_API const char *mcdc_job_state_name(mcdc_job_state s);
 /* Slots of mcdc_job_metrics.errors: one per status code (errors[-code]). */
 #define MCDC_JOB_ERROR_SLOTS 32
 #define MCDC_JOB_NAME_SIZE 272
-#define MCDC_JOB_METRICS_VERSION 1
+#define MCDC_JOB_METRICS_VERSION 2
+/* How a stream of a runtime learns whether its change table has new rows
+ * (version 2 of mcdc_job_metrics). */
+typedef enum mcdc_job_probe {
+    MCDC_JOB_PROBE_NONE = 0,    /* no shared probe: not a stream, no runtime, a trigger that
+                                   ends, or not polled yet */
+    MCDC_JOB_PROBE_SHARED = 1,  /* through its database's one probe per poll */
+    MCDC_JOB_PROBE_REFUSED = 2  /* the login may not run that probe (SELECT on
+                                   cdc.change_tables or a change table refused): it polls
+                                   max_lsn on its own */
+} mcdc_job_probe;
 typedef struct mcdc_job_metrics {
     int version;               /* MCDC_JOB_METRICS_VERSION of the library that fills it */
     int64_t id;                /* the runtime's number for the job: 1, 2, ... in order */
@@ -570,6 +582,11 @@ typedef struct mcdc_job_metrics {
     int64_t progress_parts_done, progress_parts_total; /* the job's parts when it counts
                                                           them across phases, else the
                                                           phase's; total -1: unknown */
+    /* version 2 */
+    mcdc_job_probe probe;      /* a stream's: how it polls (above) */
+    char chunked_snapshot[24]; /* a stream's: S (the LSN) of the newest chunked snapshot it
+                                  opened in this process (bootstrap, re-snapshot, switch);
+                                  "": none */
 } mcdc_job_metrics;
 /* Returns non-zero to stop the iteration. m is valid during the call. */
 typedef int (*mcdc_job_metrics_fn)(void *user, const mcdc_job_metrics *m);
@@ -580,9 +597,10 @@ typedef int (*mcdc_job_metrics_fn)(void *user, const mcdc_job_metrics *m);
 MCDC_API int mcdc_runtime_metrics(mcdc_runtime *rt, mcdc_job_metrics_fn fn, void *user);
 /* The job of handle (a stream's...), into *out, whose size out_size the
  * caller gives (sizeof its mcdc_job_metrics: a library with a larger one
- * fills only what fits; its version field says which fields it knows):
- * false when the runtime holds none, or out_size is below the first
- * version's struct. */
+ * fills only what fits, a smaller one leaves the caller's tail alone; its
+ * version field says which fields it knows): false when the runtime holds
+ * none, or out_size is below the first version's struct (up to
+ * progress_parts_total). */
 MCDC_API bool mcdc_runtime_job_metrics(mcdc_runtime *rt, const void *handle,
                                        mcdc_job_metrics *out, size_t out_size);
 

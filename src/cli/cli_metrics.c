@@ -60,6 +60,7 @@ typedef struct tstat {
     size_t db;    /* its database's row in db[] (the probe's), or (size_t)-1: none */
     tstate state;
     int64_t rows, batches;
+    int64_t rows_before, batches_before; /* its runs' before this one (cli_metrics_restart) */
     double last_duration_s;
     bool has_batch;
     char end_lsn[24];
@@ -78,7 +79,9 @@ typedef struct tstat {
     int64_t snap_parts_done, snap_parts_total; /* ranges or chunks; total -1: unknown */
     bool has_backfill; /* a backfill run's status was read (cli_metrics_backfill) */
     mcdc_backfill_status backfill;
+    bool backfill_idle; /* its schedule waits for something new to read */
     int64_t sched_runs[CLI_METRICS_SCHEDULES], sched_errors[CLI_METRICS_SCHEDULES];
+    mcdc_job_probe probe; /* how its stream polls (its registry entry's, version 2) */
     mcdc_stream *stream; /* while it runs (borrowed: started to ended), else NULL */
     char caught_up_lsn[24]; /* a copy's: mcdc_stream_caught_up's answer ("": none) */
 } tstat;
@@ -95,6 +98,8 @@ typedef struct dbstat {
     bool polled, probe_up, has_health;
     mcdc_capture_health health;
     int64_t probe_errors;
+    int probe_shared; /* a copy's (take): 1 its tables' streams poll through one shared probe,
+                         0 one of them was refused it, -1 none polls through one */
 } dbstat;
 
 struct cli_metrics {
@@ -275,6 +280,18 @@ void cli_metrics_remove(cli_metrics *m, size_t i) {
     pthread_mutex_unlock(&m->mu);
 }
 
+void cli_metrics_restart(cli_metrics *m, size_t i) {
+    if (m == NULL || i == (size_t)-1) return;
+    pthread_mutex_lock(&m->mu);
+    tstat *t = &m->t[i];
+    t->stream = NULL;
+    t->state = ST_PENDING;
+    t->rows_before = t->rows;
+    t->batches_before = t->batches;
+    t->probe = MCDC_JOB_PROBE_NONE;
+    pthread_mutex_unlock(&m->mu);
+}
+
 void cli_metrics_started(cli_metrics *m, size_t i, mcdc_stream *stream) {
     if (m == NULL || i == (size_t)-1) return;
     pthread_mutex_lock(&m->mu);
@@ -287,12 +304,13 @@ void cli_metrics_started(cli_metrics *m, size_t i, mcdc_stream *stream) {
  * them (under m->mu; the stream is good until ended). */
 static void pull_batches(const cli_metrics *m, tstat *t) {
     mcdc_job_metrics j;
-    if (t->stream == NULL || !mcdc_runtime_job_metrics(m->cfg.runtime, t->stream, &j, sizeof j) ||
-        j.batches == t->batches)
+    if (t->stream == NULL || !mcdc_runtime_job_metrics(m->cfg.runtime, t->stream, &j, sizeof j))
         return;
+    if (j.version >= 2 && j.probe != MCDC_JOB_PROBE_NONE) t->probe = j.probe;
+    if (t->batches_before + j.batches == t->batches) return;
     t->state = ST_RUNNING;
-    t->rows = j.rows;
-    t->batches = j.batches;
+    t->rows = t->rows_before + j.rows;
+    t->batches = t->batches_before + j.batches;
     t->has_batch = j.has_batch;
     t->last_duration_s = j.last_batch_seconds;
     snprintf(t->end_lsn, sizeof t->end_lsn, "%s", j.end_lsn);
@@ -349,11 +367,12 @@ void cli_metrics_ended(cli_metrics *m, size_t i, const char *state, int status,
     pthread_mutex_unlock(&m->mu);
 }
 
-void cli_metrics_backfill(cli_metrics *m, size_t i, const mcdc_backfill_status *st) {
+void cli_metrics_backfill(cli_metrics *m, size_t i, const mcdc_backfill_status *st, bool idle) {
     if (m == NULL || i == (size_t)-1) return;
     pthread_mutex_lock(&m->mu);
     m->t[i].backfill = *st;
     m->t[i].has_backfill = true;
+    m->t[i].backfill_idle = idle;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -592,6 +611,15 @@ static bool take(cli_metrics *m, snap *s) {
         }
     pthread_mutex_unlock(&m->mu);
     free(db_at);
+    /* a database's shared probe: refused when one of its streams was */
+    for (size_t k = 0; k < s->n_db; k++) s->db[k].probe_shared = -1;
+    for (size_t i = 0; i < s->n; i++) {
+        const tstat *t = &s->t[i];
+        if (t->db >= s->n_db || t->probe == MCDC_JOB_PROBE_NONE) continue;
+        int *shared = &s->db[t->db].probe_shared;
+        if (t->probe == MCDC_JOB_PROBE_REFUSED) *shared = 0;
+        else if (*shared < 0) *shared = 1;
+    }
     s->now_us = utc_us();
     s->now_mono_us = mono_us();
     return true;
@@ -867,6 +895,23 @@ static void render_database(FILE *f, const snap *s) {
     }
 }
 
+/* Whether each database's streams share one probe: absent for a database
+ * none of whose streams polls through one (triggers that end). */
+static void render_probe_shared(FILE *f, const snap *s) {
+    bool declared = false;
+    for (size_t k = 0; k < s->n_db; k++) {
+        if (s->db[k].probe_shared < 0) continue;
+        if (!declared)
+            family(f, "mssql_cdc_probe_shared", "gauge",
+                   "1 when the database's streams learn of new changes through one shared probe "
+                   "a poll; 0 when the login may not run it (SELECT on cdc.change_tables and "
+                   "the change tables) and each stream polls max_lsn on its own.");
+        declared = true;
+        sample(f, "mssql_cdc_probe_shared", NULL, &s->db[k]);
+        value_i(f, s->db[k].probe_shared);
+    }
+}
+
 /* The rows' families, for the databases served (under m->mu: the rows are
  * the probe's, replaced at each poll). */
 static void render_change_rows(FILE *f, cli_metrics *m) {
@@ -920,6 +965,7 @@ static char *render_metrics(cli_metrics *m, size_t *len) {
     if (f) {
         render_tables(f, &s);
         render_database(f, &s);
+        render_probe_shared(f, &s);
         render_change_rows(f, m);
         fputs("# EOF\n", f);
         fclose(f);
@@ -960,6 +1006,8 @@ static void capture_json(FILE *f, const dbstat *d) {
     json_num(f, "errors_listed", d->has_health && h->visible, (double)h->errors_listed);
     json_num(f, "capture_lag_seconds", d->has_health && h->has_max_commit,
              (double)(h->server_now_us - h->max_commit_us) / 1e6);
+    fprintf(f, ",\"probe_shared\":%s",
+            d->probe_shared < 0 ? "null" : d->probe_shared ? "true" : "false");
     fputc('}', f);
 }
 
@@ -981,6 +1029,7 @@ static char *render_status(cli_metrics *m, size_t *len) {
                 (double)s.now_us / 1e6, ready_all(&s) ? "true" : "false", m->cfg.lag_problem_s);
         dbstat none;
         memset(&none, 0, sizeof none);
+        none.probe_shared = -1;
         capture_json(f, s.n_db ? &s.db[0] : &none);
         fputs(",\"databases\":[", f);
         for (size_t k = 0; k < s.n_db; k++) {
@@ -1034,8 +1083,9 @@ static char *render_status(cli_metrics *m, size_t *len) {
                     fprintf(f, ",\"chunks_total\":%lld", (long long)b->chunks_total);
                 else
                     fputs(",\"chunks_total\":null", f);
-                fprintf(f, ",\"done\":%s,\"paused\":%s,\"state\":", b->done ? "true" : "false",
-                        b->paused ? "true" : "false");
+                fprintf(f, ",\"done\":%s,\"paused\":%s,\"idle\":%s,\"state\":",
+                        b->done ? "true" : "false", b->paused ? "true" : "false",
+                        t->backfill_idle ? "true" : "false");
                 json_str(f, mcdc_backfill_state_name(b->state));
                 fputs(",\"reason\":", f);
                 if (b->reason[0]) json_str(f, b->reason);

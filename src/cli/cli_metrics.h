@@ -51,6 +51,10 @@ int cli_metrics_start(cli_metrics **out, const cli_metrics_cfg *cfg);
 size_t cli_metrics_add(cli_metrics *m, const char *database, const char *name);
 /* Table i is gone (a reload removed it): its row is no longer served. */
 void cli_metrics_remove(cli_metrics *m, size_t i);
+/* Table i, which had ended, starts again as it was (a reload): its row
+ * goes on, its counters (rows, batches, schedule runs) count on from where
+ * they were, its last figures stay until its new run replaces them. */
+void cli_metrics_restart(cli_metrics *m, size_t i);
 /* A database more (a reload added its section): the probe polls it from its
  * next round with opts (owned by m from this call on, also when it returns
  * false), and tables added with its label from now on get its lag. false:
@@ -76,8 +80,9 @@ void cli_metrics_progress(cli_metrics *m, size_t i, const mcdc_progress *p);
 void cli_metrics_ended(cli_metrics *m, size_t i, const char *state, int status,
                        const char *message);
 /* Table i's last backfill run's status (serve's backfill schedule): its
- * chunks, done and paused are served from now on. */
-void cli_metrics_backfill(cli_metrics *m, size_t i, const mcdc_backfill_status *st);
+ * chunks, done and paused are served from now on; idle: the schedule runs
+ * no more until there is something new to read. */
+void cli_metrics_backfill(cli_metrics *m, size_t i, const mcdc_backfill_status *st, bool idle);
 /* One run of table i's schedule ("apply", "reconcile" or "backfill"; others
  * are not counted) ended, well or not. */
 void cli_metrics_schedule_ran(cli_metrics *m, size_t i, const char *schedule, bool ok);

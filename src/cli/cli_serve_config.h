@@ -56,6 +56,11 @@ typedef struct serve_table {
                           and storage options: holds secrets, never printed); owned */
     struct serve_schedule *running[SERVE_SCHEDULES]; /* while the table runs
                                                          (cmd_serve.c) */
+    /* its backfill schedule's (cmd_serve.c): S of the snapshot its last
+     * status said done ("": not done; its thread's own), and a reload's ask
+     * for one more run */
+    char backfill_done_at[24];
+    atomic_bool backfill_rearm;
     char *fingerprint; /* every setting it runs with, in one string: a reload
                           restarts it when this changes (holds secrets: never
                           printed) */

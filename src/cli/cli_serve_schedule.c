@@ -99,11 +99,13 @@ struct serve_schedule {
     char *options_text;
     bool (*result)(void *user, int code, const char *out, size_t len);
     void (*ran)(void *user, const char *what, bool ok);
+    bool (*due)(void *user);
     void *result_user;
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t wake;
     bool stopping;
+    bool kicked; /* serve_schedule_kick: the wait ends now */
     pid_t child; /* 0: none running */
     int64_t runs, failed;
 };
@@ -249,21 +251,33 @@ static void run_once(serve_schedule *s) {
 
 static void *schedule_run(void *arg) {
     serve_schedule *s = arg;
+    bool first = true;
     pthread_mutex_lock(&s->mu);
     while (!s->stopping) {
         pthread_mutex_unlock(&s->mu);
-        run_once(s);
+        if (first || s->due == NULL || s->due(s->result_user)) run_once(s);
+        first = false;
         pthread_mutex_lock(&s->mu);
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         int64_t ns = (int64_t)(s->every_s * 1e9) + until.tv_nsec;
         until.tv_sec += (time_t)(ns / 1000000000);
         until.tv_nsec = (long)(ns % 1000000000);
-        while (!s->stopping && pthread_cond_timedwait(&s->wake, &s->mu, &until) == 0) {
+        while (!s->stopping && !s->kicked &&
+               pthread_cond_timedwait(&s->wake, &s->mu, &until) == 0) {
         }
+        s->kicked = false;
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
+}
+
+void serve_schedule_kick(serve_schedule *s) {
+    if (s == NULL) return;
+    pthread_mutex_lock(&s->mu);
+    s->kicked = true;
+    pthread_cond_broadcast(&s->wake);
+    pthread_mutex_unlock(&s->mu);
 }
 
 /* Frees an options text, zeroed first (it may hold a secret). */
@@ -288,6 +302,7 @@ int serve_schedule_start(serve_schedule **out, const serve_schedule_cfg *cfg) {
     s->options_text = cfg->options_text;
     s->result = cfg->result;
     s->ran = cfg->ran;
+    s->due = cfg->due;
     s->result_user = cfg->result_user;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->wake, NULL);

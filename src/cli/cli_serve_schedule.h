@@ -41,7 +41,12 @@ typedef struct serve_schedule_cfg {
     bool (*result)(void *user, int code, const char *out, size_t len);
     /* NULL, or told after every run whether it went well */
     void (*ran)(void *user, const char *what, bool ok);
-    void *result_user;    /* result's and ran's */
+    /* NULL: every run is due. Else asked when a run's time comes (not
+     * before the first, which is at once): false skips it, neither started
+     * nor counted, and the next time comes every_s later (a backfill that
+     * said done waits for a new snapshot) */
+    bool (*due)(void *user);
+    void *result_user;    /* result's, ran's and due's */
 } serve_schedule_cfg;
 
 /* The most of a run's stdout a result callback is given. */
@@ -53,6 +58,9 @@ typedef struct serve_schedule_cfg {
  * failed) as "<what>: line". Returns 0, or -1 when no thread could be
  * started (words and options_text freed). */
 int serve_schedule_start(serve_schedule **out, const serve_schedule_cfg *cfg);
+/* The next run's time is now (a reload): it still asks due (NULL:
+ * nothing). */
+void serve_schedule_kick(serve_schedule *s);
 /* Asks a run in progress to stop (SIGTERM: it finishes its pass), waits
  * for it and for the thread; frees s (NULL: nothing). */
 void serve_schedule_stop(serve_schedule *s);

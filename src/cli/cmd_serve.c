@@ -46,7 +46,9 @@ static const char SERVE_HELP[] =
     "                       apply FLAGS' on a timer, and so does reconcile;\n"
     "                       backfill = SECONDS [FLAGS] runs 'mssql-cdc backfill' of the\n"
     "                       table's chunked snapshot with its places and options, its\n"
-    "                       status served as the mssql_cdc_backfill_* metrics)\n"
+    "                       status served as the mssql_cdc_backfill_* metrics; once it\n"
+    "                       says done, no more runs until the stream opens another\n"
+    "                       chunked snapshot or a SIGHUP)\n"
     "  --metrics-listen ADDR:PORT\n"
     "                       serve /metrics, /status.json, /healthz, /readyz and the status\n"
     "                       page at / (wins over [service] metrics_listen; port 0: a free\n"
@@ -58,11 +60,11 @@ static const char SERVE_HELP[] =
     "  --json               at the end, every table's result on stdout (await_all's)\n"
     "\n"
     "Signals: SIGHUP rereads FILE: tables added start, tables removed stop after their\n"
-    "batch, tables whose settings changed restart, tables that had ended start again,\n"
-    "the others are not disturbed. A file that is refused is logged with its reasons\n"
-    "and changes nothing. max_connections, encoder_threads, the metrics settings and\n"
-    "facts_table need a restart. SIGINT/SIGTERM: every table finishes its batch and\n"
-    "the service exits.\n"
+    "batch, tables whose settings changed restart (their metrics afresh), tables that\n"
+    "had ended start again (their metrics go on), the others are not disturbed. A file\n"
+    "that is refused is logged with its reasons and changes nothing. max_connections,\n"
+    "encoder_threads, the metrics settings and facts_table need a restart.\n"
+    "SIGINT/SIGTERM: every table finishes its batch and the service exits.\n"
     "\n"
     "Refused before anything starts (exit 2), each naming the file and line: a key a\n"
     "section does not know, a key given twice, a table without a target, app_id or\n"
@@ -148,7 +150,8 @@ static void schedule_ran(void *user, const char *what, bool ok) {
  * table's figures; anything else leaves them as they were, with a warning
  * naming the table (its log's). */
 static bool backfill_ran(void *user, int code, const char *out, size_t len) {
-    const cli_table *j = &((serve_table *)user)->job;
+    serve_table *t = user;
+    const cli_table *j = &t->job;
     mcdc_backfill_status st;
     char why[200], line[MCDC_BACKFILL_STATUS_JSON_SIZE + 16];
     mcdc_error e = MCDC_ERROR_INIT;
@@ -157,7 +160,10 @@ static bool backfill_ran(void *user, int code, const char *out, size_t len) {
         j->cfg.log_fn(j->cfg.log_user, MCDC_LOG_WARN, line);
         return false;
     }
-    cli_metrics_backfill(j->metrics, j->index, &st);
+    /* done: no more runs until there is something new to read */
+    bool newly_done = st.done && strcmp(t->backfill_done_at, st.snapshot) != 0;
+    snprintf(t->backfill_done_at, sizeof t->backfill_done_at, "%s", st.done ? st.snapshot : "");
+    cli_metrics_backfill(j->metrics, j->index, &st, st.done);
     char json[MCDC_BACKFILL_STATUS_JSON_SIZE];
     if (mcdc_backfill_status_json(json, sizeof json, &st, &e) == MCDC_OK) {
         snprintf(line, sizeof line, "backfill: %s", json);
@@ -167,6 +173,31 @@ static bool backfill_ran(void *user, int code, const char *out, size_t len) {
                                     "logged: %.200s", e.message);
         j->cfg.log_fn(j->cfg.log_user, MCDC_LOG_WARN, line);
     }
+    if (newly_done) {
+        snprintf(line, sizeof line, "backfill: the snapshot at %s is in; no run more until the "
+                                    "stream opens another chunked snapshot or a reload",
+                 st.snapshot);
+        j->cfg.log_fn(j->cfg.log_user, MCDC_LOG_INFO, line);
+    }
+    return true;
+}
+
+/* A backfill run is due unless the last status said done and neither has
+ * the stream opened another chunked snapshot since (its registry entry
+ * says which it opened last) nor has a reload asked for a run. On the
+ * schedule's thread, as backfill_ran. */
+static bool backfill_due(void *user) {
+    serve_table *t = user;
+    if (atomic_exchange(&t->backfill_rearm, false) || t->backfill_done_at[0] == 0) return true;
+    mcdc_job_metrics m;
+    if (!mcdc_runtime_job_metrics(t->job.cfg.runtime, t->job.stream, &m, sizeof m) ||
+        m.version < 2 || m.chunked_snapshot[0] == 0 ||
+        strcmp(m.chunked_snapshot, t->backfill_done_at) == 0)
+        return false;
+    char line[160];
+    snprintf(line, sizeof line, "backfill: the stream opened a chunked snapshot at %s: reading it",
+             m.chunked_snapshot);
+    t->job.cfg.log_fn(t->job.cfg.log_user, MCDC_LOG_INFO, line);
     return true;
 }
 
@@ -183,20 +214,26 @@ static char **words_dup(char *const *w) {
     return c;
 }
 
-static void table_start(serve *s, serve_table *t) {
+/* Starts t: on a row of its own in the metrics, or on row (not (size_t)-1:
+ * the row of the same table before it ended, whose figures go on). */
+static void table_start(serve *s, serve_table *t, size_t row) {
     cli_table *j = &t->job;
     j->metrics = s->metrics;
-    j->index = cli_metrics_add(s->metrics, t->db, t->name);
+    if (row != (size_t)-1) cli_metrics_restart(s->metrics, row);
+    j->index = row != (size_t)-1 ? row : cli_metrics_add(s->metrics, t->db, t->name);
     j->out.json = s->log_json;
     if (!cli_table_start(j)) return;
     for (int k = 0; k < SERVE_SCHEDULES; k++) {
         serve_schedule_cfg sc = {SERVE_SCHEDULE_NAMES[k], NULL, t->every_s[k], j->cfg.log_fn,
-                                 j->cfg.log_user, NULL, NULL, schedule_ran, t};
+                                 j->cfg.log_user, NULL, NULL, schedule_ran, NULL, t};
         if (k == SERVE_SCHEDULE_BACKFILL) {
             if (t->backfill == NULL) continue;
             sc.words = words_dup(t->backfill);
             sc.options_text = strdup(t->backfill_options);
             sc.result = backfill_ran;
+            sc.due = backfill_due;
+            t->backfill_done_at[0] = 0;
+            atomic_store(&t->backfill_rearm, false);
             if (sc.words && sc.options_text && serve_schedule_start(&t->running[k], &sc) == 0)
                 continue;
             if (sc.words && sc.options_text) sc.words = NULL, sc.options_text = NULL; /* freed */
@@ -226,8 +263,8 @@ static void table_start(serve *s, serve_table *t) {
 }
 
 /* Asks t to stop after its batch, waits for it, takes its row off the
- * metrics. */
-static void table_stop(serve *s, serve_table *t, const char *why) {
+ * metrics unless its row goes on (the same table starting again). */
+static void table_stop(serve *s, serve_table *t, const char *why, bool row_goes_on) {
     schedules_stop(t);
     cli_table_request_stop(&t->job);
     if (t->job.running) {
@@ -236,7 +273,7 @@ static void table_stop(serve *s, serve_table *t, const char *why) {
         serve_log(s, "info", t->name, "stopped (%s) after %lld batches, %lld rows", why,
                   (long long)t->job.batches, (long long)t->job.rows);
     }
-    cli_metrics_remove(s->metrics, t->job.index);
+    if (!row_goes_on) cli_metrics_remove(s->metrics, t->job.index);
 }
 
 /* --log-format wins over the file's log_format, for every table. */
@@ -288,6 +325,7 @@ static void reload(serve *s) {
     }
     if (s->log_json_flag >= 0) use_log_flag(n, s->log_json_flag == 1);
     bool *fresh = NULL, *keep = NULL;
+    size_t *row = NULL; /* a fresh table's metrics row when it is the same one starting again */
     const char *fixed = serve_config_fixed_differs(s->cfg, n);
     if (fixed) {
         serve_log(s, "error", NULL, "%s is refused: [service] %s changed, which needs a "
@@ -297,7 +335,8 @@ static void reload(serve *s) {
     }
     fresh = calloc(n->n_t ? n->n_t : 1, sizeof *fresh);
     keep = calloc(s->cfg->n_t ? s->cfg->n_t : 1, sizeof *keep);
-    if (fresh == NULL || keep == NULL) {
+    row = malloc((n->n_t ? n->n_t : 1) * sizeof *row);
+    if (fresh == NULL || keep == NULL || row == NULL) {
         serve_log(s, "error", NULL, "out of memory rereading %s; nothing was changed",
                   s->cfg->path);
         goto refused;
@@ -305,9 +344,11 @@ static void reload(serve *s) {
     for (size_t i = 0; i < n->n_t; i++) {
         long k = serve_config_find(s->cfg, n->t[i]->name);
         const serve_table *old = k >= 0 ? s->cfg->t[k] : NULL;
-        fresh[i] = old == NULL || strcmp(old->fingerprint, n->t[i]->fingerprint) != 0 ||
-                   atomic_load(&old->job.finished);
+        bool same = old && strcmp(old->fingerprint, n->t[i]->fingerprint) == 0;
+        fresh[i] = !same || atomic_load(&old->job.finished);
         if (!fresh[i]) keep[k] = true;
+        /* one that had ended starts again as it was: its figures go on */
+        row[i] = same && fresh[i] ? old->job.index : (size_t)-1;
     }
     if (serve_config_check_instances(n, fresh) != EXIT_OK) {
         serve_log(s, "error", NULL, "%s is refused (the reasons above); nothing was changed",
@@ -320,9 +361,10 @@ static void reload(serve *s) {
     for (size_t k = 0; k < s->cfg->n_t; k++) {
         serve_table *old = s->cfg->t[k];
         if (keep[k]) continue;
-        bool changed = serve_config_find(n, old->name) >= 0;
-        table_stop(s, old, changed ? "its settings changed, or it had ended" : "removed from "
-                                                                              "the file");
+        long i = serve_config_find(n, old->name);
+        table_stop(s, old, i >= 0 ? "its settings changed, or it had ended" : "removed from "
+                                                                             "the file",
+                   i >= 0 && row[i] != (size_t)-1);
         stopped++;
     }
     for (size_t i = 0; i < n->n_t; i++) {
@@ -330,12 +372,17 @@ static void reload(serve *s) {
         long k = serve_config_find(s->cfg, n->t[i]->name);
         serve_table_free(n->t[i]);
         n->t[i] = serve_config_take(s->cfg, (size_t)k);
+        /* a backfill that said done runs once more: the file was reloaded */
+        if (n->t[i]->running[SERVE_SCHEDULE_BACKFILL]) {
+            atomic_store(&n->t[i]->backfill_rearm, true);
+            serve_schedule_kick(n->t[i]->running[SERVE_SCHEDULE_BACKFILL]);
+        }
         kept++;
     }
     metrics_databases(s, n); /* before the tables start: they find their database's row */
     for (size_t i = 0; i < n->n_t; i++)
         if (fresh[i]) {
-            table_start(s, n->t[i]);
+            table_start(s, n->t[i], row[i]);
             serve_log(s, "info", n->t[i]->name, "started");
             started++;
         }
@@ -345,10 +392,12 @@ static void reload(serve *s) {
               n->path, started, stopped, kept);
     free(fresh);
     free(keep);
+    free(row);
     return;
 refused:
     free(fresh);
     free(keep);
+    free(row);
     serve_config_free(n);
 }
 
@@ -455,7 +504,7 @@ int cmd_serve(int argc, char **argv) {
         rc = cli_fail(&e);
         goto out;
     }
-    for (size_t i = 0; i < s.cfg->n_t; i++) table_start(&s, s.cfg->t[i]);
+    for (size_t i = 0; i < s.cfg->n_t; i++) table_start(&s, s.cfg->t[i], (size_t)-1);
     serve_log(&s, "info", NULL, "serving %zu tables of %zu databases from %s", s.cfg->n_t,
               s.cfg->n_db, config);
     for (;;) {

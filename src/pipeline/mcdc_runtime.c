@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "mcdc_cfg.h"
@@ -469,17 +470,42 @@ int mcdc_runtime_metrics(mcdc_runtime *rt, mcdc_job_metrics_fn fn, void *user) {
     return n > INT32_MAX ? INT32_MAX : (int)n;
 }
 
+/* Version 1's struct: every field before version 2's first (no padding
+ * between: its last field is 8-byte aligned and 8 bytes long). */
+#define JOB_METRICS_V1_BYTES offsetof(mcdc_job_metrics, probe)
+_Static_assert(JOB_METRICS_V1_BYTES == offsetof(mcdc_job_metrics, progress_parts_total) +
+                                           sizeof(int64_t),
+               "version 1 of mcdc_job_metrics ends where version 2 starts");
+
 bool mcdc_runtime_job_metrics(mcdc_runtime *rt, const void *handle, mcdc_job_metrics *out,
                              size_t out_size) {
-    /* version 1's struct is today's whole struct: a smaller one is no caller's */
-    if (rt == NULL || handle == NULL || out == NULL || out_size < sizeof(mcdc_job_metrics))
+    if (rt == NULL || handle == NULL || out == NULL || out_size < JOB_METRICS_V1_BYTES)
         return false;
+    /* what both know: a newer caller's tail stays, an older one's struct ends sooner */
+    size_t n = out_size < sizeof(mcdc_job_metrics) ? out_size : sizeof(mcdc_job_metrics);
     pthread_mutex_lock(&rt->metrics_mu);
     const mcdc_job_entry *e = rt->jobs_head;
     while (e && e->m.handle != handle) e = e->next;
-    if (e) memcpy(out, &e->m, sizeof e->m); /* what this library knows; a newer caller's tail stays */
+    if (e) memcpy(out, &e->m, n);
     pthread_mutex_unlock(&rt->metrics_mu);
     return e != NULL;
+}
+
+/* The entry of the job whose handle is owner (the newest first: a stream
+ * joins its probe soon after its create), its probe mode set. */
+static void entry_probe(mcdc_runtime *rt, const void *owner, mcdc_job_probe mode) {
+    pthread_mutex_lock(&rt->metrics_mu);
+    mcdc_job_entry *e = rt->jobs_tail;
+    while (e && e->m.handle != owner) e = e->prev;
+    if (e) e->m.probe = mode;
+    pthread_mutex_unlock(&rt->metrics_mu);
+}
+
+void mcdc_runtime_job_chunked_opened(mcdc_job_entry *e, const char *lsn) {
+    if (e == NULL || lsn == NULL) return;
+    pthread_mutex_lock(&e->rt->metrics_mu);
+    snprintf(e->m.chunked_snapshot, sizeof e->m.chunked_snapshot, "%s", lsn);
+    pthread_mutex_unlock(&e->rt->metrics_mu);
 }
 
 /* ---- one probe per database ------------------------------------------------------ */
@@ -527,6 +553,7 @@ int mcdc_runtime_probe_join(mcdc_runtime *rt, const char *db_key, const void *ow
             rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
         }
     }
+    bool refused = p->unusable;
     if (rc == MCDC_OK) {
         p->owners[p->n] = owner;
         memset(&p->items[p->n], 0, sizeof p->items[p->n]);
@@ -535,6 +562,9 @@ int mcdc_runtime_probe_join(mcdc_runtime *rt, const char *db_key, const void *ow
         *out = p;
     }
     pthread_mutex_unlock(&p->mu);
+    /* a probe refused before: its first poll says so, and it leaves */
+    if (rc == MCDC_OK)
+        entry_probe(rt, owner, refused ? MCDC_JOB_PROBE_REFUSED : MCDC_JOB_PROBE_SHARED);
     return rc;
 }
 
@@ -653,5 +683,6 @@ int mcdc_runtime_probe_poll(mcdc_runtime *rt, mcdc_db_probe *p, const void *owne
         *moved = it->ask ? it->moved : mcdc_lsn_cmp(from, &p->max) < 0;
     }
     pthread_mutex_unlock(&p->mu);
+    if (!*usable) entry_probe(rt, owner, MCDC_JOB_PROBE_REFUSED); /* the host's figures say so */
     return rc;
 }

@@ -73,6 +73,9 @@ void mcdc_runtime_job_batch(mcdc_job_entry *e, const mcdc_batch_report *r);
 void mcdc_runtime_job_progress(mcdc_job_entry *e, const mcdc_progress *p);
 /* The run returned status (err's message when it failed). */
 void mcdc_runtime_job_ended(mcdc_job_entry *e, int status, const mcdc_error *err);
+/* The job (a stream) opened a chunked snapshot at lsn (its S, as text):
+ * the host's backfill schedule has something new to read. */
+void mcdc_runtime_job_chunked_opened(mcdc_job_entry *e, const char *lsn);
 
 /* ---- one probe per database ----------------------------------------------
  * The streams of a runtime that read one database (one connection string)
@@ -93,7 +96,8 @@ void mcdc_runtime_probe_leave(mcdc_runtime *rt, mcdc_db_probe *p, const void *ow
  * round that answers asked about another position: from < max). A round
  * the login may not run (cdc.change_tables or a change table refused) makes
  * the probe unusable: *usable false, and the stream polls on its own from
- * then on. */
+ * then on. The warning is logged once, by the round refused; the owner's
+ * registry entry says which way it polls (mcdc_job_metrics.probe). */
 int mcdc_runtime_probe_poll(mcdc_runtime *rt, mcdc_db_probe *p, const void *owner,
                             mcdc_changes *changes, const mcdc_lsn *from, mcdc_lsn *max,
                             bool *moved, bool *usable, mcdc_error *err);

@@ -455,6 +455,8 @@ int mcdc_snapshot_open_chunked(mcdc_offset *s, const mcdc_chunked_open *o, mcdc_
                                 "instance switch of batch %lld (generation %lld): mssql-cdc "
                                 "backfill reads it",
                  o->target, s->lsn, o->sink, (long long)o->switch_batch_id, (long long)o->generation);
+    /* a host's backfill schedule learns that there is a snapshot to read */
+    if (rc == MCDC_OK && o->ctx) mcdc_runtime_job_chunked_opened(o->ctx->metrics, s->lsn);
     mcdc_snapfacts_free(&sf);
     mcdc_table_close(plans);
     mcdc_free(plans_name);

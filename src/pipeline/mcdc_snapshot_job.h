@@ -103,7 +103,8 @@ typedef struct mcdc_chunked_open {
     const mcdc_offset *at;
     int64_t switch_batch_id;
     const mcdc_ctx *ctx; /* crash points (tests): switch_snapshot_opened, between the plans
-                            row and the facts row of a switch's; may be NULL */
+                            row and the facts row of a switch's; its registry entry hears
+                            the open's S; may be NULL */
 } mcdc_chunked_open;
 int mcdc_snapshot_open_chunked(mcdc_offset *s, const mcdc_chunked_open *o, mcdc_error *err);
 

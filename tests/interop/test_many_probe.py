@@ -3,6 +3,7 @@ one min_lsn query for every instance and (when some table is behind) one
 query telling which change tables moved, whatever the number of tables;
 only the tables with new rows plan a batch. The simulator counts the
 requests it receives (EXEC sim.request_stats)."""
+import json
 import os
 import re
 import signal
@@ -29,9 +30,9 @@ def make_db(sim, n):
     sim.run("EXEC sim.run_capture @ignore_latency = 1;", database=DB)
 
 
-def start_many(sim, lake, n, extra=()):
+def start_many(sim, lake, n, extra=(), cs=None):
     return subprocess.Popen(
-        [CLI, "start-many", "--connectionString", sim.connection_string(DB),
+        [CLI, "start-many", "--connectionString", cs or sim.connection_string(DB),
          "--capture-instances", ",".join(f"dbo_t{i}" for i in range(n)),
          "--target", os.path.join(lake, "bronze_{ci}"), "--app-id", "{ci}-v1",
          "--checkpoint", os.path.join(lake, "ckpt", "{ci}"), *extra],
@@ -44,6 +45,13 @@ def lags(port):
     return {m.group(1): float(m.group(2)) for m in re.finditer(
         r'^mssql_cdc_ingestion_lag_seconds\{[^}]*capture_instance="([^"]+)"[^}]*\} (\S+)$', body,
         re.M)}
+
+
+def probe_shared(port):
+    """mssql_cdc_probe_shared of the database from /metrics (None: absent)."""
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    m = re.search(r'^mssql_cdc_probe_shared\{database="shop"\} (\d+)$', body, re.M)
+    return int(m.group(1)) if m else None
 
 
 def requests(sim):
@@ -124,6 +132,7 @@ def test_only_the_tables_with_new_rows_plan_a_batch(sim, workdir):
             time.sleep(0.2)
         got = lags(port)
         assert len(got) == n and set(got.values()) == {0.0}, got
+        assert probe_shared(port) == 1  # sa may run the one probe
         # CDC cleanup up to max_lsn passes t5's position, behind max_lsn
         # since it planned nothing: its probe found no row there, so nothing
         # was lost, and its next change is read (no DataLossError)
@@ -150,3 +159,49 @@ def test_only_the_tables_with_new_rows_plan_a_batch(sim, workdir):
     for t in ("t3", "t7"):
         rows = sim.run(f"SELECT COUNT(*) FROM cdc.dbo_{t}_CT", database=DB)[0][0]
         assert rows == 2
+
+
+def test_a_login_that_may_not_read_cdc_change_tables_polls_per_table_and_says_so(sim, workdir):
+    """The shared probe reads cdc.change_tables: a login granted its tables
+    and their change tables only is refused it. Each stream then polls on its
+    own: every table still streams to its change table, the metric and the
+    status JSON say the probe is not shared, and the warning is logged once
+    for the database, not per poll."""
+    from test_start_many import bronze_keys, change_rows
+    n = 4
+    make_db(sim, n)
+    grants = "".join(f"GRANT SELECT ON dbo.t{i} TO reader; GRANT SELECT ON cdc.dbo_t{i}_CT TO "
+                     "reader;" for i in range(n))
+    sim.run("CREATE LOGIN reader WITH PASSWORD = 'Reader_Passw0rd1';")
+    sim.run(f"CREATE USER reader FOR LOGIN reader; {grants}", database=DB)
+    cs = sim.connection_string(DB, user="reader", password="Reader_Passw0rd1")
+    lake = os.path.join(workdir, "lake")
+    ready = os.path.join(workdir, "port")
+    proc = start_many(sim, lake, n, ("--metrics-listen", "127.0.0.1:0", "--ready-file", ready,
+                                     "--metrics-poll-seconds", "0.2"), cs=cs)
+    cis = [f"dbo_t{i}" for i in range(n)]
+    try:
+        wait_started(lake, n, proc)
+        for i in range(n):
+            sim.run(f"INSERT INTO dbo.t{i} VALUES (10, 10), (11, 11); "
+                    f"UPDATE dbo.t{i} SET v = 12 WHERE id = 10;", database=DB)
+        sim.run("EXEC sim.run_capture @ignore_latency = 1;", database=DB)
+        deadline = time.time() + 30
+        while time.time() < deadline and any(
+                bronze_keys(lake, ci) != change_rows(sim, ci, database=DB) for ci in cis):
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        with open(ready) as f:
+            port = int(f.read().strip())
+        assert probe_shared(port) == 0
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status.json", timeout=10) as r:
+            doc = json.loads(r.read())
+        assert [d["probe_shared"] for d in doc["databases"]] == [False], doc["databases"]
+        time.sleep(0.5)  # polls on their own go on: no warning more
+    finally:
+        err = stop(proc)
+    for ci in cis:
+        got = bronze_keys(lake, ci)
+        assert got == change_rows(sim, ci, database=DB) and len(got) >= 3, ci
+    assert err.count("the shared probe of this database was refused") == 1, err
+    assert "Reader_Passw0rd1" not in err

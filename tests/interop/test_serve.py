@@ -4,10 +4,12 @@ change table; a table added to the file and SIGHUP starts it, one removed
 stops it, a file that is refused on SIGHUP keeps the running set; bad
 config lines are refused before anything starts, naming the line; kill -9
 and a restart lose and double nothing; the systemd unit is valid."""
+import base64
 import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import time
 import urllib.request
@@ -650,6 +652,16 @@ def test_the_status_page_filters_sorts_and_shows_a_failed_table_without_a_reload
         assert browser.eval("window.notReloaded") is True  # the same page, not reloaded
         text = browser.eval("document.querySelector('#rows tr').innerText")
         assert "failed" in text and "PermissionError" in text, text
+        # as drawn: the problem row's cells in the problem colour, and a
+        # screenshot of the page (kept in the test's directory)
+        assert browser.eval("getComputedStyle(document.querySelector('#rows tr td'))"
+                            ".backgroundColor") == "rgb(253, 236, 234)"
+        png = base64.b64decode(browser.call("Page.captureScreenshot", format="png")["data"])
+        with open(os.path.join(workdir, "status-page.png"), "wb") as f:
+            f.write(png)
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR", png[:16]
+        assert list(struct.unpack(">II", png[16:24])) == \
+            browser.eval("[window.innerWidth, window.innerHeight]")
     finally:
         if browser:
             browser.close()
@@ -721,19 +733,40 @@ def test_apply_and_reconcile_schedules_keep_silver_current_and_proven(sim, workd
 def test_a_backfill_schedule_publishes_the_chunked_snapshots_progress(sim, workdir):
     """backfill = EVERY FLAGS runs 'mssql-cdc backfill' of the table's chunked
     snapshot on a timer; its status becomes the table's backfill figures,
-    which agree with what backfill itself says when run afterwards."""
-    make_dbs(sim, {"shop": ["t1"]})
+    which agree with what backfill itself says when run afterwards. Once
+    done it runs no more (idle), but once after a reload and again when the
+    stream opens another chunked snapshot (on a switch to a newer capture
+    instance). A reload keeps the figures of the table it keeps, and of one
+    that had ended (trigger once) and starts again with the same settings."""
+    make_dbs(sim, {"shop": ["t1", "t2"]})
     write(sim, "shop", ["t1"], 1, 20)
-    path, lake = config(sim, workdir, [("shop", "dbo_t1")], trigger="processingTime=200ms",
-                        extra_service="bootstrap = true\nsnapshot = chunked",
+    write(sim, "shop", ["t2"], 1, 2)
+    path, lake = config(sim, workdir, [("shop", "dbo_t2"), ("shop", "dbo_t1")],
+                        trigger="processingTime=200ms",
+                        extra_service="bootstrap = true\nsnapshot = chunked\n"
+                                      "snapshot_on_switch = true",
                         extra="backfill = 1 --chunk-rows 4 --max-waves 1 "
                               "--target-wave-seconds 0 --isolation snapshot\n")
+    # shop.dbo_t2 reads its change table once and ends
+    text = open(path).read().replace("[table shop.dbo_t2]\n",
+                                     "[table shop.dbo_t2]\ntrigger = once\nbootstrap = false\n")
+    with open(path, "w") as f:
+        f.write(text)
     proc, log, ready = serve_listening(path, workdir)
+    runs = ("mssql_cdc_schedule_runs_total", "backfill")
 
     def figures():
         return {(s.name, s.labels.get("schedule")): s.value for s in metrics_samples(port)
                 if s.labels.get("capture_instance") == "shop.dbo_t1"
                 and s.name.startswith(("mssql_cdc_backfill_", "mssql_cdc_schedule_"))}
+
+    def rows(ci):
+        return {s.labels["capture_instance"]: s.value for s in metrics_samples(port)
+                if s.name == "mssql_cdc_rows_total"}.get(ci)
+
+    def done_at(snapshot=None):
+        b = status(port)["shop.dbo_t1"]["backfill"]
+        return b is not None and b["done"] and b["idle"] and snapshot in (None, b["snapshot"])
     try:
         wait_for(lambda: os.path.exists(ready) and open(ready).read().strip(), "the listener")
         port = int(open(ready).read())
@@ -748,8 +781,35 @@ def test_a_backfill_schedule_publishes_the_chunked_snapshots_progress(sim, workd
         shown = status(port)["shop.dbo_t1"]["backfill"]
         assert shown is None or shown["state"] == "no_snapshot", shown
         sim.run("ALTER DATABASE shop SET ALLOW_SNAPSHOT_ISOLATION ON;", database="shop")
-        wait_for(lambda: figures().get(("mssql_cdc_backfill_done", None)) == 1,
-                 "the backfill done", timeout=90)
+        wait_for(done_at, "the backfill done", timeout=90)
+        first = status(port)["shop.dbo_t1"]["backfill"]["snapshot"]
+        # done: it runs no more (its interval is 1 s)
+        idle, rows_t1 = figures(), rows("shop.dbo_t1")
+        time.sleep(2.5)
+        assert figures() == idle, (idle, figures())
+        t2_rows = len(change_rows(sim, "shop", "dbo_t2"))
+        wait_for(lambda: status(port)["shop.dbo_t2"]["state"] == "done", "shop.dbo_t2 done")
+        assert rows("shop.dbo_t2") == t2_rows
+        # a reload of the same file: shop.dbo_t1 is kept, its figures go on
+        # and its backfill runs once more; shop.dbo_t2 had ended and starts
+        # again, its figures going on: its rows count the new ones on top
+        write(sim, "shop", ["t2"], 100, 1)
+        proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: figures().get(runs) == idle[runs] + 1, "one backfill run after SIGHUP")
+        wait_for(lambda: rows("shop.dbo_t2") == len(change_rows(sim, "shop", "dbo_t2")),
+                 "shop.dbo_t2's rows counting on")
+        assert len(change_rows(sim, "shop", "dbo_t2")) > t2_rows
+        time.sleep(1.5)
+        assert figures() == {**idle, runs: idle[runs] + 1}, (idle, figures())
+        assert rows("shop.dbo_t1") == rows_t1 and done_at(first)
+        # the stream opens another chunked snapshot (a switch to a newer
+        # instance): backfill reads it at its next time, then idles again
+        sim.run("EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N't1', "
+                "@role_name = NULL, @capture_instance = N'dbo_t1_v2';", database="shop")
+        sim.run("EXEC sim.run_capture @ignore_latency = 1;", database="shop")
+        write(sim, "shop", ["t1"], 500, 1)
+        wait_for(lambda: done_at() and not done_at(first), "the newer snapshot read in",
+                 timeout=90)
         served = figures()
         shown = status(port)["shop.dbo_t1"]["backfill"]
     finally:
@@ -757,19 +817,20 @@ def test_a_backfill_schedule_publishes_the_chunked_snapshots_progress(sim, workd
     text = open(log.name).read()
     assert proc.returncode == 0, text[-3000:]
     assert "Sim-Passw0rd" not in text
+    assert f"backfill: the snapshot at {first} is in; no run more" in text, text[-3000:]
+    assert "backfill: the stream opened a chunked snapshot at " in text, text[-3000:]
     own = json.loads(run_cli(
         "backfill", "--captureInstance", "dbo_t1", "--connectionString",
         sim.connection_string("shop"), "--target", f"{lake}/shop/bronze_dbo_t1", "--app-id",
         "shop-dbo_t1", "--facts-table", f"{lake}/facts").stdout)
     assert own["done"] is True and own["chunks_total"] > 1, own
+    assert own["snapshot"] != first, own
     assert served[("mssql_cdc_backfill_chunks_done", None)] == own["chunks_done"], served
     assert served[("mssql_cdc_backfill_chunks_total", None)] == own["chunks_total"], served
     assert served[("mssql_cdc_backfill_paused", None)] == 0, served
-    assert served[("mssql_cdc_schedule_runs_total", "backfill")] >= 1, served
     # the failed runs: counted, each a warning naming the table
     assert served[("mssql_cdc_schedule_errors_total", "backfill")] >= 1, served
-    assert served[("mssql_cdc_schedule_runs_total", "backfill")] > \
-        served[("mssql_cdc_schedule_errors_total", "backfill")], served
+    assert served[runs] > served[("mssql_cdc_schedule_errors_total", "backfill")], served
     assert any(line.startswith("mssql-cdc: shop.dbo_t1: ") and
                "backfill: it failed (exit " in line for line in text.splitlines()), text
     assert shown["snapshot"] == own["snapshot"] and shown["state"] == "done", shown

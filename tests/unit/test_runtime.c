@@ -6,6 +6,7 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -577,7 +578,8 @@ TEST(runtime_metrics_registry_lists_jobs_and_what_they_published) {
     int rc = mcdc_stream_run(s, NULL, NULL, &run_e);
     CHECK(rc != MCDC_OK && rc != MCDC_E_CANCELLED);
     mcdc_job_metrics m;
-    CHECK(!mcdc_runtime_job_metrics(rt, s, &m, sizeof m - 1)); /* below any version's */
+    /* below any version's: version 1 ends before version 2's probe */
+    CHECK(!mcdc_runtime_job_metrics(rt, s, &m, offsetof(mcdc_job_metrics, probe) - 1));
     struct { mcdc_job_metrics m; char tail[16]; } newer; /* a later header's, larger */
     memset(newer.tail, 0x5a, sizeof newer.tail);
     CHECK(mcdc_runtime_job_metrics(rt, s, &newer.m, sizeof newer));
@@ -619,6 +621,26 @@ TEST(runtime_metrics_registry_lists_jobs_and_what_they_published) {
     CHECK(m.last_batch_seconds == 0.25);
     CHECK_EQ_STR(m.end_lsn, "0x0000002A000000100001");
     CHECK(m.has_verdict && m.finalized_until_us == 3600000000 && m.verdict_moved_us > 0);
+    /* version 2: how it polls (its database's probe joined: shared) and
+     * the chunked snapshot it opened */
+    CHECK_EQ_INT(m.version, 2);
+    CHECK_EQ_INT(m.probe, MCDC_JOB_PROBE_NONE);
+    CHECK_EQ_STR(m.chunked_snapshot, "");
+    mcdc_db_probe *dp = NULL;
+    CHECK_EQ_INT(mcdc_runtime_probe_join(rt, "Server=h;Database=shop", &seen, "dbo_t1", &dp, &e),
+                 MCDC_OK);
+    mcdc_runtime_job_chunked_opened(je, "0x0000002A000000200001");
+    CHECK(mcdc_runtime_job_metrics(rt, &seen, &m, sizeof m));
+    CHECK_EQ_INT(m.probe, MCDC_JOB_PROBE_SHARED);
+    CHECK_EQ_STR(m.chunked_snapshot, "0x0000002A000000200001");
+    /* a caller of version 1 gets version 1's fields, nothing past them */
+    mcdc_job_metrics older;
+    memset(&older, 0x5a, sizeof older);
+    CHECK(mcdc_runtime_job_metrics(rt, &seen, &older, offsetof(mcdc_job_metrics, probe)));
+    CHECK_EQ_INT(older.rows, 12);
+    const unsigned char *past = (const unsigned char *)&older + offsetof(mcdc_job_metrics, probe);
+    CHECK(past[0] == 0x5a && past[sizeof older - offsetof(mcdc_job_metrics, probe) - 1] == 0x5a);
+    mcdc_runtime_probe_leave(rt, dp, &seen);
     mcdc_runtime_job_ended(je, MCDC_E_CANCELLED, NULL);
     CHECK(mcdc_runtime_job_metrics(rt, &seen, &m, sizeof m));
     CHECK_EQ_INT(m.state, MCDC_JOB_STOPPED);
