@@ -190,6 +190,7 @@ SOAK_TESTS := tests/interop/test_snapshot_modes.py tests/interop/test_snapshot_k
 	tests/interop/test_snapshot_bad_input.py \
 	tests/interop/test_stream_e2e.py::test_random_kills_under_a_running_workload \
 	tests/interop/test_many_tables.py::test_kill_9_at_random_moments_under_a_workload_loses_and_doubles_nothing \
+	tests/interop/test_many_tables.py::test_kill_9_of_start_many_at_random_moments_loses_and_doubles_nothing \
 	tests/interop/test_spark_api.py tests/interop/test_spark40.py
 soak: deps deps-spark40
 	@$(MAKE) --no-print-directory all

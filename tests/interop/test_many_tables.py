@@ -7,7 +7,8 @@ and a rerun resumes each; on serve (continuous trigger) a table added to the
 file and SIGHUP starts it while one removed stops cleanly, and a SELECT grant
 revoked from one of the 60 stops that table alone with PermissionError (the
 exit code says so) while the others keep up; kill -9 at random moments and
-restarts lose and double nothing (MCDC_MANY_KILLS kills, `make soak` many).
+restarts lose and double nothing, on serve and on start-many (MCDC_MANY_KILLS
+kills, `make soak` many).
 The serve process's cost at 60 tables (threads, descriptors, connections,
 RSS) is measured and held to a ceiling."""
 import json
@@ -98,14 +99,19 @@ def assert_facts_once(sim, lake, tables, app_id="{db}-{ci}"):
         assert sum(r["rows"] for r in mine) == len(change_rows(sim, db, ci)), f"{db}.{ci}"
 
 
-def start_many(sim, lake, db, extra=(), check=True):
-    """start-many over one database's tables, availableNow, its result."""
-    args = ["start-many", "--connectionString", sim.connection_string(db),
+def start_many_args(sim, lake, db, trigger, extra=()):
+    """start-many's arguments over one database's tables."""
+    return ["start-many", "--connectionString", sim.connection_string(db),
             "--capture-instances", ",".join(f"dbo_{t}" for t in DBS[db]),
             "--target", os.path.join(lake, db, "bronze_{ci}"), "--app-id", db + "-{ci}",
             "--checkpoint", os.path.join(lake, "ckpt", db, "{ci}"),
-            "--facts-table", os.path.join(lake, "facts"), "--trigger", "availableNow",
+            "--facts-table", os.path.join(lake, "facts"), "--trigger", trigger,
             "--json", "--progress", "none", *extra]
+
+
+def start_many(sim, lake, db, extra=(), check=True):
+    """start-many over one database's tables, availableNow, its result."""
+    args = start_many_args(sim, lake, db, "availableNow", extra)
     p = run_cli(*args, check=check, timeout=300)
     return p, json.loads(p.stdout)
 
@@ -279,5 +285,39 @@ def test_kill_9_at_random_moments_under_a_workload_loses_and_doubles_nothing(sim
     result = json.loads(p.stdout.strip().splitlines()[-1])
     assert result["errors"] == {}, result
     assert all(t["state"] == "done" for t in result["tables"]), result
+    assert_equal(sim, lake, ALL)
+    assert_facts_once(sim, lake, ALL)
+
+
+def test_kill_9_of_start_many_at_random_moments_loses_and_doubles_nothing(sim, workdir):
+    """The same as serve's, for start-many: one process per database with a
+    continuous trigger, both killed at random moments under the workload,
+    then each database's availableNow rerun brings every table to its change
+    table with each batch once."""
+    sixty_tables(sim)
+    lake = os.path.join(workdir, "lake")
+    rng = random.Random(26)
+    log = open(os.path.join(workdir, "start-many.log"), "w+")
+
+    def argv(db):
+        return [CLI, *start_many_args(sim, lake, db, "processingTime=10ms")]
+
+    with Writer(sim) as w:
+        for _ in range(KILLS):
+            procs = [subprocess.Popen(argv(db), stdout=subprocess.DEVNULL, stderr=log)
+                     for db in DBS]
+            time.sleep(rng.uniform(0.1, 4.0))
+            for proc in procs:
+                proc.kill()
+                proc.wait()
+                assert proc.returncode == -signal.SIGKILL, open(log.name).read()[-3000:]
+        w.stop()
+    log.close()
+    assert os.path.exists(os.path.join(lake, "facts")) and facts_rows(lake), \
+        open(log.name).read()[-3000:]
+    for db in DBS:
+        _, result = start_many(sim, lake, db)
+        assert result["errors"] == {}, result
+        assert all(t["state"] == "done" for t in result["tables"]), result
     assert_equal(sim, lake, ALL)
     assert_facts_once(sim, lake, ALL)
