@@ -48,7 +48,8 @@ Per store (prefix s3_ or azure_):
                            ours still whole: in deltalake's favour)
   vs_local_ratio           our rows/s on the store over ours on local disk
   peak_rss_mb              our process's peak RSS (goal: at most 256)
-  serial_rows_per_s, overlap_speedup  (BENCH_OBJSTORE_OVERLAP_AB=1) ours
+  serial_rows_per_s, serial_peak_rss_mb, overlap_speedup
+                           (BENCH_OBJSTORE_OVERLAP_AB=1) ours
                            again with overlapBatches=false, right after
                            the default run (which overlaps on an object
                            store), and the default's rate over it: the same
@@ -278,6 +279,7 @@ class Store:
             serial, _ = stream(self.uri + "serial", self.env, extra=["--overlapBatches", "false"])
             check_rows(f"{p} serial", self.table("serial")[1], rows)
             print(f"{p}_serial_rows_per_s: {rows / serial.secs:.0f} (overlapBatches=false)")
+            print(f"{p}_serial_peak_rss_mb: {serial.rss_mb:.1f}")
             print(f"{p}_overlap_speedup: {serial.secs / ours.secs:.2f} (the default's rate "
                   "over the serial run's, one after the other)")
 
