@@ -14,6 +14,13 @@
  *   facts   the micro-batch row; data_skipped, schema_change and
  *           capture_instance_switched rows
  *
+ * run comes in two halves on the frame (read: plan the pieces, read them
+ * into the batch's slot and its appender; publish: bronze's commit), so
+ * that with overlapBatches the next batch is read while one publishes
+ * (mcdc_frame_cfg.overlap). A batch read ahead reaches switch_planned and
+ * switch_read before its plan is recorded; a kill there leaves nothing of
+ * it.
+ *
  * The position also records the capture instance the batch read last
  * ("capture_instance"): a restart follows it when the configured instance
  * is gone, and a checkpoint bound to the older instance accepts the newer
