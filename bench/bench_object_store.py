@@ -48,6 +48,12 @@ Per store (prefix s3_ or azure_):
                            ours still whole: in deltalake's favour)
   vs_local_ratio           our rows/s on the store over ours on local disk
   peak_rss_mb              our process's peak RSS (goal: at most 256)
+  serial_rows_per_s, serial_peak_rss_mb, overlap_speedup
+                           (BENCH_OBJSTORE_OVERLAP_AB=1) ours with
+                           overlapBatches=false, once right before the
+                           default run (which overlaps on an object store)
+                           and once right after it, and the default's rate
+                           over theirs: about the same load for all three
   large_file_peak_rss_mb   the same for one batch of every row, its data
                            files uploaded in parts of 8 MiB (multipart on
                            S3, blocks on Azure) as the Parquet writer
@@ -62,6 +68,7 @@ Prints `name: value` lines. Not a test: nothing here asserts a goal.
 
 Environment: BENCH_OBJSTORE_ROWS (change rows, default 3,000,000),
 BENCH_OBJSTORE_BATCH_ROWS (rows a micro-batch, default 100,000),
+BENCH_OBJSTORE_OVERLAP_AB (0; 1 adds the run without overlapBatches),
 BENCH_OBJSTORE_STORES (default "s3,azure"), BENCH_OBJSTORE_LARGE (1; 0 skips
 the large-file runs), BENCH_OBJSTORE_DUMP=1 (every request on stderr).
 """
@@ -83,6 +90,7 @@ ROWS = int(os.environ.get("BENCH_OBJSTORE_ROWS", "3000000"))
 BATCH_ROWS = int(os.environ.get("BENCH_OBJSTORE_BATCH_ROWS", "100000"))
 STORES = [s for s in os.environ.get("BENCH_OBJSTORE_STORES", "s3,azure").split(",") if s]
 LARGE = os.environ.get("BENCH_OBJSTORE_LARGE", "1") != "0"
+OVERLAP_AB = os.environ.get("BENCH_OBJSTORE_OVERLAP_AB", "0") == "1"
 ROWS_PER_TX = 100  # bench_stream.bulk_load: BATCH_ROWS / 100 commits a batch
 # The parts of a multipart upload (S3) and the blocks of a block list
 # (Azure): the backends' default, MCDC_S3_PART_BYTES and
@@ -106,11 +114,11 @@ def main():
         cs = sim.connection_string("bench")
         per_batch = max(1, BATCH_ROWS // ROWS_PER_TX)
 
-        def stream(root, env, commits_per_batch=per_batch):
+        def stream(root, env, commits_per_batch=per_batch, extra=()):
             args = [CLI, "stream", "--captureInstance", "dbo_bench", "--connectionString", cs,
                     "--target", f"{root}/bronze", "--app-id", "bench",
                     "--checkpoint", f"{root}/ckpt", "--trigger", "availableNow", "--json",
-                    "--progress", "none"]
+                    "--progress", "none", *extra]
             if commits_per_batch:
                 args += ["--maxCommitsPerBatch", str(commits_per_batch)]
             run = run_child(args, env=env)
@@ -245,6 +253,10 @@ class Store:
 
     def run(self, stream, run_child, cs, sizes, rows, local_rate):
         p = self.name
+        if OVERLAP_AB:
+            before, _ = stream(self.uri + "serial-before", self.env,
+                               extra=["--overlapBatches", "false"])
+            check_rows(f"{p} serial", self.table("serial-before")[1], rows)
         self.proxy.reset_counts()
         ours, _ = stream(self.uri + "ours", self.env)
         log, total, kinds, on_commits = self.counts()
@@ -267,6 +279,19 @@ class Store:
         print(f"{p}_all_requests_per_commit: {total / commits:.2f} (ours: every request, data "
               "files and checkpoint included)")
         self.server_time("", ours.secs)
+        if OVERLAP_AB:
+            # the serial run on either side of ours: the server holds more
+            # objects later, and the load moves
+            after, _ = stream(self.uri + "serial-after", self.env,
+                              extra=["--overlapBatches", "false"])
+            check_rows(f"{p} serial", self.table("serial-after")[1], rows)
+            secs = (before.secs + after.secs) / 2
+            print(f"{p}_serial_rows_per_s: {rows / secs:.0f} (overlapBatches=false, the mean "
+                  f"of a run before ours and one after: {rows / before.secs:.0f}, "
+                  f"{rows / after.secs:.0f})")
+            print(f"{p}_serial_peak_rss_mb: {max(before.rss_mb, after.rss_mb):.1f}")
+            print(f"{p}_overlap_speedup: {secs / ours.secs:.2f} (the default's rate over the "
+                  "serial runs')")
 
         self.proxy.reset_counts()
         dl = self.deltalake(run_child, cs, sizes)

@@ -328,6 +328,7 @@ typedef struct {
 typedef struct {
     bool decided;
     bool exists;              /* the table existed when decided */
+    bool complete;            /* ... with every column of ours */
     bool mapped;              /* column mapping mode "name" */
     char **phys;              /* mapped: physical name per column of ours (owned) */
     int32_t *ids;             /* mapped: column id per column of ours */
@@ -436,6 +437,9 @@ static int plan_layout(lake_layout *l, mcdc_table *t, const mcdc_schema *ours,
     if (rc == MCDC_OK && s) rc = mcdc_delta_snapshot_schema(&theirs, &meta, s, err);
     if (rc == MCDC_OK && s && l->mapped) max = max_column_id(s, theirs, meta);
     int32_t n = ours->n_fields;
+    l->complete = theirs != NULL;
+    for (int32_t i = 0; rc == MCDC_OK && theirs && i < n; i++)
+        if (mcdc_schema_find(theirs, ours->fields[i].name) < 0) l->complete = false;
     /* Refused before any data is written: an unmapped table (or one about
      * to be created with mode "none") cannot take such a name. */
     for (int32_t i = 0; rc == MCDC_OK && !l->mapped && i < n; i++) {
@@ -921,6 +925,23 @@ int mcdc_appender_ensure(mcdc_appender *a, mcdc_error *err) {
     mcdc_schema_unref(evolved);
     mcdc_free(evolved_phys);
     return rc;
+}
+
+int mcdc_appender_prepare(mcdc_appender *a, bool *settled, mcdc_error *err) {
+    MCDC_ASSERT(!a->committed && a->opened == 0);
+    int rc = a->layout.decided ? MCDC_OK : plan_layout(&a->layout, a->t, a->schema, &a->props, err);
+    *settled = rc == MCDC_OK && a->layout.exists && a->layout.complete;
+    return rc;
+}
+
+void mcdc_appender_set_threads(mcdc_appender *a, int threads) {
+    MCDC_ASSERT(a->w == NULL && a->opened == 0 && threads >= 0);
+    a->props.parquet_threads = threads;
+}
+
+bool mcdc_appender_fills(const mcdc_appender *a, const mcdc_batch *b) {
+    int64_t target = a->props.file_bytes > 0 ? a->props.file_bytes : LAKE_FILE_BYTES_TARGET;
+    return a->w != NULL && b->rows > 0 && a->cur_bytes + mcdc_batch_bytes(b) >= target;
 }
 
 static int commit_files(mcdc_appender *a, const mcdc_delta_file *removes, size_t n_removes,

@@ -207,6 +207,21 @@ int mcdc_appender_roll(mcdc_appender *a, const char **path, mcdc_error *err);
 int mcdc_appender_ensure(mcdc_appender *a, mcdc_error *err);
 void mcdc_appender_free(mcdc_appender *a);
 int64_t mcdc_appender_rows(const mcdc_appender *a);
+/* Decides now, from the table's latest version, how the data files name
+ * their columns (what the first write does otherwise): then writes touch
+ * only the table's storage, never its handle, and may run on another
+ * thread while the handle commits (a unit read while the one before
+ * publishes, mcdc_frame.h). Call before any write. *settled: the table
+ * exists and has every column of the schema already, so a commit of ours
+ * before this appender's cannot move the layout (another writer's still
+ * can: the commit checks it again). */
+int mcdc_appender_prepare(mcdc_appender *a, bool *settled, mcdc_error *err);
+/* The encoding threads of its files (mcdc_table_props.parquet_threads),
+ * before its first write. */
+void mcdc_appender_set_threads(mcdc_appender *a, int threads);
+/* Whether writing b finishes the open file (it reaches its size), which
+ * then publishes while the next one is written. */
+bool mcdc_appender_fills(const mcdc_appender *a, const mcdc_batch *b);
 
 /* ---- views, files and scans ----------------------------------------------
  * A view is one version of a table: its schema (logical column names), its

@@ -85,6 +85,10 @@ static const spec SPECS[] = {
      * instance's start LSN (the lab saw 3 s under load, 5 min quiet). */
     [MCDC_OPT_CAPTURE_WAIT_SECONDS] =
         {"captureWaitSeconds", K_INT_NONNEG, "600", NULL, MCDC_TIMEOUT_S_MAX},
+    /* Ours: the stream reads its next batch while the one before is
+     * uploaded and committed; auto: on for object-store targets. */
+    [MCDC_OPT_OVERLAP_BATCHES] =
+        {"overlapBatches", K_ENUM, "auto", "auto|true|false", 0},
 };
 _Static_assert(sizeof SPECS / sizeof SPECS[0] == MCDC_OPT_COUNT, "one spec per mcdc_opt");
 #define NSPECS (sizeof SPECS / sizeof SPECS[0])
@@ -746,6 +750,12 @@ int mcdc_opt_query_timeout_s(const mcdc_opts *o) {
 
 int mcdc_opt_capture_wait_s(const mcdc_opts *o) {
     return (int)int_of(o, MCDC_OPT_CAPTURE_WAIT_SECONDS, 600);
+}
+
+bool mcdc_opt_overlap_batches(const mcdc_opts *o, bool *is_auto) {
+    const char *v = value_of(o, MCDC_OPT_OVERLAP_BATCHES);
+    *is_auto = mcdc_str_ieq(v, "auto");
+    return mcdc_str_ieq(v, "true");
 }
 
 int64_t mcdc_opt_lock_timeout_ms(const mcdc_opts *o) {

@@ -41,6 +41,7 @@ typedef enum mcdc_opt {
     MCDC_OPT_SNAPSHOT_KEYS,
     MCDC_OPT_ISOLATION_LEVEL,
     MCDC_OPT_CAPTURE_WAIT_SECONDS,
+    MCDC_OPT_OVERLAP_BATCHES,
     MCDC_OPT_COUNT
 } mcdc_opt;
 
@@ -79,6 +80,11 @@ int mcdc_opt_query_timeout_s(const mcdc_opts *o);
  * (SQL Server leaves it NULL until its capture job has processed the
  * enable: seconds under load, minutes on a quiet database). */
 int mcdc_opt_capture_wait_s(const mcdc_opts *o);
+/* overlapBatches (ours; auto|true|false, default auto): whether the stream
+ * reads its next batch while the one before is uploaded and committed
+ * (mcdc_frame_cfg.overlap). *is_auto: left to the stream (on for a target
+ * on an object store, where the upload is a wait; off on local disk). */
+bool mcdc_opt_overlap_batches(const mcdc_opts *o, bool *is_auto);
 /* lockTimeoutMs, 0..INT32_MAX, or -1 when not given (wait forever). */
 int64_t mcdc_opt_lock_timeout_ms(const mcdc_opts *o);
 /* sourceTimeZone: a zone name, or NULL for auto (detect the server's). */

@@ -1,6 +1,8 @@
 /* mcdc_frame.c - the job frame (see mcdc_frame.h). */
 #include "mcdc_frame.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,27 @@ struct mcdc_frame {
     int64_t expected_data, expected_facts;
     mcdc_table *control;  /* the verdict's table, opened on first use */
 };
+
+/* A unit read on a thread of the frame's while the unit before publishes
+ * (mcdc_frame_cfg.overlap). */
+struct mcdc_frame_gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool published;   /* the unit before is published: the read may go on */
+    atomic_bool abandoned; /* it will not be, or the job stops: give up */
+};
+
+typedef struct {
+    mcdc_frame *f;
+    mcdc_frame_gate gate;
+    mcdc_unit u;
+    mcdc_pos start, end; /* u's, owned */
+    int slot;
+    pthread_t thread;
+    bool planned, running;
+    int rc;
+    mcdc_error err;
+} read_ahead;
 
 #define L_ID(f) ((f)->led.ops->id((f)->led.self))
 #define L_NAME(f) ((f)->led.ops->name((f)->led.self))
@@ -467,11 +490,14 @@ static bool crashed(const mcdc_frame *f, const char *point, int64_t id, mcdc_err
     return true;
 }
 
-static int run_unit(mcdc_frame *f, mcdc_unit *u, mcdc_error *err) {
+/* Publishes unit u (read into slot, or run whole), then its facts, its
+ * commit marker and the verdict. */
+static int run_unit(mcdc_frame *f, mcdc_unit *u, int slot, mcdc_error *err) {
     const mcdc_frame_cfg *cfg = f->cfg;
     mcdc_unit_result res;
     memset(&res, 0, sizeof res);
-    int rc = f->ops->run(f->job, f, u, &res, err);
+    int rc = f->ops->publish ? f->ops->publish(f->job, slot, f, u, &res, err)
+                             : f->ops->run(f->job, f, u, &res, err);
     if (rc) return rc;
     MCDC_ASSERT(res.rows >= 0);
     if (crashed(f, "after_bronze", u->id, err)) return MCDC_E_CANCELLED;
@@ -497,9 +523,125 @@ static int run_unit(mcdc_frame *f, mcdc_unit *u, mcdc_error *err) {
     return MCDC_OK;
 }
 
+/* Records a fresh plan of unit u (its start and end), after the checks:
+ * the tables (unless checked since the last unit), a fresh ledger's. */
+static int record_plan(mcdc_frame *f, mcdc_unit *u, bool checked, mcdc_error *err) {
+    int rc = checked ? MCDC_OK : check_integrity(f, NULL, err);
+    if (rc == MCDC_OK && f->fresh && f->ops->check_fresh)
+        rc = f->ops->check_fresh(f->job, u->start, err);
+    if (rc == MCDC_OK && f->led.ops->bind) rc = f->led.ops->bind(f->led.self, NULL, err);
+    if (rc == MCDC_OK) f->fresh = false;
+    if (rc == MCDC_OK) rc = f->led.ops->write_plan(f->led.self, u->id, u->start, u->end, err);
+    if (rc == MCDC_E_CONFLICT) {
+        char what[96];
+        snprintf(what, sizeof what, "it planned unit %lld first", (long long)u->id);
+        rc = another_process(f, what, err);
+    }
+    if (rc) return rc;
+    u->data_done = u->facts_done = false;
+    if (crashed(f, "after_plan", u->id, err)) return MCDC_E_CANCELLED;
+    return MCDC_OK;
+}
+
+/* ---- overlap: the next unit read while one publishes ------------------------------- */
+
+int mcdc_frame_gate_wait(mcdc_frame_gate *g, mcdc_error *err) {
+    if (g == NULL) return MCDC_OK;
+    pthread_mutex_lock(&g->mu);
+    while (!g->published && !atomic_load(&g->abandoned)) pthread_cond_wait(&g->cv, &g->mu);
+    bool go = !atomic_load(&g->abandoned);
+    pthread_mutex_unlock(&g->mu);
+    return go ? MCDC_OK
+              : mcdc_error_set(err, MCDC_E_CANCELLED,
+                               "the unit read ahead was given up: the unit before it was not "
+                               "published, or the job stops");
+}
+
+bool mcdc_frame_gate_abandoned(mcdc_frame_gate *g) {
+    return g != NULL && atomic_load(&g->abandoned);
+}
+
+/* The unit before was published (ok), or will not be: the read goes on,
+ * or gives up. */
+static void gate_open(mcdc_frame_gate *g, bool ok) {
+    pthread_mutex_lock(&g->mu);
+    if (ok) g->published = true;
+    else atomic_store(&g->abandoned, true);
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void *ahead_main(void *arg) {
+    read_ahead *a = arg;
+    a->rc = a->f->ops->read(a->f->job, a->slot, &a->u, &a->gate, &a->err);
+    return NULL;
+}
+
+/* Plans the unit after u (which ends at u_end), when the frame overlaps
+ * and the next unit would run at once, and starts reading it on a thread
+ * into the other slot. a->planned: it was planned (positions in a);
+ * a->running: its read started; a->rc: planning or preparing failed
+ * (reported once u is published, as it would be after it). */
+static void read_ahead_start(mcdc_frame *f, const mcdc_unit *u, int slot, const mcdc_pos *u_end,
+                             int64_t units, read_ahead *a) {
+    const mcdc_frame_cfg *cfg = f->cfg;
+    a->planned = a->running = false;
+    a->rc = MCDC_OK;
+    if (!cfg->overlap || f->ops->read == NULL || cfg->one_unit || cfg->min_interval_ms > 0 ||
+        (cfg->max_units > 0 && units + 1 >= cfg->max_units) || mcdc_ctx_stopping(cfg->ctx) ||
+        (f->ops->ahead && !f->ops->ahead(f->job, slot, u)))
+        return;
+    bool idle = false;
+    mcdc_pos_free(&a->start);
+    mcdc_pos_free(&a->end);
+    a->rc = f->ops->plan(f->job, u_end, &a->start, &a->end, &idle, &a->err);
+    if (a->rc || idle) return;
+    MCDC_ASSERT(a->start.kind == f->ops->pos_kind && a->end.kind == f->ops->pos_kind);
+    a->planned = true;
+    a->u = (mcdc_unit){.id = u->id + 1, .start = &a->start, .end = &a->end};
+    a->slot = slot ^ 1;
+    bool go = true;
+    if (f->ops->prepare) a->rc = f->ops->prepare(f->job, a->slot, &a->u, &go, &a->err);
+    if (a->rc) {
+        f->ops->discard(f->job, a->slot);
+        a->planned = false;
+        return;
+    }
+    a->gate.published = false;
+    atomic_store(&a->gate.abandoned, false);
+    /* no thread (or the job said no): it is read after u, as without overlap */
+    if (go && mcdc_thread_start(&a->thread, ahead_main, a) == 0) a->running = true;
+}
+
+/* After u's publish (ok: it succeeded): lets the read ahead go on, or
+ * gives it up (u failed, the job stops); joins it. *next: the unit after u
+ * stands planned (its positions in a), *read: and read, to be recorded and
+ * published next; else nothing of it remains. Returns the read's failure,
+ * or its planning's, when u was published and the job goes on (what the
+ * run would have met after u). */
+static int read_ahead_join(mcdc_frame *f, read_ahead *a, bool ok, bool *next, bool *read,
+                           mcdc_error *err) {
+    *next = *read = false;
+    bool go = ok && !mcdc_ctx_stopping(f->cfg->ctx);
+    if (a->running) {
+        gate_open(&a->gate, go);
+        pthread_join(a->thread, NULL);
+        a->running = false;
+        *read = go && a->rc == MCDC_OK;
+    }
+    if (a->planned && !*read) f->ops->discard(f->job, a->slot); /* what prepare left */
+    *next = go && a->planned && a->rc == MCDC_OK;
+    if (go && a->rc && err) *err = a->err;
+    return go ? a->rc : MCDC_OK;
+}
+
 int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job,
                    mcdc_error *err) {
-    MCDC_ASSERT(cfg && ops && ops->plan && ops->run && cfg->target && cfg->app_id);
+    MCDC_ASSERT(cfg && ops && ops->plan && cfg->target && cfg->app_id);
+    /* run whole, or in halves (all three) */
+    MCDC_ASSERT((ops->run != NULL) != (ops->read != NULL));
+    MCDC_ASSERT((ops->read != NULL) == (ops->publish != NULL) &&
+                (ops->read != NULL) == (ops->discard != NULL));
     MCDC_ASSERT(cfg->facts == NULL || (ops->facts && cfg->facts_app_id));
     MCDC_ASSERT(ops->pos_kind != MCDC_POS_NONE);
     MCDC_ASSERT(cfg->first_unit >= 0);
@@ -559,51 +701,68 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
     }
     int64_t units = 0;
     bool checked = true; /* the tables agree with the checkpoint as of now */
+    int slot = 0;        /* the job's slot the unit is read into */
+    /* the unit was planned (and read) while the one before published */
+    bool next_planned = false, next_read = false;
+    read_ahead ra = {.f = &f};
+    pthread_mutex_init(&ra.gate.mu, NULL);
+    pthread_cond_init(&ra.gate.cv, NULL);
     while (rc == MCDC_OK && !mcdc_ctx_stopping(cfg->ctx)) {
         int64_t tick = mcdc_monotonic_us();
-        if (!u.replay) {
-            bool idle = false;
-            const mcdc_pos *last = last_end.kind != MCDC_POS_NONE ? &last_end : NULL;
-            mcdc_pos_free(&start);
-            mcdc_pos_free(&end);
-            rc = ops->plan(job, last, &start, &end, &idle, err);
-            /* Nothing new for a ledger without a unit yet: its first unit
-             * runs all the same, empty (mcdc_job_ops.empty_first). */
-            if (rc == MCDC_OK && idle && u.id == 0 && ops->empty_first) {
-                mcdc_pos_free(&start);
-                mcdc_pos_free(&end);
-                rc = ops->empty_first(job, last, &start, &end, err);
-                idle = start.kind == MCDC_POS_NONE;
-                MCDC_ASSERT(rc != MCDC_OK || idle || end.kind != MCDC_POS_NONE);
-            }
-            if (rc) break;
-            if (idle) {
-                if (cfg->stop_when_idle) break;
-                checked = false;
-                mcdc_ctx_sleep_until(cfg->ctx, tick + cfg->idle_poll_ms * 1000);
-                continue;
-            }
-            MCDC_ASSERT(start.kind == ops->pos_kind && end.kind == ops->pos_kind);
-            /* Cheap (the newest commits of each table): before every unit. */
-            if (!checked) rc = check_integrity(&f, NULL, err);
-            if (rc == MCDC_OK && f.fresh && ops->check_fresh)
-                rc = ops->check_fresh(job, &start, err);
-            if (rc == MCDC_OK && f.led.ops->bind) rc = f.led.ops->bind(f.led.self, NULL, err);
-            if (rc == MCDC_OK) f.fresh = false;
-            if (rc == MCDC_OK) rc = f.led.ops->write_plan(f.led.self, u.id, &start, &end, err);
-            if (rc == MCDC_E_CONFLICT) {
-                char what[96];
-                snprintf(what, sizeof what, "it planned unit %lld first", (long long)u.id);
-                rc = another_process(&f, what, err);
-            }
-            if (rc) break;
-            u.data_done = u.facts_done = false;
-            if (crashed(&f, "after_plan", u.id, err)) {
-                rc = MCDC_E_CANCELLED;
+        if (next_planned) {
+            /* planned (and read, when next_read) while the unit before
+             * published: its plan is recorded now, after that unit's
+             * commit marker (the ledger keeps one planned unit) */
+            next_planned = false;
+            rc = record_plan(&f, &u, checked, err);
+            if (rc == MCDC_OK && !next_read) rc = ops->read(job, slot, &u, NULL, err);
+            next_read = false;
+            if (rc) {
+                ops->discard(job, slot);
                 break;
             }
+        } else {
+            if (!u.replay) {
+                bool idle = false;
+                const mcdc_pos *last = last_end.kind != MCDC_POS_NONE ? &last_end : NULL;
+                mcdc_pos_free(&start);
+                mcdc_pos_free(&end);
+                rc = ops->plan(job, last, &start, &end, &idle, err);
+                /* Nothing new for a ledger without a unit yet: its first unit
+                 * runs all the same, empty (mcdc_job_ops.empty_first). */
+                if (rc == MCDC_OK && idle && u.id == 0 && ops->empty_first) {
+                    mcdc_pos_free(&start);
+                    mcdc_pos_free(&end);
+                    rc = ops->empty_first(job, last, &start, &end, err);
+                    idle = start.kind == MCDC_POS_NONE;
+                    MCDC_ASSERT(rc != MCDC_OK || idle || end.kind != MCDC_POS_NONE);
+                }
+                if (rc) break;
+                if (idle) {
+                    if (cfg->stop_when_idle) break;
+                    checked = false;
+                    mcdc_ctx_sleep_until(cfg->ctx, tick + cfg->idle_poll_ms * 1000);
+                    continue;
+                }
+                MCDC_ASSERT(start.kind == ops->pos_kind && end.kind == ops->pos_kind);
+                /* Cheap (the newest commits of each table): before every unit. */
+                rc = record_plan(&f, &u, checked, err);
+                if (rc) break;
+            }
+            if (ops->read) {
+                rc = ops->read(job, slot, &u, NULL, err);
+                if (rc) {
+                    ops->discard(job, slot);
+                    break;
+                }
+            }
         }
-        rc = run_unit(&f, &u, err);
+        /* The next unit, read while this one publishes (overlap). */
+        read_ahead_start(&f, &u, slot, &end, units, &ra);
+        rc = run_unit(&f, &u, slot, err);
+        bool keep = false;
+        int arc = read_ahead_join(&f, &ra, rc == MCDC_OK, &keep, &next_read, rc ? NULL : err);
+        if (rc == MCDC_OK) rc = arc;
         if (rc) break;
         checked = false;
         /* the unit's end is where the next one starts */
@@ -613,10 +772,27 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
         u.id++;
         u.replay = false;
         units++;
+        if (keep) {
+            MCDC_ASSERT(ra.u.id == u.id);
+            mcdc_pos_free(&start);
+            start = ra.start;
+            end = ra.end;
+            memset(&ra.start, 0, sizeof ra.start);
+            memset(&ra.end, 0, sizeof ra.end);
+            slot = ra.slot;
+            next_planned = true;
+        }
         if ((cfg->max_units > 0 && units >= cfg->max_units) || cfg->one_unit) break;
         if (cfg->min_interval_ms > 0)
             mcdc_ctx_sleep_until(cfg->ctx, tick + cfg->min_interval_ms * 1000);
     }
+    /* a unit read ahead and never recorded: a stop came after the unit
+     * before it (nothing of it is planned, written or sent) */
+    if (next_planned) ops->discard(job, slot);
+    mcdc_pos_free(&ra.start);
+    mcdc_pos_free(&ra.end);
+    pthread_mutex_destroy(&ra.gate.mu);
+    pthread_cond_destroy(&ra.gate.cv);
     mcdc_pos_free(&start);
     mcdc_pos_free(&end);
     mcdc_pos_free(&last_end);

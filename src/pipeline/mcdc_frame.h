@@ -22,6 +22,14 @@
  *           (data first, verdict after; a failure is logged and retried
  *           after the next unit, it never stops the job)
  *
+ * Overlap (mcdc_frame_cfg.overlap, a job whose run comes in two halves,
+ * read and publish): unit n+1 is planned and read on a thread of the
+ * frame's while unit n publishes (its data commit, facts, commit marker,
+ * verdict). n+1's plan is written only after n's commit marker, so the
+ * order of the records above holds unit by unit; a failed or killed publish
+ * of n, a stop or a lost lease discard n+1's read, of which nothing was
+ * committed or recorded.
+ *
  * Replay: a unit planned but not committed runs again with the same
  * positions. A commit the target or the facts already hold for it is
  * skipped only when its userMetadata names exactly the positions this
@@ -71,6 +79,9 @@
 #include "mcdc_position.h"
 
 typedef struct mcdc_frame mcdc_frame;
+/* What a unit read ahead waits on: the publish of the unit before it
+ * (mcdc_job_ops.read). */
+typedef struct mcdc_frame_gate mcdc_frame_gate;
 
 typedef struct mcdc_unit {
     int64_t id;
@@ -117,9 +128,46 @@ typedef struct mcdc_job_ops {
      * refuse state the job cannot continue from (MCDC_E_MISMATCH). */
     int (*check_fresh)(void *job, const mcdc_pos *start, mcdc_error *err);
     /* Reads and writes the unit's data (mcdc_frame_commit_data), unless
-     * u->data_done, and fills res. */
+     * u->data_done, and fills res. NULL: the job gives read, publish and
+     * discard instead. */
     int (*run)(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_result *res,
                mcdc_error *err);
+    /* run in two halves, so that a unit can be read while the one before
+     * it is published (mcdc_frame_cfg.overlap). A job gives all three or
+     * none.
+     *   read     reads unit u's data into the job's slot (0 or 1), encoded
+     *            into files that nothing commits yet: no record, no commit.
+     *            With overlap it runs on a thread of the frame's while the
+     *            unit before publishes (gate not NULL), after u was planned
+     *            and before its plan is recorded; it uses the job's source
+     *            and the slot, nothing that publish, facts or done use.
+     *            Before it holds more than one unpublished file it waits
+     *            for that publish (mcdc_frame_gate_wait): memory stays
+     *            bounded.
+     *   publish  on the frame's thread, once u's plan is recorded: commits
+     *            the slot's data (mcdc_frame_commit_data, unless
+     *            u->data_done) and fills res; the facts and done calls that
+     *            follow are about the slot's unit. Frees the slot.
+     *   discard  frees a slot read and never published (the publish before
+     *            it failed or was killed, a stop): nothing of it is
+     *            committed. NULL-safe on an empty slot. */
+    int (*read)(void *job, int slot, const mcdc_unit *u, mcdc_frame_gate *gate, mcdc_error *err);
+    int (*publish)(void *job, int slot, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_result *res,
+                   mcdc_error *err);
+    void (*discard)(void *job, int slot);
+    /* Optional, with overlap: whether the unit after u (read into slot)
+     * may be planned while u publishes (NULL: always). No, when u's
+     * publish changes what the next plan finds (a stream's switch batch
+     * owes a snapshot first). */
+    bool (*ahead)(void *job, int slot, const mcdc_unit *u);
+    /* Optional, with overlap: on the frame's thread, once unit next was
+     * planned, before its read starts on a thread of the frame's: sets up
+     * the slot for it (what read would otherwise do on the frame's thread,
+     * such as deciding the target's file layout while no commit runs).
+     * *go false: next is read after the unit before is published, on the
+     * frame's thread, as without overlap. What it leaves in the slot, read
+     * uses or discard frees. */
+    int (*prepare)(void *job, int slot, const mcdc_unit *next, bool *go, mcdc_error *err);
     /* Appends the unit's facts rows to rows (the facts schema). */
     int (*facts)(void *job, const mcdc_unit *u, const mcdc_unit_result *res, mcdc_batch *rows,
                  mcdc_error *err);
@@ -154,6 +202,14 @@ typedef struct mcdc_frame_cfg {
     int64_t idle_poll_ms;     /* how often an idle job plans again */
     int64_t min_interval_ms;  /* processingTime: a unit at most this often; 0 none */
     int64_t max_units;        /* 0: no limit */
+    /* Overlap (a job with read/publish): unit n+1 is planned and read on a
+     * thread of the frame's while unit n publishes, when the next unit
+     * would start at once (no min_interval_ms, not one_unit, max_units
+     * not reached). The ledger still holds one planned unit: n+1's plan is
+     * recorded only after n's commit marker, so a failed or killed publish
+     * of n discards n+1's read unseen and a restart replays n from its
+     * plan; commits stay in order, as only the frame's thread publishes. */
+    bool overlap;
     /* The number of the job's first unit: 0, but for a job of one unit
      * numbered by what it is (mcdc_once.h: the txn version its commits
      * carry, a reconcile report's mark). */
@@ -216,5 +272,14 @@ int mcdc_frame_planned_of(const char *um, mcdc_pos_kind k, mcdc_pos *start, mcdc
                           mcdc_error *err);
 /* The table the job's data goes to (borrowed). */
 mcdc_table *mcdc_frame_target(const mcdc_frame *f);
+
+/* For a read ahead (mcdc_job_ops.read; g NULL: not ahead, MCDC_OK at
+ * once): waits until the unit before is published. MCDC_E_CANCELLED when
+ * it will not be (its publish failed, the job stops): the read gives up,
+ * and the frame discards it. */
+int mcdc_frame_gate_wait(mcdc_frame_gate *g, mcdc_error *err);
+/* Whether the read ahead is given up already (NULL: false): a long read
+ * checks it between its batches. */
+bool mcdc_frame_gate_abandoned(mcdc_frame_gate *g);
 
 #endif /* MCDC_FRAME_H */

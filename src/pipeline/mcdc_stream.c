@@ -14,6 +14,13 @@
  *   facts   the micro-batch row; data_skipped, schema_change and
  *           capture_instance_switched rows
  *
+ * run comes in two halves on the frame (read: plan the pieces, read them
+ * into the batch's slot and its appender; publish: bronze's commit), so
+ * that with overlapBatches the next batch is read while one publishes
+ * (mcdc_frame_cfg.overlap). A batch read ahead reaches switch_planned and
+ * switch_read before its plan is recorded; a kill there leaves nothing of
+ * it.
+ *
  * The position also records the capture instance the batch read last
  * ("capture_instance"): a restart follows it when the configured instance
  * is gone, and a checkpoint bound to the older instance accepts the newer
@@ -82,6 +89,26 @@ static void pos_of(mcdc_pos *p, const offset_t *o) {
  * at most this many gaps. */
 #define MCDC_STREAM_SKIPS_MAX MCDC_TABLE_INSTANCES_MAX
 
+/* A batch from its read to its facts row and report: two slots, so that
+ * one batch is read while the one before publishes (overlapBatches). */
+typedef struct stream_unit {
+    mcdc_unit_stats st;
+    mcdc_unit_metrics fm;
+    int64_t started_us, t0_us;
+    offset_t start, end;
+    mcdc_facts_skip skips[MCDC_STREAM_SKIPS_MAX]; /* failOnDataLoss=false: a piece's gap each */
+    int n_skips;
+    bool possible_loss;
+    mcdc_facts_skip possible;
+    mcdc_changes_batch batch;  /* its pieces and events (schema_change, switches) */
+    mcdc_reader_metrics *rm;   /* every range's read metrics, folded at the read's end */
+    int n_rm, cap_rm;
+    mcdc_lsn proven_empty_to;  /* the stream's when the batch was planned */
+    json_t *warnings;          /* for its facts row (owned) */
+    mcdc_appender *app;        /* its bronze files, not committed yet (owned) */
+    int encoders;              /* encoder permits its appender holds */
+} stream_unit;
+
 struct mcdc_stream {
     mcdc_ctx ctx;
     /* The accounting its allocations are charged to, bound on every
@@ -116,25 +143,19 @@ struct mcdc_stream {
     mcdc_schema *bronze_schema;
     mcdc_table *bronze, *facts;
     int num_partitions;
-    int encoders;             /* encoder permits held by the unit's appender */
     mcdc_lsn ceiling;
     bool has_ceiling;
     mcdc_report_fn report;
     void *report_ctx;
     mcdc_log_sink sink;       /* stream_log */
     pthread_mutex_t warnings_mu;
-    json_t *warnings;         /* collected during a unit, for its facts row */
+    json_t *warnings;         /* the list a warning goes to now: the unit read
+                                 last's (borrowed), NULL between units */
     json_t *pending;          /* logged between units, for the next one's row */
-    /* The unit being run (filled by run, read by facts and done). */
-    mcdc_unit_stats st;
-    mcdc_unit_metrics fm;
-    int64_t started_us, t0_us;
-    offset_t start, end;
-    mcdc_facts_skip skips[MCDC_STREAM_SKIPS_MAX]; /* failOnDataLoss=false: a piece's gap each */
-    int n_skips;
-    bool possible_loss;
-    mcdc_facts_skip possible;
-    mcdc_changes_batch batch;  /* its pieces and events (schema_change, switches) */
+    /* The batches: read into a slot (the frame's), published from it; pub
+     * is the one publishing (its facts and done). */
+    stream_unit units[2];
+    stream_unit *pub;
     /* startingLsn resolved by this run while no batch is committed: latest
      * is max_lsn when the run first planned, not at each idle trigger (a
      * change committed after the start would be skipped as "before latest"
@@ -142,8 +163,6 @@ struct mcdc_stream {
     bool has_initial;
     offset_t initial;
     bool latest_was_empty; /* latest found no change yet: read as earliest */
-    mcdc_reader_metrics *rm;   /* every range's read metrics, folded at the unit's end */
-    int n_rm, cap_rm;
     /* The checkpoint's capture instance when it differs from the one
      * configured and names the table the stream follows (owned). */
     char *ci_alias;
@@ -442,8 +461,8 @@ static int read_range(void *arg, mcdc_batch_fn put, void *put_ctx, mcdc_error *e
 }
 
 /* Bronze's userMetadata (reference §2.3.2); the frame adds the binding. */
-static json_t *bronze_meta(const mcdc_stream *s, int64_t batch_id) {
-    const mcdc_unit_stats *st = &s->st;
+static json_t *bronze_meta(const mcdc_stream *s, const stream_unit *w, int64_t batch_id) {
+    const mcdc_unit_stats *st = &w->st;
     char min_ts[32], max_ts[32];
     mcdc_format_ts_us(st->min_ts, 3, min_ts);
     mcdc_format_ts_us(st->max_ts, 3, max_ts);
@@ -455,38 +474,46 @@ static json_t *bronze_meta(const mcdc_stream *s, int64_t batch_id) {
                      s->sink_id);
 }
 
-/* Bronze's appender, with encoder threads from the budget (released after
- * the unit's commit). */
-static int open_appender(mcdc_stream *s, mcdc_appender **app, mcdc_error *err) {
+/* Bronze's appender for the unit, with encoder threads from the budget
+ * (released once the unit is published or discarded); a unit read ahead
+ * has its appender from prepare already, its layout decided. */
+static int open_appender(mcdc_stream *s, stream_unit *w, mcdc_error *err) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int want = cores > 3 ? (int)(cores / 2) : 1; /* the readers need the rest */
-    MCDC_ASSERT(s->encoders == 0);
+    MCDC_ASSERT(w->encoders == 0);
     int rc = mcdc_budget_acquire(s->ctx.budget, MCDC_PERMIT_ENCODER, 1, want, 0, &s->ctx.stop,
-                                 &s->encoders, err);
-    mcdc_table_props props = {.kind = MCDC_KIND_BRONZE, .parquet_threads = s->encoders};
-    if (rc == MCDC_OK) rc = mcdc_appender_open(app, s->bronze, s->bronze_schema, &props, err);
-    return rc;
+                                 &w->encoders, err);
+    if (rc) return rc;
+    if (w->app) {
+        mcdc_appender_set_threads(w->app, w->encoders);
+        return MCDC_OK;
+    }
+    mcdc_table_props props = {.kind = MCDC_KIND_BRONZE, .parquet_threads = w->encoders};
+    return mcdc_appender_open(&w->app, s->bronze, s->bronze_schema, &props, err);
 }
 
 /* Keeps a range's read metrics for the unit's facts (folded once every
  * piece was read). */
-static int keep_metrics(mcdc_stream *s, const mcdc_reader_metrics *m, mcdc_error *err) {
-    if (s->n_rm == s->cap_rm) {
-        int cap = s->cap_rm ? s->cap_rm * 2 : 8;
-        mcdc_reader_metrics *v = mcdc_realloc(s->rm, sizeof *v * (size_t)cap);
+static int keep_metrics(stream_unit *w, const mcdc_reader_metrics *m, mcdc_error *err) {
+    if (w->n_rm == w->cap_rm) {
+        int cap = w->cap_rm ? w->cap_rm * 2 : 8;
+        mcdc_reader_metrics *v = mcdc_realloc(w->rm, sizeof *v * (size_t)cap);
         if (v == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-        s->rm = v;
-        s->cap_rm = cap;
+        w->rm = v;
+        w->cap_rm = cap;
     }
-    s->rm[s->n_rm++] = *m;
+    w->rm[w->n_rm++] = *m;
     return MCDC_OK;
 }
 
 /* Reads the ranges on one thread each (a connection each, from the
  * budget); batches reach this thread through the fan-in and are appended to
- * bronze unless it already holds the unit. */
-static int read_ranges(mcdc_stream *s, const mcdc_unit *u, const mcdc_lsn_range *ranges,
-                       int nranges, mcdc_appender **app, mcdc_error *err) {
+ * bronze unless it already holds the unit. A unit read ahead (gate) keeps
+ * one file of its own until the unit before is published: before it would
+ * finish that file and start a second, it waits. */
+static int read_ranges(mcdc_stream *s, stream_unit *w, const mcdc_unit *u,
+                       const mcdc_lsn_range *ranges, int nranges, mcdc_frame_gate *gate,
+                       mcdc_error *err) {
     range_reader *readers = mcdc_calloc((size_t)(nranges ? nranges : 1), sizeof *readers);
     void **args = mcdc_calloc((size_t)(nranges ? nranges : 1), sizeof *args);
     if (readers == NULL || args == NULL) {
@@ -502,28 +529,32 @@ static int read_ranges(mcdc_stream *s, const mcdc_unit *u, const mcdc_lsn_range 
     int rc = mcdc_fanin_start(&fan, nranges, read_range, args, err);
     mcdc_batch *b;
     while (rc == MCDC_OK && (b = mcdc_fanin_next(fan)) != NULL) {
-        mcdc_unit_stats_add(&s->st, b);
+        mcdc_unit_stats_add(&w->st, b);
         if (!u->data_done && b->rows > 0) {
-            if (*app == NULL) rc = open_appender(s, app, err);
+            if (w->encoders == 0) rc = open_appender(s, w, err);
             if (rc == MCDC_OK) rc = mcdc_bronze_widen(b, s->bronze_schema, u->id, NULL, -1, err);
-            if (rc == MCDC_OK) rc = mcdc_appender_write(*app, b, err);
+            if (rc == MCDC_OK && gate && mcdc_appender_fills(w->app, b))
+                rc = mcdc_frame_gate_wait(gate, err);
+            if (rc == MCDC_OK) rc = mcdc_appender_write(w->app, b, err);
         }
+        /* given up (the unit before failed, a stop): read no further */
+        if (rc == MCDC_OK && mcdc_frame_gate_abandoned(gate)) rc = mcdc_frame_gate_wait(gate, err);
         mcdc_batch_free(b);
     }
     int frc = mcdc_fanin_finish(fan, NULL, rc ? NULL : err);
     if (rc == MCDC_OK) rc = frc;
-    for (int i = 0; rc == MCDC_OK && i < nranges; i++) rc = keep_metrics(s, &readers[i].metrics, err);
+    for (int i = 0; rc == MCDC_OK && i < nranges; i++) rc = keep_metrics(w, &readers[i].metrics, err);
     /* failOnDataLoss=false: cleanup passed a range's start while it was read,
      * so rows of it may be missing (certain: false). */
     for (int i = 0; rc == MCDC_OK && i < nranges; i++) {
         const mcdc_reader_metrics *m = &readers[i].metrics;
         if (!m->data_lost) continue;
-        if (!s->possible_loss || mcdc_lsn_cmp(&ranges[i].from, &s->possible.from) < 0)
-            s->possible.from = ranges[i].from;
+        if (!w->possible_loss || mcdc_lsn_cmp(&ranges[i].from, &w->possible.from) < 0)
+            w->possible.from = ranges[i].from;
         mcdc_lsn to;
         mcdc_lsn_decrement(&to, &m->min_lsn_after, NULL);
-        if (!s->possible_loss || mcdc_lsn_cmp(&to, &s->possible.to) > 0) s->possible.to = to;
-        s->possible_loss = true;
+        if (!w->possible_loss || mcdc_lsn_cmp(&to, &w->possible.to) > 0) w->possible.to = to;
+        w->possible_loss = true;
     }
     mcdc_free(readers);
     mcdc_free(args);
@@ -533,15 +564,16 @@ static int read_ranges(mcdc_stream *s, const mcdc_unit *u, const mcdc_lsn_range 
 /* Retention guard of one piece before its ranges are planned (invariant 4,
  * per capture instance). A gap before the oldest instance's min_lsn may be
  * a dropped older instance's: the message names it ("disabled too early"). */
-static int retention_guard(mcdc_stream *s, mcdc_changes_piece *p, mcdc_error *err) {
+static int retention_guard(mcdc_stream *s, stream_unit *w, mcdc_changes_piece *p,
+                           mcdc_error *err) {
     mcdc_piece_loss l;
     int rc = mcdc_changes_piece_loss(s->changes, p, &l, err);
     if (rc || !l.lost) return rc;
     /* An idle table the database's probe found empty past its position up
      * to proven_empty_to lost nothing to a cleanup below that (LSNs only
      * grow: no row can appear there later). */
-    if (!mcdc_lsn_is_zero(&s->proven_empty_to) &&
-        mcdc_lsn_cmp(&l.min_lsn, &s->proven_empty_to) <= 0 &&
+    if (!mcdc_lsn_is_zero(&w->proven_empty_to) &&
+        mcdc_lsn_cmp(&l.min_lsn, &w->proven_empty_to) <= 0 &&
         mcdc_str_ieq(p->ci, mcdc_changes_capture_instance(s->changes))) {
         mcdc_log(MCDC_LOG_INFO, "capture instance %s: CDC cleanup moved min_lsn to %s, past %s, "
                                 "where its change table had no rows (the database's probe found "
@@ -564,18 +596,18 @@ static int retention_guard(mcdc_stream *s, mcdc_changes_piece *p, mcdc_error *er
                                           "disabled only once every stream has switched: "
                                           "docs/schema-changes.md)"
                                         : "");
-    if (s->n_skips >= MCDC_STREAM_SKIPS_MAX)
+    if (w->n_skips >= MCDC_STREAM_SKIPS_MAX)
         return mcdc_error_set(err, MCDC_E_LIMIT, "more than %d skipped gaps in one batch",
                               MCDC_STREAM_SKIPS_MAX);
     mcdc_log(MCDC_LOG_WARN, "capture instance %s: skipping purged changes %s..%s "
                             "(failOnDataLoss=false)", p->ci, l.from, l.min);
-    mcdc_facts_skip *k = &s->skips[s->n_skips++];
+    mcdc_facts_skip *k = &w->skips[w->n_skips++];
     memset(k, 0, sizeof *k);
     k->from = p->from;
     k->certain = true;
     mcdc_lsn_decrement(&k->to, &l.min_lsn, NULL);
-    k->has_lost_from = s->start.has_ts;
-    k->lost_from_us = s->start.commit_us;
+    k->has_lost_from = w->start.has_ts;
+    k->lost_from_us = w->start.commit_us;
     bool found = false;
     if (mcdc_changes_commit_time(s->changes, &l.min_lsn, &k->lost_to_us, &found, err) == MCDC_OK)
         k->has_lost_to = found;
@@ -585,8 +617,9 @@ static int retention_guard(mcdc_stream *s, mcdc_changes_piece *p, mcdc_error *er
 
 /* Test hooks around a batch that reads a newer capture instance from its
  * start (kill -9 just before, inside and just after the switch). */
-static bool switch_crash(mcdc_stream *s, const mcdc_unit *u, const char *point, mcdc_error *err) {
-    if (!s->batch.switches || !mcdc_ctx_crash(&s->ctx, point, u->id)) return false;
+static bool switch_crash(mcdc_stream *s, const stream_unit *w, const mcdc_unit *u,
+                         const char *point, mcdc_error *err) {
+    if (!w->batch.switches || !mcdc_ctx_crash(&s->ctx, point, u->id)) return false;
     mcdc_error_set(err, MCDC_E_CANCELLED, "killed at crash point %s of unit %lld (test hook)",
                    point, (long long)u->id);
     return true;
@@ -595,11 +628,12 @@ static bool switch_crash(mcdc_stream *s, const mcdc_unit *u, const char *point, 
 /* Reads the batch's pieces, older instance first: per piece the guard, the
  * checks of a first read, then its ranges. One reading permit set serves
  * every piece. */
-static int read_pieces(mcdc_stream *s, const mcdc_unit *u, mcdc_appender **app, mcdc_error *err) {
-    mcdc_changes_batch *b = &s->batch;
+static int read_pieces(mcdc_stream *s, stream_unit *w, const mcdc_unit *u, mcdc_frame_gate *gate,
+                       mcdc_error *err) {
+    mcdc_changes_batch *b = &w->batch;
     int rc = MCDC_OK, last = -1;
     for (int i = 0; rc == MCDC_OK && i < b->n_pieces; i++) {
-        rc = retention_guard(s, &b->pieces[i], err);
+        rc = retention_guard(s, w, &b->pieces[i], err);
         if (rc == MCDC_OK && mcdc_lsn_cmp(&b->pieces[i].from, &b->pieces[i].to) <= 0) {
             rc = mcdc_changes_piece_check(s->changes, &b->pieces[i], err);
             last = i;
@@ -619,86 +653,55 @@ static int read_pieces(mcdc_stream *s, const mcdc_unit *u, mcdc_appender **app, 
         MCDC_ASSERT(rc != MCDC_OK || (nranges >= 1 && nranges <= readers));
         /* Only the range at the batch's end measures where the stream stands. */
         if (rc == MCDC_OK && i < last) ranges[nranges - 1].last = false;
-        if (rc == MCDC_OK) rc = read_ranges(s, u, ranges, nranges, app, err);
+        if (rc == MCDC_OK) rc = read_ranges(s, w, u, ranges, nranges, gate, err);
         mcdc_free(ranges);
     }
     mcdc_budget_release(s->ctx.budget, MCDC_PERMIT_CONNECTION, readers);
     return rc;
 }
 
-static int job_run(void *job, mcdc_frame *f, const mcdc_unit *u, mcdc_unit_result *res,
-                   mcdc_error *err) {
-    mcdc_stream *s = job;
-    memset(&s->st, 0, sizeof s->st);
-    memset(&s->fm, 0, sizeof s->fm);
-    s->n_skips = 0;
-    s->possible_loss = false;
-    memset(&s->possible, 0, sizeof s->possible);
-    s->n_rm = 0;
-    mcdc_changes_batch_free(&s->batch);
-    s->started_us = mcdc_now_utc_us();
-    s->t0_us = mcdc_monotonic_us();
+/* Frees what a unit's slot holds for its publish: its appender (which
+ * deletes the files it wrote when nothing committed them) and its encoder
+ * permits. */
+static void unit_release(mcdc_stream *s, stream_unit *w) {
+    mcdc_appender_free(w->app);
+    w->app = NULL;
+    mcdc_budget_release(s->ctx.budget, MCDC_PERMIT_ENCODER, w->encoders);
+    w->encoders = 0;
+}
+
+/* The warnings logged from now on go to w's facts row: those waiting in
+ * `pending` first (the reference's driver passes its warnings to the next
+ * batch). */
+static void collect_warnings(mcdc_stream *s, stream_unit *w) {
     pthread_mutex_lock(&s->warnings_mu);
-    json_decref(s->warnings);
-    s->warnings = s->pending; /* the unit's row carries them */
+    json_decref(w->warnings);
+    w->warnings = s->pending; /* the unit's row carries them */
     s->pending = json_array();
+    s->warnings = w->warnings;
     pthread_mutex_unlock(&s->warnings_mu);
-    s->start = u->start->offset;
-    s->end = u->end->offset;
-    /* The schema checks come first: a batch that fails them reads nothing. */
-    int rc = mcdc_changes_batch_plan(s->changes, &s->start.lsn, s->start.ci, &s->end.lsn, &s->batch,
-                                 err);
-    if (rc == MCDC_OK && switch_crash(s, u, "switch_planned", err)) return MCDC_E_CANCELLED;
-    mcdc_appender *app = NULL;
-    if (rc == MCDC_OK) rc = read_pieces(s, u, &app, err);
-    /* Capture may alter a change table's column between the check and the
-     * read (it applies an ALTER COLUMN as it reaches it): the check again
-     * says which DDL and what to do, where the decoder only saw a type. */
-    if (rc == MCDC_E_SCHEMA) {
-        mcdc_changes_batch again;
-        mcdc_error why = MCDC_ERROR_INIT;
-        if (mcdc_changes_batch_plan(s->changes, &s->start.lsn, s->start.ci, &s->end.lsn, &again,
-                                    &why) == MCDC_E_SCHEMA &&
-            err)
-            *err = why;
-        mcdc_changes_batch_free(&again);
-    }
-    if (rc == MCDC_OK) mcdc_unit_metrics_fold(&s->fm, s->rm, s->n_rm);
-    if (rc == MCDC_OK && switch_crash(s, u, "switch_read", err)) rc = MCDC_E_CANCELLED;
-    if (rc == MCDC_OK && app) rc = mcdc_checkpoint_lock_check(s->held, err);
-    if (rc == MCDC_OK && app) {
-        rc = mcdc_frame_commit_data(f, u, app, bronze_meta(s, u->id), NULL, err);
-        res->data_committed = rc == MCDC_OK;
-    }
-    if (rc == MCDC_OK && switch_crash(s, u, "switch_committed", err)) rc = MCDC_E_CANCELLED;
-    mcdc_appender_free(app);
-    mcdc_budget_release(s->ctx.budget, MCDC_PERMIT_ENCODER, s->encoders);
-    s->encoders = 0;
-    if (rc) return rc;
-    res->rows = s->st.rows;
-    res->has_end_time = s->end.has_ts;
-    res->end_commit_us = s->end.commit_us;
-    mcdc_lsn_format(&s->end.lsn, res->end_lsn);
-    return MCDC_OK;
 }
 
-/* A unit's warnings end with it: later ones wait for the next unit. */
-static void end_unit_warnings(mcdc_stream *s) {
+/* A unit's warnings end with it: later ones wait for the next unit (or
+ * go to the unit read ahead, which collects them already). */
+static void end_unit_warnings(mcdc_stream *s, stream_unit *w) {
     pthread_mutex_lock(&s->warnings_mu);
-    json_decref(s->warnings);
-    s->warnings = NULL;
+    if (s->warnings == w->warnings) s->warnings = NULL;
+    json_decref(w->warnings);
+    w->warnings = NULL;
     pthread_mutex_unlock(&s->warnings_mu);
 }
 
-/* An empty unit (a new checkpoint's batch 0 with nothing new) plans no
- * range, and the reference's warnings travel in its ranges' metrics files:
- * its row has none, and they wait for the next unit's (the unit's own
- * first, then those logged since). */
-static void defer_unit_warnings(mcdc_stream *s) {
+/* w's warnings wait for the next unit's row after all, before those logged
+ * since: an empty unit (a new checkpoint's batch 0 with nothing new) plans
+ * no range, and the reference's warnings travel in its ranges' metrics
+ * files, so its row has none; a unit read and discarded gives them back. */
+static void defer_unit_warnings(mcdc_stream *s, stream_unit *w) {
     pthread_mutex_lock(&s->warnings_mu);
     json_t *later = s->pending;
-    s->pending = s->warnings ? s->warnings : json_array();
-    s->warnings = NULL;
+    s->pending = w->warnings ? w->warnings : json_array();
+    if (s->warnings == w->warnings) s->warnings = NULL;
+    w->warnings = NULL;
     size_t i;
     json_t *v;
     json_array_foreach(later, i, v) add_warning(s->pending, json_string_value(v));
@@ -706,56 +709,151 @@ static void defer_unit_warnings(mcdc_stream *s) {
     pthread_mutex_unlock(&s->warnings_mu);
 }
 
+static int job_read(void *job, int slot, const mcdc_unit *u, mcdc_frame_gate *gate,
+                    mcdc_error *err) {
+    mcdc_stream *s = job;
+    stream_unit *w = &s->units[slot];
+    memset(&w->st, 0, sizeof w->st);
+    memset(&w->fm, 0, sizeof w->fm);
+    w->n_skips = 0;
+    w->possible_loss = false;
+    memset(&w->possible, 0, sizeof w->possible);
+    w->n_rm = 0;
+    mcdc_changes_batch_free(&w->batch);
+    w->started_us = mcdc_now_utc_us();
+    w->t0_us = mcdc_monotonic_us();
+    w->proven_empty_to = s->proven_empty_to; /* what its plan knew */
+    collect_warnings(s, w);
+    w->start = u->start->offset;
+    w->end = u->end->offset;
+    /* The schema checks come first: a batch that fails them reads nothing. */
+    int rc = mcdc_changes_batch_plan(s->changes, &w->start.lsn, w->start.ci, &w->end.lsn,
+                                     &w->batch, err);
+    if (rc == MCDC_OK && switch_crash(s, w, u, "switch_planned", err)) return MCDC_E_CANCELLED;
+    if (rc == MCDC_OK) rc = read_pieces(s, w, u, gate, err);
+    /* Capture may alter a change table's column between the check and the
+     * read (it applies an ALTER COLUMN as it reaches it): the check again
+     * says which DDL and what to do, where the decoder only saw a type. */
+    if (rc == MCDC_E_SCHEMA) {
+        mcdc_changes_batch again;
+        mcdc_error why = MCDC_ERROR_INIT;
+        if (mcdc_changes_batch_plan(s->changes, &w->start.lsn, w->start.ci, &w->end.lsn, &again,
+                                    &why) == MCDC_E_SCHEMA &&
+            err)
+            *err = why;
+        mcdc_changes_batch_free(&again);
+    }
+    if (rc == MCDC_OK) mcdc_unit_metrics_fold(&w->fm, w->rm, w->n_rm);
+    if (rc == MCDC_OK && switch_crash(s, w, u, "switch_read", err)) rc = MCDC_E_CANCELLED;
+    return rc;
+}
+
+static int job_publish(void *job, int slot, mcdc_frame *f, const mcdc_unit *u,
+                       mcdc_unit_result *res, mcdc_error *err) {
+    mcdc_stream *s = job;
+    stream_unit *w = &s->units[slot];
+    s->pub = w; /* facts and done are its */
+    bool data = w->app && mcdc_appender_rows(w->app) > 0;
+    int rc = data ? mcdc_checkpoint_lock_check(s->held, err) : MCDC_OK;
+    if (rc == MCDC_OK && data) {
+        rc = mcdc_frame_commit_data(f, u, w->app, bronze_meta(s, w, u->id), NULL, err);
+        res->data_committed = rc == MCDC_OK;
+    }
+    if (rc == MCDC_OK && switch_crash(s, w, u, "switch_committed", err)) rc = MCDC_E_CANCELLED;
+    unit_release(s, w);
+    if (rc) return rc;
+    res->rows = w->st.rows;
+    res->has_end_time = w->end.has_ts;
+    res->end_commit_us = w->end.commit_us;
+    mcdc_lsn_format(&w->end.lsn, res->end_lsn);
+    return MCDC_OK;
+}
+
+static void job_discard(void *job, int slot) {
+    mcdc_stream *s = job;
+    stream_unit *w = &s->units[slot];
+    unit_release(s, w);
+    defer_unit_warnings(s, w);
+}
+
+/* The batch after u is planned while u publishes unless u is a switch
+ * batch (its snapshot on switch, or the next run's check, comes first) or
+ * an empty one (its warnings wait for the next row). */
+static bool job_ahead(void *job, int slot, const mcdc_unit *u) {
+    mcdc_stream *s = job;
+    const stream_unit *w = &s->units[slot];
+    (void)u;
+    return !w->batch.switches && mcdc_lsn_cmp(&w->start.lsn, &w->end.lsn) != 0;
+}
+
+/* The appender of the batch read ahead, its layout decided here, while no
+ * commit runs on bronze's handle: its writes then touch only the storage.
+ * Not ahead while bronze lacks a column of the stream's (the commit before
+ * adds it and may move the layout). */
+static int job_prepare(void *job, int slot, const mcdc_unit *next, bool *go, mcdc_error *err) {
+    mcdc_stream *s = job;
+    stream_unit *w = &s->units[slot];
+    (void)next;
+    *go = false;
+    MCDC_ASSERT(w->app == NULL && w->encoders == 0);
+    mcdc_table_props props = {.kind = MCDC_KIND_BRONZE, .parquet_threads = 1};
+    int rc = mcdc_appender_open(&w->app, s->bronze, s->bronze_schema, &props, err);
+    if (rc == MCDC_OK) rc = mcdc_appender_prepare(w->app, go, err);
+    if (rc || !*go) unit_release(s, w);
+    return rc;
+}
+
 static int job_facts(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
                      mcdc_batch *rows, mcdc_error *err) {
     (void)res;
     mcdc_stream *s = job;
-    if (mcdc_lsn_cmp(&s->start.lsn, &s->end.lsn) == 0) defer_unit_warnings(s);
+    stream_unit *w = s->pub;
+    if (mcdc_lsn_cmp(&w->start.lsn, &w->end.lsn) == 0) defer_unit_warnings(s, w);
     char *detail = NULL;
     pthread_mutex_lock(&s->warnings_mu);
-    if (json_array_size(s->warnings)) {
-        json_t *d = json_pack("{s:O}", "warnings", s->warnings);
+    if (json_array_size(w->warnings)) {
+        json_t *d = json_pack("{s:O}", "warnings", w->warnings);
         detail = d ? json_dumps(d, JSON_COMPACT) : NULL;
         json_decref(d);
     }
     pthread_mutex_unlock(&s->warnings_mu);
     char end_lsn[MCDC_LSN_TEXT_LEN + 1];
-    mcdc_lsn_format(&s->end.lsn, end_lsn);
+    mcdc_lsn_format(&w->end.lsn, end_lsn);
     int64_t written = mcdc_now_utc_us();
     mcdc_facts_batch fb = {.app_id = s->sink_id,
                            .target = s->cfg.target,
                            .batch_id = u->id,
-                           .stats = &s->st,
-                           .metrics = &s->fm,
-                           .started_us = s->started_us,
-                           .duration_ms = (mcdc_monotonic_us() - s->t0_us) / 1000,
+                           .stats = &w->st,
+                           .metrics = &w->fm,
+                           .started_us = w->started_us,
+                           .duration_ms = (mcdc_monotonic_us() - w->t0_us) / 1000,
                            .written_us = written,
                            .end_lsn = end_lsn,
-                           .has_end_ts = s->end.has_ts,
-                           .end_commit_us = s->end.commit_us,
+                           .has_end_ts = w->end.has_ts,
+                           .end_commit_us = w->end.commit_us,
                            .detail = detail};
     int rc = mcdc_facts_append_batch(rows, &fb, err);
     free(detail);
     mcdc_facts_skip *events[MCDC_STREAM_SKIPS_MAX + 1];
     int n = 0;
-    for (int i = 0; i < s->n_skips; i++) events[n++] = &s->skips[i];
-    if (s->possible_loss) events[n++] = &s->possible;
+    for (int i = 0; i < w->n_skips; i++) events[n++] = &w->skips[i];
+    if (w->possible_loss) events[n++] = &w->possible;
     for (int i = 0; i < n && rc == MCDC_OK; i++) {
         events[i]->app_id = s->sink_id;
         events[i]->target = s->cfg.target;
         events[i]->batch_id = u->id;
         events[i]->written_us = written;
-        if (events[i] == &s->possible) {
+        if (events[i] == &w->possible) {
             events[i]->certain = false;
             events[i]->reason = "CDC cleanup moved min_lsn past the range while it was read";
-            events[i]->has_lost_from = s->start.has_ts;
-            events[i]->lost_from_us = s->start.commit_us;
+            events[i]->has_lost_from = w->start.has_ts;
+            events[i]->lost_from_us = w->start.commit_us;
         }
         rc = mcdc_facts_append_skip(rows, events[i], err);
     }
     /* The DDL and the switch the batch read past, in its facts commit. */
-    for (int i = 0; i < s->batch.n_events && rc == MCDC_OK; i++) {
-        const mcdc_changes_event *e = &s->batch.events[i];
+    for (int i = 0; i < w->batch.n_events && rc == MCDC_OK; i++) {
+        const mcdc_changes_event *e = &w->batch.events[i];
         char lsn[MCDC_LSN_TEXT_LEN + 1];
         mcdc_lsn_format(&e->lsn, lsn);
         mcdc_facts_event ev = {.app_id = s->sink_id,
@@ -770,7 +868,7 @@ static int job_facts(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
                                .detail = e->detail};
         rc = mcdc_facts_append_event(rows, &ev, err);
     }
-    end_unit_warnings(s);
+    end_unit_warnings(s, w);
     return rc;
 }
 
@@ -786,43 +884,44 @@ static bool job_position_time(void *job, const mcdc_pos *pos, int64_t *commit_us
 static void job_done(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
                      const mcdc_verdict *v) {
     mcdc_stream *s = job;
-    end_unit_warnings(s);
+    stream_unit *w = s->pub;
+    end_unit_warnings(s, w);
     /* The batch that first read a newer capture instance (from its start
-     * S, s->batch.switch_lsn) is committed here, facts and verdict too:
+     * S, w->batch.switch_lsn) is committed here, facts and verdict too:
      * with snapshot_on_switch its snapshot is owed now, and taken before
      * the next batch is planned (job_plan), or before the run ends. Test
      * hook: killed here, before the next batch is planned. */
-    if (s->batch.switches) (void)mcdc_ctx_crash(&s->ctx, "switch_done", u->id);
-    if (s->batch.switches && s->cfg.snapshot_on_switch) s->switch_check = true;
+    if (w->batch.switches) (void)mcdc_ctx_crash(&s->ctx, "switch_done", u->id);
+    if (w->batch.switches && s->cfg.snapshot_on_switch) s->switch_check = true;
     if (s->report == NULL && s->ctx.metrics == NULL) return;
-    MCDC_ASSERT(res->rows == s->st.rows);
+    MCDC_ASSERT(res->rows == w->st.rows);
     mcdc_batch_report rep;
     memset(&rep, 0, sizeof rep);
     rep.batch_id = u->id;
     rep.replayed = u->replay;
     rep.bronze_skipped = u->data_done;
-    rep.rows = s->st.rows;
-    rep.deletes = s->st.deletes;
-    rep.inserts = s->st.inserts;
-    rep.updates = s->st.updates;
-    mcdc_lsn_format(&s->start.lsn, rep.start_lsn);
-    mcdc_lsn_format(&s->end.lsn, rep.end_lsn);
-    rep.end_commit_us = s->end.commit_us;
-    rep.has_end_commit = s->end.has_ts;
-    rep.duration_ms = (double)(mcdc_monotonic_us() - s->t0_us) / 1000.0;
+    rep.rows = w->st.rows;
+    rep.deletes = w->st.deletes;
+    rep.inserts = w->st.inserts;
+    rep.updates = w->st.updates;
+    mcdc_lsn_format(&w->start.lsn, rep.start_lsn);
+    mcdc_lsn_format(&w->end.lsn, rep.end_lsn);
+    rep.end_commit_us = w->end.commit_us;
+    rep.has_end_commit = w->end.has_ts;
+    rep.duration_ms = (double)(mcdc_monotonic_us() - w->t0_us) / 1000.0;
     rep.rows_per_s = rep.duration_ms > 0 ? (double)rep.rows / (rep.duration_ms / 1000.0) : 0;
     rep.ingestion_lag_seconds = -1;
-    if (s->fm.has_last && s->fm.last.source_max_commit_ts_known && s->end.has_ts)
+    if (w->fm.has_last && w->fm.last.source_max_commit_ts_known && w->end.has_ts)
         rep.ingestion_lag_seconds =
-            (double)(s->fm.last.source_max_commit_ts_us - s->end.commit_us) / 1e6;
+            (double)(w->fm.last.source_max_commit_ts_us - w->end.commit_us) / 1e6;
     rep.has_verdict = v && v->found;
     rep.finalized_until_us = v ? v->finalized_until_us : 0;
     /* the facts row's headroom: from the batch end, else its newest change */
-    if (s->fm.has_last && s->fm.last.retention_watermark_known) {
-        int64_t ref = s->end.has_ts ? s->end.commit_us : s->st.max_ts;
+    if (w->fm.has_last && w->fm.last.retention_watermark_known) {
+        int64_t ref = w->end.has_ts ? w->end.commit_us : w->st.max_ts;
         rep.has_retention_headroom = true;
         rep.retention_headroom_hours =
-            (double)(ref - s->fm.last.retention_watermark_ts_us) / 3600e6;
+            (double)(ref - w->fm.last.retention_watermark_ts_us) / 3600e6;
     }
     mcdc_runtime_job_batch(s->ctx.metrics, &rep);
     if (s->report) s->report(s->report_ctx, &rep);
@@ -1101,11 +1200,33 @@ static const mcdc_job_ops STREAM_OPS = {
     .plan = job_plan,
     .empty_first = job_empty_first,
     .check_fresh = job_check_fresh,
-    .run = job_run,
+    .read = job_read,
+    .publish = job_publish,
+    .discard = job_discard,
+    .ahead = job_ahead,
+    .prepare = job_prepare,
     .facts = job_facts,
     .position_time = job_position_time,
     .done = job_done,
 };
+
+/* Whether the stream reads its next batch while the one before publishes
+ * (overlapBatches): auto, when bronze is on an object store, where a
+ * batch's upload and commit are waits on the network the next batch's read
+ * and encoding can fill (docs/object-stores.md has the figures); on local
+ * disk a file's write is work of the same machine. */
+static bool overlap_batches(const mcdc_stream *s) {
+    bool is_auto = false;
+    bool on = mcdc_opt_overlap_batches(s->opts, &is_auto);
+    if (!is_auto) return on;
+    const char *loc = s->cfg.target, *sep = strstr(loc, "://");
+    char scheme[16];
+    if (sep == NULL || (size_t)(sep - loc) >= sizeof scheme) return false;
+    memcpy(scheme, loc, (size_t)(sep - loc));
+    scheme[sep - loc] = 0;
+    const char *family = mcdc_storage_family(scheme);
+    return family && strcmp(family, "file") != 0 && strcmp(family, "mem") != 0;
+}
 
 /* ---- validation: before anything is read or written ----------------------------- */
 
@@ -1583,6 +1704,7 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
             .idle_poll_ms = cfg->trigger == MCDC_TRIGGER_PROCESSING_TIME ? cfg->processing_time_ms : 10,
             .min_interval_ms = cfg->trigger == MCDC_TRIGGER_PROCESSING_TIME ? cfg->processing_time_ms : 0,
             .max_units = cfg->max_batches,
+            .overlap = overlap_batches(s),
         };
         s->switch_check = cfg->snapshot_on_switch; /* a run killed before it owes it */
         rc = mcdc_frame_run(&fc, &STREAM_OPS, s, err);
@@ -1592,13 +1714,17 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
         if (rc == MCDC_OK && s->switch_check && !mcdc_ctx_stopping(&s->ctx))
             rc = snapshot_on_switch(s, err);
     }
-    json_decref(s->warnings);
+    for (int i = 0; i < 2; i++) {
+        stream_unit *w = &s->units[i];
+        unit_release(s, w);
+        json_decref(w->warnings);
+        mcdc_changes_batch_free(&w->batch);
+        mcdc_free(w->rm);
+        memset(w, 0, sizeof *w);
+    }
+    s->pub = NULL;
     json_decref(s->pending);
     s->warnings = s->pending = NULL;
-    mcdc_changes_batch_free(&s->batch);
-    mcdc_free(s->rm);
-    s->rm = NULL;
-    s->n_rm = s->cap_rm = 0;
     mcdc_free(s->ci_alias);
     s->ci_alias = NULL;
     mcdc_runtime_probe_leave(cfg->runtime, s->probe, s);

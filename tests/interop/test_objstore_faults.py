@@ -129,12 +129,12 @@ def cli(sim, workdir, lake, command, args, env=None, spawn=False, timeout=120):
                           timeout=timeout)
 
 
-def stream(sim, workdir, lake, env=None, spawn=False, control=False):
+def stream(sim, workdir, lake, env=None, spawn=False, control=False, args=()):
     r = lake.root
     more = ["--control-table", f"{r}/control"] if control else []
     return cli(sim, workdir, lake, "stream",
                ["--target", f"{r}/bronze", "--app-id", "t-v1", "--checkpoint", f"{r}/ckpt",
-                "--facts-table", f"{r}/facts", "--trigger", "availableNow", *more],
+                "--facts-table", f"{r}/facts", "--trigger", "availableNow", *more, *args],
                env=env, spawn=spawn)
 
 
@@ -312,6 +312,27 @@ def test_killed_during_a_commit_that_lands_after_a_rerun_is_whole(sim, workdir, 
     killed_when(stream(sim, workdir, lake, env=KILLED, spawn=True), f)
     time.sleep(1.5)  # the held commit reaches the store
     assert 1 in lake.log("bronze")
+    rerun_is_whole(sim, workdir, lake)
+
+
+def test_killed_during_a_commit_while_the_next_batch_is_read(sim, workdir, lake):
+    """overlapBatches (on for object stores): batch 2 is read while batch 1
+    uploads and commits. kill -9 while batch 1's bronze commit PUT is held
+    (it lands after the process died): batch 2's plan was never recorded
+    (the checkpoint plans one batch at a time), and the rerun replays batch
+    1 as committed, then reads batch 2 again: each change once."""
+    source(sim, 3)
+    more_changes(sim, 10, 2)
+    more_changes(sim, 20, 2)
+    f = lake.proxy.arm("PUT", r"/bronze/_delta_log/0+2\.json$", stall=1.0)
+    proc = stream(sim, workdir, lake, env=KILLED, spawn=True,
+                  args=["--maxCommitsPerBatch", "1"])
+    killed_when(proc, f)
+    time.sleep(1.5)  # the held commit reaches the store
+    assert 2 in lake.log("bronze")
+    ckpt = lake.root.split("/", 3)[3] + "/ckpt/"
+    planned = sorted(k.rsplit("/", 1)[1] for k, _ in lake.objects(ckpt + "offsets/"))
+    assert planned == ["0", "1"], planned
     rerun_is_whole(sim, workdir, lake)
 
 

@@ -19,9 +19,32 @@
 
 #define UNITS 4
 #define KEYS_PER_UNIT 10
+#define TOY_EVENTS_MAX 256
+
+/* A unit read and not yet published (the toy in halves). */
+typedef struct {
+    mcdc_appender *a; /* its rows, written, not committed */
+    int64_t rows;
+} toy_slot;
 
 typedef struct {
     mcdc_schema *schema; /* one column k INT64 */
+    /* The toy in halves (read, publish, discard), overlapped or not. */
+    bool split, overlap;
+    mcdc_table *target;  /* the run's (borrowed) */
+    mcdc_ctx *ctx;       /* the run's */
+    toy_slot slots[2];
+    int64_t read_fails_unit; /* its read fails (a source error), -1 none */
+    const char *stop_point;  /* a stop is requested here, of stop_unit */
+    int64_t stop_unit;
+    /* what happened, in order: "<what> <unit>" (under mu) */
+    pthread_mutex_t mu;
+    char events[TOY_EVENTS_MAX][32];
+    int n_events;
+    int reads_ahead, discards;
+    /* publish waits until the next unit's read ahead started (overlap
+     * certain, whatever the threads' timing) */
+    bool await_ahead;
     int64_t crash_unit;  /* the unit whose crash_point kills the job, -1 none */
     const char *crash_point;
     int units_run;
@@ -88,8 +111,97 @@ static int toy_facts(void *job, const mcdc_unit *u, const mcdc_unit_result *res,
     return mcdc_row_append(rows, c, err);
 }
 
+static void toy_event(toy_job *t, const char *what, int64_t unit) {
+    pthread_mutex_lock(&t->mu);
+    if (t->n_events < TOY_EVENTS_MAX)
+        snprintf(t->events[t->n_events++], sizeof t->events[0], "%s %lld", what, (long long)unit);
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* The index of event "<what> <unit>", -1 when it did not happen. */
+static int toy_when(toy_job *t, const char *what, int64_t unit) {
+    char ev[32];
+    snprintf(ev, sizeof ev, "%s %lld", what, (long long)unit);
+    int at = -1;
+    pthread_mutex_lock(&t->mu);
+    for (int i = 0; i < t->n_events && at < 0; i++)
+        if (strcmp(t->events[i], ev) == 0) at = i;
+    pthread_mutex_unlock(&t->mu);
+    return at;
+}
+
+/* The toy in halves: read makes the unit's rows and (once the unit before
+ * is published, when read ahead: it writes through the target's handle)
+ * writes them, uncommitted; publish commits them. */
+static int toy_read(void *job, int slot, const mcdc_unit *u, mcdc_frame_gate *gate,
+                    mcdc_error *err) {
+    toy_job *t = job;
+    toy_slot *sl = &t->slots[slot];
+    if (sl->a != NULL) /* published or discarded before */
+        return mcdc_error_set(err, MCDC_E_INVALID, "toy: slot %d still holds a unit", slot);
+    toy_event(t, gate ? "ahead" : "read", u->id);
+    if (gate) {
+        pthread_mutex_lock(&t->mu);
+        t->reads_ahead++;
+        pthread_mutex_unlock(&t->mu);
+    }
+    if (u->id == t->read_fails_unit)
+        return mcdc_error_set(err, MCDC_E_IO, "toy: the source failed reading unit %lld",
+                              (long long)u->id);
+    int64_t n = toy_n(u->start);
+    sl->rows = KEYS_PER_UNIT;
+    if (u->data_done) return MCDC_OK;
+    int rc = mcdc_frame_gate_wait(gate, err);
+    if (rc) return rc;
+    if (gate) toy_event(t, "gate", u->id);
+    mcdc_batch *b = NULL;
+    rc = mcdc_batch_create(&b, t->schema, KEYS_PER_UNIT, err);
+    for (int i = 0; rc == MCDC_OK && i < KEYS_PER_UNIT; i++)
+        rc = mcdc_col_append_int(&b->columns[0], n * KEYS_PER_UNIT + i, err);
+    if (rc == MCDC_OK) rc = mcdc_batch_seal(b, err);
+    if (rc == MCDC_OK) rc = mcdc_appender_open(&sl->a, t->target, t->schema, NULL, err);
+    if (rc == MCDC_OK) rc = mcdc_appender_write(sl->a, b, err);
+    mcdc_batch_free(b);
+    return rc;
+}
+
+static int toy_publish(void *job, int slot, mcdc_frame *f, const mcdc_unit *u,
+                       mcdc_unit_result *res, mcdc_error *err) {
+    toy_job *t = job;
+    toy_slot *sl = &t->slots[slot];
+    for (int i = 0; t->await_ahead && u->id + 1 < UNITS && i < 5000 &&
+                    toy_when(t, "ahead", u->id + 1) < 0;
+         i++)
+        mcdc_sleep_ms(1);
+    toy_event(t, "publish", u->id);
+    t->units_run++;
+    res->rows = sl->rows;
+    int rc = MCDC_OK;
+    if (!u->data_done) {
+        rc = mcdc_frame_commit_data(f, u, sl->a, json_pack("{s:I}", "rows", (json_int_t)sl->rows),
+                                    NULL, err);
+        res->data_committed = rc == MCDC_OK;
+    }
+    mcdc_appender_free(sl->a);
+    sl->a = NULL;
+    return rc;
+}
+
+static void toy_discard(void *job, int slot) {
+    toy_job *t = job;
+    toy_slot *sl = &t->slots[slot];
+    pthread_mutex_lock(&t->mu);
+    t->discards++;
+    pthread_mutex_unlock(&t->mu);
+    mcdc_appender_free(sl->a); /* deletes its files: nothing committed them */
+    sl->a = NULL;
+}
+
 static bool toy_crash(void *user, const char *point, int64_t unit) {
     toy_job *t = user;
+    toy_event(t, point, unit);
+    if (t->stop_point && unit == t->stop_unit && strcmp(point, t->stop_point) == 0)
+        atomic_store(&t->ctx->stop, 1);
     if (t->meanwhile && unit == t->meanwhile_unit && strcmp(point, t->meanwhile_point) == 0) {
         void (*fn)(void *) = t->meanwhile;
         t->meanwhile = NULL;
@@ -100,6 +212,10 @@ static bool toy_crash(void *user, const char *point, int64_t unit) {
 
 static const mcdc_job_ops TOY_OPS = {.kind = "toy", .pos_kind = MCDC_POS_OFFSET,
                                      .plan = toy_plan, .run = toy_run, .facts = toy_facts};
+static const mcdc_job_ops TOY_SPLIT_OPS = {.kind = "toy", .pos_kind = MCDC_POS_OFFSET,
+                                           .plan = toy_plan, .read = toy_read,
+                                           .publish = toy_publish, .discard = toy_discard,
+                                           .facts = toy_facts};
 
 typedef struct {
     mcdc_storage_mem *mem;
@@ -117,9 +233,17 @@ static void world_init(toy_world *w) {
     mcdc_schema_create(&w->job.schema, 1, NULL);
     mcdc_schema_set(w->job.schema, 0, "k", MCDC_TYPE_INT64, 0, 0, 0, false, NULL);
     w->job.crash_unit = -1;
+    w->job.read_fails_unit = -1;
+    pthread_mutex_init(&w->job.mu, NULL);
+}
+
+/* The toy in halves, its next unit read while one publishes. */
+static void world_overlap(toy_world *w) {
+    w->job.split = w->job.overlap = true;
 }
 
 static void world_free(toy_world *w) {
+    pthread_mutex_destroy(&w->job.mu);
     mcdc_schema_unref(w->job.schema);
     mcdc_storage_mem_release(w->mem);
 }
@@ -143,8 +267,17 @@ static int run_frame(toy_world *w, const char *app_id, mcdc_error *err) {
                           .facts_app_id = facts_app,
                           .stop_when_idle = true,
                           .idle_poll_ms = 1,
-                          .max_units = w->max_units};
-    if (rc == MCDC_OK) rc = mcdc_frame_run(&cfg, &TOY_OPS, &w->job, err);
+                          .max_units = w->max_units,
+                          .overlap = w->job.overlap};
+    w->job.target = target;
+    w->job.ctx = &ctx;
+    w->job.n_events = 0;
+    if (rc == MCDC_OK)
+        rc = mcdc_frame_run(&cfg, w->job.split ? &TOY_SPLIT_OPS : &TOY_OPS, &w->job, err);
+    /* every slot published or discarded */
+    CHECK(w->job.slots[0].a == NULL && w->job.slots[1].a == NULL);
+    w->job.target = NULL;
+    w->job.ctx = NULL;
     mcdc_table_close(target);
     mcdc_table_close(facts);
     return rc;
@@ -186,13 +319,18 @@ static void check_exactly_once(toy_world *w, int units) {
     mcdc_table_close(t);
 }
 
+/* The same whether the job runs a unit whole, in halves, or in halves
+ * overlapped (mode 0, 1, 2). */
 TEST(frame_killed_at_every_crash_point_of_every_unit_replays_exactly_once) {
     static const char *const points[] = {"after_plan", "after_bronze", "after_facts",
                                          "after_commit"};
+    for (int mode = 0; mode < 3; mode++)
     for (size_t p = 0; p < sizeof points / sizeof points[0]; p++)
         for (int u = 0; u < UNITS; u++) {
             toy_world w;
             world_init(&w);
+            w.job.split = mode >= 1;
+            w.job.overlap = mode == 2;
             mcdc_error e = MCDC_ERROR_INIT;
             w.job.crash_point = points[p];
             w.job.crash_unit = u;
@@ -204,6 +342,117 @@ TEST(frame_killed_at_every_crash_point_of_every_unit_replays_exactly_once) {
             check_exactly_once(&w, UNITS);
             world_free(&w);
         }
+}
+
+/* Overlap: unit n+1 is read while unit n publishes; its plan is recorded
+ * only after n's commit marker, and it publishes after: the same rows,
+ * commits in order. */
+TEST(frame_overlap_reads_the_next_unit_while_one_publishes_and_records_it_after) {
+    toy_world w;
+    world_init(&w);
+    world_overlap(&w);
+    w.job.await_ahead = true;
+    mcdc_error e = MCDC_ERROR_INIT;
+    int rc = run_frame(&w, "toy", &e);
+    CHECK_EQ_INT(rc, MCDC_OK);
+    if (rc) printf("  %s\n", e.message);
+    check_exactly_once(&w, UNITS);
+    toy_job *t = &w.job;
+    CHECK_EQ_INT(t->reads_ahead, UNITS - 1);
+    CHECK_EQ_INT(t->discards, 0);
+    CHECK(toy_when(t, "read", 0) >= 0);
+    for (int64_t n = 1; n < UNITS; n++) {
+        int ahead = toy_when(t, "ahead", n), gate = toy_when(t, "gate", n);
+        int published = toy_when(t, "publish", n - 1);
+        int committed = toy_when(t, "after_commit", n - 1);
+        int planned = toy_when(t, "after_plan", n), pub = toy_when(t, "publish", n);
+        CHECK(ahead >= 0 && gate >= 0 && published >= 0 && committed >= 0 && planned >= 0);
+        CHECK(ahead < published);   /* read while the unit before published */
+        CHECK(committed < gate);    /* it waited for that publish to write */
+        CHECK(committed < planned); /* its plan written after the commit marker */
+        CHECK(planned < pub);
+        CHECK(toy_when(t, "publish", n - 1) < pub); /* in order */
+        CHECK(toy_when(t, "read", n) < 0);          /* read once */
+    }
+    world_free(&w);
+}
+
+/* A kill during unit u's publish (or its plan's record) while u+1 is read
+ * ahead: the read is discarded, nothing of u+1 planned; the rerun replays u
+ * from its plan and every row is there once. */
+TEST(frame_overlap_killed_while_the_next_unit_is_read_replays_exactly_once) {
+    static const char *const points[] = {"after_plan", "after_bronze", "after_facts",
+                                         "after_commit"};
+    for (size_t p = 0; p < sizeof points / sizeof points[0]; p++)
+        for (int u = 0; u < UNITS; u++) {
+            toy_world w;
+            world_init(&w);
+            world_overlap(&w);
+            w.job.await_ahead = true;
+            mcdc_error e = MCDC_ERROR_INIT;
+            w.job.crash_point = points[p];
+            w.job.crash_unit = u;
+            CHECK_EQ_INT(run_frame(&w, "toy", &e), MCDC_E_CANCELLED);
+            bool at_plan = strcmp(points[p], "after_plan") == 0;
+            if (!at_plan && u + 1 < UNITS) {
+                CHECK(toy_when(&w.job, "ahead", u + 1) >= 0);
+                CHECK(toy_when(&w.job, "after_plan", u + 1) < 0);
+                CHECK_EQ_INT(w.job.discards, 1);
+            }
+            if (at_plan) CHECK_EQ_INT(w.job.discards, u > 0 ? 1 : 0);
+            w.job.crash_point = NULL;
+            w.job.discards = 0;
+            int rc = run_frame(&w, "toy", &e);
+            CHECK_EQ_INT(rc, MCDC_OK);
+            if (rc) printf("  %s:%d: %s\n", points[p], u, e.message);
+            check_exactly_once(&w, UNITS);
+            CHECK_EQ_INT(w.job.discards, 0);
+            world_free(&w);
+        }
+}
+
+/* A stop request during a publish: that unit finishes, the one read ahead
+ * is given up (not planned, nothing of it committed); a rerun goes on. */
+TEST(frame_overlap_stop_gives_up_the_unit_read_ahead) {
+    toy_world w;
+    world_init(&w);
+    world_overlap(&w);
+    w.job.await_ahead = true;
+    w.job.stop_point = "after_facts";
+    w.job.stop_unit = 1;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(run_frame(&w, "toy", &e), MCDC_OK);
+    CHECK(toy_when(&w.job, "ahead", 2) >= 0);
+    CHECK(toy_when(&w.job, "gate", 2) < 0);
+    CHECK(toy_when(&w.job, "after_plan", 2) < 0);
+    CHECK_EQ_INT(w.job.discards, 1);
+    check_exactly_once(&w, 2);
+    w.job.stop_point = NULL;
+    w.job.await_ahead = false;
+    CHECK_EQ_INT(run_frame(&w, "toy", &e), MCDC_OK);
+    check_exactly_once(&w, UNITS);
+    world_free(&w);
+}
+
+/* The source fails reading unit 2 ahead: unit 1, publishing meanwhile, is
+ * committed whole, then the run stops with the read's error, unit 2 not
+ * planned; a rerun reads it again. */
+TEST(frame_overlap_a_failed_read_ahead_fails_after_the_unit_before_committed) {
+    toy_world w;
+    world_init(&w);
+    world_overlap(&w);
+    w.job.read_fails_unit = 2;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(run_frame(&w, "toy", &e), MCDC_E_IO);
+    CHECK(strstr(e.message, "reading unit 2") != NULL);
+    CHECK(toy_when(&w.job, "after_commit", 1) >= 0);
+    CHECK(toy_when(&w.job, "after_plan", 2) < 0);
+    CHECK_EQ_INT(w.job.discards, 1);
+    check_exactly_once(&w, 2);
+    w.job.read_fails_unit = -1;
+    CHECK_EQ_INT(run_frame(&w, "toy", &e), MCDC_OK);
+    check_exactly_once(&w, UNITS);
+    world_free(&w);
 }
 
 typedef struct {
@@ -251,13 +500,16 @@ TEST(frame_commits_its_facts_in_the_budgets_facts_turn) {
 /* Fail the nth storage call of a run, for every n until a run passes
  * untouched: each failure is a clean error (or a fault the protocol rides
  * over), and a clean rerun then leaves everything exactly once. */
-TEST(frame_survives_every_single_storage_failure) {
+/* every: fail every how many calls (the overlapped run's calls are the
+ * same ones, in the same order: its read ahead writes after the gate) */
+static void survive_every_single_storage_failure(bool overlap, int every) {
     int failures = 0, clean = 0;
     /* a commit that is published and then cannot be read back only warns */
     const mcdc_log_sink *prev = mcdc_log_use(&mcdc_test_quiet);
-    for (int64_t n = 1; n < 2000; n += mcdc_test_fault_step) {
+    for (int64_t n = 1; n < 2000; n += every * mcdc_test_fault_step) {
         toy_world w;
         world_init(&w);
+        if (overlap) world_overlap(&w);
         mcdc_error e = MCDC_ERROR_INIT;
         mcdc_storage_mem_fail_nth(w.mem, MCDC_STORAGE_OP_ANY, n, MCDC_E_IO);
         int rc = run_frame(&w, "toy", &e);
@@ -280,7 +532,17 @@ TEST(frame_survives_every_single_storage_failure) {
     }
     mcdc_log_use(prev);
     CHECK_EQ_INT(clean, 1);
-    CHECK(failures * mcdc_test_fault_step > 20); /* the loop did reach the commits */
+    CHECK(failures * every * mcdc_test_fault_step > 20); /* the loop did reach the commits */
+}
+
+TEST(frame_survives_every_single_storage_failure) {
+    survive_every_single_storage_failure(false, 1);
+}
+
+/* Overlapped: a failed publish of unit n discards n+1's read ahead (every
+ * third call: the calls are those above). */
+TEST(frame_overlap_survives_every_third_storage_failure) {
+    survive_every_single_storage_failure(true, 3);
 }
 
 TEST(frame_lost_writes_are_target_or_facts_behind_never_a_gap) {

@@ -873,3 +873,70 @@ TEST(lake_places_of_object_store_uris) {
     mcdc_free(canon[0]);
     mcdc_free(canon[1]);
 }
+
+/* A one-column batch k = first.. first+n-1 (INT64), of schema s. */
+static mcdc_batch *k_rows(mcdc_schema *s, int64_t first, int n) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_batch *b = NULL;
+    mcdc_batch_create(&b, s, n, &e);
+    for (int i = 0; i < n; i++) mcdc_col_append_int(&b->columns[0], first + i, &e);
+    for (int32_t c = 1; c < s->n_fields; c++)
+        for (int i = 0; i < n; i++) mcdc_col_append_null(&b->columns[c], &e);
+    mcdc_batch_seal(b, &e);
+    return b;
+}
+
+/* The layout decided before any write (a unit read ahead, mcdc_frame.h):
+ * settled only once the table exists with every column of the appender's;
+ * fills says when the next write would finish the open file. */
+TEST(lake_prepare_says_when_the_layout_is_settled_and_fills_when_a_file_is) {
+    mcdc_storage_mem *mem = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_storage_mem_create(&mem, "prep", &e), MCDC_OK);
+    mcdc_storage_env env = mcdc_storage_mem_env(mem);
+    mcdc_table *t = NULL;
+    CHECK_EQ_INT(mcdc_table_open_env(&t, &env, "mem://prep/t", NULL, &e), MCDC_OK);
+    mcdc_schema *one = NULL, *two = NULL;
+    CHECK_EQ_INT(mcdc_schema_create(&one, 1, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_schema_set(one, 0, "k", MCDC_TYPE_INT64, 0, 0, 0, false, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_schema_create(&two, 2, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_schema_set(two, 0, "k", MCDC_TYPE_INT64, 0, 0, 0, false, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_schema_set(two, 1, "v", MCDC_TYPE_INT64, 0, 0, 0, true, &e), MCDC_OK);
+    mcdc_batch *b = k_rows(one, 0, 100);
+    /* no table yet: not settled (the first write creates it) */
+    mcdc_appender *a = NULL;
+    bool settled = true, skipped = false;
+    int64_t version = -1;
+    CHECK_EQ_INT(mcdc_appender_open(&a, t, one, NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_appender_prepare(a, &settled, &e), MCDC_OK);
+    CHECK(!settled);
+    CHECK_EQ_INT(mcdc_appender_write(a, b, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_appender_commit(a, NULL, 0, NULL, &skipped, &version, &e), MCDC_OK);
+    mcdc_appender_free(a);
+    /* the table has every column: settled; a file of 1.5 batches is
+     * filled by the second batch, not by the first */
+    mcdc_table_props props = {.file_bytes = mcdc_batch_bytes(b) * 3 / 2};
+    CHECK_EQ_INT(mcdc_appender_open(&a, t, one, &props, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_appender_prepare(a, &settled, &e), MCDC_OK);
+    CHECK(settled);
+    mcdc_appender_set_threads(a, 1);
+    CHECK(!mcdc_appender_fills(a, b)); /* no file open */
+    CHECK_EQ_INT(mcdc_appender_write(a, b, &e), MCDC_OK);
+    CHECK(mcdc_appender_fills(a, b));
+    CHECK_EQ_INT(mcdc_appender_commit(a, NULL, 0, NULL, &skipped, &version, &e), MCDC_OK);
+    mcdc_appender_free(a);
+    /* a column the table lacks: the commit before this one's may add it */
+    CHECK_EQ_INT(mcdc_appender_open(&a, t, two, NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_appender_prepare(a, &settled, &e), MCDC_OK);
+    CHECK(!settled);
+    mcdc_appender_free(a);
+    mcdc_batch *all = NULL;
+    CHECK_EQ_INT(mcdc_table_read_all(t, &all, &version, &e), MCDC_OK);
+    CHECK_EQ_INT(all ? all->rows : 0, 200);
+    mcdc_batch_free(all);
+    mcdc_batch_free(b);
+    mcdc_schema_unref(one);
+    mcdc_schema_unref(two);
+    mcdc_table_close(t);
+    mcdc_storage_mem_release(mem);
+}

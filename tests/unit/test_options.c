@@ -44,6 +44,9 @@ TEST(options_typed_accessors) {
     CHECK_EQ_INT(mcdc_opt_query_timeout_s(o), 300);
     CHECK_EQ_INT(mcdc_opt_lock_timeout_ms(o), -1);
     CHECK_EQ_INT(mcdc_opt_capture_wait_s(o), 600);
+    bool overlap_auto = false;
+    CHECK(!mcdc_opt_overlap_batches(o, &overlap_auto));
+    CHECK(overlap_auto);
     CHECK(mcdc_opt_source_time_zone(o) == NULL);
     CHECK(mcdc_opt_columns(o) == NULL);
     CHECK(mcdc_opt_include_command_id(o));
@@ -65,7 +68,7 @@ TEST(options_typed_accessors) {
         "lockTimeoutMs", "sourceTimeZone", "columns", "includeCommandId", "startingLsn",
         "maxCommitsPerBatch", "numPartitions", "arrowBatchSize", "failOnDataLoss",
         "schemaChangePolicy", "metricsPath", "snapshotLsn", "snapshotChunks", "snapshotKeys",
-        "isolationLevel", "captureWaitSeconds"};
+        "isolationLevel", "captureWaitSeconds", "overlapBatches"};
     const char *const *known = mcdc_opts_known_names();
     for (int i = 0; i < MCDC_OPT_COUNT; i++) {
         CHECK_EQ_STR(mcdc_opt_name((mcdc_opt)i), NAMES[i]);
@@ -82,7 +85,8 @@ TEST(options_typed_accessors) {
         {"maxCommitsPerBatch", "9"},       {"numPartitions", "3"},
         {"arrowBatchSize", "128"},         {"failOnDataLoss", "false"},
         {"snapshotLsn", "2b"},             {"snapshotKeys", "[\"id\"]"},
-        {"isolationLevel", "SNAPSHOT"},   {"captureWaitSeconds", "0"}};
+        {"isolationLevel", "SNAPSHOT"},   {"captureWaitSeconds", "0"},
+        {"overlapBatches", "TRUE"}};
     for (size_t i = 0; i < sizeof SET / sizeof SET[0]; i++)
         CHECK_EQ_INT(mcdc_opts_set(o, SET[i][0], SET[i][1], NULL, &e), MCDC_OK);
     CHECK_EQ_STR(mcdc_opt_capture_instance(o), "dbo_orders");
@@ -92,6 +96,8 @@ TEST(options_typed_accessors) {
     CHECK_EQ_INT(mcdc_opt_query_timeout_s(o), 7);
     CHECK_EQ_INT(mcdc_opt_lock_timeout_ms(o), 250);
     CHECK_EQ_INT(mcdc_opt_capture_wait_s(o), 0);
+    CHECK(mcdc_opt_overlap_batches(o, &overlap_auto));
+    CHECK(!overlap_auto);
     CHECK_EQ_STR(mcdc_opt_source_time_zone(o), "W. Europe Standard Time");
     CHECK_EQ_STR(mcdc_opt_columns(o), "id INT");
     CHECK(!mcdc_opt_include_command_id(o));
