@@ -83,8 +83,12 @@ def test_two_checkpoints_on_one_app_id_and_target_cannot_both_write(sim, workdir
     outs = [(pa_, a, *pa_.communicate(timeout=120)), (pb, b, *pb.communicate(timeout=120))]
     codes = sorted(p.returncode for p, *_ in outs)
     # one of them finds the other's commits: a rewound-looking target (9: it
-    # started after the first commit) or a commit of another checkpoint (12)
-    assert codes[0] == 0 and codes[1] in (9, 12), [o[3] for o in outs]
+    # started after the first commit) or a commit of another checkpoint (12);
+    # or, starting while the other's first data file is written but not yet
+    # committed, a target holding files without a log (7, nothing written)
+    assert codes[0] == 0 and codes[1] in (7, 9, 12), [o[3] for o in outs]
+    loser = next(o for o in outs if o[0].returncode != 0)
+    assert codes[1] != 7 or "another writer is creating this table" in loser[3], loser[3]
     bronze = bronze_keys(workdir)
     assert len(bronze) == len(set(bronze)), "a change is in bronze twice"
     survivor = next(args for p, args, *_ in outs if p.returncode == 0)
