@@ -28,7 +28,10 @@ Measures:
 - python_*: one connection, `SELECT` of the first BENCH_SNAPSHOT_PYTHON_ROWS
   rows, cursor.arrow_reader() streamed into write_deltalake; its rows/s against
   ours is snapshot_vs_python_ratio (ours on 2 connections) and
-  snapshot_1conn_vs_python_ratio; python_10x_rows_per_s is the rate the
+  snapshot_1conn_vs_python_ratio; snapshot_vs_python_cpu_ratio is the same
+  in rows per CPU-second, each side's process and the simulator's CPU for
+  its rows together (snapshot_vs_python_cpu_ratio_own: the processes
+  alone); python_10x_rows_per_s is the rate the
   goal of 10x asks for, snapshot_cpu_ceiling_vs_python_ratio the ratio the
   cores would allow at this run's CPU a row.
 - reference_*: a table of BENCH_SNAPSHOT_REFERENCE_ROWS rows; the reference's
@@ -182,6 +185,8 @@ def ours_snapshots(sim, work):
         # the most the machine's cores allow at this cost a row, were they
         # busy with nothing but our snapshot and the simulator
         rates[f"ceiling{n}"] = cores * ROWS / max(run.cpu_s + sim_cpu, 1e-3)
+        rates[f"cpu{n}"] = ROWS / max(run.cpu_s, 1e-3)
+        rates[f"cpu_with_sim{n}"] = ROWS / max(run.cpu_s + sim_cpu, 1e-3)
         print(f"snapshot_cpu_ceiling_rows_per_s_{n}conn: {rates[f'ceiling{n}']:.0f}")
         print(f"sim_table_store_reads_{n}conn: {store}")
         print(f"snapshot_peak_rss_mb_{n}conn: {run.rss_mb:.1f}")
@@ -235,6 +240,12 @@ def python_path(sim, work, ours):
     print(f"python_sim_cpu_seconds: {sim_cpu:.2f}")
     print(f"python_sim_table_store_reads: {table_store_reads(sim) - q0}")
     print(f"snapshot_vs_python_ratio: {ours[2] / rate:.2f}")
+    # rows per CPU-second of each side: its own process, then with the
+    # simulator's CPU for its rows counted in (the goal's figure)
+    print(f"snapshot_vs_python_cpu_ratio_own: {ours['cpu2'] / (PYTHON_ROWS / max(cpu, 1e-3)):.2f}")
+    py_with_sim = PYTHON_ROWS / max(cpu + sim_cpu, 1e-3)
+    print(f"python_rows_per_cpu_s_with_sim: {py_with_sim:.0f}")
+    print(f"snapshot_vs_python_cpu_ratio: {ours['cpu_with_sim2'] / py_with_sim:.2f}")
     # the goal's rate (10x the Python path) next to what the cores allow
     print(f"python_10x_rows_per_s: {10 * rate:.0f}")
     print(f"snapshot_cpu_ceiling_vs_python_ratio: {ours['ceiling2'] / rate:.2f}")

@@ -11,7 +11,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #include "mcdc_batch_frame.h"
 
@@ -90,8 +89,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             uint64_t body = 0;
             for (int i = 7; i >= 0; i--) body = body << 8 | f[16 + i];
             if (body > left) body = left;
-            put32(f + 24, (uint32_t)crc32(0L, f + hb, (uInt)body));
-            put32(f + 28, (uint32_t)crc32(crc32(0L, f, 28), f + 32, (uInt)(hb - 32)));
+            put32(f + 24, mcdc_frame_crc(0, f + hb, (size_t)body));
+            put32(f + 28, mcdc_frame_crc(mcdc_frame_crc(0, f, 28), f + 32, (size_t)(hb - 32)));
         }
         int64_t rows = 0, body = 0;
         mcdc_error_clear(&e);

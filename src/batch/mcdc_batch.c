@@ -350,8 +350,23 @@ static void col_free(mcdc_column *c) {
     mcdc_free(c->data);
 }
 
+/* A widened batch as it was created (b->created): the added columns
+ * freed, the others back on their own fields, so that its columns can go
+ * to the pool its producer takes from. */
+static void unwiden(mcdc_batch *b) {
+    mcdc_schema *s = b->created;
+    b->created = NULL;
+    int32_t n = s->n_fields;
+    MCDC_ASSERT(b->schema->n_fields >= n);
+    for (int32_t i = n; b->columns && i < b->schema->n_fields; i++) col_free(&b->columns[i]);
+    for (int32_t i = 0; b->columns && i < n; i++) b->columns[i].field = &s->fields[i];
+    mcdc_schema_unref(b->schema);
+    b->schema = s; /* the reference moves */
+}
+
 void mcdc_batch_free(mcdc_batch *b) {
     if (b == NULL) return;
+    if (b->created && b->schema) unwiden(b);
     if (b->columns && b->schema && !pool_put(b)) cols_free(b->columns, b->schema->n_fields);
     else if (b->columns && !b->schema) mcdc_free(b->columns);
     mcdc_schema_unref(b->schema);
@@ -898,7 +913,10 @@ int mcdc_batch_widen(mcdc_batch *b, mcdc_schema *wider, mcdc_error *err) {
     b->columns = cols;
     memset(cols + n, 0, (size_t)(wider->n_fields - n) * sizeof *cols);
     for (int32_t i = 0; i < wider->n_fields; i++) cols[i].field = &wider->fields[i];
-    mcdc_schema_unref(b->schema);
+    /* the first widening keeps the schema the batch was created with (its
+     * reference moves to b->created): the columns return to its pool */
+    if (b->created == NULL && wider != b->schema) b->created = b->schema;
+    else mcdc_schema_unref(b->schema);
     b->schema = mcdc_schema_ref(wider);
     int rc = MCDC_OK;
     for (int32_t i = n; i < wider->n_fields && rc == MCDC_OK; i++)

@@ -97,6 +97,10 @@ typedef struct mcdc_batch {
     mcdc_schema *schema;  /* one reference held */
     mcdc_column *columns; /* schema->n_fields */
     int64_t rows;         /* set by mcdc_batch_seal */
+    /* The schema the batch was created with, when mcdc_batch_widen has
+     * widened it since (one reference held, else NULL): freed, its columns
+     * go back to that schema's pool, the one its producer creates from. */
+    mcdc_schema *created;
 } mcdc_batch;
 
 /* A batch with room for capacity_rows rows in every column (grows on demand,

@@ -10,7 +10,7 @@
  * A frame of n columns is
  *
  *   head       MCDC_FRAME_FIXED_BYTES: magic "MCBF", version, columns, rows,
- *              body bytes, the body's CRC-32 and the head's own CRC-32 (over
+ *              body bytes, the body's CRC-32C and the head's own CRC-32C (over
  *              the fixed part before it and the directory), little-endian
  *   directory  MCDC_FRAME_COL_BYTES per column: its type (and width,
  *              precision, scale), whether a validity bitmap follows, its
@@ -54,6 +54,11 @@ static inline size_t mcdc_frame_head_bytes(int32_t n_cols) {
 
 /* Receives a frame's bytes, in order, a piece at a time (n > 0). */
 typedef int (*mcdc_frame_sink)(void *ctx, const void *p, size_t n, mcdc_error *err);
+
+/* CRC-32C of n bytes at data continuing crc (0 to start), as the frame's
+ * checksums are computed: hardware where the CPU has it, the same value
+ * either way. */
+uint32_t mcdc_frame_crc(uint32_t crc, const void *data, size_t n);
 
 /* Writes one frame of rows [row0, row0 + rows) of b's columns [first,
  * first + n_cols) (row0 a multiple of 8, so that bitmaps slice at a byte;

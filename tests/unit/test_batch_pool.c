@@ -79,10 +79,28 @@ static bool same_batch(const mcdc_batch *a, const mcdc_batch *b) {
     return true;
 }
 
+/* b filled with rows rows of seed: valid, and equal to a fresh batch of a
+ * schema of its own filled alike. */
+static bool fills_as_fresh(mcdc_batch *b, int rows, int seed) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    pool_fill(b, rows, seed);
+    if (mcdc_batch_seal(b, &e) != MCDC_OK || mcdc_batch_validate(b, &e) != MCDC_OK) return false;
+    mcdc_schema *s2 = pool_schema();
+    mcdc_batch *fresh = NULL;
+    bool same = s2 && mcdc_batch_create(&fresh, s2, 100, &e) == MCDC_OK;
+    if (same) {
+        pool_fill(fresh, rows, seed);
+        same = mcdc_batch_seal(fresh, &e) == MCDC_OK && same_batch(b, fresh);
+    }
+    mcdc_batch_free(fresh);
+    mcdc_schema_unref(s2);
+    return same;
+}
+
 TEST(batch_pool_reuses_buffers_and_starts_empty) {
     mcdc_schema *s = pool_schema();
     mcdc_error e = MCDC_ERROR_INIT;
-    mcdc_batch *a = NULL, *b = NULL, *fresh = NULL;
+    mcdc_batch *a = NULL, *b = NULL;
     CHECK_EQ_INT(mcdc_batch_create(&a, s, 100, &e), MCDC_OK);
     pool_fill(a, 900, 1); /* grows past the capacity: text and rows */
     CHECK_EQ_INT(mcdc_batch_seal(a, &e), MCDC_OK);
@@ -104,17 +122,8 @@ TEST(batch_pool_reuses_buffers_and_starts_empty) {
     CHECK_EQ_INT(b->columns[0].offsets[0], 0);
     CHECK_EQ_INT(b->rows, 0);
     /* A second fill with other NULLs and bits gives what a fresh batch gives. */
-    pool_fill(b, 700, 2);
-    CHECK_EQ_INT(mcdc_batch_seal(b, &e), MCDC_OK);
-    CHECK_EQ_INT(mcdc_batch_validate(b, &e), MCDC_OK);
-    mcdc_schema *s2 = pool_schema();
-    CHECK_EQ_INT(mcdc_batch_create(&fresh, s2, 100, &e), MCDC_OK);
-    pool_fill(fresh, 700, 2);
-    CHECK_EQ_INT(mcdc_batch_seal(fresh, &e), MCDC_OK);
-    CHECK(same_batch(b, fresh));
-    mcdc_batch_free(fresh);
+    CHECK(fills_as_fresh(b, 700, 2));
     mcdc_batch_free(b);
-    mcdc_schema_unref(s2);
     mcdc_schema_unref(s); /* frees the pooled buffers: the runner checks leaks */
 }
 
@@ -205,4 +214,53 @@ TEST(batch_pool_across_threads) {
     pthread_join(t, NULL);
     CHECK_EQ_INT(r.bad, 0);
     mcdc_schema_unref(r.s);
+}
+
+/* A batch widened after it was filled (bronze's columns added, as every
+ * writer of bronze does) returns its columns to the pool of the schema it
+ * was created with, which its producer takes from: not to the wide
+ * schema's, which no producer creates from. */
+TEST(batch_pool_takes_back_a_widened_batch_as_created) {
+    mcdc_schema *s = pool_schema(), *w = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_schema_create(&w, 6, &e), MCDC_OK);
+    for (int32_t i = 0; i < 4; i++) {
+        const mcdc_field *f = &s->fields[i];
+        CHECK_EQ_INT(mcdc_schema_set(w, i, f->name, f->type, f->precision, f->scale, f->byte_width,
+                                     f->nullable, &e),
+                     MCDC_OK);
+    }
+    CHECK_EQ_INT(mcdc_schema_set(w, 4, "_snapshot", MCDC_TYPE_UTF8, 0, 0, 0, true, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_schema_set(w, 5, "_chunk", MCDC_TYPE_INT32, 0, 0, 0, true, &e), MCDC_OK);
+    mcdc_batch *a = NULL, *b = NULL;
+    CHECK_EQ_INT(mcdc_batch_create(&a, s, 100, &e), MCDC_OK);
+    pool_fill(a, 900, 3);
+    CHECK_EQ_INT(mcdc_batch_seal(a, &e), MCDC_OK);
+    const uint8_t *data = a->columns[0].data;
+    int64_t cap = a->columns[1].capacity;
+    CHECK_EQ_INT(mcdc_batch_widen(a, w, &e), MCDC_OK);
+    CHECK(a->schema == w);
+    CHECK_EQ_INT(mcdc_col_fill_text(&a->columns[4], "0x0000000000000000002A", 900, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_col_append_nulls(&a->columns[5], 900, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_batch_seal(a, &e), MCDC_OK);
+    mcdc_batch_free(a);
+    CHECK(w->pool == NULL); /* nothing kept for the wide schema */
+    CHECK_EQ_INT(mcdc_batch_create(&b, s, 100, &e), MCDC_OK);
+    CHECK(b->schema == s);
+    CHECK(b->columns[0].data == data); /* the widened batch's buffers */
+    CHECK_EQ_INT(b->columns[1].capacity, cap);
+    for (int32_t c = 0; c < 4; c++) {
+        CHECK(b->columns[c].field == &s->fields[c]);
+        CHECK_EQ_INT(b->columns[c].length, 0);
+        CHECK(b->columns[c].validity == NULL);
+    }
+    /* filled again, it is what a fresh batch is */
+    CHECK(fills_as_fresh(b, 500, 4));
+    /* widened twice (through a schema as wide as it), still the first one's */
+    CHECK_EQ_INT(mcdc_batch_widen(b, w, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_batch_widen(b, w, &e), MCDC_OK);
+    CHECK(b->created == s);
+    mcdc_batch_free(b);
+    mcdc_schema_unref(w);
+    mcdc_schema_unref(s); /* frees the pooled buffers: the runner checks leaks */
 }
