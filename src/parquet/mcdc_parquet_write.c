@@ -430,15 +430,51 @@ static inline int ba_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_t b
     return (an > bn) - (an < bn);
 }
 
-static inline void ba_minmax_add(ba_minmax *m, const uint8_t *s, size_t len) {
+/* Returns 1 when s is the new min, 2 when the new max, else 0. Always
+ * inlined (once per value; see mcdc_pq_strs_add). */
+__attribute__((always_inline)) static inline int ba_minmax_add(ba_minmax *m, const uint8_t *s,
+                                                              size_t len) {
     uint64_t sp = ba_prefix(s, len);
-    if (sp > m->lo_p && sp < m->hi_p) return;
+    if (sp > m->lo_p && sp < m->hi_p) return 0;
     if (sp <= m->lo_p && (sp < m->lo_p || ba_cmp(s, len, m->lo, m->lo_n) < 0)) {
         m->lo = s, m->lo_n = len, m->lo_p = sp;
-        return;
+        return 1;
     }
-    if (sp >= m->hi_p && (sp > m->hi_p || ba_cmp(s, len, m->hi, m->hi_n) > 0))
+    if (sp >= m->hi_p && (sp > m->hi_p || ba_cmp(s, len, m->hi, m->hi_n) > 0)) {
         m->hi = s, m->hi_n = len, m->hi_p = sp;
+        return 2;
+    }
+    return 0;
+}
+
+/* ba_minmax_add of a value s that follows pv (pn bytes, the value added
+ * just before it, sharing its first pl bytes), *at_lo / *at_hi telling
+ * whether pv is the min / max (and updated for s): a value at or past the
+ * max that came just before it (LSNs, keys written in order) is the new
+ * max without a comparison, likewise at or below the min. The order of s
+ * and pv is the first byte after their shared prefix, which
+ * DELTA_BYTE_ARRAY finds anyway; it is looked at only when pv is the min
+ * or the max, so values in no order (where that is rare) take no
+ * unpredictable branch for it. */
+__attribute__((always_inline)) static inline void
+ba_minmax_add_next(ba_minmax *m, const uint8_t *s, size_t len, const uint8_t *pv, size_t pn,
+                   size_t pl, bool *at_lo, bool *at_hi) {
+    if (*at_lo || *at_hi) {
+        int ord = pl < len && pl < pn ? (int)s[pl] - (int)pv[pl] : (len > pn) - (len < pn);
+        if (*at_hi && ord >= 0) {
+            m->hi = s, m->hi_n = len, m->hi_p = ba_prefix(s, len);
+            *at_lo = *at_lo && ord == 0;
+            return;
+        }
+        if (*at_lo && ord <= 0) { /* and s is not the max: s < pv, or pv is not the max */
+            m->lo = s, m->lo_n = len, m->lo_p = ba_prefix(s, len);
+            *at_hi = false;
+            return;
+        }
+    }
+    int r = ba_minmax_add(m, s, len);
+    *at_lo = r == 1;
+    *at_hi = r == 2;
 }
 
 /* Min/max of the n physical values in c->phys; merged into chunk stats. */
@@ -1301,12 +1337,25 @@ static int encode_slice_strs(wcol *c, const mcdc_column *in, int64_t r0, const i
     const int64_t safe_end = in->data_cap - 32; /* 16-byte pieces read up to 32 past */
     ba_minmax m;
     ba_minmax_first(&m, in->data + off[first], (size_t)(off[first + 1] - off[first]));
-    for (int64_t k = 0; k < nv; k++) {
-        int64_t r = sel ? sel[k] : r0 + k;
-        const uint8_t *v = in->data + off[r];
-        size_t len = (size_t)(off[r + 1] - off[r]);
-        ba_minmax_add(&m, v, len);
-        mcdc_pq_strs_add(s, v, len, off[r + 1] <= safe_end);
+    if (s->prefix) {
+        /* the value before each one (but the first) is this slice's */
+        bool at_lo = true, at_hi = true;
+        mcdc_pq_strs_add(s, m.lo, m.lo_n, off[first + 1] <= safe_end);
+        for (int64_t k = 1; k < nv; k++) {
+            int64_t r = sel ? sel[k] : r0 + k;
+            const uint8_t *v = in->data + off[r], *pv = s->prev;
+            size_t len = (size_t)(off[r + 1] - off[r]), pn = s->prev_n;
+            size_t pl = mcdc_pq_strs_add(s, v, len, off[r + 1] <= safe_end);
+            ba_minmax_add_next(&m, v, len, pv, pn, pl, &at_lo, &at_hi);
+        }
+    } else {
+        for (int64_t k = 0; k < nv; k++) {
+            int64_t r = sel ? sel[k] : r0 + k;
+            const uint8_t *v = in->data + off[r];
+            size_t len = (size_t)(off[r + 1] - off[r]);
+            ba_minmax_add(&m, v, len);
+            mcdc_pq_strs_add(s, v, len, off[r + 1] <= safe_end);
+        }
     }
     prof_lap(c, MCDC_PARQUET_STAGE_ENCODE);
     if ((rc = mcdc_pq_strs_keep_last(s, &c->err))) return rc;
