@@ -144,8 +144,12 @@ int mcdc_pq_strs_reserve(pq_strs *s, int64_t n, size_t bytes, mcdc_error *err);
 
 /* Adds one value (room reserved). safe: v may be read 32 bytes past its
  * prefix (the value's buffer extends that far), so a short suffix is
- * copied in 16-byte pieces instead of a call to memcpy. */
-static inline void mcdc_pq_strs_add(pq_strs *s, const uint8_t *v, size_t len, bool safe) {
+ * copied in 16-byte pieces instead of a call to memcpy. Returns the length
+ * of the prefix it shares with the value before (0 without prefix). Always
+ * inlined: a call per value costs more than the work (gcc stops inlining
+ * it into the writer's grown slice loop). */
+__attribute__((always_inline)) static inline size_t mcdc_pq_strs_add(pq_strs *s, const uint8_t *v,
+                                                                      size_t len, bool safe) {
     size_t pl = s->prefix && s->prev ? pq_common_prefix(s->prev, s->prev_n, v, len) : 0;
     size_t m = len - pl;
     uint8_t *d = s->bytes.data + s->bytes.len;
@@ -161,6 +165,7 @@ static inline void mcdc_pq_strs_add(pq_strs *s, const uint8_t *v, size_t len, bo
     s->n++;
     s->prev = v;
     s->prev_n = len;
+    return pl;
 }
 
 /* Copies the last value added (its buffer may go away) for the next add. */

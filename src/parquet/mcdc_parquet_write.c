@@ -39,6 +39,13 @@
  * file size). mcdc_limits.h's MCDC_PARQUET_PAGE_BYTES_DEFAULT (1 MiB) is
  * no longer used by the writer. */
 #define PQ_PAGE_BYTES_DEFAULT (256 * 1024)
+/* Bytes per call to the storage writer at most (write_all). On this
+ * machine's ext4, 1 GB written into the page cache by dd took 0.27-0.31
+ * CPU-seconds of the kernel in writes of 256 KiB or 1 MiB and 0.37-8.2 in
+ * writes of 2-16 MiB (three runs each, load 1-7): bench-parquet's
+ * uncompressed file spent 70% of its CPU there, in one write per column
+ * chunk. */
+#define PQ_WRITE_PIECE_BYTES ((size_t)1024 * 1024)
 /* Room kept before a page's values for its v1 levels at most (wcol.head). */
 #define PQ_PAGE_HEAD_MAX (64 * 1024)
 /* Encoding choice (once per column per file, remembered for its later row
@@ -423,15 +430,51 @@ static inline int ba_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_t b
     return (an > bn) - (an < bn);
 }
 
-static inline void ba_minmax_add(ba_minmax *m, const uint8_t *s, size_t len) {
+/* Returns 1 when s is the new min, 2 when the new max, else 0. Always
+ * inlined (once per value; see mcdc_pq_strs_add). */
+__attribute__((always_inline)) static inline int ba_minmax_add(ba_minmax *m, const uint8_t *s,
+                                                              size_t len) {
     uint64_t sp = ba_prefix(s, len);
-    if (sp > m->lo_p && sp < m->hi_p) return;
+    if (sp > m->lo_p && sp < m->hi_p) return 0;
     if (sp <= m->lo_p && (sp < m->lo_p || ba_cmp(s, len, m->lo, m->lo_n) < 0)) {
         m->lo = s, m->lo_n = len, m->lo_p = sp;
-        return;
+        return 1;
     }
-    if (sp >= m->hi_p && (sp > m->hi_p || ba_cmp(s, len, m->hi, m->hi_n) > 0))
+    if (sp >= m->hi_p && (sp > m->hi_p || ba_cmp(s, len, m->hi, m->hi_n) > 0)) {
         m->hi = s, m->hi_n = len, m->hi_p = sp;
+        return 2;
+    }
+    return 0;
+}
+
+/* ba_minmax_add of a value s that follows pv (pn bytes, the value added
+ * just before it, sharing its first pl bytes), *at_lo / *at_hi telling
+ * whether pv is the min / max (and updated for s): a value at or past the
+ * max that came just before it (LSNs, keys written in order) is the new
+ * max without a comparison, likewise at or below the min. The order of s
+ * and pv is the first byte after their shared prefix, which
+ * DELTA_BYTE_ARRAY finds anyway; it is looked at only when pv is the min
+ * or the max, so values in no order (where that is rare) take no
+ * unpredictable branch for it. */
+__attribute__((always_inline)) static inline void
+ba_minmax_add_next(ba_minmax *m, const uint8_t *s, size_t len, const uint8_t *pv, size_t pn,
+                   size_t pl, bool *at_lo, bool *at_hi) {
+    if (*at_lo || *at_hi) {
+        int ord = pl < len && pl < pn ? (int)s[pl] - (int)pv[pl] : (len > pn) - (len < pn);
+        if (*at_hi && ord >= 0) {
+            m->hi = s, m->hi_n = len, m->hi_p = ba_prefix(s, len);
+            *at_lo = *at_lo && ord == 0;
+            return;
+        }
+        if (*at_lo && ord <= 0) { /* and s is not the max: s < pv, or pv is not the max */
+            m->lo = s, m->lo_n = len, m->lo_p = ba_prefix(s, len);
+            *at_hi = false;
+            return;
+        }
+    }
+    int r = ba_minmax_add(m, s, len);
+    *at_lo = r == 1;
+    *at_hi = r == 2;
 }
 
 /* Min/max of the n physical values in c->phys; merged into chunk stats. */
@@ -1294,12 +1337,25 @@ static int encode_slice_strs(wcol *c, const mcdc_column *in, int64_t r0, const i
     const int64_t safe_end = in->data_cap - 32; /* 16-byte pieces read up to 32 past */
     ba_minmax m;
     ba_minmax_first(&m, in->data + off[first], (size_t)(off[first + 1] - off[first]));
-    for (int64_t k = 0; k < nv; k++) {
-        int64_t r = sel ? sel[k] : r0 + k;
-        const uint8_t *v = in->data + off[r];
-        size_t len = (size_t)(off[r + 1] - off[r]);
-        ba_minmax_add(&m, v, len);
-        mcdc_pq_strs_add(s, v, len, off[r + 1] <= safe_end);
+    if (s->prefix) {
+        /* the value before each one (but the first) is this slice's */
+        bool at_lo = true, at_hi = true;
+        mcdc_pq_strs_add(s, m.lo, m.lo_n, off[first + 1] <= safe_end);
+        for (int64_t k = 1; k < nv; k++) {
+            int64_t r = sel ? sel[k] : r0 + k;
+            const uint8_t *v = in->data + off[r], *pv = s->prev;
+            size_t len = (size_t)(off[r + 1] - off[r]), pn = s->prev_n;
+            size_t pl = mcdc_pq_strs_add(s, v, len, off[r + 1] <= safe_end);
+            ba_minmax_add_next(&m, v, len, pv, pn, pl, &at_lo, &at_hi);
+        }
+    } else {
+        for (int64_t k = 0; k < nv; k++) {
+            int64_t r = sel ? sel[k] : r0 + k;
+            const uint8_t *v = in->data + off[r];
+            size_t len = (size_t)(off[r + 1] - off[r]);
+            ba_minmax_add(&m, v, len);
+            mcdc_pq_strs_add(s, v, len, off[r + 1] <= safe_end);
+        }
     }
     prof_lap(c, MCDC_PARQUET_STAGE_ENCODE);
     if ((rc = mcdc_pq_strs_keep_last(s, &c->err))) return rc;
@@ -1462,13 +1518,23 @@ static void wcol_free(wcol *c) {
 
 /* ---- file I/O ------------------------------------------------------------------- */
 
+/* Hands n bytes to the storage in pieces of at most PQ_WRITE_PIECE_BYTES:
+ * a column chunk is up to tens of MiB, and one write() that large into
+ * the page cache costs the kernel many times the CPU of the same bytes in
+ * pieces (see the define). */
 static int write_all(mcdc_parquet_writer *w, const void *p, size_t n, mcdc_error *err) {
-    int rc = mcdc_storage_writer_write(w->out, p, n, err);
-    if (rc) {
-        mcdc_error_wrap(err, "writing Parquet file %s", w->path);
-        return rc;
-    }
-    w->offset += (int64_t)n;
+    const uint8_t *q = p;
+    do {
+        size_t k = n < PQ_WRITE_PIECE_BYTES ? n : PQ_WRITE_PIECE_BYTES;
+        int rc = mcdc_storage_writer_write(w->out, q, k, err);
+        if (rc) {
+            mcdc_error_wrap(err, "writing Parquet file %s", w->path);
+            return rc;
+        }
+        w->offset += (int64_t)k;
+        q += k;
+        n -= k;
+    } while (n > 0);
     MCDC_ASSERT(w->offset == mcdc_storage_writer_bytes(w->out));
     return MCDC_OK;
 }

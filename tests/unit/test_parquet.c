@@ -220,7 +220,9 @@ TEST(parquet_all_types_round_trip_every_codec_and_page_version) {
     mcdc_batch_free(b);
 }
 
-static int read_meta(const char *path, pq_file_meta *m) {
+/* The footer of the file at path into m; *keep gets the file's bytes,
+ * which m's statistics point into (freed here when keep is NULL). */
+static int read_meta_keep(const char *path, pq_file_meta *m, uint8_t **keep) {
     FILE *f = fopen(path, "rb");
     if (!f) return -1;
     fseek(f, 0, SEEK_END);
@@ -231,9 +233,12 @@ static int read_meta(const char *path, pq_file_meta *m) {
     fclose(f);
     uint32_t flen = pq_le32(buf + n - 8);
     int rc = got == (size_t)n ? mcdc_pq_meta_decode(m, buf + n - 8 - flen, flen, path, NULL) : -1;
-    free(buf);
+    if (keep) *keep = buf;
+    else free(buf);
     return rc;
 }
+
+static int read_meta(const char *path, pq_file_meta *m) { return read_meta_keep(path, m, NULL); }
 
 TEST(parquet_dictionary_then_plain_fallback_and_row_groups) {
     /* 40000 rows, all distinct: the dictionary passes a 16 KiB cap and the
@@ -1392,5 +1397,92 @@ TEST(parquet_delta_strings_across_batches_and_pages_round_trip) {
         }
     }
     mcdc_batch_free(all);
+    mcdc_schema_unref(s);
+}
+
+/* Row r of pattern p for the DELTA_BYTE_ARRAY statistics test, into t
+ * (64 bytes); its length. Every value starts with the same 16 bytes. */
+static int dba_value(char *t, int p, int64_t r, uint64_t *x) {
+    static const char head[] = "0x00000000ABCDEF";
+    switch (p) {
+    case 0: /* ascending, runs of 3 equal values (LSNs) */
+        return snprintf(t, 64, "%s%012llX", head, (unsigned long long)(r / 3));
+    case 1: /* descending, runs of 2 */
+        return snprintf(t, 64, "%s%012llX", head, (unsigned long long)(1000000 - r / 2));
+    case 2: { /* random tails of 0-8 bytes from {0x01, 'a', 0xff}: prefixes of one another */
+        uint64_t v = oracle_rng(x);
+        int n = 16 + (int)(v % 9);
+        memcpy(t, head, 16);
+        for (int j = 16; j < n; j++) t[j] = "\x01" "a\xff"[(v >> (8 + 3 * (j - 16))) % 3];
+        return n;
+    }
+    default: /* ascending runs of 50, each starting a little higher than the last began */
+        return snprintf(t, 64, "%s%06d", head, (int)(r % 50 + (r / 50) * 10));
+    }
+}
+
+/* A string column written as DELTA_BYTE_ARRAY takes its min/max from the
+ * order each value has against the one before (the byte after their shared
+ * prefix): in ascending, descending, random and sawtooth order, with NULLs,
+ * over many pages, chunks and batches, every chunk's statistics are the
+ * brute-force ones and the file reads back. */
+TEST(parquet_delta_byte_array_statistics_match_the_oracle_in_any_order) {
+    mcdc_schema *s = NULL;
+    CHECK_EQ_INT(mcdc_schema_create(&s, 1, NULL), MCDC_OK);
+    mcdc_schema_set(s, 0, "k", MCDC_TYPE_UTF8, 0, 0, 0, true, NULL);
+    enum { ROWS = 30000 };
+    static const int64_t cuts[] = {1, 4999, 2, 7000, 15000}; /* batch sizes; the rest last */
+    for (int p = 0; p < 4; p++) {
+        mcdc_batch *all = NULL;
+        CHECK_EQ_INT(mcdc_batch_create(&all, s, ROWS, NULL), MCDC_OK);
+        uint64_t x = 0x9E3779B97F4A7C15ull;
+        for (int64_t r = 0; r < ROWS; r++) {
+            char t[64];
+            int n = dba_value(t, p, r, &x);
+            if (p % 2 == 0 && r % 5 == 3) mcdc_col_append_null(&all->columns[0], NULL);
+            else mcdc_col_append_bytes(&all->columns[0], t, n, NULL);
+        }
+        CHECK_EQ_INT(mcdc_batch_seal(all, NULL), MCDC_OK);
+        mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
+        o.dictionary = false;
+        o.codec = p == 3 ? MCDC_PARQUET_UNCOMPRESSED : MCDC_PARQUET_ZSTD;
+        o.page_bytes = 40000;
+        o.row_group_bytes = 150 * 1024;
+        const char *path = tmp_path("dba_stats");
+        mcdc_parquet_writer *w = NULL;
+        mcdc_error e = MCDC_ERROR_INIT;
+        CHECK_EQ_INT(mcdc_parquet_writer_open_path(&w, path, s, &o, &e), MCDC_OK);
+        int64_t r0 = 0;
+        for (size_t k = 0; k <= sizeof cuts / sizeof cuts[0]; k++) {
+            int64_t n = k < sizeof cuts / sizeof cuts[0] ? cuts[k] : ROWS - r0;
+            mcdc_batch *b = NULL;
+            CHECK_EQ_INT(mcdc_batch_create(&b, s, n, NULL), MCDC_OK);
+            CHECK_EQ_INT(mcdc_col_take_range(&b->columns[0], &all->columns[0], r0, n, NULL), MCDC_OK);
+            CHECK_EQ_INT(mcdc_batch_seal(b, NULL), MCDC_OK);
+            CHECK_EQ_INT(mcdc_parquet_writer_write(w, b, &e), MCDC_OK);
+            mcdc_batch_free(b);
+            r0 += n;
+        }
+        CHECK_EQ_INT(mcdc_parquet_writer_close(w, &e), MCDC_OK);
+        mcdc_parquet_writer_free(w);
+        pq_file_meta m;
+        uint8_t *bytes = NULL; /* the statistics point into them */
+        CHECK_EQ_INT(read_meta_keep(path, &m, &bytes), MCDC_OK);
+        CHECK(m.n_row_groups > 2);
+        int64_t g0 = 0;
+        for (int32_t g = 0; g < m.n_row_groups; g++) {
+            int64_t g1 = g0 + m.row_groups[g].num_rows;
+            CHECK(oracle_chunk(&all->columns[0], g0, g1, &m.row_groups[g].columns[0].stats));
+            g0 = g1;
+        }
+        CHECK_EQ_INT(g0, ROWS);
+        /* the path under test was taken */
+        CHECK(m.row_groups[m.n_row_groups - 1].columns[0].encodings & (1u << PQ_DELTA_BYTE_ARRAY));
+        mcdc_pq_meta_free(&m);
+        free(bytes);
+        CHECK_EQ_INT(compare_file(path, all, 0), ROWS);
+        unlink(path);
+        mcdc_batch_free(all);
+    }
     mcdc_schema_unref(s);
 }

@@ -234,6 +234,26 @@ TEST(parquet_codecs_round_trip) {
     free(back);
 }
 
+/* The n INT32 values at plain (PLAIN) encoded as DELTA_BINARY_PACKED
+ * (*len: its bytes) and decoded back: how many differ from plain's, or -1
+ * when the stream does not decode whole to n values. */
+static int int32_delta_round_trip(const uint8_t *plain, int n, size_t *len) {
+    mcdc_buf b = {0};
+    int64_t *back = malloc((size_t)n * sizeof *back), got = 0;
+    size_t used = 0;
+    int bad = -1;
+    if (back && mcdc_pq_delta_encode_plain(&b, plain, n, 4, NULL) == MCDC_OK &&
+        mcdc_pq_delta_decode(b.data, b.len, back, n, &got, &used) == MCDC_OK && got == n &&
+        used == b.len) {
+        bad = 0;
+        for (int i = 0; i < n; i++) bad += (uint32_t)back[i] != pq_le32(plain + (size_t)i * 4);
+    }
+    *len = b.len;
+    mcdc_buf_free(&b);
+    free(back);
+    return bad;
+}
+
 TEST(parquet_delta_encode_int32_wraps_in_32_bits) {
     /* INT32 pages: deltas such as INT32_MIN - INT32_MAX wrap to 1 */
     enum { N = 1000 };
@@ -244,19 +264,38 @@ TEST(parquet_delta_encode_int32_wraps_in_32_bits) {
         if (i % 97 == 0) v[i] = -i * 12345;
         memcpy(plain + i * 4, &v[i], 4);
     }
-    mcdc_buf b = {0};
-    CHECK_EQ_INT(mcdc_pq_delta_encode_plain(&b, plain, N, 4, NULL), MCDC_OK);
-    int64_t back[N], got = 0;
-    size_t used = 0;
-    CHECK_EQ_INT(mcdc_pq_delta_decode(b.data, b.len, back, N, &got, &used), MCDC_OK);
-    CHECK_EQ_INT(got, N);
-    CHECK_EQ_INT(used, b.len);
-    int bad = 0;
-    for (int i = 0; i < N; i++) bad += (int32_t)(uint32_t)back[i] != v[i];
-    CHECK_EQ_INT(bad, 0);
+    size_t len = 0;
+    CHECK_EQ_INT(int32_delta_round_trip(plain, N, &len), 0);
     /* every miniblock width fits 32 bits: what INT32 readers (Arrow) accept */
-    CHECK(b.len < (size_t)N * 4 + 200);
-    mcdc_buf_free(&b);
+    CHECK(len < (size_t)N * 4 + 200);
+}
+
+/* INT32 values whose deltas less their minimum take every bit width 0..32
+ * (each miniblock packing width), in counts that end a block
+ * and a miniblock early or exactly: decoded as written. */
+TEST(parquet_delta_encode_int32_every_bit_width_round_trips) {
+    enum { N = 300 };
+    static const int counts[] = {1, 2, 33, 129, 130, 257, N};
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    int bad = 0;
+    for (int w = 0; w <= 32; w++) {
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+            int n = counts[c];
+            uint8_t plain[N * 4];
+            uint32_t v = (uint32_t)x;
+            for (int i = 0; i < n; i++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                uint32_t d = w == 32 ? (uint32_t)x : (uint32_t)(x & ((1ull << w) - 1));
+                if (i % 32 == 5) d = w == 32 ? UINT32_MAX : (uint32_t)((1ull << w) - 1);
+                v = i ? v + d - 7 : v; /* deltas from -7 up: a negative minimum */
+                pq_put_le32(plain + i * 4, v);
+            }
+            size_t len = 0;
+            int k = int32_delta_round_trip(plain, n, &len);
+            bad += k != 0;
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
 }
 
 /* pq_same_bytes against memcmp: every length 0..40 (the word paths, their
