@@ -151,13 +151,19 @@ def start(ci, name, options=None, **kw):
         f"{d}/{name}", name, f"{d}/{name}_ckpt", d + "/facts", trigger={"availableNow": True},
         **kw)
 
+chunked = mssql_cdc.stream(spark, opts("dbo_t6", numPartitions="2", snapshotKeys='["id"]'))
 qs = [start("dbo_t6", "t6skip", {"failOnDataLoss": "false"} if P["stage"] == "recover2" else None),
       start("dbo_t6", "t6re", on_data_loss="resnapshot"),
-      start("dbo_t7", "t7sw", snapshot_on_switch=True)]
+      start("dbo_t7", "t7sw", snapshot_on_switch=True),
+      chunked.to_delta(d + "/t6rc", "t6rc", d + "/t6rc_ckpt", d + "/facts",
+                       trigger={"availableNow": True}, on_data_loss="resnapshot",
+                       snapshot="chunked")]
 for q in qs:  # side by side
     q.awaitTermination()
     assert q.exception() is None, q.exception()
 out["names"] = [q.name for q in qs]
+# the chunked re-snapshot's generation 1 opened its snapshot: backfill reads it
+out["backfill"] = chunked.backfill(d + "/t6rc", app_id="t6rc", facts_table=d + "/facts")
 """
 
 CONNECT = r"""
@@ -779,6 +785,38 @@ def test_resnapshot_after_data_loss_starts_generation_1_from_a_new_snapshot(run)
     assert done["rows"] == len(snap) and {x["_snapshot"] for x in snap} == {s}
     assert sorted((x["id"], x["v"]) for x in snap) == r["t6"]
     # before it, the first generation's changes: each once, none after the position lost
+    assert keys(rows) == r["before"]
+
+
+def test_a_chunked_resnapshot_is_opened_then_read_by_backfill(run):
+    """on_data_loss="resnapshot" with snapshot="chunked": generation 1 only
+    opens its snapshot at S (the state file names it) and streams from S;
+    backfill reads it under the generation's app id and closes it with the
+    resnapshot row."""
+    r, d = recovered(run), run["dir"]
+    assert r["second"]["names"][3] == "t6rc.g1"
+    with open(os.path.join(d, "t6rc_ckpt", "_mssql_cdc_generation.json")) as f:
+        state = json.load(f)
+    assert state["generation"] == 1 and state["snapshot_lsn"] >= r["low"]
+    s = state["snapshot_lsn"]
+    st = r["second"]["backfill"]
+    assert st["state"] == "done" and st["snapshot"] == s, st
+    assert r["first"]["backfill"]["state"] == "no_snapshot"
+    facts = [f for f in table(d + "/facts") if f["app_id"].startswith("t6rc") and f["event"]]
+    assert {f["app_id"] for f in facts} == {"t6rc.g1"}
+    assert collections.Counter(f["event"] for f in facts) == {
+        "snapshot_open": 1, "snapshot_plan": 1, "snapshot_chunk": st["chunks_total"],
+        "resnapshot": 1}
+    (opened,) = [f for f in facts if f["event"] == "snapshot_open"]
+    detail = json.loads(opened["detail"])
+    assert (detail["mode"], detail["kind"], detail["generation"]) == ("chunked", "resnapshot", 1)
+    (done,) = [f for f in facts if f["event"] == "resnapshot"]
+    assert done["min_lsn"] == s and done["lost_from_ts"] is not None
+    assert done["lost_to_ts"] == opened["lost_to_ts"] is not None
+    rows = table(d + "/t6rc")
+    snap = [x for x in rows if x["_operation"] == 0]
+    assert done["rows"] == len(snap) and {x["_snapshot"] for x in snap} == {s}
+    assert sorted((x["id"], x["v"]) for x in snap) == r["t6"]
     assert keys(rows) == r["before"]
 
 
