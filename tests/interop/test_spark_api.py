@@ -157,13 +157,16 @@ qs = [start("dbo_t6", "t6skip", {"failOnDataLoss": "false"} if P["stage"] == "re
       start("dbo_t7", "t7sw", snapshot_on_switch=True),
       chunked.to_delta(d + "/t6rc", "t6rc", d + "/t6rc_ckpt", d + "/facts",
                        trigger={"availableNow": True}, on_data_loss="resnapshot",
-                       snapshot="chunked")]
+                       snapshot="chunked"),
+      start("dbo_t7", "t7swc", snapshot_on_switch=True, snapshot="chunked")]
 for q in qs:  # side by side
     q.awaitTermination()
     assert q.exception() is None, q.exception()
 out["names"] = [q.name for q in qs]
-# the chunked re-snapshot's generation 1 opened its snapshot: backfill reads it
+# the chunked re-snapshot's generation 1 and the chunked switch opened theirs: backfill
 out["backfill"] = chunked.backfill(d + "/t6rc", app_id="t6rc", facts_table=d + "/facts")
+out["backfill_switch"] = mssql_cdc.stream(spark, opts("dbo_t7")).backfill(
+    d + "/t7swc", app_id="t7swc", facts_table=d + "/facts")
 """
 
 CONNECT = r"""
@@ -844,6 +847,32 @@ def test_snapshot_on_switch_reads_the_table_after_the_switch_batch(run):
     # the changes: the old instance's below S, the newer one's from S, each once
     want = sorted([k for k in r["t7_old"] if k[0] < s] + [k for k in r["t7_new"] if k[0] >= s])
     assert keys(rows) == want
+
+
+def test_a_chunked_snapshot_on_switch_opens_at_s_and_backfill_reads_the_newer_columns(run):
+    """snapshot_on_switch with snapshot="chunked": the switch batch's sink opens
+    a chunked snapshot at the newer instance's start S (naming the batch);
+    backfill reads the table as the newer instance captures it (its new
+    column) and writes the completion row."""
+    r, d = recovered(run), run["dir"]
+    s = r["switch_at"]
+    assert r["first"]["backfill_switch"]["state"] == "no_snapshot"
+    st = r["second"]["backfill_switch"]
+    assert st["state"] == "done" and st["snapshot"] == s, st
+    facts = [f for f in table(d + "/facts") if f["app_id"] == "t7swc"]
+    (switch,) = [f for f in facts if f["event"] == "capture_instance_switched"]
+    (opened,) = [f for f in facts if f["event"] == "snapshot_open"]
+    assert opened["min_lsn"] == s
+    assert json.loads(opened["detail"]) == {
+        "mode": "chunked", "kind": "bootstrap", "generation": 0, "lost_from_ts": None,
+        "lost_to_ts": None, "switch_batch_id": switch["batch_id"]}
+    (done,) = [f for f in facts if f["event"] == "bootstrap"]
+    assert done["min_lsn"] == s
+    snap = [x for x in table(d + "/t7swc") if x["_operation"] == 0]
+    assert done["rows"] == len(snap) and {x["_snapshot"] for x in snap} == {s}
+    assert sorted((x["id"], x["v"], x["note"]) for x in snap) == r["t7"]
+    plans = table(d + "/t7swc_snapshot_plans")
+    assert [(p["snapshot"], p["event"]) for p in plans] == [(s, "snapshot_open")]
 
 
 def metrics_module():
