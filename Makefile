@@ -171,10 +171,13 @@ print-ldlibs:
 deps:
 	@scripts/install-deps.sh
 
-# Spark 4.0 beside .venv's 4.2 (.venv-spark40, from tests/requirements-spark40.txt)
-# for tests/interop/test_spark40.py; make soak prepares it.
+# Spark 4.0 and 4.1 beside .venv's 4.2 (.venv-spark40, .venv-spark41, from
+# tests/requirements-spark4x.txt) for tests/interop/test_spark40.py; make soak
+# prepares both.
 deps-spark40:
 	@MCDC_DEPS_SPARK40=1 scripts/install-deps.sh
+deps-spark41:
+	@MCDC_DEPS_SPARK41=1 scripts/install-deps.sh
 
 test: deps
 	@tests/run_all.sh
@@ -184,15 +187,15 @@ test: deps
 # serve's over 60 tables with 40), and the Spark runs of the streaming API
 # with the reference's readers (test_spark_api.py, MCDC_SPARK_API=1: a second
 # Spark process with the reference's package; make test runs its lean set,
-# our package's Spark process only), and the stream source on Spark 4.0
-# (test_spark40.py, in .venv-spark40: deps-spark40).
+# our package's Spark process only), and the stream source on Spark 4.0 and
+# 4.1 (test_spark40.py, in .venv-spark40 and .venv-spark41: deps-spark4x).
 SOAK_TESTS := tests/interop/test_snapshot_modes.py tests/interop/test_snapshot_kills.py \
 	tests/interop/test_snapshot_bad_input.py \
 	tests/interop/test_stream_e2e.py::test_random_kills_under_a_running_workload \
 	tests/interop/test_many_tables.py::test_kill_9_at_random_moments_under_a_workload_loses_and_doubles_nothing \
 	tests/interop/test_many_tables.py::test_kill_9_of_start_many_at_random_moments_loses_and_doubles_nothing \
 	tests/interop/test_spark_api.py tests/interop/test_spark40.py
-soak: deps deps-spark40
+soak: deps deps-spark40 deps-spark41
 	@$(MAKE) --no-print-directory all
 	MCDC_SNAPSHOT_KILLS=$${MCDC_SNAPSHOT_KILLS:-60} MCDC_RANDOM_KILLS=$${MCDC_RANDOM_KILLS:-300} MCDC_SPARK_API=1 \
 	    MCDC_MANY_KILLS=$${MCDC_MANY_KILLS:-40} \

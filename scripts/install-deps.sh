@@ -64,18 +64,24 @@ if [ ! -x .node/node_modules/.bin/azurite ] ||
   npm install --silent --no-save --no-audit --no-fund --prefix .node "azurite@$AZURITE" >/dev/null
 fi
 
-# Spark 4.0 in a virtual environment of its own (.venv-spark40), next to
-# .venv's Spark 4.2, for tests/interop/test_spark40.py: the stream source's
-# reader for Spark before 4.2. Only when asked (make deps-spark40, which
-# make soak runs): pyspark's source package is large and slow to build.
-if [ -n "${MCDC_DEPS_SPARK40:-}" ]; then
-  REQ40=tests/requirements-spark40.txt
-  STAMP40=.venv-spark40/.installed
-  if [ ! -f "$STAMP40" ] || ! cmp -s "$REQ40" "$STAMP40"; then
-    echo "install-deps: preparing .venv-spark40 from $REQ40"
-    python3 -m venv .venv-spark40
-    .venv-spark40/bin/pip install -q --upgrade pip
-    .venv-spark40/bin/pip install -q -r "$REQ40"
-    cp "$REQ40" "$STAMP40"
+# Spark 4.0 and 4.1, each in a virtual environment of its own (.venv-spark40,
+# .venv-spark41), next to .venv's Spark 4.2, for tests/interop/test_spark40.py:
+# the stream source's reader for Spark before 4.2 (4.1's with delta-spark, for
+# to_delta). Only when asked (make deps-spark40 / deps-spark41, which make
+# soak runs): pyspark's source package is large and slow to build.
+legacy_spark() {  # $1: 40 or 41
+  local req=tests/requirements-spark$1.txt venv=.venv-spark$1
+  if [ ! -f "$venv/.installed" ] || ! cmp -s "$req" "$venv/.installed"; then
+    echo "install-deps: preparing $venv from $req"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --upgrade pip
+    "$venv/bin/pip" install -q -r "$req"
+    cp "$req" "$venv/.installed"
   fi
+}
+if [ -n "${MCDC_DEPS_SPARK40:-}" ]; then
+  legacy_spark 40
+fi
+if [ -n "${MCDC_DEPS_SPARK41:-}" ]; then
+  legacy_spark 41
 fi

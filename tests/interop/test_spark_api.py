@@ -16,7 +16,11 @@ for the module.
 The reference's readers (finalized_until, is_final, apply_changes,
 reconcile) on the tables Spark wrote need the reference's package, which has
 the same import name: a second Spark process, so that test runs only with
-MCDC_SPARK_API=1 (`make soak`).
+MCDC_SPARK_API=1 (`make soak`). So do the two stages of on_data_loss=
+"resnapshot", failOnDataLoss=false's data_skipped row and snapshot_on_switch
+(RECOVERY: two small tables of their own, one purged by CDC cleanup, one
+switched to a newer capture instance), which take too long for `make test`;
+spark_recovery's bookkeeping is tested without Spark in both sets.
 
 Kept small for `make test`: the few rows each property needs, one commit a
 batch only where the CLI's batch boundaries are compared, start_many's t5
@@ -135,6 +139,36 @@ else:
     out["many_names"] = {k: q.name for k, q in qs.items()}
 """
 
+# on_data_loss="resnapshot", failOnDataLoss=false (data_skipped) and
+# snapshot_on_switch, each on a small table of its own: t6 read by two streams,
+# then purged by CDC cleanup past both; t7 switched to a newer capture instance
+RECOVERY = r"""
+d = P["work"]
+opts = lambda ci, **kw: {"captureInstance": ci, "connectionString": P["conn"], **kw}
+
+def start(ci, name, options=None, **kw):
+    return mssql_cdc.stream(spark, opts(ci, **(options or {}))).to_delta(
+        f"{d}/{name}", name, f"{d}/{name}_ckpt", d + "/facts", trigger={"availableNow": True},
+        **kw)
+
+chunked = mssql_cdc.stream(spark, opts("dbo_t6", numPartitions="2", snapshotKeys='["id"]'))
+qs = [start("dbo_t6", "t6skip", {"failOnDataLoss": "false"} if P["stage"] == "recover2" else None),
+      start("dbo_t6", "t6re", on_data_loss="resnapshot"),
+      start("dbo_t7", "t7sw", snapshot_on_switch=True),
+      chunked.to_delta(d + "/t6rc", "t6rc", d + "/t6rc_ckpt", d + "/facts",
+                       trigger={"availableNow": True}, on_data_loss="resnapshot",
+                       snapshot="chunked"),
+      start("dbo_t7", "t7swc", snapshot_on_switch=True, snapshot="chunked")]
+for q in qs:  # side by side
+    q.awaitTermination()
+    assert q.exception() is None, q.exception()
+out["names"] = [q.name for q in qs]
+# the chunked re-snapshot's generation 1 and the chunked switch opened theirs: backfill
+out["backfill"] = chunked.backfill(d + "/t6rc", app_id="t6rc", facts_table=d + "/facts")
+out["backfill_switch"] = mssql_cdc.stream(spark, opts("dbo_t7")).backfill(
+    d + "/t7swc", app_id="t7swc", facts_table=d + "/facts")
+"""
+
 CONNECT = r"""
 # the same stream through a Spark Connect session: the Connect service started
 # in this Spark (its Delta extension and catalog hold for its sessions); the
@@ -180,6 +214,9 @@ print("RESULT " + json.dumps(out, default=str), flush=True)
 
 
 def lib_path():
+    current = os.path.join(BUILD, "libmssqlcdc.so")  # the build's own (an older major may linger)
+    if os.path.exists(current):
+        return current
     for name in sorted(os.listdir(BUILD)):
         if name.startswith("libmssqlcdc.so."):
             return os.path.join(BUILD, name)
@@ -339,11 +376,76 @@ def keys(rows):
                   if r["_operation"] != 0)
 
 
+def purge(sim, ci):
+    """CDC cleanup up to max_lsn on ci: every change captured so far is gone."""
+    sim.run(f"""EXEC sim.run_capture @ignore_latency = 1;
+DECLARE @m binary(10) = sys.fn_cdc_get_max_lsn();
+EXEC sys.sp_cdc_cleanup_change_table @capture_instance = N'{ci}', @low_water_mark = @m,
+     @threshold = 5000;""", database=DB)
+
+
+def scalar(sim, sql):
+    return sim.run(sql, database=DB)[0][0]
+
+
+def enable_newer(sim, table, ci):
+    """A newer capture instance of dbo.<table>, once capture took it up: its start S."""
+    sim.run(f"EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'{table}', "
+            f"@role_name = NULL, @capture_instance = N'{ci}';", database=DB)
+    deadline = time.monotonic() + 60
+    while True:
+        sim.run("EXEC sim.run_capture @ignore_latency = 1;", database=DB)
+        s = scalar(sim, f"SELECT CONVERT(varchar(22), sys.fn_cdc_get_min_lsn(N'{ci}'), 1)")
+        if s != "0x" + "0" * 20:
+            return s
+        assert time.monotonic() < deadline, "capture never took up the new instance"
+        time.sleep(0.05)
+
+
+def recover(sim, spark):
+    """RECOVERY's two stages around a purge of t6 and a switch of t7, and what
+    the tests need of the source in between (None when the set skips them)."""
+    if not RECOVERY_RUNS:
+        return None
+    started = time.monotonic()
+    sim.run("CREATE TABLE dbo.t6 (id INT NOT NULL PRIMARY KEY, v NVARCHAR(40) NULL);"
+            "CREATE TABLE dbo.t7 (id INT NOT NULL PRIMARY KEY, v NVARCHAR(40) NULL);"
+            "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N't6', "
+            "@role_name = NULL;"
+            "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N't7', "
+            "@role_name = NULL;", database=DB)
+    write(sim, ["t6", "t7"], 1, 2)
+    before = change_rows(sim, "dbo_t6")
+    first = spark.run(RECOVERY, STAGE_SECONDS, stage="recover1")
+    write(sim, ["t6"], 50, 2)  # read by neither stream: cleanup takes them
+    purge(sim, "dbo_t6")
+    write(sim, ["t6"], 100, 1)
+    low = scalar(sim, "SELECT CONVERT(varchar(22), sys.fn_cdc_get_min_lsn(N'dbo_t6'), 1)")
+    after = change_rows(sim, "dbo_t6")
+    sim.run("ALTER TABLE dbo.t7 ADD note INT NULL;", database=DB)
+    s = enable_newer(sim, "t7", "dbo_t7_v2")
+    sim.run("BEGIN TRAN; INSERT INTO dbo.t7 (id, v, note) VALUES (300, N'n', 7); "
+            "UPDATE dbo.t7 SET note = 8 WHERE id = 1; COMMIT;", database=DB)
+    sim.run("EXEC sim.run_capture @ignore_latency = 1;", database=DB)
+    second = spark.run(RECOVERY, STAGE_SECONDS, stage="recover2")
+    seconds = time.monotonic() - started
+    print(f"the recovery stages took {seconds:.1f} s")
+    return {"first": first, "second": second, "before": before, "after": after, "low": low,
+            "switch_at": s, "seconds": seconds,
+            "t6": sorted(tuple(r) for r in sim.run("SELECT id, v FROM dbo.t6", database=DB)),
+            "t7": sorted(tuple(r) for r in sim.run("SELECT id, v, note FROM dbo.t7",
+                                                   database=DB)),
+            "t7_old": change_rows(sim, "dbo_t7"), "t7_new": change_rows(sim, "dbo_t7_v2")}
+
+
 # MCDC_SPARK_API=1 (`make soak`): the module's Spark process and the reference's;
 # unset or lean (`make test`): the module's Spark process only; 0: skipped.
 GATE = os.environ.get("MCDC_SPARK_API", "") or "lean"
 HEAVY = GATE == "1"
 STAGE_SECONDS = 1500  # one stage on a machine loaded 10x past its cores
+# RECOVERY's stages (a re-snapshot, a skipped gap, a snapshot on switch): about 85 s on a
+# machine loaded 5x past its cores, too much for `make test`'s time; `make soak` runs them
+RECOVERY_RUNS = HEAVY
 
 
 @pytest.fixture(scope="module")
@@ -389,6 +491,7 @@ def run(tmp_path_factory):
                 "--trigger", "availableNow", "--quiet", timeout=180)
         rest = spark.run(OURS, STAGE_SECONDS, stage="rest")
         rest["changes"] = {ci: change_rows(sim, ci) for ci in INSTANCES}  # start_many's
+        recovered = recover(sim, spark)
         connected = spark.run(CONNECT, STAGE_SECONDS, stage="connect") if connect else None
         spark.close()
         spark = None
@@ -408,7 +511,7 @@ def run(tmp_path_factory):
         yield {"dir": d, "moved_from": last, "first": first, "second": second, "rest": rest,
                "connect": connected, "connect_client": connect, "ref": ref,
                "at_first": at_first, "changes": {ci: change_rows(sim, ci) for ci in INSTANCES},
-               "at_second": at_second,
+               "at_second": at_second, "recovered": recovered,
                "sources": {t: sorted(tuple(r) for r in sim.run(f"SELECT id, v FROM dbo.{t}",
                                                                database=DB)) for t in TABLES}}
     finally:
@@ -611,6 +714,167 @@ def test_schema_change_events_in_facts_equal_the_clis(run):
     assert ours == cli
 
 
+def recovered(run):
+    if run["recovered"] is None:
+        pytest.skip("the recovery stages (re-snapshot, data_skipped, snapshot on switch) run "
+                    "with MCDC_SPARK_API=1, as `make soak` sets it")
+    return run["recovered"]
+
+
+def lsn_after(lsn):
+    return "0x" + format(int(lsn, 16) + 1, "020X")
+
+
+def lsn_before(lsn):
+    return "0x" + format(int(lsn, 16) - 1, "020X")
+
+
+def test_fail_on_data_loss_false_skips_the_purged_gap_with_a_data_skipped_row(run):
+    """A stream whose next changes CDC cleanup purged goes on from min_lsn with
+    failOnDataLoss=false, and the batch's facts commit holds the
+    data_skipped row `mssql-cdc stream` writes: the gap from the stream's
+    position to just before min_lsn, certain, with its commit times."""
+    r, d = recovered(run), run["dir"]
+    facts = [f for f in table(d + "/facts") if f["app_id"] == "t6skip"]
+    skipped = [f for f in facts if f["event"] == "data_skipped"]
+    assert len(skipped) == 1, skipped
+    (gap,) = skipped
+    # where the first run stopped: its last batch's end
+    ends = [f["end_lsn"] for f in facts if f["event"] is None and f["batch_id"] < gap["batch_id"]
+            and f["end_lsn"]]
+    assert gap["min_lsn"] == lsn_after(max(ends)), (gap, ends)
+    assert gap["max_lsn"] == gap["end_lsn"] == lsn_before(r["low"])
+    assert json.loads(gap["detail"]) == {"certain": True, "from": gap["min_lsn"],
+                                         "to": gap["max_lsn"]}
+    assert gap["lost_from_ts"] is not None and gap["lost_to_ts"] >= gap["lost_from_ts"]
+    assert gap["rows"] == 0 and gap["target"] == d + "/t6skip"
+    # in the facts commit of its batch: that batch's row is there too
+    assert [f["batch_id"] for f in facts if f["event"] is None and
+            f["batch_id"] == gap["batch_id"]] == [gap["batch_id"]]
+    # bronze: what the first run read, then what cleanup left, each once
+    assert keys(table(d + "/t6skip")) == sorted(r["before"] + r["after"])
+
+
+def test_resnapshot_after_data_loss_starts_generation_1_from_a_new_snapshot(run):
+    """on_data_loss="resnapshot": the purge past the checkpoint's position is
+    found before the query starts; the table is snapshotted into bronze
+    (snapshot_open, then resnapshot rows under <app_id>.g1), the state file
+    names generation 1, and the query streams it from its own checkpoint."""
+    r, d = recovered(run), run["dir"]
+    assert r["first"]["names"][1] == "t6re" and r["second"]["names"][1] == "t6re.g1"
+    with open(os.path.join(d, "t6re_ckpt", "_mssql_cdc_generation.json")) as f:
+        state = json.load(f)
+    assert set(state) == {"generation", "snapshot_lsn", "commit_ts", "at"}, state
+    assert state["generation"] == 1
+    assert os.path.isfile(os.path.join(d, "t6re_ckpt", "_generations", "1", "metadata"))
+    s = state["snapshot_lsn"]
+    assert s >= r["low"]
+    facts = [f for f in table(d + "/facts") if f["app_id"].startswith("t6re")]
+    events = sorted((f["app_id"], f["event"]) for f in facts if f["event"])
+    assert events == [("t6re.g1", "resnapshot"), ("t6re.g1", "snapshot_open")], events
+    opened, done = (next(f for f in facts if f["event"] == e)
+                    for e in ("snapshot_open", "resnapshot"))
+    assert done["min_lsn"] == done["max_lsn"] == s
+    assert done["lost_from_ts"] is not None and done["lost_to_ts"] >= done["lost_from_ts"]
+    ms = lambda t: t.isoformat(timespec="milliseconds")  # noqa: E731
+    assert json.loads(opened["detail"]) == {
+        "mode": "full", "kind": "resnapshot", "generation": 1,
+        "lost_from_ts": ms(done["lost_from_ts"]), "lost_to_ts": ms(done["lost_to_ts"])}
+    assert (opened["lost_from_ts"], opened["lost_to_ts"]) == (done["lost_from_ts"],
+                                                              done["lost_to_ts"])
+    assert str(done["end_commit_ts"]).replace(" ", "T").startswith(state["commit_ts"][:19])
+    rows = table(d + "/t6re")
+    snap = [x for x in rows if x["_operation"] == 0]
+    assert done["rows"] == len(snap) and {x["_snapshot"] for x in snap} == {s}
+    assert sorted((x["id"], x["v"]) for x in snap) == r["t6"]
+    # before it, the first generation's changes: each once, none after the position lost
+    assert keys(rows) == r["before"]
+
+
+def test_a_chunked_resnapshot_is_opened_then_read_by_backfill(run):
+    """on_data_loss="resnapshot" with snapshot="chunked": generation 1 only
+    opens its snapshot at S (the state file names it) and streams from S;
+    backfill reads it under the generation's app id and closes it with the
+    resnapshot row."""
+    r, d = recovered(run), run["dir"]
+    assert r["second"]["names"][3] == "t6rc.g1"
+    with open(os.path.join(d, "t6rc_ckpt", "_mssql_cdc_generation.json")) as f:
+        state = json.load(f)
+    assert state["generation"] == 1 and state["snapshot_lsn"] >= r["low"]
+    s = state["snapshot_lsn"]
+    st = r["second"]["backfill"]
+    assert st["state"] == "done" and st["snapshot"] == s, st
+    assert r["first"]["backfill"]["state"] == "no_snapshot"
+    facts = [f for f in table(d + "/facts") if f["app_id"].startswith("t6rc") and f["event"]]
+    assert {f["app_id"] for f in facts} == {"t6rc.g1"}
+    assert collections.Counter(f["event"] for f in facts) == {
+        "snapshot_open": 1, "snapshot_plan": 1, "snapshot_chunk": st["chunks_total"],
+        "resnapshot": 1}
+    (opened,) = [f for f in facts if f["event"] == "snapshot_open"]
+    detail = json.loads(opened["detail"])
+    assert (detail["mode"], detail["kind"], detail["generation"]) == ("chunked", "resnapshot", 1)
+    (done,) = [f for f in facts if f["event"] == "resnapshot"]
+    assert done["min_lsn"] == s and done["lost_from_ts"] is not None
+    assert done["lost_to_ts"] == opened["lost_to_ts"] is not None
+    rows = table(d + "/t6rc")
+    snap = [x for x in rows if x["_operation"] == 0]
+    assert done["rows"] == len(snap) and {x["_snapshot"] for x in snap} == {s}
+    assert sorted((x["id"], x["v"]) for x in snap) == r["t6"]
+    assert keys(rows) == r["before"]
+
+
+def test_snapshot_on_switch_reads_the_table_after_the_switch_batch(run):
+    """snapshot_on_switch=True: the query restarted on the table's newer capture
+    instance reads the old one below S and the new one from S, writes the
+    capture_instance_switched row in its batch's facts, then snapshots the
+    table whole so that unchanged rows carry the new column (a snapshot_open
+    naming the batch, a bootstrap row)."""
+    r, d = recovered(run), run["dir"]
+    s = r["switch_at"]
+    facts = [f for f in table(d + "/facts") if f["app_id"] == "t7sw"]
+    (switch,) = [f for f in facts if f["event"] == "capture_instance_switched"]
+    assert switch["min_lsn"] == s and "dbo_t7_v2" in switch["detail"]
+    (opened,) = [f for f in facts if f["event"] == "snapshot_open"]
+    assert json.loads(opened["detail"]) == {
+        "mode": "full", "kind": "bootstrap", "generation": 0, "lost_from_ts": None,
+        "lost_to_ts": None, "switch_batch_id": switch["batch_id"]}
+    (done,) = [f for f in facts if f["event"] == "bootstrap"]
+    assert done["min_lsn"] == opened["min_lsn"] >= s
+    rows = table(d + "/t7sw")
+    snap = [x for x in rows if x["_operation"] == 0]
+    assert done["rows"] == len(snap) and {x["_snapshot"] for x in snap} == {done["min_lsn"]}
+    assert sorted((x["id"], x["v"], x["note"]) for x in snap) == r["t7"]
+    # the changes: the old instance's below S, the newer one's from S, each once
+    want = sorted([k for k in r["t7_old"] if k[0] < s] + [k for k in r["t7_new"] if k[0] >= s])
+    assert keys(rows) == want
+
+
+def test_a_chunked_snapshot_on_switch_opens_at_s_and_backfill_reads_the_newer_columns(run):
+    """snapshot_on_switch with snapshot="chunked": the switch batch's sink opens
+    a chunked snapshot at the newer instance's start S (naming the batch);
+    backfill reads the table as the newer instance captures it (its new
+    column) and writes the completion row."""
+    r, d = recovered(run), run["dir"]
+    s = r["switch_at"]
+    assert r["first"]["backfill_switch"]["state"] == "no_snapshot"
+    st = r["second"]["backfill_switch"]
+    assert st["state"] == "done" and st["snapshot"] == s, st
+    facts = [f for f in table(d + "/facts") if f["app_id"] == "t7swc"]
+    (switch,) = [f for f in facts if f["event"] == "capture_instance_switched"]
+    (opened,) = [f for f in facts if f["event"] == "snapshot_open"]
+    assert opened["min_lsn"] == s
+    assert json.loads(opened["detail"]) == {
+        "mode": "chunked", "kind": "bootstrap", "generation": 0, "lost_from_ts": None,
+        "lost_to_ts": None, "switch_batch_id": switch["batch_id"]}
+    (done,) = [f for f in facts if f["event"] == "bootstrap"]
+    assert done["min_lsn"] == s
+    snap = [x for x in table(d + "/t7swc") if x["_operation"] == 0]
+    assert done["rows"] == len(snap) and {x["_snapshot"] for x in snap} == {s}
+    assert sorted((x["id"], x["v"], x["note"]) for x in snap) == r["t7"]
+    plans = table(d + "/t7swc_snapshot_plans")
+    assert [(p["snapshot"], p["event"]) for p in plans] == [(s, "snapshot_open")]
+
+
 def metrics_module():
     """python/src/mssql_cdc/_spark_metrics.py alone (the reference's mssql_cdc is the one
     this interpreter imports by name)."""
@@ -698,3 +962,104 @@ def test_planner_events_become_the_clis_facts_rows(tmp_path):
     assert [r["event"] for r in m.fold_events(d, None)[0]] == [r["event"] for r in rows]
     m.remove(d, files)
     assert m.fold_events(d, end["lsn"]) == ([], [])
+
+
+RECOVERY_STATE = r"""
+import json, os, sys
+sys.path.insert(0, os.path.join(sys.argv[1], "python", "src"))
+from mssql_cdc import spark_recovery as R
+d = sys.argv[2]
+out = {"module": R.__file__, "none": R.read_state(d + "/none")}
+ck = d + "/ckpt"
+R.write_state(ck, {"generation": 2, "snapshot_lsn": "0x0000002A000000100001",
+                   "commit_ts": "2026-01-02T03:04:05.678", "at": "2026-01-02T03:05:00+00:00",
+                   "recovering": None})
+out["state"] = R.read_state(ck)
+out["file"] = open(ck + "/" + R.STATE_FILE).read()
+out["names"] = [R.names(ck + "/", "app", 0), R.names(ck + "/", "app", 3)]
+bad = []
+for text in ("not json", '{"generation": -1}', '{"generation": 1}', '[1]',
+             '{"generation": 1, "snapshot_lsn": "0x0000002A000000100001", "commit_ts": "", '
+             '"recovering": {"lsn": "zz"}}'):
+    with open(ck + "/" + R.STATE_FILE, "w") as f:
+        f.write(text)
+    try:
+        R.read_state(ck)
+        bad.append(None)
+    except ValueError as e:
+        bad.append(str(e))
+out["bad"] = bad
+# a Spark checkpoint: the last committed batch's offset (line 3 of offsets/<n>)
+sp = d + "/spark"
+out["fresh"] = R.spark_position(sp)
+os.makedirs(sp + "/commits"); os.makedirs(sp + "/offsets")
+open(sp + "/metadata", "w").write("{}")
+out["started"] = R.spark_position(sp)
+for n in (0, 1, 2):
+    with open(f"{sp}/offsets/{n}", "w") as f:
+        f.write('v1\n{"batchWatermarkMs":0}\n{"lsn":"0x0000002A00000010000%d","commit_ts":'
+                '"2026-01-02T03:04:05.000"}' % n)
+for n in (0, 1):  # batch 2 planned, not committed
+    open(f"{sp}/commits/{n}", "w").write("v1\n{}")
+open(sp + "/commits/.1.crc", "w").write("")
+out["committed"] = R.spark_position(sp)
+open(f"{sp}/offsets/1", "w").write('v2\n{}\n{"lsn":"0x0000002A000000100001"}')
+try:
+    R.spark_position(sp)
+except ValueError as e:
+    out["v2"] = str(e)
+# what the facts owe: rows as stream_rows gives them
+def row(event, app, lsn, batch=None, **info):
+    return {"event": event, "app_id": app, "min_lsn": lsn, "max_lsn": lsn, "batch_id": batch,
+            "info": info, "detail": json.dumps(info) if info else None}
+sw = row("capture_instance_switched", "a", "0x05", 3, text="dbo_t -> dbo_t_v2; no longer captured")
+full = row("snapshot_open", "a", "0x07", switch_batch_id=3, mode="full")
+rows = [row("bootstrap", "a", "0x01"), row("capture_instance_switched", "a", "0x03", 1,
+        text="dbo_t_v0 -> dbo_t"), sw, full]
+owed = R.switch_owed(rows, "a")
+out["owed"] = [owed[0]["batch_id"], owed[1]["min_lsn"]]
+out["owed_other_sink"] = R.switch_owed(rows, "a.g1")
+out["owed_done"] = R.switch_owed(rows + [row("bootstrap", "a", "0x07")], "a")
+out["owed_chunked"] = R.switch_owed(rows + [row("snapshot_open", "a", "0x05", switch_batch_id=3,
+                                               mode="chunked")], "a")
+out["newest"] = R.newest_instance(rows)
+chunked = [row("snapshot_open", "a", "0x02", mode="chunked"),
+           row("snapshot_open", "a.g1", "0x04", generation=1)]  # no mode: chunked
+out["open"] = R.open_chunked(rows[:1] + chunked)["app_id"]
+out["open_done"] = R.open_chunked(chunked + [row("resnapshot", "a.g1", "0x04")])
+out["detail"] = R.open_detail("full", "resnapshot", 1, "2026-01-02T03:04:05.678", None)
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_generation_state_positions_and_what_a_switch_owes(tmp_path):
+    """spark_recovery's bookkeeping without Spark: the state file (the CLI's
+    and the reference's format, refused when damaged), the position a Spark
+    checkpoint committed, and which switch still owes a snapshot."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    p = subprocess.run([sys.executable, "-c", RECOVERY_STATE, ROOT, str(tmp_path)],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")][-1][7:])
+    assert out["module"].startswith(os.path.join(ROOT, "python", "src"))
+    assert out["none"] == {"generation": 0}
+    assert out["state"] == {"generation": 2, "snapshot_lsn": "0x0000002A000000100001",
+                            "commit_ts": "2026-01-02T03:04:05.678",
+                            "at": "2026-01-02T03:05:00+00:00"}
+    assert out["file"] == ('{"generation":2,"snapshot_lsn":"0x0000002A000000100001",'
+                           '"commit_ts":"2026-01-02T03:04:05.678",'
+                           '"at":"2026-01-02T03:05:00+00:00"}')
+    ck = str(tmp_path / "ckpt")
+    assert out["names"] == [[ck + "/", "app"], [ck + "/_generations/3", "app.g3"]]
+    assert None not in out["bad"] and all("damaged" in b for b in out["bad"]), out["bad"]
+    assert out["fresh"] == [None, False] and out["started"] == [None, True]
+    assert out["committed"] == [{"lsn": "0x0000002A000000100001",
+                                 "commit_ts": "2026-01-02T03:04:05.000"}, True]
+    assert "version 'v2'" in out["v2"]
+    assert out["owed"] == [3, "0x07"]
+    assert out["owed_other_sink"] == [None, None]
+    assert out["owed_done"] == [None, None] and out["owed_chunked"] == [None, None]
+    assert out["newest"] == "dbo_t_v2"
+    assert out["open"] == "a.g1" and out["open_done"] is None
+    assert out["detail"] == ('{"mode":"full","kind":"resnapshot","generation":1,'
+                             '"lost_from_ts":"2026-01-02T03:04:05.678","lost_to_ts":null}')

@@ -14,9 +14,9 @@ one directory per stream, emptied before each batch is read; the events the
 driver's planner met (DDL, a capture instance switch, a skipped gap) come
 the same way and are written as the CLI's facts rows in the batch's commit.
 
-What the Spark binding does not do (yet): ``on_data_loss="resnapshot"``
-(generations) and ``snapshot_on_switch``; use ``mssql-cdc stream`` for
-those. ``backfill`` reads an open chunked snapshot in one wave."""
+``on_data_loss="resnapshot"`` (generations) and ``snapshot_on_switch`` are
+mssql_cdc.spark_recovery's, as `mssql-cdc stream` does them. ``backfill``
+reads an open chunked snapshot in one wave."""
 from __future__ import annotations
 
 import logging
@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from . import _spark_metrics as metrics
+from . import spark_recovery as recovery
 from . import spark_tables as tables
 from .types import BackfillStatus, Offset
 
@@ -111,10 +112,13 @@ def delta_sink(target: str, app_id: str, facts_table: str | None = None, *,
 
 
 def _sink(target: str, app_id: str, facts_table: str | None, metrics_path: str | None,
-          checked: set[str]) -> Callable[[Any, int], None]:
+          checked: set[str],
+          on_switch: Callable[[Any], None] | None = None) -> Callable[[Any, int], None]:
     """delta_sink's function; ``checked``: the tables checked (or created)
     already for this query run (to_delta's, just before it starts), which
-    are not looked at again."""
+    are not looked at again. ``on_switch(spark)``: called once the facts of
+    a batch that first read a newer capture instance are committed (the
+    snapshot on switch)."""
     state = {"resumed": False}
 
     def write_batch(df, batch_id: int) -> None:
@@ -159,6 +163,9 @@ def _sink(target: str, app_id: str, facts_table: str | None, metrics_path: str |
                                    batch_id, checked)
             if metrics_path:
                 metrics.remove(metrics_path, files + event_files)
+            if on_switch is not None and any(e["event"] == "capture_instance_switched"
+                                             for e in events):
+                on_switch(spark)  # its facts row is committed: a crash from here owes it
         finally:
             kept.unpersist()
 
@@ -213,20 +220,58 @@ class CdcStream:
         return df.agg(F.max("_snapshot")).first()[0]
 
     def _event(self, facts_table: str | None, app_id: str | None, event: str, lsn: str,
-               target: str, txn: str, version: int, rows: int = 0,
-               detail: Mapping[str, Any] | None = None,
-               checked: set[str] | None = None) -> None:
+               target: str, txn: str | None, version: int, rows: int | None = 0,
+               detail: Mapping[str, Any] | str | None = None,
+               checked: set[str] | None = None, *, sink: str | None = None,
+               lost_from: str | None = None, lost_to: str | None = None) -> None:
+        """A snapshot event's facts row of the stream (``sink``: the
+        generation's app id, else ``app_id``) under ``txn`` (None: none)."""
         if not facts_table or not app_id:
             return
         import json
-        commit = self._offset(lsn)["commit_ts"]
-        at = datetime.fromisoformat(commit) if commit else None
-        tables.write_facts(self.spark, facts_table, [{
-            "app_id": app_id, "rows": rows, "min_lsn": lsn, "max_lsn": lsn, "end_lsn": lsn,
-            "min_commit_ts": at, "max_commit_ts": at, "end_commit_ts": at, "event": event,
-            "deletes": 0, "inserts": 0, "updates": 0,
-            "detail": json.dumps(dict(detail)) if detail else None, "target": target}],
-            txn, version, checked)
+        text = json.dumps(dict(detail), separators=(",", ":")) \
+            if isinstance(detail, Mapping) else detail
+        row = recovery.event_row(sink or app_id, event, self._offset(lsn), target, rows=rows,
+                                 detail=text or None, lost_from=lost_from, lost_to=lost_to)
+        tables.write_facts(self.spark, facts_table, [row], txn, version, checked)
+
+    def source_options(self) -> dict[str, Any]:
+        """The options for the driver's own positions (no metricsPath)."""
+        return _without(self.options, "metricsPath")
+
+    def _read_full(self, target: str, lsn: str, app_id: str | None,
+                   checked: set[str] | None) -> int:
+        """The table's rows now, stamped with ``lsn`` (recorded before),
+        appended to ``target`` in one commit; the rows appended."""
+        df = bronze_rows(self._snapshot_source(lsn), None, lsn).persist()  # read once
+        try:
+            rows = df.count()
+            _write_bronze(df, target, f"{app_id or self._ci()}#snapshot.{lsn}", 0,
+                          checked=checked)
+        finally:
+            df.unpersist()
+        return rows
+
+    def reading_newest(self, rows: list[dict[str, Any]]) -> CdcStream:
+        """The stream to read the table's snapshot through: after a capture
+        instance switch (``rows``: the stream's facts rows,
+        spark_recovery.stream_rows), the newer instance's, whose columns the
+        snapshot source reads; else this one."""
+        newer = recovery.newest_instance(rows)
+        if newer is None or newer.lower() == self._ci().lower():
+            return self
+        return CdcStream(self.spark, {**_without(self.options, "captureInstance"),
+                                      "captureInstance": newer})
+
+    def _bronze_holds(self, target: str, lsn: str) -> bool:
+        """Whether ``target`` holds snapshot rows stamped ``lsn``."""
+        if not tables.exists(self.spark, target):
+            return False
+        df = tables.read(self.spark, target)
+        if "_snapshot" not in df.columns:
+            return False
+        from pyspark.sql import functions as F
+        return df.where(F.col("_snapshot") == lsn).limit(1).count() > 0
 
     # ---- snapshots -------------------------------------------------------
     def snapshot(self, target: str, *, resnapshot: bool = False, app_id: str | None = None,
@@ -246,14 +291,8 @@ class CdcStream:
         lsn = self._max_lsn()
         kind = "resnapshot" if resnapshot else "bootstrap"
         self._event(facts_table, app_id, "snapshot_open", lsn, target, f"{app_id}#open.{lsn}", 0,
-                    detail={"mode": "full", "kind": kind, "generation": 0}, checked=checked)
-        df = bronze_rows(self._snapshot_source(lsn), None, lsn).persist()  # read once
-        try:
-            rows = df.count()
-            _write_bronze(df, target, f"{app_id or self._ci()}#snapshot.{lsn}", 0,
-                          checked=checked)
-        finally:
-            df.unpersist()
+                    detail=recovery.open_detail("full", kind, 0), checked=checked)
+        rows = self._read_full(target, lsn, app_id, checked)
         self._event(facts_table, app_id, kind, lsn, target, f"{app_id}#events", 0, rows,
                     checked=checked)
         return self._offset(lsn)
@@ -293,30 +332,53 @@ class CdcStream:
                 raise ValueError(f"the seed has no column {f.name!r} of the capture instance "
                                  f"{self._ci()}; pass allow_missing_columns=True to write NULL")
         self._event(facts_table, app_id, "snapshot_open", lsn, target, f"{app_id}#open.{lsn}", 0,
-                    detail={"mode": "full", "kind": "bootstrap", "generation": 0})
+                    detail=recovery.open_detail("full", "bootstrap", 0))
         out = bronze_rows(df.select(*cols), None, lsn)
         _write_bronze(out, target, f"{app_id or self._ci()}#snapshot.{lsn}", 0)
         rows = out.count() if facts_table else 0
         self._event(facts_table, app_id, "bootstrap", lsn, target, f"{app_id}#events", 0, rows)
         return offset
 
-    def _open_chunked(self, target: str, app_id: str, facts_table: str) -> str:
-        """Opens a chunked snapshot at S = max_lsn now (a 'snapshot_open'
-        row and its plans row), or returns the one still open."""
+    def _open_chunked(self, target: str, app_id: str, facts_table: str, *,
+                      sink: str | None = None, generation: int = 0, kind: str = "bootstrap",
+                      lost_from: str | None = None, lost_to: str | None = None,
+                      at: dict[str, str] | None = None,
+                      switch_batch_id: int | None = None) -> dict[str, str]:
+        """Opens a chunked snapshot of generation ``generation`` (sink app
+        id ``sink``) at S = max_lsn now (a plans row, then its
+        'snapshot_open' row), or returns the one of that generation still
+        open; a switch's (``at``, ``switch_batch_id``) opens at the newer
+        instance's start, once per S."""
         import json
-        found = _open_snapshot(self.spark, facts_table, app_id)
-        if found is not None:
-            return found
-        lsn = self._max_lsn()
-        detail = {"mode": "chunked", "kind": "bootstrap", "generation": 0}
+        sink = sink or app_id
+        if at is None:
+            top = recovery.open_chunked(recovery.stream_rows(self.spark, facts_table, app_id))
+            if top is not None and top["app_id"] == sink:
+                return self._offset(top["min_lsn"])
+            offset = self._offset(self._max_lsn())
+        else:
+            offset = dict(at)
+        lsn = offset["lsn"]
+        detail = recovery.open_detail("chunked", kind, generation, lost_from, lost_to,
+                                      switch_batch_id)
         plans = f"{target}_snapshot_plans"
         tables.ensure(self.spark, plans, "plans", tables.PLANS_DDL)
-        tables.write(self.spark.createDataFrame([(lsn, "snapshot_open", json.dumps(detail))],
+        tables.write(self.spark.createDataFrame([(lsn, "snapshot_open", detail)],
                                                 tables.PLANS_DDL),
-                     plans, f"{app_id}#snapshots", 0)
-        self._event(facts_table, app_id, "snapshot_open", lsn, target, f"{app_id}#snapshots", 0,
-                    detail=detail)
-        return _open_snapshot(self.spark, facts_table, app_id) or lsn
+                     plans, f"{app_id}#snapopen.{lsn}", 0)
+        txn, version = ((f"{app_id}#snapopen.{lsn}", 0) if at is not None
+                        else (f"{app_id}#snapshots", generation))
+        tables.write_facts(self.spark, facts_table, [recovery.event_row(
+            sink, "snapshot_open", offset, target, detail=detail, lost_from=lost_from,
+            lost_to=lost_to)], txn, version)
+        if at is not None:
+            return offset
+        # the open that stands: a rerun's row was skipped, the first one's S is the generation's
+        top = recovery.open_chunked(recovery.stream_rows(self.spark, facts_table, app_id))
+        if top is None or top["app_id"] != sink:
+            raise ValueError(f"{target}: another run opened a snapshot for {sink} first; run "
+                             "again")
+        return self._offset(top["min_lsn"]) if top["min_lsn"] != lsn else offset
 
     def backfill(self, target: str, *, app_id: str, facts_table: str,
                  chunk_rows: int | None = None, max_waves: int | None = None,
@@ -333,13 +395,23 @@ class CdcStream:
         import json
 
         from pyspark.sql import functions as F
-        lsn = _open_snapshot(self.spark, facts_table, app_id)
-        if lsn is None:
+        facts_rows = recovery.stream_rows(self.spark, facts_table, app_id)
+        top = recovery.open_chunked(facts_rows)
+        if top is None:
             return {"snapshot": None, "chunks_done": 0, "chunks_total": None, "done": False,
                     "paused": False, "state": "no_snapshot",
                     "reason": f"no chunked snapshot of {app_id} is open in {facts_table}"}
+        # the newest open (of any generation, or a switch's): its sink writes its rows, and
+        # its kind the completion (a re-snapshot's is 'resnapshot')
+        lsn, sink, info = top["min_lsn"], top["app_id"], top["info"]
+        generation = int(info.get("generation") or 0)
+        kind = info.get("kind") or ("resnapshot" if generation else "bootstrap")
+        done_txn = ((f"{app_id}#snapdone.{lsn}", 0) if "switch_batch_id" in info
+                    else (f"{app_id}#events", generation))
+        lost = {"lost_from": recovery.iso_ms(top["lost_from_ts"]),
+                "lost_to": recovery.iso_ms(top["lost_to_ts"])}
         extra = {} if isolation is None else {"snapshotIsolation": str(isolation)}
-        df = self._snapshot_source(lsn, **extra)
+        df = self.reading_newest(facts_rows)._snapshot_source(lsn, **extra)
         try:
             total: int | None = df.rdd.getNumPartitions()  # the planned chunks, empty ones too
         except Exception:  # noqa: BLE001 - Spark Connect has no RDDs: the chunks that read rows
@@ -350,7 +422,7 @@ class CdcStream:
             total = total or (max(counts) + 1 if counts else 1)
             keys = {"snapshot": lsn, "kind": "bootstrap", "chunk_count": total}
             self._event(facts_table, app_id, "snapshot_plan", lsn, target,
-                        f"{app_id}#snapplan.{lsn}", 0, detail=keys)
+                        f"{app_id}#snapplan.{lsn}", 0, detail=keys, sink=sink)
             _write_bronze(out, target, f"{app_id}#snapshot.{lsn}", 0)
             rows = sum(counts.values())
             now = tables.utc_now()
@@ -358,7 +430,7 @@ class CdcStream:
             at = self._offset(lsn)["commit_ts"]
             stamp = datetime.fromisoformat(at) if at else None
             chunk_rows_ = [{
-                "app_id": app_id, "rows": int(counts.get(i, 0)), "min_lsn": lsn,
+                "app_id": sink, "rows": int(counts.get(i, 0)), "min_lsn": lsn,
                 "max_lsn": top["lsn"], "end_lsn": lsn, "min_commit_ts": stamp,
                 "max_commit_ts": stamp, "end_commit_ts": stamp, "event": "snapshot_chunk",
                 "deletes": 0, "inserts": 0, "updates": 0, "target": target, "written_at": now,
@@ -366,9 +438,9 @@ class CdcStream:
                                       "last": i == total - 1})} for i in range(total)]
             tables.write_facts(self.spark, facts_table, chunk_rows_, f"{app_id}#snapchunks.{lsn}",
                                0)
-            self._event(facts_table, app_id, "bootstrap", lsn, target, f"{app_id}#events", 0,
-                        rows, detail={"snapshot": lsn, "chunks": total, "rows": rows,
-                                      "last_lsn": lsn})
+            self._event(facts_table, app_id, kind, lsn, target, *done_txn, rows,
+                        detail={"snapshot": lsn, "chunks": total, "rows": rows, "last_lsn": lsn},
+                        sink=sink, **lost)
         finally:
             out.unpersist()
         return {"snapshot": lsn, "chunks_done": total, "chunks_total": total, "done": True,
@@ -381,53 +453,107 @@ class CdcStream:
                  on_data_loss: str = "fail", resnapshot_interval_days: float = 7.0,
                  snapshot_on_switch: bool = False, snapshot: str = "full"):
         """Starts the stream into ``target`` through ``delta_sink`` and
-        returns the StreamingQuery (named ``query_name``, else ``app_id``).
-        ``trigger``: keyword arguments of ``DataStreamWriter.trigger``, e.g.
-        ``{"availableNow": True}``. ``bootstrap``: snapshot the table first
-        (``snapshot="full"`` reads it now; ``"chunked"`` opens one at S and
-        starts the stream there, ``backfill()`` reads it). Metrics default
-        to ``<checkpoint>/_mssql_cdc_metrics`` (a local or FUSE
-        checkpoint); an explicit ``metricsPath`` gets ``/<app_id>``."""
+        returns the StreamingQuery (named ``query_name``, else ``app_id``,
+        or generation n's ``<app_id>.g<n>``). ``trigger``: keyword
+        arguments of ``DataStreamWriter.trigger``, e.g. ``{"availableNow":
+        True}``. ``bootstrap``: snapshot the table first (``snapshot="full"``
+        reads it now; ``"chunked"`` opens one at S and starts the stream
+        there, ``backfill()`` reads it). ``on_data_loss="resnapshot"``:
+        before the query starts, changes CDC cleanup purged after the
+        checkpoint's position make a re-snapshot into a new generation (a
+        local checkpoint and a facts table needed; at most one per
+        ``resnapshot_interval_days``). ``snapshot_on_switch``: the table is
+        snapshotted in the ``snapshot`` mode after the batch that first
+        reads a newer capture instance (a facts table needed). Metrics
+        default to ``<checkpoint>/_mssql_cdc_metrics`` (a local or FUSE
+        checkpoint; a generation's in its own checkpoint); an explicit
+        ``metricsPath`` gets ``/<app_id>``."""
         if on_data_loss not in ("fail", "resnapshot"):
             raise ValueError(f"on_data_loss must be 'fail' or 'resnapshot', not {on_data_loss!r}")
         if snapshot not in ("full", "chunked"):
             raise ValueError(f"snapshot must be 'full' or 'chunked', not {snapshot!r}")
-        if on_data_loss == "resnapshot" or snapshot_on_switch:
-            raise ValueError("the Spark binding does not re-snapshot yet (on_data_loss="
-                             "'resnapshot', snapshot_on_switch=True): run this stream with "
-                             "mssql-cdc stream, which does, or leave them at their defaults")
         if snapshot == "chunked" and not facts_table:
             raise ValueError("snapshot='chunked' needs a facts_table: its event rows record "
                              "the snapshot and its chunks")
         if bootstrap and _opt(self.options, "startingLsn"):
             raise ValueError("bootstrap=True sets startingLsn itself; pass one or the other")
+        uri = bool(metrics.URI.match(checkpoint)) or checkpoint.startswith("dbfs:")
+        resnapshot = on_data_loss == "resnapshot"
+        if resnapshot and not facts_table:
+            raise ValueError("on_data_loss='resnapshot' needs a facts_table: the re-snapshot's "
+                             "rows live there")
+        if resnapshot and str(_opt(self.options, "failOnDataLoss", "true")).strip().lower() \
+                == "false":
+            raise ValueError("on_data_loss='resnapshot' with failOnDataLoss=false: the stream "
+                             "would skip the gap instead of re-snapshotting; drop one of them")
+        if resnapshot and (uri or checkpoint.startswith("/dbfs/")):
+            raise ValueError(f"on_data_loss='resnapshot' needs a local or FUSE (/Volumes/...) "
+                             f"checkpoint, where its generation state file is kept, not "
+                             f"{checkpoint!r}")
+        if not 0 <= float(resnapshot_interval_days) <= 3650:
+            raise ValueError(f"resnapshot_interval_days must be between 0 and 3650, not "
+                             f"{resnapshot_interval_days!r}")
+        if snapshot_on_switch and not facts_table:
+            raise ValueError("snapshot_on_switch=True needs a facts_table: its "
+                             "capture_instance_switched rows say which switch is owed a "
+                             "snapshot (also after a crash)")
+        given = _opt(self.options, "metricsPath")
+        if snapshot_on_switch and uri and not given:
+            raise ValueError("snapshot_on_switch=True with a URI checkpoint needs the "
+                             "metricsPath option: the switch reaches the sink through it")
         options = dict(self.options)
         checked: set[str] = set()  # the tables looked at here, not again by the sink
         if facts_table:  # a wrong table is refused now, before the query starts
             tables.ensure(self.spark, facts_table, "facts", tables.FACTS_DDL)
             checked.add(facts_table)
-        if bootstrap and not _has_offsets(checkpoint):
+        if facts_table and (bootstrap or resnapshot or snapshot_on_switch):
+            recovery.mode_lock(self, target, app_id, facts_table, snapshot)
+        # the live generation (the state file is read whatever on_data_loss says), after a
+        # re-snapshot when CDC purged changes it has not read
+        state = {"generation": 0} if uri else recovery.read_state(checkpoint)
+        if resnapshot:
+            assert facts_table is not None
+            state = recovery.recover(self, target, app_id, checkpoint, facts_table, state,
+                                     chunked=snapshot == "chunked", bootstrap=bootstrap,
+                                     interval_days=float(resnapshot_interval_days),
+                                     checked=checked)
+        n = int(state["generation"])
+        gen_checkpoint, sink = recovery.names(checkpoint, app_id, n)
+        if n > 0:  # a later generation starts at its snapshot, whatever startingLsn says
+            options = {**_without(options, "startingLsn"), "startingLsn": state["snapshot_lsn"]}
+            log.info("mssql_cdc: %s streams generation %d (app id %s) from %s", target, n, sink,
+                     state["snapshot_lsn"])
+        elif bootstrap and not _has_offsets(checkpoint):
             if snapshot == "chunked":
                 assert facts_table is not None
-                start = self._open_chunked(target, app_id, facts_table)
+                start = self._open_chunked(target, app_id, facts_table)["lsn"]
             else:
                 start = self._snapshot(target, False, app_id, facts_table, checked)["lsn"]
             options["startingLsn"] = start
             log.info("mssql_cdc: %s starts at its snapshot %s", app_id, start)
-        given = _opt(options, "metricsPath")
-        path = metrics.join(str(given), app_id) if given else (
-            os.path.join(checkpoint, "_mssql_cdc_metrics")
-            if facts_table and not metrics.URI.match(checkpoint) else None)
+        on_switch = None
+        if snapshot_on_switch:
+            assert facts_table is not None
+            # a run killed after a switch batch and before its snapshot owes it
+            recovery.snapshot_on_switch(self, target, app_id, sink, n, facts_table,
+                                        snapshot == "chunked", checked)
+            on_switch = recovery.switch_hook(self.options, target, app_id, sink, n, facts_table,
+                                             snapshot == "chunked")
+        path = metrics.join(str(given), sink) if given else (
+            os.path.join(gen_checkpoint, "_mssql_cdc_metrics")
+            if (facts_table or snapshot_on_switch) and not uri else None)
         if path:
             options = {**_without(options, "metricsPath"), "metricsPath": path}
         writer = (self.spark.readStream.format("mssql_cdc").options(**options).load()
-                  .writeStream.foreachBatch(_sink(target, app_id, facts_table, path, checked))
-                  .option("checkpointLocation", checkpoint))
+                  .writeStream.foreachBatch(_sink(target, sink, facts_table, path, checked,
+                                                  on_switch))
+                  .option("checkpointLocation", gen_checkpoint))
         if trigger:
             writer = writer.trigger(**trigger)
+        query_name = query_name or sink
         for attempt in range(1, _RUNNER_STARTS + 1):
             try:  # Spark Connect starts foreachBatch's Python runner in start()
-                query = writer.queryName(query_name or app_id).start()
+                query = writer.queryName(query_name).start()
             except Exception as exc:  # noqa: BLE001 - only that miss is tried again
                 if attempt == _RUNNER_STARTS or _RUNNER_MISS not in str(exc):
                     raise
@@ -481,21 +607,6 @@ def _has_offsets(checkpoint: str) -> bool:
         return False
     d = os.path.join(checkpoint, "offsets")
     return os.path.isdir(d) and any(n.isdigit() for n in os.listdir(d))
-
-
-def _open_snapshot(spark, facts_table: str, app_id: str) -> str | None:
-    """The newest chunked snapshot of ``app_id`` opened and not closed."""
-    if not tables.exists(spark, facts_table):
-        return None
-    from pyspark.sql import functions as F
-    facts = tables.read(spark, facts_table).where(F.col("app_id") == app_id)
-    opened = [r[0] for r in facts.where((F.col("event") == "snapshot_open")
-                                        & F.col("detail").contains('"chunked"'))
-              .select("min_lsn").collect()]
-    closed = {r[0] for r in facts.where(F.col("event").isin("bootstrap", "resnapshot"))
-              .select("min_lsn").collect()}
-    still = sorted(s for s in opened if s not in closed)
-    return still[-1] if still else None
 
 
 def stream(spark, options: Mapping[str, Any]) -> CdcStream:
