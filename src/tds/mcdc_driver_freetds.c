@@ -56,9 +56,9 @@ static _Thread_local fdb_conn *tl_connecting;
 /* ---- what db-lib keeps per process ---------------------------------------------
  * db-lib 1.3 holds three things process-wide that no login record can carry:
  * its initialisation and handlers (dbinit, dberrhandle, dbmsghandle), the
- * login timeout (dbsetlogintime), and the configuration file, found only
- * through the FREETDSCONF environment variable (encryption cannot be set on a
- * LOGINREC: DBSETLENCRYPT answers FAIL in 1.3). They are confined here, in
+ * login timeout (dbsetlogintime), and the file it reads a server's
+ * settings from first (dbsetifile: encryption cannot be set on a LOGINREC,
+ * DBSETLENCRYPT answers FAIL in 1.3). They are confined here, in
  * one record initialised once (pthread_once) and guarded by one lock:
  *   - the handlers find their connection per DBPROCESS (dbgetuserdata), so
  *     they are the same for every caller;
@@ -68,9 +68,12 @@ static _Thread_local fdb_conn *tl_connecting;
  *     of the library runs while either changes;
  *   - the configuration file is an anonymous memory file (memfd) named by
  *     /proc/self/fd/N: nothing is written under TMPDIR, nothing is left
- *     behind at exit, no other user can read it. FREETDSCONF is set once,
- *     exclusively, the first time an encrypted connection is opened; a
- *     process that never opens one never has its environment touched.
+ *     behind at exit, no other user can read it. db-lib is pointed at it
+ *     once (dbsetifile), exclusively, the first time an encrypted
+ *     connection is opened; it reads it before FREETDSCONF and the user's
+ *     files, and only for our own sections' names, so the process's
+ *     environment is never touched and a FREETDSCONF of the host program's
+ *     own still serves its other servers.
  * This is the one mutable process-wide state of the library, and exists
  * only because FreeTDS offers no per-connection way to these settings. */
 typedef struct {
@@ -200,10 +203,7 @@ static int encryption_section(const mcdc_connstr *cs, char *out, size_t outn,
                     "\ttds version = 7.4\n");
         char path[64];
         snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-        if (setenv("FREETDSCONF", path, 1) != 0) {
-            close(fd);
-            return mcdc_error_set(err, MCDC_E_IO, "cannot point FreeTDS at its configuration");
-        }
+        dbsetifile(path); /* db-lib keeps a copy */
         g_fdb.conf_fd = fd;
     }
     snprintf(out, outn, "mcdc%d", ++g_fdb.conf_sections);

@@ -94,9 +94,11 @@ check "backend auto picks the native client for Encrypt=yes" \
   'echo "$out" | grep -q "^7$" && [ -n "$login" ] && ! echo "$login" | grep -q FeatureExt' "$out $login"
 n0=$(wc -l <"$TMP/a.log")
 out=$(MCDC_TDS_BACKEND=freetds "$PROBE" dump auto "$CS;Encrypt=yes;TrustServerCertificate=yes" "$Q" 2>&1)
-login=$(tail -n +$((n0 + 1)) "$TMP/a.log" | grep "logged in")
-check "backend=freetds (MCDC_TDS_BACKEND) with Encrypt=yes streams the same rows" \
-  '[ "$out" = "$plain" ] && echo "$login" | grep -q FeatureExt' "$(echo "$out" | head -3) $login"
+session=$(tail -n +$((n0 + 1)) "$TMP/a.log")
+login=$(echo "$session" | grep "logged in")
+check "backend=freetds (MCDC_TDS_BACKEND) with Encrypt=yes streams the same rows over full TLS" \
+  '[ "$out" = "$plain" ] && echo "$login" | grep -q FeatureExt &&
+   echo "$session" | grep -q "TLS established (TLS1.2"' "$(echo "$out" | head -3) $session"
 check "sim log never shows the password" '! grep -q -- "$PW" "$TMP/a.log"'
 
 # FreeTDS tsql: encryption = require (full TLS) and request (LOGIN7 only)
