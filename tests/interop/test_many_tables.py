@@ -229,6 +229,9 @@ def test_serve_sighup_at_sixty_tables_and_a_lost_grant_stops_only_its_table(sim,
             wait_for(lambda: status(port)["shop.dbo_t2"]["state"] == "failed",
                      "shop.dbo_t2 to stop", timeout=60)
             w.stop()
+        # a change after the failure, which the stopped table must not read
+        # (the workload's last change to it may have come before its last read)
+        write(sim, "shop", ["t2"], 700, 1)
         others = [t for t in second if t != revoked]
         wait_caught_up(sim, lake, others, "the others to keep up")
         failed = [n for n, t in status(port).items() if t["state"] == "failed"]
