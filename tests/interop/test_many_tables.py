@@ -263,26 +263,32 @@ def test_serve_sighup_at_sixty_tables_and_a_lost_grant_stops_only_its_table(sim,
     assert cost["hwm_mb"] <= 512, cost
 
 
+def kill_at_random_moments(sim, lake, log, rng, start):
+    """KILLS times under the workload: start() the processes, kill -9 each
+    anywhere from the first tables' start to well after the last's; then
+    the kills fell on running processes, not all on their start (how many
+    tables had committed by then depends on the machine's load)."""
+    with Writer(sim) as w:
+        for _ in range(KILLS):
+            procs = start()
+            time.sleep(rng.uniform(0.1, 4.0))
+            for proc in procs:
+                proc.kill()
+                proc.wait()
+                assert proc.returncode == -signal.SIGKILL, open(log.name).read()[-3000:]
+        w.stop()
+    log.close()
+    assert os.path.exists(os.path.join(lake, "facts")) and facts_rows(lake), \
+        open(log.name).read()[-3000:]
+
+
 def test_kill_9_at_random_moments_under_a_workload_loses_and_doubles_nothing(sim, workdir):
     sixty_tables(sim)
     path, lake = config(sim, workdir, ALL, trigger="processingTime=10ms")
     rng = random.Random(24)
     log = open(os.path.join(workdir, "serve.log"), "w+")
-    with Writer(sim) as w:
-        for _ in range(KILLS):
-            proc = subprocess.Popen([CLI, "serve", "--config", path],
-                                    stdout=subprocess.DEVNULL, stderr=log)
-            # anywhere from the first tables' start to well after the last's
-            time.sleep(rng.uniform(0.1, 4.0))
-            proc.kill()
-            proc.wait()
-            assert proc.returncode == -signal.SIGKILL, open(log.name).read()[-3000:]
-        w.stop()
-    log.close()
-    # the kills fell on running services, not all on their start (how many
-    # tables had committed by then depends on the machine's load)
-    assert os.path.exists(os.path.join(lake, "facts")) and facts_rows(lake), \
-        open(log.name).read()[-3000:]
+    kill_at_random_moments(sim, lake, log, rng, lambda: [
+        subprocess.Popen([CLI, "serve", "--config", path], stdout=subprocess.DEVNULL, stderr=log)])
     config(sim, workdir, ALL, trigger="availableNow")
     p = run_cli("serve", "--config", path, "--json", timeout=300)
     result = json.loads(p.stdout.strip().splitlines()[-1])
@@ -305,19 +311,8 @@ def test_kill_9_of_start_many_at_random_moments_loses_and_doubles_nothing(sim, w
     def argv(db):
         return [CLI, *start_many_args(sim, lake, db, "processingTime=10ms")]
 
-    with Writer(sim) as w:
-        for _ in range(KILLS):
-            procs = [subprocess.Popen(argv(db), stdout=subprocess.DEVNULL, stderr=log)
-                     for db in DBS]
-            time.sleep(rng.uniform(0.1, 4.0))
-            for proc in procs:
-                proc.kill()
-                proc.wait()
-                assert proc.returncode == -signal.SIGKILL, open(log.name).read()[-3000:]
-        w.stop()
-    log.close()
-    assert os.path.exists(os.path.join(lake, "facts")) and facts_rows(lake), \
-        open(log.name).read()[-3000:]
+    kill_at_random_moments(sim, lake, log, rng, lambda: [
+        subprocess.Popen(argv(db), stdout=subprocess.DEVNULL, stderr=log) for db in DBS])
     for db in DBS:
         _, result = start_many(sim, lake, db)
         assert result["errors"] == {}, result
