@@ -23,6 +23,7 @@ struct mcdc_db_probe {
     mcdc_lsn max;
     bool unusable;              /* a round was refused: members poll on their own */
     bool running;               /* a member runs a round (outside mu) */
+    pthread_cond_t round_done;  /* signalled when running turns false */
     mcdc_probe_item *round;     /* its copy of the items and their owners (owned) */
     const void **round_owners;
     int round_cap;
@@ -117,6 +118,7 @@ void mcdc_runtime_destroy(mcdc_runtime *rt) {
         next = p->next;
         MCDC_ASSERT(p->n == 0); /* every stream left before the runtime goes */
         pthread_mutex_destroy(&p->mu);
+        pthread_cond_destroy(&p->round_done);
         mcdc_free(p->key);
         mcdc_free(p->owners);
         mcdc_free(p->items);
@@ -522,6 +524,7 @@ static mcdc_db_probe *probe_of(mcdc_runtime *rt, const char *key) {
             p = NULL;
         } else {
             pthread_mutex_init(&p->mu, NULL);
+            pthread_cond_init(&p->round_done, NULL);
             p->next = rt->probes;
             rt->probes = p;
         }
@@ -625,6 +628,7 @@ static int run_round(mcdc_runtime *rt, mcdc_db_probe *p, mcdc_changes *changes, 
     atomic_fetch_add(&rt->probe_queries, queries);
     pthread_mutex_lock(&p->mu);
     p->running = false;
+    pthread_cond_broadcast(&p->round_done);
     if (rc == MCDC_E_PERMISSION || rc == MCDC_E_SERVER) {
         mcdc_log(MCDC_LOG_WARN,
                  "the shared probe of this database was refused (%s); each stream polls "
@@ -667,20 +671,34 @@ int mcdc_runtime_probe_poll(mcdc_runtime *rt, mcdc_db_probe *p, const void *owne
     /* Rounds fall in fixed slots of the interval: one per slot however
      * many members poll in it, and one more for a member whose position
      * moved since (a busy table after its batch, a new one) while it is
-     * behind the database; never two at once (a member that would need one
-     * while one runs reads the last one's). */
-    int64_t now = mcdc_monotonic_us(), slot_us = rt->cfg.probe_interval_ms * 1000;
-    bool fresh = p->round_us != 0 && now / slot_us == p->round_us / slot_us;
-    if (!p->unusable && !p->running &&
-        (!fresh || (!p->items[me].ask && mcdc_lsn_cmp(from, &p->max) < 0))) {
+     * behind the database; never two at once. A member that needs a round
+     * while one runs waits for it to end, then runs its own: the running
+     * one asked about its old position, and a guess either way is wrong
+     * (moved plans a batch that may read nothing, not moved claims rows
+     * nobody looked at). One that merely finds the slot over reads the
+     * last round's answer meanwhile rather than queue behind the server. */
+    for (;;) {
+        int64_t now = mcdc_monotonic_us(), slot_us = rt->cfg.probe_interval_ms * 1000;
+        bool fresh = p->round_us != 0 && now / slot_us == p->round_us / slot_us;
+        bool need = !p->items[me].ask && mcdc_lsn_cmp(from, &p->max) < 0;
+        if (p->unusable || (fresh && !need) || (p->running && !need)) break;
+        if (p->running) {
+            pthread_cond_wait(&p->round_done, &p->mu);
+            me = member(p, owner); /* others may have joined or left meanwhile */
+            continue;
+        }
         rc = run_round(rt, p, changes, now, err);
-        me = member(p, owner); /* others may have joined or left meanwhile */
+        me = member(p, owner);
+        break;
     }
     *usable = !p->unusable;
     if (rc == MCDC_OK && *usable) {
         const mcdc_probe_item *it = &p->items[me];
+        /* answered about from, or not behind the max it answered with */
+        MCDC_ASSERT(it->ask || mcdc_lsn_cmp(from, &p->max) >= 0);
+        MCDC_ASSERT(mcdc_lsn_cmp(&it->from, from) == 0);
         *max = p->max;
-        *moved = it->ask ? it->moved : mcdc_lsn_cmp(from, &p->max) < 0;
+        *moved = it->ask && it->moved;
     }
     pthread_mutex_unlock(&p->mu);
     if (!*usable) entry_probe(rt, owner, MCDC_JOB_PROBE_REFUSED); /* the host's figures say so */

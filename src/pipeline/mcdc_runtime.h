@@ -92,8 +92,9 @@ int mcdc_runtime_probe_join(mcdc_runtime *rt, const char *db_key, const void *ow
                             const char *ci, mcdc_db_probe **out, mcdc_error *err);
 void mcdc_runtime_probe_leave(mcdc_runtime *rt, mcdc_db_probe *p, const void *owner);
 /* owner's poll from its position from: *max the database's max_lsn and
- * *moved whether its change table has a row in (from, max] (when the
- * round that answers asked about another position: from < max). A round
+ * *moved whether its change table has a row in (from, max] (a member
+ * behind max whose position no round asked about waits for the running
+ * round, then runs one: every answer is about from). A round
  * the login may not run (cdc.change_tables or a change table refused) makes
  * the probe unusable: *usable false, and the stream polls on its own from
  * then on. The warning is logged once, by the round refused; the owner's
