@@ -76,7 +76,8 @@ run_suite fuzz-corpus env FUZZ_SECONDS=0 scripts/fuzz.sh --regress
 # size (about a minute), so that none rots unseen (make bench measures).
 run_suite bench bench/smoke.sh
 if ls tests/interop/test_*.py >/dev/null 2>&1; then
-  run_suite interop .venv/bin/python -m pytest -q tests/interop
+  # the slowest tests are listed at the end, to see where CI time goes
+  run_suite interop .venv/bin/python -m pytest -q --durations=25 tests/interop
 fi
 echo "== all suites and builds: $((SECONDS - t_start)) s"
 echo "tests: $total_pass passed, $total_fail failed"
