@@ -109,12 +109,26 @@ static bool last_is(const conv_fixture *f, const uint8_t *want, size_t n) {
 }
 
 /* Converts units (host order) as UTF-16LE into f and compares with the
- * reference; returns 1 on a mismatch. */
+ * reference; returns 1 on a mismatch, or when the converter wrote past
+ * the room it reserves (3 bytes a unit and 4 more: its block stores may
+ * write ahead of the value's end, never past that). */
 static int check_utf16(conv_fixture *f, const uint16_t *u, size_t n) {
     uint8_t wire[256], want[1024];
     for (size_t i = 0; i < n; i++) { wire[2 * i] = (uint8_t)u[i]; wire[2 * i + 1] = (uint8_t)(u[i] >> 8); }
     size_t k = ref_utf16(want, u, n);
+    mcdc_column *c = &f->batch->columns[0];
+    mcdc_error e = MCDC_ERROR_INIT;
+    enum { GUARD = 32 };
+    size_t room = 3 * n + 4;
+    if (mcdc_col_reserve(c, 1, (int64_t)(room + GUARD), &e) != MCDC_OK) return 1;
+    uint8_t *start = c->data + c->data_len;
+    memset(start + room, 0xA5, GUARD);
     if (conv(f, wire, (uint32_t)(2 * n)) != MCDC_OK) return 1;
+    for (size_t i = 0; i < GUARD; i++)
+        if (start[room + i] != 0xA5) {
+            fprintf(stderr, "%zu units: a byte written %zu past the room\n", n, i);
+            return 1;
+        }
     return last_is(f, want, k) ? 0 : 1;
 }
 
@@ -154,6 +168,9 @@ TEST(tds_decode_utf16_fast_paths_match_reference) {
             }
             /* all non-ASCII, mixed widths */
             for (size_t i = 0; i < n; i++) u[i] = ODD[(i * 7 + n) % (sizeof ODD / sizeof ODD[0])];
+            bad += check_utf16(&f, u, n), cases++;
+            /* all 3 bytes: the stores reach furthest */
+            for (size_t i = 0; i < n; i++) u[i] = (uint16_t)(0x65E5 + i);
             bad += check_utf16(&f, u, n), cases++;
         }
         CHECK_EQ_INT(bad, 0);
