@@ -258,10 +258,17 @@ static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
         readers = n;
     }
     /* Half the cores encode (1 on 2 or 3). All of them on the 2-core bench
-     * machine (10M rows, 2 connections, load 6.7-8; never idle that day):
-     * wall no better (8.5 vs 8.4 s, 4 runs each), CPU +5%, peak RSS +35 MB.
-     * They take the writer thread from 68% to 45% of the process's CPU, so
-     * an idle machine may gain; measure there before changing this. */
+     * machine (10M rows, 2 connections, load 6.7-8): wall no better (8.5 vs
+     * 8.4 s, 4 runs each), CPU +5%, peak RSS +35 MB. Nor would an idle
+     * 2-core machine gain, by CPU-seconds per thread (perf samples; 3M rows,
+     * two runs each, load 4-7): the writing thread took 1.02-1.11 s, each
+     * reader 0.29-0.35, the simulator 0.23-0.27, the process 1.62-1.80, so
+     * the writer already needs about what two cores give both processes
+     * ((ours + the simulator's) / 2 = 1.0 s). Two encoders cut the writing
+     * thread to 0.71-0.72 s but not that sum (1.01-1.06 s); one connection
+     * instead of two changes neither (1.00-1.12 s), and a lower priority
+     * for the second reader moves no CPU-second. On two cores only less
+     * CPU a row makes the snapshot faster. */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (rc == MCDC_OK)
         rc = mcdc_budget_acquire(e->ctx->budget, MCDC_PERMIT_ENCODER, 1, cores > 3 ? (int)(cores / 2) : 1,

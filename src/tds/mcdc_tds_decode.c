@@ -21,6 +21,7 @@
 #include <string.h>
 #if defined(__SSE2__)
 #include <emmintrin.h> /* x86-64 baseline: the UTF-16 blocks */
+#include <tmmintrin.h> /* SSSE3, checked at run time: their packing */
 #endif
 
 #include "mcdc_driver.h"
@@ -493,6 +494,79 @@ static inline bool has_surrogate8(__m128i v) {
                                 _mm_set1_epi16((short)0xD800));
     return _mm_movemask_epi8(s) != 0;
 }
+
+/* SSSE3 (checked at run time): the lanes of 4 units packed together with
+ * one byte shuffle instead of a store per unit. The shuffle depends on
+ * the 4 lanes' lengths, told by a key: bit k is "unit k < 0x80", bit k + 4
+ * "unit k < 0x800" (1, 2 or 3 bytes). UTF8_PACK[key] moves each lane's
+ * bytes (the first 1-3 of its 4, as utf8_bmp8_lanes leaves them) next to
+ * the previous lane's; UTF8_PACK_LEN[key] is their sum. Keys with a unit
+ * below 0x80 but not below 0x800 never occur. Built by the preprocessor. */
+#define PK_L(key, k) (3 - (((key) >> (k)) & 1) - (((key) >> ((k) + 4)) & 1))
+#define PK_S1(key) PK_L(key, 0)
+#define PK_S2(key) (PK_S1(key) + PK_L(key, 1))
+#define PK_S3(key) (PK_S2(key) + PK_L(key, 2))
+#define PK_N(key) (PK_S3(key) + PK_L(key, 3))
+#define PK_SRC(key, j)                                                                        \
+    ((j) < PK_S1(key)   ? (j)                                                                 \
+     : (j) < PK_S2(key) ? 4 + (j) - PK_S1(key)                                                \
+     : (j) < PK_S3(key) ? 8 + (j) - PK_S2(key)                                                \
+     : (j) < PK_N(key)  ? 12 + (j) - PK_S3(key)                                               \
+                        : 0x80)
+#define PK_ROW(key)                                                                           \
+    {PK_SRC(key, 0),  PK_SRC(key, 1),  PK_SRC(key, 2),  PK_SRC(key, 3),                       \
+     PK_SRC(key, 4),  PK_SRC(key, 5),  PK_SRC(key, 6),  PK_SRC(key, 7),                       \
+     PK_SRC(key, 8),  PK_SRC(key, 9),  PK_SRC(key, 10), PK_SRC(key, 11),                      \
+     PK_SRC(key, 12), PK_SRC(key, 13), PK_SRC(key, 14), PK_SRC(key, 15)},
+#define PK_ROW4(k) PK_ROW(k) PK_ROW((k) + 1) PK_ROW((k) + 2) PK_ROW((k) + 3)
+#define PK_ROW16(k) PK_ROW4(k) PK_ROW4((k) + 4) PK_ROW4((k) + 8) PK_ROW4((k) + 12)
+#define PK_LEN4(k) PK_N(k), PK_N((k) + 1), PK_N((k) + 2), PK_N((k) + 3),
+#define PK_LEN16(k) PK_LEN4(k) PK_LEN4((k) + 4) PK_LEN4((k) + 8) PK_LEN4((k) + 12)
+#define PK_ALL(M) M(0) M(16) M(32) M(48) M(64) M(80) M(96) M(112) M(128) M(144) M(160) \
+                  M(176) M(192) M(208) M(224) M(240)
+static const uint8_t UTF8_PACK[256][16] __attribute__((aligned(16))) = {PK_ALL(PK_ROW16)};
+static const uint8_t UTF8_PACK_LEN[256] = {PK_ALL(PK_LEN16)};
+#undef PK_L
+#undef PK_S1
+#undef PK_S2
+#undef PK_S3
+#undef PK_N
+#undef PK_SRC
+#undef PK_ROW
+#undef PK_ROW4
+#undef PK_ROW16
+#undef PK_LEN4
+#undef PK_LEN16
+#undef PK_ALL
+
+/* 8 BMP units without surrogates (one per 16-bit lane of v) to UTF-8 at
+ * o, lanes 0..skip-1 excepted: those were written before, ending at o, and
+ * are written again (the same bytes at the same places). Each 4-lane half
+ * is one 16-byte store of which its 4-12 bytes count: the units reserve 3
+ * bytes each and the value UTF8_SLACK more, so even the value's last 8
+ * units' 16 bytes stay inside its room. Returns the end. */
+__attribute__((target("ssse3"))) static inline uint8_t *utf8_bmp8_pack(uint8_t *o, __m128i v,
+                                                                       int skip) {
+    __m128i a, b;
+    (void)utf8_bmp8_lanes(v, &a, &b);
+    __m128i z1 = _mm_cmpeq_epi16(_mm_and_si128(v, _mm_set1_epi16((short)0xFF80)),
+                                 _mm_setzero_si128());
+    __m128i z2 = _mm_cmpeq_epi16(_mm_and_si128(v, _mm_set1_epi16((short)0xF800)),
+                                 _mm_setzero_si128());
+    unsigned m = (unsigned)_mm_movemask_epi8(_mm_packs_epi16(z1, z2)); /* z1: 0-7, z2: 8-15 */
+    unsigned ka = (m & 0x0Fu) | ((m >> 4) & 0xF0u), kb = ((m >> 4) & 0x0Fu) | ((m >> 8) & 0xF0u);
+    if (skip > 0) { /* back over lanes 0..skip-1: the others counted as 1 byte */
+        unsigned fa = skip < 4 ? (0x0Fu << skip) & 0x0Fu : 0;
+        unsigned fb = skip > 4 ? (0x0Fu << (skip - 4)) & 0x0Fu : 0x0Fu;
+        o -= UTF8_PACK_LEN[ka | fa | fa << 4] + UTF8_PACK_LEN[kb | fb | fb << 4] - (8 - skip);
+    }
+    __m128i sa = _mm_load_si128((const __m128i *)(const void *)UTF8_PACK[ka]);
+    __m128i sb = _mm_load_si128((const __m128i *)(const void *)UTF8_PACK[kb]);
+    _mm_storeu_si128((__m128i *)(void *)o, _mm_shuffle_epi8(a, sa));
+    o += UTF8_PACK_LEN[ka];
+    _mm_storeu_si128((__m128i *)(void *)o, _mm_shuffle_epi8(b, sb));
+    return o + UTF8_PACK_LEN[kb];
+}
 #endif
 /* Unit i of n (any value), the exact per-unit rules: a valid surrogate
  * pair is one 4-byte sequence, a lone surrogate U+FFFD. Advances *i. */
@@ -515,8 +589,12 @@ static uint8_t *utf16_one(uint8_t *o, const uint8_t *p, uint32_t n, uint32_t *i)
     o[2] = 0xBD;
     return o + 3;
 }
-CONV(utf16) {
-    (void)tc;
+/* The conversion, instantiated twice (utf16_pack, utf16_plain) so that
+ * the SSSE3 packing inlines into a loop compiled for it. */
+__attribute__((always_inline)) static inline int utf16_body(mcdc_column *c, const uint8_t *p,
+                                                           uint32_t len, bool pack,
+                                                           mcdc_error *err) {
+    (void)pack;
     if (UNLIKELY(len & 1)) return badv(c, err, "UTF-16", len);
     uint32_t n = len / 2;
     if (n == 0) {
@@ -542,8 +620,12 @@ CONV(utf16) {
                 o += 8;
                 i += 8;
             } else if (!has_surrogate8(v)) {
-                __m128i a, b, sum = utf8_bmp8_lanes(v, &a, &b);
-                o = utf8_bmp8_put(o, a, b, sum);
+                if (pack) {
+                    o = utf8_bmp8_pack(o, v, 0);
+                } else {
+                    __m128i a, b, sum = utf8_bmp8_lanes(v, &a, &b);
+                    o = utf8_bmp8_put(o, a, b, sum);
+                }
                 i += 8;
             } else {
                 for (uint32_t e = i + 8; i < e;) o = utf16_one(o, p, n, &i);
@@ -551,7 +633,17 @@ CONV(utf16) {
         }
         if (i < n) {
             __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + 2 * (n - 8)));
-            if (!has_surrogate8(v)) {
+            if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(v, ff80), _mm_setzero_si128())) ==
+                0xFFFF) {
+                /* all 8 ASCII: the lanes before i wrote one byte each, the
+                 * output's last 8 - (n - i) bytes; written again the same */
+                _mm_storel_epi64((__m128i *)(void *)(o - (8 - (n - i))), _mm_packus_epi16(v, v));
+                o += n - i;
+                i = n;
+            } else if (!has_surrogate8(v) && pack) {
+                o = utf8_bmp8_pack(o, v, (int)(8 - (n - i)));
+                i = n;
+            } else if (!has_surrogate8(v)) {
                 /* lanes before i are written again, the same bytes at
                  * the same places: they hold no surrogate either */
                 __m128i a, b, sum = utf8_bmp8_lanes(v, &a, &b);
@@ -602,6 +694,22 @@ CONV(utf16) {
     c->data_len = o - c->data;
     end_var(c);
     return MCDC_OK;
+}
+#if defined(__SSE2__)
+__attribute__((target("ssse3"))) static int utf16_pack(mcdc_column *c, const uint8_t *p,
+                                                        uint32_t len, mcdc_error *err) {
+    return utf16_body(c, p, len, true, err);
+}
+#endif
+static int utf16_plain(mcdc_column *c, const uint8_t *p, uint32_t len, mcdc_error *err) {
+    return utf16_body(c, p, len, false, err);
+}
+CONV(utf16) {
+#if defined(__SSE2__)
+    if (tc != NULL && tc->utf8_pack) return utf16_pack(c, p, len, err);
+#endif
+    (void)tc;
+    return utf16_plain(c, p, len, err);
 }
 /* Windows-1252 0x80-0x9F; the five undefined bytes map to the C1 controls,
  * as Windows does. */
@@ -1407,6 +1515,9 @@ int mcdc_tds_bind(mcdc_tds_meta *m, const mcdc_field *f, mcdc_error *err) {
                                   f[i].name, tc->type, mcdc_type_name(f[i].type));
         tc->conv = CONV_FN[k];
         tc->null_w = NULLW_OF[k];
+#if defined(__SSE2__)
+        tc->utf8_pack = tc->utf16 && __builtin_cpu_supports("ssse3");
+#endif
         switch (tc->wire) {
         case TDS_WIRE_FIXED: tc->dec = FIXED_FN[k]; break;
         case TDS_WIRE_BYTELEN: tc->dec = BLEN_FN[k]; break;

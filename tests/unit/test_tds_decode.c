@@ -1,6 +1,7 @@
 /* test_tds_decode.c - the decoder's text and value converters (word-at-a-time
  * fast paths) against simple per-unit reference conversions written here:
- * every length 0..40, a non-ASCII unit at every position, surrogate pairs
+ * every length 0..64 (UTF-16: on the SSSE3 and the SSE2 paths), a non-ASCII
+ * unit at every position, surrogate pairs
  * (also split across the 4-unit blocks), lone surrogates at every position,
  * every CP1252 byte 0x80-0xFF, values packed back to back in one column
  * buffer, NULLs between them; uniqueidentifier, decimal and datetime2. */
@@ -108,52 +109,73 @@ static bool last_is(const conv_fixture *f, const uint8_t *want, size_t n) {
 }
 
 /* Converts units (host order) as UTF-16LE into f and compares with the
- * reference; returns 1 on a mismatch. */
+ * reference; returns 1 on a mismatch, or when the converter wrote past
+ * the room it reserves (3 bytes a unit and 4 more: its block stores may
+ * write ahead of the value's end, never past that). */
 static int check_utf16(conv_fixture *f, const uint16_t *u, size_t n) {
     uint8_t wire[256], want[1024];
     for (size_t i = 0; i < n; i++) { wire[2 * i] = (uint8_t)u[i]; wire[2 * i + 1] = (uint8_t)(u[i] >> 8); }
     size_t k = ref_utf16(want, u, n);
+    mcdc_column *c = &f->batch->columns[0];
+    mcdc_error e = MCDC_ERROR_INIT;
+    enum { GUARD = 32 };
+    size_t room = 3 * n + 4;
+    if (mcdc_col_reserve(c, 1, (int64_t)(room + GUARD), &e) != MCDC_OK) return 1;
+    uint8_t *start = c->data + c->data_len;
+    memset(start + room, 0xA5, GUARD);
     if (conv(f, wire, (uint32_t)(2 * n)) != MCDC_OK) return 1;
+    for (size_t i = 0; i < GUARD; i++)
+        if (start[room + i] != 0xA5) {
+            fprintf(stderr, "%zu units: a byte written %zu past the room\n", n, i);
+            return 1;
+        }
     return last_is(f, want, k) ? 0 : 1;
 }
 
 TEST(tds_decode_utf16_fast_paths_match_reference) {
     conv_fixture f;
     CHECK(fixture_open(&f, TDS_NVARCHAR, 200, 0, 0, MCDC_TYPE_UTF8, 0, 0));
-    /* Characters of each UTF-8 length, and the edges of each range. */
-    static const uint16_t ODD[] = {0x00, 0x7F, 0x80, 0xE9, 0x7FF, 0x800, 0x65E5, 0xD7FF,
-                                   0xE000, 0xFFFD, 0xFFFF, 0xFF80, 0x0100};
-    int bad = 0, cases = 0;
-    for (size_t n = 0; n <= 40; n++) {
-        uint16_t u[64] = {0};
-        for (size_t i = 0; i < n; i++) u[i] = (uint16_t)('a' + i % 26);
-        bad += check_utf16(&f, u, n), cases++; /* all ASCII */
-        for (size_t at = 0; at < n; at++) {
-            for (size_t k = 0; k < sizeof ODD / sizeof ODD[0]; k++) {
-                u[at] = ODD[k];
+    for (int path = 0; path < 2; path++) {
+        if (path == 0) CHECK_EQ_INT(f.col.utf8_pack, __builtin_cpu_supports("ssse3") != 0);
+        if (path == 1) f.col.utf8_pack = false; /* the SSE2 path on an SSSE3 host */
+        /* Characters of each UTF-8 length, and the edges of each range. */
+        static const uint16_t ODD[] = {0x00, 0x7F, 0x80, 0xE9, 0x7FF, 0x800, 0x65E5, 0xD7FF,
+                                       0xE000, 0xFFFD, 0xFFFF, 0xFF80, 0x0100};
+        int bad = 0, cases = 0;
+        for (size_t n = 0; n <= 64; n++) {
+            uint16_t u[64] = {0};
+            for (size_t i = 0; i < n; i++) u[i] = (uint16_t)('a' + i % 26);
+            bad += check_utf16(&f, u, n), cases++; /* all ASCII */
+            for (size_t at = 0; at < n; at++) {
+                for (size_t k = 0; k < sizeof ODD / sizeof ODD[0]; k++) {
+                    u[at] = ODD[k];
+                    bad += check_utf16(&f, u, n), cases++;
+                }
+                u[at] = 0xD800; /* lone high surrogate */
                 bad += check_utf16(&f, u, n), cases++;
+                u[at] = 0xDFFF; /* lone low surrogate */
+                bad += check_utf16(&f, u, n), cases++;
+                if (at + 1 < n) { /* a pair (U+1F600) straddling every block offset */
+                    u[at] = 0xD83D;
+                    u[at + 1] = 0xDE00;
+                    bad += check_utf16(&f, u, n), cases++;
+                    u[at] = 0xDE00; /* reversed: two lone surrogates */
+                    u[at + 1] = 0xD83D;
+                    bad += check_utf16(&f, u, n), cases++;
+                    u[at + 1] = (uint16_t)('a' + (at + 1) % 26);
+                }
+                u[at] = (uint16_t)('a' + at % 26);
             }
-            u[at] = 0xD800; /* lone high surrogate */
+            /* all non-ASCII, mixed widths */
+            for (size_t i = 0; i < n; i++) u[i] = ODD[(i * 7 + n) % (sizeof ODD / sizeof ODD[0])];
             bad += check_utf16(&f, u, n), cases++;
-            u[at] = 0xDFFF; /* lone low surrogate */
+            /* all 3 bytes: the stores reach furthest */
+            for (size_t i = 0; i < n; i++) u[i] = (uint16_t)(0x65E5 + i);
             bad += check_utf16(&f, u, n), cases++;
-            if (at + 1 < n) { /* a pair (U+1F600) straddling every block offset */
-                u[at] = 0xD83D;
-                u[at + 1] = 0xDE00;
-                bad += check_utf16(&f, u, n), cases++;
-                u[at] = 0xDE00; /* reversed: two lone surrogates */
-                u[at + 1] = 0xD83D;
-                bad += check_utf16(&f, u, n), cases++;
-                u[at + 1] = (uint16_t)('a' + (at + 1) % 26);
-            }
-            u[at] = (uint16_t)('a' + at % 26);
         }
-        /* all non-ASCII, mixed widths */
-        for (size_t i = 0; i < n; i++) u[i] = ODD[(i * 7 + n) % (sizeof ODD / sizeof ODD[0])];
-        bad += check_utf16(&f, u, n), cases++;
+        CHECK_EQ_INT(bad, 0);
+        CHECK(cases > 5000);
     }
-    CHECK_EQ_INT(bad, 0);
-    CHECK(cases > 5000);
     /* Packed back to back, NULLs between: offsets and earlier values intact. */
     mcdc_column *c = &f.batch->columns[0];
     int64_t first = c->length;
@@ -180,53 +202,57 @@ TEST(tds_decode_utf16_fast_paths_match_reference) {
 TEST(tds_decode_utf16_blocks_match_reference) {
     conv_fixture f;
     CHECK(fixture_open(&f, TDS_NVARCHAR, 200, 0, 0, MCDC_TYPE_UTF8, 0, 0));
-    static const uint16_t MIX[] = {'a', 0xEB, 0x6771, 'Z', 0x3A9, 0xFFEF, 0x7F, 0x80, 0x7FF, 0x800};
-    enum { NMIX = sizeof MIX / sizeof MIX[0] };
-    static const uint16_t SUR[][2] = {{0xD83D, 0xDE00}, {0xDBFF, 0xDFFF}, {0xD800, 'x'},
-                                      {0xDC00, 'x'}, {'x', 0xD800}, {0xDE00, 0xD83D}};
-    int bad = 0, cases = 0;
-    uint32_t rnd = 12345;
-    for (size_t n = 0; n <= 40; n++) {
-        uint16_t u[64] = {0};
-        for (size_t shift = 0; shift < NMIX; shift++) { /* every unit non-ASCII-ish, rotating */
-            for (size_t i = 0; i < n; i++) u[i] = MIX[(i + shift) % NMIX];
-            bad += check_utf16(&f, u, n), cases++;
-        }
-        for (size_t at = 0; at < n; at++) { /* ASCII but for two units at and at+3 */
-            for (size_t k = 1; k < NMIX; k++) {
-                for (size_t i = 0; i < n; i++) u[i] = (uint16_t)('A' + i % 26);
-                u[at] = MIX[k];
-                if (at + 3 < n) u[at + 3] = MIX[(k + 1) % NMIX];
+    for (int path = 0; path < 2; path++) {
+        if (path == 1) f.col.utf8_pack = false; /* the SSE2 path on an SSSE3 host */
+        static const uint16_t MIX[] = {'a', 0xEB, 0x6771, 'Z', 0x3A9, 0xFFEF, 0x7F, 0x80, 0x7FF, 0x800};
+        enum { NMIX = sizeof MIX / sizeof MIX[0] };
+        static const uint16_t SUR[][2] = {{0xD83D, 0xDE00}, {0xDBFF, 0xDFFF}, {0xD800, 'x'},
+                                          {0xDC00, 'x'}, {'x', 0xD800}, {0xDE00, 0xD83D}};
+        int bad = 0, cases = 0;
+        uint32_t rnd = 12345;
+        for (size_t n = 0; n <= 64; n++) {
+            uint16_t u[64] = {0};
+            for (size_t shift = 0; shift < NMIX; shift++) { /* every unit non-ASCII-ish, rotating */
+                for (size_t i = 0; i < n; i++) u[i] = MIX[(i + shift) % NMIX];
                 bad += check_utf16(&f, u, n), cases++;
             }
-        }
-        for (size_t s = 0; s < sizeof SUR / sizeof SUR[0]; s++) {
-            static const size_t AT[] = {0, 6, 7, 8, 14, 15, 16, 23, 24, 31, 32, 38, 39};
-            for (size_t j = 0; j < sizeof AT / sizeof AT[0]; j++) {
-                size_t at = AT[j];
-                if (at + 1 >= n) continue;
-                for (size_t i = 0; i < n; i++) u[i] = MIX[(i * 3 + n) % NMIX];
-                u[at] = SUR[s][0];
-                u[at + 1] = SUR[s][1];
-                bad += check_utf16(&f, u, n), cases++;
-                if (n >= 8) { /* and in the last 8 units */
-                    u[n - 1 - at % 8] = 0xDC01;
+            for (size_t at = 0; at < n; at++) { /* ASCII but for two units at and at+3 */
+                for (size_t k = 1; k < NMIX; k++) {
+                    for (size_t i = 0; i < n; i++) u[i] = (uint16_t)('A' + i % 26);
+                    u[at] = MIX[k];
+                    if (at + 3 < n) u[at + 3] = MIX[(k + 1) % NMIX];
                     bad += check_utf16(&f, u, n), cases++;
                 }
             }
-        }
-        for (int r = 0; r < 20; r++) { /* random units, surrogates 1 in 8 */
-            for (size_t i = 0; i < n; i++) {
-                rnd = rnd * 1103515245u + 12345u;
-                uint32_t x = rnd >> 8;
-                u[i] = (x & 7) == 0 ? (uint16_t)(0xD800 + (x >> 3) % 0x800)
-                                    : MIX[(x >> 3) % NMIX];
+            for (size_t s = 0; s < sizeof SUR / sizeof SUR[0]; s++) {
+                static const size_t AT[] = {0,  6,  7,  8,  14, 15, 16, 23, 24, 31,
+                                               32, 38, 39, 47, 48, 55, 56, 62, 63};
+                for (size_t j = 0; j < sizeof AT / sizeof AT[0]; j++) {
+                    size_t at = AT[j];
+                    if (at + 1 >= n) continue;
+                    for (size_t i = 0; i < n; i++) u[i] = MIX[(i * 3 + n) % NMIX];
+                    u[at] = SUR[s][0];
+                    u[at + 1] = SUR[s][1];
+                    bad += check_utf16(&f, u, n), cases++;
+                    if (n >= 8) { /* and in the last 8 units */
+                        u[n - 1 - at % 8] = 0xDC01;
+                        bad += check_utf16(&f, u, n), cases++;
+                    }
+                }
             }
-            bad += check_utf16(&f, u, n), cases++;
+            for (int r = 0; r < 20; r++) { /* random units, surrogates 1 in 8 */
+                for (size_t i = 0; i < n; i++) {
+                    rnd = rnd * 1103515245u + 12345u;
+                    uint32_t x = rnd >> 8;
+                    u[i] = (x & 7) == 0 ? (uint16_t)(0xD800 + (x >> 3) % 0x800)
+                                        : MIX[(x >> 3) % NMIX];
+                }
+                bad += check_utf16(&f, u, n), cases++;
+            }
         }
+        CHECK_EQ_INT(bad, 0);
+        CHECK(cases > 5000);
     }
-    CHECK_EQ_INT(bad, 0);
-    CHECK(cases > 5000);
     fixture_close(&f);
 }
 
