@@ -12,6 +12,7 @@
  * A row's LSN is compared as the project's LSN, parsed once per distinct
  * text (a commit's rows share one).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -564,12 +565,20 @@ static int pass2_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
 /* ---- pass 2 read again: a rebuild's rows in key order ----------------------------
  * A rebuild's rows mostly come in key order already: a snapshot reads the
  * table in key order, and its files' key ranges follow one another. Then
- * the sorter lets go of what its budget cannot hold instead of spilling it,
- * and reads it again here when silver is written (silver_sorter_set_replay):
- * the files the scan read, in its order, with its columns and row groups,
- * and the same picks. Whether the rows are in order the sorter checks row
- * by row; the files' statistics only decide whether to try (files whose key
- * ranges overlap would break the order and cost a second read). */
+ * pass 2 reads only the key and bronze's own columns, and the sorter checks
+ * the order and holds nothing; the merge reads the rows again here, whole
+ * (silver_sorter_set_replay): the same version, columns, bounds and picks.
+ * Whether the rows are in order the sorter checks row by row; the files'
+ * statistics only decide whether to try (files whose key ranges overlap
+ * would break the order, and cost a read for nothing).
+ * The second read runs a scan on a thread of its own (its decoder on
+ * another, as every scan's), queuing bronze's batches for the merge, which
+ * picks the rows of each as pass 2 did: reading overlaps the merge and
+ * silver's writing on the two cores. */
+
+/* Bronze's batches the replay's thread queues ahead of the merge. */
+#define REPLAY_AHEAD 1
+
 typedef struct bronze_replay {
     pass2 p;                  /* its own: what the first read saw is not counted twice */
     bronze_selection sel;
@@ -578,21 +587,37 @@ typedef struct bronze_replay {
     mcdc_table_scan sc;
     const char **cols;        /* sc's columns (the plan's schema's names, literals) */
     char lo_text[MCDC_LSN_TEXT_LEN + 1];
-    char **paths;             /* the files the scan kept, in its order */
-    int32_t n_paths;
-    bool lost;                /* no memory for a path: not replayed */
-    mcdc_scan_rows *files;    /* progress: the rows the files hold (NULL: none wanted) */
-    mcdc_table_view *v;
-    int32_t next;
-    mcdc_table_reader *r;
+    const mcdc_log_sink *sink;
+    /* the thread's scan */
+    pthread_t th;
+    bool running, synced;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;        /* a batch queued or taken, the end, or stop */
+    mcdc_batch *q[REPLAY_AHEAD];
+    int head, n;
+    bool done, stop;          /* the scan ended (rc, err); the merge is done with it */
+    int rc;
+    mcdc_error err;
 } bronze_replay;
+
+static void replay_stop(bronze_replay *x) {
+    if (!x->running) return;
+    pthread_mutex_lock(&x->mu);
+    x->stop = true;
+    pthread_cond_broadcast(&x->cv);
+    pthread_mutex_unlock(&x->mu);
+    pthread_join(x->th, NULL);
+    for (; x->n > 0; x->n--, x->head = (x->head + 1) % REPLAY_AHEAD) mcdc_batch_free(x->q[x->head]);
+    x->running = false;
+}
 
 void apply_bronze_replay_free(bronze_replay *x) {
     if (x == NULL) return;
-    mcdc_table_reader_free(x->r);
-    mcdc_table_view_free(x->v);
-    for (int32_t i = 0; i < x->n_paths; i++) mcdc_free(x->paths[i]);
-    mcdc_free(x->paths);
+    replay_stop(x);
+    if (x->synced) {
+        pthread_cond_destroy(&x->cv);
+        pthread_mutex_destroy(&x->mu);
+    }
     mcdc_free(x->cols);
     mcdc_free(x->p.idx);
     mcdc_free(x->p.tags);
@@ -603,14 +628,88 @@ void apply_bronze_replay_free(bronze_replay *x) {
     mcdc_free(x);
 }
 
-/* The scan's file_fn: keeps every file, noting it. */
-static bool replay_file(void *ctx, const mcdc_table_view *v, const mcdc_table_file *f) {
+/* The scan's fn, on the replay's thread: queues b (taken). */
+static int replay_push(void *ctx, mcdc_batch *b, mcdc_error *err) {
     bronze_replay *x = ctx;
-    if (x->files) mcdc_scan_rows_fn(x->files, v, f);
+    pthread_mutex_lock(&x->mu);
+    while (x->n == REPLAY_AHEAD && !x->stop) pthread_cond_wait(&x->cv, &x->mu);
+    bool stop = x->stop;
+    if (!stop) {
+        x->q[(x->head + x->n) % REPLAY_AHEAD] = b;
+        x->n++;
+        pthread_cond_broadcast(&x->cv);
+    }
+    pthread_mutex_unlock(&x->mu);
+    if (!stop) return MCDC_OK;
+    mcdc_batch_free(b);
+    return mcdc_error_set(err, MCDC_E_CANCELLED, "the merge stopped reading bronze");
+}
+
+static void *replay_main(void *arg) {
+    bronze_replay *x = arg;
+    mcdc_log_use(x->sink);
     mcdc_error e = MCDC_ERROR_INIT;
-    if (!x->lost && apply_list_add(&x->paths, &x->n_paths, f->path, strlen(f->path), &e) != MCDC_OK)
-        x->lost = true;
-    return true;
+    int64_t vr = -1;
+    int rc = mcdc_table_scan_run(x->t, &x->sc, replay_push, x, &vr, NULL, &e);
+    if (rc == MCDC_OK && vr != x->sc.version)
+        rc = mcdc_error_set(&e, MCDC_E_CORRUPT, "bronze %s version %lld is gone while it is read",
+                            x->p.a->cfg.bronze, (long long)x->sc.version);
+    pthread_mutex_lock(&x->mu);
+    x->done = true;
+    x->rc = rc;
+    x->err = e;
+    pthread_cond_broadcast(&x->cv);
+    pthread_mutex_unlock(&x->mu);
+    return NULL;
+}
+
+/* silver_replay_fn: pass 2's picks of bronze again, batch by batch. */
+static int replay_next(void *ctx, bool restart, mcdc_batch **out, const uint32_t **tags,
+                       mcdc_error *err) {
+    bronze_replay *x = ctx;
+    *out = NULL;
+    *tags = NULL;
+    if (restart || !x->running) {
+        replay_stop(x);
+        if (!x->synced) {
+            if (pthread_mutex_init(&x->mu, NULL) != 0) return apply_nomem(err);
+            if (pthread_cond_init(&x->cv, NULL) != 0) {
+                pthread_mutex_destroy(&x->mu);
+                return apply_nomem(err);
+            }
+            x->synced = true;
+        }
+        x->done = x->stop = false;
+        x->head = x->n = 0;
+        x->rc = MCDC_OK;
+        if (pthread_create(&x->th, NULL, replay_main, x) != 0)
+            return mcdc_error_set(err, MCDC_E_NOMEM, "cannot start a thread to read bronze");
+        x->running = true;
+    }
+    for (;;) {
+        pthread_mutex_lock(&x->mu);
+        while (x->n == 0 && !x->done) pthread_cond_wait(&x->cv, &x->mu);
+        mcdc_batch *b = NULL;
+        if (x->n > 0) {
+            b = x->q[x->head];
+            x->head = (x->head + 1) % REPLAY_AHEAD;
+            x->n--;
+            pthread_cond_broadcast(&x->cv);
+        }
+        int rc = x->rc;
+        pthread_mutex_unlock(&x->mu);
+        if (b == NULL) { /* the end, or the scan's error */
+            if (rc) *err = x->err;
+            return rc;
+        }
+        mcdc_batch *ch = NULL;
+        if ((rc = pass2_pick(&x->p, b, &ch, err)) != MCDC_OK) return rc;
+        if (ch) {
+            *out = ch;
+            *tags = x->p.tags;
+            return MCDC_OK;
+        }
+    }
 }
 
 /* Do the key ranges of the files of bronze's version (by their statistics,
@@ -636,46 +735,6 @@ static int keys_ascend(mcdc_apply *a, const apply_plan *pl, const char *key, boo
     mcdc_table_view_free(v);
     *yes = ok;
     return MCDC_OK;
-}
-
-/* silver_replay_fn: pass 2's picks of the files again, batch by batch. */
-static int replay_next(void *ctx, bool restart, mcdc_batch **out, const uint32_t **tags,
-                       mcdc_error *err) {
-    bronze_replay *x = ctx;
-    *out = NULL;
-    *tags = NULL;
-    if (restart) {
-        mcdc_table_reader_free(x->r);
-        x->r = NULL;
-        x->next = 0;
-    }
-    int rc = MCDC_OK;
-    if (x->v == NULL && (rc = mcdc_table_view_open(&x->v, x->t, x->sc.version, err)) != MCDC_OK) return rc;
-    if (x->v == NULL)
-        return mcdc_error_set(err, MCDC_E_CORRUPT, "bronze %s version %lld is gone while it is read",
-                              x->p.a->cfg.bronze, (long long)x->sc.version);
-    for (;;) {
-        if (x->r == NULL) {
-            if (x->next == x->n_paths) return MCDC_OK;
-            rc = mcdc_table_reader_open(&x->r, x->v, x->paths[x->next++], x->cols, x->sc.n_columns,
-                                        &x->sc, err);
-            if (rc) return rc;
-        }
-        mcdc_batch *b = NULL;
-        if ((rc = mcdc_table_reader_next(&b, x->r, err)) != MCDC_OK) return rc;
-        if (b == NULL) {
-            mcdc_table_reader_free(x->r);
-            x->r = NULL;
-            continue;
-        }
-        mcdc_batch *ch = NULL;
-        if ((rc = pass2_pick(&x->p, b, &ch, err)) != MCDC_OK) return rc;
-        if (ch) {
-            *out = ch;
-            *tags = x->p.tags;
-            return MCDC_OK;
-        }
-    }
 }
 
 /* The scan's columns: the captured ones first (at the change rows' places),
@@ -765,7 +824,7 @@ static int rank_once(mcdc_apply *a, apply_plan *pl, const mcdc_schema *bs, const
         /* the replay: a pass 2 of its own, every column, the same files and bounds */
         pl->replay = x;
         x->t = a->bronze;
-        x->files = p.progress ? &p.files : NULL;
+        x->sink = mcdc_log_current();
         x->sel = *sel;
         x->p = (pass2){.a = a, .pl = pl, .sel = &x->sel, .out = &x->scratch};
         memcpy(x->p.snapshot_text, p.snapshot_text, sizeof x->p.snapshot_text);
@@ -781,13 +840,10 @@ static int rank_once(mcdc_apply *a, apply_plan *pl, const mcdc_schema *bs, const
             memcpy(x->lo_text, lo_text, sizeof x->lo_text);
             x->sc.lo.text = x->lo_text;
         }
-        sc.file_fn = replay_file;
-        sc.file_ctx = x;
         if (rc == MCDC_OK) silver_sorter_set_replay(pl->changes, replay_next, x);
     }
     int64_t vr;
     if (rc == MCDC_OK) rc = mcdc_table_scan_run(a->bronze, &sc, pass2_rows, &p, &vr, NULL, err);
-    if (rc == MCDC_OK && x && x->lost) rc = apply_nomem(err);
     int64_t sorted = rc == MCDC_OK ? silver_sorter_rows(pl->changes) : 0;
     if (rc == MCDC_OK && p.told) mcdc_progress_phase(p.progress, "sorting", NULL, -1, sorted, false);
     if (rc == MCDC_OK) rc = silver_sorter_finish(pl->changes, err);
