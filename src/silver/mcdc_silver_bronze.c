@@ -330,12 +330,31 @@ typedef struct pass2 {
     int32_t key_cols[SILVER_KEYS_MAX]; /* the key's columns in a scanned batch */
     int32_t n_keys;
     mcdc_buf k1, k2;
+    /* the last capture instance seen and whether it is ours: a bronze's
+     * rows mostly share one */
+    char ci_last[64];
+    size_t ci_len;
+    bool ci_ours;
     /* progress: the rows the scan's files hold, told as the phase's total
      * once the first batch comes (an idle pass reads none: no phase) */
     mcdc_progress_tracker *progress;
     mcdc_scan_rows files;
     bool pruned, told;
 } pass2;
+
+static int row_instance(pass2 *p, const char *c, size_t n, bool *ours, mcdc_error *err) {
+    if (p->ci_len > 0 && n == p->ci_len && memcmp(c, p->ci_last, n) == 0) {
+        *ours = p->ci_ours;
+        return MCDC_OK;
+    }
+    int rc = instance_ours(p->a, c, n, ours, err);
+    if (rc == MCDC_OK && n > 0 && n <= sizeof p->ci_last) {
+        memcpy(p->ci_last, c, n);
+        p->ci_len = n;
+        p->ci_ours = *ours;
+    }
+    return rc;
+}
 
 static bool is_new_chunk(const pass2 *p, int64_t c) {
     int32_t lo = 0, hi = p->sel->n_new;
@@ -503,7 +522,7 @@ static int pass2_pick(pass2 *p, mcdc_batch *b, mcdc_batch **out, mcdc_error *err
         }
         if (!base && !wave && !later && !rep) continue;
         bool ours = false;
-        if (text_at(ci, r, &c, &cn)) rc = instance_ours(p->a, c, cn, &ours, err);
+        if (text_at(ci, r, &c, &cn)) rc = row_instance(p, c, cn, &ours, err);
         if (rc) break;
         if (!ours) {
             if (base || wave || rep) rc = other_instance(p->a, c, cn, err);

@@ -384,7 +384,17 @@ static bool order_next(order_check *o, const uint8_t *k, uint32_t len, uint32_t 
     o->len = len;
     o->klen = klen;
     o->have = true;
-    o->hash = (o->hash ^ silver_hash(k, klen)) * 0x100000001b3ULL; /* the key: cheaper */
+    /* the key's bytes, a word at a time (to tell a replay that differs) */
+    uint64_t h = o->hash;
+    uint32_t n = klen;
+    for (; n >= 8; n -= 8, k += 8) {
+        uint64_t w;
+        memcpy(&w, k, 8);
+        h = (h ^ w) * 0x100000001b3ULL;
+    }
+    uint64_t w = 0;
+    memcpy(&w, k, n);
+    o->hash = (h ^ w ^ (uint64_t)n << 56) * 0x9e3779b97f4a7c15ULL;
     o->rows++;
     return true;
 }
@@ -1474,11 +1484,54 @@ int silver_sorter_take(silver_sorter *s, mcdc_batch *dst, const int32_t *col_of,
     return gather_chunk(s, dst, col_of, dst->schema->n_fields, sel, n, err);
 }
 
+/* The replay's current batch, read from its first row, as the next chunk
+ * when every key of it is kept: the batch itself is the chunk's rows, not
+ * a copy (the rows come in order, a key once: nothing to merge or cut). */
+static bool replay_whole(const silver_sorter *s, const cursor *c) {
+    if (s->n_heap != 1 || s->keys_only || s->defer_rows || s->cfg.history || !c->is_run ||
+        c->r != NULL || c->at != 0 || c->b->rows > SILVER_BATCH_ROWS)
+        return false;
+    const mcdc_column *tg = &c->kb->columns[2];
+    for (int64_t i = 0; s->cfg.ranked && s->cfg.keep_tags && i < c->b->rows; i++)
+        if (!((uint32_t)cell_i32(tg, i) & s->cfg.keep_tags)) return false;
+    return true;
+}
+
+static int replay_chunk(silver_sorter *s, cursor *c, const silver_chunk **out, mcdc_error *err) {
+    silver_chunk *ch = &s->chunk;
+    const mcdc_column *sk = &c->kb->columns[0];
+    int64_t n = c->b->rows;
+    int rc = mcdc_buf_reserve(&ch->bytes, (size_t)sk->offsets[n], err);
+    for (int64_t i = 0; rc == MCDC_OK && i < n; i++) {
+        const uint8_t *k = sk->data + sk->offsets[i];
+        uint32_t klen = (uint32_t)cell_i32(&c->kb->columns[1], i);
+        s->koff[i] = ch->bytes.len;
+        ch->key_len[i] = klen;
+        ch->tags[i] = (uint32_t)cell_i32(&c->kb->columns[2], i);
+        if (s->cfg.ranked)
+            for (int j = 0; j < SILVER_RANK_BYTES; j++) ch->rank[i].b[j] = (uint8_t)~k[klen + (uint32_t)j];
+        rc = mcdc_buf_append(&ch->bytes, k, klen, err);
+    }
+    if (rc) return rc;
+    ch->n = n;
+    ch->rows = c->b; /* the chunk's now: freed by the next call */
+    c->b = NULL;
+    rc = cur_load(s, c, err);
+    if (rc) return rc;
+    cur_fill(s, c);
+    if (!c->live) s->n_heap = 0;
+    for (int64_t i = 0; i < n; i++) ch->key[i] = (const uint8_t *)ch->bytes.data + s->koff[i];
+    *out = ch;
+    return MCDC_OK;
+}
+
 int silver_sorter_next(silver_sorter *s, const silver_chunk **out, mcdc_error *err) {
     *out = NULL;
     free_retired(s);
     silver_chunk *ch = &s->chunk;
     int rc = chunk_room(s, err);
+    if (rc == MCDC_OK && s->replaying && s->n_heap == 1 && replay_whole(s, &s->cur[s->heap[0]]))
+        return replay_chunk(s, &s->cur[s->heap[0]], out, err);
     /* rows of runs are checked against each other here (held rows were
      * when they were sorted); a keys-only read has no rows to name */
     bool check = s->cfg.unique_keys && !s->keys_only;
