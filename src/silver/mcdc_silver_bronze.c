@@ -757,7 +757,10 @@ static int keys_ascend(mcdc_apply *a, const apply_plan *pl, const char *key, boo
 }
 
 /* The scan's columns: the captured ones first (at the change rows' places),
- * then bronze's own; p's column numbers set. cols holds n_cap + 8. */
+ * then bronze's own; p's column numbers set. cols holds n_cap + 8.
+ * keys_only (a rebuild read twice, of no new chunk: rank_once): of the
+ * captured ones the key's alone, and neither _chunk nor (but for a
+ * history, whose commit times it notes) _commit_ts: they come null. */
 static int32_t pass2_columns(pass2 *p, const apply_plan *pl, const mcdc_schema *bs,
                              const char **cols, const int32_t *keyc, int32_t n_keys, bool keys_only) {
     int32_t k = pl->n_cap, nc = 0;
@@ -769,14 +772,16 @@ static int32_t pass2_columns(pass2 *p, const apply_plan *pl, const mcdc_schema *
     }
     p->n_cap = k;
     p->c_lsn = nc, cols[nc++] = "_start_lsn";
-    p->c_ts = nc, cols[nc++] = "_commit_ts";
+    p->c_ts = -1;
+    if (!keys_only || p->sel->history) p->c_ts = nc, cols[nc++] = "_commit_ts";
     p->c_op = nc, cols[nc++] = "_operation";
     p->c_seq = nc, cols[nc++] = "_seqval";
     p->c_ci = nc, cols[nc++] = "_capture_instance";
     p->c_cmd = p->c_snap = p->c_chunk = -1;
     if (mcdc_schema_find(bs, "_command_id") >= 0) p->c_cmd = nc, cols[nc++] = "_command_id";
     if (mcdc_schema_find(bs, "_snapshot") >= 0) p->c_snap = nc, cols[nc++] = "_snapshot";
-    if (mcdc_schema_find(bs, "_chunk") >= 0) p->c_chunk = nc, cols[nc++] = "_chunk";
+    if (!keys_only && mcdc_schema_find(bs, "_chunk") >= 0) p->c_chunk = nc, cols[nc++] = "_chunk";
+    MCDC_ASSERT(!keys_only || p->sel->n_new == 0);
     p->from[k] = p->c_lsn, p->from[k + 1] = p->c_ts, p->from[k + 2] = p->c_op;
     p->from[k + 3] = p->c_cmd, p->from[k + 4] = p->c_seq;
     p->n_keys = n_keys;
