@@ -14,6 +14,12 @@
  * over all of them is its latest. A history sorter (SCD type 2) keeps the
  * rank as it is and cuts nothing: a key's rows come oldest first.
  *
+ * A sorter whose rows can be read again (silver_sorter_set_replay) holds
+ * none: it checks that each row added comes after the last, of another key,
+ * and reading takes the rows from the replay as one run, checked again (the
+ * same order, count and keys); a replayed batch whose keys are all kept is
+ * a chunk as it is.
+ *
  * With unique_keys, the neighbouring rows of a key that the cut (and the
  * merge of runs) compares anyway are also checked for what proves the key
  * is not unique (mcdc_silver.h): a key's rows are next to each other there,
@@ -67,7 +73,7 @@ typedef struct {
     bool have;
     uint32_t len, klen;
     uint8_t *last;   /* SILVER_KEY_BYTES_MAX + SILVER_RANK_BYTES */
-    uint64_t hash;   /* of the sort keys so far, in order */
+    uint64_t hash;   /* of the keys so far, in order */
     int64_t rows;
 } order_check;
 
