@@ -30,7 +30,8 @@
    row by row). reconcile_tier1_seconds is the first run;
    reconcile_tier2_rows_per_s the rows of one side over the seconds the
    second run took beyond the first (goal >= 1,000,000). BENCH_SILVER_ONLY=
-   reconcile runs this step alone.
+   reconcile runs this step alone; BENCH_SILVER_ONLY=rebuild step 1 alone,
+   BENCH_SILVER_REBUILDS times on one bronze (each line with the load).
 
 The bronze and the changes are generated with pyarrow and written with
 deltalake (the stream's bronze has the same columns). Every process is its
@@ -207,6 +208,25 @@ def child_deltalake(d):
     print(f"{time.monotonic() - t0:.3f}")
 
 
+def run_rebuild(pa, pc, rows, d):
+    """Step 1 alone (BENCH_SILVER_ONLY=rebuild), BENCH_SILVER_REBUILDS times
+    (default 1) on the same bronze, each into a new silver."""
+    keys = pc.multiply(pa.array(range(rows), pa.int64()), 2)
+    snap = bronze_table(pa, pc, keys, pa.repeat(pa.scalar(0, pa.int32()), rows),
+                        pa.repeat(pa.scalar(S, pa.int64()), rows), None, True)
+    write(f"{d}/bronze", snap, mode="overwrite")
+    del snap
+    print(f"bronze_snapshot_rows: {rows}", flush=True)
+    for _ in range(int(os.environ.get("BENCH_SILVER_REBUILDS", 1))):
+        for t in ("silver", "control_silver"):
+            shutil.rmtree(f"{d}/{t}", ignore_errors=True)
+        load = os.getloadavg()[0]
+        secs, rss, _ = timed(apply_cmd(d))
+        print(f"rebuild_seconds: {secs:.3f}   rebuild_rows_per_s: {rows / secs:.0f}   "
+              f"rebuild_cpu_seconds: {LAST_CPU[0]:.2f}   rebuild_peak_rss_mb: {rss:.1f}   "
+              f"load_1m: {load:.2f}", flush=True)
+
+
 def run_size(pa, pc, rows, n_changes, d, with_deltalake, prefix=""):
     import random
     rng = random.Random(42)
@@ -373,6 +393,9 @@ def main():
         print(f"rows: {rows}\nchanges: {n_changes}", flush=True)
         if os.environ.get("BENCH_SILVER_ONLY") == "reconcile":
             run_reconcile(rows, base)
+            return
+        if os.environ.get("BENCH_SILVER_ONLY") == "rebuild":
+            run_rebuild(pa, pc, rows, os.path.join(base, "big"))
             return
         d = os.path.join(base, "big")
         secs, rss, merge_secs, mor = run_size(pa, pc, rows, n_changes, d, True)

@@ -289,6 +289,24 @@ typedef struct silver_sorter_cfg {
     const char *spill_prefix;     /* their keys start with it ("_mssql_cdc_spill/<id>-") */
 } silver_sorter_cfg;
 int silver_sorter_create(silver_sorter **out, const silver_sorter_cfg *cfg, mcdc_error *err);
+/* Rows that can be read again: the next batch of the rows added (the
+ * sorter's schema, owned by the caller; NULL at their end) and its tags
+ * (valid until the next call), the same batches in the same order as they
+ * were added; restart: from the first one again. */
+typedef int (*silver_replay_fn)(void *ctx, bool restart, mcdc_batch **out, const uint32_t **tags,
+                                mcdc_error *err);
+/* Before the first row: the rows can be read again through fn, so the
+ * sorter holds none. Each row added is only checked to come after the one
+ * before in the sorter's order (keys strictly ascending: never assumed),
+ * counted and let go: its columns but the key's and the rank's need not be
+ * there. A row out of order is MCDC_E_CANCELLED (silver_sorter_replay_broken
+ * then true): the sorter is of no more use, the caller sorts without a
+ * replay instead. Reading replays the rows, checked again: the same order,
+ * count and keys, else MCDC_E_CORRUPT. */
+void silver_sorter_set_replay(silver_sorter *s, silver_replay_fn fn, void *ctx);
+bool silver_sorter_replay_broken(const silver_sorter *s);
+/* The rows are read by replaying them (after finish). */
+bool silver_sorter_replays(const silver_sorter *s);
 /* Adds the rows of b (the sorter's columns) whose index is in rows[0..n)
  * (rows NULL: all of b), copying them, with their tags (tags[i] for the
  * i-th row added; NULL: none); b stays the caller's. */

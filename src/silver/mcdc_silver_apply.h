@@ -130,6 +130,7 @@ typedef struct apply_plan {
     int64_t facts_version; /* the facts read (-1: none): repairs after it are new next pass */
     mcdc_batch *close;          /* SCD2 rebuild: the snapshot's LSN and commit time (one row) */
     mcdc_batch *stamps;         /* SCD2 waves: each new chunk's stamp and its commit time */
+    struct bronze_replay *replay; /* pass 2 read again for changes (mcdc_silver_bronze.c) */
 } apply_plan;
 
 struct mcdc_apply {
@@ -231,6 +232,8 @@ typedef struct bronze_ranked {
 } bronze_ranked;
 int apply_bronze_rank(mcdc_apply *a, apply_plan *pl, const mcdc_schema *bs,
                       const bronze_selection *sel, bronze_ranked *out, mcdc_error *err);
+/* Frees what pass 2 kept to read bronze again (after the sorter). NULL-safe. */
+void apply_bronze_replay_free(struct bronze_replay *x);
 
 /* ---- mcdc_silver_snapshots.c ------------------------------------------------------------ */
 /* What the facts say for a pass: completed snapshots, the chunked one

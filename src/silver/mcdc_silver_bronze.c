@@ -12,6 +12,7 @@
  * A row's LSN is compared as the project's LSN, parsed once per distinct
  * text (a commit's rows share one).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -329,12 +330,31 @@ typedef struct pass2 {
     int32_t key_cols[SILVER_KEYS_MAX]; /* the key's columns in a scanned batch */
     int32_t n_keys;
     mcdc_buf k1, k2;
+    /* the last capture instance seen and whether it is ours: a bronze's
+     * rows mostly share one */
+    char ci_last[64];
+    size_t ci_len;
+    bool ci_ours;
     /* progress: the rows the scan's files hold, told as the phase's total
      * once the first batch comes (an idle pass reads none: no phase) */
     mcdc_progress_tracker *progress;
     mcdc_scan_rows files;
     bool pruned, told;
 } pass2;
+
+static int row_instance(pass2 *p, const char *c, size_t n, bool *ours, mcdc_error *err) {
+    if (p->ci_len > 0 && n == p->ci_len && memcmp(c, p->ci_last, n) == 0) {
+        *ours = p->ci_ours;
+        return MCDC_OK;
+    }
+    int rc = instance_ours(p->a, c, n, ours, err);
+    if (rc == MCDC_OK && n > 0 && n <= sizeof p->ci_last) {
+        memcpy(p->ci_last, c, n);
+        p->ci_len = n;
+        p->ci_ours = *ours;
+    }
+    return rc;
+}
 
 static bool is_new_chunk(const pass2 *p, int64_t c) {
     int32_t lo = 0, hi = p->sel->n_new;
@@ -452,9 +472,10 @@ static void pass2_progress(pass2 *p, const mcdc_batch *b) {
     mcdc_progress_add(p->progress, b->rows, mcdc_batch_bytes(b));
 }
 
-static int pass2_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
-    pass2 *p = ctx;
-    pass2_progress(p, b);
+/* The rows of b (taken) the pass ranks, as change rows, in *out (NULL:
+ * none), their tags in p->tags. */
+static int pass2_pick(pass2 *p, mcdc_batch *b, mcdc_batch **out, mcdc_error *err) {
+    *out = NULL;
     const bronze_selection *sel = p->sel;
     const mcdc_column *lsn = &b->columns[p->c_lsn], *op = &b->columns[p->c_op],
                       *ci = &b->columns[p->c_ci];
@@ -501,7 +522,7 @@ static int pass2_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
         }
         if (!base && !wave && !later && !rep) continue;
         bool ours = false;
-        if (text_at(ci, r, &c, &cn)) rc = instance_ours(p->a, c, cn, &ours, err);
+        if (text_at(ci, r, &c, &cn)) rc = row_instance(p, c, cn, &ours, err);
         if (rc) break;
         if (!ours) {
             if (base || wave || rep) rc = other_instance(p->a, c, cn, err);
@@ -530,17 +551,13 @@ static int pass2_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
      * _commit_ts, _operation, _command_id, _seqval; all of them (the
      * common case) moved, not copied */
     int32_t k = p->n_cap;
-    if (rc == MCDC_OK && n == b->rows && n > 0 && !any_rep) {
-        mcdc_batch *ch = NULL;
-        rc = mcdc_batch_reshape(&ch, b, p->pl->change_schema, p->from, err); /* takes b */
-        b = NULL;
-        if (rc == MCDC_OK) rc = silver_sorter_add_owned(p->pl->changes, ch, p->tags, err);
-        return rc;
-    }
+    if (rc == MCDC_OK && n == b->rows && n > 0 && !any_rep)
+        return mcdc_batch_reshape(out, b, p->pl->change_schema, p->from, err); /* takes b */
     mcdc_batch *ch = NULL;
     if (rc == MCDC_OK && n > 0) rc = mcdc_batch_create(&ch, p->pl->change_schema, n, err);
     for (int32_t c = 0; rc == MCDC_OK && n > 0 && c < k + 3; c++)
-        rc = mcdc_col_take(&ch->columns[c], &b->columns[c], p->idx, n, err);
+        rc = p->from[c] >= 0 ? mcdc_col_take(&ch->columns[c], &b->columns[p->from[c]], p->idx, n, err)
+                             : mcdc_col_append_nulls(&ch->columns[c], n, err);
     if (rc == MCDC_OK && n > 0 && any_rep) {
         rc = rank_columns(p, b, &ch->columns[k + 3], &ch->columns[k + 4], n, err);
     } else if (rc == MCDC_OK && n > 0) {
@@ -550,29 +567,225 @@ static int pass2_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
     }
     if (rc == MCDC_OK && n > 0) rc = mcdc_batch_seal(ch, err);
     mcdc_batch_free(b);
-    if (rc == MCDC_OK && n > 0) return silver_sorter_add_owned(p->pl->changes, ch, p->tags, err);
-    mcdc_batch_free(ch);
+    if (rc == MCDC_OK) *out = ch;
+    else mcdc_batch_free(ch);
     return rc;
 }
 
+static int pass2_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
+    pass2 *p = ctx;
+    pass2_progress(p, b);
+    mcdc_batch *ch = NULL;
+    int rc = pass2_pick(p, b, &ch, err);
+    if (rc == MCDC_OK && ch) rc = silver_sorter_add_owned(p->pl->changes, ch, p->tags, err);
+    return rc;
+}
+
+/* ---- pass 2 read again: a rebuild's rows in key order ----------------------------
+ * A rebuild's rows mostly come in key order already: a snapshot reads the
+ * table in key order, and its files' key ranges follow one another. Then
+ * pass 2 reads only the key and bronze's own columns, and the sorter checks
+ * the order and holds nothing; the merge reads the rows again here, whole
+ * (silver_sorter_set_replay): the same version, columns, bounds and picks.
+ * Whether the rows are in order the sorter checks row by row; the files'
+ * statistics only decide whether to try (files whose key ranges overlap
+ * would break the order, and cost a read for nothing).
+ * The second read runs a scan on a thread of its own (its decoder on
+ * another, as every scan's), queuing bronze's batches for the merge, which
+ * picks the rows of each as pass 2 did: reading overlaps the merge and
+ * silver's writing on the two cores. */
+
+/* Bronze's batches the replay's thread queues ahead of the merge. */
+#define REPLAY_AHEAD 1
+
+typedef struct bronze_replay {
+    pass2 p;                  /* its own: what the first read saw is not counted twice */
+    bronze_selection sel;
+    bronze_ranked scratch;
+    mcdc_table *t;
+    mcdc_table_scan sc;
+    const char **cols;        /* sc's columns (the plan's schema's names, literals) */
+    char lo_text[MCDC_LSN_TEXT_LEN + 1];
+    const mcdc_log_sink *sink;
+    /* the thread's scan */
+    pthread_t th;
+    bool running, synced;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;        /* a batch queued or taken, the end, or stop */
+    mcdc_batch *q[REPLAY_AHEAD];
+    int head, n;
+    bool done, stop;          /* the scan ended (rc, err); the merge is done with it */
+    int rc;
+    mcdc_error err;
+} bronze_replay;
+
+static void replay_stop(bronze_replay *x) {
+    if (!x->running) return;
+    pthread_mutex_lock(&x->mu);
+    x->stop = true;
+    pthread_cond_broadcast(&x->cv);
+    pthread_mutex_unlock(&x->mu);
+    pthread_join(x->th, NULL);
+    for (; x->n > 0; x->n--, x->head = (x->head + 1) % REPLAY_AHEAD) mcdc_batch_free(x->q[x->head]);
+    x->running = false;
+}
+
+void apply_bronze_replay_free(bronze_replay *x) {
+    if (x == NULL) return;
+    replay_stop(x);
+    if (x->synced) {
+        pthread_cond_destroy(&x->cv);
+        pthread_mutex_destroy(&x->mu);
+    }
+    mcdc_free(x->cols);
+    mcdc_free(x->p.idx);
+    mcdc_free(x->p.tags);
+    mcdc_free(x->p.is_rep);
+    mcdc_free(x->p.from);
+    mcdc_buf_free(&x->p.k1);
+    mcdc_buf_free(&x->p.k2);
+    mcdc_free(x);
+}
+
+/* The scan's fn, on the replay's thread: queues b (taken). */
+static int replay_push(void *ctx, mcdc_batch *b, mcdc_error *err) {
+    bronze_replay *x = ctx;
+    pthread_mutex_lock(&x->mu);
+    while (x->n == REPLAY_AHEAD && !x->stop) pthread_cond_wait(&x->cv, &x->mu);
+    bool stop = x->stop;
+    if (!stop) {
+        x->q[(x->head + x->n) % REPLAY_AHEAD] = b;
+        x->n++;
+        pthread_cond_broadcast(&x->cv);
+    }
+    pthread_mutex_unlock(&x->mu);
+    if (!stop) return MCDC_OK;
+    mcdc_batch_free(b);
+    return mcdc_error_set(err, MCDC_E_CANCELLED, "the merge stopped reading bronze");
+}
+
+static void *replay_main(void *arg) {
+    bronze_replay *x = arg;
+    mcdc_log_use(x->sink);
+    mcdc_error e = MCDC_ERROR_INIT;
+    int64_t vr = -1;
+    int rc = mcdc_table_scan_run(x->t, &x->sc, replay_push, x, &vr, NULL, &e);
+    if (rc == MCDC_OK && vr != x->sc.version)
+        rc = mcdc_error_set(&e, MCDC_E_CORRUPT, "bronze %s version %lld is gone while it is read",
+                            x->p.a->cfg.bronze, (long long)x->sc.version);
+    pthread_mutex_lock(&x->mu);
+    x->done = true;
+    x->rc = rc;
+    x->err = e;
+    pthread_cond_broadcast(&x->cv);
+    pthread_mutex_unlock(&x->mu);
+    return NULL;
+}
+
+/* silver_replay_fn: pass 2's picks of bronze again, batch by batch. */
+static int replay_next(void *ctx, bool restart, mcdc_batch **out, const uint32_t **tags,
+                       mcdc_error *err) {
+    bronze_replay *x = ctx;
+    *out = NULL;
+    *tags = NULL;
+    if (restart || !x->running) {
+        replay_stop(x);
+        if (!x->synced) {
+            if (pthread_mutex_init(&x->mu, NULL) != 0) return apply_nomem(err);
+            if (pthread_cond_init(&x->cv, NULL) != 0) {
+                pthread_mutex_destroy(&x->mu);
+                return apply_nomem(err);
+            }
+            x->synced = true;
+        }
+        x->done = x->stop = false;
+        x->head = x->n = 0;
+        x->rc = MCDC_OK;
+        if (pthread_create(&x->th, NULL, replay_main, x) != 0)
+            return mcdc_error_set(err, MCDC_E_NOMEM, "cannot start a thread to read bronze");
+        x->running = true;
+    }
+    for (;;) {
+        pthread_mutex_lock(&x->mu);
+        while (x->n == 0 && !x->done) pthread_cond_wait(&x->cv, &x->mu);
+        mcdc_batch *b = NULL;
+        if (x->n > 0) {
+            b = x->q[x->head];
+            x->head = (x->head + 1) % REPLAY_AHEAD;
+            x->n--;
+            pthread_cond_broadcast(&x->cv);
+        }
+        int rc = x->rc;
+        pthread_mutex_unlock(&x->mu);
+        if (b == NULL) { /* the end, or the scan's error */
+            if (rc) *err = x->err;
+            return rc;
+        }
+        mcdc_batch *ch = NULL;
+        if ((rc = pass2_pick(&x->p, b, &ch, err)) != MCDC_OK) return rc;
+        if (ch) {
+            *out = ch;
+            *tags = x->p.tags;
+            return MCDC_OK;
+        }
+    }
+}
+
+/* Do the key ranges of the files of bronze's version (by their statistics,
+ * in the scan's order) ascend, apart? Only then is the replay tried: rows
+ * out of order would cost a second read. key: one integer column. */
+static int keys_ascend(mcdc_apply *a, const apply_plan *pl, const char *key, bool *yes, mcdc_error *err) {
+    *yes = false;
+    mcdc_table_view *v = NULL;
+    int rc = mcdc_table_view_open(&v, a->bronze, pl->bronze_version, err);
+    if (rc || v == NULL) return rc;
+    size_t n = mcdc_table_view_file_count(v);
+    bool ok = n > 0, has_hi = false;
+    json_int_t last = 0;
+    for (size_t i = 0; ok && i < n; i++) {
+        mcdc_table_file f = mcdc_table_view_file(v, i);
+        json_error_t je;
+        json_t *j = f.stats_json ? json_loads(f.stats_json, 0, &je) : NULL;
+        json_t *lo = stat_of(j, "minValues", v, key), *hi = stat_of(j, "maxValues", v, key);
+        ok = json_is_integer(lo) && json_is_integer(hi) && (!has_hi || json_integer_value(lo) > last);
+        if (ok) last = json_integer_value(hi), has_hi = true;
+        json_decref(j);
+    }
+    mcdc_table_view_free(v);
+    *yes = ok;
+    return MCDC_OK;
+}
+
 /* The scan's columns: the captured ones first (at the change rows' places),
- * then bronze's own; p's column numbers set. cols holds n_cap + 8. */
+ * then bronze's own; p's column numbers set. cols holds n_cap + 8.
+ * keys_only (a rebuild read twice, of no new chunk: rank_once): of the
+ * captured ones the key's alone, and neither _chunk nor (but for a
+ * history, whose commit times it notes) _commit_ts: they come null. */
 static int32_t pass2_columns(pass2 *p, const apply_plan *pl, const mcdc_schema *bs,
-                             const char **cols) {
+                             const char **cols, const int32_t *keyc, int32_t n_keys, bool keys_only) {
     int32_t k = pl->n_cap, nc = 0;
-    for (int32_t i = 0; i < k; i++) cols[nc++] = pl->change_schema->fields[i].name;
+    for (int32_t i = 0; i < k; i++) {
+        bool want = !keys_only;
+        for (int32_t j = 0; j < n_keys; j++) want = want || keyc[j] == i;
+        p->from[i] = want ? nc : -1; /* keys_only: the others all null */
+        if (want) cols[nc++] = pl->change_schema->fields[i].name;
+    }
     p->n_cap = k;
     p->c_lsn = nc, cols[nc++] = "_start_lsn";
-    p->c_ts = nc, cols[nc++] = "_commit_ts";
+    p->c_ts = -1;
+    if (!keys_only || p->sel->history) p->c_ts = nc, cols[nc++] = "_commit_ts";
     p->c_op = nc, cols[nc++] = "_operation";
     p->c_seq = nc, cols[nc++] = "_seqval";
     p->c_ci = nc, cols[nc++] = "_capture_instance";
     p->c_cmd = p->c_snap = p->c_chunk = -1;
     if (mcdc_schema_find(bs, "_command_id") >= 0) p->c_cmd = nc, cols[nc++] = "_command_id";
     if (mcdc_schema_find(bs, "_snapshot") >= 0) p->c_snap = nc, cols[nc++] = "_snapshot";
-    if (mcdc_schema_find(bs, "_chunk") >= 0) p->c_chunk = nc, cols[nc++] = "_chunk";
-    for (int32_t c = 0; c < k + 3; c++) p->from[c] = c;
+    if (!keys_only && mcdc_schema_find(bs, "_chunk") >= 0) p->c_chunk = nc, cols[nc++] = "_chunk";
+    MCDC_ASSERT(!keys_only || p->sel->n_new == 0);
+    p->from[k] = p->c_lsn, p->from[k + 1] = p->c_ts, p->from[k + 2] = p->c_op;
     p->from[k + 3] = p->c_cmd, p->from[k + 4] = p->c_seq;
+    p->n_keys = n_keys;
+    for (int32_t j = 0; j < n_keys; j++) p->key_cols[j] = p->from[keyc[j]];
     return nc;
 }
 
@@ -591,8 +804,11 @@ static apply_lsn scan_floor(const bronze_selection *sel) {
     return lo;
 }
 
-int apply_bronze_rank(mcdc_apply *a, apply_plan *pl, const mcdc_schema *bs,
-                      const bronze_selection *sel, bronze_ranked *out, mcdc_error *err) {
+/* Pass 2 once: with x, the scan reads the key and bronze's own columns
+ * only (the rows' other columns come null), for a sorter that checks them
+ * and lets them go, to be read again whole through x. */
+static int rank_once(mcdc_apply *a, apply_plan *pl, const mcdc_schema *bs, const bronze_selection *sel,
+                     bronze_ranked *out, bronze_replay *x, mcdc_error *err) {
     memset(out, 0, sizeof *out);
     pass2 p = {.a = a, .pl = pl, .sel = sel, .out = out, .progress = a->ctx.progress};
     apply_lsn_text(&sel->snapshot, p.snapshot_text);
@@ -600,11 +816,9 @@ int apply_bronze_rank(mcdc_apply *a, apply_plan *pl, const mcdc_schema *bs,
     const char **cols = mcdc_calloc((size_t)k + 9, sizeof *cols);
     p.from = mcdc_calloc((size_t)k + 5, sizeof *p.from);
     int rc = cols && p.from ? MCDC_OK : apply_nomem(err);
-    int32_t nc = rc == MCDC_OK ? pass2_columns(&p, pl, bs, cols) : 0;
-    p.n_keys = a->n_keys;
     int32_t keyc[SILVER_KEYS_MAX];
-    for (int32_t i = 0; i < a->n_keys; i++) /* < n_cap: the same place in the scan */
-        p.key_cols[i] = keyc[i] = mcdc_schema_find(pl->change_schema, a->keys[i]);
+    for (int32_t i = 0; i < a->n_keys; i++) keyc[i] = mcdc_schema_find(pl->change_schema, a->keys[i]);
+    int32_t nc = rc == MCDC_OK ? pass2_columns(&p, pl, bs, cols, keyc, a->n_keys, x != NULL) : 0;
     silver_sorter_cfg so = {.schema = pl->change_schema, .key_cols = keyc, .n_keys = a->n_keys,
                             .ranked = true, .history = a->cfg.scd_type == 2,
                             .lsn_col = k, .op_col = k + 2, .cmd_col = k + 3,
@@ -630,6 +844,28 @@ int apply_bronze_rank(mcdc_apply *a, apply_plan *pl, const mcdc_schema *bs,
         sc.file_fn = mcdc_scan_rows_fn;
         sc.file_ctx = &p.files;
     }
+    if (x && rc == MCDC_OK) {
+        /* the replay: a pass 2 of its own, every column, the same files and bounds */
+        pl->replay = x;
+        x->t = a->bronze;
+        x->sink = mcdc_log_current();
+        x->sel = *sel;
+        x->p = (pass2){.a = a, .pl = pl, .sel = &x->sel, .out = &x->scratch};
+        memcpy(x->p.snapshot_text, p.snapshot_text, sizeof x->p.snapshot_text);
+        x->cols = mcdc_calloc((size_t)k + 9, sizeof *x->cols);
+        x->p.from = mcdc_calloc((size_t)k + 5, sizeof *x->p.from);
+        if (x->cols == NULL || x->p.from == NULL) rc = apply_nomem(err);
+        x->sc = sc;
+        if (rc == MCDC_OK) x->sc.n_columns = pass2_columns(&x->p, pl, bs, x->cols, keyc, a->n_keys, false);
+        x->sc.columns = x->cols;
+        x->sc.file_fn = NULL;
+        x->sc.file_ctx = NULL;
+        if (lo.set) {
+            memcpy(x->lo_text, lo_text, sizeof x->lo_text);
+            x->sc.lo.text = x->lo_text;
+        }
+        if (rc == MCDC_OK) silver_sorter_set_replay(pl->changes, replay_next, x);
+    }
     int64_t vr;
     if (rc == MCDC_OK) rc = mcdc_table_scan_run(a->bronze, &sc, pass2_rows, &p, &vr, NULL, err);
     int64_t sorted = rc == MCDC_OK ? silver_sorter_rows(pl->changes) : 0;
@@ -643,5 +879,38 @@ int apply_bronze_rank(mcdc_apply *a, apply_plan *pl, const mcdc_schema *bs,
     mcdc_free(p.from);
     mcdc_buf_free(&p.k1);
     mcdc_buf_free(&p.k2);
+    return rc;
+}
+
+int apply_bronze_rank(mcdc_apply *a, apply_plan *pl, const mcdc_schema *bs,
+                      const bronze_selection *sel, bronze_ranked *out, mcdc_error *err) {
+    /* a rebuild of one integer key, of neither new chunks nor repairs, whose
+     * files' key ranges ascend: its rows are read twice instead of sorted */
+    const mcdc_field *kf = NULL;
+    if (a->n_keys == 1) {
+        int32_t kc = mcdc_schema_find(pl->change_schema, a->keys[0]);
+        kf = kc >= 0 && kc < pl->n_cap ? &pl->change_schema->fields[kc] : NULL;
+    }
+    bool replay = false;
+    int rc = MCDC_OK;
+    if (kf && sel->rebuild && sel->n_new == 0 && sel->n_rep == 0 &&
+        (kf->type == MCDC_TYPE_INT64 || kf->type == MCDC_TYPE_INT32 || kf->type == MCDC_TYPE_INT16 ||
+         kf->type == MCDC_TYPE_INT8))
+        rc = keys_ascend(a, pl, kf->name, &replay, err);
+    bronze_replay *x = NULL;
+    if (rc == MCDC_OK && replay && (x = mcdc_calloc(1, sizeof *x)) == NULL) rc = apply_nomem(err);
+    if (rc == MCDC_OK) rc = rank_once(a, pl, bs, sel, out, x, err);
+    if (rc == MCDC_E_CANCELLED && x && pl->changes && silver_sorter_replay_broken(pl->changes)) {
+        /* the statistics said the keys ascend, the rows did not: sorted after all */
+        mcdc_log(MCDC_LOG_INFO, "%s: rows out of key order though the files' key ranges ascend: "
+                                "sorting them instead", a->cfg.bronze);
+        silver_sorter_free(pl->changes);
+        pl->changes = NULL;
+        apply_bronze_replay_free(pl->replay);
+        pl->replay = NULL;
+        rc = rank_once(a, pl, bs, sel, out, NULL, err);
+    } else if (x && pl->replay == NULL) {
+        apply_bronze_replay_free(x); /* not handed over */
+    }
     return rc;
 }

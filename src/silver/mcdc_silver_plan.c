@@ -16,6 +16,7 @@
 
 void apply_plan_clear(apply_plan *pl) {
     silver_sorter_free(pl->changes);
+    apply_bronze_replay_free(pl->replay);
     mcdc_schema_unref(pl->change_schema);
     mcdc_free(pl->ranges);
     mcdc_batch_free(pl->close);

@@ -14,6 +14,12 @@
  * over all of them is its latest. A history sorter (SCD type 2) keeps the
  * rank as it is and cuts nothing: a key's rows come oldest first.
  *
+ * A sorter whose rows can be read again (silver_sorter_set_replay) holds
+ * none: it checks that each row added comes after the last, of another key,
+ * and reading takes the rows from the replay as one run, checked again (the
+ * same order, count and keys); a replayed batch whose keys are all kept is
+ * a chunk as it is.
+ *
  * With unique_keys, the neighbouring rows of a key that the cut (and the
  * merge of runs) compares anyway are also checked for what proves the key
  * is not unique (mcdc_silver.h): a key's rows are next to each other there,
@@ -61,6 +67,16 @@ typedef struct {
     uint32_t pad;
 } ent;
 
+/* The order of the rows as they come (a replayed sorter's, when added and
+ * when replayed): each sort key after the last, of another key. */
+typedef struct {
+    bool have;
+    uint32_t len, klen;
+    uint8_t *last;   /* SILVER_KEY_BYTES_MAX + SILVER_RANK_BYTES */
+    uint64_t hash;   /* of the keys so far, in order */
+    int64_t rows;
+} order_check;
+
 /* Where a row of the chunk being built comes from. */
 typedef struct {
     const mcdc_batch *src;
@@ -70,10 +86,11 @@ typedef struct {
 
 /* A source of sorted rows while reading: a spilled run, or what is held. */
 typedef struct {
-    bool is_run;
+    bool is_run;         /* a run, or the replay (r NULL) */
     /* a run */
     run_reader *r;
     mcdc_batch *b;       /* current batch (payload + 3 columns; keys_only: the 3) */
+    mcdc_batch *kb;      /* the replay's: the 3 columns apart (b the payload); else NULL */
     int64_t at;
     /* held rows */
     int64_t pos;
@@ -115,6 +132,15 @@ struct silver_sorter {
     char memo_text[22];
     uint8_t min_lsn[10];   /* ranked: the smallest LSN of the rows added (0xFF..: none) */
     bool finished;
+    /* replay (silver_sorter_set_replay) */
+    silver_replay_fn replay;
+    void *replay_ctx;
+    order_check added;     /* the rows added: checked, then let go */
+    bool broke;            /* a row came out of order */
+    bool replaying;        /* finished: reading replays every row */
+    order_check replayed;  /* what the replay gave so far */
+    bool replay_restart;   /* the replay's next batch is its first */
+    mcdc_buf rkeys;        /* a replayed batch's sort keys */
     /* reading */
     bool keys_only;
     bool merging;          /* merge_runs reads: nothing left out */
@@ -238,6 +264,21 @@ int silver_sorter_create(silver_sorter **out, const silver_sorter_cfg *cfg, mcdc
 }
 
 int64_t silver_sorter_rows(const silver_sorter *s) { return s->rows_added; }
+
+void silver_sorter_set_replay(silver_sorter *s, silver_replay_fn fn, void *ctx) {
+    MCDC_ASSERT(s->rows_added == 0 && !s->finished);
+    size_t most = SILVER_KEY_BYTES_MAX + SILVER_RANK_BYTES;
+    if (s->added.last == NULL) s->added.last = mcdc_malloc(most);
+    if (s->replayed.last == NULL) s->replayed.last = mcdc_malloc(most);
+    /* an optimisation: without the memory it is not made */
+    bool ok = fn && s->added.last && s->replayed.last;
+    s->replay = ok ? fn : NULL;
+    s->replay_ctx = ok ? ctx : NULL;
+}
+
+bool silver_sorter_replay_broken(const silver_sorter *s) { return s->broke; }
+
+bool silver_sorter_replays(const silver_sorter *s) { return s->replaying; }
 int64_t silver_sorter_runs(const silver_sorter *s) { return s->spilled; }
 int64_t silver_sorter_merges(const silver_sorter *s) { return s->merges; }
 int64_t silver_sorter_held_max(const silver_sorter *s) { return s->held_max; }
@@ -317,6 +358,53 @@ static int arena_room(silver_sorter *s, size_t extra, mcdc_error *err) {
     return MCDC_OK;
 }
 
+/* Appends row r of src's sort key to out: its key's bytes (*klen of them),
+ * then on a ranked sorter its rank, inverted but on a history's; the
+ * smallest LSN seen kept. */
+static int sort_key_append(silver_sorter *s, mcdc_buf *out, const mcdc_column *const *kc,
+                           const mcdc_batch *src, int64_t r, size_t *klen, mcdc_error *err) {
+    size_t off = out->len;
+    int rc = silver_key_append(out, kc, s->cfg.n_keys, r, err);
+    *klen = out->len - off;
+    if (rc == MCDC_OK && s->cfg.ranked) {
+        silver_rank rk;
+        rc = rank_of(s, src, r, &rk, err);
+        /* a commit's rows share their LSN: mostly one compare of a word */
+        if (rc == MCDC_OK && memcmp(rk.b, s->min_lsn, sizeof s->min_lsn) < 0)
+            memcpy(s->min_lsn, rk.b, sizeof s->min_lsn);
+        /* latest first; a history's rows oldest first */
+        for (int j = 0; rc == MCDC_OK && !s->cfg.history && j < SILVER_RANK_BYTES; j++)
+            rk.b[j] = (uint8_t)~rk.b[j];
+        if (rc == MCDC_OK) rc = mcdc_buf_append(out, rk.b, SILVER_RANK_BYTES, err);
+    }
+    return rc;
+}
+
+/* Notes the next sort key (len bytes, the key's klen of them): false when
+ * it does not come after the last one, or is of the same key. */
+static bool order_next(order_check *o, const uint8_t *k, uint32_t len, uint32_t klen) {
+    if (o->have && (silver_key_cmp_fast(o->last, o->len, k, len) >= 0 ||
+                    (o->klen == klen && memcmp(o->last, k, klen) == 0)))
+        return false;
+    memcpy(o->last, k, len);
+    o->len = len;
+    o->klen = klen;
+    o->have = true;
+    /* the key's bytes, a word at a time (to tell a replay that differs) */
+    uint64_t h = o->hash;
+    uint32_t n = klen;
+    for (; n >= 8; n -= 8, k += 8) {
+        uint64_t w;
+        memcpy(&w, k, 8);
+        h = (h ^ w) * 0x100000001b3ULL;
+    }
+    uint64_t w = 0;
+    memcpy(&w, k, n);
+    o->hash = (h ^ w ^ (uint64_t)n << 56) * 0x9e3779b97f4a7c15ULL;
+    o->rows++;
+    return true;
+}
+
 /* Sort keys and entries of rows [first, first + n) of held batch bi, which
  * are rows src_rows[0..n) (NULL: 0..n-1) of src, the batch added (its rank
  * columns are not held). */
@@ -328,21 +416,9 @@ static int key_rows(silver_sorter *s, int32_t bi, int64_t first, const mcdc_batc
     for (int32_t k = 0; k < s->cfg.n_keys; k++) kc[k] = &src->columns[s->cfg.key_cols[k]];
     for (int64_t i = 0; rc == MCDC_OK && i < n; i++) {
         int64_t r = src_rows ? src_rows[i] : i;
-        size_t off = s->arena.len;
+        size_t off = s->arena.len, klen = 0;
         rc = arena_room(s, SILVER_KEY_BYTES_MAX + SILVER_RANK_BYTES, err);
-        if (rc == MCDC_OK) rc = silver_key_append(&s->arena, kc, s->cfg.n_keys, r, err);
-        size_t klen = s->arena.len - off;
-        if (rc == MCDC_OK && s->cfg.ranked) {
-            silver_rank rk;
-            rc = rank_of(s, src, r, &rk, err);
-            /* a commit's rows share their LSN: mostly one compare of a word */
-            if (rc == MCDC_OK && memcmp(rk.b, s->min_lsn, sizeof s->min_lsn) < 0)
-                memcpy(s->min_lsn, rk.b, sizeof s->min_lsn);
-            /* latest first; a history's rows oldest first */
-            for (int j = 0; rc == MCDC_OK && !s->cfg.history && j < SILVER_RANK_BYTES; j++)
-                rk.b[j] = (uint8_t)~rk.b[j];
-            if (rc == MCDC_OK) rc = mcdc_buf_append(&s->arena, rk.b, SILVER_RANK_BYTES, err);
-        }
+        if (rc == MCDC_OK) rc = sort_key_append(s, &s->arena, kc, src, r, &klen, err);
         if (rc) break;
         const uint8_t *k = (const uint8_t *)s->arena.data + off;
         size_t len = s->arena.len - off;
@@ -434,10 +510,65 @@ static bool room_to_copy(silver_sorter *s, const mcdc_batch *acc, const mcdc_bat
     return held_bytes(s) + add_cost(s, n, copy_cost(s, acc, b, rows, n)) <= s->cfg.memory_bytes;
 }
 
+/* The replay is not what was added: MCDC_E_CORRUPT. */
+static int replay_differs(const silver_sorter *s, mcdc_error *err, const char *what) {
+    return mcdc_error_set(err, MCDC_E_CORRUPT,
+                          "the rows to sort, read again, are not those read the first time (%s, "
+                          "%lld rows of %lld read again): did the input change while it was read? "
+                          "Nothing was written from them; run again",
+                          what, (long long)s->replayed.rows, (long long)s->rows_added);
+}
+
+/* Sort keys of the next replayed batch b's rows into s->rkeys, checked
+ * against the order (their ends at end[1..], their keys' lengths in klen;
+ * end[0] = 0). Rows [0, n) only. */
+static int replay_keys(silver_sorter *s, const mcdc_batch *b, int64_t n, uint32_t *end,
+                       uint32_t *klen, mcdc_error *err) {
+    const mcdc_column *kc[SILVER_KEYS_MAX];
+    for (int32_t k = 0; k < s->cfg.n_keys; k++) kc[k] = &b->columns[s->cfg.key_cols[k]];
+    mcdc_buf_reset(&s->rkeys);
+    end[0] = 0;
+    int rc = MCDC_OK;
+    for (int64_t r = 0; rc == MCDC_OK && r < n; r++) {
+        size_t kl = 0;
+        rc = sort_key_append(s, &s->rkeys, kc, b, r, &kl, err);
+        if (rc == MCDC_OK && s->rkeys.len > UINT32_MAX) rc = nomem(err);
+        if (rc) break;
+        end[r + 1] = (uint32_t)s->rkeys.len;
+        klen[r] = (uint32_t)kl;
+        if (!order_next(&s->replayed, (const uint8_t *)s->rkeys.data + end[r], end[r + 1] - end[r], klen[r]))
+            rc = replay_differs(s, err, "a row out of order");
+    }
+    return rc;
+}
+
+/* A replayed sorter's rows [0, n) of b (rows NULL: all of them; else
+ * those rows): checked to come in order, counted, then let go. */
+static int replay_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows, int64_t n,
+                      mcdc_error *err) {
+    MCDC_ASSERT(!s->broke);
+    const mcdc_column *kc[SILVER_KEYS_MAX];
+    for (int32_t k = 0; k < s->cfg.n_keys; k++) kc[k] = &b->columns[s->cfg.key_cols[k]];
+    int rc = MCDC_OK;
+    for (int64_t i = 0; rc == MCDC_OK && i < n; i++) {
+        mcdc_buf_reset(&s->rkeys);
+        size_t kl = 0;
+        rc = sort_key_append(s, &s->rkeys, kc, b, rows ? rows[i] : i, &kl, err);
+        if (rc == MCDC_OK &&
+            !order_next(&s->added, (const uint8_t *)s->rkeys.data, (uint32_t)s->rkeys.len, (uint32_t)kl)) {
+            s->broke = true;
+            rc = mcdc_error_set(err, MCDC_E_CANCELLED, "rows out of key order: they cannot be replayed");
+        }
+    }
+    if (rc == MCDC_OK) s->rows_added += n;
+    return rc;
+}
+
 int silver_sorter_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows, int64_t n,
                       const uint32_t *tags, mcdc_error *err) {
     MCDC_ASSERT(!s->finished && b->schema->n_fields == s->cfg.schema->n_fields);
     if (rows == NULL) n = b->rows;
+    if (s->replay) return replay_add(s, b, rows, n, err);
     int rc = MCDC_OK;
     int64_t done = 0;
     int32_t *all = NULL;
@@ -484,6 +615,11 @@ int silver_sorter_add(silver_sorter *s, const mcdc_batch *b, const int32_t *rows
 int silver_sorter_add_owned(silver_sorter *s, mcdc_batch *b, const uint32_t *tags,
                             mcdc_error *err) {
     MCDC_ASSERT(!s->finished && b->schema->n_fields == s->cfg.schema->n_fields);
+    if (s->replay) {
+        int rc = replay_add(s, b, NULL, b->rows, err);
+        mcdc_batch_free(b);
+        return rc;
+    }
     /* what holding b as it is takes: more than half the budget, and it is
      * copied in parts instead, spilled between them */
     int64_t cost = b->rows >= OWNED_ROWS_MIN ? add_cost(s, b->rows, mcdc_batch_cap_bytes(b)) : 0;
@@ -904,6 +1040,10 @@ static int spill_run(silver_sorter *s, mcdc_error *err) {
 }
 
 int silver_sorter_finish(silver_sorter *s, mcdc_error *err) {
+    if (s->replay) { /* nothing held: every row comes from the replay */
+        s->replaying = s->finished = !s->broke;
+        return s->broke ? mcdc_error_set(err, MCDC_E_CANCELLED, "rows out of key order") : MCDC_OK;
+    }
     int rc = s->finished ? MCDC_OK : sort_held(s, err);
     s->finished = rc == MCDC_OK;
     return rc;
@@ -924,6 +1064,7 @@ static void free_retired(silver_sorter *s) {
 static void close_cursors(silver_sorter *s) {
     for (int32_t i = 0; i < s->n_cur; i++) {
         mcdc_batch_free(s->cur[i].b);
+        mcdc_batch_free(s->cur[i].kb);
         mcdc_free(s->cur[i].r);
     }
     free_retired(s);
@@ -954,12 +1095,13 @@ static void cur_fill(const silver_sorter *s, cursor *c) {
     if (c->is_run) {
         c->live = c->b != NULL;
         if (!c->live) return;
-        int32_t base = s->keys_only ? 0 : s->n_cols;
-        const mcdc_column *sk = &c->b->columns[base];
+        const mcdc_batch *kb = c->kb ? c->kb : c->b;
+        int32_t base = s->keys_only || c->kb ? 0 : s->n_cols;
+        const mcdc_column *sk = &kb->columns[base];
         c->k = sk->data + sk->offsets[c->at];
         c->len = (uint32_t)(sk->offsets[c->at + 1] - sk->offsets[c->at]);
-        c->klen = (uint32_t)cell_i32(&c->b->columns[base + 1], c->at);
-        c->tags = (uint32_t)cell_i32(&c->b->columns[base + 2], c->at);
+        c->klen = (uint32_t)cell_i32(&kb->columns[base + 1], c->at);
+        c->tags = (uint32_t)cell_i32(&kb->columns[base + 2], c->at);
         return;
     }
     c->live = c->pos < s->n_ents;
@@ -1052,21 +1194,83 @@ static int run_next(silver_sorter *s, run_reader *r, mcdc_batch **out, mcdc_erro
     return MCDC_OK;
 }
 
+static int retire(silver_sorter *s, mcdc_batch **b, mcdc_error *err) {
+    if (*b == NULL) return MCDC_OK;
+    if (s->n_retired == s->cap_retired) {
+        int32_t cap = s->cap_retired ? s->cap_retired * 2 : 8;
+        mcdc_batch **v = mcdc_realloc(s->retired, (size_t)cap * sizeof *v);
+        if (v == NULL) return nomem(err);
+        s->retired = v;
+        s->cap_retired = cap;
+    }
+    s->retired[s->n_retired++] = *b;
+    *b = NULL;
+    return MCDC_OK;
+}
+
+/* The replay's next batch into cursor c: its rows (keys_only: none) and
+ * their sort keys apart, checked against the order and, at the end,
+ * against what was added (the count and the keys). */
+static int replay_load(silver_sorter *s, cursor *c, mcdc_error *err) {
+    int rc = MCDC_OK;
+    uint32_t *end = NULL, *klen = NULL;
+    for (;;) {
+        mcdc_batch *b = NULL;
+        const uint32_t *tags = NULL;
+        rc = s->replay(s->replay_ctx, s->replay_restart, &b, &tags, err);
+        s->replay_restart = false;
+        if (rc) return rc;
+        if (b == NULL) {
+            if (s->replayed.rows != s->rows_added) return replay_differs(s, err, "another row count");
+            if (s->replayed.hash != s->added.hash) return replay_differs(s, err, "other keys");
+            return MCDC_OK;
+        }
+        if (b->rows == 0) {
+            mcdc_batch_free(b);
+            continue;
+        }
+        int64_t n = b->rows;
+        end = mcdc_malloc((size_t)(n + 1) * sizeof *end);
+        klen = mcdc_malloc((size_t)n * sizeof *klen);
+        rc = end && klen ? replay_keys(s, b, n, end, klen, err) : nomem(err);
+        mcdc_batch *kb = NULL;
+        if (rc == MCDC_OK) rc = mcdc_batch_create(&kb, s->key_schema, n, err);
+        if (rc == MCDC_OK) rc = keys_reserve(kb->columns, n, end[n], err);
+        if (rc == MCDC_OK) {
+            mcdc_column *sk = kb->columns;
+            memcpy(sk->data, s->rkeys.data, end[n]);
+            for (int64_t i = 0; i < n; i++)
+                keys_end_row(sk, i, end[i + 1] - end[i], klen[i], tags ? tags[i] : 0);
+            sk->length = sk[1].length = sk[2].length = n;
+            rc = mcdc_batch_seal(kb, err);
+        }
+        mcdc_free(end);
+        mcdc_free(klen);
+        end = klen = NULL;
+        if (rc == MCDC_OK && s->keys_only) {
+            mcdc_batch_free(b);
+            b = kb, kb = NULL;
+        } else if (rc == MCDC_OK && s->n_cols < s->cfg.schema->n_fields) {
+            rc = mcdc_batch_reshape(&b, b, s->schema, s->held_of, err); /* takes b */
+        }
+        if (rc) {
+            mcdc_batch_free(b);
+            mcdc_batch_free(kb);
+            return rc;
+        }
+        c->b = b;
+        c->kb = kb;
+        return MCDC_OK;
+    }
+}
+
 /* Loads a run cursor's next batch (NULL at its end), retiring the last. */
 static int cur_load(silver_sorter *s, cursor *c, mcdc_error *err) {
-    if (c->b) {
-        if (s->n_retired == s->cap_retired) {
-            int32_t cap = s->cap_retired ? s->cap_retired * 2 : 8;
-            mcdc_batch **v = mcdc_realloc(s->retired, (size_t)cap * sizeof *v);
-            if (v == NULL) return nomem(err);
-            s->retired = v;
-            s->cap_retired = cap;
-        }
-        s->retired[s->n_retired++] = c->b;
-        c->b = NULL;
-    }
+    int rc = retire(s, &c->b, err);
+    if (rc == MCDC_OK) rc = retire(s, &c->kb, err);
+    if (rc) return rc;
     c->at = 0;
-    int rc;
+    if (c->r == NULL) return replay_load(s, c, err);
     do {
         mcdc_batch_free(c->b);
         c->b = NULL;
@@ -1129,9 +1333,9 @@ static int open_cursors(silver_sorter *s, bool keys_only, int32_t first_run, boo
     s->keys_only = keys_only;
     s->defer_rows = false;
     s->tie_pending = false;
-    s->cur = mcdc_calloc((size_t)s->n_runs + 1, sizeof *s->cur);
+    s->cur = mcdc_calloc((size_t)s->n_runs + 2, sizeof *s->cur);
     mcdc_free(s->heap);
-    s->heap = mcdc_calloc((size_t)s->n_runs + 1, sizeof *s->heap);
+    s->heap = mcdc_calloc((size_t)s->n_runs + 2, sizeof *s->heap);
     if (s->cur == NULL || s->heap == NULL) return nomem(err);
     int rc = MCDC_OK;
     for (int32_t i = first_run; i < s->n_runs && rc == MCDC_OK; i++) {
@@ -1143,6 +1347,16 @@ static int open_cursors(silver_sorter *s, bool keys_only, int32_t first_run, boo
             rc = mcdc_storage_size(s->cfg.spill, s->runs[i], &c->r->size, err);
         }
         if (rc == MCDC_OK) rc = cur_load(s, c, err);
+        if (rc == MCDC_OK) cur_fill(s, c);
+    }
+    if (rc == MCDC_OK && s->replaying) { /* every row: nothing spilled, nothing held */
+        cursor *c = &s->cur[s->n_cur++];
+        c->is_run = true;
+        s->replayed.have = false;
+        s->replayed.hash = 0;
+        s->replayed.rows = 0;
+        s->replay_restart = true;
+        rc = cur_load(s, c, err);
         if (rc == MCDC_OK) cur_fill(s, c);
     }
     free_retired(s);
@@ -1276,11 +1490,54 @@ int silver_sorter_take(silver_sorter *s, mcdc_batch *dst, const int32_t *col_of,
     return gather_chunk(s, dst, col_of, dst->schema->n_fields, sel, n, err);
 }
 
+/* The replay's current batch, read from its first row, as the next chunk
+ * when every key of it is kept: the batch itself is the chunk's rows, not
+ * a copy (the rows come in order, a key once: nothing to merge or cut). */
+static bool replay_whole(const silver_sorter *s, const cursor *c) {
+    if (s->n_heap != 1 || s->keys_only || s->defer_rows || s->cfg.history || !c->is_run ||
+        c->r != NULL || c->at != 0 || c->b->rows > SILVER_BATCH_ROWS)
+        return false;
+    const mcdc_column *tg = &c->kb->columns[2];
+    for (int64_t i = 0; s->cfg.ranked && s->cfg.keep_tags && i < c->b->rows; i++)
+        if (!((uint32_t)cell_i32(tg, i) & s->cfg.keep_tags)) return false;
+    return true;
+}
+
+static int replay_chunk(silver_sorter *s, cursor *c, const silver_chunk **out, mcdc_error *err) {
+    silver_chunk *ch = &s->chunk;
+    const mcdc_column *sk = &c->kb->columns[0];
+    int64_t n = c->b->rows;
+    int rc = mcdc_buf_reserve(&ch->bytes, (size_t)sk->offsets[n], err);
+    for (int64_t i = 0; rc == MCDC_OK && i < n; i++) {
+        const uint8_t *k = sk->data + sk->offsets[i];
+        uint32_t klen = (uint32_t)cell_i32(&c->kb->columns[1], i);
+        s->koff[i] = ch->bytes.len;
+        ch->key_len[i] = klen;
+        ch->tags[i] = (uint32_t)cell_i32(&c->kb->columns[2], i);
+        if (s->cfg.ranked)
+            for (int j = 0; j < SILVER_RANK_BYTES; j++) ch->rank[i].b[j] = (uint8_t)~k[klen + (uint32_t)j];
+        rc = mcdc_buf_append(&ch->bytes, k, klen, err);
+    }
+    if (rc) return rc;
+    ch->n = n;
+    ch->rows = c->b; /* the chunk's now: freed by the next call */
+    c->b = NULL;
+    rc = cur_load(s, c, err);
+    if (rc) return rc;
+    cur_fill(s, c);
+    if (!c->live) s->n_heap = 0;
+    for (int64_t i = 0; i < n; i++) ch->key[i] = (const uint8_t *)ch->bytes.data + s->koff[i];
+    *out = ch;
+    return MCDC_OK;
+}
+
 int silver_sorter_next(silver_sorter *s, const silver_chunk **out, mcdc_error *err) {
     *out = NULL;
     free_retired(s);
     silver_chunk *ch = &s->chunk;
     int rc = chunk_room(s, err);
+    if (rc == MCDC_OK && s->replaying && s->n_heap == 1 && replay_whole(s, &s->cur[s->heap[0]]))
+        return replay_chunk(s, &s->cur[s->heap[0]], out, err);
     /* rows of runs are checked against each other here (held rows were
      * when they were sorted); a keys-only read has no rows to name */
     bool check = s->cfg.unique_keys && !s->keys_only;
@@ -1429,5 +1686,8 @@ void silver_sorter_free(silver_sorter *s) {
     mcdc_schema_unref(s->schema);
     mcdc_schema_unref(s->cfg.schema);
     mcdc_free(s->held_of);
+    mcdc_free(s->added.last);
+    mcdc_free(s->replayed.last);
+    mcdc_buf_free(&s->rkeys);
     mcdc_free(s);
 }

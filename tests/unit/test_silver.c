@@ -848,6 +848,174 @@ TEST(silver_sorter_unranked_keeps_every_row_in_key_order) {
  * latest in any of them; the tag kept comes only with the last part, so a
  * merge that left out keys by their tags so far would hand out an older
  * row. The rank-only columns (held_cols) are not held. */
+/* Rows a replayed sorter reads again: batch i of `batches` (ids ascending
+ * from i * rows, two apart; `swap`: batch 2's first two rows swapped, out of
+ * order; `alter`: batch 3 gives another key on its replay) */
+typedef struct {
+    mcdc_schema *s;
+    int next, batches, rows;
+    bool swap, alter, short_by_one, all_kept;
+    int replays;
+    uint32_t tags[4096];
+} replay_src;
+
+static mcdc_batch *replay_batch(replay_src *r, int i, bool again) {
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_batch *b;
+    mcdc_batch_create(&b, r->s, r->rows, &e);
+    for (int j = 0; j < r->rows; j++) {
+        int k = j;
+        if (r->swap && i == 2 && j < 2) k = 1 - j;
+        int id = 2 * (i * r->rows + k);
+        if (again && r->alter && i == 3 && j == 5) id++; /* still in order, another key */
+        char val[32];
+        snprintf(val, sizeof val, "v%d", id);
+        add_change(b, id, val, 100, 0, -1, -1);
+        /* a key of LATER rows only is left out */
+        r->tags[j] = id % 9 == 0 && !r->all_kept ? SILVER_TAG_LATER : SILVER_TAG_BASE;
+    }
+    mcdc_batch_seal(b, &e);
+    return b;
+}
+
+static int replay_fn(void *ctx, bool restart, mcdc_batch **out, const uint32_t **tags, mcdc_error *err) {
+    (void)err;
+    replay_src *r = ctx;
+    if (restart) r->next = 0, r->replays++;
+    int last = r->batches - (r->short_by_one ? 1 : 0);
+    *out = r->next < last ? replay_batch(r, r->next++, true) : NULL;
+    *tags = r->tags;
+    return MCDC_OK;
+}
+
+/* Reads every key out (keys_only or not): the keys, ascending, and their
+ * values right; the rows read in *rows. */
+static int replay_drain(silver_sorter *x, bool keys_only, bool all_kept, int64_t *rows, int64_t *bad,
+                        mcdc_error *e) {
+    *rows = *bad = 0;
+    int rc = silver_sorter_rewind(x, keys_only, e);
+    const silver_chunk *ch = NULL;
+    int64_t last = -1;
+    while (rc == MCDC_OK && (rc = silver_sorter_next(x, &ch, e)) == MCDC_OK && ch) {
+        CHECK(keys_only ? ch->rows == NULL : ch->rows && ch->rows->rows == ch->n);
+        for (int64_t i = 0; !keys_only && i < ch->n; i++) {
+            int id = i32_at(ch->rows, 0, i);
+            char want[32];
+            snprintf(want, sizeof want, "v%d", id);
+            const mcdc_column *v = &ch->rows->columns[1];
+            *bad += id <= last || (id % 9 == 0 && !all_kept) || id % 2 != 0;
+            *bad += (size_t)(v->offsets[i + 1] - v->offsets[i]) != strlen(want) ||
+                    memcmp(v->data + v->offsets[i], want, strlen(want)) != 0;
+            *bad += ch->tags[i] != SILVER_TAG_BASE;
+            last = id;
+        }
+        *rows += ch->n;
+    }
+    return rc;
+}
+
+/* A sorter whose rows can be read again holds none of them: rows added in
+ * key order are checked, counted and let go, and reading replays them,
+ * checked again (order, count, keys). Rows out of order, or a key twice,
+ * are refused as they come (MCDC_E_CANCELLED, replay_broken): the caller
+ * sorts them instead, which the same rows without a replay show. */
+TEST(silver_sorter_replays_rows_in_key_order_and_sorts_them_otherwise) {
+    mcdc_storage_mem *m;
+    mcdc_storage *st;
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_storage_mem_create(&m, "sorter", &e);
+    mcdc_storage_mem_open(&st, m, "silver", &e);
+    mcdc_schema *s = change_schema();
+    enum { BATCHES = 6, ROWS = 4000 };
+    int64_t some = 0;
+    for (int id = 0; id < 2 * BATCHES * ROWS; id += 2) some += id % 9 != 0;
+    /* in order; swapped; altered on replay; a batch short; in order, every
+     * key kept (each batch is a chunk as it is) */
+    for (int c = 0; c < 5; c++) {
+        replay_src r = {.s = s, .batches = BATCHES, .rows = ROWS, .swap = c == 1, .alter = c == 2,
+                        .short_by_one = c == 3, .all_kept = c == 4};
+        int64_t want = c == 4 ? BATCHES * ROWS : some;
+        /* a budget far below the rows: they would spill */
+        silver_sorter *x = new_sorter(st, s, true, SILVER_TAG_BASE, 2 * 1024 * 1024);
+        silver_sorter_set_replay(x, replay_fn, &r);
+        int rc = MCDC_OK;
+        for (int i = 0; rc == MCDC_OK && i < BATCHES; i++) {
+            mcdc_batch *b = replay_batch(&r, i, false);
+            if (i % 2) {
+                rc = silver_sorter_add(x, b, NULL, 0, r.tags, &e);
+                mcdc_batch_free(b);
+            } else {
+                rc = silver_sorter_add_owned(x, b, r.tags, &e);
+            }
+        }
+        if (c == 1) { /* refused at the swapped row */
+            CHECK_EQ_INT(rc, MCDC_E_CANCELLED);
+            CHECK(silver_sorter_replay_broken(x));
+            silver_sorter_free(x);
+            /* the same rows sorted: every key, in order */
+            x = new_sorter(st, s, true, SILVER_TAG_BASE, 2 * 1024 * 1024);
+            for (int i = 0; i < BATCHES; i++)
+                CHECK_EQ_INT(silver_sorter_add_owned(x, replay_batch(&r, i, false), r.tags, &e), MCDC_OK);
+            CHECK_EQ_INT(silver_sorter_finish(x, &e), MCDC_OK);
+            CHECK(!silver_sorter_replays(x));
+            int64_t rows, bad;
+            CHECK_EQ_INT(replay_drain(x, false, r.all_kept, &rows, &bad, &e), MCDC_OK);
+            CHECK_EQ_INT(rows, want);
+            CHECK_EQ_INT(bad, 0);
+            silver_sorter_free(x);
+            continue;
+        }
+        CHECK_EQ_INT(rc, MCDC_OK);
+        CHECK_EQ_INT(silver_sorter_rows(x), (int64_t)BATCHES * ROWS);
+        CHECK_EQ_INT(silver_sorter_finish(x, &e), MCDC_OK);
+        CHECK(silver_sorter_replays(x));
+        CHECK_EQ_INT(silver_sorter_runs(x), 0);
+        CHECK_EQ_INT(silver_sorter_held_max(x), 0);
+        int64_t rows = 0, bad = 0;
+        rc = replay_drain(x, false, r.all_kept, &rows, &bad, &e);
+        if (c == 2 || c == 3) { /* the replay is not what was added */
+            CHECK_EQ_INT(rc, MCDC_E_CORRUPT);
+            CHECK(strstr(e.message, c == 2 ? "other keys" : "another row count") != NULL);
+            silver_sorter_free(x);
+            continue;
+        }
+        CHECK_EQ_INT(rc, MCDC_OK);
+        CHECK_EQ_INT(rows, want);
+        CHECK_EQ_INT(bad, 0);
+        /* again, keys only, then rows again: each a replay from the start */
+        CHECK_EQ_INT(replay_drain(x, true, r.all_kept, &rows, &bad, &e), MCDC_OK);
+        CHECK_EQ_INT(rows, want);
+        CHECK_EQ_INT(replay_drain(x, false, r.all_kept, &rows, &bad, &e), MCDC_OK);
+        CHECK_EQ_INT(rows, want);
+        CHECK_EQ_INT(bad, 0);
+        CHECK_EQ_INT(r.replays, 3);
+        silver_sorter_free(x);
+    }
+    /* a key twice, in order otherwise: refused too */
+    {
+        replay_src r = {.s = s, .batches = 1, .rows = 3};
+        silver_sorter *x = new_sorter(st, s, true, SILVER_TAG_BASE, 0);
+        silver_sorter_set_replay(x, replay_fn, &r);
+        mcdc_batch *b;
+        mcdc_batch_create(&b, s, 3, &e);
+        add_change(b, 1, "a", 100, 0, -1, -1);
+        add_change(b, 2, "b", 100, 0, -1, -1);
+        add_change(b, 2, "c", 101, 2, 1, 5);
+        mcdc_batch_seal(b, &e);
+        uint32_t tags[3] = {SILVER_TAG_BASE, SILVER_TAG_BASE, SILVER_TAG_BASE};
+        CHECK_EQ_INT(silver_sorter_add_owned(x, b, tags, &e), MCDC_E_CANCELLED);
+        CHECK(silver_sorter_replay_broken(x));
+        silver_sorter_free(x);
+    }
+    mcdc_storage_listing l = {0};
+    mcdc_storage_list(st, "_mssql_cdc_spill/", &l, &e);
+    CHECK_EQ_INT(l.count, 0);
+    mcdc_storage_listing_free(&l);
+    mcdc_schema_unref(s);
+    mcdc_storage_free(st);
+    mcdc_storage_mem_release(m);
+}
+
 TEST(silver_sorter_merges_runs_past_the_most_read_at_once) {
     mcdc_storage_mem *m;
     mcdc_storage *st;
