@@ -393,10 +393,17 @@ int mcdc_pq_delta_encode_plain(mcdc_buf *out, const uint8_t *plain, int64_t n, i
             }
         }
         for (int64_t k = cnt; k < BLOCK; k++) d[k] = (uint64_t)min;
-        uint64_t mx[MBS] = {0};
-        for (int64_t k = 0; k < BLOCK; k++) {
-            d[k] -= (uint64_t)min;
-            mx[k / PER_MB] |= d[k];
+        /* each miniblock's bits in a register of its own (an OR into mx[k /
+         * 32] went through memory, a store-to-load chain per value: 2.9 ->
+         * 1.75 ns a value for short lengths, 3.4 -> 2.3 for 56-bit ones) */
+        uint64_t mx[MBS];
+        for (int m = 0; m < MBS; m++) {
+            uint64_t acc = 0, *x = d + m * PER_MB;
+            for (int j = 0; j < PER_MB; j++) {
+                x[j] -= (uint64_t)min;
+                acc |= x[j];
+            }
+            mx[m] = acc;
         }
         rc = put_varint(out, ((uint64_t)min << 1) ^ (uint64_t)(min >> 63), err);
         uint8_t widths[MBS];
@@ -471,11 +478,13 @@ int mcdc_pq_delta_strings_encode(mcdc_buf *out, const uint8_t *plain, size_t pla
     int rc = mcdc_pq_strs_reserve(s, n, plain_n, err);
     if (rc) return rc;
     const uint8_t *q = plain, *end = plain + plain_n;
+    pq_strs_cur k = pq_strs_open(s);
     for (int64_t i = 0; i < n; i++) {
         size_t len = pq_le32(q);
-        mcdc_pq_strs_add(s, q + 4, len, (size_t)(end - q) >= len + 4 + 32);
+        mcdc_pq_strs_add(&k, q + 4, len, (size_t)(end - q) >= len + 4 + 32);
         q += 4 + len;
     }
+    pq_strs_close(s, &k);
     MCDC_ASSERT(q == end);
     return mcdc_pq_strs_emit(s, out, err);
 }

@@ -1337,15 +1337,16 @@ static int encode_slice_strs(wcol *c, const mcdc_column *in, int64_t r0, const i
     const int64_t safe_end = in->data_cap - 32; /* 16-byte pieces read up to 32 past */
     ba_minmax m;
     ba_minmax_first(&m, in->data + off[first], (size_t)(off[first + 1] - off[first]));
+    pq_strs_cur cur = pq_strs_open(s);
     if (s->prefix) {
         /* the value before each one (but the first) is this slice's */
         bool at_lo = true, at_hi = true;
-        mcdc_pq_strs_add(s, m.lo, m.lo_n, off[first + 1] <= safe_end);
+        mcdc_pq_strs_add(&cur, m.lo, m.lo_n, off[first + 1] <= safe_end);
         for (int64_t k = 1; k < nv; k++) {
             int64_t r = sel ? sel[k] : r0 + k;
-            const uint8_t *v = in->data + off[r], *pv = s->prev;
-            size_t len = (size_t)(off[r + 1] - off[r]), pn = s->prev_n;
-            size_t pl = mcdc_pq_strs_add(s, v, len, off[r + 1] <= safe_end);
+            const uint8_t *v = in->data + off[r], *pv = cur.prev;
+            size_t len = (size_t)(off[r + 1] - off[r]), pn = cur.prev_n;
+            size_t pl = mcdc_pq_strs_add(&cur, v, len, off[r + 1] <= safe_end);
             ba_minmax_add_next(&m, v, len, pv, pn, pl, &at_lo, &at_hi);
         }
     } else {
@@ -1354,9 +1355,10 @@ static int encode_slice_strs(wcol *c, const mcdc_column *in, int64_t r0, const i
             const uint8_t *v = in->data + off[r];
             size_t len = (size_t)(off[r + 1] - off[r]);
             ba_minmax_add(&m, v, len);
-            mcdc_pq_strs_add(s, v, len, off[r + 1] <= safe_end);
+            mcdc_pq_strs_add(&cur, v, len, off[r + 1] <= safe_end);
         }
     }
+    pq_strs_close(s, &cur);
     prof_lap(c, MCDC_PARQUET_STAGE_ENCODE);
     if ((rc = mcdc_pq_strs_keep_last(s, &c->err))) return rc;
     return stat_merge(c, &c->st_has, &c->st_min, &c->st_max, m.lo, m.lo_n, m.hi, m.hi_n,
