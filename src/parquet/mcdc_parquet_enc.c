@@ -434,6 +434,7 @@ int mcdc_pq_strs_reserve(pq_strs *s, int64_t n, size_t bytes, mcdc_error *err) {
     size_t need = (size_t)(s->n + n) * 4;
     int rc = mcdc_buf_reserve(&s->len, need, err);
     if (!rc && s->prefix) rc = mcdc_buf_reserve(&s->pre, need, err);
+    if (s->bytes.len < s->head) s->bytes.len = s->head; /* a new page */
     /* room past the suffixes for the 16-byte pieces (at most 16 past
      * their end, 32 to be plain about it) */
     if (!rc) rc = mcdc_buf_reserve(&s->bytes, bytes + 32, err);
@@ -450,14 +451,56 @@ int mcdc_pq_strs_keep_last(pq_strs *s, mcdc_error *err) {
     return MCDC_OK;
 }
 
-int mcdc_pq_strs_emit(pq_strs *s, mcdc_buf *out, mcdc_error *err) {
+/* Starts a new page. */
+static void strs_restart(pq_strs *s) {
+    s->n = 0;
+    s->pre.len = s->len.len = 0;
+    s->bytes.len = s->head;
+    s->prev = NULL;
+}
+
+/* The page's prefix-length and length streams, appended to out. */
+static int strs_emit_lengths(pq_strs *s, mcdc_buf *out, mcdc_error *err) {
     int rc = MCDC_OK;
     if (s->prefix) rc = mcdc_pq_delta_encode_plain(out, s->pre.data, s->n, 4, err);
     if (!rc) rc = mcdc_pq_delta_encode_plain(out, s->len.data, s->n, 4, err);
-    if (!rc) rc = mcdc_buf_append(out, s->bytes.data, s->bytes.len, err);
-    s->n = 0;
-    s->pre.len = s->len.len = s->bytes.len = 0;
-    s->prev = NULL;
+    return rc;
+}
+
+int mcdc_pq_strs_emit(pq_strs *s, mcdc_buf *out, mcdc_error *err) {
+    int rc = strs_emit_lengths(s, out, err);
+    if (!rc && s->bytes.len > s->head)
+        rc = mcdc_buf_append(out, s->bytes.data + s->head, s->bytes.len - s->head, err);
+    strs_restart(s);
+    return rc;
+}
+
+int mcdc_pq_strs_emit_body(pq_strs *s, mcdc_buf *out, size_t from, const uint8_t **body,
+                           size_t *body_n, mcdc_error *err) {
+    MCDC_ASSERT(from <= out->len);
+    if (s->bytes.data == NULL || s->bytes.len < s->head) { /* no room kept yet */
+        int rc = mcdc_pq_strs_emit(s, out, err);
+        *body = out->data + from;
+        *body_n = out->len - from;
+        return rc;
+    }
+    int rc = strs_emit_lengths(s, out, err);
+    if (rc) {
+        strs_restart(s);
+        return rc;
+    }
+    size_t front = out->len - from, suffixes = s->bytes.len - s->head;
+    if (front <= s->head) {
+        uint8_t *b = s->bytes.data + s->head - front;
+        memcpy(b, out->data + from, front);
+        *body = b;
+        *body_n = front + suffixes;
+    } else {
+        rc = mcdc_buf_append(out, s->bytes.data + s->head, suffixes, err);
+        *body = out->data + from;
+        *body_n = out->len - from;
+    }
+    strs_restart(s);
     return rc;
 }
 
@@ -472,9 +515,7 @@ int mcdc_pq_delta_strings_encode(mcdc_buf *out, const uint8_t *plain, size_t pla
                                  bool prefix, pq_strs *s, mcdc_error *err) {
     MCDC_ASSERT(n >= 0 && (uint64_t)n * 4 <= plain_n);
     s->prefix = prefix;
-    s->n = 0;
-    s->pre.len = s->len.len = s->bytes.len = 0;
-    s->prev = NULL;
+    strs_restart(s);
     int rc = mcdc_pq_strs_reserve(s, n, plain_n, err);
     if (rc) return rc;
     const uint8_t *q = plain, *end = plain + plain_n;

@@ -120,6 +120,8 @@ typedef struct pq_strs {
     const uint8_t *prev;      /* the value before (NULL: none in this page) */
     size_t prev_n;
     mcdc_buf last;            /* a copy of it across batches (pq_strs_keep_last) */
+    size_t head;              /* room kept before the suffixes (bytes starts at it), for
+                               * the page's levels and length streams (strs_emit_body) */
 } pq_strs;
 
 /* Bytes a and b (an, bn bytes) start with in common. */
@@ -199,6 +201,13 @@ __attribute__((always_inline)) static inline size_t mcdc_pq_strs_add(pq_strs_cur
 int mcdc_pq_strs_keep_last(pq_strs *s, mcdc_error *err);
 /* Appends the page's encoded streams to out and starts a new page. */
 int mcdc_pq_strs_emit(pq_strs *s, mcdc_buf *out, mcdc_error *err);
+/* The same, but when out's bytes from `from` on and the length streams fit
+ * in the room before the suffixes, they are moved there instead and the
+ * page's body is left in place (*body, *body_n: those bytes, then the
+ * suffixes; valid until the next value is added), saving a copy of the
+ * suffixes. Otherwise *body is out's bytes from `from`. */
+int mcdc_pq_strs_emit_body(pq_strs *s, mcdc_buf *out, size_t from, const uint8_t **body,
+                           size_t *body_n, mcdc_error *err);
 void mcdc_pq_strs_free(pq_strs *s);
 
 /* DELTA_LENGTH_BYTE_ARRAY (prefix false) or DELTA_BYTE_ARRAY of the n PLAIN

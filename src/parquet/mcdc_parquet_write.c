@@ -1000,8 +1000,9 @@ static int flush_page(wcol *c, mcdc_parquet_writer *w) {
     bool v2 = w->opts.data_page_v2;
     mcdc_buf *e = &c->enc;
     e->len = 0;
-    size_t levels_n = 0;
+    size_t levels_n = 0, strs_body_n = 0;
     bool direct = false;
+    const uint8_t *strs_body = NULL;
     if (c->optional) {
         if (!v2) {
             uint8_t zero[4] = {0};
@@ -1032,7 +1033,9 @@ static int flush_page(wcol *c, mcdc_parquet_writer *w) {
     } else if (c->delta && c->phys == PQ_BYTE_ARRAY) {
         /* the values are in c->strs, or (the page began before the
          * choice) PLAIN in page_vals */
-        if (c->strs.n > 0) rc = mcdc_pq_strs_emit(&c->strs, e, &c->err);
+        if (c->strs.n > 0)
+            rc = mcdc_pq_strs_emit_body(&c->strs, e, levels_n, &strs_body, &strs_body_n,
+                                        &c->err);
         else rc = mcdc_pq_delta_strings_encode(e, c->page_vals.data + c->head,
                                                c->page_vals.len - c->head,
                                                c->page_rows - c->page_nulls, c->delta_prefix,
@@ -1067,6 +1070,10 @@ static int flush_page(wcol *c, mcdc_parquet_writer *w) {
     if (lv) memcpy(c->page_vals.data + c->head - lv, e->data, lv);
     const uint8_t *body = direct ? c->page_vals.data + c->head - lv : e->data + levels_n;
     size_t body_n = direct ? c->page_vals.len - c->head + lv : e->len - levels_n;
+    if (strs_body) { /* levels (v1) and lengths moved before the suffixes in place */
+        body = strs_body;
+        body_n = strs_body_n;
+    }
     rc = emit_page(c, w, v2 ? PQ_DATA_PAGE_V2 : PQ_DATA_PAGE, e->data, levels_n, body, body_n,
                    (int32_t)c->page_rows, encoding);
     if (rc) return rc;
@@ -1753,6 +1760,14 @@ static int writer_open(mcdc_parquet_writer **out, mcdc_storage_writer *sw, const
             c->head = (size_t)(h < PQ_PAGE_HEAD_MAX ? h : PQ_PAGE_HEAD_MAX);
             rc = mcdc_buf_reserve(&c->page_vals, c->head, err);
             if (!rc) c->page_vals.len = c->head;
+        }
+        if (c->phys == PQ_BYTE_ARRAY) {
+            /* room for a DELTA_*BYTE_ARRAY page's levels and length streams
+             * before its suffixes (those of names, about 0.8 bytes a value:
+             * an eighth of the page is room for values of 2 bytes and
+             * more); a page they do not fit is copied instead */
+            int64_t h = 16 + o.page_bytes / 32 + o.page_bytes / 8;
+            c->strs.head = (size_t)(h < PQ_PAGE_HEAD_MAX ? h : PQ_PAGE_HEAD_MAX);
         }
         chunk_reset(c);
     }
