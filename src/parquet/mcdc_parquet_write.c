@@ -398,26 +398,43 @@ static int stat_merge(const wcol *c, bool *has, mcdc_buf *mn, mcdc_buf *mx, cons
 
 /* The first 8 bytes of s (n bytes) as a big-endian number, zero-padded:
  * two values whose prefixes differ compare as their prefixes do. */
-static uint64_t ba_prefix(const uint8_t *s, size_t n) {
+static inline uint64_t ba_prefix(const uint8_t *s, size_t n) {
     if (n >= 8) return __builtin_bswap64(pq_le64(s));
+    if (n >= 4) /* the first 4 bytes and the last 4 (overlapping: the same bytes) */
+        return (uint64_t)__builtin_bswap32(pq_le32(s)) << 32 |
+               (uint64_t)__builtin_bswap32(pq_le32(s + n - 4)) << (8 * (8 - n));
     uint64_t v = 0;
-    for (size_t i = 0; i < 8; i++) v = v << 8 | (i < n ? s[i] : 0);
+    for (size_t i = 0; i < n; i++) v |= (uint64_t)s[i] << (56 - 8 * i);
     return v;
 }
 
 /* Running min/max of byte arrays: unsigned byte-wise order, shorter prefix
- * first; the first 8 bytes as a big-endian number (zero-padded) decide
- * without memcmp when they differ. */
+ * first. Every value between lo and hi starts with the bytes they share
+ * (`at` of them): the 8 bytes after those, as a big-endian number
+ * (zero-padded), decide without a byte-wise comparison when they differ from
+ * lo's and hi's, also for values with a common head longer than 8 bytes
+ * (names, paths, URLs). stale: lo or hi changed since at and the numbers
+ * were taken (ba_minmax_add takes them again). */
 typedef struct ba_minmax {
     const uint8_t *lo, *hi;
-    size_t lo_n, hi_n;
+    size_t lo_n, hi_n, at;
     uint64_t lo_p, hi_p;
+    bool stale;
 } ba_minmax;
 
 static inline void ba_minmax_first(ba_minmax *m, const uint8_t *s, size_t len) {
     m->lo = m->hi = s;
     m->lo_n = m->hi_n = len;
+    m->at = 0;
     m->lo_p = m->hi_p = ba_prefix(s, len);
+    m->stale = false;
+}
+
+static void ba_minmax_refresh(ba_minmax *m) {
+    m->at = pq_common_prefix(m->lo, m->lo_n, m->hi, m->hi_n);
+    m->lo_p = ba_prefix(m->lo + m->at, m->lo_n - m->at);
+    m->hi_p = ba_prefix(m->hi + m->at, m->hi_n - m->at);
+    m->stale = false;
 }
 
 /* Byte-wise order of a and b (shorter first when one is the other's
@@ -434,14 +451,25 @@ static inline int ba_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_t b
  * inlined (once per value; see mcdc_pq_strs_add). */
 __attribute__((always_inline)) static inline int ba_minmax_add(ba_minmax *m, const uint8_t *s,
                                                               size_t len) {
-    uint64_t sp = ba_prefix(s, len);
-    if (sp > m->lo_p && sp < m->hi_p) return 0;
-    if (sp <= m->lo_p && (sp < m->lo_p || ba_cmp(s, len, m->lo, m->lo_n) < 0)) {
-        m->lo = s, m->lo_n = len, m->lo_p = sp;
+    if (m->stale) ba_minmax_refresh(m);
+    if (len >= m->at && pq_same_bytes(s, m->lo, m->at)) {
+        uint64_t sp = ba_prefix(s + m->at, len - m->at);
+        if (sp > m->lo_p && sp < m->hi_p) return 0;
+        if (sp < m->lo_p) { /* below lo, so not above hi */
+            m->lo = s, m->lo_n = len, m->stale = true;
+            return 1;
+        }
+        if (sp > m->hi_p) {
+            m->hi = s, m->hi_n = len, m->stale = true;
+            return 2;
+        }
+    }
+    if (ba_cmp(s, len, m->lo, m->lo_n) < 0) {
+        m->lo = s, m->lo_n = len, m->stale = true;
         return 1;
     }
-    if (sp >= m->hi_p && (sp > m->hi_p || ba_cmp(s, len, m->hi, m->hi_n) > 0)) {
-        m->hi = s, m->hi_n = len, m->hi_p = sp;
+    if (ba_cmp(s, len, m->hi, m->hi_n) > 0) {
+        m->hi = s, m->hi_n = len, m->stale = true;
         return 2;
     }
     return 0;
@@ -462,12 +490,12 @@ ba_minmax_add_next(ba_minmax *m, const uint8_t *s, size_t len, const uint8_t *pv
     if (*at_lo || *at_hi) {
         int ord = pl < len && pl < pn ? (int)s[pl] - (int)pv[pl] : (len > pn) - (len < pn);
         if (*at_hi && ord >= 0) {
-            m->hi = s, m->hi_n = len, m->hi_p = ba_prefix(s, len);
+            m->hi = s, m->hi_n = len, m->stale = true;
             *at_lo = *at_lo && ord == 0;
             return;
         }
         if (*at_lo && ord <= 0) { /* and s is not the max: s < pv, or pv is not the max */
-            m->lo = s, m->lo_n = len, m->lo_p = ba_prefix(s, len);
+            m->lo = s, m->lo_n = len, m->stale = true;
             *at_hi = false;
             return;
         }

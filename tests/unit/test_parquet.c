@@ -1409,15 +1409,26 @@ static int dba_value(char *t, int p, int64_t r, uint64_t *x) {
         return snprintf(t, 64, "%s%012llX", head, (unsigned long long)(r / 3));
     case 1: /* descending, runs of 2 */
         return snprintf(t, 64, "%s%012llX", head, (unsigned long long)(1000000 - r / 2));
-    case 2: { /* random tails of 0-8 bytes from {0x01, 'a', 0xff}: prefixes of one another */
+    case 2: { /* random tails of 0-8 bytes from {0x00, 0x01, 'a', 0xff}: prefixes of one
+               * another, and tails that end in zero bytes (compared as padding) */
         uint64_t v = oracle_rng(x);
         int n = 16 + (int)(v % 9);
         memcpy(t, head, 16);
-        for (int j = 16; j < n; j++) t[j] = "\x01" "a\xff"[(v >> (8 + 3 * (j - 16))) % 3];
+        for (int j = 16; j < n; j++)
+            t[j] = "\x00\x01" "a\xff"[(v >> (8 + 3 * (j - 16))) % 4];
         return n;
     }
-    default: /* ascending runs of 50, each starting a little higher than the last began */
+    case 3: /* ascending runs of 50, each starting a little higher than the last began */
         return snprintf(t, 64, "%s%06d", head, (int)(r % 50 + (r / 50) * 10));
+    default: { /* tails of 0-8 zero bytes (all alike as zero-padded numbers), in no
+                * order, one value in ten ending in 0xff instead */
+        uint64_t v = oracle_rng(x);
+        int n = 16 + (int)(v % 9);
+        memcpy(t, head, 16);
+        memset(t + 16, 0, (size_t)(n - 16));
+        if (n > 16 && (v >> 8) % 10 == 0) t[n - 1] = '\xff';
+        return n;
+    }
     }
 }
 
@@ -1432,7 +1443,7 @@ TEST(parquet_delta_byte_array_statistics_match_the_oracle_in_any_order) {
     mcdc_schema_set(s, 0, "k", MCDC_TYPE_UTF8, 0, 0, 0, true, NULL);
     enum { ROWS = 30000 };
     static const int64_t cuts[] = {1, 4999, 2, 7000, 15000}; /* batch sizes; the rest last */
-    for (int p = 0; p < 4; p++) {
+    for (int p = 0; p < 5; p++) {
         mcdc_batch *all = NULL;
         CHECK_EQ_INT(mcdc_batch_create(&all, s, ROWS, NULL), MCDC_OK);
         uint64_t x = 0x9E3779B97F4A7C15ull;
