@@ -393,10 +393,17 @@ int mcdc_pq_delta_encode_plain(mcdc_buf *out, const uint8_t *plain, int64_t n, i
             }
         }
         for (int64_t k = cnt; k < BLOCK; k++) d[k] = (uint64_t)min;
-        uint64_t mx[MBS] = {0};
-        for (int64_t k = 0; k < BLOCK; k++) {
-            d[k] -= (uint64_t)min;
-            mx[k / PER_MB] |= d[k];
+        /* each miniblock's bits in a register of its own (an OR into mx[k /
+         * 32] went through memory, a store-to-load chain per value: 2.9 ->
+         * 1.75 ns a value for short lengths, 3.4 -> 2.3 for 56-bit ones) */
+        uint64_t mx[MBS];
+        for (int m = 0; m < MBS; m++) {
+            uint64_t acc = 0, *x = d + m * PER_MB;
+            for (int j = 0; j < PER_MB; j++) {
+                x[j] -= (uint64_t)min;
+                acc |= x[j];
+            }
+            mx[m] = acc;
         }
         rc = put_varint(out, ((uint64_t)min << 1) ^ (uint64_t)(min >> 63), err);
         uint8_t widths[MBS];
@@ -427,6 +434,7 @@ int mcdc_pq_strs_reserve(pq_strs *s, int64_t n, size_t bytes, mcdc_error *err) {
     size_t need = (size_t)(s->n + n) * 4;
     int rc = mcdc_buf_reserve(&s->len, need, err);
     if (!rc && s->prefix) rc = mcdc_buf_reserve(&s->pre, need, err);
+    if (s->bytes.len < s->head) s->bytes.len = s->head; /* a new page */
     /* room past the suffixes for the 16-byte pieces (at most 16 past
      * their end, 32 to be plain about it) */
     if (!rc) rc = mcdc_buf_reserve(&s->bytes, bytes + 32, err);
@@ -443,14 +451,56 @@ int mcdc_pq_strs_keep_last(pq_strs *s, mcdc_error *err) {
     return MCDC_OK;
 }
 
-int mcdc_pq_strs_emit(pq_strs *s, mcdc_buf *out, mcdc_error *err) {
+/* Starts a new page. */
+static void strs_restart(pq_strs *s) {
+    s->n = 0;
+    s->pre.len = s->len.len = 0;
+    s->bytes.len = s->head;
+    s->prev = NULL;
+}
+
+/* The page's prefix-length and length streams, appended to out. */
+static int strs_emit_lengths(pq_strs *s, mcdc_buf *out, mcdc_error *err) {
     int rc = MCDC_OK;
     if (s->prefix) rc = mcdc_pq_delta_encode_plain(out, s->pre.data, s->n, 4, err);
     if (!rc) rc = mcdc_pq_delta_encode_plain(out, s->len.data, s->n, 4, err);
-    if (!rc) rc = mcdc_buf_append(out, s->bytes.data, s->bytes.len, err);
-    s->n = 0;
-    s->pre.len = s->len.len = s->bytes.len = 0;
-    s->prev = NULL;
+    return rc;
+}
+
+int mcdc_pq_strs_emit(pq_strs *s, mcdc_buf *out, mcdc_error *err) {
+    int rc = strs_emit_lengths(s, out, err);
+    if (!rc && s->bytes.len > s->head)
+        rc = mcdc_buf_append(out, s->bytes.data + s->head, s->bytes.len - s->head, err);
+    strs_restart(s);
+    return rc;
+}
+
+int mcdc_pq_strs_emit_body(pq_strs *s, mcdc_buf *out, size_t from, const uint8_t **body,
+                           size_t *body_n, mcdc_error *err) {
+    MCDC_ASSERT(from <= out->len);
+    if (s->bytes.data == NULL || s->bytes.len < s->head) { /* no room kept yet */
+        int rc = mcdc_pq_strs_emit(s, out, err);
+        *body = out->data + from;
+        *body_n = out->len - from;
+        return rc;
+    }
+    int rc = strs_emit_lengths(s, out, err);
+    if (rc) {
+        strs_restart(s);
+        return rc;
+    }
+    size_t front = out->len - from, suffixes = s->bytes.len - s->head;
+    if (front <= s->head) {
+        uint8_t *b = s->bytes.data + s->head - front;
+        memcpy(b, out->data + from, front);
+        *body = b;
+        *body_n = front + suffixes;
+    } else {
+        rc = mcdc_buf_append(out, s->bytes.data + s->head, suffixes, err);
+        *body = out->data + from;
+        *body_n = out->len - from;
+    }
+    strs_restart(s);
     return rc;
 }
 
@@ -465,17 +515,17 @@ int mcdc_pq_delta_strings_encode(mcdc_buf *out, const uint8_t *plain, size_t pla
                                  bool prefix, pq_strs *s, mcdc_error *err) {
     MCDC_ASSERT(n >= 0 && (uint64_t)n * 4 <= plain_n);
     s->prefix = prefix;
-    s->n = 0;
-    s->pre.len = s->len.len = s->bytes.len = 0;
-    s->prev = NULL;
+    strs_restart(s);
     int rc = mcdc_pq_strs_reserve(s, n, plain_n, err);
     if (rc) return rc;
     const uint8_t *q = plain, *end = plain + plain_n;
+    pq_strs_cur k = pq_strs_open(s);
     for (int64_t i = 0; i < n; i++) {
         size_t len = pq_le32(q);
-        mcdc_pq_strs_add(s, q + 4, len, (size_t)(end - q) >= len + 4 + 32);
+        mcdc_pq_strs_add(&k, q + 4, len, (size_t)(end - q) >= len + 4 + 32);
         q += 4 + len;
     }
+    pq_strs_close(s, &k);
     MCDC_ASSERT(q == end);
     return mcdc_pq_strs_emit(s, out, err);
 }

@@ -120,6 +120,8 @@ typedef struct pq_strs {
     const uint8_t *prev;      /* the value before (NULL: none in this page) */
     size_t prev_n;
     mcdc_buf last;            /* a copy of it across batches (pq_strs_keep_last) */
+    size_t head;              /* room kept before the suffixes (bytes starts at it), for
+                               * the page's levels and length streams (strs_emit_body) */
 } pq_strs;
 
 /* Bytes a and b (an, bn bytes) start with in common. */
@@ -142,29 +144,56 @@ static inline size_t pq_common_prefix(const uint8_t *a, size_t an, const uint8_t
 /* Room for n more values of at most `bytes` bytes in all. */
 int mcdc_pq_strs_reserve(pq_strs *s, int64_t n, size_t bytes, mcdc_error *err);
 
+/* A pq_strs while values are added to it: its write positions in locals
+ * (pq_strs_open, then pq_strs_close). The compiler keeps these in
+ * registers; the fields of a pq_strs it reloaded after every copy of a
+ * value's bytes (a byte store may alias them). */
+typedef struct pq_strs_cur {
+    bool prefix;
+    uint8_t *pre, *len, *bytes; /* where the next value's entries go */
+    const uint8_t *prev;
+    size_t prev_n;
+} pq_strs_cur;
+
+static inline pq_strs_cur pq_strs_open(pq_strs *s) {
+    pq_strs_cur k = {s->prefix, s->pre.data + (size_t)s->n * 4, s->len.data + (size_t)s->n * 4,
+                     s->bytes.data + s->bytes.len, s->prev, s->prev_n};
+    return k;
+}
+
+static inline void pq_strs_close(pq_strs *s, const pq_strs_cur *k) {
+    s->n = (int64_t)((size_t)(k->len - s->len.data) / 4);
+    s->bytes.len = (size_t)(k->bytes - s->bytes.data);
+    s->prev = k->prev;
+    s->prev_n = k->prev_n;
+}
+
 /* Adds one value (room reserved). safe: v may be read 32 bytes past its
  * prefix (the value's buffer extends that far), so a short suffix is
  * copied in 16-byte pieces instead of a call to memcpy. Returns the length
  * of the prefix it shares with the value before (0 without prefix). Always
  * inlined: a call per value costs more than the work (gcc stops inlining
  * it into the writer's grown slice loop). */
-__attribute__((always_inline)) static inline size_t mcdc_pq_strs_add(pq_strs *s, const uint8_t *v,
+__attribute__((always_inline)) static inline size_t mcdc_pq_strs_add(pq_strs_cur *k,
+                                                                      const uint8_t *v,
                                                                       size_t len, bool safe) {
-    size_t pl = s->prefix && s->prev ? pq_common_prefix(s->prev, s->prev_n, v, len) : 0;
+    size_t pl = k->prefix && k->prev ? pq_common_prefix(k->prev, k->prev_n, v, len) : 0;
     size_t m = len - pl;
-    uint8_t *d = s->bytes.data + s->bytes.len;
-    if (s->prefix) pq_put_le32(s->pre.data + (size_t)s->n * 4, (uint32_t)pl);
-    pq_put_le32(s->len.data + (size_t)s->n * 4, (uint32_t)m);
-    if (m <= 32 && safe) {
-        memcpy(d, v + pl, 16);
-        if (m > 16) memcpy(d + 16, v + pl + 16, 16);
-    } else if (m) {
-        memcpy(d, v + pl, m);
+    if (k->prefix) {
+        pq_put_le32(k->pre, (uint32_t)pl);
+        k->pre += 4;
     }
-    s->bytes.len += m;
-    s->n++;
-    s->prev = v;
-    s->prev_n = len;
+    pq_put_le32(k->len, (uint32_t)m);
+    k->len += 4;
+    if (m <= 32 && safe) {
+        memcpy(k->bytes, v + pl, 16);
+        if (m > 16) memcpy(k->bytes + 16, v + pl + 16, 16);
+    } else if (m) {
+        memcpy(k->bytes, v + pl, m);
+    }
+    k->bytes += m;
+    k->prev = v;
+    k->prev_n = len;
     return pl;
 }
 
@@ -172,6 +201,13 @@ __attribute__((always_inline)) static inline size_t mcdc_pq_strs_add(pq_strs *s,
 int mcdc_pq_strs_keep_last(pq_strs *s, mcdc_error *err);
 /* Appends the page's encoded streams to out and starts a new page. */
 int mcdc_pq_strs_emit(pq_strs *s, mcdc_buf *out, mcdc_error *err);
+/* The same, but when out's bytes from `from` on and the length streams fit
+ * in the room before the suffixes, they are moved there instead and the
+ * page's body is left in place (*body, *body_n: those bytes, then the
+ * suffixes; valid until the next value is added), saving a copy of the
+ * suffixes. Otherwise *body is out's bytes from `from`. */
+int mcdc_pq_strs_emit_body(pq_strs *s, mcdc_buf *out, size_t from, const uint8_t **body,
+                           size_t *body_n, mcdc_error *err);
 void mcdc_pq_strs_free(pq_strs *s);
 
 /* DELTA_LENGTH_BYTE_ARRAY (prefix false) or DELTA_BYTE_ARRAY of the n PLAIN

@@ -398,26 +398,43 @@ static int stat_merge(const wcol *c, bool *has, mcdc_buf *mn, mcdc_buf *mx, cons
 
 /* The first 8 bytes of s (n bytes) as a big-endian number, zero-padded:
  * two values whose prefixes differ compare as their prefixes do. */
-static uint64_t ba_prefix(const uint8_t *s, size_t n) {
+static inline uint64_t ba_prefix(const uint8_t *s, size_t n) {
     if (n >= 8) return __builtin_bswap64(pq_le64(s));
+    if (n >= 4) /* the first 4 bytes and the last 4 (overlapping: the same bytes) */
+        return (uint64_t)__builtin_bswap32(pq_le32(s)) << 32 |
+               (uint64_t)__builtin_bswap32(pq_le32(s + n - 4)) << (8 * (8 - n));
     uint64_t v = 0;
-    for (size_t i = 0; i < 8; i++) v = v << 8 | (i < n ? s[i] : 0);
+    for (size_t i = 0; i < n; i++) v |= (uint64_t)s[i] << (56 - 8 * i);
     return v;
 }
 
 /* Running min/max of byte arrays: unsigned byte-wise order, shorter prefix
- * first; the first 8 bytes as a big-endian number (zero-padded) decide
- * without memcmp when they differ. */
+ * first. Every value between lo and hi starts with the bytes they share
+ * (`at` of them): the 8 bytes after those, as a big-endian number
+ * (zero-padded), decide without a byte-wise comparison when they differ from
+ * lo's and hi's, also for values with a common head longer than 8 bytes
+ * (names, paths, URLs). stale: lo or hi changed since at and the numbers
+ * were taken (ba_minmax_add takes them again). */
 typedef struct ba_minmax {
     const uint8_t *lo, *hi;
-    size_t lo_n, hi_n;
+    size_t lo_n, hi_n, at;
     uint64_t lo_p, hi_p;
+    bool stale;
 } ba_minmax;
 
 static inline void ba_minmax_first(ba_minmax *m, const uint8_t *s, size_t len) {
     m->lo = m->hi = s;
     m->lo_n = m->hi_n = len;
+    m->at = 0;
     m->lo_p = m->hi_p = ba_prefix(s, len);
+    m->stale = false;
+}
+
+static void ba_minmax_refresh(ba_minmax *m) {
+    m->at = pq_common_prefix(m->lo, m->lo_n, m->hi, m->hi_n);
+    m->lo_p = ba_prefix(m->lo + m->at, m->lo_n - m->at);
+    m->hi_p = ba_prefix(m->hi + m->at, m->hi_n - m->at);
+    m->stale = false;
 }
 
 /* Byte-wise order of a and b (shorter first when one is the other's
@@ -434,14 +451,25 @@ static inline int ba_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_t b
  * inlined (once per value; see mcdc_pq_strs_add). */
 __attribute__((always_inline)) static inline int ba_minmax_add(ba_minmax *m, const uint8_t *s,
                                                               size_t len) {
-    uint64_t sp = ba_prefix(s, len);
-    if (sp > m->lo_p && sp < m->hi_p) return 0;
-    if (sp <= m->lo_p && (sp < m->lo_p || ba_cmp(s, len, m->lo, m->lo_n) < 0)) {
-        m->lo = s, m->lo_n = len, m->lo_p = sp;
+    if (m->stale) ba_minmax_refresh(m);
+    if (len >= m->at && pq_same_bytes(s, m->lo, m->at)) {
+        uint64_t sp = ba_prefix(s + m->at, len - m->at);
+        if (sp > m->lo_p && sp < m->hi_p) return 0;
+        if (sp < m->lo_p) { /* below lo, so not above hi */
+            m->lo = s, m->lo_n = len, m->stale = true;
+            return 1;
+        }
+        if (sp > m->hi_p) {
+            m->hi = s, m->hi_n = len, m->stale = true;
+            return 2;
+        }
+    }
+    if (ba_cmp(s, len, m->lo, m->lo_n) < 0) {
+        m->lo = s, m->lo_n = len, m->stale = true;
         return 1;
     }
-    if (sp >= m->hi_p && (sp > m->hi_p || ba_cmp(s, len, m->hi, m->hi_n) > 0)) {
-        m->hi = s, m->hi_n = len, m->hi_p = sp;
+    if (ba_cmp(s, len, m->hi, m->hi_n) > 0) {
+        m->hi = s, m->hi_n = len, m->stale = true;
         return 2;
     }
     return 0;
@@ -462,12 +490,12 @@ ba_minmax_add_next(ba_minmax *m, const uint8_t *s, size_t len, const uint8_t *pv
     if (*at_lo || *at_hi) {
         int ord = pl < len && pl < pn ? (int)s[pl] - (int)pv[pl] : (len > pn) - (len < pn);
         if (*at_hi && ord >= 0) {
-            m->hi = s, m->hi_n = len, m->hi_p = ba_prefix(s, len);
+            m->hi = s, m->hi_n = len, m->stale = true;
             *at_lo = *at_lo && ord == 0;
             return;
         }
         if (*at_lo && ord <= 0) { /* and s is not the max: s < pv, or pv is not the max */
-            m->lo = s, m->lo_n = len, m->lo_p = ba_prefix(s, len);
+            m->lo = s, m->lo_n = len, m->stale = true;
             *at_hi = false;
             return;
         }
@@ -1000,8 +1028,9 @@ static int flush_page(wcol *c, mcdc_parquet_writer *w) {
     bool v2 = w->opts.data_page_v2;
     mcdc_buf *e = &c->enc;
     e->len = 0;
-    size_t levels_n = 0;
+    size_t levels_n = 0, strs_body_n = 0;
     bool direct = false;
+    const uint8_t *strs_body = NULL;
     if (c->optional) {
         if (!v2) {
             uint8_t zero[4] = {0};
@@ -1032,7 +1061,9 @@ static int flush_page(wcol *c, mcdc_parquet_writer *w) {
     } else if (c->delta && c->phys == PQ_BYTE_ARRAY) {
         /* the values are in c->strs, or (the page began before the
          * choice) PLAIN in page_vals */
-        if (c->strs.n > 0) rc = mcdc_pq_strs_emit(&c->strs, e, &c->err);
+        if (c->strs.n > 0)
+            rc = mcdc_pq_strs_emit_body(&c->strs, e, levels_n, &strs_body, &strs_body_n,
+                                        &c->err);
         else rc = mcdc_pq_delta_strings_encode(e, c->page_vals.data + c->head,
                                                c->page_vals.len - c->head,
                                                c->page_rows - c->page_nulls, c->delta_prefix,
@@ -1067,6 +1098,10 @@ static int flush_page(wcol *c, mcdc_parquet_writer *w) {
     if (lv) memcpy(c->page_vals.data + c->head - lv, e->data, lv);
     const uint8_t *body = direct ? c->page_vals.data + c->head - lv : e->data + levels_n;
     size_t body_n = direct ? c->page_vals.len - c->head + lv : e->len - levels_n;
+    if (strs_body) { /* levels (v1) and lengths moved before the suffixes in place */
+        body = strs_body;
+        body_n = strs_body_n;
+    }
     rc = emit_page(c, w, v2 ? PQ_DATA_PAGE_V2 : PQ_DATA_PAGE, e->data, levels_n, body, body_n,
                    (int32_t)c->page_rows, encoding);
     if (rc) return rc;
@@ -1337,15 +1372,16 @@ static int encode_slice_strs(wcol *c, const mcdc_column *in, int64_t r0, const i
     const int64_t safe_end = in->data_cap - 32; /* 16-byte pieces read up to 32 past */
     ba_minmax m;
     ba_minmax_first(&m, in->data + off[first], (size_t)(off[first + 1] - off[first]));
+    pq_strs_cur cur = pq_strs_open(s);
     if (s->prefix) {
         /* the value before each one (but the first) is this slice's */
         bool at_lo = true, at_hi = true;
-        mcdc_pq_strs_add(s, m.lo, m.lo_n, off[first + 1] <= safe_end);
+        mcdc_pq_strs_add(&cur, m.lo, m.lo_n, off[first + 1] <= safe_end);
         for (int64_t k = 1; k < nv; k++) {
             int64_t r = sel ? sel[k] : r0 + k;
-            const uint8_t *v = in->data + off[r], *pv = s->prev;
-            size_t len = (size_t)(off[r + 1] - off[r]), pn = s->prev_n;
-            size_t pl = mcdc_pq_strs_add(s, v, len, off[r + 1] <= safe_end);
+            const uint8_t *v = in->data + off[r], *pv = cur.prev;
+            size_t len = (size_t)(off[r + 1] - off[r]), pn = cur.prev_n;
+            size_t pl = mcdc_pq_strs_add(&cur, v, len, off[r + 1] <= safe_end);
             ba_minmax_add_next(&m, v, len, pv, pn, pl, &at_lo, &at_hi);
         }
     } else {
@@ -1354,9 +1390,10 @@ static int encode_slice_strs(wcol *c, const mcdc_column *in, int64_t r0, const i
             const uint8_t *v = in->data + off[r];
             size_t len = (size_t)(off[r + 1] - off[r]);
             ba_minmax_add(&m, v, len);
-            mcdc_pq_strs_add(s, v, len, off[r + 1] <= safe_end);
+            mcdc_pq_strs_add(&cur, v, len, off[r + 1] <= safe_end);
         }
     }
+    pq_strs_close(s, &cur);
     prof_lap(c, MCDC_PARQUET_STAGE_ENCODE);
     if ((rc = mcdc_pq_strs_keep_last(s, &c->err))) return rc;
     return stat_merge(c, &c->st_has, &c->st_min, &c->st_max, m.lo, m.lo_n, m.hi, m.hi_n,
@@ -1751,6 +1788,14 @@ static int writer_open(mcdc_parquet_writer **out, mcdc_storage_writer *sw, const
             c->head = (size_t)(h < PQ_PAGE_HEAD_MAX ? h : PQ_PAGE_HEAD_MAX);
             rc = mcdc_buf_reserve(&c->page_vals, c->head, err);
             if (!rc) c->page_vals.len = c->head;
+        }
+        if (c->phys == PQ_BYTE_ARRAY) {
+            /* room for a DELTA_*BYTE_ARRAY page's levels and length streams
+             * before its suffixes (those of names, about 0.8 bytes a value:
+             * an eighth of the page is room for values of 2 bytes and
+             * more); a page they do not fit is copied instead */
+            int64_t h = 16 + o.page_bytes / 32 + o.page_bytes / 8;
+            c->strs.head = (size_t)(h < PQ_PAGE_HEAD_MAX ? h : PQ_PAGE_HEAD_MAX);
         }
         chunk_reset(c);
     }

@@ -1409,15 +1409,26 @@ static int dba_value(char *t, int p, int64_t r, uint64_t *x) {
         return snprintf(t, 64, "%s%012llX", head, (unsigned long long)(r / 3));
     case 1: /* descending, runs of 2 */
         return snprintf(t, 64, "%s%012llX", head, (unsigned long long)(1000000 - r / 2));
-    case 2: { /* random tails of 0-8 bytes from {0x01, 'a', 0xff}: prefixes of one another */
+    case 2: { /* random tails of 0-8 bytes from {0x00, 0x01, 'a', 0xff}: prefixes of one
+               * another, and tails that end in zero bytes (compared as padding) */
         uint64_t v = oracle_rng(x);
         int n = 16 + (int)(v % 9);
         memcpy(t, head, 16);
-        for (int j = 16; j < n; j++) t[j] = "\x01" "a\xff"[(v >> (8 + 3 * (j - 16))) % 3];
+        for (int j = 16; j < n; j++)
+            t[j] = "\x00\x01" "a\xff"[(v >> (8 + 3 * (j - 16))) % 4];
         return n;
     }
-    default: /* ascending runs of 50, each starting a little higher than the last began */
+    case 3: /* ascending runs of 50, each starting a little higher than the last began */
         return snprintf(t, 64, "%s%06d", head, (int)(r % 50 + (r / 50) * 10));
+    default: { /* tails of 0-8 zero bytes (all alike as zero-padded numbers), in no
+                * order, one value in ten ending in 0xff instead */
+        uint64_t v = oracle_rng(x);
+        int n = 16 + (int)(v % 9);
+        memcpy(t, head, 16);
+        memset(t + 16, 0, (size_t)(n - 16));
+        if (n > 16 && (v >> 8) % 10 == 0) t[n - 1] = '\xff';
+        return n;
+    }
     }
 }
 
@@ -1432,7 +1443,7 @@ TEST(parquet_delta_byte_array_statistics_match_the_oracle_in_any_order) {
     mcdc_schema_set(s, 0, "k", MCDC_TYPE_UTF8, 0, 0, 0, true, NULL);
     enum { ROWS = 30000 };
     static const int64_t cuts[] = {1, 4999, 2, 7000, 15000}; /* batch sizes; the rest last */
-    for (int p = 0; p < 4; p++) {
+    for (int p = 0; p < 5; p++) {
         mcdc_batch *all = NULL;
         CHECK_EQ_INT(mcdc_batch_create(&all, s, ROWS, NULL), MCDC_OK);
         uint64_t x = 0x9E3779B97F4A7C15ull;
@@ -1485,4 +1496,69 @@ TEST(parquet_delta_byte_array_statistics_match_the_oracle_in_any_order) {
         mcdc_batch_free(all);
     }
     mcdc_schema_unref(s);
+}
+
+/* A DELTA_*BYTE_ARRAY page's body built in place (its levels and length
+ * streams moved into the room kept before the suffixes) is byte for byte
+ * the body built by copying; a page whose streams do not fit that room is
+ * copied, with the same bytes; and the page after either starts afresh. */
+TEST(parquet_delta_strings_body_in_place_equals_the_copied_one) {
+    enum { N = 3000 };
+    mcdc_buf plain = {0}, want = {0}, out = {0};
+    mcdc_error e = MCDC_ERROR_INIT;
+    for (int64_t i = 0; i < N; i++) {
+        char t[64];
+        uint64_t x = (uint64_t)i * 0x9E3779B97F4A7C15ull;
+        int len = snprintf(t, sizeof t, "key-%05d-%016llx", (int)(i / 7), (unsigned long long)x);
+        len = (int)(4 + x % (uint64_t)(len - 4));
+        uint8_t l4[4];
+        pq_put_le32(l4, (uint32_t)len);
+        CHECK_EQ_INT(mcdc_buf_append(&plain, l4, 4, &e), MCDC_OK);
+        CHECK_EQ_INT(mcdc_buf_append(&plain, t, (size_t)len, &e), MCDC_OK);
+    }
+    static const uint8_t levels[5] = {4, 0, 0, 0, 0x21}; /* stand-in bytes before the body */
+    for (int prefix = 0; prefix < 2; prefix++) {
+        pq_strs scratch = {0};
+        want.len = 0;
+        CHECK_EQ_INT(mcdc_buf_append(&want, levels, sizeof levels, &e), MCDC_OK);
+        CHECK_EQ_INT(mcdc_pq_delta_strings_encode(&want, plain.data, plain.len, N, prefix,
+                                                  &scratch, &e),
+                     MCDC_OK);
+        mcdc_pq_strs_free(&scratch);
+        /* room for the streams (in place), none at all, and too little (copied) */
+        size_t heads[3] = {64 * 1024, 0, 16};
+        for (int h = 0; h < 3; h++) {
+            pq_strs s = {0};
+            s.prefix = prefix;
+            s.head = heads[h];
+            for (int page = 0; page < 2; page++) {
+                CHECK_EQ_INT(mcdc_pq_strs_reserve(&s, N, plain.len, &e), MCDC_OK);
+                pq_strs_cur k = pq_strs_open(&s);
+                const uint8_t *q = plain.data;
+                for (int i = 0; i < N; i++) {
+                    size_t len = pq_le32(q);
+                    mcdc_pq_strs_add(&k, q + 4, len, false);
+                    q += 4 + len;
+                }
+                pq_strs_close(&s, &k);
+                CHECK_EQ_INT((int)s.n, N);
+                out.len = 0;
+                CHECK_EQ_INT(mcdc_buf_append(&out, "xy", 2, &e), MCDC_OK); /* not body */
+                CHECK_EQ_INT(mcdc_buf_append(&out, levels, sizeof levels, &e), MCDC_OK);
+                const uint8_t *body = NULL;
+                size_t body_n = 0;
+                CHECK_EQ_INT(mcdc_pq_strs_emit_body(&s, &out, 2, &body, &body_n, &e), MCDC_OK);
+                CHECK_EQ_INT((int64_t)body_n, (int64_t)want.len);
+                CHECK(memcmp(body, want.data, want.len) == 0);
+                bool in_place = body >= s.bytes.data && body < s.bytes.data + s.bytes.cap;
+                CHECK_EQ_INT(in_place, h == 0);
+                CHECK_EQ_INT((int)s.n, 0);
+                CHECK(s.prev == NULL);
+            }
+            mcdc_pq_strs_free(&s);
+        }
+    }
+    mcdc_buf_free(&plain);
+    mcdc_buf_free(&want);
+    mcdc_buf_free(&out);
 }
