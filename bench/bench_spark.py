@@ -23,7 +23,8 @@ spark_binding_source_only_vs_reference_ratio on the reference's rows); the
 rows the reference's jobs wrote, staged as Parquet and written into a new
 Delta table by Spark alone, give the sink's own cost on those rows
 (spark_delta_write_only_*_rows_per_s) and so the ratio a source that cost
-nothing would reach against the reference with this sink (*_ratio_ceiling).
+nothing would roughly reach against the reference with this sink
+(*_ratio_ceiling; the staged write has fixed costs of its own: no bound).
 Does the reference's rate rise with rows (its fixed costs amortised)? Both
 packages stream a larger table too (BENCH_SPARK_REFERENCE_LARGE_ROWS):
 spark_binding_vs_reference_ratio_large. A Spark's time runs from start()
