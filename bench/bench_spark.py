@@ -19,14 +19,23 @@ BENCH_SPARK_REFERENCE_SNAPSHOT_ROWS), which ours reads too in the same
 process, and the ratios compare the two on those same rows. Where the time
 goes: the same streams with a sink that only counts each batch (no Delta
 write) give the sources' own rates (spark_binding_count_only_rows_per_s;
-spark_binding_source_only_vs_reference_ratio on the reference's rows). A Spark's time runs from start() (or the read) to the end of the
-query, without the SparkSession's start.
+spark_binding_source_only_vs_reference_ratio on the reference's rows); the
+rows the reference's jobs wrote, staged as Parquet and written into a new
+Delta table by Spark alone, give the sink's own cost on those rows
+(spark_delta_write_only_*_rows_per_s) and so the ratio a source that cost
+nothing would roughly reach against the reference with this sink
+(*_ratio_ceiling; the staged write has fixed costs of its own: no bound).
+Does the reference's rate rise with rows (its fixed costs amortised)? Both
+packages stream a larger table too (BENCH_SPARK_REFERENCE_LARGE_ROWS):
+spark_binding_vs_reference_ratio_large. A Spark's time runs from start()
+(or the read) to the end of the query, without the SparkSession's start.
 
 Prints `name: value` lines. Not a test: nothing here asserts a goal.
 
 Environment: BENCH_SPARK_ROWS (3,000,000 change rows), BENCH_SPARK_SNAPSHOT_ROWS
 (5,000,000 table rows), BENCH_SPARK_REFERENCE_ROWS (200,000; 0 skips the
-reference), BENCH_SPARK_REFERENCE_SNAPSHOT_ROWS (500,000).
+reference), BENCH_SPARK_REFERENCE_SNAPSHOT_ROWS (500,000), BENCH_SPARK_REFERENCE_LARGE_ROWS
+(1,000,000; 0 skips the larger comparison).
 """
 import json
 import os
@@ -49,6 +58,7 @@ ROWS = int(os.environ.get("BENCH_SPARK_ROWS", "3000000"))
 SNAPSHOT_ROWS = int(os.environ.get("BENCH_SPARK_SNAPSHOT_ROWS", "5000000"))
 REFERENCE_ROWS = int(os.environ.get("BENCH_SPARK_REFERENCE_ROWS", "200000"))
 REFERENCE_SNAPSHOT_ROWS = int(os.environ.get("BENCH_SPARK_REFERENCE_SNAPSHOT_ROWS", "500000"))
+REFERENCE_LARGE_ROWS = int(os.environ.get("BENCH_SPARK_REFERENCE_LARGE_ROWS", "1000000"))
 
 # One Spark process: each job streams (or snapshots) one capture instance
 # into a bronze of its own; prints RESULT {job: [seconds, rows]}.
@@ -81,6 +91,17 @@ def stream(opts, lake, count_only=False):
         raise RuntimeError(str(q.exception()))
     return secs
 
+def delta_only(source, lake):
+    # The Delta write alone: the rows an earlier job wrote (source: its
+    # lake), first copied to Parquet (untimed), then timed from that Parquet
+    # into a new Delta table: the sink's cost whatever source feeds it.
+    staged = lake + "-staged"
+    spark.read.format("delta").load(source).write.mode("overwrite").parquet(staged)
+    rows = spark.read.parquet(staged)
+    t0 = time.perf_counter()
+    rows.write.format("delta").mode("append").save(lake)
+    return time.perf_counter() - t0
+
 def snapshot(opts, lake):
     t0 = time.perf_counter()
     spark.read.format("mssql_cdc_snapshot").options(**opts).load() \
@@ -92,6 +113,11 @@ def snapshot(opts, lake):
 for name, kind, ci in [["warm_stream", "stream", "dbo_warm"], ["warm_snapshot", "snapshot", "dbo_warm"]] + P["jobs"]:
     lake = os.path.join(P["work"], name)
     opts = {**P["options"], "captureInstance": ci}
+    if kind == "delta_only":  # ci names the job whose rows are written again
+        secs = delta_only(os.path.join(P["work"], ci), lake)
+        out[name] = [secs, spark.read.format("delta").load(lake).count()]
+        print(f"{name}: {secs:.2f} s", file=sys.stderr, flush=True)
+        continue
     if kind == "count":
         counted.clear()
         out[name] = [stream(opts, lake, count_only=True), sum(counted)]
@@ -173,6 +199,9 @@ def main():
             sim.run(table_sql("bench_ref", enable_db=False), database="bench")
             bulk_load(sim, "bench_ref", REFERENCE_ROWS)
             make_snapshot_table(sim, "snap_ref", REFERENCE_SNAPSHOT_ROWS)
+            if REFERENCE_LARGE_ROWS:
+                sim.run(table_sql("bench_ref_large", enable_db=False), database="bench")
+                bulk_load(sim, "bench_ref_large", REFERENCE_LARGE_ROWS)
         sim.run("EXEC sim.run_capture @ignore_latency = 1;", database="bench")
         rows = sim.run("SELECT COUNT(*) FROM cdc.dbo_bench_CT", database="bench")[0][0]
         print(f"spark_binding_rows: {rows}")
@@ -186,10 +215,16 @@ def main():
         # ours in Spark
         jobs = [["stream", "stream", "dbo_bench"], ["snapshot", "snapshot", "dbo_snap"],
                 ["count", "count", "dbo_bench"]]
+        ref_jobs = []
         if why is None:
-            jobs += [["stream_ref", "stream", "dbo_bench_ref"],
-                     ["snapshot_ref", "snapshot", "dbo_snap_ref"],
-                     ["count_ref", "count", "dbo_bench_ref"]]
+            ref_jobs = [["stream_ref", "stream", "dbo_bench_ref"],
+                        ["snapshot_ref", "snapshot", "dbo_snap_ref"],
+                        ["count_ref", "count", "dbo_bench_ref"]]
+            if REFERENCE_LARGE_ROWS:
+                ref_jobs.append(["stream_ref_large", "stream", "dbo_bench_ref_large"])
+            # the sink alone on the same rows (ours only: it reads no source)
+            jobs += ref_jobs + [[f"delta_only_{j[0]}", "delta_only", j[0]]
+                                for j in ref_jobs if j[1] != "count"]
         ours, _ = child(SPARK, {"bench": HERE, "work": os.path.join(work, "ours"), "jobs": jobs,
                                 "options": {"connectionString": cs}}, True, work, "ours")
         secs, got, batches = ours["stream"]
@@ -215,7 +250,7 @@ def main():
                       "Encrypt=yes;TrustServerCertificate=yes")
             try:
                 ref, _ = child(SPARK, {"bench": HERE, "work": os.path.join(work, "ref"),
-                                       "jobs": [j for j in jobs if j[0].endswith("_ref")],
+                                       "jobs": ref_jobs,
                                        "options": {"connectionString": ref_cs,
                                                    "backend": "mssql-python"}},
                                False, work, "reference")
@@ -226,16 +261,27 @@ def main():
             if ref:
                 for kind, figure in (("stream", "spark_binding_vs_reference_ratio"),
                                      ("snapshot", "spark_snapshot_vs_reference_ratio"),
-                                     ("count", "spark_binding_source_only_vs_reference_ratio")):
-                    o_secs, o_rows = ours[f"{kind}_ref"][:2]
-                    r_secs, r_rows = ref[f"{kind}_ref"][:2]
-                    print(f"reference_{kind}_rows: {r_rows}")
-                    print(f"reference_{kind}_rows_per_s: {r_rows / r_secs:.0f}")
-                    print(f"spark_binding_{kind}_same_rows_rows_per_s: {o_rows / o_secs:.0f}")
+                                     ("count", "spark_binding_source_only_vs_reference_ratio"),
+                                     ("stream", "spark_binding_vs_reference_ratio_large")):
+                    job = f"{kind}_ref_large" if figure.endswith("_large") else f"{kind}_ref"
+                    if job not in ref:
+                        continue
+                    o_secs, o_rows = ours[job][:2]
+                    r_secs, r_rows = ref[job][:2]
+                    label = job.replace("_ref", "")
+                    print(f"reference_{label}_rows: {r_rows}")
+                    print(f"reference_{label}_rows_per_s: {r_rows / r_secs:.0f}")
+                    print(f"spark_binding_{label}_same_rows_rows_per_s: {o_rows / o_secs:.0f}")
                     if o_rows != r_rows:
                         print(f"{figure}: n/a (ours wrote {o_rows} rows, the reference {r_rows})")
-                    else:
-                        print(f"{figure}: {ratio(o_rows / o_secs, r_rows / r_secs)}")
+                        continue
+                    print(f"{figure}: {ratio(o_rows / o_secs, r_rows / r_secs)}")
+                    # the sink alone on these rows: no source can be faster than
+                    # it, so the reference's time over it bounds any ratio here
+                    sink = ours.get(f"delta_only_{job}")
+                    if sink and sink[1] == r_rows:
+                        print(f"spark_delta_write_only_{label}_rows_per_s: {sink[1] / sink[0]:.0f}")
+                        print(f"{figure}_ceiling: {ratio(r_secs, sink[0])}")
         else:
             print(f"spark_binding_vs_reference_ratio: n/a (skipped: {why})")
             print(f"spark_snapshot_vs_reference_ratio: n/a (skipped: {why})")
