@@ -741,6 +741,7 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
                 if (idle) {
                     if (cfg->stop_when_idle) break;
                     checked = false;
+                    if (ops->idle_wait) ops->idle_wait(job);
                     mcdc_ctx_sleep_until(cfg->ctx, tick + cfg->idle_poll_ms * 1000);
                     continue;
                 }

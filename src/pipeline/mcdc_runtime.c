@@ -6,10 +6,23 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
+#include <time.h>
 
 #include "mcdc_cfg.h"
 #include "mcdc_options.h"
 #include "mssqlcdc_testing.h"
+
+/* A member's place to sleep while its table is idle (mcdc_runtime_probe_wait):
+ * made at its join, so that its address holds while the arrays grow. */
+typedef struct probe_member {
+    pthread_cond_t wake;   /* on the monotonic clock; signalled when its answer may change */
+    bool waiting;          /* in mcdc_runtime_probe_wait */
+    int64_t advance_us;    /* while waiting: behind max from then on wakes it */
+    /* The max_lsn of the newest round that found nothing past its item's
+     * from (has_proven false: none since from last changed). */
+    mcdc_lsn proven_to;
+    bool has_proven;
+} probe_member;
 
 /* A database's probe: its members (one item each) and its last round. */
 struct mcdc_db_probe {
@@ -18,6 +31,7 @@ struct mcdc_db_probe {
     pthread_mutex_t mu;         /* members, items and the round's answer */
     const void **owners;        /* n members, cap slots (owned) */
     mcdc_probe_item *items;     /* one per member: its ci, the position asked, its answer */
+    probe_member **mem;         /* one per member (each owned) */
     int n, cap;
     int64_t round_us;           /* monotonic time of the last round; 0: none */
     mcdc_lsn max;
@@ -27,6 +41,11 @@ struct mcdc_db_probe {
     mcdc_probe_item *round;     /* its copy of the items and their owners (owned) */
     const void **round_owners;
     int round_cap;
+    /* The waiting member that wakes at the next slot for its poll to run
+     * the round (NULL: none; a member takes it when the one holding it is
+     * late by two slots); due: when it wakes. */
+    const void *driver;
+    int64_t driver_due_us;
 };
 
 /* Storage options given for one scheme family: immutable once published, and
@@ -122,6 +141,7 @@ void mcdc_runtime_destroy(mcdc_runtime *rt) {
         mcdc_free(p->key);
         mcdc_free(p->owners);
         mcdc_free(p->items);
+        mcdc_free(p->mem);
         mcdc_free(p->round);
         mcdc_free(p->round_owners);
         mcdc_free(p);
@@ -543,14 +563,23 @@ int mcdc_runtime_probe_join(mcdc_runtime *rt, const char *db_key, const void *ow
     mcdc_db_probe *p = probe_of(rt, db_key);
     if (p == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     int rc = MCDC_OK;
+    probe_member *m = mcdc_calloc(1, sizeof *m);
+    if (m == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&m->wake, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_mutex_lock(&p->mu);
     if (p->n == p->cap) {
         int cap = p->cap ? p->cap * 2 : 16;
         const void **o = mcdc_realloc(p->owners, (size_t)cap * sizeof *o);
         if (o) p->owners = o;
         mcdc_probe_item *it = o ? mcdc_realloc(p->items, (size_t)cap * sizeof *it) : NULL;
-        if (it) {
-            p->items = it;
+        if (it) p->items = it;
+        probe_member **ms = it ? mcdc_realloc(p->mem, (size_t)cap * sizeof *ms) : NULL;
+        if (ms) {
+            p->mem = ms;
             p->cap = cap;
         } else {
             rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
@@ -559,30 +588,54 @@ int mcdc_runtime_probe_join(mcdc_runtime *rt, const char *db_key, const void *ow
     bool refused = p->unusable;
     if (rc == MCDC_OK) {
         p->owners[p->n] = owner;
+        p->mem[p->n] = m;
         memset(&p->items[p->n], 0, sizeof p->items[p->n]);
         snprintf(p->items[p->n].ci, sizeof p->items[p->n].ci, "%s", ci);
         p->n++;
         *out = p;
     }
     pthread_mutex_unlock(&p->mu);
+    if (rc) {
+        pthread_cond_destroy(&m->wake);
+        mcdc_free(m);
+    }
     /* a probe refused before: its first poll says so, and it leaves */
     if (rc == MCDC_OK)
         entry_probe(rt, owner, refused ? MCDC_JOB_PROBE_REFUSED : MCDC_JOB_PROBE_SHARED);
     return rc;
 }
 
+/* The drive is free (its member found work, or left): a waiting member
+ * takes it (mcdc_runtime_probe_wait), so that rounds go on. Under p->mu. */
+static void drive_free(mcdc_db_probe *p) {
+    p->driver = NULL;
+    for (int i = 0; i < p->n; i++)
+        if (p->mem[i]->waiting) {
+            pthread_cond_signal(&p->mem[i]->wake);
+            return;
+        }
+}
+
 void mcdc_runtime_probe_leave(mcdc_runtime *rt, mcdc_db_probe *p, const void *owner) {
     (void)rt;
     if (p == NULL) return;
+    probe_member *gone = NULL;
     pthread_mutex_lock(&p->mu);
     for (int i = 0; i < p->n; i++) {
         if (p->owners[i] != owner) continue;
+        gone = p->mem[i];
         p->n--;
         p->owners[i] = p->owners[p->n];
         p->items[i] = p->items[p->n];
+        p->mem[i] = p->mem[p->n];
         break;
     }
+    if (p->driver == owner) drive_free(p);
     pthread_mutex_unlock(&p->mu);
+    if (gone) {
+        pthread_cond_destroy(&gone->wake);
+        mcdc_free(gone);
+    }
 }
 
 /* owner's place among p's members; a stream polls only a probe it joined */
@@ -636,11 +689,14 @@ static int run_round(mcdc_runtime *rt, mcdc_db_probe *p, mcdc_changes *changes, 
                  "change tables lets one probe serve them all)",
                  err ? err->message : mcdc_status_name(rc));
         p->unusable = true;
+        for (int i = 0; i < p->n; i++) /* they poll on their own from now on */
+            if (p->mem[i]->waiting) pthread_cond_signal(&p->mem[i]->wake);
         return MCDC_OK;
     }
     if (rc) return rc;
     p->max = max;
     p->round_us = now;
+    int64_t done_us = mcdc_monotonic_us();
     for (int k = 0; k < n; k++) {
         /* members keep their places unless one left during the round */
         int i = k < p->n && p->owners[k] == p->round_owners[k] ? k : -1;
@@ -649,9 +705,18 @@ static int run_round(mcdc_runtime *rt, mcdc_db_probe *p, mcdc_changes *changes, 
         if (i >= 0 && mcdc_lsn_cmp(&p->items[i].from, &p->round[k].from) == 0) {
             p->items[i].moved = p->round[k].moved;
             p->items[i].ask = true;
+            if (!p->round[k].moved) {
+                p->mem[i]->proven_to = max;
+                p->mem[i]->has_proven = true;
+            }
         } else if (i >= 0) {
             p->items[i].ask = false; /* asked about a position it has left */
         }
+        /* a waiting member whose table has rows, or that is due to keep up */
+        if (i >= 0 && p->mem[i]->waiting &&
+            ((p->items[i].ask && p->items[i].moved) ||
+             (mcdc_lsn_cmp(&p->items[i].from, &max) < 0 && done_us >= p->mem[i]->advance_us)))
+            pthread_cond_signal(&p->mem[i]->wake);
     }
     return MCDC_OK;
 }
@@ -667,6 +732,7 @@ int mcdc_runtime_probe_poll(mcdc_runtime *rt, mcdc_db_probe *p, const void *owne
     if (mcdc_lsn_cmp(&p->items[me].from, from) != 0) {
         p->items[me].from = *from;
         p->items[me].ask = false;
+        p->mem[me]->has_proven = false;
     }
     /* Rounds fall in fixed slots of the interval: one per slot however
      * many members poll in it, and one more for a member whose position
@@ -699,8 +765,72 @@ int mcdc_runtime_probe_poll(mcdc_runtime *rt, mcdc_db_probe *p, const void *owne
         MCDC_ASSERT(mcdc_lsn_cmp(&it->from, from) == 0);
         *max = p->max;
         *moved = it->ask && it->moved;
+        /* its table has work: the rounds are driven by a member still idle */
+        if (*moved && p->driver == owner) drive_free(p);
     }
     pthread_mutex_unlock(&p->mu);
     if (!*usable) entry_probe(rt, owner, MCDC_JOB_PROBE_REFUSED); /* the host's figures say so */
     return rc;
+}
+
+/* Waits on m's condition until at most deadline (monotonic µs). Under p->mu. */
+static void member_sleep(mcdc_db_probe *p, probe_member *m, int64_t deadline_us) {
+    struct timespec ts = {(time_t)(deadline_us / 1000000), (long)(deadline_us % 1000000) * 1000};
+    pthread_cond_timedwait(&m->wake, &p->mu, &ts);
+}
+
+bool mcdc_runtime_probe_wait(mcdc_runtime *rt, mcdc_db_probe *p, const void *owner,
+                             int64_t advance_us, const mcdc_ctx *ctx) {
+    MCDC_ASSERT(rt && p && owner && ctx);
+    int64_t slot_us = rt->cfg.probe_interval_ms * 1000;
+    bool poll = false;
+    pthread_mutex_lock(&p->mu);
+    probe_member *m = p->mem[member(p, owner)];
+    m->waiting = true;
+    m->advance_us = advance_us;
+    for (;;) {
+        const mcdc_probe_item *it = &p->items[member(p, owner)];
+        int64_t now = mcdc_monotonic_us();
+        if (mcdc_ctx_stopping(ctx) || p->unusable) break;
+        /* the last round found rows past its position, or it is due */
+        if ((it->ask && it->moved) ||
+            (mcdc_lsn_cmp(&it->from, &p->max) < 0 && now >= advance_us)) {
+            poll = true;
+            break;
+        }
+        /* The drive: free, or its member late by two slots (not in a
+         * round): this one wakes at the next slot and runs the round. */
+        if (p->driver != owner &&
+            (p->driver == NULL || (!p->running && now > p->driver_due_us + 2 * slot_us)))
+            p->driver = owner;
+        /* the driver's round: the slot after the last round's */
+        if (p->driver == owner) p->driver_due_us = (p->round_us / slot_us + 1) * slot_us;
+        if (p->driver == owner && now >= p->driver_due_us) {
+            poll = true;
+            break;
+        }
+        /* A stop request cannot signal (it may come from a signal handler):
+         * look now and then. */
+        int64_t until = now + MCDC_PROBE_WAIT_LOOK_MS * 1000;
+        if (p->driver == owner && p->driver_due_us < until) until = p->driver_due_us;
+        member_sleep(p, m, until);
+    }
+    m->waiting = false;
+    /* The driver keeps the drive while it polls: it finds its own round's
+     * answer, and waits again (or frees the drive when its table moved). */
+    pthread_mutex_unlock(&p->mu);
+    return poll;
+}
+
+bool mcdc_runtime_probe_proven(mcdc_db_probe *p, const void *owner, const mcdc_lsn *from,
+                               mcdc_lsn *max) {
+    if (p == NULL) return false;
+    pthread_mutex_lock(&p->mu);
+    int i = 0;
+    while (i < p->n && p->owners[i] != owner) i++;
+    bool proven = i < p->n && !p->unusable && p->mem[i]->has_proven &&
+                  mcdc_lsn_cmp(&p->items[i].from, from) == 0;
+    if (proven) *max = p->mem[i]->proven_to;
+    pthread_mutex_unlock(&p->mu);
+    return proven;
 }

@@ -102,5 +102,22 @@ void mcdc_runtime_probe_leave(mcdc_runtime *rt, mcdc_db_probe *p, const void *ow
 int mcdc_runtime_probe_poll(mcdc_runtime *rt, mcdc_db_probe *p, const void *owner,
                             mcdc_changes *changes, const mcdc_lsn *from, mcdc_lsn *max,
                             bool *moved, bool *usable, mcdc_error *err);
+/* owner, idle after its poll (nothing past its position), sleeps until
+ * its next poll may answer otherwise: a round found rows past its
+ * position, or it is behind max at advance_us or later (it plans to keep
+ * up, mcdc_stream.c), or the probe was refused; true then (poll at once).
+ * One waiting member at a time, the driver, wakes at the next slot
+ * instead, and its poll runs the round for all: an idle database wakes one
+ * thread a slot, not one per stream. False: ctx asked to stop. A member
+ * that stops waiting because its table moved gives the drive to another
+ * (mcdc_runtime_probe_poll), as one that leaves does. */
+bool mcdc_runtime_probe_wait(mcdc_runtime *rt, mcdc_db_probe *p, const void *owner,
+                             int64_t advance_us, const mcdc_ctx *ctx);
+/* Whether a round found nothing past from in owner's change table; *max
+ * then the database's max_lsn the newest such round read: the change table
+ * has no row in (from, *max] (what the stream is caught up to while it
+ * sleeps, for a host's lag; what CDC cleanup may pass without loss). */
+bool mcdc_runtime_probe_proven(mcdc_db_probe *p, const void *owner, const mcdc_lsn *from,
+                               mcdc_lsn *max);
 
 #endif

@@ -284,6 +284,10 @@
  * clock). A minute: idle tables of a busy database cost one empty batch a
  * minute each, not one per commit. */
 #define MCDC_PROBE_IDLE_ADVANCE_MS 60000
+/* An idle stream of a runtime sleeps until its database's probe finds
+ * rows for it (mcdc_runtime_probe_wait); a stop request cannot wake it, so
+ * it looks this often. */
+#define MCDC_PROBE_WAIT_LOOK_MS 100
 
 /* A Parquet file this size or smaller is read whole by the ranged read
  * that opens it (mcdc_parquet_reader_open): small tables (facts, control)
