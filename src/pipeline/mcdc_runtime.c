@@ -22,6 +22,7 @@ typedef struct probe_member {
      * from (has_proven false: none since from last changed). */
     mcdc_lsn proven_to;
     bool has_proven;
+    bool told_refused;     /* its registry entry says the probe was refused */
 } probe_member;
 
 /* A database's probe: its members (one item each) and its last round. */
@@ -36,6 +37,8 @@ struct mcdc_db_probe {
     int64_t round_us;           /* monotonic time of the last round; 0: none */
     mcdc_lsn max;
     bool unusable;              /* a round was refused: members poll on their own */
+    int64_t retry_us;           /* while unusable: when a poll tries a round again */
+    int64_t retry_ms;           /* the back-off after the next refusal */
     bool running;               /* a member runs a round (outside mu) */
     pthread_cond_t round_done;  /* signalled when running turns false */
     mcdc_probe_item *round;     /* its copy of the items and their owners (owned) */
@@ -587,6 +590,7 @@ int mcdc_runtime_probe_join(mcdc_runtime *rt, const char *db_key, const void *ow
     }
     bool refused = p->unusable;
     if (rc == MCDC_OK) {
+        m->told_refused = refused;
         p->owners[p->n] = owner;
         p->mem[p->n] = m;
         memset(&p->items[p->n], 0, sizeof p->items[p->n]);
@@ -683,17 +687,29 @@ static int run_round(mcdc_runtime *rt, mcdc_db_probe *p, mcdc_changes *changes, 
     p->running = false;
     pthread_cond_broadcast(&p->round_done);
     if (rc == MCDC_E_PERMISSION || rc == MCDC_E_SERVER) {
-        mcdc_log(MCDC_LOG_WARN,
-                 "the shared probe of this database was refused (%s); each stream polls "
-                 "max_lsn on its own from now on (GRANT SELECT on cdc.change_tables and the "
-                 "change tables lets one probe serve them all)",
-                 err ? err->message : mcdc_status_name(rc));
+        /* once for the database: its retries refused say nothing more */
+        if (!p->unusable)
+            mcdc_log(MCDC_LOG_WARN,
+                     "the shared probe of this database was refused (%s); each stream polls "
+                     "max_lsn on its own until it is granted (GRANT SELECT on "
+                     "cdc.change_tables and the change tables lets one probe serve them all; "
+                     "it is tried again after %d s, then less and less often)",
+                     err ? err->message : mcdc_status_name(rc), MCDC_PROBE_RETRY_FIRST_MS / 1000);
+        if (!p->unusable || p->retry_ms == 0) p->retry_ms = MCDC_PROBE_RETRY_FIRST_MS;
+        p->retry_us = mcdc_monotonic_us() + p->retry_ms * 1000;
+        p->retry_ms = p->retry_ms * 2 < MCDC_PROBE_RETRY_MOST_MS ? p->retry_ms * 2
+                                                                  : MCDC_PROBE_RETRY_MOST_MS;
         p->unusable = true;
         for (int i = 0; i < p->n; i++) /* they poll on their own from now on */
             if (p->mem[i]->waiting) pthread_cond_signal(&p->mem[i]->wake);
         return MCDC_OK;
     }
     if (rc) return rc;
+    if (p->unusable)
+        mcdc_log(MCDC_LOG_INFO, "the shared probe of this database was granted: it serves "
+                                "every stream of it again");
+    p->unusable = false;
+    p->retry_ms = 0;
     p->max = max;
     p->round_us = now;
     int64_t done_us = mcdc_monotonic_us();
@@ -747,7 +763,9 @@ int mcdc_runtime_probe_poll(mcdc_runtime *rt, mcdc_db_probe *p, const void *owne
         int64_t now = mcdc_monotonic_us(), slot_us = rt->cfg.probe_interval_ms * 1000;
         bool fresh = p->round_us != 0 && now / slot_us == p->round_us / slot_us;
         bool need = !p->items[me].ask && mcdc_lsn_cmp(from, &p->max) < 0;
-        if (p->unusable || (fresh && !need) || (p->running && !need)) break;
+        /* refused: a round again once its back-off is over */
+        if (p->unusable && (now < p->retry_us || p->running)) break;
+        if (!p->unusable && ((fresh && !need) || (p->running && !need))) break;
         if (p->running) {
             pthread_cond_wait(&p->round_done, &p->mu);
             me = member(p, owner); /* others may have joined or left meanwhile */
@@ -758,6 +776,9 @@ int mcdc_runtime_probe_poll(mcdc_runtime *rt, mcdc_db_probe *p, const void *owne
         break;
     }
     *usable = !p->unusable;
+    probe_member *m = p->mem[me];
+    bool tell = rc == MCDC_OK && m->told_refused != !*usable;
+    if (tell) m->told_refused = !*usable;
     if (rc == MCDC_OK && *usable) {
         const mcdc_probe_item *it = &p->items[me];
         /* answered about from, or not behind the max it answered with */
@@ -769,7 +790,8 @@ int mcdc_runtime_probe_poll(mcdc_runtime *rt, mcdc_db_probe *p, const void *owne
         if (*moved && p->driver == owner) drive_free(p);
     }
     pthread_mutex_unlock(&p->mu);
-    if (!*usable) entry_probe(rt, owner, MCDC_JOB_PROBE_REFUSED); /* the host's figures say so */
+    /* the host's figures say which way it polls, when that changed */
+    if (tell) entry_probe(rt, owner, *usable ? MCDC_JOB_PROBE_SHARED : MCDC_JOB_PROBE_REFUSED);
     return rc;
 }
 

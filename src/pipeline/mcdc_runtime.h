@@ -96,9 +96,11 @@ void mcdc_runtime_probe_leave(mcdc_runtime *rt, mcdc_db_probe *p, const void *ow
  * behind max whose position no round asked about waits for the running
  * round, then runs one: every answer is about from). A round
  * the login may not run (cdc.change_tables or a change table refused) makes
- * the probe unusable: *usable false, and the stream polls on its own from
- * then on. The warning is logged once, by the round refused; the owner's
- * registry entry says which way it polls (mcdc_job_metrics.probe). */
+ * the probe unusable: *usable false, and the stream polls on its own until
+ * a poll after the back-off (MCDC_PROBE_RETRY_FIRST_MS, doubling) runs a
+ * round that is granted. The warning is logged once, by the first round
+ * refused; the owner's registry entry says which way it polls
+ * (mcdc_job_metrics.probe), updated by its polls. */
 int mcdc_runtime_probe_poll(mcdc_runtime *rt, mcdc_db_probe *p, const void *owner,
                             mcdc_changes *changes, const mcdc_lsn *from, mcdc_lsn *max,
                             bool *moved, bool *usable, mcdc_error *err);

@@ -301,10 +301,7 @@ static int probe_poll(mcdc_stream *s, const offset_t *start, mcdc_lsn *max, bool
     bool moved = false, usable = true;
     int rc = mcdc_runtime_probe_poll(s->cfg.runtime, s->probe, s, s->changes, &start->lsn, max,
                                      &moved, &usable, err);
-    if (rc || !usable) {
-        if (!usable) leave_probe(s);
-        return rc;
-    }
+    if (rc || !usable) return rc; /* refused: it polls on its own (the probe is retried) */
     *known = true;
     bool behind = mcdc_lsn_cmp(&start->lsn, max) < 0;
     bool due = behind && mcdc_monotonic_us() - s->last_plan_us >=

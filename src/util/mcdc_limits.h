@@ -288,6 +288,13 @@
  * rows for it (mcdc_runtime_probe_wait); a stop request cannot wake it, so
  * it looks this often. */
 #define MCDC_PROBE_WAIT_LOOK_MS 100
+/* A database's shared probe the login was refused is tried again after
+ * this long, then after twice as long each time it is refused again, up
+ * to the most: a later GRANT serves its streams from one probe again
+ * without a restart, and a login never granted costs one refused round
+ * every few minutes. */
+#define MCDC_PROBE_RETRY_FIRST_MS 2000
+#define MCDC_PROBE_RETRY_MOST_MS 300000
 
 /* A Parquet file this size or smaller is read whole by the ranged read
  * that opens it (mcdc_parquet_reader_open): small tables (facts, control)
