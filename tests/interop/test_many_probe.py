@@ -72,6 +72,16 @@ def wait_started(lake, n, proc, timeout=60):
     raise AssertionError(f"only {done} of {n} streams started")
 
 
+def wait_streamed(sim, lake, cis, proc, timeout=30):
+    """Until every instance's bronze holds its change table's rows."""
+    from test_start_many import bronze_keys, change_rows
+    deadline = time.time() + timeout
+    while time.time() < deadline and any(
+            bronze_keys(lake, ci) != change_rows(sim, ci, database=DB) for ci in cis):
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+
+
 def stop(proc):
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
@@ -191,11 +201,7 @@ def test_a_login_that_may_not_read_cdc_change_tables_polls_per_table_and_says_so
             sim.run(f"INSERT INTO dbo.t{i} VALUES (10, 10), (11, 11); "
                     f"UPDATE dbo.t{i} SET v = 12 WHERE id = 10;", database=DB)
         sim.run("EXEC sim.run_capture @ignore_latency = 1;", database=DB)
-        deadline = time.time() + 30
-        while time.time() < deadline and any(
-                bronze_keys(lake, ci) != change_rows(sim, ci, database=DB) for ci in cis):
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.2)
+        wait_streamed(sim, lake, cis, proc)
         with open(ready) as f:
             port = int(f.read().strip())
         assert probe_shared(port) == 0
@@ -212,11 +218,7 @@ def test_a_login_that_may_not_read_cdc_change_tables_polls_per_table_and_says_so
         assert probe_shared(port) == 1
         sim.run("INSERT INTO dbo.t1 VALUES (30, 30);", database=DB)
         sim.run("EXEC sim.run_capture @ignore_latency = 1;", database=DB)
-        deadline = time.time() + 30
-        while time.time() < deadline and any(
-                bronze_keys(lake, ci) != change_rows(sim, ci, database=DB) for ci in cis):
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.2)
+        wait_streamed(sim, lake, cis, proc)
     finally:
         err = stop(proc)
     for ci in cis:
