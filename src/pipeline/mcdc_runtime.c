@@ -18,6 +18,7 @@ typedef struct probe_member {
     pthread_cond_t wake;   /* on the monotonic clock; signalled when its answer may change */
     bool waiting;          /* in mcdc_runtime_probe_wait */
     int64_t advance_us;    /* while waiting: behind max from then on wakes it */
+    const mcdc_ctx *ctx;   /* while waiting: its stop requests (the driver looks) */
     /* The max_lsn of the newest round that found nothing past its item's
      * from (has_proven false: none since from last changed). */
     mcdc_lsn proven_to;
@@ -614,10 +615,18 @@ int mcdc_runtime_probe_join(mcdc_runtime *rt, const char *db_key, const void *ow
 static void drive_free(mcdc_db_probe *p) {
     p->driver = NULL;
     for (int i = 0; i < p->n; i++)
-        if (p->mem[i]->waiting) {
+        if (p->mem[i]->waiting && !mcdc_ctx_stopping(p->mem[i]->ctx)) {
             pthread_cond_signal(&p->mem[i]->wake);
             return;
         }
+}
+
+/* Wakes the waiting members asked to stop (a stop request cannot signal:
+ * it may come from a signal handler). Under p->mu. */
+static void wake_stopping(mcdc_db_probe *p) {
+    for (int i = 0; i < p->n; i++)
+        if (p->mem[i]->waiting && mcdc_ctx_stopping(p->mem[i]->ctx))
+            pthread_cond_signal(&p->mem[i]->wake);
 }
 
 void mcdc_runtime_probe_leave(mcdc_runtime *rt, mcdc_db_probe *p, const void *owner) {
@@ -635,6 +644,7 @@ void mcdc_runtime_probe_leave(mcdc_runtime *rt, mcdc_db_probe *p, const void *ow
         break;
     }
     if (p->driver == owner) drive_free(p);
+    wake_stopping(p); /* a driver leaving on a stop: the others asked with it */
     pthread_mutex_unlock(&p->mu);
     if (gone) {
         pthread_cond_destroy(&gone->wake);
@@ -810,10 +820,18 @@ bool mcdc_runtime_probe_wait(mcdc_runtime *rt, mcdc_db_probe *p, const void *own
     probe_member *m = p->mem[member(p, owner)];
     m->waiting = true;
     m->advance_us = advance_us;
+    m->ctx = ctx;
     for (;;) {
         const mcdc_probe_item *it = &p->items[member(p, owner)];
         int64_t now = mcdc_monotonic_us();
-        if (mcdc_ctx_stopping(ctx) || p->unusable) break;
+        if (mcdc_ctx_stopping(ctx)) {
+            /* the others asked with it go too; the drive to one staying */
+            m->waiting = false;
+            wake_stopping(p);
+            if (p->driver == owner || p->driver == NULL) drive_free(p);
+            break;
+        }
+        if (p->unusable) break;
         /* the last round found rows past its position, or it is due */
         if ((it->ask && it->moved) ||
             (mcdc_lsn_cmp(&it->from, &p->max) < 0 && now >= advance_us)) {
@@ -832,12 +850,17 @@ bool mcdc_runtime_probe_wait(mcdc_runtime *rt, mcdc_db_probe *p, const void *own
             break;
         }
         /* A stop request cannot signal (it may come from a signal handler):
-         * look now and then. */
+         * the driver, awake each slot, looks for the members waiting, and
+         * each looks now and then itself (were the drive lost). */
         int64_t until = now + MCDC_PROBE_WAIT_LOOK_MS * 1000;
-        if (p->driver == owner && p->driver_due_us < until) until = p->driver_due_us;
+        if (p->driver == owner) {
+            if (p->driver_due_us < until) until = p->driver_due_us;
+            wake_stopping(p);
+        }
         member_sleep(p, m, until);
     }
     m->waiting = false;
+    m->ctx = NULL;
     /* The driver keeps the drive while it polls: it finds its own round's
      * answer, and waits again (or frees the drive when its table moved). */
     pthread_mutex_unlock(&p->mu);
@@ -855,4 +878,11 @@ bool mcdc_runtime_probe_proven(mcdc_db_probe *p, const void *owner, const mcdc_l
     if (proven) *max = p->mem[i]->proven_to;
     pthread_mutex_unlock(&p->mu);
     return proven;
+}
+
+void mcdc_runtime_probe_busy(mcdc_db_probe *p, const void *owner) {
+    if (p == NULL) return;
+    pthread_mutex_lock(&p->mu);
+    if (p->driver == owner) drive_free(p);
+    pthread_mutex_unlock(&p->mu);
 }

@@ -115,6 +115,9 @@ int mcdc_runtime_probe_poll(mcdc_runtime *rt, mcdc_db_probe *p, const void *owne
  * (mcdc_runtime_probe_poll), as one that leaves does. */
 bool mcdc_runtime_probe_wait(mcdc_runtime *rt, mcdc_db_probe *p, const void *owner,
                              int64_t advance_us, const mcdc_ctx *ctx);
+/* owner plans a batch: it gives the drive (mcdc_runtime_probe_wait) to a
+ * member still waiting, if it holds it. */
+void mcdc_runtime_probe_busy(mcdc_db_probe *p, const void *owner);
 /* Whether a round found nothing past from in owner's change table; *max
  * then the database's max_lsn the newest such round read: the change table
  * has no row in (from, *max] (what the stream is caught up to while it

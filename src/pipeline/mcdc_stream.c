@@ -377,6 +377,7 @@ static int job_plan(void *job, const mcdc_pos *last_end, mcdc_pos *start_p, mcdc
     rc = next_end(s, &start, known ? &max : NULL, &end, idle, err);
     if (rc || *idle) return rc;
     s->last_plan_us = mcdc_monotonic_us();
+    mcdc_runtime_probe_busy(s->probe, s); /* the rounds are driven by a stream still idle */
     /* its batch's end says it from now on; the batch keeps what was proven */
     pthread_mutex_lock(&s->caught_up_mu);
     s->proven_empty_to = last_end != NULL ? caught_up_locked(s) : mcdc_lsn_zero();
