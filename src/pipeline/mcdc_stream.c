@@ -311,13 +311,14 @@ static int probe_poll(mcdc_stream *s, const offset_t *start, mcdc_lsn *max, bool
     return MCDC_OK;
 }
 
-/* After an idle plan on the probe's word: sleeps in the probe until a
- * round finds rows for the stream, it is due to keep up with the database
- * (probe_poll), or a stop; the probe's driver wakes each slot to run the
- * round (mcdc_runtime_probe_wait). */
+/* After an idle plan on the probe's word (the default trigger): sleeps in
+ * the probe until a round finds rows for the stream, it is due to keep up
+ * with the database (probe_poll), or a stop; the probe's driver wakes each
+ * slot to run the round (mcdc_runtime_probe_wait). */
 static void job_idle_wait(void *job) {
     mcdc_stream *s = job;
-    if (s->probe == NULL || !s->probe_idle) return;
+    /* processingTime sleeps out its interval anyway: no round of its own */
+    if (s->probe == NULL || !s->probe_idle || s->cfg.trigger != MCDC_TRIGGER_DEFAULT) return;
     mcdc_runtime_probe_wait(s->cfg.runtime, s->probe, s,
                             s->last_plan_us + (int64_t)MCDC_PROBE_IDLE_ADVANCE_MS * 1000, &s->ctx);
 }
