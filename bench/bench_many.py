@@ -24,7 +24,7 @@ Prints `name: value` lines:
 Not a test: nothing here asserts a goal.
 
 Environment: BENCH_MANY_TABLES (200), BENCH_MANY_BUSY (10), BENCH_MANY_ROWS
-(change rows per busy table, 20,000), BENCH_MANY_PROCESSES (50),
+(change rows per busy table, 20,000), BENCH_MANY_PROCESSES (50; 0 runs the start-many way only),
 BENCH_MANY_IDLE_SECONDS (10).
 """
 import os
@@ -218,6 +218,8 @@ def main():
         print(f"many_peak_rss_mb: {mrss:.1f}")
         print(f"many_busy_catch_up_seconds: {msecs:.2f}")
         sys.stdout.flush()
+        if PROCESSES == 0:
+            return
 
         some = [ci(i) for i in range(PROCESSES)]  # t1..tBUSY are busy: among them
 

@@ -41,6 +41,7 @@ typedef struct {
     int slot;
     pthread_t thread;
     bool planned, running;
+    bool idle; /* planned, and found nothing new */
     int rc;
     mcdc_error err;
 } read_ahead;
@@ -585,7 +586,7 @@ static void *ahead_main(void *arg) {
 static void read_ahead_start(mcdc_frame *f, const mcdc_unit *u, int slot, const mcdc_pos *u_end,
                              int64_t units, read_ahead *a) {
     const mcdc_frame_cfg *cfg = f->cfg;
-    a->planned = a->running = false;
+    a->planned = a->running = a->idle = false;
     a->rc = MCDC_OK;
     if (!cfg->overlap || f->ops->read == NULL || cfg->one_unit || cfg->min_interval_ms > 0 ||
         (cfg->max_units > 0 && units + 1 >= cfg->max_units) || mcdc_ctx_stopping(cfg->ctx) ||
@@ -595,6 +596,7 @@ static void read_ahead_start(mcdc_frame *f, const mcdc_unit *u, int slot, const 
     mcdc_pos_free(&a->start);
     mcdc_pos_free(&a->end);
     a->rc = f->ops->plan(f->job, u_end, &a->start, &a->end, &idle, &a->err);
+    a->idle = a->rc == MCDC_OK && idle;
     if (a->rc || idle) return;
     MCDC_ASSERT(a->start.kind == f->ops->pos_kind && a->end.kind == f->ops->pos_kind);
     a->planned = true;
@@ -702,8 +704,9 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
     int64_t units = 0;
     bool checked = true; /* the tables agree with the checkpoint as of now */
     int slot = 0;        /* the job's slot the unit is read into */
-    /* the unit was planned (and read) while the one before published */
-    bool next_planned = false, next_read = false;
+    /* the unit was planned (and read) while the one before published;
+     * or that plan found nothing new (the next plan waits a poll) */
+    bool next_planned = false, next_read = false, next_idle = false;
     read_ahead ra = {.f = &f};
     pthread_mutex_init(&ra.gate.mu, NULL);
     pthread_cond_init(&ra.gate.cv, NULL);
@@ -723,11 +726,15 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
             }
         } else {
             if (!u.replay) {
-                bool idle = false;
+                /* Nothing new when the unit before published: planning again
+                 * at once would only ask the source once more (a caught-up
+                 * stream's second max_lsn a batch); it waits a poll first. */
+                bool idle = next_idle;
+                next_idle = false;
                 const mcdc_pos *last = last_end.kind != MCDC_POS_NONE ? &last_end : NULL;
                 mcdc_pos_free(&start);
                 mcdc_pos_free(&end);
-                rc = ops->plan(job, last, &start, &end, &idle, err);
+                if (!idle) rc = ops->plan(job, last, &start, &end, &idle, err);
                 /* Nothing new for a ledger without a unit yet: its first unit
                  * runs all the same, empty (mcdc_job_ops.empty_first). */
                 if (rc == MCDC_OK && idle && u.id == 0 && ops->empty_first) {
@@ -741,6 +748,7 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
                 if (idle) {
                     if (cfg->stop_when_idle) break;
                     checked = false;
+                    if (ops->idle_wait) ops->idle_wait(job);
                     mcdc_ctx_sleep_until(cfg->ctx, tick + cfg->idle_poll_ms * 1000);
                     continue;
                 }
@@ -772,6 +780,7 @@ int mcdc_frame_run(const mcdc_frame_cfg *cfg, const mcdc_job_ops *ops, void *job
         u.id++;
         u.replay = false;
         units++;
+        next_idle = ra.idle;
         if (keep) {
             MCDC_ASSERT(ra.u.id == u.id);
             mcdc_pos_free(&start);

@@ -160,6 +160,12 @@ typedef struct mcdc_job_ops {
      * publish changes what the next plan finds (a stream's switch batch
      * owes a snapshot first). */
     bool (*ahead)(void *job, int slot, const mcdc_unit *u);
+    /* Optional: after a plan found nothing new (idle), on the frame's
+     * thread: blocks until the job's next plan may find something (a
+     * stream sleeps until its database's probe finds rows for it) or a stop
+     * request; then the frame sleeps out idle_poll_ms from that plan's
+     * start as without it. */
+    void (*idle_wait)(void *job);
     /* Optional, with overlap: on the frame's thread, once unit next was
      * planned, before its read starts on a thread of the frame's: sets up
      * the slot for it (what read would otherwise do on the frame's thread,

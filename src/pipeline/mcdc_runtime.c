@@ -6,10 +6,25 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
+#include <time.h>
 
 #include "mcdc_cfg.h"
 #include "mcdc_options.h"
 #include "mssqlcdc_testing.h"
+
+/* A member's place to sleep while its table is idle (mcdc_runtime_probe_wait):
+ * made at its join, so that its address holds while the arrays grow. */
+typedef struct probe_member {
+    pthread_cond_t wake;   /* on the monotonic clock; signalled when its answer may change */
+    bool waiting;          /* in mcdc_runtime_probe_wait */
+    int64_t advance_us;    /* while waiting: behind max from then on wakes it */
+    const mcdc_ctx *ctx;   /* while waiting: its stop requests (the driver looks) */
+    /* The max_lsn of the newest round that found nothing past its item's
+     * from (has_proven false: none since from last changed). */
+    mcdc_lsn proven_to;
+    bool has_proven;
+    bool told_refused;     /* its registry entry says the probe was refused */
+} probe_member;
 
 /* A database's probe: its members (one item each) and its last round. */
 struct mcdc_db_probe {
@@ -18,15 +33,23 @@ struct mcdc_db_probe {
     pthread_mutex_t mu;         /* members, items and the round's answer */
     const void **owners;        /* n members, cap slots (owned) */
     mcdc_probe_item *items;     /* one per member: its ci, the position asked, its answer */
+    probe_member **mem;         /* one per member (each owned) */
     int n, cap;
     int64_t round_us;           /* monotonic time of the last round; 0: none */
     mcdc_lsn max;
     bool unusable;              /* a round was refused: members poll on their own */
+    int64_t retry_us;           /* while unusable: when a poll tries a round again */
+    int64_t retry_ms;           /* the back-off after the next refusal */
     bool running;               /* a member runs a round (outside mu) */
     pthread_cond_t round_done;  /* signalled when running turns false */
     mcdc_probe_item *round;     /* its copy of the items and their owners (owned) */
     const void **round_owners;
     int round_cap;
+    /* The waiting member that wakes at the next slot for its poll to run
+     * the round (NULL: none; a member takes it when the one holding it is
+     * late by two slots); due: when it wakes. */
+    const void *driver;
+    int64_t driver_due_us;
 };
 
 /* Storage options given for one scheme family: immutable once published, and
@@ -122,6 +145,7 @@ void mcdc_runtime_destroy(mcdc_runtime *rt) {
         mcdc_free(p->key);
         mcdc_free(p->owners);
         mcdc_free(p->items);
+        mcdc_free(p->mem);
         mcdc_free(p->round);
         mcdc_free(p->round_owners);
         mcdc_free(p);
@@ -543,14 +567,23 @@ int mcdc_runtime_probe_join(mcdc_runtime *rt, const char *db_key, const void *ow
     mcdc_db_probe *p = probe_of(rt, db_key);
     if (p == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     int rc = MCDC_OK;
+    probe_member *m = mcdc_calloc(1, sizeof *m);
+    if (m == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&m->wake, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_mutex_lock(&p->mu);
     if (p->n == p->cap) {
         int cap = p->cap ? p->cap * 2 : 16;
         const void **o = mcdc_realloc(p->owners, (size_t)cap * sizeof *o);
         if (o) p->owners = o;
         mcdc_probe_item *it = o ? mcdc_realloc(p->items, (size_t)cap * sizeof *it) : NULL;
-        if (it) {
-            p->items = it;
+        if (it) p->items = it;
+        probe_member **ms = it ? mcdc_realloc(p->mem, (size_t)cap * sizeof *ms) : NULL;
+        if (ms) {
+            p->mem = ms;
             p->cap = cap;
         } else {
             rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
@@ -558,31 +591,65 @@ int mcdc_runtime_probe_join(mcdc_runtime *rt, const char *db_key, const void *ow
     }
     bool refused = p->unusable;
     if (rc == MCDC_OK) {
+        m->told_refused = refused;
         p->owners[p->n] = owner;
+        p->mem[p->n] = m;
         memset(&p->items[p->n], 0, sizeof p->items[p->n]);
         snprintf(p->items[p->n].ci, sizeof p->items[p->n].ci, "%s", ci);
         p->n++;
         *out = p;
     }
     pthread_mutex_unlock(&p->mu);
+    if (rc) {
+        pthread_cond_destroy(&m->wake);
+        mcdc_free(m);
+    }
     /* a probe refused before: its first poll says so, and it leaves */
     if (rc == MCDC_OK)
         entry_probe(rt, owner, refused ? MCDC_JOB_PROBE_REFUSED : MCDC_JOB_PROBE_SHARED);
     return rc;
 }
 
+/* The drive is free (its member found work, or left): a waiting member
+ * takes it (mcdc_runtime_probe_wait), so that rounds go on. Under p->mu. */
+static void drive_free(mcdc_db_probe *p) {
+    p->driver = NULL;
+    for (int i = 0; i < p->n; i++)
+        if (p->mem[i]->waiting && !mcdc_ctx_stopping(p->mem[i]->ctx)) {
+            pthread_cond_signal(&p->mem[i]->wake);
+            return;
+        }
+}
+
+/* Wakes the waiting members asked to stop (a stop request cannot signal:
+ * it may come from a signal handler). Under p->mu. */
+static void wake_stopping(mcdc_db_probe *p) {
+    for (int i = 0; i < p->n; i++)
+        if (p->mem[i]->waiting && mcdc_ctx_stopping(p->mem[i]->ctx))
+            pthread_cond_signal(&p->mem[i]->wake);
+}
+
 void mcdc_runtime_probe_leave(mcdc_runtime *rt, mcdc_db_probe *p, const void *owner) {
     (void)rt;
     if (p == NULL) return;
+    probe_member *gone = NULL;
     pthread_mutex_lock(&p->mu);
     for (int i = 0; i < p->n; i++) {
         if (p->owners[i] != owner) continue;
+        gone = p->mem[i];
         p->n--;
         p->owners[i] = p->owners[p->n];
         p->items[i] = p->items[p->n];
+        p->mem[i] = p->mem[p->n];
         break;
     }
+    if (p->driver == owner) drive_free(p);
+    wake_stopping(p); /* a driver leaving on a stop: the others asked with it */
     pthread_mutex_unlock(&p->mu);
+    if (gone) {
+        pthread_cond_destroy(&gone->wake);
+        mcdc_free(gone);
+    }
 }
 
 /* owner's place among p's members; a stream polls only a probe it joined */
@@ -630,17 +697,32 @@ static int run_round(mcdc_runtime *rt, mcdc_db_probe *p, mcdc_changes *changes, 
     p->running = false;
     pthread_cond_broadcast(&p->round_done);
     if (rc == MCDC_E_PERMISSION || rc == MCDC_E_SERVER) {
-        mcdc_log(MCDC_LOG_WARN,
-                 "the shared probe of this database was refused (%s); each stream polls "
-                 "max_lsn on its own from now on (GRANT SELECT on cdc.change_tables and the "
-                 "change tables lets one probe serve them all)",
-                 err ? err->message : mcdc_status_name(rc));
+        /* once for the database: its retries refused say nothing more */
+        if (!p->unusable)
+            mcdc_log(MCDC_LOG_WARN,
+                     "the shared probe of this database was refused (%s); each stream polls "
+                     "max_lsn on its own until it is granted (GRANT SELECT on "
+                     "cdc.change_tables and the change tables lets one probe serve them all; "
+                     "it is tried again after %d s, then less and less often)",
+                     err ? err->message : mcdc_status_name(rc), MCDC_PROBE_RETRY_FIRST_MS / 1000);
+        if (!p->unusable || p->retry_ms == 0) p->retry_ms = MCDC_PROBE_RETRY_FIRST_MS;
+        p->retry_us = mcdc_monotonic_us() + p->retry_ms * 1000;
+        p->retry_ms = p->retry_ms * 2 < MCDC_PROBE_RETRY_MOST_MS ? p->retry_ms * 2
+                                                                  : MCDC_PROBE_RETRY_MOST_MS;
         p->unusable = true;
+        for (int i = 0; i < p->n; i++) /* they poll on their own from now on */
+            if (p->mem[i]->waiting) pthread_cond_signal(&p->mem[i]->wake);
         return MCDC_OK;
     }
     if (rc) return rc;
+    if (p->unusable)
+        mcdc_log(MCDC_LOG_INFO, "the shared probe of this database was granted: it serves "
+                                "every stream of it again");
+    p->unusable = false;
+    p->retry_ms = 0;
     p->max = max;
     p->round_us = now;
+    int64_t done_us = mcdc_monotonic_us();
     for (int k = 0; k < n; k++) {
         /* members keep their places unless one left during the round */
         int i = k < p->n && p->owners[k] == p->round_owners[k] ? k : -1;
@@ -649,9 +731,18 @@ static int run_round(mcdc_runtime *rt, mcdc_db_probe *p, mcdc_changes *changes, 
         if (i >= 0 && mcdc_lsn_cmp(&p->items[i].from, &p->round[k].from) == 0) {
             p->items[i].moved = p->round[k].moved;
             p->items[i].ask = true;
+            if (!p->round[k].moved) {
+                p->mem[i]->proven_to = max;
+                p->mem[i]->has_proven = true;
+            }
         } else if (i >= 0) {
             p->items[i].ask = false; /* asked about a position it has left */
         }
+        /* a waiting member whose table has rows, or that is due to keep up */
+        if (i >= 0 && p->mem[i]->waiting &&
+            ((p->items[i].ask && p->items[i].moved) ||
+             (mcdc_lsn_cmp(&p->items[i].from, &max) < 0 && done_us >= p->mem[i]->advance_us)))
+            pthread_cond_signal(&p->mem[i]->wake);
     }
     return MCDC_OK;
 }
@@ -667,6 +758,7 @@ int mcdc_runtime_probe_poll(mcdc_runtime *rt, mcdc_db_probe *p, const void *owne
     if (mcdc_lsn_cmp(&p->items[me].from, from) != 0) {
         p->items[me].from = *from;
         p->items[me].ask = false;
+        p->mem[me]->has_proven = false;
     }
     /* Rounds fall in fixed slots of the interval: one per slot however
      * many members poll in it, and one more for a member whose position
@@ -681,7 +773,9 @@ int mcdc_runtime_probe_poll(mcdc_runtime *rt, mcdc_db_probe *p, const void *owne
         int64_t now = mcdc_monotonic_us(), slot_us = rt->cfg.probe_interval_ms * 1000;
         bool fresh = p->round_us != 0 && now / slot_us == p->round_us / slot_us;
         bool need = !p->items[me].ask && mcdc_lsn_cmp(from, &p->max) < 0;
-        if (p->unusable || (fresh && !need) || (p->running && !need)) break;
+        /* refused: a round again once its back-off is over */
+        if (p->unusable && (now < p->retry_us || p->running)) break;
+        if (!p->unusable && ((fresh && !need) || (p->running && !need))) break;
         if (p->running) {
             pthread_cond_wait(&p->round_done, &p->mu);
             me = member(p, owner); /* others may have joined or left meanwhile */
@@ -692,6 +786,9 @@ int mcdc_runtime_probe_poll(mcdc_runtime *rt, mcdc_db_probe *p, const void *owne
         break;
     }
     *usable = !p->unusable;
+    probe_member *m = p->mem[me];
+    bool tell = rc == MCDC_OK && m->told_refused != !*usable;
+    if (tell) m->told_refused = !*usable;
     if (rc == MCDC_OK && *usable) {
         const mcdc_probe_item *it = &p->items[me];
         /* answered about from, or not behind the max it answered with */
@@ -699,8 +796,93 @@ int mcdc_runtime_probe_poll(mcdc_runtime *rt, mcdc_db_probe *p, const void *owne
         MCDC_ASSERT(mcdc_lsn_cmp(&it->from, from) == 0);
         *max = p->max;
         *moved = it->ask && it->moved;
+        /* its table has work: the rounds are driven by a member still idle */
+        if (*moved && p->driver == owner) drive_free(p);
     }
     pthread_mutex_unlock(&p->mu);
-    if (!*usable) entry_probe(rt, owner, MCDC_JOB_PROBE_REFUSED); /* the host's figures say so */
+    /* the host's figures say which way it polls, when that changed */
+    if (tell) entry_probe(rt, owner, *usable ? MCDC_JOB_PROBE_SHARED : MCDC_JOB_PROBE_REFUSED);
     return rc;
+}
+
+/* Waits on m's condition until at most deadline (monotonic µs). Under p->mu. */
+static void member_sleep(mcdc_db_probe *p, probe_member *m, int64_t deadline_us) {
+    struct timespec ts = {(time_t)(deadline_us / 1000000), (long)(deadline_us % 1000000) * 1000};
+    pthread_cond_timedwait(&m->wake, &p->mu, &ts);
+}
+
+bool mcdc_runtime_probe_wait(mcdc_runtime *rt, mcdc_db_probe *p, const void *owner,
+                             int64_t advance_us, const mcdc_ctx *ctx) {
+    MCDC_ASSERT(rt && p && owner && ctx);
+    int64_t slot_us = rt->cfg.probe_interval_ms * 1000;
+    bool poll = false;
+    pthread_mutex_lock(&p->mu);
+    probe_member *m = p->mem[member(p, owner)];
+    m->waiting = true;
+    m->advance_us = advance_us;
+    m->ctx = ctx;
+    for (;;) {
+        const mcdc_probe_item *it = &p->items[member(p, owner)];
+        int64_t now = mcdc_monotonic_us();
+        if (mcdc_ctx_stopping(ctx)) {
+            /* the others asked with it go too; the drive to one staying */
+            m->waiting = false;
+            wake_stopping(p);
+            if (p->driver == owner || p->driver == NULL) drive_free(p);
+            break;
+        }
+        if (p->unusable) break;
+        /* the last round found rows past its position, or it is due */
+        if ((it->ask && it->moved) ||
+            (mcdc_lsn_cmp(&it->from, &p->max) < 0 && now >= advance_us)) {
+            poll = true;
+            break;
+        }
+        /* The drive: free, or its member late by two slots (not in a
+         * round): this one wakes at the next slot and runs the round. */
+        if (p->driver != owner &&
+            (p->driver == NULL || (!p->running && now > p->driver_due_us + 2 * slot_us)))
+            p->driver = owner;
+        /* the driver's round: the slot after the last round's */
+        if (p->driver == owner) p->driver_due_us = (p->round_us / slot_us + 1) * slot_us;
+        if (p->driver == owner && now >= p->driver_due_us) {
+            poll = true;
+            break;
+        }
+        /* A stop request cannot signal (it may come from a signal handler):
+         * the driver, awake each slot, looks for the members waiting, and
+         * each looks now and then itself (were the drive lost). */
+        int64_t until = now + MCDC_PROBE_WAIT_LOOK_MS * 1000;
+        if (p->driver == owner) {
+            if (p->driver_due_us < until) until = p->driver_due_us;
+            wake_stopping(p);
+        }
+        member_sleep(p, m, until);
+    }
+    m->waiting = false;
+    m->ctx = NULL;
+    /* The driver keeps the drive while it polls: it finds its own round's
+     * answer, and waits again (or frees the drive when its table moved). */
+    pthread_mutex_unlock(&p->mu);
+    return poll;
+}
+
+bool mcdc_runtime_probe_proven(mcdc_db_probe *p, const void *owner, const mcdc_lsn *from,
+                               mcdc_lsn *max) {
+    if (p == NULL) return false;
+    pthread_mutex_lock(&p->mu);
+    int i = 0;
+    while (i < p->n && p->owners[i] != owner) i++;
+    bool proven = i < p->n && !p->unusable && p->mem[i]->has_proven &&
+                  mcdc_lsn_cmp(&p->items[i].from, from) == 0;
+    if (proven) *max = p->mem[i]->proven_to;
+    pthread_mutex_unlock(&p->mu);
+    return proven;
+}
+
+void mcdc_runtime_probe_busy(mcdc_db_probe *p, const void *owner) {
+    if (p == NULL) return;
+    pthread_mutex_lock(&p->mu);
+    if (p->driver == owner) drive_free(p);
+    pthread_mutex_unlock(&p->mu);
 }

@@ -96,11 +96,33 @@ void mcdc_runtime_probe_leave(mcdc_runtime *rt, mcdc_db_probe *p, const void *ow
  * behind max whose position no round asked about waits for the running
  * round, then runs one: every answer is about from). A round
  * the login may not run (cdc.change_tables or a change table refused) makes
- * the probe unusable: *usable false, and the stream polls on its own from
- * then on. The warning is logged once, by the round refused; the owner's
- * registry entry says which way it polls (mcdc_job_metrics.probe). */
+ * the probe unusable: *usable false, and the stream polls on its own until
+ * a poll after the back-off (MCDC_PROBE_RETRY_FIRST_MS, doubling) runs a
+ * round that is granted. The warning is logged once, by the first round
+ * refused; the owner's registry entry says which way it polls
+ * (mcdc_job_metrics.probe), updated by its polls. */
 int mcdc_runtime_probe_poll(mcdc_runtime *rt, mcdc_db_probe *p, const void *owner,
                             mcdc_changes *changes, const mcdc_lsn *from, mcdc_lsn *max,
                             bool *moved, bool *usable, mcdc_error *err);
+/* owner, idle after its poll (nothing past its position), sleeps until
+ * its next poll may answer otherwise: a round found rows past its
+ * position, or it is behind max at advance_us or later (it plans to keep
+ * up, mcdc_stream.c), or the probe was refused; true then (poll at once).
+ * One waiting member at a time, the driver, wakes at the next slot
+ * instead, and its poll runs the round for all: an idle database wakes one
+ * thread a slot, not one per stream. False: ctx asked to stop. A member
+ * that stops waiting because its table moved gives the drive to another
+ * (mcdc_runtime_probe_poll), as one that leaves does. */
+bool mcdc_runtime_probe_wait(mcdc_runtime *rt, mcdc_db_probe *p, const void *owner,
+                             int64_t advance_us, const mcdc_ctx *ctx);
+/* owner plans a batch: it gives the drive (mcdc_runtime_probe_wait) to a
+ * member still waiting, if it holds it. */
+void mcdc_runtime_probe_busy(mcdc_db_probe *p, const void *owner);
+/* Whether a round found nothing past from in owner's change table; *max
+ * then the database's max_lsn the newest such round read: the change table
+ * has no row in (from, *max] (what the stream is caught up to while it
+ * sleeps, for a host's lag; what CDC cleanup may pass without loss). */
+bool mcdc_runtime_probe_proven(mcdc_db_probe *p, const void *owner, const mcdc_lsn *from,
+                               mcdc_lsn *max);
 
 #endif

@@ -114,15 +114,23 @@ struct mcdc_stream {
     /* The accounting its allocations are charged to, bound on every
      * thread while it is created, run and freed (mcdc_runtime.h). */
     mcdc_alloc_acct *acct;
-    /* Its database's shared probe (a runtime's, continuous triggers), and
-     * when it last planned a batch (monotonic us). */
+    /* Its database's shared probe (a runtime's, continuous triggers; set
+     * and cleared under caught_up_mu, which mcdc_stream_caught_up reads it
+     * under), and when it last planned a batch (monotonic us). */
     mcdc_db_probe *probe;
     int64_t last_plan_us;
+    /* The last plan was idle on the probe's word: the frame's idle wait
+     * sleeps in the probe (job_idle_wait). The frame's thread's. */
+    bool probe_idle;
     /* The newest max_lsn the probe found nothing past the stream's
      * position up to (zero: none since its last plan), for its host's lag
-     * (mcdc_stream_caught_up); under caught_up_mu. */
+     * (mcdc_stream_caught_up); under caught_up_mu. While it sleeps in the
+     * probe, the probe's later rounds prove more (idle_from: the position
+     * they are about; has_idle_from false: none since its last plan). */
     pthread_mutex_t caught_up_mu;
     mcdc_lsn caught_up;
+    mcdc_lsn idle_from;
+    bool has_idle_from;
     /* What caught_up was when the current batch was planned: its change
      * table provably has no row in (start, proven_empty_to] (zero: no such
      * knowledge), so CDC cleanup up to there lost it nothing. */
@@ -239,16 +247,39 @@ static int initial_offset(mcdc_stream *s, offset_t *start, bool *idle, mcdc_erro
     return MCDC_OK;
 }
 
-static void set_caught_up(mcdc_stream *s, const mcdc_lsn *lsn) {
+/* The probe found nothing past from up to max (behind: from is behind max). */
+static void set_caught_up(mcdc_stream *s, const mcdc_lsn *from, const mcdc_lsn *max,
+                          bool behind) {
     pthread_mutex_lock(&s->caught_up_mu);
-    s->caught_up = *lsn;
+    if (behind) s->caught_up = *max;
+    s->idle_from = *from;
+    s->has_idle_from = true;
     pthread_mutex_unlock(&s->caught_up_mu);
+}
+
+/* The stream leaves its probe (refused, or its run ends). */
+static void leave_probe(mcdc_stream *s) {
+    pthread_mutex_lock(&s->caught_up_mu);
+    mcdc_db_probe *p = s->probe;
+    s->probe = NULL;
+    pthread_mutex_unlock(&s->caught_up_mu);
+    mcdc_runtime_probe_leave(s->cfg.runtime, p, s);
+}
+
+/* caught_up, or later: the probe's rounds since the stream's last poll
+ * (it sleeps in the probe meanwhile). Under caught_up_mu. */
+static mcdc_lsn caught_up_locked(mcdc_stream *s) {
+    mcdc_lsn l = s->caught_up, later;
+    if (s->has_idle_from && mcdc_runtime_probe_proven(s->probe, s, &s->idle_from, &later) &&
+        mcdc_lsn_cmp(&later, &s->idle_from) > 0 && mcdc_lsn_cmp(&later, &l) > 0)
+        l = later;
+    return l;
 }
 
 bool mcdc_stream_caught_up(mcdc_stream *s, char lsn[24]) {
     if (s == NULL || lsn == NULL) return false;
     pthread_mutex_lock(&s->caught_up_mu);
-    mcdc_lsn l = s->caught_up;
+    mcdc_lsn l = caught_up_locked(s);
     pthread_mutex_unlock(&s->caught_up_mu);
     if (mcdc_lsn_is_zero(&l)) return false;
     _Static_assert(MCDC_LSN_TEXT_LEN < 24, "an LSN's text fits");
@@ -264,26 +295,32 @@ bool mcdc_stream_caught_up(mcdc_stream *s, char lsn[24]) {
  * stream has no probe, or reads an older instance than the probe asks). */
 static int probe_poll(mcdc_stream *s, const offset_t *start, mcdc_lsn *max, bool *known,
                       bool *idle, mcdc_error *err) {
-    *known = *idle = false;
+    *known = *idle = s->probe_idle = false;
     if (s->probe == NULL || (start->ci[0] && strcmp(start->ci, mcdc_changes_capture_instance(s->changes))))
         return MCDC_OK;
     bool moved = false, usable = true;
     int rc = mcdc_runtime_probe_poll(s->cfg.runtime, s->probe, s, s->changes, &start->lsn, max,
                                      &moved, &usable, err);
-    if (rc || !usable) {
-        if (!usable) {
-            mcdc_runtime_probe_leave(s->cfg.runtime, s->probe, s);
-            s->probe = NULL;
-        }
-        return rc;
-    }
+    if (rc || !usable) return rc; /* refused: it polls on its own (the probe is retried) */
     *known = true;
     bool behind = mcdc_lsn_cmp(&start->lsn, max) < 0;
     bool due = behind && mcdc_monotonic_us() - s->last_plan_us >=
                              (int64_t)MCDC_PROBE_IDLE_ADVANCE_MS * 1000;
-    *idle = !moved && !due;
-    if (*idle && behind) set_caught_up(s, max);
+    *idle = s->probe_idle = !moved && !due;
+    if (*idle) set_caught_up(s, &start->lsn, max, behind);
     return MCDC_OK;
+}
+
+/* After an idle plan on the probe's word (the default trigger): sleeps in
+ * the probe until a round finds rows for the stream, it is due to keep up
+ * with the database (probe_poll), or a stop; the probe's driver wakes each
+ * slot to run the round (mcdc_runtime_probe_wait). */
+static void job_idle_wait(void *job) {
+    mcdc_stream *s = job;
+    /* processingTime sleeps out its interval anyway: no round of its own */
+    if (s->probe == NULL || !s->probe_idle || s->cfg.trigger != MCDC_TRIGGER_DEFAULT) return;
+    mcdc_runtime_probe_wait(s->cfg.runtime, s->probe, s,
+                            s->last_plan_us + (int64_t)MCDC_PROBE_IDLE_ADVANCE_MS * 1000, &s->ctx);
 }
 
 /* Where the next batch ends, or *idle when nothing is new. known_max: the
@@ -341,10 +378,12 @@ static int job_plan(void *job, const mcdc_pos *last_end, mcdc_pos *start_p, mcdc
     rc = next_end(s, &start, known ? &max : NULL, &end, idle, err);
     if (rc || *idle) return rc;
     s->last_plan_us = mcdc_monotonic_us();
+    mcdc_runtime_probe_busy(s->probe, s); /* the rounds are driven by a stream still idle */
     /* its batch's end says it from now on; the batch keeps what was proven */
     pthread_mutex_lock(&s->caught_up_mu);
-    s->proven_empty_to = last_end != NULL ? s->caught_up : mcdc_lsn_zero();
+    s->proven_empty_to = last_end != NULL ? caught_up_locked(s) : mcdc_lsn_zero();
     s->caught_up = mcdc_lsn_zero();
+    s->has_idle_from = false;
     pthread_mutex_unlock(&s->caught_up_mu);
     /* A newer capture instance whose columns the schema lacks: this batch
      * ends just before its start, the next one stops there. */
@@ -1204,6 +1243,7 @@ static const mcdc_job_ops STREAM_OPS = {
     .publish = job_publish,
     .discard = job_discard,
     .ahead = job_ahead,
+    .idle_wait = job_idle_wait,
     .prepare = job_prepare,
     .facts = job_facts,
     .position_time = job_position_time,
@@ -1651,9 +1691,14 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     if (rc == MCDC_OK) rc = check_reserved(mcdc_changes_schema(s->changes), err);
     /* Continuous streams of a runtime poll through their database's probe. */
     if (rc == MCDC_OK && cfg->runtime &&
-        (cfg->trigger == MCDC_TRIGGER_DEFAULT || cfg->trigger == MCDC_TRIGGER_PROCESSING_TIME))
+        (cfg->trigger == MCDC_TRIGGER_DEFAULT || cfg->trigger == MCDC_TRIGGER_PROCESSING_TIME)) {
+        mcdc_db_probe *probe = NULL;
         rc = mcdc_runtime_probe_join(cfg->runtime, mcdc_opt_connection_string(s->opts), s,
-                                     mcdc_changes_capture_instance(s->changes), &s->probe, err);
+                                     mcdc_changes_capture_instance(s->changes), &probe, err);
+        pthread_mutex_lock(&s->caught_up_mu);
+        s->probe = probe;
+        pthread_mutex_unlock(&s->caught_up_mu);
+    }
     s->last_plan_us = mcdc_monotonic_us();
     if (rc == MCDC_OK) rc = mcdc_bronze_schema(&s->bronze_schema, mcdc_changes_schema(s->changes), err);
     if (rc == MCDC_OK) rc = check_bronze_types(s, err);
@@ -1727,8 +1772,7 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
     s->warnings = s->pending = NULL;
     mcdc_free(s->ci_alias);
     s->ci_alias = NULL;
-    mcdc_runtime_probe_leave(cfg->runtime, s->probe, s);
-    s->probe = NULL;
+    leave_probe(s);
     mcdc_changes_close(s->changes);
     mcdc_budget_release(s->ctx.budget, MCDC_PERMIT_CONNECTION, control);
     mcdc_table_close(s->bronze);

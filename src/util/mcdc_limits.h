@@ -284,6 +284,18 @@
  * clock). A minute: idle tables of a busy database cost one empty batch a
  * minute each, not one per commit. */
 #define MCDC_PROBE_IDLE_ADVANCE_MS 60000
+/* An idle stream of a runtime sleeps until its database's probe finds
+ * rows for it (mcdc_runtime_probe_wait); a stop request cannot wake it:
+ * the probe's driver, awake each slot, looks for the sleepers, and each
+ * looks itself this often (were the drive lost). */
+#define MCDC_PROBE_WAIT_LOOK_MS 1000
+/* A database's shared probe the login was refused is tried again after
+ * this long, then after twice as long each time it is refused again, up
+ * to the most: a later GRANT serves its streams from one probe again
+ * without a restart, and a login never granted costs one refused round
+ * every few minutes. */
+#define MCDC_PROBE_RETRY_FIRST_MS 2000
+#define MCDC_PROBE_RETRY_MOST_MS 300000
 
 /* A Parquet file this size or smaller is read whole by the ranged read
  * that opens it (mcdc_parquet_reader_open): small tables (facts, control)

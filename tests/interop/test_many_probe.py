@@ -72,6 +72,16 @@ def wait_started(lake, n, proc, timeout=60):
     raise AssertionError(f"only {done} of {n} streams started")
 
 
+def wait_streamed(sim, lake, cis, proc, timeout=30):
+    """Until every instance's bronze holds its change table's rows."""
+    from test_start_many import bronze_keys, change_rows
+    deadline = time.time() + timeout
+    while time.time() < deadline and any(
+            bronze_keys(lake, ci) != change_rows(sim, ci, database=DB) for ci in cis):
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+
+
 def stop(proc):
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
@@ -169,7 +179,9 @@ def test_a_login_that_may_not_read_cdc_change_tables_polls_per_table_and_says_so
     and their change tables only is refused it. Each stream then polls on its
     own: every table still streams to its change table, the metric and the
     status JSON say the probe is not shared, and the warning is logged once
-    for the database, not per poll."""
+    for the database, not per poll. Granted cdc.change_tables later, the
+    probe is tried again after its back-off (2 s first) and serves them all
+    again without a restart: the metric says so, and changes still stream."""
     from test_start_many import bronze_keys, change_rows
     n = 4
     make_db(sim, n)
@@ -189,22 +201,29 @@ def test_a_login_that_may_not_read_cdc_change_tables_polls_per_table_and_says_so
             sim.run(f"INSERT INTO dbo.t{i} VALUES (10, 10), (11, 11); "
                     f"UPDATE dbo.t{i} SET v = 12 WHERE id = 10;", database=DB)
         sim.run("EXEC sim.run_capture @ignore_latency = 1;", database=DB)
-        deadline = time.time() + 30
-        while time.time() < deadline and any(
-                bronze_keys(lake, ci) != change_rows(sim, ci, database=DB) for ci in cis):
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.2)
+        wait_streamed(sim, lake, cis, proc)
         with open(ready) as f:
             port = int(f.read().strip())
         assert probe_shared(port) == 0
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/status.json", timeout=10) as r:
             doc = json.loads(r.read())
         assert [d["probe_shared"] for d in doc["databases"]] == [False], doc["databases"]
-        time.sleep(0.5)  # polls on their own go on: no warning more
+        time.sleep(2.5)  # polls on their own go on, a retry refused: no warning more
+        assert probe_shared(port) == 0
+        sim.run("GRANT SELECT ON cdc.change_tables TO reader;", database=DB)
+        deadline = time.time() + 30  # the back-off doubles: 4 s after the first retry
+        while time.time() < deadline and probe_shared(port) != 1:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        assert probe_shared(port) == 1
+        sim.run("INSERT INTO dbo.t1 VALUES (30, 30);", database=DB)
+        sim.run("EXEC sim.run_capture @ignore_latency = 1;", database=DB)
+        wait_streamed(sim, lake, cis, proc)
     finally:
         err = stop(proc)
     for ci in cis:
         got = bronze_keys(lake, ci)
         assert got == change_rows(sim, ci, database=DB) and len(got) >= 3, ci
+    assert len(bronze_keys(lake, "dbo_t1")) >= 4
     assert err.count("the shared probe of this database was refused") == 1, err
     assert "Reader_Passw0rd1" not in err

@@ -45,6 +45,7 @@ typedef struct {
     /* publish waits until the next unit's read ahead started (overlap
      * certain, whatever the threads' timing) */
     bool await_ahead;
+    int plans, idle_waits; /* its plan calls; its idle_wait's (it stops the run) */
     int64_t crash_unit;  /* the unit whose crash_point kills the job, -1 none */
     const char *crash_point;
     int units_run;
@@ -68,8 +69,9 @@ static int64_t toy_n(const mcdc_pos *p) { return p ? p->offset.lsn.b[MCDC_LSN_BY
 
 static int toy_plan(void *job, const mcdc_pos *last, mcdc_pos *start, mcdc_pos *end, bool *idle,
                     mcdc_error *err) {
-    (void)job;
+    toy_job *t = job;
     (void)err;
+    t->plans++;
     int64_t n = toy_n(last);
     *idle = n >= UNITS;
     if (*idle) return MCDC_OK;
@@ -217,12 +219,24 @@ static const mcdc_job_ops TOY_SPLIT_OPS = {.kind = "toy", .pos_kind = MCDC_POS_O
                                            .publish = toy_publish, .discard = toy_discard,
                                            .facts = toy_facts};
 
+/* A continuous toy's idle wait: counted, and the run stops. */
+static void toy_idle_wait(void *job) {
+    toy_job *t = job;
+    t->idle_waits++;
+    atomic_store(&t->ctx->stop, 1);
+}
+static const mcdc_job_ops TOY_SPLIT_IDLE_OPS = {.kind = "toy", .pos_kind = MCDC_POS_OFFSET,
+                                                .plan = toy_plan, .read = toy_read,
+                                                .publish = toy_publish, .discard = toy_discard,
+                                                .idle_wait = toy_idle_wait, .facts = toy_facts};
+
 typedef struct {
     mcdc_storage_mem *mem;
     mcdc_storage_env env;
     toy_job job;
     int64_t max_units;    /* 0: every unit */
     int64_t second_units; /* the second process's max_units */
+    bool continuous;      /* not stop_when_idle: idle waits (toy_idle_wait stops it) */
     mcdc_budget *budget;  /* shared with other jobs; NULL: none */
 } toy_world;
 
@@ -265,7 +279,7 @@ static int run_frame(toy_world *w, const char *app_id, mcdc_error *err) {
                           .app_id = app_id,
                           .facts = facts,
                           .facts_app_id = facts_app,
-                          .stop_when_idle = true,
+                          .stop_when_idle = !w->continuous,
                           .idle_poll_ms = 1,
                           .max_units = w->max_units,
                           .overlap = w->job.overlap};
@@ -273,7 +287,11 @@ static int run_frame(toy_world *w, const char *app_id, mcdc_error *err) {
     w->job.ctx = &ctx;
     w->job.n_events = 0;
     if (rc == MCDC_OK)
-        rc = mcdc_frame_run(&cfg, w->job.split ? &TOY_SPLIT_OPS : &TOY_OPS, &w->job, err);
+        rc = mcdc_frame_run(&cfg,
+                            w->continuous ? &TOY_SPLIT_IDLE_OPS
+                            : w->job.split ? &TOY_SPLIT_OPS
+                                           : &TOY_OPS,
+                            &w->job, err);
     /* every slot published or discarded */
     CHECK(w->job.slots[0].a == NULL && w->job.slots[1].a == NULL);
     w->job.target = NULL;
@@ -375,6 +393,27 @@ TEST(frame_overlap_reads_the_next_unit_while_one_publishes_and_records_it_after)
         CHECK(toy_when(t, "read", n) < 0);          /* read once */
     }
     world_free(&w);
+}
+
+/* Overlap: the plan made while the last unit published found nothing new;
+ * the run does not plan again at once (a caught-up stream's second max_lsn
+ * query a batch): it stops (stop_when_idle), or waits a poll first. One
+ * plan a unit and one idle, as without overlap. */
+TEST(frame_overlap_an_idle_plan_ahead_is_not_planned_again_at_once) {
+    for (int mode = 0; mode < 3; mode++) {
+        toy_world w;
+        world_init(&w);
+        w.job.split = mode != 0;
+        w.job.overlap = mode != 0;
+        w.continuous = mode == 2;
+        mcdc_error e = MCDC_ERROR_INIT;
+        CHECK_EQ_INT(run_frame(&w, "toy", &e), MCDC_OK);
+        check_exactly_once(&w, UNITS);
+        CHECK_EQ_INT(w.job.plans, UNITS + 1);
+        CHECK_EQ_INT(w.job.reads_ahead, mode != 0 ? UNITS - 1 : 0);
+        CHECK_EQ_INT(w.job.idle_waits, mode == 2 ? 1 : 0);
+        world_free(&w);
+    }
 }
 
 /* A kill during unit u's publish (or its plan's record) while u+1 is read
