@@ -338,11 +338,14 @@ TEST(runtime_probe_stop_wakes_a_sleeper_within_the_look) {
     int64_t r0 = fake_rounds(&f.db);
     WAIT_UNTIL(state_of(&f).waiting == MEMBERS - 2); /* the driver in its round */
     CHECK_EQ_INT(state_of(&f).waiting, MEMBERS - 2);
-    int d = index_of(&f, state_of(&f).driver);
-    int j = -1;
+    /* the one that is not the deputy (which looks each look for them all) */
+    mcdc_probe_state s = state_of(&f);
+    int d = index_of(&f, s.driver), j = -1;
+    CHECK(s.deputy != NULL && s.deputy != s.driver);
     for (int i = 0; i < MEMBERS; i++)
-        if (i != k && i != d) j = i;
+        if (i != k && i != d && &f.m[i] != s.deputy) j = i;
     CHECK(j >= 0);
+    if (j < 0) j = (k + 1) % MEMBERS == d ? (k + 2) % MEMBERS : (k + 1) % MEMBERS;
     t0 = mcdc_monotonic_us();
     atomic_store(&f.m[j].ctx.stop, 1);
     WAIT_UNTIL(atomic_load(&f.m[j].done));
