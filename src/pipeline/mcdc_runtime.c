@@ -19,8 +19,10 @@ typedef struct probe_member {
     bool waiting;          /* in mcdc_runtime_probe_wait */
     int64_t advance_us;    /* while waiting: behind max from then on wakes it */
     const mcdc_ctx *ctx;   /* while waiting: its stop requests (the driver looks) */
-    /* The max_lsn of the newest round that found nothing past its item's
-     * from (has_proven false: none since from last changed). */
+    /* What a round proved before the newest one, which found rows past its
+     * item's from: that round's max_lsn (has_proven false: none since from
+     * last changed). Its item says whether the newest round found nothing
+     * (then proven to the probe's max): rounds write here only on a move. */
     mcdc_lsn proven_to;
     bool has_proven;
     bool told_refused;     /* its registry entry says the probe was refused */
@@ -46,6 +48,9 @@ struct mcdc_db_probe {
     mcdc_probe_item *round;     /* its copy of the items and their owners (owned) */
     const void **round_owners;
     int round_cap;
+    /* The copy holds the members as they are (none joined or left since
+     * it was made): a round refreshes only their positions in it. */
+    bool round_same;
     /* The waiting member that wakes at the next slot for its poll to run
      * the round (NULL: none; a member takes it when the one holding it is
      * late by two slots); due: when it wakes. */
@@ -614,6 +619,7 @@ int mcdc_runtime_probe_join(mcdc_runtime *rt, const char *db_key, const void *ow
         memset(&p->items[p->n], 0, sizeof p->items[p->n]);
         snprintf(p->items[p->n].ci, sizeof p->items[p->n].ci, "%s", ci);
         p->n++;
+        p->round_same = false;
         *out = p;
     }
     pthread_mutex_unlock(&p->mu);
@@ -669,6 +675,7 @@ void mcdc_runtime_probe_leave(mcdc_runtime *rt, mcdc_db_probe *p, const void *ow
         p->owners[i] = p->owners[p->n];
         p->items[i] = p->items[p->n];
         p->mem[i] = p->mem[p->n];
+        p->round_same = false;
         break;
     }
     if (p->driver == owner) drive_free(p);
@@ -709,11 +716,17 @@ static int run_round(mcdc_runtime *rt, mcdc_db_probe *p, void *source, int64_t n
                      mcdc_error *err) {
     int n = p->n;
     if (!round_room(p, n)) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    /* an item is mostly its instance's name: copied when the members change */
     for (int i = 0; i < n; i++) {
-        p->round[i] = p->items[i];
+        if (p->round_same) {
+            p->round[i].from = p->items[i].from;
+        } else {
+            p->round[i] = p->items[i];
+            p->round_owners[i] = p->owners[i];
+        }
         p->round[i].ask = true;
-        p->round_owners[i] = p->owners[i];
     }
+    p->round_same = true;
     p->running = true;
     pthread_mutex_unlock(&p->mu);
     mcdc_lsn max = mcdc_lsn_zero();
@@ -749,6 +762,7 @@ static int run_round(mcdc_runtime *rt, mcdc_db_probe *p, void *source, int64_t n
                                 "every stream of it again");
     p->unusable = false;
     p->retry_ms = 0;
+    mcdc_lsn was_max = p->max;
     p->max = max;
     p->round_us = now;
     int64_t done_us = p->seam->now_us();
@@ -757,20 +771,23 @@ static int run_round(mcdc_runtime *rt, mcdc_db_probe *p, void *source, int64_t n
         int i = k < p->n && p->owners[k] == p->round_owners[k] ? k : -1;
         for (int j = 0; i < 0 && j < p->n; j++)
             if (p->owners[j] == p->round_owners[k]) i = j;
-        if (i >= 0 && mcdc_lsn_cmp(&p->items[i].from, &p->round[k].from) == 0) {
-            p->items[i].moved = p->round[k].moved;
-            p->items[i].ask = true;
-            if (!p->round[k].moved) {
-                p->mem[i]->proven_to = max;
+        if (i < 0) continue;
+        mcdc_probe_item *it = &p->items[i];
+        if (mcdc_lsn_cmp(&it->from, &p->round[k].from) == 0) {
+            if (p->round[k].moved && it->ask && !it->moved) { /* keep what was proven */
+                p->mem[i]->proven_to = was_max;
                 p->mem[i]->has_proven = true;
             }
-        } else if (i >= 0) {
-            p->items[i].ask = false; /* asked about a position it has left */
+            it->moved = p->round[k].moved;
+            it->ask = true;
+        } else {
+            it->ask = false; /* asked about a position it has left */
         }
-        /* a waiting member whose table has rows, or that is due to keep up */
-        if (i >= 0 && p->mem[i]->waiting &&
-            ((p->items[i].ask && p->items[i].moved) ||
-             (mcdc_lsn_cmp(&p->items[i].from, &max) < 0 && done_us >= p->mem[i]->advance_us)))
+        /* a waiting member whose table has rows, or that is due to keep up
+         * (the member itself looked at only then: one cache line less a
+         * member and round) */
+        if (((it->ask && it->moved) || mcdc_lsn_cmp(&it->from, &max) < 0) &&
+            p->mem[i]->waiting && ((it->ask && it->moved) || done_us >= p->mem[i]->advance_us))
             pthread_cond_signal(&p->mem[i]->wake);
     }
     return MCDC_OK;
@@ -921,9 +938,10 @@ bool mcdc_runtime_probe_proven(mcdc_db_probe *p, const void *owner, const mcdc_l
     pthread_mutex_lock(&p->mu);
     int i = 0;
     while (i < p->n && p->owners[i] != owner) i++;
-    bool proven = i < p->n && !p->unusable && p->mem[i]->has_proven &&
-                  mcdc_lsn_cmp(&p->items[i].from, from) == 0;
-    if (proven) *max = p->mem[i]->proven_to;
+    bool proven = i < p->n && !p->unusable && mcdc_lsn_cmp(&p->items[i].from, from) == 0;
+    bool newest = proven && p->items[i].ask && !p->items[i].moved;
+    proven = newest || (proven && p->mem[i]->has_proven);
+    if (proven) *max = newest ? p->max : p->mem[i]->proven_to;
     pthread_mutex_unlock(&p->mu);
     return proven;
 }

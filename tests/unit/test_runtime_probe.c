@@ -269,6 +269,13 @@ TEST(runtime_probe_rows_for_one_member_wake_only_it) {
         woke += atomic_load(&f.m[i].wakes) > before[i];
     }
     CHECK(woke <= 1);
+    /* what the rounds proved (a host's lag): the others have nothing up to
+     * 20; it, nothing up to 10 (the round before its rows) */
+    for (int i = 0; i < MEMBERS; i++) {
+        mcdc_lsn from = lsn_of(10), to = lsn_of(0);
+        CHECK(mcdc_runtime_probe_proven(f.p, &f.m[i], &from, &to));
+        CHECK_EQ_INT(low_of(&to), i == k ? 10 : 20);
+    }
     /* its batch done at 20, it sleeps again; rows for nobody now */
     fake_set(&f.db, 20, "");
     atomic_store(&f.m[k].hold, false);
