@@ -45,8 +45,12 @@ struct mcdc_db_probe {
     int64_t retry_ms;           /* the back-off after the next refusal */
     bool running;               /* a member runs a round (outside mu) */
     pthread_cond_t round_done;  /* signalled when running turns false */
-    mcdc_probe_item *round;     /* its copy of the items and their owners (owned) */
+    /* Its copy of the items, in the order of their instances' names (the
+     * round matches the server's rows to them by name), their owners and
+     * their places among the members (owned). */
+    mcdc_probe_item *round;
     const void **round_owners;
+    int *round_at;
     int round_cap;
     /* The copy holds the members as they are (none joined or left since
      * it was made): a round refreshes only their positions in it. */
@@ -160,6 +164,7 @@ void mcdc_runtime_destroy(mcdc_runtime *rt) {
         mcdc_free(p->mem);
         mcdc_free(p->round);
         mcdc_free(p->round_owners);
+        mcdc_free(p->round_at);
         mcdc_free(p);
     }
     mcdc_alloc_bind(host);
@@ -701,12 +706,40 @@ static bool round_room(mcdc_db_probe *p, int n) {
     if (n <= p->round_cap) return true;
     mcdc_probe_item *r = mcdc_realloc(p->round, (size_t)n * sizeof *r);
     const void **o = r ? mcdc_realloc(p->round_owners, (size_t)n * sizeof *o) : NULL;
+    int *at = o ? mcdc_realloc(p->round_at, (size_t)n * sizeof *at) : NULL;
     if (r) p->round = r;
-    if (o == NULL) return false;
-    p->round_owners = o;
+    if (o) p->round_owners = o;
+    if (at == NULL) return false;
+    p->round_at = at;
     p->round_cap = n;
     return true;
 }
+
+typedef struct named_at {
+    const char *ci;
+    int at;
+} named_at;
+
+static int named_cmp(const void *a, const void *b) {
+    return strcmp(((const named_at *)a)->ci, ((const named_at *)b)->ci);
+}
+
+/* The round's copy of the n items made anew, by name (the members' order
+ * when out of memory: the round still matches its rows, item by item).
+ * Under p->mu. */
+static void round_copy(mcdc_db_probe *p, int n) {
+    named_at *by = mcdc_malloc((size_t)(n ? n : 1) * sizeof *by);
+    for (int i = 0; by && i < n; i++) by[i] = (named_at){p->items[i].ci, i};
+    if (by) qsort(by, (size_t)n, sizeof *by, named_cmp);
+    for (int k = 0; k < n; k++) {
+        int i = by ? by[k].at : k;
+        p->round[k] = p->items[i];
+        p->round_owners[k] = p->owners[i];
+        p->round_at[k] = i;
+    }
+    mcdc_free(by);
+}
+
 
 /* Runs a round on a copy of the items, outside the lock (held on entry and
  * on return): the other members keep reading the last round meanwhile
@@ -717,14 +750,10 @@ static int run_round(mcdc_runtime *rt, mcdc_db_probe *p, void *source, int64_t n
     int n = p->n;
     if (!round_room(p, n)) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     /* an item is mostly its instance's name: copied when the members change */
-    for (int i = 0; i < n; i++) {
-        if (p->round_same) {
-            p->round[i].from = p->items[i].from;
-        } else {
-            p->round[i] = p->items[i];
-            p->round_owners[i] = p->owners[i];
-        }
-        p->round[i].ask = true;
+    if (!p->round_same) round_copy(p, n);
+    for (int k = 0; k < n; k++) {
+        p->round[k].from = p->items[p->round_at[k]].from;
+        p->round[k].ask = true;
     }
     p->round_same = true;
     p->running = true;
@@ -768,7 +797,8 @@ static int run_round(mcdc_runtime *rt, mcdc_db_probe *p, void *source, int64_t n
     int64_t done_us = p->seam->now_us();
     for (int k = 0; k < n; k++) {
         /* members keep their places unless one left during the round */
-        int i = k < p->n && p->owners[k] == p->round_owners[k] ? k : -1;
+        int i = p->round_at[k];
+        if (i >= p->n || p->owners[i] != p->round_owners[k]) i = -1;
         for (int j = 0; i < 0 && j < p->n; j++)
             if (p->owners[j] == p->round_owners[k]) i = j;
         if (i < 0) continue;

@@ -125,9 +125,12 @@ int mcdc_runtime_probe_poll(mcdc_runtime *rt, mcdc_db_probe *p, const void *owne
  * its next poll may answer otherwise: a round found rows past its
  * position, or it is behind max at advance_us or later (it plans to keep
  * up, mcdc_stream.c), or the probe was refused; true then (poll at once).
- * One waiting member at a time, the driver, wakes at the next slot
- * instead, and its poll runs the round for all: an idle database wakes one
- * thread a slot, not one per stream. False: ctx asked to stop. A member
+ * One waiting member at a time, the driver, wakes a slot after the last
+ * round instead, and its poll runs the round for all: an idle database
+ * wakes one thread a slot, not one per stream. Another, the deputy, wakes
+ * each look (MCDC_PROBE_WAIT_LOOK_MS) to see the sleepers' stop requests
+ * and to take the drive from a driver late by two slots; the rest sleep
+ * until signalled (a minute at most). False: ctx asked to stop. A member
  * that stops waiting because its table moved gives the drive to another
  * (mcdc_runtime_probe_poll), as one that leaves does. */
 bool mcdc_runtime_probe_wait(mcdc_runtime *rt, mcdc_db_probe *p, const void *owner,

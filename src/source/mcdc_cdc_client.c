@@ -1968,8 +1968,12 @@ int mcdc_cdc_probe_min_lsns(mcdc_cdc_client *c, mcdc_probe_item *items, int n, m
     for (int i = 0; i < n; i++) items[i].has_min = false;
     probe_acc a = {items, n, mcdc_calloc((size_t)n + 1, sizeof(mcdc_probe_item *))};
     if (a.by_ci == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    for (int i = 0; i < n; i++) a.by_ci[i] = &items[i];
-    qsort(a.by_ci, (size_t)n, sizeof *a.by_ci, by_ci_cmp);
+    bool sorted = true; /* as the runtime's probe gives them */
+    for (int i = 0; i < n; i++) {
+        a.by_ci[i] = &items[i];
+        sorted = sorted && (i == 0 || strcmp(items[i - 1].ci, items[i].ci) <= 0);
+    }
+    if (!sorted) qsort(a.by_ci, (size_t)n, sizeof *a.by_ci, by_ci_cmp);
     int rc = for_each_row(c,
                           "SELECT capture_instance, CONVERT(varchar(22), start_lsn, 1) AS start_lsn "
                           "FROM cdc.change_tables",
