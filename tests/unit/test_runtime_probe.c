@@ -117,7 +117,7 @@ typedef struct member {
     mcdc_runtime *rt;
     mcdc_db_probe *p;
     fake_db *db;
-    char ci[16];
+    char ci[24];
     mcdc_ctx ctx;
     uint64_t from;             /* its position (its thread's) */
     _Atomic int wakes;         /* its wait returned true (poll now) */
