@@ -945,6 +945,7 @@ bool mcdc_runtime_probe_wait(mcdc_runtime *rt, mcdc_db_probe *p, const void *own
             until = p->driver_due_us;
             if (now >= p->stops_us) {
                 wake_stopping(p);
+                if (p->deputy == NULL) deputy_free(p); /* a sleeper takes it */
                 p->stops_us = now + look_us / 10;
             }
         } else if (p->deputy == owner) {
