@@ -17,7 +17,8 @@ the end of its change table. Both ways use the default trigger (idle polls
 every 10 ms).
 
 Prints `name: value` lines:
-  many_idle_queries_per_s, many_idle_cpu_s_per_min, many_peak_rss_mb,
+  many_idle_queries_per_s, many_idle_cpu_s_per_min, many_idle_sim_cpu_s_per_min
+  (the simulator's, serving the probe), many_peak_rss_mb,
   many_busy_catch_up_seconds, and for the processes processes_idle_queries_per_s,
   processes_idle_cpu_s_per_min, processes_peak_rss_mb (scaled),
   processes_busy_catch_up_seconds; many_vs_processes_rss_ratio.
@@ -151,10 +152,12 @@ def common(cs, work):
 
 
 def idle(sim, way):
-    r0, c0, t0 = requests(sim), way.cpu(), time.time()
+    """Queries a second, the way's CPU-seconds a minute and the simulator's."""
+    r0, c0, s0, t0 = requests(sim), way.cpu(), cpu_seconds(sim.proc.pid), time.time()
     time.sleep(IDLE_S)
-    r1, c1, t1 = requests(sim), way.cpu(), time.time()
-    return (r1 - r0 - 1) / (t1 - t0), (c1 - c0) / (t1 - t0) * 60
+    r1, c1, s1, t1 = requests(sim), way.cpu(), cpu_seconds(sim.proc.pid), time.time()
+    per_min = 60 / (t1 - t0)
+    return (r1 - r0 - 1) / (t1 - t0), (c1 - c0) * per_min, (s1 - s0) * per_min
 
 
 def backlog(sim, busy, seed):
@@ -185,7 +188,7 @@ def run_way(sim, work, name, instances, start):
         start(way)
         way.wait_started(instances)
         time.sleep(1.0)  # the last starts' work settles
-        q, cpu = idle(sim, way)
+        q, cpu, sim_cpu = idle(sim, way)
         busy = list(range(1, 1 + BUSY))
         t0 = time.time()
         want = backlog(sim, busy, seed=len(name))
@@ -193,7 +196,7 @@ def run_way(sim, work, name, instances, start):
         rss = way.hwm()
     finally:
         way.stop()
-    return q, cpu, rss, secs
+    return q, cpu, sim_cpu, rss, secs
 
 
 def main():
@@ -211,10 +214,11 @@ def main():
             way.start([CLI, "start-many", *common(cs, way.work), "--capture-instances",
                        ",".join(every), "--app-id", "{ci}-many", *budget])
 
-        mq, mcpu, mrss, msecs = run_way(sim, work, "many", every, one)
+        mq, mcpu, msim, mrss, msecs = run_way(sim, work, "many", every, one)
         print(f"many_tables: {TABLES}")
         print(f"many_idle_queries_per_s: {mq:.1f}")
         print(f"many_idle_cpu_s_per_min: {mcpu:.2f}")
+        print(f"many_idle_sim_cpu_s_per_min: {msim:.2f}")
         print(f"many_peak_rss_mb: {mrss:.1f}")
         print(f"many_busy_catch_up_seconds: {msecs:.2f}")
         sys.stdout.flush()
@@ -229,7 +233,7 @@ def main():
                 way.start([CLI, "stream", *args, "--captureInstance", c, "--app-id",
                            f"{c}-proc", "--query-name", c])
 
-        pq, pcpu, prss, psecs = run_way(sim, work, "processes", some, each)
+        pq, pcpu, _, prss, psecs = run_way(sim, work, "processes", some, each)
         scale = TABLES / PROCESSES
         print(f"processes_count: {PROCESSES} (RSS, queries and CPU scaled by {scale:.2f} to "
               f"{TABLES} tables)")

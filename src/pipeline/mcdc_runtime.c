@@ -19,8 +19,10 @@ typedef struct probe_member {
     bool waiting;          /* in mcdc_runtime_probe_wait */
     int64_t advance_us;    /* while waiting: behind max from then on wakes it */
     const mcdc_ctx *ctx;   /* while waiting: its stop requests (the driver looks) */
-    /* The max_lsn of the newest round that found nothing past its item's
-     * from (has_proven false: none since from last changed). */
+    /* What a round proved before the newest one, which found rows past its
+     * item's from: that round's max_lsn (has_proven false: none since from
+     * last changed). Its item says whether the newest round found nothing
+     * (then proven to the probe's max): rounds write here only on a move. */
     mcdc_lsn proven_to;
     bool has_proven;
     bool told_refused;     /* its registry entry says the probe was refused */
@@ -30,6 +32,7 @@ typedef struct probe_member {
 struct mcdc_db_probe {
     struct mcdc_db_probe *next;
     char *key;                  /* the connection string (owned; never logged) */
+    const mcdc_probe_seam *seam; /* its rounds and its clock */
     pthread_mutex_t mu;         /* members, items and the round's answer */
     const void **owners;        /* n members, cap slots (owned) */
     mcdc_probe_item *items;     /* one per member: its ci, the position asked, its answer */
@@ -42,14 +45,27 @@ struct mcdc_db_probe {
     int64_t retry_ms;           /* the back-off after the next refusal */
     bool running;               /* a member runs a round (outside mu) */
     pthread_cond_t round_done;  /* signalled when running turns false */
-    mcdc_probe_item *round;     /* its copy of the items and their owners (owned) */
+    /* Its copy of the items, in the order of their instances' names (the
+     * round matches the server's rows to them by name), their owners and
+     * their places among the members (owned). */
+    mcdc_probe_item *round;
     const void **round_owners;
+    int *round_at;
     int round_cap;
+    /* The copy holds the members as they are (none joined or left since
+     * it was made): a round refreshes only their positions in it. */
+    bool round_same;
     /* The waiting member that wakes at the next slot for its poll to run
      * the round (NULL: none; a member takes it when the one holding it is
      * late by two slots); due: when it wakes. */
     const void *driver;
     int64_t driver_due_us;
+    /* The waiting member, other than the driver, that wakes each look to
+     * see the sleepers' stop requests and whether the driver is late (NULL:
+     * none); the others sleep until signalled. stops_us: when the driver
+     * looks for stop requests next. */
+    const void *deputy;
+    int64_t stops_us;
 };
 
 /* Storage options given for one scheme family: immutable once published, and
@@ -148,6 +164,7 @@ void mcdc_runtime_destroy(mcdc_runtime *rt) {
         mcdc_free(p->mem);
         mcdc_free(p->round);
         mcdc_free(p->round_owners);
+        mcdc_free(p->round_at);
         mcdc_free(p);
     }
     mcdc_alloc_bind(host);
@@ -538,7 +555,15 @@ void mcdc_runtime_job_chunked_opened(mcdc_job_entry *e, const char *lsn) {
 
 /* The probe of key, made when missing; NULL when out of memory. The
  * probes live as long as the runtime (a database's, once made, stays). */
-static mcdc_db_probe *probe_of(mcdc_runtime *rt, const char *key) {
+static int db_round(void *source, mcdc_probe_item *items, int n, mcdc_lsn *max, bool *max_null,
+                    int *queries, mcdc_error *err) {
+    return mcdc_changes_probe_round(source, items, n, max, max_null, queries, err);
+}
+
+const mcdc_probe_seam mcdc_probe_seam_db = {db_round, mcdc_monotonic_us,
+                                            MCDC_PROBE_WAIT_LOOK_MS};
+
+static mcdc_db_probe *probe_of(mcdc_runtime *rt, const char *key, const mcdc_probe_seam *seam) {
     pthread_mutex_lock(&rt->probes_mu);
     mcdc_db_probe *p = rt->probes;
     while (p && strcmp(p->key, key) != 0) p = p->next;
@@ -549,6 +574,7 @@ static mcdc_db_probe *probe_of(mcdc_runtime *rt, const char *key) {
         } else {
             pthread_mutex_init(&p->mu, NULL);
             pthread_cond_init(&p->round_done, NULL);
+            p->seam = seam;
             p->next = rt->probes;
             rt->probes = p;
         }
@@ -558,13 +584,14 @@ static mcdc_db_probe *probe_of(mcdc_runtime *rt, const char *key) {
 }
 
 int mcdc_runtime_probe_join(mcdc_runtime *rt, const char *db_key, const void *owner,
-                            const char *ci, mcdc_db_probe **out, mcdc_error *err) {
-    MCDC_ASSERT(rt && db_key && owner && ci && out);
+                            const char *ci, const mcdc_probe_seam *seam, mcdc_db_probe **out,
+                            mcdc_error *err) {
+    MCDC_ASSERT(rt && db_key && owner && ci && seam && out);
     *out = NULL;
     if (strlen(ci) > MCDC_IDENT_BYTES_MAX)
         return mcdc_error_set(err, MCDC_E_INVALID, "capture instance name longer than %d bytes",
                               MCDC_IDENT_BYTES_MAX);
-    mcdc_db_probe *p = probe_of(rt, db_key);
+    mcdc_db_probe *p = probe_of(rt, db_key, seam);
     if (p == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     int rc = MCDC_OK;
     probe_member *m = mcdc_calloc(1, sizeof *m);
@@ -597,6 +624,7 @@ int mcdc_runtime_probe_join(mcdc_runtime *rt, const char *db_key, const void *ow
         memset(&p->items[p->n], 0, sizeof p->items[p->n]);
         snprintf(p->items[p->n].ci, sizeof p->items[p->n].ci, "%s", ci);
         p->n++;
+        p->round_same = false;
         *out = p;
     }
     pthread_mutex_unlock(&p->mu);
@@ -616,6 +644,17 @@ static void drive_free(mcdc_db_probe *p) {
     p->driver = NULL;
     for (int i = 0; i < p->n; i++)
         if (p->mem[i]->waiting && !mcdc_ctx_stopping(p->mem[i]->ctx)) {
+            pthread_cond_signal(&p->mem[i]->wake);
+            return;
+        }
+}
+
+/* The deputy left (it waits no more, or it drives): another waiting
+ * member takes its place (mcdc_runtime_probe_wait). Under p->mu. */
+static void deputy_free(mcdc_db_probe *p) {
+    p->deputy = NULL;
+    for (int i = 0; i < p->n; i++)
+        if (p->mem[i]->waiting && p->owners[i] != p->driver && !mcdc_ctx_stopping(p->mem[i]->ctx)) {
             pthread_cond_signal(&p->mem[i]->wake);
             return;
         }
@@ -641,9 +680,11 @@ void mcdc_runtime_probe_leave(mcdc_runtime *rt, mcdc_db_probe *p, const void *ow
         p->owners[i] = p->owners[p->n];
         p->items[i] = p->items[p->n];
         p->mem[i] = p->mem[p->n];
+        p->round_same = false;
         break;
     }
     if (p->driver == owner) drive_free(p);
+    if (p->deputy == owner) deputy_free(p);
     wake_stopping(p); /* a driver leaving on a stop: the others asked with it */
     pthread_mutex_unlock(&p->mu);
     if (gone) {
@@ -665,32 +706,62 @@ static bool round_room(mcdc_db_probe *p, int n) {
     if (n <= p->round_cap) return true;
     mcdc_probe_item *r = mcdc_realloc(p->round, (size_t)n * sizeof *r);
     const void **o = r ? mcdc_realloc(p->round_owners, (size_t)n * sizeof *o) : NULL;
+    int *at = o ? mcdc_realloc(p->round_at, (size_t)n * sizeof *at) : NULL;
     if (r) p->round = r;
-    if (o == NULL) return false;
-    p->round_owners = o;
+    if (o) p->round_owners = o;
+    if (at == NULL) return false;
+    p->round_at = at;
     p->round_cap = n;
     return true;
 }
+
+typedef struct named_at {
+    const char *ci;
+    int at;
+} named_at;
+
+static int named_cmp(const void *a, const void *b) {
+    return strcmp(((const named_at *)a)->ci, ((const named_at *)b)->ci);
+}
+
+/* The round's copy of the n items made anew, by name (the members' order
+ * when out of memory: the round still matches its rows, item by item).
+ * Under p->mu. */
+static void round_copy(mcdc_db_probe *p, int n) {
+    named_at *by = mcdc_malloc((size_t)(n ? n : 1) * sizeof *by);
+    for (int i = 0; by && i < n; i++) by[i] = (named_at){p->items[i].ci, i};
+    if (by) qsort(by, (size_t)n, sizeof *by, named_cmp);
+    for (int k = 0; k < n; k++) {
+        int i = by ? by[k].at : k;
+        p->round[k] = p->items[i];
+        p->round_owners[k] = p->owners[i];
+        p->round_at[k] = i;
+    }
+    mcdc_free(by);
+}
+
 
 /* Runs a round on a copy of the items, outside the lock (held on entry and
  * on return): the other members keep reading the last round meanwhile
  * rather than queue behind the server. Publishes the answers of the
  * members whose positions did not move during it. */
-static int run_round(mcdc_runtime *rt, mcdc_db_probe *p, mcdc_changes *changes, int64_t now,
+static int run_round(mcdc_runtime *rt, mcdc_db_probe *p, void *source, int64_t now,
                      mcdc_error *err) {
     int n = p->n;
     if (!round_room(p, n)) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    for (int i = 0; i < n; i++) {
-        p->round[i] = p->items[i];
-        p->round[i].ask = true;
-        p->round_owners[i] = p->owners[i];
+    /* an item is mostly its instance's name: copied when the members change */
+    if (!p->round_same) round_copy(p, n);
+    for (int k = 0; k < n; k++) {
+        p->round[k].from = p->items[p->round_at[k]].from;
+        p->round[k].ask = true;
     }
+    p->round_same = true;
     p->running = true;
     pthread_mutex_unlock(&p->mu);
     mcdc_lsn max = mcdc_lsn_zero();
     bool was_null = false;
     int queries = 0;
-    int rc = mcdc_changes_probe_round(changes, p->round, n, &max, &was_null, &queries, err);
+    int rc = p->seam->round(source, p->round, n, &max, &was_null, &queries, err);
     atomic_fetch_add(&rt->probe_rounds, 1);
     atomic_fetch_add(&rt->probe_queries, queries);
     pthread_mutex_lock(&p->mu);
@@ -706,7 +777,7 @@ static int run_round(mcdc_runtime *rt, mcdc_db_probe *p, mcdc_changes *changes, 
                      "it is tried again after %d s, then less and less often)",
                      err ? err->message : mcdc_status_name(rc), MCDC_PROBE_RETRY_FIRST_MS / 1000);
         if (!p->unusable || p->retry_ms == 0) p->retry_ms = MCDC_PROBE_RETRY_FIRST_MS;
-        p->retry_us = mcdc_monotonic_us() + p->retry_ms * 1000;
+        p->retry_us = p->seam->now_us() + p->retry_ms * 1000;
         p->retry_ms = p->retry_ms * 2 < MCDC_PROBE_RETRY_MOST_MS ? p->retry_ms * 2
                                                                   : MCDC_PROBE_RETRY_MOST_MS;
         p->unusable = true;
@@ -720,37 +791,42 @@ static int run_round(mcdc_runtime *rt, mcdc_db_probe *p, mcdc_changes *changes, 
                                 "every stream of it again");
     p->unusable = false;
     p->retry_ms = 0;
+    mcdc_lsn was_max = p->max;
     p->max = max;
     p->round_us = now;
-    int64_t done_us = mcdc_monotonic_us();
+    int64_t done_us = p->seam->now_us();
     for (int k = 0; k < n; k++) {
         /* members keep their places unless one left during the round */
-        int i = k < p->n && p->owners[k] == p->round_owners[k] ? k : -1;
+        int i = p->round_at[k];
+        if (i >= p->n || p->owners[i] != p->round_owners[k]) i = -1;
         for (int j = 0; i < 0 && j < p->n; j++)
             if (p->owners[j] == p->round_owners[k]) i = j;
-        if (i >= 0 && mcdc_lsn_cmp(&p->items[i].from, &p->round[k].from) == 0) {
-            p->items[i].moved = p->round[k].moved;
-            p->items[i].ask = true;
-            if (!p->round[k].moved) {
-                p->mem[i]->proven_to = max;
+        if (i < 0) continue;
+        mcdc_probe_item *it = &p->items[i];
+        if (mcdc_lsn_cmp(&it->from, &p->round[k].from) == 0) {
+            if (p->round[k].moved && it->ask && !it->moved) { /* keep what was proven */
+                p->mem[i]->proven_to = was_max;
                 p->mem[i]->has_proven = true;
             }
-        } else if (i >= 0) {
-            p->items[i].ask = false; /* asked about a position it has left */
+            it->moved = p->round[k].moved;
+            it->ask = true;
+        } else {
+            it->ask = false; /* asked about a position it has left */
         }
-        /* a waiting member whose table has rows, or that is due to keep up */
-        if (i >= 0 && p->mem[i]->waiting &&
-            ((p->items[i].ask && p->items[i].moved) ||
-             (mcdc_lsn_cmp(&p->items[i].from, &max) < 0 && done_us >= p->mem[i]->advance_us)))
+        /* a waiting member whose table has rows, or that is due to keep up
+         * (the member itself looked at only then: one cache line less a
+         * member and round) */
+        if (((it->ask && it->moved) || mcdc_lsn_cmp(&it->from, &max) < 0) &&
+            p->mem[i]->waiting && ((it->ask && it->moved) || done_us >= p->mem[i]->advance_us))
             pthread_cond_signal(&p->mem[i]->wake);
     }
     return MCDC_OK;
 }
 
 int mcdc_runtime_probe_poll(mcdc_runtime *rt, mcdc_db_probe *p, const void *owner,
-                            mcdc_changes *changes, const mcdc_lsn *from, mcdc_lsn *max,
+                            void *source, const mcdc_lsn *from, mcdc_lsn *max,
                             bool *moved, bool *usable, mcdc_error *err) {
-    MCDC_ASSERT(rt && p && owner && changes && from && max && moved && usable);
+    MCDC_ASSERT(rt && p && owner && from && max && moved && usable);
     int rc = MCDC_OK;
     pthread_mutex_lock(&p->mu);
     int me = member(p, owner);
@@ -770,7 +846,7 @@ int mcdc_runtime_probe_poll(mcdc_runtime *rt, mcdc_db_probe *p, const void *owne
      * nobody looked at). One that merely finds the slot over reads the
      * last round's answer meanwhile rather than queue behind the server. */
     for (;;) {
-        int64_t now = mcdc_monotonic_us(), slot_us = rt->cfg.probe_interval_ms * 1000;
+        int64_t now = p->seam->now_us(), slot_us = rt->cfg.probe_interval_ms * 1000;
         bool fresh = p->round_us != 0 && now / slot_us == p->round_us / slot_us;
         bool need = !p->items[me].ask && mcdc_lsn_cmp(from, &p->max) < 0;
         /* refused: a round again once its back-off is over */
@@ -781,7 +857,7 @@ int mcdc_runtime_probe_poll(mcdc_runtime *rt, mcdc_db_probe *p, const void *owne
             me = member(p, owner); /* others may have joined or left meanwhile */
             continue;
         }
-        rc = run_round(rt, p, changes, now, err);
+        rc = run_round(rt, p, source, now, err);
         me = member(p, owner);
         break;
     }
@@ -805,8 +881,10 @@ int mcdc_runtime_probe_poll(mcdc_runtime *rt, mcdc_db_probe *p, const void *owne
     return rc;
 }
 
-/* Waits on m's condition until at most deadline (monotonic µs). Under p->mu. */
+/* Waits on m's condition until at most deadline (the seam's clock: as
+ * long from now on the real one). Under p->mu. */
 static void member_sleep(mcdc_db_probe *p, probe_member *m, int64_t deadline_us) {
+    deadline_us += mcdc_monotonic_us() - p->seam->now_us();
     struct timespec ts = {(time_t)(deadline_us / 1000000), (long)(deadline_us % 1000000) * 1000};
     pthread_cond_timedwait(&m->wake, &p->mu, &ts);
 }
@@ -823,15 +901,19 @@ bool mcdc_runtime_probe_wait(mcdc_runtime *rt, mcdc_db_probe *p, const void *own
     m->ctx = ctx;
     for (;;) {
         const mcdc_probe_item *it = &p->items[member(p, owner)];
-        int64_t now = mcdc_monotonic_us();
+        int64_t now = p->seam->now_us();
         if (mcdc_ctx_stopping(ctx)) {
             /* the others asked with it go too; the drive to one staying */
             m->waiting = false;
             wake_stopping(p);
             if (p->driver == owner || p->driver == NULL) drive_free(p);
+            if (p->deputy == owner) deputy_free(p);
             break;
         }
-        if (p->unusable) break;
+        if (p->unusable) { /* it polls on its own at once */
+            poll = true;
+            break;
+        }
         /* the last round found rows past its position, or it is due */
         if ((it->ask && it->moved) ||
             (mcdc_lsn_cmp(&it->from, &p->max) < 0 && now >= advance_us)) {
@@ -843,24 +925,38 @@ bool mcdc_runtime_probe_wait(mcdc_runtime *rt, mcdc_db_probe *p, const void *own
         if (p->driver != owner &&
             (p->driver == NULL || (!p->running && now > p->driver_due_us + 2 * slot_us)))
             p->driver = owner;
-        /* the driver's round: the slot after the last round's */
-        if (p->driver == owner) p->driver_due_us = (p->round_us / slot_us + 1) * slot_us;
+        if (p->driver == owner && p->deputy == owner) deputy_free(p);
+        if (p->driver != owner && p->deputy == NULL) p->deputy = owner;
+        /* The driver's round: a slot after the last one's start, when its
+         * frame's idle interval from the plan that ran it is over too (one
+         * wake a round, not one at the slot and one more for the frame). */
+        if (p->driver == owner) p->driver_due_us = p->round_us + slot_us;
         if (p->driver == owner && now >= p->driver_due_us) {
             poll = true;
             break;
         }
         /* A stop request cannot signal (it may come from a signal handler):
-         * the driver, awake each slot, looks for the members waiting, and
-         * each looks now and then itself (were the drive lost). */
-        int64_t until = now + MCDC_PROBE_WAIT_LOOK_MS * 1000;
+         * the driver, awake each slot, looks for the members asked to stop
+         * every tenth of a look, and the deputy each look (were the driver
+         * held up elsewhere); the rest sleep until signalled (a long
+         * fallback: the deputy's hand-over is a signal). */
+        int64_t look_us = p->seam->look_ms * 1000, until = now + look_us * 60;
         if (p->driver == owner) {
-            if (p->driver_due_us < until) until = p->driver_due_us;
+            until = p->driver_due_us;
+            if (now >= p->stops_us) {
+                wake_stopping(p);
+                if (p->deputy == NULL) deputy_free(p); /* a sleeper takes it */
+                p->stops_us = now + look_us / 10;
+            }
+        } else if (p->deputy == owner) {
+            until = now + look_us;
             wake_stopping(p);
         }
         member_sleep(p, m, until);
     }
     m->waiting = false;
     m->ctx = NULL;
+    if (p->deputy == owner) deputy_free(p);
     /* The driver keeps the drive while it polls: it finds its own round's
      * answer, and waits again (or frees the drive when its table moved). */
     pthread_mutex_unlock(&p->mu);
@@ -873,11 +969,22 @@ bool mcdc_runtime_probe_proven(mcdc_db_probe *p, const void *owner, const mcdc_l
     pthread_mutex_lock(&p->mu);
     int i = 0;
     while (i < p->n && p->owners[i] != owner) i++;
-    bool proven = i < p->n && !p->unusable && p->mem[i]->has_proven &&
-                  mcdc_lsn_cmp(&p->items[i].from, from) == 0;
-    if (proven) *max = p->mem[i]->proven_to;
+    bool proven = i < p->n && !p->unusable && mcdc_lsn_cmp(&p->items[i].from, from) == 0;
+    bool newest = proven && p->items[i].ask && !p->items[i].moved;
+    proven = newest || (proven && p->mem[i]->has_proven);
+    if (proven) *max = newest ? p->max : p->mem[i]->proven_to;
     pthread_mutex_unlock(&p->mu);
     return proven;
+}
+
+void mcdc_runtime_probe_state(mcdc_db_probe *p, mcdc_probe_state *out) {
+    MCDC_ASSERT(p && out);
+    pthread_mutex_lock(&p->mu);
+    *out = (mcdc_probe_state){.members = p->n, .driver = p->driver, .deputy = p->deputy,
+                              .unusable = p->unusable,
+                              .retry_us = p->retry_us, .retry_ms = p->retry_ms};
+    for (int i = 0; i < p->n; i++) out->waiting += p->mem[i]->waiting;
+    pthread_mutex_unlock(&p->mu);
 }
 
 void mcdc_runtime_probe_busy(mcdc_db_probe *p, const void *owner) {

@@ -86,10 +86,26 @@ void mcdc_runtime_job_chunked_opened(mcdc_job_entry *e, const char *lsn);
  * queries, however many streams). Polls of one database wait for each
  * other while a round runs, then read it. */
 typedef struct mcdc_db_probe mcdc_db_probe;
+/* Where a probe's answers and its time come from, fixed by the join that
+ * makes it: the streams give mcdc_probe_seam_db (a round is
+ * mcdc_changes_probe_round on the polling stream's mcdc_changes, the clock
+ * the monotonic one); the unit tests a fake source, a clock they move and
+ * their own look.
+ * round's source is what the poll was given. A sleep in the probe lasts its
+ * span on now_us's clock as long on the real one. */
+typedef struct mcdc_probe_seam {
+    int (*round)(void *source, mcdc_probe_item *items, int n, mcdc_lsn *max, bool *max_null,
+                 int *queries, mcdc_error *err);
+    int64_t (*now_us)(void);
+    int64_t look_ms; /* MCDC_PROBE_WAIT_LOOK_MS: how often a sleeper looks for stops itself */
+} mcdc_probe_seam;
+extern const mcdc_probe_seam mcdc_probe_seam_db;
 /* Joins owner (a stream, reading capture instance ci) to the probe of
- * db_key, made on first use; owner leaves before the runtime is destroyed. */
+ * db_key, made on first use with seam (static; the first join's holds);
+ * owner leaves before the runtime is destroyed. */
 int mcdc_runtime_probe_join(mcdc_runtime *rt, const char *db_key, const void *owner,
-                            const char *ci, mcdc_db_probe **out, mcdc_error *err);
+                            const char *ci, const mcdc_probe_seam *seam, mcdc_db_probe **out,
+                            mcdc_error *err);
 void mcdc_runtime_probe_leave(mcdc_runtime *rt, mcdc_db_probe *p, const void *owner);
 /* owner's poll from its position from: *max the database's max_lsn and
  * *moved whether its change table has a row in (from, max] (a member
@@ -100,17 +116,21 @@ void mcdc_runtime_probe_leave(mcdc_runtime *rt, mcdc_db_probe *p, const void *ow
  * a poll after the back-off (MCDC_PROBE_RETRY_FIRST_MS, doubling) runs a
  * round that is granted. The warning is logged once, by the first round
  * refused; the owner's registry entry says which way it polls
- * (mcdc_job_metrics.probe), updated by its polls. */
+ * (mcdc_job_metrics.probe), updated by its polls. source: the seam's
+ * (the stream's mcdc_changes). */
 int mcdc_runtime_probe_poll(mcdc_runtime *rt, mcdc_db_probe *p, const void *owner,
-                            mcdc_changes *changes, const mcdc_lsn *from, mcdc_lsn *max,
+                            void *source, const mcdc_lsn *from, mcdc_lsn *max,
                             bool *moved, bool *usable, mcdc_error *err);
 /* owner, idle after its poll (nothing past its position), sleeps until
  * its next poll may answer otherwise: a round found rows past its
  * position, or it is behind max at advance_us or later (it plans to keep
  * up, mcdc_stream.c), or the probe was refused; true then (poll at once).
- * One waiting member at a time, the driver, wakes at the next slot
- * instead, and its poll runs the round for all: an idle database wakes one
- * thread a slot, not one per stream. False: ctx asked to stop. A member
+ * One waiting member at a time, the driver, wakes a slot after the last
+ * round instead, and its poll runs the round for all: an idle database
+ * wakes one thread a slot, not one per stream. Another, the deputy, wakes
+ * each look (MCDC_PROBE_WAIT_LOOK_MS) to see the sleepers' stop requests
+ * and to take the drive from a driver late by two slots; the rest sleep
+ * until signalled (a minute at most). False: ctx asked to stop. A member
  * that stops waiting because its table moved gives the drive to another
  * (mcdc_runtime_probe_poll), as one that leaves does. */
 bool mcdc_runtime_probe_wait(mcdc_runtime *rt, mcdc_db_probe *p, const void *owner,
@@ -122,6 +142,17 @@ void mcdc_runtime_probe_busy(mcdc_db_probe *p, const void *owner);
  * then the database's max_lsn the newest such round read: the change table
  * has no row in (from, *max] (what the stream is caught up to while it
  * sleeps, for a host's lag; what CDC cleanup may pass without loss). */
+/* What a probe is doing now, for the unit tests: its members, those
+ * waiting, the driver and the deputy (NULL: none), whether it is refused, and the
+ * back-off: when a poll tries a round again (the seam's clock) and the
+ * back-off after the next refusal (0: none refused since a granted round). */
+typedef struct mcdc_probe_state {
+    int members, waiting;
+    const void *driver, *deputy;
+    bool unusable;
+    int64_t retry_us, retry_ms;
+} mcdc_probe_state;
+void mcdc_runtime_probe_state(mcdc_db_probe *p, mcdc_probe_state *out);
 bool mcdc_runtime_probe_proven(mcdc_db_probe *p, const void *owner, const mcdc_lsn *from,
                                mcdc_lsn *max);
 

@@ -1694,7 +1694,8 @@ int mcdc_stream_run(mcdc_stream *s, mcdc_report_fn fn, void *ctx, mcdc_error *er
         (cfg->trigger == MCDC_TRIGGER_DEFAULT || cfg->trigger == MCDC_TRIGGER_PROCESSING_TIME)) {
         mcdc_db_probe *probe = NULL;
         rc = mcdc_runtime_probe_join(cfg->runtime, mcdc_opt_connection_string(s->opts), s,
-                                     mcdc_changes_capture_instance(s->changes), &probe, err);
+                                     mcdc_changes_capture_instance(s->changes),
+                                     &mcdc_probe_seam_db, &probe, err);
         pthread_mutex_lock(&s->caught_up_mu);
         s->probe = probe;
         pthread_mutex_unlock(&s->caught_up_mu);

@@ -1928,6 +1928,7 @@ int mcdc_cdc_row_count(int64_t *rows, mcdc_cdc_client *c, const char *source_sch
 typedef struct {
     mcdc_probe_item *items;
     int n;
+    mcdc_probe_item **by_ci; /* the items in the order of their names (NULL: look in turn) */
 } probe_acc;
 
 static mcdc_probe_item *probe_find(probe_acc *a, const char *ci) {
@@ -1936,24 +1937,48 @@ static mcdc_probe_item *probe_find(probe_acc *a, const char *ci) {
     return NULL;
 }
 
+static int by_ci_cmp(const void *x, const void *y) {
+    return strcmp((*(mcdc_probe_item *const *)x)->ci, (*(mcdc_probe_item *const *)y)->ci);
+}
+
 static int min_row(void *ctx, const mcdc_batch *b, int64_t row, mcdc_error *err) {
+    probe_acc *a = ctx;
     char ci[MCDC_IDENT_BYTES_MAX + 1], lsn[64];
     if (!cell(b, "capture_instance", row, ci, sizeof ci) || !cell(b, "start_lsn", row, lsn, sizeof lsn))
         return MCDC_OK;
-    mcdc_probe_item *it = probe_find(ctx, ci);
-    if (it == NULL) return MCDC_OK;
-    if (mcdc_lsn_parse_cstr(&it->min_lsn, lsn, err) != MCDC_OK) return MCDC_E_PROTOCOL;
-    it->has_min = true;
+    /* a row per instance of the database, an item per stream: by name, not
+     * each row against every item (n rows times n items a round) */
+    int lo = 0, hi = a->n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (strcmp(a->by_ci[mid]->ci, ci) < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == a->n || strcmp(a->by_ci[lo]->ci, ci) != 0) return MCDC_OK;
+    mcdc_lsn min;
+    if (mcdc_lsn_parse_cstr(&min, lsn, err) != MCDC_OK) return MCDC_E_PROTOCOL;
+    for (int i = lo; i < a->n && strcmp(a->by_ci[i]->ci, ci) == 0; i++) {
+        a->by_ci[i]->min_lsn = min; /* every stream of that instance */
+        a->by_ci[i]->has_min = true;
+    }
     return MCDC_OK;
 }
 
 int mcdc_cdc_probe_min_lsns(mcdc_cdc_client *c, mcdc_probe_item *items, int n, mcdc_error *err) {
     for (int i = 0; i < n; i++) items[i].has_min = false;
-    probe_acc a = {items, n};
+    probe_acc a = {items, n, mcdc_calloc((size_t)n + 1, sizeof(mcdc_probe_item *))};
+    if (a.by_ci == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    bool sorted = true; /* as the runtime's probe gives them */
+    for (int i = 0; i < n; i++) {
+        a.by_ci[i] = &items[i];
+        sorted = sorted && (i == 0 || strcmp(items[i - 1].ci, items[i].ci) <= 0);
+    }
+    if (!sorted) qsort(a.by_ci, (size_t)n, sizeof *a.by_ci, by_ci_cmp);
     int rc = for_each_row(c,
                           "SELECT capture_instance, CONVERT(varchar(22), start_lsn, 1) AS start_lsn "
                           "FROM cdc.change_tables",
                           NULL, 0, min_row, &a, err);
+    mcdc_free(a.by_ci);
     return rc ? mcdc_error_wrap(err, "reading every capture instance's min_lsn") : MCDC_OK;
 }
 
@@ -2008,7 +2033,7 @@ int mcdc_cdc_probe_moved(mcdc_cdc_client *c, mcdc_probe_item *items, int n, cons
     char(*hex)[MCDC_LSN_TEXT_LEN + 1] = mcdc_calloc((size_t)n + 1, sizeof *hex);
     int rc = p && hex ? MCDC_OK : mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
     if (rc == MCDC_OK) mcdc_lsn_format(max, hex[n]);
-    probe_acc a = {items, n};
+    probe_acc a = {items, n, NULL};
     for (int next = 0; next < n && rc == MCDC_OK;) {
         int np = 0, branches = 0;
         mcdc_buf_reset(&sql);

@@ -286,8 +286,9 @@
 #define MCDC_PROBE_IDLE_ADVANCE_MS 60000
 /* An idle stream of a runtime sleeps until its database's probe finds
  * rows for it (mcdc_runtime_probe_wait); a stop request cannot wake it:
- * the probe's driver, awake each slot, looks for the sleepers, and each
- * looks itself this often (were the drive lost). */
+ * the probe's driver, awake each slot, looks for the sleepers asked to
+ * stop every tenth of this, and one other sleeper, the deputy, this often
+ * (were the driver held up elsewhere, the deputy takes the drive). */
 #define MCDC_PROBE_WAIT_LOOK_MS 1000
 /* A database's shared probe the login was refused is tried again after
  * this long, then after twice as long each time it is refused again, up

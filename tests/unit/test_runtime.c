@@ -627,7 +627,8 @@ TEST(runtime_metrics_registry_lists_jobs_and_what_they_published) {
     CHECK_EQ_INT(m.probe, MCDC_JOB_PROBE_NONE);
     CHECK_EQ_STR(m.chunked_snapshot, "");
     mcdc_db_probe *dp = NULL;
-    CHECK_EQ_INT(mcdc_runtime_probe_join(rt, "Server=h;Database=shop", &seen, "dbo_t1", &dp, &e),
+    CHECK_EQ_INT(mcdc_runtime_probe_join(rt, "Server=h;Database=shop", &seen, "dbo_t1",
+                                         &mcdc_probe_seam_db, &dp, &e),
                  MCDC_OK);
     mcdc_runtime_job_chunked_opened(je, "0x0000002A000000200001");
     CHECK(mcdc_runtime_job_metrics(rt, &seen, &m, sizeof m));
