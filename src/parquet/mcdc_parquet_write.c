@@ -12,7 +12,9 @@
  * is flushed when it reaches row_group_bytes: every column chunk
  * (dictionary page first) is written to the file, and its metadata kept for
  * the footer. Memory: one row group of encoded chunks plus one page per
- * column plus the dictionaries.
+ * column plus the dictionaries; with options.spare, the next writer of the
+ * job starts with those buffers (their capacity) instead of growing its
+ * own.
  */
 #include <math.h>
 #include <stddef.h>
