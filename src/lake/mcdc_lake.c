@@ -522,6 +522,9 @@ struct mcdc_appender {
     mcdc_table_props props;
     mcdc_parquet_writer *w;
     mcdc_parquet_choices *choices; /* the last file's encoding choices, or NULL */
+    /* the last file's writer's buffers, for the next file's (NULL before the
+     * first file and after the commit) */
+    mcdc_parquet_spare *spare;
     char *cur;           /* relative path of the open file */
     int64_t cur_bytes;   /* uncompressed bytes written to it */
     int opened;          /* files opened so far (their names' numbers) */
@@ -636,7 +639,7 @@ static int finish_file_as(mcdc_appender *a, bool behind, mcdc_error *err) {
     if (rc == MCDC_OK) rc = file_record(a, mcdc_parquet_writer_info(a->w), a->cur, &f, err);
     mcdc_parquet_choices_free(a->choices);
     a->choices = rc ? NULL : mcdc_parquet_writer_choices(a->w); /* NULL: the next one chooses */
-    mcdc_parquet_writer_free(a->w); /* its buffers go before the next file's come */
+    mcdc_parquet_writer_free(a->w); /* its buffers go to the spare, for the next file's */
     a->w = NULL;
     if (rc) {
         mcdc_storage_writer_abort(out);
@@ -700,8 +703,11 @@ int mcdc_appender_write(mcdc_appender *a, const mcdc_batch *b, mcdc_error *err) 
             mcdc_schema_unref(evolved);
             mcdc_free(evolved_phys);
         }
+        if (rc == MCDC_OK && a->spare == NULL)
+            rc = mcdc_parquet_spare_create(&a->spare, 0, err);
         if (rc == MCDC_OK) {
             mcdc_parquet_write_options po = MCDC_PARQUET_WRITE_OPTIONS_INIT;
+            po.spare = a->spare;
             po.field_ids = a->layout.mapped ? a->layout.ids : NULL;
             po.threads = a->props.parquet_threads;
             po.codec = a->layout.codec;
@@ -1043,6 +1049,8 @@ int mcdc_appender_commit_with(mcdc_appender *a, const mcdc_table_commit *c, bool
                               int64_t *version, mcdc_error *err) {
     int rc = finish_file(a, err);
     if (rc) return rc;
+    mcdc_parquet_spare_free(a->spare); /* no file comes after */
+    a->spare = NULL;
     mcdc_delta_snapshot *s = NULL;
     mcdc_delta_file *removes = NULL, *readds = NULL;
     size_t nr = 0, n_readds = 0;
@@ -1105,6 +1113,7 @@ void mcdc_appender_free(mcdc_appender *a) {
     if (a == NULL) return;
     join_closer(a, NULL); /* a file it published is deleted below */
     mcdc_parquet_writer_free(a->w); /* an open file was never published */
+    mcdc_parquet_spare_free(a->spare);
     mcdc_parquet_choices_free(a->choices);
     for (int i = 0; i < a->nfiles; i++) {
         if (!a->committed) delete_file(a, a->files[i].path);

@@ -97,11 +97,28 @@ typedef struct mcdc_parquet_write_options {
      * (about 6% of the writer's CPU on a 600K-row file). Choices that do not
      * fit (another schema or codec) are ignored. Copied at open. */
     const struct mcdc_parquet_choices *choices;
+    /* NULL, or a spare (mcdc_parquet_spare_create, the caller's): the writer
+     * starts with the buffers the last writer given it kept (column chunks,
+     * pages, scratch, compression contexts) and gives its own back when
+     * freed, instead of freeing them and growing new ones, file after file.
+     * One writer at a time uses a spare. */
+    struct mcdc_parquet_spare *spare;
 } mcdc_parquet_write_options;
 
 #define MCDC_PARQUET_WRITE_OPTIONS_INIT \
     {MCDC_PARQUET_WRITE_OPTIONS_VERSION, MCDC_PARQUET_ZSTD, 0, 0, 0, 0, true, false, 0, NULL, NULL, \
-     NULL}
+     NULL, NULL}
+
+/* Buffers kept from one writer to the next of the same job
+ * (mcdc_parquet_write_options.spare): their capacity, not their contents,
+ * at most bytes_max of it (0: MCDC_PARQUET_SPARE_BYTES_MAX). Owned by the
+ * caller, who frees it after the last writer that used it. Not shared
+ * between threads at once. */
+typedef struct mcdc_parquet_spare mcdc_parquet_spare;
+int mcdc_parquet_spare_create(mcdc_parquet_spare **out, size_t bytes_max, mcdc_error *err);
+void mcdc_parquet_spare_free(mcdc_parquet_spare *s); /* NULL-safe */
+/* Bytes of buffer capacity s keeps now (0 while a writer holds them). */
+size_t mcdc_parquet_spare_bytes(const mcdc_parquet_spare *s);
 
 /* The encoding choices of a writer's columns (for the next file's writer,
  * mcdc_parquet_write_options.choices). */

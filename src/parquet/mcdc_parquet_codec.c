@@ -74,19 +74,18 @@ static int gzip_compress(const uint8_t *src, size_t n, int level, mcdc_buf *out,
     }
     zs.next_in = (Bytef *)(uintptr_t)src;
     zs.avail_in = (uInt)n;
-    zs.next_out = out->data;
+    zs.next_out = out->data + out->len;
     zs.avail_out = (uInt)bound;
     int zr = deflate(&zs, Z_FINISH);
     size_t produced = zs.total_out;
     deflateEnd(&zs);
     if (zr != Z_STREAM_END) return mcdc_error_set(err, MCDC_E_IO, "gzip: deflate failed (%d)", zr);
-    out->len = produced;
+    out->len += produced;
     return MCDC_OK;
 }
 
 int mcdc_pq_compress(mcdc_pq_codec_ctx *ctx, int codec, int level, const uint8_t *src, size_t n,
                      mcdc_buf *out, mcdc_error *err) {
-    out->len = 0;
     int rc;
     switch (codec) {
     case MCDC_PARQUET_UNCOMPRESSED:
@@ -115,10 +114,10 @@ int mcdc_pq_compress(mcdc_pq_codec_ctx *ctx, int codec, int level, const uint8_t
         size_t bound = ZSTD_compressBound(n);
         rc = mcdc_buf_reserve(out, bound, err);
         if (rc) return rc;
-        size_t z = ZSTD_compress2(ctx->zstd_c, out->data, bound, src, n);
+        size_t z = ZSTD_compress2(ctx->zstd_c, out->data + out->len, bound, src, n);
         if (ZSTD_isError(z))
             return mcdc_error_set(err, MCDC_E_IO, "zstd: %s", ZSTD_getErrorName(z));
-        out->len = z;
+        out->len += z;
         return MCDC_OK;
     }
     case MCDC_PARQUET_SNAPPY: {
@@ -126,9 +125,9 @@ int mcdc_pq_compress(mcdc_pq_codec_ctx *ctx, int codec, int level, const uint8_t
         rc = mcdc_buf_reserve(out, bound, err);
         if (rc) return rc;
         size_t z = bound;
-        if (snappy_compress((const char *)src, n, (char *)out->data, &z) != SNAPPY_OK)
+        if (snappy_compress((const char *)src, n, (char *)(out->data + out->len), &z) != SNAPPY_OK)
             return mcdc_error_set(err, MCDC_E_IO, "snappy: compression failed");
-        out->len = z;
+        out->len += z;
         return MCDC_OK;
     }
     case MCDC_PARQUET_GZIP:
@@ -139,9 +138,10 @@ int mcdc_pq_compress(mcdc_pq_codec_ctx *ctx, int codec, int level, const uint8_t
         int bound = LZ4_compressBound((int)n);
         rc = mcdc_buf_reserve(out, (size_t)bound, err);
         if (rc) return rc;
-        int z = LZ4_compress_default((const char *)src, (char *)out->data, (int)n, bound);
+        int z = LZ4_compress_default((const char *)src, (char *)(out->data + out->len), (int)n,
+                                     bound);
         if (z <= 0) return mcdc_error_set(err, MCDC_E_IO, "lz4: compression failed");
-        out->len = (size_t)z;
+        out->len += (size_t)z;
         return MCDC_OK;
     }
     default:

@@ -224,7 +224,8 @@ typedef struct mcdc_pq_codec_ctx {
     int zstd_level;
 } mcdc_pq_codec_ctx;
 void mcdc_pq_codec_ctx_free(mcdc_pq_codec_ctx *c);
-/* Replaces out's content with the compressed bytes of src. */
+/* Appends the compressed bytes of src to out (the writer compresses a page
+ * straight into its column chunk, after room for the page's header). */
 int mcdc_pq_compress(mcdc_pq_codec_ctx *ctx, int codec, int level, const uint8_t *src, size_t n,
                      mcdc_buf *out, mcdc_error *err);
 /* Decompresses exactly uncompressed_n bytes into dst (dst sized by caller). */

@@ -12,9 +12,12 @@
  * is flushed when it reaches row_group_bytes: every column chunk
  * (dictionary page first) is written to the file, and its metadata kept for
  * the footer. Memory: one row group of encoded chunks plus one page per
- * column plus the dictionaries.
+ * column plus the dictionaries; with options.spare, the next writer of the
+ * job starts with those buffers (their capacity) instead of growing its
+ * own.
  */
 #include <math.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <time.h>
@@ -269,7 +272,158 @@ struct mcdc_parquet_writer {
     mcdc_parquet_file_info info;
     mcdc_parquet_column_stats *stats;
     int64_t *prof;         /* n * MCDC_PARQUET_STAGES ns (the columns' profiles) */
+    mcdc_parquet_spare *spare; /* borrowed (options.spare): the buffers go back to it */
 };
+
+/* ---- buffers kept from one writer to the next (options.spare) -------------------
+ * A writer grows its column chunks, pages and scratch from nothing; the
+ * next data file of the same job grows the same buffers to the same sizes
+ * again (each growth a copy of what is there, into fresh pages of memory).
+ * A spare keeps their capacity between the two: the writer takes them at
+ * open and gives them back at free. */
+struct mcdc_parquet_spare {
+    size_t bytes_max;      /* capacity kept at most */
+    size_t bytes;          /* capacity kept now */
+    int32_t n, cap;        /* columns held, room in cols */
+    wcol *cols;            /* only their buffers are set */
+    mcdc_pq_codec_ctx cctx[PQ_THREADS_MAX];
+    bool taken;            /* a writer holds its buffers now */
+};
+
+/* A column's byte buffers a spare keeps, the column chunk first (the
+ * largest growth), where a bound cuts the list. */
+static const size_t pq_spare_bufs[] = {
+    offsetof(wcol, chunk),       offsetof(wcol, page_vals),   offsetof(wcol, enc),
+    offsetof(wcol, pbuf),        offsetof(wcol, strs.bytes),  offsetof(wcol, strs.len),
+    offsetof(wcol, strs.pre),    offsetof(wcol, dictpage),    offsetof(wcol, dict_plain),
+    offsetof(wcol, comp),        offsetof(wcol, trial.bytes), offsetof(wcol, trial.len),
+    offsetof(wcol, trial.pre),   offsetof(wcol, trial.last),  offsetof(wcol, strs.last),
+    offsetof(wcol, hdr),         offsetof(wcol, st_min),      offsetof(wcol, st_max),
+    offsetof(wcol, fs_min),      offsetof(wcol, fs_max),
+};
+
+/* Whether `bytes` more fit in *budget (NULL: no bound); takes them. */
+static bool spare_fits(size_t bytes, size_t *budget) {
+    if (budget == NULL) return true;
+    if (bytes > *budget) return false;
+    *budget -= bytes;
+    return true;
+}
+
+/* Moves the buffers of `from` that fit the budget (NULL: all) to `to`,
+ * which holds none, emptied; what does not fit stays in `from`. Their
+ * contents are not kept: each user starts them empty (chunk_reset,
+ * dict_clear, the page's and the strings' own resets). */
+static void wcol_move_bufs(wcol *to, wcol *from, size_t *budget) {
+    for (size_t i = 0; i < sizeof pq_spare_bufs / sizeof pq_spare_bufs[0]; i++) {
+        mcdc_buf *t = (mcdc_buf *)(void *)((char *)to + pq_spare_bufs[i]);
+        mcdc_buf *f = (mcdc_buf *)(void *)((char *)from + pq_spare_bufs[i]);
+        MCDC_ASSERT(t->data == NULL);
+        if (f->data == NULL || !spare_fits(f->cap, budget)) continue;
+        t->data = f->data;
+        t->cap = f->cap;
+        t->len = 0;
+        *f = (mcdc_buf){0};
+    }
+    MCDC_ASSERT(to->idx == NULL && to->sel == NULL && to->pvalid == NULL);
+    MCDC_ASSERT(to->htab == NULL && to->dict_offs == NULL);
+    if (from->idx && spare_fits((size_t)from->idx_cap * sizeof *from->idx, budget)) {
+        to->idx = from->idx;
+        to->idx_cap = from->idx_cap;
+        from->idx = NULL;
+        from->idx_cap = 0;
+    }
+    if (from->sel && spare_fits(PQ_SLICE_ROWS_MAX * sizeof *from->sel, budget)) {
+        to->sel = from->sel;
+        from->sel = NULL;
+    }
+    if (from->pvalid && spare_fits((size_t)from->pvalid_cap, budget)) {
+        to->pvalid = from->pvalid;
+        to->pvalid_cap = from->pvalid_cap;
+        from->pvalid = NULL;
+        from->pvalid_cap = 0;
+    }
+    if (from->dict_offs && spare_fits((size_t)from->dict_offs_cap * sizeof *from->dict_offs,
+                                      budget)) {
+        to->dict_offs = from->dict_offs;
+        to->dict_offs_cap = from->dict_offs_cap;
+        from->dict_offs = NULL;
+        from->dict_offs_cap = 0;
+    }
+    /* the hash table is cleared by the chunk_reset that starts every chunk */
+    if (from->htab && spare_fits(((size_t)from->hmask + 1) * sizeof *from->htab, budget)) {
+        to->htab = from->htab;
+        to->hmask = from->hmask;
+        from->htab = NULL;
+        from->hmask = 0;
+    }
+}
+
+static void wcol_free(wcol *c);
+
+int mcdc_parquet_spare_create(mcdc_parquet_spare **out, size_t bytes_max, mcdc_error *err) {
+    *out = mcdc_calloc(1, sizeof **out);
+    if (*out == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (Parquet spare)");
+    (*out)->bytes_max = bytes_max ? bytes_max : MCDC_PARQUET_SPARE_BYTES_MAX;
+    return MCDC_OK;
+}
+
+/* Frees what s keeps (it stays usable, empty). */
+static void spare_clear(mcdc_parquet_spare *s) {
+    for (int32_t i = 0; i < s->n; i++) {
+        wcol_free(&s->cols[i]);
+        memset(&s->cols[i], 0, sizeof s->cols[i]);
+    }
+    for (int i = 0; i < PQ_THREADS_MAX; i++) mcdc_pq_codec_ctx_free(&s->cctx[i]);
+    s->n = 0;
+    s->bytes = 0;
+}
+
+void mcdc_parquet_spare_free(mcdc_parquet_spare *s) {
+    if (s == NULL) return;
+    MCDC_ASSERT(!s->taken); /* its writer was freed first */
+    spare_clear(s);
+    mcdc_free(s->cols);
+    mcdc_free(s);
+}
+
+size_t mcdc_parquet_spare_bytes(const mcdc_parquet_spare *s) { return s ? s->bytes : 0; }
+
+/* w's columns (before their own allocations) and compression contexts
+ * start with what the spare keeps; the rest of it is freed. */
+static void spare_take(mcdc_parquet_writer *w, mcdc_parquet_spare *s) {
+    MCDC_ASSERT(!s->taken); /* one writer at a time */
+    s->taken = true;
+    w->spare = s;
+    for (int32_t i = 0; i < w->n && i < s->n; i++) wcol_move_bufs(&w->cols[i], &s->cols[i], NULL);
+    memcpy(w->cctx, s->cctx, sizeof w->cctx);
+    memset(s->cctx, 0, sizeof s->cctx);
+    spare_clear(s);
+}
+
+/* Gives w's buffers back to its spare, at most bytes_max of them (those
+ * left are freed with w). Allocates nothing but the spare's column array,
+ * and keeps nothing when that fails. */
+static void spare_give(mcdc_parquet_writer *w) {
+    mcdc_parquet_spare *s = w->spare;
+    if (s == NULL) return;
+    w->spare = NULL;
+    s->taken = false;
+    if (w->cols == NULL) return;
+    if (s->cap < w->n) {
+        wcol *p = mcdc_realloc(s->cols, (size_t)w->n * sizeof *p);
+        if (p == NULL) return;
+        memset(p + s->cap, 0, (size_t)(w->n - s->cap) * sizeof *p);
+        s->cols = p;
+        s->cap = w->n;
+    }
+    size_t budget = s->bytes_max;
+    for (int32_t i = 0; i < w->n; i++) wcol_move_bufs(&s->cols[i], &w->cols[i], &budget);
+    s->n = w->n;
+    s->bytes = s->bytes_max - budget;
+    memcpy(s->cctx, w->cctx, sizeof s->cctx);
+    memset(w->cctx, 0, sizeof w->cctx);
+}
 
 /* ---- profile (mcdc_parquet_writer_profile_enable) ------------------------------- */
 
@@ -958,25 +1112,10 @@ static mcdc_pq_codec_ctx *codec_ctx(wcol *c, mcdc_parquet_writer *w) {
 
 static void set_enc(wcol *c, int e) { c->chunk_encodings |= 1u << e; }
 
-static int emit_page(wcol *c, mcdc_parquet_writer *w, int type, const uint8_t *levels,
-                     size_t levels_n, const uint8_t *body, size_t body_n, int32_t num_values,
-                     int encoding) {
-    const mcdc_parquet_write_options *o = &w->opts;
-    int rc;
-    /* v1: levels are part of the compressed body. v2: levels stay raw. */
-    const uint8_t *payload = body;
-    size_t payload_n = body_n, comp_n;
-    prof_lap(c, MCDC_PARQUET_STAGE_ENCODE);
-    if (c->codec != MCDC_PARQUET_UNCOMPRESSED) {
-        rc = mcdc_pq_compress(codec_ctx(c, w), c->codec, o->level, body, body_n, &c->comp,
-                              &c->err);
-        if (rc) return rc;
-        payload = c->comp.data;
-        payload_n = c->comp.len;
-        prof_lap(c, MCDC_PARQUET_STAGE_COMPRESS);
-    }
-    comp_n = payload_n + levels_n;
-    size_t uncomp_n = body_n + levels_n;
+/* The page's header into c->hdr; comp_n: the bytes after it (levels
+ * included). */
+static int page_header(wcol *c, int type, size_t uncomp_n, size_t comp_n, size_t levels_n,
+                       int32_t num_values, int encoding) {
     if (uncomp_n > INT32_MAX || comp_n > INT32_MAX)
         return mcdc_error_set(&c->err, MCDC_E_LIMIT, "page larger than 2 GiB");
     c->hdr.len = 0;
@@ -1010,15 +1149,61 @@ static int emit_page(wcol *c, mcdc_parquet_writer *w, int type, const uint8_t *l
         mcdc_thrift_struct_end(&tw);
     }
     mcdc_thrift_struct_end(&tw);
-    if (tw.rc) return tw.rc;
-    prof_lap(c, MCDC_PARQUET_STAGE_ENCODE);
+    return tw.rc;
+}
+
+/* Appends a page (header, levels, body) to the column chunk, or the
+ * dictionary page to its own buffer. A compressed body is compressed
+ * straight into that buffer, after room for a header whose sizes are
+ * guessed (the compressed size as large as the body), not into scratch and
+ * then copied: the header is written once the size is known, and when its
+ * varint is not as long as the guess's (a body that compressed below 8 KiB,
+ * or one that grew) the page's bytes move to meet it. */
+static int emit_page(wcol *c, mcdc_parquet_writer *w, int type, const uint8_t *levels,
+                     size_t levels_n, const uint8_t *body, size_t body_n, int32_t num_values,
+                     int encoding) {
+    const mcdc_parquet_write_options *o = &w->opts;
+    /* v1: levels are part of the compressed body. v2: levels stay raw. */
+    size_t uncomp_n = body_n + levels_n;
     mcdc_buf *dst = type == PQ_DICTIONARY_PAGE ? &c->dictpage : &c->chunk;
-    rc = mcdc_buf_append(dst, c->hdr.data, c->hdr.len, &c->err);
-    if (!rc && levels_n) rc = mcdc_buf_append(dst, levels, levels_n, &c->err);
-    if (!rc) rc = mcdc_buf_append(dst, payload, payload_n, &c->err);
+    size_t start = dst->len;
+    prof_lap(c, MCDC_PARQUET_STAGE_ENCODE);
+    int rc = page_header(c, type, uncomp_n, uncomp_n, levels_n, num_values, encoding);
     if (rc) return rc;
+    size_t guess_n = c->hdr.len;
+    rc = mcdc_buf_append(dst, c->hdr.data, guess_n, &c->err);
+    if (!rc && levels_n) rc = mcdc_buf_append(dst, levels, levels_n, &c->err);
+    if (c->codec == MCDC_PARQUET_UNCOMPRESSED) {
+        if (!rc) rc = mcdc_buf_append(dst, body, body_n, &c->err);
+        if (rc) {
+            dst->len = start;
+            return rc;
+        }
+        prof_lap(c, MCDC_PARQUET_STAGE_COPY);
+        c->chunk_uncomp += (int64_t)dst->len - (int64_t)start;
+        return MCDC_OK;
+    }
     prof_lap(c, MCDC_PARQUET_STAGE_COPY);
-    c->chunk_uncomp += (int64_t)(c->hdr.len + uncomp_n);
+    if (!rc) rc = mcdc_pq_compress(codec_ctx(c, w), c->codec, o->level, body, body_n, dst, &c->err);
+    prof_lap(c, MCDC_PARQUET_STAGE_COMPRESS);
+    size_t comp_n = dst->len - start - guess_n; /* levels and the compressed body */
+    if (!rc) rc = page_header(c, type, uncomp_n, comp_n, levels_n, num_values, encoding);
+    if (rc) {
+        dst->len = start;
+        return rc;
+    }
+    size_t hdr_n = c->hdr.len;
+    if (hdr_n != guess_n) { /* longer too: a body that did not compress */
+        if (hdr_n > guess_n && (rc = mcdc_buf_reserve(dst, hdr_n - guess_n, &c->err))) {
+            dst->len = start;
+            return rc;
+        }
+        memmove(dst->data + start + hdr_n, dst->data + start + guess_n, comp_n);
+        dst->len = start + hdr_n + comp_n;
+    }
+    memcpy(dst->data + start, c->hdr.data, hdr_n);
+    prof_lap(c, MCDC_PARQUET_STAGE_ENCODE);
+    c->chunk_uncomp += (int64_t)(hdr_n + uncomp_n);
     return MCDC_OK;
 }
 
@@ -1239,6 +1424,7 @@ static int trial_size(wcol *c, mcdc_parquet_writer *w, const uint8_t *p, size_t 
         *out = n;
         return MCDC_OK;
     }
+    c->comp.len = 0;
     int rc = mcdc_pq_compress(codec_ctx(c, w), c->codec_next, w->opts.level, p, n, &c->comp,
                               &c->err);
     *out = c->comp.len;
@@ -1756,6 +1942,7 @@ static int writer_open(mcdc_parquet_writer **out, mcdc_storage_writer *sw, const
     w->opts = o;
     w->opts.field_ids = NULL; /* copied into the columns below */
     w->opts.choices = NULL;   /* likewise */
+    w->opts.spare = NULL;     /* w->spare, once taken */
     w->schema = mcdc_schema_ref(schema);
     w->n = schema->n_fields;
     w->path = mcdc_strdup(name);
@@ -1765,6 +1952,7 @@ static int writer_open(mcdc_parquet_writer **out, mcdc_storage_writer *sw, const
         mcdc_parquet_writer_free(w);
         return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (writer)");
     }
+    if (o.spare) spare_take(w, o.spare);
     for (int32_t i = 0; i < w->n && !rc; i++) {
         wcol *c = &w->cols[i];
         c->index = i;
@@ -1778,7 +1966,7 @@ static int writer_open(mcdc_parquet_writer **out, mcdc_storage_writer *sw, const
         c->dict_keep = true;
         c->codec_next = (int)o.codec;
         if (o.choices && o.choices->n == w->n) choice_apply(c, o.choices, (int)o.codec);
-        c->sel = mcdc_malloc(PQ_SLICE_ROWS_MAX * sizeof *c->sel);
+        if (c->sel == NULL) c->sel = mcdc_malloc(PQ_SLICE_ROWS_MAX * sizeof *c->sel);
         if (c->sel == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory (writer)");
         if (!rc && c->optional && c->phys != PQ_BOOLEAN && !o.data_page_v2) {
             /* a page holds at most about page_bytes / 4 rows (nulls count as
@@ -2190,6 +2378,7 @@ const mcdc_parquet_file_info *mcdc_parquet_writer_info(const mcdc_parquet_writer
 void mcdc_parquet_writer_free(mcdc_parquet_writer *w) {
     if (w == NULL) return;
     if (w->pool_started) pool_stop(&w->pool);
+    spare_give(w); /* what it keeps is not freed below */
     mcdc_storage_writer_abort(w->out); /* unclosed: nothing is published */
     mcdc_storage_free(w->own_st);
     if (w->cols)

@@ -137,6 +137,12 @@
 #define MCDC_PARQUET_ROW_GROUP_BYTES_DEFAULT (64u * 1024u * 1024u)
 #define MCDC_PARQUET_PAGE_BYTES_DEFAULT (1024u * 1024u)
 #define MCDC_PARQUET_DICT_BYTES_MAX (1024u * 1024u)
+/* Buffer capacity a Parquet writer leaves for the next data file's writer
+ * of the same job (mcdc_parquet_spare) at most: a writer at the defaults
+ * holds about one row group of column chunks (64 MiB uncompressed, their
+ * doubling growth up to twice that) and a page per column. A writer that
+ * grew past it (huge values) frees the rest as before. */
+#define MCDC_PARQUET_SPARE_BYTES_MAX (128u * 1024u * 1024u)
 /* A footer larger than this is a lie or a file we do not want. */
 #define MCDC_PARQUET_FOOTER_BYTES_MAX (64u * 1024u * 1024u)
 /* Thrift nesting in Parquet metadata is shallow (depth < 10). */

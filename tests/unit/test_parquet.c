@@ -1562,3 +1562,156 @@ TEST(parquet_delta_strings_body_in_place_equals_the_copied_one) {
     mcdc_buf_free(&want);
     mcdc_buf_free(&out);
 }
+
+/* A compressed page is compressed straight into its column chunk after a
+ * header that guessed its compressed size (the body's own): pages whose
+ * real size has a shorter varint (compressed below 8 KiB from above it)
+ * and a longer one (random bytes, which every codec stores a little
+ * larger: from below 8 KiB to above) read back, in every codec, and the
+ * headers say what was stored. */
+TEST(parquet_page_header_guess_shorter_and_longer_round_trips) {
+    mcdc_schema *s = NULL;
+    CHECK_EQ_INT(mcdc_schema_create(&s, 1, NULL), MCDC_OK);
+    mcdc_schema_set(s, 0, "v", MCDC_TYPE_BINARY, 0, 0, 0, false, NULL);
+    const mcdc_parquet_codec codecs[] = {MCDC_PARQUET_ZSTD, MCDC_PARQUET_SNAPPY,
+                                         MCDC_PARQUET_GZIP, MCDC_PARQUET_LZ4_RAW};
+    uint8_t *v = malloc(8192), *a = malloc(100000);
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < 8192; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        v[i] = (uint8_t)x;
+    }
+    memset(a, 'a', 100000);
+    const char *p = tmp_path("hdr_guess");
+    for (size_t k = 0; k < sizeof codecs / sizeof codecs[0]; k++) {
+        bool grew = false, shrank = false;
+        /* one value a file: random bytes of 8180..8191 bytes (the PLAIN body
+         * is 4 more), then 100000 equal bytes */
+        for (int len = 8180; len <= 8192; len++) {
+            bool same = len == 8192;
+            size_t n = same ? 100000 : (size_t)len;
+            mcdc_batch *b = NULL;
+            CHECK_EQ_INT(mcdc_batch_create(&b, s, 1, NULL), MCDC_OK);
+            CHECK_EQ_INT(mcdc_col_append_bytes(&b->columns[0], same ? a : v, (int64_t)n, NULL),
+                         MCDC_OK);
+            CHECK_EQ_INT(mcdc_batch_seal(b, NULL), MCDC_OK);
+            mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
+            o.codec = codecs[k];
+            o.dictionary = false;
+            CHECK_EQ_INT(write_file(p, b, &o, 1, NULL, NULL), MCDC_OK);
+            CHECK_EQ_INT(compare_file(p, b, 0), 1);
+            pq_file_meta m;
+            uint8_t *buf = NULL;
+            CHECK_EQ_INT(read_meta_keep(p, &m, &buf), MCDC_OK);
+            const pq_chunk_meta *c = &m.row_groups[0].columns[0];
+            pq_page_header h;
+            size_t used = 0;
+            CHECK_EQ_INT(mcdc_pq_page_header_decode(&h, buf + c->data_page_offset,
+                                                    (size_t)c->total_compressed, &used, p, NULL),
+                         MCDC_OK);
+            CHECK_EQ_INT(h.uncompressed_size, (int32_t)n + 4);
+            CHECK_EQ_INT((int64_t)used + h.compressed_size, c->total_compressed);
+            if (h.uncompressed_size < 8192 && h.compressed_size >= 8192) grew = true;
+            if (h.uncompressed_size >= 8192 && h.compressed_size < 8192) shrank = true;
+            mcdc_pq_meta_free(&m);
+            free(buf);
+            mcdc_batch_free(b);
+        }
+        CHECK(shrank);
+        CHECK(grew);
+    }
+    unlink(p);
+    free(v);
+    free(a);
+    mcdc_schema_unref(s);
+}
+
+/* Whether the files at a and b hold the same bytes. */
+static bool same_file(const char *a, const char *b) {
+    size_t an = 0, bn = 0;
+    uint8_t *x = slurp(a, &an), *y = slurp(b, &bn);
+    bool same = an > 0 && an == bn && memcmp(x, y, an) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+/* A spare carries a writer's buffers to the next writer: the files are
+ * the same bytes as without it (one thread and two, several row groups and
+ * pages), the next writer allocates less, what it keeps stays within its
+ * bound, and a writer of another schema starts from it as well. */
+TEST(parquet_spare_carries_buffers_to_the_next_writer) {
+    mcdc_batch *b = make_batch(20000, 50);
+    mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
+    o.row_group_bytes = 256 * 1024;
+    o.page_bytes = 16 * 1024;
+    char pa[256], pb[256];
+    snprintf(pa, sizeof pa, "%s", tmp_path("spare_a"));
+    snprintf(pb, sizeof pb, "%s", tmp_path("spare_b"));
+    mcdc_error e = MCDC_ERROR_INIT;
+    mcdc_parquet_spare *sp = NULL, *small = NULL;
+    CHECK_EQ_INT(mcdc_parquet_spare_create(&sp, 0, &e), MCDC_OK);
+    CHECK_EQ_INT(mcdc_parquet_spare_create(&small, 4096, &e), MCDC_OK);
+    CHECK_EQ_INT((int64_t)mcdc_parquet_spare_bytes(sp), 0);
+    for (int threads = 1; threads <= 2; threads++) {
+        o.threads = threads;
+        o.spare = NULL;
+        mcdc_alloc_stats s0, s1, s2;
+        mcdc_alloc_get_stats(&s0);
+        CHECK_EQ_INT(write_file(pa, b, &o, 2, NULL, NULL), MCDC_OK);
+        mcdc_alloc_get_stats(&s1);
+        int64_t calls_without = s1.calls - s0.calls;
+        o.spare = sp;
+        for (int k = 0; k < 3; k++) { /* the first fills the spare, the others start from it */
+            mcdc_alloc_get_stats(&s1);
+            CHECK_EQ_INT(write_file(pb, b, &o, 2, NULL, NULL), MCDC_OK);
+            mcdc_alloc_get_stats(&s2);
+            CHECK(same_file(pa, pb));
+            CHECK(mcdc_parquet_spare_bytes(sp) > 64 * 1024);
+            CHECK(mcdc_parquet_spare_bytes(sp) <= MCDC_PARQUET_SPARE_BYTES_MAX);
+            /* its growth: about a third of the writer's allocations here */
+            if (k > 0) CHECK(s2.calls - s1.calls < calls_without * 3 / 4);
+        }
+        o.spare = small;
+        CHECK_EQ_INT(write_file(pb, b, &o, 2, NULL, NULL), MCDC_OK);
+        CHECK(same_file(pa, pb));
+        CHECK(mcdc_parquet_spare_bytes(small) <= 4096);
+    }
+    /* another schema (3 columns) from the 16 columns' buffers, and back */
+    mcdc_schema *s3 = NULL;
+    CHECK_EQ_INT(mcdc_schema_create(&s3, 3, NULL), MCDC_OK);
+    mcdc_schema_set(s3, 0, "s", MCDC_TYPE_UTF8, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s3, 1, "i", MCDC_TYPE_INT64, 0, 0, 0, false, NULL);
+    mcdc_schema_set(s3, 2, "f", MCDC_TYPE_BOOL, 0, 0, 0, true, NULL);
+    mcdc_batch *c = NULL;
+    CHECK_EQ_INT(mcdc_batch_create(&c, s3, 5000, NULL), MCDC_OK);
+    for (int64_t r = 0; r < 5000; r++) {
+        char t[32];
+        int n = snprintf(t, sizeof t, "row-%lld", (long long)(r * 7919 % 5000));
+        if (r % 11 == 0) mcdc_col_append_null(&c->columns[0], NULL);
+        else mcdc_col_append_bytes(&c->columns[0], t, n, NULL);
+        mcdc_col_append_int(&c->columns[1], r * r, NULL);
+        mcdc_col_append_bool(&c->columns[2], r % 3 == 0, NULL);
+    }
+    CHECK_EQ_INT(mcdc_batch_seal(c, NULL), MCDC_OK);
+    o.spare = sp;
+    CHECK_EQ_INT(write_file(pb, c, &o, 1, NULL, NULL), MCDC_OK);
+    CHECK_EQ_INT(compare_file(pb, c, 0), 5000);
+    CHECK_EQ_INT(write_file(pb, b, &o, 2, NULL, NULL), MCDC_OK);
+    CHECK(same_file(pa, pb));
+    /* a writer freed unclosed gives its buffers back too */
+    mcdc_parquet_writer *w = NULL;
+    CHECK_EQ_INT(mcdc_parquet_writer_open_path(&w, pb, b->schema, &o, &e), MCDC_OK);
+    CHECK_EQ_INT((int64_t)mcdc_parquet_spare_bytes(sp), 0); /* the writer holds them */
+    CHECK_EQ_INT(mcdc_parquet_writer_write(w, b, &e), MCDC_OK);
+    mcdc_parquet_writer_free(w);
+    CHECK(mcdc_parquet_spare_bytes(sp) > 64 * 1024);
+    mcdc_parquet_spare_free(sp);
+    mcdc_parquet_spare_free(small);
+    mcdc_parquet_spare_free(NULL);
+    unlink(pa);
+    unlink(pb);
+    mcdc_batch_free(c);
+    mcdc_schema_unref(s3);
+    mcdc_batch_free(b);
+}

@@ -223,6 +223,16 @@ TEST(parquet_codecs_round_trip) {
             int rc = mcdc_pq_decompress(&ctx, codecs[k], out.data, out.len / 2, back, N, &e);
             CHECK(rc != MCDC_OK);
         }
+        /* compressed bytes are appended after what out holds (the writer
+         * compresses a page after its header) */
+        size_t z = out.len;
+        out.len = 0;
+        CHECK_EQ_INT(mcdc_buf_append(&out, "hdr", 3, &e), MCDC_OK);
+        CHECK_EQ_INT(mcdc_pq_compress(&ctx, codecs[k], 0, src, N, &out, &e), MCDC_OK);
+        CHECK(out.len == z + 3 && memcmp(out.data, "hdr", 3) == 0);
+        memset(back, 0, N);
+        CHECK_EQ_INT(mcdc_pq_decompress(&ctx, codecs[k], out.data + 3, z, back, N, &e), MCDC_OK);
+        CHECK(memcmp(src, back, N) == 0);
         mcdc_buf_free(&out);
     }
     mcdc_pq_codec_ctx_free(&ctx);
