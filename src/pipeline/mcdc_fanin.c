@@ -17,7 +17,7 @@ struct mcdc_fanin {
     pthread_mutex_t mu;
     pthread_cond_t can_put, can_get;
     mcdc_batch *items[MCDC_QUEUE_DEPTH_MAX];
-    int head, count, running;
+    int depth, head, count, running;
     bool failed;
     int n_started;
     producer *p;
@@ -27,13 +27,13 @@ struct mcdc_fanin {
 static int put(void *ctx, mcdc_batch *b, mcdc_error *err) {
     struct mcdc_fanin *f = ctx;
     pthread_mutex_lock(&f->mu);
-    while (f->count == MCDC_QUEUE_DEPTH_MAX && !f->failed) pthread_cond_wait(&f->can_put, &f->mu);
+    while (f->count == f->depth && !f->failed) pthread_cond_wait(&f->can_put, &f->mu);
     if (f->failed) {
         pthread_mutex_unlock(&f->mu);
         mcdc_batch_free(b);
         return mcdc_error_set(err, MCDC_E_CANCELLED, "the unit was abandoned");
     }
-    f->items[(f->head + f->count) % MCDC_QUEUE_DEPTH_MAX] = b;
+    f->items[(f->head + f->count) % f->depth] = b;
     f->count++;
     pthread_cond_signal(&f->can_get);
     pthread_mutex_unlock(&f->mu);
@@ -53,9 +53,9 @@ static void *run(void *arg) {
     return NULL;
 }
 
-int mcdc_fanin_start(mcdc_fanin **out, int n, mcdc_fanin_producer fn, void *const *args,
-                     mcdc_error *err) {
-    MCDC_ASSERT(n >= 0 && fn);
+int mcdc_fanin_start(mcdc_fanin **out, int n, int depth, mcdc_fanin_producer fn,
+                     void *const *args, mcdc_error *err) {
+    MCDC_ASSERT(n >= 0 && fn && depth >= 1 && depth <= MCDC_QUEUE_DEPTH_MAX);
     *out = NULL;
     struct mcdc_fanin *f = mcdc_calloc(1, sizeof *f);
     producer *p = mcdc_calloc((size_t)(n ? n : 1), sizeof *p);
@@ -68,6 +68,7 @@ int mcdc_fanin_start(mcdc_fanin **out, int n, mcdc_fanin_producer fn, void *cons
     pthread_cond_init(&f->can_put, NULL);
     pthread_cond_init(&f->can_get, NULL);
     f->p = p;
+    f->depth = depth;
     f->running = n;
     f->sink = mcdc_log_current();
     int rc = MCDC_OK;
@@ -93,7 +94,7 @@ mcdc_batch *mcdc_fanin_next(mcdc_fanin *f) {
     mcdc_batch *b = NULL;
     if (f->count) {
         b = f->items[f->head];
-        f->head = (f->head + 1) % MCDC_QUEUE_DEPTH_MAX;
+        f->head = (f->head + 1) % f->depth;
         f->count--;
         pthread_cond_signal(&f->can_put);
     }

@@ -294,7 +294,7 @@ static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
     mcdc_appender *app = NULL;
     mcdc_fanin *fan = NULL;
     if (rc == MCDC_OK) rc = mcdc_appender_open(&app, e->target, e->bronze, &props, err);
-    if (rc == MCDC_OK) rc = mcdc_fanin_start(&fan, n, read_one, args, err);
+    if (rc == MCDC_OK) rc = mcdc_fanin_start(&fan, n, MCDC_QUEUE_DEPTH_MAX, read_one, args, err);
     mcdc_batch *b;
     *rows = 0;
     while (rc == MCDC_OK && (b = mcdc_fanin_next(fan)) != NULL) {
