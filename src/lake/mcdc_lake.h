@@ -316,9 +316,13 @@ typedef struct mcdc_table_scan {
     mcdc_scan_bound lo, hi;       /* lo <= value < hi */
     mcdc_table_file_fn file_fn;   /* NULL: none */
     void *file_ctx;
+    /* NULL: the files in the log's order; else in ascending order of their
+     * smallest value of this integer column by their statistics (files
+     * without one first, each in the log's order) */
+    const char *order_column;
 } mcdc_table_scan;
 #define MCDC_TABLE_SCAN_INIT \
-    {-1, NULL, 0, NULL, {false, NULL, 0}, {false, NULL, 0}, NULL, NULL}
+    {-1, NULL, 0, NULL, {false, NULL, 0}, {false, NULL, 0}, NULL, NULL, NULL}
 /* A file_fn that keeps every file and sums the rows the files hold by their
  * statistics (mcdc_table_file_rows) into the mcdc_scan_rows its ctx points
  * to: what a scan will read, before it reads (row groups it prunes aside). */

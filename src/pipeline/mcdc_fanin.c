@@ -17,6 +17,7 @@ struct mcdc_fanin {
     pthread_mutex_t mu;
     pthread_cond_t can_put, can_get;
     mcdc_batch *items[MCDC_QUEUE_DEPTH_MAX];
+    int from[MCDC_QUEUE_DEPTH_MAX]; /* the producer of each */
     int depth, head, count, running;
     bool failed;
     int n_started;
@@ -25,7 +26,8 @@ struct mcdc_fanin {
 };
 
 static int put(void *ctx, mcdc_batch *b, mcdc_error *err) {
-    struct mcdc_fanin *f = ctx;
+    producer *p = ctx;
+    struct mcdc_fanin *f = p->f;
     pthread_mutex_lock(&f->mu);
     while (f->count == f->depth && !f->failed) pthread_cond_wait(&f->can_put, &f->mu);
     if (f->failed) {
@@ -34,6 +36,7 @@ static int put(void *ctx, mcdc_batch *b, mcdc_error *err) {
         return mcdc_error_set(err, MCDC_E_CANCELLED, "the unit was abandoned");
     }
     f->items[(f->head + f->count) % f->depth] = b;
+    f->from[(f->head + f->count) % f->depth] = (int)(p - f->p);
     f->count++;
     pthread_cond_signal(&f->can_get);
     pthread_mutex_unlock(&f->mu);
@@ -43,7 +46,7 @@ static int put(void *ctx, mcdc_batch *b, mcdc_error *err) {
 static void *run(void *arg) {
     producer *p = arg;
     mcdc_log_use(p->f->sink);
-    p->rc = p->fn(p->arg, put, p->f, &p->err);
+    p->rc = p->fn(p->arg, put, p, &p->err);
     pthread_mutex_lock(&p->f->mu);
     if (p->rc) p->f->failed = true;
     p->f->running--;
@@ -88,12 +91,15 @@ int mcdc_fanin_start(mcdc_fanin **out, int n, int depth, mcdc_fanin_producer fn,
     return rc;
 }
 
-mcdc_batch *mcdc_fanin_next(mcdc_fanin *f) {
+mcdc_batch *mcdc_fanin_next(mcdc_fanin *f) { return mcdc_fanin_next_from(f, NULL); }
+
+mcdc_batch *mcdc_fanin_next_from(mcdc_fanin *f, int *from) {
     pthread_mutex_lock(&f->mu);
     while (f->count == 0 && f->running > 0) pthread_cond_wait(&f->can_get, &f->mu);
     mcdc_batch *b = NULL;
     if (f->count) {
         b = f->items[f->head];
+        if (from) *from = f->from[f->head];
         f->head = (f->head + 1) % f->depth;
         f->count--;
         pthread_cond_signal(&f->can_put);

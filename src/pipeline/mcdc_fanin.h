@@ -29,6 +29,8 @@ int mcdc_fanin_start(mcdc_fanin **out, int n, int depth, mcdc_fanin_producer pro
 /* The next batch (owned by the caller), NULL once every producer is done and
  * the queue is empty. */
 mcdc_batch *mcdc_fanin_next(mcdc_fanin *f);
+/* The same, and *from: which producer put it (its index in args). */
+mcdc_batch *mcdc_fanin_next_from(mcdc_fanin *f, int *from);
 /* The consumer failed: producers are told to stop. */
 void mcdc_fanin_fail(mcdc_fanin *f);
 /* Joins every producer and frees f (NULL-safe). The result is the first

@@ -682,29 +682,47 @@ static int replay_next(void *ctx, bool restart, mcdc_batch **out, const uint32_t
     }
 }
 
-/* Do the key ranges of the files of bronze's version (by their statistics,
- * in the scan's order) ascend, apart? Only then is the replay tried: rows
- * out of order would cost a second read. key: one integer column. */
+/* A file's key range by its statistics. */
+typedef struct {
+    json_int_t lo, hi;
+} key_span;
+
+static int span_cmp(const void *pa, const void *pb) {
+    const key_span *a = pa, *b = pb;
+    return a->lo < b->lo ? -1 : a->lo > b->lo;
+}
+
+/* Do the key ranges of the files of bronze's version (by their statistics)
+ * follow one another, apart, once the files are ordered by their smallest
+ * key (the order both reads take: mcdc_table_scan.order_column)? Only then
+ * is the replay tried: rows out of order would cost a second read. A
+ * snapshot on several connections writes each reader's rows into files of
+ * their own (mcdc_snapshot_job.c), whose ranges interleave in the log's
+ * order. key: one integer column. */
 static int keys_ascend(mcdc_apply *a, const apply_plan *pl, const char *key, bool *yes, mcdc_error *err) {
     *yes = false;
     mcdc_table_view *v = NULL;
     int rc = mcdc_table_view_open(&v, a->bronze, pl->bronze_version, err);
     if (rc || v == NULL) return rc;
     size_t n = mcdc_table_view_file_count(v);
-    bool ok = n > 0, has_hi = false;
-    json_int_t last = 0;
+    key_span *sp = n ? mcdc_malloc(n * sizeof *sp) : NULL;
+    bool ok = n > 0 && sp;
+    if (n && sp == NULL) rc = apply_nomem(err);
     for (size_t i = 0; ok && i < n; i++) {
         mcdc_table_file f = mcdc_table_view_file(v, i);
         json_error_t je;
         json_t *j = f.stats_json ? json_loads(f.stats_json, 0, &je) : NULL;
         json_t *lo = stat_of(j, "minValues", v, key), *hi = stat_of(j, "maxValues", v, key);
-        ok = json_is_integer(lo) && json_is_integer(hi) && (!has_hi || json_integer_value(lo) > last);
-        if (ok) last = json_integer_value(hi), has_hi = true;
+        ok = json_is_integer(lo) && json_is_integer(hi);
+        if (ok) sp[i] = (key_span){json_integer_value(lo), json_integer_value(hi)};
         json_decref(j);
     }
+    if (ok) qsort(sp, n, sizeof *sp, span_cmp);
+    for (size_t i = 1; ok && i < n; i++) ok = sp[i].lo > sp[i - 1].hi;
+    mcdc_free(sp);
     mcdc_table_view_free(v);
     *yes = ok;
-    return MCDC_OK;
+    return rc;
 }
 
 /* The scan's columns: the captured ones first (at the change rows' places),
@@ -791,6 +809,7 @@ static int rank_once(mcdc_apply *a, apply_plan *pl, const mcdc_schema *bs, const
         sc.lo = (mcdc_scan_bound){true, lo_text, 0};
         p.pruned = true; /* row groups below lo are skipped: fewer rows than the files hold */
     }
+    if (x) sc.order_column = pl->change_schema->fields[keyc[0]].name; /* keys_ascend's order */
     if (p.progress) {
         sc.file_fn = mcdc_scan_rows_fn;
         sc.file_ctx = &p.files;

@@ -106,5 +106,30 @@ TEST(fanin_queues_as_many_batches_ahead_as_its_caller_says) {
         CHECK_EQ_INT(prc, MCDC_E_CANCELLED);
         CHECK(__atomic_load_n(&src.puts_returned, __ATOMIC_ACQUIRE) < src.batches);
     }
+    /* which producer put each batch */
+    {
+        fan_src src[3];
+        void *args[3];
+        for (int i = 0; i < 3; i++) {
+            src[i] = (fan_src){.s = s, .batches = 5 + 5 * i, .fail_at = -1};
+            args[i] = &src[i];
+        }
+        mcdc_fanin *f = NULL;
+        CHECK_EQ_INT(mcdc_fanin_start(&f, 3, 2, fan_produce, args, &e), MCDC_OK);
+        int seen[3] = {0}, next[3] = {0}, from = -1;
+        bool in_order = true;
+        mcdc_batch *b;
+        while ((b = mcdc_fanin_next_from(f, &from)) != NULL) {
+            CHECK(from >= 0 && from < 3);
+            if (from >= 0 && from < 3) { /* each producer's values 0, 1, ... in turn */
+                in_order = in_order && ((const int64_t *)(const void *)b->columns[0].values)[0] == next[from];
+                next[from]++, seen[from]++;
+            }
+            mcdc_batch_free(b);
+        }
+        CHECK(in_order);
+        for (int i = 0; i < 3; i++) CHECK_EQ_INT(seen[i], 5 + 5 * i);
+        CHECK_EQ_INT(mcdc_fanin_finish(f, NULL, &e), MCDC_OK);
+    }
     mcdc_schema_unref(s);
 }

@@ -350,6 +350,64 @@ TEST(lake_scan_projects_renames_fills_and_prunes) {
     rmrf(d);
 }
 
+/* The first k of each batch, in the order a scan gives them. */
+typedef struct {
+    int64_t first[8];
+    int n;
+} first_keys;
+
+static int first_of_batches(void *ctx, mcdc_batch *b, mcdc_error *err) {
+    (void)err;
+    first_keys *f = ctx;
+    if (b->rows > 0 && f->n < 8) f->first[f->n++] = mcdc_row_get(b, 0, 0).i;
+    mcdc_batch_free(b);
+    return MCDC_OK;
+}
+
+/* order_column: the files in the order of their smallest k (statistics),
+ * not the log's; pruning still applies; a column the table lacks is an
+ * error. */
+TEST(lake_scan_orders_files_by_a_columns_smallest_value) {
+    char *d = tmpdir();
+    char path[600];
+    snprintf(path, sizeof path, "%s/t", d);
+    mcdc_table *t;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_table_open(&t, path, NULL, &e), MCDC_OK);
+    append_k(t, 5000, 10, false);
+    append_k(t, 0, 10, false);
+    append_k(t, 1000, 10, false);
+    const char *konly[] = {"k"};
+    mcdc_table_scan sc = MCDC_TABLE_SCAN_INIT;
+    sc.columns = konly;
+    sc.n_columns = 1;
+    first_keys f = {0};
+    int64_t ver, files;
+    CHECK_EQ_INT(mcdc_table_scan_run(t, &sc, first_of_batches, &f, &ver, &files, &e), MCDC_OK);
+    CHECK_EQ_INT(f.n, 3);
+    CHECK_EQ_INT(f.first[0], 5000); /* the log's order */
+    CHECK_EQ_INT(f.first[1], 0);
+    sc.order_column = "k";
+    memset(&f, 0, sizeof f);
+    CHECK_EQ_INT(mcdc_table_scan_run(t, &sc, first_of_batches, &f, &ver, &files, &e), MCDC_OK);
+    CHECK_EQ_INT(f.n, 3);
+    CHECK_EQ_INT(f.first[0], 0);
+    CHECK_EQ_INT(f.first[1], 1000);
+    CHECK_EQ_INT(f.first[2], 5000);
+    sc.prune_column = "k";
+    sc.lo = (mcdc_scan_bound){true, NULL, 1000};
+    memset(&f, 0, sizeof f);
+    CHECK_EQ_INT(mcdc_table_scan_run(t, &sc, first_of_batches, &f, &ver, &files, &e), MCDC_OK);
+    CHECK_EQ_INT(f.n, 2);
+    CHECK_EQ_INT(f.first[0], 1000);
+    CHECK_EQ_INT(f.first[1], 5000);
+    sc.order_column = "nope";
+    CHECK_EQ_INT(mcdc_table_scan_run(t, &sc, first_of_batches, &f, &ver, &files, &e), MCDC_E_NOTFOUND);
+    CHECK(strstr(e.message, "nope") != NULL);
+    mcdc_table_close(t);
+    rmrf(d);
+}
+
 /* ---- the scan's read-ahead: a decoder thread feeding fn ------------------------- */
 
 #define AHEAD_FILES 8
