@@ -1012,6 +1012,11 @@ int mcdc_appender_roll(mcdc_appender *a, const char **path, mcdc_error *err) {
     return rc;
 }
 
+int mcdc_appender_roll_behind(mcdc_appender *a, mcdc_error *err) {
+    MCDC_ASSERT(!a->committed);
+    return a->w ? finish_file_as(a, true, err) : MCDC_OK;
+}
+
 /* The add that brings live file f back with deletion vector dv: its
  * statistics say tightBounds false (the bounds may be of deleted rows);
  * numRecords stays the file's rows, as the protocol wants. */

@@ -236,7 +236,7 @@ static void reading_phase(mcdc_progress_tracker *t, const mcdc_snap_env *e, int 
  * range's rows, in the order read (the range's key order). What it costs:
  * up to HOLD_BYTES held, and files cut short when the readers keep pace
  * with each other (a file is about twice what is held when it is cut). */
-#define HOLD_BYTES (32 * 1024 * 1024)
+#define HOLD_BYTES (16 * 1024 * 1024)
 #define HOLD_BATCHES 64
 
 typedef struct lanes {
@@ -259,7 +259,7 @@ static int lane_write(lanes *l, int lane, mcdc_batch *b, mcdc_error *err) {
 /* Closes the open file (unless none is) and writes the held batches of the
  * oldest one's lane into the next. */
 static int lane_switch(lanes *l, mcdc_error *err) {
-    int rc = l->cur >= 0 ? mcdc_appender_roll(l->app, NULL, err) : MCDC_OK;
+    int rc = l->cur >= 0 ? mcdc_appender_roll_behind(l->app, err) : MCDC_OK;
     l->cur = -1;
     int to = l->n ? l->lane[0] : -1, kept = 0;
     for (int i = 0; i < l->n; i++) {
