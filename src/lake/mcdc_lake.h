@@ -319,9 +319,9 @@ typedef struct mcdc_table_scan {
     mcdc_scan_bound lo, hi;       /* lo <= value < hi */
     mcdc_table_file_fn file_fn;   /* NULL: none */
     void *file_ctx;
-    /* NULL: the files in the log's order; else in ascending order of their
-     * smallest value of this integer column by their statistics (files
-     * without one first, each in the log's order) */
+    /* NULL: the files in the view's order; else in ascending order of
+     * their smallest value of this integer column by their statistics
+     * (files without one first, each in the view's order) */
     const char *order_column;
 } mcdc_table_scan;
 #define MCDC_TABLE_SCAN_INIT \

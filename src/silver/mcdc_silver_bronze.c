@@ -697,7 +697,7 @@ static int span_cmp(const void *pa, const void *pb) {
  * key (the order both reads take: mcdc_table_scan.order_column)? Only then
  * is the replay tried: rows out of order would cost a second read. A
  * snapshot on several connections writes each reader's rows into files of
- * their own (mcdc_snapshot_job.c), whose ranges interleave in the log's
+ * their own (mcdc_snapshot_job.c), whose ranges interleave in the view's
  * order. key: one integer column. */
 static int keys_ascend(mcdc_apply *a, const apply_plan *pl, const char *key, bool *yes, mcdc_error *err) {
     *yes = false;
