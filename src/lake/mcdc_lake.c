@@ -1018,6 +1018,11 @@ int mcdc_appender_roll(mcdc_appender *a, const char **path, mcdc_error *err) {
     return rc;
 }
 
+int mcdc_appender_roll_behind(mcdc_appender *a, mcdc_error *err) {
+    MCDC_ASSERT(!a->committed);
+    return a->w ? finish_file_as(a, true, err) : MCDC_OK;
+}
+
 /* The add that brings live file f back with deletion vector dv: its
  * statistics say tightBounds false (the bounds may be of deleted rows);
  * numRecords stays the file's rows, as the protocol wants. */
@@ -1621,6 +1626,42 @@ static int scan_files(scan_ahead *s, bool ahead, mcdc_batch_fn fn, void *ctx, in
     return rc;
 }
 
+/* A file's place in a scan ordered by a column's smallest value. */
+typedef struct {
+    bool has;
+    json_int_t min;
+    size_t file;
+} file_place;
+
+static int place_cmp(const void *pa, const void *pb) {
+    const file_place *a = pa, *b = pb;
+    if (a->has != b->has) return a->has ? 1 : -1;
+    if (a->has && a->min != b->min) return a->min < b->min ? -1 : 1;
+    return a->file < b->file ? -1 : a->file > b->file;
+}
+
+/* files[0..n) (indexes of v's files) in ascending order of column's
+ * minValues (sc->order_column). */
+static int order_files(const mcdc_table_view *v, const char *column, size_t *files, size_t n,
+                       mcdc_error *err) {
+    const char *name = mcdc_table_view_stats_name(v, column);
+    if (name == NULL) return mcdc_error_set(err, MCDC_E_NOTFOUND, "no column '%s' to order by", column);
+    file_place *p = mcdc_malloc(n * sizeof *p);
+    if (p == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        mcdc_table_file f = mcdc_table_view_file(v, files[i]);
+        json_error_t je;
+        json_t *j = f.stats_json ? json_loads(f.stats_json, 0, &je) : NULL;
+        json_t *mn = json_object_get(json_object_get(j, "minValues"), name);
+        p[i] = (file_place){json_is_integer(mn), json_integer_value(mn), files[i]};
+        json_decref(j);
+    }
+    qsort(p, n, sizeof *p, place_cmp);
+    for (size_t i = 0; i < n; i++) files[i] = p[i].file;
+    mcdc_free(p);
+    return MCDC_OK;
+}
+
 int mcdc_table_scan_run(mcdc_table *t, const mcdc_table_scan *sc, mcdc_batch_fn fn, void *ctx,
                         int64_t *version_read, int64_t *files_read, mcdc_error *err) {
     *version_read = -1;
@@ -1649,6 +1690,7 @@ int mcdc_table_scan_run(mcdc_table *t, const mcdc_table_scan *sc, mcdc_batch_fn 
         files[n++] = i;
         bytes += f.bytes;
     }
+    if (rc == MCDC_OK && n > 1 && sc->order_column) rc = order_files(v, sc->order_column, files, n, err);
     if (rc == MCDC_OK && n > 0) {
         scan_ahead s = {.v = v, .sc = sc, .files = files, .n_files = n,
                         .err = MCDC_ERROR_INIT, .sink = mcdc_log_current()};

@@ -200,6 +200,9 @@ int mcdc_appender_commit_with(mcdc_appender *a, const mcdc_table_commit *c, bool
  * relative to the table root, borrowed until the appender is freed; NULL
  * when no file was open. */
 int mcdc_appender_roll(mcdc_appender *a, const char **path, mcdc_error *err);
+/* The same, the closed file published on the appender's thread while the
+ * next one is written, as a full one is (its failure is the next call's). */
+int mcdc_appender_roll_behind(mcdc_appender *a, mcdc_error *err);
 /* Frees; an uncommitted appender deletes the files it wrote. NULL-safe. */
 /* Creates the table when missing (with its kind and schema, no rows), as
  * the first write would; an existing one is checked for its kind, and a
@@ -316,9 +319,13 @@ typedef struct mcdc_table_scan {
     mcdc_scan_bound lo, hi;       /* lo <= value < hi */
     mcdc_table_file_fn file_fn;   /* NULL: none */
     void *file_ctx;
+    /* NULL: the files in the view's order; else in ascending order of
+     * their smallest value of this integer column by their statistics
+     * (files without one first, each in the view's order) */
+    const char *order_column;
 } mcdc_table_scan;
 #define MCDC_TABLE_SCAN_INIT \
-    {-1, NULL, 0, NULL, {false, NULL, 0}, {false, NULL, 0}, NULL, NULL}
+    {-1, NULL, 0, NULL, {false, NULL, 0}, {false, NULL, 0}, NULL, NULL, NULL}
 /* A file_fn that keeps every file and sums the rows the files hold by their
  * statistics (mcdc_table_file_rows) into the mcdc_scan_rows its ctx points
  * to: what a scan will read, before it reads (row groups it prunes aside). */

@@ -774,7 +774,8 @@ static int read_wave(mcdc_backfill *b, mcdc_frame *f, const mcdc_unit *u, mcdc_u
     mcdc_appender *app = NULL;
     mcdc_fanin *fan = NULL;
     if (rc == MCDC_OK) rc = mcdc_appender_open(&app, b->bronze, b->bronze_schema, &props, err);
-    if (rc == MCDC_OK) rc = mcdc_fanin_start(&fan, readers, read_share, args, err);
+    if (rc == MCDC_OK)
+        rc = mcdc_fanin_start(&fan, readers, MCDC_QUEUE_DEPTH_MAX, read_share, args, err);
     mcdc_batch *bt;
     int64_t rows = 0;
     while (rc == MCDC_OK && (bt = mcdc_fanin_next(fan)) != NULL) {

@@ -17,7 +17,8 @@ struct mcdc_fanin {
     pthread_mutex_t mu;
     pthread_cond_t can_put, can_get;
     mcdc_batch *items[MCDC_QUEUE_DEPTH_MAX];
-    int head, count, running;
+    int from[MCDC_QUEUE_DEPTH_MAX]; /* the producer of each */
+    int depth, head, count, running;
     bool failed;
     int n_started;
     producer *p;
@@ -25,15 +26,17 @@ struct mcdc_fanin {
 };
 
 static int put(void *ctx, mcdc_batch *b, mcdc_error *err) {
-    struct mcdc_fanin *f = ctx;
+    producer *p = ctx;
+    struct mcdc_fanin *f = p->f;
     pthread_mutex_lock(&f->mu);
-    while (f->count == MCDC_QUEUE_DEPTH_MAX && !f->failed) pthread_cond_wait(&f->can_put, &f->mu);
+    while (f->count == f->depth && !f->failed) pthread_cond_wait(&f->can_put, &f->mu);
     if (f->failed) {
         pthread_mutex_unlock(&f->mu);
         mcdc_batch_free(b);
         return mcdc_error_set(err, MCDC_E_CANCELLED, "the unit was abandoned");
     }
-    f->items[(f->head + f->count) % MCDC_QUEUE_DEPTH_MAX] = b;
+    f->items[(f->head + f->count) % f->depth] = b;
+    f->from[(f->head + f->count) % f->depth] = (int)(p - f->p);
     f->count++;
     pthread_cond_signal(&f->can_get);
     pthread_mutex_unlock(&f->mu);
@@ -43,7 +46,7 @@ static int put(void *ctx, mcdc_batch *b, mcdc_error *err) {
 static void *run(void *arg) {
     producer *p = arg;
     mcdc_log_use(p->f->sink);
-    p->rc = p->fn(p->arg, put, p->f, &p->err);
+    p->rc = p->fn(p->arg, put, p, &p->err);
     pthread_mutex_lock(&p->f->mu);
     if (p->rc) p->f->failed = true;
     p->f->running--;
@@ -53,9 +56,9 @@ static void *run(void *arg) {
     return NULL;
 }
 
-int mcdc_fanin_start(mcdc_fanin **out, int n, mcdc_fanin_producer fn, void *const *args,
-                     mcdc_error *err) {
-    MCDC_ASSERT(n >= 0 && fn);
+int mcdc_fanin_start(mcdc_fanin **out, int n, int depth, mcdc_fanin_producer fn,
+                     void *const *args, mcdc_error *err) {
+    MCDC_ASSERT(n >= 0 && fn && depth >= 1 && depth <= MCDC_QUEUE_DEPTH_MAX);
     *out = NULL;
     struct mcdc_fanin *f = mcdc_calloc(1, sizeof *f);
     producer *p = mcdc_calloc((size_t)(n ? n : 1), sizeof *p);
@@ -68,6 +71,7 @@ int mcdc_fanin_start(mcdc_fanin **out, int n, mcdc_fanin_producer fn, void *cons
     pthread_cond_init(&f->can_put, NULL);
     pthread_cond_init(&f->can_get, NULL);
     f->p = p;
+    f->depth = depth;
     f->running = n;
     f->sink = mcdc_log_current();
     int rc = MCDC_OK;
@@ -87,13 +91,16 @@ int mcdc_fanin_start(mcdc_fanin **out, int n, mcdc_fanin_producer fn, void *cons
     return rc;
 }
 
-mcdc_batch *mcdc_fanin_next(mcdc_fanin *f) {
+mcdc_batch *mcdc_fanin_next(mcdc_fanin *f) { return mcdc_fanin_next_from(f, NULL); }
+
+mcdc_batch *mcdc_fanin_next_from(mcdc_fanin *f, int *from) {
     pthread_mutex_lock(&f->mu);
     while (f->count == 0 && f->running > 0) pthread_cond_wait(&f->can_get, &f->mu);
     mcdc_batch *b = NULL;
     if (f->count) {
         b = f->items[f->head];
-        f->head = (f->head + 1) % MCDC_QUEUE_DEPTH_MAX;
+        if (from) *from = f->from[f->head];
+        f->head = (f->head + 1) % f->depth;
         f->count--;
         pthread_cond_signal(&f->can_put);
     }

@@ -21,12 +21,16 @@ typedef int (*mcdc_fanin_producer)(void *arg, mcdc_batch_fn put, void *put_ctx,
 
 typedef struct mcdc_fanin mcdc_fanin;
 
-/* Starts n producers, producer(args[i]) each. */
-int mcdc_fanin_start(mcdc_fanin **out, int n, mcdc_fanin_producer producer, void *const *args,
-                     mcdc_error *err);
+/* Starts n producers, producer(args[i]) each, whose puts wait while depth
+ * batches (1 .. MCDC_QUEUE_DEPTH_MAX) are queued. An error still gives *out
+ * (to finish). */
+int mcdc_fanin_start(mcdc_fanin **out, int n, int depth, mcdc_fanin_producer producer,
+                     void *const *args, mcdc_error *err);
 /* The next batch (owned by the caller), NULL once every producer is done and
  * the queue is empty. */
 mcdc_batch *mcdc_fanin_next(mcdc_fanin *f);
+/* The same, and *from: which producer put it (its index in args). */
+mcdc_batch *mcdc_fanin_next_from(mcdc_fanin *f, int *from);
 /* The consumer failed: producers are told to stop. */
 void mcdc_fanin_fail(mcdc_fanin *f);
 /* Joins every producer and frees f (NULL-safe). The result is the first

@@ -565,7 +565,7 @@ static int read_ranges(mcdc_stream *s, stream_unit *w, const mcdc_unit *u,
         args[i] = &readers[i];
     }
     mcdc_fanin *fan = NULL;
-    int rc = mcdc_fanin_start(&fan, nranges, read_range, args, err);
+    int rc = mcdc_fanin_start(&fan, nranges, MCDC_QUEUE_DEPTH_MAX, read_range, args, err);
     mcdc_batch *b;
     while (rc == MCDC_OK && (b = mcdc_fanin_next(fan)) != NULL) {
         mcdc_unit_stats_add(&w->st, b);

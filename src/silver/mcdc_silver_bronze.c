@@ -12,11 +12,11 @@
  * A row's LSN is compared as the project's LSN, parsed once per distinct
  * text (a commit's rows share one).
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "mcdc_fanin.h"
 #include "mcdc_silver_apply.h"
 
 /* Bronze's own columns: none goes to silver but _start_lsn and _commit_ts. */
@@ -595,7 +595,8 @@ static int pass2_rows(void *ctx, mcdc_batch *b, mcdc_error *err) {
  * picks the rows of each as pass 2 did: reading overlaps the merge and
  * silver's writing on the two cores. */
 
-/* Bronze's batches the replay's thread queues ahead of the merge. */
+/* Bronze's batches the replay's thread queues ahead of the merge: one (each
+ * is held whole, every column, until the merge is done with it). */
 #define REPLAY_AHEAD 1
 
 typedef struct bronze_replay {
@@ -606,37 +607,20 @@ typedef struct bronze_replay {
     mcdc_table_scan sc;
     const char **cols;        /* sc's columns (the plan's schema's names, literals) */
     char lo_text[MCDC_LSN_TEXT_LEN + 1];
-    const mcdc_log_sink *sink;
-    /* the thread's scan */
-    pthread_t th;
-    bool running, synced;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;        /* a batch queued or taken, the end, or stop */
-    mcdc_batch *q[REPLAY_AHEAD];
-    int head, n;
-    bool done, stop;          /* the scan ended (rc, err); the merge is done with it */
+    mcdc_fanin *fan;          /* the scan, its one producer; NULL: none running */
+    bool ended;               /* the scan ended (rc, err), fan finished */
     int rc;
     mcdc_error err;
 } bronze_replay;
 
 static void replay_stop(bronze_replay *x) {
-    if (!x->running) return;
-    pthread_mutex_lock(&x->mu);
-    x->stop = true;
-    pthread_cond_broadcast(&x->cv);
-    pthread_mutex_unlock(&x->mu);
-    pthread_join(x->th, NULL);
-    for (; x->n > 0; x->n--, x->head = (x->head + 1) % REPLAY_AHEAD) mcdc_batch_free(x->q[x->head]);
-    x->running = false;
+    mcdc_fanin_finish(x->fan, NULL, NULL);
+    x->fan = NULL;
 }
 
 void apply_bronze_replay_free(bronze_replay *x) {
     if (x == NULL) return;
     replay_stop(x);
-    if (x->synced) {
-        pthread_cond_destroy(&x->cv);
-        pthread_mutex_destroy(&x->mu);
-    }
     mcdc_free(x->cols);
     mcdc_free(x->p.idx);
     mcdc_free(x->p.tags);
@@ -647,39 +631,16 @@ void apply_bronze_replay_free(bronze_replay *x) {
     mcdc_free(x);
 }
 
-/* The scan's fn, on the replay's thread: queues b (taken). */
-static int replay_push(void *ctx, mcdc_batch *b, mcdc_error *err) {
-    bronze_replay *x = ctx;
-    pthread_mutex_lock(&x->mu);
-    while (x->n == REPLAY_AHEAD && !x->stop) pthread_cond_wait(&x->cv, &x->mu);
-    bool stop = x->stop;
-    if (!stop) {
-        x->q[(x->head + x->n) % REPLAY_AHEAD] = b;
-        x->n++;
-        pthread_cond_broadcast(&x->cv);
-    }
-    pthread_mutex_unlock(&x->mu);
-    if (!stop) return MCDC_OK;
-    mcdc_batch_free(b);
-    return mcdc_error_set(err, MCDC_E_CANCELLED, "the merge stopped reading bronze");
-}
-
-static void *replay_main(void *arg) {
+/* The fanin's producer, on the replay's thread: the scan, of the version
+ * pass 2 read (a version gone meanwhile is MCDC_E_CORRUPT). */
+static int replay_scan(void *arg, mcdc_batch_fn put, void *put_ctx, mcdc_error *err) {
     bronze_replay *x = arg;
-    mcdc_log_use(x->sink);
-    mcdc_error e = MCDC_ERROR_INIT;
     int64_t vr = -1;
-    int rc = mcdc_table_scan_run(x->t, &x->sc, replay_push, x, &vr, NULL, &e);
+    int rc = mcdc_table_scan_run(x->t, &x->sc, put, put_ctx, &vr, NULL, err);
     if (rc == MCDC_OK && vr != x->sc.version)
-        rc = mcdc_error_set(&e, MCDC_E_CORRUPT, "bronze %s version %lld is gone while it is read",
+        rc = mcdc_error_set(err, MCDC_E_CORRUPT, "bronze %s version %lld is gone while it is read",
                             x->p.a->cfg.bronze, (long long)x->sc.version);
-    pthread_mutex_lock(&x->mu);
-    x->done = true;
-    x->rc = rc;
-    x->err = e;
-    pthread_cond_broadcast(&x->cv);
-    pthread_mutex_unlock(&x->mu);
-    return NULL;
+    return rc;
 }
 
 /* silver_replay_fn: pass 2's picks of bronze again, batch by batch. */
@@ -688,41 +649,31 @@ static int replay_next(void *ctx, bool restart, mcdc_batch **out, const uint32_t
     bronze_replay *x = ctx;
     *out = NULL;
     *tags = NULL;
-    if (restart || !x->running) {
+    if (restart || (x->fan == NULL && !x->ended)) {
         replay_stop(x);
-        if (!x->synced) {
-            if (pthread_mutex_init(&x->mu, NULL) != 0) return apply_nomem(err);
-            if (pthread_cond_init(&x->cv, NULL) != 0) {
-                pthread_mutex_destroy(&x->mu);
-                return apply_nomem(err);
-            }
-            x->synced = true;
-        }
-        x->done = x->stop = false;
-        x->head = x->n = 0;
-        x->rc = MCDC_OK;
-        if (pthread_create(&x->th, NULL, replay_main, x) != 0)
-            return mcdc_error_set(err, MCDC_E_NOMEM, "cannot start a thread to read bronze");
-        x->running = true;
-    }
-    for (;;) {
-        pthread_mutex_lock(&x->mu);
-        while (x->n == 0 && !x->done) pthread_cond_wait(&x->cv, &x->mu);
-        mcdc_batch *b = NULL;
-        if (x->n > 0) {
-            b = x->q[x->head];
-            x->head = (x->head + 1) % REPLAY_AHEAD;
-            x->n--;
-            pthread_cond_broadcast(&x->cv);
-        }
-        int rc = x->rc;
-        pthread_mutex_unlock(&x->mu);
-        if (b == NULL) { /* the end, or the scan's error */
-            if (rc) *err = x->err;
+        x->ended = false;
+        void *arg = x;
+        int rc = mcdc_fanin_start(&x->fan, 1, REPLAY_AHEAD, replay_scan, &arg, err);
+        if (rc) {
+            replay_stop(x);
             return rc;
         }
+    }
+    for (;;) {
+        if (x->ended) { /* the end, or the scan's error */
+            if (x->rc) *err = x->err;
+            return x->rc;
+        }
+        mcdc_batch *b = mcdc_fanin_next(x->fan);
+        if (b == NULL) {
+            x->rc = mcdc_fanin_finish(x->fan, NULL, &x->err);
+            x->fan = NULL;
+            x->ended = true;
+            continue;
+        }
         mcdc_batch *ch = NULL;
-        if ((rc = pass2_pick(&x->p, b, &ch, err)) != MCDC_OK) return rc;
+        int rc = pass2_pick(&x->p, b, &ch, err);
+        if (rc) return rc;
         if (ch) {
             *out = ch;
             *tags = x->p.tags;
@@ -731,29 +682,47 @@ static int replay_next(void *ctx, bool restart, mcdc_batch **out, const uint32_t
     }
 }
 
-/* Do the key ranges of the files of bronze's version (by their statistics,
- * in the scan's order) ascend, apart? Only then is the replay tried: rows
- * out of order would cost a second read. key: one integer column. */
+/* A file's key range by its statistics. */
+typedef struct {
+    json_int_t lo, hi;
+} key_span;
+
+static int span_cmp(const void *pa, const void *pb) {
+    const key_span *a = pa, *b = pb;
+    return a->lo < b->lo ? -1 : a->lo > b->lo;
+}
+
+/* Do the key ranges of the files of bronze's version (by their statistics)
+ * follow one another, apart, once the files are ordered by their smallest
+ * key (the order both reads take: mcdc_table_scan.order_column)? Only then
+ * is the replay tried: rows out of order would cost a second read. A
+ * snapshot on several connections writes each reader's rows into files of
+ * their own (mcdc_snapshot_job.c), whose ranges interleave in the view's
+ * order. key: one integer column. */
 static int keys_ascend(mcdc_apply *a, const apply_plan *pl, const char *key, bool *yes, mcdc_error *err) {
     *yes = false;
     mcdc_table_view *v = NULL;
     int rc = mcdc_table_view_open(&v, a->bronze, pl->bronze_version, err);
     if (rc || v == NULL) return rc;
     size_t n = mcdc_table_view_file_count(v);
-    bool ok = n > 0, has_hi = false;
-    json_int_t last = 0;
+    key_span *sp = n ? mcdc_malloc(n * sizeof *sp) : NULL;
+    bool ok = n > 0 && sp;
+    if (n && sp == NULL) rc = apply_nomem(err);
     for (size_t i = 0; ok && i < n; i++) {
         mcdc_table_file f = mcdc_table_view_file(v, i);
         json_error_t je;
         json_t *j = f.stats_json ? json_loads(f.stats_json, 0, &je) : NULL;
         json_t *lo = stat_of(j, "minValues", v, key), *hi = stat_of(j, "maxValues", v, key);
-        ok = json_is_integer(lo) && json_is_integer(hi) && (!has_hi || json_integer_value(lo) > last);
-        if (ok) last = json_integer_value(hi), has_hi = true;
+        ok = json_is_integer(lo) && json_is_integer(hi);
+        if (ok) sp[i] = (key_span){json_integer_value(lo), json_integer_value(hi)};
         json_decref(j);
     }
+    if (ok) qsort(sp, n, sizeof *sp, span_cmp);
+    for (size_t i = 1; ok && i < n; i++) ok = sp[i].lo > sp[i - 1].hi;
+    mcdc_free(sp);
     mcdc_table_view_free(v);
     *yes = ok;
-    return MCDC_OK;
+    return rc;
 }
 
 /* The scan's columns: the captured ones first (at the change rows' places),
@@ -840,6 +809,7 @@ static int rank_once(mcdc_apply *a, apply_plan *pl, const mcdc_schema *bs, const
         sc.lo = (mcdc_scan_bound){true, lo_text, 0};
         p.pruned = true; /* row groups below lo are skipped: fewer rows than the files hold */
     }
+    if (x) sc.order_column = pl->change_schema->fields[keyc[0]].name; /* keys_ascend's order */
     if (p.progress) {
         sc.file_fn = mcdc_scan_rows_fn;
         sc.file_ctx = &p.files;
@@ -848,7 +818,6 @@ static int rank_once(mcdc_apply *a, apply_plan *pl, const mcdc_schema *bs, const
         /* the replay: a pass 2 of its own, every column, the same files and bounds */
         pl->replay = x;
         x->t = a->bronze;
-        x->sink = mcdc_log_current();
         x->sel = *sel;
         x->p = (pass2){.a = a, .pl = pl, .sel = &x->sel, .out = &x->scratch};
         memcpy(x->p.snapshot_text, p.snapshot_text, sizeof x->p.snapshot_text);

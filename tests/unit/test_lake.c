@@ -350,6 +350,54 @@ TEST(lake_scan_projects_renames_fills_and_prunes) {
     rmrf(d);
 }
 
+/* The first k of each batch, in the order a scan gives them. */
+typedef struct {
+    int64_t first[8];
+    int n;
+} first_keys;
+
+static int first_of_batches(void *ctx, mcdc_batch *b, mcdc_error *err) {
+    (void)err;
+    first_keys *f = ctx;
+    if (b->rows > 0 && f->n < 8) f->first[f->n++] = mcdc_row_get(b, 0, 0).i;
+    mcdc_batch_free(b);
+    return MCDC_OK;
+}
+
+/* order_column: the files in the order of their smallest k (statistics),
+ * whatever the view's order (6 files appended from the highest k down);
+ * pruning still applies; a column the table lacks is an error. */
+TEST(lake_scan_orders_files_by_a_columns_smallest_value) {
+    char *d = tmpdir();
+    char path[600];
+    snprintf(path, sizeof path, "%s/t", d);
+    mcdc_table *t;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_table_open(&t, path, NULL, &e), MCDC_OK);
+    for (int i = 5; i >= 0; i--) append_k(t, 1000 * i, 10, false);
+    const char *konly[] = {"k"};
+    mcdc_table_scan sc = MCDC_TABLE_SCAN_INIT;
+    sc.columns = konly;
+    sc.n_columns = 1;
+    sc.order_column = "k";
+    first_keys f = {0};
+    int64_t ver, files;
+    CHECK_EQ_INT(mcdc_table_scan_run(t, &sc, first_of_batches, &f, &ver, &files, &e), MCDC_OK);
+    CHECK_EQ_INT(f.n, 6);
+    for (int i = 0; i < f.n; i++) CHECK_EQ_INT(f.first[i], 1000 * i);
+    sc.prune_column = "k";
+    sc.lo = (mcdc_scan_bound){true, NULL, 1000};
+    memset(&f, 0, sizeof f);
+    CHECK_EQ_INT(mcdc_table_scan_run(t, &sc, first_of_batches, &f, &ver, &files, &e), MCDC_OK);
+    CHECK_EQ_INT(f.n, 5);
+    for (int i = 0; i < f.n; i++) CHECK_EQ_INT(f.first[i], 1000 * (i + 1));
+    sc.order_column = "nope";
+    CHECK_EQ_INT(mcdc_table_scan_run(t, &sc, first_of_batches, &f, &ver, &files, &e), MCDC_E_NOTFOUND);
+    CHECK(strstr(e.message, "nope") != NULL);
+    mcdc_table_close(t);
+    rmrf(d);
+}
+
 /* ---- the scan's read-ahead: a decoder thread feeding fn ------------------------- */
 
 #define AHEAD_FILES 8
@@ -619,9 +667,10 @@ static int64_t roll_objects(mcdc_table *t) {
 }
 
 /* One attempt: ROLL_FILES batches of 3 facts rows (batch_id i), each
- * filling a file (file_bytes 1), committed as txn(app, 0). */
-static int roll_attempt(mcdc_table *t, bool *skipped, mcdc_error *e) {
-    mcdc_table_props props = {.file_bytes = 1};
+ * filling a file (file_bytes 1), or (cut) each file closed by
+ * mcdc_appender_roll_behind after its batch, committed as txn(app, 0). */
+static int roll_attempt(mcdc_table *t, bool cut, bool *skipped, mcdc_error *e) {
+    mcdc_table_props props = {.file_bytes = cut ? 1 << 30 : 1};
     mcdc_appender *a = NULL;
     mcdc_batch *first = facts_rows(0, 3);
     int rc = mcdc_appender_open(&a, t, first->schema, &props, e);
@@ -630,6 +679,7 @@ static int roll_attempt(mcdc_table *t, bool *skipped, mcdc_error *e) {
         mcdc_batch *b = facts_rows(i, 3);
         rc = mcdc_appender_write(a, b, e);
         mcdc_batch_free(b);
+        if (rc == MCDC_OK && cut) rc = mcdc_appender_roll_behind(a, e);
     }
     int64_t v = -1;
     if (rc == MCDC_OK) rc = mcdc_appender_commit(a, "app", 0, NULL, skipped, &v, e);
@@ -637,7 +687,8 @@ static int roll_attempt(mcdc_table *t, bool *skipped, mcdc_error *e) {
     return rc;
 }
 
-/* Every full file is published (fsync, then visible) on the appender's
+/* Every full file (and every file cut by mcdc_appender_roll_behind, the
+ * same sweep again) is published (fsync, then visible) on the appender's
  * thread while the next one is written: the commit names all of them, in
  * the order written. A write (about 16 of them, spread over the files) and
  * the opening of a file failing in turn (on the writing thread, while the
@@ -654,7 +705,8 @@ TEST(lake_append_closes_full_files_behind) {
     const mcdc_storage_op ops[] = {MCDC_STORAGE_OP_WRITE, MCDC_STORAGE_OP_COMMIT_PUT,
                                    MCDC_STORAGE_OP_WRITER_OPEN};
     int tables = 0, failed = 0;
-    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+    for (size_t k = 0; k < 2 * sizeof ops / sizeof ops[0]; k++) {
+        bool cut = k >= sizeof ops / sizeof ops[0]; /* files cut by roll_behind */
         int64_t calls = 0, step = 1;
         /* writes: a Parquet file makes dozens; about 16 of them, spread */
         for (int64_t nth = 0; nth <= calls; nth += nth ? step : 1) {
@@ -663,23 +715,24 @@ TEST(lake_append_closes_full_files_behind) {
             mcdc_table *t = NULL;
             CHECK_EQ_INT(mcdc_table_open_env(&t, &env, where, NULL, &e), MCDC_OK);
             if (t == NULL) break;
-            int64_t c0 = mcdc_storage_mem_calls(mem, ops[k]);
-            if (nth > 0) mcdc_storage_mem_fail_nth(mem, ops[k], nth, MCDC_E_IO);
+            mcdc_storage_op op = ops[k % (sizeof ops / sizeof ops[0])];
+            int64_t c0 = mcdc_storage_mem_calls(mem, op);
+            if (nth > 0) mcdc_storage_mem_fail_nth(mem, op, nth, MCDC_E_IO);
             bool skipped = false;
-            int rc = roll_attempt(t, &skipped, &e);
+            int rc = roll_attempt(t, cut, &skipped, &e);
             if (nth == 0) {
-                calls = mcdc_storage_mem_calls(mem, ops[k]) - c0;
+                calls = mcdc_storage_mem_calls(mem, op) - c0;
                 step = calls / 16 > 1 ? calls / 16 : 1;
             }
             bool fired = nth > 0 && mcdc_storage_mem_fault_fired(mem);
-            mcdc_storage_mem_fail_nth(mem, ops[k], 0, MCDC_OK);
+            mcdc_storage_mem_fail_nth(mem, op, 0, MCDC_OK);
             CHECK(nth == 0 || fired);
             CHECK(nth == 0 || rc != MCDC_OK); /* a data file's write or publication */
             if (rc != MCDC_OK) {
                 failed++;
                 CHECK(strstr(e.message, "injected fault") != NULL);
                 CHECK_EQ_INT(roll_objects(t), 0);
-                rc = roll_attempt(t, &skipped, &e); /* the rerun */
+                rc = roll_attempt(t, cut, &skipped, &e); /* the rerun */
             }
             CHECK_EQ_INT(rc, MCDC_OK);
             CHECK(!skipped);
@@ -695,7 +748,7 @@ TEST(lake_append_closes_full_files_behind) {
         }
         CHECK(calls >= ROLL_FILES);
     }
-    CHECK(failed >= 16 + ROLL_FILES);
+    CHECK(failed >= 2 * (16 + ROLL_FILES));
     mcdc_storage_mem_release(mem);
 }
 
