@@ -241,6 +241,7 @@ static void reading_phase(mcdc_progress_tracker *t, const mcdc_snap_env *e, int 
 
 typedef struct lanes {
     mcdc_appender *app;
+    bool apart;                      /* false: every batch written as it comes */
     int cur;                         /* the lane of the open file; -1: none open */
     mcdc_batch *held[HOLD_BATCHES];  /* in the order they came */
     int lane[HOLD_BATCHES];
@@ -274,8 +275,28 @@ static int lane_switch(lanes *l, mcdc_error *err) {
     return rc;
 }
 
+/* Whether files of one range each are worth their cost (more, smaller
+ * files; batches held): only a rebuild of silver on one integer key reads
+ * a bronze whose files stand apart without sorting it
+ * (mcdc_silver_bronze.c), so ranges cut on any other key, or one reader,
+ * write the batches as they come. */
+static bool lanes_pay(const mcdc_schema *bronze, const json_t *keys, int readers) {
+    if (readers < 2 || json_array_size(keys) != 1) return false;
+    const char *name = json_string_value(json_array_get(keys, 0));
+    int32_t i = name ? mcdc_schema_find(bronze, name) : -1;
+    if (i < 0) return false;
+    mcdc_type_id ty = bronze->fields[i].type;
+    return ty == MCDC_TYPE_INT64 || ty == MCDC_TYPE_INT32 || ty == MCDC_TYPE_INT16 ||
+           ty == MCDC_TYPE_INT8;
+}
+
 /* b (taken) of reader lane: written, or held. */
 static int lane_put(lanes *l, int lane, mcdc_batch *b, mcdc_error *err) {
+    if (!l->apart) {
+        int rc = mcdc_appender_write(l->app, b, err);
+        mcdc_batch_free(b);
+        return rc;
+    }
     if (l->cur < 0 && l->n > 0) {
         int rc = lane_switch(l, err); /* the file closed: the held ones first */
         if (rc) {
@@ -375,7 +396,7 @@ static int attempt(mcdc_offset *out, int64_t *rows, const mcdc_snap_env *e,
     *rows = 0;
     lanes *ln = rc ? NULL : mcdc_calloc(1, sizeof *ln);
     if (rc == MCDC_OK && ln == NULL) rc = mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
-    if (ln) *ln = (lanes){.app = app, .cur = -1};
+    if (ln) *ln = (lanes){.app = app, .apart = lanes_pay(e->bronze, keys, n), .cur = -1};
     int from = 0;
     while (rc == MCDC_OK && (b = mcdc_fanin_next_from(fan, &from)) != NULL) {
         *rows += b->rows;
