@@ -123,11 +123,17 @@ else:
         bootstrap=True)
     q.awaitTermination()
     assert q.exception() is None, q.exception()
-    # bootstrap chunked on t3, read by backfill in 2 chunks next to the stream
+    # bootstrap chunked on t3, read by backfill next to the stream in waves of one chunk
+    # (chunks of one row, one round of numPartitions=1 a wave): the first call stops after
+    # its one wave, the next reads the rest
     cdc = mssql_cdc.stream(spark, opts("dbo_t3", numPartitions="2", snapshotKeys='["id"]'))
     q = cdc.to_delta(d + "/t3", "t3-app", d + "/t3_ckpt", d + "/facts",
                      trigger={"availableNow": True}, bootstrap=True, snapshot="chunked")
-    out["backfill"] = cdc.backfill(d + "/t3", app_id="t3-app", facts_table=d + "/facts")
+    waves = mssql_cdc.stream(spark, opts("dbo_t3", numPartitions="1", snapshotKeys='["id"]'))
+    out["backfill_first"] = waves.backfill(d + "/t3", app_id="t3-app", facts_table=d + "/facts",
+                                           chunk_rows=1, max_waves=1, target_wave_seconds=0)
+    out["backfill"] = waves.backfill(d + "/t3", app_id="t3-app", facts_table=d + "/facts",
+                                     target_wave_seconds=0)
     out["backfill_again"] = cdc.backfill(d + "/t3", app_id="t3-app", facts_table=d + "/facts")
     q.awaitTermination()
     assert q.exception() is None, q.exception()
@@ -598,19 +604,43 @@ def test_bootstrap_full_writes_the_table_then_streams_from_its_lsn(run):
     assert [r["rows"] for r in facts if r["event"] == "bootstrap"] == [len(snap)]
 
 
-def test_bootstrap_chunked_and_backfill(run):
-    st = run["rest"]["backfill"]
-    assert st["state"] == "done" and st["done"] and st["chunks_total"] == 2, st
+def test_bootstrap_chunked_and_backfill_in_waves(run):
+    """backfill(max_waves=1) stops after its one wave ("running"); the next call
+    reads the other waves and closes the snapshot; bronze then holds the table
+    once, each chunk from one wave commit, and the facts and plans tables the
+    rows `mssql-cdc backfill` writes (one 'snapshot_chunk' row a chunk, with
+    its wave)."""
+    first, st = run["rest"]["backfill_first"], run["rest"]["backfill"]
+    total = first["chunks_total"]
+    assert (first["state"], first["done"], first["chunks_done"]) == ("running", False, 1), first
+    assert total >= 2, first
+    assert st["state"] == "done" and st["done"], st
+    assert st["chunks_done"] == st["chunks_total"] == total and st["snapshot"] == first["snapshot"]
     assert run["rest"]["backfill_again"]["state"] == "no_snapshot"
     rows = table(run["dir"] + "/t3")
     snap = [r for r in rows if r["_operation"] == 0]
     assert sorted((r["id"], r["v"]) for r in snap) == run["sources"]["t3"]
-    assert {r["_chunk"] for r in snap} <= {0, 1} and {r["_snapshot"] for r in snap} == {st["snapshot"]}
+    assert {r["_chunk"] for r in snap} <= set(range(total))
+    assert {r["_snapshot"] for r in snap} == {st["snapshot"]}
+    assert all(r["_start_lsn"] >= st["snapshot"] for r in snap)  # each wave's stamp >= S
     facts = [r for r in table(run["dir"] + "/facts") if r["app_id"] == "t3-app" and r["event"]]
     assert collections.Counter(r["event"] for r in facts) == {
-        "snapshot_open": 1, "snapshot_plan": 1, "snapshot_chunk": 2, "bootstrap": 1}
-    plans = table(run["dir"] + "/t3_snapshot_plans")
-    assert [r["event"] for r in plans] == ["snapshot_open"]
+        "snapshot_open": 1, "snapshot_plan": 1, "snapshot_chunk": total, "bootstrap": 1}
+    chunks = sorted((json.loads(r["detail"])["chunk"], json.loads(r["detail"])["wave"], r["rows"],
+                     r["min_lsn"]) for r in facts if r["event"] == "snapshot_chunk")
+    assert [(c, w) for c, w, _, _ in chunks] == [(i, i) for i in range(total)]  # a chunk a wave
+    by_chunk = collections.Counter(r["_chunk"] for r in snap)
+    assert [n for _, _, n, _ in chunks] == [by_chunk.get(i, 0) for i in range(total)]
+    stamps = {r["_chunk"]: r["_start_lsn"] for r in snap}
+    assert all(stamps[c] == lsn for c, _, n, lsn in chunks if n)
+    done = [r for r in facts if r["event"] == "bootstrap"]
+    assert [(r["rows"], r["min_lsn"]) for r in done] == [(len(snap), st["snapshot"])]
+    plans = collections.Counter(r["event"] for r in table(run["dir"] + "/t3_snapshot_plans"))
+    assert plans == {"snapshot_open": 1, "snapshot_plan": 1, "snapshot_chunk": total}
+    waves = [json.loads(h["userMetadata"]) for h in DeltaTable(run["dir"] + "/t3").history()
+             if "backfill" in (h.get("userMetadata") or "")]
+    assert {w["backfill"] for w in waves} == {f"t3-app#snap.{st['snapshot']}"}
+    assert sorted(c["chunk"] for w in waves for c in w["chunks"]) == sorted(by_chunk)
 
 
 def test_start_many_over_five_tables(run):
