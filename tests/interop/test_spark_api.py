@@ -137,6 +137,25 @@ else:
     out["backfill_again"] = cdc.backfill(d + "/t3", app_id="t3-app", facts_table=d + "/facts")
     q.awaitTermination()
     assert q.exception() is None, q.exception()
+    # seed t4 from a copy read after a UTC time: as_of mapped to the commit at or before it
+    from datetime import datetime, timedelta, timezone
+    seeding = mssql_cdc.stream(spark, opts("dbo_t4"))
+    at = datetime.now(timezone.utc).replace(microsecond=0)
+    copy = (spark.read.format("mssql_cdc_snapshot").options(**opts("dbo_t4")).load()
+            .select("id", "v").collect())
+    # its names in another case, one column more: matched ignoring case, the extra dropped
+    copy = spark.createDataFrame([tuple(r) + (1,) for r in copy], "ID INT, v STRING, extra INT")
+    out["seed_at"] = at.replace(tzinfo=None).isoformat()
+    out["seed"] = seeding.seed(d + "/t4_seed", copy, at)
+    out["seed_text"] = seeding._as_of_lsn(at.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    out["seed_offset"] = seeding._as_of_lsn(at.astimezone(timezone(timedelta(hours=2))))
+    refused = {}
+    for name, bad in (("future", at + timedelta(days=1)), ("text", "yesterday")):
+        try:
+            seeding._as_of_lsn(bad)
+        except Exception as e:  # noqa: BLE001 - the kind is what is checked
+            refused[name] = [isinstance(e, ValueError), f"{type(e).__name__}: {e}"]
+    out["seed_refused"] = refused
     # five tables at once; t5's stream reads past an ADD COLUMN (its schema_change row)
     qs = mssql_cdc.start_many(spark, opts("unused"), P["instances"], target=d + "/many/{ci}",
                               app_id="{ci}-many", checkpoint=d + "/many_ckpt/{ci}",
@@ -497,6 +516,11 @@ def run(tmp_path_factory):
                 "--trigger", "availableNow", "--quiet", timeout=180)
         rest = spark.run(OURS, STAGE_SECONDS, stage="rest")
         rest["changes"] = {ci: change_rows(sim, ci) for ci in INSTANCES}  # start_many's
+        rest["seed_expected"] = scalar(sim, (  # the server's own mapping of the seed's as_of
+            "SELECT CONVERT(varchar(22), sys.fn_cdc_map_time_to_lsn("
+            f"'largest less than or equal', '{rest['seed_at']}'), 1)"))
+        rest["seed_source"] = sorted(tuple(r) for r in sim.run("SELECT id, v FROM dbo.t4",
+                                                               database=DB))
         recovered = recover(sim, spark)
         connected = spark.run(CONNECT, STAGE_SECONDS, stage="connect") if connect else None
         spark.close()
@@ -641,6 +665,24 @@ def test_bootstrap_chunked_and_backfill_in_waves(run):
              if "backfill" in (h.get("userMetadata") or "")]
     assert {w["backfill"] for w in waves} == {f"t3-app#snap.{st['snapshot']}"}
     assert sorted(c["chunk"] for w in waves for c in w["chunks"]) == sorted(by_chunk)
+
+
+def test_seed_takes_as_of_as_a_utc_time(run):
+    """seed(as_of=<datetime>) stamps the copy with the last commit at or before
+    the time, as `mssql-cdc seed --as-of` maps it (sys.fn_cdc_map_time_to_lsn,
+    to the second); ISO text and an aware time map the same; a time after
+    the server's clock and text that is no time are refused."""
+    r = run["rest"]
+    assert r["seed"]["lsn"] == r["seed_expected"], r
+    assert r["seed_text"] == r["seed_offset"] == r["seed"]["lsn"]
+    rows = table(run["dir"] + "/t4_seed")
+    assert sorted((x["id"], x["v"]) for x in rows) == r["seed_source"]
+    assert {(x["_start_lsn"], x["_snapshot"], x["_operation"]) for x in rows} == {
+        (r["seed"]["lsn"], r["seed"]["lsn"], 0)}
+    assert r["seed_refused"]["future"][0], r["seed_refused"]
+    assert "later than the server's clock" in r["seed_refused"]["future"][1]
+    assert r["seed_refused"]["text"][0], r["seed_refused"]
+    assert "neither an LSN" in r["seed_refused"]["text"][1]
 
 
 def test_start_many_over_five_tables(run):

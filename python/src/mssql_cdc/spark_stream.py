@@ -23,7 +23,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from . import _spark_metrics as metrics
@@ -302,18 +302,22 @@ class CdcStream:
     def seed(self, target: str, df, as_of: str | datetime, *, app_id: str | None = None,
              facts_table: str | None = None, allow_missing_columns: bool = False,
              reseed: bool = False) -> Offset:
-        """Appends ``df``, a copy of the table read after ``as_of`` (an LSN,
-        "0x..."), to ``target`` as its snapshot; returns its offset."""
+        """Appends ``df``, a copy of the table read after ``as_of``, to
+        ``target`` as its snapshot; returns its offset. ``as_of``: when the
+        copy started being read, a UTC datetime (an aware one is converted)
+        or ISO 8601 text of one ("2026-12-01T10:00:00Z"), mapped to the last
+        commit at or before it, to the second, on the server's clock (as
+        ``mssql-cdc seed --as-of``); or an LSN ("0x...") recorded before
+        the copy. No commit at or before the time held, or the changes
+        after it purged: DataLossError; a time after the server's clock or
+        an LSN past max_lsn: ValueError."""
         from pyspark.sql import functions as F
 
         from .spark import _spark_schema
-        if isinstance(as_of, datetime):
-            raise ValueError("the Spark binding's seed takes as_of as an LSN ('0x...'): map the "
-                             "time with sys.fn_cdc_map_time_to_lsn, or use mssql-cdc seed")
-        lsn = str(as_of).strip()
         held = None if reseed else self._held_snapshot(target)
         if held:
             return self._offset(held)
+        lsn = self._as_of_lsn(as_of)
         offset = self._offset(lsn)
         schema = _spark_schema(_without(self.options, "metricsPath"))
         given = {c.lower(): c for c in df.columns}
@@ -340,6 +344,53 @@ class CdcStream:
         rows = out.count() if facts_table else 0
         self._event(facts_table, app_id, "bootstrap", lsn, target, f"{app_id}#events", 0, rows)
         return offset
+
+    def _as_of_lsn(self, as_of: str | datetime) -> str:
+        """seed()'s as_of as the LSN its copy is stamped with, proved: a
+        time mapped on the server, an LSN parsed; not past max_lsn, the
+        changes after it not purged."""
+        from ._positions import Positions, lsn_text, lsn_value
+        from .errors import DataLossError
+        given = as_of.strip() if isinstance(as_of, str) else as_of
+        at = None
+        if isinstance(given, datetime):
+            at = given
+        elif not isinstance(given, str) or not given:
+            raise ValueError(f"as_of must be a datetime, a UTC time or an LSN ('0x...'), not "
+                             f"{as_of!r}")
+        elif given[:2].lower() != "0x":
+            try:
+                at = datetime.fromisoformat(given[:-1] + "+00:00" if given[-1:] in "zZ"
+                                            else given)
+            except ValueError:
+                raise ValueError(f"as_of {as_of!r} is neither an LSN (0x + 20 hex digits) nor a "
+                                 "UTC time (YYYY-MM-DDTHH:MM:SS[Z|+hh:mm])") from None
+        p = Positions(self.source_options())
+        try:
+            if at is None:
+                lsn = lsn_text(lsn_value(given))
+            else:
+                if at.tzinfo is not None:
+                    at = at.astimezone(timezone.utc).replace(tzinfo=None)
+                us = (at - datetime(1970, 1, 1)) // timedelta(microseconds=1)
+                found = p.commit_at(us)
+                if found is None:
+                    raise DataLossError(
+                        f"as_of {as_of}: no commit of the database at or before it is in "
+                        "cdc.lsn_time_mapping (CDC cleanup passed it, or CDC was enabled "
+                        "later): the changes since the copy are gone; take a snapshot instead")
+                lsn = found
+            top = p.max_lsn()
+            if lsn > top:
+                raise ValueError(f"as_of {as_of} is beyond the server's max_lsn {top}: a copy "
+                                 "cannot be newer than the changes captured so far")
+            if recovery._purged_after(p, lsn):
+                raise DataLossError(f"as_of {as_of} ({lsn}): CDC cleanup purged changes after "
+                                    "it, so the stream cannot go on from the copy; take a "
+                                    "snapshot instead")
+        finally:
+            p.close()
+        return lsn
 
     def _open_chunked(self, target: str, app_id: str, facts_table: str, *,
                       sink: str | None = None, generation: int = 0, kind: str = "bootstrap",
