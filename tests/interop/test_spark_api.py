@@ -1100,6 +1100,14 @@ chunked = [row("snapshot_open", "a", "0x02", mode="chunked"),
 out["open"] = R.open_chunked(rows[:1] + chunked)["app_id"]
 out["open_done"] = R.open_chunked(chunked + [row("resnapshot", "a.g1", "0x04")])
 out["detail"] = R.open_detail("full", "resnapshot", 1, "2026-01-02T03:04:05.678", None)
+# a full re-snapshot killed after its open row: the row stands for the next read of it
+opened = [row("bootstrap", "a", "0x01"), row("snapshot_open", "a.g1", "0x04", mode="full")]
+out["stands"] = [(R.open_standing(opened, "a.g1", "0x06") or {}).get("min_lsn"),
+                 R.open_standing(opened, "a.g2", "0x06"),  # another generation's
+                 R.open_standing(opened, "a.g1", "0x03"),  # above the new stamp
+                 R.open_standing(opened + [row("resnapshot", "a.g1", "0x05")], "a.g1", "0x06"),
+                 R.open_standing(opened[:1] + [row("snapshot_open", "a.g1", "0x04",
+                                                   mode="chunked")], "a.g1", "0x06")]
 print("RESULT " + json.dumps(out))
 """
 
@@ -1133,5 +1141,6 @@ def test_generation_state_positions_and_what_a_switch_owes(tmp_path):
     assert out["owed_done"] == [None, None] and out["owed_chunked"] == [None, None]
     assert out["newest"] == "dbo_t_v2"
     assert out["open"] == "a.g1" and out["open_done"] is None
+    assert out["stands"] == ["0x04", None, None, None, None]
     assert out["detail"] == ('{"mode":"full","kind":"resnapshot","generation":1,'
                              '"lost_from_ts":"2026-01-02T03:04:05.678","lost_to_ts":null}')
