@@ -133,6 +133,12 @@ class _Run:
         self.planned = {}
         for event, d in self._plans_rows():
             if event == "snapshot_plan":
+                if not isinstance(d.get("tokens"), list) or \
+                        len(d["tokens"]) != len(d.get("chunks") or ()):
+                    raise ValueError(
+                        f"snapshot {self.s} of {self.target} was planned by mssql-cdc backfill "
+                        "(or the reference): its plan has no chunk tokens of this package's "
+                        "snapshot source. Go on with that backfill until it reports done")
                 self.plan = d
             elif event == "snapshot_chunk":
                 self.planned.setdefault(int(d["wave"]), []).append(d)
