@@ -25,7 +25,11 @@ Delta table by Spark alone, give the sink's own cost on those rows
 (spark_delta_write_only_*_rows_per_s) and so the ratio a source that cost
 nothing would roughly reach against the reference with this sink
 (*_ratio_ceiling; the staged write has fixed costs of its own: no bound).
-Does the reference's rate rise with rows (its fixed costs amortised)? Both
+The stream once more through the reference's streaming API,
+`stream(spark, options).to_delta(...)` with a facts table (its sink caches
+and counts each batch, and folds the executors' read metrics):
+spark_binding_to_delta_rows_per_s. Does the reference's rate rise with rows
+(its fixed costs amortised)? Both
 packages stream a larger table too (BENCH_SPARK_REFERENCE_LARGE_ROWS):
 spark_binding_vs_reference_ratio_large. A Spark's time runs from start()
 (or the read) to the end of the query, without the SparkSession's start.
@@ -91,6 +95,18 @@ def stream(opts, lake, count_only=False):
         raise RuntimeError(str(q.exception()))
     return secs
 
+def to_delta(opts, lake):
+    # the reference's streaming API: our to_delta with its sink (delta_sink) and a facts
+    # table, whose read metrics come from the executors (metricsPath)
+    t0 = time.perf_counter()
+    q = mssql_cdc.stream(spark, opts).to_delta(lake, "bench", lake + "-ckpt", lake + "-facts",
+                                               trigger={"availableNow": True})
+    q.awaitTermination()
+    secs = time.perf_counter() - t0
+    if q.exception() is not None:
+        raise RuntimeError(str(q.exception()))
+    return secs
+
 def delta_only(source, lake):
     # The Delta write alone: the rows an earlier job wrote (source: its
     # lake), first copied to Parquet (untimed), then timed from that Parquet
@@ -122,9 +138,9 @@ for name, kind, ci in [["warm_stream", "stream", "dbo_warm"], ["warm_snapshot", 
         counted.clear()
         out[name] = [stream(opts, lake, count_only=True), sum(counted)]
         continue
-    secs = (stream if kind == "stream" else snapshot)(opts, lake)
+    secs = {"stream": stream, "to_delta": to_delta, "snapshot": snapshot}[kind](opts, lake)
     out[name] = [secs, spark.read.format("delta").load(lake).count()]
-    if kind == "stream":
+    if kind in ("stream", "to_delta"):
         commits = os.path.join(lake + "-ckpt", "commits")
         out[name].append(len([n for n in os.listdir(commits) if n.isdigit()]))
     print(f"{name}: {secs:.2f} s", file=sys.stderr, flush=True)
@@ -214,7 +230,7 @@ def main():
 
         # ours in Spark
         jobs = [["stream", "stream", "dbo_bench"], ["snapshot", "snapshot", "dbo_snap"],
-                ["count", "count", "dbo_bench"]]
+                ["count", "count", "dbo_bench"], ["to_delta", "to_delta", "dbo_bench"]]
         ref_jobs = []
         if why is None:
             ref_jobs = [["stream_ref", "stream", "dbo_bench_ref"],
@@ -238,6 +254,11 @@ def main():
         csecs, cgot = ours["count"]
         print(f"spark_binding_count_only_rows_per_s: {cgot / csecs:.0f}")
         print(f"spark_binding_delta_write_share: {max(0.0, 1 - csecs / secs):.2f}")
+        tsecs, tgot, tbatches = ours["to_delta"]
+        if tgot != rows:
+            raise SystemExit(f"our to_delta wrote {tgot} rows of {rows}")
+        print(f"spark_binding_to_delta_batches: {tbatches}")
+        print(f"spark_binding_to_delta_rows_per_s: {rows / tsecs:.0f}")
         ssecs, sgot = ours["snapshot"]
         if sgot != SNAPSHOT_ROWS:
             raise SystemExit(f"our Spark snapshot wrote {sgot} rows of {SNAPSHOT_ROWS}")

@@ -1594,6 +1594,14 @@ MCDC_API int mcdc_source_nth_commit_after(mcdc_source *s, const mcdc_lsn_value *
  * just before min_lsn, say). */
 MCDC_API int mcdc_source_commit_time(mcdc_source *s, const mcdc_lsn_value *lsn, int64_t *utc_us,
                                      bool *found, mcdc_error *err);
+/* The LSN of the last commit at or before utc_us (microseconds since 1970,
+ * UTC), to the second, on the server's clock (sourceTimeZone):
+ * sys.fn_cdc_map_time_to_lsn, as `mssql-cdc seed --as-of` maps a time.
+ * *found false when cdc.lsn_time_mapping holds no commit at or before it
+ * (cleanup passed it, or CDC began later); a time later than the server's
+ * clock is MCDC_E_INVALID. */
+MCDC_API int mcdc_source_commit_at(mcdc_source *s, int64_t utc_us, mcdc_lsn_value *out,
+                                   bool *found, mcdc_error *err);
 
 /* ---- A batch planned with the stream's guards (the Spark stream source's
  * driver; reference §2.5, ADR 0023 of the reference, invariants 3 and 4).

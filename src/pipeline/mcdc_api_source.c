@@ -111,6 +111,33 @@ int mcdc_source_commit_time(mcdc_source *s, const mcdc_lsn_value *lsn, int64_t *
     return mcdc_changes_commit_time_exact(s->changes, &l, utc_us, found, err);
 }
 
+int mcdc_source_commit_at(mcdc_source *s, int64_t utc_us, mcdc_lsn_value *out, bool *found,
+                          mcdc_error *err) {
+    int rc = check_args(s, out, out, "mcdc_source_commit_at", err);
+    if (rc == MCDC_OK && found == NULL)
+        rc = mcdc_error_set(err, MCDC_E_INVALID, "mcdc_source_commit_at: found is NULL");
+    if (rc) return rc;
+    *found = false;
+    memset(out->bytes, 0, sizeof out->bytes);
+    /* A time after the server's clock would map to the last commit, and the
+     * commits between it and that time would be missed. */
+    int64_t now;
+    rc = mcdc_changes_server_now(s->changes, &now, err);
+    if (rc == MCDC_OK && utc_us > now) {
+        char t[32], n[32];
+        mcdc_format_ts_us(utc_us, 3, t);
+        mcdc_format_ts_us(now, 3, n);
+        return mcdc_error_set(err, MCDC_E_INVALID,
+                              "%s UTC is later than the server's clock (%s UTC): check the time "
+                              "zone", t, n);
+    }
+    mcdc_lsn l;
+    memset(&l, 0, sizeof l);
+    if (rc == MCDC_OK) rc = mcdc_changes_time_to_lsn(s->changes, utc_us, &l, found, err);
+    if (rc == MCDC_OK && *found) to_value(out, &l);
+    return rc;
+}
+
 /* ---- a batch with the stream's guards ------------------------------------------------ */
 
 int mcdc_source_schema(struct ArrowSchema *out, mcdc_source *s, mcdc_error *err) {

@@ -123,14 +123,39 @@ else:
         bootstrap=True)
     q.awaitTermination()
     assert q.exception() is None, q.exception()
-    # bootstrap chunked on t3, read by backfill in 2 chunks next to the stream
+    # bootstrap chunked on t3, read by backfill next to the stream in waves of one chunk
+    # (chunks of one row, one round of numPartitions=1 a wave): the first call stops after
+    # its one wave, the next reads the rest
     cdc = mssql_cdc.stream(spark, opts("dbo_t3", numPartitions="2", snapshotKeys='["id"]'))
     q = cdc.to_delta(d + "/t3", "t3-app", d + "/t3_ckpt", d + "/facts",
                      trigger={"availableNow": True}, bootstrap=True, snapshot="chunked")
-    out["backfill"] = cdc.backfill(d + "/t3", app_id="t3-app", facts_table=d + "/facts")
+    waves = mssql_cdc.stream(spark, opts("dbo_t3", numPartitions="1", snapshotKeys='["id"]'))
+    out["backfill_first"] = waves.backfill(d + "/t3", app_id="t3-app", facts_table=d + "/facts",
+                                           chunk_rows=1, max_waves=1, target_wave_seconds=0)
+    out["backfill"] = waves.backfill(d + "/t3", app_id="t3-app", facts_table=d + "/facts",
+                                     target_wave_seconds=0)
     out["backfill_again"] = cdc.backfill(d + "/t3", app_id="t3-app", facts_table=d + "/facts")
     q.awaitTermination()
     assert q.exception() is None, q.exception()
+    # seed t4 from a copy read after a UTC time: as_of mapped to the commit at or before it
+    from datetime import datetime, timedelta, timezone
+    seeding = mssql_cdc.stream(spark, opts("dbo_t4"))
+    at = datetime.now(timezone.utc).replace(microsecond=0)
+    copy = (spark.read.format("mssql_cdc_snapshot").options(**opts("dbo_t4")).load()
+            .select("id", "v").collect())
+    # its names in another case, one column more: matched ignoring case, the extra dropped
+    copy = spark.createDataFrame([tuple(r) + (1,) for r in copy], "ID INT, v STRING, extra INT")
+    out["seed_at"] = at.replace(tzinfo=None).isoformat()
+    out["seed"] = seeding.seed(d + "/t4_seed", copy, at)
+    out["seed_text"] = seeding._as_of_lsn(at.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    out["seed_offset"] = seeding._as_of_lsn(at.astimezone(timezone(timedelta(hours=2))))
+    refused = {}
+    for name, bad in (("future", at + timedelta(days=1)), ("text", "yesterday")):
+        try:
+            seeding._as_of_lsn(bad)
+        except Exception as e:  # noqa: BLE001 - the kind is what is checked
+            refused[name] = [isinstance(e, ValueError), f"{type(e).__name__}: {e}"]
+    out["seed_refused"] = refused
     # five tables at once; t5's stream reads past an ADD COLUMN (its schema_change row)
     qs = mssql_cdc.start_many(spark, opts("unused"), P["instances"], target=d + "/many/{ci}",
                               app_id="{ci}-many", checkpoint=d + "/many_ckpt/{ci}",
@@ -491,6 +516,11 @@ def run(tmp_path_factory):
                 "--trigger", "availableNow", "--quiet", timeout=180)
         rest = spark.run(OURS, STAGE_SECONDS, stage="rest")
         rest["changes"] = {ci: change_rows(sim, ci) for ci in INSTANCES}  # start_many's
+        rest["seed_expected"] = scalar(sim, (  # the server's own mapping of the seed's as_of
+            "SELECT CONVERT(varchar(22), sys.fn_cdc_map_time_to_lsn("
+            f"'largest less than or equal', '{rest['seed_at']}'), 1)"))
+        rest["seed_source"] = sorted(tuple(r) for r in sim.run("SELECT id, v FROM dbo.t4",
+                                                               database=DB))
         recovered = recover(sim, spark)
         connected = spark.run(CONNECT, STAGE_SECONDS, stage="connect") if connect else None
         spark.close()
@@ -598,19 +628,61 @@ def test_bootstrap_full_writes_the_table_then_streams_from_its_lsn(run):
     assert [r["rows"] for r in facts if r["event"] == "bootstrap"] == [len(snap)]
 
 
-def test_bootstrap_chunked_and_backfill(run):
-    st = run["rest"]["backfill"]
-    assert st["state"] == "done" and st["done"] and st["chunks_total"] == 2, st
+def test_bootstrap_chunked_and_backfill_in_waves(run):
+    """backfill(max_waves=1) stops after its one wave ("running"); the next call
+    reads the other waves and closes the snapshot; bronze then holds the table
+    once, each chunk from one wave commit, and the facts and plans tables the
+    rows `mssql-cdc backfill` writes (one 'snapshot_chunk' row a chunk, with
+    its wave)."""
+    first, st = run["rest"]["backfill_first"], run["rest"]["backfill"]
+    total = first["chunks_total"]
+    assert (first["state"], first["done"], first["chunks_done"]) == ("running", False, 1), first
+    assert total >= 2, first
+    assert st["state"] == "done" and st["done"], st
+    assert st["chunks_done"] == st["chunks_total"] == total and st["snapshot"] == first["snapshot"]
     assert run["rest"]["backfill_again"]["state"] == "no_snapshot"
     rows = table(run["dir"] + "/t3")
     snap = [r for r in rows if r["_operation"] == 0]
     assert sorted((r["id"], r["v"]) for r in snap) == run["sources"]["t3"]
-    assert {r["_chunk"] for r in snap} <= {0, 1} and {r["_snapshot"] for r in snap} == {st["snapshot"]}
+    assert {r["_chunk"] for r in snap} <= set(range(total))
+    assert {r["_snapshot"] for r in snap} == {st["snapshot"]}
+    assert all(r["_start_lsn"] >= st["snapshot"] for r in snap)  # each wave's stamp >= S
     facts = [r for r in table(run["dir"] + "/facts") if r["app_id"] == "t3-app" and r["event"]]
     assert collections.Counter(r["event"] for r in facts) == {
-        "snapshot_open": 1, "snapshot_plan": 1, "snapshot_chunk": 2, "bootstrap": 1}
-    plans = table(run["dir"] + "/t3_snapshot_plans")
-    assert [r["event"] for r in plans] == ["snapshot_open"]
+        "snapshot_open": 1, "snapshot_plan": 1, "snapshot_chunk": total, "bootstrap": 1}
+    chunks = sorted((json.loads(r["detail"])["chunk"], json.loads(r["detail"])["wave"], r["rows"],
+                     r["min_lsn"]) for r in facts if r["event"] == "snapshot_chunk")
+    assert [(c, w) for c, w, _, _ in chunks] == [(i, i) for i in range(total)]  # a chunk a wave
+    by_chunk = collections.Counter(r["_chunk"] for r in snap)
+    assert [n for _, _, n, _ in chunks] == [by_chunk.get(i, 0) for i in range(total)]
+    stamps = {r["_chunk"]: r["_start_lsn"] for r in snap}
+    assert all(stamps[c] == lsn for c, _, n, lsn in chunks if n)
+    done = [r for r in facts if r["event"] == "bootstrap"]
+    assert [(r["rows"], r["min_lsn"]) for r in done] == [(len(snap), st["snapshot"])]
+    plans = collections.Counter(r["event"] for r in table(run["dir"] + "/t3_snapshot_plans"))
+    assert plans == {"snapshot_open": 1, "snapshot_plan": 1, "snapshot_chunk": total}
+    waves = [json.loads(h["userMetadata"]) for h in DeltaTable(run["dir"] + "/t3").history()
+             if "backfill" in (h.get("userMetadata") or "")]
+    assert {w["backfill"] for w in waves} == {f"t3-app#snap.{st['snapshot']}"}
+    assert sorted(c["chunk"] for w in waves for c in w["chunks"]) == sorted(by_chunk)
+
+
+def test_seed_takes_as_of_as_a_utc_time(run):
+    """seed(as_of=<datetime>) stamps the copy with the last commit at or before
+    the time, as `mssql-cdc seed --as-of` maps it (sys.fn_cdc_map_time_to_lsn,
+    to the second); ISO text and an aware time map the same; a time after
+    the server's clock and text that is no time are refused."""
+    r = run["rest"]
+    assert r["seed"]["lsn"] == r["seed_expected"], r
+    assert r["seed_text"] == r["seed_offset"] == r["seed"]["lsn"]
+    rows = table(run["dir"] + "/t4_seed")
+    assert sorted((x["id"], x["v"]) for x in rows) == r["seed_source"]
+    assert {(x["_start_lsn"], x["_snapshot"], x["_operation"]) for x in rows} == {
+        (r["seed"]["lsn"], r["seed"]["lsn"], 0)}
+    assert r["seed_refused"]["future"][0], r["seed_refused"]
+    assert "later than the server's clock" in r["seed_refused"]["future"][1]
+    assert r["seed_refused"]["text"][0], r["seed_refused"]
+    assert "neither an LSN" in r["seed_refused"]["text"][1]
 
 
 def test_start_many_over_five_tables(run):
@@ -871,8 +943,10 @@ def test_a_chunked_snapshot_on_switch_opens_at_s_and_backfill_reads_the_newer_co
     snap = [x for x in table(d + "/t7swc") if x["_operation"] == 0]
     assert done["rows"] == len(snap) and {x["_snapshot"] for x in snap} == {s}
     assert sorted((x["id"], x["v"], x["note"]) for x in snap) == r["t7"]
-    plans = table(d + "/t7swc_snapshot_plans")
-    assert [(p["snapshot"], p["event"]) for p in plans] == [(s, "snapshot_open")]
+    plans = collections.Counter((p["snapshot"], p["event"])
+                                for p in table(d + "/t7swc_snapshot_plans"))
+    assert plans == {(s, "snapshot_open"): 1, (s, "snapshot_plan"): 1,
+                     (s, "snapshot_chunk"): st["chunks_total"]}
 
 
 def metrics_module():
@@ -1028,6 +1102,14 @@ chunked = [row("snapshot_open", "a", "0x02", mode="chunked"),
 out["open"] = R.open_chunked(rows[:1] + chunked)["app_id"]
 out["open_done"] = R.open_chunked(chunked + [row("resnapshot", "a.g1", "0x04")])
 out["detail"] = R.open_detail("full", "resnapshot", 1, "2026-01-02T03:04:05.678", None)
+# a full re-snapshot killed after its open row: the row stands for the next read of it
+opened = [row("bootstrap", "a", "0x01"), row("snapshot_open", "a.g1", "0x04", mode="full")]
+out["stands"] = [(R.open_standing(opened, "a.g1", "0x06") or {}).get("min_lsn"),
+                 R.open_standing(opened, "a.g2", "0x06"),  # another generation's
+                 R.open_standing(opened, "a.g1", "0x03"),  # above the new stamp
+                 R.open_standing(opened + [row("resnapshot", "a.g1", "0x05")], "a.g1", "0x06"),
+                 R.open_standing(opened[:1] + [row("snapshot_open", "a.g1", "0x04",
+                                                   mode="chunked")], "a.g1", "0x06")]
 print("RESULT " + json.dumps(out))
 """
 
@@ -1061,5 +1143,6 @@ def test_generation_state_positions_and_what_a_switch_owes(tmp_path):
     assert out["owed_done"] == [None, None] and out["owed_chunked"] == [None, None]
     assert out["newest"] == "dbo_t_v2"
     assert out["open"] == "a.g1" and out["open_done"] is None
+    assert out["stands"] == ["0x04", None, None, None, None]
     assert out["detail"] == ('{"mode":"full","kind":"resnapshot","generation":1,'
                              '"lost_from_ts":"2026-01-02T03:04:05.678","lost_to_ts":null}')

@@ -197,6 +197,7 @@ TEST(api_bad_arguments_are_invalid_not_aborts) {
     CHECK_INVALID(mcdc_source_nth_commit_after(NULL, &lsn, 1, &nth, &found, &e_),
                   "the source is NULL");
     CHECK_INVALID(mcdc_source_commit_time(NULL, &lsn, &us, &found, &e_), "the source is NULL");
+    CHECK_INVALID(mcdc_source_commit_at(NULL, us, &lsn, &found, &e_), "the source is NULL");
     /* A batch with the stream's guards. */
     bool cut = true;
     CHECK_INVALID(mcdc_source_schema(&sc, NULL, &e_), "the source is NULL");

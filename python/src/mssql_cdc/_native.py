@@ -109,6 +109,8 @@ _PROTOTYPES = {
                                              ctypes.POINTER(c_bool), _E]),
     "mcdc_source_commit_time": (c_int, [c_void_p, c_void_p, ctypes.POINTER(c_int64),
                                         ctypes.POINTER(c_bool), _E]),
+    "mcdc_source_commit_at": (c_int, [c_void_p, c_int64, c_void_p, ctypes.POINTER(c_bool),
+                                      _E]),
     "mcdc_source_schema": (c_int, [ctypes.POINTER(_cfg.ArrowSchema), c_void_p, _E]),
     "mcdc_source_batch_end": (c_int, [c_void_p, c_void_p, c_void_p, ctypes.POINTER(c_bool), _E]),
     "mcdc_source_plan_batch": (c_int, [_VP, c_void_p, c_void_p, c_void_p, c_int, _E]),

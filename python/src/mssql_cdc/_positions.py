@@ -101,6 +101,18 @@ class Positions:
                                                     ctypes.byref(err)), err)
         return iso_ms(us.value) if found.value else ""
 
+    def commit_at(self, utc_us: int) -> str | None:
+        """The LSN of the last commit at or before ``utc_us`` (microseconds
+        since 1970, UTC), to the second on the server's clock; None when
+        cdc.lsn_time_mapping holds none. A time later than the server's
+        clock is a ValueError."""
+        out = LsnValue()
+        found = ctypes.c_bool(False)
+        err = Error()
+        check(_native.lib().mcdc_source_commit_at(self._source(), int(utc_us), out,
+                                                  ctypes.byref(found), ctypes.byref(err)), err)
+        return lsn_text(out) if found.value else None
+
     def offset(self, lsn: str) -> dict[str, str]:
         """The reference's offset of ``lsn``: keys in its order."""
         return {"lsn": lsn, "commit_ts": self.commit_ts(lsn)}

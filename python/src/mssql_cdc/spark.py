@@ -52,9 +52,39 @@ def _opt(options: Mapping[str, Any], name: str, default: Any = None) -> Any:
     return lowered.get(name.lower(), default)
 
 
+# The snapshot source's option that backfill() (spark_backfill.py) passes: a
+# wave's planned chunks as JSON [[chunk, token], ...], each a token of the
+# library's snapshot planner; the rows get the chunk's number as ``_chunk``.
+# The package's own, never handed to the library.
+CHUNK_TOKENS = "mssqlCdcChunkTokens"
+
+
 def _source_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """The options Spark passed, without the ones Spark adds itself."""
-    return {k: v for k, v in options.items() if str(k).lower() != "path"}
+    """The options Spark passed, without the ones Spark adds itself and the
+    package's own (CHUNK_TOKENS)."""
+    return {k: v for k, v in options.items()
+            if str(k).lower() not in ("path", CHUNK_TOKENS.lower())}
+
+
+def _chunk_tokens(options: Mapping[str, Any]) -> list[tuple[int, str]] | None:
+    """CHUNK_TOKENS' value checked: [(chunk, token), ...], or None unset."""
+    import json
+    given = _opt(options, CHUNK_TOKENS)
+    if given in (None, ""):
+        return None
+    try:
+        value = json.loads(str(given))
+    except ValueError:
+        value = None
+    if not (isinstance(value, list) and value and all(
+            isinstance(c, list) and len(c) == 2 and type(c[0]) is int and c[0] >= 0
+            and isinstance(c[1], str) for c in value)):
+        raise ValueError(f"option {CHUNK_TOKENS} must be a JSON list of [chunk, token] pairs "
+                         "(backfill() sets it)")
+    if not _opt(options, "snapshotLsn"):
+        raise ValueError(f"option {CHUNK_TOKENS} needs snapshotLsn: the LSN its rows are "
+                         "stamped with, recorded before the read")
+    return [(c, t) for c, t in value]
 
 
 def _num_partitions(options: Mapping[str, Any], default: int | None) -> int:
@@ -162,9 +192,11 @@ class ChangeRange(InputPartition):
 @dataclass
 class SnapshotChunk(InputPartition):
     """One key range of the table and the LSN every row of the snapshot is
-    stamped with (recorded before the read)."""
+    stamped with (recorded before the read); ``chunk``: its number in a
+    backfill's plan (the rows' ``_chunk``), None for a whole snapshot."""
     token: str
     lsn: str
+    chunk: int | None = None
 
 
 class MssqlCdcDataSource(DataSource):
@@ -197,11 +229,17 @@ class MssqlCdcSnapshotDataSource(MssqlCdcDataSource):
         return "mssql_cdc_snapshot"
 
     def schema(self):
-        return _instance_schema(_source_options(self.options))
+        schema = _instance_schema(_source_options(self.options))
+        if _chunk_tokens(self.options) is not None:  # a backfill's wave: + _chunk
+            from pyspark.sql.types import IntegerType
+            schema = schema.add("_chunk", IntegerType())
+        return schema
 
     def reader(self, schema) -> DataSourceReader:
-        return MssqlCdcSnapshotReader(_source_options(self.options), schema,
-                                      self.default_num_partitions)
+        reader = MssqlCdcSnapshotReader(_source_options(self.options), schema,
+                                        self.default_num_partitions)
+        reader.chunks = _chunk_tokens(self.options)
+        return reader
 
 
 class _Reader:
@@ -368,34 +406,59 @@ class MssqlCdcLegacyStreamReader(_StreamReader):
 
 class MssqlCdcSnapshotReader(_Reader, DataSourceReader):
 
-    def partitions(self) -> list[SnapshotChunk]:
-        from . import _native
-        from ._cfg import Error
-        from ._core import Options, check
+    chunks: list[tuple[int, str]] | None = None  # a backfill's wave (CHUNK_TOKENS)
 
+    def partitions(self) -> list[SnapshotChunk]:
+        if self.chunks is not None:  # planned by backfill(): one task a chunk
+            lsn = str(_opt(self.options, "snapshotLsn"))
+            return [SnapshotChunk(token, lsn, chunk) for chunk, token in self.chunks]
         options = {k: v for k, v in self.options.items() if str(k).lower() != "numpartitions"}
         options["numPartitions"] = str(self.num_partitions)
-        lib = _native.lib()
-        opts = Options(options)
-        plan = ctypes.c_void_p()
-        try:
-            err = Error()
-            check(lib.mcdc_snapshot_plan_create(ctypes.byref(plan), opts.handle, 0,
-                                                ctypes.byref(err)), err)
-            lsn = lib.mcdc_snapshot_plan_lsn(plan).decode()
-            return [SnapshotChunk(lib.mcdc_snapshot_plan_token(plan, i).decode(), lsn)
-                    for i in range(lib.mcdc_snapshot_plan_count(plan))]
-        finally:
-            lib.mcdc_snapshot_plan_free(plan)
-            opts.free()
+        lsn, tokens = plan_snapshot(options, 0)
+        return [SnapshotChunk(token, lsn) for token in tokens]
 
     def read(self, partition: SnapshotChunk) -> Iterator:
         lsn = partition.lsn.encode()
 
         def open_stream(lib, out, opts, token, err):
             return lib.mcdc_snapshot_read(out, opts, token, lsn, err)
-        return _batches(_arrow_target(self.schema),
-                        _read_tokens(self.options, [partition.token], open_stream))
+        batches = _read_tokens(self.options, [partition.token], open_stream)
+        if partition.chunk is not None:
+            batches = _with_chunk(batches, partition.chunk)
+        return _batches(_arrow_target(self.schema), batches)
+
+
+def _with_chunk(batches, chunk: int) -> Iterator:
+    """Each batch with ``_chunk`` = chunk appended (one Arrow column, no row
+    through Python)."""
+    import pyarrow as pa
+    for batch in batches:
+        yield batch.append_column(pa.field("_chunk", pa.int32()),
+                                  pa.repeat(pa.scalar(chunk, pa.int32()), batch.num_rows))
+
+
+def plan_snapshot(options: Mapping[str, Any], chunk_rows: int) -> tuple[str, list[str]]:
+    """The library's snapshot plan of the table (mcdc_snapshot_plan_create):
+    the LSN it recorded first and the chunks' tokens in key order; chunk_rows
+    0 cuts numPartitions ranges for one whole read, more cuts chunks of at
+    most about that many rows (a backfill's)."""
+    from . import _native
+    from ._cfg import Error
+    from ._core import Options, check
+
+    lib = _native.lib()
+    opts = Options(options)
+    plan = ctypes.c_void_p()
+    try:
+        err = Error()
+        check(lib.mcdc_snapshot_plan_create(ctypes.byref(plan), opts.handle, int(chunk_rows),
+                                            ctypes.byref(err)), err)
+        return (lib.mcdc_snapshot_plan_lsn(plan).decode(),
+                [lib.mcdc_snapshot_plan_token(plan, i).decode()
+                 for i in range(lib.mcdc_snapshot_plan_count(plan))])
+    finally:
+        lib.mcdc_snapshot_plan_free(plan)
+        opts.free()
 
 
 def _session_cores(spark) -> int | None:

@@ -225,6 +225,23 @@ def open_chunked(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     return None if done is not None and done >= top["min_lsn"] else top
 
 
+def open_standing(rows: list[dict[str, Any]], sink: str, lsn: str) -> dict[str, Any] | None:
+    """The full 'snapshot_open' row a killed run of ``sink``'s re-snapshot
+    wrote that stands for a new read stamped ``lsn``: sink's newest open,
+    full, not completed, at or below ``lsn`` (the caller checks CDC cleanup
+    has not passed it); else None. The completion at ``lsn`` closes it, so
+    readers see one open of the generation, then its resnapshot row."""
+    opened = [r for r in rows if r["event"] == "snapshot_open" and r["app_id"] == sink
+              and r["min_lsn"]]
+    if not opened:
+        return None
+    top = max(opened, key=lambda r: r["min_lsn"])
+    done = done_max(rows, sink)
+    if is_chunked(top) or top["min_lsn"] > lsn or (done is not None and done >= top["min_lsn"]):
+        return None
+    return top
+
+
 def switch_owed(rows: list[dict[str, Any]], sink: str
                 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """The snapshot on switch generation ``sink`` still owes: its newest
@@ -380,10 +397,17 @@ def recover(cdc, target: str, app_id: str, checkpoint: str, facts_table: str,
             if snap is None:
                 lsn = positions.max_lsn()
                 snap = {"lsn": lsn, "commit_ts": positions.commit_ts(lsn)}
-                tables.write_facts(cdc.spark, facts_table, [event_row(
-                    next_sink, "snapshot_open", snap, target,
-                    detail=open_detail("full", "resnapshot", n + 1, lost_from, lost_to),
-                    lost_from=lost_from, lost_to=lost_to)], None, 0, checked)
+                # a run killed after its open row (and before its rows): that row stands
+                prev = open_standing(rows, next_sink, lsn)
+                if prev is not None and not _snapshot_gone(positions, prev["min_lsn"]):
+                    log.info("mssql_cdc: re-snapshot of generation %d: the snapshot_open row a "
+                             "killed run wrote at %s stands for this one (stamped %s)", n + 1,
+                             prev["min_lsn"], lsn)
+                else:
+                    tables.write_facts(cdc.spark, facts_table, [event_row(
+                        next_sink, "snapshot_open", snap, target,
+                        detail=open_detail("full", "resnapshot", n + 1, lost_from, lost_to),
+                        lost_from=lost_from, lost_to=lost_to)], None, 0, checked)
                 count = cdc.reading_newest(rows)._read_full(target, lsn, app_id, checked)
             if _snapshot_gone(positions, snap["lsn"]):
                 write_state(checkpoint, {**current, "failed_at": _now_aware()})

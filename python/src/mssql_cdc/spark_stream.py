@@ -15,15 +15,15 @@ driver's planner met (DDL, a capture instance switch, a skipped gap) come
 the same way and are written as the CLI's facts rows in the batch's commit.
 
 ``on_data_loss="resnapshot"`` (generations) and ``snapshot_on_switch`` are
-mssql_cdc.spark_recovery's, as `mssql-cdc stream` does them. ``backfill``
-reads an open chunked snapshot in one wave."""
+mssql_cdc.spark_recovery's, as `mssql-cdc stream` does them; ``backfill``,
+an open chunked snapshot read in paced waves, mssql_cdc.spark_backfill's."""
 from __future__ import annotations
 
 import logging
 import os
 import time
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from . import _spark_metrics as metrics
@@ -48,10 +48,12 @@ def _without(options: Mapping[str, Any], *names: str) -> dict[str, Any]:
 
 def bronze_rows(df, batch_id: int | None, snapshot: str | None = None, chunk=None):
     """``df`` with the columns every bronze writer adds last: ``_batch_id``,
-    ``_snapshot`` and ``_chunk`` (a Column, or NULL)."""
+    ``_snapshot`` and ``_chunk`` (a Column, or NULL; a backfill's wave
+    reads its ``_chunk`` with the rows)."""
     from pyspark.sql import functions as F
     return df.select(
-        *(F.col("`" + c.replace("`", "``") + "`") for c in df.columns),
+        *(F.col("`" + c.replace("`", "``") + "`") for c in df.columns
+          if c not in ("_batch_id", "_snapshot", "_chunk")),
         F.lit(batch_id).cast("int").alias("_batch_id"),
         F.lit(snapshot).cast("string").alias("_snapshot"),
         (F.lit(None) if chunk is None else chunk).cast("int").alias("_chunk"))
@@ -300,18 +302,22 @@ class CdcStream:
     def seed(self, target: str, df, as_of: str | datetime, *, app_id: str | None = None,
              facts_table: str | None = None, allow_missing_columns: bool = False,
              reseed: bool = False) -> Offset:
-        """Appends ``df``, a copy of the table read after ``as_of`` (an LSN,
-        "0x..."), to ``target`` as its snapshot; returns its offset."""
+        """Appends ``df``, a copy of the table read after ``as_of``, to
+        ``target`` as its snapshot; returns its offset. ``as_of``: when the
+        copy started being read, a UTC datetime (an aware one is converted)
+        or ISO 8601 text of one ("2026-12-01T10:00:00Z"), mapped to the last
+        commit at or before it, to the second, on the server's clock (as
+        ``mssql-cdc seed --as-of``); or an LSN ("0x...") recorded before
+        the copy. No commit at or before the time held, or the changes
+        after it purged: DataLossError; a time after the server's clock or
+        an LSN past max_lsn: ValueError."""
         from pyspark.sql import functions as F
 
         from .spark import _spark_schema
-        if isinstance(as_of, datetime):
-            raise ValueError("the Spark binding's seed takes as_of as an LSN ('0x...'): map the "
-                             "time with sys.fn_cdc_map_time_to_lsn, or use mssql-cdc seed")
-        lsn = str(as_of).strip()
         held = None if reseed else self._held_snapshot(target)
         if held:
             return self._offset(held)
+        lsn = self._as_of_lsn(as_of)
         offset = self._offset(lsn)
         schema = _spark_schema(_without(self.options, "metricsPath"))
         given = {c.lower(): c for c in df.columns}
@@ -338,6 +344,53 @@ class CdcStream:
         rows = out.count() if facts_table else 0
         self._event(facts_table, app_id, "bootstrap", lsn, target, f"{app_id}#events", 0, rows)
         return offset
+
+    def _as_of_lsn(self, as_of: str | datetime) -> str:
+        """seed()'s as_of as the LSN its copy is stamped with, proved: a
+        time mapped on the server, an LSN parsed; not past max_lsn, the
+        changes after it not purged."""
+        from ._positions import Positions, lsn_text, lsn_value
+        from .errors import DataLossError
+        given = as_of.strip() if isinstance(as_of, str) else as_of
+        at = None
+        if isinstance(given, datetime):
+            at = given
+        elif not isinstance(given, str) or not given:
+            raise ValueError(f"as_of must be a datetime, a UTC time or an LSN ('0x...'), not "
+                             f"{as_of!r}")
+        elif given[:2].lower() != "0x":
+            try:
+                at = datetime.fromisoformat(given[:-1] + "+00:00" if given[-1:] in "zZ"
+                                            else given)
+            except ValueError:
+                raise ValueError(f"as_of {as_of!r} is neither an LSN (0x + 20 hex digits) nor a "
+                                 "UTC time (YYYY-MM-DDTHH:MM:SS[Z|+hh:mm])") from None
+        p = Positions(self.source_options())
+        try:
+            if at is None:
+                lsn = lsn_text(lsn_value(given))
+            else:
+                if at.tzinfo is not None:
+                    at = at.astimezone(timezone.utc).replace(tzinfo=None)
+                us = (at - datetime(1970, 1, 1)) // timedelta(microseconds=1)
+                found = p.commit_at(us)
+                if found is None:
+                    raise DataLossError(
+                        f"as_of {as_of}: no commit of the database at or before it is in "
+                        "cdc.lsn_time_mapping (CDC cleanup passed it, or CDC was enabled "
+                        "later): the changes since the copy are gone; take a snapshot instead")
+                lsn = found
+            top = p.max_lsn()
+            if lsn > top:
+                raise ValueError(f"as_of {as_of} is beyond the server's max_lsn {top}: a copy "
+                                 "cannot be newer than the changes captured so far")
+            if recovery._purged_after(p, lsn):
+                raise DataLossError(f"as_of {as_of} ({lsn}): CDC cleanup purged changes after "
+                                    "it, so the stream cannot go on from the copy; take a "
+                                    "snapshot instead")
+        finally:
+            p.close()
+        return lsn
 
     def _open_chunked(self, target: str, app_id: str, facts_table: str, *,
                       sink: str | None = None, generation: int = 0, kind: str = "bootstrap",
@@ -385,66 +438,24 @@ class CdcStream:
                  max_seconds: float | None = None, target_wave_seconds: float | None = None,
                  min_headroom_hours: float | None = None,
                  isolation: str | None = None) -> BackfillStatus:
-        """Reads the open chunked snapshot of ``app_id`` (opened by
-        ``to_delta(..., snapshot="chunked")``) through the snapshot source,
-        its ``numPartitions`` key ranges being the chunks, stamped with S;
-        appends them to ``target`` (``_snapshot`` S, ``_chunk``), records a
-        'snapshot_plan' row, one 'snapshot_chunk' row per chunk and the
-        closing 'bootstrap' row. One wave: call it once, or again (a no-op
-        once done)."""
-        import json
-
-        from pyspark.sql import functions as F
-        facts_rows = recovery.stream_rows(self.spark, facts_table, app_id)
-        top = recovery.open_chunked(facts_rows)
-        if top is None:
-            return {"snapshot": None, "chunks_done": 0, "chunks_total": None, "done": False,
-                    "paused": False, "state": "no_snapshot",
-                    "reason": f"no chunked snapshot of {app_id} is open in {facts_table}"}
-        # the newest open (of any generation, or a switch's): its sink writes its rows, and
-        # its kind the completion (a re-snapshot's is 'resnapshot')
-        lsn, sink, info = top["min_lsn"], top["app_id"], top["info"]
-        generation = int(info.get("generation") or 0)
-        kind = info.get("kind") or ("resnapshot" if generation else "bootstrap")
-        done_txn = ((f"{app_id}#snapdone.{lsn}", 0) if "switch_batch_id" in info
-                    else (f"{app_id}#events", generation))
-        lost = {"lost_from": recovery.iso_ms(top["lost_from_ts"]),
-                "lost_to": recovery.iso_ms(top["lost_to_ts"])}
-        extra = {} if isolation is None else {"snapshotIsolation": str(isolation)}
-        df = self.reading_newest(facts_rows)._snapshot_source(lsn, **extra)
-        try:
-            total: int | None = df.rdd.getNumPartitions()  # the planned chunks, empty ones too
-        except Exception:  # noqa: BLE001 - Spark Connect has no RDDs: the chunks that read rows
-            total = None
-        out = bronze_rows(df, None, lsn, F.spark_partition_id()).persist()
-        try:
-            counts = dict(out.groupBy("_chunk").count().collect())
-            total = total or (max(counts) + 1 if counts else 1)
-            keys = {"snapshot": lsn, "kind": "bootstrap", "chunk_count": total}
-            self._event(facts_table, app_id, "snapshot_plan", lsn, target,
-                        f"{app_id}#snapplan.{lsn}", 0, detail=keys, sink=sink)
-            _write_bronze(out, target, f"{app_id}#snapshot.{lsn}", 0)
-            rows = sum(counts.values())
-            now = tables.utc_now()
-            top = self._offset(self._max_lsn())
-            at = self._offset(lsn)["commit_ts"]
-            stamp = datetime.fromisoformat(at) if at else None
-            chunk_rows_ = [{
-                "app_id": sink, "rows": int(counts.get(i, 0)), "min_lsn": lsn,
-                "max_lsn": top["lsn"], "end_lsn": lsn, "min_commit_ts": stamp,
-                "max_commit_ts": stamp, "end_commit_ts": stamp, "event": "snapshot_chunk",
-                "deletes": 0, "inserts": 0, "updates": 0, "target": target, "written_at": now,
-                "detail": json.dumps({"snapshot": lsn, "wave": 0, "chunk": i,
-                                      "last": i == total - 1})} for i in range(total)]
-            tables.write_facts(self.spark, facts_table, chunk_rows_, f"{app_id}#snapchunks.{lsn}",
-                               0)
-            self._event(facts_table, app_id, kind, lsn, target, *done_txn, rows,
-                        detail={"snapshot": lsn, "chunks": total, "rows": rows, "last_lsn": lsn},
-                        sink=sink, **lost)
-        finally:
-            out.unpersist()
-        return {"snapshot": lsn, "chunks_done": total, "chunks_total": total, "done": True,
-                "paused": False, "state": "done", "reason": None}
+        """Reads the newest open chunked snapshot of ``app_id``'s stream
+        (``to_delta(..., snapshot="chunked")`` opens one) in waves of
+        chunks of at most about ``chunk_rows`` rows (1,000,000), whole
+        rounds of ``numPartitions`` chunks a wave, as ``mssql-cdc
+        backfill`` does (mssql_cdc.spark_backfill): the first call plans
+        every chunk; each wave is stamped with max_lsn before its read,
+        appended in one commit and recorded as 'snapshot_chunk' rows; after
+        the last chunk, the 'bootstrap' (or 'resnapshot') row. ``max_waves``
+        and ``max_seconds`` bound one call (state "running": call again);
+        ``target_wave_seconds`` (300; 0: one round) paces the waves;
+        ``min_headroom_hours`` pauses while the stream's retention headroom
+        is below it; ``isolation``: "snapshot" or "readCommitted" (the
+        stream's isolationLevel when None)."""
+        from .spark_backfill import backfill
+        return backfill(self, target, app_id=app_id, facts_table=facts_table,
+                        chunk_rows=chunk_rows, max_waves=max_waves, max_seconds=max_seconds,
+                        target_wave_seconds=target_wave_seconds,
+                        min_headroom_hours=min_headroom_hours, isolation=isolation)
 
     # ---- the stream ------------------------------------------------------
     def to_delta(self, target: str, app_id: str, checkpoint: str,
