@@ -75,12 +75,14 @@ $(CLI_OBJ): private INCLUDES := $(CLI_INCLUDES)
 
 # Objects are rebuilt when the compiler or its flags change (a new
 # -fvisibility or warning must reach every object, not only edited ones).
+# The scratch file is the shell's own, so that two makes (tests run in
+# parallel workers) never rename each other's.
 FLAGS_STAMP := $(BUILD)/compile-flags
 .PHONY: FORCE
 $(FLAGS_STAMP): FORCE
 	@mkdir -p $(dir $@)
-	@echo '$(CC) $(CFLAGS)' > $@.tmp
-	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+	@t=$@.tmp.$$$$; echo '$(CC) $(CFLAGS)' > $$t; \
+	    if cmp -s $$t $@; then rm -f $$t; else mv -f $$t $@; fi
 
 $(BUILD)/obj/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
