@@ -19,10 +19,10 @@ typedef struct probe_member {
     bool waiting;          /* in mcdc_runtime_probe_wait */
     int64_t advance_us;    /* while waiting: behind max from then on wakes it */
     const mcdc_ctx *ctx;   /* while waiting: its stop requests (the driver looks) */
-    /* What a round proved before the newest one, which found rows past its
-     * item's from: that round's max_lsn (has_proven false: none since from
-     * last changed). Its item says whether the newest round found nothing
-     * (then proven to the probe's max): rounds write here only on a move. */
+    /* Up to where the rounds proved its change table empty past its item's
+     * from, CDC cleanup having removed nothing there when they looked
+     * (prove): a max_lsn a round read (has_proven false: none since from
+     * last changed). */
     mcdc_lsn proven_to;
     bool has_proven;
     bool told_refused;     /* its registry entry says the probe was refused */
@@ -555,9 +555,9 @@ void mcdc_runtime_job_chunked_opened(mcdc_job_entry *e, const char *lsn) {
 
 /* The probe of key, made when missing; NULL when out of memory. The
  * probes live as long as the runtime (a database's, once made, stays). */
-static int db_round(void *source, mcdc_probe_item *items, int n, mcdc_lsn *max, bool *max_null,
-                    int *queries, mcdc_error *err) {
-    return mcdc_changes_probe_round(source, items, n, max, max_null, queries, err);
+static int db_round(void *source, mcdc_probe_item *items, int n, bool every, mcdc_lsn *max,
+                    bool *max_null, int *queries, mcdc_error *err) {
+    return mcdc_changes_probe_round(source, items, n, every, max, max_null, queries, err);
 }
 
 const mcdc_probe_seam mcdc_probe_seam_db = {db_round, mcdc_monotonic_us,
@@ -741,6 +741,23 @@ static void round_copy(mcdc_db_probe *p, int n) {
 }
 
 
+/* What a round that found no row in r's change table in (from, max] proves
+ * to m (true: no batch needed to know it). Read after the change tables,
+ * a start_lsn at or below from says that cleanup had removed none of
+ * them (it raises start_lsn before it deletes); one past from, that the
+ * rows from it on were all there: the proof reaches max when the rounds
+ * before had proved the table empty up to it, and else the gap between
+ * (rows that may be gone) is for a batch's retention guard to judge. For
+ * a position at or past max, (from, max] holds nothing anyway. */
+static bool prove(probe_member *m, const mcdc_probe_item *r, const mcdc_lsn *max) {
+    bool purged = mcdc_lsn_cmp(&r->from, max) < 0 && r->has_min &&
+                  !mcdc_lsn_is_zero(&r->min_lsn) && mcdc_lsn_cmp(&r->from, &r->min_lsn) < 0;
+    if (purged && !(m->has_proven && mcdc_lsn_cmp(&r->min_lsn, &m->proven_to) <= 0)) return false;
+    if (!m->has_proven || mcdc_lsn_cmp(&m->proven_to, max) < 0) m->proven_to = *max;
+    m->has_proven = true;
+    return true;
+}
+
 /* Runs a round on a copy of the items, outside the lock (held on entry and
  * on return): the other members keep reading the last round meanwhile
  * rather than queue behind the server. Publishes the answers of the
@@ -754,14 +771,18 @@ static int run_round(mcdc_runtime *rt, mcdc_db_probe *p, void *source, int64_t n
     for (int k = 0; k < n; k++) {
         p->round[k].from = p->items[p->round_at[k]].from;
         p->round[k].ask = true;
+        p->round[k].moved = p->round[k].has_min = false;
     }
+    /* the first round and the retries of a refused one read cdc.change_tables
+     * whatever the positions: a login refused it is told at once */
+    bool every = p->round_us == 0 || p->unusable;
     p->round_same = true;
     p->running = true;
     pthread_mutex_unlock(&p->mu);
     mcdc_lsn max = mcdc_lsn_zero();
     bool was_null = false;
     int queries = 0;
-    int rc = p->seam->round(source, p->round, n, &max, &was_null, &queries, err);
+    int rc = p->seam->round(source, p->round, n, every, &max, &was_null, &queries, err);
     atomic_fetch_add(&rt->probe_rounds, 1);
     atomic_fetch_add(&rt->probe_queries, queries);
     pthread_mutex_lock(&p->mu);
@@ -791,7 +812,6 @@ static int run_round(mcdc_runtime *rt, mcdc_db_probe *p, void *source, int64_t n
                                 "every stream of it again");
     p->unusable = false;
     p->retry_ms = 0;
-    mcdc_lsn was_max = p->max;
     p->max = max;
     p->round_us = now;
     int64_t done_us = p->seam->now_us();
@@ -804,11 +824,8 @@ static int run_round(mcdc_runtime *rt, mcdc_db_probe *p, void *source, int64_t n
         if (i < 0) continue;
         mcdc_probe_item *it = &p->items[i];
         if (mcdc_lsn_cmp(&it->from, &p->round[k].from) == 0) {
-            if (p->round[k].moved && it->ask && !it->moved) { /* keep what was proven */
-                p->mem[i]->proven_to = was_max;
-                p->mem[i]->has_proven = true;
-            }
-            it->moved = p->round[k].moved;
+            /* rows, or rows past from that may be gone: a batch looks */
+            it->moved = p->round[k].moved || !prove(p->mem[i], &p->round[k], &max);
             it->ask = true;
         } else {
             it->ask = false; /* asked about a position it has left */
@@ -969,10 +986,9 @@ bool mcdc_runtime_probe_proven(mcdc_db_probe *p, const void *owner, const mcdc_l
     pthread_mutex_lock(&p->mu);
     int i = 0;
     while (i < p->n && p->owners[i] != owner) i++;
-    bool proven = i < p->n && !p->unusable && mcdc_lsn_cmp(&p->items[i].from, from) == 0;
-    bool newest = proven && p->items[i].ask && !p->items[i].moved;
-    proven = newest || (proven && p->mem[i]->has_proven);
-    if (proven) *max = newest ? p->max : p->mem[i]->proven_to;
+    bool proven = i < p->n && !p->unusable && mcdc_lsn_cmp(&p->items[i].from, from) == 0 &&
+                  p->mem[i]->has_proven;
+    if (proven) *max = p->mem[i]->proven_to;
     pthread_mutex_unlock(&p->mu);
     return proven;
 }

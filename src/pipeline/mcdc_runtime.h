@@ -81,21 +81,25 @@ void mcdc_runtime_job_chunked_opened(mcdc_job_entry *e, const char *lsn);
  * The streams of a runtime that read one database (one connection string)
  * share its probe: a poll within the runtime's probe interval of the last
  * round is answered from it; else the polling stream runs a round on its
- * own control connection for all of them (max_lsn, every instance's
- * min_lsn, which change tables have rows past their positions: at most 3
- * queries, however many streams). Polls of one database wait for each
- * other while a round runs, then read it. */
+ * own control connection for all of them (max_lsn; when some stream is
+ * behind it, which change tables have rows past their positions, then the
+ * start_lsn of the instances some position is behind: one query for a
+ * database all caught up, at most 3 with up to 600 tables behind, however
+ * many streams). Polls of one database wait for each other while a round
+ * runs, then read it. */
 typedef struct mcdc_db_probe mcdc_db_probe;
 /* Where a probe's answers and its time come from, fixed by the join that
  * makes it: the streams give mcdc_probe_seam_db (a round is
  * mcdc_changes_probe_round on the polling stream's mcdc_changes, the clock
  * the monotonic one); the unit tests a fake source, a clock they move and
- * their own look.
- * round's source is what the poll was given. A sleep in the probe lasts its
+ * their own look. round's source is what the poll was given; every: it
+ * reads cdc.change_tables whatever the positions (a probe's first round
+ * and its retries after a refusal: a login that may not read it is
+ * refused at once, not at the first change). A sleep in the probe lasts its
  * span on now_us's clock as long on the real one. */
 typedef struct mcdc_probe_seam {
-    int (*round)(void *source, mcdc_probe_item *items, int n, mcdc_lsn *max, bool *max_null,
-                 int *queries, mcdc_error *err);
+    int (*round)(void *source, mcdc_probe_item *items, int n, bool every, mcdc_lsn *max,
+                 bool *max_null, int *queries, mcdc_error *err);
     int64_t (*now_us)(void);
     int64_t look_ms; /* MCDC_PROBE_WAIT_LOOK_MS: how often a sleeper looks for stops itself */
 } mcdc_probe_seam;
@@ -108,9 +112,14 @@ int mcdc_runtime_probe_join(mcdc_runtime *rt, const char *db_key, const void *ow
                             mcdc_error *err);
 void mcdc_runtime_probe_leave(mcdc_runtime *rt, mcdc_db_probe *p, const void *owner);
 /* owner's poll from its position from: *max the database's max_lsn and
- * *moved whether its change table has a row in (from, max] (a member
- * behind max whose position no round asked about waits for the running
- * round, then runs one: every answer is about from). A round
+ * *moved whether its change table may have a row in (from, max]: a round
+ * found one, or CDC cleanup passed from and no round proved (the
+ * retention guard's input, mcdc_runtime_probe_proven) that nothing was
+ * there below its new start_lsn: a batch then looks, and its retention
+ * guard decides (a member behind max whose position no round asked about
+ * waits for the running round, then runs one: every answer is about
+ * from). Not moved and behind max: the rounds proved (from, max] empty. A
+ * round
  * the login may not run (cdc.change_tables or a change table refused) makes
  * the probe unusable: *usable false, and the stream polls on its own until
  * a poll after the back-off (MCDC_PROBE_RETRY_FIRST_MS, doubling) runs a
@@ -138,10 +147,6 @@ bool mcdc_runtime_probe_wait(mcdc_runtime *rt, mcdc_db_probe *p, const void *own
 /* owner plans a batch: it gives the drive (mcdc_runtime_probe_wait) to a
  * member still waiting, if it holds it. */
 void mcdc_runtime_probe_busy(mcdc_db_probe *p, const void *owner);
-/* Whether a round found nothing past from in owner's change table; *max
- * then the database's max_lsn the newest such round read: the change table
- * has no row in (from, *max] (what the stream is caught up to while it
- * sleeps, for a host's lag; what CDC cleanup may pass without loss). */
 /* What a probe is doing now, for the unit tests: its members, those
  * waiting, the driver and the deputy (NULL: none), whether it is refused, and the
  * back-off: when a poll tries a round again (the seam's clock) and the
@@ -153,6 +158,11 @@ typedef struct mcdc_probe_state {
     int64_t retry_us, retry_ms;
 } mcdc_probe_state;
 void mcdc_runtime_probe_state(mcdc_db_probe *p, mcdc_probe_state *out);
+/* Whether the rounds proved owner's change table empty past from; *max
+ * then up to where: it has no row in (from, *max] and had none there when
+ * they looked, CDC cleanup having removed none of them (what the stream is
+ * caught up to while it sleeps, for a host's lag; what a later cleanup
+ * may pass without loss). */
 bool mcdc_runtime_probe_proven(mcdc_db_probe *p, const void *owner, const mcdc_lsn *from,
                                mcdc_lsn *max);
 

@@ -1956,7 +1956,9 @@ static int min_row(void *ctx, const mcdc_batch *b, int64_t row, mcdc_error *err)
     }
     if (lo == a->n || strcmp(a->by_ci[lo]->ci, ci) != 0) return MCDC_OK;
     mcdc_lsn min;
-    if (mcdc_lsn_parse_cstr(&min, lsn, err) != MCDC_OK) return MCDC_E_PROTOCOL;
+    if (mcdc_lsn_parse_cstr(&min, lsn, NULL) != MCDC_OK)
+        return mcdc_error_set(err, MCDC_E_PROTOCOL, "the server's start_lsn of %s is not an LSN",
+                              ci);
     for (int i = lo; i < a->n && strcmp(a->by_ci[i]->ci, ci) == 0; i++) {
         a->by_ci[i]->min_lsn = min; /* every stream of that instance */
         a->by_ci[i]->has_min = true;
@@ -1964,7 +1966,8 @@ static int min_row(void *ctx, const mcdc_batch *b, int64_t row, mcdc_error *err)
     return MCDC_OK;
 }
 
-int mcdc_cdc_probe_min_lsns(mcdc_cdc_client *c, mcdc_probe_item *items, int n, mcdc_error *err) {
+int mcdc_cdc_probe_min_lsns(mcdc_cdc_client *c, mcdc_probe_item *items, int n,
+                            const mcdc_lsn *above, mcdc_error *err) {
     for (int i = 0; i < n; i++) items[i].has_min = false;
     probe_acc a = {items, n, mcdc_calloc((size_t)n + 1, sizeof(mcdc_probe_item *))};
     if (a.by_ci == NULL) return mcdc_error_set(err, MCDC_E_NOMEM, "out of memory");
@@ -1974,12 +1977,20 @@ int mcdc_cdc_probe_min_lsns(mcdc_cdc_client *c, mcdc_probe_item *items, int n, m
         sorted = sorted && (i == 0 || strcmp(items[i - 1].ci, items[i].ci) <= 0);
     }
     if (!sorted) qsort(a.by_ci, (size_t)n, sizeof *a.by_ci, by_ci_cmp);
+    char hex[MCDC_LSN_TEXT_LEN + 1];
+    const char *p[1] = {hex};
+    if (above) mcdc_lsn_format(above, hex);
+    /* the bound leaves out every instance whose start_lsn no position is
+     * behind: the rows of an idle database, whose cleanup keeps days */
     int rc = for_each_row(c,
-                          "SELECT capture_instance, CONVERT(varchar(22), start_lsn, 1) AS start_lsn "
-                          "FROM cdc.change_tables",
-                          NULL, 0, min_row, &a, err);
+                          above ? "SELECT t.capture_instance, CONVERT(varchar(22), t.start_lsn, 1) "
+                                  "AS start_lsn FROM cdc.change_tables AS t WHERE t.start_lsn > "
+                                  "CONVERT(binary(10), ?, 1)"
+                                : "SELECT t.capture_instance, CONVERT(varchar(22), t.start_lsn, 1) "
+                                  "AS start_lsn FROM cdc.change_tables AS t",
+                          above ? p : NULL, above ? 1 : 0, min_row, &a, err);
     mcdc_free(a.by_ci);
-    return rc ? mcdc_error_wrap(err, "reading every capture instance's min_lsn") : MCDC_OK;
+    return rc ? mcdc_error_wrap(err, "reading the capture instances' min_lsn") : MCDC_OK;
 }
 
 static int moved_row(void *ctx, const mcdc_batch *b, int64_t row, mcdc_error *err) {

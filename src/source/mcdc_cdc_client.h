@@ -346,18 +346,20 @@ int mcdc_cdc_table_columns(mcdc_table_column **out, int *out_n, mcdc_cdc_client 
                            const char *source_schema, const char *source_table, mcdc_error *err);
 void mcdc_table_columns_free(mcdc_table_column *v, int n);
 
-/* The probe of many capture instances (mcdc_changes_probe_round): every
- * item's start_lsn from cdc.change_tables (has_min false when not listed),
- * and which asked items have a change-table row in (from, max]: one query
- * per MCDC_PROBE_BRANCHES_MAX asked items behind max, *queries counting
- * them. Each branch takes 3 parameters: 600 keep a query at 1,800, under
- * SQL Server's 2,100 per request should they ever travel as RPC
- * parameters (they are inlined today), and its UNION ALL small enough to
- * compile quickly. */
+/* The probe of many capture instances (mcdc_changes_probe_round).
+ * mcdc_cdc_probe_min_lsns: the start_lsn of cdc.change_tables of every item
+ * listed there past above (NULL: every item listed); has_min false for the
+ * others. The matching is by name whatever the order of the items and of
+ * the server's rows. mcdc_cdc_probe_moved: which asked items have a
+ * change-table row in (from, max]: one query per MCDC_PROBE_BRANCHES_MAX
+ * asked items behind max, *queries counting them. Each branch takes 3
+ * parameters: 600 keep a query at 1,800, under SQL Server's 2,100 per
+ * request should they ever travel as RPC parameters (they are inlined
+ * today), and its UNION ALL small enough to compile quickly. */
 #define MCDC_PROBE_BRANCHES_MAX 600
 struct mcdc_probe_item;
 int mcdc_cdc_probe_min_lsns(mcdc_cdc_client *c, struct mcdc_probe_item *items, int n,
-                            mcdc_error *err);
+                            const mcdc_lsn *above, mcdc_error *err);
 int mcdc_cdc_probe_moved(mcdc_cdc_client *c, struct mcdc_probe_item *items, int n,
                          const mcdc_lsn *max, int *queries, mcdc_error *err);
 

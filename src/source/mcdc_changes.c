@@ -612,28 +612,35 @@ int mcdc_changes_change_table_rows(mcdc_changes *c, mcdc_change_table_rows **out
     return rc;
 }
 
-static int probe_round(mcdc_changes *c, mcdc_probe_item *items, int n, mcdc_lsn *max,
+/* The change tables are read before cdc.change_tables: a cleanup raises an
+ * instance's start_lsn before it deletes the rows below it, so a start_lsn
+ * read afterwards at or below an item's position says that none of its rows
+ * past it had gone when its change table was found empty there. */
+static int probe_round(mcdc_changes *c, mcdc_probe_item *items, int n, bool every, mcdc_lsn *max,
                        bool *max_null, int *queries, mcdc_error *err) {
     (*queries)++;
     int rc = mcdc_cdc_max_lsn(max, max_null, c->client, err);
-    if (rc == MCDC_OK) {
-        (*queries)++;
-        rc = mcdc_cdc_probe_min_lsns(c->client, items, n, err);
+    const mcdc_lsn *lowest = NULL; /* the lowest position behind max asked about */
+    for (int i = 0; i < n; i++) {
+        items[i].moved = items[i].has_min = false;
+        if (rc == MCDC_OK && items[i].ask && mcdc_lsn_cmp(&items[i].from, max) < 0 &&
+            (lowest == NULL || mcdc_lsn_cmp(&items[i].from, lowest) < 0))
+            lowest = &items[i].from;
     }
-    for (int i = 0; i < n; i++) items[i].moved = false;
-    bool any = false;
-    for (int i = 0; i < n && rc == MCDC_OK; i++)
-        any |= items[i].ask && mcdc_lsn_cmp(&items[i].from, max) < 0;
-    if (rc == MCDC_OK && any) rc = mcdc_cdc_probe_moved(c->client, items, n, max, queries, err);
+    if (rc == MCDC_OK && lowest) rc = mcdc_cdc_probe_moved(c->client, items, n, max, queries, err);
+    if (rc == MCDC_OK && (lowest || every)) {
+        (*queries)++;
+        rc = mcdc_cdc_probe_min_lsns(c->client, items, n, lowest, err);
+    }
     return rc;
 }
 
-int mcdc_changes_probe_round(mcdc_changes *c, mcdc_probe_item *items, int n, mcdc_lsn *max,
-                             bool *max_null, int *queries, mcdc_error *err) {
+int mcdc_changes_probe_round(mcdc_changes *c, mcdc_probe_item *items, int n, bool every,
+                             mcdc_lsn *max, bool *max_null, int *queries, mcdc_error *err) {
     MCDC_ASSERT(n >= 0 && (n == 0 || items != NULL));
     int rc;
     *queries = 0; /* a retried round counts every statement it sent */
-    CONTROL_CALL(rc, c, err, probe_round(c, items, n, max, max_null, queries, err));
+    CONTROL_CALL(rc, c, err, probe_round(c, items, n, every, max, max_null, queries, err));
     return rc;
 }
 

@@ -99,18 +99,23 @@ typedef struct mcdc_probe_item {
     mcdc_lsn from;     /* its position: rows after it count */
     bool ask;          /* in the round's "which change tables moved" query */
     bool moved;        /* out (when asked): its change table has a row in (from, max] */
-    bool has_min;      /* out: cdc.change_tables lists it */
-    mcdc_lsn min_lsn;  /* out: its start_lsn there (what cleanup keeps) */
+    bool has_min;      /* out: cdc.change_tables lists it with a start_lsn the round read */
+    mcdc_lsn min_lsn;  /* out: that start_lsn (what cleanup keeps) */
 } mcdc_probe_item;
 /* One round on c's control connection: *max = sys.fn_cdc_get_max_lsn()
- * (zero, *max_null, when capture never wrote); every item's min_lsn from
- * cdc.change_tables in one query; and, when some item is asked and from <
- * max, a UNION ALL of a TOP (1) read of each asked change table past its
- * position, one query per MCDC_PROBE_BRANCHES_MAX of them (items not asked
- * or already at max: moved = false). *queries: the statements sent (2, or
- * 3 with up to 600 tables behind). Retried as c's control queries are. */
-int mcdc_changes_probe_round(mcdc_changes *c, mcdc_probe_item *items, int n, mcdc_lsn *max,
-                             bool *max_null, int *queries, mcdc_error *err);
+ * (zero, *max_null, when capture never wrote); when some item is asked and
+ * from < max, a UNION ALL of a TOP (1) read of each asked change table past
+ * its position, one query per MCDC_PROBE_BRANCHES_MAX of them (items not
+ * asked or already at max: moved = false), then, in one query after them,
+ * the start_lsn of every instance past the lowest of those positions (the
+ * others: has_min false; an item asked behind max with no start_lsn read
+ * past its position lost no row past it to a cleanup before its read).
+ * every: that last query runs whatever the positions, for every instance
+ * (the round proves the login may read cdc.change_tables). *queries: the
+ * statements sent (1 for a database all caught up, 3 with up to 600 tables
+ * behind). Retried as c's control queries are. */
+int mcdc_changes_probe_round(mcdc_changes *c, mcdc_probe_item *items, int n, bool every,
+                             mcdc_lsn *max, bool *max_null, int *queries, mcdc_error *err);
 /* The server's clock now, UTC microseconds. */
 int mcdc_changes_server_now(mcdc_changes *c, int64_t *utc_us, mcdc_error *err);
 /* startingLsn resolved: earliest = decrement(min_lsn), latest = max_lsn, or

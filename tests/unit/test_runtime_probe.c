@@ -26,6 +26,11 @@ typedef struct fake_db {
     int64_t round_clock_us;    /* the seam's clock at the last round's start */
     bool asked_rows_for;       /* the last round asked about rows_for's table... */
     uint64_t asked_from;       /* ...from this position */
+    /* CDC cleanup: the start_lsn of these instances (0: never cleaned) */
+    uint64_t start_of[2];
+    char start_ci[2][32];
+    bool every;                /* the last round was asked to read every start_lsn */
+    int64_t every_rounds;      /* rounds so asked */
 } fake_db;
 
 static _Atomic int64_t clock_skip_us; /* the test's clock runs this far ahead */
@@ -46,12 +51,14 @@ static uint64_t low_of(const mcdc_lsn *l) {
     return lo;
 }
 
-static int fake_round(void *source, mcdc_probe_item *items, int n, mcdc_lsn *max, bool *max_null,
-                      int *queries, mcdc_error *err) {
+static int fake_round(void *source, mcdc_probe_item *items, int n, bool every, mcdc_lsn *max,
+                      bool *max_null, int *queries, mcdc_error *err) {
     fake_db *db = source;
     pthread_mutex_lock(&db->mu);
     while (db->gate) pthread_cond_wait(&db->lowered, &db->mu);
     db->rounds++;
+    db->every = every;
+    db->every_rounds += every;
     db->round_clock_us = fake_now();
     *queries = 2;
     *max_null = false;
@@ -68,6 +75,11 @@ static int fake_round(void *source, mcdc_probe_item *items, int n, mcdc_lsn *max
                 db->asked_rows_for = true;
                 db->asked_from = low_of(&items[i].from);
             }
+            for (int c = 0; c < 2; c++)
+                if (db->start_of[c] && strcmp(items[i].ci, db->start_ci[c]) == 0) {
+                    items[i].has_min = true;
+                    items[i].min_lsn = lsn_of(db->start_of[c]);
+                }
         }
     }
     pthread_mutex_unlock(&db->mu);
@@ -88,6 +100,14 @@ static void fake_set(fake_db *db, uint64_t max, const char *rows_for) {
     pthread_mutex_lock(&db->mu);
     db->max = max;
     snprintf(db->rows_for, sizeof db->rows_for, "%s", rows_for);
+    pthread_mutex_unlock(&db->mu);
+}
+
+/* CDC cleanup raises ci's start_lsn to start (slot c of two). */
+static void fake_cleanup(fake_db *db, int c, const char *ci, uint64_t start) {
+    pthread_mutex_lock(&db->mu);
+    snprintf(db->start_ci[c], sizeof db->start_ci[c], "%.31s", ci);
+    db->start_of[c] = start;
     pthread_mutex_unlock(&db->mu);
 }
 
@@ -285,6 +305,62 @@ TEST(runtime_probe_rows_for_one_member_wake_only_it) {
     fixture_stop(&f);
 }
 
+/* What the rounds prove for the retention guard (a batch may accept a
+ * cleanup up to there: nothing was lost) holds only while cleanup had
+ * removed nothing past a member's position when its change table was found
+ * empty: a start_lsn past it leaves the proof where the rounds before had
+ * it unless that covers the new start_lsn, and the member is told to plan
+ * a batch (whose guard then judges the gap) rather than that it is idle. */
+TEST(runtime_probe_a_cleanup_past_a_position_is_proven_or_planned) {
+    probe_fixture f;
+    fixture_start(&f, &fake_seam, 10, 10);
+    settle(&f);
+    /* only the first round read every start_lsn (no position behind since) */
+    pthread_mutex_lock(&f.db.mu);
+    CHECK_EQ_INT(f.db.every_rounds, 1);
+    CHECK(!f.db.every);
+    pthread_mutex_unlock(&f.db.mu);
+    /* the database moves to 20, no member's table: all proven empty to 20 */
+    fake_set(&f.db, 20, "");
+    for (int i = 0; i < MEMBERS; i++) {
+        mcdc_lsn from = lsn_of(10), to = lsn_of(0);
+        WAIT_UNTIL(mcdc_runtime_probe_proven(f.p, &f.m[i], &from, &to) && low_of(&to) == 20);
+        CHECK(mcdc_runtime_probe_proven(f.p, &f.m[i], &from, &to));
+        CHECK_EQ_INT(low_of(&to), 20);
+    }
+    /* a cleanup to 25 for member a (rows in (20, 25) may have been purged
+     * before any round saw them), to 20 for member b (the rounds had seen
+     * nothing there); then the database moves to 30, nothing found */
+    int a = 1, b = 2;
+    atomic_store(&f.m[a].hold, true);
+    atomic_store(&f.m[b].hold, true);
+    int moved_b = atomic_load(&f.m[b].moved);
+    fake_cleanup(&f.db, 0, f.m[a].ci, 25);
+    fake_cleanup(&f.db, 1, f.m[b].ci, 20);
+    fake_set(&f.db, 30, "");
+    WAIT_UNTIL(atomic_load(&f.m[a].busy));
+    /* a plans a batch from 10 (its guard sees the gap); its proof stays */
+    CHECK(atomic_load(&f.m[a].busy));
+    CHECK_EQ_INT(atomic_load(&f.m[a].moved), 1);
+    CHECK_EQ_INT(atomic_load(&f.m[a].moved_from), 10);
+    CHECK_EQ_INT(atomic_load(&f.m[a].moved_max), 30);
+    mcdc_lsn from = lsn_of(10), to = lsn_of(0);
+    CHECK(mcdc_runtime_probe_proven(f.p, &f.m[a], &from, &to));
+    CHECK_EQ_INT(low_of(&to), 20);
+    /* b and the others: proven to 30, and idle */
+    for (int i = 0; i < MEMBERS; i++) {
+        if (i == a) continue;
+        WAIT_UNTIL(mcdc_runtime_probe_proven(f.p, &f.m[i], &from, &to) && low_of(&to) == 30);
+        CHECK(mcdc_runtime_probe_proven(f.p, &f.m[i], &from, &to));
+        CHECK_EQ_INT(low_of(&to), 30);
+    }
+    CHECK_EQ_INT(atomic_load(&f.m[b].moved), moved_b);
+    CHECK(!atomic_load(&f.m[b].busy));
+    atomic_store(&f.m[a].hold, false);
+    atomic_store(&f.m[b].hold, false);
+    fixture_stop(&f);
+}
+
 TEST(runtime_probe_driver_leaving_hands_the_drive_on) {
     probe_fixture f;
     fixture_start(&f, &fake_seam, 10, 10);
@@ -404,6 +480,9 @@ TEST(runtime_probe_refused_wakes_everyone_and_backs_off_doubling) {
         atomic_store(&clock_skip_us, atomic_load(&clock_skip_us) + 1100 * 1000);
         WAIT_UNTIL(fake_rounds(&f.db) > r0);
         CHECK_EQ_INT(fake_rounds(&f.db), r0 + 1);
+        pthread_mutex_lock(&f.db.mu);
+        CHECK(f.db.every); /* a retry reads cdc.change_tables whatever the positions */
+        pthread_mutex_unlock(&f.db.mu);
         polls = atomic_load(&f.m[0].refused);
         WAIT_UNTIL(atomic_load(&f.m[0].refused) >= polls + 5);
         CHECK_EQ_INT(fake_rounds(&f.db), r0 + 1);
