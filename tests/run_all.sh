@@ -35,7 +35,7 @@ run_suite() { # name, command...
   rm -f "$out"
 }
 # each suite's line ends with its wall seconds, the builds' and the whole
-# run's are printed too: CI must stay well within 30 minutes on 2 cores
+# run's are printed too: CI must stay well within 45 minutes on 2 cores
 t_start=$SECONDS
 make -j"$JOBS" all || { echo "tests: 0 passed, 1 failed"; exit 1; }
 make -j"$JOBS" CC=clang BUILD=build-clang all >/dev/null || { echo "clang build failed"; echo "tests: 0 passed, 1 failed"; exit 1; }
@@ -76,8 +76,11 @@ run_suite fuzz-corpus env FUZZ_SECONDS=0 scripts/fuzz.sh --regress
 # size (about a minute), so that none rots unseen (make bench measures).
 run_suite bench bench/smoke.sh
 if ls tests/interop/test_*.py >/dev/null 2>&1; then
-  # the slowest tests are listed at the end, to see where CI time goes
-  run_suite interop .venv/bin/python -m pytest -q --durations=25 tests/interop
+  # on $JOBS workers, each test file on one of them and the files that start a
+  # JVM on one (tests/interop/conftest.py); the slowest tests are listed at
+  # the end, to see where CI time goes
+  run_suite interop .venv/bin/python -m pytest -q -n "$JOBS" --dist loadgroup --durations=25 \
+    tests/interop
 fi
 echo "== all suites and builds: $((SECONDS - t_start)) s"
 echo "tests: $total_pass passed, $total_fail failed"
