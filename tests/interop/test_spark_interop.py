@@ -653,14 +653,24 @@ def test_delta_string_encodings_we_choose_are_read_by_spark_deltalake_duckdb(spa
     """Strings our writer stores as DELTA_BYTE_ARRAY (increasing LSN texts:
     each value keeps only what differs from the one before) and as
     DELTA_LENGTH_BYTE_ARRAY (random texts: lengths apart from the bytes),
-    with NULLs between, read back alike by Spark's vectorized reader,
-    delta-rs, DuckDB and us."""
+    with NULLs between, and decimals of any size and sign, which zstd
+    shrinks by less than an eighth and which are stored uncompressed as
+    DELTA_BINARY_PACKED in the zstd file, read back alike by Spark's
+    vectorized reader, delta-rs, DuckDB and us."""
+    import random
     import pyarrow.parquet as pq
     table = tmp_path / "delta_strings"
+    rnd = random.Random(7)
+
+    def amount():
+        digits = "".join(rnd.choice("0123456789") for _ in range(rnd.randint(0, 11)))
+        return rnd.choice(["", "-"]) + rnd.choice("123456789") + digits + "%04d" % rnd.randint(0, 9999)
+
     rows = [[None if r % 9 == 4 else "0x%020X" % (0x12345600 + r // 3),
-             ("%016x" % ((r * 0x9E3779B97F4A7C15) & (2**64 - 1)))[:3 + r * 7 % 13], r]
+             ("%016x" % ((r * 0x9E3779B97F4A7C15) & (2**64 - 1)))[:3 + r * 7 % 13], r,
+             None if r % 5 == 2 else amount()]
             for r in range(5000)]
-    cols = [["lsn", "u", True], ["u", "u", True], ["k", "l", False]]
+    cols = [["lsn", "u", True], ["u", "u", True], ["k", "l", False], ["amt", "d:18,4", True]]
     tool.write(table, cols, rows, tmp_path, batch_rows=5000)
     encodings = set()
     for f in table.glob("*.parquet"):
@@ -668,10 +678,14 @@ def test_delta_string_encodings_we_choose_are_read_by_spark_deltalake_duckdb(spa
         for g in range(md.num_row_groups):
             encodings |= set(md.row_group(g).column(0).encodings)
             encodings |= set(md.row_group(g).column(1).encodings)
+            amt = md.row_group(g).column(3)
+            assert amt.compression == "UNCOMPRESSED", amt
+            assert "DELTA_BINARY_PACKED" in amt.encodings, amt
+            assert md.row_group(g).column(1).compression == "ZSTD"
     assert {"DELTA_BYTE_ARRAY", "DELTA_LENGTH_BYTE_ARRAY"} <= encodings, encodings
-    want = rows_key([tuple(r) for r in rows])
+    want = rows_key(expected_rows(cols, rows))
     df, got = spark_rows(spark, table)
     assert rows_key(got) == want
-    assert rows_key(deltalake_rows(table, ["lsn", "u", "k"])) == want
-    assert rows_key(duckdb_rows(table, ["lsn", "u", "k"])) == want
+    assert rows_key(deltalake_rows(table, ["lsn", "u", "k", "amt"])) == want
+    assert rows_key(duckdb_rows(table, ["lsn", "u", "k", "amt"])) == want
     assert rows_key(tool.dump(table)[1]) == want

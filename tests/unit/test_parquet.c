@@ -723,16 +723,19 @@ TEST(parquet_encoding_chosen_once_per_file) {
      * random strings -> DELTA_LENGTH_BYTE_ARRAY without ever a dictionary;
      * k: 5 distinct strings -> dictionary; w: int32 alternating extremes
      * (deltas wrap in 32 bits); r: random int64, stored uncompressed in a
-     * zstd file; lsn: increasing hex texts (LSNs) -> DELTA_BYTE_ARRAY.
-     * The choice holds in every row group of the file. */
+     * zstd file; lsn: increasing hex texts (LSNs) -> DELTA_BYTE_ARRAY;
+     * amt: unscaled decimals of 1-12 digits and either sign, whose zstd
+     * gains under an eighth on DELTA_BINARY_PACKED: stored uncompressed in
+     * that encoding. The choice holds in every row group of the file. */
     mcdc_schema *s = NULL;
-    CHECK_EQ_INT(mcdc_schema_create(&s, 6, NULL), MCDC_OK);
+    CHECK_EQ_INT(mcdc_schema_create(&s, 7, NULL), MCDC_OK);
     mcdc_schema_set(s, 0, "ts", MCDC_TYPE_TIMESTAMP_NTZ, 0, 0, 0, true, NULL);
     mcdc_schema_set(s, 1, "u", MCDC_TYPE_UTF8, 0, 0, 0, false, NULL);
     mcdc_schema_set(s, 2, "k", MCDC_TYPE_UTF8, 0, 0, 0, false, NULL);
     mcdc_schema_set(s, 3, "w", MCDC_TYPE_INT32, 0, 0, 0, false, NULL);
     mcdc_schema_set(s, 4, "r", MCDC_TYPE_INT64, 0, 0, 0, true, NULL);
     mcdc_schema_set(s, 5, "lsn", MCDC_TYPE_UTF8, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, 6, "amt", MCDC_TYPE_INT64, 0, 0, 0, true, NULL);
     enum { ROWS = 60000 };
     mcdc_batch *b = NULL;
     CHECK_EQ_INT(mcdc_batch_create(&b, s, ROWS, NULL), MCDC_OK);
@@ -751,6 +754,10 @@ TEST(parquet_encoding_chosen_once_per_file) {
         n = snprintf(t, sizeof t, "0x%020llX", 0x12345600ull + (unsigned long long)(r / 2));
         if (r % 13 == 7) mcdc_col_append_null(&b->columns[5], NULL);
         else mcdc_col_append_bytes(&b->columns[5], t, n, NULL);
+        int64_t amt = (int64_t)(1 + (x >> 8) % 9);
+        for (uint64_t d = (x >> 1) % 12, y = x >> 12; d > 0; d--, y /= 10) amt = amt * 10 + (int64_t)(y % 10);
+        amt = amt * 10000 + (int64_t)((x >> 40) % 10000);
+        mcdc_col_append_int(&b->columns[6], x & 1 ? -amt : amt, NULL);
     }
     CHECK_EQ_INT(mcdc_batch_seal(b, NULL), MCDC_OK);
     mcdc_parquet_write_options o = MCDC_PARQUET_WRITE_OPTIONS_INIT;
@@ -775,6 +782,8 @@ TEST(parquet_encoding_chosen_once_per_file) {
         CHECK_EQ_INT(c[4].codec, MCDC_PARQUET_UNCOMPRESSED);
         CHECK_EQ_INT(c[1].codec, MCDC_PARQUET_ZSTD);
         CHECK_EQ_INT(c[2].codec, MCDC_PARQUET_ZSTD);
+        CHECK_EQ_INT(c[6].codec, MCDC_PARQUET_UNCOMPRESSED);
+        CHECK(c[6].encodings & (1u << PQ_DELTA_BINARY_PACKED));
     }
     mcdc_pq_meta_free(&m);
     /* the same file without compression chooses the same way and reads back */

@@ -1,5 +1,7 @@
+#include <stdio.h>
 #include <string.h>
 
+#include "mcdc_facts.h"
 #include "mcdc_finalization.h"
 #include "mcdc_tables.h"
 #include "mcdc_test.h"
@@ -95,4 +97,58 @@ TEST(finalization_truncate_by_granularity) {
     CHECK_EQ_INT(mcdc_granularity_parse("Minute", &g, &e), MCDC_OK);
     CHECK_EQ_INT(g, MCDC_GRANULARITY_MINUTE);
     CHECK_EQ_INT(mcdc_granularity_parse("week", &g, &e), MCDC_E_INVALID);
+}
+
+TEST(facts_unit_stats_counts_and_bounds) {
+    /* LSNs in no order, differing in their first, middle and last hex
+     * digits, with nulls and a text of another width: the unit's min/max
+     * are memcmp's over the LSN-wide texts, whatever batch they come in. */
+    mcdc_schema *s = NULL;
+    CHECK_EQ_INT(mcdc_schema_create(&s, 3, NULL), MCDC_OK);
+    mcdc_schema_set(s, 0, "_start_lsn", MCDC_TYPE_UTF8, 0, 0, 0, true, NULL);
+    mcdc_schema_set(s, 1, "_operation", MCDC_TYPE_INT32, 0, 0, 0, false, NULL);
+    mcdc_schema_set(s, 2, "_commit_ts", MCDC_TYPE_TIMESTAMP_NTZ, 0, 0, 0, false, NULL);
+    mcdc_unit_stats st;
+    memset(&st, 0, sizeof st);
+    char want_min[24] = "", want_max[24] = "";
+    int64_t want_del = 0, want_ins = 0, want_upd = 0, want_lo = 0, want_hi = 0;
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (int batch = 0; batch < 3; batch++) {
+        mcdc_batch *b = NULL;
+        CHECK_EQ_INT(mcdc_batch_create(&b, s, 500, NULL), MCDC_OK);
+        for (int r = 0; r < 500; r++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            char t[40];
+            int n = snprintf(t, sizeof t, "0x%02X%06X%04X%08X", (unsigned)(x >> 56) & 0x3u,
+                             (unsigned)(x >> 40) & 0x3u, (unsigned)(x >> 20) & 0x3u,
+                             (unsigned)x & 0x1Fu);
+            if (r % 17 == 3) mcdc_col_append_null(&b->columns[0], NULL);
+            else if (r % 29 == 4) mcdc_col_append_bytes(&b->columns[0], "0x00", 4, NULL);
+            else {
+                CHECK_EQ_INT(n, MCDC_LSN_TEXT_LEN);
+                mcdc_col_append_bytes(&b->columns[0], t, n, NULL);
+                if (want_min[0] == 0 || memcmp(t, want_min, (size_t)n) < 0) memcpy(want_min, t, (size_t)n);
+                if (want_max[0] == 0 || memcmp(t, want_max, (size_t)n) > 0) memcpy(want_max, t, (size_t)n);
+            }
+            int32_t op = (int32_t)(1 + (x >> 30) % 4);
+            int64_t ts = (int64_t)((x >> 8) % 1000000);
+            want_del += op == 1, want_ins += op == 2, want_upd += op == 4;
+            if ((batch == 0 && r == 0) || ts < want_lo) want_lo = ts;
+            if ((batch == 0 && r == 0) || ts > want_hi) want_hi = ts;
+            mcdc_col_append_int(&b->columns[1], op, NULL);
+            mcdc_col_append_int(&b->columns[2], ts, NULL);
+        }
+        CHECK_EQ_INT(mcdc_batch_seal(b, NULL), MCDC_OK);
+        mcdc_unit_stats_add(&st, b);
+        mcdc_batch_free(b);
+    }
+    CHECK_EQ_INT(st.rows, 1500);
+    CHECK_EQ_INT(st.deletes, want_del);
+    CHECK_EQ_INT(st.inserts, want_ins);
+    CHECK_EQ_INT(st.updates, want_upd);
+    CHECK_EQ_INT(st.min_ts, want_lo);
+    CHECK_EQ_INT(st.max_ts, want_hi);
+    CHECK_EQ_STR(st.min_lsn, want_min);
+    CHECK_EQ_STR(st.max_lsn, want_max);
+    mcdc_schema_unref(s);
 }
