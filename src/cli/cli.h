@@ -211,6 +211,13 @@ typedef struct cli_batch_out {
 void cli_batch_report(void *ctx, const mcdc_batch_report *r);
 
 /* The commands: argv holds the arguments after the command's name. */
+/* A heap copy of argv (NULL-terminated) for the commands to read, and the
+ * secrets in argv itself (what ps and /proc/PID/cmdline show) overwritten
+ * with 'x': a --connectionString, -o connectionString=, a secret
+ * --storage-option's value. NULL when out of memory. */
+char **cli_argv_private(int argc, char **argv);
+void cli_argv_free(char **argv);
+
 int cmd_stream(int argc, char **argv);
 int cmd_finalization(int argc, char **argv);
 int cmd_table_rows(int argc, char **argv);

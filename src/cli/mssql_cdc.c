@@ -54,6 +54,8 @@ static const char HELP[] =
     "\n"
     "'mssql-cdc COMMAND --help' describes each command.\n";
 
+static int run(int argc, char **argv);
+
 int main(int argc, char **argv) {
     /* Column buffers of tens of MB are freed and allocated again for every
      * batch. Kept in glibc's heap instead of going back to the kernel, they
@@ -61,6 +63,17 @@ int main(int argc, char **argv) {
      * bench-lake). What is kept never exceeds the peak already reached. */
     mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
     mallopt(M_TRIM_THRESHOLD, 256 * 1024 * 1024);
+    char **args = cli_argv_private(argc, argv);
+    if (args == NULL) {
+        fputs("mssql-cdc: out of memory reading the command line\n", stderr);
+        return EXIT_ERROR;
+    }
+    int rc = run(argc, args);
+    cli_argv_free(args);
+    return rc;
+}
+
+static int run(int argc, char **argv) {
     if (argc < 2) {
         fputs(HELP, stderr);
         return EXIT_USAGE;

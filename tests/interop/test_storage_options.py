@@ -276,3 +276,48 @@ def test_stream_and_finalization_carry_secrets_nowhere(sim, workdir):
                 data = f.read()
             for secret in (SECRET, TOKEN):
                 assert secret.encode() not in data, os.path.join(root, name)
+
+
+@pytest.mark.parametrize("form", ["--connectionString", "-o"])
+def test_a_running_commands_arguments_show_no_password_or_secret(sim, workdir, form):
+    """What ps shows of a running stream (/proc/PID/cmdline, readable by
+    every user): x's where the connection string and a secret storage
+    option's value were, the other arguments as given."""
+    import signal
+    import time
+    from conftest import PASSWORD
+    sim.run("CREATE DATABASE shop;")
+    sim.run("CREATE TABLE dbo.t (id INT NOT NULL PRIMARY KEY);"
+            "EXEC sys.sp_cdc_enable_db;"
+            "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N't', "
+            "@role_name = NULL;"
+            "INSERT INTO dbo.t VALUES (1);"
+            "EXEC sim.run_capture @ignore_latency = 1;", database="shop")
+    cs = sim.connection_string("shop")
+    source = [form, cs] if form != "-o" else ["-o", "connectionString=" + cs]
+    p = subprocess.Popen([CLI, "stream", "--captureInstance", "dbo_t", *source,
+                          "--target", "./bronze", "--app-id", "t-v1", "--checkpoint", "./ckpt",
+                          "--facts-table", "./facts", "--quiet",
+                          "--storage-option", "aws_secret_access_key=" + SECRET,
+                          "--storage-option", "AWS_REGION=eu-west-1"],
+                         cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        first = os.path.join(workdir, "bronze", "_delta_log", "00000000000000000000.json")
+        deadline = time.monotonic() + 60
+        while not os.path.exists(first) and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert os.path.exists(first), p.poll()
+        with open(f"/proc/{p.pid}/cmdline", "rb") as f:
+            shown = f.read().split(b"\0")
+        assert PASSWORD.encode() not in b" ".join(shown) and SECRET.encode() not in b" ".join(shown)
+        hidden = b"x" * len(cs) if form != "-o" else b"connectionString=" + b"x" * len(cs)
+        assert hidden in shown, shown
+        assert b"aws_secret_access_key=" + b"x" * len(SECRET) in shown, shown
+        assert b"AWS_REGION=eu-west-1" in shown and b"dbo_t" in shown, shown
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
