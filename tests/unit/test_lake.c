@@ -1,4 +1,5 @@
 #include <dirent.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -749,6 +750,123 @@ TEST(lake_append_closes_full_files_behind) {
         CHECK(calls >= ROLL_FILES);
     }
     CHECK(failed >= 2 * (16 + ROLL_FILES));
+    mcdc_storage_mem_release(mem);
+}
+
+/* ---- lanes: one open data file per lane ------------------------------------ */
+#define LANES 3
+#define LANE_BATCHES 7 /* each lane's; a file fills at 2.5 batches: 3 files a lane */
+
+/* One attempt: LANES lanes' batches of 3 facts rows interleaved (lane l's
+ * k-th batch is batch_id l * 100 + k), each lane's file full after its
+ * third batch, committed as txn(app, 0); *free_early: freed uncommitted
+ * after the writes instead. */
+static int lanes_attempt(mcdc_table *t, bool free_early, bool *skipped, mcdc_error *e) {
+    mcdc_batch *first = facts_rows(0, 3);
+    mcdc_table_props props = {.file_bytes = mcdc_batch_bytes(first) * 5 / 2, .lanes = LANES};
+    mcdc_appender *a = NULL;
+    int rc = mcdc_appender_open(&a, t, first->schema, &props, e);
+    mcdc_batch_free(first);
+    for (int k = 0; rc == MCDC_OK && k < LANE_BATCHES; k++)
+        for (int l = LANES - 1; rc == MCDC_OK && l >= 0; l--) {
+            mcdc_batch *b = facts_rows(l * 100 + k, 3);
+            rc = mcdc_appender_write_lane(a, l, b, e);
+            mcdc_batch_free(b);
+        }
+    int64_t v = -1;
+    if (rc == MCDC_OK && !free_early) rc = mcdc_appender_commit(a, "app", 0, NULL, skipped, &v, e);
+    mcdc_appender_free(a);
+    return rc;
+}
+
+typedef struct {
+    int files, per_lane[LANES];
+    int64_t rows;
+    bool apart; /* every file's batch_ids of one lane */
+} lanes_acc;
+
+static int lanes_file(void *ctx, const char *stats, mcdc_error *err) {
+    (void)err;
+    lanes_acc *x = ctx;
+    json_error_t je;
+    json_t *j = stats ? json_loads(stats, 0, &je) : NULL;
+    json_int_t lo = json_integer_value(json_object_get(json_object_get(j, "minValues"), "batch_id"));
+    json_int_t hi = json_integer_value(json_object_get(json_object_get(j, "maxValues"), "batch_id"));
+    x->rows += json_integer_value(json_object_get(j, "numRecords"));
+    x->files++;
+    if (j == NULL || lo / 100 != hi / 100 || lo < 0 || lo / 100 >= LANES) x->apart = false;
+    else x->per_lane[lo / 100]++;
+    json_decref(j);
+    return MCDC_OK;
+}
+
+/* An appender of several lanes keeps a data file open for each: every
+ * batch goes into its lane's file at once, each lane's files fill to the
+ * full size and hold its rows only (their key ranges apart), and the
+ * commit publishes every lane's files, the ones still open too. Freed
+ * uncommitted, it leaves no file (the ones published behind nor the open
+ * ones); more lanes than MCDC_APPENDER_LANES_MAX are refused. A write, a
+ * file's opening and a publication failing in turn (about 12 of each,
+ * spread) fail the attempt and leave nothing; the rerun commits every row
+ * once. */
+TEST(lake_append_lanes_each_into_files_of_their_own) {
+    mcdc_storage_mem *mem = NULL;
+    mcdc_error e = MCDC_ERROR_INIT;
+    CHECK_EQ_INT(mcdc_storage_mem_create(&mem, "lanes", &e), MCDC_OK);
+    mcdc_storage_env env = mcdc_storage_mem_env(mem);
+    mcdc_table *t = NULL;
+    bool skipped = false;
+    CHECK_EQ_INT(mcdc_table_open_env(&t, &env, "mem://lanes/early", NULL, &e), MCDC_OK);
+    CHECK_EQ_INT(lanes_attempt(t, true, &skipped, &e), MCDC_OK);
+    CHECK_EQ_INT(roll_objects(t), 0);
+    mcdc_table_close(t);
+    mcdc_batch *b = facts_rows(0, 3);
+    mcdc_appender *a = NULL;
+    mcdc_table_props over = {.lanes = MCDC_APPENDER_LANES_MAX + 1};
+    CHECK_EQ_INT(mcdc_appender_open(&a, NULL, b->schema, &over, &e), MCDC_E_LIMIT);
+    CHECK(a == NULL);
+    mcdc_batch_free(b);
+    const mcdc_storage_op ops[] = {MCDC_STORAGE_OP_WRITE, MCDC_STORAGE_OP_COMMIT_PUT,
+                                   MCDC_STORAGE_OP_WRITER_OPEN};
+    int tables = 0, failed = 0;
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+        int64_t calls = 0, step = 1;
+        for (int64_t nth = 0; nth <= calls; nth += nth ? step : 1) {
+            char where[64];
+            snprintf(where, sizeof where, "mem://lanes/t%d", tables++);
+            CHECK_EQ_INT(mcdc_table_open_env(&t, &env, where, NULL, &e), MCDC_OK);
+            if (t == NULL) break;
+            int64_t c0 = mcdc_storage_mem_calls(mem, ops[k]);
+            if (nth > 0) mcdc_storage_mem_fail_nth(mem, ops[k], nth, MCDC_E_IO);
+            int rc = lanes_attempt(t, false, &skipped, &e);
+            if (nth == 0) {
+                calls = mcdc_storage_mem_calls(mem, ops[k]) - c0;
+                step = calls / 12 > 1 ? calls / 12 : 1;
+            }
+            bool fired = nth > 0 && mcdc_storage_mem_fault_fired(mem);
+            mcdc_storage_mem_fail_nth(mem, ops[k], 0, MCDC_OK);
+            CHECK(nth == 0 || fired);
+            CHECK(nth == 0 || rc != MCDC_OK);
+            if (rc != MCDC_OK) {
+                failed++;
+                CHECK(strstr(e.message, "injected fault") != NULL);
+                CHECK_EQ_INT(roll_objects(t), 0);
+                rc = lanes_attempt(t, false, &skipped, &e); /* the rerun */
+            }
+            CHECK_EQ_INT(rc, MCDC_OK);
+            CHECK(!skipped);
+            lanes_acc x = {.apart = true};
+            CHECK_EQ_INT(mcdc_table_each_file_stats(t, lanes_file, &x, &e), MCDC_OK);
+            CHECK(x.apart);
+            CHECK_EQ_INT(x.rows, LANES * LANE_BATCHES * 3);
+            CHECK_EQ_INT(x.files, LANES * 3);
+            CHECK_EQ_INT(roll_objects(t), LANES * 3);
+            for (int l = 0; l < LANES; l++) CHECK_EQ_INT(x.per_lane[l], 3);
+            mcdc_table_close(t);
+        }
+        CHECK(calls >= LANES * 3);
+    }
+    CHECK(failed >= 2 * 12 + LANES * 3);
     mcdc_storage_mem_release(mem);
 }
 
