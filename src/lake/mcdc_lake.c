@@ -673,7 +673,8 @@ static int finish_file_as(mcdc_appender *a, lake_lane *l, bool behind, mcdc_erro
 /* Finishes every lane's open file, each published here. */
 static int finish_files(mcdc_appender *a, mcdc_error *err) {
     int rc = MCDC_OK;
-    for (int i = 0; i < a->n_lanes && rc == MCDC_OK; i++) rc = finish_file_as(a, &a->lane[i], false, err);
+    for (int i = 0; i < a->n_lanes && rc == MCDC_OK; i++)
+        rc = finish_file_as(a, &a->lane[i], false, err);
     return rc;
 }
 

@@ -790,8 +790,9 @@ static int lanes_file(void *ctx, const char *stats, mcdc_error *err) {
     lanes_acc *x = ctx;
     json_error_t je;
     json_t *j = stats ? json_loads(stats, 0, &je) : NULL;
-    json_int_t lo = json_integer_value(json_object_get(json_object_get(j, "minValues"), "batch_id"));
-    json_int_t hi = json_integer_value(json_object_get(json_object_get(j, "maxValues"), "batch_id"));
+    json_t *mins = json_object_get(j, "minValues"), *maxs = json_object_get(j, "maxValues");
+    json_int_t lo = json_integer_value(json_object_get(mins, "batch_id"));
+    json_int_t hi = json_integer_value(json_object_get(maxs, "batch_id"));
     x->rows += json_integer_value(json_object_get(j, "numRecords"));
     x->files++;
     if (j == NULL || lo / 100 != hi / 100 || lo < 0 || lo / 100 >= LANES) x->apart = false;
