@@ -1045,12 +1045,6 @@ int mcdc_appender_roll(mcdc_appender *a, const char **path, mcdc_error *err) {
     return rc;
 }
 
-int mcdc_appender_roll_behind(mcdc_appender *a, mcdc_error *err) {
-    MCDC_ASSERT(!a->committed);
-    MCDC_ASSERT(a->n_lanes == 1);
-    return a->lane[0].w ? finish_file_as(a, &a->lane[0], true, err) : MCDC_OK;
-}
-
 /* The add that brings live file f back with deletion vector dv: its
  * statistics say tightBounds false (the bounds may be of deleted rows);
  * numRecords stays the file's rows, as the protocol wants. */

@@ -213,10 +213,7 @@ int mcdc_appender_commit_with(mcdc_appender *a, const mcdc_table_commit *c, bool
  * relative to the table root, borrowed until the appender is freed; NULL
  * when no file was open. */
 int mcdc_appender_roll(mcdc_appender *a, const char **path, mcdc_error *err);
-/* (roll, roll_behind and fills: of an appender of one lane) */
-/* The same, the closed file published on the appender's thread while the
- * next one is written, as a full one is (its failure is the next call's). */
-int mcdc_appender_roll_behind(mcdc_appender *a, mcdc_error *err);
+/* (roll and fills: of an appender of one lane) */
 /* Frees; an uncommitted appender deletes the files it wrote. NULL-safe. */
 /* Creates the table when missing (with its kind and schema, no rows), as
  * the first write would; an existing one is checked for its kind, and a

@@ -668,10 +668,9 @@ static int64_t roll_objects(mcdc_table *t) {
 }
 
 /* One attempt: ROLL_FILES batches of 3 facts rows (batch_id i), each
- * filling a file (file_bytes 1), or (cut) each file closed by
- * mcdc_appender_roll_behind after its batch, committed as txn(app, 0). */
-static int roll_attempt(mcdc_table *t, bool cut, bool *skipped, mcdc_error *e) {
-    mcdc_table_props props = {.file_bytes = cut ? 1 << 30 : 1};
+ * filling a file (file_bytes 1), committed as txn(app, 0). */
+static int roll_attempt(mcdc_table *t, bool *skipped, mcdc_error *e) {
+    mcdc_table_props props = {.file_bytes = 1};
     mcdc_appender *a = NULL;
     mcdc_batch *first = facts_rows(0, 3);
     int rc = mcdc_appender_open(&a, t, first->schema, &props, e);
@@ -680,7 +679,6 @@ static int roll_attempt(mcdc_table *t, bool cut, bool *skipped, mcdc_error *e) {
         mcdc_batch *b = facts_rows(i, 3);
         rc = mcdc_appender_write(a, b, e);
         mcdc_batch_free(b);
-        if (rc == MCDC_OK && cut) rc = mcdc_appender_roll_behind(a, e);
     }
     int64_t v = -1;
     if (rc == MCDC_OK) rc = mcdc_appender_commit(a, "app", 0, NULL, skipped, &v, e);
@@ -688,8 +686,7 @@ static int roll_attempt(mcdc_table *t, bool cut, bool *skipped, mcdc_error *e) {
     return rc;
 }
 
-/* Every full file (and every file cut by mcdc_appender_roll_behind, the
- * same sweep again) is published (fsync, then visible) on the appender's
+/* Every full file is published (fsync, then visible) on the appender's
  * thread while the next one is written: the commit names all of them, in
  * the order written. A write (about 16 of them, spread over the files) and
  * the opening of a file failing in turn (on the writing thread, while the
@@ -706,8 +703,7 @@ TEST(lake_append_closes_full_files_behind) {
     const mcdc_storage_op ops[] = {MCDC_STORAGE_OP_WRITE, MCDC_STORAGE_OP_COMMIT_PUT,
                                    MCDC_STORAGE_OP_WRITER_OPEN};
     int tables = 0, failed = 0;
-    for (size_t k = 0; k < 2 * sizeof ops / sizeof ops[0]; k++) {
-        bool cut = k >= sizeof ops / sizeof ops[0]; /* files cut by roll_behind */
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
         int64_t calls = 0, step = 1;
         /* writes: a Parquet file makes dozens; about 16 of them, spread */
         for (int64_t nth = 0; nth <= calls; nth += nth ? step : 1) {
@@ -716,11 +712,11 @@ TEST(lake_append_closes_full_files_behind) {
             mcdc_table *t = NULL;
             CHECK_EQ_INT(mcdc_table_open_env(&t, &env, where, NULL, &e), MCDC_OK);
             if (t == NULL) break;
-            mcdc_storage_op op = ops[k % (sizeof ops / sizeof ops[0])];
+            mcdc_storage_op op = ops[k];
             int64_t c0 = mcdc_storage_mem_calls(mem, op);
             if (nth > 0) mcdc_storage_mem_fail_nth(mem, op, nth, MCDC_E_IO);
             bool skipped = false;
-            int rc = roll_attempt(t, cut, &skipped, &e);
+            int rc = roll_attempt(t, &skipped, &e);
             if (nth == 0) {
                 calls = mcdc_storage_mem_calls(mem, op) - c0;
                 step = calls / 16 > 1 ? calls / 16 : 1;
@@ -733,7 +729,7 @@ TEST(lake_append_closes_full_files_behind) {
                 failed++;
                 CHECK(strstr(e.message, "injected fault") != NULL);
                 CHECK_EQ_INT(roll_objects(t), 0);
-                rc = roll_attempt(t, cut, &skipped, &e); /* the rerun */
+                rc = roll_attempt(t, &skipped, &e); /* the rerun */
             }
             CHECK_EQ_INT(rc, MCDC_OK);
             CHECK(!skipped);
@@ -749,7 +745,7 @@ TEST(lake_append_closes_full_files_behind) {
         }
         CHECK(calls >= ROLL_FILES);
     }
-    CHECK(failed >= 2 * (16 + ROLL_FILES));
+    CHECK(failed >= 16 + ROLL_FILES);
     mcdc_storage_mem_release(mem);
 }
 
